@@ -1,0 +1,71 @@
+//! Subcommand arguments and the glue each one runs. `anyhow` lives here, at the edge; the
+//! modules below it return typed errors.
+
+use clap::{Parser, Subcommand};
+
+use crate::exit::GateExit;
+
+pub mod ab;
+pub mod baseline;
+pub mod bench;
+pub mod compare;
+pub mod doctor;
+pub mod import;
+pub mod merge;
+pub mod report;
+pub mod run;
+pub mod sim;
+pub mod stats_eval;
+
+/// infergate: boot an inference engine, measure sustained decode, compare with baselines, and
+/// gate the pull request on the verdict.
+#[derive(Debug, Parser)]
+#[command(name = "infergate", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gate: validate the config, boot the engine, measure, compare, report, tear down.
+    Run(run::RunArgs),
+    /// Measure the matrix against an already-running OpenAI-compatible server.
+    Bench(bench::BenchArgs),
+    /// Serve the simulated engine (OpenAI-compatible, vLLM-style metrics) on 127.0.0.1.
+    Sim(sim::SimArgs),
+    /// Compare candidate results with a baseline and print verdicts.
+    Compare(compare::CompareArgs),
+    /// Manage the baseline store (add, show, prune).
+    Baseline(baseline::BaselineArgs),
+    /// Convert another tool's results file (llm-decode-bench JSON) into infergate's schema.
+    Import(import::ImportArgs),
+    /// Monte Carlo evaluation of the decision rule: false-alarm rate and power.
+    StatsEval(stats_eval::StatsEvalArgs),
+    /// Post results and verdicts: GitHub check run, PR comment, job summary, step outputs.
+    Report(report::ReportArgs),
+    /// Describe the runner: GPUs, driver, PCIe, NVML, engine reachability.
+    Doctor(doctor::DoctorArgs),
+    /// Join shard results (one per runner profile) into one verdict and one summary.
+    Merge(merge::MergeArgs),
+    /// Paired A/B comparison of two engine builds booted alternately on one runner.
+    Ab(ab::AbArgs),
+}
+
+/// Runs one parsed command line.
+pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
+    match cli.command {
+        Command::Run(a) => run::execute(a).await,
+        Command::Bench(a) => bench::execute(a).await,
+        Command::Sim(a) => sim::execute(a).await,
+        Command::Compare(a) => compare::execute(a).await,
+        Command::Baseline(a) => baseline::execute(a).await,
+        Command::Import(a) => import::execute(a).await,
+        Command::StatsEval(a) => stats_eval::execute(a).await,
+        Command::Report(a) => report::execute(a).await,
+        Command::Doctor(a) => doctor::execute(a).await,
+        Command::Merge(a) => merge::execute(a).await,
+        Command::Ab(a) => ab::execute(a).await,
+    }
+}

@@ -1,0 +1,28 @@
+//! The `infergate` binary: parse arguments, run the library, map the outcome to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use infergate::cli::Cli;
+use infergate::exit::exit_for_error;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    match runtime.block_on(infergate::cli::execute(cli)) {
+        Ok(outcome) => ExitCode::from(outcome.code()),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_for_error(&err).code())
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! The results schema: the plain data that measurement writes and that statistics, storage and
+//! reporting read. It is a public interface (see `docs/results-schema.md`): other tools parse these
+//! files, so fields are only ever added, and `schema_version` is bumped on any breaking change.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Version of the results file format. Readers reject files with a newer major version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One complete (or partial) execution of a sustained-decode matrix against one engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResults {
+    /// Format version of this file, [`SCHEMA_VERSION`] when written by this build.
+    pub schema_version: u32,
+    /// Which tool wrote the file (name and version), so odd numbers can be traced to a build.
+    pub tool: ToolInfo,
+    /// Unique id of this run (UTC timestamp plus random suffix); baseline files are named by it.
+    pub run_id: String,
+    /// Suite name from the gate config (`pr`, `nightly`, ...); `None` for ad hoc `bench` runs.
+    #[serde(default)]
+    pub suite: Option<String>,
+    /// When the matrix started and finished (UTC).
+    pub started_at: DateTime<Utc>,
+    #[serde(default)]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Whether the run covered the whole matrix; partial runs are never accepted as baselines.
+    pub status: RunStatus,
+    /// Why the run is partial or failed, for people reading the file.
+    #[serde(default)]
+    pub status_reason: Option<String>,
+    /// Hardware + engine + model + matrix identity; baselines are keyed by `profile.key`.
+    pub profile: ProfileKey,
+    /// What the engine said about itself (`/version`, `/v1/models`, metrics flavour).
+    pub engine: EngineIdentity,
+    /// The measurement settings this run used.
+    pub matrix: MatrixSpec,
+    /// One entry per (concurrency, context) cell, in execution order.
+    pub cells: Vec<CellResult>,
+    /// Run-level GPU telemetry summary (or why it is unavailable).
+    #[serde(default)]
+    pub telemetry: Option<TelemetrySummary>,
+    /// Time-stamped log of what happened, like the seed's `event_log`.
+    #[serde(default)]
+    pub events: Vec<Event>,
+    /// Where the data came from: this tool, or an import of another tool's file.
+    #[serde(default)]
+    pub source: ResultsSource,
+    /// Free-form labels (git SHA, PR number, runner name) that reporting may show.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Name and version of the writer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+impl ToolInfo {
+    /// This build of infergate.
+    pub fn current() -> Self {
+        ToolInfo {
+            name: "infergate".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// Whether a run is complete. Only `complete` runs may become baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every cell was attempted (cells may still be `capacity_limited` or `error`).
+    Complete,
+    /// The run stopped early (engine died, time-out); the cells present are valid.
+    Partial,
+    /// The run was cancelled (SIGINT/SIGTERM); the cells present are valid.
+    Cancelled,
+}
+
+/// Provenance of a results file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ResultsSource {
+    /// Measured by infergate itself.
+    #[default]
+    Infergate,
+    /// Converted from another tool's output (e.g. llm-decode-bench JSON).
+    Import {
+        /// Tool name and version of the original file.
+        tool: String,
+        /// Path of the original file, as given at import time.
+        path: String,
+    },
+}
+
+/// The identity baselines are keyed by: comparing runs with different keys is refused.
+///
+/// The engine *version* is deliberately not part of the key (every dev build has a new one and
+/// a PR gate exists to compare versions); the engine *name*, the model, the hardware and the
+/// matrix are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileKey {
+    /// Stable, path-safe identifier derived from the fields below, e.g.
+    /// `gpu-nvidia-h200x1__vllm__qwen-qwen3-8b__m1a2b3c4d`.
+    pub key: String,
+    /// The hardware part of the key.
+    pub hardware: HardwareFingerprint,
+    /// Engine family (`vllm`, `sglang`, `llamacpp`, `infergate-sim`, or what the config says).
+    pub engine: String,
+    /// Served model name.
+    pub model: String,
+    /// Hash of the matrix shape (concurrency, contexts, max tokens, context split), hex.
+    pub matrix_hash: String,
+}
+
+/// What hardware a run was measured on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HardwareFingerprint {
+    /// `gpu` when NVML reported devices, otherwise `cpu`.
+    pub kind: String,
+    /// e.g. `NVIDIA H200` (all GPUs of a runner are assumed alike; a mixed set is listed joined).
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+    #[serde(default)]
+    pub gpu_count: u32,
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    /// CPU model name from `/proc/cpuinfo` (names the `cpu` profile).
+    #[serde(default)]
+    pub cpu_model: Option<String>,
+}
+
+/// What the engine reports about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EngineIdentity {
+    /// Engine family as detected or configured (`vllm`, `sglang`, `llamacpp`, `infergate-sim`).
+    pub name: String,
+    /// `/version` answer, when the engine has one.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Model ids from `/v1/models`.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Base URL measured (loopback or runner-local).
+    #[serde(default)]
+    pub url: String,
+    /// Which metrics dialect `/metrics` spoke (`vllm`, `sglang`, `llamacpp`) or `none`.
+    #[serde(default)]
+    pub metrics_flavor: Option<String>,
+    /// The engine command line (from the gate config), secrets removed.
+    #[serde(default)]
+    pub command: Option<String>,
+}
+
+/// The measurement settings of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatrixSpec {
+    /// Model name sent in requests.
+    pub model: String,
+    /// Concurrency levels (streams kept running), ascending.
+    pub concurrency: Vec<u32>,
+    /// Context lengths in tokens (prompt size per stream), ascending.
+    pub contexts: Vec<u64>,
+    /// Steady-state window per cell, seconds.
+    pub duration_s: f64,
+    /// Warm-up before the window (after readiness), seconds.
+    pub warmup_s: f64,
+    /// `max_tokens` per request (streams are restarted when they finish).
+    pub max_tokens: u32,
+    /// Share of each prompt that is unique to the stream (the rest is a shared prefix), percent.
+    pub unique_context_percent: f64,
+    /// Number of sub-windows the steady-state window is split into (throughput samples per cell).
+    pub sub_windows: u32,
+    /// How many times the whole matrix is repeated within one run.
+    #[serde(default = "one")]
+    pub repetitions: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Outcome class of one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Measured at the requested concurrency.
+    Ok,
+    /// The engine could not admit all streams (KV budget): a result, not a failure.
+    CapacityLimited,
+    /// The cell could not be measured; `reason` says why.
+    Error,
+    /// Not run (known not to fit, cancelled, or excluded); `reason` says why.
+    Skipped,
+}
+
+/// p50/p90/p99 and mean of a latency or rate distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    /// Number of observations behind the figures.
+    pub count: u64,
+}
+
+/// Where a cell's aggregate token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// Cumulative `usage.completion_tokens` on every chunk (vLLM/SGLang `continuous_usage_stats`).
+    ContinuousUsage,
+    /// Counted stream chunks/tokens, reconciled with each request's final usage.
+    ChunksReconciled,
+    /// Engine Prometheus counter (only for imported or fallback data).
+    Metrics,
+    /// Copied from an imported file.
+    Imported,
+}
+
+/// One measured (concurrency x context) cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    pub concurrency: u32,
+    pub context_tokens: u64,
+    pub status: CellStatus,
+    /// Why the cell is `capacity_limited`, `error` or `skipped` (or readiness detail when `ok`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Output tokens per second across all streams over the steady-state window (the headline).
+    pub aggregate_tps: f64,
+    /// Aggregate tok/s of each sub-window: the within-run samples statistics use.
+    pub samples: Vec<f64>,
+    /// Per-stream decode speed (1 / ITL) distribution, tok/s.
+    #[serde(default)]
+    pub per_user_tps: Option<Percentiles>,
+    /// Time to first token, seconds (includes queueing and prefill).
+    #[serde(default)]
+    pub ttft_s: Option<Percentiles>,
+    /// Inter-token latency, seconds.
+    #[serde(default)]
+    pub itl_s: Option<Percentiles>,
+    /// Mean number of running requests reported by the engine during the window.
+    #[serde(default)]
+    pub effective_concurrency: Option<f64>,
+    /// Mean number of waiting (queued) requests during the window.
+    #[serde(default)]
+    pub waiting_avg: Option<f64>,
+    /// Output tokens counted in the steady-state window.
+    pub output_tokens: u64,
+    /// Length of the steady-state window actually measured, seconds.
+    pub measured_s: f64,
+    /// Prompt tokens per request as reported by the engine (calibration check).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Requests that failed during the cell.
+    pub errors: u32,
+    /// Where the token counts came from.
+    #[serde(default)]
+    pub token_source: Option<TokenSource>,
+    /// The engine's own generation rate over the same window (`generation_tokens_total`), tok/s.
+    #[serde(default)]
+    pub server_tps: Option<f64>,
+    /// Seconds from cell start until readiness (all streams running and stable).
+    #[serde(default)]
+    pub ready_after_s: Option<f64>,
+    /// Speculative-decoding figures, when the engine reports them.
+    #[serde(default)]
+    pub spec_decode: Option<SpecDecodeStats>,
+    /// GPU telemetry over the window, when available.
+    #[serde(default)]
+    pub telemetry: Option<CellTelemetry>,
+    /// Re-measurement rounds (adaptive mode): round 0 is the first measurement.
+    #[serde(default)]
+    pub rounds: Vec<MeasurementRound>,
+}
+
+impl CellResult {
+    /// An unmeasured cell (`error` or `skipped`) with its reason.
+    pub fn unmeasured(
+        concurrency: u32,
+        context_tokens: u64,
+        status: CellStatus,
+        reason: impl Into<String>,
+    ) -> Self {
+        CellResult {
+            concurrency,
+            context_tokens,
+            status,
+            reason: Some(reason.into()),
+            aggregate_tps: 0.0,
+            samples: Vec::new(),
+            per_user_tps: None,
+            ttft_s: None,
+            itl_s: None,
+            effective_concurrency: None,
+            waiting_avg: None,
+            output_tokens: 0,
+            measured_s: 0.0,
+            prompt_tokens: None,
+            errors: 0,
+            token_source: None,
+            server_tps: None,
+            ready_after_s: None,
+            spec_decode: None,
+            telemetry: None,
+            rounds: Vec::new(),
+        }
+    }
+
+    /// The (concurrency, context) coordinate.
+    pub fn coord(&self) -> (u32, u64) {
+        (self.concurrency, self.context_tokens)
+    }
+}
+
+/// One extra measurement of a cell (adaptive re-measurement or a repetition).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasurementRound {
+    pub round: u32,
+    pub aggregate_tps: f64,
+    pub samples: Vec<f64>,
+    pub measured_s: f64,
+    /// Verdict of the comparison after this round, when one was made.
+    #[serde(default)]
+    pub verdict_after: Option<String>,
+}
+
+/// Speculative-decoding counters over the window and the acceptance-normalised speed.
+///
+/// `engine_steps = drafts + max(0, output_tokens - (accepted + drafts))`,
+/// `accept_len = output_tokens / engine_steps`, `steps_per_s = aggregate_tps / accept_len`:
+/// a kernel change shows in `steps_per_s` even when acceptance (a property of the prompt) moves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecDecodeStats {
+    pub drafts: u64,
+    pub draft_tokens: u64,
+    pub accepted_tokens: u64,
+    /// accepted / draft tokens.
+    pub acceptance_rate: f64,
+    pub accept_len: f64,
+    pub steps_per_s: f64,
+    /// Acceptance rate per draft position (position 0 first).
+    #[serde(default)]
+    pub per_position_acceptance: Vec<f64>,
+}
+
+/// Telemetry over one cell's window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellTelemetry {
+    pub samples: u32,
+    pub gpu_util_avg: Option<f64>,
+    pub mem_util_avg: Option<f64>,
+    pub power_w_avg: Option<f64>,
+    pub power_w_max: Option<f64>,
+    pub energy_j: Option<f64>,
+    /// Energy per output token in the window, joules.
+    pub joules_per_token: Option<f64>,
+    pub temperature_c_max: Option<f64>,
+    pub sm_clock_mhz_avg: Option<f64>,
+    pub mem_clock_mhz_avg: Option<f64>,
+    pub vram_used_mib_max: Option<f64>,
+    pub pcie_rx_kib_s_avg: Option<f64>,
+    pub pcie_tx_kib_s_avg: Option<f64>,
+    /// Throttle reasons seen at least once (e.g. `sw_power_cap`, `hw_thermal_slowdown`).
+    #[serde(default)]
+    pub throttle_reasons: Vec<String>,
+}
+
+/// Run-level telemetry: a summary, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetrySummary {
+    /// `available` or `unavailable`.
+    pub status: String,
+    /// Why telemetry is unavailable (no library, no GPU, no permission).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Devices sampled (index, name).
+    #[serde(default)]
+    pub devices: Vec<String>,
+    #[serde(default)]
+    pub energy_j: Option<f64>,
+    #[serde(default)]
+    pub joules_per_token: Option<f64>,
+    #[serde(default)]
+    pub power_w_avg: Option<f64>,
+    #[serde(default)]
+    pub temperature_c_max: Option<f64>,
+    #[serde(default)]
+    pub throttle_reasons: Vec<String>,
+}
+
+/// One line of the run's event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: DateTime<Utc>,
+    /// Short machine-readable kind: `startup`, `cell_start`, `ready`, `capacity_limited`,
+    /// `cell_done`, `cell_error`, `engine_exit`, `cancelled`, `notice`, ...
+    pub kind: String,
+    /// Cell coordinate when the event belongs to a cell.
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    #[serde(default)]
+    pub context_tokens: Option<u64>,
+    pub message: String,
+}
+
+impl Event {
+    /// A run-level event stamped now.
+    pub fn now(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Event {
+            at: Utc::now(),
+            kind: kind.into(),
+            concurrency: None,
+            context_tokens: None,
+            message: message.into(),
+        }
+    }
+
+    /// A cell-level event stamped now.
+    pub fn cell(
+        kind: impl Into<String>,
+        concurrency: u32,
+        context_tokens: u64,
+        message: impl Into<String>,
+    ) -> Self {
+        Event {
+            at: Utc::now(),
+            kind: kind.into(),
+            concurrency: Some(concurrency),
+            context_tokens: Some(context_tokens),
+            message: message.into(),
+        }
+    }
+}
+
+/// Human label of a context length: `0`, `8k`, `128k`, `1.5k`.
+pub fn context_label(tokens: u64) -> String {
+    if tokens == 0 {
+        "0".into()
+    } else if tokens.is_multiple_of(1024) {
+        format!("{}k", tokens / 1024)
+    } else if tokens >= 1000 && tokens.is_multiple_of(1000) {
+        format!("{}k", tokens / 1000)
+    } else {
+        tokens.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_labels_match_the_seed_style() {
+        assert_eq!(context_label(0), "0");
+        assert_eq!(context_label(8192), "8k");
+        assert_eq!(context_label(131072), "128k");
+        assert_eq!(context_label(500), "500");
+    }
+}

@@ -1,0 +1,233 @@
+//! The verdict schema: what statistics produces and reporting renders. Plain data, no logic
+//! beyond small helpers, so the GitHub reporter, `merge` and the terminal tables can be tested
+//! without measuring or computing anything.
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::ProfileKey;
+
+/// Version of the comparison file format.
+pub const VERDICT_SCHEMA_VERSION: u32 = 1;
+
+/// The whole answer of one comparison: per cell, per metric, and for the gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonReport {
+    pub schema_version: u32,
+    /// The candidate's profile (baselines of another profile are never compared).
+    pub profile: ProfileKey,
+    #[serde(default)]
+    pub suite: Option<String>,
+    /// Candidate run id(s).
+    pub candidate_runs: Vec<String>,
+    /// What the baseline consisted of.
+    pub baseline: BaselineSummary,
+    /// The gate's answer.
+    pub gate: GateVerdict,
+    /// One line for people: "2 regressions, worst −7.4% at C=8 / 32k".
+    pub headline: String,
+    /// The matrix-wide test (all comparable cells together, primary metric).
+    #[serde(default)]
+    pub matrix_test: Option<MatrixTest>,
+    pub cells: Vec<CellComparison>,
+    /// The decision rule's parameters, so a verdict can be reproduced and explained.
+    pub rule: RuleSummary,
+}
+
+impl ComparisonReport {
+    /// Cells whose verdict blocks the gate (`regression` or `capacity_regression`).
+    pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
+        self.cells.iter().filter(|c| c.verdict.is_regression())
+    }
+}
+
+/// The baseline side of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineSummary {
+    /// Runs the level was taken from (newest K).
+    pub level_runs: Vec<String>,
+    /// Number of runs the noise estimate used (longer history).
+    pub noise_runs: usize,
+}
+
+/// The gate's overall answer; maps to the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateVerdict {
+    /// Nothing regressed.
+    Pass,
+    /// At least one cell (or the matrix-wide test) regressed.
+    Regression,
+    /// Nothing regressed, but some cells could not be decided.
+    Inconclusive,
+    /// No usable baseline for this profile and suite.
+    NoBaseline,
+}
+
+impl GateVerdict {
+    /// The lower-case word used in outputs (`pass`, `regression`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateVerdict::Pass => "pass",
+            GateVerdict::Regression => "regression",
+            GateVerdict::Inconclusive => "inconclusive",
+            GateVerdict::NoBaseline => "no_baseline",
+        }
+    }
+}
+
+/// Verdict of one cell (or one metric of a cell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellVerdict {
+    Regression,
+    Improvement,
+    Unchanged,
+    Inconclusive,
+    NotComparable,
+    /// Fit in the baseline, capacity-limited now.
+    CapacityRegression,
+}
+
+impl CellVerdict {
+    /// Whether this verdict fails the gate.
+    pub fn is_regression(self) -> bool {
+        matches!(
+            self,
+            CellVerdict::Regression | CellVerdict::CapacityRegression
+        )
+    }
+
+    /// The snake_case word used in files and outputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellVerdict::Regression => "regression",
+            CellVerdict::Improvement => "improvement",
+            CellVerdict::Unchanged => "unchanged",
+            CellVerdict::Inconclusive => "inconclusive",
+            CellVerdict::NotComparable => "not_comparable",
+            CellVerdict::CapacityRegression => "capacity_regression",
+        }
+    }
+}
+
+/// A compared metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Aggregate output tok/s (primary).
+    AggregateTps,
+    PerUserTps,
+    TtftP50,
+    TtftP90,
+    ItlP50,
+    ItlP90,
+    /// Acceptance-normalised engine steps/s under speculative decoding.
+    StepsPerS,
+    JoulesPerToken,
+}
+
+impl Metric {
+    /// Whether a larger value is better (throughput) or worse (latency, energy).
+    pub fn direction(self) -> Direction {
+        match self {
+            Metric::AggregateTps | Metric::PerUserTps | Metric::StepsPerS => {
+                Direction::HigherIsBetter
+            }
+            _ => Direction::LowerIsBetter,
+        }
+    }
+
+    /// The snake_case name used in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::AggregateTps => "aggregate_tps",
+            Metric::PerUserTps => "per_user_tps",
+            Metric::TtftP50 => "ttft_p50",
+            Metric::TtftP90 => "ttft_p90",
+            Metric::ItlP50 => "itl_p50",
+            Metric::ItlP90 => "itl_p90",
+            Metric::StepsPerS => "steps_per_s",
+            Metric::JoulesPerToken => "joules_per_token",
+        }
+    }
+}
+
+/// Which way is better for a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    HigherIsBetter,
+    LowerIsBetter,
+}
+
+/// Verdict of one cell with the metric comparisons behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellComparison {
+    pub concurrency: u32,
+    pub context_tokens: u64,
+    pub verdict: CellVerdict,
+    /// Why, in words (e.g. "capacity-limited now: 5/8 running"; "missing in baseline").
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Primary metric first.
+    pub metrics: Vec<MetricComparison>,
+}
+
+impl CellComparison {
+    /// The primary (aggregate tok/s) comparison, when the cell was comparable.
+    pub fn primary(&self) -> Option<&MetricComparison> {
+        self.metrics
+            .iter()
+            .find(|m| m.metric == Metric::AggregateTps)
+    }
+}
+
+/// One metric of one cell: levels, relative change with its interval, and the decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricComparison {
+    pub metric: Metric,
+    pub direction: Direction,
+    /// Baseline level (mean of the newest K runs).
+    pub baseline: f64,
+    /// Candidate level.
+    pub candidate: f64,
+    /// Relative change, candidate / baseline − 1 (signed, so −0.074 is 7.4% lower).
+    pub change: f64,
+    /// Confidence interval of the relative change.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// Practical-significance margin used (relative, positive).
+    pub margin: f64,
+    /// Raw p-value of the one-sided test against the margin, and after multiplicity correction.
+    pub p_value: f64,
+    pub p_adjusted: f64,
+    pub verdict: CellVerdict,
+}
+
+/// Result of the matrix-wide test on the primary metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatrixTest {
+    /// Mean relative change across comparable cells.
+    pub change: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub margin: f64,
+    pub p_value: f64,
+    pub verdict: CellVerdict,
+    pub cells: usize,
+}
+
+/// Parameters of the decision rule as applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleSummary {
+    /// Family-wise error rate across all cells x metrics.
+    pub alpha: f64,
+    /// Minimum relative effect worth failing a PR for.
+    pub min_effect: f64,
+    /// Margin multiplier on the noise estimate.
+    pub noise_k: f64,
+    /// `holm` or `benjamini_hochberg`.
+    pub correction: String,
+    /// Confidence level of reported intervals.
+    pub confidence: f64,
+}
