@@ -116,6 +116,66 @@ pub struct ProfileKey {
     pub matrix_hash: String,
 }
 
+impl ProfileKey {
+    /// Builds the key from its parts. The `key` string is path-safe (lower-case ASCII letters,
+    /// digits, `-`, `.` and `__` separators), so the baseline store can use it as a directory.
+    pub fn derive(
+        hardware: HardwareFingerprint,
+        engine: &str,
+        model: &str,
+        matrix: &MatrixSpec,
+    ) -> Self {
+        let matrix_hash = matrix.shape_hash();
+        let hw = match (&hardware.gpu_model, hardware.kind.as_str()) {
+            (Some(gpu), "gpu") => format!("gpu-{}x{}", gpu, hardware.gpu_count.max(1)),
+            _ => format!("cpu-{}", hardware.cpu_model.as_deref().unwrap_or("unknown")),
+        };
+        let key = format!(
+            "{}__{}__{}__m{}",
+            path_safe(&hw),
+            path_safe(engine),
+            path_safe(model),
+            &matrix_hash[..matrix_hash.len().min(10)]
+        );
+        ProfileKey {
+            key,
+            hardware,
+            engine: engine.to_string(),
+            model: model.to_string(),
+            matrix_hash,
+        }
+    }
+}
+
+/// Turns any engine- or user-supplied name into a safe single path component: lower-case ASCII
+/// alphanumerics, `-` and `.`, no leading dot, at most 80 characters (`Qwen/Qwen3-8B` →
+/// `qwen-qwen3-8b`). Never empty, never `.` or `..`.
+pub fn path_safe(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut last_dash = false;
+    for ch in name.chars() {
+        let c = ch.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() || c == '.' {
+            out.push(c);
+            last_dash = false;
+        } else if !last_dash {
+            out.push('-');
+            last_dash = true;
+        }
+    }
+    let trimmed: String = out
+        .trim_matches(|c| c == '-' || c == '.')
+        .chars()
+        .take(80)
+        .collect();
+    let trimmed = trimmed.trim_end_matches(['-', '.']).to_string();
+    if trimmed.is_empty() {
+        "unnamed".to_string()
+    } else {
+        trimmed
+    }
+}
+
 /// What hardware a run was measured on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HardwareFingerprint {
@@ -177,6 +237,20 @@ pub struct MatrixSpec {
     /// How many times the whole matrix is repeated within one run.
     #[serde(default = "one")]
     pub repetitions: u32,
+}
+
+impl MatrixSpec {
+    /// Hex SHA-256 of what makes two runs comparable cell by cell: concurrency levels,
+    /// contexts, max tokens and the context split. Durations and repetitions are excluded: a
+    /// longer window measures the same thing with less noise.
+    pub fn shape_hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let canonical = format!(
+            "c={:?};l={:?};max_tokens={};unique_pct={:.3}",
+            self.concurrency, self.contexts, self.max_tokens, self.unique_context_percent
+        );
+        hex::encode(Sha256::digest(canonical.as_bytes()))
+    }
 }
 
 fn one() -> u32 {
@@ -454,6 +528,56 @@ pub fn context_label(tokens: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec() -> MatrixSpec {
+        MatrixSpec {
+            model: "m".into(),
+            concurrency: vec![1, 2],
+            contexts: vec![0, 8192],
+            duration_s: 10.0,
+            warmup_s: 2.0,
+            max_tokens: 256,
+            unique_context_percent: 25.0,
+            sub_windows: 5,
+            repetitions: 1,
+        }
+    }
+
+    #[test]
+    fn path_safe_names_cannot_escape() {
+        assert_eq!(path_safe("Qwen/Qwen3-8B"), "qwen-qwen3-8b");
+        assert_eq!(path_safe("../../etc/passwd"), "etc-passwd");
+        assert_eq!(path_safe(".."), "unnamed");
+        assert_eq!(path_safe(""), "unnamed");
+        assert!(!path_safe("a/b\\c:d").contains(['/', '\\', ':']));
+    }
+
+    #[test]
+    fn profile_key_separates_hardware_and_ignores_duration() {
+        let gpu = |m: &str| HardwareFingerprint {
+            kind: "gpu".into(),
+            gpu_model: Some(m.into()),
+            gpu_count: 1,
+            driver_version: None,
+            cpu_model: None,
+        };
+        let a = ProfileKey::derive(gpu("NVIDIA H200"), "vllm", "Qwen/Qwen3-8B", &spec());
+        let b = ProfileKey::derive(
+            gpu("NVIDIA GeForce RTX 5090"),
+            "vllm",
+            "Qwen/Qwen3-8B",
+            &spec(),
+        );
+        assert_ne!(a.key, b.key);
+        let mut longer = spec();
+        longer.duration_s = 60.0;
+        let c = ProfileKey::derive(gpu("NVIDIA H200"), "vllm", "Qwen/Qwen3-8B", &longer);
+        assert_eq!(a.key, c.key);
+        assert!(
+            a.key
+                .starts_with("gpu-nvidia-h200x1__vllm__qwen-qwen3-8b__m")
+        );
+    }
 
     #[test]
     fn context_labels_match_the_seed_style() {

@@ -1,4 +1,9 @@
 //! Reporting: turns results and verdicts into text for people and machines. A report never
 //! measures and never decides.
 
+pub mod actions;
+pub mod console;
+pub mod github;
 pub mod markdown;
+pub mod mermaid;
+pub mod verdict_table;

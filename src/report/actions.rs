@@ -1,0 +1,1 @@
+//! GitHub Actions files: job summary, step outputs, workflow commands (under construction).

@@ -1,0 +1,1 @@
+//! Seed-style console rendering of a results matrix (under construction).

@@ -1,0 +1,1 @@
+//! GitHub check runs and sticky PR comments through octocrab (under construction).

@@ -1,0 +1,1 @@
+//! Mermaid charts for the job summary (under construction).
