@@ -1,1 +1,546 @@
-//! (module under construction)
+//! The baseline store: accepted runs on disk, one file per run, grouped by profile key and suite.
+//!
+//! Layout: `<dir>/<profile key>/<suite or "adhoc">/runs/<run_id>-<hash8>.json`, plus
+//! `<dir>/<profile key>/profile.json` describing the key's parts for people.
+//!
+//! Why this shape: parallel nightly jobs each add a file with a unique name, so there is no
+//! shared index to merge or lock; every write is a temp file in the same directory, fsynced and
+//! renamed, so a killed `baseline add` leaves either the old or the new state, never half a file.
+//! Readers skip temp files and report (instead of failing on) corrupt run files, so one bad file
+//! never hides the rest of the history. Every path part goes through
+//! [`path_safe`](crate::results::path_safe) and the final path is checked to lie under the root.
+
+pub mod history;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::{CellStatus, ProfileKey, RunResults, RunStatus, path_safe};
+
+/// Suite directory name for runs without a suite (ad hoc `bench` runs).
+pub const ADHOC_SUITE: &str = "adhoc";
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    /// A filesystem operation failed.
+    #[error("baseline store: {action} `{path}`: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The run is not fit to be a baseline (partial, cancelled, nothing measured).
+    #[error("run `{run_id}` is not accepted as a baseline: {reason}")]
+    Rejected { run_id: String, reason: String },
+    /// A computed path would leave the store directory.
+    #[error("baseline store: path `{0}` would leave the store directory; refusing")]
+    Escape(PathBuf),
+    /// A file could not be serialised (should not happen for valid runs).
+    #[error("baseline store: cannot serialise run `{run_id}`: {message}")]
+    Serialize { run_id: String, message: String },
+}
+
+/// Runs of one profile and suite, and the files that could not be read.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedBaseline {
+    /// Accepted runs, oldest → newest by `started_at`.
+    pub runs: Vec<RunResults>,
+    /// Run files that were skipped, with the reason (corrupt, wrong profile, ...).
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// What `prune` removed and kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Files deleted (oldest runs beyond `keep`).
+    pub removed: Vec<PathBuf>,
+    /// Number of runs kept across the pruned groups.
+    pub kept: usize,
+}
+
+/// Outcome of [`BaselineStore::add`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Added {
+    /// The run file.
+    pub path: PathBuf,
+    /// `false` when an identical file was already present (adding twice is a no-op).
+    pub created: bool,
+}
+
+/// Human-readable description of a profile directory (`profile.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ProfileDescription {
+    key: String,
+    profile: ProfileKey,
+    matrix_concurrency: Vec<u32>,
+    matrix_contexts: Vec<u64>,
+    max_tokens: u32,
+}
+
+/// The store over one directory (default `baselines/`).
+#[derive(Debug, Clone)]
+pub struct BaselineStore {
+    root: PathBuf,
+}
+
+impl BaselineStore {
+    /// Opens a store; the directory is created by the first [`add`](Self::add), not here, so
+    /// read-only commands never litter the working tree.
+    pub fn open(dir: &Path) -> Result<Self, BaselineError> {
+        if dir.exists() && !dir.is_dir() {
+            return Err(BaselineError::Io {
+                action: "open",
+                path: dir.to_path_buf(),
+                source: std::io::Error::other("not a directory"),
+            });
+        }
+        Ok(BaselineStore {
+            root: dir.to_path_buf(),
+        })
+    }
+
+    /// The store's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether `run` may become a baseline; the reason when not.
+    pub fn acceptable(run: &RunResults) -> Result<(), String> {
+        match run.status {
+            RunStatus::Complete => {}
+            RunStatus::Partial | RunStatus::Cancelled => {
+                return Err(format!(
+                    "its status is `{}`{}; only complete runs become baselines",
+                    match run.status {
+                        RunStatus::Partial => "partial",
+                        _ => "cancelled",
+                    },
+                    run.status_reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        if !run.cells.iter().any(|c| c.status == CellStatus::Ok) {
+            return Err("no cell was measured successfully (no `ok` cell)".into());
+        }
+        Ok(())
+    }
+
+    /// Directory of one profile key + suite (path-safe parts).
+    fn group_dir(&self, profile_key: &str, suite: Option<&str>) -> PathBuf {
+        self.root
+            .join(component(profile_key))
+            .join(component(suite.unwrap_or(ADHOC_SUITE)))
+            .join("runs")
+    }
+
+    /// Adds an accepted run as a new file and returns its path; refuses partial/cancelled runs
+    /// and runs with no ok cell. Adding the same run twice leaves one file.
+    pub fn add(&self, run: &RunResults) -> Result<PathBuf, BaselineError> {
+        self.add_run(run).map(|a| a.path)
+    }
+
+    /// [`add`](Self::add), also saying whether the file is new.
+    pub fn add_run(&self, run: &RunResults) -> Result<Added, BaselineError> {
+        Self::acceptable(run).map_err(|reason| BaselineError::Rejected {
+            run_id: run.run_id.clone(),
+            reason,
+        })?;
+        let body = serde_json::to_vec_pretty(run).map_err(|e| BaselineError::Serialize {
+            run_id: run.run_id.clone(),
+            message: e.to_string(),
+        })?;
+        use sha2::{Digest, Sha256};
+        let hash = hex::encode(Sha256::digest(&body));
+        let dir = self.group_dir(&run.profile.key, run.suite.as_deref());
+        create_dir(&dir)?;
+        let root = canonical(&self.root)?;
+        let dir_c = canonical(&dir)?;
+        if !dir_c.starts_with(&root) {
+            return Err(BaselineError::Escape(dir));
+        }
+        let name = format!("{}-{}.json", component(&run.run_id), &hash[..8]);
+        let path = dir_c.join(&name);
+        if path.exists() {
+            return Ok(Added {
+                path,
+                created: false,
+            });
+        }
+        write_atomic(&dir_c, &path, &body)?;
+        // The profile description is for people; it is written once and never merged.
+        let profile_dir = dir_c
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| root.clone());
+        let desc_path = profile_dir.join("profile.json");
+        if !desc_path.exists() {
+            let desc = ProfileDescription {
+                key: run.profile.key.clone(),
+                profile: run.profile.clone(),
+                matrix_concurrency: run.matrix.concurrency.clone(),
+                matrix_contexts: run.matrix.contexts.clone(),
+                max_tokens: run.matrix.max_tokens,
+            };
+            if let Ok(text) = serde_json::to_vec_pretty(&desc) {
+                write_atomic(&profile_dir, &desc_path, &text)?;
+            }
+        }
+        Ok(Added {
+            path,
+            created: true,
+        })
+    }
+
+    /// Run files of one group (temp files and other names ignored), sorted by name.
+    fn run_files(
+        &self,
+        profile_key: &str,
+        suite: Option<&str>,
+    ) -> Result<Vec<PathBuf>, BaselineError> {
+        let dir = self.group_dir(profile_key, suite);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(BaselineError::Io {
+                    action: "read",
+                    path: dir,
+                    source,
+                });
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.extension().is_some_and(|x| x == "json")
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| !n.starts_with('.'))
+            })
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    /// Loads the runs of one profile key and suite, oldest → newest by `started_at`. Corrupt
+    /// files, runs of another profile and unacceptable runs are listed in `skipped`.
+    pub fn load(
+        &self,
+        profile_key: &str,
+        suite: Option<&str>,
+    ) -> Result<LoadedBaseline, BaselineError> {
+        let mut loaded = LoadedBaseline::default();
+        for path in self.run_files(profile_key, suite)? {
+            match crate::import::load_results(&path) {
+                Err(e) => loaded.skipped.push((path, e.to_string())),
+                Ok(runs) => {
+                    for run in runs {
+                        if component(&run.profile.key) != component(profile_key) {
+                            loaded.skipped.push((
+                                path.clone(),
+                                format!(
+                                    "profile `{}` does not match the directory `{}`",
+                                    run.profile.key, profile_key
+                                ),
+                            ));
+                        } else if let Err(reason) = Self::acceptable(&run) {
+                            loaded.skipped.push((path.clone(), reason));
+                        } else {
+                            loaded.runs.push(run);
+                        }
+                    }
+                }
+            }
+        }
+        loaded.runs.sort_by(|a, b| {
+            a.started_at
+                .cmp(&b.started_at)
+                .then(a.run_id.cmp(&b.run_id))
+        });
+        Ok(loaded)
+    }
+
+    /// Profile keys in the store with their suites (directory names), sorted.
+    pub fn profiles(&self) -> Result<Vec<(String, Vec<String>)>, BaselineError> {
+        let mut out = Vec::new();
+        for key in subdirs(&self.root)? {
+            let suites = subdirs(&self.root.join(&key))?
+                .into_iter()
+                .filter(|s| self.root.join(&key).join(s).join("runs").is_dir())
+                .collect::<Vec<_>>();
+            if !suites.is_empty() {
+                out.push((key, suites));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes all but the newest `keep` runs (by `started_at`) in each selected group. Corrupt
+    /// files are left for a person to look at.
+    pub fn prune(
+        &self,
+        profile_key: Option<&str>,
+        suite: Option<&str>,
+        keep: usize,
+    ) -> Result<PruneReport, BaselineError> {
+        let mut report = PruneReport::default();
+        for (key, suites) in self.profiles()? {
+            if profile_key.is_some_and(|k| component(k) != key) {
+                continue;
+            }
+            for s in suites {
+                if suite.is_some_and(|want| component(want) != s) {
+                    continue;
+                }
+                let dir = self.root.join(&key).join(&s).join("runs");
+                let mut dated = Vec::new();
+                for path in self.files_in(&dir)? {
+                    if let Ok(mut runs) = crate::import::load_results(&path)
+                        && let Some(run) = runs.pop()
+                    {
+                        dated.push((run.started_at, run.run_id, path));
+                    }
+                }
+                dated.sort();
+                let drop = dated.len().saturating_sub(keep);
+                for (_, _, path) in dated.drain(..drop) {
+                    std::fs::remove_file(&path).map_err(|source| BaselineError::Io {
+                        action: "remove",
+                        path: path.clone(),
+                        source,
+                    })?;
+                    report.removed.push(path);
+                }
+                report.kept += dated.len();
+            }
+        }
+        Ok(report)
+    }
+
+    /// Run files of a group directory given by path (used by `prune`).
+    fn files_in(&self, dir: &Path) -> Result<Vec<PathBuf>, BaselineError> {
+        let key = dir
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let suite = dir
+            .parent()
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        self.run_files(&key, Some(&suite))
+    }
+}
+
+/// A single safe path component for `name`: kept as is when it already is one (profile keys
+/// are built path-safe, with `__` separators [`path_safe`] would fold), else [`path_safe`].
+pub fn component(name: &str) -> String {
+    let safe = !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
+    if safe {
+        name.to_string()
+    } else {
+        path_safe(name)
+    }
+}
+
+/// Sorted names of the subdirectories of `dir` (none when it does not exist).
+fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(BaselineError::Io {
+                action: "read",
+                path: dir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+fn create_dir(dir: &Path) -> Result<(), BaselineError> {
+    std::fs::create_dir_all(dir).map_err(|source| BaselineError::Io {
+        action: "create",
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+fn canonical(p: &Path) -> Result<PathBuf, BaselineError> {
+    p.canonicalize().map_err(|source| BaselineError::Io {
+        action: "resolve",
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+/// Writes `body` to `path` atomically: a `.tmp*` file in `dir`, fsync, rename, fsync the dir.
+fn write_atomic(dir: &Path, path: &Path, body: &[u8]) -> Result<(), BaselineError> {
+    write_in(dir, path, body).map_err(|source| BaselineError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn write_in(dir: &Path, path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp")
+        .suffix(".partial")
+        .tempfile_in(dir)?;
+    tmp.write_all(body)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Directory fsync makes the rename durable; not every filesystem supports it.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Writes any output file (reports, imports) atomically: readers and a killed writer never see
+/// half a file. The temp file lives next to `path` so the rename stays on one filesystem.
+pub fn write_file_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    write_in(&dir, path, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed_run() -> RunResults {
+        crate::import::parse_results(
+            include_str!(
+                "../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
+            ),
+            "seed.json",
+        )
+        .unwrap()
+        .remove(0)
+    }
+
+    fn variant(base: &RunResults, i: i64) -> RunResults {
+        let mut r = base.clone();
+        r.run_id = format!("run-{i:02}");
+        r.started_at += chrono::Duration::hours(i);
+        r.cells[0].aggregate_tps += i as f64 * 0.1;
+        r
+    }
+
+    #[test]
+    fn add_load_prune_round_trip_with_corrupt_and_temp_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BaselineStore::open(&tmp.path().join("b")).unwrap();
+        assert!(!tmp.path().join("b").exists(), "open must not create");
+        let base = seed_run();
+        // Add out of order: load sorts by started_at.
+        for i in [3, 1, 2] {
+            assert!(store.add_run(&variant(&base, i)).unwrap().created);
+        }
+        assert!(
+            !store.add_run(&variant(&base, 1)).unwrap().created,
+            "same run twice is a no-op"
+        );
+        let key = base.profile.key.clone();
+        let dir = store.group_dir(&key, None);
+        std::fs::write(
+            dir.join("zz-corrupt.json"),
+            "{\"schema_version\": 1, \"tool\"",
+        )
+        .unwrap();
+        std::fs::write(dir.join(".tmpabc.partial"), "{\"half").unwrap();
+        let loaded = store.load(&key, None).unwrap();
+        let ids: Vec<_> = loaded.runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["run-01", "run-02", "run-03"]);
+        assert_eq!(loaded.skipped.len(), 1);
+        assert!(
+            loaded.skipped[0].1.contains("truncated"),
+            "{:?}",
+            loaded.skipped
+        );
+        assert_eq!(
+            store.profiles().unwrap(),
+            vec![(key.clone(), vec!["adhoc".to_string()])]
+        );
+        assert!(
+            tmp.path()
+                .join("b")
+                .join(&key)
+                .join("profile.json")
+                .is_file()
+        );
+        let pruned = store.prune(None, None, 2).unwrap();
+        assert_eq!(pruned.removed.len(), 1);
+        assert_eq!(pruned.kept, 2);
+        let ids: Vec<_> = store
+            .load(&key, None)
+            .unwrap()
+            .runs
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        assert_eq!(ids, ["run-02", "run-03"]);
+    }
+
+    #[test]
+    fn refuses_partial_runs_and_runs_without_ok_cells() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BaselineStore::open(tmp.path()).unwrap();
+        let mut partial = seed_run();
+        partial.status = RunStatus::Partial;
+        partial.status_reason = Some("engine died".into());
+        let err = store.add(&partial).unwrap_err().to_string();
+        assert!(err.contains("`partial` (engine died)"), "{err}");
+        let mut none_ok = seed_run();
+        for c in &mut none_ok.cells {
+            c.status = CellStatus::Error;
+        }
+        let err = store.add(&none_ok).unwrap_err().to_string();
+        assert!(err.contains("no `ok` cell"), "{err}");
+    }
+
+    #[test]
+    fn hostile_names_stay_inside_the_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("store");
+        let store = BaselineStore::open(&root).unwrap();
+        let mut run = seed_run();
+        run.profile.key = "../../escape".into();
+        run.suite = Some("../..".into());
+        run.run_id = "../../../etc/passwd".into();
+        let added = store.add(&run).unwrap();
+        assert!(added.starts_with(root.canonicalize().unwrap()), "{added:?}");
+        assert!(!tmp.path().join("escape").exists());
+    }
+}

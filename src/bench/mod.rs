@@ -1,1 +1,858 @@
-//! (module under construction)
+//! Measurement of the sustained-decode matrix against any OpenAI-compatible engine.
+//!
+//! The public surface is small: [`run_matrix`] measures every cell of a [`MatrixSpec`];
+//! [`BenchSession`] keeps the probed engine identity, calibrated prompts and HTTP client so a
+//! caller (adaptive re-measurement) can measure one cell again. Measurement never prints:
+//! progress goes out as [`crate::results::Event`]s through an [`EventSink`].
+
+pub mod cell;
+pub mod client;
+pub mod metrics;
+pub mod prompt;
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::results::{
+    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, MatrixSpec,
+    MeasurementRound, ProfileKey, RunResults, RunStatus, ToolInfo, context_label,
+};
+use cell::{CellSpec, SustainedDecodeCell};
+use client::EngineClient;
+use metrics::{MetricsDialect, parse_prometheus};
+use prompt::ContextPrompt;
+
+/// Where the engine under test listens and how to talk to it.
+#[derive(Clone)]
+pub struct BenchTarget {
+    /// Base URL, e.g. `http://127.0.0.1:8000` (a trailing `/v1` is tolerated).
+    pub base_url: String,
+    /// Model to request; `None` takes the first id of `/v1/models`.
+    pub model: Option<String>,
+    /// Bearer token sent to the engine; never logged or written to results.
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for BenchTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchTarget")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Measurement settings beyond the matrix itself.
+#[derive(Clone)]
+pub struct BenchOptions {
+    /// The cells and per-cell timing.
+    pub matrix: MatrixSpec,
+    /// Hardware identity, part of the profile key.
+    pub hardware: HardwareFingerprint,
+    /// Overrides the engine family detected from `/version` and `/metrics`.
+    pub engine_name: Option<String>,
+    /// GPU telemetry sampled around each cell's steady-state window.
+    pub sampler: Option<Arc<dyn crate::telemetry::WindowSampler>>,
+    /// Readiness must hold this long before warm-up starts, seconds.
+    pub ready_stable_s: f64,
+    /// Admission stalled this long (running < C, waiting > 0) → `capacity_limited`, seconds.
+    pub capacity_stall_s: f64,
+    /// Per-cell readiness time-out before the cell is an `error`, seconds (scaled up for long
+    /// contexts by the cell).
+    pub ready_timeout_s: f64,
+    /// No byte on a stream for this long → stream error (stall detection), seconds.
+    pub request_timeout_s: f64,
+    /// Suite name written into the results.
+    pub suite: Option<String>,
+    /// Cells known not to fit: `(concurrency, context_tokens)` → status `skipped`.
+    pub skip_cells: Vec<(u32, u64)>,
+}
+
+impl BenchOptions {
+    /// Defaults: readiness stable 2.5 s, capacity stall 3 s, readiness time-out 120 s, stream
+    /// stall 60 s.
+    pub fn new(matrix: MatrixSpec, hardware: HardwareFingerprint) -> Self {
+        BenchOptions {
+            matrix,
+            hardware,
+            engine_name: None,
+            sampler: None,
+            ready_stable_s: 2.5,
+            capacity_stall_s: 3.0,
+            ready_timeout_s: 120.0,
+            request_timeout_s: 60.0,
+            suite: None,
+            skip_cells: Vec::new(),
+        }
+    }
+}
+
+/// Where measurement sends its progress events (the console renders them).
+pub type EventSink = tokio::sync::mpsc::UnboundedSender<crate::results::Event>;
+
+/// Records every event of a session (for `RunResults.events`) and forwards it to the sink.
+#[derive(Clone, Default)]
+pub struct EventLog {
+    sink: Option<EventSink>,
+    log: Arc<std::sync::Mutex<Vec<Event>>>,
+}
+
+impl EventLog {
+    /// A log forwarding to `sink` (if any).
+    pub fn new(sink: Option<EventSink>) -> Self {
+        EventLog {
+            sink,
+            log: Arc::default(),
+        }
+    }
+
+    /// Records and forwards one event.
+    pub fn emit(&self, e: Event) {
+        if let Some(tx) = &self.sink {
+            let _ = tx.send(e.clone());
+        }
+        if let Ok(mut log) = self.log.lock() {
+            log.push(e);
+        }
+    }
+
+    /// Everything recorded so far.
+    pub fn snapshot(&self) -> Vec<Event> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// Why nothing could be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The server did not answer at all.
+    #[error("cannot reach {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    /// The server answered something that is not what an OpenAI-compatible engine says.
+    #[error("unexpected answer from {url}: {reason}")]
+    BadResponse { url: String, reason: String },
+    /// Prompt sizes could not be calibrated against the server's tokenizer.
+    #[error("prompt calibration failed: {reason}")]
+    Calibration { reason: String },
+    /// The engine serves no model (empty `/v1/models`) and none was given.
+    #[error("no model: {reason}")]
+    NoModel { reason: String },
+    /// The run was cancelled before anything was measured.
+    #[error("cancelled before the first cell")]
+    Cancelled,
+}
+
+/// A prepared connection to one engine: identity, calibrated prompts, HTTP client.
+pub struct BenchSession {
+    client: EngineClient,
+    opts: BenchOptions,
+    events: EventLog,
+    model: String,
+    engine: EngineIdentity,
+    engine_family: String,
+    dialect: Option<MetricsDialect>,
+    prompts: BTreeMap<u64, ContextPrompt>,
+    started_at: chrono::DateTime<chrono::Utc>,
+    run_id: String,
+    calibration_errors: BTreeMap<u64, String>,
+}
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl BenchSession {
+    /// Probes the server (`/health`, `/v1/models`, `/version`, `/metrics`) and calibrates
+    /// prompts for every context of the matrix.
+    pub async fn connect(
+        target: &BenchTarget,
+        opts: &BenchOptions,
+        events: Option<EventSink>,
+    ) -> Result<BenchSession, BenchError> {
+        let started_at = chrono::Utc::now();
+        let max_c = opts.matrix.concurrency.iter().copied().max().unwrap_or(1) as usize;
+        let client = EngineClient::new(&target.base_url, target.api_key.clone(), max_c)?;
+        let base = client.base().to_string();
+        let events = EventLog::new(events);
+        let note = |kind: &str, msg: String| events.emit(Event::now(kind, msg));
+
+        // /health: the only probe whose transport failure means "unreachable".
+        match client.get_text("/health", PROBE_TIMEOUT).await {
+            Ok((status, _)) if (200..300).contains(&status) => {}
+            Ok((status, _)) => note(
+                "startup",
+                format!("GET /health answered HTTP {status}; continuing"),
+            ),
+            Err(e) => {
+                let f = client::classify_transport(&e);
+                return Err(BenchError::Unreachable {
+                    url: base,
+                    reason: format!("{}: {}", f.kind, f.detail),
+                });
+            }
+        }
+
+        // /v1/models.
+        let models = match client.get_text("/v1/models", PROBE_TIMEOUT).await {
+            Ok((200, text)) => {
+                parse_model_ids(&text).map_err(|reason| BenchError::BadResponse {
+                    url: client.url("/v1/models"),
+                    reason,
+                })?
+            }
+            Ok((status, text)) => {
+                if target.model.is_none() {
+                    return Err(BenchError::BadResponse {
+                        url: client.url("/v1/models"),
+                        reason: format!(
+                            "HTTP {status}: {} (pass --model to skip model discovery)",
+                            client::excerpt(&text, 160)
+                        ),
+                    });
+                }
+                Vec::new()
+            }
+            Err(e) => {
+                let f = client::classify_transport(&e);
+                return Err(BenchError::Unreachable {
+                    url: client.url("/v1/models"),
+                    reason: format!("{}: {}", f.kind, f.detail),
+                });
+            }
+        };
+        let model = match (&target.model, models.first()) {
+            (Some(m), _) => m.clone(),
+            (None, Some(m)) => m.clone(),
+            (None, None) => {
+                return Err(BenchError::NoModel {
+                    reason: format!("{base}/v1/models lists no model; pass --model"),
+                });
+            }
+        };
+
+        // /version (vLLM, SGLang) — optional.
+        let version = match client.get_text("/version", PROBE_TIMEOUT).await {
+            Ok((200, text)) => serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("version").and_then(|v| v.as_str()).map(String::from)),
+            _ => None,
+        };
+
+        // /metrics — optional; the dialect is detected from the names.
+        let dialect = match client.get_text("/metrics", PROBE_TIMEOUT).await {
+            Ok((200, text)) => MetricsDialect::detect(&parse_prometheus(&text)),
+            _ => None,
+        };
+        if dialect.is_none() {
+            note(
+                "startup",
+                "no engine metrics at /metrics (vLLM/SGLang/llama.cpp names): readiness uses \
+                 client streams only and server_tps is not validated"
+                    .into(),
+            );
+        }
+        let engine_family = opts
+            .engine_name
+            .clone()
+            .or_else(|| dialect.map(|d| d.name().to_string()))
+            .unwrap_or_else(|| "openai-compatible".into());
+        let engine = EngineIdentity {
+            name: engine_family.clone(),
+            version: version.clone(),
+            models: models.clone(),
+            url: base.clone(),
+            metrics_flavor: Some(dialect.map(|d| d.name()).unwrap_or("none").to_string()),
+            command: None,
+        };
+        note(
+            "startup",
+            format!(
+                "engine {engine_family} {} models={models:?} metrics={}",
+                version.as_deref().unwrap_or("(no /version)"),
+                dialect.map(|d| d.name()).unwrap_or("none")
+            ),
+        );
+
+        // Calibration.
+        let counter = TokenCounter::new(client.clone(), model.clone());
+        let count = |text: String| counter.count(text);
+        let mut prompts = BTreeMap::new();
+        let mut calibration_errors = BTreeMap::new();
+        let contexts = &opts.matrix.contexts;
+        if contexts.iter().any(|c| *c > 0) {
+            let density = prompt::measure_density(&count).await?;
+            note(
+                "startup",
+                format!(
+                    "calibrated: {:.2} chars/token, {:.0} overhead tokens (source={})",
+                    density.chars_per_token,
+                    density.overhead_tokens,
+                    counter.source()
+                ),
+            );
+            for &ctx in contexts {
+                let p = match prompt::calibrate_context(
+                    &count,
+                    density,
+                    ctx,
+                    opts.matrix.unique_context_percent,
+                    0.02,
+                )
+                .await
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        // One context the engine cannot take (e.g. above its max length) makes
+                        // its cells `error`, not the whole run.
+                        let reason = e.to_string();
+                        note(
+                            "startup",
+                            format!("context {}: {reason}", context_label(ctx)),
+                        );
+                        calibration_errors.insert(ctx, reason);
+                        continue;
+                    }
+                };
+                if ctx > 0 {
+                    note(
+                        "startup",
+                        format!(
+                            "context {}: {} chars (~{} tokens, {:+.2}%, {} probes)",
+                            context_label(ctx),
+                            p.prefix_chars + p.tail_chars,
+                            p.measured_tokens,
+                            (p.measured_tokens as f64 / ctx as f64 - 1.0) * 100.0,
+                            p.probes
+                        ),
+                    );
+                }
+                prompts.insert(ctx, p);
+            }
+        }
+        if contexts.contains(&0)
+            && !prompts.contains_key(&0)
+            && !calibration_errors.contains_key(&0)
+        {
+            let p = prompt::calibrate_context(
+                &count,
+                prompt::Density {
+                    chars_per_token: 4.0,
+                    overhead_tokens: 0.0,
+                },
+                0,
+                0.0,
+                0.02,
+            )
+            .await?;
+            prompts.insert(0, p);
+        }
+        let run_id = format!(
+            "{}-{:08x}",
+            started_at.format("%Y%m%dT%H%M%SZ"),
+            rand::random::<u32>()
+        );
+        Ok(BenchSession {
+            client,
+            opts: opts.clone(),
+            events,
+            model,
+            engine,
+            engine_family,
+            dialect,
+            prompts,
+            started_at,
+            run_id,
+            calibration_errors,
+        })
+    }
+
+    /// The resolved model name.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Measures one (concurrency, context) cell. Never fails: problems become an `error` cell.
+    pub async fn measure_cell(
+        &self,
+        concurrency: u32,
+        context_tokens: u64,
+        cancel: &CancellationToken,
+    ) -> CellResult {
+        if cancel.is_cancelled() {
+            return CellResult::unmeasured(
+                concurrency,
+                context_tokens,
+                CellStatus::Skipped,
+                "cancelled",
+            );
+        }
+        let prompt =
+            match self.prompts.get(&context_tokens) {
+                Some(p) => p.clone(),
+                None => {
+                    return CellResult::unmeasured(
+                    concurrency,
+                    context_tokens,
+                    CellStatus::Error,
+                    self.calibration_errors.get(&context_tokens).cloned().unwrap_or_else(|| {
+                        format!("context {context_tokens} was not calibrated (not in the matrix)")
+                    }),
+                );
+                }
+            };
+        if concurrency == 0 {
+            return CellResult::unmeasured(0, context_tokens, CellStatus::Error, "concurrency 0");
+        }
+        let m = &self.opts.matrix;
+        let scale = (context_tokens as f64 / 32768.0).max(1.0);
+        let spec = CellSpec {
+            concurrency,
+            context_tokens,
+            prompt,
+            unique_context_percent: m.unique_context_percent,
+            model: self.model.clone(),
+            max_tokens: m.max_tokens.max(1),
+            warmup_s: m.warmup_s.max(0.0),
+            duration_s: m.duration_s.max(0.01),
+            sub_windows: m.sub_windows.max(1),
+            ready_stable_s: self.opts.ready_stable_s.max(0.0),
+            capacity_stall_s: self.opts.capacity_stall_s.max(0.1),
+            ready_timeout_s: self.opts.ready_timeout_s.max(1.0) * scale,
+            request_timeout_s: self.opts.request_timeout_s.max(0.1),
+            metrics_poll_s: (m.duration_s / 20.0).clamp(0.1, 0.5),
+        };
+        let cell = SustainedDecodeCell {
+            spec,
+            client: &self.client,
+            dialect: self.dialect,
+            sampler: self.opts.sampler.clone(),
+            events: self.events.clone(),
+        };
+        let result = cell.run(cancel).await;
+        self.drain(cancel).await;
+        result
+    }
+
+    /// After a cell, waits (at most 10 s) until the engine has let go of the cell's requests,
+    /// so the next cell starts from an idle engine.
+    async fn drain(&self, cancel: &CancellationToken) {
+        if self.dialect.is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return;
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) && !cancel.is_cancelled() {
+            match cell::scrape(&self.client, self.dialect).await {
+                Some((_, st))
+                    if st.running.unwrap_or(0.0) < 0.5 && st.waiting.unwrap_or(0.0) < 0.5 =>
+                {
+                    return;
+                }
+                None => return,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        self.events.emit(Event::now(
+            "notice",
+            "engine still busy 10 s after the cell ended (requests not aborted on disconnect?)",
+        ));
+    }
+
+    /// The results header (profile, engine, matrix, started_at) with no cells yet.
+    pub fn results_skeleton(&self) -> RunResults {
+        let mut matrix = self.opts.matrix.clone();
+        matrix.model = self.model.clone();
+        RunResults {
+            schema_version: crate::results::SCHEMA_VERSION,
+            tool: ToolInfo::current(),
+            run_id: self.run_id.clone(),
+            suite: self.opts.suite.clone(),
+            started_at: self.started_at,
+            finished_at: None,
+            status: RunStatus::Complete,
+            status_reason: None,
+            profile: ProfileKey::derive(
+                self.opts.hardware.clone(),
+                &self.engine_family,
+                &self.model,
+                &matrix,
+            ),
+            engine: self.engine.clone(),
+            matrix,
+            cells: Vec::new(),
+            telemetry: None,
+            events: self.events.snapshot(),
+            source: crate::results::ResultsSource::Infergate,
+            labels: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the engine still answers at all (after an error cell).
+    async fn reachable(&self) -> Result<(), String> {
+        match self
+            .client
+            .get_text("/v1/models", Duration::from_secs(5))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let f = client::classify_transport(&e);
+                Err(format!("engine unreachable: {}: {}", f.kind, f.detail))
+            }
+        }
+    }
+}
+
+/// Counts prompt tokens: `/tokenize` when the engine has it, else `usage.prompt_tokens` of a
+/// one-token completion.
+struct TokenCounter {
+    client: EngineClient,
+    model: String,
+    tokenize: std::sync::Mutex<Option<bool>>,
+}
+
+impl TokenCounter {
+    fn new(client: EngineClient, model: String) -> Self {
+        TokenCounter {
+            client,
+            model,
+            tokenize: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn source(&self) -> &'static str {
+        match self.tokenize.lock().map(|g| *g).unwrap_or(None) {
+            Some(true) => "/tokenize",
+            Some(false) => "usage.prompt_tokens",
+            None => "none",
+        }
+    }
+
+    async fn count(&self, text: String) -> Result<u64, BenchError> {
+        let use_tokenize = self.tokenize.lock().map(|g| *g).unwrap_or(None);
+        if use_tokenize != Some(false) {
+            let body = serde_json::json!({"model": self.model, "prompt": text, "content": text});
+            let answer = self
+                .client
+                .post_json("/tokenize", &body, Duration::from_secs(60))
+                .await;
+            if let Ok((200, body)) = answer
+                && let Some(n) = tokenize_count(&body)
+            {
+                if let Ok(mut g) = self.tokenize.lock() {
+                    *g = Some(true);
+                }
+                return Ok(n);
+            }
+            if let Ok(mut g) = self.tokenize.lock() {
+                *g = Some(false);
+            }
+        }
+        let body = serde_json::json!({
+            "model": self.model, "prompt": text, "max_tokens": 1, "stream": false,
+            "temperature": 0,
+        });
+        let url = self.client.url("/v1/completions");
+        let (status, body) = self
+            .client
+            .post_json("/v1/completions", &body, Duration::from_secs(600))
+            .await
+            .map_err(|e| {
+                let f = client::classify_transport(&e);
+                BenchError::Calibration {
+                    reason: format!("probe request to {url}: {}: {}", f.kind, f.detail),
+                }
+            })?;
+        if status != 200 {
+            return Err(BenchError::Calibration {
+                reason: format!(
+                    "probe request to {url}: HTTP {status}: {}",
+                    client::excerpt(&body, 200)
+                ),
+            });
+        }
+        serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.pointer("/usage/prompt_tokens").and_then(|n| n.as_u64()))
+            .ok_or_else(|| BenchError::Calibration {
+                reason: format!(
+                    "{url} answered without usage.prompt_tokens and /tokenize is unavailable"
+                ),
+            })
+    }
+}
+
+fn tokenize_count(body: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    v.get("count").and_then(|c| c.as_u64()).or_else(|| {
+        v.get("tokens")
+            .and_then(|t| t.as_array())
+            .map(|a| a.len() as u64)
+    })
+}
+
+fn parse_model_ids(text: &str) -> Result<Vec<String>, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let data = v
+        .get("data")
+        .and_then(|d| d.as_array())
+        .ok_or("no `data` array (not an OpenAI model list)")?;
+    Ok(data
+        .iter()
+        .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(String::from))
+        .collect())
+}
+
+/// Probes the server, calibrates prompts and measures every cell of the matrix.
+///
+/// Returns `Err` only when nothing could be measured at all; otherwise every cell of the
+/// matrix is present (cancelled or unreachable-mid-run cells carry their reason).
+pub async fn run_matrix(
+    target: &BenchTarget,
+    opts: &BenchOptions,
+    events: Option<EventSink>,
+    cancel: CancellationToken,
+) -> Result<RunResults, BenchError> {
+    let connect = BenchSession::connect(target, opts, events.clone());
+    let session = tokio::select! {
+        _ = cancel.cancelled() => return Err(BenchError::Cancelled),
+        s = connect => s?,
+    };
+    let mut results = session.results_skeleton();
+    let emit = |e: Event, _: &mut RunResults| session.events.emit(e);
+    let m = opts.matrix.clone();
+    let reps = m.repetitions.max(1);
+    let mut unreachable: Option<String> = None;
+    for rep in 0..reps {
+        for &ctx in &m.contexts {
+            for &c in &m.concurrency {
+                let cell = if cancel.is_cancelled() {
+                    CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
+                } else if let Some(reason) = &unreachable {
+                    CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone())
+                } else if opts.skip_cells.contains(&(c, ctx)) {
+                    CellResult::unmeasured(
+                        c,
+                        ctx,
+                        CellStatus::Skipped,
+                        "known not to fit (skip list)",
+                    )
+                } else {
+                    let cell = session.measure_cell(c, ctx, &cancel).await;
+                    if cell.status == CellStatus::Error
+                        && !cancel.is_cancelled()
+                        && let Err(reason) = session.reachable().await
+                    {
+                        emit(Event::now("engine_exit", reason.clone()), &mut results);
+                        unreachable = Some(reason);
+                    }
+                    cell
+                };
+                if rep == 0 {
+                    results.cells.push(cell);
+                } else if let Some(first) = results.cells.iter_mut().find(|x| x.coord() == (c, ctx))
+                {
+                    add_round(first, &cell, rep);
+                }
+            }
+        }
+    }
+    if cancel.is_cancelled() {
+        results.status = RunStatus::Cancelled;
+        results.status_reason = Some("cancelled (SIGINT/SIGTERM)".into());
+        emit(Event::now("cancelled", "run cancelled"), &mut results);
+    } else if let Some(reason) = unreachable {
+        results.status = RunStatus::Partial;
+        results.status_reason = Some(reason);
+    }
+    results.finished_at = Some(chrono::Utc::now());
+    results.events = session.events.snapshot();
+    Ok(results)
+}
+
+/// Folds a repetition into the cell: `rounds` lists every measurement, `samples` holds all
+/// sub-window samples, `aggregate_tps` is the mean over measured rounds.
+fn add_round(cell: &mut CellResult, again: &CellResult, rep: u32) {
+    if cell.rounds.is_empty() {
+        cell.rounds.push(MeasurementRound {
+            round: 0,
+            aggregate_tps: cell.aggregate_tps,
+            samples: cell.samples.clone(),
+            measured_s: cell.measured_s,
+            verdict_after: None,
+        });
+    }
+    cell.rounds.push(MeasurementRound {
+        round: rep,
+        aggregate_tps: again.aggregate_tps,
+        samples: again.samples.clone(),
+        measured_s: again.measured_s,
+        verdict_after: None,
+    });
+    if matches!(again.status, CellStatus::Ok | CellStatus::CapacityLimited) {
+        cell.samples.extend_from_slice(&again.samples);
+        cell.output_tokens += again.output_tokens;
+        cell.measured_s += again.measured_s;
+        let measured: Vec<f64> = cell
+            .rounds
+            .iter()
+            .filter(|r| r.measured_s > 0.0)
+            .map(|r| r.aggregate_tps)
+            .collect();
+        if !measured.is_empty() {
+            cell.aggregate_tps = measured.iter().sum::<f64>() / measured.len() as f64;
+        }
+    }
+    cell.errors += again.errors;
+}
+
+/// Parses a context list such as `0,8k,32k,128k,1.5k,4096` (`k` = 1024 tokens, as the seed).
+pub fn parse_contexts(s: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        if p.is_empty() {
+            return Err(format!("'{s}' has an empty entry; use e.g. 0,8k,32k"));
+        }
+        let lower = p.to_ascii_lowercase();
+        let (num, mult) = if let Some(n) = lower.strip_suffix('k') {
+            (n, 1024.0)
+        } else if let Some(n) = lower.strip_suffix('m') {
+            (n, 1024.0 * 1024.0)
+        } else {
+            (lower.as_str(), 1.0)
+        };
+        let v: f64 = num
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| format!("'{p}' is not a size; use e.g. 0,8k,32k"))?;
+        let tokens = (v * mult).round();
+        if tokens > 16.0 * 1024.0 * 1024.0 {
+            return Err(format!(
+                "'{p}' is larger than 16M tokens; use e.g. 0,8k,32k"
+            ));
+        }
+        out.push(tokens as u64);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Parses a duration such as `10s`, `500ms`, `2m` or `10` (seconds).
+pub fn parse_duration_s(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| v * mult)
+        .ok_or_else(|| format!("'{s}' is not a duration; use e.g. 10s, 500ms or 2m"))
+}
+
+/// Parses a concurrency list such as `1,2,4,8` (each at least 1).
+pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        let v: u32 = p
+            .parse()
+            .ok()
+            .filter(|v| *v >= 1 && *v <= 65_536)
+            .ok_or_else(|| format!("'{p}' is not a concurrency level; use e.g. 1,2,4,8"))?;
+        out.push(v);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contexts_parse_like_the_seed() {
+        assert_eq!(
+            parse_contexts("0,8k,32k,128k,1.5k,4096").unwrap(),
+            vec![0, 1536, 4096, 8192, 32768, 131072]
+        );
+        assert_eq!(parse_contexts(" 8K ").unwrap(), vec![8192]);
+        let e = parse_contexts("0,8q").unwrap_err();
+        assert!(e.contains("'8q' is not a size; use e.g. 0,8k,32k"), "{e}");
+        assert!(parse_contexts("8k,,16k").is_err());
+        assert!(parse_contexts("-1").is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration_s("10s").unwrap(), 10.0);
+        assert_eq!(parse_duration_s("500ms").unwrap(), 0.5);
+        assert_eq!(parse_duration_s("2m").unwrap(), 120.0);
+        assert_eq!(parse_duration_s("10").unwrap(), 10.0);
+        assert_eq!(parse_duration_s("1.5s").unwrap(), 1.5);
+        assert!(
+            parse_duration_s("ten")
+                .unwrap_err()
+                .contains("use e.g. 10s")
+        );
+        assert!(parse_duration_s("-1s").is_err());
+    }
+
+    #[test]
+    fn concurrency_parses() {
+        assert_eq!(parse_concurrency("4,1,2").unwrap(), vec![1, 2, 4]);
+        assert!(parse_concurrency("0").is_err());
+        assert!(parse_concurrency("a").is_err());
+    }
+
+    #[test]
+    fn model_lists_and_tokenize_answers() {
+        assert_eq!(
+            parse_model_ids(r#"{"object":"list","data":[{"id":"a"},{"id":"b"}]}"#).unwrap(),
+            vec!["a", "b"]
+        );
+        assert!(parse_model_ids("<html>").is_err());
+        assert_eq!(
+            tokenize_count(r#"{"count":5,"tokens":[1,2,3,4,5]}"#),
+            Some(5)
+        );
+        assert_eq!(tokenize_count(r#"{"tokens":[1,2,3]}"#), Some(3));
+        assert_eq!(tokenize_count(r#"{"x":1}"#), None);
+    }
+
+    /// Callers spawn these futures on a multi-threaded runtime.
+    #[allow(dead_code)]
+    fn futures_are_send(s: &BenchSession, t: &BenchTarget, o: &BenchOptions) {
+        fn is_send<T: Send>(_: &T) {}
+        let c = CancellationToken::new();
+        is_send(&s.measure_cell(1, 0, &c));
+        is_send(&BenchSession::connect(t, o, None));
+        is_send(&run_matrix(t, o, None, c.clone()));
+    }
+
+    #[test]
+    fn debug_never_shows_the_api_key() {
+        let t = BenchTarget {
+            base_url: "http://x".into(),
+            model: None,
+            api_key: Some("sk-secret".into()),
+        };
+        assert!(!format!("{t:?}").contains("sk-secret"));
+    }
+}

@@ -1,12 +1,225 @@
-//! `infergate baseline` (placeholder until its issue lands).
+//! `infergate baseline`: add accepted runs to the store, show per-cell history, prune, list.
 
-use crate::exit::GateExit;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::baseline::{ADHOC_SUITE, BaselineError, BaselineStore, component, history};
+use crate::cli::compare::{OutputFormat, emit, load_files};
+use crate::exit::{GateExit, usage};
 
 /// Arguments of `infergate baseline`.
 #[derive(Debug, clap::Args)]
-pub struct BaselineArgs {}
+pub struct BaselineArgs {
+    /// The store directory.
+    #[arg(long, global = true, default_value = "baselines", value_name = "DIR")]
+    pub dir: PathBuf,
+    #[command(subcommand)]
+    pub command: BaselineCommand,
+}
+
+/// The `baseline` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum BaselineCommand {
+    /// Add complete runs (infergate or llm-decode-bench JSON) to the store.
+    Add(AddArgs),
+    /// Per-cell history: aggregate tok/s per run (newest last), the level and the noise CV.
+    Show(ShowArgs),
+    /// Delete all but the newest N runs of each profile and suite.
+    Prune(PruneArgs),
+    /// List profile keys and suites with their run counts.
+    List,
+}
+
+/// Arguments of `baseline add`.
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// Results files to add.
+    #[arg(required = true, value_name = "RESULTS")]
+    pub results: Vec<PathBuf>,
+}
+
+/// Arguments of `baseline show`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Profile key (default: every profile in the store).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Suite (default: every suite of the profile).
+    #[arg(long)]
+    pub suite: Option<String>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Newest K runs that define the level (as in `compare`).
+    #[arg(long, default_value_t = 5)]
+    pub level_runs: usize,
+    /// Newest N runs that define the noise (as in `compare`).
+    #[arg(long, default_value_t = 20)]
+    pub noise_runs: usize,
+    /// Show at most this many newest runs as columns.
+    #[arg(long, default_value_t = 10)]
+    pub last: usize,
+    /// Write the output to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// Arguments of `baseline prune`.
+#[derive(Debug, clap::Args)]
+pub struct PruneArgs {
+    /// Runs to keep per profile and suite (newest).
+    #[arg(long)]
+    pub keep: usize,
+    #[arg(long)]
+    pub profile: Option<String>,
+    #[arg(long)]
+    pub suite: Option<String>,
+}
+
+fn store_err(e: BaselineError) -> anyhow::Error {
+    match e {
+        BaselineError::Rejected { .. } | BaselineError::Escape(_) => usage(e.to_string()),
+        other => anyhow::Error::new(other),
+    }
+}
 
 /// Runs `infergate baseline`.
-pub async fn execute(_args: BaselineArgs) -> anyhow::Result<GateExit> {
-    anyhow::bail!("`infergate baseline` is not implemented yet")
+pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
+    let store = BaselineStore::open(&args.dir).map_err(|e| usage(e.to_string()))?;
+    match args.command {
+        BaselineCommand::Add(a) => add(&store, &a),
+        BaselineCommand::Show(a) => show(&store, &a),
+        BaselineCommand::Prune(a) => {
+            let report = store
+                .prune(a.profile.as_deref(), a.suite.as_deref(), a.keep)
+                .map_err(store_err)?;
+            for p in &report.removed {
+                println!("removed {}", p.display());
+            }
+            println!(
+                "pruned {} run(s), kept {} in {}",
+                report.removed.len(),
+                report.kept,
+                store.root().display()
+            );
+            Ok(GateExit::Pass)
+        }
+        BaselineCommand::List => {
+            let profiles = store.profiles().map_err(store_err)?;
+            if profiles.is_empty() {
+                println!("no baselines in {}", store.root().display());
+            }
+            for (key, suites) in profiles {
+                for suite in suites {
+                    let loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
+                    let newest = loaded
+                        .runs
+                        .last()
+                        .map(|r| r.started_at.to_rfc3339())
+                        .unwrap_or_else(|| "-".into());
+                    println!(
+                        "{key}  suite={suite}  runs={}  newest={newest}{}",
+                        loaded.runs.len(),
+                        if loaded.skipped.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  unreadable={}", loaded.skipped.len())
+                        }
+                    );
+                }
+            }
+            Ok(GateExit::Pass)
+        }
+    }
+}
+
+/// `baseline add`: every file is tried; any failure makes the command exit 2 at the end.
+fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
+    let mut failures = Vec::new();
+    for file in &a.results {
+        let runs = match load_files(std::slice::from_ref(file)) {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!("{e:#}"));
+                continue;
+            }
+        };
+        for run in runs {
+            match store.add_run(&run) {
+                Ok(added) if added.created => println!(
+                    "added {} ({}, suite {}) → {}",
+                    run.run_id,
+                    run.profile.key,
+                    run.suite.as_deref().unwrap_or(ADHOC_SUITE),
+                    added.path.display()
+                ),
+                Ok(added) => println!("already present {} → {}", run.run_id, added.path.display()),
+                Err(e @ BaselineError::Rejected { .. }) => {
+                    failures.push(format!("{}: {e}", file.display()))
+                }
+                Err(e) => return Err(anyhow::Error::new(e)),
+            }
+        }
+    }
+    if failures.is_empty() {
+        Ok(GateExit::Pass)
+    } else {
+        Err(usage(failures.join("\n")))
+    }
+}
+
+/// `baseline show`.
+fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
+    let mut groups = Vec::new();
+    for (key, suites) in store.profiles().map_err(store_err)? {
+        if a.profile.as_deref().is_some_and(|p| component(p) != key) {
+            continue;
+        }
+        for suite in suites {
+            if a.suite.as_deref().is_some_and(|s| component(s) != suite) {
+                continue;
+            }
+            groups.push((key.clone(), suite));
+        }
+    }
+    if groups.is_empty() {
+        return Err(usage(format!(
+            "no baseline in {} for profile {} suite {} (see `infergate baseline list`)",
+            store.root().display(),
+            a.profile.as_deref().unwrap_or("(any)"),
+            a.suite.as_deref().unwrap_or("(any)")
+        )));
+    }
+    let mut histories = Vec::new();
+    for (key, suite) in groups {
+        let loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
+        for (path, why) in &loaded.skipped {
+            eprintln!("warning: skipped {}: {why}", path.display());
+        }
+        histories.push(history::history(
+            &key,
+            &suite,
+            &loaded.runs,
+            a.level_runs,
+            a.noise_runs,
+            a.last,
+        ));
+    }
+    let text = match a.format {
+        OutputFormat::Text => histories
+            .iter()
+            .map(history::text)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        OutputFormat::Md => histories
+            .iter()
+            .map(history::markdown)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        OutputFormat::Json => {
+            serde_json::to_string_pretty(&histories).context("serialising the history")? + "\n"
+        }
+    };
+    emit(&text, a.out.as_deref())?;
+    Ok(GateExit::Pass)
 }

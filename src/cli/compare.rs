@@ -1,12 +1,274 @@
-//! `infergate compare` (placeholder until its issue lands).
+//! `infergate compare`: candidate results against a baseline (a store directory or results
+//! files, ours or llm-decode-bench), verdicts per cell, a table for people, an exit code for CI.
 
-use crate::exit::GateExit;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::baseline::BaselineStore;
+use crate::exit::{GateExit, usage};
+use crate::results::RunResults;
+use crate::stats::DecisionRule;
+use crate::verdict::{
+    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, GateVerdict,
+    VERDICT_SCHEMA_VERSION,
+};
+
+/// Output format of tables and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Terminal table.
+    #[default]
+    Text,
+    /// GitHub-flavoured Markdown.
+    Md,
+    /// Machine-readable JSON.
+    Json,
+}
 
 /// Arguments of `infergate compare`.
 #[derive(Debug, clap::Args)]
-pub struct CompareArgs {}
+pub struct CompareArgs {
+    /// Baseline: one store directory (runs of the candidate's profile and suite are used) or
+    /// one or more results files (infergate or llm-decode-bench JSON, auto-detected).
+    #[arg(long, num_args = 1.., required = true, value_name = "DIR|FILE")]
+    pub baseline: Vec<PathBuf>,
+    /// Candidate results file(s): repetitions of one run of one profile.
+    #[arg(long, num_args = 1.., required = true, value_name = "FILE")]
+    pub candidate: Vec<PathBuf>,
+    /// Suite whose baseline to use from a store (default: the candidate's suite, else `adhoc`).
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Write the output to this file (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Newest K baseline runs that define the level (default 5).
+    #[arg(long)]
+    pub level_runs: Option<usize>,
+    /// Newest N baseline runs that define the noise (default 20).
+    #[arg(long)]
+    pub noise_runs: Option<usize>,
+    /// Minimum relative effect worth failing for (default 0.03 = 3%).
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Family-wise false-alarm rate across cells x metrics (default 0.01).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Compare even when baseline and candidate profiles differ (hardware, engine, model or
+    /// matrix), e.g. a seed file measured elsewhere. The verdicts then measure the setup
+    /// difference too; use for exploration, never for a required check.
+    #[arg(long)]
+    pub allow_profile_mismatch: bool,
+}
+
+/// Loads results files; an unreadable or invalid file is the user's to fix (exit 2).
+pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
+    let mut runs = Vec::new();
+    for p in paths {
+        let loaded = crate::import::load_results(p).map_err(|e| usage(e.to_string()))?;
+        runs.extend(loaded);
+    }
+    Ok(runs)
+}
+
+/// The decision rule from defaults and flags, validated (exit 2 when out of range).
+fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
+    let mut rule = DecisionRule::default();
+    if let Some(k) = args.level_runs {
+        rule.level_runs = k;
+    }
+    if let Some(n) = args.noise_runs {
+        rule.noise_runs = n;
+    }
+    if let Some(m) = args.min_effect {
+        rule.min_effect = m;
+    }
+    if let Some(a) = args.alpha {
+        rule.alpha = a;
+    }
+    rule.validate().map_err(|e| usage(e.to_string()))?;
+    Ok(rule)
+}
+
+/// A report in which no cell could be compared (no baseline, other profile): every candidate
+/// cell `not_comparable` with `reason`, gate `no_baseline`.
+pub fn not_comparable_report(
+    candidate: &[RunResults],
+    suite: Option<String>,
+    rule: &DecisionRule,
+    reason: &str,
+) -> ComparisonReport {
+    let first = &candidate[0];
+    ComparisonReport {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        profile: first.profile.clone(),
+        suite,
+        candidate_runs: candidate.iter().map(|r| r.run_id.clone()).collect(),
+        baseline: BaselineSummary {
+            level_runs: Vec::new(),
+            noise_runs: 0,
+        },
+        gate: GateVerdict::NoBaseline,
+        headline: format!("no baseline: {reason}"),
+        matrix_test: None,
+        cells: first
+            .cells
+            .iter()
+            .map(|c| CellComparison {
+                concurrency: c.concurrency,
+                context_tokens: c.context_tokens,
+                verdict: CellVerdict::NotComparable,
+                reason: Some(reason.to_string()),
+                metrics: Vec::new(),
+            })
+            .collect(),
+        rule: rule.summary(),
+    }
+}
+
+/// Renders a report in the chosen format.
+pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
+    Ok(match format {
+        OutputFormat::Text => crate::report::verdict_table::text(report),
+        OutputFormat::Md => crate::report::verdict_table::markdown(report),
+        OutputFormat::Json => {
+            serde_json::to_string_pretty(report).context("serialising the comparison")? + "\n"
+        }
+    })
+}
+
+/// Writes `text` to `out` atomically, or prints it.
+pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
+    match out {
+        Some(path) => crate::baseline::write_file_atomic(path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display())),
+        None => {
+            print!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// Baseline runs for `candidate` from the `--baseline` arguments, or why there are none.
+fn baseline_runs(
+    args: &CompareArgs,
+    candidate: &RunResults,
+    suite: Option<&str>,
+) -> anyhow::Result<Result<Vec<RunResults>, String>> {
+    let is_store = args.baseline.len() == 1 && args.baseline[0].is_dir();
+    if !is_store {
+        if let Some(dir) = args.baseline.iter().find(|p| p.is_dir()) {
+            return Err(usage(format!(
+                "--baseline {}: a store directory must be the only --baseline argument",
+                dir.display()
+            )));
+        }
+        let mut runs = load_files(&args.baseline)?;
+        runs.sort_by_key(|r| r.started_at);
+        return Ok(Ok(runs));
+    }
+    let dir = &args.baseline[0];
+    let store = BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
+    let loaded = store
+        .load(&candidate.profile.key, suite)
+        .with_context(|| format!("reading the baseline store {}", dir.display()))?;
+    for (path, why) in &loaded.skipped {
+        eprintln!("warning: skipped baseline file {}: {why}", path.display());
+    }
+    if !loaded.runs.is_empty() {
+        return Ok(Ok(loaded.runs));
+    }
+    let existing = store
+        .profiles()
+        .with_context(|| format!("listing the baseline store {}", dir.display()))?;
+    let listing = if existing.is_empty() {
+        "the store is empty".to_string()
+    } else {
+        let parts: Vec<String> = existing
+            .iter()
+            .map(|(k, s)| format!("{k} ({})", s.join(", ")))
+            .collect();
+        format!("the store has: {}", parts.join("; "))
+    };
+    Ok(Err(format!(
+        "no baseline runs for profile `{}` suite `{}` in {}; {listing}",
+        candidate.profile.key,
+        suite.unwrap_or(crate::baseline::ADHOC_SUITE),
+        dir.display()
+    )))
+}
 
 /// Runs `infergate compare`.
-pub async fn execute(_args: CompareArgs) -> anyhow::Result<GateExit> {
-    anyhow::bail!("`infergate compare` is not implemented yet")
+pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
+    let rule = rule_from(&args)?;
+    let candidate = load_files(&args.candidate)?;
+    let Some(first) = candidate.first() else {
+        return Err(usage("--candidate: no runs in the given files"));
+    };
+    if let Some(other) = candidate
+        .iter()
+        .find(|r| r.profile.key != first.profile.key)
+    {
+        return Err(usage(format!(
+            "--candidate: runs `{}` and `{}` have different profiles (`{}` vs `{}`); give repetitions of one profile",
+            first.run_id, other.run_id, first.profile.key, other.profile.key
+        )));
+    }
+    let suite = args.suite.clone().or_else(|| first.suite.clone());
+    let report = match baseline_runs(&args, first, suite.as_deref())? {
+        Err(why) => {
+            eprintln!("note: {why}");
+            not_comparable_report(&candidate, suite, &rule, &why)
+        }
+        Ok(mut baseline) => {
+            let mismatch = baseline
+                .iter()
+                .find(|r| r.profile.key != first.profile.key)
+                .map(|r| (r.run_id.clone(), r.profile.key.clone()));
+            match mismatch {
+                Some((run_id, key)) if !args.allow_profile_mismatch => {
+                    let why = format!(
+                        "different profile: baseline run `{run_id}` is `{key}`, the candidate is `{}` (pass --allow-profile-mismatch to compare anyway)",
+                        first.profile.key
+                    );
+                    eprintln!("note: not comparable: {why}");
+                    not_comparable_report(&candidate, suite, &rule, &why)
+                }
+                _ => {
+                    if mismatch.is_some() {
+                        eprintln!(
+                            "warning: comparing across profiles (--allow-profile-mismatch): differences include the setup, not only the code"
+                        );
+                        for run in &mut baseline {
+                            run.profile = first.profile.clone();
+                        }
+                    }
+                    let mut report = crate::stats::compare(&baseline, &candidate, &rule)
+                        .map_err(|e| usage(e.to_string()))?;
+                    if report.suite.is_none() {
+                        report.suite = suite;
+                    }
+                    report
+                }
+            }
+        }
+    };
+    let text = render(&report, args.format)?;
+    emit(&text, args.out.as_deref())?;
+    if let Some(out) = &args.out {
+        eprintln!(
+            "{}: gate {} — {}",
+            out.display(),
+            report.gate.as_str(),
+            report.headline
+        );
+    }
+    Ok(if rule.fails(report.gate) {
+        GateExit::Regression
+    } else {
+        GateExit::Pass
+    })
 }

@@ -1,12 +1,104 @@
-//! `infergate doctor` (placeholder until its issue lands).
+//! `infergate doctor`: what the runner looks like (GPUs, driver, PCIe links, NVML and why
+//! not, CPU) and whether the engine answers — at `--url`, or booted from `--config`.
 
-use crate::exit::GateExit;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{EngineLaunch, EngineProcess};
+use crate::exit::{GateExit, usage};
+use crate::telemetry::doctor::{self, BootCheck};
 
 /// Arguments of `infergate doctor`.
 #[derive(Debug, clap::Args)]
-pub struct DoctorArgs {}
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Check an engine that is already running at this URL.
+    #[arg(long, conflicts_with = "config")]
+    pub url: Option<String>,
+    /// Boot the engine of this gate config, check it, and stop it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
 
-/// Runs `infergate doctor`.
-pub async fn execute(_args: DoctorArgs) -> anyhow::Result<GateExit> {
-    anyhow::bail!("`infergate doctor` is not implemented yet")
+/// Runs `infergate doctor`. Exit 0 when the report could be made (an unavailable NVML or an
+/// unreachable engine is reported, not an error); 2 for a bad config.
+pub async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
+    if let Some(u) = &args.url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(usage(format!(
+            "--url `{u}` must start with http:// or https:// (e.g. http://127.0.0.1:8000)"
+        )));
+    }
+    let mut report;
+    if let Some(path) = &args.config {
+        let config = super::run::load_config(Some(path))?;
+        let dir =
+            tempfile::tempdir().context("creating a temporary directory for the engine log")?;
+        let launch = EngineLaunch::from_config(
+            &config.engine,
+            config.model.as_deref(),
+            &[],
+            dir.path().join("engine.log"),
+        )
+        .context("preparing the engine command")?;
+        let command = launch.display.clone();
+        let url = launch.base_url.clone();
+        let (boot, reachable_url) = match EngineProcess::spawn(launch) {
+            Err(e) => (
+                BootCheck {
+                    command,
+                    ready: false,
+                    boot_s: None,
+                    error: Some(e.to_string()),
+                    teardown_clean: None,
+                },
+                None,
+            ),
+            Ok(engine) => {
+                let ready = engine
+                    .wait_ready(&CancellationToken::new(), config.report.log_tail_lines)
+                    .await;
+                let (ok, boot_s, error) = match ready {
+                    Ok(r) => (true, Some(r.boot_s), None),
+                    Err(e) => (false, None, Some(e.to_string())),
+                };
+                // Probe while it runs, then stop it.
+                let check = if ok {
+                    Some(doctor::check_engine(&url).await)
+                } else {
+                    None
+                };
+                let stop = engine.stop().await;
+                (
+                    BootCheck {
+                        command,
+                        ready: ok,
+                        boot_s,
+                        error,
+                        teardown_clean: Some(stop.group_gone),
+                    },
+                    check,
+                )
+            }
+        };
+        report = doctor::gather(None).await;
+        report.engine = reachable_url;
+        report.engine_boot = Some(boot);
+    } else {
+        report = doctor::gather(args.url.as_deref()).await;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).context("serialising the report")?
+        );
+    } else {
+        print!("{}", doctor::render_text(&report));
+    }
+    Ok(GateExit::Pass)
 }

@@ -1,12 +1,105 @@
-//! `infergate merge` (placeholder until its issue lands).
+//! `infergate merge`: the final job of a fan-out workflow joins the shards' verdicts (one per
+//! GPU profile) into one verdict, one summary and one exit code.
 
-use crate::exit::GateExit;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::exit::{GateExit, usage};
+use crate::merge::{MergedVerdict, Shard};
+
+/// Output formats of `infergate merge`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MergeFormat {
+    /// GitHub-flavoured Markdown: an overview plus one section per profile.
+    Md,
+    /// The merged verdict as JSON (self-contained: every shard's comparison is included).
+    Json,
+    /// Plain text for a terminal.
+    Text,
+}
 
 /// Arguments of `infergate merge`.
 #[derive(Debug, clap::Args)]
-pub struct MergeArgs {}
+pub struct MergeArgs {
+    /// A shard: a results directory holding `verdict.json` (and `results.json`), or a verdict
+    /// JSON file. Repeat once per shard.
+    #[arg(long = "shard", value_name = "DIR_OR_VERDICT_FILE", required = true)]
+    pub shards: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: MergeFormat,
+    /// Write the output to this file (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Append `verdict=`, `regressions=` and `profiles=` lines to this file (e.g.
+    /// `$GITHUB_OUTPUT`), so a workflow step can branch on the merged verdict.
+    #[arg(long, value_name = "FILE")]
+    pub github_output: Option<PathBuf>,
+}
 
-/// Runs `infergate merge`.
-pub async fn execute(_args: MergeArgs) -> anyhow::Result<GateExit> {
-    anyhow::bail!("`infergate merge` is not implemented yet")
+/// Runs `infergate merge`: exit 0 unless a shard regressed (1); an unreadable shard is exit 2.
+pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
+    let mut shards = Vec::with_capacity(args.shards.len());
+    for path in &args.shards {
+        shards.push(Shard::load(path).map_err(|e| usage(e.to_string()))?);
+    }
+    let merged = crate::merge::merge(shards);
+    let rendered = render(&merged, args.format)?;
+    match &args.out {
+        Some(path) => write_atomic(path, &rendered)?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(rendered.as_bytes())
+                .context("writing to stdout")?;
+        }
+    }
+    if let Some(path) = &args.github_output {
+        append(path, &crate::merge::github_outputs(&merged))?;
+    }
+    Ok(if merged.is_regression() {
+        GateExit::Regression
+    } else {
+        GateExit::Pass
+    })
+}
+
+fn render(merged: &MergedVerdict, format: MergeFormat) -> anyhow::Result<String> {
+    Ok(match format {
+        MergeFormat::Md => crate::merge::markdown(merged),
+        MergeFormat::Text => crate::merge::text(merged),
+        MergeFormat::Json => {
+            let mut s =
+                serde_json::to_string_pretty(merged).context("serialising the merged verdict")?;
+            s.push('\n');
+            s
+        }
+    })
+}
+
+fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    tmp.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn append(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {} for appending", path.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("appending to {}", path.display()))?;
+    Ok(())
 }

@@ -1,12 +1,325 @@
-//! `infergate run` (placeholder until its issue lands).
+//! `infergate run`: validate the config → boot the engine → measure the suite → compare with
+//! the baseline → write results → print and report → tear down.
+//!
+//! Exit codes: 0 pass (also: no baseline yet, inconclusive unless `fail_on = "inconclusive"`),
+//! 1 regression, 2 usage/config error (nothing was booted), 3 engine or measurement failure,
+//! including a run cancelled by SIGINT/SIGTERM (partial results are still written).
 
-use crate::exit::GateExit;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ConfigError, GateConfig, GithubMode};
+use crate::exit::{GateExit, UsageError, usage};
+use crate::report::github::render::{Links, Outcome};
+use crate::report::github::{GithubReporter, PublishInput, check_name};
+use crate::results::RunResults;
+use crate::run::{self, MeasureRequest, RunFailure};
+use crate::telemetry::NvmlSampler;
 
 /// Arguments of `infergate run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// Gate config (default: ./infergate.toml, or the embedded default when there is none).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Suite to run (default: `pr` if the config has one, else its first suite).
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Output directory for results.json, verdict.json, summary.md and engine.log.
+    #[arg(long, default_value = "infergate-results")]
+    pub out: PathBuf,
+    /// Baseline store directory (overrides `[baseline] dir`).
+    #[arg(long)]
+    pub baseline_dir: Option<PathBuf>,
+    /// Add this run to the baseline store when it is complete (e.g. on pushes to main).
+    #[arg(long)]
+    pub update_baseline: bool,
+    /// Report to GitHub (check run, PR comment, job summary) even outside GitHub Actions.
+    #[arg(long)]
+    pub github: bool,
+    /// Extra argument appended to the engine command (repeatable).
+    #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub engine_args: Vec<String>,
+    /// Label recorded in the results, KEY=VALUE (repeatable), e.g. --label sha=abc123.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+}
+
+fn config_error(e: ConfigError) -> anyhow::Error {
+    anyhow::Error::new(UsageError(e.to_string()))
+}
+
+/// The config to use: `--config`, else `./infergate.toml`, else the embedded default.
+pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
+    match path {
+        Some(p) => GateConfig::load(p).map_err(config_error),
+        None => {
+            let local = Path::new("infergate.toml");
+            if local.exists() {
+                GateConfig::load(local).map_err(config_error)
+            } else {
+                eprintln!(
+                    "notice: no infergate.toml here and no --config: using the embedded default (simulated engine)"
+                );
+                GateConfig::embedded_default().map_err(config_error)
+            }
+        }
+    }
+}
+
+fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    labels
+        .iter()
+        .map(|l| {
+            l.split_once('=')
+                .filter(|(k, _)| !k.trim().is_empty())
+                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--label `{l}` is not KEY=VALUE (e.g. --label sha=abc123)"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// Cancels `cancel` on SIGINT or SIGTERM (the runner cancelling the job).
+fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
+    tokio::spawn(async move {
+        loop {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            if !cancel.is_cancelled() {
+                eprintln!(
+                    "{name} received: stopping the measurement and the engine, writing partial results"
+                );
+            }
+            cancel.cancel();
+        }
+    });
+    Ok(())
+}
 
 /// Runs `infergate run`.
-pub async fn execute(_args: RunArgs) -> anyhow::Result<GateExit> {
-    anyhow::bail!("`infergate run` is not implemented yet")
+pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
+    // 1. Validate everything before anything boots.
+    let config = load_config(args.config.as_deref())?;
+    let suite = config
+        .suite(args.suite.as_deref())
+        .map_err(config_error)?
+        .clone();
+    let labels = parse_labels(&args.labels)?;
+    let cancel = CancellationToken::new();
+    install_signal_handlers(cancel.clone())?;
+
+    let detected = tokio::task::spawn_blocking(crate::telemetry::detect_hardware)
+        .await
+        .context("hardware detection crashed")?;
+    let hardware = config.profile.hardware(detected);
+    let telemetry = tokio::task::spawn_blocking(|| NvmlSampler::start(Duration::from_millis(250)))
+        .await
+        .context("telemetry start crashed")?
+        .map_err(|e| e.reason);
+
+    let log_path = match &config.engine.log_file {
+        Some(p) if p.is_absolute() => p.clone(),
+        Some(p) => config.base_dir.join(p),
+        None => args.out.join("engine.log"),
+    };
+    if log_path.exists() {
+        // One log per run: an old log's tail must not be shown as this engine's.
+        let _ = std::fs::remove_file(&log_path);
+    }
+
+    let github_on = args.github
+        || match config.report.github {
+            GithubMode::Always => true,
+            GithubMode::Never => false,
+            GithubMode::Auto => std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
+        };
+    let mut reporter = github_on.then(GithubReporter::from_env);
+    if let Some(r) = reporter.as_mut() {
+        r.set_results_path(args.out.join("results.json"));
+        r.set_fail_on_inconclusive(
+            config.thresholds.fail_on == crate::config::FailOn::Inconclusive,
+        );
+    }
+    // The check name is known up front when engine and model are configured; else it is
+    // created complete at the end.
+    let predicted_check = match (&config.engine.name, &config.model) {
+        (Some(engine), Some(model)) => {
+            let key = crate::results::ProfileKey::derive(
+                hardware.clone(),
+                engine,
+                model,
+                &suite.matrix_spec(model),
+            );
+            Some(check_name(&key.key, &suite.name))
+        }
+        _ => None,
+    };
+    if let (Some(r), Some(name)) = (reporter.as_mut(), &predicted_check) {
+        let out = r.start_check(name).await;
+        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+    }
+
+    eprintln!(
+        "infergate run: config {} · suite `{}` ({} cells: C {:?} x contexts {:?}) · results in {}",
+        config.path,
+        suite.name,
+        suite.cells(),
+        suite.concurrency,
+        suite
+            .contexts
+            .iter()
+            .map(|c| crate::results::context_label(*c))
+            .collect::<Vec<_>>(),
+        args.out.display()
+    );
+
+    // 2. Boot, measure, tear down.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let printer = tokio::spawn(crate::report::console::render_progress(
+        rx,
+        (suite.cells() * suite.repetitions.max(1) as usize) as u64,
+    ));
+    let req = MeasureRequest {
+        engine: &config.engine,
+        model: config.model.as_deref(),
+        suite: &suite,
+        hardware,
+        telemetry: telemetry.map(|s: Arc<NvmlSampler>| s),
+        engine_args: &args.engine_args,
+        log_path,
+        log_tail_lines: config.report.log_tail_lines,
+        labels,
+    };
+    let measured = run::boot_and_measure(req, tx, cancel.clone()).await;
+    let _ = printer.await;
+    if let Some(stop) = &measured.stop
+        && !stop.group_gone
+    {
+        eprintln!("warning: some engine processes survived teardown (SIGKILL sent to the group)");
+    }
+    let results = measured.results;
+    let mut failure = measured.failure.as_ref().map(RunFailure::message);
+
+    // 3. Compare.
+    let baseline_dir = args
+        .baseline_dir
+        .clone()
+        .unwrap_or_else(|| config.baseline.dir.clone());
+    let decision = if failure.is_none() {
+        match run::decide(&results, &baseline_dir, &config.thresholds.rule) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                failure = Some(format!("comparison with the baseline failed: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let verdict = decision.as_ref().and_then(|d| d.verdict.as_ref());
+    let history: &[RunResults] = decision.as_ref().map_or(&[], |d| d.history.as_slice());
+
+    // 4. Write the outputs (also for failed and cancelled runs: partial results).
+    let name = check_name(&results.profile.key, &suite.name);
+    let outcome = Outcome {
+        results: &results,
+        verdict,
+        failure: failure.as_deref(),
+        fail_on_inconclusive: config.thresholds.fail_on == crate::config::FailOn::Inconclusive,
+    };
+    let chart = crate::report::mermaid::throughput_chart(history, &results, verdict);
+    let summary_md = crate::report::github::render::job_summary(
+        &name,
+        &outcome,
+        &Links::default(),
+        chart.as_deref(),
+    );
+    let files = run::write_outputs(&args.out, &results, verdict, &summary_md)
+        .context("writing the results")?;
+
+    // 5. Print.
+    println!("{}", crate::report::console::render_matrix(&results));
+    if let Some(v) = verdict {
+        println!("{}", crate::report::verdict_table::text(v));
+    }
+    if let Some(d) = &decision {
+        for n in &d.notices {
+            eprintln!("notice: {n}");
+        }
+    }
+    if let Some(t) = &results.telemetry
+        && t.status == "available"
+    {
+        eprintln!(
+            "telemetry: {} · energy {} · {} J/token · avg power {} W",
+            t.devices.join(", "),
+            t.energy_j.map_or("-".into(), |e| format!("{e:.0} J")),
+            t.joules_per_token.map_or("-".into(), |j| format!("{j:.3}")),
+            t.power_w_avg.map_or("-".into(), |p| format!("{p:.0}"))
+        );
+    }
+    eprintln!(
+        "results: {}{} · summary: {} · engine log: {}",
+        files.results.display(),
+        files
+            .verdict
+            .as_ref()
+            .map_or(String::new(), |v| format!(" · verdict: {}", v.display())),
+        files.summary.display(),
+        measured.engine_log.display()
+    );
+
+    // 6. Baseline update.
+    if args.update_baseline {
+        match run::baseline_worthy(&results, failure.is_some()) {
+            Ok(()) => {
+                let store = crate::baseline::BaselineStore::open(&baseline_dir)
+                    .context("opening the baseline store")?;
+                let path = store
+                    .add(&results)
+                    .context("adding the run to the baseline store")?;
+                eprintln!("baseline: run added as {}", path.display());
+            }
+            Err(why) => eprintln!("baseline: not updated: {why}"),
+        }
+    }
+
+    // 7. Report (never changes the exit code).
+    if let Some(r) = reporter.as_mut() {
+        let input = PublishInput {
+            results: &results,
+            verdict,
+            history,
+            config_path: (config.path != crate::config::EMBEDDED_NAME)
+                .then(|| Path::new(&config.path)),
+            matrix_line: Some(suite.line as u32),
+            artifact_url: None,
+            failure: failure.clone(),
+        };
+        let out = r.publish(&name, &input).await;
+        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+    }
+
+    // 8. The verdict.
+    let code = run::exit_code(failure.is_some(), verdict, config.thresholds.fail_on);
+    match (&failure, verdict) {
+        (Some(f), _) => eprintln!("error: {f}"),
+        (None, Some(v)) => eprintln!("verdict: {} — {}", v.gate.as_str(), v.headline),
+        (None, None) => eprintln!("verdict: no baseline — results recorded, the gate passes"),
+    }
+    Ok(code)
 }

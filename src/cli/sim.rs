@@ -1,12 +1,201 @@
-//! `infergate sim` (placeholder until its issue lands).
+//! `infergate sim`: serve the simulated engine until SIGINT/SIGTERM.
 
-use crate::exit::GateExit;
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::exit::{GateExit, usage};
+use crate::sim::{Fault, SimOptions, SimProfile, UsageMode};
 
 /// Arguments of `infergate sim`.
 #[derive(Debug, clap::Args)]
-pub struct SimArgs {}
+pub struct SimArgs {
+    /// Built-in profile name (test, zero, ldb-rtx5090, ldb-rtx5090-nospec) or a TOML file.
+    #[arg(long, default_value = "test")]
+    pub profile: String,
+    /// Multiply every engine time by X (1.10 injects a 10% regression).
+    #[arg(long, default_value_t = 1.0)]
+    pub slowdown: f64,
+    /// Run the speed model S times faster than real time.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Seed of jitter, draft acceptance, EOS points and fault draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Per-step jitter CV (overrides the profile; 0 = off).
+    #[arg(long)]
+    pub jitter: Option<f64>,
+    /// CV of one log-normal speed factor drawn per process start (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub boot_noise: f64,
+    /// Seed of the boot factor (default: OS entropy, a new factor every start).
+    #[arg(long)]
+    pub boot_seed: Option<u64>,
+    /// `continuous` (vLLM) or `final-only` (llama.cpp: usage only on the final chunk).
+    #[arg(long, value_enum)]
+    pub usage_mode: Option<UsageMode>,
+    /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
+    /// stall-after=TOKENS, malformed-sse=FRACTION.
+    #[arg(long = "fault")]
+    pub faults: Vec<String>,
+    /// Served model name (default: the profile's).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Write the bound port number to this file (atomically) once listening.
+    #[arg(long)]
+    pub port_file: Option<PathBuf>,
+}
+
+/// Builds the simulator options from the flags; errors are usage errors (exit 2).
+pub fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
+    let profile = match SimProfile::named(&args.profile) {
+        Some(p) => p,
+        None => {
+            let path = Path::new(&args.profile);
+            if !path.exists() {
+                return Err(usage(format!(
+                    "--profile `{}` is neither a built-in profile ({}) nor an existing file",
+                    args.profile,
+                    SimProfile::names().join(", ")
+                )));
+            }
+            SimProfile::load(path).map_err(|e| usage(e.to_string()))?
+        }
+    };
+    let mut opts = SimOptions::new(profile);
+    opts.slowdown = args.slowdown;
+    opts.time_scale = args.time_scale;
+    opts.seed = args.seed;
+    opts.jitter_cv = args.jitter;
+    opts.boot_noise_cv = args.boot_noise;
+    opts.boot_seed = args.boot_seed;
+    if let Some(m) = args.usage_mode {
+        opts.usage_mode = m;
+    }
+    for spec in &args.faults {
+        let fault: Fault = spec
+            .parse()
+            .map_err(|e: crate::sim::FaultParseError| usage(format!("--fault: {e}")))?;
+        opts.faults.push(fault);
+    }
+    opts.model = args.model.clone();
+    opts.validate().map_err(|e| usage(e.to_string()))?;
+    Ok(opts)
+}
+
+/// Writes the port number to `path` via a temp file in the same directory + rename, so a
+/// reader never sees a partial number.
+fn write_port_file(path: &Path, port: u16) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temp file next to {}", path.display()))?;
+    write!(tmp, "{port}").with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("writing the port file {}", path.display()))?;
+    Ok(())
+}
 
 /// Runs `infergate sim`.
-pub async fn execute(_args: SimArgs) -> anyhow::Result<GateExit> {
-    anyhow::bail!("`infergate sim` is not implemented yet")
+pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
+    let opts = options_from_args(&args)?;
+    let profile_name = opts.profile.name.clone();
+    let time_scale = opts.time_scale;
+    let bind = SocketAddr::new(args.host, args.port);
+    let server = crate::sim::start(opts, bind)
+        .await
+        .context("starting the simulated engine")?;
+    if let Some(path) = &args.port_file {
+        write_port_file(path, server.addr().port())?;
+    }
+    println!(
+        "infergate sim listening on {} (profile {profile_name}, time-scale {time_scale})",
+        server.url()
+    );
+    let _ = std::io::stdout().flush();
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    server.shutdown().await;
+    Ok(GateExit::Pass)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: SimArgs,
+    }
+
+    fn parse(argv: &[&str]) -> anyhow::Result<SimOptions> {
+        let w = Wrap::try_parse_from(std::iter::once("sim").chain(argv.iter().copied()))?;
+        options_from_args(&w.args)
+    }
+
+    #[test]
+    fn flags_reach_the_options() {
+        let o = parse(&[
+            "--profile",
+            "ldb-rtx5090",
+            "--slowdown",
+            "1.1",
+            "--time-scale",
+            "50",
+            "--fault",
+            "http-500=0.5",
+            "--fault",
+            "never-ready",
+            "--usage-mode",
+            "final-only",
+        ])
+        .unwrap();
+        assert_eq!(o.profile.name, "ldb-rtx5090");
+        assert_eq!(o.slowdown, 1.1);
+        assert_eq!(o.time_scale, 50.0);
+        assert_eq!(o.faults.len(), 2);
+        assert_eq!(o.usage_mode, UsageMode::FinalOnly);
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        for argv in [
+            &["--fault", "http-500=3"][..],
+            &["--slowdown", "0"],
+            &["--time-scale=-1"],
+            &["--profile", "no-such-profile"],
+        ] {
+            let e = parse(argv).unwrap_err();
+            assert_eq!(
+                crate::exit::exit_for_error(&e),
+                GateExit::Usage,
+                "{argv:?}: {e:#}"
+            );
+        }
+    }
+
+    #[test]
+    fn port_file_is_written_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("port");
+        write_port_file(&p, 41234).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "41234");
+    }
 }

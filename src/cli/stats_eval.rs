@@ -1,12 +1,178 @@
-//! `infergate stats_eval` (placeholder until its issue lands).
+//! `infergate stats-eval`: Monte Carlo of the decision rule on synthetic matrices (false-alarm
+//! rate, power, inconclusive rates), so the rule's promises are measured, not asserted.
 
-use crate::exit::GateExit;
+use anyhow::Context;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-/// Arguments of `infergate stats_eval`.
+use crate::exit::{GateExit, usage};
+use crate::stats::DecisionRule;
+use crate::stats::eval::{EvalConfig, EvalReport, NoiseSpec, run_eval};
+
+/// Output format of `stats-eval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvalFormat {
+    Text,
+    Json,
+}
+
+/// Arguments of `infergate stats-eval`.
 #[derive(Debug, clap::Args)]
-pub struct StatsEvalArgs {}
+pub struct StatsEvalArgs {
+    /// Simulated comparisons per scenario and history length.
+    #[arg(long, default_value_t = 2000)]
+    pub trials: usize,
+    /// Seed of the random generator (same seed, same figures).
+    #[arg(long, default_value_t = 20_260_401)]
+    pub seed: u64,
+    /// Baseline history lengths (runs) to evaluate, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,5,10,20")]
+    pub history: Vec<usize>,
+    /// Candidate runs (repetitions) per comparison.
+    #[arg(long, default_value_t = 1)]
+    pub candidate_runs: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = EvalFormat::Text)]
+    pub format: EvalFormat,
+    /// Decision rule to evaluate (TOML with `DecisionRule` fields); defaults otherwise.
+    #[arg(long)]
+    pub rule: Option<std::path::PathBuf>,
+    /// Exit 1 when a target of the 20-run history is missed.
+    #[arg(long)]
+    pub check: bool,
+}
 
-/// Runs `infergate stats_eval`.
-pub async fn execute(_args: StatsEvalArgs) -> anyhow::Result<GateExit> {
-    anyhow::bail!("`infergate stats_eval` is not implemented yet")
+/// Runs `infergate stats-eval`.
+pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
+    if args.trials == 0 {
+        return Err(usage("--trials must be at least 1"));
+    }
+    if args.candidate_runs == 0 || args.candidate_runs > 100 {
+        return Err(usage("--candidate-runs takes 1 to 100"));
+    }
+    if args.history.is_empty() || args.history.iter().any(|h| *h == 0 || *h > 1000) {
+        return Err(usage(
+            "--history takes run counts between 1 and 1000, e.g. --history 2,5,10,20",
+        ));
+    }
+    let rule = match &args.rule {
+        None => DecisionRule::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("cannot read rule file {}: {e}", path.display())))?;
+            toml::from_str(&text).map_err(|e| {
+                usage(format!(
+                    "rule file {}: {e} (fields are those of the decision rule, e.g. alpha = 0.01)",
+                    path.display()
+                ))
+            })?
+        }
+    };
+    rule.validate().map_err(|e| usage(e.to_string()))?;
+    let cfg = EvalConfig {
+        trials: args.trials,
+        seed: args.seed,
+        histories: args.history.clone(),
+        candidate_runs: args.candidate_runs,
+        noise: NoiseSpec::default(),
+        rule,
+    };
+    let report = tokio::task::spawn_blocking(move || run_eval(&cfg))
+        .await
+        .context("stats-eval worker")??;
+    match args.format {
+        EvalFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        EvalFormat::Text => print!("{}", render_text(&report)),
+    }
+    let missed = report.targets.iter().any(|t| !t.met);
+    Ok(if args.check && missed {
+        GateExit::Regression
+    } else {
+        GateExit::Pass
+    })
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The text tables: gate outcome per scenario and history, then inconclusive rates, targets.
+pub fn render_text(r: &EvalReport) -> String {
+    let mut out = format!(
+        "stats-eval: {} trials, seed {}, {} cells, {} candidate run(s); noise: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, outlier {:+}% every {} runs\n",
+        r.trials,
+        r.seed,
+        r.cells,
+        r.candidate_runs,
+        pct(r.noise.run_cv),
+        pct(r.noise.cell_cv),
+        pct(r.noise.window_cv),
+        r.noise.windows,
+        pct(r.noise.drift_per_run),
+        (100.0 * r.noise.outlier_effect).round(),
+        r.noise.outlier_every
+    );
+    let names: Vec<String> = r
+        .histories
+        .first()
+        .map(|h| h.scenarios.iter().map(|s| s.name.clone()).collect())
+        .unwrap_or_default();
+    let mut gate = Table::new();
+    *gate.style_mut() = UTF8_FULL_CONDENSED;
+    let mut header = vec!["history".to_string()];
+    header.extend(names.iter().map(|n| {
+        if n == "aa" {
+            "A/A false alarm".to_string()
+        } else {
+            format!("power {n}")
+        }
+    }));
+    header.push("cell power single".into());
+    gate.set_header(header);
+    for h in &r.histories {
+        let mut row = vec![format!("{} runs", h.history)];
+        row.extend(h.scenarios.iter().map(|s| pct(s.regression_rate)));
+        row.push(
+            h.scenarios
+                .iter()
+                .find_map(|s| s.target_cell_rate)
+                .map(pct)
+                .unwrap_or_default(),
+        );
+        gate.add_row(row);
+    }
+    out.push_str("\nGate says regression (A/A: false-alarm rate per matrix; others: power)\n");
+    out.push_str(&gate.to_string());
+    let mut inc = Table::new();
+    *inc.style_mut() = UTF8_FULL_CONDENSED;
+    let mut header = vec!["history".to_string()];
+    header.extend(names.iter().cloned());
+    inc.set_header(header);
+    for h in &r.histories {
+        let mut row = vec![format!("{} runs", h.history)];
+        row.extend(h.scenarios.iter().map(|s| {
+            format!(
+                "{} / {} / {}",
+                pct(s.gate_inconclusive_rate),
+                pct(s.cell_inconclusive_rate),
+                pct(s.cell_unchanged_rate)
+            )
+        }));
+        inc.add_row(row);
+    }
+    out.push_str("\n\nGate inconclusive / cells inconclusive / cells unchanged\n");
+    out.push_str(&inc.to_string());
+    out.push('\n');
+    if !r.targets.is_empty() {
+        out.push_str("\nTargets:\n");
+        for t in &r.targets {
+            out.push_str(&format!(
+                "  [{}] {} ({} runs): {}\n",
+                if t.met { "met" } else { "MISSED" },
+                t.description,
+                t.history,
+                pct(t.measured)
+            ));
+        }
+    }
+    out
 }

@@ -1,1 +1,410 @@
-//! Seed-style console rendering of a results matrix (under construction).
+//! Seed-style console rendering of a results matrix, one-line event logs, and the progress
+//! display of `infergate bench`. Rendering only: nothing here measures.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+
+use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+
+use crate::results::{CellResult, CellStatus, Event, RunResults, context_label};
+
+/// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
+fn fmt_ms(seconds: f64) -> String {
+    let ms = seconds * 1000.0;
+    if !ms.is_finite() {
+        "—".into()
+    } else if ms < 10.0 {
+        format!("{ms:.1}")
+    } else if ms < 1000.0 {
+        format!("{ms:.0}")
+    } else if ms < 100_000.0 {
+        format!("{:.1}k", ms / 1000.0)
+    } else {
+        format!("{:.0}k", ms / 1000.0)
+    }
+}
+
+/// `(7/8)*` from the engine's mean running count, `(?/8)*` without metrics.
+fn capacity_marker(cell: &CellResult) -> String {
+    let running = cell
+        .effective_concurrency
+        .map(|r| format!("{:.0}", r))
+        .unwrap_or_else(|| "?".into());
+    format!(" ({running}/{})*", cell.concurrency)
+}
+
+fn error_marker(cell: &CellResult) -> String {
+    if cell.errors > 0 {
+        format!(" ({}e)", cell.errors)
+    } else {
+        String::new()
+    }
+}
+
+/// The aggregate value line of a cell.
+fn aggregate_line(cell: &CellResult) -> String {
+    match cell.status {
+        CellStatus::Ok => format!("{:.1}{}", cell.aggregate_tps, error_marker(cell)),
+        CellStatus::CapacityLimited => format!(
+            "{:.1}{}{}",
+            cell.aggregate_tps,
+            capacity_marker(cell),
+            error_marker(cell)
+        ),
+        CellStatus::Error => format!("ERR{}", error_marker(cell)),
+        CellStatus::Skipped => "∅".into(),
+    }
+}
+
+/// The dim detail line: `TTFT ms/ITL ms` p50.
+fn detail_line(cell: &CellResult) -> Option<String> {
+    if !matches!(cell.status, CellStatus::Ok | CellStatus::CapacityLimited) {
+        return None;
+    }
+    let ttft = cell
+        .ttft_s
+        .map(|p| fmt_ms(p.p50))
+        .unwrap_or_else(|| "—".into());
+    let itl = cell
+        .itl_s
+        .map(|p| fmt_ms(p.p50))
+        .unwrap_or_else(|| "—".into());
+    Some(format!("{ttft}/{itl}"))
+}
+
+fn per_user_line(cell: &CellResult) -> String {
+    match cell.status {
+        CellStatus::Ok => cell
+            .per_user_tps
+            .map(|p| format!("{:.1}", p.p50))
+            .unwrap_or_else(|| "—".into()),
+        CellStatus::CapacityLimited => cell
+            .per_user_tps
+            .map(|p| format!("{:.1}{}", p.p50, capacity_marker(cell)))
+            .unwrap_or_else(|| "—".into()),
+        CellStatus::Error => "-".into(),
+        CellStatus::Skipped => "∅".into(),
+    }
+}
+
+fn new_table(concurrency: &[u32]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED.with_rounded_corners())
+        .force_no_tty()
+        .set_content_arrangement(ContentArrangement::Disabled);
+    let mut header = vec!["ctx \\ conc".to_string()];
+    header.extend(concurrency.iter().map(|c| c.to_string()));
+    t.set_header(header);
+    for i in 1..=concurrency.len() {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// The axes of a results matrix: concurrency columns and context rows present in the cells.
+fn axes(results: &RunResults) -> (Vec<u32>, Vec<u64>) {
+    let mut cs: BTreeSet<u32> = results.matrix.concurrency.iter().copied().collect();
+    let mut ls: BTreeSet<u64> = results.matrix.contexts.iter().copied().collect();
+    for c in &results.cells {
+        cs.insert(c.concurrency);
+        ls.insert(c.context_tokens);
+    }
+    (cs.into_iter().collect(), ls.into_iter().collect())
+}
+
+fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
+    results.cells.iter().find(|x| x.coord() == (c, l))
+}
+
+/// Renders the run as the seed does: an aggregate tok/s matrix (context rows x concurrency
+/// columns, TTFT/ITL detail line, capacity and error markers), a per-user tok/s matrix, a
+/// legend, and the reasons of every cell that is not `ok`.
+pub fn render_matrix(results: &RunResults) -> String {
+    let (cs, ls) = axes(results);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "infergate {} · {} {} · model {} · {} s window x {} sub-windows, max_tokens {}\n",
+        results.tool.version,
+        results.engine.name,
+        results.engine.version.as_deref().unwrap_or(""),
+        results.matrix.model,
+        results.matrix.duration_s,
+        results.matrix.sub_windows,
+        results.matrix.max_tokens,
+    ));
+    out.push_str("Aggregate tok/s  + TTFT/ITL p50 ms\n");
+    let mut agg = new_table(&cs);
+    for &l in &ls {
+        let mut row = vec![context_label(l)];
+        let mut detail = vec![String::new()];
+        let mut any_detail = false;
+        for &c in &cs {
+            match find(results, c, l) {
+                Some(cell) => {
+                    row.push(aggregate_line(cell));
+                    let d = detail_line(cell);
+                    any_detail |= d.is_some();
+                    detail.push(d.unwrap_or_default());
+                }
+                None => {
+                    row.push("·".into());
+                    detail.push(String::new());
+                }
+            }
+        }
+        agg.add_row(row);
+        if any_detail {
+            agg.add_row(detail);
+        }
+    }
+    out.push_str(&agg.to_string());
+    out.push('\n');
+    out.push_str("Per-user tok/s (p50 over streams, 1 / mean ITL)\n");
+    let mut pu = new_table(&cs);
+    for &l in &ls {
+        let mut row = vec![context_label(l)];
+        for &c in &cs {
+            row.push(
+                find(results, c, l)
+                    .map(per_user_line)
+                    .unwrap_or_else(|| "·".into()),
+            );
+        }
+        pu.add_row(row);
+    }
+    out.push_str(&pu.to_string());
+    out.push('\n');
+    out.push_str(
+        "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics; \
+         (Ne) = N failed requests;\nERR = cell could not be measured; ∅ = skipped. \
+         Aggregate = output tokens counted as they streamed over the steady-state window.\n",
+    );
+    let notes: Vec<String> = results
+        .cells
+        .iter()
+        .filter(|c| c.status != CellStatus::Ok)
+        .map(|c| {
+            format!(
+                "  C={} ctx={} {}: {}",
+                c.concurrency,
+                context_label(c.context_tokens),
+                match c.status {
+                    CellStatus::CapacityLimited => "capacity_limited",
+                    CellStatus::Error => "error",
+                    CellStatus::Skipped => "skipped",
+                    CellStatus::Ok => "ok",
+                },
+                c.reason.as_deref().unwrap_or("(no reason recorded)")
+            )
+        })
+        .collect();
+    if !notes.is_empty() {
+        out.push_str("Cells not ok:\n");
+        for n in notes {
+            out.push_str(&n);
+            out.push('\n');
+        }
+    }
+    if let Some(reason) = &results.status_reason {
+        let status = match results.status {
+            crate::results::RunStatus::Complete => "complete",
+            crate::results::RunStatus::Partial => "partial",
+            crate::results::RunStatus::Cancelled => "cancelled",
+        };
+        out.push_str(&format!("Run {status}: {reason}\n"));
+    }
+    out
+}
+
+/// One log line per event: `19:48:41 ready C=1 ctx=8k running_reqs=1/1, ...` (cell events
+/// carry their own wording; run-level events are prefixed with their kind).
+pub fn format_event(e: &Event) -> String {
+    let time = e.at.format("%H:%M:%S");
+    if e.concurrency.is_some() {
+        format!("{time} {}", e.message)
+    } else {
+        format!("{time} {} {}", e.kind, e.message)
+    }
+}
+
+/// Whether an event ends a cell (drives the progress bar).
+fn ends_cell(e: &Event) -> bool {
+    matches!(e.kind.as_str(), "cell_done" | "cell_error")
+}
+
+/// Renders progress events on stderr until the sender side closes: a progress bar on a
+/// terminal, one line per event otherwise (CI logs).
+pub async fn render_progress(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    total_cells: u64,
+) {
+    let tty = std::io::stderr().is_terminal();
+    let bar = if tty {
+        let bar = indicatif::ProgressBar::new(total_cells);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cells  {wide_msg}",
+        ) {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Some(bar)
+    } else {
+        None
+    };
+    while let Some(e) = rx.recv().await {
+        let line = format_event(&e);
+        match &bar {
+            Some(bar) => {
+                if ends_cell(&e) || e.concurrency.is_none() {
+                    bar.println(&line);
+                }
+                if ends_cell(&e) {
+                    bar.inc(1);
+                }
+                bar.set_message(e.message.clone());
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::*;
+    use chrono::TimeZone;
+
+    fn pct(mean: f64) -> Percentiles {
+        Percentiles {
+            mean,
+            p50: mean,
+            p90: mean * 1.2,
+            p99: mean * 1.5,
+            count: 100,
+        }
+    }
+
+    fn ok(c: u32, l: u64, tps: f64, ttft: f64, itl: f64) -> CellResult {
+        let mut cell = CellResult::unmeasured(c, l, CellStatus::Ok, "");
+        cell.reason = None;
+        cell.aggregate_tps = tps;
+        cell.samples = vec![tps; 5];
+        cell.ttft_s = Some(pct(ttft));
+        cell.itl_s = Some(pct(itl));
+        cell.per_user_tps = Some(pct(1.0 / itl));
+        cell.effective_concurrency = Some(f64::from(c));
+        cell.measured_s = 10.0;
+        cell.output_tokens = (tps * 10.0) as u64;
+        cell
+    }
+
+    pub(crate) fn sample_results() -> RunResults {
+        let matrix = MatrixSpec {
+            model: "Qwen/Qwen3-8B".into(),
+            concurrency: vec![1, 2, 8],
+            contexts: vec![0, 8192, 131072],
+            duration_s: 10.0,
+            warmup_s: 3.0,
+            max_tokens: 1024,
+            unique_context_percent: 25.0,
+            sub_windows: 5,
+            repetitions: 1,
+        };
+        let hw = HardwareFingerprint {
+            kind: "gpu".into(),
+            gpu_model: Some("NVIDIA H200".into()),
+            gpu_count: 1,
+            driver_version: None,
+            cpu_model: None,
+        };
+        let mut cap = ok(8, 131072, 17.1, 40.2, 0.058);
+        cap.status = CellStatus::CapacityLimited;
+        cap.effective_concurrency = Some(5.4);
+        cap.reason = Some("running 5/8, waiting 3: KV capacity (admission stalled 3.0 s)".into());
+        let mut err = CellResult::unmeasured(
+            2,
+            131072,
+            CellStatus::Error,
+            "14 of 14 requests failed: HTTP 500 Internal Server Error",
+        );
+        err.errors = 14;
+        let mut with_errors = ok(8, 8192, 134.3, 0.481, 0.013);
+        with_errors.errors = 2;
+        RunResults {
+            schema_version: SCHEMA_VERSION,
+            tool: ToolInfo {
+                name: "infergate".into(),
+                version: "0.1.0".into(),
+            },
+            run_id: "r".into(),
+            suite: None,
+            started_at: chrono::Utc
+                .with_ymd_and_hms(2026, 7, 16, 19, 47, 2)
+                .unwrap(),
+            finished_at: None,
+            status: RunStatus::Complete,
+            status_reason: None,
+            profile: ProfileKey::derive(hw, "vllm", "Qwen/Qwen3-8B", &matrix),
+            engine: EngineIdentity {
+                name: "vllm".into(),
+                version: Some("0.11.0".into()),
+                ..EngineIdentity::default()
+            },
+            matrix,
+            cells: vec![
+                ok(1, 0, 146.7, 0.076, 0.0068),
+                ok(2, 0, 258.2, 0.119, 0.0077),
+                ok(8, 0, 564.8, 0.481, 0.013),
+                ok(1, 8192, 45.4, 3.2, 0.022),
+                ok(2, 8192, 70.2, 4.1, 0.028),
+                with_errors,
+                ok(1, 131072, 38.3, 12.5, 0.026),
+                err,
+                cap,
+            ],
+            telemetry: None,
+            events: Vec::new(),
+            source: ResultsSource::Infergate,
+            labels: Default::default(),
+        }
+    }
+
+    #[test]
+    fn matrix_rendering_snapshot() {
+        let mut r = sample_results();
+        // One skipped cell replaces a measured one to show every marker.
+        r.cells[2] = CellResult::unmeasured(8, 0, CellStatus::Skipped, "cancelled");
+        insta::assert_snapshot!(render_matrix(&r));
+    }
+
+    #[test]
+    fn compact_milliseconds() {
+        assert_eq!(fmt_ms(0.0068), "6.8");
+        assert_eq!(fmt_ms(0.076), "76");
+        assert_eq!(fmt_ms(12.345), "12.3k");
+        assert_eq!(fmt_ms(140.5), "140k");
+    }
+
+    #[test]
+    fn event_lines() {
+        let mut e = Event::cell("ready", 1, 8192, "ready C=1 ctx=8k running_reqs=1/1");
+        e.at = chrono::Utc
+            .with_ymd_and_hms(2026, 7, 16, 19, 48, 41)
+            .unwrap();
+        assert_eq!(
+            format_event(&e),
+            "19:48:41 ready C=1 ctx=8k running_reqs=1/1"
+        );
+        let mut s = Event::now("startup", "calibrated: 4.00 chars/token");
+        s.at = e.at;
+        assert_eq!(
+            format_event(&s),
+            "19:48:41 startup calibrated: 4.00 chars/token"
+        );
+    }
+}

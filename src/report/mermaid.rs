@@ -1,1 +1,193 @@
-//! Mermaid charts for the job summary (under construction).
+//! Mermaid `xychart-beta` line chart of a few headline cells across the baseline history plus
+//! this run, for the job summary. A picture of the trend only: the verdict table stays the
+//! authoritative data (xychart lines have no legend, so a legend line follows the chart).
+
+use crate::report::github::render::cell_label;
+use crate::results::{CellStatus, RunResults};
+use crate::verdict::ComparisonReport;
+
+/// At most this many lines: more is unreadable without a legend.
+pub const MAX_LINES: usize = 4;
+/// At most this many runs along the x-axis (the newest).
+pub const MAX_RUNS: usize = 20;
+
+/// The cells worth a line: regressed cells (worst first), then the highest-concurrency cell of
+/// each context (the throughput headline), at most [`MAX_LINES`].
+pub fn headline_cells(current: &RunResults, verdict: Option<&ComparisonReport>) -> Vec<(u32, u64)> {
+    let mut picked: Vec<(u32, u64)> = Vec::new();
+    if let Some(v) = verdict {
+        let mut regressed: Vec<_> = v
+            .regressions()
+            .map(|c| {
+                let change = c.primary().map(|m| m.change).unwrap_or(0.0);
+                (change, (c.concurrency, c.context_tokens))
+            })
+            .collect();
+        regressed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        picked.extend(regressed.into_iter().map(|(_, coord)| coord));
+    }
+    let mut contexts: Vec<u64> = current.cells.iter().map(|c| c.context_tokens).collect();
+    contexts.sort_unstable();
+    contexts.dedup();
+    for ctx in contexts {
+        let best = current
+            .cells
+            .iter()
+            .filter(|c| c.context_tokens == ctx && measured(c.status, c.aggregate_tps))
+            .max_by_key(|c| c.concurrency);
+        if let Some(c) = best {
+            picked.push(c.coord());
+        }
+    }
+    let mut seen = Vec::new();
+    picked.retain(|p| {
+        if seen.contains(p) {
+            false
+        } else {
+            seen.push(*p);
+            true
+        }
+    });
+    picked.truncate(MAX_LINES);
+    picked
+}
+
+fn measured(status: CellStatus, tps: f64) -> bool {
+    matches!(status, CellStatus::Ok | CellStatus::CapacityLimited) && tps.is_finite() && tps > 0.0
+}
+
+/// A label Mermaid accepts inside double quotes.
+fn quote(label: &str) -> String {
+    let clean: String = label
+        .chars()
+        .map(|c| match c {
+            '"' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    format!("\"{clean}\"")
+}
+
+/// Short x-axis label of a run: its git SHA label when present, else its start time.
+fn run_label(run: &RunResults) -> String {
+    for key in ["git_sha", "sha", "commit"] {
+        if let Some(sha) = run.labels.get(key) {
+            return sha.chars().take(7).collect();
+        }
+    }
+    run.started_at.format("%m-%d %H:%M").to_string()
+}
+
+/// Renders one `xychart-beta` block (without fences): quoted category labels, one `line` per
+/// series; every series must have one value per label.
+pub fn xychart(title: &str, x_labels: &[String], y_title: &str, series: &[Vec<f64>]) -> String {
+    let mut out = String::from("xychart-beta\n");
+    out.push_str(&format!("    title {}\n", quote(title)));
+    let labels: Vec<String> = x_labels.iter().map(|l| quote(l)).collect();
+    out.push_str(&format!("    x-axis [{}]\n", labels.join(", ")));
+    out.push_str(&format!("    y-axis {}\n", quote(y_title)));
+    for s in series {
+        let values: Vec<String> = s.iter().map(|v| format!("{v:.1}")).collect();
+        out.push_str(&format!("    line [{}]\n", values.join(", ")));
+    }
+    out
+}
+
+/// The job-summary block: a fenced Mermaid chart of the headline cells over the baseline runs
+/// (same profile only, oldest first, newest [`MAX_RUNS`]) and this run, with a legend. `None`
+/// when there is no history to draw a trend from.
+pub fn throughput_chart(
+    history: &[RunResults],
+    current: &RunResults,
+    verdict: Option<&ComparisonReport>,
+) -> Option<String> {
+    let cells = headline_cells(current, verdict);
+    if cells.is_empty() {
+        return None;
+    }
+    let mut runs: Vec<&RunResults> = history
+        .iter()
+        .filter(|r| r.profile.key == current.profile.key && r.run_id != current.run_id)
+        .collect();
+    runs.sort_by_key(|r| r.started_at);
+    let value = |run: &RunResults, (c, l): (u32, u64)| {
+        run.cells
+            .iter()
+            .find(|x| {
+                x.concurrency == c && x.context_tokens == l && measured(x.status, x.aggregate_tps)
+            })
+            .map(|x| x.aggregate_tps)
+    };
+    let complete = |run: &RunResults| cells.iter().all(|coord| value(run, *coord).is_some());
+    let total = runs.len();
+    runs.retain(|r| complete(r));
+    let omitted = total - runs.len();
+    if runs.len() > MAX_RUNS {
+        runs.drain(..runs.len() - MAX_RUNS);
+    }
+    if runs.is_empty() {
+        return None;
+    }
+    // This run may lack a regressed cell's value (capacity regression): drop such lines.
+    let cells: Vec<(u32, u64)> = cells
+        .into_iter()
+        .filter(|coord| value(current, *coord).is_some())
+        .collect();
+    if cells.is_empty() {
+        return None;
+    }
+    let mut labels: Vec<String> = runs.iter().map(|r| run_label(r)).collect();
+    labels.push("this run".to_string());
+    let series: Vec<Vec<f64>> = cells
+        .iter()
+        .map(|coord| {
+            let mut s: Vec<f64> = runs.iter().filter_map(|r| value(r, *coord)).collect();
+            s.push(value(current, *coord).unwrap_or(0.0));
+            s
+        })
+        .collect();
+    let mut out = String::from("```mermaid\n");
+    out.push_str(&xychart(
+        "Aggregate tok/s: baseline history and this run",
+        &labels,
+        "tok/s",
+        &series,
+    ));
+    out.push_str("```\n\n");
+    let legend: Vec<String> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, (c, l))| format!("line {} = {}", i + 1, cell_label(*c, *l)))
+        .collect();
+    out.push_str(&format!(
+        "Lines in order: {}. The chart shows the trend only; the table above is the authoritative data.",
+        legend.join(", ")
+    ));
+    if omitted > 0 {
+        out.push_str(&format!(
+            " {omitted} baseline run(s) without all of these cells are not drawn."
+        ));
+    }
+    out.push('\n');
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xychart_quotes_labels_and_draws_lines() {
+        let chart = xychart(
+            "t",
+            &["abc1234".into(), "say \"hi\"".into(), "this run".into()],
+            "tok/s",
+            &[vec![1.0, 2.26, 3.0], vec![4.0, 5.0, 6.0]],
+        );
+        assert_eq!(
+            chart,
+            "xychart-beta\n    title \"t\"\n    x-axis [\"abc1234\", \"say 'hi'\", \"this run\"]\n    y-axis \"tok/s\"\n    line [1.0, 2.3, 3.0]\n    line [4.0, 5.0, 6.0]\n"
+        );
+    }
+}

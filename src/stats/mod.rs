@@ -1,1 +1,45 @@
-//! (module under construction)
+//! The noise model and the decision rule: turns baseline history and candidate runs into a
+//! [`ComparisonReport`](crate::verdict::ComparisonReport). See `docs/statistics.md` for the design
+//! and its measured error rates (`infergate stats-eval`).
+//!
+//! The pieces, one concept per module:
+//! - [`rule`]: the [`DecisionRule`] parameters and their defaults;
+//! - [`noise`]: run-effect / cell-term decomposition of the baseline history (robust);
+//! - [`interval`]: the interval of a relative change and its equivalence-style verdict;
+//! - [`multiplicity`]: Holm and Benjamini–Hochberg adjustments;
+//! - [`sequential`]: alpha spending for repeated looks (adaptive re-measurement);
+//! - [`compare`]: builds the report from runs;
+//! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices.
+
+pub mod compare;
+pub mod eval;
+pub mod interval;
+pub mod multiplicity;
+pub mod noise;
+pub mod rule;
+pub mod sequential;
+
+pub use compare::{compare, gate_of};
+pub use rule::{Correction, DecisionRule};
+pub use sequential::{AlphaSpending, SpendingShape};
+
+/// Why a comparison could not be made at all (as opposed to cells that are not comparable).
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// Baseline and candidate were measured under different profiles (hardware, engine, model
+    /// or matrix): comparing them would measure the difference in setup, not in code.
+    #[error(
+        "profile mismatch: baseline run `{run_id}` has profile `{baseline}` but the candidate has `{candidate}`; compare runs of one profile only"
+    )]
+    ProfileMismatch {
+        baseline: String,
+        candidate: String,
+        run_id: String,
+    },
+    /// No candidate run was given.
+    #[error("no candidate run given: pass at least one candidate results file")]
+    NoCandidate,
+    /// A rule parameter is out of range (e.g. `alpha` outside (0, 1)).
+    #[error("invalid decision rule: {0}")]
+    InvalidRule(String),
+}

@@ -1,7 +1,19 @@
 //! Hardware identity and GPU telemetry. Everything here degrades cleanly without a GPU: no NVML
-//! library, no device or no permission gives a `cpu` fingerprint and "unavailable" telemetry.
+//! library, no device or no permission gives a `cpu` fingerprint and "unavailable" telemetry
+//! with the reason, and the run goes on.
+//!
+//! - [`detect_hardware`]: the fingerprint part of the profile key (GPU model and count, driver);
+//! - [`nvml::NvmlSampler`]: samples GPU counters during each cell's steady-state window;
+//! - [`doctor`]: what `infergate doctor` reports about the runner.
+
+pub mod doctor;
+pub mod nvml;
+mod summary;
 
 use crate::results::{CellTelemetry, HardwareFingerprint};
+
+pub use nvml::{NvmlSampler, NvmlUnavailable};
+pub use summary::{GpuSample, RunAccumulator, WindowAccumulator, unavailable};
 
 /// Samples hardware during one cell's steady-state window. The measurement core calls
 /// `start_window` when the window opens and `finish_window` when it closes, so telemetry
@@ -14,15 +26,35 @@ pub trait WindowSampler: Send + Sync {
     fn finish_window(&self, output_tokens: u64) -> Option<CellTelemetry>;
 }
 
-/// Detects the hardware fingerprint of this machine (CPU-only for now; NVML is added by the
-/// telemetry issue).
+/// Detects the hardware fingerprint of this machine: the GPUs NVML reports (model, count,
+/// driver), or a `cpu` profile named from the CPU model when there is no usable NVML or GPU.
 pub fn detect_hardware() -> HardwareFingerprint {
-    HardwareFingerprint {
-        kind: "cpu".into(),
-        gpu_model: None,
-        gpu_count: 0,
-        driver_version: None,
-        cpu_model: cpu_model(),
+    let cpu = cpu_model();
+    match nvml::gpu_inventory() {
+        Ok(inv) if !inv.names.is_empty() => {
+            let mut distinct: Vec<&String> = inv.names.iter().collect();
+            distinct.sort();
+            distinct.dedup();
+            let model = distinct
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("+");
+            HardwareFingerprint {
+                kind: "gpu".into(),
+                gpu_model: Some(model),
+                gpu_count: inv.names.len() as u32,
+                driver_version: inv.driver_version,
+                cpu_model: cpu,
+            }
+        }
+        _ => HardwareFingerprint {
+            kind: "cpu".into(),
+            gpu_model: None,
+            gpu_count: 0,
+            driver_version: None,
+            cpu_model: cpu,
+        },
     }
 }
 
@@ -30,8 +62,31 @@ pub fn detect_hardware() -> HardwareFingerprint {
 pub fn cpu_model() -> Option<String> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     text.lines()
-        .find(|l| l.starts_with("model name"))
+        .find(|l| {
+            l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model")
+        })
         .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
+        .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
         .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hardware_fingerprint_is_consistent_with_nvml_availability() {
+        let hw = detect_hardware();
+        match nvml::gpu_inventory() {
+            Ok(inv) if !inv.names.is_empty() => {
+                assert_eq!(hw.kind, "gpu");
+                assert_eq!(hw.gpu_count as usize, inv.names.len());
+            }
+            _ => {
+                assert_eq!(hw.kind, "cpu");
+                assert_eq!(hw.gpu_count, 0);
+                assert!(hw.gpu_model.is_none());
+            }
+        }
+    }
 }

@@ -1,1 +1,660 @@
-//! GitHub check runs and sticky PR comments through octocrab (under construction).
+//! GitHub reporting: a check run with annotations, one sticky PR comment per profile and suite,
+//! the job summary, step outputs and workflow commands (see `docs/github-reporting.md`).
+//!
+//! The reporter is best-effort by design: whatever GitHub answers, [`GithubReporter::publish`]
+//! returns notices and errors for people and never changes the verdict or the exit code. The
+//! parts that need no token (job summary, outputs, workflow commands) are written first, so a
+//! fork PR with a read-only token still shows the verdict.
+
+pub mod checks;
+pub mod comment;
+pub mod context;
+pub mod render;
+pub mod retry;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use octocrab::Octocrab;
+
+pub use context::{GithubContext, Token};
+pub use retry::{ApiError, RetryPolicy};
+
+use crate::report::{actions, mermaid};
+use crate::results::RunResults;
+use crate::verdict::ComparisonReport;
+use checks::{ANNOTATIONS_PER_REQUEST, CheckOutput, CheckRunRequest};
+use render::{Conclusion, Links};
+
+/// Stable check name, so branch protection can require it: `infergate / <profile> / <suite>`.
+pub fn check_name(profile_key: &str, suite: &str) -> String {
+    format!("infergate / {profile_key} / {suite}")
+}
+
+/// What to publish at the end of a run.
+#[derive(Debug, Clone)]
+pub struct PublishInput<'a> {
+    pub results: &'a RunResults,
+    /// `None` = no baseline yet, or the gate errored before comparing.
+    pub verdict: Option<&'a ComparisonReport>,
+    /// Baseline runs, for the Mermaid chart; may be empty.
+    pub history: &'a [RunResults],
+    /// File the suite's matrix is defined in (annotations point at it).
+    pub config_path: Option<&'a Path>,
+    /// 1-based line of the suite's matrix in that file.
+    pub matrix_line: Option<u32>,
+    /// Link to the uploaded results artifact.
+    pub artifact_url: Option<String>,
+    /// The gate errored with this reason: the check completes as `failure` with it.
+    pub failure: Option<String>,
+}
+
+/// What reporting did not manage; for people only, never for the exit code.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PublishOutcome {
+    /// Expected limitations (local-only mode, read-only token) said once.
+    pub notices: Vec<String>,
+    /// Reporting failures (after retries), token scrubbed.
+    pub errors: Vec<String>,
+}
+
+/// What [`GithubReporter::start_check`] returns.
+pub type Outcome = PublishOutcome;
+
+impl PublishOutcome {
+    fn merge(&mut self, other: PublishOutcome) {
+        self.notices.extend(other.notices);
+        self.errors.extend(other.errors);
+    }
+
+    /// Prints notices and errors on stderr: as workflow commands inside Actions (so they show
+    /// on the job page), as plain lines elsewhere.
+    pub fn print(&self, in_actions: bool) {
+        for n in &self.notices {
+            if in_actions {
+                eprintln!(
+                    "{}",
+                    actions::command("notice", &[("title", "infergate")], n)
+                );
+            } else {
+                eprintln!("notice: {n}");
+            }
+        }
+        for e in &self.errors {
+            if in_actions {
+                eprintln!(
+                    "{}",
+                    actions::command(
+                        "warning",
+                        &[("title", "infergate reporting failed")],
+                        &format!("{e} (the verdict and exit code are unaffected)")
+                    )
+                );
+            } else {
+                eprintln!(
+                    "warning: reporting failed: {e} (the verdict and exit code are unaffected)"
+                );
+            }
+        }
+    }
+}
+
+/// Posts to GitHub and writes the Actions files. Holds the octocrab client (none in local-only
+/// mode), the context and the retry policy, and remembers check ids between start and publish.
+pub struct GithubReporter {
+    client: Option<Octocrab>,
+    ctx: GithubContext,
+    retry: RetryPolicy,
+    check_ids: HashMap<String, u64>,
+    /// Started (`in_progress`) and not yet completed.
+    open_checks: BTreeSet<String>,
+    checks_denied: bool,
+    comments_denied: bool,
+    pending: PublishOutcome,
+    results_path: Option<PathBuf>,
+    fail_on_inconclusive: bool,
+}
+
+impl std::fmt::Debug for GithubReporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubReporter")
+            .field("api", &self.client.is_some())
+            .field("ctx", &self.ctx)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GithubReporter {
+    /// Reads `GITHUB_*` and the token (`INFERGATE_GITHUB_TOKEN`, else `GITHUB_TOKEN`). Never
+    /// fails: without a token, repository or commit it works local-only, with one notice.
+    pub fn from_env() -> GithubReporter {
+        GithubReporter::from_context(GithubContext::from_env(), RetryPolicy::default())
+    }
+
+    /// A reporter for an explicit API base (a mock server, a GHES host) and token; the rest of
+    /// `ctx` (repository, SHA, PR, files) as given.
+    pub fn with_api_base(
+        api_base: &str,
+        token: Option<&str>,
+        mut ctx: GithubContext,
+        retry: RetryPolicy,
+    ) -> GithubReporter {
+        ctx.api_url = api_base.trim_end_matches('/').to_string();
+        ctx.token = token.and_then(Token::new);
+        GithubReporter::from_context(ctx, retry)
+    }
+
+    /// A reporter for a prepared context.
+    pub fn from_context(ctx: GithubContext, retry: RetryPolicy) -> GithubReporter {
+        let mut pending = PublishOutcome {
+            notices: ctx.warnings.clone(),
+            errors: Vec::new(),
+        };
+        let client = match ctx.missing_for_api() {
+            Some(notice) => {
+                pending.notices.push(notice);
+                None
+            }
+            None => match build_client(&ctx) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    pending.notices.push(format!(
+                        "GitHub reporting is local-only: {e}; the job summary, step outputs and exit code still carry the verdict"
+                    ));
+                    None
+                }
+            },
+        };
+        GithubReporter {
+            client,
+            ctx,
+            retry,
+            check_ids: HashMap::new(),
+            open_checks: BTreeSet::new(),
+            checks_denied: false,
+            comments_denied: false,
+            pending,
+            results_path: None,
+            fail_on_inconclusive: false,
+        }
+    }
+
+    /// The context read at construction.
+    pub fn context(&self) -> &GithubContext {
+        &self.ctx
+    }
+
+    /// Whether the API is out of reach (no token, repository or commit).
+    pub fn is_local_only(&self) -> bool {
+        self.client.is_none()
+    }
+
+    /// The results file, for the `results-path` output; the Markdown summary is written next to
+    /// it (`<stem>.summary.md`) for the `summary-path` output.
+    pub fn set_results_path(&mut self, path: impl Into<PathBuf>) {
+        self.results_path = Some(path.into());
+    }
+
+    /// Makes inconclusive verdicts complete the check as `failure` (config `fail-on`).
+    pub fn set_fail_on_inconclusive(&mut self, fail: bool) {
+        self.fail_on_inconclusive = fail;
+    }
+
+    fn take_pending(&mut self) -> PublishOutcome {
+        std::mem::take(&mut self.pending)
+    }
+
+    fn token(&self) -> Option<&Token> {
+        self.ctx.token.as_ref()
+    }
+
+    /// Creates the check run `in_progress` at run start, so the PR shows the gate is running.
+    pub async fn start_check(&mut self, name: &str) -> Outcome {
+        let mut out = self.take_pending();
+        let (Some(client), Some((owner, repo)), Some(sha)) = (
+            self.client.as_ref(),
+            self.ctx.owner_repo(),
+            self.ctx.head_sha.as_deref(),
+        ) else {
+            return out;
+        };
+        if self.checks_denied {
+            return out;
+        }
+        let body = CheckRunRequest {
+            name: Some(name.to_string()),
+            head_sha: Some(sha.to_string()),
+            status: Some("in_progress".into()),
+            details_url: self.ctx.run_url.clone(),
+            started_at: Some(now_rfc3339()),
+            conclusion: None,
+            completed_at: None,
+            output: None,
+        };
+        match checks::create(client, owner, repo, &body, &self.retry, self.token()).await {
+            Ok(id) => {
+                self.check_ids.insert(name.to_string(), id);
+                self.open_checks.insert(name.to_string());
+            }
+            Err(e) => self.check_failed(e, &mut out),
+        }
+        out
+    }
+
+    /// Completes every check started with [`GithubReporter::start_check`] but never published
+    /// (the run aborted, or the profile turned out different from the predicted one) with
+    /// `conclusion` and `reason` as its title, so no check is left in progress.
+    pub async fn complete_open_checks(
+        &mut self,
+        conclusion: Conclusion,
+        reason: &str,
+    ) -> PublishOutcome {
+        let mut out = self.take_pending();
+        let (Some(client), Some((owner, repo))) = (
+            self.client.clone(),
+            self.ctx
+                .owner_repo()
+                .map(|(o, r)| (o.to_string(), r.to_string())),
+        ) else {
+            return out;
+        };
+        let open: Vec<String> = self.open_checks.iter().cloned().collect();
+        for name in open {
+            let Some(id) = self.check_ids.get(&name).copied() else {
+                continue;
+            };
+            let body = CheckRunRequest {
+                name: None,
+                head_sha: None,
+                status: Some("completed".into()),
+                details_url: None,
+                started_at: None,
+                conclusion: Some(conclusion.as_str().into()),
+                completed_at: Some(now_rfc3339()),
+                output: Some(CheckOutput {
+                    title: reason.chars().take(250).collect(),
+                    summary: crate::report::markdown::escape(reason),
+                    text: None,
+                    annotations: Vec::new(),
+                }),
+            };
+            match checks::update(&client, &owner, &repo, id, &body, &self.retry, self.token()).await
+            {
+                Ok(()) => {
+                    self.open_checks.remove(&name);
+                }
+                Err(e) => self.check_failed(e, &mut out),
+            }
+        }
+        out
+    }
+
+    fn check_failed(&mut self, e: ApiError, out: &mut PublishOutcome) {
+        if e.is_permission_denied() {
+            if !self.checks_denied {
+                out.notices.push(
+                    "no check run: the token may not write checks (GitHub: \"Resource not accessible by integration\"); grant `permissions: checks: write` to the job, or for pull requests from forks (read-only token) post with `infergate report` from a `workflow_run` workflow. The job summary, step outputs and exit code still carry the verdict".to_string(),
+                );
+            }
+            self.checks_denied = true;
+        } else {
+            out.errors.push(e.to_string());
+        }
+    }
+
+    fn comment_failed(&mut self, e: ApiError, out: &mut PublishOutcome) {
+        if e.is_permission_denied() {
+            if !self.comments_denied {
+                out.notices.push(
+                    "no PR comment: the token may not write pull request comments (GitHub: \"Resource not accessible by integration\"); grant `permissions: pull-requests: write` to the job. The job summary, step outputs and exit code still carry the verdict".to_string(),
+                );
+            }
+            self.comments_denied = true;
+        } else {
+            out.errors.push(e.to_string());
+        }
+    }
+
+    /// Completes the check run (creating it when it was never started), annotates regressed
+    /// cells in batches of at most 50, updates or creates the sticky PR comment, appends the job
+    /// summary, writes step outputs and prints workflow commands.
+    pub async fn publish(&mut self, name: &str, input: &PublishInput<'_>) -> PublishOutcome {
+        let mut out = self.take_pending();
+        let outcome = render::Outcome {
+            results: input.results,
+            verdict: input.verdict,
+            failure: input.failure.as_deref(),
+            fail_on_inconclusive: self.fail_on_inconclusive,
+        };
+        let links = Links {
+            run_url: self.ctx.run_url.clone(),
+            artifact_url: input.artifact_url.clone(),
+            head_sha: self.ctx.head_sha.clone(),
+        };
+        out.merge(self.write_local(name, input, &outcome, &links));
+        if self.client.is_some() {
+            let mut remote = PublishOutcome::default();
+            self.publish_check(name, input, &outcome, &links, &mut remote)
+                .await;
+            self.publish_comment(name, &outcome, &links, &mut remote)
+                .await;
+            out.merge(remote);
+        }
+        out
+    }
+
+    /// Job summary, summary file, outputs and workflow commands: no token needed.
+    fn write_local(
+        &self,
+        name: &str,
+        input: &PublishInput<'_>,
+        outcome: &render::Outcome<'_>,
+        links: &Links,
+    ) -> PublishOutcome {
+        let mut out = PublishOutcome::default();
+        let chart = mermaid::throughput_chart(input.history, input.results, input.verdict);
+        let summary = render::job_summary(name, outcome, links, chart.as_deref());
+        if let Some(path) = &self.ctx.step_summary
+            && let Err(e) = actions::append_step_summary(path, &summary)
+        {
+            out.errors.push(format!(
+                "could not append to the job summary {}: {e}",
+                path.display()
+            ));
+        }
+        let summary_path = self.results_path.as_ref().and_then(|results| {
+            let path = summary_file_for(results);
+            match write_atomically(&path, &summary) {
+                Ok(()) => Some(path),
+                Err(e) => {
+                    out.errors.push(format!(
+                        "could not write the Markdown summary {}: {e}",
+                        path.display()
+                    ));
+                    None
+                }
+            }
+        });
+        if let Some(path) = &self.ctx.output_file {
+            let outputs = [
+                ("verdict", outcome.verdict_word().to_string()),
+                ("regressions", outcome.regressions().to_string()),
+                (
+                    "results-path",
+                    self.results_path
+                        .as_deref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                ),
+                (
+                    "summary-path",
+                    summary_path
+                        .as_deref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                ),
+            ];
+            if let Err(e) = actions::write_outputs(path, &outputs) {
+                out.errors.push(format!(
+                    "could not write step outputs to {}: {e}",
+                    path.display()
+                ));
+            }
+        }
+        if self.ctx.in_actions {
+            if let Some(reason) = outcome.failure {
+                println!(
+                    "{}",
+                    actions::command("error", &[("title", &format!("{name} failed"))], reason)
+                );
+            }
+            if let Some(v) = input.verdict {
+                for line in actions::workflow_commands(v) {
+                    println!("{line}");
+                }
+            }
+        }
+        out
+    }
+
+    async fn publish_check(
+        &mut self,
+        name: &str,
+        input: &PublishInput<'_>,
+        outcome: &render::Outcome<'_>,
+        links: &Links,
+        out: &mut PublishOutcome,
+    ) {
+        if self.checks_denied {
+            return;
+        }
+        let (Some(client), Some((owner, repo)), Some(sha)) = (
+            self.client.clone(),
+            self.ctx
+                .owner_repo()
+                .map(|(o, r)| (o.to_string(), r.to_string())),
+            self.ctx.head_sha.clone(),
+        ) else {
+            return;
+        };
+        let annotations = match (input.verdict, input.config_path) {
+            (Some(v), Some(path)) => checks::annotations(
+                v,
+                &checks::repo_relative(path, self.ctx.workspace.as_deref()),
+                input.matrix_line.unwrap_or(1),
+            ),
+            (Some(v), None) if v.regressions().next().is_some() => {
+                out.notices.push(
+                    "no check annotations: the config file of the suite is unknown (pass --config)"
+                        .to_string(),
+                );
+                Vec::new()
+            }
+            _ => Vec::new(),
+        };
+        let conclusion = outcome.conclusion();
+        let base_output = CheckOutput {
+            title: outcome.title(),
+            summary: render::check_summary(outcome, links),
+            text: Some(render::check_text(outcome, links)),
+            annotations: Vec::new(),
+        };
+        let mut batches = annotations.chunks(ANNOTATIONS_PER_REQUEST);
+        let first = CheckOutput {
+            annotations: batches.next().map(|b| b.to_vec()).unwrap_or_default(),
+            ..base_output.clone()
+        };
+        let completing = CheckRunRequest {
+            name: Some(name.to_string()),
+            head_sha: None,
+            status: Some("completed".into()),
+            details_url: self.ctx.run_url.clone(),
+            started_at: None,
+            conclusion: Some(conclusion_word(conclusion).into()),
+            completed_at: Some(now_rfc3339()),
+            output: Some(first),
+        };
+        let id = match self.check_ids.get(name).copied() {
+            Some(id) => {
+                match checks::update(
+                    &client,
+                    &owner,
+                    &repo,
+                    id,
+                    &completing,
+                    &self.retry,
+                    self.token(),
+                )
+                .await
+                {
+                    Ok(()) => {
+                        self.open_checks.remove(name);
+                        id
+                    }
+                    Err(e) => return self.check_failed(e, out),
+                }
+            }
+            None => {
+                let create = CheckRunRequest {
+                    head_sha: Some(sha),
+                    started_at: Some(input.results.started_at.to_rfc3339()),
+                    ..completing
+                };
+                match checks::create(&client, &owner, &repo, &create, &self.retry, self.token())
+                    .await
+                {
+                    Ok(id) => {
+                        self.check_ids.insert(name.to_string(), id);
+                        id
+                    }
+                    Err(e) => return self.check_failed(e, out),
+                }
+            }
+        };
+        for batch in batches {
+            let more = CheckRunRequest {
+                name: None,
+                head_sha: None,
+                status: None,
+                details_url: None,
+                started_at: None,
+                conclusion: None,
+                completed_at: None,
+                output: Some(CheckOutput {
+                    annotations: batch.to_vec(),
+                    ..base_output.clone()
+                }),
+            };
+            if let Err(e) =
+                checks::update(&client, &owner, &repo, id, &more, &self.retry, self.token()).await
+            {
+                out.errors
+                    .push(format!("{e} (some annotations are missing)"));
+                return;
+            }
+        }
+    }
+
+    async fn publish_comment(
+        &mut self,
+        name: &str,
+        outcome: &render::Outcome<'_>,
+        links: &Links,
+        out: &mut PublishOutcome,
+    ) {
+        if self.comments_denied {
+            return;
+        }
+        let (Some(client), Some((owner, repo)), Some(pr)) = (
+            self.client.clone(),
+            self.ctx
+                .owner_repo()
+                .map(|(o, r)| (o.to_string(), r.to_string())),
+            self.ctx.pr_number,
+        ) else {
+            return;
+        };
+        let marker = render::comment_marker(name);
+        let existing = match comment::find(
+            &client,
+            &owner,
+            &repo,
+            pr,
+            &marker,
+            &self.retry,
+            self.token(),
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => return self.comment_failed(e, out),
+        };
+        let previously = existing
+            .as_ref()
+            .and_then(|c| c.body.as_deref())
+            .map(render::previous_regressions)
+            .unwrap_or(0);
+        let body = render::comment_body(name, outcome, links, previously);
+        let result = match existing {
+            Some(c) => {
+                comment::update(
+                    &client,
+                    &owner,
+                    &repo,
+                    c.id,
+                    &body,
+                    &self.retry,
+                    self.token(),
+                )
+                .await
+            }
+            // A clean pass on a PR that never had a comment needs none: no noise.
+            None if outcome.conclusion() == Conclusion::Success => Ok(()),
+            None => {
+                comment::create(&client, &owner, &repo, pr, &body, &self.retry, self.token()).await
+            }
+        };
+        if let Err(e) = result {
+            self.comment_failed(e, out);
+        }
+    }
+}
+
+fn conclusion_word(c: Conclusion) -> &'static str {
+    c.as_str()
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `<dir>/<results stem>.summary.md`.
+pub fn summary_file_for(results: &Path) -> PathBuf {
+    let stem = results
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "results".into());
+    results.with_file_name(format!("{stem}.summary.md"))
+}
+
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.flush()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The octocrab client: base URL from the context (GHES-ready), the token, time-outs, and
+/// octocrab's own retry layer off (ours knows about secondary rate limits).
+fn build_client(ctx: &GithubContext) -> Result<Octocrab, String> {
+    let token = ctx.token.as_ref().ok_or("no token")?;
+    let builder = Octocrab::builder()
+        .base_uri(ctx.api_url.as_str())
+        .map_err(|_| {
+            format!(
+                "GITHUB_API_URL `{}` is not a valid URL",
+                retry::scrub(&ctx.api_url, Some(token))
+            )
+        })?
+        .personal_token(token.expose().to_string())
+        .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
+        .set_connect_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .set_write_timeout(Some(Duration::from_secs(60)));
+    builder.build().map_err(|e| {
+        format!(
+            "could not build the GitHub client: {}",
+            retry::scrub(&e.to_string(), Some(token))
+                .lines()
+                .next()
+                .unwrap_or("")
+        )
+    })
+}

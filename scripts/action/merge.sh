@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Mode `merge` of the composite action (the final job of a fan-out workflow): joins every shard
+# under the results directory (each a downloaded artifact holding verdict.json) into one verdict,
+# appends one summary to the job summary, sets the outputs, and posts ONE check run and ONE
+# sticky PR comment (found by its hidden marker and edited in place).
+#
+# The shards are data produced on other runners: they are only ever parsed by `infergate merge`
+# (typed JSON, unknown shapes rejected) and never executed or sourced.
+#
+# Inputs (env): INFERGATE_BIN, INPUT_RESULTS_DIR, INPUT_FAIL_ON, GITHUB_OUTPUT,
+# GITHUB_STEP_SUMMARY; for posting: GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_EVENT_PATH,
+# GITHUB_SHA, GITHUB_SERVER_URL, GITHUB_RUN_ID, and `gh` + `jq` on PATH (GitHub-hosted runners).
+set -euo pipefail
+
+usage_error() { echo "::error title=infergate merge::$*" >&2; exit 2; }
+
+out_file="${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set}"
+bin="${INFERGATE_BIN:-infergate}"
+results_dir="${INPUT_RESULTS_DIR:-infergate-results}"
+fail_on="${INPUT_FAIL_ON:-regression}"
+
+[[ -d "$results_dir" ]] || usage_error "results directory '$results_dir' not found (input 'results-dir')"
+shards=()
+while IFS= read -r -d '' verdict; do
+  shards+=(--shard "$(dirname "$verdict")")
+done < <(find "$results_dir" -mindepth 1 -maxdepth 3 -type f -name verdict.json -print0 | LC_ALL=C sort -z)
+[[ "${#shards[@]}" -gt 0 ]] || usage_error "no shard verdict.json found under '$results_dir'"
+
+merged_md="$results_dir/merged-summary.md"
+merged_json="$results_dir/merged-verdict.json"
+scratch="$(mktemp)"
+trap 'rm -f "$scratch"' EXIT
+
+set +e
+"$bin" merge "${shards[@]}" --format json --out "$merged_json" --github-output "$scratch"
+rc=$?
+set -e
+[[ "$rc" -le 1 ]] || exit "$rc"
+"$bin" merge "${shards[@]}" --format md --out "$merged_md" || true
+"$bin" merge "${shards[@]}" --format text || true
+
+verdict="$(sed -n 's/^verdict=//p' "$scratch")"
+regressions="$(sed -n 's/^regressions=//p' "$scratch")"
+{
+  cat "$scratch"
+  echo "results-path=$merged_json"
+  echo "summary-path=$merged_md"
+} >> "$out_file"
+if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then
+  cat "$merged_md" >> "$GITHUB_STEP_SUMMARY"
+fi
+
+post() {
+  if [[ -z "${GITHUB_TOKEN:-}" ]]; then
+    echo "::notice title=infergate merge::no github-token given: job summary and outputs only (no check run, no comment)"
+    return 0
+  fi
+  if ! command -v gh > /dev/null || ! command -v jq > /dev/null; then
+    echo "::notice title=infergate merge::gh or jq not on PATH: job summary and outputs only"
+    return 0
+  fi
+  export GH_TOKEN="$GITHUB_TOKEN"
+  local repo="${GITHUB_REPOSITORY:?GITHUB_REPOSITORY is not set}"
+  local event="${GITHUB_EVENT_PATH:-/dev/null}"
+  local head_sha pr
+  head_sha="$(jq -r '.workflow_run.head_sha // .pull_request.head.sha // empty' "$event" 2> /dev/null || true)"
+  head_sha="${head_sha:-${GITHUB_SHA:-}}"
+  pr="$(jq -r '(.workflow_run.pull_requests[0].number // .pull_request.number // empty)' "$event" 2> /dev/null || true)"
+  [[ "$head_sha" =~ ^[0-9a-f]{40}$ ]] || { echo "::warning::no commit to attach the check to"; return 0; }
+
+  local conclusion title
+  case "$verdict" in
+    regression) conclusion=failure ;;
+    pass) conclusion=success ;;
+    *) conclusion=neutral ;;
+  esac
+  title="infergate: $verdict ($regressions regressions)"
+  # GitHub caps a check summary and a comment body at 65,535 characters.
+  local body
+  body="$(head -c 65000 "$merged_md")"
+  if [[ "$(wc -c < "$merged_md")" -gt 65000 ]]; then
+    body+=$'\n\n_(truncated: the full summary is in the job summary and the merged-verdict artifact)_'
+  fi
+  jq -n --arg name "infergate / merged" --arg sha "$head_sha" --arg conclusion "$conclusion" \
+    --arg title "$title" --arg summary "$body" \
+    '{name: $name, head_sha: $sha, status: "completed", conclusion: $conclusion,
+      output: {title: $title, summary: $summary}}' |
+    gh api --method POST "repos/$repo/check-runs" --input - > /dev/null ||
+    echo "::warning title=infergate merge::could not create the check run (needs 'checks: write')"
+
+  if [[ "$pr" =~ ^[0-9]+$ ]]; then
+    local marker="<!-- infergate:merged -->" existing
+    existing="$(gh api --paginate "repos/$repo/issues/$pr/comments" \
+      --jq ".[] | select(.body | startswith(\"$marker\")) | .id" 2> /dev/null | head -n1 || true)"
+    if [[ "$existing" =~ ^[0-9]+$ ]]; then
+      jq -n --arg body "$body" '{body: $body}' |
+        gh api --method PATCH "repos/$repo/issues/comments/$existing" --input - > /dev/null ||
+        echo "::warning title=infergate merge::could not update the PR comment (needs 'pull-requests: write')"
+    else
+      jq -n --arg body "$body" '{body: $body}' |
+        gh api --method POST "repos/$repo/issues/$pr/comments" --input - > /dev/null ||
+        echo "::warning title=infergate merge::could not comment on the PR (needs 'pull-requests: write')"
+    fi
+  fi
+}
+# A reporting failure never changes the verdict or the exit code.
+post || true
+
+case "$fail_on:$verdict" in
+  never:*) exit 0 ;;
+  regression:regression | inconclusive:regression | inconclusive:inconclusive) exit 1 ;;
+  *) exit 0 ;;
+esac

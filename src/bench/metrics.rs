@@ -1,0 +1,343 @@
+//! Prometheus text scraping and the engine metrics dialects (vLLM, SGLang, llama.cpp).
+//!
+//! The measurement core needs four things from an engine's `/metrics`: how many requests run,
+//! how many wait, a generated-tokens counter (to validate the client's count) and, where the
+//! engine decodes speculatively, draft/accept counters. Each engine names them differently;
+//! [`MetricsDialect`] maps the names, detected from the text itself.
+
+use std::collections::BTreeMap;
+
+/// One sample line of the Prometheus text format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Metric name including any `_total`/`_bucket` suffix (e.g. `vllm:num_requests_running`).
+    pub name: String,
+    /// Label pairs in file order.
+    pub labels: Vec<(String, String)>,
+    /// The value (`NaN`, `+Inf`, `-Inf` are parsed as such).
+    pub value: f64,
+}
+
+impl Sample {
+    /// The value of label `key`, if present.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A parsed `/metrics` page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricsPage {
+    pub samples: Vec<Sample>,
+}
+
+/// Parses the Prometheus text exposition format, skipping comments and lines it cannot read
+/// (a scrape must never fail because of one odd line from an engine).
+pub fn parse_prometheus(text: &str) -> MetricsPage {
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(s) = parse_line(line) {
+            samples.push(s);
+        }
+    }
+    MetricsPage { samples }
+}
+
+fn parse_line(line: &str) -> Option<Sample> {
+    let name_end = line.find(|c: char| c == '{' || c.is_whitespace())?;
+    let name = &line[..name_end];
+    if name.is_empty() {
+        return None;
+    }
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if let Some(after) = rest.strip_prefix('{') {
+        let (parsed, remaining) = parse_labels(after)?;
+        labels = parsed;
+        rest = remaining;
+    }
+    // value [timestamp]
+    let value_text = rest.split_whitespace().next()?;
+    let value = parse_value(value_text)?;
+    Some(Sample {
+        name: name.to_string(),
+        labels,
+        value,
+    })
+}
+
+/// Parses `k="v",k2="v2"}` and returns the labels and the text after `}`.
+fn parse_labels(mut s: &str) -> Option<(Vec<(String, String)>, &str)> {
+    let mut labels = Vec::new();
+    loop {
+        s = s.trim_start_matches([' ', ',']);
+        if let Some(after) = s.strip_prefix('}') {
+            return Some((labels, after));
+        }
+        let eq = s.find('=')?;
+        let key = s[..eq].trim().to_string();
+        s = s[eq + 1..].trim_start().strip_prefix('"')?;
+        let mut value = String::new();
+        let mut chars = s.char_indices();
+        let end = loop {
+            let (i, c) = chars.next()?;
+            match c {
+                '\\' => {
+                    let (_, e) = chars.next()?;
+                    value.push(match e {
+                        'n' => '\n',
+                        other => other,
+                    });
+                }
+                '"' => break i,
+                other => value.push(other),
+            }
+        };
+        labels.push((key, value));
+        s = &s[end + 1..];
+    }
+}
+
+fn parse_value(s: &str) -> Option<f64> {
+    match s {
+        "NaN" | "nan" => Some(f64::NAN),
+        "+Inf" | "Inf" | "inf" => Some(f64::INFINITY),
+        "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
+        _ => s.parse().ok(),
+    }
+}
+
+impl MetricsPage {
+    /// Sum of all finite samples named `name` (over label sets: engines, data-parallel ranks).
+    pub fn sum(&self, name: &str) -> Option<f64> {
+        let mut found = false;
+        let mut total = 0.0;
+        for s in self.samples.iter().filter(|s| s.name == name) {
+            found = true;
+            if s.value.is_finite() {
+                total += s.value;
+            }
+        }
+        found.then_some(total)
+    }
+
+    /// Sum over label sets, per value of label `key` (e.g. spec-decode `position`).
+    pub fn sum_by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for s in self.samples.iter().filter(|s| s.name == name) {
+            if let (Some(v), true) = (s.label(key), s.value.is_finite()) {
+                *out.entry(v.to_string()).or_insert(0.0) += s.value;
+            }
+        }
+        out
+    }
+
+    /// Whether any sample name starts with `prefix`.
+    pub fn has_prefix(&self, prefix: &str) -> bool {
+        self.samples.iter().any(|s| s.name.starts_with(prefix))
+    }
+}
+
+/// Which engine's metric names `/metrics` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsDialect {
+    Vllm,
+    Sglang,
+    Llamacpp,
+}
+
+/// The scheduler/throughput state read from one scrape, in engine-neutral terms.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineState {
+    /// Requests being decoded (or prefilled) now.
+    pub running: Option<f64>,
+    /// Requests queued, not admitted.
+    pub waiting: Option<f64>,
+    /// Cumulative generated tokens (counter).
+    pub generated_tokens: Option<f64>,
+    /// KV cache use, 0..1.
+    pub kv_usage: Option<f64>,
+    /// Speculative decoding counters (cumulative), when reported.
+    pub spec: Option<SpecCounters>,
+    /// Mean accepted length reported directly by the engine (SGLang gauge).
+    pub spec_accept_length_gauge: Option<f64>,
+}
+
+/// Cumulative speculative-decoding counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpecCounters {
+    pub drafts: f64,
+    pub draft_tokens: f64,
+    pub accepted_tokens: f64,
+    /// Accepted tokens per draft position (position 0 first).
+    pub accepted_per_pos: Vec<f64>,
+}
+
+impl MetricsDialect {
+    /// Detects the dialect from the metric names on a page.
+    pub fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
+        if page.has_prefix("vllm:") {
+            Some(MetricsDialect::Vllm)
+        } else if page.has_prefix("sglang:") {
+            Some(MetricsDialect::Sglang)
+        } else if page.has_prefix("llamacpp:") {
+            Some(MetricsDialect::Llamacpp)
+        } else {
+            None
+        }
+    }
+
+    /// Short name written to `engine.metrics_flavor` and used as the engine family.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetricsDialect::Vllm => "vllm",
+            MetricsDialect::Sglang => "sglang",
+            MetricsDialect::Llamacpp => "llamacpp",
+        }
+    }
+
+    /// Reads the engine-neutral state from a page.
+    pub fn read(self, page: &MetricsPage) -> EngineState {
+        match self {
+            MetricsDialect::Vllm => {
+                let spec =
+                    page.sum("vllm:spec_decode_num_drafts_total")
+                        .map(|drafts| SpecCounters {
+                            drafts,
+                            draft_tokens: page
+                                .sum("vllm:spec_decode_num_draft_tokens_total")
+                                .unwrap_or(0.0),
+                            accepted_tokens: page
+                                .sum("vllm:spec_decode_num_accepted_tokens_total")
+                                .unwrap_or(0.0),
+                            accepted_per_pos: by_position(page.sum_by_label(
+                                "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                                "position",
+                            )),
+                        });
+                EngineState {
+                    running: page.sum("vllm:num_requests_running"),
+                    waiting: page.sum("vllm:num_requests_waiting"),
+                    generated_tokens: page.sum("vllm:generation_tokens_total"),
+                    kv_usage: page
+                        .sum("vllm:kv_cache_usage_perc")
+                        .or_else(|| page.sum("vllm:gpu_cache_usage_perc")),
+                    spec,
+                    spec_accept_length_gauge: None,
+                }
+            }
+            MetricsDialect::Sglang => EngineState {
+                running: page.sum("sglang:num_running_reqs"),
+                waiting: page.sum("sglang:num_queue_reqs"),
+                generated_tokens: page.sum("sglang:generation_tokens_total"),
+                kv_usage: page.sum("sglang:token_usage"),
+                spec: None,
+                spec_accept_length_gauge: page
+                    .sum("sglang:spec_accept_length")
+                    .filter(|v| *v > 0.0),
+            },
+            MetricsDialect::Llamacpp => EngineState {
+                running: page.sum("llamacpp:requests_processing"),
+                waiting: page.sum("llamacpp:requests_deferred"),
+                generated_tokens: page.sum("llamacpp:tokens_predicted_total"),
+                kv_usage: page.sum("llamacpp:kv_cache_usage_ratio"),
+                spec: None,
+                spec_accept_length_gauge: None,
+            },
+        }
+    }
+}
+
+fn by_position(map: BTreeMap<String, f64>) -> Vec<f64> {
+    let mut pairs: Vec<(usize, f64)> = map
+        .into_iter()
+        .filter_map(|(k, v)| k.parse::<usize>().ok().map(|p| (p, v)))
+        .collect();
+    pairs.sort_by_key(|(p, _)| *p);
+    let len = pairs.last().map(|(p, _)| p + 1).unwrap_or(0);
+    let mut out = vec![0.0; len];
+    for (p, v) in pairs {
+        out[p] = v;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn parses_labels_escapes_and_special_values() {
+        let page = parse_prometheus(
+            "# HELP x y\n# TYPE x gauge\nx{a=\"1\",b=\"q\\\"uote\"} 3.5\ny NaN\nz +Inf 1700000000\nw{} -Inf\nbad line here\n",
+        );
+        assert_eq!(page.samples.len(), 4);
+        assert_eq!(page.samples[0].label("b"), Some("q\"uote"));
+        assert_eq!(page.samples[0].value, 3.5);
+        assert!(page.samples[1].value.is_nan());
+        assert_eq!(page.samples[2].value, f64::INFINITY);
+        assert_eq!(page.sum("y"), Some(0.0), "NaN is ignored in sums");
+        assert_eq!(page.sum("absent"), None);
+    }
+
+    #[test]
+    fn vllm_fixture_sums_over_engines_and_reads_spec_positions() {
+        let page = parse_prometheus(&fixture("metrics-vllm.txt"));
+        let d = MetricsDialect::detect(&page).unwrap();
+        assert_eq!(d, MetricsDialect::Vllm);
+        let st = d.read(&page);
+        assert_eq!(st.running, Some(12.0), "two engines: 7 + 5");
+        assert_eq!(st.waiting, Some(3.0));
+        assert_eq!(st.generated_tokens, Some(1_234_567.0 + 765_433.0));
+        let spec = st.spec.unwrap();
+        assert_eq!(spec.drafts, 5000.0);
+        assert_eq!(spec.draft_tokens, 15000.0);
+        assert_eq!(spec.accepted_tokens, 9000.0);
+        assert_eq!(spec.accepted_per_pos, vec![4000.0, 3000.0, 2000.0]);
+        assert!((st.kv_usage.unwrap() - 0.83).abs() < 1e-9);
+    }
+
+    #[test]
+    fn sglang_fixture() {
+        let page = parse_prometheus(&fixture("metrics-sglang.txt"));
+        let d = MetricsDialect::detect(&page).unwrap();
+        assert_eq!(d, MetricsDialect::Sglang);
+        let st = d.read(&page);
+        assert_eq!(st.running, Some(8.0));
+        assert_eq!(st.waiting, Some(2.0));
+        assert_eq!(st.generated_tokens, Some(7_557_572.0));
+        assert_eq!(st.spec_accept_length_gauge, Some(2.4));
+        assert!((st.kv_usage.unwrap() - 0.28).abs() < 1e-9);
+    }
+
+    #[test]
+    fn llamacpp_fixture() {
+        let page = parse_prometheus(&fixture("metrics-llamacpp.txt"));
+        let d = MetricsDialect::detect(&page).unwrap();
+        assert_eq!(d, MetricsDialect::Llamacpp);
+        let st = d.read(&page);
+        assert_eq!(st.running, Some(4.0));
+        assert_eq!(st.waiting, Some(0.0));
+        assert_eq!(st.generated_tokens, Some(18_432.0));
+        assert!((st.kv_usage.unwrap() - 0.125).abs() < 1e-9);
+        assert!(st.spec.is_none());
+    }
+
+    #[test]
+    fn unknown_pages_have_no_dialect() {
+        let page = parse_prometheus("process_cpu_seconds_total 12.5\n");
+        assert_eq!(MetricsDialect::detect(&page), None);
+    }
+}

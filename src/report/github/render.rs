@@ -1,0 +1,697 @@
+//! The texts GitHub shows: check-run title/summary/text, the sticky comment body, the job
+//! summary, and the one-line cell titles/messages used by annotations and workflow commands.
+//!
+//! Pure functions of the plain data (results, verdict, links) so they can be snapshot-tested.
+//! Engine- and config-supplied strings go through [`escape`]; the verdict matrix itself comes
+//! from [`verdict_table::markdown`].
+
+use crate::report::markdown::escape;
+use crate::report::verdict_table;
+use crate::results::{CellStatus, RunResults, RunStatus, context_label};
+use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, GateVerdict, Metric};
+
+/// GitHub's limit on a check-run summary, a check-run text and an issue comment, in characters.
+/// We count bytes, which is never fewer, so the cap always holds.
+pub const GITHUB_TEXT_LIMIT: usize = 65_535;
+/// GitHub's limit on one step's job summary (1 MiB); we stay a little under it.
+pub const STEP_SUMMARY_LIMIT: usize = 1_000_000;
+
+/// How the check run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conclusion {
+    Success,
+    Failure,
+    Neutral,
+    Cancelled,
+}
+
+impl Conclusion {
+    /// The API word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Conclusion::Success => "success",
+            Conclusion::Failure => "failure",
+            Conclusion::Neutral => "neutral",
+            Conclusion::Cancelled => "cancelled",
+        }
+    }
+
+    fn icon(self) -> &'static str {
+        match self {
+            Conclusion::Success => "✅",
+            Conclusion::Failure => "❌",
+            Conclusion::Neutral => "⚪",
+            Conclusion::Cancelled => "⏹️",
+        }
+    }
+}
+
+/// What a finished gate amounts to, before any text is made of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome<'a> {
+    pub results: &'a RunResults,
+    pub verdict: Option<&'a ComparisonReport>,
+    /// The gate errored with this reason.
+    pub failure: Option<&'a str>,
+    /// Inconclusive verdicts fail the check (config `fail-on: inconclusive`).
+    pub fail_on_inconclusive: bool,
+}
+
+impl Outcome<'_> {
+    /// The check-run conclusion: a gate error fails; a cancelled run is cancelled; otherwise
+    /// the verdict decides (no verdict = no baseline = neutral).
+    pub fn conclusion(&self) -> Conclusion {
+        if self.failure.is_some() {
+            return Conclusion::Failure;
+        }
+        if self.results.status == RunStatus::Cancelled {
+            return Conclusion::Cancelled;
+        }
+        match self.verdict.map(|v| v.gate) {
+            Some(GateVerdict::Pass) => Conclusion::Success,
+            Some(GateVerdict::Regression) => Conclusion::Failure,
+            Some(GateVerdict::Inconclusive) if self.fail_on_inconclusive => Conclusion::Failure,
+            Some(GateVerdict::Inconclusive) | Some(GateVerdict::NoBaseline) | None => {
+                Conclusion::Neutral
+            }
+        }
+    }
+
+    /// The word for the `verdict` step output.
+    pub fn verdict_word(&self) -> &'static str {
+        if self.failure.is_some() {
+            "error"
+        } else {
+            self.verdict
+                .map(|v| v.gate.as_str())
+                .unwrap_or(GateVerdict::NoBaseline.as_str())
+        }
+    }
+
+    /// Number of cells that block the gate.
+    pub fn regressions(&self) -> usize {
+        self.verdict.map(|v| v.regressions().count()).unwrap_or(0)
+    }
+
+    /// One plain-text line: the check-run title.
+    pub fn title(&self) -> String {
+        let t = if let Some(reason) = self.failure {
+            format!("Gate error: {}", one_line(reason))
+        } else if self.results.status == RunStatus::Cancelled {
+            "Run cancelled".to_string()
+        } else {
+            match self.verdict {
+                Some(v) => one_line(&v.headline),
+                None => "No baseline yet: nothing to compare with".to_string(),
+            }
+        };
+        cut_chars(&t, 250)
+    }
+}
+
+/// `C=8 / 32k`.
+pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
+    format!("C={} / {}", concurrency, context_label(context_tokens))
+}
+
+/// Signed percentage with a real minus sign: `−7.4%`, `+3.0%`.
+pub fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if !p.is_finite() {
+        return "n/a".to_string();
+    }
+    if p < 0.0 {
+        format!("−{:.1}%", -p)
+    } else {
+        format!("+{p:.1}%")
+    }
+}
+
+fn metric_name(m: Metric) -> &'static str {
+    match m {
+        Metric::AggregateTps => "aggregate tok/s",
+        Metric::PerUserTps => "per-user tok/s",
+        Metric::TtftP50 => "TTFT p50",
+        Metric::TtftP90 => "TTFT p90",
+        Metric::ItlP50 => "ITL p50",
+        Metric::ItlP90 => "ITL p90",
+        Metric::StepsPerS => "engine steps/s",
+        Metric::JoulesPerToken => "J/token",
+    }
+}
+
+fn number(v: f64) -> String {
+    if !v.is_finite() {
+        "n/a".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// The metric comparisons that made a cell regress (the primary one when none is marked).
+fn regressed_metrics(cell: &CellComparison) -> Vec<&crate::verdict::MetricComparison> {
+    let marked: Vec<_> = cell
+        .metrics
+        .iter()
+        .filter(|m| m.verdict == CellVerdict::Regression)
+        .collect();
+    if marked.is_empty() {
+        cell.primary().into_iter().collect()
+    } else {
+        marked
+    }
+}
+
+/// Short title of a cell for annotations and workflow commands: `C=8 / 32k: −7.4%`.
+pub fn cell_title(cell: &CellComparison) -> String {
+    let label = cell_label(cell.concurrency, cell.context_tokens);
+    match cell.verdict {
+        CellVerdict::CapacityRegression => format!("{label}: capacity regression"),
+        CellVerdict::Inconclusive => format!("{label}: inconclusive"),
+        _ => match regressed_metrics(cell).first() {
+            Some(m) if m.metric == Metric::AggregateTps => {
+                format!("{label}: {}", percent(m.change))
+            }
+            Some(m) => format!("{label}: {} {}", metric_name(m.metric), percent(m.change)),
+            None => format!("{label}: {}", cell.verdict.as_str()),
+        },
+    }
+}
+
+/// Plain-text explanation of a cell: levels, change, interval and margin per regressed metric.
+pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
+    let mut parts = Vec::new();
+    if cell.verdict == CellVerdict::CapacityRegression {
+        parts.push(format!(
+            "fit in the baseline, capacity-limited now{}",
+            cell.reason
+                .as_deref()
+                .map(|r| format!(": {}", one_line(r)))
+                .unwrap_or_default()
+        ));
+    } else if let Some(r) = &cell.reason {
+        parts.push(one_line(r));
+    }
+    let metrics = if cell.verdict == CellVerdict::Inconclusive {
+        cell.primary().into_iter().collect()
+    } else {
+        regressed_metrics(cell)
+    };
+    for m in metrics {
+        parts.push(format!(
+            "{} {} → {} ({}; {:.0}% interval {} to {}; margin ±{:.1}%)",
+            metric_name(m.metric),
+            number(m.baseline),
+            number(m.candidate),
+            percent(m.change),
+            confidence * 100.0,
+            percent(m.ci_low),
+            percent(m.ci_high),
+            m.margin * 100.0
+        ));
+    }
+    if parts.is_empty() {
+        parts.push(cell.verdict.as_str().to_string());
+    }
+    parts.join("; ")
+}
+
+/// Links shown under reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Links {
+    pub run_url: Option<String>,
+    pub artifact_url: Option<String>,
+    /// Commit the report is about (PR head).
+    pub head_sha: Option<String>,
+}
+
+impl Links {
+    fn markdown(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(sha) = &self.head_sha {
+            parts.push(format!("commit `{}`", escape_code(short_sha(sha))));
+        }
+        if let Some(u) = &self.run_url {
+            parts.push(format!("[workflow run]({})", link_target(u)));
+        }
+        if let Some(u) = &self.artifact_url {
+            parts.push(format!("[results artifact]({})", link_target(u)));
+        }
+        parts.join(" · ")
+    }
+
+    /// Where the full report can be read, for truncation notes.
+    pub fn full_report(&self) -> Option<&str> {
+        self.artifact_url.as_deref().or(self.run_url.as_deref())
+    }
+}
+
+/// First 7 characters of a SHA.
+pub fn short_sha(sha: &str) -> &str {
+    let end = sha
+        .char_indices()
+        .nth(7)
+        .map(|(i, _)| i)
+        .unwrap_or(sha.len());
+    &sha[..end]
+}
+
+/// Keeps a URL from breaking out of a Markdown link.
+fn link_target(url: &str) -> String {
+    url.chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| match c {
+            '(' => "%28".to_string(),
+            ')' => "%29".to_string(),
+            '<' => "%3C".to_string(),
+            '>' => "%3E".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+fn escape_code(text: &str) -> String {
+    text.chars()
+        .filter(|c| *c != '`' && *c != '\n' && *c != '\r')
+        .collect()
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn cut_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// Aggregate tok/s per cell when there is no verdict to show: context rows x concurrency
+/// columns, like the verdict matrix.
+pub fn results_markdown(results: &RunResults) -> String {
+    let mut conc = results.matrix.concurrency.clone();
+    let mut ctxs = results.matrix.contexts.clone();
+    for c in &results.cells {
+        if !conc.contains(&c.concurrency) {
+            conc.push(c.concurrency);
+        }
+        if !ctxs.contains(&c.context_tokens) {
+            ctxs.push(c.context_tokens);
+        }
+    }
+    conc.sort_unstable();
+    ctxs.sort_unstable();
+    let mut out = String::from("| context |");
+    for c in &conc {
+        out.push_str(&format!(" C={c} |"));
+    }
+    out.push_str("\n|---|");
+    for _ in &conc {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for ctx in &ctxs {
+        out.push_str(&format!("| {} |", context_label(*ctx)));
+        for c in &conc {
+            let cell = results
+                .cells
+                .iter()
+                .find(|x| x.concurrency == *c && x.context_tokens == *ctx);
+            let text = match cell {
+                None => "–".to_string(),
+                Some(x) => match x.status {
+                    CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
+                    CellStatus::CapacityLimited => format!("{:.1} (cap)", x.aggregate_tps),
+                    CellStatus::Error => "error".to_string(),
+                    CellStatus::Skipped => "skipped".to_string(),
+                },
+            };
+            out.push_str(&format!(" {text} |"));
+        }
+        out.push('\n');
+    }
+    out.push_str("\nAggregate output tok/s; `(cap)` = capacity-limited.\n");
+    out
+}
+
+/// Profile, engine, model and run facts, escaped.
+fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> String {
+    let p = &results.profile;
+    let hw = match &p.hardware.gpu_model {
+        Some(gpu) => format!("{} × {}", escape(gpu), p.hardware.gpu_count.max(1)),
+        None => escape(p.hardware.cpu_model.as_deref().unwrap_or(&p.hardware.kind)),
+    };
+    let mut out = String::new();
+    out.push_str(&format!("- Profile: `{}`\n", escape_code(&p.key)));
+    out.push_str(&format!(
+        "- Engine: {}{}\n",
+        escape(&results.engine.name),
+        results
+            .engine
+            .version
+            .as_deref()
+            .map(|v| format!(" {}", escape(v)))
+            .unwrap_or_default()
+    ));
+    out.push_str(&format!("- Model: {}\n", escape(&p.model)));
+    out.push_str(&format!("- Hardware: {hw}\n"));
+    out.push_str(&format!(
+        "- Run: `{}` ({}{})\n",
+        escape_code(&results.run_id),
+        match results.status {
+            RunStatus::Complete => "complete",
+            RunStatus::Partial => "partial",
+            RunStatus::Cancelled => "cancelled",
+        },
+        results
+            .status_reason
+            .as_deref()
+            .map(|r| format!(": {}", escape(r)))
+            .unwrap_or_default()
+    ));
+    if let Some(v) = verdict {
+        // Rule, baseline and matrix-wide test are in the verdict matrix itself.
+        out.push_str(&format!(
+            "- Compared: candidate {} vs {} baseline run(s)\n",
+            v.candidate_runs
+                .iter()
+                .map(|r| format!("`{}`", escape_code(r)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            v.baseline.level_runs.len()
+        ));
+    }
+    out
+}
+
+/// The cells worth a line of their own: regressions first, then inconclusive ones.
+fn cell_details(verdict: &ComparisonReport) -> String {
+    let mut out = String::new();
+    let regressed: Vec<_> = verdict.regressions().collect();
+    if !regressed.is_empty() {
+        out.push_str("\n**Regressed cells**\n\n");
+        for c in regressed {
+            out.push_str(&format!(
+                "- **{}** — {}\n",
+                escape(&cell_title(c)),
+                escape(&cell_message(c, verdict.rule.confidence))
+            ));
+        }
+    }
+    let inconclusive: Vec<_> = verdict
+        .cells
+        .iter()
+        .filter(|c| c.verdict == CellVerdict::Inconclusive)
+        .collect();
+    if !inconclusive.is_empty() {
+        out.push_str("\n**Inconclusive cells**\n\n");
+        for c in inconclusive {
+            out.push_str(&format!(
+                "- **{}** — {}\n",
+                escape(&cell_label(c.concurrency, c.context_tokens)),
+                escape(&cell_message(c, verdict.rule.confidence))
+            ));
+        }
+    }
+    out
+}
+
+/// The main table: the verdict matrix, or the raw results when there is no verdict.
+fn matrix_markdown(outcome: &Outcome<'_>) -> String {
+    let mut out = String::new();
+    if let Some(reason) = outcome.failure {
+        out.push_str(&format!("**The gate failed:** {}\n\n", escape(reason)));
+    }
+    match outcome.verdict {
+        Some(v) => out.push_str(&verdict_table::markdown(v)),
+        None => {
+            if outcome.failure.is_none() {
+                out.push_str(
+                    "No baseline yet for this profile and suite: this run was measured but not compared.\n\n",
+                );
+            }
+            out.push_str(&results_markdown(outcome.results));
+        }
+    }
+    out
+}
+
+/// `output.summary` of the check run: the verdict matrix (capped).
+pub fn check_summary(outcome: &Outcome<'_>, links: &Links) -> String {
+    truncate_markdown(
+        &matrix_markdown(outcome),
+        GITHUB_TEXT_LIMIT,
+        links.full_report(),
+    )
+}
+
+/// `output.text` of the check run: details and links (capped).
+pub fn check_text(outcome: &Outcome<'_>, links: &Links) -> String {
+    let mut out = String::new();
+    let l = links.markdown();
+    if !l.is_empty() {
+        out.push_str(&l);
+        out.push_str("\n\n");
+    }
+    out.push_str(&facts_markdown(outcome.results, outcome.verdict));
+    if let Some(v) = outcome.verdict {
+        out.push_str(&cell_details(v));
+    }
+    truncate_markdown(&out, GITHUB_TEXT_LIMIT, links.full_report())
+}
+
+/// The hidden marker that identifies the sticky comment of one check name.
+pub fn comment_marker(check_name: &str) -> String {
+    let safe: String = check_name
+        .replace("--", "- -")
+        .chars()
+        .filter(|c| *c != '>' && *c != '<' && *c != '\n' && *c != '\r')
+        .collect();
+    format!("<!-- infergate:{safe} -->")
+}
+
+/// Hidden state carried in the comment, so the next push can say what it fixed.
+pub fn comment_state(regressions: usize) -> String {
+    format!("<!-- infergate-state: regressions={regressions} -->")
+}
+
+/// Regressions recorded in an earlier comment body (0 when none or unreadable).
+pub fn previous_regressions(body: &str) -> usize {
+    body.split("<!-- infergate-state: regressions=")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The sticky PR comment. `previously` = regressions the last comment reported; when this run
+/// passes after those, the comment says it was fixed.
+pub fn comment_body(
+    check_name: &str,
+    outcome: &Outcome<'_>,
+    links: &Links,
+    previously: usize,
+) -> String {
+    let conclusion = outcome.conclusion();
+    let mut out = String::new();
+    out.push_str(&comment_marker(check_name));
+    out.push('\n');
+    out.push_str(&comment_state(outcome.regressions()));
+    out.push('\n');
+    let fixed = previously > 0 && outcome.regressions() == 0 && conclusion == Conclusion::Success;
+    if fixed {
+        let sha = links
+            .head_sha
+            .as_deref()
+            .map(|s| format!(" in `{}`", escape_code(short_sha(s))))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "### ✅ {}: fixed{sha}\n\nPreviously {} regression{}; {}\n\n",
+            escape(check_name),
+            previously,
+            if previously == 1 { "" } else { "s" },
+            escape(&outcome.title())
+        ));
+    } else {
+        out.push_str(&format!(
+            "### {} {}: {}\n\n",
+            conclusion.icon(),
+            escape(check_name),
+            escape(&outcome.title())
+        ));
+    }
+    let l = links.markdown();
+    if !l.is_empty() {
+        out.push_str(&l);
+        out.push_str("\n\n");
+    }
+    out.push_str(&matrix_markdown(outcome));
+    out.push_str("\n<details><summary>Details</summary>\n\n");
+    out.push_str(&facts_markdown(outcome.results, outcome.verdict));
+    if let Some(v) = outcome.verdict {
+        out.push_str(&cell_details(v));
+    }
+    out.push_str("\n</details>\n");
+    truncate_markdown(&out, GITHUB_TEXT_LIMIT, links.full_report())
+}
+
+/// The job summary section: heading, matrix, chart, details.
+pub fn job_summary(
+    check_name: &str,
+    outcome: &Outcome<'_>,
+    links: &Links,
+    chart: Option<&str>,
+) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "## {} {}\n\n",
+        outcome.conclusion().icon(),
+        escape(check_name)
+    ));
+    // The verdict matrix opens with the headline; say it here only when there is none.
+    if outcome.verdict.is_none() {
+        out.push_str(&format!("**{}**\n\n", escape(&outcome.title())));
+    }
+    let l = links.markdown();
+    if !l.is_empty() {
+        out.push_str(&l);
+        out.push_str("\n\n");
+    }
+    out.push_str(&matrix_markdown(outcome));
+    out.push('\n');
+    if let Some(chart) = chart {
+        out.push_str(chart);
+        out.push('\n');
+    }
+    out.push_str(&facts_markdown(outcome.results, outcome.verdict));
+    if let Some(v) = outcome.verdict {
+        out.push_str(&cell_details(v));
+    }
+    out.push('\n');
+    truncate_markdown(&out, STEP_SUMMARY_LIMIT, links.full_report())
+}
+
+/// Caps Markdown at `limit` bytes (never more characters than that): cuts at a line boundary,
+/// before a table that would be split when the table starts in the second half of the kept
+/// text, closes open `<details>` and code fences, and appends a note with a link to the full
+/// report.
+pub fn truncate_markdown(text: &str, limit: usize, full_report: Option<&str>) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let where_ = match full_report {
+        Some(u) => format!("[full report]({})", link_target(u)),
+        None => "the full report in the job summary and the results artifact".to_string(),
+    };
+    let note_for = |shown: usize| {
+        format!(
+            "\n\n> ⚠️ Truncated: {shown} of {} characters shown (GitHub's limit is {limit}). See {where_}.\n",
+            text.len()
+        )
+    };
+    // Room for the note and for closing tags.
+    let reserve = note_for(text.len()).len() + 64;
+    let budget = limit.saturating_sub(reserve);
+    let mut cut = budget.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    // Back to the end of a whole line.
+    if let Some(nl) = text[..cut].rfind('\n') {
+        cut = nl + 1;
+    }
+    // Keep a table whole when that does not throw away too much.
+    let rest_starts_table_row = text[cut..].starts_with('|');
+    if rest_starts_table_row {
+        let kept = &text[..cut];
+        let mut start = cut;
+        for line in kept.lines().rev() {
+            if line.starts_with('|') {
+                start -= line.len() + 1;
+            } else {
+                break;
+            }
+        }
+        if start >= budget / 2 {
+            cut = start;
+        }
+    }
+    let mut out = text[..cut].to_string();
+    let fences = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count();
+    if fences % 2 == 1 {
+        out.push_str("```\n");
+    }
+    let open = out.matches("<details").count();
+    let closed = out.matches("</details>").count();
+    for _ in closed..open {
+        out.push_str("\n</details>\n");
+    }
+    out.push_str(&note_for(cut));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_uses_a_real_minus() {
+        assert_eq!(percent(-0.074), "−7.4%");
+        assert_eq!(percent(0.03), "+3.0%");
+        assert_eq!(percent(f64::NAN), "n/a");
+    }
+
+    #[test]
+    fn truncation_respects_limit_lines_and_tables() {
+        let mut text = String::from("# Title\n\nintro line\n\n");
+        text.push_str("| a | b |\n|---|---|\n");
+        for i in 0..2000 {
+            text.push_str(&format!("| row {i} | ünïcödé {i} |\n"));
+        }
+        text.push_str("\n<details><summary>x</summary>\n\nmore\n</details>\n");
+        let out = truncate_markdown(&text, 5000, Some("https://example/run"));
+        assert!(out.len() <= 5000, "{}", out.len());
+        assert!(out.contains("Truncated"));
+        assert!(out.contains("[full report](https://example/run)"));
+        // Every kept table line is a whole row.
+        for line in out.lines().filter(|l| l.starts_with('|')) {
+            assert!(line.ends_with('|'), "{line}");
+        }
+        // Short text is untouched.
+        assert_eq!(truncate_markdown("short", 100, None), "short");
+    }
+
+    #[test]
+    fn truncation_drops_a_late_table_whole_and_closes_details() {
+        let mut text = String::from("<details><summary>d</summary>\n\n");
+        text.push_str(&"filler line of text\n".repeat(150));
+        text.push_str("| a |\n|---|\n");
+        for i in 0..500 {
+            text.push_str(&format!("| {i} |\n"));
+        }
+        let out = truncate_markdown(&text, 4000, None);
+        assert!(out.len() <= 4000);
+        assert!(!out.contains("| a |"), "late table should be dropped whole");
+        assert_eq!(out.matches("</details>").count(), 1);
+    }
+
+    #[test]
+    fn marker_cannot_close_the_html_comment() {
+        let m = comment_marker("infergate / p / evil-->x");
+        assert_eq!(m.matches("-->").count(), 1);
+        assert!(m.ends_with(" -->"));
+        assert_eq!(previous_regressions(&comment_state(3)), 3);
+        assert_eq!(previous_regressions("no state"), 0);
+    }
+}

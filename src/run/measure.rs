@@ -1,0 +1,591 @@
+//! Boot one engine and measure one suite: the reusable unit of `run` (and, later, of paired
+//! A/B runs, which boot two engines alternately).
+//!
+//! [`boot_and_measure`] never leaves the engine running: it is stopped (whole process group) on
+//! success, error and cancellation, and the [`EngineProcess`] drop guard covers panics. It
+//! always returns a [`MeasuredRun`] with a results file's worth of data, even when the engine
+//! never became ready (every cell `error` with the reason), so the caller can write and report
+//! something on every path.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::bench::{BenchOptions, BenchSession, BenchTarget, EventSink};
+use crate::config::{EngineConfig, SuiteConfig};
+use crate::engine::{EngineLaunch, EngineProcess, StopReport};
+use crate::results::{
+    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, ProfileKey, RunResults,
+    RunStatus, TelemetrySummary, ToolInfo, context_label,
+};
+use crate::telemetry::{NvmlSampler, WindowSampler};
+
+/// What one boot-and-measure needs.
+#[derive(Clone)]
+pub struct MeasureRequest<'a> {
+    /// The engine to boot (for A/B: `[engine.a]` or `[engine.b]`).
+    pub engine: &'a EngineConfig,
+    /// Model to request (`{model}`); `None` = the engine's first.
+    pub model: Option<&'a str>,
+    pub suite: &'a SuiteConfig,
+    /// The fingerprint results are keyed by (detected, or pinned by `[profile] hardware`).
+    pub hardware: HardwareFingerprint,
+    /// GPU telemetry, or why there is none.
+    pub telemetry: Result<Arc<NvmlSampler>, String>,
+    /// `--engine-arg` values appended to the command.
+    pub engine_args: &'a [String],
+    /// Where the engine's output goes.
+    pub log_path: PathBuf,
+    /// Engine-log lines shown when the engine fails.
+    pub log_tail_lines: usize,
+    /// Labels copied into the results (git SHA, runner, ...).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Why a run failed (exit 3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunFailure {
+    /// The engine could not be started or never became ready.
+    Boot(String),
+    /// The engine process died during the matrix.
+    EngineDied { status: String, log_tail: String },
+    /// SIGINT/SIGTERM.
+    Cancelled,
+    /// The engine served but nothing could be measured (unreachable, calibration, every cell
+    /// errored).
+    Measurement(String),
+}
+
+impl RunFailure {
+    /// One message for people (and the GitHub check).
+    pub fn message(&self) -> String {
+        match self {
+            RunFailure::Boot(m) | RunFailure::Measurement(m) => m.clone(),
+            RunFailure::EngineDied { status, log_tail } => format!(
+                "engine exited with {status} during the matrix; remaining cells are `error`\n--- last lines of the engine log ---\n{log_tail}"
+            ),
+            RunFailure::Cancelled => {
+                "cancelled by SIGINT/SIGTERM; partial results written, engine stopped".into()
+            }
+        }
+    }
+}
+
+/// The outcome of one boot-and-measure.
+#[derive(Debug)]
+pub struct MeasuredRun {
+    /// Complete, partial or cancelled results (all cells `error` when the engine never
+    /// became ready).
+    pub results: RunResults,
+    /// Set when the run must exit 3.
+    pub failure: Option<RunFailure>,
+    /// How teardown went (`None` when the engine never started).
+    pub stop: Option<StopReport>,
+    /// The engine's log file.
+    pub engine_log: PathBuf,
+    /// Seconds from spawn to ready.
+    pub boot_s: Option<f64>,
+}
+
+/// Why the measurement token was cancelled.
+#[derive(Debug, Clone, PartialEq)]
+enum StopCause {
+    Signal,
+    EngineDied(String),
+}
+
+fn send(events: &EventSink, log: &Mutex<Vec<Event>>, e: Event) {
+    let _ = events.send(e.clone());
+    if let Ok(mut l) = log.lock() {
+        l.push(e);
+    }
+}
+
+/// The results header used when the bench session never started (boot failure, calibration
+/// failure): identity from the config, every cell `error` with `reason`.
+pub fn unmeasured_results(
+    req: &MeasureRequest<'_>,
+    command: Option<String>,
+    reason: &str,
+    status: RunStatus,
+) -> RunResults {
+    let model = req.model.unwrap_or("unknown").to_string();
+    let matrix = req.suite.matrix_spec(&model);
+    let engine_name = req.engine.name.clone().unwrap_or_else(|| "unknown".into());
+    let first_line = reason.lines().next().unwrap_or(reason).to_string();
+    let now = chrono::Utc::now();
+    RunResults {
+        schema_version: crate::results::SCHEMA_VERSION,
+        tool: ToolInfo::current(),
+        run_id: format!(
+            "{}-{:08x}",
+            now.format("%Y%m%dT%H%M%SZ"),
+            rand::random::<u32>()
+        ),
+        suite: Some(req.suite.name.clone()),
+        started_at: now,
+        finished_at: Some(now),
+        status,
+        status_reason: Some(first_line.clone()),
+        profile: ProfileKey::derive(req.hardware.clone(), &engine_name, &model, &matrix),
+        engine: EngineIdentity {
+            name: engine_name,
+            command,
+            ..EngineIdentity::default()
+        },
+        cells: matrix
+            .contexts
+            .iter()
+            .flat_map(|&l| {
+                let first_line = first_line.clone();
+                matrix.concurrency.iter().map(move |&c| {
+                    CellResult::unmeasured(c, l, CellStatus::Error, first_line.clone())
+                })
+            })
+            .collect(),
+        matrix,
+        telemetry: None,
+        events: Vec::new(),
+        source: crate::results::ResultsSource::Infergate,
+        labels: req.labels.clone(),
+    }
+}
+
+/// Boots the engine, waits until it serves, measures every cell of the suite, and stops the
+/// engine. Cancelling `cancel` (SIGINT/SIGTERM) stops measuring at once: the current cell is
+/// `error` "cancelled", the rest `skipped`, the engine is stopped, and the partial results are
+/// returned with [`RunFailure::Cancelled`].
+pub async fn boot_and_measure(
+    req: MeasureRequest<'_>,
+    events: EventSink,
+    cancel: CancellationToken,
+) -> MeasuredRun {
+    let log = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let telemetry_summary: Option<TelemetrySummary>;
+    let sampler: Option<Arc<NvmlSampler>> = match &req.telemetry {
+        Ok(s) => {
+            telemetry_summary = None;
+            Some(s.clone())
+        }
+        Err(reason) => {
+            send(
+                &events,
+                &log,
+                Event::now(
+                    "notice",
+                    format!("GPU telemetry unavailable: {reason}; the run goes on without it"),
+                ),
+            );
+            telemetry_summary = Some(crate::telemetry::unavailable(reason.clone()));
+            None
+        }
+    };
+
+    let launch = match EngineLaunch::from_config(
+        req.engine,
+        req.model,
+        req.engine_args,
+        req.log_path.clone(),
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            return boot_failure(&req, None, e.to_string(), &log, telemetry_summary, None);
+        }
+    };
+    let command = launch.display.clone();
+    send(
+        &events,
+        &log,
+        Event::now(
+            "engine_start",
+            format!(
+                "starting engine: {command} (log: {})",
+                launch.log_path.display()
+            ),
+        ),
+    );
+    let engine = match EngineProcess::spawn(launch) {
+        Ok(e) => e,
+        Err(e) => {
+            return boot_failure(
+                &req,
+                Some(command),
+                e.to_string(),
+                &log,
+                telemetry_summary,
+                None,
+            );
+        }
+    };
+    send(
+        &events,
+        &log,
+        Event::now(
+            "engine_spawned",
+            format!("engine process group {}", engine.pgid()),
+        ),
+    );
+    let ready = engine.wait_ready(&cancel, req.log_tail_lines).await;
+    let ready = match ready {
+        Ok(r) => r,
+        Err(e) => {
+            let cancelled = matches!(e, crate::engine::EngineError::Cancelled);
+            let stop = engine.stop().await;
+            let mut run = boot_failure(
+                &req,
+                Some(command),
+                e.to_string(),
+                &log,
+                telemetry_summary,
+                Some(stop),
+            );
+            if cancelled {
+                run.failure = Some(RunFailure::Cancelled);
+                run.results.status = RunStatus::Cancelled;
+                for c in &mut run.results.cells {
+                    c.status = CellStatus::Skipped;
+                    c.reason = Some("cancelled before the engine was ready".into());
+                }
+            }
+            return run;
+        }
+    };
+    send(
+        &events,
+        &log,
+        Event::now(
+            "engine_ready",
+            format!(
+                "engine ready after {:.1}s at {} (models: {}; process group {})",
+                ready.boot_s,
+                engine.base_url(),
+                ready.models.join(", "),
+                engine.pgid()
+            ),
+        ),
+    );
+
+    // Watcher: the engine dying mid-run cancels the measurement (cause recorded first).
+    let cause: Arc<Mutex<Option<StopCause>>> = Arc::new(Mutex::new(None));
+    let measure_cancel = CancellationToken::new();
+    let watcher = {
+        let mut exit = engine.exit_watch();
+        let cause = cause.clone();
+        let measure_cancel = measure_cancel.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = cancel.cancelled() => {
+                    if let Ok(mut c) = cause.lock() { c.get_or_insert(StopCause::Signal); }
+                }
+                _ = async {
+                    loop {
+                        if let Some(e) = exit.borrow().clone() { return e; }
+                        if exit.changed().await.is_err() {
+                            if let Some(e) = exit.borrow().clone() { return e; }
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                } => {
+                    let desc = exit.borrow().as_ref().map(|e| e.description.clone()).unwrap_or_default();
+                    if let Ok(mut c) = cause.lock() { c.get_or_insert(StopCause::EngineDied(desc)); }
+                }
+            }
+            measure_cancel.cancel();
+        })
+    };
+
+    // Measurement events go to the console and into the results' event log.
+    let (bench_tx, mut bench_rx) = mpsc::unbounded_channel::<Event>();
+    let forward = {
+        let events = events.clone();
+        let log = log.clone();
+        tokio::spawn(async move {
+            while let Some(e) = bench_rx.recv().await {
+                send(&events, &log, e);
+            }
+        })
+    };
+
+    let model = req.model.map(str::to_string);
+    let mut opts = BenchOptions::new(
+        req.suite.matrix_spec(model.as_deref().unwrap_or("")),
+        req.hardware.clone(),
+    );
+    opts.engine_name = req.engine.name.clone();
+    opts.sampler = sampler.clone().map(|s| s as Arc<dyn WindowSampler>);
+    opts.ready_stable_s = req.suite.ready_stable_s;
+    opts.capacity_stall_s = req.suite.capacity_stall_s;
+    opts.ready_timeout_s = req.suite.ready_timeout_s;
+    opts.request_timeout_s = req.suite.request_timeout_s;
+    opts.suite = Some(req.suite.name.clone());
+    opts.skip_cells = req.suite.skip.clone();
+    let target = BenchTarget {
+        base_url: engine.base_url().to_string(),
+        model,
+        api_key: engine.launch().api_key.clone(),
+    };
+
+    let session = tokio::select! {
+        _ = measure_cancel.cancelled() => None,
+        s = BenchSession::connect(&target, &opts, Some(bench_tx.clone())) => Some(s),
+    };
+    let mut failure = None;
+    let mut results = match session {
+        Some(Ok(session)) => {
+            let mut results = session.results_skeleton();
+            results.cells = measure_cells(&session, req.suite, &measure_cancel, &bench_tx).await;
+            Some(results)
+        }
+        Some(Err(e)) => {
+            failure = Some(RunFailure::Measurement(format!(
+                "measurement could not start: {e}"
+            )));
+            None
+        }
+        None => None,
+    };
+    drop(bench_tx);
+    let _ = forward.await;
+
+    // Why measuring stopped early, if it did.
+    let stop_cause = cause.lock().ok().and_then(|c| c.clone());
+    watcher.abort();
+    let stop = engine.stop().await;
+    if !stop.group_gone {
+        send(
+            &events,
+            &log,
+            Event::now(
+                "notice",
+                format!(
+                    "engine process group {} did not disappear after SIGKILL",
+                    stop.exit
+                        .as_ref()
+                        .map_or("?".into(), |e| e.description.clone())
+                ),
+            ),
+        );
+    }
+    let tail = crate::engine::log_tail(&req.log_path, req.log_tail_lines);
+    match &stop_cause {
+        Some(StopCause::Signal) => failure = Some(RunFailure::Cancelled),
+        Some(StopCause::EngineDied(status)) => {
+            send(
+                &events,
+                &log,
+                Event::now(
+                    "engine_exit",
+                    format!("engine exited with {status} during the run"),
+                ),
+            );
+            failure = Some(RunFailure::EngineDied {
+                status: status.clone(),
+                log_tail: tail.clone(),
+            });
+        }
+        None => {}
+    }
+
+    let mut results = match results.take() {
+        Some(r) => r,
+        None => {
+            let reason = failure
+                .as_ref()
+                .map_or_else(|| "not measured".to_string(), RunFailure::message);
+            let status = if matches!(failure, Some(RunFailure::Cancelled)) {
+                RunStatus::Cancelled
+            } else {
+                RunStatus::Partial
+            };
+            let mut r = unmeasured_results(&req, Some(command.clone()), &reason, status);
+            if status == RunStatus::Cancelled {
+                for c in &mut r.cells {
+                    c.status = CellStatus::Skipped;
+                    c.reason = Some("cancelled".into());
+                }
+            }
+            r
+        }
+    };
+    results.engine.command = Some(command);
+    results.labels.extend(req.labels.clone());
+    match &failure {
+        Some(RunFailure::Cancelled) => {
+            results.status = RunStatus::Cancelled;
+            results.status_reason = Some("cancelled by SIGINT/SIGTERM".into());
+        }
+        Some(RunFailure::EngineDied { status, .. }) => {
+            let reason = format!("engine exited with {status}");
+            for c in &mut results.cells {
+                let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
+                    && c.reason
+                        .as_deref()
+                        .is_some_and(|r| r.contains("cancelled") || r.starts_with("engine"));
+                if unfinished {
+                    c.status = CellStatus::Error;
+                    c.reason = Some(reason.clone());
+                }
+            }
+            results.status = RunStatus::Partial;
+            results.status_reason = Some(reason);
+        }
+        Some(RunFailure::Measurement(m)) => {
+            results.status = RunStatus::Partial;
+            results.status_reason = Some(m.lines().next().unwrap_or(m).to_string());
+        }
+        Some(RunFailure::Boot(_)) | None => {}
+    }
+    if failure.is_none()
+        && !results.cells.is_empty()
+        && results.cells.iter().all(|c| c.status == CellStatus::Error)
+    {
+        let first = results.cells[0].reason.clone().unwrap_or_default();
+        failure = Some(RunFailure::Measurement(format!(
+            "every cell errored (first: {first})\n--- last lines of the engine log ---\n{tail}"
+        )));
+    }
+    results.telemetry = telemetry_summary.or_else(|| sampler.as_ref().map(|s| s.summary()));
+    results.finished_at = Some(chrono::Utc::now());
+    let mut all_events = std::mem::take(&mut results.events);
+    if let Ok(l) = log.lock() {
+        for e in l.iter() {
+            if !all_events.contains(e) {
+                all_events.push(e.clone());
+            }
+        }
+    }
+    all_events.sort_by_key(|e| e.at);
+    results.events = all_events;
+    MeasuredRun {
+        results,
+        failure,
+        stop: Some(stop),
+        engine_log: req.log_path.clone(),
+        boot_s: Some(ready.boot_s),
+    }
+}
+
+fn boot_failure(
+    req: &MeasureRequest<'_>,
+    command: Option<String>,
+    message: String,
+    log: &Mutex<Vec<Event>>,
+    telemetry: Option<TelemetrySummary>,
+    stop: Option<StopReport>,
+) -> MeasuredRun {
+    let mut results = unmeasured_results(req, command, &message, RunStatus::Partial);
+    results.telemetry = telemetry;
+    results.events = log.lock().map(|l| l.clone()).unwrap_or_default();
+    results.events.push(Event::now(
+        "engine_error",
+        message.lines().next().unwrap_or("").to_string(),
+    ));
+    MeasuredRun {
+        results,
+        failure: Some(RunFailure::Boot(message)),
+        stop,
+        engine_log: req.log_path.clone(),
+        boot_s: None,
+    }
+}
+
+/// Measures the suite's cells in the gate's order (contexts ascending, concurrency ascending
+/// within a context), `repetitions` times. A larger concurrency at a context where a smaller
+/// one was already capacity-limited is not measured: it cannot fit either, and measuring it
+/// costs the full admission stall (the seed spent 6 minutes on each such cell). It is recorded
+/// `capacity_limited` with the reason, so statistics treat it like a measured one.
+pub async fn measure_cells(
+    session: &BenchSession,
+    suite: &SuiteConfig,
+    cancel: &CancellationToken,
+    events: &EventSink,
+) -> Vec<CellResult> {
+    let mut cells: Vec<CellResult> = Vec::new();
+    let reps = suite.repetitions.max(1);
+    for rep in 0..reps {
+        for &ctx in &suite.contexts {
+            let mut limited_at: Option<u32> = None;
+            for &c in &suite.concurrency {
+                let cell = if cancel.is_cancelled() {
+                    CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
+                } else if suite.skip.contains(&(c, ctx)) {
+                    CellResult::unmeasured(
+                        c,
+                        ctx,
+                        CellStatus::Skipped,
+                        "known not to fit (skip list)",
+                    )
+                } else if let Some(smaller) = limited_at.filter(|_| suite.skip_doomed) {
+                    let reason = format!(
+                        "C={smaller} already capacity-limited at {}: not measured",
+                        context_label(ctx)
+                    );
+                    let _ = events.send(Event::cell(
+                        "cell_done",
+                        c,
+                        ctx,
+                        format!(
+                            "cell skipped C={c} ctx={} capacity_limited ({reason})",
+                            context_label(ctx)
+                        ),
+                    ));
+                    CellResult::unmeasured(c, ctx, CellStatus::CapacityLimited, reason)
+                } else {
+                    session.measure_cell(c, ctx, cancel).await
+                };
+                if cell.status == CellStatus::CapacityLimited && limited_at.is_none() {
+                    limited_at = Some(c);
+                }
+                if rep == 0 {
+                    cells.push(cell);
+                } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
+                    fold_repetition(first, &cell, rep);
+                }
+            }
+        }
+    }
+    cells
+}
+
+/// Folds a repetition into the first measurement of the cell (same rule as
+/// `bench::run_matrix`): every round is listed, samples pooled, aggregate = mean of rounds.
+fn fold_repetition(cell: &mut CellResult, again: &CellResult, rep: u32) {
+    use crate::results::MeasurementRound;
+    if cell.rounds.is_empty() {
+        cell.rounds.push(MeasurementRound {
+            round: 0,
+            aggregate_tps: cell.aggregate_tps,
+            samples: cell.samples.clone(),
+            measured_s: cell.measured_s,
+            verdict_after: None,
+        });
+    }
+    cell.rounds.push(MeasurementRound {
+        round: rep,
+        aggregate_tps: again.aggregate_tps,
+        samples: again.samples.clone(),
+        measured_s: again.measured_s,
+        verdict_after: None,
+    });
+    if again.measured_s > 0.0
+        && matches!(again.status, CellStatus::Ok | CellStatus::CapacityLimited)
+    {
+        cell.samples.extend_from_slice(&again.samples);
+        cell.output_tokens += again.output_tokens;
+        cell.measured_s += again.measured_s;
+        let measured: Vec<f64> = cell
+            .rounds
+            .iter()
+            .filter(|r| r.measured_s > 0.0)
+            .map(|r| r.aggregate_tps)
+            .collect();
+        if !measured.is_empty() {
+            cell.aggregate_tps = measured.iter().sum::<f64>() / measured.len() as f64;
+        }
+    }
+    cell.errors += again.errors;
+}

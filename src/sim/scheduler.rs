@@ -1,0 +1,497 @@
+//! The engine: one tokio task that owns the queue, the running batch and the KV reservations,
+//! and runs continuous-batching steps on an absolute-deadline clock.
+//!
+//! Each step: take new requests, admit from the FIFO queue while reservations fit the KV
+//! budget, cost the step with the [`SpeedModel`] (decode + prefill of the newly admitted),
+//! wait until the step's deadline, then give every running sequence its tokens (1, or
+//! 1 + accepted drafts with speculative decoding; a newly admitted sequence gets its first
+//! token from prefill). Deadlines accumulate from the previous deadline, not from "now", so
+//! the long-run rate is exact even when single steps are shorter than the timer resolution:
+//! steps due within a millisecond run back to back without sleeping, and their tokens are
+//! coalesced into one event per sequence per millisecond (the zero-time profile excepted: it
+//! sends one event per step and is paced by its clients).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::EngineCounters;
+use super::prefix_cache::{BLOCK_TOKENS, PrefixCache};
+use super::speed_model::{Jitter, SpeedModel, spec_step};
+
+/// Capacity of a sequence's event channel; a slow client in a timed profile overflows into
+/// an unbounded backlog (the engine never waits), in the zero profile it paces the engine.
+pub const EVENT_CHANNEL_CAPACITY: usize = 64;
+
+/// How far behind its schedule the engine may fall (overloaded machine) before it stops
+/// trying to catch up: beyond this the lost time is dropped instead of bursting.
+const MAX_LAG: Duration = Duration::from_millis(200);
+
+/// Why a sequence ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// Reached `max_tokens`.
+    Length,
+    /// Hit the simulated EOS point (only when `ignore_eos` is false).
+    Stop,
+}
+
+impl FinishReason {
+    /// The OpenAI `finish_reason` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Length => "length",
+            FinishReason::Stop => "stop",
+        }
+    }
+}
+
+/// Tokens one engine step gave one sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepEvent {
+    /// Tokens emitted in this step (≥ 1).
+    pub tokens: u64,
+    /// Set on the sequence's last step.
+    pub finish: Option<FinishReason>,
+}
+
+/// A request handed to the engine.
+#[derive(Debug)]
+pub struct EngineRequest {
+    /// Prompt length in tokens.
+    pub prompt_tokens: u64,
+    /// Requested `max_tokens` (the KV reservation is sized for it).
+    pub max_tokens: u64,
+    /// Tokens after which the sequence stops with EOS (`>= max_tokens`: runs to the limit).
+    pub stop_at: u64,
+    /// Chained hashes of the prompt's full 16-token blocks (prefix cache lookup; may be empty).
+    pub prefix_blocks: Vec<u64>,
+    /// Where the sequence's steps are sent; dropping the receiver aborts the sequence.
+    pub events: mpsc::Sender<StepEvent>,
+}
+
+/// Handle the HTTP layer submits requests through.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    tx: mpsc::UnboundedSender<EngineRequest>,
+}
+
+/// The engine has stopped (server shutting down).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the simulated engine has stopped")]
+pub struct EngineStopped;
+
+impl EngineHandle {
+    /// Queues a request (FIFO).
+    pub fn submit(&self, req: EngineRequest) -> Result<(), EngineStopped> {
+        self.tx.send(req).map_err(|_| EngineStopped)
+    }
+}
+
+/// Everything the engine task needs.
+#[derive(Debug)]
+pub struct EngineConfig {
+    /// Step and prefill costs, KV budget.
+    pub model: SpeedModel,
+    /// Per-position draft acceptance probabilities; empty = no speculative decoding.
+    pub spec_acceptance: Vec<f64>,
+    /// Per-step jitter.
+    pub jitter: Jitter,
+    /// Seed of jitter and draft acceptance draws.
+    pub seed: u64,
+    /// Automatic prefix caching, when on.
+    pub prefix_cache: Option<PrefixCache>,
+}
+
+struct Queued {
+    req: EngineRequest,
+    reservation: u64,
+}
+
+struct Seq {
+    prompt_tokens: u64,
+    target: u64,
+    max_tokens: u64,
+    generated: u64,
+    /// Generated but not yet released to the client (coalesced catch-up steps).
+    pending: u64,
+    reservation: u64,
+    fresh: bool,
+    events: mpsc::Sender<StepEvent>,
+    backlog: VecDeque<StepEvent>,
+    closed: bool,
+}
+
+impl Seq {
+    /// Sends what the backlog holds without waiting; marks the sequence closed once the
+    /// client is gone.
+    fn flush(&mut self) {
+        while let Some(ev) = self.backlog.front().copied() {
+            match self.events.try_send(ev) {
+                Ok(()) => {
+                    self.backlog.pop_front();
+                }
+                Err(TrySendError::Full(_)) => return,
+                Err(TrySendError::Closed(_)) => {
+                    self.closed = true;
+                    self.backlog.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends the tokens generated since the last release as one event.
+    fn release(&mut self, finish: Option<FinishReason>) {
+        if self.pending > 0 && !self.closed {
+            self.backlog.push_back(StepEvent {
+                tokens: self.pending,
+                finish,
+            });
+            self.pending = 0;
+            self.flush();
+        }
+    }
+}
+
+/// Creates the engine's request channel.
+pub fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (EngineHandle { tx }, rx)
+}
+
+/// Runs the engine until `cancel` fires or every handle is dropped.
+pub async fn run_engine(
+    cfg: EngineConfig,
+    counters: Arc<EngineCounters>,
+    mut rx: mpsc::UnboundedReceiver<EngineRequest>,
+    cancel: CancellationToken,
+) {
+    let model = cfg.model;
+    let zero_time = model.is_zero_time();
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut prefix_cache = cfg.prefix_cache;
+    let mut uniforms = vec![0.0f64; cfg.spec_acceptance.len()];
+    let mut queue: VecDeque<Queued> = VecDeque::new();
+    let mut running: Vec<Seq> = Vec::new();
+    let mut reserved: u64 = 0;
+    let mut deadline = Instant::now();
+    let mut last_release = deadline;
+
+    loop {
+        // 1. intake
+        let mut disconnected = false;
+        loop {
+            match rx.try_recv() {
+                Ok(req) => {
+                    let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
+                    queue.push_back(Queued { req, reservation });
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    disconnected = true;
+                    break;
+                }
+            }
+        }
+        queue.retain(|q| !q.req.events.is_closed());
+
+        // 2. admission (strict FIFO)
+        let n = model.admit_count(reserved, queue.iter().map(|q| q.reservation));
+        let mut prefill_tokens = 0u64;
+        for q in queue.drain(..n) {
+            reserved += q.reservation;
+            let prompt = q.req.prompt_tokens;
+            // a fully cached prompt still computes its last token, as vLLM does
+            let cached = match prefix_cache.as_mut() {
+                Some(c) => (c.lookup_and_insert(&q.req.prefix_blocks) as u64 * BLOCK_TOKENS)
+                    .min(prompt.saturating_sub(1)),
+                None => 0,
+            };
+            prefill_tokens += prompt - cached;
+            counters
+                .prefix_cache_queries
+                .fetch_add(prompt, Ordering::Relaxed);
+            counters
+                .prefix_cache_hits
+                .fetch_add(cached, Ordering::Relaxed);
+            counters
+                .prompt_tokens
+                .fetch_add(q.req.prompt_tokens, Ordering::Relaxed);
+            running.push(Seq {
+                prompt_tokens: q.req.prompt_tokens,
+                target: q.req.stop_at.min(q.req.max_tokens).max(1),
+                max_tokens: q.req.max_tokens,
+                generated: 0,
+                pending: 0,
+                reservation: q.reservation,
+                fresh: true,
+                events: q.req.events,
+                backlog: VecDeque::new(),
+                closed: false,
+            });
+        }
+        counters
+            .running
+            .store(running.len() as u64, Ordering::Relaxed);
+        counters
+            .waiting
+            .store(queue.len() as u64, Ordering::Relaxed);
+        counters.kv_reserved.store(reserved, Ordering::Relaxed);
+
+        if running.is_empty() {
+            // idle (or a queue that cannot be admitted with nothing running, which the HTTP
+            // layer prevents by rejecting requests larger than the KV budget): wait for work
+            if disconnected && queue.is_empty() {
+                return;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                req = rx.recv() => match req {
+                    Some(req) => {
+                        let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
+                        queue.push_back(Queued { req, reservation });
+                    }
+                    None => return,
+                },
+            }
+            deadline = Instant::now();
+            continue;
+        }
+
+        // 3. cost of this step
+        let resident: u64 = running.iter().map(|s| s.prompt_tokens + s.generated).sum();
+        let step = model.step_time(running.len(), resident) * cfg.jitter.sample(&mut rng)
+            + model.prefill_time(prefill_tokens);
+        deadline += Duration::from_secs_f64(step.max(0.0));
+        let now = Instant::now();
+        // steps due within a millisecond run back to back ("catching up"); their tokens are
+        // coalesced per sequence and released at least every millisecond and before any sleep
+        let catching_up = deadline <= now + Duration::from_millis(1);
+        if !catching_up {
+            for seq in running.iter_mut() {
+                seq.release(None);
+            }
+            last_release = now;
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        } else {
+            if deadline + MAX_LAG < now {
+                deadline = now - MAX_LAG;
+            }
+            if zero_time || now >= last_release + Duration::from_millis(1) {
+                for seq in running.iter_mut() {
+                    seq.release(None);
+                }
+                last_release = now;
+                tokio::task::yield_now().await;
+                if cancel.is_cancelled() {
+                    return;
+                }
+            }
+        }
+
+        // 4. the zero-time engine is paced by its slowest client
+        if zero_time {
+            for seq in running.iter_mut() {
+                while let Some(ev) = seq.backlog.pop_front() {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        sent = seq.events.send(ev) => if sent.is_err() {
+                            seq.closed = true;
+                            seq.backlog.clear();
+                        },
+                    }
+                }
+            }
+        }
+
+        // 5. emit tokens
+        for seq in running.iter_mut() {
+            if seq.closed {
+                continue;
+            }
+            seq.flush();
+            if seq.closed {
+                continue;
+            }
+            let remaining = seq.target - seq.generated;
+            let tokens = if seq.fresh || cfg.spec_acceptance.is_empty() {
+                seq.fresh = false;
+                1
+            } else {
+                for u in uniforms.iter_mut() {
+                    *u = rng.random::<f64>();
+                }
+                let s = spec_step(&cfg.spec_acceptance, &uniforms, remaining);
+                counters.spec_drafts.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .spec_draft_tokens
+                    .fetch_add(s.drafted, Ordering::Relaxed);
+                counters
+                    .spec_accepted
+                    .fetch_add(s.accepted, Ordering::Relaxed);
+                for pos in counters
+                    .spec_accepted_per_pos
+                    .iter()
+                    .take(s.accepted as usize)
+                {
+                    pos.fetch_add(1, Ordering::Relaxed);
+                }
+                s.emitted
+            };
+            seq.generated += tokens;
+            seq.pending += tokens;
+            let reason = if seq.target < seq.max_tokens {
+                FinishReason::Stop
+            } else {
+                FinishReason::Length
+            };
+            let finish = (seq.generated >= seq.target).then_some(reason);
+            counters
+                .generation_tokens
+                .fetch_add(tokens, Ordering::Relaxed);
+            if finish.is_some() || !catching_up || zero_time {
+                seq.release(finish);
+            }
+        }
+
+        // 6. retire finished and abandoned sequences, freeing their KV; a finished sequence
+        // whose client lags behind gets its remaining events from a small flushing task
+        let mut i = 0;
+        while i < running.len() {
+            let s = &running[i];
+            if s.closed || s.generated >= s.target {
+                let s = running.swap_remove(i);
+                reserved -= s.reservation;
+                if !s.closed {
+                    counters.requests_finished.fetch_add(1, Ordering::Relaxed);
+                    if !s.backlog.is_empty() {
+                        let (events, backlog) = (s.events, s.backlog);
+                        tokio::spawn(async move {
+                            for ev in backlog {
+                                if events.send(ev).await.is_err() {
+                                    break;
+                                }
+                            }
+                        });
+                    }
+                }
+            } else {
+                i += 1;
+            }
+        }
+        counters
+            .running
+            .store(running.len() as u64, Ordering::Relaxed);
+        counters.kv_reserved.store(reserved, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::profile::SimProfile;
+
+    fn engine(
+        budget: u64,
+        spec: Vec<f64>,
+    ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
+        let mut p = SimProfile::named("test").unwrap();
+        p.kv_budget_tokens = budget;
+        let cfg = EngineConfig {
+            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
+            jitter: Jitter::new(0.0),
+            seed: 1,
+            spec_acceptance: spec.clone(),
+            prefix_cache: None,
+        };
+        let counters = Arc::new(EngineCounters::new(spec.len()));
+        let (handle, rx) = channel();
+        let cancel = CancellationToken::new();
+        tokio::spawn(run_engine(cfg, counters.clone(), rx, cancel.clone()));
+        (handle, counters, cancel)
+    }
+
+    fn submit(h: &EngineHandle, prompt: u64, max: u64, stop_at: u64) -> mpsc::Receiver<StepEvent> {
+        let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+        h.submit(EngineRequest {
+            prompt_tokens: prompt,
+            max_tokens: max,
+            stop_at,
+            prefix_blocks: Vec::new(),
+            events: tx,
+        })
+        .unwrap();
+        rx
+    }
+
+    #[tokio::test]
+    async fn queue_waits_for_kv_and_counts_every_token() {
+        // budget fits two requests of (100 + 100) tokens, not three
+        let (h, counters, cancel) = engine(500, Vec::new());
+        let rxs: Vec<_> = (0..3).map(|_| submit(&h, 100, 100, 100)).collect();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(counters.running.load(Ordering::Relaxed), 2);
+        assert_eq!(counters.waiting.load(Ordering::Relaxed), 1);
+        let mut total = 0;
+        for rx in rxs {
+            let (n, finish) = drain_until_finish(rx).await;
+            assert_eq!(n, 100);
+            assert_eq!(finish, Some(FinishReason::Length));
+            total += n;
+        }
+        assert_eq!(counters.generation_tokens.load(Ordering::Relaxed), total);
+        assert_eq!(counters.prompt_tokens.load(Ordering::Relaxed), 300);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(counters.kv_reserved.load(Ordering::Relaxed), 0);
+        assert_eq!(counters.running.load(Ordering::Relaxed), 0);
+        cancel.cancel();
+    }
+
+    async fn drain_until_finish(mut rx: mpsc::Receiver<StepEvent>) -> (u64, Option<FinishReason>) {
+        let mut n = 0;
+        while let Some(ev) = rx.recv().await {
+            n += ev.tokens;
+            if ev.finish.is_some() {
+                return (n, ev.finish);
+            }
+        }
+        (n, None)
+    }
+
+    #[tokio::test]
+    async fn eos_and_spec_decoding_accounting() {
+        let (h, counters, cancel) = engine(1_000_000, vec![0.7, 0.45]);
+        let (n, finish) = drain_until_finish(submit(&h, 10, 50, 20)).await;
+        assert_eq!((n, finish), (20, Some(FinishReason::Stop)));
+        let drafts = counters.spec_drafts.load(Ordering::Relaxed);
+        let accepted = counters.spec_accepted.load(Ordering::Relaxed);
+        assert_eq!(1 + drafts + accepted, 20);
+        assert_eq!(
+            counters.spec_draft_tokens.load(Ordering::Relaxed),
+            2 * drafts
+        );
+        let per_pos: u64 = counters
+            .spec_accepted_per_pos
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .sum();
+        assert_eq!(per_pos, accepted);
+        // a dropped client frees its slot
+        drop(submit(&h, 10, 1000, 1000));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(counters.running.load(Ordering::Relaxed), 0);
+        cancel.cancel();
+    }
+}

@@ -1,0 +1,1014 @@
+//! Builds a [`ComparisonReport`] from baseline history and candidate runs: cell status logic
+//! (capacity, missing, errors), the noise fit per metric, the per-cell and matrix-wide tests,
+//! the multiplicity correction, and the headline.
+
+use std::collections::BTreeMap;
+
+use crate::results::{CellResult, CellStatus, RunResults, context_label};
+use crate::verdict::{
+    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Direction, GateVerdict,
+    MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
+};
+
+use super::interval::{LogChange, relative, significant_verdict};
+use super::multiplicity::adjust;
+use super::noise::{self, LogTable, NoiseModel, trimmed_mean};
+use super::{DecisionRule, StatsError};
+
+/// Every metric compared, primary first.
+pub const ALL_METRICS: [Metric; 8] = [
+    Metric::AggregateTps,
+    Metric::PerUserTps,
+    Metric::TtftP50,
+    Metric::TtftP90,
+    Metric::ItlP50,
+    Metric::ItlP90,
+    Metric::StepsPerS,
+    Metric::JoulesPerToken,
+];
+
+/// A metric's value in one cell, when the cell has it (finite and positive).
+pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
+    let v = match metric {
+        Metric::AggregateTps => Some(cell.aggregate_tps),
+        Metric::PerUserTps => cell.per_user_tps.map(|p| p.p50),
+        Metric::TtftP50 => cell.ttft_s.map(|p| p.p50),
+        Metric::TtftP90 => cell.ttft_s.map(|p| p.p90),
+        Metric::ItlP50 => cell.itl_s.map(|p| p.p50),
+        Metric::ItlP90 => cell.itl_s.map(|p| p.p90),
+        Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
+        Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
+    }?;
+    (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// The candidate's log measurements of one cell and metric in one run: the re-measurement
+/// rounds of the primary metric count as repetitions (a fresh set of streams each).
+fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
+    if metric == Metric::AggregateTps && !cell.rounds.is_empty() {
+        let v: Vec<f64> = cell
+            .rounds
+            .iter()
+            .map(|r| r.aggregate_tps)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .map(f64::ln)
+            .collect();
+        if !v.is_empty() {
+            return v;
+        }
+    }
+    metric_value(cell, metric)
+        .map(f64::ln)
+        .into_iter()
+        .collect()
+}
+
+/// Variance of the mean of the log sub-window samples (within-run noise of one cell); 0 when
+/// there are fewer than 2 samples.
+fn within_run_var(samples: &[f64]) -> f64 {
+    let logs: Vec<f64> = samples
+        .iter()
+        .filter(|v| v.is_finite() && **v > 0.0)
+        .map(|v| v.ln())
+        .collect();
+    let n = logs.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let var = logs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0);
+    var / n as f64
+}
+
+type Coord = (u32, u64);
+
+fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
+    run.cells.iter().find(|c| c.coord() == coord)
+}
+
+fn cell_label(coord: Coord) -> String {
+    format!("C={} / {}", coord.0, context_label(coord.1))
+}
+
+/// Whether a cell can be compared, and if not, its verdict and reason.
+enum Eligibility {
+    Comparable,
+    Decided(CellVerdict, String),
+}
+
+fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> Eligibility {
+    use CellStatus::*;
+    let mut cand_capacity = None;
+    for run in candidate {
+        match find(run, coord) {
+            None => {
+                return Eligibility::Decided(
+                    CellVerdict::NotComparable,
+                    format!("missing in candidate run {}", run.run_id),
+                );
+            }
+            Some(c) => match c.status {
+                Ok => {}
+                CapacityLimited => cand_capacity = Some(c.reason.clone().unwrap_or_default()),
+                Error | Skipped => {
+                    let what = if c.status == Error {
+                        "error"
+                    } else {
+                        "skipped"
+                    };
+                    let why = c.reason.as_deref().unwrap_or("no reason given");
+                    return Eligibility::Decided(
+                        CellVerdict::NotComparable,
+                        format!("{what} in candidate: {why}"),
+                    );
+                }
+            },
+        }
+    }
+    let statuses: Vec<CellStatus> = level
+        .iter()
+        .filter_map(|r| find(r, coord).map(|c| c.status))
+        .collect();
+    let ok = statuses.iter().filter(|s| **s == Ok).count();
+    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
+    if statuses.is_empty() {
+        return Eligibility::Decided(CellVerdict::NotComparable, "missing in baseline".into());
+    }
+    match cand_capacity {
+        Some(why) if ok > 0 && ok >= cap => {
+            let why = if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            };
+            Eligibility::Decided(
+                CellVerdict::CapacityRegression,
+                format!(
+                    "capacity-limited now{why}; fit in {ok} of the {} newest baseline runs",
+                    statuses.len()
+                ),
+            )
+        }
+        Some(_) if cap > 0 => Eligibility::Decided(
+            CellVerdict::NotComparable,
+            "capacity-limited on both sides".into(),
+        ),
+        Some(_) => Eligibility::Decided(
+            CellVerdict::NotComparable,
+            "capacity-limited now; no successful baseline measurement".into(),
+        ),
+        None if ok == 0 && cap > 0 => Eligibility::Decided(
+            CellVerdict::Improvement,
+            "fits now; capacity-limited in the baseline".into(),
+        ),
+        None if ok == 0 => Eligibility::Decided(
+            CellVerdict::NotComparable,
+            "no successful baseline measurement (error or skipped)".into(),
+        ),
+        None => Eligibility::Comparable,
+    }
+}
+
+/// One metric of one cell, before multiplicity correction.
+struct CellTest {
+    metric: Metric,
+    cell: usize,
+    /// Cell relative to its own run (run effect removed): the per-cell test.
+    specific: LogChange,
+    /// Total change (what people see).
+    total: LogChange,
+    margin: f64,
+    baseline: f64,
+    candidate: f64,
+    p_worse: f64,
+    p_better: f64,
+}
+
+/// The matrix-wide change of one metric (run effect of the candidate vs the baseline's).
+struct MatrixChange {
+    change: LogChange,
+    cells: usize,
+}
+
+/// Fits one metric and produces its per-cell tests and matrix change.
+fn test_metric(
+    metric: Metric,
+    cells: &[Coord],
+    history: &[RunResults],
+    level_n: usize,
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+) -> (Vec<CellTest>, Option<MatrixChange>) {
+    let direction = metric.direction();
+    // Cells where the candidate has the metric in every run and the history has it at least once.
+    let mut idx = Vec::new();
+    let mut cand_logs: Vec<Vec<Vec<f64>>> = Vec::new();
+    for (i, &coord) in cells.iter().enumerate() {
+        let logs: Vec<Vec<f64>> = candidate
+            .iter()
+            .filter_map(|r| find(r, coord))
+            .map(|c| candidate_logs(c, metric))
+            .collect();
+        if logs.len() != candidate.len() || logs.iter().any(Vec::is_empty) {
+            continue;
+        }
+        let in_history = history.iter().any(|r| {
+            find(r, coord)
+                .filter(|c| c.status == CellStatus::Ok)
+                .and_then(|c| metric_value(c, metric))
+                .is_some()
+        });
+        if in_history {
+            idx.push(i);
+            cand_logs.push(logs);
+        }
+    }
+    if idx.is_empty() {
+        return (Vec::new(), None);
+    }
+    let mut table = LogTable::new(history.len(), idx.len());
+    let mut base_within = vec![(0.0, 0usize); idx.len()];
+    for (r, run) in history.iter().enumerate() {
+        for (k, &i) in idx.iter().enumerate() {
+            if let Some(c) = find(run, cells[i]).filter(|c| c.status == CellStatus::Ok)
+                && let Some(v) = metric_value(c, metric)
+            {
+                table.set(r, k, v.ln());
+                if metric == Metric::AggregateTps && c.samples.len() >= 2 {
+                    base_within[k].0 += within_run_var(&c.samples);
+                    base_within[k].1 += 1;
+                }
+            }
+        }
+    }
+    let model: NoiseModel = noise::fit(&table, &rule.noise_settings());
+    let level_rows: Vec<usize> = (history.len() - level_n..history.len())
+        .filter(|&r| !model.outlier_run[r] && model.run_effect[r].is_finite())
+        .collect();
+
+    // Candidate run effects (same robust centre as the baseline's).
+    let j = candidate.len();
+    let mut buf = Vec::with_capacity(idx.len());
+    let cand_effect: Vec<f64> = (0..j)
+        .map(|run| {
+            buf.clear();
+            buf.extend(
+                cand_logs
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| model.cell_center[*k].is_finite())
+                    .map(|(k, logs)| mean(&logs[run]) - model.cell_center[k]),
+            );
+            trimmed_mean(&mut buf)
+        })
+        .collect();
+    let cand_effect_mean = cand_effect.iter().sum::<f64>() / j as f64;
+
+    // Matrix-wide change: candidate run effect vs the level runs' run effects.
+    let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
+    let matrix = (!base_effects.is_empty()).then(|| {
+        let level = mean(&base_effects);
+        let se = model.run_sigma * (1.0 / j as f64 + 1.0 / base_effects.len() as f64).sqrt();
+        MatrixChange {
+            change: LogChange {
+                estimate: cand_effect_mean - level,
+                se,
+                df: model.run_df,
+            },
+            cells: idx.len(),
+        }
+    });
+
+    let mut tests = Vec::new();
+    for (k, &i) in idx.iter().enumerate() {
+        // Run-adjusted baseline level of the cell from the newest kept entries.
+        let mut rows: Vec<usize> = level_rows
+            .iter()
+            .copied()
+            .filter(|&r| model.is_kept(r, k))
+            .collect();
+        if rows.is_empty() {
+            rows = (0..history.len())
+                .rev()
+                .filter(|&r| model.is_kept(r, k))
+                .take(level_n)
+                .collect();
+        }
+        if rows.is_empty() || !model.cell_center[k].is_finite() {
+            continue;
+        }
+        let adj: Vec<f64> = rows
+            .iter()
+            .map(|&r| table.get(r, k) - model.run_effect[r])
+            .collect();
+        let cell_level = mean(&adj);
+        let raw_level = mean(&rows.iter().map(|&r| table.get(r, k)).collect::<Vec<_>>());
+        let n_level = rows.len() as f64;
+        // Candidate: per run, the mean over its repetitions (rounds) of the run-adjusted value.
+        let mut spec_sum = 0.0;
+        let mut raw_sum = 0.0;
+        let mut reps_inv = 0.0;
+        let mut cand_within = 0.0;
+        for (run, logs) in cand_logs[k].iter().enumerate() {
+            let m = mean(logs);
+            spec_sum += m - cand_effect[run];
+            raw_sum += m;
+            reps_inv += 1.0 / logs.len() as f64;
+            if metric == Metric::AggregateTps
+                && let Some(c) = find(&candidate[run], cells[i])
+            {
+                cand_within += within_run_var(&c.samples) / logs.len() as f64;
+            }
+        }
+        let jf = j as f64;
+        let sigma = model.cell_sigma[k];
+        // The history's between-run noise already contains the typical within-run spread;
+        // only a candidate noisier than the baseline's runs adds its excess.
+        let base_w = if base_within[k].1 > 0 {
+            base_within[k].0 / base_within[k].1 as f64
+        } else {
+            0.0
+        };
+        let excess = (cand_within / jf - base_w * reps_inv / jf).max(0.0) / jf;
+        let var_spec = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
+        let specific = LogChange {
+            estimate: spec_sum / jf - cell_level,
+            se: var_spec.sqrt(),
+            df: model.cell_df[k],
+        };
+        let (total_est, var_total, df_total) = match &matrix {
+            Some(m) => (
+                raw_sum / jf - raw_level,
+                var_spec + m.change.se * m.change.se,
+                model.cell_df[k].min(m.change.df),
+            ),
+            None => (raw_sum / jf - raw_level, var_spec, model.cell_df[k]),
+        };
+        let total = LogChange {
+            estimate: total_est,
+            se: var_total.sqrt(),
+            df: df_total,
+        };
+        tests.push(CellTest {
+            metric,
+            cell: i,
+            specific,
+            total,
+            margin: rule.min_effect.max(rule.noise_k * sigma),
+            baseline: raw_level.exp(),
+            candidate: (raw_sum / jf).exp(),
+            p_worse: specific.p_worse(direction),
+            p_better: specific.p_better(direction),
+        });
+    }
+    (tests, matrix)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile
+/// (oldest → newest). The newest `level_runs` runs define the level, the newest `noise_runs`
+/// the noise. An empty baseline gives a `no_baseline` report.
+pub fn compare(
+    baseline: &[RunResults],
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+) -> Result<ComparisonReport, StatsError> {
+    rule.validate()?;
+    let first = candidate.first().ok_or(StatsError::NoCandidate)?;
+    for run in candidate.iter().chain(baseline) {
+        if run.profile.key != first.profile.key {
+            return Err(StatsError::ProfileMismatch {
+                baseline: run.profile.key.clone(),
+                candidate: first.profile.key.clone(),
+                run_id: run.run_id.clone(),
+            });
+        }
+    }
+    // Cell coordinates: the candidate's order, then cells only the baseline has.
+    let mut coords: Vec<Coord> = Vec::new();
+    for run in candidate.iter().chain(baseline.iter().rev()) {
+        for c in &run.cells {
+            if !coords.contains(&c.coord()) {
+                coords.push(c.coord());
+            }
+        }
+    }
+    let history = &baseline[baseline.len() - baseline.len().min(rule.noise_runs)..];
+    let level_n = history.len().min(rule.level_runs);
+    let level = &history[history.len() - level_n..];
+
+    let mut report = ComparisonReport {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        profile: first.profile.clone(),
+        suite: first.suite.clone(),
+        candidate_runs: candidate.iter().map(|r| r.run_id.clone()).collect(),
+        baseline: BaselineSummary {
+            level_runs: level.iter().map(|r| r.run_id.clone()).collect(),
+            noise_runs: history.len(),
+        },
+        gate: GateVerdict::NoBaseline,
+        headline: String::new(),
+        matrix_test: None,
+        cells: Vec::new(),
+        rule: rule.summary(),
+    };
+    if baseline.is_empty() {
+        report.cells = coords
+            .iter()
+            .map(|&(c, l)| CellComparison {
+                concurrency: c,
+                context_tokens: l,
+                verdict: CellVerdict::NotComparable,
+                reason: Some("no baseline".into()),
+                metrics: Vec::new(),
+            })
+            .collect();
+        report.headline = format!(
+            "no baseline for profile {}: {} cells measured, nothing compared",
+            first.profile.key,
+            coords.len()
+        );
+        return Ok(report);
+    }
+
+    let mut decided: Vec<Option<(CellVerdict, String)>> = Vec::with_capacity(coords.len());
+    let mut comparable = Vec::new();
+    for &coord in &coords {
+        match eligibility(coord, level, candidate) {
+            Eligibility::Comparable => {
+                comparable.push(coord);
+                decided.push(None);
+            }
+            Eligibility::Decided(v, why) => decided.push(Some((v, why))),
+        }
+    }
+
+    let mut tests: Vec<CellTest> = Vec::new();
+    let mut matrices: BTreeMap<Metric, MatrixChange> = BTreeMap::new();
+    for metric in ALL_METRICS {
+        let (t, m) = test_metric(metric, &comparable, history, level_n, candidate, rule);
+        tests.extend(t);
+        if let Some(m) = m {
+            matrices.insert(metric, m);
+        }
+    }
+
+    // Multiplicity: gating metrics form one family at the cells' alpha, the reported-only
+    // metrics another; improvements are adjusted the same way, separately.
+    let gating = |m: Metric| rule.metrics.contains(&m);
+    let mut p_adj_worse = vec![1.0; tests.len()];
+    let mut p_adj_better = vec![1.0; tests.len()];
+    for family in [true, false] {
+        let members: Vec<usize> = (0..tests.len())
+            .filter(|&i| gating(tests[i].metric) == family)
+            .collect();
+        let worse: Vec<f64> = members.iter().map(|&i| tests[i].p_worse).collect();
+        let better: Vec<f64> = members.iter().map(|&i| tests[i].p_better).collect();
+        for (k, (w, b)) in adjust(&worse, rule.correction)
+            .into_iter()
+            .zip(adjust(&better, rule.correction))
+            .enumerate()
+        {
+            p_adj_worse[members[k]] = w;
+            p_adj_better[members[k]] = b;
+        }
+    }
+
+    // Matrix-wide verdict per metric (the primary's is reported and gates).
+    let matrix_alpha = rule.matrix_alpha();
+    let matrix_verdicts: BTreeMap<Metric, CellVerdict> = matrices
+        .iter()
+        .map(|(&metric, m)| {
+            let v = m.change.margin_verdict(
+                metric.direction(),
+                rule.confidence,
+                rule.matrix_min_effect,
+            );
+            let v = significant_verdict(
+                v,
+                m.change.p_worse(metric.direction()),
+                m.change.p_better(metric.direction()),
+                matrix_alpha,
+            );
+            (metric, v)
+        })
+        .collect();
+    if rule.matrix_test
+        && let Some(m) = matrices.get(&Metric::AggregateTps)
+    {
+        let (lo, hi) = m.change.interval(rule.confidence);
+        report.matrix_test = Some(MatrixTest {
+            change: relative(m.change.estimate),
+            ci_low: relative(lo),
+            ci_high: relative(hi),
+            margin: rule.matrix_min_effect,
+            p_value: m.change.p_worse(Direction::HigherIsBetter),
+            verdict: matrix_verdicts[&Metric::AggregateTps],
+            cells: m.cells,
+        });
+    }
+
+    // Per metric verdicts.
+    let family_alpha = |metric: Metric| {
+        if gating(metric) {
+            rule.cell_alpha()
+        } else {
+            rule.alpha
+        }
+    };
+    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    for (t, (pw, pb)) in tests.iter().zip(p_adj_worse.iter().zip(&p_adj_better)) {
+        let dir = t.metric.direction();
+        let specific = significant_verdict(
+            t.specific.margin_verdict(dir, rule.confidence, t.margin),
+            *pw,
+            *pb,
+            family_alpha(t.metric),
+        );
+        let matrix_v = if rule.matrix_test || !gating(t.metric) {
+            matrix_verdicts.get(&t.metric).copied()
+        } else {
+            None
+        };
+        let (verdict, why) = match (specific, matrix_v) {
+            (CellVerdict::Regression, _) | (CellVerdict::Improvement, _) => {
+                let (lo, hi) = t.specific.interval(rule.confidence);
+                (
+                    specific,
+                    format!(
+                        "{} vs the rest of its run {:+.1}% [{:+.1}%, {:+.1}%]",
+                        t.metric.as_str(),
+                        100.0 * relative(t.specific.estimate),
+                        100.0 * relative(lo),
+                        100.0 * relative(hi)
+                    ),
+                )
+            }
+            (_, Some(mv @ (CellVerdict::Regression | CellVerdict::Improvement))) => {
+                let v = t.total.margin_verdict(dir, rule.confidence, t.margin);
+                let v = if v == CellVerdict::Unchanged {
+                    CellVerdict::Inconclusive
+                } else {
+                    v
+                };
+                let m = &matrices[&t.metric].change;
+                (
+                    v,
+                    format!(
+                        "matrix-wide {} {:+.1}% ({})",
+                        t.metric.as_str(),
+                        100.0 * relative(m.estimate),
+                        mv.as_str()
+                    ),
+                )
+            }
+            _ => (specific, String::new()),
+        };
+        let (lo, hi) = t.total.interval(rule.confidence);
+        per_cell.entry(t.cell).or_default().push((
+            MetricComparison {
+                metric: t.metric,
+                direction: dir,
+                baseline: t.baseline,
+                candidate: t.candidate,
+                change: relative(t.total.estimate),
+                ci_low: relative(lo),
+                ci_high: relative(hi),
+                margin: t.margin,
+                p_value: t.p_worse,
+                p_adjusted: *pw,
+                verdict,
+            },
+            why,
+        ));
+    }
+
+    let mut comparable_idx = 0usize;
+    for (coord, decision) in coords.iter().zip(decided) {
+        let (verdict, reason, metrics) = match decision {
+            Some((v, why)) => (v, Some(why), Vec::new()),
+            None => {
+                let i = comparable_idx;
+                comparable_idx += 1;
+                let entries = per_cell.remove(&i).unwrap_or_default();
+                let gating_entries: Vec<&(MetricComparison, String)> =
+                    entries.iter().filter(|(m, _)| gating(m.metric)).collect();
+                let pick = |v: CellVerdict| gating_entries.iter().find(|(m, _)| m.verdict == v);
+                let chosen = [
+                    CellVerdict::Regression,
+                    CellVerdict::Inconclusive,
+                    CellVerdict::Improvement,
+                    CellVerdict::Unchanged,
+                ]
+                .into_iter()
+                .find_map(pick);
+                let (verdict, reason) = match chosen {
+                    Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
+                    None => (
+                        CellVerdict::NotComparable,
+                        Some("no gating metric measured on both sides".to_string()),
+                    ),
+                };
+                (
+                    verdict,
+                    reason,
+                    entries.into_iter().map(|(m, _)| m).collect(),
+                )
+            }
+        };
+        report.cells.push(CellComparison {
+            concurrency: coord.0,
+            context_tokens: coord.1,
+            verdict,
+            reason,
+            metrics,
+        });
+    }
+    report.gate = gate_of(&report);
+    report.headline = headline(&report);
+    Ok(report)
+}
+
+/// The gate's answer: `regression` when a cell (or capacity) regressed or the matrix-wide test
+/// did; `inconclusive` when nothing regressed but a cell is undecided; `no_baseline` when no
+/// cell could be compared because there was no baseline; otherwise `pass`.
+pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
+    let matrix_regressed = report
+        .matrix_test
+        .as_ref()
+        .is_some_and(|m| m.verdict == CellVerdict::Regression);
+    if matrix_regressed || report.cells.iter().any(|c| c.verdict.is_regression()) {
+        GateVerdict::Regression
+    } else if report.baseline.level_runs.is_empty() {
+        GateVerdict::NoBaseline
+    } else if report
+        .cells
+        .iter()
+        .any(|c| c.verdict == CellVerdict::Inconclusive)
+    {
+        GateVerdict::Inconclusive
+    } else {
+        GateVerdict::Pass
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", 100.0 * x).replace('-', "−")
+}
+
+/// One line for people, e.g. "2 regressions, worst −7.4% at C=8 / 32k".
+fn headline(report: &ComparisonReport) -> String {
+    if report.gate == GateVerdict::NoBaseline {
+        return format!(
+            "no baseline: {} cells measured, nothing compared",
+            report.cells.len()
+        );
+    }
+    let matrix = report.matrix_test.as_ref().map(|m| {
+        format!(
+            "matrix {} [{}, {}]",
+            pct(m.change),
+            pct(m.ci_low),
+            pct(m.ci_high)
+        )
+    });
+    let regressions: Vec<&CellComparison> = report.regressions().collect();
+    let count = |v: CellVerdict| report.cells.iter().filter(|c| c.verdict == v).count();
+    let mut parts = Vec::new();
+    if !regressions.is_empty() {
+        let n = regressions.len();
+        let mut s = format!("{n} regression{}", if n == 1 { "" } else { "s" });
+        let worst = regressions
+            .iter()
+            .filter_map(|c| {
+                c.primary()
+                    .map(|m| (m.change, (c.concurrency, c.context_tokens)))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((change, coord)) = worst {
+            s.push_str(&format!(", worst {} at {}", pct(change), cell_label(coord)));
+        }
+        let cap = count(CellVerdict::CapacityRegression);
+        if cap > 0 {
+            s.push_str(&format!(" ({cap} capacity)"));
+        }
+        parts.push(s);
+        if let (Some(m), Some(text)) = (&report.matrix_test, &matrix)
+            && m.verdict == CellVerdict::Regression
+        {
+            parts.push(format!("{text} regressed"));
+        }
+    } else if let (Some(m), Some(text)) = (&report.matrix_test, &matrix)
+        && m.verdict == CellVerdict::Regression
+    {
+        parts.push(format!("matrix-wide regression: {text}"));
+    } else {
+        let compared = report
+            .cells
+            .iter()
+            .filter(|c| !matches!(c.verdict, CellVerdict::NotComparable))
+            .count();
+        let mut s = format!("no regressions across {compared} cells");
+        if let Some(text) = &matrix {
+            s.push_str(&format!(" ({text})"));
+        }
+        parts.push(s);
+    }
+    for (v, word) in [
+        (CellVerdict::Improvement, "improved"),
+        (CellVerdict::Inconclusive, "inconclusive"),
+        (CellVerdict::NotComparable, "not comparable"),
+    ] {
+        let n = count(v);
+        if n > 0 {
+            parts.push(format!("{n} {word}"));
+        }
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Percentiles;
+    use crate::stats::eval::{cell_levels, template};
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use rand_distr::{Distribution, Normal};
+
+    /// A run of the synthetic 20-cell profile: each cell's level times `factor(cell index)`,
+    /// with run noise `run_cv`, cell noise `cell_cv` and 5 sub-windows of 1%.
+    fn run(
+        id: &str,
+        rng: &mut StdRng,
+        run_cv: f64,
+        cell_cv: f64,
+        factor: &dyn Fn(usize) -> f64,
+    ) -> RunResults {
+        let n = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
+        let mut r = template();
+        r.run_id = id.into();
+        let run_f = (run_cv * n.sample(rng)).exp();
+        r.cells = cell_levels()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (c, ctx, level))| {
+                let mean = level * run_f * (cell_cv * n.sample(rng)).exp() * factor(i);
+                let samples: Vec<f64> = (0..5)
+                    .map(|_| mean * (0.01 * n.sample(rng)).exp())
+                    .collect();
+                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
+                cell.reason = None;
+                cell.aggregate_tps = samples.iter().sum::<f64>() / 5.0;
+                cell.samples = samples;
+                cell.ttft_s = Some(Percentiles {
+                    mean: 0.2 / factor(i),
+                    p50: 0.2 / factor(i),
+                    p90: 0.3 / factor(i),
+                    p99: 0.4 / factor(i),
+                    count: 100,
+                });
+                cell
+            })
+            .collect();
+        r
+    }
+
+    fn history(rng: &mut StdRng, n: usize) -> Vec<RunResults> {
+        (0..n)
+            .map(|i| run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
+            .collect()
+    }
+
+    #[test]
+    fn identical_baseline_and_candidate_are_unchanged() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let one = run("same", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let base = vec![one.clone(), one.clone(), one.clone()];
+        let report = compare(&base, &[one], &DecisionRule::default()).unwrap();
+        assert_eq!(report.gate, GateVerdict::Pass, "{}", report.headline);
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict == CellVerdict::Unchanged)
+        );
+        assert!(
+            report
+                .headline
+                .starts_with("no regressions across 20 cells"),
+            "{}",
+            report.headline
+        );
+        let m = report.cells[0].primary().unwrap();
+        assert!(m.change.abs() < 1e-12 && m.ci_low < 0.0 && m.ci_high > 0.0);
+    }
+
+    #[test]
+    fn ten_percent_slower_everywhere_is_a_regression() {
+        let mut rng = StdRng::seed_from_u64(2);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|_| 0.9);
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.gate, GateVerdict::Regression);
+        let m = report.matrix_test.as_ref().unwrap();
+        assert_eq!(m.verdict, CellVerdict::Regression);
+        assert!((m.change + 0.10).abs() < 0.03, "{}", m.change);
+        assert!(m.ci_low < m.change && m.change < m.ci_high);
+        let regressed = report.regressions().count();
+        assert!(regressed >= 10, "{regressed} cells: {}", report.headline);
+        // The rest are undecided, never "unchanged": the interval reaches the margin.
+        assert!(report.cells.iter().all(|c| matches!(
+            c.verdict,
+            CellVerdict::Regression | CellVerdict::Inconclusive
+        )));
+        assert!(
+            report.headline.contains("regressions, worst −"),
+            "{}",
+            report.headline
+        );
+    }
+
+    #[test]
+    fn one_cell_ten_percent_slower_is_found_by_the_cell_test() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let base = history(&mut rng, 20);
+        // Quieter candidate noise so that the single test is not a coin toss.
+        let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
+            if i == 7 { 0.88 } else { 1.0 }
+        });
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(
+            report.cells[7].verdict,
+            CellVerdict::Regression,
+            "{:?}",
+            report.cells[7]
+        );
+        assert_eq!(report.gate, GateVerdict::Regression);
+        assert_eq!(report.regressions().count(), 1, "{}", report.headline);
+        assert_ne!(
+            report.matrix_test.as_ref().unwrap().verdict,
+            CellVerdict::Regression
+        );
+        assert!(
+            report.headline.contains("at C=4 / 32k"),
+            "{}",
+            report.headline
+        );
+    }
+
+    #[test]
+    fn an_outlier_run_neither_hides_nor_invents_regressions() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let mut base = history(&mut rng, 20);
+        // The newest run (inside the level window) is 8% slow everywhere.
+        base[19] = run("outlier", &mut rng, 0.0, 0.02, &|_| 0.92);
+        let clean = DecisionRule::default();
+        let aa = run("aa", &mut rng, 0.0, 0.005, &|_| 1.0);
+        let report = compare(&base, &[aa], &clean).unwrap();
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(report.matrix_test.as_ref().unwrap().change.abs() < 0.02);
+        let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.95);
+        let report = compare(&base, &[slow], &clean).unwrap();
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+    }
+
+    #[test]
+    fn capacity_and_not_comparable_cells() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut base = history(&mut rng, 5);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        // Cell 0: newly capacity-limited.
+        cand.cells[0].status = CellStatus::CapacityLimited;
+        cand.cells[0].reason = Some("5/8 running".into());
+        // Cell 1: capacity-limited on both sides.
+        cand.cells[1].status = CellStatus::CapacityLimited;
+        for b in &mut base {
+            b.cells[1].status = CellStatus::CapacityLimited;
+        }
+        // Cell 2: error in the candidate.
+        cand.cells[2] = CellResult::unmeasured(
+            cand.cells[2].concurrency,
+            cand.cells[2].context_tokens,
+            CellStatus::Error,
+            "stream reset",
+        );
+        // Cell 3: missing from the baseline.
+        for b in &mut base {
+            b.cells.remove(3);
+        }
+        // Cell 4 (candidate side): fits now, capacity-limited in the baseline.
+        for b in &mut base {
+            b.cells[3].status = CellStatus::CapacityLimited; // index 3 is now old cell 4
+        }
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let v: Vec<CellVerdict> = report.cells.iter().take(5).map(|c| c.verdict).collect();
+        assert_eq!(
+            v,
+            [
+                CellVerdict::CapacityRegression,
+                CellVerdict::NotComparable,
+                CellVerdict::NotComparable,
+                CellVerdict::NotComparable,
+                CellVerdict::Improvement
+            ]
+        );
+        assert!(
+            report.cells[0]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("5/8 running")
+        );
+        assert_eq!(
+            report.cells[1].reason.as_deref(),
+            Some("capacity-limited on both sides")
+        );
+        assert!(
+            report.cells[2]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("stream reset")
+        );
+        assert_eq!(
+            report.cells[3].reason.as_deref(),
+            Some("missing in baseline")
+        );
+        assert_eq!(report.gate, GateVerdict::Regression);
+        assert!(report.headline.contains("capacity"), "{}", report.headline);
+    }
+
+    #[test]
+    fn profile_mismatch_names_both_keys() {
+        let mut rng = StdRng::seed_from_u64(6);
+        let base = history(&mut rng, 2);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        cand.profile.key = "other-profile".into();
+        let err = compare(&base, &[cand], &DecisionRule::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StatsError::ProfileMismatch { .. }));
+        assert!(
+            msg.contains("other-profile") && msg.contains(&base[0].profile.key),
+            "{msg}"
+        );
+        assert!(matches!(
+            compare(&base, &[], &DecisionRule::default()),
+            Err(StatsError::NoCandidate)
+        ));
+    }
+
+    #[test]
+    fn empty_baseline_gives_no_baseline() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let report = compare(&[], &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.gate, GateVerdict::NoBaseline);
+        assert_eq!(report.cells.len(), 20);
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict == CellVerdict::NotComparable
+                    && c.reason.as_deref() == Some("no baseline"))
+        );
+    }
+
+    #[test]
+    fn latency_metrics_have_their_direction_and_do_not_gate_by_default() {
+        let mut rng = StdRng::seed_from_u64(8);
+        let mut base = history(&mut rng, 10);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        // TTFT 30% higher (worse) everywhere in the candidate; a little noise in the history.
+        for (k, b) in base.iter_mut().enumerate() {
+            for c in &mut b.cells {
+                let t = c.ttft_s.as_mut().unwrap();
+                t.p50 *= 1.0 + 0.01 * ((k % 3) as f64 - 1.0);
+            }
+        }
+        for c in &mut cand.cells {
+            c.ttft_s.as_mut().unwrap().p50 *= 1.3;
+        }
+        let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+        let ttft = report.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::TtftP50)
+            .unwrap();
+        assert_eq!(ttft.direction, Direction::LowerIsBetter);
+        assert!((ttft.change - 0.3).abs() < 0.01);
+        assert_eq!(ttft.verdict, CellVerdict::Regression);
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // Gating on TTFT too makes it fail.
+        let rule = DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::TtftP50],
+            ..DecisionRule::default()
+        };
+        let gated = compare(&base, &[cand], &rule).unwrap();
+        assert_eq!(gated.gate, GateVerdict::Regression);
+        assert_eq!(gated.cells[0].verdict, CellVerdict::Regression);
+    }
+}

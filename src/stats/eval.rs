@@ -1,0 +1,493 @@
+//! Monte Carlo evaluation of the decision rule (`infergate stats-eval`).
+//!
+//! Synthetic 20-cell matrices (5 concurrency levels x 4 contexts, levels shaped like the seed's
+//! RTX 5090 run) with multiplicative GPU-runner noise: a run factor shared by every cell of a
+//! run, a per-cell per-run term, a within-run sub-window term, a slow random-walk drift and one
+//! outlier run in 20. Each trial builds real [`RunResults`] and calls the real
+//! [`compare`](super::compare), so the figures measure the product, not a copy of it.
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Normal};
+use serde::{Deserialize, Serialize};
+
+use crate::results::{
+    CellResult, CellStatus, EngineIdentity, HardwareFingerprint, MatrixSpec, ProfileKey,
+    ResultsSource, RunResults, RunStatus, ToolInfo,
+};
+use crate::verdict::{CellVerdict, GateVerdict};
+
+use super::{DecisionRule, StatsError, compare};
+
+/// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NoiseSpec {
+    /// Shared by all cells of one run (clocks, thermals, the boot).
+    pub run_cv: f64,
+    /// Per cell, per run.
+    pub cell_cv: f64,
+    /// Per sub-window within a cell's window.
+    pub window_cv: f64,
+    /// Sub-windows per cell.
+    pub windows: usize,
+    /// Random-walk step of the slow drift per run (shared by all cells).
+    pub drift_per_run: f64,
+    /// One run in this many (in the history) is an outlier.
+    pub outlier_every: usize,
+    /// Relative effect of an outlier run on every cell.
+    pub outlier_effect: f64,
+}
+
+impl Default for NoiseSpec {
+    fn default() -> Self {
+        NoiseSpec {
+            run_cv: 0.01,
+            cell_cv: 0.02,
+            window_cv: 0.01,
+            windows: 5,
+            drift_per_run: 0.001,
+            outlier_every: 20,
+            outlier_effect: -0.08,
+        }
+    }
+}
+
+/// What the candidate changed.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "effect")]
+pub enum Scenario {
+    /// A/A: no change (the gate's answer is a false alarm if it says regression).
+    AA,
+    /// Every cell changes by this relative amount.
+    Uniform(f64),
+    /// One (random) cell changes by this relative amount.
+    SingleCell(f64),
+}
+
+impl Scenario {
+    /// Short name used in outputs (`aa`, `uniform_-5%`, `single_cell_-10%`).
+    pub fn name(&self) -> String {
+        match self {
+            Scenario::AA => "aa".into(),
+            Scenario::Uniform(e) => format!("uniform_{:+}%", (e * 100.0).round()),
+            Scenario::SingleCell(e) => format!("single_cell_{:+}%", (e * 100.0).round()),
+        }
+    }
+}
+
+/// The scenarios `stats-eval` measures.
+pub const SCENARIOS: [Scenario; 5] = [
+    Scenario::AA,
+    Scenario::Uniform(-0.02),
+    Scenario::Uniform(-0.05),
+    Scenario::Uniform(-0.10),
+    Scenario::SingleCell(-0.10),
+];
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalConfig {
+    pub trials: usize,
+    pub seed: u64,
+    /// History lengths (baseline runs) to evaluate.
+    pub histories: Vec<usize>,
+    /// Candidate runs (repetitions) per comparison; each has its own run factor.
+    #[serde(default = "one")]
+    pub candidate_runs: usize,
+    pub noise: NoiseSpec,
+    pub rule: DecisionRule,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Measured rates of one scenario at one history length.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioOutcome {
+    pub scenario: Scenario,
+    pub name: String,
+    /// Share of trials where the gate said `regression` (false-alarm rate for A/A, else power).
+    pub regression_rate: f64,
+    /// Share of trials where the matrix-wide test said `regression`.
+    pub matrix_regression_rate: f64,
+    /// Share of trials where the gate said `inconclusive`.
+    pub gate_inconclusive_rate: f64,
+    /// Mean share of cells whose verdict was `inconclusive`.
+    pub cell_inconclusive_rate: f64,
+    /// Mean share of cells whose verdict was `unchanged`.
+    pub cell_unchanged_rate: f64,
+    /// Single-cell scenario: share of trials where the changed cell itself was a regression.
+    #[serde(default)]
+    pub target_cell_rate: Option<f64>,
+    /// Monte Carlo standard error of `regression_rate`.
+    pub std_error: f64,
+    /// Mean half-width of the matrix-wide interval (relative).
+    pub matrix_half_width: f64,
+    /// Mean half-width of the cells' intervals of the total change (relative).
+    pub cell_half_width: f64,
+    /// Mean margin of the cells (relative).
+    pub cell_margin: f64,
+}
+
+/// All scenarios at one history length.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryOutcome {
+    pub history: usize,
+    pub scenarios: Vec<ScenarioOutcome>,
+}
+
+/// A target of the issue and whether it was met.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetCheck {
+    pub description: String,
+    pub history: usize,
+    pub measured: f64,
+    pub met: bool,
+}
+
+/// The evaluation's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalReport {
+    pub trials: usize,
+    pub seed: u64,
+    pub cells: usize,
+    pub candidate_runs: usize,
+    pub noise: NoiseSpec,
+    pub rule: DecisionRule,
+    pub histories: Vec<HistoryOutcome>,
+    pub targets: Vec<TargetCheck>,
+}
+
+impl EvalReport {
+    /// The outcome of `scenario` at history length `history`, when measured.
+    pub fn outcome(&self, history: usize, scenario: Scenario) -> Option<&ScenarioOutcome> {
+        self.histories
+            .iter()
+            .find(|h| h.history == history)?
+            .scenarios
+            .iter()
+            .find(|s| s.scenario == scenario)
+    }
+}
+
+const CONCURRENCY: [u32; 5] = [1, 2, 4, 8, 12];
+const CONTEXTS: [u64; 4] = [8192, 32768, 65536, 131072];
+
+/// Mean aggregate tok/s of each cell, shaped like the seed (RTX 5090, vLLM, 8B-class model):
+/// sub-linear in concurrency, falling with context.
+pub(crate) fn cell_levels() -> Vec<(u32, u64, f64)> {
+    let mut out = Vec::new();
+    for (i, &ctx) in CONTEXTS.iter().enumerate() {
+        for &c in &CONCURRENCY {
+            let level = 45.0 * f64::from(c).powf(0.62) * (1.0 - 0.08 * i as f64);
+            out.push((c, ctx, level));
+        }
+    }
+    out
+}
+
+/// A template run of the synthetic profile.
+pub(crate) fn template() -> RunResults {
+    let matrix = MatrixSpec {
+        model: "synthetic/model-8b".into(),
+        concurrency: CONCURRENCY.to_vec(),
+        contexts: CONTEXTS.to_vec(),
+        duration_s: 30.0,
+        warmup_s: 5.0,
+        max_tokens: 512,
+        unique_context_percent: 100.0,
+        sub_windows: 5,
+        repetitions: 1,
+    };
+    let hardware = HardwareFingerprint {
+        kind: "gpu".into(),
+        gpu_model: Some("Synthetic GPU".into()),
+        gpu_count: 1,
+        driver_version: None,
+        cpu_model: None,
+    };
+    RunResults {
+        schema_version: crate::results::SCHEMA_VERSION,
+        tool: ToolInfo::current(),
+        run_id: String::new(),
+        suite: Some("stats-eval".into()),
+        started_at: chrono::DateTime::UNIX_EPOCH,
+        finished_at: None,
+        status: RunStatus::Complete,
+        status_reason: None,
+        profile: ProfileKey::derive(hardware, "synthetic", &matrix.model, &matrix),
+        engine: EngineIdentity {
+            name: "synthetic".into(),
+            ..EngineIdentity::default()
+        },
+        matrix,
+        cells: Vec::new(),
+        telemetry: None,
+        events: Vec::new(),
+        source: ResultsSource::Infergate,
+        labels: Default::default(),
+    }
+}
+
+/// Draws the noise of one run: `log_level[c]` per cell before sub-windows.
+struct RunDraw {
+    cell_log: Vec<f64>,
+}
+
+struct Sampler {
+    rng: StdRng,
+    std: Normal<f64>,
+}
+
+impl Sampler {
+    fn normal(&mut self, sd: f64) -> f64 {
+        sd * self.std.sample(&mut self.rng)
+    }
+}
+
+fn make_run(
+    template: &RunResults,
+    levels: &[(u32, u64, f64)],
+    draw: &RunDraw,
+    effects: &[f64],
+    noise: &NoiseSpec,
+    sampler: &mut Sampler,
+    id: String,
+) -> RunResults {
+    let mut run = template.clone();
+    run.run_id = id;
+    run.cells = levels
+        .iter()
+        .enumerate()
+        .map(|(i, &(c, ctx, level))| {
+            let mean = level * (draw.cell_log[i]).exp() * (1.0 + effects[i]);
+            let samples: Vec<f64> = (0..noise.windows)
+                .map(|_| mean * sampler.normal(noise.window_cv).exp())
+                .collect();
+            let tps = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
+            let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
+            cell.reason = None;
+            cell.aggregate_tps = tps;
+            cell.samples = samples;
+            cell.measured_s = 30.0;
+            cell.output_tokens = (tps * 30.0) as u64;
+            cell
+        })
+        .collect();
+    run
+}
+
+/// Runs the Monte Carlo.
+pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
+    cfg.rule.validate()?;
+    let noise = &cfg.noise;
+    let levels = cell_levels();
+    let n_cells = levels.len();
+    let max_h = cfg.histories.iter().copied().max().unwrap_or(0);
+    let tpl = template();
+    let std = Normal::new(0.0, 1.0).map_err(|e| StatsError::InvalidRule(e.to_string()))?;
+    let mut sampler = Sampler {
+        rng: StdRng::seed_from_u64(cfg.seed),
+        std,
+    };
+    // counters[h][s] = (regression, matrix regression, gate inconclusive, cell inconclusive,
+    // cell unchanged, target cell)
+    let mut counts = vec![vec![[0.0f64; 9]; SCENARIOS.len()]; cfg.histories.len()];
+    let zero = vec![0.0; n_cells];
+    for trial in 0..cfg.trials {
+        // History: oldest first, drift as a random walk, one outlier per `outlier_every` runs.
+        let mut drift = 0.0;
+        let outlier_at: Vec<usize> = (0..max_h.div_ceil(noise.outlier_every.max(1)))
+            .map(|b| b * noise.outlier_every + sampler.rng.random_range(0..noise.outlier_every))
+            .collect();
+        let mut history = Vec::with_capacity(max_h);
+        for r in 0..max_h {
+            drift += sampler.normal(noise.drift_per_run);
+            let mut run_log = drift + sampler.normal(noise.run_cv);
+            if noise.outlier_every > 0 && outlier_at.contains(&r) {
+                run_log += noise.outlier_effect.ln_1p();
+            }
+            let draw = RunDraw {
+                cell_log: (0..n_cells)
+                    .map(|_| run_log + sampler.normal(noise.cell_cv))
+                    .collect(),
+            };
+            history.push(make_run(
+                &tpl,
+                &levels,
+                &draw,
+                &zero,
+                noise,
+                &mut sampler,
+                format!("t{trial}-b{r}"),
+            ));
+        }
+        // Candidate noise, shared by all scenarios of this trial (common random numbers).
+        let draws: Vec<RunDraw> = (0..cfg.candidate_runs.max(1))
+            .map(|_| {
+                drift += sampler.normal(noise.drift_per_run);
+                let cand_log = drift + sampler.normal(noise.run_cv);
+                RunDraw {
+                    cell_log: (0..n_cells)
+                        .map(|_| cand_log + sampler.normal(noise.cell_cv))
+                        .collect(),
+                }
+            })
+            .collect();
+        let target = sampler.rng.random_range(0..n_cells);
+        let window_seed: u64 = sampler.rng.random();
+        for (s, scenario) in SCENARIOS.iter().enumerate() {
+            let effects: Vec<f64> = match *scenario {
+                Scenario::AA => zero.clone(),
+                Scenario::Uniform(e) => vec![e; n_cells],
+                Scenario::SingleCell(e) => {
+                    let mut v = zero.clone();
+                    v[target] = e;
+                    v
+                }
+            };
+            // Same sub-window noise for every scenario of the trial.
+            let mut window_sampler = Sampler {
+                rng: StdRng::seed_from_u64(window_seed),
+                std,
+            };
+            let candidate: Vec<RunResults> = draws
+                .iter()
+                .enumerate()
+                .map(|(k, draw)| {
+                    make_run(
+                        &tpl,
+                        &levels,
+                        draw,
+                        &effects,
+                        noise,
+                        &mut window_sampler,
+                        format!("t{trial}-c{s}-{k}"),
+                    )
+                })
+                .collect();
+            let candidate = candidate.as_slice();
+            for (h, &len) in cfg.histories.iter().enumerate() {
+                let base = &history[max_h - len.min(max_h)..];
+                let report = compare(base, candidate, &cfg.rule)?;
+                let c = &mut counts[h][s];
+                if report.gate == GateVerdict::Regression {
+                    c[0] += 1.0;
+                }
+                if report
+                    .matrix_test
+                    .as_ref()
+                    .is_some_and(|m| m.verdict == CellVerdict::Regression)
+                {
+                    c[1] += 1.0;
+                }
+                if report.gate == GateVerdict::Inconclusive {
+                    c[2] += 1.0;
+                }
+                let n = report.cells.len().max(1) as f64;
+                let share = |v: CellVerdict| {
+                    report.cells.iter().filter(|x| x.verdict == v).count() as f64 / n
+                };
+                c[3] += share(CellVerdict::Inconclusive);
+                c[4] += share(CellVerdict::Unchanged);
+                if report.cells[target].verdict == CellVerdict::Regression {
+                    c[5] += 1.0;
+                }
+                if let Some(m) = &report.matrix_test {
+                    c[6] += (m.ci_high - m.ci_low) / 2.0;
+                }
+                let prim: Vec<_> = report.cells.iter().filter_map(|x| x.primary()).collect();
+                let np = prim.len().max(1) as f64;
+                c[7] += prim
+                    .iter()
+                    .map(|m| (m.ci_high - m.ci_low) / 2.0)
+                    .sum::<f64>()
+                    / np;
+                c[8] += prim.iter().map(|m| m.margin).sum::<f64>() / np;
+            }
+        }
+    }
+    let trials = cfg.trials.max(1) as f64;
+    let histories: Vec<HistoryOutcome> = cfg
+        .histories
+        .iter()
+        .enumerate()
+        .map(|(h, &len)| HistoryOutcome {
+            history: len,
+            scenarios: SCENARIOS
+                .iter()
+                .enumerate()
+                .map(|(s, &scenario)| {
+                    let c = counts[h][s];
+                    let rate = c[0] / trials;
+                    ScenarioOutcome {
+                        scenario,
+                        name: scenario.name(),
+                        regression_rate: rate,
+                        matrix_regression_rate: c[1] / trials,
+                        gate_inconclusive_rate: c[2] / trials,
+                        cell_inconclusive_rate: c[3] / trials,
+                        cell_unchanged_rate: c[4] / trials,
+                        target_cell_rate: matches!(scenario, Scenario::SingleCell(_))
+                            .then_some(c[5] / trials),
+                        std_error: (rate * (1.0 - rate) / trials).sqrt(),
+                        matrix_half_width: c[6] / trials,
+                        cell_half_width: c[7] / trials,
+                        cell_margin: c[8] / trials,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let mut report = EvalReport {
+        trials: cfg.trials,
+        seed: cfg.seed,
+        cells: n_cells,
+        candidate_runs: cfg.candidate_runs.max(1),
+        noise: cfg.noise.clone(),
+        rule: cfg.rule.clone(),
+        histories,
+        targets: Vec::new(),
+    };
+    report.targets = targets(&report);
+    Ok(report)
+}
+
+/// The issue's targets, checked at the longest history measured when it has 20 runs or more.
+fn targets(report: &EvalReport) -> Vec<TargetCheck> {
+    let Some(h) = report
+        .histories
+        .iter()
+        .map(|h| h.history)
+        .filter(|h| *h >= 20)
+        .max()
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut check = |desc: &str, scenario: Scenario, ok: &dyn Fn(f64) -> bool| {
+        if let Some(o) = report.outcome(h, scenario) {
+            out.push(TargetCheck {
+                description: desc.into(),
+                history: h,
+                measured: o.regression_rate,
+                met: ok(o.regression_rate),
+            });
+        }
+    };
+    check("false alarms per matrix <= 1%", Scenario::AA, &|r| {
+        r <= 0.01
+    });
+    check(
+        "power at uniform -5% >= 95%",
+        Scenario::Uniform(-0.05),
+        &|r| r >= 0.95,
+    );
+    check(
+        "power at single-cell -10% >= 80%",
+        Scenario::SingleCell(-0.10),
+        &|r| r >= 0.80,
+    );
+    out
+}

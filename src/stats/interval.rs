@@ -1,0 +1,186 @@
+//! The interval of a relative change (on the log scale) and the margin rule that turns it into
+//! a verdict: statistically AND practically significant.
+
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::verdict::{CellVerdict, Direction};
+
+/// An estimated log ratio (candidate / baseline) with its standard error and degrees of freedom.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LogChange {
+    /// ln(candidate / baseline).
+    pub estimate: f64,
+    /// Standard error of `estimate`.
+    pub se: f64,
+    /// Degrees of freedom of the noise estimate behind `se` (Student t).
+    pub df: f64,
+}
+
+impl LogChange {
+    fn t(&self) -> Option<StudentsT> {
+        StudentsT::new(0.0, 1.0, self.df.max(0.5)).ok()
+    }
+
+    /// Two-sided interval of the log ratio at `confidence`.
+    pub fn interval(&self, confidence: f64) -> (f64, f64) {
+        if self.se <= 0.0 {
+            return (self.estimate, self.estimate);
+        }
+        let q = self
+            .t()
+            .map(|t| t.inverse_cdf(1.0 - (1.0 - confidence) / 2.0))
+            .unwrap_or(f64::INFINITY);
+        (self.estimate - q * self.se, self.estimate + q * self.se)
+    }
+
+    /// One-sided p-value of "no change or better" against "worse" (for the metric's direction).
+    pub fn p_worse(&self, direction: Direction) -> f64 {
+        self.p_lower(signed(self.estimate, direction))
+    }
+
+    /// One-sided p-value of "no change or worse" against "better".
+    pub fn p_better(&self, direction: Direction) -> f64 {
+        self.p_lower(-signed(self.estimate, direction))
+    }
+
+    /// P(T <= g / se): small when the good-direction change `g` is clearly negative.
+    fn p_lower(&self, g: f64) -> f64 {
+        if self.se <= 0.0 {
+            return if g < 0.0 {
+                0.0
+            } else if g > 0.0 {
+                1.0
+            } else {
+                0.5
+            };
+        }
+        self.t().map(|t| t.cdf(g / self.se)).unwrap_or(0.5)
+    }
+
+    /// The verdict of the interval against `margin` (log units), ignoring significance: worse
+    /// when the whole interval lies beyond −margin in the metric's bad direction, unchanged when
+    /// it lies inside ±margin, inconclusive when it straddles a margin.
+    pub fn margin_verdict(
+        &self,
+        direction: Direction,
+        confidence: f64,
+        margin: f64,
+    ) -> CellVerdict {
+        let (lo, hi) = self.interval(confidence);
+        let (g_lo, g_hi) = match direction {
+            Direction::HigherIsBetter => (lo, hi),
+            Direction::LowerIsBetter => (-hi, -lo),
+        };
+        if g_hi < -margin {
+            CellVerdict::Regression
+        } else if g_lo > margin {
+            CellVerdict::Improvement
+        } else if g_lo >= -margin && g_hi <= margin {
+            CellVerdict::Unchanged
+        } else {
+            CellVerdict::Inconclusive
+        }
+    }
+}
+
+/// The change expressed so that positive is better.
+pub fn signed(log_change: f64, direction: Direction) -> f64 {
+    match direction {
+        Direction::HigherIsBetter => log_change,
+        Direction::LowerIsBetter => -log_change,
+    }
+}
+
+/// Relative change from a log ratio (`exp(x) − 1`).
+pub fn relative(log_change: f64) -> f64 {
+    log_change.exp_m1()
+}
+
+/// Combines the margin verdict with the multiplicity-adjusted significance: a regression or an
+/// improvement stands only when its adjusted p-value is below the family's alpha; otherwise the
+/// cell is inconclusive.
+pub fn significant_verdict(
+    margin_verdict: CellVerdict,
+    p_worse_adjusted: f64,
+    p_better_adjusted: f64,
+    alpha: f64,
+) -> CellVerdict {
+    match margin_verdict {
+        CellVerdict::Regression if p_worse_adjusted >= alpha => CellVerdict::Inconclusive,
+        CellVerdict::Improvement if p_better_adjusted >= alpha => CellVerdict::Inconclusive,
+        v => v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Normal};
+
+    #[test]
+    fn interval_covers_the_truth_at_its_level() {
+        // 4000 intervals from known-variance normal estimates: 90% should cover, within MC error.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let noise = Normal::new(0.0, 0.02).unwrap_or_else(|_| unreachable!());
+        let covered = (0..4000)
+            .filter(|_| {
+                let c = LogChange {
+                    estimate: -0.05 + noise.sample(&mut rng),
+                    se: 0.02,
+                    df: 1e6,
+                };
+                let (lo, hi) = c.interval(0.90);
+                lo <= -0.05 && -0.05 <= hi
+            })
+            .count();
+        let rate = covered as f64 / 4000.0;
+        assert!((0.88..=0.92).contains(&rate), "coverage {rate}");
+    }
+
+    #[test]
+    fn margin_rule_cases() {
+        let c = |estimate| LogChange {
+            estimate,
+            se: 0.01,
+            df: 100.0,
+        };
+        let hi = Direction::HigherIsBetter;
+        assert_eq!(
+            c(-0.10).margin_verdict(hi, 0.95, 0.03),
+            CellVerdict::Regression
+        );
+        assert_eq!(
+            c(0.10).margin_verdict(hi, 0.95, 0.03),
+            CellVerdict::Improvement
+        );
+        assert_eq!(
+            c(0.0).margin_verdict(hi, 0.95, 0.03),
+            CellVerdict::Unchanged
+        );
+        assert_eq!(
+            c(-0.03).margin_verdict(hi, 0.95, 0.03),
+            CellVerdict::Inconclusive
+        );
+        // Latency: higher is worse.
+        let lo = Direction::LowerIsBetter;
+        assert_eq!(
+            c(0.10).margin_verdict(lo, 0.95, 0.03),
+            CellVerdict::Regression
+        );
+        assert!(c(0.10).p_worse(lo) < 1e-6);
+        assert!(c(0.10).p_better(lo) > 0.99);
+    }
+
+    #[test]
+    fn regression_needs_significance_too() {
+        assert_eq!(
+            significant_verdict(CellVerdict::Regression, 0.2, 1.0, 0.01),
+            CellVerdict::Inconclusive
+        );
+        assert_eq!(
+            significant_verdict(CellVerdict::Regression, 0.001, 1.0, 0.01),
+            CellVerdict::Regression
+        );
+    }
+}

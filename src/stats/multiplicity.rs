@@ -1,0 +1,82 @@
+//! Multiplicity adjustments across the cells x metrics of one matrix.
+//!
+//! statrs has no multiple-testing procedures, so Holm and Benjamini–Hochberg are written here;
+//! both are a sort and a running max/min.
+
+use super::Correction;
+
+/// Adjusted p-values for `p` under `correction` (same order as the input). A hypothesis is
+/// rejected at family level `alpha` when its adjusted p-value is below `alpha`.
+pub fn adjust(p: &[f64], correction: Correction) -> Vec<f64> {
+    match correction {
+        Correction::Holm => holm(p),
+        Correction::BenjaminiHochberg => benjamini_hochberg(p),
+    }
+}
+
+/// Holm's step-down adjustment: controls the family-wise error rate under any dependence.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let mut out = vec![1.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        let v = ((m - rank) as f64 * p[i]).min(1.0);
+        running = running.max(v);
+        out[i] = running;
+    }
+    out
+}
+
+/// Benjamini–Hochberg step-up adjustment: controls the false discovery rate (independent or
+/// positively dependent tests).
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let mut out = vec![1.0; m];
+    let mut running: f64 = 1.0;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        let v = (m as f64 / (rank + 1) as f64 * p[i]).min(1.0);
+        running = running.min(v);
+        out[i] = running;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: &[f64], b: &[f64]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12)
+    }
+
+    #[test]
+    fn holm_matches_hand_computed_values() {
+        // Sorted p: 0.01, 0.02, 0.03, 0.04 (m = 4): 0.04, 0.06, 0.06 (monotone), 0.06.
+        let p = [0.03, 0.01, 0.04, 0.02];
+        assert!(close(&holm(&p), &[0.06, 0.04, 0.06, 0.06]));
+        // Capped at 1.
+        assert!(close(&holm(&[0.5, 0.9]), &[1.0, 1.0]));
+        assert!(holm(&[]).is_empty());
+    }
+
+    #[test]
+    fn bh_matches_hand_computed_values() {
+        // Sorted 0.01, 0.02, 0.03, 0.04 (m = 4): 4*p/rank = 0.04 for all.
+        let p = [0.03, 0.01, 0.04, 0.02];
+        assert!(close(&benjamini_hochberg(&p), &[0.04, 0.04, 0.04, 0.04]));
+        // 0.001, 0.5 (m = 2): 0.002, 0.5.
+        assert!(close(&benjamini_hochberg(&[0.5, 0.001]), &[0.5, 0.002]));
+    }
+
+    #[test]
+    fn holm_is_never_less_strict_than_bh() {
+        let p = [0.001, 0.004, 0.02, 0.3, 0.011, 0.7];
+        let h = holm(&p);
+        let b = benjamini_hochberg(&p);
+        assert!(h.iter().zip(&b).all(|(h, b)| h >= b));
+    }
+}

@@ -1,0 +1,415 @@
+//! The composite action's step scripts (scripts/action/*.sh), run locally with the environment
+//! the Actions runner would set (GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, RUNNER_*, the `INPUT_*`
+//! variables action.yml maps its inputs to), against the simulated engine of the default
+//! `infergate.toml`. INFERGATE_BIN points at the binary cargo built for the tests, so nothing is
+//! rebuilt or downloaded.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_infergate")
+}
+
+/// A step's process group, killed on drop so no engine outlives a failing test.
+struct StepProcess(Child);
+
+impl Drop for StepProcess {
+    fn drop(&mut self) {
+        // The whole group (bash, infergate, the engine it booted), whether or not bash exited.
+        let pgid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+struct StepRun {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// The runner-like workspace of one test: temp files for the runner's command files.
+struct Runner {
+    tmp: tempfile::TempDir,
+    output: PathBuf,
+    summary: PathBuf,
+}
+
+impl Runner {
+    fn new() -> Runner {
+        let tmp = tempfile::tempdir().unwrap();
+        let output = tmp.path().join("github_output");
+        let summary = tmp.path().join("step_summary");
+        std::fs::write(&output, "").unwrap();
+        std::fs::write(&summary, "# earlier step\n").unwrap();
+        Runner {
+            tmp,
+            output,
+            summary,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// Runs `scripts/action/<script>` in the repo root with the runner's environment plus
+    /// `inputs`, bounded by `limit`.
+    fn step(&self, script: &str, inputs: &[(&str, &str)], limit: Duration) -> StepRun {
+        let mut cmd = Command::new("bash");
+        cmd.arg(repo().join("scripts/action").join(script))
+            .current_dir(repo())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.tmp.path())
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", &self.output)
+            .env("GITHUB_STEP_SUMMARY", &self.summary)
+            .env("GITHUB_ACTION_PATH", repo())
+            .env("GITHUB_WORKSPACE", repo())
+            .env("GITHUB_EVENT_NAME", "pull_request")
+            .env("GITHUB_REPOSITORY", "example/engine")
+            .env("GITHUB_SHA", "0".repeat(40))
+            // Nothing may reach the network: a closed loopback port, and no token at all.
+            .env("GITHUB_API_URL", "http://127.0.0.1:9")
+            .env("GITHUB_SERVER_URL", "http://127.0.0.1:9")
+            .env("RUNNER_OS", "Linux")
+            .env("RUNNER_ARCH", "X64")
+            .env("RUNNER_TEMP", self.tmp.path())
+            .process_group(0);
+        // Files, not pipes: a chatty step can never block on a full pipe.
+        let stdout_path = self.path(&format!("{script}.stdout"));
+        let stderr_path = self.path(&format!("{script}.stderr"));
+        cmd.stdout(Stdio::from(std::fs::File::create(&stdout_path).unwrap()))
+            .stderr(Stdio::from(std::fs::File::create(&stderr_path).unwrap()));
+        for (k, v) in inputs {
+            cmd.env(k, v);
+        }
+        let mut child = StepProcess(cmd.spawn().expect("spawn bash"));
+        let start = Instant::now();
+        let status = loop {
+            match child.0.try_wait().expect("wait for the step") {
+                Some(status) => break status,
+                None if start.elapsed() > limit => {
+                    panic!("{script} did not finish within {limit:?}")
+                }
+                None => std::thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        StepRun {
+            code: status.code(),
+            stdout: std::fs::read_to_string(&stdout_path).unwrap_or_default(),
+            stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+        }
+    }
+
+    /// `$GITHUB_OUTPUT` parsed as `key=value` lines (every line must be well-formed).
+    fn outputs(&self) -> BTreeMap<String, String> {
+        let text = std::fs::read_to_string(&self.output).unwrap();
+        text.lines()
+            .map(|line| {
+                let (k, v) = line
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("malformed GITHUB_OUTPUT line {line:?}"));
+                (k.to_string(), v.to_string())
+            })
+            .collect()
+    }
+}
+
+const SHORT: Duration = Duration::from_secs(30);
+
+#[test]
+fn gate_mode_runs_the_simulated_engine_and_sets_the_outputs() {
+    let runner = Runner::new();
+    let results = runner.path("results");
+    let results_s = results.to_str().unwrap();
+
+    // Step 1 and 2 of action.yml: resolve + install, with a pre-provided binary.
+    let r = runner.step("resolve.sh", &[("INFERGATE_BIN", bin())], SHORT);
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    let resolved = runner.outputs();
+    assert_eq!(resolved["method"], "given");
+    let r = runner.step(
+        "install.sh",
+        &[
+            ("INFERGATE_BIN", bin()),
+            ("INSTALL_METHOD", &resolved["method"]),
+            ("INSTALL_BIN_DIR", &resolved["bin-dir"]),
+        ],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    let installed = runner.outputs()["bin"].clone();
+    assert_eq!(installed, bin());
+
+    // Step 3: the gate itself, on the default config (simulated engine, `pr` suite).
+    let r = runner.step(
+        "run.sh",
+        &[
+            ("INFERGATE_BIN", installed.as_str()),
+            ("INPUT_CONFIG", "infergate.toml"),
+            ("INPUT_SUITE", "pr"),
+            ("INPUT_MODE", "gate"),
+            ("INPUT_FAIL_ON", "regression"),
+            ("INPUT_UPDATE_BASELINE", "false"),
+            ("INPUT_ENGINE_ARGS", ""),
+            ("INPUT_RESULTS_DIR", results_s),
+        ],
+        Duration::from_secs(240),
+    );
+    let outputs = runner.outputs();
+    let verdict = outputs
+        .get("verdict")
+        .unwrap_or_else(|| panic!("no verdict output\n{}{}", r.stdout, r.stderr));
+    assert!(
+        ["pass", "regression", "inconclusive", "no_baseline"].contains(&verdict.as_str()),
+        "verdict {verdict:?} (exit {:?})\nstdout:\n{}\nstderr:\n{}",
+        r.code,
+        r.stdout,
+        r.stderr
+    );
+    // fail-on: regression fails the step exactly when the verdict is a regression.
+    let want = if verdict == "regression" { 1 } else { 0 };
+    assert_eq!(r.code, Some(want), "{}{}", r.stdout, r.stderr);
+    let regressions: usize = outputs["regressions"].parse().unwrap();
+    assert_eq!(verdict == "regression", regressions > 0);
+
+    let results_path = PathBuf::from(&outputs["results-path"]);
+    assert_eq!(results_path, results.join("results.json"));
+    let parsed: Value = serde_json::from_slice(&std::fs::read(&results_path).unwrap())
+        .expect("results.json is JSON");
+    assert_eq!(parsed["schema_version"], 1);
+    assert_eq!(parsed["suite"], "pr");
+    // The job summary is appended to, never overwritten.
+    let summary = std::fs::read_to_string(&runner.summary).unwrap();
+    assert!(summary.starts_with("# earlier step\n"), "{summary}");
+
+    // The pr-report.yml path: mode `report` on the (downloaded) results directory, as a
+    // workflow_run job without a token would run it.
+    let reporter = Runner::new();
+    let r = reporter.step(
+        "run.sh",
+        &[
+            ("INFERGATE_BIN", bin()),
+            ("INPUT_MODE", "report"),
+            ("INPUT_FAIL_ON", "never"),
+            ("INPUT_RESULTS_DIR", results_s),
+            ("GITHUB_EVENT_NAME", "workflow_run"),
+        ],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    let reported = reporter.outputs();
+    assert_eq!(&reported["verdict"], verdict);
+    assert_eq!(reported["results-path"], outputs["results-path"]);
+    let summary = std::fs::read_to_string(&reporter.summary).unwrap();
+    assert!(summary.len() > "# earlier step\n".len(), "{summary}");
+}
+
+#[test]
+fn report_mode_rejects_an_artifact_that_is_not_results_json() {
+    // The artifact of a fork PR's gate run is untrusted: it is only ever parsed, and anything
+    // that is not a results file stops the report with exit 2 (nothing posted, nothing run).
+    let runner = Runner::new();
+    let artifact = runner.path("untrusted-results");
+    std::fs::create_dir_all(&artifact).unwrap();
+    let marker = runner.path("pwned");
+    std::fs::write(
+        artifact.join("results.json"),
+        format!(
+            "$(touch {}) {{\"schema_version\": \"`touch {}`\"}}",
+            marker.display(),
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let r = runner.step(
+        "run.sh",
+        &[
+            ("INFERGATE_BIN", bin()),
+            ("INPUT_MODE", "report"),
+            ("INPUT_RESULTS_DIR", artifact.to_str().unwrap()),
+            ("GITHUB_EVENT_NAME", "workflow_run"),
+        ],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("results.json"), "{}", r.stderr);
+    assert_eq!(runner.outputs()["verdict"], "error");
+    assert!(!marker.exists(), "artifact content was executed");
+}
+
+#[test]
+fn bad_inputs_are_exit_2_before_anything_runs() {
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (&[("INPUT_MODE", "bench")], "input 'mode'"),
+        (&[("INPUT_FAIL_ON", "sometimes")], "input 'fail-on'"),
+        // Baselines are only ever updated from the default branch.
+        (
+            &[("INPUT_UPDATE_BASELINE", "true"), ("INPUT_MODE", "nightly")],
+            "refused on 'pull_request'",
+        ),
+        (&[("INPUT_CONFIG", "no-such.toml")], "no-such.toml"),
+    ];
+    for (inputs, message) in cases {
+        let runner = Runner::new();
+        let results = runner.path("results");
+        let mut env = vec![
+            ("INFERGATE_BIN", bin()),
+            ("INPUT_RESULTS_DIR", results.to_str().unwrap()),
+        ];
+        env.extend_from_slice(inputs);
+        let r = runner.step("run.sh", &env, SHORT);
+        assert_eq!(r.code, Some(2), "{inputs:?}: {}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(message), "{inputs:?}: {}", r.stderr);
+        assert!(runner.outputs().is_empty(), "{inputs:?}");
+        assert!(!results.exists(), "{inputs:?}: nothing may run");
+    }
+}
+
+#[test]
+fn resolve_picks_release_assets_for_release_refs_and_source_otherwise() {
+    let version = env!("CARGO_PKG_VERSION");
+    let cases = [
+        ("v1.2.3", "", "release", "v1.2.3".to_string()),
+        ("v1", "", "release", format!("v{version}")),
+        ("main", "", "source", String::new()),
+        ("v1.2.3", "source", "source", String::new()),
+        ("main", "v0.4.0", "release", "v0.4.0".to_string()),
+    ];
+    for (action_ref, version_input, method, tag) in cases {
+        let runner = Runner::new();
+        let r = runner.step(
+            "resolve.sh",
+            &[("ACTION_REF", action_ref), ("INPUT_VERSION", version_input)],
+            SHORT,
+        );
+        assert_eq!(r.code, Some(0), "{action_ref}: {}", r.stderr);
+        let out = runner.outputs();
+        assert_eq!(out["method"], method, "{action_ref} {version_input}");
+        assert_eq!(out["tag"], tag, "{action_ref} {version_input}");
+        assert!(out["bin-dir"].ends_with("infergate-action/bin-x86_64"));
+        if method == "source" {
+            // Keyed by the sources: Cargo.lock + src hash, per OS and arch.
+            assert!(
+                out["cache-key"].starts_with("infergate-bin-Linux-x86_64-"),
+                "{}",
+                out["cache-key"]
+            );
+        } else {
+            assert_eq!(out["cache-key"], "");
+        }
+    }
+    let runner = Runner::new();
+    let r = runner.step(
+        "resolve.sh",
+        &[("INPUT_VERSION", "latest; rm -rf /")],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(2));
+    assert!(r.stderr.contains("input 'version'"), "{}", r.stderr);
+}
+
+fn shard_report(key: &str, gate: &str, regressed: usize) -> Value {
+    let cells: Vec<Value> = (0..regressed.max(1))
+        .map(|i| {
+            let verdict = if i < regressed {
+                "regression"
+            } else {
+                "unchanged"
+            };
+            json!({
+                "concurrency": 4, "context_tokens": 8192, "verdict": verdict, "metrics": [{
+                    "metric": "aggregate_tps", "direction": "higher_is_better",
+                    "baseline": 100.0, "candidate": 92.0, "change": -0.08, "ci_low": -0.1,
+                    "ci_high": -0.06, "margin": 0.03, "p_value": 0.001, "p_adjusted": 0.002,
+                    "verdict": verdict
+                }]
+            })
+        })
+        .collect();
+    json!({
+        "schema_version": 1,
+        "profile": {
+            "key": key,
+            "hardware": {"kind": "gpu", "gpu_model": key, "gpu_count": 1},
+            "engine": "vllm", "model": "m", "matrix_hash": "ab"
+        },
+        "suite": "pr",
+        "candidate_runs": ["r"],
+        "baseline": {"level_runs": ["b"], "noise_runs": 5},
+        "gate": gate,
+        "headline": format!("{key}: {gate}"),
+        "cells": cells,
+        "rule": {"alpha": 0.05, "min_effect": 0.03, "noise_k": 2.0,
+                 "correction": "holm", "confidence": 0.95}
+    })
+}
+
+fn write_shards(root: &Path, shards: &[(&str, &str, usize)]) {
+    for (name, gate, regressed) in shards {
+        // download-artifact with a pattern puts each artifact in its own directory.
+        let dir = root.join(format!("infergate-shard-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("verdict.json"),
+            shard_report(&format!("gpu-{name}"), gate, *regressed).to_string(),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn merge_mode_joins_the_shards_into_one_verdict() {
+    for (fail_on, h200_gate, want_code, want_verdict) in [
+        ("regression", "regression", 1, "regression"),
+        ("never", "regression", 0, "regression"),
+        ("regression", "pass", 0, "pass"),
+    ] {
+        let runner = Runner::new();
+        let shards = runner.path("shards");
+        let regressed = usize::from(h200_gate == "regression") * 3;
+        write_shards(
+            &shards,
+            &[
+                ("h100", "pass", 0),
+                ("h200", h200_gate, regressed),
+                ("rtx5090", "pass", 0),
+            ],
+        );
+        let r = runner.step(
+            "run.sh",
+            &[
+                ("INFERGATE_BIN", bin()),
+                ("INPUT_MODE", "merge"),
+                ("INPUT_FAIL_ON", fail_on),
+                ("INPUT_RESULTS_DIR", shards.to_str().unwrap()),
+            ],
+            SHORT,
+        );
+        assert_eq!(r.code, Some(want_code), "{}{}", r.stdout, r.stderr);
+        let out = runner.outputs();
+        assert_eq!(out["verdict"], want_verdict);
+        assert_eq!(out["regressions"], regressed.to_string());
+        assert_eq!(out["profiles"], "3");
+        // No token: one notice, no error, no network.
+        assert!(r.stdout.contains("no github-token"), "{}", r.stdout);
+        let summary = std::fs::read_to_string(&runner.summary).unwrap();
+        assert!(summary.starts_with("# earlier step\n"));
+        assert_eq!(summary.matches("\n### gpu-").count(), 3, "{summary}");
+        let merged: Value =
+            serde_json::from_slice(&std::fs::read(&out["results-path"]).unwrap()).unwrap();
+        assert_eq!(merged["gate"], want_verdict);
+    }
+}

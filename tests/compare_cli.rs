@@ -1,0 +1,302 @@
+//! End-to-end tests of `infergate compare` through the real binary, on deterministic generated
+//! results (realistic multiplicative noise) and on the real llm-decode-bench seed file.
+
+mod results_gen;
+
+use std::path::{Path, PathBuf};
+
+use infergate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
+use results_gen::{Gen, infergate, run, seed, write, write_many};
+
+fn paths(p: &[PathBuf]) -> Vec<&str> {
+    p.iter().map(|p| p.to_str().expect("utf-8 path")).collect()
+}
+
+/// Runs `compare --format json`, returns (exit code, report or None, stderr).
+fn compare(
+    baseline: &[&str],
+    candidate: &[&str],
+    extra: &[&str],
+) -> (i32, Option<ComparisonReport>, String) {
+    let mut args = vec!["compare", "--format", "json", "--baseline"];
+    args.extend_from_slice(baseline);
+    args.push("--candidate");
+    args.extend_from_slice(candidate);
+    args.extend_from_slice(extra);
+    let (code, out, err) = infergate(&args);
+    (code, serde_json::from_str(&out).ok(), err)
+}
+
+fn verdicts(r: &ComparisonReport) -> Vec<((u32, u64), CellVerdict)> {
+    r.cells
+        .iter()
+        .map(|c| ((c.concurrency, c.context_tokens), c.verdict))
+        .collect()
+}
+
+#[test]
+fn identical_baseline_and_candidate_are_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..5);
+    let (code, report, err) = compare(&paths(&base), &paths(&base), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report.cells.len(), 6);
+    for (at, v) in verdicts(&report) {
+        assert_eq!(v, CellVerdict::Unchanged, "cell {at:?}: {report:#?}");
+    }
+    assert_eq!(report.gate, GateVerdict::Pass);
+    for c in &report.cells {
+        assert!(c.primary().expect("primary metric").change.abs() < 1e-9);
+    }
+}
+
+#[test]
+fn a_fresh_run_of_the_same_build_does_not_fail_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..10);
+    let cand = write_many(dir.path(), "cand", &Gen::default(), 100..103);
+    let (code, report, err) = compare(&paths(&base), &paths(&cand), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}\n{report:#?}");
+    assert!(report.regressions().next().is_none());
+}
+
+#[test]
+fn ten_percent_slower_everywhere_is_a_regression() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..10);
+    let slow = Gen {
+        factor: 0.9,
+        ..Gen::default()
+    };
+    let cand = write_many(dir.path(), "cand", &slow, 100..103);
+    let (code, report, err) = compare(&paths(&base), &paths(&cand), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(report.gate, GateVerdict::Regression);
+    for (at, v) in verdicts(&report) {
+        assert_eq!(v, CellVerdict::Regression, "cell {at:?}");
+    }
+    let worst = report
+        .cells
+        .iter()
+        .filter_map(|c| c.primary())
+        .map(|m| m.change)
+        .fold(0.0, f64::min);
+    assert!((-0.14..-0.06).contains(&worst), "worst change {worst}");
+    // The text table shows the marks and the typographic minus.
+    let (code, text, _) = infergate(&[
+        "compare",
+        "--baseline",
+        base[0].to_str().unwrap(),
+        base[1].to_str().unwrap(),
+        base[2].to_str().unwrap(),
+        "--candidate",
+        cand[0].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains('✗') && text.contains("ctx \\ conc") && text.contains('−'),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_cell_newly_capacity_limited_is_a_capacity_regression() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..6);
+    let mut cand = run(&Gen::default(), 200);
+    let cell = cand
+        .cells
+        .iter_mut()
+        .find(|c| (c.concurrency, c.context_tokens) == (16, 8192))
+        .unwrap();
+    cell.status = infergate::results::CellStatus::CapacityLimited;
+    cell.reason = Some("running_reqs=11/16".into());
+    cell.aggregate_tps *= 0.7;
+    let cand = write(dir.path(), "cand.json", &cand);
+    let (code, report, err) = compare(&paths(&base), &[cand.to_str().unwrap()], &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 1, "{err}");
+    let v: Vec<_> = verdicts(&report)
+        .into_iter()
+        .filter(|(_, v)| *v == CellVerdict::CapacityRegression)
+        .collect();
+    assert_eq!(v, vec![((16, 8192), CellVerdict::CapacityRegression)]);
+    assert_eq!(report.gate, GateVerdict::Regression);
+}
+
+#[test]
+fn the_seed_loads_as_baseline_and_candidate() {
+    let s = seed();
+    let s = s.to_str().unwrap();
+    let (code, report, err) = compare(&[s], &[s], &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report.cells.len(), 20);
+    // One run on each side and no sub-window samples (the seed has none): the noise is the
+    // rule's prior, so an identical cell is `unchanged` only when that prior is tight enough,
+    // otherwise honestly `inconclusive`; never a regression, and the change is exactly zero.
+    let limited = [(12, 65536), (8, 131072), (12, 131072)];
+    for c in &report.cells {
+        let at = (c.concurrency, c.context_tokens);
+        if limited.contains(&at) {
+            assert_eq!(
+                c.verdict,
+                CellVerdict::NotComparable,
+                "capacity-limited on both sides: {at:?}"
+            );
+        } else {
+            assert!(
+                matches!(
+                    c.verdict,
+                    CellVerdict::Unchanged | CellVerdict::Inconclusive
+                ),
+                "cell {at:?}: {:?}",
+                c.verdict
+            );
+            assert_eq!(c.primary().expect("primary").change, 0.0);
+        }
+    }
+    assert!(matches!(
+        report.gate,
+        GateVerdict::Pass | GateVerdict::Inconclusive
+    ));
+    assert!(
+        report
+            .profile
+            .key
+            .starts_with("gpu-nvidia-geforce-rtx-5090x1__vllm__")
+    );
+}
+
+#[test]
+fn different_profiles_are_not_comparable_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cand = write_many(dir.path(), "cand", &Gen::default(), 0..1);
+    let s = seed();
+    let (code, report, err) = compare(&[s.to_str().unwrap()], &paths(&cand), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report.gate, GateVerdict::NoBaseline);
+    assert!(
+        report
+            .cells
+            .iter()
+            .all(|c| c.verdict == CellVerdict::NotComparable)
+    );
+    assert!(
+        err.contains("different profile") && err.contains("--allow-profile-mismatch"),
+        "{err}"
+    );
+    // Allowed: the comparison runs (cells of the candidate's matrix missing in the seed are
+    // not comparable; the report is produced and the exit code is a gate answer, not 2).
+    let (code, report, err) = compare(
+        &[s.to_str().unwrap()],
+        &paths(&cand),
+        &["--allow-profile-mismatch"],
+    );
+    assert!(code == 0 || code == 1, "{err}");
+    assert!(report.is_some(), "{err}");
+}
+
+fn assert_bad_input(file: &Path, needles: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_many(dir.path(), "good", &Gen::default(), 0..2);
+    for (b, c) in [
+        (file.to_str().unwrap(), good[0].to_str().unwrap()),
+        (good[0].to_str().unwrap(), file.to_str().unwrap()),
+    ] {
+        let (code, _, err) = compare(&[b], &[c], &[]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&file.display().to_string()),
+            "names the file: {err}"
+        );
+        for n in needles {
+            assert!(err.contains(n), "expected `{n}` in: {err}");
+        }
+    }
+}
+
+#[test]
+fn truncated_and_wrong_typed_files_exit_2_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed_text = std::fs::read_to_string(seed()).unwrap();
+    let truncated = dir.path().join("seed-truncated.json");
+    std::fs::write(&truncated, &seed_text[..seed_text.len() * 2 / 3]).unwrap();
+    assert_bad_input(&truncated, &["not valid JSON at ", "truncated"]);
+
+    let wrong_seed = dir.path().join("seed-wrong.json");
+    std::fs::write(
+        &wrong_seed,
+        seed_text.replacen(
+            "\"aggregate_tps\": 45.43333333333333",
+            "\"aggregate_tps\": \"45.4\"",
+            1,
+        ),
+    )
+    .unwrap();
+    assert_bad_input(
+        &wrong_seed,
+        &["results[0].aggregate_tps", "invalid type: string"],
+    );
+
+    let ours = run(&Gen::default(), 0);
+    let mut doc = serde_json::to_value(&ours).unwrap();
+    doc["cells"][3]["aggregate_tps"] = "fast".into();
+    let wrong_ours = dir.path().join("results-wrong.json");
+    std::fs::write(&wrong_ours, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    assert_bad_input(&wrong_ours, &["cells[3].aggregate_tps", "expected f64"]);
+}
+
+#[test]
+fn compare_against_a_store_selects_profile_and_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("baselines");
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..5);
+    let mut add = vec!["baseline", "add", "--dir", store.to_str().unwrap()];
+    add.extend(paths(&base));
+    let (code, _, err) = infergate(&add);
+    assert_eq!(code, 0, "{err}");
+    let cand = write_many(dir.path(), "cand", &Gen::default(), 0..5);
+    let json_out = dir.path().join("verdict.json");
+    let (code, report, err) = compare(
+        &[store.to_str().unwrap()],
+        &paths(&cand),
+        &["--out", json_out.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(report.is_none(), "--out writes the file, not stdout");
+    let written: ComparisonReport =
+        serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+    assert_eq!(written.baseline.level_runs.len(), 5);
+    let md = dir.path().join("verdict.md");
+    let (code, _, err) = infergate(&[
+        "compare",
+        "--format",
+        "md",
+        "--out",
+        md.to_str().unwrap(),
+        "--baseline",
+        store.to_str().unwrap(),
+        "--candidate",
+        cand[0].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("| ctx \\\\ conc |"), "{text}");
+    // Another suite has no baseline: exit 0, no_baseline, and the message lists what exists.
+    let (code, report, err) = compare(
+        &[store.to_str().unwrap()],
+        &paths(&cand[..1]),
+        &["--suite", "nightly"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report.unwrap().gate, GateVerdict::NoBaseline);
+    assert!(
+        err.contains("no baseline runs for profile") && err.contains("(pr)"),
+        "{err}"
+    );
+}

@@ -1,0 +1,85 @@
+//! `infergate doctor` on this machine: NVML availability (and why not), engine reachability,
+//! booting a config's engine; always exit 0.
+
+use std::process::Command;
+
+fn doctor(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .arg("doctor")
+        .args(args)
+        .output()
+        .expect("run doctor");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn doctor_json_reports_nvml_availability_with_a_reason() {
+    let (code, stdout, stderr) = doctor(&["--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let nvml = &v["nvml"];
+    let available = nvml["available"].as_bool().expect("nvml.available");
+    if available {
+        assert!(!v["gpus"].as_array().expect("gpus").is_empty());
+        assert_eq!(v["hardware"]["kind"], "gpu");
+        assert!(
+            v["gpus"][0]["pcie_link_gen_max"].is_number()
+                || v["gpus"][0]["pcie_link_gen_max"].is_null()
+        );
+    } else {
+        // This machine (CI, the dev container) has no NVIDIA driver.
+        let reason = nvml["reason"].as_str().expect("a reason when unavailable");
+        assert!(!reason.is_empty());
+        assert_eq!(v["hardware"]["kind"], "cpu");
+        assert_eq!(v["gpus"].as_array().map(Vec::len), Some(0));
+    }
+    assert!(v["cpu_cores"].as_u64().is_some_and(|n| n > 0));
+    assert!(v["engine"].is_null());
+}
+
+#[test]
+fn doctor_text_says_why_nvml_is_unavailable_and_reports_an_unreachable_engine() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, stdout, stderr) = doctor(&["--url", &url]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("NVML:"), "{stdout}");
+    assert!(stdout.contains("NOT reachable"), "{stdout}");
+    assert!(stdout.contains("connection refused"), "{stdout}");
+    let (code, _, stderr) = doctor(&["--url", "localhost:8000"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn doctor_with_a_config_boots_checks_and_stops_the_engine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("gate.toml");
+    std::fs::write(
+        &cfg,
+        r#"[engine]
+command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}"]
+readiness_timeout = "20s"
+
+[suites.pr]
+concurrency = [1]
+contexts = ["0"]
+"#,
+    )
+    .expect("write config");
+    let cfg_s = cfg.display().to_string();
+    let (code, stdout, stderr) = doctor(&["--json", "--config", &cfg_s]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(v["engine_boot"]["ready"], true, "{stdout}");
+    assert_eq!(v["engine_boot"]["teardown_clean"], true, "{stdout}");
+    assert_eq!(v["engine"]["reachable"], true, "{stdout}");
+    assert_eq!(v["engine"]["metrics_flavor"], "vllm", "{stdout}");
+    assert_eq!(v["engine"]["models"][0], "sim-test", "{stdout}");
+}

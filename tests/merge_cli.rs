@@ -1,0 +1,263 @@
+//! `infergate merge` end to end: shard results directories (one per GPU profile, each holding a
+//! verdict.json written by hand as ComparisonReport JSON) joined into one verdict.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_infergate")
+}
+
+/// One comparison report as `infergate run` writes it: `regressed` cells regressed (aggregate
+/// tok/s −7%), one unchanged cell.
+fn report(gpu: &str, key: &str, gate: &str, regressed: usize) -> Value {
+    let cell = |verdict: &str, change: f64| {
+        json!({
+            "concurrency": 8,
+            "context_tokens": 32768,
+            "verdict": verdict,
+            "reason": null,
+            "metrics": [{
+                "metric": "aggregate_tps",
+                "direction": "higher_is_better",
+                "baseline": 400.0,
+                "candidate": 400.0 * (1.0 + change),
+                "change": change,
+                "ci_low": change - 0.02,
+                "ci_high": change + 0.02,
+                "margin": 0.03,
+                "p_value": 0.001,
+                "p_adjusted": 0.004,
+                "verdict": verdict
+            }]
+        })
+    };
+    let mut cells: Vec<Value> = (0..regressed).map(|_| cell("regression", -0.07)).collect();
+    cells.push(cell("unchanged", 0.004));
+    json!({
+        "schema_version": 1,
+        "profile": {
+            "key": key,
+            "hardware": {
+                "kind": "gpu",
+                "gpu_model": gpu,
+                "gpu_count": 1,
+                "driver_version": "580.65",
+                "cpu_model": null
+            },
+            "engine": "vllm",
+            "model": "Qwen/Qwen3-8B",
+            "matrix_hash": "0123456789abcdef"
+        },
+        "suite": "pr",
+        "candidate_runs": [format!("run-{key}")],
+        "baseline": {"level_runs": ["b1", "b2", "b3"], "noise_runs": 12},
+        "gate": gate,
+        "headline": if regressed > 0 {
+            format!("{regressed} regressions, worst -7.0% at C=8 / 32k")
+        } else {
+            "no regressions".to_string()
+        },
+        "matrix_test": null,
+        "cells": cells,
+        "rule": {
+            "alpha": 0.05,
+            "min_effect": 0.03,
+            "noise_k": 2.0,
+            "correction": "holm",
+            "confidence": 0.95
+        }
+    })
+}
+
+/// Writes a shard results directory (`<root>/<name>/verdict.json` + a results.json marker).
+fn shard(root: &Path, name: &str, report: &Value) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("verdict.json"),
+        serde_json::to_string_pretty(report).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("results.json"), "{}").unwrap();
+    dir
+}
+
+fn merge(args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("merge")
+        .args(args)
+        .output()
+        .expect("run infergate merge")
+}
+
+const H100: &str = "gpu-nvidia-h100x1__vllm__qwen-qwen3-8b__m0123456789";
+const H200: &str = "gpu-nvidia-h200x1__vllm__qwen-qwen3-8b__m0123456789";
+const RTX: &str = "gpu-nvidia-geforce-rtx-5090x1__vllm__qwen-qwen3-8b__m0123456789";
+
+fn three_shards(root: &Path, h200_gate: &str, h200_regressed: usize) -> Vec<String> {
+    [
+        shard(root, "h100", &report("NVIDIA H100", H100, "pass", 0)),
+        shard(
+            root,
+            "h200",
+            &report("NVIDIA H200", H200, h200_gate, h200_regressed),
+        ),
+        shard(
+            root,
+            "rtx5090",
+            &report("NVIDIA GeForce RTX 5090", RTX, "pass", 0),
+        ),
+    ]
+    .iter()
+    .flat_map(|d| ["--shard".to_string(), d.display().to_string()])
+    .collect()
+}
+
+#[test]
+fn one_regressed_shard_fails_the_merged_verdict_with_a_section_per_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = three_shards(tmp.path(), "regression", 2);
+    let shard_args: Vec<&str> = shards.iter().map(String::as_str).collect();
+
+    // Markdown: one overview + one section per profile, exit 1.
+    let md_path = tmp.path().join("merged.md");
+    let outputs = tmp.path().join("github_output");
+    std::fs::write(&outputs, "earlier=kept\n").unwrap();
+    let mut args = shard_args.clone();
+    args.extend([
+        "--format",
+        "md",
+        "--out",
+        md_path.to_str().unwrap(),
+        "--github-output",
+        outputs.to_str().unwrap(),
+    ]);
+    let out = merge(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    assert!(md.starts_with("<!-- infergate:merged -->"), "{md}");
+    assert_eq!(md.matches("\n### ").count(), 3, "{md}");
+    for key in [H100, H200, RTX] {
+        let escaped = key.replace('_', "\\_");
+        assert!(
+            md.contains(&format!("### {escaped} ")),
+            "no section for {key}:\n{md}"
+        );
+    }
+    assert!(md.contains("1 of 3 profiles regressed"), "{md}");
+    assert_eq!(
+        std::fs::read_to_string(&outputs).unwrap(),
+        "earlier=kept\nverdict=regression\nregressions=2\nprofiles=3\n"
+    );
+
+    // JSON: one verdict, each shard's comparison kept whole.
+    let mut args = shard_args.clone();
+    args.extend(["--format", "json"]);
+    let out = merge(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["gate"], "regression");
+    assert_eq!(merged["regressions"], 2);
+    let profiles = merged["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 3);
+    assert_eq!(profiles[1]["report"]["profile"]["key"], H200);
+    assert_eq!(profiles[1]["regressions"], 2);
+    assert!(
+        profiles[0]["results"]
+            .as_str()
+            .unwrap()
+            .ends_with("results.json")
+    );
+
+    // Text (default format) names the regressed profile.
+    let out = merge(&shard_args);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("merged verdict: regression"), "{text}");
+    assert!(text.contains(H200), "{text}");
+}
+
+#[test]
+fn all_shards_pass_gives_exit_0_and_inconclusive_does_not_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = three_shards(tmp.path(), "pass", 0);
+    let mut args: Vec<&str> = shards.iter().map(String::as_str).collect();
+    args.extend(["--format", "json"]);
+    let out = merge(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["gate"], "pass");
+    assert_eq!(merged["headline"], "all 3 profiles passed");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = three_shards(tmp.path(), "inconclusive", 0);
+    let mut args: Vec<&str> = shards.iter().map(String::as_str).collect();
+    args.extend(["--format", "json"]);
+    let out = merge(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["gate"], "inconclusive");
+}
+
+#[test]
+fn a_verdict_file_is_accepted_as_a_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = shard(
+        tmp.path(),
+        "h200",
+        &report("NVIDIA H200", H200, "regression", 1),
+    );
+    let file = dir.join("verdict.json");
+    let out = merge(&["--shard", file.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["regressions"], 1);
+}
+
+#[test]
+fn an_unreadable_shard_is_exit_2_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = shard(tmp.path(), "h100", &report("NVIDIA H100", H100, "pass", 0));
+
+    // Broken JSON field.
+    let bad = tmp.path().join("h200");
+    std::fs::create_dir_all(&bad).unwrap();
+    let mut broken = report("NVIDIA H200", H200, "pass", 0);
+    broken["gate"] = json!("maybe");
+    std::fs::write(bad.join("verdict.json"), broken.to_string()).unwrap();
+    let out = merge(&[
+        "--shard",
+        good.to_str().unwrap(),
+        "--shard",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&bad.join("verdict.json").display().to_string()),
+        "{err}"
+    );
+    assert!(err.contains("gate"), "{err}");
+
+    // A directory without a verdict.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = merge(&["--shard", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("empty"), "{err}");
+    assert!(err.contains("verdict.json"), "{err}");
+}

@@ -1,0 +1,180 @@
+//! `infergate run` end to end on the embedded default config: boots the simulated engine,
+//! measures the `pr` suite, compares with the bundled baseline, tears down, exits 0.
+
+use std::path::Path;
+use std::process::Command;
+
+use infergate::results::{CellStatus, RunResults, RunStatus};
+use infergate::verdict::{ComparisonReport, GateVerdict};
+
+/// The tests of this file boot engines; they run one at a time so the measured numbers are not
+/// disturbed by each other on a small CI machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn group_gone(pgid: i32) -> bool {
+    matches!(
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// The engine's process group, from the `engine_spawned` event.
+fn engine_pgid(results: &RunResults) -> i32 {
+    results
+        .events
+        .iter()
+        .find(|e| e.kind == "engine_spawned")
+        .and_then(|e| e.message.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("an engine_spawned event with the process group")
+}
+
+#[test]
+fn run_on_the_default_config_passes_end_to_end() {
+    let _serial = serial();
+    let out = tempfile::tempdir().expect("tempdir");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("infergate.toml");
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(out.path())
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprintln!("run took {:.1}s", started.elapsed().as_secs_f64());
+
+    let text = std::fs::read_to_string(out.path().join("results.json")).expect("results.json");
+    let results: RunResults = serde_json::from_str(&text).expect("results.json parses");
+    assert_eq!(results.status, RunStatus::Complete);
+    assert_eq!(results.suite.as_deref(), Some("pr"));
+    assert_eq!(results.cells.len(), 6);
+    for c in &results.cells {
+        assert_eq!(c.status, CellStatus::Ok, "{c:?}");
+        assert!(c.samples.len() >= 3, "{c:?}");
+        assert!(c.aggregate_tps > 0.0, "{c:?}");
+    }
+    // The pinned hardware profile makes the bundled baseline apply on any machine.
+    assert!(
+        results
+            .profile
+            .key
+            .starts_with("cpu-sim__infergate-sim__sim-test__"),
+        "{}",
+        results.profile.key
+    );
+    // Compared with the bundled baseline, and passed.
+    let verdict: ComparisonReport = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("verdict.json")).expect("verdict.json"),
+    )
+    .expect("verdict.json parses");
+    // Pass, or undecided cells (which pass unless fail_on = "inconclusive"): never a regression
+    // against the bundled baseline of the same simulated engine.
+    assert!(
+        matches!(verdict.gate, GateVerdict::Pass | GateVerdict::Inconclusive),
+        "{:?}: {}\nstderr:\n{stderr}",
+        verdict.gate,
+        verdict.headline
+    );
+    assert_eq!(verdict.regressions().count(), 0);
+    assert!(out.path().join("summary.md").exists());
+    assert!(out.path().join("engine.log").exists());
+    // The matrix is printed.
+    assert!(stdout.contains("Aggregate tok/s"), "{stdout}");
+
+    // Teardown: no process of the engine's group is left.
+    assert!(group_gone(engine_pgid(&results)));
+
+    // Without NVML (this machine has no NVIDIA driver): one notice, telemetry unavailable,
+    // exit code unaffected (asserted above).
+    let telemetry = results.telemetry.expect("a telemetry summary");
+    if telemetry.status == "unavailable" {
+        assert!(telemetry.reason.as_deref().is_some_and(|r| !r.is_empty()));
+        assert_eq!(
+            stderr.matches("GPU telemetry unavailable").count(),
+            1,
+            "{stderr}"
+        );
+    } else {
+        assert_eq!(telemetry.status, "available");
+        assert!(!telemetry.devices.is_empty());
+    }
+}
+
+#[test]
+fn a_cell_that_cannot_fit_dooms_larger_concurrency_at_that_context() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gate.toml");
+    // The `test` profile's KV budget (200k tokens) admits 4 x 32k but not 8 x 32k.
+    std::fs::write(
+        &config,
+        r#"model = "sim-test"
+
+[engine]
+command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "4"]
+name = "infergate-sim"
+
+[profile]
+hardware = "sim"
+
+[suites.cap]
+concurrency = [4, 8, 12]
+contexts = ["32k"]
+duration = "1s"
+warmup = "0.25s"
+ready_stable = "0.5s"
+capacity_stall = "1s"
+"#,
+    )
+    .expect("write config");
+    let out = dir.path().join("out");
+    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .arg("--baseline-dir")
+        .arg(dir.path().join("baselines"))
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Capacity-limited cells are results, not failures; no baseline yet → pass.
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("no baseline"), "{stderr}");
+    let results: RunResults = serde_json::from_str(
+        &std::fs::read_to_string(out.join("results.json")).expect("results.json"),
+    )
+    .expect("parses");
+    let status: Vec<CellStatus> = results.cells.iter().map(|c| c.status).collect();
+    assert_eq!(
+        status,
+        vec![
+            CellStatus::Ok,
+            CellStatus::CapacityLimited,
+            CellStatus::CapacityLimited
+        ],
+        "{:?}",
+        results.cells
+    );
+    assert_eq!(
+        results.cells[2].reason.as_deref(),
+        Some("C=8 already capacity-limited at 32k: not measured")
+    );
+    assert_eq!(results.cells[2].measured_s, 0.0);
+    assert!(!out.join("verdict.json").exists());
+    assert!(group_gone(engine_pgid(&results)));
+}
