@@ -198,7 +198,9 @@ pub struct MetricComparison {
     pub ci_high: f64,
     /// Practical-significance margin used (relative, positive).
     pub margin: f64,
-    /// Raw p-value of the one-sided test against the margin, and after multiplicity correction.
+    /// Raw p-value of the one-sided test of "no change" in the worse direction, and after
+    /// multiplicity correction (Holm by default). The margin enters through the interval: a
+    /// regression needs both the adjusted p-value below alpha and the interval beyond the margin.
     pub p_value: f64,
     pub p_adjusted: f64,
     pub verdict: CellVerdict,

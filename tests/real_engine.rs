@@ -335,6 +335,26 @@ fn cell_tps(results: &RunResults) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// Prints the primary metric of every compared cell (CI logs keep the measured figures).
+fn print_cells(label: &str, verdict: &ComparisonReport) {
+    for c in &verdict.cells {
+        if let Some(m) = c.metrics.first() {
+            eprintln!(
+                "  {label} vs baseline C={} / {}: {:.1} → {:.1} tok/s, change {:+.1}% [{:+.1}, {:+.1}] margin {:.1}% → {}",
+                c.concurrency,
+                infergate::results::context_label(c.context_tokens),
+                m.baseline,
+                m.candidate,
+                m.change * 100.0,
+                m.ci_low * 100.0,
+                m.ci_high * 100.0,
+                m.margin * 100.0,
+                c.verdict.as_str()
+            );
+        }
+    }
+}
+
 #[test]
 fn llamacpp_nightly_baseline_then_aa_passes_and_one_thread_regresses() {
     if std::env::var(SKIP_VAR).is_ok_and(|v| v == "1") {
@@ -416,6 +436,7 @@ fn llamacpp_nightly_baseline_then_aa_passes_and_one_thread_regresses() {
     // 2. A/A: the same engine and flags again → pass.
     let aa = gate_run(&engine, work, "aa", 2, &store);
     let aa_verdict = aa.verdict();
+    print_cells("A/A -t 2", &aa_verdict);
     eprintln!(
         "real-engine: A/A verdict: {} — {}",
         aa_verdict.gate.as_str(),
@@ -454,22 +475,7 @@ fn llamacpp_nightly_baseline_then_aa_passes_and_one_thread_regresses() {
             )
         })
         .collect();
-    for c in &verdict.cells {
-        if let Some(m) = c.metrics.first() {
-            eprintln!(
-                "  -t 1 vs baseline C={} / {}: {:.1} → {:.1} tok/s, change {:+.1}% [{:+.1}, {:+.1}] margin {:.1}% → {}",
-                c.concurrency,
-                infergate::results::context_label(c.context_tokens),
-                m.baseline,
-                m.candidate,
-                m.change * 100.0,
-                m.ci_low * 100.0,
-                m.ci_high * 100.0,
-                m.margin * 100.0,
-                c.verdict.as_str()
-            );
-        }
-    }
+    print_cells("-t 1", &verdict);
     eprintln!(
         "real-engine: -t 1 verdict: {} — {}",
         verdict.gate.as_str(),

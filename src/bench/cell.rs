@@ -54,11 +54,14 @@ pub async fn scrape(
     dialect: Option<MetricsDialect>,
 ) -> Option<(Instant, EngineState)> {
     let dialect = dialect?;
+    let sent = Instant::now();
     let (status, text) = client
         .get_text("/metrics", Duration::from_secs(3))
         .await
         .ok()?;
-    let at = Instant::now();
+    // The counter was read somewhere between sending and receiving: take the midpoint, so a
+    // slow answer does not shift the engine's window by its whole latency.
+    let at = sent + Instant::now().duration_since(sent) / 2;
     if status != 200 {
         return None;
     }

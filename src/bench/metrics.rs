@@ -335,6 +335,22 @@ mod tests {
         assert!(st.spec.is_none());
     }
 
+    /// Recorded from a real `llama-server` (llama.cpp 11434, `--metrics -np 4`, 6 requests in
+    /// flight): newer builds have no `kv_cache_usage_ratio`, and `tokens_predicted_total` only
+    /// moves when a request finishes, so it is validation data at best.
+    #[test]
+    fn recorded_llama_server_page() {
+        let page = parse_prometheus(&fixture("llamacpp-metrics.txt"));
+        let d = MetricsDialect::detect(&page).unwrap();
+        assert_eq!(d, MetricsDialect::Llamacpp);
+        let st = d.read(&page);
+        assert_eq!(st.running, Some(4.0));
+        assert_eq!(st.waiting, Some(2.0));
+        assert_eq!(st.generated_tokens, Some(4624.0));
+        assert_eq!(st.kv_usage, None);
+        assert!(st.spec.is_none());
+    }
+
     #[test]
     fn unknown_pages_have_no_dialect() {
         let page = parse_prometheus("process_cpu_seconds_total 12.5\n");

@@ -50,7 +50,7 @@ pub struct RunArgs {
     pub labels: Vec<String>,
 }
 
-fn config_error(e: ConfigError) -> anyhow::Error {
+pub(crate) fn config_error(e: ConfigError) -> anyhow::Error {
     anyhow::Error::new(UsageError(e.to_string()))
 }
 
@@ -72,7 +72,7 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
     }
 }
 
-fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     labels
         .iter()
         .map(|l| {
@@ -89,7 +89,7 @@ fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
 }
 
 /// Cancels `cancel` on SIGINT or SIGTERM (the runner cancelling the job).
-fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
@@ -193,6 +193,18 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         rx,
         (suite.cells() * suite.repetitions.max(1) as usize) as u64,
     ));
+    let baseline_dir = args
+        .baseline_dir
+        .clone()
+        .unwrap_or_else(|| config.baseline.dir.clone());
+    let adaptive = config
+        .adaptive
+        .enabled
+        .then(|| run::adaptive::AdaptiveRequest {
+            config: config.adaptive.clone(),
+            rule: config.thresholds.rule.clone(),
+            store_dir: baseline_dir.clone(),
+        });
     let req = MeasureRequest {
         engine: &config.engine,
         model: config.model.as_deref(),
@@ -203,24 +215,37 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         log_path,
         log_tail_lines: config.report.log_tail_lines,
         labels,
+        adaptive,
     };
-    let measured = run::boot_and_measure(req, tx, cancel.clone()).await;
+    let mut measured = run::boot_and_measure(req, tx, cancel.clone()).await;
     let _ = printer.await;
     if let Some(stop) = &measured.stop
         && !stop.group_gone
     {
         eprintln!("warning: some engine processes survived teardown (SIGKILL sent to the group)");
     }
+    let adaptive = measured.adaptive.take();
     let results = measured.results;
     let mut failure = measured.failure.as_ref().map(RunFailure::message);
+    if let Some(a) = &adaptive
+        && a.rounds > 0
+    {
+        eprintln!(
+            "adaptive: {} extra round(s) on {} inconclusive cell(s), {:.1} s extra; stopped: {}",
+            a.rounds,
+            a.remeasured.len(),
+            a.extra_s,
+            a.stop_reason
+        );
+    }
 
-    // 3. Compare.
-    let baseline_dir = args
-        .baseline_dir
-        .clone()
-        .unwrap_or_else(|| config.baseline.dir.clone());
+    // 3. Compare (already done, with alpha spending, when cells were re-measured adaptively).
     let decision = if failure.is_none() {
-        match run::decide(&results, &baseline_dir, &config.thresholds.rule) {
+        let compared = match adaptive {
+            Some(a) => a.decision,
+            None => run::decide(&results, &baseline_dir, &config.thresholds.rule),
+        };
+        match compared {
             Ok(d) => Some(d),
             Err(e) => {
                 failure = Some(format!("comparison with the baseline failed: {e}"));

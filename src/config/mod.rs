@@ -81,6 +81,82 @@ pub struct GateConfig {
     pub baseline: BaselineConfig,
     /// Reporting options.
     pub report: ReportConfig,
+    /// Adaptive re-measurement of inconclusive cells in `run` (`[adaptive]`).
+    pub adaptive: AdaptiveConfig,
+    /// The two builds of a paired A/B run (`[engine.a]`, `[engine.b]`, `[ab]`); `None` when the
+    /// file defines no A/B engines.
+    pub ab: Option<AbConfig>,
+}
+
+/// Adaptive re-measurement (`[adaptive]`): after the matrix and the comparison, the cells whose
+/// verdict is `inconclusive` are measured again on the still-running engine, up to a budget,
+/// with the comparison's alpha spent across the looks (`docs/adaptive-and-ab.md`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveConfig {
+    /// Off unless the file has an `[adaptive]` table (then on unless `enabled = false`).
+    pub enabled: bool,
+    /// Most extra rounds (re-measurements of the still-inconclusive cells).
+    pub max_rounds: u32,
+    /// Most engine-seconds the extra rounds may take; `None` = limited by `max_rounds` only.
+    pub max_extra_s: Option<f64>,
+    /// Shape of the alpha-spending function over the `1 + max_rounds` looks.
+    pub spending: crate::stats::SpendingShape,
+}
+
+impl Default for AdaptiveConfig {
+    fn default() -> Self {
+        AdaptiveConfig {
+            enabled: false,
+            max_rounds: 2,
+            max_extra_s: None,
+            spending: crate::stats::SpendingShape::Pocock,
+        }
+    }
+}
+
+/// The boot order of a paired A/B run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AbOrder {
+    /// A B B A A B B A ...: each pair's order alternates, so a linear drift cancels (default).
+    #[default]
+    Abba,
+    /// A B A B ...: every pair boots A first.
+    Ab,
+}
+
+impl AbOrder {
+    /// The engines to boot, in order, for `pairs` pairs: `(pair index, is_b)`.
+    pub fn schedule(self, pairs: u32) -> Vec<(u32, bool)> {
+        let mut out = Vec::with_capacity(2 * pairs as usize);
+        for i in 0..pairs {
+            let b_first = self == AbOrder::Abba && i % 2 == 1;
+            out.push((i, b_first));
+            out.push((i, !b_first));
+        }
+        out
+    }
+
+    /// `abba` or `ab`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbOrder::Abba => "abba",
+            AbOrder::Ab => "ab",
+        }
+    }
+}
+
+/// A paired A/B run: base build A, candidate build B, booted alternately on one runner.
+#[derive(Debug, Clone)]
+pub struct AbConfig {
+    /// `[engine.a]`: the base build.
+    pub a: EngineConfig,
+    /// `[engine.b]`: the candidate build.
+    pub b: EngineConfig,
+    /// Pairs of boots (A + B each); `--rounds` overrides.
+    pub rounds: u32,
+    /// Boot order.
+    pub order: AbOrder,
 }
 
 /// How to start and stop the engine under test.
@@ -249,12 +325,45 @@ struct RawConfig {
     baseline: RawBaseline,
     #[serde(default)]
     report: RawReport,
+    adaptive: Option<Spanned<RawAdaptive>>,
+    ab: Option<Spanned<RawAb>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdaptive {
+    enabled: Option<bool>,
+    max_rounds: Option<Spanned<u32>>,
+    max_extra_seconds: Option<Seconds>,
+    spending: Option<crate::stats::SpendingShape>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAb {
+    rounds: Option<Spanned<u32>>,
+    order: Option<AbOrder>,
+}
+
+/// `[engine.a]` / `[engine.b]`: what differs between the two builds; everything else comes
+/// from `[engine]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEngineSide {
+    command: Spanned<CommandSpec>,
+    #[serde(default)]
+    env: BTreeMap<String, Spanned<String>>,
+    workdir: Option<String>,
+    log_file: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawEngine {
-    command: Spanned<CommandSpec>,
+    /// Required unless `[engine.a]` and `[engine.b]` are given.
+    command: Option<Spanned<CommandSpec>>,
+    a: Option<Spanned<RawEngineSide>>,
+    b: Option<Spanned<RawEngineSide>>,
     #[serde(default)]
     env: BTreeMap<String, Spanned<String>>,
     workdir: Option<String>,
@@ -441,7 +550,9 @@ impl GateConfig {
             None => None,
         };
 
-        let engine = build_engine(raw.engine, model.is_some(), &loc, base_dir)?;
+        let (engine, ab_engines) = build_engine(raw.engine, model.is_some(), &loc, base_dir)?;
+        let adaptive = build_adaptive(raw.adaptive, &loc)?;
+        let ab = build_ab(raw.ab, ab_engines, &loc)?;
 
         let profile = ProfileConfig {
             hardware: match raw.profile.hardware {
@@ -498,6 +609,8 @@ impl GateConfig {
             thresholds: ThresholdsConfig { rule, fail_on },
             baseline,
             report,
+            adaptive,
+            ab,
         })
     }
 
@@ -662,19 +775,27 @@ fn check_placeholders(
     Ok(())
 }
 
+/// The engines of the file: `[engine]` (what `run` boots) and, when both `[engine.a]` and
+/// `[engine.b]` are given, the two builds of an A/B run (each `[engine]` with its own command,
+/// env additions, workdir and log file). Without an `[engine] command`, `run` boots A.
 fn build_engine(
     raw: Spanned<RawEngine>,
     has_model: bool,
     loc: &Locator,
     base_dir: &Path,
-) -> Result<EngineConfig, ConfigError> {
-    let raw = raw.into_inner();
-    let cmd_span = raw.command.span();
-    for part in raw.command.get_ref().parts() {
-        check_placeholders(loc, cmd_span.clone(), part, has_model)?;
+) -> Result<(EngineConfig, Option<(EngineConfig, EngineConfig)>), ConfigError> {
+    let engine_span = raw.span();
+    let mut raw = raw.into_inner();
+    let side_a = raw.a.take();
+    let side_b = raw.b.take();
+    let command = raw.command.take();
+    if let Some(c) = &command {
+        for part in c.get_ref().parts() {
+            check_placeholders(loc, c.span(), part, has_model)?;
+        }
     }
     let mut env = BTreeMap::new();
-    for (k, v) in raw.env {
+    for (k, v) in std::mem::take(&mut raw.env) {
         check_placeholders(loc, v.span(), v.get_ref(), has_model)?;
         env.insert(k, v.into_inner());
     }
@@ -698,18 +819,130 @@ fn build_engine(
             Some("write the engine family (vllm, sglang, llamacpp, ...) or remove the key to detect it"),
         ));
     }
-    Ok(EngineConfig {
-        command: raw.command.into_inner(),
-        env,
-        workdir: raw.workdir.map(|w| base_dir.join(w)),
+    let base = |command: CommandSpec| EngineConfig {
+        command,
+        env: env.clone(),
+        workdir: raw.workdir.as_ref().map(|w| base_dir.join(w)),
         readiness_timeout_s,
-        log_file: raw.log_file.map(PathBuf::from),
+        log_file: raw.log_file.as_ref().map(PathBuf::from),
         stop_grace_s: raw.stop_grace.map_or(15.0, |s| s.0),
-        api_key_env: raw.api_key_env,
-        host: raw.host.unwrap_or_else(|| "127.0.0.1".into()),
+        api_key_env: raw.api_key_env.clone(),
+        host: raw.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
         port: raw.port.filter(|p| *p != 0),
-        name: raw.name.map(Spanned::into_inner),
-    })
+        name: raw.name.as_ref().map(|n| n.get_ref().clone()),
+    };
+    let side = |s: Spanned<RawEngineSide>| -> Result<EngineConfig, ConfigError> {
+        let s = s.into_inner();
+        let cmd_span = s.command.span();
+        for part in s.command.get_ref().parts() {
+            check_placeholders(loc, cmd_span.clone(), part, has_model)?;
+        }
+        let mut cfg = base(s.command.into_inner());
+        for (k, v) in s.env {
+            check_placeholders(loc, v.span(), v.get_ref(), has_model)?;
+            cfg.env.insert(k, v.into_inner());
+        }
+        if let Some(w) = s.workdir {
+            cfg.workdir = Some(base_dir.join(w));
+        }
+        if let Some(l) = s.log_file {
+            cfg.log_file = Some(PathBuf::from(l));
+        }
+        Ok(cfg)
+    };
+    let ab = match (side_a, side_b) {
+        (Some(a), Some(b)) => Some((side(a)?, side(b)?)),
+        (None, None) => None,
+        (Some(s), None) | (None, Some(s)) => {
+            return Err(loc.at(
+                s.span(),
+                "an A/B config needs both [engine.a] (the base build) and [engine.b] (the candidate)",
+                Some("add the missing table with its `command`, or remove this one"),
+            ));
+        }
+    };
+    let engine = match (command, &ab) {
+        (Some(c), _) => base(c.into_inner()),
+        (None, Some((a, _))) => a.clone(),
+        (None, None) => {
+            return Err(loc.at(
+                engine_span,
+                "[engine] has no `command`",
+                Some("add the command that starts the engine, e.g. command = [\"vllm\", \"serve\", \"{model}\", \"--port\", \"{port}\"] (or [engine.a] and [engine.b] for `infergate ab`)"),
+            ));
+        }
+    };
+    Ok((engine, ab))
+}
+
+/// `[adaptive]`: on when the table is present unless `enabled = false`.
+fn build_adaptive(
+    raw: Option<Spanned<RawAdaptive>>,
+    loc: &Locator,
+) -> Result<AdaptiveConfig, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(AdaptiveConfig::default());
+    };
+    let raw = raw.into_inner();
+    let mut cfg = AdaptiveConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        ..AdaptiveConfig::default()
+    };
+    if let Some(r) = raw.max_rounds {
+        if !(1..=20).contains(r.get_ref()) {
+            return Err(loc.at(
+                r.span(),
+                format!("[adaptive] max_rounds = {} is out of range", r.get_ref()),
+                Some("write 1 to 20 extra rounds (default 2), or enabled = false to turn re-measurement off"),
+            ));
+        }
+        cfg.max_rounds = r.into_inner();
+    }
+    cfg.max_extra_s = raw.max_extra_seconds.map(|s| s.0);
+    if let Some(shape) = raw.spending {
+        cfg.spending = shape;
+    }
+    Ok(cfg)
+}
+
+/// `[ab]` plus the two engines.
+fn build_ab(
+    raw: Option<Spanned<RawAb>>,
+    engines: Option<(EngineConfig, EngineConfig)>,
+    loc: &Locator,
+) -> Result<Option<AbConfig>, ConfigError> {
+    let (rounds, order) = match raw {
+        Some(r) => {
+            let span = r.span();
+            let r = r.into_inner();
+            if engines.is_none() {
+                return Err(loc.at(
+                    span,
+                    "[ab] is set but the file has no [engine.a] and [engine.b]",
+                    Some("add [engine.a] and [engine.b] tables, each with the `command` of one build"),
+                ));
+            }
+            let rounds = match r.rounds {
+                Some(n) if !(2..=100).contains(n.get_ref()) => {
+                    return Err(loc.at(
+                        n.span(),
+                        format!("[ab] rounds = {} is out of range", n.get_ref()),
+                        Some("write 2 to 100 pairs of boots (default 4: A B B A A B B A); the paired test needs at least 2"),
+                    ));
+                }
+                Some(n) => n.into_inner(),
+                None => 4,
+            };
+            (rounds, r.order.unwrap_or_default())
+        }
+        None => (4, AbOrder::default()),
+    };
+    Ok(engines.map(|(a, b)| AbConfig {
+        a,
+        b,
+        rounds,
+        order,
+    }))
 }
 
 fn build_suite(

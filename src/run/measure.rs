@@ -43,6 +43,9 @@ pub struct MeasureRequest<'a> {
     pub log_tail_lines: usize,
     /// Labels copied into the results (git SHA, runner, ...).
     pub labels: BTreeMap<String, String>,
+    /// Re-measure inconclusive cells on the live engine after the matrix (`[adaptive]`);
+    /// `None` = measure the matrix only.
+    pub adaptive: Option<super::adaptive::AdaptiveRequest>,
 }
 
 /// Why a run failed (exit 3).
@@ -88,6 +91,9 @@ pub struct MeasuredRun {
     pub engine_log: PathBuf,
     /// Seconds from spawn to ready.
     pub boot_s: Option<f64>,
+    /// The adaptive phase (comparison and re-measurement), when requested and the matrix was
+    /// measured without failure.
+    pub adaptive: Option<super::adaptive::AdaptiveOutcome>,
 }
 
 /// Why the measurement token was cancelled.
@@ -334,10 +340,36 @@ pub async fn boot_and_measure(
         s = BenchSession::connect(&target, &opts, Some(bench_tx.clone())) => Some(s),
     };
     let mut failure = None;
+    let mut adaptive = None;
     let mut results = match session {
         Some(Ok(session)) => {
             let mut results = session.results_skeleton();
             results.cells = measure_cells(&session, req.suite, &measure_cancel, &bench_tx).await;
+            let measured_any = results
+                .cells
+                .iter()
+                .any(|c| c.status != CellStatus::Error && c.status != CellStatus::Skipped);
+            if let Some(ad) = req.adaptive.as_ref().filter(|a| a.config.enabled)
+                && !measure_cancel.is_cancelled()
+                && measured_any
+            {
+                let est = req.suite.ready_stable_s + req.suite.warmup_s + req.suite.duration_s;
+                let tx = bench_tx.clone();
+                let emit = move |e: Event| {
+                    let _ = tx.send(e);
+                };
+                adaptive = Some(
+                    super::adaptive::run_adaptive(
+                        &session,
+                        &mut results,
+                        ad,
+                        est,
+                        &measure_cancel,
+                        &emit,
+                    )
+                    .await,
+                );
+            }
             Some(results)
         }
         Some(Err(e)) => {
@@ -466,6 +498,7 @@ pub async fn boot_and_measure(
         stop: Some(stop),
         engine_log: req.log_path.clone(),
         boot_s: Some(ready.boot_s),
+        adaptive,
     }
 }
 
@@ -490,6 +523,7 @@ fn boot_failure(
         stop,
         engine_log: req.log_path.clone(),
         boot_s: None,
+        adaptive: None,
     }
 }
 
@@ -553,7 +587,7 @@ pub async fn measure_cells(
 
 /// Folds a repetition into the first measurement of the cell (same rule as
 /// `bench::run_matrix`): every round is listed, samples pooled, aggregate = mean of rounds.
-fn fold_repetition(cell: &mut CellResult, again: &CellResult, rep: u32) {
+pub(crate) fn fold_repetition(cell: &mut CellResult, again: &CellResult, rep: u32) {
     use crate::results::MeasurementRound;
     if cell.rounds.is_empty() {
         cell.rounds.push(MeasurementRound {

@@ -2,6 +2,8 @@
 //! for A/B runs), then compare with the baseline and write the outputs ([`gate`]). Nothing here
 //! prints: progress goes out as events, and the CLI renders the outcome.
 
+pub mod ab;
+pub mod adaptive;
 pub mod gate;
 pub mod measure;
 

@@ -1011,4 +1011,40 @@ mod tests {
         assert_eq!(gated.gate, GateVerdict::Regression);
         assert_eq!(gated.cells[0].verdict, CellVerdict::Regression);
     }
+
+    #[test]
+    fn rounds_count_as_repetitions_and_narrow_the_interval() {
+        use crate::results::MeasurementRound;
+        let mut rng = StdRng::seed_from_u64(9);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let rule = DecisionRule::default();
+        let before = compare(&base, std::slice::from_ref(&cand), &rule).unwrap();
+        let mut remeasured = cand.clone();
+        let cell = &mut remeasured.cells[4];
+        let tps = cell.aggregate_tps;
+        cell.rounds = (0..4)
+            .map(|k| MeasurementRound {
+                round: k,
+                aggregate_tps: tps * (1.0 + 0.01 * (f64::from(k) - 1.5)),
+                samples: Vec::new(),
+                measured_s: 30.0,
+                verdict_after: None,
+            })
+            .collect();
+        let after = compare(&base, &[remeasured], &rule).unwrap();
+        let width = |r: &ComparisonReport| {
+            let m = r.cells[4].primary().unwrap();
+            m.ci_high - m.ci_low
+        };
+        assert!(
+            width(&after) < 0.8 * width(&before),
+            "{} vs {}",
+            width(&after),
+            width(&before)
+        );
+        // A later look spends less alpha.
+        let spending = crate::stats::AlphaSpending::new(rule.alpha, 3);
+        assert!(spending.rule_at(&rule, 1).alpha < rule.alpha);
+    }
 }

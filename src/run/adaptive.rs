@@ -1,0 +1,446 @@
+//! Adaptive re-measurement: after the matrix and the first comparison, the cells whose verdict
+//! is `inconclusive` are measured again on the still-running engine (a fresh set of streams,
+//! warm-up and window each round), the evidence of all rounds is pooled, and the comparison is
+//! made again — until every cell is decided or the budget (`max_rounds`, `max_extra_seconds`)
+//! is spent. Chromium Pinpoint's SAME / DIFFERENT / UNKNOWN, where UNKNOWN buys more samples.
+//!
+//! Repeated looks would spend a fresh alpha each time; here they share one budget through a
+//! Lan–DeMets alpha-spending plan ([`AlphaSpending`]) over `1 + max_rounds` looks: look `k`
+//! (look 0 = the ordinary comparison) tests at the spending function's increment, so by the
+//! union bound the chance of any false alarm over all looks stays at most the rule's `alpha`.
+//! A cell's verdict is frozen at the look that decided it (a group-sequential stop), so a
+//! later, stricter look never undoes it. See `docs/adaptive-and-ab.md`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::config::AdaptiveConfig;
+use crate::results::{CellResult, Event, RunResults, context_label};
+use crate::stats::{AlphaSpending, DecisionRule};
+use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, GateVerdict};
+
+use super::gate::{Decision, GateError};
+
+/// What `boot_and_measure` needs to re-measure inconclusive cells before it stops the engine.
+#[derive(Debug, Clone)]
+pub struct AdaptiveRequest {
+    /// Budget and spending shape.
+    pub config: AdaptiveConfig,
+    /// The gate's decision rule; its `alpha` is spread over the looks.
+    pub rule: DecisionRule,
+    /// Baseline store directory.
+    pub store_dir: PathBuf,
+}
+
+/// What the adaptive phase did, and the comparison it ended with.
+#[derive(Debug)]
+pub struct AdaptiveOutcome {
+    /// The final comparison (cells frozen at the look that decided them), or why there is none.
+    pub decision: Result<Decision, GateError>,
+    /// Extra rounds made (0 when every cell was decided at the first look).
+    pub rounds: u32,
+    /// Wall-clock seconds the extra measurements took (engine-seconds spent beyond the matrix).
+    pub extra_s: f64,
+    /// The cells measured again, in order of first re-measurement.
+    pub remeasured: Vec<(u32, u64)>,
+    /// Why re-measuring stopped (for people).
+    pub stop_reason: String,
+}
+
+/// The spending plan of an adaptive run: the rule's alpha over `1 + max_rounds` looks.
+pub fn spending_plan(config: &AdaptiveConfig, rule: &DecisionRule) -> AlphaSpending {
+    AlphaSpending::new(rule.alpha, config.max_rounds + 1).with_shape(config.spending)
+}
+
+/// Progress and totals of the loop.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct LoopStats {
+    pub rounds: u32,
+    pub extra_s: f64,
+    pub remeasured: Vec<(u32, u64)>,
+    pub stop_reason: String,
+}
+
+/// Re-measures the inconclusive cells of `first` (the comparison at look 0, made with
+/// `plan.rule_at(rule, 0)`) until decided or out of budget, and returns the final comparison.
+///
+/// `measure(c, ctx)` measures one cell again (`None` = cancelled: stop). Each extra
+/// measurement is folded into the cell as a round (`CellResult.rounds`, with the verdict after
+/// that look); only the re-measured cells get rounds.
+#[allow(clippy::too_many_arguments)]
+pub async fn remeasure_inconclusive<M>(
+    results: &mut RunResults,
+    history: &[RunResults],
+    first: ComparisonReport,
+    rule: &DecisionRule,
+    config: &AdaptiveConfig,
+    est_cell_s: f64,
+    mut measure: M,
+    emit: &dyn Fn(Event),
+) -> Result<(ComparisonReport, LoopStats), GateError>
+where
+    M: AsyncFnMut(u32, u64) -> Option<CellResult>,
+{
+    let plan = spending_plan(config, rule);
+    let mut stats = LoopStats::default();
+    let mut report = first;
+    // Cells decided at some look keep that look's comparison.
+    let mut cost_s = est_cell_s.max(0.1);
+    let started = Instant::now();
+    stats.stop_reason = "every cell decided".into();
+    for look in 1..=config.max_rounds {
+        if report.gate == GateVerdict::Regression {
+            stats.stop_reason =
+                "the gate already found a regression: more rounds cannot change the exit code"
+                    .into();
+            break;
+        }
+        let pending: Vec<(u32, u64)> = report
+            .cells
+            .iter()
+            .filter(|c| c.verdict == CellVerdict::Inconclusive)
+            .map(|c| (c.concurrency, c.context_tokens))
+            .collect();
+        if pending.is_empty() {
+            stats.stop_reason = "every cell decided".into();
+            break;
+        }
+        let mut measured_now = Vec::new();
+        let mut out_of_budget = false;
+        let mut cancelled = false;
+        for &(c, ctx) in &pending {
+            if let Some(max) = config.max_extra_s
+                && stats.extra_s + cost_s > max
+            {
+                out_of_budget = true;
+                break;
+            }
+            emit(Event::cell(
+                "adaptive_round",
+                c,
+                ctx,
+                format!(
+                    "re-measuring C={c} ctx={} (round {look} of at most {}): inconclusive",
+                    context_label(ctx),
+                    config.max_rounds
+                ),
+            ));
+            let t0 = Instant::now();
+            let Some(again) = measure(c, ctx).await else {
+                cancelled = true;
+                break;
+            };
+            let took = t0.elapsed().as_secs_f64();
+            stats.extra_s += took;
+            cost_s = cost_s.max(took);
+            if let Some(cell) = results.cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
+                let verdict0 = report
+                    .cells
+                    .iter()
+                    .find(|x| (x.concurrency, x.context_tokens) == (c, ctx))
+                    .map(|x| x.verdict.as_str().to_string());
+                let next = cell.rounds.last().map_or(1, |r| r.round + 1);
+                super::measure::fold_repetition(cell, &again, next);
+                // Round 0 (or the last repetition) carries the verdict of the first look.
+                let n = cell.rounds.len();
+                if n >= 2 && cell.rounds[n - 2].verdict_after.is_none() {
+                    cell.rounds[n - 2].verdict_after = verdict0;
+                }
+            }
+            if !stats.remeasured.contains(&(c, ctx)) {
+                stats.remeasured.push((c, ctx));
+            }
+            measured_now.push((c, ctx));
+        }
+        if !measured_now.is_empty() {
+            stats.rounds = look;
+            let look_rule = plan.rule_at(rule, look);
+            let again = crate::stats::compare(history, std::slice::from_ref(results), &look_rule)?;
+            report = merge_look(report, &again, &measured_now);
+            for &(c, ctx) in &measured_now {
+                let v = report
+                    .cells
+                    .iter()
+                    .find(|x| (x.concurrency, x.context_tokens) == (c, ctx))
+                    .map(|x| x.verdict);
+                if let Some(cell) = results.cells.iter_mut().find(|x| x.coord() == (c, ctx))
+                    && let Some(last) = cell.rounds.last_mut()
+                {
+                    last.verdict_after = v.map(|v| v.as_str().to_string());
+                }
+                emit(Event::cell(
+                    "adaptive_verdict",
+                    c,
+                    ctx,
+                    format!(
+                        "after round {look}: C={c} ctx={} {} (look alpha {:.4})",
+                        context_label(ctx),
+                        v.map_or("?", |v| v.as_str()),
+                        look_rule.alpha
+                    ),
+                ));
+            }
+        }
+        if cancelled {
+            stats.stop_reason = "cancelled".into();
+            break;
+        }
+        if out_of_budget {
+            stats.stop_reason = format!(
+                "max_extra_seconds ({:.0} s) spent",
+                config.max_extra_s.unwrap_or_default()
+            );
+            break;
+        }
+        if look == config.max_rounds {
+            stats.stop_reason = if report
+                .cells
+                .iter()
+                .any(|c| c.verdict == CellVerdict::Inconclusive)
+            {
+                format!("max_rounds ({}) spent", config.max_rounds)
+            } else {
+                "every cell decided".into()
+            };
+        }
+    }
+    let _ = started;
+    report.rule = rule.summary();
+    report.gate = crate::stats::gate_of(&report);
+    report.headline = headline(&report);
+    Ok((report, stats))
+}
+
+/// The report after a look: the re-measured cells take the new look's comparison (frozen once
+/// decided, since they are not re-measured again); every other cell keeps the comparison of
+/// the look that decided it. The matrix-wide test is taken from the newest look while it was
+/// undecided.
+fn merge_look(
+    mut report: ComparisonReport,
+    look: &ComparisonReport,
+    measured: &[(u32, u64)],
+) -> ComparisonReport {
+    for cell in &mut report.cells {
+        let coord = (cell.concurrency, cell.context_tokens);
+        if measured.contains(&coord)
+            && let Some(new) = look
+                .cells
+                .iter()
+                .find(|x| (x.concurrency, x.context_tokens) == coord)
+        {
+            *cell = new.clone();
+        }
+    }
+    let undecided = report.matrix_test.as_ref().is_none_or(|m| {
+        matches!(
+            m.verdict,
+            CellVerdict::Inconclusive | CellVerdict::NotComparable
+        )
+    });
+    if undecided && look.matrix_test.is_some() {
+        report.matrix_test = look.matrix_test.clone();
+    }
+    report.candidate_runs = look.candidate_runs.clone();
+    report.gate = crate::stats::gate_of(&report);
+    report
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", 100.0 * x).replace('-', "−")
+}
+
+fn label(c: &CellComparison) -> String {
+    format!("C={} / {}", c.concurrency, context_label(c.context_tokens))
+}
+
+/// One line for people, naming the worst regression and the best improvement with equal
+/// weight (an A/B run asking "does flag X help?" needs the improvement as much as a gate needs
+/// the regression).
+pub fn headline(report: &ComparisonReport) -> String {
+    if report.gate == GateVerdict::NoBaseline {
+        return format!(
+            "no baseline: {} cells measured, nothing compared",
+            report.cells.len()
+        );
+    }
+    let change = |c: &CellComparison| c.primary().map(|m| m.change);
+    let count = |v: CellVerdict| report.cells.iter().filter(|c| c.verdict == v).count();
+    let mut parts = Vec::new();
+    let regressions: Vec<&CellComparison> = report.regressions().collect();
+    if !regressions.is_empty() {
+        let n = regressions.len();
+        let mut s = format!("{n} regression{}", if n == 1 { "" } else { "s" });
+        if let Some(w) = regressions
+            .iter()
+            .filter(|c| change(c).is_some())
+            .min_by(|a, b| {
+                change(a)
+                    .unwrap_or(0.0)
+                    .total_cmp(&change(b).unwrap_or(0.0))
+            })
+        {
+            s.push_str(&format!(
+                ", worst {} at {}",
+                pct(change(w).unwrap_or(0.0)),
+                label(w)
+            ));
+        }
+        parts.push(s);
+    }
+    let improvements: Vec<&CellComparison> = report
+        .cells
+        .iter()
+        .filter(|c| c.verdict == CellVerdict::Improvement)
+        .collect();
+    if !improvements.is_empty() {
+        let n = improvements.len();
+        let mut s = format!("{n} improvement{}", if n == 1 { "" } else { "s" });
+        if let Some(b) = improvements
+            .iter()
+            .filter(|c| change(c).is_some())
+            .max_by(|a, b| {
+                change(a)
+                    .unwrap_or(0.0)
+                    .total_cmp(&change(b).unwrap_or(0.0))
+            })
+        {
+            s.push_str(&format!(
+                ", best {} at {}",
+                pct(change(b).unwrap_or(0.0)),
+                label(b)
+            ));
+        }
+        parts.push(s);
+    }
+    if let Some(m) = &report.matrix_test {
+        let text = format!(
+            "matrix {} [{}, {}]",
+            pct(m.change),
+            pct(m.ci_low),
+            pct(m.ci_high)
+        );
+        match m.verdict {
+            CellVerdict::Regression => parts.push(format!("{text} regressed")),
+            CellVerdict::Improvement => parts.push(format!("{text} improved")),
+            _ if regressions.is_empty() && improvements.is_empty() => parts.push(format!(
+                "no regressions across {} cells ({text})",
+                report
+                    .cells
+                    .iter()
+                    .filter(|c| c.verdict != CellVerdict::NotComparable)
+                    .count()
+            )),
+            _ => {}
+        }
+    } else if regressions.is_empty() && improvements.is_empty() {
+        parts.push(format!(
+            "no regressions across {} cells",
+            report
+                .cells
+                .iter()
+                .filter(|c| c.verdict != CellVerdict::NotComparable)
+                .count()
+        ));
+    }
+    for (v, word) in [
+        (CellVerdict::Unchanged, "unchanged"),
+        (CellVerdict::Inconclusive, "inconclusive"),
+        (CellVerdict::NotComparable, "not comparable"),
+    ] {
+        let n = count(v);
+        if n > 0 {
+            parts.push(format!("{n} {word}"));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Runs the adaptive phase on a live session: the comparison at look 0, then
+/// [`remeasure_inconclusive`]. Used by `boot_and_measure` before the engine is stopped.
+pub async fn run_adaptive(
+    session: &crate::bench::BenchSession,
+    results: &mut RunResults,
+    req: &AdaptiveRequest,
+    est_cell_s: f64,
+    cancel: &tokio_util::sync::CancellationToken,
+    emit: &dyn Fn(Event),
+) -> AdaptiveOutcome {
+    let plan = spending_plan(&req.config, &req.rule);
+    let first = match super::gate::decide(results, &req.store_dir, &plan.rule_at(&req.rule, 0)) {
+        Ok(d) => d,
+        Err(e) => {
+            return AdaptiveOutcome {
+                decision: Err(e),
+                rounds: 0,
+                extra_s: 0.0,
+                remeasured: Vec::new(),
+                stop_reason: "the comparison failed".into(),
+            };
+        }
+    };
+    let Some(report) = first.verdict.clone() else {
+        return AdaptiveOutcome {
+            decision: Ok(first),
+            rounds: 0,
+            extra_s: 0.0,
+            remeasured: Vec::new(),
+            stop_reason: "no baseline".into(),
+        };
+    };
+    let history = first.history.clone();
+    let looped = remeasure_inconclusive(
+        results,
+        &history,
+        report,
+        &req.rule,
+        &req.config,
+        est_cell_s,
+        async |c, ctx| {
+            if cancel.is_cancelled() {
+                return None;
+            }
+            let cell = session.measure_cell(c, ctx, cancel).await;
+            (!cancel.is_cancelled()).then_some(cell)
+        },
+        emit,
+    )
+    .await;
+    match looped {
+        Ok((report, stats)) => {
+            emit(Event::now(
+                "adaptive_done",
+                format!(
+                    "adaptive re-measurement: {} extra round(s), {} cell(s) re-measured, {:.1} s extra; stopped: {}",
+                    stats.rounds,
+                    stats.remeasured.len(),
+                    stats.extra_s,
+                    stats.stop_reason
+                ),
+            ));
+            results
+                .labels
+                .insert("adaptive_rounds".into(), stats.rounds.to_string());
+            results
+                .labels
+                .insert("adaptive_extra_s".into(), format!("{:.2}", stats.extra_s));
+            AdaptiveOutcome {
+                decision: Ok(Decision {
+                    verdict: Some(report),
+                    history,
+                    notices: first.notices,
+                }),
+                rounds: stats.rounds,
+                extra_s: stats.extra_s,
+                remeasured: stats.remeasured,
+                stop_reason: stats.stop_reason,
+            }
+        }
+        Err(e) => AdaptiveOutcome {
+            decision: Err(e),
+            rounds: 0,
+            extra_s: 0.0,
+            remeasured: Vec::new(),
+            stop_reason: "the comparison failed".into(),
+        },
+    }
+}

@@ -1,0 +1,203 @@
+//! `infergate ab` end to end: two simulated engines booted alternately (A B B A A B), one of
+//! them 5% slower → regression, exit 1; two identical ones → no regression, exit 0; every boot
+//! torn down (its process group gone) before the next one starts.
+
+use std::path::Path;
+use std::process::Command;
+
+use infergate::results::{Event, RunResults};
+use infergate::verdict::{ComparisonReport, GateVerdict};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn group_gone(pgid: i32) -> bool {
+    matches!(
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+fn config(dir: &Path, b_slowdown: &str) -> std::path::PathBuf {
+    let path = dir.join("ab.toml");
+    let sim = |slowdown: &str| {
+        format!(
+            r#"["{{infergate}}", "sim", "--profile", "test", "--port", "{{port}}", "--time-scale", "2", "--seed", "3", "--slowdown", "{slowdown}"]"#
+        )
+    };
+    std::fs::write(
+        &path,
+        format!(
+            r#"model = "sim-test"
+
+[engine]
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "3s"
+
+[engine.a]
+command = {}
+
+[engine.b]
+command = {}
+
+[ab]
+rounds = 3
+
+[profile]
+hardware = "sim"
+
+[suites.pr]
+concurrency = [2]
+contexts = ["0"]
+duration = "0.6s"
+warmup = "0.2s"
+ready_stable = "0.3s"
+max_tokens = 128
+sub_windows = 3
+"#,
+            sim("1.0"),
+            sim(b_slowdown)
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+struct AbOutcome {
+    code: Option<i32>,
+    stderr: String,
+    verdict: ComparisonReport,
+    events: Vec<Event>,
+}
+
+fn run_ab(b_slowdown: &str) -> AbOutcome {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config(dir.path(), b_slowdown);
+    let out = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["ab", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate ab");
+    eprintln!("ab took {:.1}s", started.elapsed().as_secs_f64());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let read = |name: &str| {
+        std::fs::read_to_string(out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}\n{stderr}"))
+    };
+    let verdict: ComparisonReport = serde_json::from_str(&read("verdict.json")).expect("verdict");
+    let b: RunResults = serde_json::from_str(&read("results.json")).expect("results.json");
+    let a: RunResults = serde_json::from_str(&read("results-a.json")).expect("results-a.json");
+    assert!(out.join("summary.md").exists());
+    assert!(read("summary.md").contains("Paired A/B run"));
+    // Each side's file records one round per boot.
+    for side in [&a, &b] {
+        assert_eq!(side.cells.len(), 1);
+        assert_eq!(side.cells[0].rounds.len(), 3, "{:?}", side.cells[0].rounds);
+    }
+    let mut events: Vec<Event> = a.events.into_iter().chain(b.events).collect();
+    events.sort_by_key(|e| e.at);
+    AbOutcome {
+        code: output.status.code(),
+        stderr,
+        verdict,
+        events,
+    }
+}
+
+/// Six boots, one engine at a time: every `engine_spawned` is followed by that boot's
+/// `engine_stopped` (group gone) before the next spawn, and no group is left now.
+fn assert_torn_down_between_boots(events: &[Event]) {
+    let mut spawned = 0;
+    let mut running: Option<i32> = None;
+    for e in events {
+        match e.kind.as_str() {
+            "engine_spawned" => {
+                assert!(
+                    running.is_none(),
+                    "engine {running:?} still running when another was spawned: {events:#?}"
+                );
+                let pgid: i32 = e
+                    .message
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("pgid in engine_spawned");
+                running = Some(pgid);
+                spawned += 1;
+            }
+            "engine_stopped" => {
+                let pgid = running.take().expect("a stop follows a spawn");
+                assert!(
+                    e.message.contains(&format!(
+                        "engine process group {pgid} stopped; no process left"
+                    )),
+                    "{}",
+                    e.message
+                );
+                assert!(group_gone(pgid), "process group {pgid} still exists");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(spawned, 6, "A B B A A B = 6 boots");
+    assert!(running.is_none());
+}
+
+#[test]
+fn ab_finds_a_five_percent_slower_candidate() {
+    let _s = serial();
+    let r = run_ab("1.05");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(
+        r.verdict.gate,
+        GateVerdict::Regression,
+        "{}",
+        r.verdict.headline
+    );
+    let change = r.verdict.cells[0]
+        .primary()
+        .expect("aggregate tok/s")
+        .change;
+    assert!((-0.09..-0.02).contains(&change), "change {change}");
+    assert_eq!(r.verdict.candidate_runs.len(), 3);
+    assert_eq!(r.verdict.baseline.level_runs.len(), 3);
+    assert_torn_down_between_boots(&r.events);
+}
+
+#[test]
+fn ab_of_two_identical_engines_passes() {
+    let _s = serial();
+    let r = run_ab("1.0");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_ne!(
+        r.verdict.gate,
+        GateVerdict::Regression,
+        "{}",
+        r.verdict.headline
+    );
+    assert_eq!(r.verdict.regressions().count(), 0);
+    assert_torn_down_between_boots(&r.events);
+}
+
+#[test]
+fn ab_without_two_engines_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["ab", "--config"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("infergate.toml"))
+        .arg("--out")
+        .arg(std::env::temp_dir().join("infergate-ab-usage"))
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate ab");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("[engine.a]"), "{stderr}");
+}
