@@ -1,4 +1,4 @@
-//! `infergate ab` end to end: two simulated engines booted alternately (A B B A A B), one of
+//! `infergate ab` end to end: two simulated engines booted alternately (A B B A A B B A), one of
 //! them 5% slower → regression, exit 1; two identical ones → no regression, exit 0; every boot
 //! torn down (its process group gone) before the next one starts.
 
@@ -45,7 +45,7 @@ command = {}
 command = {}
 
 [ab]
-rounds = 3
+rounds = 4
 
 [profile]
 hardware = "sim"
@@ -100,7 +100,7 @@ fn run_ab(b_slowdown: &str) -> AbOutcome {
     // Each side's file records one round per boot.
     for side in [&a, &b] {
         assert_eq!(side.cells.len(), 1);
-        assert_eq!(side.cells[0].rounds.len(), 3, "{:?}", side.cells[0].rounds);
+        assert_eq!(side.cells[0].rounds.len(), 4, "{:?}", side.cells[0].rounds);
     }
     let mut events: Vec<Event> = a.events.into_iter().chain(b.events).collect();
     events.sort_by_key(|e| e.at);
@@ -112,7 +112,7 @@ fn run_ab(b_slowdown: &str) -> AbOutcome {
     }
 }
 
-/// Six boots, one engine at a time: every `engine_spawned` is followed by that boot's
+/// Eight boots, one engine at a time: every `engine_spawned` is followed by that boot's
 /// `engine_stopped` (group gone) before the next spawn, and no group is left now.
 fn assert_torn_down_between_boots(events: &[Event]) {
     let mut spawned = 0;
@@ -147,7 +147,7 @@ fn assert_torn_down_between_boots(events: &[Event]) {
             _ => {}
         }
     }
-    assert_eq!(spawned, 6, "A B B A A B = 6 boots");
+    assert_eq!(spawned, 8, "A B B A A B B A = 8 boots");
     assert!(running.is_none());
 }
 
@@ -167,8 +167,8 @@ fn ab_finds_a_five_percent_slower_candidate() {
         .expect("aggregate tok/s")
         .change;
     assert!((-0.09..-0.02).contains(&change), "change {change}");
-    assert_eq!(r.verdict.candidate_runs.len(), 3);
-    assert_eq!(r.verdict.baseline.level_runs.len(), 3);
+    assert_eq!(r.verdict.candidate_runs.len(), 4);
+    assert_eq!(r.verdict.baseline.level_runs.len(), 4);
     assert_torn_down_between_boots(&r.events);
 }
 

@@ -368,13 +368,35 @@ fn llamacpp_nightly_baseline_then_aa_passes_and_one_thread_regresses() {
     let work = tempfile::tempdir().expect("temp dir");
     let work = work.path();
     let engine = prepare(work);
+    // A CPU engine on a 2-core machine is at the mercy of whatever else runs there: one busy
+    // neighbour during a baseline run can make llama.cpp's spinning threads collapse (we have
+    // seen 2 tok/s instead of 300). The flow is therefore tried twice from scratch, loudly; a
+    // real defect fails both attempts.
+    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        gate_flow(&engine, &work.join("attempt-1"))
+    }));
+    if first.is_err() {
+        let bar = "!".repeat(100);
+        eprintln!(
+            "\n{bar}\nreal-engine: attempt 1 FAILED (see the panic above). CPU noise from other \
+             processes is the usual cause on a shared 2-core machine; retrying the whole flow \
+             once with a fresh baseline.\n{}\n{bar}\n",
+            wait_for_quiet_cpus("retry")
+        );
+        gate_flow(&engine, &work.join("attempt-2"));
+    }
+}
+
+/// Nightly baseline of three `-t 2` runs, an A/A run that must pass, a `-t 1` run that must fail.
+fn gate_flow(engine: &RealEngine, work: &Path) {
+    std::fs::create_dir_all(work).expect("attempt dir");
     let empty = work.join("no-baseline");
     let store = work.join("baselines");
 
     // 1. Nightly: three -t 2 runs, each against an empty store (no baseline → exit 0).
     let mut baseline_runs = Vec::new();
     for i in 1..=3 {
-        let run = gate_run(&engine, work, &format!("nightly{i}"), 2, &empty);
+        let run = gate_run(engine, work, &format!("nightly{i}"), 2, &empty);
         assert_eq!(
             run.code,
             Some(0),
@@ -434,7 +456,7 @@ fn llamacpp_nightly_baseline_then_aa_passes_and_one_thread_regresses() {
     }
 
     // 2. A/A: the same engine and flags again → pass.
-    let aa = gate_run(&engine, work, "aa", 2, &store);
+    let aa = gate_run(engine, work, "aa", 2, &store);
     let aa_verdict = aa.verdict();
     print_cells("A/A -t 2", &aa_verdict);
     eprintln!(
@@ -461,7 +483,7 @@ fn llamacpp_nightly_baseline_then_aa_passes_and_one_thread_regresses() {
     );
 
     // 3. Regression: one thread instead of two → fail with the regressed cells named.
-    let t1 = gate_run(&engine, work, "one-thread", 1, &store);
+    let t1 = gate_run(engine, work, "one-thread", 1, &store);
     let verdict = t1.verdict();
     let regressed: Vec<String> = verdict
         .cells

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use crate::exit::GateExit;
 
 pub mod ab;
+pub mod ab_eval;
 pub mod baseline;
 pub mod bench;
 pub mod compare;
@@ -51,6 +52,8 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Paired A/B comparison of two engine builds booted alternately on one runner.
     Ab(ab::AbArgs),
+    /// Monte Carlo of the adaptive and paired A/B designs: false alarms, power, cost.
+    AbEval(ab_eval::AbEvalArgs),
 }
 
 /// Runs one parsed command line.
@@ -67,5 +70,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::Doctor(a) => doctor::execute(a).await,
         Command::Merge(a) => merge::execute(a).await,
         Command::Ab(a) => ab::execute(a).await,
+        Command::AbEval(a) => ab_eval::execute(a).await,
     }
 }

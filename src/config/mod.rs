@@ -1195,6 +1195,88 @@ level_runs = 3
         assert!(n >= 2, "examples/*.toml expected");
     }
 
+    const AB: &str = r#"
+model = "m"
+
+[engine]
+name = "sim"
+stop_grace = "2s"
+env = { SHARED = "1" }
+
+[engine.a]
+command = ["{infergate}", "sim", "--port", "{port}"]
+
+[engine.b]
+command = "exec {infergate} sim --port {port} --slowdown 1.05"
+env = { ONLY_B = "{port}" }
+
+[ab]
+rounds = 3
+order = "ab"
+
+[adaptive]
+max_rounds = 3
+max_extra_seconds = "90s"
+spending = "o_brien_fleming"
+
+[suites.pr]
+concurrency = [1]
+contexts = ["0"]
+"#;
+
+    #[test]
+    fn ab_engines_inherit_engine_settings_and_adaptive_parses() {
+        let c = parse(AB).expect("valid A/B config");
+        let ab = c.ab.as_ref().expect("ab");
+        assert_eq!(ab.rounds, 3);
+        assert_eq!(ab.order, AbOrder::Ab);
+        assert_eq!(ab.a.stop_grace_s, 2.0);
+        assert_eq!(ab.b.name.as_deref(), Some("sim"));
+        assert!(matches!(ab.b.command, CommandSpec::Shell(_)));
+        assert_eq!(ab.b.env.get("SHARED").map(String::as_str), Some("1"));
+        assert!(ab.b.env.contains_key("ONLY_B") && !ab.a.env.contains_key("ONLY_B"));
+        // `run` on an A/B-only file boots A.
+        assert_eq!(c.engine.command, ab.a.command);
+        assert!(c.adaptive.enabled);
+        assert_eq!(c.adaptive.max_rounds, 3);
+        assert_eq!(c.adaptive.max_extra_s, Some(90.0));
+        assert_eq!(
+            c.adaptive.spending,
+            crate::stats::SpendingShape::OBrienFleming
+        );
+        // Without the tables: no A/B, adaptive off.
+        let plain = parse(GOOD).expect("valid");
+        assert!(plain.ab.is_none() && !plain.adaptive.enabled);
+    }
+
+    #[test]
+    fn bad_ab_and_adaptive_settings_are_rejected_at_their_line() {
+        let e = err(&AB.replace("[engine.b]\n", "[engine.x]\n"));
+        assert!(e.contains("engine.x") || e.contains("unknown field"), "{e}");
+        let one_sided = AB
+            .replace("[engine.b]\n", "")
+            .replace(
+                "command = \"exec {infergate} sim --port {port} --slowdown 1.05\"\n",
+                "",
+            )
+            .replace("env = { ONLY_B = \"{port}\" }\n", "");
+        let e = err(&one_sided);
+        assert!(e.contains("needs both [engine.a]"), "{e}");
+        let e = err(&AB.replace("rounds = 3", "rounds = 1"));
+        assert!(e.starts_with("t.toml:17:") && e.contains("rounds"), "{e}");
+        let e = err(&AB.replace("max_rounds = 3", "max_rounds = 0"));
+        assert!(e.contains("max_rounds"), "{e}");
+        let e = err(&AB.replace("order = \"ab\"", "order = \"aab\""));
+        assert!(e.contains("aab"), "{e}");
+        let e = err(&GOOD.replace("[baseline]", "[ab]\nrounds = 2\n\n[baseline]"));
+        assert!(e.contains("no [engine.a]"), "{e}");
+        let e = err(&AB.replace(
+            "[engine.a]\ncommand = [\"{infergate}\", \"sim\", \"--port\", \"{port}\"]",
+            "[engine.a]\ncommand = [\"{infergate}\", \"sim\", \"--port\", \"{prot}\"]",
+        ));
+        assert!(e.contains("{prot}"), "{e}");
+    }
+
     #[test]
     fn the_embedded_default_is_valid() {
         let c = GateConfig::embedded_default().expect("embedded default must parse");

@@ -52,6 +52,31 @@ pub fn spending_plan(config: &AdaptiveConfig, rule: &DecisionRule) -> AlphaSpend
     AlphaSpending::new(rule.alpha, config.max_rounds + 1).with_shape(config.spending)
 }
 
+/// The rule of look `look`. The matrix-wide test is made once, at look 0, with its full share
+/// of alpha (re-measuring single cells barely moves it: its noise is the boot's factor), so
+/// only the cells' family spends its share (`alpha × (1 − matrix_alpha_share)`) across the
+/// looks: look `k` tests the cells at `increment_k × (1 − share)`. The increments add up to
+/// the cells' share, so cells + matrix stay within `alpha`.
+pub fn look_rule(plan: &AlphaSpending, rule: &DecisionRule, look: u32) -> DecisionRule {
+    let inc = plan.alpha_at(look).max(f64::MIN_POSITIVE);
+    let mut r = rule.clone();
+    if !rule.matrix_test {
+        r.alpha = inc;
+        return r;
+    }
+    let share = rule.matrix_alpha_share;
+    let matrix = if look == 0 { rule.alpha * share } else { 0.0 };
+    r.alpha = matrix + inc * (1.0 - share);
+    // Look 0: the matrix test keeps alpha × share; later looks' matrix test is not used.
+    r.matrix_alpha_share = if look == 0 {
+        (matrix / r.alpha).clamp(1e-9, 1.0 - 1e-9)
+    } else {
+        1e-9
+    };
+    r.alpha = r.alpha.min(0.499);
+    r
+}
+
 /// Progress and totals of the loop.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct LoopStats {
@@ -86,7 +111,6 @@ where
     let mut report = first;
     // Cells decided at some look keep that look's comparison.
     let mut cost_s = est_cell_s.max(0.1);
-    let started = Instant::now();
     stats.stop_reason = "every cell decided".into();
     for look in 1..=config.max_rounds {
         if report.gate == GateVerdict::Regression {
@@ -154,7 +178,7 @@ where
         }
         if !measured_now.is_empty() {
             stats.rounds = look;
-            let look_rule = plan.rule_at(rule, look);
+            let look_rule = look_rule(&plan, rule, look);
             let again = crate::stats::compare(history, std::slice::from_ref(results), &look_rule)?;
             report = merge_look(report, &again, &measured_now);
             for &(c, ctx) in &measured_now {
@@ -173,10 +197,10 @@ where
                     c,
                     ctx,
                     format!(
-                        "after round {look}: C={c} ctx={} {} (look alpha {:.4})",
+                        "after round {look}: C={c} ctx={} {} (cells' alpha at this look {:.4})",
                         context_label(ctx),
                         v.map_or("?", |v| v.as_str()),
-                        look_rule.alpha
+                        look_rule.cell_alpha()
                     ),
                 ));
             }
@@ -204,7 +228,6 @@ where
             };
         }
     }
-    let _ = started;
     report.rule = rule.summary();
     report.gate = crate::stats::gate_of(&report);
     report.headline = headline(&report);
@@ -213,8 +236,7 @@ where
 
 /// The report after a look: the re-measured cells take the new look's comparison (frozen once
 /// decided, since they are not re-measured again); every other cell keeps the comparison of
-/// the look that decided it. The matrix-wide test is taken from the newest look while it was
-/// undecided.
+/// the look that decided it; the matrix-wide test stays the one of look 0.
 fn merge_look(
     mut report: ComparisonReport,
     look: &ComparisonReport,
@@ -231,15 +253,7 @@ fn merge_look(
             *cell = new.clone();
         }
     }
-    let undecided = report.matrix_test.as_ref().is_none_or(|m| {
-        matches!(
-            m.verdict,
-            CellVerdict::Inconclusive | CellVerdict::NotComparable
-        )
-    });
-    if undecided && look.matrix_test.is_some() {
-        report.matrix_test = look.matrix_test.clone();
-    }
+    // The matrix-wide test is made once, at look 0 (see [`look_rule`]).
     report.candidate_runs = look.candidate_runs.clone();
     report.gate = crate::stats::gate_of(&report);
     report
@@ -366,7 +380,8 @@ pub async fn run_adaptive(
     emit: &dyn Fn(Event),
 ) -> AdaptiveOutcome {
     let plan = spending_plan(&req.config, &req.rule);
-    let first = match super::gate::decide(results, &req.store_dir, &plan.rule_at(&req.rule, 0)) {
+    let first = match super::gate::decide(results, &req.store_dir, &look_rule(&plan, &req.rule, 0))
+    {
         Ok(d) => d,
         Err(e) => {
             return AdaptiveOutcome {
@@ -442,5 +457,88 @@ pub async fn run_adaptive(
             remeasured: Vec::new(),
             stop_reason: "the comparison failed".into(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn looks_spend_the_cells_alpha_and_the_matrix_test_looks_once() {
+        let rule = DecisionRule::default();
+        let cfg = AdaptiveConfig {
+            enabled: true,
+            max_rounds: 2,
+            ..AdaptiveConfig::default()
+        };
+        let plan = spending_plan(&cfg, &rule);
+        let looks: Vec<DecisionRule> = (0..3).map(|k| look_rule(&plan, &rule, k)).collect();
+        for r in &looks {
+            assert!(r.validate().is_ok(), "{r:?}");
+        }
+        let cells: f64 = looks.iter().map(DecisionRule::cell_alpha).sum();
+        assert!((cells - rule.cell_alpha()).abs() < 1e-9, "{cells}");
+        assert!((looks[0].matrix_alpha() - rule.matrix_alpha()).abs() < 1e-12);
+        assert!(looks[1].matrix_alpha() < 1e-9);
+        // Pocock: the first look gets the largest share.
+        assert!(looks[0].cell_alpha() > looks[1].cell_alpha());
+        // Without the matrix test the whole alpha is spent on the cells.
+        let no_matrix = DecisionRule {
+            matrix_test: false,
+            ..rule.clone()
+        };
+        let total: f64 = (0..3)
+            .map(|k| look_rule(&plan, &no_matrix, k).cell_alpha())
+            .sum();
+        assert!((total - rule.alpha).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_headline_names_regressions_and_improvements_alike() {
+        use crate::verdict::{Direction, Metric, MetricComparison};
+        let cell = |c: u32, v: CellVerdict, change: f64| CellComparison {
+            concurrency: c,
+            context_tokens: 0,
+            verdict: v,
+            reason: None,
+            metrics: vec![MetricComparison {
+                metric: Metric::AggregateTps,
+                direction: Direction::HigherIsBetter,
+                baseline: 100.0,
+                candidate: 100.0 * (1.0 + change),
+                change,
+                ci_low: change - 0.01,
+                ci_high: change + 0.01,
+                margin: 0.03,
+                p_value: 0.5,
+                p_adjusted: 0.5,
+                verdict: v,
+            }],
+        };
+        let report = ComparisonReport {
+            schema_version: 1,
+            profile: crate::stats::eval::template().profile,
+            suite: None,
+            candidate_runs: vec!["b".into()],
+            baseline: crate::verdict::BaselineSummary {
+                level_runs: vec!["a".into()],
+                noise_runs: 1,
+            },
+            gate: GateVerdict::Regression,
+            headline: String::new(),
+            matrix_test: None,
+            cells: vec![
+                cell(1, CellVerdict::Regression, -0.07),
+                cell(2, CellVerdict::Improvement, 0.12),
+                cell(4, CellVerdict::Unchanged, 0.0),
+            ],
+            rule: DecisionRule::default().summary(),
+        };
+        let h = headline(&report);
+        assert_eq!(
+            h,
+            "1 regression, worst −7.0% at C=1 / 0; 1 improvement, best +12.0% at C=2 / 0; 1 unchanged"
+        );
     }
 }

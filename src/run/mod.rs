@@ -4,6 +4,7 @@
 
 pub mod ab;
 pub mod adaptive;
+pub mod design_eval;
 pub mod gate;
 pub mod measure;
 

@@ -1,0 +1,189 @@
+//! Adaptive re-measurement end to end: a 3-cell matrix whose baseline is built so that one
+//! cell (C=2) lands exactly on the margin — its interval must straddle it, `inconclusive` —
+//! while the other two are clearly within it. `run` with `[adaptive]` re-measures only that
+//! cell on the still-running engine, and results.json records the extra rounds with the
+//! verdict after each.
+
+use std::path::Path;
+use std::process::Command;
+
+use infergate::baseline::BaselineStore;
+use infergate::results::RunResults;
+use infergate::verdict::ComparisonReport;
+
+const CONFIG: &str = r#"model = "sim-test"
+
+[engine]
+command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "2", "--seed", "5"]
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "3s"
+
+[profile]
+hardware = "sim"
+
+[suites.pr]
+concurrency = [1, 2, 4]
+contexts = ["0"]
+duration = "1s"
+warmup = "0.25s"
+ready_stable = "0.4s"
+max_tokens = 128
+sub_windows = 4
+
+[thresholds]
+# A wide margin so the two ordinary cells are clearly `unchanged` on a busy machine; the
+# matrix-wide test is off so the borderline cell keeps its own (cell-specific) verdict.
+min_effect = 0.10
+matrix_test = false
+
+[adaptive]
+max_rounds = 2
+max_extra_seconds = "60s"
+"#;
+
+fn gate(config: &Path, out: &Path, store: &Path) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(out)
+        .arg("--baseline-dir")
+        .arg(store)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+fn read_results(path: &Path) -> RunResults {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("results.json")).expect("parses")
+}
+
+#[test]
+fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gate.toml");
+    std::fs::write(&config, CONFIG).expect("write config");
+    let store_dir = dir.path().join("baselines");
+
+    // 1. Calibrate: one run with no baseline yet (nothing to compare, nothing re-measured).
+    let first = dir.path().join("first");
+    let (code, stderr) = gate(&config, &first, &store_dir);
+    assert_eq!(code, Some(0), "{stderr}");
+    let calib = read_results(&first.join("results.json"));
+    assert!(calib.cells.iter().all(|c| c.rounds.is_empty()));
+
+    // 2. A baseline of 8 runs around the calibration: run factor and cell terms of ~1%, and
+    //    C=2 15% faster, so the candidate's C=2 relative to its own run (the cell-specific
+    //    test: −15% · 2/3 of the cells) sits on the −10% margin, the others at +5%.
+    let store = BaselineStore::open(&store_dir).expect("store");
+    let z: [f64; 12] = [
+        0.3, -1.1, 0.8, -0.4, 1.4, -0.9, 0.1, -0.2, 1.0, -1.3, 0.6, -0.5,
+    ];
+    for run in 0..8 {
+        let mut r = calib.clone();
+        r.run_id = format!("20260101T0000{run:02}Z-base{run}");
+        let run_f = (0.01 * z[run]).exp();
+        for (k, cell) in r.cells.iter_mut().enumerate() {
+            let mut f = run_f * (0.01 * z[(run * 3 + k + 5) % z.len()]).exp();
+            if cell.concurrency == 2 {
+                f *= 0.15f64.exp();
+            }
+            cell.aggregate_tps *= f;
+            for s in &mut cell.samples {
+                *s *= f;
+            }
+        }
+        store.add(&r).expect("add baseline run");
+    }
+
+    // 3. The candidate run: C=2 inconclusive at the first look, re-measured; the others not.
+    let out = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let (code, stderr) = gate(&config, &out, &store_dir);
+    eprintln!(
+        "{stderr}\ncandidate run took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    // The borderline cell may end inconclusive (exit 0) or, on a strongly disturbed machine,
+    // be decided either way; the run itself must succeed.
+    assert!(matches!(code, Some(0) | Some(1)), "{stderr}");
+    let results = read_results(&out.join("results.json"));
+    let verdict: ComparisonReport = serde_json::from_str(
+        &std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json"),
+    )
+    .expect("verdict parses");
+
+    let cell = |c: u32| {
+        results
+            .cells
+            .iter()
+            .find(|x| x.concurrency == c)
+            .expect("cell")
+    };
+    let borderline = cell(2);
+    assert!(
+        borderline.rounds.len() >= 2,
+        "C=2 re-measured: {:?}\n{stderr}",
+        borderline.rounds
+    );
+    assert_eq!(borderline.rounds[0].round, 0);
+    assert_eq!(
+        borderline.rounds[0].verdict_after.as_deref(),
+        Some("inconclusive"),
+        "the first look left C=2 undecided"
+    );
+    for (i, r) in borderline.rounds.iter().enumerate() {
+        assert_eq!(r.round as usize, i);
+        assert!(r.aggregate_tps > 0.0 && !r.samples.is_empty(), "{r:?}");
+        assert!(r.verdict_after.is_some(), "round {i} has its verdict");
+    }
+    // Only a cell still inconclusive after a round gets another one.
+    for w in borderline.rounds.windows(2) {
+        assert_eq!(w[0].verdict_after.as_deref(), Some("inconclusive"));
+    }
+    // Pooled evidence: the cell's samples are all rounds' samples.
+    let pooled: usize = borderline.rounds.iter().map(|r| r.samples.len()).sum();
+    assert_eq!(borderline.samples.len(), pooled);
+    // The decided cells were measured once.
+    for c in [1, 4] {
+        assert!(
+            cell(c).rounds.is_empty(),
+            "C={c} was decided at the first look and not re-measured: {:?}",
+            verdict.cells
+        );
+    }
+    let remeasured: Vec<&str> = results
+        .events
+        .iter()
+        .filter(|e| e.kind == "adaptive_round")
+        .map(|e| e.message.as_str())
+        .collect();
+    assert!(!remeasured.is_empty());
+    assert!(
+        remeasured.iter().all(|m| m.contains("C=2 ")),
+        "{remeasured:?}"
+    );
+    assert_eq!(
+        results.labels.get("adaptive_rounds").map(String::as_str),
+        Some((borderline.rounds.len() - 1).to_string().as_str())
+    );
+    // The verdict file holds the final look's answer for C=2 and the first look's for the rest.
+    let v2 = verdict
+        .cells
+        .iter()
+        .find(|c| c.concurrency == 2)
+        .expect("C=2 verdict");
+    assert_eq!(
+        Some(v2.verdict.as_str()),
+        borderline
+            .rounds
+            .last()
+            .and_then(|r| r.verdict_after.as_deref())
+    );
+    assert!(stderr.contains("adaptive:"), "{stderr}");
+}
