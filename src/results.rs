@@ -390,6 +390,47 @@ impl CellResult {
     pub fn coord(&self) -> (u32, u64) {
         (self.concurrency, self.context_tokens)
     }
+
+    /// Folds another measurement of the same cell (a repetition, an adaptive round, an A/B
+    /// boot) into this one. This is what `rounds` means in the schema: every measurement is
+    /// listed (round 0 = this cell's own first measurement), the sub-window `samples` of the
+    /// measured rounds are pooled, and `aggregate_tps` becomes the mean over measured rounds.
+    /// A round that measured nothing (error, skipped) is listed but not pooled.
+    pub fn fold_round(&mut self, again: &CellResult, round: u32) {
+        if self.rounds.is_empty() {
+            self.rounds.push(MeasurementRound {
+                round: 0,
+                aggregate_tps: self.aggregate_tps,
+                samples: self.samples.clone(),
+                measured_s: self.measured_s,
+                verdict_after: None,
+            });
+        }
+        self.rounds.push(MeasurementRound {
+            round,
+            aggregate_tps: again.aggregate_tps,
+            samples: again.samples.clone(),
+            measured_s: again.measured_s,
+            verdict_after: None,
+        });
+        if again.measured_s > 0.0
+            && matches!(again.status, CellStatus::Ok | CellStatus::CapacityLimited)
+        {
+            self.samples.extend_from_slice(&again.samples);
+            self.output_tokens += again.output_tokens;
+            self.measured_s += again.measured_s;
+            let measured: Vec<f64> = self
+                .rounds
+                .iter()
+                .filter(|r| r.measured_s > 0.0)
+                .map(|r| r.aggregate_tps)
+                .collect();
+            if !measured.is_empty() {
+                self.aggregate_tps = measured.iter().sum::<f64>() / measured.len() as f64;
+            }
+        }
+        self.errors += again.errors;
+    }
 }
 
 /// One extra measurement of a cell (adaptive re-measurement or a repetition).
@@ -585,5 +626,27 @@ mod tests {
         assert_eq!(context_label(8192), "8k");
         assert_eq!(context_label(131072), "128k");
         assert_eq!(context_label(500), "500");
+    }
+
+    #[test]
+    fn folding_rounds_lists_every_measurement_and_pools_only_measured_ones() {
+        let mut cell = CellResult::unmeasured(4, 8192, CellStatus::Ok, "x");
+        cell.reason = None;
+        cell.aggregate_tps = 100.0;
+        cell.samples = vec![99.0, 101.0];
+        cell.measured_s = 2.0;
+        let mut again = cell.clone();
+        again.aggregate_tps = 110.0;
+        again.samples = vec![109.0, 111.0];
+        cell.fold_round(&again, 1);
+        let failed = CellResult::unmeasured(4, 8192, CellStatus::Error, "engine died");
+        cell.fold_round(&failed, 2);
+        assert_eq!(
+            cell.rounds.iter().map(|r| r.round).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert_eq!(cell.samples, [99.0, 101.0, 109.0, 111.0]);
+        assert!((cell.aggregate_tps - 105.0).abs() < 1e-9);
+        assert!((cell.measured_s - 4.0).abs() < 1e-9);
     }
 }

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, MatrixSpec,
-    MeasurementRound, ProfileKey, RunResults, RunStatus, ToolInfo, context_label,
+    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, MatrixSpec, ProfileKey,
+    RunResults, RunStatus, ToolInfo, context_label,
 };
 use cell::{CellSpec, SustainedDecodeCell};
 use client::EngineClient;
@@ -655,7 +655,7 @@ pub async fn run_matrix(
                     results.cells.push(cell);
                 } else if let Some(first) = results.cells.iter_mut().find(|x| x.coord() == (c, ctx))
                 {
-                    add_round(first, &cell, rep);
+                    first.fold_round(&cell, rep);
                 }
             }
         }
@@ -671,42 +671,6 @@ pub async fn run_matrix(
     results.finished_at = Some(chrono::Utc::now());
     results.events = session.events.snapshot();
     Ok(results)
-}
-
-/// Folds a repetition into the cell: `rounds` lists every measurement, `samples` holds all
-/// sub-window samples, `aggregate_tps` is the mean over measured rounds.
-fn add_round(cell: &mut CellResult, again: &CellResult, rep: u32) {
-    if cell.rounds.is_empty() {
-        cell.rounds.push(MeasurementRound {
-            round: 0,
-            aggregate_tps: cell.aggregate_tps,
-            samples: cell.samples.clone(),
-            measured_s: cell.measured_s,
-            verdict_after: None,
-        });
-    }
-    cell.rounds.push(MeasurementRound {
-        round: rep,
-        aggregate_tps: again.aggregate_tps,
-        samples: again.samples.clone(),
-        measured_s: again.measured_s,
-        verdict_after: None,
-    });
-    if matches!(again.status, CellStatus::Ok | CellStatus::CapacityLimited) {
-        cell.samples.extend_from_slice(&again.samples);
-        cell.output_tokens += again.output_tokens;
-        cell.measured_s += again.measured_s;
-        let measured: Vec<f64> = cell
-            .rounds
-            .iter()
-            .filter(|r| r.measured_s > 0.0)
-            .map(|r| r.aggregate_tps)
-            .collect();
-        if !measured.is_empty() {
-            cell.aggregate_tps = measured.iter().sum::<f64>() / measured.len() as f64;
-        }
-    }
-    cell.errors += again.errors;
 }
 
 /// Parses a context list such as `0,8k,32k,128k,1.5k,4096` (`k` = 1024 tokens, as the seed).

@@ -26,7 +26,7 @@ use crate::results::{CellResult, CellStatus, Event, HardwareFingerprint, RunResu
 use crate::stats::DecisionRule;
 use crate::stats::compare::{ALL_METRICS, metric_value};
 use crate::stats::interval::{LogChange, relative, significant_verdict};
-use crate::stats::multiplicity::adjust;
+use crate::stats::multiplicity::adjust_by_family;
 use crate::telemetry::NvmlSampler;
 use crate::verdict::{
     BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Direction, GateVerdict,
@@ -256,7 +256,7 @@ pub fn fold_side(runs: &[RunResults]) -> Option<RunResults> {
                         "missing in this boot",
                     )
                 });
-            super::measure::fold_repetition(cell, &again, pair as u32);
+            cell.fold_round(&again, pair as u32);
         }
         out.events.extend(run.events.iter().cloned());
         if run.status != RunStatus::Complete {
@@ -487,23 +487,11 @@ pub fn paired_compare(
     }
 
     let gating = |m: Metric| rule.metrics.contains(&m);
-    let mut p_adj_worse = vec![1.0; tests.len()];
-    let mut p_adj_better = vec![1.0; tests.len()];
-    for family in [true, false] {
-        let members: Vec<usize> = (0..tests.len())
-            .filter(|&i| gating(tests[i].metric) == family)
-            .collect();
-        let worse: Vec<f64> = members.iter().map(|&i| tests[i].p_worse).collect();
-        let better: Vec<f64> = members.iter().map(|&i| tests[i].p_better).collect();
-        for (k, (w, bt)) in adjust(&worse, rule.correction)
-            .into_iter()
-            .zip(adjust(&better, rule.correction))
-            .enumerate()
-        {
-            p_adj_worse[members[k]] = w;
-            p_adj_better[members[k]] = bt;
-        }
-    }
+    let in_gating_family: Vec<bool> = tests.iter().map(|t| gating(t.metric)).collect();
+    let p_worse: Vec<f64> = tests.iter().map(|t| t.p_worse).collect();
+    let p_better: Vec<f64> = tests.iter().map(|t| t.p_better).collect();
+    let (p_adj_worse, p_adj_better) =
+        adjust_by_family(&in_gating_family, &p_worse, &p_better, rule.correction);
 
     let mut report = ComparisonReport {
         schema_version: VERDICT_SCHEMA_VERSION,

@@ -164,7 +164,7 @@ where
                     .find(|x| (x.concurrency, x.context_tokens) == (c, ctx))
                     .map(|x| x.verdict.as_str().to_string());
                 let next = cell.rounds.last().map_or(1, |r| r.round + 1);
-                super::measure::fold_repetition(cell, &again, next);
+                cell.fold_round(&again, next);
                 // Round 0 (or the last repetition) carries the verdict of the first look.
                 let n = cell.rounds.len();
                 if n >= 2 && cell.rounds[n - 2].verdict_after.is_none() {

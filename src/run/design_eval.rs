@@ -132,7 +132,7 @@ impl Sim {
                 let mut cell = self.cell(i, boot, factor(i));
                 for rep in 1..reps {
                     let again = self.cell(i, boot, factor(i));
-                    super::measure::fold_repetition(&mut cell, &again, rep);
+                    cell.fold_round(&again, rep);
                 }
                 cell
             })

@@ -577,49 +577,10 @@ pub async fn measure_cells(
                 if rep == 0 {
                     cells.push(cell);
                 } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
-                    fold_repetition(first, &cell, rep);
+                    first.fold_round(&cell, rep);
                 }
             }
         }
     }
     cells
-}
-
-/// Folds a repetition into the first measurement of the cell (same rule as
-/// `bench::run_matrix`): every round is listed, samples pooled, aggregate = mean of rounds.
-pub(crate) fn fold_repetition(cell: &mut CellResult, again: &CellResult, rep: u32) {
-    use crate::results::MeasurementRound;
-    if cell.rounds.is_empty() {
-        cell.rounds.push(MeasurementRound {
-            round: 0,
-            aggregate_tps: cell.aggregate_tps,
-            samples: cell.samples.clone(),
-            measured_s: cell.measured_s,
-            verdict_after: None,
-        });
-    }
-    cell.rounds.push(MeasurementRound {
-        round: rep,
-        aggregate_tps: again.aggregate_tps,
-        samples: again.samples.clone(),
-        measured_s: again.measured_s,
-        verdict_after: None,
-    });
-    if again.measured_s > 0.0
-        && matches!(again.status, CellStatus::Ok | CellStatus::CapacityLimited)
-    {
-        cell.samples.extend_from_slice(&again.samples);
-        cell.output_tokens += again.output_tokens;
-        cell.measured_s += again.measured_s;
-        let measured: Vec<f64> = cell
-            .rounds
-            .iter()
-            .filter(|r| r.measured_s > 0.0)
-            .map(|r| r.aggregate_tps)
-            .collect();
-        if !measured.is_empty() {
-            cell.aggregate_tps = measured.iter().sum::<f64>() / measured.len() as f64;
-        }
-    }
-    cell.errors += again.errors;
 }

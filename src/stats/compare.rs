@@ -11,7 +11,7 @@ use crate::verdict::{
 };
 
 use super::interval::{LogChange, relative, significant_verdict};
-use super::multiplicity::adjust;
+use super::multiplicity::adjust_by_family;
 use super::noise::{self, LogTable, NoiseModel, trimmed_mean};
 use super::{DecisionRule, StatsError};
 
@@ -459,23 +459,11 @@ pub fn compare(
     // Multiplicity: gating metrics form one family at the cells' alpha, the reported-only
     // metrics another; improvements are adjusted the same way, separately.
     let gating = |m: Metric| rule.metrics.contains(&m);
-    let mut p_adj_worse = vec![1.0; tests.len()];
-    let mut p_adj_better = vec![1.0; tests.len()];
-    for family in [true, false] {
-        let members: Vec<usize> = (0..tests.len())
-            .filter(|&i| gating(tests[i].metric) == family)
-            .collect();
-        let worse: Vec<f64> = members.iter().map(|&i| tests[i].p_worse).collect();
-        let better: Vec<f64> = members.iter().map(|&i| tests[i].p_better).collect();
-        for (k, (w, b)) in adjust(&worse, rule.correction)
-            .into_iter()
-            .zip(adjust(&better, rule.correction))
-            .enumerate()
-        {
-            p_adj_worse[members[k]] = w;
-            p_adj_better[members[k]] = b;
-        }
-    }
+    let in_gating_family: Vec<bool> = tests.iter().map(|t| gating(t.metric)).collect();
+    let p_worse: Vec<f64> = tests.iter().map(|t| t.p_worse).collect();
+    let p_better: Vec<f64> = tests.iter().map(|t| t.p_better).collect();
+    let (p_adj_worse, p_adj_better) =
+        adjust_by_family(&in_gating_family, &p_worse, &p_better, rule.correction);
 
     // Matrix-wide verdict per metric (the primary's is reported and gates).
     let matrix_alpha = rule.matrix_alpha();

@@ -45,6 +45,34 @@ pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
     out
 }
 
+/// Multiplicity correction within families, for both directions at once: test `i` belongs to
+/// family `gating[i]` (the gating metrics form one family, the reported-only metrics another,
+/// so a noisy latency metric cannot dilute the throughput tests), and the worse- and
+/// better-direction p-values are adjusted separately. Returns `(worse, better)` adjusted.
+pub fn adjust_by_family(
+    gating: &[bool],
+    p_worse: &[f64],
+    p_better: &[f64],
+    correction: Correction,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut adj_worse = vec![1.0; gating.len()];
+    let mut adj_better = vec![1.0; gating.len()];
+    for family in [true, false] {
+        let members: Vec<usize> = (0..gating.len()).filter(|&i| gating[i] == family).collect();
+        let worse: Vec<f64> = members.iter().map(|&i| p_worse[i]).collect();
+        let better: Vec<f64> = members.iter().map(|&i| p_better[i]).collect();
+        for (k, (w, b)) in adjust(&worse, correction)
+            .into_iter()
+            .zip(adjust(&better, correction))
+            .enumerate()
+        {
+            adj_worse[members[k]] = w;
+            adj_better[members[k]] = b;
+        }
+    }
+    (adj_worse, adj_better)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +106,22 @@ mod tests {
         let h = holm(&p);
         let b = benjamini_hochberg(&p);
         assert!(h.iter().zip(&b).all(|(h, b)| h >= b));
+    }
+
+    #[test]
+    fn families_are_adjusted_separately_and_per_direction() {
+        // Two gating tests and one reported-only test: Holm within each family.
+        let gating = [true, false, true];
+        let worse = [0.01, 0.01, 0.04];
+        let better = [0.5, 0.9, 0.2];
+        let (w, b) = adjust_by_family(&gating, &worse, &better, Correction::Holm);
+        assert!((w[0] - 0.02).abs() < 1e-12, "smallest of 2: x2");
+        assert!((w[2] - 0.04).abs() < 1e-12, "largest of 2: x1, monotone");
+        assert!(
+            (w[1] - 0.01).abs() < 1e-12,
+            "alone in its family: unchanged"
+        );
+        assert!((b[2] - 0.4).abs() < 1e-12 && (b[0] - 0.5).abs() < 1e-12);
+        assert!((b[1] - 0.9).abs() < 1e-12);
     }
 }
