@@ -92,6 +92,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
     let mut reporter = github_on.then(GithubReporter::from_env);
     if let Some(r) = reporter.as_mut() {
         r.set_results_path(args.out.join("results.json"));
+        r.set_summary_path(args.out.join("summary.md"));
         r.set_fail_on_inconclusive(
             config.thresholds.fail_on == crate::config::FailOn::Inconclusive,
         );

@@ -113,6 +113,7 @@ pub struct GithubReporter {
     comments_denied: bool,
     pending: PublishOutcome,
     results_path: Option<PathBuf>,
+    summary_path: Option<PathBuf>,
     fail_on_inconclusive: bool,
 }
 
@@ -176,6 +177,7 @@ impl GithubReporter {
             comments_denied: false,
             pending,
             results_path: None,
+            summary_path: None,
             fail_on_inconclusive: false,
         }
     }
@@ -194,6 +196,12 @@ impl GithubReporter {
     /// it (`<stem>.summary.md`) for the `summary-path` output.
     pub fn set_results_path(&mut self, path: impl Into<PathBuf>) {
         self.results_path = Some(path.into());
+    }
+
+    /// A Markdown summary the caller has already written (`run` writes `summary.md` with the
+    /// same content): reported as `summary-path` instead of writing a second copy.
+    pub fn set_summary_path(&mut self, path: impl Into<PathBuf>) {
+        self.summary_path = Some(path.into());
     }
 
     /// Makes inconclusive verdicts complete the check as `failure` (config `fail-on`).
@@ -363,7 +371,8 @@ impl GithubReporter {
                 path.display()
             ));
         }
-        let summary_path = self.results_path.as_ref().and_then(|results| {
+        let summary_path = self.summary_path.clone().or_else(|| {
+            let results = self.results_path.as_ref()?;
             let path = summary_file_for(results);
             match write_atomically(&path, &summary) {
                 Ok(()) => Some(path),
