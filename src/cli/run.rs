@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, GateConfig, GithubMode};
 use crate::exit::{GateExit, UsageError, usage};
-use crate::report::github::render::{Links, Outcome};
+use crate::report::github::render::{Conclusion, Links, Outcome};
 use crate::report::github::{GithubReporter, PublishInput, check_name};
 use crate::results::RunResults;
 use crate::run::{self, MeasureRequest, RunFailure};
@@ -274,8 +274,15 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         &Links::default(),
         chart.as_deref(),
     );
-    let files = run::write_outputs(&args.out, &results, verdict, &summary_md)
-        .context("writing the results")?;
+    let files = match run::write_outputs(&args.out, &results, verdict, &summary_md)
+        .context("writing the results")
+    {
+        Ok(files) => files,
+        Err(err) => {
+            close_open_checks(&mut reporter, &err).await;
+            return Err(err);
+        }
+    };
 
     // 5. Print.
     println!("{}", crate::report::console::render_matrix(&results));
@@ -313,12 +320,20 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     if args.update_baseline {
         match run::baseline_worthy(&results, failure.is_some()) {
             Ok(()) => {
-                let store = crate::baseline::BaselineStore::open(&baseline_dir)
-                    .context("opening the baseline store")?;
-                let path = store
-                    .add(&results)
-                    .context("adding the run to the baseline store")?;
-                eprintln!("baseline: run added as {}", path.display());
+                let added = crate::baseline::BaselineStore::open(&baseline_dir)
+                    .context("opening the baseline store")
+                    .and_then(|store| {
+                        store
+                            .add(&results)
+                            .context("adding the run to the baseline store")
+                    });
+                match added {
+                    Ok(path) => eprintln!("baseline: run added as {}", path.display()),
+                    Err(err) => {
+                        close_open_checks(&mut reporter, &err).await;
+                        return Err(err);
+                    }
+                }
             }
             Err(why) => eprintln!("baseline: not updated: {why}"),
         }
@@ -338,6 +353,15 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         };
         let out = r.publish(&name, &input).await;
         out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+        // A check started under a predicted name that turned out different (the engine
+        // reported another model, say) must not stay in progress.
+        let out = r
+            .complete_open_checks(
+                Conclusion::Neutral,
+                &format!("superseded: the results are reported as `{name}`"),
+            )
+            .await;
+        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
     }
 
     // 8. The verdict.
@@ -348,4 +372,15 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         (None, None) => eprintln!("verdict: no baseline — results recorded, the gate passes"),
     }
     Ok(code)
+}
+
+/// Completes every check this run started as failed with the error, so that no check run is
+/// left in progress when the gate stops on an error after starting one.
+async fn close_open_checks(reporter: &mut Option<GithubReporter>, err: &anyhow::Error) {
+    if let Some(r) = reporter.as_mut() {
+        let out = r
+            .complete_open_checks(Conclusion::Failure, &format!("infergate failed: {err:#}"))
+            .await;
+        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+    }
 }

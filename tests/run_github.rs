@@ -1,0 +1,216 @@
+//! `infergate run` inside GitHub Actions, end to end: the real binary boots the simulated engine
+//! (the embedded default config and its bundled baseline) and reports to a local mock of the
+//! GitHub REST API (wiremock on 127.0.0.1). The check run is created `in_progress` on the PR's
+//! head SHA before measuring, completed with the verdict afterwards, and none is left open.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path, path_regex};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const TOKEN: &str = "ghs_RUNTEST_token_never_printed_42";
+const REPO: &str = "acme/engine";
+const HEAD_SHA: &str = "feedfacefeedfacefeedfacefeedfacefeedface";
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn body(r: &Request) -> Value {
+    serde_json::from_slice(&r.body).unwrap_or(Value::Null)
+}
+
+struct GateInActions {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    requests: Vec<Request>,
+    outputs: String,
+    summary: String,
+}
+
+/// Runs `infergate run --config CONFIG --suite pr` from `cwd` as a GitHub Actions step of a
+/// pull request (event payload with head SHA, token, step summary and outputs files) against a
+/// mock GitHub that accepts everything.
+async fn run_in_actions(cwd: &Path, config: &str) -> GateInActions {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 4242})))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("/repos/{REPO}/check-runs/4242")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 4242})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(format!("^/repos/{REPO}/issues/7/comments.*")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/issues/7/comments")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .mount(&server)
+        .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let event = dir.path().join("event.json");
+    std::fs::write(
+        &event,
+        json!({"number": 7, "pull_request": {"number": 7, "head": {"sha": HEAD_SHA}}}).to_string(),
+    )
+    .unwrap();
+    let summary = dir.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let outputs = dir.path().join("outputs.txt");
+    std::fs::write(&outputs, "").unwrap();
+    let out_dir = dir.path().join("results");
+
+    let uri = server.uri();
+    let (summary_env, outputs_env) = (summary.clone(), outputs.clone());
+    let (cwd, config) = (cwd.to_path_buf(), config.to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .current_dir(&cwd)
+            .args(["run", "--config", &config, "--suite", "pr", "--out"])
+            .arg(&out_dir)
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_API_URL", &uri)
+            .env("GITHUB_REPOSITORY", REPO)
+            .env("GITHUB_SHA", "merge-sha-must-not-be-used")
+            .env("GITHUB_EVENT_PATH", &event)
+            .env("GITHUB_EVENT_NAME", "pull_request")
+            .env("GITHUB_RUN_ID", "99")
+            .env("GITHUB_SERVER_URL", "https://github.example")
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("GITHUB_STEP_SUMMARY", &summary_env)
+            .env("GITHUB_OUTPUT", &outputs_env)
+            .env("INFERGATE_GITHUB_RETRY_BASE_MS", "1")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let run = GateInActions {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        requests: server.received_requests().await.unwrap_or_default(),
+        outputs: std::fs::read_to_string(&outputs).unwrap_or_default(),
+        summary: std::fs::read_to_string(&summary).unwrap_or_default(),
+    };
+    assert!(
+        !run.stdout.contains(TOKEN) && !run.stderr.contains(TOKEN),
+        "the token must never be printed"
+    );
+    run
+}
+
+fn check_requests(reqs: &[Request]) -> Vec<&Request> {
+    reqs.iter()
+        .filter(|r| r.url.path().contains("/check-runs"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_in_actions_creates_the_check_in_progress_then_completes_it() {
+    let run = run_in_actions(repo_root(), "infergate.toml").await;
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "the default gate passes\n{stdout}\n{stderr}"
+    );
+    let checks = check_requests(&run.requests);
+    assert!(!checks.is_empty(), "no check-run request: {stderr}");
+    let first = body(checks[0]);
+    assert_eq!(checks[0].method.as_str(), "POST");
+    assert_eq!(
+        first["status"], "in_progress",
+        "created in progress: {first}"
+    );
+    assert_eq!(first["head_sha"], HEAD_SHA, "the PR head, not GITHUB_SHA");
+    let name = first["name"].as_str().unwrap_or_default().to_string();
+    assert!(
+        name.starts_with("infergate / cpu-sim__infergate-sim__sim-test__")
+            && name.ends_with("/ pr"),
+        "stable check name: {name}"
+    );
+    let last = body(checks[checks.len() - 1]);
+    assert_eq!(checks[checks.len() - 1].method.as_str(), "PATCH");
+    assert_eq!(last["status"], "completed", "{last}");
+    assert_eq!(last["conclusion"], "success", "{last}");
+    assert!(
+        last["output"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("ctx")),
+        "the verdict matrix is the summary: {last}"
+    );
+    // Every check created is completed: exactly one created, and it was completed.
+    let created = checks
+        .iter()
+        .filter(|r| r.method.as_str() == "POST")
+        .count();
+    assert_eq!(created, 1, "one check per profile and suite");
+
+    let (outputs, summary) = (&run.outputs, &run.summary);
+    assert!(outputs.lines().any(|l| l == "verdict=pass"), "{outputs}");
+    assert!(outputs.lines().any(|l| l == "regressions=0"), "{outputs}");
+    assert!(
+        summary.starts_with("earlier step\n"),
+        "the job summary is appended to"
+    );
+    assert!(summary.contains("xychart-beta"), "history chart: {summary}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_engine_that_cannot_start_completes_the_check_as_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gate.toml"),
+        r#"model = "m"
+
+[engine]
+command = ["/nonexistent/vllm-build-under-test", "--port", "{port}"]
+name = "vllm"
+readiness_timeout = "5s"
+
+[suites.pr]
+concurrency = [1]
+contexts = ["0"]
+duration = "1s"
+"#,
+    )
+    .unwrap();
+    let run = run_in_actions(dir.path(), "gate.toml").await;
+    assert_eq!(
+        run.code,
+        Some(3),
+        "engine failure\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let checks = check_requests(&run.requests);
+    assert!(checks.len() >= 2, "created then completed: {}", run.stderr);
+    assert_eq!(body(checks[0])["status"], "in_progress");
+    let last = body(checks[checks.len() - 1]);
+    assert_eq!(
+        last["status"], "completed",
+        "never left in progress: {last}"
+    );
+    assert_eq!(last["conclusion"], "failure", "{last}");
+    let text = last["output"].to_string();
+    assert!(
+        text.contains("nonexistent/vllm-build-under-test"),
+        "the reason names the command: {text}"
+    );
+    assert!(
+        run.outputs.lines().any(|l| l.starts_with("verdict=")),
+        "{}",
+        run.outputs
+    );
+}
