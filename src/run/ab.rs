@@ -367,7 +367,11 @@ fn eligibility(coord: Coord, a: &[RunResults], b: &[RunResults]) -> Option<(Cell
 struct PairTest {
     metric: Metric,
     cell: usize,
+    /// The cell's total change (what people see).
     change: LogChange,
+    /// The cell's change beyond the pairs' common factor, `mean_i(d_ic − D_i)`: the boots'
+    /// speed factors cancel in it, so it is the per-cell test (as in `stats::compare`).
+    specific: Option<LogChange>,
     margin: f64,
     baseline: f64,
     candidate: f64,
@@ -379,7 +383,10 @@ struct PairTest {
 /// The paired comparison of B (candidate) with A (base): `a[i]` and `b[i]` are pair `i`.
 ///
 /// Per cell and metric: `d_i = ln(B_i) − ln(A_i)` over the pairs where both measured it, the
-/// change is `mean(d)`, its interval a Student t over pairs; the margin is
+/// change shown is `mean(d)`, its interval a Student t over pairs. The per-cell *test* is on
+/// `d_ic − D_i` (the cell's change beyond the pair's common factor, so each boot's speed
+/// factor cancels, as in `stats::compare`); when the matrix-wide test finds a change, cells
+/// left undecided take their verdict from the total change. The margin is
 /// `max(min_effect, noise_k × σ)` with σ the cell's own spread beyond the pair's common factor
 /// (`sd_i(d_ic − D_i) / √2`). Gating metrics of all cells form one family (Holm or BH at the
 /// rule's cell alpha), improvements adjusted separately; the matrix-wide test is the paired t
@@ -451,6 +458,20 @@ pub fn paired_compare(
             matrix.insert(metric, paired_change(&dm));
             matrix_cells.insert(metric, full.len());
         }
+        // Pooled variance of `d_ic − D_i` over the cells measured in every pair: each cell
+        // gives n − 1 degrees of freedom, minus the n pair means shared by all of them.
+        let pooled_resid = (full.len() >= 2 && n >= 2).then(|| {
+            let mut ss = 0.0;
+            for &k in &full {
+                let r: Vec<f64> = (0..n)
+                    .filter_map(|i| Some(d[k][i]?.0 - pair_mean[i]?))
+                    .collect();
+                let m = mean(&r);
+                ss += r.iter().map(|x| (x - m).powi(2)).sum::<f64>();
+            }
+            let df = ((n - 1) * (full.len() - 1)) as f64;
+            (ss / df.max(1.0), df.max(0.5))
+        });
         for (k, &ci) in comparable.iter().enumerate() {
             let valid: Vec<(usize, (f64, f64, f64))> = d[k]
                 .iter()
@@ -471,17 +492,36 @@ pub fn paired_compare(
             } else {
                 0.0
             };
+            let specific = (full.len() >= 2 && full.contains(&k)).then(|| {
+                let resid: Vec<f64> = valid
+                    .iter()
+                    .filter_map(|(i, x)| pair_mean[*i].map(|m| x.0 - m))
+                    .collect();
+                let own = paired_change(&resid);
+                match pooled_resid {
+                    // The residual noise is pooled across cells (one pair has few degrees of
+                    // freedom per cell), as `stats::compare` pools its per-cell noise.
+                    Some((var, df)) => LogChange {
+                        estimate: own.estimate,
+                        se: (var / resid.len() as f64).sqrt(),
+                        df,
+                    },
+                    None => own,
+                }
+            });
+            let own = specific.unwrap_or(change);
             let dir = metric.direction();
             tests.push(PairTest {
                 metric,
                 cell: ci,
                 change,
+                specific,
                 margin: rule.min_effect.max(rule.noise_k * spread),
                 baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
                 candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
                 pairs: valid.len(),
-                p_worse: change.p_worse(dir),
-                p_better: change.p_better(dir),
+                p_worse: own.p_worse(dir),
+                p_better: own.p_better(dir),
             });
         }
     }
@@ -533,6 +573,7 @@ pub fn paired_compare(
         });
     }
 
+    let matrix_verdict = report.matrix_test.as_ref().map(|m| m.verdict);
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
     for (t, (pw, pb)) in tests.iter().zip(p_adj_worse.iter().zip(&p_adj_better)) {
         let dir = t.metric.direction();
@@ -541,12 +582,26 @@ pub fn paired_compare(
         } else {
             rule.alpha
         };
-        let verdict = significant_verdict(
-            t.change.margin_verdict(dir, rule.confidence, t.margin),
+        let own = t.specific.unwrap_or(t.change);
+        let mut verdict = significant_verdict(
+            own.margin_verdict(dir, rule.confidence, t.margin),
             *pw,
             *pb,
             alpha,
         );
+        // The per-cell test sees only what differs from the other cells; when the matrix-wide
+        // test found a change, a cell the own test left undecided shows its total change
+        // (a uniform −10% is −10% in every cell, never "unchanged").
+        if t.metric == Metric::AggregateTps
+            && matrix_verdict
+                .is_some_and(|m| matches!(m, CellVerdict::Regression | CellVerdict::Improvement))
+            && !matches!(verdict, CellVerdict::Regression | CellVerdict::Improvement)
+        {
+            verdict = match t.change.margin_verdict(dir, rule.confidence, t.margin) {
+                CellVerdict::Unchanged => CellVerdict::Inconclusive,
+                v => v,
+            };
+        }
         let (lo, hi) = t.change.interval(rule.confidence);
         let why = format!(
             "B vs A {} {:+.1}% [{:+.1}%, {:+.1}%] over {} pairs of boots",
@@ -728,6 +783,30 @@ mod tests {
             r.headline
         );
         assert!(r.headline.contains("improvement"), "{}", r.headline);
+    }
+
+    #[test]
+    fn boot_factors_cancel_in_the_per_cell_test() {
+        // One cell 8% slower, 2% boot-to-boot noise, 4 pairs: the pairs' common factor is
+        // removed before the cell is tested, so the cell is found (its total change alone,
+        // carrying two boots' noise, would often be inconclusive) and the others are not.
+        let rule = DecisionRule::default();
+        let mut found = 0;
+        for seed in 0..40 {
+            let (a, b) = pairs(500 + seed, 4, &|i| if i == 5 { 0.92 } else { 1.0 });
+            let r = paired_compare(&a, &b, &rule).expect("compare");
+            if r.cells[5].verdict == CellVerdict::Regression {
+                found += 1;
+            }
+            let others = r
+                .cells
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| *i != 5 && c.verdict == CellVerdict::Regression)
+                .count();
+            assert_eq!(others, 0, "seed {seed}: {}", r.headline);
+        }
+        assert!(found >= 32, "single-cell −8% found in {found} of 40");
     }
 
     #[test]
