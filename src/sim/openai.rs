@@ -14,6 +14,18 @@ pub struct StreamOptions {
     pub continuous_usage_stats: Option<bool>,
 }
 
+impl StreamOptions {
+    /// `(include_usage, continuous_usage_stats)` of a request's optional `stream_options`,
+    /// each false when absent.
+    pub fn flags(options: Option<StreamOptions>) -> (bool, bool) {
+        let o = options.unwrap_or_default();
+        (
+            o.include_usage.unwrap_or(false),
+            o.continuous_usage_stats.unwrap_or(false),
+        )
+    }
+}
+
 /// A completion prompt: text, a one-element list of texts, or token ids.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -177,17 +189,21 @@ pub struct CompletionChoice {
     pub stop_reason: Option<()>,
 }
 
-/// A text completion (`object` = `text_completion` for both chunks and full responses).
+/// The envelope every streamed chunk (and a non-streamed text completion) shares: id, object,
+/// created, model, the choices, and usage when asked for.
 #[derive(Debug, Clone, Serialize)]
-pub struct CompletionBody<'a> {
+pub struct Envelope<'a, C> {
     pub id: &'a str,
     pub object: &'static str,
     pub created: i64,
     pub model: &'a str,
-    pub choices: Vec<CompletionChoice>,
+    pub choices: Vec<C>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
+
+/// A text completion (`object` = `text_completion` for both chunks and full responses).
+pub type CompletionBody<'a> = Envelope<'a, CompletionChoice>;
 
 /// The delta of a chat chunk.
 #[derive(Debug, Clone, Serialize)]
@@ -207,16 +223,7 @@ pub struct ChatChunkChoice {
 }
 
 /// A `chat.completion.chunk`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ChatChunk<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: i64,
-    pub model: &'a str,
-    pub choices: Vec<ChatChunkChoice>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-}
+pub type ChatChunk<'a> = Envelope<'a, ChatChunkChoice>;
 
 /// The assistant message of a non-streamed chat response.
 #[derive(Debug, Clone, Serialize)]

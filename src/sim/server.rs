@@ -275,20 +275,15 @@ async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
             },
         ),
     };
+    let (include_usage, continuous_usage) = StreamOptions::flags(req.stream_options);
     let genr = Generation {
         kind: Kind::Completion,
         prompt_tokens,
         prefix_blocks,
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         stream: req.stream.unwrap_or(false),
-        include_usage: req
-            .stream_options
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false),
-        continuous_usage: req
-            .stream_options
-            .and_then(|o| o.continuous_usage_stats)
-            .unwrap_or(false),
+        include_usage,
+        continuous_usage,
         ignore_eos: req.ignore_eos.unwrap_or(false),
     };
     generate(s, genr).await
@@ -306,6 +301,7 @@ async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Respon
         return bad_request("`messages` must not be empty".into());
     }
     let texts: Vec<String> = req.messages.iter().map(message_text).collect();
+    let (include_usage, continuous_usage) = StreamOptions::flags(req.stream_options);
     let genr = Generation {
         kind: Kind::Chat,
         prompt_tokens: s.tokenizer.count_chat(texts.iter().map(String::as_str)),
@@ -319,14 +315,8 @@ async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Respon
             .or(req.max_tokens)
             .unwrap_or(DEFAULT_MAX_TOKENS),
         stream: req.stream.unwrap_or(false),
-        include_usage: req
-            .stream_options
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false),
-        continuous_usage: req
-            .stream_options
-            .and_then(|o| o.continuous_usage_stats)
-            .unwrap_or(false),
+        include_usage,
+        continuous_usage,
         ignore_eos: req.ignore_eos.unwrap_or(false),
     };
     generate(s, genr).await
