@@ -182,6 +182,38 @@ struct StreamWorker {
 }
 
 impl StreamWorker {
+    /// A worker with nothing measured yet, one token counter per sub-window of the cell.
+    fn new(shared: Arc<CellShared>) -> Self {
+        let (n, t0) = (shared.sub_windows, shared.t0);
+        StreamWorker {
+            shared,
+            rec: StreamRecord {
+                sub_tokens: vec![0.0; n],
+                itl: stats::new_latency_histogram(),
+                itl_sum_s: 0.0,
+                itl_n: 0,
+                ttfts: Vec::new(),
+                prompt_tokens: None,
+                saw_continuous: false,
+                saw_chunk_mode: false,
+            },
+            req: RequestTrack {
+                sent: t0,
+                first: None,
+                last: t0,
+                usage_seen: 0,
+                continuous: false,
+                chunk_tokens: 0,
+                window_counts: vec![0.0; n],
+                any_window: false,
+                finished: false,
+                done: false,
+            },
+            ever: false,
+            ratio: 1.0,
+        }
+    }
+
     fn begin_request(&mut self, sent: Instant) {
         self.req.sent = sent;
         self.req.first = None;
@@ -314,35 +346,7 @@ async fn run_stream(
     first_token_timeout: Duration,
     stall_timeout: Duration,
 ) -> StreamRecord {
-    let n = shared.sub_windows;
-    let t0 = shared.t0;
-    let mut w = StreamWorker {
-        shared,
-        rec: StreamRecord {
-            sub_tokens: vec![0.0; n],
-            itl: stats::new_latency_histogram(),
-            itl_sum_s: 0.0,
-            itl_n: 0,
-            ttfts: Vec::new(),
-            prompt_tokens: None,
-            saw_continuous: false,
-            saw_chunk_mode: false,
-        },
-        req: RequestTrack {
-            sent: t0,
-            first: None,
-            last: t0,
-            usage_seen: 0,
-            continuous: false,
-            chunk_tokens: 0,
-            window_counts: vec![0.0; n],
-            any_window: false,
-            finished: false,
-            done: false,
-        },
-        ever: false,
-        ratio: 1.0,
-    };
+    let mut w = StreamWorker::new(shared);
     let mut parser = SseParser::new();
     let mut backoff = Duration::from_millis(50);
     'outer: while !cancel.is_cancelled() {
@@ -984,43 +988,17 @@ mod tests {
 
     fn worker(sub: usize) -> StreamWorker {
         let t0 = Instant::now();
-        StreamWorker {
-            shared: Arc::new(CellShared {
-                t0,
-                window_start_ns: AtomicU64::new(u64::MAX),
-                window_end_ns: AtomicU64::new(u64::MAX),
-                sub_windows: sub,
-                producing_now: AtomicU32::new(0),
-                ever_produced: AtomicU32::new(0),
-                requests_started: AtomicU32::new(0),
-                errors: AtomicU32::new(0),
-                failures: Mutex::new(BTreeMap::new()),
-            }),
-            rec: StreamRecord {
-                sub_tokens: vec![0.0; sub],
-                itl: stats::new_latency_histogram(),
-                itl_sum_s: 0.0,
-                itl_n: 0,
-                ttfts: Vec::new(),
-                prompt_tokens: None,
-                saw_continuous: false,
-                saw_chunk_mode: false,
-            },
-            req: RequestTrack {
-                sent: t0,
-                first: None,
-                last: t0,
-                usage_seen: 0,
-                continuous: false,
-                chunk_tokens: 0,
-                window_counts: vec![0.0; sub],
-                any_window: false,
-                finished: false,
-                done: false,
-            },
-            ever: false,
-            ratio: 1.0,
-        }
+        StreamWorker::new(Arc::new(CellShared {
+            t0,
+            window_start_ns: AtomicU64::new(u64::MAX),
+            window_end_ns: AtomicU64::new(u64::MAX),
+            sub_windows: sub,
+            producing_now: AtomicU32::new(0),
+            ever_produced: AtomicU32::new(0),
+            requests_started: AtomicU32::new(0),
+            errors: AtomicU32::new(0),
+            failures: Mutex::new(BTreeMap::new()),
+        }))
     }
 
     fn open_window(w: &StreamWorker, from_ms: u64, to_ms: u64) {
