@@ -68,8 +68,57 @@ fn reduced_monte_carlo_has_few_false_alarms_and_finds_ten_percent() {
             assert!((0.0..=1.0).contains(&x), "{key} = {x}");
         }
     }
+    // The default evaluates the gate as `run` makes it: a confirmation boot for some gates,
+    // never more than two boots, and none at uniform -10% (decided at the first boot).
+    assert!(v["confirm"]["p_below"].as_f64().is_some(), "{v}");
+    for s in scenarios {
+        let boots = s["mean_boots"].as_f64().expect("mean_boots");
+        let rate = s["confirm_rate"].as_f64().expect("confirm_rate");
+        assert!((1.0..=2.0).contains(&boots), "{s}");
+        assert!((boots - 1.0 - rate).abs() < 1e-9, "{s}");
+    }
+    let boots = |name: &str| {
+        scenarios
+            .iter()
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["mean_boots"].as_f64())
+            .expect("mean_boots")
+    };
+    assert!(boots("aa") < 1.2, "A/A boots {}", boots("aa"));
+    assert!(boots("uniform_-2%") > boots("aa"));
     // Targets are only checked for a 20-run history, and each names what it measured.
     assert_eq!(v["targets"].as_array().map(Vec::len), Some(3));
+}
+
+#[test]
+fn without_confirmation_every_gate_is_one_boot() {
+    let out = stats_eval(&[
+        "--trials",
+        "30",
+        "--history",
+        "20",
+        "--seed",
+        "3",
+        "--no-confirm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert!(v["confirm"].is_null(), "{v}");
+    for s in v["histories"][0]["scenarios"]
+        .as_array()
+        .expect("scenarios")
+    {
+        assert_eq!(s["mean_boots"].as_f64(), Some(1.0), "{s}");
+    }
+    // A confirmation plan outside its range is a usage error.
+    assert_eq!(
+        stats_eval(&["--trials", "1", "--confirm-p", "0.9"])
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]
@@ -83,6 +132,7 @@ fn text_form_prints_the_tables() {
         "{text}"
     );
     assert!(text.contains("Targets:"), "{text}");
+    assert!(text.contains("Confirmation boots"), "{text}");
 }
 
 #[test]

@@ -198,12 +198,20 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         .baseline_dir
         .clone()
         .unwrap_or_else(|| config.baseline.dir.clone());
+    // The confirmation boot splits the matrix test's alpha: the first boot (and its adaptive
+    // looks) test with the first stage's rule.
+    let rule = config.thresholds.rule.clone();
+    let confirm = (config.confirm.enabled && config.confirm.plan.applies(&rule))
+        .then(|| config.confirm.plan.clone());
+    let first_rule = confirm
+        .as_ref()
+        .map_or_else(|| rule.clone(), |p| p.first_rule(&rule));
     let adaptive = config
         .adaptive
         .enabled
         .then(|| run::adaptive::AdaptiveRequest {
             config: config.adaptive.clone(),
-            rule: config.thresholds.rule.clone(),
+            rule: first_rule.clone(),
             store_dir: baseline_dir.clone(),
         });
     let req = MeasureRequest {
@@ -213,11 +221,12 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         hardware,
         telemetry: telemetry.map(|s: Arc<NvmlSampler>| s),
         engine_args: &args.engine_args,
-        log_path,
+        log_path: log_path.clone(),
         log_tail_lines: config.report.log_tail_lines,
         labels,
         adaptive,
     };
+    let confirm_req = req.clone();
     let mut measured = run::boot_and_measure(req, tx, cancel.clone()).await;
     let _ = printer.await;
     if let Some(stop) = &measured.stop
@@ -226,7 +235,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         eprintln!("warning: some engine processes survived teardown (SIGKILL sent to the group)");
     }
     let adaptive = measured.adaptive.take();
-    let results = measured.results;
+    let mut results = measured.results;
     let mut failure = measured.failure.as_ref().map(RunFailure::message);
     if let Some(a) = &adaptive
         && a.rounds > 0
@@ -241,10 +250,10 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     }
 
     // 3. Compare (already done, with alpha spending, when cells were re-measured adaptively).
-    let decision = if failure.is_none() {
+    let mut decision = if failure.is_none() {
         let compared = match adaptive {
             Some(a) => a.decision,
-            None => run::decide(&results, &baseline_dir, &config.thresholds.rule),
+            None => run::decide(&results, &baseline_dir, &first_rule),
         };
         match compared {
             Ok(d) => Some(d),
@@ -256,6 +265,70 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     } else {
         None
     };
+
+    // 3b. The confirmation boot, when the first boot's matrix-wide change leans towards a
+    // regression without proving one.
+    let mut confirmation = None;
+    if let (Some(plan), None, Some(first)) = (
+        &confirm,
+        &failure,
+        decision.as_ref().and_then(|d| d.verdict.as_ref()),
+    ) && plan.wants_confirmation(&rule, first)
+        && !cancel.is_cancelled()
+    {
+        eprintln!(
+            "confirm: {}; booting the engine again to measure the matrix a second time",
+            run::confirm::reason(plan, first)
+        );
+        let first = first.clone();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let printer = tokio::spawn(crate::report::console::render_progress(
+            rx,
+            (suite.cells() * suite.repetitions.max(1) as usize) as u64,
+        ));
+        let mut req = confirm_req;
+        req.log_path = run::confirm::confirm_log_path(&log_path);
+        let outcome = run::confirm::confirm_boot(
+            &mut results,
+            first,
+            run::confirm::ConfirmRequest {
+                plan,
+                rule: &rule,
+                store_dir: &baseline_dir,
+                measure: req,
+            },
+            tx,
+            cancel.clone(),
+        )
+        .await;
+        let _ = printer.await;
+        if let Some(stop) = &outcome.measured.stop
+            && !stop.group_gone
+        {
+            eprintln!(
+                "warning: some engine processes of the confirmation boot survived teardown (SIGKILL sent to the group)"
+            );
+        }
+        match &outcome.decision {
+            None => {
+                failure = Some(format!(
+                    "the confirmation boot failed: {}",
+                    outcome
+                        .measured
+                        .failure
+                        .as_ref()
+                        .map_or_else(|| "no reason given".into(), RunFailure::message)
+                ));
+            }
+            Some(Err(e)) => {
+                failure = Some(format!(
+                    "comparison of both boots with the baseline failed: {e}"
+                ));
+            }
+            Some(Ok(d)) => decision = Some(d.clone()),
+        }
+        confirmation = Some(outcome);
+    }
     let verdict = decision.as_ref().and_then(|d| d.verdict.as_ref());
     let history: &[RunResults] = decision.as_ref().map_or(&[], |d| d.history.as_slice());
 
@@ -268,12 +341,20 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         fail_on_inconclusive: config.thresholds.fail_on == crate::config::FailOn::Inconclusive,
     };
     let chart = crate::report::mermaid::throughput_chart(history, &results, verdict);
-    let summary_md = crate::report::github::render::job_summary(
+    let mut summary_md = crate::report::github::render::job_summary(
         &name,
         &outcome,
         &Links::default(),
         chart.as_deref(),
     );
+    if let Some(c) = &confirmation {
+        summary_md.push('\n');
+        summary_md.push_str(&run::confirm::summary_section(
+            c,
+            run::confirm::CONFIRM_RESULTS,
+            &c.measured.engine_log,
+        ));
+    }
     let files = match run::write_outputs(&args.out, &results, verdict, &summary_md)
         .context("writing the results")
     {
@@ -283,6 +364,18 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
             return Err(err);
         }
     };
+
+    if let Some(c) = &confirmation {
+        let path = args.out.join(run::confirm::CONFIRM_RESULTS);
+        let written = serde_json::to_string_pretty(&c.measured.results)
+            .map_err(std::io::Error::other)
+            .and_then(|body| crate::baseline::write_file_atomic(&path, body.as_bytes()))
+            .with_context(|| format!("writing {}", path.display()));
+        if let Err(err) = written {
+            close_open_checks(&mut reporter, &err).await;
+            return Err(err);
+        }
+    }
 
     // 5. Print.
     println!("{}", crate::report::console::render_matrix(&results));
@@ -315,27 +408,41 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         files.summary.display(),
         measured.engine_log.display()
     );
+    if let Some(c) = &confirmation {
+        eprintln!(
+            "confirmation boot: results {} · engine log: {}",
+            args.out.join(run::confirm::CONFIRM_RESULTS).display(),
+            c.measured.engine_log.display()
+        );
+    }
 
-    // 6. Baseline update.
+    // 6. Baseline update: every complete boot of this run (a confirmation boot is a run of
+    // its own, with its own boot factor).
     if args.update_baseline {
-        match run::baseline_worthy(&results, failure.is_some()) {
-            Ok(()) => {
-                let added = crate::baseline::BaselineStore::open(&baseline_dir)
-                    .context("opening the baseline store")
-                    .and_then(|store| {
-                        store
-                            .add(&results)
-                            .context("adding the run to the baseline store")
-                    });
-                match added {
-                    Ok(path) => eprintln!("baseline: run added as {}", path.display()),
-                    Err(err) => {
-                        close_open_checks(&mut reporter, &err).await;
-                        return Err(err);
+        let mut runs = vec![&results];
+        if let Some(c) = &confirmation {
+            runs.push(&c.measured.results);
+        }
+        for run in runs {
+            match run::baseline_worthy(run, failure.is_some()) {
+                Ok(()) => {
+                    let added = crate::baseline::BaselineStore::open(&baseline_dir)
+                        .context("opening the baseline store")
+                        .and_then(|store| {
+                            store
+                                .add(run)
+                                .context("adding the run to the baseline store")
+                        });
+                    match added {
+                        Ok(path) => eprintln!("baseline: run added as {}", path.display()),
+                        Err(err) => {
+                            close_open_checks(&mut reporter, &err).await;
+                            return Err(err);
+                        }
                     }
                 }
+                Err(why) => eprintln!("baseline: not updated: {why}"),
             }
-            Err(why) => eprintln!("baseline: not updated: {why}"),
         }
     }
 

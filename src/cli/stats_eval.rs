@@ -5,8 +5,8 @@ use anyhow::Context;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::exit::{GateExit, usage};
-use crate::stats::DecisionRule;
 use crate::stats::eval::{EvalConfig, EvalReport, NoiseSpec, run_eval};
+use crate::stats::{ConfirmPlan, DecisionRule};
 
 /// Output format of `stats-eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -30,6 +30,17 @@ pub struct StatsEvalArgs {
     /// Candidate runs (repetitions) per comparison.
     #[arg(long, default_value_t = 1)]
     pub candidate_runs: usize,
+    /// Evaluate one comparison only, without the confirmation boot `run` makes when the first
+    /// boot's matrix-wide change looks like a regression.
+    #[arg(long)]
+    pub no_confirm: bool,
+    /// The confirmation boot's trigger: the first boot's matrix-wide one-sided p-value below
+    /// this (as `[confirm] p_below` in the config).
+    #[arg(long, default_value_t = 0.05)]
+    pub confirm_p: f64,
+    /// Share of the matrix test's alpha spent at the first boot (`[confirm] first_share`).
+    #[arg(long, default_value_t = 0.5)]
+    pub confirm_first_share: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = EvalFormat::Text)]
     pub format: EvalFormat,
@@ -68,11 +79,19 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         }
     };
     rule.validate().map_err(|e| usage(e.to_string()))?;
+    let confirm = (!args.no_confirm).then_some(ConfirmPlan {
+        p_below: args.confirm_p,
+        first_share: args.confirm_first_share,
+    });
+    if let Some(plan) = &confirm {
+        plan.validate().map_err(|e| usage(e.to_string()))?;
+    }
     let cfg = EvalConfig {
         trials: args.trials,
         seed: args.seed,
         histories: args.history.clone(),
         candidate_runs: args.candidate_runs,
+        confirm,
         noise: NoiseSpec::default(),
         rule,
     };
@@ -98,11 +117,19 @@ fn pct(x: f64) -> String {
 /// The text tables: gate outcome per scenario and history, then inconclusive rates, targets.
 pub fn render_text(r: &EvalReport) -> String {
     let mut out = format!(
-        "stats-eval: {} trials, seed {}, {} cells, {} candidate run(s); noise: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, outlier {:+}% every {} runs\n",
+        "stats-eval: {} trials, seed {}, {} cells, {} candidate run(s){}; noise: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, outlier {:+}% every {} runs\n",
         r.trials,
         r.seed,
         r.cells,
         r.candidate_runs,
+        match &r.confirm {
+            Some(p) => format!(
+                " + a confirmation boot when the matrix-wide p < {} ({} of its alpha first)",
+                p.p_below,
+                pct(p.first_share)
+            ),
+            None => " (no confirmation boot)".into(),
+        },
         pct(r.noise.run_cv),
         pct(r.noise.cell_cv),
         pct(r.noise.window_cv),
@@ -162,6 +189,27 @@ pub fn render_text(r: &EvalReport) -> String {
     out.push_str("\n\nGate inconclusive / cells inconclusive / cells unchanged\n");
     out.push_str(&inc.to_string());
     out.push('\n');
+    if r.confirm.is_some() {
+        let mut boots = Table::new();
+        *boots.style_mut() = UTF8_FULL_CONDENSED;
+        let mut header = vec!["history".to_string()];
+        header.extend(names.iter().cloned());
+        boots.set_header(header);
+        for h in &r.histories {
+            let mut row = vec![format!("{} runs", h.history)];
+            row.extend(
+                h.scenarios
+                    .iter()
+                    .map(|s| format!("{} / {:.2}", pct(s.confirm_rate), s.mean_boots)),
+            );
+            boots.add_row(row);
+        }
+        out.push_str(
+            "\nConfirmation boots: share of gates that booted twice / mean boots per gate\n",
+        );
+        out.push_str(&boots.to_string());
+        out.push('\n');
+    }
     if !r.targets.is_empty() {
         out.push_str("\nTargets:\n");
         for t in &r.targets {

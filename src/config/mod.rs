@@ -83,6 +83,8 @@ pub struct GateConfig {
     pub report: ReportConfig,
     /// Adaptive re-measurement of inconclusive cells in `run` (`[adaptive]`).
     pub adaptive: AdaptiveConfig,
+    /// The confirmation boot of `run` (`[confirm]`).
+    pub confirm: ConfirmConfig,
     /// The two builds of a paired A/B run (`[engine.a]`, `[engine.b]`, `[ab]`); `None` when the
     /// file defines no A/B engines.
     pub ab: Option<AbConfig>,
@@ -110,6 +112,28 @@ impl Default for AdaptiveConfig {
             max_rounds: 2,
             max_extra_s: None,
             spending: crate::stats::SpendingShape::Pocock,
+        }
+    }
+}
+
+/// The confirmation boot (`[confirm]`): when the first boot's matrix-wide change looks like a
+/// regression without proving one, `run` boots the engine a second time, measures the matrix
+/// again and tests both boots together, with the matrix test's alpha split between the two
+/// stages (`docs/statistics.md`). On by default: one boot cannot tell a uniform −5% from its
+/// own boot factor often enough.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfirmConfig {
+    /// On unless `enabled = false`.
+    pub enabled: bool,
+    /// When to confirm and how alpha is split.
+    pub plan: crate::stats::ConfirmPlan,
+}
+
+impl Default for ConfirmConfig {
+    fn default() -> Self {
+        ConfirmConfig {
+            enabled: true,
+            plan: crate::stats::ConfirmPlan::default(),
         }
     }
 }
@@ -326,7 +350,16 @@ struct RawConfig {
     #[serde(default)]
     report: RawReport,
     adaptive: Option<Spanned<RawAdaptive>>,
+    confirm: Option<Spanned<RawConfirm>>,
     ab: Option<Spanned<RawAb>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfirm {
+    enabled: Option<bool>,
+    p_below: Option<Spanned<f64>>,
+    first_share: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -552,6 +585,7 @@ impl GateConfig {
 
         let (engine, ab_engines) = build_engine(raw.engine, model.is_some(), &loc, base_dir)?;
         let adaptive = build_adaptive(raw.adaptive, &loc)?;
+        let confirm = build_confirm(raw.confirm, &loc)?;
         let ab = build_ab(raw.ab, ab_engines, &loc)?;
 
         let profile = ProfileConfig {
@@ -610,6 +644,7 @@ impl GateConfig {
             baseline,
             report,
             adaptive,
+            confirm,
             ab,
         })
     }
@@ -901,6 +936,42 @@ fn build_adaptive(
     cfg.max_extra_s = raw.max_extra_seconds.map(|s| s.0);
     if let Some(shape) = raw.spending {
         cfg.spending = shape;
+    }
+    Ok(cfg)
+}
+
+/// `[confirm]`: on by default; the table tunes it or turns it off.
+fn build_confirm(
+    raw: Option<Spanned<RawConfirm>>,
+    loc: &Locator,
+) -> Result<ConfirmConfig, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(ConfirmConfig::default());
+    };
+    let raw = raw.into_inner();
+    let mut cfg = ConfirmConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        ..ConfirmConfig::default()
+    };
+    if let Some(p) = raw.p_below {
+        if !(*p.get_ref() > 0.0 && *p.get_ref() <= 0.5) {
+            return Err(loc.at(
+                p.span(),
+                format!("[confirm] p_below = {} is out of range", p.get_ref()),
+                Some("write a p-value in (0, 0.5] (default 0.05: about 5% of clean PRs boot twice), or enabled = false"),
+            ));
+        }
+        cfg.plan.p_below = p.into_inner();
+    }
+    if let Some(f) = raw.first_share {
+        if !(*f.get_ref() > 0.0 && *f.get_ref() < 1.0) {
+            return Err(loc.at(
+                f.span(),
+                format!("[confirm] first_share = {} is out of range", f.get_ref()),
+                Some("write the share of the matrix test's alpha spent at the first boot, in (0, 1) (default 0.5)"),
+            ));
+        }
+        cfg.plan.first_share = f.into_inner();
     }
     Ok(cfg)
 }
@@ -1275,6 +1346,30 @@ contexts = ["0"]
             "[engine.a]\ncommand = [\"{infergate}\", \"sim\", \"--port\", \"{prot}\"]",
         ));
         assert!(e.contains("{prot}"), "{e}");
+    }
+
+    #[test]
+    fn confirm_is_on_by_default_and_its_table_tunes_or_disables_it() {
+        let plain = parse(GOOD).expect("parses");
+        assert!(plain.confirm.enabled);
+        assert_eq!(plain.confirm.plan, crate::stats::ConfirmPlan::default());
+        let tuned = parse(&GOOD.replace(
+            "[baseline]",
+            "[confirm]\np_below = 0.1\nfirst_share = 0.3\n\n[baseline]",
+        ))
+        .expect("parses");
+        assert!(tuned.confirm.enabled);
+        assert_eq!(tuned.confirm.plan.p_below, 0.1);
+        assert_eq!(tuned.confirm.plan.first_share, 0.3);
+        let off = parse(&GOOD.replace("[baseline]", "[confirm]\nenabled = false\n\n[baseline]"))
+            .expect("parses");
+        assert!(!off.confirm.enabled);
+        let e = err(&GOOD.replace("[baseline]", "[confirm]\np_below = 0.9\n\n[baseline]"));
+        assert!(e.contains("p_below = 0.9") && e.contains("(0, 0.5]"), "{e}");
+        let e = err(&GOOD.replace("[baseline]", "[confirm]\nfirst_share = 1\n\n[baseline]"));
+        assert!(e.contains("first_share"), "{e}");
+        let e = err(&GOOD.replace("[baseline]", "[confirm]\np_belwo = 0.1\n\n[baseline]"));
+        assert!(e.contains("p_belwo"), "{e}");
     }
 
     #[test]

@@ -42,6 +42,17 @@ pub fn decide(
     store_dir: &Path,
     rule: &DecisionRule,
 ) -> Result<Decision, GateError> {
+    decide_runs(std::slice::from_ref(results), store_dir, rule)
+}
+
+/// [`decide`] for several candidate runs of one profile (repetitions, e.g. a confirmation
+/// boot): the first run names the profile and suite.
+pub fn decide_runs(
+    runs: &[RunResults],
+    store_dir: &Path,
+    rule: &DecisionRule,
+) -> Result<Decision, GateError> {
+    let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
     let store = BaselineStore::open(store_dir)?;
     let loaded = store.load(&results.profile.key, results.suite.as_deref())?;
     let mut notices: Vec<String> = loaded
@@ -62,7 +73,7 @@ pub fn decide(
             notices,
         });
     }
-    let report = crate::stats::compare(&loaded.runs, std::slice::from_ref(results), rule)?;
+    let report = crate::stats::compare(&loaded.runs, runs, rule)?;
     Ok(Decision {
         verdict: Some(report),
         history: loaded.runs,

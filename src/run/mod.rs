@@ -4,12 +4,14 @@
 
 pub mod ab;
 pub mod adaptive;
+pub mod confirm;
 pub mod design_eval;
 pub mod gate;
 pub mod measure;
 
 pub use gate::{
-    Decision, GateError, OutputFiles, baseline_worthy, decide, exit_code, write_outputs,
+    Decision, GateError, OutputFiles, baseline_worthy, decide, decide_runs, exit_code,
+    write_outputs,
 };
 pub use measure::{
     MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, measure_cells, unmeasured_results,

@@ -15,9 +15,9 @@ use crate::results::{
     CellResult, CellStatus, EngineIdentity, HardwareFingerprint, MatrixSpec, ProfileKey,
     ResultsSource, RunResults, RunStatus, ToolInfo,
 };
-use crate::verdict::{CellVerdict, GateVerdict};
+use crate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
 
-use super::{DecisionRule, StatsError, compare};
+use super::{ConfirmPlan, DecisionRule, StatsError, compare};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -94,6 +94,10 @@ pub struct EvalConfig {
     /// Candidate runs (repetitions) per comparison; each has its own run factor.
     #[serde(default = "one")]
     pub candidate_runs: usize,
+    /// The gate as `run` makes it: a confirmation boot (as many runs again) when the first
+    /// boot's matrix-wide change looks like a regression. `None` = one comparison only.
+    #[serde(default)]
+    pub confirm: Option<ConfirmPlan>,
     pub noise: NoiseSpec,
     pub rule: DecisionRule,
 }
@@ -128,6 +132,12 @@ pub struct ScenarioOutcome {
     pub cell_half_width: f64,
     /// Mean margin of the cells (relative).
     pub cell_margin: f64,
+    /// Share of trials that booted a second time (confirmation); 0 without a plan.
+    #[serde(default)]
+    pub confirm_rate: f64,
+    /// Mean candidate boots per gate (1 + confirm rate, times the candidate runs).
+    #[serde(default)]
+    pub mean_boots: f64,
 }
 
 /// All scenarios at one history length.
@@ -153,6 +163,8 @@ pub struct EvalReport {
     pub seed: u64,
     pub cells: usize,
     pub candidate_runs: usize,
+    #[serde(default)]
+    pub confirm: Option<ConfirmPlan>,
     pub noise: NoiseSpec,
     pub rule: DecisionRule,
     pub histories: Vec<HistoryOutcome>,
@@ -281,7 +293,12 @@ fn make_run(
 /// Runs the Monte Carlo.
 pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     cfg.rule.validate()?;
+    if let Some(plan) = &cfg.confirm {
+        plan.validate()?;
+    }
     let noise = &cfg.noise;
+    let runs_per_stage = cfg.candidate_runs.max(1);
+    let stages = if cfg.confirm.is_some() { 2 } else { 1 };
     let levels = cell_levels();
     let n_cells = levels.len();
     let max_h = cfg.histories.iter().copied().max().unwrap_or(0);
@@ -293,7 +310,7 @@ pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     };
     // counters[h][s] = (regression, matrix regression, gate inconclusive, cell inconclusive,
     // cell unchanged, target cell)
-    let mut counts = vec![vec![[0.0f64; 9]; SCENARIOS.len()]; cfg.histories.len()];
+    let mut counts = vec![vec![[0.0f64; 11]; SCENARIOS.len()]; cfg.histories.len()];
     let zero = vec![0.0; n_cells];
     for trial in 0..cfg.trials {
         // History: oldest first, drift as a random walk, one outlier per `outlier_every` runs.
@@ -324,7 +341,7 @@ pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
             ));
         }
         // Candidate noise, shared by all scenarios of this trial (common random numbers).
-        let draws: Vec<RunDraw> = (0..cfg.candidate_runs.max(1))
+        let draws: Vec<RunDraw> = (0..runs_per_stage * stages)
             .map(|_| {
                 drift += sampler.normal(noise.drift_per_run);
                 let cand_log = drift + sampler.normal(noise.run_cv);
@@ -370,8 +387,11 @@ pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
             let candidate = candidate.as_slice();
             for (h, &len) in cfg.histories.iter().enumerate() {
                 let base = &history[max_h - len.min(max_h)..];
-                let report = compare(base, candidate, &cfg.rule)?;
+                let (report, confirmed) = gate_comparison(base, candidate, runs_per_stage, cfg)?;
                 let c = &mut counts[h][s];
+                if confirmed {
+                    c[9] += 1.0;
+                }
                 if report.gate == GateVerdict::Regression {
                     c[0] += 1.0;
                 }
@@ -435,6 +455,8 @@ pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
                         matrix_half_width: c[6] / trials,
                         cell_half_width: c[7] / trials,
                         cell_margin: c[8] / trials,
+                        confirm_rate: c[9] / trials,
+                        mean_boots: (1.0 + c[9] / trials) * runs_per_stage as f64,
                     }
                 })
                 .collect(),
@@ -445,6 +467,7 @@ pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
         seed: cfg.seed,
         cells: n_cells,
         candidate_runs: cfg.candidate_runs.max(1),
+        confirm: cfg.confirm.clone(),
         noise: cfg.noise.clone(),
         rule: cfg.rule.clone(),
         histories,
@@ -452,6 +475,30 @@ pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     };
     report.targets = targets(&report);
     Ok(report)
+}
+
+/// The gate's comparison of one trial: one comparison of the first `per_stage` candidate runs,
+/// or — with a confirmation plan — the two-stage test `run` makes (the second stage adds the
+/// next `per_stage` runs). Returns the final report and whether it confirmed.
+fn gate_comparison(
+    base: &[RunResults],
+    candidate: &[RunResults],
+    per_stage: usize,
+    cfg: &EvalConfig,
+) -> Result<(ComparisonReport, bool), StatsError> {
+    let Some(plan) = &cfg.confirm else {
+        return Ok((compare(base, &candidate[..per_stage], &cfg.rule)?, false));
+    };
+    let first = compare(base, &candidate[..per_stage], &plan.first_rule(&cfg.rule))?;
+    if !plan.wants_confirmation(&cfg.rule, &first) {
+        return Ok((first, false));
+    }
+    let both = compare(
+        base,
+        &candidate[..2 * per_stage],
+        &plan.second_rule(&cfg.rule),
+    )?;
+    Ok((both, true))
 }
 
 /// The targets, checked at the longest history measured when it has 20 runs or more.

@@ -8,10 +8,12 @@
 //! - [`interval`]: the interval of a relative change and its equivalence-style verdict;
 //! - [`multiplicity`]: Holm and Benjamini–Hochberg adjustments;
 //! - [`sequential`]: alpha spending for repeated looks (adaptive re-measurement);
+//! - [`confirm`]: the confirmation boot, a two-stage matrix-wide test;
 //! - [`compare`]: builds the report from runs;
 //! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices.
 
 pub mod compare;
+pub mod confirm;
 pub mod eval;
 pub mod interval;
 pub mod multiplicity;
@@ -20,6 +22,7 @@ pub mod rule;
 pub mod sequential;
 
 pub use compare::{compare, gate_of};
+pub use confirm::ConfirmPlan;
 pub use rule::{Correction, DecisionRule};
 pub use sequential::{AlphaSpending, SpendingShape};
 

@@ -1,0 +1,190 @@
+//! The confirmation boot of `run`: when the first boot's matrix-wide change leans towards a
+//! regression without proving one, boot the engine again, measure the whole matrix again, and
+//! test both boots together (`stats::ConfirmPlan`, `docs/statistics.md`).
+//!
+//! A uniform slowdown is confounded with the candidate's boot factor; only another boot redraws
+//! that factor, so the second measurement is a fresh boot, never a re-measurement on the live
+//! engine (that is what adaptive re-measurement does for single cells). Nothing here prints.
+
+use std::path::{Path, PathBuf};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::bench::EventSink;
+use crate::results::{Event, RunResults};
+use crate::stats::{ConfirmPlan, DecisionRule};
+use crate::verdict::ComparisonReport;
+
+use super::gate::{Decision, GateError, decide_runs};
+use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
+
+/// The results file of the confirmation boot, next to `results.json`.
+pub const CONFIRM_RESULTS: &str = "results-confirm.json";
+
+/// The engine log of the confirmation boot: `engine.log` → `engine-confirm.log`, next to it.
+pub fn confirm_log_path(first: &Path) -> PathBuf {
+    let stem = first
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("engine");
+    let name = match first.extension().and_then(|e| e.to_str()) {
+        Some(ext) => format!("{stem}-confirm.{ext}"),
+        None => format!("{stem}-confirm"),
+    };
+    first.with_file_name(name)
+}
+
+/// Why the first boot called for a confirmation, for people.
+pub fn reason(plan: &ConfirmPlan, first: &ComparisonReport) -> String {
+    match &first.matrix_test {
+        Some(m) => format!(
+            "the first boot's matrix-wide change is {:+.1}% [{:+.1}%, {:+.1}%] with p = {:.3} < {}: not proven, but leaning towards a regression",
+            100.0 * m.change,
+            100.0 * m.ci_low,
+            100.0 * m.ci_high,
+            m.p_value,
+            plan.p_below
+        ),
+        None => "the first boot's matrix-wide change leans towards a regression".into(),
+    }
+}
+
+/// What the confirmation did.
+#[derive(Debug)]
+pub struct ConfirmOutcome {
+    /// The first boot's comparison (made with the plan's first-stage rule).
+    pub first: ComparisonReport,
+    /// Why it was called for.
+    pub reason: String,
+    /// The second boot.
+    pub measured: MeasuredRun,
+    /// The comparison of both boots (with the plan's second-stage rule); `None` when the
+    /// second boot failed (the run then fails with its reason).
+    pub decision: Option<Result<Decision, GateError>>,
+}
+
+/// What the confirmation boot needs.
+pub struct ConfirmRequest<'a> {
+    /// When to confirm and how alpha is split.
+    pub plan: &'a ConfirmPlan,
+    /// The gate's full decision rule (the plan derives both stages' rules from it).
+    pub rule: &'a DecisionRule,
+    /// Baseline store directory.
+    pub store_dir: &'a Path,
+    /// The first boot's request; its adaptive re-measurement is dropped.
+    pub measure: MeasureRequest<'a>,
+}
+
+/// Boots the engine a second time (without adaptive re-measurement), measures the matrix, and
+/// compares both boots with the baseline under the plan's second-stage rule. `first_run` gets
+/// a `confirmation` event and a `confirmed_by` label; the second run a `confirms` label.
+pub async fn confirm_boot(
+    first_run: &mut RunResults,
+    first: ComparisonReport,
+    req: ConfirmRequest<'_>,
+    events: EventSink,
+    cancel: CancellationToken,
+) -> ConfirmOutcome {
+    let ConfirmRequest {
+        plan,
+        rule,
+        store_dir,
+        measure: mut req,
+    } = req;
+    let reason = reason(plan, &first);
+    let event = Event::now(
+        "confirmation",
+        format!("{reason}; booting the engine again to measure the matrix a second time"),
+    );
+    let _ = events.send(event.clone());
+    first_run.events.push(event);
+    req.adaptive = None;
+    req.labels
+        .insert("confirms".into(), first_run.run_id.clone());
+    let _ = std::fs::remove_file(&req.log_path);
+    let mut measured = boot_and_measure(req, events, cancel).await;
+    first_run
+        .labels
+        .insert("confirmed_by".into(), measured.results.run_id.clone());
+    let decision = measured.failure.is_none().then(|| {
+        let runs = [first_run.clone(), measured.results.clone()];
+        decide_runs(&runs, store_dir, &plan.second_rule(rule)).map(|mut d| {
+            if let Some(v) = d.verdict.as_mut() {
+                v.headline = format!(
+                    "{} · tested over 2 boots (confirmation: the first boot's matrix-wide change was {:+.1}%, p = {:.3})",
+                    v.headline,
+                    100.0 * first.matrix_test.as_ref().map_or(0.0, |m| m.change),
+                    first.matrix_test.as_ref().map_or(1.0, |m| m.p_value)
+                );
+            }
+            d
+        })
+    });
+    if let Some(Ok(d)) = &decision
+        && let Some(v) = &d.verdict
+    {
+        let e = Event::now(
+            "confirmation_done",
+            format!("both boots compared: {}", v.gate.as_str()),
+        );
+        measured.results.events.push(e);
+    }
+    ConfirmOutcome {
+        first,
+        reason,
+        measured,
+        decision,
+    }
+}
+
+/// The job summary's section on the confirmation: why, both boots' matrix-wide changes, and
+/// where the second boot's results and log are.
+pub fn summary_section(outcome: &ConfirmOutcome, results_file: &str, log: &Path) -> String {
+    let mut out = String::from("### Confirmation boot\n\n");
+    out.push_str(&format!(
+        "{}, so the engine was booted a second time and the whole matrix measured again; the verdict above tests both boots together (alpha split between the two stages, so the false-alarm rate stays at the rule's alpha).\n\n",
+        crate::report::markdown::escape(&outcome.reason)
+    ));
+    out.push_str("| stage | boots | matrix-wide change | interval | p | verdict |\n|---|---|---|---|---|---|\n");
+    let row = |stage: &str, boots: u32, v: &ComparisonReport| match &v.matrix_test {
+        Some(m) => format!(
+            "| {stage} | {boots} | {:+.1}% | [{:+.1}%, {:+.1}%] | {:.4} | {} |\n",
+            100.0 * m.change,
+            100.0 * m.ci_low,
+            100.0 * m.ci_high,
+            m.p_value,
+            m.verdict.as_str()
+        ),
+        None => format!("| {stage} | {boots} | - | - | - | - |\n"),
+    };
+    out.push_str(&row("first boot", 1, &outcome.first));
+    match &outcome.decision {
+        Some(Ok(Decision {
+            verdict: Some(v), ..
+        })) => out.push_str(&row("both boots", 2, v)),
+        _ => out.push_str("| both boots | 2 | - | - | - | the second boot failed |\n"),
+    }
+    out.push_str(&format!(
+        "\nSecond boot: results `{}`, engine log `{}`.\n",
+        crate::report::markdown::escape(results_file),
+        crate::report::markdown::escape(&log.display().to_string())
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_confirmation_log_sits_next_to_the_first() {
+        assert_eq!(
+            confirm_log_path(Path::new("/out/engine.log")),
+            PathBuf::from("/out/engine-confirm.log")
+        );
+        assert_eq!(
+            confirm_log_path(Path::new("logs/vllm")),
+            PathBuf::from("logs/vllm-confirm")
+        );
+    }
+}
