@@ -58,6 +58,18 @@ pub struct ToolInfo {
     pub version: String,
 }
 
+impl RunResults {
+    /// The engine's process group, from the `engine_spawned` event ("engine process group N"),
+    /// when the engine started: teardown checks and tests look it up to prove nothing is left.
+    pub fn engine_process_group(&self) -> Option<i32> {
+        self.events
+            .iter()
+            .find(|e| e.kind == "engine_spawned")
+            .and_then(|e| e.message.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+    }
+}
+
 impl ToolInfo {
     /// This build of infergate.
     pub fn current() -> Self {

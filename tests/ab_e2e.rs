@@ -2,23 +2,19 @@
 //! them 5% slower → regression, exit 1; two identical ones → no regression, exit 0; every boot
 //! torn down (its process group gone) before the next one starts.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
 use infergate::results::{Event, RunResults};
 use infergate::verdict::{ComparisonReport, GateVerdict};
+use support::group_gone;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn group_gone(pgid: i32) -> bool {
-    matches!(
-        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None),
-        Err(nix::errno::Errno::ESRCH)
-    )
 }
 
 fn config(dir: &Path, b_slowdown: &str) -> std::path::PathBuf {

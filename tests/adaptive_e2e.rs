@@ -4,12 +4,10 @@
 //! cell on the still-running engine, and results.json records the extra rounds with the
 //! verdict after each.
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
-use infergate::baseline::BaselineStore;
-use infergate::results::RunResults;
 use infergate::verdict::ComparisonReport;
+use support::{baseline_around, gate, read_results};
 
 const CONFIG: &str = r#"model = "sim-test"
 
@@ -42,27 +40,6 @@ max_rounds = 2
 max_extra_seconds = "60s"
 "#;
 
-fn gate(config: &Path, out: &Path, store: &Path) -> (Option<i32>, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
-        .arg(config)
-        .arg("--out")
-        .arg(out)
-        .arg("--baseline-dir")
-        .arg(store)
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .expect("run infergate");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
-}
-
-fn read_results(path: &Path) -> RunResults {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("results.json")).expect("parses")
-}
-
 #[test]
 fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -72,7 +49,7 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
 
     // 1. Calibrate: one run with no baseline yet (nothing to compare, nothing re-measured).
     let first = dir.path().join("first");
-    let (code, stderr) = gate(&config, &first, &store_dir);
+    let (code, stderr) = gate(&config, &first, &store_dir, &[]);
     assert_eq!(code, Some(0), "{stderr}");
     let calib = read_results(&first.join("results.json"));
     assert!(calib.cells.iter().all(|c| c.rounds.is_empty()));
@@ -80,31 +57,18 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
     // 2. A baseline of 8 runs around the calibration: run factor and cell terms of ~1%, and
     //    C=2 15% faster, so the candidate's C=2 relative to its own run (the cell-specific
     //    test: −15% · 2/3 of the cells) sits on the −10% margin, the others at +5%.
-    let store = BaselineStore::open(&store_dir).expect("store");
-    let z: [f64; 12] = [
-        0.3, -1.1, 0.8, -0.4, 1.4, -0.9, 0.1, -0.2, 1.0, -1.3, 0.6, -0.5,
-    ];
-    for run in 0..8 {
-        let mut r = calib.clone();
-        r.run_id = format!("20260101T0000{run:02}Z-base{run}");
-        let run_f = (0.01 * z[run]).exp();
-        for (k, cell) in r.cells.iter_mut().enumerate() {
-            let mut f = run_f * (0.01 * z[(run * 3 + k + 5) % z.len()]).exp();
-            if cell.concurrency == 2 {
-                f *= 0.15f64.exp();
-            }
-            cell.aggregate_tps *= f;
-            for s in &mut cell.samples {
-                *s *= f;
-            }
+    baseline_around(&store_dir, &calib, 8, |cell| {
+        if cell.concurrency == 2 {
+            0.15f64.exp()
+        } else {
+            1.0
         }
-        store.add(&r).expect("add baseline run");
-    }
+    });
 
     // 3. The candidate run: C=2 inconclusive at the first look, re-measured; the others not.
     let out = dir.path().join("out");
     let started = std::time::Instant::now();
-    let (code, stderr) = gate(&config, &out, &store_dir);
+    let (code, stderr) = gate(&config, &out, &store_dir, &[]);
     eprintln!(
         "{stderr}\ncandidate run took {:.1}s",
         started.elapsed().as_secs_f64()

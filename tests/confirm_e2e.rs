@@ -4,12 +4,11 @@
 //! matrix a second time, and decides on both boots: two engine logs, `results-confirm.json`,
 //! a verdict over two candidate runs, a summary section, and no process left behind.
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
-use infergate::baseline::BaselineStore;
-use infergate::results::{RunResults, RunStatus};
+use infergate::results::RunStatus;
 use infergate::verdict::{ComparisonReport, GateVerdict};
+use support::{baseline_around, engine_pgid, gate, group_gone, read_results};
 
 const CONFIG: &str = r#"model = "sim-test"
 
@@ -37,45 +36,6 @@ sub_windows = 4
 p_below = 0.5
 "#;
 
-fn gate(config: &Path, out: &Path, store: &Path, extra: &[&str]) -> (Option<i32>, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
-        .arg(config)
-        .arg("--out")
-        .arg(out)
-        .arg("--baseline-dir")
-        .arg(store)
-        .args(extra)
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .expect("run infergate");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
-}
-
-fn read_results(path: &Path) -> RunResults {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("results file")).expect("parses")
-}
-
-fn engine_pgid(results: &RunResults) -> i32 {
-    results
-        .events
-        .iter()
-        .find(|e| e.kind == "engine_spawned")
-        .and_then(|e| e.message.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .expect("an engine_spawned event with the process group")
-}
-
-fn group_gone(pgid: i32) -> bool {
-    matches!(
-        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None),
-        Err(nix::errno::Errno::ESRCH)
-    )
-}
-
 #[test]
 fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -92,23 +52,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     let calib = read_results(&first.join("results.json"));
 
     // 2. Ten baseline runs around it: run factor and cell terms of about 1%.
-    let store = BaselineStore::open(&store_dir).expect("store");
-    let z: [f64; 12] = [
-        0.3, -1.1, 0.8, -0.4, 1.4, -0.9, 0.1, -0.2, 1.0, -1.3, 0.6, -0.5,
-    ];
-    for run in 0..10 {
-        let mut r = calib.clone();
-        r.run_id = format!("20260101T0000{run:02}Z-base{run}");
-        let run_f = (0.01 * z[run]).exp();
-        for (k, cell) in r.cells.iter_mut().enumerate() {
-            let f = run_f * (0.01 * z[(run * 3 + k + 5) % z.len()]).exp();
-            cell.aggregate_tps *= f;
-            for s in &mut cell.samples {
-                *s *= f;
-            }
-        }
-        store.add(&r).expect("add baseline run");
-    }
+    baseline_around(&store_dir, &calib, 10, |_| 1.0);
 
     // 3. The candidate: 1.5% slower everywhere.
     let out = dir.path().join("out");

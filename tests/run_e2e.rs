@@ -1,11 +1,14 @@
 //! `infergate run` end to end on the embedded default config: boots the simulated engine,
 //! measures the `pr` suite, compares with the bundled baseline, tears down, exits 0.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
 use infergate::results::{CellStatus, RunResults, RunStatus};
 use infergate::verdict::{ComparisonReport, GateVerdict};
+use support::{engine_pgid, group_gone};
 
 /// The tests of this file boot engines; they run one at a time so the measured numbers are not
 /// disturbed by each other on a small CI machine.
@@ -13,24 +16,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn group_gone(pgid: i32) -> bool {
-    matches!(
-        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None),
-        Err(nix::errno::Errno::ESRCH)
-    )
-}
-
-/// The engine's process group, from the `engine_spawned` event.
-fn engine_pgid(results: &RunResults) -> i32 {
-    results
-        .events
-        .iter()
-        .find(|e| e.kind == "engine_spawned")
-        .and_then(|e| e.message.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .expect("an engine_spawned event with the process group")
 }
 
 #[test]

@@ -2,15 +2,17 @@
 //! mid-run, one that never becomes ready, and a command that does not exist. In every case the
 //! gate exits 3 and no engine process is left behind.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use infergate::results::{CellStatus, RunResults, RunStatus};
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use support::group_gone;
 
 fn write_config(dir: &Path, command: &str, suite: &str, readiness: &str) -> std::path::PathBuf {
     let text = format!(
@@ -36,10 +38,6 @@ hardware = "sim"
 
 const SIM: &str =
     r#"["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "4""#;
-
-fn group_gone(pgid: i32) -> bool {
-    matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
-}
 
 fn pgid_from_line(line: &str) -> Option<i32> {
     line.split("engine process group ")

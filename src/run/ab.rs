@@ -116,15 +116,6 @@ pub struct AbRequest<'a> {
     pub pairs: u32,
 }
 
-fn pgid_of(results: &RunResults) -> Option<i32> {
-    results
-        .events
-        .iter()
-        .find(|e| e.kind == "engine_spawned")
-        .and_then(|e| e.message.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-}
-
 /// Boots A and B alternately (the config's order), measuring the suite on each boot; stops at
 /// the first failure. Never runs two engines at once.
 pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationToken) -> AbRun {
@@ -187,7 +178,7 @@ pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationT
         )
         .await;
         let group_gone = measured.stop.as_ref().is_none_or(|s| s.group_gone);
-        let pgid = pgid_of(&measured.results);
+        let pgid = measured.results.engine_process_group();
         let mut results = measured.results;
         let stopped = match pgid {
             Some(g) if group_gone => format!("engine process group {g} stopped; no process left"),

@@ -1,0 +1,81 @@
+//! Helpers shared by the end-to-end tests that run the real `infergate run` against the
+//! simulated engine: invoking the gate, reading its outputs, checking that no engine process
+//! is left, and building a baseline store around a calibration run of this machine.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+use infergate::baseline::BaselineStore;
+use infergate::results::{CellResult, RunResults};
+
+/// Runs `infergate run --config CONFIG --out OUT --baseline-dir STORE EXTRA...` outside GitHub
+/// Actions; returns the exit code and stderr.
+pub fn gate(config: &Path, out: &Path, store: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(out)
+        .arg("--baseline-dir")
+        .arg(store)
+        .args(extra)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// A results file written by the gate.
+pub fn read_results(path: &Path) -> RunResults {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{} not written: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()))
+}
+
+/// Whether no process of the group is left.
+pub fn group_gone(pgid: i32) -> bool {
+    matches!(
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// The engine's process group recorded in the results.
+pub fn engine_pgid(results: &RunResults) -> i32 {
+    results
+        .engine_process_group()
+        .expect("an engine_spawned event with the process group")
+}
+
+/// Adds `runs` baseline runs around `calib` (a run measured on this machine, so machine speed
+/// cancels) with a run factor and cell terms of about 1% from a fixed sequence; `cell_factor`
+/// scales single cells on top (1.0 = as measured).
+pub fn baseline_around(
+    store_dir: &Path,
+    calib: &RunResults,
+    runs: usize,
+    cell_factor: impl Fn(&CellResult) -> f64,
+) {
+    let store = BaselineStore::open(store_dir).expect("store");
+    let z: [f64; 12] = [
+        0.3, -1.1, 0.8, -0.4, 1.4, -0.9, 0.1, -0.2, 1.0, -1.3, 0.6, -0.5,
+    ];
+    for run in 0..runs {
+        let mut r = calib.clone();
+        r.run_id = format!("20260101T0000{run:02}Z-base{run}");
+        let run_f = (0.01 * z[run % z.len()]).exp();
+        for (k, cell) in r.cells.iter_mut().enumerate() {
+            let f = run_f * (0.01 * z[(run * 3 + k + 5) % z.len()]).exp() * cell_factor(cell);
+            cell.aggregate_tps *= f;
+            for s in &mut cell.samples {
+                *s *= f;
+            }
+        }
+        store.add(&r).expect("add baseline run");
+    }
+}
