@@ -7,28 +7,10 @@
 mod support;
 
 use infergate::verdict::ComparisonReport;
-use support::{baseline_around, gate, read_results};
+use support::{SMALL_SIM_CONFIG, baseline_around, gate, read_results};
 
-const CONFIG: &str = r#"model = "sim-test"
-
-[engine]
-command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "2", "--seed", "5"]
-name = "infergate-sim"
-readiness_timeout = "20s"
-stop_grace = "3s"
-
-[profile]
-hardware = "sim"
-
-[suites.pr]
-concurrency = [1, 2, 4]
-contexts = ["0"]
-duration = "1s"
-warmup = "0.25s"
-ready_stable = "0.4s"
-max_tokens = 128
-sub_windows = 4
-
+/// Appended to [`support::SMALL_SIM_CONFIG`].
+const TABLES: &str = r#"
 [thresholds]
 # A wide margin so the two ordinary cells are clearly `unchanged` on a busy machine; the
 # matrix-wide test is off so the borderline cell keeps its own (cell-specific) verdict.
@@ -44,7 +26,7 @@ max_extra_seconds = "60s"
 fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("gate.toml");
-    std::fs::write(&config, CONFIG).expect("write config");
+    std::fs::write(&config, format!("{SMALL_SIM_CONFIG}{TABLES}")).expect("write config");
     let store_dir = dir.path().join("baselines");
 
     // 1. Calibrate: one run with no baseline yet (nothing to compare, nothing re-measured).

@@ -8,28 +8,10 @@ mod support;
 
 use infergate::results::RunStatus;
 use infergate::verdict::{ComparisonReport, GateVerdict};
-use support::{baseline_around, engine_pgid, gate, group_gone, read_results};
+use support::{SMALL_SIM_CONFIG, baseline_around, engine_pgid, gate, group_gone, read_results};
 
-const CONFIG: &str = r#"model = "sim-test"
-
-[engine]
-command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "2", "--seed", "5"]
-name = "infergate-sim"
-readiness_timeout = "20s"
-stop_grace = "3s"
-
-[profile]
-hardware = "sim"
-
-[suites.pr]
-concurrency = [1, 2, 4]
-contexts = ["0"]
-duration = "1s"
-warmup = "0.25s"
-ready_stable = "0.4s"
-max_tokens = 128
-sub_windows = 4
-
+/// Appended to [`support::SMALL_SIM_CONFIG`].
+const TABLES: &str = r#"
 [confirm]
 # Confirm whenever the first boot leans worse at all, so the test does not depend on how
 # strongly this machine's noise lets a 1.5% slowdown show.
@@ -40,7 +22,7 @@ p_below = 0.5
 fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("gate.toml");
-    std::fs::write(&config, CONFIG).expect("write config");
+    std::fs::write(&config, format!("{SMALL_SIM_CONFIG}{TABLES}")).expect("write config");
     let store_dir = dir.path().join("baselines");
 
     // 1. Calibrate on this machine: no baseline yet, nothing to compare, nothing to confirm.

@@ -10,6 +10,29 @@ use std::process::Command;
 use infergate::baseline::BaselineStore;
 use infergate::results::{CellResult, RunResults};
 
+/// A small gate config on the simulated engine (3 cells, C 1/2/4 at context 0, ~1 s each), with
+/// the `[profile]` hardware pinned; tests append their own tables (`[thresholds]`, ...).
+pub const SMALL_SIM_CONFIG: &str = r#"model = "sim-test"
+
+[engine]
+command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "2", "--seed", "5"]
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "3s"
+
+[profile]
+hardware = "sim"
+
+[suites.pr]
+concurrency = [1, 2, 4]
+contexts = ["0"]
+duration = "1s"
+warmup = "0.25s"
+ready_stable = "0.4s"
+max_tokens = 128
+sub_windows = 4
+"#;
+
 /// Runs `infergate run --config CONFIG --out OUT --baseline-dir STORE EXTRA...` outside GitHub
 /// Actions; returns the exit code and stderr.
 pub fn gate(config: &Path, out: &Path, store: &Path, extra: &[&str]) -> (Option<i32>, String) {
