@@ -396,6 +396,7 @@ mod tests {
             headline: format!("{gpu} headline"),
             matrix_test: None,
             cells,
+            confirmation: None,
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,

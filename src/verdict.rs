@@ -31,6 +31,23 @@ pub struct ComparisonReport {
     pub cells: Vec<CellComparison>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
+    /// Set when `run` booted the engine a second time to confirm a matrix-wide change: the
+    /// report's own fields are then those of both boots together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+}
+
+/// The first stage of a confirmation boot, kept so readers of the verdict (the job summary,
+/// the PR comment from uploaded results) can say why the engine was booted twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// Why the first boot called for a second one, for people.
+    pub reason: String,
+    /// The first boot's own matrix-wide test.
+    #[serde(default)]
+    pub first_boot: Option<MatrixTest>,
+    /// The results file of the second boot, next to the first's `results.json`.
+    pub second_results: String,
 }
 
 impl ComparisonReport {

@@ -97,7 +97,17 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         verdict.gate
     );
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert!(summary.contains("### Confirmation boot"), "{summary}");
+    assert!(summary.contains("#### Confirmation boot"), "{summary}");
+    let confirmation = verdict
+        .confirmation
+        .as_ref()
+        .expect("the verdict records the confirmation");
+    assert_eq!(confirmation.second_results, "results-confirm.json");
+    let first_boot = confirmation
+        .first_boot
+        .as_ref()
+        .expect("the first boot's matrix test");
+    assert!(first_boot.p_value < 0.5, "{first_boot:?}");
     assert!(summary.contains("| first boot | 1 |"), "{summary}");
     assert!(summary.contains("| both boots | 2 |"), "{summary}");
     assert!(summary.contains("results-confirm.json"), "{summary}");

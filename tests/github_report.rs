@@ -16,8 +16,8 @@ use infergate::results::{
     ResultsSource, RunResults, RunStatus, ToolInfo,
 };
 use infergate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Direction, GateVerdict, Metric,
-    MetricComparison, RuleSummary,
+    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Confirmation, Direction,
+    GateVerdict, MatrixTest, Metric, MetricComparison, RuleSummary,
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path, query_param};
@@ -168,6 +168,7 @@ fn verdict(
         headline,
         matrix_test: None,
         cells,
+        confirmation: None,
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.02,
@@ -1001,4 +1002,47 @@ async fn report_binary_rejects_unreadable_input_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("results.json"), "{stderr}");
+}
+
+#[test]
+fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
+    let results = run("r-20261129", "Qwen/Qwen3-8B", &[1, 8], &[8192], 0.97, 0);
+    let mut v = verdict(&results, 0, 2, 0);
+    let matrix = |change: f64, p: f64, verdict: CellVerdict| MatrixTest {
+        change,
+        ci_low: change - 0.009,
+        ci_high: change + 0.009,
+        margin: 0.01,
+        p_value: p,
+        verdict,
+        cells: 2,
+    };
+    v.matrix_test = Some(matrix(-0.031, 0.0004, CellVerdict::Regression));
+    v.gate = GateVerdict::Regression;
+    v.candidate_runs.push("r-20261129-confirm".into());
+    v.confirmation = Some(Confirmation {
+        reason: "the first boot's matrix-wide change is -2.9% [-3.9%, -1.9%] with p = 0.012 < 0.05: not proven, but leaning towards a regression | <b>".into(),
+        first_boot: Some(matrix(-0.029, 0.012, CellVerdict::Inconclusive)),
+        second_results: "results-confirm.json".into(),
+    });
+    let outcome = Outcome {
+        results: &results,
+        verdict: Some(&v),
+        failure: None,
+        fail_on_inconclusive: false,
+    };
+    let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
+    assert!(summary.contains("#### Confirmation boot"), "{summary}");
+    assert!(summary.contains("| first boot | 1 | −2.9% |"), "{summary}");
+    assert!(summary.contains("| both boots | 2 | −3.1% |"), "{summary}");
+    assert!(
+        !summary.contains("<b>"),
+        "engine text is escaped: {summary}"
+    );
+    let comment = render::comment_body("infergate / p / pr", &outcome, &Links::default(), 0);
+    assert!(comment.contains("#### Confirmation boot"), "{comment}");
+    insta::assert_snapshot!("job_summary_confirmed", render::confirmation_markdown(&v));
+    // Without a confirmation there is no section.
+    v.confirmation = None;
+    assert_eq!(render::confirmation_markdown(&v), "");
 }

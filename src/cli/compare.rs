@@ -125,6 +125,7 @@ pub fn not_comparable_report(
                 metrics: Vec::new(),
             })
             .collect(),
+        confirmation: None,
         rule: rule.summary(),
     }
 }

@@ -341,20 +341,13 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         fail_on_inconclusive: config.thresholds.fail_on == crate::config::FailOn::Inconclusive,
     };
     let chart = crate::report::mermaid::throughput_chart(history, &results, verdict);
-    let mut summary_md = crate::report::github::render::job_summary(
+    let summary_md = crate::report::github::render::job_summary(
         &name,
         &outcome,
         &Links::default(),
         chart.as_deref(),
     );
-    if let Some(c) = &confirmation {
-        summary_md.push('\n');
-        summary_md.push_str(&run::confirm::summary_section(
-            c,
-            run::confirm::CONFIRM_RESULTS,
-            &c.measured.engine_log,
-        ));
-    }
+
     let files = match run::write_outputs(&args.out, &results, verdict, &summary_md)
         .context("writing the results")
     {

@@ -447,6 +447,7 @@ mod tests {
                     vec![],
                 ),
             ],
+            confirmation: None,
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

@@ -537,6 +537,7 @@ pub fn paired_compare(
         headline: String::new(),
         matrix_test: None,
         cells: Vec::new(),
+        confirmation: None,
         rule: rule.summary(),
     };
     if rule.matrix_test

@@ -533,6 +533,7 @@ mod tests {
                 cell(2, CellVerdict::Improvement, 0.12),
                 cell(4, CellVerdict::Unchanged, 0.0),
             ],
+            confirmation: None,
             rule: DecisionRule::default().summary(),
         };
         let h = headline(&report);

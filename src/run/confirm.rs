@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::EventSink;
 use crate::results::{Event, RunResults};
 use crate::stats::{ConfirmPlan, DecisionRule};
-use crate::verdict::ComparisonReport;
+use crate::verdict::{ComparisonReport, Confirmation};
 
 use super::gate::{Decision, GateError, decide_runs};
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
@@ -110,6 +110,11 @@ pub async fn confirm_boot(
         let runs = [first_run.clone(), measured.results.clone()];
         decide_runs(&runs, store_dir, &plan.second_rule(rule)).map(|mut d| {
             if let Some(v) = d.verdict.as_mut() {
+                v.confirmation = Some(Confirmation {
+                    reason: reason.clone(),
+                    first_boot: first.matrix_test.clone(),
+                    second_results: CONFIRM_RESULTS.into(),
+                });
                 v.headline = format!(
                     "{} · tested over 2 boots (confirmation: the first boot's matrix-wide change was {:+.1}%, p = {:.3})",
                     v.headline,
@@ -135,41 +140,6 @@ pub async fn confirm_boot(
         measured,
         decision,
     }
-}
-
-/// The job summary's section on the confirmation: why, both boots' matrix-wide changes, and
-/// where the second boot's results and log are.
-pub fn summary_section(outcome: &ConfirmOutcome, results_file: &str, log: &Path) -> String {
-    let mut out = String::from("### Confirmation boot\n\n");
-    out.push_str(&format!(
-        "{}, so the engine was booted a second time and the whole matrix measured again; the verdict above tests both boots together (alpha split between the two stages, so the false-alarm rate stays at the rule's alpha).\n\n",
-        crate::report::markdown::escape(&outcome.reason)
-    ));
-    out.push_str("| stage | boots | matrix-wide change | interval | p | verdict |\n|---|---|---|---|---|---|\n");
-    let row = |stage: &str, boots: u32, v: &ComparisonReport| match &v.matrix_test {
-        Some(m) => format!(
-            "| {stage} | {boots} | {:+.1}% | [{:+.1}%, {:+.1}%] | {:.4} | {} |\n",
-            100.0 * m.change,
-            100.0 * m.ci_low,
-            100.0 * m.ci_high,
-            m.p_value,
-            m.verdict.as_str()
-        ),
-        None => format!("| {stage} | {boots} | - | - | - | - |\n"),
-    };
-    out.push_str(&row("first boot", 1, &outcome.first));
-    match &outcome.decision {
-        Some(Ok(Decision {
-            verdict: Some(v), ..
-        })) => out.push_str(&row("both boots", 2, v)),
-        _ => out.push_str("| both boots | 2 | - | - | - | the second boot failed |\n"),
-    }
-    out.push_str(&format!(
-        "\nSecond boot: results `{}`, engine log `{}`.\n",
-        crate::report::markdown::escape(results_file),
-        crate::report::markdown::escape(&log.display().to_string())
-    ));
-    out
 }
 
 #[cfg(test)]

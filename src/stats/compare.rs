@@ -413,6 +413,7 @@ pub fn compare(
         headline: String::new(),
         matrix_test: None,
         cells: Vec::new(),
+        confirmation: None,
         rule: rule.summary(),
     };
     if baseline.is_empty() {

@@ -8,7 +8,9 @@
 use crate::report::markdown::escape;
 use crate::report::verdict_table;
 use crate::results::{CellStatus, RunResults, RunStatus, context_label};
-use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, GateVerdict, Metric};
+use crate::verdict::{
+    CellComparison, CellVerdict, ComparisonReport, GateVerdict, MatrixTest, Metric,
+};
 
 /// GitHub's limit on a check-run summary, a check-run text and an issue comment, in characters.
 /// We count bytes, which is never fewer, so the cap always holds.
@@ -461,6 +463,9 @@ pub fn check_text(outcome: &Outcome<'_>, links: &Links) -> String {
         out.push_str(&l);
         out.push_str("\n\n");
     }
+    if let Some(v) = outcome.verdict {
+        out.push_str(&confirmation_markdown(v));
+    }
     out.push_str(&facts_markdown(outcome.results, outcome.verdict));
     if let Some(v) = outcome.verdict {
         out.push_str(&cell_details(v));
@@ -534,6 +539,13 @@ pub fn comment_body(
         out.push_str("\n\n");
     }
     out.push_str(&matrix_markdown(outcome));
+    if let Some(v) = outcome.verdict {
+        let c = confirmation_markdown(v);
+        if !c.is_empty() {
+            out.push('\n');
+            out.push_str(&c);
+        }
+    }
     out.push_str("\n<details><summary>Details</summary>\n\n");
     out.push_str(&facts_markdown(outcome.results, outcome.verdict));
     if let Some(v) = outcome.verdict {
@@ -541,6 +553,38 @@ pub fn comment_body(
     }
     out.push_str("\n</details>\n");
     truncate_markdown(&out, GITHUB_TEXT_LIMIT, links.full_report())
+}
+
+/// Why the engine was booted twice and what each stage said, when the gate confirmed a
+/// matrix-wide change with a second boot (empty otherwise).
+pub fn confirmation_markdown(verdict: &ComparisonReport) -> String {
+    let Some(c) = &verdict.confirmation else {
+        return String::new();
+    };
+    let mut out = String::from("#### Confirmation boot\n\n");
+    out.push_str(&format!(
+        "**Why:** {}. The engine was booted a second time and the whole matrix measured again (`{}`); the verdict tests both boots together, with the matrix test's alpha split between the two stages so the false-alarm rate stays at the rule's alpha.\n\n",
+        escape(&c.reason),
+        escape_code(&c.second_results)
+    ));
+    out.push_str(
+        "| stage | boots | matrix-wide change | interval | p | verdict |\n|---|---|---|---|---|---|\n",
+    );
+    let row = |stage: &str, boots: u32, m: Option<&MatrixTest>| match m {
+        Some(m) => format!(
+            "| {stage} | {boots} | {} | [{}, {}] | {:.4} | {} |\n",
+            percent(m.change),
+            percent(m.ci_low),
+            percent(m.ci_high),
+            m.p_value,
+            m.verdict.as_str()
+        ),
+        None => format!("| {stage} | {boots} | - | - | - | - |\n"),
+    };
+    out.push_str(&row("first boot", 1, c.first_boot.as_ref()));
+    out.push_str(&row("both boots", 2, verdict.matrix_test.as_ref()));
+    out.push('\n');
+    out
 }
 
 /// The job summary section: heading, matrix, chart, details.
@@ -567,6 +611,9 @@ pub fn job_summary(
     }
     out.push_str(&matrix_markdown(outcome));
     out.push('\n');
+    if let Some(v) = outcome.verdict {
+        out.push_str(&confirmation_markdown(v));
+    }
     if let Some(chart) = chart {
         out.push_str(chart);
         out.push('\n');
