@@ -51,7 +51,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     );
     assert!(matches!(code, Some(0) | Some(1)), "{stderr}");
     assert!(
-        stderr.contains("confirm: the first boot's matrix-wide change is"),
+        stderr.contains("confirmation the first boot's matrix-wide change is"),
         "{stderr}"
     );
 

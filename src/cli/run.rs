@@ -189,11 +189,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     );
 
     // 2. Boot, measure, tear down.
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let printer = tokio::spawn(crate::report::console::render_progress(
-        rx,
-        (suite.cells() * suite.repetitions.max(1) as usize) as u64,
-    ));
+    let (tx, printer) = progress_printer(&suite);
     let baseline_dir = args
         .baseline_dir
         .clone()
@@ -276,21 +272,13 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     ) && plan.wants_confirmation(&rule, first)
         && !cancel.is_cancelled()
     {
-        eprintln!(
-            "confirm: {}; booting the engine again to measure the matrix a second time",
-            run::confirm::reason(plan, first)
-        );
         let first = first.clone();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let printer = tokio::spawn(crate::report::console::render_progress(
-            rx,
-            (suite.cells() * suite.repetitions.max(1) as usize) as u64,
-        ));
+        let (tx, printer) = progress_printer(&suite);
         let mut req = confirm_req;
         req.log_path = run::confirm::confirm_log_path(&log_path);
         let outcome = run::confirm::confirm_boot(
             &mut results,
-            first,
+            &first,
             run::confirm::ConfirmRequest {
                 plan,
                 rule: &rule,
@@ -472,6 +460,16 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         (None, None) => eprintln!("verdict: no baseline — results recorded, the gate passes"),
     }
     Ok(code)
+}
+
+/// The event channel of one boot and the task printing its progress (cells x repetitions).
+fn progress_printer(
+    suite: &crate::config::SuiteConfig,
+) -> (crate::bench::EventSink, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let total = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
+    let printer = tokio::spawn(crate::report::console::render_progress(rx, total));
+    (tx, printer)
 }
 
 /// Completes every check this run started as failed with the error, so that no check run is

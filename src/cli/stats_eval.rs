@@ -5,7 +5,7 @@ use anyhow::Context;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::exit::{GateExit, usage};
-use crate::stats::eval::{EvalConfig, EvalReport, NoiseSpec, run_eval};
+use crate::stats::eval::{EvalConfig, EvalReport, NoiseSpec, ScenarioOutcome, run_eval};
 use crate::stats::{ConfirmPlan, DecisionRule};
 
 /// Output format of `stats-eval`.
@@ -114,6 +114,25 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
+/// A table of one text per history (rows) and scenario (columns).
+fn scenario_table(
+    r: &EvalReport,
+    names: &[String],
+    cell: impl Fn(&ScenarioOutcome) -> String,
+) -> String {
+    let mut table = Table::new();
+    *table.style_mut() = UTF8_FULL_CONDENSED;
+    let mut header = vec!["history".to_string()];
+    header.extend(names.iter().cloned());
+    table.set_header(header);
+    for h in &r.histories {
+        let mut row = vec![format!("{} runs", h.history)];
+        row.extend(h.scenarios.iter().map(&cell));
+        table.add_row(row);
+    }
+    table.to_string()
+}
+
 /// The text tables: gate outcome per scenario and history, then inconclusive rates, targets.
 pub fn render_text(r: &EvalReport) -> String {
     let mut out = format!(
@@ -169,45 +188,23 @@ pub fn render_text(r: &EvalReport) -> String {
     }
     out.push_str("\nGate says regression (A/A: false-alarm rate per matrix; others: power)\n");
     out.push_str(&gate.to_string());
-    let mut inc = Table::new();
-    *inc.style_mut() = UTF8_FULL_CONDENSED;
-    let mut header = vec!["history".to_string()];
-    header.extend(names.iter().cloned());
-    inc.set_header(header);
-    for h in &r.histories {
-        let mut row = vec![format!("{} runs", h.history)];
-        row.extend(h.scenarios.iter().map(|s| {
-            format!(
-                "{} / {} / {}",
-                pct(s.gate_inconclusive_rate),
-                pct(s.cell_inconclusive_rate),
-                pct(s.cell_unchanged_rate)
-            )
-        }));
-        inc.add_row(row);
-    }
     out.push_str("\n\nGate inconclusive / cells inconclusive / cells unchanged\n");
-    out.push_str(&inc.to_string());
+    out.push_str(&scenario_table(r, &names, |s| {
+        format!(
+            "{} / {} / {}",
+            pct(s.gate_inconclusive_rate),
+            pct(s.cell_inconclusive_rate),
+            pct(s.cell_unchanged_rate)
+        )
+    }));
     out.push('\n');
     if r.confirm.is_some() {
-        let mut boots = Table::new();
-        *boots.style_mut() = UTF8_FULL_CONDENSED;
-        let mut header = vec!["history".to_string()];
-        header.extend(names.iter().cloned());
-        boots.set_header(header);
-        for h in &r.histories {
-            let mut row = vec![format!("{} runs", h.history)];
-            row.extend(
-                h.scenarios
-                    .iter()
-                    .map(|s| format!("{} / {:.2}", pct(s.confirm_rate), s.mean_boots)),
-            );
-            boots.add_row(row);
-        }
         out.push_str(
             "\nConfirmation boots: share of gates that booted twice / mean boots per gate\n",
         );
-        out.push_str(&boots.to_string());
+        out.push_str(&scenario_table(r, &names, |s| {
+            format!("{} / {:.2}", pct(s.confirm_rate), s.mean_boots)
+        }));
         out.push('\n');
     }
     if !r.targets.is_empty() {

@@ -35,7 +35,7 @@ pub fn confirm_log_path(first: &Path) -> PathBuf {
 }
 
 /// Why the first boot called for a confirmation, for people.
-pub fn reason(plan: &ConfirmPlan, first: &ComparisonReport) -> String {
+fn reason(plan: &ConfirmPlan, first: &ComparisonReport) -> String {
     match &first.matrix_test {
         Some(m) => format!(
             "the first boot's matrix-wide change is {:+.1}% [{:+.1}%, {:+.1}%] with p = {:.3} < {}: not proven, but leaning towards a regression",
@@ -52,14 +52,11 @@ pub fn reason(plan: &ConfirmPlan, first: &ComparisonReport) -> String {
 /// What the confirmation did.
 #[derive(Debug)]
 pub struct ConfirmOutcome {
-    /// The first boot's comparison (made with the plan's first-stage rule).
-    pub first: ComparisonReport,
-    /// Why it was called for.
-    pub reason: String,
     /// The second boot.
     pub measured: MeasuredRun,
-    /// The comparison of both boots (with the plan's second-stage rule); `None` when the
-    /// second boot failed (the run then fails with its reason).
+    /// The comparison of both boots (with the plan's second-stage rule, the verdict carrying
+    /// its [`Confirmation`]); `None` when the second boot failed (the run then fails with its
+    /// reason).
     pub decision: Option<Result<Decision, GateError>>,
 }
 
@@ -80,7 +77,7 @@ pub struct ConfirmRequest<'a> {
 /// a `confirmation` event and a `confirmed_by` label; the second run a `confirms` label.
 pub async fn confirm_boot(
     first_run: &mut RunResults,
-    first: ComparisonReport,
+    first: &ComparisonReport,
     req: ConfirmRequest<'_>,
     events: EventSink,
     cancel: CancellationToken,
@@ -91,7 +88,7 @@ pub async fn confirm_boot(
         store_dir,
         measure: mut req,
     } = req;
-    let reason = reason(plan, &first);
+    let reason = reason(plan, first);
     let event = Event::now(
         "confirmation",
         format!("{reason}; booting the engine again to measure the matrix a second time"),
@@ -110,17 +107,19 @@ pub async fn confirm_boot(
         let runs = [first_run.clone(), measured.results.clone()];
         decide_runs(&runs, store_dir, &plan.second_rule(rule)).map(|mut d| {
             if let Some(v) = d.verdict.as_mut() {
+                if let Some(m) = &first.matrix_test {
+                    v.headline = format!(
+                        "{} · tested over 2 boots (confirmation: the first boot's matrix-wide change was {:+.1}%, p = {:.3})",
+                        v.headline,
+                        100.0 * m.change,
+                        m.p_value
+                    );
+                }
                 v.confirmation = Some(Confirmation {
-                    reason: reason.clone(),
+                    reason,
                     first_boot: first.matrix_test.clone(),
                     second_results: CONFIRM_RESULTS.into(),
                 });
-                v.headline = format!(
-                    "{} · tested over 2 boots (confirmation: the first boot's matrix-wide change was {:+.1}%, p = {:.3})",
-                    v.headline,
-                    100.0 * first.matrix_test.as_ref().map_or(0.0, |m| m.change),
-                    first.matrix_test.as_ref().map_or(1.0, |m| m.p_value)
-                );
             }
             d
         })
@@ -134,12 +133,7 @@ pub async fn confirm_boot(
         );
         measured.results.events.push(e);
     }
-    ConfirmOutcome {
-        first,
-        reason,
-        measured,
-        decision,
-    }
+    ConfirmOutcome { measured, decision }
 }
 
 #[cfg(test)]

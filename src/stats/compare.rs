@@ -723,13 +723,12 @@ fn headline(report: &ComparisonReport) -> String {
 mod tests {
     use super::*;
     use crate::results::Percentiles;
-    use crate::stats::eval::{cell_levels, template};
+    use crate::stats::eval::synthetic_run;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
-    use rand_distr::{Distribution, Normal};
 
-    /// A run of the synthetic 20-cell profile: each cell's level times `factor(cell index)`,
-    /// with run noise `run_cv`, cell noise `cell_cv` and 5 sub-windows of 1%.
+    /// [`synthetic_run`] with a TTFT that moves inversely to throughput (for the latency
+    /// metrics' tests).
     fn run(
         id: &str,
         rng: &mut StdRng,
@@ -737,32 +736,16 @@ mod tests {
         cell_cv: f64,
         factor: &dyn Fn(usize) -> f64,
     ) -> RunResults {
-        let n = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
-        let mut r = template();
-        r.run_id = id.into();
-        let run_f = (run_cv * n.sample(rng)).exp();
-        r.cells = cell_levels()
-            .into_iter()
-            .enumerate()
-            .map(|(i, (c, ctx, level))| {
-                let mean = level * run_f * (cell_cv * n.sample(rng)).exp() * factor(i);
-                let samples: Vec<f64> = (0..5)
-                    .map(|_| mean * (0.01 * n.sample(rng)).exp())
-                    .collect();
-                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-                cell.reason = None;
-                cell.aggregate_tps = samples.iter().sum::<f64>() / 5.0;
-                cell.samples = samples;
-                cell.ttft_s = Some(Percentiles {
-                    mean: 0.2 / factor(i),
-                    p50: 0.2 / factor(i),
-                    p90: 0.3 / factor(i),
-                    p99: 0.4 / factor(i),
-                    count: 100,
-                });
-                cell
-            })
-            .collect();
+        let mut r = synthetic_run(id, rng, run_cv, cell_cv, factor);
+        for (i, cell) in r.cells.iter_mut().enumerate() {
+            cell.ttft_s = Some(Percentiles {
+                mean: 0.2 / factor(i),
+                p50: 0.2 / factor(i),
+                p90: 0.3 / factor(i),
+                p99: 0.4 / factor(i),
+                count: 100,
+            });
+        }
         r
     }
 

@@ -117,6 +117,7 @@ impl ConfirmPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::eval::synthetic_run;
 
     #[test]
     fn the_stages_spend_exactly_the_rules_alpha() {
@@ -148,41 +149,19 @@ mod tests {
         assert!(!plan.applies(&rule));
     }
 
-    /// A history of 20 runs with a 1% run factor and 2% cell terms (deterministic), and a
-    /// candidate with every cell scaled by `factor`.
+    /// A history of 20 runs with a 1% run factor and 2% cell terms (seeded), and a noiseless
+    /// candidate with every cell scaled by `factor` (so its direction is the test's, not the
+    /// draw's).
     fn history_and_candidate(
         factor: f64,
     ) -> (Vec<crate::results::RunResults>, crate::results::RunResults) {
-        use crate::results::{CellResult, CellStatus};
-        let levels = super::super::eval::cell_levels();
-        let tpl = super::super::eval::template();
-        // A fixed pseudo-random sequence in [-1, 1].
-        let mut state = 12345u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0
-        };
-        let mut run = |id: String, factor: f64| {
-            let run_f = 0.017 * next();
-            let mut r = tpl.clone();
-            r.run_id = id;
-            r.cells = levels
-                .iter()
-                .map(|&(c, ctx, level)| {
-                    let v = level * factor * (run_f + 0.035 * next()).exp();
-                    let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-                    cell.reason = None;
-                    cell.aggregate_tps = v;
-                    cell.samples = vec![v; 4];
-                    cell
-                })
-                .collect();
-            r
-        };
-        let history = (0..20).map(|i| run(format!("b{i}"), 1.0)).collect();
-        (history, run("cand".into(), factor))
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12345);
+        let history = (0..20)
+            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|_| 1.0))
+            .collect();
+        let candidate = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| factor);
+        (history, candidate)
     }
 
     #[test]
@@ -211,7 +190,7 @@ mod tests {
         // Leaning better: nothing to confirm.
         let better = verdict(1.02);
         assert!(!plan.wants_confirmation(&rule, &better), "{better:?}");
-        // The default trigger (p < 0.05) does not fire on a -1.5% change measured this noisily.
+        // The default trigger (p < 0.05) does not fire on an unchanged candidate.
         assert!(!ConfirmPlan::default().wants_confirmation(&rule, &verdict(1.0)));
     }
 

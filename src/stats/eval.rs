@@ -242,6 +242,38 @@ pub(crate) fn template() -> RunResults {
     }
 }
 
+/// A run of the synthetic 20-cell profile for unit tests: each cell's level times
+/// `factor(cell index)`, with run noise `run_cv`, cell noise `cell_cv` and 5 sub-windows of 1%.
+#[cfg(test)]
+pub(crate) fn synthetic_run(
+    id: &str,
+    rng: &mut StdRng,
+    run_cv: f64,
+    cell_cv: f64,
+    factor: &dyn Fn(usize) -> f64,
+) -> RunResults {
+    let n = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
+    let mut r = template();
+    r.run_id = id.into();
+    let run_f = (run_cv * n.sample(rng)).exp();
+    r.cells = cell_levels()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (c, ctx, level))| {
+            let mean = level * run_f * (cell_cv * n.sample(rng)).exp() * factor(i);
+            let samples: Vec<f64> = (0..5)
+                .map(|_| mean * (0.01 * n.sample(rng)).exp())
+                .collect();
+            let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
+            cell.reason = None;
+            cell.aggregate_tps = samples.iter().sum::<f64>() / 5.0;
+            cell.samples = samples;
+            cell
+        })
+        .collect();
+    r
+}
+
 /// Draws the noise of one run: `log_level[c]` per cell before sub-windows.
 struct RunDraw {
     cell_log: Vec<f64>,
