@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use infergate::results::{CellStatus, RunResults, RunStatus};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use support::group_gone;
+use support::{engine_pgid, group_gone};
 
 fn write_config(dir: &Path, command: &str, suite: &str, readiness: &str) -> std::path::PathBuf {
     let text = format!(
@@ -167,11 +167,7 @@ fn engine_crash_mid_run_exits_3_with_the_log_tail() {
         "{:?}",
         results.cells
     );
-    let pgid = results
-        .events
-        .iter()
-        .find_map(|e| pgid_from_line(&e.message))
-        .expect("process group in the events");
+    let pgid = engine_pgid(&results);
     assert!(group_gone(pgid));
 }
 
@@ -204,11 +200,7 @@ fn engine_that_never_becomes_ready_times_out_in_the_configured_time() {
     let results = read_results(&out);
     assert_eq!(results.status, RunStatus::Partial);
     assert!(results.cells.iter().all(|c| c.status == CellStatus::Error));
-    let pgid = results
-        .events
-        .iter()
-        .find_map(|e| pgid_from_line(&e.message))
-        .expect("process group in the events");
+    let pgid = engine_pgid(&results);
     assert!(group_gone(pgid));
 }
 

@@ -68,6 +68,29 @@ fn client() -> reqwest::Client {
 }
 
 /// The `data:` payloads of an SSE body, in order.
+/// POSTs `body` as JSON and returns the response text (any status).
+async fn post_text(c: &reqwest::Client, url: &str, body: serde_json::Value) -> String {
+    c.post(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("request sent")
+        .text()
+        .await
+        .expect("response body")
+}
+
+/// GETs `url` and returns the response text (any status).
+async fn get_text(c: &reqwest::Client, url: &str) -> String {
+    c.get(url)
+        .send()
+        .await
+        .expect("request sent")
+        .text()
+        .await
+        .expect("response body")
+}
+
 fn sse_payloads(body: &str) -> Vec<String> {
     body.split("\n\n")
         .filter_map(|ev| ev.strip_prefix("data: "))
@@ -188,19 +211,16 @@ async fn streaming_usage_is_cumulative_and_matches_the_engine_counter() {
     let mut streamed_total = 0u64;
 
     // completions, continuous usage: cumulative usage on every chunk
-    let body = c
-        .post(sim.url("/v1/completions"))
-        .json(&serde_json::json!({
+    let body = post_text(
+        &c,
+        &sim.url("/v1/completions"),
+        serde_json::json!({
             "model": "sim-test", "prompt": "hello world", "max_tokens": 30,
             "ignore_eos": true, "stream": true,
             "stream_options": {"include_usage": true, "continuous_usage_stats": true}
-        }))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let payloads = sse_payloads(&body);
     assert_eq!(payloads.last().unwrap(), "[DONE]");
     let mut words = 0u64;
@@ -231,18 +251,15 @@ async fn streaming_usage_is_cumulative_and_matches_the_engine_counter() {
     streamed_total += words;
 
     // chat streaming: role chunk first, content deltas, finish reason, [DONE]
-    let body = c
-        .post(sim.url("/v1/chat/completions"))
-        .json(&serde_json::json!({
+    let body = post_text(
+        &c,
+        &sim.url("/v1/chat/completions"),
+        serde_json::json!({
             "messages": [{"role": "user", "content": "hi there"}],
             "max_tokens": 12, "ignore_eos": true, "stream": true
-        }))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let payloads = sse_payloads(&body);
     assert_eq!(payloads.last().unwrap(), "[DONE]");
     let first: Value = serde_json::from_str(&payloads[0]).unwrap();
@@ -267,18 +284,15 @@ async fn streaming_usage_is_cumulative_and_matches_the_engine_counter() {
         let c = c.clone();
         let url = sim.url("/v1/completions");
         tasks.push(tokio::spawn(async move {
-            let body = c
-                .post(url)
-                .json(&serde_json::json!({
+            let body = post_text(
+                &c,
+                &url,
+                serde_json::json!({
                     "prompt": format!("request {i}"), "max_tokens": 40, "stream": true,
                     "stream_options": {"include_usage": true}
-                }))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+                }),
+            )
+            .await;
             let payloads = sse_payloads(&body);
             let last: Value = serde_json::from_str(&payloads[payloads.len() - 2]).unwrap();
             let n = last["usage"]["completion_tokens"].as_u64().unwrap();
@@ -290,14 +304,7 @@ async fn streaming_usage_is_cumulative_and_matches_the_engine_counter() {
         streamed_total += t.await.unwrap();
     }
 
-    let m = c
-        .get(sim.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = get_text(&c, &sim.url("/metrics")).await;
     for name in [
         "vllm:num_requests_running",
         "vllm:num_requests_waiting",
@@ -329,18 +336,15 @@ async fn spec_decoding_chunks_carry_several_tokens_and_metrics_add_up() {
         "1",
     ]);
     let c = client();
-    let body = c
-        .post(sim.url("/v1/completions"))
-        .json(&serde_json::json!({
+    let body = post_text(
+        &c,
+        &sim.url("/v1/completions"),
+        serde_json::json!({
             "prompt": "p".repeat(600), "max_tokens": 60, "ignore_eos": true, "stream": true,
             "stream_options": {"include_usage": true, "continuous_usage_stats": true}
-        }))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let payloads = sse_payloads(&body);
     let mut max_per_chunk = 0;
     let mut n_chunks = 0u64;
@@ -358,14 +362,7 @@ async fn spec_decoding_chunks_carry_several_tokens_and_metrics_add_up() {
         max_per_chunk >= 2,
         "speculative decoding emits multi-token chunks"
     );
-    let m = c
-        .get(sim.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = get_text(&c, &sim.url("/metrics")).await;
     let drafts = metric(&m, "vllm:spec_decode_num_drafts_total");
     let accepted = metric(&m, "vllm:spec_decode_num_accepted_tokens_total");
     let draft_tokens = metric(&m, "vllm:spec_decode_num_draft_tokens_total");
@@ -412,14 +409,7 @@ async fn requests_beyond_the_kv_budget_wait_in_the_queue() {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     let (running, waiting) = loop {
-        let m = c
-            .get(sim.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let m = get_text(&c, &sim.url("/metrics")).await;
         let r = metric(&m, "vllm:num_requests_running");
         let w = metric(&m, "vllm:num_requests_waiting");
         if r + w == 8.0 && r > 0.0 || Instant::now() > deadline {
@@ -430,14 +420,7 @@ async fn requests_beyond_the_kv_budget_wait_in_the_queue() {
     assert_eq!((running, waiting), (5.0, 3.0));
     // the prefix cache: admitted requests 2..5 find the whole (identical) prompt cached but
     // its last token, which is always computed
-    let m = c
-        .get(sim.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = get_text(&c, &sim.url("/metrics")).await;
     assert_eq!(metric(&m, "vllm:prefix_cache_hits_total"), 4.0 * 32_767.0);
     assert_eq!(
         metric(&m, "vllm:prefix_cache_queries_total"),
@@ -488,15 +471,12 @@ async fn fault_malformed_sse_and_stall() {
         "malformed-sse=1.0",
     ]);
     let c = client();
-    let body = c
-        .post(sim.url("/v1/completions"))
-        .json(&serde_json::json!({"prompt": "hi", "max_tokens": 5, "ignore_eos": true, "stream": true}))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = post_text(
+        &c,
+        &sim.url("/v1/completions"),
+        serde_json::json!({"prompt": "hi", "max_tokens": 5, "ignore_eos": true, "stream": true}),
+    )
+    .await;
     let payloads = sse_payloads(&body);
     let garbage = payloads
         .iter()
@@ -649,19 +629,16 @@ usage_mode = "final-only"
     assert_eq!(v["version"], "0.0.0-infergate-sim+dense");
 
     // llama.cpp style: no usage until the final chunk, whatever the client asks
-    let body = c
-        .post(sim.url("/v1/completions"))
-        .json(&serde_json::json!({
+    let body = post_text(
+        &c,
+        &sim.url("/v1/completions"),
+        serde_json::json!({
             "model": "dense-model", "prompt": "hello world", "max_tokens": 8,
             "ignore_eos": true, "stream": true,
             "stream_options": {"include_usage": true, "continuous_usage_stats": true}
-        }))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let payloads = sse_payloads(&body);
     assert_eq!(payloads.last().unwrap(), "[DONE]");
     let chunks: Vec<Value> = payloads[..payloads.len() - 1]

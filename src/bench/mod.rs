@@ -594,7 +594,9 @@ fn tokenize_count(body: &str) -> Option<u64> {
     })
 }
 
-fn parse_model_ids(text: &str) -> Result<Vec<String>, String> {
+/// Model ids of an OpenAI `/v1/models` answer, or why the body is not one. One reader for the
+/// bench probe, the supervisor's readiness check and `doctor`.
+pub fn parse_model_ids(text: &str) -> Result<Vec<String>, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
     let data = v
         .get("data")

@@ -20,6 +20,8 @@ use crate::run::ab::{AbRequest, AbSide, fold_side, paired_compare, run_ab, summa
 use crate::run::{self, RunFailure};
 use crate::telemetry::NvmlSampler;
 
+use super::in_actions;
+
 /// Arguments of `infergate ab`.
 #[derive(Debug, clap::Args)]
 pub struct AbArgs {
@@ -44,10 +46,6 @@ pub struct AbArgs {
     /// Label recorded in the results, KEY=VALUE (repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
-}
-
-fn in_actions() -> bool {
-    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
 }
 
 /// Runs `infergate ab`.

@@ -18,6 +18,11 @@ pub mod run;
 pub mod sim;
 pub mod stats_eval;
 
+/// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
+pub(crate) fn in_actions() -> bool {
+    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
+}
+
 /// infergate: boot an inference engine, measure sustained decode, compare with baselines, and
 /// gate the pull request on the verdict.
 #[derive(Debug, Parser)]

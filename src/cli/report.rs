@@ -105,7 +105,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             results.cells.len()
         ),
     }
-    let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    let in_actions = super::in_actions();
     for n in &notices {
         eprintln!("notice: {n}");
     }

@@ -145,7 +145,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         || match config.report.github {
             GithubMode::Always => true,
             GithubMode::Never => false,
-            GithubMode::Auto => std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
+            GithubMode::Auto => super::in_actions(),
         };
     let mut reporter = github_on.then(GithubReporter::from_env);
     if let Some(r) = reporter.as_mut() {
@@ -171,7 +171,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     };
     if let (Some(r), Some(name)) = (reporter.as_mut(), &predicted_check) {
         let out = r.start_check(name).await;
-        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+        out.print(super::in_actions());
     }
 
     eprintln!(
@@ -440,7 +440,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
             failure: failure.clone(),
         };
         let out = r.publish(&name, &input).await;
-        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+        out.print(super::in_actions());
         // A check started under a predicted name that turned out different (the engine
         // reported another model, say) must not stay in progress.
         let out = r
@@ -449,7 +449,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
                 &format!("superseded: the results are reported as `{name}`"),
             )
             .await;
-        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+        out.print(super::in_actions());
     }
 
     // 8. The verdict.
@@ -479,6 +479,6 @@ async fn close_open_checks(reporter: &mut Option<GithubReporter>, err: &anyhow::
         let out = r
             .complete_open_checks(Conclusion::Failure, &format!("infergate failed: {err:#}"))
             .await;
-        out.print(std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"));
+        out.print(super::in_actions());
     }
 }

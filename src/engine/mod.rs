@@ -462,7 +462,9 @@ impl EngineProcess {
                     }
                 }
                 match self.get(&http, "/v1/models").await {
-                    Ok((200..=299, body)) => Some(parse_model_ids(&body)),
+                    Ok((200..=299, body)) => {
+                        Some(crate::bench::parse_model_ids(&body).unwrap_or_default())
+                    }
                     Ok((code, _)) => {
                         last = format!("/health ok, /v1/models answered HTTP {code}");
                         None
@@ -594,20 +596,6 @@ fn describe_transport(e: &reqwest::Error) -> String {
         }
         s
     }
-}
-
-/// Model ids of an OpenAI `/v1/models` answer (empty when it is not one).
-fn parse_model_ids(body: &str) -> Vec<String> {
-    serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.get("data").and_then(|d| d.as_array()).map(|a| {
-                a.iter()
-                    .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_string))
-                    .collect()
-            })
-        })
-        .unwrap_or_default()
 }
 
 /// The last `n` lines of a log file (reads at most its last 64 KiB).

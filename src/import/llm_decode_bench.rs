@@ -590,16 +590,7 @@ fn cell_telemetry(map: &BTreeMap<String, Value>) -> Option<CellTelemetry> {
 
 /// The run-level telemetry summary, or why there is none.
 fn summary_from(map: Option<&BTreeMap<String, Value>>, log: &[String]) -> Option<TelemetrySummary> {
-    let unavailable = |reason: &str| TelemetrySummary {
-        status: "unavailable".into(),
-        reason: Some(reason.into()),
-        devices: Vec::new(),
-        energy_j: None,
-        joules_per_token: None,
-        power_w_avg: None,
-        temperature_c_max: None,
-        throttle_reasons: Vec::new(),
-    };
+    use crate::telemetry::unavailable;
     match map.filter(|m| !m.is_empty()) {
         Some(m) => {
             let mut s = unavailable("");

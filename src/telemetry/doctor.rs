@@ -224,16 +224,7 @@ pub async fn check_engine(url: &str) -> EngineCheck {
     };
     let (health, _) = get(&http, &format!("{base}/health")).await;
     let (models_endpoint, body) = get(&http, &format!("{base}/v1/models")).await;
-    let models: Vec<String> = serde_json::from_str::<serde_json::Value>(&body)
-        .ok()
-        .and_then(|v| {
-            v.get("data").and_then(|d| d.as_array()).map(|a| {
-                a.iter()
-                    .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_string))
-                    .collect()
-            })
-        })
-        .unwrap_or_default();
+    let models = crate::bench::parse_model_ids(&body).unwrap_or_default();
     let (version_check, vbody) = get(&http, &format!("{base}/version")).await;
     let version = version_check.ok().then(|| {
         serde_json::from_str::<serde_json::Value>(&vbody)
