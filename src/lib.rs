@@ -20,6 +20,7 @@ pub mod engine;
 pub mod exit;
 pub mod import;
 pub mod merge;
+pub mod policy;
 pub mod report;
 pub mod results;
 pub mod run;

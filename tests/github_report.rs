@@ -733,7 +733,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
         results: &results,
         verdict: Some(&v),
         failure: None,
-        fail_on_inconclusive: false,
+        policy: infergate::policy::GatePolicy::default(),
     };
     let links = Links {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
@@ -780,7 +780,7 @@ fn hostile_model_name_renders_safely_in_the_comment() {
         results: &results,
         verdict: Some(&v),
         failure: None,
-        fail_on_inconclusive: false,
+        policy: infergate::policy::GatePolicy::default(),
     };
     let links = Links {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
@@ -814,7 +814,7 @@ fn job_summary_with_history_chart_renders_safely() {
         results: &results,
         verdict: Some(&v),
         failure: None,
-        fail_on_inconclusive: false,
+        policy: infergate::policy::GatePolicy::default(),
     };
     let links = Links {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
@@ -1029,7 +1029,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         results: &results,
         verdict: Some(&v),
         failure: None,
-        fail_on_inconclusive: false,
+        policy: infergate::policy::GatePolicy::default(),
     };
     let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
     assert!(summary.contains("#### Confirmation boot"), "{summary}");

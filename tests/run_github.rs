@@ -3,6 +3,8 @@
 //! GitHub REST API (wiremock on 127.0.0.1). The check run is created `in_progress` on the PR's
 //! head SHA before measuring, completed with the verdict afterwards, and none is left open.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -34,7 +36,7 @@ struct GateInActions {
 /// Runs `infergate run --config CONFIG --suite pr` from `cwd` as a GitHub Actions step of a
 /// pull request (event payload with head SHA, token, step summary and outputs files) against a
 /// mock GitHub that accepts everything.
-async fn run_in_actions(cwd: &Path, config: &str) -> GateInActions {
+async fn run_in_actions(cwd: &Path, config: &str, extra: &[&str]) -> GateInActions {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path(format!("/repos/{REPO}/check-runs")))
@@ -73,11 +75,13 @@ async fn run_in_actions(cwd: &Path, config: &str) -> GateInActions {
     let uri = server.uri();
     let (summary_env, outputs_env) = (summary.clone(), outputs.clone());
     let (cwd, config) = (cwd.to_path_buf(), config.to_string());
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_infergate"))
             .current_dir(&cwd)
             .args(["run", "--config", &config, "--suite", "pr", "--out"])
             .arg(&out_dir)
+            .args(&extra)
             .env("GITHUB_ACTIONS", "true")
             .env("GITHUB_API_URL", &uri)
             .env("GITHUB_REPOSITORY", REPO)
@@ -118,7 +122,7 @@ fn check_requests(reqs: &[Request]) -> Vec<&Request> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_in_actions_creates_the_check_in_progress_then_completes_it() {
-    let run = run_in_actions(repo_root(), "infergate.toml").await;
+    let run = run_in_actions(repo_root(), "infergate.toml", &[]).await;
     let (stdout, stderr) = (&run.stdout, &run.stderr);
     assert_eq!(
         run.code,
@@ -198,7 +202,7 @@ duration = "1s"
 "#,
     )
     .unwrap();
-    let run = run_in_actions(dir.path(), "gate.toml").await;
+    let run = run_in_actions(dir.path(), "gate.toml", &[]).await;
     assert_eq!(
         run.code,
         Some(3),
@@ -224,5 +228,59 @@ duration = "1s"
         run.outputs.lines().any(|l| l.starts_with("verdict=")),
         "{}",
         run.outputs
+    );
+}
+
+/// `fail_on = "never"` is report-only: a regression is reported (the `verdict` output says
+/// `regression`, the check names it) but neither fails the job nor blocks a required check:
+/// exit 0 and a `neutral` check, from the one policy that decides both.
+#[tokio::test(flavor = "multi_thread")]
+async fn report_only_mode_reports_a_regression_as_a_neutral_check_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[baseline]\ndir = \"baselines\"\n\n[thresholds]\nfail_on = \"never\"\n",
+            support::SMALL_SIM_CONFIG
+        ),
+    )
+    .unwrap();
+    // A baseline around a calibration run of this machine, so machine speed cancels.
+    let store = dir.path().join("baselines");
+    let calib_out = dir.path().join("calibration");
+    let (code, stderr) = support::gate(&config, &calib_out, &store, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let calib = support::read_results(&calib_out.join("results.json"));
+    support::baseline_around(&store, &calib, 6, |_| 1.0);
+
+    // The candidate is three times slower: a regression under any load.
+    let run = run_in_actions(
+        dir.path(),
+        "gate.toml",
+        &["--engine-arg=--slowdown", "--engine-arg=3"],
+    )
+    .await;
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    let verdict = run
+        .outputs
+        .lines()
+        .find_map(|l| l.strip_prefix("verdict="))
+        .unwrap_or_default();
+    assert_eq!(verdict, "regression", "{stdout}\n{stderr}");
+    assert_eq!(run.code, Some(0), "report only: exit 0\n{stderr}");
+    let checks = check_requests(&run.requests);
+    let last = body(checks[checks.len() - 1]);
+    assert_eq!(last["status"], "completed", "{last}");
+    assert_eq!(last["conclusion"], "neutral", "never failure: {last}");
+    assert!(
+        last["output"]["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("regression")),
+        "the check still names the regression: {last}"
+    );
+    assert!(
+        checks.iter().all(|r| body(r)["conclusion"] != "failure"),
+        "no check completed as failure"
     );
 }

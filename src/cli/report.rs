@@ -130,7 +130,13 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         }
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
-        reporter.set_fail_on_inconclusive(args.fail_on_inconclusive);
+        reporter.set_policy(crate::policy::GatePolicy::new(
+            if args.fail_on_inconclusive {
+                crate::policy::FailOn::Inconclusive
+            } else {
+                crate::policy::FailOn::Regression
+            },
+        ));
         let name = args
             .name
             .clone()

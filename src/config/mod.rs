@@ -17,6 +17,7 @@ use toml::Spanned;
 use crate::results::{HardwareFingerprint, MatrixSpec};
 use crate::stats::DecisionRule;
 
+pub use crate::policy::FailOn;
 pub use values::{CommandSpec, ContextLen, Seconds};
 
 /// The default config, compiled into the binary: boots `infergate sim` so the whole gate runs
@@ -281,19 +282,6 @@ impl SuiteConfig {
     pub fn cells(&self) -> usize {
         self.concurrency.len() * self.contexts.len()
     }
-}
-
-/// What fails the gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FailOn {
-    /// Regressions fail (exit 1); inconclusive passes (default).
-    #[default]
-    Regression,
-    /// Regressions and inconclusive verdicts fail.
-    Inconclusive,
-    /// Report only: never fail on a verdict (engine failures still exit 3).
-    Never,
 }
 
 /// The decision rule and the gate policy.

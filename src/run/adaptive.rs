@@ -19,7 +19,7 @@ use crate::results::{CellResult, Event, RunResults, context_label};
 use crate::stats::{AlphaSpending, DecisionRule};
 use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, GateVerdict};
 
-use super::gate::{Decision, GateError};
+use super::decide::{Decision, GateError};
 
 /// What `boot_and_measure` needs to re-measure inconclusive cells before it stops the engine.
 #[derive(Debug, Clone)]
@@ -380,19 +380,19 @@ pub async fn run_adaptive(
     emit: &dyn Fn(Event),
 ) -> AdaptiveOutcome {
     let plan = spending_plan(&req.config, &req.rule);
-    let first = match super::gate::decide(results, &req.store_dir, &look_rule(&plan, &req.rule, 0))
-    {
-        Ok(d) => d,
-        Err(e) => {
-            return AdaptiveOutcome {
-                decision: Err(e),
-                rounds: 0,
-                extra_s: 0.0,
-                remeasured: Vec::new(),
-                stop_reason: "the comparison failed".into(),
-            };
-        }
-    };
+    let first =
+        match super::decide::decide(results, &req.store_dir, &look_rule(&plan, &req.rule, 0)) {
+            Ok(d) => d,
+            Err(e) => {
+                return AdaptiveOutcome {
+                    decision: Err(e),
+                    rounds: 0,
+                    extra_s: 0.0,
+                    remeasured: Vec::new(),
+                    stop_reason: "the comparison failed".into(),
+                };
+            }
+        };
     let Some(report) = first.verdict.clone() else {
         return AdaptiveOutcome {
             decision: Ok(first),

@@ -15,7 +15,7 @@ use crate::results::{Event, RunResults};
 use crate::stats::{ConfirmPlan, DecisionRule};
 use crate::verdict::{ComparisonReport, Confirmation};
 
-use super::gate::{Decision, GateError, decide_runs};
+use super::decide::{Decision, GateError, decide_runs};
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
 
 /// The results file of the confirmation boot, next to `results.json`.

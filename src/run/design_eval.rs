@@ -65,7 +65,7 @@ pub enum DesignEvalError {
     #[error("{0}")]
     Ab(#[from] AbError),
     #[error("{0}")]
-    Gate(#[from] super::gate::GateError),
+    Gate(#[from] super::decide::GateError),
 }
 
 const CHANGED_CELL: usize = 7;

@@ -1,175 +1,738 @@
-//! After measuring: compare with the baseline store, decide the exit code, and write the
-//! output directory (results, verdict, summary) atomically.
+//! The gate pipeline of `infergate run` and `infergate ab`, one for both: validate → boot →
+//! measure → decide → confirm / adapt → write → baseline update → publish → ending.
+//!
+//! [`GatePlan::new`] validates everything before anything boots (its errors are the user's to
+//! fix: exit 2); [`GatePlan::run`] does the rest and returns a [`GateRun`], typed data the
+//! command line prints. Nothing here prints: progress goes out as events through the sink the
+//! caller gives, and the ending (exit code, check conclusion, `verdict` output) comes from the
+//! one [`GatePolicy`].
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-use crate::baseline::BaselineStore;
-use crate::config::FailOn;
-use crate::exit::GateExit;
-use crate::results::{RunResults, RunStatus};
-use crate::stats::DecisionRule;
-use crate::verdict::{ComparisonReport, GateVerdict};
+use tokio_util::sync::CancellationToken;
 
-/// Why the comparison could not be made (the run itself may be fine).
+use crate::bench::EventSink;
+use crate::config::{AbConfig, ConfigError, GateConfig, GithubMode, SuiteConfig};
+use crate::policy::{Conclusion, GateEnding, GatePolicy};
+use crate::report::github::render::{self, Links};
+use crate::report::github::{GithubReporter, PublishInput, PublishOutcome, check_name};
+use crate::results::RunResults;
+use crate::telemetry::NvmlSampler;
+use crate::verdict::ComparisonReport;
+
+use super::ab::{AbBoot, AbRequest, AbSide, fold_side, run_ab, side_results_path};
+use super::decide::{Decision, GateError, decide};
+use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
+use super::outputs::{OutputFiles, baseline_worthy, write_outputs};
+
+/// Which measurement design the gate runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Design {
+    /// One engine against the stored baseline (`infergate run`); with `update_baseline`, a
+    /// complete run is added to the store.
+    Baseline { update_baseline: bool },
+    /// Paired A/B: `[engine.a]` and `[engine.b]` booted alternately (`infergate ab`);
+    /// `pairs` overrides `[ab] rounds`.
+    Ab { pairs: Option<u32> },
+}
+
+/// What the command line asks of the gate.
+#[derive(Debug, Clone)]
+pub struct GateRequest {
+    pub config: GateConfig,
+    /// Suite name (`None`: `pr` if the config has one, else its first suite).
+    pub suite: Option<String>,
+    pub design: Design,
+    /// Output directory (results, verdict, summary, engine logs).
+    pub out: PathBuf,
+    /// Overrides `[baseline] dir`.
+    pub baseline_dir: Option<PathBuf>,
+    /// Report to GitHub (see [`github_wanted`]).
+    pub github: bool,
+    /// Appended to the engine command(s).
+    pub engine_args: Vec<String>,
+    /// Recorded in the results.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Why a gate cannot start: the user's to fix (exit 2); nothing was booted.
 #[derive(Debug, thiserror::Error)]
-pub enum GateError {
+pub enum SetupError {
     #[error("{0}")]
-    Baseline(#[from] crate::baseline::BaselineError),
-    #[error("{0}")]
-    Stats(#[from] crate::stats::StatsError),
-    #[error("cannot write {path}: {source}")]
-    Write {
+    Config(#[from] ConfigError),
+    #[error(
+        "{config}: `infergate ab` needs two engines: add [engine.a] (the base build) and [engine.b] (the candidate), each with its `command` (see docs/adaptive-and-ab.md)"
+    )]
+    NoAbEngines { config: String },
+    #[error("--rounds {0}: a paired comparison needs 2 to 100 pairs of boots")]
+    Pairs(u32),
+}
+
+/// Why a gate stopped before it ended (exit 3); any check it started is completed as failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AbortError {
+    #[error("{0} crashed")]
+    Task(&'static str),
+    #[error("cannot create {path}: {source}")]
+    CreateDir {
         path: String,
         #[source]
         source: std::io::Error,
     },
+    #[error("writing the results: {0}")]
+    Write(#[source] GateError),
+    #[error("writing {path}: {source}")]
+    WriteFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the baseline store: {0}")]
+    OpenStore(#[source] crate::baseline::BaselineError),
+    #[error("adding the run to the baseline store: {0}")]
+    AddBaseline(#[source] crate::baseline::BaselineError),
+    #[error("no engine was booted")]
+    NothingBooted,
 }
 
-/// The comparison of one run with its baseline history.
+/// A gate that stopped early, with what reporting said on the way.
+#[derive(Debug)]
+pub struct GateAbort {
+    pub error: AbortError,
+    pub reporting: Vec<PublishOutcome>,
+}
+
+/// Whether to report to GitHub: `--github`, else the config's `[report] github`
+/// (`auto` = inside GitHub Actions).
+pub fn github_wanted(forced: bool, mode: GithubMode, in_actions: bool) -> bool {
+    forced
+        || match mode {
+            GithubMode::Always => true,
+            GithubMode::Never => false,
+            GithubMode::Auto => in_actions,
+        }
+}
+
+/// The design as validated.
 #[derive(Debug, Clone)]
-pub struct Decision {
-    /// `None` when there was nothing to compare (no baseline runs for this profile + suite).
-    pub verdict: Option<ComparisonReport>,
-    /// The baseline runs used (oldest → newest), for charts.
-    pub history: Vec<RunResults>,
-    /// Things people should know (no baseline, unreadable baseline files).
-    pub notices: Vec<String>,
+pub enum PlannedDesign {
+    /// `run`: one engine against the store.
+    Baseline { update_baseline: bool },
+    /// `ab`: the two builds and the pairs of boots (2 to 100).
+    Ab { ab: Box<AbConfig>, pairs: u32 },
 }
 
-/// Loads the baseline runs of the run's profile and suite and compares.
-pub fn decide(
-    results: &RunResults,
-    store_dir: &Path,
-    rule: &DecisionRule,
-) -> Result<Decision, GateError> {
-    decide_runs(std::slice::from_ref(results), store_dir, rule)
-}
-
-/// [`decide`] for several candidate runs of one profile (repetitions, e.g. a confirmation
-/// boot): the first run names the profile and suite.
-pub fn decide_runs(
-    runs: &[RunResults],
-    store_dir: &Path,
-    rule: &DecisionRule,
-) -> Result<Decision, GateError> {
-    let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
-    let store = BaselineStore::open(store_dir)?;
-    let loaded = store.load(&results.profile.key, results.suite.as_deref())?;
-    let mut notices: Vec<String> = loaded
-        .skipped
-        .iter()
-        .map(|(p, why)| format!("baseline file {} skipped: {why}", p.display()))
-        .collect();
-    if loaded.runs.is_empty() {
-        notices.push(format!(
-            "no baseline for profile `{}` suite `{}` in {}: nothing to compare, the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
-            results.profile.key,
-            results.suite.as_deref().unwrap_or("-"),
-            store_dir.display()
-        ));
-        return Ok(Decision {
-            verdict: None,
-            history: Vec::new(),
-            notices,
-        });
-    }
-    let report = crate::stats::compare(&loaded.runs, runs, rule)?;
-    Ok(Decision {
-        verdict: Some(report),
-        history: loaded.runs,
-        notices,
-    })
-}
-
-/// The exit code of a finished run: 3 when the run failed; otherwise the verdict under the
-/// `fail_on` policy (no baseline and inconclusive pass unless `fail_on = "inconclusive"`).
-pub fn exit_code(failed: bool, verdict: Option<&ComparisonReport>, fail_on: FailOn) -> GateExit {
-    if failed {
-        return GateExit::Failure;
-    }
-    match (verdict.map(|v| v.gate), fail_on) {
-        (_, FailOn::Never) => GateExit::Pass,
-        (Some(GateVerdict::Regression), _) => GateExit::Regression,
-        (Some(GateVerdict::Inconclusive), FailOn::Inconclusive) => GateExit::Regression,
-        _ => GateExit::Pass,
-    }
-}
-
-/// Paths written into the output directory.
+/// A validated gate, ready to boot.
 #[derive(Debug, Clone)]
-pub struct OutputFiles {
+pub struct GatePlan {
+    pub config: GateConfig,
+    pub suite: SuiteConfig,
+    pub design: PlannedDesign,
+    pub out: PathBuf,
+    /// The baseline store (`--baseline-dir`, else `[baseline] dir`).
+    pub baseline_dir: PathBuf,
+    pub github: bool,
+    pub engine_args: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Where one boot's progress events go: the sink, and the task rendering them, which ends when
+/// every sender is dropped; the gate waits for it after the boot, so that whatever the caller
+/// prints afterwards comes after the boot's progress.
+pub struct ProgressSink {
+    pub events: EventSink,
+    pub done: tokio::task::JoinHandle<()>,
+}
+
+/// Makes the progress sink of one boot from the number of cell measurements it will make.
+pub type Progress<'a> = &'a (dyn Fn(u64) -> ProgressSink + Sync);
+
+/// What the adaptive phase did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveSummary {
+    pub rounds: u32,
+    pub remeasured: usize,
+    pub extra_s: f64,
+    pub stop_reason: String,
+}
+
+/// Where the confirmation boot's outputs are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfirmationFiles {
     pub results: PathBuf,
-    pub verdict: Option<PathBuf>,
-    pub summary: PathBuf,
+    pub engine_log: PathBuf,
 }
 
-fn write_atomic(path: &Path, body: &[u8]) -> Result<(), GateError> {
-    crate::baseline::write_file_atomic(path, body).map_err(|source| GateError::Write {
-        path: path.display().to_string(),
-        source,
-    })
+/// What an A/B gate ran.
+#[derive(Debug, Clone)]
+pub struct AbSummary {
+    /// The boots in the order they ran.
+    pub boots: Vec<AbBoot>,
+    /// Engine-seconds of all boots.
+    pub elapsed_s: f64,
+    /// The folded A results (`results-a.json`); B's is [`OutputFiles::results`].
+    pub a_results: PathBuf,
 }
 
-/// Writes `results.json`, `verdict.json` (when compared) and `summary.md` into `out`, each
-/// atomically (temp file + rename), so a reader never sees half a file.
-pub fn write_outputs(
-    out: &Path,
-    results: &RunResults,
-    verdict: Option<&ComparisonReport>,
-    summary_md: &str,
-) -> Result<OutputFiles, GateError> {
-    std::fs::create_dir_all(out).map_err(|source| GateError::Write {
-        path: out.display().to_string(),
-        source,
-    })?;
-    let ser = |v: serde_json::Result<String>, what: &str| {
-        v.map_err(|e| GateError::Write {
-            path: format!("{}/{what}", out.display()),
-            source: std::io::Error::other(e),
-        })
-    };
-    let results_path = out.join("results.json");
-    write_atomic(
-        &results_path,
-        ser(serde_json::to_string_pretty(results), "results.json")?.as_bytes(),
-    )?;
-    let verdict_path = match verdict {
-        Some(v) => {
-            let p = out.join("verdict.json");
-            write_atomic(
-                &p,
-                ser(serde_json::to_string_pretty(v), "verdict.json")?.as_bytes(),
-            )?;
-            Some(p)
-        }
-        None => {
-            // A stale verdict from an earlier run must not be mistaken for this one's.
-            let stale = out.join("verdict.json");
-            if stale.exists() {
-                let _ = std::fs::remove_file(&stale);
+/// One baseline-store update.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BaselineUpdate {
+    /// The run was added as this file.
+    Added(PathBuf),
+    /// The run may not become a baseline, and why.
+    NotUpdated(String),
+}
+
+/// A finished gate: everything the command line prints, and how it ended.
+#[derive(Debug)]
+pub struct GateRun {
+    /// The check name results are reported under.
+    pub check_name: String,
+    /// The (candidate's) results.
+    pub results: RunResults,
+    /// The comparison; `None` = no baseline, or the gate failed before comparing.
+    pub verdict: Option<ComparisonReport>,
+    /// Why the gate failed (exit 3).
+    pub failure: Option<String>,
+    /// Exit code, check conclusion and `verdict` output.
+    pub ending: GateEnding,
+    /// Things people should know (no baseline, skipped baseline files).
+    pub notices: Vec<String>,
+    /// Engine processes that survived teardown.
+    pub warnings: Vec<String>,
+    pub adaptive: Option<AdaptiveSummary>,
+    pub confirmation: Option<ConfirmationFiles>,
+    pub ab: Option<AbSummary>,
+    /// The first boot's engine log (`run`).
+    pub engine_log: PathBuf,
+    pub files: OutputFiles,
+    pub baseline: Vec<BaselineUpdate>,
+    /// What GitHub reporting said (check start, publish, superseded checks), in order.
+    pub reporting: Vec<PublishOutcome>,
+}
+
+/// What the measurement and decision steps hand to the common epilogue.
+struct Decided {
+    results: RunResults,
+    verdict: Option<ComparisonReport>,
+    history: Vec<RunResults>,
+    failure: Option<String>,
+    notices: Vec<String>,
+    warnings: Vec<String>,
+    adaptive: Option<AdaptiveSummary>,
+    /// The second boot's results (`run`) or the folded A side (`ab`), written beside
+    /// `results.json`.
+    extra_results: Option<(PathBuf, RunResults)>,
+    confirm_log: Option<PathBuf>,
+    engine_log: PathBuf,
+    /// Runs to add to the store when `update_baseline` (every complete boot).
+    baseline_candidates: Vec<RunResults>,
+    ab: Option<(Vec<AbBoot>, f64, String)>,
+    check_suite: String,
+    chart: bool,
+}
+
+/// The boot-independent parts of a gate's environment.
+struct Setup {
+    hardware: crate::results::HardwareFingerprint,
+    telemetry: Result<Arc<NvmlSampler>, String>,
+}
+
+impl GatePlan {
+    /// Validates the request: suite, A/B engines and pair count. Boots nothing.
+    pub fn new(req: GateRequest) -> Result<GatePlan, SetupError> {
+        let suite = req.config.suite(req.suite.as_deref())?.clone();
+        let design = match req.design {
+            Design::Baseline { update_baseline } => PlannedDesign::Baseline { update_baseline },
+            Design::Ab { pairs } => {
+                let Some(ab) = req.config.ab.clone() else {
+                    return Err(SetupError::NoAbEngines {
+                        config: req.config.path.clone(),
+                    });
+                };
+                let pairs = pairs.unwrap_or(ab.rounds);
+                if !(2..=100).contains(&pairs) {
+                    return Err(SetupError::Pairs(pairs));
+                }
+                PlannedDesign::Ab {
+                    ab: Box::new(ab),
+                    pairs,
+                }
             }
-            None
+        };
+        let baseline_dir = req
+            .baseline_dir
+            .unwrap_or_else(|| req.config.baseline.dir.clone());
+        Ok(GatePlan {
+            config: req.config,
+            suite,
+            design,
+            out: req.out,
+            baseline_dir,
+            github: req.github,
+            engine_args: req.engine_args,
+            labels: req.labels,
+        })
+    }
+
+    /// The gate policy of the config.
+    pub fn policy(&self) -> GatePolicy {
+        GatePolicy::new(self.config.thresholds.fail_on)
+    }
+
+    /// The A/B boot order, e.g. `ABBAABBA`; `None` for `run`.
+    pub fn ab_schedule(&self) -> Option<String> {
+        match &self.design {
+            PlannedDesign::Ab { ab, pairs } => Some(
+                ab.order
+                    .schedule(*pairs)
+                    .iter()
+                    .map(|(_, b)| if *b { 'B' } else { 'A' })
+                    .collect(),
+            ),
+            PlannedDesign::Baseline { .. } => None,
         }
-    };
-    let summary = out.join("summary.md");
-    write_atomic(&summary, summary_md.as_bytes())?;
-    Ok(OutputFiles {
-        results: results_path,
-        verdict: verdict_path,
-        summary,
-    })
+    }
+
+    /// Boots, measures, decides, writes, updates the baseline and reports. `progress` makes
+    /// each boot's event sink; `cancel` stops the measurement (partial results are written).
+    pub async fn run(
+        self,
+        progress: Progress<'_>,
+        cancel: CancellationToken,
+    ) -> Result<GateRun, GateAbort> {
+        let mut reporting = Vec::new();
+        let abort = |error, reporting| GateAbort { error, reporting };
+        let setup = match setup(&self.config).await {
+            Ok(s) => s,
+            Err(e) => return Err(abort(e, reporting)),
+        };
+        let mut reporter = self.github.then(GithubReporter::from_env);
+        if let Some(r) = reporter.as_mut() {
+            r.set_results_path(self.out.join("results.json"));
+            r.set_summary_path(self.out.join("summary.md"));
+            r.set_policy(self.policy());
+        }
+
+        let decided = match &self.design {
+            PlannedDesign::Baseline { .. } => {
+                // The check name is known up front when engine and model are configured;
+                // else it is created complete at the end.
+                if let (Some(r), Some(name)) = (reporter.as_mut(), self.predicted_check(&setup)) {
+                    reporting.push(r.start_check(&name).await);
+                }
+                self.measure_against_baseline(setup, progress, &cancel)
+                    .await
+            }
+            PlannedDesign::Ab { ab, pairs } => {
+                if let Err(source) = std::fs::create_dir_all(&self.out) {
+                    let error = AbortError::CreateDir {
+                        path: self.out.display().to_string(),
+                        source,
+                    };
+                    return Err(abort(error, reporting));
+                }
+                match self.measure_ab(ab, *pairs, setup, progress, &cancel).await {
+                    Some(d) => d,
+                    None => return Err(abort(AbortError::NothingBooted, reporting)),
+                }
+            }
+        };
+        match self.finish(decided, &mut reporter, &mut reporting).await {
+            Ok(run) => Ok(GateRun { reporting, ..run }),
+            Err(error) => {
+                if let Some(r) = reporter.as_mut() {
+                    let reason = format!("infergate failed: {error}");
+                    reporting.push(r.complete_open_checks(Conclusion::Failure, &reason).await);
+                }
+                Err(abort(error, reporting))
+            }
+        }
+    }
+
+    fn predicted_check(&self, setup: &Setup) -> Option<String> {
+        let (Some(engine), Some(model)) = (&self.config.engine.name, &self.config.model) else {
+            return None;
+        };
+        let key = crate::results::ProfileKey::derive(
+            setup.hardware.clone(),
+            engine,
+            model,
+            &self.suite.matrix_spec(model),
+        );
+        Some(check_name(&key.key, &self.suite.name))
+    }
+
+    /// `run`: boot, measure (adaptively when configured), compare with the store, and boot
+    /// again to confirm when the first boot leans towards a matrix-wide regression.
+    async fn measure_against_baseline(
+        &self,
+        setup: Setup,
+        progress: Progress<'_>,
+        cancel: &CancellationToken,
+    ) -> Decided {
+        let config = &self.config;
+        let suite = &self.suite;
+        let log_path = match &config.engine.log_file {
+            Some(p) if p.is_absolute() => p.clone(),
+            Some(p) => config.base_dir.join(p),
+            None => self.out.join("engine.log"),
+        };
+        if log_path.exists() {
+            // One log per run: an old log's tail must not be shown as this engine's.
+            let _ = std::fs::remove_file(&log_path);
+        }
+        let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
+        // The confirmation boot splits the matrix test's alpha: the first boot (and its
+        // adaptive looks) test with the first stage's rule.
+        let rule = config.thresholds.rule.clone();
+        let confirm = (config.confirm.enabled && config.confirm.plan.applies(&rule))
+            .then(|| config.confirm.plan.clone());
+        let first_rule = confirm
+            .as_ref()
+            .map_or_else(|| rule.clone(), |p| p.first_rule(&rule));
+        let adaptive = config
+            .adaptive
+            .enabled
+            .then(|| super::adaptive::AdaptiveRequest {
+                config: config.adaptive.clone(),
+                rule: first_rule.clone(),
+                store_dir: self.baseline_dir.clone(),
+            });
+        let req = MeasureRequest {
+            engine: &config.engine,
+            model: config.model.as_deref(),
+            suite,
+            hardware: setup.hardware,
+            telemetry: setup.telemetry,
+            engine_args: &self.engine_args,
+            log_path: log_path.clone(),
+            log_tail_lines: config.report.log_tail_lines,
+            labels: self.labels.clone(),
+            adaptive,
+        };
+        let confirm_req = req.clone();
+        let sink = progress(boot_cells);
+        let mut measured = boot_and_measure(req, sink.events, cancel.clone()).await;
+        let _ = sink.done.await;
+        let mut warnings = Vec::new();
+        if let Some(stop) = &measured.stop
+            && !stop.group_gone
+        {
+            warnings
+                .push("some engine processes survived teardown (SIGKILL sent to the group)".into());
+        }
+        let adaptive = measured.adaptive.take();
+        let adaptive_summary =
+            adaptive
+                .as_ref()
+                .filter(|a| a.rounds > 0)
+                .map(|a| AdaptiveSummary {
+                    rounds: a.rounds,
+                    remeasured: a.remeasured.len(),
+                    extra_s: a.extra_s,
+                    stop_reason: a.stop_reason.clone(),
+                });
+        let mut results = measured.results;
+        let mut failure = measured.failure.as_ref().map(RunFailure::message);
+
+        // Compare (already done, with alpha spending, when cells were re-measured adaptively).
+        let mut decision: Option<Decision> = None;
+        if failure.is_none() {
+            let compared = match adaptive {
+                Some(a) => a.decision,
+                None => decide(&results, &self.baseline_dir, &first_rule),
+            };
+            match compared {
+                Ok(d) => decision = Some(d),
+                Err(e) => failure = Some(format!("comparison with the baseline failed: {e}")),
+            }
+        }
+
+        // The confirmation boot, when the first boot's matrix-wide change leans towards a
+        // regression without proving one.
+        let mut confirmation = None;
+        if let (Some(plan), None, Some(first)) = (
+            &confirm,
+            &failure,
+            decision.as_ref().and_then(|d| d.verdict.as_ref()),
+        ) && plan.wants_confirmation(&rule, first)
+            && !cancel.is_cancelled()
+        {
+            let first = first.clone();
+            let sink = progress(boot_cells);
+            let mut req = confirm_req;
+            req.log_path = super::confirm::confirm_log_path(&log_path);
+            let outcome = super::confirm::confirm_boot(
+                &mut results,
+                &first,
+                super::confirm::ConfirmRequest {
+                    plan,
+                    rule: &rule,
+                    store_dir: &self.baseline_dir,
+                    measure: req,
+                },
+                sink.events,
+                cancel.clone(),
+            )
+            .await;
+            let _ = sink.done.await;
+            if let Some(stop) = &outcome.measured.stop
+                && !stop.group_gone
+            {
+                warnings.push(
+                    "some engine processes of the confirmation boot survived teardown (SIGKILL sent to the group)".into(),
+                );
+            }
+            match &outcome.decision {
+                None => {
+                    failure = Some(format!(
+                        "the confirmation boot failed: {}",
+                        outcome
+                            .measured
+                            .failure
+                            .as_ref()
+                            .map_or_else(|| "no reason given".into(), RunFailure::message)
+                    ));
+                }
+                Some(Err(e)) => {
+                    failure = Some(format!(
+                        "comparison of both boots with the baseline failed: {e}"
+                    ));
+                }
+                Some(Ok(d)) => decision = Some(d.clone()),
+            }
+            confirmation = Some(outcome.measured);
+        }
+        let (verdict, history, notices) = match decision {
+            Some(d) => (d.verdict, d.history, d.notices),
+            None => (None, Vec::new(), Vec::new()),
+        };
+        let mut baseline_candidates = vec![results.clone()];
+        if let Some(c) = &confirmation {
+            baseline_candidates.push(c.results.clone());
+        }
+        Decided {
+            results,
+            verdict,
+            history,
+            failure,
+            notices,
+            warnings,
+            adaptive: adaptive_summary,
+            confirm_log: confirmation.as_ref().map(|c| c.engine_log.clone()),
+            extra_results: confirmation
+                .map(|c| (self.out.join(super::confirm::CONFIRM_RESULTS), c.results)),
+            engine_log: measured.engine_log,
+            baseline_candidates,
+            ab: None,
+            check_suite: suite.name.clone(),
+            chart: true,
+        }
+    }
+
+    /// `ab`: boot A and B alternately, fold each side's boots, compare pair by pair.
+    /// `None` when no engine was booted at all.
+    async fn measure_ab(
+        &self,
+        ab: &AbConfig,
+        pairs: u32,
+        setup: Setup,
+        progress: Progress<'_>,
+        cancel: &CancellationToken,
+    ) -> Option<Decided> {
+        let suite = &self.suite;
+        let boots = 2 * pairs as u64;
+        let sink = progress(suite.cells() as u64 * suite.repetitions.max(1) as u64 * boots);
+        let req = AbRequest {
+            ab,
+            model: self.config.model.as_deref(),
+            suite,
+            hardware: setup.hardware,
+            telemetry: setup.telemetry,
+            engine_args: &self.engine_args,
+            log_dir: self.out.clone(),
+            log_tail_lines: self.config.report.log_tail_lines,
+            labels: self.labels.clone(),
+            pairs,
+        };
+        let measured = run_ab(req, sink.events, cancel.clone()).await;
+        let _ = sink.done.await;
+        let mut failure = measured.failure.as_ref().map(RunFailure::message);
+        let b_side = fold_side(&measured.b);
+        let a_side = fold_side(&measured.a);
+        let results = b_side.clone().or_else(|| a_side.clone())?;
+        let verdict = if failure.is_none() {
+            match crate::run::ab::paired_compare(
+                &measured.a,
+                &measured.b,
+                &self.config.thresholds.rule,
+            ) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    failure = Some(format!("paired comparison failed: {e}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let command = |side: &Option<RunResults>| {
+            side.as_ref()
+                .and_then(|r| r.engine.command.clone())
+                .unwrap_or_else(|| "-".into())
+        };
+        let section = super::ab::summary_section(
+            &measured,
+            &command(&a_side),
+            &command(&b_side),
+            ab.order.as_str(),
+        );
+        Some(Decided {
+            results,
+            verdict,
+            history: measured.a.clone(),
+            failure,
+            notices: Vec::new(),
+            warnings: Vec::new(),
+            adaptive: None,
+            extra_results: a_side.map(|a| (side_results_path(&self.out, AbSide::A), a)),
+            confirm_log: None,
+            engine_log: self.out.clone(),
+            baseline_candidates: Vec::new(),
+            ab: Some((measured.boots, measured.elapsed_s, section)),
+            check_suite: format!("{}-ab", suite.name),
+            chart: false,
+        })
+    }
+
+    /// The epilogue both designs share: summary, outputs, baseline update, GitHub, ending.
+    async fn finish(
+        &self,
+        d: Decided,
+        reporter: &mut Option<GithubReporter>,
+        reporting: &mut Vec<PublishOutcome>,
+    ) -> Result<GateRun, AbortError> {
+        let name = check_name(&d.results.profile.key, &d.check_suite);
+        let outcome = render::Outcome {
+            results: &d.results,
+            verdict: d.verdict.as_ref(),
+            failure: d.failure.as_deref(),
+            policy: self.policy(),
+        };
+        let chart = d
+            .chart
+            .then(|| {
+                crate::report::mermaid::throughput_chart(&d.history, &d.results, d.verdict.as_ref())
+            })
+            .flatten();
+        let mut summary_md =
+            render::job_summary(&name, &outcome, &Links::default(), chart.as_deref());
+        if let Some((_, _, section)) = &d.ab {
+            summary_md.push('\n');
+            summary_md.push_str(section);
+        }
+        let files = write_outputs(&self.out, &d.results, d.verdict.as_ref(), &summary_md)
+            .map_err(AbortError::Write)?;
+        if let Some((path, run)) = &d.extra_results {
+            serde_json::to_string_pretty(run)
+                .map_err(std::io::Error::other)
+                .and_then(|body| crate::baseline::write_file_atomic(path, body.as_bytes()))
+                .map_err(|source| AbortError::WriteFile {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+        }
+
+        // Baseline update: every complete boot of this run (a confirmation boot is a run of
+        // its own, with its own boot factor).
+        let mut baseline = Vec::new();
+        if matches!(
+            self.design,
+            PlannedDesign::Baseline {
+                update_baseline: true
+            }
+        ) {
+            for run in &d.baseline_candidates {
+                match baseline_worthy(run, d.failure.is_some()) {
+                    Ok(()) => {
+                        let store = crate::baseline::BaselineStore::open(&self.baseline_dir)
+                            .map_err(AbortError::OpenStore)?;
+                        let path = store.add(run).map_err(AbortError::AddBaseline)?;
+                        baseline.push(BaselineUpdate::Added(path));
+                    }
+                    Err(why) => baseline.push(BaselineUpdate::NotUpdated(why)),
+                }
+            }
+        }
+
+        // Report (never changes the ending).
+        if let Some(r) = reporter.as_mut() {
+            let input = PublishInput {
+                results: &d.results,
+                verdict: d.verdict.as_ref(),
+                history: &d.history,
+                config_path: (self.config.path != crate::config::EMBEDDED_NAME)
+                    .then(|| Path::new(&self.config.path)),
+                matrix_line: Some(self.suite.line as u32),
+                artifact_url: None,
+                failure: d.failure.clone(),
+            };
+            reporting.push(r.publish(&name, &input).await);
+            // A check started under a predicted name that turned out different (the engine
+            // reported another model, say) must not stay in progress.
+            if matches!(self.design, PlannedDesign::Baseline { .. }) {
+                let reason = format!("superseded: the results are reported as `{name}`");
+                reporting.push(r.complete_open_checks(Conclusion::Neutral, &reason).await);
+            }
+        }
+
+        let ending = outcome.ending();
+        let confirmation = d.confirm_log.map(|engine_log| ConfirmationFiles {
+            results: self.out.join(super::confirm::CONFIRM_RESULTS),
+            engine_log,
+        });
+        let ab = d.ab.map(|(boots, elapsed_s, _)| AbSummary {
+            boots,
+            elapsed_s,
+            a_results: side_results_path(&self.out, AbSide::A),
+        });
+        Ok(GateRun {
+            check_name: name,
+            ending,
+            results: d.results,
+            verdict: d.verdict,
+            failure: d.failure,
+            notices: d.notices,
+            warnings: d.warnings,
+            adaptive: d.adaptive,
+            confirmation,
+            ab,
+            engine_log: d.engine_log,
+            files,
+            baseline,
+            reporting: Vec::new(),
+        })
+    }
 }
 
-/// Whether this run may become a baseline run.
-pub fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
-    if failed || results.status != RunStatus::Complete {
-        return Err(format!(
-            "the run is {:?}, not complete: only complete runs become baselines",
-            results.status
-        )
-        .to_lowercase());
-    }
-    BaselineStore::acceptable(results)
+/// Hardware fingerprint (detected, or pinned by `[profile] hardware`) and GPU telemetry.
+async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
+    let detected = tokio::task::spawn_blocking(crate::telemetry::detect_hardware)
+        .await
+        .map_err(|_| AbortError::Task("hardware detection"))?;
+    let hardware = config.profile.hardware(detected);
+    let telemetry = tokio::task::spawn_blocking(|| NvmlSampler::start(Duration::from_millis(250)))
+        .await
+        .map_err(|_| AbortError::Task("telemetry start"))?
+        .map_err(|e| e.reason);
+    Ok(Setup {
+        hardware,
+        telemetry,
+    })
 }
 
 #[cfg(test)]
@@ -177,9 +740,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exit_codes_follow_the_policy() {
-        assert_eq!(exit_code(true, None, FailOn::Never), GateExit::Failure);
-        assert_eq!(exit_code(false, None, FailOn::Regression), GateExit::Pass);
-        assert_eq!(exit_code(false, None, FailOn::Inconclusive), GateExit::Pass);
+    fn github_is_reported_when_forced_configured_or_inside_actions() {
+        assert!(github_wanted(true, GithubMode::Never, false));
+        assert!(github_wanted(false, GithubMode::Always, false));
+        assert!(github_wanted(false, GithubMode::Auto, true));
+        assert!(!github_wanted(false, GithubMode::Auto, false));
+        assert!(!github_wanted(false, GithubMode::Never, true));
     }
 }

@@ -1,18 +1,23 @@
-//! `infergate run` orchestration: boot one engine and measure a suite ([`measure`], reusable
-//! for A/B runs), then compare with the baseline and write the outputs ([`gate`]). Nothing here
-//! prints: progress goes out as events, and the CLI renders the outcome.
+//! The gate's orchestration: boot one engine and measure a suite ([`measure`], reusable for
+//! A/B runs), compare with the baseline store ([`decide`]), write the outputs ([`outputs`]),
+//! and the whole pipeline of `run` and `ab` ([`gate`]). Nothing here prints: progress goes out
+//! as events, and the CLI renders the outcome.
 
 pub mod ab;
 pub mod adaptive;
 pub mod confirm;
+pub mod decide;
 pub mod design_eval;
 pub mod gate;
 pub mod measure;
+pub mod outputs;
 
+pub use decide::{Decision, GateError, decide, decide_runs};
 pub use gate::{
-    Decision, GateError, OutputFiles, baseline_worthy, decide, decide_runs, exit_code,
-    write_outputs,
+    AbortError, Design, GateAbort, GatePlan, GateRequest, GateRun, ProgressSink, SetupError,
+    github_wanted,
 };
 pub use measure::{
     MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, measure_cells, unmeasured_results,
 };
+pub use outputs::{OutputFiles, baseline_worthy, write_outputs};

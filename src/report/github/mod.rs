@@ -21,6 +21,7 @@ use octocrab::Octocrab;
 pub use context::{GithubContext, Token};
 pub use retry::{ApiError, RetryPolicy};
 
+use crate::policy::GatePolicy;
 use crate::report::{actions, mermaid};
 use crate::results::RunResults;
 use crate::verdict::ComparisonReport;
@@ -114,7 +115,7 @@ pub struct GithubReporter {
     pending: PublishOutcome,
     results_path: Option<PathBuf>,
     summary_path: Option<PathBuf>,
-    fail_on_inconclusive: bool,
+    policy: GatePolicy,
 }
 
 impl std::fmt::Debug for GithubReporter {
@@ -178,7 +179,7 @@ impl GithubReporter {
             pending,
             results_path: None,
             summary_path: None,
-            fail_on_inconclusive: false,
+            policy: GatePolicy::default(),
         }
     }
 
@@ -204,9 +205,10 @@ impl GithubReporter {
         self.summary_path = Some(path.into());
     }
 
-    /// Makes inconclusive verdicts complete the check as `failure` (config `fail-on`).
-    pub fn set_fail_on_inconclusive(&mut self, fail: bool) {
-        self.fail_on_inconclusive = fail;
+    /// What fails the gate (config `fail_on`): decides the check's conclusion and the
+    /// `verdict` output, as it decides the exit code.
+    pub fn set_policy(&mut self, policy: GatePolicy) {
+        self.policy = policy;
     }
 
     fn take_pending(&mut self) -> PublishOutcome {
@@ -333,7 +335,7 @@ impl GithubReporter {
             results: input.results,
             verdict: input.verdict,
             failure: input.failure.as_deref(),
-            fail_on_inconclusive: self.fail_on_inconclusive,
+            policy: self.policy,
         };
         let links = Links {
             run_url: self.ctx.run_url.clone(),

@@ -5,12 +5,11 @@
 //! Engine- and config-supplied strings go through [`escape`]; the verdict matrix itself comes
 //! from [`verdict_table::markdown`].
 
+use crate::policy::{GateEnding, GatePolicy};
 use crate::report::markdown::escape;
 use crate::report::verdict_table;
 use crate::results::{CellStatus, RunResults, RunStatus, context_label};
-use crate::verdict::{
-    CellComparison, CellVerdict, ComparisonReport, GateVerdict, MatrixTest, Metric,
-};
+use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, MatrixTest, Metric};
 
 /// GitHub's limit on a check-run summary, a check-run text and an issue comment, in characters.
 /// We count bytes, which is never fewer, so the cap always holds.
@@ -18,33 +17,14 @@ pub const GITHUB_TEXT_LIMIT: usize = 65_535;
 /// GitHub's limit on one step's job summary (1 MiB); we stay a little under it.
 pub const STEP_SUMMARY_LIMIT: usize = 1_000_000;
 
-/// How the check run ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conclusion {
-    Success,
-    Failure,
-    Neutral,
-    Cancelled,
-}
+pub use crate::policy::Conclusion;
 
-impl Conclusion {
-    /// The API word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Conclusion::Success => "success",
-            Conclusion::Failure => "failure",
-            Conclusion::Neutral => "neutral",
-            Conclusion::Cancelled => "cancelled",
-        }
-    }
-
-    fn icon(self) -> &'static str {
-        match self {
-            Conclusion::Success => "✅",
-            Conclusion::Failure => "❌",
-            Conclusion::Neutral => "⚪",
-            Conclusion::Cancelled => "⏹️",
-        }
+fn icon(c: Conclusion) -> &'static str {
+    match c {
+        Conclusion::Success => "✅",
+        Conclusion::Failure => "❌",
+        Conclusion::Neutral => "⚪",
+        Conclusion::Cancelled => "⏹️",
     }
 }
 
@@ -55,39 +35,28 @@ pub struct Outcome<'a> {
     pub verdict: Option<&'a ComparisonReport>,
     /// The gate errored with this reason.
     pub failure: Option<&'a str>,
-    /// Inconclusive verdicts fail the check (config `fail-on: inconclusive`).
-    pub fail_on_inconclusive: bool,
+    /// What fails the gate (config `fail_on`).
+    pub policy: GatePolicy,
 }
 
 impl Outcome<'_> {
-    /// The check-run conclusion: a gate error fails; a cancelled run is cancelled; otherwise
-    /// the verdict decides (no verdict = no baseline = neutral).
+    /// How the gate ended, from the one policy that also gives the exit code.
+    pub fn ending(&self) -> GateEnding {
+        self.policy.ending(
+            self.failure.is_some(),
+            self.results.status == RunStatus::Cancelled,
+            self.verdict.map(|v| v.gate),
+        )
+    }
+
+    /// The check-run conclusion.
     pub fn conclusion(&self) -> Conclusion {
-        if self.failure.is_some() {
-            return Conclusion::Failure;
-        }
-        if self.results.status == RunStatus::Cancelled {
-            return Conclusion::Cancelled;
-        }
-        match self.verdict.map(|v| v.gate) {
-            Some(GateVerdict::Pass) => Conclusion::Success,
-            Some(GateVerdict::Regression) => Conclusion::Failure,
-            Some(GateVerdict::Inconclusive) if self.fail_on_inconclusive => Conclusion::Failure,
-            Some(GateVerdict::Inconclusive) | Some(GateVerdict::NoBaseline) | None => {
-                Conclusion::Neutral
-            }
-        }
+        self.ending().conclusion
     }
 
     /// The word for the `verdict` step output.
     pub fn verdict_word(&self) -> &'static str {
-        if self.failure.is_some() {
-            "error"
-        } else {
-            self.verdict
-                .map(|v| v.gate.as_str())
-                .unwrap_or(GateVerdict::NoBaseline.as_str())
-        }
+        self.ending().verdict_word
     }
 
     /// Number of cells that block the gate.
@@ -528,7 +497,7 @@ pub fn comment_body(
     } else {
         out.push_str(&format!(
             "### {} {}: {}\n\n",
-            conclusion.icon(),
+            icon(conclusion),
             escape(check_name),
             escape(&outcome.title())
         ));
@@ -597,7 +566,7 @@ pub fn job_summary(
     let mut out = String::new();
     out.push_str(&format!(
         "## {} {}\n\n",
-        outcome.conclusion().icon(),
+        icon(outcome.conclusion()),
         escape(check_name)
     ));
     // The verdict matrix opens with the headline; say it here only when there is none.

@@ -1,0 +1,80 @@
+//! After measuring: load the baseline runs of the run's profile and suite from the store and
+//! compare (the statistics themselves are `stats::compare`).
+
+use std::path::Path;
+
+use crate::baseline::BaselineStore;
+use crate::results::RunResults;
+use crate::stats::DecisionRule;
+use crate::verdict::ComparisonReport;
+
+/// Why the comparison could not be made (the run itself may be fine).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("{0}")]
+    Baseline(#[from] crate::baseline::BaselineError),
+    #[error("{0}")]
+    Stats(#[from] crate::stats::StatsError),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The comparison of one run with its baseline history.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// `None` when there was nothing to compare (no baseline runs for this profile + suite).
+    pub verdict: Option<ComparisonReport>,
+    /// The baseline runs used (oldest → newest), for charts.
+    pub history: Vec<RunResults>,
+    /// Things people should know (no baseline, unreadable baseline files).
+    pub notices: Vec<String>,
+}
+
+/// Loads the baseline runs of the run's profile and suite and compares.
+pub fn decide(
+    results: &RunResults,
+    store_dir: &Path,
+    rule: &DecisionRule,
+) -> Result<Decision, GateError> {
+    decide_runs(std::slice::from_ref(results), store_dir, rule)
+}
+
+/// [`decide`] for several candidate runs of one profile (repetitions, e.g. a confirmation
+/// boot): the first run names the profile and suite.
+pub fn decide_runs(
+    runs: &[RunResults],
+    store_dir: &Path,
+    rule: &DecisionRule,
+) -> Result<Decision, GateError> {
+    let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
+    let store = BaselineStore::open(store_dir)?;
+    let loaded = store.load(&results.profile.key, results.suite.as_deref())?;
+    let mut notices: Vec<String> = loaded
+        .skipped
+        .iter()
+        .map(|(p, why)| format!("baseline file {} skipped: {why}", p.display()))
+        .collect();
+    if loaded.runs.is_empty() {
+        notices.push(format!(
+            "no baseline for profile `{}` suite `{}` in {}: nothing to compare, the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
+            results.profile.key,
+            results.suite.as_deref().unwrap_or("-"),
+            store_dir.display()
+        ));
+        return Ok(Decision {
+            verdict: None,
+            history: Vec::new(),
+            notices,
+        });
+    }
+    let report = crate::stats::compare(&loaded.runs, runs, rule)?;
+    Ok(Decision {
+        verdict: Some(report),
+        history: loaded.runs,
+        notices,
+    })
+}
