@@ -457,6 +457,43 @@ pub struct MeasurementRound {
     pub verdict_after: Option<String>,
 }
 
+/// Which build a boot ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbSide {
+    /// The base build (`[engine.a]`).
+    A,
+    /// The candidate build (`[engine.b]`).
+    B,
+}
+
+impl AbSide {
+    /// `a` or `b`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbSide::A => "a",
+            AbSide::B => "b",
+        }
+    }
+}
+
+/// One boot of the schedule and how it ended.
+#[derive(Debug, Clone)]
+pub struct AbBoot {
+    /// Position in the boot order (0-based).
+    pub index: u32,
+    /// Pair index (0-based): boot `i` of A is paired with boot `i` of B.
+    pub pair: u32,
+    pub side: AbSide,
+    /// The engine's process group (from the `engine_spawned` event), when it started.
+    pub pgid: Option<i32>,
+    /// Whether the whole process group was gone after teardown.
+    pub group_gone: bool,
+    /// Seconds from spawn to ready.
+    pub boot_s: Option<f64>,
+    /// Why the boot failed, when it did.
+    pub failure: Option<String>,
+}
+
 /// Speculative-decoding counters over the window and the acceptance-normalised speed.
 ///
 /// `engine_steps = drafts + max(0, output_tokens - (accepted + drafts))`,

@@ -250,3 +250,19 @@ pub struct RuleSummary {
     /// Confidence level of reported intervals.
     pub confidence: f64,
 }
+
+/// A signed number with a real minus sign: `−9.1`, `+0.4`.
+pub fn signed_number(x: f64, decimals: usize) -> String {
+    format!("{x:+.decimals$}").replacen('-', "−", 1)
+}
+
+/// A relative change (a fraction) as a signed percentage with a real minus sign, the one way
+/// every headline, table and check writes a change: `−7.4%`, `+3.0%`; `n/a` when not finite.
+pub fn signed_percent(fraction: f64) -> String {
+    let p = 100.0 * fraction;
+    if p.is_finite() {
+        signed_number(p, 1) + "%"
+    } else {
+        "n/a".to_string()
+    }
+}

@@ -1,6 +1,7 @@
 //! Reporting: turns results and verdicts into text for people and machines. A report never
 //! measures and never decides.
 
+pub mod ab;
 pub mod actions;
 pub mod console;
 pub mod github;

@@ -33,16 +33,7 @@ pub const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL
 /// The legend printed under both tables.
 const LEGEND: &str = "✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in the baseline, capacity-limited now)";
 
-/// A signed percentage with a typographic minus: `−7.4%`, `+1.2%`.
-fn pct(x: f64) -> String {
-    signed(x * 100.0, 1) + "%"
-}
-
-/// A signed number with a typographic minus.
-fn signed(x: f64, decimals: usize) -> String {
-    let s = format!("{:+.*}", decimals, x);
-    s.replacen('-', "−", 1)
-}
+use crate::verdict::{signed_number as signed, signed_percent as pct};
 
 /// `−7.4% [−9.1, −5.6]`.
 fn change_with_interval(m: &MetricComparison) -> String {

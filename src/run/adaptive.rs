@@ -17,7 +17,7 @@ use std::time::Instant;
 use crate::config::AdaptiveConfig;
 use crate::results::{CellResult, Event, RunResults, context_label};
 use crate::stats::{AlphaSpending, DecisionRule};
-use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, GateVerdict};
+use crate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
 
 use super::decide::{Decision, GateError};
 
@@ -229,8 +229,7 @@ where
         }
     }
     report.rule = rule.summary();
-    report.gate = crate::stats::gate_of(&report);
-    report.headline = headline(&report);
+    crate::stats::finish(&mut report, crate::stats::Against::Baseline);
     Ok((report, stats))
 }
 
@@ -257,116 +256,6 @@ fn merge_look(
     report.candidate_runs = look.candidate_runs.clone();
     report.gate = crate::stats::gate_of(&report);
     report
-}
-
-fn pct(x: f64) -> String {
-    format!("{:+.1}%", 100.0 * x).replace('-', "−")
-}
-
-fn label(c: &CellComparison) -> String {
-    format!("C={} / {}", c.concurrency, context_label(c.context_tokens))
-}
-
-/// One line for people, naming the worst regression and the best improvement with equal
-/// weight (an A/B run asking "does flag X help?" needs the improvement as much as a gate needs
-/// the regression).
-pub fn headline(report: &ComparisonReport) -> String {
-    if report.gate == GateVerdict::NoBaseline {
-        return format!(
-            "no baseline: {} cells measured, nothing compared",
-            report.cells.len()
-        );
-    }
-    let change = |c: &CellComparison| c.primary().map(|m| m.change);
-    let count = |v: CellVerdict| report.cells.iter().filter(|c| c.verdict == v).count();
-    let mut parts = Vec::new();
-    let regressions: Vec<&CellComparison> = report.regressions().collect();
-    if !regressions.is_empty() {
-        let n = regressions.len();
-        let mut s = format!("{n} regression{}", if n == 1 { "" } else { "s" });
-        if let Some(w) = regressions
-            .iter()
-            .filter(|c| change(c).is_some())
-            .min_by(|a, b| {
-                change(a)
-                    .unwrap_or(0.0)
-                    .total_cmp(&change(b).unwrap_or(0.0))
-            })
-        {
-            s.push_str(&format!(
-                ", worst {} at {}",
-                pct(change(w).unwrap_or(0.0)),
-                label(w)
-            ));
-        }
-        parts.push(s);
-    }
-    let improvements: Vec<&CellComparison> = report
-        .cells
-        .iter()
-        .filter(|c| c.verdict == CellVerdict::Improvement)
-        .collect();
-    if !improvements.is_empty() {
-        let n = improvements.len();
-        let mut s = format!("{n} improvement{}", if n == 1 { "" } else { "s" });
-        if let Some(b) = improvements
-            .iter()
-            .filter(|c| change(c).is_some())
-            .max_by(|a, b| {
-                change(a)
-                    .unwrap_or(0.0)
-                    .total_cmp(&change(b).unwrap_or(0.0))
-            })
-        {
-            s.push_str(&format!(
-                ", best {} at {}",
-                pct(change(b).unwrap_or(0.0)),
-                label(b)
-            ));
-        }
-        parts.push(s);
-    }
-    if let Some(m) = &report.matrix_test {
-        let text = format!(
-            "matrix {} [{}, {}]",
-            pct(m.change),
-            pct(m.ci_low),
-            pct(m.ci_high)
-        );
-        match m.verdict {
-            CellVerdict::Regression => parts.push(format!("{text} regressed")),
-            CellVerdict::Improvement => parts.push(format!("{text} improved")),
-            _ if regressions.is_empty() && improvements.is_empty() => parts.push(format!(
-                "no regressions across {} cells ({text})",
-                report
-                    .cells
-                    .iter()
-                    .filter(|c| c.verdict != CellVerdict::NotComparable)
-                    .count()
-            )),
-            _ => {}
-        }
-    } else if regressions.is_empty() && improvements.is_empty() {
-        parts.push(format!(
-            "no regressions across {} cells",
-            report
-                .cells
-                .iter()
-                .filter(|c| c.verdict != CellVerdict::NotComparable)
-                .count()
-        ));
-    }
-    for (v, word) in [
-        (CellVerdict::Unchanged, "unchanged"),
-        (CellVerdict::Inconclusive, "inconclusive"),
-        (CellVerdict::NotComparable, "not comparable"),
-    ] {
-        let n = count(v);
-        if n > 0 {
-            parts.push(format!("{n} {word}"));
-        }
-    }
-    parts.join("; ")
 }
 
 /// Runs the adaptive phase on a live session: the comparison at look 0, then
@@ -492,54 +381,5 @@ mod tests {
             .map(|k| look_rule(&plan, &no_matrix, k).cell_alpha())
             .sum();
         assert!((total - rule.alpha).abs() < 1e-9);
-    }
-
-    #[test]
-    fn the_headline_names_regressions_and_improvements_alike() {
-        use crate::verdict::{Direction, Metric, MetricComparison};
-        let cell = |c: u32, v: CellVerdict, change: f64| CellComparison {
-            concurrency: c,
-            context_tokens: 0,
-            verdict: v,
-            reason: None,
-            metrics: vec![MetricComparison {
-                metric: Metric::AggregateTps,
-                direction: Direction::HigherIsBetter,
-                baseline: 100.0,
-                candidate: 100.0 * (1.0 + change),
-                change,
-                ci_low: change - 0.01,
-                ci_high: change + 0.01,
-                margin: 0.03,
-                p_value: 0.5,
-                p_adjusted: 0.5,
-                verdict: v,
-            }],
-        };
-        let report = ComparisonReport {
-            schema_version: 1,
-            profile: crate::stats::eval::template().profile,
-            suite: None,
-            candidate_runs: vec!["b".into()],
-            baseline: crate::verdict::BaselineSummary {
-                level_runs: vec!["a".into()],
-                noise_runs: 1,
-            },
-            gate: GateVerdict::Regression,
-            headline: String::new(),
-            matrix_test: None,
-            cells: vec![
-                cell(1, CellVerdict::Regression, -0.07),
-                cell(2, CellVerdict::Improvement, 0.12),
-                cell(4, CellVerdict::Unchanged, 0.0),
-            ],
-            confirmation: None,
-            rule: DecisionRule::default().summary(),
-        };
-        let h = headline(&report);
-        assert_eq!(
-            h,
-            "1 regression, worst −7.0% at C=1 / 0; 1 improvement, best +12.0% at C=2 / 0; 1 unchanged"
-        );
     }
 }

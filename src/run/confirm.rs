@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::EventSink;
 use crate::results::{Event, RunResults};
 use crate::stats::{ConfirmPlan, DecisionRule};
-use crate::verdict::{ComparisonReport, Confirmation};
+use crate::verdict::{ComparisonReport, Confirmation, signed_percent};
 
 use super::decide::{Decision, GateError, decide_runs};
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
@@ -38,10 +38,10 @@ pub fn confirm_log_path(first: &Path) -> PathBuf {
 fn reason(plan: &ConfirmPlan, first: &ComparisonReport) -> String {
     match &first.matrix_test {
         Some(m) => format!(
-            "the first boot's matrix-wide change is {:+.1}% [{:+.1}%, {:+.1}%] with p = {:.3} < {}: not proven, but leaning towards a regression",
-            100.0 * m.change,
-            100.0 * m.ci_low,
-            100.0 * m.ci_high,
+            "the first boot's matrix-wide change is {} [{}, {}] with p = {:.3} < {}: not proven, but leaning towards a regression",
+            signed_percent(m.change),
+            signed_percent(m.ci_low),
+            signed_percent(m.ci_high),
             m.p_value,
             plan.p_below
         ),
@@ -107,19 +107,13 @@ pub async fn confirm_boot(
         let runs = [first_run.clone(), measured.results.clone()];
         decide_runs(&runs, store_dir, &plan.second_rule(rule)).map(|mut d| {
             if let Some(v) = d.verdict.as_mut() {
-                if let Some(m) = &first.matrix_test {
-                    v.headline = format!(
-                        "{} · tested over 2 boots (confirmation: the first boot's matrix-wide change was {:+.1}%, p = {:.3})",
-                        v.headline,
-                        100.0 * m.change,
-                        m.p_value
-                    );
-                }
                 v.confirmation = Some(Confirmation {
                     reason,
                     first_boot: first.matrix_test.clone(),
                     second_results: CONFIRM_RESULTS.into(),
                 });
+                // The headline says the verdict is over both boots, and why.
+                crate::stats::finish(v, crate::stats::Against::Baseline);
             }
             d
         })

@@ -1,5 +1,5 @@
 //! Monte Carlo of the measurement designs of issue 8 over the *same* procedures the gate runs
-//! (`stats::compare`, [`super::adaptive::remeasure_inconclusive`], [`super::ab::paired_compare`]),
+//! (`stats::compare`, [`super::adaptive::remeasure_inconclusive`], [`crate::stats::paired_compare`]),
 //! on synthetic 20-cell matrices with a per-boot speed factor: false-alarm rate, power at a
 //! given change, and cost in cell measurements. Complements the real-boot measurements on the
 //! simulated engine (`scripts/eval/`); see `docs/adaptive-and-ab.md`.
@@ -15,8 +15,8 @@ use crate::stats::eval::{cell_levels, template};
 use crate::stats::{DecisionRule, StatsError};
 use crate::verdict::{CellVerdict, GateVerdict};
 
-use super::ab::{AbError, paired_compare};
 use super::adaptive::{look_rule, remeasure_inconclusive, spending_plan};
+use crate::stats::paired::{PairedError, paired_compare};
 
 /// Settings of the Monte Carlo.
 #[derive(Debug, Clone, Serialize)]
@@ -63,7 +63,7 @@ pub enum DesignEvalError {
     #[error("{0}")]
     Stats(#[from] StatsError),
     #[error("{0}")]
-    Ab(#[from] AbError),
+    Ab(#[from] PairedError),
     #[error("{0}")]
     Gate(#[from] super::decide::GateError),
 }

@@ -566,7 +566,7 @@ impl GatePlan {
         let a_side = fold_side(&measured.a);
         let results = b_side.clone().or_else(|| a_side.clone())?;
         let verdict = if failure.is_none() {
-            match crate::run::ab::paired_compare(
+            match crate::stats::paired_compare(
                 &measured.a,
                 &measured.b,
                 &self.config.thresholds.rule,
@@ -585,8 +585,9 @@ impl GatePlan {
                 .and_then(|r| r.engine.command.clone())
                 .unwrap_or_else(|| "-".into())
         };
-        let section = super::ab::summary_section(
-            &measured,
+        let section = crate::report::ab::summary_section(
+            &measured.boots,
+            measured.elapsed_s,
             &command(&a_side),
             &command(&b_side),
             ab.order.as_str(),

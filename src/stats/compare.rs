@@ -1,15 +1,17 @@
 //! Builds a [`ComparisonReport`] from baseline history and candidate runs: cell status logic
-//! (capacity, missing, errors), the noise fit per metric, the per-cell and matrix-wide tests,
-//! the multiplicity correction, and the headline.
+//! (capacity, missing, errors), the noise fit per metric, the per-cell and matrix-wide tests
+//! and the multiplicity correction; the report itself is assembled by [`super::build`].
 
 use std::collections::BTreeMap;
 
-use crate::results::{CellResult, CellStatus, RunResults, context_label};
+use crate::results::{CellResult, CellStatus, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Direction, GateVerdict,
-    MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
+    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Metric, MetricComparison,
+    signed_percent,
 };
 
+use super::build::{self, Coord, find, mean};
+use super::headline::Against;
 use super::interval::{LogChange, relative, significant_verdict};
 use super::multiplicity::adjust_by_family;
 use super::noise::{self, LogTable, NoiseModel, trimmed_mean};
@@ -78,16 +80,6 @@ fn within_run_var(samples: &[f64]) -> f64 {
     let mean = logs.iter().sum::<f64>() / n as f64;
     let var = logs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0);
     var / n as f64
-}
-
-type Coord = (u32, u64);
-
-fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
-    run.cells.iter().find(|c| c.coord() == coord)
-}
-
-fn cell_label(coord: Coord) -> String {
-    format!("C={} / {}", coord.0, context_label(coord.1))
 }
 
 /// Whether a cell can be compared, and if not, its verdict and reason.
@@ -364,10 +356,6 @@ fn test_metric(
     (tests, matrix)
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
 /// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile
 /// (oldest → newest). The newest `level_runs` runs define the level, the newest `noise_runs`
 /// the noise. An empty baseline gives a `no_baseline` report.
@@ -388,34 +376,21 @@ pub fn compare(
         }
     }
     // Cell coordinates: the candidate's order, then cells only the baseline has.
-    let mut coords: Vec<Coord> = Vec::new();
-    for run in candidate.iter().chain(baseline.iter().rev()) {
-        for c in &run.cells {
-            if !coords.contains(&c.coord()) {
-                coords.push(c.coord());
-            }
-        }
-    }
+    let coords = build::coords(candidate.iter().chain(baseline.iter().rev()));
     let history = &baseline[baseline.len() - baseline.len().min(rule.noise_runs)..];
     let level_n = history.len().min(rule.level_runs);
     let level = &history[history.len() - level_n..];
 
-    let mut report = ComparisonReport {
-        schema_version: VERDICT_SCHEMA_VERSION,
-        profile: first.profile.clone(),
-        suite: first.suite.clone(),
-        candidate_runs: candidate.iter().map(|r| r.run_id.clone()).collect(),
-        baseline: BaselineSummary {
+    let mut report = build::frame(
+        first.profile.clone(),
+        first.suite.clone(),
+        candidate.iter().map(|r| r.run_id.clone()).collect(),
+        BaselineSummary {
             level_runs: level.iter().map(|r| r.run_id.clone()).collect(),
             noise_runs: history.len(),
         },
-        gate: GateVerdict::NoBaseline,
-        headline: String::new(),
-        matrix_test: None,
-        cells: Vec::new(),
-        confirmation: None,
-        rule: rule.summary(),
-    };
+        rule,
+    );
     if baseline.is_empty() {
         report.cells = coords
             .iter()
@@ -427,11 +402,7 @@ pub fn compare(
                 metrics: Vec::new(),
             })
             .collect();
-        report.headline = format!(
-            "no baseline for profile {}: {} cells measured, nothing compared",
-            first.profile.key,
-            coords.len()
-        );
+        build::finish(&mut report, Against::Baseline);
         return Ok(report);
     }
 
@@ -488,16 +459,12 @@ pub fn compare(
     if rule.matrix_test
         && let Some(m) = matrices.get(&Metric::AggregateTps)
     {
-        let (lo, hi) = m.change.interval(rule.confidence);
-        report.matrix_test = Some(MatrixTest {
-            change: relative(m.change.estimate),
-            ci_low: relative(lo),
-            ci_high: relative(hi),
-            margin: rule.matrix_min_effect,
-            p_value: m.change.p_worse(Direction::HigherIsBetter),
-            verdict: matrix_verdicts[&Metric::AggregateTps],
-            cells: m.cells,
-        });
+        report.matrix_test = Some(build::matrix_test(
+            &m.change,
+            matrix_verdicts[&Metric::AggregateTps],
+            m.cells,
+            rule,
+        ));
     }
 
     // Per metric verdicts.
@@ -528,11 +495,11 @@ pub fn compare(
                 (
                     specific,
                     format!(
-                        "{} vs the rest of its run {:+.1}% [{:+.1}%, {:+.1}%]",
+                        "{} vs the rest of its run {} [{}, {}]",
                         t.metric.as_str(),
-                        100.0 * relative(t.specific.estimate),
-                        100.0 * relative(lo),
-                        100.0 * relative(hi)
+                        signed_percent(relative(t.specific.estimate)),
+                        signed_percent(relative(lo)),
+                        signed_percent(relative(hi))
                     ),
                 )
             }
@@ -547,9 +514,9 @@ pub fn compare(
                 (
                     v,
                     format!(
-                        "matrix-wide {} {:+.1}% ({})",
+                        "matrix-wide {} {} ({})",
                         t.metric.as_str(),
-                        100.0 * relative(m.estimate),
+                        signed_percent(relative(m.estimate)),
                         mv.as_str()
                     ),
                 )
@@ -576,147 +543,23 @@ pub fn compare(
     }
 
     let mut comparable_idx = 0usize;
-    for (coord, decision) in coords.iter().zip(decided) {
-        let (verdict, reason, metrics) = match decision {
-            Some((v, why)) => (v, Some(why), Vec::new()),
-            None => {
-                let i = comparable_idx;
-                comparable_idx += 1;
-                let entries = per_cell.remove(&i).unwrap_or_default();
-                let gating_entries: Vec<&(MetricComparison, String)> =
-                    entries.iter().filter(|(m, _)| gating(m.metric)).collect();
-                let pick = |v: CellVerdict| gating_entries.iter().find(|(m, _)| m.verdict == v);
-                let chosen = [
-                    CellVerdict::Regression,
-                    CellVerdict::Inconclusive,
-                    CellVerdict::Improvement,
-                    CellVerdict::Unchanged,
-                ]
-                .into_iter()
-                .find_map(pick);
-                let (verdict, reason) = match chosen {
-                    Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
-                    None => (
-                        CellVerdict::NotComparable,
-                        Some("no gating metric measured on both sides".to_string()),
-                    ),
-                };
-                (
-                    verdict,
-                    reason,
-                    entries.into_iter().map(|(m, _)| m).collect(),
-                )
-            }
+    for (&coord, decision) in coords.iter().zip(decided) {
+        let entries = if decision.is_none() {
+            comparable_idx += 1;
+            per_cell.remove(&(comparable_idx - 1)).unwrap_or_default()
+        } else {
+            Vec::new()
         };
-        report.cells.push(CellComparison {
-            concurrency: coord.0,
-            context_tokens: coord.1,
-            verdict,
-            reason,
-            metrics,
-        });
+        report.cells.push(build::cell(
+            coord,
+            decision,
+            entries,
+            gating,
+            "no gating metric measured on both sides",
+        ));
     }
-    report.gate = gate_of(&report);
-    report.headline = headline(&report);
+    build::finish(&mut report, Against::Baseline);
     Ok(report)
-}
-
-/// The gate's answer: `regression` when a cell (or capacity) regressed or the matrix-wide test
-/// did; `inconclusive` when nothing regressed but a cell is undecided; `no_baseline` when no
-/// cell could be compared because there was no baseline; otherwise `pass`.
-pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
-    let matrix_regressed = report
-        .matrix_test
-        .as_ref()
-        .is_some_and(|m| m.verdict == CellVerdict::Regression);
-    if matrix_regressed || report.cells.iter().any(|c| c.verdict.is_regression()) {
-        GateVerdict::Regression
-    } else if report.baseline.level_runs.is_empty() {
-        GateVerdict::NoBaseline
-    } else if report
-        .cells
-        .iter()
-        .any(|c| c.verdict == CellVerdict::Inconclusive)
-    {
-        GateVerdict::Inconclusive
-    } else {
-        GateVerdict::Pass
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:+.1}%", 100.0 * x).replace('-', "−")
-}
-
-/// One line for people, e.g. "2 regressions, worst −7.4% at C=8 / 32k".
-fn headline(report: &ComparisonReport) -> String {
-    if report.gate == GateVerdict::NoBaseline {
-        return format!(
-            "no baseline: {} cells measured, nothing compared",
-            report.cells.len()
-        );
-    }
-    let matrix = report.matrix_test.as_ref().map(|m| {
-        format!(
-            "matrix {} [{}, {}]",
-            pct(m.change),
-            pct(m.ci_low),
-            pct(m.ci_high)
-        )
-    });
-    let regressions: Vec<&CellComparison> = report.regressions().collect();
-    let count = |v: CellVerdict| report.cells.iter().filter(|c| c.verdict == v).count();
-    let mut parts = Vec::new();
-    if !regressions.is_empty() {
-        let n = regressions.len();
-        let mut s = format!("{n} regression{}", if n == 1 { "" } else { "s" });
-        let worst = regressions
-            .iter()
-            .filter_map(|c| {
-                c.primary()
-                    .map(|m| (m.change, (c.concurrency, c.context_tokens)))
-            })
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((change, coord)) = worst {
-            s.push_str(&format!(", worst {} at {}", pct(change), cell_label(coord)));
-        }
-        let cap = count(CellVerdict::CapacityRegression);
-        if cap > 0 {
-            s.push_str(&format!(" ({cap} capacity)"));
-        }
-        parts.push(s);
-        if let (Some(m), Some(text)) = (&report.matrix_test, &matrix)
-            && m.verdict == CellVerdict::Regression
-        {
-            parts.push(format!("{text} regressed"));
-        }
-    } else if let (Some(m), Some(text)) = (&report.matrix_test, &matrix)
-        && m.verdict == CellVerdict::Regression
-    {
-        parts.push(format!("matrix-wide regression: {text}"));
-    } else {
-        let compared = report
-            .cells
-            .iter()
-            .filter(|c| !matches!(c.verdict, CellVerdict::NotComparable))
-            .count();
-        let mut s = format!("no regressions across {compared} cells");
-        if let Some(text) = &matrix {
-            s.push_str(&format!(" ({text})"));
-        }
-        parts.push(s);
-    }
-    for (v, word) in [
-        (CellVerdict::Improvement, "improved"),
-        (CellVerdict::Inconclusive, "inconclusive"),
-        (CellVerdict::NotComparable, "not comparable"),
-    ] {
-        let n = count(v);
-        if n > 0 {
-            parts.push(format!("{n} {word}"));
-        }
-    }
-    parts.join("; ")
 }
 
 #[cfg(test)]
@@ -724,6 +567,7 @@ mod tests {
     use super::*;
     use crate::results::Percentiles;
     use crate::stats::eval::synthetic_run;
+    use crate::verdict::{Direction, GateVerdict};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 

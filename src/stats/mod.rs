@@ -9,20 +9,29 @@
 //! - [`multiplicity`]: Holm and Benjamini–Hochberg adjustments;
 //! - [`sequential`]: alpha spending for repeated looks (adaptive re-measurement);
 //! - [`confirm`]: the confirmation boot, a two-stage matrix-wide test;
-//! - [`compare`]: builds the report from runs;
+//! - [`compare`]: compares candidate runs with the baseline runs of a store;
+//! - [`paired`]: the paired comparison of an A/B run (B boots against A boots, pair by pair);
+//! - [`build`]: the report frame, cells, matrix-wide test and gate both comparisons share;
+//! - [`headline`]: the one line for people every comparison ends with;
 //! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices.
 
+pub mod build;
 pub mod compare;
 pub mod confirm;
 pub mod eval;
+pub mod headline;
 pub mod interval;
 pub mod multiplicity;
 pub mod noise;
+pub mod paired;
 pub mod rule;
 pub mod sequential;
 
-pub use compare::{compare, gate_of};
+pub use build::{finish, gate_of};
+pub use compare::compare;
 pub use confirm::ConfirmPlan;
+pub use headline::{Against, headline};
+pub use paired::{PairedError, paired_compare};
 pub use rule::{Correction, DecisionRule};
 pub use sequential::{AlphaSpending, SpendingShape};
 

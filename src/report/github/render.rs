@@ -80,23 +80,11 @@ impl Outcome<'_> {
     }
 }
 
-/// `C=8 / 32k`.
-pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
-    format!("C={} / {}", concurrency, context_label(context_tokens))
-}
+pub use crate::stats::headline::cell_label;
 
-/// Signed percentage with a real minus sign: `−7.4%`, `+3.0%`.
-pub fn percent(fraction: f64) -> String {
-    let p = fraction * 100.0;
-    if !p.is_finite() {
-        return "n/a".to_string();
-    }
-    if p < 0.0 {
-        format!("−{:.1}%", -p)
-    } else {
-        format!("+{p:.1}%")
-    }
-}
+/// Signed percentage with a real minus sign: `−7.4%`, `+3.0%` (the one formatter,
+/// [`signed_percent`]).
+pub use crate::verdict::signed_percent as percent;
 
 fn metric_name(m: Metric) -> &'static str {
     match m {

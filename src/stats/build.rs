@@ -1,0 +1,167 @@
+//! The pieces every comparison report is built from, shared by the comparison against a store
+//! ([`super::compare`]) and the paired A/B comparison ([`super::paired`]): cell coordinates,
+//! the report's frame, the matrix-wide test, each cell's verdict from its metrics, and the
+//! gate's answer with the headline.
+
+use crate::results::{CellResult, ProfileKey, RunResults};
+use crate::verdict::{
+    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Direction, GateVerdict,
+    MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
+};
+
+use super::DecisionRule;
+use super::headline::{Against, headline};
+use super::interval::{LogChange, relative};
+
+/// A cell's coordinates: (concurrency, context tokens).
+pub(crate) type Coord = (u32, u64);
+
+/// The cell of `run` at `coord`.
+pub(crate) fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
+    run.cells.iter().find(|c| c.coord() == coord)
+}
+
+/// The coordinates of every cell of `runs`, in order of first appearance.
+pub(crate) fn coords<'a>(runs: impl IntoIterator<Item = &'a RunResults>) -> Vec<Coord> {
+    let mut out: Vec<Coord> = Vec::new();
+    for run in runs {
+        for c in &run.cells {
+            if !out.contains(&c.coord()) {
+                out.push(c.coord());
+            }
+        }
+    }
+    out
+}
+
+/// Arithmetic mean (NaN for an empty slice).
+pub(crate) fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Sample standard deviation (n − 1); 0 with fewer than two values.
+pub(crate) fn sd(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(v);
+    (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)).sqrt()
+}
+
+/// A report with its frame and no cells yet.
+pub(crate) fn frame(
+    profile: ProfileKey,
+    suite: Option<String>,
+    candidate_runs: Vec<String>,
+    baseline: BaselineSummary,
+    rule: &DecisionRule,
+) -> ComparisonReport {
+    ComparisonReport {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        profile,
+        suite,
+        candidate_runs,
+        baseline,
+        gate: GateVerdict::NoBaseline,
+        headline: String::new(),
+        matrix_test: None,
+        cells: Vec::new(),
+        confirmation: None,
+        rule: rule.summary(),
+    }
+}
+
+/// The matrix-wide test of the primary metric from its change and verdict.
+pub(crate) fn matrix_test(
+    change: &LogChange,
+    verdict: CellVerdict,
+    cells: usize,
+    rule: &DecisionRule,
+) -> MatrixTest {
+    let (lo, hi) = change.interval(rule.confidence);
+    MatrixTest {
+        change: relative(change.estimate),
+        ci_low: relative(lo),
+        ci_high: relative(hi),
+        margin: rule.matrix_min_effect,
+        p_value: change.p_worse(Direction::HigherIsBetter),
+        verdict,
+        cells,
+    }
+}
+
+/// One cell of the report: decided up front (capacity, missing, errors) with its reason, or
+/// from its metric comparisons (each with the reason of its verdict): the first gating metric
+/// that regressed, else was inconclusive, improved, unchanged; `none` is the reason when no
+/// gating metric was compared.
+pub(crate) fn cell(
+    coord: Coord,
+    decided: Option<(CellVerdict, String)>,
+    entries: Vec<(MetricComparison, String)>,
+    gating: impl Fn(Metric) -> bool,
+    none: &str,
+) -> CellComparison {
+    let (verdict, reason, metrics) = match decided {
+        Some((v, why)) => (v, Some(why), Vec::new()),
+        None => {
+            let chosen = [
+                CellVerdict::Regression,
+                CellVerdict::Inconclusive,
+                CellVerdict::Improvement,
+                CellVerdict::Unchanged,
+            ]
+            .into_iter()
+            .find_map(|v| {
+                entries
+                    .iter()
+                    .find(|(m, _)| gating(m.metric) && m.verdict == v)
+            });
+            let (verdict, reason) = match chosen {
+                Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
+                None => (CellVerdict::NotComparable, Some(none.to_string())),
+            };
+            (
+                verdict,
+                reason,
+                entries.into_iter().map(|(m, _)| m).collect(),
+            )
+        }
+    };
+    CellComparison {
+        concurrency: coord.0,
+        context_tokens: coord.1,
+        verdict,
+        reason,
+        metrics,
+    }
+}
+
+/// Sets the gate's answer and the headline from the cells and the matrix-wide test: the last
+/// step of every comparison (and again after adaptive looks or a confirmation changed it).
+pub fn finish(report: &mut ComparisonReport, against: Against) {
+    report.gate = gate_of(report);
+    report.headline = headline(report, against);
+}
+
+/// The gate's answer: `regression` when a cell (or capacity) regressed or the matrix-wide test
+/// did; `inconclusive` when nothing regressed but a cell is undecided; `no_baseline` when no
+/// cell could be compared because there was no baseline; otherwise `pass`.
+pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
+    let matrix_regressed = report
+        .matrix_test
+        .as_ref()
+        .is_some_and(|m| m.verdict == CellVerdict::Regression);
+    if matrix_regressed || report.cells.iter().any(|c| c.verdict.is_regression()) {
+        GateVerdict::Regression
+    } else if report.baseline.level_runs.is_empty() {
+        GateVerdict::NoBaseline
+    } else if report
+        .cells
+        .iter()
+        .any(|c| c.verdict == CellVerdict::Inconclusive)
+    {
+        GateVerdict::Inconclusive
+    } else {
+        GateVerdict::Pass
+    }
+}

@@ -1,0 +1,237 @@
+//! The one line for people that every comparison ends with (against a store, after adaptive
+//! looks, over a confirmation boot's two boots, or paired A/B): the regressions with the
+//! worst, the improvements with the best (an A/B run asking "does flag X help?" needs the
+//! improvement as much as a gate needs the regression), the matrix-wide test, the undecided.
+
+use crate::results::context_label;
+use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, GateVerdict, signed_percent};
+
+/// What the candidate was compared against, as the headline says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Against {
+    /// Baseline runs from the store.
+    Baseline,
+    /// The A boots of a paired A/B run (the headline starts `B vs A:`).
+    PairedAb,
+}
+
+/// `C=8 / 32k`.
+pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
+    format!("C={concurrency} / {}", context_label(context_tokens))
+}
+
+fn label(c: &CellComparison) -> String {
+    cell_label(c.concurrency, c.context_tokens)
+}
+
+/// One line for people, e.g. "2 regressions, worst −7.4% at C=8 / 32k; 1 improvement, best
+/// +4.0% at C=1 / 0; matrix −1.2% [−2.0%, −0.4%] regressed".
+pub fn headline(report: &ComparisonReport, against: Against) -> String {
+    let mut line = body(report);
+    if against == Against::PairedAb {
+        line = format!("B vs A: {line}");
+    }
+    if let Some(first) = report
+        .confirmation
+        .as_ref()
+        .and_then(|c| c.first_boot.as_ref())
+    {
+        line.push_str(&format!(
+            " · tested over 2 boots (confirmation: the first boot's matrix-wide change was {}, p = {:.3})",
+            signed_percent(first.change),
+            first.p_value
+        ));
+    }
+    line
+}
+
+fn body(report: &ComparisonReport) -> String {
+    let count = |v: CellVerdict| report.cells.iter().filter(|c| c.verdict == v).count();
+    if report.gate == GateVerdict::NoBaseline {
+        return format!(
+            "no baseline for profile {}: {} cells measured, nothing compared",
+            report.profile.key,
+            report.cells.len()
+        );
+    }
+    let change = |c: &&CellComparison| c.primary().map(|m| m.change);
+    let matrix = report.matrix_test.as_ref().map(|m| {
+        (
+            m.verdict,
+            format!(
+                "matrix {} [{}, {}]",
+                signed_percent(m.change),
+                signed_percent(m.ci_low),
+                signed_percent(m.ci_high)
+            ),
+        )
+    });
+    let mut parts = Vec::new();
+    let regressions: Vec<&CellComparison> = report.regressions().collect();
+    if !regressions.is_empty() {
+        let n = regressions.len();
+        let mut s = format!("{n} regression{}", if n == 1 { "" } else { "s" });
+        let worst = regressions
+            .iter()
+            .filter_map(|c| change(c).map(|x| (x, c)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((x, c)) = worst {
+            s.push_str(&format!(", worst {} at {}", signed_percent(x), label(c)));
+        }
+        let cap = count(CellVerdict::CapacityRegression);
+        if cap > 0 {
+            s.push_str(&format!(" ({cap} capacity)"));
+        }
+        parts.push(s);
+    }
+    if let Some((CellVerdict::Regression, text)) = &matrix {
+        parts.push(if regressions.is_empty() {
+            format!("matrix-wide regression: {text}")
+        } else {
+            format!("{text} regressed")
+        });
+    }
+    let improvements: Vec<&CellComparison> = report
+        .cells
+        .iter()
+        .filter(|c| c.verdict == CellVerdict::Improvement)
+        .collect();
+    if !improvements.is_empty() {
+        let n = improvements.len();
+        let mut s = format!("{n} improvement{}", if n == 1 { "" } else { "s" });
+        let best = improvements
+            .iter()
+            .filter_map(|c| change(c).map(|x| (x, c)))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((x, c)) = best {
+            s.push_str(&format!(", best {} at {}", signed_percent(x), label(c)));
+        }
+        parts.push(s);
+    }
+    match &matrix {
+        Some((CellVerdict::Improvement, text)) => parts.push(format!("{text} improved")),
+        Some((CellVerdict::Regression, _)) => {}
+        _ if !regressions.is_empty() || !improvements.is_empty() => {}
+        other => {
+            let compared = report.cells.len() - count(CellVerdict::NotComparable);
+            let mut s = format!("no regressions across {compared} cells");
+            if let Some((_, text)) = other {
+                s.push_str(&format!(" ({text})"));
+            }
+            parts.push(s);
+        }
+    }
+    for (v, word) in [
+        (CellVerdict::Inconclusive, "inconclusive"),
+        (CellVerdict::NotComparable, "not comparable"),
+    ] {
+        let n = count(v);
+        if n > 0 {
+            parts.push(format!("{n} {word}"));
+        }
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::DecisionRule;
+    use crate::verdict::{BaselineSummary, Direction, MatrixTest, Metric, MetricComparison};
+
+    fn cell(c: u32, v: CellVerdict, change: f64) -> CellComparison {
+        CellComparison {
+            concurrency: c,
+            context_tokens: 0,
+            verdict: v,
+            reason: None,
+            metrics: vec![MetricComparison {
+                metric: Metric::AggregateTps,
+                direction: Direction::HigherIsBetter,
+                baseline: 100.0,
+                candidate: 100.0 * (1.0 + change),
+                change,
+                ci_low: change - 0.01,
+                ci_high: change + 0.01,
+                margin: 0.03,
+                p_value: 0.5,
+                p_adjusted: 0.5,
+                verdict: v,
+            }],
+        }
+    }
+
+    fn report(cells: Vec<CellComparison>, matrix: Option<MatrixTest>) -> ComparisonReport {
+        let mut r = ComparisonReport {
+            schema_version: 1,
+            profile: crate::stats::eval::template().profile,
+            suite: None,
+            candidate_runs: vec!["b".into()],
+            baseline: BaselineSummary {
+                level_runs: vec!["a".into()],
+                noise_runs: 1,
+            },
+            gate: GateVerdict::Pass,
+            headline: String::new(),
+            matrix_test: matrix,
+            cells,
+            confirmation: None,
+            rule: DecisionRule::default().summary(),
+        };
+        r.gate = crate::stats::gate_of(&r);
+        r
+    }
+
+    #[test]
+    fn the_headline_names_regressions_and_improvements_alike() {
+        let r = report(
+            vec![
+                cell(1, CellVerdict::Regression, -0.07),
+                cell(2, CellVerdict::Improvement, 0.12),
+                cell(4, CellVerdict::Unchanged, 0.0),
+            ],
+            None,
+        );
+        assert_eq!(
+            headline(&r, Against::Baseline),
+            "1 regression, worst −7.0% at C=1 / 0; 1 improvement, best +12.0% at C=2 / 0"
+        );
+        assert!(headline(&r, Against::PairedAb).starts_with("B vs A: 1 regression"));
+    }
+
+    #[test]
+    fn the_matrix_test_and_undecided_cells_are_said() {
+        let matrix = MatrixTest {
+            change: -0.05,
+            ci_low: -0.07,
+            ci_high: -0.03,
+            margin: 0.02,
+            p_value: 0.001,
+            verdict: CellVerdict::Regression,
+            cells: 2,
+        };
+        let r = report(
+            vec![
+                cell(1, CellVerdict::Inconclusive, -0.05),
+                cell(2, CellVerdict::NotComparable, 0.0),
+            ],
+            Some(matrix.clone()),
+        );
+        assert_eq!(
+            headline(&r, Against::Baseline),
+            "matrix-wide regression: matrix −5.0% [−7.0%, −3.0%]; 1 inconclusive; 1 not comparable"
+        );
+        let quiet = report(
+            vec![cell(1, CellVerdict::Unchanged, 0.0)],
+            Some(MatrixTest {
+                verdict: CellVerdict::Unchanged,
+                change: 0.001,
+                ..matrix
+            }),
+        );
+        assert_eq!(
+            headline(&quiet, Against::Baseline),
+            "no regressions across 1 cells (matrix +0.1% [−7.0%, −3.0%])"
+        );
+    }
+}

@@ -1,0 +1,458 @@
+//! The paired comparison of an A/B run: B (candidate) boots against A (base) boots booted
+//! alternately on one runner, pair by pair.
+//!
+//! Why paired: the largest noise term on a GPU runner is run to run (another boot, other clocks,
+//! another day). Booting both builds side by side in an ABBA order cancels linear drift within
+//! each pair of pairs, and the spread of the paired differences *measures* the boot-to-boot
+//! noise of this runner today instead of assuming it. Per cell the statistic is the mean over
+//! pairs of `ln(B) − ln(A)` with a Student t interval over the pairs (df = pairs − 1); the cells
+//! form one Holm family, plus a matrix-wide paired test on the per-pair mean difference. See
+//! `docs/adaptive-and-ab.md`. The boots themselves are `run::ab`.
+
+use std::collections::BTreeMap;
+
+use crate::results::{CellStatus, RunResults};
+use crate::verdict::{
+    BaselineSummary, CellVerdict, ComparisonReport, Direction, Metric, MetricComparison,
+    signed_percent,
+};
+
+use super::DecisionRule;
+use super::build::{self, Coord, find, mean, sd};
+use super::compare::{ALL_METRICS, metric_value};
+use super::headline::Against;
+use super::interval::{LogChange, relative, significant_verdict};
+use super::multiplicity::adjust_by_family;
+
+/// Why a paired comparison cannot be made at all.
+#[derive(Debug, thiserror::Error)]
+pub enum PairedError {
+    /// A and B boot counts differ or are below two pairs.
+    #[error(
+        "a paired comparison needs at least 2 complete pairs of boots (got {a} A and {b} B runs)"
+    )]
+    TooFewPairs { a: usize, b: usize },
+    /// The rule is invalid.
+    #[error("{0}")]
+    Stats(#[from] super::StatsError),
+}
+
+/// The paired change of a series of per-pair log differences: mean, SE over pairs, df = n − 1.
+pub fn paired_change(diffs: &[f64]) -> LogChange {
+    let n = diffs.len() as f64;
+    LogChange {
+        estimate: mean(diffs),
+        se: sd(diffs) / n.sqrt(),
+        df: (n - 1.0).max(0.5),
+    }
+}
+
+/// Decides the cells that cannot be compared pair by pair (capacity, errors).
+fn eligibility(coord: Coord, a: &[RunResults], b: &[RunResults]) -> Option<(CellVerdict, String)> {
+    let statuses = |runs: &[RunResults]| -> Vec<CellStatus> {
+        runs.iter()
+            .map(|r| find(r, coord).map_or(CellStatus::Skipped, |c| c.status))
+            .collect()
+    };
+    let (sa, sb) = (statuses(a), statuses(b));
+    let count = |s: &[CellStatus], w: CellStatus| s.iter().filter(|x| **x == w).count();
+    let (a_ok, a_cap) = (
+        count(&sa, CellStatus::Ok),
+        count(&sa, CellStatus::CapacityLimited),
+    );
+    let (b_ok, b_cap) = (
+        count(&sb, CellStatus::Ok),
+        count(&sb, CellStatus::CapacityLimited),
+    );
+    if b_cap > 0 && a_ok > 0 && a_ok >= a_cap {
+        return Some((
+            CellVerdict::CapacityRegression,
+            format!(
+                "capacity-limited in {b_cap} of {} B boots; fit in {a_ok} of {} A boots",
+                sb.len(),
+                sa.len()
+            ),
+        ));
+    }
+    if a_cap > 0 && b_ok > 0 && b_ok >= b_cap && a_ok < a_cap {
+        return Some((
+            CellVerdict::Improvement,
+            format!(
+                "fits in B ({b_ok} of {} boots); capacity-limited in {a_cap} of {} A boots",
+                sb.len(),
+                sa.len()
+            ),
+        ));
+    }
+    if a_cap > 0 && b_cap > 0 {
+        return Some((
+            CellVerdict::NotComparable,
+            "capacity-limited on both sides".into(),
+        ));
+    }
+    let pairs = sa
+        .iter()
+        .zip(&sb)
+        .filter(|(x, y)| **x == CellStatus::Ok && **y == CellStatus::Ok)
+        .count();
+    if pairs < 2 {
+        let why = b
+            .iter()
+            .chain(a)
+            .filter_map(|r| find(r, coord))
+            .find(|c| c.status != CellStatus::Ok)
+            .and_then(|c| c.reason.clone())
+            .unwrap_or_else(|| "not measured".into());
+        return Some((
+            CellVerdict::NotComparable,
+            format!("measured on both sides in {pairs} pair(s), 2 needed ({why})"),
+        ));
+    }
+    None
+}
+
+struct PairTest {
+    metric: Metric,
+    cell: usize,
+    /// The cell's total change (what people see).
+    change: LogChange,
+    /// The cell's change beyond the pairs' common factor, `mean_i(d_ic − D_i)`: the boots'
+    /// speed factors cancel in it, so it is the per-cell test (as in `stats::compare`).
+    specific: Option<LogChange>,
+    margin: f64,
+    baseline: f64,
+    candidate: f64,
+    pairs: usize,
+    p_worse: f64,
+    p_better: f64,
+}
+
+/// The paired comparison of B (candidate) with A (base): `a[i]` and `b[i]` are pair `i`.
+///
+/// Per cell and metric: `d_i = ln(B_i) − ln(A_i)` over the pairs where both measured it, the
+/// change shown is `mean(d)`, its interval a Student t over pairs. The per-cell *test* is on
+/// `d_ic − D_i` (the cell's change beyond the pair's common factor, so each boot's speed
+/// factor cancels, as in `stats::compare`); when the matrix-wide test finds a change, cells
+/// left undecided take their verdict from the total change. The margin is
+/// `max(min_effect, noise_k × σ)` with σ the cell's own spread beyond the pair's common factor
+/// (`sd_i(d_ic − D_i) / √2`). Gating metrics of all cells form one family (Holm or BH at the
+/// rule's cell alpha), improvements adjusted separately; the matrix-wide test is the paired t
+/// on `D_i`, the per-pair mean difference over the cells measured in every pair, at the rule's
+/// matrix alpha with `matrix_min_effect` as margin.
+pub fn paired_compare(
+    a: &[RunResults],
+    b: &[RunResults],
+    rule: &DecisionRule,
+) -> Result<ComparisonReport, PairedError> {
+    rule.validate()?;
+    let n = a.len().min(b.len());
+    if n < 2 || a.len() != b.len() {
+        return Err(PairedError::TooFewPairs {
+            a: a.len(),
+            b: b.len(),
+        });
+    }
+    let coords = build::coords(b.iter().chain(a));
+    let decided: Vec<Option<(CellVerdict, String)>> =
+        coords.iter().map(|&c| eligibility(c, a, b)).collect();
+    let comparable: Vec<usize> = (0..coords.len())
+        .filter(|&i| decided[i].is_none())
+        .collect();
+
+    let mut tests: Vec<PairTest> = Vec::new();
+    let mut matrix: BTreeMap<Metric, LogChange> = BTreeMap::new();
+    let mut matrix_cells: BTreeMap<Metric, usize> = BTreeMap::new();
+    for metric in ALL_METRICS {
+        // d[k][i]: cell k (index into comparable), pair i.
+        let d: Vec<Vec<Option<(f64, f64, f64)>>> = comparable
+            .iter()
+            .map(|&ci| {
+                (0..n)
+                    .map(|i| {
+                        let ca = find(&a[i], coords[ci]).filter(|c| c.status == CellStatus::Ok)?;
+                        let cb = find(&b[i], coords[ci]).filter(|c| c.status == CellStatus::Ok)?;
+                        let (va, vb) = (metric_value(ca, metric)?, metric_value(cb, metric)?);
+                        Some((vb.ln() - va.ln(), va.ln(), vb.ln()))
+                    })
+                    .collect()
+            })
+            .collect();
+        // Per-pair common factor over the cells measured in every pair.
+        let full: Vec<usize> = (0..d.len())
+            .filter(|&k| d[k].iter().all(Option::is_some))
+            .collect();
+        let pair_mean: Vec<Option<f64>> = (0..n)
+            .map(|i| {
+                (!full.is_empty()).then(|| {
+                    mean(
+                        &full
+                            .iter()
+                            .filter_map(|&k| d[k][i].map(|x| x.0))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+            })
+            .collect();
+        if full.len() == d.len() && !full.is_empty() && pair_mean.iter().all(Option::is_some) {
+            let dm: Vec<f64> = pair_mean.iter().flatten().copied().collect();
+            matrix.insert(metric, paired_change(&dm));
+            matrix_cells.insert(metric, full.len());
+        }
+        // Pooled variance of `d_ic − D_i` over the cells measured in every pair: each cell
+        // gives n − 1 degrees of freedom, minus the n pair means shared by all of them.
+        let pooled_resid = (full.len() >= 2 && n >= 2).then(|| {
+            let mut ss = 0.0;
+            for &k in &full {
+                let r: Vec<f64> = (0..n)
+                    .filter_map(|i| Some(d[k][i]?.0 - pair_mean[i]?))
+                    .collect();
+                let m = mean(&r);
+                ss += r.iter().map(|x| (x - m).powi(2)).sum::<f64>();
+            }
+            let df = ((n - 1) * (full.len() - 1)) as f64;
+            (ss / df.max(1.0), df.max(0.5))
+        });
+        for (k, &ci) in comparable.iter().enumerate() {
+            let valid: Vec<(usize, (f64, f64, f64))> = d[k]
+                .iter()
+                .enumerate()
+                .filter_map(|(i, x)| x.map(|x| (i, x)))
+                .collect();
+            if valid.len() < 2 {
+                continue;
+            }
+            let diffs: Vec<f64> = valid.iter().map(|(_, x)| x.0).collect();
+            let change = paired_change(&diffs);
+            let spread = if full.len() >= 2 && full.contains(&k) {
+                let resid: Vec<f64> = valid
+                    .iter()
+                    .filter_map(|(i, x)| pair_mean[*i].map(|m| x.0 - m))
+                    .collect();
+                sd(&resid) / std::f64::consts::SQRT_2
+            } else {
+                0.0
+            };
+            let specific = (full.len() >= 2 && full.contains(&k)).then(|| {
+                let resid: Vec<f64> = valid
+                    .iter()
+                    .filter_map(|(i, x)| pair_mean[*i].map(|m| x.0 - m))
+                    .collect();
+                let own = paired_change(&resid);
+                match pooled_resid {
+                    // The residual noise is pooled across cells (one pair has few degrees of
+                    // freedom per cell), as `stats::compare` pools its per-cell noise.
+                    Some((var, df)) => LogChange {
+                        estimate: own.estimate,
+                        se: (var / resid.len() as f64).sqrt(),
+                        df,
+                    },
+                    None => own,
+                }
+            });
+            let own = specific.unwrap_or(change);
+            let dir = metric.direction();
+            tests.push(PairTest {
+                metric,
+                cell: ci,
+                change,
+                specific,
+                margin: rule.min_effect.max(rule.noise_k * spread),
+                baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
+                candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
+                pairs: valid.len(),
+                p_worse: own.p_worse(dir),
+                p_better: own.p_better(dir),
+            });
+        }
+    }
+
+    let gating = |m: Metric| rule.metrics.contains(&m);
+    let in_gating_family: Vec<bool> = tests.iter().map(|t| gating(t.metric)).collect();
+    let p_worse: Vec<f64> = tests.iter().map(|t| t.p_worse).collect();
+    let p_better: Vec<f64> = tests.iter().map(|t| t.p_better).collect();
+    let (p_adj_worse, p_adj_better) =
+        adjust_by_family(&in_gating_family, &p_worse, &p_better, rule.correction);
+
+    let mut report = build::frame(
+        b[0].profile.clone(),
+        b[0].suite.clone(),
+        b.iter().map(|r| r.run_id.clone()).collect(),
+        BaselineSummary {
+            level_runs: a.iter().map(|r| r.run_id.clone()).collect(),
+            noise_runs: n,
+        },
+        rule,
+    );
+    if rule.matrix_test
+        && let Some(m) = matrix.get(&Metric::AggregateTps)
+    {
+        let dir = Direction::HigherIsBetter;
+        let v = significant_verdict(
+            m.margin_verdict(dir, rule.confidence, rule.matrix_min_effect),
+            m.p_worse(dir),
+            m.p_better(dir),
+            rule.matrix_alpha(),
+        );
+        let cells = matrix_cells
+            .get(&Metric::AggregateTps)
+            .copied()
+            .unwrap_or(0);
+        report.matrix_test = Some(build::matrix_test(m, v, cells, rule));
+    }
+
+    let matrix_verdict = report.matrix_test.as_ref().map(|m| m.verdict);
+    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    for (t, (pw, pb)) in tests.iter().zip(p_adj_worse.iter().zip(&p_adj_better)) {
+        let dir = t.metric.direction();
+        let alpha = if gating(t.metric) {
+            rule.cell_alpha()
+        } else {
+            rule.alpha
+        };
+        let own = t.specific.unwrap_or(t.change);
+        let mut verdict = significant_verdict(
+            own.margin_verdict(dir, rule.confidence, t.margin),
+            *pw,
+            *pb,
+            alpha,
+        );
+        // The per-cell test sees only what differs from the other cells; when the matrix-wide
+        // test found a change, a cell the own test left undecided shows its total change
+        // (a uniform −10% is −10% in every cell, never "unchanged").
+        if t.metric == Metric::AggregateTps
+            && matrix_verdict
+                .is_some_and(|m| matches!(m, CellVerdict::Regression | CellVerdict::Improvement))
+            && !matches!(verdict, CellVerdict::Regression | CellVerdict::Improvement)
+        {
+            verdict = match t.change.margin_verdict(dir, rule.confidence, t.margin) {
+                CellVerdict::Unchanged => CellVerdict::Inconclusive,
+                v => v,
+            };
+        }
+        let (lo, hi) = t.change.interval(rule.confidence);
+        let why = format!(
+            "B vs A {} {} [{}, {}] over {} pairs of boots",
+            t.metric.as_str(),
+            signed_percent(relative(t.change.estimate)),
+            signed_percent(relative(lo)),
+            signed_percent(relative(hi)),
+            t.pairs
+        );
+        per_cell.entry(t.cell).or_default().push((
+            MetricComparison {
+                metric: t.metric,
+                direction: dir,
+                baseline: t.baseline,
+                candidate: t.candidate,
+                change: relative(t.change.estimate),
+                ci_low: relative(lo),
+                ci_high: relative(hi),
+                margin: t.margin,
+                p_value: t.p_worse,
+                p_adjusted: *pw,
+                verdict,
+            },
+            why,
+        ));
+    }
+    for (i, (&coord, decision)) in coords.iter().zip(decided).enumerate() {
+        let entries = per_cell.remove(&i).unwrap_or_default();
+        report.cells.push(build::cell(
+            coord,
+            decision,
+            entries,
+            gating,
+            "no gating metric measured in two pairs",
+        ));
+    }
+    build::finish(&mut report, Against::PairedAb);
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::eval::synthetic_run;
+    use crate::verdict::GateVerdict;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn pairs(
+        seed: u64,
+        n: usize,
+        factor: &dyn Fn(usize) -> f64,
+    ) -> (Vec<RunResults>, Vec<RunResults>) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = (0..n)
+            .map(|i| synthetic_run(&format!("a{i}"), &mut rng, 0.02, 0.01, &|_| 1.0))
+            .collect();
+        let b = (0..n)
+            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.02, 0.01, factor))
+            .collect();
+        (a, b)
+    }
+
+    #[test]
+    fn identical_builds_do_not_regress_and_ten_percent_slower_does() {
+        let rule = DecisionRule::default();
+        let (a, b) = pairs(1, 6, &|_| 1.0);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        assert_ne!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        let (a, b) = pairs(2, 6, &|_| 0.90);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        assert!(r.headline.starts_with("B vs A:"), "{}", r.headline);
+        let (a, b) = pairs(3, 6, &|i| if i == 3 { 1.25 } else { 1.0 });
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        assert_eq!(
+            r.cells[3].verdict,
+            CellVerdict::Improvement,
+            "{}",
+            r.headline
+        );
+        assert!(r.headline.contains("improvement"), "{}", r.headline);
+    }
+
+    #[test]
+    fn boot_factors_cancel_in_the_per_cell_test() {
+        // One cell 8% slower, 2% boot-to-boot noise, 4 pairs: the pairs' common factor is
+        // removed before the cell is tested, so the cell is found (its total change alone,
+        // carrying two boots' noise, would often be inconclusive) and the others are not.
+        let rule = DecisionRule::default();
+        let mut found = 0;
+        for seed in 0..40 {
+            let (a, b) = pairs(500 + seed, 4, &|i| if i == 5 { 0.92 } else { 1.0 });
+            let r = paired_compare(&a, &b, &rule).expect("compare");
+            if r.cells[5].verdict == CellVerdict::Regression {
+                found += 1;
+            }
+            let others = r
+                .cells
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| *i != 5 && c.verdict == CellVerdict::Regression)
+                .count();
+            assert_eq!(others, 0, "seed {seed}: {}", r.headline);
+        }
+        assert!(found >= 32, "single-cell −8% found in {found} of 40");
+    }
+
+    #[test]
+    fn too_few_pairs_is_an_error() {
+        let (a, b) = pairs(4, 1, &|_| 1.0);
+        assert!(paired_compare(&a, &b, &DecisionRule::default()).is_err());
+    }
+
+    #[test]
+    fn a_false_alarm_is_rare_with_boot_noise() {
+        let rule = DecisionRule::default();
+        let mut alarms = 0;
+        for seed in 0..200 {
+            let (a, b) = pairs(100 + seed, 4, &|_| 1.0);
+            if paired_compare(&a, &b, &rule).expect("compare").gate == GateVerdict::Regression {
+                alarms += 1;
+            }
+        }
+        assert!(alarms <= 6, "{alarms} false alarms in 200");
+    }
+}
