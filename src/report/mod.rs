@@ -2,8 +2,10 @@
 //! measures and never decides.
 
 pub mod actions;
+pub mod changes;
 pub mod console;
 pub mod github;
 pub mod markdown;
 pub mod mermaid;
+pub mod trend_html;
 pub mod verdict_table;

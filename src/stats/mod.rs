@@ -12,6 +12,8 @@
 //! - [`compare`]: builds the report from runs;
 //! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices.
 
+pub mod changepoint;
+pub mod changepoint_eval;
 pub mod compare;
 pub mod confirm;
 pub mod eval;
