@@ -70,6 +70,16 @@ impl RunResults {
     }
 }
 
+impl RunResults {
+    /// The commit the run measured: its `git_sha`, `sha` or `commit` label, when it has one.
+    pub fn commit(&self) -> Option<&str> {
+        ["git_sha", "sha", "commit"]
+            .iter()
+            .find_map(|k| self.labels.get(*k))
+            .map(String::as_str)
+    }
+}
+
 impl ToolInfo {
     /// This build of infergate.
     pub fn current() -> Self {

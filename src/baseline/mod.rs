@@ -10,6 +10,7 @@
 //! never hides the rest of the history. Every path part goes through
 //! [`path_safe`](crate::results::path_safe) and the final path is checked to lie under the root.
 
+pub mod accepted;
 pub mod history;
 
 use std::io::Write;
