@@ -72,6 +72,28 @@ fn seed_blocks_import_join_and_compare_directly() {
     assert_eq!(run.cells[0].aggregate_tps, 4347.55);
     assert_eq!(run.cells[1].aggregate_tps, 4178.94);
 
+    // Every block of the seed report imports, its throughput as printed.
+    for (name, tps, c) in [
+        ("vllm-bench-serve-sharegpt-sglang.json", 2254.86, 512),
+        (
+            "vllm-bench-serve-sharegpt-vllm-spec-mtp.json",
+            10462.21,
+            512,
+        ),
+        (
+            "vllm-bench-serve-throughput-vllm-optimized.json",
+            5559.27,
+            512,
+        ),
+        ("vllm-bench-serve-append-optimized.jsonl", 175.72, 100),
+    ] {
+        let one = dir.path().join("one.json");
+        let out = infergate(&["import", s(&fixture(name)), "--out", s(&one)]);
+        assert_eq!(out.code, 0, "{name}: {}", out.stderr);
+        let cell = &read_run(&one).cells[0];
+        assert_eq!((cell.aggregate_tps, cell.concurrency), (tps, c), "{name}");
+    }
+
     // --append-result files go straight into compare, as llm-decode-bench files do: one
     // baseline run gives no noise estimate, so the +17%/+25% of the optimised build stay
     // inconclusive rather than pass or fail.

@@ -33,7 +33,8 @@ baseline_dir="${INPUT_BASELINE_DIR:-}"
 fail_on="${INPUT_FAIL_ON:-regression}"
 update_baseline="${INPUT_UPDATE_BASELINE:-false}"
 results_dir="${INPUT_RESULTS_DIR:-infergate-results}"
-read -r -a exports <<< "${INPUT_EXPORT//,/ }" || true
+export_formats="${INPUT_EXPORT:-}"
+read -r -a exports <<< "${export_formats//,/ }" || true
 for fmt in "${exports[@]}"; do
   case "$fmt" in
     bmf | gab | junit | csv) ;;
