@@ -59,14 +59,13 @@ pub struct ToolInfo {
 }
 
 impl RunResults {
-    /// The engine's process group, from the `engine_spawned` event ("engine process group N"),
-    /// when the engine started: teardown checks and tests look it up to prove nothing is left.
+    /// The engine's process group, from the `engine_spawned` event's `process_group`, when the
+    /// engine started: teardown checks and tests look it up to prove nothing is left.
     pub fn engine_process_group(&self) -> Option<i32> {
         self.events
             .iter()
-            .find(|e| e.kind == "engine_spawned")
-            .and_then(|e| e.message.rsplit(' ').next())
-            .and_then(|n| n.parse().ok())
+            .find(|e| e.kind == EventKind::EngineSpawned)
+            .and_then(|e| e.process_group)
     }
 }
 
@@ -525,41 +524,194 @@ pub struct TelemetrySummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub at: DateTime<Utc>,
-    /// Short machine-readable kind: `startup`, `cell_start`, `ready`, `capacity_limited`,
-    /// `cell_done`, `cell_error`, `engine_exit`, `cancelled`, `notice`, ...
-    pub kind: String,
+    /// What happened, as a machine-readable kind (`cell_done`, `engine_exit`, ...).
+    pub kind: EventKind,
     /// Cell coordinate when the event belongs to a cell.
     #[serde(default)]
     pub concurrency: Option<u32>,
     #[serde(default)]
     pub context_tokens: Option<u64>,
+    /// The engine's process group, on `engine_spawned` (teardown checks look it up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_group: Option<i32>,
     pub message: String,
+}
+
+/// The kinds of event the log holds. Serialised as the snake_case strings results files have
+/// always used; a kind this build does not know (a newer writer, another tool) is kept as
+/// [`EventKind::Other`] so such files still load.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Probe and calibration notes before the first cell.
+    Startup,
+    /// Warm-up notes (imported seed logs).
+    Warmup,
+    /// A cell began.
+    CellStart,
+    /// A cell's streams are all running and stable: the window starts.
+    Ready,
+    /// The engine could not admit every stream of a cell.
+    CapacityLimited,
+    /// A cell was measured.
+    CellDone,
+    /// A cell could not be measured.
+    CellError,
+    /// The engine is being started (`run`).
+    EngineStart,
+    /// The engine process exists; [`Event::process_group`] names its group.
+    EngineSpawned,
+    /// The engine answered its readiness probe.
+    EngineReady,
+    /// The engine could not be started or never became ready.
+    EngineError,
+    /// The engine exited during the run.
+    EngineExit,
+    /// The engine was stopped after the run (A/B boots).
+    EngineStopped,
+    /// The engine stopped answering.
+    Unreachable,
+    /// The run was cancelled (SIGINT/SIGTERM).
+    Cancelled,
+    /// Anything worth telling a reader that is not one of the above.
+    Notice,
+    /// An adaptive re-measurement round.
+    AdaptiveRound,
+    /// The comparison after an adaptive round.
+    AdaptiveVerdict,
+    /// Adaptive re-measurement finished.
+    AdaptiveDone,
+    /// One boot of an A/B run.
+    AbBoot,
+    /// A confirmation boot was started.
+    Confirmation,
+    /// The confirmation boot's outcome.
+    ConfirmationDone,
+    /// A kind written by another build or tool, kept verbatim.
+    Other(String),
+}
+
+impl EventKind {
+    /// Every named kind (what [`EventKind::parse`] recognises).
+    pub const KNOWN: [EventKind; 22] = [
+        EventKind::Startup,
+        EventKind::Warmup,
+        EventKind::CellStart,
+        EventKind::Ready,
+        EventKind::CapacityLimited,
+        EventKind::CellDone,
+        EventKind::CellError,
+        EventKind::EngineStart,
+        EventKind::EngineSpawned,
+        EventKind::EngineReady,
+        EventKind::EngineError,
+        EventKind::EngineExit,
+        EventKind::EngineStopped,
+        EventKind::Unreachable,
+        EventKind::Cancelled,
+        EventKind::Notice,
+        EventKind::AdaptiveRound,
+        EventKind::AdaptiveVerdict,
+        EventKind::AdaptiveDone,
+        EventKind::AbBoot,
+        EventKind::Confirmation,
+        EventKind::ConfirmationDone,
+    ];
+
+    /// The snake_case name written to results files.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventKind::Startup => "startup",
+            EventKind::Warmup => "warmup",
+            EventKind::CellStart => "cell_start",
+            EventKind::Ready => "ready",
+            EventKind::CapacityLimited => "capacity_limited",
+            EventKind::CellDone => "cell_done",
+            EventKind::CellError => "cell_error",
+            EventKind::EngineStart => "engine_start",
+            EventKind::EngineSpawned => "engine_spawned",
+            EventKind::EngineReady => "engine_ready",
+            EventKind::EngineError => "engine_error",
+            EventKind::EngineExit => "engine_exit",
+            EventKind::EngineStopped => "engine_stopped",
+            EventKind::Unreachable => "unreachable",
+            EventKind::Cancelled => "cancelled",
+            EventKind::Notice => "notice",
+            EventKind::AdaptiveRound => "adaptive_round",
+            EventKind::AdaptiveVerdict => "adaptive_verdict",
+            EventKind::AdaptiveDone => "adaptive_done",
+            EventKind::AbBoot => "ab_boot",
+            EventKind::Confirmation => "confirmation",
+            EventKind::ConfirmationDone => "confirmation_done",
+            EventKind::Other(name) => name,
+        }
+    }
+
+    /// The kind a results file names (unknown names become [`EventKind::Other`]).
+    pub fn parse(name: &str) -> Self {
+        Self::KNOWN
+            .iter()
+            .find(|k| k.as_str() == name)
+            .cloned()
+            .unwrap_or_else(|| EventKind::Other(name.to_string()))
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EventKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EventKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(EventKind::parse(&name))
+    }
 }
 
 impl Event {
     /// A run-level event stamped now.
-    pub fn now(kind: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn now(kind: EventKind, message: impl Into<String>) -> Self {
         Event {
             at: Utc::now(),
-            kind: kind.into(),
+            kind,
             concurrency: None,
             context_tokens: None,
+            process_group: None,
             message: message.into(),
+        }
+    }
+
+    /// The `engine_spawned` event stamped now, carrying the engine's process group.
+    pub fn engine_spawned(process_group: i32) -> Self {
+        Event {
+            process_group: Some(process_group),
+            ..Event::now(
+                EventKind::EngineSpawned,
+                format!("engine process group {process_group}"),
+            )
         }
     }
 
     /// A cell-level event stamped now.
     pub fn cell(
-        kind: impl Into<String>,
+        kind: EventKind,
         concurrency: u32,
         context_tokens: u64,
         message: impl Into<String>,
     ) -> Self {
         Event {
             at: Utc::now(),
-            kind: kind.into(),
+            kind,
             concurrency: Some(concurrency),
             context_tokens: Some(context_tokens),
+            process_group: None,
             message: message.into(),
         }
     }
@@ -630,6 +782,35 @@ mod tests {
             a.key
                 .starts_with("gpu-nvidia-h200x1__vllm__qwen-qwen3-8b__m")
         );
+    }
+
+    #[test]
+    fn event_kinds_keep_their_snake_case_names_and_unknown_ones_survive() {
+        for kind in EventKind::KNOWN {
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.as_str()));
+            assert!(
+                kind.as_str()
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_')
+            );
+            assert_eq!(serde_json::from_str::<EventKind>(&json).unwrap(), kind);
+        }
+        assert_eq!(EventKind::CellDone.as_str(), "cell_done");
+        let odd: EventKind = serde_json::from_str("\"gpu_reset\"").unwrap();
+        assert_eq!(odd, EventKind::Other("gpu_reset".into()));
+        assert_eq!(serde_json::to_string(&odd).unwrap(), "\"gpu_reset\"");
+    }
+
+    #[test]
+    fn the_process_group_is_a_typed_field_of_engine_spawned() {
+        let e = Event::engine_spawned(4242);
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(json.contains("\"kind\":\"engine_spawned\""), "{json}");
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.process_group, Some(4242));
+        let plain = serde_json::to_string(&Event::now(EventKind::Notice, "x")).unwrap();
+        assert!(!plain.contains("process_group"), "{plain}");
     }
 
     #[test]

@@ -23,7 +23,9 @@ use super::client::{
 use super::metrics::{EngineState, MetricsDialect, parse_prometheus};
 use super::prompt::ContextPrompt;
 use super::stats;
-use crate::results::{CellResult, CellStatus, Event, SpecDecodeStats, TokenSource, context_label};
+use crate::results::{
+    CellResult, CellStatus, Event, EventKind, SpecDecodeStats, TokenSource, context_label,
+};
 use crate::telemetry::WindowSampler;
 
 /// Everything one cell needs to know.
@@ -472,7 +474,7 @@ fn fmt_n(v: f64) -> String {
 }
 
 impl SustainedDecodeCell<'_> {
-    fn emit(&self, kind: &str, message: String) {
+    fn emit(&self, kind: EventKind, message: String) {
         self.events.emit(Event::cell(
             kind,
             self.spec.concurrency,
@@ -499,7 +501,7 @@ impl SustainedDecodeCell<'_> {
         let c = self.spec.concurrency;
         let ctx = self.spec.context_tokens;
         self.emit(
-            "cell_start",
+            EventKind::CellStart,
             format!(
                 "cell start C={c} ctx={} unique_context={}%",
                 context_label(ctx),
@@ -541,7 +543,7 @@ impl SustainedDecodeCell<'_> {
         let (status, reason, warmup_s, window_s) = match &admission {
             Admission::Ready { detail } => {
                 self.emit(
-                    "ready",
+                    EventKind::Ready,
                     format!("ready C={c} ctx={} {detail}", context_label(ctx)),
                 );
                 (
@@ -553,7 +555,7 @@ impl SustainedDecodeCell<'_> {
             }
             Admission::CapacityLimited { reason } => {
                 self.emit(
-                    "capacity_limited",
+                    EventKind::CapacityLimited,
                     format!("capacity limited C={c} ctx={} {reason}", context_label(ctx)),
                 );
                 // Already steady (admission stalled): a short window records what it makes.
@@ -568,7 +570,7 @@ impl SustainedDecodeCell<'_> {
                 streams_cancel.cancel();
                 join_all(handles).await;
                 self.emit(
-                    "cell_error",
+                    EventKind::CellError,
                     format!("cell error C={c} ctx={} {reason}", context_label(ctx)),
                 );
                 let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone());
@@ -753,7 +755,7 @@ impl SustainedDecodeCell<'_> {
             .unwrap_or_default();
         match cell.status {
             CellStatus::Error => self.emit(
-                "cell_error",
+                EventKind::CellError,
                 format!(
                     "cell error C={c} ctx={} {}",
                     context_label(ctx),
@@ -761,7 +763,7 @@ impl SustainedDecodeCell<'_> {
                 ),
             ),
             _ => self.emit(
-                "cell_done",
+                EventKind::CellDone,
                 format!(
                     "cell done C={c} ctx={} {:.1} tok/s{server}",
                     context_label(ctx),

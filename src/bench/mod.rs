@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, MatrixSpec, ProfileKey,
-    RunResults, RunStatus, ToolInfo, context_label,
+    CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, MatrixSpec,
+    ProfileKey, RunResults, RunStatus, ToolInfo, context_label,
 };
 use cell::{CellSpec, SustainedDecodeCell};
 use client::EngineClient;
@@ -177,13 +177,13 @@ impl BenchSession {
         let client = EngineClient::new(&target.base_url, target.api_key.clone(), max_c)?;
         let base = client.base().to_string();
         let events = EventLog::new(events);
-        let note = |kind: &str, msg: String| events.emit(Event::now(kind, msg));
+        let note = |kind: EventKind, msg: String| events.emit(Event::now(kind, msg));
 
         // /health: the only probe whose transport failure means "unreachable".
         match client.get_text("/health", PROBE_TIMEOUT).await {
             Ok((status, _)) if (200..300).contains(&status) => {}
             Ok((status, _)) => note(
-                "startup",
+                EventKind::Startup,
                 format!("GET /health answered HTTP {status}; continuing"),
             ),
             Err(e) => {
@@ -248,7 +248,7 @@ impl BenchSession {
         };
         if dialect.is_none() {
             note(
-                "startup",
+                EventKind::Startup,
                 "no engine metrics at /metrics (vLLM/SGLang/llama.cpp names): readiness uses \
                  client streams only and server_tps is not validated"
                     .into(),
@@ -268,7 +268,7 @@ impl BenchSession {
             command: None,
         };
         note(
-            "startup",
+            EventKind::Startup,
             format!(
                 "engine {engine_family} {} models={models:?} metrics={}",
                 version.as_deref().unwrap_or("(no /version)"),
@@ -285,7 +285,7 @@ impl BenchSession {
         if contexts.iter().any(|c| *c > 0) {
             let density = prompt::measure_density(&count).await?;
             note(
-                "startup",
+                EventKind::Startup,
                 format!(
                     "calibrated: {:.2} chars/token, {:.0} overhead tokens (source={})",
                     density.chars_per_token,
@@ -309,7 +309,7 @@ impl BenchSession {
                         // its cells `error`, not the whole run.
                         let reason = e.to_string();
                         note(
-                            "startup",
+                            EventKind::Startup,
                             format!("context {}: {reason}", context_label(ctx)),
                         );
                         calibration_errors.insert(ctx, reason);
@@ -318,7 +318,7 @@ impl BenchSession {
                 };
                 if ctx > 0 {
                     note(
-                        "startup",
+                        EventKind::Startup,
                         format!(
                             "context {}: {} chars (~{} tokens, {:+.2}%, {} probes)",
                             context_label(ctx),
@@ -456,7 +456,7 @@ impl BenchSession {
             }
         }
         self.events.emit(Event::now(
-            "notice",
+            EventKind::Notice,
             "engine still busy 10 s after the cell ended (requests not aborted on disconnect?)",
         ));
     }
@@ -648,7 +648,10 @@ pub async fn run_matrix(
                         && !cancel.is_cancelled()
                         && let Err(reason) = session.reachable().await
                     {
-                        emit(Event::now("engine_exit", reason.clone()), &mut results);
+                        emit(
+                            Event::now(EventKind::EngineExit, reason.clone()),
+                            &mut results,
+                        );
                         unreachable = Some(reason);
                     }
                     cell
@@ -665,7 +668,10 @@ pub async fn run_matrix(
     if cancel.is_cancelled() {
         results.status = RunStatus::Cancelled;
         results.status_reason = Some("cancelled (SIGINT/SIGTERM)".into());
-        emit(Event::now("cancelled", "run cancelled"), &mut results);
+        emit(
+            Event::now(EventKind::Cancelled, "run cancelled"),
+            &mut results,
+        );
     } else if let Some(reason) = unreachable {
         results.status = RunStatus::Partial;
         results.status_reason = Some(reason);

@@ -27,9 +27,9 @@ use serde_json::Value;
 
 use super::ImportError;
 use crate::results::{
-    CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, HardwareFingerprint, MatrixSpec,
-    Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
-    TelemetrySummary, TokenSource, ToolInfo,
+    CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    MatrixSpec, Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION,
+    SpecDecodeStats, TelemetrySummary, TokenSource, ToolInfo,
 };
 
 /// The parts of an llm-decode-bench file the import reads; everything else is ignored.
@@ -486,9 +486,10 @@ fn events_from(log: &[String], finished: DateTime<Utc>) -> Vec<Event> {
             let (kind, concurrency, context_tokens) = classify(text);
             Event {
                 at,
-                kind: kind.into(),
+                kind,
                 concurrency,
                 context_tokens,
+                process_group: None,
                 message: text.to_string(),
             }
         })
@@ -496,23 +497,23 @@ fn events_from(log: &[String], finished: DateTime<Utc>) -> Vec<Event> {
 }
 
 /// Event kind and cell coordinate of one seed log text.
-fn classify(text: &str) -> (&'static str, Option<u32>, Option<u64>) {
+fn classify(text: &str) -> (EventKind, Option<u32>, Option<u64>) {
     let kind = if text.starts_with("startup") {
-        "startup"
+        EventKind::Startup
     } else if text.starts_with("decode warmup") {
-        "warmup"
+        EventKind::Warmup
     } else if text.starts_with("cell start") {
-        "cell_start"
+        EventKind::CellStart
     } else if text.starts_with("ready") {
-        "ready"
+        EventKind::Ready
     } else if text.starts_with("cell done") {
-        "cell_done"
+        EventKind::CellDone
     } else if text.starts_with("warmup timeout") {
-        "capacity_limited"
+        EventKind::CapacityLimited
     } else if text.contains("error") {
-        "cell_error"
+        EventKind::CellError
     } else {
-        "notice"
+        EventKind::Notice
     };
     let mut conc = None;
     let mut ctx = None;
@@ -669,7 +670,7 @@ mod tests {
         let timeout = run
             .events
             .iter()
-            .find(|e| e.kind == "capacity_limited")
+            .find(|e| e.kind == EventKind::CapacityLimited)
             .unwrap();
         assert_eq!(
             (timeout.concurrency, timeout.context_tokens),

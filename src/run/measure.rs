@@ -18,8 +18,8 @@ use crate::bench::{BenchOptions, BenchSession, BenchTarget, EventSink};
 use crate::config::{EngineConfig, SuiteConfig};
 use crate::engine::{EngineLaunch, EngineProcess, StopReport};
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, ProfileKey, RunResults,
-    RunStatus, TelemetrySummary, ToolInfo, context_label,
+    CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, ProfileKey,
+    RunResults, RunStatus, TelemetrySummary, ToolInfo, context_label,
 };
 use crate::telemetry::{NvmlSampler, WindowSampler};
 
@@ -181,7 +181,7 @@ pub async fn boot_and_measure(
                 &events,
                 &log,
                 Event::now(
-                    "notice",
+                    EventKind::Notice,
                     format!("GPU telemetry unavailable: {reason}; the run goes on without it"),
                 ),
             );
@@ -206,7 +206,7 @@ pub async fn boot_and_measure(
         &events,
         &log,
         Event::now(
-            "engine_start",
+            EventKind::EngineStart,
             format!(
                 "starting engine: {command} (log: {})",
                 launch.log_path.display()
@@ -226,14 +226,7 @@ pub async fn boot_and_measure(
             );
         }
     };
-    send(
-        &events,
-        &log,
-        Event::now(
-            "engine_spawned",
-            format!("engine process group {}", engine.pgid()),
-        ),
-    );
+    send(&events, &log, Event::engine_spawned(engine.pgid()));
     let ready = engine.wait_ready(&cancel, req.log_tail_lines).await;
     let ready = match ready {
         Ok(r) => r,
@@ -263,7 +256,7 @@ pub async fn boot_and_measure(
         &events,
         &log,
         Event::now(
-            "engine_ready",
+            EventKind::EngineReady,
             format!(
                 "engine ready after {:.1}s at {} (models: {}; process group {})",
                 ready.boot_s,
@@ -392,7 +385,7 @@ pub async fn boot_and_measure(
             &events,
             &log,
             Event::now(
-                "notice",
+                EventKind::Notice,
                 format!(
                     "engine process group {} did not disappear after SIGKILL",
                     stop.exit
@@ -410,7 +403,7 @@ pub async fn boot_and_measure(
                 &events,
                 &log,
                 Event::now(
-                    "engine_exit",
+                    EventKind::EngineExit,
                     format!("engine exited with {status} during the run"),
                 ),
             );
@@ -514,7 +507,7 @@ fn boot_failure(
     results.telemetry = telemetry;
     results.events = log.lock().map(|l| l.clone()).unwrap_or_default();
     results.events.push(Event::now(
-        "engine_error",
+        EventKind::EngineError,
         message.lines().next().unwrap_or("").to_string(),
     ));
     MeasuredRun {
@@ -559,7 +552,7 @@ pub async fn measure_cells(
                         context_label(ctx)
                     );
                     let _ = events.send(Event::cell(
-                        "cell_done",
+                        EventKind::CellDone,
                         c,
                         ctx,
                         format!(
