@@ -179,7 +179,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
     if let Some(a) = &a_side {
         let path = crate::run::ab::side_results_path(&args.out, AbSide::A);
         let body = serde_json::to_string_pretty(a).context("serializing the A results")?;
-        crate::baseline::write_file_atomic(&path, body.as_bytes())
+        crate::fsio::write_durable(&path, body.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
 

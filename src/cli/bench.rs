@@ -146,12 +146,7 @@ pub fn write_results(path: &std::path::Path, results: &RunResults) -> anyhow::Re
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the directory of --out {}", path.display()))?;
     let json = serde_json::to_vec_pretty(results).context("serialising the results")?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir)
-        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-    std::io::Write::write_all(&mut tmp, &json)
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
+    crate::fsio::write_durable(path, &json)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

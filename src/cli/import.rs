@@ -32,7 +32,7 @@ pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         }
     };
     let body = serde_json::to_vec_pretty(run).context("serialising the imported run")?;
-    crate::baseline::write_file_atomic(&args.out, &body)
+    crate::fsio::write_durable(&args.out, &body)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let limited = run
         .cells

@@ -350,7 +350,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         let path = args.out.join(run::confirm::CONFIRM_RESULTS);
         let written = serde_json::to_string_pretty(&c.measured.results)
             .map_err(std::io::Error::other)
-            .and_then(|body| crate::baseline::write_file_atomic(&path, body.as_bytes()))
+            .and_then(|body| crate::fsio::write_durable(&path, body.as_bytes()))
             .with_context(|| format!("writing {}", path.display()));
         if let Err(err) = written {
             close_open_checks(&mut reporter, &err).await;

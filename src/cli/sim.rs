@@ -94,16 +94,8 @@ pub fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
 /// Writes the port number to `path` via a temp file in the same directory + rename, so a
 /// reader never sees a partial number.
 fn write_port_file(path: &Path, port: u16) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temp file next to {}", path.display()))?;
-    write!(tmp, "{port}").with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing the port file {}", path.display()))?;
-    Ok(())
+    crate::fsio::write_durable(path, port.to_string().as_bytes())
+        .with_context(|| format!("writing the port file {}", path.display()))
 }
 
 /// Runs `infergate sim`.
