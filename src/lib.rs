@@ -11,11 +11,21 @@
 //!   and readers of other tools' result files;
 //! - [`report`]: terminal tables, Markdown, GitHub check runs, comments and job summaries;
 //! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin).
+//!
+//! Layers, bottom first; a module uses only modules below it (checked by a unit test in
+//! `src/layering.rs`, which reads every module's non-test `crate::` paths):
+//!
+//! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`sim`];
+//! 2. [`verdict`] → [`stats`] (pure decisions over plain data) → [`config`];
+//! 3. [`telemetry`] → [`bench`] (measurement) → [`engine`] (the supervised process);
+//! 4. [`import`] → [`baseline`] (storage, never renders) → [`report`] (all rendering) → [`merge`];
+//! 5. [`run`] (the gate pipeline) → [`doctor`] → [`cli`].
 
 pub mod baseline;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod doctor;
 pub mod engine;
 pub mod exit;
 pub mod fsio;
@@ -28,3 +38,6 @@ pub mod sim;
 pub mod stats;
 pub mod telemetry;
 pub mod verdict;
+
+#[cfg(test)]
+mod layering;

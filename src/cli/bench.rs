@@ -70,15 +70,15 @@ pub struct BenchArgs {
 }
 
 fn dur(flag: &str, v: &str) -> anyhow::Result<f64> {
-    bench::parse_duration_s(v).map_err(|e| usage(format!("{flag}: {e}")))
+    crate::config::parse_duration_s(v).map_err(|e| usage(format!("{flag}: {e}")))
 }
 
 /// Validates the arguments into measurement options (exit 2 on any mistake).
 pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, BenchOptions)> {
-    let concurrency = bench::parse_concurrency(&args.concurrency)
+    let concurrency = crate::config::parse_concurrency(&args.concurrency)
         .map_err(|e| usage(format!("--concurrency: {e}")))?;
-    let contexts =
-        bench::parse_contexts(&args.contexts).map_err(|e| usage(format!("--contexts: {e}")))?;
+    let contexts = crate::config::parse_contexts(&args.contexts)
+        .map_err(|e| usage(format!("--contexts: {e}")))?;
     let duration_s = dur("--duration", &args.duration)?;
     if duration_s <= 0.0 {
         return Err(usage("--duration: must be above 0; use e.g. 10s"));

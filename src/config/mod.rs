@@ -17,7 +17,9 @@ use toml::Spanned;
 use crate::results::{HardwareFingerprint, MatrixSpec};
 use crate::stats::DecisionRule;
 
-pub use values::{CommandSpec, ContextLen, Seconds};
+pub use values::{
+    CommandSpec, ContextLen, Seconds, parse_concurrency, parse_contexts, parse_duration_s,
+};
 
 /// The default config, compiled into the binary: boots `infergate sim` so the whole gate runs
 /// on a machine with no GPU. `run` uses it when no `--config` is given and there is no

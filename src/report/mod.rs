@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod console;
 pub mod github;
+pub mod history;
 pub mod markdown;
 pub mod mermaid;
 pub mod verdict_table;
