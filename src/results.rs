@@ -235,6 +235,20 @@ pub struct MatrixSpec {
     pub concurrency: Vec<u32>,
     /// Context lengths in tokens (prompt size per stream), ascending.
     pub contexts: Vec<u64>,
+    /// How each cell is measured (its fields sit directly in the `matrix` object).
+    #[serde(flatten)]
+    pub timing: CellTiming,
+    /// How many times the whole matrix is repeated within one run.
+    #[serde(default = "one")]
+    pub repetitions: u32,
+}
+
+/// How one cell is measured: the request shape and the timing of readiness, warm-up and the
+/// window. `run`'s config suites, `bench`'s flags and the results file all hold this one type
+/// with this one default, so `bench` with default flags measures the matrix `run` measures
+/// (`max_tokens` and `unique_context_percent` are part of the matrix hash).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CellTiming {
     /// Steady-state window per cell, seconds.
     pub duration_s: f64,
     /// Warm-up before the window (after readiness), seconds.
@@ -245,9 +259,56 @@ pub struct MatrixSpec {
     pub unique_context_percent: f64,
     /// Number of sub-windows the steady-state window is split into (throughput samples per cell).
     pub sub_windows: u32,
-    /// How many times the whole matrix is repeated within one run.
-    #[serde(default = "one")]
-    pub repetitions: u32,
+    /// Readiness must hold this long before warm-up starts, seconds.
+    #[serde(default = "default_ready_stable_s")]
+    pub ready_stable_s: f64,
+    /// Admission stalled this long (running < C, waiting > 0) → `capacity_limited`, seconds.
+    #[serde(default = "default_capacity_stall_s")]
+    pub capacity_stall_s: f64,
+    /// Per-cell readiness time-out before the cell is an `error`, seconds (scaled up for
+    /// contexts above 32k when the cell runs).
+    #[serde(default = "default_ready_timeout_s")]
+    pub ready_timeout_s: f64,
+    /// No byte on a stream for this long → stream error (stall detection), seconds.
+    #[serde(default = "default_request_timeout_s")]
+    pub request_timeout_s: f64,
+}
+
+impl CellTiming {
+    /// The defaults: a 10 s window after 3 s of warm-up, 512 tokens per request, 25% of each
+    /// prompt unique to its stream, 5 sub-windows; readiness stable for 2.5 s, a 3 s admission
+    /// stall means capacity-limited, 120 s readiness time-out, 60 s stream stall.
+    pub const DEFAULT: CellTiming = CellTiming {
+        duration_s: 10.0,
+        warmup_s: 3.0,
+        max_tokens: 512,
+        unique_context_percent: 25.0,
+        sub_windows: 5,
+        ready_stable_s: 2.5,
+        capacity_stall_s: 3.0,
+        ready_timeout_s: 120.0,
+        request_timeout_s: 60.0,
+    };
+}
+
+impl Default for CellTiming {
+    fn default() -> Self {
+        CellTiming::DEFAULT
+    }
+}
+
+// Results files written before these fields were recorded used the defaults.
+fn default_ready_stable_s() -> f64 {
+    CellTiming::DEFAULT.ready_stable_s
+}
+fn default_capacity_stall_s() -> f64 {
+    CellTiming::DEFAULT.capacity_stall_s
+}
+fn default_ready_timeout_s() -> f64 {
+    CellTiming::DEFAULT.ready_timeout_s
+}
+fn default_request_timeout_s() -> f64 {
+    CellTiming::DEFAULT.request_timeout_s
 }
 
 impl MatrixSpec {
@@ -258,7 +319,10 @@ impl MatrixSpec {
         use sha2::{Digest, Sha256};
         let canonical = format!(
             "c={:?};l={:?};max_tokens={};unique_pct={:.3}",
-            self.concurrency, self.contexts, self.max_tokens, self.unique_context_percent
+            self.concurrency,
+            self.contexts,
+            self.timing.max_tokens,
+            self.timing.unique_context_percent
         );
         hex::encode(Sha256::digest(canonical.as_bytes()))
     }
@@ -739,11 +803,11 @@ mod tests {
             model: "m".into(),
             concurrency: vec![1, 2],
             contexts: vec![0, 8192],
-            duration_s: 10.0,
-            warmup_s: 2.0,
-            max_tokens: 256,
-            unique_context_percent: 25.0,
-            sub_windows: 5,
+            timing: CellTiming {
+                warmup_s: 2.0,
+                max_tokens: 256,
+                ..CellTiming::DEFAULT
+            },
             repetitions: 1,
         }
     }
@@ -775,7 +839,7 @@ mod tests {
         );
         assert_ne!(a.key, b.key);
         let mut longer = spec();
-        longer.duration_s = 60.0;
+        longer.timing.duration_s = 60.0;
         let c = ProfileKey::derive(gpu("NVIDIA H200"), "vllm", "Qwen/Qwen3-8B", &longer);
         assert_eq!(a.key, c.key);
         assert!(
@@ -811,6 +875,53 @@ mod tests {
         assert_eq!(back.process_group, Some(4242));
         let plain = serde_json::to_string(&Event::now(EventKind::Notice, "x")).unwrap();
         assert!(!plain.contains("process_group"), "{plain}");
+    }
+
+    /// The stored baselines (written before [`CellTiming`] and the typed event kinds) still
+    /// load, keep their matrix hash and profile key, and read the readiness settings they did
+    /// not record as the defaults they were measured with.
+    #[test]
+    fn stored_baselines_load_and_hash_the_same() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("baselines");
+        let mut dirs = vec![root];
+        let mut runs = 0;
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.file_name().is_some_and(|n| n == "profile.json") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let run: RunResults = serde_json::from_str(&text).unwrap();
+                let p = &run.profile;
+                let again =
+                    ProfileKey::derive(p.hardware.clone(), &p.engine, &p.model, &run.matrix);
+                assert_eq!(again.matrix_hash, p.matrix_hash, "{}", path.display());
+                assert_eq!(again.key, p.key, "{}", path.display());
+                assert_eq!(
+                    run.matrix.timing.ready_timeout_s,
+                    CellTiming::DEFAULT.ready_timeout_s
+                );
+                let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let written = serde_json::to_value(&run).unwrap();
+                for key in [
+                    "duration_s",
+                    "warmup_s",
+                    "max_tokens",
+                    "unique_context_percent",
+                    "sub_windows",
+                ] {
+                    assert_eq!(written["matrix"][key], raw["matrix"][key], "{key}");
+                }
+                assert_eq!(written["events"], raw["events"], "{}", path.display());
+                runs += 1;
+            }
+        }
+        assert!(runs > 0, "no stored baseline found");
     }
 
     #[test]

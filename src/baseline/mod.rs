@@ -186,7 +186,7 @@ impl BaselineStore {
                 profile: run.profile.clone(),
                 matrix_concurrency: run.matrix.concurrency.clone(),
                 matrix_contexts: run.matrix.contexts.clone(),
-                max_tokens: run.matrix.max_tokens,
+                max_tokens: run.matrix.timing.max_tokens,
             };
             if let Ok(text) = serde_json::to_vec_pretty(&desc) {
                 write_atomic(&desc_path, &text)?;

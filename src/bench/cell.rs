@@ -24,7 +24,8 @@ use super::metrics::{EngineState, MetricsDialect, parse_prometheus};
 use super::prompt::ContextPrompt;
 use super::stats;
 use crate::results::{
-    CellResult, CellStatus, Event, EventKind, SpecDecodeStats, TokenSource, context_label,
+    CellResult, CellStatus, CellTiming, Event, EventKind, SpecDecodeStats, TokenSource,
+    context_label,
 };
 use crate::telemetry::WindowSampler;
 
@@ -34,18 +35,10 @@ pub struct CellSpec {
     pub concurrency: u32,
     pub context_tokens: u64,
     pub prompt: ContextPrompt,
-    /// Share of the prompt unique to each stream (for the log line), percent.
-    pub unique_context_percent: f64,
     pub model: String,
-    pub max_tokens: u32,
-    pub warmup_s: f64,
-    pub duration_s: f64,
-    pub sub_windows: u32,
-    pub ready_stable_s: f64,
-    pub capacity_stall_s: f64,
-    /// Already scaled for the context length.
-    pub ready_timeout_s: f64,
-    pub request_timeout_s: f64,
+    /// The matrix's timing, clamped to workable values; `ready_timeout_s` is already scaled
+    /// for the context length.
+    pub timing: CellTiming,
     /// How often `/metrics` is polled during the window, seconds.
     pub metrics_poll_s: f64,
 }
@@ -487,7 +480,7 @@ impl SustainedDecodeCell<'_> {
         let body = serde_json::json!({
             "model": self.spec.model,
             "prompt": self.spec.prompt.text(stream),
-            "max_tokens": self.spec.max_tokens,
+            "max_tokens": self.spec.timing.max_tokens,
             "stream": true,
             "ignore_eos": true,
             "temperature": 0,
@@ -505,11 +498,11 @@ impl SustainedDecodeCell<'_> {
             format!(
                 "cell start C={c} ctx={} unique_context={}%",
                 context_label(ctx),
-                fmt_n(self.spec.unique_context_percent)
+                fmt_n(self.spec.timing.unique_context_percent)
             ),
         );
         let t0 = Instant::now();
-        let sub_windows = self.spec.sub_windows.max(1) as usize;
+        let sub_windows = self.spec.timing.sub_windows.max(1) as usize;
         let shared = Arc::new(CellShared {
             t0,
             window_start_ns: AtomicU64::new(u64::MAX),
@@ -522,8 +515,9 @@ impl SustainedDecodeCell<'_> {
             failures: Mutex::new(BTreeMap::new()),
         });
         let streams_cancel = cancel.child_token();
-        let first_token_timeout = Duration::from_secs_f64(self.spec.ready_timeout_s.max(1.0));
-        let stall_timeout = Duration::from_secs_f64(self.spec.request_timeout_s.max(0.1));
+        let first_token_timeout =
+            Duration::from_secs_f64(self.spec.timing.ready_timeout_s.max(1.0));
+        let stall_timeout = Duration::from_secs_f64(self.spec.timing.request_timeout_s.max(0.1));
         let mut handles = Vec::with_capacity(c as usize);
         for i in 0..c {
             handles.push(tokio::spawn(run_stream(
@@ -549,8 +543,8 @@ impl SustainedDecodeCell<'_> {
                 (
                     CellStatus::Ok,
                     Some(detail.clone()),
-                    self.spec.warmup_s,
-                    self.spec.duration_s,
+                    self.spec.timing.warmup_s,
+                    self.spec.timing.duration_s,
                 )
             }
             Admission::CapacityLimited { reason } => {
@@ -563,7 +557,7 @@ impl SustainedDecodeCell<'_> {
                     CellStatus::CapacityLimited,
                     Some(reason.clone()),
                     0.0,
-                    self.spec.duration_s * 0.5,
+                    self.spec.timing.duration_s * 0.5,
                 )
             }
             Admission::Failed { reason } => {
@@ -835,7 +829,7 @@ impl SustainedDecodeCell<'_> {
             if all_producing && engine_agrees {
                 let since = *ready_since.get_or_insert(now);
                 let stable = now.duration_since(since).as_secs_f64();
-                if stable >= self.spec.ready_stable_s {
+                if stable >= self.spec.timing.ready_stable_s {
                     let detail = match (running, waiting) {
                         (Some(r), Some(q)) => format!(
                             "running_reqs={}/{c}, queue_reqs={}, active_streams={}/{c}, stable={stable:.1}s",
@@ -860,7 +854,8 @@ impl SustainedDecodeCell<'_> {
                 && q >= 0.5
                 && r + 0.5 < cf
                 && producing + 0.5 >= r
-                && now.duration_since(last_progress).as_secs_f64() >= self.spec.capacity_stall_s
+                && now.duration_since(last_progress).as_secs_f64()
+                    >= self.spec.timing.capacity_stall_s
             {
                 // Name the limit: a (nearly) full KV cache, or a cap on running requests
                 // (llama.cpp slots, max_num_seqs) when the cache still has room.
@@ -881,7 +876,7 @@ impl SustainedDecodeCell<'_> {
                     ),
                 };
             }
-            if now.duration_since(start).as_secs_f64() >= self.spec.ready_timeout_s {
+            if now.duration_since(start).as_secs_f64() >= self.spec.timing.ready_timeout_s {
                 let what = match (running, waiting) {
                     (Some(r), Some(q)) => format!(
                         "running {}/{c}, waiting {}, {produced}/{c} streams produced tokens",
@@ -899,14 +894,14 @@ impl SustainedDecodeCell<'_> {
                     return Admission::CapacityLimited {
                         reason: format!(
                             "not all streams admitted after {:.0} s: {what}{errs}",
-                            self.spec.ready_timeout_s
+                            self.spec.timing.ready_timeout_s
                         ),
                     };
                 }
                 return Admission::Failed {
                     reason: format!(
                         "not ready after {:.0} s: {what}{errs}",
-                        self.spec.ready_timeout_s
+                        self.spec.timing.ready_timeout_s
                     ),
                 };
             }

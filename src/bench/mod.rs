@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, MatrixSpec,
-    ProfileKey, RunResults, RunStatus, ToolInfo, context_label,
+    CellResult, CellStatus, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    MatrixSpec, ProfileKey, RunResults, RunStatus, ToolInfo, context_label,
 };
 use cell::{CellSpec, SustainedDecodeCell};
 use client::EngineClient;
@@ -47,7 +47,9 @@ impl std::fmt::Debug for BenchTarget {
     }
 }
 
-/// Measurement settings beyond the matrix itself.
+/// Measurement settings beyond the matrix itself. `run` and `bench` both build one from a
+/// [`MatrixSpec`] (whose [`crate::results::CellTiming`] holds every per-cell setting), so they
+/// measure alike.
 #[derive(Clone)]
 pub struct BenchOptions {
     /// The cells and per-cell timing.
@@ -58,36 +60,27 @@ pub struct BenchOptions {
     pub engine_name: Option<String>,
     /// GPU telemetry sampled around each cell's steady-state window.
     pub sampler: Option<Arc<dyn crate::telemetry::WindowSampler>>,
-    /// Readiness must hold this long before warm-up starts, seconds.
-    pub ready_stable_s: f64,
-    /// Admission stalled this long (running < C, waiting > 0) → `capacity_limited`, seconds.
-    pub capacity_stall_s: f64,
-    /// Per-cell readiness time-out before the cell is an `error`, seconds (scaled up for long
-    /// contexts by the cell).
-    pub ready_timeout_s: f64,
-    /// No byte on a stream for this long → stream error (stall detection), seconds.
-    pub request_timeout_s: f64,
     /// Suite name written into the results.
     pub suite: Option<String>,
     /// Cells known not to fit: `(concurrency, context_tokens)` → status `skipped`.
     pub skip_cells: Vec<(u32, u64)>,
+    /// Once a concurrency is capacity-limited at a context, record the larger ones there
+    /// `capacity_limited` without measuring them (each would cost a full admission stall).
+    pub skip_doomed: bool,
 }
 
 impl BenchOptions {
-    /// Defaults: readiness stable 2.5 s, capacity stall 3 s, readiness time-out 120 s, stream
-    /// stall 60 s.
+    /// No engine-name override, no telemetry, no skip list, doomed cells skipped (as the gate
+    /// config's default).
     pub fn new(matrix: MatrixSpec, hardware: HardwareFingerprint) -> Self {
         BenchOptions {
             matrix,
             hardware,
             engine_name: None,
             sampler: None,
-            ready_stable_s: 2.5,
-            capacity_stall_s: 3.0,
-            ready_timeout_s: 120.0,
-            request_timeout_s: 60.0,
             suite: None,
             skip_cells: Vec::new(),
+            skip_doomed: true,
         }
     }
 }
@@ -298,7 +291,7 @@ impl BenchSession {
                     &count,
                     density,
                     ctx,
-                    opts.matrix.unique_context_percent,
+                    opts.matrix.timing.unique_context_percent,
                     0.02,
                 )
                 .await
@@ -406,23 +399,25 @@ impl BenchSession {
         if concurrency == 0 {
             return CellResult::unmeasured(0, context_tokens, CellStatus::Error, "concurrency 0");
         }
-        let m = &self.opts.matrix;
+        let t = &self.opts.matrix.timing;
         let scale = (context_tokens as f64 / 32768.0).max(1.0);
         let spec = CellSpec {
             concurrency,
             context_tokens,
             prompt,
-            unique_context_percent: m.unique_context_percent,
             model: self.model.clone(),
-            max_tokens: m.max_tokens.max(1),
-            warmup_s: m.warmup_s.max(0.0),
-            duration_s: m.duration_s.max(0.01),
-            sub_windows: m.sub_windows.max(1),
-            ready_stable_s: self.opts.ready_stable_s.max(0.0),
-            capacity_stall_s: self.opts.capacity_stall_s.max(0.1),
-            ready_timeout_s: self.opts.ready_timeout_s.max(1.0) * scale,
-            request_timeout_s: self.opts.request_timeout_s.max(0.1),
-            metrics_poll_s: (m.duration_s / 20.0).clamp(0.1, 0.5),
+            timing: CellTiming {
+                duration_s: t.duration_s.max(0.01),
+                warmup_s: t.warmup_s.max(0.0),
+                max_tokens: t.max_tokens.max(1),
+                unique_context_percent: t.unique_context_percent,
+                sub_windows: t.sub_windows.max(1),
+                ready_stable_s: t.ready_stable_s.max(0.0),
+                capacity_stall_s: t.capacity_stall_s.max(0.1),
+                ready_timeout_s: t.ready_timeout_s.max(1.0) * scale,
+                request_timeout_s: t.request_timeout_s.max(0.1),
+            },
+            metrics_poll_s: (t.duration_s / 20.0).clamp(0.1, 0.5),
         };
         let cell = SustainedDecodeCell {
             spec,
@@ -624,61 +619,104 @@ pub async fn run_matrix(
         s = connect => s?,
     };
     let mut results = session.results_skeleton();
-    let emit = |e: Event, _: &mut RunResults| session.events.emit(e);
-    let m = opts.matrix.clone();
-    let reps = m.repetitions.max(1);
-    let mut unreachable: Option<String> = None;
-    for rep in 0..reps {
-        for &ctx in &m.contexts {
-            for &c in &m.concurrency {
-                let cell = if cancel.is_cancelled() {
-                    CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
-                } else if let Some(reason) = &unreachable {
-                    CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone())
-                } else if opts.skip_cells.contains(&(c, ctx)) {
-                    CellResult::unmeasured(
-                        c,
-                        ctx,
-                        CellStatus::Skipped,
-                        "known not to fit (skip list)",
-                    )
-                } else {
-                    let cell = session.measure_cell(c, ctx, &cancel).await;
-                    if cell.status == CellStatus::Error
-                        && !cancel.is_cancelled()
-                        && let Err(reason) = session.reachable().await
-                    {
-                        emit(
-                            Event::now(EventKind::EngineExit, reason.clone()),
-                            &mut results,
-                        );
-                        unreachable = Some(reason);
-                    }
-                    cell
-                };
-                if rep == 0 {
-                    results.cells.push(cell);
-                } else if let Some(first) = results.cells.iter_mut().find(|x| x.coord() == (c, ctx))
-                {
-                    first.fold_round(&cell, rep);
-                }
-            }
-        }
-    }
+    let measured = session.measure_matrix(&cancel).await;
+    results.cells = measured.cells;
     if cancel.is_cancelled() {
         results.status = RunStatus::Cancelled;
         results.status_reason = Some("cancelled (SIGINT/SIGTERM)".into());
-        emit(
-            Event::now(EventKind::Cancelled, "run cancelled"),
-            &mut results,
-        );
-    } else if let Some(reason) = unreachable {
+        session
+            .events
+            .emit(Event::now(EventKind::Cancelled, "run cancelled"));
+    } else if let Some(reason) = measured.unreachable {
         results.status = RunStatus::Partial;
         results.status_reason = Some(reason);
     }
     results.finished_at = Some(chrono::Utc::now());
     results.events = session.events.snapshot();
     Ok(results)
+}
+
+/// The cells of one pass over the matrix, and whether the engine stopped answering.
+#[derive(Debug)]
+pub struct MeasuredMatrix {
+    /// One per cell, in measurement order (repetitions folded into the first as rounds).
+    pub cells: Vec<CellResult>,
+    /// Set when a cell errored and the engine then did not answer `/v1/models`: the
+    /// remaining cells are `error` with this reason, unmeasured.
+    pub unreachable: Option<String>,
+}
+
+impl BenchSession {
+    /// Measures every cell in the gate's order (contexts ascending, concurrency ascending
+    /// within a context), `repetitions` times; the one matrix loop of `bench` and `run`.
+    ///
+    /// - cancelled → the remaining cells are `skipped` ("cancelled");
+    /// - on the skip list → `skipped`;
+    /// - a larger concurrency at a context where a smaller one was already capacity-limited
+    ///   (with [`BenchOptions::skip_doomed`]) → `capacity_limited` without measuring: it cannot
+    ///   fit either, and measuring it costs the full admission stall (the seed spent 6
+    ///   minutes on each such cell);
+    /// - after an errored cell the engine is probed; when it no longer answers, the remaining
+    ///   cells are `error` with the reason instead of each waiting out its time-outs.
+    pub async fn measure_matrix(&self, cancel: &CancellationToken) -> MeasuredMatrix {
+        let m = &self.opts.matrix;
+        let mut cells: Vec<CellResult> = Vec::new();
+        let mut unreachable: Option<String> = None;
+        for rep in 0..m.repetitions.max(1) {
+            for &ctx in &m.contexts {
+                let mut limited_at: Option<u32> = None;
+                for &c in &m.concurrency {
+                    let cell = if cancel.is_cancelled() {
+                        CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
+                    } else if let Some(reason) = &unreachable {
+                        CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone())
+                    } else if self.opts.skip_cells.contains(&(c, ctx)) {
+                        CellResult::unmeasured(
+                            c,
+                            ctx,
+                            CellStatus::Skipped,
+                            "known not to fit (skip list)",
+                        )
+                    } else if let Some(smaller) = limited_at.filter(|_| self.opts.skip_doomed) {
+                        let reason = format!(
+                            "C={smaller} already capacity-limited at {}: not measured",
+                            context_label(ctx)
+                        );
+                        self.events.emit(Event::cell(
+                            EventKind::CellDone,
+                            c,
+                            ctx,
+                            format!(
+                                "cell skipped C={c} ctx={} capacity_limited ({reason})",
+                                context_label(ctx)
+                            ),
+                        ));
+                        CellResult::unmeasured(c, ctx, CellStatus::CapacityLimited, reason)
+                    } else {
+                        let cell = self.measure_cell(c, ctx, cancel).await;
+                        if cell.status == CellStatus::Error
+                            && !cancel.is_cancelled()
+                            && let Err(reason) = self.reachable().await
+                        {
+                            self.events
+                                .emit(Event::now(EventKind::EngineExit, reason.clone()));
+                            unreachable = Some(reason);
+                        }
+                        cell
+                    };
+                    if cell.status == CellStatus::CapacityLimited && limited_at.is_none() {
+                        limited_at = Some(c);
+                    }
+                    if rep == 0 {
+                        cells.push(cell);
+                    } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
+                        first.fold_round(&cell, rep);
+                    }
+                }
+            }
+        }
+        MeasuredMatrix { cells, unreachable }
+    }
 }
 
 #[cfg(test)]

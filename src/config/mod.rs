@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::results::{HardwareFingerprint, MatrixSpec};
+use crate::results::{CellTiming, HardwareFingerprint, MatrixSpec};
 use crate::stats::DecisionRule;
 
 pub use values::{
-    CommandSpec, ContextLen, Seconds, parse_concurrency, parse_contexts, parse_duration_s,
+    CommandSpec, ContextLen, MAX_CONCURRENCY, Seconds, parse_concurrency, parse_contexts,
+    parse_duration_s,
 };
 
 /// The default config, compiled into the binary: boots `infergate sim` so the whole gate runs
@@ -243,22 +244,11 @@ pub struct SuiteConfig {
     pub line: usize,
     pub concurrency: Vec<u32>,
     pub contexts: Vec<u64>,
-    pub duration_s: f64,
-    pub warmup_s: f64,
-    pub max_tokens: u32,
-    pub unique_context_percent: f64,
-    pub sub_windows: u32,
+    /// How each cell is measured (unset keys take [`CellTiming::DEFAULT`], as `bench` does).
+    pub timing: CellTiming,
     pub repetitions: u32,
     /// Cells not to run (known not to fit).
     pub skip: Vec<(u32, u64)>,
-    /// Per-cell readiness time-out.
-    pub ready_timeout_s: f64,
-    /// Admission stalled this long → `capacity_limited`.
-    pub capacity_stall_s: f64,
-    /// Readiness must hold this long before warm-up.
-    pub ready_stable_s: f64,
-    /// No byte on a stream for this long → stream error.
-    pub request_timeout_s: f64,
     /// Skip a larger concurrency at a context where a smaller one was already capacity-limited.
     pub skip_doomed: bool,
 }
@@ -270,11 +260,7 @@ impl SuiteConfig {
             model: model.to_string(),
             concurrency: self.concurrency.clone(),
             contexts: self.contexts.clone(),
-            duration_s: self.duration_s,
-            warmup_s: self.warmup_s,
-            max_tokens: self.max_tokens,
-            unique_context_percent: self.unique_context_percent,
-            sub_windows: self.sub_windows,
+            timing: self.timing,
             repetitions: self.repetitions,
         }
     }
@@ -1039,10 +1025,10 @@ fn build_suite(
     let mut concurrency = Vec::new();
     for c in raw.concurrency.get_ref() {
         let v = *c.get_ref();
-        if !(1..=100_000).contains(&v) {
+        if !(1..=i64::from(MAX_CONCURRENCY)).contains(&v) {
             return Err(loc.at(
                 c.span(),
-                format!("[suites.{name}] concurrency {v} is out of range"),
+                format!("[suites.{name}] concurrency {v} is out of range (1..={MAX_CONCURRENCY})"),
                 Some("concurrency levels are numbers of parallel streams: 1 or more, e.g. [1, 2, 4, 8]"),
             ));
         }
@@ -1067,6 +1053,7 @@ fn build_suite(
     }
     contexts.sort_unstable();
     contexts.dedup();
+    let defaults = CellTiming::DEFAULT;
     let duration_s = match raw.duration {
         Some(d) if d.get_ref().0 <= 0.0 => {
             return Err(loc.at(
@@ -1076,7 +1063,7 @@ fn build_suite(
             ));
         }
         Some(d) => d.into_inner().0,
-        None => 10.0,
+        None => defaults.duration_s,
     };
     let positive = |v: Option<Spanned<u32>>, key: &str, default: u32, fix: &str| match v {
         Some(v) if *v.get_ref() == 0 => Err(loc.at(
@@ -1087,11 +1074,16 @@ fn build_suite(
         Some(v) => Ok(v.into_inner()),
         None => Ok(default),
     };
-    let max_tokens = positive(raw.max_tokens, "max_tokens", 512, "e.g. max_tokens = 512")?;
+    let max_tokens = positive(
+        raw.max_tokens,
+        "max_tokens",
+        defaults.max_tokens,
+        "e.g. max_tokens = 512",
+    )?;
     let sub_windows = positive(
         raw.sub_windows,
         "sub_windows",
-        5,
+        defaults.sub_windows,
         "e.g. sub_windows = 5 (samples per cell for statistics)",
     )?;
     let repetitions = positive(raw.repetitions, "repetitions", 1, "e.g. repetitions = 1")?;
@@ -1107,28 +1099,39 @@ fn build_suite(
             ));
         }
         Some(p) => p.into_inner(),
-        None => 25.0,
+        None => defaults.unique_context_percent,
     };
     Ok(SuiteConfig {
         name,
         line,
         concurrency,
         contexts,
-        duration_s,
-        warmup_s: raw.warmup.map_or(3.0, |s| s.0),
-        max_tokens,
-        unique_context_percent,
-        sub_windows,
+        timing: CellTiming {
+            duration_s,
+            warmup_s: raw.warmup.map_or(defaults.warmup_s, |s| s.0),
+            max_tokens,
+            unique_context_percent,
+            sub_windows,
+            ready_timeout_s: raw
+                .ready_timeout
+                .map_or(defaults.ready_timeout_s, |s| s.0)
+                .max(0.1),
+            capacity_stall_s: raw
+                .capacity_stall
+                .map_or(defaults.capacity_stall_s, |s| s.0)
+                .max(0.1),
+            ready_stable_s: raw.ready_stable.map_or(defaults.ready_stable_s, |s| s.0),
+            request_timeout_s: raw
+                .request_timeout
+                .map_or(defaults.request_timeout_s, |s| s.0)
+                .max(0.1),
+        },
         repetitions,
         skip: raw
             .skip
             .iter()
             .map(|s| (s.concurrency, s.context.0))
             .collect(),
-        ready_timeout_s: raw.ready_timeout.map_or(120.0, |s| s.0).max(0.1),
-        capacity_stall_s: raw.capacity_stall.map_or(3.0, |s| s.0).max(0.1),
-        ready_stable_s: raw.ready_stable.map_or(2.5, |s| s.0),
-        request_timeout_s: raw.request_timeout.map_or(60.0, |s| s.0).max(0.1),
         skip_doomed: raw.skip_doomed.unwrap_or(true),
     })
 }
@@ -1183,7 +1186,7 @@ level_runs = 3
         let n = c.suite(Some("nightly")).expect("nightly");
         assert_eq!(n.concurrency, vec![1, 2, 4]);
         assert_eq!(n.contexts, vec![0, 8192, 32768]);
-        assert_eq!(n.duration_s, 5.0);
+        assert_eq!(n.timing.duration_s, 5.0);
         assert_eq!(n.line, 12);
         assert_eq!(c.engine.readiness_timeout_s, 30.0);
         assert_eq!(c.thresholds.rule.min_effect, 0.05);

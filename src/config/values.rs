@@ -219,6 +219,9 @@ pub fn parse_duration_s(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{s}' is not a duration; use e.g. 10s, 500ms or 2m"))
 }
 
+/// The most streams one cell may keep running (config suites and `bench --concurrency`).
+pub const MAX_CONCURRENCY: u32 = 65_536;
+
 /// Parses a concurrency list such as `1,2,4,8` (each at least 1).
 pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
@@ -227,8 +230,12 @@ pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {
         let v: u32 = p
             .parse()
             .ok()
-            .filter(|v| *v >= 1 && *v <= 65_536)
-            .ok_or_else(|| format!("'{p}' is not a concurrency level; use e.g. 1,2,4,8"))?;
+            .filter(|v| (1..=MAX_CONCURRENCY).contains(v))
+            .ok_or_else(|| {
+                format!(
+                    "'{p}' is not a concurrency level (1..={MAX_CONCURRENCY}); use e.g. 1,2,4,8"
+                )
+            })?;
         out.push(v);
     }
     out.sort_unstable();

@@ -198,11 +198,14 @@ pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, Im
         model: meta.model.clone(),
         concurrency,
         contexts,
-        duration_s: meta.duration_per_test.unwrap_or(0.0),
-        warmup_s: meta.decode_warmup_seconds.unwrap_or(0.0),
-        max_tokens: meta.max_tokens.unwrap_or(0),
-        unique_context_percent: meta.unique_context_percent.unwrap_or(100.0),
-        sub_windows: 0,
+        timing: crate::results::CellTiming {
+            duration_s: meta.duration_per_test.unwrap_or(0.0),
+            warmup_s: meta.decode_warmup_seconds.unwrap_or(0.0),
+            max_tokens: meta.max_tokens.unwrap_or(0),
+            unique_context_percent: meta.unique_context_percent.unwrap_or(100.0),
+            sub_windows: 0,
+            ..crate::results::CellTiming::DEFAULT
+        },
         repetitions: 1,
     };
     let hardware = hardware_from(seed);
@@ -634,7 +637,7 @@ mod tests {
         );
         assert_eq!(run.matrix.concurrency, vec![1, 2, 4, 8, 12]);
         assert_eq!(run.matrix.contexts, vec![8192, 32768, 65536, 131072]);
-        assert_eq!(run.matrix.max_tokens, 2048);
+        assert_eq!(run.matrix.timing.max_tokens, 2048);
         assert_eq!(run.cells.len(), 20);
         assert_eq!(
             run.engine.version.as_deref(),

@@ -130,9 +130,9 @@ pub fn render_matrix(results: &RunResults) -> String {
         results.engine.name,
         results.engine.version.as_deref().unwrap_or(""),
         results.matrix.model,
-        results.matrix.duration_s,
-        results.matrix.sub_windows,
-        results.matrix.max_tokens,
+        results.matrix.timing.duration_s,
+        results.matrix.timing.sub_windows,
+        results.matrix.timing.max_tokens,
     ));
     out.push_str("Aggregate tok/s  + TTFT/ITL p50 ms\n");
     let mut agg = new_table(&cs);
@@ -308,11 +308,14 @@ mod tests {
             model: "Qwen/Qwen3-8B".into(),
             concurrency: vec![1, 2, 8],
             contexts: vec![0, 8192, 131072],
-            duration_s: 10.0,
-            warmup_s: 3.0,
-            max_tokens: 1024,
-            unique_context_percent: 25.0,
-            sub_windows: 5,
+            timing: crate::results::CellTiming {
+                duration_s: 10.0,
+                warmup_s: 3.0,
+                max_tokens: 1024,
+                unique_context_percent: 25.0,
+                sub_windows: 5,
+                ..crate::results::CellTiming::DEFAULT
+            },
             repetitions: 1,
         };
         let hw = HardwareFingerprint {

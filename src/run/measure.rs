@@ -19,7 +19,7 @@ use crate::config::{EngineConfig, SuiteConfig};
 use crate::engine::{EngineLaunch, EngineProcess, StopReport};
 use crate::results::{
     CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, ProfileKey,
-    RunResults, RunStatus, TelemetrySummary, ToolInfo, context_label,
+    RunResults, RunStatus, TelemetrySummary, ToolInfo,
 };
 use crate::telemetry::{NvmlSampler, WindowSampler};
 
@@ -316,12 +316,9 @@ pub async fn boot_and_measure(
     );
     opts.engine_name = req.engine.name.clone();
     opts.sampler = sampler.clone().map(|s| s as Arc<dyn WindowSampler>);
-    opts.ready_stable_s = req.suite.ready_stable_s;
-    opts.capacity_stall_s = req.suite.capacity_stall_s;
-    opts.ready_timeout_s = req.suite.ready_timeout_s;
-    opts.request_timeout_s = req.suite.request_timeout_s;
     opts.suite = Some(req.suite.name.clone());
     opts.skip_cells = req.suite.skip.clone();
+    opts.skip_doomed = req.suite.skip_doomed;
     let target = BenchTarget {
         base_url: engine.base_url().to_string(),
         model,
@@ -334,10 +331,13 @@ pub async fn boot_and_measure(
     };
     let mut failure = None;
     let mut adaptive = None;
+    let mut unreachable = None;
     let mut results = match session {
         Some(Ok(session)) => {
             let mut results = session.results_skeleton();
-            results.cells = measure_cells(&session, req.suite, &measure_cancel, &bench_tx).await;
+            let measured = session.measure_matrix(&measure_cancel).await;
+            results.cells = measured.cells;
+            unreachable = measured.unreachable;
             let measured_any = results
                 .cells
                 .iter()
@@ -346,7 +346,8 @@ pub async fn boot_and_measure(
                 && !measure_cancel.is_cancelled()
                 && measured_any
             {
-                let est = req.suite.ready_stable_s + req.suite.warmup_s + req.suite.duration_s;
+                let t = &req.suite.timing;
+                let est = t.ready_stable_s + t.warmup_s + t.duration_s;
                 let tx = bench_tx.clone();
                 let emit = move |e: Event| {
                     let _ = tx.send(e);
@@ -413,6 +414,15 @@ pub async fn boot_and_measure(
             });
         }
         None => {}
+    }
+    if failure.is_none()
+        && let Some(reason) = unreachable
+    {
+        // The engine process lives but stopped answering mid-matrix: the cells after it
+        // were not measured, so the run cannot be judged (fail closed).
+        failure = Some(RunFailure::Measurement(format!(
+            "{reason}; the remaining cells were not measured\n--- last lines of the engine log ---\n{tail}"
+        )));
     }
 
     let mut results = match results.take() {
@@ -518,62 +528,4 @@ fn boot_failure(
         boot_s: None,
         adaptive: None,
     }
-}
-
-/// Measures the suite's cells in the gate's order (contexts ascending, concurrency ascending
-/// within a context), `repetitions` times. A larger concurrency at a context where a smaller
-/// one was already capacity-limited is not measured: it cannot fit either, and measuring it
-/// costs the full admission stall (the seed spent 6 minutes on each such cell). It is recorded
-/// `capacity_limited` with the reason, so statistics treat it like a measured one.
-pub async fn measure_cells(
-    session: &BenchSession,
-    suite: &SuiteConfig,
-    cancel: &CancellationToken,
-    events: &EventSink,
-) -> Vec<CellResult> {
-    let mut cells: Vec<CellResult> = Vec::new();
-    let reps = suite.repetitions.max(1);
-    for rep in 0..reps {
-        for &ctx in &suite.contexts {
-            let mut limited_at: Option<u32> = None;
-            for &c in &suite.concurrency {
-                let cell = if cancel.is_cancelled() {
-                    CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
-                } else if suite.skip.contains(&(c, ctx)) {
-                    CellResult::unmeasured(
-                        c,
-                        ctx,
-                        CellStatus::Skipped,
-                        "known not to fit (skip list)",
-                    )
-                } else if let Some(smaller) = limited_at.filter(|_| suite.skip_doomed) {
-                    let reason = format!(
-                        "C={smaller} already capacity-limited at {}: not measured",
-                        context_label(ctx)
-                    );
-                    let _ = events.send(Event::cell(
-                        EventKind::CellDone,
-                        c,
-                        ctx,
-                        format!(
-                            "cell skipped C={c} ctx={} capacity_limited ({reason})",
-                            context_label(ctx)
-                        ),
-                    ));
-                    CellResult::unmeasured(c, ctx, CellStatus::CapacityLimited, reason)
-                } else {
-                    session.measure_cell(c, ctx, cancel).await
-                };
-                if cell.status == CellStatus::CapacityLimited && limited_at.is_none() {
-                    limited_at = Some(c);
-                }
-                if rep == 0 {
-                    cells.push(cell);
-                } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
-                    first.fold_round(&cell, rep);
-                }
-            }
-        }
-    }
-    cells
 }

@@ -13,6 +13,4 @@ pub use gate::{
     Decision, GateError, OutputFiles, baseline_worthy, decide, decide_runs, exit_code,
     write_outputs,
 };
-pub use measure::{
-    MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, measure_cells, unmeasured_results,
-};
+pub use measure::{MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, unmeasured_results};
