@@ -17,7 +17,7 @@
 //!
 //! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`sim`];
 //! 2. [`verdict`] → [`stats`] (pure decisions over plain data) → [`config`];
-//! 3. [`telemetry`] → [`bench`] (measurement) → [`engine`] (the supervised process);
+//! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);
 //! 4. [`import`] → [`baseline`] (storage, never renders) → [`report`] (all rendering) → [`merge`];
 //! 5. [`run`] (the gate pipeline) → [`doctor`] → [`cli`].
 
