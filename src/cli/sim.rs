@@ -107,6 +107,11 @@ pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
     let server = crate::sim::start(opts, bind)
         .await
         .context("starting the simulated engine")?;
+    // The handlers are in place before the port file says the sim is up, so a signal sent
+    // as soon as the file appears shuts it down cleanly.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     if let Some(path) = &args.port_file {
         write_port_file(path, server.addr().port())?;
     }
@@ -116,10 +121,8 @@ pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
     );
     let _ = std::io::stdout().flush();
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
         _ = term.recv() => {}
     }
     server.shutdown().await;
