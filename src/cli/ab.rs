@@ -239,8 +239,12 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         config.thresholds.fail_on,
     );
     match (&failure, &verdict) {
-        (Some(f), _) => eprintln!("error: {f}"),
-        (None, Some(v)) => eprintln!("verdict: {} — {}", v.gate.as_str(), v.headline),
+        (Some(f), _) => eprintln!("error: {}", crate::untrusted_text::console(f)),
+        (None, Some(v)) => eprintln!(
+            "verdict: {} — {}",
+            v.gate.as_str(),
+            crate::untrusted_text::console(&v.headline)
+        ),
         (None, None) => eprintln!("verdict: none"),
     }
     Ok(code)

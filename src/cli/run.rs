@@ -365,7 +365,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     }
     if let Some(d) = &decision {
         for n in &d.notices {
-            eprintln!("notice: {n}");
+            eprintln!("notice: {}", crate::untrusted_text::console(n));
         }
     }
     if let Some(t) = &results.telemetry
@@ -455,8 +455,12 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     // 8. The verdict.
     let code = run::exit_code(failure.is_some(), verdict, config.thresholds.fail_on);
     match (&failure, verdict) {
-        (Some(f), _) => eprintln!("error: {f}"),
-        (None, Some(v)) => eprintln!("verdict: {} — {}", v.gate.as_str(), v.headline),
+        (Some(f), _) => eprintln!("error: {}", crate::untrusted_text::console(f)),
+        (None, Some(v)) => eprintln!(
+            "verdict: {} — {}",
+            v.gate.as_str(),
+            crate::untrusted_text::console(&v.headline)
+        ),
         (None, None) => eprintln!("verdict: no baseline — results recorded, the gate passes"),
     }
     Ok(code)
