@@ -266,6 +266,7 @@ impl BenchSession {
             url: base.clone(),
             metrics_flavor: Some(dialect.map(|d| d.name()).unwrap_or("none").to_string()),
             command: None,
+            containment: None,
         };
         note(
             "startup",

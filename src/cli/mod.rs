@@ -17,6 +17,7 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod stats_eval;
+pub mod supervise;
 
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub(crate) fn in_actions() -> bool {
@@ -59,6 +60,10 @@ pub enum Command {
     Ab(ab::AbArgs),
     /// Monte Carlo of the adaptive and paired A/B designs: false alarms, power, cost.
     AbEval(ab_eval::AbEvalArgs),
+    /// Internal: the engine's supervisor (subreaper, cgroup, dies with the gate), started by
+    /// `run`, `ab` and `doctor` for every engine boot.
+    #[command(name = "__supervise", hide = true)]
+    Supervise(supervise::SuperviseArgs),
 }
 
 /// Runs one parsed command line.
@@ -76,5 +81,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::Merge(a) => merge::execute(a).await,
         Command::Ab(a) => ab::execute(a).await,
         Command::AbEval(a) => ab_eval::execute(a).await,
+        Command::Supervise(a) => supervise::execute(a).await,
     }
 }
