@@ -99,12 +99,16 @@ pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Resu
                 _ = term.recv() => "SIGTERM",
                 _ = int.recv() => "SIGINT",
             };
-            if !cancel.is_cancelled() {
-                eprintln!(
+            // Cancel first: a broken stderr must not lose the cancel.
+            let first = !cancel.is_cancelled();
+            cancel.cancel();
+            if first {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
                     "{name} received: stopping the measurement and the engine, writing partial results"
                 );
             }
-            cancel.cancel();
         }
     });
     Ok(())

@@ -231,10 +231,11 @@ pub async fn boot_and_measure(
         &log,
         Event::now(
             "engine_spawned",
+            // The group id stays the last word: readers take it from there.
             format!(
-                "engine process group {} (contained by {})",
-                engine.pgid(),
-                engine.containment()
+                "engine contained by {}, engine process group {}",
+                engine.containment(),
+                engine.pgid()
             ),
         ),
     );
