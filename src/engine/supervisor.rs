@@ -439,7 +439,9 @@ mod linux {
                     cg.remove();
                 }
                 spawn_engine(argv, None).inspect_err(|_| {
-                    note(&format!("the first try, in its own cgroup, failed too: {first}"));
+                    note(&format!(
+                        "the first try, in its own cgroup, failed too: {first}"
+                    ));
                 })
             }
             Err(e) => Err(e),
