@@ -101,9 +101,25 @@ fi
 [[ "${GITHUB_ACTIONS:-}" != "true" ]] || args+=(--github)
 
 echo "infergate ${args[*]}"
+# On cancel the runner signals this shell (SIGINT, then SIGTERM ~7.5 s later, then SIGKILL
+# ~2.5 s after that), not infergate: forward each signal so the gate stops the engine and
+# writes its results inside that window. infergate runs in the background so the traps fire
+# while it runs; `wait` returns early when a trapped signal arrives, so wait again until the
+# gate itself has ended and take its status.
 set +e
-"$bin" "${args[@]}"
+"$bin" "${args[@]}" &
+gate_pid=$!
+forward() { kill -s "$1" "$gate_pid" 2> /dev/null; }
+trap 'forward INT' INT
+trap 'forward TERM' TERM
+trap 'forward HUP' HUP
+wait "$gate_pid"
 rc=$?
+while kill -0 "$gate_pid" 2> /dev/null; do
+  wait "$gate_pid"
+  rc=$?
+done
+trap - INT TERM HUP
 set -e
 
 results_path="$results_dir/results.json"

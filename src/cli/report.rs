@@ -107,7 +107,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     let in_actions = super::in_actions();
     for n in &notices {
-        eprintln!("notice: {n}");
+        eprintln!("notice: {}", crate::untrusted_text::console(n));
     }
 
     if args.github || in_actions {

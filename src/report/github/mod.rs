@@ -79,7 +79,7 @@ impl PublishOutcome {
                     actions::command("notice", &[("title", "infergate")], n)
                 );
             } else {
-                eprintln!("notice: {n}");
+                eprintln!("notice: {}", crate::untrusted_text::console(n));
             }
         }
         for e in &self.errors {
@@ -94,7 +94,8 @@ impl PublishOutcome {
                 );
             } else {
                 eprintln!(
-                    "warning: reporting failed: {e} (the verdict and exit code are unaffected)"
+                    "warning: reporting failed: {} (the verdict and exit code are unaffected)",
+                    crate::untrusted_text::console(e)
                 );
             }
         }
