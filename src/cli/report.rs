@@ -7,7 +7,6 @@
 //! failure; 2 when an input file cannot be read.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context;
 
@@ -112,22 +111,11 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
 
     if args.github || in_actions {
         let mut ctx = GithubContext::from_env();
-        if let Some(sha) = &args.head_sha {
-            ctx.head_sha = Some(sha.clone());
-        }
-        if let Some(pr) = args.pr {
-            ctx.pr_number = Some(pr);
-        }
-        let mut retry = RetryPolicy::default();
-        if let Some(ms) = std::env::var("INFERGATE_GITHUB_RETRY_BASE_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            retry.base_delay = Duration::from_millis(ms);
-            retry.max_delay = retry
-                .max_delay
-                .min(Duration::from_millis(ms.saturating_mul(8)));
-        }
+        // Given by hand (the fork-PR case of a workflow_run): checked against the API before
+        // a comment, never trusted blindly.
+        ctx.target(args.head_sha.as_deref(), args.pr);
+        let (retry, warnings) = RetryPolicy::from_lookup(|k| std::env::var(k).ok());
+        ctx.warnings.extend(warnings);
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
         reporter.set_fail_on_inconclusive(args.fail_on_inconclusive);
