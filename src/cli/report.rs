@@ -3,8 +3,14 @@
 //! step outputs and workflow commands. Used by the two-workflow pattern: the untrusted PR job
 //! measures with a read-only token and uploads its files; a `workflow_run` job reports them.
 //!
-//! The exit code is the verdict's (0 pass/neutral, 1 regression), never altered by a reporting
-//! failure; 2 when an input file cannot be read.
+//! With `--trusted-config` (what the action's `report` mode always passes) the verdict is not
+//! read from the artifact at all: it is recomputed from `results.json` against the trusted
+//! config and baseline store (a checkout of the base branch, never the PR's), and results that
+//! are not what that config asks for are refused (`run::rejudge`).
+//!
+//! The exit code is the verdict's (0 pass/neutral, 1 regression, under the trusted config's
+//! `fail_on` when one is given), never altered by a reporting failure; 2 when an input file
+//! cannot be read; 3 when the trusted recompute is refused or fails (the check says why).
 
 use std::path::{Path, PathBuf};
 
@@ -55,16 +61,108 @@ pub struct ReportArgs {
     /// Complete the check as failure when the verdict is inconclusive.
     #[arg(long)]
     pub fail_on_inconclusive: bool,
+    /// Gate config from a trusted checkout (the base branch): the verdict is recomputed from
+    /// the results against it and its baseline store, and `--verdict` is ignored.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_config: Option<PathBuf>,
+    /// Baseline store for `--trusted-config` (default: the trusted config's `[baseline] dir`).
+    #[arg(long, value_name = "DIR", requires = "trusted_config")]
+    pub baseline_dir: Option<PathBuf>,
+    /// The confirmation boot's results (default: `results-confirm.json` next to `--results`,
+    /// when present); only read with `--trusted-config`.
+    #[arg(long, value_name = "FILE", requires = "trusted_config")]
+    pub confirm_results: Option<PathBuf>,
+    /// Write the verdict that was reported (the recomputed one with `--trusted-config`) to
+    /// this file, atomically.
+    #[arg(long, value_name = "FILE")]
+    pub verdict_out: Option<PathBuf>,
+}
+
+/// The verdict recomputed against a trusted config, or why it could not be.
+struct Trusted {
+    config: crate::config::GateConfig,
+    suite: crate::config::SuiteConfig,
+    decision: Option<crate::run::Decision>,
+    failure: Option<String>,
+}
+
+async fn rejudge(
+    args: &ReportArgs,
+    config_path: &Path,
+    results: &RunResults,
+) -> anyhow::Result<Trusted> {
+    let config = super::run::load_config(Some(config_path))?;
+    let suite = config
+        .suite(args.suite.as_deref())
+        .map_err(super::run::config_error)?
+        .clone();
+    let store = args
+        .baseline_dir
+        .clone()
+        .unwrap_or_else(|| config.baseline.dir.clone());
+    let confirm_path = args.confirm_results.clone().or_else(|| {
+        let p = args
+            .results
+            .with_file_name(crate::run::confirm::CONFIRM_RESULTS);
+        p.is_file().then_some(p)
+    });
+    let confirm: Option<RunResults> = match &confirm_path {
+        Some(p) => Some(read_json(p, "confirmation results")?),
+        None => None,
+    };
+    let judged =
+        crate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref()).await;
+    let (decision, failure) = match judged {
+        Ok(d) => (Some(d), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    Ok(Trusted {
+        config,
+        suite,
+        decision,
+        failure,
+    })
 }
 
 /// Runs `infergate report`.
 pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     let results: RunResults = read_json(&args.results, "results")?;
-    let verdict: Option<ComparisonReport> = match &args.verdict {
-        Some(p) => Some(read_json(p, "verdict")?),
+    let mut notices = Vec::new();
+    let trusted = match &args.trusted_config {
+        Some(path) => Some(rejudge(&args, path, &results).await?),
         None => None,
     };
-    let mut notices = Vec::new();
+    let verdict: Option<ComparisonReport> = match (&trusted, &args.verdict) {
+        (Some(t), given) => {
+            if given.is_some() {
+                notices.push(
+                    "--verdict ignored: the verdict is recomputed from the results against the trusted config"
+                        .to_string(),
+                );
+            }
+            t.decision.as_ref().and_then(|d| d.verdict.clone())
+        }
+        (None, Some(p)) => Some(read_json(p, "verdict")?),
+        (None, None) => None,
+    };
+    if let Some(t) = &trusted {
+        if let Some(d) = &t.decision {
+            notices.extend(d.notices.iter().cloned());
+        }
+        if let Some(f) = &t.failure {
+            eprintln!("error: {f}");
+        }
+    }
+    if let (Some(path), Some(v)) = (&args.verdict_out, &verdict) {
+        let body = serde_json::to_string_pretty(v).context("serialising the verdict")?;
+        crate::baseline::write_file_atomic(path, body.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    } else if let Some(path) = &args.verdict_out
+        && path.exists()
+    {
+        // No verdict this time: a stale file must not be read as this run's.
+        let _ = std::fs::remove_file(path);
+    }
     if let Some(v) = &verdict
         && v.profile.key != results.profile.key
     {
@@ -73,17 +171,27 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             v.profile.key, results.profile.key
         ));
     }
-    let history = match &args.history {
-        Some(dir) => load_history(dir, &results, &mut notices)?,
-        None => Vec::new(),
+    let history = match (&args.history, &trusted) {
+        (Some(dir), _) => load_history(dir, &results, &mut notices)?,
+        (None, Some(t)) => t
+            .decision
+            .as_ref()
+            .map(|d| d.history.clone())
+            .unwrap_or_default(),
+        (None, None) => Vec::new(),
     };
-    let suite = args
-        .suite
-        .clone()
-        .or_else(|| results.suite.clone())
-        .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
-        .unwrap_or_else(|| "default".to_string());
+    let suite = match &trusted {
+        Some(t) => t.suite.name.clone(),
+        None => args
+            .suite
+            .clone()
+            .or_else(|| results.suite.clone())
+            .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
+            .unwrap_or_else(|| "default".to_string()),
+    };
+    let failure = trusted.as_ref().and_then(|t| t.failure.clone());
     let matrix_line = match &args.config {
+        None if trusted.is_some() => trusted.as_ref().map(|t| t.suite.line as u32),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 usage(format!(
@@ -118,7 +226,12 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         ctx.warnings.extend(warnings);
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
-        reporter.set_fail_on_inconclusive(args.fail_on_inconclusive);
+        reporter.set_fail_on_inconclusive(
+            args.fail_on_inconclusive
+                || trusted.as_ref().is_some_and(|t| {
+                    t.config.thresholds.fail_on == crate::config::FailOn::Inconclusive
+                }),
+        );
         let name = args
             .name
             .clone()
@@ -127,18 +240,28 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             results: &results,
             verdict: verdict.as_ref(),
             history: &history,
-            config_path: args.config.as_deref(),
+            config_path: args
+                .config
+                .as_deref()
+                .or_else(|| trusted.as_ref().map(|t| Path::new(t.config.path.as_str()))),
             matrix_line,
             artifact_url: args.artifact_url.clone(),
-            failure: None,
+            failure: failure.clone(),
         };
         let outcome = reporter.publish(&name, &input).await;
         outcome.print(reporter.context().in_actions);
     }
 
-    Ok(match verdict.map(|v| v.gate) {
-        Some(GateVerdict::Regression) => GateExit::Regression,
-        _ => GateExit::Pass,
+    Ok(match &trusted {
+        Some(t) => crate::run::exit_code(
+            failure.is_some(),
+            verdict.as_ref(),
+            t.config.thresholds.fail_on,
+        ),
+        None => match verdict.map(|v| v.gate) {
+            Some(GateVerdict::Regression) => GateExit::Regression,
+            _ => GateExit::Pass,
+        },
     })
 }
 

@@ -8,6 +8,7 @@ pub mod confirm;
 pub mod design_eval;
 pub mod gate;
 pub mod measure;
+pub mod rejudge;
 
 pub use gate::{
     Decision, GateError, OutputFiles, baseline_worthy, decide, decide_runs, exit_code,
