@@ -10,7 +10,13 @@
 //! - [`stats`], [`baseline`], [`import`]: the noise model and decision rule, the baseline store,
 //!   and readers of other tools' result files;
 //! - [`report`]: terminal tables, Markdown, GitHub check runs, comments and job summaries;
-//! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin).
+//! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin);
+//! - [`stdio`]: printing that survives a closed pipe (no `outln!` in the crate).
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+pub mod stdio;
 
 pub mod baseline;
 pub mod bench;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use infergate::cli::Cli;
+use infergate::errln;
 use infergate::exit::exit_for_error;
 
 fn main() -> ExitCode {
@@ -14,14 +15,14 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(3);
         }
     };
     match runtime.block_on(infergate::cli::execute(cli)) {
         Ok(outcome) => ExitCode::from(outcome.code()),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            errln!("error: {err:#}");
             ExitCode::from(exit_for_error(&err).code())
         }
     }

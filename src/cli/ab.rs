@@ -101,7 +101,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         .iter()
         .map(|(_, b)| if *b { 'B' } else { 'A' })
         .collect();
-    eprintln!(
+    errln!(
         "infergate ab: config {} · suite `{}` ({} cells) · {pairs} pairs of boots ({schedule}) · results in {}",
         config.path,
         suite.name,
@@ -184,12 +184,12 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
     }
 
     // 5. Print.
-    println!("{}", crate::report::console::render_matrix(&results));
+    outln!("{}", crate::report::console::render_matrix(&results));
     if let Some(v) = &verdict {
-        println!("{}", crate::report::verdict_table::text(v));
+        outln!("{}", crate::report::verdict_table::text(v));
     }
     for b in &measured.boots {
-        eprintln!(
+        errln!(
             "boot {:>2}: engine {} pair {} · {} · {}",
             b.index + 1,
             b.side.as_str().to_uppercase(),
@@ -203,7 +203,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
             }
         );
     }
-    eprintln!(
+    errln!(
         "results: B {} · A {} · summary: {}{} · {:.0} s for {} boots",
         files.results.display(),
         crate::run::ab::side_results_path(&args.out, AbSide::A).display(),
@@ -239,9 +239,9 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         config.thresholds.fail_on,
     );
     match (&failure, &verdict) {
-        (Some(f), _) => eprintln!("error: {f}"),
-        (None, Some(v)) => eprintln!("verdict: {} — {}", v.gate.as_str(), v.headline),
-        (None, None) => eprintln!("verdict: none"),
+        (Some(f), _) => errln!("error: {f}"),
+        (None, Some(v)) => errln!("verdict: {} — {}", v.gate.as_str(), v.headline),
+        (None, None) => errln!("verdict: none"),
     }
     Ok(code)
 }

@@ -94,9 +94,9 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
                 .prune(a.profile.as_deref(), a.suite.as_deref(), a.keep)
                 .map_err(store_err)?;
             for p in &report.removed {
-                println!("removed {}", p.display());
+                outln!("removed {}", p.display());
             }
-            println!(
+            outln!(
                 "pruned {} run(s), kept {} in {}",
                 report.removed.len(),
                 report.kept,
@@ -107,7 +107,7 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
         BaselineCommand::List => {
             let profiles = store.profiles().map_err(store_err)?;
             if profiles.is_empty() {
-                println!("no baselines in {}", store.root().display());
+                outln!("no baselines in {}", store.root().display());
             }
             for (key, suites) in profiles {
                 for suite in suites {
@@ -117,7 +117,7 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
                         .last()
                         .map(|r| r.started_at.to_rfc3339())
                         .unwrap_or_else(|| "-".into());
-                    println!(
+                    outln!(
                         "{key}  suite={suite}  runs={}  newest={newest}{}",
                         loaded.runs.len(),
                         if loaded.skipped.is_empty() {
@@ -146,14 +146,14 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
         };
         for run in runs {
             match store.add_run(&run) {
-                Ok(added) if added.created => println!(
+                Ok(added) if added.created => outln!(
                     "added {} ({}, suite {}) → {}",
                     run.run_id,
                     run.profile.key,
                     run.suite.as_deref().unwrap_or(ADHOC_SUITE),
                     added.path.display()
                 ),
-                Ok(added) => println!("already present {} → {}", run.run_id, added.path.display()),
+                Ok(added) => outln!("already present {} → {}", run.run_id, added.path.display()),
                 Err(e @ BaselineError::Rejected { .. }) => {
                     failures.push(format!("{}: {e}", file.display()))
                 }
@@ -194,7 +194,7 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
     for (key, suite) in groups {
         let loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
-            eprintln!("warning: skipped {}: {why}", path.display());
+            errln!("warning: skipped {}: {why}", path.display());
         }
         histories.push(history::history(
             &key,

@@ -39,7 +39,7 @@ pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         .iter()
         .filter(|c| c.status != crate::results::CellStatus::Ok)
         .count();
-    println!(
+    outln!(
         "wrote {}: run {}, {} cells ({} not ok), profile {}",
         args.out.display(),
         run.run_id,

@@ -98,8 +98,8 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     };
 
     match &verdict {
-        Some(v) => print!("{}", verdict_table::text(v)),
-        None => println!(
+        Some(v) => out!("{}", verdict_table::text(v)),
+        None => outln!(
             "{}: no verdict given (no baseline yet); {} cells measured",
             results.run_id,
             results.cells.len()
@@ -107,7 +107,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     let in_actions = super::in_actions();
     for n in &notices {
-        eprintln!("notice: {n}");
+        errln!("notice: {n}");
     }
 
     if args.github || in_actions {

@@ -63,7 +63,7 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
             if local.exists() {
                 GateConfig::load(local).map_err(config_error)
             } else {
-                eprintln!(
+                errln!(
                     "notice: no infergate.toml here and no --config: using the embedded default (simulated engine)"
                 );
                 GateConfig::embedded_default().map_err(config_error)
@@ -100,7 +100,7 @@ pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Resu
                 _ = int.recv() => "SIGINT",
             };
             if !cancel.is_cancelled() {
-                eprintln!(
+                errln!(
                     "{name} received: stopping the measurement and the engine, writing partial results"
                 );
             }
@@ -174,7 +174,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         out.print(super::in_actions());
     }
 
-    eprintln!(
+    errln!(
         "infergate run: config {} · suite `{}` ({} cells: C {:?} x contexts {:?}) · results in {}",
         config.path,
         suite.name,
@@ -228,7 +228,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     if let Some(stop) = &measured.stop
         && !stop.group_gone
     {
-        eprintln!("warning: some engine processes survived teardown (SIGKILL sent to the group)");
+        errln!("warning: some engine processes survived teardown (SIGKILL sent to the group)");
     }
     let adaptive = measured.adaptive.take();
     let mut results = measured.results;
@@ -236,7 +236,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     if let Some(a) = &adaptive
         && a.rounds > 0
     {
-        eprintln!(
+        errln!(
             "adaptive: {} extra round(s) on {} inconclusive cell(s), {:.1} s extra; stopped: {}",
             a.rounds,
             a.remeasured.len(),
@@ -293,7 +293,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         if let Some(stop) = &outcome.measured.stop
             && !stop.group_gone
         {
-            eprintln!(
+            errln!(
                 "warning: some engine processes of the confirmation boot survived teardown (SIGKILL sent to the group)"
             );
         }
@@ -359,19 +359,19 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     }
 
     // 5. Print.
-    println!("{}", crate::report::console::render_matrix(&results));
+    outln!("{}", crate::report::console::render_matrix(&results));
     if let Some(v) = verdict {
-        println!("{}", crate::report::verdict_table::text(v));
+        outln!("{}", crate::report::verdict_table::text(v));
     }
     if let Some(d) = &decision {
         for n in &d.notices {
-            eprintln!("notice: {n}");
+            errln!("notice: {n}");
         }
     }
     if let Some(t) = &results.telemetry
         && t.status == "available"
     {
-        eprintln!(
+        errln!(
             "telemetry: {} · energy {} · {} J/token · avg power {} W",
             t.devices.join(", "),
             t.energy_j.map_or("-".into(), |e| format!("{e:.0} J")),
@@ -379,7 +379,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
             t.power_w_avg.map_or("-".into(), |p| format!("{p:.0}"))
         );
     }
-    eprintln!(
+    errln!(
         "results: {}{} · summary: {} · engine log: {}",
         files.results.display(),
         files
@@ -390,7 +390,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         measured.engine_log.display()
     );
     if let Some(c) = &confirmation {
-        eprintln!(
+        errln!(
             "confirmation boot: results {} · engine log: {}",
             args.out.join(run::confirm::CONFIRM_RESULTS).display(),
             c.measured.engine_log.display()
@@ -415,14 +415,14 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
                                 .context("adding the run to the baseline store")
                         });
                     match added {
-                        Ok(path) => eprintln!("baseline: run added as {}", path.display()),
+                        Ok(path) => errln!("baseline: run added as {}", path.display()),
                         Err(err) => {
                             close_open_checks(&mut reporter, &err).await;
                             return Err(err);
                         }
                     }
                 }
-                Err(why) => eprintln!("baseline: not updated: {why}"),
+                Err(why) => errln!("baseline: not updated: {why}"),
             }
         }
     }
@@ -455,9 +455,9 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     // 8. The verdict.
     let code = run::exit_code(failure.is_some(), verdict, config.thresholds.fail_on);
     match (&failure, verdict) {
-        (Some(f), _) => eprintln!("error: {f}"),
-        (None, Some(v)) => eprintln!("verdict: {} — {}", v.gate.as_str(), v.headline),
-        (None, None) => eprintln!("verdict: no baseline — results recorded, the gate passes"),
+        (Some(f), _) => errln!("error: {f}"),
+        (None, Some(v)) => errln!("verdict: {} — {}", v.gate.as_str(), v.headline),
+        (None, None) => errln!("verdict: no baseline — results recorded, the gate passes"),
     }
     Ok(code)
 }

@@ -118,11 +118,10 @@ pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
     if let Some(path) = &args.port_file {
         write_port_file(path, server.addr().port())?;
     }
-    println!(
+    outln!(
         "infergate sim listening on {} (profile {profile_name}, time-scale {time_scale})",
         server.url()
     );
-    let _ = std::io::stdout().flush();
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;

@@ -73,17 +73,17 @@ impl PublishOutcome {
     pub fn print(&self, in_actions: bool) {
         for n in &self.notices {
             if in_actions {
-                eprintln!(
+                errln!(
                     "{}",
                     actions::command("notice", &[("title", "infergate")], n)
                 );
             } else {
-                eprintln!("notice: {n}");
+                errln!("notice: {n}");
             }
         }
         for e in &self.errors {
             if in_actions {
-                eprintln!(
+                errln!(
                     "{}",
                     actions::command(
                         "warning",
@@ -92,9 +92,7 @@ impl PublishOutcome {
                     )
                 );
             } else {
-                eprintln!(
-                    "warning: reporting failed: {e} (the verdict and exit code are unaffected)"
-                );
+                errln!("warning: reporting failed: {e} (the verdict and exit code are unaffected)");
             }
         }
     }
@@ -413,14 +411,14 @@ impl GithubReporter {
         }
         if self.ctx.in_actions {
             if let Some(reason) = outcome.failure {
-                println!(
+                outln!(
                     "{}",
                     actions::command("error", &[("title", &format!("{name} failed"))], reason)
                 );
             }
             if let Some(v) = input.verdict {
                 for line in actions::workflow_commands(v) {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
         }
