@@ -43,7 +43,7 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Compare candidate results with a baseline and print verdicts.
     Compare(compare::CompareArgs),
-    /// Manage the baseline store (add, show, prune).
+    /// Manage the baseline store (add, show, prune, list).
     Baseline(baseline::BaselineArgs),
     /// Convert another tool's results file (llm-decode-bench JSON) into infergate's schema.
     Import(import::ImportArgs),

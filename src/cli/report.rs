@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::baseline::PROFILE_FILE;
 use crate::exit::{GateExit, usage};
 use crate::report::github::{GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name};
 use crate::report::verdict_table;
@@ -27,8 +28,8 @@ pub struct ReportArgs {
     /// reported as "no baseline yet".
     #[arg(long)]
     pub verdict: Option<PathBuf>,
-    /// Directory of baseline results files (searched recursively for `*.json`) for the trend
-    /// chart in the job summary.
+    /// Directory of baseline results files (searched recursively for `*.json`; a baseline
+    /// store works too) for the trend chart in the job summary.
     #[arg(long)]
     pub history: Option<PathBuf>,
     /// Gate config file: annotations point at the line defining the suite's matrix.
@@ -212,6 +213,8 @@ fn load_history(
         match parsed {
             Ok(r) if r.profile.key == current.profile.key => runs.push(r),
             Ok(_) => {}
+            // A baseline store's own description of a profile directory, not a run.
+            Err(_) if f.file_name().is_some_and(|n| n == PROFILE_FILE) => {}
             Err(e) => notices.push(format!(
                 "history file {} skipped (not a results file: {e})",
                 f.display()
