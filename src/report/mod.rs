@@ -5,5 +5,6 @@ pub mod actions;
 pub mod console;
 pub mod github;
 pub mod markdown;
+pub mod merged;
 pub mod mermaid;
 pub mod verdict_table;
