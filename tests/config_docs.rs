@@ -61,7 +61,10 @@ fn same(doc: &Value, code: &Value) -> bool {
 
 /// Checks every row of a table against `defaults` (a struct's `Default`, serialised);
 /// `others` are documented keys that are not fields of it, each with its own check.
-fn check(heading: &str, defaults: Value, others: &[(&str, &dyn Fn(&str) -> bool)]) {
+/// A documented key that is not a field of the struct, with the check of its default cell.
+type OtherKey<'a> = (&'a str, &'a dyn Fn(&str) -> bool);
+
+fn check(heading: &str, defaults: Value, others: &[OtherKey<'_>]) {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/config.md"))
         .expect("docs/config.md");
     let table = defaults_table(&doc, heading);
