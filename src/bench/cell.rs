@@ -126,7 +126,7 @@ impl CellShared {
                 let d = if d.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", super::client::excerpt(d, 120))
+                    format!(" ({})", super::client::excerpt(d, 300))
                 };
                 if kinds.len() > 1 {
                     format!("{n}x {k}{d}")
