@@ -20,7 +20,9 @@ use super::EventLog;
 use super::client::{
     ChunkInfo, EngineClient, RequestFailure, SseParser, StreamEvent, parse_stream_event,
 };
-use super::metrics::{EngineState, MetricsDialect, parse_prometheus};
+use super::counter::{self, EdgeReading};
+use super::metrics::{EngineState, MetricsDialect};
+pub use super::metrics::scrape;
 use super::prompt::ContextPrompt;
 use super::stats;
 use crate::results::{CellResult, CellStatus, Event, SpecDecodeStats, TokenSource, context_label};
@@ -46,26 +48,6 @@ pub struct CellSpec {
     pub request_timeout_s: f64,
     /// How often `/metrics` is polled during the window, seconds.
     pub metrics_poll_s: f64,
-}
-
-/// Scrapes `/metrics` once; `None` when the engine has no (known) metrics or did not answer.
-pub async fn scrape(
-    client: &EngineClient,
-    dialect: Option<MetricsDialect>,
-) -> Option<(Instant, EngineState)> {
-    let dialect = dialect?;
-    let sent = Instant::now();
-    let (status, text) = client
-        .get_text("/metrics", Duration::from_secs(3))
-        .await
-        .ok()?;
-    // The counter was read somewhere between sending and receiving: take the midpoint, so a
-    // slow answer does not shift the engine's window by its whole latency.
-    let at = sent + Instant::now().duration_since(sent) / 2;
-    if status != 200 {
-        return None;
-    }
-    Some((at, dialect.read(&parse_prometheus(&text))))
 }
 
 /// State shared by a cell's stream tasks and its controller (atomics only on the hot path).
@@ -598,7 +580,7 @@ impl SustainedDecodeCell<'_> {
         }
 
         // Steady-state window.
-        let s0 = scrape(self.client, self.dialect).await;
+        let edge0 = counter::read_edge(self.client, self.dialect).await;
         if let Some(s) = &self.sampler {
             s.start_window();
         }
@@ -638,10 +620,10 @@ impl SustainedDecodeCell<'_> {
                 }
             }
         }
-        let s1 = if cancelled {
-            None
+        let edge1 = if cancelled {
+            EdgeReading::default()
         } else {
-            scrape(self.client, self.dialect).await
+            counter::read_edge(self.client, self.dialect).await
         };
         streams_cancel.cancel();
         let records = join_all(handles).await;
@@ -682,16 +664,14 @@ impl SustainedDecodeCell<'_> {
         let window_errors = errors - errors_at_open;
         let window_requests = requests - requests_at_open + c;
 
-        let server_tps = match (&s0, &s1) {
-            (Some((a_at, a)), Some((b_at, b))) => match (a.generated_tokens, b.generated_tokens) {
-                (Some(x), Some(y)) if *b_at > *a_at => {
-                    Some((y - x).max(0.0) / b_at.duration_since(*a_at).as_secs_f64())
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        let spec_decode = spec_stats(s0.as_ref(), s1.as_ref(), output_tokens, aggregate_tps);
+        let engine_counter = counter::window(self.dialect, &edge0, &edge1, open, close);
+        let server_tps = engine_counter.as_ref().map(|(tps, _)| *tps);
+        let spec_decode = spec_stats(
+            edge0.state.as_ref(),
+            edge1.state.as_ref(),
+            output_tokens,
+            aggregate_tps,
+        );
         let telemetry = self
             .sampler
             .as_ref()
@@ -743,13 +723,15 @@ impl SustainedDecodeCell<'_> {
                 TokenSource::ContinuousUsage
             }),
             server_tps,
+            engine_counter: engine_counter.as_ref().map(|(_, w)| w.clone()),
             ready_after_s: Some(ready_after),
             spec_decode,
             telemetry,
             rounds: Vec::new(),
         };
-        let server = server_tps
-            .map(|s| format!(" (engine counter {s:.1} tok/s)"))
+        let server = engine_counter
+            .as_ref()
+            .map(|(tps, w)| counter::describe(*tps, w))
             .unwrap_or_default();
         match cell.status {
             CellStatus::Error => self.emit(
