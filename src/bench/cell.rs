@@ -21,8 +21,8 @@ use super::client::{
     ChunkInfo, EngineClient, RequestFailure, SseParser, StreamEvent, parse_stream_event,
 };
 use super::counter::{self, EdgeReading};
-use super::metrics::{EngineState, MetricsDialect};
 pub use super::metrics::scrape;
+use super::metrics::{EngineState, MetricsDialect};
 use super::prompt::ContextPrompt;
 use super::stats;
 use crate::results::{CellResult, CellStatus, Event, SpecDecodeStats, TokenSource, context_label};

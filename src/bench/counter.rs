@@ -159,7 +159,10 @@ mod tests {
     #[test]
     fn in_flight_tokens_are_added_at_both_edges_or_neither() {
         let t = Instant::now();
-        let (open, close) = (t + Duration::from_millis(10), t + Duration::from_millis(2010));
+        let (open, close) = (
+            t + Duration::from_millis(10),
+            t + Duration::from_millis(2010),
+        );
         let d = Some(MetricsDialect::Llamacpp);
         // 2 s apart: counter +100 (one request of 100 ended), in flight 30 → 50.
         let a = edge(t, 1000.0, Some(30.0));
