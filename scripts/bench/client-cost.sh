@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the measuring client costs: whole-process CPU of `infergate bench` (not the engine) per
 # 1,000 streamed tokens and per second of window, and its peak RSS, at C=1, 8 and 64 against
-# the simulated engine (`--profile test --speed 5`: ~830 tok/s at C=1).
+# the simulated engine (`--profile test --time-scale 5`: ~830 tok/s at C=1).
 #
 # Usage: scripts/bench/client-cost.sh [BIN ...]
 #   BIN   infergate binaries to measure side by side, interleaved (default: target/release/infergate,
@@ -38,7 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$SIM_BIN" sim --profile test --speed 5 --port 0 --port-file "$WORK/port" >"$WORK/sim.log" 2>&1 &
+"$SIM_BIN" sim --profile test --time-scale 5 --port 0 --port-file "$WORK/port" >"$WORK/sim.log" 2>&1 &
 SIM_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 [ -s "$WORK/port" ] || { echo "client-cost: the simulated engine did not start:" >&2; cat "$WORK/sim.log" >&2; exit 3; }
