@@ -7,8 +7,10 @@
 
 pub mod cell;
 pub mod client;
+pub mod counter;
 pub mod metrics;
 pub mod prompt;
+pub mod slots;
 pub mod stats;
 
 use std::collections::BTreeMap;
