@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
-use wiremock::matchers::path_regex;
+use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const REPO: &str = "acme/engine";
@@ -335,4 +335,110 @@ async fn a_sigterm_while_github_hangs_exits_at_once_and_never_boots_the_engine()
         "{kinds:?}"
     );
     assert!(marked(&marker).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cleanup_step_completes_the_check_a_killed_gate_left_in_progress_as_cancelled() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 4242})))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path_regex(format!("^/repos/{REPO}/check-runs/[0-9]+$")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 4242})))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("stale-{}", std::process::id());
+    let config = config(dir.path(), &marker);
+    let job_env = |cmd: &mut Command| {
+        actions_env(cmd, dir.path(), &server.uri());
+        cmd.env("RUNNER_NAME", "gpu-1")
+            .env("GITHUB_RUN_ATTEMPT", "1");
+    };
+
+    // The gate starts its check in progress, then is killed mid-matrix.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infergate"));
+    cmd.args(["run", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--baseline-dir")
+        .arg(dir.path().join("baselines"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("stderr.txt")).unwrap());
+    job_env(&mut cmd);
+    let mut gate = cmd.spawn().unwrap();
+    let dir_path = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || wait_for_cells(&dir_path, 1))
+        .await
+        .unwrap();
+    gate.kill().unwrap();
+    let _ = gate.wait();
+    let started: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.method.as_str() == "POST" && r.url.path().ends_with("/check-runs"))
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    let started = &started[0];
+    assert_eq!(started["status"], "in_progress");
+    assert_eq!(started["external_id"], "infergate/99/1/gpu-1");
+    assert!(
+        !server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.method.as_str() == "PATCH"),
+        "the killed gate completed nothing"
+    );
+
+    // GitHub lists it in progress, beside a parallel job's check and another tool's.
+    Mock::given(method("GET"))
+        .and(path(format!("/repos/{REPO}/commits/{HEAD_SHA}/check-runs")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "total_count": 3,
+            "check_runs": [
+                {"id": 4242, "name": started["name"], "status": "in_progress",
+                 "external_id": started["external_id"]},
+                {"id": 5, "name": "infergate / other-gpu / pr", "status": "in_progress",
+                 "external_id": "infergate/99/1/gpu-2"},
+                {"id": 6, "name": "build", "status": "in_progress", "external_id": ""},
+            ]
+        })))
+        .mount(&server)
+        .await;
+    let before = server.received_requests().await.unwrap().len();
+    let mut cleanup = Command::new(env!("CARGO_BIN_EXE_infergate"));
+    cleanup.arg("close-stale-checks");
+    job_env(&mut cleanup);
+    let out = tokio::task::spawn_blocking(move || cleanup.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(TOKEN) && !String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+
+    let reqs = server.received_requests().await.unwrap();
+    let patches: Vec<_> = reqs[before..]
+        .iter()
+        .filter(|r| r.method.as_str() == "PATCH")
+        .collect();
+    assert_eq!(patches.len(), 1, "only this job's check: {stderr}");
+    assert!(patches[0].url.path().ends_with("/check-runs/4242"));
+    let body: Value = serde_json::from_slice(&patches[0].body).unwrap();
+    assert_eq!(body["status"], "completed");
+    assert_eq!(body["conclusion"], "cancelled");
+    assert!(stderr.contains("completed"), "{stderr}");
+    assert!(
+        eventually(Duration::from_secs(30), || marked(&marker).is_empty()),
+        "left running: {:?}",
+        marked(&marker)
+    );
 }
