@@ -237,7 +237,7 @@ impl GithubContext {
             in_actions: get("GITHUB_ACTIONS").is_some_and(|v| v == "true"),
             token,
             warnings,
-            check_owner: super::checks::CheckOwner::from_lookup(&get),
+            check_owner: super::checks::CheckOwner::from_lookup(get),
         }
     }
 
