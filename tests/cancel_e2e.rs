@@ -110,7 +110,7 @@ fn coords(r: &Value) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn cell<'a>(r: &'a Value, (c, l): (u64, u64)) -> Option<&'a Value> {
+fn cell(r: &Value, (c, l): (u64, u64)) -> Option<&Value> {
     r["cells"]
         .as_array()?
         .iter()

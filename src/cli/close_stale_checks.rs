@@ -30,10 +30,10 @@ pub async fn execute(args: CloseStaleChecksArgs) -> anyhow::Result<GateExit> {
     let (closed, outcome) = reporter.close_stale_checks(CHECK_NAME_PREFIX, reason).await;
     outcome.print(super::in_actions());
     if closed.is_empty() {
-        eprintln!("close-stale-checks: no check of this job was left in progress");
+        errln!("close-stale-checks: no check of this job was left in progress");
     }
     for name in &closed {
-        eprintln!(
+        errln!(
             "close-stale-checks: completed `{}` as cancelled",
             crate::untrusted_text::console(name)
         );
