@@ -99,6 +99,22 @@ pub enum RunStatus {
     Partial,
     /// The run was cancelled (SIGINT/SIGTERM); the cells present are valid.
     Cancelled,
+    /// The gate is still measuring: written after every finished cell so that a killed gate
+    /// leaves the cells it finished. The cells present are valid, the rest were not measured;
+    /// a file left in this state is never complete (no baseline, no verdict, a gate error).
+    InProgress,
+}
+
+impl RunStatus {
+    /// The word the results schema uses (`complete`, `partial`, `cancelled`, `in_progress`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Complete => "complete",
+            RunStatus::Partial => "partial",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::InProgress => "in_progress",
+        }
+    }
 }
 
 /// Provenance of a results file.

@@ -10,6 +10,7 @@ pub mod ab_eval;
 pub mod baseline;
 pub mod bench;
 pub mod changes;
+pub mod close_stale_checks;
 pub mod compare;
 pub mod doctor;
 pub mod export;
@@ -56,6 +57,9 @@ pub enum Command {
     StatsEval(stats_eval::StatsEvalArgs),
     /// Post results and verdicts: GitHub check run, PR comment, job summary, step outputs.
     Report(report::ReportArgs),
+    /// Complete as `cancelled` the checks a killed gate of this job left in progress (the
+    /// action's `if: always()` cleanup step).
+    CloseStaleChecks(close_stale_checks::CloseStaleChecksArgs),
     /// Describe the runner: GPUs, driver, PCIe, NVML, engine reachability.
     Doctor(doctor::DoctorArgs),
     /// Join shard results (one per runner profile) into one verdict and one summary.
@@ -86,6 +90,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::Export(a) => export::execute(a).await,
         Command::StatsEval(a) => stats_eval::execute(a).await,
         Command::Report(a) => report::execute(a).await,
+        Command::CloseStaleChecks(a) => close_stale_checks::execute(a).await,
         Command::Doctor(a) => doctor::execute(a).await,
         Command::Merge(a) => merge::execute(a).await,
         Command::Ab(a) => ab::execute(a).await,
