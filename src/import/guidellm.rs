@@ -292,6 +292,7 @@ pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunRes
             spec_decode: None,
             telemetry: None,
             rounds: Vec::new(),
+            cross_checks: Vec::new(),
         };
         if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
             return Err(err(
