@@ -5,6 +5,7 @@
 //! or a bad value is a [`ConfigError`] naming `file:line:col` and the fix, and `run` exits 2.
 //! The format is documented in `docs/config.md`.
 
+mod bisect;
 mod values;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use crate::results::{HardwareFingerprint, MatrixSpec};
 use crate::stats::DecisionRule;
 
 pub use crate::policy::FailOn;
+pub use bisect::{BisectConfig, DEFAULT_REVS};
 pub use values::{CommandSpec, ContextLen, Seconds};
 
 /// The default config, compiled into the binary: boots `infergate sim` so the whole gate runs
@@ -29,7 +31,8 @@ pub const EMBEDDED_DEFAULT: &str = include_str!("../../infergate.toml");
 pub const EMBEDDED_NAME: &str = "<embedded default infergate.toml>";
 
 /// Placeholders the engine command, env values and working dir may contain.
-pub const PLACEHOLDERS: [&str; 4] = ["port", "host", "model", "infergate"];
+/// `{build}` (the output of `[bisect] build`) is filled by `infergate bisect` only.
+pub const PLACEHOLDERS: [&str; 5] = ["port", "host", "model", "infergate", "build"];
 
 /// Why a config cannot be used. Every variant is the user's to fix (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +92,8 @@ pub struct GateConfig {
     /// The two builds of a paired A/B run (`[engine.a]`, `[engine.b]`, `[ab]`); `None` when the
     /// file defines no A/B engines.
     pub ab: Option<AbConfig>,
+    /// How `infergate bisect` builds the engine at a commit (`[bisect]`).
+    pub bisect: Option<BisectConfig>,
 }
 
 /// Adaptive re-measurement (`[adaptive]`): after the matrix and the comparison, the cells whose
@@ -340,6 +345,7 @@ struct RawConfig {
     adaptive: Option<Spanned<RawAdaptive>>,
     confirm: Option<Spanned<RawConfirm>>,
     ab: Option<Spanned<RawAb>>,
+    bisect: Option<Spanned<bisect::RawBisect>>,
 }
 
 #[derive(Deserialize)]
@@ -571,6 +577,8 @@ impl GateConfig {
             None => None,
         };
 
+        bisect::check_build_placeholder(&raw.engine, raw.bisect.is_some(), &loc)?;
+        let bisect = bisect::build_bisect(raw.bisect, base_dir, &loc)?;
         let (engine, ab_engines) = build_engine(raw.engine, model.is_some(), &loc, base_dir)?;
         let adaptive = build_adaptive(raw.adaptive, &loc)?;
         let confirm = build_confirm(raw.confirm, &loc)?;
@@ -634,6 +642,7 @@ impl GateConfig {
             adaptive,
             confirm,
             ab,
+            bisect,
         })
     }
 
@@ -779,7 +788,7 @@ fn check_placeholders(
                     return Err(loc.at(
                         span,
                         format!("unknown placeholder `{{{name}}}` in the engine command"),
-                        Some("use {port}, {host}, {model} or {infergate} (the path of this infergate binary)"),
+                        Some("use {port}, {host}, {model}, {infergate} (the path of this infergate binary) or {build} (with [bisect])"),
                     ));
                 }
                 if name == "model" && !has_model {
