@@ -9,6 +9,7 @@ pub mod ab;
 pub mod ab_eval;
 pub mod baseline;
 pub mod bench;
+pub mod bisect;
 pub mod changes;
 pub mod compare;
 pub mod doctor;
@@ -67,6 +68,8 @@ pub enum Command {
     Changes(changes::ChangesArgs),
     /// Monte Carlo of the change-point search: false alerts per 100 nights, delay, location.
     ChangesEval(changes::ChangesEvalArgs),
+    /// Find the first bad commit between a good and a bad revision (builds and boots commits).
+    Bisect(bisect::BisectArgs),
 }
 
 /// Runs one parsed command line.
@@ -87,5 +90,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::AbEval(a) => ab_eval::execute(a).await,
         Command::Changes(a) => changes::execute(a).await,
         Command::ChangesEval(a) => changes::execute_eval(a).await,
+        Command::Bisect(a) => bisect::execute(a).await,
     }
 }

@@ -143,7 +143,7 @@ pub fn free_port(host: &str) -> Result<u16, EngineError> {
 }
 
 /// Quotes one word for `sh` (appended `--engine-arg` values of a shell-line command).
-fn shell_quote(s: &str) -> String {
+pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c))

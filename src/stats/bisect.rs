@@ -196,8 +196,9 @@ impl StepAnswer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepEvidence {
     pub answer: StepAnswer,
-    /// Where the step lies between the levels: 0 = good, 1 = bad (mean over the moved cells).
-    pub position: f64,
+    /// Where the step lies between the levels: 0 = good, 1 = bad (mean over the moved cells);
+    /// `None` when it measured none of them.
+    pub position: Option<f64>,
     /// Signed distance from the midpoint over its standard deviation (positive = bad side).
     pub z: f64,
     /// The threshold |z| had to reach.
@@ -239,7 +240,7 @@ pub fn classify(step: &[RunResults], moved: &[MovedCell], s: &BisectSettings) ->
     if cells == 0 {
         return StepEvidence {
             answer: StepAnswer::Uncertain,
-            position: f64::NAN,
+            position: None,
             z: 0.0,
             z_needed,
             cells,
@@ -263,12 +264,94 @@ pub fn classify(step: &[RunResults], moved: &[MovedCell], s: &BisectSettings) ->
     };
     StepEvidence {
         answer,
-        position: 0.5 + e / (gap_sum / m),
+        position: Some(0.5 + e / (gap_sum / m)),
         z,
         z_needed,
         cells,
         boots,
     }
+}
+
+/// What one boot of a bisection measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BootRole {
+    /// The known-good revision (`--good`).
+    Good,
+    /// The known-bad revision (`--bad`).
+    Bad,
+    /// A commit between them.
+    Step,
+}
+
+impl BootRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BootRole::Good => "good",
+            BootRole::Bad => "bad",
+            BootRole::Step => "step",
+        }
+    }
+}
+
+/// One boot of a bisection, in the order they ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectBoot {
+    /// 1-based boot number.
+    pub boot: u32,
+    pub rev: String,
+    pub role: BootRole,
+    /// The build's output (`{build}`), when the build ran.
+    pub build: Option<String>,
+    /// The boot's results file, relative to the output directory.
+    pub results: Option<String>,
+    /// Cells measured `ok`.
+    pub cells_measured: usize,
+    pub boot_s: Option<f64>,
+    /// Why the build or boot failed.
+    pub failure: Option<String>,
+}
+
+/// One intermediate commit asked about, and the answer its boots gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectStep {
+    pub rev: String,
+    /// 1-based position in the commit list.
+    pub index: usize,
+    /// The boots (numbers) pooled for the answer.
+    pub boots: Vec<u32>,
+    pub evidence: StepEvidence,
+    /// Commits still suspected after this answer (first, last: 1-based, inclusive).
+    pub suspects: (usize, usize),
+}
+
+/// The first bad commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Culprit {
+    pub rev: String,
+    /// 1-based position in the commit list.
+    pub index: usize,
+    /// The commit before it (the last good one; `--good` when it is the first).
+    pub last_good: String,
+}
+
+/// A whole bisection: `bisect.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectRecord {
+    pub good: String,
+    pub bad: String,
+    pub suite: String,
+    /// The commits after good up to bad, oldest first (`[bisect] revs`).
+    pub commits: Vec<String>,
+    /// Every cell compared between good and bad; the moved ones are the ones measured at steps.
+    pub cells: Vec<CellMove>,
+    pub boots: Vec<BisectBoot>,
+    pub steps: Vec<BisectStep>,
+    pub culprit: Option<Culprit>,
+    /// Why the bisection stopped without a culprit.
+    pub failure: Option<String>,
+    /// Commits still suspected when it stopped (all of them before the first answer).
+    pub suspects: Vec<String>,
 }
 
 #[cfg(test)]
@@ -300,10 +383,10 @@ mod tests {
         assert!(moved.iter().all(|m| (m.change + 1.0 / 3.0).abs() < 0.02));
         let g = classify(&[run(1.01)], &moved, &s);
         assert_eq!(g.answer, StepAnswer::Good, "{g:?}");
-        assert!(g.position < 0.1);
+        assert!(g.position.is_some_and(|p| p < 0.1));
         let b = classify(&[run(0.99 / 1.5)], &moved, &s);
         assert_eq!(b.answer, StepAnswer::Bad, "{b:?}");
-        assert!(b.position > 0.9);
+        assert!(b.position.is_some_and(|p| p > 0.9));
     }
 
     #[test]
