@@ -34,11 +34,14 @@ fn spec(model: &str, conc: &[u32], ctx: &[u64]) -> MatrixSpec {
         model: model.into(),
         concurrency: conc.to_vec(),
         contexts: ctx.to_vec(),
-        duration_s: 10.0,
-        warmup_s: 2.0,
-        max_tokens: 256,
-        unique_context_percent: 25.0,
-        sub_windows: 5,
+        timing: infergate::results::CellTiming {
+            duration_s: 10.0,
+            warmup_s: 2.0,
+            max_tokens: 256,
+            unique_context_percent: 25.0,
+            sub_windows: 5,
+            ..infergate::results::CellTiming::DEFAULT
+        },
         repetitions: 1,
     }
 }

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::doctor::{self, BootCheck};
 use crate::engine::{EngineLaunch, EngineProcess};
 use crate::exit::{GateExit, usage};
-use crate::telemetry::doctor::{self, BootCheck};
 
 /// Arguments of `infergate doctor`.
 #[derive(Debug, clap::Args)]

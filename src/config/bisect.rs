@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{CommandSpec, ConfigError, Locator, RawEngine, Seconds};
+use super::locate::Locator;
+use super::raw::RawEngine;
+use super::{CommandSpec, ConfigError, Seconds};
 
 /// The default commit list: the commits after good up to and including bad, oldest first.
 pub const DEFAULT_REVS: &str = "git rev-list --reverse {good}..{bad}";

@@ -7,6 +7,7 @@ pub mod bisect;
 pub mod changes;
 pub mod console;
 pub mod github;
+pub mod history;
 pub mod markdown;
 pub mod mermaid;
 pub mod trend_html;

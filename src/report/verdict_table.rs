@@ -358,11 +358,14 @@ mod tests {
             model: "m".into(),
             concurrency: vec![1, 8],
             contexts: vec![8192, 32768],
-            duration_s: 30.0,
-            warmup_s: 5.0,
-            max_tokens: 256,
-            unique_context_percent: 25.0,
-            sub_windows: 6,
+            timing: crate::results::CellTiming {
+                duration_s: 30.0,
+                warmup_s: 5.0,
+                max_tokens: 256,
+                unique_context_percent: 25.0,
+                sub_windows: 6,
+                ..crate::results::CellTiming::DEFAULT
+            },
             repetitions: 1,
         };
         let profile = ProfileKey::derive(hw, "vllm|<b>", "org/`evil`|<script>x</script>", &matrix);

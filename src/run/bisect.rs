@@ -11,7 +11,7 @@
 //! `{build}` are shell-quoted in shell-line commands, and text with control characters is
 //! refused. Each boot is the gate's own [`boot_and_measure`]; builds run in their own process
 //! group, stopped (SIGKILL to the group) on time-out, cancellation and when they end. Nothing
-//! here prints: progress goes out as events, and the record is written as `bisect.json`.
+//! here prints: progress goes out as events, and the record is written durably as `bisect.json` ([`crate::fsio::write_durable`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{
     BisectConfig, CommandSpec, ConfigError, EngineConfig, GateConfig, SuiteConfig,
 };
-use crate::results::{CellStatus, Event, RunResults};
+use crate::results::{CellStatus, Event, EventKind, RunResults};
 use crate::stats::bisect::{
     BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, Culprit, MovedCell, StepAnswer,
     classify, moved_cells,
@@ -344,7 +344,7 @@ impl BisectPlan {
         };
         let sink = progress((suite.cells() * suite.repetitions.max(1) as usize) as u64);
         let _ = sink.events.send(Event::now(
-            "bisect_boot",
+            EventKind::Notice,
             format!("boot {number}: {} {rev}: building", role.as_str()),
         ));
         let build = match cached_build {
@@ -402,7 +402,7 @@ impl BisectPlan {
         match serde_json::to_string_pretty(&measured.results)
             .map_err(std::io::Error::other)
             .and_then(|body| {
-                crate::baseline::write_file_atomic(&self.out.join(&name), body.as_bytes())
+                crate::fsio::write_durable(&self.out.join(&name), body.as_bytes())
             }) {
             Ok(()) => boot.results = Some(name),
             Err(e) => ctx.warnings.push(format!("cannot write {name}: {e}")),
@@ -580,7 +580,7 @@ impl BisectPlan {
         let path = self.out.join(RECORD_FILE);
         let written = serde_json::to_string_pretty(&record)
             .map_err(std::io::Error::other)
-            .and_then(|body| crate::baseline::write_file_atomic(&path, body.as_bytes()));
+            .and_then(|body| crate::fsio::write_durable(&path, body.as_bytes()));
         let (record_path, write_error) = match written {
             Ok(()) => (Some(path), None),
             Err(e) => (None, Some(format!("writing {}: {e}", path.display()))),

@@ -18,8 +18,8 @@ use crate::bench::{BenchOptions, BenchSession, BenchTarget, EventSink};
 use crate::config::{EngineConfig, SuiteConfig};
 use crate::engine::{EngineLaunch, EngineProcess, StopReport};
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, ProfileKey, RunResults,
-    RunStatus, TelemetrySummary, ToolInfo, context_label,
+    CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, ProfileKey,
+    RunResults, RunStatus, TelemetrySummary, ToolInfo,
 };
 use crate::telemetry::{NvmlSampler, WindowSampler};
 
@@ -181,7 +181,7 @@ pub async fn boot_and_measure(
                 &events,
                 &log,
                 Event::now(
-                    "notice",
+                    EventKind::Notice,
                     format!("GPU telemetry unavailable: {reason}; the run goes on without it"),
                 ),
             );
@@ -206,7 +206,7 @@ pub async fn boot_and_measure(
         &events,
         &log,
         Event::now(
-            "engine_start",
+            EventKind::EngineStart,
             format!(
                 "starting engine: {command} (log: {})",
                 launch.log_path.display()
@@ -226,14 +226,7 @@ pub async fn boot_and_measure(
             );
         }
     };
-    send(
-        &events,
-        &log,
-        Event::now(
-            "engine_spawned",
-            format!("engine process group {}", engine.pgid()),
-        ),
-    );
+    send(&events, &log, Event::engine_spawned(engine.pgid()));
     let ready = engine.wait_ready(&cancel, req.log_tail_lines).await;
     let ready = match ready {
         Ok(r) => r,
@@ -263,7 +256,7 @@ pub async fn boot_and_measure(
         &events,
         &log,
         Event::now(
-            "engine_ready",
+            EventKind::EngineReady,
             format!(
                 "engine ready after {:.1}s at {} (models: {}; process group {})",
                 ready.boot_s,
@@ -323,12 +316,9 @@ pub async fn boot_and_measure(
     );
     opts.engine_name = req.engine.name.clone();
     opts.sampler = sampler.clone().map(|s| s as Arc<dyn WindowSampler>);
-    opts.ready_stable_s = req.suite.ready_stable_s;
-    opts.capacity_stall_s = req.suite.capacity_stall_s;
-    opts.ready_timeout_s = req.suite.ready_timeout_s;
-    opts.request_timeout_s = req.suite.request_timeout_s;
     opts.suite = Some(req.suite.name.clone());
     opts.skip_cells = req.suite.skip.clone();
+    opts.skip_doomed = req.suite.skip_doomed;
     let target = BenchTarget {
         base_url: engine.base_url().to_string(),
         model,
@@ -341,10 +331,13 @@ pub async fn boot_and_measure(
     };
     let mut failure = None;
     let mut adaptive = None;
+    let mut unreachable = None;
     let mut results = match session {
         Some(Ok(session)) => {
             let mut results = session.results_skeleton();
-            results.cells = measure_cells(&session, req.suite, &measure_cancel, &bench_tx).await;
+            let measured = session.measure_matrix(&measure_cancel).await;
+            results.cells = measured.cells;
+            unreachable = measured.unreachable;
             let measured_any = results
                 .cells
                 .iter()
@@ -353,7 +346,8 @@ pub async fn boot_and_measure(
                 && !measure_cancel.is_cancelled()
                 && measured_any
             {
-                let est = req.suite.ready_stable_s + req.suite.warmup_s + req.suite.duration_s;
+                let t = &req.suite.timing;
+                let est = t.ready_stable_s + t.warmup_s + t.duration_s;
                 let tx = bench_tx.clone();
                 let emit = move |e: Event| {
                     let _ = tx.send(e);
@@ -392,7 +386,7 @@ pub async fn boot_and_measure(
             &events,
             &log,
             Event::now(
-                "notice",
+                EventKind::Notice,
                 format!(
                     "engine process group {} did not disappear after SIGKILL",
                     stop.exit
@@ -410,7 +404,7 @@ pub async fn boot_and_measure(
                 &events,
                 &log,
                 Event::now(
-                    "engine_exit",
+                    EventKind::EngineExit,
                     format!("engine exited with {status} during the run"),
                 ),
             );
@@ -420,6 +414,15 @@ pub async fn boot_and_measure(
             });
         }
         None => {}
+    }
+    if failure.is_none()
+        && let Some(reason) = unreachable
+    {
+        // The engine process lives but stopped answering mid-matrix: the cells after it
+        // were not measured, so the run cannot be judged (fail closed).
+        failure = Some(RunFailure::Measurement(format!(
+            "{reason}; the remaining cells were not measured\n--- last lines of the engine log ---\n{tail}"
+        )));
     }
 
     let mut results = match results.take() {
@@ -514,7 +517,7 @@ fn boot_failure(
     results.telemetry = telemetry;
     results.events = log.lock().map(|l| l.clone()).unwrap_or_default();
     results.events.push(Event::now(
-        "engine_error",
+        EventKind::EngineError,
         message.lines().next().unwrap_or("").to_string(),
     ));
     MeasuredRun {
@@ -525,62 +528,4 @@ fn boot_failure(
         boot_s: None,
         adaptive: None,
     }
-}
-
-/// Measures the suite's cells in the gate's order (contexts ascending, concurrency ascending
-/// within a context), `repetitions` times. A larger concurrency at a context where a smaller
-/// one was already capacity-limited is not measured: it cannot fit either, and measuring it
-/// costs the full admission stall (the seed spent 6 minutes on each such cell). It is recorded
-/// `capacity_limited` with the reason, so statistics treat it like a measured one.
-pub async fn measure_cells(
-    session: &BenchSession,
-    suite: &SuiteConfig,
-    cancel: &CancellationToken,
-    events: &EventSink,
-) -> Vec<CellResult> {
-    let mut cells: Vec<CellResult> = Vec::new();
-    let reps = suite.repetitions.max(1);
-    for rep in 0..reps {
-        for &ctx in &suite.contexts {
-            let mut limited_at: Option<u32> = None;
-            for &c in &suite.concurrency {
-                let cell = if cancel.is_cancelled() {
-                    CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
-                } else if suite.skip.contains(&(c, ctx)) {
-                    CellResult::unmeasured(
-                        c,
-                        ctx,
-                        CellStatus::Skipped,
-                        "known not to fit (skip list)",
-                    )
-                } else if let Some(smaller) = limited_at.filter(|_| suite.skip_doomed) {
-                    let reason = format!(
-                        "C={smaller} already capacity-limited at {}: not measured",
-                        context_label(ctx)
-                    );
-                    let _ = events.send(Event::cell(
-                        "cell_done",
-                        c,
-                        ctx,
-                        format!(
-                            "cell skipped C={c} ctx={} capacity_limited ({reason})",
-                            context_label(ctx)
-                        ),
-                    ));
-                    CellResult::unmeasured(c, ctx, CellStatus::CapacityLimited, reason)
-                } else {
-                    session.measure_cell(c, ctx, cancel).await
-                };
-                if cell.status == CellStatus::CapacityLimited && limited_at.is_none() {
-                    limited_at = Some(c);
-                }
-                if rep == 0 {
-                    cells.push(cell);
-                } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
-                    first.fold_round(&cell, rep);
-                }
-            }
-        }
-    }
-    cells
 }

@@ -19,7 +19,5 @@ pub use gate::{
     AbortError, Design, GateAbort, GatePlan, GateRequest, GateRun, ProgressSink, SetupError,
     github_wanted,
 };
-pub use measure::{
-    MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, measure_cells, unmeasured_results,
-};
+pub use measure::{MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, unmeasured_results};
 pub use outputs::{OutputFiles, baseline_worthy, write_outputs};

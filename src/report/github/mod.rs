@@ -376,7 +376,7 @@ impl GithubReporter {
         let summary_path = self.summary_path.clone().or_else(|| {
             let results = self.results_path.as_ref()?;
             let path = summary_file_for(results);
-            match write_atomically(&path, &summary) {
+            match crate::fsio::write_durable(&path, summary.as_bytes()) {
                 Ok(()) => Some(path),
                 Err(e) => {
                     out.errors.push(format!(
@@ -627,19 +627,6 @@ pub fn summary_file_for(results: &Path) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "results".into());
     results.with_file_name(format!("{stem}.summary.md"))
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.flush()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// The octocrab client: base URL from the context (GHES-ready), the token, time-outs, and
