@@ -401,9 +401,8 @@ impl BisectPlan {
         let name = format!("results-{number:02}.json");
         match serde_json::to_string_pretty(&measured.results)
             .map_err(std::io::Error::other)
-            .and_then(|body| {
-                crate::fsio::write_durable(&self.out.join(&name), body.as_bytes())
-            }) {
+            .and_then(|body| crate::fsio::write_durable(&self.out.join(&name), body.as_bytes()))
+        {
             Ok(()) => boot.results = Some(name),
             Err(e) => ctx.warnings.push(format!("cannot write {name}: {e}")),
         }
