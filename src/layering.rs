@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 /// Bottom first. A module may use modules of strictly lower layers (and itself).
 const LAYERS: &[&[&str]] = &[
-    &["results", "exit", "fsio", "sim"],
+    &["results", "exit", "fsio", "sim", "redact"],
+    &["untrusted_text"],
     &["verdict"],
     &["policy"],
     &["stats"],

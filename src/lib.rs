@@ -10,6 +10,8 @@
 //! - [`stats`], [`baseline`], [`import`]: the noise model and decision rule, the baseline store,
 //!   and readers of other tools' result files;
 //! - [`report`]: terminal tables, Markdown, GitHub check runs, comments and job summaries;
+//! - [`redact`], [`untrusted_text`]: secrets masked and external text made inert before anything
+//!   is printed, written or posted;
 //! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin).
 //!
 //! Layers, bottom first; a module uses only modules below it (checked by a unit test in
@@ -35,12 +37,14 @@ pub mod fsio;
 pub mod import;
 pub mod merge;
 pub mod policy;
+pub mod redact;
 pub mod report;
 pub mod results;
 pub mod run;
 pub mod sim;
 pub mod stats;
 pub mod telemetry;
+pub mod untrusted_text;
 pub mod verdict;
 
 #[cfg(test)]

@@ -234,6 +234,11 @@ pub struct EngineIdentity {
     /// The engine command line (from the gate config), secrets removed.
     #[serde(default)]
     pub command: Option<String>,
+    /// How the engine's process tree was held and killed at teardown: `cgroup` (its own
+    /// cgroup v2, `cgroup.kill`) or `subreaper` (the supervisor as child subreaper); absent
+    /// in results of other tools and of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 /// The measurement settings of a run.

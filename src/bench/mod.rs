@@ -259,6 +259,7 @@ impl BenchSession {
             url: base.clone(),
             metrics_flavor: Some(dialect.map(|d| d.name()).unwrap_or("none").to_string()),
             command: None,
+            containment: None,
         };
         note(
             EventKind::Startup,

@@ -63,7 +63,7 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     );
     let run = plan.run(&super::run::progress, cancel).await;
     for w in &run.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", crate::untrusted_text::console(w));
     }
     println!("{}", crate::report::bisect::text(&run.record));
     match (&run.record_path, &run.write_error) {

@@ -48,7 +48,7 @@ pub async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
         .context("preparing the engine command")?;
         let command = launch.display.clone();
         let url = launch.base_url.clone();
-        let (boot, reachable_url) = match EngineProcess::spawn(launch) {
+        let (boot, reachable_url) = match EngineProcess::spawn(launch).await {
             Err(e) => (
                 BootCheck {
                     command,

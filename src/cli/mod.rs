@@ -20,6 +20,7 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod stats_eval;
+pub mod supervise;
 
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub(crate) fn in_actions() -> bool {
@@ -70,6 +71,10 @@ pub enum Command {
     ChangesEval(changes::ChangesEvalArgs),
     /// Find the first bad commit between a good and a bad revision (builds and boots commits).
     Bisect(bisect::BisectArgs),
+    /// Internal: the engine's supervisor (subreaper, cgroup, dies with the gate), started by
+    /// `run`, `ab` and `doctor` for every engine boot.
+    #[command(name = "__supervise", hide = true)]
+    Supervise(supervise::SuperviseArgs),
 }
 
 /// Runs one parsed command line.
@@ -91,5 +96,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::Changes(a) => changes::execute(a).await,
         Command::ChangesEval(a) => changes::execute_eval(a).await,
         Command::Bisect(a) => bisect::execute(a).await,
+        Command::Supervise(a) => supervise::execute(a).await,
     }
 }

@@ -244,6 +244,26 @@ fn check_placeholders(
     Ok(())
 }
 
+/// The engine is untrusted code: the gate's GitHub tokens and the runner's credentials never
+/// reach it, whatever the config says.
+fn check_engine_env_name(
+    loc: &Locator,
+    span: std::ops::Range<usize>,
+    name: &str,
+) -> Result<(), ConfigError> {
+    let bare = name.trim_end_matches('*');
+    if crate::redact::never_for_engine(name)
+        || (bare.len() < name.len() && crate::redact::never_for_engine(&format!("{bare}TOKEN")))
+    {
+        return Err(loc.at(
+            span,
+            format!("`{name}` is a credential of the gate or the runner and is never passed to the engine"),
+            Some("remove it from [engine] env / env_allow; the engine is code under test and must not hold the gate's tokens (see docs/security.md)"),
+        ));
+    }
+    Ok(())
+}
+
 /// The engines of the file: `[engine]` (what `run` boots) and, when both `[engine.a]` and
 /// `[engine.b]` are given, the two builds of an A/B run (each `[engine]` with its own command,
 /// env additions, workdir and log file). Without an `[engine] command`, `run` boots A.
@@ -263,8 +283,12 @@ fn build_engine(
             check_placeholders(loc, c.span(), part, has_model)?;
         }
     }
+    for n in &raw.env_allow {
+        check_engine_env_name(loc, n.span(), n.get_ref())?;
+    }
     let mut env = BTreeMap::new();
     for (k, v) in std::mem::take(&mut raw.env) {
+        check_engine_env_name(loc, v.span(), &k)?;
         check_placeholders(loc, v.span(), v.get_ref(), has_model)?;
         env.insert(k, v.into_inner());
     }
@@ -294,8 +318,10 @@ fn build_engine(
         workdir: raw.workdir.as_ref().map(|w| base_dir.join(w)),
         readiness_timeout_s,
         log_file: raw.log_file.as_ref().map(PathBuf::from),
-        stop_grace_s: raw.stop_grace.map_or(15.0, |s| s.0),
+        stop_grace_s: raw.stop_grace.map(|s| s.0),
         api_key_env: raw.api_key_env.clone(),
+        env_allow: raw.env_allow.iter().map(|n| n.get_ref().clone()).collect(),
+        secret_args: raw.secret_args.clone(),
         host: raw.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
         port: raw.port.filter(|p| *p != 0),
         name: raw.name.as_ref().map(|n| n.get_ref().clone()),
@@ -308,6 +334,7 @@ fn build_engine(
         }
         let mut cfg = base(s.command.into_inner());
         for (k, v) in s.env {
+            check_engine_env_name(loc, v.span(), &k)?;
             check_placeholders(loc, v.span(), v.get_ref(), has_model)?;
             cfg.env.insert(k, v.into_inner());
         }

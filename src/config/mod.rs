@@ -210,8 +210,15 @@ pub struct EngineConfig {
     pub readiness_timeout_s: f64,
     /// Where the engine's stdout/stderr go; `None` = `engine.log` in the output directory.
     pub log_file: Option<PathBuf>,
-    /// Grace period between SIGTERM and SIGKILL at teardown.
-    pub stop_grace_s: f64,
+    /// Grace period between SIGTERM and SIGKILL at teardown; `None` = the engine module's
+    /// default (short enough for the Actions runner's cancel window).
+    pub stop_grace_s: Option<f64>,
+    /// Names (or `PREFIX_*` patterns) of the gate's environment variables passed on to the
+    /// engine besides the built-in allow-list (PATH, HOME, locale, CUDA_*, NCCL_*, HF_*, ...).
+    pub env_allow: Vec<String>,
+    /// Command-line flags whose values are secrets (masked in every output), besides the
+    /// built-in ones (`--api-key`, `--hf-token`, `*-key`, `*token*`, `*secret*`, `*password*`).
+    pub secret_args: Vec<String>,
     /// Environment variable holding the engine's API key (sent as a bearer token, never shown).
     pub api_key_env: Option<String>,
     /// Host the engine listens on (`{host}`), default 127.0.0.1.
@@ -535,7 +542,7 @@ contexts = ["0"]
         let ab = c.ab.as_ref().expect("ab");
         assert_eq!(ab.rounds, 3);
         assert_eq!(ab.order, AbOrder::Ab);
-        assert_eq!(ab.a.stop_grace_s, 2.0);
+        assert_eq!(ab.a.stop_grace_s, Some(2.0));
         assert_eq!(ab.b.name.as_deref(), Some("sim"));
         assert!(matches!(ab.b.command, CommandSpec::Shell(_)));
         assert_eq!(ab.b.env.get("SHARED").map(String::as_str), Some("1"));

@@ -80,6 +80,10 @@ pub(super) struct RawEngine {
     pub(super) log_file: Option<String>,
     pub(super) stop_grace: Option<Seconds>,
     pub(super) api_key_env: Option<String>,
+    #[serde(default)]
+    pub(super) env_allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) secret_args: Vec<String>,
     pub(super) host: Option<String>,
     pub(super) port: Option<u16>,
     pub(super) name: Option<Spanned<String>>,

@@ -242,6 +242,7 @@ pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, Im
                 .unwrap_or(false)
                 .then(|| meta.engine.clone()),
             command: None,
+            containment: None,
         },
         matrix,
         cells,

@@ -378,6 +378,7 @@ pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
             url: r.url,
             metrics_flavor: None,
             command: None,
+            containment: None,
         },
         matrix,
         cells: r.cells,

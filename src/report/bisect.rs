@@ -1,11 +1,13 @@
 //! The bisection's console report: the cells that moved between good and bad, every boot with
-//! the answer it gave, and the culprit (or why there is none). Revisions and build outputs are
-//! shown as data (control characters are refused upstream).
+//! the answer it gave, and the culprit (or why there is none). Revisions, build outputs and
+//! failure text (build and engine log tails) come from commands: each passes
+//! [`crate::untrusted_text::console`] before it is shown.
 
 use comfy_table::{CellAlignment, Table};
 
 use crate::results::context_label;
 use crate::stats::bisect::{BisectRecord, BootRole};
+use crate::untrusted_text::console as inert;
 use crate::verdict::signed_percent;
 
 fn table(header: &[&str]) -> Table {
@@ -20,9 +22,9 @@ fn table(header: &[&str]) -> Table {
 pub fn text(r: &BisectRecord) -> String {
     let mut out = format!(
         "bisect {}..{} · suite `{}` · {} commit(s) · {} boot(s)\n",
-        r.good,
-        r.bad,
-        r.suite,
+        inert(&r.good),
+        inert(&r.bad),
+        inert(&r.suite),
         r.commits.len(),
         r.boots.len()
     );
@@ -53,8 +55,10 @@ pub fn text(r: &BisectRecord) -> String {
         let step = r.steps.iter().find(|s| s.boots.last() == Some(&b.boot));
         let index = r.commits.iter().position(|c| *c == b.rev);
         let commit = match (b.role, index) {
-            (BootRole::Step, Some(i)) => format!("{} ({}/{})", b.rev, i + 1, r.commits.len()),
-            _ => b.rev.clone(),
+            (BootRole::Step, Some(i)) => {
+                format!("{} ({}/{})", inert(&b.rev), i + 1, r.commits.len())
+            }
+            _ => inert(&b.rev),
         };
         let (answer, position, z) = match (b.role, step, &b.failure) {
             (_, _, Some(_)) => ("failed".to_string(), "-".into(), "-".into()),
@@ -73,7 +77,7 @@ pub fn text(r: &BisectRecord) -> String {
             b.boot.to_string(),
             b.role.as_str().into(),
             commit,
-            b.build.clone().unwrap_or_else(|| "-".into()),
+            b.build.as_deref().map_or_else(|| "-".into(), inert),
             b.cells_measured.to_string(),
             answer,
             position,
@@ -91,20 +95,20 @@ pub fn text(r: &BisectRecord) -> String {
     match (&r.culprit, &r.failure) {
         (Some(c), _) => out.push_str(&format!(
             "first bad commit: {} (commit {} of {}; last good: {}) after {} boot(s)\n",
-            c.rev,
+            inert(&c.rev),
             c.index,
             r.commits.len(),
-            c.last_good,
+            inert(&c.last_good),
             r.boots.len()
         )),
         (None, Some(f)) => {
-            out.push_str(&format!("no culprit: {f}\n"));
+            out.push_str(&format!("no culprit: {}\n", inert(f)));
             if !r.suspects.is_empty() && r.suspects.len() < r.commits.len() {
                 out.push_str(&format!(
                     "still suspected: {} commit(s), {} … {}\n",
                     r.suspects.len(),
-                    r.suspects[0],
-                    r.suspects[r.suspects.len() - 1]
+                    inert(&r.suspects[0]),
+                    inert(&r.suspects[r.suspects.len() - 1])
                 ));
             }
         }

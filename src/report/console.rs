@@ -122,6 +122,10 @@ fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
 /// columns, TTFT/ITL detail line, capacity and error markers), a per-user tok/s matrix, a
 /// legend, and the reasons of every cell that is not `ok`.
 pub fn render_matrix(results: &RunResults) -> String {
+    crate::untrusted_text::console(&matrix_table(results))
+}
+
+fn matrix_table(results: &RunResults) -> String {
     let (cs, ls) = axes(results);
     let mut out = String::new();
     out.push_str(&format!(
@@ -254,7 +258,7 @@ pub async fn render_progress(
         None
     };
     while let Some(e) = rx.recv().await {
-        let line = format_event(&e);
+        let line = crate::untrusted_text::console(&format_event(&e));
         match &bar {
             Some(bar) => {
                 if ends_cell(&e) || e.concurrency.is_none() {
@@ -263,7 +267,7 @@ pub async fn render_progress(
                 if ends_cell(&e) {
                     bar.inc(1);
                 }
-                bar.set_message(e.message.clone());
+                bar.set_message(crate::untrusted_text::console(&e.message));
             }
             None => eprintln!("{line}"),
         }

@@ -130,6 +130,10 @@ fn rule_line(report: &ComparisonReport) -> String {
 /// The verdict matrix as a terminal table, with the headline, the matrix-wide test, notes and
 /// the legend.
 pub fn text(report: &ComparisonReport) -> String {
+    crate::untrusted_text::console(&text_table(report))
+}
+
+fn text_table(report: &ComparisonReport) -> String {
     let (contexts, concs) = axes(report);
     let mut out = String::new();
     out.push_str(&format!(

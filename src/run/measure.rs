@@ -213,7 +213,7 @@ pub async fn boot_and_measure(
             ),
         ),
     );
-    let engine = match EngineProcess::spawn(launch) {
+    let engine = match EngineProcess::spawn(launch).await {
         Ok(e) => e,
         Err(e) => {
             return boot_failure(
@@ -226,7 +226,18 @@ pub async fn boot_and_measure(
             );
         }
     };
-    send(&events, &log, Event::engine_spawned(engine.pgid()));
+    send(
+        &events,
+        &log,
+        Event {
+            message: format!(
+                "engine contained by {}, engine process group {}",
+                engine.containment(),
+                engine.pgid()
+            ),
+            ..Event::engine_spawned(engine.pgid())
+        },
+    );
     let ready = engine.wait_ready(&cancel, req.log_tail_lines).await;
     let ready = match ready {
         Ok(r) => r,
@@ -447,6 +458,7 @@ pub async fn boot_and_measure(
         }
     };
     results.engine.command = Some(command);
+    results.engine.containment = Some(engine_containment(&stop));
     results.labels.extend(req.labels.clone());
     match &failure {
         Some(RunFailure::Cancelled) => {
@@ -495,14 +507,40 @@ pub async fn boot_and_measure(
     }
     all_events.sort_by_key(|e| e.at);
     results.events = all_events;
-    MeasuredRun {
+    redacted(MeasuredRun {
         results,
         failure,
         stop: Some(stop),
         engine_log: req.log_path.clone(),
         boot_s: Some(ready.boot_s),
         adaptive,
+    })
+}
+
+/// How the engine's tree was held, for `engine.containment` in the results.
+fn engine_containment(stop: &StopReport) -> String {
+    stop.containment.as_str().to_string()
+}
+
+/// The run with every known secret masked in its results and failure text: everything
+/// written, printed or posted about a run comes from here, and engine-controlled strings
+/// (model ids, error bodies, the log tail) may carry a secret the engine was given.
+fn redacted(mut run: MeasuredRun) -> MeasuredRun {
+    let r = crate::redact::process();
+    if r.is_empty() {
+        return run;
     }
+    run.results = r.redact_serde(run.results);
+    run.failure = run.failure.map(|f| match f {
+        RunFailure::Boot(m) => RunFailure::Boot(r.redact(&m)),
+        RunFailure::Measurement(m) => RunFailure::Measurement(r.redact(&m)),
+        RunFailure::EngineDied { status, log_tail } => RunFailure::EngineDied {
+            status: r.redact(&status),
+            log_tail: r.redact(&log_tail),
+        },
+        RunFailure::Cancelled => RunFailure::Cancelled,
+    });
+    run
 }
 
 fn boot_failure(
@@ -520,12 +558,13 @@ fn boot_failure(
         EventKind::EngineError,
         message.lines().next().unwrap_or("").to_string(),
     ));
-    MeasuredRun {
+    results.engine.containment = stop.as_ref().map(engine_containment);
+    redacted(MeasuredRun {
         results,
         failure: Some(RunFailure::Boot(message)),
         stop,
         engine_log: req.log_path.clone(),
         boot_s: None,
         adaptive: None,
-    }
+    })
 }
