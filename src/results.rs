@@ -546,6 +546,22 @@ pub struct CellResult {
     /// counters (see [`CrossCheck`]); empty in results of other tools and older versions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cross_checks: Vec<CrossCheck>,
+    /// Requests that finished with fewer than `max_tokens` tokens although `ignore_eos` was
+    /// set (the engine clamped or cut them: a different workload), out of those that finished;
+    /// absent when no request finished or in results of other tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated_requests: Option<TruncatedRequests>,
+}
+
+/// How many finished requests came back short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TruncatedRequests {
+    /// Finished with fewer than `max_tokens` tokens.
+    pub short: u32,
+    /// Finished requests seen in the cell.
+    pub finished: u32,
+    /// The fewest tokens one of them had.
+    pub fewest_tokens: u64,
 }
 
 /// One check of the engine's word (its reported `usage`) against an independent figure.
@@ -605,6 +621,7 @@ impl CellResult {
             telemetry: None,
             rounds: Vec::new(),
             cross_checks: Vec::new(),
+            truncated_requests: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! The engine's word is cross-checked: a simulated engine that inflates or deflates its usage,
 //! or whose generation counter disagrees with what it streamed, never passes (every cell is
 //! `error` with the disagreement named, exit 3), while an honest one with step-time jitter
-//! passes with every check recorded and within tolerance.
+//! passes with every check recorded and within tolerance. Requests cut short under `ignore_eos`
+//! (`truncate-at`) make their cell `error` too.
 
 mod support;
 
@@ -109,4 +110,24 @@ fn an_honest_engine_with_jitter_raises_no_alarm() {
             assert!(c.ok, "{c:?}");
         }
     }
+}
+
+#[test]
+fn requests_cut_short_under_ignore_eos_make_the_cell_an_error() {
+    let (code, stderr, results) = run_sim(&["--fault", "truncate-at=40"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    for cell in &results.cells {
+        assert_eq!(cell.status, CellStatus::Error, "{cell:?}");
+        let why = cell.reason.as_deref().unwrap_or_default();
+        assert!(why.starts_with("truncated: "), "{why}");
+        assert!(why.contains("fewer than max_tokens = 128"), "{why}");
+        let t = cell.truncated_requests.expect("counted");
+        assert!(t.short > 0 && t.short == t.finished, "{t:?}");
+        assert_eq!(t.fewest_tokens, 40);
+        assert!(
+            cell.cross_checks.iter().all(|c| c.ok),
+            "an honest engine otherwise"
+        );
+    }
+    assert!(stderr.contains("truncated: "), "{stderr}");
 }

@@ -314,6 +314,7 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             telemetry: None,
             rounds: Vec::new(),
             cross_checks: Vec::new(),
+            truncated_requests: None,
         },
         notes,
     ))

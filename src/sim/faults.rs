@@ -26,12 +26,15 @@ pub enum Fault {
     LieUsage(f64),
     /// `/metrics` reports the generation counter times this factor (a counter that disagrees).
     CounterLies(f64),
+    /// Every request ends after at most this many output tokens, `ignore_eos` or not (an
+    /// engine that clamps `max_tokens` silently, as vLLM does to `max_model_len - prompt`).
+    TruncateAt(u64),
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -95,11 +98,15 @@ impl FromStr for Fault {
                 v.parse()
                     .map_err(|_| err("TOKENS must be a whole number"))?,
             )),
+            ("truncate-at", Some(v)) => match v.parse::<u64>() {
+                Ok(n) if n >= 1 => Ok(Fault::TruncateAt(n)),
+                _ => Err(err("TOKENS must be a whole number >= 1")),
+            },
             ("lie-usage", Some(v)) => Ok(Fault::LieUsage(factor(spec, v)?)),
             ("counter-lies", Some(v)) => Ok(Fault::CounterLies(factor(spec, v)?)),
             (
                 "crash-after" | "http-500" | "malformed-sse" | "stall-after" | "lie-usage"
-                | "counter-lies",
+                | "counter-lies" | "truncate-at",
                 None,
             ) => Err(err("this fault needs a value after `=`")),
             _ => Err(err("unknown fault name")),
@@ -117,6 +124,7 @@ impl fmt::Display for Fault {
             Fault::MalformedSse(p) => write!(f, "malformed-sse={p}"),
             Fault::LieUsage(x) => write!(f, "lie-usage={x}"),
             Fault::CounterLies(x) => write!(f, "counter-lies={x}"),
+            Fault::TruncateAt(n) => write!(f, "truncate-at={n}"),
         }
     }
 }
@@ -151,6 +159,8 @@ pub struct FaultSet {
     pub usage_factor: f64,
     /// Factor applied to the `/metrics` generation counter (1 = honest).
     pub counter_factor: f64,
+    /// Requests end after at most this many tokens.
+    pub truncate_at: Option<u64>,
 }
 
 impl Default for FaultSet {
@@ -163,6 +173,7 @@ impl Default for FaultSet {
             malformed_sse: 0.0,
             usage_factor: 1.0,
             counter_factor: 1.0,
+            truncate_at: None,
         }
     }
 }
@@ -190,6 +201,7 @@ impl FaultSet {
                 Fault::MalformedSse(p) => set.malformed_sse = p,
                 Fault::LieUsage(x) => set.usage_factor = x,
                 Fault::CounterLies(x) => set.counter_factor = x,
+                Fault::TruncateAt(n) => set.truncate_at = Some(n),
             }
         }
         set
@@ -210,6 +222,7 @@ mod tests {
         assert_eq!("malformed-sse=1".parse(), Ok(Fault::MalformedSse(1.0)));
         assert_eq!("lie-usage=1e15".parse(), Ok(Fault::LieUsage(1e15)));
         assert_eq!("counter-lies=0.5".parse(), Ok(Fault::CounterLies(0.5)));
+        assert_eq!("truncate-at=40".parse(), Ok(Fault::TruncateAt(40)));
     }
 
     #[test]
@@ -225,6 +238,7 @@ mod tests {
             "lie-usage",
             "lie-usage=-2",
             "counter-lies=inf",
+            "truncate-at=0",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);

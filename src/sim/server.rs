@@ -370,7 +370,8 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
                 genr.max_tokens
             } else {
                 rng.random_range(1..=genr.max_tokens)
-            },
+            }
+            .min(s.faults.truncate_at.unwrap_or(u64::MAX).max(1)),
             malformed: genr.stream
                 && s.faults.malformed_sse > 0.0
                 && rng.random::<f64>() < s.faults.malformed_sse,

@@ -29,7 +29,8 @@ pub use super::metrics::scrape;
 use super::prompt::ContextPrompt;
 use super::stats;
 use crate::results::{
-    CellResult, CellStatus, CellTiming, Event, EventKind, TokenSource, context_label,
+    CellResult, CellStatus, CellTiming, Event, EventKind, TokenSource, TruncatedRequests,
+    context_label,
 };
 use crate::telemetry::WindowSampler;
 use accounting::{CellShared, StreamRecord, UsageTally};
@@ -304,6 +305,17 @@ impl SustainedDecodeCell<'_> {
             max_stream_tps: self.spec.timing.max_stream_tps,
         });
 
+        let max_tokens = u64::from(self.spec.timing.max_tokens);
+        let truncated = (!tally.finished.is_empty()).then(|| TruncatedRequests {
+            short: tally
+                .finished
+                .iter()
+                .filter(|(_, u)| *u < max_tokens)
+                .count() as u32,
+            finished: tally.finished.len() as u32,
+            fewest_tokens: tally.finished.iter().map(|(_, u)| *u).min().unwrap_or(0),
+        });
+
         let mut status = status;
         let mut reason = reason;
         if output_tokens == 0 {
@@ -322,6 +334,14 @@ impl SustainedDecodeCell<'_> {
         } else if let Some(why) = checked.failure {
             status = CellStatus::Error;
             reason = Some(why);
+        } else if let Some(t) = truncated.filter(|t| t.short > 0) {
+            // A short request decoded a different workload (fewer tokens, a shorter KV tail)
+            // than the baseline's: its cell is not comparable, so it is not measured.
+            status = CellStatus::Error;
+            reason = Some(format!(
+                "truncated: {} of {} finished requests ended with fewer than max_tokens = {max_tokens} tokens under ignore_eos (fewest {}); the engine clamps or cuts requests (context + max_tokens over its max_model_len?)",
+                t.short, t.finished, t.fewest_tokens
+            ));
         } else if errors > 0 && status == CellStatus::Ok {
             reason = Some(format!(
                 "{}; {}",
@@ -359,6 +379,7 @@ impl SustainedDecodeCell<'_> {
             telemetry,
             rounds: Vec::new(),
             cross_checks: checked.checks,
+            truncated_requests: truncated,
         };
         let server = engine_counter
             .as_ref()
