@@ -159,6 +159,7 @@ fn severity(gate: GateVerdict) -> u8 {
         GateVerdict::NoBaseline => 1,
         GateVerdict::Inconclusive => 2,
         GateVerdict::Regression => 3,
+        GateVerdict::Unmeasured => 4,
     }
 }
 
@@ -232,6 +233,11 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
             plural(n, "profile")
         ),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
+        GateVerdict::Unmeasured => format!(
+            "{} of {} could not be measured well enough to decide",
+            with(GateVerdict::Unmeasured).len(),
+            plural(n, "profile")
+        ),
     }
 }
 
@@ -244,6 +250,7 @@ fn gate_badge(gate: GateVerdict) -> &'static str {
         GateVerdict::Regression => "❌ regression",
         GateVerdict::Inconclusive => "⚠️ inconclusive",
         GateVerdict::NoBaseline => "ℹ️ no baseline",
+        GateVerdict::Unmeasured => "⛔ unmeasured",
     }
 }
 
@@ -397,6 +404,7 @@ mod tests {
             matrix_test: None,
             cells,
             confirmation: None,
+            coverage: None,
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,

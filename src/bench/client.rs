@@ -5,6 +5,7 @@
 //! reuses its buffers and chunk JSON is deserialised into borrowed fields.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -17,6 +18,8 @@ pub struct EngineClient {
     http: reqwest::Client,
     base: String,
     api_key: Option<String>,
+    /// When the engine last sent anything ([`super::liveness`]).
+    activity: Arc<super::liveness::Activity>,
 }
 
 /// Why one streamed request failed; `kind` is short and groups alike failures in reasons.
@@ -76,7 +79,13 @@ impl EngineClient {
             http,
             base,
             api_key,
+            activity: super::liveness::Activity::new(),
         })
+    }
+
+    /// When the engine last sent anything (shared by every clone of this client).
+    pub fn activity(&self) -> &super::liveness::Activity {
+        &self.activity
     }
 
     /// The normalised base URL (no secrets in it).
@@ -107,6 +116,7 @@ impl EngineClient {
             .timeout(timeout)
             .send()
             .await?;
+        self.activity.note();
         let status = resp.status().as_u16();
         let text = resp.text().await?;
         Ok((status, text))
@@ -125,6 +135,7 @@ impl EngineClient {
             .json(body)
             .send()
             .await?;
+        self.activity.note();
         let status = resp.status().as_u16();
         let text = resp.text().await?;
         Ok((status, text))
@@ -144,6 +155,7 @@ impl EngineClient {
             .send()
             .await
             .map_err(|e| classify_transport(&e))?;
+        self.activity.note();
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);

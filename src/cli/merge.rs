@@ -39,7 +39,8 @@ pub struct MergeArgs {
     pub github_output: Option<PathBuf>,
 }
 
-/// Runs `infergate merge`: exit 0 unless a shard regressed (1); an unreadable shard is exit 2.
+/// Runs `infergate merge`: exit 0 unless a shard regressed (1) or could not be measured well
+/// enough to decide (3); an unreadable shard is exit 2.
 pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     let mut shards = Vec::with_capacity(args.shards.len());
     for path in &args.shards {
@@ -59,7 +60,9 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     if let Some(path) = &args.github_output {
         append(path, &crate::merge::github_outputs(&merged))?;
     }
-    Ok(if merged.is_regression() {
+    Ok(if merged.gate == crate::verdict::GateVerdict::Unmeasured {
+        GateExit::Failure
+    } else if merged.is_regression() {
         GateExit::Regression
     } else {
         GateExit::Pass

@@ -156,6 +156,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
 
     Ok(match verdict.map(|v| v.gate) {
         Some(GateVerdict::Regression) => GateExit::Regression,
+        Some(GateVerdict::Unmeasured) => GateExit::Failure,
         _ => GateExit::Pass,
     })
 }

@@ -60,6 +60,9 @@ pub enum RunFailure {
     /// The engine served but nothing could be measured (unreachable, calibration, every cell
     /// errored).
     Measurement(String),
+    /// The engine stopped answering mid-run (the process alive, its sockets open): the
+    /// matrix was stopped.
+    Unresponsive { reason: String, log_tail: String },
 }
 
 impl RunFailure {
@@ -69,6 +72,9 @@ impl RunFailure {
             RunFailure::Boot(m) | RunFailure::Measurement(m) => m.clone(),
             RunFailure::EngineDied { status, log_tail } => format!(
                 "engine exited with {status} during the matrix; remaining cells are `error`\n--- last lines of the engine log ---\n{log_tail}"
+            ),
+            RunFailure::Unresponsive { reason, log_tail } => format!(
+                "{reason}; the matrix was stopped, remaining cells are `error`\n--- last lines of the engine log ---\n{log_tail}"
             ),
             RunFailure::Cancelled => {
                 "cancelled by SIGINT/SIGTERM; partial results written, engine stopped".into()
@@ -101,6 +107,8 @@ pub struct MeasuredRun {
 enum StopCause {
     Signal,
     EngineDied(String),
+    /// The watchdog found the engine unresponsive (the reason).
+    Unresponsive(String),
 }
 
 fn send(events: &EventSink, log: &Mutex<Vec<Event>>, e: Event) {
@@ -343,6 +351,29 @@ pub async fn boot_and_measure(
     let mut adaptive = None;
     let mut results = match session {
         Some(Ok(session)) => {
+            // The watchdog stops the measurement when the engine stops answering.
+            let watchdog = {
+                let liveness = session.liveness();
+                let cause = cause.clone();
+                let measure_cancel = measure_cancel.clone();
+                let exit = engine.exit_watch();
+                tokio::spawn(async move {
+                    let why = super::watchdog::watch(
+                        liveness,
+                        super::watchdog::WatchdogSettings::default(),
+                    )
+                    .await;
+                    let alive = if exit.borrow().is_none() {
+                        "; the process is still running"
+                    } else {
+                        ""
+                    };
+                    if let Ok(mut c) = cause.lock() {
+                        c.get_or_insert(StopCause::Unresponsive(format!("{why}{alive}")));
+                    }
+                    measure_cancel.cancel();
+                })
+            };
             let mut results = session.results_skeleton();
             results.cells = measure_cells(&session, req.suite, &measure_cancel, &bench_tx).await;
             let measured_any = results
@@ -370,6 +401,7 @@ pub async fn boot_and_measure(
                     .await,
                 );
             }
+            watchdog.abort();
             Some(results)
         }
         Some(Err(e)) => {
@@ -419,6 +451,17 @@ pub async fn boot_and_measure(
                 log_tail: tail.clone(),
             });
         }
+        Some(StopCause::Unresponsive(reason)) => {
+            send(
+                &events,
+                &log,
+                Event::now("engine_unresponsive", reason.clone()),
+            );
+            failure = Some(RunFailure::Unresponsive {
+                reason: reason.clone(),
+                log_tail: tail.clone(),
+            });
+        }
         None => {}
     }
 
@@ -465,6 +508,19 @@ pub async fn boot_and_measure(
             results.status = RunStatus::Partial;
             results.status_reason = Some(reason);
         }
+        Some(RunFailure::Unresponsive { .. }) => {
+            let reason = "engine unresponsive".to_string();
+            for c in &mut results.cells {
+                let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
+                    && c.reason.as_deref().is_some_and(|r| r.contains("cancelled"));
+                if unfinished {
+                    c.status = CellStatus::Error;
+                    c.reason = Some(reason.clone());
+                }
+            }
+            results.status = RunStatus::Partial;
+            results.status_reason = Some(reason);
+        }
         Some(RunFailure::Measurement(m)) => {
             results.status = RunStatus::Partial;
             results.status_reason = Some(m.lines().next().unwrap_or(m).to_string());
@@ -480,6 +536,7 @@ pub async fn boot_and_measure(
             "every cell errored (first: {first})\n--- last lines of the engine log ---\n{tail}"
         )));
     }
+    results.settle_status();
     results.telemetry = telemetry_summary.or_else(|| sampler.as_ref().map(|s| s.summary()));
     results.finished_at = Some(chrono::Utc::now());
     let mut all_events = std::mem::take(&mut results.events);

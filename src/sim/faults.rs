@@ -21,12 +21,19 @@ pub enum Fault {
     StallAfter(u64),
     /// This fraction (0..=1) of streams emit one garbage `data:` line mid-stream.
     MalformedSse(f64),
+    /// A completion request gets HTTP 500 while this many are already in flight: an engine
+    /// that serves one stream (or N) and fails as soon as more run together.
+    FailAboveConcurrency(u32),
+    /// After this many wall-clock seconds the engine stops answering (a hang): every request,
+    /// `/health` and `/metrics` included, and every open stream goes silent, but the process
+    /// lives and keeps its sockets open.
+    HangAfter(f64),
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -49,6 +56,22 @@ fn fraction(spec: &str, v: &str) -> Result<f64, FaultParseError> {
     Ok(f)
 }
 
+/// A number of seconds (`5`, `2.5s`), >= 0.
+fn seconds(spec: &str, v: &str) -> Result<f64, FaultParseError> {
+    let err = |why: &str| FaultParseError {
+        spec: spec.into(),
+        why: why.into(),
+    };
+    let secs: f64 = v
+        .trim_end_matches('s')
+        .parse()
+        .map_err(|_| err("SECS must be a number of seconds"))?;
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(err("SECS must be >= 0"));
+    }
+    Ok(secs)
+}
+
 impl FromStr for Fault {
     type Err = FaultParseError;
 
@@ -64,25 +87,29 @@ impl FromStr for Fault {
         match (name, value) {
             ("never-ready", None) => Ok(Fault::NeverReady),
             ("never-ready", Some(_)) => Err(err("never-ready takes no value")),
-            ("crash-after", Some(v)) => {
-                let secs: f64 = v
-                    .trim_end_matches('s')
-                    .parse()
-                    .map_err(|_| err("SECS must be a number of seconds"))?;
-                if !secs.is_finite() || secs < 0.0 {
-                    return Err(err("SECS must be >= 0"));
-                }
-                Ok(Fault::CrashAfter(secs))
-            }
+            ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
+            ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
+            ("fail-above-concurrency", Some(v)) => Ok(Fault::FailAboveConcurrency(
+                v.parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| err("N must be a whole number >= 1"))?,
+            )),
             ("http-500", Some(v)) => Ok(Fault::Http500(fraction(spec, v)?)),
             ("malformed-sse", Some(v)) => Ok(Fault::MalformedSse(fraction(spec, v)?)),
             ("stall-after", Some(v)) => Ok(Fault::StallAfter(
                 v.parse()
                     .map_err(|_| err("TOKENS must be a whole number"))?,
             )),
-            ("crash-after" | "http-500" | "malformed-sse" | "stall-after", None) => {
-                Err(err("this fault needs a value after `=`"))
-            }
+            (
+                "crash-after"
+                | "http-500"
+                | "malformed-sse"
+                | "stall-after"
+                | "hang-after"
+                | "fail-above-concurrency",
+                None,
+            ) => Err(err("this fault needs a value after `=`")),
             _ => Err(err("unknown fault name")),
         }
     }
@@ -96,6 +123,8 @@ impl fmt::Display for Fault {
             Fault::Http500(p) => write!(f, "http-500={p}"),
             Fault::StallAfter(n) => write!(f, "stall-after={n}"),
             Fault::MalformedSse(p) => write!(f, "malformed-sse={p}"),
+            Fault::FailAboveConcurrency(n) => write!(f, "fail-above-concurrency={n}"),
+            Fault::HangAfter(s) => write!(f, "hang-after={s}"),
         }
     }
 }
@@ -126,6 +155,10 @@ pub struct FaultSet {
     pub stall_after: Option<u64>,
     /// Fraction of streams that carry one garbage `data:` line.
     pub malformed_sse: f64,
+    /// Completion requests beyond this many in flight get HTTP 500.
+    pub fail_above_concurrency: Option<u32>,
+    /// Stop answering (everything, sockets kept open) after this many seconds.
+    pub hang_after: Option<f64>,
 }
 
 impl FaultSet {
@@ -139,6 +172,8 @@ impl FaultSet {
                 Fault::Http500(p) => set.http_500 = p,
                 Fault::StallAfter(n) => set.stall_after = Some(n),
                 Fault::MalformedSse(p) => set.malformed_sse = p,
+                Fault::FailAboveConcurrency(n) => set.fail_above_concurrency = Some(n),
+                Fault::HangAfter(s) => set.hang_after = Some(s),
             }
         }
         set
@@ -157,6 +192,12 @@ mod tests {
         assert_eq!("http-500=0.25".parse(), Ok(Fault::Http500(0.25)));
         assert_eq!("stall-after=40".parse(), Ok(Fault::StallAfter(40)));
         assert_eq!("malformed-sse=1".parse(), Ok(Fault::MalformedSse(1.0)));
+        assert_eq!(
+            "fail-above-concurrency=1".parse(),
+            Ok(Fault::FailAboveConcurrency(1))
+        );
+        assert_eq!("hang-after=12".parse(), Ok(Fault::HangAfter(12.0)));
+        assert_eq!("hang-after=0.5s".parse(), Ok(Fault::HangAfter(0.5)));
     }
 
     #[test]
@@ -169,6 +210,11 @@ mod tests {
             "never-ready=1",
             "explode",
             "malformed-sse=x",
+            "fail-above-concurrency=0",
+            "fail-above-concurrency=1.5",
+            "fail-above-concurrency",
+            "hang-after=-1",
+            "hang-after",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);
@@ -183,6 +229,8 @@ mod tests {
             "never-ready",
             "http-500=0.5",
             "stall-after=7",
+            "fail-above-concurrency=2",
+            "hang-after=4.5",
         ];
         let faults: Vec<Fault> = all.iter().map(|s| s.parse().unwrap()).collect();
         for (f, s) in faults.iter().zip(all) {
@@ -194,5 +242,7 @@ mod tests {
         assert_eq!(set.http_500, 0.5);
         assert_eq!(set.stall_after, Some(7));
         assert_eq!(set.malformed_sse, 0.0);
+        assert_eq!(set.fail_above_concurrency, Some(2));
+        assert_eq!(set.hang_after, Some(4.5));
     }
 }
