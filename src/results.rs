@@ -100,6 +100,14 @@ impl RunResults {
             self.status = RunStatus::Partial;
         }
     }
+
+    /// The commit the run measured: its `git_sha`, `sha` or `commit` label, when it has one.
+    pub fn commit(&self) -> Option<&str> {
+        ["git_sha", "sha", "commit"]
+            .iter()
+            .find_map(|k| self.labels.get(*k))
+            .map(String::as_str)
+    }
 }
 
 impl ToolInfo {

@@ -15,6 +15,7 @@
 //! already in the group, and loading counts duplicates once. Every path part goes through
 //! [`path_safe`](crate::results::path_safe) and the final path is checked to lie under the root.
 
+pub mod accepted;
 pub mod history;
 
 use std::io::Write;

@@ -29,6 +29,25 @@ pub enum BaselineCommand {
     Prune(PruneArgs),
     /// List profile keys and suites with their run counts.
     List,
+    /// Accept a change point: comparisons use only the runs since RUN for level and noise.
+    Accept(AcceptArgs),
+}
+
+/// Arguments of `baseline accept`.
+#[derive(Debug, clap::Args)]
+pub struct AcceptArgs {
+    /// The first run at the new level (a run id of the store, see `infergate changes`).
+    #[arg(long, value_name = "RUN")]
+    pub since: String,
+    /// Profile key (default: the one group holding RUN).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Suite (default: the one group holding RUN).
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Why the change is accepted (kept with the record).
+    #[arg(long)]
+    pub note: Option<String>,
 }
 
 /// Arguments of `baseline add`.
@@ -88,6 +107,7 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
     let store = BaselineStore::open(&args.dir).map_err(|e| usage(e.to_string()))?;
     match args.command {
         BaselineCommand::Add(a) => add(&store, &a),
+        BaselineCommand::Accept(a) => accept(&store, &a),
         BaselineCommand::Show(a) => show(&store, &a),
         BaselineCommand::Prune(a) => {
             let report = store
@@ -165,6 +185,52 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
     } else {
         Err(usage(failures.join("\n")))
     }
+}
+
+/// `baseline accept`: finds the group of the run (or takes the one named) and records it.
+fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
+    let (key, suite) = match (&a.profile, &a.suite) {
+        (Some(k), Some(s)) => (k.clone(), s.clone()),
+        _ => {
+            let groups: Vec<(String, String)> = store
+                .groups_with_run(&a.since)
+                .map_err(store_err)?
+                .into_iter()
+                .filter(|(k, s)| {
+                    a.profile.as_deref().is_none_or(|p| component(p) == *k)
+                        && a.suite.as_deref().is_none_or(|x| component(x) == *s)
+                })
+                .collect();
+            match groups.as_slice() {
+                [one] => one.clone(),
+                [] => {
+                    return Err(usage(format!(
+                        "run `{}` is not in the store {} (see `infergate baseline show` or `infergate changes`)",
+                        a.since,
+                        store.root().display()
+                    )));
+                }
+                many => {
+                    let names: Vec<String> =
+                        many.iter().map(|(k, s)| format!("{k} / {s}")).collect();
+                    return Err(usage(format!(
+                        "run `{}` is in several groups ({}): name one with --profile and --suite",
+                        a.since,
+                        names.join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    let entry = store
+        .accept(&key, Some(&suite), &a.since, a.note.as_deref())
+        .map_err(store_err)?;
+    println!(
+        "accepted the change at run {} ({key}, suite {suite}): comparisons use the runs started since {}",
+        entry.since_run_id,
+        entry.since_started_at.to_rfc3339()
+    );
+    Ok(GateExit::Pass)
 }
 
 /// `baseline show`.

@@ -174,8 +174,8 @@ fn baseline_runs(
     }
     let dir = &args.baseline[0];
     let store = BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
-    let loaded = store
-        .load(&candidate.profile.key, suite)
+    let (loaded, _since) = store
+        .load_current(&candidate.profile.key, suite)
         .with_context(|| format!("reading the baseline store {}", dir.display()))?;
     for (dup, counted) in &loaded.duplicates {
         eprintln!(

@@ -9,6 +9,7 @@ pub mod ab;
 pub mod ab_eval;
 pub mod baseline;
 pub mod bench;
+pub mod changes;
 pub mod compare;
 pub mod doctor;
 pub mod import;
@@ -59,6 +60,10 @@ pub enum Command {
     Ab(ab::AbArgs),
     /// Monte Carlo of the adaptive and paired A/B designs: false alarms, power, cost.
     AbEval(ab_eval::AbEvalArgs),
+    /// Change points over a baseline store's history (text, Markdown, JSON or HTML report).
+    Changes(changes::ChangesArgs),
+    /// Monte Carlo of the change-point search: false alerts per 100 nights, delay, location.
+    ChangesEval(changes::ChangesEvalArgs),
 }
 
 /// Runs one parsed command line.
@@ -76,5 +81,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::Merge(a) => merge::execute(a).await,
         Command::Ab(a) => ab::execute(a).await,
         Command::AbEval(a) => ab_eval::execute(a).await,
+        Command::Changes(a) => changes::execute(a).await,
+        Command::ChangesEval(a) => changes::execute_eval(a).await,
     }
 }

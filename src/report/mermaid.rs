@@ -71,10 +71,8 @@ fn quote(label: &str) -> String {
 
 /// Short x-axis label of a run: its git SHA label when present, else its start time.
 fn run_label(run: &RunResults) -> String {
-    for key in ["git_sha", "sha", "commit"] {
-        if let Some(sha) = run.labels.get(key) {
-            return sha.chars().take(7).collect();
-        }
+    if let Some(sha) = run.commit() {
+        return sha.chars().take(7).collect();
     }
     run.started_at.format("%m-%d %H:%M").to_string()
 }

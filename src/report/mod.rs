@@ -3,8 +3,10 @@
 
 pub mod ab;
 pub mod actions;
+pub mod changes;
 pub mod console;
 pub mod github;
 pub mod markdown;
 pub mod mermaid;
+pub mod trend_html;
 pub mod verdict_table;

@@ -69,7 +69,7 @@ pub fn decide_runs(
             notices,
         });
     }
-    let loaded = store.load(&results.profile.key, suite)?;
+    let (loaded, since) = store.load_current(&results.profile.key, suite)?;
     for (dup, counted) in &loaded.duplicates {
         notices.push(format!(
             "baseline file {} repeats the run of {}: counted once",
@@ -77,6 +77,12 @@ pub fn decide_runs(
             counted.display()
         ));
     }
+    notices.extend(since.map(|a| {
+        format!(
+            "baseline: runs since the accepted change point at run `{}` only",
+            a.since_run_id
+        )
+    }));
     if loaded.runs.is_empty() {
         notices.push(format!(
             "NO BASELINE YET for profile `{}` suite `{}`: the store {} has no runs of them, so nothing was compared and the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
@@ -96,4 +102,49 @@ pub fn decide_runs(
         history: loaded.runs,
         notices,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::GateVerdict;
+
+    #[test]
+    fn after_accepting_a_step_the_new_level_passes_and_a_further_drop_is_caught() {
+        use rand::SeedableRng;
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BaselineStore::open(tmp.path()).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        let mut night = |i: i64, factor: f64| {
+            let mut r = crate::stats::eval::synthetic_run(
+                &format!("night-{i:02}"),
+                &mut rng,
+                0.005,
+                0.01,
+                &|_| factor,
+            );
+            r.started_at += chrono::Duration::days(i);
+            r
+        };
+        for i in 0..36 {
+            store
+                .add(&night(i, if i < 30 { 1.0 } else { 0.97 }))
+                .unwrap();
+        }
+        let at_new_level = night(36, 0.97);
+        let further_drop = night(37, 0.97 * 0.95);
+        let key = at_new_level.profile.key.clone();
+        store
+            .accept(&key, at_new_level.suite.as_deref(), "night-30", None)
+            .unwrap();
+        let rule = DecisionRule::default();
+        let d = decide(&at_new_level, tmp.path(), &rule).unwrap();
+        let v = d.verdict.unwrap();
+        assert_eq!(v.baseline.noise_runs, 6, "only the runs since the step");
+        assert!(d.notices.iter().any(|n| n.contains("night-30")));
+        assert_ne!(v.gate, GateVerdict::Regression, "{:?}", v.matrix_test);
+        let d = decide(&further_drop, tmp.path(), &rule).unwrap();
+        let v = d.verdict.unwrap();
+        assert_eq!(v.gate, GateVerdict::Regression, "{:?}", v.matrix_test);
+    }
 }

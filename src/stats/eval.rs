@@ -322,6 +322,55 @@ fn make_run(
     run
 }
 
+/// A synthetic nightly history of `nights` runs of the 20-cell profile under `noise` (run and
+/// cell terms, the slow drift, one outlier run per `outlier_every`), every cell's level times
+/// `1 + effect(night)`: the change-point Monte Carlo's input, drawn as the gate's is.
+pub(crate) fn nightly_history(
+    noise: &NoiseSpec,
+    nights: usize,
+    effect: &dyn Fn(usize) -> f64,
+    seed: u64,
+) -> Vec<RunResults> {
+    let levels = cell_levels();
+    let tpl = template();
+    let mut sampler = Sampler {
+        rng: StdRng::seed_from_u64(seed),
+        std: Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!()),
+    };
+    let every = noise.outlier_every.max(1);
+    let mut drift = 0.0;
+    let mut outlier = usize::MAX;
+    (0..nights)
+        .map(|night| {
+            if noise.outlier_every > 0 && night % every == 0 {
+                outlier = night + sampler.rng.random_range(0..every);
+            }
+            drift += sampler.normal(noise.drift_per_run);
+            let mut run_log = drift + sampler.normal(noise.run_cv);
+            if night == outlier {
+                run_log += noise.outlier_effect.ln_1p();
+            }
+            let draw = RunDraw {
+                cell_log: (0..levels.len())
+                    .map(|_| run_log + sampler.normal(noise.cell_cv))
+                    .collect(),
+            };
+            let effects = vec![effect(night); levels.len()];
+            let mut run = make_run(
+                &tpl,
+                &levels,
+                &draw,
+                &effects,
+                noise,
+                &mut sampler,
+                format!("night-{night:03}"),
+            );
+            run.started_at += chrono::Duration::days(night as i64);
+            run
+        })
+        .collect()
+}
+
 /// Runs the Monte Carlo.
 pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     cfg.rule.validate()?;

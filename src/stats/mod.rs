@@ -16,6 +16,8 @@
 //! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices.
 
 pub mod build;
+pub mod changepoint;
+pub mod changepoint_eval;
 pub mod compare;
 pub mod confirm;
 pub mod eval;

@@ -1,0 +1,281 @@
+//! `infergate changes`: change points over a baseline store's history, without booting
+//! anything; and `infergate changes-eval`: the Monte Carlo of the change-point search.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use comfy_table::Table;
+
+use crate::baseline::{BaselineStore, component};
+use crate::cli::compare::{emit, load_files};
+use crate::exit::{GateExit, usage};
+use crate::report::changes::GroupChanges;
+use crate::stats::changepoint::{ChangeSettings, analyse};
+use crate::stats::changepoint_eval::{ChangeEvalConfig, ChangeEvalReport, run_change_eval};
+use crate::verdict::Metric;
+
+/// Output format of `changes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChangesFormat {
+    Text,
+    Md,
+    Json,
+    /// The self-contained trend report (one HTML file).
+    Html,
+}
+
+/// Arguments of `infergate changes`.
+#[derive(Debug, clap::Args)]
+pub struct ChangesArgs {
+    /// The store directory.
+    #[arg(long, default_value = "baselines", value_name = "DIR")]
+    pub baseline_dir: PathBuf,
+    /// Profile key (default: every profile in the store).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Suite (default: every suite of the profile).
+    #[arg(long)]
+    pub suite: Option<String>,
+    #[arg(long, value_enum, default_value_t = ChangesFormat::Text)]
+    pub format: ChangesFormat,
+    /// Write the output to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A results file appended to its group's history as the newest run (highlighted).
+    #[arg(long, value_name = "RESULTS")]
+    pub candidate: Option<PathBuf>,
+    /// Level of each series' permutation test (false change points per series per analysis).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Smallest relative change reported.
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Seed of the permutation tests.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Runs `infergate changes`.
+pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
+    let mut settings = ChangeSettings::default();
+    if let Some(a) = args.alpha {
+        settings.alpha = a;
+    }
+    if let Some(m) = args.min_effect {
+        settings.min_effect = m;
+    }
+    if let Some(s) = args.seed {
+        settings.seed = s;
+    }
+    settings.validate().map_err(|e| usage(e.to_string()))?;
+    let store = BaselineStore::open(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
+    let candidate = match &args.candidate {
+        None => None,
+        Some(p) => {
+            let mut runs = load_files(std::slice::from_ref(p))?;
+            if runs.len() != 1 {
+                return Err(usage(format!(
+                    "--candidate {}: expected one run, found {}",
+                    p.display(),
+                    runs.len()
+                )));
+            }
+            runs.pop()
+        }
+    };
+    let mut groups = Vec::new();
+    let store_err =
+        |e| anyhow::Error::new(e).context(format!("reading {}", store.root().display()));
+    for (key, suites) in store.profiles().map_err(store_err)? {
+        if args.profile.as_deref().is_some_and(|p| component(p) != key) {
+            continue;
+        }
+        for suite in suites {
+            if args.suite.as_deref().is_some_and(|s| component(s) != suite) {
+                continue;
+            }
+            groups.push((key.clone(), suite));
+        }
+    }
+    if groups.is_empty() {
+        return Err(usage(format!(
+            "no baseline in {} for profile {} suite {} (see `infergate baseline list`)",
+            store.root().display(),
+            args.profile.as_deref().unwrap_or("(any)"),
+            args.suite.as_deref().unwrap_or("(any)")
+        )));
+    }
+    let mut candidate_used = false;
+    let mut out = Vec::new();
+    for (key, suite) in groups {
+        let mut loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
+        for (path, why) in &loaded.skipped {
+            eprintln!("warning: skipped {}: {why}", path.display());
+        }
+        let accepted: Vec<String> = store
+            .accepted(&key, Some(&suite))
+            .map_err(store_err)?
+            .into_iter()
+            .map(|a| a.since_run_id)
+            .collect();
+        let mut candidate_id = None;
+        if let Some(c) = &candidate
+            && component(&c.profile.key) == key
+            && component(c.suite.as_deref().unwrap_or(crate::baseline::ADHOC_SUITE)) == suite
+        {
+            loaded.runs.retain(|r| r.run_id != c.run_id);
+            loaded.runs.push(c.clone());
+            candidate_id = Some(c.run_id.clone());
+            candidate_used = true;
+        }
+        let history = analyse(&loaded.runs, &[Metric::AggregateTps], &accepted, &settings)
+            .map_err(|e| usage(e.to_string()))?;
+        out.push(GroupChanges {
+            profile_key: key,
+            suite,
+            accepted,
+            candidate: candidate_id,
+            history,
+        });
+    }
+    if let (Some(c), false) = (&candidate, candidate_used) {
+        return Err(usage(format!(
+            "--candidate: its profile `{}` suite `{}` is not among the analysed groups",
+            c.profile.key,
+            c.suite.as_deref().unwrap_or(crate::baseline::ADHOC_SUITE)
+        )));
+    }
+    let text = match args.format {
+        ChangesFormat::Text => crate::report::changes::text(&out),
+        ChangesFormat::Md => crate::report::changes::markdown(&out),
+        ChangesFormat::Json => {
+            serde_json::to_string_pretty(&serde_json::json!({ "groups": out }))
+                .context("serialising the change points")?
+                + "\n"
+        }
+        ChangesFormat::Html => crate::report::trend_html::render(&out),
+    };
+    emit(&text, args.out.as_deref())?;
+    Ok(GateExit::Pass)
+}
+
+/// Output format of `changes-eval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChangesEvalFormat {
+    Text,
+    Json,
+}
+
+/// Arguments of `infergate changes-eval`.
+#[derive(Debug, clap::Args)]
+pub struct ChangesEvalArgs {
+    /// Simulated nightly histories per scenario.
+    #[arg(long, default_value_t = 200)]
+    pub trials: usize,
+    /// Seed of the histories (same seed, same figures).
+    #[arg(long, default_value_t = 20_261_117)]
+    pub seed: u64,
+    /// Nights of the stable history.
+    #[arg(long, default_value_t = 100)]
+    pub nights: usize,
+    /// Level of each series' permutation test.
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    #[arg(long, value_enum, default_value_t = ChangesEvalFormat::Text)]
+    pub format: ChangesEvalFormat,
+}
+
+/// Runs `infergate changes-eval`.
+pub async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
+    if args.trials == 0 || args.nights < 20 || args.nights > 1000 {
+        return Err(usage(
+            "--trials must be at least 1 and --nights between 20 and 1000",
+        ));
+    }
+    let mut cfg = ChangeEvalConfig {
+        trials: args.trials,
+        seed: args.seed,
+        stable_nights: args.nights,
+        ..ChangeEvalConfig::default()
+    };
+    if let Some(a) = args.alpha {
+        cfg.settings.alpha = a;
+    }
+    cfg.settings.validate().map_err(|e| usage(e.to_string()))?;
+    let report = tokio::task::spawn_blocking(move || run_change_eval(&cfg))
+        .await
+        .context("changes-eval worker")??;
+    match args.format {
+        ChangesEvalFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        ChangesEvalFormat::Text => print!("{}", render_eval(&report)),
+    }
+    Ok(GateExit::Pass)
+}
+
+fn render_eval(r: &ChangeEvalReport) -> String {
+    let c = &r.config;
+    let mut out = format!(
+        "Change points, {} simulated nightly histories per scenario (seed {}), alpha {} per series per analysis, {} permutations, min segment {}, min effect {}%\n\nStable series ({} nights, first analysis at night {}):\n",
+        c.trials,
+        c.seed,
+        c.settings.alpha,
+        c.settings.permutations,
+        c.settings.min_segment,
+        c.settings.min_effect * 100.0,
+        c.stable_nights,
+        c.warmup
+    );
+    let mut t = Table::new();
+    t.load_style(crate::report::verdict_table::TABLE_STYLE)
+        .force_no_tty()
+        .set_header(vec![
+            "series",
+            "false alerts / 100 nights",
+            "± s.e.",
+            "histories with any",
+        ]);
+    for s in &r.stable {
+        t.add_row(vec![
+            format!("{:?}", s.series).to_lowercase(),
+            format!("{:.2}", s.false_per_100_nights),
+            format!("{:.2}", s.std_error),
+            format!("{:.1}%", s.histories_with_alert * 100.0),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push_str(&format!(
+        "\n\nShifts (watched {} nights after the onset):\n",
+        c.follow
+    ));
+    let mut t = Table::new();
+    t.load_style(crate::report::verdict_table::TABLE_STYLE)
+        .force_no_tty()
+        .set_header(vec![
+            "scenario",
+            "series",
+            "found",
+            "delay median / p90 / mean",
+            "location |err|",
+            "within ±2",
+            "alerts after onset",
+            "false before / 100",
+        ]);
+    for s in &r.shifts {
+        t.add_row(vec![
+            s.scenario.clone(),
+            format!("{:?}", s.series).to_lowercase(),
+            format!("{:.1}%", s.detected * 100.0),
+            format!(
+                "{:.0} / {:.0} / {:.1}",
+                s.delay_median, s.delay_p90, s.delay_mean
+            ),
+            format!("{:.2}", s.location_mae),
+            format!("{:.1}%", s.within_2 * 100.0),
+            format!("{:.2}", s.alerts_after_onset),
+            format!("{:.2}", s.false_before_per_100),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out
+}

@@ -1,0 +1,273 @@
+//! End-to-end tests of `infergate changes` and `baseline accept` through the real binary, on a
+//! generated nightly history (tests/results_gen) with a −3% step: the change point is found at
+//! the right run with its commit range; after accepting it the next nightly at the new level
+//! passes and a further −5% is caught; the HTML trend report is one self-contained page and,
+//! when Chromium is installed, renders in it without console errors.
+
+mod results_gen;
+
+use std::path::Path;
+
+use results_gen::{Gen, infergate, run, write};
+
+const STEP_AT: u64 = 30;
+const NIGHTS: u64 = 36;
+
+/// Night `i` of the history: level 1 before the step, 0.97 from it on, `sha` label `c<i>`.
+fn night(i: u64, factor: f64) -> infergate::results::RunResults {
+    let g = Gen {
+        suite: Some("nightly".into()),
+        factor,
+        ..Gen::default()
+    };
+    let mut r = run(&g, i);
+    r.labels.insert("sha".into(), format!("c{i:03}"));
+    r
+}
+
+fn store_with_step(dir: &Path) -> Vec<infergate::results::RunResults> {
+    let files = dir.join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let runs: Vec<_> = (0..NIGHTS)
+        .map(|i| night(i, if i < STEP_AT { 1.0 } else { 0.97 }))
+        .collect();
+    let mut args = vec![
+        "baseline".to_string(),
+        "add".into(),
+        "--dir".into(),
+        dir.join("store").display().to_string(),
+    ];
+    for (i, r) in runs.iter().enumerate() {
+        args.push(
+            write(&files, &format!("n{i}.json"), r)
+                .display()
+                .to_string(),
+        );
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err) = infergate(&args);
+    assert_eq!(code, 0, "{err}");
+    runs
+}
+
+#[test]
+fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = store_with_step(tmp.path());
+    let store = tmp.path().join("store");
+    let store_s = store.to_str().unwrap();
+    let (code, out, err) = infergate(&["changes", "--baseline-dir", store_s, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let group = &v["groups"][0];
+    assert_eq!(group["suite"], "nightly");
+    // Every run keeps the labels it was recorded with.
+    let stored: Vec<&str> = group["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["commit"].as_str().unwrap())
+        .collect();
+    let recorded: Vec<String> = runs.iter().map(|r| r.labels["sha"].clone()).collect();
+    assert_eq!(stored, recorded);
+    let cps = group["change_points"].as_array().unwrap();
+    let matrix: Vec<_> = cps.iter().filter(|c| c["scope"] == "matrix").collect();
+    assert_eq!(matrix.len(), 1, "{cps:#?}");
+    let m = matrix[0];
+    let step_run = &runs[STEP_AT as usize].run_id;
+    assert_eq!(m["run_id"], step_run.as_str());
+    assert_eq!(m["metric"], "aggregate_tps");
+    assert_eq!(m["commits"]["range"], "c029..c030");
+    let change = m["change"].as_f64().unwrap();
+    assert!((change + 0.03).abs() < 0.01, "{m}");
+    assert!(m["ci_low"].as_f64().unwrap() <= change && change <= m["ci_high"].as_f64().unwrap());
+    assert_eq!(m["accepted"], false);
+    assert!(
+        cps.iter().all(|c| c["change"].as_f64().unwrap() < 0.0),
+        "{cps:#?}"
+    );
+
+    let (code, out, err) =
+        infergate(&["baseline", "accept", "--dir", store_s, "--since", step_run]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("accepted"), "{out}");
+    let (code, _, err) = infergate(&[
+        "baseline",
+        "accept",
+        "--dir",
+        store_s,
+        "--since",
+        "no-such-run",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not in the store"), "{err}");
+    let (_, out, _) = infergate(&["changes", "--baseline-dir", store_s, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["groups"][0]["change_points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["scope"] == "matrix")
+            .all(|c| c["accepted"] == true)
+    );
+
+    let files = tmp.path().join("files");
+    let compare = |name: &str, factor: f64| {
+        let cand = write(&files, name, &night(NIGHTS, factor));
+        infergate(&[
+            "compare",
+            "--format",
+            "json",
+            "--baseline",
+            store_s,
+            "--candidate",
+            cand.to_str().unwrap(),
+        ])
+    };
+    let (code, out, err) = compare("next.json", 0.97);
+    assert_eq!(
+        code, 0,
+        "the next nightly at the new level passes: {err}\n{out}"
+    );
+    let report: infergate::verdict::ComparisonReport = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report.baseline.noise_runs,
+        (NIGHTS - STEP_AT) as usize,
+        "level and noise from the runs since the accepted change only"
+    );
+    let (code, _, err) = compare("drop.json", 0.97 * 0.95);
+    assert_eq!(code, 1, "a further -5% is caught: {err}");
+}
+
+#[test]
+fn stable_history_has_no_change_point_and_text_md_say_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = tmp.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let store = tmp.path().join("store");
+    let mut args = vec![
+        "baseline".to_string(),
+        "add".into(),
+        "--dir".into(),
+        store.display().to_string(),
+    ];
+    for i in 0..40 {
+        args.push(
+            write(&files, &format!("s{i}.json"), &night(i, 1.0))
+                .display()
+                .to_string(),
+        );
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(infergate(&args).0, 0);
+    let s = store.to_str().unwrap();
+    let (code, out, err) = infergate(&["changes", "--baseline-dir", s, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["change_points"], serde_json::json!([]));
+    let (_, text, _) = infergate(&["changes", "--baseline-dir", s]);
+    assert!(text.contains("no change point"), "{text}");
+    let (_, md, _) = infergate(&["changes", "--baseline-dir", s, "--format", "md"]);
+    assert!(md.contains("No change point."), "{md}");
+    let (code, _, err) = infergate(&["changes", "--baseline-dir", s, "--profile", "nope"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// The headless browser, when installed.
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+#[test]
+fn html_report_is_self_contained_and_renders_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    store_with_step(tmp.path());
+    let store = tmp.path().join("store");
+    let page = tmp.path().join("trend.html");
+    let (code, _, err) = infergate(&[
+        "changes",
+        "--baseline-dir",
+        store.to_str().unwrap(),
+        "--format",
+        "html",
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(
+        html.matches("<svg class=\"plot\"").count(),
+        7,
+        "matrix + 6 cells"
+    );
+    assert_eq!(
+        html.matches("<circle class=\"pt").count(),
+        7 * NIGHTS as usize
+    );
+    assert!(html.contains("<table class=\"heat\""));
+    assert!(
+        !html.contains("src=\"") && !html.contains("href"),
+        "no network"
+    );
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "skipping the browser check: no chromium installed (apt-get install -y chromium)"
+        );
+        return;
+    };
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    // The script ran (it fills the status line from the embedded data) and raised nothing.
+    assert!(dom.contains("1 group(s), "), "{dom:.2000}");
+    let console_errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") && (l.contains("Uncaught") || l.contains("ERROR")))
+        .collect();
+    assert!(console_errors.is_empty(), "{console_errors:#?}");
+    assert_eq!(
+        dom.matches("<circle class=\"pt").count(),
+        7 * NIGHTS as usize
+    );
+    // `INFERGATE_TREND_SCREENSHOT=docs/trend-report.png` refreshes the screenshot in the docs.
+    if let Ok(dest) = std::env::var("INFERGATE_TREND_SCREENSHOT") {
+        let shot = std::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--disable-gpu",
+                "--no-sandbox",
+                "--hide-scrollbars",
+            ])
+            .arg("--window-size=980,2150")
+            .arg(format!("--screenshot={dest}"))
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("run chromium");
+        assert!(
+            shot.status.success(),
+            "{}",
+            String::from_utf8_lossy(&shot.stderr)
+        );
+    }
+}
