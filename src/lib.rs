@@ -18,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod exit;
+pub mod export;
 pub mod import;
 pub mod merge;
 pub mod policy;

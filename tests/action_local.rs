@@ -205,6 +205,7 @@ fn gate_mode_runs_the_simulated_engine_and_sets_the_outputs() {
             ("INPUT_MODE", "report"),
             ("INPUT_FAIL_ON", "never"),
             ("INPUT_RESULTS_DIR", results_s),
+            ("INPUT_EXPORT", "junit,csv bmf gab"),
             ("GITHUB_EVENT_NAME", "workflow_run"),
         ],
         SHORT,
@@ -213,6 +214,24 @@ fn gate_mode_runs_the_simulated_engine_and_sets_the_outputs() {
     let reported = reporter.outputs();
     assert_eq!(&reported["verdict"], verdict);
     assert_eq!(reported["results-path"], outputs["results-path"]);
+    // input `export`: one file per format next to results.json, its path an output.
+    for (output, file) in [
+        ("export-junit-path", "export.junit.xml"),
+        ("export-csv-path", "export.csv"),
+        ("export-bmf-path", "export.bmf.json"),
+        ("export-gab-bigger-path", "export.gab-bigger.json"),
+        ("export-gab-smaller-path", "export.gab-smaller.json"),
+    ] {
+        assert_eq!(
+            PathBuf::from(&reported[output]),
+            results.join(file),
+            "{output}"
+        );
+        assert!(results.join(file).is_file(), "{file} written");
+    }
+    let junit = std::fs::read_to_string(results.join("export.junit.xml")).unwrap();
+    let failures = junit.matches("<failure ").count();
+    assert_eq!(verdict == "regression", failures > 0, "{junit}");
     let summary = std::fs::read_to_string(&reporter.summary).unwrap();
     assert!(summary.len() > "# earlier step\n".len(), "{summary}");
 }
@@ -252,8 +271,9 @@ fn report_mode_rejects_an_artifact_that_is_not_results_json() {
 
 #[test]
 fn bad_inputs_are_exit_2_before_anything_runs() {
-    let cases: [(&[(&str, &str)], &str); 4] = [
+    let cases: [(&[(&str, &str)], &str); 5] = [
         (&[("INPUT_MODE", "bench")], "input 'mode'"),
+        (&[("INPUT_EXPORT", "junit xml")], "input 'export'"),
         (&[("INPUT_FAIL_ON", "sometimes")], "input 'fail-on'"),
         // Baselines are only ever updated from the default branch.
         (

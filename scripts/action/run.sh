@@ -12,9 +12,12 @@
 #
 # Inputs (env): INFERGATE_BIN (default: infergate on PATH), INPUT_CONFIG, INPUT_SUITE, INPUT_MODE,
 # INPUT_BASELINE_DIR, INPUT_FAIL_ON, INPUT_ENGINE_ARGS, INPUT_UPDATE_BASELINE, INPUT_RESULTS_DIR,
+# INPUT_EXPORT (formats for `infergate export`: bmf, gab, junit, csv; space or comma separated),
 # GITHUB_OUTPUT, GITHUB_EVENT_NAME, GITHUB_ACTIONS; GITHUB_TOKEN is passed through to infergate
 # (which never prints it) and is never echoed here.
-# Outputs: verdict, regressions, results-path, summary-path.
+# Outputs: verdict, regressions, results-path, summary-path, and per exported format
+# export-bmf-path, export-gab-bigger-path + export-gab-smaller-path, export-junit-path,
+# export-csv-path (files next to results.json).
 # Exit: 0 pass (or below the fail-on threshold), 1 regression (per fail-on), 2 bad input,
 # 3 engine or measurement failure, as infergate itself.
 set -euo pipefail
@@ -30,6 +33,14 @@ baseline_dir="${INPUT_BASELINE_DIR:-}"
 fail_on="${INPUT_FAIL_ON:-regression}"
 update_baseline="${INPUT_UPDATE_BASELINE:-false}"
 results_dir="${INPUT_RESULTS_DIR:-infergate-results}"
+export_formats="${INPUT_EXPORT:-}"
+read -r -a exports <<< "${export_formats//,/ }" || true
+for fmt in "${exports[@]}"; do
+  case "$fmt" in
+    bmf | gab | junit | csv) ;;
+    *) usage_error "input 'export' takes bmf, gab, junit, csv (got '$fmt')" ;;
+  esac
+done
 
 case "$mode" in
   gate | nightly | dispatch | ab) ;;
@@ -123,6 +134,33 @@ fi
   [[ ! -f "$results_path" ]] || echo "results-path=$results_path"
   [[ ! -f "$summary_path" ]] || echo "summary-path=$summary_path"
 } >> "$out_file"
+
+# Exports render the files just written (rendering only: they never change the verdict or the
+# exit code; a failed export is a warning and its output is left unset).
+export_one() { # output-name file infergate-export-args...
+  local name="$1" file="$2"
+  shift 2
+  if "$bin" export "$@" --results "$results_path" "${verdict_args[@]}" --out "$file"; then
+    echo "$name=$file" >> "$out_file"
+  else
+    echo "::warning title=infergate::export to $file failed (see the log above)"
+  fi
+}
+verdict_args=()
+[[ ! -f "$verdict_path" ]] || verdict_args=(--verdict "$verdict_path")
+if [[ ${#exports[@]} -gt 0 && -f "$results_path" ]]; then
+  for fmt in "${exports[@]}"; do
+    case "$fmt" in
+      bmf) export_one export-bmf-path "$results_dir/export.bmf.json" --format bmf ;;
+      junit) export_one export-junit-path "$results_dir/export.junit.xml" --format junit ;;
+      csv) export_one export-csv-path "$results_dir/export.csv" --format csv ;;
+      gab)
+        export_one export-gab-bigger-path "$results_dir/export.gab-bigger.json" --format gab --gab-tool customBiggerIsBetter
+        export_one export-gab-smaller-path "$results_dir/export.gab-smaller.json" --format gab --gab-tool customSmallerIsBetter
+        ;;
+    esac
+  done
+fi
 
 echo "infergate: exit $rc, verdict $verdict, $regressions regressions (fail-on: $fail_on)"
 if [[ "$rc" -ge 2 ]]; then

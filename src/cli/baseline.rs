@@ -21,7 +21,7 @@ pub struct BaselineArgs {
 /// The `baseline` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum BaselineCommand {
-    /// Add complete runs (infergate or llm-decode-bench JSON) to the store.
+    /// Add complete runs (infergate, llm-decode-bench, vllm bench serve or guidellm JSON) to the store.
     Add(AddArgs),
     /// Per-cell history: aggregate tok/s per run (newest last), the level and the noise CV.
     Show(ShowArgs),

@@ -1,5 +1,6 @@
 //! `infergate compare`: candidate results against a baseline (a store directory or results
-//! files, ours or llm-decode-bench), verdicts per cell, a table for people, an exit code for CI.
+//! files: ours, llm-decode-bench, vllm bench serve or guidellm), verdicts per cell, a table for
+//! people, an exit code for CI.
 
 use std::path::{Path, PathBuf};
 
@@ -30,7 +31,8 @@ pub enum OutputFormat {
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     /// Baseline: one store directory (runs of the candidate's profile and suite are used) or
-    /// one or more results files (infergate or llm-decode-bench JSON, auto-detected).
+    /// one or more results files (infergate, llm-decode-bench, vllm bench serve or guidellm
+    /// JSON, auto-detected).
     #[arg(long, num_args = 1.., required = true, value_name = "DIR|FILE")]
     pub baseline: Vec<PathBuf>,
     /// Candidate results file(s): repetitions of one run of one profile.

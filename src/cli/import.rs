@@ -1,5 +1,7 @@
-//! `infergate import`: converts another tool's results file (llm-decode-bench JSON) into
-//! infergate's schema, so it can be kept, diffed and read by tools that know only our schema.
+//! `infergate import`: converts other tools' results files (llm-decode-bench JSON, `vllm bench
+//! serve --save-result` JSON, guidellm reports) into infergate's schema, so they can be kept,
+//! diffed and compared. Several files of one tool (vLLM writes one per `--max-concurrency`) are
+//! joined into one run, one cell each. What could not be mapped is printed and kept in the run.
 
 use std::path::PathBuf;
 
@@ -10,9 +12,10 @@ use crate::exit::{GateExit, usage};
 /// Arguments of `infergate import`.
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
-    /// The file to convert (llm-decode-bench JSON; infergate files are re-written as they are).
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// The file(s) to convert; several files of one tool are joined into one run (one cell per
+    /// file for vLLM). infergate files are re-written as they are (one at a time).
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
     /// Where to write the infergate results file (atomically).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
@@ -20,18 +23,25 @@ pub struct ImportArgs {
 
 /// Runs `infergate import`.
 pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
-    let runs = crate::import::load_results(&args.file).map_err(|e| usage(e.to_string()))?;
-    let run = match runs.as_slice() {
-        [one] => one,
-        _ => {
+    let mut runs = Vec::new();
+    for file in &args.files {
+        let loaded = crate::import::load_results(file).map_err(|e| usage(e.to_string()))?;
+        if loaded.len() != 1 {
             return Err(usage(format!(
                 "{}: holds {} runs; import converts one run per file",
-                args.file.display(),
-                runs.len()
+                file.display(),
+                loaded.len()
             )));
         }
+        runs.extend(loaded);
+    }
+    let run = if runs.len() == 1 {
+        runs.remove(0)
+    } else {
+        let names: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+        crate::import::join_runs(runs, &names).map_err(|e| usage(e.to_string()))?
     };
-    let body = serde_json::to_vec_pretty(run).context("serialising the imported run")?;
+    let body = serde_json::to_vec_pretty(&run).context("serialising the imported run")?;
     crate::baseline::write_file_atomic(&args.out, &body)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let limited = run
@@ -47,5 +57,8 @@ pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         limited,
         run.profile.key
     );
+    for note in crate::import::unmapped_notes(&run) {
+        println!("  not mapped: {note}");
+    }
     Ok(GateExit::Pass)
 }

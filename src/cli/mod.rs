@@ -12,6 +12,7 @@ pub mod bench;
 pub mod changes;
 pub mod compare;
 pub mod doctor;
+pub mod export;
 pub mod import;
 pub mod merge;
 pub mod report;
@@ -46,8 +47,10 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Manage the baseline store (add, show, prune).
     Baseline(baseline::BaselineArgs),
-    /// Convert another tool's results file (llm-decode-bench JSON) into infergate's schema.
+    /// Convert other tools' results (llm-decode-bench, vllm bench serve, guidellm) into infergate's schema.
     Import(import::ImportArgs),
+    /// Render results (and a verdict) as Bencher BMF, github-action-benchmark JSON, JUnit XML or CSV.
+    Export(export::ExportArgs),
     /// Monte Carlo evaluation of the decision rule: false-alarm rate and power.
     StatsEval(stats_eval::StatsEvalArgs),
     /// Post results and verdicts: GitHub check run, PR comment, job summary, step outputs.
@@ -75,6 +78,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::Compare(a) => compare::execute(a).await,
         Command::Baseline(a) => baseline::execute(a).await,
         Command::Import(a) => import::execute(a).await,
+        Command::Export(a) => export::execute(a).await,
         Command::StatsEval(a) => stats_eval::execute(a).await,
         Command::Report(a) => report::execute(a).await,
         Command::Doctor(a) => doctor::execute(a).await,

@@ -28,7 +28,7 @@ use serde_json::Value;
 use super::ImportError;
 use crate::results::{
     CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, HardwareFingerprint, MatrixSpec,
-    Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
+    ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
     TelemetrySummary, TokenSource, ToolInfo,
 };
 
@@ -285,7 +285,7 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         (CellStatus::Ok, nonempty(&c.ready_reason))
     };
     let count = c.request_count.unwrap_or(0);
-    let group = |avg, p50, p90, p99| percentiles(avg, p50, p90, p99, count);
+    let group = |avg, p50, p90, p99| super::percentile_group(avg, p50, p90, p99, count);
     let measured_s = c.measurement_seconds.unwrap_or(0.0);
     let output_tokens = c
         .client_output_tokens
@@ -340,28 +340,6 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         spec_decode,
         telemetry: c.hardware_summary.as_ref().and_then(cell_telemetry),
         rounds: Vec::new(),
-    })
-}
-
-/// A percentile group, or `None` when incomplete or all zero (the seed's "not measured").
-fn percentiles(
-    avg: Option<f64>,
-    p50: Option<f64>,
-    p90: Option<f64>,
-    p99: Option<f64>,
-    count: u64,
-) -> Option<Percentiles> {
-    let (mean, p50, p90, p99) = (avg?, p50?, p90?, p99?);
-    let all = [mean, p50, p90, p99];
-    if all.iter().any(|v| !v.is_finite() || *v < 0.0) || all.iter().all(|v| *v == 0.0) {
-        return None;
-    }
-    Some(Percentiles {
-        mean,
-        p50,
-        p90,
-        p99,
-        count,
     })
 }
 

@@ -1,0 +1,86 @@
+//! `infergate export`: renders a results file (any format `import` reads) and optionally its
+//! verdict as Bencher Metric Format, github-action-benchmark custom JSON, JUnit XML or CSV, for
+//! the dashboards and test reporters teams already watch. Rendering only: the exit code is 0
+//! whatever the verdict says (the gate's own step fails the job).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::exit::{GateExit, usage};
+use crate::export::gab::GabTool;
+use crate::verdict::ComparisonReport;
+
+/// The export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Bencher Metric Format JSON (`bencher run --adapter json --file F`).
+    Bmf,
+    /// github-action-benchmark `customBiggerIsBetter` / `customSmallerIsBetter` JSON.
+    Gab,
+    /// JUnit XML: a test case per cell and metric, a failure per regressed cell.
+    Junit,
+    /// CSV of the cell table.
+    Csv,
+}
+
+/// Arguments of `infergate export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// The results file (infergate, llm-decode-bench, vllm bench serve or guidellm JSON).
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+    /// The verdict file written with these results (JUnit failures, CSV verdict columns).
+    #[arg(long, value_name = "FILE")]
+    pub verdict: Option<PathBuf>,
+    /// For `--format gab`: which custom tool the file is for (throughputs or latencies).
+    #[arg(long, value_enum, default_value_t = GabTool::BiggerIsBetter)]
+    pub gab_tool: GabTool,
+    /// Write to this file (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// Runs `infergate export`.
+pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
+    let runs = crate::import::load_results(&args.results).map_err(|e| usage(e.to_string()))?;
+    let run = match runs.as_slice() {
+        [one] => one,
+        _ => {
+            return Err(usage(format!(
+                "{}: holds {} runs; export renders one run",
+                args.results.display(),
+                runs.len()
+            )));
+        }
+    };
+    let verdict: Option<ComparisonReport> = match &args.verdict {
+        Some(p) => {
+            let file = p.display().to_string();
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| usage(format!("{file}: cannot read: {e}")))?;
+            Some(crate::import::deserialize_at(&text, &file).map_err(|e| usage(e.to_string()))?)
+        }
+        None => None,
+    };
+    if verdict.is_some() && matches!(args.format, ExportFormat::Bmf | ExportFormat::Gab) {
+        eprintln!("infergate export: --verdict is not used by --format bmf/gab (figures only)");
+    }
+    use crate::export::{bmf, csv, gab, junit};
+    let body = match args.format {
+        ExportFormat::Bmf => bmf::render(run),
+        ExportFormat::Gab => gab::render(run, args.gab_tool),
+        ExportFormat::Junit => junit::render(run, verdict.as_ref()),
+        ExportFormat::Csv => csv::render(run, verdict.as_ref()),
+    }
+    .map_err(|e| usage(format!("{}: {e}", args.results.display())))?;
+    match &args.out {
+        Some(path) => crate::baseline::write_file_atomic(path, body.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?,
+        None => print!("{body}"),
+    }
+    Ok(GateExit::Pass)
+}

@@ -1,0 +1,220 @@
+//! Renderers of a results file (and optionally its verdict) in formats other tools read:
+//! Bencher Metric Format, github-action-benchmark's custom JSON, JUnit XML and CSV. They render
+//! plain data ([`RunResults`], [`ComparisonReport`]) and never measure or decide: a failure in
+//! the JUnit file is a regression the verdict already holds. See `docs/interop.md`.
+
+pub mod bmf;
+pub mod csv;
+pub mod gab;
+pub mod junit;
+
+use crate::results::{CellResult, CellStatus, RunResults, context_label};
+use crate::stats::compare::{ALL_METRICS, metric_value};
+use crate::verdict::{ComparisonReport, Metric};
+
+/// Why an export could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The verdict belongs to other runs than the results file.
+    #[error(
+        "the verdict is for run(s) {verdict_runs} of profile {verdict_profile}, not for results run {run} of profile {profile}; pass the verdict.json written with these results"
+    )]
+    Mismatch {
+        verdict_runs: String,
+        verdict_profile: String,
+        run: String,
+        profile: String,
+    },
+    /// Writing CSV failed (cannot happen in memory; kept typed).
+    #[error("writing CSV: {0}")]
+    Csv(#[from] ::csv::Error),
+    /// Writing XML or JSON into memory failed.
+    #[error("writing the export: {0}")]
+    Io(#[from] std::io::Error),
+    /// Serialising JSON failed.
+    #[error("serialising JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// One exported figure: a measured cell's metric with its value (in the results' own units).
+#[derive(Debug, Clone, Copy)]
+pub struct Figure<'a> {
+    pub cell: &'a CellResult,
+    pub metric: Metric,
+    pub value: f64,
+}
+
+/// Every figure of a run: cells that measured something (`ok`, `capacity_limited`) times the
+/// metrics they have, in cell order, primary metric first.
+pub fn figures(run: &RunResults) -> Vec<Figure<'_>> {
+    run.cells
+        .iter()
+        .filter(|c| matches!(c.status, CellStatus::Ok | CellStatus::CapacityLimited))
+        .flat_map(|cell| {
+            ALL_METRICS.iter().filter_map(move |&metric| {
+                metric_value(cell, metric).map(|value| Figure {
+                    cell,
+                    metric,
+                    value,
+                })
+            })
+        })
+        .collect()
+}
+
+/// The cell's name in every export: `C=8 / 32k`, as in the reports' tables.
+pub fn cell_name(concurrency: u32, context_tokens: u64) -> String {
+    format!("C={concurrency} / {}", context_label(context_tokens))
+}
+
+/// The unit of a metric's value as exported (the results schema's units).
+pub fn unit(metric: Metric) -> &'static str {
+    match metric {
+        Metric::AggregateTps | Metric::PerUserTps => "tok/s",
+        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => "s",
+        Metric::StepsPerS => "steps/s",
+        Metric::JoulesPerToken => "J/token",
+    }
+}
+
+/// Lowest and highest sub-window throughput of a cell, when it has two or more samples.
+pub fn sample_bounds(cell: &CellResult) -> Option<(f64, f64)> {
+    let s: Vec<f64> = cell
+        .samples
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .collect();
+    (s.len() >= 2).then(|| {
+        (
+            s.iter().copied().fold(f64::INFINITY, f64::min),
+            s.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        )
+    })
+}
+
+/// Refuses a verdict that was not computed for this results file's run and profile.
+pub fn check_pair(run: &RunResults, report: &ComparisonReport) -> Result<(), ExportError> {
+    if report.profile.key == run.profile.key && report.candidate_runs.contains(&run.run_id) {
+        return Ok(());
+    }
+    Err(ExportError::Mismatch {
+        verdict_runs: report.candidate_runs.join(", "),
+        verdict_profile: report.profile.key.clone(),
+        run: run.run_id.clone(),
+        profile: run.profile.key.clone(),
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod fixture {
+    //! A small measured run and a verdict on it, shared by the renderers' tests.
+    use crate::results::{CellResult, CellStatus, Percentiles, RunResults};
+    use crate::verdict::ComparisonReport;
+
+    /// The seed llm-decode-bench run, given sub-window samples on its first cell, a hostile
+    /// model name, and an error cell.
+    pub fn run() -> RunResults {
+        let text = include_str!(
+            "../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
+        );
+        let mut run = crate::import::parse_results(text, "seed.json")
+            .unwrap()
+            .remove(0);
+        run.cells.truncate(4);
+        run.cells[0].samples = vec![44.0, 45.5, 46.8];
+        run.cells[1].per_user_tps = Some(Percentiles {
+            mean: 20.0,
+            p50: 21.0,
+            p90: 25.0,
+            p99: 26.0,
+            count: 10,
+        });
+        run.cells[3] = CellResult::unmeasured(
+            8,
+            8192,
+            CellStatus::Error,
+            "=HYPERLINK(\"x\") engine said <b>&\u{1}",
+        );
+        run
+    }
+
+    /// A verdict on [`run`]: cell 1 regressed on aggregate_tps, cell 2 a capacity regression.
+    pub fn verdict(run: &RunResults) -> ComparisonReport {
+        use crate::verdict::*;
+        let metric = |m: Metric, base: f64, cand: f64, v: CellVerdict| MetricComparison {
+            metric: m,
+            direction: m.direction(),
+            baseline: base,
+            candidate: cand,
+            change: cand / base - 1.0,
+            ci_low: cand / base - 1.02,
+            ci_high: cand / base - 0.98,
+            margin: 0.03,
+            p_value: 0.001,
+            p_adjusted: 0.004,
+            verdict: v,
+        };
+        let cells = vec![
+            CellComparison {
+                concurrency: run.cells[0].concurrency,
+                context_tokens: run.cells[0].context_tokens,
+                verdict: CellVerdict::Unchanged,
+                reason: None,
+                metrics: vec![metric(
+                    Metric::AggregateTps,
+                    45.0,
+                    45.4,
+                    CellVerdict::Unchanged,
+                )],
+            },
+            CellComparison {
+                concurrency: run.cells[1].concurrency,
+                context_tokens: run.cells[1].context_tokens,
+                verdict: CellVerdict::Regression,
+                reason: Some("aggregate_tps vs the rest of its run −9.0% [−11.0%, −7.0%]".into()),
+                metrics: vec![
+                    metric(Metric::AggregateTps, 50.0, 45.5, CellVerdict::Regression),
+                    metric(Metric::TtftP50, 0.2, 0.25, CellVerdict::Regression),
+                ],
+            },
+            CellComparison {
+                concurrency: run.cells[2].concurrency,
+                context_tokens: run.cells[2].context_tokens,
+                verdict: CellVerdict::CapacityRegression,
+                reason: Some("capacity-limited now: 9/12 running <model=\"q\">".into()),
+                metrics: Vec::new(),
+            },
+            CellComparison {
+                concurrency: 8,
+                context_tokens: 8192,
+                verdict: CellVerdict::NotComparable,
+                reason: Some("error in candidate".into()),
+                metrics: Vec::new(),
+            },
+        ];
+        ComparisonReport {
+            schema_version: VERDICT_SCHEMA_VERSION,
+            profile: run.profile.clone(),
+            suite: Some("pr".into()),
+            candidate_runs: vec![run.run_id.clone()],
+            baseline: BaselineSummary {
+                level_runs: vec!["b1".into(), "b2".into()],
+                noise_runs: 2,
+            },
+            gate: GateVerdict::Regression,
+            headline: "2 regressions, worst −9.0% at C=2 / 8k (1 capacity)".into(),
+            matrix_test: None,
+            cells,
+            rule: RuleSummary {
+                alpha: 0.01,
+                min_effect: 0.03,
+                noise_k: 2.0,
+                correction: "holm".into(),
+                confidence: 0.95,
+            },
+            confirmation: None,
+            coverage: None,
+        }
+    }
+}
