@@ -46,8 +46,8 @@ pub struct ComparisonReport {
 /// cells that were measured may speak for the matrix at all.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Coverage {
-    /// Cells measured (`ok` or `capacity_limited`) in the baseline's level runs, excluding
-    /// cells the candidate skipped on purpose (skip list).
+    /// Cells measured (`ok` or `capacity_limited`) in the baseline's level runs that the
+    /// candidate's matrix asked for (cells it lacks or skipped on purpose are not counted).
     pub expected: usize,
     /// Of those, the cells the candidate measured too.
     pub measured: usize,

@@ -181,8 +181,8 @@ fn measured(status: CellStatus) -> bool {
 }
 
 /// The candidate's coverage of what the level runs measured: a cell is expected when a level
-/// run measured it and the candidate did not skip it on purpose (skip list), and measured when
-/// every candidate run measured it.
+/// run measured it and the candidate's matrix asked for it (has it, not skipped on purpose by
+/// the skip list), and measured when every candidate run measured it.
 fn coverage(
     coords: &[Coord],
     level: &[RunResults],
@@ -203,8 +203,12 @@ fn coverage(
             .iter()
             .map(|r| find(r, coord).map(|c| c.status))
             .collect();
-        let skipped = cand.iter().all(|s| *s == Some(CellStatus::Skipped));
-        if !in_baseline || skipped {
+        // A cell the candidate's matrix does not have (a comparison across matrices) or that
+        // it skipped on purpose was not asked of it.
+        let not_asked = cand
+            .iter()
+            .all(|s| matches!(s, None | Some(CellStatus::Skipped)));
+        if !in_baseline || not_asked {
             continue;
         }
         cov.expected += 1;
