@@ -92,15 +92,18 @@ fn main() {
             model: String::new(),
             concurrency: levels.to_vec(),
             contexts: vec![0],
-            duration_s,
-            warmup_s: 1.0,
-            max_tokens: 4096,
-            unique_context_percent: 25.0,
-            sub_windows: 5,
+            timing: infergate::results::CellTiming {
+                duration_s,
+                warmup_s: 1.0,
+                max_tokens: 4096,
+                unique_context_percent: 25.0,
+                sub_windows: 5,
+                ..infergate::results::CellTiming::DEFAULT
+            },
             repetitions: 1,
         };
         let mut opts = BenchOptions::new(matrix, infergate::telemetry::detect_hardware());
-        opts.ready_stable_s = 0.5;
+        opts.matrix.timing.ready_stable_s = 0.5;
         let target = BenchTarget {
             base_url: url.clone(),
             model: None,

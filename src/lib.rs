@@ -10,22 +10,42 @@
 //! - [`stats`], [`baseline`], [`import`]: the noise model and decision rule, the baseline store,
 //!   and readers of other tools' result files;
 //! - [`report`]: terminal tables, Markdown, GitHub check runs, comments and job summaries;
+//! - [`redact`], [`untrusted_text`]: secrets masked and external text made inert before anything
+//!   is printed, written or posted;
 //! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin).
+//!
+//! Layers, bottom first; a module uses only modules below it (checked by a unit test in
+//! `src/layering.rs`, which reads every module's non-test `crate::` paths):
+//!
+//! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`sim`];
+//! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) →
+//!    [`stats`] (pure decisions over plain data) → [`config`];
+//! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);
+//! 4. [`import`] → [`baseline`] (storage, never renders) → [`report`] (all rendering) and
+//!    [`export`] (other tools' formats) → [`merge`];
+//! 5. [`run`] (the gate pipeline) → [`doctor`] → [`cli`].
 
 pub mod baseline;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod doctor;
 pub mod engine;
 pub mod exit;
 pub mod export;
+pub mod fsio;
 pub mod import;
 pub mod merge;
 pub mod policy;
+pub mod redact;
 pub mod report;
 pub mod results;
 pub mod run;
 pub mod sim;
 pub mod stats;
 pub mod telemetry;
+pub mod untrusted_text;
 pub mod verdict;
+
+#[cfg(test)]
+mod layering;

@@ -21,7 +21,11 @@ fn main() -> ExitCode {
     match runtime.block_on(infergate::cli::execute(cli)) {
         Ok(outcome) => ExitCode::from(outcome.code()),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The error may quote engine, config or artifact text: made inert and redacted.
+            eprintln!(
+                "error: {}",
+                infergate::untrusted_text::console(&format!("{err:#}"))
+            );
             ExitCode::from(exit_for_error(&err).code())
         }
     }

@@ -63,14 +63,13 @@ pub struct ToolInfo {
 }
 
 impl RunResults {
-    /// The engine's process group, from the `engine_spawned` event ("engine process group N"),
-    /// when the engine started: teardown checks and tests look it up to prove nothing is left.
+    /// The engine's process group, from the `engine_spawned` event's `process_group`, when the
+    /// engine started: teardown checks and tests look it up to prove nothing is left.
     pub fn engine_process_group(&self) -> Option<i32> {
         self.events
             .iter()
-            .find(|e| e.kind == "engine_spawned")
-            .and_then(|e| e.message.rsplit(' ').next())
-            .and_then(|n| n.parse().ok())
+            .find(|e| e.kind == EventKind::EngineSpawned)
+            .and_then(|e| e.process_group)
     }
 }
 
@@ -267,6 +266,11 @@ pub struct EngineIdentity {
     /// The engine command line (from the gate config), secrets removed.
     #[serde(default)]
     pub command: Option<String>,
+    /// How the engine's process tree was held and killed at teardown: `cgroup` (its own
+    /// cgroup v2, `cgroup.kill`) or `subreaper` (the supervisor as child subreaper); absent
+    /// in results of other tools and of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 /// The measurement settings of a run.
@@ -278,6 +282,20 @@ pub struct MatrixSpec {
     pub concurrency: Vec<u32>,
     /// Context lengths in tokens (prompt size per stream), ascending.
     pub contexts: Vec<u64>,
+    /// How each cell is measured (its fields sit directly in the `matrix` object).
+    #[serde(flatten)]
+    pub timing: CellTiming,
+    /// How many times the whole matrix is repeated within one run.
+    #[serde(default = "one")]
+    pub repetitions: u32,
+}
+
+/// How one cell is measured: the request shape and the timing of readiness, warm-up and the
+/// window. `run`'s config suites, `bench`'s flags and the results file all hold this one type
+/// with this one default, so `bench` with default flags measures the matrix `run` measures
+/// (`max_tokens` and `unique_context_percent` are part of the matrix hash).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CellTiming {
     /// Steady-state window per cell, seconds.
     pub duration_s: f64,
     /// Warm-up before the window (after readiness), seconds.
@@ -288,9 +306,56 @@ pub struct MatrixSpec {
     pub unique_context_percent: f64,
     /// Number of sub-windows the steady-state window is split into (throughput samples per cell).
     pub sub_windows: u32,
-    /// How many times the whole matrix is repeated within one run.
-    #[serde(default = "one")]
-    pub repetitions: u32,
+    /// Readiness must hold this long before warm-up starts, seconds.
+    #[serde(default = "default_ready_stable_s")]
+    pub ready_stable_s: f64,
+    /// Admission stalled this long (running < C, waiting > 0) → `capacity_limited`, seconds.
+    #[serde(default = "default_capacity_stall_s")]
+    pub capacity_stall_s: f64,
+    /// Per-cell readiness time-out before the cell is an `error`, seconds (scaled up for
+    /// contexts above 32k when the cell runs).
+    #[serde(default = "default_ready_timeout_s")]
+    pub ready_timeout_s: f64,
+    /// No byte on a stream for this long → stream error (stall detection), seconds.
+    #[serde(default = "default_request_timeout_s")]
+    pub request_timeout_s: f64,
+}
+
+impl CellTiming {
+    /// The defaults: a 10 s window after 3 s of warm-up, 512 tokens per request, 25% of each
+    /// prompt unique to its stream, 5 sub-windows; readiness stable for 2.5 s, a 3 s admission
+    /// stall means capacity-limited, 120 s readiness time-out, 60 s stream stall.
+    pub const DEFAULT: CellTiming = CellTiming {
+        duration_s: 10.0,
+        warmup_s: 3.0,
+        max_tokens: 512,
+        unique_context_percent: 25.0,
+        sub_windows: 5,
+        ready_stable_s: 2.5,
+        capacity_stall_s: 3.0,
+        ready_timeout_s: 120.0,
+        request_timeout_s: 60.0,
+    };
+}
+
+impl Default for CellTiming {
+    fn default() -> Self {
+        CellTiming::DEFAULT
+    }
+}
+
+// Results files written before these fields were recorded used the defaults.
+fn default_ready_stable_s() -> f64 {
+    CellTiming::DEFAULT.ready_stable_s
+}
+fn default_capacity_stall_s() -> f64 {
+    CellTiming::DEFAULT.capacity_stall_s
+}
+fn default_ready_timeout_s() -> f64 {
+    CellTiming::DEFAULT.ready_timeout_s
+}
+fn default_request_timeout_s() -> f64 {
+    CellTiming::DEFAULT.request_timeout_s
 }
 
 impl MatrixSpec {
@@ -301,7 +366,10 @@ impl MatrixSpec {
         use sha2::{Digest, Sha256};
         let canonical = format!(
             "c={:?};l={:?};max_tokens={};unique_pct={:.3}",
-            self.concurrency, self.contexts, self.max_tokens, self.unique_context_percent
+            self.concurrency,
+            self.contexts,
+            self.timing.max_tokens,
+            self.timing.unique_context_percent
         );
         hex::encode(Sha256::digest(canonical.as_bytes()))
     }
@@ -604,41 +672,198 @@ pub struct TelemetrySummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub at: DateTime<Utc>,
-    /// Short machine-readable kind: `startup`, `cell_start`, `ready`, `capacity_limited`,
-    /// `cell_done`, `cell_error`, `engine_exit`, `cancelled`, `notice`, ...
-    pub kind: String,
+    /// What happened, as a machine-readable kind (`cell_done`, `engine_exit`, ...).
+    pub kind: EventKind,
     /// Cell coordinate when the event belongs to a cell.
     #[serde(default)]
     pub concurrency: Option<u32>,
     #[serde(default)]
     pub context_tokens: Option<u64>,
+    /// The engine's process group, on `engine_spawned` (teardown checks look it up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_group: Option<i32>,
     pub message: String,
+}
+
+/// The kinds of event the log holds. Serialised as the snake_case strings results files have
+/// always used; a kind this build does not know (a newer writer, another tool) is kept as
+/// [`EventKind::Other`] so such files still load.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Probe and calibration notes before the first cell.
+    Startup,
+    /// Warm-up notes (imported seed logs).
+    Warmup,
+    /// A cell began.
+    CellStart,
+    /// A cell's streams are all running and stable: the window starts.
+    Ready,
+    /// The engine could not admit every stream of a cell.
+    CapacityLimited,
+    /// A cell was measured.
+    CellDone,
+    /// A cell could not be measured.
+    CellError,
+    /// The engine is being started (`run`).
+    EngineStart,
+    /// The engine process exists; [`Event::process_group`] names its group.
+    EngineSpawned,
+    /// The engine answered its readiness probe.
+    EngineReady,
+    /// The engine could not be started or never became ready.
+    EngineError,
+    /// The engine exited during the run.
+    EngineExit,
+    /// The engine was stopped after the run (A/B boots).
+    EngineStopped,
+    /// The engine stopped answering.
+    Unreachable,
+    /// The run was cancelled (SIGINT/SIGTERM).
+    Cancelled,
+    /// Anything worth telling a reader that is not one of the above.
+    Notice,
+    /// An adaptive re-measurement round.
+    AdaptiveRound,
+    /// The comparison after an adaptive round.
+    AdaptiveVerdict,
+    /// Adaptive re-measurement finished.
+    AdaptiveDone,
+    /// One boot of an A/B run.
+    AbBoot,
+    /// A confirmation boot was started.
+    Confirmation,
+    /// The confirmation boot's outcome.
+    ConfirmationDone,
+    /// A figure of another tool's file that the importer could not map.
+    ImportUnmapped,
+    /// A kind written by another build or tool, kept verbatim.
+    Other(String),
+}
+
+impl EventKind {
+    /// Every named kind (what [`EventKind::parse`] recognises).
+    pub const KNOWN: [EventKind; 23] = [
+        EventKind::Startup,
+        EventKind::Warmup,
+        EventKind::CellStart,
+        EventKind::Ready,
+        EventKind::CapacityLimited,
+        EventKind::CellDone,
+        EventKind::CellError,
+        EventKind::EngineStart,
+        EventKind::EngineSpawned,
+        EventKind::EngineReady,
+        EventKind::EngineError,
+        EventKind::EngineExit,
+        EventKind::EngineStopped,
+        EventKind::Unreachable,
+        EventKind::Cancelled,
+        EventKind::Notice,
+        EventKind::AdaptiveRound,
+        EventKind::AdaptiveVerdict,
+        EventKind::AdaptiveDone,
+        EventKind::AbBoot,
+        EventKind::Confirmation,
+        EventKind::ConfirmationDone,
+        EventKind::ImportUnmapped,
+    ];
+
+    /// The snake_case name written to results files.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventKind::Startup => "startup",
+            EventKind::Warmup => "warmup",
+            EventKind::CellStart => "cell_start",
+            EventKind::Ready => "ready",
+            EventKind::CapacityLimited => "capacity_limited",
+            EventKind::CellDone => "cell_done",
+            EventKind::CellError => "cell_error",
+            EventKind::EngineStart => "engine_start",
+            EventKind::EngineSpawned => "engine_spawned",
+            EventKind::EngineReady => "engine_ready",
+            EventKind::EngineError => "engine_error",
+            EventKind::EngineExit => "engine_exit",
+            EventKind::EngineStopped => "engine_stopped",
+            EventKind::Unreachable => "unreachable",
+            EventKind::Cancelled => "cancelled",
+            EventKind::Notice => "notice",
+            EventKind::AdaptiveRound => "adaptive_round",
+            EventKind::AdaptiveVerdict => "adaptive_verdict",
+            EventKind::AdaptiveDone => "adaptive_done",
+            EventKind::AbBoot => "ab_boot",
+            EventKind::Confirmation => "confirmation",
+            EventKind::ConfirmationDone => "confirmation_done",
+            EventKind::ImportUnmapped => "import_unmapped",
+            EventKind::Other(name) => name,
+        }
+    }
+
+    /// The kind a results file names (unknown names become [`EventKind::Other`]).
+    pub fn parse(name: &str) -> Self {
+        Self::KNOWN
+            .iter()
+            .find(|k| k.as_str() == name)
+            .cloned()
+            .unwrap_or_else(|| EventKind::Other(name.to_string()))
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EventKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EventKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(EventKind::parse(&name))
+    }
 }
 
 impl Event {
     /// A run-level event stamped now.
-    pub fn now(kind: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn now(kind: EventKind, message: impl Into<String>) -> Self {
         Event {
             at: Utc::now(),
-            kind: kind.into(),
+            kind,
             concurrency: None,
             context_tokens: None,
+            process_group: None,
             message: message.into(),
+        }
+    }
+
+    /// The `engine_spawned` event stamped now, carrying the engine's process group.
+    pub fn engine_spawned(process_group: i32) -> Self {
+        Event {
+            process_group: Some(process_group),
+            ..Event::now(
+                EventKind::EngineSpawned,
+                format!("engine process group {process_group}"),
+            )
         }
     }
 
     /// A cell-level event stamped now.
     pub fn cell(
-        kind: impl Into<String>,
+        kind: EventKind,
         concurrency: u32,
         context_tokens: u64,
         message: impl Into<String>,
     ) -> Self {
         Event {
             at: Utc::now(),
-            kind: kind.into(),
+            kind,
             concurrency: Some(concurrency),
             context_tokens: Some(context_tokens),
+            process_group: None,
             message: message.into(),
         }
     }
@@ -666,11 +891,11 @@ mod tests {
             model: "m".into(),
             concurrency: vec![1, 2],
             contexts: vec![0, 8192],
-            duration_s: 10.0,
-            warmup_s: 2.0,
-            max_tokens: 256,
-            unique_context_percent: 25.0,
-            sub_windows: 5,
+            timing: CellTiming {
+                warmup_s: 2.0,
+                max_tokens: 256,
+                ..CellTiming::DEFAULT
+            },
             repetitions: 1,
         }
     }
@@ -702,13 +927,89 @@ mod tests {
         );
         assert_ne!(a.key, b.key);
         let mut longer = spec();
-        longer.duration_s = 60.0;
+        longer.timing.duration_s = 60.0;
         let c = ProfileKey::derive(gpu("NVIDIA H200"), "vllm", "Qwen/Qwen3-8B", &longer);
         assert_eq!(a.key, c.key);
         assert!(
             a.key
                 .starts_with("gpu-nvidia-h200x1__vllm__qwen-qwen3-8b__m")
         );
+    }
+
+    #[test]
+    fn event_kinds_keep_their_snake_case_names_and_unknown_ones_survive() {
+        for kind in EventKind::KNOWN {
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.as_str()));
+            assert!(
+                kind.as_str()
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_')
+            );
+            assert_eq!(serde_json::from_str::<EventKind>(&json).unwrap(), kind);
+        }
+        assert_eq!(EventKind::CellDone.as_str(), "cell_done");
+        let odd: EventKind = serde_json::from_str("\"gpu_reset\"").unwrap();
+        assert_eq!(odd, EventKind::Other("gpu_reset".into()));
+        assert_eq!(serde_json::to_string(&odd).unwrap(), "\"gpu_reset\"");
+    }
+
+    #[test]
+    fn the_process_group_is_a_typed_field_of_engine_spawned() {
+        let e = Event::engine_spawned(4242);
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(json.contains("\"kind\":\"engine_spawned\""), "{json}");
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.process_group, Some(4242));
+        let plain = serde_json::to_string(&Event::now(EventKind::Notice, "x")).unwrap();
+        assert!(!plain.contains("process_group"), "{plain}");
+    }
+
+    /// The stored baselines (written before [`CellTiming`] and the typed event kinds) still
+    /// load, keep their matrix hash and profile key, and read the readiness settings they did
+    /// not record as the defaults they were measured with.
+    #[test]
+    fn stored_baselines_load_and_hash_the_same() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("baselines");
+        let mut dirs = vec![root];
+        let mut runs = 0;
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.file_name().is_some_and(|n| n == "profile.json") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let run: RunResults = serde_json::from_str(&text).unwrap();
+                let p = &run.profile;
+                let again =
+                    ProfileKey::derive(p.hardware.clone(), &p.engine, &p.model, &run.matrix);
+                assert_eq!(again.matrix_hash, p.matrix_hash, "{}", path.display());
+                assert_eq!(again.key, p.key, "{}", path.display());
+                assert_eq!(
+                    run.matrix.timing.ready_timeout_s,
+                    CellTiming::DEFAULT.ready_timeout_s
+                );
+                let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let written = serde_json::to_value(&run).unwrap();
+                for key in [
+                    "duration_s",
+                    "warmup_s",
+                    "max_tokens",
+                    "unique_context_percent",
+                    "sub_windows",
+                ] {
+                    assert_eq!(written["matrix"][key], raw["matrix"][key], "{key}");
+                }
+                assert_eq!(written["events"], raw["events"], "{}", path.display());
+                runs += 1;
+            }
+        }
+        assert!(runs > 0, "no stored baseline found");
     }
 
     #[test]

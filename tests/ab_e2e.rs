@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use infergate::results::{Event, RunResults};
+use infergate::results::{Event, EventKind, RunResults};
 use infergate::verdict::{ComparisonReport, GateVerdict};
 use support::group_gone;
 
@@ -114,22 +114,17 @@ fn assert_torn_down_between_boots(events: &[Event]) {
     let mut spawned = 0;
     let mut running: Option<i32> = None;
     for e in events {
-        match e.kind.as_str() {
-            "engine_spawned" => {
+        match e.kind {
+            EventKind::EngineSpawned => {
                 assert!(
                     running.is_none(),
                     "engine {running:?} still running when another was spawned: {events:#?}"
                 );
-                let pgid: i32 = e
-                    .message
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .expect("pgid in engine_spawned");
+                let pgid = e.process_group.expect("process group in engine_spawned");
                 running = Some(pgid);
                 spawned += 1;
             }
-            "engine_stopped" => {
+            EventKind::EngineStopped => {
                 let pgid = running.take().expect("a stop follows a spawn");
                 assert!(
                     e.message.contains(&format!(

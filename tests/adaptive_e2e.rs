@@ -6,6 +6,7 @@
 
 mod support;
 
+use infergate::results::EventKind;
 use infergate::verdict::ComparisonReport;
 use support::{SMALL_SIM_CONFIG, baseline_around, gate, read_results};
 
@@ -107,7 +108,7 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
     let remeasured: Vec<&str> = results
         .events
         .iter()
-        .filter(|e| e.kind == "adaptive_round")
+        .filter(|e| e.kind == EventKind::AdaptiveRound)
         .map(|e| e.message.as_str())
         .collect();
     assert!(!remeasured.is_empty());

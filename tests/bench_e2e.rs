@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use infergate::results::{CellResult, CellStatus, RunResults, TokenSource};
+use infergate::results::{CellResult, CellStatus, EventKind, RunResults, TokenSource};
 
 const BIN: &str = env!("CARGO_BIN_EXE_infergate");
 
@@ -180,7 +180,13 @@ fn two_by_two_matrix_has_samples_in_every_cell() {
     let p = cell(&r, 1, 1024).prompt_tokens.expect("prompt tokens");
     assert!(rel(p as f64, 1024.0) <= 0.02, "prompt tokens {p}");
     // Events: every cell started and finished; the console shows the matrix.
-    assert_eq!(r.events.iter().filter(|e| e.kind == "cell_done").count(), 4);
+    assert_eq!(
+        r.events
+            .iter()
+            .filter(|e| e.kind == EventKind::CellDone)
+            .count(),
+        4
+    );
     assert!(run.stdout.contains("ctx \\ conc"), "{}", run.stdout);
     assert!(
         run.stderr.contains("cell done C=2 ctx=1k"),

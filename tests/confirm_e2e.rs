@@ -6,7 +6,7 @@
 
 mod support;
 
-use infergate::results::RunStatus;
+use infergate::results::{EventKind, RunStatus};
 use infergate::verdict::{ComparisonReport, GateVerdict};
 use support::{SMALL_SIM_CONFIG, baseline_around, engine_pgid, gate, group_gone, read_results};
 
@@ -64,7 +64,12 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     assert_ne!(results.run_id, second.run_id);
     assert_eq!(results.labels.get("confirmed_by"), Some(&second.run_id));
     assert_eq!(second.labels.get("confirms"), Some(&results.run_id));
-    assert!(results.events.iter().any(|e| e.kind == "confirmation"));
+    assert!(
+        results
+            .events
+            .iter()
+            .any(|e| e.kind == EventKind::Confirmation)
+    );
     assert_eq!(second.cells.len(), results.cells.len());
     for log in ["engine.log", "engine-confirm.log"] {
         let len = std::fs::metadata(out.join(log)).map_or(0, |m| m.len());

@@ -46,8 +46,15 @@ regressions="$(sed -n 's/^regressions=//p' "$scratch")"
   echo "results-path=$merged_json"
   echo "summary-path=$merged_md"
 } >> "$out_file"
+# GitHub refuses a job summary over 1 MiB per step (and then shows none): keep under it.
+summary_limit=1000000
 if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then
-  cat "$merged_md" >> "$GITHUB_STEP_SUMMARY"
+  if [[ "$(wc -c < "$merged_md")" -gt "$summary_limit" ]]; then
+    head -c "$summary_limit" "$merged_md" >> "$GITHUB_STEP_SUMMARY"
+    printf '\n\n_(truncated at 1 MB, GitHub'"'"'s job summary limit: the full summary is merged-summary.md in the artifact)_\n' >> "$GITHUB_STEP_SUMMARY"
+  else
+    cat "$merged_md" >> "$GITHUB_STEP_SUMMARY"
+  fi
 fi
 
 post() {
@@ -60,6 +67,15 @@ post() {
     return 0
   fi
   export GH_TOKEN="$GITHUB_TOKEN"
+  # On GitHub Enterprise Server gh must be told the host (else it talks to github.com), and
+  # reads the token from GH_ENTERPRISE_TOKEN there.
+  local server_host="${GITHUB_SERVER_URL:-https://github.com}"
+  server_host="${server_host#*://}"
+  server_host="${server_host%%/*}"
+  if [[ -n "$server_host" && "$server_host" != "github.com" ]]; then
+    export GH_HOST="$server_host"
+    export GH_ENTERPRISE_TOKEN="$GITHUB_TOKEN"
+  fi
   local repo="${GITHUB_REPOSITORY:?GITHUB_REPOSITORY is not set}"
   local event="${GITHUB_EVENT_PATH:-/dev/null}"
   local head_sha pr
@@ -89,9 +105,14 @@ post() {
     echo "::warning title=infergate merge::could not create the check run (needs 'checks: write')"
 
   if [[ "$pr" =~ ^[0-9]+$ ]]; then
-    local marker="<!-- infergate:merged -->" existing
-    existing="$(gh api --paginate "repos/$repo/issues/$pr/comments" \
-      --jq ".[] | select(.body | startswith(\"$marker\")) | .id" 2> /dev/null | head -n1 || true)"
+    # Only a comment this token wrote is ours to edit: anyone can paste the marker. GraphQL's
+    # viewer answers for every token kind (GITHUB_TOKEN: github-actions[bot]).
+    local marker="<!-- infergate:merged -->" existing="" me
+    me="$(gh api graphql -f query='query { viewer { login } }' --jq .data.viewer.login 2> /dev/null || true)"
+    if [[ "$me" =~ ^[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?$ ]]; then
+      existing="$(gh api --paginate "repos/$repo/issues/$pr/comments" \
+        --jq ".[] | select(.user.login == \"$me\" and (.body | startswith(\"$marker\"))) | .id" 2> /dev/null | head -n1 || true)"
+    fi
     if [[ "$existing" =~ ^[0-9]+$ ]]; then
       jq -n --arg body "$body" '{body: $body}' |
         gh api --method PATCH "repos/$repo/issues/comments/$existing" --input - > /dev/null ||

@@ -133,11 +133,7 @@ impl BaselineStore {
             message: e.to_string(),
         })?;
         let path = self.accepted_path(profile_key);
-        let dir = path
-            .parent()
-            .map(PathBuf::from)
-            .unwrap_or_else(|| self.root.clone());
-        write_atomic(&dir, &path, &body)?;
+        write_atomic(&path, &body)?;
         Ok(entry)
     }
 

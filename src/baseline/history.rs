@@ -1,15 +1,14 @@
 //! Per-cell history of a baseline (what `infergate baseline show` prints): one row per cell,
 //! one column per run (newest last), the level the gate compares against (mean of the newest K
 //! runs) and the between-run CV over the longer history (what the noise estimate sees).
+//! Rendered by [`crate::report::history`].
 
 use std::collections::BTreeSet;
 
-use comfy_table::{CellAlignment, Table};
 use serde::Serialize;
 use statrs::statistics::Statistics;
 
-use crate::report::markdown::escape;
-use crate::results::{CellStatus, RunResults, context_label};
+use crate::results::{CellStatus, RunResults};
 
 /// The history of one baseline group (profile key + suite).
 #[derive(Debug, Clone, Serialize)]
@@ -93,106 +92,6 @@ pub fn history(
     }
 }
 
-fn column_label(h: &BaselineHistory, i: usize) -> String {
-    // `2026-07-16T19:47:02+00:00` → `07-16 19:47`.
-    h.started_at
-        .get(i)
-        .and_then(|s| s.get(5..16))
-        .map(|s| s.replacen('T', " ", 1))
-        .unwrap_or_else(|| h.runs[i].clone())
-}
-
-fn rows(h: &BaselineHistory) -> Vec<Vec<String>> {
-    h.cells
-        .iter()
-        .map(|c| {
-            let mut row = vec![format!(
-                "C={} / {}",
-                c.concurrency,
-                context_label(c.context_tokens)
-            )];
-            row.extend(
-                c.values
-                    .iter()
-                    .map(|v| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".into())),
-            );
-            row.push(
-                c.level
-                    .map(|v| format!("{v:.1}"))
-                    .unwrap_or_else(|| "–".into()),
-            );
-            row.push(
-                c.cv.map(|v| format!("{:.1}%", v * 100.0))
-                    .unwrap_or_else(|| "–".into()),
-            );
-            row
-        })
-        .collect()
-}
-
-fn header(h: &BaselineHistory) -> Vec<String> {
-    let mut hdr = vec!["cell".to_string()];
-    hdr.extend((0..h.runs.len()).map(|i| column_label(h, i)));
-    hdr.push(format!("level (newest {})", h.level_runs));
-    hdr.push(format!("CV (newest {})", h.noise_runs));
-    hdr
-}
-
-/// The history as a terminal table (aggregate tok/s; `–` = cell not ok in that run).
-pub fn text(h: &BaselineHistory) -> String {
-    let mut out = format!(
-        "Baseline {} / suite {}: {} run(s) shown, aggregate tok/s (– = not ok in that run)\n",
-        h.profile_key,
-        h.suite,
-        h.runs.len()
-    );
-    let mut table = Table::new();
-    table
-        .load_style(crate::report::verdict_table::TABLE_STYLE)
-        .force_no_tty()
-        .set_header(header(h));
-    for row in rows(h) {
-        table.add_row(row);
-    }
-    for i in 1..=h.runs.len() + 2 {
-        if let Some(col) = table.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    out.push_str(&table.to_string());
-    out.push('\n');
-    out.push_str(&format!("Runs: {}\n", h.runs.join(", ")));
-    out
-}
-
-/// The history as a GitHub Markdown table.
-pub fn markdown(h: &BaselineHistory) -> String {
-    let mut out = format!(
-        "**Baseline {} / suite {}**: {} run(s), aggregate tok/s\n\n",
-        escape(&h.profile_key),
-        escape(&h.suite),
-        h.runs.len()
-    );
-    let hdr = header(h);
-    out.push('|');
-    for c in &hdr {
-        out.push_str(&format!(" {} |", escape(c)));
-    }
-    out.push_str("\n|---|");
-    for _ in 1..hdr.len() {
-        out.push_str("---:|");
-    }
-    out.push('\n');
-    for row in rows(h) {
-        out.push('|');
-        for c in row {
-            out.push_str(&format!(" {} |", escape(&c)));
-        }
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,8 +134,5 @@ mod tests {
             .find(|c| (c.concurrency, c.context_tokens) == (12, 131072))
             .unwrap();
         assert_eq!(limited.level, None, "capacity-limited cells have no level");
-        let t = text(&h);
-        assert!(t.contains("C=1 / 8k"), "{t}");
-        assert!(markdown(&h).contains("| C=1 / 8k | 110.0 | 90.0 | 100.0 | 95.0 |"));
     }
 }

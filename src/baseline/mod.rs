@@ -18,7 +18,6 @@
 pub mod accepted;
 pub mod history;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -232,7 +231,7 @@ impl BaselineStore {
         }
         let name = format!("{}-{}.json", component(&run.run_id), &hash[..8]);
         let path = dir_c.join(&name);
-        write_atomic(&dir_c, &path, &body)?;
+        write_atomic(&path, &body)?;
         // The profile description is for people; it is written once and never merged.
         let profile_dir = dir_c
             .parent()
@@ -246,10 +245,10 @@ impl BaselineStore {
                 profile: run.profile.clone(),
                 matrix_concurrency: run.matrix.concurrency.clone(),
                 matrix_contexts: run.matrix.contexts.clone(),
-                max_tokens: run.matrix.max_tokens,
+                max_tokens: run.matrix.timing.max_tokens,
             };
             if let Ok(text) = serde_json::to_vec_pretty(&desc) {
-                write_atomic(&profile_dir, &desc_path, &text)?;
+                write_atomic(&desc_path, &text)?;
             }
         }
         Ok(Added { path })
@@ -510,38 +509,13 @@ fn canonical(p: &Path) -> Result<PathBuf, BaselineError> {
     })
 }
 
-/// Writes `body` to `path` atomically: a `.tmp*` file in `dir`, fsync, rename, fsync the dir.
-fn write_atomic(dir: &Path, path: &Path, body: &[u8]) -> Result<(), BaselineError> {
-    write_in(dir, path, body).map_err(|source| BaselineError::Io {
+/// Writes `body` to `path` durably ([`crate::fsio::write_durable`]), naming the path on error.
+fn write_atomic(path: &Path, body: &[u8]) -> Result<(), BaselineError> {
+    crate::fsio::write_durable(path, body).map_err(|source| BaselineError::Io {
         action: "write",
         path: path.to_path_buf(),
         source,
     })
-}
-
-fn write_in(dir: &Path, path: &Path, body: &[u8]) -> std::io::Result<()> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp")
-        .suffix(".partial")
-        .tempfile_in(dir)?;
-    tmp.write_all(body)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        // Directory fsync makes the rename durable; not every filesystem supports it.
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Writes any output file (reports, imports) atomically: readers and a killed writer never see
-/// half a file. The temp file lives next to `path` so the rename stays on one filesystem.
-pub fn write_file_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    write_in(&dir, path, body)
 }
 
 #[cfg(test)]

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, MatrixSpec, ProfileKey,
-    RunResults, RunStatus, ToolInfo, context_label,
+    CellResult, CellStatus, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    MatrixSpec, ProfileKey, RunResults, RunStatus, ToolInfo, context_label,
 };
 use cell::{CellSpec, SustainedDecodeCell};
 use client::EngineClient;
@@ -48,7 +48,9 @@ impl std::fmt::Debug for BenchTarget {
     }
 }
 
-/// Measurement settings beyond the matrix itself.
+/// Measurement settings beyond the matrix itself. `run` and `bench` both build one from a
+/// [`MatrixSpec`] (whose [`crate::results::CellTiming`] holds every per-cell setting), so they
+/// measure alike.
 #[derive(Clone)]
 pub struct BenchOptions {
     /// The cells and per-cell timing.
@@ -59,36 +61,27 @@ pub struct BenchOptions {
     pub engine_name: Option<String>,
     /// GPU telemetry sampled around each cell's steady-state window.
     pub sampler: Option<Arc<dyn crate::telemetry::WindowSampler>>,
-    /// Readiness must hold this long before warm-up starts, seconds.
-    pub ready_stable_s: f64,
-    /// Admission stalled this long (running < C, waiting > 0) → `capacity_limited`, seconds.
-    pub capacity_stall_s: f64,
-    /// Per-cell readiness time-out before the cell is an `error`, seconds (scaled up for long
-    /// contexts by the cell).
-    pub ready_timeout_s: f64,
-    /// No byte on a stream for this long → stream error (stall detection), seconds.
-    pub request_timeout_s: f64,
     /// Suite name written into the results.
     pub suite: Option<String>,
     /// Cells known not to fit: `(concurrency, context_tokens)` → status `skipped`.
     pub skip_cells: Vec<(u32, u64)>,
+    /// Once a concurrency is capacity-limited at a context, record the larger ones there
+    /// `capacity_limited` without measuring them (each would cost a full admission stall).
+    pub skip_doomed: bool,
 }
 
 impl BenchOptions {
-    /// Defaults: readiness stable 2.5 s, capacity stall 3 s, readiness time-out 120 s, stream
-    /// stall 60 s.
+    /// No engine-name override, no telemetry, no skip list, doomed cells skipped (as the gate
+    /// config's default).
     pub fn new(matrix: MatrixSpec, hardware: HardwareFingerprint) -> Self {
         BenchOptions {
             matrix,
             hardware,
             engine_name: None,
             sampler: None,
-            ready_stable_s: 2.5,
-            capacity_stall_s: 3.0,
-            ready_timeout_s: 120.0,
-            request_timeout_s: 60.0,
             suite: None,
             skip_cells: Vec::new(),
+            skip_doomed: true,
         }
     }
 }
@@ -178,13 +171,13 @@ impl BenchSession {
         let client = EngineClient::new(&target.base_url, target.api_key.clone(), max_c)?;
         let base = client.base().to_string();
         let events = EventLog::new(events);
-        let note = |kind: &str, msg: String| events.emit(Event::now(kind, msg));
+        let note = |kind: EventKind, msg: String| events.emit(Event::now(kind, msg));
 
         // /health: the only probe whose transport failure means "unreachable".
         match client.get_text("/health", PROBE_TIMEOUT).await {
             Ok((status, _)) if (200..300).contains(&status) => {}
             Ok((status, _)) => note(
-                "startup",
+                EventKind::Startup,
                 format!("GET /health answered HTTP {status}; continuing"),
             ),
             Err(e) => {
@@ -249,7 +242,7 @@ impl BenchSession {
         };
         if dialect.is_none() {
             note(
-                "startup",
+                EventKind::Startup,
                 "no engine metrics at /metrics (vLLM/SGLang/llama.cpp names): readiness uses \
                  client streams only and server_tps is not validated"
                     .into(),
@@ -267,9 +260,10 @@ impl BenchSession {
             url: base.clone(),
             metrics_flavor: Some(dialect.map(|d| d.name()).unwrap_or("none").to_string()),
             command: None,
+            containment: None,
         };
         note(
-            "startup",
+            EventKind::Startup,
             format!(
                 "engine {engine_family} {} models={models:?} metrics={}",
                 version.as_deref().unwrap_or("(no /version)"),
@@ -286,7 +280,7 @@ impl BenchSession {
         if contexts.iter().any(|c| *c > 0) {
             let density = prompt::measure_density(&count).await?;
             note(
-                "startup",
+                EventKind::Startup,
                 format!(
                     "calibrated: {:.2} chars/token, {:.0} overhead tokens (source={})",
                     density.chars_per_token,
@@ -299,7 +293,7 @@ impl BenchSession {
                     &count,
                     density,
                     ctx,
-                    opts.matrix.unique_context_percent,
+                    opts.matrix.timing.unique_context_percent,
                     0.02,
                 )
                 .await
@@ -310,7 +304,7 @@ impl BenchSession {
                         // its cells `error`, not the whole run.
                         let reason = e.to_string();
                         note(
-                            "startup",
+                            EventKind::Startup,
                             format!("context {}: {reason}", context_label(ctx)),
                         );
                         calibration_errors.insert(ctx, reason);
@@ -319,7 +313,7 @@ impl BenchSession {
                 };
                 if ctx > 0 {
                     note(
-                        "startup",
+                        EventKind::Startup,
                         format!(
                             "context {}: {} chars (~{} tokens, {:+.2}%, {} probes)",
                             context_label(ctx),
@@ -407,23 +401,25 @@ impl BenchSession {
         if concurrency == 0 {
             return CellResult::unmeasured(0, context_tokens, CellStatus::Error, "concurrency 0");
         }
-        let m = &self.opts.matrix;
+        let t = &self.opts.matrix.timing;
         let scale = (context_tokens as f64 / 32768.0).max(1.0);
         let spec = CellSpec {
             concurrency,
             context_tokens,
             prompt,
-            unique_context_percent: m.unique_context_percent,
             model: self.model.clone(),
-            max_tokens: m.max_tokens.max(1),
-            warmup_s: m.warmup_s.max(0.0),
-            duration_s: m.duration_s.max(0.01),
-            sub_windows: m.sub_windows.max(1),
-            ready_stable_s: self.opts.ready_stable_s.max(0.0),
-            capacity_stall_s: self.opts.capacity_stall_s.max(0.1),
-            ready_timeout_s: self.opts.ready_timeout_s.max(1.0) * scale,
-            request_timeout_s: self.opts.request_timeout_s.max(0.1),
-            metrics_poll_s: (m.duration_s / 20.0).clamp(0.1, 0.5),
+            timing: CellTiming {
+                duration_s: t.duration_s.max(0.01),
+                warmup_s: t.warmup_s.max(0.0),
+                max_tokens: t.max_tokens.max(1),
+                unique_context_percent: t.unique_context_percent,
+                sub_windows: t.sub_windows.max(1),
+                ready_stable_s: t.ready_stable_s.max(0.0),
+                capacity_stall_s: t.capacity_stall_s.max(0.1),
+                ready_timeout_s: t.ready_timeout_s.max(1.0) * scale,
+                request_timeout_s: t.request_timeout_s.max(0.1),
+            },
+            metrics_poll_s: (t.duration_s / 20.0).clamp(0.1, 0.5),
         };
         let cell = SustainedDecodeCell {
             spec,
@@ -457,7 +453,7 @@ impl BenchSession {
             }
         }
         self.events.emit(Event::now(
-            "notice",
+            EventKind::Notice,
             "engine still busy 10 s after the cell ended (requests not aborted on disconnect?)",
         ));
     }
@@ -630,49 +626,15 @@ pub async fn run_matrix(
         s = connect => s?,
     };
     let mut results = session.results_skeleton();
-    let emit = |e: Event, _: &mut RunResults| session.events.emit(e);
-    let m = opts.matrix.clone();
-    let reps = m.repetitions.max(1);
-    let mut unreachable: Option<String> = None;
-    for rep in 0..reps {
-        for &ctx in &m.contexts {
-            for &c in &m.concurrency {
-                let cell = if cancel.is_cancelled() {
-                    CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
-                } else if let Some(reason) = &unreachable {
-                    CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone())
-                } else if opts.skip_cells.contains(&(c, ctx)) {
-                    CellResult::unmeasured(
-                        c,
-                        ctx,
-                        CellStatus::Skipped,
-                        "known not to fit (skip list)",
-                    )
-                } else {
-                    let cell = session.measure_cell(c, ctx, &cancel).await;
-                    if cell.status == CellStatus::Error
-                        && !cancel.is_cancelled()
-                        && let Err(reason) = session.reachable().await
-                    {
-                        emit(Event::now("engine_exit", reason.clone()), &mut results);
-                        unreachable = Some(reason);
-                    }
-                    cell
-                };
-                if rep == 0 {
-                    results.cells.push(cell);
-                } else if let Some(first) = results.cells.iter_mut().find(|x| x.coord() == (c, ctx))
-                {
-                    first.fold_round(&cell, rep);
-                }
-            }
-        }
-    }
+    let measured = session.measure_matrix(&cancel).await;
+    results.cells = measured.cells;
     if cancel.is_cancelled() {
         results.status = RunStatus::Cancelled;
         results.status_reason = Some("cancelled (SIGINT/SIGTERM)".into());
-        emit(Event::now("cancelled", "run cancelled"), &mut results);
-    } else if let Some(reason) = unreachable {
+        session
+            .events
+            .emit(Event::now(EventKind::Cancelled, "run cancelled"));
+    } else if let Some(reason) = measured.unreachable {
         results.status = RunStatus::Partial;
         results.status_reason = Some(reason);
     }
@@ -682,117 +644,92 @@ pub async fn run_matrix(
     Ok(results)
 }
 
-/// Parses a context list such as `0,8k,32k,128k,1.5k,4096` (`k` = 1024 tokens, as the seed).
-pub fn parse_contexts(s: &str) -> Result<Vec<u64>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let p = part.trim();
-        if p.is_empty() {
-            return Err(format!("'{s}' has an empty entry; use e.g. 0,8k,32k"));
-        }
-        let lower = p.to_ascii_lowercase();
-        let (num, mult) = if let Some(n) = lower.strip_suffix('k') {
-            (n, 1024.0)
-        } else if let Some(n) = lower.strip_suffix('m') {
-            (n, 1024.0 * 1024.0)
-        } else {
-            (lower.as_str(), 1.0)
-        };
-        let v: f64 = num
-            .parse()
-            .ok()
-            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| format!("'{p}' is not a size; use e.g. 0,8k,32k"))?;
-        let tokens = (v * mult).round();
-        if tokens > 16.0 * 1024.0 * 1024.0 {
-            return Err(format!(
-                "'{p}' is larger than 16M tokens; use e.g. 0,8k,32k"
-            ));
-        }
-        out.push(tokens as u64);
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+/// The cells of one pass over the matrix, and whether the engine stopped answering.
+#[derive(Debug)]
+pub struct MeasuredMatrix {
+    /// One per cell, in measurement order (repetitions folded into the first as rounds).
+    pub cells: Vec<CellResult>,
+    /// Set when a cell errored and the engine then did not answer `/v1/models`: the
+    /// remaining cells are `error` with this reason, unmeasured.
+    pub unreachable: Option<String>,
 }
 
-/// Parses a duration such as `10s`, `500ms`, `2m` or `10` (seconds).
-pub fn parse_duration_s(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    num.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| v * mult)
-        .ok_or_else(|| format!("'{s}' is not a duration; use e.g. 10s, 500ms or 2m"))
-}
-
-/// Parses a concurrency list such as `1,2,4,8` (each at least 1).
-pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let p = part.trim();
-        let v: u32 = p
-            .parse()
-            .ok()
-            .filter(|v| *v >= 1 && *v <= 65_536)
-            .ok_or_else(|| format!("'{p}' is not a concurrency level; use e.g. 1,2,4,8"))?;
-        out.push(v);
+impl BenchSession {
+    /// Measures every cell in the gate's order (contexts ascending, concurrency ascending
+    /// within a context), `repetitions` times; the one matrix loop of `bench` and `run`.
+    ///
+    /// - cancelled → the remaining cells are `skipped` ("cancelled");
+    /// - on the skip list → `skipped`;
+    /// - a larger concurrency at a context where a smaller one was already capacity-limited
+    ///   (with [`BenchOptions::skip_doomed`]) → `capacity_limited` without measuring: it cannot
+    ///   fit either, and measuring it costs the full admission stall (the seed spent 6
+    ///   minutes on each such cell);
+    /// - after an errored cell the engine is probed; when it no longer answers, the remaining
+    ///   cells are `error` with the reason instead of each waiting out its time-outs.
+    pub async fn measure_matrix(&self, cancel: &CancellationToken) -> MeasuredMatrix {
+        let m = &self.opts.matrix;
+        let mut cells: Vec<CellResult> = Vec::new();
+        let mut unreachable: Option<String> = None;
+        for rep in 0..m.repetitions.max(1) {
+            for &ctx in &m.contexts {
+                let mut limited_at: Option<u32> = None;
+                for &c in &m.concurrency {
+                    let cell = if cancel.is_cancelled() {
+                        CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
+                    } else if let Some(reason) = &unreachable {
+                        CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone())
+                    } else if self.opts.skip_cells.contains(&(c, ctx)) {
+                        CellResult::unmeasured(
+                            c,
+                            ctx,
+                            CellStatus::Skipped,
+                            "known not to fit (skip list)",
+                        )
+                    } else if let Some(smaller) = limited_at.filter(|_| self.opts.skip_doomed) {
+                        let reason = format!(
+                            "C={smaller} already capacity-limited at {}: not measured",
+                            context_label(ctx)
+                        );
+                        self.events.emit(Event::cell(
+                            EventKind::CellDone,
+                            c,
+                            ctx,
+                            format!(
+                                "cell skipped C={c} ctx={} capacity_limited ({reason})",
+                                context_label(ctx)
+                            ),
+                        ));
+                        CellResult::unmeasured(c, ctx, CellStatus::CapacityLimited, reason)
+                    } else {
+                        let cell = self.measure_cell(c, ctx, cancel).await;
+                        if cell.status == CellStatus::Error
+                            && !cancel.is_cancelled()
+                            && let Err(reason) = self.reachable().await
+                        {
+                            self.events
+                                .emit(Event::now(EventKind::EngineExit, reason.clone()));
+                            unreachable = Some(reason);
+                        }
+                        cell
+                    };
+                    if cell.status == CellStatus::CapacityLimited && limited_at.is_none() {
+                        limited_at = Some(c);
+                    }
+                    if rep == 0 {
+                        cells.push(cell);
+                    } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
+                        first.fold_round(&cell, rep);
+                    }
+                }
+            }
+        }
+        MeasuredMatrix { cells, unreachable }
     }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn contexts_parse_like_the_seed() {
-        assert_eq!(
-            parse_contexts("0,8k,32k,128k,1.5k,4096").unwrap(),
-            vec![0, 1536, 4096, 8192, 32768, 131072]
-        );
-        assert_eq!(parse_contexts(" 8K ").unwrap(), vec![8192]);
-        let e = parse_contexts("0,8q").unwrap_err();
-        assert!(e.contains("'8q' is not a size; use e.g. 0,8k,32k"), "{e}");
-        assert!(parse_contexts("8k,,16k").is_err());
-        assert!(parse_contexts("-1").is_err());
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration_s("10s").unwrap(), 10.0);
-        assert_eq!(parse_duration_s("500ms").unwrap(), 0.5);
-        assert_eq!(parse_duration_s("2m").unwrap(), 120.0);
-        assert_eq!(parse_duration_s("10").unwrap(), 10.0);
-        assert_eq!(parse_duration_s("1.5s").unwrap(), 1.5);
-        assert!(
-            parse_duration_s("ten")
-                .unwrap_err()
-                .contains("use e.g. 10s")
-        );
-        assert!(parse_duration_s("-1s").is_err());
-    }
-
-    #[test]
-    fn concurrency_parses() {
-        assert_eq!(parse_concurrency("4,1,2").unwrap(), vec![1, 2, 4]);
-        assert!(parse_concurrency("0").is_err());
-        assert!(parse_concurrency("a").is_err());
-    }
 
     #[test]
     fn model_lists_and_tokenize_answers() {

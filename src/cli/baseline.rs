@@ -276,12 +276,12 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
     let text = match a.format {
         OutputFormat::Text => histories
             .iter()
-            .map(history::text)
+            .map(crate::report::history::text)
             .collect::<Vec<_>>()
             .join("\n"),
         OutputFormat::Md => histories
             .iter()
-            .map(history::markdown)
+            .map(crate::report::history::markdown)
             .collect::<Vec<_>>()
             .join("\n"),
         OutputFormat::Json => {

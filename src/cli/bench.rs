@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bench::{self, BenchError, BenchOptions, BenchTarget};
 use crate::exit::{GateExit, usage};
-use crate::results::{CellStatus, MatrixSpec, RunResults};
+use crate::results::{CellStatus, CellTiming, MatrixSpec, RunResults};
 
 /// Arguments of `infergate bench`.
 #[derive(Debug, clap::Args)]
@@ -26,19 +26,19 @@ pub struct BenchArgs {
     #[arg(long, default_value = "0,8k")]
     pub contexts: String,
     /// Steady-state window per cell, e.g. 10s, 500ms, 2m.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value_t = secs(DEFAULT.duration_s))]
     pub duration: String,
     /// Warm-up after readiness, before the window.
-    #[arg(long, default_value = "3s")]
+    #[arg(long, default_value_t = secs(DEFAULT.warmup_s))]
     pub warmup: String,
     /// max_tokens per request (streams restart when a request finishes).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = DEFAULT.max_tokens)]
     pub max_tokens: u32,
     /// Share of each prompt unique to its stream (the rest is a shared prefix), percent.
-    #[arg(long, default_value_t = 25.0)]
+    #[arg(long, default_value_t = DEFAULT.unique_context_percent)]
     pub unique_context_percent: f64,
     /// Throughput samples per cell (the window is split into this many sub-windows).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = DEFAULT.sub_windows)]
     pub sub_windows: u32,
     /// Repeat the whole matrix this many times (rounds per cell).
     #[arg(long, default_value_t = 1)]
@@ -50,17 +50,21 @@ pub struct BenchArgs {
     #[arg(long)]
     pub engine: Option<String>,
     /// Readiness must hold this long before warm-up.
-    #[arg(long, default_value = "2.5s")]
+    #[arg(long, default_value_t = secs(DEFAULT.ready_stable_s))]
     pub ready_stable: String,
     /// Admission stalled this long → capacity_limited.
-    #[arg(long, default_value = "3s")]
+    #[arg(long, default_value_t = secs(DEFAULT.capacity_stall_s))]
     pub capacity_stall: String,
     /// Readiness time-out per cell (scaled up for contexts above 32k).
-    #[arg(long, default_value = "120s")]
+    #[arg(long, default_value_t = secs(DEFAULT.ready_timeout_s))]
     pub ready_timeout: String,
     /// No byte on a producing stream for this long → stream error.
-    #[arg(long, default_value = "60s")]
+    #[arg(long, default_value_t = secs(DEFAULT.request_timeout_s))]
     pub request_timeout: String,
+    /// Measure every cell, even above a concurrency already capacity-limited at that context
+    /// (by default such cells are recorded capacity_limited unmeasured, as `run` does).
+    #[arg(long)]
+    pub measure_doomed: bool,
     /// Suite name written into the results.
     #[arg(long)]
     pub suite: Option<String>,
@@ -69,16 +73,24 @@ pub struct BenchArgs {
     pub out: PathBuf,
 }
 
+/// The per-cell defaults `run`'s config suites use too, so both measure the same matrix.
+const DEFAULT: CellTiming = CellTiming::DEFAULT;
+
+/// A default duration as a flag value (`10s`, `2.5s`).
+fn secs(s: f64) -> String {
+    format!("{s}s")
+}
+
 fn dur(flag: &str, v: &str) -> anyhow::Result<f64> {
-    bench::parse_duration_s(v).map_err(|e| usage(format!("{flag}: {e}")))
+    crate::config::parse_duration_s(v).map_err(|e| usage(format!("{flag}: {e}")))
 }
 
 /// Validates the arguments into measurement options (exit 2 on any mistake).
 pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, BenchOptions)> {
-    let concurrency = bench::parse_concurrency(&args.concurrency)
+    let concurrency = crate::config::parse_concurrency(&args.concurrency)
         .map_err(|e| usage(format!("--concurrency: {e}")))?;
-    let contexts =
-        bench::parse_contexts(&args.contexts).map_err(|e| usage(format!("--contexts: {e}")))?;
+    let contexts = crate::config::parse_contexts(&args.contexts)
+        .map_err(|e| usage(format!("--contexts: {e}")))?;
     let duration_s = dur("--duration", &args.duration)?;
     if duration_s <= 0.0 {
         return Err(usage("--duration: must be above 0; use e.g. 10s"));
@@ -92,7 +104,7 @@ pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, Bench
         return Err(usage("--sub-windows: must be 1..1000; use e.g. 5"));
     }
     if args.max_tokens == 0 {
-        return Err(usage("--max-tokens: must be at least 1; use e.g. 1024"));
+        return Err(usage("--max-tokens: must be at least 1; use e.g. 512"));
     }
     if args.repetitions == 0 {
         return Err(usage("--repetitions: must be at least 1"));
@@ -115,20 +127,23 @@ pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, Bench
         model: args.model.clone().unwrap_or_default(),
         concurrency,
         contexts,
-        duration_s,
-        warmup_s: dur("--warmup", &args.warmup)?,
-        max_tokens: args.max_tokens,
-        unique_context_percent: args.unique_context_percent,
-        sub_windows: args.sub_windows,
+        timing: CellTiming {
+            duration_s,
+            warmup_s: dur("--warmup", &args.warmup)?,
+            max_tokens: args.max_tokens,
+            unique_context_percent: args.unique_context_percent,
+            sub_windows: args.sub_windows,
+            ready_stable_s: dur("--ready-stable", &args.ready_stable)?,
+            capacity_stall_s: dur("--capacity-stall", &args.capacity_stall)?,
+            ready_timeout_s: dur("--ready-timeout", &args.ready_timeout)?,
+            request_timeout_s: dur("--request-timeout", &args.request_timeout)?,
+        },
         repetitions: args.repetitions,
     };
     let mut opts = BenchOptions::new(matrix, crate::telemetry::detect_hardware());
     opts.engine_name = args.engine.clone();
-    opts.ready_stable_s = dur("--ready-stable", &args.ready_stable)?;
-    opts.capacity_stall_s = dur("--capacity-stall", &args.capacity_stall)?;
-    opts.ready_timeout_s = dur("--ready-timeout", &args.ready_timeout)?;
-    opts.request_timeout_s = dur("--request-timeout", &args.request_timeout)?;
     opts.suite = args.suite.clone();
+    opts.skip_doomed = !args.measure_doomed;
     let target = BenchTarget {
         base_url: args.url.clone(),
         model: args.model.clone(),
@@ -146,12 +161,7 @@ pub fn write_results(path: &std::path::Path, results: &RunResults) -> anyhow::Re
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the directory of --out {}", path.display()))?;
     let json = serde_json::to_vec_pretty(results).context("serialising the results")?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir)
-        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-    std::io::Write::write_all(&mut tmp, &json)
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
+    crate::fsio::write_durable(path, &json)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
@@ -229,5 +239,76 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{HardwareFingerprint, ProfileKey};
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    /// `bench` with default flags and a config suite that sets only the matrix measure the
+    /// same thing: equal timing, equal matrix hash, so a `bench` result is compared with the
+    /// `run` baselines of that matrix (and the other way round).
+    #[test]
+    fn bench_with_default_flags_matches_a_run_suite_of_the_same_matrix() {
+        let cli = Cli::try_parse_from([
+            "bench",
+            "--url",
+            "http://127.0.0.1:8000",
+            "--out",
+            "results.json",
+            "--concurrency",
+            "1,2,4",
+            "--contexts",
+            "0,8k",
+        ])
+        .unwrap();
+        let (_, opts) = options_from_args(&cli.bench).unwrap();
+        let config = crate::config::GateConfig::parse(
+            "model = \"m\"\n\
+             [engine]\n\
+             command = [\"{infergate}\", \"sim\", \"--port\", \"{port}\"]\n\
+             [suites.pr]\n\
+             concurrency = [1, 2, 4]\n\
+             contexts = [\"0\", \"8k\"]\n",
+            "infergate.toml",
+            std::path::Path::new("."),
+        )
+        .unwrap();
+        let suite = config.suite(Some("pr")).unwrap();
+        assert_eq!(opts.matrix.timing, suite.timing);
+        assert_eq!(opts.matrix.timing, CellTiming::default());
+        assert_eq!(opts.skip_doomed, suite.skip_doomed);
+        let run_matrix = suite.matrix_spec("m");
+        let mut bench_matrix = opts.matrix.clone();
+        bench_matrix.model = "m".into();
+        assert_eq!(bench_matrix, run_matrix);
+        let hw = HardwareFingerprint {
+            kind: "cpu".into(),
+            gpu_model: None,
+            gpu_count: 0,
+            driver_version: None,
+            cpu_model: Some("sim".into()),
+        };
+        let bench_key = ProfileKey::derive(hw.clone(), "infergate-sim", "m", &bench_matrix);
+        let run_key = ProfileKey::derive(hw, "infergate-sim", "m", &run_matrix);
+        assert_eq!(bench_key.matrix_hash, run_key.matrix_hash);
+        assert_eq!(bench_key.key, run_key.key);
+    }
+
+    #[test]
+    fn help_shows_the_shared_defaults() {
+        let cli = Cli::try_parse_from(["bench", "--url", "http://x:1", "--out", "o.json"]).unwrap();
+        assert_eq!(cli.bench.duration, "10s");
+        assert_eq!(cli.bench.ready_stable, "2.5s");
+        assert_eq!(cli.bench.max_tokens, CellTiming::DEFAULT.max_tokens);
     }
 }

@@ -147,7 +147,7 @@ pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result
 /// Writes `text` to `out` atomically, or prints it.
 pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
     match out {
-        Some(path) => crate::baseline::write_file_atomic(path, text.as_bytes())
+        Some(path) => crate::fsio::write_durable(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display())),
         None => {
             print!("{text}");

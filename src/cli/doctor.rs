@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::doctor::{self, BootCheck};
 use crate::engine::{EngineLaunch, EngineProcess};
 use crate::exit::{GateExit, usage};
-use crate::telemetry::doctor::{self, BootCheck};
 
 /// Arguments of `infergate doctor`.
 #[derive(Debug, clap::Args)]
@@ -48,7 +48,7 @@ pub async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
         .context("preparing the engine command")?;
         let command = launch.display.clone();
         let url = launch.base_url.clone();
-        let (boot, reachable_url) = match EngineProcess::spawn(launch) {
+        let (boot, reachable_url) = match EngineProcess::spawn(launch).await {
             Err(e) => (
                 BootCheck {
                     command,

@@ -78,7 +78,7 @@ pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
     }
     .map_err(|e| usage(format!("{}: {e}", args.results.display())))?;
     match &args.out {
-        Some(path) => crate::baseline::write_file_atomic(path, body.as_bytes())
+        Some(path) => crate::fsio::write_durable(path, body.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
         None => print!("{body}"),
     }

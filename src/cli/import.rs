@@ -42,7 +42,7 @@ pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         crate::import::join_runs(runs, &names).map_err(|e| usage(e.to_string()))?
     };
     let body = serde_json::to_vec_pretty(&run).context("serialising the imported run")?;
-    crate::baseline::write_file_atomic(&args.out, &body)
+    crate::fsio::write_durable(&args.out, &body)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let limited = run
         .cells

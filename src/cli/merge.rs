@@ -83,17 +83,8 @@ fn render(merged: &MergedVerdict, format: MergeFormat) -> anyhow::Result<String>
 }
 
 fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-    tmp.write_all(text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    crate::fsio::write_durable(path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 fn append(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -19,6 +19,7 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod stats_eval;
+pub mod supervise;
 
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub(crate) fn in_actions() -> bool {
@@ -67,6 +68,10 @@ pub enum Command {
     Changes(changes::ChangesArgs),
     /// Monte Carlo of the change-point search: false alerts per 100 nights, delay, location.
     ChangesEval(changes::ChangesEvalArgs),
+    /// Internal: the engine's supervisor (subreaper, cgroup, dies with the gate), started by
+    /// `run`, `ab` and `doctor` for every engine boot.
+    #[command(name = "__supervise", hide = true)]
+    Supervise(supervise::SuperviseArgs),
 }
 
 /// Runs one parsed command line.
@@ -87,5 +92,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::AbEval(a) => ab_eval::execute(a).await,
         Command::Changes(a) => changes::execute(a).await,
         Command::ChangesEval(a) => changes::execute_eval(a).await,
+        Command::Supervise(a) => supervise::execute(a).await,
     }
 }

@@ -94,12 +94,16 @@ pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Resu
                 _ = term.recv() => "SIGTERM",
                 _ = int.recv() => "SIGINT",
             };
-            if !cancel.is_cancelled() {
-                eprintln!(
+            // Cancel first: a broken stderr must not lose the cancel.
+            let first = !cancel.is_cancelled();
+            cancel.cancel();
+            if first {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
                     "{name} received: stopping the measurement and the engine, writing partial results"
                 );
             }
-            cancel.cancel();
         }
     });
     Ok(())
@@ -178,8 +182,12 @@ pub(crate) fn print_tables(run: &GateRun) {
 /// The last line: the error, or the verdict and its headline.
 pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     match (&run.failure, &run.verdict) {
-        (Some(f), _) => eprintln!("error: {f}"),
-        (None, Some(v)) => eprintln!("verdict: {} — {}", v.gate.as_str(), v.headline),
+        (Some(f), _) => eprintln!("error: {}", crate::untrusted_text::console(f)),
+        (None, Some(v)) => eprintln!(
+            "verdict: {} — {}",
+            v.gate.as_str(),
+            crate::untrusted_text::console(&v.headline)
+        ),
         (None, None) => eprintln!("verdict: {no_verdict}"),
     }
 }
@@ -187,7 +195,7 @@ pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
 /// Everything `run` prints after the gate.
 fn print_run(run: &GateRun) {
     for w in &run.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", crate::untrusted_text::console(w));
     }
     if let Some(a) = &run.adaptive {
         eprintln!(
@@ -197,7 +205,7 @@ fn print_run(run: &GateRun) {
     }
     print_tables(run);
     for n in &run.notices {
-        eprintln!("notice: {n}");
+        eprintln!("notice: {}", crate::untrusted_text::console(n));
     }
     if let Some(t) = &run.results.telemetry
         && t.status == "available"

@@ -94,16 +94,8 @@ pub fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
 /// Writes the port number to `path` via a temp file in the same directory + rename, so a
 /// reader never sees a partial number.
 fn write_port_file(path: &Path, port: u16) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temp file next to {}", path.display()))?;
-    write!(tmp, "{port}").with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing the port file {}", path.display()))?;
-    Ok(())
+    crate::fsio::write_durable(path, port.to_string().as_bytes())
+        .with_context(|| format!("writing the port file {}", path.display()))
 }
 
 /// Runs `infergate sim`.
@@ -115,6 +107,11 @@ pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
     let server = crate::sim::start(opts, bind)
         .await
         .context("starting the simulated engine")?;
+    // The handlers are in place before the port file says the sim is up, so a signal sent
+    // as soon as the file appears shuts it down cleanly.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     if let Some(path) = &args.port_file {
         write_port_file(path, server.addr().port())?;
     }
@@ -124,10 +121,8 @@ pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
     );
     let _ = std::io::stdout().flush();
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
         _ = term.recv() => {}
     }
     server.shutdown().await;

@@ -2,7 +2,8 @@
 //! a number of seconds), context lengths (`"8k"` or a token count) and the engine command (an
 //! argument array or a shell command line). Their deserializers reject bad values with a
 //! message that says what to write instead; the TOML deserializer attaches the span, so the
-//! error names the file, line and column.
+//! error names the file, line and column. The same parsers read `bench`'s flags
+//! (`--contexts 0,8k`, `--duration 10s`, `--concurrency 1,2,4`), so a value means one thing.
 
 use std::fmt;
 
@@ -53,7 +54,7 @@ impl<'de> Deserialize<'de> for Seconds {
                         "duration `{v}` is negative: write a positive duration such as \"10s\", \"500ms\" or \"2m\""
                     )));
                 }
-                let s = crate::bench::parse_duration_s(t).map_err(|e| {
+                let s = parse_duration_s(t).map_err(|e| {
                     E::custom(format!(
                         "invalid duration `{v}` ({e}): write e.g. \"10s\", \"500ms\" or \"2m\""
                     ))
@@ -96,7 +97,7 @@ impl<'de> Deserialize<'de> for ContextLen {
                 if v.contains(',') {
                     return Err(bad("one context per list entry".into()));
                 }
-                let list = crate::bench::parse_contexts(v.trim()).map_err(bad)?;
+                let list = parse_contexts(v.trim()).map_err(bad)?;
                 match list.as_slice() {
                     [one] => Ok(ContextLen(*one)),
                     _ => Err(bad("expected exactly one context length".into())),
@@ -159,5 +160,125 @@ impl<'de> Deserialize<'de> for CommandSpec {
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+/// Parses a context list such as `0,8k,32k,128k,1.5k,4096` (`k` = 1024 tokens, as the seed).
+pub fn parse_contexts(s: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        if p.is_empty() {
+            return Err(format!("'{s}' has an empty entry; use e.g. 0,8k,32k"));
+        }
+        let lower = p.to_ascii_lowercase();
+        let (num, mult) = if let Some(n) = lower.strip_suffix('k') {
+            (n, 1024.0)
+        } else if let Some(n) = lower.strip_suffix('m') {
+            (n, 1024.0 * 1024.0)
+        } else {
+            (lower.as_str(), 1.0)
+        };
+        let v: f64 = num
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| format!("'{p}' is not a size; use e.g. 0,8k,32k"))?;
+        let tokens = (v * mult).round();
+        if tokens > 16.0 * 1024.0 * 1024.0 {
+            return Err(format!(
+                "'{p}' is larger than 16M tokens; use e.g. 0,8k,32k"
+            ));
+        }
+        out.push(tokens as u64);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Parses a duration such as `10s`, `500ms`, `2m` or `10` (seconds).
+pub fn parse_duration_s(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| v * mult)
+        .ok_or_else(|| format!("'{s}' is not a duration; use e.g. 10s, 500ms or 2m"))
+}
+
+/// The most streams one cell may keep running (config suites and `bench --concurrency`).
+pub const MAX_CONCURRENCY: u32 = 65_536;
+
+/// Parses a concurrency list such as `1,2,4,8` (each at least 1).
+pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        let v: u32 = p
+            .parse()
+            .ok()
+            .filter(|v| (1..=MAX_CONCURRENCY).contains(v))
+            .ok_or_else(|| {
+                format!(
+                    "'{p}' is not a concurrency level (1..={MAX_CONCURRENCY}); use e.g. 1,2,4,8"
+                )
+            })?;
+        out.push(v);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contexts_parse_like_the_seed() {
+        assert_eq!(
+            parse_contexts("0,8k,32k,128k,1.5k,4096").unwrap(),
+            vec![0, 1536, 4096, 8192, 32768, 131072]
+        );
+        assert_eq!(parse_contexts(" 8K ").unwrap(), vec![8192]);
+        let e = parse_contexts("0,8q").unwrap_err();
+        assert!(e.contains("'8q' is not a size; use e.g. 0,8k,32k"), "{e}");
+        assert!(parse_contexts("8k,,16k").is_err());
+        assert!(parse_contexts("-1").is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration_s("10s").unwrap(), 10.0);
+        assert_eq!(parse_duration_s("500ms").unwrap(), 0.5);
+        assert_eq!(parse_duration_s("2m").unwrap(), 120.0);
+        assert_eq!(parse_duration_s("10").unwrap(), 10.0);
+        assert_eq!(parse_duration_s("1.5s").unwrap(), 1.5);
+        assert!(
+            parse_duration_s("ten")
+                .unwrap_err()
+                .contains("use e.g. 10s")
+        );
+        assert!(parse_duration_s("-1s").is_err());
+    }
+
+    #[test]
+    fn concurrency_parses() {
+        assert_eq!(parse_concurrency("4,1,2").unwrap(), vec![1, 2, 4]);
+        assert!(parse_concurrency("0").is_err());
+        assert!(parse_concurrency("a").is_err());
     }
 }

@@ -1,28 +1,36 @@
-//! The supervised engine process: boots the engine under test in its own process group with its
-//! output in a log file, waits until it serves, notices when it dies, and stops the whole group
+//! The supervised engine process, seen from the gate: boots the engine under test through its
+//! supervisor ([`supervisor`], `infergate __supervise`), writes its output (redacted) to the
+//! engine log, waits until it serves, notices when it dies, and stops its whole process tree
 //! on every exit path.
 //!
-//! Why a process group: engines fork (vLLM's API server + engine core + workers, `sh -c`
-//! wrappers, `docker run`); signalling only the direct child leaves GPU-holding workers behind,
-//! and the next job on a self-hosted runner finds the GPU full. [`EngineProcess::stop`] sends
-//! SIGTERM to the group, waits `stop_grace`, then SIGKILLs it and waits until the group is gone;
-//! the [`Drop`] of [`EngineProcess`] SIGKILLs the group synchronously as the last resort (error
-//! returns, panics and cancelled tasks all drop it).
+//! Why a supervisor: engines fork (vLLM's API server + engine core + workers, `sh -c`
+//! wrappers), and the engine under test is untrusted code that may `setsid` or double-fork out
+//! of its process group. The supervisor is a child subreaper (and, where delegated, puts the
+//! tree in its own cgroup), so every descendant stays findable and is killed at teardown; it
+//! dies with the gate, taking the tree with it, even when the gate is SIGKILLed.
+//! [`EngineProcess::stop`] asks it to SIGTERM the tree, wait `stop_grace` and SIGKILL the rest;
+//! the [`Drop`] of [`EngineProcess`] closes its control pipe and SIGKILLs the engine's group as
+//! the last resort (error returns, panics and cancelled tasks all drop it).
 
 use std::fs::OpenOptions;
-use std::io::{Read, Seek, SeekFrom};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{CommandSpec, EngineConfig};
+pub mod launch;
+pub mod supervisor;
+
+pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
+pub use supervisor::{Containment, Report};
 
 /// Why the engine could not be started, became ready, or was stopped cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -70,160 +78,12 @@ pub enum EngineError {
         log: String,
         tail: String,
     },
+    /// The supervisor could not be started or did not answer as expected.
+    #[error("the engine supervisor failed: {0}")]
+    Supervisor(String),
     /// The gate was cancelled (SIGINT/SIGTERM) while waiting for the engine.
     #[error("cancelled while waiting for the engine to become ready")]
     Cancelled,
-}
-
-/// Everything needed to start one engine: the command with placeholders resolved.
-#[derive(Debug, Clone)]
-pub struct EngineLaunch {
-    /// Program and arguments as executed.
-    pub argv: Vec<String>,
-    /// Extra environment (values already rendered).
-    pub env: Vec<(String, String)>,
-    /// Working directory.
-    pub workdir: Option<PathBuf>,
-    /// The command line for people and results files (environment values not shown).
-    pub display: String,
-    /// Where stdout/stderr are appended.
-    pub log_path: PathBuf,
-    /// Base URL the engine will serve on.
-    pub base_url: String,
-    /// Readiness time-out.
-    pub readiness_timeout: Duration,
-    /// SIGTERM → SIGKILL grace at teardown.
-    pub stop_grace: Duration,
-    /// Bearer token for readiness probes (never shown).
-    pub api_key: Option<String>,
-}
-
-/// Values substituted into the command.
-#[derive(Debug, Clone)]
-pub struct Placeholders {
-    pub port: u16,
-    pub host: String,
-    pub model: Option<String>,
-    /// Path of the running infergate binary (`{infergate}`), so configs can boot `infergate sim`.
-    pub infergate: String,
-}
-
-impl Placeholders {
-    fn render(&self, s: &str) -> String {
-        let mut out = s
-            .replace("{port}", &self.port.to_string())
-            .replace("{host}", &self.host)
-            .replace("{infergate}", &self.infergate);
-        if let Some(m) = &self.model {
-            out = out.replace("{model}", m);
-        }
-        out
-    }
-}
-
-/// Picks a free TCP port on `host` (bind port 0, read it, release it).
-pub fn free_port(host: &str) -> Result<u16, EngineError> {
-    let bind_host = if host == "0.0.0.0" || host == "localhost" {
-        "127.0.0.1"
-    } else {
-        host
-    };
-    let listener = TcpListener::bind((bind_host, 0)).map_err(|source| EngineError::Port {
-        host: host.to_string(),
-        source,
-    })?;
-    let port = listener
-        .local_addr()
-        .map_err(|source| EngineError::Port {
-            host: host.to_string(),
-            source,
-        })?
-        .port();
-    Ok(port)
-}
-
-/// Quotes one word for `sh` (appended `--engine-arg` values of a shell-line command).
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-impl EngineLaunch {
-    /// Resolves the config's command for one boot: picks the port, renders placeholders,
-    /// appends `extra_args` (`--engine-arg`), reads the API key from its environment variable.
-    pub fn from_config(
-        cfg: &EngineConfig,
-        model: Option<&str>,
-        extra_args: &[String],
-        log_path: PathBuf,
-    ) -> Result<EngineLaunch, EngineError> {
-        let port = match cfg.port {
-            Some(p) => p,
-            None => free_port(&cfg.host)?,
-        };
-        let infergate = std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "infergate".into());
-        let ph = Placeholders {
-            port,
-            host: cfg.host.clone(),
-            model: model.map(str::to_string),
-            infergate,
-        };
-        let argv: Vec<String> = match &cfg.command {
-            CommandSpec::Argv(v) => v
-                .iter()
-                .map(|a| ph.render(a))
-                .chain(extra_args.iter().cloned())
-                .collect(),
-            CommandSpec::Shell(line) => {
-                let mut l = ph.render(line);
-                for a in extra_args {
-                    l.push(' ');
-                    l.push_str(&shell_quote(a));
-                }
-                vec!["sh".into(), "-c".into(), l]
-            }
-        };
-        let display = match &cfg.command {
-            CommandSpec::Argv(_) => argv
-                .iter()
-                .map(|a| shell_quote(a))
-                .collect::<Vec<_>>()
-                .join(" "),
-            CommandSpec::Shell(_) => argv.last().cloned().unwrap_or_default(),
-        };
-        let host_in_url = if cfg.host == "0.0.0.0" {
-            "127.0.0.1"
-        } else {
-            cfg.host.as_str()
-        };
-        Ok(EngineLaunch {
-            argv,
-            env: cfg
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), ph.render(v)))
-                .collect(),
-            workdir: cfg.workdir.clone(),
-            display,
-            log_path,
-            base_url: format!("http://{host_in_url}:{port}"),
-            readiness_timeout: Duration::from_secs_f64(cfg.readiness_timeout_s),
-            stop_grace: Duration::from_secs_f64(cfg.stop_grace_s),
-            api_key: cfg
-                .api_key_env
-                .as_ref()
-                .and_then(|k| std::env::var(k).ok())
-                .filter(|k| !k.is_empty()),
-        })
-    }
 }
 
 /// How the engine process ended.
@@ -236,30 +96,28 @@ pub struct EngineExit {
 }
 
 impl EngineExit {
-    fn from_status(st: std::io::Result<ExitStatus>) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match st {
-            Ok(s) => match (s.code(), s.signal()) {
-                (Some(c), _) => EngineExit {
-                    description: format!("status {c}"),
-                    code: Some(c),
+    /// From the supervisor's `exited` report.
+    fn from_report(r: &Report) -> Option<EngineExit> {
+        match *r {
+            Report::ExitedCode(c) => Some(EngineExit {
+                description: format!("status {c}"),
+                code: Some(c),
+            }),
+            Report::ExitedSignal(sig) => Some(EngineExit {
+                description: match Signal::try_from(sig) {
+                    Ok(name) => format!("signal {sig} ({})", name.as_str()),
+                    Err(_) => format!("signal {sig}"),
                 },
-                (None, Some(sig)) => EngineExit {
-                    description: match Signal::try_from(sig) {
-                        Ok(name) => format!("signal {sig} ({})", name.as_str()),
-                        Err(_) => format!("signal {sig}"),
-                    },
-                    code: None,
-                },
-                (None, None) => EngineExit {
-                    description: "an unknown status".into(),
-                    code: None,
-                },
-            },
-            Err(e) => EngineExit {
-                description: format!("an unknown status (wait failed: {e})"),
                 code: None,
-            },
+            }),
+            _ => None,
+        }
+    }
+
+    fn unknown(why: &str) -> EngineExit {
+        EngineExit {
+            description: format!("an unknown status ({why})"),
+            code: None,
         }
     }
 }
@@ -280,24 +138,34 @@ pub struct StopReport {
     pub exit: Option<EngineExit>,
     /// Whether SIGKILL was needed after the grace period.
     pub killed: bool,
-    /// Whether every process of the group is gone.
+    /// Whether every process of the engine's tree is gone (setsid'd and double-forked ones
+    /// included).
     pub group_gone: bool,
     /// Seconds teardown took.
     pub stop_s: f64,
+    /// How the tree was held.
+    pub containment: Containment,
 }
 
-/// SIGKILLs the process group when dropped while armed: the last-resort cleanup that also runs
-/// on panics and cancelled futures.
+/// The last-resort cleanup when dropped while armed (also on panics and cancelled futures):
+/// SIGKILLs the engine's group and tells the supervisor to kill the rest of the tree at once
+/// (SIGTERM to it; its control pipe closes with the [`EngineProcess`] as well).
 #[derive(Debug)]
-struct GroupGuard {
+struct TreeGuard {
     pgid: i32,
+    supervisor: i32,
     armed: bool,
 }
 
-impl Drop for GroupGuard {
+impl Drop for TreeGuard {
     fn drop(&mut self) {
         if self.armed {
-            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+            if self.pgid > 0 {
+                let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+            }
+            if self.supervisor > 0 {
+                let _ = kill(Pid::from_raw(self.supervisor), Signal::SIGTERM);
+            }
         }
     }
 }
@@ -307,19 +175,70 @@ pub fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
 }
 
-/// A running engine: its process group, log and exit watch.
+/// A running engine: its supervisor, process group, log and exit watch.
 #[derive(Debug)]
 pub struct EngineProcess {
     pgid: i32,
+    containment: Containment,
     launch: EngineLaunch,
     started: Instant,
     exit_rx: watch::Receiver<Option<EngineExit>>,
-    guard: GroupGuard,
+    stopped_rx: watch::Receiver<Option<(bool, usize)>>,
+    log_done: watch::Receiver<bool>,
+    status_task: tokio::task::JoinHandle<()>,
+    control: Option<tokio::process::ChildStdin>,
+    supervisor: tokio::process::Child,
+    guard: TreeGuard,
+}
+
+/// Longest stretch of engine output without a newline that is buffered before it is written.
+const MAX_LOG_LINE: usize = 64 * 1024;
+
+/// Copies the engine's output to the log file, redacted, line by line; marks `done` at the end.
+async fn copy_log(
+    mut from: tokio::process::ChildStderr,
+    mut to: std::fs::File,
+    redactor: Arc<crate::redact::Redactor>,
+    done: watch::Sender<bool>,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(8192);
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        let n = match from.read(&mut chunk).await {
+            Ok(0) | Err(_) => 0,
+            Ok(n) => n,
+        };
+        if n == 0 {
+            if !buf.is_empty() {
+                let text = redactor.redact(&String::from_utf8_lossy(&buf));
+                let _ = to.write_all(text.as_bytes());
+            }
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let cut = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if buf.len() >= MAX_LOG_LINE => buf.len(),
+            None => continue,
+        };
+        let rest = buf.split_off(cut);
+        let text = redactor.redact(&String::from_utf8_lossy(&buf));
+        let _ = to.write_all(text.as_bytes());
+        buf = rest;
+    }
+    let _ = to.flush();
+    let _ = done.send(true);
+}
+
+/// Waits (up to `limit`) until the log copy has reached the end of the engine's output.
+async fn log_drained(done: &mut watch::Receiver<bool>, limit: Duration) {
+    let _ = tokio::time::timeout(limit, done.wait_for(|d| *d)).await;
 }
 
 impl EngineProcess {
-    /// Starts the engine in a new process group with stdout/stderr appended to the log file.
-    pub fn spawn(launch: EngineLaunch) -> Result<EngineProcess, EngineError> {
+    /// Starts the engine under its supervisor: its own process group and process tree, the
+    /// allow-listed environment only, output copied (redacted) to the log file by the gate.
+    pub async fn spawn(launch: EngineLaunch) -> Result<EngineProcess, EngineError> {
         if let Some(dir) = launch
             .log_path
             .parent()
@@ -330,67 +249,149 @@ impl EngineProcess {
                 source,
             })?;
         }
-        let open_log = || {
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&launch.log_path)
-                .map_err(|source| EngineError::Log {
-                    path: launch.log_path.display().to_string(),
-                    source,
-                })
-        };
-        let out = open_log()?;
-        let err = open_log()?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&launch.log_path)
+            .map_err(|source| EngineError::Log {
+                path: launch.log_path.display().to_string(),
+                source,
+            })?;
         let program = launch.argv.first().cloned().unwrap_or_default();
-        let mut cmd = tokio::process::Command::new(&program);
-        cmd.args(&launch.argv[1..])
+        let mut cmd = tokio::process::Command::new(&launch.supervisor);
+        cmd.arg("__supervise")
+            .arg("--parent")
+            .arg(std::process::id().to_string())
+            .arg("--grace-ms")
+            .arg(launch.stop_grace.as_millis().to_string())
+            .arg("--")
+            .args(&launch.argv)
+            .env_clear()
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .process_group(0)
-            .kill_on_drop(true);
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group: a Ctrl-C at the terminal reaches the gate, which stops the
+            // engine with its grace, not the supervisor.
+            .process_group(0);
         if let Some(dir) = &launch.workdir {
             cmd.current_dir(dir);
         }
-        // If the gate itself is SIGKILLed (no chance to run any cleanup), the kernel kills the
-        // engine's leader process too. It fires when the *thread* that spawned the child
-        // exits; `run` and `doctor` spawn from the runtime's main thread, which lives as long as
-        // the process.
         // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
         // which is async-signal-safe; it allocates nothing and touches no locks.
         #[cfg(target_os = "linux")]
         unsafe {
             cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+                nix::sys::prctl::set_pdeathsig(Signal::SIGHUP).map_err(std::io::Error::from)
             });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|source| EngineError::Spawn { program, source })?;
-        let pid = child.id().map(|p| p as i32).unwrap_or(0);
-        let guard = GroupGuard {
-            pgid: pid,
-            armed: pid > 0,
+        let mut supervisor = cmd.spawn().map_err(|source| EngineError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        let supervisor_pid = supervisor.id().map_or(0, |p| p as i32);
+        let mut guard = TreeGuard {
+            pgid: 0,
+            supervisor: supervisor_pid,
+            armed: true,
         };
-        let (tx, exit_rx) = watch::channel(None);
-        tokio::spawn(async move {
-            let st = child.wait().await;
-            let _ = tx.send(Some(EngineExit::from_status(st)));
-        });
+        let (Some(stdout), Some(stderr), Some(control)) = (
+            supervisor.stdout.take(),
+            supervisor.stderr.take(),
+            supervisor.stdin.take(),
+        ) else {
+            return Err(EngineError::Supervisor("its pipes were not set up".into()));
+        };
+        let (done_tx, log_done) = watch::channel(false);
+        tokio::spawn(copy_log(stderr, log, crate::redact::process(), done_tx));
+
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+        let (pgid, containment) = match first {
+            Ok(Ok(Some(line))) => match Report::parse(&line) {
+                Some(Report::Started { pid, containment }) => (pid, containment),
+                Some(Report::SpawnError { errno, message }) => {
+                    let source = if errno > 0 {
+                        std::io::Error::from_raw_os_error(errno)
+                    } else {
+                        std::io::Error::other(message)
+                    };
+                    let _ = supervisor.wait().await;
+                    guard.armed = false;
+                    return Err(EngineError::Spawn { program, source });
+                }
+                _ => {
+                    return Err(EngineError::Supervisor(format!(
+                        "unexpected first report `{}`",
+                        crate::untrusted_text::console(&line)
+                    )));
+                }
+            },
+            Ok(Ok(None)) | Ok(Err(_)) => {
+                let status = supervisor.wait().await.ok();
+                guard.armed = false;
+                return Err(EngineError::Supervisor(format!(
+                    "it ended before starting the engine ({}); is this platform Linux?",
+                    status.map_or("unknown status".into(), |s| s.to_string())
+                )));
+            }
+            Err(_) => {
+                return Err(EngineError::Supervisor("no answer within 60 s".into()));
+            }
+        };
+        guard.pgid = pgid;
+
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let (stopped_tx, stopped_rx) = watch::channel(None);
+        let status_task = {
+            let mut log_done = log_done.clone();
+            tokio::spawn(async move {
+                let mut exit_sent = false;
+                while let Ok(Some(line)) = lines.next_line().await {
+                    match Report::parse(&line) {
+                        Some(Report::Stopped { killed, left }) => {
+                            let _ = stopped_tx.send(Some((killed, left)));
+                        }
+                        Some(r) => {
+                            if let Some(exit) = EngineExit::from_report(&r) {
+                                // The tail shown with the failure must include the last lines.
+                                log_drained(&mut log_done, Duration::from_secs(2)).await;
+                                let _ = exit_tx.send(Some(exit));
+                                exit_sent = true;
+                            }
+                        }
+                        None => {}
+                    }
+                }
+                if !exit_sent {
+                    log_drained(&mut log_done, Duration::from_secs(2)).await;
+                    let _ = exit_tx.send(Some(EngineExit::unknown("its supervisor ended")));
+                }
+            })
+        };
         Ok(EngineProcess {
-            pgid: pid,
+            pgid,
+            containment,
             launch,
             started: Instant::now(),
             exit_rx,
+            stopped_rx,
+            log_done,
+            status_task,
+            control: Some(control),
+            supervisor,
             guard,
         })
     }
 
-    /// The process group id (= the leader's pid).
+    /// The engine's process group id (= its leader's pid).
     pub fn pgid(&self) -> i32 {
         self.pgid
+    }
+
+    /// How the engine's process tree is held (cgroup or subreaper).
+    pub fn containment(&self) -> Containment {
+        self.containment
     }
 
     /// Base URL the engine serves on.
@@ -531,43 +532,39 @@ impl EngineProcess {
         Ok((code, body))
     }
 
-    /// Stops the whole process group: SIGTERM, up to `stop_grace` for it to exit, then SIGKILL,
-    /// and waits (up to 10 s more) until no process of the group is left.
+    /// Stops the whole tree: the supervisor SIGTERMs every process of it, waits up to
+    /// `stop_grace`, SIGKILLs what is left and reports; waits (up to 15 s more) for that.
     pub async fn stop(mut self) -> StopReport {
         let t0 = Instant::now();
-        let pgid = self.pgid;
-        let mut killed = false;
-        if pgid > 0 && group_alive(pgid) {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
-            if !self.wait_gone(self.launch.stop_grace).await {
-                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                killed = true;
-                self.wait_gone(Duration::from_secs(10)).await;
+        if let Some(mut control) = self.control.take() {
+            let line = format!("stop {}\n", self.launch.stop_grace.as_millis());
+            let _ = control.write_all(line.as_bytes()).await;
+            let _ = control.flush().await;
+            // Kept open until the supervisor is done: its end means "kill at once".
+            let limit = self.launch.stop_grace + Duration::from_secs(15);
+            let waited = tokio::time::timeout(limit, self.supervisor.wait()).await;
+            drop(control);
+            if waited.is_err() {
+                let _ = self.supervisor.start_kill();
+                let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+                let _ = self.supervisor.wait().await;
             }
+            // Reaped: its pid may be reused, so the guard must not signal it any more.
+            self.guard.supervisor = 0;
         }
-        let group_gone = pgid <= 0 || !group_alive(pgid);
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.status_task).await;
+        log_drained(&mut self.log_done, Duration::from_secs(2)).await;
+        let reported = *self.stopped_rx.borrow();
+        let group_gone = reported.is_some_and(|(_, left)| left == 0) && !group_alive(self.pgid);
         if group_gone {
             self.guard.armed = false;
         }
         StopReport {
             exit: self.exited(),
-            killed,
+            killed: reported.is_none_or(|(killed, _)| killed),
             group_gone,
             stop_s: t0.elapsed().as_secs_f64(),
-        }
-    }
-
-    /// Waits until the leader has been reaped and the group is empty, or `limit` passes.
-    async fn wait_gone(&mut self, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        loop {
-            if self.exit_rx.borrow().is_some() && !group_alive(self.pgid) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            containment: self.containment,
         }
     }
 }
@@ -620,134 +617,5 @@ pub fn log_tail(path: &Path, n: usize) -> String {
         "(the engine wrote nothing)".into()
     } else {
         tail
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    fn cfg(cmd: CommandSpec) -> EngineConfig {
-        EngineConfig {
-            command: cmd,
-            env: BTreeMap::from([("X".to_string(), "p={port}".to_string())]),
-            workdir: None,
-            readiness_timeout_s: 2.0,
-            log_file: None,
-            stop_grace_s: 1.0,
-            api_key_env: None,
-            host: "127.0.0.1".into(),
-            port: Some(4321),
-            name: None,
-        }
-    }
-
-    #[test]
-    fn placeholders_and_extra_args_are_rendered() {
-        let c = cfg(CommandSpec::Argv(vec![
-            "{infergate}".into(),
-            "serve".into(),
-            "{model}".into(),
-            "--port={port}".into(),
-        ]));
-        let l = EngineLaunch::from_config(&c, Some("m/x"), &["--flag".into()], "l.log".into())
-            .expect("launch");
-        assert!(l.argv[0].contains("infergate") || !l.argv[0].contains('{'));
-        assert_eq!(&l.argv[1..], &["serve", "m/x", "--port=4321", "--flag"]);
-        assert_eq!(l.env, vec![("X".to_string(), "p=4321".to_string())]);
-        assert_eq!(l.base_url, "http://127.0.0.1:4321");
-        let s = cfg(CommandSpec::Shell("exec e --port {port}".into()));
-        let l =
-            EngineLaunch::from_config(&s, None, &["a b".into()], "l.log".into()).expect("launch");
-        assert_eq!(l.argv, vec!["sh", "-c", "exec e --port 4321 'a b'"]);
-    }
-
-    #[test]
-    fn free_port_is_bindable() {
-        let p = free_port("127.0.0.1").expect("port");
-        assert!(p > 0);
-        assert!(TcpListener::bind(("127.0.0.1", p)).is_ok());
-    }
-
-    #[test]
-    fn log_tail_returns_last_lines() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = dir.path().join("e.log");
-        std::fs::write(
-            &p,
-            (1..=30).map(|i| format!("line {i}\n")).collect::<String>(),
-        )
-        .expect("write");
-        let t = log_tail(&p, 3);
-        assert_eq!(t, "line 28\nline 29\nline 30");
-    }
-
-    #[tokio::test]
-    async fn stop_kills_the_whole_group_including_grandchildren() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // The shell ignores TERM and starts a grandchild that also ignores it: only the
-        // group-wide SIGKILL after the grace period stops both.
-        let c = cfg(CommandSpec::Shell(
-            "trap '' TERM; sh -c \"trap '' TERM; sleep 30\" & sleep 30".into(),
-        ));
-        let l = EngineLaunch::from_config(&c, None, &[], dir.path().join("e.log")).expect("launch");
-        let e = EngineProcess::spawn(l).expect("spawn");
-        let pgid = e.pgid();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(group_alive(pgid));
-        let r = e.stop().await;
-        assert!(r.killed, "{r:?}");
-        assert!(r.group_gone, "{r:?}");
-        assert!(!group_alive(pgid));
-    }
-
-    #[tokio::test]
-    async fn early_exit_is_reported_with_the_log_tail() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let c = cfg(CommandSpec::Shell(
-            "echo booting; echo 'CUDA out of memory' >&2; exit 1".into(),
-        ));
-        let l = EngineLaunch::from_config(&c, None, &[], dir.path().join("e.log")).expect("launch");
-        let e = EngineProcess::spawn(l).expect("spawn");
-        let err = e
-            .wait_ready(&CancellationToken::new(), 20)
-            .await
-            .expect_err("must fail");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("engine exited with status 1 before becoming ready"),
-            "{msg}"
-        );
-        assert!(msg.contains("CUDA out of memory"), "{msg}");
-        e.stop().await;
-    }
-
-    #[tokio::test]
-    async fn missing_program_is_a_spawn_error_naming_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let c = cfg(CommandSpec::Argv(vec!["/nonexistent/vllm-serve".into()]));
-        let l = EngineLaunch::from_config(&c, None, &[], dir.path().join("e.log")).expect("launch");
-        let err = EngineProcess::spawn(l).expect_err("must fail").to_string();
-        assert!(err.contains("`/nonexistent/vllm-serve`"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn readiness_times_out_within_the_configured_time() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut c = cfg(CommandSpec::Shell("sleep 30".into()));
-        c.port = None;
-        c.readiness_timeout_s = 1.0;
-        let l = EngineLaunch::from_config(&c, None, &[], dir.path().join("e.log")).expect("launch");
-        let e = EngineProcess::spawn(l).expect("spawn");
-        let t0 = Instant::now();
-        let err = e
-            .wait_ready(&CancellationToken::new(), 5)
-            .await
-            .expect_err("must time out");
-        assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
-        assert!(err.to_string().contains("not ready after 1.0s"), "{err}");
-        let r = e.stop().await;
-        assert!(r.group_gone);
     }
 }

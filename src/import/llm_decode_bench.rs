@@ -27,8 +27,8 @@ use serde_json::Value;
 
 use super::ImportError;
 use crate::results::{
-    CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, HardwareFingerprint, MatrixSpec,
-    ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
+    CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    MatrixSpec, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
     TelemetrySummary, TokenSource, ToolInfo,
 };
 
@@ -198,11 +198,14 @@ pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, Im
         model: meta.model.clone(),
         concurrency,
         contexts,
-        duration_s: meta.duration_per_test.unwrap_or(0.0),
-        warmup_s: meta.decode_warmup_seconds.unwrap_or(0.0),
-        max_tokens: meta.max_tokens.unwrap_or(0),
-        unique_context_percent: meta.unique_context_percent.unwrap_or(100.0),
-        sub_windows: 0,
+        timing: crate::results::CellTiming {
+            duration_s: meta.duration_per_test.unwrap_or(0.0),
+            warmup_s: meta.decode_warmup_seconds.unwrap_or(0.0),
+            max_tokens: meta.max_tokens.unwrap_or(0),
+            unique_context_percent: meta.unique_context_percent.unwrap_or(100.0),
+            sub_windows: 0,
+            ..crate::results::CellTiming::DEFAULT
+        },
         repetitions: 1,
     };
     let hardware = hardware_from(seed);
@@ -239,6 +242,7 @@ pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, Im
                 .unwrap_or(false)
                 .then(|| meta.engine.clone()),
             command: None,
+            containment: None,
         },
         matrix,
         cells,
@@ -464,9 +468,10 @@ fn events_from(log: &[String], finished: DateTime<Utc>) -> Vec<Event> {
             let (kind, concurrency, context_tokens) = classify(text);
             Event {
                 at,
-                kind: kind.into(),
+                kind,
                 concurrency,
                 context_tokens,
+                process_group: None,
                 message: text.to_string(),
             }
         })
@@ -474,23 +479,23 @@ fn events_from(log: &[String], finished: DateTime<Utc>) -> Vec<Event> {
 }
 
 /// Event kind and cell coordinate of one seed log text.
-fn classify(text: &str) -> (&'static str, Option<u32>, Option<u64>) {
+fn classify(text: &str) -> (EventKind, Option<u32>, Option<u64>) {
     let kind = if text.starts_with("startup") {
-        "startup"
+        EventKind::Startup
     } else if text.starts_with("decode warmup") {
-        "warmup"
+        EventKind::Warmup
     } else if text.starts_with("cell start") {
-        "cell_start"
+        EventKind::CellStart
     } else if text.starts_with("ready") {
-        "ready"
+        EventKind::Ready
     } else if text.starts_with("cell done") {
-        "cell_done"
+        EventKind::CellDone
     } else if text.starts_with("warmup timeout") {
-        "capacity_limited"
+        EventKind::CapacityLimited
     } else if text.contains("error") {
-        "cell_error"
+        EventKind::CellError
     } else {
-        "notice"
+        EventKind::Notice
     };
     let mut conc = None;
     let mut ctx = None;
@@ -611,7 +616,7 @@ mod tests {
         );
         assert_eq!(run.matrix.concurrency, vec![1, 2, 4, 8, 12]);
         assert_eq!(run.matrix.contexts, vec![8192, 32768, 65536, 131072]);
-        assert_eq!(run.matrix.max_tokens, 2048);
+        assert_eq!(run.matrix.timing.max_tokens, 2048);
         assert_eq!(run.cells.len(), 20);
         assert_eq!(
             run.engine.version.as_deref(),
@@ -647,7 +652,7 @@ mod tests {
         let timeout = run
             .events
             .iter()
-            .find(|e| e.kind == "capacity_limited")
+            .find(|e| e.kind == EventKind::CapacityLimited)
             .unwrap();
         assert_eq!(
             (timeout.concurrency, timeout.context_tokens),

@@ -17,8 +17,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::results::{
-    CellResult, EngineIdentity, Event, HardwareFingerprint, MIN_SCHEMA_VERSION, MatrixSpec,
-    Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, ToolInfo,
+    CellResult, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    MIN_SCHEMA_VERSION, MatrixSpec, Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus,
+    SCHEMA_VERSION, ToolInfo,
 };
 
 /// Why a results file could not be read.
@@ -259,7 +260,7 @@ pub const UNMAPPED_EVENT: &str = "import_unmapped";
 pub fn unmapped_notes(run: &RunResults) -> Vec<&str> {
     run.events
         .iter()
-        .filter(|e| e.kind == UNMAPPED_EVENT)
+        .filter(|e| e.kind == EventKind::ImportUnmapped)
         .map(|e| e.message.as_str())
         .collect()
 }
@@ -321,11 +322,14 @@ fn matrix_of(model: &str, cells: &[CellResult]) -> MatrixSpec {
         model: model.to_string(),
         concurrency,
         contexts,
-        duration_s: cells.iter().map(|c| c.measured_s).fold(0.0, f64::max),
-        warmup_s: 0.0,
-        max_tokens: 0,
-        unique_context_percent: 100.0,
-        sub_windows: 0,
+        timing: CellTiming {
+            duration_s: cells.iter().map(|c| c.measured_s).fold(0.0, f64::max),
+            warmup_s: 0.0,
+            max_tokens: 0,
+            unique_context_percent: 100.0,
+            sub_windows: 0,
+            ..CellTiming::DEFAULT
+        },
         repetitions: 1,
     }
 }
@@ -361,9 +365,10 @@ pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
         .into_iter()
         .map(|message| Event {
             at: r.finished,
-            kind: UNMAPPED_EVENT.into(),
+            kind: EventKind::ImportUnmapped,
             concurrency: None,
             context_tokens: None,
+            process_group: None,
             message,
         })
         .collect();
@@ -384,6 +389,7 @@ pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
             url: r.url,
             metrics_flavor: None,
             command: None,
+            containment: None,
         },
         matrix,
         cells: r.cells,

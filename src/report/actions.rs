@@ -24,11 +24,19 @@ pub fn escape_property(text: &str) -> String {
     escape_data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// One workflow command line: `::name k=v,k2=v2::message`.
+/// One workflow command line: `::name k=v,k2=v2::message`. Message and properties may quote
+/// external text: they pass [`crate::untrusted_text::console`] first (secrets masked, a legacy
+/// `##[` defused), and escaping keeps the whole command on one line.
 pub fn command(name: &str, properties: &[(&str, &str)], message: &str) -> String {
+    let message = &crate::untrusted_text::console(message);
     let props: Vec<String> = properties
         .iter()
-        .map(|(k, v)| format!("{k}={}", escape_property(v)))
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                escape_property(&crate::untrusted_text::console(v))
+            )
+        })
         .collect();
     if props.is_empty() {
         format!("::{name}::{}", escape_data(message))

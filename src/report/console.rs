@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use crate::results::{CellResult, CellStatus, Event, RunResults, context_label};
+use crate::results::{CellResult, CellStatus, Event, EventKind, RunResults, context_label};
 
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
 fn fmt_ms(seconds: f64) -> String {
@@ -122,6 +122,10 @@ fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
 /// columns, TTFT/ITL detail line, capacity and error markers), a per-user tok/s matrix, a
 /// legend, and the reasons of every cell that is not `ok`.
 pub fn render_matrix(results: &RunResults) -> String {
+    crate::untrusted_text::console(&matrix_table(results))
+}
+
+fn matrix_table(results: &RunResults) -> String {
     let (cs, ls) = axes(results);
     let mut out = String::new();
     out.push_str(&format!(
@@ -130,9 +134,9 @@ pub fn render_matrix(results: &RunResults) -> String {
         results.engine.name,
         results.engine.version.as_deref().unwrap_or(""),
         results.matrix.model,
-        results.matrix.duration_s,
-        results.matrix.sub_windows,
-        results.matrix.max_tokens,
+        results.matrix.timing.duration_s,
+        results.matrix.timing.sub_windows,
+        results.matrix.timing.max_tokens,
     ));
     out.push_str("Aggregate tok/s  + TTFT/ITL p50 ms\n");
     let mut agg = new_table(&cs);
@@ -231,7 +235,7 @@ pub fn format_event(e: &Event) -> String {
 
 /// Whether an event ends a cell (drives the progress bar).
 fn ends_cell(e: &Event) -> bool {
-    matches!(e.kind.as_str(), "cell_done" | "cell_error")
+    matches!(e.kind, EventKind::CellDone | EventKind::CellError)
 }
 
 /// Renders progress events on stderr until the sender side closes: a progress bar on a
@@ -254,7 +258,7 @@ pub async fn render_progress(
         None
     };
     while let Some(e) = rx.recv().await {
-        let line = format_event(&e);
+        let line = crate::untrusted_text::console(&format_event(&e));
         match &bar {
             Some(bar) => {
                 if ends_cell(&e) || e.concurrency.is_none() {
@@ -263,7 +267,7 @@ pub async fn render_progress(
                 if ends_cell(&e) {
                     bar.inc(1);
                 }
-                bar.set_message(e.message.clone());
+                bar.set_message(crate::untrusted_text::console(&e.message));
             }
             None => eprintln!("{line}"),
         }
@@ -308,11 +312,14 @@ mod tests {
             model: "Qwen/Qwen3-8B".into(),
             concurrency: vec![1, 2, 8],
             contexts: vec![0, 8192, 131072],
-            duration_s: 10.0,
-            warmup_s: 3.0,
-            max_tokens: 1024,
-            unique_context_percent: 25.0,
-            sub_windows: 5,
+            timing: crate::results::CellTiming {
+                duration_s: 10.0,
+                warmup_s: 3.0,
+                max_tokens: 1024,
+                unique_context_percent: 25.0,
+                sub_windows: 5,
+                ..crate::results::CellTiming::DEFAULT
+            },
             repetitions: 1,
         };
         let hw = HardwareFingerprint {
@@ -392,7 +399,12 @@ mod tests {
 
     #[test]
     fn event_lines() {
-        let mut e = Event::cell("ready", 1, 8192, "ready C=1 ctx=8k running_reqs=1/1");
+        let mut e = Event::cell(
+            EventKind::Ready,
+            1,
+            8192,
+            "ready C=1 ctx=8k running_reqs=1/1",
+        );
         e.at = chrono::Utc
             .with_ymd_and_hms(2026, 7, 16, 19, 48, 41)
             .unwrap();
@@ -400,7 +412,7 @@ mod tests {
             format_event(&e),
             "19:48:41 ready C=1 ctx=8k running_reqs=1/1"
         );
-        let mut s = Event::now("startup", "calibrated: 4.00 chars/token");
+        let mut s = Event::now(EventKind::Startup, "calibrated: 4.00 chars/token");
         s.at = e.at;
         assert_eq!(
             format_event(&s),

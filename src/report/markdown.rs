@@ -1,27 +1,12 @@
 //! Markdown helpers shared by every Markdown renderer: escaping of engine- and config-supplied
-//! strings so a model named ``a|b<script>`` cannot break a table or inject HTML.
+//! strings so a model named ``a|b<script>`` cannot break a table, inject HTML, mention anyone
+//! or post a link.
 
-/// Escapes text for use inside Markdown (tables included): `|`, backticks, `<`, `>`, `&`,
-/// `*`, `_`, `[`, `]`, `#`, `\` and line breaks.
+/// Escapes text for use inside Markdown (tables included): secrets masked, `|`, backticks,
+/// `<`, `>`, `&`, `*`, `_`, `[`, `]`, `#`, `\`, `~` escaped, line breaks folded, and mentions
+/// and autolinks defused. One implementation: [`crate::untrusted_text::markdown`].
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    for ch in text.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '|' => out.push_str("\\|"),
-            '`' => out.push_str("\\`"),
-            '*' | '_' | '[' | ']' | '#' | '\\' | '~' => {
-                out.push('\\');
-                out.push(ch);
-            }
-            '\r' => {}
-            '\n' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::untrusted_text::markdown(text)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod actions;
 pub mod changes;
 pub mod console;
 pub mod github;
+pub mod history;
 pub mod markdown;
 pub mod mermaid;
 pub mod trend_html;

@@ -132,6 +132,10 @@ fn rule_line(report: &ComparisonReport) -> String {
 /// The verdict matrix as a terminal table, with the headline, the matrix-wide test, notes and
 /// the legend.
 pub fn text(report: &ComparisonReport) -> String {
+    crate::untrusted_text::console(&text_table(report))
+}
+
+fn text_table(report: &ComparisonReport) -> String {
     let (contexts, concs) = axes(report);
     let mut out = String::new();
     out.push_str(&format!(
@@ -360,11 +364,14 @@ mod tests {
             model: "m".into(),
             concurrency: vec![1, 8],
             contexts: vec![8192, 32768],
-            duration_s: 30.0,
-            warmup_s: 5.0,
-            max_tokens: 256,
-            unique_context_percent: 25.0,
-            sub_windows: 6,
+            timing: crate::results::CellTiming {
+                duration_s: 30.0,
+                warmup_s: 5.0,
+                max_tokens: 256,
+                unique_context_percent: 25.0,
+                sub_windows: 6,
+                ..crate::results::CellTiming::DEFAULT
+            },
             repetitions: 1,
         };
         let profile = ProfileKey::derive(hw, "vllm|<b>", "org/`evil`|<script>x</script>", &matrix);

@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::EventSink;
 use crate::config::{AbConfig, SuiteConfig};
 pub use crate::results::{AbBoot, AbSide};
-use crate::results::{CellResult, CellStatus, Event, HardwareFingerprint, RunResults, RunStatus};
+use crate::results::{
+    CellResult, CellStatus, Event, EventKind, HardwareFingerprint, RunResults, RunStatus,
+};
 use crate::telemetry::NvmlSampler;
 
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
@@ -69,7 +71,7 @@ pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationT
             break;
         }
         let _ = events.send(Event::now(
-            "ab_boot",
+            EventKind::AbBoot,
             format!(
                 "boot {} of {}: engine {} (pair {})",
                 index + 1,
@@ -119,7 +121,7 @@ pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationT
             Some(g) => format!("engine process group {g} survived teardown"),
             None => "engine never started".to_string(),
         };
-        let stop_event = Event::now("engine_stopped", stopped);
+        let stop_event = Event::now(EventKind::EngineStopped, stopped);
         let _ = events.send(stop_event.clone());
         results.events.push(stop_event);
         run.boots.push(AbBoot {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::config::AdaptiveConfig;
-use crate::results::{CellResult, Event, RunResults, context_label};
+use crate::results::{CellResult, Event, EventKind, RunResults, context_label};
 use crate::stats::{AlphaSpending, DecisionRule};
 use crate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
 
@@ -140,7 +140,7 @@ where
                 break;
             }
             emit(Event::cell(
-                "adaptive_round",
+                EventKind::AdaptiveRound,
                 c,
                 ctx,
                 format!(
@@ -193,7 +193,7 @@ where
                     last.verdict_after = v.map(|v| v.as_str().to_string());
                 }
                 emit(Event::cell(
-                    "adaptive_verdict",
+                    EventKind::AdaptiveVerdict,
                     c,
                     ctx,
                     format!(
@@ -312,7 +312,7 @@ pub async fn run_adaptive(
     match looped {
         Ok((report, stats)) => {
             emit(Event::now(
-                "adaptive_done",
+                EventKind::AdaptiveDone,
                 format!(
                     "adaptive re-measurement: {} extra round(s), {} cell(s) re-measured, {:.1} s extra; stopped: {}",
                     stats.rounds,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::bench::EventSink;
-use crate::results::{Event, RunResults};
+use crate::results::{Event, EventKind, RunResults};
 use crate::stats::{ConfirmPlan, DecisionRule};
 use crate::verdict::{ComparisonReport, Confirmation, signed_percent};
 
@@ -90,7 +90,7 @@ pub async fn confirm_boot(
     } = req;
     let reason = reason(plan, first);
     let event = Event::now(
-        "confirmation",
+        EventKind::Confirmation,
         format!("{reason}; booting the engine again to measure the matrix a second time"),
     );
     let _ = events.send(event.clone());
@@ -122,7 +122,7 @@ pub async fn confirm_boot(
         && let Some(v) = &d.verdict
     {
         let e = Event::now(
-            "confirmation_done",
+            EventKind::ConfirmationDone,
             format!("both boots compared: {}", v.gate.as_str()),
         );
         measured.results.events.push(e);

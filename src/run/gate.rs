@@ -663,7 +663,7 @@ impl GatePlan {
         if let Some((path, run)) = &d.extra_results {
             serde_json::to_string_pretty(run)
                 .map_err(std::io::Error::other)
-                .and_then(|body| crate::baseline::write_file_atomic(path, body.as_bytes()))
+                .and_then(|body| crate::fsio::write_durable(path, body.as_bytes()))
                 .map_err(|source| AbortError::WriteFile {
                     path: path.display().to_string(),
                     source,

@@ -18,8 +18,8 @@ use crate::bench::{BenchOptions, BenchSession, BenchTarget, EventSink};
 use crate::config::{EngineConfig, SuiteConfig};
 use crate::engine::{EngineLaunch, EngineProcess, StopReport};
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, Event, HardwareFingerprint, ProfileKey, RunResults,
-    RunStatus, TelemetrySummary, ToolInfo, context_label,
+    CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, ProfileKey,
+    RunResults, RunStatus, TelemetrySummary, ToolInfo,
 };
 use crate::telemetry::{NvmlSampler, WindowSampler};
 
@@ -189,7 +189,7 @@ pub async fn boot_and_measure(
                 &events,
                 &log,
                 Event::now(
-                    "notice",
+                    EventKind::Notice,
                     format!("GPU telemetry unavailable: {reason}; the run goes on without it"),
                 ),
             );
@@ -214,14 +214,14 @@ pub async fn boot_and_measure(
         &events,
         &log,
         Event::now(
-            "engine_start",
+            EventKind::EngineStart,
             format!(
                 "starting engine: {command} (log: {})",
                 launch.log_path.display()
             ),
         ),
     );
-    let engine = match EngineProcess::spawn(launch) {
+    let engine = match EngineProcess::spawn(launch).await {
         Ok(e) => e,
         Err(e) => {
             return boot_failure(
@@ -237,10 +237,14 @@ pub async fn boot_and_measure(
     send(
         &events,
         &log,
-        Event::now(
-            "engine_spawned",
-            format!("engine process group {}", engine.pgid()),
-        ),
+        Event {
+            message: format!(
+                "engine contained by {}, engine process group {}",
+                engine.containment(),
+                engine.pgid()
+            ),
+            ..Event::engine_spawned(engine.pgid())
+        },
     );
     let ready = engine.wait_ready(&cancel, req.log_tail_lines).await;
     let ready = match ready {
@@ -271,7 +275,7 @@ pub async fn boot_and_measure(
         &events,
         &log,
         Event::now(
-            "engine_ready",
+            EventKind::EngineReady,
             format!(
                 "engine ready after {:.1}s at {} (models: {}; process group {})",
                 ready.boot_s,
@@ -331,12 +335,9 @@ pub async fn boot_and_measure(
     );
     opts.engine_name = req.engine.name.clone();
     opts.sampler = sampler.clone().map(|s| s as Arc<dyn WindowSampler>);
-    opts.ready_stable_s = req.suite.ready_stable_s;
-    opts.capacity_stall_s = req.suite.capacity_stall_s;
-    opts.ready_timeout_s = req.suite.ready_timeout_s;
-    opts.request_timeout_s = req.suite.request_timeout_s;
     opts.suite = Some(req.suite.name.clone());
     opts.skip_cells = req.suite.skip.clone();
+    opts.skip_doomed = req.suite.skip_doomed;
     let target = BenchTarget {
         base_url: engine.base_url().to_string(),
         model,
@@ -349,6 +350,7 @@ pub async fn boot_and_measure(
     };
     let mut failure = None;
     let mut adaptive = None;
+    let mut unreachable = None;
     let mut results = match session {
         Some(Ok(session)) => {
             // The watchdog stops the measurement when the engine stops answering.
@@ -375,7 +377,9 @@ pub async fn boot_and_measure(
                 })
             };
             let mut results = session.results_skeleton();
-            results.cells = measure_cells(&session, req.suite, &measure_cancel, &bench_tx).await;
+            let measured = session.measure_matrix(&measure_cancel).await;
+            results.cells = measured.cells;
+            unreachable = measured.unreachable;
             let measured_any = results
                 .cells
                 .iter()
@@ -384,7 +388,8 @@ pub async fn boot_and_measure(
                 && !measure_cancel.is_cancelled()
                 && measured_any
             {
-                let est = req.suite.ready_stable_s + req.suite.warmup_s + req.suite.duration_s;
+                let t = &req.suite.timing;
+                let est = t.ready_stable_s + t.warmup_s + t.duration_s;
                 let tx = bench_tx.clone();
                 let emit = move |e: Event| {
                     let _ = tx.send(e);
@@ -424,7 +429,7 @@ pub async fn boot_and_measure(
             &events,
             &log,
             Event::now(
-                "notice",
+                EventKind::Notice,
                 format!(
                     "engine process group {} did not disappear after SIGKILL",
                     stop.exit
@@ -442,7 +447,7 @@ pub async fn boot_and_measure(
                 &events,
                 &log,
                 Event::now(
-                    "engine_exit",
+                    EventKind::EngineExit,
                     format!("engine exited with {status} during the run"),
                 ),
             );
@@ -455,7 +460,7 @@ pub async fn boot_and_measure(
             send(
                 &events,
                 &log,
-                Event::now("engine_unresponsive", reason.clone()),
+                Event::now(EventKind::Unreachable, reason.clone()),
             );
             failure = Some(RunFailure::Unresponsive {
                 reason: reason.clone(),
@@ -463,6 +468,15 @@ pub async fn boot_and_measure(
             });
         }
         None => {}
+    }
+    if failure.is_none()
+        && let Some(reason) = unreachable
+    {
+        // The engine process lives but stopped answering mid-matrix: the cells after it
+        // were not measured, so the run cannot be judged (fail closed).
+        failure = Some(RunFailure::Measurement(format!(
+            "{reason}; the remaining cells were not measured\n--- last lines of the engine log ---\n{tail}"
+        )));
     }
 
     let mut results = match results.take() {
@@ -487,6 +501,7 @@ pub async fn boot_and_measure(
         }
     };
     results.engine.command = Some(command);
+    results.engine.containment = Some(engine_containment(&stop));
     results.labels.extend(req.labels.clone());
     match &failure {
         Some(RunFailure::Cancelled) => {
@@ -549,14 +564,44 @@ pub async fn boot_and_measure(
     }
     all_events.sort_by_key(|e| e.at);
     results.events = all_events;
-    MeasuredRun {
+    redacted(MeasuredRun {
         results,
         failure,
         stop: Some(stop),
         engine_log: req.log_path.clone(),
         boot_s: Some(ready.boot_s),
         adaptive,
+    })
+}
+
+/// How the engine's tree was held, for `engine.containment` in the results.
+fn engine_containment(stop: &StopReport) -> String {
+    stop.containment.as_str().to_string()
+}
+
+/// The run with every known secret masked in its results and failure text: everything
+/// written, printed or posted about a run comes from here, and engine-controlled strings
+/// (model ids, error bodies, the log tail) may carry a secret the engine was given.
+fn redacted(mut run: MeasuredRun) -> MeasuredRun {
+    let r = crate::redact::process();
+    if r.is_empty() {
+        return run;
     }
+    run.results = r.redact_serde(run.results);
+    run.failure = run.failure.map(|f| match f {
+        RunFailure::Boot(m) => RunFailure::Boot(r.redact(&m)),
+        RunFailure::Measurement(m) => RunFailure::Measurement(r.redact(&m)),
+        RunFailure::EngineDied { status, log_tail } => RunFailure::EngineDied {
+            status: r.redact(&status),
+            log_tail: r.redact(&log_tail),
+        },
+        RunFailure::Unresponsive { reason, log_tail } => RunFailure::Unresponsive {
+            reason: r.redact(&reason),
+            log_tail: r.redact(&log_tail),
+        },
+        RunFailure::Cancelled => RunFailure::Cancelled,
+    });
+    run
 }
 
 fn boot_failure(
@@ -571,73 +616,16 @@ fn boot_failure(
     results.telemetry = telemetry;
     results.events = log.lock().map(|l| l.clone()).unwrap_or_default();
     results.events.push(Event::now(
-        "engine_error",
+        EventKind::EngineError,
         message.lines().next().unwrap_or("").to_string(),
     ));
-    MeasuredRun {
+    results.engine.containment = stop.as_ref().map(engine_containment);
+    redacted(MeasuredRun {
         results,
         failure: Some(RunFailure::Boot(message)),
         stop,
         engine_log: req.log_path.clone(),
         boot_s: None,
         adaptive: None,
-    }
-}
-
-/// Measures the suite's cells in the gate's order (contexts ascending, concurrency ascending
-/// within a context), `repetitions` times. A larger concurrency at a context where a smaller
-/// one was already capacity-limited is not measured: it cannot fit either, and measuring it
-/// costs the full admission stall (the seed spent 6 minutes on each such cell). It is recorded
-/// `capacity_limited` with the reason, so statistics treat it like a measured one.
-pub async fn measure_cells(
-    session: &BenchSession,
-    suite: &SuiteConfig,
-    cancel: &CancellationToken,
-    events: &EventSink,
-) -> Vec<CellResult> {
-    let mut cells: Vec<CellResult> = Vec::new();
-    let reps = suite.repetitions.max(1);
-    for rep in 0..reps {
-        for &ctx in &suite.contexts {
-            let mut limited_at: Option<u32> = None;
-            for &c in &suite.concurrency {
-                let cell = if cancel.is_cancelled() {
-                    CellResult::unmeasured(c, ctx, CellStatus::Skipped, "cancelled")
-                } else if suite.skip.contains(&(c, ctx)) {
-                    CellResult::unmeasured(
-                        c,
-                        ctx,
-                        CellStatus::Skipped,
-                        "known not to fit (skip list)",
-                    )
-                } else if let Some(smaller) = limited_at.filter(|_| suite.skip_doomed) {
-                    let reason = format!(
-                        "C={smaller} already capacity-limited at {}: not measured",
-                        context_label(ctx)
-                    );
-                    let _ = events.send(Event::cell(
-                        "cell_done",
-                        c,
-                        ctx,
-                        format!(
-                            "cell skipped C={c} ctx={} capacity_limited ({reason})",
-                            context_label(ctx)
-                        ),
-                    ));
-                    CellResult::unmeasured(c, ctx, CellStatus::CapacityLimited, reason)
-                } else {
-                    session.measure_cell(c, ctx, cancel).await
-                };
-                if cell.status == CellStatus::CapacityLimited && limited_at.is_none() {
-                    limited_at = Some(c);
-                }
-                if rep == 0 {
-                    cells.push(cell);
-                } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
-                    first.fold_round(&cell, rep);
-                }
-            }
-        }
-    }
-    cells
+    })
 }

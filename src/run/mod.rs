@@ -11,6 +11,7 @@ pub mod design_eval;
 pub mod gate;
 pub mod measure;
 pub mod outputs;
+pub mod rejudge;
 pub mod watchdog;
 
 pub use decide::{Decision, GateError, decide, decide_runs};
@@ -18,7 +19,5 @@ pub use gate::{
     AbortError, Design, GateAbort, GatePlan, GateRequest, GateRun, ProgressSink, SetupError,
     github_wanted,
 };
-pub use measure::{
-    MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, measure_cells, unmeasured_results,
-};
+pub use measure::{MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, unmeasured_results};
 pub use outputs::{OutputFiles, baseline_worthy, write_outputs};

@@ -18,7 +18,7 @@ pub struct OutputFiles {
 }
 
 fn write_atomic(path: &Path, body: &[u8]) -> Result<(), GateError> {
-    crate::baseline::write_file_atomic(path, body).map_err(|source| GateError::Write {
+    crate::fsio::write_durable(path, body).map_err(|source| GateError::Write {
         path: path.display().to_string(),
         source,
     })

@@ -205,11 +205,14 @@ pub(crate) fn template() -> RunResults {
         model: "synthetic/model-8b".into(),
         concurrency: CONCURRENCY.to_vec(),
         contexts: CONTEXTS.to_vec(),
-        duration_s: 30.0,
-        warmup_s: 5.0,
-        max_tokens: 512,
-        unique_context_percent: 100.0,
-        sub_windows: 5,
+        timing: crate::results::CellTiming {
+            duration_s: 30.0,
+            warmup_s: 5.0,
+            max_tokens: 512,
+            unique_context_percent: 100.0,
+            sub_windows: 5,
+            ..crate::results::CellTiming::DEFAULT
+        },
         repetitions: 1,
     };
     let hardware = HardwareFingerprint {

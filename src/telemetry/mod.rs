@@ -3,10 +3,8 @@
 //! with the reason, and the run goes on.
 //!
 //! - [`detect_hardware`]: the fingerprint part of the profile key (GPU model and count, driver);
-//! - [`nvml::NvmlSampler`]: samples GPU counters during each cell's steady-state window;
-//! - [`doctor`]: what `infergate doctor` reports about the runner.
+//! - [`nvml::NvmlSampler`]: samples GPU counters during each cell's steady-state window.
 
-pub mod doctor;
 pub mod nvml;
 mod summary;
 

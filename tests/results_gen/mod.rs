@@ -59,11 +59,14 @@ pub fn run(g: &Gen, index: u64) -> RunResults {
         model: g.model.clone(),
         concurrency: CONCURRENCY.to_vec(),
         contexts: CONTEXTS.to_vec(),
-        duration_s: 30.0,
-        warmup_s: 5.0,
-        max_tokens: 256,
-        unique_context_percent: 25.0,
-        sub_windows: 6,
+        timing: infergate::results::CellTiming {
+            duration_s: 30.0,
+            warmup_s: 5.0,
+            max_tokens: 256,
+            unique_context_percent: 25.0,
+            sub_windows: 6,
+            ..infergate::results::CellTiming::DEFAULT
+        },
         repetitions: 1,
     };
     let hw = HardwareFingerprint {

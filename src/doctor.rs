@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::nvml::{GpuDetails, gpu_details};
 use crate::results::HardwareFingerprint;
+use crate::telemetry::nvml::{GpuDetails, gpu_details};
 
 /// Whether NVML works here.
 #[derive(Debug, Clone, Serialize)]
@@ -119,14 +119,14 @@ pub async fn gather(engine_url: Option<&str>) -> DoctorReport {
             Vec::new(),
         ),
     };
-    let hardware = tokio::task::spawn_blocking(super::detect_hardware)
+    let hardware = tokio::task::spawn_blocking(crate::telemetry::detect_hardware)
         .await
         .unwrap_or_else(|_| HardwareFingerprint {
             kind: "cpu".into(),
             gpu_model: None,
             gpu_count: 0,
             driver_version: None,
-            cpu_model: super::cpu_model(),
+            cpu_model: crate::telemetry::cpu_model(),
         });
     let engine = match engine_url {
         Some(u) => Some(check_engine(u).await),
@@ -134,7 +134,7 @@ pub async fn gather(engine_url: Option<&str>) -> DoctorReport {
     };
     DoctorReport {
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        cpu_model: super::cpu_model(),
+        cpu_model: crate::telemetry::cpu_model(),
         cpu_cores: std::thread::available_parallelism().ok().map(|n| n.get()),
         hardware,
         nvml,

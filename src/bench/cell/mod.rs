@@ -1,0 +1,361 @@
+//! One sustained-decode cell: keep C streams generating, wait until the engine really runs all
+//! of them (or declare the cell capacity-limited as soon as admission stalls), warm up, then
+//! count tokens over a steady-state window split into sub-windows.
+//!
+//! The parts: `accounting` (tokens per sub-window, the shared counters), `stream` (one
+//! task per stream), `admission` (readiness or capacity-limited), `window` (the engine's
+//! view during the window), `spec_decode` (speculative-decoding figures). This file runs
+//! them in order and aggregates the result.
+
+mod accounting;
+mod admission;
+mod spec_decode;
+mod stream;
+mod window;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::EventLog;
+use super::client::EngineClient;
+use super::metrics::MetricsDialect;
+use super::prompt::ContextPrompt;
+use super::stats;
+use crate::results::{
+    CellResult, CellStatus, CellTiming, Event, EventKind, TokenSource, context_label,
+};
+use crate::telemetry::WindowSampler;
+use accounting::{CellShared, StreamRecord};
+use admission::Admission;
+use spec_decode::spec_stats;
+use stream::run_stream;
+pub use window::scrape;
+use window::{WindowLoad, poll_until};
+
+/// Everything one cell needs to know.
+#[derive(Clone)]
+pub struct CellSpec {
+    pub concurrency: u32,
+    pub context_tokens: u64,
+    pub prompt: ContextPrompt,
+    pub model: String,
+    /// The matrix's timing, clamped to workable values; `ready_timeout_s` is already scaled
+    /// for the context length.
+    pub timing: CellTiming,
+    /// How often `/metrics` is polled during the window, seconds.
+    pub metrics_poll_s: f64,
+}
+
+/// One sustained-decode cell run against an engine.
+pub struct SustainedDecodeCell<'a> {
+    pub spec: CellSpec,
+    pub client: &'a EngineClient,
+    pub dialect: Option<MetricsDialect>,
+    pub sampler: Option<Arc<dyn WindowSampler>>,
+    pub events: EventLog,
+}
+
+pub(super) fn fmt_n(v: f64) -> String {
+    if (v - v.round()).abs() < 0.05 {
+        format!("{}", v.round() as i64)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+impl SustainedDecodeCell<'_> {
+    fn emit(&self, kind: EventKind, message: String) {
+        self.events.emit(Event::cell(
+            kind,
+            self.spec.concurrency,
+            self.spec.context_tokens,
+            message,
+        ));
+    }
+
+    fn request_body(&self, stream: u32) -> bytes::Bytes {
+        let body = serde_json::json!({
+            "model": self.spec.model,
+            "prompt": self.spec.prompt.text(stream),
+            "max_tokens": self.spec.timing.max_tokens,
+            "stream": true,
+            "ignore_eos": true,
+            "temperature": 0,
+            "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+        });
+        bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+    }
+
+    /// Measures the cell. Never fails: every problem becomes a status and a reason.
+    pub async fn run(self, cancel: &CancellationToken) -> CellResult {
+        let c = self.spec.concurrency;
+        let ctx = self.spec.context_tokens;
+        self.emit(
+            EventKind::CellStart,
+            format!(
+                "cell start C={c} ctx={} unique_context={}%",
+                context_label(ctx),
+                fmt_n(self.spec.timing.unique_context_percent)
+            ),
+        );
+        let t0 = Instant::now();
+        let sub_windows = self.spec.timing.sub_windows.max(1) as usize;
+        let shared = Arc::new(CellShared {
+            t0,
+            window_start_ns: AtomicU64::new(u64::MAX),
+            window_end_ns: AtomicU64::new(u64::MAX),
+            sub_windows,
+            producing_now: AtomicU32::new(0),
+            ever_produced: AtomicU32::new(0),
+            requests_started: AtomicU32::new(0),
+            errors: AtomicU32::new(0),
+            failures: Mutex::new(BTreeMap::new()),
+        });
+        let streams_cancel = cancel.child_token();
+        let first_token_timeout =
+            Duration::from_secs_f64(self.spec.timing.ready_timeout_s.max(1.0));
+        let stall_timeout = Duration::from_secs_f64(self.spec.timing.request_timeout_s.max(0.1));
+        let mut handles = Vec::with_capacity(c as usize);
+        for i in 0..c {
+            handles.push(tokio::spawn(run_stream(
+                self.client.clone(),
+                self.request_body(i),
+                shared.clone(),
+                // One child token per stream: polling a token locks its node, so streams
+                // sharing one token would contend on every chunk.
+                streams_cancel.child_token(),
+                first_token_timeout,
+                stall_timeout,
+            )));
+        }
+
+        let admission = self.admit(&shared, cancel).await;
+        let ready_after = t0.elapsed().as_secs_f64();
+        let (status, reason, warmup_s, window_s) = match &admission {
+            Admission::Ready { detail } => {
+                self.emit(
+                    EventKind::Ready,
+                    format!("ready C={c} ctx={} {detail}", context_label(ctx)),
+                );
+                (
+                    CellStatus::Ok,
+                    Some(detail.clone()),
+                    self.spec.timing.warmup_s,
+                    self.spec.timing.duration_s,
+                )
+            }
+            Admission::CapacityLimited { reason } => {
+                self.emit(
+                    EventKind::CapacityLimited,
+                    format!("capacity limited C={c} ctx={} {reason}", context_label(ctx)),
+                );
+                // Already steady (admission stalled): a short window records what it makes.
+                (
+                    CellStatus::CapacityLimited,
+                    Some(reason.clone()),
+                    0.0,
+                    self.spec.timing.duration_s * 0.5,
+                )
+            }
+            Admission::Failed { reason } => {
+                streams_cancel.cancel();
+                join_all(handles).await;
+                self.emit(
+                    EventKind::CellError,
+                    format!("cell error C={c} ctx={} {reason}", context_label(ctx)),
+                );
+                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone());
+                cell.errors = shared.errors.load(Ordering::Relaxed);
+                return cell;
+            }
+            Admission::Cancelled => {
+                streams_cancel.cancel();
+                join_all(handles).await;
+                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+                cell.errors = shared.errors.load(Ordering::Relaxed);
+                return cell;
+            }
+        };
+
+        // Warm-up.
+        if warmup_s > 0.0 {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep(Duration::from_secs_f64(warmup_s)) => {}
+            }
+        }
+        if cancel.is_cancelled() {
+            streams_cancel.cancel();
+            join_all(handles).await;
+            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        }
+
+        // Steady-state window.
+        let s0 = scrape(self.client, self.dialect).await;
+        if let Some(s) = &self.sampler {
+            s.start_window();
+        }
+        let open = Instant::now();
+        let start_ns = open.duration_since(t0).as_nanos() as u64;
+        let len_ns = (window_s.max(0.001) * 1e9) as u64;
+        shared
+            .window_end_ns
+            .store(start_ns + len_ns, Ordering::Release);
+        shared.window_start_ns.store(start_ns, Ordering::Release);
+        let close = open + Duration::from_nanos(len_ns);
+        let errors_at_open = shared.errors.load(Ordering::Relaxed);
+        let requests_at_open = shared.requests_started.load(Ordering::Relaxed);
+        let poll = Duration::from_secs_f64(self.spec.metrics_poll_s.max(0.05));
+        let WindowLoad {
+            running,
+            waiting,
+            cancelled,
+        } = poll_until(self.client, self.dialect, close, poll, cancel).await;
+        let s1 = if cancelled {
+            None
+        } else {
+            scrape(self.client, self.dialect).await
+        };
+        streams_cancel.cancel();
+        let records = join_all(handles).await;
+        if cancelled {
+            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        }
+
+        // Aggregate.
+        let sub_len_s = window_s / sub_windows as f64;
+        let mut sub_tokens = vec![0.0f64; sub_windows];
+        let mut itl = stats::new_latency_histogram();
+        let (mut itl_sum, mut itl_n) = (0.0f64, 0u64);
+        let mut ttfts = Vec::new();
+        let mut per_user = Vec::new();
+        let mut prompt_tokens = None;
+        let (mut saw_cont, mut saw_chunks) = (false, false);
+        for r in &records {
+            for (t, s) in sub_tokens.iter_mut().zip(&r.sub_tokens) {
+                *t += s;
+            }
+            let _ = itl.add(&r.itl);
+            itl_sum += r.itl_sum_s;
+            itl_n += r.itl_n;
+            ttfts.extend_from_slice(&r.ttfts);
+            if r.itl_n > 0 && r.itl_sum_s > 0.0 {
+                per_user.push(r.itl_n as f64 / r.itl_sum_s);
+            }
+            prompt_tokens = prompt_tokens.or(r.prompt_tokens);
+            saw_cont |= r.saw_continuous;
+            saw_chunks |= r.saw_chunk_mode;
+        }
+        let total: f64 = sub_tokens.iter().sum();
+        let output_tokens = total.round().max(0.0) as u64;
+        let aggregate_tps = total / window_s;
+        let samples: Vec<f64> = sub_tokens.iter().map(|t| t / sub_len_s).collect();
+        let errors = shared.errors.load(Ordering::Relaxed);
+        let requests = shared.requests_started.load(Ordering::Relaxed);
+        let window_errors = errors - errors_at_open;
+        let window_requests = requests - requests_at_open + c;
+
+        let server_tps = match (&s0, &s1) {
+            (Some((a_at, a)), Some((b_at, b))) => match (a.generated_tokens, b.generated_tokens) {
+                (Some(x), Some(y)) if *b_at > *a_at => {
+                    Some((y - x).max(0.0) / b_at.duration_since(*a_at).as_secs_f64())
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let spec_decode = spec_stats(s0.as_ref(), s1.as_ref(), output_tokens, aggregate_tps);
+        let telemetry = self
+            .sampler
+            .as_ref()
+            .and_then(|s| s.finish_window(output_tokens));
+
+        let mut status = status;
+        let mut reason = reason;
+        if output_tokens == 0 {
+            status = CellStatus::Error;
+            reason = Some(if errors > 0 {
+                format!("no tokens in the window; {}", shared.failure_summary())
+            } else {
+                format!(
+                    "no tokens in the {window_s:.1} s window although {} streams were admitted",
+                    shared.ever_produced.load(Ordering::Relaxed)
+                )
+            });
+        } else if window_errors > 0 && window_errors * 2 > window_requests {
+            status = CellStatus::Error;
+            reason = Some(shared.failure_summary());
+        } else if errors > 0 && status == CellStatus::Ok {
+            reason = Some(format!(
+                "{}; {}",
+                reason.unwrap_or_default(),
+                shared.failure_summary()
+            ));
+        }
+
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let cell = CellResult {
+            concurrency: c,
+            context_tokens: ctx,
+            status,
+            reason,
+            aggregate_tps,
+            samples,
+            per_user_tps: stats::exact(&per_user),
+            ttft_s: stats::exact(&ttfts),
+            itl_s: stats::from_histogram(&itl, (itl_n > 0).then(|| itl_sum / itl_n as f64)),
+            effective_concurrency: mean(&running),
+            waiting_avg: mean(&waiting),
+            output_tokens,
+            measured_s: window_s,
+            prompt_tokens,
+            errors,
+            token_source: Some(if saw_chunks || !saw_cont {
+                TokenSource::ChunksReconciled
+            } else {
+                TokenSource::ContinuousUsage
+            }),
+            server_tps,
+            ready_after_s: Some(ready_after),
+            spec_decode,
+            telemetry,
+            rounds: Vec::new(),
+        };
+        let server = server_tps
+            .map(|s| format!(" (engine counter {s:.1} tok/s)"))
+            .unwrap_or_default();
+        match cell.status {
+            CellStatus::Error => self.emit(
+                EventKind::CellError,
+                format!(
+                    "cell error C={c} ctx={} {}",
+                    context_label(ctx),
+                    cell.reason.clone().unwrap_or_default()
+                ),
+            ),
+            _ => self.emit(
+                EventKind::CellDone,
+                format!(
+                    "cell done C={c} ctx={} {:.1} tok/s{server}",
+                    context_label(ctx),
+                    cell.aggregate_tps
+                ),
+            ),
+        }
+        cell
+    }
+}
+
+async fn join_all(handles: Vec<tokio::task::JoinHandle<StreamRecord>>) -> Vec<StreamRecord> {
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        if let Ok(r) = h.await {
+            out.push(r);
+        }
+    }
+    out
+}

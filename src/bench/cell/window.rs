@@ -1,0 +1,77 @@
+//! The steady-state window's engine view: `/metrics` scrapes (timed at the midpoint of the
+//! request) and the polling of running / waiting requests while the window is open.
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::bench::client::EngineClient;
+use crate::bench::metrics::{EngineState, MetricsDialect, parse_prometheus};
+
+/// Scrapes `/metrics` once; `None` when the engine has no (known) metrics or did not answer.
+pub async fn scrape(
+    client: &EngineClient,
+    dialect: Option<MetricsDialect>,
+) -> Option<(Instant, EngineState)> {
+    let dialect = dialect?;
+    let sent = Instant::now();
+    let (status, text) = client
+        .get_text("/metrics", Duration::from_secs(3))
+        .await
+        .ok()?;
+    // The counter was read somewhere between sending and receiving: take the midpoint, so a
+    // slow answer does not shift the engine's window by its whole latency.
+    let at = sent + Instant::now().duration_since(sent) / 2;
+    if status != 200 {
+        return None;
+    }
+    Some((at, dialect.read(&parse_prometheus(&text))))
+}
+
+/// What the engine reported while the window was open.
+pub(super) struct WindowLoad {
+    /// `running` gauge of each poll.
+    pub(super) running: Vec<f64>,
+    /// `waiting` gauge of each poll.
+    pub(super) waiting: Vec<f64>,
+    /// The window was cut short by cancellation.
+    pub(super) cancelled: bool,
+}
+
+/// Polls `/metrics` every `poll` until `close` (or cancellation).
+pub(super) async fn poll_until(
+    client: &EngineClient,
+    dialect: Option<MetricsDialect>,
+    close: Instant,
+    poll: Duration,
+    cancel: &CancellationToken,
+) -> WindowLoad {
+    let mut load = WindowLoad {
+        running: Vec::new(),
+        waiting: Vec::new(),
+        cancelled: false,
+    };
+    loop {
+        let now = Instant::now();
+        if now >= close {
+            break;
+        }
+        let wake = (now + poll).min(close);
+        tokio::select! {
+            _ = cancel.cancelled() => { load.cancelled = true; break; }
+            _ = tokio::time::sleep_until(wake.into()) => {}
+        }
+        if Instant::now() >= close {
+            break;
+        }
+        if let Some((_, st)) = scrape(client, dialect).await {
+            if let Some(r) = st.running {
+                load.running.push(r);
+            }
+            if let Some(q) = st.waiting {
+                load.waiting.push(q);
+            }
+        }
+    }
+    load
+}

@@ -1,0 +1,34 @@
+//! `infergate __supervise` (hidden): the engine's supervisor, started by the gate itself for
+//! every engine boot. See [`crate::engine::supervisor`].
+
+use crate::exit::GateExit;
+
+/// Arguments of `infergate __supervise`.
+#[derive(Debug, clap::Args)]
+pub struct SuperviseArgs {
+    /// The gate's pid: the supervisor kills the tree when its parent is no longer this.
+    #[arg(long)]
+    pub parent: i32,
+    /// SIGTERM → SIGKILL grace for the leftovers when the engine's leader exits on its own.
+    #[arg(long, default_value_t = 5000)]
+    pub grace_ms: u64,
+    /// Do not try a cgroup even where cgroup v2 is delegated (the subreaper alone).
+    #[arg(long)]
+    pub no_cgroup: bool,
+    /// The engine command.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Runs the supervisor until the engine's tree is gone; its code is the process's exit code.
+pub async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
+    let code = tokio::task::block_in_place(|| {
+        crate::engine::supervisor::supervise(
+            args.parent,
+            args.grace_ms,
+            !args.no_cgroup,
+            &args.command,
+        )
+    });
+    std::process::exit(code)
+}

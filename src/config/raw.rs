@@ -1,0 +1,140 @@
+//! The config file's raw serde shapes, exactly as TOML spells them. `deny_unknown_fields`
+//! everywhere: a typo is an error, never ignored. [`super::build`] turns them into the public
+//! model, checking every value against its span.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{AbOrder, CommandSpec, ContextLen, GithubMode, Seconds};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) engine: Spanned<RawEngine>,
+    pub(super) model: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) profile: RawProfile,
+    pub(super) suites: Spanned<BTreeMap<String, Spanned<RawSuite>>>,
+    /// `fail_on` plus any field of [`DecisionRule`] (checked key by key for precise errors).
+    #[serde(default)]
+    pub(super) thresholds: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
+    #[serde(default)]
+    pub(super) baseline: RawBaseline,
+    #[serde(default)]
+    pub(super) report: RawReport,
+    pub(super) adaptive: Option<Spanned<RawAdaptive>>,
+    pub(super) confirm: Option<Spanned<RawConfirm>>,
+    pub(super) ab: Option<Spanned<RawAb>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfirm {
+    pub(super) enabled: Option<bool>,
+    pub(super) p_below: Option<Spanned<f64>>,
+    pub(super) first_share: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdaptive {
+    pub(super) enabled: Option<bool>,
+    pub(super) max_rounds: Option<Spanned<u32>>,
+    pub(super) max_extra_seconds: Option<Seconds>,
+    pub(super) spending: Option<crate::stats::SpendingShape>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAb {
+    pub(super) rounds: Option<Spanned<u32>>,
+    pub(super) order: Option<AbOrder>,
+}
+
+/// `[engine.a]` / `[engine.b]`: what differs between the two builds; everything else comes
+/// from `[engine]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEngineSide {
+    pub(super) command: Spanned<CommandSpec>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, Spanned<String>>,
+    pub(super) workdir: Option<String>,
+    pub(super) log_file: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEngine {
+    /// Required unless `[engine.a]` and `[engine.b]` are given.
+    pub(super) command: Option<Spanned<CommandSpec>>,
+    pub(super) a: Option<Spanned<RawEngineSide>>,
+    pub(super) b: Option<Spanned<RawEngineSide>>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, Spanned<String>>,
+    pub(super) workdir: Option<String>,
+    pub(super) readiness_timeout: Option<Spanned<Seconds>>,
+    pub(super) log_file: Option<String>,
+    pub(super) stop_grace: Option<Seconds>,
+    pub(super) api_key_env: Option<String>,
+    #[serde(default)]
+    pub(super) env_allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) secret_args: Vec<String>,
+    pub(super) host: Option<String>,
+    pub(super) port: Option<u16>,
+    pub(super) name: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProfile {
+    pub(super) hardware: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSuite {
+    pub(super) concurrency: Spanned<Vec<Spanned<i64>>>,
+    pub(super) contexts: Spanned<Vec<ContextLen>>,
+    pub(super) duration: Option<Spanned<Seconds>>,
+    pub(super) warmup: Option<Seconds>,
+    pub(super) max_tokens: Option<Spanned<u32>>,
+    pub(super) unique_context_percent: Option<Spanned<f64>>,
+    pub(super) sub_windows: Option<Spanned<u32>>,
+    pub(super) repetitions: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub(super) skip: Vec<RawSkip>,
+    pub(super) ready_timeout: Option<Seconds>,
+    pub(super) capacity_stall: Option<Seconds>,
+    pub(super) ready_stable: Option<Seconds>,
+    pub(super) request_timeout: Option<Seconds>,
+    pub(super) skip_doomed: Option<bool>,
+    /// Free text for people; not used.
+    #[allow(dead_code)]
+    pub(super) description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSkip {
+    pub(super) concurrency: u32,
+    pub(super) context: ContextLen,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBaseline {
+    pub(super) dir: Option<String>,
+    pub(super) level_runs: Option<Spanned<usize>>,
+    pub(super) noise_runs: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReport {
+    pub(super) github: Option<GithubMode>,
+    pub(super) log_tail_lines: Option<usize>,
+}

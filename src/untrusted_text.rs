@@ -1,0 +1,188 @@
+//! The one gate every piece of external text passes before it is printed or posted: engine
+//! output, model ids, error text, config strings, artifact fields.
+//!
+//! [`neutralise`] first masks known secrets ([`crate::redact`]), then makes the text inert for
+//! its sink:
+//!
+//! - [`Sink::Console`] (stdout/stderr, which the Actions runner scans for workflow commands):
+//!   a line that would start a command (`::name::`, after leading whitespace, as the runner's
+//!   `TrimStart` sees it) gets a space between the colons, and the legacy `##[` prefix (matched
+//!   anywhere in a line) becomes `# #[`; `\r`, NEL and Unicode line separators count as line
+//!   breaks (the runner splits on `\r` too); control and bidi-override characters are shown as
+//!   `\x1b`/`\u{202e}` escapes so they cannot move the cursor or reorder a line.
+//! - [`Sink::Markdown`] (check runs, PR comments, job summaries): Markdown and HTML
+//!   metacharacters escaped (a model named ``a|b<script>`` cannot break a table or inject
+//!   HTML), line breaks folded to spaces, and mentions (`@user`), issue references (`#12`) and
+//!   autolinks (`https://…`, `www.…`) defused with a zero-width space, so a crafted string
+//!   notifies nobody and links nowhere. (The same trick Dependabot uses for release notes.)
+//!
+//! The gate's own workflow commands never pass through here: they are built by
+//! [`crate::report::actions::command`], whose data escaping keeps them one line.
+
+/// Zero-width space: breaks GitHub's mention, reference and autolink detection, invisible.
+const ZWSP: char = '\u{200B}';
+
+/// Where the text goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    /// A terminal or the Actions log (stdout, stderr).
+    Console,
+    /// GitHub-flavoured Markdown (one line: tables, lists, headings).
+    Markdown,
+}
+
+/// External `text` made safe for `sink`: secrets masked, then encoded (see the module docs).
+pub fn neutralise(text: &str, sink: Sink) -> String {
+    let text = crate::redact::redact(text);
+    match sink {
+        Sink::Console => console_inert(&text),
+        Sink::Markdown => markdown_inert(&text),
+    }
+}
+
+/// [`neutralise`] for stdout/stderr.
+pub fn console(text: &str) -> String {
+    neutralise(text, Sink::Console)
+}
+
+/// [`neutralise`] for Markdown.
+pub fn markdown(text: &str) -> String {
+    neutralise(text, Sink::Markdown)
+}
+
+fn is_line_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// Bidi embeddings, overrides and isolates: they can make a line read differently than it is.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+fn console_inert(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.chars().peekable();
+    let mut line = String::new();
+    let mut first = true;
+    let flush = |line: &mut String, out: &mut String, first: &mut bool| {
+        if !*first {
+            out.push('\n');
+        }
+        *first = false;
+        let trimmed = line.trim_start();
+        let lead = line.len() - trimmed.len();
+        if trimmed.starts_with("::") {
+            line.insert(lead + 1, ' ');
+        }
+        out.push_str(&line.replace("##[", "# #["));
+        line.clear();
+    };
+    while let Some(c) = chars.next() {
+        if is_line_break(c) {
+            if c == '\r' && chars.peek() == Some(&'\n') {
+                chars.next();
+            }
+            flush(&mut line, &mut out, &mut first);
+        } else if c == '\t' {
+            line.push(c);
+        } else if c.is_control() {
+            line.push_str(&format!("\\x{:02x}", c as u32));
+        } else if is_bidi_control(c) {
+            line.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        } else {
+            line.push(c);
+        }
+    }
+    flush(&mut line, &mut out, &mut first);
+    out
+}
+
+fn markdown_inert(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    for (i, &ch) in chars.iter().enumerate() {
+        let next = chars.get(i + 1).copied();
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '|' => out.push_str("\\|"),
+            '`' => out.push_str("\\`"),
+            '@' => {
+                out.push('@');
+                out.push(ZWSP);
+            }
+            '#' => {
+                out.push_str("\\#");
+                if next.is_some_and(|n| n.is_ascii_alphanumeric()) {
+                    out.push(ZWSP);
+                }
+            }
+            '*' | '_' | '[' | ']' | '\\' | '~' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            ':' if chars.get(i + 1..i + 3) == Some(&['/', '/']) => {
+                out.push(':');
+                out.push(ZWSP);
+            }
+            '.' if i >= 3 && chars[i - 3..i].iter().all(|c| c.eq_ignore_ascii_case(&'w')) => {
+                out.push(ZWSP);
+                out.push('.');
+            }
+            '\r' => {}
+            c if is_line_break(c) => out.push(' '),
+            c if c.is_control() || is_bidi_control(c) => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn console_defuses_workflow_commands_on_every_kind_of_line_break() {
+        let t = console(
+            "model x\n::error title=pwned::owned\r::set-output name=a::b\r\n  ::warning::w",
+        );
+        for line in t.split(['\n', '\r']) {
+            assert!(!line.trim_start().starts_with("::"), "{t:?}");
+        }
+        assert!(t.contains(": :error title=pwned::owned"), "{t:?}");
+        assert_eq!(console("a\u{2028}::x::y"), "a\n: :x::y");
+        assert_eq!(console("log ##[error]boom"), "log # #[error]boom");
+        assert_eq!(console("plain text: fine"), "plain text: fine");
+    }
+
+    #[test]
+    fn console_shows_control_and_bidi_characters_as_escapes() {
+        assert_eq!(console("a\x1b[31mred"), "a\\x1b[31mred");
+        assert_eq!(console("a\u{202e}b"), "a\\u{202e}b");
+        assert_eq!(console("tab\tkept"), "tab\tkept");
+    }
+
+    #[test]
+    fn markdown_escapes_table_breakers_and_html() {
+        assert_eq!(markdown("a|b"), "a\\|b");
+        assert_eq!(markdown("<script>"), "&lt;script&gt;");
+        assert_eq!(markdown("`x`"), "\\`x\\`");
+        assert_eq!(markdown("Qwen/Qwen3-8B"), "Qwen/Qwen3-8B");
+        assert_eq!(markdown("line1\nline2"), "line1 line2");
+    }
+
+    #[test]
+    fn markdown_defuses_mentions_references_and_autolinks() {
+        let m = markdown("@octocat see https://evil.example and WWW.evil.example #12");
+        assert!(!m.contains("@o"), "{m}");
+        assert!(!m.contains("https://"), "{m}");
+        assert!(!m.to_ascii_lowercase().contains("www."), "{m}");
+        assert!(!m.contains("#12"), "{m}");
+        assert_eq!(
+            m.replace(ZWSP, ""),
+            "@octocat see https://evil.example and WWW.evil.example \\#12"
+        );
+    }
+}

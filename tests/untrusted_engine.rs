@@ -1,0 +1,542 @@
+//! The engine under test as an attacker, end to end (the real binary, small shell engines and
+//! the simulated engine, a local mock of the GitHub REST API):
+//!
+//! - an engine that prints its environment and echoes a token from its command line: no byte
+//!   the gate writes, prints or posts holds any secret, and the engine never saw the gate's;
+//! - workflow commands, mentions and links in a model id and in engine output: no workflow
+//!   command is emitted, nothing posted mentions or links;
+//! - a model id with a command substitution in a shell-line command does not run it;
+//! - `setsid`, double-forked and TERM-ignoring children, with the gate finishing normally and
+//!   with the gate SIGKILLed mid-cell: no process of the engine is left (found by a marker
+//!   variable in the engine's environment, which survives `setsid` and re-parenting).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path, path_regex};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const REPO: &str = "acme/engine";
+const GITHUB_TOKEN: &str = "ghs_GATE_token_must_stay_secret_1";
+const INFERGATE_TOKEN: &str = "ghp_INFERGATE_token_secret_2";
+const RUNTIME_TOKEN: &str = "eyJ0eXAiOiJKV1Q.runtime.secret3";
+const ID_TOKEN: &str = "id-request-token-secret-4";
+const CMDLINE_SECRET: &str = "sk-cmdline-SECRET-4711";
+
+/// Everything one gate run in Actions wrote, printed and posted.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    requests: Vec<Request>,
+    /// (path, bytes) of every file the gate wrote: the output directory, the job summary and
+    /// the step outputs.
+    files: Vec<(PathBuf, Vec<u8>)>,
+}
+
+impl Run {
+    /// Every byte the gate produced, except request headers (the `Authorization` header holds
+    /// the gate's token by design).
+    fn all_text(&self) -> Vec<(String, String)> {
+        let mut out = vec![
+            ("stdout".to_string(), self.stdout.clone()),
+            ("stderr".to_string(), self.stderr.clone()),
+        ];
+        for r in &self.requests {
+            out.push((
+                format!("{} {}", r.method, r.url),
+                format!("{}\n{}", r.url, String::from_utf8_lossy(&r.body)),
+            ));
+        }
+        for (p, bytes) in &self.files {
+            out.push((
+                p.display().to_string(),
+                String::from_utf8_lossy(bytes).into_owned(),
+            ));
+        }
+        out
+    }
+
+    /// The Markdown the gate posted or wrote for people: the comment body, the check run's
+    /// summary and text, and the job summary. (A check run's name and title are plain text.)
+    fn markdown(&self) -> Vec<String> {
+        fn strings(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+                Value::Object(m) => {
+                    for (k, x) in m {
+                        match (k.as_str(), x) {
+                            ("body" | "summary" | "text", Value::String(s)) => out.push(s.clone()),
+                            _ => strings(x, out),
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for r in &self.requests {
+            if let Ok(v) = serde_json::from_slice::<Value>(&r.body) {
+                strings(&v, &mut out);
+            }
+        }
+        for (p, bytes) in &self.files {
+            if p.extension().is_some_and(|e| e == "md") {
+                out.push(String::from_utf8_lossy(bytes).into_owned());
+            }
+        }
+        out
+    }
+}
+
+fn files_under(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            out.push((p, bytes));
+        }
+    }
+}
+
+/// Runs `infergate run --config gate.toml --suite pr` in `dir` as a step of a pull-request job
+/// with the gate's tokens in its environment, against a mock GitHub that accepts everything.
+async fn run_in_actions(dir: &Path, extra_env: &[(&str, &str)]) -> Run {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 4242})))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("/repos/{REPO}/check-runs/4242")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 4242})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(format!("^/repos/{REPO}/issues/7/comments.*")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/issues/7/comments")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .mount(&server)
+        .await;
+
+    let gh = dir.join("gh");
+    std::fs::create_dir_all(&gh).unwrap();
+    let event = gh.join("event.json");
+    std::fs::write(
+        &event,
+        json!({"number": 7, "pull_request": {"number": 7, "head": {"sha": "feedface"}}})
+            .to_string(),
+    )
+    .unwrap();
+    let summary = gh.join("step-summary.md");
+    let outputs = gh.join("outputs.txt");
+    std::fs::write(&summary, "").unwrap();
+    std::fs::write(&outputs, "").unwrap();
+    let out_dir = dir.join("results");
+
+    let uri = server.uri();
+    let dir_owned = dir.to_path_buf();
+    let extra: Vec<(String, String)> = extra_env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let (summary_env, outputs_env, out_env) = (summary.clone(), outputs.clone(), out_dir.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .current_dir(&dir_owned)
+            .args(["run", "--config", "gate.toml", "--suite", "pr", "--out"])
+            .arg(&out_env)
+            .arg("--baseline-dir")
+            .arg(dir_owned.join("baselines"))
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_API_URL", &uri)
+            .env("GITHUB_REPOSITORY", REPO)
+            .env("GITHUB_EVENT_PATH", &event)
+            .env("GITHUB_EVENT_NAME", "pull_request")
+            .env("GITHUB_RUN_ID", "99")
+            .env("GITHUB_SERVER_URL", "https://github.example")
+            .env("GITHUB_TOKEN", GITHUB_TOKEN)
+            .env("INFERGATE_GITHUB_TOKEN", INFERGATE_TOKEN)
+            .env("ACTIONS_RUNTIME_TOKEN", RUNTIME_TOKEN)
+            .env("ACTIONS_ID_TOKEN_REQUEST_TOKEN", ID_TOKEN)
+            .env("GITHUB_STEP_SUMMARY", &summary_env)
+            .env("GITHUB_OUTPUT", &outputs_env)
+            .env("INFERGATE_GITHUB_RETRY_BASE_MS", "1")
+            .envs(extra)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let mut files = Vec::new();
+    files_under(&out_dir, &mut files);
+    files_under(&gh, &mut files);
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        requests: server.received_requests().await.unwrap_or_default(),
+        files,
+    }
+}
+
+const SUITE: &str = r#"
+[profile]
+hardware = "sim"
+
+[suites.pr]
+concurrency = [1]
+contexts = ["0"]
+duration = "1s"
+warmup = "0.25s"
+ready_stable = "0.4s"
+max_tokens = 64
+sub_windows = 4
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_secret_reaches_any_byte_the_gate_writes_prints_or_posts() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("env-printer-{}", std::process::id());
+    // The engine prints its whole environment and echoes the key from its command line, on
+    // stdout and stderr, then fails: its output goes into the log tail of every report.
+    std::fs::write(
+        dir.path().join("gate.toml"),
+        format!(
+            r#"model = "sim-test"
+
+[engine]
+command = ["sh", "-c", "env; echo \"my key: $2\"; echo \"bearer $2\" >&2; exit 1", "engine", "--api-key", "{CMDLINE_SECRET}"]
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "1s"
+env_allow = ["INFERGATE_TEST_MARKER"]
+{SUITE}"#
+        ),
+    )
+    .unwrap();
+    let run = run_in_actions(dir.path(), &[("INFERGATE_TEST_MARKER", &marker)]).await;
+    assert_eq!(run.code, Some(3), "{}\n{}", run.stdout, run.stderr);
+
+    // The engine really printed its environment and the key (so the scan is not vacuous) …
+    let log = run
+        .files
+        .iter()
+        .find(|(p, _)| p.ends_with("engine.log"))
+        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        .expect("engine.log written");
+    assert!(
+        log.contains(&format!("INFERGATE_TEST_MARKER={marker}")),
+        "{log}"
+    );
+    assert!(log.contains("my key: [REDACTED]"), "{log}");
+    assert!(log.contains("bearer [REDACTED]"), "{log}");
+    // … but never had the gate's credentials, nor the output directory's path.
+    for name in [
+        "GITHUB_TOKEN=",
+        "INFERGATE_GITHUB_TOKEN=",
+        "ACTIONS_RUNTIME_TOKEN=",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN=",
+        "GITHUB_STEP_SUMMARY=",
+        "GITHUB_OUTPUT=",
+    ] {
+        assert!(!log.contains(name), "the engine got {name}: {log}");
+    }
+    assert!(
+        !log.contains(&*dir.path().join("results").to_string_lossy()),
+        "the engine learnt the output directory: {log}"
+    );
+
+    // The redacted tail was reported (check run), so redaction is what kept the key out.
+    assert!(
+        run.requests
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains("REDACTED")),
+        "the log tail was not posted"
+    );
+    let results: Value = serde_json::from_slice(
+        &run.files
+            .iter()
+            .find(|(p, _)| p.ends_with("results.json"))
+            .expect("results.json")
+            .1,
+    )
+    .unwrap();
+    let command = results["engine"]["command"].as_str().unwrap_or_default();
+    assert!(command.contains("--api-key '[REDACTED]'"), "{command}");
+
+    for (sink, text) in run.all_text() {
+        for secret in [
+            GITHUB_TOKEN,
+            INFERGATE_TOKEN,
+            RUNTIME_TOKEN,
+            ID_TOKEN,
+            CMDLINE_SECRET,
+        ] {
+            assert!(!text.contains(secret), "{secret} in {sink}:\n{text}");
+        }
+    }
+}
+
+/// The command part (name and properties) of a line the runner would take as a workflow
+/// command: `::name props::data` after leading whitespace.
+fn command_part(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("::")?;
+    Some(rest.split("::").next().unwrap_or(rest))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn workflow_commands_mentions_and_links_from_the_engine_stay_inert() {
+    let dir = tempfile::tempdir().unwrap();
+    // In the model id (config text, and what the engine echoes) and in the engine's output.
+    std::fs::write(
+        dir.path().join("gate.toml"),
+        format!(
+            r#"model = "m\n::error::INJECTED-A @octocat https://evil.example www.evil.example"
+
+[engine]
+command = ["sh", "-c", "printf '::warning title=INJECTED-B::x\\n  ::add-mask::INJECTED-C\\r::error::INJECTED-D\\n##[error]INJECTED-E @octocat\\n'; echo \"model: $1\"; exit 1", "engine", "{{model}}"]
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "1s"
+{SUITE}"#
+        ),
+    )
+    .unwrap();
+    let run = run_in_actions(dir.path(), &[]).await;
+    assert_eq!(run.code, Some(3), "{}\n{}", run.stdout, run.stderr);
+
+    let log = run
+        .files
+        .iter()
+        .find(|(p, _)| p.ends_with("engine.log"))
+        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        .expect("engine.log");
+    assert!(log.contains("INJECTED-B"), "the engine ran: {log}");
+
+    // Console: the runner splits lines on \n and \r.
+    let mut commands = 0;
+    for (stream, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+        for line in text.split(['\n', '\r']) {
+            assert!(!line.contains("##["), "{stream}: legacy command {line:?}");
+            if let Some(cmd) = command_part(line) {
+                commands += 1;
+                assert!(
+                    !cmd.contains("INJECTED"),
+                    "{stream}: injected workflow command {line:?}"
+                );
+            }
+        }
+    }
+    assert!(commands > 0, "the gate's own ::error was printed");
+    assert!(
+        run.stderr.contains("INJECTED-D") || run.stdout.contains("INJECTED-D"),
+        "the engine text was shown (inert): {}",
+        run.stderr
+    );
+
+    // Markdown: nothing mentions or links.
+    let md = run.markdown();
+    let all = md.join("\n");
+    assert!(all.contains("octocat"), "the text was posted: {all}");
+    for text in &md {
+        // Code spans and blocks render literally, HTML comments not at all (no mentions, no
+        // links there): check the rest.
+        let mut uncommented = text.clone();
+        while let Some(start) = uncommented.find("<!--") {
+            let end = uncommented[start..]
+                .find("-->")
+                .map_or(uncommented.len(), |e| start + e + 3);
+            uncommented.replace_range(start..end, " ");
+        }
+        let prose: String = uncommented
+            .replace("\\`", "")
+            .split('`')
+            .step_by(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let lower = prose.to_ascii_lowercase();
+        let text = &prose;
+        assert!(!text.contains("@octocat"), "live mention: {text}");
+        assert!(!lower.contains("https://evil"), "live link: {text}");
+        assert!(!lower.contains("www.evil"), "live autolink: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_substitution_in_the_model_id_does_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gate.toml"),
+        format!(
+            r#"model = "m$(touch PWNED)`touch PWNED2`"
+
+[engine]
+command = "echo serving {{model}}; exit 1"
+workdir = "."
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "1s"
+{SUITE}"#
+        ),
+    )
+    .unwrap();
+    let run = run_in_actions(dir.path(), &[]).await;
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    let log = run
+        .files
+        .iter()
+        .find(|(p, _)| p.ends_with("engine.log"))
+        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        .expect("engine.log");
+    assert!(
+        log.contains("serving m$(touch PWNED)`touch PWNED2`"),
+        "passed as one literal word: {log}"
+    );
+    assert!(!dir.path().join("PWNED").exists());
+    assert!(!dir.path().join("PWNED2").exists());
+}
+
+/// Processes whose environment holds `CONTAIN_MARKER=marker`.
+fn marked(marker: &str) -> Vec<i32> {
+    let needle = format!("CONTAIN_MARKER={marker}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
+            && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A simulated engine that first starts a `setsid` child, a double-forked one and a
+/// TERM-ignoring one (with a child of its own), all long-lived.
+fn escaping_config(dir: &Path, marker: &str, duration: &str) -> PathBuf {
+    let text = format!(
+        r#"model = "sim-test"
+
+[engine]
+command = "setsid sleep 300 & (sh -c 'sleep 301 &' &); sh -c \"trap '' TERM; sleep 302\" & exec {{infergate}} sim --profile test --port {{port}} --time-scale 4"
+name = "infergate-sim"
+readiness_timeout = "30s"
+stop_grace = "1s"
+env = {{ CONTAIN_MARKER = "{marker}" }}
+
+[profile]
+hardware = "sim"
+
+[suites.pr]
+concurrency = [1]
+contexts = ["0"]
+duration = "{duration}"
+warmup = "0.25s"
+ready_stable = "0.4s"
+max_tokens = 64
+sub_windows = 4
+"#
+    );
+    let p = dir.join("gate.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn escaping_children_are_gone_after_a_normal_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("normal-{}", std::process::id());
+    let config = escaping_config(dir.path(), &marker, "1s");
+    let out = dir.path().join("out");
+    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .arg("--baseline-dir")
+        .arg(dir.path().join("baselines"))
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        eventually(Duration::from_secs(30), || marked(&marker).is_empty()),
+        "left behind: {:?}",
+        marked(&marker)
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let how = results["engine"]["containment"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(how == "subreaper" || how == "cgroup", "{results}");
+}
+
+#[test]
+fn a_sigkilled_gate_leaves_no_engine_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("sigkill-{}", std::process::id());
+    let config = escaping_config(dir.path(), &marker, "30s");
+    let mut gate = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--baseline-dir")
+        .arg(dir.path().join("baselines"))
+        .env_remove("GITHUB_ACTIONS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = gate.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        let ready = line.contains("ready C=1");
+        seen.push(line);
+        if ready {
+            break;
+        }
+    }
+    // The sim and the four escapees (setsid, double-forked, TERM-ignoring sh and its sleep).
+    let started = eventually(Duration::from_secs(30), || marked(&marker).len() >= 5);
+    let before = marked(&marker);
+    gate.kill().unwrap();
+    let _ = gate.wait();
+    assert!(started, "tree not seen: {before:?}\n{}", seen.join("\n"));
+    assert!(
+        eventually(Duration::from_secs(30), || marked(&marker).is_empty()),
+        "left behind after SIGKILL of the gate: {:?}",
+        marked(&marker)
+    );
+}
