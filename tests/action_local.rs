@@ -4,6 +4,8 @@
 //! `infergate.toml`. INFERGATE_BIN points at the binary cargo built for the tests, so nothing is
 //! rebuilt or downloaded.
 
+mod results_gen;
+
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -606,4 +608,35 @@ fn a_sha_pinned_action_installs_its_release_verified_without_building() {
     assert!(r.stderr.contains("checksum mismatch"), "{}", r.stderr);
     assert!(!called.exists());
     drop(server);
+}
+
+#[test]
+fn merge_mode_fails_closed_on_a_shard_that_was_not_measured_and_still_summarises() {
+    let runner = Runner::new();
+    let shards = runner.path("shards");
+    write_shards(&shards, &[("h100", "pass", 0), ("h200", "pass", 0)]);
+    // A cancelled shard uploads results.json but no verdict.json.
+    let dir = shards.join("infergate-shard-rtx5090");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut run = results_gen::run(&results_gen::Gen::default(), 3);
+    run.status = infergate::results::RunStatus::Cancelled;
+    run.status_reason = Some("cancelled by SIGINT/SIGTERM".into());
+    results_gen::write(&dir, "results.json", &run);
+    let r = runner.step(
+        "run.sh",
+        &[
+            ("INFERGATE_BIN", bin()),
+            ("INPUT_MODE", "merge"),
+            ("INPUT_FAIL_ON", "never"),
+            ("INPUT_RESULTS_DIR", shards.to_str().unwrap()),
+        ],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
+    let out = runner.outputs();
+    assert_eq!(out["verdict"], "error");
+    assert_eq!(out["profiles"], "3");
+    let summary = std::fs::read_to_string(&runner.summary).unwrap();
+    assert_eq!(summary.matches("\n### ").count(), 3, "{summary}");
+    assert!(summary.contains("cancelled by SIGINT/SIGTERM"), "{summary}");
 }

@@ -78,7 +78,7 @@ fn with_baseline() -> Bench {
         "{:?}",
         calib.status_reason
     );
-    baseline_around(&store, &calib, 5, |_| 1.0);
+    baseline_around(&store, &calib, 5, |_, _| 1.0);
     Bench { dir, config, store }
 }
 

@@ -105,7 +105,7 @@ fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let trusted_config = checkout(&dir.path().join("trusted"), "");
     let calib = measured(&trusted_config, "20261101T000000Z-calib", 100.0);
-    support::baseline_around(&dir.path().join("trusted/baselines"), &calib, 5, |_| 1.0);
+    support::baseline_around(&dir.path().join("trusted/baselines"), &calib, 5, |_, _| 1.0);
 
     let pr_config = checkout(&dir.path().join("pr"), "[thresholds]\nmin_effect = 0.5\n");
     let slow = measured(&trusted_config, "20261102T100000Z-pr", 90.0);

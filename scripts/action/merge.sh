@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mode `merge` of the composite action (the final job of a fan-out workflow): joins every shard
-# under the results directory (each a downloaded artifact holding verdict.json) into one verdict,
+# under the results directory (each a downloaded artifact holding verdict.json, or results.json alone) into one verdict,
 # appends one summary to the job summary, sets the outputs, and posts ONE check run and ONE
 # sticky PR comment (found by its hidden marker and edited in place).
 #
@@ -20,11 +20,13 @@ results_dir="${INPUT_RESULTS_DIR:-infergate-results}"
 fail_on="${INPUT_FAIL_ON:-regression}"
 
 [[ -d "$results_dir" ]] || usage_error "results directory '$results_dir' not found (input 'results-dir')"
+# A shard is a directory holding verdict.json, or only results.json when its run compared
+# nothing (no baseline yet, or cancelled: `infergate merge` fails closed on the latter).
 shards=()
-while IFS= read -r -d '' verdict; do
-  shards+=(--shard "$(dirname "$verdict")")
-done < <(find "$results_dir" -mindepth 1 -maxdepth 3 -type f -name verdict.json -print0 | LC_ALL=C sort -z)
-[[ "${#shards[@]}" -gt 0 ]] || usage_error "no shard verdict.json found under '$results_dir'"
+while IFS= read -r -d '' dir; do
+  shards+=(--shard "$dir")
+done < <(find "$results_dir" -mindepth 1 -maxdepth 3 -type f \( -name verdict.json -o -name results.json \) -printf '%h\0' | LC_ALL=C sort -zu)
+[[ "${#shards[@]}" -gt 0 ]] || usage_error "no shard verdict.json or results.json found under '$results_dir'"
 
 merged_md="$results_dir/merged-summary.md"
 merged_json="$results_dir/merged-verdict.json"
@@ -35,7 +37,8 @@ set +e
 "$bin" merge "${shards[@]}" --format json --out "$merged_json" --github-output "$scratch"
 rc=$?
 set -e
-[[ "$rc" -le 1 ]] || exit "$rc"
+# 0 pass, 1 regression, 3 a shard not measured (still summarised and posted, then exit 3).
+[[ "$rc" -le 1 || "$rc" -eq 3 ]] || exit "$rc"
 "$bin" merge "${shards[@]}" --format md --out "$merged_md" || true
 "$bin" merge "${shards[@]}" --format text || true
 
@@ -86,7 +89,7 @@ post() {
 
   local conclusion title
   case "$verdict" in
-    regression) conclusion=failure ;;
+    regression | error) conclusion=failure ;;
     pass) conclusion=success ;;
     *) conclusion=neutral ;;
   esac
@@ -127,6 +130,8 @@ post() {
 # A reporting failure never changes the verdict or the exit code.
 post || true
 
+# A profile that was not measured fails the job whatever fail-on says (as engine failures do).
+[[ "$rc" -ne 3 ]] || exit 3
 case "$fail_on:$verdict" in
   never:*) exit 0 ;;
   regression:regression | inconclusive:regression | inconclusive:inconclusive) exit 1 ;;

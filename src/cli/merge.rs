@@ -23,8 +23,8 @@ pub enum MergeFormat {
 /// Arguments of `infergate merge`.
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
-    /// A shard: a results directory holding `verdict.json` (and `results.json`), or a verdict
-    /// JSON file. Repeat once per shard.
+    /// A shard: a results directory holding `verdict.json` (and `results.json`; a run that
+    /// compared nothing has only `results.json`), or a verdict JSON file. Repeat once per shard.
     #[arg(long = "shard", value_name = "DIR_OR_VERDICT_FILE", required = true)]
     pub shards: Vec<PathBuf>,
     /// Output format.
@@ -50,29 +50,18 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     let rendered = render(&merged, args.format)?;
     match &args.out {
         Some(path) => write_atomic(path, &rendered)?,
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(rendered.as_bytes())
-                .context("writing to stdout")?;
-        }
+        None => out!("{rendered}"),
     }
     if let Some(path) = &args.github_output {
-        append(path, &crate::merge::github_outputs(&merged))?;
+        append(path, &crate::report::merged::github_outputs(&merged))?;
     }
-    Ok(if merged.gate == crate::verdict::GateVerdict::Unmeasured {
-        GateExit::Failure
-    } else if merged.is_regression() {
-        GateExit::Regression
-    } else {
-        GateExit::Pass
-    })
+    Ok(merged.exit())
 }
 
 fn render(merged: &MergedVerdict, format: MergeFormat) -> anyhow::Result<String> {
     Ok(match format {
-        MergeFormat::Md => crate::merge::markdown(merged),
-        MergeFormat::Text => crate::merge::text(merged),
+        MergeFormat::Md => crate::report::merged::markdown(merged),
+        MergeFormat::Text => crate::report::merged::text(merged),
         MergeFormat::Json => {
             let mut s =
                 serde_json::to_string_pretty(merged).context("serialising the merged verdict")?;

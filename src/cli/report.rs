@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::baseline::PROFILE_FILE;
 use crate::exit::{GateExit, usage};
 use crate::report::github::{GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name};
 use crate::report::verdict_table;
@@ -32,8 +33,8 @@ pub struct ReportArgs {
     /// reported as "no baseline yet".
     #[arg(long)]
     pub verdict: Option<PathBuf>,
-    /// Directory of baseline results files (searched recursively for `*.json`) for the trend
-    /// chart in the job summary.
+    /// Directory of baseline results files (searched recursively for `*.json`; a baseline
+    /// store works too) for the trend chart in the job summary.
     #[arg(long)]
     pub history: Option<PathBuf>,
     /// Gate config file: annotations point at the line defining the suite's matrix.
@@ -150,7 +151,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             notices.extend(d.notices.iter().cloned());
         }
         if let Some(f) = &t.failure {
-            eprintln!("error: {f}");
+            errln!("error: {f}");
         }
     }
     if let (Some(path), Some(v)) = (&args.verdict_out, &verdict) {
@@ -205,8 +206,8 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     };
 
     match &verdict {
-        Some(v) => print!("{}", verdict_table::text(v)),
-        None => println!(
+        Some(v) => out!("{}", verdict_table::text(v)),
+        None => outln!(
             "{}: no verdict given (no baseline yet); {} cells measured",
             results.run_id,
             results.cells.len()
@@ -214,7 +215,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     let in_actions = super::in_actions();
     for n in &notices {
-        eprintln!("notice: {}", crate::untrusted_text::console(n));
+        errln!("notice: {}", crate::untrusted_text::console(n));
     }
 
     if args.github || in_actions {
@@ -328,6 +329,8 @@ fn load_history(
         match parsed {
             Ok(r) if r.profile.key == current.profile.key => runs.push(r),
             Ok(_) => {}
+            // A baseline store's own description of a profile directory, not a run.
+            Err(_) if f.file_name().is_some_and(|n| n == PROFILE_FILE) => {}
             Err(e) => notices.push(format!(
                 "history file {} skipped (not a results file: {e})",
                 f.display()

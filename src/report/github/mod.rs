@@ -75,17 +75,17 @@ impl PublishOutcome {
     pub fn print(&self, in_actions: bool) {
         for n in &self.notices {
             if in_actions {
-                eprintln!(
+                errln!(
                     "{}",
                     actions::command("notice", &[("title", "infergate")], n)
                 );
             } else {
-                eprintln!("notice: {}", crate::untrusted_text::console(n));
+                errln!("notice: {}", crate::untrusted_text::console(n));
             }
         }
         for e in &self.errors {
             if in_actions {
-                eprintln!(
+                errln!(
                     "{}",
                     actions::command(
                         "warning",
@@ -94,7 +94,7 @@ impl PublishOutcome {
                     )
                 );
             } else {
-                eprintln!(
+                errln!(
                     "warning: reporting failed: {} (the verdict and exit code are unaffected)",
                     crate::untrusted_text::console(e)
                 );
@@ -436,14 +436,14 @@ impl GithubReporter {
         }
         if self.ctx.in_actions {
             if let Some(reason) = outcome.failure {
-                println!(
+                outln!(
                     "{}",
                     actions::command("error", &[("title", &format!("{name} failed"))], reason)
                 );
             }
             if let Some(v) = input.verdict {
                 for line in actions::workflow_commands(v) {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
         }
