@@ -35,6 +35,52 @@ pub struct ComparisonReport {
     /// report's own fields are then those of both boots together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Confirmation>,
+    /// How much of what the baseline measured the candidate measured too; below the floor
+    /// the gate is `unmeasured` (exit 3). `None` when there was no baseline to measure against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// The candidate's coverage of the baseline: a gate that passed on the few cells an engine
+/// could still serve would pass a build that broke the rest, so a floor decides whether the
+/// cells that were measured may speak for the matrix at all.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Cells measured (`ok` or `capacity_limited`) in the baseline's level runs that the
+    /// candidate's matrix asked for (cells it lacks or skipped on purpose are not counted).
+    pub expected: usize,
+    /// Of those, the cells the candidate measured too.
+    pub measured: usize,
+    /// The floor, `[thresholds] min_measured_share`.
+    pub min_share: f64,
+}
+
+impl Coverage {
+    /// Measured share of the expected cells (1 when nothing was expected).
+    pub fn share(&self) -> f64 {
+        if self.expected == 0 {
+            1.0
+        } else {
+            self.measured as f64 / self.expected as f64
+        }
+    }
+
+    /// Whether the candidate was measured well enough to decide.
+    pub fn sufficient(&self) -> bool {
+        self.share() + 1e-9 >= self.min_share
+    }
+
+    /// For people: "1 of 3 cells measured in the baseline were measured (33% < 90%)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} cells measured in the baseline were measured now ({:.0}%, {} min_measured_share {:.0}%)",
+            self.measured,
+            self.expected,
+            100.0 * self.share(),
+            if self.sufficient() { ">=" } else { "<" },
+            100.0 * self.min_share
+        )
+    }
 }
 
 /// The first stage of a confirmation boot, kept so readers of the verdict (the job summary,
@@ -51,7 +97,8 @@ pub struct Confirmation {
 }
 
 impl ComparisonReport {
-    /// Cells whose verdict blocks the gate (`regression` or `capacity_regression`).
+    /// Cells whose verdict blocks the gate (`regression`, `capacity_regression`,
+    /// `error_regression`).
     pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
         self.cells.iter().filter(|c| c.verdict.is_regression())
     }
@@ -78,6 +125,9 @@ pub enum GateVerdict {
     Inconclusive,
     /// No usable baseline for this profile and suite.
     NoBaseline,
+    /// The candidate could not be measured well enough to decide (its coverage of the
+    /// baseline's cells is below `min_measured_share`): a measurement failure, exit 3.
+    Unmeasured,
 }
 
 impl GateVerdict {
@@ -88,6 +138,7 @@ impl GateVerdict {
             GateVerdict::Regression => "regression",
             GateVerdict::Inconclusive => "inconclusive",
             GateVerdict::NoBaseline => "no_baseline",
+            GateVerdict::Unmeasured => "unmeasured",
         }
     }
 }
@@ -103,6 +154,8 @@ pub enum CellVerdict {
     NotComparable,
     /// Fit in the baseline, capacity-limited now.
     CapacityRegression,
+    /// Measured in the baseline, `error` now (the engine fails where it used to serve).
+    ErrorRegression,
 }
 
 impl CellVerdict {
@@ -110,7 +163,9 @@ impl CellVerdict {
     pub fn is_regression(self) -> bool {
         matches!(
             self,
-            CellVerdict::Regression | CellVerdict::CapacityRegression
+            CellVerdict::Regression
+                | CellVerdict::CapacityRegression
+                | CellVerdict::ErrorRegression
         )
     }
 
@@ -123,6 +178,7 @@ impl CellVerdict {
             CellVerdict::Inconclusive => "inconclusive",
             CellVerdict::NotComparable => "not_comparable",
             CellVerdict::CapacityRegression => "capacity_regression",
+            CellVerdict::ErrorRegression => "error_regression",
         }
     }
 }

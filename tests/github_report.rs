@@ -172,6 +172,7 @@ fn verdict(
         matrix_test: None,
         cells,
         confirmation: None,
+        coverage: None,
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.02,

@@ -318,6 +318,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             confidence: 0.9,
         },
         confirmation: None,
+        coverage: None,
     };
     let p = dir.join("hand-verdict.json");
     std::fs::write(&p, serde_json::to_string_pretty(&report).unwrap()).unwrap();

@@ -8,6 +8,7 @@
 pub mod cell;
 pub mod client;
 pub mod counter;
+pub mod liveness;
 pub mod metrics;
 pub mod prompt;
 pub mod slots;
@@ -500,6 +501,11 @@ impl BenchSession {
     }
 
     /// Whether the engine still answers at all (after an error cell).
+    /// Whether the engine still answers, for a watchdog running beside the measurement.
+    pub fn liveness(&self) -> liveness::Liveness {
+        liveness::Liveness::new(self.client.clone())
+    }
+
     async fn reachable(&self) -> Result<(), String> {
         match self
             .client
@@ -645,6 +651,7 @@ pub async fn run_matrix(
         results.status = RunStatus::Partial;
         results.status_reason = Some(reason);
     }
+    results.settle_status();
     results.finished_at = Some(chrono::Utc::now());
     results.events = session.events.snapshot();
     Ok(results)

@@ -128,6 +128,7 @@ pub fn not_comparable_report(
             })
             .collect(),
         confirmation: None,
+        coverage: None,
         rule: rule.summary(),
     }
 }
@@ -178,8 +179,12 @@ fn baseline_runs(
     let (loaded, _since) = store
         .load_current(&candidate.profile.key, suite)
         .with_context(|| format!("reading the baseline store {}", dir.display()))?;
-    for (path, why) in &loaded.skipped {
-        errln!("warning: skipped baseline file {}: {why}", path.display());
+    for (dup, counted) in &loaded.duplicates {
+        errln!(
+            "note: baseline file {} repeats the run of {}: counted once",
+            dup.display(),
+            counted.display()
+        );
     }
     if !loaded.runs.is_empty() {
         return Ok(Ok(loaded.runs));
@@ -279,7 +284,9 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             report.headline
         );
     }
-    Ok(if rule.fails(report.gate) {
+    Ok(if report.gate == GateVerdict::Unmeasured {
+        GateExit::Failure
+    } else if rule.fails(report.gate) {
         GateExit::Regression
     } else {
         GateExit::Pass

@@ -214,6 +214,7 @@ pub(crate) mod fixture {
                 confidence: 0.95,
             },
             confirmation: None,
+            coverage: None,
         }
     }
 }

@@ -20,6 +20,7 @@ pub fn mark(verdict: CellVerdict) -> &'static str {
         CellVerdict::Inconclusive => "?",
         CellVerdict::NotComparable => "–",
         CellVerdict::CapacityRegression => "⚠",
+        CellVerdict::ErrorRegression => "‼",
     }
 }
 
@@ -31,7 +32,7 @@ pub const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL
     .header_separator(comfy_table::LineStyle::new('├', '─', '┼', '┤'));
 
 /// The legend printed under both tables.
-const LEGEND: &str = "✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in the baseline, capacity-limited now)";
+const LEGEND: &str = "✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in the baseline, capacity-limited now) · ‼ error regression (measured in the baseline, error now)";
 
 use crate::verdict::{signed_number as signed, signed_percent as pct};
 
@@ -50,6 +51,7 @@ fn cell_text(c: &CellComparison) -> String {
     match (c.verdict, c.primary()) {
         (CellVerdict::NotComparable, _) => mark(c.verdict).to_string(),
         (CellVerdict::CapacityRegression, None) => format!("capacity {}", mark(c.verdict)),
+        (CellVerdict::ErrorRegression, _) => format!("error {}", mark(c.verdict)),
         (v, Some(m)) => format!("{} {}", change_with_interval(m), mark(v)),
         (v, None) => mark(v).to_string(),
     }
@@ -446,6 +448,7 @@ mod tests {
                 ),
             ],
             confirmation: None,
+            coverage: None,
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

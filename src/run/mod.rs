@@ -14,6 +14,7 @@ pub mod gate;
 pub mod measure;
 pub mod outputs;
 pub mod rejudge;
+pub mod watchdog;
 
 pub use decide::{Decision, GateError, decide, decide_runs};
 pub use gate::{

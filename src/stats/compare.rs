@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::results::{CellResult, CellStatus, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Metric, MetricComparison,
-    signed_percent,
+    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Coverage, Metric,
+    MetricComparison, signed_percent,
 };
 
 use super::build::{self, Coord, find, mean};
@@ -90,6 +90,12 @@ enum Eligibility {
 
 fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> Eligibility {
     use CellStatus::*;
+    let statuses: Vec<CellStatus> = level
+        .iter()
+        .filter_map(|r| find(r, coord).map(|c| c.status))
+        .collect();
+    let ok = statuses.iter().filter(|s| **s == Ok).count();
+    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
     let mut cand_capacity = None;
     for run in candidate {
         match find(run, coord) {
@@ -102,6 +108,19 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
             Some(c) => match c.status {
                 Ok => {}
                 CapacityLimited => cand_capacity = Some(c.reason.clone().unwrap_or_default()),
+                Error if ok + cap > 0 => {
+                    // Fail closed: an engine that errors where it used to serve regressed,
+                    // however the cells it still serves compare.
+                    let why = c.reason.as_deref().unwrap_or("no reason given");
+                    return Eligibility::Decided(
+                        CellVerdict::ErrorRegression,
+                        format!(
+                            "error now: {why}; measured in {} of the {} newest baseline runs",
+                            ok + cap,
+                            statuses.len()
+                        ),
+                    );
+                }
                 Error | Skipped => {
                     let what = if c.status == Error {
                         "error"
@@ -117,12 +136,6 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
             },
         }
     }
-    let statuses: Vec<CellStatus> = level
-        .iter()
-        .filter_map(|r| find(r, coord).map(|c| c.status))
-        .collect();
-    let ok = statuses.iter().filter(|s| **s == Ok).count();
-    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
     if statuses.is_empty() {
         return Eligibility::Decided(CellVerdict::NotComparable, "missing in baseline".into());
     }
@@ -159,6 +172,51 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
         ),
         None => Eligibility::Comparable,
     }
+}
+
+/// Whether a cell status is a measurement (`ok`, or `capacity_limited`: the engine served
+/// what it could admit) rather than its absence (`error`, `skipped`).
+fn measured(status: CellStatus) -> bool {
+    matches!(status, CellStatus::Ok | CellStatus::CapacityLimited)
+}
+
+/// The candidate's coverage of what the level runs measured: a cell is expected when a level
+/// run measured it and the candidate's matrix asked for it (has it, not skipped on purpose by
+/// the skip list), and measured when every candidate run measured it.
+fn coverage(
+    coords: &[Coord],
+    level: &[RunResults],
+    candidate: &[RunResults],
+    min_share: f64,
+) -> Coverage {
+    let mut cov = Coverage {
+        expected: 0,
+        measured: 0,
+        min_share,
+    };
+    for &coord in coords {
+        let in_baseline = level
+            .iter()
+            .filter_map(|r| find(r, coord))
+            .any(|c| measured(c.status));
+        let cand: Vec<Option<CellStatus>> = candidate
+            .iter()
+            .map(|r| find(r, coord).map(|c| c.status))
+            .collect();
+        // A cell the candidate's matrix does not have (a comparison across matrices) or that
+        // it skipped on purpose was not asked of it.
+        let not_asked = cand
+            .iter()
+            .all(|s| matches!(s, None | Some(CellStatus::Skipped)));
+        if !in_baseline || not_asked {
+            continue;
+        }
+        cov.expected += 1;
+        if cand.iter().all(|s| s.is_some_and(measured)) {
+            cov.measured += 1;
+        }
+    }
+    cov
 }
 
 /// One metric of one cell, before multiplicity correction.
@@ -406,6 +464,7 @@ pub fn compare(
         return Ok(report);
     }
 
+    report.coverage = Some(coverage(&coords, level, candidate, rule.min_measured_share));
     let mut decided: Vec<Option<(CellVerdict, String)>> = Vec::with_capacity(coords.len());
     let mut comparable = Vec::new();
     for &coord in &coords {
@@ -720,14 +779,14 @@ mod tests {
         for b in &mut base {
             b.cells[3].status = CellStatus::CapacityLimited; // index 3 is now old cell 4
         }
-        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let report = compare(&base, &[cand.clone()], &DecisionRule::default()).unwrap();
         let v: Vec<CellVerdict> = report.cells.iter().take(5).map(|c| c.verdict).collect();
         assert_eq!(
             v,
             [
                 CellVerdict::CapacityRegression,
                 CellVerdict::NotComparable,
-                CellVerdict::NotComparable,
+                CellVerdict::ErrorRegression,
                 CellVerdict::NotComparable,
                 CellVerdict::Improvement
             ]
@@ -754,8 +813,40 @@ mod tests {
             report.cells[3].reason.as_deref(),
             Some("missing in baseline")
         );
+        // The errored cell was measured in the baseline: by default every such cell must be
+        // measured now, so the gate cannot decide (exit 3) ...
+        let cov = report.coverage.expect("coverage");
+        assert_eq!((cov.expected, cov.measured), (19, 18), "{cov:?}");
+        assert_eq!(report.gate, GateVerdict::Unmeasured);
+        assert!(
+            report.headline.contains("18 of 19") && report.headline.contains("stream reset"),
+            "{}",
+            report.headline
+        );
+        // ... and with a lower floor the error is a regression of its own.
+        let lenient = DecisionRule {
+            min_measured_share: 0.9,
+            ..DecisionRule::default()
+        };
+        let report = compare(&base, &[cand], &lenient).unwrap();
         assert_eq!(report.gate, GateVerdict::Regression);
         assert!(report.headline.contains("capacity"), "{}", report.headline);
+        assert!(report.headline.contains("1 error"), "{}", report.headline);
+    }
+
+    #[test]
+    fn an_error_where_the_baseline_also_failed_is_not_an_error_regression() {
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut base = history(&mut rng, 5);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let coord = (cand.cells[0].concurrency, cand.cells[0].context_tokens);
+        for r in base.iter_mut().chain(std::iter::once(&mut cand)) {
+            r.cells[0] = CellResult::unmeasured(coord.0, coord.1, CellStatus::Error, "oom");
+        }
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.cells[0].verdict, CellVerdict::NotComparable);
+        assert!(report.coverage.unwrap().sufficient());
+        assert_ne!(report.gate, GateVerdict::Unmeasured);
     }
 
     #[test]

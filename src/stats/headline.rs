@@ -54,6 +54,29 @@ fn body(report: &ComparisonReport) -> String {
             report.cells.len()
         );
     }
+    if report.gate == GateVerdict::Unmeasured {
+        let mut line = format!(
+            "cannot decide, the candidate was not measured well enough: {}",
+            report
+                .coverage
+                .map_or_else(|| "coverage unknown".to_string(), |c| c.describe())
+        );
+        let errors: Vec<&CellComparison> = report
+            .cells
+            .iter()
+            .filter(|c| c.verdict == CellVerdict::ErrorRegression)
+            .collect();
+        if let Some(first) = errors.first() {
+            line.push_str(&format!(
+                "; {} error regression{}, first at {}: {}",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                label(first),
+                first.reason.as_deref().unwrap_or("no reason given")
+            ));
+        }
+        return line;
+    }
     let change = |c: &&CellComparison| c.primary().map(|m| m.change);
     let matrix = report.matrix_test.as_ref().map(|m| {
         (
@@ -79,8 +102,14 @@ fn body(report: &ComparisonReport) -> String {
             s.push_str(&format!(", worst {} at {}", signed_percent(x), label(c)));
         }
         let cap = count(CellVerdict::CapacityRegression);
-        if cap > 0 {
-            s.push_str(&format!(" ({cap} capacity)"));
+        let err = count(CellVerdict::ErrorRegression);
+        let kinds: Vec<String> = [(cap, "capacity"), (err, "error")]
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, w)| format!("{n} {w}"))
+            .collect();
+        if !kinds.is_empty() {
+            s.push_str(&format!(" ({})", kinds.join(", ")));
         }
         parts.push(s);
     }
@@ -176,6 +205,7 @@ mod tests {
             matrix_test: matrix,
             cells,
             confirmation: None,
+            coverage: None,
             rule: DecisionRule::default().summary(),
         };
         r.gate = crate::stats::gate_of(&r);

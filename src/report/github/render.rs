@@ -134,6 +134,7 @@ pub fn cell_title(cell: &CellComparison) -> String {
     let label = cell_label(cell.concurrency, cell.context_tokens);
     match cell.verdict {
         CellVerdict::CapacityRegression => format!("{label}: capacity regression"),
+        CellVerdict::ErrorRegression => format!("{label}: error regression"),
         CellVerdict::Inconclusive => format!("{label}: inconclusive"),
         _ => match regressed_metrics(cell).first() {
             Some(m) if m.metric == Metric::AggregateTps => {
@@ -394,7 +395,7 @@ fn matrix_markdown(outcome: &Outcome<'_>) -> String {
         None => {
             if outcome.failure.is_none() {
                 out.push_str(
-                    "No baseline yet for this profile and suite: this run was measured but not compared.\n\n",
+                    "**No baseline yet** for this profile and suite: the store holds no runs of them, so this run was measured but not compared (the gate passes). Record one with `infergate run --update-baseline` on the main branch or `infergate baseline add`.\n\n",
                 );
             }
             out.push_str(&results_markdown(outcome.results));
