@@ -377,6 +377,7 @@ mod tests {
                 p_value: 0.001,
                 p_adjusted: 0.004,
                 verdict: v,
+                decided_on: None,
             }],
         };
         let mut cells: Vec<_> = (0..regressed_cells)

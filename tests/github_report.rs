@@ -115,6 +115,7 @@ fn metric(change: f64, verdict: CellVerdict) -> MetricComparison {
         p_value: 0.001,
         p_adjusted: 0.004,
         verdict,
+        decided_on: None,
     }
 }
 
