@@ -287,6 +287,7 @@ pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunRes
             errors: u32::try_from(totals.errored).unwrap_or(u32::MAX),
             token_source: Some(TokenSource::Imported),
             server_tps: None,
+            engine_counter: None,
             ready_after_s: None,
             spec_decode: None,
             telemetry: None,

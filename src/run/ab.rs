@@ -108,6 +108,7 @@ pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationT
                 log_tail_lines: req.log_tail_lines,
                 labels,
                 adaptive: None,
+                progress_file: None,
             },
             events.clone(),
             cancel.clone(),
