@@ -48,6 +48,15 @@ pub struct Confirmation {
     pub first_boot: Option<MatrixTest>,
     /// The results file of the second boot, next to the first's `results.json`.
     pub second_results: String,
+    /// Whether the second boot entered the verdict. `false` only when a second boot's results
+    /// were given (`compare --confirmation`) but the first boot did not call for one, so `run`
+    /// would not have booted again: the verdict is the first boot's alone, and `reason` says why.
+    #[serde(default = "used_by_default")]
+    pub used: bool,
+}
+
+fn used_by_default() -> bool {
+    true
 }
 
 impl ComparisonReport {

@@ -33,7 +33,12 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
     if against == Against::PairedAb {
         line = format!("B vs A: {line}");
     }
-    if let Some(first) = report
+    if let Some(c) = report.confirmation.as_ref().filter(|c| !c.used) {
+        line.push_str(&format!(
+            " · first boot only (the second boot's results were not used: {})",
+            c.reason
+        ));
+    } else if let Some(first) = report
         .confirmation
         .as_ref()
         .and_then(|c| c.first_boot.as_ref())

@@ -538,6 +538,13 @@ pub fn confirmation_markdown(verdict: &ComparisonReport) -> String {
     let Some(c) = &verdict.confirmation else {
         return String::new();
     };
+    if !c.used {
+        return format!(
+            "#### Confirmation boot\n\nNot used: {}. The verdict is the first boot's alone, as `run` would have given it (`{}` was not compared).\n\n",
+            escape(&c.reason),
+            escape_code(&c.second_results)
+        );
+    }
     let mut out = String::from("#### Confirmation boot\n\n");
     out.push_str(&format!(
         "**Why:** {}. The engine was booted a second time and the whole matrix measured again (`{}`); the verdict tests both boots together, with the matrix test's alpha split between the two stages so the false-alarm rate stays at the rule's alpha.\n\n",
