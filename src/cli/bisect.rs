@@ -53,7 +53,7 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     .map_err(|e| anyhow::Error::new(UsageError(e.to_string())))?;
     let cancel = CancellationToken::new();
     super::run::install_signal_handlers(cancel.clone())?;
-    eprintln!(
+    errln!(
         "infergate bisect: {}..{} · config {} · suite `{}` · output in {}",
         plan.good,
         plan.bad,
@@ -63,12 +63,12 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     );
     let run = plan.run(&super::run::progress, cancel).await;
     for w in &run.warnings {
-        eprintln!("warning: {}", crate::untrusted_text::console(w));
+        errln!("warning: {}", crate::untrusted_text::console(w));
     }
-    println!("{}", crate::report::bisect::text(&run.record));
+    outln!("{}", crate::report::bisect::text(&run.record));
     match (&run.record_path, &run.write_error) {
-        (Some(p), _) => eprintln!("record: {}", p.display()),
-        (None, Some(e)) => eprintln!("error: {e}"),
+        (Some(p), _) => errln!("record: {}", p.display()),
+        (None, Some(e)) => errln!("error: {e}"),
         (None, None) => {}
     }
     Ok(run.exit())

@@ -380,6 +380,8 @@ impl BisectPlan {
                 log_tail_lines: self.config.report.log_tail_lines,
                 labels,
                 adaptive: None,
+                // Each boot's results are written whole after it (results-NN.json).
+                progress_file: None,
             },
             sink.events,
             cancel.clone(),
