@@ -464,6 +464,7 @@ pub(crate) mod tests {
                 p_value: 0.001,
                 p_adjusted: 0.004,
                 verdict: v,
+                decided_on: None,
             }],
         };
         let mut cells: Vec<_> = (0..regressed_cells)

@@ -94,6 +94,15 @@ pub struct Confirmation {
     pub first_boot: Option<MatrixTest>,
     /// The results file of the second boot, next to the first's `results.json`.
     pub second_results: String,
+    /// Whether the second boot entered the verdict. `false` only when a second boot's results
+    /// were given (`compare --confirmation`) but the first boot did not call for one, so `run`
+    /// would not have booted again: the verdict is the first boot's alone, and `reason` says why.
+    #[serde(default = "used_by_default")]
+    pub used: bool,
+}
+
+fn used_by_default() -> bool {
+    true
 }
 
 impl ComparisonReport {
@@ -253,6 +262,15 @@ impl CellComparison {
             .iter()
             .find(|m| m.metric == Metric::AggregateTps)
     }
+
+    /// The metric comparison the cell's verdict came from: the first with the cell's verdict
+    /// (the primary when none has it, e.g. a cell decided up front).
+    pub fn deciding(&self) -> Option<&MetricComparison> {
+        self.metrics
+            .iter()
+            .find(|m| m.verdict == self.verdict)
+            .or_else(|| self.primary())
+    }
 }
 
 /// One metric of one cell: levels, relative change with its interval, and the decision.
@@ -277,6 +295,86 @@ pub struct MetricComparison {
     pub p_value: f64,
     pub p_adjusted: f64,
     pub verdict: CellVerdict,
+    /// The change this verdict was decided on, when the comparison records it (older files do
+    /// not): the per-cell test looks at the cell relative to its own run, so that figure, not
+    /// `change`, is what a regression or improvement stands on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_on: Option<DecidedChange>,
+}
+
+impl MetricComparison {
+    /// The change to show beside the verdict: the decided-on one when recorded, else the total.
+    pub fn shown_change(&self) -> DecidedChange {
+        self.decided_on.unwrap_or(DecidedChange {
+            basis: DecisionBasis::Total,
+            change: self.change,
+            ci_low: self.ci_low,
+            ci_high: self.ci_high,
+            matrix_change: None,
+        })
+    }
+
+    /// The total change, except that a cell that moved with the matrix says so.
+    pub fn shown_change_total(&self) -> DecidedChange {
+        match self.decided_on {
+            Some(d) if d.basis == DecisionBasis::WithMatrix => d,
+            _ => DecidedChange {
+                basis: DecisionBasis::Total,
+                change: self.change,
+                ci_low: self.ci_low,
+                ci_high: self.ci_high,
+                matrix_change: None,
+            },
+        }
+    }
+
+    /// The change with its sign turned so that positive is better (for ordering: worst first).
+    pub fn goodness(&self) -> f64 {
+        let c = self.shown_change().change;
+        match self.direction {
+            Direction::HigherIsBetter => c,
+            Direction::LowerIsBetter => -c,
+        }
+    }
+}
+
+/// Which quantity a metric's verdict was decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionBasis {
+    /// The cell relative to the rest of its own run (the run's matrix factor taken out).
+    VsRun,
+    /// The cell's total change against the baseline.
+    Total,
+    /// The cell moved with the whole matrix: decided on its total change because the
+    /// matrix-wide change was significant (or contradicted the cell's own test).
+    WithMatrix,
+}
+
+/// A relative change (metric's own sign: + is a higher value) with its interval, and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DecidedChange {
+    pub basis: DecisionBasis,
+    pub change: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// The matrix-wide change of the metric, when the cell moved with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_change: Option<f64>,
+}
+
+impl DecidedChange {
+    /// `vs its run`, `total`, `with the matrix` — the words that follow the figure.
+    pub fn label(&self) -> String {
+        match self.basis {
+            DecisionBasis::VsRun => "vs the rest of its run".into(),
+            DecisionBasis::Total => "total".into(),
+            DecisionBasis::WithMatrix => match self.matrix_change {
+                Some(m) => format!("with the matrix: {}", signed_percent(m)),
+                None => "with the matrix".into(),
+            },
+        }
+    }
 }
 
 /// Result of the matrix-wide test on the primary metric.

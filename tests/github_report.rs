@@ -115,6 +115,7 @@ fn metric(change: f64, verdict: CellVerdict) -> MetricComparison {
         p_value: 0.001,
         p_adjusted: 0.004,
         verdict,
+        decided_on: None,
     }
 }
 
@@ -1054,6 +1055,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         reason: "the first boot's matrix-wide change is -2.9% [-3.9%, -1.9%] with p = 0.012 < 0.05: not proven, but leaning towards a regression | <b>".into(),
         first_boot: Some(matrix(-0.029, 0.012, CellVerdict::Inconclusive)),
         second_results: "results-confirm.json".into(),
+        used: true,
     });
     let outcome = Outcome {
         results: &results,

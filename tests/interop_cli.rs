@@ -281,6 +281,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         p_value: 0.0004,
         p_adjusted: 0.0008,
         verdict: v,
+        decided_on: None,
     };
     let report = ComparisonReport {
         schema_version: VERDICT_SCHEMA_VERSION,

@@ -9,7 +9,7 @@ use anyhow::Context;
 use crate::baseline::BaselineStore;
 use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
-use crate::stats::DecisionRule;
+use crate::stats::{ConfirmPlan, DecisionRule};
 use crate::verdict::{
     BaselineSummary, CellComparison, CellVerdict, ComparisonReport, GateVerdict,
     VERDICT_SCHEMA_VERSION,
@@ -38,6 +38,11 @@ pub struct CompareArgs {
     /// Candidate results file(s): repetitions of one run of one profile.
     #[arg(long, num_args = 1.., required = true, value_name = "FILE")]
     pub candidate: Vec<PathBuf>,
+    /// Results file(s) of a second boot of the candidate: the gate then decides as `run` does
+    /// with its confirmation boot (the default plan), using these only where `run` would have
+    /// booted again; the JSON's `confirmation` object says whether they were used.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub confirmation: Vec<PathBuf>,
     /// Suite whose baseline to use from a store (default: the candidate's suite, else `adhoc`).
     #[arg(long)]
     pub suite: Option<String>,
@@ -235,6 +240,25 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             first.run_id, other.run_id, first.profile.key, other.profile.key
         )));
     }
+    let second = load_files(&args.confirmation)?;
+    if let Some(r) = second.iter().find(|r| {
+        r.profile.key != first.profile.key || r.status == crate::results::RunStatus::InProgress
+    }) {
+        return Err(usage(format!(
+            "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
+            crate::untrusted_text::console(&r.run_id),
+            first.profile.key,
+            r.profile.key,
+            r.status
+        )));
+    }
+    if !second.is_empty() && second.len() != candidate.len() {
+        return Err(usage(format!(
+            "--confirmation: {} run(s) given for a candidate of {}; a second boot repeats the first boot's runs",
+            second.len(),
+            candidate.len()
+        )));
+    }
     let suite = args.suite.clone().or_else(|| first.suite.clone());
     let report = match baseline_runs(&args, first, suite.as_deref())? {
         Err(why) => {
@@ -264,8 +288,25 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                             run.profile = first.profile.clone();
                         }
                     }
-                    let mut report = crate::stats::compare(&baseline, &candidate, &rule)
-                        .map_err(|e| usage(e.to_string()))?;
+                    let mut report = if second.is_empty() {
+                        crate::stats::compare(&baseline, &candidate, &rule)
+                    } else {
+                        let names: Vec<String> = args
+                            .confirmation
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect();
+                        let names = names.join(" ");
+                        crate::stats::two_boot_verdict(
+                            Some(&ConfirmPlan::default()),
+                            &rule,
+                            &baseline,
+                            &candidate,
+                            Some((&second, &names)),
+                        )
+                        .map(|(report, _)| report)
+                    }
+                    .map_err(|e| usage(e.to_string()))?;
                     if report.suite.is_none() {
                         report.suite = suite;
                     }

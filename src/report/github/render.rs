@@ -115,6 +115,16 @@ fn number(v: f64) -> String {
     }
 }
 
+/// The change a metric's verdict stands on, with what it is when not the total:
+/// `−12.0% vs the rest of its run`, `−55.8% with the matrix: −60.0%`.
+fn decided_percent(m: &crate::verdict::MetricComparison) -> String {
+    let d = m.shown_change();
+    match d.basis {
+        crate::verdict::DecisionBasis::Total => percent(d.change),
+        _ => format!("{} {}", percent(d.change), d.label()),
+    }
+}
+
 /// The metric comparisons that made a cell regress (the primary one when none is marked).
 fn regressed_metrics(cell: &CellComparison) -> Vec<&crate::verdict::MetricComparison> {
     let marked: Vec<_> = cell
@@ -138,9 +148,9 @@ pub fn cell_title(cell: &CellComparison) -> String {
         CellVerdict::Inconclusive => format!("{label}: inconclusive"),
         _ => match regressed_metrics(cell).first() {
             Some(m) if m.metric == Metric::AggregateTps => {
-                format!("{label}: {}", percent(m.change))
+                format!("{label}: {}", decided_percent(m))
             }
-            Some(m) => format!("{label}: {} {}", metric_name(m.metric), percent(m.change)),
+            Some(m) => format!("{label}: {} {}", metric_name(m.metric), decided_percent(m)),
             None => format!("{label}: {}", cell.verdict.as_str()),
         },
     }
@@ -166,15 +176,25 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
         regressed_metrics(cell)
     };
     for m in metrics {
+        let d = m.shown_change();
+        let figure = if d.basis == crate::verdict::DecisionBasis::Total {
+            percent(d.change)
+        } else {
+            format!(
+                "total {}; decided on {} {}",
+                percent(m.change),
+                percent(d.change),
+                d.label()
+            )
+        };
         parts.push(format!(
-            "{} {} → {} ({}; {:.0}% interval {} to {}; margin ±{:.1}%)",
+            "{} {} → {} ({figure}; {:.0}% interval {} to {}; margin ±{:.1}%)",
             metric_name(m.metric),
             number(m.baseline),
             number(m.candidate),
-            percent(m.change),
             confidence * 100.0,
-            percent(m.ci_low),
-            percent(m.ci_high),
+            percent(d.ci_low),
+            percent(d.ci_high),
             m.margin * 100.0
         ));
     }
@@ -519,6 +539,13 @@ pub fn confirmation_markdown(verdict: &ComparisonReport) -> String {
     let Some(c) = &verdict.confirmation else {
         return String::new();
     };
+    if !c.used {
+        return format!(
+            "#### Confirmation boot\n\nNot used: {}. The verdict is the first boot's alone, as `run` would have given it (`{}` was not compared).\n\n",
+            escape(&c.reason),
+            escape_code(&c.second_results)
+        );
+    }
     let mut out = String::from("#### Confirmation boot\n\n");
     out.push_str(&format!(
         "**Why:** {}. The engine was booted a second time and the whole matrix measured again (`{}`); the verdict tests both boots together, with the matrix test's alpha split between the two stages so the false-alarm rate stays at the rule's alpha.\n\n",
