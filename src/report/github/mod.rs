@@ -6,6 +6,7 @@
 //! parts that need no token (job summary, outputs, workflow commands) are written first, so a
 //! fork PR with a read-only token still shows the verdict.
 
+pub mod alerts;
 pub mod checks;
 pub mod comment;
 pub mod context;

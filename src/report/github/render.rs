@@ -90,7 +90,7 @@ pub use crate::stats::headline::cell_label;
 /// [`signed_percent`]).
 pub use crate::verdict::signed_percent as percent;
 
-fn metric_name(m: Metric) -> &'static str {
+pub(crate) fn metric_name(m: Metric) -> &'static str {
     match m {
         Metric::AggregateTps => "aggregate tok/s",
         Metric::PerUserTps => "per-user tok/s",
