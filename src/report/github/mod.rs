@@ -445,6 +445,7 @@ impl GithubReporter {
             run_url: self.ctx.run_url.clone(),
             artifact_url: input.artifact_url.clone(),
             head_sha: self.ctx.head_sha.clone(),
+            trend_report: self.ctx.trend_report.clone(),
         };
         out.merge(self.write_local(name, input, &outcome, &links));
         if self.client.is_some() {
