@@ -770,6 +770,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
         artifact_url: None,
         head_sha: Some(SHA.into()),
+        trend_report: None,
     };
     let name = check_name(&results.profile.key, "pr");
     let body = render::comment_body(&name, &outcome, &links, 0);
@@ -817,11 +818,50 @@ fn hostile_model_name_renders_safely_in_the_comment() {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
         artifact_url: Some("https://github.com/acme/engine/actions/runs/99/artifacts/5".into()),
         head_sha: Some(SHA.into()),
+        trend_report: None,
     };
     let body = render::comment_body("infergate / p / pr", &outcome, &links, 0);
     assert!(!body.contains("<script>"));
     assert!(body.contains("evil\\|model&lt;script&gt;\\`rm -rf\\`&lt;/script&gt;"));
     insta::assert_snapshot!("comment_hostile_model", body);
+}
+
+#[test]
+fn the_trend_report_is_linked_from_the_summary_check_and_comment() {
+    let results = run("r-20261101", "m", &[1, 8], &[8192], 0.9, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let outcome = Outcome {
+        results: &results,
+        verdict: Some(&v),
+        failure: None,
+        policy: infergate::policy::GatePolicy::default(),
+    };
+    let mut links = Links {
+        run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
+        artifact_url: None,
+        head_sha: Some(SHA.into()),
+        trend_report: Some(render::TrendReport::Url(
+            "https://acme.example/trend (1).html".into(),
+        )),
+    };
+    let summary = render::job_summary("infergate / p / pr", &outcome, &links, None);
+    let comment = render::comment_body("infergate / p / pr", &outcome, &links, 0);
+    let check = render::check_text(&outcome, &links);
+    for text in [&summary, &comment, &check] {
+        assert!(
+            text.contains("[trend report](https://acme.example/trend%281%29.html)"),
+            "{text}"
+        );
+    }
+    links.trend_report = Some(render::TrendReport::Artifact("infergate-`trend`".into()));
+    let summary = render::job_summary("infergate / p / pr", &outcome, &links, None);
+    let comment = render::comment_body("infergate / p / pr", &outcome, &links, 0);
+    for text in [&summary, &comment] {
+        assert!(
+            text.contains("trend report: `trend.html` in the `infergate-trend` artifact"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -851,6 +891,7 @@ fn job_summary_with_history_chart_renders_safely() {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
         artifact_url: None,
         head_sha: Some(SHA.into()),
+        trend_report: None,
     };
     let chart = mermaid::throughput_chart(&history, &results, Some(&v));
     let summary = render::job_summary("infergate / p / pr", &outcome, &links, chart.as_deref());

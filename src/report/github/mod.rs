@@ -6,6 +6,7 @@
 //! parts that need no token (job summary, outputs, workflow commands) are written first, so a
 //! fork PR with a read-only token still shows the verdict.
 
+pub mod alerts;
 pub mod checks;
 pub mod comment;
 pub mod context;
@@ -444,6 +445,7 @@ impl GithubReporter {
             run_url: self.ctx.run_url.clone(),
             artifact_url: input.artifact_url.clone(),
             head_sha: self.ctx.head_sha.clone(),
+            trend_report: self.ctx.trend_report.clone(),
         };
         out.merge(self.write_local(name, input, &outcome, &links));
         if self.client.is_some() {

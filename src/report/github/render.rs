@@ -90,7 +90,7 @@ pub use crate::stats::headline::cell_label;
 /// [`signed_percent`]).
 pub use crate::verdict::signed_percent as percent;
 
-fn metric_name(m: Metric) -> &'static str {
+pub(crate) fn metric_name(m: Metric) -> &'static str {
     match m {
         Metric::AggregateTps => "aggregate tok/s",
         Metric::PerUserTps => "per-user tok/s",
@@ -211,6 +211,16 @@ pub struct Links {
     pub artifact_url: Option<String>,
     /// Commit the report is about (PR head).
     pub head_sha: Option<String>,
+    /// The HTML trend report of the baseline history (`infergate changes --format html`).
+    pub trend_report: Option<TrendReport>,
+}
+
+/// Where the trend report can be read: a URL, or the name of the artifact holding `trend.html`
+/// (an artifact's URL is known only after it is uploaded, often by another job).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrendReport {
+    Url(String),
+    Artifact(String),
 }
 
 impl Links {
@@ -224,6 +234,14 @@ impl Links {
         }
         if let Some(u) = &self.artifact_url {
             parts.push(format!("[results artifact]({})", link_target(u)));
+        }
+        match &self.trend_report {
+            Some(TrendReport::Url(u)) => parts.push(format!("[trend report]({})", link_target(u))),
+            Some(TrendReport::Artifact(name)) => parts.push(format!(
+                "trend report: `trend.html` in the `{}` artifact",
+                escape_code(name)
+            )),
+            None => {}
         }
         parts.join(" · ")
     }
