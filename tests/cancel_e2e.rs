@@ -26,6 +26,8 @@ const TOKEN: &str = "ghs_CANCELTEST_token_never_printed";
 
 /// Six ~1 s cells on the simulated engine, with a marker variable in the engine's environment.
 fn config(dir: &Path, marker: &str) -> PathBuf {
+    // An existing, empty store: "no baseline yet" (a missing store is a usage error).
+    std::fs::create_dir_all(dir.join("baselines")).unwrap();
     let text = format!(
         r#"model = "sim-test"
 
