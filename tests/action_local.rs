@@ -4,6 +4,9 @@
 //! `infergate.toml`. INFERGATE_BIN points at the binary cargo built for the tests, so nothing is
 //! rebuilt or downloaded.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,9 @@
 //! `infergate merge` end to end: shard results directories (one per GPU profile, each holding a
 //! verdict.json written by hand as ComparisonReport JSON) joined into one verdict.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
