@@ -27,7 +27,7 @@ run() {
 mapfile -t workflows < <(find .github/workflows examples/workflows -name '*.yml' -o -name '*.yaml' | LC_ALL=C sort)
 run actionlint -shellcheck shellcheck "${workflows[@]}"
 
-run shellcheck --severity=style scripts/action/*.sh scripts/lint-actions.sh
+run shellcheck --severity=style scripts/action/*.sh scripts/check-glibc.sh scripts/lint-actions.sh
 
 # --offline: no network audits (impostor commits, known-vulnerable actions) so CI is hermetic.
 # Example workflows are passed as files: zizmor only collects .github/workflows from directories.

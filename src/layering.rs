@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom first. A module may use modules of strictly lower layers (and itself).
 const LAYERS: &[&[&str]] = &[
-    &["results", "exit", "fsio", "sim", "redact"],
+    &["results", "exit", "fsio", "stdio", "sim", "redact"],
     &["untrusted_text"],
     &["verdict"],
     &["policy"],
@@ -18,8 +18,8 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["import"],
     &["baseline"],
-    &["report", "export"],
     &["merge"],
+    &["report", "export"],
     &["run"],
     &["doctor"],
     &["cli"],

@@ -12,22 +12,28 @@
 //! - [`report`]: terminal tables, Markdown, GitHub check runs, comments and job summaries;
 //! - [`redact`], [`untrusted_text`]: secrets masked and external text made inert before anything
 //!   is printed, written or posted;
-//! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin).
+//! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin);
+//! - [`stdio`]: printing that survives a closed pipe (no `println!`/`eprintln!` in the crate).
 //!
 //! Layers, bottom first; a module uses only modules below it (checked by a unit test in
 //! `src/layering.rs`, which reads every module's non-test `crate::` paths):
 //!
-//! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`sim`];
+//! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`stdio`], [`sim`],
+//!    [`redact`] → [`untrusted_text`];
 //! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) →
 //!    [`stats`] (pure decisions over plain data) → [`config`];
 //! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);
-//! 4. [`import`] → [`baseline`] (storage, never renders) → [`report`] (all rendering) and
-//!    [`export`] (other tools' formats) → [`merge`];
+//! 4. [`import`] → [`baseline`] (storage, never renders) → [`merge`] (shards joined) →
+//!    [`report`] (all rendering) and [`export`] (other tools' formats);
 //! 5. [`run`] (the gate pipeline) → [`doctor`] → [`cli`].
 
 // The library (non-test) build is the one that checks `unused_crate_dependencies`; its unit
 // tests use only some of the dev-dependencies (the rest serve tests/), so they are exempt.
 #![cfg_attr(test, allow(unused_crate_dependencies))]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+pub mod stdio;
 
 pub mod baseline;
 pub mod bench;

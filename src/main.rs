@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use infergate::cli::Cli;
+use infergate::errln;
 use infergate::exit::exit_for_error;
 
 fn main() -> ExitCode {
@@ -17,7 +18,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(3);
         }
     };
@@ -25,7 +26,7 @@ fn main() -> ExitCode {
         Ok(outcome) => ExitCode::from(outcome.code()),
         Err(err) => {
             // The error may quote engine, config or artifact text: made inert and redacted.
-            eprintln!(
+            errln!(
                 "error: {}",
                 infergate::untrusted_text::console(&format!("{err:#}"))
             );

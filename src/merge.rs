@@ -1,18 +1,25 @@
 //! Joining shard verdicts: a fan-out workflow measures one profile per GPU runner (H100, H200,
 //! RTX 5090, ...), and a final job needs ONE verdict, one check and one comment. This module
-//! reads each shard's `verdict.json` (a [`ComparisonReport`]), combines the gates and renders one
-//! summary with a section per profile. It never measures and never re-decides a cell: a shard's
-//! verdict is taken as its runner computed it.
+//! reads each shard's `verdict.json` (a [`ComparisonReport`]) — or, when its run compared
+//! nothing, its `results.json` — and combines the gates. It never measures and never
+//! re-decides a cell: a shard's verdict is taken as its runner computed it. It renders nothing
+//! either: [`crate::report::merged`] turns a [`MergedVerdict`] into Markdown, text and outputs.
+//!
+//! A shard without a verdict is either a complete run with no baseline yet (its gate is
+//! `no_baseline`, as `run` says) or a run that stopped early (cancelled, engine died): the
+//! merge cannot vouch for a profile that was not measured, so it fails closed (exit 3).
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::markdown::escape;
+use crate::exit::GateExit;
+use crate::results::{ProfileKey, RunResults, RunStatus};
 use crate::verdict::{ComparisonReport, GateVerdict};
 
-/// Version of the merged-verdict file format.
-pub const MERGED_SCHEMA_VERSION: u32 = 1;
+/// Version of the merged-verdict file format (2: a profile entry says its `kind`, and a shard
+/// that compared nothing has no `report`).
+pub const MERGED_SCHEMA_VERSION: u32 = 2;
 
 /// File name of a shard's verdict inside its results directory (written by `infergate run`).
 pub const VERDICT_FILE: &str = "verdict.json";
@@ -20,28 +27,90 @@ pub const VERDICT_FILE: &str = "verdict.json";
 /// File name of a shard's results inside its results directory.
 pub const RESULTS_FILE: &str = "results.json";
 
-/// One shard's verdict and where it came from.
+/// What one shard amounts to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ShardOutcome {
+    /// The shard compared its run with its baseline.
+    Compared {
+        /// The shard's comparison, as its runner computed it (boxed: it is large).
+        report: Box<ComparisonReport>,
+    },
+    /// The shard wrote results but no verdict.
+    NotCompared {
+        /// The run's profile (boxed, as the report is).
+        profile: Box<ProfileKey>,
+        /// The run's suite.
+        #[serde(default)]
+        suite: Option<String>,
+        /// `complete`: there was no baseline yet; `cancelled` / `partial`: the run stopped.
+        status: RunStatus,
+        /// Why the run stopped, as its results file says.
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+impl ShardOutcome {
+    /// The profile key of the shard.
+    pub fn profile(&self) -> &ProfileKey {
+        match self {
+            ShardOutcome::Compared { report } => &report.profile,
+            ShardOutcome::NotCompared { profile, .. } => profile,
+        }
+    }
+
+    /// The suite of the shard.
+    pub fn suite(&self) -> Option<&str> {
+        match self {
+            ShardOutcome::Compared { report } => report.suite.as_deref(),
+            ShardOutcome::NotCompared { suite, .. } => suite.as_deref(),
+        }
+    }
+
+    /// The shard's gate; `None` when its run stopped before anything could be compared.
+    pub fn gate(&self) -> Option<GateVerdict> {
+        match self {
+            ShardOutcome::Compared { report } => Some(report.gate),
+            ShardOutcome::NotCompared {
+                status: RunStatus::Complete,
+                ..
+            } => Some(GateVerdict::NoBaseline),
+            ShardOutcome::NotCompared { .. } => None,
+        }
+    }
+
+    /// The comparison, when the shard made one.
+    pub fn report(&self) -> Option<&ComparisonReport> {
+        match self {
+            ShardOutcome::Compared { report } => Some(report),
+            ShardOutcome::NotCompared { .. } => None,
+        }
+    }
+}
+
+/// One shard's outcome and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shard {
-    /// The file the verdict was read from (shown in summaries so a reader can find the artifact).
+    /// The file the shard was read from (shown in summaries so a reader can find the artifact).
     pub source: PathBuf,
     /// The shard's `results.json`, when it sits beside the verdict.
     pub results: Option<PathBuf>,
-    /// The shard's comparison, as its runner computed it.
-    pub report: ComparisonReport,
+    /// The shard's comparison, or why there is none.
+    pub outcome: ShardOutcome,
 }
 
 /// Why a shard could not be read. Every variant names the file, so exit 2 tells the user which
 /// artifact to look at.
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
-    /// Neither a verdict file nor a directory holding one.
+    /// Neither a verdict file nor a directory holding a verdict or results file.
     #[error(
-        "{path}: no such shard (expected a results directory containing {VERDICT_FILE} or a verdict JSON file)"
+        "{path}: no such shard (expected a results directory containing {VERDICT_FILE} or {RESULTS_FILE}, or a verdict JSON file)"
     )]
     Missing { path: PathBuf },
     /// The file exists but could not be read.
-    #[error("{path}: cannot read shard verdict: {source}")]
+    #[error("{path}: cannot read shard file: {source}")]
     Read {
         path: PathBuf,
         #[source]
@@ -56,9 +125,18 @@ pub enum ShardError {
         field: String,
         message: String,
     },
+    /// A results file (of a shard without a verdict) that is not infergate's results schema.
+    #[error(
+        "{path}: not a results file (infergate results JSON): at `{field}`: {message}; pass the results directory written by `infergate run`"
+    )]
+    ParseResults {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
     /// Written by a newer infergate with an incompatible format.
     #[error(
-        "{path}: verdict schema_version {found} is newer than this build understands ({supported}); upgrade infergate"
+        "{path}: schema_version {found} is newer than this build understands ({supported}); upgrade infergate"
     )]
     Schema {
         path: PathBuf,
@@ -68,35 +146,60 @@ pub enum ShardError {
 }
 
 impl Shard {
-    /// Reads a shard from a results directory (its `verdict.json`) or a verdict file.
+    /// Reads a shard from a results directory (its `verdict.json`, else its `results.json`) or
+    /// a verdict file.
     pub fn load(path: &Path) -> Result<Shard, ShardError> {
-        let (file, results) = if path.is_dir() {
+        if path.is_dir() {
+            let verdict = path.join(VERDICT_FILE);
             let results = path.join(RESULTS_FILE);
-            (
-                path.join(VERDICT_FILE),
-                results.is_file().then_some(results),
-            )
-        } else {
-            let results = path
-                .parent()
-                .map(|p| p.join(RESULTS_FILE))
-                .filter(|p| p.is_file());
-            (path.to_path_buf(), results)
-        };
-        if !file.is_file() {
-            return Err(ShardError::Missing { path: file });
+            if verdict.is_file() {
+                return Ok(Shard {
+                    outcome: ShardOutcome::Compared {
+                        report: Box::new(parse_report(&verdict, &read(&verdict)?)?),
+                    },
+                    source: verdict,
+                    results: results.is_file().then_some(results),
+                });
+            }
+            if results.is_file() {
+                let run = parse_results(&results, &read(&results)?)?;
+                return Ok(Shard {
+                    outcome: ShardOutcome::NotCompared {
+                        profile: Box::new(run.profile),
+                        suite: run.suite,
+                        status: run.status,
+                        reason: run.status_reason,
+                    },
+                    source: results.clone(),
+                    results: Some(results),
+                });
+            }
+            return Err(ShardError::Missing { path: verdict });
         }
-        let text = std::fs::read_to_string(&file).map_err(|source| ShardError::Read {
-            path: file.clone(),
-            source,
-        })?;
-        let report = parse_report(&file, &text)?;
+        if !path.is_file() {
+            return Err(ShardError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        let results = path
+            .parent()
+            .map(|p| p.join(RESULTS_FILE))
+            .filter(|p| p.is_file());
         Ok(Shard {
-            source: file,
+            outcome: ShardOutcome::Compared {
+                report: Box::new(parse_report(path, &read(path)?)?),
+            },
+            source: path.to_path_buf(),
             results,
-            report,
         })
     }
+}
+
+fn read(path: &Path) -> Result<String, ShardError> {
+    std::fs::read_to_string(path).map_err(|source| ShardError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn parse_report(path: &Path, text: &str) -> Result<ComparisonReport, ShardError> {
@@ -117,14 +220,37 @@ fn parse_report(path: &Path, text: &str) -> Result<ComparisonReport, ShardError>
     Ok(report)
 }
 
+fn parse_results(path: &Path, text: &str) -> Result<RunResults, ShardError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let run: RunResults =
+        serde_path_to_error::deserialize(de).map_err(|e| ShardError::ParseResults {
+            path: path.to_path_buf(),
+            field: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?;
+    if run.schema_version > crate::results::SCHEMA_VERSION {
+        return Err(ShardError::Schema {
+            path: path.to_path_buf(),
+            found: run.schema_version,
+            supported: crate::results::SCHEMA_VERSION,
+        });
+    }
+    Ok(run)
+}
+
 /// The joined answer of all shards: what the final fan-out job reports and exits on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MergedVerdict {
     pub schema_version: u32,
-    /// Worst gate over the shards: regression, then inconclusive, then no_baseline, else pass.
+    /// Worst gate over the shards that have one: regression, then inconclusive, then
+    /// no_baseline, else pass.
     pub gate: GateVerdict,
     /// Blocking cells over all shards.
     pub regressions: usize,
+    /// Profiles whose run stopped before it was compared (cancelled, engine died): the merge
+    /// fails closed when there is any.
+    #[serde(default)]
+    pub unmeasured: usize,
     /// One line for people: "1 of 3 profiles regressed (gpu-...): 2 regressions".
     pub headline: String,
     /// Per-profile verdicts, in the order the shards were given.
@@ -134,21 +260,34 @@ pub struct MergedVerdict {
 /// One shard's place in the merged verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileVerdict {
-    /// Where the shard's verdict was read from.
+    /// Where the shard was read from.
     pub source: String,
     /// The shard's `results.json`, when present.
     #[serde(default)]
     pub results: Option<String>,
     /// Blocking cells in this shard.
     pub regressions: usize,
-    /// The shard's full comparison, so the merged file is self-contained.
-    pub report: ComparisonReport,
+    /// The shard's full comparison (so the merged file is self-contained), or why there is none.
+    #[serde(flatten)]
+    pub outcome: ShardOutcome,
 }
 
 impl MergedVerdict {
     /// Whether the merged gate blocks (exit code 1).
     pub fn is_regression(&self) -> bool {
         self.gate == GateVerdict::Regression
+    }
+
+    /// The exit code: 3 when a profile was not measured (fail closed), 1 on a regression,
+    /// else 0.
+    pub fn exit(&self) -> GateExit {
+        if self.unmeasured > 0 {
+            GateExit::Failure
+        } else if self.is_regression() {
+            GateExit::Regression
+        } else {
+            GateExit::Pass
+        }
     }
 }
 
@@ -164,52 +303,58 @@ fn severity(gate: GateVerdict) -> u8 {
 
 /// Joins shard verdicts into one. No shards gives `no_baseline` (nothing was compared).
 pub fn merge(shards: Vec<Shard>) -> MergedVerdict {
-    let gate = if shards.is_empty() {
-        GateVerdict::NoBaseline
-    } else {
-        shards
-            .iter()
-            .map(|s| s.report.gate)
-            .max_by_key(|g| severity(*g))
-            .unwrap_or(GateVerdict::NoBaseline)
-    };
+    let gate = shards
+        .iter()
+        .filter_map(|s| s.outcome.gate())
+        .max_by_key(|g| severity(*g))
+        .unwrap_or(GateVerdict::NoBaseline);
     let profiles: Vec<ProfileVerdict> = shards
         .into_iter()
         .map(|s| ProfileVerdict {
             source: s.source.display().to_string(),
             results: s.results.map(|p| p.display().to_string()),
-            regressions: s.report.regressions().count(),
-            report: s.report,
+            regressions: s.outcome.report().map_or(0, |r| r.regressions().count()),
+            outcome: s.outcome,
         })
         .collect();
     let regressions = profiles.iter().map(|p| p.regressions).sum();
+    let unmeasured = profiles
+        .iter()
+        .filter(|p| p.outcome.gate().is_none())
+        .count();
     let headline = headline(gate, &profiles, regressions);
     MergedVerdict {
         schema_version: MERGED_SCHEMA_VERSION,
         gate,
         regressions,
+        unmeasured,
         headline,
         profiles,
     }
 }
 
+fn plural(k: usize, word: &str) -> String {
+    if k == 1 {
+        format!("{k} {word}")
+    } else {
+        format!("{k} {word}s")
+    }
+}
+
 fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) -> String {
-    let n = profiles.len();
-    let plural = |k: usize, word: &str| {
-        if k == 1 {
-            format!("{k} {word}")
-        } else {
-            format!("{k} {word}s")
-        }
-    };
+    let measured: Vec<&ProfileVerdict> = profiles
+        .iter()
+        .filter(|p| p.outcome.gate().is_some())
+        .collect();
+    let n = measured.len();
     let with = |g: GateVerdict| {
-        profiles
+        measured
             .iter()
-            .filter(|p| p.report.gate == g)
-            .map(|p| p.report.profile.key.as_str())
+            .filter(|p| p.outcome.gate() == Some(g))
+            .map(|p| p.outcome.profile().key.as_str())
             .collect::<Vec<_>>()
     };
-    match gate {
+    let compared = match gate {
         GateVerdict::Regression => {
             let bad = with(GateVerdict::Regression);
             format!(
@@ -232,113 +377,44 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
             plural(n, "profile")
         ),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
+    };
+    let stopped: Vec<String> = profiles
+        .iter()
+        .filter_map(|p| match &p.outcome {
+            ShardOutcome::NotCompared {
+                profile,
+                status,
+                reason,
+                ..
+            } if *status != RunStatus::Complete => Some(format!(
+                "{}: {}",
+                profile.key,
+                reason.as_deref().unwrap_or(match status {
+                    RunStatus::Cancelled => "cancelled",
+                    _ => "stopped early",
+                })
+            )),
+            _ => None,
+        })
+        .collect();
+    if stopped.is_empty() {
+        return compared;
     }
-}
-
-/// Marker that opens the merged Markdown, so a sticky comment can be found and updated.
-pub const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
-
-fn gate_badge(gate: GateVerdict) -> &'static str {
-    match gate {
-        GateVerdict::Pass => "✅ pass",
-        GateVerdict::Regression => "❌ regression",
-        GateVerdict::Inconclusive => "⚠️ inconclusive",
-        GateVerdict::NoBaseline => "ℹ️ no baseline",
-    }
-}
-
-/// The merged verdict as GitHub-flavoured Markdown: an overview table, then one section per
-/// profile rendered by [`crate::report::verdict_table::markdown`]. Profile keys, suites and
-/// headlines come from engine and config text, so every one of them is escaped.
-pub fn markdown(merged: &MergedVerdict) -> String {
-    let mut out = String::new();
-    out.push_str(MARKDOWN_MARKER);
-    out.push('\n');
-    out.push_str(&format!(
-        "## infergate: {} ({})\n\n{}\n\n",
-        gate_badge(merged.gate),
-        merged.profiles.len(),
-        escape(&merged.headline)
-    ));
-    out.push_str("| Profile | Suite | Verdict | Regressions | Headline |\n");
-    out.push_str("|---|---|---|---:|---|\n");
-    for p in &merged.profiles {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            escape(&p.report.profile.key),
-            escape(p.report.suite.as_deref().unwrap_or("-")),
-            gate_badge(p.report.gate),
-            p.regressions,
-            escape(&p.report.headline)
-        ));
-    }
-    for p in &merged.profiles {
-        let r = &p.report;
-        out.push_str(&format!(
-            "\n### {} — {}\n\n",
-            escape(&r.profile.key),
-            gate_badge(r.gate)
-        ));
-        let gpu = r
-            .profile
-            .hardware
-            .gpu_model
-            .as_deref()
-            .map(|g| format!("{} x{}", g, r.profile.hardware.gpu_count.max(1)))
-            .unwrap_or_else(|| {
-                r.profile
-                    .hardware
-                    .cpu_model
-                    .clone()
-                    .unwrap_or_else(|| "cpu".into())
-            });
-        out.push_str(&format!(
-            "Hardware: {} · engine: {} · model: {} · suite: {}\n\n",
-            escape(&gpu),
-            escape(&r.profile.engine),
-            escape(&r.profile.model),
-            escape(r.suite.as_deref().unwrap_or("-"))
-        ));
-        out.push_str(&crate::report::verdict_table::markdown(r));
-        if !out.ends_with('\n') {
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// The merged verdict as plain text for a terminal.
-pub fn text(merged: &MergedVerdict) -> String {
-    let mut out = format!(
-        "merged verdict: {} — {}\n",
-        merged.gate.as_str(),
-        merged.headline
+    let not_measured = format!(
+        "{} of {} not measured ({})",
+        stopped.len(),
+        plural(profiles.len(), "profile"),
+        stopped.join("; ")
     );
-    for p in &merged.profiles {
-        out.push_str(&format!(
-            "  {:<14} {:>3} regressions  {}  ({})\n",
-            p.report.gate.as_str(),
-            p.regressions,
-            p.report.profile.key,
-            p.source
-        ));
+    if n == 0 {
+        not_measured
+    } else {
+        format!("{not_measured}; measured: {compared}")
     }
-    out
-}
-
-/// `key=value` lines for `$GITHUB_OUTPUT`: `verdict`, `regressions`, `profiles`. Values are
-/// single words or numbers, so no multi-line delimiter is needed.
-pub fn github_outputs(merged: &MergedVerdict) -> String {
-    format!(
-        "verdict={}\nregressions={}\nprofiles={}\n",
-        merged.gate.as_str(),
-        merged.regressions,
-        merged.profiles.len()
-    )
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::results::HardwareFingerprint;
     use crate::verdict::{
@@ -346,7 +422,8 @@ mod tests {
         RuleSummary, VERDICT_SCHEMA_VERSION,
     };
 
-    fn report(gpu: &str, gate: GateVerdict, regressed_cells: usize) -> ComparisonReport {
+    /// A shard's comparison on a `gpu` profile with `regressed_cells` regressions.
+    pub(crate) fn report(gpu: &str, gate: GateVerdict, regressed_cells: usize) -> ComparisonReport {
         let profile = crate::results::ProfileKey {
             key: format!("gpu-{}x1__vllm__m__mabc", crate::results::path_safe(gpu)),
             hardware: HardwareFingerprint {
@@ -407,11 +484,29 @@ mod tests {
         }
     }
 
-    fn shard(r: ComparisonReport) -> Shard {
+    /// A shard read from `<profile key>/verdict.json`.
+    pub(crate) fn shard(r: ComparisonReport) -> Shard {
         Shard {
             source: PathBuf::from(format!("{}/verdict.json", r.profile.key)),
             results: None,
-            report: r,
+            outcome: ShardOutcome::Compared {
+                report: Box::new(r),
+            },
+        }
+    }
+
+    /// A shard whose run wrote no verdict (`status` complete: no baseline).
+    pub(crate) fn not_compared(gpu: &str, status: RunStatus, reason: Option<&str>) -> Shard {
+        let r = report(gpu, GateVerdict::NoBaseline, 0);
+        Shard {
+            source: PathBuf::from(format!("{}/results.json", r.profile.key)),
+            results: Some(PathBuf::from(format!("{}/results.json", r.profile.key))),
+            outcome: ShardOutcome::NotCompared {
+                profile: Box::new(r.profile),
+                suite: r.suite,
+                status,
+                reason: reason.map(String::from),
+            },
         }
     }
 
@@ -448,25 +543,63 @@ mod tests {
             m.headline
                 .starts_with("1 of 3 profiles regressed (gpu-h200x1")
         );
+    }
+
+    #[test]
+    fn a_run_without_a_verdict_is_no_baseline_when_complete_and_fails_closed_when_stopped() {
+        let m = merge(vec![
+            shard(report("H100", GateVerdict::Pass, 0)),
+            not_compared("H200", RunStatus::Complete, None),
+        ]);
+        assert_eq!(m.gate, GateVerdict::NoBaseline);
+        assert_eq!((m.unmeasured, m.exit()), (0, GateExit::Pass));
         assert_eq!(
-            github_outputs(&m),
-            "verdict=regression\nregressions=2\nprofiles=3\n"
+            m.headline,
+            "no regression; 1 of 2 profiles without a baseline yet"
+        );
+
+        let m = merge(vec![
+            shard(report("H100", GateVerdict::Regression, 1)),
+            not_compared(
+                "H200",
+                RunStatus::Cancelled,
+                Some("cancelled by SIGINT/SIGTERM"),
+            ),
+        ]);
+        assert_eq!((m.unmeasured, m.exit()), (1, GateExit::Failure));
+        assert_eq!(
+            m.gate,
+            GateVerdict::Regression,
+            "the measured shard still says it"
+        );
+        assert!(
+            m.headline.starts_with(
+                "1 of 2 profiles not measured (gpu-h200x1__vllm__m__mabc: cancelled by SIGINT/SIGTERM); measured: 1 of 1 profile regressed"
+            ),
+            "{}",
+            m.headline
+        );
+        let only = merge(vec![not_compared("H200", RunStatus::Partial, None)]);
+        assert_eq!(only.exit(), GateExit::Failure);
+        assert_eq!(
+            only.headline,
+            "1 of 1 profile not measured (gpu-h200x1__vllm__m__mabc: stopped early)"
         );
     }
 
     #[test]
-    fn markdown_escapes_profile_text_and_has_a_section_per_profile() {
-        let mut evil = report("H200", GateVerdict::Pass, 0);
-        evil.profile.key = "a|b<script>".into();
-        evil.profile.model = "`m`".into();
-        let md = markdown(&merge(vec![
-            shard(evil),
+    fn the_merged_file_round_trips_with_both_kinds_of_profile() {
+        let m = merge(vec![
             shard(report("H100", GateVerdict::Pass, 0)),
-        ]));
-        assert!(md.starts_with(MARKDOWN_MARKER));
-        assert!(!md.contains("<script>"));
-        assert!(md.contains("a\\|b&lt;script&gt;"));
-        assert_eq!(md.matches("\n### ").count(), 2);
+            not_compared("H200", RunStatus::Cancelled, Some("cancelled")),
+        ]);
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["profiles"][0]["kind"], "compared");
+        assert_eq!(json["profiles"][0]["report"]["gate"], "pass");
+        assert_eq!(json["profiles"][1]["kind"], "not_compared");
+        assert_eq!(json["profiles"][1]["status"], "cancelled");
+        let back: MergedVerdict = serde_json::from_value(json).unwrap();
+        assert_eq!(back, m);
     }
 
     #[test]

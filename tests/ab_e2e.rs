@@ -1,6 +1,14 @@
 //! `infergate ab` end to end: two simulated engines booted alternately (A B B A A B B A), one of
-//! them 5% slower → regression, exit 1; two identical ones → no regression, exit 0; every boot
-//! torn down (its process group gone) before the next one starts.
+//! them a third slower → regression, exit 1; two identical ones → no regression, exit 0; every
+//! boot torn down (its process group gone) before the next one starts.
+//!
+//! The outcomes must hold on a loaded 2-core machine (other builds, busy loops): there the
+//! gate's wall-clock windows lose a few percent to scheduling delays, which once turned a 5%
+//! slowdown into "inconclusive" (−3.2% measured against a 3% margin). So the slower engine is
+//! 50% slower per step (−33% throughput) and the margin is 10%: no scheduling noise can close a
+//! gap of three margins, and two identical engines cannot drift a whole margin apart across
+//! the interleaved boots. The 5%-class power of the paired design is measured by
+//! `scripts/eval/ab-vs-baseline-sim.sh`, not asserted here.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -45,6 +53,9 @@ command = {}
 
 [ab]
 rounds = 4
+
+[thresholds]
+min_effect = 0.10
 
 [profile]
 hardware = "sim"
@@ -146,9 +157,9 @@ fn assert_torn_down_between_boots(events: &[Event]) {
 }
 
 #[test]
-fn ab_finds_a_five_percent_slower_candidate() {
+fn ab_finds_a_slower_candidate() {
     let _s = serial();
-    let r = run_ab("1.05");
+    let r = run_ab("1.5");
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert_eq!(
         r.verdict.gate,
@@ -160,7 +171,8 @@ fn ab_finds_a_five_percent_slower_candidate() {
         .primary()
         .expect("aggregate tok/s")
         .change;
-    assert!((-0.09..-0.02).contains(&change), "change {change}");
+    // 1/1.5 − 1 = −33%; delays common to both engines only shrink the gap a little.
+    assert!((-0.45..-0.15).contains(&change), "change {change}");
     assert_eq!(r.verdict.candidate_runs.len(), 4);
     assert_eq!(r.verdict.baseline.level_runs.len(), 4);
     assert_torn_down_between_boots(&r.events);

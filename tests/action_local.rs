@@ -7,6 +7,8 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+mod results_gen;
+
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -310,6 +312,13 @@ fn resolve_picks_release_assets_for_release_refs_and_source_otherwise() {
         ("main", "", "source", String::new()),
         ("v1.2.3", "source", "source", String::new()),
         ("main", "v0.4.0", "release", "v0.4.0".to_string()),
+        // Pinned by commit SHA: the release the action's own Cargo.toml declares.
+        (
+            "0123456789abcdef0123456789abcdef01234567",
+            "",
+            "release",
+            format!("v{version}"),
+        ),
     ];
     for (action_ref, version_input, method, tag) in cases {
         let runner = Runner::new();
@@ -435,4 +444,202 @@ fn merge_mode_joins_the_shards_into_one_verdict() {
             serde_json::from_slice(&std::fs::read(&out["results-path"]).unwrap()).unwrap();
         assert_eq!(merged["gate"], want_verdict);
     }
+}
+
+/// A static file server on 127.0.0.1 (python3's http.server), killed on drop.
+struct FileServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path) -> Option<FileServer> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if start.elapsed() > Duration::from_secs(20) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(FileServer { child, url })
+}
+
+#[test]
+fn a_sha_pinned_action_installs_its_release_verified_without_building() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: python3 is not installed (it serves the mock release download)");
+        return;
+    }
+    let runner = Runner::new();
+    let version = env!("CARGO_PKG_VERSION");
+    let tag = format!("v{version}");
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    // The runner's checkout of `uses: example/infergate@<sha>` (GitHub names the directory
+    // after the ref), with the action's own Cargo.toml.
+    let action = runner.path(&format!("_actions/example/infergate/{sha}"));
+    std::fs::create_dir_all(action.join("scripts")).unwrap();
+    std::fs::copy(repo().join("Cargo.toml"), action.join("Cargo.toml")).unwrap();
+    // The release as GitHub serves it: SERVER/OWNER/REPO/releases/download/TAG/ASSET, the real
+    // binary in a tarball, and its .sha256.
+    let site = runner.path("site");
+    let dl = site.join(format!("example/infergate/releases/download/{tag}"));
+    std::fs::create_dir_all(&dl).unwrap();
+    let asset = format!("infergate-{tag}-x86_64-unknown-linux-gnu.tar.gz");
+    let stage = runner.path("stage");
+    std::fs::create_dir_all(&stage).unwrap();
+    std::fs::copy(bin(), stage.join("infergate")).unwrap();
+    let tar = Command::new("tar")
+        .arg("-czf")
+        .arg(dl.join(&asset))
+        .arg("-C")
+        .arg(&stage)
+        .arg("infergate")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let sum = Command::new("sha256sum")
+        .arg(&asset)
+        .current_dir(&dl)
+        .output()
+        .unwrap();
+    std::fs::write(dl.join(format!("{asset}.sha256")), &sum.stdout).unwrap();
+    let Some(server) = serve(&site) else {
+        panic!("the mock release server did not start");
+    };
+    // A `cargo` that records being called: a release install must never build.
+    let fake_bin = runner.path("fake-bin");
+    std::fs::create_dir_all(&fake_bin).unwrap();
+    let called = runner.path("cargo-was-called");
+    std::fs::write(
+        fake_bin.join("cargo"),
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", called.display()),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(fake_bin.join("cargo"))
+        .status()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        fake_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let action_s = action.to_str().unwrap();
+
+    // github.action_ref and github.action_repository are empty (not promised in composite
+    // actions): both come from the checkout directory.
+    let r = runner.step(
+        "resolve.sh",
+        &[("GITHUB_ACTION_PATH", action_s), ("ACTION_REF", "")],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    let resolved = runner.outputs();
+    assert_eq!(resolved["method"], "release");
+    assert_eq!(resolved["tag"], tag);
+    let install = |checksum_ok: bool| {
+        if !checksum_ok {
+            std::fs::write(
+                dl.join(format!("{asset}.sha256")),
+                format!("{}  {asset}\n", "0".repeat(64)),
+            )
+            .unwrap();
+        }
+        runner.step(
+            "install.sh",
+            &[
+                ("GITHUB_ACTION_PATH", action_s),
+                ("GITHUB_SERVER_URL", server.url.as_str()),
+                ("ACTION_REPOSITORY", ""),
+                ("INSTALL_METHOD", "release"),
+                ("INSTALL_TAG", tag.as_str()),
+                ("INSTALL_BIN_DIR", resolved["bin-dir"].as_str()),
+                ("PATH", path.as_str()),
+            ],
+            SHORT,
+        )
+    };
+    let r = install(true);
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    assert!(
+        !called.exists(),
+        "cargo was called: {}{}",
+        r.stdout,
+        r.stderr
+    );
+    let installed = runner.outputs()["bin"].clone();
+    assert!(
+        installed.ends_with("infergate-action/bin-x86_64/infergate"),
+        "{installed}"
+    );
+    assert!(
+        r.stdout.contains(version),
+        "--version printed: {}",
+        r.stdout
+    );
+
+    // A checksum that does not match is fatal: no fallback to anything else.
+    std::fs::remove_file(&installed).unwrap();
+    let r = install(false);
+    assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("checksum mismatch"), "{}", r.stderr);
+    assert!(!called.exists());
+    drop(server);
+}
+
+#[test]
+fn merge_mode_fails_closed_on_a_shard_that_was_not_measured_and_still_summarises() {
+    let runner = Runner::new();
+    let shards = runner.path("shards");
+    write_shards(&shards, &[("h100", "pass", 0), ("h200", "pass", 0)]);
+    // A cancelled shard uploads results.json but no verdict.json.
+    let dir = shards.join("infergate-shard-rtx5090");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut run = results_gen::run(&results_gen::Gen::default(), 3);
+    run.status = infergate::results::RunStatus::Cancelled;
+    run.status_reason = Some("cancelled by SIGINT/SIGTERM".into());
+    results_gen::write(&dir, "results.json", &run);
+    let r = runner.step(
+        "run.sh",
+        &[
+            ("INFERGATE_BIN", bin()),
+            ("INPUT_MODE", "merge"),
+            ("INPUT_FAIL_ON", "never"),
+            ("INPUT_RESULTS_DIR", shards.to_str().unwrap()),
+        ],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
+    let out = runner.outputs();
+    assert_eq!(out["verdict"], "error");
+    assert_eq!(out["profiles"], "3");
+    let summary = std::fs::read_to_string(&runner.summary).unwrap();
+    assert_eq!(summary.matches("\n### ").count(), 3, "{summary}");
+    assert!(summary.contains("cancelled by SIGINT/SIGTERM"), "{summary}");
 }

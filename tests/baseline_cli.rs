@@ -279,3 +279,49 @@ fn import_converts_the_seed_into_our_schema() {
     assert_eq!(code, 2);
     assert!(err.contains("nope.json: cannot read"), "{err}");
 }
+
+#[test]
+fn baseline_help_names_every_subcommand() {
+    let (code, out, err) = infergate(&["baseline", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    let about = out.lines().next().unwrap_or_default();
+    let subcommands: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(subcommands.len() >= 4, "{out}");
+    for name in subcommands {
+        assert!(
+            about.contains(name),
+            "`baseline --help` summary {about:?} omits `{name}`"
+        );
+    }
+}
+
+#[test]
+fn report_history_reads_a_baseline_store_without_complaining() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("baselines");
+    let files = write_many(dir.path(), "r", &Gen::default(), 0..3);
+    let (code, _, err) = add(&store, &files);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        run_files(&store).len() == 3 && store.read_dir().unwrap().count() == 1,
+        "one profile directory with three runs"
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["report", "--results", s(&files[2]), "--history", s(&store)])
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate report");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("skipped") && !err.contains("profile.json"),
+        "the store's own files are not history problems:\n{err}"
+    );
+}

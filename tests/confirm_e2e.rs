@@ -37,7 +37,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     let calib = read_results(&first.join("results.json"));
 
     // 2. Ten baseline runs around it: run factor and cell terms of about 1%.
-    baseline_around(&store_dir, &calib, 10, |_| 1.0);
+    baseline_around(&store_dir, &calib, 10, |_, _| 1.0);
 
     // 3. The candidate: 1.5% slower everywhere.
     let out = dir.path().join("out");

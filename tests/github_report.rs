@@ -220,6 +220,8 @@ fn ctx(f: &Files, pr: Option<u64>) -> GithubContext {
         repository: Some(REPO.into()),
         head_sha: Some(SHA.into()),
         pr_number: pr,
+        // As a `pull_request` payload binds it: no look-up needed.
+        pr_verified: true,
         event_name: Some("pull_request".into()),
         run_url: Some(format!("https://github.com/{REPO}/actions/runs/99")),
         workspace: Some(f._dir.path().to_path_buf()),
@@ -278,7 +280,21 @@ fn assert_no_token_leak(reqs: &[Request]) {
     }
 }
 
+/// The login the mock's tokens act as (GraphQL `viewer`), as GITHUB_TOKEN's is.
+const BOT: &str = "github-actions[bot]";
+
+async fn mount_viewer(server: &MockServer) {
+    Mock::given(method("POST"))
+        .and(path("/graphql"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"data": {"viewer": {"login": BOT}}})),
+        )
+        .mount(server)
+        .await;
+}
+
 async fn mount_checks(server: &MockServer) {
+    mount_viewer(server).await;
     Mock::given(method("POST"))
         .and(path(format!("/repos/{REPO}/check-runs")))
         .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
@@ -451,7 +467,7 @@ fn comment_page(server: &MockServer, page: u32, items: Value, next: bool) -> Moc
 fn others(n: u64) -> Value {
     Value::Array(
         (0..n)
-            .map(|i| json!({"id": i + 1, "body": format!("LGTM {i}")}))
+            .map(|i| json!({"id": i + 1, "body": format!("LGTM {i}"), "user": {"login": "reviewer"}}))
             .collect(),
     )
 }
@@ -495,9 +511,14 @@ async fn sticky_comment_is_created_once_then_updated_in_place_across_pages() {
     comment_page(&server, 1, others(100), true)
         .mount(&server)
         .await;
-    comment_page(&server, 2, json!([{"id": 999, "body": first_body}]), false)
-        .mount(&server)
-        .await;
+    comment_page(
+        &server,
+        2,
+        json!([{"id": 999, "body": first_body, "user": {"login": BOT}}]),
+        false,
+    )
+    .mount(&server)
+    .await;
     mount_checks(&server).await;
     Mock::given(method("PATCH"))
         .and(path(format!("/repos/{REPO}/issues/comments/999")))
@@ -525,9 +546,14 @@ async fn sticky_comment_is_created_once_then_updated_in_place_across_pages() {
 
     // Run 3 (fixed): the same comment now says so.
     server.reset().await;
-    comment_page(&server, 1, json!([{"id": 999, "body": second_body}]), false)
-        .mount(&server)
-        .await;
+    comment_page(
+        &server,
+        1,
+        json!([{"id": 999, "body": second_body, "user": {"login": BOT}}]),
+        false,
+    )
+    .mount(&server)
+    .await;
     mount_checks(&server).await;
     Mock::given(method("PATCH"))
         .and(path(format!("/repos/{REPO}/issues/comments/999")))
@@ -1051,4 +1077,505 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
     // Without a confirmation there is no section.
     v.confirmation = None;
     assert_eq!(render::confirmation_markdown(&v), "");
+}
+
+// ---------------------------------------------------------------- which PR, whose comment
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/github-events")
+        .join(name)
+}
+
+/// The context a `workflow_run` job gets: the recorded payload of a fork PR's gate run.
+fn fork_run_ctx(f: &Files) -> GithubContext {
+    let event = fixture("workflow_run-fork-pr.json");
+    let vars: BTreeMap<&str, String> = [
+        ("GITHUB_EVENT_PATH", event.display().to_string()),
+        ("GITHUB_EVENT_NAME", "workflow_run".into()),
+        ("GITHUB_REPOSITORY", REPO.into()),
+        (
+            "GITHUB_SHA",
+            "ffffffffffffffffffffffffffffffffffffffff".into(),
+        ),
+        ("GITHUB_STEP_SUMMARY", f.summary.display().to_string()),
+        ("GITHUB_OUTPUT", f.output.display().to_string()),
+    ]
+    .into_iter()
+    .collect();
+    GithubContext::from_lookup(|k| vars.get(k).cloned())
+}
+
+async fn mount_pr_comments(server: &MockServer, pr: u64, existing: Value) {
+    Mock::given(method("GET"))
+        .and(path(format!("/repos/{REPO}/issues/{pr}/comments")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(existing))
+        .mount(server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/issues/{pr}/comments")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 5000})))
+        .mount(server)
+        .await;
+}
+
+#[tokio::test]
+async fn a_fork_prs_workflow_run_comments_on_the_pr_found_by_its_head() {
+    let server = MockServer::start().await;
+    mount_checks(&server).await;
+    // GitHub lists the fork's PR for `head=forker:fix-kv-cache`, at the run's head SHA.
+    Mock::given(method("GET"))
+        .and(path(format!("/repos/{REPO}/pulls")))
+        .and(query_param("head", "forker:fix-kv-cache"))
+        .and(query_param("state", "open"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([
+            {"number": 42, "state": "open", "head": {"sha": SHA, "ref": "fix-kv-cache"}}
+        ])))
+        .mount(&server)
+        .await;
+    mount_pr_comments(&server, 42, json!([])).await;
+    let f = files();
+    let c = fork_run_ctx(&f);
+    assert_eq!(c.pr_number, None, "the fork PR's payload names no PR");
+    assert_eq!(
+        c.head_sha.as_deref(),
+        Some(SHA),
+        "workflow_run.head_sha, not GITHUB_SHA"
+    );
+    let results = run("r-now", "m", &[1, 8], &[8192], 1.0, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let name = check_name(&results.profile.key, "pr");
+    let mut rep = reporter(&server, c, Some(TOKEN));
+    let out = rep
+        .publish(&name, &input(&results, Some(&v), &f.config))
+        .await;
+    assert!(out.errors.is_empty(), "{out:?}");
+    let reqs = requests(&server).await;
+    assert_no_token_leak(&reqs);
+    let posted = of(&reqs, "POST", &format!("/repos/{REPO}/issues/42/comments"));
+    assert_eq!(posted.len(), 1, "the comment lands on PR #42");
+    let check: Value = of(&reqs, "POST", &format!("/repos/{REPO}/check-runs"))[0]
+        .body_json()
+        .unwrap();
+    assert_eq!(check["head_sha"], SHA);
+}
+
+#[tokio::test]
+async fn a_pr_whose_head_moved_on_is_not_commented() {
+    let server = MockServer::start().await;
+    mount_checks(&server).await;
+    let newer = "fedcba9876543210fedcba9876543210fedcba98";
+    Mock::given(method("GET"))
+        .and(path(format!("/repos/{REPO}/pulls")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([
+            {"number": 42, "state": "open", "head": {"sha": newer}}
+        ])))
+        .mount(&server)
+        .await;
+    mount_pr_comments(&server, 42, json!([])).await;
+    let f = files();
+    let results = run("r-now", "m", &[1, 8], &[8192], 1.0, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let name = check_name(&results.profile.key, "pr");
+    let mut rep = reporter(&server, fork_run_ctx(&f), Some(TOKEN));
+    let out = rep
+        .publish(&name, &input(&results, Some(&v), &f.config))
+        .await;
+    assert!(out.errors.is_empty(), "{out:?}");
+    assert!(
+        out.notices
+            .iter()
+            .any(|n| n.contains("#42") && n.contains("moved on")),
+        "{out:?}"
+    );
+    let reqs = requests(&server).await;
+    assert!(of(&reqs, "POST", &format!("/repos/{REPO}/issues/42/comments")).is_empty());
+    assert!(of(&reqs, "GET", &format!("/repos/{REPO}/issues/42/comments")).is_empty());
+    // The check still lands on the commit that was measured.
+    assert_eq!(
+        of(&reqs, "POST", &format!("/repos/{REPO}/check-runs")).len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_pr_number_given_by_hand_is_checked_against_its_head() {
+    for (pr_head, commented) in [
+        ("fedcba9876543210fedcba9876543210fedcba98", false),
+        (SHA, true),
+    ] {
+        let server = MockServer::start().await;
+        mount_checks(&server).await;
+        Mock::given(method("GET"))
+            .and(path(format!("/repos/{REPO}/pulls/9")))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({"number": 9, "state": "open", "head": {"sha": pr_head}})),
+            )
+            .mount(&server)
+            .await;
+        mount_pr_comments(&server, 9, json!([])).await;
+        let f = files();
+        let mut c = fork_run_ctx(&f);
+        c.target(Some(SHA), Some(9));
+        let results = run("r-now", "m", &[1], &[8192], 1.0, 0);
+        let v = verdict(&results, 1, 0, 0);
+        let mut rep = reporter(&server, c, Some(TOKEN));
+        let out = rep
+            .publish("infergate / p / pr", &input(&results, Some(&v), &f.config))
+            .await;
+        assert!(out.errors.is_empty(), "{out:?}");
+        let reqs = requests(&server).await;
+        let posted = of(&reqs, "POST", &format!("/repos/{REPO}/issues/9/comments"));
+        assert_eq!(
+            posted.len(),
+            usize::from(commented),
+            "PR head {pr_head}: {out:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn another_users_marker_comment_is_never_edited() {
+    let server = MockServer::start().await;
+    mount_checks(&server).await;
+    let f = files();
+    let results = run("r-now", "m", &[1, 8], &[8192], 1.0, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let name = check_name(&results.profile.key, "pr");
+    let marker = render::comment_marker(&name);
+    // Someone pasted our marker into their own comment (to have it overwritten with a pass).
+    mount_pr_comments(
+        &server,
+        7,
+        json!([{"id": 31337, "body": format!("{marker}\nall good ✅"), "user": {"login": "mallory"}}]),
+    )
+    .await;
+    let mut rep = reporter(&server, ctx(&f, Some(7)), Some(TOKEN));
+    let out = rep
+        .publish(&name, &input(&results, Some(&v), &f.config))
+        .await;
+    assert!(out.errors.is_empty(), "{out:?}");
+    let reqs = requests(&server).await;
+    assert!(
+        of(&reqs, "PATCH", "/repos/acme/engine/issues/comments/31337").is_empty(),
+        "mallory's comment is not ours to edit"
+    );
+    assert_eq!(
+        of(&reqs, "POST", &format!("/repos/{REPO}/issues/7/comments")).len(),
+        1,
+        "our own comment is posted instead"
+    );
+    assert_eq!(
+        of(&reqs, "POST", "/graphql").len(),
+        1,
+        "identity asked once"
+    );
+}
+
+// ---------------------------------------------------------------- a difficult API
+
+#[tokio::test]
+async fn annotations_refused_with_422_post_the_check_without_them() {
+    let server = MockServer::start().await;
+    mount_viewer(&server).await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .and(wiremock::matchers::body_string_contains("\"annotations\""))
+        .respond_with(ResponseTemplate::new(422).set_body_json(json!({
+            "message": "Invalid request.\n\nFor 'properties/start_line', 0 is not a positive integer.",
+            "documentation_url": "https://docs.github.com/rest/checks/runs#create-a-check-run"
+        })))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let f = files();
+    let results = run("r-now", "m", &[1, 8], &[8192], 1.0, 0);
+    let v = verdict(&results, 2, 0, 0);
+    let mut rep = reporter(&server, ctx(&f, None), Some(TOKEN));
+    let out = rep
+        .publish("infergate / p / pr", &input(&results, Some(&v), &f.config))
+        .await;
+    assert!(out.errors.is_empty(), "{out:?}");
+    assert!(
+        out.notices
+            .iter()
+            .any(|n| n.contains("HTTP 422") && n.contains("without them")),
+        "{out:?}"
+    );
+    let reqs = requests(&server).await;
+    let creates = of(&reqs, "POST", &format!("/repos/{REPO}/check-runs"));
+    assert_eq!(creates.len(), 2, "once with, once without the annotations");
+    let bare: Value = creates[1].body_json().unwrap();
+    assert_eq!(bare["conclusion"], "failure");
+    assert!(bare["output"].get("annotations").is_none(), "{bare}");
+}
+
+#[tokio::test]
+async fn rate_limits_are_waited_out_and_given_up_when_beyond_the_deadline() {
+    // x-ratelimit-remaining: 0 with a reset one second away: waited out, then posted.
+    let server = MockServer::start().await;
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .insert_header("x-ratelimit-remaining", "0")
+                .insert_header("x-ratelimit-reset", reset.to_string().as_str())
+                .set_body_json(
+                    json!({"message": "API rate limit exceeded for installation ID 1."}),
+                ),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let f = files();
+    let results = run("r-now", "m", &[1], &[8192], 1.0, 0);
+    let v = verdict(&results, 0, 0, 0);
+    let mut rep = reporter(&server, ctx(&f, None), Some(TOKEN));
+    let out = rep
+        .publish("infergate / p / pr", &input(&results, Some(&v), &f.config))
+        .await;
+    assert!(out.errors.is_empty(), "{out:?}");
+    assert_eq!(requests(&server).await.len(), 2);
+
+    // retry-after: an hour, with a 2 s deadline: given up at once, saying why.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "3600")
+                .set_body_json(json!({"message": "You have exceeded a secondary rate limit."})),
+        )
+        .mount(&server)
+        .await;
+    let f = files();
+    let t0 = std::time::Instant::now();
+    let mut rep = GithubReporter::with_api_base(
+        &server.uri(),
+        Some(TOKEN),
+        ctx(&f, None),
+        RetryPolicy::fast().with_deadline(std::time::Duration::from_secs(2)),
+    );
+    let out = rep
+        .publish("infergate / p / pr", &input(&results, Some(&v), &f.config))
+        .await;
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(30),
+        "generous bound"
+    );
+    assert_eq!(out.errors.len(), 1, "{out:?}");
+    assert!(
+        out.errors[0].contains("asked to wait 3600.0 s") && out.errors[0].contains("deadline"),
+        "{out:?}"
+    );
+    assert_eq!(requests(&server).await.len(), 1, "no pointless retry");
+}
+
+#[tokio::test]
+async fn an_html_error_page_is_summarised_to_one_line() {
+    let server = MockServer::start().await;
+    let page = "<!DOCTYPE html>\n<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad Gateway</h1></center>\n<hr><center>nginx</center>\n</body>\n</html>\n";
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(ResponseTemplate::new(502).set_body_raw(page, "text/html"))
+        .mount(&server)
+        .await;
+    let f = files();
+    let results = run("r-now", "m", &[1], &[8192], 1.0, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let mut rep = reporter(&server, ctx(&f, None), Some(TOKEN));
+    let out = rep
+        .publish("infergate / p / pr", &input(&results, Some(&v), &f.config))
+        .await;
+    assert_eq!(out.errors.len(), 1, "{out:?}");
+    let e = &out.errors[0];
+    assert!(
+        e.contains("HTTP 502: 502 Bad Gateway (HTML error page)"),
+        "{e}"
+    );
+    assert!(!e.contains('<') && !e.contains('\n'), "{e}");
+}
+
+/// A server on 127.0.0.1 that answers every request with headers at once and then a body of
+/// 400 bytes, one byte every 200 ms (a read time-out that resets per byte never fires).
+struct Dribbler {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Dribbler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn dribbler() -> Dribbler {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 8192];
+                let _ = sock.read(&mut buf).await;
+                let head = "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n";
+                if sock.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                for _ in 0..400 {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    if sock.write_all(b" ").await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Dribbler { url, task }
+}
+
+#[tokio::test]
+async fn a_dribbled_response_is_cut_by_the_request_time_out_and_the_deadline() {
+    let server = dribbler().await;
+    let f = files();
+    let results = run("r-now", "m", &[1], &[8192], 1.0, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let mut policy = RetryPolicy::fast().with_deadline(std::time::Duration::from_secs(3));
+    policy.request_timeout = std::time::Duration::from_secs(1);
+    let t0 = std::time::Instant::now();
+    let mut rep = GithubReporter::with_api_base(&server.url, Some(TOKEN), ctx(&f, Some(7)), policy);
+    let name = check_name(&results.profile.key, "pr");
+    let start = rep.start_check(&name).await;
+    let out = rep
+        .publish(&name, &input(&results, Some(&v), &f.config))
+        .await;
+    // 400 bytes at 5 per second would take 80 s per request; the whole reporting took at most
+    // the deadline (3 s) plus scheduling slack.
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(40),
+        "{:?}",
+        t0.elapsed()
+    );
+    let errors: Vec<String> = start.errors.into_iter().chain(out.errors).collect();
+    assert!(!errors.is_empty());
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("no complete response within")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("no complete response") || e.contains("deadline")),
+        "{errors:?}"
+    );
+    // The local parts still carry the verdict.
+    let outputs = std::fs::read_to_string(&f.output).unwrap();
+    assert!(outputs.contains("verdict=regression\n"), "{outputs}");
+}
+
+#[tokio::test]
+async fn a_slow_api_ends_within_the_deadline() {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(
+            ResponseTemplate::new(201)
+                .set_body_json(json!({"id": 42}))
+                .set_delay(std::time::Duration::from_secs(120)),
+        )
+        .mount(&server)
+        .await;
+    let f = files();
+    let results = run("r-now", "m", &[1], &[8192], 1.0, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let t0 = std::time::Instant::now();
+    let mut rep = GithubReporter::with_api_base(
+        &server.uri(),
+        Some(TOKEN),
+        ctx(&f, Some(7)),
+        RetryPolicy::fast().with_deadline(std::time::Duration::from_secs(2)),
+    );
+    let out = rep
+        .publish("infergate / p / pr", &input(&results, Some(&v), &f.config))
+        .await;
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(40),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(!out.errors.is_empty(), "{out:?}");
+    assert!(out.errors.iter().any(|e| e.contains("deadline")), "{out:?}");
+}
+
+#[tokio::test]
+async fn report_binary_keeps_the_exit_code_when_github_dribbles() {
+    let server = dribbler().await;
+    let f = files();
+    let results = run("r-now", "m", &[1, 8], &[8192], 1.0, 0);
+    let v = verdict(&results, 1, 0, 0);
+    write_json(&f.results, &results);
+    let verdict_path = f.results.with_file_name("verdict.json");
+    write_json(&verdict_path, &v);
+    let event = f.results.with_file_name("event.json");
+    std::fs::write(
+        &event,
+        json!({"number": 7, "pull_request": {"number": 7, "head": {"sha": SHA}}}).to_string(),
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["report", "--results"])
+        .arg(&f.results)
+        .arg("--verdict")
+        .arg(&verdict_path)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_API_URL", &server.url)
+        .env("GITHUB_REPOSITORY", REPO)
+        .env("GITHUB_EVENT_PATH", &event)
+        .env("GITHUB_EVENT_NAME", "pull_request")
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_STEP_SUMMARY", &f.summary)
+        .env("GITHUB_OUTPUT", &f.output)
+        .env("INFERGATE_GITHUB_DEADLINE_S", "3")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "regression exit code kept\n{stderr}"
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(stderr.contains("reporting failed"), "{stderr}");
+    assert!(!stderr.contains(TOKEN));
 }

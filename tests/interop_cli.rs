@@ -417,7 +417,7 @@ fn junit_from_a_real_comparison_has_one_failure_per_regressed_cell() {
         .unwrap()
         .remove(0);
     let store = dir.path().join("store");
-    support::baseline_around(&store, &base, 8, |_| 1.0);
+    support::baseline_around(&store, &base, 8, |_, _| 1.0);
     let text = std::fs::read_to_string(fixture("vllm-bench-serve-append-baseline.jsonl")).unwrap();
     let slower = text.replacen(
         "\"output_throughput\": 140.12",

@@ -1,5 +1,8 @@
 //! `infergate merge` end to end: shard results directories (one per GPU profile, each holding a
-//! verdict.json written by hand as ComparisonReport JSON) joined into one verdict.
+//! verdict.json written by hand as ComparisonReport JSON, or only the results.json of a run
+//! that compared nothing) joined into one verdict.
+
+mod results_gen;
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -7,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use infergate::results::RunStatus;
 use serde_json::{Value, json};
 
 fn bin() -> &'static str {
@@ -263,4 +267,69 @@ fn an_unreadable_shard_is_exit_2_naming_the_file() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("empty"), "{err}");
     assert!(err.contains("verdict.json"), "{err}");
+}
+
+/// Writes a shard results directory whose run compared nothing: `results.json` only.
+fn results_only_shard(root: &Path, name: &str, status: RunStatus) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut run = results_gen::run(&results_gen::Gen::default(), 7);
+    run.status = status;
+    if status == RunStatus::Cancelled {
+        run.status_reason = Some("cancelled by SIGINT/SIGTERM".into());
+    }
+    results_gen::write(&dir, "results.json", &run);
+    dir
+}
+
+#[test]
+fn a_shard_without_a_verdict_is_no_baseline_and_a_cancelled_one_fails_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h100 = shard(tmp.path(), "h100", &report("NVIDIA H100", H100, "pass", 0));
+    let fresh = results_only_shard(tmp.path(), "fresh", RunStatus::Complete);
+    let out = merge(&[
+        "--shard",
+        h100.to_str().unwrap(),
+        "--shard",
+        fresh.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "no baseline passes, as in `run`: {err}"
+    );
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["gate"], "no_baseline");
+    assert_eq!(merged["profiles"][1]["kind"], "not_compared");
+    assert_eq!(merged["profiles"][1]["status"], "complete");
+
+    let cancelled = results_only_shard(tmp.path(), "cancelled", RunStatus::Cancelled);
+    let outputs = tmp.path().join("github-output");
+    let args = [
+        "--shard",
+        h100.to_str().unwrap(),
+        "--shard",
+        fresh.to_str().unwrap(),
+        "--shard",
+        cancelled.to_str().unwrap(),
+        "--github-output",
+        outputs.to_str().unwrap(),
+    ];
+    let out = merge(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a profile not measured fails closed:\n{text}"
+    );
+    assert!(
+        text.starts_with("merged verdict: error — 1 of 3 profiles not measured"),
+        "{text}"
+    );
+    assert!(text.contains("cancelled by SIGINT/SIGTERM"), "{text}");
+    let outputs = std::fs::read_to_string(&outputs).unwrap();
+    assert!(outputs.starts_with("verdict=error\n"), "{outputs}");
 }

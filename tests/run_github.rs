@@ -255,7 +255,7 @@ async fn report_only_mode_reports_a_regression_as_a_neutral_check_and_exits_0() 
     let (code, stderr) = support::gate(&config, &calib_out, &store, &[]);
     assert_eq!(code, Some(0), "{stderr}");
     let calib = support::read_results(&calib_out.join("results.json"));
-    support::baseline_around(&store, &calib, 6, |_| 1.0);
+    support::baseline_around(&store, &calib, 6, |_, _| 1.0);
 
     // The candidate is three times slower: a regression under any load.
     let run = run_in_actions(

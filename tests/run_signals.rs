@@ -138,6 +138,14 @@ fn sigterm_mid_cell_stops_the_engine_and_writes_partial_results() {
     assert_eq!(results.cells[0].status, CellStatus::Error);
     assert_eq!(results.cells[0].reason.as_deref(), Some("cancelled"));
     assert_eq!(results.cells[1].status, CellStatus::Skipped);
+    // The cancelled cell does not wait for the engine to go idle, so it has nothing to say
+    // about an engine "still busy 10 s after the cell ended".
+    let busy = |text: &str| text.contains("still busy");
+    assert!(
+        !rest.iter().any(|l| busy(l)) && !results.events.iter().any(|e| busy(&e.message)),
+        "a cancelled cell reported a busy engine:\n{}",
+        rest.join("\n")
+    );
 }
 
 #[test]

@@ -25,7 +25,13 @@ esac
 
 install_release() {
   local tag="${INSTALL_TAG:?INSTALL_TAG is not set}"
-  local repo="${ACTION_REPOSITORY:?ACTION_REPOSITORY is not set}"
+  local repo="${ACTION_REPOSITORY:-}"
+  if [[ -z "$repo" ]]; then
+    # Not promised inside composite actions: the runner's checkout is _actions/OWNER/REPO/REF.
+    local ref_dir="${GITHUB_ACTION_PATH:?GITHUB_ACTION_PATH is not set}"
+    repo="$(basename "$(dirname "$(dirname "$ref_dir")")")/$(basename "$(dirname "$ref_dir")")"
+  fi
+  [[ "$repo" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] || die "cannot tell the action's repository (got '$repo')"
   local server="${GITHUB_SERVER_URL:-https://github.com}"
   local asset="infergate-$tag-$arch-unknown-linux-gnu.tar.gz"
   local url="$server/$repo/releases/download/$tag/$asset"
@@ -34,7 +40,7 @@ install_release() {
   echo "Downloading $url"
   if ! curl --fail --silent --show-error --location --retry 3 -o "$work/$asset" "$url" ||
     ! curl --fail --silent --show-error --location --retry 3 -o "$work/$asset.sha256" "$url.sha256"; then
-    echo "::warning title=infergate install::release asset $asset not available for $repo@$tag; building from source instead"
+    echo "::warning title=infergate install::release asset $asset not available for $repo@$tag; falling back to a source build (cargo build --release, minutes on the runner)"
     rm -rf "$work"
     return 1
   fi
@@ -58,7 +64,7 @@ install_source() {
   fi
   command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain on the runner, or use a release tag of the action"
   local target="${RUNNER_TEMP:-/tmp}/infergate-action/target"
-  echo "Building infergate from $action_path (cargo build --release --locked)"
+  echo "::notice title=infergate install::building infergate from source in $action_path (cargo build --release --locked): no release binary is used"
   cargo build --release --locked --manifest-path "$action_path/Cargo.toml" --target-dir "$target"
   mkdir -p "$bin_dir"
   install -m 0755 "$target/release/infergate" "$bin_dir/infergate"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mode `merge` of the composite action (the final job of a fan-out workflow): joins every shard
-# under the results directory (each a downloaded artifact holding verdict.json) into one verdict,
+# under the results directory (each a downloaded artifact holding verdict.json, or results.json alone) into one verdict,
 # appends one summary to the job summary, sets the outputs, and posts ONE check run and ONE
 # sticky PR comment (found by its hidden marker and edited in place).
 #
@@ -20,11 +20,13 @@ results_dir="${INPUT_RESULTS_DIR:-infergate-results}"
 fail_on="${INPUT_FAIL_ON:-regression}"
 
 [[ -d "$results_dir" ]] || usage_error "results directory '$results_dir' not found (input 'results-dir')"
+# A shard is a directory holding verdict.json, or only results.json when its run compared
+# nothing (no baseline yet, or cancelled: `infergate merge` fails closed on the latter).
 shards=()
-while IFS= read -r -d '' verdict; do
-  shards+=(--shard "$(dirname "$verdict")")
-done < <(find "$results_dir" -mindepth 1 -maxdepth 3 -type f -name verdict.json -print0 | LC_ALL=C sort -z)
-[[ "${#shards[@]}" -gt 0 ]] || usage_error "no shard verdict.json found under '$results_dir'"
+while IFS= read -r -d '' dir; do
+  shards+=(--shard "$dir")
+done < <(find "$results_dir" -mindepth 1 -maxdepth 3 -type f \( -name verdict.json -o -name results.json \) -printf '%h\0' | LC_ALL=C sort -zu)
+[[ "${#shards[@]}" -gt 0 ]] || usage_error "no shard verdict.json or results.json found under '$results_dir'"
 
 merged_md="$results_dir/merged-summary.md"
 merged_json="$results_dir/merged-verdict.json"
@@ -35,7 +37,8 @@ set +e
 "$bin" merge "${shards[@]}" --format json --out "$merged_json" --github-output "$scratch"
 rc=$?
 set -e
-[[ "$rc" -le 1 ]] || exit "$rc"
+# 0 pass, 1 regression, 3 a shard not measured (still summarised and posted, then exit 3).
+[[ "$rc" -le 1 || "$rc" -eq 3 ]] || exit "$rc"
 "$bin" merge "${shards[@]}" --format md --out "$merged_md" || true
 "$bin" merge "${shards[@]}" --format text || true
 
@@ -46,8 +49,15 @@ regressions="$(sed -n 's/^regressions=//p' "$scratch")"
   echo "results-path=$merged_json"
   echo "summary-path=$merged_md"
 } >> "$out_file"
+# GitHub refuses a job summary over 1 MiB per step (and then shows none): keep under it.
+summary_limit=1000000
 if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then
-  cat "$merged_md" >> "$GITHUB_STEP_SUMMARY"
+  if [[ "$(wc -c < "$merged_md")" -gt "$summary_limit" ]]; then
+    head -c "$summary_limit" "$merged_md" >> "$GITHUB_STEP_SUMMARY"
+    printf '\n\n_(truncated at 1 MB, GitHub'"'"'s job summary limit: the full summary is merged-summary.md in the artifact)_\n' >> "$GITHUB_STEP_SUMMARY"
+  else
+    cat "$merged_md" >> "$GITHUB_STEP_SUMMARY"
+  fi
 fi
 
 post() {
@@ -60,6 +70,15 @@ post() {
     return 0
   fi
   export GH_TOKEN="$GITHUB_TOKEN"
+  # On GitHub Enterprise Server gh must be told the host (else it talks to github.com), and
+  # reads the token from GH_ENTERPRISE_TOKEN there.
+  local server_host="${GITHUB_SERVER_URL:-https://github.com}"
+  server_host="${server_host#*://}"
+  server_host="${server_host%%/*}"
+  if [[ -n "$server_host" && "$server_host" != "github.com" ]]; then
+    export GH_HOST="$server_host"
+    export GH_ENTERPRISE_TOKEN="$GITHUB_TOKEN"
+  fi
   local repo="${GITHUB_REPOSITORY:?GITHUB_REPOSITORY is not set}"
   local event="${GITHUB_EVENT_PATH:-/dev/null}"
   local head_sha pr
@@ -70,7 +89,7 @@ post() {
 
   local conclusion title
   case "$verdict" in
-    regression) conclusion=failure ;;
+    regression | error) conclusion=failure ;;
     pass) conclusion=success ;;
     *) conclusion=neutral ;;
   esac
@@ -89,9 +108,14 @@ post() {
     echo "::warning title=infergate merge::could not create the check run (needs 'checks: write')"
 
   if [[ "$pr" =~ ^[0-9]+$ ]]; then
-    local marker="<!-- infergate:merged -->" existing
-    existing="$(gh api --paginate "repos/$repo/issues/$pr/comments" \
-      --jq ".[] | select(.body | startswith(\"$marker\")) | .id" 2> /dev/null | head -n1 || true)"
+    # Only a comment this token wrote is ours to edit: anyone can paste the marker. GraphQL's
+    # viewer answers for every token kind (GITHUB_TOKEN: github-actions[bot]).
+    local marker="<!-- infergate:merged -->" existing="" me
+    me="$(gh api graphql -f query='query { viewer { login } }' --jq .data.viewer.login 2> /dev/null || true)"
+    if [[ "$me" =~ ^[A-Za-z0-9][A-Za-z0-9-]*(\[bot\])?$ ]]; then
+      existing="$(gh api --paginate "repos/$repo/issues/$pr/comments" \
+        --jq ".[] | select(.user.login == \"$me\" and (.body | startswith(\"$marker\"))) | .id" 2> /dev/null | head -n1 || true)"
+    fi
     if [[ "$existing" =~ ^[0-9]+$ ]]; then
       jq -n --arg body "$body" '{body: $body}' |
         gh api --method PATCH "repos/$repo/issues/comments/$existing" --input - > /dev/null ||
@@ -106,6 +130,8 @@ post() {
 # A reporting failure never changes the verdict or the exit code.
 post || true
 
+# A profile that was not measured fails the job whatever fail-on says (as engine failures do).
+[[ "$rc" -ne 3 ]] || exit 3
 case "$fail_on:$verdict" in
   never:*) exit 0 ;;
   regression:regression | inconclusive:regression | inconclusive:inconclusive) exit 1 ;;

@@ -15,7 +15,13 @@ die() { echo "::error title=infergate action::$*" >&2; exit 2; }
 out="${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set (run inside GitHub Actions or set it to a file)}"
 action_path="${GITHUB_ACTION_PATH:?GITHUB_ACTION_PATH is not set}"
 version="${INPUT_VERSION:-}"
+# github.action_ref is not promised inside composite actions (github/docs#25336): when it is
+# empty, the ref is the last component of the action's checkout directory, which the runner
+# names after the ref the workflow wrote (`_actions/OWNER/REPO/REF`).
 ref="${ACTION_REF:-}"
+if [[ -z "$ref" ]]; then
+  ref="$(basename "$action_path")"
+fi
 temp="${RUNNER_TEMP:-${TMPDIR:-/tmp}}"
 
 if [[ "${RUNNER_OS:-Linux}" != "Linux" ]]; then
@@ -44,8 +50,10 @@ elif [[ -n "$version" ]]; then
 elif [[ "$ref" =~ $semver_tag ]]; then
   method=release
   tag="$ref"
-elif [[ "$ref" =~ $major_tag ]]; then
-  # A moving major tag (v1): install the exact release the action's own source declares.
+elif [[ "$ref" =~ $major_tag || "$ref" =~ ^[0-9a-f]{40}$ ]]; then
+  # A moving major tag (v1) or a pin by commit SHA (the recommended way to use an action):
+  # install the exact release the action's own source declares in its Cargo.toml. If that
+  # release has no asset (an unreleased commit), install.sh says so and builds from source.
   pkg_version="$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' "$action_path/Cargo.toml" | head -n1)"
   [[ -n "$pkg_version" ]] || die "cannot read the package version from $action_path/Cargo.toml"
   method=release

@@ -6,15 +6,19 @@
 #   nightly   infergate run  ... [--update-baseline]                       (default branch only)
 #   dispatch  infergate run  ...                                           (manual run)
 #   ab        infergate ab   --config C [--suite S] --out DIR              (paired A/B)
-#   report    infergate report --results DIR/results.json [--verdict DIR/verdict.json] --github
-#             (workflow_run reporter: DIR is a downloaded artifact, read as data only)
+#   report    infergate report --results DIR/results.json --trusted-config C [--baseline-dir B]
+#             [--pr N] [--head-sha SHA] --github
+#             (workflow_run reporter: DIR is a downloaded artifact, read as data only; C and B
+#             come from a checkout of the base branch, and the verdict is recomputed from the
+#             results against them: the artifact's verdict.json is never read)
 #   merge     merge.sh: infergate merge over every shard under DIR, one check, one comment
 #
 # Inputs (env): INFERGATE_BIN (default: infergate on PATH), INPUT_CONFIG, INPUT_SUITE, INPUT_MODE,
 # INPUT_BASELINE_DIR, INPUT_FAIL_ON, INPUT_ENGINE_ARGS, INPUT_UPDATE_BASELINE, INPUT_RESULTS_DIR,
 # INPUT_EXPORT (formats for `infergate export`: bmf, gab, junit, csv; space or comma separated),
-# GITHUB_OUTPUT, GITHUB_EVENT_NAME, GITHUB_ACTIONS; GITHUB_TOKEN is passed through to infergate
-# (which never prints it) and is never echoed here.
+# INPUT_PR_NUMBER, INPUT_HEAD_SHA (mode report), GITHUB_OUTPUT, GITHUB_EVENT_NAME, GITHUB_ACTIONS,
+# RUNNER_TEMP; GITHUB_TOKEN is passed through to infergate (which never prints it) and is never
+# echoed here.
 # Outputs: verdict, regressions, results-path, summary-path, and per exported format
 # export-bmf-path, export-gab-bigger-path + export-gab-smaller-path, export-junit-path,
 # export-csv-path (files next to results.json).
@@ -41,6 +45,8 @@ for fmt in "${exports[@]}"; do
     *) usage_error "input 'export' takes bmf, gab, junit, csv (got '$fmt')" ;;
   esac
 done
+pr_number="${INPUT_PR_NUMBER:-}"
+head_sha="${INPUT_HEAD_SHA:-}"
 
 case "$mode" in
   gate | nightly | dispatch | ab) ;;
@@ -53,6 +59,8 @@ case "$fail_on" in
   regression | inconclusive | never) ;;
   *) usage_error "input 'fail-on' must be regression, inconclusive or never (got '$fail_on')" ;;
 esac
+[[ -z "$pr_number" || "$pr_number" =~ ^[1-9][0-9]{0,9}$ ]] || usage_error "input 'pr-number' must be a pull request number (got '$pr_number')"
+[[ -z "$head_sha" || "$head_sha" =~ ^[0-9a-f]{40}$ ]] || usage_error "input 'head-sha' must be a full 40-character commit SHA (got '$head_sha')"
 case "$update_baseline" in
   true | false) ;;
   *) usage_error "input 'update-baseline' must be true or false (got '$update_baseline')" ;;
@@ -68,7 +76,9 @@ fi
 # Merge: no engine, no config; its own script joins the shards and posts the one check/comment.
 [[ "$mode" != "merge" ]] || exec "$(dirname "$0")/merge.sh"
 
-if [[ "$mode" != "report" ]]; then
+if [[ "$mode" == "report" ]]; then
+  [[ -f "$config" ]] || usage_error "mode report: trusted config '$config' not found (input 'config': the gate config of a checkout of the base branch, never the PR's; relative to $(pwd))"
+else
   [[ -f "$config" ]] || usage_error "config file '$config' not found (input 'config', relative to $(pwd))"
 fi
 
@@ -78,13 +88,18 @@ args=()
 case "$mode" in
   ab) args+=(ab --config "$config" --out "$results_dir") ;;
   report)
-    # A run without a baseline has no verdict.json: report the results alone.
-    args+=(report --results "$results_dir/results.json")
-    [[ ! -f "$results_dir/verdict.json" ]] || args+=(--verdict "$results_dir/verdict.json")
+    # The artifact's verdict.json is the untrusted run's word: never read. The verdict is
+    # recomputed from results.json against the trusted config and baselines, and written here.
+    trusted_dir="$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/infergate-trusted.XXXXXX")"
+    args+=(report --results "$results_dir/results.json" --trusted-config "$config"
+      --verdict-out "$trusted_dir/verdict.json")
+    [[ -z "$baseline_dir" ]] || args+=(--baseline-dir "$baseline_dir")
+    [[ -z "$pr_number" ]] || args+=(--pr "$pr_number")
+    [[ -z "$head_sha" ]] || args+=(--head-sha "$head_sha")
     ;;
   *) args+=(run --config "$config" --out "$results_dir") ;;
 esac
-[[ -z "$suite" || "$mode" == "report" ]] || args+=(--suite "$suite")
+[[ -z "$suite" ]] || args+=(--suite "$suite")
 if [[ "$mode" != "ab" && "$mode" != "report" ]]; then
   [[ -z "$baseline_dir" ]] || args+=(--baseline-dir "$baseline_dir")
   [[ "$update_baseline" != "true" ]] || args+=(--update-baseline)
@@ -125,13 +140,18 @@ set -e
 results_path="$results_dir/results.json"
 summary_path="$results_dir/summary.md"
 verdict_path="$results_dir/verdict.json"
+verdict_dir="$results_dir"
+if [[ "$mode" == "report" ]]; then
+  verdict_path="$trusted_dir/verdict.json"
+  verdict_dir="$trusted_dir"
+fi
 verdict=error
 regressions=0
 if [[ ( "$rc" -eq 0 || "$rc" -eq 1 ) && -f "$verdict_path" ]]; then
   # Read the verdict through infergate itself (no jq on the runner needed): merge of one shard.
   scratch="$(mktemp)"
   set +e
-  "$bin" merge --shard "$results_dir" --format text --github-output "$scratch" > /dev/null
+  "$bin" merge --shard "$verdict_dir" --format text --github-output "$scratch" > /dev/null
   merge_rc=$?
   set -e
   if [[ "$merge_rc" -le 1 ]]; then

@@ -71,7 +71,11 @@ pub struct Added {
     pub created: bool,
 }
 
-/// Human-readable description of a profile directory (`profile.json`).
+/// File name of a profile directory's description (`<dir>/<profile key>/profile.json`): for
+/// people, not a run; readers that walk a store skip it.
+pub const PROFILE_FILE: &str = "profile.json";
+
+/// Human-readable description of a profile directory ([`PROFILE_FILE`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct ProfileDescription {
     key: String,
@@ -180,7 +184,7 @@ impl BaselineStore {
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or_else(|| root.clone());
-        let desc_path = profile_dir.join("profile.json");
+        let desc_path = profile_dir.join(PROFILE_FILE);
         if !desc_path.exists() {
             let desc = ProfileDescription {
                 key: run.profile.key.clone(),

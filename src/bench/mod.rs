@@ -451,6 +451,10 @@ impl BenchSession {
                 _ => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
+        // A cancelled run stops waiting at once; the engine was not given its 10 s.
+        if cancel.is_cancelled() {
+            return;
+        }
         self.events.emit(Event::now(
             EventKind::Notice,
             "engine still busy 10 s after the cell ended (requests not aborted on disconnect?)",

@@ -60,7 +60,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let schedule = plan.ab_schedule().unwrap_or_default();
-    eprintln!(
+    errln!(
         "infergate ab: config {} · suite `{}` ({} cells) · {} pairs of boots ({schedule}) · results in {}",
         plan.config.path,
         plan.suite.name,
@@ -78,7 +78,7 @@ fn print_ab(run: &GateRun) {
     print_tables(run);
     if let Some(ab) = &run.ab {
         for b in &ab.boots {
-            eprintln!(
+            errln!(
                 "boot {:>2}: engine {} pair {} · {} · {}",
                 b.index + 1,
                 b.side.as_str().to_uppercase(),
@@ -92,7 +92,7 @@ fn print_ab(run: &GateRun) {
                 }
             );
         }
-        eprintln!(
+        errln!(
             "results: B {} · A {} · summary: {}{} · {:.0} s for {} boots",
             run.files.results.display(),
             ab.a_results.display(),

@@ -59,13 +59,13 @@ pub async fn execute(args: AbEvalArgs) -> anyhow::Result<GateExit> {
     };
     let out = evaluate(&cfg).await?;
     if args.format == "json" {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"config": cfg, "outcomes": out}))?
         );
         return Ok(GateExit::Pass);
     }
-    println!(
+    outln!(
         "{} trials · boot noise {:.1}% · cell noise {:.1}% · change {:+.1}% · history {} runs · default rule with min_effect {}",
         cfg.trials,
         100.0 * cfg.boot_cv,
@@ -74,12 +74,12 @@ pub async fn execute(args: AbEvalArgs) -> anyhow::Result<GateExit> {
         cfg.history,
         cfg.min_effect
     );
-    println!(
+    outln!(
         "| design | scenario | gate regression | changed cell found | cell measurements | boots |"
     );
-    println!("|---|---|---|---|---|---|");
+    outln!("|---|---|---|---|---|---|");
     for o in &out {
-        println!(
+        outln!(
             "| {} | {} | {:.1}% | {} | {:.1} | {:.0} |",
             o.design,
             o.scenario,

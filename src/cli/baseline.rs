@@ -114,9 +114,9 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
                 .prune(a.profile.as_deref(), a.suite.as_deref(), a.keep)
                 .map_err(store_err)?;
             for p in &report.removed {
-                println!("removed {}", p.display());
+                outln!("removed {}", p.display());
             }
-            println!(
+            outln!(
                 "pruned {} run(s), kept {} in {}",
                 report.removed.len(),
                 report.kept,
@@ -127,7 +127,7 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
         BaselineCommand::List => {
             let profiles = store.profiles().map_err(store_err)?;
             if profiles.is_empty() {
-                println!("no baselines in {}", store.root().display());
+                outln!("no baselines in {}", store.root().display());
             }
             for (key, suites) in profiles {
                 for suite in suites {
@@ -137,7 +137,7 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
                         .last()
                         .map(|r| r.started_at.to_rfc3339())
                         .unwrap_or_else(|| "-".into());
-                    println!(
+                    outln!(
                         "{key}  suite={suite}  runs={}  newest={newest}{}",
                         loaded.runs.len(),
                         if loaded.skipped.is_empty() {
@@ -166,14 +166,14 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
         };
         for run in runs {
             match store.add_run(&run) {
-                Ok(added) if added.created => println!(
+                Ok(added) if added.created => outln!(
                     "added {} ({}, suite {}) → {}",
                     run.run_id,
                     run.profile.key,
                     run.suite.as_deref().unwrap_or(ADHOC_SUITE),
                     added.path.display()
                 ),
-                Ok(added) => println!("already present {} → {}", run.run_id, added.path.display()),
+                Ok(added) => outln!("already present {} → {}", run.run_id, added.path.display()),
                 Err(e @ BaselineError::Rejected { .. }) => {
                     failures.push(format!("{}: {e}", file.display()))
                 }
@@ -226,7 +226,7 @@ fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
     let entry = store
         .accept(&key, Some(&suite), &a.since, a.note.as_deref())
         .map_err(store_err)?;
-    println!(
+    outln!(
         "accepted the change at run {} ({key}, suite {suite}): comparisons use the runs started since {}",
         entry.since_run_id,
         entry.since_started_at.to_rfc3339()
@@ -260,7 +260,7 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
     for (key, suite) in groups {
         let loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
-            eprintln!("warning: skipped {}: {why}", path.display());
+            errln!("warning: skipped {}: {why}", path.display());
         }
         histories.push(history::history(
             &key,

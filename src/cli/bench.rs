@@ -193,15 +193,15 @@ pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         Err(e) => return Err(anyhow::Error::new(e).context("nothing measured")),
     };
     write_results(&args.out, &results)?;
-    println!("{}", crate::report::console::render_matrix(&results));
-    println!("results: {}", args.out.display());
+    outln!("{}", crate::report::console::render_matrix(&results));
+    outln!("results: {}", args.out.display());
     let measured = results
         .cells
         .iter()
         .filter(|c| matches!(c.status, CellStatus::Ok | CellStatus::CapacityLimited))
         .count();
     if measured == 0 {
-        eprintln!(
+        errln!(
             "error: no cell could be measured ({} cells errored or were skipped); see the reasons above",
             results.cells.len()
         );
@@ -210,7 +210,7 @@ pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
     match results.status {
         crate::results::RunStatus::Complete => {}
         crate::results::RunStatus::Partial | crate::results::RunStatus::Cancelled => {
-            eprintln!(
+            errln!(
                 "error: the run is incomplete: {}",
                 results.status_reason.as_deref().unwrap_or("(no reason)")
             );

@@ -110,7 +110,7 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     for (key, suite) in groups {
         let mut loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
-            eprintln!("warning: skipped {}: {why}", path.display());
+            errln!("warning: skipped {}: {why}", path.display());
         }
         let accepted: Vec<String> = store
             .accepted(&key, Some(&suite))
@@ -206,8 +206,8 @@ pub async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
         .await
         .context("changes-eval worker")??;
     match args.format {
-        ChangesEvalFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        ChangesEvalFormat::Text => print!("{}", render_eval(&report)),
+        ChangesEvalFormat::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        ChangesEvalFormat::Text => out!("{}", render_eval(&report)),
     }
     Ok(GateExit::Pass)
 }

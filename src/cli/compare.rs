@@ -149,7 +149,7 @@ pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
         Some(path) => crate::fsio::write_durable(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display())),
         None => {
-            print!("{text}");
+            out!("{text}");
             Ok(())
         }
     }
@@ -179,7 +179,7 @@ fn baseline_runs(
         .load_current(&candidate.profile.key, suite)
         .with_context(|| format!("reading the baseline store {}", dir.display()))?;
     for (path, why) in &loaded.skipped {
-        eprintln!("warning: skipped baseline file {}: {why}", path.display());
+        errln!("warning: skipped baseline file {}: {why}", path.display());
     }
     if !loaded.runs.is_empty() {
         return Ok(Ok(loaded.runs));
@@ -223,7 +223,7 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let suite = args.suite.clone().or_else(|| first.suite.clone());
     let report = match baseline_runs(&args, first, suite.as_deref())? {
         Err(why) => {
-            eprintln!("note: {why}");
+            errln!("note: {why}");
             not_comparable_report(&candidate, suite, &rule, &why)
         }
         Ok(mut baseline) => {
@@ -237,12 +237,12 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                         "different profile: baseline run `{run_id}` is `{key}`, the candidate is `{}` (pass --allow-profile-mismatch to compare anyway)",
                         first.profile.key
                     );
-                    eprintln!("note: not comparable: {why}");
+                    errln!("note: not comparable: {why}");
                     not_comparable_report(&candidate, suite, &rule, &why)
                 }
                 _ => {
                     if mismatch.is_some() {
-                        eprintln!(
+                        errln!(
                             "warning: comparing across profiles (--allow-profile-mismatch): differences include the setup, not only the code"
                         );
                         for run in &mut baseline {
@@ -262,7 +262,7 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let text = render(&report, args.format)?;
     emit(&text, args.out.as_deref())?;
     if let Some(out) = &args.out {
-        eprintln!(
+        errln!(
             "{}: gate {} — {}",
             out.display(),
             report.gate.as_str(),

@@ -93,12 +93,12 @@ pub async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
         report = doctor::gather(args.url.as_deref()).await;
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).context("serialising the report")?
         );
     } else {
-        print!("{}", doctor::render_text(&report));
+        out!("{}", doctor::render_text(&report));
     }
     Ok(GateExit::Pass)
 }

@@ -67,7 +67,7 @@ pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
         None => None,
     };
     if verdict.is_some() && matches!(args.format, ExportFormat::Bmf | ExportFormat::Gab) {
-        eprintln!("infergate export: --verdict is not used by --format bmf/gab (figures only)");
+        errln!("infergate export: --verdict is not used by --format bmf/gab (figures only)");
     }
     use crate::export::{bmf, csv, gab, junit};
     let body = match args.format {
@@ -80,7 +80,7 @@ pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
     match &args.out {
         Some(path) => crate::fsio::write_durable(path, body.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
-        None => print!("{body}"),
+        None => out!("{body}"),
     }
     Ok(GateExit::Pass)
 }

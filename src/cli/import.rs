@@ -49,7 +49,7 @@ pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         .iter()
         .filter(|c| c.status != crate::results::CellStatus::Ok)
         .count();
-    println!(
+    outln!(
         "wrote {}: run {}, {} cells ({} not ok), profile {}",
         args.out.display(),
         run.run_id,
@@ -58,7 +58,7 @@ pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         run.profile.key
     );
     for note in crate::import::unmapped_notes(&run) {
-        println!("  not mapped: {note}");
+        outln!("  not mapped: {note}");
     }
     Ok(GateExit::Pass)
 }

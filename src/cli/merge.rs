@@ -23,8 +23,8 @@ pub enum MergeFormat {
 /// Arguments of `infergate merge`.
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
-    /// A shard: a results directory holding `verdict.json` (and `results.json`), or a verdict
-    /// JSON file. Repeat once per shard.
+    /// A shard: a results directory holding `verdict.json` (and `results.json`; a run that
+    /// compared nothing has only `results.json`), or a verdict JSON file. Repeat once per shard.
     #[arg(long = "shard", value_name = "DIR_OR_VERDICT_FILE", required = true)]
     pub shards: Vec<PathBuf>,
     /// Output format.
@@ -39,7 +39,8 @@ pub struct MergeArgs {
     pub github_output: Option<PathBuf>,
 }
 
-/// Runs `infergate merge`: exit 0 unless a shard regressed (1); an unreadable shard is exit 2.
+/// Runs `infergate merge`: exit 0 unless a shard regressed (1) or a shard's run stopped before
+/// it was compared (3, fail closed); an unreadable shard is exit 2.
 pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     let mut shards = Vec::with_capacity(args.shards.len());
     for path in &args.shards {
@@ -49,27 +50,18 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     let rendered = render(&merged, args.format)?;
     match &args.out {
         Some(path) => write_atomic(path, &rendered)?,
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(rendered.as_bytes())
-                .context("writing to stdout")?;
-        }
+        None => out!("{rendered}"),
     }
     if let Some(path) = &args.github_output {
-        append(path, &crate::merge::github_outputs(&merged))?;
+        append(path, &crate::report::merged::github_outputs(&merged))?;
     }
-    Ok(if merged.is_regression() {
-        GateExit::Regression
-    } else {
-        GateExit::Pass
-    })
+    Ok(merged.exit())
 }
 
 fn render(merged: &MergedVerdict, format: MergeFormat) -> anyhow::Result<String> {
     Ok(match format {
-        MergeFormat::Md => crate::merge::markdown(merged),
-        MergeFormat::Text => crate::merge::text(merged),
+        MergeFormat::Md => crate::report::merged::markdown(merged),
+        MergeFormat::Text => crate::report::merged::text(merged),
         MergeFormat::Json => {
             let mut s =
                 serde_json::to_string_pretty(merged).context("serialising the merged verdict")?;

@@ -46,7 +46,7 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Compare candidate results with a baseline and print verdicts.
     Compare(compare::CompareArgs),
-    /// Manage the baseline store (add, show, prune).
+    /// Manage the baseline store (add, show, prune, list, accept).
     Baseline(baseline::BaselineArgs),
     /// Convert other tools' results (llm-decode-bench, vllm bench serve, guidellm) into infergate's schema.
     Import(import::ImportArgs),

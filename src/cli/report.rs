@@ -3,14 +3,20 @@
 //! step outputs and workflow commands. Used by the two-workflow pattern: the untrusted PR job
 //! measures with a read-only token and uploads its files; a `workflow_run` job reports them.
 //!
-//! The exit code is the verdict's (0 pass/neutral, 1 regression), never altered by a reporting
-//! failure; 2 when an input file cannot be read.
+//! With `--trusted-config` (what the action's `report` mode always passes) the verdict is not
+//! read from the artifact at all: it is recomputed from `results.json` against the trusted
+//! config and baseline store (a checkout of the base branch, never the PR's), and results that
+//! are not what that config asks for are refused (`run::rejudge`).
+//!
+//! The exit code is the verdict's (0 pass/neutral, 1 regression, under the trusted config's
+//! `fail_on` when one is given), never altered by a reporting failure; 2 when an input file
+//! cannot be read; 3 when the trusted recompute is refused or fails (the check says why).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::baseline::PROFILE_FILE;
 use crate::exit::{GateExit, usage};
 use crate::report::github::{GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name};
 use crate::report::verdict_table;
@@ -27,8 +33,8 @@ pub struct ReportArgs {
     /// reported as "no baseline yet".
     #[arg(long)]
     pub verdict: Option<PathBuf>,
-    /// Directory of baseline results files (searched recursively for `*.json`) for the trend
-    /// chart in the job summary.
+    /// Directory of baseline results files (searched recursively for `*.json`; a baseline
+    /// store works too) for the trend chart in the job summary.
     #[arg(long)]
     pub history: Option<PathBuf>,
     /// Gate config file: annotations point at the line defining the suite's matrix.
@@ -56,16 +62,108 @@ pub struct ReportArgs {
     /// Complete the check as failure when the verdict is inconclusive.
     #[arg(long)]
     pub fail_on_inconclusive: bool,
+    /// Gate config from a trusted checkout (the base branch): the verdict is recomputed from
+    /// the results against it and its baseline store, and `--verdict` is ignored.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_config: Option<PathBuf>,
+    /// Baseline store for `--trusted-config` (default: the trusted config's `[baseline] dir`).
+    #[arg(long, value_name = "DIR", requires = "trusted_config")]
+    pub baseline_dir: Option<PathBuf>,
+    /// The confirmation boot's results (default: `results-confirm.json` next to `--results`,
+    /// when present); only read with `--trusted-config`.
+    #[arg(long, value_name = "FILE", requires = "trusted_config")]
+    pub confirm_results: Option<PathBuf>,
+    /// Write the verdict that was reported (the recomputed one with `--trusted-config`) to
+    /// this file, atomically.
+    #[arg(long, value_name = "FILE")]
+    pub verdict_out: Option<PathBuf>,
+}
+
+/// The verdict recomputed against a trusted config, or why it could not be.
+struct Trusted {
+    config: crate::config::GateConfig,
+    suite: crate::config::SuiteConfig,
+    decision: Option<crate::run::Decision>,
+    failure: Option<String>,
+}
+
+async fn rejudge(
+    args: &ReportArgs,
+    config_path: &Path,
+    results: &RunResults,
+) -> anyhow::Result<Trusted> {
+    let config = super::run::load_config(Some(config_path))?;
+    let suite = config
+        .suite(args.suite.as_deref())
+        .map_err(super::run::config_error)?
+        .clone();
+    let store = args
+        .baseline_dir
+        .clone()
+        .unwrap_or_else(|| config.baseline.dir.clone());
+    let confirm_path = args.confirm_results.clone().or_else(|| {
+        let p = args
+            .results
+            .with_file_name(crate::run::confirm::CONFIRM_RESULTS);
+        p.is_file().then_some(p)
+    });
+    let confirm: Option<RunResults> = match &confirm_path {
+        Some(p) => Some(read_json(p, "confirmation results")?),
+        None => None,
+    };
+    let judged =
+        crate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref()).await;
+    let (decision, failure) = match judged {
+        Ok(d) => (Some(d), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    Ok(Trusted {
+        config,
+        suite,
+        decision,
+        failure,
+    })
 }
 
 /// Runs `infergate report`.
 pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     let results: RunResults = read_json(&args.results, "results")?;
-    let verdict: Option<ComparisonReport> = match &args.verdict {
-        Some(p) => Some(read_json(p, "verdict")?),
+    let mut notices = Vec::new();
+    let trusted = match &args.trusted_config {
+        Some(path) => Some(rejudge(&args, path, &results).await?),
         None => None,
     };
-    let mut notices = Vec::new();
+    let verdict: Option<ComparisonReport> = match (&trusted, &args.verdict) {
+        (Some(t), given) => {
+            if given.is_some() {
+                notices.push(
+                    "--verdict ignored: the verdict is recomputed from the results against the trusted config"
+                        .to_string(),
+                );
+            }
+            t.decision.as_ref().and_then(|d| d.verdict.clone())
+        }
+        (None, Some(p)) => Some(read_json(p, "verdict")?),
+        (None, None) => None,
+    };
+    if let Some(t) = &trusted {
+        if let Some(d) = &t.decision {
+            notices.extend(d.notices.iter().cloned());
+        }
+        if let Some(f) = &t.failure {
+            errln!("error: {f}");
+        }
+    }
+    if let (Some(path), Some(v)) = (&args.verdict_out, &verdict) {
+        let body = serde_json::to_string_pretty(v).context("serialising the verdict")?;
+        crate::fsio::write_durable(path, body.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    } else if let Some(path) = &args.verdict_out
+        && path.exists()
+    {
+        // No verdict this time: a stale file must not be read as this run's.
+        let _ = std::fs::remove_file(path);
+    }
     if let Some(v) = &verdict
         && v.profile.key != results.profile.key
     {
@@ -74,17 +172,27 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             v.profile.key, results.profile.key
         ));
     }
-    let history = match &args.history {
-        Some(dir) => load_history(dir, &results, &mut notices)?,
-        None => Vec::new(),
+    let history = match (&args.history, &trusted) {
+        (Some(dir), _) => load_history(dir, &results, &mut notices)?,
+        (None, Some(t)) => t
+            .decision
+            .as_ref()
+            .map(|d| d.history.clone())
+            .unwrap_or_default(),
+        (None, None) => Vec::new(),
     };
-    let suite = args
-        .suite
-        .clone()
-        .or_else(|| results.suite.clone())
-        .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
-        .unwrap_or_else(|| "default".to_string());
+    let suite = match &trusted {
+        Some(t) => t.suite.name.clone(),
+        None => args
+            .suite
+            .clone()
+            .or_else(|| results.suite.clone())
+            .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
+            .unwrap_or_else(|| "default".to_string()),
+    };
+    let failure = trusted.as_ref().and_then(|t| t.failure.clone());
     let matrix_line = match &args.config {
+        None if trusted.is_some() => trusted.as_ref().map(|t| t.suite.line as u32),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 usage(format!(
@@ -98,8 +206,8 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     };
 
     match &verdict {
-        Some(v) => print!("{}", verdict_table::text(v)),
-        None => println!(
+        Some(v) => out!("{}", verdict_table::text(v)),
+        None => outln!(
             "{}: no verdict given (no baseline yet); {} cells measured",
             results.run_id,
             results.cells.len()
@@ -107,36 +215,24 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     let in_actions = super::in_actions();
     for n in &notices {
-        eprintln!("notice: {}", crate::untrusted_text::console(n));
+        errln!("notice: {}", crate::untrusted_text::console(n));
     }
 
     if args.github || in_actions {
         let mut ctx = GithubContext::from_env();
-        if let Some(sha) = &args.head_sha {
-            ctx.head_sha = Some(sha.clone());
-        }
-        if let Some(pr) = args.pr {
-            ctx.pr_number = Some(pr);
-        }
-        let mut retry = RetryPolicy::default();
-        if let Some(ms) = std::env::var("INFERGATE_GITHUB_RETRY_BASE_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            retry.base_delay = Duration::from_millis(ms);
-            retry.max_delay = retry
-                .max_delay
-                .min(Duration::from_millis(ms.saturating_mul(8)));
-        }
+        // Given by hand (the fork-PR case of a workflow_run): checked against the API before
+        // a comment, never trusted blindly.
+        ctx.target(args.head_sha.as_deref(), args.pr);
+        let (retry, warnings) = RetryPolicy::from_lookup(|k| std::env::var(k).ok());
+        ctx.warnings.extend(warnings);
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
-        reporter.set_policy(crate::policy::GatePolicy::new(
-            if args.fail_on_inconclusive {
-                crate::policy::FailOn::Inconclusive
-            } else {
-                crate::policy::FailOn::Regression
-            },
-        ));
+        let fail_on = match (&trusted, args.fail_on_inconclusive) {
+            (_, true) => crate::policy::FailOn::Inconclusive,
+            (Some(t), false) => t.config.thresholds.fail_on,
+            (None, false) => crate::policy::FailOn::Regression,
+        };
+        reporter.set_policy(crate::policy::GatePolicy::new(fail_on));
         let name = args
             .name
             .clone()
@@ -145,18 +241,32 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             results: &results,
             verdict: verdict.as_ref(),
             history: &history,
-            config_path: args.config.as_deref(),
+            config_path: args
+                .config
+                .as_deref()
+                .or_else(|| trusted.as_ref().map(|t| Path::new(t.config.path.as_str()))),
             matrix_line,
             artifact_url: args.artifact_url.clone(),
-            failure: None,
+            failure: failure.clone(),
         };
         let outcome = reporter.publish(&name, &input).await;
         outcome.print(reporter.context().in_actions);
     }
 
-    Ok(match verdict.map(|v| v.gate) {
-        Some(GateVerdict::Regression) => GateExit::Regression,
-        _ => GateExit::Pass,
+    Ok(match &trusted {
+        Some(t) => {
+            crate::policy::GatePolicy::new(t.config.thresholds.fail_on)
+                .ending(
+                    failure.is_some(),
+                    results.status == crate::results::RunStatus::Cancelled,
+                    verdict.as_ref().map(|v| v.gate),
+                )
+                .exit
+        }
+        None => match verdict.map(|v| v.gate) {
+            Some(GateVerdict::Regression) => GateExit::Regression,
+            _ => GateExit::Pass,
+        },
     })
 }
 
@@ -218,6 +328,8 @@ fn load_history(
         match parsed {
             Ok(r) if r.profile.key == current.profile.key => runs.push(r),
             Ok(_) => {}
+            // A baseline store's own description of a profile directory, not a run.
+            Err(_) if f.file_name().is_some_and(|n| n == PROFILE_FILE) => {}
             Err(e) => notices.push(format!(
                 "history file {} skipped (not a results file: {e})",
                 f.display()

@@ -58,7 +58,7 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
             if local.exists() {
                 GateConfig::load(local).map_err(config_error)
             } else {
-                eprintln!(
+                errln!(
                     "notice: no infergate.toml here and no --config: using the embedded default (simulated engine)"
                 );
                 GateConfig::embedded_default().map_err(config_error)
@@ -128,7 +128,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let suite = &plan.suite;
-    eprintln!(
+    errln!(
         "infergate run: config {} · suite `{}` ({} cells: C {:?} x contexts {:?}) · results in {}",
         plan.config.path,
         suite.name,
@@ -173,44 +173,47 @@ pub(crate) fn print_reporting(reporting: &[crate::report::github::PublishOutcome
 
 /// The matrix and verdict tables on stdout.
 pub(crate) fn print_tables(run: &GateRun) {
-    println!("{}", crate::report::console::render_matrix(&run.results));
+    outln!("{}", crate::report::console::render_matrix(&run.results));
     if let Some(v) = &run.verdict {
-        println!("{}", crate::report::verdict_table::text(v));
+        outln!("{}", crate::report::verdict_table::text(v));
     }
 }
 
 /// The last line: the error, or the verdict and its headline.
 pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     match (&run.failure, &run.verdict) {
-        (Some(f), _) => eprintln!("error: {}", crate::untrusted_text::console(f)),
-        (None, Some(v)) => eprintln!(
+        (Some(f), _) => errln!("error: {}", crate::untrusted_text::console(f)),
+        (None, Some(v)) => errln!(
             "verdict: {} — {}",
             v.gate.as_str(),
             crate::untrusted_text::console(&v.headline)
         ),
-        (None, None) => eprintln!("verdict: {no_verdict}"),
+        (None, None) => errln!("verdict: {no_verdict}"),
     }
 }
 
 /// Everything `run` prints after the gate.
 fn print_run(run: &GateRun) {
     for w in &run.warnings {
-        eprintln!("warning: {}", crate::untrusted_text::console(w));
+        errln!("warning: {}", crate::untrusted_text::console(w));
     }
     if let Some(a) = &run.adaptive {
-        eprintln!(
+        errln!(
             "adaptive: {} extra round(s) on {} inconclusive cell(s), {:.1} s extra; stopped: {}",
-            a.rounds, a.remeasured, a.extra_s, a.stop_reason
+            a.rounds,
+            a.remeasured,
+            a.extra_s,
+            a.stop_reason
         );
     }
     print_tables(run);
     for n in &run.notices {
-        eprintln!("notice: {}", crate::untrusted_text::console(n));
+        errln!("notice: {}", crate::untrusted_text::console(n));
     }
     if let Some(t) = &run.results.telemetry
         && t.status == "available"
     {
-        eprintln!(
+        errln!(
             "telemetry: {} · energy {} · {} J/token · avg power {} W",
             t.devices.join(", "),
             t.energy_j.map_or("-".into(), |e| format!("{e:.0} J")),
@@ -218,7 +221,7 @@ fn print_run(run: &GateRun) {
             t.power_w_avg.map_or("-".into(), |p| format!("{p:.0}"))
         );
     }
-    eprintln!(
+    errln!(
         "results: {}{} · summary: {} · engine log: {}",
         run.files.results.display(),
         run.files
@@ -229,7 +232,7 @@ fn print_run(run: &GateRun) {
         run.engine_log.display()
     );
     if let Some(c) = &run.confirmation {
-        eprintln!(
+        errln!(
             "confirmation boot: results {} · engine log: {}",
             c.results.display(),
             c.engine_log.display()
@@ -237,8 +240,8 @@ fn print_run(run: &GateRun) {
     }
     for b in &run.baseline {
         match b {
-            BaselineUpdate::Added(path) => eprintln!("baseline: run added as {}", path.display()),
-            BaselineUpdate::NotUpdated(why) => eprintln!("baseline: not updated: {why}"),
+            BaselineUpdate::Added(path) => errln!("baseline: run added as {}", path.display()),
+            BaselineUpdate::NotUpdated(why) => errln!("baseline: not updated: {why}"),
         }
     }
     print_reporting(&run.reporting);

@@ -1,6 +1,5 @@
 //! `infergate sim`: serve the simulated engine until SIGINT/SIGTERM.
 
-use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -115,11 +114,10 @@ pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
     if let Some(path) = &args.port_file {
         write_port_file(path, server.addr().port())?;
     }
-    println!(
+    outln!(
         "infergate sim listening on {} (profile {profile_name}, time-scale {time_scale})",
         server.url()
     );
-    let _ = std::io::stdout().flush();
 
     tokio::select! {
         _ = int.recv() => {}

@@ -99,8 +99,8 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         .await
         .context("stats-eval worker")??;
     match args.format {
-        EvalFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        EvalFormat::Text => print!("{}", render_text(&report)),
+        EvalFormat::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        EvalFormat::Text => out!("{}", render_text(&report)),
     }
     let missed = report.targets.iter().any(|t| !t.met);
     Ok(if args.check && missed {

@@ -108,7 +108,7 @@ impl Report {
 /// Runs the supervisor (the `__supervise` subcommand) and returns its exit code. Linux only.
 #[cfg(not(target_os = "linux"))]
 pub fn supervise(_parent: i32, _grace_ms: u64, _use_cgroup: bool, _argv: &[String]) -> i32 {
-    eprintln!(
+    errln!(
         "infergate supervisor: engine containment needs Linux (PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)"
     );
     2

@@ -269,7 +269,7 @@ pub async fn render_progress(
                 }
                 bar.set_message(crate::untrusted_text::console(&e.message));
             }
-            None => eprintln!("{line}"),
+            None => errln!("{line}"),
         }
     }
     if let Some(bar) = bar {

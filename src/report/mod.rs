@@ -8,6 +8,7 @@ pub mod console;
 pub mod github;
 pub mod history;
 pub mod markdown;
+pub mod merged;
 pub mod mermaid;
 pub mod trend_html;
 pub mod verdict_table;

@@ -11,6 +11,7 @@ pub mod design_eval;
 pub mod gate;
 pub mod measure;
 pub mod outputs;
+pub mod rejudge;
 
 pub use decide::{Decision, GateError, decide, decide_runs};
 pub use gate::{

@@ -247,7 +247,7 @@ pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimE
             tokio::select! {
                 _ = token.cancelled() => {}
                 _ = tokio::time::sleep(Duration::from_secs_f64(secs)) => {
-                    eprintln!("infergate sim: fault crash-after={secs}: exiting with status 1");
+                    errln!("infergate sim: fault crash-after={secs}: exiting with status 1");
                     std::process::exit(1);
                 }
             }

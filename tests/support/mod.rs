@@ -76,13 +76,14 @@ pub fn engine_pgid(results: &RunResults) -> i32 {
 }
 
 /// Adds `runs` baseline runs around `calib` (a run measured on this machine, so machine speed
-/// cancels) with a run factor and cell terms of about 1% from a fixed sequence; `cell_factor`
-/// scales single cells on top (1.0 = as measured).
+/// cancels) with a run factor and cell terms of about 1% from a fixed sequence;
+/// `cell_factor(run, cell)` scales single cells of baseline run `run` (0-based) on top (1.0 = as
+/// measured).
 pub fn baseline_around(
     store_dir: &Path,
     calib: &RunResults,
     runs: usize,
-    cell_factor: impl Fn(&CellResult) -> f64,
+    cell_factor: impl Fn(usize, &CellResult) -> f64,
 ) {
     let store = BaselineStore::open(store_dir).expect("store");
     let z: [f64; 12] = [
@@ -93,7 +94,7 @@ pub fn baseline_around(
         r.run_id = format!("20260101T0000{run:02}Z-base{run}");
         let run_f = (0.01 * z[run % z.len()]).exp();
         for (k, cell) in r.cells.iter_mut().enumerate() {
-            let f = run_f * (0.01 * z[(run * 3 + k + 5) % z.len()]).exp() * cell_factor(cell);
+            let f = run_f * (0.01 * z[(run * 3 + k + 5) % z.len()]).exp() * cell_factor(run, cell);
             cell.aggregate_tps *= f;
             for s in &mut cell.samples {
                 *s *= f;

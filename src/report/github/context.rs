@@ -63,6 +63,15 @@ pub struct GithubContext {
     pub head_sha: Option<String>,
     /// Pull request number, when the event is about one (no number → no comment).
     pub pr_number: Option<u64>,
+    /// Whether `pr_number` is bound to `head_sha` by GitHub itself (a `pull_request` payload, or
+    /// a `workflow_run.pull_requests` entry whose head is the run's head). A number given by
+    /// hand (`--pr`), or a head SHA given by hand, is checked against the API before a comment.
+    pub pr_verified: bool,
+    /// How to find the PR when the payload names none: a `workflow_run` of a fork PR, whose
+    /// `pull_requests` list GitHub leaves empty (`GET /repos/{o}/{r}/pulls?head=owner:branch`).
+    pub pr_lookup: Option<PrLookup>,
+    /// GraphQL endpoint (`GITHUB_GRAPHQL_URL`), for the token's own login.
+    pub graphql_url: String,
     /// `GITHUB_EVENT_NAME` (`pull_request`, `workflow_run`, `push`, ...).
     pub event_name: Option<String>,
     /// Link to this workflow run (`GITHUB_SERVER_URL/GITHUB_REPOSITORY/actions/runs/GITHUB_RUN_ID`).
@@ -79,6 +88,16 @@ pub struct GithubContext {
     pub token: Option<Token>,
     /// Problems met while reading the environment (unreadable event payload, ...).
     pub warnings: Vec<String>,
+}
+
+/// The head of a `workflow_run` whose payload lists no pull request: the PR is looked up by
+/// `head={owner}:{branch}` and kept only when its head SHA is the run's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrLookup {
+    /// Login of the head repository's owner (the fork's owner for a fork PR).
+    pub head_owner: String,
+    /// `workflow_run.head_branch`.
+    pub head_branch: String,
 }
 
 /// The parts of a webhook event payload we use.
@@ -111,13 +130,39 @@ struct WorkflowRunPayload {
     #[serde(default)]
     head_sha: Option<String>,
     #[serde(default)]
+    head_branch: Option<String>,
+    #[serde(default)]
+    head_repository: Option<RepositoryPayload>,
+    #[serde(default)]
     pull_requests: Vec<PullRequestRef>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RepositoryPayload {
+    #[serde(default)]
+    owner: Option<OwnerPayload>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OwnerPayload {
+    #[serde(default)]
+    login: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 struct PullRequestRef {
     #[serde(default)]
     number: Option<u64>,
+    #[serde(default)]
+    head: Option<HeadPayload>,
+}
+
+/// What the payload says about the commit and its PR.
+#[derive(Debug, Default)]
+struct PayloadTarget {
+    head_sha: Option<String>,
+    pr_number: Option<u64>,
+    pr_lookup: Option<PrLookup>,
 }
 
 impl GithubContext {
@@ -166,7 +211,10 @@ impl GithubContext {
             },
             None => EventPayload::default(),
         };
-        let (payload_sha, payload_pr) = payload.head_and_number();
+        let target = payload.target();
+        let graphql_url = get("GITHUB_GRAPHQL_URL")
+            .map(|u| u.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| graphql_url_for(&api_url));
         let token = get("INFERGATE_GITHUB_TOKEN")
             .and_then(Token::new)
             .or_else(|| get("GITHUB_TOKEN").and_then(Token::new));
@@ -174,8 +222,11 @@ impl GithubContext {
             api_url,
             server_url,
             repository,
-            head_sha: payload_sha.or_else(|| get("GITHUB_SHA")),
-            pr_number: payload_pr,
+            head_sha: target.head_sha.or_else(|| get("GITHUB_SHA")),
+            pr_verified: target.pr_number.is_some(),
+            pr_number: target.pr_number,
+            pr_lookup: target.pr_lookup,
+            graphql_url,
             event_name: get("GITHUB_EVENT_NAME"),
             run_url,
             workspace: get("GITHUB_WORKSPACE").map(PathBuf::from),
@@ -216,19 +267,84 @@ impl GithubContext {
     }
 }
 
+impl GithubContext {
+    /// Points the report at a commit and PR given by hand (`--head-sha`, `--pr`, the action's
+    /// `head-sha` / `pr-number` inputs). Neither is trusted blindly: a PR number is commented on
+    /// only when the API says its head is `head_sha`, and a different head SHA unbinds the PR
+    /// the payload named.
+    pub fn target(&mut self, head_sha: Option<&str>, pr: Option<u64>) {
+        if let Some(sha) = head_sha.map(str::trim).filter(|s| !s.is_empty())
+            && self.head_sha.as_deref() != Some(sha)
+        {
+            self.head_sha = Some(sha.to_string());
+            self.pr_verified = false;
+        }
+        if let Some(n) = pr
+            && self.pr_number != Some(n)
+        {
+            self.pr_number = Some(n);
+            self.pr_verified = false;
+        }
+    }
+}
+
 impl EventPayload {
     /// PR head SHA and number: `pull_request` events first, then `workflow_run` (the
-    /// two-workflow pattern, where a privileged workflow reports on an untrusted run).
-    fn head_and_number(&self) -> (Option<String>, Option<u64>) {
+    /// two-workflow pattern, where a privileged workflow reports on an untrusted run). A
+    /// `workflow_run` PR entry counts only when its head is the run's head; a run without one
+    /// (a fork PR) carries what is needed to look the PR up.
+    fn target(&self) -> PayloadTarget {
         if let Some(pr) = &self.pull_request {
-            let sha = pr.head.as_ref().and_then(|h| h.sha.clone());
-            return (sha, pr.number.or(self.number));
+            return PayloadTarget {
+                head_sha: pr.head.as_ref().and_then(|h| h.sha.clone()),
+                pr_number: pr.number.or(self.number),
+                pr_lookup: None,
+            };
         }
         if let Some(run) = &self.workflow_run {
-            let number = run.pull_requests.iter().find_map(|p| p.number);
-            return (run.head_sha.clone(), number);
+            let number = run
+                .pull_requests
+                .iter()
+                .filter(|p| {
+                    let sha = p.head.as_ref().and_then(|h| h.sha.as_deref());
+                    sha.is_none() || sha == run.head_sha.as_deref()
+                })
+                .find_map(|p| p.number);
+            let lookup = match (
+                number,
+                run.head_repository
+                    .as_ref()
+                    .and_then(|r| r.owner.as_ref())
+                    .and_then(|o| o.login.clone()),
+                run.head_branch.clone(),
+            ) {
+                (None, Some(head_owner), Some(head_branch))
+                    if !head_owner.is_empty() && !head_branch.is_empty() =>
+                {
+                    Some(PrLookup {
+                        head_owner,
+                        head_branch,
+                    })
+                }
+                _ => None,
+            };
+            return PayloadTarget {
+                head_sha: run.head_sha.clone(),
+                pr_number: number,
+                pr_lookup: lookup,
+            };
         }
-        (None, None)
+        PayloadTarget::default()
+    }
+}
+
+/// The GraphQL endpoint next to a REST base: `https://api.github.com/graphql`, or on GitHub
+/// Enterprise Server `https://HOST/api/graphql` for `https://HOST/api/v3`.
+pub fn graphql_url_for(api_url: &str) -> String {
+    let base = api_url.trim_end_matches('/');
+    match base.strip_suffix("/api/v3") {
+        Some(host) => format!("{host}/api/graphql"),
+        None => format!("{base}/graphql"),
     }
 }
 
@@ -302,6 +418,43 @@ mod tests {
         let c = ctx(&[("GITHUB_EVENT_PATH", event.to_str().unwrap())]);
         assert_eq!(c.head_sha.as_deref(), Some("feed"));
         assert_eq!(c.pr_number, Some(12));
+        assert!(c.pr_verified);
+    }
+
+    #[test]
+    fn a_fork_workflow_run_names_the_head_to_look_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let event = dir.path().join("event.json");
+        std::fs::write(
+            &event,
+            r#"{"workflow_run": {"head_sha": "feed", "head_branch": "fix-kv", "pull_requests": [],
+                "head_repository": {"full_name": "forker/engine", "owner": {"login": "forker"}}}}"#,
+        )
+        .unwrap();
+        let mut c = ctx(&[("GITHUB_EVENT_PATH", event.to_str().unwrap())]);
+        assert_eq!(c.pr_number, None);
+        assert_eq!(
+            c.pr_lookup,
+            Some(PrLookup {
+                head_owner: "forker".into(),
+                head_branch: "fix-kv".into()
+            })
+        );
+        c.target(Some("feed"), Some(5));
+        assert_eq!(c.pr_number, Some(5));
+        assert!(!c.pr_verified, "a number given by hand is checked");
+    }
+
+    #[test]
+    fn graphql_sits_next_to_the_rest_api() {
+        assert_eq!(
+            graphql_url_for("https://api.github.com"),
+            "https://api.github.com/graphql"
+        );
+        assert_eq!(
+            graphql_url_for("https://ghe.example/api/v3/"),
+            "https://ghe.example/api/graphql"
+        );
     }
 
     #[test]

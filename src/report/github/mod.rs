@@ -9,6 +9,7 @@
 pub mod checks;
 pub mod comment;
 pub mod context;
+pub mod pulls;
 pub mod render;
 pub mod retry;
 
@@ -18,8 +19,8 @@ use std::time::Duration;
 
 use octocrab::Octocrab;
 
-pub use context::{GithubContext, Token};
-pub use retry::{ApiError, RetryPolicy};
+pub use context::{GithubContext, PrLookup, Token};
+pub use retry::{ApiError, Deadline, RetryPolicy};
 
 use crate::policy::GatePolicy;
 use crate::report::{actions, mermaid};
@@ -74,17 +75,17 @@ impl PublishOutcome {
     pub fn print(&self, in_actions: bool) {
         for n in &self.notices {
             if in_actions {
-                eprintln!(
+                errln!(
                     "{}",
                     actions::command("notice", &[("title", "infergate")], n)
                 );
             } else {
-                eprintln!("notice: {}", crate::untrusted_text::console(n));
+                errln!("notice: {}", crate::untrusted_text::console(n));
             }
         }
         for e in &self.errors {
             if in_actions {
-                eprintln!(
+                errln!(
                     "{}",
                     actions::command(
                         "warning",
@@ -93,7 +94,7 @@ impl PublishOutcome {
                     )
                 );
             } else {
-                eprintln!(
+                errln!(
                     "warning: reporting failed: {} (the verdict and exit code are unaffected)",
                     crate::untrusted_text::console(e)
                 );
@@ -106,6 +107,12 @@ impl PublishOutcome {
 /// mode), the context and the retry policy, and remembers check ids between start and publish.
 pub struct GithubReporter {
     client: Option<Octocrab>,
+    /// A client based at the GraphQL endpoint's parent, and the endpoint's last segment.
+    graphql: Option<(Octocrab, String)>,
+    /// The token's own login, once asked (`Err`: why it is unknown).
+    own_login: Option<Result<String, String>>,
+    /// The PR to comment on, once resolved (`None` inside: no PR, already said why).
+    resolved_pr: Option<Option<u64>>,
     ctx: GithubContext,
     retry: RetryPolicy,
     check_ids: HashMap<String, u64>,
@@ -131,8 +138,13 @@ impl std::fmt::Debug for GithubReporter {
 impl GithubReporter {
     /// Reads `GITHUB_*` and the token (`INFERGATE_GITHUB_TOKEN`, else `GITHUB_TOKEN`). Never
     /// fails: without a token, repository or commit it works local-only, with one notice.
+    /// The reporting deadline and request time-out come from `INFERGATE_GITHUB_DEADLINE_S`
+    /// and `INFERGATE_GITHUB_REQUEST_TIMEOUT_S` (defaults 60 s and 20 s).
     pub fn from_env() -> GithubReporter {
-        GithubReporter::from_context(GithubContext::from_env(), RetryPolicy::default())
+        let mut ctx = GithubContext::from_env();
+        let (retry, warnings) = RetryPolicy::from_lookup(|k| std::env::var(k).ok());
+        ctx.warnings.extend(warnings);
+        GithubReporter::from_context(ctx, retry)
     }
 
     /// A reporter for an explicit API base (a mock server, a GHES host) and token; the rest of
@@ -144,6 +156,7 @@ impl GithubReporter {
         retry: RetryPolicy,
     ) -> GithubReporter {
         ctx.api_url = api_base.trim_end_matches('/').to_string();
+        ctx.graphql_url = context::graphql_url_for(&ctx.api_url);
         ctx.token = token.and_then(Token::new);
         GithubReporter::from_context(ctx, retry)
     }
@@ -154,13 +167,17 @@ impl GithubReporter {
             notices: ctx.warnings.clone(),
             errors: Vec::new(),
         };
+        let mut graphql = None;
         let client = match ctx.missing_for_api() {
             Some(notice) => {
                 pending.notices.push(notice);
                 None
             }
-            None => match build_client(&ctx) {
-                Ok(c) => Some(c),
+            None => match build_client(&ctx, &ctx.api_url) {
+                Ok(c) => {
+                    graphql = graphql_client(&ctx);
+                    Some(c)
+                }
                 Err(e) => {
                     pending.notices.push(format!(
                         "GitHub reporting is local-only: {e}; the job summary, step outputs and exit code still carry the verdict"
@@ -171,6 +188,9 @@ impl GithubReporter {
         };
         GithubReporter {
             client,
+            graphql,
+            own_login: None,
+            resolved_pr: None,
             ctx,
             retry,
             check_ids: HashMap::new(),
@@ -416,14 +436,14 @@ impl GithubReporter {
         }
         if self.ctx.in_actions {
             if let Some(reason) = outcome.failure {
-                println!(
+                outln!(
                     "{}",
                     actions::command("error", &[("title", &format!("{name} failed"))], reason)
                 );
             }
             if let Some(v) = input.verdict {
                 for line in actions::workflow_commands(v) {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
         }
@@ -487,43 +507,51 @@ impl GithubReporter {
             completed_at: Some(now_rfc3339()),
             output: Some(first),
         };
-        let id = match self.check_ids.get(name).copied() {
-            Some(id) => {
-                match checks::update(
-                    &client,
-                    &owner,
-                    &repo,
-                    id,
-                    &completing,
-                    &self.retry,
-                    self.token(),
-                )
-                .await
-                {
-                    Ok(()) => {
-                        self.open_checks.remove(name);
-                        id
-                    }
-                    Err(e) => return self.check_failed(e, out),
-                }
-            }
-            None => {
-                let create = CheckRunRequest {
-                    head_sha: Some(sha),
-                    started_at: Some(input.results.started_at.to_rfc3339()),
-                    ..completing
-                };
-                match checks::create(&client, &owner, &repo, &create, &self.retry, self.token())
-                    .await
-                {
-                    Ok(id) => {
-                        self.check_ids.insert(name.to_string(), id);
-                        id
-                    }
-                    Err(e) => return self.check_failed(e, out),
-                }
-            }
+        let existing = self.check_ids.get(name).copied();
+        let request = match existing {
+            Some(_) => completing,
+            None => CheckRunRequest {
+                head_sha: Some(sha),
+                started_at: Some(input.results.started_at.to_rfc3339()),
+                ..completing
+            },
         };
+        let mut sent = self
+            .send_check(&client, &owner, &repo, existing, &request)
+            .await;
+        let mut annotations_refused = false;
+        if let Err(e) = &sent
+            && e.status() == Some(422)
+            && request
+                .output
+                .as_ref()
+                .is_some_and(|o| !o.annotations.is_empty())
+        {
+            // GitHub validates annotations (path, lines, levels) and refuses the whole request
+            // for one bad one: the verdict matters more than the pointers into the config.
+            out.notices.push(format!(
+                "GitHub refused the check's annotations ({e}); the check is posted without them"
+            ));
+            annotations_refused = true;
+            let mut bare = request.clone();
+            if let Some(o) = bare.output.as_mut() {
+                o.annotations.clear();
+            }
+            sent = self
+                .send_check(&client, &owner, &repo, existing, &bare)
+                .await;
+        }
+        let id = match sent {
+            Ok(id) => {
+                self.check_ids.insert(name.to_string(), id);
+                self.open_checks.remove(name);
+                id
+            }
+            Err(e) => return self.check_failed(e, out),
+        };
+        if annotations_refused {
+            return;
+        }
         for batch in batches {
             let more = CheckRunRequest {
                 name: None,
@@ -548,6 +576,100 @@ impl GithubReporter {
         }
     }
 
+    /// Updates check `id` with `body`, or creates the check when there is no id; the check id.
+    async fn send_check(
+        &self,
+        client: &Octocrab,
+        owner: &str,
+        repo: &str,
+        id: Option<u64>,
+        body: &CheckRunRequest,
+    ) -> Result<u64, ApiError> {
+        match id {
+            Some(id) => checks::update(client, owner, repo, id, body, &self.retry, self.token())
+                .await
+                .map(|()| id),
+            None => checks::create(client, owner, repo, body, &self.retry, self.token()).await,
+        }
+    }
+
+    /// The PR to comment on: the payload's when GitHub bound it to the commit, else one looked
+    /// up (fork PR) or given by hand, kept only when its head is the reported commit.
+    async fn resolve_pr(&mut self, out: &mut PublishOutcome) -> Option<u64> {
+        if let Some(done) = self.resolved_pr {
+            return done;
+        }
+        let resolved = self.lookup_pr(out).await;
+        self.resolved_pr = Some(resolved);
+        resolved
+    }
+
+    async fn lookup_pr(&mut self, out: &mut PublishOutcome) -> Option<u64> {
+        let (Some(client), Some((owner, repo)), Some(sha)) = (
+            self.client.clone(),
+            self.ctx
+                .owner_repo()
+                .map(|(o, r)| (o.to_string(), r.to_string())),
+            self.ctx.head_sha.clone(),
+        ) else {
+            return None;
+        };
+        let found = match (
+            self.ctx.pr_number,
+            self.ctx.pr_verified,
+            &self.ctx.pr_lookup,
+        ) {
+            (Some(n), true, _) => return Some(n),
+            (Some(n), false, _) => {
+                pulls::check_number(&client, &owner, &repo, n, &sha, &self.retry, self.token())
+                    .await
+            }
+            (None, _, Some(lookup)) => {
+                let lookup = lookup.clone();
+                pulls::find_by_head(
+                    &client,
+                    &owner,
+                    &repo,
+                    &lookup,
+                    &sha,
+                    &self.retry,
+                    self.token(),
+                )
+                .await
+            }
+            (None, _, None) => return None,
+        };
+        match found {
+            Ok(pulls::Resolved::Pr(n)) => Some(n),
+            Ok(pulls::Resolved::NoPr(why)) => {
+                out.notices.push(why);
+                None
+            }
+            Err(e) => {
+                self.comment_failed(e, out);
+                None
+            }
+        }
+    }
+
+    /// The token's own login, asked once (see [`comment::own_login`]).
+    async fn own_login(&mut self) -> Result<String, String> {
+        if let Some(known) = &self.own_login {
+            return known.clone();
+        }
+        let login = match &self.graphql {
+            Some((client, route)) => comment::own_login(client, route, &self.retry, self.token())
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err(format!(
+                "the GraphQL endpoint `{}` is not a valid URL",
+                retry::scrub(&self.ctx.graphql_url, self.token())
+            )),
+        };
+        self.own_login = Some(login.clone());
+        login
+    }
+
     async fn publish_comment(
         &mut self,
         name: &str,
@@ -558,17 +680,19 @@ impl GithubReporter {
         if self.comments_denied {
             return;
         }
-        let (Some(client), Some((owner, repo)), Some(pr)) = (
+        let (Some(client), Some((owner, repo))) = (
             self.client.clone(),
             self.ctx
                 .owner_repo()
                 .map(|(o, r)| (o.to_string(), r.to_string())),
-            self.ctx.pr_number,
         ) else {
             return;
         };
+        let Some(pr) = self.resolve_pr(out).await else {
+            return;
+        };
         let marker = render::comment_marker(name);
-        let existing = match comment::find(
+        let marked = match comment::find_marked(
             &client,
             &owner,
             &repo,
@@ -581,6 +705,21 @@ impl GithubReporter {
         {
             Ok(c) => c,
             Err(e) => return self.comment_failed(e, out),
+        };
+        // Only a comment this token wrote is ours to edit; the marker alone proves nothing
+        // (anyone can paste it).
+        let existing = if marked.is_empty() {
+            None
+        } else {
+            match self.own_login().await {
+                Ok(login) => marked.into_iter().find(|c| c.written_by(&login)),
+                Err(why) => {
+                    out.errors.push(format!(
+                        "could not tell which PR comments this token wrote ({why}); posting a new comment instead of editing one"
+                    ));
+                    None
+                }
+            }
         };
         let previously = existing
             .as_ref()
@@ -630,16 +769,31 @@ pub fn summary_file_for(results: &Path) -> PathBuf {
     results.with_file_name(format!("{stem}.summary.md"))
 }
 
-/// The octocrab client: base URL from the context (GHES-ready), the token, time-outs, and
-/// octocrab's own retry layer off (ours knows about secondary rate limits).
-fn build_client(ctx: &GithubContext) -> Result<Octocrab, String> {
+/// A client for the GraphQL endpoint: based at its parent, with its last segment as the route
+/// (octocrab prefixes the base's path to every route, so the REST base `…/api/v3` cannot reach
+/// GHES's `…/api/graphql`).
+fn graphql_client(ctx: &GithubContext) -> Option<(Octocrab, String)> {
+    let url = ctx.graphql_url.trim_end_matches('/');
+    let (base, last) = url.rsplit_once('/')?;
+    if base.is_empty() || last.is_empty() || !base.contains("://") {
+        return None;
+    }
+    let client = build_client(ctx, base).ok()?;
+    Some((client, format!("/{last}")))
+}
+
+/// The octocrab client: base URL from the context (GHES-ready), the token, a connect time-out,
+/// and octocrab's own retry layer off (ours knows about secondary rate limits). The total
+/// time-out of each request is ours too ([`retry::with_retry`]): a read time-out alone resets
+/// on every byte.
+fn build_client(ctx: &GithubContext, base: &str) -> Result<Octocrab, String> {
     let token = ctx.token.as_ref().ok_or("no token")?;
     let builder = Octocrab::builder()
-        .base_uri(ctx.api_url.as_str())
+        .base_uri(base)
         .map_err(|_| {
             format!(
-                "GITHUB_API_URL `{}` is not a valid URL",
-                retry::scrub(&ctx.api_url, Some(token))
+                "the GitHub API URL `{}` is not a valid URL",
+                retry::scrub(base, Some(token))
             )
         })?
         .personal_token(token.expose().to_string())

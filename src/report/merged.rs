@@ -1,0 +1,228 @@
+//! The merged verdict of a fan-out workflow ([`crate::merge::MergedVerdict`]) for people and
+//! workflows: GitHub-flavoured Markdown (an overview plus a section per profile), plain text,
+//! and `$GITHUB_OUTPUT` lines. Joining the shards happens in [`crate::merge`]; this only renders.
+
+use crate::merge::{MergedVerdict, ProfileVerdict, ShardOutcome};
+use crate::report::markdown::escape;
+use crate::results::{ProfileKey, RunStatus};
+use crate::verdict::GateVerdict;
+
+/// Marker that opens the merged Markdown, so a sticky comment can be found and updated.
+pub const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
+
+fn gate_badge(gate: GateVerdict) -> &'static str {
+    match gate {
+        GateVerdict::Pass => "✅ pass",
+        GateVerdict::Regression => "❌ regression",
+        GateVerdict::Inconclusive => "⚠️ inconclusive",
+        GateVerdict::NoBaseline => "ℹ️ no baseline",
+    }
+}
+
+/// The badge of one profile: its gate's, or "not measured" for a run that stopped early.
+fn profile_badge(p: &ProfileVerdict) -> &'static str {
+    p.outcome.gate().map_or("⛔ not measured", gate_badge)
+}
+
+/// The lower-case word of one profile (`pass`, ..., or `cancelled` / `partial`).
+fn profile_word(p: &ProfileVerdict) -> &'static str {
+    match (&p.outcome, p.outcome.gate()) {
+        (_, Some(g)) => g.as_str(),
+        (
+            ShardOutcome::NotCompared {
+                status: RunStatus::Cancelled,
+                ..
+            },
+            None,
+        ) => "cancelled",
+        _ => "partial",
+    }
+}
+
+/// One line about a profile: its verdict's headline, or why there is no verdict.
+fn profile_headline(p: &ProfileVerdict) -> String {
+    match &p.outcome {
+        ShardOutcome::Compared { report } => report.headline.clone(),
+        ShardOutcome::NotCompared {
+            status: RunStatus::Complete,
+            ..
+        } => "no baseline yet: nothing to compare with".to_string(),
+        ShardOutcome::NotCompared { reason, .. } => format!(
+            "not measured: {}",
+            reason.as_deref().unwrap_or("the run stopped early")
+        ),
+    }
+}
+
+fn hardware(profile: &ProfileKey) -> String {
+    let hw = &profile.hardware;
+    hw.gpu_model
+        .as_deref()
+        .map(|g| format!("{} x{}", g, hw.gpu_count.max(1)))
+        .unwrap_or_else(|| hw.cpu_model.clone().unwrap_or_else(|| "cpu".into()))
+}
+
+/// The merged verdict as GitHub-flavoured Markdown: an overview table, then one section per
+/// profile rendered by [`crate::report::verdict_table::markdown`]. Profile keys, suites,
+/// headlines and stop reasons come from engine and config text, so every one is escaped.
+pub fn markdown(merged: &MergedVerdict) -> String {
+    let mut out = String::new();
+    out.push_str(MARKDOWN_MARKER);
+    out.push('\n');
+    let badge = if merged.unmeasured > 0 {
+        "⛔ not measured"
+    } else {
+        gate_badge(merged.gate)
+    };
+    out.push_str(&format!(
+        "## infergate: {badge} ({})\n\n{}\n\n",
+        merged.profiles.len(),
+        escape(&merged.headline)
+    ));
+    out.push_str("| Profile | Suite | Verdict | Regressions | Headline |\n");
+    out.push_str("|---|---|---|---:|---|\n");
+    for p in &merged.profiles {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            escape(&p.outcome.profile().key),
+            escape(p.outcome.suite().unwrap_or("-")),
+            profile_badge(p),
+            p.regressions,
+            escape(&profile_headline(p))
+        ));
+    }
+    for p in &merged.profiles {
+        let profile = p.outcome.profile();
+        out.push_str(&format!(
+            "\n### {} — {}\n\n",
+            escape(&profile.key),
+            profile_badge(p)
+        ));
+        out.push_str(&format!(
+            "Hardware: {} · engine: {} · model: {} · suite: {}\n\n",
+            escape(&hardware(profile)),
+            escape(&profile.engine),
+            escape(&profile.model),
+            escape(p.outcome.suite().unwrap_or("-"))
+        ));
+        match &p.outcome {
+            ShardOutcome::Compared { report } => {
+                out.push_str(&crate::report::verdict_table::markdown(report));
+            }
+            ShardOutcome::NotCompared { .. } => {
+                out.push_str(&format!(
+                    "{} (results: `{}`)\n",
+                    escape(&profile_headline(p)),
+                    escape(p.results.as_deref().unwrap_or(&p.source))
+                ));
+            }
+        }
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The merged verdict as plain text for a terminal.
+pub fn text(merged: &MergedVerdict) -> String {
+    let word = if merged.unmeasured > 0 {
+        "error"
+    } else {
+        merged.gate.as_str()
+    };
+    let mut out = format!("merged verdict: {word} — {}\n", merged.headline);
+    for p in &merged.profiles {
+        out.push_str(&format!(
+            "  {:<14} {:>3} regressions  {}  ({})\n",
+            profile_word(p),
+            p.regressions,
+            p.outcome.profile().key,
+            p.source
+        ));
+    }
+    out
+}
+
+/// `key=value` lines for `$GITHUB_OUTPUT`: `verdict` (`error` when a profile was not
+/// measured, as `run` says for a failed gate), `regressions`, `profiles`. Values are single
+/// words or numbers, so no multi-line delimiter is needed.
+pub fn github_outputs(merged: &MergedVerdict) -> String {
+    let verdict = if merged.unmeasured > 0 {
+        "error"
+    } else {
+        merged.gate.as_str()
+    };
+    format!(
+        "verdict={verdict}\nregressions={}\nprofiles={}\n",
+        merged.regressions,
+        merged.profiles.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::merge;
+    use crate::merge::tests::{not_compared, report, shard};
+
+    #[test]
+    fn markdown_escapes_profile_text_and_has_a_section_per_profile() {
+        let mut evil = report("H200", GateVerdict::Pass, 0);
+        evil.profile.key = "a|b<script>".into();
+        evil.profile.model = "`m`".into();
+        let md = markdown(&merge(vec![
+            shard(evil),
+            shard(report("H100", GateVerdict::Pass, 0)),
+        ]));
+        assert!(md.starts_with(MARKDOWN_MARKER));
+        assert!(!md.contains("<script>"));
+        assert!(md.contains("a\\|b&lt;script&gt;"));
+        assert_eq!(md.matches("\n### ").count(), 2);
+    }
+
+    #[test]
+    fn outputs_say_error_when_a_profile_was_not_measured() {
+        let m = merge(vec![
+            shard(report("H100", GateVerdict::Pass, 0)),
+            shard(report("H200", GateVerdict::Regression, 2)),
+        ]);
+        assert_eq!(
+            github_outputs(&m),
+            "verdict=regression\nregressions=2\nprofiles=2\n"
+        );
+        let m = merge(vec![
+            shard(report("H100", GateVerdict::Pass, 0)),
+            not_compared("H200", RunStatus::Cancelled, Some("<b>cancelled</b>")),
+            not_compared("RTX 5090", RunStatus::Complete, None),
+        ]);
+        assert_eq!(
+            github_outputs(&m),
+            "verdict=error\nregressions=0\nprofiles=3\n"
+        );
+        let md = markdown(&m);
+        assert!(md.contains("## infergate: ⛔ not measured (3)"), "{md}");
+        assert!(
+            md.contains("| ⛔ not measured | 0 | not measured: &lt;b&gt;cancelled&lt;/b&gt; |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| ℹ️ no baseline | 0 | no baseline yet: nothing to compare with |"),
+            "{md}"
+        );
+        assert_eq!(md.matches("\n### ").count(), 3);
+        let t = text(&m);
+        assert!(
+            t.starts_with("merged verdict: error — 1 of 3 profiles not measured"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  cancelled        0 regressions  gpu-h200x1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  no_baseline      0 regressions  gpu-rtx-5090x1"),
+            "{t}"
+        );
+    }
+}
