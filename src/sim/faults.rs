@@ -115,7 +115,7 @@ impl From<Fault> for String {
 
 /// The faults of one server, folded into the questions the request path asks.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FaultSet {
+pub(crate) struct FaultSet {
     /// Exit after this many seconds.
     pub crash_after: Option<f64>,
     /// Health and model listing answer 503.
@@ -130,7 +130,7 @@ pub struct FaultSet {
 
 impl FaultSet {
     /// Folds a list of faults; a later fault of the same kind wins.
-    pub fn from_faults(faults: &[Fault]) -> Self {
+    pub(crate) fn from_faults(faults: &[Fault]) -> Self {
         let mut set = FaultSet::default();
         for f in faults {
             match *f {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live engine state shared between the scheduler (writer) and `/metrics` (reader).
 #[derive(Debug, Default)]
-pub struct EngineCounters {
+pub(crate) struct EngineCounters {
     /// Sequences being decoded (gauge).
     pub running: AtomicU64,
     /// Requests queued for KV space (gauge).
@@ -35,7 +35,7 @@ pub struct EngineCounters {
 
 impl EngineCounters {
     /// Counters for an engine with `draft_positions` spec-decode positions (0 = off).
-    pub fn new(draft_positions: usize) -> Self {
+    pub(crate) fn new(draft_positions: usize) -> Self {
         EngineCounters {
             spec_accepted_per_pos: (0..draft_positions).map(|_| AtomicU64::new(0)).collect(),
             ..Default::default()
@@ -51,7 +51,7 @@ fn label(v: &str) -> String {
 }
 
 /// Renders the counters in Prometheus text exposition format (version 0.0.4).
-pub fn render(c: &EngineCounters, model: &str, kv_budget_tokens: u64, spec: bool) -> String {
+pub(crate) fn render(c: &EngineCounters, model: &str, kv_budget_tokens: u64, spec: bool) -> String {
     let m = label(model);
     let mut out = String::with_capacity(2048);
     let mut metric = |name: &str, kind: &str, help: &str, value: String| {

@@ -4,19 +4,18 @@
 //!
 //! See `docs/simulated-engine.md` for the speed model, the profiles and the fault modes.
 
-pub mod faults;
-pub mod metrics;
-pub mod openai;
-pub mod prefix_cache;
-pub mod profile;
-pub mod scheduler;
-pub mod server;
-pub mod speed_model;
-pub mod tokenizer;
+pub(crate) mod faults;
+pub(crate) mod metrics;
+pub(crate) mod openai;
+pub(crate) mod prefix_cache;
+pub(crate) mod profile;
+pub(crate) mod scheduler;
+pub(crate) mod server;
+pub(crate) mod speed_model;
+pub(crate) mod tokenizer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -24,10 +23,10 @@ use rand::rngs::StdRng;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use faults::{Fault, FaultParseError, FaultSet};
-pub use metrics::EngineCounters;
-pub use profile::{SimProfile, SpecDecodeProfile, UsageMode};
-pub use speed_model::{Jitter, SpeedModel};
+pub(crate) use faults::{Fault, FaultParseError, FaultSet};
+pub(crate) use metrics::EngineCounters;
+pub(crate) use profile::{SimProfile, UsageMode};
+pub(crate) use speed_model::{Jitter, SpeedModel};
 
 /// Errors of the simulated engine's library API.
 #[derive(Debug, thiserror::Error)]
@@ -145,42 +144,25 @@ impl SimOptions {
 
 /// A running simulated engine. Dropping it stops the server (without waiting).
 #[derive(Debug)]
-pub struct SimServer {
+pub(crate) struct SimServer {
     addr: SocketAddr,
-    counters: Arc<EngineCounters>,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
-    boot_factor: f64,
 }
 
 impl SimServer {
     /// The bound address (the real port when 0 was asked for).
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Base URL, e.g. `http://127.0.0.1:41234`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    /// Output tokens the engine has emitted so far (`vllm:generation_tokens_total`).
-    pub fn generated_tokens(&self) -> u64 {
-        self.counters.generation_tokens.load(Ordering::Relaxed)
-    }
-
-    /// The engine's live counters (the numbers behind `/metrics`).
-    pub fn counters(&self) -> Arc<EngineCounters> {
-        self.counters.clone()
-    }
-
-    /// The per-process speed factor this server drew (1 without boot noise).
-    pub fn boot_factor(&self) -> f64 {
-        self.boot_factor
-    }
-
     /// Stops accepting, ends open streams and waits (at most 2 s) for the tasks to finish.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         self.cancel.cancel();
         for task in std::mem::take(&mut self.tasks) {
             let abort = task.abort_handle();
@@ -205,7 +187,7 @@ impl Drop for SimServer {
 
 /// Starts the simulated engine on `bind` (port 0 picks a free port). Returns once listening.
 /// With a `crash-after` fault the whole process exits when the time is up.
-pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimError> {
+pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimError> {
     opts.validate()?;
     let boot_factor = opts.boot_factor();
     let listener = tokio::net::TcpListener::bind(bind)
@@ -270,10 +252,8 @@ pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimE
     }));
     Ok(SimServer {
         addr,
-        counters,
         cancel,
         tasks,
-        boot_factor,
     })
 }
 
@@ -334,7 +314,16 @@ mod tests {
         assert_eq!(body["usage"]["completion_tokens"], 9);
         // 3 (assistant prefix) + 4 (message) + 1 (content)
         assert_eq!(body["usage"]["prompt_tokens"], 8);
-        assert_eq!(server.generated_tokens(), 9);
+        let metrics = reqwest::get(format!("{}/metrics", server.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("vllm:generation_tokens_total{model_name=\"custom\"} 9.0"),
+            "{metrics}"
+        );
         server.shutdown().await;
     }
 }
