@@ -20,7 +20,7 @@ use crate::stats::paired::{PairedError, paired_compare};
 
 /// Settings of the Monte Carlo.
 #[derive(Debug, Clone, Serialize)]
-pub struct DesignEvalConfig {
+pub(crate) struct DesignEvalConfig {
     pub trials: usize,
     pub seed: u64,
     /// CV of the per-boot factor shared by every cell (and every round) of one boot.
@@ -42,7 +42,7 @@ pub struct DesignEvalConfig {
 
 /// One design under one scenario.
 #[derive(Debug, Clone, Serialize)]
-pub struct DesignOutcome {
+pub(crate) struct DesignOutcome {
     pub design: String,
     /// `a/a`, `uniform`, `one-cell`.
     pub scenario: String,
@@ -59,7 +59,7 @@ pub struct DesignOutcome {
 
 /// Why the evaluation could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum DesignEvalError {
+pub(crate) enum DesignEvalError {
     #[error("{0}")]
     Stats(#[from] StatsError),
     #[error("{0}")]
@@ -146,7 +146,9 @@ fn rate(n: usize, of: usize) -> f64 {
 }
 
 /// Runs every design under A/A, a uniform change and a one-cell change.
-pub async fn evaluate(cfg: &DesignEvalConfig) -> Result<Vec<DesignOutcome>, DesignEvalError> {
+pub(crate) async fn evaluate(
+    cfg: &DesignEvalConfig,
+) -> Result<Vec<DesignOutcome>, DesignEvalError> {
     let rule = DecisionRule {
         min_effect: cfg.min_effect,
         ..DecisionRule::default()

@@ -11,7 +11,7 @@ use super::decide::GateError;
 
 /// Paths written into the output directory.
 #[derive(Debug, Clone)]
-pub struct OutputFiles {
+pub(crate) struct OutputFiles {
     pub results: PathBuf,
     pub verdict: Option<PathBuf>,
     pub summary: PathBuf,
@@ -26,7 +26,7 @@ fn write_atomic(path: &Path, body: &[u8]) -> Result<(), GateError> {
 
 /// Writes `results.json`, `verdict.json` (when compared) and `summary.md` into `out`, each
 /// atomically (temp file + rename), so a reader never sees half a file.
-pub fn write_outputs(
+pub(crate) fn write_outputs(
     out: &Path,
     results: &RunResults,
     verdict: Option<&ComparisonReport>,
@@ -75,7 +75,7 @@ pub fn write_outputs(
 }
 
 /// Whether this run may become a baseline run.
-pub fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
+pub(crate) fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
     if failed || results.status != RunStatus::Complete {
         return Err(format!(
             "the run is {:?}, not complete: only complete runs become baselines",
