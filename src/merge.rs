@@ -19,13 +19,13 @@ use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Version of the merged-verdict file format (2: a profile entry says its `kind`, and a shard
 /// that compared nothing has no `report`).
-pub const MERGED_SCHEMA_VERSION: u32 = 2;
+pub(crate) const MERGED_SCHEMA_VERSION: u32 = 2;
 
 /// File name of a shard's verdict inside its results directory (written by `infergate run`).
-pub const VERDICT_FILE: &str = "verdict.json";
+pub(crate) const VERDICT_FILE: &str = "verdict.json";
 
 /// File name of a shard's results inside its results directory.
-pub const RESULTS_FILE: &str = "results.json";
+pub(crate) const RESULTS_FILE: &str = "results.json";
 
 /// What one shard amounts to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ impl ShardOutcome {
 
 /// One shard's outcome and where it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Shard {
+pub(crate) struct Shard {
     /// The file the shard was read from (shown in summaries so a reader can find the artifact).
     pub source: PathBuf,
     /// The shard's `results.json`, when it sits beside the verdict.
@@ -103,7 +103,7 @@ pub struct Shard {
 /// Why a shard could not be read. Every variant names the file, so exit 2 tells the user which
 /// artifact to look at.
 #[derive(Debug, thiserror::Error)]
-pub enum ShardError {
+pub(crate) enum ShardError {
     /// Neither a verdict file nor a directory holding a verdict or results file.
     #[error(
         "{path}: no such shard (expected a results directory containing {VERDICT_FILE} or {RESULTS_FILE}, or a verdict JSON file)"
@@ -148,7 +148,7 @@ pub enum ShardError {
 impl Shard {
     /// Reads a shard from a results directory (its `verdict.json`, else its `results.json`) or
     /// a verdict file.
-    pub fn load(path: &Path) -> Result<Shard, ShardError> {
+    pub(crate) fn load(path: &Path) -> Result<Shard, ShardError> {
         if path.is_dir() {
             let verdict = path.join(VERDICT_FILE);
             let results = path.join(RESULTS_FILE);
@@ -302,7 +302,7 @@ fn severity(gate: GateVerdict) -> u8 {
 }
 
 /// Joins shard verdicts into one. No shards gives `no_baseline` (nothing was compared).
-pub fn merge(shards: Vec<Shard>) -> MergedVerdict {
+pub(crate) fn merge(shards: Vec<Shard>) -> MergedVerdict {
     let gate = shards
         .iter()
         .filter_map(|s| s.outcome.gate())

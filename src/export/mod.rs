@@ -114,7 +114,7 @@ pub(crate) mod fixture {
 
     /// The seed llm-decode-bench run, given sub-window samples on its first cell, a hostile
     /// model name, and an error cell.
-    pub fn run() -> RunResults {
+    pub(crate) fn run() -> RunResults {
         let text = include_str!(
             "../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
         );
@@ -140,7 +140,7 @@ pub(crate) mod fixture {
     }
 
     /// A verdict on [`run`]: cell 1 regressed on aggregate_tps, cell 2 a capacity regression.
-    pub fn verdict(run: &RunResults) -> ComparisonReport {
+    pub(crate) fn verdict(run: &RunResults) -> ComparisonReport {
         use crate::verdict::*;
         let metric = |m: Metric, base: f64, cand: f64, v: CellVerdict| MetricComparison {
             metric: m,
