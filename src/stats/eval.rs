@@ -21,7 +21,7 @@ use super::{ConfirmPlan, DecisionRule, StatsError, compare};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NoiseSpec {
+pub(crate) struct NoiseSpec {
     /// Shared by all cells of one run (clocks, thermals, the boot).
     pub run_cv: f64,
     /// Per cell, per run.
@@ -55,7 +55,7 @@ impl Default for NoiseSpec {
 /// What the candidate changed.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "effect")]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// A/A: no change (the gate's answer is a false alarm if it says regression).
     AA,
     /// Every cell changes by this relative amount.
@@ -66,7 +66,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Short name used in outputs (`aa`, `uniform_-5%`, `single_cell_-10%`).
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Scenario::AA => "aa".into(),
             Scenario::Uniform(e) => format!("uniform_{:+}%", (e * 100.0).round()),
@@ -76,7 +76,7 @@ impl Scenario {
 }
 
 /// The scenarios `stats-eval` measures.
-pub const SCENARIOS: [Scenario; 5] = [
+pub(crate) const SCENARIOS: [Scenario; 5] = [
     Scenario::AA,
     Scenario::Uniform(-0.02),
     Scenario::Uniform(-0.05),
@@ -86,7 +86,7 @@ pub const SCENARIOS: [Scenario; 5] = [
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EvalConfig {
+pub(crate) struct EvalConfig {
     pub trials: usize,
     pub seed: u64,
     /// History lengths (baseline runs) to evaluate.
@@ -108,7 +108,7 @@ fn one() -> usize {
 
 /// Measured rates of one scenario at one history length.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ScenarioOutcome {
+pub(crate) struct ScenarioOutcome {
     pub scenario: Scenario,
     pub name: String,
     /// Share of trials where the gate said `regression` (false-alarm rate for A/A, else power).
@@ -142,14 +142,14 @@ pub struct ScenarioOutcome {
 
 /// All scenarios at one history length.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HistoryOutcome {
+pub(crate) struct HistoryOutcome {
     pub history: usize,
     pub scenarios: Vec<ScenarioOutcome>,
 }
 
 /// A target of the issue and whether it was met.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TargetCheck {
+pub(crate) struct TargetCheck {
     pub description: String,
     pub history: usize,
     pub measured: f64,
@@ -158,7 +158,7 @@ pub struct TargetCheck {
 
 /// The evaluation's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EvalReport {
+pub(crate) struct EvalReport {
     pub trials: usize,
     pub seed: u64,
     pub cells: usize,
@@ -173,7 +173,7 @@ pub struct EvalReport {
 
 impl EvalReport {
     /// The outcome of `scenario` at history length `history`, when measured.
-    pub fn outcome(&self, history: usize, scenario: Scenario) -> Option<&ScenarioOutcome> {
+    pub(crate) fn outcome(&self, history: usize, scenario: Scenario) -> Option<&ScenarioOutcome> {
         self.histories
             .iter()
             .find(|h| h.history == history)?
@@ -375,7 +375,7 @@ pub(crate) fn nightly_history(
 }
 
 /// Runs the Monte Carlo.
-pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
+pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     cfg.rule.validate()?;
     if let Some(plan) = &cfg.confirm {
         plan.validate()?;

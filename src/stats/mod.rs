@@ -15,19 +15,19 @@
 //! - [`headline`]: the one line for people every comparison ends with;
 //! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices.
 
-pub mod build;
-pub mod changepoint;
-pub mod changepoint_eval;
+pub(crate) mod build;
+pub(crate) mod changepoint;
+pub(crate) mod changepoint_eval;
 pub mod compare;
-pub mod confirm;
-pub mod eval;
-pub mod headline;
-pub mod interval;
-pub mod multiplicity;
-pub mod noise;
-pub mod paired;
-pub mod rule;
-pub mod sequential;
+pub(crate) mod confirm;
+pub(crate) mod eval;
+pub(crate) mod headline;
+pub(crate) mod interval;
+pub(crate) mod multiplicity;
+pub(crate) mod noise;
+pub(crate) mod paired;
+pub(crate) mod rule;
+pub(crate) mod sequential;
 
 pub use build::{finish, gate_of};
 pub use compare::compare;
