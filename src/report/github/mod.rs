@@ -6,12 +6,12 @@
 //! parts that need no token (job summary, outputs, workflow commands) are written first, so a
 //! fork PR with a read-only token still shows the verdict.
 
-pub mod checks;
-pub mod comment;
-pub mod context;
-pub mod pulls;
+pub(crate) mod checks;
+pub(crate) mod comment;
+pub(crate) mod context;
+pub(crate) mod pulls;
 pub mod render;
-pub mod retry;
+pub(crate) mod retry;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
