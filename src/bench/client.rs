@@ -13,7 +13,7 @@ use super::BenchError;
 
 /// HTTP access to one engine. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
-pub struct EngineClient {
+pub(crate) struct EngineClient {
     http: reqwest::Client,
     base: String,
     api_key: Option<String>,
@@ -21,7 +21,7 @@ pub struct EngineClient {
 
 /// Why one streamed request failed; `kind` is short and groups alike failures in reasons.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestFailure {
+pub(crate) struct RequestFailure {
     /// e.g. `HTTP 500 Internal Server Error`, `connection refused`, `malformed SSE`.
     pub kind: String,
     /// Extra detail (a body excerpt, the error text).
@@ -29,7 +29,7 @@ pub struct RequestFailure {
 }
 
 impl RequestFailure {
-    pub fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
         RequestFailure {
             kind: kind.into(),
             detail: detail.into(),
@@ -38,7 +38,7 @@ impl RequestFailure {
 }
 
 /// Normalises a base URL: no trailing `/`, no trailing `/v1`.
-pub fn normalize_base(url: &str) -> String {
+pub(crate) fn normalize_base(url: &str) -> String {
     let mut base = url.trim().trim_end_matches('/').to_string();
     if base.ends_with("/v1") {
         base.truncate(base.len() - 3);
@@ -48,7 +48,7 @@ pub fn normalize_base(url: &str) -> String {
 
 impl EngineClient {
     /// A client for `base_url` with a pool big enough for `max_streams` concurrent streams.
-    pub fn new(
+    pub(crate) fn new(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
@@ -80,12 +80,12 @@ impl EngineClient {
     }
 
     /// The normalised base URL (no secrets in it).
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// Absolute URL of `path` (which starts with `/`).
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
 
@@ -97,7 +97,7 @@ impl EngineClient {
     }
 
     /// GET `path`; returns status and body text.
-    pub async fn get_text(
+    pub(crate) async fn get_text(
         &self,
         path: &str,
         timeout: Duration,
@@ -113,7 +113,7 @@ impl EngineClient {
     }
 
     /// POST a JSON body to `path`; returns status and body text.
-    pub async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
@@ -132,7 +132,7 @@ impl EngineClient {
 
     /// Sends a streaming completion request with a pre-serialised body; the response is
     /// returned once headers arrive (non-2xx answers become a [`RequestFailure`]).
-    pub async fn start_stream(
+    pub(crate) async fn start_stream(
         &self,
         body: bytes::Bytes,
     ) -> Result<reqwest::Response, RequestFailure> {
@@ -165,7 +165,7 @@ impl EngineClient {
 }
 
 /// Groups a transport error into a short kind.
-pub fn classify_transport(e: &reqwest::Error) -> RequestFailure {
+pub(crate) fn classify_transport(e: &reqwest::Error) -> RequestFailure {
     let text = format!("{e:#}");
     let source_text = {
         let mut s = String::new();
@@ -207,7 +207,7 @@ impl RequestFailure {
 }
 
 /// At most `max` characters of `s`, on a char boundary, single line.
-pub fn excerpt(s: &str, max: usize) -> String {
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
     let one_line: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -219,14 +219,14 @@ pub fn excerpt(s: &str, max: usize) -> String {
 /// Incremental Server-Sent-Events parser over raw bytes. Calls back with each event's `data`
 /// payload (multi-line data joined with `\n`); other fields and comments are ignored.
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
 }
 
 impl SseParser {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SseParser {
             buf: Vec::with_capacity(4096),
             data: Vec::with_capacity(1024),
@@ -236,7 +236,7 @@ impl SseParser {
 
     /// Feeds bytes as they arrive; `on_event` runs for every complete event. Returns early
     /// (and keeps the rest buffered) when `on_event` returns `false`.
-    pub fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
+    pub(crate) fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
         self.buf.extend_from_slice(bytes);
         let mut consumed = 0;
         let mut keep_going = true;
@@ -270,7 +270,7 @@ impl SseParser {
     }
 
     /// End of stream: delivers a last event that lacked its blank line (lenient, as browsers).
-    pub fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
+    pub(crate) fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             self.feed(&rest, &mut on_event);
@@ -283,7 +283,8 @@ impl SseParser {
     }
 
     /// Bytes buffered but not yet part of a complete line or event.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
         self.buf.len() + self.data.len()
     }
 }
@@ -294,7 +295,7 @@ fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
 
 /// What one streamed completion chunk says, in engine-neutral terms.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChunkInfo {
+pub(crate) struct ChunkInfo {
     /// The chunk carries generated text (completions `text` or chat `delta.content`).
     pub has_text: bool,
     /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
@@ -309,7 +310,7 @@ pub struct ChunkInfo {
 
 /// One SSE `data` payload.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StreamEvent {
+pub(crate) enum StreamEvent {
     Chunk(ChunkInfo),
     /// `[DONE]`.
     Done,
@@ -363,7 +364,7 @@ enum ErrorMsg<'a> {
 
 /// Parses one SSE data payload of a streamed completion. An `error` object in the stream or
 /// unparsable JSON is a [`RequestFailure`].
-pub fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
+pub(crate) fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
     let trimmed = payload.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(StreamEvent::Done);

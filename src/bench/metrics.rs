@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Metric name including any `_total`/`_bucket` suffix (e.g. `vllm:num_requests_running`).
     pub name: String,
     /// Label pairs in file order.
@@ -20,7 +20,7 @@ pub struct Sample {
 
 impl Sample {
     /// The value of label `key`, if present.
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         self.labels
             .iter()
             .find(|(k, _)| k == key)
@@ -30,13 +30,13 @@ impl Sample {
 
 /// A parsed `/metrics` page.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetricsPage {
+pub(crate) struct MetricsPage {
     pub samples: Vec<Sample>,
 }
 
 /// Parses the Prometheus text exposition format, skipping comments and lines it cannot read
 /// (a scrape must never fail because of one odd line from an engine).
-pub fn parse_prometheus(text: &str) -> MetricsPage {
+pub(crate) fn parse_prometheus(text: &str) -> MetricsPage {
     let mut samples = Vec::new();
     for line in text.lines() {
         let line = line.trim();
@@ -116,7 +116,7 @@ fn parse_value(s: &str) -> Option<f64> {
 
 impl MetricsPage {
     /// Sum of all finite samples named `name` (over label sets: engines, data-parallel ranks).
-    pub fn sum(&self, name: &str) -> Option<f64> {
+    pub(crate) fn sum(&self, name: &str) -> Option<f64> {
         let mut found = false;
         let mut total = 0.0;
         for s in self.samples.iter().filter(|s| s.name == name) {
@@ -129,7 +129,7 @@ impl MetricsPage {
     }
 
     /// Sum over label sets, per value of label `key` (e.g. spec-decode `position`).
-    pub fn sum_by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
+    pub(crate) fn sum_by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
         for s in self.samples.iter().filter(|s| s.name == name) {
             if let (Some(v), true) = (s.label(key), s.value.is_finite()) {
@@ -140,14 +140,14 @@ impl MetricsPage {
     }
 
     /// Whether any sample name starts with `prefix`.
-    pub fn has_prefix(&self, prefix: &str) -> bool {
+    pub(crate) fn has_prefix(&self, prefix: &str) -> bool {
         self.samples.iter().any(|s| s.name.starts_with(prefix))
     }
 }
 
 /// Which engine's metric names `/metrics` speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsDialect {
+pub(crate) enum MetricsDialect {
     Vllm,
     Sglang,
     Llamacpp,
@@ -155,7 +155,7 @@ pub enum MetricsDialect {
 
 /// The scheduler/throughput state read from one scrape, in engine-neutral terms.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct EngineState {
+pub(crate) struct EngineState {
     /// Requests being decoded (or prefilled) now.
     pub running: Option<f64>,
     /// Requests queued, not admitted.
@@ -172,7 +172,7 @@ pub struct EngineState {
 
 /// Cumulative speculative-decoding counters.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SpecCounters {
+pub(crate) struct SpecCounters {
     pub drafts: f64,
     pub draft_tokens: f64,
     pub accepted_tokens: f64,
@@ -182,7 +182,7 @@ pub struct SpecCounters {
 
 impl MetricsDialect {
     /// Detects the dialect from the metric names on a page.
-    pub fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
+    pub(crate) fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
         if page.has_prefix("vllm:") {
             Some(MetricsDialect::Vllm)
         } else if page.has_prefix("sglang:") {
@@ -195,7 +195,7 @@ impl MetricsDialect {
     }
 
     /// Short name written to `engine.metrics_flavor` and used as the engine family.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             MetricsDialect::Vllm => "vllm",
             MetricsDialect::Sglang => "sglang",
@@ -204,7 +204,7 @@ impl MetricsDialect {
     }
 
     /// Reads the engine-neutral state from a page.
-    pub fn read(self, page: &MetricsPage) -> EngineState {
+    pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
         match self {
             MetricsDialect::Vllm => {
                 let spec =

@@ -5,11 +5,11 @@
 //! caller (adaptive re-measurement) can measure one cell again. Measurement never prints:
 //! progress goes out as [`crate::results::Event`]s through an [`EventSink`].
 
-pub mod cell;
-pub mod client;
-pub mod metrics;
-pub mod prompt;
-pub mod stats;
+pub(crate) mod cell;
+pub(crate) mod client;
+pub(crate) mod metrics;
+pub(crate) mod prompt;
+pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

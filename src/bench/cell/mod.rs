@@ -33,12 +33,12 @@ use accounting::{CellShared, StreamRecord};
 use admission::Admission;
 use spec_decode::spec_stats;
 use stream::run_stream;
-pub use window::scrape;
+pub(crate) use window::scrape;
 use window::{WindowLoad, poll_until};
 
 /// Everything one cell needs to know.
 #[derive(Clone)]
-pub struct CellSpec {
+pub(crate) struct CellSpec {
     pub concurrency: u32,
     pub context_tokens: u64,
     pub prompt: ContextPrompt,
@@ -51,7 +51,7 @@ pub struct CellSpec {
 }
 
 /// One sustained-decode cell run against an engine.
-pub struct SustainedDecodeCell<'a> {
+pub(crate) struct SustainedDecodeCell<'a> {
     pub spec: CellSpec,
     pub client: &'a EngineClient,
     pub dialect: Option<MetricsDialect>,
@@ -91,7 +91,7 @@ impl SustainedDecodeCell<'_> {
     }
 
     /// Measures the cell. Never fails: every problem becomes a status and a reason.
-    pub async fn run(self, cancel: &CancellationToken) -> CellResult {
+    pub(crate) async fn run(self, cancel: &CancellationToken) -> CellResult {
         let c = self.spec.concurrency;
         let ctx = self.spec.context_tokens;
         self.emit(

@@ -9,7 +9,7 @@ use crate::bench::client::EngineClient;
 use crate::bench::metrics::{EngineState, MetricsDialect, parse_prometheus};
 
 /// Scrapes `/metrics` once; `None` when the engine has no (known) metrics or did not answer.
-pub async fn scrape(
+pub(crate) async fn scrape(
     client: &EngineClient,
     dialect: Option<MetricsDialect>,
 ) -> Option<(Instant, EngineState)> {
