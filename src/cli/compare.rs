@@ -67,7 +67,7 @@ pub struct CompareArgs {
 }
 
 /// Loads results files; an unreadable or invalid file is the user's to fix (exit 2).
-pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
+pub(crate) fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
     let mut runs = Vec::new();
     for p in paths {
         let loaded = crate::import::load_results(p).map_err(|e| usage(e.to_string()))?;
@@ -97,7 +97,7 @@ fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
 
 /// A report in which no cell could be compared (no baseline, other profile): every candidate
 /// cell `not_comparable` with `reason`, gate `no_baseline`.
-pub fn not_comparable_report(
+pub(crate) fn not_comparable_report(
     candidate: &[RunResults],
     suite: Option<String>,
     rule: &DecisionRule,
@@ -133,7 +133,7 @@ pub fn not_comparable_report(
 }
 
 /// Renders a report in the chosen format.
-pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
+pub(crate) fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Text => crate::report::verdict_table::text(report),
         OutputFormat::Md => crate::report::verdict_table::markdown(report),
@@ -144,7 +144,7 @@ pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result
 }
 
 /// Writes `text` to `out` atomically, or prints it.
-pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
+pub(crate) fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
     match out {
         Some(path) => crate::fsio::write_durable(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display())),
@@ -205,7 +205,7 @@ fn baseline_runs(
 }
 
 /// Runs `infergate compare`.
-pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let rule = rule_from(&args)?;
     let candidate = load_files(&args.candidate)?;
     let Some(first) = candidate.first() else {

@@ -5,21 +5,21 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::GateExit;
 
-pub mod ab;
-pub mod ab_eval;
-pub mod baseline;
-pub mod bench;
-pub mod changes;
-pub mod compare;
-pub mod doctor;
-pub mod export;
-pub mod import;
-pub mod merge;
-pub mod report;
-pub mod run;
-pub mod sim;
-pub mod stats_eval;
-pub mod supervise;
+pub(crate) mod ab;
+pub(crate) mod ab_eval;
+pub(crate) mod baseline;
+pub(crate) mod bench;
+pub(crate) mod changes;
+pub(crate) mod compare;
+pub(crate) mod doctor;
+pub(crate) mod export;
+pub(crate) mod import;
+pub(crate) mod merge;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod sim;
+pub(crate) mod stats_eval;
+pub(crate) mod supervise;
 
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub(crate) fn in_actions() -> bool {

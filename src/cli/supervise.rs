@@ -21,7 +21,7 @@ pub struct SuperviseArgs {
 }
 
 /// Runs the supervisor until the engine's tree is gone; its code is the process's exit code.
-pub async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
     let code = tokio::task::block_in_place(|| {
         crate::engine::supervisor::supervise(
             args.parent,
