@@ -12,7 +12,7 @@
 mod build;
 mod locate;
 mod raw;
-pub mod values;
+pub(crate) mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -26,8 +26,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub mod launch;
-pub mod supervisor;
+pub(crate) mod launch;
+pub(crate) mod supervisor;
 
 pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
 pub use supervisor::{Containment, Report};

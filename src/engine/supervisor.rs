@@ -115,7 +115,7 @@ pub fn supervise(_parent: i32, _grace_ms: u64, _use_cgroup: bool, _argv: &[Strin
 }
 
 #[cfg(target_os = "linux")]
-pub use linux::supervise;
+pub(crate) use linux::supervise;
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -408,7 +408,7 @@ mod linux {
 
     /// See the module docs. `parent` is the gate's pid: a SIGHUP while it is still our
     /// parent is a thread of the gate ending (the death signal fires per thread), not its death.
-    pub fn supervise(parent: i32, grace_ms: u64, use_cgroup: bool, argv: &[String]) -> i32 {
+    pub(crate) fn supervise(parent: i32, grace_ms: u64, use_cgroup: bool, argv: &[String]) -> i32 {
         let me = std::process::id() as i32;
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
             report(&Report::SpawnError {
