@@ -10,8 +10,8 @@
 //! never hides the rest of the history. Every path part goes through
 //! [`path_safe`](crate::results::path_safe) and the final path is checked to lie under the root.
 
-pub mod accepted;
-pub mod history;
+pub(crate) mod accepted;
+pub(crate) mod history;
 
 use std::path::{Path, PathBuf};
 

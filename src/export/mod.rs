@@ -4,9 +4,9 @@
 //! the JUnit file is a regression the verdict already holds. See `docs/interop.md`.
 
 pub mod bmf;
-pub mod csv;
+pub(crate) mod csv;
 pub mod gab;
-pub mod junit;
+pub(crate) mod junit;
 
 use crate::results::{CellResult, CellStatus, RunResults, context_label};
 use crate::stats::compare::{ALL_METRICS, metric_value};
