@@ -30,7 +30,7 @@ pub(crate) const RESULTS_FILE: &str = "results.json";
 /// What one shard amounts to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ShardOutcome {
+pub(crate) enum ShardOutcome {
     /// The shard compared its run with its baseline.
     Compared {
         /// The shard's comparison, as its runner computed it (boxed: it is large).
@@ -53,7 +53,7 @@ pub enum ShardOutcome {
 
 impl ShardOutcome {
     /// The profile key of the shard.
-    pub fn profile(&self) -> &ProfileKey {
+    pub(crate) fn profile(&self) -> &ProfileKey {
         match self {
             ShardOutcome::Compared { report } => &report.profile,
             ShardOutcome::NotCompared { profile, .. } => profile,
@@ -61,7 +61,7 @@ impl ShardOutcome {
     }
 
     /// The suite of the shard.
-    pub fn suite(&self) -> Option<&str> {
+    pub(crate) fn suite(&self) -> Option<&str> {
         match self {
             ShardOutcome::Compared { report } => report.suite.as_deref(),
             ShardOutcome::NotCompared { suite, .. } => suite.as_deref(),
@@ -69,7 +69,7 @@ impl ShardOutcome {
     }
 
     /// The shard's gate; `None` when its run stopped before anything could be compared.
-    pub fn gate(&self) -> Option<GateVerdict> {
+    pub(crate) fn gate(&self) -> Option<GateVerdict> {
         match self {
             ShardOutcome::Compared { report } => Some(report.gate),
             ShardOutcome::NotCompared {
@@ -81,7 +81,7 @@ impl ShardOutcome {
     }
 
     /// The comparison, when the shard made one.
-    pub fn report(&self) -> Option<&ComparisonReport> {
+    pub(crate) fn report(&self) -> Option<&ComparisonReport> {
         match self {
             ShardOutcome::Compared { report } => Some(report),
             ShardOutcome::NotCompared { .. } => None,
@@ -240,7 +240,7 @@ fn parse_results(path: &Path, text: &str) -> Result<RunResults, ShardError> {
 
 /// The joined answer of all shards: what the final fan-out job reports and exits on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MergedVerdict {
+pub(crate) struct MergedVerdict {
     pub schema_version: u32,
     /// Worst gate over the shards that have one: regression, then inconclusive, then
     /// no_baseline, else pass.
@@ -259,7 +259,7 @@ pub struct MergedVerdict {
 
 /// One shard's place in the merged verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfileVerdict {
+pub(crate) struct ProfileVerdict {
     /// Where the shard was read from.
     pub source: String,
     /// The shard's `results.json`, when present.
@@ -274,13 +274,13 @@ pub struct ProfileVerdict {
 
 impl MergedVerdict {
     /// Whether the merged gate blocks (exit code 1).
-    pub fn is_regression(&self) -> bool {
+    pub(crate) fn is_regression(&self) -> bool {
         self.gate == GateVerdict::Regression
     }
 
     /// The exit code: 3 when a profile was not measured (fail closed), 1 on a regression,
     /// else 0.
-    pub fn exit(&self) -> GateExit {
+    pub(crate) fn exit(&self) -> GateExit {
         if self.unmeasured > 0 {
             GateExit::Failure
         } else if self.is_regression() {

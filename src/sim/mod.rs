@@ -30,7 +30,7 @@ pub(crate) use speed_model::{Jitter, SpeedModel};
 
 /// Errors of the simulated engine's library API.
 #[derive(Debug, thiserror::Error)]
-pub enum SimError {
+pub(crate) enum SimError {
     /// A profile file could not be read or parsed, or has an invalid field.
     #[error("profile file {path}: {message}")]
     ProfileFile {
@@ -54,7 +54,7 @@ pub enum SimError {
 
 /// Everything that configures one simulated engine process (profile plus run-time knobs).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SimOptions {
+pub(crate) struct SimOptions {
     /// Speed, limits and default faults.
     pub profile: SimProfile,
     /// Multiplies every engine time (1.10 = a 10% regression).
@@ -79,7 +79,7 @@ pub struct SimOptions {
 
 impl SimOptions {
     /// Options that run `profile` as written: no slowdown, real time, seed 0, no boot noise.
-    pub fn new(profile: SimProfile) -> Self {
+    pub(crate) fn new(profile: SimProfile) -> Self {
         SimOptions {
             slowdown: 1.0,
             time_scale: 1.0,
@@ -95,7 +95,7 @@ impl SimOptions {
     }
 
     /// Checks the knobs; the message names the option and the accepted range.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub(crate) fn validate(&self) -> Result<(), SimError> {
         let positive = [("slowdown", self.slowdown), ("time-scale", self.time_scale)];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {
@@ -126,13 +126,13 @@ impl SimOptions {
     }
 
     /// The served model name.
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         self.model.as_deref().unwrap_or(&self.profile.model)
     }
 
     /// The per-process speed factor: one log-normal draw (mean 1, CV `boot_noise_cv`) from
     /// `boot_seed`, or from OS entropy when no seed is given; exactly 1 when the CV is 0.
-    pub fn boot_factor(&self) -> f64 {
+    pub(crate) fn boot_factor(&self) -> f64 {
         let jitter = Jitter::new(self.boot_noise_cv);
         let mut rng: StdRng = match self.boot_seed {
             Some(s) => StdRng::seed_from_u64(s),
