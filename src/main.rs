@@ -6,16 +6,20 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use infergate::cli::Cli;
+use infergate::cli::{Cli, Command};
 use infergate::errln;
 use infergate::exit::exit_for_error;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The simulated engine serves many streams: all cores. Everything else (the measuring
+    // client above all) runs on one thread: no cross-thread wake-ups or work stealing per
+    // streamed chunk, which is most of what a client costs per token and per second.
+    let mut builder = match cli.command {
+        Command::Sim(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             errln!("error: cannot start the async runtime: {e}");

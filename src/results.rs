@@ -99,6 +99,22 @@ pub enum RunStatus {
     Partial,
     /// The run was cancelled (SIGINT/SIGTERM); the cells present are valid.
     Cancelled,
+    /// The gate is still measuring: written after every finished cell so that a killed gate
+    /// leaves the cells it finished. The cells present are valid, the rest were not measured;
+    /// a file left in this state is never complete (no baseline, no verdict, a gate error).
+    InProgress,
+}
+
+impl RunStatus {
+    /// The word the results schema uses (`complete`, `partial`, `cancelled`, `in_progress`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Complete => "complete",
+            RunStatus::Partial => "partial",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::InProgress => "in_progress",
+        }
+    }
 }
 
 /// Provenance of a results file.
@@ -386,6 +402,69 @@ pub enum TokenSource {
     Imported,
 }
 
+/// When an engine's generation counter moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CounterMoves {
+    /// With every decoded token (vLLM `vllm:generation_tokens_total`): a window's difference
+    /// is the tokens made in it.
+    PerToken,
+    /// Only when a request ends, by all its tokens (SGLang `sglang:generation_tokens_total`,
+    /// llama.cpp `llamacpp:tokens_predicted_total`): a window's difference is off by the
+    /// requests in flight at its edges unless they are added (llama.cpp `/slots`).
+    PerRequest,
+}
+
+impl CounterMoves {
+    /// Short wording for reports: how to read the engine-counter figure.
+    pub fn caveat(self, in_flight_added: bool) -> &'static str {
+        match (self, in_flight_added) {
+            (CounterMoves::PerToken, _) => "per-token counter",
+            (CounterMoves::PerRequest, true) => "per-request counter + in-flight tokens",
+            (CounterMoves::PerRequest, false) => {
+                "per-request counter: moves when a request ends, off by the requests in flight"
+            }
+        }
+    }
+}
+
+/// The engine's generation counter read at both edges of a cell's window (what `server_tps`
+/// is computed from), so a cross-check can see what it compares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineCounterWindow {
+    /// Metric name read (e.g. `llamacpp:tokens_predicted_total`).
+    pub metric: String,
+    pub moves: CounterMoves,
+    /// When the opening reading was taken, seconds relative to the window's opening (client
+    /// clock; negative: before it).
+    pub start_offset_s: f64,
+    /// When the closing reading was taken, seconds relative to the window's close.
+    pub end_offset_s: f64,
+    /// Counter value at the opening reading (plus `in_flight_start` where known).
+    pub start_tokens: f64,
+    /// Counter value at the closing reading (plus `in_flight_end` where known).
+    pub end_tokens: f64,
+    /// Tokens of requests still running at the opening reading (llama.cpp `/slots`
+    /// `n_decoded`), already included in `start_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_start: Option<f64>,
+    /// The same at the closing reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_end: Option<f64>,
+}
+
+impl EngineCounterWindow {
+    /// Seconds between the two readings.
+    pub fn span_s(&self, window_s: f64) -> f64 {
+        window_s + self.end_offset_s - self.start_offset_s
+    }
+
+    /// Whether in-flight tokens were added at both edges.
+    pub fn in_flight_added(&self) -> bool {
+        self.in_flight_start.is_some() && self.in_flight_end.is_some()
+    }
+}
+
 /// One measured (concurrency x context) cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellResult {
@@ -427,8 +506,13 @@ pub struct CellResult {
     #[serde(default)]
     pub token_source: Option<TokenSource>,
     /// The engine's own generation rate over the same window (`generation_tokens_total`), tok/s.
+    /// How far it can be trusted depends on how the counter moves: see `engine_counter`.
     #[serde(default)]
     pub server_tps: Option<f64>,
+    /// The engine counter behind `server_tps`: its readings at both window edges, when they were
+    /// taken, and whether it moves per token or only when a request ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_counter: Option<EngineCounterWindow>,
     /// Seconds from cell start until readiness (all streams running and stable).
     #[serde(default)]
     pub ready_after_s: Option<f64>,
@@ -469,6 +553,7 @@ impl CellResult {
             errors: 0,
             token_source: None,
             server_tps: None,
+            engine_counter: None,
             ready_after_s: None,
             spec_decode: None,
             telemetry: None,

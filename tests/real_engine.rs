@@ -638,6 +638,14 @@ fn gate_flow(engine: &RealEngine, work: &Path) {
         for (cell, tps) in cell_tps(&results) {
             assert!(tps > 0.0, "nightly run {i}: cell {cell} measured no tokens");
         }
+        // A healthy engine: the client must not make errors of its own (keep-alive races).
+        for c in &results.cells {
+            assert_eq!(
+                c.errors, 0,
+                "nightly run {i}: C={} cell had failed requests: {:?}",
+                c.concurrency, c.reason
+            );
+        }
         baseline_runs.push(run);
     }
     let mut add = Command::new(env!("CARGO_BIN_EXE_infergate"));

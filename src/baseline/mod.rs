@@ -116,13 +116,10 @@ impl BaselineStore {
     pub fn acceptable(run: &RunResults) -> Result<(), String> {
         match run.status {
             RunStatus::Complete => {}
-            RunStatus::Partial | RunStatus::Cancelled => {
+            RunStatus::Partial | RunStatus::Cancelled | RunStatus::InProgress => {
                 return Err(format!(
                     "its status is `{}`{}; only complete runs become baselines",
-                    match run.status {
-                        RunStatus::Partial => "partial",
-                        _ => "cancelled",
-                    },
+                    run.status.as_str(),
                     run.status_reason
                         .as_deref()
                         .map(|r| format!(" ({r})"))

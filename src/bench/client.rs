@@ -1,6 +1,14 @@
 //! The OpenAI-compatible HTTP client: one pooled `reqwest::Client`, probe requests, and a lean
 //! incremental SSE parser for streamed completions.
 //!
+//! Connection reuse must not make errors a healthy engine did not: an engine closes an idle
+//! keep-alive connection after a few seconds (llama.cpp's cpp-httplib
+//! `CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND` = 5; uvicorn's `timeout_keep_alive` = 5, used by vLLM
+//! via `VLLM_HTTP_TIMEOUT_KEEP_ALIVE` and by SGLang), and a request sent on it as it closes dies
+//! unanswered. So the pool drops idle connections well before that ([`ConnectionPolicy`]), and a
+//! request that got no response at all is sent once more on a fresh connection. A request that
+//! got its response head (and so possibly streamed tokens) is never retried.
+//!
 //! The hot path (one call per streamed chunk) avoids allocation where it can: the SSE parser
 //! reuses its buffers and chunk JSON is deserialised into borrowed fields.
 
@@ -15,8 +23,40 @@ use super::BenchError;
 #[derive(Clone)]
 pub(crate) struct EngineClient {
     http: reqwest::Client,
+    /// No idle pool: every request on it opens its own connection (the retry path).
+    fresh: reqwest::Client,
+    policy: ConnectionPolicy,
     base: String,
     api_key: Option<String>,
+}
+
+/// How connections to the engine are reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnectionPolicy {
+    /// Idle pooled connections are dropped after this long; `None` keeps them forever.
+    pub pool_idle_timeout: Option<Duration>,
+    /// A request that failed before any response arrived (on a connection the engine had just
+    /// closed) is sent once more on a fresh connection.
+    pub retry_unanswered: bool,
+}
+
+/// The shortest idle keep-alive time-out of the engines infergate knows (llama.cpp, vLLM,
+/// SGLang and TensorRT-LLM's uvicorn front ends all use 5 s).
+pub(crate) const ENGINE_KEEPALIVE_S: f64 = 5.0;
+
+/// How long the pool keeps an idle connection by default: well under [`ENGINE_KEEPALIVE_S`]
+/// (the engine's timer starts when it wrote the response, the pool's when it read it).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
+const _: () = assert!(POOL_IDLE_TIMEOUT.as_secs_f64() < ENGINE_KEEPALIVE_S);
+
+impl Default for ConnectionPolicy {
+    /// Idle connections live [`POOL_IDLE_TIMEOUT`]; unanswered requests retried.
+    fn default() -> Self {
+        ConnectionPolicy {
+            pool_idle_timeout: Some(POOL_IDLE_TIMEOUT),
+            retry_unanswered: true,
+        }
+    }
 }
 
 /// Why one streamed request failed; `kind` is short and groups alike failures in reasons.
@@ -47,11 +87,22 @@ pub(crate) fn normalize_base(url: &str) -> String {
 }
 
 impl EngineClient {
-    /// A client for `base_url` with a pool big enough for `max_streams` concurrent streams.
+    /// A client for `base_url` with a pool big enough for `max_streams` concurrent streams,
+    /// reusing connections by the default [`ConnectionPolicy`].
     pub(crate) fn new(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
+    ) -> Result<Self, BenchError> {
+        Self::with_policy(base_url, api_key, max_streams, ConnectionPolicy::default())
+    }
+
+    /// [`EngineClient::new`] with an explicit connection policy.
+    pub(crate) fn with_policy(
+        base_url: &str,
+        api_key: Option<String>,
+        max_streams: usize,
+        policy: ConnectionPolicy,
     ) -> Result<Self, BenchError> {
         let base = normalize_base(base_url);
         if !(base.starts_with("http://") || base.starts_with("https://")) {
@@ -63,20 +114,42 @@ impl EngineClient {
         // reqwest is built without a default TLS crypto provider; install ring's once per
         // process (an error only means one is installed already).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(max_streams.max(16) + 8)
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| BenchError::Unreachable {
-                url: base.clone(),
-                reason: format!("cannot build the HTTP client: {e}"),
-            })?;
+        let build = |max_idle: usize| {
+            reqwest::Client::builder()
+                .pool_max_idle_per_host(max_idle)
+                .pool_idle_timeout(policy.pool_idle_timeout)
+                .tcp_nodelay(true)
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| BenchError::Unreachable {
+                    url: base.clone(),
+                    reason: format!("cannot build the HTTP client: {e}"),
+                })
+        };
+        let http = build(max_streams.max(16) + 8)?;
+        let fresh = build(0)?;
         Ok(EngineClient {
             http,
+            fresh,
+            policy,
             base,
             api_key,
         })
+    }
+
+    /// Sends the request `build` makes; when it died before any response arrived (the engine
+    /// closed the reused connection as the request went out), sends it once more on a fresh
+    /// connection. Errors after the response head are the caller's, never retried here.
+    async fn send(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        match build(&self.http).send().await {
+            Err(e) if self.policy.retry_unanswered && is_unanswered(&e) => {
+                build(&self.fresh).send().await
+            }
+            other => other,
+        }
     }
 
     /// The normalised base URL (no secrets in it).
@@ -102,10 +175,9 @@ impl EngineClient {
         path: &str,
         timeout: Duration,
     ) -> Result<(u16, String), reqwest::Error> {
+        let url = self.url(path);
         let resp = self
-            .auth(self.http.get(self.url(path)))
-            .timeout(timeout)
-            .send()
+            .send(|http| self.auth(http.get(&url)).timeout(timeout))
             .await?;
         let status = resp.status().as_u16();
         let text = resp.text().await?;
@@ -119,11 +191,9 @@ impl EngineClient {
         body: &serde_json::Value,
         timeout: Duration,
     ) -> Result<(u16, String), reqwest::Error> {
+        let url = self.url(path);
         let resp = self
-            .auth(self.http.post(self.url(path)))
-            .timeout(timeout)
-            .json(body)
-            .send()
+            .send(|http| self.auth(http.post(&url)).timeout(timeout).json(body))
             .await?;
         let status = resp.status().as_u16();
         let text = resp.text().await?;
@@ -136,12 +206,14 @@ impl EngineClient {
         &self,
         body: bytes::Bytes,
     ) -> Result<reqwest::Response, RequestFailure> {
+        let url = self.url("/v1/completions");
         let resp = self
-            .auth(self.http.post(self.url("/v1/completions")))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body)
-            .send()
+            .send(|http| {
+                self.auth(http.post(&url))
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header(reqwest::header::ACCEPT, "text/event-stream")
+                    .body(body.clone())
+            })
             .await
             .map_err(|e| classify_transport(&e))?;
         let status = resp.status();
@@ -164,20 +236,33 @@ impl EngineClient {
     }
 }
 
-/// Groups a transport error into a short kind.
-pub(crate) fn classify_transport(e: &reqwest::Error) -> RequestFailure {
-    let text = format!("{e:#}");
-    let source_text = {
-        let mut s = String::new();
-        let mut cur: Option<&dyn std::error::Error> = Some(e);
-        while let Some(err) = cur {
-            s.push_str(&err.to_string());
-            s.push_str(": ");
-            cur = err.source();
+/// Whether `e` is a request that got no response at all on a connection that was open: the
+/// engine closed it (idle keep-alive) as the request went out. Connect failures and time-outs
+/// are not: a fresh connection would fail the same way, or the engine is just slow.
+fn is_unanswered(e: &reqwest::Error) -> bool {
+    e.is_request() && !e.is_connect() && !e.is_timeout() && e.status().is_none()
+}
+
+/// The messages of an error and its sources, outermost first, without repeats.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        let msg = err.to_string();
+        if !msg.is_empty() && !out.iter().any(|m| m.contains(&msg)) {
+            out.push(msg);
         }
-        s
-    };
-    let kind = if source_text.contains("Connection refused") || source_text.contains("refused") {
+        cur = err.source();
+    }
+    out
+}
+
+/// Groups a transport error into a short kind; the detail is the whole cause (without the
+/// URL, which every request of a cell shares).
+pub(crate) fn classify_transport(e: &reqwest::Error) -> RequestFailure {
+    let mut chain = error_chain(e);
+    let all = chain.join(": ");
+    let kind = if all.contains("Connection refused") || all.contains("refused") {
         "connection refused"
     } else if e.is_timeout() {
         "timed out"
@@ -185,35 +270,38 @@ pub(crate) fn classify_transport(e: &reqwest::Error) -> RequestFailure {
         "connection failed"
     } else if e.is_body() || e.is_decode() {
         "stream broken"
+    } else if all.contains("connection closed before message completed")
+        || all.contains("reset by peer")
+        || all.contains("Broken pipe")
+    {
+        "connection closed by the engine before a response"
     } else {
         "request failed"
     };
-    RequestFailure::new(
-        kind,
-        excerpt(&source_text, 300)
-            .trim_end_matches(": ")
-            .to_string(),
-    )
-    .with_fallback(&text)
-}
-
-impl RequestFailure {
-    fn with_fallback(mut self, text: &str) -> Self {
-        if self.detail.is_empty() {
-            self.detail = excerpt(text, 300);
-        }
-        self
+    // reqwest's outer message is "error sending request for url (…)": the URL is known.
+    if chain.len() > 1 && chain[0].contains("for url (") {
+        chain.remove(0);
     }
+    RequestFailure::new(kind, excerpt(&chain.join(": "), 300))
 }
 
-/// At most `max` characters of `s`, on a char boundary, single line.
+/// At most `max` characters of `s` on one line; a longer text is cut at a word boundary and
+/// ends with `…`, so a reason is never cut mid-word.
 pub(crate) fn excerpt(s: &str, max: usize) -> String {
     let one_line: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max)
         .collect();
-    one_line.trim().to_string()
+    let one_line = one_line.trim();
+    if one_line.chars().count() <= max {
+        return one_line.to_string();
+    }
+    let cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    let cut = match cut.rfind(' ') {
+        Some(i) if i > cut.len() / 2 => &cut[..i],
+        _ => cut.as_str(),
+    };
+    format!("{}…", cut.trim_end_matches([' ', ':', ',', ';']))
 }
 
 /// Incremental Server-Sent-Events parser over raw bytes. Calls back with each event's `data`
@@ -504,6 +592,170 @@ mod tests {
             parse_stream_event(br#"{"error":{"message":"out of memory","code":500}}"#).unwrap_err();
         assert_eq!(e.kind, "engine error in stream");
         assert!(e.detail.contains("out of memory"));
+    }
+
+    /// A keep-alive HTTP/1.1 server on 127.0.0.1 that closes connections idle for `idle`: a
+    /// request arriving on a connection idle that long is read and the connection closed
+    /// without an answer — the losing side of the keep-alive race, made deterministic (a real
+    /// engine's close and the client's request cross on the wire). Each answer is a short SSE
+    /// completion; with `break_after_head` the connection is closed after the first event.
+    async fn idle_closing_server(
+        idle: Duration,
+        break_after_head: bool,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(AtomicU32::new(0));
+        let counter = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut idle_since: Option<std::time::Instant> = None;
+                    let mut buf = Vec::new();
+                    loop {
+                        // Read one request: head, then Content-Length bytes of body.
+                        let head_end = loop {
+                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break i + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        while buf.len() < head_end + len {
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.drain(..head_end + len);
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        if idle_since.is_some_and(|t| t.elapsed() >= idle) {
+                            return; // idle time-out: close, unanswered
+                        }
+                        let event = "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n";
+                        let body = if break_after_head {
+                            event.to_string()
+                        } else {
+                            format!("{event}data: [DONE]\n\n")
+                        };
+                        let len = if break_after_head {
+                            body.len() + 100
+                        } else {
+                            body.len()
+                        };
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {len}\r\nconnection: keep-alive\r\n\r\n{body}"
+                        );
+                        if sock.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        if break_after_head {
+                            return;
+                        }
+                        idle_since = Some(std::time::Instant::now());
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}"), requests)
+    }
+
+    /// One streamed request read to its end; the failure kind if it failed anywhere.
+    async fn one_stream(client: &EngineClient) -> Result<(), RequestFailure> {
+        let mut resp = client
+            .start_stream(bytes::Bytes::from_static(b"{}"))
+            .await?;
+        while resp
+            .chunk()
+            .await
+            .map_err(|e| classify_transport(&e))?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn keepalive_race_fails_the_old_pool_and_not_the_default_policy() {
+        let (url, requests) = idle_closing_server(Duration::from_secs(1), false).await;
+        // reqwest's defaults, which infergate used before: idle connections kept 90 s, no
+        // retry. The second request reuses the connection the server has timed out.
+        let old = ConnectionPolicy {
+            pool_idle_timeout: Some(Duration::from_secs(90)),
+            retry_unanswered: false,
+        };
+        let client = EngineClient::with_policy(&url, None, 1, old).unwrap();
+        one_stream(&client).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        let err = one_stream(&client).await.unwrap_err();
+        assert_eq!(
+            err.kind,
+            "connection closed by the engine before a response"
+        );
+        assert!(
+            err.detail
+                .ends_with("connection closed before message completed"),
+            "the reason is kept whole: {err:?}"
+        );
+        assert!(!err.detail.contains("127.0.0.1"), "{err:?}");
+
+        // The same stale connection with the retry: answered on a fresh connection (the
+        // server saw the raced request and its retry).
+        let retrying = ConnectionPolicy {
+            retry_unanswered: true,
+            ..old
+        };
+        let client = EngineClient::with_policy(&url, None, 1, retrying).unwrap();
+        one_stream(&client).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        let before = requests.load(std::sync::atomic::Ordering::SeqCst);
+        one_stream(&client).await.unwrap();
+        assert_eq!(
+            requests.load(std::sync::atomic::Ordering::SeqCst) - before,
+            2
+        );
+
+        // The default policy (short idle pool and the retry): no failures.
+        let client = EngineClient::new(&url, None, 1).unwrap();
+        let before = requests.load(std::sync::atomic::Ordering::SeqCst);
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            if let Err(f) = one_stream(&client).await {
+                failures.push(f);
+            }
+            tokio::time::sleep(Duration::from_millis(1300)).await;
+        }
+        assert!(failures.is_empty(), "{failures:?}");
+        assert!(requests.load(std::sync::atomic::Ordering::SeqCst) - before >= 3);
+    }
+
+    #[tokio::test]
+    async fn a_request_that_got_its_response_is_never_retried() {
+        let (url, requests) = idle_closing_server(Duration::from_secs(60), true).await;
+        let client = EngineClient::new(&url, None, 1).unwrap();
+        let err = one_stream(&client).await.unwrap_err();
+        assert_eq!(err.kind, "stream broken", "{err:?}");
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn excerpts_cut_at_a_word_with_an_ellipsis() {
+        assert_eq!(excerpt("short\nline", 40), "short line");
+        let e = excerpt("connection closed before message completed", 30);
+        assert_eq!(e, "connection closed before…");
+        assert!(e.chars().count() <= 30);
     }
 
     #[test]

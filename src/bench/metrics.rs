@@ -6,6 +6,11 @@
 //! [`MetricsDialect`] maps the names, detected from the text itself.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::client::EngineClient;
+
+pub(crate) use crate::results::CounterMoves;
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,6 +208,32 @@ impl MetricsDialect {
         }
     }
 
+    /// The generation counter read as `EngineState::generated_tokens`.
+    pub(crate) fn generation_counter(self) -> &'static str {
+        match self {
+            MetricsDialect::Vllm => "vllm:generation_tokens_total",
+            MetricsDialect::Sglang => "sglang:generation_tokens_total",
+            MetricsDialect::Llamacpp => "llamacpp:tokens_predicted_total",
+        }
+    }
+
+    /// When that counter moves, from the engines' sources: vLLM adds each engine step's new
+    /// tokens (`counter_generation_tokens.inc(num_generation_tokens)` per iteration); SGLang
+    /// adds a request's tokens when it finishes (`observe_one_finished_request`); llama.cpp
+    /// adds a slot's `n_decoded` when its request ends (`server_metrics::on_prediction`).
+    pub(crate) fn counter_moves(self) -> CounterMoves {
+        match self {
+            MetricsDialect::Vllm => CounterMoves::PerToken,
+            MetricsDialect::Sglang | MetricsDialect::Llamacpp => CounterMoves::PerRequest,
+        }
+    }
+
+    /// Whether the tokens of running requests can be read (llama.cpp `/slots` `n_decoded`), to
+    /// turn a per-request counter into a per-token one at the window's edges.
+    pub(crate) fn has_in_flight_tokens(self) -> bool {
+        self == MetricsDialect::Llamacpp
+    }
+
     /// Reads the engine-neutral state from a page.
     pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
         match self {
@@ -253,6 +284,27 @@ impl MetricsDialect {
             },
         }
     }
+}
+
+/// Scrapes `/metrics` once; `None` when the engine has no (known) metrics or did not answer.
+/// The instant is when the engine most likely read its counters (see below).
+pub(crate) async fn scrape(
+    client: &EngineClient,
+    dialect: Option<MetricsDialect>,
+) -> Option<(Instant, EngineState)> {
+    let dialect = dialect?;
+    let sent = Instant::now();
+    let (status, text) = client
+        .get_text("/metrics", Duration::from_secs(3))
+        .await
+        .ok()?;
+    // The counter was read somewhere between sending and receiving: take the midpoint, so a
+    // slow answer does not shift the engine's window by its whole latency.
+    let at = sent + Instant::now().duration_since(sent) / 2;
+    if status != 200 {
+        return None;
+    }
+    Some((at, dialect.read(&parse_prometheus(&text))))
 }
 
 fn by_position(map: BTreeMap<String, f64>) -> Vec<f64> {

@@ -7,8 +7,10 @@
 
 pub(crate) mod cell;
 pub(crate) mod client;
+pub(crate) mod counter;
 pub(crate) mod metrics;
 pub(crate) mod prompt;
+pub(crate) mod slots;
 pub(crate) mod stats;
 
 use std::collections::BTreeMap;
@@ -87,6 +89,11 @@ impl BenchOptions {
 
 /// Where measurement sends its progress events (the console renders them).
 pub type EventSink = tokio::sync::mpsc::UnboundedSender<crate::results::Event>;
+
+/// Told of each cell as soon as it is final for the pass (after every repetition, the folded
+/// cell so far), before the next cell starts: the run layer persists it, so a killed gate keeps
+/// every finished cell. Measurement itself never writes.
+pub type CellDone<'a> = &'a (dyn Fn(&CellResult) + Sync);
 
 /// Records every event of a session (for `RunResults.events`) and forwards it to the sink.
 #[derive(Clone, Default)]
@@ -624,7 +631,7 @@ pub async fn run_matrix(
         s = connect => s?,
     };
     let mut results = session.results_skeleton();
-    let measured = session.measure_matrix(&cancel).await;
+    let measured = session.measure_matrix(&cancel, &|_| {}).await;
     results.cells = measured.cells;
     if cancel.is_cancelled() {
         results.status = RunStatus::Cancelled;
@@ -663,7 +670,14 @@ impl BenchSession {
     ///   minutes on each such cell);
     /// - after an errored cell the engine is probed; when it no longer answers, the remaining
     ///   cells are `error` with the reason instead of each waiting out its time-outs.
-    pub async fn measure_matrix(&self, cancel: &CancellationToken) -> MeasuredMatrix {
+    ///
+    /// `done` is told of every cell measured (or decided without measuring) as soon as it is
+    /// final; a cell cut short by the cancel is not reported (it is the cell in flight).
+    pub async fn measure_matrix(
+        &self,
+        cancel: &CancellationToken,
+        done: CellDone<'_>,
+    ) -> MeasuredMatrix {
         let m = &self.opts.matrix;
         let mut cells: Vec<CellResult> = Vec::new();
         let mut unreachable: Option<String> = None;
@@ -712,10 +726,18 @@ impl BenchSession {
                     if cell.status == CellStatus::CapacityLimited && limited_at.is_none() {
                         limited_at = Some(c);
                     }
+                    // A cell that ends because of the cancel is the one in flight: not final.
+                    let finished = !cancel.is_cancelled();
                     if rep == 0 {
+                        if finished {
+                            done(&cell);
+                        }
                         cells.push(cell);
                     } else if let Some(first) = cells.iter_mut().find(|x| x.coord() == (c, ctx)) {
                         first.fold_round(&cell, rep);
+                        if finished {
+                            done(first);
+                        }
                     }
                 }
             }

@@ -209,7 +209,9 @@ pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
     }
     match results.status {
         crate::results::RunStatus::Complete => {}
-        crate::results::RunStatus::Partial | crate::results::RunStatus::Cancelled => {
+        crate::results::RunStatus::Partial
+        | crate::results::RunStatus::Cancelled
+        | crate::results::RunStatus::InProgress => {
             errln!(
                 "error: the run is incomplete: {}",
                 results.status_reason.as_deref().unwrap_or("(no reason)")

@@ -211,6 +211,16 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let Some(first) = candidate.first() else {
         return Err(usage("--candidate: no runs in the given files"));
     };
+    if let Some(r) = candidate
+        .iter()
+        .find(|r| r.status == crate::results::RunStatus::InProgress)
+    {
+        // Fail closed: an unfinished file has only the cells done before the gate stopped.
+        anyhow::bail!(
+            "--candidate: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it cannot be compared (its finished cells are kept for inspection)",
+            crate::untrusted_text::console(&r.run_id)
+        );
+    }
     if let Some(other) = candidate
         .iter()
         .find(|r| r.profile.key != first.profile.key)

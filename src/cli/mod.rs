@@ -9,7 +9,9 @@ pub(crate) mod ab;
 pub(crate) mod ab_eval;
 pub(crate) mod baseline;
 pub(crate) mod bench;
+pub(crate) mod bisect;
 pub(crate) mod changes;
+pub(crate) mod close_stale_checks;
 pub(crate) mod compare;
 pub(crate) mod doctor;
 pub(crate) mod export;
@@ -56,6 +58,9 @@ pub enum Command {
     StatsEval(stats_eval::StatsEvalArgs),
     /// Post results and verdicts: GitHub check run, PR comment, job summary, step outputs.
     Report(report::ReportArgs),
+    /// Complete as `cancelled` the checks a killed gate of this job left in progress (the
+    /// action's `if: always()` cleanup step).
+    CloseStaleChecks(close_stale_checks::CloseStaleChecksArgs),
     /// Describe the runner: GPUs, driver, PCIe, NVML, engine reachability.
     Doctor(doctor::DoctorArgs),
     /// Join shard results (one per runner profile) into one verdict and one summary.
@@ -68,6 +73,8 @@ pub enum Command {
     Changes(changes::ChangesArgs),
     /// Monte Carlo of the change-point search: false alerts per 100 nights, delay, location.
     ChangesEval(changes::ChangesEvalArgs),
+    /// Find the first bad commit between a good and a bad revision (builds and boots commits).
+    Bisect(bisect::BisectArgs),
     /// Internal: the engine's supervisor (subreaper, cgroup, dies with the gate), started by
     /// `run`, `ab` and `doctor` for every engine boot.
     #[command(name = "__supervise", hide = true)]
@@ -86,12 +93,14 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::Export(a) => export::execute(a).await,
         Command::StatsEval(a) => stats_eval::execute(a).await,
         Command::Report(a) => report::execute(a).await,
+        Command::CloseStaleChecks(a) => close_stale_checks::execute(a).await,
         Command::Doctor(a) => doctor::execute(a).await,
         Command::Merge(a) => merge::execute(a).await,
         Command::Ab(a) => ab::execute(a).await,
         Command::AbEval(a) => ab_eval::execute(a).await,
         Command::Changes(a) => changes::execute(a).await,
         Command::ChangesEval(a) => changes::execute_eval(a).await,
+        Command::Bisect(a) => bisect::execute(a).await,
         Command::Supervise(a) => supervise::execute(a).await,
     }
 }

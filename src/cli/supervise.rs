@@ -22,13 +22,13 @@ pub struct SuperviseArgs {
 
 /// Runs the supervisor until the engine's tree is gone; its code is the process's exit code.
 pub(crate) async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
-    let code = tokio::task::block_in_place(|| {
-        crate::engine::supervisor::supervise(
-            args.parent,
-            args.grace_ms,
-            !args.no_cgroup,
-            &args.command,
-        )
-    });
+    // The supervisor is synchronous and this process does nothing else: it runs on the
+    // (current-thread) runtime's only thread, which has no other task to starve.
+    let code = crate::engine::supervisor::supervise(
+        args.parent,
+        args.grace_ms,
+        !args.no_cgroup,
+        &args.command,
+    );
     std::process::exit(code)
 }

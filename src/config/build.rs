@@ -41,6 +41,8 @@ impl GateConfig {
             None => None,
         };
 
+        super::bisect::check_build_placeholder(&raw.engine, raw.bisect.is_some(), &loc)?;
+        let bisect = super::bisect::build_bisect(raw.bisect, base_dir, &loc)?;
         let (engine, ab_engines) = build_engine(raw.engine, model.is_some(), &loc, base_dir)?;
         let adaptive = build_adaptive(raw.adaptive, &loc)?;
         let confirm = build_confirm(raw.confirm, &loc)?;
@@ -104,6 +106,7 @@ impl GateConfig {
             adaptive,
             confirm,
             ab,
+            bisect,
         })
     }
 }
@@ -222,7 +225,7 @@ fn check_placeholders(
                     return Err(loc.at(
                         span,
                         format!("unknown placeholder `{{{name}}}` in the engine command"),
-                        Some("use {port}, {host}, {model} or {infergate} (the path of this infergate binary)"),
+                        Some("use {port}, {host}, {model}, {infergate} (the path of this infergate binary) or {build} (with [bisect])"),
                     ));
                 }
                 if name == "model" && !has_model {

@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub(super) adaptive: Option<Spanned<RawAdaptive>>,
     pub(super) confirm: Option<Spanned<RawConfirm>>,
     pub(super) ab: Option<Spanned<RawAb>>,
+    pub(super) bisect: Option<Spanned<super::bisect::RawBisect>>,
 }
 
 #[derive(Deserialize)]

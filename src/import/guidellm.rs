@@ -291,6 +291,7 @@ pub(crate) fn convert(
             errors: u32::try_from(totals.errored).unwrap_or(u32::MAX),
             token_source: Some(TokenSource::Imported),
             server_tps: None,
+            engine_counter: None,
             ready_after_s: None,
             spec_decode: None,
             telemetry: None,

@@ -338,6 +338,7 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         server_tps: c
             .server_gen_throughput
             .filter(|v| v.is_finite() && *v > 0.0),
+        engine_counter: None,
         ready_after_s: c.warmup_duration.filter(|v| v.is_finite() && *v >= 0.0),
         spec_decode,
         telemetry: c.hardware_summary.as_ref().and_then(cell_telemetry),

@@ -308,6 +308,7 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             errors: u32::try_from(errors).unwrap_or(u32::MAX),
             token_source: Some(TokenSource::Imported),
             server_tps: None,
+            engine_counter: None,
             ready_after_s: None,
             spec_decode,
             telemetry: None,

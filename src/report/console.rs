@@ -212,11 +212,7 @@ fn matrix_table(results: &RunResults) -> String {
         }
     }
     if let Some(reason) = &results.status_reason {
-        let status = match results.status {
-            crate::results::RunStatus::Complete => "complete",
-            crate::results::RunStatus::Partial => "partial",
-            crate::results::RunStatus::Cancelled => "cancelled",
-        };
+        let status = results.status.as_str();
         out.push_str(&format!("Run {status}: {reason}\n"));
     }
     out

@@ -3,6 +3,7 @@
 
 pub(crate) mod ab;
 pub(crate) mod actions;
+pub(crate) mod bisect;
 pub(crate) mod changes;
 pub(crate) mod console;
 pub mod github;

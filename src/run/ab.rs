@@ -112,6 +112,7 @@ pub(crate) async fn run_ab(
                 log_tail_lines: req.log_tail_lines,
                 labels,
                 adaptive: None,
+                progress_file: None,
             },
             events.clone(),
             cancel.clone(),

@@ -116,6 +116,10 @@ pub(crate) fn github_wanted(forced: bool, mode: GithubMode, in_actions: bool) ->
         }
 }
 
+/// How long GitHub reporting may take after a cancel: GitHub sends SIGKILL about 10 s after
+/// its first signal, and teardown (`stop_grace` ≤ 5 s in Actions) comes first.
+pub(crate) const CANCELLED_REPORTING: Duration = Duration::from_millis(2500);
+
 /// The design as validated.
 #[derive(Debug, Clone)]
 pub(crate) enum PlannedDesign {
@@ -234,9 +238,9 @@ struct Decided {
 }
 
 /// The boot-independent parts of a gate's environment.
-struct Setup {
-    hardware: crate::results::HardwareFingerprint,
-    telemetry: Result<Arc<NvmlSampler>, String>,
+pub(super) struct Setup {
+    pub(super) hardware: crate::results::HardwareFingerprint,
+    pub(super) telemetry: Result<Arc<NvmlSampler>, String>,
 }
 
 impl GatePlan {
@@ -315,36 +319,52 @@ impl GatePlan {
             r.set_policy(self.policy());
         }
 
+        // The results are kept current in the output directory from the first cell on.
+        if let Err(source) = std::fs::create_dir_all(&self.out) {
+            let error = AbortError::CreateDir {
+                path: self.out.display().to_string(),
+                source,
+            };
+            return Err(abort(error, reporting));
+        }
         let decided = match &self.design {
             PlannedDesign::Baseline { .. } => {
                 // The check name is known up front when engine and model are configured;
-                // else it is created complete at the end.
+                // else it is created complete at the end. A cancel during the request is
+                // honoured at once (the request is dropped; the check, if GitHub created
+                // it, is completed at the end or by the stale-check cleanup).
                 if let (Some(r), Some(name)) = (reporter.as_mut(), self.predicted_check(&setup)) {
-                    reporting.push(r.start_check(&name).await);
+                    tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => {}
+                        started = r.start_check(&name) => reporting.push(started),
+                    }
                 }
                 self.measure_against_baseline(setup, progress, &cancel)
                     .await
             }
             PlannedDesign::Ab { ab, pairs } => {
-                if let Err(source) = std::fs::create_dir_all(&self.out) {
-                    let error = AbortError::CreateDir {
-                        path: self.out.display().to_string(),
-                        source,
-                    };
-                    return Err(abort(error, reporting));
-                }
                 match self.measure_ab(ab, *pairs, setup, progress, &cancel).await {
                     Some(d) => d,
                     None => return Err(abort(AbortError::NothingBooted, reporting)),
                 }
             }
         };
-        match self.finish(decided, &mut reporter, &mut reporting).await {
+        match self
+            .finish(decided, &mut reporter, &mut reporting, &cancel)
+            .await
+        {
             Ok(run) => Ok(GateRun { reporting, ..run }),
             Err(error) => {
                 if let Some(r) = reporter.as_mut() {
                     let reason = format!("infergate failed: {error}");
-                    reporting.push(r.complete_open_checks(Conclusion::Failure, &reason).await);
+                    let close = r.complete_open_checks(Conclusion::Failure, &reason);
+                    let closed = if cancel.is_cancelled() {
+                        tokio::time::timeout(CANCELLED_REPORTING, close).await.ok()
+                    } else {
+                        Some(close.await)
+                    };
+                    reporting.extend(closed);
                 }
                 Err(abort(error, reporting))
             }
@@ -411,8 +431,10 @@ impl GatePlan {
             log_tail_lines: config.report.log_tail_lines,
             labels: self.labels.clone(),
             adaptive,
+            progress_file: Some(self.out.join("results.json")),
         };
-        let confirm_req = req.clone();
+        let mut confirm_req = req.clone();
+        confirm_req.progress_file = Some(self.out.join(super::confirm::CONFIRM_RESULTS));
         let sink = progress(boot_cells);
         let mut measured = boot_and_measure(req, sink.events, cancel.clone()).await;
         let _ = sink.done.await;
@@ -608,12 +630,40 @@ impl GatePlan {
         })
     }
 
+    /// Posts the check, the comment and the job summary of a decided gate.
+    async fn report(
+        &self,
+        d: &Decided,
+        name: &str,
+        r: &mut GithubReporter,
+        reporting: &mut Vec<PublishOutcome>,
+    ) {
+        let input = PublishInput {
+            results: &d.results,
+            verdict: d.verdict.as_ref(),
+            history: &d.history,
+            config_path: (self.config.path != crate::config::EMBEDDED_NAME)
+                .then(|| Path::new(&self.config.path)),
+            matrix_line: Some(self.suite.line as u32),
+            artifact_url: None,
+            failure: d.failure.clone(),
+        };
+        reporting.push(r.publish(name, &input).await);
+        // A check started under a predicted name that turned out different (the engine
+        // reported another model, say) must not stay in progress.
+        if matches!(self.design, PlannedDesign::Baseline { .. }) {
+            let reason = format!("superseded: the results are reported as `{name}`");
+            reporting.push(r.complete_open_checks(Conclusion::Neutral, &reason).await);
+        }
+    }
+
     /// The epilogue both designs share: summary, outputs, baseline update, GitHub, ending.
     async fn finish(
         &self,
         d: Decided,
         reporter: &mut Option<GithubReporter>,
         reporting: &mut Vec<PublishOutcome>,
+        cancel: &CancellationToken,
     ) -> Result<GateRun, AbortError> {
         let name = check_name(&d.results.profile.key, &d.check_suite);
         let outcome = render::Outcome {
@@ -668,24 +718,25 @@ impl GatePlan {
             }
         }
 
-        // Report (never changes the ending).
+        // Report (never changes the ending), after teardown and the results. After a cancel
+        // the runner's SIGKILL is seconds away: reporting gets a short, fixed budget.
         if let Some(r) = reporter.as_mut() {
-            let input = PublishInput {
-                results: &d.results,
-                verdict: d.verdict.as_ref(),
-                history: &d.history,
-                config_path: (self.config.path != crate::config::EMBEDDED_NAME)
-                    .then(|| Path::new(&self.config.path)),
-                matrix_line: Some(self.suite.line as u32),
-                artifact_url: None,
-                failure: d.failure.clone(),
-            };
-            reporting.push(r.publish(&name, &input).await);
-            // A check started under a predicted name that turned out different (the engine
-            // reported another model, say) must not stay in progress.
-            if matches!(self.design, PlannedDesign::Baseline { .. }) {
-                let reason = format!("superseded: the results are reported as `{name}`");
-                reporting.push(r.complete_open_checks(Conclusion::Neutral, &reason).await);
+            let report = self.report(&d, &name, r, reporting);
+            if cancel.is_cancelled() {
+                if tokio::time::timeout(CANCELLED_REPORTING, report)
+                    .await
+                    .is_err()
+                {
+                    reporting.push(PublishOutcome {
+                        notices: Vec::new(),
+                        errors: vec![format!(
+                            "GitHub reporting of the cancelled run stopped after {} s; a check left in progress is completed as cancelled by `infergate close-stale-checks`",
+                            CANCELLED_REPORTING.as_secs_f64()
+                        )],
+                    });
+                }
+            } else {
+                report.await;
             }
         }
 
@@ -718,7 +769,7 @@ impl GatePlan {
 }
 
 /// Hardware fingerprint (detected, or pinned by `[profile] hardware`) and GPU telemetry.
-async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
+pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
     let detected = tokio::task::spawn_blocking(crate::telemetry::detect_hardware)
         .await
         .map_err(|_| AbortError::Task("hardware detection"))?;

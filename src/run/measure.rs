@@ -46,6 +46,10 @@ pub(crate) struct MeasureRequest<'a> {
     /// Re-measure inconclusive cells on the live engine after the matrix (`[adaptive]`);
     /// `None` = measure the matrix only.
     pub adaptive: Option<super::adaptive::AdaptiveRequest>,
+    /// Where the results are kept current (status `in_progress`) after every finished cell,
+    /// so a killed gate keeps them; `None` = only the caller's final write. The directory
+    /// must exist.
+    pub progress_file: Option<PathBuf>,
 }
 
 /// Why a run failed (exit 3).
@@ -202,6 +206,10 @@ pub(crate) async fn boot_and_measure(
         }
     };
     let command = launch.display.clone();
+    if cancel.is_cancelled() {
+        // No boot after a cancel: the engine is never started.
+        return not_booted_cancelled(&req, command, &log, telemetry_summary);
+    }
     send(
         &events,
         &log,
@@ -346,7 +354,26 @@ pub(crate) async fn boot_and_measure(
     let mut results = match session {
         Some(Ok(session)) => {
             let mut results = session.results_skeleton();
-            let measured = session.measure_matrix(&measure_cancel).await;
+            let journal = req.progress_file.clone().and_then(|path| {
+                let mut header = results.clone();
+                header.engine.command = Some(command.clone());
+                header.engine.containment = Some(engine.containment().as_str().to_string());
+                header.labels.extend(req.labels.clone());
+                start_journal(path, header, &bench_tx)
+            });
+            let journal_failed = std::sync::atomic::AtomicBool::new(false);
+            let on_cell = |cell: &CellResult| {
+                if let Some(j) = &journal
+                    && let Err(e) = j.cell_done(cell)
+                    && !journal_failed.swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    let _ = bench_tx.send(Event::now(
+                        EventKind::Notice,
+                        format!("cannot keep the results current after each cell: {e}"),
+                    ));
+                }
+            };
+            let measured = session.measure_matrix(&measure_cancel, &on_cell).await;
             results.cells = measured.cells;
             unreachable = measured.unreachable;
             let measured_any = results
@@ -541,6 +568,53 @@ fn redacted(mut run: MeasuredRun) -> MeasuredRun {
         RunFailure::Cancelled => RunFailure::Cancelled,
     });
     run
+}
+
+/// Opens the in-progress results file; a failure is said once as a notice (the final write
+/// will report it as an error if the directory stays unwritable).
+fn start_journal(
+    path: PathBuf,
+    header: RunResults,
+    events: &mpsc::UnboundedSender<Event>,
+) -> Option<super::outputs::InProgressResults> {
+    match super::outputs::InProgressResults::start(path, header) {
+        Ok(j) => Some(j),
+        Err(e) => {
+            let _ = events.send(Event::now(
+                EventKind::Notice,
+                format!("cannot keep the results current after each cell: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+/// The results of a boot that was cancelled before the engine was started: every cell
+/// `skipped`, status `cancelled`, no engine process.
+fn not_booted_cancelled(
+    req: &MeasureRequest<'_>,
+    command: String,
+    log: &Mutex<Vec<Event>>,
+    telemetry: Option<TelemetrySummary>,
+) -> MeasuredRun {
+    let reason = "cancelled before the engine was started";
+    let mut results = unmeasured_results(req, Some(command), reason, RunStatus::Cancelled);
+    for c in &mut results.cells {
+        c.status = CellStatus::Skipped;
+    }
+    results.telemetry = telemetry;
+    results.events = log.lock().map(|l| l.clone()).unwrap_or_default();
+    results
+        .events
+        .push(Event::now(EventKind::Cancelled, reason.to_string()));
+    redacted(MeasuredRun {
+        results,
+        failure: Some(RunFailure::Cancelled),
+        stop: None,
+        engine_log: req.log_path.clone(),
+        boot_s: None,
+        adaptive: None,
+    })
 }
 
 fn boot_failure(

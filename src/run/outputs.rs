@@ -2,9 +2,10 @@
 //! whether a run may become a baseline run.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::baseline::BaselineStore;
-use crate::results::{RunResults, RunStatus};
+use crate::results::{CellResult, RunResults, RunStatus};
 use crate::verdict::ComparisonReport;
 
 use super::decide::GateError;
@@ -74,14 +75,74 @@ pub(crate) fn write_outputs(
     })
 }
 
+/// The results file of a boot that is still measuring: rewritten durably (whole file, temp +
+/// fsync + rename) after every finished cell with status `in_progress`, so a gate killed
+/// mid-matrix (SIGKILL, power cut) leaves every cell it finished and never half a file. The
+/// gate's final write replaces it with the complete, partial or cancelled results.
+pub(crate) struct InProgressResults {
+    path: PathBuf,
+    /// Header (profile, engine, matrix) and the cells finished so far, in measurement order.
+    run: Mutex<RunResults>,
+}
+
+impl InProgressResults {
+    /// Starts the file from the session's header (its cells, if any, are dropped) and writes
+    /// it at once, so a results file of an earlier run in the directory is not taken for this
+    /// one's.
+    pub(crate) fn start(
+        path: PathBuf,
+        mut header: RunResults,
+    ) -> Result<InProgressResults, GateError> {
+        header.cells.clear();
+        header.status = RunStatus::InProgress;
+        header.finished_at = None;
+        let journal = InProgressResults {
+            path,
+            run: Mutex::new(header),
+        };
+        journal.write()?;
+        Ok(journal)
+    }
+
+    /// Records one finished cell (replacing an earlier round of the same cell) and rewrites
+    /// the file.
+    pub(crate) fn cell_done(&self, cell: &CellResult) -> Result<(), GateError> {
+        if let Ok(mut run) = self.run.lock() {
+            match run.cells.iter_mut().find(|c| c.coord() == cell.coord()) {
+                Some(c) => *c = cell.clone(),
+                None => run.cells.push(cell.clone()),
+            }
+        }
+        self.write()
+    }
+
+    fn write(&self) -> Result<(), GateError> {
+        let mut run = match self.run.lock() {
+            Ok(r) => r.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let total = run.matrix.contexts.len() * run.matrix.concurrency.len();
+        run.status_reason = Some(format!(
+            "the gate is still measuring: {} of {total} cells finished (a file left in this state means the gate was stopped before it could finish)",
+            run.cells.len()
+        ));
+        // The same masking as the final results: engine text may carry a secret.
+        let run = crate::redact::process().redact_serde(run);
+        let body = serde_json::to_string_pretty(&run).map_err(|e| GateError::Write {
+            path: self.path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        write_atomic(&self.path, body.as_bytes())
+    }
+}
+
 /// Whether this run may become a baseline run.
 pub(crate) fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
     if failed || results.status != RunStatus::Complete {
         return Err(format!(
-            "the run is {:?}, not complete: only complete runs become baselines",
-            results.status
-        )
-        .to_lowercase());
+            "the run is {}, not complete: only complete runs become baselines",
+            results.status.as_str()
+        ));
     }
     BaselineStore::acceptable(results)
 }

@@ -43,6 +43,9 @@ impl EngineCounters {
     }
 }
 
+/// KV block size the simulated engine reports (vLLM's default for CUDA).
+pub(crate) const SIM_BLOCK_SIZE: u64 = 16;
+
 /// Escapes a Prometheus label value.
 fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -139,6 +142,13 @@ pub(crate) fn render(c: &EngineCounters, model: &str, kv_budget_tokens: u64, spe
             );
         }
     }
+    // vLLM's info gauge of the KV cache configuration (labels as vLLM writes them; value 1):
+    // tools read the KV budget from `num_gpu_blocks` x `block_size`.
+    let _ = writeln!(
+        out,
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{SIM_BLOCK_SIZE}\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"{}\"}} 1.0",
+        kv_budget_tokens.div_ceil(SIM_BLOCK_SIZE)
+    );
     out
 }
 
@@ -171,5 +181,8 @@ mod tests {
             assert!(text.contains(&format!("# TYPE {family} ")), "{family}");
         }
         assert!(!render(&c, "m", 200, false).contains("spec_decode"));
+        assert!(text.contains(
+            "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"13\"} 1.0\n"
+        ));
     }
 }

@@ -75,7 +75,7 @@ impl CellShared {
                 let d = if d.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", crate::bench::client::excerpt(d, 120))
+                    format!(" ({})", crate::bench::client::excerpt(d, 300))
                 };
                 if kinds.len() > 1 {
                     format!("{n}x {k}{d}")

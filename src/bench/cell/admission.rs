@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::accounting::CellShared;
-use super::window::scrape;
 use super::{SustainedDecodeCell, fmt_n};
+use crate::bench::metrics::scrape;
 
 /// How the readiness phase ended.
 pub(super) enum Admission {

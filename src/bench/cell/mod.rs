@@ -22,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::EventLog;
 use super::client::EngineClient;
+use super::counter::{self, EdgeReading};
 use super::metrics::MetricsDialect;
+pub(crate) use super::metrics::scrape;
 use super::prompt::ContextPrompt;
 use super::stats;
 use crate::results::{
@@ -33,7 +35,6 @@ use accounting::{CellShared, StreamRecord};
 use admission::Admission;
 use spec_decode::spec_stats;
 use stream::run_stream;
-pub(crate) use window::scrape;
 use window::{WindowLoad, poll_until};
 
 /// Everything one cell needs to know.
@@ -195,7 +196,7 @@ impl SustainedDecodeCell<'_> {
         }
 
         // Steady-state window.
-        let s0 = scrape(self.client, self.dialect).await;
+        let edge0 = counter::read_edge(self.client, self.dialect).await;
         if let Some(s) = &self.sampler {
             s.start_window();
         }
@@ -215,10 +216,10 @@ impl SustainedDecodeCell<'_> {
             waiting,
             cancelled,
         } = poll_until(self.client, self.dialect, close, poll, cancel).await;
-        let s1 = if cancelled {
-            None
+        let edge1 = if cancelled {
+            EdgeReading::default()
         } else {
-            scrape(self.client, self.dialect).await
+            counter::read_edge(self.client, self.dialect).await
         };
         streams_cancel.cancel();
         let records = join_all(handles).await;
@@ -259,16 +260,14 @@ impl SustainedDecodeCell<'_> {
         let window_errors = errors - errors_at_open;
         let window_requests = requests - requests_at_open + c;
 
-        let server_tps = match (&s0, &s1) {
-            (Some((a_at, a)), Some((b_at, b))) => match (a.generated_tokens, b.generated_tokens) {
-                (Some(x), Some(y)) if *b_at > *a_at => {
-                    Some((y - x).max(0.0) / b_at.duration_since(*a_at).as_secs_f64())
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        let spec_decode = spec_stats(s0.as_ref(), s1.as_ref(), output_tokens, aggregate_tps);
+        let engine_counter = counter::window(self.dialect, &edge0, &edge1, open, close);
+        let server_tps = engine_counter.as_ref().map(|(tps, _)| *tps);
+        let spec_decode = spec_stats(
+            edge0.state.as_ref(),
+            edge1.state.as_ref(),
+            output_tokens,
+            aggregate_tps,
+        );
         let telemetry = self
             .sampler
             .as_ref()
@@ -320,13 +319,15 @@ impl SustainedDecodeCell<'_> {
                 TokenSource::ContinuousUsage
             }),
             server_tps,
+            engine_counter: engine_counter.as_ref().map(|(_, w)| w.clone()),
             ready_after_s: Some(ready_after),
             spec_decode,
             telemetry,
             rounds: Vec::new(),
         };
-        let server = server_tps
-            .map(|s| format!(" (engine counter {s:.1} tok/s)"))
+        let server = engine_counter
+            .as_ref()
+            .map(|(tps, w)| counter::describe(*tps, w))
             .unwrap_or_default();
         match cell.status {
             CellStatus::Error => self.emit(

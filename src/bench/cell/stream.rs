@@ -45,10 +45,13 @@ pub(super) async fn run_stream(
             // The timer is re-armed lazily: once when the first token arrives (switching from
             // the first-token deadline to the stall deadline), then only when it fires early.
             let mut armed_for_stall = false;
+            // One cancellation waiter for the whole response, not one registered per chunk.
+            let cancelled = cancel.cancelled();
+            tokio::pin!(cancelled);
             loop {
                 tokio::select! {
                     biased;
-                    _ = cancel.cancelled() => return Ok(()),
+                    _ = &mut cancelled => return Ok(()),
                     chunk = resp.chunk() => {
                         let now = Instant::now();
                         match chunk {

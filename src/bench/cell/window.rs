@@ -1,32 +1,11 @@
-//! The steady-state window's engine view: `/metrics` scrapes (timed at the midpoint of the
-//! request) and the polling of running / waiting requests while the window is open.
+//! The steady-state window's engine view: the polling of running / waiting requests while the window is open.
 
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::bench::client::EngineClient;
-use crate::bench::metrics::{EngineState, MetricsDialect, parse_prometheus};
-
-/// Scrapes `/metrics` once; `None` when the engine has no (known) metrics or did not answer.
-pub(crate) async fn scrape(
-    client: &EngineClient,
-    dialect: Option<MetricsDialect>,
-) -> Option<(Instant, EngineState)> {
-    let dialect = dialect?;
-    let sent = Instant::now();
-    let (status, text) = client
-        .get_text("/metrics", Duration::from_secs(3))
-        .await
-        .ok()?;
-    // The counter was read somewhere between sending and receiving: take the midpoint, so a
-    // slow answer does not shift the engine's window by its whole latency.
-    let at = sent + Instant::now().duration_since(sent) / 2;
-    if status != 200 {
-        return None;
-    }
-    Some((at, dialect.read(&parse_prometheus(&text))))
-}
+use crate::bench::metrics::{MetricsDialect, scrape};
 
 /// What the engine reported while the window was open.
 pub(super) struct WindowLoad {

@@ -88,6 +88,8 @@ pub struct GithubContext {
     pub token: Option<Token>,
     /// Problems met while reading the environment (unreadable event payload, ...).
     pub warnings: Vec<String>,
+    /// The job that starts checks (run, attempt, runner), written into their `external_id`.
+    pub check_owner: Option<super::checks::CheckOwner>,
 }
 
 /// The head of a `workflow_run` whose payload lists no pull request: the PR is looked up by
@@ -235,6 +237,7 @@ impl GithubContext {
             in_actions: get("GITHUB_ACTIONS").is_some_and(|v| v == "true"),
             token,
             warnings,
+            check_owner: super::checks::CheckOwner::from_lookup(get),
         }
     }
 

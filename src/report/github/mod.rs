@@ -29,9 +29,12 @@ use crate::verdict::ComparisonReport;
 use checks::{ANNOTATIONS_PER_REQUEST, CheckOutput, CheckRunRequest};
 use render::{Conclusion, Links};
 
+/// What every infergate check name starts with.
+pub const CHECK_NAME_PREFIX: &str = "infergate / ";
+
 /// Stable check name, so branch protection can require it: `infergate / <profile> / <suite>`.
 pub fn check_name(profile_key: &str, suite: &str) -> String {
-    format!("infergate / {profile_key} / {suite}")
+    format!("{CHECK_NAME_PREFIX}{profile_key} / {suite}")
 }
 
 /// What to publish at the end of a run.
@@ -262,6 +265,7 @@ impl GithubReporter {
             conclusion: None,
             completed_at: None,
             output: None,
+            external_id: self.ctx.check_owner.as_ref().map(|o| o.external_id()),
         };
         match checks::create(client, owner, repo, &body, &self.retry, self.token()).await {
             Ok(id) => {
@@ -309,6 +313,7 @@ impl GithubReporter {
                     text: None,
                     annotations: Vec::new(),
                 }),
+                external_id: None,
             };
             match checks::update(&client, &owner, &repo, id, &body, &self.retry, self.token()).await
             {
@@ -319,6 +324,83 @@ impl GithubReporter {
             }
         }
         out
+    }
+
+    /// Completes as `cancelled` every check a killed gate of this job (or of an earlier
+    /// attempt of this workflow run) left `in_progress` on the head commit: checks named
+    /// `prefix…` whose `external_id` names this job ([`checks::CheckOwner`]). Other jobs'
+    /// checks, running or not, are never touched. Returns the names completed.
+    pub async fn close_stale_checks(
+        &mut self,
+        prefix: &str,
+        reason: &str,
+    ) -> (Vec<String>, PublishOutcome) {
+        let mut out = self.take_pending();
+        let mut closed = Vec::new();
+        let (Some(client), Some((owner, repo)), Some(sha)) = (
+            self.client.clone(),
+            self.ctx
+                .owner_repo()
+                .map(|(o, r)| (o.to_string(), r.to_string())),
+            self.ctx.head_sha.clone(),
+        ) else {
+            return (closed, out);
+        };
+        let Some(me) = self.ctx.check_owner.clone() else {
+            out.notices.push(
+                "no stale checks closed: GITHUB_RUN_ID or RUNNER_NAME is not set, so this job's checks cannot be told from others'".into(),
+            );
+            return (closed, out);
+        };
+        let listed =
+            match checks::list_in_progress(&client, &owner, &repo, &sha, &self.retry, self.token())
+                .await
+            {
+                Ok(l) => l,
+                Err(e) => {
+                    self.check_failed(e, &mut out);
+                    return (closed, out);
+                }
+            };
+        for run in listed {
+            let ours = run.status == "in_progress"
+                && run.name.starts_with(prefix)
+                && run.external_id.as_deref().is_some_and(|x| me.owns_stale(x));
+            if !ours {
+                continue;
+            }
+            let body = CheckRunRequest {
+                name: None,
+                head_sha: None,
+                status: Some("completed".into()),
+                details_url: None,
+                started_at: None,
+                conclusion: Some(Conclusion::Cancelled.as_str().into()),
+                completed_at: Some(now_rfc3339()),
+                output: Some(CheckOutput {
+                    title: reason.chars().take(250).collect(),
+                    summary: crate::report::markdown::escape(reason),
+                    text: None,
+                    annotations: Vec::new(),
+                }),
+                external_id: None,
+            };
+            match checks::update(
+                &client,
+                &owner,
+                &repo,
+                run.id,
+                &body,
+                &self.retry,
+                self.token(),
+            )
+            .await
+            {
+                Ok(()) => closed.push(run.name),
+                Err(e) => self.check_failed(e, &mut out),
+            }
+        }
+        (closed, out)
     }
 
     fn check_failed(&mut self, e: ApiError, out: &mut PublishOutcome) {
@@ -506,6 +588,7 @@ impl GithubReporter {
             conclusion: Some(conclusion_word(conclusion).into()),
             completed_at: Some(now_rfc3339()),
             output: Some(first),
+            external_id: self.ctx.check_owner.as_ref().map(|o| o.external_id()),
         };
         let existing = self.check_ids.get(name).copied();
         let request = match existing {
@@ -565,6 +648,7 @@ impl GithubReporter {
                     annotations: batch.to_vec(),
                     ..base_output.clone()
                 }),
+                external_id: None,
             };
             if let Err(e) =
                 checks::update(&client, &owner, &repo, id, &more, &self.retry, self.token()).await

@@ -42,8 +42,10 @@ pub struct Outcome<'a> {
 impl Outcome<'_> {
     /// How the gate ended, from the one policy that also gives the exit code.
     pub fn ending(&self) -> GateEnding {
+        // A results file the gate never finished (`in_progress`: the gate was killed) is a
+        // gate error, whatever verdict comes with it.
         self.policy.ending(
-            self.failure.is_some(),
+            self.failure.is_some() || self.results.status == RunStatus::InProgress,
             self.results.status == RunStatus::Cancelled,
             self.verdict.map(|v| v.gate),
         )
@@ -70,6 +72,8 @@ impl Outcome<'_> {
             format!("Gate error: {}", one_line(reason))
         } else if self.results.status == RunStatus::Cancelled {
             "Run cancelled".to_string()
+        } else if self.results.status == RunStatus::InProgress {
+            "Gate error: the run did not finish (the gate was stopped mid-matrix)".to_string()
         } else {
             match self.verdict {
                 Some(v) => one_line(&v.headline),
@@ -325,11 +329,7 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
     out.push_str(&format!(
         "- Run: `{}` ({}{})\n",
         escape_code(&results.run_id),
-        match results.status {
-            RunStatus::Complete => "complete",
-            RunStatus::Partial => "partial",
-            RunStatus::Cancelled => "cancelled",
-        },
+        results.status.as_str(),
         results
             .status_reason
             .as_deref()
