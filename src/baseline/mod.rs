@@ -24,6 +24,10 @@ pub const ADHOC_SUITE: &str = "adhoc";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum BaselineError {
     /// A filesystem operation failed.
     #[error("baseline store: {action} `{path}`: {source}")]

@@ -129,6 +129,10 @@ impl EventLog {
 
 /// Why nothing could be measured.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum BenchError {
     /// The server did not answer at all.
     #[error("cannot reach {url}: {reason}")]

@@ -34,6 +34,7 @@ pub(crate) fn in_actions() -> bool {
 #[command(name = "infergate", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
+    /// The subcommand to run.
     pub command: Command,
 }
 

@@ -73,8 +73,11 @@ pub struct EngineLaunch {
 /// Values substituted into the command.
 #[derive(Debug, Clone)]
 pub struct Placeholders {
+    /// `{port}`: the port the engine listens on.
     pub port: u16,
+    /// `{host}`: the address the engine binds.
     pub host: String,
+    /// `{model}`: the model to serve, when the config names one.
     pub model: Option<String>,
     /// Path of the running infergate binary (`{infergate}`), so configs can boot `infergate sim`.
     pub infergate: String,

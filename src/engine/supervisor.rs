@@ -60,17 +60,22 @@ impl fmt::Display for Containment {
 
 /// One line of the supervisor's report to the gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Report {
+pub(crate) enum Report {
+    /// The engine started as `pid`, contained as `containment`.
     Started { pid: i32, containment: Containment },
+    /// The engine could not be started (`errno` and its text).
     SpawnError { errno: i32, message: String },
+    /// The engine exited with this code.
     ExitedCode(i32),
+    /// The engine was killed by this signal.
     ExitedSignal(i32),
+    /// Teardown finished: whether it had to SIGKILL, and how many processes were left.
     Stopped { killed: bool, left: usize },
 }
 
 impl Report {
     /// The protocol line (without the newline).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match self {
             Report::Started { pid, containment } => format!("started {pid} {containment}"),
             Report::SpawnError { errno, message } => {
@@ -83,7 +88,7 @@ impl Report {
     }
 
     /// Parses [`Report::line`]; `None` for anything else.
-    pub fn parse(line: &str) -> Option<Report> {
+    pub(crate) fn parse(line: &str) -> Option<Report> {
         let mut w = line.trim_end().splitn(3, ' ');
         match (w.next()?, w.next(), w.next()) {
             ("started", Some(pid), Some(c)) => Some(Report::Started {

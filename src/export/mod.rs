@@ -14,6 +14,10 @@ use crate::verdict::{ComparisonReport, Metric};
 
 /// Why an export could not be written.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ExportError {
     /// The verdict belongs to other runs than the results file.
     #[error(
@@ -39,8 +43,11 @@ pub enum ExportError {
 /// One exported figure: a measured cell's metric with its value (in the results' own units).
 #[derive(Debug, Clone, Copy)]
 pub struct Figure<'a> {
+    /// The cell the figure belongs to.
     pub cell: &'a CellResult,
+    /// Which metric it is.
     pub metric: Metric,
+    /// Its value, in the results' own units.
     pub value: f64,
 }
 

@@ -23,6 +23,10 @@ use crate::results::{
 
 /// Why a results file could not be read.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ImportError {
     /// The file could not be opened or read.
     #[error("{file}: cannot read: {source}")]

@@ -41,6 +41,10 @@ pub use sequential::{AlphaSpending, SpendingShape};
 
 /// Why a comparison could not be made at all (as opposed to cells that are not comparable).
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum StatsError {
     /// Baseline and candidate were measured under different profiles (hardware, engine, model
     /// or matrix): comparing them would measure the difference in setup, not in code.

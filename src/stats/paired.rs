@@ -26,6 +26,10 @@ use super::multiplicity::adjust_by_family;
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum PairedError {
     /// A and B boot counts differ or are below two pairs.
     #[error(

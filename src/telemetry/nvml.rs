@@ -24,6 +24,7 @@ use crate::results::{CellTelemetry, TelemetrySummary};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
 pub struct NvmlUnavailable {
+    /// Why, in words.
     pub reason: String,
 }
 

@@ -40,6 +40,7 @@ pub fn check_name(profile_key: &str, suite: &str) -> String {
 /// What to publish at the end of a run.
 #[derive(Debug, Clone)]
 pub struct PublishInput<'a> {
+    /// The candidate's results.
     pub results: &'a RunResults,
     /// `None` = no baseline yet, or the gate errored before comparing.
     pub verdict: Option<&'a ComparisonReport>,

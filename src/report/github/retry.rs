@@ -151,12 +151,17 @@ impl RetryPolicy {
 
 /// A failed GitHub API call, with the token already scrubbed from every string.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ApiError {
     /// GitHub answered with an error status.
     #[error("{what}: HTTP {status}: {message}")]
     Status {
         /// What was being done ("create check run").
         what: String,
+        /// The HTTP status.
         status: u16,
         /// GitHub's `message`, summarised to one line.
         message: String,
