@@ -296,6 +296,8 @@ pub(crate) fn convert(
             spec_decode: None,
             telemetry: None,
             rounds: Vec::new(),
+            cross_checks: Vec::new(),
+            truncated_requests: None,
         };
         if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
             return Err(err(
