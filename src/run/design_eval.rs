@@ -10,8 +10,8 @@ use rand_distr::{Distribution, Normal};
 use serde::Serialize;
 
 use crate::config::AdaptiveConfig;
-use crate::results::{CellResult, CellStatus, RunResults};
-use crate::stats::eval::{cell_levels, template};
+use crate::results::{CellResult, RunResults};
+use crate::stats::eval::{CellDraw, cell_levels, synthetic_cell, template};
 use crate::stats::{DecisionRule, StatsError};
 use crate::verdict::{CellVerdict, GateVerdict};
 
@@ -112,14 +112,17 @@ impl Sim {
     fn cell(&mut self, i: usize, boot: f64, factor: f64) -> CellResult {
         let (c, ctx, level) = self.levels[i];
         let v = level * boot * factor * (self.cfg.cell_cv * self.z.sample(&mut self.rng)).exp();
-        let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-        cell.reason = None;
+        let draw = CellDraw {
+            windows: 5,
+            window_cv: 0.005,
+            measured_s: 10.0,
+        };
+        let (z, rng) = (self.z, &mut self.rng);
+        let mut cell = synthetic_cell(c, ctx, v, draw, &mut || z.sample(rng));
+        // ab-eval's published figures were drawn with the cell's level as its aggregate (not
+        // the mean of its sub-windows); kept so the same seed gives the same figures.
         cell.aggregate_tps = v;
-        cell.samples = (0..5)
-            .map(|_| v * (0.005 * self.z.sample(&mut self.rng)).exp())
-            .collect();
-        cell.measured_s = 10.0;
-        cell.output_tokens = (v * 10.0) as u64;
+        cell.output_tokens = (v * draw.measured_s) as u64;
         cell
     }
 

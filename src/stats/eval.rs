@@ -245,6 +245,40 @@ pub(crate) fn template() -> RunResults {
     }
 }
 
+/// How one synthetic measurement of a cell is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct CellDraw {
+    /// Sub-window samples per measurement.
+    pub windows: usize,
+    /// SD of the log of each sub-window sample around the cell's level.
+    pub window_cv: f64,
+    /// Length of the measurement window, seconds (sets `measured_s` and `output_tokens`).
+    pub measured_s: f64,
+}
+
+/// The synthetic measurement shared by `stats-eval`, `ab-eval` and the unit tests: a measured
+/// cell at level `mean` tok/s with `draw.windows` sub-window samples `mean * exp(window_cv * z)`,
+/// the `z` taken from `z` in order; the aggregate is their mean, as a real window's rate is.
+pub(crate) fn synthetic_cell(
+    c: u32,
+    ctx: u64,
+    mean: f64,
+    draw: CellDraw,
+    z: &mut dyn FnMut() -> f64,
+) -> CellResult {
+    let samples: Vec<f64> = (0..draw.windows)
+        .map(|_| mean * (draw.window_cv * z()).exp())
+        .collect();
+    let tps = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
+    let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
+    cell.reason = None;
+    cell.aggregate_tps = tps;
+    cell.samples = samples;
+    cell.measured_s = draw.measured_s;
+    cell.output_tokens = (tps * draw.measured_s) as u64;
+    cell
+}
+
 /// A run of the synthetic 20-cell profile for unit tests: each cell's level times
 /// `factor(cell index)`, with run noise `run_cv`, cell noise `cell_cv` and 5 sub-windows of 1%.
 #[cfg(test)]
@@ -256,6 +290,11 @@ pub(crate) fn synthetic_run(
     factor: &dyn Fn(usize) -> f64,
 ) -> RunResults {
     let n = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
+    let draw = CellDraw {
+        windows: 5,
+        window_cv: 0.01,
+        measured_s: 30.0,
+    };
     let mut r = template();
     r.run_id = id.into();
     let run_f = (run_cv * n.sample(rng)).exp();
@@ -264,14 +303,7 @@ pub(crate) fn synthetic_run(
         .enumerate()
         .map(|(i, (c, ctx, level))| {
             let mean = level * run_f * (cell_cv * n.sample(rng)).exp() * factor(i);
-            let samples: Vec<f64> = (0..5)
-                .map(|_| mean * (0.01 * n.sample(rng)).exp())
-                .collect();
-            let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-            cell.reason = None;
-            cell.aggregate_tps = samples.iter().sum::<f64>() / 5.0;
-            cell.samples = samples;
-            cell
+            synthetic_cell(c, ctx, mean, draw, &mut || n.sample(rng))
         })
         .collect();
     r
@@ -304,22 +336,17 @@ fn make_run(
 ) -> RunResults {
     let mut run = template.clone();
     run.run_id = id;
+    let cell = CellDraw {
+        windows: noise.windows,
+        window_cv: noise.window_cv,
+        measured_s: 30.0,
+    };
     run.cells = levels
         .iter()
         .enumerate()
         .map(|(i, &(c, ctx, level))| {
             let mean = level * (draw.cell_log[i]).exp() * (1.0 + effects[i]);
-            let samples: Vec<f64> = (0..noise.windows)
-                .map(|_| mean * sampler.normal(noise.window_cv).exp())
-                .collect();
-            let tps = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
-            let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-            cell.reason = None;
-            cell.aggregate_tps = tps;
-            cell.samples = samples;
-            cell.measured_s = 30.0;
-            cell.output_tokens = (tps * 30.0) as u64;
-            cell
+            synthetic_cell(c, ctx, mean, cell, &mut || sampler.normal(1.0))
         })
         .collect();
     run
