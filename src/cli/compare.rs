@@ -10,10 +10,8 @@ use crate::baseline::BaselineStore;
 use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
 use crate::stats::DecisionRule;
-use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, GateVerdict,
-    VERDICT_SCHEMA_VERSION,
-};
+use crate::stats::build::not_comparable;
+use crate::verdict::ComparisonReport;
 
 /// Output format of tables and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -93,43 +91,6 @@ fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
     }
     rule.validate().map_err(|e| usage(e.to_string()))?;
     Ok(rule)
-}
-
-/// A report in which no cell could be compared (no baseline, other profile): every candidate
-/// cell `not_comparable` with `reason`, gate `no_baseline`.
-pub(crate) fn not_comparable_report(
-    candidate: &[RunResults],
-    suite: Option<String>,
-    rule: &DecisionRule,
-    reason: &str,
-) -> ComparisonReport {
-    let first = &candidate[0];
-    ComparisonReport {
-        schema_version: VERDICT_SCHEMA_VERSION,
-        profile: first.profile.clone(),
-        suite,
-        candidate_runs: candidate.iter().map(|r| r.run_id.clone()).collect(),
-        baseline: BaselineSummary {
-            level_runs: Vec::new(),
-            noise_runs: 0,
-        },
-        gate: GateVerdict::NoBaseline,
-        headline: format!("no baseline: {reason}"),
-        matrix_test: None,
-        cells: first
-            .cells
-            .iter()
-            .map(|c| CellComparison {
-                concurrency: c.concurrency,
-                context_tokens: c.context_tokens,
-                verdict: CellVerdict::NotComparable,
-                reason: Some(reason.to_string()),
-                metrics: Vec::new(),
-            })
-            .collect(),
-        confirmation: None,
-        rule: rule.summary(),
-    }
 }
 
 /// Renders a report in the chosen format.
@@ -231,10 +192,11 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
         )));
     }
     let suite = args.suite.clone().or_else(|| first.suite.clone());
+    let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     let report = match baseline_runs(&args, first, suite.as_deref())? {
         Err(why) => {
             errln!("note: {why}");
-            not_comparable_report(&candidate, suite, &rule, &why)
+            not_comparable(first, run_ids(&candidate), suite, &rule, &why)
         }
         Ok(mut baseline) => {
             let mismatch = baseline
@@ -248,7 +210,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                         first.profile.key
                     );
                     errln!("note: not comparable: {why}");
-                    not_comparable_report(&candidate, suite, &rule, &why)
+                    not_comparable(first, run_ids(&candidate), suite, &rule, &why)
                 }
                 _ => {
                     if mismatch.is_some() {
