@@ -247,8 +247,8 @@ pub(crate) struct MergedVerdict {
     pub gate: GateVerdict,
     /// Blocking cells over all shards.
     pub regressions: usize,
-    /// Profiles whose run stopped before it was compared (cancelled, engine died): the merge
-    /// fails closed when there is any.
+    /// Profiles whose run stopped before it was compared (cancelled, engine died) or whose
+    /// gate is `unmeasured`: the merge fails closed when there is any.
     #[serde(default)]
     pub unmeasured: usize,
     /// One line for people: "1 of 3 profiles regressed (gpu-...): 2 regressions".
@@ -298,6 +298,7 @@ fn severity(gate: GateVerdict) -> u8 {
         GateVerdict::NoBaseline => 1,
         GateVerdict::Inconclusive => 2,
         GateVerdict::Regression => 3,
+        GateVerdict::Unmeasured => 4,
     }
 }
 
@@ -320,7 +321,11 @@ pub(crate) fn merge(shards: Vec<Shard>) -> MergedVerdict {
     let regressions = profiles.iter().map(|p| p.regressions).sum();
     let unmeasured = profiles
         .iter()
-        .filter(|p| p.outcome.gate().is_none())
+        .filter(|p| {
+            p.outcome
+                .gate()
+                .is_none_or(|g| g == GateVerdict::Unmeasured)
+        })
         .count();
     let headline = headline(gate, &profiles, regressions);
     MergedVerdict {
@@ -377,6 +382,11 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
             plural(n, "profile")
         ),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
+        GateVerdict::Unmeasured => format!(
+            "{} of {} could not be measured well enough to decide",
+            with(GateVerdict::Unmeasured).len(),
+            plural(n, "profile")
+        ),
     };
     let stopped: Vec<String> = profiles
         .iter()
@@ -454,6 +464,7 @@ pub(crate) mod tests {
                 p_value: 0.001,
                 p_adjusted: 0.004,
                 verdict: v,
+                decided_on: None,
             }],
         };
         let mut cells: Vec<_> = (0..regressed_cells)
@@ -474,6 +485,7 @@ pub(crate) mod tests {
             matrix_test: None,
             cells,
             confirmation: None,
+            coverage: None,
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,

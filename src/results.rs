@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 /// Version of the results file format. Readers reject files with a newer major version.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The oldest results format this build reads; readers refuse anything below it (0 was never
+/// written by infergate, so such a file is hand-made or corrupt).
+pub const MIN_SCHEMA_VERSION: u32 = 1;
+
 /// One complete (or partial) execution of a sustained-decode matrix against one engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResults {
@@ -73,6 +77,32 @@ impl RunResults {
 }
 
 impl RunResults {
+    /// Marks a `complete` run `partial` when a cell ended in `error`: `complete` means every
+    /// cell reached a terminal state that was a measurement (`ok`, `capacity_limited`) or was
+    /// skipped on purpose (skip list), so only such runs can become baselines.
+    pub fn settle_status(&mut self) {
+        if self.status != RunStatus::Complete {
+            return;
+        }
+        let errored: Vec<&CellResult> = self
+            .cells
+            .iter()
+            .filter(|c| c.status == CellStatus::Error)
+            .collect();
+        if let Some(first) = errored.first() {
+            let reason = first.reason.as_deref().unwrap_or("no reason given");
+            self.status_reason = Some(format!(
+                "{} of {} cells errored (first: C={} / {}: {})",
+                errored.len(),
+                self.cells.len(),
+                first.concurrency,
+                context_label(first.context_tokens),
+                reason.lines().next().unwrap_or(reason)
+            ));
+            self.status = RunStatus::Partial;
+        }
+    }
+
     /// The commit the run measured: its `git_sha`, `sha` or `commit` label, when it has one.
     pub fn commit(&self) -> Option<&str> {
         ["git_sha", "sha", "commit"]
@@ -96,9 +126,11 @@ impl ToolInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
-    /// Every cell was attempted (cells may still be `capacity_limited` or `error`).
+    /// Every cell reached a measured terminal state (`ok`, `capacity_limited`) or was skipped
+    /// on purpose; a cell in `error` makes the run `partial` ([`RunResults::settle_status`]).
     Complete,
-    /// The run stopped early (engine died, time-out); the cells present are valid.
+    /// The run stopped early (engine died or hung) or a cell errored; the cells present are
+    /// valid.
     Partial,
     /// The run was cancelled (SIGINT/SIGTERM); the cells present are valid.
     Cancelled,

@@ -38,6 +38,52 @@ pub struct ComparisonReport {
     /// report's own fields are then those of both boots together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Confirmation>,
+    /// How much of what the baseline measured the candidate measured too; below the floor
+    /// the gate is `unmeasured` (exit 3). `None` when there was no baseline to measure against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// The candidate's coverage of the baseline: a gate that passed on the few cells an engine
+/// could still serve would pass a build that broke the rest, so a floor decides whether the
+/// cells that were measured may speak for the matrix at all.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Cells measured (`ok` or `capacity_limited`) in the baseline's level runs that the
+    /// candidate's matrix asked for (cells it lacks or skipped on purpose are not counted).
+    pub expected: usize,
+    /// Of those, the cells the candidate measured too.
+    pub measured: usize,
+    /// The floor, `[thresholds] min_measured_share`.
+    pub min_share: f64,
+}
+
+impl Coverage {
+    /// Measured share of the expected cells (1 when nothing was expected).
+    pub fn share(&self) -> f64 {
+        if self.expected == 0 {
+            1.0
+        } else {
+            self.measured as f64 / self.expected as f64
+        }
+    }
+
+    /// Whether the candidate was measured well enough to decide.
+    pub fn sufficient(&self) -> bool {
+        self.share() + 1e-9 >= self.min_share
+    }
+
+    /// For people: "1 of 3 cells measured in the baseline were measured (33% < 90%)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} cells measured in the baseline were measured now ({:.0}%, {} min_measured_share {:.0}%)",
+            self.measured,
+            self.expected,
+            100.0 * self.share(),
+            if self.sufficient() { ">=" } else { "<" },
+            100.0 * self.min_share
+        )
+    }
 }
 
 /// The first stage of a confirmation boot, kept so readers of the verdict (the job summary,
@@ -51,10 +97,20 @@ pub struct Confirmation {
     pub first_boot: Option<MatrixTest>,
     /// The results file of the second boot, next to the first's `results.json`.
     pub second_results: String,
+    /// Whether the second boot entered the verdict. `false` only when a second boot's results
+    /// were given (`compare --confirmation`) but the first boot did not call for one, so `run`
+    /// would not have booted again: the verdict is the first boot's alone, and `reason` says why.
+    #[serde(default = "used_by_default")]
+    pub used: bool,
+}
+
+fn used_by_default() -> bool {
+    true
 }
 
 impl ComparisonReport {
-    /// Cells whose verdict blocks the gate (`regression` or `capacity_regression`).
+    /// Cells whose verdict blocks the gate (`regression`, `capacity_regression`,
+    /// `error_regression`).
     pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
         self.cells.iter().filter(|c| c.verdict.is_regression())
     }
@@ -81,6 +137,9 @@ pub enum GateVerdict {
     Inconclusive,
     /// No usable baseline for this profile and suite.
     NoBaseline,
+    /// The candidate could not be measured well enough to decide (its coverage of the
+    /// baseline's cells is below `min_measured_share`): a measurement failure, exit 3.
+    Unmeasured,
 }
 
 impl GateVerdict {
@@ -91,6 +150,7 @@ impl GateVerdict {
             GateVerdict::Regression => "regression",
             GateVerdict::Inconclusive => "inconclusive",
             GateVerdict::NoBaseline => "no_baseline",
+            GateVerdict::Unmeasured => "unmeasured",
         }
     }
 }
@@ -111,6 +171,8 @@ pub enum CellVerdict {
     NotComparable,
     /// Fit in the baseline, capacity-limited now.
     CapacityRegression,
+    /// Measured in the baseline, `error` now (the engine fails where it used to serve).
+    ErrorRegression,
 }
 
 impl CellVerdict {
@@ -118,7 +180,9 @@ impl CellVerdict {
     pub fn is_regression(self) -> bool {
         matches!(
             self,
-            CellVerdict::Regression | CellVerdict::CapacityRegression
+            CellVerdict::Regression
+                | CellVerdict::CapacityRegression
+                | CellVerdict::ErrorRegression
         )
     }
 
@@ -131,6 +195,7 @@ impl CellVerdict {
             CellVerdict::Inconclusive => "inconclusive",
             CellVerdict::NotComparable => "not_comparable",
             CellVerdict::CapacityRegression => "capacity_regression",
+            CellVerdict::ErrorRegression => "error_regression",
         }
     }
 }
@@ -216,6 +281,15 @@ impl CellComparison {
             .iter()
             .find(|m| m.metric == Metric::AggregateTps)
     }
+
+    /// The metric comparison the cell's verdict came from: the first with the cell's verdict
+    /// (the primary when none has it, e.g. a cell decided up front).
+    pub fn deciding(&self) -> Option<&MetricComparison> {
+        self.metrics
+            .iter()
+            .find(|m| m.verdict == self.verdict)
+            .or_else(|| self.primary())
+    }
 }
 
 /// One metric of one cell: levels, relative change with its interval, and the decision.
@@ -245,6 +319,90 @@ pub struct MetricComparison {
     pub p_adjusted: f64,
     /// This metric's verdict.
     pub verdict: CellVerdict,
+    /// The change this verdict was decided on, when the comparison records it (older files do
+    /// not): the per-cell test looks at the cell relative to its own run, so that figure, not
+    /// `change`, is what a regression or improvement stands on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_on: Option<DecidedChange>,
+}
+
+impl MetricComparison {
+    /// The change to show beside the verdict: the decided-on one when recorded, else the total.
+    pub fn shown_change(&self) -> DecidedChange {
+        self.decided_on.unwrap_or(DecidedChange {
+            basis: DecisionBasis::Total,
+            change: self.change,
+            ci_low: self.ci_low,
+            ci_high: self.ci_high,
+            matrix_change: None,
+        })
+    }
+
+    /// The total change, except that a cell that moved with the matrix says so.
+    pub fn shown_change_total(&self) -> DecidedChange {
+        match self.decided_on {
+            Some(d) if d.basis == DecisionBasis::WithMatrix => d,
+            _ => DecidedChange {
+                basis: DecisionBasis::Total,
+                change: self.change,
+                ci_low: self.ci_low,
+                ci_high: self.ci_high,
+                matrix_change: None,
+            },
+        }
+    }
+
+    /// The change with its sign turned so that positive is better (for ordering: worst first).
+    pub fn goodness(&self) -> f64 {
+        let c = self.shown_change().change;
+        match self.direction {
+            Direction::HigherIsBetter => c,
+            Direction::LowerIsBetter => -c,
+        }
+    }
+}
+
+/// Which quantity a metric's verdict was decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionBasis {
+    /// The cell relative to the rest of its own run (the run's matrix factor taken out).
+    VsRun,
+    /// The cell's total change against the baseline.
+    Total,
+    /// The cell moved with the whole matrix: decided on its total change because the
+    /// matrix-wide change was significant (or contradicted the cell's own test).
+    WithMatrix,
+}
+
+/// A relative change (metric's own sign: + is a higher value) with its interval, and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DecidedChange {
+    /// Which change the verdict was decided on.
+    pub basis: DecisionBasis,
+    /// The relative change.
+    pub change: f64,
+    /// Lower end of its confidence interval.
+    pub ci_low: f64,
+    /// Upper end of its confidence interval.
+    pub ci_high: f64,
+    /// The matrix-wide change of the metric, when the cell moved with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_change: Option<f64>,
+}
+
+impl DecidedChange {
+    /// `vs its run`, `total`, `with the matrix` — the words that follow the figure.
+    pub fn label(&self) -> String {
+        match self.basis {
+            DecisionBasis::VsRun => "vs the rest of its run".into(),
+            DecisionBasis::Total => "total".into(),
+            DecisionBasis::WithMatrix => match self.matrix_change {
+                Some(m) => format!("with the matrix: {}", signed_percent(m)),
+                None => "with the matrix".into(),
+            },
+        }
+    }
 }
 
 /// Result of the matrix-wide test on the primary metric.

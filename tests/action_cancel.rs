@@ -59,6 +59,7 @@ ready_stable = "0.4s"
     .unwrap();
     let outputs = dir.path().join("outputs.txt");
     std::fs::write(&outputs, "").unwrap();
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/run.sh");
     let mut step = Command::new("bash")
         .arg(&script)

@@ -49,6 +49,7 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
     let config = dir.path().join("gate.toml");
     std::fs::write(&config, format!("{SMALL_SIM_CONFIG}{TABLES}")).expect("write config");
     let store_dir = dir.path().join("baselines");
+    std::fs::create_dir_all(&store_dir).expect("an empty store");
 
     // 1. Calibrate: one run with no baseline yet (nothing to compare, nothing re-measured).
     let first = dir.path().join("first");

@@ -575,6 +575,7 @@ fn llamacpp_nightly_baseline_then_aa_passes_and_one_thread_regresses() {
 fn gate_flow(engine: &RealEngine, work: &Path) {
     std::fs::create_dir_all(work).expect("attempt dir");
     let empty = work.join("no-baseline");
+    std::fs::create_dir_all(&empty).expect("an empty store");
     let store = work.join("baselines");
 
     // 1. Nightly: five -t 2 runs, each against an empty store (no baseline → exit 0). Five, not

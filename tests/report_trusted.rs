@@ -116,6 +116,8 @@ fn setup() -> Setup {
     for i in 0..5 {
         let mut r = slow.clone();
         r.run_id = format!("20261101T00000{i}Z-forged{i}");
+        // Distinct runs (a copy under another id counts once in a store).
+        r.started_at += chrono::Duration::seconds(i64::from(i));
         pr_store.add(&r).unwrap();
     }
 

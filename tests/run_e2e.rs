@@ -129,6 +129,8 @@ capacity_stall = "1s"
     )
     .expect("write config");
     let out = dir.path().join("out");
+    // An existing, empty store: "no baseline yet".
+    std::fs::create_dir_all(dir.path().join("baselines")).expect("an empty store");
     let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
         .args(["run", "--config"])
         .arg(&config)

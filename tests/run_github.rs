@@ -205,6 +205,7 @@ duration = "1s"
 "#,
     )
     .unwrap();
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
     let run = run_in_actions(dir.path(), "gate.toml", &[]).await;
     assert_eq!(
         run.code,
@@ -251,6 +252,7 @@ async fn report_only_mode_reports_a_regression_as_a_neutral_check_and_exits_0() 
     .unwrap();
     // A baseline around a calibration run of this machine, so machine speed cancels.
     let store = dir.path().join("baselines");
+    std::fs::create_dir_all(&store).unwrap();
     let calib_out = dir.path().join("calibration");
     let (code, stderr) = support::gate(&config, &calib_out, &store, &[]);
     assert_eq!(code, Some(0), "{stderr}");

@@ -36,6 +36,8 @@ hardware = "sim"
     );
     let p = dir.join("gate.toml");
     std::fs::write(&p, text).expect("write config");
+    // The default store (`baselines/` beside the config) exists and is empty.
+    std::fs::create_dir_all(dir.join("baselines")).expect("an empty store");
     p
 }
 

@@ -13,6 +13,7 @@
 //! reuses its buffers and chunk JSON is deserialised into borrowed fields.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -28,6 +29,8 @@ pub(crate) struct EngineClient {
     policy: ConnectionPolicy,
     base: String,
     api_key: Option<String>,
+    /// When the engine last sent anything ([`super::liveness`]).
+    activity: Arc<super::liveness::Activity>,
 }
 
 /// How connections to the engine are reused.
@@ -134,7 +137,13 @@ impl EngineClient {
             policy,
             base,
             api_key,
+            activity: super::liveness::Activity::new(),
         })
+    }
+
+    /// When the engine last sent anything (shared by every clone of this client).
+    pub(crate) fn activity(&self) -> &super::liveness::Activity {
+        &self.activity
     }
 
     /// Sends the request `build` makes; when it died before any response arrived (the engine
@@ -179,6 +188,7 @@ impl EngineClient {
         let resp = self
             .send(|http| self.auth(http.get(&url)).timeout(timeout))
             .await?;
+        self.activity.note();
         let status = resp.status().as_u16();
         let text = resp.text().await?;
         Ok((status, text))
@@ -195,6 +205,7 @@ impl EngineClient {
         let resp = self
             .send(|http| self.auth(http.post(&url)).timeout(timeout).json(body))
             .await?;
+        self.activity.note();
         let status = resp.status().as_u16();
         let text = resp.text().await?;
         Ok((status, text))
@@ -216,6 +227,7 @@ impl EngineClient {
             })
             .await
             .map_err(|e| classify_transport(&e))?;
+        self.activity.note();
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);

@@ -8,6 +8,7 @@
 pub(crate) mod cell;
 pub(crate) mod client;
 pub(crate) mod counter;
+pub(crate) mod liveness;
 pub(crate) mod metrics;
 pub(crate) mod prompt;
 pub(crate) mod slots;
@@ -504,6 +505,11 @@ impl BenchSession {
     }
 
     /// Whether the engine still answers at all (after an error cell).
+    /// Whether the engine still answers, for a watchdog running beside the measurement.
+    pub fn liveness(&self) -> liveness::Liveness {
+        liveness::Liveness::new(self.client.clone())
+    }
+
     async fn reachable(&self) -> Result<(), String> {
         match self
             .client
@@ -649,6 +655,7 @@ pub async fn run_matrix(
         results.status = RunStatus::Partial;
         results.status_reason = Some(reason);
     }
+    results.settle_status();
     results.finished_at = Some(chrono::Utc::now());
     results.events = session.events.snapshot();
     Ok(results)

@@ -9,9 +9,9 @@ use anyhow::Context;
 use crate::baseline::BaselineStore;
 use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
-use crate::stats::DecisionRule;
 use crate::stats::build::not_comparable;
-use crate::verdict::ComparisonReport;
+use crate::stats::{ConfirmPlan, DecisionRule};
+use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Output format of tables and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -36,6 +36,11 @@ pub struct CompareArgs {
     /// Candidate results file(s): repetitions of one run of one profile.
     #[arg(long, num_args = 1.., required = true, value_name = "FILE")]
     pub candidate: Vec<PathBuf>,
+    /// Results file(s) of a second boot of the candidate: the gate then decides as `run` does
+    /// with its confirmation boot (the default plan), using these only where `run` would have
+    /// booted again; the JSON's `confirmation` object says whether they were used.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub confirmation: Vec<PathBuf>,
     /// Suite whose baseline to use from a store (default: the candidate's suite, else `adhoc`).
     #[arg(long)]
     pub suite: Option<String>,
@@ -139,8 +144,12 @@ fn baseline_runs(
     let (loaded, _since) = store
         .load_current(&candidate.profile.key, suite)
         .with_context(|| format!("reading the baseline store {}", dir.display()))?;
-    for (path, why) in &loaded.skipped {
-        errln!("warning: skipped baseline file {}: {why}", path.display());
+    for (dup, counted) in &loaded.duplicates {
+        errln!(
+            "note: baseline file {} repeats the run of {}: counted once",
+            dup.display(),
+            counted.display()
+        );
     }
     if !loaded.runs.is_empty() {
         return Ok(Ok(loaded.runs));
@@ -191,6 +200,25 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             first.run_id, other.run_id, first.profile.key, other.profile.key
         )));
     }
+    let second = load_files(&args.confirmation)?;
+    if let Some(r) = second.iter().find(|r| {
+        r.profile.key != first.profile.key || r.status == crate::results::RunStatus::InProgress
+    }) {
+        return Err(usage(format!(
+            "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
+            crate::untrusted_text::console(&r.run_id),
+            first.profile.key,
+            r.profile.key,
+            r.status
+        )));
+    }
+    if !second.is_empty() && second.len() != candidate.len() {
+        return Err(usage(format!(
+            "--confirmation: {} run(s) given for a candidate of {}; a second boot repeats the first boot's runs",
+            second.len(),
+            candidate.len()
+        )));
+    }
     let suite = args.suite.clone().or_else(|| first.suite.clone());
     let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     let report = match baseline_runs(&args, first, suite.as_deref())? {
@@ -221,8 +249,25 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                             run.profile = first.profile.clone();
                         }
                     }
-                    let mut report = crate::stats::compare(&baseline, &candidate, &rule)
-                        .map_err(|e| usage(e.to_string()))?;
+                    let mut report = if second.is_empty() {
+                        crate::stats::compare(&baseline, &candidate, &rule)
+                    } else {
+                        let names: Vec<String> = args
+                            .confirmation
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect();
+                        let names = names.join(" ");
+                        crate::stats::two_boot_verdict(
+                            Some(&ConfirmPlan::default()),
+                            &rule,
+                            &baseline,
+                            &candidate,
+                            Some((&second, &names)),
+                        )
+                        .map(|(report, _)| report)
+                    }
+                    .map_err(|e| usage(e.to_string()))?;
                     if report.suite.is_none() {
                         report.suite = suite;
                     }
@@ -241,7 +286,9 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             report.headline
         );
     }
-    Ok(if rule.fails(report.gate) {
+    Ok(if report.gate == GateVerdict::Unmeasured {
+        GateExit::Failure
+    } else if rule.fails(report.gate) {
         GateExit::Regression
     } else {
         GateExit::Pass

@@ -265,6 +265,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         }
         None => match verdict.map(|v| v.gate) {
             Some(GateVerdict::Regression) => GateExit::Regression,
+            Some(GateVerdict::Unmeasured) => GateExit::Failure,
             _ => GateExit::Pass,
         },
     })

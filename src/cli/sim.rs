@@ -36,7 +36,7 @@ pub struct SimArgs {
     #[arg(long, value_enum)]
     pub usage_mode: Option<UsageMode>,
     /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
-    /// stall-after=TOKENS, malformed-sse=FRACTION.
+    /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS.
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).

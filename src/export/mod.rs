@@ -161,6 +161,7 @@ pub(crate) mod fixture {
             p_value: 0.001,
             p_adjusted: 0.004,
             verdict: v,
+            decided_on: None,
         };
         let cells = vec![
             CellComparison {
@@ -221,6 +222,7 @@ pub(crate) mod fixture {
                 confidence: 0.95,
             },
             confirmation: None,
+            coverage: None,
         }
     }
 }

@@ -16,6 +16,7 @@ fn gate_badge(gate: GateVerdict) -> &'static str {
         GateVerdict::Regression => "❌ regression",
         GateVerdict::Inconclusive => "⚠️ inconclusive",
         GateVerdict::NoBaseline => "ℹ️ no baseline",
+        GateVerdict::Unmeasured => "⛔ unmeasured",
     }
 }
 

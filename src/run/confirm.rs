@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::EventSink;
 use crate::results::{Event, EventKind, RunResults};
 use crate::stats::{ConfirmPlan, DecisionRule};
-use crate::verdict::{ComparisonReport, Confirmation, signed_percent};
+use crate::verdict::ComparisonReport;
 
 use super::decide::{Decision, GateError, decide_runs};
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
@@ -32,21 +32,6 @@ pub(crate) fn confirm_log_path(first: &Path) -> PathBuf {
         None => format!("{stem}-confirm"),
     };
     first.with_file_name(name)
-}
-
-/// Why the first boot called for a confirmation, for people.
-fn reason(plan: &ConfirmPlan, first: &ComparisonReport) -> String {
-    match &first.matrix_test {
-        Some(m) => format!(
-            "the first boot's matrix-wide change is {} [{}, {}] with p = {:.3} < {}: not proven, but leaning towards a regression",
-            signed_percent(m.change),
-            signed_percent(m.ci_low),
-            signed_percent(m.ci_high),
-            m.p_value,
-            plan.p_below
-        ),
-        None => "the first boot's matrix-wide change leans towards a regression".into(),
-    }
 }
 
 /// What the confirmation did.
@@ -88,7 +73,7 @@ pub(crate) async fn confirm_boot(
         store_dir,
         measure: mut req,
     } = req;
-    let reason = reason(plan, first);
+    let reason = plan.reason(first);
     let event = Event::now(
         EventKind::Confirmation,
         format!("{reason}; booting the engine again to measure the matrix a second time"),
@@ -106,15 +91,11 @@ pub(crate) async fn confirm_boot(
     let decision = measured.failure.is_none().then(|| {
         let runs = [first_run.clone(), measured.results.clone()];
         decide_runs(&runs, store_dir, &plan.second_rule(rule)).map(|mut d| {
-            if let Some(v) = d.verdict.as_mut() {
-                v.confirmation = Some(Confirmation {
-                    reason,
-                    first_boot: first.matrix_test.clone(),
-                    second_results: CONFIRM_RESULTS.into(),
-                });
-                // The headline says the verdict is over both boots, and why.
-                crate::stats::finish(v, crate::stats::Against::Baseline);
-            }
+            // The verdict carries why both boots were tested; the headline says so.
+            d.verdict = d
+                .verdict
+                .take()
+                .map(|both| plan.confirmed(first, both, CONFIRM_RESULTS));
             d
         })
     });

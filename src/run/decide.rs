@@ -30,7 +30,7 @@ pub(crate) struct Decision {
     pub verdict: Option<ComparisonReport>,
     /// The baseline runs used (oldest → newest), for charts.
     pub history: Vec<RunResults>,
-    /// Things people should know (no baseline, unreadable baseline files).
+    /// Things people should know (no baseline yet, duplicate baseline files).
     pub notices: Vec<String>,
 }
 
@@ -51,13 +51,32 @@ pub(crate) fn decide_runs(
     rule: &DecisionRule,
 ) -> Result<Decision, GateError> {
     let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
+    let suite = results.suite.as_deref();
     let store = BaselineStore::open(store_dir)?;
-    let (loaded, since) = store.load_current(&results.profile.key, results.suite.as_deref())?;
-    let mut notices: Vec<String> = loaded
-        .skipped
-        .iter()
-        .map(|(p, why)| format!("baseline file {} skipped: {why}", p.display()))
-        .collect();
+    let mut notices = Vec::new();
+    if !store_dir.exists() {
+        // Only reached when the run creates the first baseline (`--update-baseline`): the gate
+        // refuses a store directory that does not exist otherwise (see `GatePlan::new`).
+        notices.push(format!(
+            "NO BASELINE YET: the store {} does not exist; it is created with this run (the first baseline of profile `{}` suite `{}`): nothing compared, the gate passes",
+            store_dir.display(),
+            results.profile.key,
+            suite.unwrap_or(crate::baseline::ADHOC_SUITE),
+        ));
+        return Ok(Decision {
+            verdict: None,
+            history: Vec::new(),
+            notices,
+        });
+    }
+    let (loaded, since) = store.load_current(&results.profile.key, suite)?;
+    for (dup, counted) in &loaded.duplicates {
+        notices.push(format!(
+            "baseline file {} repeats the run of {}: counted once",
+            dup.display(),
+            counted.display()
+        ));
+    }
     notices.extend(since.map(|a| {
         format!(
             "baseline: runs since the accepted change point at run `{}` only",
@@ -66,9 +85,9 @@ pub(crate) fn decide_runs(
     }));
     if loaded.runs.is_empty() {
         notices.push(format!(
-            "no baseline for profile `{}` suite `{}` in {}: nothing to compare, the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
+            "NO BASELINE YET for profile `{}` suite `{}`: the store {} has no runs of them, so nothing was compared and the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
             results.profile.key,
-            results.suite.as_deref().unwrap_or("-"),
+            suite.unwrap_or(crate::baseline::ADHOC_SUITE),
             store_dir.display()
         ));
         return Ok(Decision {

@@ -69,6 +69,14 @@ pub(crate) enum SetupError {
     NoAbEngines { config: String },
     #[error("--rounds {0}: a paired comparison needs 2 to 100 pairs of boots")]
     Pairs(u32),
+    /// A store that does not exist is a typo until proven otherwise: passing for want of a
+    /// baseline would let a wrong path pass every build.
+    #[error(
+        "baseline store {dir} does not exist ({origin}): correct the path, or create the first baseline with `infergate run --update-baseline` (which creates the store)"
+    )]
+    NoStore { dir: String, origin: &'static str },
+    #[error("baseline store {dir} is not a directory ({origin})")]
+    StoreNotDir { dir: String, origin: &'static str },
 }
 
 /// Why a gate stopped before it ended (exit 3); any check it started is completed as failed.
@@ -265,9 +273,23 @@ impl GatePlan {
                 }
             }
         };
+        let origin = if req.baseline_dir.is_some() {
+            "--baseline-dir"
+        } else {
+            "[baseline] dir"
+        };
         let baseline_dir = req
             .baseline_dir
             .unwrap_or_else(|| req.config.baseline.dir.clone());
+        if let PlannedDesign::Baseline { update_baseline } = &design {
+            let dir = baseline_dir.display().to_string();
+            if baseline_dir.exists() && !baseline_dir.is_dir() {
+                return Err(SetupError::StoreNotDir { dir, origin });
+            }
+            if !baseline_dir.exists() && !update_baseline {
+                return Err(SetupError::NoStore { dir, origin });
+            }
+        }
         Ok(GatePlan {
             config: req.config,
             suite,

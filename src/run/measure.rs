@@ -64,6 +64,9 @@ pub(crate) enum RunFailure {
     /// The engine served but nothing could be measured (unreachable, calibration, every cell
     /// errored).
     Measurement(String),
+    /// The engine stopped answering mid-run (the process alive, its sockets open): the
+    /// matrix was stopped.
+    Unresponsive { reason: String, log_tail: String },
 }
 
 impl RunFailure {
@@ -73,6 +76,9 @@ impl RunFailure {
             RunFailure::Boot(m) | RunFailure::Measurement(m) => m.clone(),
             RunFailure::EngineDied { status, log_tail } => format!(
                 "engine exited with {status} during the matrix; remaining cells are `error`\n--- last lines of the engine log ---\n{log_tail}"
+            ),
+            RunFailure::Unresponsive { reason, log_tail } => format!(
+                "{reason}; the matrix was stopped, remaining cells are `error`\n--- last lines of the engine log ---\n{log_tail}"
             ),
             RunFailure::Cancelled => {
                 "cancelled by SIGINT/SIGTERM; partial results written, engine stopped".into()
@@ -105,6 +111,8 @@ pub(crate) struct MeasuredRun {
 enum StopCause {
     Signal,
     EngineDied(String),
+    /// The watchdog found the engine unresponsive (the reason).
+    Unresponsive(String),
 }
 
 fn send(events: &EventSink, log: &Mutex<Vec<Event>>, e: Event) {
@@ -353,6 +361,29 @@ pub(crate) async fn boot_and_measure(
     let mut unreachable = None;
     let mut results = match session {
         Some(Ok(session)) => {
+            // The watchdog stops the measurement when the engine stops answering.
+            let watchdog = {
+                let liveness = session.liveness();
+                let cause = cause.clone();
+                let measure_cancel = measure_cancel.clone();
+                let exit = engine.exit_watch();
+                tokio::spawn(async move {
+                    let why = super::watchdog::watch(
+                        liveness,
+                        super::watchdog::WatchdogSettings::default(),
+                    )
+                    .await;
+                    let alive = if exit.borrow().is_none() {
+                        "; the process is still running"
+                    } else {
+                        ""
+                    };
+                    if let Ok(mut c) = cause.lock() {
+                        c.get_or_insert(StopCause::Unresponsive(format!("{why}{alive}")));
+                    }
+                    measure_cancel.cancel();
+                })
+            };
             let mut results = session.results_skeleton();
             let journal = req.progress_file.clone().and_then(|path| {
                 let mut header = results.clone();
@@ -402,6 +433,7 @@ pub(crate) async fn boot_and_measure(
                     .await,
                 );
             }
+            watchdog.abort();
             Some(results)
         }
         Some(Err(e)) => {
@@ -448,6 +480,17 @@ pub(crate) async fn boot_and_measure(
             );
             failure = Some(RunFailure::EngineDied {
                 status: status.clone(),
+                log_tail: tail.clone(),
+            });
+        }
+        Some(StopCause::Unresponsive(reason)) => {
+            send(
+                &events,
+                &log,
+                Event::now(EventKind::Unreachable, reason.clone()),
+            );
+            failure = Some(RunFailure::Unresponsive {
+                reason: reason.clone(),
                 log_tail: tail.clone(),
             });
         }
@@ -507,6 +550,19 @@ pub(crate) async fn boot_and_measure(
             results.status = RunStatus::Partial;
             results.status_reason = Some(reason);
         }
+        Some(RunFailure::Unresponsive { .. }) => {
+            let reason = "engine unresponsive".to_string();
+            for c in &mut results.cells {
+                let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
+                    && c.reason.as_deref().is_some_and(|r| r.contains("cancelled"));
+                if unfinished {
+                    c.status = CellStatus::Error;
+                    c.reason = Some(reason.clone());
+                }
+            }
+            results.status = RunStatus::Partial;
+            results.status_reason = Some(reason);
+        }
         Some(RunFailure::Measurement(m)) => {
             results.status = RunStatus::Partial;
             results.status_reason = Some(m.lines().next().unwrap_or(m).to_string());
@@ -522,6 +578,7 @@ pub(crate) async fn boot_and_measure(
             "every cell errored (first: {first})\n--- last lines of the engine log ---\n{tail}"
         )));
     }
+    results.settle_status();
     results.telemetry = telemetry_summary.or_else(|| sampler.as_ref().map(|s| s.summary()));
     results.finished_at = Some(chrono::Utc::now());
     let mut all_events = std::mem::take(&mut results.events);
@@ -563,6 +620,10 @@ fn redacted(mut run: MeasuredRun) -> MeasuredRun {
         RunFailure::Measurement(m) => RunFailure::Measurement(r.redact(&m)),
         RunFailure::EngineDied { status, log_tail } => RunFailure::EngineDied {
             status: r.redact(&status),
+            log_tail: r.redact(&log_tail),
+        },
+        RunFailure::Unresponsive { reason, log_tail } => RunFailure::Unresponsive {
+            reason: r.redact(&reason),
             log_tail: r.redact(&log_tail),
         },
         RunFailure::Cancelled => RunFailure::Cancelled,

@@ -14,6 +14,7 @@ pub(crate) mod gate;
 pub(crate) mod measure;
 pub(crate) mod outputs;
 pub(crate) mod rejudge;
+pub(crate) mod watchdog;
 
 pub(crate) use decide::Decision;
 pub(crate) use gate::{Design, GateRequest, SetupError, github_wanted};

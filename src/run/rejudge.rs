@@ -183,6 +183,7 @@ fn confirm_note(results: &RunResults) -> Option<crate::verdict::Confirmation> {
         reason,
         first_boot: None,
         second_results: super::confirm::CONFIRM_RESULTS.into(),
+        used: true,
     })
 }
 

@@ -67,6 +67,7 @@ pub(crate) fn frame(
         matrix_test: None,
         cells: Vec::new(),
         confirmation: None,
+        coverage: None,
         rule: rule.summary(),
     }
 }
@@ -174,10 +175,15 @@ pub fn finish(report: &mut ComparisonReport, against: Against) {
     report.headline = headline(report, against);
 }
 
-/// The gate's answer: `regression` when a cell (or capacity) regressed or the matrix-wide test
-/// did; `inconclusive` when nothing regressed but a cell is undecided; `no_baseline` when no
-/// cell could be compared because there was no baseline; otherwise `pass`.
+/// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
+/// than the rule's floor (nothing it did measure can speak for the rest); `regression` when a
+/// cell (speed, capacity, errors) regressed or the matrix-wide test did; `inconclusive` when
+/// nothing regressed but a cell is undecided; `no_baseline` when no cell could be compared
+/// because there was no baseline; otherwise `pass`.
 pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
+    if report.coverage.is_some_and(|c| !c.sufficient()) {
+        return GateVerdict::Unmeasured;
+    }
     let matrix_regressed = report
         .matrix_test
         .as_ref()

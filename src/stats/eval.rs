@@ -17,7 +17,7 @@ use crate::results::{
 };
 use crate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
 
-use super::{ConfirmPlan, DecisionRule, StatsError, compare};
+use super::{ConfirmPlan, DecisionRule, StatsError};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -597,19 +597,17 @@ fn gate_comparison(
     per_stage: usize,
     cfg: &EvalConfig,
 ) -> Result<(ComparisonReport, bool), StatsError> {
-    let Some(plan) = &cfg.confirm else {
-        return Ok((compare(base, &candidate[..per_stage], &cfg.rule)?, false));
-    };
-    let first = compare(base, &candidate[..per_stage], &plan.first_rule(&cfg.rule))?;
-    if !plan.wants_confirmation(&cfg.rule, &first) {
-        return Ok((first, false));
-    }
-    let both = compare(
+    let second = cfg
+        .confirm
+        .as_ref()
+        .map(|_| (&candidate[per_stage..2 * per_stage], "second boot"));
+    super::confirm::two_boot_verdict(
+        cfg.confirm.as_ref(),
+        &cfg.rule,
         base,
-        &candidate[..2 * per_stage],
-        &plan.second_rule(&cfg.rule),
-    )?;
-    Ok((both, true))
+        &candidate[..per_stage],
+        second,
+    )
 }
 
 /// The targets, checked at the longest history measured when it has 20 runs or more.

@@ -33,7 +33,7 @@ pub(crate) mod sequential;
 
 pub use build::{finish, gate_of};
 pub use compare::compare;
-pub use confirm::ConfirmPlan;
+pub use confirm::{ConfirmPlan, two_boot_verdict};
 pub use headline::{Against, headline};
 pub use paired::{PairedError, paired_compare};
 pub use rule::{Correction, DecisionRule};

@@ -6,6 +6,7 @@
 //! parts that need no token (job summary, outputs, workflow commands) are written first, so a
 //! fork PR with a read-only token still shows the verdict.
 
+pub(crate) mod alerts;
 pub(crate) mod checks;
 pub(crate) mod comment;
 pub(crate) mod context;
@@ -445,6 +446,7 @@ impl GithubReporter {
             run_url: self.ctx.run_url.clone(),
             artifact_url: input.artifact_url.clone(),
             head_sha: self.ctx.head_sha.clone(),
+            trend_report: self.ctx.trend_report.clone(),
         };
         out.merge(self.write_local(name, input, &outcome, &links));
         if self.client.is_some() {
