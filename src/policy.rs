@@ -36,9 +36,13 @@ pub enum FailOn {
 /// How the check run ends (the GitHub API's words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Conclusion {
+    /// The gate passed.
     Success,
+    /// The gate failed: a verdict it fails on, or nothing could be measured or compared.
     Failure,
+    /// Neither: a verdict the policy does not fail on (report-only, inconclusive), or no baseline.
     Neutral,
+    /// The run was cancelled before it finished.
     Cancelled,
 }
 
@@ -57,6 +61,7 @@ impl Conclusion {
 /// The gate policy of one run: what fails it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GatePolicy {
+    /// Which verdicts fail the gate.
     pub fail_on: FailOn,
 }
 

@@ -12,10 +12,12 @@ pub const VERDICT_SCHEMA_VERSION: u32 = 1;
 /// The whole answer of one comparison: per cell, per metric, and for the gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonReport {
+    /// Version of this file's layout ([`VERDICT_SCHEMA_VERSION`] when written).
     pub schema_version: u32,
     /// The candidate's profile (baselines of another profile are never compared).
     pub profile: ProfileKey,
     #[serde(default)]
+    /// Suite the candidate ran, when it came from a gate config.
     pub suite: Option<String>,
     /// Candidate run id(s).
     pub candidate_runs: Vec<String>,
@@ -28,6 +30,7 @@ pub struct ComparisonReport {
     /// The matrix-wide test (all comparable cells together, primary metric).
     #[serde(default)]
     pub matrix_test: Option<MatrixTest>,
+    /// Every cell of the matrix, in the candidate's order.
     pub cells: Vec<CellComparison>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
@@ -156,10 +159,15 @@ impl GateVerdict {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CellVerdict {
+    /// Worse beyond the margin, significantly.
     Regression,
+    /// Better beyond the margin, significantly.
     Improvement,
+    /// Within the margin, with confidence.
     Unchanged,
+    /// Neither shown: the interval straddles the margin (measure more).
     Inconclusive,
+    /// Could not be compared (missing on one side, not measured, another matrix).
     NotComparable,
     /// Fit in the baseline, capacity-limited now.
     CapacityRegression,
@@ -198,13 +206,19 @@ impl CellVerdict {
 pub enum Metric {
     /// Aggregate output tok/s (primary).
     AggregateTps,
+    /// Mean per-stream output tok/s.
     PerUserTps,
+    /// Median time to first token.
     TtftP50,
+    /// 90th-percentile time to first token.
     TtftP90,
+    /// Median inter-token latency.
     ItlP50,
+    /// 90th-percentile inter-token latency.
     ItlP90,
     /// Acceptance-normalised engine steps/s under speculative decoding.
     StepsPerS,
+    /// Energy per output token (GPU telemetry).
     JoulesPerToken,
 }
 
@@ -238,15 +252,20 @@ impl Metric {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
+    /// Throughput-like: a drop is a regression.
     HigherIsBetter,
+    /// Latency- or energy-like: a rise is a regression.
     LowerIsBetter,
 }
 
 /// Verdict of one cell with the metric comparisons behind it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellComparison {
+    /// Concurrent streams of the cell.
     pub concurrency: u32,
+    /// Prompt (context) length of the cell, in tokens.
     pub context_tokens: u64,
+    /// The cell's verdict (its primary metric's, or why it was not comparable).
     pub verdict: CellVerdict,
     /// Why, in words (e.g. "capacity-limited now: 5/8 running"; "missing in baseline").
     #[serde(default)]
@@ -276,7 +295,9 @@ impl CellComparison {
 /// One metric of one cell: levels, relative change with its interval, and the decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {
+    /// The metric compared.
     pub metric: Metric,
+    /// Which way is better for it.
     pub direction: Direction,
     /// Baseline level (mean of the newest K runs).
     pub baseline: f64,
@@ -286,6 +307,7 @@ pub struct MetricComparison {
     pub change: f64,
     /// Confidence interval of the relative change.
     pub ci_low: f64,
+    /// Upper end of the interval.
     pub ci_high: f64,
     /// Practical-significance margin used (relative, positive).
     pub margin: f64,
@@ -293,7 +315,9 @@ pub struct MetricComparison {
     /// multiplicity correction (Holm by default). The margin enters through the interval: a
     /// regression needs both the adjusted p-value below alpha and the interval beyond the margin.
     pub p_value: f64,
+    /// The p-value after multiplicity correction.
     pub p_adjusted: f64,
+    /// This metric's verdict.
     pub verdict: CellVerdict,
     /// The change this verdict was decided on, when the comparison records it (older files do
     /// not): the per-cell test looks at the cell relative to its own run, so that figure, not
@@ -354,9 +378,13 @@ pub enum DecisionBasis {
 /// A relative change (metric's own sign: + is a higher value) with its interval, and what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DecidedChange {
+    /// Which change the verdict was decided on.
     pub basis: DecisionBasis,
+    /// The relative change.
     pub change: f64,
+    /// Lower end of its confidence interval.
     pub ci_low: f64,
+    /// Upper end of its confidence interval.
     pub ci_high: f64,
     /// The matrix-wide change of the metric, when the cell moved with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -382,11 +410,17 @@ impl DecidedChange {
 pub struct MatrixTest {
     /// Mean relative change across comparable cells.
     pub change: f64,
+    /// Lower end of its confidence interval.
     pub ci_low: f64,
+    /// Upper end of its confidence interval.
     pub ci_high: f64,
+    /// Practical-significance margin used (relative, positive).
     pub margin: f64,
+    /// One-sided p-value of "no change" in the worse direction.
     pub p_value: f64,
+    /// The matrix-wide verdict.
     pub verdict: CellVerdict,
+    /// Comparable cells the test pooled.
     pub cells: usize,
 }
 

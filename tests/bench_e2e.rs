@@ -1,5 +1,8 @@
 //! End-to-end tests of `infergate bench` against `infergate sim` (started and stopped here).
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -10,6 +10,9 @@
 //!   boots the engine;
 //! - `infergate close-stale-checks` completes this run's `in_progress` check as `cancelled`.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,6 +1,9 @@
 //! End-to-end tests of `infergate compare` through the real binary, on deterministic generated
 //! results (realistic multiplicative noise) and on the real llm-decode-bench seed file.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod results_gen;
 
 use std::path::{Path, PathBuf};

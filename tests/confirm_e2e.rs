@@ -4,6 +4,9 @@
 //! matrix a second time, and decides on both boots: two engine logs, `results-confirm.json`,
 //! a verdict over two candidate runs, a summary section, and no process left behind.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use infergate::results::{EventKind, RunStatus};

@@ -10,6 +10,9 @@
 //! - "no baseline yet" (exit 0, said loudly) only for a store that exists and holds no runs;
 //! - a hung engine on the default nightly suite ends in seconds, not a time-out per cell.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 #[path = "support/actions.rs"]
 mod actions;
 mod support;

@@ -2,6 +2,9 @@
 //! verdict is recomputed from `results.json` against the base branch's config and baselines,
 //! whatever the PR's checkout and the artifact's `verdict.json` say.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::collections::BTreeMap;

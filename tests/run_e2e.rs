@@ -1,6 +1,9 @@
 //! `infergate run` end to end on the embedded default config: boots the simulated engine,
 //! measures the `pr` suite, compares with the bundled baseline, tears down, exits 0.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::path::Path;

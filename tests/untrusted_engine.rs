@@ -10,6 +10,9 @@
 //!   with the gate SIGKILLed mid-cell: no process of the engine is left (found by a marker
 //!   variable in the engine's environment, which survives `setsid` and re-parenting).
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

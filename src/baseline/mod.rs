@@ -15,8 +15,8 @@
 //! already in the group, and loading counts duplicates once. Every path part goes through
 //! [`path_safe`](crate::results::path_safe) and the final path is checked to lie under the root.
 
-pub mod accepted;
-pub mod history;
+pub(crate) mod accepted;
+pub(crate) mod history;
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +29,10 @@ pub const ADHOC_SUITE: &str = "adhoc";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum BaselineError {
     /// A filesystem operation failed.
     #[error("baseline store: {action} `{path}`: {source}")]

@@ -5,14 +5,14 @@
 //! caller (adaptive re-measurement) can measure one cell again. Measurement never prints:
 //! progress goes out as [`crate::results::Event`]s through an [`EventSink`].
 
-pub mod cell;
-pub mod client;
-pub mod counter;
-pub mod liveness;
-pub mod metrics;
-pub mod prompt;
-pub mod slots;
-pub mod stats;
+pub(crate) mod cell;
+pub(crate) mod client;
+pub(crate) mod counter;
+pub(crate) mod liveness;
+pub(crate) mod metrics;
+pub(crate) mod prompt;
+pub(crate) mod slots;
+pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -130,6 +130,10 @@ impl EventLog {
 
 /// Why nothing could be measured.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum BenchError {
     /// The server did not answer at all.
     #[error("cannot reach {url}: {reason}")]

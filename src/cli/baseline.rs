@@ -103,7 +103,7 @@ fn store_err(e: BaselineError) -> anyhow::Error {
 }
 
 /// Runs `infergate baseline`.
-pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
     let store = BaselineStore::open(&args.dir).map_err(|e| usage(e.to_string()))?;
     match args.command {
         BaselineCommand::Add(a) => add(&store, &a),

@@ -62,7 +62,7 @@ pub struct ChangesArgs {
 }
 
 /// Runs `infergate changes`.
-pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
     if let Some(a) = args.alpha {
         settings.alpha = a;
@@ -229,7 +229,7 @@ pub struct ChangesEvalArgs {
 }
 
 /// Runs `infergate changes-eval`.
-pub async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
     if args.trials == 0 || args.nights < 20 || args.nights > 1000 {
         return Err(usage(
             "--trials must be at least 1 and --nights between 20 and 1000",

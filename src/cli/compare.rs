@@ -9,11 +9,9 @@ use anyhow::Context;
 use crate::baseline::BaselineStore;
 use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
+use crate::stats::build::not_comparable;
 use crate::stats::{ConfirmPlan, DecisionRule};
-use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, GateVerdict,
-    VERDICT_SCHEMA_VERSION,
-};
+use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Output format of tables and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -72,7 +70,7 @@ pub struct CompareArgs {
 }
 
 /// Loads results files; an unreadable or invalid file is the user's to fix (exit 2).
-pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
+pub(crate) fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
     let mut runs = Vec::new();
     for p in paths {
         let loaded = crate::import::load_results(p).map_err(|e| usage(e.to_string()))?;
@@ -100,46 +98,8 @@ fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
     Ok(rule)
 }
 
-/// A report in which no cell could be compared (no baseline, other profile): every candidate
-/// cell `not_comparable` with `reason`, gate `no_baseline`.
-pub fn not_comparable_report(
-    candidate: &[RunResults],
-    suite: Option<String>,
-    rule: &DecisionRule,
-    reason: &str,
-) -> ComparisonReport {
-    let first = &candidate[0];
-    ComparisonReport {
-        schema_version: VERDICT_SCHEMA_VERSION,
-        profile: first.profile.clone(),
-        suite,
-        candidate_runs: candidate.iter().map(|r| r.run_id.clone()).collect(),
-        baseline: BaselineSummary {
-            level_runs: Vec::new(),
-            noise_runs: 0,
-        },
-        gate: GateVerdict::NoBaseline,
-        headline: format!("no baseline: {reason}"),
-        matrix_test: None,
-        cells: first
-            .cells
-            .iter()
-            .map(|c| CellComparison {
-                concurrency: c.concurrency,
-                context_tokens: c.context_tokens,
-                verdict: CellVerdict::NotComparable,
-                reason: Some(reason.to_string()),
-                metrics: Vec::new(),
-            })
-            .collect(),
-        confirmation: None,
-        coverage: None,
-        rule: rule.summary(),
-    }
-}
-
 /// Renders a report in the chosen format.
-pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
+pub(crate) fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Text => crate::report::verdict_table::text(report),
         OutputFormat::Md => crate::report::verdict_table::markdown(report),
@@ -150,7 +110,7 @@ pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result
 }
 
 /// Writes `text` to `out` atomically, or prints it.
-pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
+pub(crate) fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
     match out {
         Some(path) => crate::fsio::write_durable(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display())),
@@ -215,7 +175,7 @@ fn baseline_runs(
 }
 
 /// Runs `infergate compare`.
-pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let rule = rule_from(&args)?;
     let candidate = load_files(&args.candidate)?;
     let Some(first) = candidate.first() else {
@@ -260,10 +220,11 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
         )));
     }
     let suite = args.suite.clone().or_else(|| first.suite.clone());
+    let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     let report = match baseline_runs(&args, first, suite.as_deref())? {
         Err(why) => {
             errln!("note: {why}");
-            not_comparable_report(&candidate, suite, &rule, &why)
+            not_comparable(first, run_ids(&candidate), suite, &rule, &why)
         }
         Ok(mut baseline) => {
             let mismatch = baseline
@@ -277,7 +238,7 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                         first.profile.key
                     );
                     errln!("note: not comparable: {why}");
-                    not_comparable_report(&candidate, suite, &rule, &why)
+                    not_comparable(first, run_ids(&candidate), suite, &rule, &why)
                 }
                 _ => {
                     if mismatch.is_some() {

@@ -5,9 +5,9 @@
 //! fixed without reading this code. What an importer could not map is listed in the run's
 //! [`UNMAPPED_EVENT`] event (see `docs/interop.md`).
 
-pub mod guidellm;
-pub mod llm_decode_bench;
-pub mod vllm_bench_serve;
+pub(crate) mod guidellm;
+pub(crate) mod llm_decode_bench;
+pub(crate) mod vllm_bench_serve;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +24,10 @@ use crate::results::{
 
 /// Why a results file could not be read.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ImportError {
     /// The file could not be opened or read.
     #[error("{file}: cannot read: {source}")]

@@ -14,7 +14,7 @@ use crate::verdict::{
 };
 
 /// The one-character mark of a verdict, used in both tables and the legend.
-pub fn mark(verdict: CellVerdict) -> &'static str {
+pub(crate) fn mark(verdict: CellVerdict) -> &'static str {
     match verdict {
         CellVerdict::Regression => "✗",
         CellVerdict::Unchanged => "✓",
@@ -27,7 +27,7 @@ pub fn mark(verdict: CellVerdict) -> &'static str {
 }
 
 /// The terminal table look (rounded box, solid lines), as llm-decode-bench's console tables.
-pub const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL_CONDENSED
+pub(crate) const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL_CONDENSED
     .with_rounded_corners()
     .header_lines(comfy_table::ContentLineStyle::new('│', '│', '│'))
     .content_lines(comfy_table::ContentLineStyle::new('│', '│', '│'))
@@ -149,7 +149,7 @@ fn rule_line(report: &ComparisonReport) -> String {
 
 /// The verdict matrix as a terminal table, with the headline, the matrix-wide test, notes and
 /// the legend.
-pub fn text(report: &ComparisonReport) -> String {
+pub(crate) fn text(report: &ComparisonReport) -> String {
     crate::untrusted_text::console(&text_table(report))
 }
 
@@ -230,7 +230,7 @@ fn value(metric: Metric, v: f64) -> String {
 /// The verdict matrix as GitHub-flavoured Markdown: headline, matrix, matrix-wide test, notes,
 /// a collapsible section with the non-primary metrics, and the legend. Engine-supplied text is
 /// escaped.
-pub fn markdown(report: &ComparisonReport) -> String {
+pub(crate) fn markdown(report: &ComparisonReport) -> String {
     let (contexts, concs) = axes(report);
     let mut out = String::new();
     out.push_str(&format!(

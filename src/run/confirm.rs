@@ -19,10 +19,10 @@ use super::decide::{Decision, GateError, decide_runs};
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
 
 /// The results file of the confirmation boot, next to `results.json`.
-pub const CONFIRM_RESULTS: &str = "results-confirm.json";
+pub(crate) const CONFIRM_RESULTS: &str = "results-confirm.json";
 
 /// The engine log of the confirmation boot: `engine.log` → `engine-confirm.log`, next to it.
-pub fn confirm_log_path(first: &Path) -> PathBuf {
+pub(crate) fn confirm_log_path(first: &Path) -> PathBuf {
     let stem = first
         .file_stem()
         .and_then(|s| s.to_str())
@@ -36,7 +36,7 @@ pub fn confirm_log_path(first: &Path) -> PathBuf {
 
 /// What the confirmation did.
 #[derive(Debug)]
-pub struct ConfirmOutcome {
+pub(crate) struct ConfirmOutcome {
     /// The second boot.
     pub measured: MeasuredRun,
     /// The comparison of both boots (with the plan's second-stage rule, the verdict carrying
@@ -46,7 +46,7 @@ pub struct ConfirmOutcome {
 }
 
 /// What the confirmation boot needs.
-pub struct ConfirmRequest<'a> {
+pub(crate) struct ConfirmRequest<'a> {
     /// When to confirm and how alpha is split.
     pub plan: &'a ConfirmPlan,
     /// The gate's full decision rule (the plan derives both stages' rules from it).
@@ -60,7 +60,7 @@ pub struct ConfirmRequest<'a> {
 /// Boots the engine a second time (without adaptive re-measurement), measures the matrix, and
 /// compares both boots with the baseline under the plan's second-stage rule. `first_run` gets
 /// a `confirmation` event and a `confirmed_by` label; the second run a `confirms` label.
-pub async fn confirm_boot(
+pub(crate) async fn confirm_boot(
     first_run: &mut RunResults,
     first: &ComparisonReport,
     req: ConfirmRequest<'_>,

@@ -10,7 +10,7 @@ use crate::verdict::ComparisonReport;
 
 /// Why the comparison could not be made (the run itself may be fine).
 #[derive(Debug, thiserror::Error)]
-pub enum GateError {
+pub(crate) enum GateError {
     #[error("{0}")]
     Baseline(#[from] crate::baseline::BaselineError),
     #[error("{0}")]
@@ -25,7 +25,7 @@ pub enum GateError {
 
 /// The comparison of one run with its baseline history.
 #[derive(Debug, Clone)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// `None` when there was nothing to compare (no baseline runs for this profile + suite).
     pub verdict: Option<ComparisonReport>,
     /// The baseline runs used (oldest → newest), for charts.
@@ -35,7 +35,7 @@ pub struct Decision {
 }
 
 /// Loads the baseline runs of the run's profile and suite and compares.
-pub fn decide(
+pub(crate) fn decide(
     results: &RunResults,
     store_dir: &Path,
     rule: &DecisionRule,
@@ -45,7 +45,7 @@ pub fn decide(
 
 /// [`decide`] for several candidate runs of one profile (repetitions, e.g. a confirmation
 /// boot): the first run names the profile and suite.
-pub fn decide_runs(
+pub(crate) fn decide_runs(
     runs: &[RunResults],
     store_dir: &Path,
     rule: &DecisionRule,

@@ -25,7 +25,7 @@ use crate::telemetry::{NvmlSampler, WindowSampler};
 
 /// What one boot-and-measure needs.
 #[derive(Clone)]
-pub struct MeasureRequest<'a> {
+pub(crate) struct MeasureRequest<'a> {
     /// The engine to boot (for A/B: `[engine.a]` or `[engine.b]`).
     pub engine: &'a EngineConfig,
     /// Model to request (`{model}`); `None` = the engine's first.
@@ -54,7 +54,7 @@ pub struct MeasureRequest<'a> {
 
 /// Why a run failed (exit 3).
 #[derive(Debug, Clone, PartialEq)]
-pub enum RunFailure {
+pub(crate) enum RunFailure {
     /// The engine could not be started or never became ready.
     Boot(String),
     /// The engine process died during the matrix.
@@ -71,7 +71,7 @@ pub enum RunFailure {
 
 impl RunFailure {
     /// One message for people (and the GitHub check).
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             RunFailure::Boot(m) | RunFailure::Measurement(m) => m.clone(),
             RunFailure::EngineDied { status, log_tail } => format!(
@@ -89,7 +89,7 @@ impl RunFailure {
 
 /// The outcome of one boot-and-measure.
 #[derive(Debug)]
-pub struct MeasuredRun {
+pub(crate) struct MeasuredRun {
     /// Complete, partial or cancelled results (all cells `error` when the engine never
     /// became ready).
     pub results: RunResults,
@@ -124,7 +124,7 @@ fn send(events: &EventSink, log: &Mutex<Vec<Event>>, e: Event) {
 
 /// The results header used when the bench session never started (boot failure, calibration
 /// failure): identity from the config, every cell `error` with `reason`.
-pub fn unmeasured_results(
+pub(crate) fn unmeasured_results(
     req: &MeasureRequest<'_>,
     command: Option<String>,
     reason: &str,
@@ -176,7 +176,7 @@ pub fn unmeasured_results(
 /// engine. Cancelling `cancel` (SIGINT/SIGTERM) stops measuring at once: the current cell is
 /// `error` "cancelled", the rest `skipped`, the engine is stopped, and the partial results are
 /// returned with [`RunFailure::Cancelled`].
-pub async fn boot_and_measure(
+pub(crate) async fn boot_and_measure(
     req: MeasureRequest<'_>,
     events: EventSink,
     cancel: CancellationToken,

@@ -9,7 +9,7 @@ use super::profile::SimProfile;
 
 /// Step-time coefficients plus the run-wide multipliers (slowdown, boot factor, time scale).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SpeedModel {
+pub(crate) struct SpeedModel {
     /// Fixed step cost, ms.
     pub base_ms: f64,
     /// Step cost per running sequence, ms.
@@ -32,7 +32,12 @@ pub struct SpeedModel {
 
 impl SpeedModel {
     /// The model of a profile with the given multipliers.
-    pub fn new(profile: &SimProfile, slowdown: f64, time_scale: f64, boot_factor: f64) -> Self {
+    pub(crate) fn new(
+        profile: &SimProfile,
+        slowdown: f64,
+        time_scale: f64,
+        boot_factor: f64,
+    ) -> Self {
         SpeedModel {
             base_ms: profile.base_ms,
             per_seq_ms: profile.per_seq_ms,
@@ -48,7 +53,7 @@ impl SpeedModel {
 
     /// Whether every step takes zero time (the `zero` profile): the engine is then paced by
     /// its clients instead of a clock.
-    pub fn is_zero_time(&self) -> bool {
+    pub(crate) fn is_zero_time(&self) -> bool {
         self.base_ms == 0.0 && self.per_seq_ms == 0.0 && self.per_kv_token_us == 0.0
     }
 
@@ -59,7 +64,7 @@ impl SpeedModel {
     /// Wall seconds of one decode step with `n_running` sequences holding `resident_kv_tokens`
     /// tokens of KV, before jitter:
     /// `(base_ms + per_seq_ms*n + per_kv_token_us*kv/1000) / 1000 * slowdown * boot / time_scale`.
-    pub fn step_time(&self, n_running: usize, resident_kv_tokens: u64) -> f64 {
+    pub(crate) fn step_time(&self, n_running: usize, resident_kv_tokens: u64) -> f64 {
         let ms = self.base_ms
             + self.per_seq_ms * n_running as f64
             + self.per_kv_token_us * resident_kv_tokens as f64 / 1000.0;
@@ -67,7 +72,7 @@ impl SpeedModel {
     }
 
     /// Wall seconds to prefill `prompt_tokens` (scaled like step time).
-    pub fn prefill_time(&self, prompt_tokens: u64) -> f64 {
+    pub(crate) fn prefill_time(&self, prompt_tokens: u64) -> f64 {
         if self.prefill_tps <= 0.0 {
             return 0.0;
         }
@@ -75,14 +80,18 @@ impl SpeedModel {
     }
 
     /// KV tokens a request reserves for its whole life: `(prompt + max_tokens) * cost`, rounded up.
-    pub fn reservation(&self, prompt_tokens: u64, max_tokens: u64) -> u64 {
+    pub(crate) fn reservation(&self, prompt_tokens: u64, max_tokens: u64) -> u64 {
         ((prompt_tokens + max_tokens) as f64 * self.kv_cost_per_token).ceil() as u64
     }
 
     /// How many requests of the FIFO queue `queued` (their reservations, front first) can be
     /// admitted when `reserved` KV tokens are already taken. Admission stops at the first
     /// request that does not fit (strict FIFO: no overtaking).
-    pub fn admit_count(&self, reserved: u64, queued: impl IntoIterator<Item = u64>) -> usize {
+    pub(crate) fn admit_count(
+        &self,
+        reserved: u64,
+        queued: impl IntoIterator<Item = u64>,
+    ) -> usize {
         let mut used = reserved;
         let mut n = 0;
         for r in queued {
@@ -97,8 +106,9 @@ impl SpeedModel {
 
     /// Steady-state aggregate tokens/s with `c` sequences of `context` prompt tokens, each
     /// `avg_generated` tokens into its output, emitting `tokens_per_step` per step; ignores
-    /// prefill and jitter. Used for calibration and docs.
-    pub fn steady_tps(
+    /// prefill and jitter. Used by the tests that pin the profiles' calibration.
+    #[cfg(test)]
+    pub(crate) fn steady_tps(
         &self,
         c: usize,
         context: u64,
@@ -112,13 +122,13 @@ impl SpeedModel {
 
 /// A multiplicative log-normal factor with mean 1 and the given coefficient of variation.
 #[derive(Debug, Clone, Copy)]
-pub struct Jitter {
+pub(crate) struct Jitter {
     dist: Option<LogNormal<f64>>,
 }
 
 impl Jitter {
     /// `cv` = 0 gives a constant 1.
-    pub fn new(cv: f64) -> Self {
+    pub(crate) fn new(cv: f64) -> Self {
         if !(cv.is_finite() && cv > 0.0) {
             return Jitter { dist: None };
         }
@@ -129,7 +139,7 @@ impl Jitter {
     }
 
     /// One draw.
-    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match &self.dist {
             Some(d) => d.sample(rng),
             None => 1.0,
@@ -139,7 +149,7 @@ impl Jitter {
 
 /// Outcome of one speculative-decoding step for one sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpecStep {
+pub(crate) struct SpecStep {
     /// Tokens emitted this step (1 + accepted, capped by what the request still wants).
     pub emitted: u64,
     /// Draft tokens proposed (the number of draft positions).
@@ -151,7 +161,7 @@ pub struct SpecStep {
 /// Spec-decode accounting for one step: `uniform[i]` decides position `i` (accepted when
 /// `uniform[i] < acceptance[i]`), drafting stops at the first rejection, and the step never
 /// emits more than `remaining` tokens.
-pub fn spec_step(acceptance: &[f64], uniform: &[f64], remaining: u64) -> SpecStep {
+pub(crate) fn spec_step(acceptance: &[f64], uniform: &[f64], remaining: u64) -> SpecStep {
     let mut accepted = 0u64;
     for (p, u) in acceptance.iter().zip(uniform) {
         if u < p {

@@ -55,10 +55,19 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
 fn body(report: &ComparisonReport) -> String {
     let count = |v: CellVerdict| report.cells.iter().filter(|c| c.verdict == v).count();
     if report.gate == GateVerdict::NoBaseline {
+        // Why there is nothing to compare with, when every cell says the same specific thing
+        // (e.g. the baseline files are of another profile).
+        let why = report
+            .cells
+            .first()
+            .and_then(|c| c.reason.as_deref())
+            .filter(|r| *r != "no baseline")
+            .filter(|r| report.cells.iter().all(|c| c.reason.as_deref() == Some(*r)));
         return format!(
-            "no baseline for profile {}: {} cells measured, nothing compared",
+            "no baseline for profile {}: {} cells measured, nothing compared{}",
             report.profile.key,
-            report.cells.len()
+            report.cells.len(),
+            why.map(|r| format!(" ({r})")).unwrap_or_default()
         );
     }
     if report.gate == GateVerdict::Unmeasured {

@@ -26,6 +26,10 @@ use super::multiplicity::adjust_by_family;
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum PairedError {
     /// A and B boot counts differ or are below two pairs.
     #[error(
@@ -38,7 +42,7 @@ pub enum PairedError {
 }
 
 /// The paired change of a series of per-pair log differences: mean, SE over pairs, df = n − 1.
-pub fn paired_change(diffs: &[f64]) -> LogChange {
+pub(crate) fn paired_change(diffs: &[f64]) -> LogChange {
     let n = diffs.len() as f64;
     LogChange {
         estimate: mean(diffs),

@@ -27,10 +27,10 @@ use crate::stats::changepoint::{ChangePoint, Scope};
 use crate::untrusted_text::markdown as md;
 
 /// What every alert marker starts with.
-pub const MARKER_PREFIX: &str = "<!-- infergate-change:";
+pub(crate) const MARKER_PREFIX: &str = "<!-- infergate-change:";
 
 /// Runs between a matrix change point and a cell change point that count as the same change.
-pub const CELL_WINDOW: usize = 2;
+pub(crate) const CELL_WINDOW: usize = 2;
 
 /// Upper bound on pages of issues read (100 each).
 const MAX_PAGES: u32 = 50;
@@ -38,7 +38,7 @@ const MAX_PAGES: u32 = 50;
 /// What names one alert: its group, series and the first run after the change. Each part is
 /// reduced to `[A-Za-z0-9._-]`, so a marker can neither close its HTML comment nor hold markup.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct AlertKey {
+pub(crate) struct AlertKey {
     pub profile: String,
     pub suite: String,
     /// `matrix` or `c{concurrency}-ctx{context_tokens}`.
@@ -62,7 +62,7 @@ fn marker_part(s: &str) -> String {
 }
 
 /// The marker's name for a scope.
-pub fn scope_key(scope: &Scope) -> String {
+pub(crate) fn scope_key(scope: &Scope) -> String {
     match scope {
         Scope::Matrix => "matrix".into(),
         Scope::Cell {
@@ -74,7 +74,7 @@ pub fn scope_key(scope: &Scope) -> String {
 
 impl AlertKey {
     /// The key of change point `c` of `group`.
-    pub fn of(group: &GroupChanges, c: &ChangePoint) -> AlertKey {
+    pub(crate) fn of(group: &GroupChanges, c: &ChangePoint) -> AlertKey {
         AlertKey {
             profile: marker_part(&group.profile_key),
             suite: marker_part(&group.suite),
@@ -85,7 +85,7 @@ impl AlertKey {
     }
 
     /// The hidden marker written into the issue body.
-    pub fn marker(&self) -> String {
+    pub(crate) fn marker(&self) -> String {
         format!(
             "{MARKER_PREFIX}{}/{}/{}/{}/{} -->",
             self.profile, self.suite, self.scope, self.metric, self.run_id
@@ -93,7 +93,7 @@ impl AlertKey {
     }
 
     /// The key in the first marker of `body`, if any.
-    pub fn parse(body: &str) -> Option<AlertKey> {
+    pub(crate) fn parse(body: &str) -> Option<AlertKey> {
         let rest = &body[body.find(MARKER_PREFIX)? + MARKER_PREFIX.len()..];
         let inner = rest[..rest.find("-->")?].trim();
         let parts: Vec<&str> = inner.split('/').collect();
@@ -120,7 +120,7 @@ impl AlertKey {
     }
 
     /// `profile/suite/scope/metric/run` for people.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!(
             "{}/{}/{}/{}/{}",
             self.profile, self.suite, self.scope, self.metric, self.run_id
@@ -130,7 +130,7 @@ impl AlertKey {
 
 /// One change to report: a change point and, for a matrix change, the cells that moved with it.
 #[derive(Debug, Clone)]
-pub struct Alert<'a> {
+pub(crate) struct Alert<'a> {
     pub key: AlertKey,
     pub group: &'a GroupChanges,
     pub change: &'a ChangePoint,
@@ -144,7 +144,7 @@ fn position(group: &GroupChanges, run_id: &str) -> Option<usize> {
 
 /// The alerts of `groups`: every matrix change point (with its cells), and every cell change
 /// point no matrix change point covers. Accepted ones are kept (their issue is closed).
-pub fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
+pub(crate) fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
     let mut alerts = Vec::new();
     for g in groups {
         let cps = &g.history.change_points;
@@ -191,7 +191,7 @@ pub fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
 }
 
 /// The issue title: numbers, labels of our own and the marker-safe group names only.
-pub fn title(a: &Alert<'_>) -> String {
+pub(crate) fn title(a: &Alert<'_>) -> String {
     format!(
         "infergate: {} {} at {} ({} / {}), from run {}",
         super::render::metric_name(a.change.metric),
@@ -218,7 +218,7 @@ fn is_sha(s: &str) -> bool {
 
 /// Where the alert stands, for its body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlertState {
+pub(crate) enum AlertState {
     Open,
     Accepted,
 }
@@ -226,7 +226,7 @@ pub enum AlertState {
 /// The issue body: marker, the change with its interval, the runs and commits around it, the
 /// cells, and how to accept it. `compare_base` (`{server}/{owner}/{repo}`) links the commit
 /// range when both ends are commit SHAs.
-pub fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> String {
+pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> String {
     let c = a.change;
     let g = a.group;
     let mut out = format!("{}\n\n", a.key.marker());
@@ -325,7 +325,7 @@ pub fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> Str
 
 /// An issue as the list endpoint returns it (pull requests come too, with `pull_request`).
 #[derive(Debug, Clone, Deserialize)]
-pub struct ExistingIssue {
+pub(crate) struct ExistingIssue {
     pub number: u64,
     #[serde(default)]
     pub state: String,
@@ -347,7 +347,7 @@ impl ExistingIssue {
 
 /// Why an alert's issue is closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CloseReason {
+pub(crate) enum CloseReason {
     /// `baseline accept --since` its run.
     Accepted,
     /// The history no longer shows the change (reverted, or its runs were pruned).
@@ -356,7 +356,7 @@ pub enum CloseReason {
 
 /// What to do with one alert or one of our issues.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Open an issue for alert `alert` (an index into the plan).
     Create { alert: usize },
     /// Rewrite issue `number` for alert `alert` (the same change, perhaps relocated).
@@ -372,7 +372,7 @@ pub enum Action {
 /// Decides, from the plan and the issues this identity wrote (with their keys), what to create,
 /// update and close. Issues of groups not in `analysed` are left alone; a closed issue with the
 /// key of a current alert means "already reported" and is left alone too.
-pub fn reconcile(
+pub(crate) fn reconcile(
     alerts: &[Alert<'_>],
     ours: &[(ExistingIssue, AlertKey)],
     analysed: &BTreeSet<(String, String)>,
@@ -449,7 +449,7 @@ pub fn reconcile(
 
 /// What publishing the alerts did, one entry per issue touched.
 #[derive(Debug, Clone, PartialEq)]
-pub enum AlertDone {
+pub(crate) enum AlertDone {
     Created {
         number: u64,
         key: AlertKey,
@@ -472,7 +472,7 @@ pub enum AlertDone {
 
 impl AlertDone {
     /// One line for the log.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match self {
             AlertDone::Created { number, key } => {
                 format!("alert: opened issue #{number} for {}", key.label())
@@ -509,7 +509,7 @@ struct ListParams<'a> {
 
 /// Every issue `login` opened, in every state, pull requests left out (`creator` filters on
 /// GitHub's side; the caller still checks the author).
-pub async fn list_own(
+pub(crate) async fn list_own(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -555,7 +555,7 @@ struct Created {
 }
 
 /// Opens an issue; its number.
-pub async fn create(
+pub(crate) async fn create(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -586,7 +586,7 @@ struct IssueEdit<'a> {
 
 /// Rewrites an issue (and closes it, with `close`).
 #[allow(clippy::too_many_arguments)]
-pub async fn edit(
+pub(crate) async fn edit(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -626,7 +626,7 @@ fn no_longer_detected(previous: &str, latest: Option<&str>) -> String {
 impl GithubReporter {
     /// Reports the change points of `groups` as issues (see the module docs): needs a token and
     /// the repository, not a commit. Returns what was done and, for people, what failed.
-    pub async fn publish_change_alerts(
+    pub(crate) async fn publish_change_alerts(
         &mut self,
         groups: &[GroupChanges],
     ) -> (Vec<AlertDone>, PublishOutcome) {

@@ -12,9 +12,9 @@ use serde::Deserialize;
 
 /// Default REST endpoint of github.com; GitHub Enterprise Server sets `GITHUB_API_URL`
 /// (`https://HOST/api/v3`).
-pub const DEFAULT_API_URL: &str = "https://api.github.com";
+pub(crate) const DEFAULT_API_URL: &str = "https://api.github.com";
 /// Default web host, for links to workflow runs.
-pub const DEFAULT_SERVER_URL: &str = "https://github.com";
+pub(crate) const DEFAULT_SERVER_URL: &str = "https://github.com";
 
 /// An API token that never prints itself (`Debug` and `Display` show `***`).
 #[derive(Clone, PartialEq, Eq)]
@@ -363,7 +363,7 @@ impl EventPayload {
 
 /// The GraphQL endpoint next to a REST base: `https://api.github.com/graphql`, or on GitHub
 /// Enterprise Server `https://HOST/api/graphql` for `https://HOST/api/v3`.
-pub fn graphql_url_for(api_url: &str) -> String {
+pub(crate) fn graphql_url_for(api_url: &str) -> String {
     let base = api_url.trim_end_matches('/');
     match base.strip_suffix("/api/v3") {
         Some(host) => format!("{host}/api/graphql"),

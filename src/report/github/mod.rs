@@ -6,13 +6,13 @@
 //! parts that need no token (job summary, outputs, workflow commands) are written first, so a
 //! fork PR with a read-only token still shows the verdict.
 
-pub mod alerts;
-pub mod checks;
-pub mod comment;
-pub mod context;
-pub mod pulls;
+pub(crate) mod alerts;
+pub(crate) mod checks;
+pub(crate) mod comment;
+pub(crate) mod context;
+pub(crate) mod pulls;
 pub mod render;
-pub mod retry;
+pub(crate) mod retry;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -41,6 +41,7 @@ pub fn check_name(profile_key: &str, suite: &str) -> String {
 /// What to publish at the end of a run.
 #[derive(Debug, Clone)]
 pub struct PublishInput<'a> {
+    /// The candidate's results.
     pub results: &'a RunResults,
     /// `None` = no baseline yet, or the gate errored before comparing.
     pub verdict: Option<&'a ComparisonReport>,

@@ -31,7 +31,9 @@ fn icon(c: Conclusion) -> &'static str {
 /// What a finished gate amounts to, before any text is made of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome<'a> {
+    /// The candidate's results.
     pub results: &'a RunResults,
+    /// The comparison; `None` = no baseline, or the gate failed before comparing.
     pub verdict: Option<&'a ComparisonReport>,
     /// The gate errored with this reason.
     pub failure: Option<&'a str>,
@@ -207,7 +209,9 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
 /// Links shown under reports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Links {
+    /// The workflow run's page.
     pub run_url: Option<String>,
+    /// Where the run's artifact (results, verdict, logs) can be downloaded.
     pub artifact_url: Option<String>,
     /// Commit the report is about (PR head).
     pub head_sha: Option<String>,
@@ -219,7 +223,9 @@ pub struct Links {
 /// (an artifact's URL is known only after it is uploaded, often by another job).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TrendReport {
+    /// Where the report is published.
     Url(String),
+    /// The name of the artifact that holds `trend.html`.
     Artifact(String),
 }
 
