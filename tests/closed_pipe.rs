@@ -57,6 +57,8 @@ fn run_finishes_writes_its_results_and_stops_the_engine_on_a_closed_pipe() {
     std::fs::write(&config, SMALL_SIM_CONFIG).expect("write config");
     let out = dir.path().join("out");
     let store = dir.path().join("baselines");
+    // An existing, empty store: "no baseline yet" (a missing store is a usage error).
+    std::fs::create_dir_all(&store).expect("an empty store");
     let status = with_closed_pipe(&[
         os("run"),
         os("--config"),

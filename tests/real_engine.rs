@@ -286,10 +286,22 @@ fn gate_run(
 ) -> GateRun {
     let out_dir = work.join(name);
     let marker = format!("{}-{name}", std::process::id());
+    // The example config, with the test's marker variable allowed into the engine's
+    // environment (it is allow-listed), so leftover processes can be found by it.
+    let example = std::fs::read_to_string(repo().join("examples/llamacpp.toml"))
+        .expect("examples/llamacpp.toml");
+    let allow = "env_allow = [\"LLAMA_SERVER\", \"LLAMA_MODEL\", \"LLAMA_THREADS\"";
+    assert!(example.contains(allow), "the example names its env_allow");
+    let config = work.join(format!("llamacpp-{name}.toml"));
+    std::fs::write(
+        &config,
+        example.replacen(allow, &format!("{allow}, \"{MARKER_VAR}\""), 1),
+    )
+    .expect("write the test config");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_infergate"));
     cmd.arg("run")
         .arg("--config")
-        .arg(repo().join("examples/llamacpp.toml"))
+        .arg(&config)
         .arg("--suite")
         .arg("pr")
         .arg("--out")
@@ -411,6 +423,8 @@ fn llamacpp_gate_pipeline_boots_measures_compares_reports_and_tears_down() {
     let work = work.path();
     let engine = prepare(work);
     let empty = work.join("no-baseline");
+    // An existing, empty store: "no baseline yet" (a missing store is a usage error).
+    std::fs::create_dir_all(&empty).expect("an empty store");
     let store = work.join("baselines");
 
     // 1. Boot, calibrate, measure, no baseline → exit 0, engine gone (checked in gate_run).
