@@ -13,7 +13,8 @@
 //! - [`redact`], [`untrusted_text`]: secrets masked and external text made inert before anything
 //!   is printed, written or posted;
 //! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin);
-//! - [`stdio`]: printing that survives a closed pipe (no `println!`/`eprintln!` in the crate).
+//! - [`stdio`]: printing that survives a closed pipe (`outln!`/`errln!`; the std print macros
+//!   are denied in the crate).
 //!
 //! Layers, bottom first; a module uses only modules below it (checked by a unit test in
 //! `src/layering.rs`, which reads every module's non-test `crate::` paths):

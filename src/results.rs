@@ -303,12 +303,21 @@ pub struct CellTiming {
     /// No byte on a stream for this long → stream error (stall detection), seconds.
     #[serde(default = "default_request_timeout_s")]
     pub request_timeout_s: f64,
+    /// Physical ceiling on one stream's decode rate, tok/s: a cell whose streams report more
+    /// is `error` (the engine's usage cannot be true).
+    #[serde(default = "default_max_stream_tps")]
+    pub max_stream_tps: f64,
+    /// Relative disagreement allowed between the engine's usage and the client's chunk count
+    /// or the engine's own counter before the cell is `error` (0.05 = 5%).
+    #[serde(default = "default_usage_tolerance")]
+    pub usage_tolerance: f64,
 }
 
 impl CellTiming {
     /// The defaults: a 10 s window after 3 s of warm-up, 512 tokens per request, 25% of each
     /// prompt unique to its stream, 5 sub-windows; readiness stable for 2.5 s, a 3 s admission
-    /// stall means capacity-limited, 120 s readiness time-out, 60 s stream stall.
+    /// stall means capacity-limited, 120 s readiness time-out, 60 s stream stall; streams
+    /// faster than 5000 tok/s or usage 5% off the engine's counters make a cell `error`.
     pub const DEFAULT: CellTiming = CellTiming {
         duration_s: 10.0,
         warmup_s: 3.0,
@@ -319,6 +328,8 @@ impl CellTiming {
         capacity_stall_s: 3.0,
         ready_timeout_s: 120.0,
         request_timeout_s: 60.0,
+        max_stream_tps: 5000.0,
+        usage_tolerance: 0.05,
     };
 }
 
@@ -340,6 +351,12 @@ fn default_ready_timeout_s() -> f64 {
 }
 fn default_request_timeout_s() -> f64 {
     CellTiming::DEFAULT.request_timeout_s
+}
+fn default_max_stream_tps() -> f64 {
+    CellTiming::DEFAULT.max_stream_tps
+}
+fn default_usage_tolerance() -> f64 {
+    CellTiming::DEFAULT.usage_tolerance
 }
 
 impl MatrixSpec {
@@ -525,6 +542,51 @@ pub struct CellResult {
     /// Re-measurement rounds (adaptive mode): round 0 is the first measurement.
     #[serde(default)]
     pub rounds: Vec<MeasurementRound>,
+    /// The engine's reported usage checked against what the client saw and the engine's own
+    /// counters (see [`CrossCheck`]); empty in results of other tools and older versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
+    /// Requests that finished with fewer than `max_tokens` tokens although `ignore_eos` was
+    /// set (the engine clamped or cut them: a different workload), out of those that finished;
+    /// absent when no request finished or in results of other tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated_requests: Option<TruncatedRequests>,
+}
+
+/// How many finished requests came back short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TruncatedRequests {
+    /// Finished with fewer than `max_tokens` tokens.
+    pub short: u32,
+    /// Finished requests seen in the cell.
+    pub finished: u32,
+    /// The fewest tokens one of them had.
+    pub fewest_tokens: u64,
+}
+
+/// One check of the engine's word (its reported `usage`) against an independent figure.
+/// A check whose `ok` is false made the cell `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossCheck {
+    /// Which check ran: `chunks_vs_usage`, `usage_vs_counter_window` (a per-token counter, or
+    /// a per-request one with in-flight tokens), `usage_vs_counter_requests` (a per-request
+    /// counter reconciled over whole requests), `tokens_per_request`, `stream_tps`.
+    pub name: String,
+    /// The independent figure (or the bound) the engine's word is held against.
+    pub expected: f64,
+    /// What the engine's usage says.
+    pub reported: f64,
+    /// `(reported - expected) / expected` (0 when within a bound).
+    pub disagreement: f64,
+    /// The relative disagreement allowed.
+    pub tolerance: f64,
+    /// Tokens of slack allowed on top of `tolerance` (edge timing, chunks in flight).
+    #[serde(default)]
+    pub slack: f64,
+    pub ok: bool,
+    /// How to read it: what was compared, over what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl CellResult {
@@ -558,6 +620,8 @@ impl CellResult {
             spec_decode: None,
             telemetry: None,
             rounds: Vec::new(),
+            cross_checks: Vec::new(),
+            truncated_requests: None,
         }
     }
 

@@ -22,6 +22,9 @@ pub struct CounterReading {
     pub counter: f64,
     /// Tokens of requests still running, not yet in `counter` (llama.cpp `/slots`).
     pub in_flight: Option<f64>,
+    /// How far `at` may be off, seconds: half the time the reading took (the engine read its
+    /// counter somewhere in it). Cross-checks allow the tokens made in it.
+    pub uncertainty_s: f64,
 }
 
 /// What was read at one edge of a window.
@@ -44,13 +47,16 @@ pub async fn read_edge(client: &EngineClient, dialect: Option<MetricsDialect>) -
     let Some(d) = dialect else {
         return EdgeReading::default();
     };
+    let began = Instant::now();
     let mut state = scrape(client, dialect).await;
+    let half = began.elapsed().as_secs_f64() / 2.0;
     let plain = |state: Option<(Instant, EngineState)>| {
         let counter = state.as_ref().and_then(|(at, s)| {
             s.generated_tokens.map(|c| CounterReading {
                 at: *at,
                 counter: c,
                 in_flight: None,
+                uncertainty_s: half,
             })
         });
         EdgeReading { state, counter }
@@ -79,6 +85,7 @@ pub async fn read_edge(client: &EngineClient, dialect: Option<MetricsDialect>) -
                     at,
                     counter: after,
                     in_flight: Some(slots.in_flight_tokens),
+                    uncertainty_s: sent.elapsed().as_secs_f64() / 2.0,
                 }),
             };
         }
@@ -152,6 +159,7 @@ mod tests {
                 at,
                 counter,
                 in_flight,
+                uncertainty_s: 0.0,
             }),
         }
     }

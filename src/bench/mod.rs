@@ -424,6 +424,8 @@ impl BenchSession {
                 capacity_stall_s: t.capacity_stall_s.max(0.1),
                 ready_timeout_s: t.ready_timeout_s.max(1.0) * scale,
                 request_timeout_s: t.request_timeout_s.max(0.1),
+                max_stream_tps: t.max_stream_tps,
+                usage_tolerance: t.usage_tolerance.max(0.0),
             },
             metrics_poll_s: (t.duration_s / 20.0).clamp(0.1, 0.5),
         };

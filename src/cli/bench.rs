@@ -137,6 +137,8 @@ pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, Bench
             capacity_stall_s: dur("--capacity-stall", &args.capacity_stall)?,
             ready_timeout_s: dur("--ready-timeout", &args.ready_timeout)?,
             request_timeout_s: dur("--request-timeout", &args.request_timeout)?,
+            max_stream_tps: DEFAULT.max_stream_tps,
+            usage_tolerance: DEFAULT.usage_tolerance,
         },
         repetitions: args.repetitions,
     };

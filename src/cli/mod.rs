@@ -9,6 +9,7 @@ pub mod ab;
 pub mod ab_eval;
 pub mod baseline;
 pub mod bench;
+pub mod bisect;
 pub mod changes;
 pub mod close_stale_checks;
 pub mod compare;
@@ -72,6 +73,8 @@ pub enum Command {
     Changes(changes::ChangesArgs),
     /// Monte Carlo of the change-point search: false alerts per 100 nights, delay, location.
     ChangesEval(changes::ChangesEvalArgs),
+    /// Find the first bad commit between a good and a bad revision (builds and boots commits).
+    Bisect(bisect::BisectArgs),
     /// Internal: the engine's supervisor (subreaper, cgroup, dies with the gate), started by
     /// `run`, `ab` and `doctor` for every engine boot.
     #[command(name = "__supervise", hide = true)]
@@ -97,6 +100,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::AbEval(a) => ab_eval::execute(a).await,
         Command::Changes(a) => changes::execute(a).await,
         Command::ChangesEval(a) => changes::execute_eval(a).await,
+        Command::Bisect(a) => bisect::execute(a).await,
         Command::Supervise(a) => supervise::execute(a).await,
     }
 }

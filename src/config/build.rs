@@ -41,6 +41,8 @@ impl GateConfig {
             None => None,
         };
 
+        super::bisect::check_build_placeholder(&raw.engine, raw.bisect.is_some(), &loc)?;
+        let bisect = super::bisect::build_bisect(raw.bisect, base_dir, &loc)?;
         let (engine, ab_engines) = build_engine(raw.engine, model.is_some(), &loc, base_dir)?;
         let adaptive = build_adaptive(raw.adaptive, &loc)?;
         let confirm = build_confirm(raw.confirm, &loc)?;
@@ -104,6 +106,7 @@ impl GateConfig {
             adaptive,
             confirm,
             ab,
+            bisect,
         })
     }
 }
@@ -222,7 +225,7 @@ fn check_placeholders(
                     return Err(loc.at(
                         span,
                         format!("unknown placeholder `{{{name}}}` in the engine command"),
-                        Some("use {port}, {host}, {model} or {infergate} (the path of this infergate binary)"),
+                        Some("use {port}, {host}, {model}, {infergate} (the path of this infergate binary) or {build} (with [bisect])"),
                     ));
                 }
                 if name == "model" && !has_model {
@@ -571,6 +574,34 @@ fn build_suite(
         Some(p) => p.into_inner(),
         None => defaults.unique_context_percent,
     };
+    let max_stream_tps = match raw.max_stream_tps {
+        Some(v) if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) => {
+            return Err(loc.at(
+                v.span(),
+                format!(
+                    "[suites.{name}] max_stream_tps = {} must be a positive number",
+                    v.get_ref()
+                ),
+                Some("write the fastest believable decode rate of one stream, e.g. 5000"),
+            ));
+        }
+        Some(v) => v.into_inner(),
+        None => defaults.max_stream_tps,
+    };
+    let usage_tolerance = match raw.usage_tolerance {
+        Some(v) if !(0.0..1.0).contains(v.get_ref()) => {
+            return Err(loc.at(
+                v.span(),
+                format!(
+                    "[suites.{name}] usage_tolerance = {} is outside 0..1",
+                    v.get_ref()
+                ),
+                Some("write the relative disagreement allowed, e.g. 0.05 for 5%"),
+            ));
+        }
+        Some(v) => v.into_inner(),
+        None => defaults.usage_tolerance,
+    };
     Ok(SuiteConfig {
         name,
         line,
@@ -595,6 +626,8 @@ fn build_suite(
                 .request_timeout
                 .map_or(defaults.request_timeout_s, |s| s.0)
                 .max(0.1),
+            max_stream_tps,
+            usage_tolerance,
         },
         repetitions,
         skip: raw

@@ -9,6 +9,7 @@
 //! locator that names `file:line:col`, `build` the checks from raw to model, [`values`] the
 //! self-parsing value types (durations, context lengths, the engine command).
 
+mod bisect;
 mod build;
 mod locate;
 mod raw;
@@ -23,6 +24,7 @@ use crate::results::{CellTiming, HardwareFingerprint, MatrixSpec};
 use crate::stats::DecisionRule;
 
 pub use crate::policy::FailOn;
+pub use bisect::{BisectConfig, DEFAULT_REVS};
 pub use values::{
     CommandSpec, ContextLen, MAX_CONCURRENCY, Seconds, parse_concurrency, parse_contexts,
     parse_duration_s,
@@ -37,7 +39,8 @@ pub const EMBEDDED_DEFAULT: &str = include_str!("../../infergate.toml");
 pub const EMBEDDED_NAME: &str = "<embedded default infergate.toml>";
 
 /// Placeholders the engine command, env values and working dir may contain.
-pub const PLACEHOLDERS: [&str; 4] = ["port", "host", "model", "infergate"];
+/// `{build}` (the output of `[bisect] build`) is filled by `infergate bisect` only.
+pub const PLACEHOLDERS: [&str; 5] = ["port", "host", "model", "infergate", "build"];
 
 /// Why a config cannot be used. Every variant is the user's to fix (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +100,8 @@ pub struct GateConfig {
     /// The two builds of a paired A/B run (`[engine.a]`, `[engine.b]`, `[ab]`); `None` when the
     /// file defines no A/B engines.
     pub ab: Option<AbConfig>,
+    /// How `infergate bisect` builds the engine at a commit (`[bisect]`).
+    pub bisect: Option<BisectConfig>,
 }
 
 /// Adaptive re-measurement (`[adaptive]`): after the matrix and the comparison, the cells whose

@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub(super) adaptive: Option<Spanned<RawAdaptive>>,
     pub(super) confirm: Option<Spanned<RawConfirm>>,
     pub(super) ab: Option<Spanned<RawAb>>,
+    pub(super) bisect: Option<Spanned<super::bisect::RawBisect>>,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +112,8 @@ pub(super) struct RawSuite {
     pub(super) capacity_stall: Option<Seconds>,
     pub(super) ready_stable: Option<Seconds>,
     pub(super) request_timeout: Option<Seconds>,
+    pub(super) max_stream_tps: Option<Spanned<f64>>,
+    pub(super) usage_tolerance: Option<Spanned<f64>>,
     pub(super) skip_doomed: Option<bool>,
     /// Free text for people; not used.
     #[allow(dead_code)]

@@ -13,7 +13,7 @@
 //! the last resort (error returns, panics and cancelled tasks all drop it).
 
 use std::fs::OpenOptions;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -195,12 +195,15 @@ pub struct EngineProcess {
 const MAX_LOG_LINE: usize = 64 * 1024;
 
 /// Copies the engine's output to the log file, redacted, line by line; marks `done` at the end.
+/// The writes go through `tokio::fs` (the blocking pool): a disk stalled by writeback must never
+/// stall the measuring client, which shares the gate's runtime thread.
 async fn copy_log(
     mut from: tokio::process::ChildStderr,
-    mut to: std::fs::File,
+    to: std::fs::File,
     redactor: Arc<crate::redact::Redactor>,
     done: watch::Sender<bool>,
 ) {
+    let mut to = tokio::fs::File::from_std(to);
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut chunk = vec![0u8; 8192];
     loop {
@@ -211,7 +214,7 @@ async fn copy_log(
         if n == 0 {
             if !buf.is_empty() {
                 let text = redactor.redact(&String::from_utf8_lossy(&buf));
-                let _ = to.write_all(text.as_bytes());
+                let _ = to.write_all(text.as_bytes()).await;
             }
             break;
         }
@@ -223,10 +226,10 @@ async fn copy_log(
         };
         let rest = buf.split_off(cut);
         let text = redactor.redact(&String::from_utf8_lossy(&buf));
-        let _ = to.write_all(text.as_bytes());
+        let _ = to.write_all(text.as_bytes()).await;
         buf = rest;
     }
-    let _ = to.flush();
+    let _ = to.flush().await;
     let _ = done.send(true);
 }
 

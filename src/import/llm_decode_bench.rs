@@ -345,6 +345,8 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         spec_decode,
         telemetry: c.hardware_summary.as_ref().and_then(cell_telemetry),
         rounds: Vec::new(),
+        cross_checks: Vec::new(),
+        truncated_requests: None,
     })
 }
 

@@ -313,6 +313,8 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             spec_decode,
             telemetry: None,
             rounds: Vec::new(),
+            cross_checks: Vec::new(),
+            truncated_requests: None,
         },
         notes,
     ))

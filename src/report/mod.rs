@@ -3,6 +3,7 @@
 
 pub mod ab;
 pub mod actions;
+pub mod bisect;
 pub mod changes;
 pub mod console;
 pub mod github;

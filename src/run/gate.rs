@@ -240,9 +240,9 @@ struct Decided {
 }
 
 /// The boot-independent parts of a gate's environment.
-struct Setup {
-    hardware: crate::results::HardwareFingerprint,
-    telemetry: Result<Arc<NvmlSampler>, String>,
+pub(super) struct Setup {
+    pub(super) hardware: crate::results::HardwareFingerprint,
+    pub(super) telemetry: Result<Arc<NvmlSampler>, String>,
 }
 
 impl GatePlan {
@@ -772,7 +772,7 @@ impl GatePlan {
 }
 
 /// Hardware fingerprint (detected, or pinned by `[profile] hardware`) and GPU telemetry.
-async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
+pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
     let detected = tokio::task::spawn_blocking(crate::telemetry::detect_hardware)
         .await
         .map_err(|_| AbortError::Task("hardware detection"))?;

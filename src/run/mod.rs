@@ -1,10 +1,12 @@
 //! The gate's orchestration: boot one engine and measure a suite ([`measure`], reusable for
 //! A/B runs), compare with the baseline store ([`decide`]), write the outputs ([`outputs`]),
-//! and the whole pipeline of `run` and `ab` ([`gate`]). Nothing here prints: progress goes out
-//! as events, and the CLI renders the outcome.
+//! the whole pipeline of `run` and `ab` ([`gate`]), and the bisection of `bisect`
+//! ([`bisect`]). Nothing here prints: progress goes out as events, and the CLI renders the
+//! outcome.
 
 pub mod ab;
 pub mod adaptive;
+pub mod bisect;
 pub mod confirm;
 pub mod decide;
 pub mod design_eval;

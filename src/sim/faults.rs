@@ -21,18 +21,36 @@ pub enum Fault {
     StallAfter(u64),
     /// This fraction (0..=1) of streams emit one garbage `data:` line mid-stream.
     MalformedSse(f64),
+    /// Every reported `usage.completion_tokens` is the real count times this factor (an
+    /// engine that inflates or deflates its usage); the tokens streamed are unchanged.
+    LieUsage(f64),
+    /// `/metrics` reports the generation counter times this factor (a counter that disagrees).
+    CounterLies(f64),
+    /// Every request ends after at most this many output tokens, `ignore_eos` or not (an
+    /// engine that clamps `max_tokens` silently, as vLLM does to `max_model_len - prompt`).
+    TruncateAt(u64),
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
     pub spec: String,
     /// What was wrong with it.
     pub why: String,
+}
+
+fn factor(spec: &str, v: &str) -> Result<f64, FaultParseError> {
+    match v.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
+        _ => Err(FaultParseError {
+            spec: spec.into(),
+            why: format!("`{v}` is not a factor >= 0"),
+        }),
+    }
 }
 
 fn fraction(spec: &str, v: &str) -> Result<f64, FaultParseError> {
@@ -80,9 +98,17 @@ impl FromStr for Fault {
                 v.parse()
                     .map_err(|_| err("TOKENS must be a whole number"))?,
             )),
-            ("crash-after" | "http-500" | "malformed-sse" | "stall-after", None) => {
-                Err(err("this fault needs a value after `=`"))
-            }
+            ("truncate-at", Some(v)) => match v.parse::<u64>() {
+                Ok(n) if n >= 1 => Ok(Fault::TruncateAt(n)),
+                _ => Err(err("TOKENS must be a whole number >= 1")),
+            },
+            ("lie-usage", Some(v)) => Ok(Fault::LieUsage(factor(spec, v)?)),
+            ("counter-lies", Some(v)) => Ok(Fault::CounterLies(factor(spec, v)?)),
+            (
+                "crash-after" | "http-500" | "malformed-sse" | "stall-after" | "lie-usage"
+                | "counter-lies" | "truncate-at",
+                None,
+            ) => Err(err("this fault needs a value after `=`")),
             _ => Err(err("unknown fault name")),
         }
     }
@@ -96,6 +122,9 @@ impl fmt::Display for Fault {
             Fault::Http500(p) => write!(f, "http-500={p}"),
             Fault::StallAfter(n) => write!(f, "stall-after={n}"),
             Fault::MalformedSse(p) => write!(f, "malformed-sse={p}"),
+            Fault::LieUsage(x) => write!(f, "lie-usage={x}"),
+            Fault::CounterLies(x) => write!(f, "counter-lies={x}"),
+            Fault::TruncateAt(n) => write!(f, "truncate-at={n}"),
         }
     }
 }
@@ -114,7 +143,7 @@ impl From<Fault> for String {
 }
 
 /// The faults of one server, folded into the questions the request path asks.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FaultSet {
     /// Exit after this many seconds.
     pub crash_after: Option<f64>,
@@ -126,9 +155,40 @@ pub struct FaultSet {
     pub stall_after: Option<u64>,
     /// Fraction of streams that carry one garbage `data:` line.
     pub malformed_sse: f64,
+    /// Factor applied to reported `completion_tokens` (1 = honest).
+    pub usage_factor: f64,
+    /// Factor applied to the `/metrics` generation counter (1 = honest).
+    pub counter_factor: f64,
+    /// Requests end after at most this many tokens.
+    pub truncate_at: Option<u64>,
+}
+
+impl Default for FaultSet {
+    fn default() -> Self {
+        FaultSet {
+            crash_after: None,
+            never_ready: false,
+            http_500: 0.0,
+            stall_after: None,
+            malformed_sse: 0.0,
+            usage_factor: 1.0,
+            counter_factor: 1.0,
+            truncate_at: None,
+        }
+    }
 }
 
 impl FaultSet {
+    /// The `completion_tokens` reported for `generated` real tokens.
+    pub fn reported_usage(&self, generated: u64) -> u64 {
+        if self.usage_factor == 1.0 {
+            generated
+        } else {
+            // `as` saturates: 10^15 x a few hundred tokens still fits, larger ones clamp.
+            (generated as f64 * self.usage_factor).round() as u64
+        }
+    }
+
     /// Folds a list of faults; a later fault of the same kind wins.
     pub fn from_faults(faults: &[Fault]) -> Self {
         let mut set = FaultSet::default();
@@ -139,6 +199,9 @@ impl FaultSet {
                 Fault::Http500(p) => set.http_500 = p,
                 Fault::StallAfter(n) => set.stall_after = Some(n),
                 Fault::MalformedSse(p) => set.malformed_sse = p,
+                Fault::LieUsage(x) => set.usage_factor = x,
+                Fault::CounterLies(x) => set.counter_factor = x,
+                Fault::TruncateAt(n) => set.truncate_at = Some(n),
             }
         }
         set
@@ -157,6 +220,9 @@ mod tests {
         assert_eq!("http-500=0.25".parse(), Ok(Fault::Http500(0.25)));
         assert_eq!("stall-after=40".parse(), Ok(Fault::StallAfter(40)));
         assert_eq!("malformed-sse=1".parse(), Ok(Fault::MalformedSse(1.0)));
+        assert_eq!("lie-usage=1e15".parse(), Ok(Fault::LieUsage(1e15)));
+        assert_eq!("counter-lies=0.5".parse(), Ok(Fault::CounterLies(0.5)));
+        assert_eq!("truncate-at=40".parse(), Ok(Fault::TruncateAt(40)));
     }
 
     #[test]
@@ -169,6 +235,10 @@ mod tests {
             "never-ready=1",
             "explode",
             "malformed-sse=x",
+            "lie-usage",
+            "lie-usage=-2",
+            "counter-lies=inf",
+            "truncate-at=0",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);

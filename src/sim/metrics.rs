@@ -53,8 +53,15 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Renders the counters in Prometheus text exposition format (version 0.0.4).
-pub fn render(c: &EngineCounters, model: &str, kv_budget_tokens: u64, spec: bool) -> String {
+/// Renders the counters in Prometheus text exposition format (version 0.0.4); the generation
+/// counter is scaled by `counter_factor` (1 = honest; the `counter-lies` fault).
+pub fn render(
+    c: &EngineCounters,
+    model: &str,
+    kv_budget_tokens: u64,
+    spec: bool,
+    counter_factor: f64,
+) -> String {
     let m = label(model);
     let mut out = String::with_capacity(2048);
     let mut metric = |name: &str, kind: &str, help: &str, value: String| {
@@ -92,7 +99,10 @@ pub fn render(c: &EngineCounters, model: &str, kv_budget_tokens: u64, spec: bool
         "vllm:generation_tokens_total",
         "counter",
         "Number of generation tokens processed.",
-        format!("{}.0", get(&c.generation_tokens)),
+        format!(
+            "{}.0",
+            (get(&c.generation_tokens) as f64 * counter_factor).round() as u64
+        ),
     );
     metric(
         "vllm:prefix_cache_queries_total",
@@ -164,7 +174,7 @@ mod tests {
         c.kv_reserved.store(50, Ordering::Relaxed);
         c.generation_tokens.store(1234, Ordering::Relaxed);
         c.spec_accepted_per_pos[1].store(7, Ordering::Relaxed);
-        let text = render(&c, "m\"x", 200, true);
+        let text = render(&c, "m\"x", 200, true, 1.0);
         assert!(text.contains("# TYPE vllm:num_requests_running gauge\n"));
         assert!(text.contains("vllm:num_requests_running{model_name=\"m\\\"x\"} 3\n"));
         assert!(text.contains("vllm:num_requests_waiting{model_name=\"m\\\"x\"} 1\n"));
@@ -180,7 +190,7 @@ mod tests {
             assert!(text.contains(&format!("# HELP {family} ")), "{family}");
             assert!(text.contains(&format!("# TYPE {family} ")), "{family}");
         }
-        assert!(!render(&c, "m", 200, false).contains("spec_decode"));
+        assert!(!render(&c, "m", 200, false, 1.0).contains("spec_decode"));
         assert!(text.contains(
             "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"13\"} 1.0\n"
         ));

@@ -175,7 +175,13 @@ async fn version(State(s): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
-    let text = metrics::render(&s.counters, &s.model_name, s.speed.kv_budget_tokens, s.spec);
+    let text = metrics::render(
+        &s.counters,
+        &s.model_name,
+        s.speed.kv_budget_tokens,
+        s.spec,
+        s.faults.counter_factor,
+    );
     (
         [(
             header::CONTENT_TYPE,
@@ -364,7 +370,8 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
                 genr.max_tokens
             } else {
                 rng.random_range(1..=genr.max_tokens)
-            },
+            }
+            .min(s.faults.truncate_at.unwrap_or(u64::MAX).max(1)),
             malformed: genr.stream
                 && s.faults.malformed_sse > 0.0
                 && rng.random::<f64>() < s.faults.malformed_sse,
@@ -437,7 +444,7 @@ async fn full_response(
     };
     let mut text = String::new();
     push_output_text(&mut text, draws.request_seed, 0, generated);
-    let usage = Usage::new(genr.prompt_tokens, generated);
+    let usage = Usage::new(genr.prompt_tokens, s.faults.reported_usage(generated));
     let model = &*s.model_name;
     match genr.kind {
         Kind::Completion => axum::Json(CompletionBody {
@@ -514,9 +521,16 @@ fn sse(out: &mut Vec<u8>, value: &impl serde::Serialize) {
 }
 
 impl SseStream {
+    /// The usage the engine reports now (inflated or deflated under `lie-usage`).
+    fn reported_usage(&self) -> Usage {
+        Usage::new(
+            self.prompt_tokens,
+            self.state.faults.reported_usage(self.generated),
+        )
+    }
+
     fn usage_now(&self) -> Option<Usage> {
-        self.continuous
-            .then(|| Usage::new(self.prompt_tokens, self.generated))
+        self.continuous.then(|| self.reported_usage())
     }
 
     fn chunk(
@@ -571,7 +585,7 @@ impl SseStream {
 
     fn usage_chunk(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(256);
-        let usage = Some(Usage::new(self.prompt_tokens, self.generated));
+        let usage = Some(self.reported_usage());
         let model = &*self.state.model_name;
         match self.kind {
             Kind::Completion => sse(
@@ -634,7 +648,7 @@ impl SseStream {
                 let mut text = String::new();
                 push_output_text(&mut text, self.request_seed, from, self.generated);
                 let usage = if self.final_only && ev.finish.is_some() {
-                    Some(Usage::new(self.prompt_tokens, self.generated))
+                    Some(self.reported_usage())
                 } else {
                     self.usage_now()
                 };

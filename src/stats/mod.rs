@@ -13,8 +13,10 @@
 //! - [`paired`]: the paired comparison of an A/B run (B boots against A boots, pair by pair);
 //! - [`build`]: the report frame, cells, matrix-wide test and gate both comparisons share;
 //! - [`headline`]: the one line for people every comparison ends with;
-//! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices.
+//! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices;
+//! - [`bisect`]: which cells moved between two builds, and whether a build between them is good.
 
+pub mod bisect;
 pub mod build;
 pub mod changepoint;
 pub mod changepoint_eval;

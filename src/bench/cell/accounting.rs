@@ -105,6 +105,35 @@ pub(super) struct StreamRecord {
     pub(super) prompt_tokens: Option<u64>,
     pub(super) saw_continuous: bool,
     pub(super) saw_chunk_mode: bool,
+    /// The engine's word per request, for the cross-checks (every request whose usage is
+    /// known at its end: continuous usage, or a final usage that arrived).
+    pub(super) usage: UsageTally,
+}
+
+/// What the engine reported about a stream's requests, beside what the client saw.
+#[derive(Debug, Default, Clone)]
+pub(super) struct UsageTally {
+    /// Content chunks (with text) of the requests counted: each is at least one token.
+    pub(super) text_chunks: u64,
+    /// `completion_tokens` the engine reported for the same requests.
+    pub(super) usage_tokens: u64,
+    /// Requests counted.
+    pub(super) requests: u32,
+    /// The largest `completion_tokens` of one request.
+    pub(super) max_request_usage: u64,
+    /// Requests that finished (a finish reason): when the finish arrived and their usage.
+    pub(super) finished: Vec<(Instant, u64)>,
+}
+
+impl UsageTally {
+    /// Adds another stream's tally.
+    pub(super) fn absorb(&mut self, other: &UsageTally) {
+        self.text_chunks += other.text_chunks;
+        self.usage_tokens += other.usage_tokens;
+        self.requests += other.requests;
+        self.max_request_usage = self.max_request_usage.max(other.max_request_usage);
+        self.finished.extend_from_slice(&other.finished);
+    }
 }
 
 /// Per-request bookkeeping of a stream.
@@ -119,6 +148,12 @@ pub(super) struct RequestTrack {
     pub(super) any_window: bool,
     pub(super) finished: bool,
     pub(super) done: bool,
+    /// Content chunks with text.
+    pub(super) text_chunks: u64,
+    /// The final usage, when it arrived (final-only usage).
+    pub(super) final_usage: Option<u64>,
+    /// When the chunk with the finish reason arrived.
+    pub(super) finished_at: Option<Instant>,
 }
 
 pub(super) struct StreamWorker {
@@ -145,6 +180,7 @@ impl StreamWorker {
                 prompt_tokens: None,
                 saw_continuous: false,
                 saw_chunk_mode: false,
+                usage: UsageTally::default(),
             },
             req: RequestTrack {
                 sent: t0,
@@ -157,6 +193,9 @@ impl StreamWorker {
                 any_window: false,
                 finished: false,
                 done: false,
+                text_chunks: 0,
+                final_usage: None,
+                finished_at: None,
             },
             ever: false,
             ratio: 1.0,
@@ -174,9 +213,29 @@ impl StreamWorker {
         self.req.any_window = false;
         self.req.finished = false;
         self.req.done = false;
+        self.req.text_chunks = 0;
+        self.req.final_usage = None;
+        self.req.finished_at = None;
     }
 
     pub(super) fn end_request(&mut self) {
+        let usage = if self.req.continuous {
+            Some(self.req.usage_seen)
+        } else {
+            self.req.final_usage
+        };
+        if let Some(u) = usage
+            && (u > 0 || self.req.text_chunks > 0)
+        {
+            let t = &mut self.rec.usage;
+            t.text_chunks += self.req.text_chunks;
+            t.usage_tokens += u;
+            t.requests += 1;
+            t.max_request_usage = t.max_request_usage.max(u);
+            if let Some(at) = self.req.finished_at {
+                t.finished.push((at, u));
+            }
+        }
         if self.req.first.is_some() {
             self.shared.producing_now.fetch_sub(1, Ordering::Relaxed);
             self.req.first = None;
@@ -214,6 +273,12 @@ impl StreamWorker {
         if let Some(p) = info.prompt_tokens {
             self.rec.prompt_tokens = Some(p);
         }
+        if info.has_text {
+            self.req.text_chunks += 1;
+        }
+        if info.finished && self.req.finished_at.is_none() {
+            self.req.finished_at = Some(now);
+        }
         let mut final_usage = None;
         let tokens = match info.completion_tokens {
             Some(ct) if self.req.continuous || (info.has_choices && !info.finished) => {
@@ -234,6 +299,7 @@ impl StreamWorker {
             self.credit(tokens, now);
         }
         if let Some(u) = final_usage {
+            self.req.final_usage = Some(u);
             self.reconcile(u);
         }
         self.req.finished |= info.finished;

@@ -9,6 +9,7 @@
 
 mod accounting;
 mod admission;
+mod crosscheck;
 mod spec_decode;
 mod stream;
 mod window;
@@ -28,11 +29,13 @@ pub use super::metrics::scrape;
 use super::prompt::ContextPrompt;
 use super::stats;
 use crate::results::{
-    CellResult, CellStatus, CellTiming, Event, EventKind, TokenSource, context_label,
+    CellResult, CellStatus, CellTiming, Event, EventKind, TokenSource, TruncatedRequests,
+    context_label,
 };
 use crate::telemetry::WindowSampler;
-use accounting::{CellShared, StreamRecord};
+use accounting::{CellShared, StreamRecord, UsageTally};
 use admission::Admission;
+use crosscheck::{CounterEvidence, Evidence, cross_check};
 use spec_decode::spec_stats;
 use stream::run_stream;
 use window::{WindowLoad, poll_until};
@@ -236,7 +239,11 @@ impl SustainedDecodeCell<'_> {
         let mut per_user = Vec::new();
         let mut prompt_tokens = None;
         let (mut saw_cont, mut saw_chunks) = (false, false);
+        let mut tally = UsageTally::default();
+        let mut stream_window_tokens = Vec::with_capacity(records.len());
         for r in &records {
+            tally.absorb(&r.usage);
+            stream_window_tokens.push(r.sub_tokens.iter().sum::<f64>());
             for (t, s) in sub_tokens.iter_mut().zip(&r.sub_tokens) {
                 *t += s;
             }
@@ -273,6 +280,42 @@ impl SustainedDecodeCell<'_> {
             .as_ref()
             .and_then(|s| s.finish_window(output_tokens));
 
+        let itl_mean_s = (itl_n > 0).then(|| itl_sum / itl_n as f64);
+        let checked = cross_check(&Evidence {
+            concurrency: c,
+            max_tokens: u64::from(self.spec.timing.max_tokens),
+            window_s,
+            stream_window_tokens: &stream_window_tokens,
+            tally: &tally,
+            counter: match (self.dialect, edge0.counter, edge1.counter) {
+                (Some(d), Some(start), Some(end)) => Some(CounterEvidence {
+                    start,
+                    end,
+                    moves: d.counter_moves(),
+                    metric: d.generation_counter().to_string(),
+                }),
+                _ => None,
+            },
+            spec_tokens_per_step: spec_decode
+                .as_ref()
+                .filter(|s| s.drafts > 0)
+                .map(|s| 1.0 + s.draft_tokens as f64 / s.drafts as f64),
+            itl_mean_s,
+            tolerance: self.spec.timing.usage_tolerance,
+            max_stream_tps: self.spec.timing.max_stream_tps,
+        });
+
+        let max_tokens = u64::from(self.spec.timing.max_tokens);
+        let truncated = (!tally.finished.is_empty()).then(|| TruncatedRequests {
+            short: tally
+                .finished
+                .iter()
+                .filter(|(_, u)| *u < max_tokens)
+                .count() as u32,
+            finished: tally.finished.len() as u32,
+            fewest_tokens: tally.finished.iter().map(|(_, u)| *u).min().unwrap_or(0),
+        });
+
         let mut status = status;
         let mut reason = reason;
         if output_tokens == 0 {
@@ -288,6 +331,17 @@ impl SustainedDecodeCell<'_> {
         } else if window_errors > 0 && window_errors * 2 > window_requests {
             status = CellStatus::Error;
             reason = Some(shared.failure_summary());
+        } else if let Some(why) = checked.failure {
+            status = CellStatus::Error;
+            reason = Some(why);
+        } else if let Some(t) = truncated.filter(|t| t.short > 0) {
+            // A short request decoded a different workload (fewer tokens, a shorter KV tail)
+            // than the baseline's: its cell is not comparable, so it is not measured.
+            status = CellStatus::Error;
+            reason = Some(format!(
+                "truncated: {} of {} finished requests ended with fewer than max_tokens = {max_tokens} tokens under ignore_eos (fewest {}); the engine clamps or cuts requests (context + max_tokens over its max_model_len?)",
+                t.short, t.finished, t.fewest_tokens
+            ));
         } else if errors > 0 && status == CellStatus::Ok {
             reason = Some(format!(
                 "{}; {}",
@@ -306,7 +360,7 @@ impl SustainedDecodeCell<'_> {
             samples,
             per_user_tps: stats::exact(&per_user),
             ttft_s: stats::exact(&ttfts),
-            itl_s: stats::from_histogram(&itl, (itl_n > 0).then(|| itl_sum / itl_n as f64)),
+            itl_s: stats::from_histogram(&itl, itl_mean_s),
             effective_concurrency: mean(&running),
             waiting_avg: mean(&waiting),
             output_tokens,
@@ -324,6 +378,8 @@ impl SustainedDecodeCell<'_> {
             spec_decode,
             telemetry,
             rounds: Vec::new(),
+            cross_checks: checked.checks,
+            truncated_requests: truncated,
         };
         let server = engine_counter
             .as_ref()

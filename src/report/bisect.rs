@@ -1,0 +1,199 @@
+//! The bisection's console report: the cells that moved between good and bad, every boot with
+//! the answer it gave, and the culprit (or why there is none). Revisions, build outputs and
+//! failure text (build and engine log tails) come from commands: each passes
+//! [`crate::untrusted_text::console`] before it is shown.
+
+use comfy_table::{CellAlignment, Table};
+
+use crate::results::context_label;
+use crate::stats::bisect::{BisectRecord, BootRole};
+use crate::untrusted_text::console as inert;
+use crate::verdict::signed_percent;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(crate::report::verdict_table::TABLE_STYLE)
+        .force_no_tty()
+        .set_header(header.to_vec());
+    t
+}
+
+/// The whole report as text for a terminal or a log.
+pub fn text(r: &BisectRecord) -> String {
+    let mut out = format!(
+        "bisect {}..{} · suite `{}` · {} commit(s) · {} boot(s)\n",
+        inert(&r.good),
+        inert(&r.bad),
+        inert(&r.suite),
+        r.commits.len(),
+        r.boots.len()
+    );
+    if !r.cells.is_empty() {
+        let mut cells = table(&["cell", "bad vs good", "interval", "moved"]);
+        for c in &r.cells {
+            cells.add_row(vec![
+                format!(
+                    "C={} ctx={}",
+                    c.concurrency,
+                    context_label(c.context_tokens)
+                ),
+                c.change.map_or("-".into(), signed_percent),
+                c.interval.map_or("-".into(), |(lo, hi)| {
+                    format!("{} … {}", signed_percent(lo), signed_percent(hi))
+                }),
+                if c.moved { "yes" } else { "no" }.into(),
+            ]);
+        }
+        out.push_str("cells (aggregate tokens/s):\n");
+        out.push_str(&cells.to_string());
+        out.push('\n');
+    }
+    let mut boots = table(&[
+        "boot", "role", "commit", "build", "cells", "answer", "position", "z",
+    ]);
+    for b in &r.boots {
+        let step = r.steps.iter().find(|s| s.boots.last() == Some(&b.boot));
+        let index = r.commits.iter().position(|c| *c == b.rev);
+        let commit = match (b.role, index) {
+            (BootRole::Step, Some(i)) => {
+                format!("{} ({}/{})", inert(&b.rev), i + 1, r.commits.len())
+            }
+            _ => inert(&b.rev),
+        };
+        let (answer, position, z) = match (b.role, step, &b.failure) {
+            (_, _, Some(_)) => ("failed".to_string(), "-".into(), "-".into()),
+            (BootRole::Good, ..) => ("good (given)".into(), "0".into(), "-".into()),
+            (BootRole::Bad, ..) => ("bad (given)".into(), "1".into(), "-".into()),
+            (BootRole::Step, Some(s), None) => (
+                format!("{} ({} boot(s))", s.evidence.answer.as_str(), s.boots.len()),
+                s.evidence
+                    .position
+                    .map_or("-".into(), |p| format!("{p:.2}")),
+                format!("{:+.1} (±{:.1})", s.evidence.z, s.evidence.z_needed),
+            ),
+            (BootRole::Step, None, None) => ("uncertain: again".into(), "-".into(), "-".into()),
+        };
+        boots.add_row(vec![
+            b.boot.to_string(),
+            b.role.as_str().into(),
+            commit,
+            b.build.as_deref().map_or_else(|| "-".into(), inert),
+            b.cells_measured.to_string(),
+            answer,
+            position,
+            z,
+        ]);
+    }
+    for col in [0usize, 4, 6, 7] {
+        if let Some(c) = boots.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out.push_str("boots (position: 0 = good level, 1 = bad level):\n");
+    out.push_str(&boots.to_string());
+    out.push('\n');
+    match (&r.culprit, &r.failure) {
+        (Some(c), _) => out.push_str(&format!(
+            "first bad commit: {} (commit {} of {}; last good: {}) after {} boot(s)\n",
+            inert(&c.rev),
+            c.index,
+            r.commits.len(),
+            inert(&c.last_good),
+            r.boots.len()
+        )),
+        (None, Some(f)) => {
+            out.push_str(&format!("no culprit: {}\n", inert(f)));
+            if !r.suspects.is_empty() && r.suspects.len() < r.commits.len() {
+                out.push_str(&format!(
+                    "still suspected: {} commit(s), {} … {}\n",
+                    r.suspects.len(),
+                    inert(&r.suspects[0]),
+                    inert(&r.suspects[r.suspects.len() - 1])
+                ));
+            }
+        }
+        (None, None) => out.push_str("no culprit\n"),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::bisect::*;
+
+    fn record() -> BisectRecord {
+        let boot = |n: u32, rev: &str, role| BisectBoot {
+            boot: n,
+            rev: rev.into(),
+            role,
+            build: Some(
+                if rev == "c3" || rev == "c4" || rev == "bad" {
+                    "1.5"
+                } else {
+                    "1.0"
+                }
+                .into(),
+            ),
+            results: Some(format!("results-{n:02}.json")),
+            cells_measured: 3,
+            boot_s: Some(0.4),
+            failure: None,
+        };
+        let ev = |answer, position: f64, z: f64| StepEvidence {
+            answer,
+            position: Some(position),
+            z,
+            z_needed: 3.29,
+            cells: 3,
+            boots: 1,
+        };
+        BisectRecord {
+            good: "good".into(),
+            bad: "bad".into(),
+            suite: "pr".into(),
+            commits: vec!["c1".into(), "c2".into(), "c3".into(), "bad".into()],
+            cells: vec![CellMove {
+                concurrency: 1,
+                context_tokens: 0,
+                change: Some(-0.333),
+                interval: Some((-0.38, -0.28)),
+                moved: true,
+            }],
+            boots: vec![
+                boot(1, "good", BootRole::Good),
+                boot(2, "bad", BootRole::Bad),
+                boot(3, "c2", BootRole::Step),
+                boot(4, "c3", BootRole::Step),
+            ],
+            steps: vec![
+                BisectStep {
+                    rev: "c2".into(),
+                    index: 2,
+                    boots: vec![3],
+                    evidence: ev(StepAnswer::Good, 0.02, -9.5),
+                    suspects: (3, 4),
+                },
+                BisectStep {
+                    rev: "c3".into(),
+                    index: 3,
+                    boots: vec![4],
+                    evidence: ev(StepAnswer::Bad, 0.97, 9.1),
+                    suspects: (3, 3),
+                },
+            ],
+            culprit: Some(Culprit {
+                rev: "c3".into(),
+                index: 3,
+                last_good: "c2".into(),
+            }),
+            failure: None,
+            suspects: vec!["c3".into()],
+        }
+    }
+
+    #[test]
+    fn the_report_shows_every_boot_and_the_culprit() {
+        insta::assert_snapshot!(text(&record()));
+    }
+}

@@ -1,0 +1,711 @@
+//! `infergate bisect`: the first bad commit between a good and a bad revision.
+//!
+//! Lists the commits (`[bisect] revs`), builds and boots good and bad (`[bisect] build` with
+//! `{rev}`, the engine command with `{build}`), picks the cells that moved between them
+//! ([`crate::stats::bisect::moved_cells`]), then halves the suspects: each step builds and boots
+//! the middle commit measuring only the moved cells, and asks
+//! [`crate::stats::bisect::classify`] whether it is good or bad; an uncertain answer boots the
+//! same build again, up to `max_boots_per_step`. About `2 + log2(n)` boots for `n` commits.
+//!
+//! Revisions and build outputs are data from commands: `{rev}`, `{good}`, `{bad}` and
+//! `{build}` are shell-quoted in shell-line commands, and text with control characters is
+//! refused. Each boot is the gate's own [`boot_and_measure`]; builds run in their own process
+//! group, stopped (SIGKILL to the group) on time-out, cancellation and when they end. Nothing
+//! here prints: progress goes out as events, and the record is written durably as `bisect.json` ([`crate::fsio::write_durable`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{
+    BisectConfig, CommandSpec, ConfigError, EngineConfig, GateConfig, SuiteConfig,
+};
+use crate::results::{CellStatus, Event, EventKind, RunResults};
+use crate::stats::bisect::{
+    BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, Culprit, MovedCell, StepAnswer,
+    classify, moved_cells,
+};
+
+use super::gate::{Progress, setup};
+use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
+
+/// The record's file name in the output directory.
+pub const RECORD_FILE: &str = "bisect.json";
+
+/// What the command line asks of a bisection.
+#[derive(Debug, Clone)]
+pub struct BisectRequest {
+    pub config: GateConfig,
+    pub suite: Option<String>,
+    pub good: String,
+    pub bad: String,
+    /// Output directory: build and engine logs, each boot's results, `bisect.json`.
+    pub out: PathBuf,
+    pub engine_args: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Why a bisection cannot start: the user's to fix (exit 2); nothing was built or booted.
+#[derive(Debug, thiserror::Error)]
+pub enum BisectSetupError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error(
+        "{config}: `infergate bisect` needs a [bisect] table with a `build` command using {{rev}} (see docs/bisect.md)"
+    )]
+    NoBisectTable { config: String },
+    #[error("{flag} {rev:?}: {why}")]
+    Rev {
+        flag: &'static str,
+        rev: String,
+        why: &'static str,
+    },
+}
+
+/// Why a revision (from the command line or the `revs` command) is refused, if it is.
+pub fn rev_problem(rev: &str) -> Option<&'static str> {
+    if rev.is_empty() {
+        Some("a revision is empty")
+    } else if rev.chars().any(char::is_control) {
+        Some("a revision contains control characters")
+    } else if rev.starts_with('-') {
+        Some("a revision starts with `-` (it would be read as an option)")
+    } else {
+        None
+    }
+}
+
+/// A validated bisection, ready to build and boot.
+#[derive(Debug, Clone)]
+pub struct BisectPlan {
+    pub config: GateConfig,
+    pub bisect: BisectConfig,
+    pub suite: SuiteConfig,
+    pub good: String,
+    pub bad: String,
+    pub out: PathBuf,
+    pub engine_args: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A finished (or stopped) bisection.
+#[derive(Debug)]
+pub struct BisectRun {
+    pub record: BisectRecord,
+    /// Where the record was written; `None` when writing it failed (see `write_error`).
+    pub record_path: Option<PathBuf>,
+    pub write_error: Option<String>,
+    /// Engine processes that survived teardown.
+    pub warnings: Vec<String>,
+}
+
+impl BisectRun {
+    /// Exit code: 0 culprit found (and recorded), 3 otherwise (the bisection could not
+    /// conclude).
+    pub fn exit(&self) -> crate::exit::GateExit {
+        if self.record.culprit.is_some() && self.write_error.is_none() {
+            crate::exit::GateExit::Pass
+        } else {
+            crate::exit::GateExit::Failure
+        }
+    }
+}
+
+/// Substitutes `{name}` placeholders: literally in an argument vector, shell-quoted in a shell
+/// line (the values are data).
+pub fn render_command(spec: &CommandSpec, values: &[(&str, &str)]) -> Vec<String> {
+    let fill = |s: &str, quote: bool| {
+        let mut out = s.to_string();
+        for (name, value) in values {
+            let v = if quote {
+                crate::engine::shell_quote(value)
+            } else {
+                value.to_string()
+            };
+            out = out.replace(&format!("{{{name}}}"), &v);
+        }
+        out
+    };
+    match spec {
+        CommandSpec::Argv(v) => v.iter().map(|a| fill(a, false)).collect(),
+        CommandSpec::Shell(line) => vec!["sh".into(), "-c".into(), fill(line, true)],
+    }
+}
+
+/// The engine config of one build: `{build}` filled in the command and environment.
+fn engine_for_build(engine: &EngineConfig, build: &str) -> EngineConfig {
+    let mut e = engine.clone();
+    e.command = match &engine.command {
+        CommandSpec::Argv(v) => {
+            CommandSpec::Argv(v.iter().map(|a| a.replace("{build}", build)).collect())
+        }
+        CommandSpec::Shell(l) => {
+            CommandSpec::Shell(l.replace("{build}", &crate::engine::shell_quote(build)))
+        }
+    };
+    for v in e.env.values_mut() {
+        *v = v.replace("{build}", build);
+    }
+    e
+}
+
+/// Kills a command's process group when dropped (time-out, cancellation, panic).
+struct GroupKill(i32);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if self.0 > 0 && crate::engine::group_alive(self.0) {
+            let _ = killpg(Pid::from_raw(self.0), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Runs `argv` in `workdir` in its own process group; stderr (and then stdout) go to `log`.
+/// Returns stdout; an error says why (exit status, time-out, cancellation). No process of the
+/// group is left when it returns.
+async fn run_command(
+    argv: &[String],
+    workdir: &Path,
+    log: &Path,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let shown = argv.join(" ");
+    let err_log =
+        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let program = argv.first().cloned().unwrap_or_default();
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&argv[1..])
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(err_log))
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start `{shown}` in {}: {e}", workdir.display()))?;
+    let _group = GroupKill(child.id().map_or(0, |p| p as i32));
+    let output = tokio::select! {
+        o = child.wait_with_output() => o.map_err(|e| format!("`{shown}`: {e}"))?,
+        _ = tokio::time::sleep(timeout) => {
+            return Err(format!("`{shown}` did not finish within {:.0} s (stopped)", timeout.as_secs_f64()));
+        }
+        _ = cancel.cancelled() => return Err(format!("`{shown}` cancelled")),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+            let _ = write!(f, "--- stdout ---\n{stdout}");
+        }
+    }
+    if !output.status.success() {
+        let tail = crate::engine::log_tail(log, 10);
+        return Err(format!(
+            "`{shown}` failed ({}); log {}:\n{tail}",
+            output.status,
+            log.display()
+        ));
+    }
+    Ok(stdout)
+}
+
+impl BisectPlan {
+    /// Validates the request (suite, `[bisect]`, the two revisions). Builds nothing.
+    pub fn new(req: BisectRequest) -> Result<BisectPlan, BisectSetupError> {
+        let suite = req.config.suite(req.suite.as_deref())?.clone();
+        let Some(bisect) = req.config.bisect.clone() else {
+            return Err(BisectSetupError::NoBisectTable {
+                config: req.config.path.clone(),
+            });
+        };
+        for (flag, rev) in [("--good", &req.good), ("--bad", &req.bad)] {
+            if let Some(why) = rev_problem(rev) {
+                return Err(BisectSetupError::Rev {
+                    flag,
+                    rev: rev.clone(),
+                    why,
+                });
+            }
+        }
+        Ok(BisectPlan {
+            config: req.config,
+            bisect,
+            suite,
+            good: req.good,
+            bad: req.bad,
+            out: req.out,
+            engine_args: req.engine_args,
+            labels: req.labels,
+        })
+    }
+
+    /// The test settings: `[bisect]` confidence and noise (default the rule's prior CV), the
+    /// rule's `min_effect`.
+    pub fn settings(&self) -> BisectSettings {
+        let rule = &self.config.thresholds.rule;
+        BisectSettings {
+            noise_cv: self.bisect.noise_cv.unwrap_or(rule.prior_cv),
+            min_effect: rule.min_effect,
+            confidence: self.bisect.confidence,
+        }
+    }
+
+    /// The commits after good up to bad, oldest first, from `[bisect] revs`.
+    async fn list_commits(&self, cancel: &CancellationToken) -> Result<Vec<String>, String> {
+        let argv = render_command(
+            &self.bisect.revs,
+            &[("good", &self.good), ("bad", &self.bad)],
+        );
+        let log = self.out.join("revs.log");
+        let stdout = run_command(
+            &argv,
+            &self.bisect.workdir,
+            &log,
+            Duration::from_secs(300),
+            cancel,
+        )
+        .await?;
+        let mut commits = Vec::new();
+        for line in stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if let Some(why) = rev_problem(line) {
+                return Err(format!("[bisect] revs printed {line:?}: {why}"));
+            }
+            commits.push(line.to_string());
+        }
+        if commits.is_empty() {
+            return Err(format!(
+                "[bisect] revs printed no commit between {} and {} (is --good an ancestor of --bad?)",
+                self.good, self.bad
+            ));
+        }
+        Ok(commits)
+    }
+
+    /// Builds `rev`: the last non-empty line of the build's stdout.
+    async fn build(
+        &self,
+        rev: &str,
+        boot: u32,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        let argv = render_command(&self.bisect.build, &[("rev", rev)]);
+        let log = self.out.join(format!("build-{boot:02}.log"));
+        let stdout = run_command(
+            &argv,
+            &self.bisect.workdir,
+            &log,
+            Duration::from_secs_f64(self.bisect.build_timeout_s),
+            cancel,
+        )
+        .await?;
+        let last = stdout
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .ok_or_else(|| format!("the build of {rev} printed nothing (its last stdout line is {{build}}); log {}", log.display()))?;
+        if last.chars().any(char::is_control) {
+            return Err(format!(
+                "the build of {rev} printed control characters in its last line"
+            ));
+        }
+        Ok(last.to_string())
+    }
+
+    /// Builds all (or reuses the build), boots and measures `suite`; writes the boot's
+    /// results. Returns the boot record and its results (when the boot measured).
+    #[allow(clippy::too_many_arguments)]
+    async fn boot(
+        &self,
+        ctx: &mut Ctx,
+        rev: &str,
+        role: BootRole,
+        suite: &SuiteConfig,
+        cached_build: Option<String>,
+        progress: Progress<'_>,
+        cancel: &CancellationToken,
+    ) -> (BisectBoot, Option<RunResults>) {
+        let number = ctx.boots.len() as u32 + 1;
+        let mut boot = BisectBoot {
+            boot: number,
+            rev: rev.to_string(),
+            role,
+            build: None,
+            results: None,
+            cells_measured: 0,
+            boot_s: None,
+            failure: None,
+        };
+        let sink = progress((suite.cells() * suite.repetitions.max(1) as usize) as u64);
+        let _ = sink.events.send(Event::now(
+            EventKind::Notice,
+            format!("boot {number}: {} {rev}: building", role.as_str()),
+        ));
+        let build = match cached_build {
+            Some(b) => Ok(b),
+            None => self.build(rev, number, cancel).await,
+        };
+        let build = match build {
+            Ok(b) => b,
+            Err(e) => {
+                boot.failure = Some(format!("build failed: {e}"));
+                drop(sink.events);
+                let _ = sink.done.await;
+                return (boot, None);
+            }
+        };
+        boot.build = Some(build.clone());
+        let engine = engine_for_build(&self.config.engine, &build);
+        let mut labels = self.labels.clone();
+        labels.insert("sha".into(), rev.to_string());
+        labels.insert("bisect_role".into(), role.as_str().into());
+        labels.insert("bisect_boot".into(), number.to_string());
+        let log_path = self.out.join(format!("engine-{number:02}.log"));
+        let _ = std::fs::remove_file(&log_path);
+        let measured = boot_and_measure(
+            MeasureRequest {
+                engine: &engine,
+                model: self.config.model.as_deref(),
+                suite,
+                hardware: ctx.hardware.clone(),
+                telemetry: ctx.telemetry.clone(),
+                engine_args: &self.engine_args,
+                log_path,
+                log_tail_lines: self.config.report.log_tail_lines,
+                labels,
+                adaptive: None,
+                // Each boot's results are written whole after it (results-NN.json).
+                progress_file: None,
+            },
+            sink.events,
+            cancel.clone(),
+        )
+        .await;
+        let _ = sink.done.await;
+        if measured.stop.as_ref().is_some_and(|s| !s.group_gone) {
+            ctx.warnings.push(format!(
+                "boot {number} ({rev}): some engine processes survived teardown (SIGKILL sent to the group)"
+            ));
+        }
+        boot.boot_s = measured.boot_s;
+        boot.cells_measured = measured
+            .results
+            .cells
+            .iter()
+            .filter(|c| c.status == CellStatus::Ok)
+            .count();
+        let name = format!("results-{number:02}.json");
+        match serde_json::to_string_pretty(&measured.results)
+            .map_err(std::io::Error::other)
+            .and_then(|body| crate::fsio::write_durable(&self.out.join(&name), body.as_bytes()))
+        {
+            Ok(()) => boot.results = Some(name),
+            Err(e) => ctx.warnings.push(format!("cannot write {name}: {e}")),
+        }
+        boot.failure = measured.failure.as_ref().map(RunFailure::message);
+        let results = boot.failure.is_none().then_some(measured.results);
+        (boot, results)
+    }
+
+    /// Lists, builds, boots and halves until the first bad commit is found or the bisection
+    /// cannot go on (a failed build or boot, an answer that stays uncertain, cancellation).
+    pub async fn run(self, progress: Progress<'_>, cancel: CancellationToken) -> BisectRun {
+        let mut record = BisectRecord {
+            good: self.good.clone(),
+            bad: self.bad.clone(),
+            suite: self.suite.name.clone(),
+            commits: Vec::new(),
+            cells: Vec::new(),
+            boots: Vec::new(),
+            steps: Vec::new(),
+            culprit: None,
+            failure: None,
+            suspects: Vec::new(),
+        };
+        let mut warnings = Vec::new();
+        if let Err(e) = std::fs::create_dir_all(&self.out) {
+            record.failure = Some(format!("cannot create {}: {e}", self.out.display()));
+            return self.finish(record, warnings);
+        }
+        let env = match setup(&self.config).await {
+            Ok(s) => s,
+            Err(e) => {
+                record.failure = Some(e.to_string());
+                return self.finish(record, warnings);
+            }
+        };
+        let mut ctx = Ctx {
+            hardware: env.hardware,
+            telemetry: env.telemetry,
+            boots: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let outcome = self.bisect(&mut ctx, &mut record, progress, &cancel).await;
+        if let Err(e) = outcome {
+            record.failure = Some(if cancel.is_cancelled() {
+                format!("cancelled by SIGINT/SIGTERM ({e})")
+            } else {
+                e
+            });
+        }
+        record.boots = ctx.boots;
+        warnings.extend(ctx.warnings);
+        self.finish(record, warnings)
+    }
+
+    async fn bisect(
+        &self,
+        ctx: &mut Ctx,
+        record: &mut BisectRecord,
+        progress: Progress<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<(), String> {
+        let settings = self.settings();
+        let commits = self.list_commits(cancel).await?;
+        record.commits = commits.clone();
+        record.suspects = commits.clone();
+        let mut ends = Vec::new();
+        for (rev, role) in [(&self.good, BootRole::Good), (&self.bad, BootRole::Bad)] {
+            let (boot, results) = self
+                .boot(ctx, rev, role, &self.suite, None, progress, cancel)
+                .await;
+            let failure = boot.failure.clone();
+            ctx.boots.push(boot);
+            match results {
+                Some(r) => ends.push(r),
+                None => {
+                    return Err(format!(
+                        "the {} revision {rev} could not be measured: {}",
+                        role.as_str(),
+                        failure.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        let (cells, moved) = moved_cells(&ends[..1], &ends[1..], &settings);
+        record.cells = cells;
+        if moved.is_empty() {
+            return Err(format!(
+                "no cell moved between {} and {} (no change of at least {:.1}% at {:.1}% confidence): nothing to bisect",
+                self.good,
+                self.bad,
+                settings.min_effect * 100.0,
+                settings.confidence * 100.0
+            ));
+        }
+        let step_suite = only_cells(&self.suite, &moved);
+        // Suspects: commits[lo+1 ..= hi]; commits[hi] is bad, commits[lo] (or good) good.
+        let (mut lo, mut hi): (isize, isize) = (-1, commits.len() as isize - 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let rev = &commits[mid as usize];
+            let mut pooled: Vec<RunResults> = Vec::new();
+            let mut numbers = Vec::new();
+            let mut build = None;
+            let evidence = loop {
+                let (boot, results) = self
+                    .boot(
+                        ctx,
+                        rev,
+                        BootRole::Step,
+                        &step_suite,
+                        build.clone(),
+                        progress,
+                        cancel,
+                    )
+                    .await;
+                build = boot.build.clone();
+                numbers.push(boot.boot);
+                let failure = boot.failure.clone();
+                ctx.boots.push(boot);
+                match results {
+                    Some(r) => pooled.push(r),
+                    None => {
+                        return Err(format!(
+                            "commit {rev} could not be measured: {}",
+                            failure.unwrap_or_default()
+                        ));
+                    }
+                }
+                let ev = classify(&pooled, &moved, &settings);
+                if ev.answer != StepAnswer::Uncertain
+                    || pooled.len() >= self.bisect.max_boots_per_step as usize
+                {
+                    break ev;
+                }
+            };
+            let answer = evidence.answer;
+            match answer {
+                StepAnswer::Good => lo = mid,
+                StepAnswer::Bad => hi = mid,
+                StepAnswer::Uncertain => {}
+            }
+            let first = (lo + 2) as usize;
+            let last = (hi + 1) as usize;
+            record.steps.push(BisectStep {
+                rev: rev.clone(),
+                index: mid as usize + 1,
+                boots: numbers,
+                evidence,
+                suspects: (first, last),
+            });
+            record.suspects = commits[(lo + 1) as usize..=hi as usize].to_vec();
+            if answer == StepAnswer::Uncertain {
+                return Err(format!(
+                    "commit {rev} stayed uncertain after {} boot(s) (raise [bisect] max_boots_per_step or noise_cv); the first bad commit is one of commits {first} to {last}",
+                    self.bisect.max_boots_per_step
+                ));
+            }
+        }
+        let index = hi as usize;
+        record.culprit = Some(Culprit {
+            rev: commits[index].clone(),
+            index: index + 1,
+            last_good: if index == 0 {
+                self.good.clone()
+            } else {
+                commits[index - 1].clone()
+            },
+        });
+        Ok(())
+    }
+
+    /// Writes `bisect.json` (atomically).
+    fn finish(&self, record: BisectRecord, warnings: Vec<String>) -> BisectRun {
+        let path = self.out.join(RECORD_FILE);
+        let written = serde_json::to_string_pretty(&record)
+            .map_err(std::io::Error::other)
+            .and_then(|body| crate::fsio::write_durable(&path, body.as_bytes()));
+        let (record_path, write_error) = match written {
+            Ok(()) => (Some(path), None),
+            Err(e) => (None, Some(format!("writing {}: {e}", path.display()))),
+        };
+        BisectRun {
+            record,
+            record_path,
+            write_error,
+            warnings,
+        }
+    }
+}
+
+/// What the boots share: the machine's fingerprint and telemetry, the boots so far.
+struct Ctx {
+    hardware: crate::results::HardwareFingerprint,
+    telemetry: Result<std::sync::Arc<crate::telemetry::NvmlSampler>, String>,
+    boots: Vec<BisectBoot>,
+    warnings: Vec<String>,
+}
+
+/// The suite restricted to the moved cells (the others are skipped, never measured).
+fn only_cells(suite: &SuiteConfig, moved: &[MovedCell]) -> SuiteConfig {
+    let mut s = suite.clone();
+    for &l in &suite.contexts {
+        for &c in &suite.concurrency {
+            let keep = moved
+                .iter()
+                .any(|m| m.concurrency == c && m.context_tokens == l);
+            if !keep && !s.skip.contains(&(c, l)) {
+                s.skip.push((c, l));
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_are_data_quoted_in_shell_lines_and_literal_in_argv() {
+        let shell = CommandSpec::Shell("./build.sh {rev} && echo done".into());
+        let argv = render_command(&shell, &[("rev", "a b'; rm -rf /")]);
+        assert_eq!(argv[..2], ["sh".to_string(), "-c".to_string()]);
+        assert_eq!(argv[2], "./build.sh 'a b'\\''; rm -rf /' && echo done");
+        let v = CommandSpec::Argv(vec![
+            "git".into(),
+            "rev-list".into(),
+            "{good}..{bad}".into(),
+        ]);
+        assert_eq!(
+            render_command(&v, &[("good", "v1"), ("bad", "main")])[2],
+            "v1..main"
+        );
+    }
+
+    #[test]
+    fn control_characters_and_options_are_not_revisions() {
+        assert!(rev_problem("abc123").is_none());
+        assert!(rev_problem("v1.2^").is_none());
+        assert!(rev_problem("a\nb").is_some());
+        assert!(rev_problem("a\u{1b}[31m").is_some());
+        assert!(rev_problem("--all").is_some());
+        assert!(rev_problem("").is_some());
+    }
+
+    #[test]
+    fn the_build_output_fills_the_engine_command_as_data() {
+        let base = GateConfig::embedded_default().expect("default").engine;
+        let mut e = base.clone();
+        e.command = CommandSpec::Shell("sim --slowdown {build}".into());
+        let got = engine_for_build(&e, "1.3; echo x");
+        assert_eq!(
+            got.command,
+            CommandSpec::Shell("sim --slowdown '1.3; echo x'".into())
+        );
+        e.command = CommandSpec::Argv(vec!["sim".into(), "--slowdown".into(), "{build}".into()]);
+        let got = engine_for_build(&e, "1.3");
+        assert_eq!(
+            got.command,
+            CommandSpec::Argv(vec!["sim".into(), "--slowdown".into(), "1.3".into()])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_build_that_hangs_is_stopped_with_its_group() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("b.log");
+        let pidfile = dir.path().join("pid");
+        let argv = render_command(
+            &CommandSpec::Shell("sleep 30 & echo $! > {p}; wait".into()),
+            &[("p", pidfile.to_str().expect("utf8"))],
+        );
+        let err = run_command(
+            &argv,
+            dir.path(),
+            &log,
+            Duration::from_millis(500),
+            &CancellationToken::new(),
+        )
+        .await
+        .expect_err("time-out");
+        assert!(err.contains("did not finish"), "{err}");
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("pid");
+        // SIGKILL was sent to the group; the orphan is reaped by init shortly after.
+        let mut gone = false;
+        for _ in 0..200 {
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|t| t.trim_start().starts_with('Z'))
+            });
+            if zombie || nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+                gone = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        assert!(gone, "the build's background process survived");
+    }
+}

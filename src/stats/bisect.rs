@@ -1,0 +1,447 @@
+//! The statistics of a bisection: which cells moved between the good and the bad build, and
+//! whether one intermediate build measures like the good one, like the bad one, or cannot be
+//! told apart yet (`uncertain`, so the step is measured again).
+//!
+//! The model, on the log scale of each cell's aggregate throughput: a boot's value of a cell is
+//! `level + boot + within`, where `within` is the measurement's own noise (the spread of its
+//! sub-window samples over their count) and `boot` the boot-to-boot factor, which one boot
+//! cannot measure; its size is a prior CV (`[bisect] noise_cv`, default the rule's
+//! `prior_cv`). The boot factor is taken to be common to all cells of a boot (clocks, placement),
+//! so averaging cells does not shrink it: the test never believes it saw more boots than it did.
+//!
+//! A step is classified by its mean signed distance from the midpoint between the good and bad
+//! levels over the moved cells, `ē = mean_j sgn_j (s_j − (g_j + b_j)/2)`, with `sgn_j` the sign of
+//! the cell's bad − good change: `ē/sd(ē) ≥ z` says bad, `≤ −z` good, in between uncertain, with
+//! `z` the two-sided normal quantile of the bisection's `confidence`. Each answer therefore has
+//! an error rate of at most `(1 − confidence)/2` under the model; a bisection of `n` commits asks
+//! about `log2 n` questions.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Normal};
+
+use crate::results::{CellStatus, RunResults};
+
+/// The bisection's test settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BisectSettings {
+    /// Boot-to-boot CV assumed for one boot (log scale), e.g. 0.03.
+    pub noise_cv: f64,
+    /// Smallest relative change between good and bad that counts as a move.
+    pub min_effect: f64,
+    /// Two-sided confidence of each decision (moved cells and each step), e.g. 0.999.
+    pub confidence: f64,
+}
+
+impl BisectSettings {
+    fn z(&self, tests: usize) -> f64 {
+        let alpha = (1.0 - self.confidence) / tests.max(1) as f64;
+        Normal::new(0.0, 1.0)
+            .map(|n| n.inverse_cdf(1.0 - alpha / 2.0))
+            .unwrap_or(f64::INFINITY)
+    }
+}
+
+/// A cell's level in a set of boots of one build: mean of the boots' log throughput and its
+/// variance (boot factor plus each boot's own noise, over the number of boots).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    /// Mean ln(aggregate tokens/s) over the boots.
+    pub log_mean: f64,
+    /// Variance of the mean from the boots' own noise only (sub-window spread).
+    pub within_var: f64,
+    /// Boots that measured the cell.
+    pub boots: usize,
+}
+
+/// The level of cell `coord` over `runs` (boots measuring it `ok`); `None` when none did.
+pub fn level(runs: &[RunResults], coord: (u32, u64)) -> Option<Level> {
+    let mut logs = Vec::new();
+    let mut within = Vec::new();
+    for run in runs {
+        let Some(cell) = run
+            .cells
+            .iter()
+            .find(|c| c.coord() == coord && c.status == CellStatus::Ok)
+        else {
+            continue;
+        };
+        if !(cell.aggregate_tps.is_finite() && cell.aggregate_tps > 0.0) {
+            continue;
+        }
+        logs.push(cell.aggregate_tps.ln());
+        let s: Vec<f64> = cell
+            .samples
+            .iter()
+            .filter(|v| v.is_finite() && **v > 0.0)
+            .map(|v| v.ln())
+            .collect();
+        within.push(if s.len() >= 2 {
+            super::build::sd(&s).powi(2) / s.len() as f64
+        } else {
+            0.0
+        });
+    }
+    let n = logs.len();
+    (n > 0).then(|| Level {
+        log_mean: super::build::mean(&logs),
+        within_var: within.iter().sum::<f64>() / (n * n) as f64,
+        boots: n,
+    })
+}
+
+/// A cell whose throughput changed between the good and the bad build.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MovedCell {
+    pub concurrency: u32,
+    pub context_tokens: u64,
+    pub good: Level,
+    pub bad: Level,
+    /// Relative change bad / good − 1 (negative = slower).
+    pub change: f64,
+    /// Its two-sided interval at the bisection's confidence.
+    pub interval: (f64, f64),
+}
+
+impl MovedCell {
+    /// ln(bad / good).
+    pub fn log_gap(&self) -> f64 {
+        self.bad.log_mean - self.good.log_mean
+    }
+}
+
+/// A cell compared between good and bad, moved or not (the evidence of the selection).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellMove {
+    pub concurrency: u32,
+    pub context_tokens: u64,
+    /// Relative change bad / good − 1; `None` when one side did not measure it.
+    pub change: Option<f64>,
+    pub interval: Option<(f64, f64)>,
+    /// Whether the change is significant and at least `min_effect`.
+    pub moved: bool,
+}
+
+fn var(l: &Level, s: &BisectSettings) -> f64 {
+    (s.noise_cv * s.noise_cv) / l.boots as f64 + l.within_var
+}
+
+/// Every cell of the good and bad boots compared, and the cells that moved: the change is
+/// significant at the bisection's confidence (Bonferroni over the cells) and its size is at
+/// least `min_effect`.
+pub fn moved_cells(
+    good: &[RunResults],
+    bad: &[RunResults],
+    s: &BisectSettings,
+) -> (Vec<CellMove>, Vec<MovedCell>) {
+    let coords = super::build::coords(good.iter().chain(bad));
+    let z = s.z(coords.len());
+    let mut all = Vec::new();
+    let mut moved = Vec::new();
+    for coord in coords {
+        let (g, b) = (level(good, coord), level(bad, coord));
+        let mut row = CellMove {
+            concurrency: coord.0,
+            context_tokens: coord.1,
+            change: None,
+            interval: None,
+            moved: false,
+        };
+        if let (Some(g), Some(b)) = (g, b) {
+            let d = b.log_mean - g.log_mean;
+            let sd = (var(&g, s) + var(&b, s)).sqrt();
+            let (lo, hi) = (d - z * sd, d + z * sd);
+            let significant = lo > 0.0 || hi < 0.0;
+            row.change = Some(d.exp_m1());
+            row.interval = Some((lo.exp_m1(), hi.exp_m1()));
+            row.moved = significant && d.abs() >= s.min_effect.ln_1p();
+            if row.moved {
+                moved.push(MovedCell {
+                    concurrency: coord.0,
+                    context_tokens: coord.1,
+                    good: g,
+                    bad: b,
+                    change: d.exp_m1(),
+                    interval: (lo.exp_m1(), hi.exp_m1()),
+                });
+            }
+        }
+        all.push(row);
+    }
+    (all, moved)
+}
+
+/// What a step's measurement says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepAnswer {
+    /// Measures like the good build: the change came later.
+    Good,
+    /// Measures like the bad build: the change is here or earlier.
+    Bad,
+    /// Cannot be told apart at the confidence asked: measure again.
+    Uncertain,
+}
+
+impl StepAnswer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepAnswer::Good => "good",
+            StepAnswer::Bad => "bad",
+            StepAnswer::Uncertain => "uncertain",
+        }
+    }
+}
+
+/// The evidence behind one step's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepEvidence {
+    pub answer: StepAnswer,
+    /// Where the step lies between the levels: 0 = good, 1 = bad (mean over the moved cells);
+    /// `None` when it measured none of them.
+    pub position: Option<f64>,
+    /// Signed distance from the midpoint over its standard deviation (positive = bad side).
+    pub z: f64,
+    /// The threshold |z| had to reach.
+    pub z_needed: f64,
+    /// Moved cells the step measured.
+    pub cells: usize,
+    /// Boots of the step pooled.
+    pub boots: usize,
+}
+
+/// Classifies the boots `step` of one build against the moved cells' good and bad levels.
+/// Moved cells the step did not measure are left out; when it measured none, the answer is
+/// uncertain with `cells = 0`.
+pub fn classify(step: &[RunResults], moved: &[MovedCell], s: &BisectSettings) -> StepEvidence {
+    let z_needed = s.z(1);
+    let mut e_sum = 0.0;
+    let mut gap_sum = 0.0;
+    let mut within = 0.0;
+    // The boot factors, common to the cells of one boot: sd of the mean is not divided by cells.
+    let mut boot_var: Option<f64> = None;
+    let mut cells = 0usize;
+    let mut boots = 0usize;
+    for m in moved {
+        let Some(st) = level(step, (m.concurrency, m.context_tokens)) else {
+            continue;
+        };
+        let sgn = m.log_gap().signum();
+        e_sum += sgn * (st.log_mean - (m.good.log_mean + m.bad.log_mean) / 2.0);
+        gap_sum += m.log_gap().abs();
+        within += st.within_var + (m.good.within_var + m.bad.within_var) / 4.0;
+        let cv2 = s.noise_cv * s.noise_cv;
+        let bv = cv2 / st.boots as f64
+            + cv2 / (4.0 * m.good.boots as f64)
+            + cv2 / (4.0 * m.bad.boots as f64);
+        boot_var = Some(boot_var.map_or(bv, |b: f64| b.max(bv)));
+        cells += 1;
+        boots = boots.max(st.boots);
+    }
+    if cells == 0 {
+        return StepEvidence {
+            answer: StepAnswer::Uncertain,
+            position: None,
+            z: 0.0,
+            z_needed,
+            cells,
+            boots,
+        };
+    }
+    let m = cells as f64;
+    let e = e_sum / m;
+    let sd = (boot_var.unwrap_or(0.0) + within / (m * m)).sqrt();
+    let z = if sd > 0.0 {
+        e / sd
+    } else {
+        e.signum() * f64::INFINITY
+    };
+    let answer = if z >= z_needed {
+        StepAnswer::Bad
+    } else if z <= -z_needed {
+        StepAnswer::Good
+    } else {
+        StepAnswer::Uncertain
+    };
+    StepEvidence {
+        answer,
+        position: Some(0.5 + e / (gap_sum / m)),
+        z,
+        z_needed,
+        cells,
+        boots,
+    }
+}
+
+/// What one boot of a bisection measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BootRole {
+    /// The known-good revision (`--good`).
+    Good,
+    /// The known-bad revision (`--bad`).
+    Bad,
+    /// A commit between them.
+    Step,
+}
+
+impl BootRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BootRole::Good => "good",
+            BootRole::Bad => "bad",
+            BootRole::Step => "step",
+        }
+    }
+}
+
+/// One boot of a bisection, in the order they ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectBoot {
+    /// 1-based boot number.
+    pub boot: u32,
+    pub rev: String,
+    pub role: BootRole,
+    /// The build's output (`{build}`), when the build ran.
+    pub build: Option<String>,
+    /// The boot's results file, relative to the output directory.
+    pub results: Option<String>,
+    /// Cells measured `ok`.
+    pub cells_measured: usize,
+    pub boot_s: Option<f64>,
+    /// Why the build or boot failed.
+    pub failure: Option<String>,
+}
+
+/// One intermediate commit asked about, and the answer its boots gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectStep {
+    pub rev: String,
+    /// 1-based position in the commit list.
+    pub index: usize,
+    /// The boots (numbers) pooled for the answer.
+    pub boots: Vec<u32>,
+    pub evidence: StepEvidence,
+    /// Commits still suspected after this answer (first, last: 1-based, inclusive).
+    pub suspects: (usize, usize),
+}
+
+/// The first bad commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Culprit {
+    pub rev: String,
+    /// 1-based position in the commit list.
+    pub index: usize,
+    /// The commit before it (the last good one; `--good` when it is the first).
+    pub last_good: String,
+}
+
+/// A whole bisection: `bisect.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectRecord {
+    pub good: String,
+    pub bad: String,
+    pub suite: String,
+    /// The commits after good up to bad, oldest first (`[bisect] revs`).
+    pub commits: Vec<String>,
+    /// Every cell compared between good and bad; the moved ones are the ones measured at steps.
+    pub cells: Vec<CellMove>,
+    pub boots: Vec<BisectBoot>,
+    pub steps: Vec<BisectStep>,
+    pub culprit: Option<Culprit>,
+    /// Why the bisection stopped without a culprit.
+    pub failure: Option<String>,
+    /// Commits still suspected when it stopped (all of them before the first answer).
+    pub suspects: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::CellResult;
+
+    /// A run of the synthetic 20-cell profile at `factor` times its levels, sub-windows of 1%.
+    fn run(factor: f64) -> RunResults {
+        let mut rng = rand::SeedableRng::seed_from_u64((factor * 1e6) as u64);
+        crate::stats::eval::synthetic_run("r", &mut rng, 0.0, 0.0, &|_| factor)
+    }
+
+    fn settings() -> BisectSettings {
+        BisectSettings {
+            noise_cv: 0.03,
+            min_effect: 0.03,
+            confidence: 0.999,
+        }
+    }
+
+    #[test]
+    fn a_large_step_moves_every_cell_and_classifies_both_ends() {
+        let s = settings();
+        let (good, bad) = (vec![run(1.0)], vec![run(1.0 / 1.5)]);
+        let (all, moved) = moved_cells(&good, &bad, &s);
+        assert_eq!(all.len(), 20);
+        assert_eq!(moved.len(), 20);
+        assert!(moved.iter().all(|m| (m.change + 1.0 / 3.0).abs() < 0.02));
+        let g = classify(&[run(1.01)], &moved, &s);
+        assert_eq!(g.answer, StepAnswer::Good, "{g:?}");
+        assert!(g.position.is_some_and(|p| p < 0.1));
+        let b = classify(&[run(0.99 / 1.5)], &moved, &s);
+        assert_eq!(b.answer, StepAnswer::Bad, "{b:?}");
+        assert!(b.position.is_some_and(|p| p > 0.9));
+    }
+
+    #[test]
+    fn a_step_halfway_is_uncertain_and_more_boots_do_not_make_it_certain() {
+        let s = settings();
+        let (good, bad) = (vec![run(1.0)], vec![run(0.8)]);
+        let (_, moved) = moved_cells(&good, &bad, &s);
+        let mid = 0.8f64.sqrt();
+        let one = classify(&[run(mid)], &moved, &s);
+        assert_eq!(one.answer, StepAnswer::Uncertain);
+        let three = classify(&[run(mid), run(mid), run(mid)], &moved, &s);
+        assert_eq!(three.answer, StepAnswer::Uncertain);
+        assert_eq!(three.boots, 3);
+    }
+
+    #[test]
+    fn weak_evidence_is_uncertain_until_the_step_is_measured_again() {
+        // A 15% gap against a 3% boot CV: one boot close to good is not enough at 99.9%.
+        let s = settings();
+        let (good, bad) = (vec![run(1.0), run(1.0)], vec![run(0.85), run(0.85)]);
+        let (_, moved) = moved_cells(&good, &bad, &s);
+        assert_eq!(moved.len(), 20);
+        let one = classify(&[run(0.985)], &moved, &s);
+        assert_eq!(one.answer, StepAnswer::Uncertain, "{one:?}");
+        let more = classify(&vec![run(0.985); 8], &moved, &s);
+        assert_eq!(more.answer, StepAnswer::Good, "{more:?}");
+    }
+
+    #[test]
+    fn unchanged_and_unmeasured_cells_do_not_move() {
+        let s = settings();
+        let good = vec![run(1.0)];
+        let mut bad = vec![run(1.0)];
+        bad[0].cells[0].aggregate_tps *= 0.6;
+        bad[0].cells[1] = CellResult::unmeasured(
+            bad[0].cells[1].concurrency,
+            bad[0].cells[1].context_tokens,
+            CellStatus::Error,
+            "boom",
+        );
+        let (all, moved) = moved_cells(&good, &bad, &s);
+        assert_eq!(moved.len(), 1);
+        assert_eq!(all.iter().filter(|c| c.change.is_none()).count(), 1);
+        assert!(!all[2].moved);
+        // A step that measured none of the moved cells cannot be answered.
+        let mut step = run(1.0);
+        step.cells.remove(0);
+        assert_eq!(classify(&[step], &moved, &s).cells, 0);
+    }
+
+    #[test]
+    fn a_small_change_below_min_effect_is_not_a_move() {
+        let mut s = settings();
+        s.noise_cv = 0.001;
+        let (_, moved) = moved_cells(&[run(1.0)], &[run(0.99)], &s);
+        assert!(moved.is_empty());
+    }
+}

@@ -1,0 +1,180 @@
+//! End-to-end tests of `infergate bisect` through the real binary, on the simulated engine: a
+//! git repository of 32 commits after a good one, one of which raises the sim's `--slowdown`
+//! from 1.0 to 2.5 (the `[bisect] build` reads it from the commit; the engine command passes
+//! `{build}` to `--slowdown`). The default `revs` command (`git rev-list`) lists the commits.
+//! A 2.5× slowdown puts the good/bad midpoint 58% away from either level, so no load of the
+//! machine makes a step uncertain; the boots are counted, not timed.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use infergate::stats::bisect::{BisectRecord, BootRole};
+
+/// Two cells of the small sim config; the engine command takes `{build}` as its slowdown.
+fn config(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let text = support::SMALL_SIM_CONFIG
+        .replace(
+            "\"--seed\", \"5\"]",
+            "\"--seed\", \"5\", \"--slowdown\", \"{build}\"]",
+        )
+        .replace("concurrency = [1, 2, 4]", "concurrency = [1, 4]")
+        .replace("duration = \"1s\"", "duration = \"0.8s\"");
+    let path = dir.join("infergate.toml");
+    std::fs::write(
+        &path,
+        format!("{text}\n[bisect]\nbuild = \"sh map.sh {{rev}}\"\n{extra}"),
+    )
+    .unwrap();
+    path
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository: commit 0 (good) and commits 1..=32, `slowdown` = 2.5 from commit `bad_from`.
+/// Returns the commits' SHAs, index 0 = good.
+fn repo(dir: &Path, bad_from: usize) -> Vec<String> {
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("map.sh"), "git show \"$1\":slowdown\n").unwrap();
+    let mut shas = Vec::new();
+    for i in 0..=32 {
+        let s = if i >= bad_from { "2.5" } else { "1.0" };
+        std::fs::write(dir.join("slowdown"), format!("{s}\n")).unwrap();
+        std::fs::write(dir.join("n"), format!("{i}\n")).unwrap();
+        git(dir, &["add", "slowdown", "n"]);
+        git(dir, &["commit", "-q", "-m", &format!("commit {i}")]);
+        shas.push(git(dir, &["rev-parse", "HEAD"]));
+    }
+    shas
+}
+
+fn bisect(dir: &Path, config: &Path, good: &str, bad: &str) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["bisect", "--good", good, "--bad", bad, "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .current_dir(dir)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn record(dir: &Path) -> BisectRecord {
+    let text = std::fs::read_to_string(dir.join("out/bisect.json")).expect("bisect.json");
+    serde_json::from_str(&text).expect("bisect.json parses")
+}
+
+/// Every boot's engine is gone.
+fn no_engine_left(dir: &Path, r: &BisectRecord) {
+    for b in &r.boots {
+        let Some(f) = &b.results else { continue };
+        let results = support::read_results(&dir.join("out").join(f));
+        if let Some(pgid) = results.engine_process_group() {
+            assert!(support::group_gone(pgid), "boot {} left its engine", b.boot);
+        }
+    }
+}
+
+#[test]
+fn culprit_among_32_commits_found_in_at_most_7_boots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shas = repo(dir, 19);
+    let cfg = config(dir, "");
+    let (code, out, err) = bisect(dir, &cfg, &shas[0], &shas[32]);
+    assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    println!("{out}");
+    let r = record(dir);
+    assert_eq!(r.commits, shas[1..].to_vec(), "git rev-list order");
+    let culprit = r.culprit.as_ref().expect("culprit");
+    assert_eq!(culprit.rev, shas[19]);
+    assert_eq!(culprit.index, 19);
+    assert_eq!(culprit.last_good, shas[18]);
+    assert!(r.boots.len() <= 7, "{} boots:\n{out}", r.boots.len());
+    assert_eq!(r.boots[0].role, BootRole::Good);
+    assert_eq!(r.boots[1].role, BootRole::Bad);
+    assert_eq!(r.boots[0].build.as_deref(), Some("1.0"));
+    assert_eq!(r.boots[1].build.as_deref(), Some("2.5"));
+    // Both cells moved; the steps measured only them, and each answer matches the commit.
+    assert!(r.cells.iter().all(|c| c.moved), "{:?}", r.cells);
+    for s in &r.steps {
+        let expect_bad = s.index >= 19;
+        let answer = s.evidence.answer.as_str();
+        assert_eq!(
+            answer,
+            if expect_bad { "bad" } else { "good" },
+            "step {s:?}"
+        );
+    }
+    // The console shows every boot and the culprit.
+    assert!(
+        out.contains(&format!("first bad commit: {}", shas[19])),
+        "{out}"
+    );
+    for b in &r.boots {
+        assert!(out.contains(&b.rev), "boot {} not shown:\n{out}", b.boot);
+    }
+    no_engine_left(dir, &r);
+}
+
+#[test]
+fn no_change_between_good_and_bad_fails_closed_after_two_boots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shas = repo(dir, 100);
+    let cfg = config(dir, "");
+    let (code, out, err) = bisect(dir, &cfg, &shas[0], &shas[32]);
+    assert_eq!(code, Some(3), "stdout:\n{out}\nstderr:\n{err}");
+    let r = record(dir);
+    assert!(r.culprit.is_none());
+    assert_eq!(r.boots.len(), 2);
+    assert!(
+        r.failure
+            .as_deref()
+            .is_some_and(|f| f.contains("no cell moved")),
+        "{r:?}"
+    );
+    assert!(out.contains("no culprit"), "{out}");
+    no_engine_left(dir, &r);
+}
+
+#[test]
+fn bad_revisions_and_missing_bisect_table_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cfg = config(dir, "");
+    let (code, _, err) = bisect(dir, &cfg, "good\u{1b}[31m", "bad");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("control characters"), "{err}");
+    let (code, _, err) = bisect(dir, &cfg, "--all", "bad");
+    assert_eq!(code, Some(2), "{err}");
+    let plain = dir.join("plain.toml");
+    std::fs::write(&plain, support::SMALL_SIM_CONFIG).unwrap();
+    let (code, _, err) = bisect(dir, &plain, "a", "b");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("[bisect]"), "{err}");
+    assert!(!dir.join("out/bisect.json").exists());
+}

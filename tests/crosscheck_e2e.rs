@@ -1,0 +1,133 @@
+//! The engine's word is cross-checked: a simulated engine that inflates or deflates its usage,
+//! or whose generation counter disagrees with what it streamed, never passes (every cell is
+//! `error` with the disagreement named, exit 3), while an honest one with step-time jitter
+//! passes with every check recorded and within tolerance. Requests cut short under `ignore_eos`
+//! (`truncate-at`) make their cell `error` too.
+
+mod support;
+
+use infergate::results::{CellStatus, RunResults};
+use support::{SMALL_SIM_CONFIG, gate, read_results};
+
+/// Runs the small sim gate with extra `infergate sim` arguments; exit code, stderr, results.
+fn run_sim(sim_args: &[&str]) -> (Option<i32>, String, RunResults) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
+    let config_text = SMALL_SIM_CONFIG.replacen(
+        "\"--seed\", \"5\"]",
+        &format!("\"--seed\", \"5\"{extra}]"),
+        1,
+    );
+    assert_ne!(
+        config_text, SMALL_SIM_CONFIG,
+        "the sim command line was extended"
+    );
+    let config = dir.path().join("gate.toml");
+    std::fs::write(&config, config_text).expect("write config");
+    let out = dir.path().join("out");
+    let store = dir.path().join("baselines");
+    std::fs::create_dir_all(&store).expect("store dir");
+    let (code, stderr) = gate(&config, &out, &store, &[]);
+    let results = read_results(&out.join("results.json"));
+    (code, stderr, results)
+}
+
+fn assert_every_cell_caught(fault: &str, reason: &str, check: &str) {
+    let (code, stderr, results) = run_sim(&["--fault", fault]);
+    assert_ne!(code, Some(0), "{fault} must not pass: {stderr}");
+    assert_eq!(code, Some(3), "{fault}: {stderr}");
+    for cell in &results.cells {
+        assert_eq!(cell.status, CellStatus::Error, "{fault}: {cell:?}");
+        let why = cell.reason.as_deref().unwrap_or_default();
+        assert!(why.contains(reason), "{fault}: {why}");
+        let failed: Vec<&str> = cell
+            .cross_checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert!(
+            failed.contains(&check),
+            "{fault}: {failed:?} {:?}",
+            cell.cross_checks
+        );
+    }
+    assert!(
+        stderr.contains(reason),
+        "{fault}: the console names it: {stderr}"
+    );
+}
+
+#[test]
+fn doubled_usage_is_caught() {
+    assert_every_cell_caught(
+        "lie-usage=2.0",
+        "usage disagrees with the engine's counters",
+        "usage_vs_counter_window",
+    );
+}
+
+#[test]
+fn halved_usage_is_caught() {
+    assert_every_cell_caught(
+        "lie-usage=0.5",
+        "usage disagrees with the engine's counters",
+        "chunks_vs_usage",
+    );
+}
+
+#[test]
+fn absurd_usage_is_caught() {
+    assert_every_cell_caught("lie-usage=1e15", "usage is implausible", "stream_tps");
+}
+
+#[test]
+fn a_counter_that_disagrees_is_caught() {
+    assert_every_cell_caught(
+        "counter-lies=1.5",
+        "usage disagrees with the engine's counters",
+        "usage_vs_counter_window",
+    );
+}
+
+#[test]
+fn an_honest_engine_with_jitter_raises_no_alarm() {
+    let (code, stderr, results) = run_sim(&["--jitter", "0.05"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for cell in &results.cells {
+        assert_eq!(cell.status, CellStatus::Ok, "{cell:?}");
+        for name in [
+            "chunks_vs_usage",
+            "usage_vs_counter_window",
+            "tokens_per_request",
+            "stream_tps",
+        ] {
+            let c = cell
+                .cross_checks
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{name} ran: {:?}", cell.cross_checks));
+            assert!(c.ok, "{c:?}");
+        }
+    }
+}
+
+#[test]
+fn requests_cut_short_under_ignore_eos_make_the_cell_an_error() {
+    let (code, stderr, results) = run_sim(&["--fault", "truncate-at=40"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    for cell in &results.cells {
+        assert_eq!(cell.status, CellStatus::Error, "{cell:?}");
+        let why = cell.reason.as_deref().unwrap_or_default();
+        assert!(why.starts_with("truncated: "), "{why}");
+        assert!(why.contains("fewer than max_tokens = 128"), "{why}");
+        let t = cell.truncated_requests.expect("counted");
+        assert!(t.short > 0 && t.short == t.finished, "{t:?}");
+        assert_eq!(t.fewest_tokens, 40);
+        assert!(
+            cell.cross_checks.iter().all(|c| c.ok),
+            "an honest engine otherwise"
+        );
+    }
+    assert!(stderr.contains("truncated: "), "{stderr}");
+}
