@@ -5,6 +5,9 @@
 //!
 //! Run: `cargo bench --bench client_throughput`
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -12,7 +12,7 @@ use crate::telemetry::nvml::{GpuDetails, gpu_details};
 
 /// Whether NVML works here.
 #[derive(Debug, Clone, Serialize)]
-pub struct NvmlStatus {
+pub(crate) struct NvmlStatus {
     pub available: bool,
     /// Why not, when unavailable.
     pub reason: Option<String>,
@@ -23,7 +23,7 @@ pub struct NvmlStatus {
 
 /// The answer of one engine endpoint.
 #[derive(Debug, Clone, Serialize)]
-pub struct EndpointCheck {
+pub(crate) struct EndpointCheck {
     pub path: String,
     /// HTTP status, when it answered.
     pub status: Option<u16>,
@@ -39,7 +39,7 @@ impl EndpointCheck {
 
 /// Reachability of the engine at a URL.
 #[derive(Debug, Clone, Serialize)]
-pub struct EngineCheck {
+pub(crate) struct EngineCheck {
     pub url: String,
     /// `/health` answered 2xx and `/v1/models` listed a model.
     pub reachable: bool,
@@ -54,7 +54,7 @@ pub struct EngineCheck {
 
 /// Everything `doctor` reports.
 #[derive(Debug, Clone, Serialize)]
-pub struct DoctorReport {
+pub(crate) struct DoctorReport {
     pub tool_version: String,
     /// The fingerprint the profile key would use on this machine.
     pub hardware: HardwareFingerprint,
@@ -70,7 +70,7 @@ pub struct DoctorReport {
 
 /// Outcome of booting the configured engine (`doctor --config`).
 #[derive(Debug, Clone, Serialize)]
-pub struct BootCheck {
+pub(crate) struct BootCheck {
     /// The command line (environment values not shown).
     pub command: String,
     pub ready: bool,
@@ -83,7 +83,7 @@ pub struct BootCheck {
 }
 
 /// Gathers the report; probes the engine at `engine_url` when given.
-pub async fn gather(engine_url: Option<&str>) -> DoctorReport {
+pub(crate) async fn gather(engine_url: Option<&str>) -> DoctorReport {
     let (nvml, gpus) = match tokio::task::spawn_blocking(gpu_details).await {
         Ok(Ok((inv, gpus))) => (
             NvmlStatus {
@@ -197,7 +197,7 @@ fn metrics_flavor(page: &str) -> String {
 }
 
 /// Probes `/health`, `/v1/models`, `/version` and `/metrics` of an engine.
-pub async fn check_engine(url: &str) -> EngineCheck {
+pub(crate) async fn check_engine(url: &str) -> EngineCheck {
     let base = url
         .trim_end_matches('/')
         .trim_end_matches("/v1")
@@ -266,7 +266,7 @@ fn endpoint(e: &EndpointCheck) -> String {
 }
 
 /// The report as text for people.
-pub fn render_text(r: &DoctorReport) -> String {
+pub(crate) fn render_text(r: &DoctorReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "infergate {}", r.tool_version);
     let _ = writeln!(

@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// Writes `body` to `path` durably (temp file in the same directory, fsync, rename, fsync the
 /// directory). The directory must exist; the temp file is removed when any step fails.
-pub fn write_durable(path: &Path, body: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_durable(path: &Path, body: &[u8]) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -19,18 +19,18 @@ use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Version of the merged-verdict file format (2: a profile entry says its `kind`, and a shard
 /// that compared nothing has no `report`).
-pub const MERGED_SCHEMA_VERSION: u32 = 2;
+pub(crate) const MERGED_SCHEMA_VERSION: u32 = 2;
 
 /// File name of a shard's verdict inside its results directory (written by `infergate run`).
-pub const VERDICT_FILE: &str = "verdict.json";
+pub(crate) const VERDICT_FILE: &str = "verdict.json";
 
 /// File name of a shard's results inside its results directory.
-pub const RESULTS_FILE: &str = "results.json";
+pub(crate) const RESULTS_FILE: &str = "results.json";
 
 /// What one shard amounts to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ShardOutcome {
+pub(crate) enum ShardOutcome {
     /// The shard compared its run with its baseline.
     Compared {
         /// The shard's comparison, as its runner computed it (boxed: it is large).
@@ -53,7 +53,7 @@ pub enum ShardOutcome {
 
 impl ShardOutcome {
     /// The profile key of the shard.
-    pub fn profile(&self) -> &ProfileKey {
+    pub(crate) fn profile(&self) -> &ProfileKey {
         match self {
             ShardOutcome::Compared { report } => &report.profile,
             ShardOutcome::NotCompared { profile, .. } => profile,
@@ -61,7 +61,7 @@ impl ShardOutcome {
     }
 
     /// The suite of the shard.
-    pub fn suite(&self) -> Option<&str> {
+    pub(crate) fn suite(&self) -> Option<&str> {
         match self {
             ShardOutcome::Compared { report } => report.suite.as_deref(),
             ShardOutcome::NotCompared { suite, .. } => suite.as_deref(),
@@ -69,7 +69,7 @@ impl ShardOutcome {
     }
 
     /// The shard's gate; `None` when its run stopped before anything could be compared.
-    pub fn gate(&self) -> Option<GateVerdict> {
+    pub(crate) fn gate(&self) -> Option<GateVerdict> {
         match self {
             ShardOutcome::Compared { report } => Some(report.gate),
             ShardOutcome::NotCompared {
@@ -81,7 +81,7 @@ impl ShardOutcome {
     }
 
     /// The comparison, when the shard made one.
-    pub fn report(&self) -> Option<&ComparisonReport> {
+    pub(crate) fn report(&self) -> Option<&ComparisonReport> {
         match self {
             ShardOutcome::Compared { report } => Some(report),
             ShardOutcome::NotCompared { .. } => None,
@@ -91,7 +91,7 @@ impl ShardOutcome {
 
 /// One shard's outcome and where it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Shard {
+pub(crate) struct Shard {
     /// The file the shard was read from (shown in summaries so a reader can find the artifact).
     pub source: PathBuf,
     /// The shard's `results.json`, when it sits beside the verdict.
@@ -103,7 +103,7 @@ pub struct Shard {
 /// Why a shard could not be read. Every variant names the file, so exit 2 tells the user which
 /// artifact to look at.
 #[derive(Debug, thiserror::Error)]
-pub enum ShardError {
+pub(crate) enum ShardError {
     /// Neither a verdict file nor a directory holding a verdict or results file.
     #[error(
         "{path}: no such shard (expected a results directory containing {VERDICT_FILE} or {RESULTS_FILE}, or a verdict JSON file)"
@@ -148,7 +148,7 @@ pub enum ShardError {
 impl Shard {
     /// Reads a shard from a results directory (its `verdict.json`, else its `results.json`) or
     /// a verdict file.
-    pub fn load(path: &Path) -> Result<Shard, ShardError> {
+    pub(crate) fn load(path: &Path) -> Result<Shard, ShardError> {
         if path.is_dir() {
             let verdict = path.join(VERDICT_FILE);
             let results = path.join(RESULTS_FILE);
@@ -240,15 +240,15 @@ fn parse_results(path: &Path, text: &str) -> Result<RunResults, ShardError> {
 
 /// The joined answer of all shards: what the final fan-out job reports and exits on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MergedVerdict {
+pub(crate) struct MergedVerdict {
     pub schema_version: u32,
     /// Worst gate over the shards that have one: regression, then inconclusive, then
     /// no_baseline, else pass.
     pub gate: GateVerdict,
     /// Blocking cells over all shards.
     pub regressions: usize,
-    /// Profiles whose run stopped before it was compared (cancelled, engine died): the merge
-    /// fails closed when there is any.
+    /// Profiles whose run stopped before it was compared (cancelled, engine died) or whose
+    /// gate is `unmeasured`: the merge fails closed when there is any.
     #[serde(default)]
     pub unmeasured: usize,
     /// One line for people: "1 of 3 profiles regressed (gpu-...): 2 regressions".
@@ -259,7 +259,7 @@ pub struct MergedVerdict {
 
 /// One shard's place in the merged verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfileVerdict {
+pub(crate) struct ProfileVerdict {
     /// Where the shard was read from.
     pub source: String,
     /// The shard's `results.json`, when present.
@@ -274,13 +274,13 @@ pub struct ProfileVerdict {
 
 impl MergedVerdict {
     /// Whether the merged gate blocks (exit code 1).
-    pub fn is_regression(&self) -> bool {
+    pub(crate) fn is_regression(&self) -> bool {
         self.gate == GateVerdict::Regression
     }
 
     /// The exit code: 3 when a profile was not measured (fail closed), 1 on a regression,
     /// else 0.
-    pub fn exit(&self) -> GateExit {
+    pub(crate) fn exit(&self) -> GateExit {
         if self.unmeasured > 0 {
             GateExit::Failure
         } else if self.is_regression() {
@@ -298,11 +298,12 @@ fn severity(gate: GateVerdict) -> u8 {
         GateVerdict::NoBaseline => 1,
         GateVerdict::Inconclusive => 2,
         GateVerdict::Regression => 3,
+        GateVerdict::Unmeasured => 4,
     }
 }
 
 /// Joins shard verdicts into one. No shards gives `no_baseline` (nothing was compared).
-pub fn merge(shards: Vec<Shard>) -> MergedVerdict {
+pub(crate) fn merge(shards: Vec<Shard>) -> MergedVerdict {
     let gate = shards
         .iter()
         .filter_map(|s| s.outcome.gate())
@@ -320,7 +321,11 @@ pub fn merge(shards: Vec<Shard>) -> MergedVerdict {
     let regressions = profiles.iter().map(|p| p.regressions).sum();
     let unmeasured = profiles
         .iter()
-        .filter(|p| p.outcome.gate().is_none())
+        .filter(|p| {
+            p.outcome
+                .gate()
+                .is_none_or(|g| g == GateVerdict::Unmeasured)
+        })
         .count();
     let headline = headline(gate, &profiles, regressions);
     MergedVerdict {
@@ -377,6 +382,11 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
             plural(n, "profile")
         ),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
+        GateVerdict::Unmeasured => format!(
+            "{} of {} could not be measured well enough to decide",
+            with(GateVerdict::Unmeasured).len(),
+            plural(n, "profile")
+        ),
     };
     let stopped: Vec<String> = profiles
         .iter()
@@ -454,6 +464,7 @@ pub(crate) mod tests {
                 p_value: 0.001,
                 p_adjusted: 0.004,
                 verdict: v,
+                decided_on: None,
             }],
         };
         let mut cells: Vec<_> = (0..regressed_cells)
@@ -474,6 +485,7 @@ pub(crate) mod tests {
             matrix_test: None,
             cells,
             confirmation: None,
+            coverage: None,
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,

@@ -4,7 +4,8 @@
 //!
 //! | outcome | `fail_on` | exit | check | `verdict` |
 //! |---|---|---|---|---|
-//! | the gate failed (engine, measurement, comparison) | any | 3 | `failure` | `error` |
+//! | the gate failed (engine, measurement, comparison, unreadable store) | any | 3 | `failure` | `error` |
+//! | unmeasured (coverage below `min_measured_share`) | any | 3 | `failure` | `error` |
 //! | the run was cancelled | any | 3 | `cancelled` | `error` |
 //! | pass | any | 0 | `success` | `pass` |
 //! | no baseline | any | 0 | `neutral` | `no_baseline` |
@@ -35,9 +36,13 @@ pub enum FailOn {
 /// How the check run ends (the GitHub API's words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Conclusion {
+    /// The gate passed.
     Success,
+    /// The gate failed: a verdict it fails on, or nothing could be measured or compared.
     Failure,
+    /// Neither: a verdict the policy does not fail on (report-only, inconclusive), or no baseline.
     Neutral,
+    /// The run was cancelled before it finished.
     Cancelled,
 }
 
@@ -56,6 +61,7 @@ impl Conclusion {
 /// The gate policy of one run: what fails it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GatePolicy {
+    /// Which verdicts fail the gate.
     pub fail_on: FailOn,
 }
 
@@ -92,10 +98,19 @@ impl GatePolicy {
             };
         }
         let verdict = verdict.unwrap_or(GateVerdict::NoBaseline);
+        if verdict == GateVerdict::Unmeasured {
+            // Not a verdict on the build but the lack of one: a measurement failure under
+            // every `fail_on`, like an engine that did not start.
+            return GateEnding {
+                exit: GateExit::Failure,
+                conclusion: Conclusion::Failure,
+                verdict_word: "error",
+            };
+        }
         let blocks = match verdict {
             GateVerdict::Regression => self.fail_on != FailOn::Never,
             GateVerdict::Inconclusive => self.fail_on == FailOn::Inconclusive,
-            GateVerdict::Pass | GateVerdict::NoBaseline => false,
+            GateVerdict::Pass | GateVerdict::NoBaseline | GateVerdict::Unmeasured => false,
         };
         let (exit, conclusion) = match (blocks, verdict) {
             (true, _) => (GateExit::Regression, Conclusion::Failure),
@@ -149,6 +164,7 @@ mod tests {
             Some(GateVerdict::Regression),
             Some(GateVerdict::Inconclusive),
             Some(GateVerdict::NoBaseline),
+            Some(GateVerdict::Unmeasured),
         ];
         for fail_on in [FailOn::Regression, FailOn::Inconclusive, FailOn::Never] {
             for failed in [false, true] {
@@ -166,6 +182,16 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn an_unmeasured_candidate_is_a_measurement_failure_under_every_fail_on() {
+        for fail_on in [FailOn::Regression, FailOn::Inconclusive, FailOn::Never] {
+            assert_eq!(
+                end(fail_on, Some(GateVerdict::Unmeasured)),
+                (GateExit::Failure, Conclusion::Failure, "error")
+            );
         }
     }
 

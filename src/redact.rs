@@ -11,22 +11,22 @@
 use std::sync::{Arc, LazyLock, RwLock};
 
 /// What a secret is replaced with.
-pub const MASK: &str = "[REDACTED]";
+pub(crate) const MASK: &str = "[REDACTED]";
 
 /// Values shorter than this are not treated as secrets: masking `1` or `auto` everywhere would
 /// destroy the output and protect nothing.
-pub const MIN_SECRET_LEN: usize = 6;
+pub(crate) const MIN_SECRET_LEN: usize = 6;
 
 /// Replaces known secret values with [`MASK`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     /// Longest first, so a secret that contains another is masked whole.
     secrets: Vec<String>,
 }
 
 impl Redactor {
     /// A redactor for `values` (short and empty ones ignored).
-    pub fn new(values: impl IntoIterator<Item = String>) -> Redactor {
+    pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Redactor {
         let mut r = Redactor::default();
         r.extend(values);
         r
@@ -34,7 +34,7 @@ impl Redactor {
 
     /// The secrets of an environment: every variable whose name says it holds a credential
     /// ([`is_secret_name`]).
-    pub fn from_env_vars(vars: impl IntoIterator<Item = (String, String)>) -> Redactor {
+    pub(crate) fn from_env_vars(vars: impl IntoIterator<Item = (String, String)>) -> Redactor {
         Redactor::new(
             vars.into_iter()
                 .filter(|(k, _)| is_secret_name(k))
@@ -43,7 +43,7 @@ impl Redactor {
     }
 
     /// Adds more secrets.
-    pub fn extend(&mut self, values: impl IntoIterator<Item = String>) {
+    pub(crate) fn extend(&mut self, values: impl IntoIterator<Item = String>) {
         for v in values {
             let v = v.trim().to_string();
             if v.chars().count() >= MIN_SECRET_LEN && !self.secrets.contains(&v) {
@@ -55,12 +55,12 @@ impl Redactor {
     }
 
     /// Whether there is nothing to mask.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.secrets.is_empty()
     }
 
     /// `text` with every secret replaced by [`MASK`].
-    pub fn redact(&self, text: &str) -> String {
+    pub(crate) fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
         for s in &self.secrets {
             if out.contains(s.as_str()) {
@@ -71,7 +71,7 @@ impl Redactor {
     }
 
     /// Redacts every string inside a JSON value (keys included), in place.
-    pub fn redact_json(&self, value: &mut serde_json::Value) {
+    pub(crate) fn redact_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         match value {
             Value::String(s) => {
@@ -94,7 +94,7 @@ impl Redactor {
 
     /// `value` with every string in it redacted (round trip through JSON); `value` itself when
     /// it holds no secret or does not round-trip.
-    pub fn redact_serde<T>(&self, value: T) -> T
+    pub(crate) fn redact_serde<T>(&self, value: T) -> T
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
     {
@@ -115,7 +115,7 @@ impl Redactor {
 
 /// Whether an environment variable name says it holds a credential: `*TOKEN*`, `*SECRET*`,
 /// `*PASSWORD*`, `*PASSWD*`, `*API_KEY*`, `*_KEY`, and the runner's `ACTIONS_RUNTIME_*`.
-pub fn is_secret_name(name: &str) -> bool {
+pub(crate) fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     [
         "TOKEN",
@@ -134,7 +134,7 @@ pub fn is_secret_name(name: &str) -> bool {
 /// Whether a command-line flag's value is a secret: `--api-key`, `--hf-token`, `--token`,
 /// `*-key`, `*token*`, `*secret*`, `*password*` (case-insensitive, `_` same as `-`), or a flag
 /// the config lists in `[engine] secret_args`.
-pub fn is_secret_flag(flag: &str, extra: &[String]) -> bool {
+pub(crate) fn is_secret_flag(flag: &str, extra: &[String]) -> bool {
     let norm = |s: &str| {
         s.trim_start_matches('-')
             .to_ascii_lowercase()
@@ -153,7 +153,7 @@ pub fn is_secret_flag(flag: &str, extra: &[String]) -> bool {
 }
 
 /// The values of secret flags in one command line: `--flag value` and `--flag=value`.
-pub fn secret_flag_values(words: &[String], extra: &[String]) -> Vec<String> {
+pub(crate) fn secret_flag_values(words: &[String], extra: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < words.len() {
@@ -175,7 +175,7 @@ pub fn secret_flag_values(words: &[String], extra: &[String]) -> Vec<String> {
 
 /// Whether the engine must never receive this variable, whatever the config says: the gate's
 /// GitHub tokens and the runner's `ACTIONS_*` credentials and URLs, and any `GITHUB_*` token.
-pub fn never_for_engine(name: &str) -> bool {
+pub(crate) fn never_for_engine(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     n == "GITHUB_TOKEN"
         || n == "INFERGATE_GITHUB_TOKEN"
@@ -191,7 +191,7 @@ static PROCESS: LazyLock<RwLock<Arc<Redactor>>> = LazyLock::new(|| {
 });
 
 /// This process's redactor (the gate's environment secrets plus every registered one).
-pub fn process() -> Arc<Redactor> {
+pub(crate) fn process() -> Arc<Redactor> {
     match PROCESS.read() {
         Ok(r) => r.clone(),
         Err(poisoned) => poisoned.into_inner().clone(),
@@ -200,7 +200,7 @@ pub fn process() -> Arc<Redactor> {
 
 /// Registers more secrets with this process's redactor (before anything that may contain them
 /// is written).
-pub fn register(values: impl IntoIterator<Item = String>) {
+pub(crate) fn register(values: impl IntoIterator<Item = String>) {
     let values: Vec<String> = values.into_iter().collect();
     if values.is_empty() {
         return;
@@ -215,7 +215,7 @@ pub fn register(values: impl IntoIterator<Item = String>) {
 }
 
 /// `text` through this process's redactor.
-pub fn redact(text: &str) -> String {
+pub(crate) fn redact(text: &str) -> String {
     process().redact(text)
 }
 

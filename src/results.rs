@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 /// Version of the results file format. Readers reject files with a newer major version.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The oldest results format this build reads; readers refuse anything below it (0 was never
+/// written by infergate, so such a file is hand-made or corrupt).
+pub const MIN_SCHEMA_VERSION: u32 = 1;
+
 /// One complete (or partial) execution of a sustained-decode matrix against one engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResults {
@@ -23,6 +27,7 @@ pub struct RunResults {
     /// When the matrix started and finished (UTC).
     pub started_at: DateTime<Utc>,
     #[serde(default)]
+    /// When the matrix finished; `None` while a run is in progress or when it was cut short.
     pub finished_at: Option<DateTime<Utc>>,
     /// Whether the run covered the whole matrix; partial runs are never accepted as baselines.
     pub status: RunStatus,
@@ -54,7 +59,9 @@ pub struct RunResults {
 /// Name and version of the writer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolInfo {
+    /// Writer's name (`infergate`, or the imported tool's).
     pub name: String,
+    /// Writer's version.
     pub version: String,
 }
 
@@ -70,6 +77,32 @@ impl RunResults {
 }
 
 impl RunResults {
+    /// Marks a `complete` run `partial` when a cell ended in `error`: `complete` means every
+    /// cell reached a terminal state that was a measurement (`ok`, `capacity_limited`) or was
+    /// skipped on purpose (skip list), so only such runs can become baselines.
+    pub fn settle_status(&mut self) {
+        if self.status != RunStatus::Complete {
+            return;
+        }
+        let errored: Vec<&CellResult> = self
+            .cells
+            .iter()
+            .filter(|c| c.status == CellStatus::Error)
+            .collect();
+        if let Some(first) = errored.first() {
+            let reason = first.reason.as_deref().unwrap_or("no reason given");
+            self.status_reason = Some(format!(
+                "{} of {} cells errored (first: C={} / {}: {})",
+                errored.len(),
+                self.cells.len(),
+                first.concurrency,
+                context_label(first.context_tokens),
+                reason.lines().next().unwrap_or(reason)
+            ));
+            self.status = RunStatus::Partial;
+        }
+    }
+
     /// The commit the run measured: its `git_sha`, `sha` or `commit` label, when it has one.
     pub fn commit(&self) -> Option<&str> {
         ["git_sha", "sha", "commit"]
@@ -93,9 +126,11 @@ impl ToolInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
-    /// Every cell was attempted (cells may still be `capacity_limited` or `error`).
+    /// Every cell reached a measured terminal state (`ok`, `capacity_limited`) or was skipped
+    /// on purpose; a cell in `error` makes the run `partial` ([`RunResults::settle_status`]).
     Complete,
-    /// The run stopped early (engine died, time-out); the cells present are valid.
+    /// The run stopped early (engine died or hung) or a cell errored; the cells present are
+    /// valid.
     Partial,
     /// The run was cancelled (SIGINT/SIGTERM); the cells present are valid.
     Cancelled,
@@ -222,8 +257,10 @@ pub struct HardwareFingerprint {
     #[serde(default)]
     pub gpu_model: Option<String>,
     #[serde(default)]
+    /// Number of GPUs visible to the run (0 on a CPU runner).
     pub gpu_count: u32,
     #[serde(default)]
+    /// NVIDIA driver version, when NVML reported one.
     pub driver_version: Option<String>,
     /// CPU model name from `/proc/cpuinfo` (names the `cpu` profile).
     #[serde(default)]
@@ -400,9 +437,13 @@ pub enum CellStatus {
 /// p50/p90/p99 and mean of a latency or rate distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// Arithmetic mean.
     pub mean: f64,
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
     /// Number of observations behind the figures.
     pub count: u64,
@@ -454,6 +495,7 @@ impl CounterMoves {
 pub struct EngineCounterWindow {
     /// Metric name read (e.g. `llamacpp:tokens_predicted_total`).
     pub metric: String,
+    /// How the counter moves (per token, or per finished request).
     pub moves: CounterMoves,
     /// When the opening reading was taken, seconds relative to the window's opening (client
     /// clock; negative: before it).
@@ -488,8 +530,11 @@ impl EngineCounterWindow {
 /// One measured (concurrency x context) cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellResult {
+    /// Concurrent streams of the cell.
     pub concurrency: u32,
+    /// Prompt (context) length of the cell, in tokens.
     pub context_tokens: u64,
+    /// Whether the cell was measured, and if not why (`ok`, `capacity_limited`, `error`, `skipped`).
     pub status: CellStatus,
     /// Why the cell is `capacity_limited`, `error` or `skipped` (or readiness detail when `ok`).
     #[serde(default)]
@@ -586,6 +631,7 @@ pub struct CrossCheck {
     /// Tokens of slack allowed on top of `tolerance` (edge timing, chunks in flight).
     #[serde(default)]
     pub slack: f64,
+    /// Whether the engine's word held (within `tolerance` and `slack`).
     pub ok: bool,
     /// How to read it: what was compared, over what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -678,9 +724,13 @@ impl CellResult {
 /// One extra measurement of a cell (adaptive re-measurement or a repetition).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasurementRound {
+    /// 1-based round number (1 = the first measurement).
     pub round: u32,
+    /// Aggregate output tok/s of this round.
     pub aggregate_tps: f64,
+    /// Sub-window tok/s samples of this round.
     pub samples: Vec<f64>,
+    /// Length of the round's measurement window, seconds.
     pub measured_s: f64,
     /// Verdict of the comparison after this round, when one was made.
     #[serde(default)]
@@ -713,6 +763,7 @@ pub struct AbBoot {
     pub index: u32,
     /// Pair index (0-based): boot `i` of A is paired with boot `i` of B.
     pub pair: u32,
+    /// Which engine (A or B) this boot ran.
     pub side: AbSide,
     /// The engine's process group (from the `engine_spawned` event), when it started.
     pub pgid: Option<i32>,
@@ -731,12 +782,17 @@ pub struct AbBoot {
 /// a kernel change shows in `steps_per_s` even when acceptance (a property of the prompt) moves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpecDecodeStats {
+    /// Draft rounds (engine steps that proposed tokens).
     pub drafts: u64,
+    /// Tokens proposed by the drafter.
     pub draft_tokens: u64,
+    /// Proposed tokens the target model accepted.
     pub accepted_tokens: u64,
     /// accepted / draft tokens.
     pub acceptance_rate: f64,
+    /// Output tokens per engine step (see the formula above).
     pub accept_len: f64,
+    /// Acceptance-normalised engine steps per second.
     pub steps_per_s: f64,
     /// Acceptance rate per draft position (position 0 first).
     #[serde(default)]
@@ -746,19 +802,31 @@ pub struct SpecDecodeStats {
 /// Telemetry over one cell's window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellTelemetry {
+    /// Telemetry readings taken in the window.
     pub samples: u32,
+    /// Mean GPU utilisation, percent.
     pub gpu_util_avg: Option<f64>,
+    /// Mean memory-controller utilisation, percent.
     pub mem_util_avg: Option<f64>,
+    /// Mean board power across devices, watts.
     pub power_w_avg: Option<f64>,
+    /// Highest board power seen, watts.
     pub power_w_max: Option<f64>,
+    /// Energy used in the window, joules.
     pub energy_j: Option<f64>,
     /// Energy per output token in the window, joules.
     pub joules_per_token: Option<f64>,
+    /// Highest GPU temperature seen, °C.
     pub temperature_c_max: Option<f64>,
+    /// Mean SM clock, MHz.
     pub sm_clock_mhz_avg: Option<f64>,
+    /// Mean memory clock, MHz.
     pub mem_clock_mhz_avg: Option<f64>,
+    /// Highest VRAM in use across devices, MiB.
     pub vram_used_mib_max: Option<f64>,
+    /// Mean PCIe receive rate across devices, KiB/s.
     pub pcie_rx_kib_s_avg: Option<f64>,
+    /// Mean PCIe transmit rate across devices, KiB/s.
     pub pcie_tx_kib_s_avg: Option<f64>,
     /// Throttle reasons seen at least once (e.g. `sw_power_cap`, `hw_thermal_slowdown`).
     #[serde(default)]
@@ -777,20 +845,26 @@ pub struct TelemetrySummary {
     #[serde(default)]
     pub devices: Vec<String>,
     #[serde(default)]
+    /// Energy over all measured windows, joules.
     pub energy_j: Option<f64>,
     #[serde(default)]
+    /// Energy per output token over all measured windows, joules.
     pub joules_per_token: Option<f64>,
     #[serde(default)]
+    /// Mean board power over the measured windows, watts.
     pub power_w_avg: Option<f64>,
     #[serde(default)]
+    /// Highest GPU temperature of the run, °C.
     pub temperature_c_max: Option<f64>,
     #[serde(default)]
+    /// Throttle reasons seen in any window.
     pub throttle_reasons: Vec<String>,
 }
 
 /// One line of the run's event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
+    /// When it happened (UTC).
     pub at: DateTime<Utc>,
     /// What happened, as a machine-readable kind (`cell_done`, `engine_exit`, ...).
     pub kind: EventKind,
@@ -798,10 +872,12 @@ pub struct Event {
     #[serde(default)]
     pub concurrency: Option<u32>,
     #[serde(default)]
+    /// Context length of the cell, when the event belongs to one.
     pub context_tokens: Option<u64>,
     /// The engine's process group, on `engine_spawned` (teardown checks look it up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_group: Option<i32>,
+    /// What happened, in words.
     pub message: String,
 }
 

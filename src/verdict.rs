@@ -12,10 +12,12 @@ pub const VERDICT_SCHEMA_VERSION: u32 = 1;
 /// The whole answer of one comparison: per cell, per metric, and for the gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonReport {
+    /// Version of this file's layout ([`VERDICT_SCHEMA_VERSION`] when written).
     pub schema_version: u32,
     /// The candidate's profile (baselines of another profile are never compared).
     pub profile: ProfileKey,
     #[serde(default)]
+    /// Suite the candidate ran, when it came from a gate config.
     pub suite: Option<String>,
     /// Candidate run id(s).
     pub candidate_runs: Vec<String>,
@@ -28,6 +30,7 @@ pub struct ComparisonReport {
     /// The matrix-wide test (all comparable cells together, primary metric).
     #[serde(default)]
     pub matrix_test: Option<MatrixTest>,
+    /// Every cell of the matrix, in the candidate's order.
     pub cells: Vec<CellComparison>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
@@ -35,6 +38,52 @@ pub struct ComparisonReport {
     /// report's own fields are then those of both boots together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Confirmation>,
+    /// How much of what the baseline measured the candidate measured too; below the floor
+    /// the gate is `unmeasured` (exit 3). `None` when there was no baseline to measure against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// The candidate's coverage of the baseline: a gate that passed on the few cells an engine
+/// could still serve would pass a build that broke the rest, so a floor decides whether the
+/// cells that were measured may speak for the matrix at all.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Cells measured (`ok` or `capacity_limited`) in the baseline's level runs that the
+    /// candidate's matrix asked for (cells it lacks or skipped on purpose are not counted).
+    pub expected: usize,
+    /// Of those, the cells the candidate measured too.
+    pub measured: usize,
+    /// The floor, `[thresholds] min_measured_share`.
+    pub min_share: f64,
+}
+
+impl Coverage {
+    /// Measured share of the expected cells (1 when nothing was expected).
+    pub fn share(&self) -> f64 {
+        if self.expected == 0 {
+            1.0
+        } else {
+            self.measured as f64 / self.expected as f64
+        }
+    }
+
+    /// Whether the candidate was measured well enough to decide.
+    pub fn sufficient(&self) -> bool {
+        self.share() + 1e-9 >= self.min_share
+    }
+
+    /// For people: "1 of 3 cells measured in the baseline were measured (33% < 90%)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} cells measured in the baseline were measured now ({:.0}%, {} min_measured_share {:.0}%)",
+            self.measured,
+            self.expected,
+            100.0 * self.share(),
+            if self.sufficient() { ">=" } else { "<" },
+            100.0 * self.min_share
+        )
+    }
 }
 
 /// The first stage of a confirmation boot, kept so readers of the verdict (the job summary,
@@ -48,10 +97,20 @@ pub struct Confirmation {
     pub first_boot: Option<MatrixTest>,
     /// The results file of the second boot, next to the first's `results.json`.
     pub second_results: String,
+    /// Whether the second boot entered the verdict. `false` only when a second boot's results
+    /// were given (`compare --confirmation`) but the first boot did not call for one, so `run`
+    /// would not have booted again: the verdict is the first boot's alone, and `reason` says why.
+    #[serde(default = "used_by_default")]
+    pub used: bool,
+}
+
+fn used_by_default() -> bool {
+    true
 }
 
 impl ComparisonReport {
-    /// Cells whose verdict blocks the gate (`regression` or `capacity_regression`).
+    /// Cells whose verdict blocks the gate (`regression`, `capacity_regression`,
+    /// `error_regression`).
     pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
         self.cells.iter().filter(|c| c.verdict.is_regression())
     }
@@ -78,6 +137,9 @@ pub enum GateVerdict {
     Inconclusive,
     /// No usable baseline for this profile and suite.
     NoBaseline,
+    /// The candidate could not be measured well enough to decide (its coverage of the
+    /// baseline's cells is below `min_measured_share`): a measurement failure, exit 3.
+    Unmeasured,
 }
 
 impl GateVerdict {
@@ -88,6 +150,7 @@ impl GateVerdict {
             GateVerdict::Regression => "regression",
             GateVerdict::Inconclusive => "inconclusive",
             GateVerdict::NoBaseline => "no_baseline",
+            GateVerdict::Unmeasured => "unmeasured",
         }
     }
 }
@@ -96,13 +159,20 @@ impl GateVerdict {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CellVerdict {
+    /// Worse beyond the margin, significantly.
     Regression,
+    /// Better beyond the margin, significantly.
     Improvement,
+    /// Within the margin, with confidence.
     Unchanged,
+    /// Neither shown: the interval straddles the margin (measure more).
     Inconclusive,
+    /// Could not be compared (missing on one side, not measured, another matrix).
     NotComparable,
     /// Fit in the baseline, capacity-limited now.
     CapacityRegression,
+    /// Measured in the baseline, `error` now (the engine fails where it used to serve).
+    ErrorRegression,
 }
 
 impl CellVerdict {
@@ -110,7 +180,9 @@ impl CellVerdict {
     pub fn is_regression(self) -> bool {
         matches!(
             self,
-            CellVerdict::Regression | CellVerdict::CapacityRegression
+            CellVerdict::Regression
+                | CellVerdict::CapacityRegression
+                | CellVerdict::ErrorRegression
         )
     }
 
@@ -123,6 +195,7 @@ impl CellVerdict {
             CellVerdict::Inconclusive => "inconclusive",
             CellVerdict::NotComparable => "not_comparable",
             CellVerdict::CapacityRegression => "capacity_regression",
+            CellVerdict::ErrorRegression => "error_regression",
         }
     }
 }
@@ -133,13 +206,19 @@ impl CellVerdict {
 pub enum Metric {
     /// Aggregate output tok/s (primary).
     AggregateTps,
+    /// Mean per-stream output tok/s.
     PerUserTps,
+    /// Median time to first token.
     TtftP50,
+    /// 90th-percentile time to first token.
     TtftP90,
+    /// Median inter-token latency.
     ItlP50,
+    /// 90th-percentile inter-token latency.
     ItlP90,
     /// Acceptance-normalised engine steps/s under speculative decoding.
     StepsPerS,
+    /// Energy per output token (GPU telemetry).
     JoulesPerToken,
 }
 
@@ -173,15 +252,20 @@ impl Metric {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
+    /// Throughput-like: a drop is a regression.
     HigherIsBetter,
+    /// Latency- or energy-like: a rise is a regression.
     LowerIsBetter,
 }
 
 /// Verdict of one cell with the metric comparisons behind it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellComparison {
+    /// Concurrent streams of the cell.
     pub concurrency: u32,
+    /// Prompt (context) length of the cell, in tokens.
     pub context_tokens: u64,
+    /// The cell's verdict (its primary metric's, or why it was not comparable).
     pub verdict: CellVerdict,
     /// Why, in words (e.g. "capacity-limited now: 5/8 running"; "missing in baseline").
     #[serde(default)]
@@ -197,12 +281,23 @@ impl CellComparison {
             .iter()
             .find(|m| m.metric == Metric::AggregateTps)
     }
+
+    /// The metric comparison the cell's verdict came from: the first with the cell's verdict
+    /// (the primary when none has it, e.g. a cell decided up front).
+    pub fn deciding(&self) -> Option<&MetricComparison> {
+        self.metrics
+            .iter()
+            .find(|m| m.verdict == self.verdict)
+            .or_else(|| self.primary())
+    }
 }
 
 /// One metric of one cell: levels, relative change with its interval, and the decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {
+    /// The metric compared.
     pub metric: Metric,
+    /// Which way is better for it.
     pub direction: Direction,
     /// Baseline level (mean of the newest K runs).
     pub baseline: f64,
@@ -212,6 +307,7 @@ pub struct MetricComparison {
     pub change: f64,
     /// Confidence interval of the relative change.
     pub ci_low: f64,
+    /// Upper end of the interval.
     pub ci_high: f64,
     /// Practical-significance margin used (relative, positive).
     pub margin: f64,
@@ -219,8 +315,94 @@ pub struct MetricComparison {
     /// multiplicity correction (Holm by default). The margin enters through the interval: a
     /// regression needs both the adjusted p-value below alpha and the interval beyond the margin.
     pub p_value: f64,
+    /// The p-value after multiplicity correction.
     pub p_adjusted: f64,
+    /// This metric's verdict.
     pub verdict: CellVerdict,
+    /// The change this verdict was decided on, when the comparison records it (older files do
+    /// not): the per-cell test looks at the cell relative to its own run, so that figure, not
+    /// `change`, is what a regression or improvement stands on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_on: Option<DecidedChange>,
+}
+
+impl MetricComparison {
+    /// The change to show beside the verdict: the decided-on one when recorded, else the total.
+    pub fn shown_change(&self) -> DecidedChange {
+        self.decided_on.unwrap_or(DecidedChange {
+            basis: DecisionBasis::Total,
+            change: self.change,
+            ci_low: self.ci_low,
+            ci_high: self.ci_high,
+            matrix_change: None,
+        })
+    }
+
+    /// The total change, except that a cell that moved with the matrix says so.
+    pub fn shown_change_total(&self) -> DecidedChange {
+        match self.decided_on {
+            Some(d) if d.basis == DecisionBasis::WithMatrix => d,
+            _ => DecidedChange {
+                basis: DecisionBasis::Total,
+                change: self.change,
+                ci_low: self.ci_low,
+                ci_high: self.ci_high,
+                matrix_change: None,
+            },
+        }
+    }
+
+    /// The change with its sign turned so that positive is better (for ordering: worst first).
+    pub fn goodness(&self) -> f64 {
+        let c = self.shown_change().change;
+        match self.direction {
+            Direction::HigherIsBetter => c,
+            Direction::LowerIsBetter => -c,
+        }
+    }
+}
+
+/// Which quantity a metric's verdict was decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionBasis {
+    /// The cell relative to the rest of its own run (the run's matrix factor taken out).
+    VsRun,
+    /// The cell's total change against the baseline.
+    Total,
+    /// The cell moved with the whole matrix: decided on its total change because the
+    /// matrix-wide change was significant (or contradicted the cell's own test).
+    WithMatrix,
+}
+
+/// A relative change (metric's own sign: + is a higher value) with its interval, and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DecidedChange {
+    /// Which change the verdict was decided on.
+    pub basis: DecisionBasis,
+    /// The relative change.
+    pub change: f64,
+    /// Lower end of its confidence interval.
+    pub ci_low: f64,
+    /// Upper end of its confidence interval.
+    pub ci_high: f64,
+    /// The matrix-wide change of the metric, when the cell moved with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_change: Option<f64>,
+}
+
+impl DecidedChange {
+    /// `vs its run`, `total`, `with the matrix` — the words that follow the figure.
+    pub fn label(&self) -> String {
+        match self.basis {
+            DecisionBasis::VsRun => "vs the rest of its run".into(),
+            DecisionBasis::Total => "total".into(),
+            DecisionBasis::WithMatrix => match self.matrix_change {
+                Some(m) => format!("with the matrix: {}", signed_percent(m)),
+                None => "with the matrix".into(),
+            },
+        }
+    }
 }
 
 /// Result of the matrix-wide test on the primary metric.
@@ -228,11 +410,17 @@ pub struct MetricComparison {
 pub struct MatrixTest {
     /// Mean relative change across comparable cells.
     pub change: f64,
+    /// Lower end of its confidence interval.
     pub ci_low: f64,
+    /// Upper end of its confidence interval.
     pub ci_high: f64,
+    /// Practical-significance margin used (relative, positive).
     pub margin: f64,
+    /// One-sided p-value of "no change" in the worse direction.
     pub p_value: f64,
+    /// The matrix-wide verdict.
     pub verdict: CellVerdict,
+    /// Comparable cells the test pooled.
     pub cells: usize,
 }
 

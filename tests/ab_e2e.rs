@@ -10,6 +10,9 @@
 //! the interleaved boots. The 5%-class power of the paired design is measured by
 //! `scripts/eval/ab-vs-baseline-sim.sh`, not asserted here.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::path::Path;

@@ -2,6 +2,9 @@
 //! infergate. The script forwards the signal to the gate and waits for it, so the gate stops
 //! the engine, writes its (cancelled) results and the step ends with the gate's exit code.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -56,6 +59,7 @@ ready_stable = "0.4s"
     .unwrap();
     let outputs = dir.path().join("outputs.txt");
     std::fs::write(&outputs, "").unwrap();
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/run.sh");
     let mut step = Command::new("bash")
         .arg(&script)

@@ -4,6 +4,9 @@
 //! `infergate.toml`. INFERGATE_BIN points at the binary cargo built for the tests, so nothing is
 //! rebuilt or downloaded.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod results_gen;
 
 use std::collections::BTreeMap;
@@ -639,4 +642,61 @@ fn merge_mode_fails_closed_on_a_shard_that_was_not_measured_and_still_summarises
     let summary = std::fs::read_to_string(&runner.summary).unwrap();
     assert_eq!(summary.matches("\n### ").count(), 3, "{summary}");
     assert!(summary.contains("cancelled by SIGINT/SIGTERM"), "{summary}");
+}
+
+#[test]
+fn alert_mode_writes_the_trend_report_and_fails_when_no_alert_can_be_filed() {
+    // A nightly store with tonight's results in the downloaded artifact. The runner here holds
+    // no token: the trend report is still written (and named in the outputs), and the step
+    // fails, because alerts that could not be filed must not look like a quiet night.
+    let runner = Runner::new();
+    let files = runner.path("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let g = results_gen::Gen {
+        suite: Some("nightly".into()),
+        ..results_gen::Gen::default()
+    };
+    let store = runner.path("baselines");
+    let mut args = vec![
+        "baseline".to_string(),
+        "add".into(),
+        "--dir".into(),
+        store.display().to_string(),
+    ];
+    for p in results_gen::write_many(&files, "n", &g, 0..12) {
+        args.push(p.display().to_string());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err) = results_gen::infergate(&args);
+    assert_eq!(code, 0, "{err}");
+    let artifact = runner.path("infergate-nightly");
+    std::fs::create_dir_all(&artifact).unwrap();
+    results_gen::write(&artifact, "results.json", &results_gen::run(&g, 12));
+    let r = runner.step(
+        "run.sh",
+        &[
+            ("INFERGATE_BIN", bin()),
+            ("INPUT_MODE", "alert"),
+            ("INPUT_SUITE", "nightly"),
+            ("INPUT_BASELINE_DIR", store.to_str().unwrap()),
+            ("INPUT_RESULTS_DIR", artifact.to_str().unwrap()),
+            ("GITHUB_EVENT_NAME", "schedule"),
+        ],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("--candidate"), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("::error title=infergate alerts::no alerts filed"),
+        "{}",
+        r.stderr
+    );
+    let trend = artifact.join("trend.html");
+    let html = std::fs::read_to_string(&trend).expect("trend.html written");
+    assert!(html.contains("<html"), "{html:.200}");
+    assert_eq!(
+        runner.outputs()["trend-report-path"],
+        trend.display().to_string()
+    );
 }

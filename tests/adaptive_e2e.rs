@@ -12,6 +12,9 @@
 //! baseline runs spread by ±12% (a fixed, zero-mean pattern): its interval is about ±15% wide,
 //! so only a shift larger than that could decide it at the first look.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use infergate::results::EventKind;
@@ -46,6 +49,7 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
     let config = dir.path().join("gate.toml");
     std::fs::write(&config, format!("{SMALL_SIM_CONFIG}{TABLES}")).expect("write config");
     let store_dir = dir.path().join("baselines");
+    std::fs::create_dir_all(&store_dir).expect("an empty store");
 
     // 1. Calibrate: one run with no baseline yet (nothing to compare, nothing re-measured).
     let first = dir.path().join("first");

@@ -1,6 +1,9 @@
 //! End-to-end tests of `infergate baseline` through the real binary: add/show/prune/list, a
 //! corrupt run file, an interrupted write, and hostile names that try to leave the store.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod results_gen;
 
 use std::path::{Path, PathBuf};
@@ -46,10 +49,20 @@ fn add_show_prune_list() {
     let (code, out, err) = add(&store, &files);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.matches("added ").count(), 4, "{out}");
-    // Adding again is a no-op, not a duplicate.
-    let (code, out, _) = add(&store, &files[..1]);
-    assert_eq!(code, 0);
-    assert!(out.contains("already present"), "{out}");
+    // Adding again is refused (a run counts once), and so is the same run under another id.
+    let (code, _, err) = add(&store, &files[..1]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is already in the baseline store") && err.contains("same run id"),
+        "{err}"
+    );
+    let mut renamed: infergate::results::RunResults =
+        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    renamed.run_id = "copied-under-another-id".into();
+    let copy = write(dir.path(), "copy.json", &renamed);
+    let (code, _, err) = add(&store, &[copy]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("same content digest"), "{err}");
     assert_eq!(run_files(&store).len(), 4);
 
     let key = run(&Gen::default(), 0).profile.key;
@@ -131,7 +144,7 @@ fn seed_file_and_refused_runs() {
 }
 
 #[test]
-fn a_corrupt_run_file_does_not_hide_the_others() {
+fn a_corrupt_run_file_is_listed_and_fails_a_comparison_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("b");
     let files = write_many(dir.path(), "r", &Gen::default(), 0..3);
@@ -167,8 +180,15 @@ fn a_corrupt_run_file_does_not_hide_the_others() {
         s(&cand[0]),
         s(&cand[1]),
     ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("skipped baseline file"), "{err}");
+    // Fail closed: comparing against a store that is only partly readable is an error (3)
+    // naming every file that cannot be used, not a comparison against what happens to parse.
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("zz-corrupt.json")
+            && err.contains(first.file_name().unwrap().to_str().unwrap())
+            && err.contains("2 run file(s) cannot be used"),
+        "{err}"
+    );
 }
 
 #[test]

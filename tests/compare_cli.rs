@@ -1,6 +1,9 @@
 //! End-to-end tests of `infergate compare` through the real binary, on deterministic generated
 //! results (realistic multiplicative noise) and on the real llm-decode-bench seed file.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod results_gen;
 
 use std::path::{Path, PathBuf};
@@ -299,4 +302,114 @@ fn compare_against_a_store_selects_profile_and_suite() {
         err.contains("no baseline runs for profile") && err.contains("(pr)"),
         "{err}"
     );
+}
+
+/// `compare --confirmation` replays `run`'s two-boot rule on files: the second boot enters the
+/// verdict only where `run` would have booted again, and the JSON says whether it did. The
+/// expected verdicts are the library's own two stages (`ConfirmPlan`'s first and second rules).
+#[test]
+fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
+    use infergate::stats::{ConfirmPlan, DecisionRule, compare as lib_compare};
+    let dir = tempfile::tempdir().unwrap();
+    let base_gen = Gen::default();
+    let base_runs: Vec<_> = (0..10).map(|i| run(&base_gen, i)).collect();
+    let base = write_many(dir.path(), "base", &base_gen, 0..10);
+    let plan = ConfirmPlan::default();
+    let rule = DecisionRule::default();
+    let first_verdict = |r: &infergate::results::RunResults| {
+        lib_compare(&base_runs, std::slice::from_ref(r), &plan.first_rule(&rule)).unwrap()
+    };
+    // A clean first boot: `run` would not boot again, so the second is not used.
+    let clean = (100..120)
+        .map(|i| run(&Gen::default(), i))
+        .find(|r| !plan.wants_confirmation(&rule, &first_verdict(r)))
+        .expect("a clean boot that does not call for confirmation");
+    let clean_second = run(&Gen::default(), 200);
+    let a = write(dir.path(), "clean", &clean);
+    let b = write(dir.path(), "clean-second", &clean_second);
+    let (code, report, err) = compare(
+        &paths(&base),
+        &paths(std::slice::from_ref(&a)),
+        &["--confirmation", b.to_str().unwrap()],
+    );
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let expected = first_verdict(&clean);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(verdicts(&report), verdicts(&expected));
+    assert_eq!(report.gate, expected.gate);
+    assert_eq!(report.candidate_runs, vec![clean.run_id.clone()]);
+    let c = report.confirmation.as_ref().expect("a confirmation object");
+    assert!(!c.used, "{c:?}");
+    assert!(c.second_results.ends_with("clean-second"), "{c:?}");
+    assert!(
+        report.headline.contains("first boot only"),
+        "{}",
+        report.headline
+    );
+
+    // A first boot that leans slow without proving it: `run` boots again and tests both.
+    let (leaning, second) = [0.992, 0.99, 0.988, 0.986, 0.984, 0.982, 0.98, 0.978, 0.975]
+        .iter()
+        .flat_map(|&f| {
+            let g = Gen {
+                factor: f,
+                ..Gen::default()
+            };
+            (300..306).map(move |i| (run(&g, i), run(&g, i + 50)))
+        })
+        .find(|(r, _)| plan.wants_confirmation(&rule, &first_verdict(r)))
+        .expect("a slightly slow boot that calls for confirmation");
+    let a = write(dir.path(), "leaning", &leaning);
+    let b = write(dir.path(), "leaning-second", &second);
+    let (code, report, err) = compare(
+        &paths(&base),
+        &paths(std::slice::from_ref(&a)),
+        &["--confirmation", b.to_str().unwrap()],
+    );
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let expected = lib_compare(
+        &base_runs,
+        &[leaning.clone(), second.clone()],
+        &plan.second_rule(&rule),
+    )
+    .unwrap();
+    assert_eq!(verdicts(&report), verdicts(&expected));
+    assert_eq!(report.gate, expected.gate);
+    assert_eq!(
+        code,
+        if expected.gate == GateVerdict::Regression {
+            1
+        } else {
+            0
+        },
+        "{err}"
+    );
+    assert_eq!(report.candidate_runs.len(), 2);
+    let c = report.confirmation.as_ref().expect("a confirmation object");
+    assert!(c.used, "{c:?}");
+    let p_first = first_verdict(&leaning).matrix_test.unwrap().p_value;
+    let p_shown = c
+        .first_boot
+        .as_ref()
+        .expect("the first boot's matrix test")
+        .p_value;
+    assert!((p_first - p_shown).abs() < 1e-9, "{p_first} vs {p_shown}");
+    assert!(
+        report.headline.contains("tested over 2 boots"),
+        "{}",
+        report.headline
+    );
+
+    // A second boot of another length is a usage error.
+    let (code, _, err) = compare(
+        &paths(&base),
+        &paths(std::slice::from_ref(&a)),
+        &[
+            "--confirmation",
+            b.to_str().unwrap(),
+            base[0].to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--confirmation"), "{err}");
 }

@@ -4,6 +4,9 @@
 //! matrix a second time, and decides on both boots: two engine logs, `results-confirm.json`,
 //! a verdict over two candidate runs, a summary section, and no process left behind.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use infergate::results::{EventKind, RunStatus};
@@ -24,6 +27,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     let config = dir.path().join("gate.toml");
     std::fs::write(&config, format!("{SMALL_SIM_CONFIG}{TABLES}")).expect("write config");
     let store_dir = dir.path().join("baselines");
+    std::fs::create_dir_all(&store_dir).expect("an empty store");
 
     // 1. Calibrate on this machine: no baseline yet, nothing to compare, nothing to confirm.
     let first = dir.path().join("calibration");

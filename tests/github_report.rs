@@ -2,6 +2,9 @@
 //! exact requests, batching, the sticky comment, retries, permissions, the Actions files, size
 //! limits and escaping. No real network.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -115,6 +118,7 @@ fn metric(change: f64, verdict: CellVerdict) -> MetricComparison {
         p_value: 0.001,
         p_adjusted: 0.004,
         verdict,
+        decided_on: None,
     }
 }
 
@@ -172,6 +176,7 @@ fn verdict(
         matrix_test: None,
         cells,
         confirmation: None,
+        coverage: None,
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.02,
@@ -768,6 +773,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
         artifact_url: None,
         head_sha: Some(SHA.into()),
+        trend_report: None,
     };
     let name = check_name(&results.profile.key, "pr");
     let body = render::comment_body(&name, &outcome, &links, 0);
@@ -815,11 +821,50 @@ fn hostile_model_name_renders_safely_in_the_comment() {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
         artifact_url: Some("https://github.com/acme/engine/actions/runs/99/artifacts/5".into()),
         head_sha: Some(SHA.into()),
+        trend_report: None,
     };
     let body = render::comment_body("infergate / p / pr", &outcome, &links, 0);
     assert!(!body.contains("<script>"));
     assert!(body.contains("evil\\|model&lt;script&gt;\\`rm -rf\\`&lt;/script&gt;"));
     insta::assert_snapshot!("comment_hostile_model", body);
+}
+
+#[test]
+fn the_trend_report_is_linked_from_the_summary_check_and_comment() {
+    let results = run("r-20261101", "m", &[1, 8], &[8192], 0.9, 0);
+    let v = verdict(&results, 1, 0, 0);
+    let outcome = Outcome {
+        results: &results,
+        verdict: Some(&v),
+        failure: None,
+        policy: infergate::policy::GatePolicy::default(),
+    };
+    let mut links = Links {
+        run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
+        artifact_url: None,
+        head_sha: Some(SHA.into()),
+        trend_report: Some(render::TrendReport::Url(
+            "https://acme.example/trend (1).html".into(),
+        )),
+    };
+    let summary = render::job_summary("infergate / p / pr", &outcome, &links, None);
+    let comment = render::comment_body("infergate / p / pr", &outcome, &links, 0);
+    let check = render::check_text(&outcome, &links);
+    for text in [&summary, &comment, &check] {
+        assert!(
+            text.contains("[trend report](https://acme.example/trend%281%29.html)"),
+            "{text}"
+        );
+    }
+    links.trend_report = Some(render::TrendReport::Artifact("infergate-`trend`".into()));
+    let summary = render::job_summary("infergate / p / pr", &outcome, &links, None);
+    let comment = render::comment_body("infergate / p / pr", &outcome, &links, 0);
+    for text in [&summary, &comment] {
+        assert!(
+            text.contains("trend report: `trend.html` in the `infergate-trend` artifact"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -849,6 +894,7 @@ fn job_summary_with_history_chart_renders_safely() {
         run_url: Some("https://github.com/acme/engine/actions/runs/99".into()),
         artifact_url: None,
         head_sha: Some(SHA.into()),
+        trend_report: None,
     };
     let chart = mermaid::throughput_chart(&history, &results, Some(&v));
     let summary = render::job_summary("infergate / p / pr", &outcome, &links, chart.as_deref());
@@ -1053,6 +1099,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         reason: "the first boot's matrix-wide change is -2.9% [-3.9%, -1.9%] with p = 0.012 < 0.05: not proven, but leaning towards a regression | <b>".into(),
         first_boot: Some(matrix(-0.029, 0.012, CellVerdict::Inconclusive)),
         second_results: "results-confirm.json".into(),
+        used: true,
     });
     let outcome = Outcome {
         results: &results,

@@ -3,6 +3,9 @@
 //! `infergate export` to BMF, github-action-benchmark JSON, JUnit XML (validated against the
 //! JUnit XSD with xmllint when it is installed) and CSV.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -281,6 +284,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         p_value: 0.0004,
         p_adjusted: 0.0008,
         verdict: v,
+        decided_on: None,
     };
     let report = ComparisonReport {
         schema_version: VERDICT_SCHEMA_VERSION,
@@ -318,6 +322,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             confidence: 0.9,
         },
         confirmation: None,
+        coverage: None,
     };
     let p = dir.join("hand-verdict.json");
     std::fs::write(&p, serde_json::to_string_pretty(&report).unwrap()).unwrap();

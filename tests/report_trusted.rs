@@ -2,6 +2,9 @@
 //! verdict is recomputed from `results.json` against the base branch's config and baselines,
 //! whatever the PR's checkout and the artifact's `verdict.json` say.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::collections::BTreeMap;
@@ -113,6 +116,8 @@ fn setup() -> Setup {
     for i in 0..5 {
         let mut r = slow.clone();
         r.run_id = format!("20261101T00000{i}Z-forged{i}");
+        // Distinct runs (a copy under another id counts once in a store).
+        r.started_at += chrono::Duration::seconds(i64::from(i));
         pr_store.add(&r).unwrap();
     }
 

@@ -1,6 +1,9 @@
 //! `infergate run` end to end on the embedded default config: boots the simulated engine,
 //! measures the `pr` suite, compares with the bundled baseline, tears down, exits 0.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::path::Path;
@@ -126,6 +129,8 @@ capacity_stall = "1s"
     )
     .expect("write config");
     let out = dir.path().join("out");
+    // An existing, empty store: "no baseline yet".
+    std::fs::create_dir_all(dir.path().join("baselines")).expect("an empty store");
     let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
         .args(["run", "--config"])
         .arg(&config)

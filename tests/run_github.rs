@@ -3,6 +3,9 @@
 //! GitHub REST API (wiremock on 127.0.0.1). The check run is created `in_progress` on the PR's
 //! head SHA before measuring, completed with the verdict afterwards, and none is left open.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::path::Path;
@@ -202,6 +205,7 @@ duration = "1s"
 "#,
     )
     .unwrap();
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
     let run = run_in_actions(dir.path(), "gate.toml", &[]).await;
     assert_eq!(
         run.code,
@@ -248,6 +252,7 @@ async fn report_only_mode_reports_a_regression_as_a_neutral_check_and_exits_0() 
     .unwrap();
     // A baseline around a calibration run of this machine, so machine speed cancels.
     let store = dir.path().join("baselines");
+    std::fs::create_dir_all(&store).unwrap();
     let calib_out = dir.path().join("calibration");
     let (code, stderr) = support::gate(&config, &calib_out, &store, &[]);
     assert_eq!(code, Some(0), "{stderr}");

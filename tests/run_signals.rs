@@ -2,6 +2,9 @@
 //! mid-run, one that never becomes ready, and a command that does not exist. In every case the
 //! gate exits 3 and no engine process is left behind.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -33,6 +36,8 @@ hardware = "sim"
     );
     let p = dir.join("gate.toml");
     std::fs::write(&p, text).expect("write config");
+    // The default store (`baselines/` beside the config) exists and is empty.
+    std::fs::create_dir_all(dir.join("baselines")).expect("an empty store");
     p
 }
 

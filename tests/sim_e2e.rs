@@ -1,6 +1,9 @@
 //! End-to-end tests of `infergate sim`: the real binary on 127.0.0.1, spoken to over HTTP the
 //! way an OpenAI client or metrics scraper would.
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

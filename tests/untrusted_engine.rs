@@ -10,6 +10,9 @@
 //!   with the gate SIGKILLed mid-cell: no process of the engine is left (found by a marker
 //!   variable in the engine's environment, which survives `setsid` and re-parenting).
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -153,6 +156,8 @@ async fn run_in_actions(dir: &Path, extra_env: &[(&str, &str)]) -> Run {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let (summary_env, outputs_env, out_env) = (summary.clone(), outputs.clone(), out_dir.clone());
+    // An existing, empty store ("no baseline yet").
+    std::fs::create_dir_all(dir_owned.join("baselines")).unwrap();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_infergate"))
             .current_dir(&dir_owned)
@@ -476,6 +481,7 @@ fn escaping_children_are_gone_after_a_normal_run() {
     let marker = format!("normal-{}", std::process::id());
     let config = escaping_config(dir.path(), &marker, "1s");
     let out = dir.path().join("out");
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
         .args(["run", "--config"])
         .arg(&config)
@@ -506,6 +512,7 @@ fn a_sigkilled_gate_leaves_no_engine_process() {
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("sigkill-{}", std::process::id());
     let config = escaping_config(dir.path(), &marker, "30s");
+    std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
     let mut gate = Command::new(env!("CARGO_BIN_EXE_infergate"))
         .args(["run", "--config"])
         .arg(&config)

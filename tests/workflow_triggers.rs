@@ -2,6 +2,9 @@
 //! `on:` filters and every job's `if:` against the recorded event payloads in
 //! tests/fixtures/github-events (schedule included, whose payload has no `repository`).
 
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
 use std::process::Command;
 
 #[test]

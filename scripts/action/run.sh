@@ -12,6 +12,10 @@
 #             come from a checkout of the base branch, and the verdict is recomputed from the
 #             results against them: the artifact's verdict.json is never read)
 #   merge     merge.sh: infergate merge over every shard under DIR, one check, one comment
+#   alert     infergate changes --baseline-dir B [--suite S] [--candidate DIR/results.json]
+#             --alert --format html --out DIR/trend.html
+#             (nightly, GitHub-hosted: each new change point of the store's history reported once
+#             as an issue, updated, closed when accepted or reverted; the trend report written)
 #
 # Inputs (env): INFERGATE_BIN (default: infergate on PATH), INPUT_CONFIG, INPUT_SUITE, INPUT_MODE,
 # INPUT_BASELINE_DIR, INPUT_FAIL_ON, INPUT_ENGINE_ARGS, INPUT_UPDATE_BASELINE, INPUT_RESULTS_DIR,
@@ -19,7 +23,8 @@
 # INPUT_PR_NUMBER, INPUT_HEAD_SHA (mode report), GITHUB_OUTPUT, GITHUB_EVENT_NAME, GITHUB_ACTIONS,
 # RUNNER_TEMP; GITHUB_TOKEN is passed through to infergate (which never prints it) and is never
 # echoed here.
-# Outputs: verdict, regressions, results-path, summary-path, and per exported format
+# Outputs: verdict, regressions, results-path, summary-path (mode alert: trend-report-path
+# only), and per exported format
 # export-bmf-path, export-gab-bigger-path + export-gab-smaller-path, export-junit-path,
 # export-csv-path (files next to results.json).
 # Exit: 0 pass (or below the fail-on threshold), 1 regression (per fail-on), 2 bad input,
@@ -50,10 +55,10 @@ head_sha="${INPUT_HEAD_SHA:-}"
 
 case "$mode" in
   gate | nightly | dispatch | ab) ;;
-  report | merge)
+  report | merge | alert)
     [[ -d "$results_dir" ]] || usage_error "mode $mode: results directory '$results_dir' not found (input 'results-dir')"
     ;;
-  *) usage_error "input 'mode' must be gate, nightly, dispatch, ab, report or merge (got '$mode')" ;;
+  *) usage_error "input 'mode' must be gate, nightly, dispatch, ab, report, merge or alert (got '$mode')" ;;
 esac
 case "$fail_on" in
   regression | inconclusive | never) ;;
@@ -75,6 +80,23 @@ if [[ "$update_baseline" == "true" ]]; then
 fi
 # Merge: no engine, no config; its own script joins the shards and posts the one check/comment.
 [[ "$mode" != "merge" ]] || exec "$(dirname "$0")/merge.sh"
+
+# Alert: no engine, no config; the store's history (with the night's results when the artifact
+# holds them, read as data) analysed for change points, alerts filed, the trend report written.
+if [[ "$mode" == "alert" ]]; then
+  trend="$results_dir/trend.html"
+  args=(changes --baseline-dir "${baseline_dir:-baselines}" --alert --format html --out "$trend")
+  [[ -z "$suite" ]] || args+=(--suite "$suite")
+  [[ ! -f "$results_dir/results.json" ]] || args+=(--candidate "$results_dir/results.json")
+  echo "infergate ${args[*]}"
+  set +e
+  "$bin" "${args[@]}"
+  rc=$?
+  set -e
+  [[ ! -f "$trend" ]] || echo "trend-report-path=$trend" >> "$out_file"
+  echo "infergate: exit $rc (alerts and trend report)"
+  exit "$rc"
+fi
 
 if [[ "$mode" == "report" ]]; then
   [[ -f "$config" ]] || usage_error "mode report: trusted config '$config' not found (input 'config': the gate config of a checkout of the base branch, never the PR's; relative to $(pwd))"
@@ -124,6 +146,7 @@ echo "infergate ${args[*]}"
 set +e
 "$bin" "${args[@]}" &
 gate_pid=$!
+# shellcheck disable=SC2329 # invoked by the traps below
 forward() { kill -s "$1" "$gate_pid" 2> /dev/null; }
 trap 'forward INT' INT
 trap 'forward TERM' TERM

@@ -12,7 +12,7 @@ use crate::results::{CellStatus, RunResults};
 
 /// The history of one baseline group (profile key + suite).
 #[derive(Debug, Clone, Serialize)]
-pub struct BaselineHistory {
+pub(crate) struct BaselineHistory {
     pub profile_key: String,
     pub suite: String,
     /// Run ids shown, oldest → newest.
@@ -27,7 +27,7 @@ pub struct BaselineHistory {
 
 /// One cell across runs.
 #[derive(Debug, Clone, Serialize)]
-pub struct CellHistory {
+pub(crate) struct CellHistory {
     pub concurrency: u32,
     pub context_tokens: u64,
     /// Aggregate tok/s per shown run; `None` when the cell was not `ok` in that run.
@@ -39,7 +39,7 @@ pub struct CellHistory {
 }
 
 /// Builds the history from runs (oldest → newest), showing at most `show` newest runs.
-pub fn history(
+pub(crate) fn history(
     profile_key: &str,
     suite: &str,
     runs: &[RunResults],

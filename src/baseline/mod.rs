@@ -6,12 +6,17 @@
 //! Why this shape: parallel nightly jobs each add a file with a unique name, so there is no
 //! shared index to merge or lock; every write is a temp file in the same directory, fsynced and
 //! renamed, so a killed `baseline add` leaves either the old or the new state, never half a file.
-//! Readers skip temp files and report (instead of failing on) corrupt run files, so one bad file
-//! never hides the rest of the history. Every path part goes through
+//! Readers skip temp files. The gate fails closed on the rest: [`BaselineStore::load`] refuses
+//! a group with any file it cannot use (unreadable, corrupt, a schema version outside the
+//! supported range, another profile, an unacceptable run), naming every such file, because a
+//! comparison against the part of a history that happens to parse is not the comparison the
+//! user asked for; [`BaselineStore::scan`] lists them instead, for `baseline list` and `show`.
+//! A run counts once: [`add`](BaselineStore::add) refuses a run whose id or content digest is
+//! already in the group, and loading counts duplicates once. Every path part goes through
 //! [`path_safe`](crate::results::path_safe) and the final path is checked to lie under the root.
 
-pub mod accepted;
-pub mod history;
+pub(crate) mod accepted;
+pub(crate) mod history;
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +29,10 @@ pub const ADHOC_SUITE: &str = "adhoc";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum BaselineError {
     /// A filesystem operation failed.
     #[error("baseline store: {action} `{path}`: {source}")]
@@ -42,15 +51,59 @@ pub enum BaselineError {
     /// A file could not be serialised (should not happen for valid runs).
     #[error("baseline store: cannot serialise run `{run_id}`: {message}")]
     Serialize { run_id: String, message: String },
+    /// Run files of the group cannot be used; nothing is compared against a store that is
+    /// only partly readable.
+    #[error(
+        "baseline store {dir}: {} run file(s) cannot be used: {}; fix or remove them (e.g. restore them with git), then run again",
+        files.len(),
+        describe_files(files)
+    )]
+    Unreadable {
+        dir: PathBuf,
+        files: Vec<(PathBuf, String)>,
+    },
+    /// The run (same id, or the same content under another id) is in the store already.
+    #[error(
+        "run `{run_id}` is already in the baseline store as {} (same {what}); a run counts once, so it is not added again",
+        existing.display()
+    )]
+    Duplicate {
+        run_id: String,
+        existing: PathBuf,
+        /// `run id` or `content digest`.
+        what: &'static str,
+    },
 }
 
-/// Runs of one profile and suite, and the files that could not be read.
+fn describe_files(files: &[(PathBuf, String)]) -> String {
+    files
+        .iter()
+        .map(|(p, why)| format!("{} ({why})", p.display()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Digest of a run's content without its id: two files with the same digest are the same
+/// measurement, whatever they are called.
+pub fn content_digest(run: &RunResults) -> String {
+    use sha2::{Digest, Sha256};
+    let mut anonymous = run.clone();
+    anonymous.run_id.clear();
+    let body = serde_json::to_vec(&anonymous).unwrap_or_default();
+    hex::encode(Sha256::digest(&body))
+}
+
+/// Runs of one profile and suite, and the files that could not be used.
 #[derive(Debug, Clone, Default)]
 pub struct LoadedBaseline {
-    /// Accepted runs, oldest → newest by `started_at`.
+    /// Accepted runs, oldest → newest by `started_at`, each counted once.
     pub runs: Vec<RunResults>,
-    /// Run files that were skipped, with the reason (corrupt, wrong profile, ...).
+    /// Run files that cannot be used, with the reason (corrupt, wrong profile, ...); always
+    /// empty from [`BaselineStore::load`], which refuses such a group.
     pub skipped: Vec<(PathBuf, String)>,
+    /// Files holding a run already loaded from another file (same id or content digest),
+    /// with the file that counted.
+    pub duplicates: Vec<(PathBuf, PathBuf)>,
 }
 
 /// What `prune` removed and kept.
@@ -65,10 +118,8 @@ pub struct PruneReport {
 /// Outcome of [`BaselineStore::add`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Added {
-    /// The run file.
+    /// The new run file.
     pub path: PathBuf,
-    /// `false` when an identical file was already present (adding twice is a no-op).
-    pub created: bool,
 }
 
 /// File name of a profile directory's description (`<dir>/<profile key>/profile.json`): for
@@ -141,13 +192,13 @@ impl BaselineStore {
             .join("runs")
     }
 
-    /// Adds an accepted run as a new file and returns its path; refuses partial/cancelled runs
-    /// and runs with no ok cell. Adding the same run twice leaves one file.
+    /// Adds an accepted run as a new file and returns its path; refuses partial/cancelled runs,
+    /// runs with no ok cell, and runs already in the group (same id or content digest).
     pub fn add(&self, run: &RunResults) -> Result<PathBuf, BaselineError> {
         self.add_run(run).map(|a| a.path)
     }
 
-    /// [`add`](Self::add), also saying whether the file is new.
+    /// [`add`](Self::add), with the outcome.
     pub fn add_run(&self, run: &RunResults) -> Result<Added, BaselineError> {
         Self::acceptable(run).map_err(|reason| BaselineError::Rejected {
             run_id: run.run_id.clone(),
@@ -157,6 +208,23 @@ impl BaselineStore {
             run_id: run.run_id.clone(),
             message: e.to_string(),
         })?;
+        // A run counts once: refuse it when the group holds it already (and refuse to add to a
+        // group that cannot be read, where that cannot be told).
+        let digest = content_digest(run);
+        for (path, existing) in self.load_files(&run.profile.key, run.suite.as_deref())? {
+            let what = if existing.run_id == run.run_id {
+                "run id"
+            } else if content_digest(&existing) == digest {
+                "content digest"
+            } else {
+                continue;
+            };
+            return Err(BaselineError::Duplicate {
+                run_id: run.run_id.clone(),
+                existing: path,
+                what,
+            });
+        }
         use sha2::{Digest, Sha256};
         let hash = hex::encode(Sha256::digest(&body));
         let dir = self.group_dir(&run.profile.key, run.suite.as_deref());
@@ -168,12 +236,6 @@ impl BaselineStore {
         }
         let name = format!("{}-{}.json", component(&run.run_id), &hash[..8]);
         let path = dir_c.join(&name);
-        if path.exists() {
-            return Ok(Added {
-                path,
-                created: false,
-            });
-        }
         write_atomic(&path, &body)?;
         // The profile description is for people; it is written once and never merged.
         let profile_dir = dir_c
@@ -194,10 +256,7 @@ impl BaselineStore {
                 write_atomic(&desc_path, &text)?;
             }
         }
-        Ok(Added {
-            path,
-            created: true,
-        })
+        Ok(Added { path })
     }
 
     /// Run files of one group (temp files and other names ignored), sorted by name.
@@ -233,14 +292,34 @@ impl BaselineStore {
         Ok(files)
     }
 
-    /// Loads the runs of one profile key and suite, oldest → newest by `started_at`. Corrupt
-    /// files, runs of another profile and unacceptable runs are listed in `skipped`.
+    /// Loads the runs of one profile key and suite, oldest → newest by `started_at`, each run
+    /// once. Fails closed: any file of the group that cannot be used (corrupt, unreadable,
+    /// schema outside the supported range, another profile, not an acceptable run) is an
+    /// [`BaselineError::Unreadable`] naming every such file.
     pub fn load(
         &self,
         profile_key: &str,
         suite: Option<&str>,
     ) -> Result<LoadedBaseline, BaselineError> {
+        let loaded = self.scan(profile_key, suite)?;
+        if !loaded.skipped.is_empty() {
+            return Err(BaselineError::Unreadable {
+                dir: self.group_dir(profile_key, suite),
+                files: loaded.skipped,
+            });
+        }
+        Ok(loaded)
+    }
+
+    /// [`load`](Self::load) that lists the files it cannot use in `skipped` instead of
+    /// failing: for commands that show a store (`baseline list`, `show`), not for comparing.
+    pub fn scan(
+        &self,
+        profile_key: &str,
+        suite: Option<&str>,
+    ) -> Result<LoadedBaseline, BaselineError> {
         let mut loaded = LoadedBaseline::default();
+        let mut seen: Vec<(String, String, PathBuf)> = Vec::new();
         for path in self.run_files(profile_key, suite)? {
             match crate::import::load_results(&path) {
                 Err(e) => loaded.skipped.push((path, e.to_string())),
@@ -257,7 +336,16 @@ impl BaselineStore {
                         } else if let Err(reason) = Self::acceptable(&run) {
                             loaded.skipped.push((path.clone(), reason));
                         } else {
-                            loaded.runs.push(run);
+                            let digest = content_digest(&run);
+                            if let Some((_, _, first)) = seen
+                                .iter()
+                                .find(|(id, d, _)| *id == run.run_id || *d == digest)
+                            {
+                                loaded.duplicates.push((path.clone(), first.clone()));
+                            } else {
+                                seen.push((run.run_id.clone(), digest, path.clone()));
+                                loaded.runs.push(run);
+                            }
                         }
                     }
                 }
@@ -269,6 +357,30 @@ impl BaselineStore {
                 .then(a.run_id.cmp(&b.run_id))
         });
         Ok(loaded)
+    }
+
+    /// Every run of one group with its file (what `add` checks duplicates against); a file
+    /// that cannot be read is an error.
+    fn load_files(
+        &self,
+        profile_key: &str,
+        suite: Option<&str>,
+    ) -> Result<Vec<(PathBuf, RunResults)>, BaselineError> {
+        let mut out = Vec::new();
+        let mut bad = Vec::new();
+        for path in self.run_files(profile_key, suite)? {
+            match crate::import::load_results(&path) {
+                Ok(runs) => out.extend(runs.into_iter().map(|r| (path.clone(), r))),
+                Err(e) => bad.push((path, e.to_string())),
+            }
+        }
+        if !bad.is_empty() {
+            return Err(BaselineError::Unreadable {
+                dir: self.group_dir(profile_key, suite),
+                files: bad,
+            });
+        }
+        Ok(out)
     }
 
     /// Profile keys in the store with their suites (directory names), sorted.
@@ -442,11 +554,26 @@ mod tests {
         let base = seed_run();
         // Add out of order: load sorts by started_at.
         for i in [3, 1, 2] {
-            assert!(store.add_run(&variant(&base, i)).unwrap().created);
+            store.add_run(&variant(&base, i)).unwrap();
         }
+        // A run counts once: the same run again, or its content under another id, is refused.
+        let err = store.add_run(&variant(&base, 1)).unwrap_err();
         assert!(
-            !store.add_run(&variant(&base, 1)).unwrap().created,
-            "same run twice is a no-op"
+            matches!(err, BaselineError::Duplicate { what: "run id", .. }),
+            "{err}"
+        );
+        let mut renamed = variant(&base, 2);
+        renamed.run_id = "run-renamed".into();
+        let err = store.add_run(&renamed).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BaselineError::Duplicate {
+                    what: "content digest",
+                    ..
+                }
+            ),
+            "{err}"
         );
         let key = base.profile.key.clone();
         let dir = store.group_dir(&key, None);
@@ -456,15 +583,29 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join(".tmpabc.partial"), "{\"half").unwrap();
-        let loaded = store.load(&key, None).unwrap();
+        // Comparing fails closed on the corrupt file, naming it; listing shows it.
+        let err = store.load(&key, None).unwrap_err();
+        assert!(
+            matches!(&err, BaselineError::Unreadable { files, .. } if files.len() == 1),
+            "{err}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("zz-corrupt.json") && msg.contains("truncated"),
+            "{msg}"
+        );
+        let loaded = store.scan(&key, None).unwrap();
         let ids: Vec<_> = loaded.runs.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(ids, ["run-01", "run-02", "run-03"]);
         assert_eq!(loaded.skipped.len(), 1);
-        assert!(
-            loaded.skipped[0].1.contains("truncated"),
-            "{:?}",
-            loaded.skipped
-        );
+        // A copy of a stored file under another name counts once.
+        let first = store.run_files(&key, None).unwrap()[0].clone();
+        std::fs::copy(&first, dir.join("copy-of-first.json")).unwrap();
+        std::fs::remove_file(dir.join("zz-corrupt.json")).unwrap();
+        let loaded = store.load(&key, None).unwrap();
+        assert_eq!(loaded.runs.len(), 3);
+        assert_eq!(loaded.duplicates.len(), 1, "{:?}", loaded.duplicates);
+        std::fs::remove_file(dir.join("copy-of-first.json")).unwrap();
         assert_eq!(
             store.profiles().unwrap(),
             vec![(key.clone(), vec!["adhoc".to_string()])]

@@ -13,6 +13,7 @@
 //! reuses its buffers and chunk JSON is deserialised into borrowed fields.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -21,18 +22,20 @@ use super::BenchError;
 
 /// HTTP access to one engine. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
-pub struct EngineClient {
+pub(crate) struct EngineClient {
     http: reqwest::Client,
     /// No idle pool: every request on it opens its own connection (the retry path).
     fresh: reqwest::Client,
     policy: ConnectionPolicy,
     base: String,
     api_key: Option<String>,
+    /// When the engine last sent anything ([`super::liveness`]).
+    activity: Arc<super::liveness::Activity>,
 }
 
 /// How connections to the engine are reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionPolicy {
+pub(crate) struct ConnectionPolicy {
     /// Idle pooled connections are dropped after this long; `None` keeps them forever.
     pub pool_idle_timeout: Option<Duration>,
     /// A request that failed before any response arrived (on a connection the engine had just
@@ -42,14 +45,18 @@ pub struct ConnectionPolicy {
 
 /// The shortest idle keep-alive time-out of the engines infergate knows (llama.cpp, vLLM,
 /// SGLang and TensorRT-LLM's uvicorn front ends all use 5 s).
-pub const ENGINE_KEEPALIVE_S: f64 = 5.0;
+pub(crate) const ENGINE_KEEPALIVE_S: f64 = 5.0;
+
+/// How long the pool keeps an idle connection by default: well under [`ENGINE_KEEPALIVE_S`]
+/// (the engine's timer starts when it wrote the response, the pool's when it read it).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
+const _: () = assert!(POOL_IDLE_TIMEOUT.as_secs_f64() < ENGINE_KEEPALIVE_S);
 
 impl Default for ConnectionPolicy {
-    /// Idle connections live 2 s, well under [`ENGINE_KEEPALIVE_S`] (the engine's timer starts
-    /// when it wrote the response, the pool's when it read it); unanswered requests retried.
+    /// Idle connections live [`POOL_IDLE_TIMEOUT`]; unanswered requests retried.
     fn default() -> Self {
         ConnectionPolicy {
-            pool_idle_timeout: Some(Duration::from_secs(2)),
+            pool_idle_timeout: Some(POOL_IDLE_TIMEOUT),
             retry_unanswered: true,
         }
     }
@@ -57,7 +64,7 @@ impl Default for ConnectionPolicy {
 
 /// Why one streamed request failed; `kind` is short and groups alike failures in reasons.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestFailure {
+pub(crate) struct RequestFailure {
     /// e.g. `HTTP 500 Internal Server Error`, `connection refused`, `malformed SSE`.
     pub kind: String,
     /// Extra detail (a body excerpt, the error text).
@@ -65,7 +72,7 @@ pub struct RequestFailure {
 }
 
 impl RequestFailure {
-    pub fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
         RequestFailure {
             kind: kind.into(),
             detail: detail.into(),
@@ -74,7 +81,7 @@ impl RequestFailure {
 }
 
 /// Normalises a base URL: no trailing `/`, no trailing `/v1`.
-pub fn normalize_base(url: &str) -> String {
+pub(crate) fn normalize_base(url: &str) -> String {
     let mut base = url.trim().trim_end_matches('/').to_string();
     if base.ends_with("/v1") {
         base.truncate(base.len() - 3);
@@ -85,7 +92,7 @@ pub fn normalize_base(url: &str) -> String {
 impl EngineClient {
     /// A client for `base_url` with a pool big enough for `max_streams` concurrent streams,
     /// reusing connections by the default [`ConnectionPolicy`].
-    pub fn new(
+    pub(crate) fn new(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
@@ -94,7 +101,7 @@ impl EngineClient {
     }
 
     /// [`EngineClient::new`] with an explicit connection policy.
-    pub fn with_policy(
+    pub(crate) fn with_policy(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
@@ -130,7 +137,13 @@ impl EngineClient {
             policy,
             base,
             api_key,
+            activity: super::liveness::Activity::new(),
         })
+    }
+
+    /// When the engine last sent anything (shared by every clone of this client).
+    pub(crate) fn activity(&self) -> &super::liveness::Activity {
+        &self.activity
     }
 
     /// Sends the request `build` makes; when it died before any response arrived (the engine
@@ -149,12 +162,12 @@ impl EngineClient {
     }
 
     /// The normalised base URL (no secrets in it).
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// Absolute URL of `path` (which starts with `/`).
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
 
@@ -166,7 +179,7 @@ impl EngineClient {
     }
 
     /// GET `path`; returns status and body text.
-    pub async fn get_text(
+    pub(crate) async fn get_text(
         &self,
         path: &str,
         timeout: Duration,
@@ -175,13 +188,14 @@ impl EngineClient {
         let resp = self
             .send(|http| self.auth(http.get(&url)).timeout(timeout))
             .await?;
+        self.activity.note();
         let status = resp.status().as_u16();
         let text = resp.text().await?;
         Ok((status, text))
     }
 
     /// POST a JSON body to `path`; returns status and body text.
-    pub async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
@@ -191,6 +205,7 @@ impl EngineClient {
         let resp = self
             .send(|http| self.auth(http.post(&url)).timeout(timeout).json(body))
             .await?;
+        self.activity.note();
         let status = resp.status().as_u16();
         let text = resp.text().await?;
         Ok((status, text))
@@ -198,7 +213,7 @@ impl EngineClient {
 
     /// Sends a streaming completion request with a pre-serialised body; the response is
     /// returned once headers arrive (non-2xx answers become a [`RequestFailure`]).
-    pub async fn start_stream(
+    pub(crate) async fn start_stream(
         &self,
         body: bytes::Bytes,
     ) -> Result<reqwest::Response, RequestFailure> {
@@ -212,6 +227,7 @@ impl EngineClient {
             })
             .await
             .map_err(|e| classify_transport(&e))?;
+        self.activity.note();
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);
@@ -255,7 +271,7 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
 
 /// Groups a transport error into a short kind; the detail is the whole cause (without the
 /// URL, which every request of a cell shares).
-pub fn classify_transport(e: &reqwest::Error) -> RequestFailure {
+pub(crate) fn classify_transport(e: &reqwest::Error) -> RequestFailure {
     let mut chain = error_chain(e);
     let all = chain.join(": ");
     let kind = if all.contains("Connection refused") || all.contains("refused") {
@@ -283,7 +299,7 @@ pub fn classify_transport(e: &reqwest::Error) -> RequestFailure {
 
 /// At most `max` characters of `s` on one line; a longer text is cut at a word boundary and
 /// ends with `…`, so a reason is never cut mid-word.
-pub fn excerpt(s: &str, max: usize) -> String {
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
     let one_line: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -303,14 +319,14 @@ pub fn excerpt(s: &str, max: usize) -> String {
 /// Incremental Server-Sent-Events parser over raw bytes. Calls back with each event's `data`
 /// payload (multi-line data joined with `\n`); other fields and comments are ignored.
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
 }
 
 impl SseParser {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SseParser {
             buf: Vec::with_capacity(4096),
             data: Vec::with_capacity(1024),
@@ -320,7 +336,7 @@ impl SseParser {
 
     /// Feeds bytes as they arrive; `on_event` runs for every complete event. Returns early
     /// (and keeps the rest buffered) when `on_event` returns `false`.
-    pub fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
+    pub(crate) fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
         self.buf.extend_from_slice(bytes);
         let mut consumed = 0;
         let mut keep_going = true;
@@ -354,7 +370,7 @@ impl SseParser {
     }
 
     /// End of stream: delivers a last event that lacked its blank line (lenient, as browsers).
-    pub fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
+    pub(crate) fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             self.feed(&rest, &mut on_event);
@@ -367,7 +383,8 @@ impl SseParser {
     }
 
     /// Bytes buffered but not yet part of a complete line or event.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
         self.buf.len() + self.data.len()
     }
 }
@@ -378,7 +395,7 @@ fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
 
 /// What one streamed completion chunk says, in engine-neutral terms.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChunkInfo {
+pub(crate) struct ChunkInfo {
     /// The chunk carries generated text (completions `text` or chat `delta.content`).
     pub has_text: bool,
     /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
@@ -393,7 +410,7 @@ pub struct ChunkInfo {
 
 /// One SSE `data` payload.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StreamEvent {
+pub(crate) enum StreamEvent {
     Chunk(ChunkInfo),
     /// `[DONE]`.
     Done,
@@ -447,7 +464,7 @@ enum ErrorMsg<'a> {
 
 /// Parses one SSE data payload of a streamed completion. An `error` object in the stream or
 /// unparsable JSON is a [`RequestFailure`].
-pub fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
+pub(crate) fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
     let trimmed = payload.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(StreamEvent::Done);

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::client::EngineClient;
 
-pub use crate::results::CounterMoves;
+pub(crate) use crate::results::CounterMoves;
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Metric name including any `_total`/`_bucket` suffix (e.g. `vllm:num_requests_running`).
     pub name: String,
     /// Label pairs in file order.
@@ -25,7 +25,7 @@ pub struct Sample {
 
 impl Sample {
     /// The value of label `key`, if present.
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         self.labels
             .iter()
             .find(|(k, _)| k == key)
@@ -35,13 +35,13 @@ impl Sample {
 
 /// A parsed `/metrics` page.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetricsPage {
+pub(crate) struct MetricsPage {
     pub samples: Vec<Sample>,
 }
 
 /// Parses the Prometheus text exposition format, skipping comments and lines it cannot read
 /// (a scrape must never fail because of one odd line from an engine).
-pub fn parse_prometheus(text: &str) -> MetricsPage {
+pub(crate) fn parse_prometheus(text: &str) -> MetricsPage {
     let mut samples = Vec::new();
     for line in text.lines() {
         let line = line.trim();
@@ -121,7 +121,7 @@ fn parse_value(s: &str) -> Option<f64> {
 
 impl MetricsPage {
     /// Sum of all finite samples named `name` (over label sets: engines, data-parallel ranks).
-    pub fn sum(&self, name: &str) -> Option<f64> {
+    pub(crate) fn sum(&self, name: &str) -> Option<f64> {
         let mut found = false;
         let mut total = 0.0;
         for s in self.samples.iter().filter(|s| s.name == name) {
@@ -134,7 +134,7 @@ impl MetricsPage {
     }
 
     /// Sum over label sets, per value of label `key` (e.g. spec-decode `position`).
-    pub fn sum_by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
+    pub(crate) fn sum_by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
         for s in self.samples.iter().filter(|s| s.name == name) {
             if let (Some(v), true) = (s.label(key), s.value.is_finite()) {
@@ -145,14 +145,14 @@ impl MetricsPage {
     }
 
     /// Whether any sample name starts with `prefix`.
-    pub fn has_prefix(&self, prefix: &str) -> bool {
+    pub(crate) fn has_prefix(&self, prefix: &str) -> bool {
         self.samples.iter().any(|s| s.name.starts_with(prefix))
     }
 }
 
 /// Which engine's metric names `/metrics` speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsDialect {
+pub(crate) enum MetricsDialect {
     Vllm,
     Sglang,
     Llamacpp,
@@ -160,7 +160,7 @@ pub enum MetricsDialect {
 
 /// The scheduler/throughput state read from one scrape, in engine-neutral terms.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct EngineState {
+pub(crate) struct EngineState {
     /// Requests being decoded (or prefilled) now.
     pub running: Option<f64>,
     /// Requests queued, not admitted.
@@ -177,7 +177,7 @@ pub struct EngineState {
 
 /// Cumulative speculative-decoding counters.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SpecCounters {
+pub(crate) struct SpecCounters {
     pub drafts: f64,
     pub draft_tokens: f64,
     pub accepted_tokens: f64,
@@ -187,7 +187,7 @@ pub struct SpecCounters {
 
 impl MetricsDialect {
     /// Detects the dialect from the metric names on a page.
-    pub fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
+    pub(crate) fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
         if page.has_prefix("vllm:") {
             Some(MetricsDialect::Vllm)
         } else if page.has_prefix("sglang:") {
@@ -200,7 +200,7 @@ impl MetricsDialect {
     }
 
     /// Short name written to `engine.metrics_flavor` and used as the engine family.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             MetricsDialect::Vllm => "vllm",
             MetricsDialect::Sglang => "sglang",
@@ -209,7 +209,7 @@ impl MetricsDialect {
     }
 
     /// The generation counter read as `EngineState::generated_tokens`.
-    pub fn generation_counter(self) -> &'static str {
+    pub(crate) fn generation_counter(self) -> &'static str {
         match self {
             MetricsDialect::Vllm => "vllm:generation_tokens_total",
             MetricsDialect::Sglang => "sglang:generation_tokens_total",
@@ -221,7 +221,7 @@ impl MetricsDialect {
     /// tokens (`counter_generation_tokens.inc(num_generation_tokens)` per iteration); SGLang
     /// adds a request's tokens when it finishes (`observe_one_finished_request`); llama.cpp
     /// adds a slot's `n_decoded` when its request ends (`server_metrics::on_prediction`).
-    pub fn counter_moves(self) -> CounterMoves {
+    pub(crate) fn counter_moves(self) -> CounterMoves {
         match self {
             MetricsDialect::Vllm => CounterMoves::PerToken,
             MetricsDialect::Sglang | MetricsDialect::Llamacpp => CounterMoves::PerRequest,
@@ -230,12 +230,12 @@ impl MetricsDialect {
 
     /// Whether the tokens of running requests can be read (llama.cpp `/slots` `n_decoded`), to
     /// turn a per-request counter into a per-token one at the window's edges.
-    pub fn has_in_flight_tokens(self) -> bool {
+    pub(crate) fn has_in_flight_tokens(self) -> bool {
         self == MetricsDialect::Llamacpp
     }
 
     /// Reads the engine-neutral state from a page.
-    pub fn read(self, page: &MetricsPage) -> EngineState {
+    pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
         match self {
             MetricsDialect::Vllm => {
                 let spec =
@@ -288,7 +288,7 @@ impl MetricsDialect {
 
 /// Scrapes `/metrics` once; `None` when the engine has no (known) metrics or did not answer.
 /// The instant is when the engine most likely read its counters (see below).
-pub async fn scrape(
+pub(crate) async fn scrape(
     client: &EngineClient,
     dialect: Option<MetricsDialect>,
 ) -> Option<(Instant, EngineState)> {

@@ -5,13 +5,14 @@
 //! caller (adaptive re-measurement) can measure one cell again. Measurement never prints:
 //! progress goes out as [`crate::results::Event`]s through an [`EventSink`].
 
-pub mod cell;
-pub mod client;
-pub mod counter;
-pub mod metrics;
-pub mod prompt;
-pub mod slots;
-pub mod stats;
+pub(crate) mod cell;
+pub(crate) mod client;
+pub(crate) mod counter;
+pub(crate) mod liveness;
+pub(crate) mod metrics;
+pub(crate) mod prompt;
+pub(crate) mod slots;
+pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -129,6 +130,10 @@ impl EventLog {
 
 /// Why nothing could be measured.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum BenchError {
     /// The server did not answer at all.
     #[error("cannot reach {url}: {reason}")]
@@ -504,6 +509,11 @@ impl BenchSession {
     }
 
     /// Whether the engine still answers at all (after an error cell).
+    /// Whether the engine still answers, for a watchdog running beside the measurement.
+    pub fn liveness(&self) -> liveness::Liveness {
+        liveness::Liveness::new(self.client.clone())
+    }
+
     async fn reachable(&self) -> Result<(), String> {
         match self
             .client
@@ -649,6 +659,7 @@ pub async fn run_matrix(
         results.status = RunStatus::Partial;
         results.status_reason = Some(reason);
     }
+    results.settle_status();
     results.finished_at = Some(chrono::Utc::now());
     results.events = session.events.snapshot();
     Ok(results)

@@ -44,7 +44,7 @@ pub struct AbArgs {
 }
 
 /// Runs `infergate ab`.
-pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
     let config = load_config(args.config.as_deref())?;
     let request = GateRequest {
         github: crate::run::github_wanted(args.github, config.report.github, super::in_actions()),

@@ -40,7 +40,7 @@ pub struct AbEvalArgs {
 }
 
 /// Runs `infergate ab-eval`.
-pub async fn execute(args: AbEvalArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: AbEvalArgs) -> anyhow::Result<GateExit> {
     if args.trials == 0 || args.history < 2 || args.pairs.iter().any(|p| *p < 2) {
         return Err(usage(
             "--trials must be >= 1, --history >= 2 and every --pairs value >= 2",

@@ -103,7 +103,7 @@ fn store_err(e: BaselineError) -> anyhow::Error {
 }
 
 /// Runs `infergate baseline`.
-pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
     let store = BaselineStore::open(&args.dir).map_err(|e| usage(e.to_string()))?;
     match args.command {
         BaselineCommand::Add(a) => add(&store, &a),
@@ -131,7 +131,7 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
             }
             for (key, suites) in profiles {
                 for suite in suites {
-                    let loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
+                    let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;
                     let newest = loaded
                         .runs
                         .last()
@@ -166,15 +166,14 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
         };
         for run in runs {
             match store.add_run(&run) {
-                Ok(added) if added.created => outln!(
+                Ok(added) => outln!(
                     "added {} ({}, suite {}) → {}",
                     run.run_id,
                     run.profile.key,
                     run.suite.as_deref().unwrap_or(ADHOC_SUITE),
                     added.path.display()
                 ),
-                Ok(added) => outln!("already present {} → {}", run.run_id, added.path.display()),
-                Err(e @ BaselineError::Rejected { .. }) => {
+                Err(e @ (BaselineError::Rejected { .. } | BaselineError::Duplicate { .. })) => {
                     failures.push(format!("{}: {e}", file.display()))
                 }
                 Err(e) => return Err(anyhow::Error::new(e)),
@@ -258,9 +257,12 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
     }
     let mut histories = Vec::new();
     for (key, suite) in groups {
-        let loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
+        let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
-            errln!("warning: skipped {}: {why}", path.display());
+            errln!(
+                "warning: {} cannot be used (a comparison against this store fails until it is fixed or removed): {why}",
+                path.display()
+            );
         }
         histories.push(history::history(
             &key,

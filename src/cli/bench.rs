@@ -87,7 +87,7 @@ fn dur(flag: &str, v: &str) -> anyhow::Result<f64> {
 }
 
 /// Validates the arguments into measurement options (exit 2 on any mistake).
-pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, BenchOptions)> {
+pub(crate) fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, BenchOptions)> {
     let concurrency = crate::config::parse_concurrency(&args.concurrency)
         .map_err(|e| usage(format!("--concurrency: {e}")))?;
     let contexts = crate::config::parse_contexts(&args.contexts)
@@ -156,7 +156,7 @@ pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, Bench
 }
 
 /// Writes results JSON atomically (temp file in the same directory, then rename).
-pub fn write_results(path: &std::path::Path, results: &RunResults) -> anyhow::Result<()> {
+pub(crate) fn write_results(path: &std::path::Path, results: &RunResults) -> anyhow::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -170,7 +170,7 @@ pub fn write_results(path: &std::path::Path, results: &RunResults) -> anyhow::Re
 }
 
 /// Runs `infergate bench`.
-pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
     let (target, opts) = options_from_args(&args)?;
     let cancel = CancellationToken::new();
     let signal_cancel = cancel.clone();

@@ -39,7 +39,7 @@ pub struct BisectArgs {
 }
 
 /// Runs `infergate bisect`.
-pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     let config = super::run::load_config(args.config.as_deref())?;
     let plan = BisectPlan::new(BisectRequest {
         config,

@@ -10,6 +10,7 @@ use crate::baseline::{BaselineStore, component};
 use crate::cli::compare::{emit, load_files};
 use crate::exit::{GateExit, usage};
 use crate::report::changes::GroupChanges;
+use crate::report::github::{GithubReporter, PublishOutcome};
 use crate::stats::changepoint::{ChangeSettings, analyse};
 use crate::stats::changepoint_eval::{ChangeEvalConfig, ChangeEvalReport, run_change_eval};
 use crate::verdict::Metric;
@@ -53,10 +54,15 @@ pub struct ChangesArgs {
     /// Seed of the permutation tests.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Report the change points as GitHub issues: one per new change, updated on later runs,
+    /// closed when accepted or no longer detected (needs a token with `issues: write` and
+    /// `GITHUB_REPOSITORY`). Exit 3 when the issues could not be reconciled.
+    #[arg(long)]
+    pub alert: bool,
 }
 
 /// Runs `infergate changes`.
-pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
     if let Some(a) = args.alpha {
         settings.alpha = a;
@@ -156,7 +162,44 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         ChangesFormat::Html => crate::report::trend_html::render(&out),
     };
     emit(&text, args.out.as_deref())?;
+    if args.alert {
+        return alert(&out).await;
+    }
     Ok(GateExit::Pass)
+}
+
+/// Files the change points of `groups` as GitHub issues and says what was done on stderr.
+async fn alert(groups: &[GroupChanges]) -> anyhow::Result<GateExit> {
+    let mut reporter = GithubReporter::from_env();
+    let (done, outcome) = reporter.publish_change_alerts(groups).await;
+    for d in &done {
+        errln!("{}", crate::untrusted_text::console(&d.line()));
+    }
+    if done.is_empty() && outcome.errors.is_empty() {
+        errln!("alert: no change point to report, no issue to update");
+    }
+    let in_actions = reporter.context().in_actions;
+    PublishOutcome {
+        notices: outcome.notices.clone(),
+        errors: Vec::new(),
+    }
+    .print(in_actions);
+    for e in &outcome.errors {
+        if in_actions {
+            errln!(
+                "{}",
+                crate::report::actions::command("error", &[("title", "infergate alerts")], e)
+            );
+        } else {
+            errln!("error: alert: {}", crate::untrusted_text::console(e));
+        }
+    }
+    // Alerts that could not be filed are a failure of the nightly, not a silent pass.
+    Ok(if outcome.errors.is_empty() {
+        GateExit::Pass
+    } else {
+        GateExit::Failure
+    })
 }
 
 /// Output format of `changes-eval`.
@@ -186,7 +229,7 @@ pub struct ChangesEvalArgs {
 }
 
 /// Runs `infergate changes-eval`.
-pub async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
     if args.trials == 0 || args.nights < 20 || args.nights > 1000 {
         return Err(usage(
             "--trials must be at least 1 and --nights between 20 and 1000",

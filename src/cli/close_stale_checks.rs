@@ -18,7 +18,7 @@ pub struct CloseStaleChecksArgs {
 }
 
 /// Runs `infergate close-stale-checks`.
-pub async fn execute(args: CloseStaleChecksArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: CloseStaleChecksArgs) -> anyhow::Result<GateExit> {
     let mut ctx = GithubContext::from_env();
     if let Some(sha) = args.head_sha {
         ctx.head_sha = Some(sha);

@@ -9,11 +9,9 @@ use anyhow::Context;
 use crate::baseline::BaselineStore;
 use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
-use crate::stats::DecisionRule;
-use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, GateVerdict,
-    VERDICT_SCHEMA_VERSION,
-};
+use crate::stats::build::not_comparable;
+use crate::stats::{ConfirmPlan, DecisionRule};
+use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Output format of tables and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -38,6 +36,11 @@ pub struct CompareArgs {
     /// Candidate results file(s): repetitions of one run of one profile.
     #[arg(long, num_args = 1.., required = true, value_name = "FILE")]
     pub candidate: Vec<PathBuf>,
+    /// Results file(s) of a second boot of the candidate: the gate then decides as `run` does
+    /// with its confirmation boot (the default plan), using these only where `run` would have
+    /// booted again; the JSON's `confirmation` object says whether they were used.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub confirmation: Vec<PathBuf>,
     /// Suite whose baseline to use from a store (default: the candidate's suite, else `adhoc`).
     #[arg(long)]
     pub suite: Option<String>,
@@ -67,7 +70,7 @@ pub struct CompareArgs {
 }
 
 /// Loads results files; an unreadable or invalid file is the user's to fix (exit 2).
-pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
+pub(crate) fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
     let mut runs = Vec::new();
     for p in paths {
         let loaded = crate::import::load_results(p).map_err(|e| usage(e.to_string()))?;
@@ -95,45 +98,8 @@ fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
     Ok(rule)
 }
 
-/// A report in which no cell could be compared (no baseline, other profile): every candidate
-/// cell `not_comparable` with `reason`, gate `no_baseline`.
-pub fn not_comparable_report(
-    candidate: &[RunResults],
-    suite: Option<String>,
-    rule: &DecisionRule,
-    reason: &str,
-) -> ComparisonReport {
-    let first = &candidate[0];
-    ComparisonReport {
-        schema_version: VERDICT_SCHEMA_VERSION,
-        profile: first.profile.clone(),
-        suite,
-        candidate_runs: candidate.iter().map(|r| r.run_id.clone()).collect(),
-        baseline: BaselineSummary {
-            level_runs: Vec::new(),
-            noise_runs: 0,
-        },
-        gate: GateVerdict::NoBaseline,
-        headline: format!("no baseline: {reason}"),
-        matrix_test: None,
-        cells: first
-            .cells
-            .iter()
-            .map(|c| CellComparison {
-                concurrency: c.concurrency,
-                context_tokens: c.context_tokens,
-                verdict: CellVerdict::NotComparable,
-                reason: Some(reason.to_string()),
-                metrics: Vec::new(),
-            })
-            .collect(),
-        confirmation: None,
-        rule: rule.summary(),
-    }
-}
-
 /// Renders a report in the chosen format.
-pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
+pub(crate) fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Text => crate::report::verdict_table::text(report),
         OutputFormat::Md => crate::report::verdict_table::markdown(report),
@@ -144,7 +110,7 @@ pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result
 }
 
 /// Writes `text` to `out` atomically, or prints it.
-pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
+pub(crate) fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
     match out {
         Some(path) => crate::fsio::write_durable(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display())),
@@ -178,8 +144,12 @@ fn baseline_runs(
     let (loaded, _since) = store
         .load_current(&candidate.profile.key, suite)
         .with_context(|| format!("reading the baseline store {}", dir.display()))?;
-    for (path, why) in &loaded.skipped {
-        errln!("warning: skipped baseline file {}: {why}", path.display());
+    for (dup, counted) in &loaded.duplicates {
+        errln!(
+            "note: baseline file {} repeats the run of {}: counted once",
+            dup.display(),
+            counted.display()
+        );
     }
     if !loaded.runs.is_empty() {
         return Ok(Ok(loaded.runs));
@@ -205,7 +175,7 @@ fn baseline_runs(
 }
 
 /// Runs `infergate compare`.
-pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let rule = rule_from(&args)?;
     let candidate = load_files(&args.candidate)?;
     let Some(first) = candidate.first() else {
@@ -230,11 +200,31 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             first.run_id, other.run_id, first.profile.key, other.profile.key
         )));
     }
+    let second = load_files(&args.confirmation)?;
+    if let Some(r) = second.iter().find(|r| {
+        r.profile.key != first.profile.key || r.status == crate::results::RunStatus::InProgress
+    }) {
+        return Err(usage(format!(
+            "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
+            crate::untrusted_text::console(&r.run_id),
+            first.profile.key,
+            r.profile.key,
+            r.status
+        )));
+    }
+    if !second.is_empty() && second.len() != candidate.len() {
+        return Err(usage(format!(
+            "--confirmation: {} run(s) given for a candidate of {}; a second boot repeats the first boot's runs",
+            second.len(),
+            candidate.len()
+        )));
+    }
     let suite = args.suite.clone().or_else(|| first.suite.clone());
+    let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     let report = match baseline_runs(&args, first, suite.as_deref())? {
         Err(why) => {
             errln!("note: {why}");
-            not_comparable_report(&candidate, suite, &rule, &why)
+            not_comparable(first, run_ids(&candidate), suite, &rule, &why)
         }
         Ok(mut baseline) => {
             let mismatch = baseline
@@ -248,7 +238,7 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                         first.profile.key
                     );
                     errln!("note: not comparable: {why}");
-                    not_comparable_report(&candidate, suite, &rule, &why)
+                    not_comparable(first, run_ids(&candidate), suite, &rule, &why)
                 }
                 _ => {
                     if mismatch.is_some() {
@@ -259,8 +249,25 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                             run.profile = first.profile.clone();
                         }
                     }
-                    let mut report = crate::stats::compare(&baseline, &candidate, &rule)
-                        .map_err(|e| usage(e.to_string()))?;
+                    let mut report = if second.is_empty() {
+                        crate::stats::compare(&baseline, &candidate, &rule)
+                    } else {
+                        let names: Vec<String> = args
+                            .confirmation
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect();
+                        let names = names.join(" ");
+                        crate::stats::two_boot_verdict(
+                            Some(&ConfirmPlan::default()),
+                            &rule,
+                            &baseline,
+                            &candidate,
+                            Some((&second, &names)),
+                        )
+                        .map(|(report, _)| report)
+                    }
+                    .map_err(|e| usage(e.to_string()))?;
                     if report.suite.is_none() {
                         report.suite = suite;
                     }
@@ -279,7 +286,9 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             report.headline
         );
     }
-    Ok(if rule.fails(report.gate) {
+    Ok(if report.gate == GateVerdict::Unmeasured {
+        GateExit::Failure
+    } else if rule.fails(report.gate) {
         GateExit::Regression
     } else {
         GateExit::Pass

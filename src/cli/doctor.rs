@@ -26,7 +26,7 @@ pub struct DoctorArgs {
 
 /// Runs `infergate doctor`. Exit 0 when the report could be made (an unavailable NVML or an
 /// unreachable engine is reported, not an error); 2 for a bad config.
-pub async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
     if let Some(u) = &args.url
         && !(u.starts_with("http://") || u.starts_with("https://"))
     {

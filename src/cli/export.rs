@@ -45,7 +45,7 @@ pub struct ExportArgs {
 }
 
 /// Runs `infergate export`.
-pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
     let runs = crate::import::load_results(&args.results).map_err(|e| usage(e.to_string()))?;
     let run = match runs.as_slice() {
         [one] => one,

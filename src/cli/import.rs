@@ -22,7 +22,7 @@ pub struct ImportArgs {
 }
 
 /// Runs `infergate import`.
-pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
     let mut runs = Vec::new();
     for file in &args.files {
         let loaded = crate::import::load_results(file).map_err(|e| usage(e.to_string()))?;

@@ -39,9 +39,9 @@ pub struct MergeArgs {
     pub github_output: Option<PathBuf>,
 }
 
-/// Runs `infergate merge`: exit 0 unless a shard regressed (1) or a shard's run stopped before
-/// it was compared (3, fail closed); an unreadable shard is exit 2.
-pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
+/// Runs `infergate merge`: exit 0 unless a shard regressed (1) or could not be measured well
+/// enough to decide (3); an unreadable shard is exit 2.
+pub(crate) async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     let mut shards = Vec::with_capacity(args.shards.len());
     for path in &args.shards {
         shards.push(Shard::load(path).map_err(|e| usage(e.to_string()))?);

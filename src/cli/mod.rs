@@ -5,23 +5,23 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::GateExit;
 
-pub mod ab;
-pub mod ab_eval;
-pub mod baseline;
-pub mod bench;
-pub mod bisect;
-pub mod changes;
-pub mod close_stale_checks;
-pub mod compare;
-pub mod doctor;
-pub mod export;
-pub mod import;
-pub mod merge;
-pub mod report;
-pub mod run;
-pub mod sim;
-pub mod stats_eval;
-pub mod supervise;
+pub(crate) mod ab;
+pub(crate) mod ab_eval;
+pub(crate) mod baseline;
+pub(crate) mod bench;
+pub(crate) mod bisect;
+pub(crate) mod changes;
+pub(crate) mod close_stale_checks;
+pub(crate) mod compare;
+pub(crate) mod doctor;
+pub(crate) mod export;
+pub(crate) mod import;
+pub(crate) mod merge;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod sim;
+pub(crate) mod stats_eval;
+pub(crate) mod supervise;
 
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub(crate) fn in_actions() -> bool {
@@ -34,6 +34,7 @@ pub(crate) fn in_actions() -> bool {
 #[command(name = "infergate", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
+    /// The subcommand to run.
     pub command: Command,
 }
 

@@ -126,7 +126,7 @@ async fn rejudge(
 }
 
 /// Runs `infergate report`.
-pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     let results: RunResults = read_json(&args.results, "results")?;
     let mut notices = Vec::new();
     let trusted = match &args.trusted_config {
@@ -265,6 +265,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         }
         None => match verdict.map(|v| v.gate) {
             Some(GateVerdict::Regression) => GateExit::Regression,
+            Some(GateVerdict::Unmeasured) => GateExit::Failure,
             _ => GateExit::Pass,
         },
     })
@@ -342,7 +343,7 @@ fn load_history(
 /// 1-based line that defines `suite`'s matrix in a TOML gate config: a `[suites.<S>.matrix]`
 /// (or `[suite.<S>.matrix]`) table, else the `matrix`/`concurrency` key inside the suite's
 /// table (`[suites.<S>]` or a `[[suites]]` entry with `name = "<S>"`), else the suite's header.
-pub fn matrix_line(config: &str, suite: &str) -> Option<u32> {
+pub(crate) fn matrix_line(config: &str, suite: &str) -> Option<u32> {
     let lines: Vec<&str> = config.lines().collect();
     let header = |l: &str| -> Option<String> {
         let t = l.trim();

@@ -50,7 +50,7 @@ pub(crate) fn config_error(e: ConfigError) -> anyhow::Error {
 }
 
 /// The config to use: `--config`, else `./infergate.toml`, else the embedded default.
-pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
+pub(crate) fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
     match path {
         Some(p) => GateConfig::load(p).map_err(config_error),
         None => {
@@ -110,7 +110,7 @@ pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Resu
 }
 
 /// Runs `infergate run`.
-pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     let config = load_config(args.config.as_deref())?;
     let request = GateRequest {
         github: crate::run::github_wanted(args.github, config.report.github, super::in_actions()),

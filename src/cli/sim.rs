@@ -36,7 +36,7 @@ pub struct SimArgs {
     #[arg(long, value_enum)]
     pub usage_mode: Option<UsageMode>,
     /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
-    /// stall-after=TOKENS, malformed-sse=FRACTION.
+    /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS.
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).
@@ -54,7 +54,7 @@ pub struct SimArgs {
 }
 
 /// Builds the simulator options from the flags; errors are usage errors (exit 2).
-pub fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
+pub(crate) fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
     let profile = match SimProfile::named(&args.profile) {
         Some(p) => p,
         None => {
@@ -98,7 +98,7 @@ fn write_port_file(path: &Path, port: u16) -> anyhow::Result<()> {
 }
 
 /// Runs `infergate sim`.
-pub async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: SimArgs) -> anyhow::Result<GateExit> {
     let opts = options_from_args(&args)?;
     let profile_name = opts.profile.name.clone();
     let time_scale = opts.time_scale;

@@ -53,7 +53,7 @@ pub struct StatsEvalArgs {
 }
 
 /// Runs `infergate stats-eval`.
-pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     if args.trials == 0 {
         return Err(usage("--trials must be at least 1"));
     }
@@ -134,7 +134,7 @@ fn scenario_table(
 }
 
 /// The text tables: gate outcome per scenario and history, then inconclusive rates, targets.
-pub fn render_text(r: &EvalReport) -> String {
+pub(crate) fn render_text(r: &EvalReport) -> String {
     let mut out = format!(
         "stats-eval: {} trials, seed {}, {} cells, {} candidate run(s){}; noise: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, outlier {:+}% every {} runs\n",
         r.trials,

@@ -21,7 +21,7 @@ pub struct SuperviseArgs {
 }
 
 /// Runs the supervisor until the engine's tree is gone; its code is the process's exit code.
-pub async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
     // The supervisor is synchronous and this process does nothing else: it runs on the
     // (current-thread) runtime's only thread, which has no other task to starve.
     let code = crate::engine::supervisor::supervise(

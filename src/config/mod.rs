@@ -13,7 +13,7 @@ mod bisect;
 mod build;
 mod locate;
 mod raw;
-pub mod values;
+pub(crate) mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,6 +44,10 @@ pub const PLACEHOLDERS: [&str; 5] = ["port", "host", "model", "infergate", "buil
 
 /// Why a config cannot be used. Every variant is the user's to fix (exit 2).
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config file {path}: {source} (pass an existing file with --config)")]
@@ -257,13 +261,17 @@ impl ProfileConfig {
 /// One named matrix and its per-cell timing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SuiteConfig {
+    /// Suite name (`[suite.NAME]`), also part of the check name.
     pub name: String,
     /// 1-based line of the suite's `concurrency` key (annotations point here).
     pub line: usize,
+    /// Concurrency levels of the matrix.
     pub concurrency: Vec<u32>,
+    /// Context lengths of the matrix, in tokens.
     pub contexts: Vec<u64>,
     /// How each cell is measured (unset keys take [`CellTiming::DEFAULT`], as `bench` does).
     pub timing: CellTiming,
+    /// How many times the whole matrix is measured.
     pub repetitions: u32,
     /// Cells not to run (known not to fit).
     pub skip: Vec<(u32, u64)>,
@@ -292,7 +300,9 @@ impl SuiteConfig {
 /// The decision rule and the gate policy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThresholdsConfig {
+    /// The statistical decision rule (`[thresholds]`).
     pub rule: DecisionRule,
+    /// Which verdicts fail the gate.
     pub fail_on: FailOn,
 }
 
@@ -319,6 +329,7 @@ pub enum GithubMode {
 /// Reporting options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportConfig {
+    /// When to report to GitHub.
     pub github: GithubMode,
     /// Lines of the engine log shown when the engine fails.
     pub log_tail_lines: usize,

@@ -11,7 +11,7 @@ use crate::config::{CommandSpec, EngineConfig};
 
 /// Variables of the gate's environment every engine gets (names, or prefixes ending in `_`).
 /// Anything else must be named in `[engine] env_allow` or set in `[engine] env`.
-pub const ENV_ALLOW: &[&str] = &[
+pub(crate) const ENV_ALLOW: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -31,9 +31,9 @@ pub const ENV_ALLOW: &[&str] = &[
 /// Default SIGTERM → SIGKILL grace inside GitHub Actions: the runner gives a cancelled step
 /// about 7.5 s after SIGINT before SIGTERM and 2.5 s more before SIGKILL, and teardown plus
 /// writing the results must fit in that window.
-pub const ACTIONS_STOP_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const ACTIONS_STOP_GRACE: Duration = Duration::from_secs(5);
 /// Default grace outside Actions.
-pub const LOCAL_STOP_GRACE: Duration = Duration::from_secs(15);
+pub(crate) const LOCAL_STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// The grace used when the config sets no `stop_grace`.
 pub fn default_stop_grace() -> Duration {
@@ -73,8 +73,11 @@ pub struct EngineLaunch {
 /// Values substituted into the command.
 #[derive(Debug, Clone)]
 pub struct Placeholders {
+    /// `{port}`: the port the engine listens on.
     pub port: u16,
+    /// `{host}`: the address the engine binds.
     pub host: String,
+    /// `{model}`: the model to serve, when the config names one.
     pub model: Option<String>,
     /// Path of the running infergate binary (`{infergate}`), so configs can boot `infergate sim`.
     pub infergate: String,
@@ -143,7 +146,7 @@ fn allowed(name: &str, entry: &str) -> bool {
 
 /// The engine's environment from the gate's: the allow-listed variables, then `extra`
 /// (`[engine] env`); the gate's credentials never, whatever the lists say.
-pub fn engine_env(
+pub(crate) fn engine_env(
     gate_env: impl IntoIterator<Item = (String, String)>,
     env_allow: &[String],
     extra: &[(String, String)],
@@ -194,7 +197,7 @@ fn shell_words(line: &str) -> Vec<String> {
 /// Every secret value of one engine: its API key, `[engine] env` values whose names say
 /// secret, and the values of secret-looking flags (and `[engine] secret_args`) on its command
 /// line and in `--engine-arg`s.
-pub fn secret_values(cfg: &EngineConfig, extra_args: &[String]) -> Vec<String> {
+pub(crate) fn secret_values(cfg: &EngineConfig, extra_args: &[String]) -> Vec<String> {
     let mut words: Vec<String> = match &cfg.command {
         CommandSpec::Argv(v) => v.clone(),
         CommandSpec::Shell(line) => shell_words(line),

@@ -26,14 +26,19 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub mod launch;
-pub mod supervisor;
+pub(crate) mod launch;
+pub(crate) mod supervisor;
 
 pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
-pub use supervisor::{Containment, Report};
+pub use supervisor::Containment;
+pub(crate) use supervisor::Report;
 
 /// Why the engine could not be started, became ready, or was stopped cleanly.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum EngineError {
     /// The program could not be executed at all (not installed, not executable, bad workdir).
     #[error(

@@ -60,17 +60,22 @@ impl fmt::Display for Containment {
 
 /// One line of the supervisor's report to the gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Report {
+pub(crate) enum Report {
+    /// The engine started as `pid`, contained as `containment`.
     Started { pid: i32, containment: Containment },
+    /// The engine could not be started (`errno` and its text).
     SpawnError { errno: i32, message: String },
+    /// The engine exited with this code.
     ExitedCode(i32),
+    /// The engine was killed by this signal.
     ExitedSignal(i32),
+    /// Teardown finished: whether it had to SIGKILL, and how many processes were left.
     Stopped { killed: bool, left: usize },
 }
 
 impl Report {
     /// The protocol line (without the newline).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match self {
             Report::Started { pid, containment } => format!("started {pid} {containment}"),
             Report::SpawnError { errno, message } => {
@@ -83,7 +88,7 @@ impl Report {
     }
 
     /// Parses [`Report::line`]; `None` for anything else.
-    pub fn parse(line: &str) -> Option<Report> {
+    pub(crate) fn parse(line: &str) -> Option<Report> {
         let mut w = line.trim_end().splitn(3, ' ');
         match (w.next()?, w.next(), w.next()) {
             ("started", Some(pid), Some(c)) => Some(Report::Started {
@@ -115,7 +120,7 @@ pub fn supervise(_parent: i32, _grace_ms: u64, _use_cgroup: bool, _argv: &[Strin
 }
 
 #[cfg(target_os = "linux")]
-pub use linux::supervise;
+pub(crate) use linux::supervise;
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -408,7 +413,7 @@ mod linux {
 
     /// See the module docs. `parent` is the gate's pid: a SIGHUP while it is still our
     /// parent is a thread of the gate ending (the death signal fires per thread), not its death.
-    pub fn supervise(parent: i32, grace_ms: u64, use_cgroup: bool, argv: &[String]) -> i32 {
+    pub(crate) fn supervise(parent: i32, grace_ms: u64, use_cgroup: bool, argv: &[String]) -> i32 {
         let me = std::process::id() as i32;
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
             report(&Report::SpawnError {

@@ -14,10 +14,13 @@ use crate::verdict::Metric;
 /// One BMF metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BmfMetric {
+    /// The figure.
     pub value: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Lower bound: the smallest sub-window sample, when there are two or more.
     pub lower_value: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Upper bound: the largest sub-window sample, when there are two or more.
     pub upper_value: Option<f64>,
 }
 

@@ -8,7 +8,7 @@ use crate::results::{Percentiles, RunResults};
 use crate::verdict::ComparisonReport;
 
 /// The header row.
-pub const COLUMNS: [&str; 25] = [
+pub(crate) const COLUMNS: [&str; 25] = [
     "run_id",
     "profile",
     "engine",
@@ -37,7 +37,7 @@ pub const COLUMNS: [&str; 25] = [
 ];
 
 /// A text field made safe for spreadsheets (CSV injection).
-pub fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{s}")
     } else {
@@ -56,7 +56,10 @@ fn pct(p: Option<Percentiles>, f: fn(&Percentiles) -> f64) -> String {
 }
 
 /// The CSV text of a run, with the verdict's columns filled when one is given.
-pub fn render(run: &RunResults, verdict: Option<&ComparisonReport>) -> Result<String, ExportError> {
+pub(crate) fn render(
+    run: &RunResults,
+    verdict: Option<&ComparisonReport>,
+) -> Result<String, ExportError> {
     if let Some(report) = verdict {
         check_pair(run, report)?;
     }

@@ -39,12 +39,17 @@ impl GabTool {
 /// One entry of the custom JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GabEntry {
+    /// Chart name (metric and cell).
     pub name: String,
+    /// Unit shown on the chart (`tok/s`, `ms`, ...).
     pub unit: String,
+    /// The figure.
     pub value: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Standard deviation of the sub-window samples (`± …`), aggregate tok/s with two or more.
     pub range: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Tooltip lines: run id, profile and cell status.
     pub extra: Option<String>,
 }
 

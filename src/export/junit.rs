@@ -18,7 +18,7 @@ use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, MetricCompar
 
 /// Text made storable in XML 1.0: control characters other than tab, LF and CR (and the
 /// non-characters U+FFFE/U+FFFF) become U+FFFD. Escaping of `<`, `&`, quotes is the writer's.
-pub fn xml_safe(s: &str) -> String {
+pub(crate) fn xml_safe(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             '\t' | '\n' | '\r' => c,
@@ -230,7 +230,10 @@ fn results_cases(run: &RunResults) -> Vec<Case> {
 }
 
 /// The JUnit XML text of a run, with failures from its verdict when one is given.
-pub fn render(run: &RunResults, verdict: Option<&ComparisonReport>) -> Result<String, ExportError> {
+pub(crate) fn render(
+    run: &RunResults,
+    verdict: Option<&ComparisonReport>,
+) -> Result<String, ExportError> {
     if let Some(report) = verdict {
         check_pair(run, report)?;
     }

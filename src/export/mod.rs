@@ -4,9 +4,9 @@
 //! the JUnit file is a regression the verdict already holds. See `docs/interop.md`.
 
 pub mod bmf;
-pub mod csv;
+pub(crate) mod csv;
 pub mod gab;
-pub mod junit;
+pub(crate) mod junit;
 
 use crate::results::{CellResult, CellStatus, RunResults, context_label};
 use crate::stats::compare::{ALL_METRICS, metric_value};
@@ -14,6 +14,10 @@ use crate::verdict::{ComparisonReport, Metric};
 
 /// Why an export could not be written.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ExportError {
     /// The verdict belongs to other runs than the results file.
     #[error(
@@ -39,8 +43,11 @@ pub enum ExportError {
 /// One exported figure: a measured cell's metric with its value (in the results' own units).
 #[derive(Debug, Clone, Copy)]
 pub struct Figure<'a> {
+    /// The cell the figure belongs to.
     pub cell: &'a CellResult,
+    /// Which metric it is.
     pub metric: Metric,
+    /// Its value, in the results' own units.
     pub value: f64,
 }
 
@@ -114,7 +121,7 @@ pub(crate) mod fixture {
 
     /// The seed llm-decode-bench run, given sub-window samples on its first cell, a hostile
     /// model name, and an error cell.
-    pub fn run() -> RunResults {
+    pub(crate) fn run() -> RunResults {
         let text = include_str!(
             "../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
         );
@@ -140,7 +147,7 @@ pub(crate) mod fixture {
     }
 
     /// A verdict on [`run`]: cell 1 regressed on aggregate_tps, cell 2 a capacity regression.
-    pub fn verdict(run: &RunResults) -> ComparisonReport {
+    pub(crate) fn verdict(run: &RunResults) -> ComparisonReport {
         use crate::verdict::*;
         let metric = |m: Metric, base: f64, cand: f64, v: CellVerdict| MetricComparison {
             metric: m,
@@ -154,6 +161,7 @@ pub(crate) mod fixture {
             p_value: 0.001,
             p_adjusted: 0.004,
             verdict: v,
+            decided_on: None,
         };
         let cells = vec![
             CellComparison {
@@ -214,6 +222,7 @@ pub(crate) mod fixture {
                 confidence: 0.95,
             },
             confirmation: None,
+            coverage: None,
         }
     }
 }

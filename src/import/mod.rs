@@ -5,9 +5,9 @@
 //! fixed without reading this code. What an importer could not map is listed in the run's
 //! [`UNMAPPED_EVENT`] event (see `docs/interop.md`).
 
-pub mod guidellm;
-pub mod llm_decode_bench;
-pub mod vllm_bench_serve;
+pub(crate) mod guidellm;
+pub(crate) mod llm_decode_bench;
+pub(crate) mod vllm_bench_serve;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,12 +17,17 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::results::{
-    CellResult, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint, MatrixSpec,
-    Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, ToolInfo,
+    CellResult, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    MIN_SCHEMA_VERSION, MatrixSpec, Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus,
+    SCHEMA_VERSION, ToolInfo,
 };
 
 /// Why a results file could not be read.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ImportError {
     /// The file could not be opened or read.
     #[error("{file}: cannot read: {source}")]
@@ -59,6 +64,16 @@ pub enum ImportError {
         file: String,
         found: u64,
         supported: u32,
+    },
+    /// A schema version below the oldest this build reads (e.g. 0, never written).
+    #[error(
+        "{file}: schema_version {found} is not supported (this build reads {min} to {max}); the file was not written by infergate or is corrupt"
+    )]
+    OlderSchema {
+        file: String,
+        found: u64,
+        min: u32,
+        max: u32,
     },
 }
 
@@ -539,6 +554,14 @@ fn syntax_error(text: &str, file: &str) -> ImportError {
 
 /// Checks what the type system cannot: schema version and the ranges of the headline figures.
 fn check_run(run: &RunResults, file: &str, prefix: &str) -> Result<(), ImportError> {
+    if run.schema_version < MIN_SCHEMA_VERSION {
+        return Err(ImportError::OlderSchema {
+            file: file.into(),
+            found: run.schema_version.into(),
+            min: MIN_SCHEMA_VERSION,
+            max: SCHEMA_VERSION,
+        });
+    }
     if run.schema_version > SCHEMA_VERSION {
         return Err(ImportError::NewerSchema {
             file: file.into(),
@@ -644,5 +667,13 @@ mod tests {
         newer["schema_version"] = 99.into();
         let err = parse_results(&newer.to_string(), "n.json").unwrap_err();
         assert!(matches!(err, ImportError::NewerSchema { found: 99, .. }));
+        let mut zero: Value = serde_json::from_str(&text).unwrap();
+        zero["schema_version"] = 0.into();
+        let err = parse_results(&zero.to_string(), "z.json").unwrap_err();
+        assert!(matches!(err, ImportError::OlderSchema { found: 0, .. }));
+        assert!(
+            err.to_string()
+                .contains("z.json: schema_version 0 is not supported")
+        );
     }
 }

@@ -29,7 +29,7 @@ use crate::results::{CellResult, CellStatus, SpecDecodeStats, TokenSource};
 /// The fields of one `--save-result` document the import reads; percentile keys
 /// (`p99_ttft_ms`, ...) and `--metadata` keys are read from `rest`.
 #[derive(Debug, Deserialize)]
-pub struct VllmResult {
+pub(crate) struct VllmResult {
     pub date: String,
     #[serde(default)]
     pub backend: Option<String>,
@@ -71,7 +71,7 @@ pub struct VllmResult {
 }
 
 /// Whether a parsed JSON document looks like a `--save-result` document.
-pub fn looks_like(doc: &Value) -> bool {
+pub(crate) fn looks_like(doc: &Value) -> bool {
     doc.get("output_throughput").is_some()
         && doc.get("total_output_tokens").is_some()
         && doc.get("model_id").is_some()
@@ -79,7 +79,7 @@ pub fn looks_like(doc: &Value) -> bool {
 
 /// Converts the documents of one file (one, or several from `--append-result`) into one run
 /// with a cell per document. `prefix(i)` names document `i` in field errors.
-pub fn convert(
+pub(crate) fn convert(
     docs: &[VllmResult],
     text: &str,
     file: &str,

@@ -4,7 +4,7 @@ use crate::report::markdown::escape;
 use crate::results::AbBoot;
 
 /// The section, after the verdict: `a_cmd`/`b_cmd` are engine-supplied text (escaped).
-pub fn summary_section(
+pub(crate) fn summary_section(
     boots: &[AbBoot],
     elapsed_s: f64,
     a_cmd: &str,

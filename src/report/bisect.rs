@@ -19,7 +19,7 @@ fn table(header: &[&str]) -> Table {
 }
 
 /// The whole report as text for a terminal or a log.
-pub fn text(r: &BisectRecord) -> String {
+pub(crate) fn text(r: &BisectRecord) -> String {
     let mut out = format!(
         "bisect {}..{} · suite `{}` · {} commit(s) · {} boot(s)\n",
         inert(&r.good),

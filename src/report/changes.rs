@@ -10,7 +10,7 @@ use crate::stats::changepoint::{ChangePoint, HistoryChanges, Scope};
 
 /// The change points of one baseline group (profile key + suite), as `changes` reports them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GroupChanges {
+pub(crate) struct GroupChanges {
     pub profile_key: String,
     pub suite: String,
     /// Runs a person accepted a change at (`baseline accept --since`), oldest first.
@@ -23,7 +23,7 @@ pub struct GroupChanges {
 }
 
 /// `matrix` or `C=4 / 8k`.
-pub fn scope_label(scope: &Scope) -> String {
+pub(crate) fn scope_label(scope: &Scope) -> String {
     match scope {
         Scope::Matrix => "matrix".into(),
         Scope::Cell {
@@ -34,7 +34,7 @@ pub fn scope_label(scope: &Scope) -> String {
 }
 
 /// `-3.1% [-3.6%, -2.5%]`.
-pub fn change_label(c: &ChangePoint) -> String {
+pub(crate) fn change_label(c: &ChangePoint) -> String {
     format!(
         "{:+.1}% [{:+.1}%, {:+.1}%]",
         c.change * 100.0,
@@ -87,7 +87,7 @@ const HEADER: [&str; 7] = [
 ];
 
 /// Terminal tables, one per group.
-pub fn text(groups: &[GroupChanges]) -> String {
+pub(crate) fn text(groups: &[GroupChanges]) -> String {
     let mut out = String::new();
     for g in groups {
         out.push_str(&format!("Change points of {}\n", heading(g)));
@@ -113,7 +113,7 @@ pub fn text(groups: &[GroupChanges]) -> String {
 }
 
 /// GitHub Markdown, one table per group; every string from the store is escaped.
-pub fn markdown(groups: &[GroupChanges]) -> String {
+pub(crate) fn markdown(groups: &[GroupChanges]) -> String {
     let mut out = String::new();
     for g in groups {
         out.push_str(&format!("**Change points of {}**\n\n", escape(&heading(g))));

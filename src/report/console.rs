@@ -121,7 +121,7 @@ fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
 /// Renders the run as the seed does: an aggregate tok/s matrix (context rows x concurrency
 /// columns, TTFT/ITL detail line, capacity and error markers), a per-user tok/s matrix, a
 /// legend, and the reasons of every cell that is not `ok`.
-pub fn render_matrix(results: &RunResults) -> String {
+pub(crate) fn render_matrix(results: &RunResults) -> String {
     crate::untrusted_text::console(&matrix_table(results))
 }
 
@@ -220,7 +220,7 @@ fn matrix_table(results: &RunResults) -> String {
 
 /// One log line per event: `19:48:41 ready C=1 ctx=8k running_reqs=1/1, ...` (cell events
 /// carry their own wording; run-level events are prefixed with their kind).
-pub fn format_event(e: &Event) -> String {
+pub(crate) fn format_event(e: &Event) -> String {
     let time = e.at.format("%H:%M:%S");
     if e.concurrency.is_some() {
         format!("{time} {}", e.message)
@@ -236,7 +236,7 @@ fn ends_cell(e: &Event) -> bool {
 
 /// Renders progress events on stderr until the sender side closes: a progress bar on a
 /// terminal, one line per event otherwise (CI logs).
-pub async fn render_progress(
+pub(crate) async fn render_progress(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
     total_cells: u64,
 ) {

@@ -53,7 +53,7 @@ fn header(h: &BaselineHistory) -> Vec<String> {
 }
 
 /// The history as a terminal table (aggregate tok/s; `–` = cell not ok in that run).
-pub fn text(h: &BaselineHistory) -> String {
+pub(crate) fn text(h: &BaselineHistory) -> String {
     let mut out = format!(
         "Baseline {} / suite {}: {} run(s) shown, aggregate tok/s (– = not ok in that run)\n",
         h.profile_key,
@@ -80,7 +80,7 @@ pub fn text(h: &BaselineHistory) -> String {
 }
 
 /// The history as a GitHub Markdown table.
-pub fn markdown(h: &BaselineHistory) -> String {
+pub(crate) fn markdown(h: &BaselineHistory) -> String {
     let mut out = format!(
         "**Baseline {} / suite {}**: {} run(s), aggregate tok/s\n\n",
         escape(&h.profile_key),

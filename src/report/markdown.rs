@@ -5,7 +5,7 @@
 /// Escapes text for use inside Markdown (tables included): secrets masked, `|`, backticks,
 /// `<`, `>`, `&`, `*`, `_`, `[`, `]`, `#`, `\`, `~` escaped, line breaks folded, and mentions
 /// and autolinks defused. One implementation: [`crate::untrusted_text::markdown`].
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     crate::untrusted_text::markdown(text)
 }
 

@@ -8,7 +8,7 @@ use crate::results::{ProfileKey, RunStatus};
 use crate::verdict::GateVerdict;
 
 /// Marker that opens the merged Markdown, so a sticky comment can be found and updated.
-pub const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
+pub(crate) const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
 
 fn gate_badge(gate: GateVerdict) -> &'static str {
     match gate {
@@ -16,6 +16,7 @@ fn gate_badge(gate: GateVerdict) -> &'static str {
         GateVerdict::Regression => "❌ regression",
         GateVerdict::Inconclusive => "⚠️ inconclusive",
         GateVerdict::NoBaseline => "ℹ️ no baseline",
+        GateVerdict::Unmeasured => "⛔ unmeasured",
     }
 }
 
@@ -65,7 +66,7 @@ fn hardware(profile: &ProfileKey) -> String {
 /// The merged verdict as GitHub-flavoured Markdown: an overview table, then one section per
 /// profile rendered by [`crate::report::verdict_table::markdown`]. Profile keys, suites,
 /// headlines and stop reasons come from engine and config text, so every one is escaped.
-pub fn markdown(merged: &MergedVerdict) -> String {
+pub(crate) fn markdown(merged: &MergedVerdict) -> String {
     let mut out = String::new();
     out.push_str(MARKDOWN_MARKER);
     out.push('\n');
@@ -125,7 +126,7 @@ pub fn markdown(merged: &MergedVerdict) -> String {
 }
 
 /// The merged verdict as plain text for a terminal.
-pub fn text(merged: &MergedVerdict) -> String {
+pub(crate) fn text(merged: &MergedVerdict) -> String {
     let word = if merged.unmeasured > 0 {
         "error"
     } else {
@@ -147,7 +148,7 @@ pub fn text(merged: &MergedVerdict) -> String {
 /// `key=value` lines for `$GITHUB_OUTPUT`: `verdict` (`error` when a profile was not
 /// measured, as `run` says for a failed gate), `regressions`, `profiles`. Values are single
 /// words or numbers, so no multi-line delimiter is needed.
-pub fn github_outputs(merged: &MergedVerdict) -> String {
+pub(crate) fn github_outputs(merged: &MergedVerdict) -> String {
     let verdict = if merged.unmeasured > 0 {
         "error"
     } else {

@@ -1,15 +1,15 @@
 //! Reporting: turns results and verdicts into text for people and machines. A report never
 //! measures and never decides.
 
-pub mod ab;
-pub mod actions;
-pub mod bisect;
-pub mod changes;
-pub mod console;
+pub(crate) mod ab;
+pub(crate) mod actions;
+pub(crate) mod bisect;
+pub(crate) mod changes;
+pub(crate) mod console;
 pub mod github;
-pub mod history;
-pub mod markdown;
-pub mod merged;
+pub(crate) mod history;
+pub(crate) mod markdown;
+pub(crate) mod merged;
 pub mod mermaid;
-pub mod trend_html;
-pub mod verdict_table;
+pub(crate) mod trend_html;
+pub(crate) mod verdict_table;

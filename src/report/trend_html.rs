@@ -13,7 +13,7 @@ use crate::report::changes::{GroupChanges, change_label, scope_label};
 use crate::stats::changepoint::{ChangePoint, HistorySeries, Scope};
 
 /// Escapes text for HTML element content and quoted attribute values.
-pub fn html(text: &str) -> String {
+pub(crate) fn html(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for ch in text.chars() {
         match ch {
@@ -47,7 +47,7 @@ document.querySelectorAll('circle.pt').forEach(function(c){c.addEventListener('c
 var o=document.getElementById('picked');if(o){o.textContent=c.getAttribute('data-run')+': '+c.getAttribute('data-value');}});});})();";
 
 /// The whole page for `groups`.
-pub fn render(groups: &[GroupChanges]) -> String {
+pub(crate) fn render(groups: &[GroupChanges]) -> String {
     let mut out = String::new();
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     out.push_str("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">");

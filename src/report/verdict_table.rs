@@ -9,10 +9,12 @@ use comfy_table::{CellAlignment, Table};
 
 use crate::report::markdown::escape;
 use crate::results::context_label;
-use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, Metric, MetricComparison};
+use crate::verdict::{
+    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Metric, MetricComparison,
+};
 
 /// The one-character mark of a verdict, used in both tables and the legend.
-pub fn mark(verdict: CellVerdict) -> &'static str {
+pub(crate) fn mark(verdict: CellVerdict) -> &'static str {
     match verdict {
         CellVerdict::Regression => "✗",
         CellVerdict::Unchanged => "✓",
@@ -20,28 +22,45 @@ pub fn mark(verdict: CellVerdict) -> &'static str {
         CellVerdict::Inconclusive => "?",
         CellVerdict::NotComparable => "–",
         CellVerdict::CapacityRegression => "⚠",
+        CellVerdict::ErrorRegression => "‼",
     }
 }
 
 /// The terminal table look (rounded box, solid lines), as llm-decode-bench's console tables.
-pub const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL_CONDENSED
+pub(crate) const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL_CONDENSED
     .with_rounded_corners()
     .header_lines(comfy_table::ContentLineStyle::new('│', '│', '│'))
     .content_lines(comfy_table::ContentLineStyle::new('│', '│', '│'))
     .header_separator(comfy_table::LineStyle::new('├', '─', '┼', '┤'));
 
 /// The legend printed under both tables.
-const LEGEND: &str = "✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in the baseline, capacity-limited now)";
+const LEGEND: &str = "Beside a regression or an improvement is the change it was decided on: \"vs run\" is the cell against the rest of its own run (the whole matrix's move taken out); \"with the matrix\" is a cell that moved with the matrix-wide change.\n✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in the baseline, capacity-limited now) · ‼ error regression (measured in the baseline, error now)";
 
 use crate::verdict::{signed_number as signed, signed_percent as pct};
 
-/// `−7.4% [−9.1, −5.6]`.
+/// `−7.4% [−9.1, −5.6]`: the total change, or for a regression or an improvement the change
+/// it was decided on, followed by what that is when it is not the total (`vs run`, `with the
+/// matrix: −60.0%`), so the figure beside a verdict is always the one that verdict stands on.
 fn change_with_interval(m: &MetricComparison) -> String {
+    let decided = matches!(
+        m.verdict,
+        CellVerdict::Regression | CellVerdict::Improvement
+    );
+    let d = if decided {
+        m.shown_change()
+    } else {
+        m.shown_change_total()
+    };
+    let basis = match d.basis {
+        DecisionBasis::Total => String::new(),
+        DecisionBasis::VsRun => " vs run".to_string(),
+        DecisionBasis::WithMatrix => format!(" ({})", d.label()),
+    };
     format!(
-        "{} [{}, {}]",
-        pct(m.change),
-        signed(m.ci_low * 100.0, 1),
-        signed(m.ci_high * 100.0, 1)
+        "{} [{}, {}]{basis}",
+        pct(d.change),
+        signed(d.ci_low * 100.0, 1),
+        signed(d.ci_high * 100.0, 1)
     )
 }
 
@@ -50,6 +69,7 @@ fn cell_text(c: &CellComparison) -> String {
     match (c.verdict, c.primary()) {
         (CellVerdict::NotComparable, _) => mark(c.verdict).to_string(),
         (CellVerdict::CapacityRegression, None) => format!("capacity {}", mark(c.verdict)),
+        (CellVerdict::ErrorRegression, _) => format!("error {}", mark(c.verdict)),
         (v, Some(m)) => format!("{} {}", change_with_interval(m), mark(v)),
         (v, None) => mark(v).to_string(),
     }
@@ -129,7 +149,7 @@ fn rule_line(report: &ComparisonReport) -> String {
 
 /// The verdict matrix as a terminal table, with the headline, the matrix-wide test, notes and
 /// the legend.
-pub fn text(report: &ComparisonReport) -> String {
+pub(crate) fn text(report: &ComparisonReport) -> String {
     crate::untrusted_text::console(&text_table(report))
 }
 
@@ -210,7 +230,7 @@ fn value(metric: Metric, v: f64) -> String {
 /// The verdict matrix as GitHub-flavoured Markdown: headline, matrix, matrix-wide test, notes,
 /// a collapsible section with the non-primary metrics, and the legend. Engine-supplied text is
 /// escaped.
-pub fn markdown(report: &ComparisonReport) -> String {
+pub(crate) fn markdown(report: &ComparisonReport) -> String {
     let (contexts, concs) = axes(report);
     let mut out = String::new();
     out.push_str(&format!(
@@ -331,6 +351,7 @@ mod tests {
             p_value: 0.0004,
             p_adjusted: 0.008,
             verdict,
+            decided_on: None,
         }
     }
 
@@ -426,8 +447,26 @@ mod tests {
                     Regression,
                     None,
                     vec![
-                        metric(AggregateTps, 480.0, -0.074, 0.017, Regression),
-                        metric(ItlP90, 0.0231, 0.081, 0.02, Regression),
+                        MetricComparison {
+                            decided_on: Some(crate::verdict::DecidedChange {
+                                basis: DecisionBasis::VsRun,
+                                change: -0.045,
+                                ci_low: -0.061,
+                                ci_high: -0.029,
+                                matrix_change: None,
+                            }),
+                            ..metric(AggregateTps, 480.0, -0.074, 0.017, Regression)
+                        },
+                        MetricComparison {
+                            decided_on: Some(crate::verdict::DecidedChange {
+                                basis: DecisionBasis::WithMatrix,
+                                change: 0.081,
+                                ci_low: 0.061,
+                                ci_high: 0.101,
+                                matrix_change: Some(0.07),
+                            }),
+                            ..metric(ItlP90, 0.0231, 0.081, 0.02, Regression)
+                        },
                     ],
                 ),
                 cell(
@@ -446,6 +485,7 @@ mod tests {
                 ),
             ],
             confirmation: None,
+            coverage: None,
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

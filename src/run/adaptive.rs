@@ -23,7 +23,7 @@ use super::decide::{Decision, GateError};
 
 /// What `boot_and_measure` needs to re-measure inconclusive cells before it stops the engine.
 #[derive(Debug, Clone)]
-pub struct AdaptiveRequest {
+pub(crate) struct AdaptiveRequest {
     /// Budget and spending shape.
     pub config: AdaptiveConfig,
     /// The gate's decision rule; its `alpha` is spread over the looks.
@@ -34,7 +34,7 @@ pub struct AdaptiveRequest {
 
 /// What the adaptive phase did, and the comparison it ended with.
 #[derive(Debug)]
-pub struct AdaptiveOutcome {
+pub(crate) struct AdaptiveOutcome {
     /// The final comparison (cells frozen at the look that decided them), or why there is none.
     pub decision: Result<Decision, GateError>,
     /// Extra rounds made (0 when every cell was decided at the first look).
@@ -48,7 +48,7 @@ pub struct AdaptiveOutcome {
 }
 
 /// The spending plan of an adaptive run: the rule's alpha over `1 + max_rounds` looks.
-pub fn spending_plan(config: &AdaptiveConfig, rule: &DecisionRule) -> AlphaSpending {
+pub(crate) fn spending_plan(config: &AdaptiveConfig, rule: &DecisionRule) -> AlphaSpending {
     AlphaSpending::new(rule.alpha, config.max_rounds + 1).with_shape(config.spending)
 }
 
@@ -57,7 +57,7 @@ pub fn spending_plan(config: &AdaptiveConfig, rule: &DecisionRule) -> AlphaSpend
 /// only the cells' family spends its share (`alpha × (1 − matrix_alpha_share)`) across the
 /// looks: look `k` tests the cells at `increment_k × (1 − share)`. The increments add up to
 /// the cells' share, so cells + matrix stay within `alpha`.
-pub fn look_rule(plan: &AlphaSpending, rule: &DecisionRule, look: u32) -> DecisionRule {
+pub(crate) fn look_rule(plan: &AlphaSpending, rule: &DecisionRule, look: u32) -> DecisionRule {
     let inc = plan.alpha_at(look).max(f64::MIN_POSITIVE);
     let mut r = rule.clone();
     if !rule.matrix_test {
@@ -79,7 +79,7 @@ pub fn look_rule(plan: &AlphaSpending, rule: &DecisionRule, look: u32) -> Decisi
 
 /// Progress and totals of the loop.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct LoopStats {
+pub(crate) struct LoopStats {
     pub rounds: u32,
     pub extra_s: f64,
     pub remeasured: Vec<(u32, u64)>,
@@ -93,7 +93,7 @@ pub struct LoopStats {
 /// measurement is folded into the cell as a round (`CellResult.rounds`, with the verdict after
 /// that look); only the re-measured cells get rounds.
 #[allow(clippy::too_many_arguments)]
-pub async fn remeasure_inconclusive<M>(
+pub(crate) async fn remeasure_inconclusive<M>(
     results: &mut RunResults,
     history: &[RunResults],
     first: ComparisonReport,
@@ -260,7 +260,7 @@ fn merge_look(
 
 /// Runs the adaptive phase on a live session: the comparison at look 0, then
 /// [`remeasure_inconclusive`]. Used by `boot_and_measure` before the engine is stopped.
-pub async fn run_adaptive(
+pub(crate) async fn run_adaptive(
     session: &crate::bench::BenchSession,
     results: &mut RunResults,
     req: &AdaptiveRequest,

@@ -35,11 +35,11 @@ use super::gate::{Progress, setup};
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
 /// The record's file name in the output directory.
-pub const RECORD_FILE: &str = "bisect.json";
+pub(crate) const RECORD_FILE: &str = "bisect.json";
 
 /// What the command line asks of a bisection.
 #[derive(Debug, Clone)]
-pub struct BisectRequest {
+pub(crate) struct BisectRequest {
     pub config: GateConfig,
     pub suite: Option<String>,
     pub good: String,
@@ -52,7 +52,7 @@ pub struct BisectRequest {
 
 /// Why a bisection cannot start: the user's to fix (exit 2); nothing was built or booted.
 #[derive(Debug, thiserror::Error)]
-pub enum BisectSetupError {
+pub(crate) enum BisectSetupError {
     #[error("{0}")]
     Config(#[from] ConfigError),
     #[error(
@@ -68,7 +68,7 @@ pub enum BisectSetupError {
 }
 
 /// Why a revision (from the command line or the `revs` command) is refused, if it is.
-pub fn rev_problem(rev: &str) -> Option<&'static str> {
+pub(crate) fn rev_problem(rev: &str) -> Option<&'static str> {
     if rev.is_empty() {
         Some("a revision is empty")
     } else if rev.chars().any(char::is_control) {
@@ -82,7 +82,7 @@ pub fn rev_problem(rev: &str) -> Option<&'static str> {
 
 /// A validated bisection, ready to build and boot.
 #[derive(Debug, Clone)]
-pub struct BisectPlan {
+pub(crate) struct BisectPlan {
     pub config: GateConfig,
     pub bisect: BisectConfig,
     pub suite: SuiteConfig,
@@ -95,7 +95,7 @@ pub struct BisectPlan {
 
 /// A finished (or stopped) bisection.
 #[derive(Debug)]
-pub struct BisectRun {
+pub(crate) struct BisectRun {
     pub record: BisectRecord,
     /// Where the record was written; `None` when writing it failed (see `write_error`).
     pub record_path: Option<PathBuf>,
@@ -107,7 +107,7 @@ pub struct BisectRun {
 impl BisectRun {
     /// Exit code: 0 culprit found (and recorded), 3 otherwise (the bisection could not
     /// conclude).
-    pub fn exit(&self) -> crate::exit::GateExit {
+    pub(crate) fn exit(&self) -> crate::exit::GateExit {
         if self.record.culprit.is_some() && self.write_error.is_none() {
             crate::exit::GateExit::Pass
         } else {
@@ -118,7 +118,7 @@ impl BisectRun {
 
 /// Substitutes `{name}` placeholders: literally in an argument vector, shell-quoted in a shell
 /// line (the values are data).
-pub fn render_command(spec: &CommandSpec, values: &[(&str, &str)]) -> Vec<String> {
+pub(crate) fn render_command(spec: &CommandSpec, values: &[(&str, &str)]) -> Vec<String> {
     let fill = |s: &str, quote: bool| {
         let mut out = s.to_string();
         for (name, value) in values {
@@ -218,7 +218,7 @@ async fn run_command(
 
 impl BisectPlan {
     /// Validates the request (suite, `[bisect]`, the two revisions). Builds nothing.
-    pub fn new(req: BisectRequest) -> Result<BisectPlan, BisectSetupError> {
+    pub(crate) fn new(req: BisectRequest) -> Result<BisectPlan, BisectSetupError> {
         let suite = req.config.suite(req.suite.as_deref())?.clone();
         let Some(bisect) = req.config.bisect.clone() else {
             return Err(BisectSetupError::NoBisectTable {
@@ -248,7 +248,7 @@ impl BisectPlan {
 
     /// The test settings: `[bisect]` confidence and noise (default the rule's prior CV), the
     /// rule's `min_effect`.
-    pub fn settings(&self) -> BisectSettings {
+    pub(crate) fn settings(&self) -> BisectSettings {
         let rule = &self.config.thresholds.rule;
         BisectSettings {
             noise_cv: self.bisect.noise_cv.unwrap_or(rule.prior_cv),
@@ -415,7 +415,7 @@ impl BisectPlan {
 
     /// Lists, builds, boots and halves until the first bad commit is found or the bisection
     /// cannot go on (a failed build or boot, an answer that stays uncertain, cancellation).
-    pub async fn run(self, progress: Progress<'_>, cancel: CancellationToken) -> BisectRun {
+    pub(crate) async fn run(self, progress: Progress<'_>, cancel: CancellationToken) -> BisectRun {
         let mut record = BisectRecord {
             good: self.good.clone(),
             bad: self.bad.clone(),

@@ -13,16 +13,16 @@ use tokio_util::sync::CancellationToken;
 use crate::bench::EventSink;
 use crate::results::{Event, EventKind, RunResults};
 use crate::stats::{ConfirmPlan, DecisionRule};
-use crate::verdict::{ComparisonReport, Confirmation, signed_percent};
+use crate::verdict::ComparisonReport;
 
 use super::decide::{Decision, GateError, decide_runs};
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
 
 /// The results file of the confirmation boot, next to `results.json`.
-pub const CONFIRM_RESULTS: &str = "results-confirm.json";
+pub(crate) const CONFIRM_RESULTS: &str = "results-confirm.json";
 
 /// The engine log of the confirmation boot: `engine.log` → `engine-confirm.log`, next to it.
-pub fn confirm_log_path(first: &Path) -> PathBuf {
+pub(crate) fn confirm_log_path(first: &Path) -> PathBuf {
     let stem = first
         .file_stem()
         .and_then(|s| s.to_str())
@@ -34,24 +34,9 @@ pub fn confirm_log_path(first: &Path) -> PathBuf {
     first.with_file_name(name)
 }
 
-/// Why the first boot called for a confirmation, for people.
-fn reason(plan: &ConfirmPlan, first: &ComparisonReport) -> String {
-    match &first.matrix_test {
-        Some(m) => format!(
-            "the first boot's matrix-wide change is {} [{}, {}] with p = {:.3} < {}: not proven, but leaning towards a regression",
-            signed_percent(m.change),
-            signed_percent(m.ci_low),
-            signed_percent(m.ci_high),
-            m.p_value,
-            plan.p_below
-        ),
-        None => "the first boot's matrix-wide change leans towards a regression".into(),
-    }
-}
-
 /// What the confirmation did.
 #[derive(Debug)]
-pub struct ConfirmOutcome {
+pub(crate) struct ConfirmOutcome {
     /// The second boot.
     pub measured: MeasuredRun,
     /// The comparison of both boots (with the plan's second-stage rule, the verdict carrying
@@ -61,7 +46,7 @@ pub struct ConfirmOutcome {
 }
 
 /// What the confirmation boot needs.
-pub struct ConfirmRequest<'a> {
+pub(crate) struct ConfirmRequest<'a> {
     /// When to confirm and how alpha is split.
     pub plan: &'a ConfirmPlan,
     /// The gate's full decision rule (the plan derives both stages' rules from it).
@@ -75,7 +60,7 @@ pub struct ConfirmRequest<'a> {
 /// Boots the engine a second time (without adaptive re-measurement), measures the matrix, and
 /// compares both boots with the baseline under the plan's second-stage rule. `first_run` gets
 /// a `confirmation` event and a `confirmed_by` label; the second run a `confirms` label.
-pub async fn confirm_boot(
+pub(crate) async fn confirm_boot(
     first_run: &mut RunResults,
     first: &ComparisonReport,
     req: ConfirmRequest<'_>,
@@ -88,7 +73,7 @@ pub async fn confirm_boot(
         store_dir,
         measure: mut req,
     } = req;
-    let reason = reason(plan, first);
+    let reason = plan.reason(first);
     let event = Event::now(
         EventKind::Confirmation,
         format!("{reason}; booting the engine again to measure the matrix a second time"),
@@ -106,15 +91,11 @@ pub async fn confirm_boot(
     let decision = measured.failure.is_none().then(|| {
         let runs = [first_run.clone(), measured.results.clone()];
         decide_runs(&runs, store_dir, &plan.second_rule(rule)).map(|mut d| {
-            if let Some(v) = d.verdict.as_mut() {
-                v.confirmation = Some(Confirmation {
-                    reason,
-                    first_boot: first.matrix_test.clone(),
-                    second_results: CONFIRM_RESULTS.into(),
-                });
-                // The headline says the verdict is over both boots, and why.
-                crate::stats::finish(v, crate::stats::Against::Baseline);
-            }
+            // The verdict carries why both boots were tested; the headline says so.
+            d.verdict = d
+                .verdict
+                .take()
+                .map(|both| plan.confirmed(first, both, CONFIRM_RESULTS));
             d
         })
     });

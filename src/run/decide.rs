@@ -10,7 +10,7 @@ use crate::verdict::ComparisonReport;
 
 /// Why the comparison could not be made (the run itself may be fine).
 #[derive(Debug, thiserror::Error)]
-pub enum GateError {
+pub(crate) enum GateError {
     #[error("{0}")]
     Baseline(#[from] crate::baseline::BaselineError),
     #[error("{0}")]
@@ -25,17 +25,17 @@ pub enum GateError {
 
 /// The comparison of one run with its baseline history.
 #[derive(Debug, Clone)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// `None` when there was nothing to compare (no baseline runs for this profile + suite).
     pub verdict: Option<ComparisonReport>,
     /// The baseline runs used (oldest → newest), for charts.
     pub history: Vec<RunResults>,
-    /// Things people should know (no baseline, unreadable baseline files).
+    /// Things people should know (no baseline yet, duplicate baseline files).
     pub notices: Vec<String>,
 }
 
 /// Loads the baseline runs of the run's profile and suite and compares.
-pub fn decide(
+pub(crate) fn decide(
     results: &RunResults,
     store_dir: &Path,
     rule: &DecisionRule,
@@ -45,19 +45,38 @@ pub fn decide(
 
 /// [`decide`] for several candidate runs of one profile (repetitions, e.g. a confirmation
 /// boot): the first run names the profile and suite.
-pub fn decide_runs(
+pub(crate) fn decide_runs(
     runs: &[RunResults],
     store_dir: &Path,
     rule: &DecisionRule,
 ) -> Result<Decision, GateError> {
     let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
+    let suite = results.suite.as_deref();
     let store = BaselineStore::open(store_dir)?;
-    let (loaded, since) = store.load_current(&results.profile.key, results.suite.as_deref())?;
-    let mut notices: Vec<String> = loaded
-        .skipped
-        .iter()
-        .map(|(p, why)| format!("baseline file {} skipped: {why}", p.display()))
-        .collect();
+    let mut notices = Vec::new();
+    if !store_dir.exists() {
+        // Only reached when the run creates the first baseline (`--update-baseline`): the gate
+        // refuses a store directory that does not exist otherwise (see `GatePlan::new`).
+        notices.push(format!(
+            "NO BASELINE YET: the store {} does not exist; it is created with this run (the first baseline of profile `{}` suite `{}`): nothing compared, the gate passes",
+            store_dir.display(),
+            results.profile.key,
+            suite.unwrap_or(crate::baseline::ADHOC_SUITE),
+        ));
+        return Ok(Decision {
+            verdict: None,
+            history: Vec::new(),
+            notices,
+        });
+    }
+    let (loaded, since) = store.load_current(&results.profile.key, suite)?;
+    for (dup, counted) in &loaded.duplicates {
+        notices.push(format!(
+            "baseline file {} repeats the run of {}: counted once",
+            dup.display(),
+            counted.display()
+        ));
+    }
     notices.extend(since.map(|a| {
         format!(
             "baseline: runs since the accepted change point at run `{}` only",
@@ -66,9 +85,9 @@ pub fn decide_runs(
     }));
     if loaded.runs.is_empty() {
         notices.push(format!(
-            "no baseline for profile `{}` suite `{}` in {}: nothing to compare, the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
+            "NO BASELINE YET for profile `{}` suite `{}`: the store {} has no runs of them, so nothing was compared and the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
             results.profile.key,
-            results.suite.as_deref().unwrap_or("-"),
+            suite.unwrap_or(crate::baseline::ADHOC_SUITE),
             store_dir.display()
         ));
         return Ok(Decision {

@@ -10,8 +10,8 @@ use rand_distr::{Distribution, Normal};
 use serde::Serialize;
 
 use crate::config::AdaptiveConfig;
-use crate::results::{CellResult, CellStatus, RunResults};
-use crate::stats::eval::{cell_levels, template};
+use crate::results::{CellResult, RunResults};
+use crate::stats::eval::{CellDraw, cell_levels, synthetic_cell, template};
 use crate::stats::{DecisionRule, StatsError};
 use crate::verdict::{CellVerdict, GateVerdict};
 
@@ -20,7 +20,7 @@ use crate::stats::paired::{PairedError, paired_compare};
 
 /// Settings of the Monte Carlo.
 #[derive(Debug, Clone, Serialize)]
-pub struct DesignEvalConfig {
+pub(crate) struct DesignEvalConfig {
     pub trials: usize,
     pub seed: u64,
     /// CV of the per-boot factor shared by every cell (and every round) of one boot.
@@ -42,7 +42,7 @@ pub struct DesignEvalConfig {
 
 /// One design under one scenario.
 #[derive(Debug, Clone, Serialize)]
-pub struct DesignOutcome {
+pub(crate) struct DesignOutcome {
     pub design: String,
     /// `a/a`, `uniform`, `one-cell`.
     pub scenario: String,
@@ -59,7 +59,7 @@ pub struct DesignOutcome {
 
 /// Why the evaluation could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum DesignEvalError {
+pub(crate) enum DesignEvalError {
     #[error("{0}")]
     Stats(#[from] StatsError),
     #[error("{0}")]
@@ -112,14 +112,17 @@ impl Sim {
     fn cell(&mut self, i: usize, boot: f64, factor: f64) -> CellResult {
         let (c, ctx, level) = self.levels[i];
         let v = level * boot * factor * (self.cfg.cell_cv * self.z.sample(&mut self.rng)).exp();
-        let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-        cell.reason = None;
+        let draw = CellDraw {
+            windows: 5,
+            window_cv: 0.005,
+            measured_s: 10.0,
+        };
+        let (z, rng) = (self.z, &mut self.rng);
+        let mut cell = synthetic_cell(c, ctx, v, draw, &mut || z.sample(rng));
+        // ab-eval's published figures were drawn with the cell's level as its aggregate (not
+        // the mean of its sub-windows); kept so the same seed gives the same figures.
         cell.aggregate_tps = v;
-        cell.samples = (0..5)
-            .map(|_| v * (0.005 * self.z.sample(&mut self.rng)).exp())
-            .collect();
-        cell.measured_s = 10.0;
-        cell.output_tokens = (v * 10.0) as u64;
+        cell.output_tokens = (v * draw.measured_s) as u64;
         cell
     }
 
@@ -146,7 +149,9 @@ fn rate(n: usize, of: usize) -> f64 {
 }
 
 /// Runs every design under A/A, a uniform change and a one-cell change.
-pub async fn evaluate(cfg: &DesignEvalConfig) -> Result<Vec<DesignOutcome>, DesignEvalError> {
+pub(crate) async fn evaluate(
+    cfg: &DesignEvalConfig,
+) -> Result<Vec<DesignOutcome>, DesignEvalError> {
     let rule = DecisionRule {
         min_effect: cfg.min_effect,
         ..DecisionRule::default()

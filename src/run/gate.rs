@@ -30,7 +30,7 @@ use super::outputs::{OutputFiles, baseline_worthy, write_outputs};
 
 /// Which measurement design the gate runs.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Design {
+pub(crate) enum Design {
     /// One engine against the stored baseline (`infergate run`); with `update_baseline`, a
     /// complete run is added to the store.
     Baseline { update_baseline: bool },
@@ -41,7 +41,7 @@ pub enum Design {
 
 /// What the command line asks of the gate.
 #[derive(Debug, Clone)]
-pub struct GateRequest {
+pub(crate) struct GateRequest {
     pub config: GateConfig,
     /// Suite name (`None`: `pr` if the config has one, else its first suite).
     pub suite: Option<String>,
@@ -60,7 +60,7 @@ pub struct GateRequest {
 
 /// Why a gate cannot start: the user's to fix (exit 2); nothing was booted.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     #[error("{0}")]
     Config(#[from] ConfigError),
     #[error(
@@ -69,11 +69,19 @@ pub enum SetupError {
     NoAbEngines { config: String },
     #[error("--rounds {0}: a paired comparison needs 2 to 100 pairs of boots")]
     Pairs(u32),
+    /// A store that does not exist is a typo until proven otherwise: passing for want of a
+    /// baseline would let a wrong path pass every build.
+    #[error(
+        "baseline store {dir} does not exist ({origin}): correct the path, or create the first baseline with `infergate run --update-baseline` (which creates the store)"
+    )]
+    NoStore { dir: String, origin: &'static str },
+    #[error("baseline store {dir} is not a directory ({origin})")]
+    StoreNotDir { dir: String, origin: &'static str },
 }
 
 /// Why a gate stopped before it ended (exit 3); any check it started is completed as failed.
 #[derive(Debug, thiserror::Error)]
-pub enum AbortError {
+pub(crate) enum AbortError {
     #[error("{0} crashed")]
     Task(&'static str),
     #[error("cannot create {path}: {source}")]
@@ -100,14 +108,14 @@ pub enum AbortError {
 
 /// A gate that stopped early, with what reporting said on the way.
 #[derive(Debug)]
-pub struct GateAbort {
+pub(crate) struct GateAbort {
     pub error: AbortError,
     pub reporting: Vec<PublishOutcome>,
 }
 
 /// Whether to report to GitHub: `--github`, else the config's `[report] github`
 /// (`auto` = inside GitHub Actions).
-pub fn github_wanted(forced: bool, mode: GithubMode, in_actions: bool) -> bool {
+pub(crate) fn github_wanted(forced: bool, mode: GithubMode, in_actions: bool) -> bool {
     forced
         || match mode {
             GithubMode::Always => true,
@@ -118,11 +126,11 @@ pub fn github_wanted(forced: bool, mode: GithubMode, in_actions: bool) -> bool {
 
 /// How long GitHub reporting may take after a cancel: GitHub sends SIGKILL about 10 s after
 /// its first signal, and teardown (`stop_grace` ≤ 5 s in Actions) comes first.
-pub const CANCELLED_REPORTING: Duration = Duration::from_millis(2500);
+pub(crate) const CANCELLED_REPORTING: Duration = Duration::from_millis(2500);
 
 /// The design as validated.
 #[derive(Debug, Clone)]
-pub enum PlannedDesign {
+pub(crate) enum PlannedDesign {
     /// `run`: one engine against the store.
     Baseline { update_baseline: bool },
     /// `ab`: the two builds and the pairs of boots (2 to 100).
@@ -131,7 +139,7 @@ pub enum PlannedDesign {
 
 /// A validated gate, ready to boot.
 #[derive(Debug, Clone)]
-pub struct GatePlan {
+pub(crate) struct GatePlan {
     pub config: GateConfig,
     pub suite: SuiteConfig,
     pub design: PlannedDesign,
@@ -146,17 +154,17 @@ pub struct GatePlan {
 /// Where one boot's progress events go: the sink, and the task rendering them, which ends when
 /// every sender is dropped; the gate waits for it after the boot, so that whatever the caller
 /// prints afterwards comes after the boot's progress.
-pub struct ProgressSink {
+pub(crate) struct ProgressSink {
     pub events: EventSink,
     pub done: tokio::task::JoinHandle<()>,
 }
 
 /// Makes the progress sink of one boot from the number of cell measurements it will make.
-pub type Progress<'a> = &'a (dyn Fn(u64) -> ProgressSink + Sync);
+pub(crate) type Progress<'a> = &'a (dyn Fn(u64) -> ProgressSink + Sync);
 
 /// What the adaptive phase did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AdaptiveSummary {
+pub(crate) struct AdaptiveSummary {
     pub rounds: u32,
     pub remeasured: usize,
     pub extra_s: f64,
@@ -165,14 +173,14 @@ pub struct AdaptiveSummary {
 
 /// Where the confirmation boot's outputs are.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ConfirmationFiles {
+pub(crate) struct ConfirmationFiles {
     pub results: PathBuf,
     pub engine_log: PathBuf,
 }
 
 /// What an A/B gate ran.
 #[derive(Debug, Clone)]
-pub struct AbSummary {
+pub(crate) struct AbSummary {
     /// The boots in the order they ran.
     pub boots: Vec<AbBoot>,
     /// Engine-seconds of all boots.
@@ -183,7 +191,7 @@ pub struct AbSummary {
 
 /// One baseline-store update.
 #[derive(Debug, Clone, PartialEq)]
-pub enum BaselineUpdate {
+pub(crate) enum BaselineUpdate {
     /// The run was added as this file.
     Added(PathBuf),
     /// The run may not become a baseline, and why.
@@ -192,9 +200,7 @@ pub enum BaselineUpdate {
 
 /// A finished gate: everything the command line prints, and how it ended.
 #[derive(Debug)]
-pub struct GateRun {
-    /// The check name results are reported under.
-    pub check_name: String,
+pub(crate) struct GateRun {
     /// The (candidate's) results.
     pub results: RunResults,
     /// The comparison; `None` = no baseline, or the gate failed before comparing.
@@ -247,7 +253,7 @@ pub(super) struct Setup {
 
 impl GatePlan {
     /// Validates the request: suite, A/B engines and pair count. Boots nothing.
-    pub fn new(req: GateRequest) -> Result<GatePlan, SetupError> {
+    pub(crate) fn new(req: GateRequest) -> Result<GatePlan, SetupError> {
         let suite = req.config.suite(req.suite.as_deref())?.clone();
         let design = match req.design {
             Design::Baseline { update_baseline } => PlannedDesign::Baseline { update_baseline },
@@ -267,9 +273,23 @@ impl GatePlan {
                 }
             }
         };
+        let origin = if req.baseline_dir.is_some() {
+            "--baseline-dir"
+        } else {
+            "[baseline] dir"
+        };
         let baseline_dir = req
             .baseline_dir
             .unwrap_or_else(|| req.config.baseline.dir.clone());
+        if let PlannedDesign::Baseline { update_baseline } = &design {
+            let dir = baseline_dir.display().to_string();
+            if baseline_dir.exists() && !baseline_dir.is_dir() {
+                return Err(SetupError::StoreNotDir { dir, origin });
+            }
+            if !baseline_dir.exists() && !update_baseline {
+                return Err(SetupError::NoStore { dir, origin });
+            }
+        }
         Ok(GatePlan {
             config: req.config,
             suite,
@@ -283,12 +303,12 @@ impl GatePlan {
     }
 
     /// The gate policy of the config.
-    pub fn policy(&self) -> GatePolicy {
+    pub(crate) fn policy(&self) -> GatePolicy {
         GatePolicy::new(self.config.thresholds.fail_on)
     }
 
     /// The A/B boot order, e.g. `ABBAABBA`; `None` for `run`.
-    pub fn ab_schedule(&self) -> Option<String> {
+    pub(crate) fn ab_schedule(&self) -> Option<String> {
         match &self.design {
             PlannedDesign::Ab { ab, pairs } => Some(
                 ab.order
@@ -303,7 +323,7 @@ impl GatePlan {
 
     /// Boots, measures, decides, writes, updates the baseline and reports. `progress` makes
     /// each boot's event sink; `cancel` stops the measurement (partial results are written).
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         progress: Progress<'_>,
         cancel: CancellationToken,
@@ -753,7 +773,6 @@ impl GatePlan {
             a_results: side_results_path(&self.out, AbSide::A),
         });
         Ok(GateRun {
-            check_name: name,
             ending,
             results: d.results,
             verdict: d.verdict,

@@ -25,7 +25,7 @@ use crate::telemetry::{NvmlSampler, WindowSampler};
 
 /// What one boot-and-measure needs.
 #[derive(Clone)]
-pub struct MeasureRequest<'a> {
+pub(crate) struct MeasureRequest<'a> {
     /// The engine to boot (for A/B: `[engine.a]` or `[engine.b]`).
     pub engine: &'a EngineConfig,
     /// Model to request (`{model}`); `None` = the engine's first.
@@ -54,7 +54,7 @@ pub struct MeasureRequest<'a> {
 
 /// Why a run failed (exit 3).
 #[derive(Debug, Clone, PartialEq)]
-pub enum RunFailure {
+pub(crate) enum RunFailure {
     /// The engine could not be started or never became ready.
     Boot(String),
     /// The engine process died during the matrix.
@@ -64,15 +64,21 @@ pub enum RunFailure {
     /// The engine served but nothing could be measured (unreachable, calibration, every cell
     /// errored).
     Measurement(String),
+    /// The engine stopped answering mid-run (the process alive, its sockets open): the
+    /// matrix was stopped.
+    Unresponsive { reason: String, log_tail: String },
 }
 
 impl RunFailure {
     /// One message for people (and the GitHub check).
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             RunFailure::Boot(m) | RunFailure::Measurement(m) => m.clone(),
             RunFailure::EngineDied { status, log_tail } => format!(
                 "engine exited with {status} during the matrix; remaining cells are `error`\n--- last lines of the engine log ---\n{log_tail}"
+            ),
+            RunFailure::Unresponsive { reason, log_tail } => format!(
+                "{reason}; the matrix was stopped, remaining cells are `error`\n--- last lines of the engine log ---\n{log_tail}"
             ),
             RunFailure::Cancelled => {
                 "cancelled by SIGINT/SIGTERM; partial results written, engine stopped".into()
@@ -83,7 +89,7 @@ impl RunFailure {
 
 /// The outcome of one boot-and-measure.
 #[derive(Debug)]
-pub struct MeasuredRun {
+pub(crate) struct MeasuredRun {
     /// Complete, partial or cancelled results (all cells `error` when the engine never
     /// became ready).
     pub results: RunResults,
@@ -105,6 +111,8 @@ pub struct MeasuredRun {
 enum StopCause {
     Signal,
     EngineDied(String),
+    /// The watchdog found the engine unresponsive (the reason).
+    Unresponsive(String),
 }
 
 fn send(events: &EventSink, log: &Mutex<Vec<Event>>, e: Event) {
@@ -116,7 +124,7 @@ fn send(events: &EventSink, log: &Mutex<Vec<Event>>, e: Event) {
 
 /// The results header used when the bench session never started (boot failure, calibration
 /// failure): identity from the config, every cell `error` with `reason`.
-pub fn unmeasured_results(
+pub(crate) fn unmeasured_results(
     req: &MeasureRequest<'_>,
     command: Option<String>,
     reason: &str,
@@ -168,7 +176,7 @@ pub fn unmeasured_results(
 /// engine. Cancelling `cancel` (SIGINT/SIGTERM) stops measuring at once: the current cell is
 /// `error` "cancelled", the rest `skipped`, the engine is stopped, and the partial results are
 /// returned with [`RunFailure::Cancelled`].
-pub async fn boot_and_measure(
+pub(crate) async fn boot_and_measure(
     req: MeasureRequest<'_>,
     events: EventSink,
     cancel: CancellationToken,
@@ -353,6 +361,29 @@ pub async fn boot_and_measure(
     let mut unreachable = None;
     let mut results = match session {
         Some(Ok(session)) => {
+            // The watchdog stops the measurement when the engine stops answering.
+            let watchdog = {
+                let liveness = session.liveness();
+                let cause = cause.clone();
+                let measure_cancel = measure_cancel.clone();
+                let exit = engine.exit_watch();
+                tokio::spawn(async move {
+                    let why = super::watchdog::watch(
+                        liveness,
+                        super::watchdog::WatchdogSettings::default(),
+                    )
+                    .await;
+                    let alive = if exit.borrow().is_none() {
+                        "; the process is still running"
+                    } else {
+                        ""
+                    };
+                    if let Ok(mut c) = cause.lock() {
+                        c.get_or_insert(StopCause::Unresponsive(format!("{why}{alive}")));
+                    }
+                    measure_cancel.cancel();
+                })
+            };
             let mut results = session.results_skeleton();
             let journal = req.progress_file.clone().and_then(|path| {
                 let mut header = results.clone();
@@ -403,6 +434,7 @@ pub async fn boot_and_measure(
                     .await,
                 );
             }
+            watchdog.abort();
             Some(results)
         }
         Some(Err(e)) => {
@@ -449,6 +481,17 @@ pub async fn boot_and_measure(
             );
             failure = Some(RunFailure::EngineDied {
                 status: status.clone(),
+                log_tail: tail.clone(),
+            });
+        }
+        Some(StopCause::Unresponsive(reason)) => {
+            send(
+                &events,
+                &log,
+                Event::now(EventKind::Unreachable, reason.clone()),
+            );
+            failure = Some(RunFailure::Unresponsive {
+                reason: reason.clone(),
                 log_tail: tail.clone(),
             });
         }
@@ -508,6 +551,19 @@ pub async fn boot_and_measure(
             results.status = RunStatus::Partial;
             results.status_reason = Some(reason);
         }
+        Some(RunFailure::Unresponsive { .. }) => {
+            let reason = "engine unresponsive".to_string();
+            for c in &mut results.cells {
+                let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
+                    && c.reason.as_deref().is_some_and(|r| r.contains("cancelled"));
+                if unfinished {
+                    c.status = CellStatus::Error;
+                    c.reason = Some(reason.clone());
+                }
+            }
+            results.status = RunStatus::Partial;
+            results.status_reason = Some(reason);
+        }
         Some(RunFailure::Measurement(m)) => {
             results.status = RunStatus::Partial;
             results.status_reason = Some(m.lines().next().unwrap_or(m).to_string());
@@ -523,6 +579,7 @@ pub async fn boot_and_measure(
             "every cell errored (first: {first})\n--- last lines of the engine log ---\n{tail}"
         )));
     }
+    results.settle_status();
     results.telemetry = telemetry_summary.or_else(|| sampler.as_ref().map(|s| s.summary()));
     results.finished_at = Some(chrono::Utc::now());
     let mut all_events = std::mem::take(&mut results.events);
@@ -564,6 +621,10 @@ fn redacted(mut run: MeasuredRun) -> MeasuredRun {
         RunFailure::Measurement(m) => RunFailure::Measurement(r.redact(&m)),
         RunFailure::EngineDied { status, log_tail } => RunFailure::EngineDied {
             status: r.redact(&status),
+            log_tail: r.redact(&log_tail),
+        },
+        RunFailure::Unresponsive { reason, log_tail } => RunFailure::Unresponsive {
+            reason: r.redact(&reason),
             log_tail: r.redact(&log_tail),
         },
         RunFailure::Cancelled => RunFailure::Cancelled,

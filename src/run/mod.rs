@@ -4,21 +4,17 @@
 //! ([`bisect`]). Nothing here prints: progress goes out as events, and the CLI renders the
 //! outcome.
 
-pub mod ab;
-pub mod adaptive;
-pub mod bisect;
-pub mod confirm;
-pub mod decide;
-pub mod design_eval;
-pub mod gate;
-pub mod measure;
-pub mod outputs;
-pub mod rejudge;
+pub(crate) mod ab;
+pub(crate) mod adaptive;
+pub(crate) mod bisect;
+pub(crate) mod confirm;
+pub(crate) mod decide;
+pub(crate) mod design_eval;
+pub(crate) mod gate;
+pub(crate) mod measure;
+pub(crate) mod outputs;
+pub(crate) mod rejudge;
+pub(crate) mod watchdog;
 
-pub use decide::{Decision, GateError, decide, decide_runs};
-pub use gate::{
-    AbortError, Design, GateAbort, GatePlan, GateRequest, GateRun, ProgressSink, SetupError,
-    github_wanted,
-};
-pub use measure::{MeasureRequest, MeasuredRun, RunFailure, boot_and_measure, unmeasured_results};
-pub use outputs::{OutputFiles, baseline_worthy, write_outputs};
+pub(crate) use decide::Decision;
+pub(crate) use gate::{Design, GateRequest, SetupError, github_wanted};

@@ -12,7 +12,7 @@ use super::decide::GateError;
 
 /// Paths written into the output directory.
 #[derive(Debug, Clone)]
-pub struct OutputFiles {
+pub(crate) struct OutputFiles {
     pub results: PathBuf,
     pub verdict: Option<PathBuf>,
     pub summary: PathBuf,
@@ -27,7 +27,7 @@ fn write_atomic(path: &Path, body: &[u8]) -> Result<(), GateError> {
 
 /// Writes `results.json`, `verdict.json` (when compared) and `summary.md` into `out`, each
 /// atomically (temp file + rename), so a reader never sees half a file.
-pub fn write_outputs(
+pub(crate) fn write_outputs(
     out: &Path,
     results: &RunResults,
     verdict: Option<&ComparisonReport>,
@@ -79,7 +79,7 @@ pub fn write_outputs(
 /// fsync + rename) after every finished cell with status `in_progress`, so a gate killed
 /// mid-matrix (SIGKILL, power cut) leaves every cell it finished and never half a file. The
 /// gate's final write replaces it with the complete, partial or cancelled results.
-pub struct InProgressResults {
+pub(crate) struct InProgressResults {
     path: PathBuf,
     /// Header (profile, engine, matrix) and the cells finished so far, in measurement order.
     run: Mutex<RunResults>,
@@ -89,7 +89,10 @@ impl InProgressResults {
     /// Starts the file from the session's header (its cells, if any, are dropped) and writes
     /// it at once, so a results file of an earlier run in the directory is not taken for this
     /// one's.
-    pub fn start(path: PathBuf, mut header: RunResults) -> Result<InProgressResults, GateError> {
+    pub(crate) fn start(
+        path: PathBuf,
+        mut header: RunResults,
+    ) -> Result<InProgressResults, GateError> {
         header.cells.clear();
         header.status = RunStatus::InProgress;
         header.finished_at = None;
@@ -101,14 +104,9 @@ impl InProgressResults {
         Ok(journal)
     }
 
-    /// Where the file is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Records one finished cell (replacing an earlier round of the same cell) and rewrites
     /// the file.
-    pub fn cell_done(&self, cell: &CellResult) -> Result<(), GateError> {
+    pub(crate) fn cell_done(&self, cell: &CellResult) -> Result<(), GateError> {
         if let Ok(mut run) = self.run.lock() {
             match run.cells.iter_mut().find(|c| c.coord() == cell.coord()) {
                 Some(c) => *c = cell.clone(),
@@ -139,7 +137,7 @@ impl InProgressResults {
 }
 
 /// Whether this run may become a baseline run.
-pub fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
+pub(crate) fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
     if failed || results.status != RunStatus::Complete {
         return Err(format!(
             "the run is {}, not complete: only complete runs become baselines",

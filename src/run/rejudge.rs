@@ -23,7 +23,7 @@ use super::decide::{Decision, GateError, decide, decide_runs};
 
 /// Why a verdict could not be recomputed.
 #[derive(Debug, thiserror::Error)]
-pub enum RejudgeError {
+pub(crate) enum RejudgeError {
     /// The results are not what the trusted config asks for.
     #[error("the results do not match the trusted config: {0}")]
     Mismatch(String),
@@ -41,7 +41,7 @@ pub enum RejudgeError {
 }
 
 /// Checks that `results` is a run of `suite` as the trusted `config` defines it.
-pub fn check_matches(
+pub(crate) fn check_matches(
     config: &GateConfig,
     suite: &SuiteConfig,
     results: &RunResults,
@@ -112,7 +112,7 @@ fn describe(m: &crate::results::MatrixSpec) -> String {
 
 /// Recomputes the verdict of `results` (and of its confirmation boot, `confirm`) against the
 /// trusted `config`'s rule and the baseline store `store_dir`.
-pub async fn rejudge(
+pub(crate) async fn rejudge(
     config: &GateConfig,
     suite: &SuiteConfig,
     store_dir: &Path,
@@ -183,6 +183,7 @@ fn confirm_note(results: &RunResults) -> Option<crate::verdict::Confirmation> {
         reason,
         first_boot: None,
         second_results: super::confirm::CONFIRM_RESULTS.into(),
+        used: true,
     })
 }
 

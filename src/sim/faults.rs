@@ -29,12 +29,19 @@ pub enum Fault {
     /// Every request ends after at most this many output tokens, `ignore_eos` or not (an
     /// engine that clamps `max_tokens` silently, as vLLM does to `max_model_len - prompt`).
     TruncateAt(u64),
+    /// A completion request gets HTTP 500 while this many are already in flight: an engine
+    /// that serves one stream (or N) and fails as soon as more run together.
+    FailAboveConcurrency(u32),
+    /// After this many wall-clock seconds the engine stops answering (a hang): every request,
+    /// `/health` and `/metrics` included, and every open stream goes silent, but the process
+    /// lives and keeps its sockets open.
+    HangAfter(f64),
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -67,6 +74,22 @@ fn fraction(spec: &str, v: &str) -> Result<f64, FaultParseError> {
     Ok(f)
 }
 
+/// A number of seconds (`5`, `2.5s`), >= 0.
+fn seconds(spec: &str, v: &str) -> Result<f64, FaultParseError> {
+    let err = |why: &str| FaultParseError {
+        spec: spec.into(),
+        why: why.into(),
+    };
+    let secs: f64 = v
+        .trim_end_matches('s')
+        .parse()
+        .map_err(|_| err("SECS must be a number of seconds"))?;
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(err("SECS must be >= 0"));
+    }
+    Ok(secs)
+}
+
 impl FromStr for Fault {
     type Err = FaultParseError;
 
@@ -82,16 +105,14 @@ impl FromStr for Fault {
         match (name, value) {
             ("never-ready", None) => Ok(Fault::NeverReady),
             ("never-ready", Some(_)) => Err(err("never-ready takes no value")),
-            ("crash-after", Some(v)) => {
-                let secs: f64 = v
-                    .trim_end_matches('s')
-                    .parse()
-                    .map_err(|_| err("SECS must be a number of seconds"))?;
-                if !secs.is_finite() || secs < 0.0 {
-                    return Err(err("SECS must be >= 0"));
-                }
-                Ok(Fault::CrashAfter(secs))
-            }
+            ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
+            ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
+            ("fail-above-concurrency", Some(v)) => Ok(Fault::FailAboveConcurrency(
+                v.parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| err("N must be a whole number >= 1"))?,
+            )),
             ("http-500", Some(v)) => Ok(Fault::Http500(fraction(spec, v)?)),
             ("malformed-sse", Some(v)) => Ok(Fault::MalformedSse(fraction(spec, v)?)),
             ("stall-after", Some(v)) => Ok(Fault::StallAfter(
@@ -105,8 +126,15 @@ impl FromStr for Fault {
             ("lie-usage", Some(v)) => Ok(Fault::LieUsage(factor(spec, v)?)),
             ("counter-lies", Some(v)) => Ok(Fault::CounterLies(factor(spec, v)?)),
             (
-                "crash-after" | "http-500" | "malformed-sse" | "stall-after" | "lie-usage"
-                | "counter-lies" | "truncate-at",
+                "crash-after"
+                | "http-500"
+                | "malformed-sse"
+                | "stall-after"
+                | "lie-usage"
+                | "counter-lies"
+                | "truncate-at"
+                | "hang-after"
+                | "fail-above-concurrency",
                 None,
             ) => Err(err("this fault needs a value after `=`")),
             _ => Err(err("unknown fault name")),
@@ -125,6 +153,8 @@ impl fmt::Display for Fault {
             Fault::LieUsage(x) => write!(f, "lie-usage={x}"),
             Fault::CounterLies(x) => write!(f, "counter-lies={x}"),
             Fault::TruncateAt(n) => write!(f, "truncate-at={n}"),
+            Fault::FailAboveConcurrency(n) => write!(f, "fail-above-concurrency={n}"),
+            Fault::HangAfter(s) => write!(f, "hang-after={s}"),
         }
     }
 }
@@ -144,7 +174,7 @@ impl From<Fault> for String {
 
 /// The faults of one server, folded into the questions the request path asks.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FaultSet {
+pub(crate) struct FaultSet {
     /// Exit after this many seconds.
     pub crash_after: Option<f64>,
     /// Health and model listing answer 503.
@@ -161,6 +191,10 @@ pub struct FaultSet {
     pub counter_factor: f64,
     /// Requests end after at most this many tokens.
     pub truncate_at: Option<u64>,
+    /// Completion requests beyond this many in flight get HTTP 500.
+    pub fail_above_concurrency: Option<u32>,
+    /// Stop answering (everything, sockets kept open) after this many seconds.
+    pub hang_after: Option<f64>,
 }
 
 impl Default for FaultSet {
@@ -174,13 +208,15 @@ impl Default for FaultSet {
             usage_factor: 1.0,
             counter_factor: 1.0,
             truncate_at: None,
+            fail_above_concurrency: None,
+            hang_after: None,
         }
     }
 }
 
 impl FaultSet {
     /// The `completion_tokens` reported for `generated` real tokens.
-    pub fn reported_usage(&self, generated: u64) -> u64 {
+    pub(crate) fn reported_usage(&self, generated: u64) -> u64 {
         if self.usage_factor == 1.0 {
             generated
         } else {
@@ -190,7 +226,7 @@ impl FaultSet {
     }
 
     /// Folds a list of faults; a later fault of the same kind wins.
-    pub fn from_faults(faults: &[Fault]) -> Self {
+    pub(crate) fn from_faults(faults: &[Fault]) -> Self {
         let mut set = FaultSet::default();
         for f in faults {
             match *f {
@@ -202,6 +238,8 @@ impl FaultSet {
                 Fault::LieUsage(x) => set.usage_factor = x,
                 Fault::CounterLies(x) => set.counter_factor = x,
                 Fault::TruncateAt(n) => set.truncate_at = Some(n),
+                Fault::FailAboveConcurrency(n) => set.fail_above_concurrency = Some(n),
+                Fault::HangAfter(s) => set.hang_after = Some(s),
             }
         }
         set
@@ -223,6 +261,12 @@ mod tests {
         assert_eq!("lie-usage=1e15".parse(), Ok(Fault::LieUsage(1e15)));
         assert_eq!("counter-lies=0.5".parse(), Ok(Fault::CounterLies(0.5)));
         assert_eq!("truncate-at=40".parse(), Ok(Fault::TruncateAt(40)));
+        assert_eq!(
+            "fail-above-concurrency=1".parse(),
+            Ok(Fault::FailAboveConcurrency(1))
+        );
+        assert_eq!("hang-after=12".parse(), Ok(Fault::HangAfter(12.0)));
+        assert_eq!("hang-after=0.5s".parse(), Ok(Fault::HangAfter(0.5)));
     }
 
     #[test]
@@ -239,6 +283,11 @@ mod tests {
             "lie-usage=-2",
             "counter-lies=inf",
             "truncate-at=0",
+            "fail-above-concurrency=0",
+            "fail-above-concurrency=1.5",
+            "fail-above-concurrency",
+            "hang-after=-1",
+            "hang-after",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);
@@ -253,6 +302,8 @@ mod tests {
             "never-ready",
             "http-500=0.5",
             "stall-after=7",
+            "fail-above-concurrency=2",
+            "hang-after=4.5",
         ];
         let faults: Vec<Fault> = all.iter().map(|s| s.parse().unwrap()).collect();
         for (f, s) in faults.iter().zip(all) {
@@ -264,5 +315,7 @@ mod tests {
         assert_eq!(set.http_500, 0.5);
         assert_eq!(set.stall_after, Some(7));
         assert_eq!(set.malformed_sse, 0.0);
+        assert_eq!(set.fail_above_concurrency, Some(2));
+        assert_eq!(set.hang_after, Some(4.5));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live engine state shared between the scheduler (writer) and `/metrics` (reader).
 #[derive(Debug, Default)]
-pub struct EngineCounters {
+pub(crate) struct EngineCounters {
     /// Sequences being decoded (gauge).
     pub running: AtomicU64,
     /// Requests queued for KV space (gauge).
@@ -35,7 +35,7 @@ pub struct EngineCounters {
 
 impl EngineCounters {
     /// Counters for an engine with `draft_positions` spec-decode positions (0 = off).
-    pub fn new(draft_positions: usize) -> Self {
+    pub(crate) fn new(draft_positions: usize) -> Self {
         EngineCounters {
             spec_accepted_per_pos: (0..draft_positions).map(|_| AtomicU64::new(0)).collect(),
             ..Default::default()
@@ -44,7 +44,7 @@ impl EngineCounters {
 }
 
 /// KV block size the simulated engine reports (vLLM's default for CUDA).
-pub const SIM_BLOCK_SIZE: u64 = 16;
+pub(crate) const SIM_BLOCK_SIZE: u64 = 16;
 
 /// Escapes a Prometheus label value.
 fn label(v: &str) -> String {
@@ -55,7 +55,7 @@ fn label(v: &str) -> String {
 
 /// Renders the counters in Prometheus text exposition format (version 0.0.4); the generation
 /// counter is scaled by `counter_factor` (1 = honest; the `counter-lies` fault).
-pub fn render(
+pub(crate) fn render(
     c: &EngineCounters,
     model: &str,
     kv_budget_tokens: u64,

@@ -4,19 +4,18 @@
 //!
 //! See `docs/simulated-engine.md` for the speed model, the profiles and the fault modes.
 
-pub mod faults;
-pub mod metrics;
-pub mod openai;
-pub mod prefix_cache;
-pub mod profile;
-pub mod scheduler;
-pub mod server;
-pub mod speed_model;
-pub mod tokenizer;
+pub(crate) mod faults;
+pub(crate) mod metrics;
+pub(crate) mod openai;
+pub(crate) mod prefix_cache;
+pub(crate) mod profile;
+pub(crate) mod scheduler;
+pub(crate) mod server;
+pub(crate) mod speed_model;
+pub(crate) mod tokenizer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -24,14 +23,14 @@ use rand::rngs::StdRng;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use faults::{Fault, FaultParseError, FaultSet};
-pub use metrics::EngineCounters;
-pub use profile::{SimProfile, SpecDecodeProfile, UsageMode};
-pub use speed_model::{Jitter, SpeedModel};
+pub(crate) use faults::{Fault, FaultParseError, FaultSet};
+pub(crate) use metrics::EngineCounters;
+pub(crate) use profile::{SimProfile, UsageMode};
+pub(crate) use speed_model::{Jitter, SpeedModel};
 
 /// Errors of the simulated engine's library API.
 #[derive(Debug, thiserror::Error)]
-pub enum SimError {
+pub(crate) enum SimError {
     /// A profile file could not be read or parsed, or has an invalid field.
     #[error("profile file {path}: {message}")]
     ProfileFile {
@@ -55,7 +54,7 @@ pub enum SimError {
 
 /// Everything that configures one simulated engine process (profile plus run-time knobs).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SimOptions {
+pub(crate) struct SimOptions {
     /// Speed, limits and default faults.
     pub profile: SimProfile,
     /// Multiplies every engine time (1.10 = a 10% regression).
@@ -80,7 +79,7 @@ pub struct SimOptions {
 
 impl SimOptions {
     /// Options that run `profile` as written: no slowdown, real time, seed 0, no boot noise.
-    pub fn new(profile: SimProfile) -> Self {
+    pub(crate) fn new(profile: SimProfile) -> Self {
         SimOptions {
             slowdown: 1.0,
             time_scale: 1.0,
@@ -96,7 +95,7 @@ impl SimOptions {
     }
 
     /// Checks the knobs; the message names the option and the accepted range.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub(crate) fn validate(&self) -> Result<(), SimError> {
         let positive = [("slowdown", self.slowdown), ("time-scale", self.time_scale)];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {
@@ -127,13 +126,13 @@ impl SimOptions {
     }
 
     /// The served model name.
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         self.model.as_deref().unwrap_or(&self.profile.model)
     }
 
     /// The per-process speed factor: one log-normal draw (mean 1, CV `boot_noise_cv`) from
     /// `boot_seed`, or from OS entropy when no seed is given; exactly 1 when the CV is 0.
-    pub fn boot_factor(&self) -> f64 {
+    pub(crate) fn boot_factor(&self) -> f64 {
         let jitter = Jitter::new(self.boot_noise_cv);
         let mut rng: StdRng = match self.boot_seed {
             Some(s) => StdRng::seed_from_u64(s),
@@ -145,42 +144,25 @@ impl SimOptions {
 
 /// A running simulated engine. Dropping it stops the server (without waiting).
 #[derive(Debug)]
-pub struct SimServer {
+pub(crate) struct SimServer {
     addr: SocketAddr,
-    counters: Arc<EngineCounters>,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
-    boot_factor: f64,
 }
 
 impl SimServer {
     /// The bound address (the real port when 0 was asked for).
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Base URL, e.g. `http://127.0.0.1:41234`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    /// Output tokens the engine has emitted so far (`vllm:generation_tokens_total`).
-    pub fn generated_tokens(&self) -> u64 {
-        self.counters.generation_tokens.load(Ordering::Relaxed)
-    }
-
-    /// The engine's live counters (the numbers behind `/metrics`).
-    pub fn counters(&self) -> Arc<EngineCounters> {
-        self.counters.clone()
-    }
-
-    /// The per-process speed factor this server drew (1 without boot noise).
-    pub fn boot_factor(&self) -> f64 {
-        self.boot_factor
-    }
-
     /// Stops accepting, ends open streams and waits (at most 2 s) for the tasks to finish.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         self.cancel.cancel();
         for task in std::mem::take(&mut self.tasks) {
             let abort = task.abort_handle();
@@ -205,7 +187,7 @@ impl Drop for SimServer {
 
 /// Starts the simulated engine on `bind` (port 0 picks a free port). Returns once listening.
 /// With a `crash-after` fault the whole process exits when the time is up.
-pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimError> {
+pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimError> {
     opts.validate()?;
     let boot_factor = opts.boot_factor();
     let listener = tokio::net::TcpListener::bind(bind)
@@ -263,10 +245,8 @@ pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimE
     }));
     Ok(SimServer {
         addr,
-        counters,
         cancel,
         tasks,
-        boot_factor,
     })
 }
 
@@ -327,7 +307,16 @@ mod tests {
         assert_eq!(body["usage"]["completion_tokens"], 9);
         // 3 (assistant prefix) + 4 (message) + 1 (content)
         assert_eq!(body["usage"]["prompt_tokens"], 8);
-        assert_eq!(server.generated_tokens(), 9);
+        let metrics = reqwest::get(format!("{}/metrics", server.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("vllm:generation_tokens_total{model_name=\"custom\"} 9.0"),
+            "{metrics}"
+        );
         server.shutdown().await;
     }
 }

@@ -27,7 +27,7 @@ pub enum UsageMode {
 /// rejection, so a step emits 1 + (accepted drafts) tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SpecDecodeProfile {
+pub(crate) struct SpecDecodeProfile {
     /// Per-position acceptance probabilities (0..=1), one entry per draft position.
     pub acceptance: Vec<f64>,
 }
@@ -39,7 +39,7 @@ pub struct SpecDecodeProfile {
 /// listed ones are interpolated (see [`super::SpeedModel::step_shape`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CellCalibration {
+pub(crate) struct CellCalibration {
     /// Streams running in the batch.
     pub concurrency: u32,
     /// Prompt tokens per stream.
@@ -59,7 +59,7 @@ pub struct CellCalibration {
 /// The simulated engine's configuration (see `docs/simulated-engine.md`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SimProfile {
+pub(crate) struct SimProfile {
     /// Profile name, reported in `/version` as `0.0.0-infergate-sim+<name>`.
     pub name: String,
     /// Served model name (`/v1/models`); requests for another model get 404.
@@ -127,12 +127,12 @@ const NAMES: &[&str] = &["test", "zero", "ldb-rtx5090", "ldb-rtx5090-nospec"];
 
 impl SimProfile {
     /// The built-in profile names, for help texts and error messages.
-    pub fn names() -> &'static [&'static str] {
+    pub(crate) fn names() -> &'static [&'static str] {
         NAMES
     }
 
     /// A built-in profile by name.
-    pub fn named(name: &str) -> Option<SimProfile> {
+    pub(crate) fn named(name: &str) -> Option<SimProfile> {
         let p = match name {
             // Small and fast: a few hundred tok/s at C=4; C=8 x 32k exceeds the KV budget.
             "test" => SimProfile {
@@ -243,7 +243,7 @@ impl SimProfile {
 
     /// Reads a TOML profile file with the same fields as the built-in profiles; unknown keys
     /// are an error that names the key.
-    pub fn load(path: &Path) -> Result<SimProfile, SimError> {
+    pub(crate) fn load(path: &Path) -> Result<SimProfile, SimError> {
         let text = std::fs::read_to_string(path).map_err(|e| SimError::ProfileFile {
             path: path.display().to_string(),
             message: format!("cannot read it: {e}"),
@@ -262,7 +262,7 @@ impl SimProfile {
     }
 
     /// Checks the numbers make a runnable engine; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let non_neg = [
             ("base_ms", self.base_ms),
             ("per_seq_ms", self.per_seq_ms),

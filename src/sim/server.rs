@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -28,11 +29,11 @@ use super::speed_model::SpeedModel;
 use super::tokenizer::{SimTokenizer, push_output_text, token_block_hashes};
 
 /// `max_tokens` when the request gives none (vLLM's completions default).
-pub const DEFAULT_MAX_TOKENS: u64 = 16;
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 16;
 
 /// Shared state of the HTTP handlers.
 #[derive(Debug)]
-pub struct AppState {
+pub(crate) struct AppState {
     model_name: Arc<str>,
     profile_name: String,
     max_model_len: u64,
@@ -48,11 +49,15 @@ pub struct AppState {
     next_id: AtomicU64,
     created: i64,
     cancel: CancellationToken,
+    /// Completion requests in flight (fault `fail-above-concurrency`).
+    in_flight: Arc<AtomicU64>,
+    /// When the engine stops answering (fault `hang-after`).
+    hang_at: Option<Instant>,
 }
 
 impl AppState {
     /// State for one server.
-    pub fn new(
+    pub(crate) fn new(
         opts: &SimOptions,
         speed: SpeedModel,
         engine: EngineHandle,
@@ -69,19 +74,55 @@ impl AppState {
             spec: opts.profile.spec_decode.is_some(),
             prefix_caching: opts.profile.prefix_caching,
             usage_mode: opts.usage_mode,
-            faults,
             engine,
             counters,
             rng: Mutex::new(StdRng::seed_from_u64(opts.seed ^ 0x5eed_f00d)),
             next_id: AtomicU64::new(1),
             created: chrono::Utc::now().timestamp(),
             cancel,
+            in_flight: Arc::new(AtomicU64::new(0)),
+            hang_at: faults
+                .hang_after
+                .map(|s| Instant::now() + Duration::from_secs_f64(s)),
+            faults,
         }
+    }
+
+    /// Whether the `hang-after` fault has struck.
+    fn hung(&self) -> bool {
+        self.hang_at.is_some_and(|t| Instant::now() >= t)
+    }
+
+    /// Holds a hung request until shutdown (the socket stays open, nothing is sent).
+    async fn hang(&self) {
+        self.cancel.cancelled().await;
     }
 }
 
+/// One completion request in flight; dropped (or [`InFlight::release`]d) when it ends.
+struct InFlight(Arc<AtomicU64>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Fault `hang-after`: once it strikes, no request gets an answer (until shutdown).
+async fn hang_layer(
+    State(s): State<Arc<AppState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if s.hung() {
+        s.hang().await;
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    next.run(req).await
+}
+
 /// The routes.
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/v1/models", get(models))
@@ -90,6 +131,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            hang_layer,
+        ))
         .with_state(state)
 }
 
@@ -386,6 +431,22 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
             "simulated internal server error (fault http-500)".into(),
         );
     }
+    let before = s.in_flight.fetch_add(1, Ordering::Relaxed);
+    let in_flight = InFlight(s.in_flight.clone());
+    if let Some(limit) = s.faults.fail_above_concurrency
+        && before >= u64::from(limit)
+    {
+        drop(in_flight);
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalServerError",
+            None,
+            format!(
+                "simulated internal server error: {} requests in flight, at most {limit} served (fault fail-above-concurrency={limit})",
+                before + 1
+            ),
+        );
+    }
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
     let submitted = s.engine.submit(EngineRequest {
         prompt_tokens: genr.prompt_tokens,
@@ -409,9 +470,11 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
     };
     let created = chrono::Utc::now().timestamp();
     if genr.stream {
-        stream_response(s, genr, draws, id, created, rx)
+        stream_response(s, genr, draws, id, created, rx, in_flight)
     } else {
-        full_response(s, genr, draws, id, created, rx).await
+        let response = full_response(s, genr, draws, id, created, rx).await;
+        drop(in_flight);
+        response
     }
 }
 
@@ -511,6 +574,8 @@ struct SseStream {
     malformed: bool,
     phase: Phase,
     rx: mpsc::Receiver<StepEvent>,
+    /// Released before `[DONE]` is sent, so a client's next request never sees this one.
+    in_flight: Option<InFlight>,
 }
 
 fn sse(out: &mut Vec<u8>, value: &impl serde::Serialize) {
@@ -622,6 +687,11 @@ impl SseStream {
 
     /// The next piece of the body, or `None` at its end.
     async fn next(&mut self) -> Option<Vec<u8>> {
+        if self.state.hung() {
+            // Fault `hang-after`: the stream goes silent with its connection open.
+            self.state.hang().await;
+            return None;
+        }
         match self.phase {
             Phase::Role => {
                 self.phase = Phase::Tokens;
@@ -636,6 +706,10 @@ impl SseStream {
                 }
                 // the engine going away mid-stream (shutdown) ends the body without [DONE]
                 let mut ev = self.rx.recv().await?;
+                if self.state.hung() {
+                    self.state.hang().await;
+                    return None;
+                }
                 let from = self.generated;
                 if let Some(limit) = self.stall_after
                     && from + ev.tokens > limit
@@ -673,6 +747,7 @@ impl SseStream {
             }
             Phase::Done => {
                 self.phase = Phase::End;
+                self.in_flight = None;
                 Some(b"data: [DONE]\n\n".to_vec())
             }
             Phase::End => None,
@@ -687,6 +762,7 @@ fn stream_response(
     id: String,
     created: i64,
     rx: mpsc::Receiver<StepEvent>,
+    in_flight: InFlight,
 ) -> Response {
     let final_only = s.usage_mode == UsageMode::FinalOnly;
     let st = SseStream {
@@ -708,6 +784,7 @@ fn stream_response(
             Phase::Tokens
         },
         rx,
+        in_flight: Some(in_flight),
         state: s,
     };
     let body = futures::stream::unfold(st, |mut st| async move {

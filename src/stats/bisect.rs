@@ -92,9 +92,13 @@ pub fn level(runs: &[RunResults], coord: (u32, u64)) -> Option<Level> {
 /// A cell whose throughput changed between the good and the bad build.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MovedCell {
+    /// Concurrent streams of the cell.
     pub concurrency: u32,
+    /// Prompt (context) length of the cell, in tokens.
     pub context_tokens: u64,
+    /// Its level on the good build.
     pub good: Level,
+    /// Its level on the bad build.
     pub bad: Level,
     /// Relative change bad / good − 1 (negative = slower).
     pub change: f64,
@@ -112,10 +116,13 @@ impl MovedCell {
 /// A cell compared between good and bad, moved or not (the evidence of the selection).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellMove {
+    /// Concurrent streams of the cell.
     pub concurrency: u32,
+    /// Prompt (context) length of the cell, in tokens.
     pub context_tokens: u64,
     /// Relative change bad / good − 1; `None` when one side did not measure it.
     pub change: Option<f64>,
+    /// Its two-sided interval, when both sides measured it.
     pub interval: Option<(f64, f64)>,
     /// Whether the change is significant and at least `min_effect`.
     pub moved: bool,
@@ -183,6 +190,7 @@ pub enum StepAnswer {
 }
 
 impl StepAnswer {
+    /// The word written in `bisect.json` and the report.
     pub fn as_str(self) -> &'static str {
         match self {
             StepAnswer::Good => "good",
@@ -195,6 +203,7 @@ impl StepAnswer {
 /// The evidence behind one step's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepEvidence {
+    /// Good, bad or uncertain.
     pub answer: StepAnswer,
     /// Where the step lies between the levels: 0 = good, 1 = bad (mean over the moved cells);
     /// `None` when it measured none of them.
@@ -285,6 +294,7 @@ pub enum BootRole {
 }
 
 impl BootRole {
+    /// The word written in `bisect.json` and the report.
     pub fn as_str(self) -> &'static str {
         match self {
             BootRole::Good => "good",
@@ -299,7 +309,9 @@ impl BootRole {
 pub struct BisectBoot {
     /// 1-based boot number.
     pub boot: u32,
+    /// The revision booted.
     pub rev: String,
+    /// Why it was booted (the good or bad end, or a step).
     pub role: BootRole,
     /// The build's output (`{build}`), when the build ran.
     pub build: Option<String>,
@@ -307,6 +319,7 @@ pub struct BisectBoot {
     pub results: Option<String>,
     /// Cells measured `ok`.
     pub cells_measured: usize,
+    /// Seconds from spawn to ready, when the engine became ready.
     pub boot_s: Option<f64>,
     /// Why the build or boot failed.
     pub failure: Option<String>,
@@ -315,11 +328,13 @@ pub struct BisectBoot {
 /// One intermediate commit asked about, and the answer its boots gave.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BisectStep {
+    /// The commit asked about.
     pub rev: String,
     /// 1-based position in the commit list.
     pub index: usize,
     /// The boots (numbers) pooled for the answer.
     pub boots: Vec<u32>,
+    /// What its boots showed.
     pub evidence: StepEvidence,
     /// Commits still suspected after this answer (first, last: 1-based, inclusive).
     pub suspects: (usize, usize),
@@ -328,6 +343,7 @@ pub struct BisectStep {
 /// The first bad commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Culprit {
+    /// The first bad commit.
     pub rev: String,
     /// 1-based position in the commit list.
     pub index: usize,
@@ -338,15 +354,21 @@ pub struct Culprit {
 /// A whole bisection: `bisect.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BisectRecord {
+    /// The known-good revision (`--good`).
     pub good: String,
+    /// The known-bad revision (`--bad`).
     pub bad: String,
+    /// The suite measured at every boot.
     pub suite: String,
     /// The commits after good up to bad, oldest first (`[bisect] revs`).
     pub commits: Vec<String>,
     /// Every cell compared between good and bad; the moved ones are the ones measured at steps.
     pub cells: Vec<CellMove>,
+    /// Every boot, in the order they ran.
     pub boots: Vec<BisectBoot>,
+    /// Every step, in the order they were asked.
     pub steps: Vec<BisectStep>,
+    /// The first bad commit, when the bisection found one.
     pub culprit: Option<Culprit>,
     /// Why the bisection stopped without a culprit.
     pub failure: Option<String>,

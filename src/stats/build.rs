@@ -67,8 +67,40 @@ pub(crate) fn frame(
         matrix_test: None,
         cells: Vec::new(),
         confirmation: None,
+        coverage: None,
         rule: rule.summary(),
     }
+}
+
+/// The report of a candidate that has nothing to be compared with (no baseline runs, or only
+/// runs of another profile): every cell `not_comparable` for `reason`, gate `no_baseline`.
+pub(crate) fn not_comparable(
+    first: &RunResults,
+    candidate_runs: Vec<String>,
+    suite: Option<String>,
+    rule: &DecisionRule,
+    reason: &str,
+) -> ComparisonReport {
+    let mut report = frame(
+        first.profile.clone(),
+        suite,
+        candidate_runs,
+        BaselineSummary {
+            level_runs: Vec::new(),
+            noise_runs: 0,
+        },
+        rule,
+    );
+    report.cells = first
+        .cells
+        .iter()
+        .map(|c| {
+            let decided = Some((CellVerdict::NotComparable, reason.to_string()));
+            cell(c.coord(), decided, Vec::new(), |_| true, reason)
+        })
+        .collect();
+    finish(&mut report, Against::Baseline);
+    report
 }
 
 /// The matrix-wide test of the primary metric from its change and verdict.
@@ -143,10 +175,15 @@ pub fn finish(report: &mut ComparisonReport, against: Against) {
     report.headline = headline(report, against);
 }
 
-/// The gate's answer: `regression` when a cell (or capacity) regressed or the matrix-wide test
-/// did; `inconclusive` when nothing regressed but a cell is undecided; `no_baseline` when no
-/// cell could be compared because there was no baseline; otherwise `pass`.
+/// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
+/// than the rule's floor (nothing it did measure can speak for the rest); `regression` when a
+/// cell (speed, capacity, errors) regressed or the matrix-wide test did; `inconclusive` when
+/// nothing regressed but a cell is undecided; `no_baseline` when no cell could be compared
+/// because there was no baseline; otherwise `pass`.
 pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
+    if report.coverage.is_some_and(|c| !c.sufficient()) {
+        return GateVerdict::Unmeasured;
+    }
     let matrix_regressed = report
         .matrix_test
         .as_ref()
@@ -163,5 +200,49 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
         GateVerdict::Inconclusive
     } else {
         GateVerdict::Pass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+    use crate::stats::eval::synthetic_run;
+
+    #[test]
+    fn a_candidate_without_baseline_is_not_comparable_with_its_reason_in_the_headline() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let run = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let why = "different profile: baseline run `b` is `x`";
+        let report = not_comparable(
+            &run,
+            vec!["cand".into()],
+            Some("pr".into()),
+            &DecisionRule::default(),
+            why,
+        );
+        assert_eq!(report.gate, GateVerdict::NoBaseline);
+        assert_eq!(report.cells.len(), run.cells.len());
+        assert!(report.cells.iter().all(|c| {
+            c.verdict == CellVerdict::NotComparable && c.reason.as_deref() == Some(why)
+        }));
+        assert_eq!(
+            report.headline,
+            format!(
+                "no baseline for profile {}: 20 cells measured, nothing compared ({why})",
+                run.profile.key
+            )
+        );
+        // The store's own "no baseline" says nothing more than the headline already does.
+        let plain =
+            crate::stats::compare(&[], std::slice::from_ref(&run), &DecisionRule::default())
+                .unwrap();
+        assert!(
+            plain.headline.ends_with("nothing compared"),
+            "{}",
+            plain.headline
+        );
     }
 }

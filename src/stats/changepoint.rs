@@ -31,7 +31,7 @@ use super::noise::median;
 /// `docs/statistics.md`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ChangeSettings {
+pub(crate) struct ChangeSettings {
     /// Level of each permutation test: the chance that one analysis of one stable series
     /// reports a change point.
     pub alpha: f64,
@@ -62,7 +62,7 @@ impl Default for ChangeSettings {
 
 impl ChangeSettings {
     /// Checks the parameters are in range; the error names the field and the valid range.
-    pub fn validate(&self) -> Result<(), StatsError> {
+    pub(crate) fn validate(&self) -> Result<(), StatsError> {
         let bad = |msg: String| Err(StatsError::InvalidRule(msg));
         if !(self.alpha > 0.0 && self.alpha < 0.5) {
             return bad(format!("change alpha = {} must be in (0, 0.5)", self.alpha));
@@ -99,7 +99,7 @@ impl ChangeSettings {
 
 /// One change point of one series (indices are positions in the series).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SeriesChange {
+pub(crate) struct SeriesChange {
     /// Position of the first value after the change.
     pub index: usize,
     /// Permutation p-value of the split that found it.
@@ -115,7 +115,7 @@ pub struct SeriesChange {
 
 /// A stretch of a series between change points and its level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// Positions `start..end` in the series.
     pub start: usize,
     pub end: usize,
@@ -128,7 +128,10 @@ pub struct Segment {
 
 /// Change points of a series of log values (better = larger; pass `-ln` for latencies),
 /// oldest first. Values must be finite. Deterministic for a given `settings.seed`.
-pub fn detect(logs: &[f64], settings: &ChangeSettings) -> Result<Vec<SeriesChange>, StatsError> {
+pub(crate) fn detect(
+    logs: &[f64],
+    settings: &ChangeSettings,
+) -> Result<Vec<SeriesChange>, StatsError> {
     settings.validate()?;
     if logs.iter().any(|v| !v.is_finite()) {
         return Err(StatsError::InvalidRule(
@@ -166,7 +169,7 @@ pub fn detect(logs: &[f64], settings: &ChangeSettings) -> Result<Vec<SeriesChang
 }
 
 /// The segments between `changes` of a series of positive values, each with its level and band.
-pub fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment> {
+pub(crate) fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment> {
     let mut bounds: Vec<usize> = vec![0];
     bounds.extend(changes.iter().map(|c| c.index));
     bounds.push(values.len());
@@ -310,7 +313,7 @@ fn normal_quantile(p: f64) -> f64 {
 /// What a series follows: one cell, or the whole matrix.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Scope {
+pub(crate) enum Scope {
     /// The matrix-wide level: per run, the mean over its cells of log(value / cell median).
     Matrix,
     /// One (concurrency, context) cell.
@@ -322,7 +325,7 @@ pub enum Scope {
 
 /// One series of a history: where its values come from, and what changed in it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HistorySeries {
+pub(crate) struct HistorySeries {
     pub scope: Scope,
     pub metric: Metric,
     /// Positions in the history's runs of the values (runs where the cell was not ok are left
@@ -336,7 +339,7 @@ pub struct HistorySeries {
 
 /// The commits around a change: the last run before it and the first run after it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CommitRange {
+pub(crate) struct CommitRange {
     pub before: Option<String>,
     pub after: Option<String>,
     /// `before..after` (git's range syntax) when both are known.
@@ -345,7 +348,7 @@ pub struct CommitRange {
 
 /// One change point of a history, named by runs and commits (what `infergate changes` lists).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChangePoint {
+pub(crate) struct ChangePoint {
     pub scope: Scope,
     pub metric: Metric,
     /// The first run after the change.
@@ -365,7 +368,7 @@ pub struct ChangePoint {
 
 /// A run of the history as the report shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunRef {
+pub(crate) struct RunRef {
     pub run_id: String,
     pub started_at: String,
     pub commit: Option<String>,
@@ -373,7 +376,7 @@ pub struct RunRef {
 
 /// Change points of every series of one baseline group.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HistoryChanges {
+pub(crate) struct HistoryChanges {
     pub settings: ChangeSettings,
     pub runs: Vec<RunRef>,
     pub series: Vec<HistorySeries>,
@@ -382,7 +385,11 @@ pub struct HistoryChanges {
 }
 
 /// The series of `metric` for `scope` over `runs`: (positions, values).
-pub fn series_of(runs: &[RunResults], scope: &Scope, metric: Metric) -> (Vec<usize>, Vec<f64>) {
+pub(crate) fn series_of(
+    runs: &[RunResults],
+    scope: &Scope,
+    metric: Metric,
+) -> (Vec<usize>, Vec<f64>) {
     let value = |r: &RunResults, conc: u32, ctx: u64| {
         r.cells
             .iter()
@@ -449,7 +456,7 @@ fn better_logs(values: &[f64], metric: Metric) -> Vec<f64> {
 }
 
 /// One series' change points (`detect` on the metric's "better" logs), with its segments.
-pub fn analyse_series(
+pub(crate) fn analyse_series(
     runs: &[RunResults],
     scope: Scope,
     metric: Metric,
@@ -471,7 +478,7 @@ pub fn analyse_series(
 /// Change points of the matrix-wide series and of every cell, for each of `metrics`, over
 /// `runs` (oldest → newest). `accepted` names runs a person accepted a change at: a change
 /// point at one of them, or within `settings.min_segment` runs of one, is marked accepted.
-pub fn analyse(
+pub(crate) fn analyse(
     runs: &[RunResults],
     metrics: &[Metric],
     accepted: &[String],

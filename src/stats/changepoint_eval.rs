@@ -18,7 +18,7 @@ use super::eval::{NoiseSpec, nightly_history};
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChangeEvalConfig {
+pub(crate) struct ChangeEvalConfig {
     pub trials: usize,
     pub seed: u64,
     /// Nights of the stable history.
@@ -58,7 +58,7 @@ impl Default for ChangeEvalConfig {
 /// Which series of the matrix a figure is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SeriesKind {
+pub(crate) enum SeriesKind {
     /// The matrix-wide series (mean over 20 cells).
     Matrix,
     /// One cell (C=1, 8k).
@@ -67,7 +67,7 @@ pub enum SeriesKind {
 
 /// False alerts on a stable history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StableOutcome {
+pub(crate) struct StableOutcome {
     pub series: SeriesKind,
     /// Alerts per 100 analysed nights (all false: nothing changed).
     pub false_per_100_nights: f64,
@@ -79,7 +79,7 @@ pub struct StableOutcome {
 
 /// A change's detection.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ShiftOutcome {
+pub(crate) struct ShiftOutcome {
     /// `step_-3%` or `creep_-0.3%/night`.
     pub scenario: String,
     pub series: SeriesKind,
@@ -103,7 +103,7 @@ pub struct ShiftOutcome {
 
 /// The evaluation's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChangeEvalReport {
+pub(crate) struct ChangeEvalReport {
     pub config: ChangeEvalConfig,
     pub stable: Vec<StableOutcome>,
     pub shifts: Vec<ShiftOutcome>,
@@ -111,7 +111,7 @@ pub struct ChangeEvalReport {
 
 /// Nightly alerts of one series over `runs`: (night, run position of the change) each time a
 /// change point appears that is not within `tolerance` runs of one alerted before.
-pub fn nightly_alerts(
+pub(crate) fn nightly_alerts(
     runs: &[RunResults],
     scope: &Scope,
     warmup: usize,
@@ -137,7 +137,11 @@ pub fn nightly_alerts(
 
 /// Whether a change point at run position `at` is new: no alert already names a run within
 /// `tolerance` of it (a change's location wanders by a run or two as nights are added).
-pub fn is_new_alert(at: usize, alerted: impl IntoIterator<Item = usize>, tolerance: usize) -> bool {
+pub(crate) fn is_new_alert(
+    at: usize,
+    alerted: impl IntoIterator<Item = usize>,
+    tolerance: usize,
+) -> bool {
     alerted.into_iter().all(|a| a.abs_diff(at) > tolerance)
 }
 
@@ -167,7 +171,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 type Effect = Box<dyn Fn(usize) -> f64>;
 
 /// Runs the Monte Carlo.
-pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, StatsError> {
+pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, StatsError> {
     cfg.settings.validate()?;
     if cfg.warmup >= cfg.stable_nights || cfg.step_at <= cfg.warmup || cfg.creep_at <= cfg.warmup {
         return Err(StatsError::InvalidRule(

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 
 use crate::results::{CellResult, CellStatus, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Metric, MetricComparison,
-    signed_percent,
+    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Coverage, DecidedChange,
+    DecisionBasis, Metric, MetricComparison, signed_percent,
 };
 
 use super::build::{self, Coord, find, mean};
 use super::headline::Against;
-use super::interval::{LogChange, relative, significant_verdict};
+use super::interval::{LogChange, relative, signed, significant_verdict};
 use super::multiplicity::adjust_by_family;
 use super::noise::{self, LogTable, NoiseModel, trimmed_mean};
 use super::{DecisionRule, StatsError};
@@ -90,6 +90,12 @@ enum Eligibility {
 
 fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> Eligibility {
     use CellStatus::*;
+    let statuses: Vec<CellStatus> = level
+        .iter()
+        .filter_map(|r| find(r, coord).map(|c| c.status))
+        .collect();
+    let ok = statuses.iter().filter(|s| **s == Ok).count();
+    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
     let mut cand_capacity = None;
     for run in candidate {
         match find(run, coord) {
@@ -102,6 +108,19 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
             Some(c) => match c.status {
                 Ok => {}
                 CapacityLimited => cand_capacity = Some(c.reason.clone().unwrap_or_default()),
+                Error if ok + cap > 0 => {
+                    // Fail closed: an engine that errors where it used to serve regressed,
+                    // however the cells it still serves compare.
+                    let why = c.reason.as_deref().unwrap_or("no reason given");
+                    return Eligibility::Decided(
+                        CellVerdict::ErrorRegression,
+                        format!(
+                            "error now: {why}; measured in {} of the {} newest baseline runs",
+                            ok + cap,
+                            statuses.len()
+                        ),
+                    );
+                }
                 Error | Skipped => {
                     let what = if c.status == Error {
                         "error"
@@ -117,12 +136,6 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
             },
         }
     }
-    let statuses: Vec<CellStatus> = level
-        .iter()
-        .filter_map(|r| find(r, coord).map(|c| c.status))
-        .collect();
-    let ok = statuses.iter().filter(|s| **s == Ok).count();
-    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
     if statuses.is_empty() {
         return Eligibility::Decided(CellVerdict::NotComparable, "missing in baseline".into());
     }
@@ -159,6 +172,51 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
         ),
         None => Eligibility::Comparable,
     }
+}
+
+/// Whether a cell status is a measurement (`ok`, or `capacity_limited`: the engine served
+/// what it could admit) rather than its absence (`error`, `skipped`).
+fn measured(status: CellStatus) -> bool {
+    matches!(status, CellStatus::Ok | CellStatus::CapacityLimited)
+}
+
+/// The candidate's coverage of what the level runs measured: a cell is expected when a level
+/// run measured it and the candidate's matrix asked for it (has it, not skipped on purpose by
+/// the skip list), and measured when every candidate run measured it.
+fn coverage(
+    coords: &[Coord],
+    level: &[RunResults],
+    candidate: &[RunResults],
+    min_share: f64,
+) -> Coverage {
+    let mut cov = Coverage {
+        expected: 0,
+        measured: 0,
+        min_share,
+    };
+    for &coord in coords {
+        let in_baseline = level
+            .iter()
+            .filter_map(|r| find(r, coord))
+            .any(|c| measured(c.status));
+        let cand: Vec<Option<CellStatus>> = candidate
+            .iter()
+            .map(|r| find(r, coord).map(|c| c.status))
+            .collect();
+        // A cell the candidate's matrix does not have (a comparison across matrices) or that
+        // it skipped on purpose was not asked of it.
+        let not_asked = cand
+            .iter()
+            .all(|s| matches!(s, None | Some(CellStatus::Skipped)));
+        if !in_baseline || not_asked {
+            continue;
+        }
+        cov.expected += 1;
+        if cand.iter().all(|s| s.is_some_and(measured)) {
+            cov.measured += 1;
+        }
+    }
+    cov
 }
 
 /// One metric of one cell, before multiplicity correction.
@@ -356,6 +414,90 @@ fn test_metric(
     (tests, matrix)
 }
 
+/// One metric's verdict in one cell, with its reason and the change it was decided on.
+///
+/// The cell's own test (`specific`: the cell relative to the rest of its run) decides, but a
+/// regression or an improvement stands only when the cell's total change points the same way:
+/// a cell that got faster is never a regression because the rest of its run got faster still,
+/// and a cell that got slower is never an improvement because the whole matrix got slower
+/// still. Such a cell, and every cell when the matrix-wide test found a change, moved with the
+/// matrix and is decided on its total change (never `unchanged` then: the matrix moved).
+fn cell_decision(
+    t: &CellTest,
+    specific: CellVerdict,
+    matrix_v: Option<CellVerdict>,
+    matrix_change: Option<f64>,
+    rule: &DecisionRule,
+) -> (CellVerdict, String, DecidedChange) {
+    let dir = t.metric.direction();
+    let shown = |c: &LogChange, basis| {
+        let (lo, hi) = c.interval(rule.confidence);
+        DecidedChange {
+            basis,
+            change: relative(c.estimate),
+            ci_low: relative(lo),
+            ci_high: relative(hi),
+            matrix_change: (basis == DecisionBasis::WithMatrix)
+                .then_some(matrix_change)
+                .flatten(),
+        }
+    };
+    let total_good = signed(t.total.estimate, dir);
+    let agrees = match specific {
+        CellVerdict::Regression => total_good < 0.0,
+        CellVerdict::Improvement => total_good > 0.0,
+        _ => true,
+    };
+    let own = shown(&t.specific, DecisionBasis::VsRun);
+    let with_matrix = shown(&t.total, DecisionBasis::WithMatrix);
+    let matrix_moved = matches!(
+        matrix_v,
+        Some(CellVerdict::Regression | CellVerdict::Improvement)
+    );
+    let decided = matches!(specific, CellVerdict::Regression | CellVerdict::Improvement);
+    if decided && agrees {
+        let why = format!(
+            "{} {} [{}, {}] vs the rest of its run (total {})",
+            t.metric.as_str(),
+            signed_percent(own.change),
+            signed_percent(own.ci_low),
+            signed_percent(own.ci_high),
+            signed_percent(with_matrix.change),
+        );
+        return (specific, why, own);
+    }
+    if !decided && !matrix_moved {
+        return (specific, String::new(), own);
+    }
+    // Moved with the matrix: decided on the total change.
+    let total_v = t.total.margin_verdict(dir, rule.confidence, t.margin);
+    let verdict = match (matrix_moved, total_v) {
+        (_, CellVerdict::Unchanged) => CellVerdict::Inconclusive,
+        // Without a significant matrix-wide change the total has had no significance test.
+        (false, _) => CellVerdict::Inconclusive,
+        (true, v) => v,
+    };
+    let matrix_words = matrix_change
+        .map(|m| format!("with the matrix: {}", signed_percent(m)))
+        .unwrap_or_else(|| "with the matrix".into());
+    let why = if decided {
+        format!(
+            "{matrix_words}; {} {} in total, {} vs the rest of its run",
+            t.metric.as_str(),
+            signed_percent(with_matrix.change),
+            signed_percent(own.change),
+        )
+    } else {
+        format!(
+            "{matrix_words} ({}); {} {} in total",
+            matrix_v.map(CellVerdict::as_str).unwrap_or("moved"),
+            t.metric.as_str(),
+            signed_percent(with_matrix.change),
+        )
+    };
+    (verdict, why, with_matrix)
+}
+
 /// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile
 /// (oldest → newest). The newest `level_runs` runs define the level, the newest `noise_runs`
 /// the noise. An empty baseline gives a `no_baseline` report.
@@ -406,6 +548,7 @@ pub fn compare(
         return Ok(report);
     }
 
+    report.coverage = Some(coverage(&coords, level, candidate, rule.min_measured_share));
     let mut decided: Vec<Option<(CellVerdict, String)>> = Vec::with_capacity(coords.len());
     let mut comparable = Vec::new();
     for &coord in &coords {
@@ -489,41 +632,9 @@ pub fn compare(
         } else {
             None
         };
-        let (verdict, why) = match (specific, matrix_v) {
-            (CellVerdict::Regression, _) | (CellVerdict::Improvement, _) => {
-                let (lo, hi) = t.specific.interval(rule.confidence);
-                (
-                    specific,
-                    format!(
-                        "{} vs the rest of its run {} [{}, {}]",
-                        t.metric.as_str(),
-                        signed_percent(relative(t.specific.estimate)),
-                        signed_percent(relative(lo)),
-                        signed_percent(relative(hi))
-                    ),
-                )
-            }
-            (_, Some(mv @ (CellVerdict::Regression | CellVerdict::Improvement))) => {
-                let v = t.total.margin_verdict(dir, rule.confidence, t.margin);
-                let v = if v == CellVerdict::Unchanged {
-                    CellVerdict::Inconclusive
-                } else {
-                    v
-                };
-                let m = &matrices[&t.metric].change;
-                (
-                    v,
-                    format!(
-                        "matrix-wide {} {} ({})",
-                        t.metric.as_str(),
-                        signed_percent(relative(m.estimate)),
-                        mv.as_str()
-                    ),
-                )
-            }
-            _ => (specific, String::new()),
-        };
         let (lo, hi) = t.total.interval(rule.confidence);
+        let matrix_change = matrices.get(&t.metric).map(|m| relative(m.change.estimate));
+        let (verdict, why, decided_on) = cell_decision(t, specific, matrix_v, matrix_change, rule);
         per_cell.entry(t.cell).or_default().push((
             MetricComparison {
                 metric: t.metric,
@@ -537,6 +648,7 @@ pub fn compare(
                 p_value: t.p_worse,
                 p_adjusted: *pw,
                 verdict,
+                decided_on: Some(decided_on),
             },
             why,
         ));
@@ -720,14 +832,14 @@ mod tests {
         for b in &mut base {
             b.cells[3].status = CellStatus::CapacityLimited; // index 3 is now old cell 4
         }
-        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let report = compare(&base, &[cand.clone()], &DecisionRule::default()).unwrap();
         let v: Vec<CellVerdict> = report.cells.iter().take(5).map(|c| c.verdict).collect();
         assert_eq!(
             v,
             [
                 CellVerdict::CapacityRegression,
                 CellVerdict::NotComparable,
-                CellVerdict::NotComparable,
+                CellVerdict::ErrorRegression,
                 CellVerdict::NotComparable,
                 CellVerdict::Improvement
             ]
@@ -754,8 +866,40 @@ mod tests {
             report.cells[3].reason.as_deref(),
             Some("missing in baseline")
         );
+        // The errored cell was measured in the baseline: by default every such cell must be
+        // measured now, so the gate cannot decide (exit 3) ...
+        let cov = report.coverage.expect("coverage");
+        assert_eq!((cov.expected, cov.measured), (19, 18), "{cov:?}");
+        assert_eq!(report.gate, GateVerdict::Unmeasured);
+        assert!(
+            report.headline.contains("18 of 19") && report.headline.contains("stream reset"),
+            "{}",
+            report.headline
+        );
+        // ... and with a lower floor the error is a regression of its own.
+        let lenient = DecisionRule {
+            min_measured_share: 0.9,
+            ..DecisionRule::default()
+        };
+        let report = compare(&base, &[cand], &lenient).unwrap();
         assert_eq!(report.gate, GateVerdict::Regression);
         assert!(report.headline.contains("capacity"), "{}", report.headline);
+        assert!(report.headline.contains("1 error"), "{}", report.headline);
+    }
+
+    #[test]
+    fn an_error_where_the_baseline_also_failed_is_not_an_error_regression() {
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut base = history(&mut rng, 5);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let coord = (cand.cells[0].concurrency, cand.cells[0].context_tokens);
+        for r in base.iter_mut().chain(std::iter::once(&mut cand)) {
+            r.cells[0] = CellResult::unmeasured(coord.0, coord.1, CellStatus::Error, "oom");
+        }
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.cells[0].verdict, CellVerdict::NotComparable);
+        assert!(report.coverage.unwrap().sufficient());
+        assert_ne!(report.gate, GateVerdict::Unmeasured);
     }
 
     #[test]
@@ -826,6 +970,113 @@ mod tests {
         let gated = compare(&base, &[cand], &rule).unwrap();
         assert_eq!(gated.gate, GateVerdict::Regression);
         assert_eq!(gated.cells[0].verdict, CellVerdict::Regression);
+    }
+
+    /// Real case: every cell of an engine run got much slower (−60%), one a little less
+    /// (217.2 → 96.0 tok/s, −55.8%). Relative to its run that cell is +10%, but it is slower:
+    /// never an "improvement", and the headline counts it with the regressions.
+    #[test]
+    fn a_slower_cell_in_a_slower_matrix_is_never_an_improvement() {
+        let mut rng = StdRng::seed_from_u64(10);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.0, 0.005, &|i| {
+            if i == 7 { 96.0 / 217.2 } else { 0.4 }
+        });
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let cell = &report.cells[7];
+        let m = cell.primary().unwrap();
+        assert!((m.change + 0.558).abs() < 0.03, "{}", m.change);
+        assert_ne!(cell.verdict, CellVerdict::Improvement, "{cell:?}");
+        assert_eq!(cell.verdict, CellVerdict::Regression, "{cell:?}");
+        let d = m.decided_on.unwrap();
+        assert_eq!(d.basis, DecisionBasis::WithMatrix);
+        assert!(d.change < 0.0 && d.ci_high < 0.0, "{d:?}");
+        assert!((d.matrix_change.unwrap() + 0.6).abs() < 0.03, "{d:?}");
+        assert!(
+            cell.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("with the matrix: −"),
+            "{:?}",
+            cell.reason
+        );
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict != CellVerdict::Improvement)
+        );
+        assert!(!report.headline.contains("improve"), "{}", report.headline);
+        assert_eq!(report.gate, GateVerdict::Regression);
+    }
+
+    /// Real case: a TTFT that got better (42.7 → 41.8 ms, −2.1%) while the rest of its run's
+    /// TTFT got better still is never shown as a regression, and what is shown beside its
+    /// verdict is the change that verdict was decided on.
+    #[test]
+    fn a_faster_ttft_is_never_a_regression_because_its_run_got_faster_still() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut base = history(&mut rng, 20);
+        for (k, b) in base.iter_mut().enumerate() {
+            for c in &mut b.cells {
+                let t = c.ttft_s.as_mut().unwrap();
+                t.p50 *= 1.0 + 0.005 * ((k % 3) as f64 - 1.0);
+            }
+        }
+        let mut cand = run("cand", &mut rng, 0.0, 0.005, &|_| 1.0);
+        for (i, c) in cand.cells.iter_mut().enumerate() {
+            c.ttft_s.as_mut().unwrap().p50 *= if i == 3 { 41.8 / 42.7 } else { 0.8 };
+        }
+        let rule = DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::TtftP50],
+            ..DecisionRule::default()
+        };
+        let report = compare(&base, &[cand], &rule).unwrap();
+        let ttft = report.cells[3]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::TtftP50)
+            .unwrap();
+        assert!((ttft.change + 0.021).abs() < 0.01, "{}", ttft.change);
+        assert_ne!(ttft.verdict, CellVerdict::Regression, "{ttft:?}");
+        assert_ne!(report.cells[3].verdict, CellVerdict::Regression);
+        let shown = ttft.shown_change();
+        assert_eq!(shown.basis, DecisionBasis::WithMatrix, "{shown:?}");
+        assert!(shown.change < 0.0, "{shown:?}");
+        // Every verdict of a latency metric is shown in its own sign: a regression is higher.
+        for c in &report.cells {
+            for m in &c.metrics {
+                let d = m.shown_change();
+                match (m.verdict, m.direction) {
+                    (CellVerdict::Regression, Direction::LowerIsBetter)
+                    | (CellVerdict::Improvement, Direction::HigherIsBetter) => {
+                        assert!(d.change > 0.0 && m.change > 0.0, "{m:?}")
+                    }
+                    (CellVerdict::Improvement, Direction::LowerIsBetter)
+                    | (CellVerdict::Regression, Direction::HigherIsBetter) => {
+                        assert!(d.change < 0.0 && m.change < 0.0, "{m:?}")
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+    }
+
+    /// A single-cell regression is decided on (and shown with) the cell against its run.
+    #[test]
+    fn a_cell_regression_is_shown_with_its_change_against_its_run() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
+            if i == 7 { 0.88 } else { 1.0 }
+        });
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let m = report.cells[7].primary().unwrap();
+        assert_eq!(m.verdict, CellVerdict::Regression);
+        let d = m.decided_on.unwrap();
+        assert_eq!(d.basis, DecisionBasis::VsRun);
+        assert!(d.ci_high < 0.0 && (d.change + 0.12).abs() < 0.04, "{d:?}");
     }
 
     #[test]

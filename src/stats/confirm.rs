@@ -18,9 +18,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
+use crate::results::RunResults;
+use crate::verdict::{CellVerdict, ComparisonReport, Confirmation, GateVerdict, signed_percent};
 
-use super::{DecisionRule, StatsError};
+use super::{Against, DecisionRule, StatsError, compare, finish};
 
 /// When to boot a second time, and how the matrix test's alpha is split between the boots.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -112,6 +113,88 @@ impl ConfirmPlan {
                 .as_ref()
                 .is_some_and(|m| m.verdict != CellVerdict::Regression && m.p_value < self.p_below)
     }
+}
+
+impl ConfirmPlan {
+    /// Why the first boot called for a confirmation (or did not), for people.
+    pub fn reason(&self, first: &ComparisonReport) -> String {
+        match &first.matrix_test {
+            Some(m) if m.p_value < self.p_below && m.verdict != CellVerdict::Regression => format!(
+                "the first boot's matrix-wide change is {} [{}, {}] with p = {:.3} < {}: not proven, but leaning towards a regression",
+                signed_percent(m.change),
+                signed_percent(m.ci_low),
+                signed_percent(m.ci_high),
+                m.p_value,
+                self.p_below
+            ),
+            Some(m) => format!(
+                "the first boot's verdict is `{}` and its matrix-wide change {} with p = {:.3} (a second boot only when p < {} and nothing regressed yet)",
+                first.gate.as_str(),
+                signed_percent(m.change),
+                m.p_value,
+                self.p_below
+            ),
+            None => format!(
+                "the first boot's verdict is `{}` without a matrix-wide test",
+                first.gate.as_str()
+            ),
+        }
+    }
+
+    /// The verdict over both boots: `both` (the comparison of both boots' runs with
+    /// [`second_rule`](Self::second_rule)) carrying its [`Confirmation`], headline redone.
+    pub fn confirmed(
+        &self,
+        first: &ComparisonReport,
+        mut both: ComparisonReport,
+        second_results: &str,
+    ) -> ComparisonReport {
+        both.confirmation = Some(Confirmation {
+            reason: self.reason(first),
+            first_boot: first.matrix_test.clone(),
+            second_results: second_results.into(),
+            used: true,
+        });
+        finish(&mut both, Against::Baseline);
+        both
+    }
+}
+
+/// The gate's verdict over the boots `run` would make, from results in hand: the first boot's
+/// runs compared with the plan's first-stage rule; when [`ConfirmPlan::wants_confirmation`]
+/// and a second boot's runs are given, both boots with the second-stage rule. The one
+/// two-stage combination: `run` (through [`ConfirmPlan::confirmed`]), `compare --confirmation`
+/// and `stats-eval` all decide with it. With `second` given but not wanted, the first boot's
+/// verdict carries a `confirmation` with `used: false` saying why. Returns the verdict and
+/// whether the second boot entered it.
+pub fn two_boot_verdict(
+    plan: Option<&ConfirmPlan>,
+    rule: &DecisionRule,
+    baseline: &[RunResults],
+    first: &[RunResults],
+    second: Option<(&[RunResults], &str)>,
+) -> Result<(ComparisonReport, bool), StatsError> {
+    let Some(plan) = plan.filter(|p| p.applies(rule)) else {
+        return Ok((compare(baseline, first, rule)?, false));
+    };
+    let first_report = compare(baseline, first, &plan.first_rule(rule))?;
+    let Some((second, second_results)) = second else {
+        return Ok((first_report, false));
+    };
+    if !plan.wants_confirmation(rule, &first_report) {
+        let mut report = first_report;
+        report.confirmation = Some(Confirmation {
+            reason: plan.reason(&report),
+            first_boot: None,
+            second_results: second_results.into(),
+            used: false,
+        });
+        finish(&mut report, Against::Baseline);
+        return Ok((report, false));
+    }
+    let runs: Vec<RunResults> = first.iter().chain(second).cloned().collect();
+    let both = compare(baseline, &runs, &plan.second_rule(rule))?;
+    Ok((plan.confirmed(&first_report, both, second_results), true))
 }
 
 #[cfg(test)]

@@ -17,11 +17,11 @@ use crate::results::{
 };
 use crate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
 
-use super::{ConfirmPlan, DecisionRule, StatsError, compare};
+use super::{ConfirmPlan, DecisionRule, StatsError};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NoiseSpec {
+pub(crate) struct NoiseSpec {
     /// Shared by all cells of one run (clocks, thermals, the boot).
     pub run_cv: f64,
     /// Per cell, per run.
@@ -55,7 +55,7 @@ impl Default for NoiseSpec {
 /// What the candidate changed.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "effect")]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// A/A: no change (the gate's answer is a false alarm if it says regression).
     AA,
     /// Every cell changes by this relative amount.
@@ -66,7 +66,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Short name used in outputs (`aa`, `uniform_-5%`, `single_cell_-10%`).
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Scenario::AA => "aa".into(),
             Scenario::Uniform(e) => format!("uniform_{:+}%", (e * 100.0).round()),
@@ -76,7 +76,7 @@ impl Scenario {
 }
 
 /// The scenarios `stats-eval` measures.
-pub const SCENARIOS: [Scenario; 5] = [
+pub(crate) const SCENARIOS: [Scenario; 5] = [
     Scenario::AA,
     Scenario::Uniform(-0.02),
     Scenario::Uniform(-0.05),
@@ -86,7 +86,7 @@ pub const SCENARIOS: [Scenario; 5] = [
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EvalConfig {
+pub(crate) struct EvalConfig {
     pub trials: usize,
     pub seed: u64,
     /// History lengths (baseline runs) to evaluate.
@@ -108,7 +108,7 @@ fn one() -> usize {
 
 /// Measured rates of one scenario at one history length.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ScenarioOutcome {
+pub(crate) struct ScenarioOutcome {
     pub scenario: Scenario,
     pub name: String,
     /// Share of trials where the gate said `regression` (false-alarm rate for A/A, else power).
@@ -142,14 +142,14 @@ pub struct ScenarioOutcome {
 
 /// All scenarios at one history length.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HistoryOutcome {
+pub(crate) struct HistoryOutcome {
     pub history: usize,
     pub scenarios: Vec<ScenarioOutcome>,
 }
 
 /// A target of the issue and whether it was met.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TargetCheck {
+pub(crate) struct TargetCheck {
     pub description: String,
     pub history: usize,
     pub measured: f64,
@@ -158,7 +158,7 @@ pub struct TargetCheck {
 
 /// The evaluation's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EvalReport {
+pub(crate) struct EvalReport {
     pub trials: usize,
     pub seed: u64,
     pub cells: usize,
@@ -173,7 +173,7 @@ pub struct EvalReport {
 
 impl EvalReport {
     /// The outcome of `scenario` at history length `history`, when measured.
-    pub fn outcome(&self, history: usize, scenario: Scenario) -> Option<&ScenarioOutcome> {
+    pub(crate) fn outcome(&self, history: usize, scenario: Scenario) -> Option<&ScenarioOutcome> {
         self.histories
             .iter()
             .find(|h| h.history == history)?
@@ -245,6 +245,40 @@ pub(crate) fn template() -> RunResults {
     }
 }
 
+/// How one synthetic measurement of a cell is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct CellDraw {
+    /// Sub-window samples per measurement.
+    pub windows: usize,
+    /// SD of the log of each sub-window sample around the cell's level.
+    pub window_cv: f64,
+    /// Length of the measurement window, seconds (sets `measured_s` and `output_tokens`).
+    pub measured_s: f64,
+}
+
+/// The synthetic measurement shared by `stats-eval`, `ab-eval` and the unit tests: a measured
+/// cell at level `mean` tok/s with `draw.windows` sub-window samples `mean * exp(window_cv * z)`,
+/// the `z` taken from `z` in order; the aggregate is their mean, as a real window's rate is.
+pub(crate) fn synthetic_cell(
+    c: u32,
+    ctx: u64,
+    mean: f64,
+    draw: CellDraw,
+    z: &mut dyn FnMut() -> f64,
+) -> CellResult {
+    let samples: Vec<f64> = (0..draw.windows)
+        .map(|_| mean * (draw.window_cv * z()).exp())
+        .collect();
+    let tps = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
+    let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
+    cell.reason = None;
+    cell.aggregate_tps = tps;
+    cell.samples = samples;
+    cell.measured_s = draw.measured_s;
+    cell.output_tokens = (tps * draw.measured_s) as u64;
+    cell
+}
+
 /// A run of the synthetic 20-cell profile for unit tests: each cell's level times
 /// `factor(cell index)`, with run noise `run_cv`, cell noise `cell_cv` and 5 sub-windows of 1%.
 #[cfg(test)]
@@ -256,6 +290,11 @@ pub(crate) fn synthetic_run(
     factor: &dyn Fn(usize) -> f64,
 ) -> RunResults {
     let n = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
+    let draw = CellDraw {
+        windows: 5,
+        window_cv: 0.01,
+        measured_s: 30.0,
+    };
     let mut r = template();
     r.run_id = id.into();
     let run_f = (run_cv * n.sample(rng)).exp();
@@ -264,14 +303,7 @@ pub(crate) fn synthetic_run(
         .enumerate()
         .map(|(i, (c, ctx, level))| {
             let mean = level * run_f * (cell_cv * n.sample(rng)).exp() * factor(i);
-            let samples: Vec<f64> = (0..5)
-                .map(|_| mean * (0.01 * n.sample(rng)).exp())
-                .collect();
-            let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-            cell.reason = None;
-            cell.aggregate_tps = samples.iter().sum::<f64>() / 5.0;
-            cell.samples = samples;
-            cell
+            synthetic_cell(c, ctx, mean, draw, &mut || n.sample(rng))
         })
         .collect();
     r
@@ -304,22 +336,17 @@ fn make_run(
 ) -> RunResults {
     let mut run = template.clone();
     run.run_id = id;
+    let cell = CellDraw {
+        windows: noise.windows,
+        window_cv: noise.window_cv,
+        measured_s: 30.0,
+    };
     run.cells = levels
         .iter()
         .enumerate()
         .map(|(i, &(c, ctx, level))| {
             let mean = level * (draw.cell_log[i]).exp() * (1.0 + effects[i]);
-            let samples: Vec<f64> = (0..noise.windows)
-                .map(|_| mean * sampler.normal(noise.window_cv).exp())
-                .collect();
-            let tps = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
-            let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Ok, "");
-            cell.reason = None;
-            cell.aggregate_tps = tps;
-            cell.samples = samples;
-            cell.measured_s = 30.0;
-            cell.output_tokens = (tps * 30.0) as u64;
-            cell
+            synthetic_cell(c, ctx, mean, cell, &mut || sampler.normal(1.0))
         })
         .collect();
     run
@@ -375,7 +402,7 @@ pub(crate) fn nightly_history(
 }
 
 /// Runs the Monte Carlo.
-pub fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
+pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     cfg.rule.validate()?;
     if let Some(plan) = &cfg.confirm {
         plan.validate()?;
@@ -570,19 +597,17 @@ fn gate_comparison(
     per_stage: usize,
     cfg: &EvalConfig,
 ) -> Result<(ComparisonReport, bool), StatsError> {
-    let Some(plan) = &cfg.confirm else {
-        return Ok((compare(base, &candidate[..per_stage], &cfg.rule)?, false));
-    };
-    let first = compare(base, &candidate[..per_stage], &plan.first_rule(&cfg.rule))?;
-    if !plan.wants_confirmation(&cfg.rule, &first) {
-        return Ok((first, false));
-    }
-    let both = compare(
+    let second = cfg
+        .confirm
+        .as_ref()
+        .map(|_| (&candidate[per_stage..2 * per_stage], "second boot"));
+    super::confirm::two_boot_verdict(
+        cfg.confirm.as_ref(),
+        &cfg.rule,
         base,
-        &candidate[..2 * per_stage],
-        &plan.second_rule(&cfg.rule),
-    )?;
-    Ok((both, true))
+        &candidate[..per_stage],
+        second,
+    )
 }
 
 /// The issue's targets, checked at the longest history measured when it has 20 runs or more.

@@ -4,7 +4,9 @@
 //! improvement as much as a gate needs the regression), the matrix-wide test, the undecided.
 
 use crate::results::context_label;
-use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, GateVerdict, signed_percent};
+use crate::verdict::{
+    CellComparison, CellVerdict, ComparisonReport, GateVerdict, Metric, signed_percent,
+};
 
 /// What the candidate was compared against, as the headline says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +33,12 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
     if against == Against::PairedAb {
         line = format!("B vs A: {line}");
     }
-    if let Some(first) = report
+    if let Some(c) = report.confirmation.as_ref().filter(|c| !c.used) {
+        line.push_str(&format!(
+            " · first boot only (the second boot's results were not used: {})",
+            c.reason
+        ));
+    } else if let Some(first) = report
         .confirmation
         .as_ref()
         .and_then(|c| c.first_boot.as_ref())
@@ -48,13 +55,57 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
 fn body(report: &ComparisonReport) -> String {
     let count = |v: CellVerdict| report.cells.iter().filter(|c| c.verdict == v).count();
     if report.gate == GateVerdict::NoBaseline {
+        // Why there is nothing to compare with, when every cell says the same specific thing
+        // (e.g. the baseline files are of another profile).
+        let why = report
+            .cells
+            .first()
+            .and_then(|c| c.reason.as_deref())
+            .filter(|r| *r != "no baseline")
+            .filter(|r| report.cells.iter().all(|c| c.reason.as_deref() == Some(*r)));
         return format!(
-            "no baseline for profile {}: {} cells measured, nothing compared",
+            "no baseline for profile {}: {} cells measured, nothing compared{}",
             report.profile.key,
-            report.cells.len()
+            report.cells.len(),
+            why.map(|r| format!(" ({r})")).unwrap_or_default()
         );
     }
-    let change = |c: &&CellComparison| c.primary().map(|m| m.change);
+    if report.gate == GateVerdict::Unmeasured {
+        let mut line = format!(
+            "cannot decide, the candidate was not measured well enough: {}",
+            report
+                .coverage
+                .map_or_else(|| "coverage unknown".to_string(), |c| c.describe())
+        );
+        let errors: Vec<&CellComparison> = report
+            .cells
+            .iter()
+            .filter(|c| c.verdict == CellVerdict::ErrorRegression)
+            .collect();
+        if let Some(first) = errors.first() {
+            line.push_str(&format!(
+                "; {} error regression{}, first at {}: {}",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                label(first),
+                first.reason.as_deref().unwrap_or("no reason given")
+            ));
+        }
+        return line;
+    }
+    // The figure a cell's verdict stands on, ordered by how good it is (the metric's direction
+    // taken into account) and written in the metric's own sign, named when not the primary.
+    let change = |c: &&CellComparison| {
+        c.deciding().map(|m| {
+            let shown = signed_percent(m.shown_change().change);
+            let text = if m.metric == Metric::AggregateTps {
+                shown
+            } else {
+                format!("{} {shown}", m.metric.as_str())
+            };
+            (m.goodness(), text)
+        })
+    };
     let matrix = report.matrix_test.as_ref().map(|m| {
         (
             m.verdict,
@@ -73,14 +124,21 @@ fn body(report: &ComparisonReport) -> String {
         let mut s = format!("{n} regression{}", if n == 1 { "" } else { "s" });
         let worst = regressions
             .iter()
+            .filter(|c| c.verdict == CellVerdict::Regression)
             .filter_map(|c| change(c).map(|x| (x, c)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((x, c)) = worst {
-            s.push_str(&format!(", worst {} at {}", signed_percent(x), label(c)));
+            .min_by(|a, b| a.0.0.total_cmp(&b.0.0));
+        if let Some(((_, x), c)) = worst {
+            s.push_str(&format!(", worst {x} at {}", label(c)));
         }
         let cap = count(CellVerdict::CapacityRegression);
-        if cap > 0 {
-            s.push_str(&format!(" ({cap} capacity)"));
+        let err = count(CellVerdict::ErrorRegression);
+        let kinds: Vec<String> = [(cap, "capacity"), (err, "error")]
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, w)| format!("{n} {w}"))
+            .collect();
+        if !kinds.is_empty() {
+            s.push_str(&format!(" ({})", kinds.join(", ")));
         }
         parts.push(s);
     }
@@ -102,9 +160,9 @@ fn body(report: &ComparisonReport) -> String {
         let best = improvements
             .iter()
             .filter_map(|c| change(c).map(|x| (x, c)))
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((x, c)) = best {
-            s.push_str(&format!(", best {} at {}", signed_percent(x), label(c)));
+            .max_by(|a, b| a.0.0.total_cmp(&b.0.0));
+        if let Some(((_, x), c)) = best {
+            s.push_str(&format!(", best {x} at {}", label(c)));
         }
         parts.push(s);
     }
@@ -137,7 +195,7 @@ fn body(report: &ComparisonReport) -> String {
 mod tests {
     use super::*;
     use crate::stats::DecisionRule;
-    use crate::verdict::{BaselineSummary, Direction, MatrixTest, Metric, MetricComparison};
+    use crate::verdict::{BaselineSummary, Direction, MatrixTest, MetricComparison};
 
     fn cell(c: u32, v: CellVerdict, change: f64) -> CellComparison {
         CellComparison {
@@ -157,6 +215,7 @@ mod tests {
                 p_value: 0.5,
                 p_adjusted: 0.5,
                 verdict: v,
+                decided_on: None,
             }],
         }
     }
@@ -176,6 +235,7 @@ mod tests {
             matrix_test: matrix,
             cells,
             confirmation: None,
+            coverage: None,
             rule: DecisionRule::default().summary(),
         };
         r.gate = crate::stats::gate_of(&r);
@@ -197,6 +257,33 @@ mod tests {
             "1 regression, worst −7.0% at C=1 / 0; 1 improvement, best +12.0% at C=2 / 0"
         );
         assert!(headline(&r, Against::PairedAb).starts_with("B vs A: 1 regression"));
+    }
+
+    #[test]
+    fn the_worst_regression_is_the_one_decided_and_latency_reads_in_its_own_sign() {
+        let mut ttft = cell(2, CellVerdict::Regression, 0.0);
+        ttft.metrics[0].verdict = CellVerdict::Unchanged;
+        ttft.metrics.push(MetricComparison {
+            metric: Metric::TtftP50,
+            direction: Direction::LowerIsBetter,
+            change: 0.15,
+            verdict: CellVerdict::Regression,
+            ..ttft.metrics[0].clone()
+        });
+        let mut vs_run = cell(1, CellVerdict::Regression, -0.02);
+        vs_run.metrics[0].decided_on = Some(crate::verdict::DecidedChange {
+            basis: crate::verdict::DecisionBasis::VsRun,
+            change: -0.09,
+            ci_low: -0.12,
+            ci_high: -0.06,
+            matrix_change: None,
+        });
+        let r = report(vec![vs_run, ttft], None);
+        // TTFT +15% is worse than tok/s −9% (decided on its run, total −2%).
+        assert_eq!(
+            headline(&r, Against::Baseline),
+            "2 regressions, worst ttft_p50 +15.0% at C=2 / 0"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::verdict::{CellVerdict, Direction};
 
 /// An estimated log ratio (candidate / baseline) with its standard error and degrees of freedom.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LogChange {
+pub(crate) struct LogChange {
     /// ln(candidate / baseline).
     pub estimate: f64,
     /// Standard error of `estimate`.
@@ -22,7 +22,7 @@ impl LogChange {
     }
 
     /// Two-sided interval of the log ratio at `confidence`.
-    pub fn interval(&self, confidence: f64) -> (f64, f64) {
+    pub(crate) fn interval(&self, confidence: f64) -> (f64, f64) {
         if self.se <= 0.0 {
             return (self.estimate, self.estimate);
         }
@@ -34,12 +34,12 @@ impl LogChange {
     }
 
     /// One-sided p-value of "no change or better" against "worse" (for the metric's direction).
-    pub fn p_worse(&self, direction: Direction) -> f64 {
+    pub(crate) fn p_worse(&self, direction: Direction) -> f64 {
         self.p_lower(signed(self.estimate, direction))
     }
 
     /// One-sided p-value of "no change or worse" against "better".
-    pub fn p_better(&self, direction: Direction) -> f64 {
+    pub(crate) fn p_better(&self, direction: Direction) -> f64 {
         self.p_lower(-signed(self.estimate, direction))
     }
 
@@ -60,7 +60,7 @@ impl LogChange {
     /// The verdict of the interval against `margin` (log units), ignoring significance: worse
     /// when the whole interval lies beyond −margin in the metric's bad direction, unchanged when
     /// it lies inside ±margin, inconclusive when it straddles a margin.
-    pub fn margin_verdict(
+    pub(crate) fn margin_verdict(
         &self,
         direction: Direction,
         confidence: f64,
@@ -84,7 +84,7 @@ impl LogChange {
 }
 
 /// The change expressed so that positive is better.
-pub fn signed(log_change: f64, direction: Direction) -> f64 {
+pub(crate) fn signed(log_change: f64, direction: Direction) -> f64 {
     match direction {
         Direction::HigherIsBetter => log_change,
         Direction::LowerIsBetter => -log_change,
@@ -92,14 +92,14 @@ pub fn signed(log_change: f64, direction: Direction) -> f64 {
 }
 
 /// Relative change from a log ratio (`exp(x) − 1`).
-pub fn relative(log_change: f64) -> f64 {
+pub(crate) fn relative(log_change: f64) -> f64 {
     log_change.exp_m1()
 }
 
 /// Combines the margin verdict with the multiplicity-adjusted significance: a regression or an
 /// improvement stands only when its adjusted p-value is below the family's alpha; otherwise the
 /// cell is inconclusive.
-pub fn significant_verdict(
+pub(crate) fn significant_verdict(
     margin_verdict: CellVerdict,
     p_worse_adjusted: f64,
     p_better_adjusted: f64,

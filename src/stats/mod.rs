@@ -17,23 +17,23 @@
 //! - [`bisect`]: which cells moved between two builds, and whether a build between them is good.
 
 pub mod bisect;
-pub mod build;
-pub mod changepoint;
-pub mod changepoint_eval;
+pub(crate) mod build;
+pub(crate) mod changepoint;
+pub(crate) mod changepoint_eval;
 pub mod compare;
-pub mod confirm;
-pub mod eval;
-pub mod headline;
-pub mod interval;
-pub mod multiplicity;
-pub mod noise;
-pub mod paired;
-pub mod rule;
-pub mod sequential;
+pub(crate) mod confirm;
+pub(crate) mod eval;
+pub(crate) mod headline;
+pub(crate) mod interval;
+pub(crate) mod multiplicity;
+pub(crate) mod noise;
+pub(crate) mod paired;
+pub(crate) mod rule;
+pub(crate) mod sequential;
 
 pub use build::{finish, gate_of};
 pub use compare::compare;
-pub use confirm::ConfirmPlan;
+pub use confirm::{ConfirmPlan, two_boot_verdict};
 pub use headline::{Against, headline};
 pub use paired::{PairedError, paired_compare};
 pub use rule::{Correction, DecisionRule};
@@ -41,6 +41,10 @@ pub use sequential::{AlphaSpending, SpendingShape};
 
 /// Why a comparison could not be made at all (as opposed to cells that are not comparable).
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum StatsError {
     /// Baseline and candidate were measured under different profiles (hardware, engine, model
     /// or matrix): comparing them would measure the difference in setup, not in code.

@@ -7,7 +7,7 @@ use super::Correction;
 
 /// Adjusted p-values for `p` under `correction` (same order as the input). A hypothesis is
 /// rejected at family level `alpha` when its adjusted p-value is below `alpha`.
-pub fn adjust(p: &[f64], correction: Correction) -> Vec<f64> {
+pub(crate) fn adjust(p: &[f64], correction: Correction) -> Vec<f64> {
     match correction {
         Correction::Holm => holm(p),
         Correction::BenjaminiHochberg => benjamini_hochberg(p),
@@ -15,7 +15,7 @@ pub fn adjust(p: &[f64], correction: Correction) -> Vec<f64> {
 }
 
 /// Holm's step-down adjustment: controls the family-wise error rate under any dependence.
-pub fn holm(p: &[f64]) -> Vec<f64> {
+pub(crate) fn holm(p: &[f64]) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
@@ -31,7 +31,7 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
 
 /// Benjamini–Hochberg step-up adjustment: controls the false discovery rate (independent or
 /// positively dependent tests).
-pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+pub(crate) fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
@@ -49,7 +49,7 @@ pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
 /// family `gating[i]` (the gating metrics form one family, the reported-only metrics another,
 /// so a noisy latency metric cannot dilute the throughput tests), and the worse- and
 /// better-direction p-values are adjusted separately. Returns `(worse, better)` adjusted.
-pub fn adjust_by_family(
+pub(crate) fn adjust_by_family(
     gating: &[bool],
     p_worse: &[f64],
     p_better: &[f64],

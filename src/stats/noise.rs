@@ -12,7 +12,7 @@
 /// Log values of one metric: rows are baseline runs (oldest → newest), columns are cells;
 /// `NaN` marks a missing entry (cell not measured, not `ok`, or metric absent in that run).
 #[derive(Clone, Debug, PartialEq)]
-pub struct LogTable {
+pub(crate) struct LogTable {
     pub runs: usize,
     pub cells: usize,
     /// Row-major values, `runs * cells` long.
@@ -21,7 +21,7 @@ pub struct LogTable {
 
 impl LogTable {
     /// An all-missing table.
-    pub fn new(runs: usize, cells: usize) -> Self {
+    pub(crate) fn new(runs: usize, cells: usize) -> Self {
         LogTable {
             runs,
             cells,
@@ -30,12 +30,12 @@ impl LogTable {
     }
 
     /// Entry of run `r`, cell `c` (`NaN` when missing).
-    pub fn get(&self, r: usize, c: usize) -> f64 {
+    pub(crate) fn get(&self, r: usize, c: usize) -> f64 {
         self.values[r * self.cells + c]
     }
 
     /// Sets entry of run `r`, cell `c`.
-    pub fn set(&mut self, r: usize, c: usize, v: f64) {
+    pub(crate) fn set(&mut self, r: usize, c: usize, v: f64) {
         self.values[r * self.cells + c] = v;
     }
 }
@@ -55,7 +55,7 @@ pub struct NoiseSettings {
 
 /// The fitted decomposition and the noise estimates of one metric.
 #[derive(Clone, Debug, PartialEq)]
-pub struct NoiseModel {
+pub(crate) struct NoiseModel {
     /// Robust centre of each cell (log), with run effects removed.
     pub cell_center: Vec<f64>,
     /// Run effect of each run (log); `NaN` for a run without data.
@@ -78,13 +78,13 @@ pub struct NoiseModel {
 
 impl NoiseModel {
     /// Whether entry (r, c) is used.
-    pub fn is_kept(&self, r: usize, c: usize) -> bool {
+    pub(crate) fn is_kept(&self, r: usize, c: usize) -> bool {
         self.kept[r * self.cell_center.len() + c]
     }
 }
 
 /// Mean after dropping the lowest and highest 20% (none when fewer than 5 values). Sorts `v`.
-pub fn trimmed_mean(v: &mut [f64]) -> f64 {
+pub(crate) fn trimmed_mean(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -95,7 +95,7 @@ pub fn trimmed_mean(v: &mut [f64]) -> f64 {
 }
 
 /// Median (via statrs). `NaN` for an empty slice.
-pub fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     use statrs::statistics::{Data, OrderStatistics};
     if v.is_empty() {
         return f64::NAN;
@@ -168,7 +168,7 @@ fn fit_effects(t: &LogTable, use_entry: &[bool]) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// Fits the decomposition and the noise of one metric's history.
-pub fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
+pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
     let (nr, nc) = (t.runs, t.cells);
     let mut kept: Vec<bool> = t.values.iter().map(|v| v.is_finite()).collect();
     let (_, first_effect) = fit_effects(t, &kept);

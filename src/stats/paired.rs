@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use crate::results::{CellStatus, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellVerdict, ComparisonReport, Direction, Metric, MetricComparison,
-    signed_percent,
+    BaselineSummary, CellVerdict, ComparisonReport, DecidedChange, DecisionBasis, Direction,
+    Metric, MetricComparison, signed_percent,
 };
 
 use super::DecisionRule;
@@ -26,6 +26,10 @@ use super::multiplicity::adjust_by_family;
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum PairedError {
     /// A and B boot counts differ or are below two pairs.
     #[error(
@@ -38,7 +42,7 @@ pub enum PairedError {
 }
 
 /// The paired change of a series of per-pair log differences: mean, SE over pairs, df = n − 1.
-pub fn paired_change(diffs: &[f64]) -> LogChange {
+pub(crate) fn paired_change(diffs: &[f64]) -> LogChange {
     let n = diffs.len() as f64;
     LogChange {
         estimate: mean(diffs),
@@ -316,6 +320,14 @@ pub fn paired_compare(
             *pb,
             alpha,
         );
+        // A cell whose total change points the other way moved with the matrix: its own test
+        // alone never makes a faster cell a regression or a slower one an improvement.
+        let total_good = super::interval::signed(t.change.estimate, dir);
+        if (verdict == CellVerdict::Regression && total_good >= 0.0)
+            || (verdict == CellVerdict::Improvement && total_good <= 0.0)
+        {
+            verdict = CellVerdict::Inconclusive;
+        }
         // The per-cell test sees only what differs from the other cells; when the matrix-wide
         // test found a change, a cell the own test left undecided shows its total change
         // (a uniform −10% is −10% in every cell, never "unchanged").
@@ -329,6 +341,16 @@ pub fn paired_compare(
                 v => v,
             };
         }
+        let own_decided = t.specific.is_some()
+            && matches!(verdict, CellVerdict::Regression | CellVerdict::Improvement)
+            && significant_verdict(
+                own.margin_verdict(dir, rule.confidence, t.margin),
+                *pw,
+                *pb,
+                alpha,
+            ) == verdict;
+        let shown = if own_decided { own } else { t.change };
+        let (shown_lo, shown_hi) = shown.interval(rule.confidence);
         let (lo, hi) = t.change.interval(rule.confidence);
         let why = format!(
             "B vs A {} {} [{}, {}] over {} pairs of boots",
@@ -351,6 +373,17 @@ pub fn paired_compare(
                 p_value: t.p_worse,
                 p_adjusted: *pw,
                 verdict,
+                decided_on: Some(DecidedChange {
+                    basis: if own_decided {
+                        DecisionBasis::VsRun
+                    } else {
+                        DecisionBasis::Total
+                    },
+                    change: relative(shown.estimate),
+                    ci_low: relative(shown_lo),
+                    ci_high: relative(shown_hi),
+                    matrix_change: None,
+                }),
             },
             why,
         ));

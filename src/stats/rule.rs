@@ -66,6 +66,10 @@ pub struct DecisionRule {
     pub prior_df: f64,
     /// Robust z-score (median/MAD) beyond which a baseline run or entry is set aside as an outlier.
     pub outlier_z: f64,
+    /// Least share of the cells measured in the baseline that the candidate must measure too;
+    /// below it the gate is `unmeasured` (exit 3). 1 (default): every such cell, so an engine
+    /// that errors where it used to serve can never pass on the cells it still serves.
+    pub min_measured_share: f64,
 }
 
 impl Default for DecisionRule {
@@ -87,6 +91,7 @@ impl Default for DecisionRule {
             prior_cv: 0.03,
             prior_df: 1.0,
             outlier_z: 4.0,
+            min_measured_share: 1.0,
         }
     }
 }
@@ -126,17 +131,23 @@ impl DecisionRule {
                 self.matrix_alpha_share
             ));
         }
+        if !(self.min_measured_share > 0.0 && self.min_measured_share <= 1.0) {
+            return bad(format!(
+                "min_measured_share = {} must be in (0, 1]",
+                self.min_measured_share
+            ));
+        }
         if self.level_runs == 0 || self.noise_runs == 0 {
             return bad("level_runs and noise_runs must be at least 1".into());
         }
         Ok(())
     }
 
-    /// Whether a gate verdict fails the check (exit 1): regressions always, an inconclusive
-    /// gate only with `inconclusive_fails`.
+    /// Whether a gate verdict fails the check: regressions and unmeasured candidates always,
+    /// an inconclusive gate only with `inconclusive_fails`.
     pub fn fails(&self, gate: GateVerdict) -> bool {
         match gate {
-            GateVerdict::Regression => true,
+            GateVerdict::Regression | GateVerdict::Unmeasured => true,
             GateVerdict::Inconclusive => self.inconclusive_fails,
             GateVerdict::Pass | GateVerdict::NoBaseline => false,
         }

@@ -5,7 +5,7 @@
 //! - [`detect_hardware`]: the fingerprint part of the profile key (GPU model and count, driver);
 //! - [`nvml::NvmlSampler`]: samples GPU counters during each cell's steady-state window.
 
-pub mod nvml;
+pub(crate) mod nvml;
 mod summary;
 
 use crate::results::{CellTelemetry, HardwareFingerprint};

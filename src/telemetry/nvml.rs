@@ -24,6 +24,7 @@ use crate::results::{CellTelemetry, TelemetrySummary};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
 pub struct NvmlUnavailable {
+    /// Why, in words.
     pub reason: String,
 }
 
@@ -49,7 +50,7 @@ fn init() -> Result<Nvml, NvmlUnavailable> {
 
 /// What NVML says about the machine as a whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct GpuInventory {
+pub(crate) struct GpuInventory {
     /// Device names in index order.
     pub names: Vec<String>,
     pub driver_version: Option<String>,
@@ -60,7 +61,7 @@ pub struct GpuInventory {
 
 /// Per-device facts for `doctor`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct GpuDetails {
+pub(crate) struct GpuDetails {
     pub index: u32,
     pub name: Option<String>,
     pub uuid: Option<String>,
@@ -105,12 +106,12 @@ fn inventory_of(nvml: &Nvml) -> Result<GpuInventory, NvmlUnavailable> {
 }
 
 /// The GPUs NVML sees (empty `names` on a machine whose driver reports no device).
-pub fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
+pub(crate) fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
     inventory_of(&init()?)
 }
 
 /// The inventory plus per-device details (PCIe link, memory, power limit) for `doctor`.
-pub fn gpu_details() -> Result<(GpuInventory, Vec<GpuDetails>), NvmlUnavailable> {
+pub(crate) fn gpu_details() -> Result<(GpuInventory, Vec<GpuDetails>), NvmlUnavailable> {
     let nvml = init()?;
     let inv = inventory_of(&nvml)?;
     let mut out = Vec::new();

@@ -26,6 +26,7 @@ pub struct GpuSample {
     pub vram_used_mib: Option<f64>,
     /// PCIe receive / transmit across devices, KiB/s.
     pub pcie_rx_kib_s: Option<f64>,
+    /// PCIe transmit across devices, KiB/s.
     pub pcie_tx_kib_s: Option<f64>,
     /// Throttle reasons active at this instant (`sw_power_cap`, ...), idle excluded.
     pub throttle_reasons: Vec<String>,

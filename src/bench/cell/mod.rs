@@ -25,7 +25,7 @@ use super::EventLog;
 use super::client::EngineClient;
 use super::counter::{self, EdgeReading};
 use super::metrics::MetricsDialect;
-pub use super::metrics::scrape;
+pub(crate) use super::metrics::scrape;
 use super::prompt::ContextPrompt;
 use super::stats;
 use crate::results::{
@@ -42,7 +42,7 @@ use window::{WindowLoad, poll_until};
 
 /// Everything one cell needs to know.
 #[derive(Clone)]
-pub struct CellSpec {
+pub(crate) struct CellSpec {
     pub concurrency: u32,
     pub context_tokens: u64,
     pub prompt: ContextPrompt,
@@ -55,7 +55,7 @@ pub struct CellSpec {
 }
 
 /// One sustained-decode cell run against an engine.
-pub struct SustainedDecodeCell<'a> {
+pub(crate) struct SustainedDecodeCell<'a> {
     pub spec: CellSpec,
     pub client: &'a EngineClient,
     pub dialect: Option<MetricsDialect>,
@@ -95,7 +95,7 @@ impl SustainedDecodeCell<'_> {
     }
 
     /// Measures the cell. Never fails: every problem becomes a status and a reason.
-    pub async fn run(self, cancel: &CancellationToken) -> CellResult {
+    pub(crate) async fn run(self, cancel: &CancellationToken) -> CellResult {
         let c = self.spec.concurrency;
         let ctx = self.spec.context_tokens;
         self.emit(

@@ -13,11 +13,11 @@ use super::retry::{ApiError, RetryPolicy, with_retry};
 use crate::verdict::ComparisonReport;
 
 /// GitHub's cap on annotations per create/update request.
-pub const ANNOTATIONS_PER_REQUEST: usize = 50;
+pub(crate) const ANNOTATIONS_PER_REQUEST: usize = 50;
 
 /// One check-run annotation (GitHub's fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Annotation {
+pub(crate) struct Annotation {
     /// Repository-relative path, `/`-separated.
     pub path: String,
     pub start_line: u32,
@@ -31,7 +31,7 @@ pub struct Annotation {
 
 /// `output` of a check run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CheckOutput {
+pub(crate) struct CheckOutput {
     pub title: String,
     pub summary: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -42,7 +42,7 @@ pub struct CheckOutput {
 
 /// Body of a create or update request.
 #[derive(Debug, Clone, Serialize)]
-pub struct CheckRunRequest {
+pub(crate) struct CheckRunRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,7 +114,7 @@ impl CheckOwner {
 
 /// A check run as `GET .../commits/{ref}/check-runs` lists it.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ListedCheckRun {
+pub(crate) struct ListedCheckRun {
     pub id: u64,
     pub name: String,
     pub status: String,
@@ -140,7 +140,7 @@ struct CheckRunCreated {
 }
 
 /// Annotation path: repository-relative (`GITHUB_WORKSPACE` stripped), `/`-separated, no `.`.
-pub fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
+pub(crate) fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
     let rel = match workspace {
         Some(ws) if path.is_absolute() => path.strip_prefix(ws).unwrap_or(path),
         _ => path,
@@ -157,7 +157,7 @@ pub fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
 
 /// One `failure` annotation per regressed or capacity-regressed cell, all pointing at the line
 /// that defines the suite's matrix.
-pub fn annotations(report: &ComparisonReport, path: &str, line: u32) -> Vec<Annotation> {
+pub(crate) fn annotations(report: &ComparisonReport, path: &str, line: u32) -> Vec<Annotation> {
     let line = line.max(1);
     report
         .regressions()
@@ -173,7 +173,7 @@ pub fn annotations(report: &ComparisonReport, path: &str, line: u32) -> Vec<Anno
 }
 
 /// Creates a check run; returns its id.
-pub async fn create(
+pub(crate) async fn create(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -190,7 +190,7 @@ pub async fn create(
 }
 
 /// Updates a check run.
-pub async fn update(
+pub(crate) async fn update(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -208,7 +208,7 @@ pub async fn update(
 }
 
 /// The `in_progress` check runs on commit `sha` (every page).
-pub async fn list_in_progress(
+pub(crate) async fn list_in_progress(
     client: &Octocrab,
     owner: &str,
     repo: &str,

@@ -17,7 +17,7 @@ use super::retry::{ApiError, RetryPolicy, with_retry};
 
 /// The fields of an issue comment we read.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ExistingComment {
+pub(crate) struct ExistingComment {
     pub id: u64,
     #[serde(default)]
     pub body: Option<String>,
@@ -27,13 +27,13 @@ pub struct ExistingComment {
 
 /// A comment's author.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Author {
+pub(crate) struct Author {
     pub login: String,
 }
 
 impl ExistingComment {
     /// Whether `login` wrote it (GitHub logins compare case-insensitively).
-    pub fn written_by(&self, login: &str) -> bool {
+    pub(crate) fn written_by(&self, login: &str) -> bool {
         self.user
             .as_ref()
             .is_some_and(|u| u.login.eq_ignore_ascii_case(login))
@@ -65,7 +65,7 @@ struct Viewer {
 
 /// The login the token acts as (`POST {graphql}` with `query { viewer { login } }`); `client`
 /// is based at the GraphQL endpoint's parent, `route` is its last segment.
-pub async fn own_login(
+pub(crate) async fn own_login(
     client: &Octocrab,
     route: &str,
     retry: &RetryPolicy,
@@ -108,7 +108,7 @@ const MAX_PAGES: u32 = 50;
 
 /// Every comment carrying `marker`, whoever wrote it, following the `Link: rel="next"` pages
 /// (the caller keeps only its own: [`ExistingComment::written_by`]).
-pub async fn find_marked(
+pub(crate) async fn find_marked(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -147,7 +147,7 @@ pub async fn find_marked(
 }
 
 /// Creates a comment on the PR.
-pub async fn create(
+pub(crate) async fn create(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -166,7 +166,7 @@ pub async fn create(
 }
 
 /// Replaces the body of an existing comment.
-pub async fn update(
+pub(crate) async fn update(
     client: &Octocrab,
     owner: &str,
     repo: &str,

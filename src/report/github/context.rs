@@ -12,9 +12,9 @@ use serde::Deserialize;
 
 /// Default REST endpoint of github.com; GitHub Enterprise Server sets `GITHUB_API_URL`
 /// (`https://HOST/api/v3`).
-pub const DEFAULT_API_URL: &str = "https://api.github.com";
+pub(crate) const DEFAULT_API_URL: &str = "https://api.github.com";
 /// Default web host, for links to workflow runs.
-pub const DEFAULT_SERVER_URL: &str = "https://github.com";
+pub(crate) const DEFAULT_SERVER_URL: &str = "https://github.com";
 
 /// An API token that never prints itself (`Debug` and `Display` show `***`).
 #[derive(Clone, PartialEq, Eq)]
@@ -72,6 +72,9 @@ pub struct GithubContext {
     pub pr_lookup: Option<PrLookup>,
     /// GraphQL endpoint (`GITHUB_GRAPHQL_URL`), for the token's own login.
     pub graphql_url: String,
+    /// Where the trend report is (`INFERGATE_TREND_REPORT_URL`, else
+    /// `INFERGATE_TREND_REPORT_ARTIFACT`), linked from the job summary, check and comment.
+    pub trend_report: Option<super::render::TrendReport>,
     /// `GITHUB_EVENT_NAME` (`pull_request`, `workflow_run`, `push`, ...).
     pub event_name: Option<String>,
     /// Link to this workflow run (`GITHUB_SERVER_URL/GITHUB_REPOSITORY/actions/runs/GITHUB_RUN_ID`).
@@ -217,6 +220,22 @@ impl GithubContext {
         let graphql_url = get("GITHUB_GRAPHQL_URL")
             .map(|u| u.trim_end_matches('/').to_string())
             .unwrap_or_else(|| graphql_url_for(&api_url));
+        let trend_report = match get("INFERGATE_TREND_REPORT_URL") {
+            Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
+                Some(super::render::TrendReport::Url(u.trim().to_string()))
+            }
+            Some(u) => {
+                warnings.push(format!(
+                    "INFERGATE_TREND_REPORT_URL=`{u}` is not an http(s) URL; not linked"
+                ));
+                None
+            }
+            None => None,
+        }
+        .or_else(|| {
+            get("INFERGATE_TREND_REPORT_ARTIFACT")
+                .map(|a| super::render::TrendReport::Artifact(a.trim().to_string()))
+        });
         let token = get("INFERGATE_GITHUB_TOKEN")
             .and_then(Token::new)
             .or_else(|| get("GITHUB_TOKEN").and_then(Token::new));
@@ -229,6 +248,7 @@ impl GithubContext {
             pr_number: target.pr_number,
             pr_lookup: target.pr_lookup,
             graphql_url,
+            trend_report,
             event_name: get("GITHUB_EVENT_NAME"),
             run_url,
             workspace: get("GITHUB_WORKSPACE").map(PathBuf::from),
@@ -343,7 +363,7 @@ impl EventPayload {
 
 /// The GraphQL endpoint next to a REST base: `https://api.github.com/graphql`, or on GitHub
 /// Enterprise Server `https://HOST/api/graphql` for `https://HOST/api/v3`.
-pub fn graphql_url_for(api_url: &str) -> String {
+pub(crate) fn graphql_url_for(api_url: &str) -> String {
     let base = api_url.trim_end_matches('/');
     match base.strip_suffix("/api/v3") {
         Some(host) => format!("{host}/api/graphql"),

@@ -6,12 +6,13 @@
 //! parts that need no token (job summary, outputs, workflow commands) are written first, so a
 //! fork PR with a read-only token still shows the verdict.
 
-pub mod checks;
-pub mod comment;
-pub mod context;
-pub mod pulls;
+pub(crate) mod alerts;
+pub(crate) mod checks;
+pub(crate) mod comment;
+pub(crate) mod context;
+pub(crate) mod pulls;
 pub mod render;
-pub mod retry;
+pub(crate) mod retry;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ pub fn check_name(profile_key: &str, suite: &str) -> String {
 /// What to publish at the end of a run.
 #[derive(Debug, Clone)]
 pub struct PublishInput<'a> {
+    /// The candidate's results.
     pub results: &'a RunResults,
     /// `None` = no baseline yet, or the gate errored before comparing.
     pub verdict: Option<&'a ComparisonReport>,
@@ -444,6 +446,7 @@ impl GithubReporter {
             run_url: self.ctx.run_url.clone(),
             artifact_url: input.artifact_url.clone(),
             head_sha: self.ctx.head_sha.clone(),
+            trend_report: self.ctx.trend_report.clone(),
         };
         out.merge(self.write_local(name, input, &outcome, &links));
         if self.client.is_some() {

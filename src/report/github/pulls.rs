@@ -13,7 +13,7 @@ use super::retry::{ApiError, RetryPolicy, with_retry};
 
 /// The fields of a pull request we read.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PullRequest {
+pub(crate) struct PullRequest {
     pub number: u64,
     pub head: PullHead,
     #[serde(default)]
@@ -22,7 +22,7 @@ pub struct PullRequest {
 
 /// `head` of a pull request.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PullHead {
+pub(crate) struct PullHead {
     pub sha: String,
 }
 
@@ -35,7 +35,7 @@ struct ListParams<'a> {
 
 /// What the look-up found.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Resolved {
+pub(crate) enum Resolved {
     /// The PR whose head is the commit.
     Pr(u64),
     /// No PR to comment on, and why (for people).
@@ -43,7 +43,7 @@ pub enum Resolved {
 }
 
 /// The open PR from `lookup`'s head whose head SHA is `head_sha`.
-pub async fn find_by_head(
+pub(crate) async fn find_by_head(
     client: &Octocrab,
     owner: &str,
     repo: &str,
@@ -78,7 +78,7 @@ pub async fn find_by_head(
 }
 
 /// PR `number`, kept only when its head SHA is `head_sha`.
-pub async fn check_number(
+pub(crate) async fn check_number(
     client: &Octocrab,
     owner: &str,
     repo: &str,

@@ -31,7 +31,9 @@ fn icon(c: Conclusion) -> &'static str {
 /// What a finished gate amounts to, before any text is made of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome<'a> {
+    /// The candidate's results.
     pub results: &'a RunResults,
+    /// The comparison; `None` = no baseline, or the gate failed before comparing.
     pub verdict: Option<&'a ComparisonReport>,
     /// The gate errored with this reason.
     pub failure: Option<&'a str>,
@@ -90,7 +92,7 @@ pub use crate::stats::headline::cell_label;
 /// [`signed_percent`]).
 pub use crate::verdict::signed_percent as percent;
 
-fn metric_name(m: Metric) -> &'static str {
+pub(crate) fn metric_name(m: Metric) -> &'static str {
     match m {
         Metric::AggregateTps => "aggregate tok/s",
         Metric::PerUserTps => "per-user tok/s",
@@ -115,6 +117,16 @@ fn number(v: f64) -> String {
     }
 }
 
+/// The change a metric's verdict stands on, with what it is when not the total:
+/// `−12.0% vs the rest of its run`, `−55.8% with the matrix: −60.0%`.
+fn decided_percent(m: &crate::verdict::MetricComparison) -> String {
+    let d = m.shown_change();
+    match d.basis {
+        crate::verdict::DecisionBasis::Total => percent(d.change),
+        _ => format!("{} {}", percent(d.change), d.label()),
+    }
+}
+
 /// The metric comparisons that made a cell regress (the primary one when none is marked).
 fn regressed_metrics(cell: &CellComparison) -> Vec<&crate::verdict::MetricComparison> {
     let marked: Vec<_> = cell
@@ -134,12 +146,13 @@ pub fn cell_title(cell: &CellComparison) -> String {
     let label = cell_label(cell.concurrency, cell.context_tokens);
     match cell.verdict {
         CellVerdict::CapacityRegression => format!("{label}: capacity regression"),
+        CellVerdict::ErrorRegression => format!("{label}: error regression"),
         CellVerdict::Inconclusive => format!("{label}: inconclusive"),
         _ => match regressed_metrics(cell).first() {
             Some(m) if m.metric == Metric::AggregateTps => {
-                format!("{label}: {}", percent(m.change))
+                format!("{label}: {}", decided_percent(m))
             }
-            Some(m) => format!("{label}: {} {}", metric_name(m.metric), percent(m.change)),
+            Some(m) => format!("{label}: {} {}", metric_name(m.metric), decided_percent(m)),
             None => format!("{label}: {}", cell.verdict.as_str()),
         },
     }
@@ -165,15 +178,25 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
         regressed_metrics(cell)
     };
     for m in metrics {
+        let d = m.shown_change();
+        let figure = if d.basis == crate::verdict::DecisionBasis::Total {
+            percent(d.change)
+        } else {
+            format!(
+                "total {}; decided on {} {}",
+                percent(m.change),
+                percent(d.change),
+                d.label()
+            )
+        };
         parts.push(format!(
-            "{} {} → {} ({}; {:.0}% interval {} to {}; margin ±{:.1}%)",
+            "{} {} → {} ({figure}; {:.0}% interval {} to {}; margin ±{:.1}%)",
             metric_name(m.metric),
             number(m.baseline),
             number(m.candidate),
-            percent(m.change),
             confidence * 100.0,
-            percent(m.ci_low),
-            percent(m.ci_high),
+            percent(d.ci_low),
+            percent(d.ci_high),
             m.margin * 100.0
         ));
     }
@@ -186,10 +209,24 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
 /// Links shown under reports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Links {
+    /// The workflow run's page.
     pub run_url: Option<String>,
+    /// Where the run's artifact (results, verdict, logs) can be downloaded.
     pub artifact_url: Option<String>,
     /// Commit the report is about (PR head).
     pub head_sha: Option<String>,
+    /// The HTML trend report of the baseline history (`infergate changes --format html`).
+    pub trend_report: Option<TrendReport>,
+}
+
+/// Where the trend report can be read: a URL, or the name of the artifact holding `trend.html`
+/// (an artifact's URL is known only after it is uploaded, often by another job).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrendReport {
+    /// Where the report is published.
+    Url(String),
+    /// The name of the artifact that holds `trend.html`.
+    Artifact(String),
 }
 
 impl Links {
@@ -203,6 +240,14 @@ impl Links {
         }
         if let Some(u) = &self.artifact_url {
             parts.push(format!("[results artifact]({})", link_target(u)));
+        }
+        match &self.trend_report {
+            Some(TrendReport::Url(u)) => parts.push(format!("[trend report]({})", link_target(u))),
+            Some(TrendReport::Artifact(name)) => parts.push(format!(
+                "trend report: `trend.html` in the `{}` artifact",
+                escape_code(name)
+            )),
+            None => {}
         }
         parts.join(" · ")
     }
@@ -394,7 +439,7 @@ fn matrix_markdown(outcome: &Outcome<'_>) -> String {
         None => {
             if outcome.failure.is_none() {
                 out.push_str(
-                    "No baseline yet for this profile and suite: this run was measured but not compared.\n\n",
+                    "**No baseline yet** for this profile and suite: the store holds no runs of them, so this run was measured but not compared (the gate passes). Record one with `infergate run --update-baseline` on the main branch or `infergate baseline add`.\n\n",
                 );
             }
             out.push_str(&results_markdown(outcome.results));
@@ -518,6 +563,13 @@ pub fn confirmation_markdown(verdict: &ComparisonReport) -> String {
     let Some(c) = &verdict.confirmation else {
         return String::new();
     };
+    if !c.used {
+        return format!(
+            "#### Confirmation boot\n\nNot used: {}. The verdict is the first boot's alone, as `run` would have given it (`{}` was not compared).\n\n",
+            escape(&c.reason),
+            escape_code(&c.second_results)
+        );
+    }
     let mut out = String::from("#### Confirmation boot\n\n");
     out.push_str(&format!(
         "**Why:** {}. The engine was booted a second time and the whole matrix measured again (`{}`); the verdict tests both boots together, with the matrix test's alpha split between the two stages so the false-alarm rate stays at the rule's alpha.\n\n",

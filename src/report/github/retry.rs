@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use super::context::Token;
 
 /// Default budget for all GitHub reporting of one command.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
 /// Default total time-out of one request.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The time left for reporting: a budget that every API call (and every wait between tries)
 /// spends from. Clones share the budget. The clock starts at the first call, so a reporter made
@@ -151,12 +151,17 @@ impl RetryPolicy {
 
 /// A failed GitHub API call, with the token already scrubbed from every string.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
 pub enum ApiError {
     /// GitHub answered with an error status.
     #[error("{what}: HTTP {status}: {message}")]
     Status {
         /// What was being done ("create check run").
         what: String,
+        /// The HTTP status.
         status: u16,
         /// GitHub's `message`, summarised to one line.
         message: String,
@@ -222,7 +227,7 @@ impl ApiError {
 }
 
 /// Replaces every occurrence of the token with `***`.
-pub fn scrub(text: &str, token: Option<&Token>) -> String {
+pub(crate) fn scrub(text: &str, token: Option<&Token>) -> String {
     match token {
         Some(t) if !t.expose().is_empty() => text.replace(t.expose(), "***"),
         _ => text.to_string(),
@@ -235,7 +240,7 @@ const SUMMARY_CHARS: usize = 200;
 /// One line for people out of an error body: an HTML page (a proxy's 502) becomes its
 /// `<title>` (else its text without tags), whitespace collapses, and the result is cut at 200
 /// characters.
-pub fn summarise(body: &str) -> String {
+pub(crate) fn summarise(body: &str) -> String {
     let lower = body.to_ascii_lowercase();
     let looks_html =
         lower.contains("<html") || lower.contains("<!doctype") || lower.contains("<body");
@@ -299,7 +304,7 @@ fn requested_wait(headers: &http::HeaderMap, now_epoch_s: u64) -> Option<Duratio
 }
 
 /// Turns an octocrab error into an [`ApiError`] naming `what` was attempted.
-pub fn classify(what: &str, err: &octocrab::Error, token: Option<&Token>) -> ApiError {
+pub(crate) fn classify(what: &str, err: &octocrab::Error, token: Option<&Token>) -> ApiError {
     match err {
         octocrab::Error::GitHub { source, .. } => {
             let now = std::time::SystemTime::now()
@@ -342,7 +347,7 @@ fn secs(d: Duration) -> String {
 /// deadline is reached. Each try is bounded by the request time-out (and the time left); the
 /// waits GitHub asks for are honoured when they fit before the deadline. Returns the last
 /// error, classified, scrubbed and summarised.
-pub async fn with_retry<T, F, Fut>(
+pub(crate) async fn with_retry<T, F, Fut>(
     policy: &RetryPolicy,
     what: &str,
     token: Option<&Token>,
