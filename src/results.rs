@@ -327,7 +327,10 @@ pub struct CellTiming {
     pub unique_context_percent: f64,
     /// Number of sub-windows the steady-state window is split into (throughput samples per cell).
     pub sub_windows: u32,
-    /// Readiness must hold this long before warm-up starts, seconds.
+    /// Without engine gauges (running / waiting), readiness must hold this long, seconds; with
+    /// them, three consecutive agreeing polls (every `ready_stable_s / 5`, 50–250 ms) confirm
+    /// it. Either way the warm-up counts from the moment all streams were admitted, so the
+    /// confirmation overlaps it.
     #[serde(default = "default_ready_stable_s")]
     pub ready_stable_s: f64,
     /// Admission stalled this long (running < C, waiting > 0) → `capacity_limited`, seconds.

@@ -447,7 +447,11 @@ impl BenchSession {
     }
 
     /// After a cell, waits (at most 10 s) until the engine has let go of the cell's requests,
-    /// so the next cell starts from an idle engine.
+    /// so the next cell starts from an idle engine. Polled every 25 ms, so it ends as soon as
+    /// the engine is idle (an engine that aborts on disconnect is idle within a step or two).
+    /// The next cell's streams are not started earlier, overlapping the drain: its prefill
+    /// would then share the engine with requests still running, and the engine's gauges
+    /// would count both while readiness reads them.
     async fn drain(&self, cancel: &CancellationToken) {
         if self.dialect.is_none() {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -462,7 +466,7 @@ impl BenchSession {
                     return;
                 }
                 None => return,
-                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+                _ => tokio::time::sleep(Duration::from_millis(25)).await,
             }
         }
         // A cancelled run stops waiting at once; the engine was not given its 10 s.

@@ -49,7 +49,8 @@ pub struct BenchArgs {
     /// Engine family for the profile key (default: detected from /metrics).
     #[arg(long)]
     pub engine: Option<String>,
-    /// Readiness must hold this long before warm-up.
+    /// Without engine metrics, readiness must hold this long (with them, 3 agreeing polls);
+    /// the warm-up counts from when all streams were admitted.
     #[arg(long, default_value_t = secs(DEFAULT.ready_stable_s))]
     pub ready_stable: String,
     /// Admission stalled this long → capacity_limited.

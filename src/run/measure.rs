@@ -416,7 +416,8 @@ pub(crate) async fn boot_and_measure(
                 && measured_any
             {
                 let t = &req.suite.timing;
-                let est = t.ready_stable_s + t.warmup_s + t.duration_s;
+                // the readiness confirmation overlaps the warm-up
+                let est = t.ready_stable_s.max(t.warmup_s) + t.duration_s;
                 let tx = bench_tx.clone();
                 let emit = move |e: Event| {
                     let _ = tx.send(e);

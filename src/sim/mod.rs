@@ -197,18 +197,11 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
         .local_addr()
         .map_err(|source| SimError::Bind { addr: bind, source })?;
     let cancel = CancellationToken::new();
-    let spec = opts
-        .profile
-        .spec_decode
-        .as_ref()
-        .map(|s| s.acceptance.clone())
-        .unwrap_or_default();
-    let counters = Arc::new(EngineCounters::new(spec.len()));
     let model = SpeedModel::new(&opts.profile, opts.slowdown, opts.time_scale, boot_factor);
+    let counters = Arc::new(EngineCounters::new(model.draft_acceptance.len()));
     let (engine, rx) = scheduler::channel();
     let engine_cfg = scheduler::EngineConfig {
         model: model.clone(),
-        spec_acceptance: spec,
         jitter: Jitter::new(opts.jitter_cv.unwrap_or(opts.profile.jitter_cv)),
         seed: opts.seed,
         prefix_cache: opts

@@ -32,6 +32,30 @@ pub(crate) struct SpecDecodeProfile {
     pub acceptance: Vec<f64>,
 }
 
+/// What a measured engine did in one cell of a matrix (`concurrency` streams of `context`
+/// prompt tokens), so the simulated engine can reproduce it: the batch's step time is set so
+/// the aggregate rate is `tokens_per_s`, drafts are accepted at `acceptance`, and steps are
+/// grouped into streamed chunks of `tokens_per_chunk` tokens on average. Cells between the
+/// listed ones are interpolated (see [`super::SpeedModel::step_shape`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CellCalibration {
+    /// Streams running in the batch.
+    pub concurrency: u32,
+    /// Prompt tokens per stream.
+    pub context: u64,
+    /// Aggregate output tokens per second of engine time.
+    pub tokens_per_s: f64,
+    /// Accepted / drafted tokens (vLLM's acceptance rate), 0..=1; ignored without
+    /// `spec_decode`, whose per-position acceptance it replaces in this cell.
+    #[serde(default)]
+    pub acceptance: Option<f64>,
+    /// Mean output tokens per streamed chunk (a chunk carries one or more whole engine
+    /// steps, as vLLM's output processor does under load); default one chunk per step.
+    #[serde(default)]
+    pub tokens_per_chunk: Option<f64>,
+}
+
 /// The simulated engine's configuration (see `docs/simulated-engine.md`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +94,10 @@ pub(crate) struct SimProfile {
     /// Usage reporting style.
     #[serde(default)]
     pub usage_mode: UsageMode,
+    /// Per-cell calibration from a measured run; when present it sets the step time, draft
+    /// acceptance and chunking instead of the step coefficients above.
+    #[serde(default)]
+    pub cells: Vec<CellCalibration>,
     /// Faults always active with this profile.
     #[serde(default)]
     pub faults: Vec<Fault>,
@@ -77,6 +105,22 @@ pub(crate) struct SimProfile {
 
 fn default_true() -> bool {
     true
+}
+
+fn cell(
+    concurrency: u32,
+    context: u64,
+    tokens_per_s: f64,
+    acceptance: f64,
+    tokens_per_chunk: f64,
+) -> CellCalibration {
+    CellCalibration {
+        concurrency,
+        context,
+        tokens_per_s,
+        acceptance: Some(acceptance),
+        tokens_per_chunk: Some(tokens_per_chunk),
+    }
 }
 
 const NAMES: &[&str] = &["test", "zero", "ldb-rtx5090", "ldb-rtx5090-nospec"];
@@ -106,6 +150,7 @@ impl SimProfile {
                 jitter_cv: 0.005,
                 spec_decode: None,
                 usage_mode: UsageMode::Continuous,
+                cells: Vec::new(),
                 faults: Vec::new(),
             },
             // Zero step time: the engine emits as fast as clients ingest (client benchmark).
@@ -124,6 +169,7 @@ impl SimProfile {
                 jitter_cv: 0.0,
                 spec_decode: None,
                 usage_mode: UsageMode::Continuous,
+                cells: Vec::new(),
                 faults: Vec::new(),
             },
             // Calibrated to llm-decode-bench 0.4.30, vLLM on one RTX 5090 (tests/fixtures).
@@ -144,18 +190,52 @@ impl SimProfile {
                     acceptance: vec![0.7, 0.45],
                 }),
                 usage_mode: UsageMode::Continuous,
+                // the seed's cells that were not capacity-limited: aggregate tok/s,
+                // `server_spec_accept_rate`, chunk ITL / token ITL
+                cells: vec![
+                    cell(1, 8192, 45.4, 0.314, 2.65),
+                    cell(2, 8192, 70.2, 0.564, 2.73),
+                    cell(4, 8192, 101.3, 0.701, 2.67),
+                    cell(8, 8192, 134.3, 0.639, 2.55),
+                    cell(12, 8192, 144.2, 0.517, 2.35),
+                    cell(1, 32768, 43.8, 0.750, 2.60),
+                    cell(2, 32768, 67.5, 0.667, 2.66),
+                    cell(4, 32768, 89.1, 0.537, 2.48),
+                    cell(8, 32768, 117.3, 0.491, 2.32),
+                    cell(12, 32768, 145.5, 0.503, 2.38),
+                    cell(1, 65536, 52.6, 0.472, 3.08),
+                    cell(2, 65536, 69.1, 0.628, 2.85),
+                    cell(4, 65536, 83.1, 0.521, 2.38),
+                    cell(8, 65536, 47.3, 0.264, 1.98),
+                    cell(1, 131072, 38.3, 0.453, 2.34),
+                    cell(2, 131072, 62.6, 0.625, 2.55),
+                    cell(4, 131072, 80.0, 0.519, 2.17),
+                ],
                 faults: Vec::new(),
             },
-            // The same engine without speculative decoding: 1 token per step, so the step
-            // coefficients are halved (2.015 tokens/step with spec) to keep the seed's rates.
-            "ldb-rtx5090-nospec" => SimProfile {
-                name: "ldb-rtx5090-nospec".into(),
-                base_ms: 33.6 / 2.015,
-                per_seq_ms: 11.0 / 2.015,
-                per_kv_token_us: 0.02 / 2.015,
-                spec_decode: None,
-                ..SimProfile::named("ldb-rtx5090")?
-            },
+            // The same engine without speculative decoding: 1 token per step and per chunk at
+            // the seed's rates (the cells' step times follow from 1 token per step; the
+            // fallback coefficients are divided by the 2.015 tokens/step of p = [0.7, 0.45]).
+            "ldb-rtx5090-nospec" => {
+                let spec = SimProfile::named("ldb-rtx5090")?;
+                SimProfile {
+                    name: "ldb-rtx5090-nospec".into(),
+                    base_ms: 33.6 / 2.015,
+                    per_seq_ms: 11.0 / 2.015,
+                    per_kv_token_us: 0.02 / 2.015,
+                    spec_decode: None,
+                    cells: spec
+                        .cells
+                        .iter()
+                        .map(|c| CellCalibration {
+                            acceptance: None,
+                            tokens_per_chunk: None,
+                            ..c.clone()
+                        })
+                        .collect(),
+                    ..spec
+                }
+            }
             _ => return None,
         };
         Some(p)
@@ -215,6 +295,32 @@ impl SimProfile {
         {
             return Err("field `spec_decode.acceptance` must list probabilities in 0..=1".into());
         }
+        for c in &self.cells {
+            let at = format!(
+                "field `cells` (concurrency {}, context {})",
+                c.concurrency, c.context
+            );
+            if c.concurrency == 0 || c.context == 0 {
+                return Err(format!("{at}: `concurrency` and `context` must be > 0"));
+            }
+            if !(c.tokens_per_s.is_finite() && c.tokens_per_s > 0.0) {
+                return Err(format!("{at}: `tokens_per_s` must be > 0"));
+            }
+            if let Some(a) = c.acceptance
+                && !(0.0..=1.0).contains(&a)
+            {
+                return Err(format!("{at}: `acceptance` must be in 0..=1, got {a}"));
+            }
+            if let Some(t) = c.tokens_per_chunk {
+                let draft_positions = self.spec_decode.as_ref().map_or(0, |s| s.acceptance.len());
+                let per_step = 1.0 + draft_positions as f64 * c.acceptance.unwrap_or(0.0);
+                if !(t.is_finite() && t >= per_step) {
+                    return Err(format!(
+                        "{at}: `tokens_per_chunk` must be at least the {per_step:.3} tokens one step emits (1 + draft positions x acceptance): a chunk carries whole steps, got {t}"
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -249,6 +355,27 @@ mod tests {
         let e = SimProfile::load(&bad).unwrap_err().to_string();
         assert!(e.contains("bsae_ms"), "{e}");
         assert!(e.contains("bad.toml"), "{e}");
+    }
+
+    #[test]
+    fn cell_calibration_is_validated_naming_the_cell() {
+        let mut p = SimProfile::named("ldb-rtx5090").unwrap();
+        p.cells[0].tokens_per_chunk = Some(1.2);
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("concurrency 1, context 8192"), "{e}");
+        assert!(e.contains("tokens_per_chunk"), "{e}");
+        let mut p = SimProfile::named("ldb-rtx5090").unwrap();
+        p.cells[3].acceptance = Some(1.5);
+        assert!(p.validate().unwrap_err().contains("`acceptance`"));
+        p.cells[3].acceptance = None;
+        p.cells[3].tokens_per_s = 0.0;
+        assert!(p.validate().unwrap_err().contains("`tokens_per_s`"));
+        // a profile file with cells round-trips
+        let dir = tempfile::tempdir().unwrap();
+        let p = SimProfile::named("ldb-rtx5090").unwrap();
+        let path = dir.path().join("ldb.toml");
+        std::fs::write(&path, toml::to_string(&p).unwrap()).unwrap();
+        assert_eq!(SimProfile::load(&path).unwrap(), p);
     }
 
     #[test]

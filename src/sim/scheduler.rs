@@ -9,7 +9,10 @@
 //! the long-run rate is exact even when single steps are shorter than the timer resolution:
 //! steps due within a millisecond run back to back without sleeping, and their tokens are
 //! coalesced into one event per sequence per millisecond (the zero-time profile excepted: it
-//! sends one event per step and is paced by its clients).
+//! sends one event per step and is paced by its clients). A sequence's tokens are released as
+//! one event (one SSE chunk) at its chunk boundaries: every step by default, every
+//! `tokens_per_chunk / tokens_per_step` steps on average with a calibrated cell
+//! ([`ChunkClock`]), always at its first token and at its end.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::EngineCounters;
 use super::prefix_cache::{BLOCK_TOKENS, PrefixCache};
-use super::speed_model::{Jitter, SpeedModel, spec_step};
+use super::speed_model::{ChunkClock, Jitter, SpeedModel, spec_step};
 
 /// Capacity of a sequence's event channel; a slow client in a timed profile overflows into
 /// an unbounded backlog (the engine never waits), in the zero profile it paces the engine.
@@ -99,10 +102,8 @@ impl EngineHandle {
 /// Everything the engine task needs.
 #[derive(Debug)]
 pub(crate) struct EngineConfig {
-    /// Step and prefill costs, KV budget.
+    /// Step and prefill costs, KV budget, draft acceptance and chunking.
     pub model: SpeedModel,
-    /// Per-position draft acceptance probabilities; empty = no speculative decoding.
-    pub spec_acceptance: Vec<f64>,
     /// Per-step jitter.
     pub jitter: Jitter,
     /// Seed of jitter and draft acceptance draws.
@@ -125,6 +126,10 @@ struct Seq {
     pending: u64,
     reservation: u64,
     fresh: bool,
+    /// Where the stream's chunk boundaries fall.
+    chunk_clock: ChunkClock,
+    /// A chunk boundary passed while catching up: release before the next sleep.
+    chunk_due: bool,
     events: mpsc::Sender<StepEvent>,
     backlog: VecDeque<StepEvent>,
     closed: bool,
@@ -151,6 +156,7 @@ impl Seq {
 
     /// Sends the tokens generated since the last release as one event.
     fn release(&mut self, finish: Option<FinishReason>) {
+        self.chunk_due = false;
         if self.pending > 0 && !self.closed {
             self.backlog.push_back(StepEvent {
                 tokens: self.pending,
@@ -179,7 +185,7 @@ pub(crate) async fn run_engine(
     let zero_time = model.is_zero_time();
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut prefix_cache = cfg.prefix_cache;
-    let mut uniforms = vec![0.0f64; cfg.spec_acceptance.len()];
+    let mut uniforms = vec![0.0f64; model.draft_acceptance.len()];
     let mut queue: VecDeque<Queued> = VecDeque::new();
     let mut running: Vec<Seq> = Vec::new();
     let mut reserved: u64 = 0;
@@ -234,6 +240,8 @@ pub(crate) async fn run_engine(
                 pending: 0,
                 reservation: q.reservation,
                 fresh: true,
+                chunk_clock: ChunkClock::default(),
+                chunk_due: false,
                 events: q.req.events,
                 backlog: VecDeque::new(),
                 closed: false,
@@ -269,15 +277,18 @@ pub(crate) async fn run_engine(
 
         // 3. cost of this step
         let resident: u64 = running.iter().map(|s| s.prompt_tokens + s.generated).sum();
-        let step = model.step_time(running.len(), resident) * cfg.jitter.sample(&mut rng)
-            + model.prefill_time(prefill_tokens);
+        let mean_context =
+            running.iter().map(|s| s.prompt_tokens).sum::<u64>() / running.len() as u64;
+        let shape = model.step_shape(running.len(), resident, mean_context);
+        let step =
+            shape.step_time * cfg.jitter.sample(&mut rng) + model.prefill_time(prefill_tokens);
         deadline += Duration::from_secs_f64(step.max(0.0));
         let now = Instant::now();
         // steps due within a millisecond run back to back ("catching up"); their tokens are
         // coalesced per sequence and released at least every millisecond and before any sleep
         let catching_up = deadline <= now + Duration::from_millis(1);
         if !catching_up {
-            for seq in running.iter_mut() {
+            for seq in running.iter_mut().filter(|s| s.chunk_due) {
                 seq.release(None);
             }
             last_release = now;
@@ -326,14 +337,16 @@ pub(crate) async fn run_engine(
                 continue;
             }
             let remaining = seq.target - seq.generated;
-            let tokens = if seq.fresh || cfg.spec_acceptance.is_empty() {
+            // the first token (from prefill) is a chunk of its own
+            let first = seq.fresh;
+            let tokens = if seq.fresh || shape.acceptance.is_empty() {
                 seq.fresh = false;
                 1
             } else {
                 for u in uniforms.iter_mut() {
                     *u = rng.random::<f64>();
                 }
-                let s = spec_step(&cfg.spec_acceptance, &uniforms, remaining);
+                let s = spec_step(&shape.acceptance, &uniforms, remaining);
                 counters.spec_drafts.fetch_add(1, Ordering::Relaxed);
                 counters
                     .spec_draft_tokens
@@ -361,8 +374,11 @@ pub(crate) async fn run_engine(
             counters
                 .generation_tokens
                 .fetch_add(tokens, Ordering::Relaxed);
-            if finish.is_some() || !catching_up || zero_time {
+            let chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
+            if finish.is_some() || zero_time || (chunk_ends && !catching_up) {
                 seq.release(finish);
+            } else if chunk_ends {
+                seq.chunk_due = true;
             }
         }
 
@@ -401,7 +417,7 @@ pub(crate) async fn run_engine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::profile::SimProfile;
+    use crate::sim::profile::{SimProfile, SpecDecodeProfile};
 
     fn engine(
         budget: u64,
@@ -409,11 +425,13 @@ mod tests {
     ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
         let mut p = SimProfile::named("test").unwrap();
         p.kv_budget_tokens = budget;
+        p.spec_decode = (!spec.is_empty()).then(|| SpecDecodeProfile {
+            acceptance: spec.clone(),
+        });
         let cfg = EngineConfig {
             model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
             jitter: Jitter::new(0.0),
             seed: 1,
-            spec_acceptance: spec.clone(),
             prefix_cache: None,
         };
         let counters = Arc::new(EngineCounters::new(spec.len()));

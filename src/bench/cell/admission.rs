@@ -1,6 +1,7 @@
 //! Admission: the readiness phase of a cell. Waits until the engine really runs every stream
-//! (stable for `ready_stable_s`), declares the cell capacity-limited as soon as admission
-//! stalls, or fails on errors and time-out.
+//! (confirmed by [`STEADY_POLLS`] consecutive polls of the engine's gauges, or stable for
+//! `ready_stable_s` when the engine has no metrics), declares the cell capacity-limited as
+//! soon as admission stalls, or fails on errors and time-out.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -11,24 +12,42 @@ use super::accounting::CellShared;
 use super::{SustainedDecodeCell, fmt_n};
 use crate::bench::metrics::scrape;
 
+/// Consecutive polls on which the engine's own gauges (running == C, empty queue) and the
+/// streams (all producing) agree that make a cell ready: the engine's view is direct
+/// evidence, so it needs no fixed stable period. Without gauges, `ready_stable_s` of
+/// agreement from the streams alone is required.
+pub(super) const STEADY_POLLS: u32 = 3;
+
 /// How the readiness phase ended.
 pub(super) enum Admission {
-    Ready { detail: String },
-    CapacityLimited { reason: String },
-    Failed { reason: String },
+    /// Every stream runs. `admitted_at`: since when, without interruption (the warm-up counts
+    /// from there, overlapping the confirmation).
+    Ready {
+        detail: String,
+        admitted_at: Instant,
+    },
+    CapacityLimited {
+        reason: String,
+    },
+    Failed {
+        reason: String,
+    },
     Cancelled,
 }
 
 impl SustainedDecodeCell<'_> {
     /// Readiness: waits until every stream produces and the engine runs all of them with an
-    /// empty queue, stable for `ready_stable_s`; or declares the cell capacity-limited as soon
-    /// as admission stalls; or fails on errors / time-out.
+    /// empty queue, on [`STEADY_POLLS`] consecutive polls (without engine gauges: for
+    /// `ready_stable_s`); or declares the cell capacity-limited as soon as admission stalls;
+    /// or fails on errors / time-out. Polls every `ready_stable_s / 5` (50–250 ms).
     pub(super) async fn admit(&self, shared: &CellShared, cancel: &CancellationToken) -> Admission {
         let c = self.spec.concurrency;
         let cf = f64::from(c);
         let start = Instant::now();
-        let poll = Duration::from_millis(250);
+        let poll =
+            Duration::from_secs_f64((self.spec.timing.ready_stable_s / 5.0).clamp(0.05, 0.25));
         let mut ready_since: Option<Instant> = None;
+        let mut agreeing_polls = 0u32;
         let mut last_progress = start;
         let mut best_running = -1.0f64;
         let mut best_produced = 0u32;
@@ -78,10 +97,17 @@ impl SustainedDecodeCell<'_> {
                 (Some(r), None) => r + tol + 0.5 >= cf,
                 _ => true,
             };
+            let gauges = running.is_some() && waiting.is_some();
             if all_producing && engine_agrees {
                 let since = *ready_since.get_or_insert(now);
+                agreeing_polls += 1;
                 let stable = now.duration_since(since).as_secs_f64();
-                if stable >= self.spec.timing.ready_stable_s {
+                let steady = if gauges {
+                    agreeing_polls >= STEADY_POLLS
+                } else {
+                    stable >= self.spec.timing.ready_stable_s
+                };
+                if steady {
                     let detail = match (running, waiting) {
                         (Some(r), Some(q)) => format!(
                             "running_reqs={}/{c}, queue_reqs={}, active_streams={}/{c}, stable={stable:.1}s",
@@ -94,10 +120,14 @@ impl SustainedDecodeCell<'_> {
                             fmt_n(producing)
                         ),
                     };
-                    return Admission::Ready { detail };
+                    return Admission::Ready {
+                        detail,
+                        admitted_at: since,
+                    };
                 }
             } else if all_producing || produced < c {
                 ready_since = None;
+                agreeing_polls = 0;
             }
             // Admission stalled: some requests queue, the engine runs fewer than C, every
             // admitted request is already decoding (none is still prefilling), and nothing has

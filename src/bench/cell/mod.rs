@@ -139,8 +139,13 @@ impl SustainedDecodeCell<'_> {
 
         let admission = self.admit(&shared, cancel).await;
         let ready_after = t0.elapsed().as_secs_f64();
-        let (status, reason, warmup_s, window_s) = match &admission {
-            Admission::Ready { detail } => {
+        // The warm-up counts from the moment every stream was admitted: the readiness
+        // confirmation overlaps it (the window opens no earlier than `warmup_s` after that).
+        let (status, reason, warmup_until, window_s) = match &admission {
+            Admission::Ready {
+                detail,
+                admitted_at,
+            } => {
                 self.emit(
                     EventKind::Ready,
                     format!("ready C={c} ctx={} {detail}", context_label(ctx)),
@@ -148,7 +153,7 @@ impl SustainedDecodeCell<'_> {
                 (
                     CellStatus::Ok,
                     Some(detail.clone()),
-                    self.spec.timing.warmup_s,
+                    *admitted_at + Duration::from_secs_f64(self.spec.timing.warmup_s),
                     self.spec.timing.duration_s,
                 )
             }
@@ -161,7 +166,7 @@ impl SustainedDecodeCell<'_> {
                 (
                     CellStatus::CapacityLimited,
                     Some(reason.clone()),
-                    0.0,
+                    Instant::now(),
                     self.spec.timing.duration_s * 0.5,
                 )
             }
@@ -185,11 +190,11 @@ impl SustainedDecodeCell<'_> {
             }
         };
 
-        // Warm-up.
-        if warmup_s > 0.0 {
+        // Warm-up (what is left of it).
+        if warmup_until > Instant::now() {
             tokio::select! {
                 _ = cancel.cancelled() => {}
-                _ = tokio::time::sleep(Duration::from_secs_f64(warmup_s)) => {}
+                _ = tokio::time::sleep_until(warmup_until.into()) => {}
             }
         }
         if cancel.is_cancelled() {
