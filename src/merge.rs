@@ -486,6 +486,7 @@ pub(crate) mod tests {
             cells,
             confirmation: None,
             coverage: None,
+            sensitivity: None,
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,

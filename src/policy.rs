@@ -8,6 +8,8 @@
 //! | unmeasured (coverage below `min_measured_share`) | any | 3 | `failure` | `error` |
 //! | the run was cancelled | any | 3 | `cancelled` | `error` |
 //! | pass | any | 0 | `success` | `pass` |
+//! | pass on a thin baseline (cannot find `design_effect` yet) | without `insufficient_baseline` | 0 | `neutral` | `pass` |
+//! | pass or inconclusive on a thin baseline | with `insufficient_baseline` | 1 | `failure` | `pass` / `inconclusive` |
 //! | no baseline | any | 0 | `neutral` | `no_baseline` |
 //! | regression | `regression`, `inconclusive` | 1 | `failure` | `regression` |
 //! | regression | `never` (report only) | 0 | `neutral` | `regression` |
@@ -19,18 +21,130 @@ use serde::Deserialize;
 use crate::exit::GateExit;
 use crate::verdict::GateVerdict;
 
-/// What fails the gate (`[thresholds] fail_on`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FailOn {
-    /// Regressions fail (exit 1); inconclusive passes (default).
-    #[default]
-    Regression,
+/// What fails the gate (`[thresholds] fail_on`): one word, or a list of words.
+///
+/// `"regression"` (default) fails regressions; `"inconclusive"` also inconclusive verdicts;
+/// `"insufficient_baseline"` also a gate whose baseline history is too thin to find the rule's
+/// design effect (see [`Sensitivity`](crate::verdict::Sensitivity)); `"never"` is report only.
+/// A list combines them: `["inconclusive", "insufficient_baseline"]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "FailOnWords")]
+pub struct FailOn {
+    /// Regressions fail (exit 1).
+    pub regression: bool,
+    /// Inconclusive verdicts fail (exit 1).
+    pub inconclusive: bool,
+    /// A pass or inconclusive gate on a baseline too thin for the design power fails (exit 1).
+    pub insufficient_baseline: bool,
+}
+
+impl FailOn {
+    /// Regressions fail; inconclusive passes (default).
+    pub const REGRESSION: FailOn = FailOn {
+        regression: true,
+        inconclusive: false,
+        insufficient_baseline: false,
+    };
     /// Regressions and inconclusive verdicts fail.
-    Inconclusive,
+    pub const INCONCLUSIVE: FailOn = FailOn {
+        regression: true,
+        inconclusive: true,
+        insufficient_baseline: false,
+    };
     /// Report only: never fail on a verdict (a regression is a `neutral` check and exit 0;
     /// engine failures still exit 3).
+    pub const NEVER: FailOn = FailOn {
+        regression: false,
+        inconclusive: false,
+        insufficient_baseline: false,
+    };
+}
+
+impl Default for FailOn {
+    fn default() -> Self {
+        FailOn::REGRESSION
+    }
+}
+
+/// One `fail_on` word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailOnWord {
+    Regression,
+    Inconclusive,
+    InsufficientBaseline,
     Never,
+}
+
+impl FailOnWord {
+    fn parse<E: serde::de::Error>(word: &str) -> Result<FailOnWord, E> {
+        Ok(match word {
+            "regression" => FailOnWord::Regression,
+            "inconclusive" => FailOnWord::Inconclusive,
+            "insufficient_baseline" => FailOnWord::InsufficientBaseline,
+            "never" => FailOnWord::Never,
+            other => {
+                return Err(E::custom(format!(
+                    "unknown word `{other}`: expected regression, inconclusive, insufficient_baseline or never"
+                )));
+            }
+        })
+    }
+}
+
+/// `fail_on` as written: a word or a list of words.
+struct FailOnWords(Vec<FailOnWord>);
+
+impl<'de> Deserialize<'de> for FailOnWords {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Words;
+        impl<'de> serde::de::Visitor<'de> for Words {
+            type Value = FailOnWords;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a word (regression, inconclusive, insufficient_baseline, never) or a list of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FailOnWords, E> {
+                Ok(FailOnWords(vec![FailOnWord::parse(v)?]))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<FailOnWords, A::Error> {
+                let mut words = Vec::new();
+                while let Some(w) = seq.next_element::<String>()? {
+                    words.push(FailOnWord::parse(&w)?);
+                }
+                Ok(FailOnWords(words))
+            }
+        }
+        d.deserialize_any(Words)
+    }
+}
+
+impl TryFrom<FailOnWords> for FailOn {
+    type Error = String;
+
+    fn try_from(FailOnWords(words): FailOnWords) -> Result<FailOn, String> {
+        if words.contains(&FailOnWord::Never) {
+            return if words.len() == 1 {
+                Ok(FailOn::NEVER)
+            } else {
+                Err("\"never\" (report only) cannot be combined with other words".into())
+            };
+        }
+        if words.is_empty() {
+            return Err("an empty list: write \"never\" for report only".into());
+        }
+        // Every word but `never` includes failing on regressions.
+        let mut f = FailOn::REGRESSION;
+        for w in words {
+            match w {
+                FailOnWord::Inconclusive => f.inconclusive = true,
+                FailOnWord::InsufficientBaseline => f.insufficient_baseline = true,
+                FailOnWord::Regression | FailOnWord::Never => {}
+            }
+        }
+        Ok(f)
+    }
 }
 
 /// How the check run ends (the GitHub API's words).
@@ -84,8 +198,16 @@ impl GatePolicy {
     }
 
     /// How a gate ends: `failed` = it could not measure or compare; `cancelled` = the run
-    /// was cancelled; `verdict` = the comparison's answer (`None`: nothing to compare).
-    pub fn ending(self, failed: bool, cancelled: bool, verdict: Option<GateVerdict>) -> GateEnding {
+    /// was cancelled; `verdict` = the comparison's answer (`None`: nothing to compare);
+    /// `thin_baseline` = the baseline could not have found the rule's design effect (a pass
+    /// is then `neutral`, not `success`).
+    pub fn ending(
+        self,
+        failed: bool,
+        cancelled: bool,
+        verdict: Option<GateVerdict>,
+        thin_baseline: bool,
+    ) -> GateEnding {
         if failed || cancelled {
             return GateEnding {
                 exit: GateExit::Failure,
@@ -107,14 +229,16 @@ impl GatePolicy {
                 verdict_word: "error",
             };
         }
+        let thin_fails = thin_baseline && self.fail_on.insufficient_baseline;
         let blocks = match verdict {
-            GateVerdict::Regression => self.fail_on != FailOn::Never,
-            GateVerdict::Inconclusive => self.fail_on == FailOn::Inconclusive,
-            GateVerdict::Pass | GateVerdict::NoBaseline | GateVerdict::Unmeasured => false,
+            GateVerdict::Regression => self.fail_on.regression,
+            GateVerdict::Inconclusive => self.fail_on.inconclusive || thin_fails,
+            GateVerdict::Pass => thin_fails,
+            GateVerdict::NoBaseline | GateVerdict::Unmeasured => false,
         };
         let (exit, conclusion) = match (blocks, verdict) {
             (true, _) => (GateExit::Regression, Conclusion::Failure),
-            (false, GateVerdict::Pass) => (GateExit::Pass, Conclusion::Success),
+            (false, GateVerdict::Pass) if !thin_baseline => (GateExit::Pass, Conclusion::Success),
             (false, _) => (GateExit::Pass, Conclusion::Neutral),
         };
         GateEnding {
@@ -130,26 +254,26 @@ mod tests {
     use super::*;
 
     fn end(fail_on: FailOn, verdict: Option<GateVerdict>) -> (GateExit, Conclusion, &'static str) {
-        let e = GatePolicy::new(fail_on).ending(false, false, verdict);
+        let e = GatePolicy::new(fail_on).ending(false, false, verdict, false);
         (e.exit, e.conclusion, e.verdict_word)
     }
 
     #[test]
     fn report_only_mode_never_fails_the_check_or_the_job() {
         assert_eq!(
-            end(FailOn::Never, Some(GateVerdict::Regression)),
+            end(FailOn::NEVER, Some(GateVerdict::Regression)),
             (GateExit::Pass, Conclusion::Neutral, "regression")
         );
         assert_eq!(
-            end(FailOn::Never, Some(GateVerdict::Inconclusive)),
+            end(FailOn::NEVER, Some(GateVerdict::Inconclusive)),
             (GateExit::Pass, Conclusion::Neutral, "inconclusive")
         );
         assert_eq!(
-            end(FailOn::Never, Some(GateVerdict::Pass)),
+            end(FailOn::NEVER, Some(GateVerdict::Pass)),
             (GateExit::Pass, Conclusion::Success, "pass")
         );
         // Engine failures still fail.
-        let failed = GatePolicy::new(FailOn::Never).ending(true, false, None);
+        let failed = GatePolicy::new(FailOn::NEVER).ending(true, false, None, false);
         assert_eq!(
             (failed.exit, failed.conclusion, failed.verdict_word),
             (GateExit::Failure, Conclusion::Failure, "error")
@@ -166,11 +290,11 @@ mod tests {
             Some(GateVerdict::NoBaseline),
             Some(GateVerdict::Unmeasured),
         ];
-        for fail_on in [FailOn::Regression, FailOn::Inconclusive, FailOn::Never] {
+        for fail_on in [FailOn::REGRESSION, FailOn::INCONCLUSIVE, FailOn::NEVER] {
             for failed in [false, true] {
                 for cancelled in [false, true] {
                     for v in verdicts {
-                        let e = GatePolicy::new(fail_on).ending(failed, cancelled, v);
+                        let e = GatePolicy::new(fail_on).ending(failed, cancelled, v, false);
                         let check_fails =
                             matches!(e.conclusion, Conclusion::Failure | Conclusion::Cancelled);
                         assert_eq!(
@@ -187,7 +311,7 @@ mod tests {
 
     #[test]
     fn an_unmeasured_candidate_is_a_measurement_failure_under_every_fail_on() {
-        for fail_on in [FailOn::Regression, FailOn::Inconclusive, FailOn::Never] {
+        for fail_on in [FailOn::REGRESSION, FailOn::INCONCLUSIVE, FailOn::NEVER] {
             assert_eq!(
                 end(fail_on, Some(GateVerdict::Unmeasured)),
                 (GateExit::Failure, Conclusion::Failure, "error")
@@ -198,20 +322,79 @@ mod tests {
     #[test]
     fn the_default_policy_fails_regressions_only() {
         assert_eq!(
-            end(FailOn::Regression, Some(GateVerdict::Regression)),
+            end(FailOn::REGRESSION, Some(GateVerdict::Regression)),
             (GateExit::Regression, Conclusion::Failure, "regression")
         );
         assert_eq!(
-            end(FailOn::Regression, Some(GateVerdict::Inconclusive)),
+            end(FailOn::REGRESSION, Some(GateVerdict::Inconclusive)),
             (GateExit::Pass, Conclusion::Neutral, "inconclusive")
         );
         assert_eq!(
-            end(FailOn::Inconclusive, Some(GateVerdict::Inconclusive)),
+            end(FailOn::INCONCLUSIVE, Some(GateVerdict::Inconclusive)),
             (GateExit::Regression, Conclusion::Failure, "inconclusive")
         );
         assert_eq!(
-            end(FailOn::Regression, None),
+            end(FailOn::REGRESSION, None),
             (GateExit::Pass, Conclusion::Neutral, "no_baseline")
         );
+    }
+
+    #[test]
+    fn a_thin_baseline_is_neutral_and_fails_only_when_asked() {
+        let thin = |fail_on: FailOn, v| {
+            let e = GatePolicy::new(fail_on).ending(false, false, Some(v), true);
+            (e.exit, e.conclusion, e.verdict_word)
+        };
+        assert_eq!(
+            thin(FailOn::REGRESSION, GateVerdict::Pass),
+            (GateExit::Pass, Conclusion::Neutral, "pass")
+        );
+        let strict: FailOn = serde_json::from_value(serde_json::json!("insufficient_baseline"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(strict.regression && strict.insufficient_baseline && !strict.inconclusive);
+        assert_eq!(
+            thin(strict, GateVerdict::Pass),
+            (GateExit::Regression, Conclusion::Failure, "pass")
+        );
+        assert_eq!(
+            thin(strict, GateVerdict::Inconclusive),
+            (GateExit::Regression, Conclusion::Failure, "inconclusive")
+        );
+        assert_eq!(
+            thin(strict, GateVerdict::Regression),
+            (GateExit::Regression, Conclusion::Failure, "regression")
+        );
+        // A sufficient baseline under the strict policy passes as usual.
+        let e = GatePolicy::new(strict).ending(false, false, Some(GateVerdict::Pass), false);
+        assert_eq!(
+            (e.exit, e.conclusion),
+            (GateExit::Pass, Conclusion::Success)
+        );
+    }
+
+    #[test]
+    fn fail_on_reads_a_word_or_a_list() {
+        let read = |v: serde_json::Value| serde_json::from_value::<FailOn>(v).ok();
+        assert_eq!(
+            read(serde_json::json!("regression")),
+            Some(FailOn::REGRESSION)
+        );
+        assert_eq!(
+            read(serde_json::json!("inconclusive")),
+            Some(FailOn::INCONCLUSIVE)
+        );
+        assert_eq!(read(serde_json::json!("never")), Some(FailOn::NEVER));
+        let both = read(serde_json::json!(["inconclusive", "insufficient_baseline"]));
+        assert_eq!(
+            both,
+            Some(FailOn {
+                regression: true,
+                inconclusive: true,
+                insufficient_baseline: true
+            })
+        );
+        assert_eq!(read(serde_json::json!(["never", "regression"])), None);
+        assert_eq!(read(serde_json::json!([])), None);
+        assert_eq!(read(serde_json::json!("sometimes")), None);
     }
 }

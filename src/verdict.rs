@@ -42,6 +42,61 @@ pub struct ComparisonReport {
     /// the gate is `unmeasured` (exit 3). `None` when there was no baseline to measure against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
+    /// What the baseline could detect: a thin history is said plainly (`None` when there was
+    /// no baseline, or in an A/B comparison).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitivity: Option<Sensitivity>,
+}
+
+/// What the baseline can detect now, and how far a thin history is from the rule's design
+/// power: a gate that passes because it could not have seen a −10% regression says so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sensitivity {
+    /// The uniform slowdown the rule is designed to find (`[thresholds] design_effect`).
+    pub design_effect: f64,
+    /// The probability it should be found with (`[thresholds] design_power`).
+    pub design_power: f64,
+    /// Baseline runs the noise was learnt from.
+    pub history_runs: usize,
+    /// Minimum detectable effect of the matrix-wide test now (relative, negative: the smallest
+    /// uniform slowdown found at the design power); `None` without a matrix-wide test.
+    pub matrix_mde: Option<f64>,
+    /// The MDE that decides sufficiency: the matrix-wide one, or the median cell's without it.
+    pub mde: f64,
+    /// More baseline runs needed before `mde` reaches `design_effect` (0: it does now;
+    /// `None`: not at this noise, however long the history).
+    pub runs_needed: Option<usize>,
+    /// Whether the baseline reaches the design power now (`runs_needed == Some(0)`).
+    pub sufficient: bool,
+    /// Each compared cell's MDE on its own (its per-cell test, at its share of alpha).
+    pub cells: Vec<CellSensitivity>,
+}
+
+/// One cell's minimum detectable effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSensitivity {
+    /// Concurrency of the cell.
+    pub concurrency: u32,
+    /// Context length of the cell.
+    pub context_tokens: u64,
+    /// Smallest slowdown of this cell alone found at the design power (relative, negative).
+    pub mde: f64,
+}
+
+impl ComparisonReport {
+    /// Whether the baseline is too thin to find the rule's design effect (see [`Sensitivity`]).
+    pub fn thin_baseline(&self) -> bool {
+        self.sensitivity.as_ref().is_some_and(|s| !s.sufficient)
+    }
+}
+
+impl Sensitivity {
+    /// The median cell MDE (relative, negative), when any cell was compared.
+    pub fn median_cell_mde(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.cells.iter().map(|c| c.mde).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    }
 }
 
 /// The candidate's coverage of the baseline: a gate that passed on the few cells an engine

@@ -413,3 +413,54 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--confirmation"), "{err}");
 }
+
+/// A 2-run history cannot find a uniform −5%: the verdict says so and how many runs it needs;
+/// a full history of the same runner does not.
+#[test]
+fn a_thin_history_says_what_it_can_detect_and_how_many_runs_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..20);
+    let cand = write_many(dir.path(), "cand", &Gen::default(), 100..101);
+
+    let (code, report, err) = compare(&paths(&base[18..]), &paths(&cand), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    let s = report.sensitivity.as_ref().expect("sensitivity recorded");
+    assert_eq!(s.history_runs, 2);
+    assert!(!s.sufficient && report.thin_baseline(), "{s:?}");
+    let needed = s.runs_needed.expect("reachable with a longer history");
+    assert!((1..=18).contains(&needed), "{s:?}");
+    assert!(s.mde < -0.05, "{s:?}");
+    assert_eq!(s.cells.len(), report.cells.len());
+    assert!(
+        report
+            .headline
+            .contains(&format!("{needed} more baseline run")),
+        "{}",
+        report.headline
+    );
+
+    // The text report says it too.
+    let (_, text, _) = infergate(&[
+        "compare",
+        "--baseline",
+        base[18].to_str().unwrap(),
+        base[19].to_str().unwrap(),
+        "--candidate",
+        cand[0].to_str().unwrap(),
+    ]);
+    assert!(text.contains("baseline too thin"), "{text}");
+    assert!(
+        text.contains("Detectable at 80% power with 2 baseline runs"),
+        "{text}"
+    );
+
+    // Twenty runs of the same runner reach the design effect.
+    let (code, report, err) = compare(&paths(&base), &paths(&cand), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    let s = report.sensitivity.as_ref().expect("sensitivity recorded");
+    assert!(s.sufficient, "{s:?}");
+    assert_eq!(s.runs_needed, Some(0));
+    assert!(!report.headline.contains("too thin"), "{}", report.headline);
+}

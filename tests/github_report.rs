@@ -177,6 +177,7 @@ fn verdict(
         cells,
         confirmation: None,
         coverage: None,
+        sensitivity: None,
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.02,
@@ -731,7 +732,7 @@ async fn without_a_token_everything_is_local_with_one_notice() {
     assert!(summary.starts_with("# Earlier step\n\nkept\n"));
     assert!(summary.contains("1 regressions, worst −7.4%"));
 
-    // Outputs: well-formed lines, the four keys, nothing else.
+    // Outputs: well-formed lines, the five keys, nothing else.
     let outputs = std::fs::read_to_string(&f.output).unwrap();
     let mut keys = Vec::new();
     for line in outputs.lines() {
@@ -741,7 +742,13 @@ async fn without_a_token_everything_is_local_with_one_notice() {
     }
     assert_eq!(
         keys,
-        ["verdict", "regressions", "results-path", "summary-path"]
+        [
+            "verdict",
+            "regressions",
+            "baseline-runs-needed",
+            "results-path",
+            "summary-path"
+        ]
     );
     assert!(outputs.contains("verdict=regression\nregressions=1\n"));
     let summary_path = outputs

@@ -228,9 +228,9 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
         let fail_on = match (&trusted, args.fail_on_inconclusive) {
-            (_, true) => crate::policy::FailOn::Inconclusive,
+            (_, true) => crate::policy::FailOn::INCONCLUSIVE,
             (Some(t), false) => t.config.thresholds.fail_on,
-            (None, false) => crate::policy::FailOn::Regression,
+            (None, false) => crate::policy::FailOn::REGRESSION,
         };
         reporter.set_policy(crate::policy::GatePolicy::new(fail_on));
         let name = args
@@ -260,6 +260,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
                     failure.is_some(),
                     results.status == crate::results::RunStatus::Cancelled,
                     verdict.as_ref().map(|v| v.gate),
+                    verdict.as_ref().is_some_and(|v| v.thin_baseline()),
                 )
                 .exit
         }

@@ -131,7 +131,9 @@ fn build_rule(
                 loc.at(
                     span,
                     format!("[thresholds] fail_on: {}", e.message().trim()),
-                    Some("write fail_on = \"regression\", \"inconclusive\" or \"never\""),
+                    Some(
+                        "write fail_on = \"regression\", \"inconclusive\", \"insufficient_baseline\" or \"never\", or a list such as [\"inconclusive\", \"insufficient_baseline\"]",
+                    ),
                 )
             })?;
             continue;
@@ -181,7 +183,7 @@ fn build_rule(
     }
     table.insert(
         "inconclusive_fails".into(),
-        toml::Value::Boolean(fail_on == FailOn::Inconclusive),
+        toml::Value::Boolean(fail_on.inconclusive),
     );
     let rule = DecisionRule::deserialize(toml::Value::Table(table)).map_err(|e| {
         loc.at(

@@ -223,6 +223,7 @@ pub(crate) mod fixture {
             },
             confirmation: None,
             coverage: None,
+            sensitivity: None,
         }
     }
 }

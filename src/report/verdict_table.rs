@@ -106,6 +106,37 @@ fn matrix_line(report: &ComparisonReport) -> Option<String> {
     })
 }
 
+/// What the baseline can detect (the minimum detectable effects at the design power).
+fn sensitivity_line(report: &ComparisonReport) -> Option<String> {
+    let s = report.sensitivity.as_ref()?;
+    let mut cells = s.cells.iter().map(|c| c.mde).collect::<Vec<_>>();
+    cells.sort_by(f64::total_cmp);
+    let mut line = format!(
+        "Detectable at {:.0}% power with {} baseline run{}:",
+        s.design_power * 100.0,
+        s.history_runs,
+        if s.history_runs == 1 { "" } else { "s" }
+    );
+    if let Some(m) = s.matrix_mde {
+        line.push_str(&format!(" a uniform {} matrix-wide;", pct(m)));
+    }
+    if let (Some(median), Some(worst)) = (s.median_cell_mde(), cells.first()) {
+        line.push_str(&format!(
+            " one cell alone {} (median cell), {} (least sensitive);",
+            pct(median),
+            pct(*worst)
+        ));
+    }
+    line.pop();
+    if !s.sufficient {
+        line.push_str(&format!(
+            ". {}",
+            crate::stats::headline::thin_baseline_words(s)
+        ));
+    }
+    Some(line)
+}
+
 fn p_value(p: f64) -> String {
     if p < 0.001 {
         "<0.001".into()
@@ -202,6 +233,10 @@ fn text_table(report: &ComparisonReport) -> String {
         out.push_str(&line);
         out.push('\n');
     }
+    if let Some(line) = sensitivity_line(report) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     for (at, verdict, reason) in notes(report) {
         out.push_str(&format!(
             "{} {at}: {} — {reason}\n",
@@ -273,6 +308,10 @@ pub(crate) fn markdown(report: &ComparisonReport) -> String {
         out.push('\n');
     }
     if let Some(line) = matrix_line(report) {
+        out.push_str(&escape(&line));
+        out.push_str("\n\n");
+    }
+    if let Some(line) = sensitivity_line(report) {
         out.push_str(&escape(&line));
         out.push_str("\n\n");
     }
@@ -486,6 +525,7 @@ mod tests {
             ],
             confirmation: None,
             coverage: None,
+            sensitivity: None,
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

@@ -68,6 +68,7 @@ pub(crate) fn frame(
         cells: Vec::new(),
         confirmation: None,
         coverage: None,
+        sensitivity: None,
         rule: rule.summary(),
     }
 }

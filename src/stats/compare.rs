@@ -15,6 +15,7 @@ use super::headline::Against;
 use super::interval::{LogChange, relative, signed, significant_verdict};
 use super::multiplicity::adjust_by_family;
 use super::noise::{self, LogTable, NoiseModel, trimmed_mean};
+use super::sensitivity;
 use super::{DecisionRule, StatsError};
 
 /// Every metric compared, primary first.
@@ -238,6 +239,9 @@ struct CellTest {
 struct MatrixChange {
     change: LogChange,
     cells: usize,
+    /// Candidate runs and baseline level runs behind `change.se` (for the MDE's projection).
+    candidate_runs: usize,
+    level_runs_used: usize,
 }
 
 /// Fits one metric and produces its per-cell tests and matrix change.
@@ -326,6 +330,8 @@ fn test_metric(
                 df: model.run_df,
             },
             cells: idx.len(),
+            candidate_runs: j,
+            level_runs_used: base_effects.len(),
         }
     });
 
@@ -498,6 +504,33 @@ fn cell_decision(
     (verdict, why, with_matrix)
 }
 
+/// What the baseline can detect, from the primary metric's tests as they were applied.
+fn sensitivity(
+    tests: &[CellTest],
+    comparable: &[Coord],
+    matrix: Option<&MatrixChange>,
+    history: usize,
+    gating_tests: usize,
+    rule: &DecisionRule,
+) -> crate::verdict::Sensitivity {
+    let cells: Vec<sensitivity::CellDesign> = tests
+        .iter()
+        .filter(|t| t.metric == Metric::AggregateTps)
+        .map(|t| sensitivity::CellDesign {
+            concurrency: comparable[t.cell].0,
+            context_tokens: comparable[t.cell].1,
+            specific: t.specific,
+            margin: t.margin,
+        })
+        .collect();
+    let matrix = matrix.map(|m| sensitivity::MatrixDesign {
+        change: m.change,
+        candidate_runs: m.candidate_runs,
+        level_runs_used: m.level_runs_used,
+    });
+    sensitivity::assess(rule, history, matrix.as_ref(), &cells, gating_tests)
+}
+
 /// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile
 /// (oldest → newest). The newest `level_runs` runs define the level, the newest `noise_runs`
 /// the noise. An empty baseline gives a `no_baseline` report.
@@ -653,6 +686,15 @@ pub fn compare(
             why,
         ));
     }
+
+    report.sensitivity = Some(sensitivity(
+        &tests,
+        &comparable,
+        matrices.get(&Metric::AggregateTps),
+        history.len(),
+        in_gating_family.iter().filter(|&&g| g).count(),
+        rule,
+    ));
 
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {

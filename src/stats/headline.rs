@@ -49,7 +49,32 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
             first.p_value
         ));
     }
+    if report.gate != GateVerdict::Regression
+        && let Some(s) = report.sensitivity.as_ref().filter(|s| !s.sufficient)
+    {
+        line.push_str(&format!(" · {}", thin_baseline_words(s)));
+    }
     line
+}
+
+/// What a thin baseline could not see, in one clause: the history, what it can find now and
+/// how many more runs it needs for the rule's design effect.
+pub(crate) fn thin_baseline_words(s: &crate::verdict::Sensitivity) -> String {
+    let needs = match s.runs_needed {
+        Some(n) => format!(
+            "{n} more baseline run{} needed",
+            if n == 1 { "" } else { "s" }
+        ),
+        None => "not reachable at this noise".to_string(),
+    };
+    format!(
+        "baseline too thin: {} run{} can find a uniform {} at {:.0}% power, not the rule's {} ({needs})",
+        s.history_runs,
+        if s.history_runs == 1 { "" } else { "s" },
+        signed_percent(s.mde),
+        s.design_power * 100.0,
+        signed_percent(-s.design_effect),
+    )
 }
 
 fn body(report: &ComparisonReport) -> String {
@@ -236,6 +261,7 @@ mod tests {
             cells,
             confirmation: None,
             coverage: None,
+            sensitivity: None,
             rule: DecisionRule::default().summary(),
         };
         r.gate = crate::stats::gate_of(&r);

@@ -7,6 +7,7 @@
 //! - [`noise`]: run-effect / cell-term decomposition of the baseline history (robust);
 //! - [`interval`]: the interval of a relative change and its equivalence-style verdict;
 //! - [`multiplicity`]: Holm and Benjamini–Hochberg adjustments;
+//! - [`sensitivity`]: what a baseline can detect, and the runs a thin history still needs;
 //! - [`sequential`]: alpha spending for repeated looks (adaptive re-measurement);
 //! - [`confirm`]: the confirmation boot, a two-stage matrix-wide test;
 //! - [`compare`]: compares candidate runs with the baseline runs of a store;
@@ -29,6 +30,7 @@ pub(crate) mod multiplicity;
 pub(crate) mod noise;
 pub(crate) mod paired;
 pub(crate) mod rule;
+pub(crate) mod sensitivity;
 pub(crate) mod sequential;
 
 pub use build::{finish, gate_of};

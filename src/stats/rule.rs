@@ -70,6 +70,12 @@ pub struct DecisionRule {
     /// below it the gate is `unmeasured` (exit 3). 1 (default): every such cell, so an engine
     /// that errors where it used to serve can never pass on the cells it still serves.
     pub min_measured_share: f64,
+    /// The uniform slowdown the baseline must be able to find at `design_power`; a history too
+    /// thin for it is reported as such (and fails with `fail_on` listing
+    /// `insufficient_baseline`).
+    pub design_effect: f64,
+    /// The probability the design effect should be found with.
+    pub design_power: f64,
 }
 
 impl Default for DecisionRule {
@@ -92,6 +98,8 @@ impl Default for DecisionRule {
             prior_df: 1.0,
             outlier_z: 4.0,
             min_measured_share: 1.0,
+            design_effect: 0.05,
+            design_power: 0.8,
         }
     }
 }
@@ -135,6 +143,18 @@ impl DecisionRule {
             return bad(format!(
                 "min_measured_share = {} must be in (0, 1]",
                 self.min_measured_share
+            ));
+        }
+        if !(self.design_effect > 0.0 && self.design_effect < 1.0) {
+            return bad(format!(
+                "design_effect = {} must be in (0, 1)",
+                self.design_effect
+            ));
+        }
+        if !(self.design_power > 0.5 && self.design_power < 1.0) {
+            return bad(format!(
+                "design_power = {} must be in (0.5, 1)",
+                self.design_power
             ));
         }
         if self.level_runs == 0 || self.noise_runs == 0 {

@@ -498,6 +498,15 @@ impl GithubReporter {
                 ("verdict", outcome.verdict_word().to_string()),
                 ("regressions", outcome.regressions().to_string()),
                 (
+                    "baseline-runs-needed",
+                    match outcome.verdict.and_then(|v| v.sensitivity.as_ref()) {
+                        None => String::new(),
+                        Some(s) => s
+                            .runs_needed
+                            .map_or_else(|| "unreachable".to_string(), |n| n.to_string()),
+                    },
+                ),
+                (
                     "results-path",
                     self.results_path
                         .as_deref()
