@@ -191,6 +191,12 @@ fn metrics_flavor(page: &str) -> String {
         "sglang".into()
     } else if has("llamacpp:") {
         "llamacpp".into()
+    } else if has("trtllm_") {
+        "trtllm".into()
+    } else if crate::bench::identify::is_trtllm_iteration_stats(page) {
+        // trtllm-serve: `/metrics` is JSON iteration stats; Prometheus is at
+        // `/prometheus/metrics`, only with `return_perf_metrics`.
+        "trtllm-iteration-stats".into()
     } else {
         "unknown".into()
     }
@@ -393,6 +399,11 @@ mod tests {
             "llamacpp"
         );
         assert_eq!(metrics_flavor("process_cpu_seconds_total 3\n"), "unknown");
+        assert_eq!(metrics_flavor("trtllm_num_requests_running 2\n"), "trtllm");
+        assert_eq!(
+            metrics_flavor(r#"[{"iter":3,"numActiveRequests":2}]"#),
+            "trtllm-iteration-stats"
+        );
     }
 
     #[tokio::test]

@@ -471,7 +471,8 @@ pub enum CounterMoves {
     /// is the tokens made in it.
     PerToken,
     /// Only when a request ends, by all its tokens (SGLang `sglang:generation_tokens_total`,
-    /// llama.cpp `llamacpp:tokens_predicted_total`): a window's difference is off by the
+    /// llama.cpp `llamacpp:tokens_predicted_total`, TensorRT-LLM
+    /// `trtllm_generation_tokens_total`): a window's difference is off by the
     /// requests in flight at its edges unless they are added (llama.cpp `/slots`).
     PerRequest,
 }
