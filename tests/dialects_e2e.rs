@@ -9,6 +9,9 @@
 //!   `/prometheus/metrics` (its `/metrics` is JSON), the per-request reconciliation chosen.
 //!   The recorded page is static, so the engine's counter never moves while the client counts
 //!   tokens: the cross-check must catch that;
+//! - llama.cpp: the refreshed page read at `/metrics` (no further probes), `/tokenize` used,
+//!   the per-request counter reconciled (no `/slots` here), and spec-decode counters that did
+//!   not move give no figure.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -300,4 +303,43 @@ async fn trtllm_prometheus_page_is_read_and_its_static_counter_is_caught() {
         !engine.asked_for("/tokenize") && !engine.asked_for("/v1/tokenize"),
         "trtllm-serve has no tokenize route: calibrated by probes"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llamacpp_page_is_read_with_its_spec_counters_and_tokenizer() {
+    // The refreshed llama-server page (draft model, per-position counters) with the streams
+    // running now; no /slots, so the per-request reconciliation runs against a static counter.
+    let page = fixture("metrics-llamacpp.txt").replace(
+        "llamacpp:requests_processing 4",
+        "llamacpp:requests_processing {running}",
+    );
+    let engine = MockEngine::start(
+        vec![("/metrics", page)],
+        vec![("/tokenize", r#"{"tokens":[1,15043]}"#.to_string())],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bench(engine.url.clone(), dir.path()).await;
+    let r = &b.results;
+    assert_eq!(r.engine.name, "llamacpp", "{}", b.stderr);
+    assert_eq!(r.engine.metrics_flavor.as_deref(), Some("llamacpp"));
+    assert!(engine.asked_for("/tokenize"));
+    assert!(
+        !engine.asked_for("/prometheus/metrics"),
+        "found at /metrics: no further probes"
+    );
+    let cell = &r.cells[0];
+    let w = cell.engine_counter.as_ref().expect("counter window");
+    assert_eq!(w.metric, "llamacpp:tokens_predicted_total");
+    assert!(!w.in_flight_added(), "no /slots here");
+    assert!(
+        cell.cross_checks
+            .iter()
+            .any(|c| c.name == "usage_vs_counter_requests" && !c.ok),
+        "{:#?}",
+        cell.cross_checks
+    );
+    // The spec-decode counters did not move (no request finished as far as the static page
+    // says): no figure rather than a zero one.
+    assert!(cell.spec_decode.is_none(), "{:?}", cell.spec_decode);
 }
