@@ -243,7 +243,14 @@ pub(crate) async fn check_engine(url: &str) -> EngineCheck {
             .unwrap_or_else(|| vbody.trim().chars().take(80).collect())
     });
     let (metrics_endpoint, mbody) = get(&http, &format!("{base}/metrics")).await;
-    let metrics_flavor = metrics_endpoint.ok().then(|| metrics_flavor(&mbody));
+    let mut metrics_flavor = metrics_endpoint.ok().then(|| metrics_flavor(&mbody));
+    if metrics_flavor.as_deref() == Some("trtllm-iteration-stats") {
+        // With `return_perf_metrics` the Prometheus page is beside it.
+        let (prom, pbody) = get(&http, &format!("{base}/prometheus/metrics")).await;
+        if prom.ok() && self::metrics_flavor(&pbody) == "trtllm" {
+            metrics_flavor = Some("trtllm".into());
+        }
+    }
     EngineCheck {
         url: base,
         reachable: (health.ok() || health.status == Some(404))
