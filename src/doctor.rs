@@ -191,6 +191,12 @@ fn metrics_flavor(page: &str) -> String {
         "sglang".into()
     } else if has("llamacpp:") {
         "llamacpp".into()
+    } else if has("trtllm_") {
+        "trtllm".into()
+    } else if crate::bench::identify::is_trtllm_iteration_stats(page) {
+        // trtllm-serve: `/metrics` is JSON iteration stats; Prometheus is at
+        // `/prometheus/metrics`, only with `return_perf_metrics`.
+        "trtllm-iteration-stats".into()
     } else {
         "unknown".into()
     }
@@ -237,7 +243,14 @@ pub(crate) async fn check_engine(url: &str) -> EngineCheck {
             .unwrap_or_else(|| vbody.trim().chars().take(80).collect())
     });
     let (metrics_endpoint, mbody) = get(&http, &format!("{base}/metrics")).await;
-    let metrics_flavor = metrics_endpoint.ok().then(|| metrics_flavor(&mbody));
+    let mut metrics_flavor = metrics_endpoint.ok().then(|| metrics_flavor(&mbody));
+    if metrics_flavor.as_deref() == Some("trtllm-iteration-stats") {
+        // With `return_perf_metrics` the Prometheus page is beside it.
+        let (prom, pbody) = get(&http, &format!("{base}/prometheus/metrics")).await;
+        if prom.ok() && self::metrics_flavor(&pbody) == "trtllm" {
+            metrics_flavor = Some("trtllm".into());
+        }
+    }
     EngineCheck {
         url: base,
         reachable: (health.ok() || health.status == Some(404))
@@ -393,6 +406,11 @@ mod tests {
             "llamacpp"
         );
         assert_eq!(metrics_flavor("process_cpu_seconds_total 3\n"), "unknown");
+        assert_eq!(metrics_flavor("trtllm_num_requests_running 2\n"), "trtllm");
+        assert_eq!(
+            metrics_flavor(r#"[{"iter":3,"numActiveRequests":2}]"#),
+            "trtllm-iteration-stats"
+        );
     }
 
     #[tokio::test]

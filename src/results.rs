@@ -471,7 +471,8 @@ pub enum CounterMoves {
     /// is the tokens made in it.
     PerToken,
     /// Only when a request ends, by all its tokens (SGLang `sglang:generation_tokens_total`,
-    /// llama.cpp `llamacpp:tokens_predicted_total`): a window's difference is off by the
+    /// llama.cpp `llamacpp:tokens_predicted_total`, TensorRT-LLM
+    /// `trtllm_generation_tokens_total`): a window's difference is off by the
     /// requests in flight at its edges unless they are added (llama.cpp `/slots`).
     PerRequest,
 }
@@ -624,7 +625,10 @@ pub struct CrossCheck {
     pub expected: f64,
     /// What the engine's usage says.
     pub reported: f64,
-    /// `(reported - expected) / expected` (0 when within a bound).
+    /// `(reported - expected) / expected` (0 when within a bound). Infinite when the engine
+    /// reported tokens where the independent figure is 0 (a counter that did not move): JSON
+    /// has no infinity, so it is written `null` and read back as infinite.
+    #[serde(deserialize_with = "null_as_infinity")]
     pub disagreement: f64,
     /// The relative disagreement allowed.
     pub tolerance: f64,
@@ -636,6 +640,11 @@ pub struct CrossCheck {
     /// How to read it: what was compared, over what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+}
+
+/// Reads a number, or `null` (how serde_json writes a non-finite one) as `+inf`.
+fn null_as_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 impl CellResult {
@@ -1094,6 +1103,26 @@ mod tests {
             },
             repetitions: 1,
         }
+    }
+
+    #[test]
+    fn an_infinite_disagreement_round_trips() {
+        // A static counter (expected 0) against reported tokens: serde_json writes `null`.
+        let c = CrossCheck {
+            name: "usage_vs_counter_requests".into(),
+            expected: 0.0,
+            reported: 192.0,
+            disagreement: f64::INFINITY,
+            tolerance: 0.05,
+            slack: 0.0,
+            ok: false,
+            detail: None,
+        };
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(text.contains("\"disagreement\":null"), "{text}");
+        let back: CrossCheck = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.disagreement, f64::INFINITY);
+        assert_eq!(back.reported, 192.0);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //!
 //! A per-token counter (vLLM) is read as is. A per-request counter moves only when a request
 //! ends; for llama.cpp the tokens of running requests (`/slots` `n_decoded`) are added at
-//! each edge, so the difference is the tokens made between the readings. Without that (SGLang)
-//! the figure is kept, with its caveat recorded in [`EngineCounterWindow::moves`].
+//! each edge, so the difference is the tokens made between the readings. Without that (SGLang,
+//! TensorRT-LLM) the figure is kept, with its caveat recorded in [`EngineCounterWindow::moves`].
 
 use std::time::Instant;
 

@@ -1,9 +1,11 @@
-//! Prometheus text scraping and the engine metrics dialects (vLLM, SGLang, llama.cpp).
+//! Prometheus text scraping and the engine metrics dialects (vLLM, SGLang, llama.cpp,
+//! TensorRT-LLM).
 //!
-//! The measurement core needs four things from an engine's `/metrics`: how many requests run,
-//! how many wait, a generated-tokens counter (to validate the client's count) and, where the
-//! engine decodes speculatively, draft/accept counters. Each engine names them differently;
-//! [`MetricsDialect`] maps the names, detected from the text itself.
+//! The measurement core needs four things from an engine's Prometheus page: how many requests
+//! run, how many wait, a generated-tokens counter (to validate the client's count) and, where
+//! the engine decodes speculatively, draft/accept counters. Each engine names them differently
+//! (and TensorRT-LLM serves them at `/prometheus/metrics`, its `/metrics` being JSON iteration
+//! stats); [`MetricsDialect`] maps the names, detected from the text itself.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -156,6 +158,8 @@ pub(crate) enum MetricsDialect {
     Vllm,
     Sglang,
     Llamacpp,
+    /// `trtllm-serve` started with `return_perf_metrics` (the Prometheus page exists only then).
+    Trtllm,
 }
 
 /// The scheduler/throughput state read from one scrape, in engine-neutral terms.
@@ -178,11 +182,16 @@ pub(crate) struct EngineState {
 /// Cumulative speculative-decoding counters.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct SpecCounters {
+    /// Verification steps; 0 where the engine does not count them (TensorRT-LLM).
     pub drafts: f64,
     pub draft_tokens: f64,
     pub accepted_tokens: f64,
     /// Accepted tokens per draft position (position 0 first).
     pub accepted_per_pos: Vec<f64>,
+    /// The counters move only when a request ends (llama.cpp adds a slot's draft figures in
+    /// `server_metrics::on_prediction`): a window's difference covers the requests that
+    /// finished in it, so only ratios of the differences mean anything.
+    pub per_request: bool,
 }
 
 impl MetricsDialect {
@@ -194,8 +203,19 @@ impl MetricsDialect {
             Some(MetricsDialect::Sglang)
         } else if page.has_prefix("llamacpp:") {
             Some(MetricsDialect::Llamacpp)
+        } else if page.has_prefix("trtllm_") {
+            Some(MetricsDialect::Trtllm)
         } else {
             None
+        }
+    }
+
+    /// Where the Prometheus page is served: TensorRT-LLM mounts it at `/prometheus/metrics`
+    /// (`OpenAIServer.mount_metrics`), every other engine at `/metrics`.
+    pub(crate) fn metrics_path(self) -> &'static str {
+        match self {
+            MetricsDialect::Trtllm => "/prometheus/metrics",
+            _ => "/metrics",
         }
     }
 
@@ -205,6 +225,7 @@ impl MetricsDialect {
             MetricsDialect::Vllm => "vllm",
             MetricsDialect::Sglang => "sglang",
             MetricsDialect::Llamacpp => "llamacpp",
+            MetricsDialect::Trtllm => "trtllm",
         }
     }
 
@@ -214,17 +235,23 @@ impl MetricsDialect {
             MetricsDialect::Vllm => "vllm:generation_tokens_total",
             MetricsDialect::Sglang => "sglang:generation_tokens_total",
             MetricsDialect::Llamacpp => "llamacpp:tokens_predicted_total",
+            MetricsDialect::Trtllm => "trtllm_generation_tokens_total",
         }
     }
 
     /// When that counter moves, from the engines' sources: vLLM adds each engine step's new
     /// tokens (`counter_generation_tokens.inc(num_generation_tokens)` per iteration); SGLang
     /// adds a request's tokens when it finishes (`observe_one_finished_request`); llama.cpp
-    /// adds a slot's `n_decoded` when its request ends (`server_metrics::on_prediction`).
+    /// adds a slot's `n_decoded` when its request ends (`server_metrics::on_prediction`);
+    /// TensorRT-LLM adds a request's output tokens in `MetricsCollector.log_request_metrics_dict`
+    /// only once the request has a finish reason (its iteration-level counters are the
+    /// spec-decode ones, not this).
     pub(crate) fn counter_moves(self) -> CounterMoves {
         match self {
             MetricsDialect::Vllm => CounterMoves::PerToken,
-            MetricsDialect::Sglang | MetricsDialect::Llamacpp => CounterMoves::PerRequest,
+            MetricsDialect::Sglang | MetricsDialect::Llamacpp | MetricsDialect::Trtllm => {
+                CounterMoves::PerRequest
+            }
         }
     }
 
@@ -252,6 +279,7 @@ impl MetricsDialect {
                                 "vllm:spec_decode_num_accepted_tokens_per_pos_total",
                                 "position",
                             )),
+                            per_request: false,
                         });
                 EngineState {
                     running: page.sum("vllm:num_requests_running"),
@@ -274,19 +302,61 @@ impl MetricsDialect {
                     .sum("sglang:spec_accept_length")
                     .filter(|v| *v > 0.0),
             },
+            // Current llama-server (tools/server/server-task.cpp `to_metrics`) has no KV
+            // gauge; `kv_cache_usage_ratio` is read where an older build still has it. The
+            // spec-decode counters are always listed (0 without a draft model).
             MetricsDialect::Llamacpp => EngineState {
                 running: page.sum("llamacpp:requests_processing"),
                 waiting: page.sum("llamacpp:requests_deferred"),
                 generated_tokens: page.sum("llamacpp:tokens_predicted_total"),
                 kv_usage: page.sum("llamacpp:kv_cache_usage_ratio"),
-                spec: None,
+                spec: page
+                    .sum("llamacpp:spec_decode_num_drafts_total")
+                    .map(|drafts| SpecCounters {
+                        drafts,
+                        draft_tokens: page
+                            .sum("llamacpp:spec_decode_num_draft_tokens_total")
+                            .unwrap_or(0.0),
+                        accepted_tokens: page
+                            .sum("llamacpp:spec_decode_num_accepted_tokens_total")
+                            .unwrap_or(0.0),
+                        accepted_per_pos: by_position(page.sum_by_label(
+                            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+                            "position",
+                        )),
+                        per_request: true,
+                    }),
                 spec_accept_length_gauge: None,
+            },
+            // tensorrt_llm/metrics/collector.py: the request gauges and KV utilisation come
+            // from the iteration stats (`log_iteration_stats`, needs `enable_iter_perf_stats`
+            // on the PyTorch backend); the spec-decode token counters move per iteration but
+            // no step count is kept, so the acceptance length is its gauge.
+            MetricsDialect::Trtllm => EngineState {
+                running: page.sum("trtllm_num_requests_running"),
+                waiting: page.sum("trtllm_num_requests_waiting"),
+                generated_tokens: page.sum("trtllm_generation_tokens_total"),
+                kv_usage: page.sum("trtllm_kv_cache_utilization"),
+                spec: page
+                    .sum("trtllm_spec_decode_num_draft_tokens_total")
+                    .map(|draft_tokens| SpecCounters {
+                        drafts: 0.0,
+                        draft_tokens,
+                        accepted_tokens: page
+                            .sum("trtllm_spec_decode_num_accepted_tokens_total")
+                            .unwrap_or(0.0),
+                        accepted_per_pos: Vec::new(),
+                        per_request: false,
+                    }),
+                spec_accept_length_gauge: page
+                    .sum("trtllm_spec_decode_acceptance_length")
+                    .filter(|v| *v > 0.0),
             },
         }
     }
 }
 
-/// Scrapes `/metrics` once; `None` when the engine has no (known) metrics or did not answer.
+/// Scrapes the dialect's Prometheus page once; `None` when the engine has no (known) metrics or did not answer.
 /// The instant is when the engine most likely read its counters (see below).
 pub(crate) async fn scrape(
     client: &EngineClient,
@@ -295,7 +365,7 @@ pub(crate) async fn scrape(
     let dialect = dialect?;
     let sent = Instant::now();
     let (status, text) = client
-        .get_text("/metrics", Duration::from_secs(3))
+        .get_text(dialect.metrics_path(), Duration::from_secs(3))
         .await
         .ok()?;
     // The counter was read somewhere between sending and receiving: take the midpoint, so a
@@ -374,22 +444,36 @@ mod tests {
         assert!((st.kv_usage.unwrap() - 0.28).abs() < 1e-9);
     }
 
+    /// The current llama-server page (server-task.cpp `to_metrics`): no KV gauge, and the
+    /// spec-decode counters of a server with a draft model, per-position ones included.
     #[test]
     fn llamacpp_fixture() {
         let page = parse_prometheus(&fixture("metrics-llamacpp.txt"));
         let d = MetricsDialect::detect(&page).unwrap();
         assert_eq!(d, MetricsDialect::Llamacpp);
+        assert_eq!(d.metrics_path(), "/metrics");
         let st = d.read(&page);
         assert_eq!(st.running, Some(4.0));
         assert_eq!(st.waiting, Some(0.0));
         assert_eq!(st.generated_tokens, Some(18_432.0));
-        assert!((st.kv_usage.unwrap() - 0.125).abs() < 1e-9);
-        assert!(st.spec.is_none());
+        assert_eq!(st.kv_usage, None, "current servers have no KV gauge");
+        let spec = st.spec.unwrap();
+        assert_eq!(
+            (spec.drafts, spec.draft_tokens, spec.accepted_tokens),
+            (7200.0, 21_600.0, 11_232.0)
+        );
+        assert_eq!(spec.accepted_per_pos, vec![5184.0, 3744.0, 2304.0]);
+        assert!(
+            spec.per_request,
+            "added when a request ends (on_prediction)"
+        );
+        assert_eq!(d.counter_moves(), CounterMoves::PerRequest);
     }
 
     /// Recorded from a real `llama-server` (llama.cpp 11434, `--metrics -np 4`, 6 requests in
     /// flight): newer builds have no `kv_cache_usage_ratio`, and `tokens_predicted_total` only
-    /// moves when a request finishes, so it is validation data at best.
+    /// moves when a request finishes, so it is validation data at best. No draft model: the
+    /// spec-decode counters are listed at 0.
     #[test]
     fn recorded_llama_server_page() {
         let page = parse_prometheus(&fixture("llamacpp-metrics.txt"));
@@ -400,7 +484,39 @@ mod tests {
         assert_eq!(st.waiting, Some(2.0));
         assert_eq!(st.generated_tokens, Some(4624.0));
         assert_eq!(st.kv_usage, None);
-        assert!(st.spec.is_none());
+        let spec = st.spec.unwrap();
+        assert_eq!((spec.drafts, spec.draft_tokens), (0.0, 0.0));
+        assert!(spec.accepted_per_pos.is_empty());
+    }
+
+    /// TensorRT-LLM's Prometheus page (collector.py names, `trtllm_` prefix), served at
+    /// `/prometheus/metrics`; its generation counter moves per finished request.
+    #[test]
+    fn trtllm_fixture() {
+        let page = parse_prometheus(&fixture("metrics-trtllm.txt"));
+        let d = MetricsDialect::detect(&page).unwrap();
+        assert_eq!(d, MetricsDialect::Trtllm);
+        assert_eq!(d.name(), "trtllm");
+        assert_eq!(d.metrics_path(), "/prometheus/metrics");
+        assert_eq!(d.generation_counter(), "trtllm_generation_tokens_total");
+        assert_eq!(d.counter_moves(), CounterMoves::PerRequest);
+        assert!(!d.has_in_flight_tokens());
+        let st = d.read(&page);
+        assert_eq!(st.running, Some(16.0));
+        assert_eq!(st.waiting, Some(4.0));
+        assert_eq!(st.generated_tokens, Some(212_480.0));
+        assert!((st.kv_usage.unwrap() - 0.4375).abs() < 1e-9);
+        let spec = st.spec.unwrap();
+        assert_eq!(
+            spec.drafts, 0.0,
+            "TensorRT-LLM counts no verification steps"
+        );
+        assert_eq!(
+            (spec.draft_tokens, spec.accepted_tokens),
+            (276_000.0, 120_750.0)
+        );
+        assert!(!spec.per_request);
+        assert_eq!(st.spec_accept_length_gauge, Some(2.31));
     }
 
     #[test]

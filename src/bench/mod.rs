@@ -8,6 +8,7 @@
 pub(crate) mod cell;
 pub(crate) mod client;
 pub(crate) mod counter;
+pub(crate) mod identify;
 pub(crate) mod liveness;
 pub(crate) mod metrics;
 pub(crate) mod prompt;
@@ -26,7 +27,7 @@ use crate::results::{
 };
 use cell::{CellSpec, SustainedDecodeCell};
 use client::EngineClient;
-use metrics::{MetricsDialect, parse_prometheus};
+use metrics::MetricsDialect;
 use prompt::ContextPrompt;
 
 /// Where the engine under test listens and how to talk to it.
@@ -246,30 +247,25 @@ impl BenchSession {
             _ => None,
         };
 
-        // /metrics — optional; the dialect is detected from the names.
-        let dialect = match client.get_text("/metrics", PROBE_TIMEOUT).await {
-            Ok((200, text)) => MetricsDialect::detect(&parse_prometheus(&text)),
-            _ => None,
-        };
-        if dialect.is_none() {
-            note(
-                EventKind::Startup,
-                "no engine metrics at /metrics (vLLM/SGLang/llama.cpp names): readiness uses \
-                 client streams only and server_tps is not validated"
-                    .into(),
-            );
+        // Metrics — optional; the dialect is detected from the names (`/metrics`, or
+        // TensorRT-LLM's `/prometheus/metrics`); an engine without them is still recognised
+        // by its own endpoints, so its family does not depend on a metrics flag.
+        let identified = identify::identify(&client, PROBE_TIMEOUT).await;
+        let dialect = identified.metrics;
+        if let Some(warning) = &identified.warning {
+            note(EventKind::Startup, warning.clone());
         }
         let engine_family = opts
             .engine_name
             .clone()
-            .or_else(|| dialect.map(|d| d.name().to_string()))
+            .or_else(|| identified.family.map(str::to_string))
             .unwrap_or_else(|| "openai-compatible".into());
         let engine = EngineIdentity {
             name: engine_family.clone(),
             version: version.clone(),
             models: models.clone(),
             url: base.clone(),
-            metrics_flavor: Some(dialect.map(|d| d.name()).unwrap_or("none").to_string()),
+            metrics_flavor: Some(identified.flavor.to_string()),
             command: None,
             containment: None,
         };
@@ -278,12 +274,12 @@ impl BenchSession {
             format!(
                 "engine {engine_family} {} models={models:?} metrics={}",
                 version.as_deref().unwrap_or("(no /version)"),
-                dialect.map(|d| d.name()).unwrap_or("none")
+                identified.label
             ),
         );
 
         // Calibration.
-        let counter = TokenCounter::new(client.clone(), model.clone());
+        let counter = TokenCounter::new(client.clone(), model.clone(), identified.family);
         let count = |text: String| counter.count(text);
         let mut prompts = BTreeMap::new();
         let mut calibration_errors = BTreeMap::new();
@@ -529,50 +525,73 @@ impl BenchSession {
     }
 }
 
-/// Counts prompt tokens: `/tokenize` when the engine has it, else `usage.prompt_tokens` of a
-/// one-token completion.
+/// Counts prompt tokens: the engine's tokenize endpoint when it has one, else
+/// `usage.prompt_tokens` of a one-token completion.
 struct TokenCounter {
     client: EngineClient,
     model: String,
-    tokenize: std::sync::Mutex<Option<bool>>,
+    /// Tokenize paths to try, in order.
+    paths: &'static [&'static str],
+    /// `None` until the first count; then the path that answered, or `Some(None)`: none did.
+    tokenize: std::sync::Mutex<Option<Option<&'static str>>>,
+}
+
+/// Where each engine family tokenizes: SGLang `/v1/tokenize` (`/tokenize` is its hidden alias,
+/// http_server.py `openai_v1_tokenize`), vLLM and llama.cpp `/tokenize`; `trtllm-serve`
+/// registers no tokenize route (openai_server.py `register_routes`), so it is probed.
+fn tokenize_paths(family: Option<&str>) -> &'static [&'static str] {
+    match family {
+        Some("sglang") => &["/v1/tokenize", "/tokenize"],
+        Some("trtllm") => &[],
+        _ => &["/tokenize"],
+    }
 }
 
 impl TokenCounter {
-    fn new(client: EngineClient, model: String) -> Self {
+    fn new(client: EngineClient, model: String, family: Option<&str>) -> Self {
         TokenCounter {
             client,
             model,
+            paths: tokenize_paths(family),
             tokenize: std::sync::Mutex::new(None),
         }
     }
 
     fn source(&self) -> &'static str {
         match self.tokenize.lock().map(|g| *g).unwrap_or(None) {
-            Some(true) => "/tokenize",
-            Some(false) => "usage.prompt_tokens",
+            Some(Some(path)) => path,
+            Some(None) => "usage.prompt_tokens",
             None => "none",
         }
     }
 
     async fn count(&self, text: String) -> Result<u64, BenchError> {
-        let use_tokenize = self.tokenize.lock().map(|g| *g).unwrap_or(None);
-        if use_tokenize != Some(false) {
+        let known = self.tokenize.lock().map(|g| *g).unwrap_or(None);
+        let candidates: Vec<&'static str> = match known {
+            Some(Some(path)) => vec![path],
+            Some(None) => Vec::new(),
+            None => self.paths.to_vec(),
+        };
+        if !candidates.is_empty() {
+            // `prompt` for vLLM/SGLang, `content` for llama.cpp; each ignores the other.
             let body = serde_json::json!({"model": self.model, "prompt": text, "content": text});
-            let answer = self
-                .client
-                .post_json("/tokenize", &body, Duration::from_secs(60))
-                .await;
-            if let Ok((200, body)) = answer
-                && let Some(n) = tokenize_count(&body)
-            {
-                if let Ok(mut g) = self.tokenize.lock() {
-                    *g = Some(true);
+            for path in candidates {
+                let answer = self
+                    .client
+                    .post_json(path, &body, Duration::from_secs(60))
+                    .await;
+                if let Ok((200, body)) = answer
+                    && let Some(n) = tokenize_count(&body)
+                {
+                    if let Ok(mut g) = self.tokenize.lock() {
+                        *g = Some(Some(path));
+                    }
+                    return Ok(n);
                 }
-                return Ok(n);
             }
-            if let Ok(mut g) = self.tokenize.lock() {
-                *g = Some(false);
-            }
+        }
+        if let Ok(mut g) = self.tokenize.lock() {
+            *g = Some(None);
         }
         let body = serde_json::json!({
             "model": self.model, "prompt": text, "max_tokens": 1, "stream": false,
@@ -780,6 +799,22 @@ mod tests {
         );
         assert_eq!(tokenize_count(r#"{"tokens":[1,2,3]}"#), Some(3));
         assert_eq!(tokenize_count(r#"{"x":1}"#), None);
+        // SGLang's /v1/tokenize answer (serving_tokenize.py: tokens, count, max_model_len).
+        let sglang = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/sglang-tokenize.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        assert_eq!(tokenize_count(&sglang), Some(7));
+        assert_eq!(
+            tokenize_paths(Some("sglang")),
+            ["/v1/tokenize", "/tokenize"]
+        );
+        assert!(
+            tokenize_paths(Some("trtllm")).is_empty(),
+            "no route: probes"
+        );
+        assert_eq!(tokenize_paths(None), ["/tokenize"]);
     }
 
     /// Callers spawn these futures on a multi-threaded runtime.

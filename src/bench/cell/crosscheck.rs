@@ -5,11 +5,16 @@
 //! - `chunks_vs_usage`: every streamed chunk with text carries at least one token, so usage
 //!   below the chunk count is a lie. (Above it is not: speculative decoding gives up to
 //!   1 + draft tokens per chunk, and engines coalesce chunks when the client lags.)
-//! - `usage_vs_counter_window`: a generation counter that moves per token (vLLM, TRT-LLM; or
+//! - `usage_vs_counter_window`: a generation counter that moves per token (vLLM; or
 //!   llama.cpp's per-request one plus `/slots` in-flight tokens) gives the tokens made between
 //!   the two edge readings; scaled to the window they must match the client's count.
-//! - `usage_vs_counter_requests`: a counter that moves only when a request ends (SGLang) is
-//!   reconciled with the usage of the requests that finished between the readings.
+//! - `usage_vs_counter_requests`: a counter that moves only when a request ends (SGLang,
+//!   TensorRT-LLM, whose `trtllm_generation_tokens_total` is added from a finished request's
+//!   perf metrics) is reconciled with the usage of the requests that finished between the
+//!   readings.
+//!
+//! Which engines give which is listed in docs/engines.md; an engine recognised without a
+//! metrics page (SGLang without `--enable-metrics`) gets only the checks below.
 //! - `tokens_per_request` (≤ `max_tokens`) and `stream_tps` (≤ `max_stream_tps`): physics.
 //!
 //! Each disagreement is allowed a relative tolerance plus the tokens that timing alone can
