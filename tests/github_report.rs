@@ -143,6 +143,7 @@ fn verdict(
                 (CellVerdict::Unchanged, 0.002)
             };
             CellComparison {
+                provisional: false,
                 concurrency: c.concurrency,
                 context_tokens: c.context_tokens,
                 verdict: v,

@@ -9,6 +9,7 @@
 //! - [`multiplicity`]: Holm and Benjamini–Hochberg adjustments;
 //! - [`sequential`]: alpha spending for repeated looks (adaptive re-measurement);
 //! - [`confirm`]: the confirmation boot, a two-stage matrix-wide test;
+//! - [`capacity`]: capacity-limited and saturated cells against their history's rate;
 //! - [`compare`]: compares candidate runs with the baseline runs of a store;
 //! - [`paired`]: the paired comparison of an A/B run (B boots against A boots, pair by pair);
 //! - [`build`]: the report frame, cells, matrix-wide test and gate both comparisons share;
@@ -18,6 +19,7 @@
 
 pub mod bisect;
 pub(crate) mod build;
+pub(crate) mod capacity;
 pub(crate) mod changepoint;
 pub(crate) mod changepoint_eval;
 pub mod compare;

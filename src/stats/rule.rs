@@ -70,6 +70,11 @@ pub struct DecisionRule {
     /// below it the gate is `unmeasured` (exit 3). 1 (default): every such cell, so an engine
     /// that errors where it used to serve can never pass on the cells it still serves.
     pub min_measured_share: f64,
+    /// Largest false-alarm rate allowed when a capacity-limited or saturated candidate cell is
+    /// called a regression, bounded over every rate at which the cell could flip in its history
+    /// (`stats::capacity`): at 0.002 a cell that fit in 16+ history runs and is limited on both
+    /// boots regresses; one boot alone never does (a provisional alarm).
+    pub capacity_alpha: f64,
 }
 
 impl Default for DecisionRule {
@@ -92,6 +97,7 @@ impl Default for DecisionRule {
             prior_df: 1.0,
             outlier_z: 4.0,
             min_measured_share: 1.0,
+            capacity_alpha: 0.002,
         }
     }
 }
@@ -135,6 +141,12 @@ impl DecisionRule {
             return bad(format!(
                 "min_measured_share = {} must be in (0, 1]",
                 self.min_measured_share
+            ));
+        }
+        if !(self.capacity_alpha > 0.0 && self.capacity_alpha < 0.5) {
+            return bad(format!(
+                "capacity_alpha = {} must be in (0, 0.5)",
+                self.capacity_alpha
             ));
         }
         if self.level_runs == 0 || self.noise_runs == 0 {
