@@ -421,6 +421,15 @@ impl SustainedDecodeCell<'_> {
                     cell.reason.clone().unwrap_or_default()
                 ),
             ),
+            CellStatus::Saturated => self.emit(
+                EventKind::CellDone,
+                format!(
+                    "cell saturated C={c} ctx={} {:.1} tok/s{server}: {}",
+                    context_label(ctx),
+                    cell.aggregate_tps,
+                    cell.reason.clone().unwrap_or_default()
+                ),
+            ),
             _ => self.emit(
                 EventKind::CellDone,
                 format!(
