@@ -114,25 +114,47 @@ fn a_preempting_engine_is_saturated_and_confirmed_as_a_regression() {
     }
 }
 
+/// The simulated engine's `test` profile with a short context (1000 tokens), from a profile
+/// file, so the engine command does not declare the limit.
+const SHORT_PROFILE: &str = r#"
+name = "test-short"
+model = "sim-test"
+max_model_len = 1000
+kv_budget_tokens = 200000
+kv_cost_per_token = 1.0
+base_ms = 5.0
+per_seq_ms = 1.0
+per_kv_token_us = 0.01
+prefill_tps = 200000.0
+chars_per_token = 4.0
+"#;
+
 #[test]
 fn a_context_longer_than_max_model_len_is_refused_before_the_matrix() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("gate.toml");
-    // Contexts 0 and 1k with max_tokens 128 against an engine that takes 1000 tokens.
-    let text = SMALL_SIM_CONFIG
-        .replace(
-            "\"--seed\", \"5\"]",
-            "\"--seed\", \"5\", \"--max-model-len\", \"1000\"]",
-        )
-        .replace("contexts = [\"0\"]", "contexts = [\"0\", \"1k\"]");
-    assert!(text.contains("--max-model-len"));
-    std::fs::write(&config, text).expect("write config");
     let store_dir = dir.path().join("baselines");
     std::fs::create_dir_all(&store_dir).expect("an empty store");
+    // Contexts 0 and 1k with max_tokens 128 against an engine that takes 1000 tokens.
+    let suite = |text: &str| text.replace("contexts = [\"0\"]", "contexts = [\"0\", \"1k\"]");
+
+    // 1. The limit is only known once the engine serves it (GET /v1/models): refused after
+    // boot, before any cell is calibrated or measured, exit 3.
+    let profile = dir.path().join("short.toml");
+    std::fs::write(&profile, SHORT_PROFILE).expect("write profile");
+    let text = suite(SMALL_SIM_CONFIG).replace(
+        "\"--profile\", \"test\"",
+        &format!("\"--profile\", {:?}", profile.to_str().unwrap()),
+    );
+    assert!(text.contains("short.toml") && text.contains("1k"));
+    let config = dir.path().join("gate.toml");
+    std::fs::write(&config, text).expect("write config");
     let out = dir.path().join("out");
     let (code, stderr) = gate(&config, &out, &store_dir, &[]);
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("max_model_len is 1000"), "{stderr}");
+    assert!(
+        stderr.contains("max_model_len is 1000 tokens (GET /v1/models"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("C=1,2,4 / 1k (1024 + 128 = 1152 tokens)"),
         "{stderr}"
@@ -147,4 +169,25 @@ fn a_context_longer_than_max_model_len_is_refused_before_the_matrix() {
     );
     assert!(!stderr.contains("cell start"), "{stderr}");
     assert!(group_gone(engine_pgid(&results)));
+
+    // 2. The engine command declares it (`--max-model-len 1000`): refused before booting,
+    // a config error (exit 2), naming the config.
+    let text = suite(SMALL_SIM_CONFIG).replace(
+        "\"--seed\", \"5\"]",
+        "\"--seed\", \"5\", \"--max-model-len\", \"1000\"]",
+    );
+    assert!(text.contains("--max-model-len"));
+    std::fs::write(&config, text).expect("write config");
+    let out = dir.path().join("out-declared");
+    let (code, stderr) = gate(&config, &out, &store_dir, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("gate.toml"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "max_model_len is 1000 tokens (`--max-model-len 1000` in the engine command)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("C=1,2,4 / 1k"), "{stderr}");
+    assert!(!stderr.contains("starting engine"), "{stderr}");
 }

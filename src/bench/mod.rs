@@ -153,11 +153,11 @@ pub enum BenchError {
     /// Cells of the matrix ask for more tokens (context + `max_tokens`) than the engine's
     /// `max_model_len`: it would refuse or silently clamp them, so nothing is measured.
     #[error(
-        "the engine's max_model_len is {limit} tokens (GET /v1/models, model `{model}`), but context + max_tokens = {max_tokens} does not fit in {cells}: lower those contexts or max_tokens in the suite, or start the engine with a longer context (vLLM `--max-model-len`, SGLang `--context-length`)"
+        "the engine's max_model_len is {limit} tokens ({origin}), but context + max_tokens = {max_tokens} does not fit in {cells}: lower those contexts or max_tokens in the suite, or start the engine with a longer context (vLLM `--max-model-len`, SGLang `--context-length`)"
     )]
     DoesNotFit {
         limit: u64,
-        model: String,
+        origin: String,
         max_tokens: u32,
         cells: String,
     },
@@ -255,7 +255,11 @@ impl BenchSession {
         // The engine's context limit, where it serves one: refuse the cells that do not fit
         // before calibrating or measuring anything (vLLM would clamp their max_tokens).
         if let Some(limit) = parse_max_model_len(&models_text, &model) {
-            check_fits(&opts.matrix, limit, &model)?;
+            check_fits(
+                &opts.matrix,
+                limit,
+                &format!("GET /v1/models, model `{model}`"),
+            )?;
             note(
                 EventKind::Startup,
                 format!("max_model_len {limit} tokens (GET /v1/models): every cell fits"),
@@ -667,8 +671,9 @@ pub fn parse_max_model_len(text: &str, model: &str) -> Option<u64> {
     card.get("max_model_len")?.as_u64().filter(|n| *n > 0)
 }
 
-/// Refuses a matrix with a cell whose context + `max_tokens` exceeds `limit`, naming the cells.
-fn check_fits(matrix: &MatrixSpec, limit: u64, model: &str) -> Result<(), BenchError> {
+/// Refuses a matrix with a cell whose context + `max_tokens` exceeds `limit`, naming the cells
+/// and where the limit came from (`source`).
+pub(crate) fn check_fits(matrix: &MatrixSpec, limit: u64, source: &str) -> Result<(), BenchError> {
     let max_tokens = matrix.timing.max_tokens.max(1);
     let over: Vec<String> = matrix
         .contexts
@@ -690,7 +695,7 @@ fn check_fits(matrix: &MatrixSpec, limit: u64, model: &str) -> Result<(), BenchE
     }
     Err(BenchError::DoesNotFit {
         limit,
-        model: model.to_string(),
+        origin: source.to_string(),
         max_tokens,
         cells: over.join("; "),
     })
