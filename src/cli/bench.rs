@@ -193,6 +193,10 @@ pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
                 target.base_url
             )));
         }
+        // The flags ask for cells the engine cannot take: the user's to fix.
+        Err(e @ BenchError::DoesNotFit { .. }) => {
+            return Err(crate::exit::usage(format!("nothing measured: {e}")));
+        }
         Err(e) => return Err(anyhow::Error::new(e).context("nothing measured")),
     };
     write_results(&args.out, &results)?;
