@@ -448,6 +448,7 @@ pub(crate) mod tests {
             matrix_hash: "abc".into(),
         };
         let cell = |v: CellVerdict| CellComparison {
+            provisional: false,
             concurrency: 8,
             context_tokens: 32768,
             verdict: v,

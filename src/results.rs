@@ -428,10 +428,25 @@ pub enum CellStatus {
     Ok,
     /// The engine could not admit all streams (KV budget): a result, not a failure.
     CapacityLimited,
+    /// Every stream was admitted, but the engine preempted (vLLM) or retracted (SGLang)
+    /// requests during the window: measured, but in another regime than a cell that holds
+    /// its streams (recomputed prefills, stalls), so its speed is not compared with one.
+    Saturated,
     /// The cell could not be measured; `reason` says why.
     Error,
     /// Not run (known not to fit, cancelled, or excluded); `reason` says why.
     Skipped,
+}
+
+impl CellStatus {
+    /// Whether the cell was measured (`ok`, `capacity_limited`, `saturated`: the engine
+    /// served what it could) rather than not (`error`, `skipped`).
+    pub fn measured(self) -> bool {
+        matches!(
+            self,
+            CellStatus::Ok | CellStatus::CapacityLimited | CellStatus::Saturated
+        )
+    }
 }
 
 /// p50/p90/p99 and mean of a latency or rate distribution.
@@ -600,6 +615,11 @@ pub struct CellResult {
     /// absent when no request finished or in results of other tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated_requests: Option<TruncatedRequests>,
+    /// Requests the engine preempted (vLLM `vllm:num_preemptions_total`) or retracted (SGLang
+    /// `sglang:num_retracted_requests_total`) during the window, from its counter at both
+    /// edges; absent when the engine has no such counter. Any makes an `ok` cell `saturated`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptions: Option<u64>,
 }
 
 /// How many finished requests came back short.
@@ -680,6 +700,7 @@ impl CellResult {
             rounds: Vec::new(),
             cross_checks: Vec::new(),
             truncated_requests: None,
+            preemptions: None,
         }
     }
 
@@ -710,9 +731,7 @@ impl CellResult {
             measured_s: again.measured_s,
             verdict_after: None,
         });
-        if again.measured_s > 0.0
-            && matches!(again.status, CellStatus::Ok | CellStatus::CapacityLimited)
-        {
+        if again.measured_s > 0.0 && again.status.measured() {
             self.samples.extend_from_slice(&again.samples);
             self.output_tokens += again.output_tokens;
             self.measured_s += again.measured_s;

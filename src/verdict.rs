@@ -165,7 +165,7 @@ fn used_by_default() -> bool {
 
 impl ComparisonReport {
     /// Cells whose verdict blocks the gate (`regression`, `capacity_regression`,
-    /// `error_regression`).
+    /// `error_regression`, `saturation_regression`).
     pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
         self.cells.iter().filter(|c| c.verdict.is_regression())
     }
@@ -224,10 +224,18 @@ pub enum CellVerdict {
     Inconclusive,
     /// Could not be compared (missing on one side, not measured, another matrix).
     NotComparable,
-    /// Fit in the baseline, capacity-limited now.
+    /// Capacity-limited on every candidate boot where its history shows it practically never
+    /// was (`stats::capacity`).
     CapacityRegression,
     /// Measured in the baseline, `error` now (the engine fails where it used to serve).
     ErrorRegression,
+    /// Saturated now (the engine preempted or retracted requests during the window) where
+    /// that is not evidence of a change: saturated in its history too, or on one boot only.
+    /// Its speed is not compared; it never fails the gate.
+    Saturated,
+    /// Saturated on every candidate boot, where its history shows it practically never was
+    /// (`docs/statistics.md`, capacity and saturation): fails the gate.
+    SaturationRegression,
 }
 
 impl CellVerdict {
@@ -238,6 +246,7 @@ impl CellVerdict {
             CellVerdict::Regression
                 | CellVerdict::CapacityRegression
                 | CellVerdict::ErrorRegression
+                | CellVerdict::SaturationRegression
         )
     }
 
@@ -251,6 +260,8 @@ impl CellVerdict {
             CellVerdict::NotComparable => "not_comparable",
             CellVerdict::CapacityRegression => "capacity_regression",
             CellVerdict::ErrorRegression => "error_regression",
+            CellVerdict::Saturated => "saturated",
+            CellVerdict::SaturationRegression => "saturation_regression",
         }
     }
 }
@@ -327,6 +338,12 @@ pub struct CellComparison {
     pub reason: Option<String>,
     /// Primary metric first.
     pub metrics: Vec<MetricComparison>,
+    /// A provisional alarm: this boot alone shows a change (capacity-limited or saturated where
+    /// the history practically never was) that one boot cannot prove; `run` boots the engine
+    /// again to confirm it (`stats::ConfirmPlan`), and until then the gate is at best
+    /// `inconclusive`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub provisional: bool,
 }
 
 impl CellComparison {

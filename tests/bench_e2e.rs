@@ -505,8 +505,10 @@ fn stalled_streams_are_detected_and_reported() {
     );
 }
 
+/// The engine serves `max_model_len` (65536 in `/v1/models`): a 96k context is refused before
+/// anything is calibrated or measured, naming the cell, the limit and the fix (exit 2).
 #[test]
-fn a_context_beyond_the_model_length_is_an_error_cell_not_a_failed_run() {
+fn a_context_beyond_the_model_length_is_refused_before_measuring() {
     let sim = Sim::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
@@ -515,12 +517,14 @@ fn a_context_beyond_the_model_length_is_an_error_cell_not_a_failed_run() {
         &out,
         &args(&["--concurrency", "1", "--contexts", "0,96k"]),
     );
-    // The other cell is still measured; the run is `partial` (a cell errored) and exits 3.
-    assert_eq!(run.code, 3, "one cell errored: {}", run.stderr);
-    let r = run.results.unwrap();
-    assert_eq!(r.status, infergate::results::RunStatus::Partial);
-    assert_eq!(cell(&r, 1, 0).status, CellStatus::Ok);
-    let big = cell(&r, 1, 96 * 1024);
-    assert_eq!(big.status, CellStatus::Error, "{big:?}");
-    assert!(big.reason.as_deref().unwrap().contains("HTTP 4"), "{big:?}");
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.results.is_none(), "nothing is written");
+    assert!(
+        run.stderr
+            .contains("max_model_len is 65536 tokens (GET /v1/models"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("C=1 / 96k (98304 + "), "{}", run.stderr);
+    assert!(!run.stderr.contains("cell start"), "{}", run.stderr);
 }

@@ -105,21 +105,49 @@ fn ten_percent_slower_everywhere_is_a_regression() {
     );
 }
 
+/// A cell that fit in every one of 20 history runs and is capacity-limited now: one boot is a
+/// provisional alarm (exit 0, gate `inconclusive`); with the confirmation boot's results
+/// (`--confirmation`, as `run` would have booted again) limited too, a capacity regression.
 #[test]
-fn a_cell_newly_capacity_limited_is_a_capacity_regression() {
+fn a_cell_newly_capacity_limited_on_both_boots_is_a_capacity_regression() {
     let dir = tempfile::tempdir().unwrap();
-    let base = write_many(dir.path(), "base", &Gen::default(), 0..6);
-    let mut cand = run(&Gen::default(), 200);
-    let cell = cand
-        .cells
-        .iter_mut()
-        .find(|c| (c.concurrency, c.context_tokens) == (16, 8192))
-        .unwrap();
-    cell.status = infergate::results::CellStatus::CapacityLimited;
-    cell.reason = Some("running_reqs=11/16".into());
-    cell.aggregate_tps *= 0.7;
-    let cand = write(dir.path(), "cand.json", &cand);
-    let (code, report, err) = compare(&paths(&base), &[cand.to_str().unwrap()], &[]);
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..20);
+    let limited = |seed: u64, limit: bool| {
+        let mut cand = run(&Gen::default(), seed);
+        let cell = cand
+            .cells
+            .iter_mut()
+            .find(|c| (c.concurrency, c.context_tokens) == (16, 8192))
+            .unwrap();
+        if limit {
+            cell.status = infergate::results::CellStatus::CapacityLimited;
+            cell.reason = Some("running_reqs=11/16".into());
+            cell.aggregate_tps *= 0.7;
+        }
+        write(dir.path(), &format!("cand-{seed}.json"), &cand)
+    };
+    let (first, second, fits) = (limited(200, true), limited(201, true), limited(202, false));
+    let at = |r: &ComparisonReport| {
+        r.cells
+            .iter()
+            .find(|c| (c.concurrency, c.context_tokens) == (16, 8192))
+            .cloned()
+            .unwrap()
+    };
+    // One boot: provisional.
+    let (code, report, err) = compare(&paths(&base), &[first.to_str().unwrap()], &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    let c = at(&report);
+    assert!(c.provisional, "{c:?}");
+    assert_eq!(c.verdict, CellVerdict::Inconclusive);
+    assert_eq!(report.gate, GateVerdict::Inconclusive);
+    // Both boots limited: a capacity regression, the second boot used.
+    let (code, report, err) = compare(
+        &paths(&base),
+        &[first.to_str().unwrap()],
+        &["--confirmation", second.to_str().unwrap()],
+    );
     let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
     assert_eq!(code, 1, "{err}");
     let v: Vec<_> = verdicts(&report)
@@ -127,7 +155,17 @@ fn a_cell_newly_capacity_limited_is_a_capacity_regression() {
         .filter(|(_, v)| *v == CellVerdict::CapacityRegression)
         .collect();
     assert_eq!(v, vec![((16, 8192), CellVerdict::CapacityRegression)]);
+    assert!(report.confirmation.as_ref().is_some_and(|c| c.used));
     assert_eq!(report.gate, GateVerdict::Regression);
+    // The second boot fits: not evidence.
+    let (code, report, err) = compare(
+        &paths(&base),
+        &[first.to_str().unwrap()],
+        &["--confirmation", fits.to_str().unwrap()],
+    );
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_ne!(at(&report).verdict, CellVerdict::CapacityRegression);
+    assert_ne!(code, 1, "{err}");
 }
 
 #[test]

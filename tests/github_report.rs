@@ -143,6 +143,7 @@ fn verdict(
                 (CellVerdict::Unchanged, 0.002)
             };
             CellComparison {
+                provisional: false,
                 concurrency: c.concurrency,
                 context_tokens: c.context_tokens,
                 verdict: v,
@@ -1128,6 +1129,42 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
     // Without a confirmation there is no section.
     v.confirmation = None;
     assert_eq!(render::confirmation_markdown(&v), "");
+}
+
+/// A saturated cell and a saturation regression are named in the check-run text, the job
+/// summary and the PR comment (engine text escaped).
+#[test]
+fn saturated_cells_are_named_in_every_report() {
+    let results = run("r-sat", "Qwen/Qwen3-8B", &[1, 8], &[8192], 1.0, 0);
+    let mut v = verdict(&results, 0, 0, 0);
+    v.cells[0].verdict = CellVerdict::SaturationRegression;
+    v.cells[0].metrics.clear();
+    v.cells[0].reason = Some(
+        "saturated on 2 of 2 boots (12 preemptions <b>); saturated in 0 of 20 history runs (0.0%)"
+            .into(),
+    );
+    v.cells[1].verdict = CellVerdict::Saturated;
+    v.cells[1].metrics.clear();
+    v.cells[1].reason = Some("saturated on both sides: saturated in 20 of 20 history runs".into());
+    v.gate = GateVerdict::Regression;
+    let outcome = Outcome {
+        results: &results,
+        verdict: Some(&v),
+        failure: None,
+        policy: infergate::policy::GatePolicy::default(),
+    };
+    let text = render::check_text(&outcome, &Links::default());
+    assert!(text.contains("C=1 / 8k: saturation regression"), "{text}");
+    assert!(text.contains("**Saturated cells**"), "{text}");
+    assert!(text.contains("C=8 / 8k: saturated"), "{text}");
+    assert!(!text.contains("<b>"), "{text}");
+    let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
+    assert!(
+        summary.contains("saturated ⚠") && summary.contains("saturated ≈"),
+        "{summary}"
+    );
+    let comment = render::comment_body("infergate / p / pr", &outcome, &Links::default(), 0);
+    assert!(comment.contains("saturated ⚠"), "{comment}");
 }
 
 // ---------------------------------------------------------------- which PR, whose comment

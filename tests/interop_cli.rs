@@ -300,6 +300,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         matrix_test: None,
         cells: vec![
             CellComparison {
+                provisional: false,
                 concurrency: 100,
                 context_tokens: 32010,
                 verdict: CellVerdict::Regression,
@@ -307,6 +308,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
                 metrics: vec![m(CellVerdict::Regression, -0.09)],
             },
             CellComparison {
+                provisional: false,
                 concurrency: 200,
                 context_tokens: 1010,
                 verdict: CellVerdict::Inconclusive,

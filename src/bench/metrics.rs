@@ -177,6 +177,9 @@ pub(crate) struct EngineState {
     pub spec: Option<SpecCounters>,
     /// Mean accepted length reported directly by the engine (SGLang gauge).
     pub spec_accept_length_gauge: Option<f64>,
+    /// Cumulative requests preempted (vLLM) or retracted (SGLang), when the engine counts them
+    /// (see [`MetricsDialect::preemption_counter`]).
+    pub preemptions: Option<f64>,
 }
 
 /// Cumulative speculative-decoding counters.
@@ -261,8 +264,28 @@ impl MetricsDialect {
         self == MetricsDialect::Llamacpp
     }
 
+    /// The counter of requests the engine took back from the running batch because its KV
+    /// cache ran out, from the engines' sources: vLLM's `vllm:num_preemptions` counter
+    /// (`vllm/v1/metrics/loggers.py`; `_total` on the wire), SGLang's
+    /// `sglang:num_retracted_requests_total` (`srt/metrics/collector.py`; its older
+    /// `sglang:num_retracted_reqs` is a gauge reset after every log interval, not differenced).
+    /// llama.cpp has none.
+    pub(crate) fn preemption_counter(self) -> Option<&'static str> {
+        match self {
+            MetricsDialect::Vllm => Some("vllm:num_preemptions_total"),
+            MetricsDialect::Sglang => Some("sglang:num_retracted_requests_total"),
+            _ => None,
+        }
+    }
+
     /// Reads the engine-neutral state from a page.
     pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
+        let mut state = self.read_gauges(page);
+        state.preemptions = self.preemption_counter().and_then(|name| page.sum(name));
+        state
+    }
+
+    fn read_gauges(self, page: &MetricsPage) -> EngineState {
         match self {
             MetricsDialect::Vllm => {
                 let spec =
@@ -290,6 +313,7 @@ impl MetricsDialect {
                         .or_else(|| page.sum("vllm:gpu_cache_usage_perc")),
                     spec,
                     spec_accept_length_gauge: None,
+                    preemptions: None,
                 }
             }
             MetricsDialect::Sglang => EngineState {
@@ -301,6 +325,7 @@ impl MetricsDialect {
                 spec_accept_length_gauge: page
                     .sum("sglang:spec_accept_length")
                     .filter(|v| *v > 0.0),
+                preemptions: None,
             },
             // Current llama-server (tools/server/server-task.cpp `to_metrics`) has no KV
             // gauge; `kv_cache_usage_ratio` is read where an older build still has it. The
@@ -327,6 +352,7 @@ impl MetricsDialect {
                         per_request: true,
                     }),
                 spec_accept_length_gauge: None,
+                preemptions: None,
             },
             // tensorrt_llm/metrics/collector.py: the request gauges and KV utilisation come
             // from the iteration stats (`log_iteration_stats`, needs `enable_iter_perf_stats`
@@ -351,6 +377,7 @@ impl MetricsDialect {
                 spec_accept_length_gauge: page
                     .sum("trtllm_spec_decode_acceptance_length")
                     .filter(|v| *v > 0.0),
+                preemptions: None,
             },
         }
     }
@@ -517,6 +544,25 @@ mod tests {
         );
         assert!(!spec.per_request);
         assert_eq!(st.spec_accept_length_gauge, Some(2.31));
+    }
+
+    /// The preemption counters by their names in the engines' sources (vLLM
+    /// `vllm:num_preemptions` → `_total` on the wire; SGLang's counter, not its reset gauge).
+    #[test]
+    fn preemption_counters_are_read_per_dialect() {
+        let vllm = parse_prometheus(
+            "vllm:num_requests_running{engine=\"0\"} 4\nvllm:num_preemptions_total{engine=\"0\",model_name=\"m\"} 7.0\nvllm:num_preemptions_total{engine=\"1\",model_name=\"m\"} 2.0\n",
+        );
+        assert_eq!(MetricsDialect::Vllm.read(&vllm).preemptions, Some(9.0));
+        let sglang = parse_prometheus(
+            "sglang:num_running_reqs 8\nsglang:num_retracted_reqs 3\nsglang:num_retracted_requests_total 11\n",
+        );
+        assert_eq!(MetricsDialect::Sglang.read(&sglang).preemptions, Some(11.0));
+        let old_sglang =
+            parse_prometheus("sglang:num_running_reqs 8\nsglang:num_retracted_reqs 3\n");
+        assert_eq!(MetricsDialect::Sglang.read(&old_sglang).preemptions, None);
+        let page = parse_prometheus(&fixture("metrics-llamacpp.txt"));
+        assert_eq!(MetricsDialect::Llamacpp.read(&page).preemptions, None);
     }
 
     #[test]

@@ -151,6 +151,17 @@ pub enum BenchError {
     /// The run was cancelled before anything was measured.
     #[error("cancelled before the first cell")]
     Cancelled,
+    /// Cells of the matrix ask for more tokens (context + `max_tokens`) than the engine's
+    /// `max_model_len`: it would refuse or silently clamp them, so nothing is measured.
+    #[error(
+        "the engine's max_model_len is {limit} tokens ({origin}), but context + max_tokens = {max_tokens} does not fit in {cells}: lower those contexts or max_tokens in the suite, or start the engine with a longer context (vLLM `--max-model-len`, SGLang `--context-length`)"
+    )]
+    DoesNotFit {
+        limit: u64,
+        origin: String,
+        max_tokens: u32,
+        cells: String,
+    },
 }
 
 /// A prepared connection to one engine: identity, calibrated prompts, HTTP client.
@@ -202,12 +213,15 @@ impl BenchSession {
         }
 
         // /v1/models.
+        let mut models_text = String::new();
         let models = match client.get_text("/v1/models", PROBE_TIMEOUT).await {
             Ok((200, text)) => {
-                parse_model_ids(&text).map_err(|reason| BenchError::BadResponse {
+                let ids = parse_model_ids(&text).map_err(|reason| BenchError::BadResponse {
                     url: client.url("/v1/models"),
                     reason,
-                })?
+                })?;
+                models_text = text;
+                ids
             }
             Ok((status, text)) => {
                 if target.model.is_none() {
@@ -238,6 +252,20 @@ impl BenchSession {
                 });
             }
         };
+
+        // The engine's context limit, where it serves one: refuse the cells that do not fit
+        // before calibrating or measuring anything (vLLM would clamp their max_tokens).
+        if let Some(limit) = parse_max_model_len(&models_text, &model) {
+            check_fits(
+                &opts.matrix,
+                limit,
+                &format!("GET /v1/models, model `{model}`"),
+            )?;
+            note(
+                EventKind::Startup,
+                format!("max_model_len {limit} tokens (GET /v1/models): every cell fits"),
+            );
+        }
 
         // /version (vLLM, SGLang) — optional.
         let version = match client.get_text("/version", PROBE_TIMEOUT).await {
@@ -650,6 +678,48 @@ pub fn parse_model_ids(text: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// `max_model_len` of `model` in an OpenAI `/v1/models` answer (vLLM and SGLang serve it on
+/// each model card; SGLang's `/get_model_info` has no context length), when present.
+pub fn parse_max_model_len(text: &str, model: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let data = v.get("data")?.as_array()?;
+    let card = data
+        .iter()
+        .find(|m| m.get("id").and_then(|i| i.as_str()) == Some(model))
+        .or_else(|| data.first())?;
+    card.get("max_model_len")?.as_u64().filter(|n| *n > 0)
+}
+
+/// Refuses a matrix with a cell whose context + `max_tokens` exceeds `limit`, naming the cells
+/// and where the limit came from (`source`).
+pub(crate) fn check_fits(matrix: &MatrixSpec, limit: u64, source: &str) -> Result<(), BenchError> {
+    let max_tokens = matrix.timing.max_tokens.max(1);
+    let over: Vec<String> = matrix
+        .contexts
+        .iter()
+        .filter(|&&ctx| ctx + u64::from(max_tokens) > limit)
+        .map(|&ctx| {
+            let cs: Vec<String> = matrix.concurrency.iter().map(|c| c.to_string()).collect();
+            format!(
+                "the cells C={} / {} ({} + {max_tokens} = {} tokens)",
+                cs.join(","),
+                context_label(ctx),
+                ctx,
+                ctx + u64::from(max_tokens)
+            )
+        })
+        .collect();
+    if over.is_empty() {
+        return Ok(());
+    }
+    Err(BenchError::DoesNotFit {
+        limit,
+        origin: source.to_string(),
+        max_tokens,
+        cells: over.join("; "),
+    })
+}
+
 /// Probes the server, calibrates prompts and measures every cell of the matrix.
 ///
 /// Returns `Err` only when nothing could be measured at all; otherwise every cell of the
@@ -815,6 +885,34 @@ mod tests {
             "no route: probes"
         );
         assert_eq!(tokenize_paths(None), ["/tokenize"]);
+    }
+
+    /// vLLM's and SGLang's model cards carry `max_model_len`; a cell that does not fit is
+    /// named with the limit.
+    #[test]
+    fn max_model_len_is_read_and_cells_that_do_not_fit_are_named() {
+        let vllm = r#"{"object":"list","data":[{"id":"m","object":"model","owned_by":"vllm","root":"m","parent":null,"max_model_len":40960,"permission":[]}]}"#;
+        assert_eq!(parse_max_model_len(vllm, "m"), Some(40960));
+        assert_eq!(parse_max_model_len(vllm, "other"), Some(40960));
+        assert_eq!(parse_max_model_len(r#"{"data":[{"id":"m"}]}"#, "m"), None);
+        assert_eq!(parse_max_model_len("not json", "m"), None);
+        let mut matrix = MatrixSpec {
+            model: "m".into(),
+            concurrency: vec![1, 8],
+            contexts: vec![0, 32768, 65536],
+            repetitions: 1,
+            timing: CellTiming::default(),
+        };
+        matrix.timing.max_tokens = 512;
+        assert!(check_fits(&matrix, 70_000, "m").is_ok());
+        let e = check_fits(&matrix, 40960, "m").unwrap_err().to_string();
+        assert!(e.contains("max_model_len is 40960"), "{e}");
+        assert!(
+            e.contains("C=1,8 / 64k (65536 + 512 = 66048 tokens)"),
+            "{e}"
+        );
+        assert!(!e.contains("/ 32k"), "{e}");
+        assert!(e.contains("--max-model-len"), "{e}");
     }
 
     /// Callers spawn these futures on a multi-threaded runtime.

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bench::{self, BenchError, BenchOptions, BenchTarget};
 use crate::exit::{GateExit, usage};
-use crate::results::{CellStatus, CellTiming, MatrixSpec, RunResults};
+use crate::results::{CellTiming, MatrixSpec, RunResults};
 
 /// Arguments of `infergate bench`.
 #[derive(Debug, clap::Args)]
@@ -193,16 +193,16 @@ pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
                 target.base_url
             )));
         }
+        // The flags ask for cells the engine cannot take: the user's to fix.
+        Err(e @ BenchError::DoesNotFit { .. }) => {
+            return Err(crate::exit::usage(format!("nothing measured: {e}")));
+        }
         Err(e) => return Err(anyhow::Error::new(e).context("nothing measured")),
     };
     write_results(&args.out, &results)?;
     outln!("{}", crate::report::console::render_matrix(&results));
     outln!("results: {}", args.out.display());
-    let measured = results
-        .cells
-        .iter()
-        .filter(|c| matches!(c.status, CellStatus::Ok | CellStatus::CapacityLimited))
-        .count();
+    let measured = results.cells.iter().filter(|c| c.status.measured()).count();
     if measured == 0 {
         errln!(
             "error: no cell could be measured ({} cells errored or were skipped); see the reasons above",

@@ -36,12 +36,17 @@ pub struct SimArgs {
     #[arg(long, value_enum)]
     pub usage_mode: Option<UsageMode>,
     /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
-    /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS.
+    /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS,
+    /// lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, preempt[=TOKENS].
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).
     #[arg(long)]
     pub model: Option<String>,
+    /// The longest prompt + `max_tokens` a request may have (overrides the profile's
+    /// `max_model_len`, served in `/v1/models` as vLLM does; longer requests get HTTP 400).
+    #[arg(long)]
+    pub max_model_len: Option<u64>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: IpAddr,
@@ -86,6 +91,9 @@ pub(crate) fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
         opts.faults.push(fault);
     }
     opts.model = args.model.clone();
+    if let Some(n) = args.max_model_len {
+        opts.profile.max_model_len = n;
+    }
     opts.validate().map_err(|e| usage(e.to_string()))?;
     Ok(opts)
 }

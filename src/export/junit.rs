@@ -124,7 +124,7 @@ fn cell_verdict_cases(run: &RunResults, c: &CellComparison) -> Vec<Case> {
                 message: reason.clone(),
                 body: format!("{classname}: {}: {reason}", v.as_str()),
             },
-            CellVerdict::NotComparable => Outcome::Skipped {
+            CellVerdict::NotComparable | CellVerdict::Saturated => Outcome::Skipped {
                 reason: reason.clone(),
             },
             _ => Outcome::Pass,

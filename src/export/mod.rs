@@ -8,7 +8,7 @@ pub(crate) mod csv;
 pub mod gab;
 pub(crate) mod junit;
 
-use crate::results::{CellResult, CellStatus, RunResults, context_label};
+use crate::results::{CellResult, RunResults, context_label};
 use crate::stats::compare::{ALL_METRICS, metric_value};
 use crate::verdict::{ComparisonReport, Metric};
 
@@ -56,7 +56,7 @@ pub struct Figure<'a> {
 pub fn figures(run: &RunResults) -> Vec<Figure<'_>> {
     run.cells
         .iter()
-        .filter(|c| matches!(c.status, CellStatus::Ok | CellStatus::CapacityLimited))
+        .filter(|c| c.status.measured())
         .flat_map(|cell| {
             ALL_METRICS.iter().filter_map(move |&metric| {
                 metric_value(cell, metric).map(|value| Figure {
@@ -165,6 +165,7 @@ pub(crate) mod fixture {
         };
         let cells = vec![
             CellComparison {
+                provisional: false,
                 concurrency: run.cells[0].concurrency,
                 context_tokens: run.cells[0].context_tokens,
                 verdict: CellVerdict::Unchanged,
@@ -177,6 +178,7 @@ pub(crate) mod fixture {
                 )],
             },
             CellComparison {
+                provisional: false,
                 concurrency: run.cells[1].concurrency,
                 context_tokens: run.cells[1].context_tokens,
                 verdict: CellVerdict::Regression,
@@ -187,6 +189,7 @@ pub(crate) mod fixture {
                 ],
             },
             CellComparison {
+                provisional: false,
                 concurrency: run.cells[2].concurrency,
                 context_tokens: run.cells[2].context_tokens,
                 verdict: CellVerdict::CapacityRegression,
@@ -194,6 +197,7 @@ pub(crate) mod fixture {
                 metrics: Vec::new(),
             },
             CellComparison {
+                provisional: false,
                 concurrency: 8,
                 context_tokens: 8192,
                 verdict: CellVerdict::NotComparable,

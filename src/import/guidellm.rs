@@ -298,6 +298,7 @@ pub(crate) fn convert(
             rounds: Vec::new(),
             cross_checks: Vec::new(),
             truncated_requests: None,
+            preemptions: None,
         };
         if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
             return Err(err(

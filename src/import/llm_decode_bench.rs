@@ -345,6 +345,7 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         rounds: Vec::new(),
         cross_checks: Vec::new(),
         truncated_requests: None,
+        preemptions: None,
     })
 }
 

@@ -315,6 +315,7 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             rounds: Vec::new(),
             cross_checks: Vec::new(),
             truncated_requests: None,
+            preemptions: None,
         },
         notes,
     ))

@@ -51,6 +51,7 @@ fn aggregate_line(cell: &CellResult) -> String {
             capacity_marker(cell),
             error_marker(cell)
         ),
+        CellStatus::Saturated => format!("{:.1} sat{}", cell.aggregate_tps, error_marker(cell)),
         CellStatus::Error => format!("ERR{}", error_marker(cell)),
         CellStatus::Skipped => "∅".into(),
     }
@@ -58,7 +59,7 @@ fn aggregate_line(cell: &CellResult) -> String {
 
 /// The dim detail line: `TTFT ms/ITL ms` p50.
 fn detail_line(cell: &CellResult) -> Option<String> {
-    if !matches!(cell.status, CellStatus::Ok | CellStatus::CapacityLimited) {
+    if !cell.status.measured() {
         return None;
     }
     let ttft = cell
@@ -74,7 +75,7 @@ fn detail_line(cell: &CellResult) -> Option<String> {
 
 fn per_user_line(cell: &CellResult) -> String {
     match cell.status {
-        CellStatus::Ok => cell
+        CellStatus::Ok | CellStatus::Saturated => cell
             .per_user_tps
             .map(|p| format!("{:.1}", p.p50))
             .unwrap_or_else(|| "—".into()),
@@ -196,6 +197,7 @@ fn matrix_table(results: &RunResults) -> String {
                 context_label(c.context_tokens),
                 match c.status {
                     CellStatus::CapacityLimited => "capacity_limited",
+                    CellStatus::Saturated => "saturated",
                     CellStatus::Error => "error",
                     CellStatus::Skipped => "skipped",
                     CellStatus::Ok => "ok",

@@ -53,7 +53,7 @@ pub fn headline_cells(current: &RunResults, verdict: Option<&ComparisonReport>) 
 }
 
 fn measured(status: CellStatus, tps: f64) -> bool {
-    matches!(status, CellStatus::Ok | CellStatus::CapacityLimited) && tps.is_finite() && tps > 0.0
+    status.measured() && tps.is_finite() && tps > 0.0
 }
 
 /// A label Mermaid accepts inside double quotes.

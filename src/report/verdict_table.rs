@@ -23,6 +23,8 @@ pub(crate) fn mark(verdict: CellVerdict) -> &'static str {
         CellVerdict::NotComparable => "–",
         CellVerdict::CapacityRegression => "⚠",
         CellVerdict::ErrorRegression => "‼",
+        CellVerdict::Saturated => "≈",
+        CellVerdict::SaturationRegression => "⚠",
     }
 }
 
@@ -34,7 +36,7 @@ pub(crate) const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UT
     .header_separator(comfy_table::LineStyle::new('├', '─', '┼', '┤'));
 
 /// The legend printed under both tables.
-const LEGEND: &str = "Beside a regression or an improvement is the change it was decided on: \"vs run\" is the cell against the rest of its own run (the whole matrix's move taken out); \"with the matrix\" is a cell that moved with the matrix-wide change.\n✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in the baseline, capacity-limited now) · ‼ error regression (measured in the baseline, error now)";
+const LEGEND: &str = "Beside a regression or an improvement is the change it was decided on: \"vs run\" is the cell against the rest of its own run (the whole matrix's move taken out); \"with the matrix\" is a cell that moved with the matrix-wide change.\n✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in its history, capacity-limited on both boots) · ‼ error regression (measured in the baseline, error now) · ≈ saturated (the engine preempted or retracted requests: not compared) · saturated ⚠ saturation regression (saturated on both boots, never in its history)";
 
 use crate::verdict::{signed_number as signed, signed_percent as pct};
 
@@ -70,6 +72,10 @@ fn cell_text(c: &CellComparison) -> String {
         (CellVerdict::NotComparable, _) => mark(c.verdict).to_string(),
         (CellVerdict::CapacityRegression, None) => format!("capacity {}", mark(c.verdict)),
         (CellVerdict::ErrorRegression, _) => format!("error {}", mark(c.verdict)),
+        (CellVerdict::Saturated | CellVerdict::SaturationRegression, _) => {
+            format!("saturated {}", mark(c.verdict))
+        }
+        (CellVerdict::Inconclusive, None) if c.provisional => "provisional ?".to_string(),
         (v, Some(m)) => format!("{} {}", change_with_interval(m), mark(v)),
         (v, None) => mark(v).to_string(),
     }
@@ -402,6 +408,7 @@ mod tests {
         metrics: Vec<MetricComparison>,
     ) -> CellComparison {
         CellComparison {
+            provisional: false,
             concurrency: conc,
             context_tokens: ctx,
             verdict,

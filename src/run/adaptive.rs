@@ -122,7 +122,9 @@ where
         let pending: Vec<(u32, u64)> = report
             .cells
             .iter()
-            .filter(|c| c.verdict == CellVerdict::Inconclusive)
+            // A cell decided up front (capacity-limited, saturated: no metrics) is not
+            // resolved by re-measuring it on the same boot; a second boot decides it.
+            .filter(|c| c.verdict == CellVerdict::Inconclusive && !c.metrics.is_empty())
             .map(|c| (c.concurrency, c.context_tokens))
             .collect();
         if pending.is_empty() {

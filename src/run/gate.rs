@@ -77,6 +77,32 @@ pub(crate) enum SetupError {
     NoStore { dir: String, origin: &'static str },
     #[error("baseline store {dir} is not a directory ({origin})")]
     StoreNotDir { dir: String, origin: &'static str },
+    /// The engine's command declares a context limit some cell does not fit in: refused
+    /// before booting (after booting, the limit the engine serves is checked again).
+    #[error("{config}: {reason}")]
+    DoesNotFit { config: String, reason: String },
+}
+
+/// The context limit an engine command declares, with the flag as written: vLLM
+/// `--max-model-len N` and SGLang `--context-length N` (also `--flag=N`); the last one wins, as
+/// on the engines' command lines. Only plain whole numbers are read (vLLM's `40k` forms are
+/// left to the check after boot).
+fn declared_context_limit<'a>(args: impl IntoIterator<Item = &'a str>) -> Option<(u64, String)> {
+    let words: Vec<&str> = args.into_iter().flat_map(str::split_whitespace).collect();
+    let mut found = None;
+    for (i, w) in words.iter().enumerate() {
+        for flag in ["--max-model-len", "--context-length"] {
+            let value = if *w == flag {
+                words.get(i + 1).copied()
+            } else {
+                w.strip_prefix(flag).and_then(|r| r.strip_prefix('='))
+            };
+            if let Some(n) = value.and_then(|v| v.parse::<u64>().ok()).filter(|n| *n > 0) {
+                found = Some((n, format!("`{flag} {n}` in the engine command")));
+            }
+        }
+    }
+    found
 }
 
 /// Why a gate stopped before it ended (exit 3); any check it started is completed as failed.
@@ -281,6 +307,22 @@ impl GatePlan {
         let baseline_dir = req
             .baseline_dir
             .unwrap_or_else(|| req.config.baseline.dir.clone());
+        let declared = declared_context_limit(
+            req.config
+                .engine
+                .command
+                .parts()
+                .into_iter()
+                .chain(req.engine_args.iter().map(String::as_str)),
+        );
+        if let Some((limit, source)) = declared {
+            crate::bench::check_fits(&suite.matrix_spec(""), limit, &source).map_err(|e| {
+                SetupError::DoesNotFit {
+                    config: req.config.path.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+        }
         if let PlannedDesign::Baseline { update_baseline } = &design {
             let dir = baseline_dir.display().to_string();
             if baseline_dir.exists() && !baseline_dir.is_dir() {
@@ -809,6 +851,32 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declared_context_limit_is_read_from_the_engine_command() {
+        let argv = [
+            "vllm",
+            "serve",
+            "{model}",
+            "--max-model-len",
+            "40960",
+            "--port",
+            "{port}",
+        ];
+        assert_eq!(declared_context_limit(argv).map(|x| x.0), Some(40960));
+        assert_eq!(
+            declared_context_limit(["python -m sglang.launch_server --context-length=8192"])
+                .map(|x| x.0),
+            Some(8192)
+        );
+        // The last one wins (an `--engine-arg` appended after the config's command).
+        let (n, source) =
+            declared_context_limit(["--max-model-len", "4096", "--max-model-len", "2048"]).unwrap();
+        assert_eq!(n, 2048);
+        assert_eq!(source, "`--max-model-len 2048` in the engine command");
+        assert_eq!(declared_context_limit(["--max-model-len", "40k"]), None);
+        assert_eq!(declared_context_limit(["vllm", "serve", "m"]), None);
+    }
 
     #[test]
     fn github_is_reported_when_forced_configured_or_inside_actions() {

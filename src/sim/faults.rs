@@ -36,12 +36,18 @@ pub enum Fault {
     /// `/health` and `/metrics` included, and every open stream goes silent, but the process
     /// lives and keeps its sockets open.
     HangAfter(f64),
+    /// The engine's real KV cache holds only this many tokens of running sequences (their
+    /// prompt plus what they generated), though it admits requests as if it held its whole
+    /// budget: when the running sequences outgrow it, the newest is preempted (its KV dropped,
+    /// recomputed when there is room again), as vLLM does, and
+    /// `vllm:num_preemptions_total` counts it. Plain `preempt` holds half the KV budget.
+    Preempt(Option<u64>),
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS])"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -104,6 +110,11 @@ impl FromStr for Fault {
         };
         match (name, value) {
             ("never-ready", None) => Ok(Fault::NeverReady),
+            ("preempt", None) => Ok(Fault::Preempt(None)),
+            ("preempt", Some(v)) => match v.parse::<u64>() {
+                Ok(n) if n >= 1 => Ok(Fault::Preempt(Some(n))),
+                _ => Err(err("TOKENS must be a whole number >= 1")),
+            },
             ("never-ready", Some(_)) => Err(err("never-ready takes no value")),
             ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
             ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
@@ -155,6 +166,8 @@ impl fmt::Display for Fault {
             Fault::TruncateAt(n) => write!(f, "truncate-at={n}"),
             Fault::FailAboveConcurrency(n) => write!(f, "fail-above-concurrency={n}"),
             Fault::HangAfter(s) => write!(f, "hang-after={s}"),
+            Fault::Preempt(None) => f.write_str("preempt"),
+            Fault::Preempt(Some(n)) => write!(f, "preempt={n}"),
         }
     }
 }
@@ -195,6 +208,8 @@ pub(crate) struct FaultSet {
     pub fail_above_concurrency: Option<u32>,
     /// Stop answering (everything, sockets kept open) after this many seconds.
     pub hang_after: Option<f64>,
+    /// Preempt running sequences beyond this real KV size (`Some(None)`: half the budget).
+    pub preempt: Option<Option<u64>>,
 }
 
 impl Default for FaultSet {
@@ -210,6 +225,7 @@ impl Default for FaultSet {
             truncate_at: None,
             fail_above_concurrency: None,
             hang_after: None,
+            preempt: None,
         }
     }
 }
@@ -240,6 +256,7 @@ impl FaultSet {
                 Fault::TruncateAt(n) => set.truncate_at = Some(n),
                 Fault::FailAboveConcurrency(n) => set.fail_above_concurrency = Some(n),
                 Fault::HangAfter(s) => set.hang_after = Some(s),
+                Fault::Preempt(n) => set.preempt = Some(n),
             }
         }
         set
@@ -267,6 +284,9 @@ mod tests {
         );
         assert_eq!("hang-after=12".parse(), Ok(Fault::HangAfter(12.0)));
         assert_eq!("hang-after=0.5s".parse(), Ok(Fault::HangAfter(0.5)));
+        assert_eq!("preempt".parse(), Ok(Fault::Preempt(None)));
+        assert_eq!("preempt=300".parse(), Ok(Fault::Preempt(Some(300))));
+        assert_eq!(Fault::Preempt(Some(300)).to_string(), "preempt=300");
     }
 
     #[test]
@@ -288,6 +308,8 @@ mod tests {
             "fail-above-concurrency",
             "hang-after=-1",
             "hang-after",
+            "preempt=0",
+            "preempt=lots",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);

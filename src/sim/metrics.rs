@@ -23,6 +23,8 @@ pub(crate) struct EngineCounters {
     pub prefix_cache_hits: AtomicU64,
     /// Finished requests (counter).
     pub requests_finished: AtomicU64,
+    /// Sequences preempted for lack of KV cache (counter; only the `preempt` fault preempts).
+    pub preemptions: AtomicU64,
     /// Spec decode: draft rounds (one per sequence per step).
     pub spec_drafts: AtomicU64,
     /// Spec decode: draft tokens proposed.
@@ -115,6 +117,12 @@ pub(crate) fn render(
         "counter",
         "Prefix cache hits, in terms of number of cached tokens.",
         format!("{}.0", get(&c.prefix_cache_hits)),
+    );
+    metric(
+        "vllm:num_preemptions_total",
+        "counter",
+        "Cumulative number of preemption from the engine.",
+        format!("{}.0", get(&c.preemptions)),
     );
     metric(
         "vllm:request_success_total",

@@ -208,6 +208,9 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
             .profile
             .prefix_caching
             .then(|| prefix_cache::PrefixCache::new(opts.profile.kv_budget_tokens)),
+        preempt_budget: FaultSet::from_faults(&opts.faults)
+            .preempt
+            .map(|n| n.unwrap_or(opts.profile.kv_budget_tokens / 2).max(1)),
     };
     let mut tasks = vec![tokio::spawn(scheduler::run_engine(
         engine_cfg,

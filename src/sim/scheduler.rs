@@ -110,6 +110,10 @@ pub(crate) struct EngineConfig {
     pub seed: u64,
     /// Automatic prefix caching, when on.
     pub prefix_cache: Option<PrefixCache>,
+    /// The `preempt` fault: the KV tokens running sequences really have (their prompt plus
+    /// what they generated); beyond it the newest is preempted. `None`: no preemption (the
+    /// admission reservation always holds).
+    pub preempt_budget: Option<u64>,
 }
 
 struct Queued {
@@ -126,6 +130,11 @@ struct Seq {
     pending: u64,
     reservation: u64,
     fresh: bool,
+    /// Admission order (the newest is preempted first, as vLLM does).
+    admitted: u64,
+    /// Preempted for lack of KV (the `preempt` fault): no KV resident, no tokens, until it is
+    /// resumed with a recompute of its prompt and what it generated.
+    preempted: bool,
     /// Where the stream's chunk boundaries fall.
     chunk_clock: ChunkClock,
     /// A chunk boundary passed while catching up: release before the next sleep.
@@ -191,6 +200,8 @@ pub(crate) async fn run_engine(
     let mut reserved: u64 = 0;
     let mut deadline = Instant::now();
     let mut last_release = deadline;
+    let mut admitted_total: u64 = 0;
+    let resident = |s: &Seq| s.prompt_tokens + s.generated;
 
     loop {
         // 1. intake
@@ -210,9 +221,26 @@ pub(crate) async fn run_engine(
         }
         queue.retain(|q| !q.req.events.is_closed());
 
-        // 2. admission (strict FIFO)
-        let n = model.admit_count(reserved, queue.iter().map(|q| q.reservation));
+        // 2. admission (strict FIFO), preempted sequences first (oldest first, recomputing
+        // their prompt and what they generated) when the real KV has room for them again
         let mut prefill_tokens = 0u64;
+        if let Some(budget) = cfg.preempt_budget {
+            let mut used: u64 = running.iter().filter(|s| !s.preempted).map(&resident).sum();
+            let mut waiting: Vec<usize> = (0..running.len())
+                .filter(|&i| running[i].preempted && !running[i].closed)
+                .collect();
+            waiting.sort_by_key(|&i| running[i].admitted);
+            let none_active = used == 0;
+            for (k, i) in waiting.into_iter().enumerate() {
+                let need = resident(&running[i]);
+                if used + need <= budget || (none_active && k == 0) {
+                    used += need;
+                    prefill_tokens += need;
+                    running[i].preempted = false;
+                }
+            }
+        }
+        let n = model.admit_count(reserved, queue.iter().map(|q| q.reservation));
         for q in queue.drain(..n) {
             reserved += q.reservation;
             let prompt = q.req.prompt_tokens;
@@ -232,6 +260,7 @@ pub(crate) async fn run_engine(
             counters
                 .prompt_tokens
                 .fetch_add(q.req.prompt_tokens, Ordering::Relaxed);
+            admitted_total += 1;
             running.push(Seq {
                 prompt_tokens: q.req.prompt_tokens,
                 target: q.req.stop_at.min(q.req.max_tokens).max(1),
@@ -240,6 +269,8 @@ pub(crate) async fn run_engine(
                 pending: 0,
                 reservation: q.reservation,
                 fresh: true,
+                admitted: admitted_total,
+                preempted: false,
                 chunk_clock: ChunkClock::default(),
                 chunk_due: false,
                 events: q.req.events,
@@ -275,11 +306,16 @@ pub(crate) async fn run_engine(
             continue;
         }
 
-        // 3. cost of this step
-        let resident: u64 = running.iter().map(|s| s.prompt_tokens + s.generated).sum();
-        let mean_context =
-            running.iter().map(|s| s.prompt_tokens).sum::<u64>() / running.len() as u64;
-        let shape = model.step_shape(running.len(), resident, mean_context);
+        // 3. cost of this step (preempted sequences hold no KV and are not decoded)
+        let active = running.iter().filter(|s| !s.preempted).count().max(1);
+        let resident_now: u64 = running.iter().filter(|s| !s.preempted).map(&resident).sum();
+        let mean_context = running
+            .iter()
+            .filter(|s| !s.preempted)
+            .map(|s| s.prompt_tokens)
+            .sum::<u64>()
+            / active as u64;
+        let shape = model.step_shape(active, resident_now, mean_context);
         let step =
             shape.step_time * cfg.jitter.sample(&mut rng) + model.prefill_time(prefill_tokens);
         deadline += Duration::from_secs_f64(step.max(0.0));
@@ -333,7 +369,7 @@ pub(crate) async fn run_engine(
                 continue;
             }
             seq.flush();
-            if seq.closed {
+            if seq.closed || seq.preempted {
                 continue;
             }
             let remaining = seq.target - seq.generated;
@@ -379,6 +415,25 @@ pub(crate) async fn run_engine(
                 seq.release(finish);
             } else if chunk_ends {
                 seq.chunk_due = true;
+            }
+        }
+
+        // 5b. the `preempt` fault: while the running sequences' KV outgrows what the engine
+        // really has, preempt the newest (its tokens so far are released first)
+        if let Some(budget) = cfg.preempt_budget {
+            loop {
+                let live = |s: &&mut Seq| !s.preempted && !s.closed && s.generated < s.target;
+                let used: u64 = running.iter().filter(|s| !s.preempted).map(&resident).sum();
+                if used <= budget || running.iter_mut().filter(live).count() < 2 {
+                    break;
+                }
+                let Some(victim) = running.iter_mut().filter(live).max_by_key(|s| s.admitted)
+                else {
+                    break;
+                };
+                victim.release(None);
+                victim.preempted = true;
+                counters.preemptions.fetch_add(1, Ordering::Relaxed);
             }
         }
 
@@ -433,6 +488,7 @@ mod tests {
             jitter: Jitter::new(0.0),
             seed: 1,
             prefix_cache: None,
+            preempt_budget: None,
         };
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
@@ -486,6 +542,36 @@ mod tests {
             }
         }
         (n, None)
+    }
+
+    /// The `preempt` fault: four sequences of 10 + 128 tokens outgrow a real KV of 250 tokens;
+    /// the newest are preempted and resumed, every sequence still gets all its tokens, and the
+    /// counter counts the preemptions. Within budget nothing is preempted.
+    #[tokio::test]
+    async fn preempted_sequences_resume_and_are_counted() {
+        for (budget, preempts) in [(250u64, true), (10_000, false)] {
+            let p = SimProfile::named("test").unwrap();
+            let cfg = EngineConfig {
+                model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
+                jitter: Jitter::new(0.0),
+                seed: 1,
+                prefix_cache: None,
+                preempt_budget: Some(budget),
+            };
+            let counters = Arc::new(EngineCounters::new(0));
+            let (h, rx) = channel();
+            let cancel = CancellationToken::new();
+            tokio::spawn(run_engine(cfg, counters.clone(), rx, cancel.clone()));
+            let rxs: Vec<_> = (0..4).map(|_| submit(&h, 10, 128, 128)).collect();
+            for rx in rxs {
+                let (n, finish) = drain_until_finish(rx).await;
+                assert_eq!((n, finish), (128, Some(FinishReason::Length)));
+            }
+            assert_eq!(counters.generation_tokens.load(Ordering::Relaxed), 512);
+            let n = counters.preemptions.load(Ordering::Relaxed);
+            assert_eq!(n > 0, preempts, "budget {budget}: {n} preemptions");
+            cancel.cancel();
+        }
     }
 
     #[tokio::test]

@@ -161,6 +161,7 @@ pub(crate) fn cell(
         }
     };
     CellComparison {
+        provisional: false,
         concurrency: coord.0,
         context_tokens: coord.1,
         verdict,
@@ -179,7 +180,7 @@ pub fn finish(report: &mut ComparisonReport, against: Against) {
 /// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
 /// than the rule's floor (nothing it did measure can speak for the rest); `regression` when a
 /// cell (speed, capacity, errors) regressed or the matrix-wide test did; `inconclusive` when
-/// nothing regressed but a cell is undecided; `no_baseline` when no cell could be compared
+/// nothing regressed but a cell is undecided (or a provisional alarm); `no_baseline` when no cell could be compared
 /// because there was no baseline; otherwise `pass`.
 pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
     if report.coverage.is_some_and(|c| !c.sufficient()) {
@@ -196,7 +197,7 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
     } else if report
         .cells
         .iter()
-        .any(|c| c.verdict == CellVerdict::Inconclusive)
+        .any(|c| c.verdict == CellVerdict::Inconclusive || c.provisional)
     {
         GateVerdict::Inconclusive
     } else {

@@ -11,6 +11,7 @@ use crate::verdict::{
 };
 
 use super::build::{self, Coord, find, mean};
+use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
 use super::interval::{LogChange, relative, signed, significant_verdict};
 use super::multiplicity::adjust_by_family;
@@ -83,13 +84,20 @@ fn within_run_var(samples: &[f64]) -> f64 {
     var / n as f64
 }
 
-/// Whether a cell can be compared, and if not, its verdict and reason.
+/// Whether a cell can be compared, and if not, its verdict, reason and whether the verdict
+/// is a provisional alarm.
 enum Eligibility {
     Comparable,
-    Decided(CellVerdict, String),
+    Decided(CellVerdict, String, bool),
 }
 
-fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> Eligibility {
+fn eligibility(
+    coord: Coord,
+    history: &[RunResults],
+    level: &[RunResults],
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+) -> Eligibility {
     use CellStatus::*;
     let statuses: Vec<CellStatus> = level
         .iter()
@@ -97,29 +105,44 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
         .collect();
     let ok = statuses.iter().filter(|s| **s == Ok).count();
     let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
-    let mut cand_capacity = None;
+    let sat = statuses.iter().filter(|s| **s == Saturated).count();
+    let measured_level = ok + cap + sat;
+    let (mut cap_boots, mut sat_boots) = (0usize, 0usize);
+    let (mut cap_why, mut sat_why) = (String::new(), String::new());
     for run in candidate {
         match find(run, coord) {
             None => {
                 return Eligibility::Decided(
                     CellVerdict::NotComparable,
                     format!("missing in candidate run {}", run.run_id),
+                    false,
                 );
             }
             Some(c) => match c.status {
                 Ok => {}
-                CapacityLimited => cand_capacity = Some(c.reason.clone().unwrap_or_default()),
-                Error if ok + cap > 0 => {
+                CapacityLimited => {
+                    cap_boots += 1;
+                    if cap_why.is_empty() {
+                        cap_why = c.reason.clone().unwrap_or_default();
+                    }
+                }
+                Saturated => {
+                    sat_boots += 1;
+                    if sat_why.is_empty() {
+                        sat_why = c.reason.clone().unwrap_or_default();
+                    }
+                }
+                Error if measured_level > 0 => {
                     // Fail closed: an engine that errors where it used to serve regressed,
                     // however the cells it still serves compare.
                     let why = c.reason.as_deref().unwrap_or("no reason given");
                     return Eligibility::Decided(
                         CellVerdict::ErrorRegression,
                         format!(
-                            "error now: {why}; measured in {} of the {} newest baseline runs",
-                            ok + cap,
+                            "error now: {why}; measured in {measured_level} of the {} newest baseline runs",
                             statuses.len()
                         ),
+                        false,
                     );
                 }
                 Error | Skipped => {
@@ -132,53 +155,86 @@ fn eligibility(coord: Coord, level: &[RunResults], candidate: &[RunResults]) -> 
                     return Eligibility::Decided(
                         CellVerdict::NotComparable,
                         format!("{what} in candidate: {why}"),
+                        false,
                     );
                 }
             },
         }
     }
     if statuses.is_empty() {
-        return Eligibility::Decided(CellVerdict::NotComparable, "missing in baseline".into());
+        return Eligibility::Decided(
+            CellVerdict::NotComparable,
+            "missing in baseline".into(),
+            false,
+        );
     }
-    match cand_capacity {
-        Some(why) if ok > 0 && ok >= cap => {
-            let why = if why.is_empty() {
-                String::new()
-            } else {
-                format!(" ({why})")
-            };
-            Eligibility::Decided(
-                CellVerdict::CapacityRegression,
+    // Capacity and saturation are judged against the whole history window (how often the
+    // cell was so), not the level runs alone: `super::capacity`.
+    let hist: Vec<CellStatus> = history
+        .iter()
+        .filter_map(|r| find(r, coord).map(|c| c.status))
+        .filter(|s| s.measured())
+        .collect();
+    let limited = |state: CellStatus| hist.iter().filter(|s| **s == state).count();
+    let judge = |limit: Limit, hits: usize, boot_hits: usize, why: &str| {
+        if hist.is_empty() {
+            return Eligibility::Decided(
+                CellVerdict::NotComparable,
                 format!(
-                    "capacity-limited now{why}; fit in {ok} of the {} newest baseline runs",
-                    statuses.len()
+                    "{} now; no successful baseline measurement",
+                    if limit == Limit::Capacity {
+                        "capacity-limited"
+                    } else {
+                        "saturated"
+                    }
                 ),
-            )
+                false,
+            );
         }
-        Some(_) if cap > 0 => Eligibility::Decided(
-            CellVerdict::NotComparable,
-            "capacity-limited on both sides".into(),
-        ),
-        Some(_) => Eligibility::Decided(
-            CellVerdict::NotComparable,
-            "capacity-limited now; no successful baseline measurement".into(),
-        ),
-        None if ok == 0 && cap > 0 => Eligibility::Decided(
+        let d = capacity::decide(
+            limit,
+            LimitCounts {
+                runs: hist.len(),
+                hits,
+                boots: candidate.len(),
+                boot_hits,
+            },
+            rule.capacity_alpha,
+            why,
+        );
+        Eligibility::Decided(d.verdict, d.reason, d.provisional)
+    };
+    if cap_boots > 0 {
+        return judge(
+            Limit::Capacity,
+            limited(CapacityLimited),
+            cap_boots,
+            &cap_why,
+        );
+    }
+    if sat_boots > 0 {
+        // A history run at its capacity limit was at the engine's limit too.
+        let hits = limited(Saturated) + limited(CapacityLimited);
+        return judge(Limit::Saturation, hits, sat_boots, &sat_why);
+    }
+    match () {
+        _ if ok == 0 && cap > 0 => Eligibility::Decided(
             CellVerdict::Improvement,
             "fits now; capacity-limited in the baseline".into(),
+            false,
         ),
-        None if ok == 0 => Eligibility::Decided(
+        _ if ok == 0 && sat > 0 => Eligibility::Decided(
+            CellVerdict::Improvement,
+            "holds its streams now; saturated in the baseline".into(),
+            false,
+        ),
+        _ if ok == 0 => Eligibility::Decided(
             CellVerdict::NotComparable,
             "no successful baseline measurement (error or skipped)".into(),
+            false,
         ),
-        None => Eligibility::Comparable,
+        _ => Eligibility::Comparable,
     }
-}
-
-/// Whether a cell status is a measurement (`ok`, or `capacity_limited`: the engine served
-/// what it could admit) rather than its absence (`error`, `skipped`).
-fn measured(status: CellStatus) -> bool {
-    matches!(status, CellStatus::Ok | CellStatus::CapacityLimited)
 }
 
 /// The candidate's coverage of what the level runs measured: a cell is expected when a level
@@ -199,7 +255,7 @@ fn coverage(
         let in_baseline = level
             .iter()
             .filter_map(|r| find(r, coord))
-            .any(|c| measured(c.status));
+            .any(|c| c.status.measured());
         let cand: Vec<Option<CellStatus>> = candidate
             .iter()
             .map(|r| find(r, coord).map(|c| c.status))
@@ -213,7 +269,7 @@ fn coverage(
             continue;
         }
         cov.expected += 1;
-        if cand.iter().all(|s| s.is_some_and(measured)) {
+        if cand.iter().all(|s| s.is_some_and(CellStatus::measured)) {
             cov.measured += 1;
         }
     }
@@ -570,6 +626,7 @@ pub fn compare(
         report.cells = coords
             .iter()
             .map(|&(c, l)| CellComparison {
+                provisional: false,
                 concurrency: c,
                 context_tokens: l,
                 verdict: CellVerdict::NotComparable,
@@ -583,14 +640,19 @@ pub fn compare(
 
     report.coverage = Some(coverage(&coords, level, candidate, rule.min_measured_share));
     let mut decided: Vec<Option<(CellVerdict, String)>> = Vec::with_capacity(coords.len());
+    let mut provisional = Vec::with_capacity(coords.len());
     let mut comparable = Vec::new();
     for &coord in &coords {
-        match eligibility(coord, level, candidate) {
+        match eligibility(coord, history, level, candidate, rule) {
             Eligibility::Comparable => {
                 comparable.push(coord);
                 decided.push(None);
+                provisional.push(false);
             }
-            Eligibility::Decided(v, why) => decided.push(Some((v, why))),
+            Eligibility::Decided(v, why, p) => {
+                decided.push(Some((v, why)));
+                provisional.push(p);
+            }
         }
     }
 
@@ -697,20 +759,22 @@ pub fn compare(
     ));
 
     let mut comparable_idx = 0usize;
-    for (&coord, decision) in coords.iter().zip(decided) {
+    for ((&coord, decision), provisional) in coords.iter().zip(decided).zip(provisional) {
         let entries = if decision.is_none() {
             comparable_idx += 1;
             per_cell.remove(&(comparable_idx - 1)).unwrap_or_default()
         } else {
             Vec::new()
         };
-        report.cells.push(build::cell(
+        let mut cell = build::cell(
             coord,
             decision,
             entries,
             gating,
             "no gating metric measured on both sides",
-        ));
+        );
+        cell.provisional = provisional;
+        report.cells.push(cell);
     }
     build::finish(&mut report, Against::Baseline);
     Ok(report)
@@ -849,7 +913,7 @@ mod tests {
     #[test]
     fn capacity_and_not_comparable_cells() {
         let mut rng = StdRng::seed_from_u64(5);
-        let mut base = history(&mut rng, 5);
+        let mut base = history(&mut rng, 20);
         let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
         // Cell 0: newly capacity-limited.
         cand.cells[0].status = CellStatus::CapacityLimited;
@@ -874,7 +938,11 @@ mod tests {
         for b in &mut base {
             b.cells[3].status = CellStatus::CapacityLimited; // index 3 is now old cell 4
         }
-        let report = compare(&base, &[cand.clone()], &DecisionRule::default()).unwrap();
+        // Both boots (the first and the confirmation boot) are capacity-limited in cell 0.
+        let mut second = cand.clone();
+        second.run_id = "cand-confirm".into();
+        let boots = [cand.clone(), second.clone()];
+        let report = compare(&base, &boots, &DecisionRule::default()).unwrap();
         let v: Vec<CellVerdict> = report.cells.iter().take(5).map(|c| c.verdict).collect();
         assert_eq!(
             v,
@@ -893,9 +961,14 @@ mod tests {
                 .unwrap()
                 .contains("5/8 running")
         );
-        assert_eq!(
-            report.cells[1].reason.as_deref(),
-            Some("capacity-limited on both sides")
+        assert!(
+            report.cells[1]
+                .reason
+                .as_deref()
+                .unwrap()
+                .starts_with("capacity-limited on both sides"),
+            "{:?}",
+            report.cells[1].reason
         );
         assert!(
             report.cells[2]
@@ -923,7 +996,7 @@ mod tests {
             min_measured_share: 0.9,
             ..DecisionRule::default()
         };
-        let report = compare(&base, &[cand], &lenient).unwrap();
+        let report = compare(&base, &boots, &lenient).unwrap();
         assert_eq!(report.gate, GateVerdict::Regression);
         assert!(report.headline.contains("capacity"), "{}", report.headline);
         assert!(report.headline.contains("1 error"), "{}", report.headline);
@@ -1155,5 +1228,200 @@ mod tests {
         // A later look spends less alpha.
         let spending = crate::stats::AlphaSpending::new(rule.alpha, 3);
         assert!(spending.rule_at(&rule, 1).alpha < rule.alpha);
+    }
+
+    /// A history of 20 runs in which cell 0 is in `state` in the runs `hit(run)` says.
+    fn history_with(
+        rng: &mut StdRng,
+        state: CellStatus,
+        hit: &dyn Fn(usize) -> bool,
+    ) -> Vec<RunResults> {
+        let mut base = history(rng, 20);
+        for (i, b) in base.iter_mut().enumerate() {
+            if hit(i) {
+                b.cells[0].status = state;
+            }
+        }
+        base
+    }
+
+    /// Candidate boots with cell 0 in `state` on the boots `hit(boot)` says.
+    fn boots_with(
+        rng: &mut StdRng,
+        n: usize,
+        state: CellStatus,
+        hit: &dyn Fn(usize) -> bool,
+    ) -> Vec<RunResults> {
+        (0..n)
+            .map(|k| {
+                let mut r = run(&format!("cand{k}"), rng, 0.01, 0.02, &|_| 1.0);
+                if hit(k) {
+                    r.cells[0].status = state;
+                    r.cells[0].reason = Some("3/4 running".into());
+                }
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn capacity_is_judged_against_how_often_the_history_was_limited() {
+        use CellStatus::CapacityLimited as Cap;
+        let mut rng = StdRng::seed_from_u64(21);
+        let rule = DecisionRule::default();
+        let fit = history_with(&mut rng, Cap, &|_| false);
+        // Fit in every history run, limited on the first boot: a provisional alarm, the gate
+        // undecided (never a final regression on one boot).
+        let first = boots_with(&mut rng, 1, Cap, &|_| true);
+        let r = compare(&fit, &first, &rule).unwrap();
+        let c = &r.cells[0];
+        assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
+        assert!(c.provisional);
+        assert!(
+            c.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("provisional capacity_regression"),
+            "{:?}",
+            c.reason
+        );
+        assert!(
+            c.reason.as_deref().unwrap().contains("3/4 running"),
+            "{:?}",
+            c.reason
+        );
+        assert_eq!(r.gate, GateVerdict::Inconclusive, "{}", r.headline);
+        assert!(r.headline.contains("1 provisional alarm"), "{}", r.headline);
+        // Limited on both boots: a capacity regression.
+        let both = boots_with(&mut rng, 2, Cap, &|_| true);
+        let r = compare(&fit, &both, &rule).unwrap();
+        assert_eq!(
+            r.cells[0].verdict,
+            CellVerdict::CapacityRegression,
+            "{:?}",
+            r.cells[0]
+        );
+        assert!(!r.cells[0].provisional);
+        assert_eq!(r.gate, GateVerdict::Regression);
+        // Limited on one of the two boots: not evidence.
+        let one = boots_with(&mut rng, 2, Cap, &|k| k == 0);
+        let r = compare(&fit, &one, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::Inconclusive);
+        assert!(!r.cells[0].provisional);
+        // A cell that flips in a minority of the history (2 of 20 runs) is no regression even
+        // on both boots: capacity_flaky, with the history's rate.
+        let flaky = history_with(&mut rng, Cap, &|i| i == 4 || i == 13);
+        let r = compare(&flaky, &both, &rule).unwrap();
+        let c = &r.cells[0];
+        assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
+        assert!(!c.provisional);
+        let why = c.reason.as_deref().unwrap();
+        assert!(
+            why.starts_with("capacity_flaky") && why.contains("2 of 20 history runs (10.0%)"),
+            "{why}"
+        );
+        let r = compare(&flaky, &first, &rule).unwrap();
+        assert!(
+            !r.cells[0].provisional,
+            "one limited boot of a flaky cell calls for no second boot"
+        );
+        // Never fit: stays capacity-limited, not comparable.
+        let never = history_with(&mut rng, Cap, &|_| true);
+        let r = compare(&never, &both, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::NotComparable);
+        assert!(
+            r.cells[0]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("20 of 20 history runs")
+        );
+    }
+
+    /// `compare --confirmation` and `run` decide with `two_boot_verdict`: the first boot's
+    /// provisional alarm calls for the second boot, and only a second limited boot makes it a
+    /// regression.
+    #[test]
+    fn a_provisional_capacity_alarm_is_decided_by_the_second_boot() {
+        use CellStatus::CapacityLimited as Cap;
+        let mut rng = StdRng::seed_from_u64(22);
+        let rule = DecisionRule::default();
+        let plan = crate::stats::ConfirmPlan::default();
+        let fit = history_with(&mut rng, Cap, &|_| false);
+        let first = boots_with(&mut rng, 1, Cap, &|_| true);
+        let first_report = compare(&fit, &first, &plan.first_rule(&rule)).unwrap();
+        assert!(
+            plan.wants_confirmation(&rule, &first_report),
+            "{}",
+            first_report.headline
+        );
+        assert!(
+            plan.reason(&first_report).contains("provisional alarm"),
+            "{}",
+            plan.reason(&first_report)
+        );
+        let limited = boots_with(&mut rng, 1, Cap, &|_| true);
+        let (both, used) = crate::stats::two_boot_verdict(
+            Some(&plan),
+            &rule,
+            &fit,
+            &first,
+            Some((&limited, "second.json")),
+        )
+        .unwrap();
+        assert!(used);
+        assert_eq!(
+            both.cells[0].verdict,
+            CellVerdict::CapacityRegression,
+            "{:?}",
+            both.cells[0]
+        );
+        assert_eq!(both.gate, GateVerdict::Regression);
+        let fits = boots_with(&mut rng, 1, Cap, &|_| false);
+        let (both, used) = crate::stats::two_boot_verdict(
+            Some(&plan),
+            &rule,
+            &fit,
+            &first,
+            Some((&fits, "second.json")),
+        )
+        .unwrap();
+        assert!(used);
+        assert_ne!(both.gate, GateVerdict::Regression, "{}", both.headline);
+        assert_eq!(both.cells[0].verdict, CellVerdict::Inconclusive);
+    }
+
+    #[test]
+    fn saturation_is_compared_like_capacity() {
+        use CellStatus::Saturated as Sat;
+        let mut rng = StdRng::seed_from_u64(23);
+        let rule = DecisionRule::default();
+        let clean = history_with(&mut rng, Sat, &|_| false);
+        let first = boots_with(&mut rng, 1, Sat, &|_| true);
+        let r = compare(&clean, &first, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::Saturated);
+        assert!(r.cells[0].provisional);
+        assert_eq!(r.gate, GateVerdict::Inconclusive);
+        let both = boots_with(&mut rng, 2, Sat, &|_| true);
+        let r = compare(&clean, &both, &rule).unwrap();
+        assert_eq!(
+            r.cells[0].verdict,
+            CellVerdict::SaturationRegression,
+            "{:?}",
+            r.cells[0]
+        );
+        assert_eq!(r.gate, GateVerdict::Regression);
+        assert!(r.headline.contains("1 saturation"), "{}", r.headline);
+        // Saturated in its history: not evidence, reported as saturated.
+        let saturating = history_with(&mut rng, Sat, &|i| i % 3 == 0);
+        let r = compare(&saturating, &both, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::Saturated);
+        assert!(!r.cells[0].provisional);
+        assert_ne!(r.gate, GateVerdict::Regression);
+        assert!(r.headline.contains("1 saturated"), "{}", r.headline);
+        // A saturated history run is left out of the noise fit, never compared for speed.
+        let ok_now = boots_with(&mut rng, 1, Sat, &|_| false);
+        let r = compare(&saturating, &ok_now, &rule).unwrap();
+        assert!(r.cells[0].primary().is_some());
     }
 }

@@ -108,16 +108,30 @@ impl ConfirmPlan {
         let open = matches!(first.gate, GateVerdict::Pass | GateVerdict::Inconclusive);
         self.applies(rule)
             && open
-            && first
+            && (first
                 .matrix_test
                 .as_ref()
                 .is_some_and(|m| m.verdict != CellVerdict::Regression && m.p_value < self.p_below)
+                || provisional_cells(first) > 0)
     }
 }
 
 impl ConfirmPlan {
     /// Why the first boot called for a confirmation (or did not), for people.
     pub fn reason(&self, first: &ComparisonReport) -> String {
+        let provisional = provisional_cells(first);
+        if provisional > 0 && matches!(first.gate, GateVerdict::Pass | GateVerdict::Inconclusive) {
+            let (c, l) = first
+                .cells
+                .iter()
+                .find(|c| c.provisional)
+                .map(|c| (c.concurrency, c.context_tokens))
+                .unwrap_or_default();
+            return format!(
+                "the first boot has {provisional} provisional alarm(s) (capacity-limited or saturated where the history practically never was; first at C={c} / {}): one boot cannot prove them",
+                crate::results::context_label(l)
+            );
+        }
         match &first.matrix_test {
             Some(m) if m.p_value < self.p_below && m.verdict != CellVerdict::Regression => format!(
                 "the first boot's matrix-wide change is {} [{}, {}] with p = {:.3} < {}: not proven, but leaning towards a regression",
@@ -158,6 +172,12 @@ impl ConfirmPlan {
         finish(&mut both, Against::Baseline);
         both
     }
+}
+
+/// Cells of a comparison that are provisional alarms (`stats::capacity`): each calls for a
+/// second boot, which decides it on both boots' evidence.
+pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
+    report.cells.iter().filter(|c| c.provisional).count()
 }
 
 /// The gate's verdict over the boots `run` would make, from results in hand: the first boot's

@@ -157,7 +157,8 @@ fn body(report: &ComparisonReport) -> String {
         }
         let cap = count(CellVerdict::CapacityRegression);
         let err = count(CellVerdict::ErrorRegression);
-        let kinds: Vec<String> = [(cap, "capacity"), (err, "error")]
+        let sat = count(CellVerdict::SaturationRegression);
+        let kinds: Vec<String> = [(cap, "capacity"), (err, "error"), (sat, "saturation")]
             .into_iter()
             .filter(|(n, _)| *n > 0)
             .map(|(n, w)| format!("{n} {w}"))
@@ -196,7 +197,9 @@ fn body(report: &ComparisonReport) -> String {
         Some((CellVerdict::Regression, _)) => {}
         _ if !regressions.is_empty() || !improvements.is_empty() => {}
         other => {
-            let compared = report.cells.len() - count(CellVerdict::NotComparable);
+            let compared = report.cells.len()
+                - count(CellVerdict::NotComparable)
+                - count(CellVerdict::Saturated);
             let mut s = format!("no regressions across {compared} cells");
             if let Some((_, text)) = other {
                 s.push_str(&format!(" ({text})"));
@@ -206,12 +209,20 @@ fn body(report: &ComparisonReport) -> String {
     }
     for (v, word) in [
         (CellVerdict::Inconclusive, "inconclusive"),
+        (CellVerdict::Saturated, "saturated"),
         (CellVerdict::NotComparable, "not comparable"),
     ] {
         let n = count(v);
         if n > 0 {
             parts.push(format!("{n} {word}"));
         }
+    }
+    let provisional = report.cells.iter().filter(|c| c.provisional).count();
+    if provisional > 0 {
+        parts.push(format!(
+            "{provisional} provisional alarm{} (a second boot decides)",
+            if provisional == 1 { "" } else { "s" }
+        ));
     }
     parts.join("; ")
 }
@@ -224,6 +235,7 @@ mod tests {
 
     fn cell(c: u32, v: CellVerdict, change: f64) -> CellComparison {
         CellComparison {
+            provisional: false,
             concurrency: c,
             context_tokens: 0,
             verdict: v,

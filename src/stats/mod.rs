@@ -10,6 +10,7 @@
 //! - [`sensitivity`]: what a baseline can detect, and the runs a thin history still needs;
 //! - [`sequential`]: alpha spending for repeated looks (adaptive re-measurement);
 //! - [`confirm`]: the confirmation boot, a two-stage matrix-wide test;
+//! - [`capacity`]: capacity-limited and saturated cells against their history's rate;
 //! - [`compare`]: compares candidate runs with the baseline runs of a store;
 //! - [`paired`]: the paired comparison of an A/B run (B boots against A boots, pair by pair);
 //! - [`build`]: the report frame, cells, matrix-wide test and gate both comparisons share;
@@ -19,6 +20,7 @@
 
 pub mod bisect;
 pub(crate) mod build;
+pub(crate) mod capacity;
 pub(crate) mod changepoint;
 pub(crate) mod changepoint_eval;
 pub mod compare;

@@ -76,6 +76,11 @@ pub struct DecisionRule {
     pub design_effect: f64,
     /// The probability the design effect should be found with.
     pub design_power: f64,
+    /// Largest false-alarm rate allowed when a capacity-limited or saturated candidate cell is
+    /// called a regression, bounded over every rate at which the cell could flip in its history
+    /// (`stats::capacity`): at 0.002 a cell that fit in 16+ history runs and is limited on both
+    /// boots regresses; one boot alone never does (a provisional alarm).
+    pub capacity_alpha: f64,
 }
 
 impl Default for DecisionRule {
@@ -100,6 +105,7 @@ impl Default for DecisionRule {
             min_measured_share: 1.0,
             design_effect: 0.05,
             design_power: 0.8,
+            capacity_alpha: 0.002,
         }
     }
 }
@@ -155,6 +161,12 @@ impl DecisionRule {
             return bad(format!(
                 "design_power = {} must be in (0.5, 1)",
                 self.design_power
+            ));
+        }
+        if !(self.capacity_alpha > 0.0 && self.capacity_alpha < 0.5) {
+            return bad(format!(
+                "capacity_alpha = {} must be in (0, 0.5)",
+                self.capacity_alpha
             ));
         }
         if self.level_runs == 0 || self.noise_runs == 0 {

@@ -321,6 +321,15 @@ impl SustainedDecodeCell<'_> {
             fewest_tokens: tally.finished.iter().map(|(_, u)| *u).min().unwrap_or(0),
         });
 
+        // Requests the engine preempted or retracted in the window (its counter at both edges).
+        let preemptions = match (
+            edge0.state.as_ref().and_then(|(_, s)| s.preemptions),
+            edge1.state.as_ref().and_then(|(_, s)| s.preemptions),
+        ) {
+            (Some(a), Some(b)) => Some((b - a).max(0.0).round() as u64),
+            _ => None,
+        };
+
         let mut status = status;
         let mut reason = reason;
         if output_tokens == 0 {
@@ -346,6 +355,18 @@ impl SustainedDecodeCell<'_> {
             reason = Some(format!(
                 "truncated: {} of {} finished requests ended with fewer than max_tokens = {max_tokens} tokens under ignore_eos (fewest {}); the engine clamps or cuts requests (context + max_tokens over its max_model_len?)",
                 t.short, t.finished, t.fewest_tokens
+            ));
+        } else if let Some(n) = preemptions.filter(|n| *n > 0 && status == CellStatus::Ok) {
+            // Every stream was admitted, but the engine ran out of KV cache during the window
+            // and took requests back (recomputing them later): another regime than a cell that
+            // holds its streams, which flips between runs. Measured, compared like capacity.
+            status = CellStatus::Saturated;
+            let counter = self
+                .dialect
+                .and_then(|d| d.preemption_counter())
+                .unwrap_or("preemptions");
+            reason = Some(format!(
+                "saturated: {n} request(s) preempted or retracted in the {window_s:.1} s window ({counter}); the engine ran out of KV cache with all {c} streams admitted"
             ));
         } else if errors > 0 && status == CellStatus::Ok {
             reason = Some(format!(
@@ -385,6 +406,7 @@ impl SustainedDecodeCell<'_> {
             rounds: Vec::new(),
             cross_checks: checked.checks,
             truncated_requests: truncated,
+            preemptions,
         };
         let server = engine_counter
             .as_ref()
@@ -396,6 +418,15 @@ impl SustainedDecodeCell<'_> {
                 format!(
                     "cell error C={c} ctx={} {}",
                     context_label(ctx),
+                    cell.reason.clone().unwrap_or_default()
+                ),
+            ),
+            CellStatus::Saturated => self.emit(
+                EventKind::CellDone,
+                format!(
+                    "cell saturated C={c} ctx={} {:.1} tok/s{server}: {}",
+                    context_label(ctx),
+                    cell.aggregate_tps,
                     cell.reason.clone().unwrap_or_default()
                 ),
             ),

@@ -148,6 +148,8 @@ pub fn cell_title(cell: &CellComparison) -> String {
     match cell.verdict {
         CellVerdict::CapacityRegression => format!("{label}: capacity regression"),
         CellVerdict::ErrorRegression => format!("{label}: error regression"),
+        CellVerdict::SaturationRegression => format!("{label}: saturation regression"),
+        CellVerdict::Saturated => format!("{label}: saturated"),
         CellVerdict::Inconclusive => format!("{label}: inconclusive"),
         _ => match regressed_metrics(cell).first() {
             Some(m) if m.metric == Metric::AggregateTps => {
@@ -164,7 +166,7 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
     let mut parts = Vec::new();
     if cell.verdict == CellVerdict::CapacityRegression {
         parts.push(format!(
-            "fit in the baseline, capacity-limited now{}",
+            "capacity regression{}",
             cell.reason
                 .as_deref()
                 .map(|r| format!(": {}", one_line(r)))
@@ -339,6 +341,7 @@ pub fn results_markdown(results: &RunResults) -> String {
                 Some(x) => match x.status {
                     CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
                     CellStatus::CapacityLimited => format!("{:.1} (cap)", x.aggregate_tps),
+                    CellStatus::Saturated => format!("{:.1} (saturated)", x.aggregate_tps),
                     CellStatus::Error => "error".to_string(),
                     CellStatus::Skipped => "skipped".to_string(),
                 },
@@ -347,7 +350,9 @@ pub fn results_markdown(results: &RunResults) -> String {
         }
         out.push('\n');
     }
-    out.push_str("\nAggregate output tok/s; `(cap)` = capacity-limited.\n");
+    out.push_str(
+        "\nAggregate output tok/s; `(cap)` = capacity-limited; `(saturated)` = the engine preempted or retracted requests.\n",
+    );
     out
 }
 
@@ -422,6 +427,23 @@ fn cell_details(verdict: &ComparisonReport) -> String {
             out.push_str(&format!(
                 "- **{}** — {}\n",
                 escape(&cell_label(c.concurrency, c.context_tokens)),
+                escape(&cell_message(c, verdict.rule.confidence))
+            ));
+        }
+    }
+    let saturated: Vec<_> = verdict
+        .cells
+        .iter()
+        .filter(|c| c.verdict == CellVerdict::Saturated)
+        .collect();
+    if !saturated.is_empty() {
+        out.push_str(
+            "\n**Saturated cells** (the engine preempted or retracted requests; not compared)\n\n",
+        );
+        for c in saturated {
+            out.push_str(&format!(
+                "- **{}** — {}\n",
+                escape(&cell_title(c)),
                 escape(&cell_message(c, verdict.rule.confidence))
             ));
         }
