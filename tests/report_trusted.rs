@@ -301,3 +301,55 @@ async fn results_of_another_matrix_or_profile_are_refused() {
         assert_eq!(check["conclusion"], "failure", "{what}: {check}");
     }
 }
+
+#[tokio::test]
+async fn a_verdict_file_without_a_trusted_config_never_passes() {
+    let s = setup();
+    // The workflow forgot `--trusted-config`: the artifact's forged `pass` is all it has.
+    let server = mock_github().await;
+    let forged = s.artifact.join("verdict.json");
+    let verdict_out = s.artifact.with_file_name("reported-verdict.json");
+    let (code, out) = report(
+        &s,
+        &server,
+        &[
+            "--verdict",
+            forged.to_str().unwrap(),
+            "--verdict-out",
+            verdict_out.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(2), "refused, a usage error\n{out}");
+    assert!(
+        out.contains("--trusted-config"),
+        "names the flag to add\n{out}"
+    );
+    assert!(out.contains("`pass`"), "{out}");
+    let reqs = server.received_requests().await.unwrap();
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.method.as_str() == "POST" || r.method.as_str() == "PATCH"),
+        "nothing posted: {:?}",
+        reqs.iter()
+            .map(|r| r.url.path().to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        !verdict_out.exists(),
+        "the untrusted verdict is not passed on"
+    );
+    assert!(!out.contains(TOKEN));
+
+    // A verdict file that fails stands: it can only fail the PR that produced it.
+    let mut failing: Value =
+        serde_json::from_str(&std::fs::read_to_string(&forged).unwrap()).unwrap();
+    failing["gate"] = "regression".into();
+    failing["headline"] = "1 regression".into();
+    std::fs::write(&forged, failing.to_string()).unwrap();
+    let server = mock_github().await;
+    let (code, out) = report(&s, &server, &["--verdict", forged.to_str().unwrap()]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(posted_check(&server).await["conclusion"], "failure");
+}
