@@ -28,6 +28,7 @@ fn cfg(cmd: CommandSpec, marker: &str) -> EngineConfig {
         host: "127.0.0.1".into(),
         port: None,
         name: None,
+        watchdog: Default::default(),
     }
 }
 
