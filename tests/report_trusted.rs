@@ -18,8 +18,7 @@ use infergate::results::{
     RunResults, RunStatus, ToolInfo,
 };
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 const TOKEN: &str = "ghs_TRUSTED_TEST_TOKEN_42";
 const REPO: &str = "acme/engine";
@@ -155,24 +154,9 @@ fn setup() -> Setup {
     }
 }
 
+/// GitHub accepting the check run and the comment on PR 7.
 async fn mock_github() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/check-runs")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
-        .mount(&server)
-        .await;
-    server
+    support::actions::accepting_github().await
 }
 
 /// `infergate report` as the action's report mode runs it in a workflow_run job.
