@@ -337,3 +337,24 @@ async fn a_verdict_file_without_a_trusted_config_never_passes() {
     assert_eq!(code, Some(1), "{out}");
     assert_eq!(posted_check(&server).await["conclusion"], "failure");
 }
+
+#[tokio::test]
+async fn a_crafted_run_id_in_the_artifact_cannot_issue_workflow_commands() {
+    let s = setup();
+    let results_path = s.artifact.join("results.json");
+    let mut r: RunResults =
+        serde_json::from_str(&std::fs::read_to_string(&results_path).unwrap()).unwrap();
+    r.run_id = "r1\n::error title=pwned::forged\n##[error]forged".into();
+    std::fs::write(&results_path, serde_json::to_string(&r).unwrap()).unwrap();
+    let server = mock_github().await;
+    // No verdict: the run id is printed as it is reported.
+    let (code, out) = report(&s, &server, &[]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("no verdict given"), "{out}");
+    for line in out.lines() {
+        assert!(
+            !line.trim_start().starts_with("::error title=pwned") && !line.contains("##[error]"),
+            "a workflow command from the artifact: {line:?}\n{out}"
+        );
+    }
+}

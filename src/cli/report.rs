@@ -158,7 +158,8 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             notices.extend(d.notices.iter().cloned());
         }
         if let Some(f) = &t.failure {
-            errln!("error: {f}");
+            // Quotes the artifact's suite, model or profile key when it refuses them.
+            errln!("error: {}", crate::untrusted_text::console(f));
         }
     }
     // Without a trusted config the verdict file is the artifact's word (the pull request's
@@ -242,9 +243,10 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
 
     match &verdict {
         Some(v) => out!("{}", verdict_table::text(v)),
+        // The run id is the artifact's text: inert before it reaches the Actions log.
         None => outln!(
             "{}: no verdict given (no baseline yet); {} cells measured",
-            results.run_id,
+            crate::untrusted_text::console(&results.run_id),
             results.cells.len()
         ),
     }
