@@ -89,19 +89,24 @@ struct AbOutcome {
     events: Vec<Event>,
 }
 
+/// `infergate ab --config CFG --out OUT` outside GitHub Actions.
+fn ab(cfg: &Path, out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["ab", "--config"])
+        .arg(cfg)
+        .arg("--out")
+        .arg(out)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate ab")
+}
+
 fn run_ab(b_slowdown: &str) -> AbOutcome {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = config(dir.path(), b_slowdown);
     let out = dir.path().join("out");
     let started = std::time::Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["ab", "--config"])
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .expect("run infergate ab");
+    let output = ab(&cfg, &out);
     eprintln!("ab took {:.1}s", started.elapsed().as_secs_f64());
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     let read = |name: &str| {
@@ -225,14 +230,7 @@ fn ab_of_a_candidate_that_errors_where_the_base_serves_fails_closed() {
         "[1, 2]",
     );
     let out = dir.path().join("out");
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["ab", "--config"])
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .expect("run infergate ab");
+    let output = ab(&cfg, &out);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
