@@ -387,7 +387,9 @@ pub(crate) fn render_text(r: &DoctorReport) -> String {
                 .map_or(String::new(), |f| format!(" (flavour: {f})"))
         );
     }
-    s
+    // The boot error quotes the engine's log tail, the GPU names are the driver's: inert
+    // before they reach the Actions log.
+    crate::untrusted_text::console(&s)
 }
 
 #[cfg(test)]
@@ -438,5 +440,38 @@ mod tests {
         });
         assert!(text.contains("NVML:    unavailable: no driver"), "{text}");
         assert!(text.contains("NOT reachable"), "{text}");
+    }
+
+    #[test]
+    fn a_boot_errors_log_tail_issues_no_workflow_command() {
+        let text = render_text(&DoctorReport {
+            tool_version: "0".into(),
+            hardware: crate::telemetry::detect_hardware(),
+            cpu_model: None,
+            cpu_cores: Some(2),
+            nvml: NvmlStatus {
+                available: false,
+                reason: Some("no driver".into()),
+                driver_version: None,
+                cuda_driver_version: None,
+                nvml_version: None,
+            },
+            gpus: Vec::new(),
+            engine: None,
+            engine_boot: Some(BootCheck {
+                command: "engine".into(),
+                ready: false,
+                boot_s: None,
+                error: Some("exited; log tail:\n::error title=pwned::forged\n##[warning]x".into()),
+                teardown_clean: Some(true),
+            }),
+        });
+        assert!(text.contains("pwned"), "{text}");
+        for line in text.lines() {
+            assert!(
+                !line.trim_start().starts_with("::") && !line.contains("##["),
+                "{line:?}\n{text}"
+            );
+        }
     }
 }

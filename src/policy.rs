@@ -191,6 +191,16 @@ pub struct GateEnding {
     pub verdict_word: &'static str,
 }
 
+impl GateEnding {
+    /// Whether this ending may stand on a verdict nobody recomputed (a `verdict.json` read
+    /// from an artifact the pull request produced): only one that fails the gate does, so a
+    /// forged file can fail its own pull request but never pass it (`infergate report`
+    /// without `--trusted-config`).
+    pub fn stands_unverified(&self) -> bool {
+        self.exit != GateExit::Pass
+    }
+}
+
 impl GatePolicy {
     /// The policy of a `fail_on` setting.
     pub fn new(fail_on: FailOn) -> GatePolicy {
@@ -307,6 +317,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_an_ending_that_fails_stands_on_an_unverified_verdict() {
+        let stands = |fail_on: FailOn, v: GateVerdict| {
+            GatePolicy::new(fail_on)
+                .ending(false, false, Some(v), false)
+                .stands_unverified()
+        };
+        assert!(stands(FailOn::REGRESSION, GateVerdict::Regression));
+        assert!(stands(FailOn::REGRESSION, GateVerdict::Unmeasured));
+        assert!(stands(FailOn::INCONCLUSIVE, GateVerdict::Inconclusive));
+        assert!(!stands(FailOn::REGRESSION, GateVerdict::Pass));
+        assert!(!stands(FailOn::REGRESSION, GateVerdict::Inconclusive));
+        assert!(!stands(FailOn::REGRESSION, GateVerdict::NoBaseline));
+        assert!(!stands(FailOn::NEVER, GateVerdict::Regression));
     }
 
     #[test]

@@ -29,10 +29,15 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn config(dir: &Path, b_slowdown: &str) -> std::path::PathBuf {
+    config_with(dir, &format!(r#""--slowdown", "{b_slowdown}""#), 4, "[2]")
+}
+
+/// The A/B config: B's sim gets `b_args` (TOML array items), `rounds` pairs, `concurrency`.
+fn config_with(dir: &Path, b_args: &str, rounds: u32, concurrency: &str) -> std::path::PathBuf {
     let path = dir.join("ab.toml");
-    let sim = |slowdown: &str| {
+    let sim = |extra: &str| {
         format!(
-            r#"["{{infergate}}", "sim", "--profile", "test", "--port", "{{port}}", "--time-scale", "2", "--seed", "3", "--slowdown", "{slowdown}"]"#
+            r#"["{{infergate}}", "sim", "--profile", "test", "--port", "{{port}}", "--time-scale", "2", "--seed", "3", {extra}]"#
         )
     };
     std::fs::write(
@@ -52,7 +57,7 @@ command = {}
 command = {}
 
 [ab]
-rounds = 4
+rounds = {rounds}
 
 [thresholds]
 min_effect = 0.10
@@ -61,7 +66,7 @@ min_effect = 0.10
 hardware = "sim"
 
 [suites.pr]
-concurrency = [2]
+concurrency = {concurrency}
 contexts = ["0"]
 duration = "0.6s"
 warmup = "0.2s"
@@ -69,8 +74,8 @@ ready_stable = "0.3s"
 max_tokens = 128
 sub_windows = 3
 "#,
-            sim("1.0"),
-            sim(b_slowdown)
+            sim(r#""--slowdown", "1.0""#),
+            sim(b_args)
         ),
     )
     .expect("write config");
@@ -84,19 +89,24 @@ struct AbOutcome {
     events: Vec<Event>,
 }
 
+/// `infergate ab --config CFG --out OUT` outside GitHub Actions.
+fn ab(cfg: &Path, out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["ab", "--config"])
+        .arg(cfg)
+        .arg("--out")
+        .arg(out)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate ab")
+}
+
 fn run_ab(b_slowdown: &str) -> AbOutcome {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = config(dir.path(), b_slowdown);
     let out = dir.path().join("out");
     let started = std::time::Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["ab", "--config"])
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .expect("run infergate ab");
+    let output = ab(&cfg, &out);
     eprintln!("ab took {:.1}s", started.elapsed().as_secs_f64());
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     let read = |name: &str| {
@@ -206,4 +216,43 @@ fn ab_without_two_engines_is_a_usage_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("[engine.a]"), "{stderr}");
+}
+
+#[test]
+fn ab_of_a_candidate_that_errors_where_the_base_serves_fails_closed() {
+    let _s = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // B answers HTTP 500 above one stream; A serves both cells. Two pairs of boots.
+    let cfg = config_with(
+        dir.path(),
+        r#""--fault", "fail-above-concurrency=1""#,
+        2,
+        "[1, 2]",
+    );
+    let out = dir.path().join("out");
+    let output = ab(&cfg, &out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    let v: ComparisonReport = serde_json::from_str(
+        &std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json"),
+    )
+    .expect("verdict");
+    assert_eq!(v.gate, GateVerdict::Unmeasured, "{}", v.headline);
+    let cov = v.coverage.expect("coverage recorded");
+    assert_eq!((cov.measured, cov.expected), (1, 2), "{cov:?}");
+    let c2 = v.cells.iter().find(|c| c.concurrency == 2).expect("C=2");
+    assert_eq!(
+        c2.verdict,
+        infergate::verdict::CellVerdict::ErrorRegression,
+        "{c2:?}"
+    );
+    assert!(
+        c2.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("HTTP 500"),
+        "{c2:?}"
+    );
+    assert!(v.headline.contains("1 of 2"), "{}", v.headline);
 }

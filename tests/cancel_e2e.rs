@@ -13,6 +13,8 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,10 +22,12 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
+use support::actions::PrStep;
+use support::{eventually, marked};
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const REPO: &str = "acme/engine";
+use support::actions::REPO;
 const HEAD_SHA: &str = "feedfacefeedfacefeedfacefeedfacefeedface";
 const TOKEN: &str = "ghs_CANCELTEST_token_never_printed";
 
@@ -122,36 +126,6 @@ fn cell(r: &Value, (c, l): (u64, u64)) -> Option<&Value> {
         .find(|x| x["concurrency"].as_u64() == Some(c) && x["context_tokens"].as_u64() == Some(l))
 }
 
-/// Processes whose environment holds `CONTAIN_MARKER=marker`.
-fn marked(marker: &str) -> Vec<i32> {
-    let needle = format!("CONTAIN_MARKER={marker}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
-            && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Waits up to `limit` for the child to exit.
 fn exited_within(child: &mut Child, limit: Duration) -> bool {
     eventually(limit, || child.try_wait().unwrap().is_some())
@@ -240,26 +214,8 @@ fn a_sigkilled_gate_leaves_every_cell_finished_before_the_kill() {
 
 /// The environment of a pull-request step against the mock GitHub at `uri`.
 fn actions_env(cmd: &mut Command, dir: &Path, uri: &str) {
-    let event = dir.join("event.json");
-    std::fs::write(
-        &event,
-        json!({"number": 7, "pull_request": {"number": 7, "head": {"sha": HEAD_SHA}}}).to_string(),
-    )
-    .unwrap();
-    std::fs::write(dir.join("summary.md"), "").unwrap();
-    std::fs::write(dir.join("outputs.txt"), "").unwrap();
-    cmd.env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_API_URL", uri)
-        .env("GITHUB_REPOSITORY", REPO)
-        .env("GITHUB_SHA", HEAD_SHA)
-        .env("GITHUB_EVENT_PATH", &event)
-        .env("GITHUB_EVENT_NAME", "pull_request")
-        .env("GITHUB_RUN_ID", "99")
-        .env("GITHUB_SERVER_URL", "https://github.example")
-        .env("GITHUB_TOKEN", TOKEN)
-        .env("GITHUB_STEP_SUMMARY", dir.join("summary.md"))
-        .env("GITHUB_OUTPUT", dir.join("outputs.txt"))
-        .env("INFERGATE_GITHUB_RETRY_BASE_MS", "1");
+    let step = PrStep::write(dir, HEAD_SHA);
+    cmd.envs(step.env(uri, TOKEN)).env("GITHUB_SHA", HEAD_SHA);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -502,3 +502,23 @@ fn a_thin_history_says_what_it_can_detect_and_how_many_runs_it_needs() {
     assert_eq!(s.runs_needed, Some(0));
     assert!(!report.headline.contains("too thin"), "{}", report.headline);
 }
+
+#[test]
+fn a_crafted_profile_key_in_a_file_cannot_issue_workflow_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let cand = write_many(dir.path(), "cand", &Gen::default(), 0..1);
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cand[0]).unwrap()).unwrap();
+    doc["profile"]["key"] = "k\n::error title=pwned::forged\n##[error]forged".into();
+    std::fs::write(&cand[0], doc.to_string()).unwrap();
+    let s = seed();
+    let (_, _, err) = compare(&[s.to_str().unwrap()], &paths(&cand), &[]);
+    assert!(err.contains("different profile"), "{err}");
+    for line in err.lines() {
+        let t = line.trim_start();
+        assert!(
+            !t.starts_with("::") && !line.contains("##["),
+            "a workflow command from the file: {line:?}\n{err}"
+        );
+    }
+}

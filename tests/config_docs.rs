@@ -110,3 +110,27 @@ fn confirm_defaults_are_the_confirmation_plans() {
         &[("enabled", &enabled)],
     );
 }
+
+#[test]
+fn engine_watchdog_defaults_are_the_codes() {
+    // The documented defaults written as a config: it must load (every key is one the parser
+    // knows, every value valid) into exactly the code's defaults.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/config.md"))
+        .expect("docs/config.md");
+    let table = defaults_table(&doc, "### `[engine.watchdog]`");
+    assert_eq!(table.len(), 4, "{table:?}");
+    let body: String = table
+        .iter()
+        .map(|(k, v)| format!("{k} = {}\n", v.trim_matches('`')))
+        .collect();
+    let text = format!(
+        "[engine]\ncommand = [\"x\"]\n\n[engine.watchdog]\n{body}\n[suites.pr]\nconcurrency = [1]\ncontexts = [\"0\"]\n"
+    );
+    let cfg = infergate::config::GateConfig::parse(&text, "doc.toml", std::path::Path::new("."))
+        .unwrap_or_else(|e| panic!("the documented defaults do not load: {e}\n{text}"));
+    assert_eq!(
+        cfg.engine.watchdog,
+        infergate::config::WatchdogConfig::default(),
+        "docs/config.md [engine.watchdog] defaults differ from the code's\n{text}"
+    );
+}

@@ -6,6 +6,8 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,6 +30,7 @@ fn cfg(cmd: CommandSpec, marker: &str) -> EngineConfig {
         host: "127.0.0.1".into(),
         port: None,
         name: None,
+        watchdog: Default::default(),
     }
 }
 
@@ -39,19 +42,7 @@ fn launch(c: &EngineConfig, log: &Path) -> EngineLaunch {
 
 /// Processes whose environment holds `marker` (it survives `setsid` and re-parenting).
 fn marked(marker: &str) -> Vec<i32> {
-    let needle = format!("INFERGATE_TEST_MARKER={marker}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
-            && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
-        {
-            out.push(pid);
-        }
-    }
-    out
+    support::processes_with_env(&format!("INFERGATE_TEST_MARKER={marker}"))
 }
 
 /// Polls until `f` holds or `limit` passes (generous: the machine may be loaded).

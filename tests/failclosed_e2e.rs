@@ -13,8 +13,6 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
-#[path = "support/actions.rs"]
-mod actions;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use infergate::results::{CellStatus, RunStatus};
 use infergate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
+use support::actions;
 use support::{SMALL_SIM_CONFIG, baseline_around, engine_pgid, gate, group_gone, read_results};
 
 /// The tests of this file boot engines; one at a time, so their timings do not disturb each

@@ -312,16 +312,7 @@ async fn mount_checks(server: &MockServer) {
 }
 
 async fn mount_empty_comments(server: &MockServer) {
-    Mock::given(method("GET"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1000})))
-        .mount(server)
-        .await;
+    mount_pr_comments(server, 7, json!([])).await;
 }
 
 // ---------------------------------------------------------------- tests

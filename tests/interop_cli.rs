@@ -333,6 +333,35 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
 }
 
 /// Validates `xml` against the JUnit XSD when xmllint is installed; says why it skipped.
+/// `infergate export --format FORMAT --results RESULTS [--verdict VERDICT]` to stdout.
+fn export(format: &str, results: &Path, verdict: Option<&Path>) -> Out {
+    let mut args = vec!["export", "--format", format, "--results", s(results)];
+    if let Some(v) = verdict {
+        args.extend(["--verdict", s(v)]);
+    }
+    infergate(&args)
+}
+
+/// The JUnit export of `results` with `verdict`, written under `dir` and validated against
+/// Jenkins' schema.
+fn junit_of(results: &Path, verdict: &Path, dir: &Path) -> String {
+    let junit = dir.join("junit.xml");
+    let out = infergate(&[
+        "export",
+        "--format",
+        "junit",
+        "--results",
+        s(results),
+        "--verdict",
+        s(verdict),
+        "--out",
+        s(&junit),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    validate_junit(&junit);
+    std::fs::read_to_string(&junit).unwrap()
+}
+
 fn validate_junit(xml: &Path) {
     let xsd = fixture("junit-10.xsd");
     match Command::new("xmllint")
@@ -357,58 +386,22 @@ fn junit_and_csv_snapshots_from_a_vllm_candidate() {
     let dir = tempfile::tempdir().unwrap();
     let cand = fixture("vllm-bench-serve-append-optimized.jsonl");
     let verdict = hand_verdict(&cand, dir.path());
-    let junit = dir.path().join("junit.xml");
-    let out = infergate(&[
-        "export",
-        "--format",
-        "junit",
-        "--results",
-        s(&cand),
-        "--verdict",
-        s(&verdict),
-        "--out",
-        s(&junit),
-    ]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    validate_junit(&junit);
-    let xml = std::fs::read_to_string(&junit).unwrap();
+    let xml = junit_of(&cand, &verdict, dir.path());
     assert_eq!(xml.matches("<failure ").count(), 1, "one regressed cell");
     assert!(xml.contains("&lt;&amp;&quot;engine&quot;&gt;"), "{xml}");
     insta::assert_snapshot!("junit_vllm_candidate", xml);
 
-    let out = infergate(&[
-        "export",
-        "--format",
-        "csv",
-        "--results",
-        s(&cand),
-        "--verdict",
-        s(&verdict),
-    ]);
+    let out = export("csv", &cand, Some(&verdict));
     assert_eq!(out.code, 0, "{}", out.stderr);
     insta::assert_snapshot!("csv_vllm_candidate", out.stdout);
 
-    let out = infergate(&[
-        "export",
-        "--format",
-        "csv",
-        "--results",
-        s(&fixture("guidellm-0.8-sim.json")),
-    ]);
+    let out = export("csv", &fixture("guidellm-0.8-sim.json"), None);
     assert_eq!(out.code, 0, "{}", out.stderr);
     insta::assert_snapshot!("csv_guidellm_sim", out.stdout);
 
     // A verdict of other runs is refused, naming both.
     let other = fixture("vllm-bench-serve-append-baseline.jsonl");
-    let out = infergate(&[
-        "export",
-        "--format",
-        "junit",
-        "--results",
-        s(&other),
-        "--verdict",
-        s(&verdict),
-    ]);
+    let out = export("junit", &other, Some(&verdict));
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("not for results run"), "{}", out.stderr);
 }
@@ -449,21 +442,7 @@ fn junit_from_a_real_comparison_has_one_failure_per_regressed_cell() {
         serde_json::from_str(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
     let regressed: Vec<_> = report.regressions().map(|c| c.concurrency).collect();
     assert_eq!(regressed, [100]);
-    let junit = dir.path().join("junit.xml");
-    let out = infergate(&[
-        "export",
-        "--format",
-        "junit",
-        "--results",
-        s(&cand),
-        "--verdict",
-        s(&verdict),
-        "--out",
-        s(&junit),
-    ]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    validate_junit(&junit);
-    let xml = std::fs::read_to_string(&junit).unwrap();
+    let xml = junit_of(&cand, &verdict, dir.path());
     let matrix_failed = report
         .matrix_test
         .as_ref()

@@ -358,6 +358,42 @@ fn gate_run(
 }
 
 /// Per-cell aggregate tok/s of a run, keyed "C=c / ctx".
+/// What every run against llama-server must show: the llama.cpp dialect, the tiny model, the
+/// long prompt as llama-server's own tokenizer (`/tokenize`) counted it at calibration within
+/// 5% (the tokenizer is deterministic, so the load cannot move it), and the 6 cells.
+fn assert_llama_server_measured(results: &RunResults) {
+    assert_eq!(
+        results.engine.metrics_flavor.as_deref(),
+        Some("llamacpp"),
+        "the engine measured must be llama.cpp (metrics dialect)"
+    );
+    assert!(
+        results.engine.models.iter().any(|m| m == "tiny-llama"),
+        "llama-server must serve the tiny model: {:?}",
+        results.engine.models
+    );
+    let label = infergate::results::context_label(LONG_CONTEXT);
+    let calibrated: f64 = results
+        .events
+        .iter()
+        .find_map(|e| {
+            e.message
+                .strip_prefix(&format!("context {label}: "))?
+                .split("(~")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no calibration of context {label}: {:#?}", results.events));
+    assert!(
+        (calibrated / LONG_CONTEXT as f64 - 1.0).abs() <= 0.05,
+        "llama-server counted {calibrated} tokens in the {LONG_CONTEXT}-token prompt"
+    );
+    assert_eq!(results.cells.len(), 6, "C 1,2,4 x contexts 0,512");
+}
+
 fn cell_tps(results: &RunResults) -> Vec<(String, f64)> {
     results
         .cells
@@ -447,16 +483,7 @@ fn llamacpp_gate_pipeline_boots_measures_compares_reports_and_tears_down() {
     assert!(first.out_dir.join("summary.md").is_file());
     let results = first.results();
     assert_eq!(results.status, infergate::results::RunStatus::Complete);
-    assert_eq!(
-        results.engine.metrics_flavor.as_deref(),
-        Some("llamacpp"),
-        "the engine measured must be llama.cpp (metrics dialect)"
-    );
-    assert!(
-        results.engine.models.iter().any(|m| m == "tiny-llama"),
-        "llama-server must serve the tiny model: {:?}",
-        results.engine.models
-    );
+    assert_llama_server_measured(&results);
     assert!(
         results
             .events
@@ -465,28 +492,6 @@ fn llamacpp_gate_pipeline_boots_measures_compares_reports_and_tears_down() {
         "prompts were calibrated against llama-server's tokenizer: {:#?}",
         results.events
     );
-    // The long prompt as llama-server's own tokenizer (`/tokenize`) counted it at calibration:
-    // the tokenizer is deterministic, so the load cannot move it.
-    let label = infergate::results::context_label(LONG_CONTEXT);
-    let calibrated: f64 = results
-        .events
-        .iter()
-        .find_map(|e| {
-            e.message
-                .strip_prefix(&format!("context {label}: "))?
-                .split("(~")
-                .nth(1)?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no calibration of context {label}: {:#?}", results.events));
-    assert!(
-        (calibrated / LONG_CONTEXT as f64 - 1.0).abs() <= 0.05,
-        "llama-server counted {calibrated} tokens in the {LONG_CONTEXT}-token prompt"
-    );
-    assert_eq!(results.cells.len(), 6, "C 1,2,4 x contexts 0,512");
     let (mut client_tokens, mut server_tokens, mut slack) = (0.0, 0.0, 0.0);
     for c in &results.cells {
         let cell = format!("C={} / {}", c.concurrency, c.context_tokens);
@@ -618,38 +623,7 @@ fn gate_flow(engine: &RealEngine, work: &Path) {
             run.output
         );
         let results = run.results();
-        assert_eq!(
-            results.engine.metrics_flavor.as_deref(),
-            Some("llamacpp"),
-            "the engine measured must be llama.cpp (metrics dialect)"
-        );
-        assert!(
-            results.engine.models.iter().any(|m| m == "tiny-llama"),
-            "llama-server must serve the tiny model: {:?}",
-            results.engine.models
-        );
-        // The long prompt as llama-server's own tokenizer (`/tokenize`) counted it at calibration:
-        // the tokenizer is deterministic, so the load cannot move it.
-        let label = infergate::results::context_label(LONG_CONTEXT);
-        let calibrated: f64 = results
-            .events
-            .iter()
-            .find_map(|e| {
-                e.message
-                    .strip_prefix(&format!("context {label}: "))?
-                    .split("(~")
-                    .nth(1)?
-                    .split(' ')
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or_else(|| panic!("no calibration of context {label}: {:#?}", results.events));
-        assert!(
-            (calibrated / LONG_CONTEXT as f64 - 1.0).abs() <= 0.05,
-            "llama-server counted {calibrated} tokens in the {LONG_CONTEXT}-token prompt"
-        );
-        assert_eq!(results.cells.len(), 6, "C 1,2,4 x contexts 0,512");
+        assert_llama_server_measured(&results);
         for (cell, tps) in cell_tps(&results) {
             assert!(tps > 0.0, "nightly run {i}: cell {cell} measured no tokens");
         }

@@ -18,8 +18,7 @@ use infergate::results::{
     RunResults, RunStatus, ToolInfo,
 };
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 const TOKEN: &str = "ghs_TRUSTED_TEST_TOKEN_42";
 const REPO: &str = "acme/engine";
@@ -155,24 +154,9 @@ fn setup() -> Setup {
     }
 }
 
+/// GitHub accepting the check run and the comment on PR 7.
 async fn mock_github() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/check-runs")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
-        .mount(&server)
-        .await;
-    server
+    support::actions::accepting_github().await
 }
 
 /// `infergate report` as the action's report mode runs it in a workflow_run job.
@@ -299,5 +283,78 @@ async fn results_of_another_matrix_or_profile_are_refused() {
         );
         let check = posted_check(&server).await;
         assert_eq!(check["conclusion"], "failure", "{what}: {check}");
+    }
+}
+
+#[tokio::test]
+async fn a_verdict_file_without_a_trusted_config_never_passes() {
+    let s = setup();
+    // The workflow forgot `--trusted-config`: the artifact's forged `pass` is all it has.
+    let server = mock_github().await;
+    let forged = s.artifact.join("verdict.json");
+    let verdict_out = s.artifact.with_file_name("reported-verdict.json");
+    let (code, out) = report(
+        &s,
+        &server,
+        &[
+            "--verdict",
+            forged.to_str().unwrap(),
+            "--verdict-out",
+            verdict_out.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(2), "refused, a usage error\n{out}");
+    assert!(
+        out.contains("--trusted-config"),
+        "names the flag to add\n{out}"
+    );
+    assert!(out.contains("`pass`"), "{out}");
+    let reqs = server.received_requests().await.unwrap();
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.method.as_str() == "POST" || r.method.as_str() == "PATCH"),
+        "nothing posted: {:?}",
+        reqs.iter()
+            .map(|r| r.url.path().to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        !verdict_out.exists(),
+        "the untrusted verdict is not passed on"
+    );
+    assert!(!out.contains(TOKEN));
+
+    // A verdict file that fails stands: it can only fail the PR that produced it.
+    let mut failing: Value =
+        serde_json::from_str(&std::fs::read_to_string(&forged).unwrap()).unwrap();
+    failing["gate"] = "regression".into();
+    failing["headline"] = "1 regression".into();
+    std::fs::write(&forged, failing.to_string()).unwrap();
+    let server = mock_github().await;
+    let (code, out) = report(&s, &server, &["--verdict", forged.to_str().unwrap()]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(posted_check(&server).await["conclusion"], "failure");
+}
+
+#[tokio::test]
+async fn a_crafted_run_id_in_the_artifact_cannot_issue_workflow_commands() {
+    let s = setup();
+    let results_path = s.artifact.join("results.json");
+    let mut r: RunResults =
+        serde_json::from_str(&std::fs::read_to_string(&results_path).unwrap()).unwrap();
+    r.run_id = "r1\n::error title=pwned::forged\n##[error]forged".into();
+    std::fs::write(&results_path, serde_json::to_string(&r).unwrap()).unwrap();
+    let server = mock_github().await;
+    // No verdict: the run id is printed as it is reported.
+    let (code, out) = report(&s, &server, &[]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("no verdict given"), "{out}");
+    for line in out.lines() {
+        assert!(
+            !line.trim_start().starts_with("::error title=pwned") && !line.contains("##[error]"),
+            "a workflow command from the artifact: {line:?}\n{out}"
+        );
     }
 }

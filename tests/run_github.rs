@@ -9,15 +9,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
-use serde_json::{Value, json};
-use wiremock::matchers::{method, path, path_regex};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
-
-const TOKEN: &str = "ghs_RUNTEST_token_never_printed_42";
-const REPO: &str = "acme/engine";
-const HEAD_SHA: &str = "feedfacefeedfacefeedfacefeedfacefeedface";
+use serde_json::Value;
+use support::actions::{GateInActions, HEAD_SHA, TOKEN};
+use wiremock::Request;
 
 fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -27,89 +22,20 @@ fn body(r: &Request) -> Value {
     serde_json::from_slice(&r.body).unwrap_or(Value::Null)
 }
 
-struct GateInActions {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    requests: Vec<Request>,
-    outputs: String,
-    summary: String,
-}
-
 /// Runs `infergate run --config CONFIG --suite pr` from `cwd` as a GitHub Actions step of a
-/// pull request (event payload with head SHA, token, step summary and outputs files) against a
-/// mock GitHub that accepts everything.
+/// pull request (event payload with head SHA, token, step summary after an earlier step's,
+/// outputs file) against a mock GitHub that accepts everything.
 async fn run_in_actions(cwd: &Path, config: &str, extra: &[&str]) -> GateInActions {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/check-runs")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 4242})))
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("/repos/{REPO}/check-runs/4242")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 4242})))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path_regex(format!("^/repos/{REPO}/issues/7/comments.*")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
-        .mount(&server)
-        .await;
-
     let dir = tempfile::tempdir().unwrap();
-    let event = dir.path().join("event.json");
-    std::fs::write(
-        &event,
-        json!({"number": 7, "pull_request": {"number": 7, "head": {"sha": HEAD_SHA}}}).to_string(),
+    let run = support::actions::run_in_actions_after(
+        cwd,
+        config,
+        "pr",
+        &dir.path().join("results"),
+        extra,
+        "earlier step\n",
     )
-    .unwrap();
-    let summary = dir.path().join("summary.md");
-    std::fs::write(&summary, "earlier step\n").unwrap();
-    let outputs = dir.path().join("outputs.txt");
-    std::fs::write(&outputs, "").unwrap();
-    let out_dir = dir.path().join("results");
-
-    let uri = server.uri();
-    let (summary_env, outputs_env) = (summary.clone(), outputs.clone());
-    let (cwd, config) = (cwd.to_path_buf(), config.to_string());
-    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_infergate"))
-            .current_dir(&cwd)
-            .args(["run", "--config", &config, "--suite", "pr", "--out"])
-            .arg(&out_dir)
-            .args(&extra)
-            .env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_API_URL", &uri)
-            .env("GITHUB_REPOSITORY", REPO)
-            .env("GITHUB_SHA", "merge-sha-must-not-be-used")
-            .env("GITHUB_EVENT_PATH", &event)
-            .env("GITHUB_EVENT_NAME", "pull_request")
-            .env("GITHUB_RUN_ID", "99")
-            .env("GITHUB_SERVER_URL", "https://github.example")
-            .env("GITHUB_TOKEN", TOKEN)
-            .env("GITHUB_STEP_SUMMARY", &summary_env)
-            .env("GITHUB_OUTPUT", &outputs_env)
-            .env("INFERGATE_GITHUB_RETRY_BASE_MS", "1")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let run = GateInActions {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        requests: server.received_requests().await.unwrap_or_default(),
-        outputs: std::fs::read_to_string(&outputs).unwrap_or_default(),
-        summary: std::fs::read_to_string(&summary).unwrap_or_default(),
-    };
+    .await;
     assert!(
         !run.stdout.contains(TOKEN) && !run.stderr.contains(TOKEN),
         "the token must never be printed"

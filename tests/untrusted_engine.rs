@@ -13,16 +13,17 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{Value, json};
-use wiremock::matchers::{method, path, path_regex};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
-
-const REPO: &str = "acme/engine";
+use serde_json::Value;
+use support::actions::{PrStep, accepting_github};
+use support::{eventually, marked};
+use wiremock::Request;
 const GITHUB_TOKEN: &str = "ghs_GATE_token_must_stay_secret_1";
 const INFERGATE_TOKEN: &str = "ghp_INFERGATE_token_secret_2";
 const RUNTIME_TOKEN: &str = "eyJ0eXAiOiJKV1Q.runtime.secret3";
@@ -112,50 +113,18 @@ fn files_under(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
 /// Runs `infergate run --config gate.toml --suite pr` in `dir` as a step of a pull-request job
 /// with the gate's tokens in its environment, against a mock GitHub that accepts everything.
 async fn run_in_actions(dir: &Path, extra_env: &[(&str, &str)]) -> Run {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/check-runs")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 4242})))
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("/repos/{REPO}/check-runs/4242")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 4242})))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path_regex(format!("^/repos/{REPO}/issues/7/comments.*")))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/issues/7/comments")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
-        .mount(&server)
-        .await;
-
+    let server = accepting_github().await;
     let gh = dir.join("gh");
-    std::fs::create_dir_all(&gh).unwrap();
-    let event = gh.join("event.json");
-    std::fs::write(
-        &event,
-        json!({"number": 7, "pull_request": {"number": 7, "head": {"sha": "feedface"}}})
-            .to_string(),
-    )
-    .unwrap();
-    let summary = gh.join("step-summary.md");
-    let outputs = gh.join("outputs.txt");
-    std::fs::write(&summary, "").unwrap();
-    std::fs::write(&outputs, "").unwrap();
+    let step = PrStep::write(&gh, "feedface");
+    let step_env = step.env(&server.uri(), GITHUB_TOKEN);
     let out_dir = dir.join("results");
 
-    let uri = server.uri();
     let dir_owned = dir.to_path_buf();
     let extra: Vec<(String, String)> = extra_env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let (summary_env, outputs_env, out_env) = (summary.clone(), outputs.clone(), out_dir.clone());
+    let out_env = out_dir.clone();
     // An existing, empty store ("no baseline yet").
     std::fs::create_dir_all(dir_owned.join("baselines")).unwrap();
     let out = tokio::task::spawn_blocking(move || {
@@ -165,20 +134,10 @@ async fn run_in_actions(dir: &Path, extra_env: &[(&str, &str)]) -> Run {
             .arg(&out_env)
             .arg("--baseline-dir")
             .arg(dir_owned.join("baselines"))
-            .env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_API_URL", &uri)
-            .env("GITHUB_REPOSITORY", REPO)
-            .env("GITHUB_EVENT_PATH", &event)
-            .env("GITHUB_EVENT_NAME", "pull_request")
-            .env("GITHUB_RUN_ID", "99")
-            .env("GITHUB_SERVER_URL", "https://github.example")
-            .env("GITHUB_TOKEN", GITHUB_TOKEN)
+            .envs(step_env)
             .env("INFERGATE_GITHUB_TOKEN", INFERGATE_TOKEN)
             .env("ACTIONS_RUNTIME_TOKEN", RUNTIME_TOKEN)
             .env("ACTIONS_ID_TOKEN_REQUEST_TOKEN", ID_TOKEN)
-            .env("GITHUB_STEP_SUMMARY", &summary_env)
-            .env("GITHUB_OUTPUT", &outputs_env)
-            .env("INFERGATE_GITHUB_RETRY_BASE_MS", "1")
             .envs(extra)
             .output()
             .unwrap()
@@ -412,36 +371,6 @@ stop_grace = "1s"
     );
     assert!(!dir.path().join("PWNED").exists());
     assert!(!dir.path().join("PWNED2").exists());
-}
-
-/// Processes whose environment holds `CONTAIN_MARKER=marker`.
-fn marked(marker: &str) -> Vec<i32> {
-    let needle = format!("CONTAIN_MARKER={marker}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
-            && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A simulated engine that first starts a `setsid` child, a double-forked one and a

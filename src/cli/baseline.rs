@@ -166,11 +166,12 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
         };
         for run in runs {
             match store.add_run(&run) {
+                // Id, key and suite are the added file's text.
                 Ok(added) => outln!(
                     "added {} ({}, suite {}) → {}",
-                    run.run_id,
-                    run.profile.key,
-                    run.suite.as_deref().unwrap_or(ADHOC_SUITE),
+                    crate::untrusted_text::console(&run.run_id),
+                    crate::untrusted_text::console(&run.profile.key),
+                    crate::untrusted_text::console(run.suite.as_deref().unwrap_or(ADHOC_SUITE)),
                     added.path.display()
                 ),
                 Err(e @ (BaselineError::Rejected { .. } | BaselineError::Duplicate { .. })) => {
@@ -260,8 +261,9 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
         let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
             errln!(
-                "warning: {} cannot be used (a comparison against this store fails until it is fixed or removed): {why}",
-                path.display()
+                "warning: {} cannot be used (a comparison against this store fails until it is fixed or removed): {}",
+                path.display(),
+                crate::untrusted_text::console(why)
             );
         }
         histories.push(history::history(

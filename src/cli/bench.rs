@@ -215,9 +215,12 @@ pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         crate::results::RunStatus::Partial
         | crate::results::RunStatus::Cancelled
         | crate::results::RunStatus::InProgress => {
+            // The reason quotes the engine's error text.
             errln!(
                 "error: the run is incomplete: {}",
-                results.status_reason.as_deref().unwrap_or("(no reason)")
+                crate::untrusted_text::console(
+                    results.status_reason.as_deref().unwrap_or("(no reason)")
+                )
             );
             return Ok(GateExit::Failure);
         }

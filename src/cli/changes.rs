@@ -116,7 +116,11 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     for (key, suite) in groups {
         let mut loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
-            errln!("warning: skipped {}: {why}", path.display());
+            errln!(
+                "warning: skipped {}: {}",
+                path.display(),
+                crate::untrusted_text::console(why)
+            );
         }
         let accepted: Vec<String> = store
             .accepted(&key, Some(&suite))

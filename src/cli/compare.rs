@@ -223,7 +223,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     let report = match baseline_runs(&args, first, suite.as_deref())? {
         Err(why) => {
-            errln!("note: {why}");
+            errln!("note: {}", crate::untrusted_text::console(&why));
             not_comparable(first, run_ids(&candidate), suite, &rule, &why)
         }
         Ok(mut baseline) => {
@@ -237,7 +237,11 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                         "different profile: baseline run `{run_id}` is `{key}`, the candidate is `{}` (pass --allow-profile-mismatch to compare anyway)",
                         first.profile.key
                     );
-                    errln!("note: not comparable: {why}");
+                    // Run ids and profile keys are the files' text.
+                    errln!(
+                        "note: not comparable: {}",
+                        crate::untrusted_text::console(&why)
+                    );
                     not_comparable(first, run_ids(&candidate), suite, &rule, &why)
                 }
                 _ => {

@@ -52,13 +52,14 @@ pub(crate) async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
     outln!(
         "wrote {}: run {}, {} cells ({} not ok), profile {}",
         args.out.display(),
-        run.run_id,
+        crate::untrusted_text::console(&run.run_id),
         run.cells.len(),
         limited,
-        run.profile.key
+        crate::untrusted_text::console(&run.profile.key)
     );
+    // The notes name the imported file's own keys and values.
     for note in crate::import::unmapped_notes(&run) {
-        outln!("  not mapped: {note}");
+        outln!("  not mapped: {}", crate::untrusted_text::console(note));
     }
     Ok(GateExit::Pass)
 }

@@ -8,9 +8,15 @@
 //! config and baseline store (a checkout of the base branch, never the PR's), and results that
 //! are not what that config asks for are refused (`run::rejudge`).
 //!
+//! Without `--trusted-config` a `--verdict` file is untrusted (an artifact's `verdict.json` is
+//! whatever the pull request's job wrote): one that fails the gate (regression, unmeasured) is
+//! reported as it is, one that would pass or be neutral is refused (exit 2, nothing posted,
+//! the error names `--trusted-config`).
+//!
 //! The exit code is the verdict's (0 pass/neutral, 1 regression, under the trusted config's
 //! `fail_on` when one is given), never altered by a reporting failure; 2 when an input file
-//! cannot be read; 3 when the trusted recompute is refused or fails (the check says why).
+//! cannot be read or an untrusted verdict would pass; 3 when the trusted recompute is refused
+//! or fails (the check says why).
 
 use std::path::{Path, PathBuf};
 
@@ -30,7 +36,8 @@ pub struct ReportArgs {
     #[arg(long)]
     pub results: PathBuf,
     /// Verdict file, as written by `infergate compare --format json`; without it the run is
-    /// reported as "no baseline yet".
+    /// reported as "no baseline yet". Untrusted without `--trusted-config`: it may fail the
+    /// report (regression, unmeasured), never pass it (exit 2).
     #[arg(long)]
     pub verdict: Option<PathBuf>,
     /// Directory of baseline results files (searched recursively for `*.json`; a baseline
@@ -151,10 +158,40 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             notices.extend(d.notices.iter().cloned());
         }
         if let Some(f) = &t.failure {
-            errln!("error: {f}");
+            // Quotes the artifact's suite, model or profile key when it refuses them.
+            errln!("error: {}", crate::untrusted_text::console(f));
         }
     }
-    if let (Some(path), Some(v)) = (&args.verdict_out, &verdict) {
+    // Without a trusted config the verdict file is the artifact's word (the pull request's
+    // job wrote it): it may fail the report, never pass it (no success check, no exit 0).
+    let mut refused = None;
+    if let (None, Some(path), Some(v)) = (&trusted, &args.verdict, &verdict) {
+        let fail_on = if args.fail_on_inconclusive {
+            crate::policy::FailOn::INCONCLUSIVE
+        } else {
+            crate::policy::FailOn::REGRESSION
+        };
+        let ending = crate::policy::GatePolicy::new(fail_on).ending(
+            false,
+            results.status == crate::results::RunStatus::Cancelled,
+            Some(v.gate),
+            v.thin_baseline(),
+        );
+        if !ending.stands_unverified() {
+            refused = Some(usage(format!(
+                "the verdict file {} says `{}`, which infergate report does not take on trust: nothing \
+                 was posted. Add --trusted-config FILE (the base branch's gate config, with \
+                 --baseline-dir DIR) to recompute the verdict from the results, or use the exit \
+                 code of `infergate compare`, which judged it; a verdict file alone can only fail a report",
+                path.display(),
+                v.gate.as_str()
+            )));
+        }
+    }
+    if let (Some(path), Some(v)) = (
+        &args.verdict_out,
+        verdict.as_ref().filter(|_| refused.is_none()),
+    ) {
         let body = serde_json::to_string_pretty(v).context("serialising the verdict")?;
         crate::fsio::write_durable(path, body.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
@@ -207,15 +244,19 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
 
     match &verdict {
         Some(v) => out!("{}", verdict_table::text(v)),
+        // The run id is the artifact's text: inert before it reaches the Actions log.
         None => outln!(
             "{}: no verdict given (no baseline yet); {} cells measured",
-            results.run_id,
+            crate::untrusted_text::console(&results.run_id),
             results.cells.len()
         ),
     }
     let in_actions = super::in_actions();
     for n in &notices {
         errln!("notice: {}", crate::untrusted_text::console(n));
+    }
+    if let Some(refusal) = refused {
+        return Err(refusal);
     }
 
     if args.github || in_actions {

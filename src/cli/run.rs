@@ -241,7 +241,10 @@ fn print_run(run: &GateRun) {
     for b in &run.baseline {
         match b {
             BaselineUpdate::Added(path) => errln!("baseline: run added as {}", path.display()),
-            BaselineUpdate::NotUpdated(why) => errln!("baseline: not updated: {why}"),
+            BaselineUpdate::NotUpdated(why) => errln!(
+                "baseline: not updated: {}",
+                crate::untrusted_text::console(why)
+            ),
         }
     }
     print_reporting(&run.reporting);

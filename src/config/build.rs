@@ -314,6 +314,7 @@ fn build_engine(
             Some("write the engine family (vllm, sglang, llamacpp, ...) or remove the key to detect it"),
         ));
     }
+    let watchdog = build_watchdog(raw.watchdog.take(), loc)?;
     let base = |command: CommandSpec| EngineConfig {
         command,
         env: env.clone(),
@@ -327,6 +328,7 @@ fn build_engine(
         host: raw.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
         port: raw.port.filter(|p| *p != 0),
         name: raw.name.as_ref().map(|n| n.get_ref().clone()),
+        watchdog,
     };
     let side = |s: Spanned<RawEngineSide>| -> Result<EngineConfig, ConfigError> {
         let s = s.into_inner();
@@ -371,6 +373,78 @@ fn build_engine(
         }
     };
     Ok((engine, ab))
+}
+
+/// `[engine.watchdog]`: every duration above zero, `probes` 1 to 100, and a probe's
+/// time-out shorter than the silence that starts probing (else one slow answer is a hang).
+fn build_watchdog(
+    raw: Option<super::raw::RawWatchdog>,
+    loc: &Locator,
+) -> Result<WatchdogConfig, ConfigError> {
+    let mut cfg = WatchdogConfig::default();
+    let Some(raw) = raw else {
+        return Ok(cfg);
+    };
+    let seconds = |v: Option<Spanned<super::Seconds>>,
+                   key: &str,
+                   default: f64,
+                   fix: &str|
+     -> Result<f64, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(t) if !(t.get_ref().0 > 0.0 && t.get_ref().0 <= 3600.0) => Err(loc.at(
+                t.span(),
+                format!(
+                    "[engine.watchdog] {key} = {} s is out of range",
+                    t.get_ref().0
+                ),
+                Some(fix),
+            )),
+            Some(t) => Ok(t.into_inner().0),
+        }
+    };
+    cfg.quiet_s = seconds(
+        raw.quiet,
+        "quiet",
+        cfg.quiet_s,
+        "write the silence before the first health probe, above 0 and at most \"1h\" (default \"5s\")",
+    )?;
+    let probe_span = raw.probe_timeout.as_ref().map(|t| t.span());
+    cfg.probe_timeout_s = seconds(
+        raw.probe_timeout,
+        "probe_timeout",
+        cfg.probe_timeout_s,
+        "write the time-out of one /health probe, above 0 and at most \"1h\" (default \"3s\")",
+    )?;
+    cfg.period_s = seconds(
+        raw.period,
+        "period",
+        cfg.period_s,
+        "write the pause between checks, above 0 and at most \"1h\" (default \"1s\")",
+    )?;
+    if let Some(n) = raw.probes {
+        if !(1..=100).contains(n.get_ref()) {
+            return Err(loc.at(
+                n.span(),
+                format!("[engine.watchdog] probes = {} is out of range", n.get_ref()),
+                Some("write 1 to 100 unanswered probes in a row (default 3)"),
+            ));
+        }
+        cfg.probes = n.into_inner();
+    }
+    if let Some(span) = probe_span
+        && cfg.probe_timeout_s > cfg.quiet_s
+    {
+        return Err(loc.at(
+            span,
+            format!(
+                "[engine.watchdog] probe_timeout ({} s) is longer than quiet ({} s)",
+                cfg.probe_timeout_s, cfg.quiet_s
+            ),
+            Some("make probe_timeout at most quiet, or raise quiet"),
+        ));
+    }
+    Ok(cfg)
 }
 
 /// `[adaptive]`: on when the table is present unless `enabled = false`.

@@ -231,6 +231,36 @@ pub struct EngineConfig {
     pub port: Option<u16>,
     /// Engine family for the profile key (`vllm`, `sglang`, ...); `None` detects it.
     pub name: Option<String>,
+    /// When a silent engine is called hung (`[engine.watchdog]`).
+    pub watchdog: WatchdogConfig,
+}
+
+/// `[engine.watchdog]`: when the gate probes a silent engine and when it calls it hung (the
+/// matrix then stops, remaining cells `error: engine unresponsive`, exit 3). The defaults call
+/// a hang about 16 s after it starts; an engine whose `/health` stalls for longer while it
+/// works (a slow CPU engine under a long prefill) needs a longer `quiet` or `probe_timeout`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WatchdogConfig {
+    /// Silence (no byte from the engine) before the first `/health` probe, seconds.
+    pub quiet_s: f64,
+    /// Time-out of one probe, seconds.
+    pub probe_timeout_s: f64,
+    /// Unanswered probes in a row that make the engine unresponsive.
+    pub probes: u32,
+    /// Pause between checks, seconds.
+    pub period_s: f64,
+}
+
+impl Default for WatchdogConfig {
+    /// 5 s of silence, then three unanswered 3 s probes a second apart.
+    fn default() -> Self {
+        WatchdogConfig {
+            quiet_s: 5.0,
+            probe_timeout_s: 3.0,
+            probes: 3,
+            period_s: 1.0,
+        }
+    }
 }
 
 /// Profile-key overrides.
@@ -441,6 +471,40 @@ level_runs = 3
         assert_eq!(c.thresholds.rule.level_runs, 3);
         assert_eq!(c.baseline.dir, PathBuf::from("/cfg/baselines"));
         assert_eq!(c.profile.hardware.as_deref(), Some("sim"));
+    }
+
+    #[test]
+    fn the_watchdog_is_tuned_in_its_table_and_checked() {
+        assert_eq!(
+            parse(GOOD).expect("valid").engine.watchdog,
+            WatchdogConfig::default()
+        );
+        let tuned = format!(
+            "{GOOD}\n[engine.watchdog]\nquiet = \"30s\"\nprobe_timeout = \"10s\"\nprobes = 5\nperiod = \"500ms\"\n"
+        );
+        let w = parse(&tuned).expect("valid").engine.watchdog;
+        assert_eq!(
+            (w.quiet_s, w.probe_timeout_s, w.probes, w.period_s),
+            (30.0, 10.0, 5, 0.5)
+        );
+        let lines = GOOD.lines().count();
+        let table = |body: &str| format!("{GOOD}\n[engine.watchdog]\n{body}\n");
+        let e = err(&table("probes = 0"));
+        assert!(e.starts_with(&format!("t.toml:{}:", lines + 3)), "{e}");
+        assert!(
+            e.contains("[engine.watchdog] probes = 0") && e.contains("fix: write 1 to 100"),
+            "{e}"
+        );
+        let e = err(&table("period = \"0s\""));
+        assert!(
+            e.contains("period = 0 s is out of range") && e.contains("fix:"),
+            "{e}"
+        );
+        let e = err(&table("quiet = \"2s\"\nprobe_timeout = \"3s\""));
+        assert!(e.starts_with(&format!("t.toml:{}:", lines + 4)), "{e}");
+        assert!(e.contains("longer than quiet"), "{e}");
+        let e = err(&table("quite = \"2s\""));
+        assert!(e.contains("quite"), "a typo is an error: {e}");
     }
 
     #[test]

@@ -87,6 +87,17 @@ pub(super) struct RawEngine {
     pub(super) host: Option<String>,
     pub(super) port: Option<u16>,
     pub(super) name: Option<Spanned<String>>,
+    pub(super) watchdog: Option<RawWatchdog>,
+}
+
+/// `[engine.watchdog]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWatchdog {
+    pub(super) quiet: Option<Spanned<Seconds>>,
+    pub(super) probe_timeout: Option<Spanned<Seconds>>,
+    pub(super) probes: Option<Spanned<u32>>,
+    pub(super) period: Option<Spanned<Seconds>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -316,6 +316,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port: Some(4321),
             name: None,
+            watchdog: crate::config::WatchdogConfig::default(),
         }
     }
 

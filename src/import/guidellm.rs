@@ -437,6 +437,21 @@ mod tests {
     }
 
     #[test]
+    fn a_benchmark_without_a_successful_request_makes_the_run_partial() {
+        let run = parse_results(SIM, "g.json").unwrap().remove(0);
+        assert_eq!(run.status, crate::results::RunStatus::Complete);
+        let mut doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
+        let totals = &mut doc["benchmarks"][2]["metrics"]["request_totals"];
+        totals["errored"] = totals["successful"].clone();
+        totals["successful"] = 0.into();
+        let run = parse_results(&doc.to_string(), "g.json").unwrap().remove(0);
+        assert_eq!(run.cells[2].status, crate::results::CellStatus::Error);
+        assert_eq!(run.status, crate::results::RunStatus::Partial);
+        let why = run.status_reason.as_deref().unwrap();
+        assert!(why.contains("no request succeeded"), "{why}");
+    }
+
+    #[test]
     fn rate_driven_benchmarks_are_left_out_and_bad_fields_named() {
         let mut doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
         doc["benchmarks"][1]["config"]["strategy"]["type_"] = "constant".into();

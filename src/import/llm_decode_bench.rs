@@ -220,7 +220,7 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
     );
     let telemetry = summary_from(seed.hardware_run_summary.as_ref(), &seed.event_log);
 
-    Ok(RunResults {
+    let mut run = RunResults {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo::current(),
         run_id,
@@ -251,7 +251,10 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
             path: file.to_string(),
         },
         labels: BTreeMap::new(),
-    })
+    };
+    // `complete` only when every cell was measured: a seed cell with an error makes it partial.
+    run.settle_status();
+    Ok(run)
 }
 
 /// One seed cell → one [`CellResult`]; an error is (field, message).
@@ -662,6 +665,25 @@ mod tests {
         );
         assert_eq!(run.telemetry.as_ref().unwrap().status, "unavailable");
         assert!(matches!(run.source, ResultsSource::Import { .. }));
+    }
+
+    #[test]
+    fn a_seed_cell_with_an_error_makes_the_run_partial() {
+        let run = parse_results(SEED, "seed.json").unwrap().remove(0);
+        assert_eq!(
+            run.status,
+            RunStatus::Complete,
+            "capacity-limited cells are measured"
+        );
+        let mut doc: Value = serde_json::from_str(SEED).unwrap();
+        doc["results"][1]["error"] = "HTTP 500 from the engine".into();
+        let run = parse_results(&doc.to_string(), "seed.json")
+            .unwrap()
+            .remove(0);
+        assert_eq!(run.cells[1].status, CellStatus::Error);
+        assert_eq!(run.status, RunStatus::Partial);
+        let why = run.status_reason.as_deref().unwrap();
+        assert!(why.contains("HTTP 500 from the engine"), "{why}");
     }
 
     #[test]

@@ -350,9 +350,11 @@ fn stable_run_id(finished: DateTime<Utc>, tag: &str, text: &str) -> String {
     )
 }
 
-/// A complete run from an import: the matrix is the cells' coordinates (no max_tokens, no
+/// A run from an import: the matrix is the cells' coordinates (no max_tokens, no
 /// sub-windows: the tools record neither), hardware unknown (`cpu-unknown` profile), one
-/// [`UNMAPPED_EVENT`] per note, stamped at the run's end.
+/// [`UNMAPPED_EVENT`] per note, stamped at the run's end. `complete` only when every cell was
+/// measured ([`RunResults::settle_status`]): an imported run with an errored cell is `partial`
+/// and can never become a baseline.
 pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
     let matrix = matrix_of(&r.model, &r.cells);
     let hardware = HardwareFingerprint {
@@ -376,7 +378,7 @@ pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
             message,
         })
         .collect();
-    RunResults {
+    let mut run = RunResults {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo::current(),
         run_id,
@@ -407,7 +409,9 @@ pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
             path: r.file.to_string(),
         },
         labels: r.labels,
-    }
+    };
+    run.settle_status();
+    run
 }
 
 /// Joins runs imported from several files of one tool (one cell per file, as vLLM writes one
@@ -498,6 +502,14 @@ pub fn join_runs(runs: Vec<RunResults>, files: &[String]) -> Result<RunResults, 
     if let ResultsSource::Import { path, .. } = &mut joined.source {
         *path = files.join(", ");
     }
+    // Imported runs are `partial` only through their errored cells (`imported_run`): settled
+    // again over the joined cells, so one file's error makes the whole run partial, with the
+    // counts of the joined matrix.
+    if joined.status == RunStatus::Partial {
+        joined.status = RunStatus::Complete;
+        joined.status_reason = None;
+    }
+    joined.settle_status();
     Ok(joined)
 }
 

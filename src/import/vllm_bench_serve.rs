@@ -378,6 +378,28 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_where_no_request_completed_makes_the_run_partial() {
+        let none = SHAREGPT.replacen("\"completed\": 1000", "\"completed\": 0", 1);
+        let run = parse_results(&none, "v.json").unwrap().remove(0);
+        assert_eq!(run.cells[0].status, CellStatus::Error);
+        assert_eq!(run.status, crate::results::RunStatus::Partial);
+        let why = run.status_reason.as_deref().unwrap();
+        assert!(why.contains("no request completed"), "{why}");
+        // Joined with a measured file (the errored one second): still partial, counted over
+        // the joined matrix.
+        let first = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
+        assert_eq!(first.status, crate::results::RunStatus::Complete);
+        let joined = crate::import::join_runs(
+            vec![first, run],
+            &["a.jsonl".to_string(), "v.json".to_string()],
+        )
+        .unwrap();
+        assert_eq!(joined.status, crate::results::RunStatus::Partial);
+        let why = joined.status_reason.as_deref().unwrap();
+        assert!(why.starts_with("1 of 3 cells errored"), "{why}");
+    }
+
+    #[test]
     fn full_percentiles_engine_metadata_and_spec_decode_map() {
         let mut doc: serde_json::Value = serde_json::from_str(SHAREGPT).unwrap();
         doc["p90_ttft_ms"] = 9000.0.into();

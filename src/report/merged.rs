@@ -125,7 +125,8 @@ pub(crate) fn markdown(merged: &MergedVerdict) -> String {
     out
 }
 
-/// The merged verdict as plain text for a terminal.
+/// The merged verdict as plain text for a terminal (inert: headlines, profile keys and
+/// sources are the shards' text, and a merge job prints them to the Actions log).
 pub(crate) fn text(merged: &MergedVerdict) -> String {
     let word = if merged.unmeasured > 0 {
         "error"
@@ -142,7 +143,7 @@ pub(crate) fn text(merged: &MergedVerdict) -> String {
             p.source
         ));
     }
-    out
+    crate::untrusted_text::console(&out)
 }
 
 /// `key=value` lines for `$GITHUB_OUTPUT`: `verdict` (`error` when a profile was not
@@ -180,6 +181,18 @@ mod tests {
         assert!(!md.contains("<script>"));
         assert!(md.contains("a\\|b&lt;script&gt;"));
         assert_eq!(md.matches("\n### ").count(), 2);
+    }
+
+    #[test]
+    fn text_of_a_crafted_shard_issues_no_workflow_command() {
+        let mut evil = report("H200", GateVerdict::Pass, 0);
+        evil.profile.key = "k\n::error title=pwned::forged".into();
+        evil.headline = "fine\n::add-mask::x".into();
+        let t = text(&merge(vec![shard(evil)]));
+        assert!(t.contains("pwned"), "{t}");
+        for line in t.lines() {
+            assert!(!line.trim_start().starts_with("::"), "{line:?}\n{t}");
+        }
     }
 
     #[test]

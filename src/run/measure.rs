@@ -367,12 +367,9 @@ pub(crate) async fn boot_and_measure(
                 let cause = cause.clone();
                 let measure_cancel = measure_cancel.clone();
                 let exit = engine.exit_watch();
+                let settings = super::watchdog::WatchdogSettings::from(&req.engine.watchdog);
                 tokio::spawn(async move {
-                    let why = super::watchdog::watch(
-                        liveness,
-                        super::watchdog::WatchdogSettings::default(),
-                    )
-                    .await;
+                    let why = super::watchdog::watch(liveness, settings).await;
                     let alive = if exit.borrow().is_none() {
                         "; the process is still running"
                     } else {

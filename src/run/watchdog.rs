@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use crate::bench::liveness::Liveness;
+use crate::config::WatchdogConfig;
 
 /// When the watchdog probes and when it gives up.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,15 +26,16 @@ pub(crate) struct WatchdogSettings {
     pub period: Duration,
 }
 
-impl Default for WatchdogSettings {
-    /// 5 s of silence, then three unanswered 3 s probes a second apart: a hang is called
-    /// about 16 s after it starts, and only after 11 s of the engine answering nothing at all.
-    fn default() -> Self {
+impl From<&WatchdogConfig> for WatchdogSettings {
+    /// The config's `[engine.watchdog]` (validated there: every duration above zero). By
+    /// default 5 s of silence, then three unanswered 3 s probes a second apart: a hang is
+    /// called about 16 s after it starts, and only after 11 s of the engine answering nothing.
+    fn from(c: &WatchdogConfig) -> Self {
         WatchdogSettings {
-            quiet: Duration::from_secs(5),
-            probe_timeout: Duration::from_secs(3),
-            probes: 3,
-            period: Duration::from_secs(1),
+            quiet: Duration::from_secs_f64(c.quiet_s),
+            probe_timeout: Duration::from_secs_f64(c.probe_timeout_s),
+            probes: c.probes,
+            period: Duration::from_secs_f64(c.period_s),
         }
     }
 }

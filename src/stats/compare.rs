@@ -239,8 +239,9 @@ fn eligibility(
 
 /// The candidate's coverage of what the level runs measured: a cell is expected when a level
 /// run measured it and the candidate's matrix asked for it (has it, not skipped on purpose by
-/// the skip list), and measured when every candidate run measured it.
-fn coverage(
+/// the skip list), and measured when every candidate run measured it. Also the floor of a
+/// paired A/B (`stats::paired`: A's boots are the level, B's the candidate).
+pub(super) fn coverage(
     coords: &[Coord],
     level: &[RunResults],
     candidate: &[RunResults],

@@ -51,7 +51,8 @@ pub(crate) fn paired_change(diffs: &[f64]) -> LogChange {
     }
 }
 
-/// Decides the cells that cannot be compared pair by pair (capacity, errors).
+/// Decides the cells that cannot be compared pair by pair (capacity, errors): a cell B errors
+/// on where A measured it is an `error_regression`.
 fn eligibility(coord: Coord, a: &[RunResults], b: &[RunResults]) -> Option<(CellVerdict, String)> {
     let statuses = |runs: &[RunResults]| -> Vec<CellStatus> {
         runs.iter()
@@ -68,6 +69,26 @@ fn eligibility(coord: Coord, a: &[RunResults], b: &[RunResults]) -> Option<(Cell
         count(&sb, CellStatus::Ok),
         count(&sb, CellStatus::CapacityLimited),
     );
+    let b_err = count(&sb, CellStatus::Error);
+    if b_err > 0 && a_ok + a_cap > 0 {
+        // Fail closed, as `stats::compare`: a build that errors where the base was measured
+        // regressed, however the pairs it still serves compare.
+        let why = b
+            .iter()
+            .filter_map(|r| find(r, coord))
+            .find(|c| c.status == CellStatus::Error)
+            .and_then(|c| c.reason.as_deref())
+            .unwrap_or("no reason given");
+        return Some((
+            CellVerdict::ErrorRegression,
+            format!(
+                "error in {b_err} of {} B boots: {why}; measured in {} of {} A boots",
+                sb.len(),
+                a_ok + a_cap,
+                sa.len()
+            ),
+        ));
+    }
     if b_cap > 0 && a_ok > 0 && a_ok >= a_cap {
         return Some((
             CellVerdict::CapacityRegression,
@@ -415,6 +436,14 @@ pub fn paired_compare(
             "no gating metric measured in two pairs",
         ));
     }
+    // The floor of `stats::compare`: B must have measured the share of what A measured that
+    // `min_measured_share` asks, or the pairs it did measure cannot speak for the matrix.
+    report.coverage = Some(super::compare::coverage(
+        &coords,
+        a,
+        b,
+        rule.min_measured_share,
+    ));
     build::finish(&mut report, Against::PairedAb);
     Ok(report)
 }
@@ -485,6 +514,52 @@ mod tests {
             assert_eq!(others, 0, "seed {seed}: {}", r.headline);
         }
         assert!(found >= 32, "single-cell −8% found in {found} of 40");
+    }
+
+    #[test]
+    fn a_cell_b_errors_on_where_a_measured_it_fails_closed() {
+        let (a, mut b) = pairs(7, 4, &|_| 1.0);
+        let coord = (b[0].cells[2].concurrency, b[0].cells[2].context_tokens);
+        // One B boot errors on the cell (an engine that fails under load): the other three
+        // pairs would compare, and the cell still regressed.
+        b[1].cells[2] = crate::results::CellResult::unmeasured(
+            coord.0,
+            coord.1,
+            CellStatus::Error,
+            "HTTP 500 from the engine",
+        );
+        let r = paired_compare(&a, &b, &DecisionRule::default()).expect("compare");
+        let cell = r
+            .cells
+            .iter()
+            .find(|c| (c.concurrency, c.context_tokens) == coord)
+            .unwrap();
+        assert_eq!(cell.verdict, CellVerdict::ErrorRegression, "{cell:?}");
+        let why = cell.reason.as_deref().unwrap();
+        assert!(
+            why.contains("error in 1 of 4 B boots") && why.contains("HTTP 500"),
+            "{why}"
+        );
+        // The default floor (every cell A measured, measured by B in every boot): undecidable.
+        let cov = r.coverage.expect("coverage");
+        assert_eq!(cov.expected, cov.measured + 1, "{cov:?}");
+        assert_eq!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
+        // A lower floor: the error is a regression of its own.
+        let lenient = DecisionRule {
+            min_measured_share: 0.5,
+            ..DecisionRule::default()
+        };
+        let r = paired_compare(&a, &b, &lenient).expect("compare");
+        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        // A cell A never measured is not B's to cover.
+        let (mut a, b) = pairs(8, 4, &|_| 1.0);
+        for run in &mut a {
+            run.cells[2] =
+                crate::results::CellResult::unmeasured(coord.0, coord.1, CellStatus::Error, "oom");
+        }
+        let r = paired_compare(&a, &b, &DecisionRule::default()).expect("compare");
+        assert_ne!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
+        assert!(r.coverage.unwrap().sufficient());
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod actions;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -101,5 +103,44 @@ pub fn baseline_around(
             }
         }
         store.add(&r).expect("add baseline run");
+    }
+}
+
+/// Processes whose environment holds `CONTAIN_MARKER=marker` (a test's engines and whatever
+/// they started).
+pub fn marked(marker: &str) -> Vec<i32> {
+    processes_with_env(&format!("CONTAIN_MARKER={marker}"))
+}
+
+/// Processes whose environment holds the entry `name_eq_value` (`NAME=value`): it survives
+/// `setsid` and re-parenting, so it finds what a test started wherever it went.
+pub fn processes_with_env(name_eq_value: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
+            && env
+                .split(|&b| b == 0)
+                .any(|kv| kv == name_eq_value.as_bytes())
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Polls `f` every 50 ms until it holds (true) or `limit` has passed (false).
+pub fn eventually(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
