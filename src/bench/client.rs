@@ -117,17 +117,25 @@ impl EngineClient {
         // reqwest is built without a default TLS crypto provider; install ring's once per
         // process (an error only means one is installed already).
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // A plain-HTTP engine needs no certificates: an empty root store instead of the
+        // platform's (loading it reads every file of the system's certificate directory, for
+        // each client — a fixed cost of every run).
+        let plain = base.starts_with("http://");
         let build = |max_idle: usize| {
-            reqwest::Client::builder()
+            let builder = reqwest::Client::builder()
                 .pool_max_idle_per_host(max_idle)
                 .pool_idle_timeout(policy.pool_idle_timeout)
                 .tcp_nodelay(true)
-                .connect_timeout(Duration::from_secs(10))
-                .build()
-                .map_err(|e| BenchError::Unreachable {
-                    url: base.clone(),
-                    reason: format!("cannot build the HTTP client: {e}"),
-                })
+                .connect_timeout(Duration::from_secs(10));
+            let builder = if plain {
+                builder.tls_certs_only(Vec::new())
+            } else {
+                builder
+            };
+            builder.build().map_err(|e| BenchError::Unreachable {
+                url: base.clone(),
+                reason: format!("cannot build the HTTP client: {e}"),
+            })
         };
         let http = build(max_streams.max(16) + 8)?;
         let fresh = build(0)?;
@@ -337,36 +345,57 @@ impl SseParser {
     /// Feeds bytes as they arrive; `on_event` runs for every complete event. Returns early
     /// (and keeps the rest buffered) when `on_event` returns `false`.
     pub(crate) fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
+        if self.buf.is_empty() {
+            // The usual case (a chunk holds whole lines): parse straight from the received
+            // bytes and keep only an incomplete tail.
+            let (consumed, keep_going) =
+                Self::lines(&mut self.data, &mut self.has_data, bytes, &mut on_event);
+            self.buf.extend_from_slice(&bytes[consumed..]);
+            return keep_going;
+        }
         self.buf.extend_from_slice(bytes);
+        let (consumed, keep_going) =
+            Self::lines(&mut self.data, &mut self.has_data, &self.buf, &mut on_event);
+        self.buf.drain(..consumed);
+        keep_going
+    }
+
+    /// Parses the complete lines of `buf`; returns how many bytes they took and whether
+    /// `on_event` asked to go on.
+    fn lines(
+        data: &mut Vec<u8>,
+        has_data: &mut bool,
+        buf: &[u8],
+        on_event: &mut impl FnMut(&[u8]) -> bool,
+    ) -> (usize, bool) {
         let mut consumed = 0;
         let mut keep_going = true;
         while keep_going {
-            let Some(nl) = memchr(b'\n', &self.buf[consumed..]) else {
+            let Some(nl) = memchr(b'\n', &buf[consumed..]) else {
                 break;
             };
             let line_end = consumed + nl;
-            let mut line = &self.buf[consumed..line_end];
+            let mut line = &buf[consumed..line_end];
             if let [rest @ .., b'\r'] = line {
                 line = rest;
             }
             if line.is_empty() {
-                if self.has_data {
-                    keep_going = on_event(&self.data);
-                    self.data.clear();
-                    self.has_data = false;
+                if *has_data {
+                    keep_going = on_event(data);
+                    data.clear();
+                    *has_data = false;
                 }
             } else if let Some(value) = line.strip_prefix(b"data:") {
                 let value = value.strip_prefix(b" ").unwrap_or(value);
-                if self.has_data {
-                    self.data.push(b'\n');
+                if *has_data {
+                    data.push(b'\n');
                 }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
+                data.extend_from_slice(value);
+                *has_data = true;
             }
             consumed = line_end + 1;
         }
-        self.buf.drain(..consumed);
-        keep_going
+        (consumed, keep_going)
     }
 
     /// End of stream: delivers a last event that lacked its blank line (lenient, as browsers).
@@ -541,6 +570,20 @@ mod tests {
             );
             assert_eq!(p.pending(), 0);
         }
+    }
+
+    #[test]
+    fn an_early_stop_keeps_the_rest_for_the_next_feed() {
+        let mut p = SseParser::new();
+        let mut got = Vec::new();
+        assert!(!p.feed(b"data: a\n\ndata: b\n\ndata: c", |d| {
+            got.push(d.to_vec());
+            false
+        }));
+        assert_eq!(got, vec![b"a".to_vec()]);
+        assert!(p.pending() > 0);
+        assert_eq!(collect(&mut p, b"\n\n"), vec!["b", "c"]);
+        assert_eq!(p.pending(), 0);
     }
 
     #[test]

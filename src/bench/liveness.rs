@@ -30,7 +30,13 @@ impl Activity {
     /// Records that the engine just sent something (one relaxed store: the hot path calls it
     /// per streamed chunk).
     pub(crate) fn note(&self) {
-        let ms = self.origin.elapsed().as_millis() as u64;
+        self.note_at(Instant::now());
+    }
+
+    /// [`Activity::note`] with the arrival time the caller already read (no second clock
+    /// read per streamed chunk).
+    pub(crate) fn note_at(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.origin).as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 

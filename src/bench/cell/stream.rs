@@ -57,7 +57,7 @@ pub(super) async fn run_stream(
                         match chunk {
                             Ok(Some(bytes)) => {
                                 last_byte = now;
-                                client.activity().note();
+                                client.activity().note_at(now);
                                 let mut failure = None;
                                 parser.feed(&bytes, |payload| match w.on_payload(payload, now) {
                                     Ok(()) => true,
