@@ -1051,6 +1051,55 @@ mod tests {
         assert_eq!(reconcile(&none, &open, &BTreeSet::new()), vec![]);
     }
 
+    fn creep(run: usize, until: usize) -> ChangePoint {
+        let mut c = cp(Scope::Matrix, run, -0.02, false);
+        c.kind = ChangeKind::Creep;
+        c.slope = Some(crate::stats::changepoint::Slope {
+            per_run: -0.002,
+            ci_low: -0.003,
+            ci_high: -0.001,
+            runs: until + 1 - run,
+        });
+        c.until_run_id = Some(format!("r{until:02}"));
+        c
+    }
+
+    #[test]
+    fn a_growing_creep_keeps_its_issue_and_covers_its_cells() {
+        // Night 1: the creep was seen as a step at r33; night 2: a creep from r27 to r39.
+        let night1 = group(vec![cp(Scope::Matrix, 33, -0.015, false)]);
+        let a1 = plan(std::slice::from_ref(&night1));
+        let ours = vec![issue(5, "open", &a1[0].key)];
+        let night2 = group(vec![creep(27, 39), cp(cell(4), 35, -0.03, false)]);
+        let a2 = plan(std::slice::from_ref(&night2));
+        assert_eq!(a2.len(), 1, "the cell moved along the creep: {a2:#?}");
+        assert_eq!(a2[0].cells.len(), 1);
+        assert_eq!(
+            reconcile(&a2, &ours, &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
+        let text = body(&a2[0], AlertState::Open, None);
+        assert!(text.contains("creep: -0.20% per run"), "{text}");
+        assert_eq!(parse_until(&text).as_deref(), Some("r39"));
+        assert!(title(&a2[0]).contains("creep"));
+        // Night 3: the onset estimate moved later (r32), outside the old onset's tolerance
+        // but the old issue's recorded stretch (r27..r39) holds it: still the same issue.
+        let mut updated = issue(5, "open", &a2[0].key);
+        updated.0.body = Some(text);
+        let night3 = group(vec![creep(32, 39)]);
+        let a3 = plan(std::slice::from_ref(&night3));
+        assert_eq!(
+            reconcile(&a3, &[updated], &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
+    }
+
     #[test]
     fn a_change_that_moved_a_run_keeps_its_issue() {
         let night1 = group(vec![cp(Scope::Matrix, 30, -0.03, false)]);
