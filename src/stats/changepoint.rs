@@ -11,7 +11,9 @@
 //! series reports a false change point with probability at most `alpha` (measured with
 //! `infergate changes-eval`). Each change is sized by the Hodges–Lehmann shift of the logs
 //! between its neighbouring segments, with the distribution-free interval from the
-//! Mann–Whitney order statistics.
+//! Mann–Whitney order statistics. Consecutive same-direction splits are then modelled again as
+//! steps or as one creep (a hinge: onset, slope with its interval, total so far), and a change
+//! must clear the series' own noise (`min_effect_noise`) as well as `min_effect`.
 
 use std::collections::BTreeSet;
 
