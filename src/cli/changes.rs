@@ -51,6 +51,9 @@ pub struct ChangesArgs {
     /// Smallest relative change reported.
     #[arg(long)]
     pub min_effect: Option<f64>,
+    /// Smallest change reported, as a multiple of each series' run-to-run noise.
+    #[arg(long)]
+    pub min_effect_noise: Option<f64>,
     /// Seed of the permutation tests.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -69,6 +72,9 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     }
     if let Some(m) = args.min_effect {
         settings.min_effect = m;
+    }
+    if let Some(m) = args.min_effect_noise {
+        settings.min_effect_noise = m;
     }
     if let Some(s) = args.seed {
         settings.seed = s;
@@ -228,6 +234,12 @@ pub struct ChangesEvalArgs {
     /// Level of each series' permutation test.
     #[arg(long)]
     pub alpha: Option<f64>,
+    /// Smallest relative change reported.
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Smallest change reported, as a multiple of each series' run-to-run noise.
+    #[arg(long)]
+    pub min_effect_noise: Option<f64>,
     #[arg(long, value_enum, default_value_t = ChangesEvalFormat::Text)]
     pub format: ChangesEvalFormat,
 }
@@ -248,6 +260,12 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
     if let Some(a) = args.alpha {
         cfg.settings.alpha = a;
     }
+    if let Some(m) = args.min_effect {
+        cfg.settings.min_effect = m;
+    }
+    if let Some(m) = args.min_effect_noise {
+        cfg.settings.min_effect_noise = m;
+    }
     cfg.settings.validate().map_err(|e| usage(e.to_string()))?;
     let report = tokio::task::spawn_blocking(move || run_change_eval(&cfg))
         .await
@@ -262,13 +280,14 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
 fn render_eval(r: &ChangeEvalReport) -> String {
     let c = &r.config;
     let mut out = format!(
-        "Change points, {} simulated nightly histories per scenario (seed {}), alpha {} per series per analysis, {} permutations, min segment {}, min effect {}%\n\nStable series ({} nights, first analysis at night {}):\n",
+        "Change points, {} simulated nightly histories per scenario (seed {}), alpha {} per series per analysis, {} permutations, min segment {}, min effect {}% or {} x the series' noise\n\nStable series ({} nights, first analysis at night {}):\n",
         c.trials,
         c.seed,
         c.settings.alpha,
         c.settings.permutations,
         c.settings.min_segment,
         c.settings.min_effect * 100.0,
+        c.settings.min_effect_noise,
         c.stable_nights,
         c.warmup
     );
@@ -304,6 +323,7 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             "delay median / p90 / mean",
             "location |err|",
             "within ±2",
+            "latest |err| / ±2 / creep",
             "alerts after onset",
             "false before / 100",
         ]);
@@ -318,11 +338,27 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             ),
             format!("{:.2}", s.location_mae),
             format!("{:.1}%", s.within_2 * 100.0),
+            format!(
+                "{:.2} / {:.0}% / {:.0}%",
+                s.latest_location_mae,
+                s.latest_within_2 * 100.0,
+                s.latest_creep * 100.0
+            ),
             format!("{:.2}", s.alerts_after_onset),
             format!("{:.2}", s.false_before_per_100),
         ]);
     }
     out.push_str(&t.to_string());
-    out.push('\n');
+    let m = &r.must_show;
+    out.push_str(&format!(
+        "\n\nMust-show, {} nights, matrix series: step at {} one alert within ±2 {:.1}%; creep at {} one alert within ±2 {:.1}%; both and nothing else {:.1}%; stable history without any alert {:.1}%\n",
+        m.nights,
+        c.step_at,
+        m.step_one_alert_within_2 * 100.0,
+        c.creep_at,
+        m.creep_one_alert_within_2 * 100.0,
+        m.both * 100.0,
+        m.stable_no_alert * 100.0
+    ));
     out
 }

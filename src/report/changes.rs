@@ -33,14 +33,24 @@ pub(crate) fn scope_label(scope: &Scope) -> String {
     }
 }
 
-/// `-3.1% [-3.6%, -2.5%]`.
+/// `-3.1% [-3.6%, -2.5%]`; a creep adds its rate: `… so far, creep -0.21%/run [-0.3%, -0.1%]`.
 pub(crate) fn change_label(c: &ChangePoint) -> String {
-    format!(
+    let mut out = format!(
         "{:+.1}% [{:+.1}%, {:+.1}%]",
         c.change * 100.0,
         c.ci_low * 100.0,
         c.ci_high * 100.0
-    )
+    );
+    if let Some(s) = &c.slope {
+        out.push_str(&format!(
+            " so far, creep {:+.2}%/run [{:+.2}%, {:+.2}%] over {} runs",
+            s.per_run * 100.0,
+            s.ci_low * 100.0,
+            s.ci_high * 100.0,
+            s.runs
+        ));
+    }
+    out
 }
 
 fn commits_label(c: &ChangePoint) -> String {

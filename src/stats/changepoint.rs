@@ -11,7 +11,9 @@
 //! series reports a false change point with probability at most `alpha` (measured with
 //! `infergate changes-eval`). Each change is sized by the Hodges–Lehmann shift of the logs
 //! between its neighbouring segments, with the distribution-free interval from the
-//! Mann–Whitney order statistics.
+//! Mann–Whitney order statistics. Consecutive same-direction splits are then modelled again as
+//! steps or as one creep (a hinge: onset, slope with its interval, total so far), and a change
+//! must clear the series' own noise (`min_effect_noise`) as well as `min_effect`.
 
 use std::collections::BTreeSet;
 
@@ -41,6 +43,10 @@ pub(crate) struct ChangeSettings {
     pub min_segment: usize,
     /// Smallest relative change reported (a significant but tinier shift is not an alert).
     pub min_effect: f64,
+    /// Smallest change reported as a multiple of the series' own run-to-run noise (robust sd
+    /// of consecutive differences / sqrt 2): the runner's slow drift moves a quiet series'
+    /// level by about its noise in a few weeks, which is no change anyone made. 0 turns it off.
+    pub min_effect_noise: f64,
     /// Confidence level of the change's interval.
     pub confidence: f64,
     /// Seed of the permutations (same store, same seed, same answer).
@@ -54,11 +60,15 @@ impl Default for ChangeSettings {
             permutations: 999,
             min_segment: 3,
             min_effect: 0.01,
+            min_effect_noise: MIN_EFFECT_NOISE,
             confidence: 0.90,
             seed: 0x0c4a_9e17,
         }
     }
 }
+
+/// Default of [`ChangeSettings::min_effect_noise`] (measured in `docs/statistics.md`).
+pub(crate) const MIN_EFFECT_NOISE: f64 = 1.5;
 
 impl ChangeSettings {
     /// Checks the parameters are in range; the error names the field and the valid range.
@@ -87,6 +97,12 @@ impl ChangeSettings {
                 self.min_effect
             ));
         }
+        if !(self.min_effect_noise.is_finite() && (0.0..=10.0).contains(&self.min_effect_noise)) {
+            return bad(format!(
+                "change min_effect_noise = {} must be in [0, 10]",
+                self.min_effect_noise
+            ));
+        }
         if !(self.confidence > 0.5 && self.confidence < 1.0) {
             return bad(format!(
                 "change confidence = {} must be in (0.5, 1)",
@@ -97,18 +113,47 @@ impl ChangeSettings {
     }
 }
 
+/// What shape a change has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ChangeKind {
+    /// The level moved at once and stayed.
+    #[default]
+    Step,
+    /// The level has moved a little every run since an onset (and still is at the newest run
+    /// of its stretch): one change, not a staircase of steps.
+    Creep,
+}
+
+/// A creep's rate: relative change per run with its interval, over `runs` runs since the onset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Slope {
+    pub per_run: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// Runs from the onset (included) to the end of the creep's stretch.
+    pub runs: usize,
+}
+
 /// One change point of one series (indices are positions in the series).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct SeriesChange {
-    /// Position of the first value after the change.
+    /// Position of the first value after the change (a creep: the first run that moved).
     pub index: usize,
+    #[serde(default)]
+    pub kind: ChangeKind,
+    /// A creep's per-run slope (`None` for a step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slope: Option<Slope>,
     /// Permutation p-value of the split that found it.
     pub p_value: f64,
-    /// Relative change from the segment before to the segment after (negative = worse).
+    /// Relative change from the segment before to the segment after (negative = worse); a
+    /// creep: the total change so far (slope × runs since the onset).
     pub change: f64,
     pub ci_low: f64,
     pub ci_high: f64,
-    /// Values in the neighbouring segments the change is sized on.
+    /// Values in the neighbouring segments the change is sized on (a creep: the flat stretch
+    /// before the onset and the runs since it).
     pub before: usize,
     pub after: usize,
 }
@@ -141,31 +186,329 @@ pub(crate) fn detect(
     let mut found = Vec::new();
     split(logs, 0, logs.len(), settings, &mut found);
     found.sort_by_key(|f| f.0);
+    refine(logs, &mut found, settings.min_segment);
     let bounds: Vec<usize> = std::iter::once(0)
         .chain(found.iter().map(|f| f.0))
         .chain(std::iter::once(logs.len()))
         .collect();
     let z = normal_quantile(0.5 + settings.confidence / 2.0);
+    let floor = settings
+        .min_effect
+        .max(settings.min_effect_noise * noise_sd(logs));
+    // Consecutive splits that move the same way are one stretch: a staircase of steps, or one
+    // creep that binary segmentation cut into steps. `model_stretch` decides which.
+    let sign = |k: usize| {
+        let (before, after) = (
+            &logs[bounds[k]..bounds[k + 1]],
+            &logs[bounds[k + 1]..bounds[k + 2]],
+        );
+        (median(&mut after.to_vec()) - median(&mut before.to_vec())) >= 0.0
+    };
     let mut out = Vec::new();
-    for (k, &(index, p_value)) in found.iter().enumerate() {
-        let before = &logs[bounds[k]..index];
-        let after = &logs[index..bounds[k + 2]];
-        let (shift, lo, hi) = hodges_lehmann(before, after, z);
-        let change = shift.exp_m1();
-        if change.abs() < settings.min_effect {
+    let mut k = 0;
+    while k < found.len() {
+        let mut l = k;
+        while l + 1 < found.len() && sign(l + 1) == sign(k) {
+            l += 1;
+        }
+        out.extend(model_stretch(
+            logs,
+            &bounds,
+            &found,
+            k,
+            l,
+            sign(k),
+            settings,
+            z,
+        ));
+        k = l + 1;
+    }
+    out.retain(|c| c.change.abs() >= floor);
+    Ok(out)
+}
+
+/// Moves each split to where, within `min_seg` runs, it fits the two segments around it best
+/// (medians, absolute residuals capped at 3 noise sd). The rank statistic places a step one
+/// to three runs early when an outlier run sits just before it (the lowest rank pulls the
+/// split onto itself); the capped loss charges that outlier the same on either side.
+fn refine(logs: &[f64], found: &mut [(usize, f64)], min_seg: usize) {
+    let cap = match 3.0 * noise_sd(logs) {
+        c if c > 0.0 => c,
+        _ => f64::INFINITY,
+    };
+    for k in 0..found.len() {
+        let lo = if k == 0 { 0 } else { found[k - 1].0 };
+        let hi = found.get(k + 1).map_or(logs.len(), |f| f.0);
+        let s = found[k].0;
+        let from = (lo + min_seg).max(s.saturating_sub(min_seg));
+        let to = hi.saturating_sub(min_seg).min(s + min_seg);
+        let loss = |t: usize| steps_loss(logs, &[lo, t, hi], cap);
+        let mut best = (s, loss(s));
+        for t in from..=to {
+            let l = loss(t);
+            if l < best.1 - 1e-12 {
+                best = (t, l);
+            }
+        }
+        found[k].0 = best.0;
+    }
+}
+
+/// The series' run-to-run noise in log units: 1.4826 × the MAD of consecutive differences,
+/// over sqrt 2 (steps and outlier runs move only one or two differences).
+fn noise_sd(logs: &[f64]) -> f64 {
+    if logs.len() < 3 {
+        return 0.0;
+    }
+    let mut d: Vec<f64> = logs.windows(2).map(|w| w[1] - w[0]).collect();
+    let centre = median(&mut d.clone());
+    let mut dev: Vec<f64> = d.iter_mut().map(|x| (*x - centre).abs()).collect();
+    1.4826 * median(&mut dev) / std::f64::consts::SQRT_2
+}
+
+/// Median of `v` (reorders it); NaN when empty.
+fn quick_median(v: &mut [f64]) -> f64 {
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let (_, hi, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let hi = *hi;
+    if n % 2 == 1 {
+        return hi;
+    }
+    let lo = v[..n / 2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo + hi) / 2.0
+}
+
+/// Sum of absolute deviations, each capped at `cap`, from the median of each stretch
+/// `[cuts[i], cuts[i + 1])`.
+fn steps_loss(logs: &[f64], cuts: &[usize], cap: f64) -> f64 {
+    cuts.windows(2)
+        .map(|w| {
+            let seg = &logs[w[0]..w[1]];
+            let m = quick_median(&mut seg.to_vec());
+            seg.iter().map(|v| (v - m).abs().min(cap)).sum::<f64>()
+        })
+        .sum()
+}
+
+/// Least-absolute-deviation fit of `y = a + b x`: (a, b, loss with each residual capped at
+/// `cap`). The loss minimised over `a` is
+/// convex in `b`, and an optimal `b` is the slope between two points (|b| ≤ range of y when
+/// the `x` are integers), so a golden-section search over that range finds it.
+fn lad_line(x: &[f64], y: &[f64], cap: f64) -> (f64, f64, f64) {
+    let (lo, hi) = y
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(*v), h.max(*v))
+        });
+    let mut r = vec![0.0; y.len()];
+    let mut eval = |b: f64| {
+        for ((ri, xi), yi) in r.iter_mut().zip(x).zip(y) {
+            *ri = yi - b * xi;
+        }
+        let a = quick_median(&mut r.clone());
+        let loss = r.iter().map(|v| (v - a).abs()).sum::<f64>();
+        (a, loss)
+    };
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut a_b, mut b_b) = (-(hi - lo), hi - lo);
+    let mut c = b_b - g * (b_b - a_b);
+    let mut d = a_b + g * (b_b - a_b);
+    let (mut fc, mut fd) = (eval(c).1, eval(d).1);
+    for _ in 0..48 {
+        if fc <= fd {
+            b_b = d;
+            d = c;
+            fd = fc;
+            c = b_b - g * (b_b - a_b);
+            fc = eval(c).1;
+        } else {
+            a_b = c;
+            c = d;
+            fc = fd;
+            d = a_b + g * (b_b - a_b);
+            fd = eval(d).1;
+        }
+    }
+    let b = (a_b + b_b) / 2.0;
+    let (a, _) = eval(b);
+    let loss = x
+        .iter()
+        .zip(y)
+        .map(|(xi, yi)| (yi - a - b * xi).abs().min(cap))
+        .sum();
+    (a, b, loss)
+}
+
+/// The best hinge on `logs[h..b]`: flat, then a straight trend from onset `tau` on (the value
+/// at `t ≥ tau` is `a + slope (t − tau + 1)`, so `tau` is the first run that moved). Onsets
+/// leave `min_flat` runs before and `min_seg` runs from the onset. (tau, slope, capped loss).
+fn best_hinge(
+    logs: &[f64],
+    h: usize,
+    b: usize,
+    min_flat: usize,
+    min_seg: usize,
+    cap: f64,
+) -> Option<(usize, f64, f64)> {
+    let y = &logs[h..b];
+    let mut best: Option<(usize, f64, f64)> = None;
+    for tau in (h + min_flat)..=b.saturating_sub(min_seg) {
+        let x: Vec<f64> = (h..b)
+            .map(|t| if t >= tau { (t + 1 - tau) as f64 } else { 0.0 })
+            .collect();
+        let (_, slope, loss) = lad_line(&x, y, cap);
+        if best.is_none_or(|(_, _, l)| loss < l - 1e-15) {
+            best = Some((tau, slope, loss));
+        }
+    }
+    best
+}
+
+/// Theil–Sen slope of `y` against 0, 1, 2, … with Sen's distribution-free interval (Kendall's
+/// S, normal approximation): (slope, low, high).
+fn theil_sen(y: &[f64], z: f64) -> (f64, f64, f64) {
+    let n = y.len();
+    let mut s: Vec<f64> = (0..n)
+        .flat_map(|i| ((i + 1)..n).map(move |j| (i, j)))
+        .map(|(i, j)| (y[j] - y[i]) / (j - i) as f64)
+        .collect();
+    if s.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    s.sort_by(f64::total_cmp);
+    let big_n = s.len() as f64;
+    let nf = n as f64;
+    let c = z * (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
+    let lo = ((big_n - c) / 2.0).floor().max(0.0) as usize;
+    let hi = (((big_n + c) / 2.0).ceil() as usize).min(s.len() - 1);
+    (median(&mut s.clone()), s[lo.min(s.len() - 1)], s[hi])
+}
+
+/// The changes of one stretch of same-sign splits `found[k..=l]` (spanning
+/// `bounds[k]..bounds[l + 2]`, upwards when `up`): either every split is a step, or the first
+/// `j` are steps and the rest one creep (a hinge over `[split j − 1, end)`), `j` up to all.
+/// Chosen by Schwarz's criterion of a Laplace (absolute-error) fit,
+/// `n ln(loss / n) + params × ln(n) / 2`, with residuals capped at 3 noise sd: robust to outlier
+/// runs, and a creep of `g` splits replaced by one hinge needs fewer parameters than its
+/// staircase (the effect floor of `detect` drops the tiny creeps it could over-fit).
+#[allow(clippy::too_many_arguments)]
+fn model_stretch(
+    logs: &[f64],
+    bounds: &[usize],
+    found: &[(usize, f64)],
+    k: usize,
+    l: usize,
+    up: bool,
+    s: &ChangeSettings,
+    z: f64,
+) -> Vec<SeriesChange> {
+    let (a, b) = (bounds[k], bounds[l + 2]);
+    let splits: Vec<usize> = found[k..=l].iter().map(|f| f.0).collect();
+    let g = splits.len();
+    let n = (b - a) as f64;
+    let crit =
+        |loss: f64, params: usize| n * (loss.max(1e-12) / n).ln() + params as f64 * n.ln() / 2.0;
+    let cuts = |upto: usize, end: usize| {
+        let mut c = vec![a];
+        c.extend_from_slice(&splits[..upto]);
+        c.push(end);
+        c
+    };
+    // Residuals capped at 3 noise sd: an outlier run costs as much in every model, so it
+    // cannot drown the difference the models make on the other runs.
+    let cap = match 3.0 * noise_sd(logs) {
+        c if c > 0.0 => c,
+        _ => f64::INFINITY,
+    };
+    let mut best_crit = crit(steps_loss(logs, &cuts(g, b), cap), 2 * g + 1);
+    let mut hinge: Option<(usize, usize, f64)> = None;
+    // `j == g`: every split a step, and a creep after the last one (a step, then a creep
+    // too slow yet for a split of its own). A creep's onset leaves two flat runs after the
+    // step before it, so the step keeps a size of its own.
+    for j in 0..=g {
+        let h = if j == 0 { a } else { splits[j - 1] };
+        let pre = if j == 0 {
+            0.0
+        } else {
+            steps_loss(logs, &cuts(j - 1, h), cap)
+        };
+        let min_flat = if j == 0 { s.min_segment } else { 2 };
+        let Some((tau, slope, loss)) = best_hinge(logs, h, b, min_flat, s.min_segment, cap) else {
+            continue;
+        };
+        if (slope > 0.0) != up {
             continue;
         }
-        out.push(SeriesChange {
-            index,
-            p_value,
-            change,
+        let c = crit(pre + loss, 2 * j + 3);
+        if c < best_crit - 1e-9 {
+            best_crit = c;
+            hinge = Some((j, tau, slope));
+        }
+    }
+    let p_of = |i: usize| found[k + i].1;
+    let step = |i: usize, before: &[f64], after: &[f64]| {
+        let (shift, lo, hi) = hodges_lehmann(before, after, z);
+        SeriesChange {
+            index: splits[i],
+            kind: ChangeKind::Step,
+            slope: None,
+            p_value: p_of(i),
+            change: shift.exp_m1(),
             ci_low: lo.exp_m1(),
             ci_high: hi.exp_m1(),
             before: before.len(),
             after: after.len(),
-        });
+        }
+    };
+    let Some((j, tau, _)) = hinge else {
+        return (0..g)
+            .map(|i| {
+                step(
+                    i,
+                    &logs[bounds[k + i]..splits[i]],
+                    &logs[splits[i]..bounds[k + i + 2]],
+                )
+            })
+            .collect();
+    };
+    let mut out = Vec::new();
+    for i in 0..j {
+        let prev = if i == 0 { a } else { splits[i - 1] };
+        let next = if i + 1 < j {
+            splits[i + 1]
+        } else if tau >= splits[i] + 2 {
+            tau
+        } else {
+            (splits[i] + s.min_segment).min(b)
+        };
+        out.push(step(i, &logs[prev..splits[i]], &logs[splits[i]..next]));
     }
-    Ok(out)
+    let h = if j == 0 { a } else { splits[j - 1] };
+    let runs = b - tau;
+    let (per, lo, hi) = theil_sen(&logs[tau..b], z);
+    let total = |r: f64| (r * runs as f64).exp_m1();
+    out.push(SeriesChange {
+        index: tau,
+        kind: ChangeKind::Creep,
+        slope: Some(Slope {
+            per_run: per.exp_m1(),
+            ci_low: lo.exp_m1(),
+            ci_high: hi.exp_m1(),
+            runs,
+        }),
+        // A creep after the stretch's last step has no split of its own: it carries the
+        // permutation p-value of the stretch that it is in.
+        p_value: (j.min(g - 1)..g).map(p_of).fold(1.0, f64::min),
+        change: total(per),
+        ci_low: total(lo),
+        ci_high: total(hi),
+        before: tau - h,
+        after: runs,
+    });
+    out
 }
 
 /// The segments between `changes` of a series of positive values, each with its level and band.
@@ -194,6 +537,23 @@ pub(crate) fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment>
             }
         })
         .collect()
+}
+
+/// Whether two change points of one series, at positions `a` and `b` (a creep's stretch
+/// running on to `a_until` / `b_until`), name the same change: within `tolerance` runs of each
+/// other (a step's location wanders by a run or two as nights are added), or one lies in the
+/// other's creep (a creep found first as a step, or whose onset estimate moved as it grew).
+/// The nightly replay (`changes-eval`) and the GitHub alerts both follow a change by it.
+pub(crate) fn same_change(
+    a: usize,
+    a_until: Option<usize>,
+    b: usize,
+    b_until: Option<usize>,
+    tolerance: usize,
+) -> bool {
+    a.abs_diff(b) <= tolerance
+        || a_until.is_some_and(|u| (a..=u).contains(&b))
+        || b_until.is_some_and(|u| (b..=u).contains(&a))
 }
 
 /// Binary segmentation of `logs[a..b]`: pushes (index, p-value) of each significant split.
@@ -355,10 +715,19 @@ pub(crate) struct ChangePoint {
     pub run_id: String,
     /// The last run before the change.
     pub previous_run_id: String,
-    /// Relative change (negative = slower / worse) and its interval.
+    /// Step or creep; a creep's `run_id` is its onset (the first run that moved).
+    #[serde(default)]
+    pub kind: ChangeKind,
+    /// Relative change (negative = slower / worse) and its interval; a creep: the total so far.
     pub change: f64,
     pub ci_low: f64,
     pub ci_high: f64,
+    /// A creep's per-run slope with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slope: Option<Slope>,
+    /// A creep: the newest run of its stretch (it was still moving there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_run_id: Option<String>,
     pub p_value: f64,
     pub commits: CommitRange,
     /// Whether a person accepted it (`infergate baseline accept --since RUN`).
@@ -511,9 +880,13 @@ pub(crate) fn analyse(
                 metric: s.metric,
                 run_id: runs[at].run_id.clone(),
                 previous_run_id: runs[prev].run_id.clone(),
+                kind: c.kind,
                 change: c.change,
                 ci_low: c.ci_low,
                 ci_high: c.ci_high,
+                slope: c.slope.clone(),
+                until_run_id: (c.kind == ChangeKind::Creep)
+                    .then(|| runs[s.runs[c.index + c.after - 1]].run_id.clone()),
                 p_value: c.p_value,
                 commits: CommitRange {
                     before: before.map(String::from),
@@ -570,6 +943,66 @@ mod tests {
         assert!(c.ci_low <= c.change && c.change <= c.ci_high, "{c:?}");
         assert!(c.p_value <= s.alpha);
         assert_eq!(detect(&logs, &s).unwrap(), found, "same seed, same answer");
+    }
+
+    #[test]
+    fn a_creep_is_one_change_with_its_onset_and_slope() {
+        let creep = (0.997f64).ln();
+        let logs = noisy(80, 0.004, 5, &|i| {
+            if i >= 50 {
+                creep * (i - 49) as f64
+            } else {
+                0.0
+            }
+        });
+        let found = detect(&logs, &ChangeSettings::default()).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let c = &found[0];
+        assert_eq!(c.kind, ChangeKind::Creep, "{c:?}");
+        assert!(c.index.abs_diff(50) <= 2, "{c:?}");
+        let sl = c.slope.as_ref().unwrap();
+        assert!(sl.ci_low <= -0.003 && -0.003 <= sl.ci_high, "{sl:?}");
+        assert_eq!(sl.runs, 80 - c.index);
+        assert!(
+            c.ci_low <= c.change && c.change <= c.ci_high && c.change < -0.05,
+            "{c:?}"
+        );
+        // A step stays a step, next to a creep of the same sign after it.
+        let logs = noisy(80, 0.004, 6, &|i| {
+            let s = if i >= 30 { (0.97f64).ln() } else { 0.0 };
+            s + if i >= 50 {
+                creep * (i - 49) as f64
+            } else {
+                0.0
+            }
+        });
+        let found = detect(&logs, &ChangeSettings::default()).unwrap();
+        let kinds: Vec<_> = found.iter().map(|c| (c.index, c.kind)).collect();
+        assert_eq!(kinds.len(), 2, "{found:?}");
+        assert!(
+            kinds[0].0.abs_diff(30) <= 1 && kinds[0].1 == ChangeKind::Step,
+            "{kinds:?}"
+        );
+        assert!(
+            kinds[1].0.abs_diff(50) <= 2 && kinds[1].1 == ChangeKind::Creep,
+            "{kinds:?}"
+        );
+    }
+
+    #[test]
+    fn lad_line_and_theil_sen_fit_a_line_through_an_outlier() {
+        let x: Vec<f64> = (0..20).map(f64::from).collect();
+        let mut y: Vec<f64> = x.iter().map(|v| 1.0 + 0.5 * v).collect();
+        y[7] -= 30.0;
+        let (a, b, _) = lad_line(&x, &y, f64::INFINITY);
+        assert!((a - 1.0).abs() < 1e-6 && (b - 0.5).abs() < 1e-6, "{a} {b}");
+        let (s, lo, hi) = theil_sen(&y, 1.645);
+        assert!(
+            (s - 0.5).abs() < 1e-9 && lo <= s && s <= hi,
+            "{s} {lo} {hi}"
+        );
+        assert!(same_change(10, Some(20), 15, None, 3));
+        assert!(!same_change(10, None, 15, None, 3));
     }
 
     #[test]

@@ -23,11 +23,22 @@ use super::context::Token;
 use super::retry::{ApiError, RetryPolicy, with_retry};
 use super::{GithubReporter, PublishOutcome};
 use crate::report::changes::{GroupChanges, change_label, scope_label};
-use crate::stats::changepoint::{ChangePoint, Scope};
+use crate::stats::changepoint::{ChangeKind, ChangePoint, Scope, same_change};
 use crate::untrusted_text::markdown as md;
 
 /// What every alert marker starts with.
 pub(crate) const MARKER_PREFIX: &str = "<!-- infergate-change:";
+
+/// A creep's alert also records the newest run of its stretch, so that the next night's
+/// analysis can tell the same, grown creep from a new change (see [`same_change`]).
+const UNTIL_PREFIX: &str = "<!-- infergate-until:";
+
+/// The `until` run recorded in an alert body, if any (marker-safe characters only).
+fn parse_until(body: &str) -> Option<String> {
+    let rest = &body[body.find(UNTIL_PREFIX)? + UNTIL_PREFIX.len()..];
+    let inner = rest[..rest.find("-->")?].trim();
+    (!inner.is_empty() && marker_part(inner) == inner).then(|| inner.to_string())
+}
 
 /// Runs between a matrix change point and a cell change point that count as the same change.
 pub(crate) const CELL_WINDOW: usize = 2;
@@ -161,8 +172,13 @@ pub(crate) fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
                 .iter()
                 .filter(|(_, m)| m.metric == c.metric && m.change.signum() == c.change.signum())
                 .filter_map(|(i, m)| {
-                    let d = at?.abs_diff(position(g, &m.run_id)?);
-                    (d <= CELL_WINDOW).then_some((d, *i))
+                    let (at, m_at) = (at?, position(g, &m.run_id)?);
+                    let d = at.abs_diff(m_at);
+                    // A matrix creep covers the cells that moved anywhere along it.
+                    let until = m.until_run_id.as_deref().and_then(|u| position(g, u));
+                    let along =
+                        until.is_some_and(|u| (m_at.saturating_sub(CELL_WINDOW)..=u).contains(&at));
+                    (d <= CELL_WINDOW || along).then_some((d, *i))
                 })
                 .min();
             match covering {
@@ -192,8 +208,13 @@ pub(crate) fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
 
 /// The issue title: numbers, labels of our own and the marker-safe group names only.
 pub(crate) fn title(a: &Alert<'_>) -> String {
+    let creep = if a.change.kind == ChangeKind::Creep {
+        " creep"
+    } else {
+        ""
+    };
     format!(
-        "infergate: {} {} at {} ({} / {}), from run {}",
+        "infergate: {} {}{creep} at {} ({} / {}), from run {}",
         super::render::metric_name(a.change.metric),
         super::render::percent(a.change.change),
         scope_label(&a.change.scope),
@@ -229,7 +250,11 @@ pub(crate) enum AlertState {
 pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> String {
     let c = a.change;
     let g = a.group;
-    let mut out = format!("{}\n\n", a.key.marker());
+    let mut out = format!("{}\n", a.key.marker());
+    if let Some(u) = &c.until_run_id {
+        out.push_str(&format!("{UNTIL_PREFIX}{} -->\n", marker_part(u)));
+    }
+    out.push('\n');
     out.push_str(&format!(
         "**infergate found a change point** in the nightly history of profile {} / suite {}.\n\n",
         md(&g.profile_key),
@@ -253,6 +278,18 @@ pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>)
         g.history.settings.confidence * 100.0,
         c.p_value
     ));
+    if let Some(sl) = &c.slope {
+        out.push_str(&format!(
+            "| kind | creep: {:+.2}% per run [{:+.2}%, {:+.2}%] over {} runs, change so far as above |\n",
+            sl.per_run * 100.0,
+            sl.ci_low * 100.0,
+            sl.ci_high * 100.0,
+            sl.runs
+        ));
+    }
+    if let Some(u) = &c.until_run_id {
+        out.push_str(&format!("| still moving at | {} |\n", md(u)));
+    }
     out.push_str(&format!(
         "| last run before | {} |\n",
         run_cell(&c.previous_run_id, &before)
@@ -413,8 +450,8 @@ pub(crate) fn reconcile(
             continue;
         }
         used.insert(issue.number);
-        // The same change a night later may sit a run or two off (within `min_segment` runs,
-        // the rule `changes-eval` measures alerts by): follow it.
+        // The same change a night later may sit a run or two off, or a creep may have grown
+        // (`same_change`, the rule `changes-eval` measures alerts by): follow it.
         let relocated = unreported
             .iter()
             .enumerate()
@@ -423,9 +460,20 @@ pub(crate) fn reconcile(
                 if a.key.series() != key.series() {
                     return None;
                 }
-                let d =
-                    position(a.group, &a.change.run_id)?.abs_diff(position(a.group, &key.run_id)?);
-                (d <= a.group.history.settings.min_segment).then_some((d, slot))
+                let g = a.group;
+                let (at, was) = (position(g, &a.change.run_id)?, position(g, &key.run_id)?);
+                let until = a
+                    .change
+                    .until_run_id
+                    .as_deref()
+                    .and_then(|u| position(g, u));
+                let was_until = issue
+                    .body
+                    .as_deref()
+                    .and_then(parse_until)
+                    .and_then(|u| position(g, &u));
+                same_change(at, until, was, was_until, g.history.settings.min_segment)
+                    .then_some((at.abs_diff(was), slot))
             })
             .min();
         match relocated {
@@ -833,9 +881,12 @@ mod tests {
             metric: Metric::AggregateTps,
             run_id: format!("r{run:02}"),
             previous_run_id: format!("r{:02}", run - 1),
+            kind: ChangeKind::Step,
             change,
             ci_low: change - 0.005,
             ci_high: change + 0.005,
+            slope: None,
+            until_run_id: None,
             p_value: 0.001,
             commits: CommitRange {
                 before: Some(format!("c{:02}", run - 1)),
@@ -998,6 +1049,55 @@ mod tests {
         );
         // Another group's issue is not this analysis' business.
         assert_eq!(reconcile(&none, &open, &BTreeSet::new()), vec![]);
+    }
+
+    fn creep(run: usize, until: usize) -> ChangePoint {
+        let mut c = cp(Scope::Matrix, run, -0.02, false);
+        c.kind = ChangeKind::Creep;
+        c.slope = Some(crate::stats::changepoint::Slope {
+            per_run: -0.002,
+            ci_low: -0.003,
+            ci_high: -0.001,
+            runs: until + 1 - run,
+        });
+        c.until_run_id = Some(format!("r{until:02}"));
+        c
+    }
+
+    #[test]
+    fn a_growing_creep_keeps_its_issue_and_covers_its_cells() {
+        // Night 1: the creep was seen as a step at r33; night 2: a creep from r27 to r39.
+        let night1 = group(vec![cp(Scope::Matrix, 33, -0.015, false)]);
+        let a1 = plan(std::slice::from_ref(&night1));
+        let ours = vec![issue(5, "open", &a1[0].key)];
+        let night2 = group(vec![creep(27, 39), cp(cell(4), 35, -0.03, false)]);
+        let a2 = plan(std::slice::from_ref(&night2));
+        assert_eq!(a2.len(), 1, "the cell moved along the creep: {a2:#?}");
+        assert_eq!(a2[0].cells.len(), 1);
+        assert_eq!(
+            reconcile(&a2, &ours, &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
+        let text = body(&a2[0], AlertState::Open, None);
+        assert!(text.contains("creep: -0.20% per run"), "{text}");
+        assert_eq!(parse_until(&text).as_deref(), Some("r39"));
+        assert!(title(&a2[0]).contains("creep"));
+        // Night 3: the onset estimate moved later (r32), outside the old onset's tolerance
+        // but the old issue's recorded stretch (r27..r39) holds it: still the same issue.
+        let mut updated = issue(5, "open", &a2[0].key);
+        updated.0.body = Some(text);
+        let night3 = group(vec![creep(32, 39)]);
+        let a3 = plan(std::slice::from_ref(&night3));
+        assert_eq!(
+            reconcile(&a3, &[updated], &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
     }
 
     #[test]
