@@ -484,6 +484,7 @@ pub(crate) mod tests {
             headline: format!("{gpu} headline"),
             matrix_test: None,
             cells,
+            lines: Vec::new(),
             confirmation: None,
             coverage: None,
             rule: RuleSummary {

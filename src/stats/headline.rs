@@ -234,6 +234,7 @@ mod tests {
             headline: String::new(),
             matrix_test: matrix,
             cells,
+            lines: Vec::new(),
             confirmation: None,
             coverage: None,
             rule: DecisionRule::default().summary(),
