@@ -485,6 +485,7 @@ pub(crate) mod tests {
             headline: format!("{gpu} headline"),
             matrix_test: None,
             cells,
+            lines: Vec::new(),
             confirmation: None,
             coverage: None,
             sensitivity: None,

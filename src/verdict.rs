@@ -32,6 +32,10 @@ pub struct ComparisonReport {
     pub matrix_test: Option<MatrixTest>,
     /// Every cell of the matrix, in the candidate's order.
     pub cells: Vec<CellComparison>,
+    /// The row (context) and column (concurrency) tests: a line of cells that moved together
+    /// against the rest of its run (primary metric); empty when not made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<LineTest>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
     /// Set when `run` booted the engine a second time to confirm a matrix-wide change: the
@@ -494,6 +498,30 @@ pub struct MatrixTest {
     pub verdict: CellVerdict,
     /// Comparable cells the test pooled.
     pub cells: usize,
+}
+
+/// Which line of the matrix a [`LineTest`] pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineAxis {
+    /// A row: every concurrency at one context length.
+    Context,
+    /// A column: every context length at one concurrency.
+    Concurrency,
+}
+
+/// A row or column test: the mean change of the line's cells relative to their runs, against
+/// that of the other cells (so the run factor cancels and a uniform change does not count).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineTest {
+    /// Row or column.
+    pub axis: LineAxis,
+    /// The context length (row) or concurrency (column) of the line.
+    pub at: u64,
+    /// The line's change, interval, p-value (unadjusted; the verdict carries the multiplicity
+    /// correction) and verdict; `cells` is the line's comparable cells.
+    #[serde(flatten)]
+    pub test: MatrixTest,
 }
 
 /// Parameters of the decision rule as applied.

@@ -344,7 +344,8 @@ fn compare_against_a_store_selects_profile_and_suite() {
 
 /// `compare --confirmation` replays `run`'s two-boot rule on files: the second boot enters the
 /// verdict only where `run` would have booted again, and the JSON says whether it did. The
-/// expected verdicts are the library's own two stages (`ConfirmPlan`'s first and second rules).
+/// expected verdicts are the library's own two stages (`ConfirmPlan::first_rule` and
+/// `ConfirmPlan::second_stage`).
 #[test]
 fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     use infergate::stats::{ConfirmPlan, DecisionRule, compare as lib_compare};
@@ -360,7 +361,16 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     // A clean first boot: `run` would not boot again, so the second is not used.
     let clean = (100..120)
         .map(|i| run(&Gen::default(), i))
-        .find(|r| !plan.wants_confirmation(&rule, &first_verdict(r)))
+        .find(|r| {
+            !plan
+                .wants_confirmation(
+                    &rule,
+                    &first_verdict(r),
+                    &base_runs,
+                    std::slice::from_ref(r),
+                )
+                .unwrap()
+        })
         .expect("a clean boot that does not call for confirmation");
     let clean_second = run(&Gen::default(), 200);
     let a = write(dir.path(), "clean", &clean);
@@ -395,7 +405,15 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
             };
             (300..306).map(move |i| (run(&g, i), run(&g, i + 50)))
         })
-        .find(|(r, _)| plan.wants_confirmation(&rule, &first_verdict(r)))
+        .find(|(r, _)| {
+            plan.wants_confirmation(
+                &rule,
+                &first_verdict(r),
+                &base_runs,
+                std::slice::from_ref(r),
+            )
+            .unwrap()
+        })
         .expect("a slightly slow boot that calls for confirmation");
     let a = write(dir.path(), "leaning", &leaning);
     let b = write(dir.path(), "leaning-second", &second);
@@ -405,12 +423,16 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
         &["--confirmation", b.to_str().unwrap()],
     );
     let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
-    let expected = lib_compare(
-        &base_runs,
-        &[leaning.clone(), second.clone()],
-        &plan.second_rule(&rule),
-    )
-    .unwrap();
+    let expected = plan
+        .second_stage(
+            &rule,
+            &base_runs,
+            &first_verdict(&leaning),
+            std::slice::from_ref(&leaning),
+            std::slice::from_ref(&second),
+            "leaning-second",
+        )
+        .unwrap();
     assert_eq!(verdicts(&report), verdicts(&expected));
     assert_eq!(report.gate, expected.gate);
     assert_eq!(

@@ -174,6 +174,7 @@ fn verdict(
             GateVerdict::Pass
         },
         headline,
+        lines: Vec::new(),
         matrix_test: None,
         cells,
         confirmation: None,

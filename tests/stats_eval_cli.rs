@@ -90,7 +90,7 @@ fn reduced_monte_carlo_has_few_false_alarms_and_finds_ten_percent() {
     assert!(boots("aa") < 1.2, "A/A boots {}", boots("aa"));
     assert!(boots("uniform_-2%") > boots("aa"));
     // Targets are only checked for a 20-run history, and each names what it measured.
-    assert_eq!(v["targets"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["targets"].as_array().map(Vec::len), Some(4));
 }
 
 #[test]

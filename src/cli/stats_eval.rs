@@ -38,9 +38,29 @@ pub struct StatsEvalArgs {
     /// this (as `[confirm] p_below` in the config).
     #[arg(long, default_value_t = 0.05)]
     pub confirm_p: f64,
-    /// Share of the matrix test's alpha spent at the first boot (`[confirm] first_share`).
-    #[arg(long, default_value_t = 0.5)]
+    /// Share of the rule's alpha spent at the first boot on overwhelming alarms
+    /// (`[confirm] first_share`).
+    #[arg(long, default_value_t = 0.02)]
     pub confirm_first_share: f64,
+    /// Per-cell noise as Student t with these degrees of freedom (> 2, same SD); Gaussian
+    /// when absent.
+    #[arg(long)]
+    pub cell_df: Option<f64>,
+    /// Share of boots (baseline and candidate) that come up slow everywhere.
+    #[arg(long, default_value_t = 0.0)]
+    pub slow_boot_rate: f64,
+    /// Relative effect of a slow boot, e.g. -0.04.
+    #[arg(long, default_value_t = -0.04, allow_hyphen_values = true)]
+    pub slow_boot_effect: f64,
+    /// Share of runs (baseline and candidate) in which the C=12 / 128k cell is capacity-limited.
+    #[arg(long, default_value_t = 0.0)]
+    pub capacity_flip: f64,
+    /// Linear drift of every cell over the history window, e.g. 0.03 (the candidate continues it).
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    pub drift_total: f64,
+    /// A step of every cell from the middle of the history window on, e.g. 0.03.
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    pub step: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = EvalFormat::Text)]
     pub format: EvalFormat,
@@ -82,17 +102,51 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     let confirm = (!args.no_confirm).then_some(ConfirmPlan {
         p_below: args.confirm_p,
         first_share: args.confirm_first_share,
+        ..ConfirmPlan::default()
     });
     if let Some(plan) = &confirm {
         plan.validate().map_err(|e| usage(e.to_string()))?;
     }
+    if args.cell_df.is_some_and(|d| !(d > 2.0 && d.is_finite())) {
+        return Err(usage(
+            "--cell-df takes degrees of freedom above 2 (the SD must exist)",
+        ));
+    }
+    for (name, v) in [
+        ("--slow-boot-rate", args.slow_boot_rate),
+        ("--capacity-flip", args.capacity_flip),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(usage(format!("{name} takes a share in [0, 1]")));
+        }
+    }
+    for (name, v) in [
+        ("--slow-boot-effect", args.slow_boot_effect),
+        ("--drift-total", args.drift_total),
+        ("--step", args.step),
+    ] {
+        if !(v > -0.9 && v < 9.0) {
+            return Err(usage(format!(
+                "{name} takes a relative change above -0.9, e.g. 0.03"
+            )));
+        }
+    }
+    let noise = NoiseSpec {
+        cell_df: args.cell_df,
+        slow_boot_rate: args.slow_boot_rate,
+        slow_boot_effect: args.slow_boot_effect,
+        capacity_flip_rate: args.capacity_flip,
+        drift_total: args.drift_total,
+        step: args.step,
+        ..NoiseSpec::default()
+    };
     let cfg = EvalConfig {
         trials: args.trials,
         seed: args.seed,
         histories: args.history.clone(),
         candidate_runs: args.candidate_runs,
         confirm,
-        noise: NoiseSpec::default(),
+        noise,
         rule,
     };
     let report = tokio::task::spawn_blocking(move || run_eval(&cfg))
@@ -157,6 +211,17 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
         (100.0 * r.noise.outlier_effect).round(),
         r.noise.outlier_every
     );
+    let n = &r.noise;
+    out.push_str(&format!(
+        "rougher runner: cell terms {}, slow boots {} at {:+}%, capacity flips {}, drift {:+}% over the window, step {:+}%\n",
+        n.cell_df
+            .map_or_else(|| "Gaussian".to_string(), |d| format!("Student t (df {d})")),
+        pct(n.slow_boot_rate),
+        (100.0 * n.slow_boot_effect).round(),
+        pct(n.capacity_flip_rate),
+        100.0 * n.drift_total,
+        100.0 * n.step,
+    ));
     let names: Vec<String> = r
         .histories
         .first()
@@ -176,7 +241,14 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
     gate.set_header(header);
     for h in &r.histories {
         let mut row = vec![format!("{} runs", h.history)];
-        row.extend(h.scenarios.iter().map(|s| pct(s.regression_rate)));
+        row.extend(h.scenarios.iter().map(|s| {
+            format!(
+                "{} [{:.1}, {:.1}]",
+                pct(s.regression_rate),
+                100.0 * s.wilson_low,
+                100.0 * s.wilson_high
+            )
+        }));
         row.push(
             h.scenarios
                 .iter()
@@ -186,7 +258,9 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
         );
         gate.add_row(row);
     }
-    out.push_str("\nGate says regression (A/A: false-alarm rate per matrix; others: power)\n");
+    out.push_str(
+        "\nGate says regression (A/A: false-alarm rate per matrix; others: power) [Wilson 95%]\n",
+    );
     out.push_str(&gate.to_string());
     out.push_str("\n\nGate inconclusive / cells inconclusive / cells unchanged\n");
     out.push_str(&scenario_table(r, &names, |s| {

@@ -505,7 +505,7 @@ fn build_confirm(
             return Err(loc.at(
                 f.span(),
                 format!("[confirm] first_share = {} is out of range", f.get_ref()),
-                Some("write the share of the matrix test's alpha spent at the first boot, in (0, 1) (default 0.5)"),
+                Some("write the share of alpha spent at the first boot on final alarms, in (0, 1) (default 0.02)"),
             ));
         }
         cfg.plan.first_share = f.into_inner();

@@ -218,6 +218,7 @@ pub(crate) mod fixture {
             headline: "2 regressions, worst −9.0% at C=2 / 8k (1 capacity)".into(),
             matrix_test: None,
             cells,
+            lines: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

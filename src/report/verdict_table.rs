@@ -462,6 +462,7 @@ mod tests {
                 verdict: Regression,
                 cells: 3,
             }),
+            lines: Vec::new(),
             cells: vec![
                 cell(
                     1,

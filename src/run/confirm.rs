@@ -90,13 +90,21 @@ pub(crate) async fn confirm_boot(
         .insert("confirmed_by".into(), measured.results.run_id.clone());
     let decision = measured.failure.is_none().then(|| {
         let runs = [first_run.clone(), measured.results.clone()];
-        decide_runs(&runs, store_dir, &plan.second_rule(rule)).map(|mut d| {
-            // The verdict carries why both boots were tested; the headline says so.
-            d.verdict = d
-                .verdict
-                .take()
-                .map(|both| plan.confirmed(first, both, CONFIRM_RESULTS));
-            d
+        decide_runs(&runs, store_dir, &plan.second_rule(rule)).and_then(|mut d| {
+            // The one two-stage combination (`stats::ConfirmPlan::second_stage`): an alarm
+            // stands only when the second boot shows it again; the verdict carries why both
+            // boots were tested, and the headline says so.
+            if d.verdict.is_some() {
+                d.verdict = Some(plan.second_stage(
+                    rule,
+                    &d.history,
+                    first,
+                    &runs[..1],
+                    &runs[1..],
+                    CONFIRM_RESULTS,
+                )?);
+            }
+            Ok(d)
         })
     });
     if let Some(Ok(d)) = &decision

@@ -539,11 +539,21 @@ impl GatePlan {
         // The confirmation boot, when the first boot's matrix-wide change leans towards a
         // regression without proving one.
         let mut confirmation = None;
+        let mut wants = false;
+        if let (Some(plan), None, Some(d)) = (&confirm, &failure, decision.as_ref())
+            && let Some(first) = d.verdict.as_ref()
+        {
+            match plan.wants_confirmation(&rule, first, &d.history, std::slice::from_ref(&results))
+            {
+                Ok(w) => wants = w,
+                Err(e) => failure = Some(format!("comparison with the baseline failed: {e}")),
+            }
+        }
         if let (Some(plan), None, Some(first)) = (
             &confirm,
             &failure,
             decision.as_ref().and_then(|d| d.verdict.as_ref()),
-        ) && plan.wants_confirmation(&rule, first)
+        ) && wants
             && !cancel.is_cancelled()
         {
             let first = first.clone();

@@ -149,7 +149,11 @@ pub(crate) async fn rejudge(
     let Some(first_verdict) = first.verdict.as_ref() else {
         return Ok(first);
     };
-    if !plan.wants_confirmation(&rule, first_verdict) {
+    let one = std::slice::from_ref(&first_run);
+    if !plan
+        .wants_confirmation(&rule, first_verdict, &first.history, one)
+        .map_err(GateError::from)?
+    {
         return Ok(first);
     }
     let second = confirm.ok_or(RejudgeError::MissingConfirmation)?;
@@ -162,8 +166,19 @@ pub(crate) async fn rejudge(
             second.run_id, results.run_id
         )));
     }
-    let runs = [first_run, second.clone()];
+    let runs = [first_run.clone(), second.clone()];
     let mut decision = decide_runs(&runs, store_dir, &plan.second_rule(&rule))?;
+    decision.verdict = Some(
+        plan.second_stage(
+            &rule,
+            &decision.history,
+            first_verdict,
+            std::slice::from_ref(&first_run),
+            std::slice::from_ref(second),
+            super::confirm::CONFIRM_RESULTS,
+        )
+        .map_err(GateError::from)?,
+    );
     if let (Some(v), Some(recorded)) = (decision.verdict.as_mut(), confirm_note(results)) {
         v.confirmation = Some(recorded);
     }

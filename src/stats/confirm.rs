@@ -19,7 +19,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::results::RunResults;
-use crate::verdict::{CellVerdict, ComparisonReport, Confirmation, GateVerdict, signed_percent};
+use crate::verdict::{
+    CellVerdict, ComparisonReport, Confirmation, GateVerdict, LineAxis, signed_percent,
+};
 
 use super::{Against, DecisionRule, StatsError, compare, finish};
 
@@ -30,23 +32,28 @@ pub struct ConfirmPlan {
     /// Boot again when the first boot's matrix-wide one-sided p-value ("worse") is below this
     /// and the gate has not already regressed. The share of clean PRs that pay a second boot.
     pub p_below: f64,
-    /// Share of the matrix test's alpha spent at the first boot; the rest is kept for the
-    /// confirmation.
+    /// Share of the rule's alpha spent at the first boot, on alarms so overwhelming that they
+    /// are final without a second boot; the rest is kept for the confirmation.
     pub first_share: f64,
+    /// Family-wise alpha of the first boot's screen: an alarm at this loose level (any cell,
+    /// row, column, the matrix test, or a capacity regression) is provisional and calls for
+    /// the second boot.
+    pub screen_alpha: f64,
+    /// An alarm over both boots stands only when the second boot alone leans the same way
+    /// with a one-sided p-value below this (a capacity regression: is capacity-limited again).
+    pub recur_p: f64,
 }
 
 impl Default for ConfirmPlan {
     fn default() -> Self {
         ConfirmPlan {
             p_below: 0.05,
-            first_share: 0.5,
+            first_share: 0.02,
+            screen_alpha: 0.02,
+            recur_p: 0.05,
         }
     }
 }
-
-/// The smallest share used where a family gets (almost) no alpha: the rule keeps its shape
-/// (`matrix_alpha_share` must stay inside (0, 1)) while the family can claim nothing.
-const NO_SHARE: f64 = 1e-9;
 
 impl ConfirmPlan {
     /// Checks the parameters; the error names the field and the valid range.
@@ -63,6 +70,16 @@ impl ConfirmPlan {
                 self.first_share
             )));
         }
+        for (name, v) in [
+            ("screen_alpha", self.screen_alpha),
+            ("recur_p", self.recur_p),
+        ] {
+            if !(v > 0.0 && v < 0.5) {
+                return Err(StatsError::InvalidRule(format!(
+                    "confirm {name} = {v} must be in (0, 0.5)"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -72,47 +89,158 @@ impl ConfirmPlan {
         rule.matrix_test
     }
 
-    /// The rule of the first boot: the cells keep their whole share, the matrix test gets
-    /// `first_share` of its own.
+    /// The rule of the first boot's final alarms: `first_share` of the rule's alpha, every
+    /// family in its usual proportions (only overwhelming alarms pass it).
     pub fn first_rule(&self, rule: &DecisionRule) -> DecisionRule {
         if !self.applies(rule) {
             return rule.clone();
         }
-        let cells = rule.cell_alpha();
-        let matrix = rule.matrix_alpha() * self.first_share;
         let mut r = rule.clone();
-        r.alpha = cells + matrix;
-        r.matrix_alpha_share = (matrix / r.alpha).clamp(NO_SHARE, 1.0 - NO_SHARE);
+        r.alpha = rule.alpha * self.first_share;
         r
     }
 
-    /// The rule of the confirmation (both boots as repetitions): the matrix test gets the rest
-    /// of its alpha, the cells none (their share was spent at the first boot; `NO_SHARE` of the
-    /// stage's alpha, ~1e-12, is the least the rule's shape allows).
+    /// The rule of the first boot's screen: `screen_alpha`, every family in its usual
+    /// proportions. Its alarms are provisional: they only call for the second boot.
+    pub fn screen_rule(&self, rule: &DecisionRule) -> DecisionRule {
+        let mut r = rule.clone();
+        r.alpha = self.screen_alpha.max(rule.alpha);
+        r
+    }
+
+    /// The rule of the confirmation (both boots as repetitions): the rest of the alpha.
     pub fn second_rule(&self, rule: &DecisionRule) -> DecisionRule {
         if !self.applies(rule) {
             return rule.clone();
         }
-        let matrix = rule.matrix_alpha() * (1.0 - self.first_share);
         let mut r = rule.clone();
-        r.alpha = matrix.min(0.499);
-        r.matrix_alpha_share = 1.0 - NO_SHARE;
+        r.alpha = rule.alpha * (1.0 - self.first_share);
         r
     }
 
-    /// Whether the first boot's comparison (made with [`first_rule`](Self::first_rule)) calls
-    /// for a second boot: the gate has not regressed (a regression is final: a second boot
-    /// cannot change the exit code) and the matrix-wide change leans towards worse with a
+    /// Whether the first boot calls for a second boot: its final comparison (made with
+    /// [`first_rule`](Self::first_rule)) is open (a regression at the first stage is
+    /// overwhelming and final; an unmeasured candidate is final too), and either the screen
+    /// (the first boot's runs against `baseline` with [`screen_rule`](Self::screen_rule))
+    /// raised a provisional alarm, or the matrix-wide change leans towards worse with a
     /// one-sided p-value below `p_below`.
-    pub fn wants_confirmation(&self, rule: &DecisionRule, first: &ComparisonReport) -> bool {
+    pub fn wants_confirmation(
+        &self,
+        rule: &DecisionRule,
+        first: &ComparisonReport,
+        baseline: &[RunResults],
+        first_runs: &[RunResults],
+    ) -> Result<bool, StatsError> {
         let open = matches!(first.gate, GateVerdict::Pass | GateVerdict::Inconclusive);
-        self.applies(rule)
-            && open
-            && (first
-                .matrix_test
-                .as_ref()
-                .is_some_and(|m| m.verdict != CellVerdict::Regression && m.p_value < self.p_below)
-                || provisional_cells(first) > 0)
+        if !self.applies(rule) || !open {
+            return Ok(false);
+        }
+        if first
+            .matrix_test
+            .as_ref()
+            .is_some_and(|m| m.verdict != CellVerdict::Regression && m.p_value < self.p_below)
+        {
+            return Ok(true);
+        }
+        // A capacity or saturation change one boot cannot prove (`stats::capacity`).
+        if provisional_cells(first) > 0 {
+            return Ok(true);
+        }
+        let screen = compare(baseline, first_runs, &self.screen_rule(rule))?;
+        Ok(screen.gate == GateVerdict::Regression)
+    }
+
+    /// The verdict over both boots: both boots' runs compared with
+    /// [`second_rule`](Self::second_rule), and every alarm of it kept only when the second
+    /// boot alone shows it again (its own one-sided p-value below `recur_p`, or the cell
+    /// capacity-limited again); an alarm that does not recur becomes `inconclusive`, saying
+    /// why. Carries its [`Confirmation`], headline redone.
+    pub fn second_stage(
+        &self,
+        rule: &DecisionRule,
+        baseline: &[RunResults],
+        first: &ComparisonReport,
+        first_runs: &[RunResults],
+        second_runs: &[RunResults],
+        second_results: &str,
+    ) -> Result<ComparisonReport, StatsError> {
+        let runs: Vec<RunResults> = first_runs.iter().chain(second_runs).cloned().collect();
+        let mut both = compare(baseline, &runs, &self.second_rule(rule))?;
+        let alone = compare(baseline, second_runs, &self.second_rule(rule))?;
+        self.keep_recurring(&mut both, &alone);
+        Ok(self.confirmed(first, both, second_results))
+    }
+
+    /// Keeps the alarms of `both` that the second boot `alone` shows again.
+    fn keep_recurring(&self, both: &mut ComparisonReport, alone: &ComparisonReport) {
+        let p = self.recur_p;
+        let matrix_recurs = alone.matrix_test.as_ref().map(|m| m.p_value);
+        let drop = |v: &mut CellVerdict, reason: &mut Option<String>, what: String| {
+            *v = CellVerdict::Inconclusive;
+            let before = reason.take().unwrap_or_default();
+            *reason = Some(if before.is_empty() {
+                format!("not shown again by the second boot alone ({what})")
+            } else {
+                format!("{before}; not shown again by the second boot alone ({what})")
+            });
+        };
+        if let Some(m) = both.matrix_test.as_mut()
+            && m.verdict == CellVerdict::Regression
+            && matrix_recurs.is_none_or(|q| q >= p)
+        {
+            m.verdict = CellVerdict::Inconclusive;
+        }
+        let line_p = |axis: LineAxis, at: u64| {
+            alone
+                .lines
+                .iter()
+                .find(|l| l.axis == axis && l.at == at)
+                .map(|l| l.test.p_value)
+        };
+        for l in &mut both.lines {
+            if l.test.verdict == CellVerdict::Regression
+                && line_p(l.axis, l.at).is_none_or(|q| q >= p)
+            {
+                l.test.verdict = CellVerdict::Inconclusive;
+            }
+        }
+        for cell in &mut both.cells {
+            let again = alone.cells.iter().find(|c| {
+                (c.concurrency, c.context_tokens) == (cell.concurrency, cell.context_tokens)
+            });
+            match cell.verdict {
+                // Capacity and saturation regressions already need the state on every boot
+                // (`stats::capacity` decides them over both boots with its own bound); the
+                // second boot alone is never enough for one, so it is not asked again.
+                CellVerdict::Regression => {
+                    let own = again.and_then(|c| c.primary()).map(|m| m.p_value);
+                    let row = line_p(LineAxis::Context, cell.context_tokens);
+                    let column = line_p(LineAxis::Concurrency, u64::from(cell.concurrency));
+                    let with_matrix = cell
+                        .primary()
+                        .and_then(|m| m.decided_on)
+                        .is_some_and(|d| d.basis == crate::verdict::DecisionBasis::WithMatrix);
+                    let best = if with_matrix {
+                        matrix_recurs
+                    } else {
+                        [own, row, column].into_iter().flatten().reduce(f64::min)
+                    };
+                    if best.is_none_or(|q| q >= p) {
+                        let what = best.map_or_else(
+                            || "not measured".to_string(),
+                            |q| format!("p = {q:.3} ≥ {p}"),
+                        );
+                        drop(&mut cell.verdict, &mut cell.reason, what);
+                        for m in &mut cell.metrics {
+                            if m.verdict == CellVerdict::Regression {
+                                m.verdict = CellVerdict::Inconclusive;
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -201,7 +329,7 @@ pub fn two_boot_verdict(
     let Some((second, second_results)) = second else {
         return Ok((first_report, false));
     };
-    if !plan.wants_confirmation(rule, &first_report) {
+    if !plan.wants_confirmation(rule, &first_report, baseline, first)? {
         let mut report = first_report;
         report.confirmation = Some(Confirmation {
             reason: plan.reason(&report),
@@ -212,9 +340,8 @@ pub fn two_boot_verdict(
         finish(&mut report, Against::Baseline);
         return Ok((report, false));
     }
-    let runs: Vec<RunResults> = first.iter().chain(second).cloned().collect();
-    let both = compare(baseline, &runs, &plan.second_rule(rule))?;
-    Ok((plan.confirmed(&first_report, both, second_results), true))
+    let report = plan.second_stage(rule, baseline, &first_report, first, second, second_results)?;
+    Ok((report, true))
 }
 
 #[cfg(test)]
@@ -230,14 +357,41 @@ mod tests {
         let second = plan.second_rule(&rule);
         first.validate().expect("first rule valid");
         second.validate().expect("second rule valid");
-        // The cells keep their whole share at the first boot.
-        assert!((first.cell_alpha() - rule.cell_alpha()).abs() < 1e-15);
-        // The matrix test's alpha is split, and nothing else is spent at the second boot.
-        let matrix = first.matrix_alpha() + second.matrix_alpha();
-        assert!((matrix - rule.matrix_alpha()).abs() < 1e-8 * rule.alpha);
-        assert!(second.cell_alpha() < 1e-10);
+        // Overwhelming alarms at the first boot plus the confirmation: the rule's alpha.
         let total = first.alpha + second.alpha;
-        assert!(total <= rule.alpha + 1e-12, "{total}");
+        assert!((total - rule.alpha).abs() < 1e-12, "{total}");
+        // The screen spends nothing: its alarms are provisional.
+        assert!(plan.screen_rule(&rule).alpha >= rule.alpha);
+    }
+
+    /// A provisional alarm of one boot does not stand when the other boot does not show it.
+    #[test]
+    fn an_alarm_of_one_slow_boot_does_not_stand() {
+        let rule = DecisionRule::default();
+        let plan = ConfirmPlan::default();
+        let (history, slow) = history_and_candidate(0.955);
+        let (_, clean) = history_and_candidate(1.0);
+        let (report, used) = two_boot_verdict(
+            Some(&plan),
+            &rule,
+            &history,
+            std::slice::from_ref(&slow),
+            Some((std::slice::from_ref(&clean), "second")),
+        )
+        .expect("compare");
+        assert!(used, "a -4.5% boot calls for a second boot");
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // Both boots slow: it stands.
+        let (report, used) = two_boot_verdict(
+            Some(&plan),
+            &rule,
+            &history,
+            std::slice::from_ref(&slow),
+            Some((std::slice::from_ref(&slow), "second")),
+        )
+        .expect("compare");
+        assert!(used);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
     }
 
     #[test]
@@ -279,22 +433,29 @@ mod tests {
             let (history, cand) = history_and_candidate(factor);
             super::super::compare(&history, std::slice::from_ref(&cand), &first).expect("compare")
         };
+        let wants = |factor: f64| {
+            let (history, cand) = history_and_candidate(factor);
+            let report = verdict(factor);
+            plan.wants_confirmation(&rule, &report, &history, std::slice::from_ref(&cand))
+                .expect("screen")
+        };
         // Leaning worse, not proven: confirm.
         let slightly_worse = verdict(0.985);
         assert_ne!(slightly_worse.gate, GateVerdict::Regression);
-        assert!(
-            plan.wants_confirmation(&rule, &slightly_worse),
-            "{slightly_worse:?}"
-        );
-        // Already a regression: a second boot cannot change the exit code.
+        assert!(wants(0.985), "{slightly_worse:?}");
+        // Overwhelming at the first boot: final, a second boot cannot change the exit code.
         let much_worse = verdict(0.80);
         assert_eq!(much_worse.gate, GateVerdict::Regression);
-        assert!(!plan.wants_confirmation(&rule, &much_worse));
+        assert!(!wants(0.80));
         // Leaning better: nothing to confirm.
-        let better = verdict(1.02);
-        assert!(!plan.wants_confirmation(&rule, &better), "{better:?}");
-        // The default trigger (p < 0.05) does not fire on an unchanged candidate.
-        assert!(!ConfirmPlan::default().wants_confirmation(&rule, &verdict(1.0)));
+        assert!(!wants(1.02));
+        // The default trigger does not fire on an unchanged candidate.
+        let (history, cand) = history_and_candidate(1.0);
+        assert!(
+            !ConfirmPlan::default()
+                .wants_confirmation(&rule, &verdict(1.0), &history, std::slice::from_ref(&cand))
+                .expect("screen")
+        );
     }
 
     #[test]

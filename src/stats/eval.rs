@@ -36,6 +36,29 @@ pub(crate) struct NoiseSpec {
     pub outlier_every: usize,
     /// Relative effect of an outlier run on every cell.
     pub outlier_effect: f64,
+    /// Degrees of freedom of a Student-t per-cell term (scaled to SD `cell_cv`); `None`:
+    /// Gaussian. Heavy tails make single cells stray far more often than the SD says.
+    #[serde(default)]
+    pub cell_df: Option<f64>,
+    /// Share of boots (baseline runs and candidates) that come up slow by `slow_boot_effect`
+    /// everywhere: below the outlier screen, a bad boot rather than a bad run.
+    #[serde(default)]
+    pub slow_boot_rate: f64,
+    /// Relative effect of a slow boot on every cell.
+    #[serde(default)]
+    pub slow_boot_effect: f64,
+    /// Share of runs (baseline and candidates) in which the largest cell (C=12 / 128k) is
+    /// `capacity_limited`: a cell at its capacity limit that tips over at random.
+    #[serde(default)]
+    pub capacity_flip_rate: f64,
+    /// Linear drift of every cell over the history window (relative, oldest to newest; the
+    /// candidate continues it one run on).
+    #[serde(default)]
+    pub drift_total: f64,
+    /// A step of every cell (relative) from the middle of the history window on (the
+    /// candidate is at the new level).
+    #[serde(default)]
+    pub step: f64,
 }
 
 impl Default for NoiseSpec {
@@ -48,6 +71,12 @@ impl Default for NoiseSpec {
             drift_per_run: 0.001,
             outlier_every: 20,
             outlier_effect: -0.08,
+            cell_df: None,
+            slow_boot_rate: 0.0,
+            slow_boot_effect: 0.0,
+            capacity_flip_rate: 0.0,
+            drift_total: 0.0,
+            step: 0.0,
         }
     }
 }
@@ -62,6 +91,8 @@ pub(crate) enum Scenario {
     Uniform(f64),
     /// One (random) cell changes by this relative amount.
     SingleCell(f64),
+    /// Every cell of the 32k context row changes by this relative amount.
+    Row(f64),
 }
 
 impl Scenario {
@@ -71,18 +102,23 @@ impl Scenario {
             Scenario::AA => "aa".into(),
             Scenario::Uniform(e) => format!("uniform_{:+}%", (e * 100.0).round()),
             Scenario::SingleCell(e) => format!("single_cell_{:+}%", (e * 100.0).round()),
+            Scenario::Row(e) => format!("row_{:+}%", (e * 100.0).round()),
         }
     }
 }
 
 /// The scenarios `stats-eval` measures.
-pub(crate) const SCENARIOS: [Scenario; 5] = [
+pub(crate) const SCENARIOS: [Scenario; 6] = [
     Scenario::AA,
     Scenario::Uniform(-0.02),
     Scenario::Uniform(-0.05),
     Scenario::Uniform(-0.10),
     Scenario::SingleCell(-0.10),
+    Scenario::Row(-0.07),
 ];
+
+/// The row a [`Scenario::Row`] changes (cells 5..10: every concurrency at 32k context).
+const ROW_CELLS: std::ops::Range<usize> = 5..10;
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,6 +162,12 @@ pub(crate) struct ScenarioOutcome {
     pub target_cell_rate: Option<f64>,
     /// Monte Carlo standard error of `regression_rate`.
     pub std_error: f64,
+    /// Wilson 95% interval of `regression_rate`.
+    #[serde(default)]
+    pub wilson_low: f64,
+    /// Upper end of the Wilson interval.
+    #[serde(default)]
+    pub wilson_high: f64,
     /// Mean half-width of the matrix-wide interval (relative).
     pub matrix_half_width: f64,
     /// Mean half-width of the cells' intervals of the total change (relative).
@@ -323,6 +365,52 @@ impl Sampler {
     fn normal(&mut self, sd: f64) -> f64 {
         sd * self.std.sample(&mut self.rng)
     }
+
+    /// A per-cell term of SD `sd`: Gaussian, or Student t with `df` (> 2) scaled to that SD.
+    fn cell(&mut self, sd: f64, df: Option<f64>) -> f64 {
+        match df.and_then(|d| rand_distr::StudentT::new(d).ok().map(|t| (d, t))) {
+            Some((d, t)) if d > 2.0 => sd * ((d - 2.0) / d).sqrt() * t.sample(&mut self.rng),
+            _ => self.normal(sd),
+        }
+    }
+
+    /// The log factor of a slow boot (0 for most boots).
+    fn slow_boot(&mut self, noise: &NoiseSpec) -> f64 {
+        if noise.slow_boot_rate > 0.0 && self.rng.random::<f64>() < noise.slow_boot_rate {
+            noise.slow_boot_effect.ln_1p()
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether the flipping cell is capacity-limited in this run.
+    fn capacity_flip(&mut self, noise: &NoiseSpec) -> bool {
+        noise.capacity_flip_rate > 0.0 && self.rng.random::<f64>() < noise.capacity_flip_rate
+    }
+}
+
+/// Marks the largest cell of `run` capacity-limited (as the engine reports a cell it could not
+/// admit all streams of).
+fn capacity_limited(run: &mut RunResults) {
+    if let Some(cell) = run.cells.last_mut() {
+        cell.status = CellStatus::CapacityLimited;
+        cell.reason = Some("10/12 running".into());
+    }
+}
+
+/// The trend and step of every cell at history run `r` of `len` (the candidate: `r = len`).
+fn shift(noise: &NoiseSpec, r: usize, len: usize) -> f64 {
+    let trend = if len > 1 {
+        noise.drift_total.ln_1p() * r as f64 / (len - 1) as f64
+    } else {
+        0.0
+    };
+    let step = if r >= len / 2 {
+        noise.step.ln_1p()
+    } else {
+        0.0
+    };
+    trend + step
 }
 
 fn make_run(
@@ -432,16 +520,17 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
         let mut history = Vec::with_capacity(max_h);
         for r in 0..max_h {
             drift += sampler.normal(noise.drift_per_run);
-            let mut run_log = drift + sampler.normal(noise.run_cv);
+            let mut run_log = drift + sampler.normal(noise.run_cv) + shift(noise, r, max_h);
+            run_log += sampler.slow_boot(noise);
             if noise.outlier_every > 0 && outlier_at.contains(&r) {
                 run_log += noise.outlier_effect.ln_1p();
             }
             let draw = RunDraw {
                 cell_log: (0..n_cells)
-                    .map(|_| run_log + sampler.normal(noise.cell_cv))
+                    .map(|_| run_log + sampler.cell(noise.cell_cv, noise.cell_df))
                     .collect(),
             };
-            history.push(make_run(
+            let mut run = make_run(
                 &tpl,
                 &levels,
                 &draw,
@@ -449,18 +538,26 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
                 noise,
                 &mut sampler,
                 format!("t{trial}-b{r}"),
-            ));
+            );
+            if sampler.capacity_flip(noise) {
+                capacity_limited(&mut run);
+            }
+            history.push(run);
         }
         // Candidate noise, shared by all scenarios of this trial (common random numbers).
-        let draws: Vec<RunDraw> = (0..runs_per_stage * stages)
+        let draws: Vec<(RunDraw, bool)> = (0..runs_per_stage * stages)
             .map(|_| {
                 drift += sampler.normal(noise.drift_per_run);
-                let cand_log = drift + sampler.normal(noise.run_cv);
-                RunDraw {
+                let cand_log = drift
+                    + sampler.normal(noise.run_cv)
+                    + shift(noise, max_h, max_h)
+                    + sampler.slow_boot(noise);
+                let draw = RunDraw {
                     cell_log: (0..n_cells)
-                        .map(|_| cand_log + sampler.normal(noise.cell_cv))
+                        .map(|_| cand_log + sampler.cell(noise.cell_cv, noise.cell_df))
                         .collect(),
-                }
+                };
+                (draw, sampler.capacity_flip(noise))
             })
             .collect();
         let target = sampler.rng.random_range(0..n_cells);
@@ -474,6 +571,11 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
                     v[target] = e;
                     v
                 }
+                Scenario::Row(e) => {
+                    let mut v = zero.clone();
+                    v[ROW_CELLS].fill(e);
+                    v
+                }
             };
             // Same sub-window noise for every scenario of the trial.
             let mut window_sampler = Sampler {
@@ -483,8 +585,8 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
             let candidate: Vec<RunResults> = draws
                 .iter()
                 .enumerate()
-                .map(|(k, draw)| {
-                    make_run(
+                .map(|(k, (draw, flipped))| {
+                    let mut run = make_run(
                         &tpl,
                         &levels,
                         draw,
@@ -492,7 +594,11 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
                         noise,
                         &mut window_sampler,
                         format!("t{trial}-c{s}-{k}"),
-                    )
+                    );
+                    if *flipped {
+                        capacity_limited(&mut run);
+                    }
+                    run
                 })
                 .collect();
             let candidate = candidate.as_slice();
@@ -522,7 +628,13 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
                 };
                 c[3] += share(CellVerdict::Inconclusive);
                 c[4] += share(CellVerdict::Unchanged);
-                if report.cells[target].verdict == CellVerdict::Regression {
+                let found = match scenario {
+                    Scenario::Row(_) => report.cells[ROW_CELLS]
+                        .iter()
+                        .any(|x| x.verdict == CellVerdict::Regression),
+                    _ => report.cells[target].verdict == CellVerdict::Regression,
+                };
+                if found {
                     c[5] += 1.0;
                 }
                 if let Some(m) = &report.matrix_test {
@@ -560,9 +672,14 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
                         gate_inconclusive_rate: c[2] / trials,
                         cell_inconclusive_rate: c[3] / trials,
                         cell_unchanged_rate: c[4] / trials,
-                        target_cell_rate: matches!(scenario, Scenario::SingleCell(_))
-                            .then_some(c[5] / trials),
+                        target_cell_rate: matches!(
+                            scenario,
+                            Scenario::SingleCell(_) | Scenario::Row(_)
+                        )
+                        .then_some(c[5] / trials),
                         std_error: (rate * (1.0 - rate) / trials).sqrt(),
+                        wilson_low: wilson(rate, trials).0,
+                        wilson_high: wilson(rate, trials).1,
                         matrix_half_width: c[6] / trials,
                         cell_half_width: c[7] / trials,
                         cell_margin: c[8] / trials,
@@ -610,6 +727,16 @@ fn gate_comparison(
     )
 }
 
+/// Wilson score interval (95%) of a share `p` of `n` trials: honest near 0 and 1, where the
+/// normal approximation's interval would reach below zero.
+pub(crate) fn wilson(p: f64, n: f64) -> (f64, f64) {
+    let z = 1.959_964;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
 /// The targets, checked at the longest history measured when it has 20 runs or more.
 fn targets(report: &EvalReport) -> Vec<TargetCheck> {
     let Some(h) = report
@@ -645,5 +772,8 @@ fn targets(report: &EvalReport) -> Vec<TargetCheck> {
         Scenario::SingleCell(-0.10),
         &|r| r >= 0.80,
     );
+    check("power at a row -7% >= 80%", Scenario::Row(-0.07), &|r| {
+        r >= 0.80
+    });
     out
 }

@@ -271,6 +271,7 @@ mod tests {
             headline: String::new(),
             matrix_test: matrix,
             cells,
+            lines: Vec::new(),
             confirmation: None,
             coverage: None,
             sensitivity: None,

@@ -71,7 +71,8 @@ pub(crate) struct NoiseModel {
     /// Pooled per-cell noise across all cells and its degrees of freedom.
     pub pooled_sigma: f64,
     pub pooled_df: f64,
-    /// SD of the run effect between runs (the matrix-wide noise of one run) and its df.
+    /// Run-to-run SD of the run effect (the matrix-wide noise of one run), from successive
+    /// differences (a trend or a step does not inflate it), and its df.
     pub run_sigma: f64,
     pub run_df: f64,
 }
@@ -125,6 +126,30 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, min_weight: f64, c
     let extra = observed - sampling;
     let d0 = if extra <= 0.0 { cap } else { 4.0 + 2.0 / extra };
     d0.clamp(min_weight.min(cap), cap)
+}
+
+/// Variance of a series' noise from its successive differences (the mean square successive
+/// difference, von Neumann): `Σ (x[k+1] − x[k])² / (2 m)` over the `m` differences, with a
+/// difference beyond `outlier_z` robust SDs of the differences (a step) set aside. A slow trend
+/// or a level shift moves the series' spread a lot and its successive differences hardly at
+/// all. Returns the variance and its equivalent chi-square degrees of freedom,
+/// `2 m² / (3 m − 1)` (for Gaussian noise `Var(δ²) = σ⁴ (3m − 1) / m²`); `(0, 0)` with fewer
+/// than two values.
+pub(crate) fn successive_difference_var(x: &[f64], outlier_z: f64) -> (f64, f64) {
+    let mut diffs: Vec<f64> = x.windows(2).map(|w| w[1] - w[0]).collect();
+    if diffs.is_empty() {
+        return (0.0, 0.0);
+    }
+    if diffs.len() >= 5 {
+        let mut abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
+        let scale = 1.4826 * median(&mut abs);
+        if scale > 0.0 {
+            diffs.retain(|d| d.abs() <= outlier_z * scale);
+        }
+    }
+    let m = diffs.len() as f64;
+    let var = diffs.iter().map(|d| d * d).sum::<f64>() / (2.0 * m);
+    (var, 2.0 * m * m / (3.0 * m - 1.0))
 }
 
 /// Alternating trimmed-mean fit of cell centres and run effects over the entries in `use_entry`.
@@ -270,25 +295,17 @@ pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
         cell_df[c] = (df + prior_w).min(pooled_df).max(s.prior_df);
     }
 
-    // Run-level noise: SD of the kept run effects (prior-weighted like the cells).
+    // Run-level noise from successive differences of the kept run effects (oldest → newest),
+    // so a trend or a step in the history is not counted as noise.
     let kept_effects: Vec<f64> = (0..nr)
         .filter(|&r| !outlier_run[r] && effect[r].is_finite())
         .map(|r| effect[r])
         .collect();
-    let n = kept_effects.len();
-    let (ss, df) = if n > 1 {
-        let mean = kept_effects.iter().sum::<f64>() / n as f64;
-        (
-            kept_effects.iter().map(|v| (v - mean).powi(2)).sum::<f64>(),
-            n as f64 - 1.0,
-        )
-    } else {
-        (0.0, 0.0)
-    };
+    let (var, df) = successive_difference_var(&kept_effects, s.outlier_z);
     // A run effect averages many cells, so its prior is taken as half the cell prior's CV.
     let run_prior_var = prior_var / 4.0;
     let run_df = df + s.prior_df;
-    let run_sigma = ((ss + s.prior_df * run_prior_var) / run_df).sqrt();
+    let run_sigma = ((df * var + s.prior_df * run_prior_var) / run_df).sqrt();
 
     NoiseModel {
         cell_center: center,
@@ -381,6 +398,28 @@ mod tests {
         let single = fit(&one, &settings());
         assert!((single.pooled_sigma - 0.03).abs() < 1e-9);
         assert!(single.pooled_df <= 2.0 + 1e-9);
+    }
+
+    #[test]
+    fn a_trend_or_a_step_does_not_inflate_the_run_level_noise() {
+        let plain = synthetic(20, 20, 0.01, 0.02, 5);
+        let mut trend = plain.clone();
+        let mut step = plain.clone();
+        for r in 0..20 {
+            for c in 0..20 {
+                trend.set(r, c, plain.get(r, c) + 0.03 * r as f64 / 19.0);
+                step.set(r, c, plain.get(r, c) + if r >= 12 { 0.03 } else { 0.0 });
+            }
+        }
+        let base = fit(&plain, &settings()).run_sigma;
+        for t in [&trend, &step] {
+            let s = fit(t, &settings()).run_sigma;
+            assert!((s - base).abs() < 0.15 * base, "{s} vs {base}");
+        }
+        // The plain SD of the trend's run effects would be ~40% larger.
+        let (var, df) = successive_difference_var(&[0.0, 1.0, 0.0, 1.0], 4.0);
+        assert!((var - 0.5).abs() < 1e-12 && (df - 18.0 / 8.0).abs() < 1e-12);
+        assert_eq!(successive_difference_var(&[1.0], 4.0), (0.0, 0.0));
     }
 
     #[test]

@@ -312,8 +312,13 @@ pub fn paired_compare(
     let in_gating_family: Vec<bool> = tests.iter().map(|t| gating(t.metric)).collect();
     let p_worse: Vec<f64> = tests.iter().map(|t| t.p_worse).collect();
     let p_better: Vec<f64> = tests.iter().map(|t| t.p_better).collect();
-    let (p_adj_worse, p_adj_better) =
-        adjust_by_family(&in_gating_family, &p_worse, &p_better, rule.correction);
+    let (p_adj_worse, p_adj_better) = adjust_by_family(
+        &in_gating_family,
+        &vec![1.0; tests.len()],
+        &p_worse,
+        &p_better,
+        rule.correction,
+    );
 
     let mut report = build::frame(
         b[0].profile.clone(),

@@ -60,6 +60,13 @@ pub struct DecisionRule {
     pub shrinkage_df: f64,
     /// Share of `alpha` given to the matrix-wide test; the cells x gating metrics share the rest.
     pub matrix_alpha_share: f64,
+    /// Whether each context row and concurrency column is tested as a whole (its cells against
+    /// the rest of their run), so a change confined to one line is found where no single cell
+    /// shows it.
+    pub line_tests: bool,
+    /// Share of the cells' family alpha given to the row and column tests (weighted Holm: the
+    /// lines share this weight equally, the cells x gating metrics the rest).
+    pub line_alpha_share: f64,
     /// Noise CV assumed before any history is seen (a prior, worth `prior_df` degrees of freedom).
     pub prior_cv: f64,
     /// Weight of `prior_cv` in degrees of freedom: small, so two runs of history dominate it.
@@ -99,6 +106,8 @@ impl Default for DecisionRule {
             matrix_min_effect: 0.01,
             shrinkage_df: 10.0,
             matrix_alpha_share: 0.5,
+            line_tests: true,
+            line_alpha_share: 0.3,
             prior_cv: 0.03,
             prior_df: 1.0,
             outlier_z: 4.0,
@@ -143,6 +152,12 @@ impl DecisionRule {
             return bad(format!(
                 "matrix_alpha_share = {} must be in (0, 1)",
                 self.matrix_alpha_share
+            ));
+        }
+        if !(self.line_alpha_share > 0.0 && self.line_alpha_share < 1.0) {
+            return bad(format!(
+                "line_alpha_share = {} must be in (0, 1)",
+                self.line_alpha_share
             ));
         }
         if !(self.min_measured_share > 0.0 && self.min_measured_share <= 1.0) {
