@@ -36,7 +36,7 @@ pub(crate) const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UT
     .header_separator(comfy_table::LineStyle::new('├', '─', '┼', '┤'));
 
 /// The legend printed under both tables.
-const LEGEND: &str = "Beside a regression or an improvement is the change it was decided on: \"vs run\" is the cell against the rest of its own run (the whole matrix's move taken out); \"with the matrix\" is a cell that moved with the matrix-wide change.\n✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in its history, capacity-limited on both boots) · ‼ error regression (measured in the baseline, error now) · ≈ saturated (the engine preempted or retracted requests: not compared) · saturated ⚠ saturation regression (saturated on both boots, never in its history)";
+const LEGEND: &str = "Beside a regression or an improvement is the change it was decided on: \"vs run\" is the cell against the rest of its own run (the whole matrix's move taken out); \"with the matrix\" is a cell that moved with the matrix-wide change.\n✗ regression · ✓ unchanged · ▲ improvement · ? inconclusive · – not comparable · ⚠ capacity regression (fit in its history, capacity-limited on both boots) · ‼ error regression (measured in the baseline, error now) · ≈ saturated (the engine preempted or retracted requests: not compared) · saturated ⚠ = saturation regression (saturated on both boots, never in its history)";
 
 use crate::verdict::{signed_number as signed, signed_percent as pct};
 
