@@ -208,37 +208,35 @@ impl ConfirmPlan {
             let again = alone.cells.iter().find(|c| {
                 (c.concurrency, c.context_tokens) == (cell.concurrency, cell.context_tokens)
             });
-            match cell.verdict {
-                // Capacity and saturation regressions already need the state on every boot
-                // (`stats::capacity` decides them over both boots with its own bound); the
-                // second boot alone is never enough for one, so it is not asked again.
-                CellVerdict::Regression => {
-                    let own = again.and_then(|c| c.primary()).map(|m| m.p_value);
-                    let row = line_p(LineAxis::Context, cell.context_tokens);
-                    let column = line_p(LineAxis::Concurrency, u64::from(cell.concurrency));
-                    let with_matrix = cell
-                        .primary()
-                        .and_then(|m| m.decided_on)
-                        .is_some_and(|d| d.basis == crate::verdict::DecisionBasis::WithMatrix);
-                    let best = if with_matrix {
-                        matrix_recurs
-                    } else {
-                        [own, row, column].into_iter().flatten().reduce(f64::min)
-                    };
-                    if best.is_none_or(|q| q >= p) {
-                        let what = best.map_or_else(
-                            || "not measured".to_string(),
-                            |q| format!("p = {q:.3} ≥ {p}"),
-                        );
-                        drop(&mut cell.verdict, &mut cell.reason, what);
-                        for m in &mut cell.metrics {
-                            if m.verdict == CellVerdict::Regression {
-                                m.verdict = CellVerdict::Inconclusive;
-                            }
+            // Capacity and saturation regressions already need the state on every boot
+            // (`stats::capacity` decides them over both boots with its own bound); the
+            // second boot alone is never enough for one, so only speed regressions are
+            // asked to recur.
+            if cell.verdict == CellVerdict::Regression {
+                let own = again.and_then(|c| c.primary()).map(|m| m.p_value);
+                let row = line_p(LineAxis::Context, cell.context_tokens);
+                let column = line_p(LineAxis::Concurrency, u64::from(cell.concurrency));
+                let with_matrix = cell
+                    .primary()
+                    .and_then(|m| m.decided_on)
+                    .is_some_and(|d| d.basis == crate::verdict::DecisionBasis::WithMatrix);
+                let best = if with_matrix {
+                    matrix_recurs
+                } else {
+                    [own, row, column].into_iter().flatten().reduce(f64::min)
+                };
+                if best.is_none_or(|q| q >= p) {
+                    let what = best.map_or_else(
+                        || "not measured".to_string(),
+                        |q| format!("p = {q:.3} ≥ {p}"),
+                    );
+                    drop(&mut cell.verdict, &mut cell.reason, what);
+                    for m in &mut cell.metrics {
+                        if m.verdict == CellVerdict::Regression {
+                            m.verdict = CellVerdict::Inconclusive;
                         }
                     }
                 }
-                _ => {}
             }
         }
     }
