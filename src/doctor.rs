@@ -422,29 +422,35 @@ mod tests {
         assert!(!e.reachable);
         assert_eq!(e.url, format!("http://127.0.0.1:{port}"));
         assert!(e.health.error.is_some());
-        let text = render_text(&DoctorReport {
-            tool_version: "0".into(),
-            hardware: crate::telemetry::detect_hardware(),
-            cpu_model: None,
-            cpu_cores: Some(2),
-            nvml: NvmlStatus {
-                available: false,
-                reason: Some("no driver".into()),
-                driver_version: None,
-                cuda_driver_version: None,
-                nvml_version: None,
-            },
-            gpus: Vec::new(),
-            engine: Some(e),
-            engine_boot: None,
-        });
+        let text = render_text(&without_nvml(Some(e), None));
         assert!(text.contains("NVML:    unavailable: no driver"), "{text}");
         assert!(text.contains("NOT reachable"), "{text}");
     }
 
     #[test]
     fn a_boot_errors_log_tail_issues_no_workflow_command() {
-        let text = render_text(&DoctorReport {
+        let text = render_text(&without_nvml(
+            None,
+            Some(BootCheck {
+                command: "engine".into(),
+                ready: false,
+                boot_s: None,
+                error: Some("exited; log tail:\n::error title=pwned::forged\n##[warning]x".into()),
+                teardown_clean: Some(true),
+            }),
+        ));
+        assert!(text.contains("pwned"), "{text}");
+        for line in text.lines() {
+            assert!(
+                !line.trim_start().starts_with("::") && !line.contains("##["),
+                "{line:?}\n{text}"
+            );
+        }
+    }
+
+    /// A report of a machine without NVML, with the given engine checks.
+    fn without_nvml(engine: Option<EngineCheck>, engine_boot: Option<BootCheck>) -> DoctorReport {
+        DoctorReport {
             tool_version: "0".into(),
             hardware: crate::telemetry::detect_hardware(),
             cpu_model: None,
@@ -457,21 +463,8 @@ mod tests {
                 nvml_version: None,
             },
             gpus: Vec::new(),
-            engine: None,
-            engine_boot: Some(BootCheck {
-                command: "engine".into(),
-                ready: false,
-                boot_s: None,
-                error: Some("exited; log tail:\n::error title=pwned::forged\n##[warning]x".into()),
-                teardown_clean: Some(true),
-            }),
-        });
-        assert!(text.contains("pwned"), "{text}");
-        for line in text.lines() {
-            assert!(
-                !line.trim_start().starts_with("::") && !line.contains("##["),
-                "{line:?}\n{text}"
-            );
+            engine,
+            engine_boot,
         }
     }
 }

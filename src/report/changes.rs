@@ -42,15 +42,20 @@ pub(crate) fn change_label(c: &ChangePoint) -> String {
         c.ci_high * 100.0
     );
     if let Some(s) = &c.slope {
-        out.push_str(&format!(
-            " so far, creep {:+.2}%/run [{:+.2}%, {:+.2}%] over {} runs",
-            s.per_run * 100.0,
-            s.ci_low * 100.0,
-            s.ci_high * 100.0,
-            s.runs
-        ));
+        out.push_str(&format!(" so far, creep {}", slope_words(s)));
     }
     out
+}
+
+/// A creep's rate with its interval: `−0.20%/run [−0.26%, −0.14%] over 15 runs`.
+pub(crate) fn slope_words(s: &crate::stats::changepoint::Slope) -> String {
+    format!(
+        "{:+.2}%/run [{:+.2}%, {:+.2}%] over {} runs",
+        s.per_run * 100.0,
+        s.ci_low * 100.0,
+        s.ci_high * 100.0,
+        s.runs
+    )
 }
 
 fn commits_label(c: &ChangePoint) -> String {

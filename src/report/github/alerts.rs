@@ -22,7 +22,7 @@ use super::comment::Author;
 use super::context::Token;
 use super::retry::{ApiError, RetryPolicy, with_retry};
 use super::{GithubReporter, PublishOutcome};
-use crate::report::changes::{GroupChanges, change_label, scope_label};
+use crate::report::changes::{GroupChanges, change_label, scope_label, slope_words};
 use crate::stats::changepoint::{ChangeKind, ChangePoint, Scope, same_change};
 use crate::untrusted_text::markdown as md;
 
@@ -280,11 +280,8 @@ pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>)
     ));
     if let Some(sl) = &c.slope {
         out.push_str(&format!(
-            "| kind | creep: {:+.2}% per run [{:+.2}%, {:+.2}%] over {} runs, change so far as above |\n",
-            sl.per_run * 100.0,
-            sl.ci_low * 100.0,
-            sl.ci_high * 100.0,
-            sl.runs
+            "| kind | creep: {}, change so far as above |\n",
+            slope_words(sl)
         ));
     }
     if let Some(u) = &c.until_run_id {
@@ -1082,7 +1079,7 @@ mod tests {
             }]
         );
         let text = body(&a2[0], AlertState::Open, None);
-        assert!(text.contains("creep: -0.20% per run"), "{text}");
+        assert!(text.contains("creep: -0.20%/run"), "{text}");
         assert_eq!(parse_until(&text).as_deref(), Some("r39"));
         assert!(title(&a2[0]).contains("creep"));
         // Night 3: the onset estimate moved later (r32), outside the old onset's tolerance
