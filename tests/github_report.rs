@@ -312,6 +312,17 @@ async fn mount_checks(server: &MockServer) {
         .await;
 }
 
+/// Creating a check run succeeds (id 42) at priority 2: what a test's own priority-1 failure
+/// falls through to.
+async fn mount_check_create_fallback(server: &MockServer) {
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/{REPO}/check-runs")))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
+        .with_priority(2)
+        .mount(server)
+        .await;
+}
+
 async fn mount_empty_comments(server: &MockServer) {
     mount_pr_comments(server, 7, json!([])).await;
 }
@@ -592,12 +603,7 @@ async fn server_error_then_success_is_retried() {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/check-runs")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    mount_check_create_fallback(&server).await;
     // A secondary rate limit on the comment list, then success.
     Mock::given(method("GET"))
         .and(path(format!("/repos/{REPO}/issues/7/comments")))
@@ -1369,12 +1375,7 @@ async fn annotations_refused_with_422_post_the_check_without_them() {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/check-runs")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    mount_check_create_fallback(&server).await;
     let f = files();
     let results = run("r-now", "m", &[1, 8], &[8192], 1.0, 0);
     let v = verdict(&results, 2, 0, 0);
@@ -1419,12 +1420,7 @@ async fn rate_limits_are_waited_out_and_given_up_when_beyond_the_deadline() {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(format!("/repos/{REPO}/check-runs")))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    mount_check_create_fallback(&server).await;
     let f = files();
     let results = run("r-now", "m", &[1], &[8192], 1.0, 0);
     let v = verdict(&results, 0, 0, 0);

@@ -301,22 +301,7 @@ impl GithubReporter {
             let Some(id) = self.check_ids.get(&name).copied() else {
                 continue;
             };
-            let body = CheckRunRequest {
-                name: None,
-                head_sha: None,
-                status: Some("completed".into()),
-                details_url: None,
-                started_at: None,
-                conclusion: Some(conclusion.as_str().into()),
-                completed_at: Some(now_rfc3339()),
-                output: Some(CheckOutput {
-                    title: reason.chars().take(250).collect(),
-                    summary: crate::report::markdown::escape(reason),
-                    text: None,
-                    annotations: Vec::new(),
-                }),
-                external_id: None,
-            };
+            let body = completed_for(conclusion, reason);
             match checks::update(&client, &owner, &repo, id, &body, &self.retry, self.token()).await
             {
                 Ok(()) => {
@@ -371,22 +356,7 @@ impl GithubReporter {
             if !ours {
                 continue;
             }
-            let body = CheckRunRequest {
-                name: None,
-                head_sha: None,
-                status: Some("completed".into()),
-                details_url: None,
-                started_at: None,
-                conclusion: Some(Conclusion::Cancelled.as_str().into()),
-                completed_at: Some(now_rfc3339()),
-                output: Some(CheckOutput {
-                    title: reason.chars().take(250).collect(),
-                    summary: crate::report::markdown::escape(reason),
-                    text: None,
-                    annotations: Vec::new(),
-                }),
-                external_id: None,
-            };
+            let body = completed_for(Conclusion::Cancelled, reason);
             match checks::update(
                 &client,
                 &owner,
@@ -597,7 +567,7 @@ impl GithubReporter {
             status: Some("completed".into()),
             details_url: self.ctx.run_url.clone(),
             started_at: None,
-            conclusion: Some(conclusion_word(conclusion).into()),
+            conclusion: Some(conclusion.as_str().into()),
             completed_at: Some(now_rfc3339()),
             output: Some(first),
             external_id: self.ctx.check_owner.as_ref().map(|o| o.external_id()),
@@ -848,8 +818,25 @@ impl GithubReporter {
     }
 }
 
-fn conclusion_word(c: Conclusion) -> &'static str {
-    c.as_str()
+/// The request that completes a check with `conclusion`, titled and summarised by `reason`
+/// alone (a gate stopped before it had a verdict: cancelled, or failed to report).
+fn completed_for(conclusion: Conclusion, reason: &str) -> CheckRunRequest {
+    CheckRunRequest {
+        name: None,
+        head_sha: None,
+        status: Some("completed".into()),
+        details_url: None,
+        started_at: None,
+        conclusion: Some(conclusion.as_str().into()),
+        completed_at: Some(now_rfc3339()),
+        output: Some(CheckOutput {
+            title: reason.chars().take(250).collect(),
+            summary: crate::report::markdown::escape(reason),
+            text: None,
+            annotations: Vec::new(),
+        }),
+        external_id: None,
+    }
 }
 
 fn now_rfc3339() -> String {
