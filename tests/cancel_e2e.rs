@@ -233,15 +233,7 @@ async fn a_sigterm_while_github_hangs_exits_at_once_and_never_boots_the_engine()
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("slow-gh-{}", std::process::id());
     let config = config(dir.path(), &marker);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infergate"));
-    cmd.args(["run", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--baseline-dir")
-        .arg(dir.path().join("baselines"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("stderr.txt")).unwrap());
+    let mut cmd = gate_command(dir.path(), &config);
     actions_env(&mut cmd, dir.path(), &server.uri());
     let mut gate = cmd.spawn().unwrap();
 
@@ -321,15 +313,7 @@ async fn the_cleanup_step_completes_the_check_a_killed_gate_left_in_progress_as_
     };
 
     // The gate starts its check in progress, then is killed mid-matrix.
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infergate"));
-    cmd.args(["run", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--baseline-dir")
-        .arg(dir.path().join("baselines"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("stderr.txt")).unwrap());
+    let mut cmd = gate_command(dir.path(), &config);
     job_env(&mut cmd);
     let mut gate = cmd.spawn().unwrap();
     let dir_path = dir.path().to_path_buf();
@@ -402,4 +386,19 @@ async fn the_cleanup_step_completes_the_check_a_killed_gate_left_in_progress_as_
         "left running: {:?}",
         marked(&marker)
     );
+}
+
+/// `infergate run` of `config` writing under `dir` (out/, baselines/), stderr to
+/// `dir/stderr.txt`.
+fn gate_command(dir: &Path, config: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infergate"));
+    cmd.args(["run", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--baseline-dir")
+        .arg(dir.join("baselines"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("stderr.txt")).unwrap());
+    cmd
 }
