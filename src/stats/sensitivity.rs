@@ -132,13 +132,12 @@ pub(crate) fn assess(
     let matrix_mde = matrix.map(|m| m.mde_with(0, history, rule));
     // What "reaching the design power" means: the matrix-wide test finding a uniform
     // `design_effect`; without a matrix test, the median cell finding it on its own.
-    let (now, runs_needed) = match matrix {
-        Some(m) => {
-            let now = m.mde_with(0, history, rule);
+    let (now, runs_needed) = match (matrix, matrix_mde) {
+        (Some(m), Some(now)) => {
             let needed = (0..=MAX_EXTRA_RUNS).find(|&k| m.mde_with(k, history, rule) <= target);
             (now, needed)
         }
-        None => {
+        _ => {
             let mut logs: Vec<f64> = per_cell.iter().map(|c| -(c.mde).ln_1p()).collect();
             logs.sort_by(f64::total_cmp);
             let median = logs.get(logs.len() / 2).copied().unwrap_or(f64::INFINITY);
