@@ -10,15 +10,14 @@
 //! got its response head (and so possibly streamed tokens) is never retried.
 //!
 //! The hot path (one call per streamed chunk) avoids allocation where it can: the SSE parser
-//! reuses its buffers and chunk JSON is deserialised into borrowed fields.
+//! reuses its buffers; what a chunk's JSON says is read by [`super::chunk`].
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::BenchError;
+
+mod direct;
 
 /// HTTP access to one engine. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
@@ -27,6 +26,9 @@ pub(crate) struct EngineClient {
     /// No idle pool: every request on it opens its own connection (the retry path).
     fresh: reqwest::Client,
     policy: ConnectionPolicy,
+    /// A plain-HTTP engine's streams go on their own connections ([`direct`]); `None` for
+    /// `https://`, whose streams go through the pool.
+    direct: Option<Arc<direct::Target>>,
     base: String,
     api_key: Option<String>,
     /// When the engine last sent anything ([`super::liveness`]).
@@ -139,10 +141,12 @@ impl EngineClient {
         };
         let http = build(max_streams.max(16) + 8)?;
         let fresh = build(0)?;
+        let direct = direct::Target::of(&base, api_key.as_deref()).map(Arc::new);
         Ok(EngineClient {
             http,
             fresh,
             policy,
+            direct,
             base,
             api_key,
             activity: super::liveness::Activity::new(),
@@ -219,24 +223,34 @@ impl EngineClient {
         Ok((status, text))
     }
 
-    /// Sends a streaming completion request with a pre-serialised body; the response is
-    /// returned once headers arrive (non-2xx answers become a [`RequestFailure`]).
-    pub(crate) async fn start_stream(
+    /// Sends a streaming completion request with a pre-serialised body on the stream's
+    /// connection `conn`; the response is returned once headers arrive (non-2xx answers
+    /// become a [`RequestFailure`]).
+    pub(crate) async fn start_stream<'c>(
         &self,
+        conn: &'c mut StreamConn,
         body: bytes::Bytes,
-    ) -> Result<reqwest::Response, RequestFailure> {
-        let url = self.url("/v1/completions");
-        let resp = self
-            .send(|http| {
-                self.auth(http.post(&url))
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .header(reqwest::header::ACCEPT, "text/event-stream")
-                    .body(body.clone())
-            })
-            .await
-            .map_err(|e| classify_transport(&e))?;
+    ) -> Result<StreamResponse<'c>, RequestFailure> {
+        let (status, resp) = match &self.direct {
+            Some(target) => {
+                let (status, resp) = direct::send(target, &self.policy, &mut conn.0, body).await?;
+                (status, StreamResponse::Direct(resp))
+            }
+            None => {
+                let url = self.url("/v1/completions");
+                let resp = self
+                    .send(|http| {
+                        self.auth(http.post(&url))
+                            .header(reqwest::header::CONTENT_TYPE, "application/json")
+                            .header(reqwest::header::ACCEPT, "text/event-stream")
+                            .body(body.clone())
+                    })
+                    .await
+                    .map_err(|e| classify_transport(&e))?;
+                (resp.status(), StreamResponse::Pooled(resp))
+            }
+        };
         self.activity.note();
-        let status = resp.status();
         if status.is_success() {
             return Ok(resp);
         }
@@ -247,12 +261,40 @@ impl EngineClient {
         )
         .trim_end()
         .to_string();
-        let body = tokio::time::timeout(Duration::from_secs(5), resp.text())
-            .await
-            .ok()
-            .and_then(|r| r.ok())
-            .unwrap_or_default();
+        let body = match resp {
+            StreamResponse::Pooled(resp) => {
+                tokio::time::timeout(Duration::from_secs(5), resp.text())
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok())
+                    .unwrap_or_default()
+            }
+            StreamResponse::Direct(resp) => direct::error_body(resp).await,
+        };
         Err(RequestFailure::new(kind, excerpt(&body, 200)))
+    }
+}
+
+/// A stream's own connection to a plain-HTTP engine, kept between its requests (empty for an
+/// `https://` engine, whose streams use the pool).
+#[derive(Default)]
+pub(crate) struct StreamConn(Option<direct::Conn>);
+
+/// A streamed response being read.
+pub(crate) enum StreamResponse<'c> {
+    /// Through the pooled client (`https://`).
+    Pooled(reqwest::Response),
+    /// On the stream's own connection (`http://`).
+    Direct(direct::Response<'c>),
+}
+
+impl StreamResponse<'_> {
+    /// The next piece of the body as it arrived; `None` at its end.
+    pub(crate) async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, RequestFailure> {
+        match self {
+            StreamResponse::Pooled(resp) => resp.chunk().await.map_err(|e| classify_transport(&e)),
+            StreamResponse::Direct(resp) => resp.chunk().await,
+        }
     }
 }
 
@@ -371,7 +413,7 @@ impl SseParser {
         let mut consumed = 0;
         let mut keep_going = true;
         while keep_going {
-            let Some(nl) = memchr(b'\n', &buf[consumed..]) else {
+            let Some(nl) = memchr::memchr(b'\n', &buf[consumed..]) else {
                 break;
             };
             let line_end = consumed + nl;
@@ -416,131 +458,6 @@ impl SseParser {
     pub(crate) fn pending(&self) -> usize {
         self.buf.len() + self.data.len()
     }
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|b| *b == needle)
-}
-
-/// What one streamed completion chunk says, in engine-neutral terms.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct ChunkInfo {
-    /// The chunk carries generated text (completions `text` or chat `delta.content`).
-    pub has_text: bool,
-    /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
-    pub completion_tokens: Option<u64>,
-    /// `usage.prompt_tokens`, when present.
-    pub prompt_tokens: Option<u64>,
-    /// A choice has a `finish_reason`.
-    pub finished: bool,
-    /// Chunk carries choices (a usage-only chunk has none).
-    pub has_choices: bool,
-}
-
-/// One SSE `data` payload.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum StreamEvent {
-    Chunk(ChunkInfo),
-    /// `[DONE]`.
-    Done,
-}
-
-#[derive(Deserialize)]
-struct ChunkMsg<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<ChoiceMsg<'a>>,
-    #[serde(default)]
-    usage: Option<UsageMsg>,
-    #[serde(default, borrow)]
-    error: Option<ErrorMsg<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceMsg<'a> {
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    delta: Option<DeltaMsg<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct DeltaMsg<'a> {
-    #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct UsageMsg {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ErrorMsg<'a> {
-    Text(#[serde(borrow)] Cow<'a, str>),
-    Object {
-        #[serde(default, borrow)]
-        message: Option<Cow<'a, str>>,
-    },
-}
-
-/// Parses one SSE data payload of a streamed completion. An `error` object in the stream or
-/// unparsable JSON is a [`RequestFailure`].
-pub(crate) fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
-    let trimmed = payload.trim_ascii();
-    if trimmed == b"[DONE]" {
-        return Ok(StreamEvent::Done);
-    }
-    let msg: ChunkMsg<'_> = serde_json::from_slice(trimmed).map_err(|e| {
-        RequestFailure::new(
-            "malformed SSE",
-            format!(
-                "{e}: {}",
-                excerpt(
-                    &String::from_utf8_lossy(&trimmed[..trimmed.len().min(120)]),
-                    120
-                )
-            ),
-        )
-    })?;
-    if let Some(err) = msg.error {
-        let detail = match err {
-            ErrorMsg::Text(t) => t.into_owned(),
-            ErrorMsg::Object { message } => message.map(|m| m.into_owned()).unwrap_or_default(),
-        };
-        return Err(RequestFailure::new(
-            "engine error in stream",
-            excerpt(&detail, 200),
-        ));
-    }
-    let mut info = ChunkInfo {
-        has_choices: !msg.choices.is_empty(),
-        ..ChunkInfo::default()
-    };
-    for c in &msg.choices {
-        let text_len = c.text.as_ref().map(|t| t.len()).unwrap_or(0)
-            + c.delta
-                .as_ref()
-                .map(|d| {
-                    d.content.as_ref().map(|t| t.len()).unwrap_or(0)
-                        + d.reasoning_content.as_ref().map(|t| t.len()).unwrap_or(0)
-                })
-                .unwrap_or(0);
-        info.has_text |= text_len > 0;
-        info.finished |= c.finish_reason.is_some();
-    }
-    if let Some(u) = msg.usage {
-        info.completion_tokens = u.completion_tokens;
-        info.prompt_tokens = u.prompt_tokens;
-    }
-    Ok(StreamEvent::Chunk(info))
 }
 
 #[cfg(test)]
@@ -598,57 +515,6 @@ mod tests {
         assert_eq!(got, vec![b"[DONE]".to_vec()]);
     }
 
-    #[test]
-    fn vllm_continuous_usage_chunk() {
-        let ev = parse_stream_event(br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":8192,"total_tokens":8195,"completion_tokens":3}}"#).unwrap();
-        assert_eq!(
-            ev,
-            StreamEvent::Chunk(ChunkInfo {
-                has_text: true,
-                completion_tokens: Some(3),
-                prompt_tokens: Some(8192),
-                finished: false,
-                has_choices: true
-            })
-        );
-    }
-
-    #[test]
-    fn chat_delta_usage_only_and_done() {
-        let ev = parse_stream_event(
-            br#"{"choices":[{"index":0,"delta":{"content":"hi \"x\""},"finish_reason":"length"}]}"#,
-        )
-        .unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
-        assert!(c.has_text && c.finished && c.completion_tokens.is_none());
-        let ev = parse_stream_event(
-            br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":64}}"#,
-        )
-        .unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
-        assert!(!c.has_choices && !c.has_text);
-        assert_eq!(c.completion_tokens, Some(64));
-        assert_eq!(parse_stream_event(b" [DONE] ").unwrap(), StreamEvent::Done);
-    }
-
-    #[test]
-    fn llamacpp_final_chunk_with_timings() {
-        let ev = parse_stream_event(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1,"model":"m","system_fingerprint":"b1","object":"text_completion","id":"x","usage":{"completion_tokens":128,"prompt_tokens":512,"total_tokens":640},"timings":{"prompt_n":512,"predicted_n":128}}"#).unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
-        assert!(c.finished && !c.has_text);
-        assert_eq!(c.completion_tokens, Some(128));
-    }
-
-    #[test]
-    fn malformed_and_error_payloads_fail_with_a_kind() {
-        let e = parse_stream_event(b"{not json").unwrap_err();
-        assert_eq!(e.kind, "malformed SSE");
-        let e =
-            parse_stream_event(br#"{"error":{"message":"out of memory","code":500}}"#).unwrap_err();
-        assert_eq!(e.kind, "engine error in stream");
-        assert!(e.detail.contains("out of memory"));
-    }
-
     /// A keep-alive HTTP/1.1 server on 127.0.0.1 that closes connections idle for `idle`: a
     /// request arriving on a connection idle that long is read and the connection closed
     /// without an answer — the losing side of the keep-alive race, made deterministic (a real
@@ -657,15 +523,22 @@ mod tests {
     async fn idle_closing_server(
         idle: Duration,
         break_after_head: bool,
-    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    ) -> (
+        String,
+        std::sync::Arc<std::sync::atomic::AtomicU32>,
+        std::sync::Arc<std::sync::atomic::AtomicU32>,
+    ) {
         use std::sync::atomic::{AtomicU32, Ordering};
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = std::sync::Arc::new(AtomicU32::new(0));
         let counter = requests.clone();
+        let connections = std::sync::Arc::new(AtomicU32::new(0));
+        let accepted = connections.clone();
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let counter = counter.clone();
                 tokio::spawn(async move {
                     let mut idle_since: Option<std::time::Instant> = None;
@@ -725,39 +598,54 @@ mod tests {
                 });
             }
         });
-        (format!("http://{addr}"), requests)
+        (format!("http://{addr}"), requests, connections)
     }
 
     /// One streamed request read to its end; the failure kind if it failed anywhere.
-    async fn one_stream(client: &EngineClient) -> Result<(), RequestFailure> {
+    async fn one_stream(
+        client: &EngineClient,
+        conn: &mut StreamConn,
+    ) -> Result<(), RequestFailure> {
         let mut resp = client
-            .start_stream(bytes::Bytes::from_static(b"{}"))
+            .start_stream(conn, bytes::Bytes::from_static(b"{}"))
             .await?;
-        while resp
-            .chunk()
-            .await
-            .map_err(|e| classify_transport(&e))?
-            .is_some()
-        {}
+        while resp.chunk().await?.is_some() {}
         Ok(())
     }
 
+    /// A client for `url` whose streams go through the pool (as for `https://`) or on their
+    /// own connections (as for `http://`).
+    fn client(url: &str, policy: ConnectionPolicy, direct: bool) -> EngineClient {
+        let mut client = EngineClient::with_policy(url, None, 1, policy).unwrap();
+        assert!(client.direct.is_some(), "a plain-HTTP URL streams directly");
+        if !direct {
+            client.direct = None;
+        }
+        client
+    }
+
+    /// Both stream transports, each against its own server, at the same time.
     #[tokio::test]
     async fn keepalive_race_fails_the_old_pool_and_not_the_default_policy() {
-        let (url, requests) = idle_closing_server(Duration::from_secs(1), false).await;
+        tokio::join!(keepalive_race(false), keepalive_race(true));
+    }
+
+    async fn keepalive_race(direct: bool) {
+        let (url, requests, _) = idle_closing_server(Duration::from_secs(1), false).await;
         // reqwest's defaults, which infergate used before: idle connections kept 90 s, no
         // retry. The second request reuses the connection the server has timed out.
         let old = ConnectionPolicy {
             pool_idle_timeout: Some(Duration::from_secs(90)),
             retry_unanswered: false,
         };
-        let client = EngineClient::with_policy(&url, None, 1, old).unwrap();
-        one_stream(&client).await.unwrap();
+        let client = client(&url, old, direct);
+        let mut conn = StreamConn::default();
+        one_stream(&client, &mut conn).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1300)).await;
-        let err = one_stream(&client).await.unwrap_err();
+        let err = one_stream(&client, &mut conn).await.unwrap_err();
         assert_eq!(
-            err.kind,
-            "connection closed by the engine before a response"
+            err.kind, "connection closed by the engine before a response",
+            "direct {direct}"
         );
         assert!(
             err.detail
@@ -772,37 +660,58 @@ mod tests {
             retry_unanswered: true,
             ..old
         };
-        let client = EngineClient::with_policy(&url, None, 1, retrying).unwrap();
-        one_stream(&client).await.unwrap();
+        let client = self::client(&url, retrying, direct);
+        let mut conn = StreamConn::default();
+        one_stream(&client, &mut conn).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1300)).await;
         let before = requests.load(std::sync::atomic::Ordering::SeqCst);
-        one_stream(&client).await.unwrap();
+        one_stream(&client, &mut conn).await.unwrap();
         assert_eq!(
             requests.load(std::sync::atomic::Ordering::SeqCst) - before,
-            2
+            2,
+            "direct {direct}"
         );
 
         // The default policy (short idle pool and the retry): no failures.
-        let client = EngineClient::new(&url, None, 1).unwrap();
+        let client = self::client(&url, ConnectionPolicy::default(), direct);
+        let mut conn = StreamConn::default();
         let before = requests.load(std::sync::atomic::Ordering::SeqCst);
         let mut failures = Vec::new();
         for _ in 0..3 {
-            if let Err(f) = one_stream(&client).await {
+            if let Err(f) = one_stream(&client, &mut conn).await {
                 failures.push(f);
             }
             tokio::time::sleep(Duration::from_millis(1300)).await;
         }
-        assert!(failures.is_empty(), "{failures:?}");
+        assert!(failures.is_empty(), "direct {direct}: {failures:?}");
         assert!(requests.load(std::sync::atomic::Ordering::SeqCst) - before >= 3);
     }
 
     #[tokio::test]
     async fn a_request_that_got_its_response_is_never_retried() {
-        let (url, requests) = idle_closing_server(Duration::from_secs(60), true).await;
-        let client = EngineClient::new(&url, None, 1).unwrap();
-        let err = one_stream(&client).await.unwrap_err();
-        assert_eq!(err.kind, "stream broken", "{err:?}");
-        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+        for direct in [false, true] {
+            let (url, requests, _) = idle_closing_server(Duration::from_secs(60), true).await;
+            let client = client(&url, ConnectionPolicy::default(), direct);
+            let err = one_stream(&client, &mut StreamConn::default())
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind, "stream broken", "direct {direct}: {err:?}");
+            assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+        }
+    }
+
+    /// A stream's requests go back to back on its one connection.
+    #[tokio::test]
+    async fn a_stream_reuses_its_connection() {
+        let (url, requests, connections) =
+            idle_closing_server(Duration::from_secs(60), false).await;
+        let client = client(&url, ConnectionPolicy::default(), true);
+        let mut conn = StreamConn::default();
+        for _ in 0..5 {
+            one_stream(&client, &mut conn).await.unwrap();
+        }
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 5);
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! progress goes out as [`crate::results::Event`]s through an [`EventSink`].
 
 pub(crate) mod cell;
+pub(crate) mod chunk;
 pub(crate) mod client;
 pub(crate) mod counter;
 pub(crate) mod identify;

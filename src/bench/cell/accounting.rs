@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use crate::bench::client::{ChunkInfo, RequestFailure, StreamEvent, parse_stream_event};
+use crate::bench::chunk::{ChunkInfo, StreamEvent, parse_stream_event};
+use crate::bench::client::RequestFailure;
 use crate::bench::stats;
 
 /// State shared by a cell's stream tasks and its controller (atomics only on the hot path).

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::accounting::{CellShared, StreamRecord, StreamWorker};
-use crate::bench::client::{self, EngineClient, RequestFailure, SseParser};
+use crate::bench::client::{EngineClient, RequestFailure, SseParser, StreamConn};
 
 /// Runs one stream: requests back to back until cancelled, restarting with the same prompt
 /// (the stream's identity) whenever a request finishes or fails.
@@ -23,6 +23,7 @@ pub(super) async fn run_stream(
     let mut w = StreamWorker::new(shared);
     let mut parser = SseParser::new();
     let mut backoff = Duration::from_millis(50);
+    let mut conn = StreamConn::default();
     'outer: while !cancel.is_cancelled() {
         let sent = Instant::now();
         w.shared.requests_started.fetch_add(1, Ordering::Relaxed);
@@ -30,7 +31,7 @@ pub(super) async fn run_stream(
         let outcome: Result<(), RequestFailure> = async {
             let mut resp = tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
-                r = tokio::time::timeout(first_token_timeout, client.start_stream(body.clone())) => match r {
+                r = tokio::time::timeout(first_token_timeout, client.start_stream(&mut conn, body.clone())) => match r {
                     Ok(r) => r?,
                     Err(_) => return Err(RequestFailure::new("timed out", format!("no response headers within {:.0} s", first_token_timeout.as_secs_f64()))),
                 },
@@ -80,7 +81,7 @@ pub(super) async fn run_stream(
                                 if w.req.done || w.req.finished { return Ok(()); }
                                 return Err(RequestFailure::new("stream closed early", format!("after {} tokens, without a finish reason or [DONE]", w.req.chunk_tokens.max(w.req.usage_seen))));
                             }
-                            Err(e) => return Err(client::classify_transport(&e)),
+                            Err(f) => return Err(f),
                         }
                     }
                     _ = &mut sleep => {
