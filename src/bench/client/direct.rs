@@ -36,10 +36,11 @@ pub(super) struct Target {
 }
 
 impl Target {
-    /// The target of a `http://` base URL; `None` for any other scheme.
+    /// The target of a `http://` base URL; `None` for any other (then the pool streams).
     pub(super) fn of(base: &str, api_key: Option<&str>) -> Option<Target> {
         let url = reqwest::Url::parse(base).ok()?;
-        if url.scheme() != "http" {
+        // Credentials in the URL (sent as basic auth) are the pooled client's to handle.
+        if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
             return None;
         }
         // An IPv6 host comes in brackets, as `host:port` and `Host` want it.
@@ -290,5 +291,6 @@ mod tests {
         assert_eq!(t.authority, "[::1]");
         assert_eq!(t.path, "/engine/v1/completions");
         assert!(Target::of("https://h:1", None).is_none());
+        assert!(Target::of("http://u:p@h:1", None).is_none());
     }
 }
