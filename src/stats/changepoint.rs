@@ -75,7 +75,7 @@ impl Default for ChangeSettings {
 }
 
 /// Default of [`ChangeSettings::min_z`] (measured in `docs/statistics.md`).
-pub(crate) const MIN_Z: f64 = 3.0;
+pub(crate) const MIN_Z: f64 = 3.5;
 
 /// Penalty per parameter when a stretch's shapes (steps, a creep, a step then a creep) are
 /// compared (`n ln(RSS / n) + penalty × params`): Akaike's 2, not Schwarz's `ln n`. The
