@@ -13,7 +13,8 @@
 //! between its neighbouring segments, with the distribution-free interval from the
 //! Mann–Whitney order statistics. Consecutive same-direction splits are then modelled again as
 //! steps or as one creep (a hinge: onset, slope with its interval, total so far), and a change
-//! must clear the series' own noise (`min_effect_noise`) as well as `min_effect`.
+//! must be `min_z` times the SD its estimate has under white run noise plus the runner's
+//! random-walk drift ([`change_sd`]), as well as `min_effect`.
 
 use std::collections::BTreeSet;
 
@@ -43,10 +44,15 @@ pub(crate) struct ChangeSettings {
     pub min_segment: usize,
     /// Smallest relative change reported (a significant but tinier shift is not an alert).
     pub min_effect: f64,
-    /// Smallest change reported as a multiple of the series' own run-to-run noise (robust sd
-    /// of consecutive differences / sqrt 2): the runner's slow drift moves a quiet series'
-    /// level by about its noise in a few weeks, which is no change anyone made. 0 turns it off.
-    pub min_effect_noise: f64,
+    /// Smallest z of a change against the noise of its own estimate under white run noise
+    /// *plus* the runner's random-walk drift ([`change_sd`]): the permutation test assumes
+    /// exchangeable runs, and the drift (a level no commit made) breaks that on long
+    /// segments. 0 turns the drift-aware test off.
+    pub min_z: f64,
+    /// SD of the runner's random-walk drift per run, in log units (the gate's noise model:
+    /// 0.1%/night). It is a setting, not estimated: at 60 runs its share of even lag-10
+    /// differences' variance is about 4%, far below what 60 runs can resolve.
+    pub drift_per_run: f64,
     /// Confidence level of the change's interval.
     pub confidence: f64,
     /// Seed of the permutations (same store, same seed, same answer).
@@ -60,15 +66,26 @@ impl Default for ChangeSettings {
             permutations: 999,
             min_segment: 3,
             min_effect: 0.01,
-            min_effect_noise: MIN_EFFECT_NOISE,
+            min_z: MIN_Z,
+            drift_per_run: DRIFT_PER_RUN,
             confidence: 0.90,
             seed: 0x0c4a_9e17,
         }
     }
 }
 
-/// Default of [`ChangeSettings::min_effect_noise`] (measured in `docs/statistics.md`).
-pub(crate) const MIN_EFFECT_NOISE: f64 = 1.5;
+/// Default of [`ChangeSettings::min_z`] (measured in `docs/statistics.md`).
+pub(crate) const MIN_Z: f64 = 3.5;
+
+/// Penalty per parameter when a stretch's shapes (steps, a creep, a step then a creep) are
+/// compared (`n ln(RSS / n) + penalty × params`): Akaike's 2, not Schwarz's `ln n`. The
+/// changes compared were each found significant already (the permutation test) and are
+/// tested again after (`min_z`), so the penalty only arbitrates their shape; `ln n` made one
+/// long creep swallow a step just before it (measured in `docs/statistics.md`).
+const SHAPE_PENALTY: f64 = 2.0;
+
+/// Default of [`ChangeSettings::drift_per_run`]: the drift of the gate's noise model.
+pub(crate) const DRIFT_PER_RUN: f64 = 0.001;
 
 impl ChangeSettings {
     /// Checks the parameters are in range; the error names the field and the valid range.
@@ -97,10 +114,13 @@ impl ChangeSettings {
                 self.min_effect
             ));
         }
-        if !(self.min_effect_noise.is_finite() && (0.0..=10.0).contains(&self.min_effect_noise)) {
+        if !(self.min_z.is_finite() && (0.0..=10.0).contains(&self.min_z)) {
+            return bad(format!("change min_z = {} must be in [0, 10]", self.min_z));
+        }
+        if !(self.drift_per_run.is_finite() && (0.0..=0.05).contains(&self.drift_per_run)) {
             return bad(format!(
-                "change min_effect_noise = {} must be in [0, 10]",
-                self.min_effect_noise
+                "change drift_per_run = {} must be in [0, 0.05]",
+                self.drift_per_run
             ));
         }
         if !(self.confidence > 0.5 && self.confidence < 1.0) {
@@ -192,9 +212,7 @@ pub(crate) fn detect(
         .chain(std::iter::once(logs.len()))
         .collect();
     let z = normal_quantile(0.5 + settings.confidence / 2.0);
-    let floor = settings
-        .min_effect
-        .max(settings.min_effect_noise * noise_sd(logs));
+    let white = noise_sd(logs);
     // Consecutive splits that move the same way are one stretch: a staircase of steps, or one
     // creep that binary segmentation cut into steps. `model_stretch` decides which.
     let sign = |k: usize| {
@@ -223,12 +241,43 @@ pub(crate) fn detect(
         ));
         k = l + 1;
     }
-    out.retain(|c| c.change.abs() >= floor);
+    out.retain(|c| reportable(c, white, settings));
     Ok(out)
 }
 
+/// Whether a change is large enough to report: at least `min_effect`, and `min_z` times the
+/// SD of its estimate under white noise `white` plus the drift ([`change_sd`]).
+fn reportable(c: &SeriesChange, white: f64, s: &ChangeSettings) -> bool {
+    c.change.abs() >= s.min_effect
+        && c.change.ln_1p().abs() >= s.min_z * change_sd(c, white, s.drift_per_run)
+}
+
+/// SD (log units) of a change's estimate when nothing changed but the series holds white
+/// run noise of SD `white` and a random-walk drift of SD `drift` per run. A step (the
+/// Hodges–Lehmann shift of `before` runs against `after` runs): `π/3 · white² (1/n1 + 1/n2)`
+/// from the noise, and from the drift `drift² (Σ_{k<n1} (k/n1)² + Σ_{k≤n2} (k/n2)²)` (each
+/// drift step moves the later segment's mean more than the earlier's; ≈ `drift² (n1 + n2) / 3`),
+/// so two long segments' levels differ by more than white noise says. A creep's total (Theil–Sen
+/// slope × its `m` runs): `π/3 · 12 white² / m` and a random walk's fitted trend, `1.2 m drift²`.
+pub(crate) fn change_sd(c: &SeriesChange, white: f64, drift: f64) -> f64 {
+    let eff = std::f64::consts::PI / 3.0;
+    let ramp = |k: f64, n: f64| k * (k + 1.0) * (2.0 * k + 1.0) / (6.0 * n * n);
+    let var = match c.kind {
+        ChangeKind::Step => {
+            let (n1, n2) = (c.before.max(1) as f64, c.after.max(1) as f64);
+            eff * white.powi(2) * (1.0 / n1 + 1.0 / n2)
+                + drift.powi(2) * (ramp(n1 - 1.0, n1) + ramp(n2, n2))
+        }
+        ChangeKind::Creep => {
+            let m = c.after.max(2) as f64;
+            eff * white.powi(2) * 12.0 * m / (m * m - 1.0) + 1.2 * m * drift.powi(2)
+        }
+    };
+    var.sqrt()
+}
+
 /// Moves each split to where, within `min_seg` runs, it fits the two segments around it best
-/// (medians, absolute residuals capped at 3 noise sd). The rank statistic places a step one
+/// (medians, residuals capped at 3 noise sd, squared). The rank statistic places a step one
 /// to three runs early when an outlier run sits just before it (the lowest rank pulls the
 /// split onto itself); the capped loss charges that outlier the same on either side.
 fn refine(logs: &[f64], found: &mut [(usize, f64)], min_seg: usize) {
@@ -281,20 +330,22 @@ fn quick_median(v: &mut [f64]) -> f64 {
     (lo + hi) / 2.0
 }
 
-/// Sum of absolute deviations, each capped at `cap`, from the median of each stretch
-/// `[cuts[i], cuts[i + 1])`.
+/// Sum of squared deviations, each deviation capped at `cap`, from the median of each stretch
+/// `[cuts[i], cuts[i + 1])` (Gaussian run noise with outlier runs capped).
 fn steps_loss(logs: &[f64], cuts: &[usize], cap: f64) -> f64 {
     cuts.windows(2)
         .map(|w| {
             let seg = &logs[w[0]..w[1]];
             let m = quick_median(&mut seg.to_vec());
-            seg.iter().map(|v| (v - m).abs().min(cap)).sum::<f64>()
+            seg.iter()
+                .map(|v| (v - m).abs().min(cap).powi(2))
+                .sum::<f64>()
         })
         .sum()
 }
 
-/// Least-absolute-deviation fit of `y = a + b x`: (a, b, loss with each residual capped at
-/// `cap`). The loss minimised over `a` is
+/// Least-absolute-deviation fit of `y = a + b x`: (a, b, sum of squared residuals, each
+/// capped at `cap`). The absolute loss minimised over `a` is
 /// convex in `b`, and an optimal `b` is the slope between two points (|b| ≤ range of y when
 /// the `x` are integers), so a golden-section search over that range finds it.
 fn lad_line(x: &[f64], y: &[f64], cap: f64) -> (f64, f64, f64) {
@@ -337,7 +388,7 @@ fn lad_line(x: &[f64], y: &[f64], cap: f64) -> (f64, f64, f64) {
     let loss = x
         .iter()
         .zip(y)
-        .map(|(xi, yi)| (yi - a - b * xi).abs().min(cap))
+        .map(|(xi, yi)| (yi - a - b * xi).abs().min(cap).powi(2))
         .sum();
     (a, b, loss)
 }
@@ -390,10 +441,11 @@ fn theil_sen(y: &[f64], z: f64) -> (f64, f64, f64) {
 /// The changes of one stretch of same-sign splits `found[k..=l]` (spanning
 /// `bounds[k]..bounds[l + 2]`, upwards when `up`): either every split is a step, or the first
 /// `j` are steps and the rest one creep (a hinge over `[split j − 1, end)`), `j` up to all.
-/// Chosen by Schwarz's criterion of a Laplace (absolute-error) fit,
-/// `n ln(loss / n) + params × ln(n) / 2`, with residuals capped at 3 noise sd: robust to outlier
-/// runs, and a creep of `g` splits replaced by one hinge needs fewer parameters than its
-/// staircase (the effect floor of `detect` drops the tiny creeps it could over-fit).
+/// Chosen by Akaike's criterion of the fits' squared residuals, each capped at 3 noise sd
+/// (`n ln(loss / n) + 2 params`, see [`SHAPE_PENALTY`]): the fits stay median / LAD, so an
+/// outlier run moves none of them and costs every shape the same; a creep of `g` splits
+/// replaced by one hinge needs fewer parameters than its staircase; and a shape whose steps
+/// are too small to report does not win (its creep's onset would be placed after them).
 #[allow(clippy::too_many_arguments)]
 fn model_stretch(
     logs: &[f64],
@@ -410,7 +462,7 @@ fn model_stretch(
     let g = splits.len();
     let n = (b - a) as f64;
     let crit =
-        |loss: f64, params: usize| n * (loss.max(1e-12) / n).ln() + params as f64 * n.ln() / 2.0;
+        |loss: f64, params: usize| n * (loss.max(1e-24) / n).ln() + params as f64 * SHAPE_PENALTY;
     let cuts = |upto: usize, end: usize| {
         let mut c = vec![a];
         c.extend_from_slice(&splits[..upto]);
@@ -423,36 +475,53 @@ fn model_stretch(
         c if c > 0.0 => c,
         _ => f64::INFINITY,
     };
-    let mut best_crit = crit(steps_loss(logs, &cuts(g, b), cap), 2 * g + 1);
-    let mut hinge: Option<(usize, usize, f64)> = None;
+    let steps_crit = crit(steps_loss(logs, &cuts(g, b), cap), 2 * g + 1);
+    // (criterion, j, onset, where the last step before the creep is).
+    let mut hinges: Vec<(f64, usize, usize, usize)> = Vec::new();
     // `j == g`: every split a step, and a creep after the last one (a step, then a creep
     // too slow yet for a split of its own). A creep's onset leaves two flat runs after the
     // step before it, so the step keeps a size of its own.
+    // The step just before a creep is placed again jointly with the creep's onset (profile
+    // over both): the rank split of a step followed by a creep lands late, and a step placed
+    // late makes one long creep fit better than the step and the creep.
     for j in 0..=g {
-        let h = if j == 0 { a } else { splits[j - 1] };
-        let pre = if j == 0 {
-            0.0
+        let places = if j == 0 {
+            a..=a
         } else {
-            steps_loss(logs, &cuts(j - 1, h), cap)
+            let prev = if j == 1 { a } else { splits[j - 2] };
+            let lo = (prev + s.min_segment).max(splits[j - 1].saturating_sub(2 * s.min_segment));
+            let hi = (splits[j - 1] + s.min_segment).min(b.saturating_sub(s.min_segment + 2));
+            lo.min(splits[j - 1])..=hi.max(splits[j - 1])
         };
         let min_flat = if j == 0 { s.min_segment } else { 2 };
-        let Some((tau, slope, loss)) = best_hinge(logs, h, b, min_flat, s.min_segment, cap) else {
-            continue;
-        };
-        if (slope > 0.0) != up {
-            continue;
+        let mut best: Option<(f64, usize, usize)> = None;
+        for h in places {
+            let pre = if j == 0 {
+                0.0
+            } else {
+                steps_loss(logs, &cuts(j - 1, h), cap)
+            };
+            let Some((tau, slope, loss)) = best_hinge(logs, h, b, min_flat, s.min_segment, cap)
+            else {
+                continue;
+            };
+            if (slope > 0.0) != up {
+                continue;
+            }
+            let c = crit(pre + loss, 2 * j + 3);
+            if best.is_none_or(|(bc, _, _)| c < bc - 1e-12) {
+                best = Some((c, tau, h));
+            }
         }
-        let c = crit(pre + loss, 2 * j + 3);
-        if c < best_crit - 1e-9 {
-            best_crit = c;
-            hinge = Some((j, tau, slope));
+        if let Some((c, tau, h)) = best.filter(|(c, _, _)| *c < steps_crit - 1e-9) {
+            hinges.push((c, j, tau, h));
         }
     }
     let p_of = |i: usize| found[k + i].1;
-    let step = |i: usize, before: &[f64], after: &[f64]| {
+    let step = |i: usize, at: usize, before: &[f64], after: &[f64]| {
         let (shift, lo, hi) = hodges_lehmann(before, after, z);
         SeriesChange {
-            index: splits[i],
+            index: at,
             kind: ChangeKind::Step,
             slope: None,
             p_value: p_of(i),
@@ -463,28 +532,72 @@ fn model_stretch(
             after: after.len(),
         }
     };
-    let Some((j, tau, _)) = hinge else {
-        return (0..g)
-            .map(|i| {
-                step(
-                    i,
-                    &logs[bounds[k + i]..splits[i]],
-                    &logs[splits[i]..bounds[k + i + 2]],
-                )
-            })
-            .collect();
-    };
+    // The shapes that beat all-steps, best first; the first whose steps are all reportable
+    // wins (a step then a creep must not win on a step too small to report, which would
+    // leave the creep's onset placed after it). A creep too small yet is dropped later, and
+    // the step before it stays.
+    hinges.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let white = noise_sd(logs);
+    for &(_, j, tau, h) in &hinges {
+        let mut placed = splits.clone();
+        if j > 0 {
+            placed[j - 1] = h;
+        }
+        let out = hinge_changes(logs, &placed, j, tau, (a, b), &step, &p_of, s, z);
+        if out
+            .iter()
+            .all(|c| c.kind == ChangeKind::Creep || reportable(c, white, s))
+        {
+            return out;
+        }
+    }
+    (0..g)
+        .map(|i| {
+            step(
+                i,
+                splits[i],
+                &logs[bounds[k + i]..splits[i]],
+                &logs[splits[i]..bounds[k + i + 2]],
+            )
+        })
+        .collect()
+}
+
+/// Sizes the step `i` of a stretch at position `at` on the runs before and after it.
+type StepOf<'a> = dyn Fn(usize, usize, &[f64], &[f64]) -> SeriesChange + 'a;
+
+/// The changes of the shape "the first `j` of `splits` steps, then a creep from onset `tau`"
+/// over the stretch `a..b` (see [`model_stretch`]).
+#[allow(clippy::too_many_arguments)]
+fn hinge_changes(
+    logs: &[f64],
+    splits: &[usize],
+    j: usize,
+    tau: usize,
+    (a, b): (usize, usize),
+    step: &StepOf,
+    p_of: &dyn Fn(usize) -> f64,
+    s: &ChangeSettings,
+    z: f64,
+) -> Vec<SeriesChange> {
+    let g = splits.len();
     let mut out = Vec::new();
     for i in 0..j {
         let prev = if i == 0 { a } else { splits[i - 1] };
+        // The step just before the creep is sized on at least `min_segment` runs after it
+        // (into the creep's first runs when the onset follows closely: a small bias, where
+        // two runs would leave a real step too uncertain to report).
         let next = if i + 1 < j {
             splits[i + 1]
-        } else if tau >= splits[i] + 2 {
-            tau
         } else {
-            (splits[i] + s.min_segment).min(b)
+            tau.max(splits[i] + s.min_segment).min(b)
         };
-        out.push(step(i, &logs[prev..splits[i]], &logs[splits[i]..next]));
+        out.push(step(
+            i,
+            splits[i],
+            &logs[prev..splits[i]],
+            &logs[splits[i]..next],
+        ));
     }
     let h = if j == 0 { a } else { splits[j - 1] };
     let runs = b - tau;
@@ -1003,6 +1116,42 @@ mod tests {
         );
         assert!(same_change(10, Some(20), 15, None, 3));
         assert!(!same_change(10, None, 15, None, 3));
+    }
+
+    #[test]
+    fn a_changes_noise_counts_the_drift_of_long_segments() {
+        let step = |before: usize, after: usize| SeriesChange {
+            index: before,
+            kind: ChangeKind::Step,
+            slope: None,
+            p_value: 0.001,
+            change: -0.03,
+            ci_low: -0.04,
+            ci_high: -0.02,
+            before,
+            after,
+        };
+        // White noise alone: pi/3 w^2 (1/n1 + 1/n2).
+        let w = 0.011;
+        let white = (std::f64::consts::PI / 3.0 * w * w * (1.0 / 30.0 + 1.0 / 30.0)).sqrt();
+        assert!((change_sd(&step(30, 30), w, 0.0) - white).abs() < 1e-12);
+        // The drift alone: sum of (k/30)^2 for k < 30 and for k <= 30, about (n1 + n2) / 3.
+        let d = change_sd(&step(30, 30), 0.0, 0.001);
+        assert!((d - (20.0f64).sqrt() * 0.001).abs() < 0.0001, "{d}");
+        // It grows with the segments, while white noise shrinks: long segments need more.
+        assert!(change_sd(&step(60, 60), w, 0.001) > change_sd(&step(30, 30), w, 0.001) * 0.99);
+        assert!(change_sd(&step(60, 60), w, 0.0) < change_sd(&step(30, 30), w, 0.0));
+        let creep = SeriesChange {
+            kind: ChangeKind::Creep,
+            after: 15,
+            ..step(45, 15)
+        };
+        let c = change_sd(&creep, w, 0.001);
+        let expect =
+            (std::f64::consts::PI / 3.0 * w * w * 12.0 * 15.0 / 224.0 + 1.2 * 15.0 * 1e-6).sqrt();
+        assert!((c - expect).abs() < 1e-12, "{c}");
+        assert!(reportable(&step(40, 10), w, &ChangeSettings::default()));
+        assert!(!reportable(&step(40, 2), 0.03, &ChangeSettings::default()));
     }
 
     #[test]

@@ -14,8 +14,11 @@ use crate::results::RunResults;
 use crate::verdict::Metric;
 
 use super::StatsError;
-use super::changepoint::{ChangeKind, ChangeSettings, Scope, analyse_series, same_change};
+use super::changepoint::{
+    ChangeKind, ChangeSettings, Scope, analyse_series, same_change, series_of,
+};
 use super::eval::{NoiseSpec, nightly_history};
+use super::noise::median;
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -134,6 +137,89 @@ pub(crate) struct MustShowOutcome {
     pub both: f64,
     /// A stable history of the same length raises no alert.
     pub stable_no_alert: f64,
+    /// The best achievable: on the same histories at the last night, the least-squares fit
+    /// that *knows* the history holds one step and then one creep ([`oracle_step_creep`]):
+    /// share with the step within ±2 nights, the creep's onset within ±2, and both.
+    pub oracle_step_within_2: f64,
+    pub oracle_creep_within_2: f64,
+    pub oracle_both_within_2: f64,
+}
+
+/// Solves the 3×3 system `a x = b` (Cramer's rule); `None` when singular.
+fn solve3(a: [[f64; 3]; 3], b: [f64; 3]) -> Option<[f64; 3]> {
+    let det = |m: [[f64; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let d = det(a);
+    if d.abs() < 1e-12 {
+        return None;
+    }
+    let mut x = [0.0; 3];
+    for (k, xk) in x.iter_mut().enumerate() {
+        let mut m = a;
+        for r in 0..3 {
+            m[r][k] = b[r];
+        }
+        *xk = det(m) / d;
+    }
+    Some(x)
+}
+
+/// The known-model bound of the must-show: the least-squares fit of "level, a step at `s`,
+/// then a hinge (a straight trend) from onset `tau > s`" to `logs`, over every `s` and `tau`,
+/// with outlier runs (more than 4 noise SD off the running median of 5) left out. It knows
+/// what a detector must find out (that there is exactly one step and one creep, in that
+/// order) and least squares is efficient for the Gaussian run noise, so no detector locates
+/// the two better on average: (s, tau).
+pub(crate) fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, usize)> {
+    let n = logs.len();
+    if n < 2 * min_seg + 3 {
+        return None;
+    }
+    let smooth: Vec<f64> = (0..n)
+        .map(|i| median(&mut logs[i.saturating_sub(2)..(i + 3).min(n)].to_vec()))
+        .collect();
+    let mut d: Vec<f64> = logs.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    let sd = 1.4826 * median(&mut d) / std::f64::consts::SQRT_2;
+    let keep: Vec<usize> = (0..n)
+        .filter(|&i| (logs[i] - smooth[i]).abs() <= 4.0 * sd.max(1e-12))
+        .collect();
+    let mut best: Option<(f64, usize, usize)> = None;
+    for st in min_seg..n - min_seg {
+        for tau in st + 1..n - 1 {
+            let mut a = [[0.0; 3]; 3];
+            let mut b = [0.0; 3];
+            for &i in &keep {
+                let x = [
+                    1.0,
+                    f64::from(u8::from(i >= st)),
+                    if i >= tau { (i + 1 - tau) as f64 } else { 0.0 },
+                ];
+                for r in 0..3 {
+                    b[r] += x[r] * logs[i];
+                    for c in 0..3 {
+                        a[r][c] += x[r] * x[c];
+                    }
+                }
+            }
+            let Some(beta) = solve3(a, b) else { continue };
+            let rss: f64 = keep
+                .iter()
+                .map(|&i| {
+                    let fit = beta[0]
+                        + beta[1] * f64::from(u8::from(i >= st))
+                        + beta[2] * if i >= tau { (i + 1 - tau) as f64 } else { 0.0 };
+                    (logs[i] - fit).powi(2)
+                })
+                .sum();
+            if best.is_none_or(|(r, _, _)| rss < r) {
+                best = Some((rss, st, tau));
+            }
+        }
+    }
+    best.map(|(_, st, tau)| (st, tau))
 }
 
 /// The must-show history's effect at `night`: `step` from `step_at`, then `creep` per night
@@ -380,6 +466,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
     let (step, step_at, creep_at) = (cfg.step, cfg.step_at, cfg.creep_at);
     let nights = cfg.must_show_nights;
     let (mut s_ok, mut c_ok, mut both, mut quiet) = (0.0, 0.0, 0.0, 0.0);
+    let (mut o_step, mut o_creep, mut o_both) = (0.0, 0.0, 0.0);
     for t in 0..cfg.trials {
         let effect = move |n: usize| step_then_creep(n, step, step_at, creep, creep_at);
         let runs = nightly_history(&cfg.noise, nights, &effect, trial_seed(t));
@@ -388,6 +475,14 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
         s_ok += f64::from(u8::from(so));
         c_ok += f64::from(u8::from(co));
         both += f64::from(u8::from(so && co && only));
+        let (_, values) = series_of(&runs, &Scope::Matrix, Metric::AggregateTps);
+        let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+        if let Some((st, tau)) = oracle_step_creep(&logs, cfg.settings.min_segment) {
+            let (so, co) = (st.abs_diff(step_at) <= 2, tau.abs_diff(creep_at) <= 2);
+            o_step += f64::from(u8::from(so));
+            o_creep += f64::from(u8::from(co));
+            o_both += f64::from(u8::from(so && co));
+        }
         let runs = nightly_history(&cfg.noise, nights, &|_| 0.0, trial_seed(t));
         let a = nightly_alerts(&runs, &Scope::Matrix, cfg.warmup, &cfg.settings)?;
         quiet += f64::from(u8::from(a.is_empty()));
@@ -403,6 +498,9 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
             creep_one_alert_within_2: c_ok / trials,
             both: both / trials,
             stable_no_alert: quiet / trials,
+            oracle_step_within_2: o_step / trials,
+            oracle_creep_within_2: o_creep / trials,
+            oracle_both_within_2: o_both / trials,
         },
     })
 }
@@ -445,6 +543,16 @@ mod tests {
         assert!(same_change(25, None, 10, Some(30), 3));
     }
 
+    #[test]
+    fn the_oracle_finds_a_clean_step_then_creep_and_skips_an_outlier_run() {
+        let mut logs: Vec<f64> = (0..60)
+            .map(|n| step_then_creep(n, -0.03, 40, -0.002, 45).ln_1p())
+            .collect();
+        logs[20] += (0.92f64).ln();
+        assert_eq!(oracle_step_creep(&logs, 3), Some((40, 45)));
+        assert_eq!(oracle_step_creep(&logs[..8], 3), None);
+    }
+
     /// A quieter runner than [`NoiseSpec::default`] (0.3% per run, 1% per cell, 0.02%/night
     /// drift, the −8% outlier run kept): the must-show test's design, where the outcome it
     /// asserts is near certain (see `docs/statistics.md`; at the default noise the Monte Carlo
@@ -459,12 +567,12 @@ mod tests {
         }
     }
 
-    fn must_show(seed: u64, within: usize) -> ((bool, bool, bool), bool) {
+    fn must_show(noise: &NoiseSpec, seed: u64, within: usize) -> ((bool, bool, bool), bool) {
         let s = ChangeSettings::default();
         let effect = |n: usize| step_then_creep(n, -0.03, 40, -0.002, 45);
-        let runs = nightly_history(&quiet(), 60, &effect, seed);
+        let runs = nightly_history(noise, 60, &effect, seed);
         let a = nightly_alerts(&runs, &Scope::Matrix, 10, &s).unwrap();
-        let stable = nightly_history(&quiet(), 60, &|_| 0.0, seed);
+        let stable = nightly_history(noise, 60, &|_| 0.0, seed);
         let quiet_ok = nightly_alerts(&stable, &Scope::Matrix, 10, &s)
             .unwrap()
             .is_empty();
@@ -476,22 +584,40 @@ mod tests {
         // 60 nights, −3% at night 40 and −0.2%/night from night 45, replayed night by night on
         // the matrix series, ten seeded histories (and ten stable ones) of the quiet design.
         // Measured over 40 other seeds (1000..1040): both within ±2 nights with one alert
-        // each in 29/40, the step alone 33/40, the creep alone 30/40; no alert on the stable
-        // history in 40/40. So "at least 4 of 10" fails with probability about 1% at the
-        // measured 72% (5% at 60%), and "at least 9 of 10 stable" about 3% at 97.5%.
+        // each in 36/40, the step alone 37/40, the creep alone 36/40; no alert on the stable
+        // history in 40/40. So "at least 6 of 10" fails with probability about 0.2% at the
+        // measured 90%, "at least 7 of 10" steps about 0.5% at 92.5%, and "at least 9 of 10
+        // stable" about 2.5% at 97.5%. (At the gate's own noise the must-show is not reachable:
+        // see `docs/statistics.md` and the oracle bound `oracle_step_creep`.)
         let seeds = 2000..2010u64;
         let (mut both, mut quiet_ok, mut step) = (0, 0, 0);
         for seed in seeds.clone() {
-            let ((s, c, only), stable) = must_show(seed, 2);
+            let ((s, c, only), stable) = must_show(&quiet(), seed, 2);
             both += u32::from(s && c && only);
             step += u32::from(s);
             quiet_ok += u32::from(stable);
         }
-        assert!(both >= 4, "both found within ±2, one alert each: {both}/10");
-        assert!(step >= 5, "the step, one alert within ±2: {step}/10");
+        assert!(both >= 6, "both found within ±2, one alert each: {both}/10");
+        assert!(step >= 7, "the step, one alert within ±2: {step}/10");
         assert!(
             quiet_ok >= 9,
             "stable 60 nights without any alert: {quiet_ok}/10"
         );
+    }
+
+    #[test]
+    fn at_the_gates_own_noise_a_stable_history_is_mostly_silent() {
+        // The gate's noise model (1% run factor, 2% per cell, 0.1%/night drift, a −8% run in
+        // 20): over seeds 1000..1040 a stable 60-night history raised no alert in 38/40 and
+        // the must-show step was one step alert within ±2 in 17/40. "At least 7 of 10" silent
+        // fails with probability about 0.1% at 95%; "at least 1 of 10" steps 0.4% at 42.5%.
+        let (mut quiet_ok, mut step) = (0, 0);
+        for seed in 2000..2010u64 {
+            let ((s, _, _), stable) = must_show(&NoiseSpec::default(), seed, 2);
+            step += u32::from(s);
+            quiet_ok += u32::from(stable);
+        }
+        assert!(quiet_ok >= 7, "stable 60 nights silent: {quiet_ok}/10");
+        assert!(step >= 1, "the step, one alert within ±2: {step}/10");
     }
 }
