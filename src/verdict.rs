@@ -498,6 +498,11 @@ pub struct MatrixTest {
     pub verdict: CellVerdict,
     /// Comparable cells the test pooled.
     pub cells: usize,
+    /// The worst relative change one baseline run showed against the history's typical run
+    /// (outlier runs included): a candidate boot no worse than this could be one such boot,
+    /// so one boot alone never fails on it (the second boot decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_worst: Option<f64>,
 }
 
 /// Which line of the matrix a [`LineTest`] pools.

@@ -1097,6 +1097,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         p_value: p,
         verdict,
         cells: 2,
+        history_worst: None,
     };
     v.matrix_test = Some(matrix(-0.031, 0.0004, CellVerdict::Regression));
     v.gate = GateVerdict::Regression;

@@ -36,12 +36,16 @@ pub struct StatsEvalArgs {
     pub no_confirm: bool,
     /// The confirmation boot's trigger: the first boot's matrix-wide one-sided p-value below
     /// this (as `[confirm] p_below` in the config).
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = ConfirmPlan::default().p_below)]
     pub confirm_p: f64,
     /// Share of the rule's alpha spent at the first boot on overwhelming alarms
     /// (`[confirm] first_share`).
     #[arg(long, default_value_t = 0.02)]
     pub confirm_first_share: f64,
+    /// An alarm over both boots stands only when the second boot alone shows it with a
+    /// one-sided p-value below this (`[confirm] recur_p`).
+    #[arg(long, default_value_t = ConfirmPlan::default().recur_p)]
+    pub confirm_recur_p: f64,
     /// Per-cell noise as Student t with these degrees of freedom (> 2, same SD); Gaussian
     /// when absent.
     #[arg(long)]
@@ -102,6 +106,7 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     let confirm = (!args.no_confirm).then_some(ConfirmPlan {
         p_below: args.confirm_p,
         first_share: args.confirm_first_share,
+        recur_p: args.confirm_recur_p,
         ..ConfirmPlan::default()
     });
     if let Some(plan) = &confirm {

@@ -461,6 +461,7 @@ mod tests {
                 p_value: 0.0002,
                 verdict: Regression,
                 cells: 3,
+                history_worst: None,
             }),
             lines: Vec::new(),
             cells: vec![

@@ -121,6 +121,7 @@ pub(crate) fn matrix_test(
         p_value: change.p_worse(Direction::HigherIsBetter),
         verdict,
         cells,
+        history_worst: None,
     }
 }
 

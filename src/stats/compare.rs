@@ -299,6 +299,8 @@ struct MatrixChange {
     /// Candidate runs and baseline level runs behind `change.se` (for the MDE's projection).
     candidate_runs: usize,
     level_runs_used: usize,
+    /// The worst whole-run excursion of the history (log, relative to its typical run).
+    history_worst: Option<f64>,
 }
 
 /// A row's or column's change: the mean cell-specific change of its cells minus that of the
@@ -344,6 +346,10 @@ fn line_changes(tests: &[CellTest], cells: &[Coord]) -> Vec<LineChange> {
                 .iter()
                 .map(|t| t.specific.df)
                 .fold(f64::INFINITY, f64::min);
+            let tail_df = line
+                .iter()
+                .map(|t| t.specific.tail_df)
+                .fold(f64::INFINITY, f64::min);
             out.push(LineChange {
                 axis,
                 at,
@@ -351,6 +357,7 @@ fn line_changes(tests: &[CellTest], cells: &[Coord]) -> Vec<LineChange> {
                     estimate: e1 - e2,
                     se: (v1 + v2).sqrt(),
                     df,
+                    tail_df,
                 },
                 members: line.iter().map(|t| t.cell).collect(),
             });
@@ -443,10 +450,17 @@ fn test_metric(
                 estimate: cand_effect_mean - level,
                 se,
                 df: model.run_df,
+                tail_df: f64::INFINITY,
             },
             cells: idx.len(),
             candidate_runs: j,
             level_runs_used: base_effects.len(),
+            history_worst: model
+                .screen_effect
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite())
+                .reduce(f64::min),
         }
     });
 
@@ -506,6 +520,7 @@ fn test_metric(
             estimate: spec_sum / jf - cell_level,
             se: var_spec.sqrt(),
             df: model.cell_df[k],
+            tail_df: model.tail_df,
         };
         let (total_est, var_total, df_total) = match &matrix {
             Some(m) => (
@@ -519,6 +534,7 @@ fn test_metric(
             estimate: total_est,
             se: var_total.sqrt(),
             df: df_total,
+            tail_df: model.tail_df,
         };
         tests.push(CellTest {
             metric,
@@ -869,12 +885,14 @@ pub fn compare(
     if rule.matrix_test
         && let Some(m) = matrices.get(&Metric::AggregateTps)
     {
-        report.matrix_test = Some(build::matrix_test(
+        let mut test = build::matrix_test(
             &m.change,
             matrix_verdicts[&Metric::AggregateTps],
             m.cells,
             rule,
-        ));
+        );
+        test.history_worst = m.history_worst.map(relative);
+        report.matrix_test = Some(test);
     }
 
     // Per metric verdicts.
@@ -1066,6 +1084,39 @@ mod tests {
             "{}",
             report.headline
         );
+    }
+
+    #[test]
+    fn one_wild_cell_is_a_regression_only_where_the_history_has_no_heavy_tails() {
+        use rand_distr::Distribution;
+        let t3 = rand_distr::StudentT::new(3.0).unwrap_or_else(|_| unreachable!());
+        let (mut plain_found, mut rough_found) = (0, 0);
+        for seed in 0..10 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let gaussian = history(&mut rng, 20);
+            // Cell terms of the same SD (2%) with Student-t tails (3 df).
+            let heavy: Vec<RunResults> = (0..20)
+                .map(|k| {
+                    let f: Vec<f64> = (0..20)
+                        .map(|_| (0.02 / 3f64.sqrt() * t3.sample(&mut rng)).exp())
+                        .collect();
+                    run(&format!("b{k}"), &mut rng, 0.01, 0.0, &|i| f[i])
+                })
+                .collect();
+            let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
+                if i == 7 { 0.885 } else { 1.0 }
+            });
+            let rule = DecisionRule::default();
+            let plain = compare(&gaussian, std::slice::from_ref(&cand), &rule).unwrap();
+            plain_found += usize::from(plain.cells[7].verdict == CellVerdict::Regression);
+            let rough = compare(&heavy, std::slice::from_ref(&cand), &rule).unwrap();
+            rough_found += usize::from(rough.gate == GateVerdict::Regression);
+        }
+        // On a Gaussian runner a −11.5% cell (5.8 SD) is proof; on a heavy-tailed one it is a
+        // 1-in-a-few-hundred draw of one cell, not proof on one run (a history that happens
+        // to look mild still calls it).
+        assert!(plain_found >= 9, "gaussian: {plain_found}/10");
+        assert!(rough_found <= 4, "heavy tails: {rough_found}/10");
     }
 
     #[test]
@@ -1556,6 +1607,55 @@ mod tests {
     /// `compare --confirmation` and `run` decide with `two_boot_verdict`: the first boot's
     /// provisional alarm calls for the second boot, and only a second limited boot makes it a
     /// regression.
+    #[test]
+    fn a_first_boot_no_worse_than_a_slow_boot_of_the_history_is_not_final() {
+        let mut rng = StdRng::seed_from_u64(31);
+        let rule = DecisionRule::default();
+        let plan = crate::stats::ConfirmPlan::default();
+        let mut base = history(&mut rng, 20);
+        // One boot of the history came up 14% slow everywhere (a throttled GPU).
+        for cell in &mut base[12].cells {
+            cell.aggregate_tps *= 0.86;
+            cell.samples.iter_mut().for_each(|v| *v *= 0.86);
+        }
+        let slow = run("slow", &mut rng, 0.0, 0.02, &|_| 0.89);
+        let first = compare(&base, std::slice::from_ref(&slow), &plan.first_rule(&rule)).unwrap();
+        assert_eq!(first.gate, GateVerdict::Regression, "{}", first.headline);
+        let m = first.matrix_test.as_ref().unwrap();
+        assert!(m.history_worst.is_some_and(|w| w < -0.12), "{m:?}");
+        assert!(
+            plan.wants_confirmation(&rule, &first, &base, std::slice::from_ref(&slow))
+                .unwrap()
+        );
+        assert!(
+            plan.reason(&first)
+                .contains("one boot cannot tell it from a slow boot"),
+            "{}",
+            plan.reason(&first)
+        );
+        // The second boot is a normal one: the slow first boot does not fail the PR.
+        let normal = run("normal", &mut rng, 0.0, 0.02, &|_| 1.0);
+        let (both, confirmed) = crate::stats::confirm::two_boot_verdict(
+            Some(&plan),
+            &rule,
+            &base,
+            std::slice::from_ref(&slow),
+            Some((std::slice::from_ref(&normal), "confirm.json")),
+        )
+        .unwrap();
+        assert!(confirmed);
+        assert_ne!(both.gate, GateVerdict::Regression, "{}", both.headline);
+        // Far beyond anything the history showed, one boot is final.
+        let far = run("far", &mut rng, 0.0, 0.02, &|_| 0.75);
+        let first = compare(&base, std::slice::from_ref(&far), &plan.first_rule(&rule)).unwrap();
+        assert_eq!(first.gate, GateVerdict::Regression);
+        assert!(
+            !plan
+                .wants_confirmation(&rule, &first, &base, std::slice::from_ref(&far))
+                .unwrap()
+        );
+    }
+
     #[test]
     fn a_provisional_capacity_alarm_is_decided_by_the_second_boot() {
         use CellStatus::CapacityLimited as Cap;

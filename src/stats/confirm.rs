@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::RunResults;
 use crate::verdict::{
-    CellVerdict, ComparisonReport, Confirmation, GateVerdict, LineAxis, signed_percent,
+    CellVerdict, ComparisonReport, Confirmation, DecisionBasis, GateVerdict, LineAxis,
+    signed_percent,
 };
 
 use super::{Against, DecisionRule, StatsError, compare, finish};
@@ -47,10 +48,10 @@ pub struct ConfirmPlan {
 impl Default for ConfirmPlan {
     fn default() -> Self {
         ConfirmPlan {
-            p_below: 0.05,
+            p_below: 0.04,
             first_share: 0.02,
             screen_alpha: 0.02,
-            recur_p: 0.05,
+            recur_p: 0.035,
         }
     }
 }
@@ -120,7 +121,8 @@ impl ConfirmPlan {
 
     /// Whether the first boot calls for a second boot: its final comparison (made with
     /// [`first_rule`](Self::first_rule)) is open (a regression at the first stage is
-    /// overwhelming and final; an unmeasured candidate is final too), and either the screen
+    /// overwhelming and final — unless it rests on the matrix-wide test alone and is no worse
+    /// than one run of the history strayed; an unmeasured candidate is final too), and either the screen
     /// (the first boot's runs against `baseline` with [`screen_rule`](Self::screen_rule))
     /// raised a provisional alarm, or the matrix-wide change leans towards worse with a
     /// one-sided p-value below `p_below`.
@@ -131,8 +133,13 @@ impl ConfirmPlan {
         baseline: &[RunResults],
         first_runs: &[RunResults],
     ) -> Result<bool, StatsError> {
-        let open = matches!(first.gate, GateVerdict::Pass | GateVerdict::Inconclusive);
-        if !self.applies(rule) || !open {
+        if !self.applies(rule) {
+            return Ok(false);
+        }
+        if within_history_excursions(first) {
+            return Ok(true);
+        }
+        if !matches!(first.gate, GateVerdict::Pass | GateVerdict::Inconclusive) {
             return Ok(false);
         }
         if first
@@ -259,6 +266,14 @@ impl ConfirmPlan {
             );
         }
         match &first.matrix_test {
+            Some(m) if within_history_excursions(first) => format!(
+                "the first boot's matrix-wide change is {} [{}, {}] (p = {:.2e}), but one run of the history strayed as far ({}): one boot cannot tell it from a slow boot",
+                signed_percent(m.change),
+                signed_percent(m.ci_low),
+                signed_percent(m.ci_high),
+                m.p_value,
+                m.history_worst.map(signed_percent).unwrap_or_default()
+            ),
             Some(m) if m.p_value < self.p_below && m.verdict != CellVerdict::Regression => format!(
                 "the first boot's matrix-wide change is {} [{}, {}] with p = {:.3} < {}: not proven, but leaning towards a regression",
                 signed_percent(m.change),
@@ -304,6 +319,34 @@ impl ConfirmPlan {
 /// second boot, which decides it on both boots' evidence.
 pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
     report.cells.iter().filter(|c| c.provisional).count()
+}
+
+/// Whether a first boot's regression rests on the matrix-wide test alone (no cell, row,
+/// column, capacity or error regression of its own) with a change no worse than one whole run
+/// of the history strayed: one boot cannot tell such a change from one more slow boot (a
+/// runner's boots are heavy-tailed: a throttled GPU, a noisy neighbour), so it is not final.
+fn within_history_excursions(first: &ComparisonReport) -> bool {
+    let Some(m) = first.matrix_test.as_ref() else {
+        return false;
+    };
+    let matrix_only = first
+        .cells
+        .iter()
+        .filter(|c| c.verdict.is_regression())
+        .all(|c| {
+            c.verdict == CellVerdict::Regression
+                && c.deciding()
+                    .and_then(|d| d.decided_on)
+                    .is_some_and(|d| d.basis == DecisionBasis::WithMatrix)
+        })
+        && !first
+            .lines
+            .iter()
+            .any(|l| l.test.verdict == CellVerdict::Regression);
+    first.gate == GateVerdict::Regression
+        && m.verdict == CellVerdict::Regression
+        && matrix_only
+        && m.history_worst.is_some_and(|w| m.change >= w)
 }
 
 /// The gate's verdict over the boots `run` would make, from results in hand: the first boot's

@@ -335,6 +335,7 @@ mod tests {
             p_value: 0.001,
             verdict: CellVerdict::Regression,
             cells: 2,
+            history_worst: None,
         };
         let r = report(
             vec![

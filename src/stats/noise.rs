@@ -9,6 +9,8 @@
 //! toward the pooled noise of all cells (a prior worth `shrinkage_df` degrees of freedom), so a
 //! thin or lucky history cannot make one cell look quieter than the runner is.
 
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
 /// Log values of one metric: rows are baseline runs (oldest → newest), columns are cells;
 /// `NaN` marks a missing entry (cell not measured, not `ok`, or metric absent in that run).
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +64,10 @@ pub(crate) struct NoiseModel {
     pub run_effect: Vec<f64>,
     /// Runs set aside as outliers (their run effect is far from the others').
     pub outlier_run: Vec<bool>,
+    /// Each run's effect before any run was set aside (outlier runs included), relative to
+    /// the median of its neighbours: how far one whole run of this history has strayed
+    /// (`NaN` with fewer than 5 runs).
+    pub screen_effect: Vec<f64>,
     /// Entries used (not missing, not an outlier run, not an outlier entry).
     pub kept: Vec<bool>,
     /// Per-cell noise (SD of the log residual of one run), shrunk toward the pooled value.
@@ -75,6 +81,11 @@ pub(crate) struct NoiseModel {
     /// differences (a trend or a step does not inflate it), and its df.
     pub run_sigma: f64,
     pub run_df: f64,
+    /// Tail degrees of freedom of the per-cell residuals (a Student t fitted by maximum
+    /// likelihood to all of them, `f64::INFINITY` when they look Gaussian or the history is
+    /// too short to tell): real runners' cells have heavy tails, and a test calibrated for
+    /// Gaussian noise would take one wild cell for a regression.
+    pub tail_df: f64,
 }
 
 impl NoiseModel {
@@ -198,20 +209,36 @@ pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
     let mut kept: Vec<bool> = t.values.iter().map(|v| v.is_finite()).collect();
     let (_, first_effect) = fit_effects(t, &kept);
 
-    // Outlier runs: run effect beyond outlier_z robust SDs of the others (needs >= 5 runs).
+    // Outlier runs: a run effect beyond outlier_z robust SDs from its neighbours' median
+    // (needs >= 5 runs). Against the neighbours, not
+    // the whole history's median: under a trend or a step that would let an outlier run pass
+    // (and drag the level) or set good runs aside.
     let mut outlier_run = vec![false; nr];
-    let mut effects: Vec<f64> = first_effect
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
-    if effects.len() >= 5 {
-        let med = median(&mut effects);
-        let mut dev: Vec<f64> = effects.iter().map(|v| (v - med).abs()).collect();
-        let scale = (1.4826 * median(&mut dev)).max(1e-3);
-        for (r, flag) in outlier_run.iter_mut().enumerate() {
-            if first_effect[r].is_finite() && (first_effect[r] - med).abs() > s.outlier_z * scale {
-                *flag = true;
+    let mut screen_effect = vec![f64::NAN; nr];
+    let finite_runs: Vec<usize> = (0..nr).filter(|&r| first_effect[r].is_finite()).collect();
+    if finite_runs.len() >= 5 {
+        for (k, &r) in finite_runs.iter().enumerate() {
+            let lo = k.saturating_sub(OUTLIER_NEIGHBOURS);
+            let hi = (k + OUTLIER_NEIGHBOURS + 1).min(finite_runs.len());
+            let mut around: Vec<f64> = (lo..hi)
+                .filter(|&i| i != k)
+                .map(|i| first_effect[finite_runs[i]])
+                .collect();
+            screen_effect[r] = first_effect[r] - median(&mut around);
+        }
+        // The SD: the smaller robust one of the deviations and of the effects themselves (a
+        // trend or a step inflates the latter, a noisy neighbourhood the former).
+        let mut dev: Vec<f64> = finite_runs
+            .iter()
+            .map(|&r| screen_effect[r].abs())
+            .collect();
+        let mut all: Vec<f64> = finite_runs.iter().map(|&r| first_effect[r]).collect();
+        let centre = median(&mut all);
+        let mut spread: Vec<f64> = all.iter().map(|v| (v - centre).abs()).collect();
+        let scale = (1.4826 * median(&mut dev).min(median(&mut spread))).max(1e-3);
+        for &r in &finite_runs {
+            if screen_effect[r].abs() > s.outlier_z * scale {
+                outlier_run[r] = true;
                 for c in 0..nc {
                     kept[r * nc + c] = false;
                 }
@@ -220,20 +247,87 @@ pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
     }
     let (mut center, mut effect) = fit_effects(t, &kept);
 
-    // Outlier entries: residual beyond outlier_z robust SDs of all residuals; refit without.
+    // The residuals' tails, before any entry is set aside (a heavy tail is noise, not
+    // outliers): each residual in units of its cell's robust scale (shrunk toward the pooled
+    // one, so cells of different noise do not pass for a heavy tail), one t fitted to all.
+    let resid_at = |i: usize| t.values[i] - center[i % nc] - effect[i / nc];
     let mut resid: Vec<f64> = (0..nr * nc)
         .filter(|&i| kept[i])
-        .map(|i| t.values[i] - center[i % nc] - effect[i / nc])
+        .map(resid_at)
         .filter(|v| v.is_finite())
         .map(f64::abs)
         .collect();
+    let pooled_scale = (1.4826 * median(&mut resid)).max(1e-4);
+    let cell_scale: Vec<f64> = (0..nc)
+        .map(|c| {
+            let mut abs: Vec<f64> = (0..nr)
+                .map(|r| r * nc + c)
+                .filter(|&i| kept[i])
+                .map(|i| resid_at(i).abs())
+                .filter(|v| v.is_finite())
+                .collect();
+            let n = abs.len() as f64;
+            if n == 0.0 {
+                return pooled_scale;
+            }
+            let own = 1.4826 * median(&mut abs);
+            ((n * own * own + TAIL_SCALE_PRIOR * pooled_scale * pooled_scale)
+                / (n + TAIL_SCALE_PRIOR))
+                .sqrt()
+                .max(1e-4)
+        })
+        .collect();
+    // The robust fit leaves a wild entry whole and absorbs moderate ones, which alone makes
+    // Gaussian residuals look heavy-tailed; the tail is read from least-squares residuals
+    // (mean polish of the robust ones).
+    let mut polished: Vec<f64> = (0..nr * nc)
+        .map(|i| if kept[i] { resid_at(i) } else { f64::NAN })
+        .collect();
+    for _ in 0..3 {
+        for r in 0..nr {
+            let row = &mut polished[r * nc..(r + 1) * nc];
+            let finite: Vec<f64> = row.iter().copied().filter(|v| v.is_finite()).collect();
+            if !finite.is_empty() {
+                let m = finite.iter().sum::<f64>() / finite.len() as f64;
+                row.iter_mut().for_each(|v| *v -= m);
+            }
+        }
+        for c in 0..nc {
+            let finite: Vec<f64> = (0..nr)
+                .map(|r| polished[r * nc + c])
+                .filter(|v| v.is_finite())
+                .collect();
+            if !finite.is_empty() {
+                let m = finite.iter().sum::<f64>() / finite.len() as f64;
+                (0..nr).for_each(|r| polished[r * nc + c] -= m);
+            }
+        }
+    }
+    let standardized: Vec<f64> = (0..nr * nc)
+        .map(|i| polished[i] / cell_scale[i % nc])
+        .filter(|v| v.is_finite())
+        .collect();
+    let runs_kept = (0..nr)
+        .filter(|&r| !outlier_run[r] && effect[r].is_finite())
+        .count();
+    let tail = (runs_kept >= TAIL_MIN_RUNS && standardized.len() >= TAIL_MIN_RESIDUALS)
+        .then(|| fit_student_t(&standardized));
+    let tail_df = tail.map_or(f64::INFINITY, |(df, _)| df);
+
+    // Outlier entries: residual beyond outlier_z robust SDs of all residuals (and, with heavy
+    // tails, beyond where the fitted t puts one residual in 20,000); refit without.
     if resid.len() >= 10 {
-        let scale = (1.4826 * median(&mut resid)).max(1e-4);
+        let gross = match tail {
+            Some((df, t_scale)) if df.is_finite() => StudentsT::new(0.0, t_scale, df)
+                .map_or(0.0, |d| d.inverse_cdf(1.0 - ENTRY_OUTLIER_P / 2.0)),
+            _ => 0.0,
+        };
         let mut any = false;
         for i in 0..nr * nc {
             if kept[i] {
-                let e = t.values[i] - center[i % nc] - effect[i / nc];
-                if e.abs() > s.outlier_z * scale * 1.5 {
+                let e = resid_at(i);
+                let limit = (s.outlier_z * pooled_scale * 1.5).max(gross * cell_scale[i % nc]);
+                if e.abs() > limit {
                     kept[i] = false;
                     any = true;
                 }
@@ -311,6 +405,7 @@ pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
         cell_center: center,
         run_effect: effect,
         outlier_run,
+        screen_effect,
         kept,
         cell_sigma,
         cell_df,
@@ -318,7 +413,73 @@ pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
         pooled_df,
         run_sigma,
         run_df,
+        tail_df,
     }
+}
+
+/// Runs on each side whose median is an outlier run's reference.
+const OUTLIER_NEIGHBOURS: usize = 5;
+/// Runs (not set aside) needed before the residuals' tail is estimated.
+const TAIL_MIN_RUNS: usize = 8;
+/// Residuals needed before the residuals' tail is estimated.
+const TAIL_MIN_RESIDUALS: usize = 60;
+/// Weight (in residuals) of the pooled robust scale in each cell's, for the tail fit.
+const TAIL_SCALE_PRIOR: f64 = 40.0;
+/// Share of residuals the fitted tail may put beyond an entry before it counts as an outlier.
+const ENTRY_OUTLIER_P: f64 = 5e-5;
+/// Tail degrees of freedom tried by [`fit_student_t`]; above the last, the residuals are taken
+/// as Gaussian (the tests change by well under a tenth of their p-values there).
+const TAIL_DF_GRID: [f64; 12] = [
+    2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 50.0,
+];
+
+/// Likelihood-ratio statistic (2 Δ log-likelihood) a t must beat the Gaussian by: the 1% level
+/// of the boundary test (half χ²₀, half χ²₁), so a Gaussian history keeps its Gaussian test in
+/// 99 of 100 cases and pays no power for the tail model.
+const TAIL_LR_CRITICAL: f64 = 5.41;
+
+/// Fits a Student t (location 0) to `x` by maximum likelihood over [`TAIL_DF_GRID`] and the
+/// Gaussian, the scale by the EM iteration of Lange, Little & Taylor (1989) at each df.
+/// Returns `(df, scale)`; `df` is `f64::INFINITY` unless a t fits significantly better than
+/// the Gaussian ([`TAIL_LR_CRITICAL`]).
+pub(crate) fn fit_student_t(x: &[f64]) -> (f64, f64) {
+    use statrs::function::gamma::ln_gamma;
+    let n = x.len() as f64;
+    let ss = x.iter().map(|v| v * v).sum::<f64>();
+    if n < 2.0 || ss <= 0.0 {
+        return (f64::INFINITY, (ss / n.max(1.0)).sqrt());
+    }
+    let gauss_var = ss / n;
+    let gauss_ll = -0.5 * n * ((2.0 * std::f64::consts::PI * gauss_var).ln() + 1.0);
+    let mut best = (
+        f64::INFINITY,
+        gauss_var.sqrt(),
+        gauss_ll + TAIL_LR_CRITICAL / 2.0,
+    );
+    for df in TAIL_DF_GRID {
+        let mut var = gauss_var;
+        for _ in 0..50 {
+            let next = x
+                .iter()
+                .map(|v| (df + 1.0) * v * v / (df + v * v / var))
+                .sum::<f64>()
+                / n;
+            let done = (next / var - 1.0).abs() < 1e-9;
+            var = next.max(1e-300);
+            if done {
+                break;
+            }
+        }
+        let ll = n
+            * (ln_gamma((df + 1.0) / 2.0)
+                - ln_gamma(df / 2.0)
+                - 0.5 * (df * std::f64::consts::PI * var).ln())
+            - (df + 1.0) / 2.0 * x.iter().map(|v| (v * v / (df * var)).ln_1p()).sum::<f64>();
+        if ll > best.2 {
+            best = (df, var.sqrt(), ll);
+        }
+    }
+    (best.0, best.1)
 }
 
 #[cfg(test)]
@@ -420,6 +581,70 @@ mod tests {
         let (var, df) = successive_difference_var(&[0.0, 1.0, 0.0, 1.0], 4.0);
         assert!((var - 0.5).abs() < 1e-12 && (df - 18.0 / 8.0).abs() < 1e-12);
         assert_eq!(successive_difference_var(&[1.0], 4.0), (0.0, 0.0));
+    }
+
+    /// A 20 x 20 history with run noise 1% and cell terms of SD 2%, Gaussian or Student t.
+    fn two_way(seed: u64, cell_df: Option<f64>) -> LogTable {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let std = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
+        let t3 = cell_df.and_then(|d| rand_distr::StudentT::new(d).ok().map(|t| (d, t)));
+        let mut t = LogTable::new(20, 20);
+        for r in 0..20 {
+            let a = 0.01 * std.sample(&mut rng);
+            for c in 0..20 {
+                let e = match &t3 {
+                    Some((d, dist)) => 0.02 * ((d - 2.0) / d).sqrt() * dist.sample(&mut rng),
+                    None => 0.02 * std.sample(&mut rng),
+                };
+                t.set(r, c, (100.0 + 10.0 * c as f64).ln() + a + e);
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn heavy_tailed_cells_are_recognised_and_gaussian_ones_are_not() {
+        let gaussian_as_such = (0..20)
+            .filter(|&seed| fit(&two_way(seed, None), &settings()).tail_df.is_infinite())
+            .count();
+        // The likelihood-ratio screen is at 1%: a Gaussian history keeps its Gaussian test.
+        assert!(gaussian_as_such >= 19, "{gaussian_as_such}/20");
+        let heavy: Vec<f64> = (0..20)
+            .map(|seed| fit(&two_way(100 + seed, Some(3.0)), &settings()).tail_df)
+            .collect();
+        assert!(
+            heavy.iter().filter(|d| **d <= 5.0).count() >= 18,
+            "t3 cells fitted as {heavy:?}"
+        );
+        // Too short a history to tell: Gaussian.
+        let short = synthetic(5, 20, 0.01, 0.02, 9);
+        assert!(fit(&short, &settings()).tail_df.is_infinite());
+    }
+
+    #[test]
+    fn the_tail_fit_finds_the_df_it_was_given() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let t4 = rand_distr::StudentT::new(4.0).unwrap_or_else(|_| unreachable!());
+        let x: Vec<f64> = (0..4000).map(|_| 0.5 * t4.sample(&mut rng)).collect();
+        let (df, scale) = fit_student_t(&x);
+        assert!((3.0..=6.0).contains(&df), "df {df}");
+        assert!((scale / 0.5 - 1.0).abs() < 0.1, "scale {scale}");
+    }
+
+    #[test]
+    fn an_outlier_run_right_after_a_step_is_still_set_aside() {
+        let mut t = synthetic(20, 20, 0.01, 0.02, 4);
+        for r in 10..20 {
+            for c in 0..20 {
+                let shift = if r == 14 { 0.04 + (0.92f64).ln() } else { 0.04 };
+                t.set(r, c, t.get(r, c) + shift);
+            }
+        }
+        let m = fit(&t, &settings());
+        assert!(m.outlier_run[14], "{:?}", m.screen_effect);
+        assert_eq!(m.outlier_run.iter().filter(|x| **x).count(), 1);
+        // Its excursion is measured against its neighbours, not the history's median.
+        assert!((m.screen_effect[14] - (0.92f64).ln()).abs() < 0.02);
     }
 
     #[test]

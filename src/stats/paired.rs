@@ -48,6 +48,7 @@ pub(crate) fn paired_change(diffs: &[f64]) -> LogChange {
         estimate: mean(diffs),
         se: sd(diffs) / n.sqrt(),
         df: (n - 1.0).max(0.5),
+        tail_df: f64::INFINITY,
     }
 }
 
@@ -287,6 +288,7 @@ pub fn paired_compare(
                         estimate: own.estimate,
                         se: (var / resid.len() as f64).sqrt(),
                         df,
+                        tail_df: f64::INFINITY,
                     },
                     None => own,
                 }

@@ -105,7 +105,7 @@ impl Default for DecisionRule {
             inconclusive_fails: false,
             matrix_min_effect: 0.01,
             shrinkage_df: 10.0,
-            matrix_alpha_share: 0.5,
+            matrix_alpha_share: 0.6,
             line_tests: true,
             line_alpha_share: 0.3,
             prior_cv: 0.03,

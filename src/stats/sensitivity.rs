@@ -167,6 +167,7 @@ mod tests {
                 estimate: 0.0,
                 se,
                 df,
+                tail_df: f64::INFINITY,
             },
             candidate_runs: 1,
             level_runs_used: level,
@@ -191,6 +192,7 @@ mod tests {
                     estimate: -m + noise.sample(&mut rng),
                     se: 0.01,
                     df: 1e6,
+                    tail_df: f64::INFINITY,
                 };
                 let (_, hi) = c.interval(0.90);
                 hi < -0.01 && c.p_worse(crate::verdict::Direction::HigherIsBetter) < 0.005
@@ -245,6 +247,7 @@ mod tests {
                 estimate: 0.0,
                 se,
                 df: 20.0,
+                tail_df: f64::INFINITY,
             },
             margin: 0.03,
         };
