@@ -421,8 +421,9 @@ pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
 const OUTLIER_NEIGHBOURS: usize = 5;
 /// Runs (not set aside) needed before the residuals' tail is estimated.
 const TAIL_MIN_RUNS: usize = 8;
-/// Residuals needed before the residuals' tail is estimated.
-const TAIL_MIN_RESIDUALS: usize = 60;
+/// Residuals needed before the residuals' tail is estimated: with fewer, one wild entry is
+/// enough to make a t beat the Gaussian, and the gross-entry trim would then keep it.
+const TAIL_MIN_RESIDUALS: usize = 150;
 /// Weight (in residuals) of the pooled robust scale in each cell's, for the tail fit.
 const TAIL_SCALE_PRIOR: f64 = 40.0;
 /// Share of residuals the fitted tail may put beyond an entry before it counts as an outlier.
