@@ -412,25 +412,21 @@ mod tests {
         let plan = ConfirmPlan::default();
         let (history, slow) = history_and_candidate(0.955);
         let (_, clean) = history_and_candidate(1.0);
-        let (report, used) = two_boot_verdict(
-            Some(&plan),
-            &rule,
-            &history,
-            std::slice::from_ref(&slow),
-            Some((std::slice::from_ref(&clean), "second")),
-        )
-        .expect("compare");
+        let after_slow = |second: &RunResults| {
+            two_boot_verdict(
+                Some(&plan),
+                &rule,
+                &history,
+                std::slice::from_ref(&slow),
+                Some((std::slice::from_ref(second), "second")),
+            )
+            .expect("compare")
+        };
+        let (report, used) = after_slow(&clean);
         assert!(used, "a -4.5% boot calls for a second boot");
         assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
         // Both boots slow: it stands.
-        let (report, used) = two_boot_verdict(
-            Some(&plan),
-            &rule,
-            &history,
-            std::slice::from_ref(&slow),
-            Some((std::slice::from_ref(&slow), "second")),
-        )
-        .expect("compare");
+        let (report, used) = after_slow(&slow);
         assert!(used);
         assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
     }

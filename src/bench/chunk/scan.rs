@@ -144,15 +144,19 @@ impl<'a> Scan<'a> {
         Some(info)
     }
 
+    /// A text member (`text`, `delta.content`, `delta.reasoning_content`), seen at most once:
+    /// a non-empty string marks the chunk as carrying text.
+    fn text_field(&mut self, seen: &mut bool, info: &mut ChunkInfo) -> Option<()> {
+        once(seen)?;
+        info.has_text |= self.nullable_string()?.unwrap_or(false);
+        Some(())
+    }
+
     /// One element of `choices`.
     fn choice(&mut self, info: &mut ChunkInfo) -> Option<()> {
         let (mut text, mut delta, mut finish) = (false, false, false);
         self.object(|s, key| match key {
-            b"text" => {
-                once(&mut text)?;
-                info.has_text |= s.nullable_string()?.unwrap_or(false);
-                Some(())
-            }
+            b"text" => s.text_field(&mut text, info),
             b"finish_reason" => {
                 once(&mut finish)?;
                 info.finished |= s.nullable_string()?.is_some();
@@ -165,16 +169,8 @@ impl<'a> Scan<'a> {
                 }
                 let (mut content, mut reasoning) = (false, false);
                 s.object(|s, key| match key {
-                    b"content" => {
-                        once(&mut content)?;
-                        info.has_text |= s.nullable_string()?.unwrap_or(false);
-                        Some(())
-                    }
-                    b"reasoning_content" => {
-                        once(&mut reasoning)?;
-                        info.has_text |= s.nullable_string()?.unwrap_or(false);
-                        Some(())
-                    }
+                    b"content" => s.text_field(&mut content, info),
+                    b"reasoning_content" => s.text_field(&mut reasoning, info),
                     _ => s.skip_value(),
                 })
             }
