@@ -1,8 +1,8 @@
 //! End-to-end tests of `infergate changes` and `baseline accept` through the real binary, on a
 //! generated nightly history (tests/results_gen) with a −3% step: the change point is found at
 //! the right run with its commit range; after accepting it the next nightly at the new level
-//! passes and a further −5% is caught; the HTML trend report is one self-contained page and,
-//! when Chromium is installed, renders in it without console errors.
+//! passes and a further −5% is caught; the HTML trend report is one self-contained page and
+//! renders in headless Chromium without console errors (required under CI, where `.ci/run` installs it).
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -222,6 +222,12 @@ fn html_report_is_self_contained_and_renders_in_headless_chromium() {
         "no network"
     );
     let Some(browser) = chromium() else {
+        // Under CI (`.ci/run` installs Chromium) a missing browser fails: a skipped check
+        // there would pass the report untested.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no headless browser (chromium, chromium-browser or google-chrome) under CI: apt-get install -y chromium"
+        );
         eprintln!(
             "skipping the browser check: no chromium installed (apt-get install -y chromium)"
         );
