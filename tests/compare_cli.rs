@@ -213,24 +213,23 @@ fn the_seed_loads_as_baseline_and_candidate() {
 }
 
 #[test]
-fn different_profiles_are_not_comparable_unless_allowed() {
+fn a_named_baseline_of_another_profile_is_refused_unless_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let cand = write_many(dir.path(), "cand", &Gen::default(), 0..1);
     let s = seed();
+    // Fail closed: the baseline the user named cannot be compared, so nothing passes (it
+    // was a `no_baseline` exit 0 before).
     let (code, report, err) = compare(&[s.to_str().unwrap()], &paths(&cand), &[]);
-    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(report.gate, GateVerdict::NoBaseline);
-    assert!(
-        report
-            .cells
-            .iter()
-            .all(|c| c.verdict == CellVerdict::NotComparable)
-    );
-    assert!(
-        err.contains("different profile") && err.contains("--allow-profile-mismatch"),
-        "{err}"
-    );
+    assert_eq!(code, 2, "{err}");
+    assert!(report.is_none(), "no verdict is written: {err}");
+    for needle in [
+        "different profile",
+        "profile.key",
+        "gpu-nvidia-geforce-rtx-5090x1__vllm__",
+        "--allow-profile-mismatch",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
     // Allowed: the comparison runs (cells of the candidate's matrix missing in the seed are
     // not comparable; the report is produced and the exit code is a gate answer, not 2).
     let (code, report, err) = compare(

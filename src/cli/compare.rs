@@ -233,16 +233,14 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                 .map(|r| (r.run_id.clone(), r.profile.key.clone()));
             match mismatch {
                 Some((run_id, key)) if !args.allow_profile_mismatch => {
-                    let why = format!(
-                        "different profile: baseline run `{run_id}` is `{key}`, the candidate is `{}` (pass --allow-profile-mismatch to compare anyway)",
-                        first.profile.key
-                    );
-                    // Run ids and profile keys are the files' text.
-                    errln!(
-                        "note: not comparable: {}",
-                        crate::untrusted_text::console(&why)
-                    );
-                    not_comparable(first, run_ids(&candidate), suite, &rule, &why)
+                    // Only named files get here (a store loads the candidate's profile only).
+                    // Fail closed: the files the user chose cannot be compared, and a gate
+                    // that compared nothing must not pass. (The binary's edge neutralises the
+                    // files' text in the message.)
+                    return Err(usage(format!(
+                        "--baseline: different profile: baseline run `{}` has `profile.key` `{}`, the candidate `{}` has `{}`; give baseline runs of the candidate's profile (or a store directory), or pass --allow-profile-mismatch to compare across setups (exploration only: the verdicts then measure the setup too)",
+                        run_id, key, first.run_id, first.profile.key,
+                    )));
                 }
                 _ => {
                     if mismatch.is_some() {
