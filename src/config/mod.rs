@@ -247,7 +247,8 @@ pub struct WatchdogConfig {
     pub probe_timeout_s: f64,
     /// Unanswered probes in a row that make the engine unresponsive.
     pub probes: u32,
-    /// Pause between checks, seconds.
+    /// Pause between probes while the engine stays silent, seconds (while it sends, the
+    /// watchdog sleeps until the silence could reach `quiet_s`).
     pub period_s: f64,
 }
 

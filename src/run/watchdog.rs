@@ -22,7 +22,7 @@ pub(crate) struct WatchdogSettings {
     pub probe_timeout: Duration,
     /// Unanswered probes in a row that make the engine unresponsive.
     pub probes: u32,
-    /// Pause between checks.
+    /// Pause between probes while the engine stays silent.
     pub period: Duration,
 }
 
@@ -45,9 +45,12 @@ impl From<&WatchdogConfig> for WatchdogSettings {
 pub(crate) async fn watch(liveness: Liveness, settings: WatchdogSettings) -> String {
     let mut unanswered = 0u32;
     loop {
-        tokio::time::sleep(settings.period).await;
-        if liveness.quiet_for() < settings.quiet {
+        let quiet_for = liveness.quiet_for();
+        if quiet_for < settings.quiet {
             unanswered = 0;
+            // Nothing to ask before the silence can reach `quiet`: sleep until then, so an
+            // engine that streams costs one wake-up per `quiet`, not one per `period`.
+            tokio::time::sleep(settings.quiet - quiet_for).await;
             continue;
         }
         match liveness.responds(settings.probe_timeout).await {
@@ -62,5 +65,6 @@ pub(crate) async fn watch(liveness: Liveness, settings: WatchdogSettings) -> Str
                 }
             }
         }
+        tokio::time::sleep(settings.period).await;
     }
 }
