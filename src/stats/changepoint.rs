@@ -533,9 +533,9 @@ fn model_stretch(
         }
     };
     // The shapes that beat all-steps, best first; the first whose steps are all reportable
-    // wins (a step then a creep must not win on a step too small to report, which would
-    // leave the creep's onset placed after it). A creep too small yet is dropped later, and
-    // the step before it stays.
+    // and whose creep the levels bear out ([`creep_levels_agree`]) wins (a step then a creep
+    // must not win on a step too small to report, which would leave the creep's onset placed
+    // after it). A creep too small yet is dropped later, and the step before it stays.
     hinges.sort_by(|x, y| x.0.total_cmp(&y.0));
     let white = noise_sd(logs);
     for &(_, j, tau, h) in &hinges {
