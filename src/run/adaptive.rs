@@ -199,7 +199,7 @@ where
                     c,
                     ctx,
                     format!(
-                        "after round {look}: C={c} ctx={} {} (cells' alpha at this look {:.4})",
+                        "after round {look}: C={c} ctx={} {} (cells' alpha at this look {:.2e})",
                         context_label(ctx),
                         v.map_or("?", |v| v.as_str()),
                         look_rule.cell_alpha()
