@@ -671,12 +671,7 @@ mod tests {
         // 20): over seeds 1000..1040 a stable 60-night history raised no alert in 38/40 and
         // the must-show step was one step alert within ±2 in 17/40. "At least 7 of 10" silent
         // fails with probability about 0.1% at 95%; "at least 1 of 10" steps 0.4% at 42.5%.
-        let (mut quiet_ok, mut step) = (0, 0);
-        for seed in 2000..2010u64 {
-            let ((s, _, _), stable) = must_show(&NoiseSpec::default(), seed, 2);
-            step += u32::from(s);
-            quiet_ok += u32::from(stable);
-        }
+        let [_, step, _, quiet_ok] = must_show_counts(&NoiseSpec::default(), 2000..2010);
         assert!(quiet_ok >= 7, "stable 60 nights silent: {quiet_ok}/10");
         assert!(step >= 1, "the step, one alert within ±2: {step}/10");
     }

@@ -1604,9 +1604,8 @@ mod tests {
         );
     }
 
-    /// `compare --confirmation` and `run` decide with `two_boot_verdict`: the first boot's
-    /// provisional alarm calls for the second boot, and only a second limited boot makes it a
-    /// regression.
+    /// A first-boot regression resting on the matrix test alone, no worse than a slow boot the
+    /// history holds, goes to a second boot; one far beyond it is final.
     #[test]
     fn a_first_boot_no_worse_than_a_slow_boot_of_the_history_is_not_final() {
         let mut rng = StdRng::seed_from_u64(31);
@@ -1656,6 +1655,9 @@ mod tests {
         );
     }
 
+    /// `compare --confirmation` and `run` decide with `two_boot_verdict`: the first boot's
+    /// provisional alarm calls for the second boot, and only a second limited boot makes it a
+    /// regression.
     #[test]
     fn a_provisional_capacity_alarm_is_decided_by_the_second_boot() {
         use CellStatus::CapacityLimited as Cap;

@@ -60,13 +60,10 @@ impl LogChange {
         }
         let z = g / self.se;
         let p = self.t().map(|t| t.cdf(z)).unwrap_or(0.5);
-        let nu = self.tail_df;
-        if !(nu.is_finite() && nu > 2.0) {
+        let Some((t, unit)) = unit_variance_t(self.tail_df) else {
             return p;
-        }
-        let heavy = StudentsT::new(0.0, 1.0, nu)
-            .map(|t| t.cdf(z * (nu / (nu - 2.0)).sqrt()))
-            .unwrap_or(p);
+        };
+        let heavy = t.cdf(z / unit);
         if z < 0.0 { p.max(heavy) } else { p.min(heavy) }
     }
 
@@ -94,6 +91,18 @@ impl LogChange {
             CellVerdict::Inconclusive
         }
     }
+}
+
+/// The heavy tail of [`LogChange::tail_df`] `nu`: a standard Student t of `nu` df and the
+/// factor `sqrt((nu − 2) / nu)` that scales it to unit variance (`t · factor` has SD 1);
+/// `None` for Gaussian tails (`nu` infinite, or too small for a variance).
+pub(crate) fn unit_variance_t(nu: f64) -> Option<(StudentsT, f64)> {
+    if !(nu.is_finite() && nu > 2.0) {
+        return None;
+    }
+    StudentsT::new(0.0, 1.0, nu)
+        .ok()
+        .map(|t| (t, ((nu - 2.0) / nu).sqrt()))
 }
 
 /// The change expressed so that positive is better.

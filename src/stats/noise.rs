@@ -283,23 +283,21 @@ pub(crate) fn fit(t: &LogTable, s: &NoiseSettings) -> NoiseModel {
     let mut polished: Vec<f64> = (0..nr * nc)
         .map(|i| if kept[i] { resid_at(i) } else { f64::NAN })
         .collect();
+    // Rows (runs) first, then columns (cells), three times over.
+    let lines: Vec<Vec<usize>> = (0..nr)
+        .map(|r| (r * nc..(r + 1) * nc).collect())
+        .chain((0..nc).map(|c| (0..nr).map(|r| r * nc + c).collect()))
+        .collect();
     for _ in 0..3 {
-        for r in 0..nr {
-            let row = &mut polished[r * nc..(r + 1) * nc];
-            let finite: Vec<f64> = row.iter().copied().filter(|v| v.is_finite()).collect();
-            if !finite.is_empty() {
-                let m = finite.iter().sum::<f64>() / finite.len() as f64;
-                row.iter_mut().for_each(|v| *v -= m);
-            }
-        }
-        for c in 0..nc {
-            let finite: Vec<f64> = (0..nr)
-                .map(|r| polished[r * nc + c])
+        for line in &lines {
+            let finite: Vec<f64> = line
+                .iter()
+                .map(|&i| polished[i])
                 .filter(|v| v.is_finite())
                 .collect();
             if !finite.is_empty() {
                 let m = finite.iter().sum::<f64>() / finite.len() as f64;
-                (0..nr).for_each(|r| polished[r * nc + c] -= m);
+                line.iter().for_each(|&i| polished[i] -= m);
             }
         }
     }

@@ -21,7 +21,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::verdict::{CellSensitivity, Sensitivity};
 
-use super::interval::LogChange;
+use super::interval::{LogChange, unit_variance_t};
 use super::rule::DecisionRule;
 
 /// The longest projection tried: a history that needs more than this many further runs is
@@ -55,10 +55,9 @@ pub(crate) fn mde_log(
     let q_c = t_quantile(1.0 - (1.0 - confidence) / 2.0, df);
     let mut q_a = t_quantile(1.0 - alpha, df);
     let mut q_p = t_quantile(power, df);
-    if tail_df.is_finite() && tail_df > 2.0 {
-        let unit = ((tail_df - 2.0) / tail_df).sqrt();
-        q_a = q_a.max(t_quantile(1.0 - alpha, tail_df) * unit);
-        q_p = q_p.max(t_quantile(power, tail_df) * unit);
+    if let Some((t, unit)) = unit_variance_t(tail_df) {
+        q_a = q_a.max(t.inverse_cdf(1.0 - alpha) * unit);
+        q_p = q_p.max(t.inverse_cdf(power) * unit);
     }
     let tau = (margin + q_c * se).max(q_a * se);
     tau + q_p * se
