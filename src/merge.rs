@@ -296,7 +296,7 @@ fn severity(gate: GateVerdict) -> u8 {
     match gate {
         GateVerdict::Pass => 0,
         GateVerdict::NoBaseline => 1,
-        GateVerdict::Inconclusive => 2,
+        GateVerdict::Insufficient => 2,
         GateVerdict::Regression => 3,
         GateVerdict::Unmeasured => 4,
     }
@@ -370,9 +370,9 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
                 plural(regressions, "regression")
             )
         }
-        GateVerdict::Inconclusive => format!(
-            "no regression; {} of {} inconclusive",
-            with(GateVerdict::Inconclusive).len(),
+        GateVerdict::Insufficient => format!(
+            "no regression; {} of {} not sensitive enough (insufficient)",
+            with(GateVerdict::Insufficient).len(),
             plural(n, "profile")
         ),
         GateVerdict::NoBaseline if n == 0 => "no shards to merge".to_string(),
@@ -465,6 +465,7 @@ pub(crate) mod tests {
                 p_value: 0.001,
                 p_adjusted: 0.004,
                 verdict: v,
+                check: None,
                 decided_on: None,
             }],
         };
@@ -531,8 +532,8 @@ pub(crate) mod tests {
         let cases = [
             (vec![Pass, Pass], Pass),
             (vec![Pass, NoBaseline], NoBaseline),
-            (vec![NoBaseline, Inconclusive, Pass], Inconclusive),
-            (vec![Pass, Regression, Inconclusive], Regression),
+            (vec![NoBaseline, Insufficient, Pass], Insufficient),
+            (vec![Pass, Regression, Insufficient], Regression),
             (vec![], NoBaseline),
         ];
         for (gates, want) in cases {

@@ -7,14 +7,12 @@
 //! | the gate failed (engine, measurement, comparison, unreadable store) | any | 3 | `failure` | `error` |
 //! | unmeasured (coverage below `min_measured_share`) | any | 3 | `failure` | `error` |
 //! | the run was cancelled | any | 3 | `cancelled` | `error` |
-//! | pass | any | 0 | `success` | `pass` |
-//! | pass on a thin baseline (cannot find `design_effect` yet) | without `insufficient_baseline` | 0 | `neutral` | `pass` |
-//! | pass or inconclusive on a thin baseline | with `insufficient_baseline` | 1 | `failure` | `pass` / `inconclusive` |
+//! | pass (no regression found, and sensitive enough to find `design_effect`) | any | 0 | `success` | `pass` |
+//! | insufficient (no regression found, not sensitive enough) | without `insufficient` | 0 | `neutral` | `insufficient` |
+//! | insufficient | with `insufficient` | 1 | `failure` | `insufficient` |
 //! | no baseline | any | 0 | `neutral` | `no_baseline` |
-//! | regression | `regression`, `inconclusive` | 1 | `failure` | `regression` |
+//! | regression | `regression`, `insufficient` | 1 | `failure` | `regression` |
 //! | regression | `never` (report only) | 0 | `neutral` | `regression` |
-//! | inconclusive | `inconclusive` | 1 | `failure` | `inconclusive` |
-//! | inconclusive | `regression`, `never` | 0 | `neutral` | `inconclusive` |
 
 use serde::Deserialize;
 
@@ -23,40 +21,34 @@ use crate::verdict::GateVerdict;
 
 /// What fails the gate (`[thresholds] fail_on`): one word, or a list of words.
 ///
-/// `"regression"` (default) fails regressions; `"inconclusive"` also inconclusive verdicts;
-/// `"insufficient_baseline"` also a gate whose baseline history is too thin to find the rule's
-/// design effect (see [`Sensitivity`](crate::verdict::Sensitivity)); `"never"` is report only.
-/// A list combines them: `["inconclusive", "insufficient_baseline"]`.
+/// `"regression"` (default) fails regressions; `"insufficient"` also a gate that was not
+/// sensitive enough to say `pass` (older configs' `"inconclusive"` and
+/// `"insufficient_baseline"` mean the same); `"never"` is report only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "FailOnWords")]
 pub struct FailOn {
     /// Regressions fail (exit 1).
     pub regression: bool,
-    /// Inconclusive verdicts fail (exit 1).
-    pub inconclusive: bool,
-    /// A pass or inconclusive gate on a baseline too thin for the design power fails (exit 1).
-    pub insufficient_baseline: bool,
+    /// Insufficient verdicts fail (exit 1).
+    pub insufficient: bool,
 }
 
 impl FailOn {
-    /// Regressions fail; inconclusive passes (default).
+    /// Regressions fail; insufficient passes as a neutral check (default).
     pub const REGRESSION: FailOn = FailOn {
         regression: true,
-        inconclusive: false,
-        insufficient_baseline: false,
+        insufficient: false,
     };
-    /// Regressions and inconclusive verdicts fail.
-    pub const INCONCLUSIVE: FailOn = FailOn {
+    /// Regressions and insufficient verdicts fail.
+    pub const INSUFFICIENT: FailOn = FailOn {
         regression: true,
-        inconclusive: true,
-        insufficient_baseline: false,
+        insufficient: true,
     };
     /// Report only: never fail on a verdict (a regression is a `neutral` check and exit 0;
     /// engine failures still exit 3).
     pub const NEVER: FailOn = FailOn {
         regression: false,
-        inconclusive: false,
-        insufficient_baseline: false,
+        insufficient: false,
     };
 }
 
@@ -70,8 +62,7 @@ impl Default for FailOn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FailOnWord {
     Regression,
-    Inconclusive,
-    InsufficientBaseline,
+    Insufficient,
     Never,
 }
 
@@ -79,12 +70,11 @@ impl FailOnWord {
     fn parse<E: serde::de::Error>(word: &str) -> Result<FailOnWord, E> {
         Ok(match word {
             "regression" => FailOnWord::Regression,
-            "inconclusive" => FailOnWord::Inconclusive,
-            "insufficient_baseline" => FailOnWord::InsufficientBaseline,
+            "insufficient" | "inconclusive" | "insufficient_baseline" => FailOnWord::Insufficient,
             "never" => FailOnWord::Never,
             other => {
                 return Err(E::custom(format!(
-                    "unknown word `{other}`: expected regression, inconclusive, insufficient_baseline or never"
+                    "unknown word `{other}`: expected regression, insufficient or never"
                 )));
             }
         })
@@ -100,7 +90,7 @@ impl<'de> Deserialize<'de> for FailOnWords {
         impl<'de> serde::de::Visitor<'de> for Words {
             type Value = FailOnWords;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a word (regression, inconclusive, insufficient_baseline, never) or a list of them")
+                f.write_str("a word (regression, insufficient, never) or a list of them")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FailOnWords, E> {
                 Ok(FailOnWords(vec![FailOnWord::parse(v)?]))
@@ -135,15 +125,11 @@ impl TryFrom<FailOnWords> for FailOn {
             return Err("an empty list: write \"never\" for report only".into());
         }
         // Every word but `never` includes failing on regressions.
-        let mut f = FailOn::REGRESSION;
-        for w in words {
-            match w {
-                FailOnWord::Inconclusive => f.inconclusive = true,
-                FailOnWord::InsufficientBaseline => f.insufficient_baseline = true,
-                FailOnWord::Regression | FailOnWord::Never => {}
-            }
-        }
-        Ok(f)
+        Ok(if words.contains(&FailOnWord::Insufficient) {
+            FailOn::INSUFFICIENT
+        } else {
+            FailOn::REGRESSION
+        })
     }
 }
 
@@ -208,16 +194,8 @@ impl GatePolicy {
     }
 
     /// How a gate ends: `failed` = it could not measure or compare; `cancelled` = the run
-    /// was cancelled; `verdict` = the comparison's answer (`None`: nothing to compare);
-    /// `thin_baseline` = the baseline could not have found the rule's design effect (a pass
-    /// is then `neutral`, not `success`).
-    pub fn ending(
-        self,
-        failed: bool,
-        cancelled: bool,
-        verdict: Option<GateVerdict>,
-        thin_baseline: bool,
-    ) -> GateEnding {
+    /// was cancelled; `verdict` = the comparison's answer (`None`: nothing to compare).
+    pub fn ending(self, failed: bool, cancelled: bool, verdict: Option<GateVerdict>) -> GateEnding {
         if failed || cancelled {
             return GateEnding {
                 exit: GateExit::Failure,
@@ -239,16 +217,14 @@ impl GatePolicy {
                 verdict_word: "error",
             };
         }
-        let thin_fails = thin_baseline && self.fail_on.insufficient_baseline;
         let blocks = match verdict {
             GateVerdict::Regression => self.fail_on.regression,
-            GateVerdict::Inconclusive => self.fail_on.inconclusive || thin_fails,
-            GateVerdict::Pass => thin_fails,
-            GateVerdict::NoBaseline | GateVerdict::Unmeasured => false,
+            GateVerdict::Insufficient => self.fail_on.insufficient,
+            GateVerdict::Pass | GateVerdict::NoBaseline | GateVerdict::Unmeasured => false,
         };
         let (exit, conclusion) = match (blocks, verdict) {
             (true, _) => (GateExit::Regression, Conclusion::Failure),
-            (false, GateVerdict::Pass) if !thin_baseline => (GateExit::Pass, Conclusion::Success),
+            (false, GateVerdict::Pass) => (GateExit::Pass, Conclusion::Success),
             (false, _) => (GateExit::Pass, Conclusion::Neutral),
         };
         GateEnding {
@@ -264,7 +240,7 @@ mod tests {
     use super::*;
 
     fn end(fail_on: FailOn, verdict: Option<GateVerdict>) -> (GateExit, Conclusion, &'static str) {
-        let e = GatePolicy::new(fail_on).ending(false, false, verdict, false);
+        let e = GatePolicy::new(fail_on).ending(false, false, verdict);
         (e.exit, e.conclusion, e.verdict_word)
     }
 
@@ -275,15 +251,14 @@ mod tests {
             (GateExit::Pass, Conclusion::Neutral, "regression")
         );
         assert_eq!(
-            end(FailOn::NEVER, Some(GateVerdict::Inconclusive)),
-            (GateExit::Pass, Conclusion::Neutral, "inconclusive")
+            end(FailOn::NEVER, Some(GateVerdict::Insufficient)),
+            (GateExit::Pass, Conclusion::Neutral, "insufficient")
         );
         assert_eq!(
             end(FailOn::NEVER, Some(GateVerdict::Pass)),
             (GateExit::Pass, Conclusion::Success, "pass")
         );
-        // Engine failures still fail.
-        let failed = GatePolicy::new(FailOn::NEVER).ending(true, false, None, false);
+        let failed = GatePolicy::new(FailOn::NEVER).ending(true, false, None);
         assert_eq!(
             (failed.exit, failed.conclusion, failed.verdict_word),
             (GateExit::Failure, Conclusion::Failure, "error")
@@ -296,15 +271,15 @@ mod tests {
             None,
             Some(GateVerdict::Pass),
             Some(GateVerdict::Regression),
-            Some(GateVerdict::Inconclusive),
+            Some(GateVerdict::Insufficient),
             Some(GateVerdict::NoBaseline),
             Some(GateVerdict::Unmeasured),
         ];
-        for fail_on in [FailOn::REGRESSION, FailOn::INCONCLUSIVE, FailOn::NEVER] {
+        for fail_on in [FailOn::REGRESSION, FailOn::INSUFFICIENT, FailOn::NEVER] {
             for failed in [false, true] {
                 for cancelled in [false, true] {
                     for v in verdicts {
-                        let e = GatePolicy::new(fail_on).ending(failed, cancelled, v, false);
+                        let e = GatePolicy::new(fail_on).ending(failed, cancelled, v);
                         let check_fails =
                             matches!(e.conclusion, Conclusion::Failure | Conclusion::Cancelled);
                         assert_eq!(
@@ -323,21 +298,21 @@ mod tests {
     fn only_an_ending_that_fails_stands_on_an_unverified_verdict() {
         let stands = |fail_on: FailOn, v: GateVerdict| {
             GatePolicy::new(fail_on)
-                .ending(false, false, Some(v), false)
+                .ending(false, false, Some(v))
                 .stands_unverified()
         };
         assert!(stands(FailOn::REGRESSION, GateVerdict::Regression));
         assert!(stands(FailOn::REGRESSION, GateVerdict::Unmeasured));
-        assert!(stands(FailOn::INCONCLUSIVE, GateVerdict::Inconclusive));
+        assert!(stands(FailOn::INSUFFICIENT, GateVerdict::Insufficient));
         assert!(!stands(FailOn::REGRESSION, GateVerdict::Pass));
-        assert!(!stands(FailOn::REGRESSION, GateVerdict::Inconclusive));
+        assert!(!stands(FailOn::REGRESSION, GateVerdict::Insufficient));
         assert!(!stands(FailOn::REGRESSION, GateVerdict::NoBaseline));
         assert!(!stands(FailOn::NEVER, GateVerdict::Regression));
     }
 
     #[test]
     fn an_unmeasured_candidate_is_a_measurement_failure_under_every_fail_on() {
-        for fail_on in [FailOn::REGRESSION, FailOn::INCONCLUSIVE, FailOn::NEVER] {
+        for fail_on in [FailOn::REGRESSION, FailOn::INSUFFICIENT, FailOn::NEVER] {
             assert_eq!(
                 end(fail_on, Some(GateVerdict::Unmeasured)),
                 (GateExit::Failure, Conclusion::Failure, "error")
@@ -346,18 +321,18 @@ mod tests {
     }
 
     #[test]
-    fn the_default_policy_fails_regressions_only() {
+    fn the_default_policy_fails_regressions_only_and_insufficient_is_neutral() {
         assert_eq!(
             end(FailOn::REGRESSION, Some(GateVerdict::Regression)),
             (GateExit::Regression, Conclusion::Failure, "regression")
         );
         assert_eq!(
-            end(FailOn::REGRESSION, Some(GateVerdict::Inconclusive)),
-            (GateExit::Pass, Conclusion::Neutral, "inconclusive")
+            end(FailOn::REGRESSION, Some(GateVerdict::Insufficient)),
+            (GateExit::Pass, Conclusion::Neutral, "insufficient")
         );
         assert_eq!(
-            end(FailOn::INCONCLUSIVE, Some(GateVerdict::Inconclusive)),
-            (GateExit::Regression, Conclusion::Failure, "inconclusive")
+            end(FailOn::INSUFFICIENT, Some(GateVerdict::Insufficient)),
+            (GateExit::Regression, Conclusion::Failure, "insufficient")
         );
         assert_eq!(
             end(FailOn::REGRESSION, None),
@@ -366,58 +341,19 @@ mod tests {
     }
 
     #[test]
-    fn a_thin_baseline_is_neutral_and_fails_only_when_asked() {
-        let thin = |fail_on: FailOn, v| {
-            let e = GatePolicy::new(fail_on).ending(false, false, Some(v), true);
-            (e.exit, e.conclusion, e.verdict_word)
-        };
-        assert_eq!(
-            thin(FailOn::REGRESSION, GateVerdict::Pass),
-            (GateExit::Pass, Conclusion::Neutral, "pass")
-        );
-        let strict: FailOn = serde_json::from_value(serde_json::json!("insufficient_baseline"))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(strict.regression && strict.insufficient_baseline && !strict.inconclusive);
-        assert_eq!(
-            thin(strict, GateVerdict::Pass),
-            (GateExit::Regression, Conclusion::Failure, "pass")
-        );
-        assert_eq!(
-            thin(strict, GateVerdict::Inconclusive),
-            (GateExit::Regression, Conclusion::Failure, "inconclusive")
-        );
-        assert_eq!(
-            thin(strict, GateVerdict::Regression),
-            (GateExit::Regression, Conclusion::Failure, "regression")
-        );
-        // A sufficient baseline under the strict policy passes as usual.
-        let e = GatePolicy::new(strict).ending(false, false, Some(GateVerdict::Pass), false);
-        assert_eq!(
-            (e.exit, e.conclusion),
-            (GateExit::Pass, Conclusion::Success)
-        );
-    }
-
-    #[test]
-    fn fail_on_reads_a_word_or_a_list() {
+    fn fail_on_reads_a_word_or_a_list_and_the_old_words() {
         let read = |v: serde_json::Value| serde_json::from_value::<FailOn>(v).ok();
         assert_eq!(
             read(serde_json::json!("regression")),
             Some(FailOn::REGRESSION)
         );
-        assert_eq!(
-            read(serde_json::json!("inconclusive")),
-            Some(FailOn::INCONCLUSIVE)
-        );
+        for old in ["insufficient", "inconclusive", "insufficient_baseline"] {
+            assert_eq!(read(serde_json::json!(old)), Some(FailOn::INSUFFICIENT));
+        }
         assert_eq!(read(serde_json::json!("never")), Some(FailOn::NEVER));
-        let both = read(serde_json::json!(["inconclusive", "insufficient_baseline"]));
         assert_eq!(
-            both,
-            Some(FailOn {
-                regression: true,
-                inconclusive: true,
-                insufficient_baseline: true
-            })
+            read(serde_json::json!(["inconclusive", "insufficient_baseline"])),
+            Some(FailOn::INSUFFICIENT)
         );
         assert_eq!(read(serde_json::json!(["never", "regression"])), None);
         assert_eq!(read(serde_json::json!([])), None);

@@ -88,9 +88,42 @@ pub struct CellSensitivity {
 }
 
 impl ComparisonReport {
-    /// Whether the baseline is too thin to find the rule's design effect (see [`Sensitivity`]).
+    /// Whether the gate was too insensitive to find the rule's design effect (see
+    /// [`Sensitivity`]).
     pub fn thin_baseline(&self) -> bool {
         self.sensitivity.as_ref().is_some_and(|s| !s.sufficient)
+    }
+
+    /// The tests that decided the gate, one line each, so a reviewer can redo them by hand:
+    /// the matrix-wide test, then every row, column and cell test that found a regression.
+    pub fn check_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(c) = self.matrix_test.as_ref().and_then(|m| m.check.as_ref()) {
+            out.push(c.line("matrix"));
+        }
+        for l in &self.lines {
+            if let Some(c) = l.test.check.as_ref().filter(|c| c.rejected) {
+                let what = match l.axis {
+                    LineAxis::Context => format!("row ctx={}", l.at),
+                    LineAxis::Concurrency => format!("column C={}", l.at),
+                };
+                out.push(c.line(&what));
+            }
+        }
+        for cell in &self.cells {
+            for m in &cell.metrics {
+                if let Some(c) = m.check.as_ref().filter(|c| c.rejected) {
+                    let what = format!(
+                        "cell C={} ctx={} {}",
+                        cell.concurrency,
+                        cell.context_tokens,
+                        m.metric.as_str()
+                    );
+                    out.push(c.line(&what));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -188,12 +221,16 @@ pub struct BaselineSummary {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GateVerdict {
-    /// Nothing regressed.
+    /// No regression found, and the gate was sensitive enough to find one of `design_effect`.
     Pass,
     /// At least one cell (or the matrix-wide test) regressed.
     Regression,
-    /// Nothing regressed, but some cells could not be decided.
-    Inconclusive,
+    /// No regression found, but the gate was not sensitive enough to call it a pass: its
+    /// minimum detectable effect is above `design_effect` (more baseline runs, longer windows
+    /// or another boot would make it so; `sensitivity` says which). Older files' `inconclusive`
+    /// reads as this.
+    #[serde(alias = "inconclusive")]
+    Insufficient,
     /// No usable baseline for this profile and suite.
     NoBaseline,
     /// The candidate could not be measured well enough to decide (its coverage of the
@@ -207,7 +244,7 @@ impl GateVerdict {
         match self {
             GateVerdict::Pass => "pass",
             GateVerdict::Regression => "regression",
-            GateVerdict::Inconclusive => "inconclusive",
+            GateVerdict::Insufficient => "insufficient",
             GateVerdict::NoBaseline => "no_baseline",
             GateVerdict::Unmeasured => "unmeasured",
         }
@@ -395,6 +432,9 @@ pub struct MetricComparison {
     pub p_adjusted: f64,
     /// This metric's verdict.
     pub verdict: CellVerdict,
+    /// The cell's own test (the cell against the rest of its run) at the look that decided it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
     /// The change this verdict was decided on, when the comparison records it (older files do
     /// not): the per-cell test looks at the cell relative to its own run, so that figure, not
     /// `change`, is what a regression or improvement stands on.
@@ -498,11 +538,58 @@ pub struct MatrixTest {
     pub verdict: CellVerdict,
     /// Comparable cells the test pooled.
     pub cells: usize,
-    /// The worst relative change one baseline run showed against the history's typical run
-    /// (outlier runs included): a candidate boot no worse than this could be one such boot,
-    /// so one boot alone never fails on it (the second boot decides).
+    /// The test's arithmetic at the look that decided it (statistic, boundary, alpha share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history_worst: Option<f64>,
+    pub check: Option<Check>,
+}
+
+/// One test of the gate, written so a reviewer can redo it with a calculator: the statistic
+/// (the log change over its standard error, the metric's own sign), the distribution it has
+/// when nothing changed, the boundary at this look and the one-sided alpha the test was given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// Which look of the gate's plan made the test (`first boot`, `round 1`, `both boots`).
+    pub look: String,
+    /// The standardized change: `ln(candidate / baseline) / se` (negative: lower values).
+    pub statistic: f64,
+    /// Its distribution under "no change", e.g. `t(19.0)`.
+    pub reference: String,
+    /// The boundary, in the worse direction: a regression needs the statistic beyond it.
+    pub boundary: f64,
+    /// The one-sided alpha this test was given at this look (its share of the gate's alpha).
+    pub alpha: f64,
+    /// Whether this test found a regression (statistic beyond the boundary, change beyond
+    /// its margin).
+    pub rejected: bool,
+    /// What the look concluded, in words (`regression`, `no regression`, `leans worse: boot
+    /// again`, …).
+    pub outcome: String,
+}
+
+impl Check {
+    /// `matrix: t = −4.21 ≤ −2.98 (t(13.9), one-sided α = 5.00e-3, both boots) → regression`.
+    pub fn line(&self, what: &str) -> String {
+        let beyond = if self.boundary < 0.0 {
+            self.statistic <= self.boundary
+        } else {
+            self.statistic >= self.boundary
+        };
+        let op = match (self.boundary < 0.0, beyond) {
+            (true, true) => "≤",
+            (true, false) => ">",
+            (false, true) => "≥",
+            (false, false) => "<",
+        };
+        format!(
+            "{what}: t = {} {op} {} ({}, one-sided α = {:.2e}, {}) → {}",
+            signed_number(self.statistic, 2),
+            signed_number(self.boundary, 2),
+            self.reference,
+            self.alpha,
+            self.look,
+            self.outcome
+        )
+    }
 }
 
 /// Which line of the matrix a [`LineTest`] pools.

@@ -141,7 +141,7 @@ fn a_cell_newly_capacity_limited_on_both_boots_is_a_capacity_regression() {
     let c = at(&report);
     assert!(c.provisional, "{c:?}");
     assert_eq!(c.verdict, CellVerdict::Inconclusive);
-    assert_eq!(report.gate, GateVerdict::Inconclusive);
+    assert_eq!(report.gate, GateVerdict::Insufficient);
     // Both boots limited: a capacity regression, the second boot used.
     let (code, report, err) = compare(
         &paths(&base),
@@ -202,7 +202,7 @@ fn the_seed_loads_as_baseline_and_candidate() {
     }
     assert!(matches!(
         report.gate,
-        GateVerdict::Pass | GateVerdict::Inconclusive
+        GateVerdict::Pass | GateVerdict::Insufficient
     ));
     assert!(
         report
@@ -343,11 +343,11 @@ fn compare_against_a_store_selects_profile_and_suite() {
 
 /// `compare --confirmation` replays `run`'s two-boot rule on files: the second boot enters the
 /// verdict only where `run` would have booted again, and the JSON says whether it did. The
-/// expected verdicts are the library's own two stages (`ConfirmPlan::first_rule` and
+/// expected verdicts are the library's own two looks (`ConfirmPlan::first_look` and
 /// `ConfirmPlan::second_stage`).
 #[test]
 fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
-    use infergate::stats::{ConfirmPlan, DecisionRule, compare as lib_compare};
+    use infergate::stats::{ConfirmPlan, DecisionRule, compare_at as lib_compare};
     let dir = tempfile::tempdir().unwrap();
     let base_gen = Gen::default();
     let base_runs: Vec<_> = (0..10).map(|i| run(&base_gen, i)).collect();
@@ -355,21 +355,18 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     let plan = ConfirmPlan::default();
     let rule = DecisionRule::default();
     let first_verdict = |r: &infergate::results::RunResults| {
-        lib_compare(&base_runs, std::slice::from_ref(r), &plan.first_rule(&rule)).unwrap()
+        lib_compare(
+            &base_runs,
+            std::slice::from_ref(r),
+            &rule,
+            &plan.first_look(&rule),
+        )
+        .unwrap()
     };
     // A clean first boot: `run` would not boot again, so the second is not used.
     let clean = (100..120)
         .map(|i| run(&Gen::default(), i))
-        .find(|r| {
-            !plan
-                .wants_confirmation(
-                    &rule,
-                    &first_verdict(r),
-                    &base_runs,
-                    std::slice::from_ref(r),
-                )
-                .unwrap()
-        })
+        .find(|r| !plan.wants_confirmation(&first_verdict(r)))
         .expect("a clean boot that does not call for confirmation");
     let clean_second = run(&Gen::default(), 200);
     let a = write(dir.path(), "clean", &clean);
@@ -404,15 +401,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
             };
             (300..306).map(move |i| (run(&g, i), run(&g, i + 50)))
         })
-        .find(|(r, _)| {
-            plan.wants_confirmation(
-                &rule,
-                &first_verdict(r),
-                &base_runs,
-                std::slice::from_ref(r),
-            )
-            .unwrap()
-        })
+        .find(|(r, _)| plan.wants_confirmation(&first_verdict(r)))
         .expect("a slightly slow boot that calls for confirmation");
     let a = write(dir.path(), "leaning", &leaning);
     let b = write(dir.path(), "leaning-second", &second);

@@ -118,6 +118,7 @@ fn metric(change: f64, verdict: CellVerdict) -> MetricComparison {
         p_value: 0.001,
         p_adjusted: 0.004,
         verdict,
+        check: None,
         decided_on: None,
     }
 }
@@ -169,7 +170,7 @@ fn verdict(
         gate: if regressions > 0 {
             GateVerdict::Regression
         } else if inconclusive > 0 {
-            GateVerdict::Inconclusive
+            GateVerdict::Insufficient
         } else {
             GateVerdict::Pass
         },
@@ -1097,7 +1098,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         p_value: p,
         verdict,
         cells: 2,
-        history_worst: None,
+        check: None,
     };
     v.matrix_test = Some(matrix(-0.031, 0.0004, CellVerdict::Regression));
     v.gate = GateVerdict::Regression;

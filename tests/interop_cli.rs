@@ -284,6 +284,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         p_value: 0.0004,
         p_adjusted: 0.0008,
         verdict: v,
+        check: None,
         decided_on: None,
     };
     let report = ComparisonReport {

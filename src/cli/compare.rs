@@ -290,7 +290,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     }
     Ok(if report.gate == GateVerdict::Unmeasured {
         GateExit::Failure
-    } else if rule.fails(report.gate) {
+    } else if report.gate == GateVerdict::Regression {
         GateExit::Regression
     } else {
         GateExit::Pass

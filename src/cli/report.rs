@@ -66,9 +66,10 @@ pub struct ReportArgs {
     /// Pull request number to comment on (default: from the event payload).
     #[arg(long)]
     pub pr: Option<u64>,
-    /// Complete the check as failure when the verdict is inconclusive.
-    #[arg(long)]
-    pub fail_on_inconclusive: bool,
+    /// Complete the check as failure when the verdict is `insufficient` (the gate was not
+    /// sensitive enough to say `pass`).
+    #[arg(long, alias = "fail-on-inconclusive")]
+    pub fail_on_insufficient: bool,
     /// Gate config from a trusted checkout (the base branch): the verdict is recomputed from
     /// the results against it and its baseline store, and `--verdict` is ignored.
     #[arg(long, value_name = "FILE")]
@@ -166,8 +167,8 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     // job wrote it): it may fail the report, never pass it (no success check, no exit 0).
     let mut refused = None;
     if let (None, Some(path), Some(v)) = (&trusted, &args.verdict, &verdict) {
-        let fail_on = if args.fail_on_inconclusive {
-            crate::policy::FailOn::INCONCLUSIVE
+        let fail_on = if args.fail_on_insufficient {
+            crate::policy::FailOn::INSUFFICIENT
         } else {
             crate::policy::FailOn::REGRESSION
         };
@@ -175,7 +176,6 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             false,
             results.status == crate::results::RunStatus::Cancelled,
             Some(v.gate),
-            v.thin_baseline(),
         );
         if !ending.stands_unverified() {
             refused = Some(usage(format!(
@@ -268,8 +268,8 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         ctx.warnings.extend(warnings);
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
-        let fail_on = match (&trusted, args.fail_on_inconclusive) {
-            (_, true) => crate::policy::FailOn::INCONCLUSIVE,
+        let fail_on = match (&trusted, args.fail_on_insufficient) {
+            (_, true) => crate::policy::FailOn::INSUFFICIENT,
             (Some(t), false) => t.config.thresholds.fail_on,
             (None, false) => crate::policy::FailOn::REGRESSION,
         };
@@ -301,7 +301,6 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
                     failure.is_some(),
                     results.status == crate::results::RunStatus::Cancelled,
                     verdict.as_ref().map(|v| v.gate),
-                    verdict.as_ref().is_some_and(|v| v.thin_baseline()),
                 )
                 .exit
         }

@@ -34,18 +34,6 @@ pub struct StatsEvalArgs {
     /// boot's matrix-wide change looks like a regression.
     #[arg(long)]
     pub no_confirm: bool,
-    /// The confirmation boot's trigger: the first boot's matrix-wide one-sided p-value below
-    /// this (as `[confirm] p_below` in the config).
-    #[arg(long, default_value_t = ConfirmPlan::default().p_below)]
-    pub confirm_p: f64,
-    /// Share of the rule's alpha spent at the first boot on overwhelming alarms
-    /// (`[confirm] first_share`).
-    #[arg(long, default_value_t = 0.02)]
-    pub confirm_first_share: f64,
-    /// An alarm over both boots stands only when the second boot alone shows it with a
-    /// one-sided p-value below this (`[confirm] recur_p`).
-    #[arg(long, default_value_t = ConfirmPlan::default().recur_p)]
-    pub confirm_recur_p: f64,
     /// Per-cell noise as Student t with these degrees of freedom (> 2, same SD); Gaussian
     /// when absent.
     #[arg(long)]
@@ -103,15 +91,7 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         }
     };
     rule.validate().map_err(|e| usage(e.to_string()))?;
-    let confirm = (!args.no_confirm).then_some(ConfirmPlan {
-        p_below: args.confirm_p,
-        first_share: args.confirm_first_share,
-        recur_p: args.confirm_recur_p,
-        ..ConfirmPlan::default()
-    });
-    if let Some(plan) = &confirm {
-        plan.validate().map_err(|e| usage(e.to_string()))?;
-    }
+    let confirm = (!args.no_confirm).then(ConfirmPlan::default);
     if args.cell_df.is_some_and(|d| !(d > 2.0 && d.is_finite())) {
         return Err(usage(
             "--cell-df takes degrees of freedom above 2 (the SD must exist)",
@@ -201,11 +181,7 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
         r.cells,
         r.candidate_runs,
         match &r.confirm {
-            Some(p) => format!(
-                " + a confirmation boot when the matrix-wide p < {} ({} of its alpha first)",
-                p.p_below,
-                pct(p.first_share)
-            ),
+            Some(_) => " + the two-boot plan of the matrix-wide test".to_string(),
             None => " (no confirmation boot)".into(),
         },
         pct(r.noise.run_cv),

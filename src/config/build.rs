@@ -131,9 +131,7 @@ fn build_rule(
                 loc.at(
                     span,
                     format!("[thresholds] fail_on: {}", e.message().trim()),
-                    Some(
-                        "write fail_on = \"regression\", \"inconclusive\", \"insufficient_baseline\" or \"never\", or a list such as [\"inconclusive\", \"insufficient_baseline\"]",
-                    ),
+                    Some("write fail_on = \"regression\", \"insufficient\" or \"never\""),
                 )
             })?;
             continue;
@@ -142,7 +140,7 @@ fn build_rule(
             return Err(loc.at(
                 span,
                 "[thresholds] inconclusive_fails is set by fail_on",
-                Some("write fail_on = \"inconclusive\" instead"),
+                Some("write fail_on = \"insufficient\" instead"),
             ));
         }
         if matches!(key.as_str(), "level_runs" | "noise_runs") {
@@ -181,10 +179,6 @@ fn build_rule(
             table.insert(field.to_string(), toml::Value::Integer(*v.get_ref() as i64));
         }
     }
-    table.insert(
-        "inconclusive_fails".into(),
-        toml::Value::Boolean(fail_on.inconclusive),
-    );
     let rule = DecisionRule::deserialize(toml::Value::Table(table)).map_err(|e| {
         loc.at(
             thresholds_span.clone(),
@@ -486,29 +480,20 @@ fn build_confirm(
         return Ok(ConfirmConfig::default());
     };
     let raw = raw.into_inner();
-    let mut cfg = ConfirmConfig {
+    let cfg = ConfirmConfig {
         enabled: raw.enabled.unwrap_or(true),
         ..ConfirmConfig::default()
     };
-    if let Some(p) = raw.p_below {
-        if !(*p.get_ref() > 0.0 && *p.get_ref() <= 0.5) {
-            return Err(loc.at(
-                p.span(),
-                format!("[confirm] p_below = {} is out of range", p.get_ref()),
-                Some("write a p-value in (0, 0.5] (default 0.05: about 5% of clean PRs boot twice), or enabled = false"),
-            ));
-        }
-        cfg.plan.p_below = p.into_inner();
-    }
-    if let Some(f) = raw.first_share {
-        if !(*f.get_ref() > 0.0 && *f.get_ref() < 1.0) {
-            return Err(loc.at(
-                f.span(),
-                format!("[confirm] first_share = {} is out of range", f.get_ref()),
-                Some("write the share of alpha spent at the first boot on final alarms, in (0, 1) (default 0.02)"),
-            ));
-        }
-        cfg.plan.first_share = f.into_inner();
+    if let Some(key) = raw
+        .p_below
+        .map(|v| v.span())
+        .or(raw.first_share.map(|v| v.span()))
+    {
+        return Err(loc.at(
+            key,
+            "[confirm] p_below and first_share are gone: the two-boot plan has no knobs but `enabled` (docs/statistics.md)",
+            Some("remove the key"),
+        ));
     }
     Ok(cfg)
 }

@@ -161,6 +161,7 @@ pub(crate) mod fixture {
             p_value: 0.001,
             p_adjusted: 0.004,
             verdict: v,
+            check: None,
             decided_on: None,
         };
         let cells = vec![

@@ -14,7 +14,7 @@ fn gate_badge(gate: GateVerdict) -> &'static str {
     match gate {
         GateVerdict::Pass => "✅ pass",
         GateVerdict::Regression => "❌ regression",
-        GateVerdict::Inconclusive => "⚠️ inconclusive",
+        GateVerdict::Insufficient => "⚠️ insufficient",
         GateVerdict::NoBaseline => "ℹ️ no baseline",
         GateVerdict::Unmeasured => "⛔ unmeasured",
     }

@@ -396,6 +396,7 @@ mod tests {
             p_value: 0.0004,
             p_adjusted: 0.008,
             verdict,
+            check: None,
             decided_on: None,
         }
     }
@@ -461,7 +462,7 @@ mod tests {
                 p_value: 0.0002,
                 verdict: Regression,
                 cells: 3,
-                history_worst: None,
+                check: None,
             }),
             lines: Vec::new(),
             cells: vec![

@@ -1,22 +1,22 @@
-//! Adaptive re-measurement: after the matrix and the first comparison, the cells whose verdict
-//! is `inconclusive` are measured again on the still-running engine (a fresh set of streams,
-//! warm-up and window each round), the evidence of all rounds is pooled, and the comparison is
-//! made again — until every cell is decided or the budget (`max_rounds`, `max_extra_seconds`)
-//! is spent. Chromium Pinpoint's SAME / DIFFERENT / UNKNOWN, where UNKNOWN buys more samples.
+//! Adaptive re-measurement: after the matrix and the first look, the cells whose own test
+//! leans worse without crossing its boundary (one-sided p below the futility bound) are
+//! measured again on the still-running engine (a fresh set of streams, warm-up and window each
+//! round), the evidence of all rounds is pooled, and the look is made again — until no cell
+//! leans or the budget (`max_rounds`, `max_extra_seconds`) is spent.
 //!
-//! Repeated looks would spend a fresh alpha each time; here they share one budget through a
-//! Lan–DeMets alpha-spending plan ([`AlphaSpending`]) over `1 + max_rounds` looks: look `k`
-//! (look 0 = the ordinary comparison) tests at the spending function's increment, so by the
-//! union bound the chance of any false alarm over all looks stays at most the rule's `alpha`.
-//! A cell's verdict is frozen at the look that decided it (a group-sequential stop), so a
-//! later, stricter look never undoes it. See `docs/adaptive-and-ab.md`.
+//! The rounds share the local families' alpha through a Lan–DeMets alpha-spending plan
+//! ([`AlphaSpending`]) over `1 + max_rounds` looks: look `k` (look 0 = the first boot's) tests
+//! the rows, columns and cells at the spending function's increment, so by the union bound
+//! their false alarms over all looks stay within their share. The matrix-wide test is not
+//! re-made (re-measuring cells on one boot cannot redraw the boot factor). A cell's verdict is
+//! frozen at the look that decided it. See `docs/adaptive-and-ab.md`.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::config::AdaptiveConfig;
 use crate::results::{CellResult, Event, EventKind, RunResults, context_label};
-use crate::stats::{AlphaSpending, DecisionRule};
+use crate::stats::{AlphaSpending, DecisionRule, Look};
 use crate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
 
 use super::decide::{Decision, GateError};
@@ -26,8 +26,10 @@ use super::decide::{Decision, GateError};
 pub(crate) struct AdaptiveRequest {
     /// Budget and spending shape.
     pub config: AdaptiveConfig,
-    /// The gate's decision rule; its `alpha` is spread over the looks.
+    /// The gate's decision rule.
     pub rule: DecisionRule,
+    /// The first boot's look as the gate plans it; its local alpha is spread over the rounds.
+    pub first: Look,
     /// Baseline store directory.
     pub store_dir: PathBuf,
 }
@@ -47,34 +49,33 @@ pub(crate) struct AdaptiveOutcome {
     pub stop_reason: String,
 }
 
-/// The spending plan of an adaptive run: the rule's alpha over `1 + max_rounds` looks.
-pub(crate) fn spending_plan(config: &AdaptiveConfig, rule: &DecisionRule) -> AlphaSpending {
-    AlphaSpending::new(rule.alpha, config.max_rounds + 1).with_shape(config.spending)
+/// The spending plan of an adaptive run: the first look's local alpha over `1 + max_rounds`
+/// looks.
+pub(crate) fn spending_plan(config: &AdaptiveConfig, first: &Look) -> AlphaSpending {
+    AlphaSpending::new(first.local_alpha, config.max_rounds + 1).with_shape(config.spending)
 }
 
-/// The rule of look `look`. The matrix-wide test is made once, at look 0, with its full share
-/// of alpha (re-measuring single cells barely moves it: its noise is the boot's factor), so
-/// only the cells' family spends its share (`alpha × (1 − matrix_alpha_share)`) across the
-/// looks: look `k` tests the cells at `increment_k × (1 − share)`. The increments add up to
-/// the cells' share, so cells + matrix stay within `alpha`.
-pub(crate) fn look_rule(plan: &AlphaSpending, rule: &DecisionRule, look: u32) -> DecisionRule {
-    let inc = plan.alpha_at(look).max(f64::MIN_POSITIVE);
-    let mut r = rule.clone();
-    if !rule.matrix_test {
-        r.alpha = inc;
-        return r;
+/// Look `look` of the rounds: the rows, columns and cells at the spending increment; the
+/// matrix-wide test as the first look makes it at look 0 (later looks keep look 0's).
+pub(crate) fn look_at(plan: &AlphaSpending, first: &Look, look: u32) -> Look {
+    Look {
+        name: if look == 0 {
+            first.name.clone()
+        } else {
+            format!("{}, round {look}", first.name)
+        },
+        local_alpha: plan.alpha_at(look),
+        matrix_alpha: if look == 0 { first.matrix_alpha } else { None },
+        design_boots: first.design_boots,
     }
-    let share = rule.matrix_alpha_share;
-    let matrix = if look == 0 { rule.alpha * share } else { 0.0 };
-    r.alpha = matrix + inc * (1.0 - share);
-    // Look 0: the matrix test keeps alpha × share; later looks' matrix test is not used.
-    r.matrix_alpha_share = if look == 0 {
-        (matrix / r.alpha).clamp(1e-9, 1.0 - 1e-9)
-    } else {
-        1e-9
-    };
-    r.alpha = r.alpha.min(0.499);
-    r
+}
+
+/// Whether a cell's own test leans worse without having decided: worth another round.
+fn leans(cell: &crate::verdict::CellComparison) -> bool {
+    cell.verdict == CellVerdict::Unchanged
+        && cell
+            .primary()
+            .is_some_and(|m| m.p_value < crate::stats::rule::FUTILITY_P)
 }
 
 /// Progress and totals of the loop.
@@ -86,8 +87,9 @@ pub(crate) struct LoopStats {
     pub stop_reason: String,
 }
 
-/// Re-measures the inconclusive cells of `first` (the comparison at look 0, made with
-/// `plan.rule_at(rule, 0)`) until decided or out of budget, and returns the final comparison.
+/// Re-measures the leaning cells of `first` (the comparison at look 0, made with
+/// [`look_at`]`(plan, first_look, 0)`) until none leans or out of budget, and returns the
+/// final comparison.
 ///
 /// `measure(c, ctx)` measures one cell again (`None` = cancelled: stop). Each extra
 /// measurement is folded into the cell as a round (`CellResult.rounds`, with the verdict after
@@ -98,6 +100,7 @@ pub(crate) async fn remeasure_inconclusive<M>(
     history: &[RunResults],
     first: ComparisonReport,
     rule: &DecisionRule,
+    first_look: &Look,
     config: &AdaptiveConfig,
     est_cell_s: f64,
     mut measure: M,
@@ -106,12 +109,12 @@ pub(crate) async fn remeasure_inconclusive<M>(
 where
     M: AsyncFnMut(u32, u64) -> Option<CellResult>,
 {
-    let plan = spending_plan(config, rule);
+    let plan = spending_plan(config, first_look);
     let mut stats = LoopStats::default();
     let mut report = first;
     // Cells decided at some look keep that look's comparison.
     let mut cost_s = est_cell_s.max(0.1);
-    stats.stop_reason = "every cell decided".into();
+    stats.stop_reason = "no cell leans worse".into();
     for look in 1..=config.max_rounds {
         if report.gate == GateVerdict::Regression {
             stats.stop_reason =
@@ -124,11 +127,11 @@ where
             .iter()
             // A cell decided up front (capacity-limited, saturated: no metrics) is not
             // resolved by re-measuring it on the same boot; a second boot decides it.
-            .filter(|c| c.verdict == CellVerdict::Inconclusive && !c.metrics.is_empty())
+            .filter(|c| leans(c))
             .map(|c| (c.concurrency, c.context_tokens))
             .collect();
         if pending.is_empty() {
-            stats.stop_reason = "every cell decided".into();
+            stats.stop_reason = "no cell leans worse".into();
             break;
         }
         let mut measured_now = Vec::new();
@@ -146,7 +149,7 @@ where
                 c,
                 ctx,
                 format!(
-                    "re-measuring C={c} ctx={} (round {look} of at most {}): inconclusive",
+                    "re-measuring C={c} ctx={} (round {look} of at most {}): leans worse",
                     context_label(ctx),
                     config.max_rounds
                 ),
@@ -180,8 +183,9 @@ where
         }
         if !measured_now.is_empty() {
             stats.rounds = look;
-            let look_rule = look_rule(&plan, rule, look);
-            let again = crate::stats::compare(history, std::slice::from_ref(results), &look_rule)?;
+            let this = look_at(&plan, first_look, look);
+            let again =
+                crate::stats::compare_at(history, std::slice::from_ref(results), rule, &this)?;
             report = merge_look(report, &again, &measured_now);
             for &(c, ctx) in &measured_now {
                 let v = report
@@ -199,10 +203,10 @@ where
                     c,
                     ctx,
                     format!(
-                        "after round {look}: C={c} ctx={} {} (cells' alpha at this look {:.2e})",
+                        "after round {look}: C={c} ctx={} {} (local alpha at this look {:.2e})",
                         context_label(ctx),
                         v.map_or("?", |v| v.as_str()),
-                        look_rule.cell_alpha()
+                        this.local_alpha
                     ),
                 ));
             }
@@ -219,14 +223,10 @@ where
             break;
         }
         if look == config.max_rounds {
-            stats.stop_reason = if report
-                .cells
-                .iter()
-                .any(|c| c.verdict == CellVerdict::Inconclusive)
-            {
+            stats.stop_reason = if report.cells.iter().any(leans) {
                 format!("max_rounds ({}) spent", config.max_rounds)
             } else {
-                "every cell decided".into()
+                "no cell leans worse".into()
             };
         }
     }
@@ -270,20 +270,24 @@ pub(crate) async fn run_adaptive(
     cancel: &tokio_util::sync::CancellationToken,
     emit: &dyn Fn(Event),
 ) -> AdaptiveOutcome {
-    let plan = spending_plan(&req.config, &req.rule);
-    let first =
-        match super::decide::decide(results, &req.store_dir, &look_rule(&plan, &req.rule, 0)) {
-            Ok(d) => d,
-            Err(e) => {
-                return AdaptiveOutcome {
-                    decision: Err(e),
-                    rounds: 0,
-                    extra_s: 0.0,
-                    remeasured: Vec::new(),
-                    stop_reason: "the comparison failed".into(),
-                };
-            }
-        };
+    let plan = spending_plan(&req.config, &req.first);
+    let first = match super::decide::decide(
+        results,
+        &req.store_dir,
+        &req.rule,
+        &look_at(&plan, &req.first, 0),
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            return AdaptiveOutcome {
+                decision: Err(e),
+                rounds: 0,
+                extra_s: 0.0,
+                remeasured: Vec::new(),
+                stop_reason: "the comparison failed".into(),
+            };
+        }
+    };
     let Some(report) = first.verdict.clone() else {
         return AdaptiveOutcome {
             decision: Ok(first),
@@ -299,6 +303,7 @@ pub(crate) async fn run_adaptive(
         &history,
         report,
         &req.rule,
+        &req.first,
         &req.config,
         est_cell_s,
         async |c, ctx| {
@@ -356,32 +361,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn looks_spend_the_cells_alpha_and_the_matrix_test_looks_once() {
+    fn rounds_spend_the_first_looks_local_alpha_and_the_matrix_test_looks_once() {
         let rule = DecisionRule::default();
         let cfg = AdaptiveConfig {
             enabled: true,
             max_rounds: 2,
             ..AdaptiveConfig::default()
         };
-        let plan = spending_plan(&cfg, &rule);
-        let looks: Vec<DecisionRule> = (0..3).map(|k| look_rule(&plan, &rule, k)).collect();
-        for r in &looks {
-            assert!(r.validate().is_ok(), "{r:?}");
-        }
-        let cells: f64 = looks.iter().map(DecisionRule::cell_alpha).sum();
-        assert!((cells - rule.cell_alpha()).abs() < 1e-9, "{cells}");
-        assert!((looks[0].matrix_alpha() - rule.matrix_alpha()).abs() < 1e-12);
-        assert!(looks[1].matrix_alpha() < 1e-9);
+        let first = crate::stats::ConfirmPlan::default().first_look(&rule);
+        let plan = spending_plan(&cfg, &first);
+        let looks: Vec<Look> = (0..3).map(|k| look_at(&plan, &first, k)).collect();
+        let local: f64 = looks.iter().map(|l| l.local_alpha).sum();
+        assert!((local - rule.local_alpha()).abs() < 1e-9, "{local}");
+        assert!(looks.iter().all(|l| l.matrix_alpha.is_none()));
         // Pocock: the first look gets the largest share.
-        assert!(looks[0].cell_alpha() > looks[1].cell_alpha());
-        // Without the matrix test the whole alpha is spent on the cells.
-        let no_matrix = DecisionRule {
-            matrix_test: false,
-            ..rule.clone()
-        };
-        let total: f64 = (0..3)
-            .map(|k| look_rule(&plan, &no_matrix, k).cell_alpha())
-            .sum();
-        assert!((total - rule.alpha).abs() < 1e-9);
+        assert!(looks[0].local_alpha > looks[1].local_alpha);
+        assert_eq!(looks[2].name, "first boot, round 2");
+        // One boot decides all: the matrix test at look 0 only.
+        let single = Look::single(&rule);
+        let plan = spending_plan(&cfg, &single);
+        assert_eq!(
+            look_at(&plan, &single, 0).matrix_alpha,
+            Some(rule.matrix_alpha())
+        );
+        assert_eq!(look_at(&plan, &single, 1).matrix_alpha, None);
     }
 }

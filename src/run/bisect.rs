@@ -251,7 +251,10 @@ impl BisectPlan {
     pub(crate) fn settings(&self) -> BisectSettings {
         let rule = &self.config.thresholds.rule;
         BisectSettings {
-            noise_cv: self.bisect.noise_cv.unwrap_or(rule.prior_cv),
+            noise_cv: self
+                .bisect
+                .noise_cv
+                .unwrap_or(crate::stats::noise::PRIOR_CV),
             min_effect: rule.min_effect,
             confidence: self.bisect.confidence,
         }

@@ -15,7 +15,7 @@ use crate::results::{Event, EventKind, RunResults};
 use crate::stats::{ConfirmPlan, DecisionRule};
 use crate::verdict::ComparisonReport;
 
-use super::decide::{Decision, GateError, decide_runs};
+use super::decide::{Decision, GateError};
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
 
 /// The results file of the confirmation boot, next to `results.json`.
@@ -49,16 +49,16 @@ pub(crate) struct ConfirmOutcome {
 pub(crate) struct ConfirmRequest<'a> {
     /// When to confirm and how alpha is split.
     pub plan: &'a ConfirmPlan,
-    /// The gate's full decision rule (the plan derives both stages' rules from it).
+    /// The gate's decision rule.
     pub rule: &'a DecisionRule,
-    /// Baseline store directory.
-    pub store_dir: &'a Path,
+    /// The first look's decision: the baseline history loaded for it (not loaded again).
+    pub first: &'a Decision,
     /// The first boot's request; its adaptive re-measurement is dropped.
     pub measure: MeasureRequest<'a>,
 }
 
 /// Boots the engine a second time (without adaptive re-measurement), measures the matrix, and
-/// compares both boots with the baseline under the plan's second-stage rule. `first_run` gets
+/// makes the plan's second look on the history the first look loaded. `first_run` gets
 /// a `confirmation` event and a `confirmed_by` label; the second run a `confirms` label.
 pub(crate) async fn confirm_boot(
     first_run: &mut RunResults,
@@ -70,7 +70,7 @@ pub(crate) async fn confirm_boot(
     let ConfirmRequest {
         plan,
         rule,
-        store_dir,
+        first: decided,
         measure: mut req,
     } = req;
     let reason = plan.reason(first);
@@ -88,23 +88,19 @@ pub(crate) async fn confirm_boot(
     first_run
         .labels
         .insert("confirmed_by".into(), measured.results.run_id.clone());
-    let decision = measured.failure.is_none().then(|| {
-        let runs = [first_run.clone(), measured.results.clone()];
-        decide_runs(&runs, store_dir, &plan.second_rule(rule)).and_then(|mut d| {
-            // The one two-stage combination (`stats::ConfirmPlan::second_stage`): an alarm
-            // stands only when the second boot shows it again; the verdict carries why both
-            // boots were tested, and the headline says so.
-            if d.verdict.is_some() {
-                d.verdict = Some(plan.second_stage(
-                    rule,
-                    &d.history,
-                    first,
-                    &runs[..1],
-                    &runs[1..],
-                    CONFIRM_RESULTS,
-                )?);
-            }
-            Ok(d)
+    let decision: Option<Result<Decision, GateError>> = measured.failure.is_none().then(|| {
+        let verdict = plan.second_stage(
+            rule,
+            &decided.history,
+            first,
+            std::slice::from_ref(first_run),
+            std::slice::from_ref(&measured.results),
+            CONFIRM_RESULTS,
+        )?;
+        Ok(Decision {
+            verdict: Some(verdict),
+            history: decided.history.clone(),
+            notices: decided.notices.clone(),
         })
     });
     if let Some(Ok(d)) = &decision

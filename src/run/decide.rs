@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::baseline::BaselineStore;
 use crate::results::RunResults;
-use crate::stats::DecisionRule;
+use crate::stats::{DecisionRule, Look};
 use crate::verdict::ComparisonReport;
 
 /// Why the comparison could not be made (the run itself may be fine).
@@ -34,22 +34,15 @@ pub(crate) struct Decision {
     pub notices: Vec<String>,
 }
 
-/// Loads the baseline runs of the run's profile and suite and compares.
+/// Loads the baseline runs of the run's profile and suite (once per gate: the later looks
+/// reuse [`Decision::history`]) and makes the first look.
 pub(crate) fn decide(
     results: &RunResults,
     store_dir: &Path,
     rule: &DecisionRule,
+    look: &Look,
 ) -> Result<Decision, GateError> {
-    decide_runs(std::slice::from_ref(results), store_dir, rule)
-}
-
-/// [`decide`] for several candidate runs of one profile (repetitions, e.g. a confirmation
-/// boot): the first run names the profile and suite.
-pub(crate) fn decide_runs(
-    runs: &[RunResults],
-    store_dir: &Path,
-    rule: &DecisionRule,
-) -> Result<Decision, GateError> {
+    let runs = std::slice::from_ref(results);
     let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
     let suite = results.suite.as_deref();
     let store = BaselineStore::open(store_dir)?;
@@ -96,7 +89,7 @@ pub(crate) fn decide_runs(
             notices,
         });
     }
-    let report = crate::stats::compare(&loaded.runs, runs, rule)?;
+    let report = crate::stats::compare_at(&loaded.runs, runs, rule, look)?;
     Ok(Decision {
         verdict: Some(report),
         history: loaded.runs,
@@ -138,12 +131,13 @@ mod tests {
             .accept(&key, at_new_level.suite.as_deref(), "night-30", None)
             .unwrap();
         let rule = DecisionRule::default();
-        let d = decide(&at_new_level, tmp.path(), &rule).unwrap();
+        let look = Look::single(&rule);
+        let d = decide(&at_new_level, tmp.path(), &rule, &look).unwrap();
         let v = d.verdict.unwrap();
         assert_eq!(v.baseline.noise_runs, 6, "only the runs since the step");
         assert!(d.notices.iter().any(|n| n.contains("night-30")));
         assert_ne!(v.gate, GateVerdict::Regression, "{:?}", v.matrix_test);
-        let d = decide(&further_drop, tmp.path(), &rule).unwrap();
+        let d = decide(&further_drop, tmp.path(), &rule, &look).unwrap();
         let v = d.verdict.unwrap();
         assert_eq!(v.gate, GateVerdict::Regression, "{:?}", v.matrix_test);
     }

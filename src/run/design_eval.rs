@@ -15,7 +15,7 @@ use crate::stats::eval::{CellDraw, cell_levels, synthetic_cell, template};
 use crate::stats::{DecisionRule, StatsError};
 use crate::verdict::{CellVerdict, GateVerdict};
 
-use super::adaptive::{look_rule, remeasure_inconclusive, spending_plan};
+use super::adaptive::{look_at, remeasure_inconclusive, spending_plan};
 use crate::stats::paired::{PairedError, paired_compare};
 
 /// Settings of the Monte Carlo.
@@ -169,7 +169,8 @@ pub(crate) async fn evaluate(
         max_extra_s: None,
         spending: Default::default(),
     };
-    let plan = spending_plan(&adaptive, &rule);
+    let single = crate::stats::Look::single(&rule);
+    let plan = spending_plan(&adaptive, &single);
     let mut out = Vec::new();
     for scenario in [Scenario::AA, Scenario::Uniform, Scenario::OneCell] {
         let change = cfg.change;
@@ -197,10 +198,11 @@ pub(crate) async fn evaluate(
             cand.cells = (0..sim.levels.len())
                 .map(|i| sim.cell(i, boot, factor(i)))
                 .collect();
-            let first = crate::stats::compare(
+            let first = crate::stats::compare_at(
                 &history,
                 std::slice::from_ref(&cand),
-                &look_rule(&plan, &rule, 0),
+                &rule,
+                &look_at(&plan, &single, 0),
             )?;
             let mut extra = 0usize;
             let levels = sim.levels.clone();
@@ -209,6 +211,7 @@ pub(crate) async fn evaluate(
                 &history,
                 first,
                 &rule,
+                &single,
                 &adaptive,
                 1.0,
                 async |c, ctx| {

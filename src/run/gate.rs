@@ -468,20 +468,21 @@ impl GatePlan {
             let _ = std::fs::remove_file(&log_path);
         }
         let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
-        // The confirmation boot splits the matrix test's alpha: the first boot (and its
-        // adaptive looks) test with the first stage's rule.
+        // The plan of looks, declared up front: the first boot (and its adaptive rounds), then
+        // a second boot when the first calls for one (`stats::ConfirmPlan`).
         let rule = config.thresholds.rule.clone();
-        let confirm = (config.confirm.enabled && config.confirm.plan.applies(&rule))
-            .then(|| config.confirm.plan.clone());
-        let first_rule = confirm
-            .as_ref()
-            .map_or_else(|| rule.clone(), |p| p.first_rule(&rule));
+        let confirm = config.confirm.enabled.then(|| config.confirm.plan.clone());
+        let first_look = confirm.as_ref().map_or_else(
+            || crate::stats::Look::single(&rule),
+            |p| p.first_look(&rule),
+        );
         let adaptive = config
             .adaptive
             .enabled
             .then(|| super::adaptive::AdaptiveRequest {
                 config: config.adaptive.clone(),
-                rule: first_rule.clone(),
+                rule: rule.clone(),
+                first: first_look.clone(),
                 store_dir: self.baseline_dir.clone(),
             });
         let req = MeasureRequest {
@@ -528,7 +529,7 @@ impl GatePlan {
         if failure.is_none() {
             let compared = match adaptive {
                 Some(a) => a.decision,
-                None => decide(&results, &self.baseline_dir, &first_rule),
+                None => decide(&results, &self.baseline_dir, &rule, &first_look),
             };
             match compared {
                 Ok(d) => decision = Some(d),
@@ -536,27 +537,14 @@ impl GatePlan {
             }
         }
 
-        // The confirmation boot, when the first boot's matrix-wide change leans towards a
-        // regression without proving one.
+        // The second boot, when the first boot's look calls for one (decided here, from the
+        // first look's typed answer).
         let mut confirmation = None;
-        let mut wants = false;
-        if let (Some(plan), None, Some(d)) = (&confirm, &failure, decision.as_ref())
-            && let Some(first) = d.verdict.as_ref()
-        {
-            match plan.wants_confirmation(&rule, first, &d.history, std::slice::from_ref(&results))
-            {
-                Ok(w) => wants = w,
-                Err(e) => failure = Some(format!("comparison with the baseline failed: {e}")),
-            }
-        }
-        if let (Some(plan), None, Some(first)) = (
-            &confirm,
-            &failure,
-            decision.as_ref().and_then(|d| d.verdict.as_ref()),
-        ) && wants
+        if let (Some(plan), None, Some(d)) = (&confirm, &failure, decision.clone())
+            && let Some(first) = d.verdict.clone()
+            && plan.wants_confirmation(&first)
             && !cancel.is_cancelled()
         {
-            let first = first.clone();
             let sink = progress(boot_cells);
             let mut req = confirm_req;
             req.log_path = super::confirm::confirm_log_path(&log_path);
@@ -566,7 +554,7 @@ impl GatePlan {
                 super::confirm::ConfirmRequest {
                     plan,
                     rule: &rule,
-                    store_dir: &self.baseline_dir,
+                    first: &d,
                     measure: req,
                 },
                 sink.events,

@@ -6,7 +6,7 @@
 //! The results file is checked against what the trusted config asks (suite, matrix, model,
 //! engine, pinned hardware, and a profile key that follows from them); anything else is
 //! refused. The comparison then runs exactly as `run` made it, through the same library calls:
-//! the first boot with the first stage's rule (the confirmation plan's split of alpha), the
+//! the first boot at the plan's first look, the
 //! recorded adaptive rounds replayed look by look under the trusted budget and spending plan,
 //! and the confirmation boot's results, when the trusted plan calls for one, compared together
 //! with the first. Nothing is measured; a missing piece the trusted config requires (the
@@ -18,8 +18,8 @@ use std::path::Path;
 use crate::config::{GateConfig, SuiteConfig};
 use crate::results::{CellResult, CellStatus, ProfileKey, RunResults, RunStatus};
 
-use super::adaptive::{look_rule, remeasure_inconclusive, spending_plan};
-use super::decide::{Decision, GateError, decide, decide_runs};
+use super::adaptive::{look_at, remeasure_inconclusive, spending_plan};
+use super::decide::{Decision, GateError, decide};
 
 /// Why a verdict could not be recomputed.
 #[derive(Debug, thiserror::Error)]
@@ -132,16 +132,19 @@ pub(crate) async fn rejudge(
         )));
     }
     let rule = config.thresholds.rule.clone();
-    let plan = (config.confirm.enabled && config.confirm.plan.applies(&rule))
-        .then(|| config.confirm.plan.clone());
-    let first_rule = plan
-        .as_ref()
-        .map_or_else(|| rule.clone(), |p| p.first_rule(&rule));
+    let plan = config.confirm.enabled.then(|| config.confirm.plan.clone());
+    let first_look = plan.as_ref().map_or_else(
+        || crate::stats::Look::single(&rule),
+        |p| p.first_look(&rule),
+    );
 
     let (first_run, first) = if config.adaptive.enabled {
-        replay_adaptive(config, store_dir, results, &first_rule).await?
+        replay_adaptive(config, store_dir, results, &rule, &first_look).await?
     } else {
-        (results.clone(), decide(results, store_dir, &first_rule)?)
+        (
+            results.clone(),
+            decide(results, store_dir, &rule, &first_look)?,
+        )
     };
     let Some(plan) = plan else {
         return Ok(first);
@@ -149,11 +152,7 @@ pub(crate) async fn rejudge(
     let Some(first_verdict) = first.verdict.as_ref() else {
         return Ok(first);
     };
-    let one = std::slice::from_ref(&first_run);
-    if !plan
-        .wants_confirmation(&rule, first_verdict, &first.history, one)
-        .map_err(GateError::from)?
-    {
+    if !plan.wants_confirmation(first_verdict) {
         return Ok(first);
     }
     let second = confirm.ok_or(RejudgeError::MissingConfirmation)?;
@@ -166,19 +165,21 @@ pub(crate) async fn rejudge(
             second.run_id, results.run_id
         )));
     }
-    let runs = [first_run.clone(), second.clone()];
-    let mut decision = decide_runs(&runs, store_dir, &plan.second_rule(&rule))?;
-    decision.verdict = Some(
-        plan.second_stage(
-            &rule,
-            &decision.history,
-            first_verdict,
-            std::slice::from_ref(&first_run),
-            std::slice::from_ref(second),
-            super::confirm::CONFIRM_RESULTS,
-        )
-        .map_err(GateError::from)?,
-    );
+    let mut decision = Decision {
+        verdict: Some(
+            plan.second_stage(
+                &rule,
+                &first.history,
+                first_verdict,
+                std::slice::from_ref(&first_run),
+                std::slice::from_ref(second),
+                super::confirm::CONFIRM_RESULTS,
+            )
+            .map_err(GateError::from)?,
+        ),
+        history: first.history.clone(),
+        notices: first.notices.clone(),
+    };
     if let (Some(v), Some(recorded)) = (decision.verdict.as_mut(), confirm_note(results)) {
         v.confirmation = Some(recorded);
     }
@@ -211,6 +212,7 @@ async fn replay_adaptive(
     store_dir: &Path,
     results: &RunResults,
     rule: &crate::stats::DecisionRule,
+    first_look: &crate::stats::Look,
 ) -> Result<(RunResults, Decision), RejudgeError> {
     let mut run = results.clone();
     let mut recorded: BTreeMap<(u32, u64), VecDeque<CellResult>> = BTreeMap::new();
@@ -242,8 +244,8 @@ async fn replay_adaptive(
             .collect();
         recorded.insert(cell.coord(), later);
     }
-    let plan = spending_plan(&config.adaptive, rule);
-    let first = decide(&run, store_dir, &look_rule(&plan, rule, 0))?;
+    let plan = spending_plan(&config.adaptive, first_look);
+    let first = decide(&run, store_dir, rule, &look_at(&plan, first_look, 0))?;
     let Some(report) = first.verdict.clone() else {
         return Ok((run, first));
     };
@@ -256,6 +258,7 @@ async fn replay_adaptive(
         &history,
         report,
         rule,
+        first_look,
         &budget,
         1.0,
         async |c, ctx| recorded.get_mut(&(c, ctx)).and_then(VecDeque::pop_front),

@@ -112,16 +112,17 @@ pub(crate) fn matrix_test(
     cells: usize,
     rule: &DecisionRule,
 ) -> MatrixTest {
-    let (lo, hi) = change.interval(rule.confidence);
+    let _ = rule;
+    let (lo, hi) = change.interval(super::rule::CONFIDENCE);
     MatrixTest {
         change: relative(change.estimate),
         ci_low: relative(lo),
         ci_high: relative(hi),
-        margin: rule.matrix_min_effect,
+        margin: super::rule::MATRIX_MARGIN,
         p_value: change.p_worse(Direction::HigherIsBetter),
         verdict,
         cells,
-        history_worst: None,
+        check: None,
     }
 }
 
@@ -181,9 +182,10 @@ pub fn finish(report: &mut ComparisonReport, against: Against) {
 
 /// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
 /// than the rule's floor (nothing it did measure can speak for the rest); `regression` when a
-/// cell (speed, capacity, errors) regressed or the matrix-wide test did; `inconclusive` when
-/// nothing regressed but a cell is undecided (or a provisional alarm); `no_baseline` when no cell could be compared
-/// because there was no baseline; otherwise `pass`.
+/// cell (speed, capacity, errors), a line or the matrix-wide test regressed; `no_baseline`
+/// when there was no baseline; `insufficient` when a provisional alarm waits for another boot
+/// or the plan could not have found `design_effect` (its MDE is larger); otherwise `pass`.
+/// (A paired A/B comparison has no sensitivity: an undecided cell makes it `insufficient`.)
 pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
     if report.coverage.is_some_and(|c| !c.sufficient()) {
         return GateVerdict::Unmeasured;
@@ -193,15 +195,20 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
         .as_ref()
         .is_some_and(|m| m.verdict == CellVerdict::Regression);
     if matrix_regressed || report.cells.iter().any(|c| c.verdict.is_regression()) {
-        GateVerdict::Regression
-    } else if report.baseline.level_runs.is_empty() {
-        GateVerdict::NoBaseline
-    } else if report
-        .cells
-        .iter()
-        .any(|c| c.verdict == CellVerdict::Inconclusive || c.provisional)
-    {
-        GateVerdict::Inconclusive
+        return GateVerdict::Regression;
+    }
+    if report.baseline.level_runs.is_empty() {
+        return GateVerdict::NoBaseline;
+    }
+    let sensitive = match &report.sensitivity {
+        Some(s) => s.sufficient,
+        None => !report
+            .cells
+            .iter()
+            .any(|c| c.verdict == CellVerdict::Inconclusive),
+    };
+    if report.cells.iter().any(|c| c.provisional) || !sensitive {
+        GateVerdict::Insufficient
     } else {
         GateVerdict::Pass
     }

@@ -492,9 +492,6 @@ pub(crate) fn nightly_history(
 /// Runs the Monte Carlo.
 pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     cfg.rule.validate()?;
-    if let Some(plan) = &cfg.confirm {
-        plan.validate()?;
-    }
     let noise = &cfg.noise;
     let runs_per_stage = cfg.candidate_runs.max(1);
     let stages = if cfg.confirm.is_some() { 2 } else { 1 };
@@ -619,7 +616,7 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
                 {
                     c[1] += 1.0;
                 }
-                if report.gate == GateVerdict::Inconclusive {
+                if report.gate == GateVerdict::Insufficient {
                     c[2] += 1.0;
                 }
                 let n = report.cells.len().max(1) as f64;

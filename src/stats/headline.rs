@@ -44,21 +44,28 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
         .and_then(|c| c.first_boot.as_ref())
     {
         line.push_str(&format!(
-            " · tested over 2 boots (confirmation: the first boot's matrix-wide change was {}, p = {:.3})",
+            " · decided over 2 boots (the first boot's matrix-wide change {} leaned worse)",
             signed_percent(first.change),
-            first.p_value
         ));
     }
-    if report.gate != GateVerdict::Regression
-        && let Some(s) = report.sensitivity.as_ref().filter(|s| !s.sufficient)
-    {
-        line.push_str(&format!(" · {}", thin_baseline_words(s)));
+    match report.sensitivity.as_ref() {
+        Some(s) if report.gate == GateVerdict::Insufficient && !s.sufficient => {
+            line.push_str(&format!(" · {}", thin_baseline_words(s)));
+        }
+        Some(s) if report.gate == GateVerdict::Pass => {
+            line.push_str(&format!(
+                " · this gate could detect a uniform {} or worse ({:.0}% power)",
+                signed_percent(s.mde),
+                s.design_power * 100.0
+            ));
+        }
+        _ => {}
     }
     line
 }
 
-/// What a thin baseline could not see, in one clause: the history, what it can find now and
-/// how many more runs it needs for the rule's design effect.
+/// What an insufficient gate could not see, in one clause: the history, what it can find now
+/// and how many more baseline runs it needs for the rule's design effect.
 pub(crate) fn thin_baseline_words(s: &crate::verdict::Sensitivity) -> String {
     let needs = match s.runs_needed {
         Some(n) => format!(
@@ -68,7 +75,7 @@ pub(crate) fn thin_baseline_words(s: &crate::verdict::Sensitivity) -> String {
         None => "not reachable at this noise".to_string(),
     };
     format!(
-        "baseline too thin: {} run{} can find a uniform {} at {:.0}% power, not the rule's {} ({needs})",
+        "not sensitive enough: {} baseline run{} can find a uniform {} at {:.0}% power, not the rule's {} ({needs})",
         s.history_runs,
         if s.history_runs == 1 { "" } else { "s" },
         signed_percent(s.mde),
@@ -252,6 +259,7 @@ mod tests {
                 p_value: 0.5,
                 p_adjusted: 0.5,
                 verdict: v,
+                check: None,
                 decided_on: None,
             }],
         }
@@ -335,7 +343,7 @@ mod tests {
             p_value: 0.001,
             verdict: CellVerdict::Regression,
             cells: 2,
-            history_worst: None,
+            check: None,
         };
         let r = report(
             vec![

@@ -21,50 +21,83 @@ pub(crate) struct LogChange {
 }
 
 impl LogChange {
+    /// Degrees of freedom of the reference t: the estimation df, or the noise's own tail df
+    /// when that is heavier.
+    pub(crate) fn reference_df(&self) -> f64 {
+        let tail = if self.tail_df.is_finite() && self.tail_df > 2.0 {
+            self.tail_df
+        } else {
+            f64::INFINITY
+        };
+        self.df.min(tail).max(0.5)
+    }
+
+    /// The scale that makes `estimate / scale` a standard t of [`reference_df`]: the standard
+    /// error, shrunk by `sqrt((ν − 2) / ν)` when a heavy tail of ν df binds (a t of ν df has
+    /// variance ν / (ν − 2)).
+    pub(crate) fn scale(&self) -> f64 {
+        let nu = self.reference_df();
+        if nu < self.df && nu > 2.0 {
+            self.se * ((nu - 2.0) / nu).sqrt()
+        } else {
+            self.se
+        }
+    }
+
+    /// The standardized change, `estimate / scale` (0 when there is no noise at all).
+    pub(crate) fn statistic(&self) -> f64 {
+        let s = self.scale();
+        if s > 0.0 {
+            self.estimate / s
+        } else if self.estimate == 0.0 {
+            0.0
+        } else {
+            self.estimate.signum() * 1e9
+        }
+    }
+
+    /// The reference distribution in words: `t(13.9)`.
+    pub(crate) fn reference(&self) -> String {
+        let nu = self.reference_df();
+        if nu.is_finite() && nu < 1e6 {
+            format!("t({nu:.1})")
+        } else {
+            "normal".into()
+        }
+    }
+
     fn t(&self) -> Option<StudentsT> {
-        StudentsT::new(0.0, 1.0, self.df.max(0.5)).ok()
+        StudentsT::new(0.0, 1.0, self.reference_df().min(1e7)).ok()
+    }
+
+    /// Quantile `p` of the reference distribution (∞ when degenerate).
+    pub(crate) fn quantile(&self, p: f64) -> f64 {
+        self.t().map_or(f64::INFINITY, |t| t.inverse_cdf(p))
     }
 
     /// Two-sided interval of the log ratio at `confidence`.
     pub(crate) fn interval(&self, confidence: f64) -> (f64, f64) {
-        if self.se <= 0.0 {
+        let s = self.scale();
+        if s <= 0.0 {
             return (self.estimate, self.estimate);
         }
-        let q = self
-            .t()
-            .map(|t| t.inverse_cdf(1.0 - (1.0 - confidence) / 2.0))
-            .unwrap_or(f64::INFINITY);
-        (self.estimate - q * self.se, self.estimate + q * self.se)
+        let q = self.quantile(1.0 - (1.0 - confidence) / 2.0);
+        (self.estimate - q * s, self.estimate + q * s)
     }
 
     /// One-sided p-value of "no change or better" against "worse" (for the metric's direction).
     pub(crate) fn p_worse(&self, direction: Direction) -> f64 {
-        self.p_lower(signed(self.estimate, direction))
+        self.p_lower(signed(self.statistic(), direction))
     }
 
     /// One-sided p-value of "no change or worse" against "better".
     pub(crate) fn p_better(&self, direction: Direction) -> f64 {
-        self.p_lower(-signed(self.estimate, direction))
+        self.p_lower(-signed(self.statistic(), direction))
     }
 
-    /// P(T <= g / se): small when the good-direction change `g` is clearly negative.
-    fn p_lower(&self, g: f64) -> f64 {
-        if self.se <= 0.0 {
-            return if g < 0.0 {
-                0.0
-            } else if g > 0.0 {
-                1.0
-            } else {
-                0.5
-            };
-        }
-        let z = g / self.se;
-        let p = self.t().map(|t| t.cdf(z)).unwrap_or(0.5);
-        let Some((t, unit)) = unit_variance_t(self.tail_df) else {
-            return p;
-        };
-        let heavy = t.cdf(z / unit);
-        if z < 0.0 { p.max(heavy) } else { p.min(heavy) }
+    /// P(T <= z) under the reference distribution.
+    fn p_lower(&self, z: f64) -> f64 {
+        self.t().map(|t| t.cdf(z)).unwrap_or(0.5)
     }
 
     /// The verdict of the interval against `margin` (log units), ignoring significance: worse
@@ -91,18 +124,6 @@ impl LogChange {
             CellVerdict::Inconclusive
         }
     }
-}
-
-/// The heavy tail of [`LogChange::tail_df`] `nu`: a standard Student t of `nu` df and the
-/// factor `sqrt((nu − 2) / nu)` that scales it to unit variance (`t · factor` has SD 1);
-/// `None` for Gaussian tails (`nu` infinite, or too small for a variance).
-pub(crate) fn unit_variance_t(nu: f64) -> Option<(StudentsT, f64)> {
-    if !(nu.is_finite() && nu > 2.0) {
-        return None;
-    }
-    StudentsT::new(0.0, 1.0, nu)
-        .ok()
-        .map(|t| (t, ((nu - 2.0) / nu).sqrt()))
 }
 
 /// The change expressed so that positive is better.

@@ -3,15 +3,15 @@
 //! and its measured error rates (`infergate stats-eval`).
 //!
 //! The pieces, one concept per module:
-//! - [`rule`]: the [`DecisionRule`] parameters and their defaults;
-//! - [`noise`]: run-effect / cell-term decomposition of the baseline history (robust);
-//! - [`interval`]: the interval of a relative change and its equivalence-style verdict;
-//! - [`multiplicity`]: Holm and Benjamini–Hochberg adjustments;
-//! - [`sensitivity`]: what a baseline can detect, and the runs a thin history still needs;
-//! - [`sequential`]: alpha spending for repeated looks (adaptive re-measurement);
-//! - [`confirm`]: the confirmation boot, a two-stage matrix-wide test;
+//! - [`rule`]: the [`DecisionRule`] knobs and every internal constant, named once;
+//! - [`noise`]: the two-way model of the baseline history (run effect + cell + residual);
+//! - [`interval`]: a log change, its standardized statistic and reference t;
+//! - [`multiplicity`]: Holm, for the paired A/B comparison;
+//! - [`sensitivity`]: what the gate's plan can detect, and the runs a thin history still needs;
+//! - [`sequential`]: alpha spending over adaptive re-measurement rounds;
+//! - [`confirm`]: the two-boot plan of the matrix-wide test;
 //! - [`capacity`]: capacity-limited and saturated cells against their history's rate;
-//! - [`compare`]: compares candidate runs with the baseline runs of a store;
+//! - [`compare`]: one look: candidate runs against the baseline runs of a store;
 //! - [`paired`]: the paired comparison of an A/B run (B boots against A boots, pair by pair);
 //! - [`build`]: the report frame, cells, matrix-wide test and gate both comparisons share;
 //! - [`headline`]: the one line for people every comparison ends with;
@@ -36,11 +36,11 @@ pub(crate) mod sensitivity;
 pub(crate) mod sequential;
 
 pub use build::{finish, gate_of};
-pub use compare::compare;
+pub use compare::{Look, compare, compare_at};
 pub use confirm::{ConfirmPlan, two_boot_verdict};
 pub use headline::{Against, headline};
 pub use paired::{PairedError, paired_compare};
-pub use rule::{Correction, DecisionRule};
+pub use rule::DecisionRule;
 pub use sequential::{AlphaSpending, SpendingShape};
 
 /// Why a comparison could not be made at all (as opposed to cells that are not comparable).

@@ -18,6 +18,11 @@ use crate::verdict::{
 };
 
 use super::DecisionRule;
+use super::rule::{CONFIDENCE, MATRIX_MARGIN};
+
+/// Margin multiplier of a paired cell: margin = max(min_effect, 2 x the pairs' spread), so a
+/// difference within the pairs' own scatter is never a regression.
+const NOISE_K: f64 = 2.0;
 use super::build::{self, Coord, find, mean, sd};
 use super::compare::{ALL_METRICS, metric_value};
 use super::headline::Against;
@@ -300,7 +305,7 @@ pub fn paired_compare(
                 cell: ci,
                 change,
                 specific,
-                margin: rule.min_effect.max(rule.noise_k * spread),
+                margin: rule.min_effect.max(NOISE_K * spread),
                 baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
                 candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
                 pairs: valid.len(),
@@ -314,13 +319,7 @@ pub fn paired_compare(
     let in_gating_family: Vec<bool> = tests.iter().map(|t| gating(t.metric)).collect();
     let p_worse: Vec<f64> = tests.iter().map(|t| t.p_worse).collect();
     let p_better: Vec<f64> = tests.iter().map(|t| t.p_better).collect();
-    let (p_adj_worse, p_adj_better) = adjust_by_family(
-        &in_gating_family,
-        &vec![1.0; tests.len()],
-        &p_worse,
-        &p_better,
-        rule.correction,
-    );
+    let (p_adj_worse, p_adj_better) = adjust_by_family(&in_gating_family, &p_worse, &p_better);
 
     let mut report = build::frame(
         b[0].profile.clone(),
@@ -332,12 +331,10 @@ pub fn paired_compare(
         },
         rule,
     );
-    if rule.matrix_test
-        && let Some(m) = matrix.get(&Metric::AggregateTps)
-    {
+    if let Some(m) = matrix.get(&Metric::AggregateTps) {
         let dir = Direction::HigherIsBetter;
         let v = significant_verdict(
-            m.margin_verdict(dir, rule.confidence, rule.matrix_min_effect),
+            m.margin_verdict(dir, CONFIDENCE, MATRIX_MARGIN),
             m.p_worse(dir),
             m.p_better(dir),
             rule.matrix_alpha(),
@@ -354,13 +351,13 @@ pub fn paired_compare(
     for (t, (pw, pb)) in tests.iter().zip(p_adj_worse.iter().zip(&p_adj_better)) {
         let dir = t.metric.direction();
         let alpha = if gating(t.metric) {
-            rule.cell_alpha()
+            rule.local_alpha()
         } else {
             rule.alpha
         };
         let own = t.specific.unwrap_or(t.change);
         let mut verdict = significant_verdict(
-            own.margin_verdict(dir, rule.confidence, t.margin),
+            own.margin_verdict(dir, CONFIDENCE, t.margin),
             *pw,
             *pb,
             alpha,
@@ -381,7 +378,7 @@ pub fn paired_compare(
                 .is_some_and(|m| matches!(m, CellVerdict::Regression | CellVerdict::Improvement))
             && !matches!(verdict, CellVerdict::Regression | CellVerdict::Improvement)
         {
-            verdict = match t.change.margin_verdict(dir, rule.confidence, t.margin) {
+            verdict = match t.change.margin_verdict(dir, CONFIDENCE, t.margin) {
                 CellVerdict::Unchanged => CellVerdict::Inconclusive,
                 v => v,
             };
@@ -389,14 +386,14 @@ pub fn paired_compare(
         let own_decided = t.specific.is_some()
             && matches!(verdict, CellVerdict::Regression | CellVerdict::Improvement)
             && significant_verdict(
-                own.margin_verdict(dir, rule.confidence, t.margin),
+                own.margin_verdict(dir, CONFIDENCE, t.margin),
                 *pw,
                 *pb,
                 alpha,
             ) == verdict;
         let shown = if own_decided { own } else { t.change };
-        let (shown_lo, shown_hi) = shown.interval(rule.confidence);
-        let (lo, hi) = t.change.interval(rule.confidence);
+        let (shown_lo, shown_hi) = shown.interval(CONFIDENCE);
+        let (lo, hi) = t.change.interval(CONFIDENCE);
         let why = format!(
             "B vs A {} {} [{}, {}] over {} pairs of boots",
             t.metric.as_str(),
@@ -418,6 +415,7 @@ pub fn paired_compare(
                 p_value: t.p_worse,
                 p_adjusted: *pw,
                 verdict,
+                check: None,
                 decided_on: Some(DecidedChange {
                     basis: if own_decided {
                         DecisionBasis::VsRun

@@ -11,13 +11,11 @@
 //! - O'Brien–Fleming type, `A(t) = 2 − 2 Φ(z_{1−α/2} / √t)`: spends almost nothing early and keeps
 //!   alpha for the last look (use when every cell is expected to be re-measured).
 //!
-//! Only `alpha` (the claims of regression and improvement) is spent; the interval confidence
-//! that decides "unchanged" is kept, since a wrong "unchanged" only costs power, not a false alarm.
+//! What is spent is the local families' alpha (rows, columns, cells): the matrix-wide test
+//! is the two-boot plan's (`super::confirm`), untouched by re-measuring cells on one boot.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
-
-use super::DecisionRule;
 
 /// The shape of the spending function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -90,15 +88,6 @@ impl AlphaSpending {
         };
         (self.spent_through(look) - before).max(0.0)
     }
-
-    /// The decision rule to apply at look `look`: its `alpha` is the look's increment (the
-    /// plan's `alpha` should be the rule's). Past the last look nothing more may be claimed, so
-    /// the alpha is vanishingly small.
-    pub fn rule_at(&self, rule: &DecisionRule, look: u32) -> DecisionRule {
-        let mut r = rule.clone();
-        r.alpha = self.alpha_at(look).max(f64::MIN_POSITIVE);
-        r
-    }
 }
 
 #[cfg(test)]
@@ -124,14 +113,5 @@ mod tests {
         assert_eq!(s.alpha_at(3), 0.0);
         // One look: everything at once.
         assert!((AlphaSpending::new(0.01, 1).alpha_at(0) - 0.01).abs() < 1e-15);
-    }
-
-    #[test]
-    fn rule_at_a_look_is_stricter() {
-        let rule = DecisionRule::default();
-        let s = AlphaSpending::new(rule.alpha, 3);
-        let r0 = s.rule_at(&rule, 0);
-        assert!(r0.alpha < rule.alpha && r0.alpha > 0.4 * rule.alpha);
-        assert_eq!(r0.confidence, rule.confidence);
     }
 }

@@ -50,7 +50,6 @@ impl Outcome<'_> {
             self.failure.is_some() || self.results.status == RunStatus::InProgress,
             self.results.status == RunStatus::Cancelled,
             self.verdict.map(|v| v.gate),
-            self.verdict.is_some_and(|v| v.thin_baseline()),
         )
     }
 
