@@ -178,7 +178,7 @@ fn gate_mode_runs_the_simulated_engine_and_sets_the_outputs() {
         .get("verdict")
         .unwrap_or_else(|| panic!("no verdict output\n{}{}", r.stdout, r.stderr));
     assert!(
-        ["pass", "regression", "inconclusive", "no_baseline"].contains(&verdict.as_str()),
+        ["pass", "regression", "insufficient", "no_baseline"].contains(&verdict.as_str()),
         "verdict {verdict:?} (exit {:?})\nstdout:\n{}\nstderr:\n{}",
         r.code,
         r.stdout,

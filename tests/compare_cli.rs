@@ -443,7 +443,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
         .p_value;
     assert!((p_first - p_shown).abs() < 1e-9, "{p_first} vs {p_shown}");
     assert!(
-        report.headline.contains("tested over 2 boots"),
+        report.headline.contains("decided over 2 boots"),
         "{}",
         report.headline
     );
@@ -497,7 +497,7 @@ fn a_thin_history_says_what_it_can_detect_and_how_many_runs_it_needs() {
         "--candidate",
         cand[0].to_str().unwrap(),
     ]);
-    assert!(text.contains("baseline too thin"), "{text}");
+    assert!(text.contains("not sensitive enough"), "{text}");
     assert!(
         text.contains("Detectable at 80% power with 2 baseline runs"),
         "{text}"

@@ -1,8 +1,9 @@
 //! The confirmation boot end to end: a baseline built around a calibration run of this machine,
-//! then a candidate engine 1.5% slower in every cell. Its first boot leans towards a
-//! regression without proving one, so `run` stops that engine, boots it again, measures the
-//! matrix a second time, and decides on both boots: two engine logs, `results-confirm.json`,
-//! a verdict over two candidate runs, a summary section, and no process left behind.
+//! then a candidate engine 4% slower in every cell. Its first boot leans worse past the
+//! futility screen (a matrix-wide change is never decided on one boot), so `run` stops that
+//! engine, boots it again, measures the matrix a second time, and decides on both boots: two
+//! engine logs, `results-confirm.json`, a verdict over two candidate runs, a summary section,
+//! and no process left behind.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -13,19 +14,11 @@ use infergate::results::{EventKind, RunStatus};
 use infergate::verdict::{ComparisonReport, GateVerdict};
 use support::{SMALL_SIM_CONFIG, baseline_around, engine_pgid, gate, group_gone, read_results};
 
-/// Appended to [`support::SMALL_SIM_CONFIG`].
-const TABLES: &str = r#"
-[confirm]
-# Confirm whenever the first boot leans worse at all, so the test does not depend on how
-# strongly this machine's noise lets a 1.5% slowdown show.
-p_below = 0.5
-"#;
-
 #[test]
 fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("gate.toml");
-    std::fs::write(&config, format!("{SMALL_SIM_CONFIG}{TABLES}")).expect("write config");
+    std::fs::write(&config, SMALL_SIM_CONFIG).expect("write config");
     let store_dir = dir.path().join("baselines");
     std::fs::create_dir_all(&store_dir).expect("an empty store");
 
@@ -40,14 +33,15 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     // 2. Ten baseline runs around it: run factor and cell terms of about 1%.
     baseline_around(&store_dir, &calib, 10, |_, _| 1.0);
 
-    // 3. The candidate: 1.5% slower everywhere.
+    // 3. The candidate: 4% slower everywhere (about 4 boot-noise SDs: it leans worse past the
+    //    screen's 1.7 however loaded the machine is).
     let out = dir.path().join("out");
     let started = std::time::Instant::now();
     let (code, stderr) = gate(
         &config,
         &out,
         &store_dir,
-        &["--engine-arg=--slowdown", "--engine-arg=1.015"],
+        &["--engine-arg=--slowdown", "--engine-arg=1.04"],
     );
     eprintln!(
         "{stderr}\ncandidate run took {:.1}s",
@@ -93,7 +87,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         vec![results.run_id.clone(), second.run_id.clone()]
     );
     assert!(
-        verdict.headline.contains("tested over 2 boots"),
+        verdict.headline.contains("decided over 2 boots"),
         "{}",
         verdict.headline
     );
@@ -116,7 +110,13 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         .first_boot
         .as_ref()
         .expect("the first boot's matrix test");
-    assert!(first_boot.p_value < 0.5, "{first_boot:?}");
+    assert!(first_boot.p_value < 0.05, "{first_boot:?}");
+    // The arithmetic of the matrix-wide test at the second look, as one line.
+    let lines = verdict.check_lines();
+    assert!(
+        lines[0].starts_with("matrix: t = −") && lines[0].contains("both boots"),
+        "{lines:?}"
+    );
     assert!(summary.contains("| first boot | 1 |"), "{summary}");
     assert!(summary.contains("| both boots | 2 |"), "{summary}");
     assert!(summary.contains("results-confirm.json"), "{summary}");

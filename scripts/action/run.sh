@@ -61,8 +61,10 @@ case "$mode" in
   *) usage_error "input 'mode' must be gate, nightly, dispatch, ab, report, merge or alert (got '$mode')" ;;
 esac
 case "$fail_on" in
-  regression | inconclusive | insufficient_baseline | never) ;;
-  *) usage_error "input 'fail-on' must be regression, inconclusive, insufficient_baseline or never (got '$fail_on')" ;;
+  regression | insufficient | never) ;;
+  # The words of older versions: both mean `insufficient` now.
+  inconclusive | insufficient_baseline) fail_on=insufficient ;;
+  *) usage_error "input 'fail-on' must be regression, insufficient or never (got '$fail_on')" ;;
 esac
 [[ -z "$pr_number" || "$pr_number" =~ ^[1-9][0-9]{0,9}$ ]] || usage_error "input 'pr-number' must be a pull request number (got '$pr_number')"
 [[ -z "$head_sha" || "$head_sha" =~ ^[0-9a-f]{40}$ ]] || usage_error "input 'head-sha' must be a full 40-character commit SHA (got '$head_sha')"
@@ -229,16 +231,9 @@ fi
 runs_needed="$(sed -n 's/^baseline-runs-needed=//p' "$out_file" | tail -n 1)"
 case "$fail_on:$verdict" in
   never:*) exit 0 ;;
-  regression:regression | inconclusive:regression | insufficient_baseline:regression) exit 1 ;;
-  insufficient_baseline:pass | insufficient_baseline:inconclusive)
-    if [[ -n "$runs_needed" && "$runs_needed" != 0 ]]; then
-      echo "::error title=infergate::baseline too thin for the design effect ($runs_needed more runs needed) and fail-on is 'insufficient_baseline'"
-      exit 1
-    fi
-    exit 0
-    ;;
-  inconclusive:inconclusive)
-    echo "::error title=infergate::inconclusive verdict and fail-on is 'inconclusive'"
+  regression:regression | insufficient:regression) exit 1 ;;
+  insufficient:insufficient)
+    echo "::error title=infergate::the gate was not sensitive enough to say pass (${runs_needed:-?} more baseline runs needed) and fail-on is 'insufficient'"
     exit 1
     ;;
   *) exit 0 ;;

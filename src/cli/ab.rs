@@ -2,7 +2,7 @@
 //! `[engine.b]` = candidate) booted alternately on one runner (A B B A A B B A …), each boot
 //! measuring the suite; the pairs are compared ([`crate::stats::paired`]) and the outputs,
 //! exit codes and GitHub reports are those of `run` (one pipeline: [`crate::run::gate`]):
-//! 0 pass (also inconclusive unless `fail_on = "inconclusive"`), 1 regression, 2 usage/config
+//! 0 pass (also insufficient unless `fail_on = "insufficient"`), 1 regression, 2 usage/config
 //! error (nothing booted), 3 engine or measurement failure (including cancellation).
 
 use std::path::PathBuf;

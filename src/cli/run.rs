@@ -1,7 +1,7 @@
 //! `infergate run`: parse the arguments, run the gate pipeline ([`crate::run::gate`]) and print
 //! what it returns.
 //!
-//! Exit codes: 0 pass (also: no baseline yet, inconclusive unless `fail_on = "inconclusive"`),
+//! Exit codes: 0 pass (also: no baseline yet, insufficient unless `fail_on = "insufficient"`),
 //! 1 regression, 2 usage/config error (nothing was booted), 3 engine or measurement failure,
 //! including a run cancelled by SIGINT/SIGTERM (partial results are still written).
 
@@ -199,7 +199,7 @@ fn print_run(run: &GateRun) {
     }
     if let Some(a) = &run.adaptive {
         errln!(
-            "adaptive: {} extra round(s) on {} inconclusive cell(s), {:.1} s extra; stopped: {}",
+            "adaptive: {} extra round(s) on {} leaning cell(s), {:.1} s extra; stopped: {}",
             a.rounds,
             a.remeasured,
             a.extra_s,

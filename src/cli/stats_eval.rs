@@ -1,11 +1,12 @@
-//! `infergate stats-eval`: Monte Carlo of the decision rule on synthetic matrices (false-alarm
-//! rate, power, inconclusive rates), so the rule's promises are measured, not asserted.
+//! `infergate stats-eval`: Monte Carlo of the gate's plan on synthetic matrices over a grid of
+//! runners (false-alarm rate, pass rate, power, boots per gate), so the rule's promises are
+//! measured, not asserted.
 
 use anyhow::Context;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::exit::{GateExit, usage};
-use crate::stats::eval::{EvalConfig, EvalReport, NoiseSpec, ScenarioOutcome, run_eval};
+use crate::stats::eval::{Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, grid, run_eval};
 use crate::stats::{ConfirmPlan, DecisionRule};
 
 /// Output format of `stats-eval`.
@@ -18,22 +19,23 @@ pub enum EvalFormat {
 /// Arguments of `infergate stats-eval`.
 #[derive(Debug, clap::Args)]
 pub struct StatsEvalArgs {
-    /// Simulated comparisons per scenario and history length.
+    /// Simulated gates per runner and scenario.
     #[arg(long, default_value_t = 2000)]
     pub trials: usize,
     /// Seed of the random generator (same seed, same figures).
     #[arg(long, default_value_t = 20_260_401)]
     pub seed: u64,
-    /// Baseline history lengths (runs) to evaluate, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "2,5,10,20")]
-    pub history: Vec<usize>,
-    /// Candidate runs (repetitions) per comparison.
-    #[arg(long, default_value_t = 1)]
-    pub candidate_runs: usize,
-    /// Evaluate one comparison only, without the confirmation boot `run` makes when the first
-    /// boot's matrix-wide change looks like a regression.
+    /// Baseline history length (runs).
+    #[arg(long, default_value_t = 20)]
+    pub history: usize,
+    /// Evaluate one look only, without the second boot `run` makes when the first boot's
+    /// matrix-wide change leans worse.
     #[arg(long)]
     pub no_confirm: bool,
+    /// Evaluate one runner of these settings instead of the grid (the flags below; unset ones
+    /// are the Gaussian runner's).
+    #[arg(long)]
+    pub custom: bool,
     /// Per-cell noise as Student t with these degrees of freedom (> 2, same SD); Gaussian
     /// when absent.
     #[arg(long)]
@@ -53,6 +55,12 @@ pub struct StatsEvalArgs {
     /// A step of every cell from the middle of the history window on, e.g. 0.03.
     #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
     pub step: f64,
+    /// SD of a per-run factor of each context row, e.g. 0.015.
+    #[arg(long, default_value_t = 0.0)]
+    pub row_cv: f64,
+    /// Lag-1 autocorrelation of the sub-windows within a cell, e.g. 0.6.
+    #[arg(long, default_value_t = 0.0)]
+    pub window_ar: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = EvalFormat::Text)]
     pub format: EvalFormat,
@@ -69,12 +77,9 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     if args.trials == 0 {
         return Err(usage("--trials must be at least 1"));
     }
-    if args.candidate_runs == 0 || args.candidate_runs > 100 {
-        return Err(usage("--candidate-runs takes 1 to 100"));
-    }
-    if args.history.is_empty() || args.history.iter().any(|h| *h == 0 || *h > 1000) {
+    if args.history == 0 || args.history > 1000 {
         return Err(usage(
-            "--history takes run counts between 1 and 1000, e.g. --history 2,5,10,20",
+            "--history takes a run count between 1 and 1000, e.g. --history 20",
         ));
     }
     let rule = match &args.rule {
@@ -100,6 +105,8 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     for (name, v) in [
         ("--slow-boot-rate", args.slow_boot_rate),
         ("--capacity-flip", args.capacity_flip),
+        ("--window-ar", args.window_ar),
+        ("--row-cv", args.row_cv),
     ] {
         if !(0.0..=1.0).contains(&v) {
             return Err(usage(format!("{name} takes a share in [0, 1]")));
@@ -116,22 +123,30 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
             )));
         }
     }
-    let noise = NoiseSpec {
-        cell_df: args.cell_df,
-        slow_boot_rate: args.slow_boot_rate,
-        slow_boot_effect: args.slow_boot_effect,
-        capacity_flip_rate: args.capacity_flip,
-        drift_total: args.drift_total,
-        step: args.step,
-        ..NoiseSpec::default()
+    let conditions = if args.custom {
+        vec![Condition {
+            name: "custom".into(),
+            noise: NoiseSpec {
+                cell_df: args.cell_df,
+                slow_boot_rate: args.slow_boot_rate,
+                slow_boot_effect: args.slow_boot_effect,
+                capacity_flip_rate: args.capacity_flip,
+                drift_total: args.drift_total,
+                step: args.step,
+                row_cv: args.row_cv,
+                window_ar: args.window_ar,
+                ..NoiseSpec::gate_runner()
+            },
+        }]
+    } else {
+        grid()
     };
     let cfg = EvalConfig {
         trials: args.trials,
         seed: args.seed,
-        histories: args.history.clone(),
-        candidate_runs: args.candidate_runs,
+        history: args.history,
         confirm,
-        noise,
+        conditions,
         rule,
     };
     let report = tokio::task::spawn_blocking(move || run_eval(&cfg))
@@ -153,123 +168,72 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
-/// A table of one text per history (rows) and scenario (columns).
-fn scenario_table(
-    r: &EvalReport,
-    names: &[String],
-    cell: impl Fn(&ScenarioOutcome) -> String,
-) -> String {
-    let mut table = Table::new();
-    *table.style_mut() = UTF8_FULL_CONDENSED;
-    let mut header = vec!["history".to_string()];
-    header.extend(names.iter().cloned());
-    table.set_header(header);
-    for h in &r.histories {
-        let mut row = vec![format!("{} runs", h.history)];
-        row.extend(h.scenarios.iter().map(&cell));
-        table.add_row(row);
-    }
-    table.to_string()
+/// A rate with its Wilson 95% interval: `0.4% [0.2, 0.8]`.
+fn with_interval(rate: f64, trials: usize) -> String {
+    let (lo, hi) = crate::stats::eval::wilson(rate, trials.max(1) as f64);
+    format!("{} [{:.1}, {:.1}]", pct(rate), 100.0 * lo, 100.0 * hi)
 }
 
-/// The text tables: gate outcome per scenario and history, then inconclusive rates, targets.
+/// The text table: one row per runner, the gate's answers per scenario, then the targets.
 pub(crate) fn render_text(r: &EvalReport) -> String {
+    let g = NoiseSpec::gate_runner();
     let mut out = format!(
-        "stats-eval: {} trials, seed {}, {} cells, {} candidate run(s){}; noise: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, outlier {:+}% every {} runs\n",
+        "stats-eval: {} gates per runner and scenario, seed {}, {} cells, {}-run history, {}; base runner: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, no outlier run\n",
         r.trials,
         r.seed,
         r.cells,
-        r.candidate_runs,
-        match &r.confirm {
-            Some(_) => " + the two-boot plan of the matrix-wide test".to_string(),
-            None => " (no confirmation boot)".into(),
-        },
-        pct(r.noise.run_cv),
-        pct(r.noise.cell_cv),
-        pct(r.noise.window_cv),
-        r.noise.windows,
-        pct(r.noise.drift_per_run),
-        (100.0 * r.noise.outlier_effect).round(),
-        r.noise.outlier_every
-    );
-    let n = &r.noise;
-    out.push_str(&format!(
-        "rougher runner: cell terms {}, slow boots {} at {:+}%, capacity flips {}, drift {:+}% over the window, step {:+}%\n",
-        n.cell_df
-            .map_or_else(|| "Gaussian".to_string(), |d| format!("Student t (df {d})")),
-        pct(n.slow_boot_rate),
-        (100.0 * n.slow_boot_effect).round(),
-        pct(n.capacity_flip_rate),
-        100.0 * n.drift_total,
-        100.0 * n.step,
-    ));
-    let names: Vec<String> = r
-        .histories
-        .first()
-        .map(|h| h.scenarios.iter().map(|s| s.name.clone()).collect())
-        .unwrap_or_default();
-    let mut gate = Table::new();
-    *gate.style_mut() = UTF8_FULL_CONDENSED;
-    let mut header = vec!["history".to_string()];
-    header.extend(names.iter().map(|n| {
-        if n == "aa" {
-            "A/A false alarm".to_string()
+        r.history,
+        if r.confirm.is_some() {
+            "the two-boot plan of `run`"
         } else {
-            format!("power {n}")
-        }
-    }));
-    header.push("cell power single".into());
-    gate.set_header(header);
-    for h in &r.histories {
-        let mut row = vec![format!("{} runs", h.history)];
-        row.extend(h.scenarios.iter().map(|s| {
-            format!(
-                "{} [{:.1}, {:.1}]",
-                pct(s.regression_rate),
-                100.0 * s.wilson_low,
-                100.0 * s.wilson_high
-            )
-        }));
-        row.push(
-            h.scenarios
-                .iter()
-                .find_map(|s| s.target_cell_rate)
-                .map(pct)
-                .unwrap_or_default(),
-        );
-        gate.add_row(row);
-    }
-    out.push_str(
-        "\nGate says regression (A/A: false-alarm rate per matrix; others: power) [Wilson 95%]\n",
+            "one look (no second boot)"
+        },
+        pct(g.run_cv),
+        pct(g.cell_cv),
+        pct(g.window_cv),
+        g.windows,
+        pct(g.drift_per_run),
     );
-    out.push_str(&gate.to_string());
-    out.push_str("\n\nGate inconclusive / cells inconclusive / cells unchanged\n");
-    out.push_str(&scenario_table(r, &names, |s| {
-        format!(
-            "{} / {} / {}",
-            pct(s.gate_inconclusive_rate),
-            pct(s.cell_inconclusive_rate),
-            pct(s.cell_unchanged_rate)
-        )
-    }));
-    out.push('\n');
-    if r.confirm.is_some() {
-        out.push_str(
-            "\nConfirmation boots: share of gates that booted twice / mean boots per gate\n",
-        );
-        out.push_str(&scenario_table(r, &names, |s| {
-            format!("{} / {:.2}", pct(s.confirm_rate), s.mean_boots)
-        }));
-        out.push('\n');
+    let mut table = Table::new();
+    *table.style_mut() = UTF8_FULL_CONDENSED;
+    table.set_header(vec![
+        "runner",
+        "A/A regression [Wilson 95%]",
+        "A/A pass",
+        "A/A boots",
+        "uniform -5% found",
+        "-5% boots",
+        "row -7% found",
+        "cell -10% found",
+    ]);
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let aa = o(Scenario::AA);
+        let u = o(Scenario::Uniform(-0.05));
+        let found = |s: Scenario| {
+            o(s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
+        };
+        table.add_row(vec![
+            c.condition.clone(),
+            aa.map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials)),
+            aa.map_or_else(String::new, |x| pct(x.pass_rate)),
+            aa.map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
+            found(Scenario::Uniform(-0.05)),
+            u.map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
+            found(Scenario::Row(-0.07)),
+            found(Scenario::SingleCell(-0.10)),
+        ]);
     }
+    out.push_str(&table.to_string());
+    out.push('\n');
     if !r.targets.is_empty() {
         out.push_str("\nTargets:\n");
         for t in &r.targets {
             out.push_str(&format!(
-                "  [{}] {} ({} runs): {}\n",
+                "  [{}] {} ({}): {}\n",
                 if t.met { "met" } else { "MISSED" },
                 t.description,
-                t.history,
+                t.condition,
                 pct(t.measured)
             ));
         }

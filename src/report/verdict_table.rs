@@ -98,6 +98,17 @@ fn find(report: &ComparisonReport, conc: u32, ctx: u64) -> Option<&CellCompariso
 /// The matrix-wide test as one line, when it ran.
 fn matrix_line(report: &ComparisonReport) -> Option<String> {
     report.matrix_test.as_ref().map(|t| {
+        if let Some(c) = &t.check {
+            // The test's own arithmetic: statistic, reference, boundary, alpha, look.
+            return format!(
+                "Matrix-wide: mean change {} [{}, {}] over {} cells; {}",
+                pct(t.change),
+                signed(t.ci_low * 100.0, 1),
+                signed(t.ci_high * 100.0, 1),
+                t.cells,
+                c.line("test")
+            );
+        }
         format!(
             "Matrix-wide: mean change {} [{}, {}] over {} cells, margin {:.1}%, p = {} → {} {}",
             pct(t.change),
@@ -173,12 +184,11 @@ fn notes(report: &ComparisonReport) -> Vec<(String, CellVerdict, String)> {
 fn rule_line(report: &ComparisonReport) -> String {
     let r = &report.rule;
     format!(
-        "Rule: {:.0}% intervals; margin = max({:.1}%, {} × noise); {} correction at α = {}; baseline level from {} run(s), noise from {}",
-        r.confidence * 100.0,
-        r.min_effect * 100.0,
-        r.noise_k,
-        r.correction,
+        "Rule: α = {} per gate ({} correction; half to the matrix-wide test); margin {:.1}% for cells, rows and columns; {:.0}% intervals; baseline level from {} run(s), noise from {}",
         r.alpha,
+        r.correction,
+        r.min_effect * 100.0,
+        r.confidence * 100.0,
         report.baseline.level_runs.len(),
         report.baseline.noise_runs
     )

@@ -942,6 +942,7 @@ pub fn compare_at(
                 run_sigma: m.run_sigma,
                 df: m.change.df,
                 level_runs_used: m.level_runs_used,
+                candidate_runs: candidate.len(),
             }),
         tests
             .iter()

@@ -34,25 +34,38 @@ pub(crate) struct MatrixDesign {
     pub df: f64,
     /// Baseline runs the level averaged.
     pub level_runs_used: usize,
+    /// Candidate runs of one look without a plan (repetitions of one boot); the two-boot plan
+    /// measures each boot once.
+    pub candidate_runs: usize,
 }
 
 fn t_dist(df: f64) -> Option<StudentsT> {
     StudentsT::new(0.0, 1.0, df.clamp(0.5, 1e7)).ok()
 }
 
-/// The plan's MDE in log units (positive) for `boots` boots, `level` level runs and `df`.
-fn plan_mde(sigma: f64, df: f64, level: usize, boots: usize, alpha: f64, power: f64) -> f64 {
+/// The plan's MDE in log units (positive) for `boots` boots of `runs` candidate runs each,
+/// `level` level runs and `df`.
+fn plan_mde_runs(
+    sigma: f64,
+    df: f64,
+    level: usize,
+    boots: usize,
+    runs: usize,
+    alpha: f64,
+    power: f64,
+) -> f64 {
     let Some(t) = t_dist(df) else {
         return f64::INFINITY;
     };
     let k = level.max(1) as f64;
-    let se1 = sigma * (1.0 + 1.0 / k).sqrt();
+    let j = runs.max(1) as f64;
+    let se1 = sigma * (1.0 / j + 1.0 / k).sqrt();
     let q_a = t.inverse_cdf(1.0 - alpha);
     let margin = -(1.0 - MATRIX_MARGIN).ln();
     let power_at = |d: f64| match boots {
         0 | 1 => t.cdf(d / se1 - q_a.max(margin / se1)),
         _ => {
-            let se2 = sigma * (0.5 + 1.0 / k).sqrt();
+            let se2 = sigma * (0.5 / j + 1.0 / k).sqrt();
             let q_f = t.inverse_cdf(1.0 - FUTILITY_P);
             t.cdf(d / se1 - q_f).powi(2) * t.cdf(d / se2 - q_a.max(margin / se2))
         }
@@ -111,11 +124,17 @@ pub(crate) fn assess(
             .min(rule.level_runs.max(1))
             .max(m.level_runs_used);
         let df_gain = extra.min(rule.noise_runs.saturating_sub(history)) as f64;
-        plan_mde(
+        let runs = if look.design_boots <= 1 {
+            m.candidate_runs
+        } else {
+            1
+        };
+        plan_mde_runs(
             m.run_sigma,
             m.df + df_gain,
             level,
             look.design_boots,
+            runs,
             rule.matrix_alpha(),
             rule.design_power,
         )
@@ -150,6 +169,7 @@ mod tests {
             run_sigma: sigma,
             df,
             level_runs_used: level,
+            candidate_runs: 1,
         }
     }
 
@@ -168,7 +188,7 @@ mod tests {
         // the shared level correlates the boots).
         let rule = DecisionRule::default();
         let (sigma, df, k) = (0.01, 1e6, 5usize);
-        let m = plan_mde(sigma, df, k, 2, rule.matrix_alpha(), 0.8);
+        let m = plan_mde_runs(sigma, df, k, 2, 1, rule.matrix_alpha(), 0.8);
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let n = Normal::new(0.0, sigma).unwrap_or_else(|_| unreachable!());
         let z = |p: f64| {
@@ -191,7 +211,7 @@ mod tests {
             / trials as f64;
         assert!((0.79..0.86).contains(&found), "power {found} at {m}");
         // One boot needs a larger effect for the same power.
-        assert!(plan_mde(sigma, df, k, 1, rule.matrix_alpha(), 0.8) > m);
+        assert!(plan_mde_runs(sigma, df, k, 1, 1, rule.matrix_alpha(), 0.8) > m);
     }
 
     #[test]

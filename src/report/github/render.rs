@@ -594,22 +594,36 @@ pub fn confirmation_markdown(verdict: &ComparisonReport) -> String {
     }
     let mut out = String::from("#### Confirmation boot\n\n");
     out.push_str(&format!(
-        "**Why:** {}. The engine was booted a second time and the whole matrix measured again (`{}`); the verdict tests both boots together, with the matrix test's alpha split between the two stages so the false-alarm rate stays at the rule's alpha.\n\n",
+        "**Why:** {}. The engine was booted a second time and the whole matrix measured again (`{}`); the matrix-wide test is made on both boots' mean change at its share of alpha, and a regression also needs the second boot alone to lean worse, so one slow boot cannot fail the gate.\n\n",
         escape(&c.reason),
         escape_code(&c.second_results)
     ));
     out.push_str(
-        "| stage | boots | matrix-wide change | interval | p | verdict |\n|---|---|---|---|---|---|\n",
+        "| stage | boots | matrix-wide change | interval | t vs boundary (one-sided α) | outcome |\n|---|---|---|---|---|---|\n",
     );
     let row = |stage: &str, boots: u32, m: Option<&MatrixTest>| match m {
-        Some(m) => format!(
-            "| {stage} | {boots} | {} | [{}, {}] | {:.4} | {} |\n",
-            percent(m.change),
-            percent(m.ci_low),
-            percent(m.ci_high),
-            m.p_value,
-            m.verdict.as_str()
-        ),
+        Some(m) => {
+            let (test, outcome) = m.check.as_ref().map_or_else(
+                || {
+                    (
+                        format!("p = {:.4}", m.p_value),
+                        m.verdict.as_str().to_string(),
+                    )
+                },
+                |c| {
+                    (
+                        format!("{:.2} vs {:.2} ({:.2e})", c.statistic, c.boundary, c.alpha),
+                        escape(&c.outcome),
+                    )
+                },
+            );
+            format!(
+                "| {stage} | {boots} | {} | [{}, {}] | {test} | {outcome} |\n",
+                percent(m.change),
+                percent(m.ci_low),
+                percent(m.ci_high),
+            )
+        }
         None => format!("| {stage} | {boots} | - | - | - | - |\n"),
     };
     out.push_str(&row("first boot", 1, c.first_boot.as_ref()));
