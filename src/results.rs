@@ -633,6 +633,11 @@ pub struct CellResult {
     /// (by cause); absent in results of other tools and older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<RequestTally>,
+    /// Set when no independent figure could check the client's token count ("client count
+    /// not cross-checked: the engine sent no usage … and has no generation counter …"): the
+    /// throughput is the client's word alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified: Option<String>,
 }
 
 /// Why a request ended without doing what was asked. Its tokens are not counted as work.
@@ -859,6 +864,7 @@ impl CellResult {
             preemptions: None,
             tpot_s: None,
             requests: None,
+            unverified: None,
         }
     }
 

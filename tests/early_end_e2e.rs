@@ -45,6 +45,17 @@ fn a_server_that_aborts_requests_gets_no_throughput_and_a_reason_in_seconds() {
     let t1 = c1.requests.as_ref().expect("requests counted");
     assert!(t1.completed > 0 && t1.early() == 0, "{t1:?}");
     assert!(c1.aggregate_tps > 0.0);
+    // No usage in the stream and no metrics page: said, not hidden.
+    let why = c1.unverified.as_deref().expect("unverified");
+    assert!(
+        why.starts_with("client count not cross-checked: the engine sent no usage"),
+        "{why}"
+    );
+    assert!(
+        stderr.contains("cell done C=1 ctx=0")
+            && stderr.contains("(client count not cross-checked)"),
+        "{stderr}"
+    );
     for cell in &results.cells[1..] {
         let c = cell.concurrency;
         assert_eq!(cell.status, CellStatus::Error, "C={c}: {cell:?}");
@@ -115,5 +126,9 @@ fn tpot_agrees_with_the_per_user_rate() {
         let t = cell.requests.as_ref().expect("requests counted");
         assert_eq!(t.early(), 0, "C={c}: {t:?}");
         assert!(t.completed > 0, "C={c}: {t:?}");
+        assert!(
+            cell.unverified.is_none(),
+            "C={c}: usage and counter checked"
+        );
     }
 }

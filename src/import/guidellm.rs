@@ -301,6 +301,7 @@ pub(crate) fn convert(
             preemptions: None,
             tpot_s: None,
             requests: None,
+            unverified: None,
         };
         if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
             return Err(err(

@@ -351,6 +351,7 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         preemptions: None,
         tpot_s: None,
         requests: None,
+        unverified: None,
     })
 }
 

@@ -318,6 +318,7 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             preemptions: None,
             tpot_s: None,
             requests: None,
+            unverified: None,
         },
         notes,
     ))

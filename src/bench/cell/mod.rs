@@ -306,6 +306,7 @@ impl SustainedDecodeCell<'_> {
             max_stream_tps: self.spec.timing.max_stream_tps,
         });
 
+        let unverified = unverified(&checked.checks, &tally, self.dialect.is_some());
         let max_tokens = u64::from(self.spec.timing.max_tokens);
         let truncated = shared.truncated();
         let early = requests.early();
@@ -419,6 +420,7 @@ impl SustainedDecodeCell<'_> {
             truncated_requests: truncated,
             preemptions,
             requests: Some(requests),
+            unverified,
         };
         let server = engine_counter
             .as_ref()
@@ -445,9 +447,14 @@ impl SustainedDecodeCell<'_> {
             _ => self.emit(
                 EventKind::CellDone,
                 format!(
-                    "cell done C={c} ctx={} {:.1} tok/s{server}",
+                    "cell done C={c} ctx={} {:.1} tok/s{server}{}",
                     context_label(ctx),
-                    cell.aggregate_tps
+                    cell.aggregate_tps,
+                    if cell.unverified.is_some() {
+                        " (client count not cross-checked)"
+                    } else {
+                        ""
+                    }
                 ),
             ),
         }
@@ -492,6 +499,39 @@ pub(super) fn early_end_reason(
             EARLY_END_SHARE * 100.0
         )
     }
+}
+
+/// "client count not cross-checked: …" when none of the checks that hold the client's count
+/// against an independent figure (the engine's usage, its generation counter) could run.
+fn unverified(
+    checks: &[crate::results::CrossCheck],
+    tally: &accounting::UsageTally,
+    has_metrics: bool,
+) -> Option<String> {
+    const AGAINST_COUNT: [&str; 3] = [
+        "chunks_vs_usage",
+        "usage_vs_counter_window",
+        "usage_vs_counter_requests",
+    ];
+    if checks
+        .iter()
+        .any(|c| AGAINST_COUNT.contains(&c.name.as_str()))
+    {
+        return None;
+    }
+    let usage = if tally.requests == 0 {
+        "the engine sent no usage in its streams"
+    } else {
+        "its usage covered no text chunk"
+    };
+    let counter = if has_metrics {
+        "its generation counter could not be read at both window edges"
+    } else {
+        "it has no generation counter (no metrics page infergate reads)"
+    };
+    Some(format!(
+        "client count not cross-checked: {usage} and {counter}, so the tokens counted are the client's chunks alone (one token each)"
+    ))
 }
 
 /// "truncated: 12 of 12 finished requests ended with fewer than max_tokens = 128 …".
