@@ -559,15 +559,24 @@ pub struct CellResult {
     pub aggregate_tps: f64,
     /// Aggregate tok/s of each sub-window: the within-run samples statistics use.
     pub samples: Vec<f64>,
-    /// Per-stream decode speed (1 / ITL) distribution, tok/s.
+    /// Per-stream decode speed over the window (tokens after a request's first, divided by
+    /// the time between their arrivals), distribution over the streams, tok/s.
     #[serde(default)]
     pub per_user_tps: Option<Percentiles>,
-    /// Time to first token, seconds (includes queueing and prefill).
+    /// Time to first token, seconds: request sent → first token arrived (includes queueing
+    /// and prefill), per request that ended as asked or was still running at the close.
     #[serde(default)]
     pub ttft_s: Option<Percentiles>,
-    /// Inter-token latency, seconds.
+    /// Inter-token latency as vLLM's `bench serve` defines it: the gaps between successive
+    /// arrivals of a request's tokens after its first, pooled over requests, seconds. Chunks
+    /// that one read delivered together are one arrival (their gaps of ~0 are no latency).
     #[serde(default)]
     pub itl_s: Option<Percentiles>,
+    /// Time per output token, per request, as vLLM's `bench serve` (`tpot`) and guidellm
+    /// (`inter_token_latency_ms`) define it: `(last token − first token) / (output tokens −
+    /// 1)`, over the requests whose last token arrived in the window, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_s: Option<Percentiles>,
     /// Mean number of running requests reported by the engine during the window.
     #[serde(default)]
     pub effective_concurrency: Option<f64>,
@@ -620,6 +629,158 @@ pub struct CellResult {
     /// edges; absent when the engine has no such counter. Any makes an `ok` cell `saturated`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptions: Option<u64>,
+    /// How every request the cell sent ended: as asked, cut by the gate at the close, or early
+    /// (by cause); absent in results of other tools and older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestTally>,
+    /// Set when no independent figure could check the client's token count ("client count
+    /// not cross-checked: the engine sent no usage … and has no generation counter …"): the
+    /// throughput is the client's word alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified: Option<String>,
+}
+
+/// Why a request ended without doing what was asked. Its tokens are not counted as work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EarlyEnd {
+    /// `data: [DONE]` came before any `finish_reason`: the engine aborted the request
+    /// (llama-cpp-python does when another request arrives).
+    DoneWithoutFinish,
+    /// The body ended with neither a `finish_reason` nor `[DONE]`.
+    NoFinishReason,
+    /// `finish_reason` `length` with fewer tokens than `max_tokens`: the engine clamped it.
+    FewerTokens,
+    /// A `finish_reason` other than `length` or `stop` (`abort`, `error`, …).
+    OtherFinish,
+    /// The last event arrived, but the HTTP body never ended (the connection was dropped or
+    /// held open after it).
+    BodyNotTerminated,
+    /// The connection broke in the middle of the stream.
+    Reset,
+    /// The engine answered with a non-2xx status.
+    HttpError,
+    /// No first token, or no data, within the time-out.
+    TimedOut,
+    /// Malformed SSE, an over-long line, or an error object in the stream.
+    Malformed,
+    /// The request failed before any answer (connection refused or failed).
+    Failed,
+}
+
+impl EarlyEnd {
+    /// Every cause, in the order reasons list them.
+    pub const ALL: [EarlyEnd; 10] = [
+        EarlyEnd::DoneWithoutFinish,
+        EarlyEnd::NoFinishReason,
+        EarlyEnd::FewerTokens,
+        EarlyEnd::OtherFinish,
+        EarlyEnd::BodyNotTerminated,
+        EarlyEnd::Reset,
+        EarlyEnd::HttpError,
+        EarlyEnd::TimedOut,
+        EarlyEnd::Malformed,
+        EarlyEnd::Failed,
+    ];
+
+    /// Words for reasons: "ended by [DONE] without a finish_reason".
+    pub fn describe(self) -> &'static str {
+        match self {
+            EarlyEnd::DoneWithoutFinish => "[DONE] without a finish_reason",
+            EarlyEnd::NoFinishReason => "body ended without a finish_reason",
+            EarlyEnd::FewerTokens => "finish_reason length before max_tokens",
+            EarlyEnd::OtherFinish => "finish_reason other than length/stop",
+            EarlyEnd::BodyNotTerminated => "body not terminated",
+            EarlyEnd::Reset => "connection broken mid-stream",
+            EarlyEnd::HttpError => "HTTP error",
+            EarlyEnd::TimedOut => "timed out",
+            EarlyEnd::Malformed => "malformed stream",
+            EarlyEnd::Failed => "request failed",
+        }
+    }
+
+    /// Position in [`EarlyEnd::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether the engine ended a streaming request it had accepted (rather than refusing,
+    /// timing out or breaking): what an engine that aborts requests does.
+    pub fn is_abort(self) -> bool {
+        matches!(
+            self,
+            EarlyEnd::DoneWithoutFinish
+                | EarlyEnd::NoFinishReason
+                | EarlyEnd::OtherFinish
+                | EarlyEnd::BodyNotTerminated
+                | EarlyEnd::Reset
+        )
+    }
+}
+
+/// How every request one cell sent ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestTally {
+    /// Requests sent.
+    pub sent: u32,
+    /// Ended as asked: `finish_reason` `length` at `max_tokens`, or `stop`.
+    pub completed: u32,
+    /// Of `completed`, those that ended at `stop` before `max_tokens` (an engine that does not
+    /// honour `ignore_eos`).
+    #[serde(default)]
+    pub stopped: u32,
+    /// Still streaming when the gate ended the cell (their tokens in the window count).
+    pub cut_at_close: u32,
+    /// Ended early, by cause (their tokens do not count).
+    #[serde(default)]
+    pub ended_early: std::collections::BTreeMap<EarlyEnd, u32>,
+    /// The most streams the client saw producing tokens at once.
+    #[serde(default)]
+    pub max_streams_at_once: u32,
+}
+
+impl RequestTally {
+    /// Requests that ended early, all causes.
+    pub fn early(&self) -> u32 {
+        self.ended_early.values().sum()
+    }
+
+    /// Requests that ended early by the engine's own doing (see [`EarlyEnd::is_abort`]).
+    pub fn aborted(&self) -> u32 {
+        self.ended_early
+            .iter()
+            .filter(|(c, _)| c.is_abort())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// "2,068 [DONE] without a finish_reason, 3 timed out".
+    pub fn causes(&self) -> String {
+        let mut v: Vec<(EarlyEnd, u32)> = self
+            .ended_early
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| (*c, *n))
+            .collect();
+        v.sort_by_key(|(c, n)| (std::cmp::Reverse(*n), *c));
+        v.iter()
+            .map(|(c, n)| format!("{} {}", thousands(u64::from(*n)), c.describe()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// `2068` → `2,068`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
 }
 
 /// How many finished requests came back short.
@@ -701,6 +862,9 @@ impl CellResult {
             cross_checks: Vec::new(),
             truncated_requests: None,
             preemptions: None,
+            tpot_s: None,
+            requests: None,
+            unverified: None,
         }
     }
 

@@ -23,10 +23,33 @@ pub(crate) struct ChunkInfo {
     pub completion_tokens: Option<u64>,
     /// `usage.prompt_tokens`, when present.
     pub prompt_tokens: Option<u64>,
-    /// A choice has a `finish_reason`.
-    pub finished: bool,
+    /// The first `finish_reason` of the chunk's choices, when one has one.
+    pub finish: Option<Finish>,
     /// Chunk carries choices (a usage-only chunk has none).
     pub has_choices: bool,
+}
+
+/// A `finish_reason`, as far as the accounting cares: `length` and `stop` end a request as
+/// asked; anything else (`abort`, `error`, `content_filter`, an empty string) does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// `length`: the request reached its `max_tokens`.
+    Length,
+    /// `stop`: the model stopped (EOS or a stop string).
+    Stop,
+    /// Any other reason.
+    Other,
+}
+
+impl Finish {
+    /// The kind of a `finish_reason` string.
+    pub(crate) fn of(reason: &[u8]) -> Finish {
+        match reason {
+            b"length" => Finish::Length,
+            b"stop" => Finish::Stop,
+            _ => Finish::Other,
+        }
+    }
 }
 
 /// One SSE `data` payload.
@@ -134,7 +157,9 @@ fn deserialize(trimmed: &[u8]) -> Result<StreamEvent, RequestFailure> {
                 })
                 .unwrap_or(0);
         info.has_text |= text_len > 0;
-        info.finished |= c.finish_reason.is_some();
+        if info.finish.is_none() {
+            info.finish = c.finish_reason.as_ref().map(|r| Finish::of(r.as_bytes()));
+        }
     }
     if let Some(u) = msg.usage {
         info.completion_tokens = u.completion_tokens;
@@ -158,7 +183,7 @@ mod tests {
                 has_text: true,
                 completion_tokens: Some(3),
                 prompt_tokens: Some(8192),
-                finished: false,
+                finish: None,
                 has_choices: true
             })
         );
@@ -171,7 +196,7 @@ mod tests {
         )
         .unwrap();
         let StreamEvent::Chunk(c) = ev else { panic!() };
-        assert!(c.has_text && c.finished && c.completion_tokens.is_none());
+        assert!(c.has_text && c.finish == Some(Finish::Length) && c.completion_tokens.is_none());
         let ev = parse_stream_event(
             br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":64}}"#,
         )
@@ -186,7 +211,7 @@ mod tests {
     fn llamacpp_final_chunk_with_timings() {
         let ev = parse_stream_event(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1,"model":"m","system_fingerprint":"b1","object":"text_completion","id":"x","usage":{"completion_tokens":128,"prompt_tokens":512,"total_tokens":640},"timings":{"prompt_n":512,"predicted_n":128}}"#).unwrap();
         let StreamEvent::Chunk(c) = ev else { panic!() };
-        assert!(c.finished && !c.has_text);
+        assert!(c.finish == Some(Finish::Length) && !c.has_text);
         assert_eq!(c.completion_tokens, Some(128));
     }
 

@@ -190,36 +190,39 @@ impl EngineClient {
         }
     }
 
-    /// GET `path`; returns status and body text.
+    /// GET `path`; returns status and body text (at most [`MAX_BODY_BYTES`]).
     pub(crate) async fn get_text(
         &self,
         path: &str,
         timeout: Duration,
-    ) -> Result<(u16, String), reqwest::Error> {
+    ) -> Result<(u16, String), ReadError> {
         let url = self.url(path);
         let resp = self
             .send(|http| self.auth(http.get(&url)).timeout(timeout))
-            .await?;
+            .await
+            .map_err(ReadError::Transport)?;
         self.activity.note();
         let status = resp.status().as_u16();
-        let text = resp.text().await?;
+        let text = read_limited(&format!("GET {url}"), resp, MAX_BODY_BYTES).await?;
         Ok((status, text))
     }
 
-    /// POST a JSON body to `path`; returns status and body text.
+    /// POST a JSON body to `path`; returns status and body text (at most
+    /// [`MAX_BODY_BYTES`]).
     pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
         timeout: Duration,
-    ) -> Result<(u16, String), reqwest::Error> {
+    ) -> Result<(u16, String), ReadError> {
         let url = self.url(path);
         let resp = self
             .send(|http| self.auth(http.post(&url)).timeout(timeout).json(body))
-            .await?;
+            .await
+            .map_err(ReadError::Transport)?;
         self.activity.note();
         let status = resp.status().as_u16();
-        let text = resp.text().await?;
+        let text = read_limited(&format!("POST {url}"), resp, MAX_BODY_BYTES).await?;
         Ok((status, text))
     }
 
@@ -262,13 +265,14 @@ impl EngineClient {
         .trim_end()
         .to_string();
         let body = match resp {
-            StreamResponse::Pooled(resp) => {
-                tokio::time::timeout(Duration::from_secs(5), resp.text())
-                    .await
-                    .ok()
-                    .and_then(|r| r.ok())
-                    .unwrap_or_default()
-            }
+            StreamResponse::Pooled(resp) => tokio::time::timeout(
+                Duration::from_secs(5),
+                read_limited("", resp, ERROR_BODY_BYTES),
+            )
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .unwrap_or_default(),
             StreamResponse::Direct(resp) => direct::error_body(resp).await,
         };
         Err(RequestFailure::new(kind, excerpt(&body, 200)))
@@ -296,6 +300,76 @@ impl StreamResponse<'_> {
             StreamResponse::Direct(resp) => resp.chunk().await,
         }
     }
+}
+
+/// The most bytes read of an answer that is not a stream (a metrics page, a model list, a
+/// probe's answer): vLLM's `/metrics` is a few hundred KiB, so an answer beyond this is not
+/// an engine's, and reading it whole would cost memory without bound.
+pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
+
+/// The most bytes read of a failed request's body (its excerpt goes into the reason).
+pub(crate) const ERROR_BODY_BYTES: usize = 64 << 10;
+
+/// Why an answer that is not a stream could not be read.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The request or the body failed in transport.
+    Transport(reqwest::Error),
+    /// The body was larger than the limit (`what` is the request, e.g. `GET http://…/metrics`).
+    TooLarge { what: String, limit: usize },
+}
+
+impl ReadError {
+    /// The failure as a short kind and detail, as for streams.
+    pub(crate) fn failure(&self) -> RequestFailure {
+        match self {
+            ReadError::Transport(e) => classify_transport(e),
+            ReadError::TooLarge { .. } => RequestFailure::new("answer too large", self.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Transport(e) => {
+                let r = classify_transport(e);
+                write!(f, "{}: {}", r.kind, r.detail)
+            }
+            ReadError::TooLarge { what, limit } => write!(
+                f,
+                "{what} answered more than {} MiB, infergate's limit for an answer that is not a stream (an engine's metrics page or model list is well under 1 MiB): the server at this URL is not the engine, or its page is broken; point --url at the engine, or start the engine without whatever fills that page",
+                limit >> 20
+            ),
+        }
+    }
+}
+
+/// Reads a body of at most `limit` bytes as text; a longer one is refused as soon as it
+/// passes the limit (by its `Content-Length`, or while reading), so memory stays bounded.
+pub(crate) async fn read_limited(
+    what: &str,
+    mut resp: reqwest::Response,
+    limit: usize,
+) -> Result<String, ReadError> {
+    let too_large = || ReadError::TooLarge {
+        what: what.to_string(),
+        limit,
+    };
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut out: Vec<u8> = Vec::new();
+    while let Some(piece) = resp.chunk().await.map_err(ReadError::Transport)? {
+        if out.len() + piece.len() > limit {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&piece);
+    }
+    Ok(match String::from_utf8(out) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// Whether `e` is a request that got no response at all on a connection that was open: the
@@ -366,13 +440,23 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
     format!("{}…", cut.trim_end_matches([' ', ':', ',', ';']))
 }
 
+/// The longest SSE line or event the parser holds: a streamed chunk is a few hundred bytes,
+/// so anything near this is not a completion stream (and would cost memory without bound).
+pub(crate) const MAX_SSE_EVENT_BYTES: usize = 1 << 20;
+
 /// Incremental Server-Sent-Events parser over raw bytes. Calls back with each event's `data`
-/// payload (multi-line data joined with `\n`); other fields and comments are ignored.
+/// payload (multi-line data joined with `\n`); other fields and comments are ignored. A line
+/// or event longer than [`MAX_SSE_EVENT_BYTES`] is dropped and reported by
+/// [`SseParser::overflow`].
 #[derive(Debug, Default)]
 pub(crate) struct SseParser {
     buf: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
+    /// `buf[..scanned]` holds no newline (an incomplete line already searched).
+    scanned: usize,
+    /// A line or event went over the limit.
+    overflowed: bool,
 }
 
 impl SseParser {
@@ -381,42 +465,81 @@ impl SseParser {
             buf: Vec::with_capacity(4096),
             data: Vec::with_capacity(1024),
             has_data: false,
+            scanned: 0,
+            overflowed: false,
         }
     }
 
     /// Feeds bytes as they arrive; `on_event` runs for every complete event. Returns early
     /// (and keeps the rest buffered) when `on_event` returns `false`.
     pub(crate) fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
-        if self.buf.is_empty() {
+        if self.overflowed {
+            return false;
+        }
+        let keep_going = if self.buf.is_empty() {
             // The usual case (a chunk holds whole lines): parse straight from the received
             // bytes and keep only an incomplete tail.
             let (consumed, keep_going) =
-                Self::lines(&mut self.data, &mut self.has_data, bytes, &mut on_event);
+                Self::lines(&mut self.data, &mut self.has_data, bytes, 0, &mut on_event);
             self.buf.extend_from_slice(&bytes[consumed..]);
-            return keep_going;
+            self.scanned = if keep_going { self.buf.len() } else { 0 };
+            keep_going
+        } else {
+            // Only the new bytes can hold the newline an incomplete line waits for.
+            let from = self.scanned;
+            self.buf.extend_from_slice(bytes);
+            let (consumed, keep_going) = Self::lines(
+                &mut self.data,
+                &mut self.has_data,
+                &self.buf,
+                from,
+                &mut on_event,
+            );
+            self.buf.drain(..consumed);
+            self.scanned = if keep_going { self.buf.len() } else { 0 };
+            keep_going
+        };
+        if self.buf.len() > MAX_SSE_EVENT_BYTES || self.data.len() > MAX_SSE_EVENT_BYTES {
+            self.overflowed = true;
+            self.buf = Vec::new();
+            self.data = Vec::new();
+            self.has_data = false;
+            self.scanned = 0;
+            return false;
         }
-        self.buf.extend_from_slice(bytes);
-        let (consumed, keep_going) =
-            Self::lines(&mut self.data, &mut self.has_data, &self.buf, &mut on_event);
-        self.buf.drain(..consumed);
         keep_going
     }
 
-    /// Parses the complete lines of `buf`; returns how many bytes they took and whether
-    /// `on_event` asked to go on.
+    /// Why the stream cannot be read any further: a line or event over the limit.
+    pub(crate) fn overflow(&self) -> Option<RequestFailure> {
+        self.overflowed.then(|| {
+            RequestFailure::new(
+                "malformed SSE",
+                format!(
+                    "an SSE line or event longer than {} MiB (infergate's limit; a completion chunk is a few hundred bytes): the server at this URL does not stream OpenAI completions, point --url at the engine's OpenAI API",
+                    MAX_SSE_EVENT_BYTES >> 20
+                ),
+            )
+        })
+    }
+
+    /// Parses the complete lines of `buf` (no newline before `from`); returns how many bytes
+    /// they took and whether `on_event` asked to go on.
     fn lines(
         data: &mut Vec<u8>,
         has_data: &mut bool,
         buf: &[u8],
+        from: usize,
         on_event: &mut impl FnMut(&[u8]) -> bool,
     ) -> (usize, bool) {
         let mut consumed = 0;
+        let mut search = from;
         let mut keep_going = true;
         while keep_going {
-            let Some(nl) = memchr::memchr(b'\n', &buf[consumed..]) else {
+            let Some(nl) = memchr::memchr(b'\n', &buf[search..]) else {
                 break;
             };
-            let line_end = consumed + nl;
+            let line_end = search + nl;
             let mut line = &buf[consumed..line_end];
             if let [rest @ .., b'\r'] = line {
                 line = rest;
@@ -436,6 +559,7 @@ impl SseParser {
                 *has_data = true;
             }
             consumed = line_end + 1;
+            search = consumed;
         }
         (consumed, keep_going)
     }
@@ -444,6 +568,7 @@ impl SseParser {
     pub(crate) fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
+            self.scanned = 0;
             self.feed(&rest, &mut on_event);
             self.feed(b"\n\n", &mut on_event);
         } else if self.has_data {

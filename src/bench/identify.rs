@@ -19,7 +19,9 @@
 
 use std::time::Duration;
 
-use super::client::EngineClient;
+use super::BenchError;
+
+use super::client::{EngineClient, ReadError};
 use super::metrics::{MetricsDialect, parse_prometheus};
 
 /// What the probes found out about the engine.
@@ -75,31 +77,42 @@ pub(crate) fn is_sglang_model_info(body: &str) -> bool {
 }
 
 /// Probes the engine's metrics pages (and, without one, its own identifying endpoints).
-pub(crate) async fn identify(client: &EngineClient, timeout: Duration) -> Identified {
+///
+/// A page over the size limit is an error (naming the page, the limit and the fix), not "no
+/// metrics": an engine whose page cannot be read would otherwise lose its cross-checks
+/// silently.
+pub(crate) async fn identify(
+    client: &EngineClient,
+    timeout: Duration,
+) -> Result<Identified, BenchError> {
     let get = |path: &'static str| async move {
         match client.get_text(path, timeout).await {
-            Ok((200, text)) => Some(text),
-            _ => None,
+            Ok((200, text)) => Ok(Some(text)),
+            Err(e @ ReadError::TooLarge { .. }) => Err(BenchError::BadResponse {
+                url: client.url(path),
+                reason: e.to_string(),
+            }),
+            _ => Ok(None),
         }
     };
-    let metrics_page = get("/metrics").await;
+    let metrics_page = get("/metrics").await?;
     if let Some(d) = metrics_page
         .as_deref()
         .and_then(|t| MetricsDialect::detect(&parse_prometheus(t)))
     {
-        return Identified::with_metrics(d);
+        return Ok(Identified::with_metrics(d));
     }
     if let Some(d) = get(MetricsDialect::Trtllm.metrics_path())
-        .await
+        .await?
         .and_then(|t| MetricsDialect::detect(&parse_prometheus(&t)))
     {
-        return Identified::with_metrics(d);
+        return Ok(Identified::with_metrics(d));
     }
     if metrics_page
         .as_deref()
         .is_some_and(is_trtllm_iteration_stats)
     {
-        return Identified {
+        return Ok(Identified {
             metrics: None,
             family: Some("trtllm"),
             flavor: "trtllm-iteration-stats",
@@ -112,11 +125,15 @@ pub(crate) async fn identify(client: &EngineClient, timeout: Duration) -> Identi
                  --extra_llm_api_options"
                     .into(),
             ),
-        };
+        });
     }
     for path in ["/model_info", "/get_model_info"] {
-        if get(path).await.as_deref().is_some_and(is_sglang_model_info) {
-            return Identified {
+        if get(path)
+            .await?
+            .as_deref()
+            .is_some_and(is_sglang_model_info)
+        {
+            return Ok(Identified {
                 metrics: None,
                 family: Some("sglang"),
                 flavor: "sglang-metrics-disabled",
@@ -127,10 +144,10 @@ pub(crate) async fn identify(client: &EngineClient, timeout: Duration) -> Identi
                      can run; start it with --enable-metrics"
                         .into(),
                 ),
-            };
+            });
         }
     }
-    Identified {
+    Ok(Identified {
         metrics: None,
         family: None,
         flavor: "none",
@@ -141,7 +158,7 @@ pub(crate) async fn identify(client: &EngineClient, timeout: Duration) -> Identi
              validated"
                 .into(),
         ),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -182,7 +199,7 @@ mod tests {
             ("/prometheus/metrics", fixture("metrics-trtllm.txt")),
         ])
         .await;
-        let id = identify(&client, T).await;
+        let id = identify(&client, T).await.unwrap();
         assert_eq!(id.metrics, Some(MetricsDialect::Trtllm));
         assert_eq!((id.family, id.flavor), (Some("trtllm"), "trtllm"));
         assert!(id.warning.is_none());
@@ -199,7 +216,7 @@ mod tests {
     async fn trtllm_without_perf_metrics_is_named_not_anonymous() {
         for body in [fixture("trtllm-iteration-stats.json"), "[]".to_string()] {
             let (client, task) = serve(vec![("/metrics", body)]).await;
-            let id = identify(&client, T).await;
+            let id = identify(&client, T).await.unwrap();
             assert_eq!(id.metrics, None);
             assert_eq!(
                 id.family,
@@ -216,7 +233,7 @@ mod tests {
     async fn sglang_without_metrics_keeps_its_family() {
         for path in ["/model_info", "/get_model_info"] {
             let (client, task) = serve(vec![(path, fixture("sglang-model-info.json"))]).await;
-            let id = identify(&client, T).await;
+            let id = identify(&client, T).await.unwrap();
             assert_eq!(id.metrics, None);
             assert_eq!(id.family, Some("sglang"), "{path}");
             assert_eq!(id.label, "sglang (metrics disabled)");
@@ -230,7 +247,7 @@ mod tests {
             ("/model_info", fixture("sglang-model-info.json")),
         ])
         .await;
-        let id = identify(&client, T).await;
+        let id = identify(&client, T).await.unwrap();
         assert_eq!(
             (id.metrics, id.family),
             (Some(MetricsDialect::Sglang), Some("sglang"))
@@ -241,7 +258,7 @@ mod tests {
     #[tokio::test]
     async fn llamacpp_pages_and_unknown_engines() {
         let (client, task) = serve(vec![("/metrics", fixture("llamacpp-metrics.txt"))]).await;
-        let id = identify(&client, T).await;
+        let id = identify(&client, T).await.unwrap();
         assert_eq!(id.metrics, Some(MetricsDialect::Llamacpp));
         let (_, st) = super::super::metrics::scrape(&client, id.metrics)
             .await
@@ -251,7 +268,7 @@ mod tests {
         // Something that is none of them stays openai-compatible, with the old warning.
         let (client, task) =
             serve(vec![("/metrics", "process_cpu_seconds_total 3\n".into())]).await;
-        let id = identify(&client, T).await;
+        let id = identify(&client, T).await.unwrap();
         assert_eq!((id.metrics, id.family, id.flavor), (None, None, "none"));
         task.abort();
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::client::{EngineClient, classify_transport};
+use super::client::EngineClient;
 
 /// When the engine last sent anything (shared by every clone of one client).
 #[derive(Debug)]
@@ -70,7 +70,7 @@ impl Liveness {
         match self.client.get_text("/health", timeout).await {
             Ok(_) => Ok(()),
             Err(e) => {
-                let f = classify_transport(&e);
+                let f = e.failure();
                 Err(format!("GET /health: {}: {}", f.kind, f.detail))
             }
         }

@@ -205,7 +205,7 @@ impl BenchSession {
                 format!("GET /health answered HTTP {status}; continuing"),
             ),
             Err(e) => {
-                let f = client::classify_transport(&e);
+                let f = e.failure();
                 return Err(BenchError::Unreachable {
                     url: base,
                     reason: format!("{}: {}", f.kind, f.detail),
@@ -237,7 +237,7 @@ impl BenchSession {
                 Vec::new()
             }
             Err(e) => {
-                let f = client::classify_transport(&e);
+                let f = e.failure();
                 return Err(BenchError::Unreachable {
                     url: client.url("/v1/models"),
                     reason: format!("{}: {}", f.kind, f.detail),
@@ -279,7 +279,7 @@ impl BenchSession {
         // Metrics — optional; the dialect is detected from the names (`/metrics`, or
         // TensorRT-LLM's `/prometheus/metrics`); an engine without them is still recognised
         // by its own endpoints, so its family does not depend on a metrics flag.
-        let identified = identify::identify(&client, PROBE_TIMEOUT).await;
+        let identified = identify::identify(&client, PROBE_TIMEOUT).await?;
         let dialect = identified.metrics;
         if let Some(warning) = &identified.warning {
             note(EventKind::Startup, warning.clone());
@@ -547,7 +547,7 @@ impl BenchSession {
         {
             Ok(_) => Ok(()),
             Err(e) => {
-                let f = client::classify_transport(&e);
+                let f = e.failure();
                 Err(format!("engine unreachable: {}: {}", f.kind, f.detail))
             }
         }
@@ -632,7 +632,7 @@ impl TokenCounter {
             .post_json("/v1/completions", &body, Duration::from_secs(600))
             .await
             .map_err(|e| {
-                let f = client::classify_transport(&e);
+                let f = e.failure();
                 BenchError::Calibration {
                     reason: format!("probe request to {url}: {}: {}", f.kind, f.detail),
                 }

@@ -536,7 +536,12 @@ impl EngineProcess {
         }
         let resp = rb.send().await.map_err(|e| describe_transport(&e))?;
         let code = resp.status().as_u16();
-        let body = resp.text().await.unwrap_or_default();
+        // Bounded: an engine's health page or model list is small, whatever it sends.
+        let what = format!("GET {path}");
+        let body =
+            crate::bench::client::read_limited(&what, resp, crate::bench::client::MAX_BODY_BYTES)
+                .await
+                .map_err(|e| e.to_string())?;
         Ok((code, body))
     }
 

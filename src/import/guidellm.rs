@@ -299,6 +299,9 @@ pub(crate) fn convert(
             cross_checks: Vec::new(),
             truncated_requests: None,
             preemptions: None,
+            tpot_s: None,
+            requests: None,
+            unverified: None,
         };
         if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
             return Err(err(

@@ -349,6 +349,9 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         cross_checks: Vec::new(),
         truncated_requests: None,
         preemptions: None,
+        tpot_s: None,
+        requests: None,
+        unverified: None,
     })
 }
 

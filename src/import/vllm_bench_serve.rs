@@ -316,6 +316,9 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             cross_checks: Vec::new(),
             truncated_requests: None,
             preemptions: None,
+            tpot_s: None,
+            requests: None,
+            unverified: None,
         },
         notes,
     ))

@@ -26,11 +26,14 @@ fn fmt_ms(seconds: f64) -> String {
 
 /// `(7/8)*` from the engine's mean running count, `(?/8)*` without metrics.
 fn capacity_marker(cell: &CellResult) -> String {
-    let running = cell
-        .effective_concurrency
-        .map(|r| format!("{:.0}", r))
-        .unwrap_or_else(|| "?".into());
-    format!(" ({running}/{})*", cell.concurrency)
+    match cell.effective_concurrency {
+        Some(r) => format!(" ({r:.0}/{})*", cell.concurrency),
+        // No engine metrics: what the client saw, marked as such.
+        None => match cell.requests.as_ref().map(|t| t.max_streams_at_once) {
+            Some(n) if n > 0 => format!(" ({n}/{})°", cell.concurrency),
+            _ => format!(" (?/{})°", cell.concurrency),
+        },
+    }
 }
 
 fn error_marker(cell: &CellResult) -> String {
@@ -57,7 +60,7 @@ fn aggregate_line(cell: &CellResult) -> String {
     }
 }
 
-/// The dim detail line: `TTFT ms/ITL ms` p50.
+/// The dim detail line: `TTFT ms/TPOT ms/ITL ms` p50 (TPOT only where measured).
 fn detail_line(cell: &CellResult) -> Option<String> {
     if !cell.status.measured() {
         return None;
@@ -70,7 +73,10 @@ fn detail_line(cell: &CellResult) -> Option<String> {
         .itl_s
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| "—".into());
-    Some(format!("{ttft}/{itl}"))
+    Some(match cell.tpot_s {
+        Some(p) => format!("{ttft}/{}/{itl}", fmt_ms(p.p50)),
+        None => format!("{ttft}/{itl}"),
+    })
 }
 
 fn per_user_line(cell: &CellResult) -> String {
@@ -139,7 +145,11 @@ fn matrix_table(results: &RunResults) -> String {
         results.matrix.timing.sub_windows,
         results.matrix.timing.max_tokens,
     ));
-    out.push_str("Aggregate tok/s  + TTFT/ITL p50 ms\n");
+    out.push_str(if results.cells.iter().any(|c| c.tpot_s.is_some()) {
+        "Aggregate tok/s  + TTFT/TPOT/ITL p50 ms\n"
+    } else {
+        "Aggregate tok/s  + TTFT/ITL p50 ms\n"
+    });
     let mut agg = new_table(&cs);
     for &l in &ls {
         let mut row = vec![context_label(l)];
@@ -186,6 +196,28 @@ fn matrix_table(results: &RunResults) -> String {
          (Ne) = N failed requests;\nERR = cell could not be measured; ∅ = skipped. \
          Aggregate = output tokens counted as they streamed over the steady-state window.\n",
     );
+    let client_view = |c: &&CellResult| {
+        c.status == CellStatus::CapacityLimited && c.effective_concurrency.is_none()
+    };
+    if results.cells.iter().any(|c| client_view(&c)) {
+        out.push_str(
+            "(X/Y)° = capacity-limited, as the client saw it (no engine metrics): the most \
+             streams decoding at once / requested.\n",
+        );
+    }
+    let unverified: Vec<&CellResult> = results
+        .cells
+        .iter()
+        .filter(|c| c.unverified.is_some())
+        .collect();
+    if let Some(first) = unverified.first() {
+        out.push_str(&format!(
+            "Client count not cross-checked in {} of {} cells: {}\n",
+            unverified.len(),
+            results.cells.len(),
+            first.unverified.as_deref().unwrap_or_default()
+        ));
+    }
     let notes: Vec<String> = results
         .cells
         .iter()
@@ -385,6 +417,38 @@ mod tests {
         // One skipped cell replaces a measured one to show every marker.
         r.cells[2] = CellResult::unmeasured(8, 0, CellStatus::Skipped, "cancelled");
         insta::assert_snapshot!(render_matrix(&r));
+    }
+
+    /// TPOT joins the detail line where measured; a capacity-limited cell without engine
+    /// metrics is marked as the client's view (never "from engine metrics"); an unverified
+    /// client count is said under the matrix.
+    #[test]
+    fn tpot_client_view_and_unverified_counts_are_shown() {
+        let mut r = sample_results();
+        r.cells[0].tpot_s = Some(pct(0.0071));
+        r.cells[0].unverified = Some("client count not cross-checked: no usage".into());
+        let cap = r
+            .cells
+            .iter_mut()
+            .find(|c| c.status == CellStatus::CapacityLimited)
+            .unwrap();
+        cap.effective_concurrency = None;
+        cap.requests = Some(RequestTally {
+            max_streams_at_once: 1,
+            ..RequestTally::default()
+        });
+        let out = render_matrix(&r);
+        assert!(out.contains("TTFT/TPOT/ITL p50 ms"), "{out}");
+        assert!(out.contains("/7.1/"), "{out}");
+        assert!(out.contains("(1/8)°"), "{out}");
+        assert!(
+            out.contains("(X/Y)° = capacity-limited, as the client saw it"),
+            "{out}"
+        );
+        assert!(
+            out.contains("Client count not cross-checked in 1 of"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -42,12 +42,23 @@ pub enum Fault {
     /// recomputed when there is room again), as vLLM does, and
     /// `vllm:num_preemptions_total` counts it. Plain `preempt` holds half the KV budget.
     Preempt(Option<u64>),
+    /// llama-cpp-python's server (`python -m llama_cpp.server`, llama_cpp/server/app.py): one
+    /// request decodes at a time (the others wait for its lock); with `interrupt` (its
+    /// default `interrupt_requests`) a request arriving while one streams aborts that one at
+    /// its next chunk, which gets `data: [DONE]` without a `finish_reason` and a chunked body
+    /// that never ends (the connection is dropped); streams carry no usage; `/metrics`,
+    /// `/tokenize` and `/version` do not exist (404). Written `llama-cpp-python` (interrupt)
+    /// or `llama-cpp-python=queue` (`--interrupt_requests false`: requests wait their turn).
+    LlamaCppPython {
+        /// Abort the streaming request when another arrives.
+        interrupt: bool,
+    },
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS])"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue])"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -116,6 +127,11 @@ impl FromStr for Fault {
                 _ => Err(err("TOKENS must be a whole number >= 1")),
             },
             ("never-ready", Some(_)) => Err(err("never-ready takes no value")),
+            ("llama-cpp-python", None | Some("interrupt")) => {
+                Ok(Fault::LlamaCppPython { interrupt: true })
+            }
+            ("llama-cpp-python", Some("queue")) => Ok(Fault::LlamaCppPython { interrupt: false }),
+            ("llama-cpp-python", Some(_)) => Err(err("the value is `interrupt` or `queue`")),
             ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
             ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
             ("fail-above-concurrency", Some(v)) => Ok(Fault::FailAboveConcurrency(
@@ -168,6 +184,8 @@ impl fmt::Display for Fault {
             Fault::HangAfter(s) => write!(f, "hang-after={s}"),
             Fault::Preempt(None) => f.write_str("preempt"),
             Fault::Preempt(Some(n)) => write!(f, "preempt={n}"),
+            Fault::LlamaCppPython { interrupt: true } => f.write_str("llama-cpp-python"),
+            Fault::LlamaCppPython { interrupt: false } => f.write_str("llama-cpp-python=queue"),
         }
     }
 }
@@ -210,6 +228,8 @@ pub(crate) struct FaultSet {
     pub hang_after: Option<f64>,
     /// Preempt running sequences beyond this real KV size (`Some(None)`: half the budget).
     pub preempt: Option<Option<u64>>,
+    /// llama-cpp-python's server: `Some(interrupt)`.
+    pub llama_cpp_python: Option<bool>,
 }
 
 impl Default for FaultSet {
@@ -226,6 +246,7 @@ impl Default for FaultSet {
             fail_above_concurrency: None,
             hang_after: None,
             preempt: None,
+            llama_cpp_python: None,
         }
     }
 }
@@ -257,6 +278,7 @@ impl FaultSet {
                 Fault::FailAboveConcurrency(n) => set.fail_above_concurrency = Some(n),
                 Fault::HangAfter(s) => set.hang_after = Some(s),
                 Fault::Preempt(n) => set.preempt = Some(n),
+                Fault::LlamaCppPython { interrupt } => set.llama_cpp_python = Some(interrupt),
             }
         }
         set
@@ -287,6 +309,17 @@ mod tests {
         assert_eq!("preempt".parse(), Ok(Fault::Preempt(None)));
         assert_eq!("preempt=300".parse(), Ok(Fault::Preempt(Some(300))));
         assert_eq!(Fault::Preempt(Some(300)).to_string(), "preempt=300");
+        for (text, interrupt) in [
+            ("llama-cpp-python", true),
+            ("llama-cpp-python=interrupt", true),
+            ("llama-cpp-python=queue", false),
+        ] {
+            assert_eq!(text.parse(), Ok(Fault::LlamaCppPython { interrupt }));
+        }
+        assert_eq!(
+            Fault::LlamaCppPython { interrupt: false }.to_string(),
+            "llama-cpp-python=queue"
+        );
     }
 
     #[test]
@@ -310,6 +343,7 @@ mod tests {
             "hang-after",
             "preempt=0",
             "preempt=lots",
+            "llama-cpp-python=sometimes",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);

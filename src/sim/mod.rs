@@ -211,6 +211,9 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
         preempt_budget: FaultSet::from_faults(&opts.faults)
             .preempt
             .map(|n| n.unwrap_or(opts.profile.kv_budget_tokens / 2).max(1)),
+        max_running: FaultSet::from_faults(&opts.faults)
+            .llama_cpp_python
+            .map(|_| 1),
     };
     let mut tasks = vec![tokio::spawn(scheduler::run_engine(
         engine_cfg,

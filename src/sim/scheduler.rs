@@ -114,6 +114,8 @@ pub(crate) struct EngineConfig {
     /// what they generated); beyond it the newest is preempted. `None`: no preemption (the
     /// admission reservation always holds).
     pub preempt_budget: Option<u64>,
+    /// At most this many sequences run at once (llama-cpp-python: 1); the rest queue.
+    pub max_running: Option<usize>,
 }
 
 struct Queued {
@@ -241,6 +243,10 @@ pub(crate) async fn run_engine(
             }
         }
         let n = model.admit_count(reserved, queue.iter().map(|q| q.reservation));
+        let n = match cfg.max_running {
+            Some(cap) => n.min(cap.saturating_sub(running.len())),
+            None => n,
+        };
         for q in queue.drain(..n) {
             reserved += q.reservation;
             let prompt = q.req.prompt_tokens;
@@ -489,6 +495,7 @@ mod tests {
             seed: 1,
             prefix_cache: None,
             preempt_budget: None,
+            max_running: None,
         };
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
@@ -557,6 +564,7 @@ mod tests {
                 seed: 1,
                 prefix_cache: None,
                 preempt_budget: Some(budget),
+                max_running: None,
             };
             let counters = Arc::new(EngineCounters::new(0));
             let (h, rx) = channel();

@@ -1,7 +1,6 @@
 //! The HTTP surface (axum): vLLM's routes, request validation and error bodies, and the SSE
 //! encoding of the engine's steps (one chunk per engine step per sequence).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -53,6 +52,9 @@ pub(crate) struct AppState {
     in_flight: Arc<AtomicU64>,
     /// When the engine stops answering (fault `hang-after`).
     hang_at: Option<Instant>,
+    /// Completion requests received so far (fault `llama-cpp-python`: a stream aborts when a
+    /// later one arrives).
+    arrivals: AtomicU64,
 }
 
 impl AppState {
@@ -84,8 +86,16 @@ impl AppState {
             hang_at: faults
                 .hang_after
                 .map(|s| Instant::now() + Duration::from_secs_f64(s)),
+            arrivals: AtomicU64::new(0),
             faults,
         }
+    }
+
+    /// Under the `llama-cpp-python` fault the server has no such route.
+    fn no_route(&self) -> Option<Response> {
+        self.faults
+            .llama_cpp_python
+            .map(|_| StatusCode::NOT_FOUND.into_response())
     }
 
     /// Whether the `hang-after` fault has struck.
@@ -213,6 +223,9 @@ async fn models(State(s): State<Arc<AppState>>) -> Response {
 }
 
 async fn version(State(s): State<Arc<AppState>>) -> Response {
+    if let Some(r) = s.no_route() {
+        return r;
+    }
     axum::Json(serde_json::json!({
         "version": format!("0.0.0-infergate-sim+{}", s.profile_name)
     }))
@@ -220,6 +233,9 @@ async fn version(State(s): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
+    if let Some(r) = s.no_route() {
+        return r;
+    }
     let text = metrics::render(
         &s.counters,
         &s.model_name,
@@ -238,6 +254,9 @@ async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
 }
 
 async fn tokenize(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    if let Some(r) = s.no_route() {
+        return r;
+    }
     let req: TokenizeRequest = match parse_json(&body) {
         Ok(r) => r,
         Err(e) => return *e,
@@ -407,6 +426,12 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
             genr.prompt_tokens, genr.max_tokens, s.speed.kv_budget_tokens
         ));
     }
+    // `truncate-at` clamps max_tokens as vLLM clamps it to max_model_len - prompt: the
+    // request then ends with finish_reason `length`, short of what was asked.
+    let engine_max = genr
+        .max_tokens
+        .min(s.faults.truncate_at.unwrap_or(u64::MAX).max(1));
+    let arrival = s.arrivals.fetch_add(1, Ordering::Relaxed) + 1;
     let draws = {
         let mut rng = s.rng.lock().await;
         Draws {
@@ -416,7 +441,7 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
             } else {
                 rng.random_range(1..=genr.max_tokens)
             }
-            .min(s.faults.truncate_at.unwrap_or(u64::MAX).max(1)),
+            .min(engine_max),
             malformed: genr.stream
                 && s.faults.malformed_sse > 0.0
                 && rng.random::<f64>() < s.faults.malformed_sse,
@@ -450,7 +475,7 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
     let submitted = s.engine.submit(EngineRequest {
         prompt_tokens: genr.prompt_tokens,
-        max_tokens: genr.max_tokens,
+        max_tokens: engine_max,
         stop_at: draws.stop_at,
         prefix_blocks: std::mem::take(&mut genr.prefix_blocks),
         events: tx,
@@ -470,7 +495,7 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
     };
     let created = chrono::Utc::now().timestamp();
     if genr.stream {
-        stream_response(s, genr, draws, id, created, rx, in_flight)
+        stream_response(s, genr, draws, id, created, rx, in_flight, arrival)
     } else {
         let response = full_response(s, genr, draws, id, created, rx).await;
         drop(in_flight);
@@ -554,6 +579,9 @@ enum Phase {
     Tokens,
     UsageChunk,
     Done,
+    /// Fault `llama-cpp-python`: `[DONE]` without a finish_reason, then a broken body.
+    Abort,
+    Broken,
     End,
 }
 
@@ -576,6 +604,10 @@ struct SseStream {
     rx: mpsc::Receiver<StepEvent>,
     /// Released before `[DONE]` is sent, so a client's next request never sees this one.
     in_flight: Option<InFlight>,
+    /// This request's arrival number and whether a later arrival aborts it (fault
+    /// `llama-cpp-python`).
+    arrival: u64,
+    interrupt: bool,
 }
 
 fn sse(out: &mut Vec<u8>, value: &impl serde::Serialize) {
@@ -738,6 +770,12 @@ impl SseStream {
                     } else {
                         Phase::Done
                     };
+                } else if self.interrupt
+                    && self.state.arrivals.load(Ordering::Relaxed) > self.arrival
+                {
+                    // llama-cpp-python checks after each chunk whether another request waits
+                    // for the model, and if so sends [DONE] and cancels this one.
+                    self.phase = Phase::Abort;
                 }
                 Some(out)
             }
@@ -750,11 +788,18 @@ impl SseStream {
                 self.in_flight = None;
                 Some(b"data: [DONE]\n\n".to_vec())
             }
-            Phase::End => None,
+            Phase::Abort => {
+                self.phase = Phase::Broken;
+                self.rx.close();
+                self.in_flight = None;
+                Some(b"data: [DONE]\n\n".to_vec())
+            }
+            Phase::Broken | Phase::End => None,
         }
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn stream_response(
     s: Arc<AppState>,
     genr: Generation,
@@ -763,8 +808,11 @@ fn stream_response(
     created: i64,
     rx: mpsc::Receiver<StepEvent>,
     in_flight: InFlight,
+    arrival: u64,
 ) -> Response {
-    let final_only = s.usage_mode == UsageMode::FinalOnly;
+    // llama-cpp-python streams no usage at all.
+    let no_usage = s.faults.llama_cpp_python.is_some();
+    let final_only = s.usage_mode == UsageMode::FinalOnly && !no_usage;
     let st = SseStream {
         kind: genr.kind,
         id,
@@ -772,9 +820,9 @@ fn stream_response(
         request_seed: draws.request_seed,
         prompt_tokens: genr.prompt_tokens,
         generated: 0,
-        include_usage: genr.include_usage,
+        include_usage: genr.include_usage && !no_usage,
         // vLLM: continuous usage only when include_usage is also set
-        continuous: !final_only && genr.include_usage && genr.continuous_usage,
+        continuous: !final_only && !no_usage && genr.include_usage && genr.continuous_usage,
         final_only,
         stall_after: s.faults.stall_after,
         malformed: draws.malformed,
@@ -785,12 +833,24 @@ fn stream_response(
         },
         rx,
         in_flight: Some(in_flight),
+        arrival,
+        interrupt: s.faults.llama_cpp_python == Some(true),
         state: s,
     };
     let body = futures::stream::unfold(st, |mut st| async move {
+        if st.phase == Phase::Broken {
+            // The body errors: the server drops the connection without ending the chunked
+            // body, as uvicorn does when llama-cpp-python cancels a stream.
+            st.phase = Phase::End;
+            // After the [DONE] went out (a Python server takes a moment to unwind the
+            // cancelled stream; erroring at once could drop the [DONE] unsent).
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let e = std::io::Error::other("stream aborted (fault llama-cpp-python)");
+            return Some((Err(e), st));
+        }
         st.next()
             .await
-            .map(|bytes| (Ok::<_, Infallible>(Bytes::from(bytes)), st))
+            .map(|bytes| (Ok::<_, std::io::Error>(Bytes::from(bytes)), st))
     });
     Response::builder()
         .status(StatusCode::OK)

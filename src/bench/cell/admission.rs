@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::accounting::CellShared;
-use super::{SustainedDecodeCell, fmt_n};
+use super::{SustainedDecodeCell, early_end_reason, fmt_n};
 use crate::bench::metrics::scrape;
 
 /// Consecutive polls on which the engine's own gauges (running == C, empty queue) and the
@@ -52,6 +52,11 @@ impl SustainedDecodeCell<'_> {
         let mut best_running = -1.0f64;
         let mut best_produced = 0u32;
         let mut metrics_seen = false;
+        // The most streams the client has seen producing at once, since when, and how many
+        // requests had completed then (the no-metrics view of a stalled admission).
+        let mut peak = 0u32;
+        let mut peak_since = start;
+        let mut completed_at_peak = 0u32;
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return Admission::Cancelled,
@@ -65,9 +70,32 @@ impl SustainedDecodeCell<'_> {
             // Most requests fail (whether or not they produced a token first): no amount of
             // waiting makes this cell measurable.
             if errors >= 2 * c + 2 && errors * 2 > requests {
+                let tally = shared.tally();
+                let truncated = shared.truncated();
+                let explained = tally.aborted() * 2 > tally.early()
+                    && tally.max_streams_at_once < c
+                    || truncated.is_some_and(|t| t.short * 2 >= tally.early());
                 return Admission::Failed {
-                    reason: shared.failure_summary(),
+                    reason: if explained {
+                        early_end_reason(
+                            c,
+                            &tally,
+                            tally.completed + tally.early(),
+                            truncated,
+                            shared.max_tokens,
+                            &shared.failure_summary(),
+                        )
+                    } else {
+                        shared.failure_summary()
+                    },
                 };
+            }
+            let peak_now = shared.peak_producing.load(Ordering::Relaxed);
+            let completed = shared.completed.load(Ordering::Relaxed);
+            if peak_now > peak {
+                peak = peak_now;
+                peak_since = now;
+                completed_at_peak = completed;
             }
             let state = scrape(self.client, self.dialect).await;
             let (running, waiting) = match &state {
@@ -158,6 +186,24 @@ impl SustainedDecodeCell<'_> {
                     ),
                 };
             }
+            // Without the engine's gauges, what the client sees: the server never had more than
+            // `peak` streams producing at once, and C requests completed since that peak was
+            // reached (so streams took turns rather than ran together) for `capacity_stall_s`.
+            // A slow prefill raises the peak as each stream is admitted; a server that runs
+            // fewer streams than asked cycles requests without raising it.
+            if running.is_none()
+                && peak < c
+                && completed >= completed_at_peak + c
+                && now.duration_since(peak_since).as_secs_f64() >= self.spec.timing.capacity_stall_s
+            {
+                return Admission::CapacityLimited {
+                    reason: format!(
+                        "the server ran {peak} of {c} streams at a time (as the client saw: no engine metrics): {} requests completed in {:.1} s while the other streams waited for their first token",
+                        completed - completed_at_peak,
+                        now.duration_since(peak_since).as_secs_f64()
+                    ),
+                };
+            }
             if now.duration_since(start).as_secs_f64() >= self.spec.timing.ready_timeout_s {
                 let what = match (running, waiting) {
                     (Some(r), Some(q)) => format!(
@@ -165,7 +211,9 @@ impl SustainedDecodeCell<'_> {
                         fmt_n(r),
                         fmt_n(q)
                     ),
-                    _ => format!("{produced}/{c} streams produced tokens"),
+                    _ => format!(
+                        "at most {peak} of {c} streams produced tokens at once ({produced}/{c} produced at some point; no engine metrics)"
+                    ),
                 };
                 let errs = if errors > 0 {
                     format!("; {}", shared.failure_summary())

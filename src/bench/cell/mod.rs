@@ -14,9 +14,8 @@ mod spec_decode;
 mod stream;
 mod window;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -106,19 +105,12 @@ impl SustainedDecodeCell<'_> {
                 fmt_n(self.spec.timing.unique_context_percent)
             ),
         );
-        let t0 = Instant::now();
         let sub_windows = self.spec.timing.sub_windows.max(1) as usize;
-        let shared = Arc::new(CellShared {
-            t0,
-            window_start_ns: AtomicU64::new(u64::MAX),
-            window_end_ns: AtomicU64::new(u64::MAX),
+        let shared = Arc::new(CellShared::new(
             sub_windows,
-            producing_now: AtomicU32::new(0),
-            ever_produced: AtomicU32::new(0),
-            requests_started: AtomicU32::new(0),
-            errors: AtomicU32::new(0),
-            failures: Mutex::new(BTreeMap::new()),
-        });
+            u64::from(self.spec.timing.max_tokens),
+        ));
+        let t0 = shared.t0;
         let streams_cancel = cancel.child_token();
         let first_token_timeout =
             Duration::from_secs_f64(self.spec.timing.ready_timeout_s.max(1.0));
@@ -179,6 +171,9 @@ impl SustainedDecodeCell<'_> {
                 );
                 let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone());
                 cell.errors = shared.errors.load(Ordering::Relaxed);
+                cell.requests = Some(shared.tally());
+                cell.truncated_requests = shared.truncated();
+                cell.ready_after_s = Some(ready_after);
                 return cell;
             }
             Admission::Cancelled => {
@@ -186,6 +181,7 @@ impl SustainedDecodeCell<'_> {
                 join_all(handles).await;
                 let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
                 cell.errors = shared.errors.load(Ordering::Relaxed);
+                cell.requests = Some(shared.tally());
                 return cell;
             }
         };
@@ -216,8 +212,6 @@ impl SustainedDecodeCell<'_> {
             .store(start_ns + len_ns, Ordering::Release);
         shared.window_start_ns.store(start_ns, Ordering::Release);
         let close = open + Duration::from_nanos(len_ns);
-        let errors_at_open = shared.errors.load(Ordering::Relaxed);
-        let requests_at_open = shared.requests_started.load(Ordering::Relaxed);
         let poll = Duration::from_secs_f64(self.spec.metrics_poll_s.max(0.05));
         let WindowLoad {
             running,
@@ -241,6 +235,7 @@ impl SustainedDecodeCell<'_> {
         let mut itl = stats::new_latency_histogram();
         let (mut itl_sum, mut itl_n) = (0.0f64, 0u64);
         let mut ttfts = Vec::new();
+        let mut tpots = Vec::new();
         let mut per_user = Vec::new();
         let mut prompt_tokens = None;
         let (mut saw_cont, mut saw_chunks) = (false, false);
@@ -248,7 +243,9 @@ impl SustainedDecodeCell<'_> {
         let mut stream_window_tokens = Vec::with_capacity(records.len());
         for r in &records {
             tally.absorb(&r.usage);
-            stream_window_tokens.push(r.sub_tokens.iter().sum::<f64>());
+            // Every token that arrived in the window, the early-ended requests' too: what the
+            // engine's counter saw.
+            stream_window_tokens.push(r.sub_tokens.iter().sum::<f64>() + r.removed_window_tokens);
             for (t, s) in sub_tokens.iter_mut().zip(&r.sub_tokens) {
                 *t += s;
             }
@@ -256,6 +253,7 @@ impl SustainedDecodeCell<'_> {
             itl_sum += r.itl_sum_s;
             itl_n += r.itl_n;
             ttfts.extend_from_slice(&r.ttfts);
+            tpots.extend_from_slice(&r.tpots);
             if r.itl_n > 0 && r.itl_sum_s > 0.0 {
                 per_user.push(r.itl_n as f64 / r.itl_sum_s);
             }
@@ -268,9 +266,7 @@ impl SustainedDecodeCell<'_> {
         let aggregate_tps = total / window_s;
         let samples: Vec<f64> = sub_tokens.iter().map(|t| t / sub_len_s).collect();
         let errors = shared.errors.load(Ordering::Relaxed);
-        let requests = shared.requests_started.load(Ordering::Relaxed);
-        let window_errors = errors - errors_at_open;
-        let window_requests = requests - requests_at_open + c;
+        let requests = shared.tally();
 
         let engine_counter = counter::window(self.dialect, &edge0, &edge1, open, close);
         let server_tps = engine_counter.as_ref().map(|(tps, _)| *tps);
@@ -310,16 +306,11 @@ impl SustainedDecodeCell<'_> {
             max_stream_tps: self.spec.timing.max_stream_tps,
         });
 
+        let unverified = unverified(&checked.checks, &tally, self.dialect.is_some());
         let max_tokens = u64::from(self.spec.timing.max_tokens);
-        let truncated = (!tally.finished.is_empty()).then(|| TruncatedRequests {
-            short: tally
-                .finished
-                .iter()
-                .filter(|(_, u)| *u < max_tokens)
-                .count() as u32,
-            finished: tally.finished.len() as u32,
-            fewest_tokens: tally.finished.iter().map(|(_, u)| *u).min().unwrap_or(0),
-        });
+        let truncated = shared.truncated();
+        let early = requests.early();
+        let ended = requests.completed + early;
 
         // Requests the engine preempted or retracted in the window (its counter at both edges).
         let preemptions = match (
@@ -334,7 +325,21 @@ impl SustainedDecodeCell<'_> {
         let mut reason = reason;
         if output_tokens == 0 {
             status = CellStatus::Error;
-            reason = Some(if errors > 0 {
+            reason = Some(if let Some(t) = truncated.filter(|t| t.short > 0) {
+                truncated_reason(&t, max_tokens)
+            } else if early > 0 {
+                format!(
+                    "no completed work in the window: {}",
+                    early_end_reason(
+                        c,
+                        &requests,
+                        ended,
+                        truncated,
+                        max_tokens,
+                        &shared.failure_summary(),
+                    )
+                )
+            } else if errors > 0 {
                 format!("no tokens in the window; {}", shared.failure_summary())
             } else {
                 format!(
@@ -342,20 +347,26 @@ impl SustainedDecodeCell<'_> {
                     shared.ever_produced.load(Ordering::Relaxed)
                 )
             });
-        } else if window_errors > 0 && window_errors * 2 > window_requests {
-            status = CellStatus::Error;
-            reason = Some(shared.failure_summary());
-        } else if let Some(why) = checked.failure {
-            status = CellStatus::Error;
-            reason = Some(why);
         } else if let Some(t) = truncated.filter(|t| t.short > 0) {
             // A short request decoded a different workload (fewer tokens, a shorter KV tail)
             // than the baseline's: its cell is not comparable, so it is not measured.
             status = CellStatus::Error;
-            reason = Some(format!(
-                "truncated: {} of {} finished requests ended with fewer than max_tokens = {max_tokens} tokens under ignore_eos (fewest {}); the engine clamps or cuts requests (context + max_tokens over its max_model_len?)",
-                t.short, t.finished, t.fewest_tokens
+            reason = Some(truncated_reason(&t, max_tokens));
+        } else if f64::from(early) > EARLY_END_SHARE * f64::from(ended) {
+            // More than a small share of the requests did not do what was asked: the tokens
+            // left are not the workload's.
+            status = CellStatus::Error;
+            reason = Some(early_end_reason(
+                c,
+                &requests,
+                ended,
+                truncated,
+                max_tokens,
+                &shared.failure_summary(),
             ));
+        } else if let Some(why) = checked.failure {
+            status = CellStatus::Error;
+            reason = Some(why);
         } else if let Some(n) = preemptions.filter(|n| *n > 0 && status == CellStatus::Ok) {
             // Every stream was admitted, but the engine ran out of KV cache during the window
             // and took requests back (recomputing them later): another regime than a cell that
@@ -368,11 +379,11 @@ impl SustainedDecodeCell<'_> {
             reason = Some(format!(
                 "saturated: {n} request(s) preempted or retracted in the {window_s:.1} s window ({counter}); the engine ran out of KV cache with all {c} streams admitted"
             ));
-        } else if errors > 0 && status == CellStatus::Ok {
+        } else if early > 0 && status == CellStatus::Ok {
             reason = Some(format!(
-                "{}; {}",
+                "{}; {early} of {ended} requests ended early ({}): their tokens are not counted",
                 reason.unwrap_or_default(),
-                shared.failure_summary()
+                requests.causes()
             ));
         }
 
@@ -387,6 +398,7 @@ impl SustainedDecodeCell<'_> {
             per_user_tps: stats::exact(&per_user),
             ttft_s: stats::exact(&ttfts),
             itl_s: stats::from_histogram(&itl, itl_mean_s),
+            tpot_s: stats::exact(&tpots),
             effective_concurrency: mean(&running),
             waiting_avg: mean(&waiting),
             output_tokens,
@@ -407,6 +419,8 @@ impl SustainedDecodeCell<'_> {
             cross_checks: checked.checks,
             truncated_requests: truncated,
             preemptions,
+            requests: Some(requests),
+            unverified,
         };
         let server = engine_counter
             .as_ref()
@@ -433,14 +447,101 @@ impl SustainedDecodeCell<'_> {
             _ => self.emit(
                 EventKind::CellDone,
                 format!(
-                    "cell done C={c} ctx={} {:.1} tok/s{server}",
+                    "cell done C={c} ctx={} {:.1} tok/s{server}{}",
                     context_label(ctx),
-                    cell.aggregate_tps
+                    cell.aggregate_tps,
+                    if cell.unverified.is_some() {
+                        " (client count not cross-checked)"
+                    } else {
+                        ""
+                    }
                 ),
             ),
         }
         cell
     }
+}
+
+/// The share of a cell's ended requests that may end early (by any cause) before the cell
+/// is not `ok`: a stray reset is noise, a pattern is another workload.
+pub(super) const EARLY_END_SHARE: f64 = 0.05;
+
+/// Why a cell whose requests ended early is not a measurement, in what the client saw:
+/// "the server ran 1 of 2 streams at a time; 2,068 of 2,091 requests aborted ([DONE] without
+/// a finish_reason)" when the engine cut requests while running fewer than asked.
+pub(super) fn early_end_reason(
+    c: u32,
+    t: &crate::results::RequestTally,
+    ended: u32,
+    truncated: Option<TruncatedRequests>,
+    max_tokens: u64,
+    failures: &str,
+) -> String {
+    use crate::results::thousands;
+    let early = t.early();
+    let aborted = t.aborted();
+    if let Some(tr) = truncated.filter(|tr| tr.short > 0 && tr.short * 2 >= early) {
+        truncated_reason(&tr, max_tokens)
+    } else if aborted * 2 > early && t.max_streams_at_once < c {
+        format!(
+            "the server ran {} of {c} streams at a time; {} of {} requests aborted ({}): throughput not published. An engine that serves one request at a time and aborts the running one when another arrives (llama-cpp-python's default `interrupt_requests`) cannot run {c} streams; measure C=1, or start it so that requests queue (llama-cpp-python: --interrupt_requests false)",
+            t.max_streams_at_once,
+            thousands(u64::from(aborted)),
+            thousands(u64::from(t.sent)),
+            t.causes()
+        )
+    } else {
+        format!(
+            "{} of {} requests ended early ({}): their tokens are not counted, and more than {:.0}% ended early is not a measurement; {failures}",
+            thousands(u64::from(early)),
+            thousands(u64::from(ended)),
+            t.causes(),
+            EARLY_END_SHARE * 100.0
+        )
+    }
+}
+
+/// "client count not cross-checked: …" when none of the checks that hold the client's count
+/// against an independent figure (the engine's usage, its generation counter) could run.
+fn unverified(
+    checks: &[crate::results::CrossCheck],
+    tally: &accounting::UsageTally,
+    has_metrics: bool,
+) -> Option<String> {
+    const AGAINST_COUNT: [&str; 3] = [
+        "chunks_vs_usage",
+        "usage_vs_counter_window",
+        "usage_vs_counter_requests",
+    ];
+    if checks
+        .iter()
+        .any(|c| AGAINST_COUNT.contains(&c.name.as_str()))
+    {
+        return None;
+    }
+    let usage = if tally.requests == 0 {
+        "the engine sent no usage in its streams"
+    } else {
+        "its usage covered no text chunk"
+    };
+    let counter = if has_metrics {
+        "its generation counter could not be read at both window edges"
+    } else {
+        "it has no generation counter (no metrics page infergate reads)"
+    };
+    Some(format!(
+        "client count not cross-checked: {usage} and {counter}, so the tokens counted are the client's chunks alone (one token each)"
+    ))
+}
+
+/// "truncated: 12 of 12 finished requests ended with fewer than max_tokens = 128 …".
+pub(super) fn truncated_reason(t: &TruncatedRequests, max_tokens: u64) -> String {
+    // A short request decoded a different workload (fewer tokens, a shorter KV tail) than the
+    // baseline's: its cell is not comparable, so it is not measured.
+    format!(
+        "truncated: {} of {} finished requests ended with fewer than max_tokens = {max_tokens} tokens under ignore_eos (fewest {}); the engine clamps or cuts requests (context + max_tokens over its max_model_len?)",
+        t.short, t.finished, t.fewest_tokens
+    )
 }
 
 async fn join_all(handles: Vec<tokio::task::JoinHandle<StreamRecord>>) -> Vec<StreamRecord> {

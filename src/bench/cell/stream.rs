@@ -1,14 +1,27 @@
 //! The stream loop: one task per stream, requests back to back with the stream's own prompt,
 //! first-token and stall deadlines, back-off after failures.
+//!
+//! Each wake-up reads what the connection has: the piece that woke the task and every piece
+//! already there behind it, all stamped with one instant (one arrival). After `[DONE]` the
+//! body is read to its end (at most [`BODY_END_GRACE`]): an engine that never ends it has
+//! not finished the request.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::accounting::{CellShared, StreamRecord, StreamWorker};
+use super::accounting::{CellShared, Ended, StreamRecord, StreamWorker};
 use crate::bench::client::{EngineClient, RequestFailure, SseParser, StreamConn};
+
+/// How long the body may take to end after `[DONE]` (a healthy engine ends it with the same
+/// write).
+pub(super) const BODY_END_GRACE: Duration = Duration::from_secs(2);
+
+/// Pieces of a body read as one arrival at most (then the timers get their turn).
+const MAX_PIECES_PER_ARRIVAL: usize = 256;
 
 /// Runs one stream: requests back to back until cancelled, restarting with the same prompt
 /// (the stream's identity) whenever a request finishes or fails.
@@ -24,98 +37,41 @@ pub(super) async fn run_stream(
     let mut parser = SseParser::new();
     let mut backoff = Duration::from_millis(50);
     let mut conn = StreamConn::default();
-    'outer: while !cancel.is_cancelled() {
+    while !cancel.is_cancelled() {
         let sent = Instant::now();
         w.shared.requests_started.fetch_add(1, Ordering::Relaxed);
         w.begin_request(sent);
-        let outcome: Result<(), RequestFailure> = async {
-            let mut resp = tokio::select! {
-                _ = cancel.cancelled() => return Ok(()),
-                r = tokio::time::timeout(first_token_timeout, client.start_stream(&mut conn, body.clone())) => match r {
-                    Ok(r) => r?,
-                    Err(_) => return Err(RequestFailure::new("timed out", format!("no response headers within {:.0} s", first_token_timeout.as_secs_f64()))),
-                },
-            };
-            parser = SseParser::new();
-            let mut last_byte = Instant::now();
-            let deadline = |first: bool, last: Instant| {
-                if first { last + stall_timeout } else { sent + first_token_timeout }
-            };
-            let sleep = tokio::time::sleep_until(deadline(false, last_byte).into());
-            tokio::pin!(sleep);
-            // The timer is re-armed lazily: once when the first token arrives (switching from
-            // the first-token deadline to the stall deadline), then only when it fires early.
-            let mut armed_for_stall = false;
-            // One cancellation waiter for the whole response, not one registered per chunk.
-            let cancelled = cancel.cancelled();
-            tokio::pin!(cancelled);
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = &mut cancelled => return Ok(()),
-                    chunk = resp.chunk() => {
-                        let now = Instant::now();
-                        match chunk {
-                            Ok(Some(bytes)) => {
-                                last_byte = now;
-                                client.activity().note_at(now);
-                                let mut failure = None;
-                                parser.feed(&bytes, |payload| match w.on_payload(payload, now) {
-                                    Ok(()) => true,
-                                    Err(f) => { failure = Some(f); false }
-                                });
-                                if let Some(f) = failure { return Err(f); }
-                                if w.req.done { return Ok(()); }
-                                if !armed_for_stall && w.req.first.is_some() {
-                                    armed_for_stall = true;
-                                    sleep.as_mut().reset((now + stall_timeout).into());
-                                }
-                            }
-                            Ok(None) => {
-                                let mut failure = None;
-                                parser.finish(|payload| match w.on_payload(payload, now) {
-                                    Ok(()) => true,
-                                    Err(f) => { failure = Some(f); false }
-                                });
-                                if let Some(f) = failure { return Err(f); }
-                                if w.req.done || w.req.finished { return Ok(()); }
-                                return Err(RequestFailure::new("stream closed early", format!("after {} tokens, without a finish reason or [DONE]", w.req.chunk_tokens.max(w.req.usage_seen))));
-                            }
-                            Err(f) => return Err(f),
-                        }
-                    }
-                    _ = &mut sleep => {
-                        let due = deadline(w.req.first.is_some(), last_byte);
-                        let now = Instant::now();
-                        if now >= due {
-                            return Err(if w.req.first.is_some() {
-                                RequestFailure::new("stream stalled", format!("no data for {:.0} s", stall_timeout.as_secs_f64()))
-                            } else {
-                                RequestFailure::new("timed out", format!("no first token within {:.0} s", first_token_timeout.as_secs_f64()))
-                            });
-                        }
-                        sleep.as_mut().reset(due.into());
-                    }
-                }
-            }
-        }
+        let ended = one_request(
+            &client,
+            &mut conn,
+            body.clone(),
+            &mut parser,
+            &mut w,
+            &cancel,
+            sent,
+            first_token_timeout,
+            stall_timeout,
+        )
         .await;
         let produced = w.req.first.is_some();
-        w.end_request();
-        match outcome {
-            Ok(()) => {
-                backoff = Duration::from_millis(50);
-            }
-            Err(f) => {
-                if cancel.is_cancelled() {
-                    break 'outer;
-                }
-                w.shared.record_failure(&f);
+        // A request in flight when the gate ends the cell is the gate's doing.
+        let ended = if cancel.is_cancelled() && !matches!(ended, Ended::Body { .. }) {
+            Ended::Cut
+        } else {
+            ended
+        };
+        let early = w.end_request(ended);
+        if cancel.is_cancelled() {
+            break;
+        }
+        match early {
+            None => backoff = Duration::from_millis(50),
+            Some(_) => {
                 if produced {
                     backoff = Duration::from_millis(50);
                 }
                 tokio::select! {
-                    _ = cancel.cancelled() => break 'outer,
+                    _ = cancel.cancelled() => break,
                     _ = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(2));
@@ -123,4 +79,142 @@ pub(super) async fn run_stream(
         }
     }
     w.rec
+}
+
+/// Sends one request and reads its stream to the end; how it ended.
+#[allow(clippy::too_many_arguments)]
+async fn one_request(
+    client: &EngineClient,
+    conn: &mut StreamConn,
+    body: bytes::Bytes,
+    parser: &mut SseParser,
+    w: &mut StreamWorker,
+    cancel: &CancellationToken,
+    sent: Instant,
+    first_token_timeout: Duration,
+    stall_timeout: Duration,
+) -> Ended {
+    let mut resp = tokio::select! {
+        _ = cancel.cancelled() => return Ended::Cut,
+        r = tokio::time::timeout(first_token_timeout, client.start_stream(conn, body)) => match r {
+            Ok(Ok(r)) => r,
+            Ok(Err(f)) => return Ended::Failed(f),
+            Err(_) => return Ended::Failed(RequestFailure::new("timed out", format!("no response headers within {:.0} s", first_token_timeout.as_secs_f64()))),
+        },
+    };
+    *parser = SseParser::new();
+    let mut last_byte = Instant::now();
+    let deadline = |first: bool, last: Instant| {
+        if first {
+            last + stall_timeout
+        } else {
+            sent + first_token_timeout
+        }
+    };
+    let timed_out = |first: bool| {
+        Ended::Failed(if first {
+            RequestFailure::new(
+                "stream stalled",
+                format!("no data for {:.0} s", stall_timeout.as_secs_f64()),
+            )
+        } else {
+            RequestFailure::new(
+                "timed out",
+                format!(
+                    "no first token within {:.0} s",
+                    first_token_timeout.as_secs_f64()
+                ),
+            )
+        })
+    };
+    let sleep = tokio::time::sleep_until(deadline(false, last_byte).into());
+    tokio::pin!(sleep);
+    // The timer is re-armed lazily: once when the first token arrives (switching from the
+    // first-token deadline to the stall deadline), then only when it fires early.
+    let mut armed_for_stall = false;
+    // One cancellation waiter for the whole response, not one registered per chunk.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut cancelled => return Ended::Cut,
+            piece = resp.chunk() => {
+                let now = Instant::now();
+                let mut piece = piece;
+                let mut pieces = 0;
+                // This piece and every one already read behind it: one arrival at `now`.
+                loop {
+                    match piece {
+                        Ok(Some(bytes)) => {
+                            last_byte = now;
+                            let mut failure = None;
+                            parser.feed(&bytes, |payload| match w.on_payload(payload, now) {
+                                Ok(()) => true,
+                                Err(f) => { failure = Some(f); false }
+                            });
+                            if let Some(f) = failure.or_else(|| parser.overflow()) {
+                                return Ended::Failed(f);
+                            }
+                        }
+                        Ok(None) => {
+                            let mut failure = None;
+                            parser.finish(|payload| match w.on_payload(payload, now) {
+                                Ok(()) => true,
+                                Err(f) => { failure = Some(f); false }
+                            });
+                            return match failure {
+                                Some(f) => Ended::Failed(f),
+                                None => Ended::Body { terminated: true },
+                            };
+                        }
+                        Err(f) => return Ended::Failed(f),
+                    }
+                    pieces += 1;
+                    if w.req.done || pieces >= MAX_PIECES_PER_ARRIVAL {
+                        break;
+                    }
+                    match resp.chunk().now_or_never() {
+                        Some(next) => piece = next,
+                        None => break,
+                    }
+                }
+                client.activity().note_at(now);
+                if w.req.done {
+                    break;
+                }
+                // Checked here too, so data that never brings a token (an endless line, pings)
+                // cannot hold the timer off.
+                if now >= deadline(w.req.first.is_some(), last_byte) {
+                    return timed_out(w.req.first.is_some());
+                }
+                if !armed_for_stall && w.req.first.is_some() {
+                    armed_for_stall = true;
+                    sleep.as_mut().reset((now + stall_timeout).into());
+                }
+            }
+            _ = &mut sleep => {
+                let due = deadline(w.req.first.is_some(), last_byte);
+                if Instant::now() >= due {
+                    return timed_out(w.req.first.is_some());
+                }
+                sleep.as_mut().reset(due.into());
+            }
+        }
+    }
+    // `[DONE]`: the body must end now.
+    let grace = tokio::time::sleep(BODY_END_GRACE);
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut cancelled => return Ended::Body { terminated: true },
+            piece = resp.chunk() => match piece {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ended::Body { terminated: true },
+                Err(_) => return Ended::Body { terminated: false },
+            },
+            _ = &mut grace => return Ended::Body { terminated: false },
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! where a count belongs, a value of another type than the field's, malformed JSON), which
 //! the caller then deserialises in full.
 
-use super::ChunkInfo;
+use super::{ChunkInfo, Finish};
 
 /// Deeper nesting than this is left to `serde_json` (whose own limit is 128).
 const MAX_DEPTH: u32 = 64;
@@ -159,7 +159,19 @@ impl<'a> Scan<'a> {
             b"text" => s.text_field(&mut text, info),
             b"finish_reason" => {
                 once(&mut finish)?;
-                info.finished |= s.nullable_string()?.is_some();
+                if s.null() {
+                    return Some(());
+                }
+                let start = s.i;
+                s.string()?;
+                let raw = &s.b[start + 1..s.i - 1];
+                // An escaped reason is left to serde_json, which unescapes it first.
+                if raw.contains(&b'\\') {
+                    return None;
+                }
+                if info.finish.is_none() {
+                    info.finish = Some(Finish::of(raw));
+                }
                 Some(())
             }
             b"delta" => {

@@ -1,0 +1,86 @@
+//! Reads are bounded: an engine whose `/metrics` page is 200 MB stops `infergate bench` with an
+//! error naming the page, the limit and the fix, and the gate's peak memory stays under
+//! 200 MB (it used to read the whole page: 3.6 GB). The page is streamed by a server in this
+//! test on 127.0.0.1, generated as it goes (no 200 MB buffer on either side).
+
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
+use std::process::{Command, Stdio};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::routing::get;
+
+const PAGE_BYTES: usize = 200 << 20;
+
+async fn metrics_page() -> Body {
+    let line = Bytes::from_static(
+        b"# HELP vllm:padding_total A metric name that goes on and on to fill the page.\n",
+    );
+    let lines = PAGE_BYTES / line.len();
+    Body::from_stream(futures::stream::iter(
+        (0..lines / 64).map(move |_| Ok::<Bytes, std::io::Error>(Bytes::from(line.repeat(64)))),
+    ))
+}
+
+#[test]
+fn a_200_mb_metrics_page_is_refused_with_bounded_memory() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = Router::new()
+        .route("/health", get(|| async { "" }))
+        .route(
+            "/v1/models",
+            get(|| async { r#"{"object":"list","data":[{"id":"m","object":"model"}]}"# }),
+        )
+        .route("/metrics", get(metrics_page));
+    rt.spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped by wait4 below, for its rusage"
+    )]
+    let child = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args([
+            "bench",
+            "--url",
+            &url,
+            "--concurrency",
+            "1",
+            "--contexts",
+            "0",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("r.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let stderr = child.stderr.unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    // wait4 gives the child's own peak resident set size (KiB on Linux).
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid);
+    let stderr = reader.join().unwrap();
+    let peak_mb = usage.ru_maxrss as f64 / 1024.0;
+    assert!(libc::WIFEXITED(status), "{stderr}");
+    assert_ne!(libc::WEXITSTATUS(status), 0, "{stderr}");
+    assert!(
+        stderr.contains("/metrics answered more than 16 MiB, infergate's limit"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("point --url at the engine"), "{stderr}");
+    assert!(peak_mb < 200.0, "peak RSS {peak_mb:.0} MB: {stderr}");
+    eprintln!(
+        "peak RSS of infergate bench: {peak_mb:.1} MB; exit {}",
+        libc::WEXITSTATUS(status)
+    );
+}
