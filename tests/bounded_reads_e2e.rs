@@ -84,3 +84,92 @@ fn a_200_mb_metrics_page_is_refused_with_bounded_memory() {
         libc::WEXITSTATUS(status)
     );
 }
+
+/// A completions server that streams what `model` names, for ever: `line` one SSE line that
+/// never ends (100 MB and more), `pings` SSE comments every millisecond and never a token.
+/// Non-streamed requests (calibration) get a usage answer.
+async fn completions(body: String) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if !body.contains("\"stream\":true") {
+        return axum::Json(serde_json::json!({
+            "choices": [{"text": "a", "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 1}
+        }))
+        .into_response();
+    }
+    let endless_line = body.contains("\"model\":\"line\"");
+    let stream = futures::stream::unfold(0u64, move |i| async move {
+        let piece = if endless_line {
+            if i == 0 {
+                Bytes::from_static(b"data: {\"choices\":[{\"text\":\"")
+            } else {
+                Bytes::from(vec![b'x'; 64 * 1024])
+            }
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            Bytes::from_static(b": ping\n\n")
+        };
+        Some((Ok::<Bytes, std::io::Error>(piece), i + 1))
+    });
+    axum::response::Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+/// Data that never brings a token cannot hold the time-outs off: an endless SSE line ends its
+/// requests as malformed past 1 MiB, and an endless run of pings ends them at the first-token
+/// time-out (3 s here), so each `bench` ends in seconds with the reason.
+#[test]
+fn endless_lines_and_pings_end_on_time() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = Router::new()
+        .route("/health", get(|| async { "" }))
+        .route(
+            "/v1/models",
+            get(|| async { r#"{"object":"list","data":[{"id":"line"},{"id":"pings"}]}"# }),
+        )
+        .route("/v1/completions", axum::routing::post(completions));
+    rt.spawn(async move { axum::serve(listener, app).await });
+    for (model, reason) in [
+        ("line", "longer than 1 MiB"),
+        ("pings", "no first token within 3 s"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.json");
+        let t0 = std::time::Instant::now();
+        let run = Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .args(["bench", "--url", &url, "--model", model])
+            .args([
+                "--concurrency",
+                "1",
+                "--contexts",
+                "0",
+                "--ready-timeout",
+                "3s",
+            ])
+            .args(["--duration", "1s", "--warmup", "0s"])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let took = t0.elapsed().as_secs_f64();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        let results: infergate::results::RunResults =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let cell = &results.cells[0];
+        assert_eq!(
+            cell.status,
+            infergate::results::CellStatus::Error,
+            "{model}: {cell:?}"
+        );
+        let why = cell.reason.as_deref().unwrap_or_default();
+        assert!(why.contains(reason), "{model}: {why}");
+        assert!(took < 30.0, "{model}: {took:.1} s: {stderr}");
+        eprintln!("{model}: cell error after {took:.1} s: {why}");
+    }
+}

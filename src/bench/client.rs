@@ -614,6 +614,40 @@ mod tests {
         }
     }
 
+    /// Fed a byte at a time (an incomplete line searched once, not again per byte), the
+    /// events are the same.
+    #[test]
+    fn sse_events_fed_byte_by_byte_are_the_same() {
+        let stream =
+            b"data: {\"a\":1}\n\n: ping\r\ndata: {\"b\":\r\ndata: 2}\r\n\r\ndata: [DONE]\n\n";
+        let mut p = SseParser::new();
+        let mut got = Vec::new();
+        for b in stream.chunks(1) {
+            got.extend(collect(&mut p, b));
+        }
+        assert_eq!(got, vec!["{\"a\":1}", "{\"b\":\n2}", "[DONE]"]);
+        assert_eq!(p.pending(), 0);
+    }
+
+    /// A line that never ends is refused once past the limit, and nothing of it is kept.
+    #[test]
+    fn an_over_long_line_is_refused_without_holding_it() {
+        let mut p = SseParser::new();
+        let piece = vec![b'x'; 64 * 1024];
+        let mut fed = 0;
+        while p.overflow().is_none() {
+            p.feed(&piece, |_| true);
+            fed += piece.len();
+            assert!(fed <= MAX_SSE_EVENT_BYTES + piece.len());
+        }
+        assert!(fed > MAX_SSE_EVENT_BYTES);
+        assert_eq!(p.pending(), 0);
+        assert!(!p.feed(b"data: x\n\n", |_| panic!("nothing after the overflow")));
+        let f = p.overflow().unwrap();
+        assert_eq!(f.kind, "malformed SSE");
+        assert!(f.detail.contains("longer than 1 MiB"), "{f:?}");
+    }
+
     #[test]
     fn an_early_stop_keeps_the_rest_for_the_next_feed() {
         let mut p = SseParser::new();

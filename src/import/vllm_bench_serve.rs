@@ -8,7 +8,7 @@
 //! - `aggregate_tps` = `output_throughput` (output tokens over the whole benchmark, ramp-up and
 //!   tail included: comparable between two runs of the same command, not with a sustained-decode
 //!   window); `measured_s` = `duration`; `output_tokens` = `total_output_tokens`.
-//! - `ttft_s` / `itl_s` from `mean_*_ms`, `median_*_ms`, `p90_*_ms`, `p99_*_ms` when all four are
+//! - `ttft_s` / `itl_s` / `tpot_s` from `mean_*_ms`, `median_*_ms`, `p90_*_ms`, `p99_*_ms` when all four are
 //!   present and not all zero. vLLM's default `--metric-percentiles` is `99` only, so without
 //!   `--metric-percentiles 90,99` these groups stay out (and say so).
 //! - `samples` stay empty: vLLM has no sub-windows; the noise model then uses the between-run
@@ -254,20 +254,14 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
     };
     let ttft = group("ttft")?;
     let itl = group("itl")?;
-    for (name, g) in [("ttft", &ttft), ("itl", &itl)] {
+    let tpot = group("tpot")?;
+    for (name, g) in [("ttft", &ttft), ("itl", &itl), ("tpot", &tpot)] {
         if g.is_none() {
             notes.push(format!(
                 "{name}: needs mean/median/p90/p99_{name}_ms, not all zero (run with \
                  --metric-percentiles 90,99); left out"
             ));
         }
-    }
-    if d.rest.contains_key("mean_tpot_ms") {
-        notes.push(
-            "tpot (time per output token per request): no field in the schema (per_user_tps is \
-             the 1/ITL distribution)"
-                .into(),
-        );
     }
     if d.rest.contains_key("max_concurrent_requests") {
         notes.push(
@@ -316,7 +310,7 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             cross_checks: Vec::new(),
             truncated_requests: None,
             preemptions: None,
-            tpot_s: None,
+            tpot_s: tpot,
             requests: None,
             unverified: None,
         },

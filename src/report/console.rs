@@ -176,7 +176,7 @@ fn matrix_table(results: &RunResults) -> String {
     }
     out.push_str(&agg.to_string());
     out.push('\n');
-    out.push_str("Per-user tok/s (p50 over streams, 1 / mean ITL)\n");
+    out.push_str("Per-user tok/s (p50 over streams: tokens after a request's first / their time, ≈ 1 / TPOT)\n");
     let mut pu = new_table(&cs);
     for &l in &ls {
         let mut row = vec![context_label(l)];
