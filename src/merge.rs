@@ -134,6 +134,12 @@ pub(crate) enum ShardError {
         field: String,
         message: String,
     },
+    /// A verdict beside a results file it does not belong to (another run's, or older than
+    /// the results): an output directory reused by a later run.
+    #[error(
+        "{verdict}: {why}; the pair cannot be merged (exit 2): pass the directory of one finished run"
+    )]
+    Stale { verdict: PathBuf, why: String },
     /// Written by a newer infergate with an incompatible format.
     #[error(
         "{path}: schema_version {found} is newer than this build understands ({supported}); upgrade infergate"
@@ -145,53 +151,106 @@ pub(crate) enum ShardError {
     },
 }
 
+/// How much older than its `results.json` a `verdict.json` may look before the pair is stale:
+/// the gate writes results first and the verdict right after, but an artifact download may
+/// restore the two a moment apart in either order.
+const PAIR_CLOCK_SLACK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Why a verdict does not belong to the results beside it, if it does not: it is of another
+/// run (its `candidate_runs` do not name the results' run id) or older than the results (an
+/// output directory reused by a later run). `None` when the two are one run's.
+pub(crate) fn stale_pair(
+    results: &RunResults,
+    results_path: &Path,
+    verdict: &ComparisonReport,
+    verdict_path: &Path,
+) -> Option<String> {
+    if !verdict.candidate_runs.contains(&results.run_id) {
+        return Some(format!(
+            "the verdict is of run(s) `{}`, but {} is of run `{}`: a verdict of another run",
+            verdict.candidate_runs.join("`, `"),
+            results_path.display(),
+            results.run_id
+        ));
+    }
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(v), Some(r)) = (mtime(verdict_path), mtime(results_path))
+        && v + PAIR_CLOCK_SLACK < r
+    {
+        return Some(format!(
+            "the verdict is older than {} (written {:.0} s before it): a verdict left by an earlier run",
+            results_path.display(),
+            r.duration_since(v).map_or(0.0, |d| d.as_secs_f64())
+        ));
+    }
+    None
+}
+
 impl Shard {
     /// Reads a shard from a results directory (its `verdict.json`, else its `results.json`) or
-    /// a verdict file.
+    /// a verdict file. A results file beside the verdict decides first: an `in_progress` one
+    /// (the gate was killed) makes the shard not measured whatever verdict lies next to it, and
+    /// a verdict of another run, or older than the results, is [`ShardError::Stale`].
     pub(crate) fn load(path: &Path) -> Result<Shard, ShardError> {
-        if path.is_dir() {
+        let (verdict, results) = if path.is_dir() {
             let verdict = path.join(VERDICT_FILE);
             let results = path.join(RESULTS_FILE);
-            if verdict.is_file() {
-                return Ok(Shard {
-                    outcome: ShardOutcome::Compared {
-                        report: Box::new(parse_report(&verdict, &read(&verdict)?)?),
-                    },
-                    source: verdict,
-                    results: results.is_file().then_some(results),
-                });
+            if !verdict.is_file() && !results.is_file() {
+                return Err(ShardError::Missing { path: verdict });
             }
-            if results.is_file() {
-                let run = parse_results(&results, &read(&results)?)?;
-                return Ok(Shard {
-                    outcome: ShardOutcome::NotCompared {
-                        profile: Box::new(run.profile),
-                        suite: run.suite,
-                        status: run.status,
-                        reason: run.status_reason,
-                    },
-                    source: results.clone(),
-                    results: Some(results),
-                });
-            }
-            return Err(ShardError::Missing { path: verdict });
-        }
-        if !path.is_file() {
+            (
+                verdict.is_file().then_some(verdict),
+                results.is_file().then_some(results),
+            )
+        } else if path.is_file() {
+            let results = path
+                .parent()
+                .map(|p| p.join(RESULTS_FILE))
+                .filter(|p| p.is_file());
+            (Some(path.to_path_buf()), results)
+        } else {
             return Err(ShardError::Missing {
                 path: path.to_path_buf(),
             });
-        }
-        let results = path
-            .parent()
-            .map(|p| p.join(RESULTS_FILE))
-            .filter(|p| p.is_file());
-        Ok(Shard {
-            outcome: ShardOutcome::Compared {
-                report: Box::new(parse_report(path, &read(path)?)?),
+        };
+        let run = match &results {
+            Some(r) => Some(parse_results(r, &read(r)?)?),
+            None => None,
+        };
+        let not_compared = |run: RunResults, results: PathBuf| Shard {
+            outcome: ShardOutcome::NotCompared {
+                profile: Box::new(run.profile),
+                suite: run.suite,
+                status: run.status,
+                reason: run.status_reason,
             },
-            source: path.to_path_buf(),
-            results,
-        })
+            source: results.clone(),
+            results: Some(results),
+        };
+        match (verdict, run, results) {
+            (_, Some(run), Some(results)) if run.status == RunStatus::InProgress => {
+                Ok(not_compared(run, results))
+            }
+            (Some(verdict), run, results) => {
+                let report = parse_report(&verdict, &read(&verdict)?)?;
+                if let (Some(run), Some(rp)) = (&run, &results)
+                    && let Some(why) = stale_pair(run, rp, &report, &verdict)
+                {
+                    return Err(ShardError::Stale { verdict, why });
+                }
+                Ok(Shard {
+                    outcome: ShardOutcome::Compared {
+                        report: Box::new(report),
+                    },
+                    source: verdict,
+                    results,
+                })
+            }
+            (None, Some(run), Some(results)) => Ok(not_compared(run, results)),
+            (None, _, _) => Err(ShardError::Missing {
+                path: path.to_path_buf(),
+            }),
+        }
     }
 }
 
@@ -391,6 +450,14 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
     let stopped: Vec<String> = profiles
         .iter()
         .filter_map(|p| match &p.outcome {
+            ShardOutcome::NotCompared {
+                profile,
+                status: RunStatus::InProgress,
+                ..
+            } => Some(format!(
+                "{}: its results are `in_progress` (the gate was stopped before it finished)",
+                profile.key
+            )),
             ShardOutcome::NotCompared {
                 profile,
                 status,

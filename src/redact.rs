@@ -114,19 +114,13 @@ impl Redactor {
 }
 
 /// Whether an environment variable name says it holds a credential: `*TOKEN*`, `*SECRET*`,
-/// `*PASSWORD*`, `*PASSWD*`, `*API_KEY*`, `*_KEY`, and the runner's `ACTIONS_RUNTIME_*`.
+/// `*PASSWORD*`, `*PASSWD*`, `*API_KEY*`, `*CRED*` (credentials), `*_KEY`, and the runner's
+/// `ACTIONS_RUNTIME_*`.
 pub(crate) fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
-    [
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "API_KEY",
-        "CREDENTIAL",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
+    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CRED"]
+        .iter()
+        .any(|w| n.contains(w))
         || n.ends_with("_KEY")
         || n.starts_with("ACTIONS_RUNTIME")
 }

@@ -1388,7 +1388,10 @@ mod tests {
                     dirs.push(path);
                     continue;
                 }
-                if path.file_name().is_some_and(|n| n == "profile.json") {
+                if path
+                    .file_name()
+                    .is_some_and(|n| n == "profile.json" || n == "infergate-store.json")
+                {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap();

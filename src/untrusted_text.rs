@@ -50,6 +50,46 @@ pub fn markdown(text: &str) -> String {
     neutralise(text, Sink::Markdown)
 }
 
+/// The last guard on stdout and stderr: [`crate::stdio`] passes everything the binary prints
+/// through here (the gate's own workflow commands excepted, which
+/// [`crate::stdio::write_workflow_command`] writes), so a path that forgot [`console`] still
+/// prints no workflow command and no control byte. Secrets are masked; control characters,
+/// line breaks other than `\n` (`\r`, NEL, U+2028/9) and bidi controls become `\uXXXX`
+/// escapes, which keep JSON output valid JSON; a line that would start a workflow command gets
+/// a space between its colons and `##[` becomes `# #[`. Idempotent, and text [`console`] already
+/// made inert passes unchanged.
+pub fn console_sink(text: &str) -> String {
+    let text = crate::redact::redact(text);
+    let plain = |c: char| {
+        (c == '\n' || c == '\t') || !(c.is_control() || is_line_break(c) || is_bidi_control(c))
+    };
+    if text.chars().all(plain) && !text.contains("::") && !text.contains("##[") {
+        return text;
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if plain(c) {
+            escaped.push(c);
+        } else {
+            escaped.push_str(&format!("\\u{:04x}", c as u32));
+        }
+    }
+    let mut out = String::with_capacity(escaped.len() + 8);
+    for (i, line) in escaped.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let trimmed = line.trim_start();
+        let lead = line.len() - trimmed.len();
+        let mut line = line.to_string();
+        if trimmed.starts_with("::") {
+            line.insert(lead + 1, ' ');
+        }
+        out.push_str(&line.replace("##[", "# #["));
+    }
+    out
+}
+
 fn is_line_break(c: char) -> bool {
     matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
 }
@@ -142,6 +182,32 @@ fn markdown_inert(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sink_guard_defuses_commands_keeps_json_valid_and_is_idempotent() {
+        let hostile = "id\0\x07\x1b[31m\r::warning::x\u{2028}::error::y\u{202e}##[group]";
+        let json = serde_json::to_string_pretty(&serde_json::json!({ "run": hostile })).unwrap();
+        let guarded = console_sink(&json);
+        let back: serde_json::Value = serde_json::from_str(&guarded).expect("still JSON");
+        // The escapes are JSON's own: the value reads back as it was (with `##[` defused).
+        assert_eq!(
+            back["run"].as_str(),
+            Some(hostile.replace("##[", "# #[").as_str())
+        );
+        let text = console_sink(&format!("{hostile}\n  ::notice::z\n"));
+        for line in text.split(['\n', '\r']) {
+            assert!(!line.trim_start().starts_with("::"), "{line:?}");
+            assert!(
+                !line.chars().any(|c| c.is_control() && c != '\t'),
+                "{line:?}"
+            );
+        }
+        assert!(!text.contains("##["));
+        assert_eq!(console_sink(&text), text);
+        assert_eq!(console_sink("plain text\n"), "plain text\n");
+        let inert = console(hostile);
+        assert_eq!(console_sink(&inert), inert);
+    }
 
     #[test]
     fn console_defuses_workflow_commands_on_every_kind_of_line_break() {

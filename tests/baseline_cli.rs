@@ -327,7 +327,13 @@ fn report_history_reads_a_baseline_store_without_complaining() {
     let (code, _, err) = add(&store, &files);
     assert_eq!(code, 0, "{err}");
     assert!(
-        run_files(&store).len() == 3 && store.read_dir().unwrap().count() == 1,
+        run_files(&store).len() == 3
+            && store
+                .read_dir()
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().is_dir())
+                .count()
+                == 1,
         "one profile directory with three runs"
     );
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))

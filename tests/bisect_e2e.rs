@@ -181,3 +181,69 @@ fn bad_revisions_and_missing_bisect_table_are_usage_errors() {
     assert!(err.contains("[bisect]"), "{err}");
     assert!(!dir.join("out/bisect.json").exists());
 }
+
+/// Door 8: a line of `[bisect] revs` output that is no revision is the user's to fix: exit 2,
+/// as the docs say (not 3, as for a bisection that could not conclude).
+#[test]
+fn a_bad_revision_printed_by_revs_exits_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cfg = config(
+        dir,
+        "revs = \"printf '%s\\\\n' abc123 --all {good} {bad}\"\n",
+    );
+    let (code, out, err) = bisect(dir, &cfg, "good", "bad");
+    assert_eq!(code, Some(2), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("[bisect] revs printed") || err.contains("[bisect] revs printed"),
+        "{out}\n{err}"
+    );
+    let failure = record(dir).failure.unwrap_or_default();
+    assert!(failure.contains("--all"), "{failure}");
+}
+
+/// Door 7: a build script's `setsid` child (holding the build's stdout) neither outlives
+/// `bisect` nor makes the build look hung until `build_timeout`: builds run under the engine's
+/// supervisor, which kills what a finished build left behind.
+#[test]
+fn a_build_scripts_setsid_child_does_not_outlive_bisect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shas = repo(dir, 2);
+    let marker = format!("bisect-build-{}", std::process::id());
+    let cfg = config(dir, "build_timeout = \"60s\"\n");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "build = \"sh map.sh {rev}\"",
+        "build = \"(setsid sleep 300 &); sh map.sh {rev}\"",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["bisect", "--good", &shas[0], "--bad", &shas[4], "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .current_dir(dir)
+        .env_remove("GITHUB_ACTIONS")
+        .env("CONTAIN_MARKER", &marker)
+        .output()
+        .expect("run infergate");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let r = record(dir);
+    assert_eq!(r.culprit.as_ref().map(|c| c.index), Some(2), "{r:?}");
+    // Each build returned when its script did, not after `build_timeout`.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60 * 2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        support::eventually(std::time::Duration::from_secs(10), || support::marked(
+            &marker
+        )
+        .is_empty()),
+        "build children left: {:?}",
+        support::marked(&marker)
+    );
+}

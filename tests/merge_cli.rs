@@ -79,16 +79,19 @@ fn report(gpu: &str, key: &str, gate: &str, regressed: usize) -> Value {
     })
 }
 
-/// Writes a shard results directory (`<root>/<name>/verdict.json` + a results.json marker).
+/// Writes a shard results directory (`<root>/<name>/results.json` of the verdict's run, then
+/// `verdict.json`, in the order `run` writes them).
 fn shard(root: &Path, name: &str, report: &Value) -> PathBuf {
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).unwrap();
+    let mut run = results_gen::run(&results_gen::Gen::default(), 0);
+    run.run_id = report["candidate_runs"][0].as_str().unwrap().to_string();
+    results_gen::write(&dir, "results.json", &run);
     std::fs::write(
         dir.join("verdict.json"),
         serde_json::to_string_pretty(report).unwrap(),
     )
     .unwrap();
-    std::fs::write(dir.join("results.json"), "{}").unwrap();
     dir
 }
 

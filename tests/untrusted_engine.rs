@@ -201,10 +201,9 @@ env_allow = ["INFERGATE_TEST_MARKER"]
         .find(|(p, _)| p.ends_with("engine.log"))
         .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
         .expect("engine.log written");
-    assert!(
-        log.contains(&format!("INFERGATE_TEST_MARKER={marker}")),
-        "{log}"
-    );
+    // (the allow-listed variable reached it; its value, the runner's, is masked in the log)
+    assert!(log.contains("INFERGATE_TEST_MARKER=[REDACTED]"), "{log}");
+    assert!(!log.contains(&marker), "{log}");
     assert!(log.contains("my key: [REDACTED]"), "{log}");
     assert!(log.contains("bearer [REDACTED]"), "{log}");
     // … but never had the gate's credentials, nor the output directory's path.
@@ -475,4 +474,219 @@ fn a_sigkilled_gate_leaves_no_engine_process() {
         "left behind after SIGKILL of the gate: {:?}",
         marked(&marker)
     );
+}
+
+/// A small local gate config around `command` (a shell line ending in the simulated engine).
+fn engine_config(dir: &Path, command: &str, extra_engine: &str, stop_grace: &str) -> PathBuf {
+    let text = format!(
+        r#"model = "sim-test"
+
+[engine]
+command = {command:?}
+name = "infergate-sim"
+readiness_timeout = "30s"
+stop_grace = "{stop_grace}"
+{extra_engine}
+{SUITE}"#
+    );
+    let p = dir.join("gate.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Door 6: `env_allow` cannot open the gate's environment wholesale nor name a credential
+/// (a config error naming the file and the field); a credential-looking variable is never
+/// inherited, even under a prefix the engine may have; the values `env_allow` lets through
+/// are masked in the engine log.
+#[test]
+fn env_allow_refuses_wildcards_and_credentials_and_masks_what_it_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = "exec {infergate} sim --profile test --port {port} --time-scale 4";
+    for (allow, word) in [
+        ("[\"*\"]", "whole environment"),
+        ("[\"GH_TOKEN\"]", "names a credential"),
+        ("[\"DEPLOY_CRED\"]", "names a credential"),
+        ("[\"AWS_SECRET_ACCESS_KEY\"]", "names a credential"),
+        ("[\"SIGNING_KEY\"]", "names a credential"),
+    ] {
+        let config = engine_config(dir.path(), sim, &format!("env_allow = {allow}"), "1s");
+        let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .env_remove("GITHUB_ACTIONS")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{allow}: {err}");
+        assert!(
+            err.contains("gate.toml") && err.contains("env_allow") && err.contains(word),
+            "{allow}: {err}"
+        );
+    }
+    let config = engine_config(
+        dir.path(),
+        &format!("env | sort; {sim}"),
+        "env_allow = [\"DEPLOY_*\"]",
+        "1s",
+    );
+    std::fs::create_dir_all(dir.path().join("store")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--baseline-dir")
+        .arg(dir.path().join("store"))
+        .env_remove("GITHUB_ACTIONS")
+        .env("HF_TOKEN", "hf_inherited_secret_1")
+        .env("NCCL_PASSWORD", "nccl-inherited-pw-2")
+        .env("DEPLOY_CRED", "deploy-credential-3")
+        .env("DEPLOY_REGION", "eu-central-region-4")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let log = std::fs::read_to_string(dir.path().join("out/engine.log")).unwrap();
+    for name in ["HF_TOKEN=", "NCCL_PASSWORD=", "DEPLOY_CRED="] {
+        assert!(!log.contains(name), "{name} reached the engine:\n{log}");
+    }
+    assert!(log.contains("DEPLOY_REGION=[REDACTED]"), "{log}");
+    for (path, bytes) in {
+        let mut v = Vec::new();
+        files_under(&dir.path().join("out"), &mut v);
+        v
+    } {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("eu-central-region-4"), "{path:?}");
+    }
+}
+
+/// Door 7: when the gate is SIGKILLed while it stops the engine (after a SIGINT, in the
+/// engine's `stop_grace`), the supervisor kills the tree at once instead of sitting out the
+/// grace.
+#[test]
+fn a_gate_killed_during_teardown_leaves_no_engine_process_waiting_for_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("grace-{}", std::process::id());
+    let config = engine_config(
+        dir.path(),
+        "sh -c \"trap '' TERM; sleep 301\" & exec {infergate} sim --profile test --port {port} --time-scale 4",
+        &format!("env = {{ CONTAIN_MARKER = \"{marker}\" }}"),
+        "60s",
+    );
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("duration = \"1s\"", "duration = \"30s\"");
+    std::fs::write(&config, text).unwrap();
+    std::fs::create_dir_all(dir.path().join("store")).unwrap();
+    let mut gate = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--baseline-dir")
+        .arg(dir.path().join("store"))
+        .env_remove("GITHUB_ACTIONS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(gate.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let ready = line.contains("ready C=1");
+        seen.push(line);
+        if ready {
+            break;
+        }
+    }
+    assert!(
+        eventually(Duration::from_secs(30), || marked(&marker).len() >= 3),
+        "tree not seen: {:?}\n{}",
+        marked(&marker),
+        seen.join("\n")
+    );
+    // SIGINT: the gate cancels and asks the supervisor to stop the tree with a 60 s grace,
+    // which the TERM-ignoring child makes it use.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(gate.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let stopping = line.contains("SIGINT received");
+        seen.push(line);
+        if stopping {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    gate.kill().unwrap();
+    let _ = gate.wait();
+    let killed = std::time::Instant::now();
+    assert!(
+        eventually(Duration::from_secs(15), || marked(&marker).is_empty()),
+        "still there {:?} s after the gate's SIGKILL: {:?}",
+        killed.elapsed().as_secs(),
+        marked(&marker)
+    );
+}
+
+/// Door 5: the engine neither finds the output directory through `/proc/<gate>/cmdline` nor
+/// writes into it through its working directory; it works in a private directory of its own.
+#[test]
+fn the_engine_cannot_find_or_write_the_output_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = r#"gate=$(awk '{print $4}' /proc/$PPID/stat); out=$(tr '\0' '\n' < /proc/$gate/cmdline | grep -A1 -x -e --out | tail -n 1); echo "engine saw --out [$out] cwd [$(pwd)]"; touch "$out/planted-by-cmdline" 2>/dev/null; ln -s /nonexistent "$out/results-confirm.json" 2>/dev/null; touch out/planted-by-cwd 2>/dev/null; ln -s /nonexistent out/engine-confirm.log 2>/dev/null; exec {infergate} sim --profile test --port {port} --time-scale 4"#;
+    engine_config(dir.path(), probe, "", "1s");
+    std::fs::create_dir_all(dir.path().join("store")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--config",
+            "gate.toml",
+            "--out",
+            "out",
+            "--baseline-dir",
+            "store",
+        ])
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let log = std::fs::read_to_string(dir.path().join("out/engine.log")).unwrap();
+    let saw = log
+        .lines()
+        .find(|l| l.starts_with("engine saw --out"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        saw.contains("--out [***]"),
+        "the engine read the path: {saw}"
+    );
+    let cwd = saw.split("cwd [").nth(1).unwrap().trim_end_matches(']');
+    let gate_dir = dir.path().canonicalize().unwrap();
+    assert!(
+        !Path::new(cwd).starts_with(&gate_dir),
+        "the engine worked in the gate's directory: {saw}"
+    );
+    assert!(
+        !Path::new(cwd).exists(),
+        "its private directory is removed: {cwd}"
+    );
+    for planted in [
+        "planted-by-cmdline",
+        "planted-by-cwd",
+        "results-confirm.json",
+        "engine-confirm.log",
+    ] {
+        let p = dir.path().join("out").join(planted);
+        assert!(
+            std::fs::symlink_metadata(&p).is_err(),
+            "{planted} planted in the output directory"
+        );
+    }
 }

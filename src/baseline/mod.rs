@@ -1,7 +1,15 @@
 //! The baseline store: accepted runs on disk, one file per run, grouped by profile key and suite.
 //!
 //! Layout: `<dir>/<profile key>/<suite or "adhoc">/runs/<run_id>-<hash8>.json`, plus
-//! `<dir>/<profile key>/profile.json` describing the key's parts for people.
+//! `<dir>/<profile key>/profile.json` describing the key's parts for people, and the marker
+//! `<dir>/infergate-store.json` ([`STORE_MARKER`]) that makes the root recognisable.
+//!
+//! Why a marker: a store path that points one level too deep (a profile directory) or at an
+//! unrelated directory used to read as "no baseline yet", and the gate passed. Every reader
+//! opens the store with [`BaselineStore::open_existing`], which refuses a directory that is not
+//! a store root, naming the likely root. A store written before the marker existed (no marker,
+//! but `<key>/<suite>/runs/` directories) is still recognised, and gets its marker with its next
+//! [`add`](BaselineStore::add).
 //!
 //! Why this shape: parallel nightly jobs each add a file with a unique name, so there is no
 //! shared index to merge or lock; every write is a temp file in the same directory, fsynced and
@@ -62,6 +70,13 @@ pub enum BaselineError {
         dir: PathBuf,
         files: Vec<(PathBuf, String)>,
     },
+    /// The directory exists but is not a store root (no marker, no `<key>/<suite>/runs/`).
+    #[error(
+        "baseline store {}: not an infergate baseline store root (no {STORE_MARKER} and no <profile key>/<suite>/runs/ directory){}",
+        dir.display(),
+        hint.as_ref().map(|h| format!("; {h}")).unwrap_or_else(|| "; point the store path (--baseline-dir, --baseline, [baseline] dir, --dir) at the directory that holds the profile directories, or create the store with `infergate baseline add` or `infergate run --update-baseline`".into())
+    )]
+    NotAStore { dir: PathBuf, hint: Option<String> },
     /// The run (same id, or the same content under another id) is in the store already.
     #[error(
         "run `{run_id}` is already in the baseline store as {} (same {what}); a run counts once, so it is not added again",
@@ -136,6 +151,18 @@ struct ProfileDescription {
     max_tokens: u32,
 }
 
+/// File name of the marker at a store's root: what makes a directory recognisable as a store.
+pub const STORE_MARKER: &str = "infergate-store.json";
+
+/// The marker's content: what the directory is, for people and for [`BaselineStore::open_existing`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoreMarker {
+    /// Always `infergate baseline store`.
+    store: String,
+    /// Layout version (1: `<key>/<suite>/runs/<run id>-<hash8>.json`).
+    layout: u32,
+}
+
 /// The store over one directory (default `baselines/`).
 #[derive(Debug, Clone)]
 pub struct BaselineStore {
@@ -156,6 +183,67 @@ impl BaselineStore {
         Ok(BaselineStore {
             root: dir.to_path_buf(),
         })
+    }
+
+    /// Opens a store that must exist already (every reader: `run`, `compare`, `changes`,
+    /// `baseline show/list/prune/accept`): the directory must be a store root
+    /// ([`is_store_root`](Self::is_store_root)) or empty (a store with no run yet: nothing in
+    /// it can be mistaken for one), else [`BaselineError::NotAStore`] naming the likely root.
+    pub fn open_existing(dir: &Path) -> Result<Self, BaselineError> {
+        let store = Self::open(dir)?;
+        if !dir.exists() {
+            return Err(BaselineError::Io {
+                action: "open",
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            });
+        }
+        if !Self::is_store_root(dir) && !is_empty_dir(dir) {
+            return Err(BaselineError::NotAStore {
+                dir: dir.to_path_buf(),
+                hint: likely_root(dir),
+            });
+        }
+        Ok(store)
+    }
+
+    /// Whether `dir` is a store root: it holds [`STORE_MARKER`], or (a store written before the
+    /// marker) at least one `<key>/<suite>/runs/` directory.
+    pub fn is_store_root(dir: &Path) -> bool {
+        if dir.join(STORE_MARKER).is_file() {
+            return true;
+        }
+        subdirs(dir).unwrap_or_default().iter().any(|key| {
+            subdirs(&dir.join(key))
+                .unwrap_or_default()
+                .iter()
+                .any(|suite| dir.join(key).join(suite).join("runs").is_dir())
+        })
+    }
+
+    /// Before a write: the root must be a store, not exist yet, or be empty (a new store);
+    /// the marker is written when missing (also migrating a store that predates it).
+    fn prepare_root(&self) -> Result<(), BaselineError> {
+        if !is_empty_dir(&self.root) && !Self::is_store_root(&self.root) {
+            return Err(BaselineError::NotAStore {
+                dir: self.root.clone(),
+                hint: likely_root(&self.root),
+            });
+        }
+        create_dir(&self.root)?;
+        let marker = self.root.join(STORE_MARKER);
+        if !marker.is_file() {
+            let body = serde_json::to_vec_pretty(&StoreMarker {
+                store: "infergate baseline store".into(),
+                layout: 1,
+            })
+            .map_err(|e| BaselineError::Serialize {
+                run_id: String::new(),
+                message: e.to_string(),
+            })?;
+            write_atomic(&marker, &body)?;
+        }
+        Ok(())
     }
 
     /// The store's directory.
@@ -181,7 +269,7 @@ impl BaselineStore {
         if !run.cells.iter().any(|c| c.status == CellStatus::Ok) {
             return Err("no cell was measured successfully (no `ok` cell)".into());
         }
-        Ok(())
+        implausible_value(run).map_or(Ok(()), Err)
     }
 
     /// Directory of one profile key + suite (path-safe parts).
@@ -208,6 +296,18 @@ impl BaselineStore {
             run_id: run.run_id.clone(),
             message: e.to_string(),
         })?;
+        self.prepare_root()?;
+        let dir = self.group_dir(&run.profile.key, run.suite.as_deref());
+        create_dir(&dir)?;
+        let root = canonical(&self.root)?;
+        let dir_c = canonical(&dir)?;
+        if !dir_c.starts_with(&root) {
+            return Err(BaselineError::Escape(dir));
+        }
+        // Two `baseline add`s at once (parallel nightly jobs on one checkout): the duplicate
+        // check and the write happen under the store's lock, so the same run under two ids is
+        // stored once.
+        let _lock = StoreLock::take(&root.join(STORE_MARKER))?;
         // A run counts once: refuse it when the group holds it already (and refuse to add to a
         // group that cannot be read, where that cannot be told).
         let digest = content_digest(run);
@@ -227,13 +327,6 @@ impl BaselineStore {
         }
         use sha2::{Digest, Sha256};
         let hash = hex::encode(Sha256::digest(&body));
-        let dir = self.group_dir(&run.profile.key, run.suite.as_deref());
-        create_dir(&dir)?;
-        let root = canonical(&self.root)?;
-        let dir_c = canonical(&dir)?;
-        if !dir_c.starts_with(&root) {
-            return Err(BaselineError::Escape(dir));
-        }
         let name = format!("{}-{}.json", component(&run.run_id), &hash[..8]);
         let path = dir_c.join(&name);
         write_atomic(&path, &body)?;
@@ -398,6 +491,58 @@ impl BaselineStore {
         Ok(out)
     }
 
+    /// How `candidate` differs from each profile the store holds, one line per stored profile
+    /// (`<key>: hardware cpu-a vs cpu-b, model x vs y`), read from the profile descriptions;
+    /// for the message of a gate that found no baseline.
+    pub fn profile_differences(&self, candidate: &ProfileKey) -> Vec<String> {
+        let mut out = Vec::new();
+        for (key, suites) in self.profiles().unwrap_or_default() {
+            let desc: Option<ProfileDescription> =
+                std::fs::read(self.root.join(&key).join(PROFILE_FILE))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+            let diffs = match desc {
+                None => vec!["(no profile.json to compare with)".to_string()],
+                Some(d) => {
+                    let p = &d.profile;
+                    let hw = |h: &crate::results::HardwareFingerprint| {
+                        format!(
+                            "{} {}x{} cpu {}",
+                            h.kind,
+                            h.gpu_model.as_deref().unwrap_or("-"),
+                            h.gpu_count,
+                            h.cpu_model.as_deref().unwrap_or("-")
+                        )
+                    };
+                    let mut v = Vec::new();
+                    let mut diff = |what: &str, stored: String, here: String| {
+                        if stored != here {
+                            v.push(format!("{what} `{stored}` (store) vs `{here}` (this run)"));
+                        }
+                    };
+                    diff("hardware", hw(&p.hardware), hw(&candidate.hardware));
+                    diff("engine", p.engine.clone(), candidate.engine.clone());
+                    diff("model", p.model.clone(), candidate.model.clone());
+                    diff(
+                        "matrix (concurrency, contexts, max_tokens)",
+                        p.matrix_hash.chars().take(12).collect(),
+                        candidate.matrix_hash.chars().take(12).collect(),
+                    );
+                    if v.is_empty() {
+                        v.push("same profile".into());
+                    }
+                    v
+                }
+            };
+            out.push(format!(
+                "`{key}` (suites {}): {}",
+                suites.join(", "),
+                diffs.join(", ")
+            ));
+        }
+        out
+    }
+
     /// Deletes all but the newest `keep` runs (by `started_at`) in each selected group. Corrupt
     /// files are left for a person to look at.
     pub fn prune(
@@ -475,6 +620,76 @@ pub fn component(name: &str) -> String {
     }
 }
 
+/// Aggregate throughputs a measurement can give, tok/s: below, a cell that streamed nothing
+/// worth a number (`5e-324`); above, a million times any machine built so far (`1e308`).
+/// Such a value is no measurement, and the statistics and charts of a history holding one
+/// would be overflow and noise, so a run holding one is refused as a baseline.
+pub const PLAUSIBLE_TPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
+
+/// Why a run's numbers cannot be a measurement, if they cannot: an `ok` cell whose aggregate
+/// throughput is outside [`PLAUSIBLE_TPS`] or whose window samples are not finite and within it
+/// (0 allowed: a window without a token).
+pub fn implausible_value(run: &RunResults) -> Option<String> {
+    let (lo, hi) = (*PLAUSIBLE_TPS.start(), *PLAUSIBLE_TPS.end());
+    for c in run.cells.iter().filter(|c| c.status == CellStatus::Ok) {
+        let bad_sample = c
+            .samples
+            .iter()
+            .find(|s| !(s.is_finite() && **s >= 0.0 && **s <= hi));
+        if !PLAUSIBLE_TPS.contains(&c.aggregate_tps) || bad_sample.is_some() {
+            let (what, v) = match bad_sample {
+                Some(s) if PLAUSIBLE_TPS.contains(&c.aggregate_tps) => ("a window sample", *s),
+                _ => ("aggregate_tps", c.aggregate_tps),
+            };
+            return Some(format!(
+                "cell C={} context={}: {what} = {v:e} tok/s is not a throughput a measurement gives (expected {lo:e} to {hi:e}); the file is corrupt or forged",
+                c.concurrency, c.context_tokens
+            ));
+        }
+    }
+    None
+}
+
+/// Whether `dir` holds nothing but hidden entries (`.gitkeep`), or does not exist.
+fn is_empty_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map_or(true, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .all(|e| e.file_name().to_str().is_some_and(|n| n.starts_with('.')))
+    })
+}
+
+/// Where the store root probably is when `dir` is not one: `dir` is a profile directory
+/// (`profile.json`, or `<suite>/runs/`), a suite directory (`runs/`) or a `runs` directory.
+fn likely_root(dir: &Path) -> Option<String> {
+    let abs = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let up = |n: usize| {
+        let mut p = abs.as_path();
+        for _ in 0..n {
+            p = p.parent()?;
+        }
+        Some(p.to_path_buf())
+    };
+    let has_suite_runs = subdirs(dir)
+        .unwrap_or_default()
+        .iter()
+        .any(|s| dir.join(s).join("runs").is_dir());
+    let (what, levels) = if dir.join(PROFILE_FILE).is_file() || has_suite_runs {
+        ("a profile directory", 1)
+    } else if dir.join("runs").is_dir() {
+        ("a suite directory", 2)
+    } else if abs.file_name().is_some_and(|n| n == "runs") {
+        ("a directory of run files", 3)
+    } else {
+        return None;
+    };
+    let root = up(levels)?;
+    Some(format!(
+        "it looks like {what} of the store {}: pass that directory instead",
+        root.display()
+    ))
+}
+
 /// Sorted names of the subdirectories of `dir` (none when it does not exist).
 fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
     let entries = match std::fs::read_dir(dir) {
@@ -496,6 +711,35 @@ fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
         .collect();
     names.sort();
     Ok(names)
+}
+
+/// An exclusive `flock` on the store's marker file ([`STORE_MARKER`]), held while the guard
+/// lives; released by the kernel if the process dies. No file of its own, so nothing is left.
+struct StoreLock {
+    /// The locked file; closing it releases the lock.
+    _file: std::fs::File,
+}
+
+impl StoreLock {
+    fn take(marker: &Path) -> Result<StoreLock, BaselineError> {
+        use std::os::fd::AsRawFd;
+        let io = |source| BaselineError::Io {
+            action: "lock",
+            path: marker.to_path_buf(),
+            source,
+        };
+        let file = std::fs::File::open(marker).map_err(io)?;
+        loop {
+            // SAFETY: flock(2) on a file descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(StoreLock { _file: file });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(io(e));
+            }
+        }
+    }
 }
 
 fn create_dir(dir: &Path) -> Result<(), BaselineError> {

@@ -45,6 +45,9 @@ pub struct AbArgs {
 
 /// Runs `infergate ab`.
 pub(crate) async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
+    // Before any engine boots: the paths of the outputs, store and config leave the gate's
+    // /proc entries (see docs/security.md).
+    crate::engine::conceal_gate();
     let config = load_config(args.config.as_deref())?;
     let request = GateRequest {
         github: crate::run::github_wanted(args.github, config.report.github, super::in_actions()),

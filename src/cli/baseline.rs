@@ -97,14 +97,21 @@ pub struct PruneArgs {
 
 fn store_err(e: BaselineError) -> anyhow::Error {
     match e {
-        BaselineError::Rejected { .. } | BaselineError::Escape(_) => usage(e.to_string()),
+        BaselineError::Rejected { .. }
+        | BaselineError::Escape(_)
+        | BaselineError::NotAStore { .. } => usage(e.to_string()),
         other => anyhow::Error::new(other),
     }
 }
 
 /// Runs `infergate baseline`.
 pub(crate) async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
-    let store = BaselineStore::open(&args.dir).map_err(|e| usage(e.to_string()))?;
+    // Only `add` may create a store; every other command reads one that must exist.
+    let store = match args.command {
+        BaselineCommand::Add(_) => BaselineStore::open(&args.dir),
+        _ => BaselineStore::open_existing(&args.dir),
+    }
+    .map_err(|e| usage(e.to_string()))?;
     match args.command {
         BaselineCommand::Add(a) => add(&store, &a),
         BaselineCommand::Accept(a) => accept(&store, &a),
@@ -174,9 +181,11 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
                     crate::untrusted_text::console(run.suite.as_deref().unwrap_or(ADHOC_SUITE)),
                     added.path.display()
                 ),
-                Err(e @ (BaselineError::Rejected { .. } | BaselineError::Duplicate { .. })) => {
-                    failures.push(format!("{}: {e}", file.display()))
-                }
+                Err(
+                    e @ (BaselineError::Rejected { .. }
+                    | BaselineError::Duplicate { .. }
+                    | BaselineError::NotAStore { .. }),
+                ) => failures.push(format!("{}: {e}", file.display())),
                 Err(e) => return Err(anyhow::Error::new(e)),
             }
         }

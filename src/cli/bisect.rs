@@ -40,6 +40,7 @@ pub struct BisectArgs {
 
 /// Runs `infergate bisect`.
 pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
+    crate::engine::conceal_gate();
     let config = super::run::load_config(args.config.as_deref())?;
     let plan = BisectPlan::new(BisectRequest {
         config,

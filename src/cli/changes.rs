@@ -86,7 +86,8 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         settings.seed = s;
     }
     settings.validate().map_err(|e| usage(e.to_string()))?;
-    let store = BaselineStore::open(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
+    let store =
+        BaselineStore::open_existing(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
     let candidate = match &args.candidate {
         None => None,
         Some(p) => {
@@ -97,6 +98,14 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
                     p.display(),
                     runs.len()
                 )));
+            }
+            if runs[0].status == crate::results::RunStatus::InProgress {
+                // Fail closed: the cells of a killed gate are not a night's measurement.
+                anyhow::bail!(
+                    "--candidate {}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is not placed on the history",
+                    p.display(),
+                    crate::untrusted_text::console(&runs[0].run_id)
+                );
             }
             runs.pop()
         }
@@ -127,6 +136,14 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut out = Vec::new();
     for (key, suite) in groups {
         let mut loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
+        for (dup, counted) in &loaded.duplicates {
+            // Named, never silent: a store whose runs share ids is a history with holes.
+            errln!(
+                "warning: {} repeats the run id (or the content) of {}: only the first is in the history; give every run its own id (remove or re-record the file)",
+                dup.display(),
+                counted.display()
+            );
+        }
         for (path, why) in &loaded.skipped {
             errln!(
                 "warning: skipped {}: {}",
@@ -202,9 +219,9 @@ async fn alert(groups: &[GroupChanges]) -> anyhow::Result<GateExit> {
     .print(in_actions);
     for e in &outcome.errors {
         if in_actions {
-            errln!(
-                "{}",
-                crate::report::actions::command("error", &[("title", "infergate alerts")], e)
+            crate::stdio::write_workflow_command(
+                &crate::report::actions::command("error", &[("title", "infergate alerts")], e),
+                true,
             );
         } else {
             errln!("error: alert: {}", crate::untrusted_text::console(e));

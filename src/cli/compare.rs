@@ -136,11 +136,21 @@ fn baseline_runs(
             )));
         }
         let mut runs = load_files(&args.baseline)?;
+        if let Some(r) = runs
+            .iter()
+            .find(|r| r.status == crate::results::RunStatus::InProgress)
+        {
+            // Fail closed, as for the candidate: an unfinished run is not a baseline level.
+            anyhow::bail!(
+                "--baseline: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is no baseline (only finished runs are)",
+                crate::untrusted_text::console(&r.run_id)
+            );
+        }
         runs.sort_by_key(|r| r.started_at);
         return Ok(Ok(runs));
     }
     let dir = &args.baseline[0];
-    let store = BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
+    let store = BaselineStore::open_existing(dir).map_err(|e| usage(e.to_string()))?;
     let (loaded, _since) = store
         .load_current(&candidate.profile.key, suite)
         .with_context(|| format!("reading the baseline store {}", dir.display()))?;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::baseline::PROFILE_FILE;
+use crate::baseline::{PROFILE_FILE, STORE_MARKER};
 use crate::exit::{GateExit, usage};
 use crate::report::github::{GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name};
 use crate::report::verdict_table;
@@ -151,9 +151,29 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             }
             t.decision.as_ref().and_then(|d| d.verdict.clone())
         }
-        (None, Some(p)) => Some(read_json(p, "verdict")?),
+        (None, Some(p)) => {
+            let v: ComparisonReport = read_json(p, "verdict")?;
+            // A verdict file beside results of another run (an output directory reused by a
+            // later run) is not this run's verdict: refused, nothing posted.
+            if let Some(why) = crate::merge::stale_pair(&results, &args.results, &v, p) {
+                return Err(usage(format!(
+                    "{}: {why}; pass the verdict.json written with these results",
+                    p.display()
+                )));
+            }
+            Some(v)
+        }
         (None, None) => None,
     };
+    // A results file the gate never finished (`in_progress`: it was killed mid-run) is posted
+    // as a gate error (check `failure`, `verdict=error`), and the step fails with it.
+    let unfinished = results.status == crate::results::RunStatus::InProgress;
+    if unfinished {
+        errln!(
+            "error: {} is `in_progress`: the gate that wrote it was stopped before it finished; reported as a gate error (exit 3)",
+            args.results.display()
+        );
+    }
     if let Some(t) = &trusted {
         if let Some(d) = &t.decision {
             notices.extend(d.notices.iter().cloned());
@@ -298,12 +318,13 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         Some(t) => {
             crate::policy::GatePolicy::new(t.config.thresholds.fail_on)
                 .ending(
-                    failure.is_some(),
+                    failure.is_some() || unfinished,
                     results.status == crate::results::RunStatus::Cancelled,
                     verdict.as_ref().map(|v| v.gate),
                 )
                 .exit
         }
+        None if unfinished => GateExit::Failure,
         None => match verdict.map(|v| v.gate) {
             Some(GateVerdict::Regression) => GateExit::Regression,
             Some(GateVerdict::Unmeasured) => GateExit::Failure,
@@ -370,8 +391,10 @@ fn load_history(
         match parsed {
             Ok(r) if r.profile.key == current.profile.key => runs.push(r),
             Ok(_) => {}
-            // A baseline store's own description of a profile directory, not a run.
-            Err(_) if f.file_name().is_some_and(|n| n == PROFILE_FILE) => {}
+            // A baseline store's own description of a profile directory, and its marker: not runs.
+            Err(_)
+                if f.file_name()
+                    .is_some_and(|n| n == PROFILE_FILE || n == STORE_MARKER) => {}
             Err(e) => notices.push(format!(
                 "history file {} skipped (not a results file: {e})",
                 f.display()

@@ -111,6 +111,9 @@ pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Resu
 
 /// Runs `infergate run`.
 pub(crate) async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
+    // Before any engine boots: the paths of the outputs, store and config leave the gate's
+    // /proc entries (see docs/security.md).
+    crate::engine::conceal_gate();
     let config = load_config(args.config.as_deref())?;
     let request = GateRequest {
         github: crate::run::github_wanted(args.github, config.report.github, super::in_actions()),

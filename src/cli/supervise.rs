@@ -15,6 +15,10 @@ pub struct SuperviseArgs {
     /// Do not try a cgroup even where cgroup v2 is delegated (the subreaper alone).
     #[arg(long)]
     pub no_cgroup: bool,
+    /// Write the command's stdout to this file instead of the supervisor's stderr (a bisect
+    /// build, whose stdout names the build).
+    #[arg(long, value_name = "FILE")]
+    pub stdout_file: Option<std::path::PathBuf>,
     /// The engine command.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -28,6 +32,7 @@ pub(crate) async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
         args.parent,
         args.grace_ms,
         !args.no_cgroup,
+        args.stdout_file.as_deref(),
         &args.command,
     );
     std::process::exit(code)

@@ -88,6 +88,7 @@ impl GateConfig {
 
         let baseline = BaselineConfig {
             dir: base_dir.join(raw.baseline.dir.as_deref().unwrap_or("baselines")),
+            allow_no_baseline: raw.baseline.allow_no_baseline.unwrap_or(false),
         };
         let report = ReportConfig {
             github: raw.report.github.unwrap_or_default(),
@@ -260,6 +261,32 @@ fn check_engine_env_name(
     Ok(())
 }
 
+/// An `env_allow` entry may not open the gate's environment wholesale (`*`) nor name a
+/// credential (`*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*CRED*`, `*_KEY`, ...): the engine is
+/// the pull request's code.
+fn check_env_allow_entry(
+    loc: &Locator,
+    span: std::ops::Range<usize>,
+    entry: &str,
+) -> Result<(), ConfigError> {
+    let bare = entry.trim_end_matches('*');
+    if bare.is_empty() {
+        return Err(loc.at(
+            span,
+            format!("[engine] env_allow = \"{entry}\" would pass the gate's whole environment (tokens, SSH agent, cloud keys) to the engine"),
+            Some("name the variables the engine needs (e.g. \"VLLM_USE_V1\") or a prefix (\"VLLM_*\"); the engine is the pull request's code (see docs/security.md)"),
+        ));
+    }
+    if crate::redact::is_secret_name(bare) {
+        return Err(loc.at(
+            span,
+            format!("[engine] env_allow: `{entry}` names a credential (a name with TOKEN, SECRET, PASSWORD, PASSWD, API_KEY, CRED, or ending in _KEY), which is never passed from the gate's environment to the engine"),
+            Some("remove it from env_allow; the engine is the pull request's code and must not hold the runner's secrets (download gated models before the gate runs; see docs/security.md)"),
+        ));
+    }
+    Ok(())
+}
+
 /// The engines of the file: `[engine]` (what `run` boots) and, when both `[engine.a]` and
 /// `[engine.b]` are given, the two builds of an A/B run (each `[engine]` with its own command,
 /// env additions, workdir and log file). Without an `[engine] command`, `run` boots A.
@@ -281,6 +308,7 @@ fn build_engine(
     }
     for n in &raw.env_allow {
         check_engine_env_name(loc, n.span(), n.get_ref())?;
+        check_env_allow_entry(loc, n.span(), n.get_ref())?;
     }
     let mut env = BTreeMap::new();
     for (k, v) in std::mem::take(&mut raw.env) {

@@ -342,6 +342,11 @@ pub struct ThresholdsConfig {
 pub struct BaselineConfig {
     /// Store directory (resolved against the config's directory).
     pub dir: PathBuf,
+    /// `[baseline] allow_no_baseline`: a pull request (or merge-queue) gate with no baseline
+    /// for its profile passes as `no_baseline` (bootstrapping) instead of failing. Off by
+    /// default: a runner whose hardware changed, or a matrix edited on the base branch, must
+    /// not silently stop gating.
+    pub allow_no_baseline: bool,
 }
 
 /// When to report to GitHub.

@@ -144,6 +144,7 @@ pub(super) struct RawBaseline {
     pub(super) dir: Option<String>,
     pub(super) level_runs: Option<Spanned<usize>>,
     pub(super) noise_runs: Option<Spanned<usize>>,
+    pub(super) allow_no_baseline: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -145,7 +145,9 @@ fn allowed(name: &str, entry: &str) -> bool {
 }
 
 /// The engine's environment from the gate's: the allow-listed variables, then `extra`
-/// (`[engine] env`); the gate's credentials never, whatever the lists say.
+/// (`[engine] env`); the gate's credentials never, whatever the lists say, and no inherited
+/// variable whose name says it holds a credential ([`crate::redact::is_secret_name`]:
+/// `HF_TOKEN` under the built-in `HF_` prefix, `NCCL_PASSWORD`, `DEPLOY_CRED` under `DEPLOY_*`).
 pub(crate) fn engine_env(
     gate_env: impl IntoIterator<Item = (String, String)>,
     env_allow: &[String],
@@ -157,6 +159,7 @@ pub(crate) fn engine_env(
             ENV_ALLOW.iter().any(|e| allowed(k, e)) || env_allow.iter().any(|e| allowed(k, e))
         })
         .filter(|(k, _)| !crate::redact::never_for_engine(k))
+        .filter(|(k, _)| !crate::redact::is_secret_name(k))
         .filter(|(k, _)| !extra.iter().any(|(x, _)| x == k))
         .collect();
     env.extend(
@@ -276,9 +279,21 @@ impl EngineLaunch {
             .collect();
         let gate_env = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        let env = engine_env(gate_env, &cfg.env_allow, &extra_env);
+        // The values the config's `env_allow` lets through are the runner's, not the config's:
+        // masked in every log and output like secrets (short ones excepted, see `redact`).
+        crate::redact::register(
+            env.iter()
+                .filter(|(k, _)| {
+                    cfg.env_allow.iter().any(|e| allowed(k, e))
+                        && !ENV_ALLOW.iter().any(|e| allowed(k, e))
+                        && !extra_env.iter().any(|(x, _)| x == k)
+                })
+                .map(|(_, v)| v.clone()),
+        );
         Ok(EngineLaunch {
             argv,
-            env: engine_env(gate_env, &cfg.env_allow, &extra_env),
+            env,
             workdir: cfg.workdir.clone(),
             display,
             log_path,
@@ -372,6 +387,8 @@ mod tests {
             ("GITHUB_SHA", "abc"),
             ("AWS_SECRET_ACCESS_KEY", "aws"),
             ("MY_SETTING", "1"),
+            ("MY_DEPLOY_CRED", "cred-123456"),
+            ("NCCL_PASSWORD", "nccl-pw-123"),
             ("OTHER", "2"),
         ]
         .iter()
@@ -390,7 +407,6 @@ mod tests {
             names,
             vec![
                 "CUDA_VISIBLE_DEVICES",
-                "HF_TOKEN",
                 "HOME",
                 "LC_ALL",
                 "MY_SETTING",

@@ -27,9 +27,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) mod launch;
+pub(crate) mod reach;
 pub(crate) mod supervisor;
 
 pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
+pub use reach::conceal_gate;
 pub use supervisor::Containment;
 pub(crate) use supervisor::Report;
 
@@ -194,6 +196,8 @@ pub struct EngineProcess {
     control: Option<tokio::process::ChildStdin>,
     supervisor: tokio::process::Child,
     guard: TreeGuard,
+    /// The engine's private working directory when the config names none (removed on drop).
+    _private_dir: Option<tempfile::TempDir>,
 }
 
 /// Longest stretch of engine output without a newline that is buffered before it is written.
@@ -282,9 +286,25 @@ impl EngineProcess {
             // Its own group: a Ctrl-C at the terminal reaches the gate, which stops the
             // engine with its grace, not the supervisor.
             .process_group(0);
-        if let Some(dir) = &launch.workdir {
-            cmd.current_dir(dir);
-        }
+        // The engine's working directory: the config's, or a fresh private one (mode 0700,
+        // removed after the engine), never the gate's, where the outputs usually are.
+        let private_dir = match &launch.workdir {
+            Some(dir) => {
+                cmd.current_dir(dir);
+                None
+            }
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("infergate-engine-")
+                    .tempdir()
+                    .map_err(|source| EngineError::Spawn {
+                        program: format!("{program} (creating its private working directory)"),
+                        source,
+                    })?;
+                cmd.current_dir(dir.path());
+                Some(dir)
+            }
+        };
         // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
         // which is async-signal-safe; it allocates nothing and touches no locks.
         #[cfg(target_os = "linux")]
@@ -389,6 +409,7 @@ impl EngineProcess {
             control: Some(control),
             supervisor,
             guard,
+            _private_dir: private_dir,
         })
     }
 

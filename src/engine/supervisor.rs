@@ -112,7 +112,13 @@ impl Report {
 
 /// Runs the supervisor (the `__supervise` subcommand) and returns its exit code. Linux only.
 #[cfg(not(target_os = "linux"))]
-pub fn supervise(_parent: i32, _grace_ms: u64, _use_cgroup: bool, _argv: &[String]) -> i32 {
+pub fn supervise(
+    _parent: i32,
+    _grace_ms: u64,
+    _use_cgroup: bool,
+    _stdout_file: Option<&std::path::Path>,
+    _argv: &[String],
+) -> i32 {
     errln!(
         "infergate supervisor: engine containment needs Linux (PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG)"
     );
@@ -281,12 +287,25 @@ mod linux {
 
     struct Supervisor {
         me: i32,
+        /// The gate's pid: while it is our parent, the gate lives.
+        parent: i32,
         engine: i32,
         cgroup: Option<Cgroup>,
         leader_reported: bool,
     }
 
     impl Supervisor {
+        /// Whether the gate is gone (we were re-parented) or we were told to stop at once
+        /// (SIGTERM, SIGINT): then nobody waits for a graceful stop, and the tree is killed
+        /// now, not after the grace.
+        fn gate_gone(&self) -> bool {
+            getppid().as_raw() != self.parent
+                || matches!(
+                    SIGNALLED.load(Ordering::SeqCst),
+                    libc::SIGTERM | libc::SIGINT
+                )
+        }
+
         /// Reaps every exited child (adopted orphans included); reports the leader's end once.
         fn reap(&mut self) {
             loop {
@@ -340,7 +359,7 @@ mod linux {
             if self.any_left() && !grace.is_zero() {
                 self.signal_all(Signal::SIGTERM);
                 let deadline = Instant::now() + grace;
-                while self.any_left() && Instant::now() < deadline {
+                while self.any_left() && Instant::now() < deadline && !self.gate_gone() {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
@@ -385,12 +404,20 @@ mod linux {
         }
     }
 
-    fn spawn_engine(argv: &[String], cgroup: Option<&Cgroup>) -> std::io::Result<u32> {
+    fn spawn_engine(
+        argv: &[String],
+        cgroup: Option<&Cgroup>,
+        stdout_file: Option<&Path>,
+    ) -> std::io::Result<u32> {
         let program = argv.first().map_or("", String::as_str);
         let mut cmd = Command::new(program);
+        let stdout = match stdout_file {
+            Some(p) => Stdio::from(File::create(p)?),
+            None => Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
+        };
         cmd.args(&argv[1.min(argv.len())..])
             .stdin(Stdio::null())
-            .stdout(Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?))
+            .stdout(stdout)
             .stderr(Stdio::inherit())
             .process_group(0);
         if let Some(cg) = cgroup {
@@ -413,7 +440,13 @@ mod linux {
 
     /// See the module docs. `parent` is the gate's pid: a SIGHUP while it is still our
     /// parent is a thread of the gate ending (the death signal fires per thread), not its death.
-    pub(crate) fn supervise(parent: i32, grace_ms: u64, use_cgroup: bool, argv: &[String]) -> i32 {
+    pub(crate) fn supervise(
+        parent: i32,
+        grace_ms: u64,
+        use_cgroup: bool,
+        stdout_file: Option<&Path>,
+        argv: &[String],
+    ) -> i32 {
         let me = std::process::id() as i32;
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
             report(&Report::SpawnError {
@@ -423,6 +456,9 @@ mod linux {
             return 2;
         }
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGHUP);
+        // Its cwd is the gate's (or the engine's workdir): not to be followed through
+        // /proc/<supervisor>/cwd by the engine (see `engine::reach`).
+        crate::engine::reach::not_dumpable();
         install_handlers();
         if getppid().as_raw() != parent {
             // The gate died before the death signal was armed.
@@ -436,14 +472,14 @@ mod linux {
             return 2;
         }
         let mut cgroup = if use_cgroup { Cgroup::create() } else { None };
-        let pid = match spawn_engine(argv, cgroup.as_ref()) {
+        let pid = match spawn_engine(argv, cgroup.as_ref(), stdout_file) {
             Ok(pid) => Ok(pid),
             Err(first) if cgroup.is_some() => {
                 // Delegation may allow mkdir but not the move: fall back to the subreaper.
                 if let Some(cg) = cgroup.take() {
                     cg.remove();
                 }
-                spawn_engine(argv, None).inspect_err(|_| {
+                spawn_engine(argv, None, stdout_file).inspect_err(|_| {
                     note(&format!(
                         "the first try, in its own cgroup, failed too: {first}"
                     ));
@@ -488,12 +524,18 @@ mod linux {
 
         let mut sup = Supervisor {
             me,
+            parent,
             engine: pid,
             cgroup,
             leader_reported: false,
         };
         loop {
             sup.reap();
+            // The gate's death first: an engine that ends because the gate is gone (its output
+            // pipe broke) must not earn its children the grace of a graceful stop.
+            if sup.gate_gone() {
+                return sup.finish(Duration::ZERO);
+            }
             if sup.leader_reported {
                 // The engine is gone as far as the gate is concerned: stop its leftovers.
                 return sup.finish(Duration::from_millis(grace_ms));

@@ -9,8 +9,10 @@
 //!
 //! Revisions and build outputs are data from commands: `{rev}`, `{good}`, `{bad}` and
 //! `{build}` are shell-quoted in shell-line commands, and text with control characters is
-//! refused. Each boot is the gate's own [`boot_and_measure`]; builds run in their own process
-//! group, stopped (SIGKILL to the group) on time-out, cancellation and when they end. Nothing
+//! refused. Each boot is the gate's own [`boot_and_measure`]; builds run under the engine's
+//! supervisor (own process group, child subreaper, cgroup where delegated), and their whole
+//! tree, `setsid` children included, is killed on time-out, cancellation, when they end and
+//! when the gate dies. Nothing
 //! here prints: progress goes out as events, and the record is written durably as `bisect.json` ([`crate::fsio::write_durable`]).
 
 use std::collections::BTreeMap;
@@ -18,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio_util::sync::CancellationToken;
 
@@ -102,13 +104,18 @@ pub(crate) struct BisectRun {
     pub write_error: Option<String>,
     /// Engine processes that survived teardown.
     pub warnings: Vec<String>,
+    /// `[bisect] revs` printed a line that is no revision (control characters, a leading
+    /// `-`): the user's to fix, exit 2 as for `--good`/`--bad`.
+    pub bad_revision: bool,
 }
 
 impl BisectRun {
-    /// Exit code: 0 culprit found (and recorded), 3 otherwise (the bisection could not
-    /// conclude).
+    /// Exit code: 0 culprit found (and recorded), 2 when `revs` printed a bad revision,
+    /// 3 otherwise (the bisection could not conclude).
     pub(crate) fn exit(&self) -> crate::exit::GateExit {
-        if self.record.culprit.is_some() && self.write_error.is_none() {
+        if self.bad_revision {
+            crate::exit::GateExit::Usage
+        } else if self.record.culprit.is_some() && self.write_error.is_none() {
             crate::exit::GateExit::Pass
         } else {
             crate::exit::GateExit::Failure
@@ -154,20 +161,24 @@ fn engine_for_build(engine: &EngineConfig, build: &str) -> EngineConfig {
     e
 }
 
-/// Kills a command's process group when dropped (time-out, cancellation, panic).
-struct GroupKill(i32);
+/// Tells a command's supervisor to kill the command's whole tree at once when dropped
+/// (time-out, cancellation, panic): SIGTERM to the supervisor, which SIGKILLs the tree.
+struct SupervisorGuard(i32);
 
-impl Drop for GroupKill {
+impl Drop for SupervisorGuard {
     fn drop(&mut self) {
-        if self.0 > 0 && crate::engine::group_alive(self.0) {
-            let _ = killpg(Pid::from_raw(self.0), Signal::SIGKILL);
+        if self.0 > 0 {
+            let _ = nix::sys::signal::kill(Pid::from_raw(self.0), Signal::SIGTERM);
         }
     }
 }
 
-/// Runs `argv` in `workdir` in its own process group; stderr (and then stdout) go to `log`.
-/// Returns stdout; an error says why (exit status, time-out, cancellation). No process of the
-/// group is left when it returns.
+/// Runs `argv` in `workdir` under the engine's supervisor (`infergate __supervise`: its own
+/// process group, a child subreaper and, where delegated, its own cgroup), so a `setsid` or
+/// double-forked child of a build script is found and killed like an engine's: when the
+/// command's leader ends, on time-out, on cancellation, and when the gate dies. Stderr goes to
+/// `log` (stdout is appended after it). Returns stdout; an error says why (exit status,
+/// time-out, cancellation). No process of the command is left when it returns.
 async fn run_command(
     argv: &[String],
     workdir: &Path,
@@ -175,45 +186,116 @@ async fn run_command(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<String, String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let shown = argv.join(" ");
     let err_log =
         std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let program = argv.first().cloned().unwrap_or_default();
-    let mut cmd = tokio::process::Command::new(&program);
-    cmd.args(&argv[1..])
+    let stdout_path = log.with_extension("stdout");
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find this infergate binary (for the supervisor): {e}"))?;
+    let mut cmd = tokio::process::Command::new(&exe);
+    cmd.arg("__supervise")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        // What a finished command left running is killed at once: a build is done when its
+        // leader exits.
+        .arg("--grace-ms")
+        .arg("0")
+        .arg("--stdout-file")
+        .arg(&stdout_path)
+        .arg("--")
+        .args(argv)
         .current_dir(workdir)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(err_log))
-        .process_group(0)
-        .kill_on_drop(true);
-    let child = cmd
+        .process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
+    // which is async-signal-safe; it allocates nothing and touches no locks.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGHUP).map_err(std::io::Error::from)
+        });
+    }
+    let mut supervisor = cmd
         .spawn()
         .map_err(|e| format!("cannot start `{shown}` in {}: {e}", workdir.display()))?;
-    let _group = GroupKill(child.id().map_or(0, |p| p as i32));
-    let output = tokio::select! {
-        o = child.wait_with_output() => o.map_err(|e| format!("`{shown}`: {e}"))?,
-        _ = tokio::time::sleep(timeout) => {
-            return Err(format!("`{shown}` did not finish within {:.0} s (stopped)", timeout.as_secs_f64()));
-        }
-        _ = cancel.cancelled() => return Err(format!("`{shown}` cancelled")),
+    let mut guard = SupervisorGuard(supervisor.id().map_or(0, |p| p as i32));
+    let (Some(mut control), Some(reports)) = (supervisor.stdin.take(), supervisor.stdout.take())
+    else {
+        return Err(format!("`{shown}`: the supervisor's pipes were not set up"));
     };
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let mut lines = BufReader::new(reports).lines();
+    let follow = async {
+        let mut status: Option<Result<(), String>> = None;
+        while let Ok(Some(line)) = lines.next_line().await {
+            match crate::engine::Report::parse(&line) {
+                Some(crate::engine::Report::SpawnError { message, .. }) => {
+                    return Err(format!(
+                        "cannot start `{shown}` in {}: {message}",
+                        workdir.display()
+                    ));
+                }
+                Some(crate::engine::Report::ExitedCode(0)) => status = Some(Ok(())),
+                Some(crate::engine::Report::ExitedCode(c)) => {
+                    status = Some(Err(format!("exit status: {c}")));
+                }
+                Some(crate::engine::Report::ExitedSignal(s)) => {
+                    status = Some(Err(format!("killed by signal {s}")));
+                }
+                Some(crate::engine::Report::Stopped { .. }) => break,
+                _ => {}
+            }
+        }
+        Ok(status)
+    };
+    let stopped_early = tokio::select! {
+        r = follow => Ok(r),
+        _ = tokio::time::sleep(timeout) => Err(format!(
+            "`{shown}` did not finish within {:.0} s (stopped)",
+            timeout.as_secs_f64()
+        )),
+        _ = cancel.cancelled() => Err(format!("`{shown}` cancelled")),
+    };
+    if stopped_early.is_err() {
+        let _ = control.write_all(b"kill\n").await;
+        let _ = control.flush().await;
+    }
+    drop(control);
+    if tokio::time::timeout(Duration::from_secs(15), supervisor.wait())
+        .await
+        .is_err()
+    {
+        let _ = supervisor.start_kill();
+        let _ = supervisor.wait().await;
+    }
+    // Reaped: its pid may be reused, so the guard must not signal it any more.
+    guard.0 = 0;
+    let stdout = std::fs::read(&stdout_path)
+        .map(|b| String::from_utf8_lossy(&b).to_string())
+        .unwrap_or_default();
+    let _ = std::fs::remove_file(&stdout_path);
     {
         use std::io::Write;
         if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
             let _ = write!(f, "--- stdout ---\n{stdout}");
         }
     }
-    if !output.status.success() {
-        let tail = crate::engine::log_tail(log, 10);
-        return Err(format!(
-            "`{shown}` failed ({}); log {}:\n{tail}",
-            output.status,
-            log.display()
-        ));
+    let status = stopped_early??;
+    match status {
+        Some(Ok(())) => Ok(stdout),
+        failed => {
+            let why = failed
+                .and_then(Result::err)
+                .unwrap_or_else(|| "its supervisor ended without an exit status".into());
+            let tail = crate::engine::log_tail(log, 10);
+            Err(format!(
+                "`{shown}` failed ({why}); log {}:\n{tail}",
+                log.display()
+            ))
+        }
     }
-    Ok(stdout)
 }
 
 impl BisectPlan {
@@ -260,7 +342,8 @@ impl BisectPlan {
         }
     }
 
-    /// The commits after good up to bad, oldest first, from `[bisect] revs`.
+    /// The lines `[bisect] revs` printed (the commits after good up to bad, oldest first);
+    /// checked as revisions by the caller.
     async fn list_commits(&self, cancel: &CancellationToken) -> Result<Vec<String>, String> {
         let argv = render_command(
             &self.bisect.revs,
@@ -275,13 +358,12 @@ impl BisectPlan {
             cancel,
         )
         .await?;
-        let mut commits = Vec::new();
-        for line in stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            if let Some(why) = rev_problem(line) {
-                return Err(format!("[bisect] revs printed {line:?}: {why}"));
-            }
-            commits.push(line.to_string());
-        }
+        let commits: Vec<String> = stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
         if commits.is_empty() {
             return Err(format!(
                 "[bisect] revs printed no commit between {} and {} (is --good an ancestor of --bad?)",
@@ -448,6 +530,7 @@ impl BisectPlan {
             telemetry: env.telemetry,
             boots: Vec::new(),
             warnings: Vec::new(),
+            bad_revision: false,
         };
         let outcome = self.bisect(&mut ctx, &mut record, progress, &cancel).await;
         if let Err(e) = outcome {
@@ -459,7 +542,9 @@ impl BisectPlan {
         }
         record.boots = ctx.boots;
         warnings.extend(ctx.warnings);
-        self.finish(record, warnings)
+        let mut run = self.finish(record, warnings);
+        run.bad_revision = ctx.bad_revision;
+        run
     }
 
     async fn bisect(
@@ -471,6 +556,13 @@ impl BisectPlan {
     ) -> Result<(), String> {
         let settings = self.settings();
         let commits = self.list_commits(cancel).await?;
+        if let Some((line, why)) = commits
+            .iter()
+            .find_map(|l| rev_problem(l).map(|why| (l, why)))
+        {
+            ctx.bad_revision = true;
+            return Err(format!("[bisect] revs printed {line:?}: {why}"));
+        }
         record.commits = commits.clone();
         record.suspects = commits.clone();
         let mut ends = Vec::new();
@@ -594,6 +686,7 @@ impl BisectPlan {
             record_path,
             write_error,
             warnings,
+            bad_revision: false,
         }
     }
 }
@@ -604,6 +697,8 @@ struct Ctx {
     telemetry: Result<std::sync::Arc<crate::telemetry::NvmlSampler>, String>,
     boots: Vec<BisectBoot>,
     warnings: Vec<String>,
+    /// `revs` printed a line that is no revision.
+    bad_revision: bool,
 }
 
 /// The suite restricted to the moved cells (the others are skipped, never measured).
@@ -669,46 +764,5 @@ mod tests {
             got.command,
             CommandSpec::Argv(vec!["sim".into(), "--slowdown".into(), "1.3".into()])
         );
-    }
-
-    #[tokio::test]
-    async fn a_build_that_hangs_is_stopped_with_its_group() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let log = dir.path().join("b.log");
-        let pidfile = dir.path().join("pid");
-        let argv = render_command(
-            &CommandSpec::Shell("sleep 30 & echo $! > {p}; wait".into()),
-            &[("p", pidfile.to_str().expect("utf8"))],
-        );
-        let err = run_command(
-            &argv,
-            dir.path(),
-            &log,
-            Duration::from_millis(500),
-            &CancellationToken::new(),
-        )
-        .await
-        .expect_err("time-out");
-        assert!(err.contains("did not finish"), "{err}");
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .expect("pid")
-            .trim()
-            .parse()
-            .expect("pid");
-        // SIGKILL was sent to the group; the orphan is reaped by init shortly after.
-        let mut gone = false;
-        for _ in 0..200 {
-            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|t| t.trim_start().starts_with('Z'))
-            });
-            if zombie || nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
-                gone = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        assert!(gone, "the build's background process survived");
     }
 }

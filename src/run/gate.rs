@@ -77,6 +77,13 @@ pub(crate) enum SetupError {
     NoStore { dir: String, origin: &'static str },
     #[error("baseline store {dir} is not a directory ({origin})")]
     StoreNotDir { dir: String, origin: &'static str },
+    /// A directory that is not a store root (a profile directory, a typo that exists): read
+    /// as "no baseline yet" it would pass every build.
+    #[error("{reason} ({origin})")]
+    NotAStore {
+        reason: String,
+        origin: &'static str,
+    },
     /// The engine's command declares a context limit some cell does not fit in: refused
     /// before booting (after booting, the limit the engine serves is checked again).
     #[error("{config}: {reason}")]
@@ -103,6 +110,21 @@ fn declared_context_limit<'a>(args: impl IntoIterator<Item = &'a str>) -> Option
         }
     }
     found
+}
+
+/// The GitHub event when this gate runs in Actions for a pull request or a merge queue
+/// (`pull_request`, `pull_request_target`, `merge_group`): where a missing baseline fails the
+/// gate unless `[baseline] allow_no_baseline`.
+fn pull_request_event() -> Option<String> {
+    if std::env::var("GITHUB_ACTIONS").ok().as_deref() != Some("true") {
+        return None;
+    }
+    std::env::var("GITHUB_EVENT_NAME").ok().filter(|e| {
+        matches!(
+            e.as_str(),
+            "pull_request" | "pull_request_target" | "merge_group"
+        )
+    })
 }
 
 /// Why a gate stopped before it ended (exit 3); any check it started is completed as failed.
@@ -331,6 +353,14 @@ impl GatePlan {
             if !baseline_dir.exists() && !update_baseline {
                 return Err(SetupError::NoStore { dir, origin });
             }
+            if baseline_dir.is_dir() {
+                crate::baseline::BaselineStore::open_existing(&baseline_dir).map_err(|e| {
+                    SetupError::NotAStore {
+                        reason: e.to_string(),
+                        origin,
+                    }
+                })?;
+            }
         }
         Ok(GatePlan {
             config: req.config,
@@ -345,6 +375,29 @@ impl GatePlan {
     }
 
     /// The gate policy of the config.
+    /// The failure of a pull-request gate that found no baseline for its profile: the key,
+    /// and how it differs from each profile the store holds.
+    fn no_baseline_on_pull_request(&self, results: &RunResults, event: &str) -> String {
+        let suite = results
+            .suite
+            .as_deref()
+            .unwrap_or(crate::baseline::ADHOC_SUITE);
+        let held = crate::baseline::BaselineStore::open(&self.baseline_dir)
+            .map(|s| s.profile_differences(&results.profile))
+            .unwrap_or_default();
+        let held = if held.is_empty() {
+            "the store holds no profile".to_string()
+        } else {
+            format!("the store holds {}", held.join("; "))
+        };
+        format!(
+            "no baseline for profile `{}` suite `{suite}` in {} on a `{event}` event: nothing was compared, and a pull-request gate that compares nothing must not pass; {held}. Record a baseline of this profile on the default branch (`infergate run --update-baseline`), fix the runner or the matrix so the profile matches, or set `[baseline] allow_no_baseline = true` in {} while bootstrapping",
+            results.profile.key,
+            self.baseline_dir.display(),
+            self.config.path,
+        )
+    }
+
     pub(crate) fn policy(&self) -> GatePolicy {
         GatePolicy::new(self.config.thresholds.fail_on)
     }
@@ -589,10 +642,19 @@ impl GatePlan {
             }
             confirmation = Some(outcome.measured);
         }
-        let (verdict, history, notices) = match decision {
+        let (verdict, history, mut notices) = match decision {
             Some(d) => (d.verdict, d.history, d.notices),
             None => (None, Vec::new(), Vec::new()),
         };
+        if verdict.is_none()
+            && failure.is_none()
+            && !self.config.baseline.allow_no_baseline
+            && let Some(event) = pull_request_event()
+        {
+            failure = Some(self.no_baseline_on_pull_request(&results, &event));
+            // The "nothing compared, the gate passes" notice would contradict the failure.
+            notices.retain(|n| !n.starts_with("NO BASELINE YET"));
+        }
         let mut baseline_candidates = vec![results.clone()];
         if let Some(c) = &confirmation {
             baseline_candidates.push(c.results.clone());

@@ -80,9 +80,9 @@ impl PublishOutcome {
     pub fn print(&self, in_actions: bool) {
         for n in &self.notices {
             if in_actions {
-                errln!(
-                    "{}",
-                    actions::command("notice", &[("title", "infergate")], n)
+                crate::stdio::write_workflow_command(
+                    &actions::command("notice", &[("title", "infergate")], n),
+                    true,
                 );
             } else {
                 errln!("notice: {}", crate::untrusted_text::console(n));
@@ -90,13 +90,13 @@ impl PublishOutcome {
         }
         for e in &self.errors {
             if in_actions {
-                errln!(
-                    "{}",
-                    actions::command(
+                crate::stdio::write_workflow_command(
+                    &actions::command(
                         "warning",
                         &[("title", "infergate reporting failed")],
-                        &format!("{e} (the verdict and exit code are unaffected)")
-                    )
+                        &format!("{e} (the verdict and exit code are unaffected)"),
+                    ),
+                    true,
                 );
             } else {
                 errln!(
@@ -500,14 +500,14 @@ impl GithubReporter {
         }
         if self.ctx.in_actions {
             if let Some(reason) = outcome.failure {
-                outln!(
-                    "{}",
-                    actions::command("error", &[("title", &format!("{name} failed"))], reason)
+                crate::stdio::write_workflow_command(
+                    &actions::command("error", &[("title", &format!("{name} failed"))], reason),
+                    false,
                 );
             }
             if let Some(v) = input.verdict {
                 for line in actions::workflow_commands(v) {
-                    outln!("{line}");
+                    crate::stdio::write_workflow_command(&line, false);
                 }
             }
         }
