@@ -56,10 +56,47 @@ pub fn exit_for_error(err: &anyhow::Error) -> GateExit {
     }
 }
 
+/// The message of an error chain for people: each cause once. Typed errors often quote their
+/// source in their own text ("cannot create X: File exists (os error 17)") and also return it
+/// as `source()`; `{:#}` would then print the cause twice. A cause whose text the message
+/// already holds is left out.
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use anyhow::Context;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot create notes.txt: {source}")]
+        struct Create {
+            #[source]
+            source: std::io::Error,
+        }
+        let io = std::io::Error::from_raw_os_error(17);
+        let e = anyhow::Error::new(Create { source: io }).context("writing the results");
+        let text = error_text(&e);
+        assert_eq!(text.matches("os error 17").count(), 1, "{text}");
+        assert!(
+            text.starts_with("writing the results: cannot create notes.txt"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn usage_errors_map_to_2_even_under_context() {

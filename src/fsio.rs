@@ -10,15 +10,24 @@ use std::path::Path;
 
 /// Writes `body` to `path` durably (temp file in the same directory, fsync, rename, fsync the
 /// directory). The directory must exist; the temp file is removed when any step fails.
+///
+/// The file is created with mode 0666 less the process umask, as `File::create` would: the
+/// outputs are for the people and tools of the job to read, not secrets (a token never reaches
+/// a file).
 pub(crate) fn write_durable(path: &Path, body: &[u8]) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp")
-        .suffix(".partial")
-        .tempfile_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".tmp").suffix(".partial");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // Passed to open(2), which applies the umask.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir)?;
     tmp.write_all(body)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -45,6 +54,21 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names, ["out.json"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_file_mode_follows_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        write_durable(&path, b"x").unwrap();
+        // The umask cannot be read without setting it (a process-wide race in a test binary):
+        // compare with what File::create gives under the same umask.
+        let probe = dir.path().join("probe");
+        std::fs::File::create(&probe).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), mode(&probe));
     }
 
     #[test]

@@ -11,7 +11,15 @@ use infergate::errln;
 use infergate::exit::exit_for_error;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version: stdout, exit 0
+        Err(e) => {
+            let text = infergate::cli::plain_parse_error(&e.render().to_string());
+            errln!("{}", text.trim_end());
+            return ExitCode::from(2);
+        }
+    };
     // The simulated engine serves many streams: all cores. Everything else (the measuring
     // client above all) runs on one thread: no cross-thread wake-ups or work stealing per
     // streamed chunk, which is most of what a client costs per token and per second.
@@ -32,7 +40,7 @@ fn main() -> ExitCode {
             // The error may quote engine, config or artifact text: made inert and redacted.
             errln!(
                 "error: {}",
-                infergate::untrusted_text::console(&format!("{err:#}"))
+                infergate::untrusted_text::console(&infergate::exit::error_text(&err))
             );
             ExitCode::from(exit_for_error(&err).code())
         }

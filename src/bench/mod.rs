@@ -155,7 +155,7 @@ pub enum BenchError {
     /// Cells of the matrix ask for more tokens (context + `max_tokens`) than the engine's
     /// `max_model_len`: it would refuse or silently clamp them, so nothing is measured.
     #[error(
-        "the engine's max_model_len is {limit} tokens ({origin}), but context + max_tokens = {max_tokens} does not fit in {cells}: lower those contexts or max_tokens in the suite, or start the engine with a longer context (vLLM `--max-model-len`, SGLang `--context-length`)"
+        "the engine's max_model_len is {limit} tokens ({origin}), shorter than {cells}: lower those contexts or max_tokens ({max_tokens}) in the suite, or start the engine with a longer context (vLLM `--max-model-len`, SGLang `--context-length`)"
     )]
     DoesNotFit {
         limit: u64,
@@ -702,7 +702,7 @@ pub(crate) fn check_fits(matrix: &MatrixSpec, limit: u64, source: &str) -> Resul
         .map(|&ctx| {
             let cs: Vec<String> = matrix.concurrency.iter().map(|c| c.to_string()).collect();
             format!(
-                "the cells C={} / {} ({} + {max_tokens} = {} tokens)",
+                "the cells C={} / {} ({} context + {max_tokens} max_tokens = {} tokens)",
                 cs.join(","),
                 context_label(ctx),
                 ctx,
@@ -909,7 +909,7 @@ mod tests {
         let e = check_fits(&matrix, 40960, "m").unwrap_err().to_string();
         assert!(e.contains("max_model_len is 40960"), "{e}");
         assert!(
-            e.contains("C=1,8 / 64k (65536 + 512 = 66048 tokens)"),
+            e.contains("C=1,8 / 64k (65536 context + 512 max_tokens = 66048 tokens)"),
             "{e}"
         );
         assert!(!e.contains("/ 32k"), "{e}");

@@ -27,7 +27,7 @@ pub struct AbArgs {
     #[arg(long)]
     pub suite: Option<String>,
     /// Output directory: results.json (B), results-a.json (A), verdict.json, summary.md, engine logs.
-    #[arg(long, default_value = "infergate-results")]
+    #[arg(long, default_value = "infergate-results", value_parser = super::output_dir)]
     pub out: PathBuf,
     /// Pairs of boots (overrides `[ab] rounds`; default 4 = A B B A A B B A).
     #[arg(long)]

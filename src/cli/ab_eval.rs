@@ -11,6 +11,7 @@ pub struct AbEvalArgs {
     /// Trials per design and scenario.
     #[arg(long, default_value_t = 200)]
     pub trials: usize,
+    /// Seed of the simulated runs (same seed, same figures).
     #[arg(long, default_value_t = 20261129)]
     pub seed: u64,
     /// CV of the per-boot speed factor.

@@ -11,9 +11,16 @@ use crate::exit::{GateExit, usage};
 /// Arguments of `infergate baseline`.
 #[derive(Debug, clap::Args)]
 pub struct BaselineArgs {
-    /// The store directory.
-    #[arg(long, global = true, default_value = "baselines", value_name = "DIR")]
+    /// The baseline store directory (`--dir` is an old name for it).
+    #[arg(
+        long = "baseline-dir",
+        alias = "dir",
+        global = true,
+        default_value = "baselines",
+        value_name = "DIR"
+    )]
     pub dir: PathBuf,
+    /// What to do with the store.
     #[command(subcommand)]
     pub command: BaselineCommand,
 }
@@ -67,6 +74,7 @@ pub struct ShowArgs {
     /// Suite (default: every suite of the profile).
     #[arg(long)]
     pub suite: Option<String>,
+    /// Output format: `text` (terminal table), `md` (GitHub Markdown) or `json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
     /// Newest K runs that define the level (as in `compare`).
@@ -89,8 +97,10 @@ pub struct PruneArgs {
     /// Runs to keep per profile and suite (newest).
     #[arg(long)]
     pub keep: usize,
+    /// Prune only this profile key (default: every profile).
     #[arg(long)]
     pub profile: Option<String>,
+    /// Prune only this suite (default: every suite).
     #[arg(long)]
     pub suite: Option<String>,
 }
@@ -106,7 +116,13 @@ fn store_err(e: BaselineError) -> anyhow::Error {
 
 /// Runs `infergate baseline`.
 pub(crate) async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
-    // Only `add` may create a store; every other command reads one that must exist.
+    // Only `add` may start a store: reading one that is not there is a typo in the path.
+    if !matches!(args.command, BaselineCommand::Add(_)) && !args.dir.is_dir() {
+        return Err(usage(format!(
+            "--baseline-dir {}: no such directory (the baseline store; `infergate baseline add` creates one)",
+            args.dir.display()
+        )));
+    }
     let store = match args.command {
         BaselineCommand::Add(_) => BaselineStore::open(&args.dir),
         _ => BaselineStore::open_existing(&args.dir),

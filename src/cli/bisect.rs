@@ -28,7 +28,7 @@ pub struct BisectArgs {
     #[arg(long)]
     pub suite: Option<String>,
     /// Output directory: bisect.json, each boot's results, build and engine logs.
-    #[arg(long, default_value = "infergate-bisect")]
+    #[arg(long, default_value = "infergate-bisect", value_parser = super::output_dir)]
     pub out: PathBuf,
     /// Extra argument appended to the engine command (repeatable).
     #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]

@@ -18,8 +18,11 @@ use crate::verdict::Metric;
 /// Output format of `changes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChangesFormat {
+    /// Terminal tables, one per series with a change point.
     Text,
+    /// GitHub-flavoured Markdown (what the nightly issue carries).
     Md,
+    /// Machine-readable JSON: every group, series and change point.
     Json,
     /// The self-contained trend report (one HTML file).
     Html,
@@ -28,8 +31,8 @@ pub enum ChangesFormat {
 /// Arguments of `infergate changes`.
 #[derive(Debug, clap::Args)]
 pub struct ChangesArgs {
-    /// The store directory.
-    #[arg(long, default_value = "baselines", value_name = "DIR")]
+    /// The baseline store directory.
+    #[arg(long, alias = "dir", default_value = "baselines", value_name = "DIR")]
     pub baseline_dir: PathBuf,
     /// Profile key (default: every profile in the store).
     #[arg(long)]
@@ -37,6 +40,7 @@ pub struct ChangesArgs {
     /// Suite (default: every suite of the profile).
     #[arg(long)]
     pub suite: Option<String>,
+    /// Output format: `text`, `md`, `json`, or `html` (the self-contained trend report).
     #[arg(long, value_enum, default_value_t = ChangesFormat::Text)]
     pub format: ChangesFormat,
     /// Write the output to this file instead of stdout.
@@ -238,7 +242,9 @@ async fn alert(groups: &[GroupChanges]) -> anyhow::Result<GateExit> {
 /// Output format of `changes-eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChangesEvalFormat {
+    /// A table per scenario.
     Text,
+    /// Machine-readable JSON.
     Json,
 }
 
@@ -266,6 +272,7 @@ pub struct ChangesEvalArgs {
     /// SD of the runner's random-walk drift per run (relative, e.g. 0.001 = 0.1%/night).
     #[arg(long)]
     pub drift_per_run: Option<f64>,
+    /// Output format: `text` (tables) or `json`.
     #[arg(long, value_enum, default_value_t = ChangesEvalFormat::Text)]
     pub format: ChangesEvalFormat,
 }

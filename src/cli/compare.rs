@@ -28,10 +28,18 @@ pub enum OutputFormat {
 /// Arguments of `infergate compare`.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
-    /// Baseline: one store directory (runs of the candidate's profile and suite are used) or
-    /// one or more results files (infergate, llm-decode-bench, vllm bench serve or guidellm
-    /// JSON, auto-detected).
-    #[arg(long, num_args = 1.., required = true, value_name = "DIR|FILE")]
+    /// The baseline store directory: its runs of the candidate's profile and suite are the
+    /// baseline.
+    #[arg(long, value_name = "DIR", conflicts_with = "baseline")]
+    pub baseline_dir: Option<PathBuf>,
+    /// Baseline results files instead of a store: infergate, llm-decode-bench, vllm bench
+    /// serve or guidellm JSON, auto-detected (one directory here is read as `--baseline-dir`).
+    #[arg(
+        long,
+        num_args = 1..,
+        value_name = "FILE",
+        required_unless_present = "baseline_dir"
+    )]
     pub baseline: Vec<PathBuf>,
     /// Candidate results file(s): repetitions of one run of one profile.
     #[arg(long, num_args = 1.., required = true, value_name = "FILE")]
@@ -127,11 +135,18 @@ fn baseline_runs(
     candidate: &RunResults,
     suite: Option<&str>,
 ) -> anyhow::Result<Result<Vec<RunResults>, String>> {
-    let is_store = args.baseline.len() == 1 && args.baseline[0].is_dir();
+    if let Some(dir) = args.baseline_dir.as_ref().filter(|d| !d.is_dir()) {
+        return Err(usage(format!(
+            "--baseline-dir {}: not a directory (give results files with --baseline)",
+            dir.display()
+        )));
+    }
+    let is_store =
+        args.baseline_dir.is_some() || (args.baseline.len() == 1 && args.baseline[0].is_dir());
     if !is_store {
         if let Some(dir) = args.baseline.iter().find(|p| p.is_dir()) {
             return Err(usage(format!(
-                "--baseline {}: a store directory must be the only --baseline argument",
+                "--baseline {}: a store directory goes in --baseline-dir, results files in --baseline",
                 dir.display()
             )));
         }
@@ -149,7 +164,7 @@ fn baseline_runs(
         runs.sort_by_key(|r| r.started_at);
         return Ok(Ok(runs));
     }
-    let dir = &args.baseline[0];
+    let dir = args.baseline_dir.as_ref().unwrap_or(&args.baseline[0]);
     let store = BaselineStore::open_existing(dir).map_err(|e| usage(e.to_string()))?;
     let (loaded, _since) = store
         .load_current(&candidate.profile.key, suite)

@@ -13,6 +13,8 @@ pub(crate) mod bisect;
 pub(crate) mod changes;
 pub(crate) mod close_stale_checks;
 pub(crate) mod compare;
+#[cfg(test)]
+mod docs_coverage;
 pub(crate) mod doctor;
 pub(crate) mod export;
 pub(crate) mod import;
@@ -22,6 +24,41 @@ pub(crate) mod run;
 pub(crate) mod sim;
 pub(crate) mod stats_eval;
 pub(crate) mod supervise;
+
+/// clap value parser of an output-directory flag (`--out` of `run`, `ab`, `bisect`): a path
+/// that exists and is not a directory is refused at parse time (exit 2, naming the flag); a
+/// missing one is created by the command.
+pub(crate) fn output_dir(value: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(value);
+    if path.exists() && !path.is_dir() {
+        return Err(format!(
+            "{value} is a file; this flag names a directory (created when missing) for the output files"
+        ));
+    }
+    Ok(path)
+}
+
+/// The plain-English form of clap's number-parsing errors ("invalid digit found in string"
+/// says nothing to someone who typed `--rounds four`).
+pub fn plain_parse_error(rendered: &str) -> String {
+    [
+        (
+            "invalid digit found in string",
+            "not a whole number (e.g. 4)",
+        ),
+        ("invalid float literal", "not a number (e.g. 0.05)"),
+        ("number too large to fit in target type", "too large"),
+        ("number too small to fit in target type", "too small"),
+        (
+            "cannot parse integer from empty string",
+            "empty: give a whole number",
+        ),
+    ]
+    .iter()
+    .fold(rendered.to_string(), |text, (from, to)| {
+        text.replace(from, to)
+    })
+}
 
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub(crate) fn in_actions() -> bool {

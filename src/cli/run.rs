@@ -26,7 +26,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub suite: Option<String>,
     /// Output directory for results.json, verdict.json, summary.md and engine.log.
-    #[arg(long, default_value = "infergate-results")]
+    #[arg(long, default_value = "infergate-results", value_parser = super::output_dir)]
     pub out: PathBuf,
     /// Baseline store directory (overrides `[baseline] dir`).
     #[arg(long)]
@@ -176,6 +176,12 @@ pub(crate) fn print_reporting(reporting: &[crate::report::github::PublishOutcome
 
 /// The matrix and verdict tables on stdout.
 pub(crate) fn print_tables(run: &GateRun) {
+    // A gate that failed before any cell was measured (an engine that never started) has no
+    // matrix to show: its error, printed last, says what happened, once.
+    let measured = run.results.cells.iter().any(|c| c.status.measured());
+    if run.failure.is_some() && !measured {
+        return;
+    }
     outln!("{}", crate::report::console::render_matrix(&run.results));
     if let Some(v) = &run.verdict {
         outln!("{}", crate::report::verdict_table::text(v));

@@ -5,6 +5,39 @@ use std::ops::Range;
 
 use super::ConfigError;
 
+/// serde's Rust type names in plain words: "expected u32" means nothing to someone writing a
+/// TOML file.
+fn plain_type_names(message: &str) -> String {
+    let mut text = message.to_string();
+    for (rust, plain) in [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u32", "expected a whole number of 0 or more"),
+        ("expected u64", "expected a whole number of 0 or more"),
+        ("expected usize", "expected a whole number of 0 or more"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a list in [ ]"),
+        ("expected a map", "expected a table"),
+    ] {
+        // Only whole words: `u32` must not match inside a longer name.
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find(rust) {
+            let after = &rest[i + rust.len()..];
+            let whole = !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            out.push_str(&rest[..i]);
+            out.push_str(if whole { plain } else { rust });
+            rest = after;
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    text
+}
+
 /// Turns byte offsets into `file:line:col` errors.
 pub(super) struct Locator<'a> {
     pub(super) path: &'a str,
@@ -42,7 +75,7 @@ impl Locator<'_> {
     }
 
     pub(super) fn toml_error(&self, err: &toml::de::Error) -> ConfigError {
-        let mut message = err.message().trim().to_string();
+        let mut message = plain_type_names(err.message().trim());
         // Value errors of this module's own types say "<problem>: write <fix>".
         if let Some((problem, fix)) = message.clone().split_once(": write ") {
             message = problem.to_string();
@@ -84,4 +117,18 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
         i -= 1;
     }
     i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_type_names;
+
+    #[test]
+    fn rust_type_names_become_words() {
+        assert_eq!(
+            plain_type_names("invalid type: string \"8\", expected u32"),
+            "invalid type: string \"8\", expected a whole number of 0 or more"
+        );
+        assert_eq!(plain_type_names("expected u32x"), "expected u32x");
+    }
 }

@@ -8,6 +8,31 @@ use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_C
 
 use crate::results::{CellResult, CellStatus, Event, EventKind, RunResults, context_label};
 
+/// The widest line the console reports write.
+pub(crate) const CONSOLE_WIDTH: usize = 100;
+
+/// Wraps `text` at [`CONSOLE_WIDTH`], continuation lines indented by `indent` spaces (the
+/// text's own leading spaces are kept).
+pub(crate) fn wrap(text: &str, indent: usize) -> String {
+    let mut out = String::new();
+    let lead = text.len() - text.trim_start().len();
+    let mut line = text[..lead].to_string();
+    for word in text.split_whitespace() {
+        let width = line.chars().count();
+        let started = !line.trim().is_empty();
+        if started && width + 1 + word.chars().count() > CONSOLE_WIDTH {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if started && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(line.trim_end());
+    out
+}
+
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
 fn fmt_ms(seconds: f64) -> String {
     let ms = seconds * 1000.0;
@@ -192,8 +217,8 @@ fn matrix_table(results: &RunResults) -> String {
     out.push_str(&pu.to_string());
     out.push('\n');
     out.push_str(
-        "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics; \
-         (Ne) = N failed requests;\nERR = cell could not be measured; ∅ = skipped. \
+        "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics;\n\
+         (Ne) = N failed requests; ERR = cell could not be measured; ∅ = skipped.\n\
          Aggregate = output tokens counted as they streamed over the steady-state window.\n",
     );
     let client_view = |c: &&CellResult| {
@@ -218,36 +243,48 @@ fn matrix_table(results: &RunResults) -> String {
             first.unverified.as_deref().unwrap_or_default()
         ));
     }
-    let notes: Vec<String> = results
-        .cells
-        .iter()
-        .filter(|c| c.status != CellStatus::Ok)
-        .map(|c| {
-            format!(
-                "  C={} ctx={} {}: {}",
-                c.concurrency,
-                context_label(c.context_tokens),
-                match c.status {
-                    CellStatus::CapacityLimited => "capacity_limited",
-                    CellStatus::Saturated => "saturated",
-                    CellStatus::Error => "error",
-                    CellStatus::Skipped => "skipped",
-                    CellStatus::Ok => "ok",
-                },
-                c.reason.as_deref().unwrap_or("(no reason recorded)")
-            )
-        })
-        .collect();
-    if !notes.is_empty() {
+    // Cells that are not ok, grouped by what happened to them: a cause shared by every cell
+    // (an engine that never started) is said once, with the cells it hit.
+    let mut groups: Vec<(&'static str, &str, Vec<String>)> = Vec::new();
+    for c in results.cells.iter().filter(|c| c.status != CellStatus::Ok) {
+        let status = match c.status {
+            CellStatus::CapacityLimited => "capacity_limited",
+            CellStatus::Saturated => "saturated",
+            CellStatus::Error => "error",
+            CellStatus::Skipped => "skipped",
+            CellStatus::Ok => "ok",
+        };
+        let reason = c.reason.as_deref().unwrap_or("(no reason recorded)");
+        let at = format!(
+            "C={} ctx={}",
+            c.concurrency,
+            context_label(c.context_tokens)
+        );
+        match groups
+            .iter_mut()
+            .find(|(s, r, _)| *s == status && *r == reason)
+        {
+            Some((_, _, cells)) => cells.push(at),
+            None => groups.push((status, reason, vec![at])),
+        }
+    }
+    if !groups.is_empty() {
         out.push_str("Cells not ok:\n");
-        for n in notes {
-            out.push_str(&n);
+        for (status, reason, cells) in &groups {
+            let line = format!("  {} {status}: {reason}", cells.join(", "));
+            out.push_str(&wrap(&line, 4));
             out.push('\n');
         }
     }
     if let Some(reason) = &results.status_reason {
         let status = results.status.as_str();
-        out.push_str(&format!("Run {status}: {reason}\n"));
+        // Said once: when the cells above already carry this reason, only the status is new.
+        if groups.iter().any(|(_, r, _)| *r == reason.as_str()) {
+            out.push_str(&format!("Run {status} (the reason is given above).\n"));
+        } else {
+            out.push_str(&wrap(&format!("Run {status}: {reason}"), 2));
+            out.push('\n');
+        }
     }
     out
 }
