@@ -37,7 +37,8 @@ pub struct SimArgs {
     pub usage_mode: Option<UsageMode>,
     /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
     /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS,
-    /// lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, preempt[=TOKENS].
+    /// lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, preempt[=TOKENS],
+    /// llama-cpp-python[=interrupt|queue].
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).
