@@ -115,7 +115,8 @@ fn seed_blocks_import_join_and_compare_directly() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let report: ComparisonReport =
         serde_json::from_str(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
-    assert_eq!(report.gate.as_str(), "inconclusive");
+    // One run on each side: not sensitive enough to say pass.
+    assert_eq!(report.gate.as_str(), "insufficient");
     assert_eq!(report.cells.len(), 2);
     let change = report.cells[0].primary().unwrap().change;
     assert_eq!(report.cells[0].concurrency, 100);

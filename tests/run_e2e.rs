@@ -68,7 +68,7 @@ fn run_on_the_default_config_passes_end_to_end() {
         &std::fs::read_to_string(out.path().join("verdict.json")).expect("verdict.json"),
     )
     .expect("verdict.json parses");
-    // Pass, or undecided cells (which pass unless fail_on = "inconclusive"): never a regression
+    // Pass (or insufficient, which passes unless fail_on = "insufficient"): never a regression
     // against the bundled baseline of the same simulated engine.
     assert!(
         matches!(verdict.gate, GateVerdict::Pass | GateVerdict::Insufficient),
@@ -90,9 +90,11 @@ fn run_on_the_default_config_passes_end_to_end() {
     let telemetry = results.telemetry.expect("a telemetry summary");
     if telemetry.status == "unavailable" {
         assert!(telemetry.reason.as_deref().is_some_and(|r| !r.is_empty()));
+        // One notice per boot (a second boot when the first leaned worse on a loaded machine).
+        let boots = 1 + usize::from(out.path().join("results-confirm.json").exists());
         assert_eq!(
             stderr.matches("GPU telemetry unavailable").count(),
-            1,
+            boots,
             "{stderr}"
         );
     } else {

@@ -174,7 +174,7 @@ fn build_rule(
                 return Err(loc.at(
                     v.span(),
                     format!("[baseline] {field} = 0: at least one run is needed"),
-                    Some("use a positive number (defaults: level_runs = 5, noise_runs = 20)"),
+                    Some("use a positive number (defaults: level_runs = 10, noise_runs = 20)"),
                 ));
             }
             table.insert(field.to_string(), toml::Value::Integer(*v.get_ref() as i64));

@@ -183,6 +183,19 @@ fn notes(report: &ComparisonReport) -> Vec<(String, CellVerdict, String)> {
 
 fn rule_line(report: &ComparisonReport) -> String {
     let r = &report.rule;
+    if r.noise_k > 0.0 {
+        // A verdict of the earlier rule (margins scaled by the noise, Holm), read from a file.
+        return format!(
+            "Rule: {:.0}% intervals; margin = max({:.1}%, {} × noise); {} correction at α = {}; baseline level from {} run(s), noise from {}",
+            r.confidence * 100.0,
+            r.min_effect * 100.0,
+            r.noise_k,
+            r.correction,
+            r.alpha,
+            report.baseline.level_runs.len(),
+            report.baseline.noise_runs
+        );
+    }
     format!(
         "Rule: α = {} per gate ({} correction; half to the matrix-wide test); margin {:.1}% for cells, rows and columns; {:.0}% intervals; baseline level from {} run(s), noise from {}",
         r.alpha,

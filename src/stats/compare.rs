@@ -309,6 +309,8 @@ pub(super) fn coverage(
 struct CellTest {
     metric: Metric,
     cell: usize,
+    /// Column of the cell in the history's table.
+    column: usize,
     /// Cell relative to its own run (run effect removed): the per-cell test.
     specific: LogChange,
     /// Total change (what people see).
@@ -338,8 +340,16 @@ struct LineChange {
 }
 
 /// The row (context) and column (concurrency) contrasts of one metric from its cell tests; an
-/// axis with a single line has none (its line is the whole matrix).
-fn line_changes(tests: &[CellTest], cells: &[Coord]) -> Vec<LineChange> {
+/// axis with a single line has none (its line is the whole matrix). A line's noise is read
+/// from the same contrast in every history run (`resid[column][run]`, the model's residuals):
+/// cells of one row or column can move together from boot to boot (a row factor), which the
+/// cells' own variances do not show.
+fn line_changes(
+    tests: &[CellTest],
+    cells: &[Coord],
+    resid: &[Vec<f64>],
+    candidate_runs: usize,
+) -> Vec<LineChange> {
     let mut out = Vec::new();
     for axis in [LineAxis::Context, LineAxis::Concurrency] {
         let key = |t: &CellTest| match axis {
@@ -366,17 +376,39 @@ fn line_changes(tests: &[CellTest], cells: &[Coord]) -> Vec<LineChange> {
             };
             let (e1, v1) = part(&line);
             let (e2, v2) = part(&rest);
-            let df = tests
-                .iter()
-                .map(|t| t.specific.df)
-                .fold(f64::INFINITY, f64::min);
+            let runs = resid.first().map_or(0, Vec::len);
+            let mean_at = |v: &[&CellTest], r: usize| {
+                let x: Vec<f64> = v
+                    .iter()
+                    .map(|t| resid[t.column][r])
+                    .filter(|x| x.is_finite())
+                    .collect();
+                (!x.is_empty()).then(|| mean(&x))
+            };
+            let history: Vec<f64> = (0..runs)
+                .filter_map(|r| Some(mean_at(&line, r)? - mean_at(&rest, r)?))
+                .collect();
+            let (se, df) = if history.len() >= 3 {
+                let n = history.len() as f64;
+                let var = super::build::sd(&history).powi(2);
+                (
+                    (var * (1.0 / candidate_runs.max(1) as f64 + 1.0 / n)).sqrt(),
+                    n - 1.0,
+                )
+            } else {
+                let df = tests
+                    .iter()
+                    .map(|t| t.specific.df)
+                    .fold(f64::INFINITY, f64::min);
+                ((v1 + v2).sqrt(), df)
+            };
             out.push(LineChange {
                 axis,
                 at,
                 // An average of cells: its tails are the estimation t's, not one cell's.
                 change: LogChange {
                     estimate: e1 - e2,
-                    se: (v1 + v2).sqrt(),
+                    se,
                     df,
                     tail_df: f64::INFINITY,
                 },
@@ -555,6 +587,7 @@ fn test_metric(
         tests.push(CellTest {
             metric,
             cell: i,
+            column: k,
             specific,
             total,
             baseline: raw_level.exp(),
@@ -562,7 +595,14 @@ fn test_metric(
         });
     }
     let lines = if gating {
-        line_changes(&tests, cells)
+        let resid: Vec<Vec<f64>> = (0..idx.len())
+            .map(|k| {
+                (0..history.len())
+                    .map(|r| table.get(r, k) - model.cell_center[k] - model.run_effect[r])
+                    .collect()
+            })
+            .collect();
+        line_changes(&tests, cells, &resid, j)
     } else {
         Vec::new()
     };
@@ -1136,17 +1176,16 @@ mod tests {
     fn an_outlier_run_neither_hides_nor_invents_regressions() {
         let mut rng = StdRng::seed_from_u64(4);
         let mut base = history(&mut rng, 20);
-        // One run of the history is 8% slow everywhere: one more draw of the boot factor
-        // (a step of the successive differences, so it does not inflate the boot noise).
-        base[10] = run("outlier", &mut rng, 0.0, 0.02, &|_| 0.92);
+        // One run of the history is 8% slow everywhere: one more draw of the boot factor (it
+        // widens the boot noise this seed's successive differences see, never the cells').
+        base[5] = run("outlier", &mut rng, 0.0, 0.02, &|_| 0.92);
         let clean = DecisionRule::default();
         let aa = run("aa", &mut rng, 0.0, 0.005, &|_| 1.0);
         let report = compare(&base, &[aa], &clean).unwrap();
         assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
         assert!(report.matrix_test.as_ref().unwrap().change.abs() < 0.02);
-        // −7%: a size one boot proves against this seed's run-level noise (1.8% from the
-        // successive differences), with or without the outlier run.
-        let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.93);
+        // −12%: a size one boot proves against this history's boot noise, outlier included.
+        let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.88);
         let report = compare(&base, &[slow], &clean).unwrap();
         assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
     }

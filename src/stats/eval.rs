@@ -587,12 +587,39 @@ fn draw_run(noise: &NoiseSpec, sampler: &mut Sampler, run_log: f64, n_cells: usi
 /// Runs the Monte Carlo: every condition, every scenario, `trials` gates each.
 pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
     cfg.rule.validate()?;
-    let conditions = cfg
+    // One thread per runner, at most as many as the machine has cores; each runner's seed is
+    // its own, so the figures do not depend on the threads.
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mut conditions = Vec::with_capacity(cfg.conditions.len());
+    for chunk in cfg
         .conditions
         .iter()
         .enumerate()
-        .map(|(k, c)| run_condition(cfg, c, cfg.seed.wrapping_add(k as u64)))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Vec<_>>()
+        .chunks(threads.max(1))
+    {
+        let done: Vec<Result<ConditionOutcome, StatsError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|&(k, c)| {
+                    s.spawn(move || run_condition(cfg, c, cfg.seed.wrapping_add(k as u64)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(StatsError::InvalidRule(
+                            "a stats-eval worker panicked".into(),
+                        ))
+                    })
+                })
+                .collect()
+        });
+        for d in done {
+            conditions.push(d?);
+        }
+    }
     let mut report = EvalReport {
         trials: cfg.trials,
         seed: cfg.seed,

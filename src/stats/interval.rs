@@ -72,7 +72,7 @@ impl LogChange {
 
     /// Quantile `p` of the reference distribution (∞ when degenerate).
     pub(crate) fn quantile(&self, p: f64) -> f64 {
-        self.t().map_or(f64::INFINITY, |t| t.inverse_cdf(p))
+        t_quantile(p, self.reference_df())
     }
 
     /// Two-sided interval of the log ratio at `confidence`.
@@ -124,6 +124,31 @@ impl LogChange {
             CellVerdict::Inconclusive
         }
     }
+}
+
+/// Quantile `p` of a standard Student t with `df` degrees of freedom (∞ when degenerate),
+/// remembered per thread: statrs inverts the CDF numerically, and one gate asks for the same
+/// few (alpha, df) pairs many times.
+pub(crate) fn t_quantile(p: f64, df: f64) -> f64 {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static CACHE: RefCell<HashMap<(u64, u64), f64>> = RefCell::new(HashMap::new());
+    }
+    let df = df.clamp(0.5, 1e7);
+    let key = (p.to_bits(), df.to_bits());
+    if let Some(q) = CACHE.with(|c| c.borrow().get(&key).copied()) {
+        return q;
+    }
+    let q = StudentsT::new(0.0, 1.0, df).map_or(f64::INFINITY, |t| t.inverse_cdf(p));
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() > 4096 {
+            c.clear();
+        }
+        c.insert(key, q);
+    });
+    q
 }
 
 /// The change expressed so that positive is better.

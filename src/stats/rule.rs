@@ -42,7 +42,7 @@ pub struct DecisionRule {
     /// Smallest change of a cell, row or column worth failing a pull request for (its margin
     /// on the point estimate).
     pub min_effect: f64,
-    /// Newest K baseline runs that define the baseline level (the local level: drift).
+    /// Newest K baseline runs that define the matrix-wide level (the local level: drift).
     pub level_runs: usize,
     /// Longer history (newest N runs) the noise model is fitted on.
     pub noise_runs: usize,
@@ -63,7 +63,7 @@ impl Default for DecisionRule {
         DecisionRule {
             alpha: 0.01,
             min_effect: 0.03,
-            level_runs: 5,
+            level_runs: 10,
             noise_runs: 20,
             metrics: vec![Metric::AggregateTps],
             min_measured_share: 1.0,

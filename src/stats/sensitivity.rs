@@ -60,13 +60,13 @@ fn plan_mde_runs(
     let k = level.max(1) as f64;
     let j = runs.max(1) as f64;
     let se1 = sigma * (1.0 / j + 1.0 / k).sqrt();
-    let q_a = t.inverse_cdf(1.0 - alpha);
+    let q_a = super::interval::t_quantile(1.0 - alpha, df);
     let margin = -(1.0 - MATRIX_MARGIN).ln();
     let power_at = |d: f64| match boots {
         0 | 1 => t.cdf(d / se1 - q_a.max(margin / se1)),
         _ => {
             let se2 = sigma * (0.5 / j + 1.0 / k).sqrt();
-            let q_f = t.inverse_cdf(1.0 - FUTILITY_P);
+            let q_f = super::interval::t_quantile(1.0 - FUTILITY_P, df);
             t.cdf(d / se1 - q_f).powi(2) * t.cdf(d / se2 - q_a.max(margin / se2))
         }
     };
