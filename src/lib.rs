@@ -14,13 +14,14 @@
 //!   is printed, written or posted;
 //! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin);
 //! - [`stdio`]: printing that survives a closed pipe (`outln!`/`errln!`; the std print macros
-//!   are denied in the crate).
+//!   are denied in the crate), every write through the last guard
+//!   [`untrusted_text::console_sink`].
 //!
 //! Layers, bottom first; a module uses only modules below it (checked by a unit test in
 //! `src/layering.rs`, which reads every module's non-test `crate::` paths):
 //!
-//! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`stdio`], [`sim`],
-//!    [`redact`] → [`untrusted_text`];
+//! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`redact`] →
+//!    [`untrusted_text`] → [`stdio`], [`sim`];
 //! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) →
 //!    [`stats`] (pure decisions over plain data) → [`config`];
 //! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);

@@ -195,6 +195,35 @@ fn no_baseline_on_a_pull_request_fails_unless_the_config_allows_it() {
     assert_eq!(code, Some(0), "{text}");
     let (code, text) = gate_in_actions(&moved, &tmp.path().join("push"), &store, "push");
     assert_eq!(code, Some(0), "{text}");
+    // The report job of the two-workflow pattern recomputes the verdict: the same rule.
+    let report = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .args(["report", "--results"])
+            .arg(tmp.path().join("push/results.json"))
+            .arg("--trusted-config")
+            .arg(&moved)
+            .arg("--baseline-dir")
+            .arg(&store)
+            .args(extra)
+            .env_remove("GITHUB_ACTIONS")
+            .env_remove("GITHUB_EVENT_NAME")
+            .env_remove("GITHUB_EVENT_PATH")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = report(&["--pr", "7"]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(
+        text.contains("no baseline for profile `cpu-sim-new-runner__"),
+        "{text}"
+    );
+    let (code, text) = report(&[]);
+    assert_eq!(code, Some(0), "{text}");
 }
 
 /// A results directory: `results.json` of `run`, then (when given) `verdict.json` of

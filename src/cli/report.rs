@@ -247,7 +247,25 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
             .unwrap_or_else(|| "default".to_string()),
     };
-    let failure = trusted.as_ref().and_then(|t| t.failure.clone());
+    let mut failure = trusted.as_ref().and_then(|t| t.failure.clone());
+    // As in `run`: a pull request's gate that compared nothing fails, unless the trusted
+    // config says it is bootstrapping. The report job of the two-workflow pattern runs on
+    // `workflow_run`; the pull request is then the payload's (or `--pr`).
+    if let Some(t) = &trusted
+        && failure.is_none()
+        && !t.config.baseline.allow_no_baseline
+        && t.decision.as_ref().is_some_and(|d| d.verdict.is_none())
+        && let Some(event) = about_pull_request(args.pr)
+    {
+        let store = args
+            .baseline_dir
+            .clone()
+            .unwrap_or_else(|| t.config.baseline.dir.clone());
+        let why = crate::run::no_baseline_on_pull_request(&store, &results, &event, &t.config.path);
+        errln!("error: {}", crate::untrusted_text::console(&why));
+        notices.retain(|n| !n.starts_with("NO BASELINE YET"));
+        failure = Some(why);
+    }
     let matrix_line = match &args.config {
         None if trusted.is_some() => trusted.as_ref().map(|t| t.suite.line as u32),
         Some(path) => {
@@ -331,6 +349,28 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             _ => GateExit::Pass,
         },
     })
+}
+
+/// The event, when this report is about a pull request: `--pr`, or inside Actions a
+/// `pull_request` / `merge_group` event or a `workflow_run` whose payload names a pull request
+/// (or a fork's head to look one up by).
+fn about_pull_request(pr: Option<u64>) -> Option<String> {
+    if let Some(n) = pr {
+        return Some(format!("pull request #{n}"));
+    }
+    let ctx = GithubContext::from_env();
+    if !ctx.in_actions {
+        return None;
+    }
+    let event = ctx.event_name.clone().unwrap_or_default();
+    if matches!(
+        event.as_str(),
+        "pull_request" | "pull_request_target" | "merge_group"
+    ) {
+        return Some(event);
+    }
+    (ctx.pr_number.is_some() || ctx.pr_lookup.is_some())
+        .then(|| format!("{event} of a pull request"))
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {

@@ -26,6 +26,8 @@ pub fn conceal_gate() {
         scrub_own_arguments(CONCEALED_FLAGS);
         not_dumpable();
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = CONCEALED_FLAGS;
 }
 
 /// `PR_SET_DUMPABLE` 0 for this process (see the module docs).

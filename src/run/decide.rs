@@ -45,7 +45,12 @@ pub(crate) fn decide(
     let runs = std::slice::from_ref(results);
     let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
     let suite = results.suite.as_deref();
-    let store = BaselineStore::open(store_dir)?;
+    // A directory that is not a store root is an error, never "no baseline yet".
+    let store = if store_dir.exists() {
+        BaselineStore::open_existing(store_dir)?
+    } else {
+        BaselineStore::open(store_dir)?
+    };
     let mut notices = Vec::new();
     if !store_dir.exists() {
         // Only reached when the run creates the first baseline (`--update-baseline`): the gate

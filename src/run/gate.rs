@@ -112,6 +112,33 @@ fn declared_context_limit<'a>(args: impl IntoIterator<Item = &'a str>) -> Option
     found
 }
 
+/// The failure of a pull-request gate (`run`, or `report --trusted-config`) that found no
+/// baseline for its profile: the key, and how it differs from each profile the store holds.
+pub(crate) fn no_baseline_on_pull_request(
+    store_dir: &Path,
+    results: &RunResults,
+    event: &str,
+    config_path: &str,
+) -> String {
+    let suite = results
+        .suite
+        .as_deref()
+        .unwrap_or(crate::baseline::ADHOC_SUITE);
+    let held = crate::baseline::BaselineStore::open(store_dir)
+        .map(|s| s.profile_differences(&results.profile))
+        .unwrap_or_default();
+    let held = if held.is_empty() {
+        "the store holds no profile".to_string()
+    } else {
+        format!("the store holds {}", held.join("; "))
+    };
+    format!(
+        "no baseline for profile `{}` suite `{suite}` in {} on a `{event}` event: nothing was compared, and a pull-request gate that compares nothing must not pass; {held}. Record a baseline of this profile on the default branch (`infergate run --update-baseline`), fix the runner or the matrix so the profile matches, or set `[baseline] allow_no_baseline = true` in {config_path} while bootstrapping",
+        results.profile.key,
+        store_dir.display(),
+    )
+}
+
 /// The GitHub event when this gate runs in Actions for a pull request or a merge queue
 /// (`pull_request`, `pull_request_target`, `merge_group`): where a missing baseline fails the
 /// gate unless `[baseline] allow_no_baseline`.
@@ -375,27 +402,9 @@ impl GatePlan {
     }
 
     /// The gate policy of the config.
-    /// The failure of a pull-request gate that found no baseline for its profile: the key,
-    /// and how it differs from each profile the store holds.
+    /// The failure of a pull-request gate that found no baseline for its profile.
     fn no_baseline_on_pull_request(&self, results: &RunResults, event: &str) -> String {
-        let suite = results
-            .suite
-            .as_deref()
-            .unwrap_or(crate::baseline::ADHOC_SUITE);
-        let held = crate::baseline::BaselineStore::open(&self.baseline_dir)
-            .map(|s| s.profile_differences(&results.profile))
-            .unwrap_or_default();
-        let held = if held.is_empty() {
-            "the store holds no profile".to_string()
-        } else {
-            format!("the store holds {}", held.join("; "))
-        };
-        format!(
-            "no baseline for profile `{}` suite `{suite}` in {} on a `{event}` event: nothing was compared, and a pull-request gate that compares nothing must not pass; {held}. Record a baseline of this profile on the default branch (`infergate run --update-baseline`), fix the runner or the matrix so the profile matches, or set `[baseline] allow_no_baseline = true` in {} while bootstrapping",
-            results.profile.key,
-            self.baseline_dir.display(),
-            self.config.path,
-        )
+        no_baseline_on_pull_request(&self.baseline_dir, results, event, &self.config.path)
     }
 
     pub(crate) fn policy(&self) -> GatePolicy {

@@ -17,4 +17,6 @@ pub(crate) mod rejudge;
 pub(crate) mod watchdog;
 
 pub(crate) use decide::Decision;
-pub(crate) use gate::{Design, GateRequest, SetupError, github_wanted};
+pub(crate) use gate::{
+    Design, GateRequest, SetupError, github_wanted, no_baseline_on_pull_request,
+};
