@@ -158,7 +158,7 @@ fn an_engine_that_fails_above_one_stream_never_passes() {
         std::fs::read_to_string(out.join("summary.md")).expect("summary.md"),
         run.summary.clone(),
     ] {
-        assert!(summary.contains("Gate: unmeasured"), "{summary}");
+        assert!(summary.contains("‼ unmeasured: "), "{summary}");
         assert!(summary.contains("error regression"), "{summary}");
         assert!(summary.contains("HTTP 500"), "{summary}");
     }

@@ -368,12 +368,17 @@ async fn check_is_created_in_progress_then_completed_with_conclusion_and_output(
     assert_eq!(done["conclusion"], "failure");
     assert!(done["completed_at"].as_str().unwrap().ends_with('Z'));
     let output = &done["output"];
-    assert_eq!(output["title"], "2 regressions, worst −7.4% at C=8 / 32k");
+    // The title is the report's first line: the answer with its size, interval and cells.
+    let title = output["title"].as_str().unwrap();
     assert!(
-        output["summary"]
-            .as_str()
-            .unwrap()
-            .contains("2 regressions")
+        title.starts_with("✗ aggregate tok/s −7.4% [−9.1, −5.6] at C="),
+        "{title}"
+    );
+    assert!(title.ends_with("2 of 4 cells regressed"), "{title}");
+    let summary = output["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("−7.4 ✗") && summary.contains("✗ regression"),
+        "{summary}"
     );
     let text = output["text"].as_str().unwrap();
     assert!(text.contains("[workflow run](https://github.com/acme/engine/actions/runs/99)"));
@@ -384,10 +389,13 @@ async fn check_is_created_in_progress_then_completed_with_conclusion_and_output(
     assert_eq!(ann[0]["start_line"], 4);
     assert_eq!(ann[0]["end_line"], 4);
     assert_eq!(ann[0]["annotation_level"], "failure");
-    assert_eq!(ann[0]["title"], "C=1 / 8k: −7.4%");
+    assert_eq!(
+        ann[0]["title"],
+        "C=1 / 8k: aggregate tok/s −7.4% [−9.1, −5.6] regression"
+    );
     let msg = ann[0]["message"].as_str().unwrap();
-    assert!(msg.contains("1234.5 → 1143.1"), "{msg}");
-    assert!(msg.contains("95% interval −9.1% to −5.6%"), "{msg}");
+    assert!(msg.contains("1234.5 tok/s → 1143.1 tok/s"), "{msg}");
+    assert!(msg.contains("95% interval [−9.1, −5.6]"), "{msg}");
 
     // The PR got one comment with the marker.
     let comments = of(&reqs, "POST", &format!("/repos/{REPO}/issues/7/comments"));
@@ -550,7 +558,10 @@ async fn sticky_comment_is_created_once_then_updated_in_place_across_pages() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(second_body.contains("2 regressions"));
+    assert!(
+        second_body.contains("2 of 4 cells regressed"),
+        "{second_body}"
+    );
 
     // Run 3 (fixed): the same comment now says so.
     server.reset().await;
@@ -586,8 +597,11 @@ async fn sticky_comment_is_created_once_then_updated_in_place_across_pages() {
         .unwrap()
         .to_string();
     assert!(fixed.contains("✅"), "{fixed}");
-    assert!(fixed.contains("fixed in `0123456`"), "{fixed}");
-    assert!(fixed.contains("Previously 2 regressions"), "{fixed}");
+    assert!(fixed.contains("✅ Fixed in `0123456`"), "{fixed}");
+    assert!(
+        fixed.contains("the previous run had 2 regressions"),
+        "{fixed}"
+    );
     let check: Value = of(&reqs, "POST", &format!("/repos/{REPO}/check-runs"))[0]
         .body_json()
         .unwrap();
@@ -730,7 +744,7 @@ async fn without_a_token_everything_is_local_with_one_notice() {
     // Job summary appended to, earlier content kept.
     let summary = std::fs::read_to_string(&f.summary).unwrap();
     assert!(summary.starts_with("# Earlier step\n\nkept\n"));
-    assert!(summary.contains("1 regressions, worst −7.4%"));
+    assert!(summary.contains("✗ aggregate tok/s −7.4%"), "{summary}");
 
     // Outputs: well-formed lines, the five keys, nothing else.
     let outputs = std::fs::read_to_string(&f.output).unwrap();
@@ -759,7 +773,7 @@ async fn without_a_token_everything_is_local_with_one_notice() {
     assert!(
         std::fs::read_to_string(summary_path)
             .unwrap()
-            .contains("regressions")
+            .contains("✗ regression")
     );
 }
 
@@ -804,7 +818,11 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
         .map(|i| run(&format!("b{i}"), "m", &conc, &ctxs, 1.0, i))
         .collect();
     let chart = mermaid::throughput_chart(&chart_history, &results, Some(&v)).unwrap();
-    assert_eq!(chart.matches("    line [").count(), mermaid::MAX_LINES);
+    // One chart per headline cell, each with its bars and its baseline band.
+    assert_eq!(chart.matches("xychart-beta").count(), mermaid::MAX_LINES);
+    assert_eq!(chart.matches("    bar [").count(), mermaid::MAX_LINES);
+    assert_eq!(chart.matches("    line [").count(), 2 * mermaid::MAX_LINES);
+    assert!(chart.contains("\"this run\"]"), "{chart}");
 }
 
 #[test]
@@ -1049,7 +1067,7 @@ async fn report_binary_keeps_the_exit_code_when_github_refuses() {
     assert!(stderr.contains("checks: write"), "{stderr}");
     assert!(stderr.contains("pull-requests: write"), "{stderr}");
     assert!(
-        stdout.contains("::error title=infergate C=1 / 8k%3A −7.4%25::"),
+        stdout.contains("::error title=infergate C=1 / 8k%3A aggregate tok/s −7.4%25 [−9.1%2C −5.6] regression::"),
         "{stdout}"
     );
     assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
@@ -1060,7 +1078,7 @@ async fn report_binary_keeps_the_exit_code_when_github_refuses() {
         .unwrap();
     assert_eq!(create["head_sha"], SHA, "PR head, not GITHUB_SHA");
     let summary = std::fs::read_to_string(&f.summary).unwrap();
-    assert!(summary.starts_with("previous\n") && summary.contains("2 regressions"));
+    assert!(summary.starts_with("previous\n") && summary.contains("2 of 4 cells regressed"));
     let outputs = std::fs::read_to_string(&f.output).unwrap();
     assert!(
         outputs.contains("verdict=regression\nregressions=2\n"),
@@ -1116,19 +1134,35 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         policy: infergate::policy::GatePolicy::default(),
     };
     let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
-    assert!(summary.contains("#### Confirmation boot"), "{summary}");
-    assert!(summary.contains("| first boot | 1 | −2.9% |"), "{summary}");
-    assert!(summary.contains("| both boots | 2 | −3.1% |"), "{summary}");
+    let first = summary.lines().next().unwrap_or_default();
+    assert!(first.contains("confirmed on a second boot"), "{summary}");
+    assert!(summary.contains("Second boot: the first boot"), "{summary}");
+    assert!(summary.contains("First boot alone: −2.9%"), "{summary}");
     assert!(
         !summary.contains("<b>"),
         "engine text is escaped: {summary}"
     );
     let comment = render::comment_body("infergate / p / pr", &outcome, &Links::default(), 0);
-    assert!(comment.contains("#### Confirmation boot"), "{comment}");
-    insta::assert_snapshot!("job_summary_confirmed", render::confirmation_markdown(&v));
-    // Without a confirmation there is no section.
+    assert!(comment.contains("Second boot: the first boot"), "{comment}");
+    insta::assert_snapshot!("job_summary_confirmed", summary);
+    // Without a confirmation there is no such line.
     v.confirmation = None;
-    assert_eq!(render::confirmation_markdown(&v), "");
+    let summary = render::job_summary(
+        "infergate / p / pr",
+        &outcome_of(&results, &v),
+        &Links::default(),
+        None,
+    );
+    assert!(!summary.contains("Second boot"), "{summary}");
+}
+
+fn outcome_of<'a>(results: &'a RunResults, v: &'a ComparisonReport) -> Outcome<'a> {
+    Outcome {
+        results,
+        verdict: Some(v),
+        failure: None,
+        policy: infergate::policy::GatePolicy::default(),
+    }
 }
 
 /// A saturated cell and a saturation regression are named in the check-run text, the job
@@ -1153,18 +1187,21 @@ fn saturated_cells_are_named_in_every_report() {
         failure: None,
         policy: infergate::policy::GatePolicy::default(),
     };
-    let text = render::check_text(&outcome, &Links::default());
+    let text = render::check_summary(&outcome, &Links::default());
     assert!(text.contains("C=1 / 8k: saturation regression"), "{text}");
-    assert!(text.contains("**Saturated cells**"), "{text}");
     assert!(text.contains("C=8 / 8k: saturated"), "{text}");
     assert!(!text.contains("<b>"), "{text}");
     let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
     assert!(
-        summary.contains("saturated ⚠") && summary.contains("saturated ≈"),
+        summary.contains("sat ⊘") && summary.contains("sat ≈"),
         "{summary}"
     );
     let comment = render::comment_body("infergate / p / pr", &outcome, &Links::default(), 0);
-    assert!(comment.contains("saturated ⚠"), "{comment}");
+    assert!(comment.contains("sat ⊘"), "{comment}");
+    assert!(
+        comment.contains("⊘ saturation regression"),
+        "legend: {comment}"
+    );
 }
 
 // ---------------------------------------------------------------- which PR, whose comment

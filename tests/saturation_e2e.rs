@@ -107,7 +107,7 @@ fn a_preempting_engine_is_saturated_and_confirmed_as_a_regression() {
     assert!(stderr.contains("cell saturated C=4 ctx=0"), "{stderr}");
     assert!(stderr.contains("(2 saturation)"), "{stderr}");
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert!(summary.contains("saturated ⚠"), "{summary}");
+    assert!(summary.contains("sat ⊘"), "{summary}");
     assert!(summary.contains("saturation"), "{summary}");
     for r in [&results, &second] {
         assert!(group_gone(engine_pgid(r)));

@@ -131,7 +131,7 @@ pub(crate) async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let suite = &plan.suite;
-    errln!(
+    let start = format!(
         "infergate run: config {} · suite `{}` ({} cells: C {:?} x contexts {:?}) · results in {}",
         plan.config.path,
         suite.name,
@@ -144,6 +144,7 @@ pub(crate) async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
             .collect::<Vec<_>>(),
         plan.out.display()
     );
+    errln!("{}", crate::report::console::wrap(&start, 2));
     let run = plan.run(&progress, cancel).await.map_err(aborted)?;
     print_run(&run);
     Ok(run.ending.exit)
@@ -192,11 +193,8 @@ pub(crate) fn print_tables(run: &GateRun) {
 pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     match (&run.failure, &run.verdict) {
         (Some(f), _) => errln!("error: {}", crate::untrusted_text::console(f)),
-        (None, Some(v)) => errln!(
-            "verdict: {} — {}",
-            v.gate.as_str(),
-            crate::untrusted_text::console(&v.headline)
-        ),
+        // The answer in words is the first line of the verdict table above; said once.
+        (None, Some(v)) => errln!("verdict: {}", crate::report::layout::answer(v).1),
         (None, None) => errln!("verdict: {no_verdict}"),
     }
 }
@@ -230,7 +228,7 @@ fn print_run(run: &GateRun) {
             t.power_w_avg.map_or("-".into(), |p| format!("{p:.0}"))
         );
     }
-    errln!(
+    let files = format!(
         "results: {}{} · summary: {} · engine log: {}",
         run.files.results.display(),
         run.files
@@ -240,6 +238,7 @@ fn print_run(run: &GateRun) {
         run.files.summary.display(),
         run.engine_log.display()
     );
+    errln!("{}", crate::report::console::wrap(&files, 2));
     if let Some(c) = &run.confirmation {
         errln!(
             "confirmation boot: results {} · engine log: {}",

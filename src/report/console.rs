@@ -94,8 +94,15 @@ fn detail_line(cell: &CellResult) -> Option<String> {
         .ttft_s
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| "—".into());
+    // An ITL p50 far below the mean time between a stream's tokens counts tokens that came
+    // in one chunk, not a latency: not shown (the same rule as the verdict's Details).
+    let token_gap = cell
+        .per_user_tps
+        .map(|p| 1.0 / p.p50)
+        .filter(|g| g.is_finite());
     let itl = cell
         .itl_s
+        .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.2 * gap))
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| "—".into());
     Some(match cell.tpot_s {
@@ -160,16 +167,20 @@ pub(crate) fn render_matrix(results: &RunResults) -> String {
 fn matrix_table(results: &RunResults) -> String {
     let (cs, ls) = axes(results);
     let mut out = String::new();
-    out.push_str(&format!(
-        "infergate {} · {} {} · model {} · {} s window x {} sub-windows, max_tokens {}\n",
-        results.tool.version,
-        results.engine.name,
-        results.engine.version.as_deref().unwrap_or(""),
-        results.matrix.model,
-        results.matrix.timing.duration_s,
-        results.matrix.timing.sub_windows,
-        results.matrix.timing.max_tokens,
+    out.push_str(&wrap(
+        &format!(
+            "infergate {} · {} {} · model {} · {} s window x {} sub-windows, max_tokens {}",
+            results.tool.version,
+            results.engine.name,
+            results.engine.version.as_deref().unwrap_or(""),
+            results.matrix.model,
+            results.matrix.timing.duration_s,
+            results.matrix.timing.sub_windows,
+            results.matrix.timing.max_tokens,
+        ),
+        2,
     ));
+    out.push('\n');
     out.push_str(if results.cells.iter().any(|c| c.tpot_s.is_some()) {
         "Aggregate tok/s  + TTFT/TPOT/ITL p50 ms\n"
     } else {
@@ -325,7 +336,7 @@ pub(crate) async fn render_progress(
         None
     };
     while let Some(e) = rx.recv().await {
-        let line = crate::untrusted_text::console(&format_event(&e));
+        let line = wrap(&crate::untrusted_text::console(&format_event(&e)), 9);
         match &bar {
             Some(bar) => {
                 if ends_cell(&e) || e.concurrency.is_none() {

@@ -1,12 +1,14 @@
-//! Mermaid `xychart-beta` line chart of a few headline cells across the baseline history plus
-//! this run, for the job summary. A picture of the trend only: the verdict table stays the
-//! authoritative data (xychart lines have no legend, so a legend line follows the chart).
+//! Mermaid `xychart-beta` charts of a few headline cells across the baseline history plus this
+//! run, for the job summary: one chart per cell (xychart has no legend, so each chart's title
+//! names its series), bars per run with distinct labels and this run last, and the baseline
+//! band the verdict compared against as two lines. A picture of the trend only: the verdict
+//! table stays the authoritative data.
 
 use crate::report::github::render::cell_label;
 use crate::results::{CellStatus, RunResults};
 use crate::verdict::ComparisonReport;
 
-/// At most this many lines: more is unreadable without a legend.
+/// At most this many cells (one chart each).
 pub const MAX_LINES: usize = 4;
 /// At most this many runs along the x-axis (the newest).
 pub const MAX_RUNS: usize = 20;
@@ -135,33 +137,19 @@ pub fn throughput_chart(
     if cells.is_empty() {
         return None;
     }
-    let mut labels: Vec<String> = runs.iter().map(|r| run_label(r)).collect();
-    labels.push("this run".to_string());
-    let series: Vec<Vec<f64>> = cells
-        .iter()
-        .map(|coord| {
-            let mut s: Vec<f64> = runs.iter().filter_map(|r| value(r, *coord)).collect();
-            s.push(value(current, *coord).unwrap_or(0.0));
-            s
-        })
-        .collect();
-    let mut out = String::from("```mermaid\n");
-    out.push_str(&xychart(
-        "Aggregate tok/s: baseline history and this run",
-        &labels,
-        "tok/s",
-        &series,
-    ));
-    out.push_str("```\n\n");
-    let legend: Vec<String> = cells
-        .iter()
-        .enumerate()
-        .map(|(i, (c, l))| format!("line {} = {}", i + 1, cell_label(*c, *l)))
-        .collect();
-    out.push_str(&format!(
-        "Lines in order: {}. The chart shows the trend only; the table above is the authoritative data.",
-        legend.join(", ")
-    ));
+    let labels = distinct_labels(&runs);
+    let mut out = String::new();
+    for coord in &cells {
+        let mut values: Vec<f64> = runs.iter().filter_map(|r| value(r, *coord)).collect();
+        values.push(value(current, *coord).unwrap_or(0.0));
+        let band = verdict.and_then(|v| band(v, *coord));
+        out.push_str("```mermaid\n");
+        out.push_str(&cell_chart(*coord, &labels, &values, band));
+        out.push_str("```\n\n");
+    }
+    out.push_str(
+        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, the last bar (`this run`) is this run; the two lines are the baseline band (level ± margin) the verdict compared against. The table above is the authoritative data.",
+    );
     if omitted > 0 {
         out.push_str(&format!(
             " {omitted} baseline run(s) without all of these cells are not drawn."
@@ -169,6 +157,68 @@ pub fn throughput_chart(
     }
     out.push('\n');
     Some(out)
+}
+
+/// One label per run, all distinct: the commit when every run has its own, else `#1`, `#2`…;
+/// the last is `this run`.
+fn distinct_labels(runs: &[&RunResults]) -> Vec<String> {
+    let shas: Vec<String> = runs.iter().map(|r| run_label(r)).collect();
+    let unique = shas.iter().collect::<std::collections::BTreeSet<_>>().len() == shas.len();
+    let mut labels: Vec<String> = if unique {
+        shas
+    } else {
+        (1..=runs.len()).map(|i| format!("#{i}")).collect()
+    };
+    labels.push("this run".to_string());
+    labels
+}
+
+/// The baseline band of a cell (level × (1 ± margin)) from the verdict, when compared.
+fn band(verdict: &ComparisonReport, (c, l): (u32, u64)) -> Option<(f64, f64)> {
+    let m = verdict
+        .cells
+        .iter()
+        .find(|x| x.concurrency == c && x.context_tokens == l)?
+        .primary()?;
+    (m.baseline.is_finite() && m.margin.is_finite())
+        .then_some((m.baseline * (1.0 - m.margin), m.baseline * (1.0 + m.margin)))
+}
+
+/// One cell's chart: bars per run (this run last), the baseline band as two lines; the title
+/// names what each series is (xychart has no legend).
+fn cell_chart(
+    (c, l): (u32, u64),
+    labels: &[String],
+    values: &[f64],
+    band: Option<(f64, f64)>,
+) -> String {
+    let title = match band {
+        Some(_) => format!(
+            "{} aggregate tok/s: bars = runs (last = this run), lines = baseline band",
+            cell_label(c, l)
+        ),
+        None => format!(
+            "{} aggregate tok/s: bars = runs (last = this run)",
+            cell_label(c, l)
+        ),
+    };
+    let mut out = String::from("xychart-beta\n");
+    out.push_str(&format!("    title {}\n", quote(&title)));
+    let quoted: Vec<String> = labels.iter().map(|x| quote(x)).collect();
+    out.push_str(&format!("    x-axis [{}]\n", quoted.join(", ")));
+    out.push_str(&format!("    y-axis {}\n", quote("tok/s")));
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    out.push_str(&format!("    bar [{}]\n", list(values)));
+    if let Some((low, high)) = band {
+        out.push_str(&format!("    line [{}]\n", list(&vec![low; values.len()])));
+        out.push_str(&format!("    line [{}]\n", list(&vec![high; values.len()])));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub(crate) mod changes;
 pub(crate) mod console;
 pub mod github;
 pub(crate) mod history;
+pub(crate) mod layout;
 pub(crate) mod markdown;
 pub(crate) mod merged;
 pub mod mermaid;

@@ -2,14 +2,14 @@
 //! summary, and the one-line cell titles/messages used by annotations and workflow commands.
 //!
 //! Pure functions of the plain data (results, verdict, links) so they can be snapshot-tested.
-//! Engine- and config-supplied strings go through [`escape`]; the verdict matrix itself comes
-//! from [`verdict_table::markdown`].
+//! Engine- and config-supplied strings go through [`escape`]; every surface shows the one
+//! layout of [`crate::report::layout`]: the first line, the matrix, the legend, Details.
 
 use crate::policy::{GateEnding, GatePolicy};
+use crate::report::layout;
 use crate::report::markdown::escape;
-use crate::report::verdict_table;
 use crate::results::{CellStatus, RunResults, RunStatus, context_label};
-use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, MatrixTest, Metric};
+use crate::verdict::{CellComparison, ComparisonReport};
 
 /// GitHub's limit on a check-run summary, a check-run text and an issue comment, in characters.
 /// We count bytes, which is never fewer, so the cap always holds.
@@ -78,7 +78,7 @@ impl Outcome<'_> {
             "Gate error: the run did not finish (the gate was stopped mid-matrix)".to_string()
         } else {
             match self.verdict {
-                Some(v) => one_line(&v.headline),
+                Some(v) => one_line(&layout::first_line(v)),
                 None => "No baseline yet: nothing to compare with".to_string(),
             }
         };
@@ -92,120 +92,19 @@ pub use crate::stats::headline::cell_label;
 /// [`signed_percent`]).
 pub use crate::verdict::signed_percent as percent;
 
-pub(crate) fn metric_name(m: Metric) -> &'static str {
-    match m {
-        Metric::AggregateTps => "aggregate tok/s",
-        Metric::PerUserTps => "per-user tok/s",
-        Metric::TtftP50 => "TTFT p50",
-        Metric::TtftP90 => "TTFT p90",
-        Metric::ItlP50 => "ITL p50",
-        Metric::ItlP90 => "ITL p90",
-        Metric::StepsPerS => "engine steps/s",
-        Metric::JoulesPerToken => "J/token",
-    }
-}
+/// A metric's name as people say it (the layout's).
+pub(crate) use crate::report::layout::metric_name;
 
-fn number(v: f64) -> String {
-    if !v.is_finite() {
-        "n/a".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-/// The change a metric's verdict stands on, with what it is when not the total:
-/// `−12.0% vs the rest of its run`, `−55.8% with the matrix: −60.0%`.
-fn decided_percent(m: &crate::verdict::MetricComparison) -> String {
-    let d = m.shown_change();
-    match d.basis {
-        crate::verdict::DecisionBasis::Total => percent(d.change),
-        _ => format!("{} {}", percent(d.change), d.label()),
-    }
-}
-
-/// The metric comparisons that made a cell regress (the primary one when none is marked).
-fn regressed_metrics(cell: &CellComparison) -> Vec<&crate::verdict::MetricComparison> {
-    let marked: Vec<_> = cell
-        .metrics
-        .iter()
-        .filter(|m| m.verdict == CellVerdict::Regression)
-        .collect();
-    if marked.is_empty() {
-        cell.primary().into_iter().collect()
-    } else {
-        marked
-    }
-}
-
-/// Short title of a cell for annotations and workflow commands: `C=8 / 32k: −7.4%`.
+/// Short title of a cell for annotations and workflow commands:
+/// `C=8 / 32k: aggregate tok/s −7.4% [−9.1, −5.6] regression`.
 pub fn cell_title(cell: &CellComparison) -> String {
-    let label = cell_label(cell.concurrency, cell.context_tokens);
-    match cell.verdict {
-        CellVerdict::CapacityRegression => format!("{label}: capacity regression"),
-        CellVerdict::ErrorRegression => format!("{label}: error regression"),
-        CellVerdict::SaturationRegression => format!("{label}: saturation regression"),
-        CellVerdict::Saturated => format!("{label}: saturated"),
-        CellVerdict::Inconclusive => format!("{label}: inconclusive"),
-        _ => match regressed_metrics(cell).first() {
-            Some(m) if m.metric == Metric::AggregateTps => {
-                format!("{label}: {}", decided_percent(m))
-            }
-            Some(m) => format!("{label}: {} {}", metric_name(m.metric), decided_percent(m)),
-            None => format!("{label}: {}", cell.verdict.as_str()),
-        },
-    }
+    layout::cell_title(cell)
 }
 
-/// Plain-text explanation of a cell: levels, change, interval and margin per regressed metric.
+/// Plain-text explanation of a cell: the deciding metric's levels with their unit, the change,
+/// its interval and margin, and the cell's reason.
 pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
-    let mut parts = Vec::new();
-    if cell.verdict == CellVerdict::CapacityRegression {
-        parts.push(format!(
-            "capacity regression{}",
-            cell.reason
-                .as_deref()
-                .map(|r| format!(": {}", one_line(r)))
-                .unwrap_or_default()
-        ));
-    } else if let Some(r) = &cell.reason {
-        parts.push(one_line(r));
-    }
-    let metrics = if cell.verdict == CellVerdict::Inconclusive {
-        cell.primary().into_iter().collect()
-    } else {
-        regressed_metrics(cell)
-    };
-    for m in metrics {
-        let d = m.shown_change();
-        let figure = if d.basis == crate::verdict::DecisionBasis::Total {
-            percent(d.change)
-        } else {
-            format!(
-                "total {}; decided on {} {}",
-                percent(m.change),
-                percent(d.change),
-                d.label()
-            )
-        };
-        parts.push(format!(
-            "{} {} → {} ({figure}; {:.0}% interval {} to {}; margin ±{:.1}%)",
-            metric_name(m.metric),
-            number(m.baseline),
-            number(m.candidate),
-            confidence * 100.0,
-            percent(d.ci_low),
-            percent(d.ci_high),
-            m.margin * 100.0
-        ));
-    }
-    if parts.is_empty() {
-        parts.push(cell.verdict.as_str().to_string());
-    }
-    parts.join("; ")
+    layout::cell_message(cell, confidence)
 }
 
 /// Links shown under reports.
@@ -363,7 +262,10 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
         None => escape(p.hardware.cpu_model.as_deref().unwrap_or(&p.hardware.kind)),
     };
     let mut out = String::new();
-    out.push_str(&format!("- Profile: `{}`\n", escape_code(&p.key)));
+    // With a verdict, its Details already name the profile and the model.
+    if verdict.is_none() {
+        out.push_str(&format!("- Profile: `{}`\n", escape_code(&p.key)));
+    }
     out.push_str(&format!(
         "- Engine: {}{}\n",
         escape(&results.engine.name),
@@ -374,7 +276,9 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
             .map(|v| format!(" {}", escape(v)))
             .unwrap_or_default()
     ));
-    out.push_str(&format!("- Model: {}\n", escape(&p.model)));
+    if verdict.is_none() {
+        out.push_str(&format!("- Model: {}\n", escape(&p.model)));
+    }
     out.push_str(&format!("- Hardware: {hw}\n"));
     out.push_str(&format!(
         "- Run: `{}` ({}{})\n",
@@ -401,63 +305,19 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
     out
 }
 
-/// The cells worth a line of their own: regressions first, then inconclusive ones.
-fn cell_details(verdict: &ComparisonReport) -> String {
-    let mut out = String::new();
-    let regressed: Vec<_> = verdict.regressions().collect();
-    if !regressed.is_empty() {
-        out.push_str("\n**Regressed cells**\n\n");
-        for c in regressed {
-            out.push_str(&format!(
-                "- **{}** — {}\n",
-                escape(&cell_title(c)),
-                escape(&cell_message(c, verdict.rule.confidence))
-            ));
-        }
-    }
-    let inconclusive: Vec<_> = verdict
-        .cells
-        .iter()
-        .filter(|c| c.verdict == CellVerdict::Inconclusive)
-        .collect();
-    if !inconclusive.is_empty() {
-        out.push_str("\n**Inconclusive cells**\n\n");
-        for c in inconclusive {
-            out.push_str(&format!(
-                "- **{}** — {}\n",
-                escape(&cell_label(c.concurrency, c.context_tokens)),
-                escape(&cell_message(c, verdict.rule.confidence))
-            ));
-        }
-    }
-    let saturated: Vec<_> = verdict
-        .cells
-        .iter()
-        .filter(|c| c.verdict == CellVerdict::Saturated)
-        .collect();
-    if !saturated.is_empty() {
-        out.push_str(
-            "\n**Saturated cells** (the engine preempted or retracted requests; not compared)\n\n",
-        );
-        for c in saturated {
-            out.push_str(&format!(
-                "- **{}** — {}\n",
-                escape(&cell_title(c)),
-                escape(&cell_message(c, verdict.rule.confidence))
-            ));
-        }
-    }
-    out
-}
-
-/// The main table: the verdict matrix, or the raw results when there is no verdict.
-fn matrix_markdown(outcome: &Outcome<'_>) -> String {
+/// The main table: the verdict matrix, or the raw results when there is no verdict; `chart`
+/// goes between the legend and Details.
+fn matrix_markdown(outcome: &Outcome<'_>, chart: Option<&str>) -> String {
     let mut out = String::new();
     if let Some(reason) = outcome.failure {
         out.push_str(&format!("**The gate failed:** {}\n\n", escape(reason)));
     }
     match outcome.verdict {
-        Some(v) => out.push_str(&verdict_table::markdown(v)),
+        Some(v) => out.push_str(&layout::markdown_body(
+            &layout::layout(v),
+            chart.unwrap_or(""),
+            &facts_markdown(outcome.results, Some(v)),
+        )),
         None => {
             if outcome.failure.is_none() {
                 out.push_str(
@@ -465,6 +325,10 @@ fn matrix_markdown(outcome: &Outcome<'_>) -> String {
                 );
             }
             out.push_str(&results_markdown(outcome.results));
+            if let Some(chart) = chart {
+                out.push('\n');
+                out.push_str(chart);
+            }
         }
     }
     out
@@ -473,7 +337,7 @@ fn matrix_markdown(outcome: &Outcome<'_>) -> String {
 /// `output.summary` of the check run: the verdict matrix (capped).
 pub fn check_summary(outcome: &Outcome<'_>, links: &Links) -> String {
     truncate_markdown(
-        &matrix_markdown(outcome),
+        &matrix_markdown(outcome, None),
         GITHUB_TEXT_LIMIT,
         links.full_report(),
     )
@@ -487,13 +351,7 @@ pub fn check_text(outcome: &Outcome<'_>, links: &Links) -> String {
         out.push_str(&l);
         out.push_str("\n\n");
     }
-    if let Some(v) = outcome.verdict {
-        out.push_str(&confirmation_markdown(v));
-    }
     out.push_str(&facts_markdown(outcome.results, outcome.verdict));
-    if let Some(v) = outcome.verdict {
-        out.push_str(&cell_details(v));
-    }
     truncate_markdown(&out, GITHUB_TEXT_LIMIT, links.full_report())
 }
 
@@ -536,6 +394,7 @@ pub fn comment_body(
     out.push_str(&comment_state(outcome.regressions()));
     out.push('\n');
     let fixed = previously > 0 && outcome.regressions() == 0 && conclusion == Conclusion::Success;
+    let title = escape(&heading(outcome));
     if fixed {
         let sha = links
             .head_sha
@@ -543,130 +402,49 @@ pub fn comment_body(
             .map(|s| format!(" in `{}`", escape_code(short_sha(s))))
             .unwrap_or_default();
         out.push_str(&format!(
-            "### ✅ {}: fixed{sha}\n\nPreviously {} regression{}; {}\n\n",
-            escape(check_name),
+            "### {title}\n\n✅ Fixed{sha}: the previous run had {} regression{}.\n\n",
             previously,
             if previously == 1 { "" } else { "s" },
-            escape(&outcome.title())
         ));
     } else {
-        out.push_str(&format!(
-            "### {} {}: {}\n\n",
-            icon(conclusion),
-            escape(check_name),
-            escape(&outcome.title())
-        ));
+        out.push_str(&format!("### {title}\n\n"));
     }
-    let l = links.markdown();
-    if !l.is_empty() {
-        out.push_str(&l);
-        out.push_str("\n\n");
-    }
-    out.push_str(&matrix_markdown(outcome));
-    if let Some(v) = outcome.verdict {
-        let c = confirmation_markdown(v);
-        if !c.is_empty() {
-            out.push('\n');
-            out.push_str(&c);
-        }
-    }
-    out.push_str("\n<details><summary>Details</summary>\n\n");
-    out.push_str(&facts_markdown(outcome.results, outcome.verdict));
-    if let Some(v) = outcome.verdict {
-        out.push_str(&cell_details(v));
-    }
-    out.push_str("\n</details>\n");
+    out.push_str(&name_and_links(check_name, links));
+    out.push_str(&matrix_markdown(outcome, None));
     truncate_markdown(&out, GITHUB_TEXT_LIMIT, links.full_report())
 }
 
-/// Why the engine was booted twice and what each stage said, when the gate confirmed a
-/// matrix-wide change with a second boot (empty otherwise).
-pub fn confirmation_markdown(verdict: &ComparisonReport) -> String {
-    let Some(c) = &verdict.confirmation else {
-        return String::new();
-    };
-    if !c.used {
-        return format!(
-            "#### Confirmation boot\n\nNot used: {}. The verdict is the first boot's alone, as `run` would have given it (`{}` was not compared).\n\n",
-            escape(&c.reason),
-            escape_code(&c.second_results)
-        );
+/// The heading of the comment and the job summary: the layout's first line (which opens with
+/// the verdict's symbol), or the gate's error / the missing baseline with the check's icon.
+fn heading(outcome: &Outcome<'_>) -> String {
+    match (outcome.failure, outcome.verdict, outcome.results.status) {
+        (None, Some(_), RunStatus::Complete | RunStatus::Partial) => outcome.title(),
+        _ => format!("{} {}", icon(outcome.conclusion()), outcome.title()),
     }
-    let mut out = String::from("#### Confirmation boot\n\n");
-    out.push_str(&format!(
-        "**Why:** {}. The engine was booted a second time and the whole matrix measured again (`{}`); the matrix-wide test is made on both boots' mean change at its share of alpha, and a regression also needs the second boot alone to lean worse, so one slow boot cannot fail the gate.\n\n",
-        escape(&c.reason),
-        escape_code(&c.second_results)
-    ));
-    out.push_str(
-        "| stage | boots | matrix-wide change | interval | t vs boundary (one-sided α) | outcome |\n|---|---|---|---|---|---|\n",
-    );
-    let row = |stage: &str, boots: u32, m: Option<&MatrixTest>| match m {
-        Some(m) => {
-            let (test, outcome) = m.check.as_ref().map_or_else(
-                || {
-                    (
-                        format!("p = {:.4}", m.p_value),
-                        m.verdict.as_str().to_string(),
-                    )
-                },
-                |c| {
-                    (
-                        format!("{:.2} vs {:.2} ({:.2e})", c.statistic, c.boundary, c.alpha),
-                        escape(&c.outcome),
-                    )
-                },
-            );
-            format!(
-                "| {stage} | {boots} | {} | [{}, {}] | {test} | {outcome} |\n",
-                percent(m.change),
-                percent(m.ci_low),
-                percent(m.ci_high),
-            )
-        }
-        None => format!("| {stage} | {boots} | - | - | - | - |\n"),
-    };
-    out.push_str(&row("first boot", 1, c.first_boot.as_ref()));
-    out.push_str(&row("both boots", 2, verdict.matrix_test.as_ref()));
-    out.push('\n');
+}
+
+/// `` `infergate / p / pr` · commit `abc1234` · [workflow run](…) ``: what the report is about.
+fn name_and_links(check_name: &str, links: &Links) -> String {
+    let mut out = format!("`{}`", escape_code(check_name));
+    let l = links.markdown();
+    if !l.is_empty() {
+        out.push_str(" · ");
+        out.push_str(&l);
+    }
+    out.push_str("\n\n");
     out
 }
 
-/// The job summary section: heading, matrix, chart, details.
+/// The job summary section: the first line as heading, the matrix, the chart, Details.
 pub fn job_summary(
     check_name: &str,
     outcome: &Outcome<'_>,
     links: &Links,
     chart: Option<&str>,
 ) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "## {} {}\n\n",
-        icon(outcome.conclusion()),
-        escape(check_name)
-    ));
-    // The verdict matrix opens with the headline; say it here only when there is none.
-    if outcome.verdict.is_none() {
-        out.push_str(&format!("**{}**\n\n", escape(&outcome.title())));
-    }
-    let l = links.markdown();
-    if !l.is_empty() {
-        out.push_str(&l);
-        out.push_str("\n\n");
-    }
-    out.push_str(&matrix_markdown(outcome));
-    out.push('\n');
-    if let Some(v) = outcome.verdict {
-        out.push_str(&confirmation_markdown(v));
-    }
-    if let Some(chart) = chart {
-        out.push_str(chart);
-        out.push('\n');
-    }
-    out.push_str(&facts_markdown(outcome.results, outcome.verdict));
-    if let Some(v) = outcome.verdict {
-        out.push_str(&cell_details(v));
-    }
+    let mut out = format!("## {}\n\n", escape(&heading(outcome)));
+    out.push_str(&name_and_links(check_name, links));
+    out.push_str(&matrix_markdown(outcome, chart));
     out.push('\n');
     truncate_markdown(&out, STEP_SUMMARY_LIMIT, links.full_report())
 }

@@ -1,0 +1,814 @@
+//! One layout for every surface (console, check run, PR comment, job summary, annotations):
+//! a first line that is the answer in words with its size and interval, one compact matrix
+//! with one symbol and one number per cell, a legend of only the symbols that appear, and the
+//! basis, rule and arithmetic under "Details". Every surface renders this one [`GateLayout`],
+//! so they cannot disagree, and every number goes through one formatter per unit.
+//!
+//! The words of the gate and of the cells come from [`gate_word`] and [`cell_symbol`] only.
+
+use std::collections::BTreeSet;
+
+use crate::report::console::wrap;
+use crate::report::markdown::escape;
+use crate::results::context_label;
+use crate::verdict::{
+    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
+    MetricComparison, signed_number, signed_percent,
+};
+
+/// The gate's answer as a symbol and a word: the one place every surface takes it from.
+pub(crate) fn gate_word(gate: GateVerdict) -> (&'static str, &'static str) {
+    match gate {
+        GateVerdict::Pass => ("✓", "pass"),
+        GateVerdict::Regression => ("✗", "regression"),
+        GateVerdict::Insufficient => ("?", "insufficient"),
+        GateVerdict::NoBaseline => ("–", "no baseline"),
+        GateVerdict::Unmeasured => ("‼", "unmeasured"),
+    }
+}
+
+/// The answer a report leads with: the gate's word. The one place where a report's verdict
+/// becomes words.
+pub(crate) fn answer(report: &ComparisonReport) -> (&'static str, &'static str) {
+    gate_word(report.gate)
+}
+
+/// A cell verdict's symbol and what the legend says it means.
+pub(crate) fn cell_symbol(verdict: CellVerdict) -> (&'static str, &'static str) {
+    match verdict {
+        CellVerdict::Regression => ("✗", "regression"),
+        CellVerdict::Unchanged => ("✓", "no regression"),
+        CellVerdict::Improvement => ("▲", "significantly faster"),
+        CellVerdict::Inconclusive => ("?", "not decided"),
+        CellVerdict::NotComparable => ("–", "not compared"),
+        CellVerdict::CapacityRegression => (
+            "⚠",
+            "capacity regression (capacity-limited on every boot, never in its history)",
+        ),
+        CellVerdict::ErrorRegression => ("‼", "error regression (measured before, errors now)"),
+        CellVerdict::Saturated => (
+            "≈",
+            "saturated (the engine preempted requests; speed not compared)",
+        ),
+        CellVerdict::SaturationRegression => (
+            "⊘",
+            "saturation regression (saturated on every boot, never in its history)",
+        ),
+    }
+}
+
+/// The figure beside a cell that was decided against the rest of its own run.
+const VS_RUN: &str = "†";
+/// The figure beside a cell decided on another metric than aggregate tok/s.
+const OTHER_METRIC: &str = "*";
+
+/// A metric's name as people say it.
+pub(crate) fn metric_name(metric: Metric) -> &'static str {
+    match metric {
+        Metric::AggregateTps => "aggregate tok/s",
+        Metric::PerUserTps => "per-user tok/s",
+        Metric::TtftP50 => "TTFT p50",
+        Metric::TtftP90 => "TTFT p90",
+        Metric::ItlP50 => "ITL p50",
+        Metric::ItlP90 => "ITL p90",
+        Metric::StepsPerS => "engine steps/s",
+        Metric::JoulesPerToken => "energy per token",
+    }
+}
+
+/// A metric's value with its unit, the one way every surface writes one: latencies in ms,
+/// rates in tok/s (or steps/s), energy in J/token. Values are as stored (seconds for latencies).
+pub(crate) fn metric_value(metric: Metric, value: f64) -> String {
+    if !value.is_finite() {
+        return "n/a".into();
+    }
+    match metric {
+        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
+            let ms = value * 1000.0;
+            if ms.abs() >= 100.0 {
+                format!("{ms:.0} ms")
+            } else {
+                format!("{ms:.1} ms")
+            }
+        }
+        Metric::AggregateTps | Metric::PerUserTps => format!("{value:.1} tok/s"),
+        Metric::StepsPerS => format!("{value:.1} steps/s"),
+        Metric::JoulesPerToken => format!("{value:.3} J/token"),
+    }
+}
+
+/// A relative change in percent, `−9.6%`; a change that rounds to zero is `0.0%`, not `−0.0%`.
+fn pct(fraction: f64) -> String {
+    if (100.0 * fraction).abs() < 0.05 {
+        "0.0%".into()
+    } else {
+        signed_percent(fraction)
+    }
+}
+
+/// A percentage figure without the sign of a rounded zero: `−9.6`, `+0.4`, `0.0`.
+fn num(percent: f64) -> String {
+    if percent.abs() < 0.05 {
+        "0.0".into()
+    } else {
+        signed_number(percent, 1)
+    }
+}
+
+/// `[−10.9, −8.4]`: an interval of a relative change, in percent.
+pub(crate) fn interval(low: f64, high: f64) -> String {
+    format!("[{}, {}]", num(100.0 * low), num(100.0 * high))
+}
+
+/// `C=8 / 32k`.
+pub(crate) fn cell_label(concurrency: u32, context_tokens: u64) -> String {
+    format!("C={concurrency} / {}", context_label(context_tokens))
+}
+
+fn label(c: &CellComparison) -> String {
+    cell_label(c.concurrency, c.context_tokens)
+}
+
+/// "higher" or "lower", the direction of the number people read, never "improvement" or
+/// "regression": a latency that went down reads "lower", whatever the gate decided.
+fn direction_word(change: f64) -> &'static str {
+    if change >= 0.0 { "higher" } else { "lower" }
+}
+
+/// Whether a metric's values can be right: a latency percentile is only shown when it is at
+/// least a fifth of the mean time between a stream's tokens (1 / per-user tok/s) — an ITL p50
+/// of 0.1 ms beside 750 tok/s per user (1.3 ms a token) counts tokens that arrived together,
+/// not a latency anyone recognises.
+fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
+    if !(m.baseline.is_finite() && m.candidate.is_finite() && m.baseline > 0.0 && m.candidate > 0.0)
+    {
+        return false;
+    }
+    if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90) {
+        return true;
+    }
+    let Some(per_user) = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps) else {
+        return true;
+    };
+    let gap = |tps: f64| if tps > 0.0 { 1.0 / tps } else { f64::INFINITY };
+    m.baseline >= 0.2 * gap(per_user.baseline) && m.candidate >= 0.2 * gap(per_user.candidate)
+}
+
+/// One matrix cell: its number (a change in %, or a short word) and its symbol.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GridCell {
+    /// `−9.6`, `−12.0†`, `cap`, `err`, or empty.
+    pub number: String,
+    /// The verdict's symbol.
+    pub symbol: &'static str,
+    /// The verdict (for the legend).
+    pub verdict: CellVerdict,
+}
+
+impl GridCell {
+    /// `−9.6 ✗`, `–`.
+    pub(crate) fn text(&self) -> String {
+        if self.number.is_empty() {
+            self.symbol.to_string()
+        } else {
+            format!("{} {}", self.number, self.symbol)
+        }
+    }
+}
+
+fn grid_cell(c: &CellComparison) -> GridCell {
+    let (symbol, _) = cell_symbol(c.verdict);
+    let number = match (c.verdict, c.deciding()) {
+        (CellVerdict::NotComparable, _) => String::new(),
+        (CellVerdict::CapacityRegression, _) => "cap".into(),
+        (CellVerdict::ErrorRegression, _) => "err".into(),
+        (CellVerdict::Saturated | CellVerdict::SaturationRegression, _) => "sat".into(),
+        (_, None) => String::new(),
+        (v, Some(m)) => {
+            let decided = matches!(v, CellVerdict::Regression | CellVerdict::Improvement);
+            let d = if decided {
+                m.shown_change()
+            } else {
+                m.shown_change_total()
+            };
+            let mut n = num(100.0 * d.change);
+            if decided && d.basis == DecisionBasis::VsRun {
+                n.push_str(VS_RUN);
+            }
+            if m.metric != Metric::AggregateTps {
+                n.push_str(OTHER_METRIC);
+            }
+            n
+        }
+    };
+    GridCell {
+        number,
+        symbol,
+        verdict: c.verdict,
+    }
+}
+
+/// The matrix: context rows × concurrency columns.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Grid {
+    /// Column heads (concurrency), ascending.
+    pub concurrency: Vec<u32>,
+    /// One row per context, ascending: its label and one cell per column (`None`: not in the
+    /// matrix).
+    pub rows: Vec<(String, Vec<Option<GridCell>>)>,
+}
+
+/// A significant change of a latency or secondary metric, with units.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SecondaryChange {
+    /// `C=8 / 32k`.
+    pub cell: String,
+    /// `TTFT p90`.
+    pub metric: &'static str,
+    /// `41.2 ms → 58.0 ms`.
+    pub values: String,
+    /// `+40.8% [+30.1, +52.0] higher`.
+    pub change: String,
+}
+
+/// Everything a surface shows, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GateLayout {
+    /// The answer: symbol, size and interval, cells, and how sure.
+    pub first_line: String,
+    /// What the table's numbers are.
+    pub grid_caption: String,
+    /// The matrix (`None` when no cell was compared).
+    pub grid: Option<Grid>,
+    /// Only the symbols that appear: (symbol, meaning).
+    pub legend: Vec<(&'static str, &'static str)>,
+    /// Significant, plausible latency and secondary changes.
+    pub secondary: Vec<SecondaryChange>,
+    /// The basis, the rule and the arithmetic, one paragraph each.
+    pub details: Vec<String>,
+}
+
+/// Builds the layout of a comparison.
+pub(crate) fn layout(report: &ComparisonReport) -> GateLayout {
+    let grid = grid(report);
+    let mut legend: Vec<(&'static str, &'static str)> = Vec::new();
+    let mut extra: Vec<(&'static str, &'static str)> = Vec::new();
+    if let Some(g) = &grid {
+        let mut seen = BTreeSet::new();
+        for cell in g.rows.iter().flat_map(|(_, cells)| cells.iter().flatten()) {
+            if seen.insert(cell.symbol) {
+                legend.push(cell_symbol(cell.verdict));
+            }
+            if cell.number.contains(VS_RUN) && !extra.iter().any(|(s, _)| *s == VS_RUN) {
+                extra.push((
+                    VS_RUN,
+                    "against the rest of its own run (the matrix's common move taken out)",
+                ));
+            }
+            if cell.number.contains(OTHER_METRIC) && !extra.iter().any(|(s, _)| *s == OTHER_METRIC)
+            {
+                extra.push((OTHER_METRIC, "decided on another metric (see Details)"));
+            }
+        }
+    }
+    legend.extend(extra);
+    GateLayout {
+        first_line: first_line(report),
+        grid_caption: "aggregate tok/s, change vs baseline in %".into(),
+        grid,
+        legend,
+        secondary: secondary(report),
+        details: details(report),
+    }
+}
+
+fn grid(report: &ComparisonReport) -> Option<Grid> {
+    if report.cells.is_empty() {
+        return None;
+    }
+    let contexts: BTreeSet<u64> = report.cells.iter().map(|c| c.context_tokens).collect();
+    let concurrency: Vec<u32> = report
+        .cells
+        .iter()
+        .map(|c| c.concurrency)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let rows = contexts
+        .into_iter()
+        .map(|ctx| {
+            let cells = concurrency
+                .iter()
+                .map(|&conc| {
+                    report
+                        .cells
+                        .iter()
+                        .find(|c| c.concurrency == conc && c.context_tokens == ctx)
+                        .map(grid_cell)
+                })
+                .collect();
+            (context_label(ctx), cells)
+        })
+        .collect();
+    Some(Grid { concurrency, rows })
+}
+
+/// Cells that were compared (a primary figure and a speed verdict).
+fn compared(report: &ComparisonReport) -> usize {
+    report
+        .cells
+        .iter()
+        .filter(|c| c.verdict != CellVerdict::NotComparable && c.primary().is_some())
+        .count()
+}
+
+fn cells_word(n: usize) -> String {
+    format!("{n} cell{}", if n == 1 { "" } else { "s" })
+}
+
+/// The sensitivity clause: "this run could detect −4.6% or worse".
+fn could_detect(report: &ComparisonReport) -> Option<String> {
+    let s = report.sensitivity.as_ref()?;
+    let mde = s.matrix_mde.unwrap_or(s.mde);
+    if !mde.is_finite() {
+        return None;
+    }
+    if s.sufficient {
+        Some(format!("this run could detect {} or worse", pct(mde)))
+    } else {
+        let needs = match s.runs_needed {
+            Some(n) => format!(
+                "{n} more baseline run{} needed",
+                if n == 1 { "" } else { "s" }
+            ),
+            None => "not reachable at this noise".into(),
+        };
+        Some(format!(
+            "but this baseline could detect only {} or worse, not the rule's {} ({needs})",
+            pct(mde),
+            pct(-s.design_effect)
+        ))
+    }
+}
+
+/// `aggregate tok/s −9.6% [−10.9, −8.4]`.
+fn sized(metric: Metric, change: f64, low: f64, high: f64) -> String {
+    format!(
+        "{} {} {}",
+        metric_name(metric),
+        pct(change),
+        interval(low, high)
+    )
+}
+
+fn confirmed(report: &ComparisonReport) -> Option<&'static str> {
+    let c = report.confirmation.as_ref()?;
+    match (c.used, report.gate) {
+        (true, GateVerdict::Regression) => Some(", confirmed on a second boot"),
+        (true, _) => Some(", after a second boot"),
+        (false, _) => None,
+    }
+}
+
+/// The first line: the verdict in words, with its size and interval.
+pub(crate) fn first_line(report: &ComparisonReport) -> String {
+    let (symbol, word) = answer(report);
+    let n = compared(report);
+    let matrix = report.matrix_test.as_ref();
+    let confirm = confirmed(report).unwrap_or("");
+    match report.gate {
+        GateVerdict::NoBaseline => format!(
+            "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared",
+            cells_word(report.cells.len())
+        ),
+        GateVerdict::Unmeasured => format!(
+            "{symbol} {word}: {}",
+            report
+                .coverage
+                .map_or_else(|| "coverage unknown".to_string(), |c| c.describe())
+        ),
+        GateVerdict::Regression => {
+            let regressed: Vec<&CellComparison> = report.regressions().collect();
+            let k = regressed.len();
+            if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
+                let where_ = if k == n && n > 0 {
+                    format!("in all {}", cells_word(n))
+                } else if k > 0 {
+                    format!("over {}, {k} of them regressed", cells_word(m.cells))
+                } else {
+                    format!("over {} (matrix-wide)", cells_word(m.cells))
+                };
+                return format!(
+                    "{symbol} {} {where_}{confirm}",
+                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
+                );
+            }
+            // The worst speed regression, else the first of another kind.
+            let worst = regressed
+                .iter()
+                .filter(|c| c.verdict == CellVerdict::Regression)
+                .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            let of_n = format!("{k} of {} regressed", cells_word(report.cells.len()));
+            match (worst, regressed.first()) {
+                (Some((_, m, c)), _) => {
+                    let d = m.shown_change();
+                    format!(
+                        "{symbol} {} at {}; {of_n}{confirm}",
+                        sized(m.metric, d.change, d.ci_low, d.ci_high),
+                        label(c)
+                    )
+                }
+                (None, Some(c)) => format!(
+                    "{symbol} {} at {}; {of_n}{confirm}",
+                    cell_symbol(c.verdict).1.split(" (").next().unwrap_or(""),
+                    label(c)
+                ),
+                (None, None) => format!("{symbol} {word}{confirm}"),
+            }
+        }
+        GateVerdict::Pass | GateVerdict::Insufficient => {
+            let mut line = if report.gate == GateVerdict::Pass {
+                format!("{symbol} no regression in {}", cells_word(n))
+            } else {
+                format!("{symbol} {word}: no regression seen in {}", cells_word(n))
+            };
+            if let Some(m) = matrix {
+                line.push_str(&format!(
+                    " ({})",
+                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
+                ));
+            }
+            line.push_str(confirm);
+            if let Some(s) = could_detect(report) {
+                line.push_str(if s.starts_with("but") { ", " } else { "; " });
+                line.push_str(&s);
+            }
+            line
+        }
+    }
+}
+
+fn secondary(report: &ComparisonReport) -> Vec<SecondaryChange> {
+    let mut out = Vec::new();
+    for c in &report.cells {
+        for m in &c.metrics {
+            if m.metric == Metric::AggregateTps
+                || !matches!(
+                    m.verdict,
+                    CellVerdict::Regression | CellVerdict::Improvement
+                )
+                || !plausible(c, m)
+            {
+                continue;
+            }
+            out.push(SecondaryChange {
+                cell: label(c),
+                metric: metric_name(m.metric),
+                values: format!(
+                    "{} → {}",
+                    metric_value(m.metric, m.baseline),
+                    metric_value(m.metric, m.candidate)
+                ),
+                change: format!(
+                    "{} {} {}",
+                    pct(m.change),
+                    interval(m.ci_low, m.ci_high),
+                    direction_word(m.change)
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// `p = 0.0021`, `p < 0.0001`.
+fn p_text(p: f64) -> String {
+    if p < 1e-4 {
+        "p < 0.0001".into()
+    } else {
+        format!("p = {p:.4}")
+    }
+}
+
+fn details(report: &ComparisonReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(m) = &report.matrix_test {
+        out.push(format!(
+            "Matrix-wide test: mean aggregate tok/s change {} {} over {}, margin {:.1}%, one-sided {}: {}.",
+            pct(m.change),
+            interval(m.ci_low, m.ci_high),
+            cells_word(m.cells),
+            100.0 * m.margin,
+            p_text(m.p_value),
+            match m.verdict {
+                CellVerdict::Regression => "a matrix-wide regression",
+                CellVerdict::Improvement => "matrix-wide faster",
+                _ => "no matrix-wide regression shown",
+            }
+        ));
+    }
+    if let Some(c) = &report.confirmation {
+        if c.used {
+            let first = c
+                .first_boot
+                .as_ref()
+                .map(|m| {
+                    format!(
+                        " First boot alone: {} {}, {}.",
+                        pct(m.change),
+                        interval(m.ci_low, m.ci_high),
+                        p_text(m.p_value)
+                    )
+                })
+                .unwrap_or_default();
+            out.push(format!(
+                "Second boot: {}; the verdict tests both boots together ({}).{first}",
+                c.reason, c.second_results
+            ));
+        } else {
+            out.push(format!(
+                "Second boot not used: {}; the verdict is the first boot's alone.",
+                c.reason
+            ));
+        }
+    }
+    if let Some(s) = &report.sensitivity {
+        let mut line = format!(
+            "Sensitivity at {:.0}% power with {} baseline run{}:",
+            100.0 * s.design_power,
+            s.history_runs,
+            if s.history_runs == 1 { "" } else { "s" }
+        );
+        if let Some(m) = s.matrix_mde {
+            line.push_str(&format!(" a uniform {} over the matrix;", pct(m)));
+        }
+        if let Some(median) = s.median_cell_mde() {
+            line.push_str(&format!(
+                " {} in one cell alone (median cell);",
+                pct(median)
+            ));
+        }
+        line.pop();
+        line.push('.');
+        out.push(line);
+    }
+    for c in &report.cells {
+        // A decided cell whose figure in the table is its total change needs no line: the
+        // table and the matrix-wide test say it all.
+        let decided = matches!(
+            c.verdict,
+            CellVerdict::Regression | CellVerdict::Improvement
+        );
+        let figure = c.deciding().filter(|m| {
+            decided
+                && (m.metric != Metric::AggregateTps
+                    || m.shown_change().basis == DecisionBasis::VsRun)
+        });
+        // A cell that moved with the matrix is said by the matrix-wide test's line.
+        let with_matrix = decided
+            && c.deciding()
+                .is_some_and(|m| m.shown_change().basis == DecisionBasis::WithMatrix);
+        if c.verdict == CellVerdict::Unchanged
+            || with_matrix
+            || (figure.is_none() && c.reason.is_none())
+        {
+            continue;
+        }
+        let mut line = format!("{} {}: {}", cell_symbol(c.verdict).0, label(c), {
+            cell_symbol(c.verdict).1
+        });
+        if let Some(m) = figure {
+            let d = m.shown_change();
+            line.push_str(&format!(
+                "; decided on {} {} {} {} (total {})",
+                metric_name(m.metric),
+                pct(d.change),
+                interval(d.ci_low, d.ci_high),
+                d.label(),
+                pct(m.change)
+            ));
+        }
+        if let Some(r) = &c.reason {
+            line.push_str(&format!(" — {r}"));
+        }
+        out.push(line);
+    }
+    let r = &report.rule;
+    out.push(format!(
+        "Rule: {:.0}% intervals; margin = max({:.1}%, {} × noise); {} correction, α = {}; baseline level from {} run{}, noise from {}.",
+        100.0 * r.confidence,
+        100.0 * r.min_effect,
+        r.noise_k,
+        r.correction,
+        r.alpha,
+        report.baseline.level_runs.len(),
+        if report.baseline.level_runs.len() == 1 { "" } else { "s" },
+        report.baseline.noise_runs
+    ));
+    out.push(format!(
+        "Profile {} · engine {} · model {}{}.",
+        report.profile.key,
+        report.profile.engine,
+        report.profile.model,
+        report
+            .suite
+            .as_deref()
+            .map(|s| format!(" · suite {s}"))
+            .unwrap_or_default()
+    ));
+    out
+}
+
+/// The annotation/workflow-command title of a cell: `C=8 / 32k: aggregate tok/s −9.6% [−10.9, −8.4]`.
+pub(crate) fn cell_title(cell: &CellComparison) -> String {
+    let name = label(cell);
+    match (cell.verdict, cell.deciding()) {
+        (
+            CellVerdict::Regression | CellVerdict::Improvement | CellVerdict::Inconclusive,
+            Some(m),
+        ) => {
+            let d = m.shown_change();
+            format!(
+                "{name}: {} {}",
+                sized(m.metric, d.change, d.ci_low, d.ci_high),
+                cell_symbol(cell.verdict).1
+            )
+        }
+        (v, _) => format!(
+            "{name}: {}",
+            cell_symbol(v).1.split(" (").next().unwrap_or("")
+        ),
+    }
+}
+
+/// The annotation message of a cell: the deciding metric's levels with units, the change, its
+/// interval and margin, and the cell's reason.
+pub(crate) fn cell_message(cell: &CellComparison, confidence: f64) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = cell.deciding() {
+        let d = m.shown_change();
+        let basis = match d.basis {
+            DecisionBasis::Total => String::new(),
+            _ => format!(", {}; total {}", d.label(), pct(m.change)),
+        };
+        parts.push(format!(
+            "{} {} → {} ({}{basis}; {:.0}% interval {}; margin {:.1}%)",
+            metric_name(m.metric),
+            metric_value(m.metric, m.baseline),
+            metric_value(m.metric, m.candidate),
+            pct(d.change),
+            100.0 * confidence,
+            interval(d.ci_low, d.ci_high),
+            100.0 * m.margin
+        ));
+    }
+    if let Some(r) = &cell.reason {
+        parts.push(r.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    if parts.is_empty() {
+        parts.push(cell_symbol(cell.verdict).1.to_string());
+    }
+    parts.join("; ")
+}
+
+// ---- console ----------------------------------------------------------------------------
+
+/// The layout for a terminal: no line wider than [`CONSOLE_WIDTH`].
+pub(crate) fn console(l: &GateLayout) -> String {
+    let mut out = wrap(&l.first_line, 2);
+    out.push('\n');
+    if let Some(g) = &l.grid {
+        out.push_str(&l.grid_caption);
+        out.push('\n');
+        let mut table = comfy_table::Table::new();
+        table
+            .load_style(crate::report::verdict_table::TABLE_STYLE)
+            .force_no_tty();
+        let mut header = vec!["ctx \\ C".to_string()];
+        header.extend(g.concurrency.iter().map(u32::to_string));
+        table.set_header(header);
+        for (ctx, cells) in &g.rows {
+            let mut row = vec![ctx.clone()];
+            row.extend(
+                cells
+                    .iter()
+                    .map(|c| c.as_ref().map(GridCell::text).unwrap_or_default()),
+            );
+            table.add_row(row);
+        }
+        for i in 1..=g.concurrency.len() {
+            if let Some(col) = table.column_mut(i) {
+                col.set_cell_alignment(comfy_table::CellAlignment::Right);
+            }
+        }
+        out.push_str(&table.to_string());
+        out.push('\n');
+    }
+    if !l.legend.is_empty() {
+        out.push_str(&wrap(&legend_text(&l.legend), 2));
+        out.push('\n');
+    }
+    if !l.secondary.is_empty() {
+        out.push_str("Latency and other metrics (significant changes only):\n");
+        for s in &l.secondary {
+            out.push_str(&wrap(
+                &format!("  {}  {}  {}  {}", s.cell, s.metric, s.values, s.change),
+                4,
+            ));
+            out.push('\n');
+        }
+    }
+    out.push_str("Details:\n");
+    for d in &l.details {
+        out.push_str(&wrap(&format!("  {d}"), 4));
+        out.push('\n');
+    }
+    out
+}
+
+fn legend_text(legend: &[(&str, &str)]) -> String {
+    legend
+        .iter()
+        .map(|(s, m)| format!("{s} {m}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+// ---- Markdown ---------------------------------------------------------------------------
+
+/// The layout as GitHub-flavoured Markdown: the first line (unless `with_first_line` is
+/// false, for surfaces that show it as a title), the table, the legend, and Details collapsed.
+/// Engine- and config-supplied text is escaped.
+pub(crate) fn markdown(l: &GateLayout, with_first_line: bool) -> String {
+    let mut out = String::new();
+    if with_first_line {
+        out.push_str(&format!("**{}**\n\n", escape(&l.first_line)));
+    }
+    out.push_str(&markdown_body(l, "", ""));
+    out
+}
+
+/// Table, legend and Details, without the first line; `before_details` (Markdown, e.g. the
+/// job summary's chart) goes between the legend and Details, `extra_details` at the end of
+/// Details (both already escaped).
+pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) -> String {
+    let mut out = String::new();
+    if let Some(g) = &l.grid {
+        out.push_str(&format!("{}:\n\n", escape(&l.grid_caption)));
+        out.push_str("| context |");
+        for c in &g.concurrency {
+            out.push_str(&format!(" C={c} |"));
+        }
+        out.push_str("\n|---|");
+        for _ in &g.concurrency {
+            out.push_str("---:|");
+        }
+        out.push('\n');
+        for (ctx, cells) in &g.rows {
+            out.push_str(&format!("| {} |", escape(ctx)));
+            for c in cells {
+                let t = c.as_ref().map(GridCell::text).unwrap_or_default();
+                out.push_str(&format!(" {} |", escape(&t)));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    if !l.legend.is_empty() {
+        out.push_str(&escape(&legend_text(&l.legend)));
+        out.push_str("\n\n");
+    }
+    if !before_details.is_empty() {
+        out.push_str(before_details);
+        out.push('\n');
+    }
+    out.push_str("<details><summary>Details</summary>\n\n");
+    if !l.secondary.is_empty() {
+        out.push_str("Latency and other metrics (significant changes only):\n\n");
+        out.push_str("| cell | metric | baseline → now | change [interval, %] |\n");
+        out.push_str("|---|---|---:|---:|\n");
+        for s in &l.secondary {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                escape(&s.cell),
+                escape(s.metric),
+                escape(&s.values),
+                escape(&s.change)
+            ));
+        }
+        out.push('\n');
+    }
+    for d in &l.details {
+        out.push_str(&format!("- {}\n", escape(d)));
+    }
+    if !extra_details.is_empty() {
+        out.push('\n');
+        out.push_str(extra_details);
+    }
+    out.push_str("\n</details>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests;

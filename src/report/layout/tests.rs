@@ -1,0 +1,317 @@
+//! The layout of a pass, a matrix-wide regression confirmed on a second boot, an undecided
+//! gate on a thin baseline and a single-cell regression: first lines, widths, legends, units.
+
+use super::*;
+use crate::report::console::CONSOLE_WIDTH;
+use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
+use crate::verdict::{
+    BaselineSummary, CellSensitivity, Confirmation, Direction, MatrixTest, RuleSummary,
+    Sensitivity, VERDICT_SCHEMA_VERSION,
+};
+
+fn metric(metric: Metric, base: f64, change: f64, half: f64, v: CellVerdict) -> MetricComparison {
+    MetricComparison {
+        metric,
+        direction: metric.direction(),
+        baseline: base,
+        candidate: base * (1.0 + change),
+        change,
+        ci_low: change - half,
+        ci_high: change + half,
+        margin: 0.03,
+        p_value: 0.0004,
+        p_adjusted: 0.008,
+        verdict: v,
+        decided_on: None,
+        check: None,
+    }
+}
+
+/// The default job's 3 × 2 matrix (C = 1, 2, 4 × contexts 0, 8k), every cell `change` ± 1.2%
+/// with `verdict`; per-user tok/s and ITL as the simulated engine serves them.
+fn cells(change: f64, verdict: CellVerdict) -> Vec<CellComparison> {
+    let mut out = Vec::new();
+    for ctx in [0u64, 8192] {
+        for conc in [1u32, 2, 4] {
+            let per_user = 750.0 / f64::from(conc);
+            out.push(CellComparison {
+                concurrency: conc,
+                context_tokens: ctx,
+                verdict,
+                reason: None,
+                provisional: false,
+                metrics: vec![
+                    metric(
+                        Metric::AggregateTps,
+                        750.0 * f64::from(conc),
+                        change,
+                        0.012,
+                        verdict,
+                    ),
+                    metric(
+                        Metric::PerUserTps,
+                        per_user,
+                        change,
+                        0.012,
+                        CellVerdict::Unchanged,
+                    ),
+                    metric(Metric::TtftP90, 0.045, 0.02, 0.03, CellVerdict::Unchanged),
+                    metric(
+                        Metric::ItlP90,
+                        1.1 / per_user,
+                        -change,
+                        0.01,
+                        CellVerdict::Unchanged,
+                    ),
+                ],
+            });
+        }
+    }
+    out
+}
+
+fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> ComparisonReport {
+    let hw = HardwareFingerprint {
+        kind: "sim".into(),
+        gpu_model: None,
+        gpu_count: 0,
+        driver_version: None,
+        cpu_model: None,
+    };
+    let spec = MatrixSpec {
+        model: "sim-test".into(),
+        concurrency: vec![1, 2, 4],
+        contexts: vec![0, 8192],
+        timing: crate::results::CellTiming::DEFAULT,
+        repetitions: 1,
+    };
+    ComparisonReport {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        profile: ProfileKey::derive(hw, "infergate-sim", "sim-test", &spec),
+        suite: Some("pr".into()),
+        candidate_runs: vec!["cand".into()],
+        baseline: BaselineSummary {
+            level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
+            noise_runs: 5,
+        },
+        gate,
+        headline: "the old headline".into(),
+        matrix_test: Some(matrix),
+        cells,
+        lines: Vec::new(),
+        rule: RuleSummary {
+            alpha: 0.01,
+            min_effect: 0.03,
+            noise_k: 2.0,
+            correction: "holm".into(),
+            confidence: 0.95,
+        },
+        confirmation: None,
+        coverage: None,
+        sensitivity: Some(Sensitivity {
+            design_effect: 0.05,
+            design_power: 0.8,
+            history_runs: 5,
+            matrix_mde: Some(-0.046),
+            mde: -0.046,
+            runs_needed: Some(0),
+            sufficient: true,
+            cells: vec![CellSensitivity {
+                concurrency: 1,
+                context_tokens: 0,
+                mde: -0.08,
+            }],
+        }),
+    }
+}
+
+fn matrix(change: f64, half: f64, verdict: CellVerdict) -> MatrixTest {
+    MatrixTest {
+        change,
+        ci_low: change - half,
+        ci_high: change + half,
+        margin: 0.03,
+        p_value: match verdict {
+            CellVerdict::Regression => 0.0002,
+            CellVerdict::Inconclusive => 0.09,
+            _ => 0.41,
+        },
+        verdict,
+        cells: 6,
+        check: None,
+    }
+}
+
+pub(crate) fn pass() -> ComparisonReport {
+    report(
+        GateVerdict::Pass,
+        cells(0.002, CellVerdict::Unchanged),
+        matrix(0.002, 0.008, CellVerdict::Unchanged),
+    )
+}
+
+pub(crate) fn regression() -> ComparisonReport {
+    let mut cells = cells(-0.096, CellVerdict::Regression);
+    for c in &mut cells {
+        c.metrics[0].decided_on = Some(crate::verdict::DecidedChange {
+            basis: DecisionBasis::WithMatrix,
+            change: -0.096,
+            ci_low: -0.108,
+            ci_high: -0.084,
+            matrix_change: Some(-0.096),
+        });
+    }
+    let mut r = report(
+        GateVerdict::Regression,
+        cells,
+        MatrixTest {
+            ci_low: -0.109,
+            ci_high: -0.084,
+            ..matrix(-0.096, 0.0, CellVerdict::Regression)
+        },
+    );
+    r.confirmation = Some(Confirmation {
+        reason: "the first boot's matrix-wide change was −9.4% [−11.0, −7.8], p = 0.0300".into(),
+        first_boot: Some(matrix(-0.094, 0.016, CellVerdict::Inconclusive)),
+        second_results: "results-confirm.json".into(),
+        used: true,
+    });
+    r
+}
+
+pub(crate) fn insufficient() -> ComparisonReport {
+    let mut cells = cells(-0.021, CellVerdict::Inconclusive);
+    cells[0].verdict = CellVerdict::Unchanged;
+    cells[0].metrics[0].verdict = CellVerdict::Unchanged;
+    let mut r = report(
+        GateVerdict::Insufficient,
+        cells,
+        matrix(-0.021, 0.019, CellVerdict::Inconclusive),
+    );
+    if let Some(s) = r.sensitivity.as_mut() {
+        s.history_runs = 2;
+        s.matrix_mde = Some(-0.079);
+        s.mde = -0.079;
+        s.runs_needed = Some(5);
+        s.sufficient = false;
+    }
+    r
+}
+
+#[test]
+fn the_first_line_says_the_answer_with_size_interval_and_cells() {
+    assert_eq!(
+        first_line(&regression()),
+        "✗ aggregate tok/s −9.6% [−10.9, −8.4] in all 6 cells, confirmed on a second boot"
+    );
+    assert_eq!(
+        first_line(&pass()),
+        "✓ no regression in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect −4.6% or worse"
+    );
+    let thin = first_line(&insufficient());
+    assert!(
+        thin.starts_with("? inconclusive: 5 of 6 cells not decided"),
+        "{thin}"
+    );
+    assert!(
+        thin.ends_with("this baseline could detect only −7.9% or worse, not the rule's −5.0% (5 more baseline runs needed)"),
+        "{thin}"
+    );
+}
+
+#[test]
+fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
+    let l = layout(&regression());
+    let g = l.grid.as_ref().expect("grid");
+    assert_eq!(g.concurrency, [1, 2, 4]);
+    let first = g.rows[0].1[0].as_ref().expect("cell");
+    assert_eq!(first.text(), "−9.6 ✗");
+    assert_eq!(l.legend, [("✗", "regression")]);
+    let l = layout(&insufficient());
+    let symbols: Vec<&str> = l.legend.iter().map(|(s, _)| *s).collect();
+    assert_eq!(symbols, ["✓", "?"]);
+}
+
+#[test]
+fn the_console_is_at_most_100_columns_and_says_the_headline_once() {
+    for r in [pass(), regression(), insufficient()] {
+        let text = console(&layout(&r));
+        for line in text.lines() {
+            assert!(line.chars().count() <= CONSOLE_WIDTH, "{line}");
+        }
+        assert!(!text.contains("the old headline"), "{text}");
+        let unwrapped = text.replace("\n  ", " ");
+        let first = first_line(&r);
+        assert_eq!(unwrapped.matches(first.as_str()).count(), 1, "{text}");
+    }
+}
+
+#[test]
+fn latencies_carry_units_and_never_a_verdict_word_against_their_sign() {
+    let mut r = regression();
+    // A significant ITL p90 rise and a TTFT p90 fall on the slower build.
+    r.cells[0].metrics[3] = metric(Metric::ItlP90, 0.0033, 0.061, 0.02, CellVerdict::Regression);
+    r.cells[1].metrics[2] = metric(
+        Metric::TtftP90,
+        0.045,
+        -0.089,
+        0.02,
+        CellVerdict::Improvement,
+    );
+    let l = layout(&r);
+    assert_eq!(l.secondary.len(), 2, "{:?}", l.secondary);
+    let itl = &l.secondary[0];
+    assert_eq!(itl.values, "3.3 ms → 3.5 ms");
+    assert!(itl.change.ends_with("higher"), "{}", itl.change);
+    let ttft = &l.secondary[1];
+    assert!(ttft.change.ends_with("lower"), "{}", ttft.change);
+    let md = markdown(&l, true);
+    assert!(!md.contains("improvement"), "{md}");
+    assert_eq!(metric_value(Metric::AggregateTps, 747.23), "747.2 tok/s");
+    assert_eq!(metric_value(Metric::ItlP50, 0.0013), "1.3 ms");
+    assert_eq!(Metric::ItlP90.direction(), Direction::LowerIsBetter);
+}
+
+#[test]
+fn a_latency_that_cannot_be_right_is_not_shown() {
+    let mut r = pass();
+    // ITL p50 of 0.1 ms beside 750 tok/s per user (1.3 ms a token): tokens that came together.
+    r.cells[0].metrics[3] = metric(
+        Metric::ItlP50,
+        0.0022,
+        -0.947,
+        0.02,
+        CellVerdict::Improvement,
+    );
+    assert!(layout(&r).secondary.is_empty());
+}
+
+#[test]
+fn a_cell_regression_names_the_worst_cell_and_the_count() {
+    let mut r = pass();
+    r.gate = GateVerdict::Regression;
+    r.cells[5].verdict = CellVerdict::Regression;
+    r.cells[5].metrics[0] = metric(
+        Metric::AggregateTps,
+        3000.0,
+        -0.123,
+        0.02,
+        CellVerdict::Regression,
+    );
+    assert_eq!(
+        first_line(&r),
+        "✗ aggregate tok/s −12.3% [−14.3, −10.3] at C=4 / 8k; 1 of 6 cells regressed"
+    );
+}
+
+#[test]
+fn markdown_snapshots() {
+    insta::assert_snapshot!("pass", markdown(&layout(&pass()), true));
+    insta::assert_snapshot!("regression", markdown(&layout(&regression()), true));
+    insta::assert_snapshot!("insufficient", markdown(&layout(&insufficient()), true));
+}
+
+#[test]
+fn console_snapshots() {
+    insta::assert_snapshot!("console_regression", console(&layout(&regression())));
+}
