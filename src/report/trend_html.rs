@@ -212,6 +212,12 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
     }
     let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-9);
     let (lo, hi) = (lo - pad, hi + pad);
+    // Stores refuse values no measurement gives (`baseline::PLAUSIBLE_TPS`); a series that
+    // still cannot be scaled is said, never drawn as `inf`/`NaN` coordinates.
+    if !(lo.is_finite() && hi.is_finite() && hi > lo) {
+        out.push_str("<p>This series holds values that cannot be drawn (not finite).</p>\n");
+        return;
+    }
     let x = |pos: usize| LEFT + (W - LEFT - RIGHT) * (pos as f64 + 0.5) / n_runs as f64;
     let y = |v: f64| TOP + (H - TOP - BOTTOM) * (hi - v) / (hi - lo);
     let _ = write!(
@@ -375,6 +381,29 @@ mod tests {
             candidate: None,
             history,
         }
+    }
+
+    #[test]
+    fn a_series_that_cannot_be_scaled_is_said_not_drawn() {
+        let mut g = hostile_group();
+        for s in &mut g.history.series {
+            if let Some(v) = s.values.first_mut() {
+                *v = f64::INFINITY;
+            }
+        }
+        let page = render(std::slice::from_ref(&g));
+        for bad in ["=\"inf", "=\"NaN", "=\"-inf", ">inf<", ">NaN<"] {
+            let at = page.find(bad);
+            assert!(
+                at.is_none(),
+                "drawn anyway: {:?}",
+                at.map(|i| &page[i.saturating_sub(80)..i + 20])
+            );
+        }
+        assert_eq!(
+            page.matches("cannot be drawn").count(),
+            g.history.series.len()
+        );
     }
 
     #[test]
