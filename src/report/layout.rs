@@ -495,12 +495,10 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(m) = &report.matrix_test {
         out.push(format!(
-            "Matrix-wide test: mean aggregate tok/s change {} {} over {}, margin {:.1}%, one-sided {}: {}.",
+            "Matrix-wide: mean aggregate tok/s change {} {} over {}: {}.",
             pct(m.change),
             interval(m.ci_low, m.ci_high),
             cells_word(m.cells),
-            100.0 * m.margin,
-            p_text(m.p_value),
             match m.verdict {
                 CellVerdict::Regression => "a matrix-wide regression",
                 CellVerdict::Improvement => "matrix-wide faster",
@@ -508,6 +506,8 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             }
         ));
     }
+    // The tests that decided, each redoable by hand: statistic, reference, boundary, alpha.
+    out.extend(report.check_lines());
     if let Some(c) = &report.confirmation {
         if c.used {
             let first = c
@@ -596,12 +596,14 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     }
     let r = &report.rule;
     out.push(format!(
-        "Rule: {:.0}% intervals; margin = max({:.1}%, {} × noise); {} correction, α = {}; baseline level from {} run{}, noise from {}.",
-        100.0 * r.confidence,
-        100.0 * r.min_effect,
-        r.noise_k,
-        r.correction,
+        "Rule: α = {} per gate, half to the matrix-wide test and half to rows, columns and cells \
+         ({} within each family); a regression also needs a change beyond {:.1}% ({:.0}% for \
+         the matrix); {:.0}% intervals; baseline level from {} run{}, noise from {}.",
         r.alpha,
+        r.correction,
+        100.0 * r.min_effect,
+        100.0 * crate::stats::rule::MATRIX_MARGIN,
+        100.0 * r.confidence,
         report.baseline.level_runs.len(),
         if report.baseline.level_runs.len() == 1 { "" } else { "s" },
         report.baseline.noise_runs
