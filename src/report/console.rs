@@ -99,7 +99,7 @@ fn detail_line(cell: &CellResult) -> Option<String> {
         .filter(|g| g.is_finite());
     let itl = cell
         .itl_s
-        .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.2 * gap))
+        .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.5 * gap))
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| "—".into());
     Some(format!("{ttft}/{itl}"))
