@@ -220,7 +220,8 @@ fn matrix_table(results: &RunResults) -> String {
     out.push_str(
         "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics;\n\
          (Ne) = N failed requests; ERR = cell could not be measured; ∅ = skipped.\n\
-         Aggregate = output tokens counted as they streamed over the steady-state window.\n",
+         Aggregate = output tokens counted as they streamed over the steady-state window.\n\
+         — = no value, or an ITL p50 under half the mean token gap (tokens that came together).\n",
     );
     // Cells that are not ok, grouped by what happened to them: a cause shared by every cell
     // (an engine that never started) is said once, with the cells it hit.

@@ -818,10 +818,7 @@ pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details:
     for d in &l.details {
         out.push_str(&format!("- {}\n", escape(d)));
     }
-    if !extra_details.is_empty() {
-        out.push('\n');
-        out.push_str(extra_details);
-    }
+    out.push_str(extra_details);
     out.push_str("\n</details>\n");
     out
 }
