@@ -525,6 +525,10 @@ fn a_context_beyond_the_model_length_is_refused_before_measuring() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("C=1 / 96k (98304 + "), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("C=1 / 96k (98304 context + "),
+        "{}",
+        run.stderr
+    );
     assert!(!run.stderr.contains("cell start"), "{}", run.stderr);
 }

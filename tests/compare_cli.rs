@@ -100,7 +100,7 @@ fn ten_percent_slower_everywhere_is_a_regression() {
     ]);
     assert_eq!(code, 1);
     assert!(
-        text.contains('✗') && text.contains("ctx \\ conc") && text.contains('−'),
+        text.contains('✗') && text.contains("ctx \\ C") && text.contains('−'),
         "{text}"
     );
 }
@@ -326,7 +326,7 @@ fn compare_against_a_store_selects_profile_and_suite() {
     ]);
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(&md).unwrap();
-    assert!(text.contains("| ctx \\\\ conc |"), "{text}");
+    assert!(text.contains("| context | C=1 |"), "{text}");
     // Another suite has no baseline: exit 0, no_baseline, and the message lists what exists.
     let (code, report, err) = compare(
         &[store.to_str().unwrap()],
@@ -497,9 +497,14 @@ fn a_thin_history_says_what_it_can_detect_and_how_many_runs_it_needs() {
         "--candidate",
         cand[0].to_str().unwrap(),
     ]);
-    assert!(text.contains("not sensitive enough"), "{text}");
+    // The console wraps at 100 columns: read it unwrapped.
+    let flat = text.replace("\n    ", " ").replace("\n  ", " ");
     assert!(
-        text.contains("Detectable at 80% power with 2 baseline runs"),
+        flat.contains("but this baseline could detect only"),
+        "{text}"
+    );
+    assert!(
+        flat.contains("Sensitivity at 80% power with 2 baseline runs"),
         "{text}"
     );
 

@@ -224,7 +224,7 @@ async fn the_base_config_and_baselines_judge_whatever_the_pr_and_the_artifact_sa
         "success",
         "{out}"
     );
-    assert!(out.contains("this gate could detect"), "{out}");
+    assert!(out.contains("this run could detect"), "{out}");
 
     // The base's config and baselines: −30% is a regression, and the forged verdict.json next
     // to the results changes nothing.

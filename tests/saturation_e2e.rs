@@ -105,8 +105,12 @@ fn a_preempting_engine_is_saturated_and_confirmed_as_a_regression() {
     assert_eq!(verdict.gate, GateVerdict::Regression);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("cell saturated C=4 ctx=0"), "{stderr}");
-    assert!(stderr.contains("(2 saturation)"), "{stderr}");
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    // The first line names the saturation regression and the cells.
+    assert!(
+        summary.contains("## ✗ saturation regression at C="),
+        "{summary}"
+    );
     assert!(summary.contains("sat ⊘"), "{summary}");
     assert!(summary.contains("saturation"), "{summary}");
     for r in [&results, &second] {
@@ -156,7 +160,7 @@ fn a_context_longer_than_max_model_len_is_refused_before_the_matrix() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("C=1,2,4 / 1k (1024 + 128 = 1152 tokens)"),
+        stderr.contains("C=1,2,4 / 1k (1024 context + 128 max_tokens = 1152 tokens)"),
         "{stderr}"
     );
     assert!(stderr.contains("--max-model-len"), "{stderr}");

@@ -102,7 +102,7 @@ fn detail_line(cell: &CellResult) -> Option<String> {
         .filter(|g| g.is_finite());
     let itl = cell
         .itl_s
-        .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.2 * gap))
+        .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.5 * gap))
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| "—".into());
     Some(match cell.tpot_s {
@@ -230,7 +230,8 @@ fn matrix_table(results: &RunResults) -> String {
     out.push_str(
         "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics;\n\
          (Ne) = N failed requests; ERR = cell could not be measured; ∅ = skipped.\n\
-         Aggregate = output tokens counted as they streamed over the steady-state window.\n",
+         Aggregate = output tokens counted as they streamed over the steady-state window.\n\
+         — = no value, or an ITL p50 under half the mean token gap (tokens that came together).\n",
     );
     let client_view = |c: &&CellResult| {
         c.status == CellStatus::CapacityLimited && c.effective_concurrency.is_none()

@@ -1,0 +1,125 @@
+//! User mistakes end with exit 2 and one plain message naming the flag; a failure's cause is
+//! said once; output files honour the umask.
+
+#![allow(unused_crate_dependencies)]
+
+use std::process::{Command, Output};
+
+fn infergate(args: &[&str], dir: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .expect("run infergate")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn an_out_that_is_a_file_is_exit_2_naming_out() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let o = infergate(&["run", "--out", "notes.txt"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("--out") && t.contains("directory"), "{t}");
+    assert_eq!(t.matches("error").count(), 1, "one message: {t}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
+fn numbers_are_asked_for_in_plain_english() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = infergate(&["ab-eval", "--trials", "many"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("--trials") && t.contains("not a whole number"),
+        "{t}"
+    );
+    std::fs::write(
+        dir.path().join("gate.toml"),
+        "[engine]\ncommand = [\"x\"]\n[suites.pr]\nconcurrency = [1]\ncontexts = [0]\nmax_tokens = \"x\"\n",
+    )
+    .unwrap();
+    let o = infergate(&["run", "--config", "gate.toml"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("expected a whole number"), "{t}");
+    assert!(!t.contains("u32"), "{t}");
+}
+
+#[test]
+fn a_missing_store_is_exit_2_under_its_one_flag_name_and_the_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in ["--baseline-dir", "--dir"] {
+        let o = infergate(&["baseline", flag, "absent", "list"], dir.path());
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {t}");
+        assert!(t.contains("--baseline-dir absent"), "{t}");
+    }
+}
+
+#[test]
+fn an_engine_that_cannot_start_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    std::fs::write(
+        dir.path().join("gate.toml"),
+        "model = \"m\"\n[engine]\ncommand = [\"/nonexistent/engine-binary\"]\n[suites.pr]\nconcurrency = [1, 2]\ncontexts = [0, 1024]\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    let o = infergate(
+        &[
+            "run",
+            "--config",
+            "gate.toml",
+            "--baseline-dir",
+            "store",
+            "--out",
+            "out",
+        ],
+        dir.path(),
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert_eq!(
+        t.matches("cannot start the engine command").count(),
+        1,
+        "{t}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn output_files_honour_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/reports/pass/results.json");
+    let out = dir.path().join("copy.json");
+    let o = infergate(
+        &[
+            "import",
+            fixture.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let probe = dir.path().join("probe");
+    std::fs::File::create(&probe).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&out), mode(&probe));
+}
