@@ -513,6 +513,13 @@ pub struct BisectRecord {
     pub failure: Option<String>,
     /// Commits still suspected when it stopped (all of them before the first answer).
     pub suspects: Vec<String>,
+    /// The culprit posterior when it stopped ([`culprit_posterior`]): each commit with a
+    /// probability of at least 0.1% of being the first bad one, most likely first.
+    #[serde(default)]
+    pub suspect_probabilities: Vec<(String, f64)>,
+    /// Engine-seconds spent: every boot's build, boot, measurement and teardown.
+    #[serde(default)]
+    pub engine_s: f64,
 }
 
 #[cfg(test)]
