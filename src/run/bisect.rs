@@ -36,6 +36,10 @@ use crate::stats::bisect::{
 use super::gate::{Progress, setup};
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
+/// Confidence of the check that good and bad differ at all (the culprit's is `[bisect]
+/// confidence`, on the posterior).
+const GAP_CONFIDENCE: f64 = 0.95;
+
 /// The record's file name in the output directory.
 pub(crate) const RECORD_FILE: &str = "bisect.json";
 
@@ -537,22 +541,59 @@ impl BisectPlan {
         let bads = [ends[1].clone(), ends[2].clone()];
         let (cells, _) = moved_cells(&goods, &bads, &settings);
         record.cells = cells;
-        let Some((gap, lo, hi)) = end_gap(&values, bad_index, settings.confidence) else {
-            return Err("too few boots of good and bad to size their gap".into());
+        // Whether the matrix moved at all: the gap's 95% interval must exclude 0. The ends are
+        // booted again in pairs (bad, good) while it does not, up to `max_boots_per_step`
+        // more pairs; the culprit's own confidence is the posterior's, below.
+        let mut extra = 0;
+        let (gap, lo, hi) = loop {
+            let Some((gap, lo, hi)) = end_gap(&values, bad_index, GAP_CONFIDENCE) else {
+                return Err("too few boots of good and bad to size their gap".into());
+            };
+            if !(lo <= 0.0 && hi >= 0.0) || extra >= self.bisect.max_boots_per_step {
+                break (gap, lo, hi);
+            }
+            extra += 1;
+            for (rev, role, commit) in [
+                (&self.bad, BootRole::Bad, Some(bad_index)),
+                (&self.good, BootRole::Good, None),
+            ] {
+                let build = ctx
+                    .boots
+                    .iter()
+                    .find(|b| b.role == role)
+                    .and_then(|b| b.build.clone());
+                let (boot, results) = self
+                    .boot(ctx, rev, role, &self.suite, build, progress, cancel)
+                    .await;
+                let failure = boot.failure.clone();
+                ctx.boots.push(boot);
+                let Some(run) = results else {
+                    return Err(format!(
+                        "the {} revision {rev} could not be measured: {}",
+                        role.as_str(),
+                        failure.unwrap_or_default()
+                    ));
+                };
+                let Some(value) = matrix_value(&run, &reference) else {
+                    return Err(format!("{rev} measured no cell the good build measured"));
+                };
+                values.push(BootValue { commit, value });
+            }
         };
         if lo <= 0.0 && hi >= 0.0 {
             return Err(format!(
-                "no change between {} and {}: the matrix moved {:+.2}% [{:+.2}%, {:+.2}%] at {:.1}% confidence over 2 boots each: nothing to bisect",
+                "no change between {} and {}: the matrix moved {:+.2}% [{:+.2}%, {:+.2}%] at {:.0}% confidence over {} boots each: nothing to bisect",
                 self.good,
                 self.bad,
                 gap.exp_m1() * 100.0,
                 lo.exp_m1() * 100.0,
                 hi.exp_m1() * 100.0,
-                settings.confidence * 100.0
+                GAP_CONFIDENCE * 100.0,
+                2 + extra
             ));
         }
         let steps = (n.max(2) as f64).log2().ceil() as usize;
-        let budget = 4 + self.bisect.max_boots_per_step as usize * steps;
+        let budget = ctx.boots.len() + self.bisect.max_boots_per_step as usize * steps;
         let probit = |p: f64| {
             statrs::distribution::Normal::new(0.0, 1.0)
                 .map(|d| {
@@ -592,7 +633,7 @@ impl BisectPlan {
             }
             if ctx.boots.len() >= budget {
                 return Err(format!(
-                    "the boot budget ({budget} boots: 4 + max_boots_per_step {} x {steps}) is spent; the most likely first bad commit is {} (probability {:.2}); suspects with their probabilities are in bisect.json",
+                    "the boot budget ({budget} boots: the ends' + max_boots_per_step {} x {steps}) is spent; the most likely first bad commit is {} (probability {:.2}); suspects with their probabilities are in bisect.json",
                     self.bisect.max_boots_per_step, commits[best], p_best
                 ));
             }
