@@ -54,11 +54,16 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// A repository: commit 0 (good) and commits 1..=32, `slowdown` = 2.5 from commit `bad_from`.
 /// Returns the commits' SHAs, index 0 = good.
 fn repo(dir: &Path, bad_from: usize) -> Vec<String> {
+    repo_with(dir, bad_from, "2.5")
+}
+
+/// The same with `slowdown` (the sim's `--slowdown`) from commit `bad_from`.
+fn repo_with(dir: &Path, bad_from: usize, slowdown: &str) -> Vec<String> {
     git(dir, &["init", "-q", "-b", "main"]);
     std::fs::write(dir.join("map.sh"), "git show \"$1\":slowdown\n").unwrap();
     let mut shas = Vec::new();
     for i in 0..=32 {
-        let s = if i >= bad_from { "2.5" } else { "1.0" };
+        let s = if i >= bad_from { slowdown } else { "1.0" };
         std::fs::write(dir.join("slowdown"), format!("{s}\n")).unwrap();
         std::fs::write(dir.join("n"), format!("{i}\n")).unwrap();
         git(dir, &["add", "slowdown", "n"]);
@@ -102,7 +107,7 @@ fn no_engine_left(dir: &Path, r: &BisectRecord) {
 }
 
 #[test]
-fn culprit_among_32_commits_found_in_at_most_7_boots() {
+fn culprit_among_32_commits_found_in_at_most_9_boots() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let shas = repo(dir, 19);
@@ -116,7 +121,10 @@ fn culprit_among_32_commits_found_in_at_most_7_boots() {
     assert_eq!(culprit.rev, shas[19]);
     assert_eq!(culprit.index, 19);
     assert_eq!(culprit.last_good, shas[18]);
-    assert!(r.boots.len() <= 7, "{} boots:\n{out}", r.boots.len());
+    // Good, bad, bad, good, then one boot per halving of 32 (each decides at this gap).
+    assert!(r.boots.len() <= 9, "{} boots:\n{out}", r.boots.len());
+    assert!(r.engine_s > 0.0);
+    assert!(r.suspect_probabilities[0].0 == shas[19] && r.suspect_probabilities[0].1 >= 0.999);
     assert_eq!(r.boots[0].role, BootRole::Good);
     assert_eq!(r.boots[1].role, BootRole::Bad);
     assert_eq!(r.boots[0].build.as_deref(), Some("1.0"));
@@ -144,7 +152,7 @@ fn culprit_among_32_commits_found_in_at_most_7_boots() {
 }
 
 #[test]
-fn no_change_between_good_and_bad_fails_closed_after_two_boots() {
+fn no_change_between_good_and_bad_fails_closed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let shas = repo(dir, 100);
@@ -153,11 +161,13 @@ fn no_change_between_good_and_bad_fails_closed_after_two_boots() {
     assert_eq!(code, Some(3), "stdout:\n{out}\nstderr:\n{err}");
     let r = record(dir);
     assert!(r.culprit.is_none());
-    assert_eq!(r.boots.len(), 2);
+    // Good, bad, bad, good, then up to 3 more pairs while the gap's 95% interval holds 0
+    // (by chance it may not: the search then ends at its budget without a culprit).
+    assert!(r.boots.len() >= 4, "good, bad, bad, good");
     assert!(
         r.failure
             .as_deref()
-            .is_some_and(|f| f.contains("no cell moved")),
+            .is_some_and(|f| f.contains("nothing to bisect") || f.contains("budget")),
         "{r:?}"
     );
     assert!(out.contains("no culprit"), "{out}");
@@ -245,5 +255,58 @@ fn a_build_scripts_setsid_child_does_not_outlive_bisect() {
         .is_empty()),
         "build children left: {:?}",
         support::marked(&marker)
+    );
+}
+
+/// `bisect-eval`: the measurement on the simulated engine. 32 commits after a good
+/// one, a −3% step (`--slowdown 1.031`) at a seeded commit, the sim with a boot-to-boot speed
+/// factor of `BISECT_BOOT_NOISE` (default 1%, the gate's run factor) drawn at every start, the
+/// default `[bisect]` settings: culprit found, boots and engine time per trial.
+#[test]
+#[ignore = "bisect-eval (minutes of engine time): BISECT_TRIALS=10 cargo test --release --test bisect_e2e bisect_eval -- --ignored --nocapture"]
+#[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
+fn bisect_eval_three_percent_step_among_32_commits() {
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.into());
+    let trials: usize = env("BISECT_TRIALS", "10").parse().unwrap();
+    let noise = env("BISECT_BOOT_NOISE", "0.01");
+    let (mut found, mut boots, mut minutes) = (0, Vec::new(), Vec::new());
+    for t in 0..trials {
+        let culprit = 1 + (t * 13 + 7) % 32;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let shas = repo_with(dir, culprit, "1.031");
+        let cfg = config(dir, "");
+        let text = std::fs::read_to_string(&cfg).unwrap().replace(
+            "\"--slowdown\", \"{build}\"]",
+            &format!("\"--slowdown\", \"{{build}}\", \"--boot-noise\", \"{noise}\"]"),
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let (code, out, err) = bisect(dir, &cfg, &shas[0], &shas[32]);
+        let r = record(dir);
+        let ok = r.culprit.as_ref().is_some_and(|c| c.index == culprit);
+        found += usize::from(ok);
+        boots.push(r.boots.len());
+        minutes.push(r.engine_s / 60.0);
+        eprintln!(
+            "trial {t}: culprit {culprit}, exit {code:?}, found {:?} ({ok}), {} boots, {:.2} engine-min, top suspects {:?}",
+            r.culprit.as_ref().map(|c| c.index),
+            r.boots.len(),
+            r.engine_s / 60.0,
+            r.suspect_probabilities.iter().take(3).collect::<Vec<_>>()
+        );
+        if r.culprit.is_none() && r.failure.is_none() {
+            eprintln!("{out}\n{err}");
+        }
+        no_engine_left(dir, &r);
+    }
+    boots.sort_unstable();
+    minutes.sort_by(f64::total_cmp);
+    eprintln!(
+        "bisect-eval: culprit found {found}/{trials}; boots median {} (min {}, max {}); engine-minutes median {:.2}, total {:.1}; goal 2 log2(32) + 4 = 14 boots",
+        boots[boots.len() / 2],
+        boots[0],
+        boots[boots.len() - 1],
+        minutes[minutes.len() / 2],
+        minutes.iter().sum::<f64>()
     );
 }

@@ -85,6 +85,52 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
     assert!((change + 0.03).abs() < 0.01, "{m}");
     assert!(m["ci_low"].as_f64().unwrap() <= change && change <= m["ci_high"].as_f64().unwrap());
     assert_eq!(m["accepted"], false);
+    // Where, with its uncertainty: the 90% location interval holds the step's run, and its
+    // commits are the range to bisect.
+    let loc = &m["location_interval"];
+    assert_eq!(loc["confidence"], 0.9, "{m}");
+    let pos = |id: &serde_json::Value| runs.iter().position(|r| r.run_id == id.as_str().unwrap());
+    let (first, last) = (
+        pos(&loc["first_run_id"]).unwrap(),
+        pos(&loc["last_run_id"]).unwrap(),
+    );
+    assert!(
+        first <= STEP_AT as usize && STEP_AT as usize <= last,
+        "{loc}"
+    );
+    assert_eq!(
+        loc["first_commit"],
+        format!("c{:03}", first - 1).as_str(),
+        "{loc}"
+    );
+    assert_eq!(loc["last_commit"], format!("c{last:03}").as_str(), "{loc}");
+    // `bisect --from-change` starts from those commits (here it stops at the missing config,
+    // exit 2, after naming them); a run with no change point is a usage error.
+    let (code, _, err) = infergate(&[
+        "bisect",
+        "--from-change",
+        step_run,
+        "--baseline-dir",
+        store_s,
+        "--config",
+        tmp.path().join("absent.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let range = format!(
+        "{}..{}",
+        loc["first_commit"].as_str().unwrap(),
+        loc["last_commit"].as_str().unwrap()
+    );
+    assert!(err.contains(&range), "{err}");
+    let (code, _, err) = infergate(&[
+        "bisect",
+        "--from-change",
+        &runs[3].run_id,
+        "--baseline-dir",
+        store_s,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no change point starts at run"), "{err}");
     assert!(
         cps.iter().all(|c| c["change"].as_f64().unwrap() < 0.0),
         "{cps:#?}"

@@ -16,11 +16,27 @@ use crate::run::bisect::{BisectPlan, BisectRequest};
 #[derive(Debug, clap::Args)]
 pub struct BisectArgs {
     /// A revision known to be good (measured first).
-    #[arg(long)]
-    pub good: String,
+    #[arg(
+        long,
+        required_unless_present = "from_change",
+        conflicts_with = "from_change"
+    )]
+    pub good: Option<String>,
     /// A revision known to be bad (measured second); the commits between come from `[bisect] revs`.
-    #[arg(long)]
-    pub bad: String,
+    #[arg(
+        long,
+        required_unless_present = "from_change",
+        conflicts_with = "from_change"
+    )]
+    pub bad: Option<String>,
+    /// Bisect the commits of a change point's location interval (`infergate changes`): the
+    /// first run after the change, as the change point's `run_id` names it. Its matrix-wide
+    /// change point is taken when there is one, else the only cell that has one there.
+    #[arg(long, value_name = "RUN_ID")]
+    pub from_change: Option<String>,
+    /// The baseline store `--from-change` reads the history from.
+    #[arg(long, default_value = "baselines", value_name = "DIR")]
+    pub baseline_dir: PathBuf,
     /// Gate config with a `[bisect]` table (default: ./infergate.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -41,12 +57,27 @@ pub struct BisectArgs {
 /// Runs `infergate bisect`.
 pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     crate::engine::conceal_gate();
+    let (good, bad) = match (&args.from_change, args.good, args.bad) {
+        (Some(id), _, _) => {
+            let (good, bad) = from_change(&args.baseline_dir, id)?;
+            errln!(
+                "infergate bisect: change point at run {id}: its location interval's commits {good}..{bad}"
+            );
+            (good, bad)
+        }
+        (None, Some(g), Some(b)) => (g, b),
+        _ => {
+            return Err(crate::exit::usage(
+                "give --good and --bad, or --from-change RUN_ID",
+            ));
+        }
+    };
     let config = super::run::load_config(args.config.as_deref())?;
     let plan = BisectPlan::new(BisectRequest {
         config,
         suite: args.suite,
-        good: args.good,
-        bad: args.bad,
+        good,
+        bad,
         out: args.out,
         engine_args: args.engine_args,
         labels: super::run::parse_labels(&args.labels)?,
@@ -73,4 +104,73 @@ pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
         (None, None) => {}
     }
     Ok(run.exit())
+}
+
+/// The good and bad ends of the location interval of the change point first seen at run `id`
+/// in the store at `dir`: its matrix-wide one, else the only cell's. Usage errors (exit 2)
+/// when there is none, several, or its runs carry no commits.
+fn from_change(dir: &std::path::Path, id: &str) -> anyhow::Result<(String, String)> {
+    use crate::exit::usage;
+    use crate::stats::changepoint::{ChangeSettings, Scope, analyse};
+    let store = crate::baseline::BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
+    let store_err = |e| anyhow::Error::new(e).context(format!("reading {}", dir.display()));
+    let mut found = Vec::new();
+    for (key, suites) in store.profiles().map_err(store_err)? {
+        for suite in suites {
+            let loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
+            if !loaded.runs.iter().any(|r| r.run_id == id) {
+                continue;
+            }
+            let h = analyse(
+                &loaded.runs,
+                &[crate::verdict::Metric::AggregateTps],
+                &[],
+                &ChangeSettings::default(),
+            )
+            .map_err(|e| usage(e.to_string()))?;
+            let at: Vec<_> = h
+                .change_points
+                .into_iter()
+                .filter(|c| c.run_id == id)
+                .collect();
+            let pick = match at.iter().find(|c| c.scope == Scope::Matrix) {
+                Some(m) => Some(m.clone()),
+                None if at.len() == 1 => at.first().cloned(),
+                None => None,
+            };
+            if let Some(c) = pick {
+                found.push((format!("{key} / {suite}"), c));
+            } else if at.len() > 1 {
+                return Err(usage(format!(
+                    "--from-change {id}: {} cells of {key} / {suite} have a change point there and the matrix has none; bisect one with --good and --bad",
+                    at.len()
+                )));
+            }
+        }
+    }
+    let (group, c) = match found.len() {
+        1 => found.remove(0),
+        0 => {
+            return Err(usage(format!(
+                "--from-change {id}: no change point starts at run {id} in {} (see `infergate changes`)",
+                dir.display()
+            )));
+        }
+        n => {
+            return Err(usage(format!(
+                "--from-change {id}: {n} groups of {} have a change point at that run",
+                dir.display()
+            )));
+        }
+    };
+    let loc = c.location_interval.as_ref();
+    match (
+        loc.and_then(|l| l.first_commit.clone()),
+        loc.and_then(|l| l.last_commit.clone()),
+    ) {
+        (Some(good), Some(bad)) => Ok((good, bad)),
+        _ => Err(usage(format!(
+            "--from-change {id} ({group}): its location interval has no commits at both ends (the runs need a `sha` label, and one run before the interval)"
+        ))),
+    }
 }

@@ -61,6 +61,10 @@ pub struct ChangesArgs {
     /// SD of the runner's random-walk drift per run (relative, e.g. 0.001 = 0.1%/night).
     #[arg(long)]
     pub drift_per_run: Option<f64>,
+    /// Threshold of the creep test (a decline since the last change with a slope z at or below
+    /// minus this is a creep; 0 turns it off).
+    #[arg(long)]
+    pub creep_z: Option<f64>,
     /// Seed of the permutation tests.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -85,6 +89,9 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     }
     if let Some(d) = args.drift_per_run {
         settings.drift_per_run = d;
+    }
+    if let Some(z) = args.creep_z {
+        settings.creep_z = z;
     }
     if let Some(s) = args.seed {
         settings.seed = s;
@@ -272,6 +279,9 @@ pub struct ChangesEvalArgs {
     /// SD of the runner's random-walk drift per run (relative, e.g. 0.001 = 0.1%/night).
     #[arg(long)]
     pub drift_per_run: Option<f64>,
+    /// Threshold of the creep test (0 turns it off).
+    #[arg(long)]
+    pub creep_z: Option<f64>,
     /// Output format: `text` (tables) or `json`.
     #[arg(long, value_enum, default_value_t = ChangesEvalFormat::Text)]
     pub format: ChangesEvalFormat,
@@ -302,6 +312,9 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
     if let Some(d) = args.drift_per_run {
         cfg.settings.drift_per_run = d;
     }
+    if let Some(z) = args.creep_z {
+        cfg.settings.creep_z = z;
+    }
     cfg.settings.validate().map_err(|e| usage(e.to_string()))?;
     let report = tokio::task::spawn_blocking(move || run_change_eval(&cfg))
         .await
@@ -316,7 +329,7 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
 fn render_eval(r: &ChangeEvalReport) -> String {
     let c = &r.config;
     let mut out = format!(
-        "Change points, {} simulated nightly histories per scenario (seed {}), alpha {} per series per analysis, {} permutations, min segment {}, min effect {}% and z {} under the runner's drift ({}%/run)\n\nStable series ({} nights, first analysis at night {}):\n",
+        "Change points, {} simulated nightly histories per scenario (seed {}), alpha {} per series per analysis, {} permutations, min segment {}, min effect {}% and z {} under the runner's drift ({}%/run), creep test z {}\n\nStable series ({} nights, first analysis at night {}):\n",
         c.trials,
         c.seed,
         c.settings.alpha,
@@ -325,6 +338,7 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         c.settings.min_effect * 100.0,
         c.settings.min_z,
         c.settings.drift_per_run * 100.0,
+        c.settings.creep_z,
         c.stable_nights,
         c.warmup
     );
@@ -357,6 +371,7 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             "scenario",
             "series",
             "found",
+            "found early",
             "delay median / p90 / mean",
             "location |err|",
             "within ±2",
@@ -369,6 +384,7 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             s.scenario.clone(),
             format!("{:?}", s.series).to_lowercase(),
             format!("{:.1}%", s.detected * 100.0),
+            format!("{:.1}%", s.detected_early * 100.0),
             format!(
                 "{:.0} / {:.0} / {:.1}",
                 s.delay_median, s.delay_p90, s.delay_mean
@@ -386,6 +402,45 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         ]);
     }
     out.push_str(&t.to_string());
+    out.push_str(&format!(
+        "\n(found: alerted within {} nights of the onset; found early: within {} nights)\n",
+        c.follow, c.early
+    ));
+    out.push_str(&format!(
+        "\nLocation intervals of the step ({:+}% at night {} of {}, analysed at the last night; the step's change point is the one nearest it within {} nights):\n",
+        c.step * 100.0,
+        c.step_at,
+        c.must_show_nights,
+        crate::stats::changepoint_eval::STEP_NEAR
+    ));
+    let mut t = Table::new();
+    t.load_style(crate::report::verdict_table::TABLE_STYLE)
+        .force_no_tty()
+        .set_header(vec![
+            "series",
+            "confidence",
+            "found",
+            "covers the night (of found)",
+            "covers the night (of all)",
+            "width runs median / p90 / mean",
+            "one run pair",
+        ]);
+    for l in &r.location {
+        t.add_row(vec![
+            format!("{:?}", l.series).to_lowercase(),
+            format!("{:.0}%", l.confidence * 100.0),
+            format!("{:.1}%", l.found * 100.0),
+            format!("{:.1}%", l.covered_when_found * 100.0),
+            format!("{:.1}%", l.covered * 100.0),
+            format!(
+                "{:.0} / {:.0} / {:.1}",
+                l.width_median, l.width_p90, l.width_mean
+            ),
+            format!("{:.1}%", l.one_pair * 100.0),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
     let m = &r.must_show;
     out.push_str(&format!(
         "\n\nMust-show, {} nights, matrix series: step at {} one alert within ±2 {:.1}%; creep at {} one alert within ±2 {:.1}%; both and nothing else {:.1}%; stable history without any alert {:.1}%\nBest achievable (least squares that knows it is one step then one creep, last night): step within ±2 {:.1}%, creep onset within ±2 {:.1}%, both {:.1}%\n",

@@ -114,6 +114,24 @@ pub(crate) fn text(r: &BisectRecord) -> String {
         }
         (None, None) => out.push_str("no culprit\n"),
     }
+    if r.culprit.is_none() && !r.suspect_probabilities.is_empty() {
+        let list: Vec<String> = r
+            .suspect_probabilities
+            .iter()
+            .take(8)
+            .map(|(c, p)| format!("{} {:.1}%", inert(c), p * 100.0))
+            .collect();
+        out.push_str(&format!(
+            "most likely first bad commit(s): {}\n",
+            list.join(", ")
+        ));
+    }
+    if r.engine_s > 0.0 {
+        out.push_str(&format!(
+            "engine time: {:.1} min (builds, boots and measurements)\n",
+            r.engine_s / 60.0
+        ));
+    }
     out
 }
 
@@ -189,6 +207,8 @@ mod tests {
             }),
             failure: None,
             suspects: vec!["c3".into()],
+            suspect_probabilities: Vec::new(),
+            engine_s: 0.0,
         }
     }
 

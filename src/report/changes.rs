@@ -58,12 +58,39 @@ pub(crate) fn slope_words(s: &crate::stats::changepoint::Slope) -> String {
     )
 }
 
-fn commits_label(c: &ChangePoint) -> String {
+/// The commits to bisect: the location interval's range (`first_commit..last_commit`) when
+/// the runs carry commits, else the pair around the estimate.
+pub(crate) fn commits_label(c: &ChangePoint) -> String {
+    if let Some(l) = &c.location_interval {
+        match (&l.first_commit, &l.last_commit) {
+            (Some(a), Some(b)) => return format!("{a}..{b}"),
+            (None, Some(b)) => return format!("..{b}"),
+            _ => {}
+        }
+    }
     c.commits
         .range
         .clone()
         .or_else(|| c.commits.after.clone())
         .unwrap_or_else(|| "–".into())
+}
+
+/// Where the change is at its confidence: `night-038 … night-041 (4 runs, 90%)`, or the one
+/// run when the history places it there.
+pub(crate) fn location_label(c: &ChangePoint) -> String {
+    match &c.location_interval {
+        Some(l) if l.first_run_id == l.last_run_id => {
+            format!("{} ({:.0}%)", l.first_run_id, l.confidence * 100.0)
+        }
+        Some(l) => format!(
+            "{} … {} ({} runs, {:.0}%)",
+            l.first_run_id,
+            l.last_run_id,
+            l.runs,
+            l.confidence * 100.0
+        ),
+        None => c.run_id.clone(),
+    }
 }
 
 fn heading(g: &GroupChanges) -> String {
@@ -84,6 +111,7 @@ fn row(c: &ChangePoint) -> Vec<String> {
         scope_label(&c.scope),
         c.metric.as_str().to_string(),
         c.run_id.clone(),
+        location_label(c),
         change_label(c),
         format!("{:.3}", c.p_value),
         commits_label(c),
@@ -91,13 +119,14 @@ fn row(c: &ChangePoint) -> Vec<String> {
     ]
 }
 
-const HEADER: [&str; 7] = [
+const HEADER: [&str; 8] = [
     "scope",
     "metric",
     "first run after",
+    "first run after: interval",
     "change [interval]",
     "p",
-    "commits",
+    "commits to bisect",
     "accepted",
 ];
 
@@ -118,7 +147,7 @@ pub(crate) fn text(groups: &[GroupChanges]) -> String {
         for c in &g.history.change_points {
             table.add_row(row(c));
         }
-        if let Some(col) = table.column_mut(3) {
+        if let Some(col) = table.column_mut(4) {
             col.set_cell_alignment(CellAlignment::Right);
         }
         out.push_str(&table.to_string());
@@ -137,7 +166,7 @@ pub(crate) fn markdown(groups: &[GroupChanges]) -> String {
             continue;
         }
         out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
-        out.push_str("|---|---|---|---:|---:|---|---|\n");
+        out.push_str("|---|---|---|---|---:|---:|---|---|\n");
         for c in &g.history.change_points {
             let cells: Vec<String> = row(c).iter().map(|s| escape(s)).collect();
             out.push_str(&format!("| {} |\n", cells.join(" | ")));

@@ -9,7 +9,9 @@
 
 use std::fmt::Write as _;
 
-use crate::report::changes::{GroupChanges, change_label, scope_label};
+use crate::report::changes::{
+    GroupChanges, change_label, commits_label, location_label, scope_label,
+};
 use crate::stats::changepoint::{ChangePoint, HistorySeries, Scope};
 
 /// Escapes text for HTML element content and quoted attribute values.
@@ -34,8 +36,8 @@ h1{font-size:20px}h2{font-size:17px;margin-top:32px}h3{font-size:14px;margin:18p
 table.heat{border-collapse:collapse;margin:8px 0}table.heat td,table.heat th{border:1px solid #d0d7de;padding:4px 8px;text-align:right}\
 svg.plot{display:block;border:1px solid #d0d7de;background:#fafbfc}\
 .band{fill:#54aeff;fill-opacity:.18}.level{stroke:#0969da;stroke-width:1.5}\
-.cp{stroke:#cf222e;stroke-width:1.5;stroke-dasharray:4 3}.cp-label{fill:#cf222e;font-size:11px}\
-.cp.accepted{stroke:#8250df}.pt{fill:#57606a}.pt.candidate{fill:#bf8700;stroke:#1f2328;stroke-width:1.5}\
+.cp-span{fill:#cf222e;fill-opacity:.16;stroke:#cf222e;stroke-opacity:.6}.cp-est{stroke:#cf222e;stroke-width:1.5}.cp-label{fill:#cf222e;font-size:11px}\
+.cp-span.accepted{fill:#8250df;stroke:#8250df}.pt{fill:#57606a}.pt.candidate{fill:#bf8700;stroke:#1f2328;stroke-width:1.5}\
 .axis{fill:#57606a;font-size:11px}.grid{stroke:#d0d7de}\
 .legend span{margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}\
 #status{color:#57606a}";
@@ -59,7 +61,7 @@ pub(crate) fn render(groups: &[GroupChanges]) -> String {
 <span><i class=\"sw\" style=\"background:#bf8700\"></i>candidate (newest)</span>\
 <span><i class=\"sw\" style=\"background:#0969da\"></i>level</span>\
 <span><i class=\"sw\" style=\"background:#54aeff;opacity:.4\"></i>band (±2 robust SD)</span>\
-<span><i class=\"sw\" style=\"background:#cf222e\"></i>change point</span>\
+<span><i class=\"sw\" style=\"background:#cf222e\"></i>change point (line: estimate; shaded: where it may be, at the interval's confidence)</span>\
 <span><i class=\"sw\" style=\"background:#8250df\"></i>accepted change</span></p>\n",
     );
     out.push_str("<p id=\"status\"></p><p id=\"picked\"></p>\n");
@@ -265,24 +267,36 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
         .iter()
         .filter(|c| c.scope == s.scope && c.metric == s.metric)
     {
-        let Some(pos) = g.history.runs.iter().position(|r| r.run_id == cp.run_id) else {
+        let pos_of = |id: &str| g.history.runs.iter().position(|r| r.run_id == id);
+        let Some(pos) = pos_of(&cp.run_id) else {
             continue;
         };
-        let half = (W - LEFT - RIGHT) / n_runs as f64 / 2.0;
-        let cx = x(pos) - half;
+        // The shaded span: every boundary the change may lie on at the interval's confidence
+        // (from the run before its first possible run to its last possible run), the
+        // estimate a solid tick on it.
+        let (first, last) = cp
+            .location_interval
+            .as_ref()
+            .and_then(|l| Some((pos_of(&l.first_run_id)?, pos_of(&l.last_run_id)?)))
+            .unwrap_or((pos, pos));
+        let (x0, x1) = (x(first.saturating_sub(1)), x(last));
+        let cx = x(pos) - (W - LEFT - RIGHT) / n_runs as f64 / 2.0;
         let _ = write!(
             out,
-            "<line class=\"cp{}\" x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"><title>{}</title></line><text class=\"cp-label\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            "<rect class=\"cp-span{}\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"><title>{}</title></rect><line class=\"cp-est\" x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"cp-label\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
             if cp.accepted { " accepted" } else { "" },
-            H - BOTTOM,
+            (x1 - x0).max(1.0),
+            H - BOTTOM - TOP,
             html(&format!(
-                "change {} from run {} ({}){}",
+                "change {} from run {}; where: {}; commits to bisect {}{}",
                 change_label(cp),
                 cp.run_id,
-                cp.commits.range.as_deref().unwrap_or("commits unknown"),
+                location_label(cp),
+                commits_label(cp),
                 if cp.accepted { ", accepted" } else { "" }
             )),
-            cx + 3.0,
+            H - BOTTOM,
+            x0 + 3.0,
             TOP - 4.0,
             html(&format!("{:+.1}%", cp.change * 100.0))
         );
@@ -428,7 +442,7 @@ mod tests {
         let points: usize = g.history.series.iter().map(|s| s.values.len()).sum();
         assert_eq!(page.matches("<circle class=\"pt").count(), points);
         assert_eq!(
-            page.matches("<line class=\"cp").count(),
+            page.matches("<rect class=\"cp-span").count(),
             g.history.change_points.len()
         );
         assert!(!g.history.change_points.is_empty());

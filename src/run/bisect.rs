@@ -1,11 +1,13 @@
 //! `infergate bisect`: the first bad commit between a good and a bad revision.
 //!
-//! Lists the commits (`[bisect] revs`), builds and boots good and bad (`[bisect] build` with
-//! `{rev}`, the engine command with `{build}`), picks the cells that moved between them
-//! ([`crate::stats::bisect::moved_cells`]), then halves the suspects: each step builds and boots
-//! the middle commit measuring only the moved cells, and asks
-//! [`crate::stats::bisect::classify`] whether it is good or bad; an uncertain answer boots the
-//! same build again, up to `max_boots_per_step`. About `2 + log2(n)` boots for `n` commits.
+//! Lists the commits (`[bisect] revs`), builds and boots good, bad, bad, good (`[bisect] build`
+//! with `{rev}`, the engine command with `{build}`; `ab`'s order, so the replicates measure
+//! the runner's boot-to-boot noise), checks the matrix moved between them
+//! ([`crate::stats::bisect::end_gap`]), then boots the commit that halves the culprit posterior
+//! ([`crate::stats::bisect::culprit_posterior`], [`crate::stats::bisect::next_commit`]) until
+//! one commit holds `confidence` of it or the budget (4 + `max_boots_per_step` × ⌈log2 n⌉ boots)
+//! is spent; a commit asked again (still undecided) is booted after a reference boot,
+//! alternately good and bad. About `4 + log2(n)` boots for `n` commits when each boot decides.
 //!
 //! Revisions and build outputs are data from commands: `{rev}`, `{good}`, `{bad}` and
 //! `{build}` are shell-quoted in shell-line commands, and text with control characters is
@@ -29,12 +31,16 @@ use crate::config::{
 };
 use crate::results::{CellStatus, Event, EventKind, RunResults};
 use crate::stats::bisect::{
-    BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, Culprit, MovedCell, StepAnswer,
-    classify, moved_cells,
+    BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, BootValue, Culprit, StepAnswer,
+    StepEvidence, culprit_posterior, end_gap, matrix_value, moved_cells, next_commit,
 };
 
 use super::gate::{Progress, setup};
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
+
+/// Confidence of the check that good and bad differ at all (the culprit's is `[bisect]
+/// confidence`, on the posterior).
+const GAP_CONFIDENCE: f64 = 0.95;
 
 /// The record's file name in the output directory.
 pub(crate) const RECORD_FILE: &str = "bisect.json";
@@ -512,6 +518,8 @@ impl BisectPlan {
             culprit: None,
             failure: None,
             suspects: Vec::new(),
+            suspect_probabilities: Vec::new(),
+            engine_s: 0.0,
         };
         let mut warnings = Vec::new();
         if let Err(e) = std::fs::create_dir_all(&self.out) {
@@ -532,7 +540,9 @@ impl BisectPlan {
             warnings: Vec::new(),
             bad_revision: false,
         };
+        let started = std::time::Instant::now();
         let outcome = self.bisect(&mut ctx, &mut record, progress, &cancel).await;
+        record.engine_s = started.elapsed().as_secs_f64();
         if let Err(e) = outcome {
             record.failure = Some(if cancel.is_cancelled() {
                 format!("cancelled by SIGINT/SIGTERM ({e})")
@@ -583,92 +593,238 @@ impl BisectPlan {
                 }
             }
         }
-        let (cells, moved) = moved_cells(&ends[..1], &ends[1..], &settings);
-        record.cells = cells;
-        if moved.is_empty() {
-            return Err(format!(
-                "no cell moved between {} and {} (no change of at least {:.1}% at {:.1}% confidence): nothing to bisect",
-                self.good,
-                self.bad,
-                settings.min_effect * 100.0,
-                settings.confidence * 100.0
-            ));
+        // A second pair of ends, in `ab`'s order (good, bad, bad, good): the replicates measure
+        // this runner's boot-to-boot noise today, and the order cancels a linear drift.
+        for (rev, role) in [(&self.bad, BootRole::Bad), (&self.good, BootRole::Good)] {
+            let build = ctx
+                .boots
+                .iter()
+                .find(|b| b.role == role)
+                .and_then(|b| b.build.clone());
+            let (boot, results) = self
+                .boot(ctx, rev, role, &self.suite, build, progress, cancel)
+                .await;
+            let failure = boot.failure.clone();
+            ctx.boots.push(boot);
+            match results {
+                Some(r) => ends.push(r),
+                None => {
+                    return Err(format!(
+                        "the {} revision {rev} could not be measured: {}",
+                        role.as_str(),
+                        failure.unwrap_or_default()
+                    ));
+                }
+            }
         }
-        let step_suite = only_cells(&self.suite, &moved);
-        // Suspects: commits[lo+1 ..= hi]; commits[hi] is bad, commits[lo] (or good) good.
-        let (mut lo, mut hi): (isize, isize) = (-1, commits.len() as isize - 1);
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            let rev = &commits[mid as usize];
-            let mut pooled: Vec<RunResults> = Vec::new();
-            let mut numbers = Vec::new();
-            let mut build = None;
-            let evidence = loop {
+        let n = commits.len();
+        let bad_index = n - 1;
+        let reference = ends[0].clone();
+        let mut values: Vec<BootValue> = Vec::new();
+        for (k, run) in ends.iter().enumerate() {
+            let commit = if k == 0 || k == 3 {
+                None
+            } else {
+                Some(bad_index)
+            };
+            let Some(value) = matrix_value(run, &reference) else {
+                return Err("the good and bad boots measured no cell in common".into());
+            };
+            values.push(BootValue { commit, value });
+        }
+        let goods = [ends[0].clone(), ends[3].clone()];
+        let bads = [ends[1].clone(), ends[2].clone()];
+        let (cells, _) = moved_cells(&goods, &bads, &settings);
+        record.cells = cells;
+        // Whether the matrix moved at all: the gap's 95% interval must exclude 0. The ends are
+        // booted again in pairs (bad, good) while it does not, up to `max_boots_per_step`
+        // more pairs; the culprit's own confidence is the posterior's, below.
+        let mut extra = 0;
+        let (gap, lo, hi) = loop {
+            let Some((gap, lo, hi)) = end_gap(&values, bad_index, GAP_CONFIDENCE) else {
+                return Err("too few boots of good and bad to size their gap".into());
+            };
+            if !(lo <= 0.0 && hi >= 0.0) || extra >= self.bisect.max_boots_per_step {
+                break (gap, lo, hi);
+            }
+            extra += 1;
+            for (rev, role, commit) in [
+                (&self.bad, BootRole::Bad, Some(bad_index)),
+                (&self.good, BootRole::Good, None),
+            ] {
+                let build = ctx
+                    .boots
+                    .iter()
+                    .find(|b| b.role == role)
+                    .and_then(|b| b.build.clone());
                 let (boot, results) = self
-                    .boot(
-                        ctx,
-                        rev,
-                        BootRole::Step,
-                        &step_suite,
-                        build.clone(),
-                        progress,
-                        cancel,
-                    )
+                    .boot(ctx, rev, role, &self.suite, build, progress, cancel)
                     .await;
-                build = boot.build.clone();
-                numbers.push(boot.boot);
                 let failure = boot.failure.clone();
                 ctx.boots.push(boot);
-                match results {
-                    Some(r) => pooled.push(r),
-                    None => {
-                        return Err(format!(
-                            "commit {rev} could not be measured: {}",
-                            failure.unwrap_or_default()
-                        ));
-                    }
-                }
-                let ev = classify(&pooled, &moved, &settings);
-                if ev.answer != StepAnswer::Uncertain
-                    || pooled.len() >= self.bisect.max_boots_per_step as usize
-                {
-                    break ev;
-                }
-            };
-            let answer = evidence.answer;
-            match answer {
-                StepAnswer::Good => lo = mid,
-                StepAnswer::Bad => hi = mid,
-                StepAnswer::Uncertain => {}
+                let Some(run) = results else {
+                    return Err(format!(
+                        "the {} revision {rev} could not be measured: {}",
+                        role.as_str(),
+                        failure.unwrap_or_default()
+                    ));
+                };
+                let Some(value) = matrix_value(&run, &reference) else {
+                    return Err(format!("{rev} measured no cell the good build measured"));
+                };
+                values.push(BootValue { commit, value });
             }
-            let first = (lo + 2) as usize;
-            let last = (hi + 1) as usize;
-            record.steps.push(BisectStep {
-                rev: rev.clone(),
-                index: mid as usize + 1,
-                boots: numbers,
-                evidence,
-                suspects: (first, last),
-            });
-            record.suspects = commits[(lo + 1) as usize..=hi as usize].to_vec();
-            if answer == StepAnswer::Uncertain {
+        };
+        if lo <= 0.0 && hi >= 0.0 {
+            return Err(format!(
+                "no change between {} and {}: the matrix moved {:+.2}% [{:+.2}%, {:+.2}%] at {:.0}% confidence over {} boots each: nothing to bisect",
+                self.good,
+                self.bad,
+                gap.exp_m1() * 100.0,
+                lo.exp_m1() * 100.0,
+                hi.exp_m1() * 100.0,
+                GAP_CONFIDENCE * 100.0,
+                2 + extra
+            ));
+        }
+        let steps = (n.max(2) as f64).log2().ceil() as usize;
+        let budget = ctx.boots.len() + self.bisect.max_boots_per_step as usize * steps;
+        let probit = |p: f64| {
+            statrs::distribution::Normal::new(0.0, 1.0)
+                .map(|d| {
+                    use statrs::distribution::ContinuousCDF;
+                    d.inverse_cdf(p.clamp(1e-12, 1.0 - 1e-12))
+                })
+                .unwrap_or(0.0)
+        };
+        let mut builds: BTreeMap<String, String> = BTreeMap::new();
+        let mut last_step: Option<usize> = None;
+        let mut next_reference_good = true;
+        loop {
+            let post = culprit_posterior(n, &values);
+            let mut ranked: Vec<(usize, f64)> = post.iter().copied().enumerate().collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+            record.suspect_probabilities = ranked
+                .iter()
+                .filter(|(_, p)| *p >= 0.001)
+                .map(|(i, p)| (commits[*i].clone(), *p))
+                .collect();
+            record.suspects = (0..n)
+                .filter(|&i| post[i] >= 0.001)
+                .map(|i| commits[i].clone())
+                .collect();
+            let (best, p_best) = ranked[0];
+            if p_best >= settings.confidence {
+                record.culprit = Some(Culprit {
+                    rev: commits[best].clone(),
+                    index: best + 1,
+                    last_good: if best == 0 {
+                        self.good.clone()
+                    } else {
+                        commits[best - 1].clone()
+                    },
+                });
+                return Ok(());
+            }
+            if ctx.boots.len() >= budget {
                 return Err(format!(
-                    "commit {rev} stayed uncertain after {} boot(s) (raise [bisect] max_boots_per_step or noise_cv); the first bad commit is one of commits {first} to {last}",
-                    self.bisect.max_boots_per_step
+                    "the boot budget ({budget} boots: the ends' + max_boots_per_step {} x {steps}) is spent; the most likely first bad commit is {} (probability {:.2}); suspects with their probabilities are in bisect.json",
+                    self.bisect.max_boots_per_step, commits[best], p_best
                 ));
             }
+            let r = next_commit(&post);
+            let boot_once =
+                |rev: &str, role: BootRole, commit: Option<usize>| (rev.to_string(), role, commit);
+            let mut plan = Vec::new();
+            if last_step == Some(r) {
+                // Still undecided: a reference boot first, alternately good and bad, so the
+                // suspect's boots are interleaved with the builds they are told from.
+                plan.push(if next_reference_good {
+                    boot_once(&self.good, BootRole::Good, None)
+                } else {
+                    boot_once(&self.bad, BootRole::Bad, Some(bad_index))
+                });
+                next_reference_good = !next_reference_good;
+            }
+            plan.push(boot_once(&commits[r], BootRole::Step, Some(r)));
+            let mut step_value = None;
+            for (rev, role, commit) in plan {
+                let cached = builds.get(&rev).cloned().or_else(|| {
+                    ctx.boots
+                        .iter()
+                        .find(|b| b.rev == rev && b.build.is_some())
+                        .and_then(|b| b.build.clone())
+                });
+                let (boot, results) = self
+                    .boot(ctx, &rev, role, &self.suite, cached, progress, cancel)
+                    .await;
+                if let Some(b) = &boot.build {
+                    builds.insert(rev.clone(), b.clone());
+                }
+                let failure = boot.failure.clone();
+                ctx.boots.push(boot);
+                let Some(run) = results else {
+                    return Err(format!(
+                        "{} {rev} could not be measured: {}",
+                        role.as_str(),
+                        failure.unwrap_or_default()
+                    ));
+                };
+                let Some(value) = matrix_value(&run, &reference) else {
+                    return Err(format!("{rev} measured no cell the good build measured"));
+                };
+                values.push(BootValue { commit, value });
+                if role == BootRole::Step {
+                    step_value = Some(value);
+                }
+            }
+            let post = culprit_posterior(n, &values);
+            let p_bad: f64 = post[..=r].iter().sum();
+            let good_mean = {
+                let g: Vec<f64> = values
+                    .iter()
+                    .filter(|b| b.commit.is_none())
+                    .map(|b| b.value)
+                    .collect();
+                g.iter().sum::<f64>() / g.len().max(1) as f64
+            };
+            let rev = &commits[r];
+            let numbers: Vec<u32> = ctx
+                .boots
+                .iter()
+                .filter(|b| &b.rev == rev && b.role == BootRole::Step)
+                .map(|b| b.boot)
+                .collect();
+            let support: Vec<usize> = (0..n).filter(|&i| post[i] >= 0.001).collect();
+            record.steps.push(BisectStep {
+                rev: rev.clone(),
+                index: r + 1,
+                boots: numbers.clone(),
+                evidence: StepEvidence {
+                    answer: if p_bad >= settings.confidence {
+                        StepAnswer::Bad
+                    } else if p_bad <= 1.0 - settings.confidence {
+                        StepAnswer::Good
+                    } else {
+                        StepAnswer::Uncertain
+                    },
+                    position: step_value.map(|v| (v - good_mean) / gap),
+                    z: probit(p_bad),
+                    z_needed: probit(settings.confidence),
+                    cells: ends[0]
+                        .cells
+                        .iter()
+                        .filter(|c| c.status == CellStatus::Ok)
+                        .count(),
+                    boots: numbers.len(),
+                },
+                suspects: (
+                    support.first().map_or(1, |i| i + 1),
+                    support.last().map_or(n, |i| i + 1),
+                ),
+            });
+            last_step = Some(r);
         }
-        let index = hi as usize;
-        record.culprit = Some(Culprit {
-            rev: commits[index].clone(),
-            index: index + 1,
-            last_good: if index == 0 {
-                self.good.clone()
-            } else {
-                commits[index - 1].clone()
-            },
-        });
-        Ok(())
     }
 
     /// Writes `bisect.json` (atomically).
@@ -699,22 +855,6 @@ struct Ctx {
     warnings: Vec<String>,
     /// `revs` printed a line that is no revision.
     bad_revision: bool,
-}
-
-/// The suite restricted to the moved cells (the others are skipped, never measured).
-fn only_cells(suite: &SuiteConfig, moved: &[MovedCell]) -> SuiteConfig {
-    let mut s = suite.clone();
-    for &l in &suite.contexts {
-        for &c in &suite.concurrency {
-            let keep = moved
-                .iter()
-                .any(|m| m.concurrency == c && m.context_tokens == l);
-            if !keep && !s.skip.contains(&(c, l)) {
-                s.skip.push((c, l));
-            }
-        }
-    }
-    s
 }
 
 #[cfg(test)]

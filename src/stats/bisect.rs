@@ -281,6 +281,145 @@ pub fn classify(step: &[RunResults], moved: &[MovedCell], s: &BisectSettings) ->
     }
 }
 
+/// One boot's matrix value for the culprit posterior: where its revision lies (`None`: the
+/// known-good revision; `Some(i)`: commit `i` of the list, the last one being the known-bad
+/// revision) and the mean over the cells it measured of `ln(tokens/s)` minus that cell's
+/// value on the first good boot. The run factor is common to the cells of a boot, so it stays
+/// whole in the value; the cell terms average over the matrix (the mean of `m` cells has
+/// `1/m` of one cell's cell-term variance).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BootValue {
+    /// `None` = the known-good revision, else its index in the commit list.
+    pub commit: Option<usize>,
+    /// Mean over cells of ln(tokens/s) relative to the first good boot.
+    pub value: f64,
+}
+
+/// The matrix value of `run` against the reference boot `reference` (the first good boot):
+/// the mean over the cells both measured `ok` of the log ratio; `None` when they share none.
+pub fn matrix_value(run: &RunResults, reference: &RunResults) -> Option<f64> {
+    let ok = |r: &RunResults, coord: (u32, u64)| {
+        r.cells
+            .iter()
+            .find(|c| c.coord() == coord && c.status == CellStatus::Ok)
+            .map(|c| c.aggregate_tps)
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let logs: Vec<f64> = reference
+        .cells
+        .iter()
+        .filter_map(|c| Some((ok(run, c.coord())?, ok(reference, c.coord())?)))
+        .map(|(v, r)| v.ln() - r.ln())
+        .collect();
+    (!logs.is_empty()).then(|| logs.iter().sum::<f64>() / logs.len() as f64)
+}
+
+/// Smallest boot-to-boot SD the posterior assumes (log units): two boots of one build that
+/// measure alike to the fourth digit do not make a gap of 0.1% certain.
+pub const BOOT_SD_FLOOR: f64 = 0.0005;
+
+/// The posterior probability of each commit of `n` being the first bad one, from the boots'
+/// matrix values. Given culprit `k`, a boot's value is `level + gap · [commit ≥ k] + noise`
+/// (the known-good revision: `[·] = 0`; the known-bad, commit `n − 1`: 1) with the level, the
+/// gap and the noise's SD unknown. Each `k` is weighted by its marginal likelihood with the
+/// level and gap integrated out under flat priors and the SD under Jeffreys' prior,
+/// `|XᵀX|^{−1/2} · (RSS_k + (N − 2) floor²)^{−(N − 2)/2}`, commits equally likely a priori:
+/// the boots themselves measure the runner's noise (the good and bad replicates, booted
+/// interleaved), as `ab` does. Uniform when fewer than 3 boots.
+pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
+    let big_n = boots.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    if big_n < 3 {
+        return vec![1.0 / n as f64; n];
+    }
+    let df = (big_n - 2) as f64;
+    let logs: Vec<f64> = (0..n)
+        .map(|k| {
+            let x: Vec<f64> = boots
+                .iter()
+                .map(|b| f64::from(u8::from(b.commit.is_some_and(|c| c >= k))))
+                .collect();
+            let nf = big_n as f64;
+            let (sx, sxx) = (x.iter().sum::<f64>(), x.iter().map(|v| v * v).sum::<f64>());
+            let sy: f64 = boots.iter().map(|b| b.value).sum();
+            let sxy: f64 = boots.iter().zip(&x).map(|(b, xi)| b.value * xi).sum();
+            let det = nf * sxx - sx * sx;
+            if det <= 0.0 {
+                // Every boot on one side of k: the gap is not identified; k is as likely as
+                // the data without a gap say.
+                let mean = sy / nf;
+                let rss: f64 = boots.iter().map(|b| (b.value - mean).powi(2)).sum();
+                return -0.5 * nf.ln() - df / 2.0 * (rss + df * BOOT_SD_FLOOR.powi(2)).ln();
+            }
+            let gap = (nf * sxy - sx * sy) / det;
+            let level = (sy - gap * sx) / nf;
+            let rss: f64 = boots
+                .iter()
+                .zip(&x)
+                .map(|(b, xi)| (b.value - level - gap * xi).powi(2))
+                .sum();
+            -0.5 * det.ln() - df / 2.0 * (rss + df * BOOT_SD_FLOOR.powi(2)).ln()
+        })
+        .collect();
+    let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = logs.iter().map(|l| (l - top).exp()).collect();
+    let total: f64 = w.iter().sum();
+    w.iter().map(|v| v / total).collect()
+}
+
+/// The commit whose boot halves the posterior best: the `r` with `P(culprit ≤ r)` nearest ½
+/// (booting it answers "bad" with that probability), never the known-bad last commit unless
+/// it is the only one.
+pub fn next_commit(posterior: &[f64]) -> usize {
+    let n = posterior.len();
+    if n <= 1 {
+        return 0;
+    }
+    let mut cdf = 0.0;
+    let mut best = (0, f64::INFINITY);
+    for (r, p) in posterior.iter().enumerate().take(n - 1) {
+        cdf += p;
+        let d = (cdf - 0.5).abs();
+        if d < best.1 - 1e-12 {
+            best = (r, d);
+        }
+    }
+    best.0
+}
+
+/// The gap between the good and the bad boots (mean of the bad values − mean of the good
+/// ones, log units) and its two-sided Student-t interval at `confidence` over the pooled
+/// boot-to-boot SD (at least [`BOOT_SD_FLOOR`]); `None` with fewer than one boot a side or
+/// fewer than 3 in all.
+pub fn end_gap(boots: &[BootValue], bad: usize, confidence: f64) -> Option<(f64, f64, f64)> {
+    let good: Vec<f64> = boots
+        .iter()
+        .filter(|b| b.commit.is_none())
+        .map(|b| b.value)
+        .collect();
+    let worse: Vec<f64> = boots
+        .iter()
+        .filter(|b| b.commit == Some(bad))
+        .map(|b| b.value)
+        .collect();
+    let (n1, n2) = (good.len(), worse.len());
+    if n1 == 0 || n2 == 0 || n1 + n2 < 3 {
+        return None;
+    }
+    let (m1, m2) = (super::build::mean(&good), super::build::mean(&worse));
+    let ss: f64 = good.iter().map(|v| (v - m1).powi(2)).sum::<f64>()
+        + worse.iter().map(|v| (v - m2).powi(2)).sum::<f64>();
+    let df = (n1 + n2 - 2) as f64;
+    let sd = (ss / df).sqrt().max(BOOT_SD_FLOOR);
+    let se = sd * (1.0 / n1 as f64 + 1.0 / n2 as f64).sqrt();
+    let t = statrs::distribution::StudentsT::new(0.0, 1.0, df)
+        .map(|d| d.inverse_cdf(0.5 + confidence / 2.0))
+        .unwrap_or(f64::INFINITY);
+    Some((m2 - m1, m2 - m1 - t * se, m2 - m1 + t * se))
+}
+
 /// What one boot of a bisection measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -374,6 +513,13 @@ pub struct BisectRecord {
     pub failure: Option<String>,
     /// Commits still suspected when it stopped (all of them before the first answer).
     pub suspects: Vec<String>,
+    /// The culprit posterior when it stopped ([`culprit_posterior`]): each commit with a
+    /// probability of at least 0.1% of being the first bad one, most likely first.
+    #[serde(default)]
+    pub suspect_probabilities: Vec<(String, f64)>,
+    /// Engine-seconds spent: every boot's build, boot, measurement and teardown.
+    #[serde(default)]
+    pub engine_s: f64,
 }
 
 #[cfg(test)]
@@ -457,6 +603,72 @@ mod tests {
         let mut step = run(1.0);
         step.cells.remove(0);
         assert_eq!(classify(&[step], &moved, &s).cells, 0);
+    }
+
+    fn bv(commit: Option<usize>, value: f64) -> BootValue {
+        BootValue { commit, value }
+    }
+
+    #[test]
+    fn the_posterior_finds_a_three_percent_step_from_a_few_boots() {
+        // 32 commits, culprit 20, a −3% gap, boot noise 0.3%: good, bad, bad, good, then the
+        // halving boots (16: good, 24: bad, 20: bad, 18: good, 19: good).
+        let gap = (0.97f64).ln();
+        let noise = [
+            0.001, -0.002, 0.003, -0.001, 0.002, -0.003, 0.001, 0.0, -0.002,
+        ];
+        let plan = [
+            None,
+            Some(31),
+            Some(31),
+            None,
+            Some(16),
+            Some(24),
+            Some(20),
+            Some(18),
+            Some(19),
+        ];
+        let boots: Vec<BootValue> = plan
+            .iter()
+            .zip(noise)
+            .map(|(c, e)| bv(*c, e + if c.is_some_and(|c| c >= 20) { gap } else { 0.0 }))
+            .collect();
+        let (g, lo, hi) = end_gap(&boots[..4], 31, 0.95).unwrap();
+        assert!(
+            (g - gap).abs() < 0.005 && hi < 0.0 && lo < g,
+            "{g} {lo} {hi}"
+        );
+        let p = culprit_posterior(32, &boots[..4]);
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        assert_eq!(next_commit(&p), 15, "the middle of 32: {p:?}");
+        let p = culprit_posterior(32, &boots);
+        let (best, pb) = p
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap();
+        assert_eq!(best, 20, "{p:?}");
+        assert!(*pb > 0.999, "{pb}");
+        // Before the last boot, 19 and 20 share the posterior.
+        let p = culprit_posterior(32, &boots[..8]);
+        assert!(p[19] > 0.2 && p[20] > 0.2 && p[19] + p[20] > 0.99, "{p:?}");
+        assert_eq!(next_commit(&p), 19);
+    }
+
+    #[test]
+    fn a_gap_the_noise_could_make_leaves_the_posterior_wide() {
+        // −0.5% against 1% boot noise after two pairs: no commit stands out.
+        let boots = [
+            bv(None, 0.01),
+            bv(Some(31), -0.012),
+            bv(Some(31), 0.004),
+            bv(None, -0.008),
+        ];
+        let (_, lo, hi) = end_gap(&boots, 31, 0.999).unwrap();
+        assert!(lo < 0.0 && hi > 0.0);
+        let p = culprit_posterior(32, &boots);
+        assert!(p.iter().all(|v| *v < 0.2), "{p:?}");
+        assert_eq!(culprit_posterior(4, &boots[..2]), vec![0.25; 4]);
     }
 
     #[test]

@@ -30,6 +30,9 @@ use super::StatsError;
 use super::compare::metric_value;
 use super::noise::median;
 
+mod local_level;
+use local_level::{Shape, creep_scan, location_interval};
+
 /// Parameters of the change-point search. The defaults are the measured ones in
 /// `docs/statistics.md`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -57,6 +60,18 @@ pub(crate) struct ChangeSettings {
     pub confidence: f64,
     /// Seed of the permutations (same store, same seed, same answer).
     pub seed: u64,
+    /// Threshold of the creep test (the decline since the last change, [`creep_scan`]): a
+    /// hinge's GLS slope z at or below `−creep_z` is a creep, however small yet. 0 turns the
+    /// test off (creeps are then only found as binary segmentation's splits).
+    pub creep_z: f64,
+    /// The creep test's oldest onset, in runs before the newest (an older creep is binary
+    /// segmentation's to find, with its permutation test).
+    #[serde(default = "default_creep_window")]
+    pub creep_window: usize,
+}
+
+fn default_creep_window() -> usize {
+    CREEP_WINDOW
 }
 
 impl Default for ChangeSettings {
@@ -70,12 +85,26 @@ impl Default for ChangeSettings {
             drift_per_run: DRIFT_PER_RUN,
             confidence: 0.90,
             seed: 0x0c4a_9e17,
+            creep_z: CREEP_Z,
+            creep_window: CREEP_WINDOW,
         }
     }
 }
 
 /// Default of [`ChangeSettings::min_z`] (measured in `docs/statistics.md`).
 pub(crate) const MIN_Z: f64 = 3.5;
+
+/// Default of [`ChangeSettings::creep_z`] (measured in `docs/statistics.md`).
+pub(crate) const CREEP_Z: f64 = 4.4;
+
+/// The creep test's onsets: at least this many kept runs since the last change before the
+/// onset (the level it declines from), ...
+const CREEP_MIN_FLAT: usize = 5;
+/// ... and at least this many runs from the onset to the newest run (fewer are a step's end;
+/// at most [`ChangeSettings::creep_window`]).
+const CREEP_MIN_RUNS: usize = 4;
+/// Default of [`ChangeSettings::creep_window`].
+const CREEP_WINDOW: usize = 30;
 
 /// Penalty per parameter when a stretch's shapes (steps, a creep, a step then a creep) are
 /// compared (`n ln(RSS / n) + penalty × params`): Akaike's 2, not Schwarz's `ln n`. The
@@ -121,6 +150,18 @@ impl ChangeSettings {
             return bad(format!(
                 "change drift_per_run = {} must be in [0, 0.05]",
                 self.drift_per_run
+            ));
+        }
+        if !(self.creep_z.is_finite() && (0.0..=10.0).contains(&self.creep_z)) {
+            return bad(format!(
+                "change creep_z = {} must be in [0, 10]",
+                self.creep_z
+            ));
+        }
+        if !(CREEP_MIN_RUNS..=1000).contains(&self.creep_window) {
+            return bad(format!(
+                "change creep_window = {} must be in [{CREEP_MIN_RUNS}, 1000]",
+                self.creep_window
             ));
         }
         if !(self.confidence > 0.5 && self.confidence < 1.0) {
@@ -176,6 +217,10 @@ pub(crate) struct SeriesChange {
     /// before the onset and the runs since it).
     pub before: usize,
     pub after: usize,
+    /// Where the change is, at the settings' confidence: the first and the last position the
+    /// first changed value may have (a creep: its onset). See [`location_interval`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<(usize, usize)>,
 }
 
 /// A stretch of a series between change points and its level.
@@ -242,7 +287,119 @@ pub(crate) fn detect(
         k = l + 1;
     }
     out.retain(|c| reportable(c, white, settings));
+    if let Some(c) = newest_creep(logs, &out, white, settings, z) {
+        out.push(c);
+    }
+    place(logs, &mut out, white, settings);
     Ok(out)
+}
+
+/// The creep test on the runs since the last reported change (a creep reported to the newest
+/// run already covers them): a decline whose hinge slope z ([`creep_scan`]) is at or below
+/// `−creep_z`, and whose total so far is at least `min_effect`, is a creep from its onset.
+/// Its slope's interval is the GLS one (`±z` SDs under white noise plus drift).
+fn newest_creep(
+    logs: &[f64],
+    found: &[SeriesChange],
+    white: f64,
+    s: &ChangeSettings,
+    z: f64,
+) -> Option<SeriesChange> {
+    if s.creep_z <= 0.0 {
+        return None;
+    }
+    let start = found
+        .iter()
+        .map(|c| match c.kind {
+            ChangeKind::Step => c.index,
+            ChangeKind::Creep => c.index + c.after,
+        })
+        .max()
+        .unwrap_or(0);
+    if start >= logs.len() {
+        return None;
+    }
+    let scan = creep_scan(
+        logs,
+        start,
+        white,
+        s.drift_per_run,
+        CREEP_MIN_FLAT,
+        CREEP_MIN_RUNS,
+        s.creep_window,
+    )?;
+    let runs = logs.len() - scan.onset;
+    let total = |r: f64| (r * runs as f64).exp_m1();
+    if scan.z > -s.creep_z || total(scan.slope).abs() < s.min_effect {
+        return None;
+    }
+    let (lo, hi) = (scan.slope - z * scan.sd, scan.slope + z * scan.sd);
+    Some(SeriesChange {
+        index: scan.onset,
+        kind: ChangeKind::Creep,
+        slope: Some(Slope {
+            per_run: scan.slope.exp_m1(),
+            ci_low: lo.exp_m1(),
+            ci_high: hi.exp_m1(),
+            runs,
+        }),
+        // The creep test's own one-sided p-value at its onset (the threshold `creep_z` is
+        // set for the scan over onsets and nights, see `docs/statistics.md`).
+        p_value: normal_cdf(scan.z),
+        change: total(scan.slope),
+        ci_low: total(lo),
+        ci_high: total(hi),
+        before: scan.onset - start,
+        after: runs,
+        location: None,
+    })
+}
+
+/// Sets each change's location interval ([`location_interval`]) on the stretch between its
+/// neighbours: from the end of the change before it (a step's place, a creep's last run) to
+/// the next change's place (a creep: the end of its own stretch).
+fn place(logs: &[f64], changes: &mut [SeriesChange], white: f64, s: &ChangeSettings) {
+    changes.sort_by_key(|c| c.index);
+    let ends: Vec<usize> = changes
+        .iter()
+        .map(|c| match c.kind {
+            ChangeKind::Step => c.index,
+            ChangeKind::Creep => c.index + c.after,
+        })
+        .collect();
+    for k in 0..changes.len() {
+        let c = &changes[k];
+        let a = if k == 0 {
+            0
+        } else {
+            ends[k - 1].min(c.index.saturating_sub(s.min_segment))
+        };
+        let (b, shape) = match c.kind {
+            ChangeKind::Step => (
+                changes.get(k + 1).map_or(logs.len(), |n| n.index),
+                Shape::Step,
+            ),
+            ChangeKind::Creep => (c.index + c.after, Shape::Creep),
+        };
+        let (min_before, min_after) = match shape {
+            Shape::Step => (s.min_segment, s.min_segment),
+            Shape::Creep => (2, 2),
+        };
+        let found = location_interval(
+            logs,
+            a,
+            b,
+            c.index,
+            shape,
+            white,
+            s.drift_per_run,
+            (min_before, min_after),
+            s.confidence,
+        );
+        // Too few runs to fit: every place of the stretch is possible.
+        let whole = ((a + 1).min(c.index), b.saturating_sub(1).max(c.index));
+        changes[k].location = Some(found.map_or(whole, |(lo, hi, _)| (lo, hi)));
+    }
 }
 
 /// Whether a change is large enough to report: at least `min_effect`, and `min_z` times the
@@ -530,6 +687,7 @@ fn model_stretch(
             ci_high: hi.exp_m1(),
             before: before.len(),
             after: after.len(),
+            location: None,
         }
     };
     // The shapes that beat all-steps, best first; the first whose steps are all reportable
@@ -637,6 +795,7 @@ fn hinge_changes(
         ci_high: total(hi),
         before: tau - h,
         after: runs,
+        location: None,
     });
     out
 }
@@ -794,6 +953,10 @@ fn hodges_lehmann(before: &[f64], after: &[f64], z: f64) -> (f64, f64, f64) {
     (shift, d[k], d[n - 1 - k])
 }
 
+fn normal_cdf(x: f64) -> f64 {
+    Normal::new(0.0, 1.0).map_or(0.5, |n| n.cdf(x))
+}
+
 fn normal_quantile(p: f64) -> f64 {
     Normal::new(0.0, 1.0)
         .map(|n| n.inverse_cdf(p))
@@ -863,6 +1026,28 @@ pub(crate) struct ChangePoint {
     /// Whether a person accepted it (`infergate baseline accept --since RUN`).
     #[serde(default)]
     pub accepted: bool,
+    /// Where the change is, at `confidence`: the runs the first changed run may be, and the
+    /// commits to bisect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_interval: Option<LocationInterval>,
+}
+
+/// How sure the history is of *where* a change is: at `confidence`, the first run after the
+/// change (a creep: its onset) is one of `first_run_id ..= last_run_id`, so the commit that
+/// made it is in the git range `first_commit..last_commit` — `first_commit` is the commit of
+/// the last run before `first_run_id` (measured before the change: the good end of a
+/// bisection), `last_commit` the commit of `last_run_id` (the bad end).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LocationInterval {
+    pub first_run_id: String,
+    pub last_run_id: String,
+    pub first_commit: Option<String>,
+    pub last_commit: Option<String>,
+    /// The stated confidence (the settings' `confidence`; the places in the interval hold at
+    /// least that much of the location's posterior).
+    pub confidence: f64,
+    /// Runs the interval spans (1 = the location is one run pair).
+    pub runs: usize,
 }
 
 /// A run of the history as the report shows it.
@@ -1026,6 +1211,22 @@ pub(crate) fn analyse(
                 accepted: accepted_at
                     .iter()
                     .any(|&a| a.abs_diff(at) <= settings.min_segment),
+                location_interval: c.location.map(|(lo, hi)| {
+                    let (first, last) = (s.runs[lo], s.runs[hi]);
+                    // The run before the first possible place: the last one of the series
+                    // measured before the change (a cell's series skips runs it was not ok in).
+                    let good = s.runs[lo.saturating_sub(1)];
+                    LocationInterval {
+                        first_run_id: runs[first].run_id.clone(),
+                        last_run_id: runs[last].run_id.clone(),
+                        first_commit: (lo > 0)
+                            .then(|| runs[good].commit().map(String::from))
+                            .flatten(),
+                        last_commit: runs[last].commit().map(String::from),
+                        confidence: settings.confidence,
+                        runs: hi - lo + 1,
+                    }
+                }),
             });
         }
     }
@@ -1120,6 +1321,87 @@ mod tests {
     }
 
     #[test]
+    fn a_young_creep_is_found_by_the_creep_test_before_any_split() {
+        // Matrix-like noise (1.1%), −0.5%/night for the newest 12 of 52 runs: 6% so far.
+        let creep = (0.995f64).ln();
+        let logs = noisy(52, 0.011, 21, &|i| {
+            if i >= 40 {
+                creep * (i - 39) as f64
+            } else {
+                0.0
+            }
+        });
+        let s = ChangeSettings::default();
+        let z = normal_quantile(0.95);
+        let c = newest_creep(&logs, &[], noise_sd(&logs), &s, z).expect("the creep test");
+        assert_eq!(c.kind, ChangeKind::Creep);
+        assert!(c.change < -0.01 && c.index.abs_diff(40) <= 6, "{c:?}");
+        assert!(c.p_value < 1e-3, "{c:?}");
+        let sl = c.slope.as_ref().unwrap();
+        assert!(sl.ci_low < sl.per_run && sl.per_run < sl.ci_high && sl.ci_high < 0.0);
+        assert_eq!(sl.runs, 52 - c.index);
+        // The whole search reports it (as a creep, or a split the creep test then follows),
+        // with a location interval around its estimate.
+        let found = detect(&logs, &s).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|c| c.index.abs_diff(40) <= 6 && c.change < 0.0),
+            "{found:?}"
+        );
+        for c in &found {
+            let (lo, hi) = c.location.unwrap();
+            assert!(lo <= c.index && c.index <= hi, "{c:?}");
+        }
+        // It is one-sided (declines only): an improvement is not its creep; and a creep the
+        // size of the noise is not one.
+        let up: Vec<f64> = logs.iter().map(|v| -v).collect();
+        assert!(newest_creep(&up, &[], noise_sd(&up), &s, z).is_none());
+        let flat = noisy(52, 0.011, 21, &|_| 0.0);
+        assert!(newest_creep(&flat, &[], noise_sd(&flat), &s, z).is_none());
+        // After a change reported at the newest runs' start, there is nothing left to test.
+        let step = SeriesChange {
+            index: 49,
+            kind: ChangeKind::Step,
+            slope: None,
+            p_value: 0.001,
+            change: -0.03,
+            ci_low: -0.04,
+            ci_high: -0.02,
+            before: 49,
+            after: 3,
+            location: None,
+        };
+        assert!(newest_creep(&logs, &[step], noise_sd(&logs), &s, z).is_none());
+    }
+
+    #[test]
+    fn every_change_carries_a_location_interval_around_its_estimate() {
+        // A clean step is placed at one run; a step of twice the noise spans several.
+        let clean = noisy(60, 0.002, 8, &|i| {
+            if i >= 40 { (0.97f64).ln() } else { 0.0 }
+        });
+        let found = detect(&clean, &ChangeSettings::default()).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].location, Some((40, 40)), "{found:?}");
+        let mut wide = 0;
+        for seed in 0..5 {
+            let logs = noisy(60, 0.011, seed, &|i| {
+                if i >= 40 { (0.97f64).ln() } else { 0.0 }
+            });
+            for c in detect(&logs, &ChangeSettings::default()).unwrap() {
+                let (lo, hi) = c.location.unwrap();
+                assert!(lo <= c.index && c.index <= hi, "{c:?}");
+                wide += usize::from(hi > lo);
+            }
+        }
+        assert!(
+            wide >= 1,
+            "a step of 2.7 noise SD is not always placed at one run"
+        );
+    }
+
+    #[test]
     fn lad_line_and_theil_sen_fit_a_line_through_an_outlier() {
         let x: Vec<f64> = (0..20).map(f64::from).collect();
         let mut y: Vec<f64> = x.iter().map(|v| 1.0 + 0.5 * v).collect();
@@ -1147,6 +1429,7 @@ mod tests {
             ci_high: -0.02,
             before,
             after,
+            location: None,
         };
         // White noise alone: pi/3 w^2 (1/n1 + 1/n2).
         let w = 0.011;
@@ -1213,6 +1496,7 @@ mod tests {
             ci_high: -0.01,
             before: 10,
             after: 10,
+            location: None,
         };
         let creep: Vec<f64> = (0..20)
             .map(|i| if i < 10 { 0.0 } else { -0.002 * (i - 9) as f64 })
@@ -1280,6 +1564,22 @@ mod tests {
         assert_eq!(m.commits.range.as_deref(), Some("c19..c20"));
         assert!(m.accepted);
         assert!((m.change + 0.05).abs() < 0.01, "{m:?}");
+        let loc = m.location_interval.as_ref().unwrap();
+        let pos = |id: &str| runs.iter().position(|r| r.run_id == id).unwrap();
+        let (first, last) = (pos(&loc.first_run_id), pos(&loc.last_run_id));
+        assert!(
+            first <= 20 && 20 <= last && last - first + 1 == loc.runs,
+            "{loc:?}"
+        );
+        assert_eq!(loc.first_commit, Some(format!("c{:02}", first - 1)));
+        assert_eq!(loc.last_commit, Some(format!("c{last:02}")));
+        assert_eq!(loc.confidence, 0.9);
+        // Every change point of every series carries one.
+        assert!(
+            h.change_points
+                .iter()
+                .all(|c| c.location_interval.is_some())
+        );
         assert_eq!(h.series.len(), 21);
         let json = serde_json::to_value(m).unwrap();
         assert_eq!(json["scope"], "matrix");

@@ -37,6 +37,10 @@ pub(crate) struct ChangeEvalConfig {
     pub creep_at: usize,
     /// Nights watched after an onset before a change counts as missed.
     pub follow: usize,
+    /// "Alerted while still small": the share found within this many nights of the onset is
+    /// reported too (`detected_early`).
+    #[serde(default = "default_early")]
+    pub early: usize,
     /// Length of the must-show history (step and slowest creep in one history).
     pub must_show_nights: usize,
     pub settings: ChangeSettings,
@@ -55,11 +59,16 @@ impl Default for ChangeEvalConfig {
             creeps: vec![-0.003, -0.002],
             creep_at: 45,
             follow: 30,
+            early: default_early(),
             must_show_nights: 60,
             settings: ChangeSettings::default(),
             noise: NoiseSpec::default(),
         }
     }
+}
+
+fn default_early() -> usize {
+    10
 }
 
 /// Which series of the matrix a figure is about.
@@ -93,6 +102,9 @@ pub(crate) struct ShiftOutcome {
     pub onset: usize,
     /// Share of trials alerted within `follow` nights of the onset.
     pub detected: f64,
+    /// Share of trials alerted within `early` nights of the onset (delay ≤ `early`).
+    #[serde(default)]
+    pub detected_early: f64,
     /// Nights after the onset until the alert (0 = the night of the first changed run), over
     /// detected trials: median, 90th percentile, mean.
     pub delay_median: f64,
@@ -121,7 +133,37 @@ pub(crate) struct ChangeEvalReport {
     pub shifts: Vec<ShiftOutcome>,
     /// The issue's must-show history (a step, then a creep; and a stable one), matrix series.
     pub must_show: MustShowOutcome,
+    /// Location intervals of the step (`must_show_nights` nights, the step alone at
+    /// `step_at`), at the last night: matrix series and one cell.
+    #[serde(default)]
+    pub location: Vec<LocationOutcome>,
 }
+
+/// How well the location intervals place a step: each trial's history holds the step alone,
+/// analysed at its last night; the step's change point is the one whose estimate lies nearest
+/// the true first changed night, within [`STEP_NEAR`] nights.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LocationOutcome {
+    pub series: SeriesKind,
+    /// The stated confidence of the intervals.
+    pub confidence: f64,
+    /// Share of trials with a change point within [`STEP_NEAR`] nights of the step.
+    pub found: f64,
+    /// Share of those whose interval holds the true night.
+    pub covered_when_found: f64,
+    /// Share of all trials (a missed step is not covered).
+    pub covered: f64,
+    /// The interval's width in runs (1 = one run pair) over found trials: median, 90th
+    /// percentile, mean.
+    pub width_median: f64,
+    pub width_p90: f64,
+    pub width_mean: f64,
+    /// Share of found trials placed at one run pair (width 1).
+    pub one_pair: f64,
+}
+
+/// A change point this close to a step (nights) is the step's.
+pub(crate) const STEP_NEAR: usize = 5;
 
 /// Shares of trials of the must-show scenario: `nights` nights, the step at `step_at`, the
 /// (slowest) creep from `creep_at`, replayed night by night on the matrix series.
@@ -419,6 +461,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
     let mut shifts = Vec::new();
     for (name, onset, effect) in &scenarios {
         for kind in kinds {
+            let mut early = 0.0;
             let (mut delays, mut errors, mut after, mut before) =
                 (Vec::new(), Vec::new(), 0.0, 0.0);
             let (mut latest, mut creeps) = (Vec::new(), 0.0);
@@ -432,6 +475,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
                     .find(|x| x.night >= *onset && x.at + cfg.settings.min_segment >= *onset)
                 {
                     delays.push((x.night - onset) as f64);
+                    early += f64::from(u8::from(x.night - onset <= cfg.early));
                     errors.push(x.at as f64 - *onset as f64);
                     latest.push(x.latest_at as f64 - *onset as f64);
                     creeps += f64::from(u8::from(x.latest_kind == ChangeKind::Creep));
@@ -445,6 +489,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
                 series: kind,
                 onset: *onset,
                 detected: delays.len() as f64 / trials,
+                detected_early: early / trials,
                 delay_median: quantile(&delays, 0.5),
                 delay_p90: quantile(&delays, 0.9),
                 delay_mean: delays.iter().sum::<f64>() / found,
@@ -488,6 +533,35 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
         quiet += f64::from(u8::from(a.is_empty()));
     }
     let trials = cfg.trials.max(1) as f64;
+    let mut location = Vec::new();
+    for kind in kinds {
+        let (mut found, mut covered, mut widths) = (0.0, 0.0, Vec::new());
+        for t in 0..cfg.trials {
+            let effect = move |n: usize| if n >= step_at { step } else { 0.0 };
+            let runs = nightly_history(&cfg.noise, nights, &effect, trial_seed(t));
+            if let Some((lo, hi)) =
+                step_location(&runs, &scope_of(kind, &runs), step_at, &cfg.settings)?
+            {
+                found += 1.0;
+                covered += f64::from(u8::from((lo..=hi).contains(&step_at)));
+                widths.push((hi - lo + 1) as f64);
+            }
+        }
+        let n = widths.len().max(1) as f64;
+        let one = widths.iter().filter(|w| **w == 1.0).count() as f64;
+        widths.sort_by(f64::total_cmp);
+        location.push(LocationOutcome {
+            series: kind,
+            confidence: cfg.settings.confidence,
+            found: found / trials,
+            covered_when_found: covered / found.max(1.0),
+            covered: covered / trials,
+            width_median: quantile(&widths, 0.5),
+            width_p90: quantile(&widths, 0.9),
+            width_mean: widths.iter().sum::<f64>() / n,
+            one_pair: one / n,
+        });
+    }
     Ok(ChangeEvalReport {
         config: cfg.clone(),
         stable,
@@ -502,7 +576,28 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
             oracle_creep_within_2: o_creep / trials,
             oracle_both_within_2: o_both / trials,
         },
+        location,
     })
+}
+
+/// The location interval (history positions, inclusive) of the change point of `scope` whose
+/// estimate lies nearest `at` within [`STEP_NEAR`] nights, in the analysis of all of `runs`;
+/// `None` when there is none.
+pub(crate) fn step_location(
+    runs: &[RunResults],
+    scope: &Scope,
+    at: usize,
+    settings: &ChangeSettings,
+) -> Result<Option<(usize, usize)>, StatsError> {
+    let s = analyse_series(runs, scope.clone(), Metric::AggregateTps, settings)?;
+    Ok(s.changes
+        .iter()
+        .filter(|c| s.runs[c.index].abs_diff(at) <= STEP_NEAR)
+        .min_by_key(|c| s.runs[c.index].abs_diff(at))
+        .map(|c| {
+            let (lo, hi) = c.location.unwrap_or((c.index, c.index));
+            (s.runs[lo], s.runs[hi])
+        }))
 }
 
 #[cfg(test)]
@@ -541,6 +636,93 @@ mod tests {
         assert!(same_change(10, None, 8, None, 3));
         assert!(same_change(10, Some(30), 25, None, 3), "inside a creep");
         assert!(same_change(25, None, 10, Some(30), 3));
+    }
+
+    /// Over `seeds` at the gate's noise: (stable 60-night matrix histories without any alert,
+    /// −0.2%/night creeps from night 45 alerted within 10 nights of the onset, −3% steps at
+    /// night 40 whose 90% location interval at night 59 holds night 40).
+    fn issue_counts(
+        noise: &NoiseSpec,
+        settings: &ChangeSettings,
+        seeds: std::ops::Range<u64>,
+    ) -> [u32; 3] {
+        let noise = noise.clone();
+        let mut n = [0u32; 3];
+        for seed in seeds {
+            let stable = nightly_history(&noise, 60, &|_| 0.0, seed);
+            let a = nightly_alerts(&stable, &Scope::Matrix, 10, settings).unwrap();
+            n[0] += u32::from(a.is_empty());
+            let creep = |night: usize| {
+                if night >= 45 {
+                    ((-0.002f64).ln_1p() * (night - 44) as f64).exp_m1()
+                } else {
+                    0.0
+                }
+            };
+            let runs = nightly_history(&noise, 56, &creep, seed);
+            let a = nightly_alerts(&runs, &Scope::Matrix, 10, settings).unwrap();
+            n[1] += u32::from(a.iter().any(|x| {
+                x.night >= 45 && x.night <= 55 && x.at + settings.min_segment >= 45 && !x.up
+            }));
+            let step = |night: usize| if night >= 40 { -0.03 } else { 0.0 };
+            let runs = nightly_history(&noise, 60, &step, seed);
+            let loc = step_location(&runs, &Scope::Matrix, 40, settings).unwrap();
+            n[2] += u32::from(loc.is_some_and(|(lo, hi)| (lo..=hi).contains(&40)));
+        }
+        n
+    }
+
+    #[test]
+    #[ignore = "calibration of creep_z for docs/statistics.md: cargo test --release --lib creep_z_calibration -- --ignored --nocapture"]
+    #[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
+    fn creep_z_calibration() {
+        // CREEP_Z="3.0,3.5" CREEP_WINDOW="15,30" SEEDS=80 pick the grid and the seeds 1000..
+        let list = |name: &str, default: &str| -> Vec<f64> {
+            std::env::var(name)
+                .unwrap_or_else(|_| default.into())
+                .split(',')
+                .filter_map(|v| v.trim().parse().ok())
+                .collect()
+        };
+        let seeds = list("SEEDS", "40").first().map_or(40, |v| *v as u64);
+        let noise = match std::env::var("NOISE").as_deref() {
+            Ok("quiet") => quiet(),
+            Ok("sim") => sim_engine(),
+            _ => NoiseSpec::default(),
+        };
+        for window in list("CREEP_WINDOW", "30") {
+            for z in list("CREEP_Z", "2.6,2.8,3.0,3.2") {
+                let s = ChangeSettings {
+                    creep_z: z,
+                    creep_window: window as usize,
+                    ..ChangeSettings::default()
+                };
+                let t = std::time::Instant::now();
+                let [silent, creep, cover] = issue_counts(&noise, &s, 1000..1000 + seeds);
+                eprintln!(
+                    "creep_z {z} window {window}: stable silent {silent}/{seeds}, creep within 10 nights {creep}/{seeds}, step interval covers {cover}/{seeds} ({:.0} s)",
+                    t.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_creep_and_location_must_show_on_the_quiet_runner() {
+        // The issue's must-show where it is reachable (see docs/statistics.md: at the gate's
+        // 1.1% matrix noise it is not): on the quiet runner, over seeds 1000..1040
+        // (`creep_z_calibration`, NOISE=quiet), a −0.2%/night creep was alerted within 10
+        // nights in 38/40 (29/40 without the creep test), a stable 60-night history silent in
+        // 40/40, the −3% step's 90% interval held night 40 in 40/40; on these ten seeds the
+        // creep 7/10 (45/50 in all). "At least 7 of 10" fails with probability about 1.3% at
+        // 90%; "at least 9 of 10" under 1% at 40/40.
+        let [silent, creep, cover] = issue_counts(&quiet(), &ChangeSettings::default(), 2000..2010);
+        assert!(creep >= 7, "creep within 10 nights: {creep}/10");
+        assert!(silent >= 9, "stable 60 nights silent: {silent}/10");
+        assert!(
+            cover >= 9,
+            "the step's interval holds its night: {cover}/10"
+        );
     }
 
     #[test]

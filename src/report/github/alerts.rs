@@ -304,7 +304,36 @@ pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>)
         },
         _ => "unknown (the runs carry no `sha` label)".into(),
     };
-    out.push_str(&format!("| commits | {range} |\n"));
+    out.push_str(&format!("| commits around the estimate | {range} |\n"));
+    // How sure the history is of where: the runs the change may be at, and the commits to
+    // bisect (not the one pair around the estimate, which the data may not place).
+    let suspects = c.location_interval.as_ref().map(|l| {
+        let span = if l.first_run_id == l.last_run_id {
+            md(&l.first_run_id)
+        } else {
+            format!(
+                "{} … {} ({} runs)",
+                md(&l.first_run_id),
+                md(&l.last_run_id),
+                l.runs
+            )
+        };
+        let commits = match (&l.first_commit, &l.last_commit) {
+            (Some(b), Some(a)) => match compare_base {
+                Some(base) if is_sha(b) && is_sha(a) => {
+                    format!("[{}..{}]({base}/compare/{b}...{a})", &b[..7], &a[..7])
+                }
+                _ => format!("{}..{}", md(b), md(a)),
+            },
+            _ => "unknown (the runs carry no `sha` label)".into(),
+        };
+        out.push_str(&format!(
+            "| first run after, {:.0}% interval | {span} |\n| commits to bisect ({:.0}%) | {commits} |\n",
+            l.confidence * 100.0,
+            l.confidence * 100.0
+        ));
+        (l.first_commit.clone(), l.last_commit.clone())
+    });
     if let Some(latest) = g.history.runs.last() {
         out.push_str(&format!(
             "| latest run analysed | {} |\n",
@@ -346,7 +375,18 @@ pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>)
             } else {
                 out.push_str("`infergate baseline accept --since RUN --profile KEY --suite SUITE` with the run, profile and suite above.\n");
             }
-            out.push_str("\nOtherwise, `infergate bisect --good <commit before> --bad <commit after>` finds the culprit.\n");
+            let safe = |v: &str| {
+                v.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "._-:+".contains(ch))
+            };
+            match suspects {
+                Some((Some(good), Some(bad))) if safe(&good) && safe(&bad) => {
+                    out.push_str(&format!(
+                        "\nOtherwise, bisect the interval's commits to find the culprit:\n\n```\ninfergate bisect --good {good} --bad {bad}\n```\n"
+                    ));
+                }
+                _ => out.push_str("\nOtherwise, `infergate bisect --good <commit before the interval> --bad <commit at its end>` finds the culprit.\n"),
+            }
         }
         AlertState::Accepted => {
             out.push_str(
@@ -869,7 +909,9 @@ impl GithubReporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::changepoint::{ChangeSettings, CommitRange, HistoryChanges, RunRef};
+    use crate::stats::changepoint::{
+        ChangeSettings, CommitRange, HistoryChanges, LocationInterval, RunRef,
+    };
     use crate::verdict::Metric;
 
     fn cp(scope: Scope, run: usize, change: f64, accepted: bool) -> ChangePoint {
@@ -891,6 +933,14 @@ mod tests {
                 range: Some(format!("c{:02}..c{run:02}", run - 1)),
             },
             accepted,
+            location_interval: Some(LocationInterval {
+                first_run_id: format!("r{:02}", run - 1),
+                last_run_id: format!("r{:02}", run + 1),
+                first_commit: Some(format!("c{:02}", run - 2)),
+                last_commit: Some(format!("c{:02}", run + 1)),
+                confidence: 0.9,
+                runs: 3,
+            }),
         }
     }
 

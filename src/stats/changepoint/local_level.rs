@@ -1,0 +1,368 @@
+//! The series' noise model as generalised least squares: white run noise of SD `w` plus the
+//! runner's random-walk drift of SD `d` per run (the local-level model of
+//! `docs/statistics.md`). Two things need it beyond a rank test:
+//!
+//! - the **creep test** ([`creep_scan`]): is the series declining at its newest runs, more
+//!   than the drift's own wander explains? A slow decline is its own alternative: a hinge
+//!   (flat, then a straight decline from an onset to the newest run), its slope tested by its
+//!   GLS z, the most negative over the onsets against a threshold;
+//! - the **location interval** ([`location_interval`]): how sure the history is of *where* a
+//!   step (or a creep's onset) is: the posterior of the location over the runs, from the GLS
+//!   likelihood of each candidate place with the levels (and slope) integrated out under flat
+//!   priors, and the shortest run of places holding `confidence` of it.
+//!
+//! Outlier runs (a throttled night, −8%) would dominate a least-squares fit: runs more than
+//! [`OUTLIER_SD`] noise SDs off the running median of five are left out of both.
+
+use super::median;
+
+/// Runs this many noise SDs off the running median of five are left out of the GLS fits.
+pub(crate) const OUTLIER_SD: f64 = 4.0;
+
+/// A whitened design: the Cholesky factor of the covariance `w² I + d² min(t_i, t_j)` of the
+/// kept runs (positions relative to the first), and the whitened intercept and values.
+pub(crate) struct Whitened {
+    n: usize,
+    /// Lower-triangular factor, row-major `n × n`.
+    chol: Vec<f64>,
+    /// Positions (in the series) of the kept runs.
+    pub pos: Vec<usize>,
+    one: Vec<f64>,
+    y: Vec<f64>,
+}
+
+impl Whitened {
+    /// The model of `logs[a..b]` with outlier runs left out; `None` when fewer than 4 runs stay
+    /// or the covariance is singular (`w` and `d` both 0).
+    pub(crate) fn new(logs: &[f64], a: usize, b: usize, w: f64, d: f64) -> Option<Whitened> {
+        let pos = kept(logs, a, b, w);
+        let n = pos.len();
+        if n < 4 {
+            return None;
+        }
+        let t0 = pos[0];
+        let mut chol = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..=i {
+                let cov = d * d * ((pos[j] - t0) as f64) + if i == j { w * w } else { 0.0 };
+                let mut s = cov;
+                for k in 0..j {
+                    s -= chol[i * n + k] * chol[j * n + k];
+                }
+                if i == j {
+                    if s <= 1e-300 {
+                        return None;
+                    }
+                    chol[i * n + i] = s.sqrt();
+                } else {
+                    chol[i * n + j] = s / chol[j * n + j];
+                }
+            }
+        }
+        let mut m = Whitened {
+            n,
+            chol,
+            pos: pos.clone(),
+            one: Vec::new(),
+            y: Vec::new(),
+        };
+        m.one = m.whiten(&vec![1.0; n]);
+        m.y = m.whiten(&pos.iter().map(|&p| logs[p]).collect::<Vec<_>>());
+        Some(m)
+    }
+
+    /// `L⁻¹ v` (forward substitution).
+    fn whiten(&self, v: &[f64]) -> Vec<f64> {
+        let n = self.n;
+        let mut out = vec![0.0; n];
+        for i in 0..n {
+            let row = &self.chol[i * n..i * n + i];
+            let s = v[i] - row.iter().zip(&out[..i]).map(|(l, o)| l * o).sum::<f64>();
+            out[i] = s / self.chol[i * n + i];
+        }
+        out
+    }
+
+    /// The GLS fit of `level + beta × x` (`x` over the kept runs, in their order): (beta, its
+    /// SD, the generalised residual sum of squares, ln det of the whitened normal matrix).
+    pub(crate) fn fit(&self, x: &[f64]) -> Option<Fit> {
+        let xw = self.whiten(x);
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+        let (a11, a12, a22) = (
+            dot(&self.one, &self.one),
+            dot(&self.one, &xw),
+            dot(&xw, &xw),
+        );
+        let (b1, b2) = (dot(&self.one, &self.y), dot(&xw, &self.y));
+        let det = a11 * a22 - a12 * a12;
+        if det <= 1e-12 * a11 * a22.max(1e-300) {
+            return None;
+        }
+        let beta = (a11 * b2 - a12 * b1) / det;
+        let level = (a22 * b1 - a12 * b2) / det;
+        let q = dot(&self.y, &self.y) - level * b1 - beta * b2;
+        Some(Fit {
+            beta,
+            sd: (a11 / det).sqrt(),
+            rss: q.max(0.0),
+            ln_det: det.ln(),
+        })
+    }
+}
+
+/// One GLS fit of a level plus one regressor.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fit {
+    pub beta: f64,
+    pub sd: f64,
+    pub rss: f64,
+    pub ln_det: f64,
+}
+
+/// Positions in `a..b` that are not outlier runs: within [`OUTLIER_SD`] × `w` of the median of
+/// five runs around them (at the ends of the range, the five nearest: two throttled nights
+/// at the newest runs are outliers, not a level).
+pub(crate) fn kept(logs: &[f64], a: usize, b: usize, w: f64) -> Vec<usize> {
+    let limit = OUTLIER_SD * w;
+    (a..b)
+        .filter(|&i| {
+            let lo = i.saturating_sub(2).max(a).min(b.saturating_sub(5).max(a));
+            let hi = (lo + 5).min(b);
+            let m = median(&mut logs[lo..hi].to_vec());
+            limit <= 0.0 || limit.is_nan() || (logs[i] - m).abs() <= limit
+        })
+        .collect()
+}
+
+/// The hinge regressor of onset `tau` over positions: 0 before, `t − tau + 1` from it on.
+fn hinge(pos: &[usize], tau: usize) -> Vec<f64> {
+    pos.iter()
+        .map(|&t| if t >= tau { (t + 1 - tau) as f64 } else { 0.0 })
+        .collect()
+}
+
+/// The step regressor at `tau`: 0 before, 1 from it on.
+fn step(pos: &[usize], tau: usize) -> Vec<f64> {
+    pos.iter().map(|&t| f64::from(u8::from(t >= tau))).collect()
+}
+
+/// The creep test's answer: the onset with the most negative slope z.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct CreepScan {
+    /// First run that moved.
+    pub onset: usize,
+    /// Slope per run (log units) and its SD under the model.
+    pub slope: f64,
+    pub sd: f64,
+    /// `slope / sd`: negative = declining.
+    pub z: f64,
+}
+
+/// The creep test over `logs[a..]`: for every onset leaving at least `min_flat` kept runs
+/// before it and `min_runs` from it to the newest run (and at most `max_runs`), the GLS slope
+/// of the hinge and its z; the onset with the most negative z. `None` when no onset fits.
+pub(crate) fn creep_scan(
+    logs: &[f64],
+    a: usize,
+    w: f64,
+    d: f64,
+    min_flat: usize,
+    min_runs: usize,
+    max_runs: usize,
+) -> Option<CreepScan> {
+    let b = logs.len();
+    let m = Whitened::new(logs, a, b, w, d)?;
+    let mut best: Option<CreepScan> = None;
+    let first = m.pos.get(min_flat).copied()?;
+    for tau in first.max(b.saturating_sub(max_runs))..=b.saturating_sub(min_runs) {
+        let Some(f) = m.fit(&hinge(&m.pos, tau)) else {
+            continue;
+        };
+        let z = f.beta / f.sd;
+        if best.is_none_or(|c| z < c.z) {
+            best = Some(CreepScan {
+                onset: tau,
+                slope: f.beta,
+                sd: f.sd,
+                z,
+            });
+        }
+    }
+    best
+}
+
+/// What shape a location is placed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Step,
+    Creep,
+}
+
+/// The location interval of a change of `shape` in `logs[a..b]` (`a..b` the stretch between
+/// its neighbouring changes): candidate places leave `min_before` runs before and `min_after`
+/// from them; each place's posterior weight is its GLS likelihood with
+/// the level and the step (or slope) integrated out under flat priors,
+/// `exp(−RSS/2) / sqrt(det)`, the places weighted equally a priori; the answer is the
+/// shortest run of consecutive places holding at least `confidence` of the weight, the
+/// estimate `at` included (first, last place; both positions in the series), and the weight
+/// it holds. `None` when the stretch is too short to fit.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn location_interval(
+    logs: &[f64],
+    a: usize,
+    b: usize,
+    at: usize,
+    shape: Shape,
+    w: f64,
+    d: f64,
+    (min_before, min_after): (usize, usize),
+    confidence: f64,
+) -> Option<(usize, usize, f64)> {
+    let m = Whitened::new(logs, a, b, w, d)?;
+    let lo = a + min_before;
+    let hi = b.saturating_sub(min_after);
+    if lo > hi {
+        return None;
+    }
+    let mut places = Vec::new();
+    let mut logw = Vec::new();
+    for tau in lo..=hi {
+        let x = match shape {
+            Shape::Step => step(&m.pos, tau),
+            Shape::Creep => hinge(&m.pos, tau),
+        };
+        if let Some(f) = m.fit(&x) {
+            places.push(tau);
+            logw.push(-f.rss / 2.0 - f.ln_det / 2.0);
+        }
+    }
+    let top = logw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if places.is_empty() || !top.is_finite() {
+        return None;
+    }
+    let weight: Vec<f64> = logw.iter().map(|l| (l - top).exp()).collect();
+    let total: f64 = weight.iter().sum();
+    let p: Vec<f64> = weight.iter().map(|x| x / total).collect();
+    // The estimate's place (or the nearest fitted one) must lie in the interval.
+    let anchor = (0..places.len())
+        .min_by_key(|&i| places[i].abs_diff(at))
+        .unwrap_or(0);
+    let mut best: Option<(usize, usize, f64)> = None;
+    for i in 0..=anchor {
+        let mut mass = 0.0;
+        for j in i..places.len() {
+            mass += p[j];
+            if j < anchor {
+                continue;
+            }
+            if mass >= confidence - 1e-12 {
+                let width = places[j] - places[i];
+                if best.is_none_or(|(bi, bj, bm)| {
+                    let bw = places[bj] - places[bi];
+                    width < bw || (width == bw && mass > bm)
+                }) {
+                    best = Some((i, j, mass));
+                }
+                break;
+            }
+        }
+    }
+    // Not even every place holds `confidence` around the anchor (rounding): all of them.
+    let (i, j, mass) = best.unwrap_or((0, places.len() - 1, 1.0));
+    Some((places[i], places[j], mass.min(1.0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gls_without_drift_is_least_squares() {
+        // Level 1, slope 0.02 from onset 4 on, no noise: the fit is exact.
+        let logs: Vec<f64> = (0..10)
+            .map(|t| 1.0 + if t >= 4 { 0.02 * (t - 3) as f64 } else { 0.0 })
+            .collect();
+        let m = Whitened::new(&logs, 0, 10, 0.1, 0.0).unwrap();
+        assert_eq!(m.pos.len(), 10);
+        let f = m.fit(&hinge(&m.pos, 4)).unwrap();
+        assert!((f.beta - 0.02).abs() < 1e-9 && f.rss < 1e-12, "{f:?}");
+        // The slope's SD is w / sqrt(Sxx) of ordinary least squares.
+        let x = hinge(&m.pos, 4);
+        let mean = x.iter().sum::<f64>() / 10.0;
+        let sxx: f64 = x.iter().map(|v| (v - mean).powi(2)).sum();
+        assert!((f.sd - 0.1 / sxx.sqrt()).abs() < 1e-9, "{}", f.sd);
+    }
+
+    #[test]
+    fn an_outlier_run_is_left_out() {
+        let mut logs = vec![0.0; 20];
+        for (i, v) in logs.iter_mut().enumerate() {
+            *v = if i % 2 == 0 { 0.01 } else { -0.01 };
+        }
+        logs[19] = -0.08;
+        let k = kept(&logs, 0, 20, 0.01);
+        assert_eq!(k.len(), 19);
+        assert!(!k.contains(&19));
+        // Two at the newest runs too.
+        logs[18] = -0.08;
+        assert_eq!(kept(&logs, 0, 20, 0.01).len(), 18);
+        // A creep at the end does not mark its runs as outliers.
+        let creep: Vec<f64> = (0..20)
+            .map(|i| {
+                if i >= 10 {
+                    -0.002 * (i - 9) as f64
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        assert_eq!(kept(&creep, 0, 20, 0.01).len(), 20);
+    }
+
+    #[test]
+    fn a_clean_step_is_placed_tightly_and_a_weak_one_widely() {
+        let logs: Vec<f64> = (0..40)
+            .map(|t| {
+                let noise = if t % 2 == 0 { 0.001 } else { -0.001 };
+                noise + if t >= 25 { -0.05 } else { 0.0 }
+            })
+            .collect();
+        let (lo, hi, mass) =
+            location_interval(&logs, 0, 40, 25, Shape::Step, 0.001, 0.0, (3, 3), 0.9).unwrap();
+        assert_eq!((lo, hi), (25, 25), "{mass}");
+        // A step the size of the noise: the interval spans several runs.
+        let weak: Vec<f64> = (0..40)
+            .map(|t: usize| {
+                let noise = 0.01 * (((t * 7919) % 13) as f64 / 6.0 - 1.0);
+                noise + if t >= 25 { -0.01 } else { 0.0 }
+            })
+            .collect();
+        let (lo, hi, mass) =
+            location_interval(&weak, 0, 40, 25, Shape::Step, 0.01, 0.0, (3, 3), 0.9).unwrap();
+        assert!(lo <= 25 && 25 <= hi && hi > lo, "{lo} {hi}");
+        assert!(mass >= 0.9);
+    }
+
+    #[test]
+    fn the_creep_scan_finds_a_decline_and_not_a_flat_series() {
+        let flat: Vec<f64> = (0..40)
+            .map(|t| if t % 2 == 0 { 0.005 } else { -0.005 })
+            .collect();
+        let s = creep_scan(&flat, 0, 0.005, 0.0, 5, 4, 30).unwrap();
+        assert!(s.z.abs() < 2.0, "{s:?}");
+        let creep: Vec<f64> = flat
+            .iter()
+            .enumerate()
+            .map(|(t, v)| {
+                v + if t >= 30 {
+                    -0.003 * (t - 29) as f64
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let s = creep_scan(&creep, 0, 0.005, 0.0, 5, 4, 30).unwrap();
+        assert!(s.z < -4.0 && s.onset.abs_diff(30) <= 2, "{s:?}");
+        assert!((s.slope + 0.003).abs() < 0.001, "{s:?}");
+    }
+}
