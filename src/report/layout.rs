@@ -459,6 +459,9 @@ fn secondary(report: &ComparisonReport) -> Vec<SecondaryChange> {
                     CellVerdict::Regression | CellVerdict::Improvement
                 )
                 || !plausible(c, m)
+                // "significant changes only": a metric that followed its cell's verdict but
+                // whose own interval holds no change is not listed as one.
+                || (m.ci_low <= 0.0 && m.ci_high >= 0.0)
             {
                 continue;
             }
@@ -605,7 +608,11 @@ fn details(report: &ComparisonReport) -> Vec<String> {
         100.0 * crate::stats::rule::MATRIX_MARGIN,
         100.0 * r.confidence,
         report.baseline.level_runs.len(),
-        if report.baseline.level_runs.len() == 1 { "" } else { "s" },
+        if report.baseline.level_runs.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
         report.baseline.noise_runs
     ));
     out.push(format!(

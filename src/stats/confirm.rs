@@ -21,7 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::results::RunResults;
-use crate::verdict::{ComparisonReport, Confirmation, GateVerdict, signed_percent};
+use crate::verdict::{ComparisonReport, Confirmation, GateVerdict, signed_number, signed_percent};
 
 use super::compare::{Look, compare_at};
 use super::{Against, DecisionRule, StatsError, compare, finish};
@@ -75,10 +75,10 @@ impl ConfirmPlan {
         }
         match check {
             Some((m, c)) => format!(
-                "the first boot's matrix-wide change is {} (t = {:.2}, futility bound {:.2}): {}",
+                "the first boot's matrix-wide change is {} (t = {}, futility bound {}): {}",
                 signed_percent(m.change),
-                c.statistic,
-                c.boundary,
+                signed_number(c.statistic, 2),
+                signed_number(c.boundary, 2),
                 if leans(first) && self.wants_confirmation(first) {
                     "it leans worse, and only a second boot can tell a slowdown from a slow boot"
                 } else if leans(first) {
