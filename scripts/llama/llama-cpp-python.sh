@@ -32,7 +32,7 @@ echo "llama-cpp-python $("$LCPP_PYTHON" -c 'import llama_cpp; print(llama_cpp.__
 WORK="$(mktemp -d)"
 SERVER_PID=""
 cleanup() {
-    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+    if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null || true; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -46,9 +46,9 @@ SERVER_PID=$!
 for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && break; sleep 0.1; done
 start=$(date +%s.%N)
 "$BIN" bench --url "http://127.0.0.1:$PORT" --concurrency 1,2 --contexts 0 --duration 3s \
-    --warmup 1s --max-tokens 128 --sub-windows 4 --ready-stable 0.5s --out "$WORK/bench" || true
+    --warmup 1s --max-tokens 128 --sub-windows 4 --ready-stable 0.5s --out "$WORK/bench.json" || true
 echo "(bench took $(python3 -c "import time; print(round(time.time() - $start, 1))") s)"
-python3 - "$WORK/bench/results.json" <<'PY'
+python3 - "$WORK/bench.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 for c in r["cells"]:

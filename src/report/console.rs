@@ -248,12 +248,19 @@ fn matrix_table(results: &RunResults) -> String {
         .filter(|c| c.unverified.is_some())
         .collect();
     if let Some(first) = unverified.first() {
-        out.push_str(&format!(
-            "Client count not cross-checked in {} of {} cells: {}\n",
-            unverified.len(),
-            results.cells.len(),
-            first.unverified.as_deref().unwrap_or_default()
+        let why = first.unverified.as_deref().unwrap_or_default();
+        let why = why
+            .strip_prefix("client count not cross-checked: ")
+            .unwrap_or(why);
+        out.push_str(&wrap(
+            &format!(
+                "Client count not cross-checked in {} of {} cells: {why}",
+                unverified.len(),
+                results.cells.len(),
+            ),
+            2,
         ));
+        out.push('\n');
     }
     // Cells that are not ok, grouped by what happened to them: a cause shared by every cell
     // (an engine that never started) is said once, with the cells it hit.
