@@ -68,8 +68,11 @@ echo
 export LLAMA_THREADS=1
 echo "== 2. a 3-run baseline (C=1, 1 thread)"
 for i in 1 2 3; do
-    "$BIN" run --config "$CFG" --out "$WORK/base-$i" --update-baseline >"$WORK/base-$i.log" 2>&1 \
-        && echo "baseline run $i: exit 0" || { echo "baseline run $i: exit $?"; tail -20 "$WORK/base-$i.log"; }
+    if "$BIN" run --config "$CFG" --out "$WORK/base-$i" --update-baseline >"$WORK/base-$i.log" 2>&1; then
+        echo "baseline run $i: exit 0"
+    else
+        echo "baseline run $i: exit $?"; tail -20 "$WORK/base-$i.log"
+    fi
     grep -E "cell done" "$WORK/base-$i.log" || true
 done
 echo
