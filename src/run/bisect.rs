@@ -506,6 +506,34 @@ impl BisectPlan {
 
     /// Lists, builds, boots and halves until the first bad commit is found or the bisection
     /// cannot go on (a failed build or boot, an answer that stays uncertain, cancellation).
+    /// Boots `rev`, records the boot, and returns its results: a boot that measured nothing
+    /// ends the bisection with the boot's own failure.
+    #[allow(clippy::too_many_arguments)]
+    async fn measured_boot(
+        &self,
+        ctx: &mut Ctx,
+        rev: &str,
+        role: BootRole,
+        cached_build: Option<String>,
+        progress: Progress<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<(RunResults, Option<String>), String> {
+        let (boot, results) = self
+            .boot(ctx, rev, role, &self.suite, cached_build, progress, cancel)
+            .await;
+        let failure = boot.failure.clone();
+        let build = boot.build.clone();
+        ctx.boots.push(boot);
+        match results {
+            Some(run) => Ok((run, build)),
+            None => Err(format!(
+                "the {} revision {rev} could not be measured: {}",
+                role.as_str(),
+                failure.unwrap_or_default()
+            )),
+        }
+    }
+
     pub(crate) async fn run(self, progress: Progress<'_>, cancel: CancellationToken) -> BisectRun {
         let mut record = BisectRecord {
             good: self.good.clone(),
@@ -577,21 +605,10 @@ impl BisectPlan {
         record.suspects = commits.clone();
         let mut ends = Vec::new();
         for (rev, role) in [(&self.good, BootRole::Good), (&self.bad, BootRole::Bad)] {
-            let (boot, results) = self
-                .boot(ctx, rev, role, &self.suite, None, progress, cancel)
-                .await;
-            let failure = boot.failure.clone();
-            ctx.boots.push(boot);
-            match results {
-                Some(r) => ends.push(r),
-                None => {
-                    return Err(format!(
-                        "the {} revision {rev} could not be measured: {}",
-                        role.as_str(),
-                        failure.unwrap_or_default()
-                    ));
-                }
-            }
+            let (run, _) = self
+                .measured_boot(ctx, rev, role, None, progress, cancel)
+                .await?;
+            ends.push(run);
         }
         // A second pair of ends, in `ab`'s order (good, bad, bad, good): the replicates measure
         // this runner's boot-to-boot noise today, and the order cancels a linear drift.
@@ -601,21 +618,10 @@ impl BisectPlan {
                 .iter()
                 .find(|b| b.role == role)
                 .and_then(|b| b.build.clone());
-            let (boot, results) = self
-                .boot(ctx, rev, role, &self.suite, build, progress, cancel)
-                .await;
-            let failure = boot.failure.clone();
-            ctx.boots.push(boot);
-            match results {
-                Some(r) => ends.push(r),
-                None => {
-                    return Err(format!(
-                        "the {} revision {rev} could not be measured: {}",
-                        role.as_str(),
-                        failure.unwrap_or_default()
-                    ));
-                }
-            }
+            let (run, _) = self
+                .measured_boot(ctx, rev, role, build, progress, cancel)
+                .await?;
+            ends.push(run);
         }
         let n = commits.len();
         let bad_index = n - 1;
@@ -657,18 +663,9 @@ impl BisectPlan {
                     .iter()
                     .find(|b| b.role == role)
                     .and_then(|b| b.build.clone());
-                let (boot, results) = self
-                    .boot(ctx, rev, role, &self.suite, build, progress, cancel)
-                    .await;
-                let failure = boot.failure.clone();
-                ctx.boots.push(boot);
-                let Some(run) = results else {
-                    return Err(format!(
-                        "the {} revision {rev} could not be measured: {}",
-                        role.as_str(),
-                        failure.unwrap_or_default()
-                    ));
-                };
+                let (run, _) = self
+                    .measured_boot(ctx, rev, role, build, progress, cancel)
+                    .await?;
                 let Some(value) = matrix_value(&run, &reference) else {
                     return Err(format!("{rev} measured no cell the good build measured"));
                 };
@@ -755,21 +752,12 @@ impl BisectPlan {
                         .find(|b| b.rev == rev && b.build.is_some())
                         .and_then(|b| b.build.clone())
                 });
-                let (boot, results) = self
-                    .boot(ctx, &rev, role, &self.suite, cached, progress, cancel)
-                    .await;
-                if let Some(b) = &boot.build {
-                    builds.insert(rev.clone(), b.clone());
+                let (run, build) = self
+                    .measured_boot(ctx, &rev, role, cached, progress, cancel)
+                    .await?;
+                if let Some(b) = build {
+                    builds.insert(rev.clone(), b);
                 }
-                let failure = boot.failure.clone();
-                ctx.boots.push(boot);
-                let Some(run) = results else {
-                    return Err(format!(
-                        "{} {rev} could not be measured: {}",
-                        role.as_str(),
-                        failure.unwrap_or_default()
-                    ));
-                };
                 let Some(value) = matrix_value(&run, &reference) else {
                     return Err(format!("{rev} measured no cell the good build measured"));
                 };
