@@ -24,21 +24,28 @@ async fn metrics_page() -> Body {
     ))
 }
 
-#[test]
-fn a_200_mb_metrics_page_is_refused_with_bounded_memory() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
+/// Serves `routes` plus `/health` and `/v1/models` (answering `models`) on 127.0.0.1 from
+/// `rt`; returns the base URL.
+fn serve(rt: &tokio::runtime::Runtime, models: &'static str, routes: Router) -> String {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = Router::new()
+    let app = routes
         .route("/health", get(|| async { "" }))
-        .route(
-            "/v1/models",
-            get(|| async { r#"{"object":"list","data":[{"id":"m","object":"model"}]}"# }),
-        )
-        .route("/metrics", get(metrics_page));
+        .route("/v1/models", get(move || async move { models }));
     rt.spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[test]
+fn a_200_mb_metrics_page_is_refused_with_bounded_memory() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let url = serve(
+        &rt,
+        r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#,
+        Router::new().route("/metrics", get(metrics_page)),
+    );
 
     let dir = tempfile::tempdir().unwrap();
     #[allow(
@@ -123,18 +130,11 @@ async fn completions(body: String) -> axum::response::Response {
 #[test]
 fn endless_lines_and_pings_end_on_time() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = Router::new()
-        .route("/health", get(|| async { "" }))
-        .route(
-            "/v1/models",
-            get(|| async { r#"{"object":"list","data":[{"id":"line"},{"id":"pings"}]}"# }),
-        )
-        .route("/v1/completions", axum::routing::post(completions));
-    rt.spawn(async move { axum::serve(listener, app).await });
+    let url = serve(
+        &rt,
+        r#"{"object":"list","data":[{"id":"line"},{"id":"pings"}]}"#,
+        Router::new().route("/v1/completions", axum::routing::post(completions)),
+    );
     for (model, reason) in [
         ("line", "longer than 1 MiB"),
         ("pings", "no first token within 3 s"),

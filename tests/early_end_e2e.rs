@@ -12,28 +12,8 @@
 
 mod support;
 
-use infergate::results::{CellStatus, EarlyEnd, RunResults, RunStatus};
-use support::{SMALL_SIM_CONFIG, gate, read_results};
-
-/// Runs the small sim gate (C=1,2,4 × ctx 0, 1 s windows) with extra `infergate sim`
-/// arguments; exit code, stderr, results.
-fn run_sim(sim_args: &[&str]) -> (Option<i32>, String, RunResults) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
-    let config_text = SMALL_SIM_CONFIG.replacen(
-        "\"--seed\", \"5\"]",
-        &format!("\"--seed\", \"5\"{extra}]"),
-        1,
-    );
-    let config = dir.path().join("gate.toml");
-    std::fs::write(&config, config_text).expect("write config");
-    let out = dir.path().join("out");
-    let store = dir.path().join("baselines");
-    std::fs::create_dir_all(&store).expect("store dir");
-    let (code, stderr) = gate(&config, &out, &store, &[]);
-    let results = read_results(&out.join("results.json"));
-    (code, stderr, results)
-}
+use infergate::results::{CellStatus, EarlyEnd, RunStatus};
+use support::run_sim;
 
 #[test]
 fn a_server_that_aborts_requests_gets_no_throughput_and_a_reason_in_seconds() {

@@ -144,3 +144,27 @@ pub fn eventually(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bo
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Runs [`SMALL_SIM_CONFIG`] (C=1,2,4 × ctx 0, ~1 s windows) with extra `infergate sim`
+/// arguments and an empty store; exit code, stderr, results.
+pub fn run_sim(sim_args: &[&str]) -> (Option<i32>, String, RunResults) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
+    let config_text = SMALL_SIM_CONFIG.replacen(
+        "\"--seed\", \"5\"]",
+        &format!("\"--seed\", \"5\"{extra}]"),
+        1,
+    );
+    assert!(
+        sim_args.is_empty() || config_text != SMALL_SIM_CONFIG,
+        "the sim command line was extended"
+    );
+    let config = dir.path().join("gate.toml");
+    std::fs::write(&config, config_text).expect("write config");
+    let out = dir.path().join("out");
+    let store = dir.path().join("baselines");
+    std::fs::create_dir_all(&store).expect("store dir");
+    let (code, stderr) = gate(&config, &out, &store, &[]);
+    let results = read_results(&out.join("results.json"));
+    (code, stderr, results)
+}
