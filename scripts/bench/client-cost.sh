@@ -1,34 +1,39 @@
 #!/usr/bin/env bash
-# What the measuring client costs: whole-process CPU of `infergate bench` (not the engine) per
-# 1,000 streamed tokens and per second of window, and its peak RSS, at C=1, 8 and 64 against
-# the simulated engine (`--profile test`), at two token rates: `--time-scale 5` (~850 tok/s
-# per stream at C=1, the rate of issue 19's figures) and `--time-scale 0.25` (~42 tok/s per
-# stream, a GPU's decode rate, where a cost per second of window would dominate).
+# What the measuring client costs next to the physical floor: whole-process CPU of `infergate
+# bench` (not the engine) per 1,000 streamed tokens, and the same for `floor` (scripts/bench/floor.c:
+# a minimal C client doing only what any client must — one read and one clock read per arriving
+# chunk, count `data:` events), interleaved on one simulated engine per rate, at C = 1, 8, 64
+# and two token rates: `--time-scale 1` (the sim's default, ~170 tok/s per stream at C=1) and
+# `--time-scale 0.25` (~42 tok/s per stream, a GPU's decode rate, where a cost per second of
+# window weighs more).
 #
 # Usage: scripts/bench/client-cost.sh [BIN ...]
-#   BIN   infergate binaries to measure side by side, interleaved (default: target/release/infergate,
-#         built if missing). Pass an older build first to get before/after figures in one run.
-#   env REPS         repetitions per binary, rate and concurrency (default 3)
+#   BIN   infergate binaries to measure side by side, interleaved with the floor (default:
+#         target/release/infergate, built if missing). Pass an older build first to get
+#         before/after figures in one run.
+#   env REPS         repetitions per client, rate and concurrency (default 4; medians are printed)
 #   env DURATION     window length (default 10s); WARMUP (default 3s)
 #   env CONCURRENCY  space-separated list (default "1 8 64")
-#   env RATES        space-separated sim time scales (default "5 0.25")
+#   env RATES        space-separated sim time scales (default "1 0.25")
 #
+# The floor posts the exact bytes `infergate bench` posts: the script captures one streaming
+# request through a loopback recording proxy first. It runs for the warm-up plus the window.
 # Tokens are the simulated engine's own per-token counter (vllm:generation_tokens_total) over
-# the whole process run (readiness, warm-up and window), so CPU per 1,000 tokens is whole-run
-# CPU over whole-run tokens. CPU per window-second is whole-run CPU over the window length.
-# CPU and peak RSS are the infergate process's own (`wait4`'s resource usage, microseconds:
-# the sims run apart). The summary fits, per binary and C, CPU = a x tokens + b x wall seconds
-# over both rates: `a` is what a token costs, `b` what a second costs whatever streams.
+# each client's whole run, so CPU per 1,000 tokens is whole-run CPU over whole-run tokens
+# (infergate's includes its probes, warm-up and write-out). CPU and peak RSS are the client
+# process's own (`wait4`'s resource usage, microseconds; the sims run apart). The load average
+# is printed before and after: figures from a busy machine are not worth recording.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-REPS="${REPS:-3}"
+REPS="${REPS:-4}"
 DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-3s}"
 CONCURRENCY="${CONCURRENCY:-1 8 64}"
-RATES="${RATES:-5 0.25}"
-command -v python3 >/dev/null || { echo "client-cost: needs python3" >&2; exit 2; }
-command -v curl >/dev/null || { echo "client-cost: needs curl" >&2; exit 2; }
+RATES="${RATES:-1 0.25}"
+for tool in python3 curl cc; do
+    command -v "$tool" >/dev/null || { echo "client-cost: needs $tool" >&2; exit 2; }
+done
 
 BINS=("$@")
 if [ ${#BINS[@]} -eq 0 ]; then
@@ -38,27 +43,92 @@ fi
 SIM_BIN="${SIM_BIN:-${BINS[-1]}}"
 
 WORK="$(mktemp -d)"
-SIM_PIDS=()
+PIDS=()
 cleanup() {
-    for pid in "${SIM_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-declare -A URLS
+cc -O2 -o "$WORK/floor" scripts/bench/floor.c
+
+secs() { echo "$1" | sed 's/s$//'; }
+wait_port() {
+    for _ in $(seq 100); do [ -s "$1" ] && break; sleep 0.1; done
+    [ -s "$1" ] || { echo "client-cost: $2 did not start:" >&2; cat "$3" >&2; exit 3; }
+}
+
+declare -A URLS PORTS
 for rate in $RATES; do
     "$SIM_BIN" sim --profile test --time-scale "$rate" --port 0 --port-file "$WORK/port-$rate" \
         >"$WORK/sim-$rate.log" 2>&1 &
-    SIM_PIDS+=($!)
-    for _ in $(seq 100); do [ -s "$WORK/port-$rate" ] && break; sleep 0.1; done
-    [ -s "$WORK/port-$rate" ] || { echo "client-cost: the simulated engine did not start:" >&2; cat "$WORK/sim-$rate.log" >&2; exit 3; }
-    URLS[$rate]="http://127.0.0.1:$(cat "$WORK/port-$rate")"
+    PIDS+=($!)
+    wait_port "$WORK/port-$rate" "the simulated engine" "$WORK/sim-$rate.log"
+    PORTS[$rate]="$(cat "$WORK/port-$rate")"
+    URLS[$rate]="http://127.0.0.1:${PORTS[$rate]}"
 done
+
+# Captures the first streaming POST that `infergate bench` sends, byte for byte, through a
+# loopback proxy in front of the first sim.
+first_rate="${RATES%% *}"
+python3 - "${PORTS[$first_rate]}" "$WORK/proxy-port" "$WORK/request.bin" >"$WORK/proxy.log" 2>&1 <<'EOF' &
+import socket, sys, threading
+upstream, port_file, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+lock = threading.Lock()
+def pump(src, dst, record):
+    buf = b""
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+            if record is None:
+                continue
+            buf += data
+            head, sep, rest = buf.partition(b"\r\n\r\n")
+            if not sep or not head.startswith(b"POST ") or b"/v1/completions" not in head:
+                continue
+            length = [int(l.split(b":", 1)[1]) for l in head.split(b"\r\n")
+                      if l.lower().startswith(b"content-length:")]
+            if length and len(rest) >= length[0] and b'"stream":true' in rest[:length[0]]:
+                with lock:
+                    try:
+                        with open(out, "xb") as f:
+                            f.write(head + sep + rest[:length[0]])
+                    except FileExistsError:
+                        pass
+                record = None
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(128)
+open(port_file, "w").write(str(srv.getsockname()[1]))
+while True:
+    c, _ = srv.accept()
+    u = socket.create_connection(("127.0.0.1", upstream))
+    threading.Thread(target=pump, args=(c, u, True), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c, None), daemon=True).start()
+EOF
+PROXY_PID=$!
+PIDS+=("$PROXY_PID")
+wait_port "$WORK/proxy-port" "the recording proxy" "$WORK/proxy.log"
+"${BINS[-1]}" bench --url "http://127.0.0.1:$(cat "$WORK/proxy-port")" --concurrency 1 --contexts 0 \
+    --duration 1s --warmup 0s --out "$WORK/capture" >/dev/null 2>"$WORK/capture.log" || true
+kill "$PROXY_PID" 2>/dev/null || true
+[ -s "$WORK/request.bin" ] || {
+    echo "client-cost: no streaming request was captured:" >&2
+    tail -5 "$WORK/capture.log" "$WORK/proxy.log" >&2
+    exit 3
+}
 
 counter() {
     curl -s "$1/metrics" | awk '/^vllm:generation_tokens_total/ {s += $NF} END {printf "%.0f\n", s}'
 }
-window_s() { echo "$DURATION" | sed 's/s$//'; }
 
 # Runs a command with its output to files and prints its own user and system CPU seconds,
 # peak RSS (KiB) and wall seconds, from wait4 (GNU time rounds CPU to 10 ms).
@@ -83,58 +153,62 @@ sys.exit(os.waitstatus_to_exitcode(status) and 1)
 EOF
 }
 
+floor_secs=$(python3 -c "print($(secs "$WARMUP") + $(secs "$DURATION"))")
+CLIENTS=("${BINS[@]}" floor)
 RAW="$WORK/raw.tsv"
-printf '%-28s %5s %4s %8s %9s %13s %14s %7s\n' binary scale C tokens cpu_s "cpu_s/1k_tok" "cpu_ms/win_s" rss_mb
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)   ($(nproc) cores)"
+printf '%-28s %5s %4s %8s %9s %13s %7s\n' client scale C tokens cpu_s "cpu_s/1k_tok" rss_mb
 for c in $CONCURRENCY; do
     for rep in $(seq "$REPS"); do
         for rate in $RATES; do
             url="${URLS[$rate]}"
-            for bin in "${BINS[@]}"; do
+            for client in "${CLIENTS[@]}"; do
+                if [ "$client" = floor ]; then
+                    cmd=("$WORK/floor" "${PORTS[$rate]}" "$c" "$floor_secs" "$WORK/request.bin")
+                else
+                    cmd=("$client" bench --url "$url" --concurrency "$c" --contexts 0 \
+                        --duration "$DURATION" --warmup "$WARMUP" --out "$WORK/out")
+                fi
                 before=$(counter "$url")
-                figures=$(OUT_FILE=/dev/null ERR_FILE="$WORK/bench.log" measured "$bin" bench \
-                    --url "$url" --concurrency "$c" --contexts 0 --duration "$DURATION" \
-                    --warmup "$WARMUP" --out "$WORK/out") \
-                    || { echo "client-cost: $bin bench failed:" >&2; tail -5 "$WORK/bench.log" >&2; exit 3; }
+                figures=$(OUT_FILE="$WORK/client.out" ERR_FILE="$WORK/client.log" measured "${cmd[@]}") \
+                    || { echo "client-cost: $client failed:" >&2; tail -5 "$WORK/client.log" >&2; exit 3; }
                 after=$(counter "$url")
                 read -r user sys rss_kb wall <<<"$figures"
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$bin" "$rate" "$c" "$((after - before))" \
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$client" "$rate" "$c" "$((after - before))" \
                     "$user" "$sys" "$rss_kb" "$wall" >>"$RAW"
-                awk -v b="$bin" -v r="$rate" -v c="$c" -v t="$((after - before))" -v u="$user" \
-                    -v s="$sys" -v m="$rss_kb" -v w="$(window_s)" 'BEGIN {
+                awk -v b="$client" -v r="$rate" -v c="$c" -v t="$((after - before))" -v u="$user" \
+                    -v s="$sys" -v m="$rss_kb" 'BEGIN {
                         cpu = u + s;
-                        printf "%-28s %5s %4d %8d %9.4f %13.4f %14.2f %7.1f\n",
+                        printf "%-28s %5s %4d %8d %9.4f %13.4f %7.1f\n",
                             substr(b, length(b) > 28 ? length(b) - 27 : 1), r, c, t, cpu,
-                            (t > 0 ? cpu * 1000 / t : 0), cpu * 1000 / w, m / 1024 }'
+                            (t > 0 ? cpu * 1000 / t : 0), m / 1024 }'
             done
         done
     done
 done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$RAW" <<'EOF'
+python3 - "$RAW" "$REPS" <<'EOF'
 import statistics, sys
 from collections import defaultdict
-runs = defaultdict(list)
+per = defaultdict(list)
+clients = []
 for line in open(sys.argv[1]):
     b, rate, c, tok, u, s, rss, wall = line.rstrip("\n").split("\t")
-    runs[(b, int(c))].append((float(rate), int(tok), float(u) + float(s), float(wall)))
+    if b not in clients:
+        clients.append(b)
+    if int(tok) > 0:
+        per[(b, float(rate), int(c))].append((float(u) + float(s)) * 1000 / int(tok))
 print()
-print("median CPU-s per 1k tokens at each scale; fit CPU = a x tokens + b x wall over all runs")
-print(f"{'binary':<28} {'C':>4} {'per scale':<34} {'a (us/token)':>13} {'b (CPU-ms/s)':>13}")
-for (b, c), rs in sorted(runs.items()):
-    med = []
-    for rate in sorted({r[0] for r in rs}, reverse=True):
-        per = [cpu * 1000 / tok for r0, tok, cpu, _ in rs if r0 == rate and tok > 0]
-        med.append(f"{rate:g}: {statistics.median(per):.4f}" if per else f"{rate:g}: -")
-    # Least squares of cpu on (tokens, wall) without intercept.
-    stt = sum(t * t for _, t, _, _ in rs); sww = sum(w * w for *_, w in rs)
-    stw = sum(t * w for _, t, _, w in rs)
-    sct = sum(cpu * t for _, t, cpu, _ in rs); scw = sum(cpu * w for _, _, cpu, w in rs)
-    det = stt * sww - stw * stw
-    fit = ("-", "-")
-    if len({r[0] for r in rs}) > 1 and det > 0:
-        a = (sct * sww - scw * stw) / det
-        bb = (scw * stt - sct * stw) / det
-        fit = (f"{a * 1e6:.1f}", f"{bb * 1e3:.2f}")
-    name = b[-28:]
-    print(f"{name:<28} {c:>4} {', '.join(med):<34} {fit[0]:>13} {fit[1]:>13}")
+print(f"median CPU-s per 1,000 tokens of {sys.argv[2]} reps, and each infergate's ratio to the floor")
+head = f"{'scale':>5} {'C':>4}" + "".join(f" {b[-22:]:>22}" for b in clients)
+head += "".join(f" {'ratio ' + b[-16:]:>22}" for b in clients if b != "floor")
+print(head)
+for rate, c in sorted({(r, c) for _, r, c in per}, key=lambda k: (-k[0], k[1])):
+    med = {b: statistics.median(per[(b, rate, c)]) for b in clients if per[(b, rate, c)]}
+    row = f"{rate:>5g} {c:>4}" + "".join(f" {med.get(b, float('nan')):>22.4f}" for b in clients)
+    floor = med.get("floor")
+    row += "".join(f" {(med[b] / floor if floor and b in med else float('nan')):>21.2f}x"
+                   for b in clients if b != "floor")
+    print(row)
 EOF

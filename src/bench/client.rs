@@ -250,7 +250,13 @@ impl EngineClient {
                     })
                     .await
                     .map_err(|e| classify_transport(&e))?;
-                (resp.status(), StreamResponse::Pooled(resp))
+                (
+                    resp.status(),
+                    StreamResponse::Pooled {
+                        resp,
+                        held: bytes::Bytes::new(),
+                    },
+                )
             }
         };
         self.activity.note();
@@ -265,7 +271,7 @@ impl EngineClient {
         .trim_end()
         .to_string();
         let body = match resp {
-            StreamResponse::Pooled(resp) => tokio::time::timeout(
+            StreamResponse::Pooled { resp, .. } => tokio::time::timeout(
                 Duration::from_secs(5),
                 read_limited("", resp, ERROR_BODY_BYTES),
             )
@@ -286,17 +292,28 @@ pub(crate) struct StreamConn(Option<direct::Conn>);
 
 /// A streamed response being read.
 pub(crate) enum StreamResponse<'c> {
-    /// Through the pooled client (`https://`).
-    Pooled(reqwest::Response),
+    /// Through the pooled client (`https://`), with the piece it read last.
+    Pooled {
+        resp: reqwest::Response,
+        held: bytes::Bytes,
+    },
     /// On the stream's own connection (`http://`).
     Direct(direct::Response<'c>),
 }
 
 impl StreamResponse<'_> {
     /// The next piece of the body as it arrived; `None` at its end.
-    pub(crate) async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, RequestFailure> {
+    pub(crate) async fn chunk(&mut self) -> Result<Option<&[u8]>, RequestFailure> {
         match self {
-            StreamResponse::Pooled(resp) => resp.chunk().await.map_err(|e| classify_transport(&e)),
+            StreamResponse::Pooled { resp, held } => {
+                match resp.chunk().await.map_err(|e| classify_transport(&e))? {
+                    Some(piece) => {
+                        *held = piece;
+                        Ok(Some(held))
+                    }
+                    None => Ok(None),
+                }
+            }
             StreamResponse::Direct(resp) => resp.chunk().await,
         }
     }

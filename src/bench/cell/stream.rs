@@ -149,7 +149,7 @@ async fn one_request(
                         Ok(Some(bytes)) => {
                             last_byte = now;
                             let mut failure = None;
-                            parser.feed(&bytes, |payload| match w.on_payload(payload, now) {
+                            parser.feed(bytes, |payload| match w.on_payload(payload, now) {
                                 Ok(()) => true,
                                 Err(f) => { failure = Some(f); false }
                             });

@@ -1,38 +1,33 @@
-//! A stream's own HTTP/1.1 connection to a plain-`http://` engine, driven inside the stream's
-//! task: hyper's connection state machine is polled together with the response it feeds, so
-//! a streamed chunk costs no wake-up of a separate connection task and passes no pool or
-//! reqwest body layer. A stream's requests go back to back on its connection.
+//! A stream's own HTTP/1.1 connection to a plain-`http://` engine, read by the stream's task
+//! itself: one socket read per arrival into a buffer the connection keeps, the response head
+//! parsed by `httparse`, the body's framing (chunked or `Content-Length`) taken off in place,
+//! and the body bytes lent to the SSE parser without a copy into a new allocation. This is the
+//! measuring client's hot path (one call per streamed chunk), so it does what the physical floor
+//! of a streaming client does (`scripts/bench/floor.c`) and little more; everything that is not
+//! a stream (probes, metrics pages, `https://` engines) goes through reqwest.
 //!
 //! Reuse follows the client's [`ConnectionPolicy`] as the pool does for everything else: a
 //! connection idle longer than its idle time-out, closed by the engine, or left in the middle
 //! of a response is replaced by a fresh one, and a request that got no response at all is
 //! sent once more on a fresh connection (never one that got its response head).
 
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
-use std::task::Poll;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{ConnectionPolicy, RequestFailure, error_chain, excerpt};
+use super::{ConnectionPolicy, RequestFailure, excerpt};
 
 /// Where a plain-HTTP engine's completions are: what to connect to and what to ask for.
 #[derive(Debug)]
 pub(super) struct Target {
     /// `host:port` to connect to (an IP literal needs no resolver thread).
     addr: String,
-    /// The `Host` header.
-    authority: http::HeaderValue,
-    /// `/v1/completions` under the base URL's path.
-    path: http::Uri,
-    /// `Bearer …`, marked sensitive.
-    auth: Option<http::HeaderValue>,
+    /// The request head up to (not including) its `content-length` line: request line,
+    /// `Host`, content type, `Accept` and, when a key is set, `Authorization`.
+    head: Vec<u8>,
 }
 
 impl Target {
@@ -51,44 +46,54 @@ impl Target {
             None => host.clone(),
         };
         let path = format!("{}/v1/completions", url.path().trim_end_matches('/'));
-        let auth = match api_key {
-            Some(key) => {
-                let mut v = http::HeaderValue::try_from(format!("Bearer {key}")).ok()?;
-                v.set_sensitive(true);
-                Some(v)
-            }
-            None => None,
-        };
+        // The URL parser percent-encodes what a request line cannot hold; a key goes into a
+        // header as given, so one with a line break (a header of its own) is refused.
+        let valid = |v: &str| v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b));
+        if !valid(&authority) || !valid(&path) || !api_key.is_none_or(valid) {
+            return None;
+        }
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\n"
+        );
+        if let Some(key) = api_key {
+            head.push_str(&format!("authorization: Bearer {key}\r\n"));
+        }
         Some(Target {
             addr: format!("{host}:{port}"),
-            authority: http::HeaderValue::try_from(authority).ok()?,
-            path: path.parse().ok()?,
-            auth,
+            head: head.into_bytes(),
         })
     }
 
-    fn request(&self, body: Bytes) -> Result<http::Request<Full<Bytes>>, RequestFailure> {
-        let mut req = http::Request::post(self.path.clone())
-            .header(http::header::HOST, self.authority.clone())
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "text/event-stream");
-        if let Some(auth) = &self.auth {
-            req = req.header(http::header::AUTHORIZATION, auth.clone());
-        }
-        req.body(Full::new(body))
-            .map_err(|e| RequestFailure::new("request failed", e.to_string()))
+    /// The whole request: head, `content-length`, blank line, body.
+    fn request(&self, body: &[u8]) -> Vec<u8> {
+        let length = format!("content-length: {}\r\n\r\n", body.len());
+        let mut req = Vec::with_capacity(self.head.len() + length.len() + body.len());
+        req.extend_from_slice(&self.head);
+        req.extend_from_slice(length.as_bytes());
+        req.extend_from_slice(body);
+        req
     }
 }
 
+/// How many bytes one socket read takes at most, and the largest response head accepted.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
 /// One open connection.
 pub(super) struct Conn {
-    sender: http1::SendRequest<Full<Bytes>>,
-    io: Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
-    /// The connection future has finished (closed or failed): it is never polled again.
-    ended: bool,
+    tcp: TcpStream,
+    /// Bytes read and not yet taken: `raw[start..end]`.
+    raw: Box<[u8]>,
+    start: usize,
+    end: usize,
+    /// The body bytes of the latest read (what [`Response::chunk`] lends out).
+    body: Vec<u8>,
+    /// The last response was read to its end and the engine allows another request.
+    reusable: bool,
     /// When its last response ended.
     idle_since: Instant,
 }
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Conn {
     async fn open(target: &Target) -> Result<Conn, RequestFailure> {
@@ -111,80 +116,384 @@ impl Conn {
                 Ok(Ok(tcp)) => tcp,
             };
         let _ = tcp.set_nodelay(true);
-        let (sender, io) = http1::handshake(TokioIo::new(tcp))
-            .await
-            .map_err(|e| failure("connection failed", &e))?;
         Ok(Conn {
-            sender,
-            io: Box::pin(io),
-            ended: false,
+            tcp,
+            raw: vec![0; READ_BUFFER_BYTES].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            body: Vec::with_capacity(4096),
+            reusable: false,
             idle_since: Instant::now(),
         })
     }
 
-    /// Polls `fut` with the connection driven alongside (it reads the socket that feeds
-    /// `fut`); the connection is polled first so a chunk read now is seen by `fut` at once.
-    async fn driven<F: Future>(&mut self, fut: F) -> F::Output {
-        let mut fut = pin!(fut);
-        poll_fn(|cx| {
-            if !self.ended && self.io.as_mut().poll(cx).is_ready() {
-                self.ended = true;
-            }
-            fut.as_mut().poll(cx)
-        })
-        .await
-    }
-
-    /// Whether a new request can go on this connection now: not ended, idle no longer than
-    /// the policy allows, and hyper ready for it. Polling the connection first reads an
-    /// engine's close, and the end of a response dropped after its `[DONE]` (hyper drains
-    /// what is there and closes a connection left mid-response).
-    async fn reusable(&mut self, idle_timeout: Option<Duration>) -> bool {
-        if idle_timeout.is_some_and(|t| self.idle_since.elapsed() >= t) {
+    /// Whether a new request can go on this connection now: its last response was read to
+    /// the end, it has been idle no longer than the policy allows, nothing stray is buffered,
+    /// and the engine has not closed it (a non-blocking peek at the socket sees its close or
+    /// stray bytes at once, whether or not the reactor has seen them yet).
+    fn reusable(&self, idle_timeout: Option<Duration>) -> bool {
+        if !self.reusable
+            || self.start != self.end
+            || idle_timeout.is_some_and(|t| self.idle_since.elapsed() >= t)
+        {
             return false;
         }
-        for _ in 0..3 {
-            let ready = poll_fn(|cx| {
-                if !self.ended && self.io.as_mut().poll(cx).is_ready() {
-                    self.ended = true;
-                }
-                Poll::Ready(!self.ended && self.sender.poll_ready(cx).is_ready())
-            })
-            .await;
-            if self.ended {
-                return false;
-            }
-            if ready && self.sender.is_ready() {
-                return true;
-            }
-            tokio::task::yield_now().await;
+        let mut probe = 0u8;
+        // SAFETY: a one-byte peek into a local on the connection's own open socket; the flags
+        // make it return at once and leave the socket's data and state as they were.
+        let n = unsafe {
+            libc::recv(
+                self.tcp.as_raw_fd(),
+                (&raw mut probe).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n < 0 && {
+            let e = std::io::Error::last_os_error().kind();
+            e == std::io::ErrorKind::WouldBlock
         }
-        false
+    }
+
+    /// Reads what the socket has into the buffer (waiting until it has something); the
+    /// number of bytes, 0 at the engine's close.
+    async fn fill(&mut self) -> std::io::Result<usize> {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        } else if self.end == self.raw.len() && self.start > 0 {
+            self.raw.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+        }
+        if self.end == self.raw.len() {
+            // Only a head can fill the buffer (a body's bytes are taken as they are read).
+            return Err(std::io::Error::other("the read buffer is full"));
+        }
+        let n = self.tcp.read(&mut self.raw[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Sends `request` and reads the response head (skipping interim 1xx answers).
+    async fn exchange(&mut self, request: &[u8]) -> Result<Head, Exchange> {
+        self.reusable = false;
+        (self.start, self.end) = (0, 0);
+        if let Err(e) = self.tcp.write_all(request).await {
+            return Err(Exchange::Unanswered(e.to_string()));
+        }
+        let mut answered = false;
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut parsed = httparse::Response::new(&mut headers);
+            match parsed.parse(&self.raw[self.start..self.end]) {
+                Ok(httparse::Status::Complete(len)) => {
+                    let code = parsed.code.unwrap_or(0);
+                    self.start += len;
+                    if (100..200).contains(&code) && code != 101 {
+                        continue;
+                    }
+                    return Head::of(&parsed).map_err(Exchange::Malformed);
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(e) => return Err(Exchange::Malformed(format!("malformed response head: {e}"))),
+            }
+            if self.start == 0 && self.end == self.raw.len() {
+                return Err(Exchange::Malformed(format!(
+                    "a response head longer than {} KiB",
+                    READ_BUFFER_BYTES >> 10
+                )));
+            }
+            match self.fill().await {
+                Ok(0) if !answered => {
+                    return Err(Exchange::Unanswered(
+                        "connection closed before message completed".into(),
+                    ));
+                }
+                Ok(0) => {
+                    return Err(Exchange::Closed(
+                        "connection closed before message completed".into(),
+                    ));
+                }
+                Ok(_) => answered = true,
+                Err(e) if !answered && is_reset(&e) => {
+                    return Err(Exchange::Unanswered(e.to_string()));
+                }
+                Err(e) => return Err(Exchange::Closed(e.to_string())),
+            }
+        }
     }
 }
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+fn is_reset(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe)
+}
+
+/// Why a request got no usable response head.
+enum Exchange {
+    /// Nothing came back on a connection that was open (the engine closed it as the request
+    /// went out): a fresh connection may succeed.
+    Unanswered(String),
+    /// The connection ended partway through the head.
+    Closed(String),
+    /// The head is not HTTP/1.1 as an engine sends it.
+    Malformed(String),
+}
+
+/// What the response head says.
+struct Head {
+    status: http::StatusCode,
+    framing: Framing,
+    /// The engine keeps the connection open after this response.
+    keep_alive: bool,
+}
+
+impl Head {
+    fn of(parsed: &httparse::Response<'_, '_>) -> Result<Head, String> {
+        let code = parsed.code.unwrap_or(0);
+        let status = http::StatusCode::from_u16(code)
+            .map_err(|_| format!("malformed response head: status {code}"))?;
+        let mut chunked = false;
+        let mut length: Option<u64> = None;
+        let mut keep_alive = parsed.version == Some(1);
+        for h in parsed.headers.iter() {
+            let value = String::from_utf8_lossy(h.value);
+            let value = value.trim();
+            if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                // The last coding decides: only `chunked` frames the body.
+                chunked = value
+                    .rsplit(',')
+                    .next()
+                    .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+            } else if h.name.eq_ignore_ascii_case("content-length") {
+                let n: u64 = value
+                    .parse()
+                    .map_err(|_| format!("malformed response head: content-length {value:?}"))?;
+                if length.is_some_and(|m| m != n) {
+                    return Err("malformed response head: two different content-lengths".into());
+                }
+                length = Some(n);
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                let has = |token: &str| {
+                    value
+                        .split(',')
+                        .any(|t| t.trim().eq_ignore_ascii_case(token))
+                };
+                if has("close") {
+                    keep_alive = false;
+                } else if has("keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        }
+        let framing = if chunked {
+            Framing::Chunked(Chunked::Size {
+                value: 0,
+                digits: 0,
+            })
+        } else if let Some(n) = length {
+            Framing::Length(n)
+        } else if code == 204 || code == 304 {
+            Framing::Length(0)
+        } else {
+            keep_alive = false;
+            Framing::UntilClose
+        };
+        Ok(Head {
+            status,
+            framing,
+            keep_alive,
+        })
+    }
+}
+
+/// How the body's end is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// `Transfer-Encoding: chunked`, at this point of a chunk.
+    Chunked(Chunked),
+    /// `Content-Length`: this many bytes left.
+    Length(u64),
+    /// Neither: the body ends when the engine closes the connection.
+    UntilClose,
+}
+
+/// Where the chunked decoder is (RFC 9112 §7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunked {
+    /// In a chunk-size line: the hex digits so far.
+    Size { value: u64, digits: u8 },
+    /// After the size, in the chunk extensions (ignored) up to the line's end.
+    Extension { value: u64, len: usize },
+    /// In a chunk's data: bytes left.
+    Data(u64),
+    /// After a chunk's data, expecting its line break.
+    DataEnd { cr: bool },
+    /// After the last chunk, in the trailer section: bytes of the current line (CRs aside).
+    Trailer { len: usize },
+    /// The body ended.
+    Done,
+}
+
+/// The longest chunk-size or trailer line accepted.
+const MAX_FRAMING_LINE: usize = 4096;
+
+impl Chunked {
+    /// Decodes `input`, appending data bytes to `out`; how many bytes it took (all of them,
+    /// unless the body ended before their end).
+    fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+        let mut i = 0;
+        while i < input.len() {
+            let b = input[i];
+            *self = match *self {
+                Chunked::Size { value, digits } => match (b as char).to_digit(16) {
+                    Some(d) if digits < 16 => Chunked::Size {
+                        value: value << 4 | u64::from(d),
+                        digits: digits + 1,
+                    },
+                    Some(_) => return Err("a chunk size over 16 hex digits".into()),
+                    None if digits == 0 => {
+                        return Err(format!("a chunk size line starting with {:?}", b as char));
+                    }
+                    None if b == b'\n' => Self::after_size(value),
+                    None if matches!(b, b'\r' | b';' | b' ' | b'\t') => {
+                        Chunked::Extension { value, len: 1 }
+                    }
+                    None => return Err(format!("{:?} in a chunk size", b as char)),
+                },
+                Chunked::Extension { value, len } => match b {
+                    b'\n' => Self::after_size(value),
+                    _ if len >= MAX_FRAMING_LINE => return Err("a chunk size line too long".into()),
+                    _ => Chunked::Extension {
+                        value,
+                        len: len + 1,
+                    },
+                },
+                Chunked::Data(left) => {
+                    let take = (input.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
+                    out.extend_from_slice(&input[i..i + take]);
+                    i += take;
+                    let left = left - take as u64;
+                    *self = if left == 0 {
+                        Chunked::DataEnd { cr: false }
+                    } else {
+                        Chunked::Data(left)
+                    };
+                    continue;
+                }
+                Chunked::DataEnd { cr } => match b {
+                    b'\r' if !cr => Chunked::DataEnd { cr: true },
+                    b'\n' => Chunked::Size {
+                        value: 0,
+                        digits: 0,
+                    },
+                    _ => return Err("a chunk's data longer than its size".into()),
+                },
+                Chunked::Trailer { len } => match b {
+                    b'\n' if len == 0 => Chunked::Done,
+                    b'\n' => Chunked::Trailer { len: 0 },
+                    b'\r' => Chunked::Trailer { len },
+                    _ if len >= MAX_FRAMING_LINE => return Err("a trailer line too long".into()),
+                    _ => Chunked::Trailer { len: len + 1 },
+                },
+                Chunked::Done => return Ok(i),
+            };
+            i += 1;
+            if *self == Chunked::Done {
+                return Ok(i);
+            }
+        }
+        Ok(i)
+    }
+
+    fn after_size(value: u64) -> Chunked {
+        if value == 0 {
+            Chunked::Trailer { len: 0 }
+        } else {
+            Chunked::Data(value)
+        }
+    }
+}
 
 /// A response being read on a stream's connection.
 pub(crate) struct Response<'c> {
     conn: &'c mut Conn,
-    body: Incoming,
+    framing: Framing,
+    keep_alive: bool,
+    ended: bool,
 }
 
 impl Response<'_> {
-    /// The next piece of the body; `None` at its end.
-    pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, RequestFailure> {
+    /// The body bytes that arrived with the next read (one arrival); `None` at the body's end.
+    pub(super) async fn chunk(&mut self) -> Result<Option<&[u8]>, RequestFailure> {
         loop {
-            match self.conn.driven(self.body.frame()).await {
-                None => return Ok(None),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        return Ok(Some(data));
+            if self.ended {
+                return Ok(None);
+            }
+            if self.conn.start < self.conn.end {
+                self.conn.body.clear();
+                let input = &self.conn.raw[self.conn.start..self.conn.end];
+                let (took, done) = match &mut self.framing {
+                    Framing::Chunked(state) => {
+                        let took = state.decode(input, &mut self.conn.body).map_err(|e| {
+                            RequestFailure::new(
+                                "stream broken",
+                                format!("malformed chunked body: {e}"),
+                            )
+                        })?;
+                        (took, *state == Chunked::Done)
                     }
+                    Framing::Length(left) => {
+                        let take = input
+                            .len()
+                            .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                        self.conn.body.extend_from_slice(&input[..take]);
+                        *left -= take as u64;
+                        (take, *left == 0)
+                    }
+                    Framing::UntilClose => {
+                        self.conn.body.extend_from_slice(input);
+                        (input.len(), false)
+                    }
+                };
+                self.conn.start += took;
+                if done {
+                    self.end_body();
                 }
-                Some(Err(e)) => return Err(failure("stream broken", &e)),
+                if !self.conn.body.is_empty() {
+                    return Ok(Some(&self.conn.body));
+                }
+                if done {
+                    return Ok(None);
+                }
+            } else if self.framing == Framing::Length(0) {
+                self.end_body();
+                return Ok(None);
+            }
+            match self.conn.fill().await {
+                Ok(0) if self.framing == Framing::UntilClose => {
+                    self.ended = true;
+                    return Ok(None);
+                }
+                Ok(0) => {
+                    return Err(RequestFailure::new(
+                        "stream broken",
+                        "error reading a body from connection: connection closed before message completed",
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(RequestFailure::new(
+                        "stream broken",
+                        excerpt(&format!("error reading a body from connection: {e}"), 300),
+                    ));
+                }
             }
         }
+    }
+
+    fn end_body(&mut self) {
+        self.ended = true;
+        self.conn.reusable = self.keep_alive;
     }
 }
 
@@ -203,27 +512,35 @@ pub(super) async fn send<'c>(
     slot: &'c mut Option<Conn>,
     body: Bytes,
 ) -> Result<(http::StatusCode, Response<'c>), RequestFailure> {
+    let request = target.request(&body);
     let mut attempts = if policy.retry_unanswered { 2 } else { 1 };
-    let resp = loop {
+    let head = loop {
         attempts -= 1;
-        let reuse = match slot.as_mut() {
-            Some(c) => c.reusable(policy.pool_idle_timeout).await,
-            None => false,
-        };
-        if !reuse {
+        if !slot
+            .as_ref()
+            .is_some_and(|c| c.reusable(policy.pool_idle_timeout))
+        {
             *slot = None;
             *slot = Some(Conn::open(target).await?);
         }
         let Some(conn) = slot.as_mut() else {
             unreachable!("a connection was just put in the slot")
         };
-        let sent = conn.sender.send_request(target.request(body.clone())?);
-        match conn.driven(sent).await {
-            Ok(resp) => break resp,
+        match conn.exchange(&request).await {
+            Ok(head) => break head,
             Err(e) => {
                 *slot = None;
-                if attempts == 0 || !unanswered(&e) {
-                    return Err(failure(before_response_kind(&e), &e));
+                match e {
+                    Exchange::Unanswered(_) if attempts > 0 => {}
+                    Exchange::Unanswered(why) | Exchange::Closed(why) => {
+                        return Err(RequestFailure::new(
+                            "connection closed by the engine before a response",
+                            excerpt(&why, 300),
+                        ));
+                    }
+                    Exchange::Malformed(why) => {
+                        return Err(RequestFailure::new("request failed", excerpt(&why, 300)));
+                    }
                 }
             }
         }
@@ -232,47 +549,30 @@ pub(super) async fn send<'c>(
         unreachable!("the slot holds the connection the request went on")
     };
     Ok((
-        resp.status(),
+        head.status,
         Response {
             conn,
-            body: resp.into_body(),
+            framing: head.framing,
+            keep_alive: head.keep_alive,
+            ended: false,
         },
     ))
 }
 
 /// The body of a failed (non-2xx) response, at most 64 KiB and 5 s of it.
 pub(super) async fn error_body(mut resp: Response<'_>) -> String {
-    let read = resp
-        .conn
-        .driven(Limited::new(&mut resp.body, 64 * 1024).collect());
-    match tokio::time::timeout(Duration::from_secs(5), read).await {
-        Ok(Ok(collected)) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
-        _ => String::new(),
-    }
-}
-
-/// A request that got no response on a connection that was open (the engine closed it as
-/// the request went out), as the pooled client's `is_unanswered`: a fresh connection may
-/// succeed. A malformed answer or a time-out would fail again.
-fn unanswered(e: &hyper::Error) -> bool {
-    !(e.is_parse() || e.is_timeout() || e.is_user())
-}
-
-fn before_response_kind(e: &hyper::Error) -> &'static str {
-    let all = error_chain(e).join(": ");
-    if e.is_incomplete_message()
-        || e.is_canceled()
-        || all.contains("reset by peer")
-        || all.contains("Broken pipe")
-    {
-        "connection closed by the engine before a response"
-    } else {
-        "request failed"
-    }
-}
-
-fn failure(kind: &str, e: &hyper::Error) -> RequestFailure {
-    RequestFailure::new(kind, excerpt(&error_chain(e).join(": "), 300))
+    const LIMIT: usize = 64 * 1024;
+    let mut text = Vec::new();
+    let read = async {
+        while let Ok(Some(piece)) = resp.chunk().await {
+            text.extend_from_slice(&piece[..piece.len().min(LIMIT - text.len())]);
+            if text.len() >= LIMIT {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 #[cfg(test)]
@@ -283,14 +583,95 @@ mod tests {
     fn targets_of_plain_http_bases() {
         let t = Target::of("http://127.0.0.1:8000", Some("k")).unwrap();
         assert_eq!(t.addr, "127.0.0.1:8000");
-        assert_eq!(t.authority, "127.0.0.1:8000");
-        assert_eq!(t.path, "/v1/completions");
-        assert!(t.auth.as_ref().unwrap().is_sensitive());
+        assert_eq!(
+            String::from_utf8(t.request(b"{}")).unwrap(),
+            "POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1:8000\r\ncontent-type: application/json\r\naccept: text/event-stream\r\nauthorization: Bearer k\r\ncontent-length: 2\r\n\r\n{}"
+        );
         let t = Target::of("http://[::1]/engine", None).unwrap();
         assert_eq!(t.addr, "[::1]:80");
-        assert_eq!(t.authority, "[::1]");
-        assert_eq!(t.path, "/engine/v1/completions");
+        let head = String::from_utf8(t.head.clone()).unwrap();
+        assert!(
+            head.starts_with("POST /engine/v1/completions HTTP/1.1\r\nhost: [::1]\r\n"),
+            "{head}"
+        );
+        assert!(!head.contains("authorization"));
         assert!(Target::of("https://h:1", None).is_none());
         assert!(Target::of("http://u:p@h:1", None).is_none());
+        assert!(Target::of("http://h:1", Some("k\r\nx-injected: 1")).is_none());
+    }
+
+    /// A chunked body decodes the same however its bytes are split between reads.
+    #[test]
+    fn chunked_bodies_decode_split_anywhere() {
+        let second = "\n\ndata: {\"x\":\"0123456\"}\n\n";
+        let wire = format!(
+            "7\r\ndata: a\r\n{:x};ext=1\r\n{second}\r\n0\r\nx-trailer: 1\r\n\r\nSTRAY",
+            second.len()
+        );
+        let wire = wire.as_bytes();
+        let body_end = wire.len() - b"STRAY".len();
+        for split in 0..=body_end {
+            let mut state = Chunked::Size {
+                value: 0,
+                digits: 0,
+            };
+            let mut out = Vec::new();
+            let took = state.decode(&wire[..split], &mut out).unwrap();
+            assert_eq!(took, split, "split {split}");
+            let rest = state.decode(&wire[split..], &mut out).unwrap();
+            assert_eq!(state, Chunked::Done, "split {split}");
+            assert_eq!(split + rest, body_end, "split {split}");
+            assert_eq!(out, format!("data: a{second}").as_bytes(), "split {split}");
+        }
+    }
+
+    #[test]
+    fn malformed_chunked_framing_is_refused() {
+        for wire in [
+            &b"zz\r\n"[..],
+            b"\r\n",
+            b"3\r\nabcd\r\n",
+            b"11111111111111111\r\n",
+        ] {
+            let mut state = Chunked::Size {
+                value: 0,
+                digits: 0,
+            };
+            assert!(state.decode(wire, &mut Vec::new()).is_err(), "{wire:?}");
+        }
+        let mut long = b"1;".to_vec();
+        long.resize(MAX_FRAMING_LINE + 10, b'x');
+        let mut state = Chunked::Size {
+            value: 0,
+            digits: 0,
+        };
+        assert!(state.decode(&long, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn heads_say_how_the_body_ends() {
+        let head = |text: &[u8]| {
+            let mut headers = [httparse::EMPTY_HEADER; 16];
+            let mut parsed = httparse::Response::new(&mut headers);
+            assert!(parsed.parse(text).unwrap().is_complete());
+            Head::of(&parsed)
+        };
+        let h = head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap();
+        assert!(matches!(h.framing, Framing::Chunked(_)) && h.keep_alive);
+        let h =
+            head(b"HTTP/1.1 500 Oops\r\ncontent-length: 12\r\nconnection: close\r\n\r\n").unwrap();
+        assert_eq!(
+            (h.status.as_u16(), h.framing, h.keep_alive),
+            (500, Framing::Length(12), false)
+        );
+        let h = head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Framing::UntilClose, false));
+        let h = head(b"HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n")
+            .unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Framing::Length(0), true));
+        assert!(head(b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n").is_err());
+        assert!(
+            head(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n").is_err()
+        );
     }
 }
