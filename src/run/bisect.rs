@@ -554,6 +554,8 @@ impl BisectPlan {
             record.failure = Some(format!("cannot create {}: {e}", self.out.display()));
             return self.finish(record, warnings);
         }
+        // The engines see an empty, read-only directory there (docs/security.md).
+        crate::engine::hide_from_engines(&[&self.out]);
         let env = match setup(&self.config).await {
             Ok(s) => s,
             Err(e) => {
