@@ -653,7 +653,7 @@ struct Door5 {
 /// and the store. Asserts what holds on every host: the command line is scrubbed, the engine
 /// works in a private directory, removed after it, and nothing it planted is there.
 fn door5(dir: &Path, uid: Option<u32>) -> Door5 {
-    let probe = r#"gate=$(awk '{print $4}' /proc/$PPID/stat); out=$(tr '\0' '\n' < /proc/$gate/cmdline | grep -A1 -x -e --out | tail -n 1); echo "engine saw --out [$out] cwd [$(pwd)]"; if cat /proc/$gate/environ >/dev/null 2>&1; then e=read; else e=denied; fi; if ls /proc/$gate/cwd/ >/dev/null 2>&1; then c=read; else c=denied; fi; echo "engine reach environ [$e] gate-cwd [$c] out-listing [$(ls -A "$OUT_GUESS" 2>&1 | tr '\n' ' ')] uid [$(id -u)]"; touch "$out/planted-by-cmdline" 2>/dev/null; ln -s /nonexistent "$out/results-confirm.json" 2>/dev/null; touch out/planted-by-cwd 2>/dev/null; ln -s /nonexistent out/engine-confirm.log 2>/dev/null; touch "$OUT_GUESS/planted-by-guess" 2>/dev/null; ln -s /nonexistent "$OUT_GUESS/verdict.json" 2>/dev/null; touch "$STORE_GUESS/planted-in-store" 2>/dev/null; exec {infergate} sim --profile test --port {port} --time-scale 4"#;
+    let probe = r#"gate=$(awk '{print $4}' /proc/$PPID/stat); out=$(tr '\0' '\n' < /proc/$gate/cmdline | grep -A1 -x -e --out | tail -n 1); echo "engine saw --out [$out] cwd [$(pwd)] mode [$(stat -c %a .)]"; if cat /proc/$gate/environ >/dev/null 2>&1; then e=read; else e=denied; fi; if ls /proc/$gate/cwd/ >/dev/null 2>&1; then c=read; else c=denied; fi; echo "engine reach environ [$e] gate-cwd [$c] out-listing [$(ls -A "$OUT_GUESS" 2>&1 | tr '\n' ' ')] uid [$(id -u)]"; touch "$out/planted-by-cmdline" 2>/dev/null; ln -s /nonexistent "$out/results-confirm.json" 2>/dev/null; touch out/planted-by-cwd 2>/dev/null; ln -s /nonexistent out/engine-confirm.log 2>/dev/null; touch "$OUT_GUESS/planted-by-guess" 2>/dev/null; ln -s /nonexistent "$OUT_GUESS/verdict.json" 2>/dev/null; touch "$STORE_GUESS/planted-in-store" 2>/dev/null; exec {infergate} sim --profile test --port {port} --time-scale 4"#;
     let real = dir.canonicalize().unwrap();
     let env = format!(
         "env = {{ OUT_GUESS = {:?}, STORE_GUESS = {:?} }}",
@@ -696,7 +696,13 @@ fn door5(dir: &Path, uid: Option<u32>) -> Door5 {
         saw.contains("--out [***]"),
         "the engine read the path: {saw}"
     );
-    let cwd = saw.split("cwd [").nth(1).unwrap().trim_end_matches(']');
+    assert!(saw.ends_with(" mode [700]"), "a private directory: {saw}");
+    let cwd = saw
+        .split("cwd [")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(" mode [700]")
+        .trim_end_matches(']');
     assert!(
         !Path::new(cwd).starts_with(&real),
         "the engine worked in the gate's directory: {saw}"
@@ -810,5 +816,61 @@ fn a_gate_that_is_not_root_covers_its_outputs_in_a_user_namespace() {
             .contains("environ [denied] gate-cwd [denied] out-listing []"),
         "{}",
         d.reach
+    );
+}
+
+/// `[engine] isolation`: under a root gate, an engine that needs a file only root may read
+/// fails readiness with a hint naming its uid and the key; with `isolation = "off"` the same
+/// engine runs as the gate's user and the results say so.
+#[test]
+fn isolation_off_runs_the_engine_as_the_gate_user() {
+    if !root() {
+        println!("skipped: the engine runs as another user only under a root gate");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("weights");
+    std::fs::write(&weights, "w").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&weights, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let command = format!(
+        "cat {} >/dev/null || exit 1; exec {{infergate}} sim --profile test --port {{port}} --time-scale 4",
+        weights.display()
+    );
+    let run = |extra: &str| {
+        engine_config(dir.path(), &command, extra, "1s");
+        Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .current_dir(dir.path())
+            .args(["run", "--config", "gate.toml", "--out", "out"])
+            .args(["--baseline-dir", "store"])
+            .env_remove("GITHUB_ACTIONS")
+            .output()
+            .unwrap()
+    };
+    std::fs::create_dir_all(dir.path().join("store")).unwrap();
+    let out = run("");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("Permission denied")
+            && err.contains("it ran as uid 65534")
+            && err.contains("[engine] isolation"),
+        "{err}"
+    );
+    let out = run("isolation = \"off\"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
+    let how = results["engine"]["containment"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        how.ends_with("; user: the gate's (isolation off); mount namespace: off (isolation off)"),
+        "{how}"
     );
 }

@@ -312,13 +312,18 @@ impl EngineProcess {
                 None
             }
             None => {
-                let dir = tempfile::Builder::new()
-                    .prefix("infergate-engine-")
-                    .tempdir()
-                    .map_err(|source| EngineError::Spawn {
-                        program: format!("{program} (creating its private working directory)"),
-                        source,
-                    })?;
+                let mut builder = tempfile::Builder::new();
+                builder.prefix("infergate-engine-");
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    // Directories are made with the umask's mode (0755) unless told.
+                    builder.permissions(std::fs::Permissions::from_mode(0o700));
+                }
+                let dir = builder.tempdir().map_err(|source| EngineError::Spawn {
+                    program: format!("{program} (creating its private working directory)"),
+                    source,
+                })?;
                 cmd.current_dir(dir.path());
                 Some(dir)
             }
@@ -587,11 +592,23 @@ impl EngineProcess {
             Some(126) => " (status 126: the command is not executable)".to_string(),
             _ => String::new(),
         };
+        let tail = self.log_tail(log_tail_lines);
+        let mut hint = hint;
+        if let Some(user) = self
+            .isolation
+            .strip_prefix("uid ")
+            .and_then(|r| r.split(';').next())
+            && (matches!(exit.code, Some(126 | 127)) || tail.contains("Permission denied"))
+        {
+            hint.push_str(&format!(
+                "; it ran as uid {user} (the gate is root): its program, libraries and model must be readable by that user, or set [engine] isolation (docs/security.md)"
+            ));
+        }
         EngineError::ExitedBeforeReady {
             status: exit.description.clone(),
             hint,
             log: self.launch.log_path.display().to_string(),
-            tail: self.log_tail(log_tail_lines),
+            tail,
         }
     }
 
