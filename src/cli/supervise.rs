@@ -26,6 +26,10 @@ pub struct SuperviseArgs {
     /// A directory the engine must not see (covered by an empty tmpfs); repeatable.
     #[arg(long, value_name = "DIR")]
     pub hide: Vec<std::path::PathBuf>,
+    /// Run the command as this process's user even under root (a bisect build, which writes
+    /// the checkout): only the `--hide` directories are covered.
+    #[arg(long)]
+    pub keep_user: bool,
     /// The engine command.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -43,6 +47,7 @@ pub(crate) async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
         &crate::engine::isolate::IsolationPlan {
             isolation: args.isolation,
             cover: args.hide,
+            keep_user: args.keep_user,
         },
         &args.command,
     );

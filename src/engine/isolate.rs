@@ -29,6 +29,9 @@ pub(crate) struct IsolationPlan {
     pub isolation: EngineIsolation,
     /// Directories to cover (absolute, existing; the gate's outputs and store).
     pub cover: Vec<PathBuf>,
+    /// Keep the supervisor's user even under root (a `bisect` build, which writes the
+    /// checkout): the mount namespace alone.
+    pub keep_user: bool,
 }
 
 /// A confinement step done in the forked child before `exec`.

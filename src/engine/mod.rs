@@ -32,6 +32,7 @@ pub(crate) mod reach;
 pub(crate) mod supervisor;
 
 pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
+pub(crate) use reach::dirs_to_cover;
 pub use reach::{conceal_gate, hide_from_engines};
 pub use supervisor::Containment;
 pub(crate) use supervisor::Report;

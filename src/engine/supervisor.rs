@@ -519,7 +519,7 @@ mod linux {
             MountRoute::UserNs
         };
         let mut attempt = Attempt {
-            user: if off || !root {
+            user: if off || !root || plan.keep_user {
                 None
             } else {
                 plan.isolation.user()
