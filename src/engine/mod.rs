@@ -729,12 +729,19 @@ fn isolation_args(
     {
         use std::os::unix::fs::MetadataExt;
         let _ = std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid));
-        let home = launch.env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| v);
-        let home_writable = home
-            .and_then(|h| std::fs::metadata(h).ok())
-            .is_some_and(|m| reach::writable_by(m.uid(), m.gid(), m.mode(), uid, gid));
-        if !home_writable {
-            cmd.env("HOME", dir.path());
+        // HOME always (the engine's caches go there), TMPDIR when set: the engine's own
+        // directory where the inherited one is not writable by its user (root's is not).
+        for var in ["HOME", "TMPDIR"] {
+            let value = launch.env.iter().find(|(k, _)| k == var).map(|(_, v)| v);
+            if value.is_none() && var == "TMPDIR" {
+                continue;
+            }
+            let writable = value
+                .and_then(|h| std::fs::metadata(h).ok())
+                .is_some_and(|m| reach::writable_by(m.uid(), m.gid(), m.mode(), uid, gid));
+            if !writable {
+                cmd.env(var, dir.path());
+            }
         }
     }
     (notes, writable)

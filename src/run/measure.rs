@@ -248,7 +248,7 @@ pub(crate) async fn boot_and_measure(
         Event {
             message: format!(
                 "engine contained by {}, engine process group {}",
-                engine.containment(),
+                engine.containment_record(),
                 engine.pgid()
             ),
             ..Event::engine_spawned(engine.pgid())
