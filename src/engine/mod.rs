@@ -585,7 +585,7 @@ impl EngineProcess {
     }
 
     fn exited_error(&self, exit: &EngineExit, log_tail_lines: usize) -> EngineError {
-        let hint = match exit.code {
+        let mut hint = match exit.code {
             Some(127) => format!(
                 " (status 127: the shell could not find the command `{}`)",
                 self.launch.display
@@ -594,7 +594,6 @@ impl EngineProcess {
             _ => String::new(),
         };
         let tail = self.log_tail(log_tail_lines);
-        let mut hint = hint;
         if let Some(user) = self
             .isolation
             .strip_prefix("uid ")

@@ -20,9 +20,9 @@
 //!
 //! The protocol is line-based. Gate → supervisor (stdin): `stop <grace_ms>` (SIGTERM the tree,
 //! wait, SIGKILL what is left), `kill` or end of input (SIGKILL at once). Supervisor → gate
-//! (stdout): `started <pid> <containment> <isolation…>`, `spawn-error <errno> <message>`, `exited code <n>`
-//! or `exited signal <n>` (the engine's leader ended; its leftovers are then stopped with the
-//! grace given on the command line), and `stopped <killed 0|1> <left>` last.
+//! (stdout): `started <pid> <containment> <isolation…>`, `spawn-error <errno> <message>`,
+//! `exited code <n>` or `exited signal <n>` (the engine's leader ended; its leftovers are then
+//! stopped with the grace given on the command line), and `stopped <killed 0|1> <left>` last.
 
 use std::fmt;
 
