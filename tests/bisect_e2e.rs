@@ -214,7 +214,8 @@ fn a_bad_revision_printed_by_revs_exits_2() {
 
 /// Door 7: a build script's `setsid` child (holding the build's stdout) neither outlives
 /// `bisect` nor makes the build look hung until `build_timeout`: builds run under the engine's
-/// supervisor, which kills what a finished build left behind.
+/// supervisor, which kills what a finished build left behind. Door 5: under root, the build
+/// sees `bisect`'s output directory as an empty, read-only directory and plants nothing there.
 #[test]
 fn a_build_scripts_setsid_child_does_not_outlive_bisect() {
     let tmp = tempfile::tempdir().unwrap();
@@ -224,7 +225,7 @@ fn a_build_scripts_setsid_child_does_not_outlive_bisect() {
     let cfg = config(dir, "build_timeout = \"60s\"\n");
     let text = std::fs::read_to_string(&cfg).unwrap().replace(
         "build = \"sh map.sh {rev}\"",
-        "build = \"(setsid sleep 300 &); sh map.sh {rev}\"",
+        "build = \"(setsid sleep 300 &); touch out/planted-by-build 2>/dev/null; sh map.sh {rev}\"",
     );
     std::fs::write(&cfg, text).unwrap();
     let started = std::time::Instant::now();
@@ -256,6 +257,12 @@ fn a_build_scripts_setsid_child_does_not_outlive_bisect() {
         "build children left: {:?}",
         support::marked(&marker)
     );
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(!dir.join("out/planted-by-build").exists());
+    } else {
+        println!("skipped the output-directory check: builds are covered only under root");
+    }
 }
 
 /// `bisect-eval`: the measurement on the simulated engine. 32 commits after a good

@@ -31,6 +31,7 @@ fn cfg(cmd: CommandSpec, marker: &str) -> EngineConfig {
         port: None,
         name: None,
         watchdog: Default::default(),
+        isolation: Default::default(),
     }
 }
 

@@ -432,7 +432,10 @@ fn escaping_children_are_gone_after_a_normal_run() {
     let how = results["engine"]["containment"]
         .as_str()
         .unwrap_or_default();
-    assert!(how == "subreaper" || how == "cgroup", "{results}");
+    assert!(
+        how.starts_with("subreaper; ") || how.starts_with("cgroup; "),
+        "{results}"
+    );
 }
 
 #[test]
@@ -634,16 +637,33 @@ fn a_gate_killed_during_teardown_leaves_no_engine_process_waiting_for_the_grace(
     );
 }
 
-/// Door 5: the engine neither finds the output directory through `/proc/<gate>/cmdline` nor
-/// writes into it through its working directory; it works in a private directory of its own.
-#[test]
-fn the_engine_cannot_find_or_write_the_output_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let probe = r#"gate=$(awk '{print $4}' /proc/$PPID/stat); out=$(tr '\0' '\n' < /proc/$gate/cmdline | grep -A1 -x -e --out | tail -n 1); echo "engine saw --out [$out] cwd [$(pwd)]"; touch "$out/planted-by-cmdline" 2>/dev/null; ln -s /nonexistent "$out/results-confirm.json" 2>/dev/null; touch out/planted-by-cwd 2>/dev/null; ln -s /nonexistent out/engine-confirm.log 2>/dev/null; exec {infergate} sim --profile test --port {port} --time-scale 4"#;
-    engine_config(dir.path(), probe, "", "1s");
-    std::fs::create_dir_all(dir.path().join("store")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .current_dir(dir.path())
+/// What the door-5 probe engine saw and left, from one gate run.
+struct Door5 {
+    /// The `engine reach …` line of the engine log.
+    reach: String,
+    /// `engine.containment` of the results.
+    containment: String,
+}
+
+/// Door 5: runs the gate (as `uid`, else as this process's user) in `dir` with `--out out
+/// --baseline-dir store` on a shell engine that reads the gate's command line through
+/// `/proc/<gate>/cmdline` (found via its supervisor's parent), tries the gate's `environ` and
+/// `cwd`, lists the output directory by its absolute path (a path it guessed) and plants
+/// files and dangling symlinks by every path it found or guessed, into the output directory
+/// and the store. Asserts what holds on every host: the command line is scrubbed, the engine
+/// works in a private directory, removed after it, and nothing it planted is there.
+fn door5(dir: &Path, uid: Option<u32>) -> Door5 {
+    let probe = r#"gate=$(awk '{print $4}' /proc/$PPID/stat); out=$(tr '\0' '\n' < /proc/$gate/cmdline | grep -A1 -x -e --out | tail -n 1); echo "engine saw --out [$out] cwd [$(pwd)] mode [$(stat -c %a .)]"; if cat /proc/$gate/environ >/dev/null 2>&1; then e=read; else e=denied; fi; if ls /proc/$gate/cwd/ >/dev/null 2>&1; then c=read; else c=denied; fi; echo "engine reach environ [$e] gate-cwd [$c] out-listing [$(ls -A "$OUT_GUESS" 2>&1 | tr '\n' ' ')] uid [$(id -u)]"; touch "$out/planted-by-cmdline" 2>/dev/null; ln -s /nonexistent "$out/results-confirm.json" 2>/dev/null; touch out/planted-by-cwd 2>/dev/null; ln -s /nonexistent out/engine-confirm.log 2>/dev/null; touch "$OUT_GUESS/planted-by-guess" 2>/dev/null; ln -s /nonexistent "$OUT_GUESS/verdict.json" 2>/dev/null; touch "$STORE_GUESS/planted-in-store" 2>/dev/null; exec {infergate} sim --profile test --port {port} --time-scale 4"#;
+    let real = dir.canonicalize().unwrap();
+    let env = format!(
+        "env = {{ OUT_GUESS = {:?}, STORE_GUESS = {:?} }}",
+        real.join("out").display().to_string(),
+        real.join("store").display().to_string()
+    );
+    engine_config(dir, probe, &env, "1s");
+    std::fs::create_dir_all(dir.join("store")).unwrap();
+    let mut gate = Command::new(env!("CARGO_BIN_EXE_infergate"));
+    gate.current_dir(dir)
         .args([
             "run",
             "--config",
@@ -653,24 +673,38 @@ fn the_engine_cannot_find_or_write_the_output_directory() {
             "--baseline-dir",
             "store",
         ])
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .unwrap();
+        .env_remove("GITHUB_ACTIONS");
+    if let Some(uid) = uid {
+        use std::os::unix::process::CommandExt;
+        for p in [dir.to_path_buf(), dir.join("gate.toml"), dir.join("store")] {
+            std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+        }
+        gate.uid(uid).gid(uid).env("HOME", dir);
+    }
+    let out = gate.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let log = std::fs::read_to_string(dir.path().join("out/engine.log")).unwrap();
-    let saw = log
-        .lines()
-        .find(|l| l.starts_with("engine saw --out"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let log = std::fs::read_to_string(dir.join("out/engine.log")).unwrap();
+    let line = |start: &str| {
+        log.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no `{start}` in {log}"))
+            .to_string()
+    };
+    let (saw, reach) = (line("engine saw --out"), line("engine reach"));
     assert!(
         saw.contains("--out [***]"),
         "the engine read the path: {saw}"
     );
-    let cwd = saw.split("cwd [").nth(1).unwrap().trim_end_matches(']');
-    let gate_dir = dir.path().canonicalize().unwrap();
+    assert!(saw.ends_with(" mode [700]"), "a private directory: {saw}");
+    let cwd = saw
+        .split("cwd [")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(" mode [700]")
+        .trim_end_matches(']');
     assert!(
-        !Path::new(cwd).starts_with(&gate_dir),
+        !Path::new(cwd).starts_with(&real),
         "the engine worked in the gate's directory: {saw}"
     );
     assert!(
@@ -678,15 +712,165 @@ fn the_engine_cannot_find_or_write_the_output_directory() {
         "its private directory is removed: {cwd}"
     );
     for planted in [
-        "planted-by-cmdline",
-        "planted-by-cwd",
-        "results-confirm.json",
-        "engine-confirm.log",
+        "out/planted-by-cmdline",
+        "out/planted-by-cwd",
+        "out/results-confirm.json",
+        "out/engine-confirm.log",
+        "out/planted-by-guess",
+        "out/verdict.json",
+        "store/planted-in-store",
     ] {
-        let p = dir.path().join("out").join(planted);
         assert!(
-            std::fs::symlink_metadata(&p).is_err(),
-            "{planted} planted in the output directory"
+            std::fs::symlink_metadata(dir.join(planted)).is_err(),
+            "{planted} planted by the engine ({reach})"
         );
     }
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/results.json")).unwrap())
+            .unwrap();
+    let containment = results["engine"]["containment"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    Door5 { reach, containment }
+}
+
+/// Whether this test process runs as root.
+fn root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Door 5: the engine neither finds the output directory through `/proc/<gate>/cmdline` nor
+/// writes into it through its working directory; it works in a private directory of its own.
+/// Where the host allows (root here; a user namespace otherwise), it also cannot read the
+/// gate's `/proc` entries nor see or write the output directory and the store at their paths.
+#[test]
+fn the_engine_cannot_find_or_write_the_output_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = door5(dir.path(), None);
+    let held_uid = d.containment.contains("; uid 65534 gid 65534;");
+    let held_mounts = d.containment.contains("namespace cover");
+    if root() {
+        assert!(held_uid, "{}", d.containment);
+        assert!(
+            d.containment
+                .ends_with("; mount namespace covers 2 directories"),
+            "{}",
+            d.containment
+        );
+        assert!(d.reach.contains("uid [65534]"), "{}", d.reach);
+    }
+    if !held_uid && !held_mounts {
+        println!(
+            "skipped the uid and mount namespace checks: this host allows neither ({})",
+            d.containment
+        );
+        return;
+    }
+    assert!(
+        d.reach.contains("environ [denied] gate-cwd [denied]"),
+        "{}",
+        d.reach
+    );
+    if held_mounts {
+        assert!(d.reach.contains("out-listing []"), "{}", d.reach);
+    }
+}
+
+/// Door 5 for a gate that is not root: the engine runs as the gate's user in a user and mount
+/// namespace of its own, where the output directory and the store are empty and read-only.
+/// Run by root as uid 65534 (the route a non-root gate takes; on a non-root host the test
+/// above takes it).
+#[test]
+fn a_gate_that_is_not_root_covers_its_outputs_in_a_user_namespace() {
+    if !root() {
+        println!(
+            "skipped: needs root to start the gate as another user (the test above covers this host's route)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = door5(dir.path(), Some(65534));
+    assert!(
+        d.containment.contains("; user: the gate's (not root); "),
+        "{}",
+        d.containment
+    );
+    if !d.containment.contains("namespace cover") {
+        println!(
+            "skipped the namespace checks: this host refuses user namespaces to uid 65534 ({})",
+            d.containment
+        );
+        return;
+    }
+    assert!(
+        d.containment
+            .ends_with("; user and mount namespace cover 2 directories"),
+        "{}",
+        d.containment
+    );
+    assert!(d.reach.contains("uid [65534]"), "{}", d.reach);
+    assert!(
+        d.reach
+            .contains("environ [denied] gate-cwd [denied] out-listing []"),
+        "{}",
+        d.reach
+    );
+}
+
+/// `[engine] isolation`: under a root gate, an engine that needs a file only root may read
+/// fails readiness with a hint naming its uid and the key; with `isolation = "off"` the same
+/// engine runs as the gate's user and the results say so.
+#[test]
+fn isolation_off_runs_the_engine_as_the_gate_user() {
+    if !root() {
+        println!("skipped: the engine runs as another user only under a root gate");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("weights");
+    std::fs::write(&weights, "w").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&weights, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let command = format!(
+        "cat {} >/dev/null || exit 1; exec {{infergate}} sim --profile test --port {{port}} --time-scale 4",
+        weights.display()
+    );
+    let run = |extra: &str| {
+        engine_config(dir.path(), &command, extra, "1s");
+        Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .current_dir(dir.path())
+            .args(["run", "--config", "gate.toml", "--out", "out"])
+            .args(["--baseline-dir", "store"])
+            .env_remove("GITHUB_ACTIONS")
+            .output()
+            .unwrap()
+    };
+    std::fs::create_dir_all(dir.path().join("store")).unwrap();
+    let out = run("");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("Permission denied")
+            && err.contains("it ran as uid 65534")
+            && err.contains("[engine] isolation"),
+        "{err}"
+    );
+    let out = run("isolation = \"off\"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
+    let how = results["engine"]["containment"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        how.ends_with("; user: the gate's (isolation off); mount namespace: off (isolation off)"),
+        "{how}"
+    );
 }

@@ -19,6 +19,17 @@ pub struct SuperviseArgs {
     /// build, whose stdout names the build).
     #[arg(long, value_name = "FILE")]
     pub stdout_file: Option<std::path::PathBuf>,
+    /// `[engine] isolation` (`auto`, `off`, `UID:GID`): another user under root, a mount
+    /// namespace covering the `--hide` directories.
+    #[arg(long, default_value = "off", value_parser = parse_isolation)]
+    pub isolation: crate::config::EngineIsolation,
+    /// A directory the engine must not see (covered by an empty tmpfs); repeatable.
+    #[arg(long, value_name = "DIR")]
+    pub hide: Vec<std::path::PathBuf>,
+    /// Run the command as this process's user even under root (a bisect build, which writes
+    /// the checkout): only the `--hide` directories are covered.
+    #[arg(long)]
+    pub keep_user: bool,
     /// The engine command.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -33,7 +44,16 @@ pub(crate) async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
         args.grace_ms,
         !args.no_cgroup,
         args.stdout_file.as_deref(),
+        &crate::engine::isolate::IsolationPlan {
+            isolation: args.isolation,
+            cover: args.hide,
+            keep_user: args.keep_user,
+        },
         &args.command,
     );
     std::process::exit(code)
+}
+
+fn parse_isolation(s: &str) -> Result<crate::config::EngineIsolation, String> {
+    crate::config::EngineIsolation::parse(s).ok_or_else(|| format!("`{s}`: auto, off or UID:GID"))
 }

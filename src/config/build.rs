@@ -337,6 +337,19 @@ fn build_engine(
         ));
     }
     let watchdog = build_watchdog(raw.watchdog.take(), loc)?;
+    let isolation = match &raw.isolation {
+        None => EngineIsolation::Auto,
+        Some(v) => EngineIsolation::parse(v.get_ref().trim()).ok_or_else(|| {
+            loc.at(
+                v.span(),
+                format!(
+                    "[engine] isolation = \"{}\" is not \"auto\", \"off\" or \"UID:GID\" (numbers above 0)",
+                    v.get_ref()
+                ),
+                Some("remove the key (auto: another user under root, a mount namespace where the host allows one), or write \"off\" for an engine that must run as the gate's user (see docs/security.md)"),
+            )
+        })?,
+    };
     let base = |command: CommandSpec| EngineConfig {
         command,
         env: env.clone(),
@@ -351,6 +364,7 @@ fn build_engine(
         port: raw.port.filter(|p| *p != 0),
         name: raw.name.as_ref().map(|n| n.get_ref().clone()),
         watchdog,
+        isolation,
     };
     let side = |s: Spanned<RawEngineSide>| -> Result<EngineConfig, ConfigError> {
         let s = s.into_inner();

@@ -233,6 +233,65 @@ pub struct EngineConfig {
     pub name: Option<String>,
     /// When a silent engine is called hung (`[engine.watchdog]`).
     pub watchdog: WatchdogConfig,
+    /// What the engine is kept from (`[engine] isolation`, docs/security.md).
+    pub isolation: EngineIsolation,
+}
+
+/// `[engine] isolation`: whether the engine runs as another user and in a view of the
+/// filesystem without the gate's output directory and baseline store (docs/security.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineIsolation {
+    /// `"auto"`: under root, the engine runs as uid and gid 65534 (nobody, nogroup) in its own
+    /// mount namespace; otherwise in a user and mount namespace where the host allows one.
+    #[default]
+    Auto,
+    /// `"UID:GID"`: as `Auto`, with this uid and gid under root.
+    As {
+        /// The engine's uid under a root gate.
+        uid: u32,
+        /// The engine's gid (and only group) under a root gate.
+        gid: u32,
+    },
+    /// `"off"`: the engine runs as the gate's user in the gate's mount namespace.
+    Off,
+}
+
+impl EngineIsolation {
+    /// The uid and gid of `Auto` (nobody, nogroup).
+    pub const NOBODY: (u32, u32) = (65534, 65534);
+
+    /// Parses the config value; `None` for anything but `auto`, `off` or `UID:GID` with both
+    /// numbers above 0.
+    pub fn parse(s: &str) -> Option<EngineIsolation> {
+        match s {
+            "auto" => Some(EngineIsolation::Auto),
+            "off" => Some(EngineIsolation::Off),
+            _ => {
+                let (u, g) = s.split_once(':')?;
+                let uid: u32 = u.parse().ok()?;
+                let gid: u32 = g.parse().ok()?;
+                (uid > 0 && gid > 0).then_some(EngineIsolation::As { uid, gid })
+            }
+        }
+    }
+
+    /// The config value (`auto`, `off`, `UID:GID`), as [`EngineIsolation::parse`] reads it.
+    pub fn value(self) -> String {
+        match self {
+            EngineIsolation::Auto => "auto".into(),
+            EngineIsolation::Off => "off".into(),
+            EngineIsolation::As { uid, gid } => format!("{uid}:{gid}"),
+        }
+    }
+
+    /// The uid and gid the engine runs as under a root gate; `None` when off.
+    pub fn user(self) -> Option<(u32, u32)> {
+        match self {
+            EngineIsolation::Auto => Some(Self::NOBODY),
+            EngineIsolation::As { uid, gid } => Some((uid, gid)),
+            EngineIsolation::Off => None,
+        }
+    }
 }
 
 /// `[engine.watchdog]`: when the gate probes a silent engine and when it calls it hung (the
@@ -559,6 +618,30 @@ level_runs = 3
             err(&GOOD.replace("fail_on = \"inconclusive\"", "fail_on = \"sometimes\""))
                 .contains("sometimes")
         );
+    }
+
+    #[test]
+    fn engine_isolation_is_auto_off_or_a_user() {
+        let cmd = "command = [\"{infergate}\", \"sim\", \"--port\", \"{port}\", \"--model\", \"{model}\"]";
+        assert_eq!(
+            parse(GOOD).expect("valid").engine.isolation,
+            EngineIsolation::Auto
+        );
+        let with = |v: &str| GOOD.replace(cmd, &format!("{cmd}\nisolation = \"{v}\""));
+        assert_eq!(
+            parse(&with("off")).expect("valid").engine.isolation,
+            EngineIsolation::Off
+        );
+        let c = parse(&with("1001:1002")).expect("valid");
+        assert_eq!(c.engine.isolation.user(), Some((1001, 1002)));
+        assert_eq!(c.engine.isolation.value(), "1001:1002");
+        for bad in ["0:0", "nobody", "65534", "1:x"] {
+            let e = err(&with(bad));
+            assert!(
+                e.starts_with("t.toml:") && e.contains("isolation") && e.contains("fix:"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

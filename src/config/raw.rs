@@ -88,6 +88,7 @@ pub(super) struct RawEngine {
     pub(super) port: Option<u16>,
     pub(super) name: Option<Spanned<String>>,
     pub(super) watchdog: Option<RawWatchdog>,
+    pub(super) isolation: Option<Spanned<String>>,
 }
 
 /// `[engine.watchdog]`.

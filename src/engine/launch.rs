@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::EngineError;
-use crate::config::{CommandSpec, EngineConfig};
+use crate::config::{CommandSpec, EngineConfig, EngineIsolation};
 
 /// Variables of the gate's environment every engine gets (names, or prefixes ending in `_`).
 /// Anything else must be named in `[engine] env_allow` or set in `[engine] env`.
@@ -68,6 +68,8 @@ pub struct EngineLaunch {
     pub api_key: Option<String>,
     /// The binary that runs `__supervise` (this infergate).
     pub supervisor: PathBuf,
+    /// What the engine is kept from (`[engine] isolation`).
+    pub isolation: EngineIsolation,
 }
 
 /// Values substituted into the command.
@@ -308,6 +310,7 @@ impl EngineLaunch {
                 .and_then(|k| std::env::var(k).ok())
                 .filter(|k| !k.is_empty()),
             supervisor: exe,
+            isolation: cfg.isolation,
         })
     }
 }
@@ -332,6 +335,7 @@ mod tests {
             port: Some(4321),
             name: None,
             watchdog: crate::config::WatchdogConfig::default(),
+            isolation: EngineIsolation::Auto,
         }
     }
 

@@ -26,12 +26,14 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) mod isolate;
 pub(crate) mod launch;
 pub(crate) mod reach;
 pub(crate) mod supervisor;
 
 pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
-pub use reach::conceal_gate;
+pub(crate) use reach::dirs_to_cover;
+pub use reach::{conceal_gate, hide_from_engines};
 pub use supervisor::Containment;
 pub(crate) use supervisor::Report;
 
@@ -152,6 +154,24 @@ pub struct StopReport {
     pub stop_s: f64,
     /// How the tree was held.
     pub containment: Containment,
+    /// The engine's user and view of the filesystem ([`EngineProcess::isolation`]).
+    pub isolation: String,
+}
+
+impl StopReport {
+    /// `engine.containment` in the results: `<tree>; <user>; <filesystem>`.
+    pub fn containment_record(&self) -> String {
+        containment_record(self.containment, &self.isolation)
+    }
+}
+
+/// `<tree>; <isolation>`, or the tree alone where there is no isolation text.
+fn containment_record(tree: Containment, isolation: &str) -> String {
+    if isolation.is_empty() {
+        tree.as_str().to_string()
+    } else {
+        format!("{tree}; {isolation}")
+    }
 }
 
 /// The last-resort cleanup when dropped while armed (also on panics and cancelled futures):
@@ -187,6 +207,7 @@ pub fn group_alive(pgid: i32) -> bool {
 pub struct EngineProcess {
     pgid: i32,
     containment: Containment,
+    isolation: String,
     launch: EngineLaunch,
     started: Instant,
     exit_rx: watch::Receiver<Option<EngineExit>>,
@@ -276,8 +297,6 @@ impl EngineProcess {
             .arg(std::process::id().to_string())
             .arg("--grace-ms")
             .arg(launch.stop_grace.as_millis().to_string())
-            .arg("--")
-            .args(&launch.argv)
             .env_clear()
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
@@ -294,17 +313,25 @@ impl EngineProcess {
                 None
             }
             None => {
-                let dir = tempfile::Builder::new()
-                    .prefix("infergate-engine-")
-                    .tempdir()
-                    .map_err(|source| EngineError::Spawn {
-                        program: format!("{program} (creating its private working directory)"),
-                        source,
-                    })?;
+                let mut builder = tempfile::Builder::new();
+                builder.prefix("infergate-engine-");
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    // Directories are made with the umask's mode (0755) unless told.
+                    builder.permissions(std::fs::Permissions::from_mode(0o700));
+                }
+                let dir = builder.tempdir().map_err(|source| EngineError::Spawn {
+                    program: format!("{program} (creating its private working directory)"),
+                    source,
+                })?;
                 cmd.current_dir(dir.path());
                 Some(dir)
             }
         };
+        let (mut isolation_notes, writable) =
+            isolation_args(&mut cmd, &launch, private_dir.as_ref());
+        cmd.arg("--").args(&launch.argv);
         // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
         // which is async-signal-safe; it allocates nothing and touches no locks.
         #[cfg(target_os = "linux")]
@@ -335,9 +362,13 @@ impl EngineProcess {
 
         let mut lines = BufReader::new(stdout).lines();
         let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
-        let (pgid, containment) = match first {
+        let (pgid, containment, mut isolation) = match first {
             Ok(Ok(Some(line))) => match Report::parse(&line) {
-                Some(Report::Started { pid, containment }) => (pid, containment),
+                Some(Report::Started {
+                    pid,
+                    containment,
+                    isolation,
+                }) => (pid, containment, isolation),
                 Some(Report::SpawnError { errno, message }) => {
                     let source = if errno > 0 {
                         std::io::Error::from_raw_os_error(errno)
@@ -368,6 +399,14 @@ impl EngineProcess {
             }
         };
         guard.pgid = pgid;
+        if !isolation.contains("namespace cover") {
+            // Without the cover, a directory's own mode is what keeps the engine out.
+            isolation_notes.extend(writable);
+        }
+        if !isolation_notes.is_empty() {
+            isolation_notes.insert(0, isolation);
+            isolation = isolation_notes.join("; ");
+        }
 
         let (exit_tx, exit_rx) = watch::channel(None);
         let (stopped_tx, stopped_rx) = watch::channel(None);
@@ -400,6 +439,7 @@ impl EngineProcess {
         Ok(EngineProcess {
             pgid,
             containment,
+            isolation,
             launch,
             started: Instant::now(),
             exit_rx,
@@ -421,6 +461,17 @@ impl EngineProcess {
     /// How the engine's process tree is held (cgroup or subreaper).
     pub fn containment(&self) -> Containment {
         self.containment
+    }
+
+    /// The engine's user and view of the filesystem, in words: `uid 65534 gid 65534; mount
+    /// namespace covers 2 directories`, or what was unavailable and why (docs/security.md).
+    pub fn isolation(&self) -> &str {
+        &self.isolation
+    }
+
+    /// `engine.containment` in the results: `<tree>; <user>; <filesystem>`.
+    pub fn containment_record(&self) -> String {
+        containment_record(self.containment, &self.isolation)
     }
 
     /// Base URL the engine serves on.
@@ -534,7 +585,7 @@ impl EngineProcess {
     }
 
     fn exited_error(&self, exit: &EngineExit, log_tail_lines: usize) -> EngineError {
-        let hint = match exit.code {
+        let mut hint = match exit.code {
             Some(127) => format!(
                 " (status 127: the shell could not find the command `{}`)",
                 self.launch.display
@@ -542,11 +593,22 @@ impl EngineProcess {
             Some(126) => " (status 126: the command is not executable)".to_string(),
             _ => String::new(),
         };
+        let tail = self.log_tail(log_tail_lines);
+        if let Some(user) = self
+            .isolation
+            .strip_prefix("uid ")
+            .and_then(|r| r.split(';').next())
+            && (matches!(exit.code, Some(126 | 127)) || tail.contains("Permission denied"))
+        {
+            hint.push_str(&format!(
+                "; it ran as uid {user} (the gate is root): its program, libraries and model must be readable by that user, or set [engine] isolation (docs/security.md)"
+            ));
+        }
         EngineError::ExitedBeforeReady {
             status: exit.description.clone(),
             hint,
             log: self.launch.log_path.display().to_string(),
-            tail: self.log_tail(log_tail_lines),
+            tail,
         }
     }
 
@@ -599,8 +661,89 @@ impl EngineProcess {
             group_gone,
             stop_s: t0.elapsed().as_secs_f64(),
             containment: self.containment,
+            isolation: self.isolation.clone(),
         }
     }
+}
+
+/// Adds the supervisor's isolation arguments for `launch` (`--isolation`, a `--hide` per
+/// directory to cover) and, when the engine is to run as another user under root, hands it
+/// its private working directory and a `HOME` it can write. Returns a note for each
+/// registered directory that stays visible, and one for each covered directory that the
+/// engine's user could write into were the cover to fail.
+fn isolation_args(
+    cmd: &mut tokio::process::Command,
+    launch: &EngineLaunch,
+    private_dir: Option<&tempfile::TempDir>,
+) -> (Vec<String>, Vec<String>) {
+    use crate::config::EngineIsolation;
+    cmd.arg("--isolation").arg(launch.isolation.value());
+    if launch.isolation == EngineIsolation::Off {
+        return (Vec::new(), Vec::new());
+    }
+    let gate_cwd = std::env::current_dir().unwrap_or_default();
+    let engine_cwd = private_dir
+        .map(|d| d.path().to_path_buf())
+        .or_else(|| launch.workdir.clone())
+        .unwrap_or_else(|| gate_cwd.clone());
+    let program = launch
+        .argv
+        .first()
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let mut needed: Vec<(&str, &Path)> = vec![
+        ("the engine's working directory", &engine_cwd),
+        ("the gate's working directory", &gate_cwd),
+        ("the infergate binary", &launch.supervisor),
+    ];
+    if let Some(p) = &program {
+        needed.push(("the engine's program", p));
+    }
+    let (cover, notes) = reach::dirs_to_cover(&needed);
+    for d in &cover {
+        cmd.arg("--hide").arg(d);
+    }
+    let mut writable = Vec::new();
+    #[cfg(target_os = "linux")]
+    if let Some((uid, gid)) = launch.isolation.user()
+        // SAFETY: geteuid cannot fail.
+        && unsafe { libc::geteuid() } == 0
+    {
+        use std::os::unix::fs::MetadataExt;
+        for d in &cover {
+            if std::fs::metadata(d)
+                .is_ok_and(|m| reach::writable_by(m.uid(), m.gid(), m.mode(), uid, gid))
+            {
+                writable.push(format!(
+                    "{} writable by uid {uid}",
+                    crate::untrusted_text::console(&d.display().to_string())
+                ));
+            }
+        }
+    }
+    #[cfg(target_os = "linux")]
+    if let (Some((uid, gid)), Some(dir)) = (launch.isolation.user(), private_dir)
+        // SAFETY: geteuid cannot fail.
+        && unsafe { libc::geteuid() } == 0
+    {
+        use std::os::unix::fs::MetadataExt;
+        let _ = std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid));
+        // HOME always (the engine's caches go there), TMPDIR when set: the engine's own
+        // directory where the inherited one is not writable by its user (root's is not).
+        for var in ["HOME", "TMPDIR"] {
+            let value = launch.env.iter().find(|(k, _)| k == var).map(|(_, v)| v);
+            if value.is_none() && var == "TMPDIR" {
+                continue;
+            }
+            let writable = value
+                .and_then(|h| std::fs::metadata(h).ok())
+                .is_some_and(|m| reach::writable_by(m.uid(), m.gid(), m.mode(), uid, gid));
+            if !writable {
+                cmd.env(var, dir.path());
+            }
+        }
+    }
+    (notes, writable)
 }
 
 /// An HTTP client for short probes of a local engine. reqwest is built without a default TLS

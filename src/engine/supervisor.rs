@@ -14,13 +14,15 @@
 //!   control pipe (stdin) both mean "the gate is gone", and it then SIGKILLs the whole tree;
 //! - runs the engine in its own process group with stdin from `/dev/null` and stdout+stderr on
 //!   the supervisor's stderr, a pipe the gate reads, redacts and writes to the engine log: the
-//!   engine never learns where the gate's output files are.
+//!   engine never learns where the gate's output files are;
+//! - gives the engine its own user and view of the filesystem where the host allows
+//!   ([`super::isolate`]; `--isolation`, `--hide`), and says in `started` what held.
 //!
 //! The protocol is line-based. Gate → supervisor (stdin): `stop <grace_ms>` (SIGTERM the tree,
 //! wait, SIGKILL what is left), `kill` or end of input (SIGKILL at once). Supervisor → gate
-//! (stdout): `started <pid> <containment>`, `spawn-error <errno> <message>`, `exited code <n>`
-//! or `exited signal <n>` (the engine's leader ended; its leftovers are then stopped with the
-//! grace given on the command line), and `stopped <killed 0|1> <left>` last.
+//! (stdout): `started <pid> <containment> <isolation…>`, `spawn-error <errno> <message>`,
+//! `exited code <n>` or `exited signal <n>` (the engine's leader ended; its leftovers are then
+//! stopped with the grace given on the command line), and `stopped <killed 0|1> <left>` last.
 
 use std::fmt;
 
@@ -61,8 +63,13 @@ impl fmt::Display for Containment {
 /// One line of the supervisor's report to the gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Report {
-    /// The engine started as `pid`, contained as `containment`.
-    Started { pid: i32, containment: Containment },
+    /// The engine started as `pid`, its tree held as `containment`, isolated as described
+    /// ([`super::isolate::Outcome::describe`]).
+    Started {
+        pid: i32,
+        containment: Containment,
+        isolation: String,
+    },
     /// The engine could not be started (`errno` and its text).
     SpawnError { errno: i32, message: String },
     /// The engine exited with this code.
@@ -77,7 +84,14 @@ impl Report {
     /// The protocol line (without the newline).
     pub(crate) fn line(&self) -> String {
         match self {
-            Report::Started { pid, containment } => format!("started {pid} {containment}"),
+            Report::Started {
+                pid,
+                containment,
+                isolation,
+            } => format!(
+                "started {pid} {containment} {}",
+                isolation.replace(['\n', '\r'], " ")
+            ),
             Report::SpawnError { errno, message } => {
                 format!("spawn-error {errno} {}", message.replace(['\n', '\r'], " "))
             }
@@ -91,10 +105,14 @@ impl Report {
     pub(crate) fn parse(line: &str) -> Option<Report> {
         let mut w = line.trim_end().splitn(3, ' ');
         match (w.next()?, w.next(), w.next()) {
-            ("started", Some(pid), Some(c)) => Some(Report::Started {
-                pid: pid.parse().ok()?,
-                containment: Containment::parse(c)?,
-            }),
+            ("started", Some(pid), Some(rest)) => {
+                let (c, isolation) = rest.split_once(' ').unwrap_or((rest, ""));
+                Some(Report::Started {
+                    pid: pid.parse().ok()?,
+                    containment: Containment::parse(c)?,
+                    isolation: isolation.to_string(),
+                })
+            }
             ("spawn-error", Some(e), msg) => Some(Report::SpawnError {
                 errno: e.parse().ok()?,
                 message: msg.unwrap_or("").to_string(),
@@ -117,6 +135,7 @@ pub fn supervise(
     _grace_ms: u64,
     _use_cgroup: bool,
     _stdout_file: Option<&std::path::Path>,
+    _plan: &super::isolate::IsolationPlan,
     _argv: &[String],
 ) -> i32 {
     errln!(
@@ -147,7 +166,9 @@ mod linux {
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
     use nix::unistd::{Pid, getppid};
 
+    use super::super::isolate::{self, Attempt, IsolationPlan, MountRoute, Outcome, Step};
     use super::{Containment, Report};
+    use crate::config::EngineIsolation;
 
     /// The last of SIGHUP/SIGTERM/SIGINT received (0 = none).
     static SIGNALLED: AtomicI32 = AtomicI32::new(0);
@@ -404,16 +425,25 @@ mod linux {
         }
     }
 
+    /// A failed spawn: the error, and the isolation step that failed in the child, if one did.
+    type SpawnFailure = (std::io::Error, Option<(Step, i32)>);
+
     fn spawn_engine(
         argv: &[String],
         cgroup: Option<&Cgroup>,
         stdout_file: Option<&Path>,
-    ) -> std::io::Result<u32> {
+        attempt: &Attempt,
+    ) -> Result<u32, SpawnFailure> {
         let program = argv.first().map_or("", String::as_str);
         let mut cmd = Command::new(program);
         let stdout = match stdout_file {
-            Some(p) => Stdio::from(File::create(p)?),
-            None => Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?),
+            Some(p) => Stdio::from(File::create(p).map_err(|e| (e, None))?),
+            None => Stdio::from(
+                std::io::stderr()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| (e, None))?,
+            ),
         };
         cmd.args(&argv[1.min(argv.len())..])
             .stdin(Stdio::null())
@@ -434,8 +464,12 @@ mod linux {
                 });
             }
         }
+        // After the cgroup move (which needs the supervisor's user), before exec.
+        let status = isolate::install(&mut cmd, attempt).map_err(|e| (e, None))?;
         // The std Child is not waited through std: the supervisor reaps with waitpid(-1).
-        cmd.spawn().map(|c| c.id())
+        let spawned = cmd.spawn().map(|c| c.id());
+        drop(cmd);
+        spawned.map_err(|e| (e, isolate::failed_step(&status)))
     }
 
     /// See the module docs. `parent` is the gate's pid: a SIGHUP while it is still our
@@ -445,8 +479,12 @@ mod linux {
         grace_ms: u64,
         use_cgroup: bool,
         stdout_file: Option<&Path>,
+        plan: &IsolationPlan,
         argv: &[String],
     ) -> i32 {
+        // The directories to cover and the build's stdout file are the gate's outputs: not to
+        // be read from /proc/<supervisor>/cmdline by the engine.
+        crate::engine::reach::scrub_own_arguments(&["--hide", "--stdout-file"]);
         let me = std::process::id() as i32;
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
             report(&Report::SpawnError {
@@ -472,20 +510,52 @@ mod linux {
             return 2;
         }
         let mut cgroup = if use_cgroup { Cgroup::create() } else { None };
-        let pid = match spawn_engine(argv, cgroup.as_ref(), stdout_file) {
-            Ok(pid) => Ok(pid),
-            Err(first) if cgroup.is_some() => {
-                // Delegation may allow mkdir but not the move: fall back to the subreaper.
-                if let Some(cg) = cgroup.take() {
-                    cg.remove();
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let off = plan.isolation == EngineIsolation::Off;
+        let route = if root {
+            MountRoute::Root
+        } else {
+            MountRoute::UserNs
+        };
+        let mut attempt = Attempt {
+            user: if off || !root || plan.keep_user {
+                None
+            } else {
+                plan.isolation.user()
+            },
+            mounts: (!off && !plan.cover.is_empty()).then(|| (route, plan.cover.clone())),
+        };
+        let (mut user_err, mut mount_err) = (None, None);
+        let mut cgroup_err = None;
+        // Each failed try drops what failed (an isolation step, or the cgroup) and tries again.
+        let pid = loop {
+            match spawn_engine(argv, cgroup.as_ref(), stdout_file, &attempt) {
+                Ok(pid) => break Ok(pid),
+                Err((_, Some((step, errno)))) if step.is_mounts() && attempt.mounts.is_some() => {
+                    mount_err = Some(step.why(errno));
+                    attempt.mounts = None;
                 }
-                spawn_engine(argv, None, stdout_file).inspect_err(|_| {
-                    note(&format!(
-                        "the first try, in its own cgroup, failed too: {first}"
-                    ));
-                })
+                Err((_, Some((step, errno)))) if !step.is_mounts() && attempt.user.is_some() => {
+                    user_err = Some(step.why(errno));
+                    attempt.user = None;
+                }
+                Err((first, _)) if cgroup.is_some() => {
+                    // Delegation may allow mkdir but not the move: fall back to the subreaper.
+                    if let Some(cg) = cgroup.take() {
+                        cg.remove();
+                    }
+                    cgroup_err = Some(first);
+                }
+                Err((e, _)) => {
+                    if let Some(first) = &cgroup_err {
+                        note(&format!(
+                            "the first try, in its own cgroup, failed too: {first}"
+                        ));
+                    }
+                    break Err(e);
+                }
             }
-            Err(e) => Err(e),
         };
         let pid = match pid {
             Ok(p) => p as i32,
@@ -502,7 +572,26 @@ mod linux {
         } else {
             Containment::Subreaper
         };
-        report(&Report::Started { pid, containment });
+        let outcome = Outcome {
+            off,
+            root,
+            user: match (attempt.user, user_err) {
+                (Some(u), _) => Ok(Some(u)),
+                (None, Some(why)) => Err(why),
+                (None, None) => Ok(None),
+            },
+            mounts: match (&attempt.mounts, mount_err) {
+                (Some((route, _)), _) => Ok(Some(*route)),
+                (None, Some(why)) => Err(why),
+                (None, None) => Ok(None),
+            },
+            covered: attempt.mounts.as_ref().map_or(0, |(_, d)| d.len()),
+        };
+        report(&Report::Started {
+            pid,
+            containment,
+            isolation: outcome.describe(),
+        });
 
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -569,10 +658,12 @@ mod tests {
             Report::Started {
                 pid: 42,
                 containment: Containment::Cgroup,
+                isolation: "uid 65534 gid 65534; mount namespace covers 2 directories".into(),
             },
             Report::Started {
                 pid: 7,
                 containment: Containment::Subreaper,
+                isolation: String::new(),
             },
             Report::SpawnError {
                 errno: 2,

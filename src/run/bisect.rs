@@ -208,8 +208,24 @@ async fn run_command(
         .arg("--grace-ms")
         .arg("0")
         .arg("--stdout-file")
-        .arg(&stdout_path)
-        .arg("--")
+        .arg(&stdout_path);
+    // Under root, the command sees the gate's outputs as an empty, read-only directory, in a
+    // mount namespace of its own, and keeps the gate's user (it writes the checkout). Not
+    // for other users: a user namespace would break the setuid programs (`sudo`) of builds.
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.args(["--isolation", "auto", "--keep-user"]);
+        let gate_cwd = std::env::current_dir().unwrap_or_default();
+        let needed = [
+            ("the checkout", workdir),
+            ("the gate's working directory", gate_cwd.as_path()),
+            ("the infergate binary", exe.as_path()),
+        ];
+        for d in crate::engine::dirs_to_cover(&needed).0 {
+            cmd.arg("--hide").arg(d);
+        }
+    }
+    cmd.arg("--")
         .args(argv)
         .current_dir(workdir)
         .stdin(Stdio::piped())
@@ -554,6 +570,8 @@ impl BisectPlan {
             record.failure = Some(format!("cannot create {}: {e}", self.out.display()));
             return self.finish(record, warnings);
         }
+        // The engines see an empty, read-only directory there (docs/security.md).
+        crate::engine::hide_from_engines(&[&self.out]);
         let env = match setup(&self.config).await {
             Ok(s) => s,
             Err(e) => {

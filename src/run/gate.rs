@@ -453,6 +453,8 @@ impl GatePlan {
             };
             return Err(abort(error, reporting));
         }
+        // The engine sees an empty, read-only directory at both paths (docs/security.md).
+        crate::engine::hide_from_engines(&[&self.out, &self.baseline_dir]);
         let decided = match &self.design {
             PlannedDesign::Baseline { .. } => {
                 // The check name is known up front when engine and model are configured;

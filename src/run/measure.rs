@@ -248,7 +248,7 @@ pub(crate) async fn boot_and_measure(
         Event {
             message: format!(
                 "engine contained by {}, engine process group {}",
-                engine.containment(),
+                engine.containment_record(),
                 engine.pgid()
             ),
             ..Event::engine_spawned(engine.pgid())
@@ -385,7 +385,7 @@ pub(crate) async fn boot_and_measure(
             let journal = req.progress_file.clone().and_then(|path| {
                 let mut header = results.clone();
                 header.engine.command = Some(command.clone());
-                header.engine.containment = Some(engine.containment().as_str().to_string());
+                header.engine.containment = Some(engine.containment_record());
                 header.labels.extend(req.labels.clone());
                 start_journal(path, header, &bench_tx)
             });
@@ -601,7 +601,7 @@ pub(crate) async fn boot_and_measure(
 
 /// How the engine's tree was held, for `engine.containment` in the results.
 fn engine_containment(stop: &StopReport) -> String {
-    stop.containment.as_str().to_string()
+    stop.containment_record()
 }
 
 /// The run with every known secret masked in its results and failure text: everything
