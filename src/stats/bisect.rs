@@ -21,6 +21,8 @@ use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::results::{CellStatus, RunResults};
 
+pub mod search;
+
 /// The bisection's test settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BisectSettings {
@@ -318,6 +320,18 @@ pub fn matrix_value(run: &RunResults, reference: &RunResults) -> Option<f64> {
 /// measure alike to the fourth digit do not make a gap of 0.1% certain.
 pub const BOOT_SD_FLOOR: f64 = 0.0005;
 
+/// What the gate knows of the runner's boot-to-boot noise before the bisection boots anything:
+/// the SD of one boot's matrix value (log units) as a scaled-inverse-χ² prior worth `df`
+/// boots' degrees of freedom (from the baseline history's run-to-run noise, or `[bisect]
+/// noise_cv`). The bisection's own replicates then add to it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NoisePrior {
+    /// Prior SD of one boot's matrix value (log units).
+    pub sd: f64,
+    /// Its weight in degrees of freedom (0: Jeffreys' prior, the boots alone).
+    pub df: f64,
+}
+
 /// The posterior probability of each commit of `n` being the first bad one, from the boots'
 /// matrix values. Given culprit `k`, a boot's value is `level + gap · [commit ≥ k] + noise`
 /// (the known-good revision: `[·] = 0`; the known-bad, commit `n − 1`: 1) with the level, the
@@ -327,6 +341,17 @@ pub const BOOT_SD_FLOOR: f64 = 0.0005;
 /// the boots themselves measure the runner's noise (the good and bad replicates, booted
 /// interleaved), as `ab` does. Uniform when fewer than 3 boots.
 pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
+    culprit_posterior_with(n, boots, None)
+}
+
+/// [`culprit_posterior`] with the noise SD's prior `prior` (scaled-inverse-χ² with `df`
+/// degrees of freedom at `sd`): `|XᵀX|^{−1/2} · (RSS_k + (N − 2) floor² + df sd²)^{−(N − 2 +
+/// df)/2}`. `None` or `df = 0`: Jeffreys' prior.
+pub fn culprit_posterior_with(
+    n: usize,
+    boots: &[BootValue],
+    prior: Option<NoisePrior>,
+) -> Vec<f64> {
     let big_n = boots.len();
     if n == 0 {
         return Vec::new();
@@ -335,6 +360,9 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
         return vec![1.0 / n as f64; n];
     }
     let df = (big_n - 2) as f64;
+    let (pdf, pss) = prior.map_or((0.0, 0.0), |p| (p.df, p.df * p.sd * p.sd));
+    let power = (df + pdf) / 2.0;
+    let floor = df * BOOT_SD_FLOOR.powi(2) + pss;
     let logs: Vec<f64> = (0..n)
         .map(|k| {
             let x: Vec<f64> = boots
@@ -351,7 +379,7 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
                 // the data without a gap say.
                 let mean = sy / nf;
                 let rss: f64 = boots.iter().map(|b| (b.value - mean).powi(2)).sum();
-                return -0.5 * nf.ln() - df / 2.0 * (rss + df * BOOT_SD_FLOOR.powi(2)).ln();
+                return -0.5 * nf.ln() - power * (rss + floor).ln();
             }
             let gap = (nf * sxy - sx * sy) / det;
             let level = (sy - gap * sx) / nf;
@@ -360,7 +388,7 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
                 .zip(&x)
                 .map(|(b, xi)| (b.value - level - gap * xi).powi(2))
                 .sum();
-            -0.5 * det.ln() - df / 2.0 * (rss + df * BOOT_SD_FLOOR.powi(2)).ln()
+            -0.5 * det.ln() - power * (rss + floor).ln()
         })
         .collect();
     let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -394,6 +422,17 @@ pub fn next_commit(posterior: &[f64]) -> usize {
 /// boot-to-boot SD (at least [`BOOT_SD_FLOOR`]); `None` with fewer than one boot a side or
 /// fewer than 3 in all.
 pub fn end_gap(boots: &[BootValue], bad: usize, confidence: f64) -> Option<(f64, f64, f64)> {
+    end_gap_with(boots, bad, confidence, None)
+}
+
+/// [`end_gap`] with the noise SD's prior (its `df` add to the pooled SD's and the t's degrees
+/// of freedom).
+pub fn end_gap_with(
+    boots: &[BootValue],
+    bad: usize,
+    confidence: f64,
+    prior: Option<NoisePrior>,
+) -> Option<(f64, f64, f64)> {
     let good: Vec<f64> = boots
         .iter()
         .filter(|b| b.commit.is_none())
@@ -411,8 +450,9 @@ pub fn end_gap(boots: &[BootValue], bad: usize, confidence: f64) -> Option<(f64,
     let (m1, m2) = (super::build::mean(&good), super::build::mean(&worse));
     let ss: f64 = good.iter().map(|v| (v - m1).powi(2)).sum::<f64>()
         + worse.iter().map(|v| (v - m2).powi(2)).sum::<f64>();
-    let df = (n1 + n2 - 2) as f64;
-    let sd = (ss / df).sqrt().max(BOOT_SD_FLOOR);
+    let (pdf, pss) = prior.map_or((0.0, 0.0), |p| (p.df, p.df * p.sd * p.sd));
+    let df = (n1 + n2 - 2) as f64 + pdf;
+    let sd = ((ss + pss) / df).sqrt().max(BOOT_SD_FLOOR);
     let se = sd * (1.0 / n1 as f64 + 1.0 / n2 as f64).sqrt();
     let t = statrs::distribution::StudentsT::new(0.0, 1.0, df)
         .map(|d| d.inverse_cdf(0.5 + confidence / 2.0))
