@@ -156,7 +156,8 @@ fn no_change_between_good_and_bad_fails_closed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let shas = repo(dir, 100);
-    let cfg = config(dir, "");
+    // A budget of 3 boots per step (the default is 6) keeps this test's boots few.
+    let cfg = config(dir, "max_boots_per_step = 3\n");
     let (code, out, err) = bisect(dir, &cfg, &shas[0], &shas[32]);
     assert_eq!(code, Some(3), "stdout:\n{out}\nstderr:\n{err}");
     let r = record(dir);

@@ -31,8 +31,8 @@ use crate::config::{
 };
 use crate::results::{CellStatus, Event, EventKind, RunResults};
 use crate::stats::bisect::{
-    BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, Culprit, StepAnswer,
-    StepEvidence, matrix_value, moved_cells,
+    BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, Culprit, NoisePrior,
+    StepAnswer, StepEvidence, matrix_value, moved_cells,
     search::{Next, Search, SearchSettings},
 };
 
@@ -57,6 +57,9 @@ pub(crate) struct BisectRequest {
     pub out: PathBuf,
     pub engine_args: Vec<String>,
     pub labels: BTreeMap<String, String>,
+    /// The boot noise's prior from the baseline history (`--from-change`); `None`: the
+    /// bisection's own boots alone measure it.
+    pub noise_prior: Option<NoisePrior>,
 }
 
 /// Why a bisection cannot start: the user's to fix (exit 2); nothing was built or booted.
@@ -100,6 +103,7 @@ pub(crate) struct BisectPlan {
     pub out: PathBuf,
     pub engine_args: Vec<String>,
     pub labels: BTreeMap<String, String>,
+    pub noise_prior: Option<NoisePrior>,
 }
 
 /// A finished (or stopped) bisection.
@@ -332,6 +336,7 @@ impl BisectPlan {
             out: req.out,
             engine_args: req.engine_args,
             labels: req.labels,
+            noise_prior: req.noise_prior,
         })
     }
 
@@ -549,6 +554,7 @@ impl BisectPlan {
             suspects: Vec::new(),
             suspect_probabilities: Vec::new(),
             engine_s: 0.0,
+            noise_prior: self.noise_prior,
         };
         let mut warnings = Vec::new();
         if let Err(e) = std::fs::create_dir_all(&self.out) {
@@ -612,7 +618,7 @@ impl BisectPlan {
                 confidence: settings.confidence,
                 max_boots_per_step: self.bisect.max_boots_per_step,
                 gap_confidence: GAP_CONFIDENCE,
-                prior: None,
+                prior: self.noise_prior,
             },
         );
         let probit = |p: f64| {

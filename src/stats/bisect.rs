@@ -332,6 +332,38 @@ pub struct NoisePrior {
     pub df: f64,
 }
 
+/// Most degrees of freedom a history's noise prior is worth: the history's runner (and its
+/// noise) need not be today's, so the bisection's own boots soon outweigh it.
+pub const HISTORY_PRIOR_MAX_DF: f64 = 10.0;
+
+/// The boot-to-boot noise a baseline history shows (`runs` oldest first, one group): the SD of
+/// one run's matrix value (each run a fresh boot, its run factor whole, the cell terms averaged
+/// over the matrix), from the median absolute successive difference (× 1.4826 / √2, so a step
+/// or a slow drift in the history moves it little), worth `0.37 (runs − 1)` degrees of freedom
+/// (that estimator's efficiency), at most [`HISTORY_PRIOR_MAX_DF`]. `None` with fewer than 6
+/// runs.
+pub(crate) fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
+    let (_, values) = super::changepoint::series_of(
+        runs,
+        &super::changepoint::Scope::Matrix,
+        crate::verdict::Metric::AggregateTps,
+    );
+    let logs: Vec<f64> = values
+        .iter()
+        .filter(|v| v.is_finite() && **v > 0.0)
+        .map(|v| v.ln())
+        .collect();
+    if logs.len() < 6 {
+        return None;
+    }
+    let mut diffs: Vec<f64> = logs.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    let sd = 1.4826 * super::noise::median(&mut diffs) / std::f64::consts::SQRT_2;
+    (sd.is_finite() && sd > 0.0).then(|| NoisePrior {
+        sd: sd.max(BOOT_SD_FLOOR),
+        df: (0.37 * (logs.len() - 1) as f64).min(HISTORY_PRIOR_MAX_DF),
+    })
+}
+
 /// The posterior probability of each commit of `n` being the first bad one, from the boots'
 /// matrix values. Given culprit `k`, a boot's value is `level + gap · [commit ≥ k] + noise`
 /// (the known-good revision: `[·] = 0`; the known-bad, commit `n − 1`: 1) with the level, the
@@ -560,6 +592,10 @@ pub struct BisectRecord {
     /// Engine-seconds spent: every boot's build, boot, measurement and teardown.
     #[serde(default)]
     pub engine_s: f64,
+    /// The boot noise's prior from the baseline history (`bisect --from-change`), when one
+    /// was read ([`history_prior`]); else the boots alone measure it.
+    #[serde(default)]
+    pub noise_prior: Option<NoisePrior>,
 }
 
 #[cfg(test)]
@@ -709,6 +745,24 @@ mod tests {
         let p = culprit_posterior(32, &boots);
         assert!(p.iter().all(|v| *v < 0.2), "{p:?}");
         assert_eq!(culprit_posterior(4, &boots[..2]), vec![0.25; 4]);
+    }
+
+    #[test]
+    fn a_history_gives_the_boot_noise_prior_a_step_in_it_does_not_inflate() {
+        let mut rng = rand::SeedableRng::seed_from_u64(3);
+        // 40 nightly runs, 1% run factor, 2% per cell (0.45% over 20 cells), −3% from run 25.
+        let runs: Vec<RunResults> = (0..40)
+            .map(|i| {
+                let f = if i >= 25 { 0.97 } else { 1.0 };
+                crate::stats::eval::synthetic_run(&format!("n{i}"), &mut rng, 0.01, 0.02, &|_| f)
+            })
+            .collect();
+        let p = history_prior(&runs).expect("prior");
+        assert!((0.007..0.016).contains(&p.sd), "{p:?}");
+        assert!((p.df - HISTORY_PRIOR_MAX_DF).abs() < 1e-9, "{p:?}");
+        assert_eq!(history_prior(&runs[..5]), None);
+        // A 6-run history is worth less than 2 degrees of freedom.
+        assert!(history_prior(&runs[..6]).is_some_and(|p| p.df < 2.0));
     }
 
     #[test]

@@ -317,7 +317,8 @@ mod tests {
         assert_eq!((right, wrong, median), (20, 0, 9));
     }
 
-    /// `BISECT_MC=trials cargo test --release --lib search_monte_carlo -- --ignored --nocapture`
+    /// `BISECT_MC=trials cargo test --lib search_monte_carlo -- --ignored --nocapture`; knobs
+    /// `CONF`, `MAXB`, `GAPC` (the settings) and `PRIOR_SD`, `PRIOR_DF` (a noise prior).
     #[test]
     #[ignore = "Monte Carlo run by hand"]
     #[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
@@ -335,6 +336,7 @@ mod tests {
         let mut s = defaults();
         s.confidence = env("CONF", s.confidence);
         s.max_boots_per_step = env("MAXB", f64::from(s.max_boots_per_step)) as u32;
+        s.gap_confidence = env("GAPC", s.gap_confidence);
         let prior_df = env("PRIOR_DF", 0.0);
         let prior_sd = env("PRIOR_SD", 0.01);
         if prior_df > 0.0 {
