@@ -2,12 +2,13 @@
 //!
 //! Lists the commits (`[bisect] revs`), builds and boots good, bad, bad, good (`[bisect] build`
 //! with `{rev}`, the engine command with `{build}`; `ab`'s order, so the replicates measure
-//! the runner's boot-to-boot noise), checks the matrix moved between them
-//! ([`crate::stats::bisect::end_gap`]), then boots the commit that halves the culprit posterior
-//! ([`crate::stats::bisect::culprit_posterior`], [`crate::stats::bisect::next_commit`]) until
-//! one commit holds `confidence` of it or the budget (4 + `max_boots_per_step` × ⌈log2 n⌉ boots)
-//! is spent; a commit asked again (still undecided) is booted after a reference boot,
-//! alternately good and bad. About `4 + log2(n)` boots for `n` commits when each boot decides.
+//! the runner's boot-to-boot noise), checks the matrix moved between them, then boots the
+//! commit that halves the culprit posterior until one commit holds `confidence` of it or the
+//! budget (4 + `max_boots_per_step` × ⌈log2 n⌉ boots) is spent; a commit asked again (still
+//! undecided) is booted after a reference boot,
+//! alternately good and bad. Every one of these decisions is
+//! [`crate::stats::bisect::search::Search::decide`]'s; this loop builds and boots what it asks
+//! for. About `4 + log2(n)` boots for `n` commits when each boot decides.
 //!
 //! Revisions and build outputs are data from commands: `{rev}`, `{good}`, `{bad}` and
 //! `{build}` are shell-quoted in shell-line commands, and text with control characters is
