@@ -318,7 +318,8 @@ mod tests {
     }
 
     /// `BISECT_MC=trials cargo test --lib search_monte_carlo -- --ignored --nocapture`; knobs
-    /// `CONF`, `MAXB`, `GAPC` (the settings) and `PRIOR_SD`, `PRIOR_DF` (a noise prior).
+    /// `CONF`, `MAXB`, `GAPC` (the settings), `PRIOR_SD`, `PRIOR_DF` (a noise prior) and `MEAS`
+    /// (the measurement noise beside the boot factor, default 0.2%).
     #[test]
     #[ignore = "Monte Carlo run by hand"]
     #[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
@@ -345,7 +346,8 @@ mod tests {
                 df: prior_df,
             });
         }
-        for (boot_sd, meas_sd) in [(0.01, 0.002), (0.0, 0.002)] {
+        let meas = env("MEAS", 0.002);
+        for (boot_sd, meas_sd) in [(0.01, meas), (0.0, meas)] {
             let mut rng = StdRng::seed_from_u64(7);
             let (mut right, mut wrong, mut boots) = (0, 0, Vec::new());
             for t in 0..trials {
