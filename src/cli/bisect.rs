@@ -57,15 +57,22 @@ pub struct BisectArgs {
 /// Runs `infergate bisect`.
 pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     crate::engine::conceal_gate();
-    let (good, bad) = match (&args.from_change, args.good, args.bad) {
+    let (good, bad, noise_prior) = match (&args.from_change, args.good, args.bad) {
         (Some(id), _, _) => {
-            let (good, bad) = from_change(&args.baseline_dir, id)?;
+            let (good, bad, prior) = from_change(&args.baseline_dir, id)?;
             errln!(
                 "infergate bisect: change point at run {id}: its location interval's commits {good}..{bad}"
             );
-            (good, bad)
+            if let Some(p) = prior {
+                errln!(
+                    "infergate bisect: the history's run-to-run noise {:.2}% (worth {:.0} boots' degrees of freedom) is the boot noise's prior",
+                    p.sd * 100.0,
+                    p.df
+                );
+            }
+            (good, bad, prior)
         }
-        (None, Some(g), Some(b)) => (g, b),
+        (None, Some(g), Some(b)) => (g, b, None),
         _ => {
             return Err(crate::exit::usage(
                 "give --good and --bad, or --from-change RUN_ID",
@@ -81,6 +88,7 @@ pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
         out: args.out,
         engine_args: args.engine_args,
         labels: super::run::parse_labels(&args.labels)?,
+        noise_prior,
     })
     .map_err(|e| anyhow::Error::new(UsageError(e.to_string())))?;
     let cancel = CancellationToken::new();
@@ -107,9 +115,13 @@ pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
 }
 
 /// The good and bad ends of the location interval of the change point first seen at run `id`
-/// in the store at `dir`: its matrix-wide one, else the only cell's. Usage errors (exit 2)
+/// in the store at `dir`: its matrix-wide one, else the only cell's, and the boot noise's
+/// prior from that group's history (`stats::bisect::history_prior`). Usage errors (exit 2)
 /// when there is none, several, or its runs carry no commits.
-fn from_change(dir: &std::path::Path, id: &str) -> anyhow::Result<(String, String)> {
+fn from_change(
+    dir: &std::path::Path,
+    id: &str,
+) -> anyhow::Result<(String, String, Option<crate::stats::bisect::NoisePrior>)> {
     use crate::exit::usage;
     use crate::stats::changepoint::{ChangeSettings, Scope, analyse};
     let store = crate::baseline::BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
@@ -139,7 +151,8 @@ fn from_change(dir: &std::path::Path, id: &str) -> anyhow::Result<(String, Strin
                 None => None,
             };
             if let Some(c) = pick {
-                found.push((format!("{key} / {suite}"), c));
+                let prior = crate::stats::bisect::history_prior(&loaded.runs);
+                found.push((format!("{key} / {suite}"), c, prior));
             } else if at.len() > 1 {
                 return Err(usage(format!(
                     "--from-change {id}: {} cells of {key} / {suite} have a change point there and the matrix has none; bisect one with --good and --bad",
@@ -148,7 +161,7 @@ fn from_change(dir: &std::path::Path, id: &str) -> anyhow::Result<(String, Strin
             }
         }
     }
-    let (group, c) = match found.len() {
+    let (group, c, prior) = match found.len() {
         1 => found.remove(0),
         0 => {
             return Err(usage(format!(
@@ -168,7 +181,7 @@ fn from_change(dir: &std::path::Path, id: &str) -> anyhow::Result<(String, Strin
         loc.and_then(|l| l.first_commit.clone()),
         loc.and_then(|l| l.last_commit.clone()),
     ) {
-        (Some(good), Some(bad)) => Ok((good, bad)),
+        (Some(good), Some(bad)) => Ok((good, bad, prior)),
         _ => Err(usage(format!(
             "--from-change {id} ({group}): its location interval has no commits at both ends (the runs need a `sha` label, and one run before the interval)"
         ))),

@@ -133,11 +133,11 @@ pub(super) fn build_bisect(
                     "[bisect] max_boots_per_step = {} is out of range",
                     n.get_ref()
                 ),
-                Some("write 1 to 10 (default 3: an uncertain step is measured up to twice more)"),
+                Some("write 1 to 10 (default 6: the budget is 4 + 6 boots per halving)"),
             ));
         }
         Some(n) => n.into_inner(),
-        None => 3,
+        None => crate::stats::bisect::search::DEFAULT_MAX_BOOTS_PER_STEP,
     };
     let confidence = match raw.confidence {
         Some(c) if !(*c.get_ref() > 0.5 && *c.get_ref() < 1.0) => {
@@ -201,7 +201,10 @@ contexts = ["0"]
             super::super::CommandSpec::Shell(super::DEFAULT_REVS.into())
         );
         assert_eq!(b.workdir, Path::new("/c"));
-        assert_eq!(b.max_boots_per_step, 3);
+        assert_eq!(
+            b.max_boots_per_step,
+            crate::stats::bisect::search::DEFAULT_MAX_BOOTS_PER_STEP
+        );
         assert_eq!(b.noise_cv, None);
     }
 

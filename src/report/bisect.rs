@@ -209,6 +209,7 @@ mod tests {
             suspects: vec!["c3".into()],
             suspect_probabilities: Vec::new(),
             engine_s: 0.0,
+            noise_prior: None,
         }
     }
 

@@ -2,12 +2,13 @@
 //!
 //! Lists the commits (`[bisect] revs`), builds and boots good, bad, bad, good (`[bisect] build`
 //! with `{rev}`, the engine command with `{build}`; `ab`'s order, so the replicates measure
-//! the runner's boot-to-boot noise), checks the matrix moved between them
-//! ([`crate::stats::bisect::end_gap`]), then boots the commit that halves the culprit posterior
-//! ([`crate::stats::bisect::culprit_posterior`], [`crate::stats::bisect::next_commit`]) until
-//! one commit holds `confidence` of it or the budget (4 + `max_boots_per_step` × ⌈log2 n⌉ boots)
-//! is spent; a commit asked again (still undecided) is booted after a reference boot,
-//! alternately good and bad. About `4 + log2(n)` boots for `n` commits when each boot decides.
+//! the runner's boot-to-boot noise), checks the matrix moved between them, then boots the
+//! commit that halves the culprit posterior until one commit holds `confidence` of it or the
+//! budget (4 + `max_boots_per_step` × ⌈log2 n⌉ boots) is spent; a commit asked again (still
+//! undecided) is booted after a reference boot,
+//! alternately good and bad. Every one of these decisions is
+//! [`crate::stats::bisect::search::Search::decide`]'s; this loop builds and boots what it asks
+//! for. About `4 + log2(n)` boots for `n` commits when each boot decides.
 //!
 //! Revisions and build outputs are data from commands: `{rev}`, `{good}`, `{bad}` and
 //! `{build}` are shell-quoted in shell-line commands, and text with control characters is
@@ -31,8 +32,9 @@ use crate::config::{
 };
 use crate::results::{CellStatus, Event, EventKind, RunResults};
 use crate::stats::bisect::{
-    BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, BootValue, Culprit, StepAnswer,
-    StepEvidence, culprit_posterior, end_gap, matrix_value, moved_cells, next_commit,
+    BisectBoot, BisectRecord, BisectSettings, BisectStep, BootRole, Culprit, NoisePrior,
+    StepAnswer, StepEvidence, matrix_value, moved_cells,
+    search::{Next, Search, SearchSettings},
 };
 
 use super::gate::{Progress, setup};
@@ -56,6 +58,9 @@ pub(crate) struct BisectRequest {
     pub out: PathBuf,
     pub engine_args: Vec<String>,
     pub labels: BTreeMap<String, String>,
+    /// The boot noise's prior from the baseline history (`--from-change`); `None`: the
+    /// bisection's own boots alone measure it.
+    pub noise_prior: Option<NoisePrior>,
 }
 
 /// Why a bisection cannot start: the user's to fix (exit 2); nothing was built or booted.
@@ -99,6 +104,7 @@ pub(crate) struct BisectPlan {
     pub out: PathBuf,
     pub engine_args: Vec<String>,
     pub labels: BTreeMap<String, String>,
+    pub noise_prior: Option<NoisePrior>,
 }
 
 /// A finished (or stopped) bisection.
@@ -347,6 +353,7 @@ impl BisectPlan {
             out: req.out,
             engine_args: req.engine_args,
             labels: req.labels,
+            noise_prior: req.noise_prior,
         })
     }
 
@@ -564,6 +571,7 @@ impl BisectPlan {
             suspects: Vec::new(),
             suspect_probabilities: Vec::new(),
             engine_s: 0.0,
+            noise_prior: self.noise_prior,
         };
         let mut warnings = Vec::new();
         if let Err(e) = std::fs::create_dir_all(&self.out) {
@@ -621,89 +629,17 @@ impl BisectPlan {
         }
         record.commits = commits.clone();
         record.suspects = commits.clone();
-        let mut ends = Vec::new();
-        for (rev, role) in [(&self.good, BootRole::Good), (&self.bad, BootRole::Bad)] {
-            let (run, _) = self
-                .measured_boot(ctx, rev, role, None, progress, cancel)
-                .await?;
-            ends.push(run);
-        }
-        // A second pair of ends, in `ab`'s order (good, bad, bad, good): the replicates measure
-        // this runner's boot-to-boot noise today, and the order cancels a linear drift.
-        for (rev, role) in [(&self.bad, BootRole::Bad), (&self.good, BootRole::Good)] {
-            let build = ctx
-                .boots
-                .iter()
-                .find(|b| b.role == role)
-                .and_then(|b| b.build.clone());
-            let (run, _) = self
-                .measured_boot(ctx, rev, role, build, progress, cancel)
-                .await?;
-            ends.push(run);
-        }
         let n = commits.len();
         let bad_index = n - 1;
-        let reference = ends[0].clone();
-        let mut values: Vec<BootValue> = Vec::new();
-        for (k, run) in ends.iter().enumerate() {
-            let commit = if k == 0 || k == 3 {
-                None
-            } else {
-                Some(bad_index)
-            };
-            let Some(value) = matrix_value(run, &reference) else {
-                return Err("the good and bad boots measured no cell in common".into());
-            };
-            values.push(BootValue { commit, value });
-        }
-        let goods = [ends[0].clone(), ends[3].clone()];
-        let bads = [ends[1].clone(), ends[2].clone()];
-        let (cells, _) = moved_cells(&goods, &bads, &settings);
-        record.cells = cells;
-        // Whether the matrix moved at all: the gap's 95% interval must exclude 0. The ends are
-        // booted again in pairs (bad, good) while it does not, up to `max_boots_per_step`
-        // more pairs; the culprit's own confidence is the posterior's, below.
-        let mut extra = 0;
-        let (gap, lo, hi) = loop {
-            let Some((gap, lo, hi)) = end_gap(&values, bad_index, GAP_CONFIDENCE) else {
-                return Err("too few boots of good and bad to size their gap".into());
-            };
-            if !(lo <= 0.0 && hi >= 0.0) || extra >= self.bisect.max_boots_per_step {
-                break (gap, lo, hi);
-            }
-            extra += 1;
-            for (rev, role, commit) in [
-                (&self.bad, BootRole::Bad, Some(bad_index)),
-                (&self.good, BootRole::Good, None),
-            ] {
-                let build = ctx
-                    .boots
-                    .iter()
-                    .find(|b| b.role == role)
-                    .and_then(|b| b.build.clone());
-                let (run, _) = self
-                    .measured_boot(ctx, rev, role, build, progress, cancel)
-                    .await?;
-                let Some(value) = matrix_value(&run, &reference) else {
-                    return Err(format!("{rev} measured no cell the good build measured"));
-                };
-                values.push(BootValue { commit, value });
-            }
-        };
-        if lo <= 0.0 && hi >= 0.0 {
-            return Err(format!(
-                "no change between {} and {}: the matrix moved {:+.2}% [{:+.2}%, {:+.2}%] at {:.0}% confidence over {} boots each: nothing to bisect",
-                self.good,
-                self.bad,
-                gap.exp_m1() * 100.0,
-                lo.exp_m1() * 100.0,
-                hi.exp_m1() * 100.0,
-                GAP_CONFIDENCE * 100.0,
-                2 + extra
-            ));
-        }
-        let steps = (n.max(2) as f64).log2().ceil() as usize;
-        let budget = ctx.boots.len() + self.bisect.max_boots_per_step as usize * steps;
+        let mut search = Search::new(
+            n,
+            SearchSettings {
+                confidence: settings.confidence,
+                max_boots_per_step: self.bisect.max_boots_per_step,
+                gap_confidence: GAP_CONFIDENCE,
+                prior: self.noise_prior,
+            },
+        );
         let probit = |p: f64| {
             statrs::distribution::Normal::new(0.0, 1.0)
                 .map(|d| {
@@ -712,11 +648,13 @@ impl BisectPlan {
                 })
                 .unwrap_or(0.0)
         };
+        // The first good boot: every boot's matrix value is relative to it.
+        let mut reference: Option<RunResults> = None;
+        // The first two boots of each end: the per-cell evidence (`cells`).
+        let (mut goods, mut bads) = (Vec::new(), Vec::new());
         let mut builds: BTreeMap<String, String> = BTreeMap::new();
-        let mut last_step: Option<usize> = None;
-        let mut next_reference_good = true;
         loop {
-            let post = culprit_posterior(n, &values);
+            let post = search.posterior();
             let mut ranked: Vec<(usize, f64)> = post.iter().copied().enumerate().collect();
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
             record.suspect_probabilities = ranked
@@ -728,42 +666,49 @@ impl BisectPlan {
                 .filter(|&i| post[i] >= 0.001)
                 .map(|i| commits[i].clone())
                 .collect();
-            let (best, p_best) = ranked[0];
-            if p_best >= settings.confidence {
-                record.culprit = Some(Culprit {
-                    rev: commits[best].clone(),
-                    index: best + 1,
-                    last_good: if best == 0 {
-                        self.good.clone()
-                    } else {
-                        commits[best - 1].clone()
-                    },
-                });
-                return Ok(());
-            }
-            if ctx.boots.len() >= budget {
-                return Err(format!(
-                    "the boot budget ({budget} boots: the ends' + max_boots_per_step {} x {steps}) is spent; the most likely first bad commit is {} (probability {:.2}); suspects with their probabilities are in bisect.json",
-                    self.bisect.max_boots_per_step, commits[best], p_best
-                ));
-            }
-            let r = next_commit(&post);
-            let boot_once =
-                |rev: &str, role: BootRole, commit: Option<usize>| (rev.to_string(), role, commit);
-            let mut plan = Vec::new();
-            if last_step == Some(r) {
-                // Still undecided: a reference boot first, alternately good and bad, so the
-                // suspect's boots are interleaved with the builds they are told from.
-                plan.push(if next_reference_good {
-                    boot_once(&self.good, BootRole::Good, None)
-                } else {
-                    boot_once(&self.bad, BootRole::Bad, Some(bad_index))
-                });
-                next_reference_good = !next_reference_good;
-            }
-            plan.push(boot_once(&commits[r], BootRole::Step, Some(r)));
-            let mut step_value = None;
-            for (rev, role, commit) in plan {
+            let plan = match search.decide() {
+                Next::Boot(plan) => plan,
+                Next::Culprit { index, .. } => {
+                    record.culprit = Some(Culprit {
+                        rev: commits[index].clone(),
+                        index: index + 1,
+                        last_good: if index == 0 {
+                            self.good.clone()
+                        } else {
+                            commits[index - 1].clone()
+                        },
+                    });
+                    return Ok(());
+                }
+                Next::NothingMoved { gap, lo, hi, boots } => {
+                    return Err(format!(
+                        "no change between {} and {}: the matrix moved {:+.2}% [{:+.2}%, {:+.2}%] at {:.0}% confidence over {boots} boots of the two: nothing to bisect",
+                        self.good,
+                        self.bad,
+                        gap.exp_m1() * 100.0,
+                        lo.exp_m1() * 100.0,
+                        hi.exp_m1() * 100.0,
+                        GAP_CONFIDENCE * 100.0,
+                    ));
+                }
+                Next::BudgetSpent {
+                    budget,
+                    best,
+                    probability,
+                } => {
+                    return Err(format!(
+                        "the boot budget ({budget} boots: the ends' + max_boots_per_step {} x ⌈log2 {n}⌉) is spent; the most likely first bad commit is {} (probability {probability:.2}); suspects with their probabilities are in bisect.json",
+                        self.bisect.max_boots_per_step, commits[best]
+                    ));
+                }
+            };
+            let mut step = None;
+            for commit in plan {
+                let (rev, role) = match commit {
+                    None => (self.good.clone(), BootRole::Good),
+                    Some(i) if i == bad_index => (self.bad.clone(), BootRole::Bad),
+                    Some(i) => (commits[i].clone(), BootRole::Step),
+                };
                 let cached = builds.get(&rev).cloned().or_else(|| {
                     ctx.boots
                         .iter()
@@ -776,24 +721,38 @@ impl BisectPlan {
                 if let Some(b) = build {
                     builds.insert(rev.clone(), b);
                 }
-                let Some(value) = matrix_value(&run, &reference) else {
-                    return Err(format!("{rev} measured no cell the good build measured"));
+                let reference = reference.get_or_insert_with(|| run.clone());
+                let Some(value) = matrix_value(&run, reference) else {
+                    return Err(format!(
+                        "{rev} measured no cell in common with the good build"
+                    ));
                 };
-                values.push(BootValue { commit, value });
-                if role == BootRole::Step {
-                    step_value = Some(value);
+                search.record(commit, value);
+                match role {
+                    BootRole::Good if goods.len() < 2 => goods.push(run),
+                    BootRole::Bad if bads.len() < 2 => bads.push(run),
+                    BootRole::Step => step = Some((commit.unwrap_or(0), value)),
+                    _ => {}
+                }
+                if goods.len() == 2 && bads.len() == 2 && record.cells.is_empty() {
+                    record.cells = moved_cells(&goods, &bads, &settings).0;
                 }
             }
-            let post = culprit_posterior(n, &values);
+            let Some((r, step_value)) = step else {
+                continue;
+            };
+            let post = search.posterior();
             let p_bad: f64 = post[..=r].iter().sum();
-            let good_mean = {
-                let g: Vec<f64> = values
+            let mean_of = |end: Option<usize>| {
+                let v: Vec<f64> = search
+                    .values()
                     .iter()
-                    .filter(|b| b.commit.is_none())
+                    .filter(|b| b.commit == end)
                     .map(|b| b.value)
                     .collect();
-                g.iter().sum::<f64>() / g.len().max(1) as f64
+                v.iter().sum::<f64>() / v.len().max(1) as f64
             };
+            let (good_mean, bad_mean) = (mean_of(None), mean_of(Some(bad_index)));
             let rev = &commits[r];
             let numbers: Vec<u32> = ctx
                 .boots
@@ -814,14 +773,16 @@ impl BisectPlan {
                     } else {
                         StepAnswer::Uncertain
                     },
-                    position: step_value.map(|v| (v - good_mean) / gap),
+                    position: (bad_mean != good_mean)
+                        .then(|| (step_value - good_mean) / (bad_mean - good_mean)),
                     z: probit(p_bad),
                     z_needed: probit(settings.confidence),
-                    cells: ends[0]
-                        .cells
-                        .iter()
-                        .filter(|c| c.status == CellStatus::Ok)
-                        .count(),
+                    cells: reference.as_ref().map_or(0, |r| {
+                        r.cells
+                            .iter()
+                            .filter(|c| c.status == CellStatus::Ok)
+                            .count()
+                    }),
                     boots: numbers.len(),
                 },
                 suspects: (
@@ -829,7 +790,6 @@ impl BisectPlan {
                     support.last().map_or(n, |i| i + 1),
                 ),
             });
-            last_step = Some(r);
         }
     }
 

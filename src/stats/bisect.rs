@@ -21,6 +21,8 @@ use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::results::{CellStatus, RunResults};
 
+pub mod search;
+
 /// The bisection's test settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BisectSettings {
@@ -318,6 +320,50 @@ pub fn matrix_value(run: &RunResults, reference: &RunResults) -> Option<f64> {
 /// measure alike to the fourth digit do not make a gap of 0.1% certain.
 pub const BOOT_SD_FLOOR: f64 = 0.0005;
 
+/// What the gate knows of the runner's boot-to-boot noise before the bisection boots anything:
+/// the SD of one boot's matrix value (log units) as a scaled-inverse-χ² prior worth `df`
+/// boots' degrees of freedom (from the baseline history's run-to-run noise, or `[bisect]
+/// noise_cv`). The bisection's own replicates then add to it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NoisePrior {
+    /// Prior SD of one boot's matrix value (log units).
+    pub sd: f64,
+    /// Its weight in degrees of freedom (0: Jeffreys' prior, the boots alone).
+    pub df: f64,
+}
+
+/// Most degrees of freedom a history's noise prior is worth: the history's runner (and its
+/// noise) need not be today's, so the bisection's own boots soon outweigh it.
+pub const HISTORY_PRIOR_MAX_DF: f64 = 10.0;
+
+/// The boot-to-boot noise a baseline history shows (`runs` oldest first, one group): the SD of
+/// one run's matrix value (each run a fresh boot, its run factor whole, the cell terms averaged
+/// over the matrix), from the median absolute successive difference (× 1.4826 / √2, so a step
+/// or a slow drift in the history moves it little), worth `0.37 (runs − 1)` degrees of freedom
+/// (that estimator's efficiency), at most [`HISTORY_PRIOR_MAX_DF`]. `None` with fewer than 6
+/// runs.
+pub(crate) fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
+    let (_, values) = super::changepoint::series_of(
+        runs,
+        &super::changepoint::Scope::Matrix,
+        crate::verdict::Metric::AggregateTps,
+    );
+    let logs: Vec<f64> = values
+        .iter()
+        .filter(|v| v.is_finite() && **v > 0.0)
+        .map(|v| v.ln())
+        .collect();
+    if logs.len() < 6 {
+        return None;
+    }
+    let mut diffs: Vec<f64> = logs.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    let sd = 1.4826 * super::noise::median(&mut diffs) / std::f64::consts::SQRT_2;
+    (sd.is_finite() && sd > 0.0).then(|| NoisePrior {
+        sd: sd.max(BOOT_SD_FLOOR),
+        df: (0.37 * (logs.len() - 1) as f64).min(HISTORY_PRIOR_MAX_DF),
+    })
+}
+
 /// The posterior probability of each commit of `n` being the first bad one, from the boots'
 /// matrix values. Given culprit `k`, a boot's value is `level + gap · [commit ≥ k] + noise`
 /// (the known-good revision: `[·] = 0`; the known-bad, commit `n − 1`: 1) with the level, the
@@ -327,6 +373,17 @@ pub const BOOT_SD_FLOOR: f64 = 0.0005;
 /// the boots themselves measure the runner's noise (the good and bad replicates, booted
 /// interleaved), as `ab` does. Uniform when fewer than 3 boots.
 pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
+    culprit_posterior_with(n, boots, None)
+}
+
+/// [`culprit_posterior`] with the noise SD's prior `prior` (scaled-inverse-χ² with `df`
+/// degrees of freedom at `sd`): `|XᵀX|^{−1/2} · (RSS_k + (N − 2) floor² + df sd²)^{−(N − 2 +
+/// df)/2}`. `None` or `df = 0`: Jeffreys' prior.
+pub fn culprit_posterior_with(
+    n: usize,
+    boots: &[BootValue],
+    prior: Option<NoisePrior>,
+) -> Vec<f64> {
     let big_n = boots.len();
     if n == 0 {
         return Vec::new();
@@ -335,6 +392,9 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
         return vec![1.0 / n as f64; n];
     }
     let df = (big_n - 2) as f64;
+    let (pdf, pss) = prior.map_or((0.0, 0.0), |p| (p.df, p.df * p.sd * p.sd));
+    let power = (df + pdf) / 2.0;
+    let floor = df * BOOT_SD_FLOOR.powi(2) + pss;
     let logs: Vec<f64> = (0..n)
         .map(|k| {
             let x: Vec<f64> = boots
@@ -351,7 +411,7 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
                 // the data without a gap say.
                 let mean = sy / nf;
                 let rss: f64 = boots.iter().map(|b| (b.value - mean).powi(2)).sum();
-                return -0.5 * nf.ln() - df / 2.0 * (rss + df * BOOT_SD_FLOOR.powi(2)).ln();
+                return -0.5 * nf.ln() - power * (rss + floor).ln();
             }
             let gap = (nf * sxy - sx * sy) / det;
             let level = (sy - gap * sx) / nf;
@@ -360,7 +420,7 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
                 .zip(&x)
                 .map(|(b, xi)| (b.value - level - gap * xi).powi(2))
                 .sum();
-            -0.5 * det.ln() - df / 2.0 * (rss + df * BOOT_SD_FLOOR.powi(2)).ln()
+            -0.5 * det.ln() - power * (rss + floor).ln()
         })
         .collect();
     let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -394,6 +454,17 @@ pub fn next_commit(posterior: &[f64]) -> usize {
 /// boot-to-boot SD (at least [`BOOT_SD_FLOOR`]); `None` with fewer than one boot a side or
 /// fewer than 3 in all.
 pub fn end_gap(boots: &[BootValue], bad: usize, confidence: f64) -> Option<(f64, f64, f64)> {
+    end_gap_with(boots, bad, confidence, None)
+}
+
+/// [`end_gap`] with the noise SD's prior (its `df` add to the pooled SD's and the t's degrees
+/// of freedom).
+pub fn end_gap_with(
+    boots: &[BootValue],
+    bad: usize,
+    confidence: f64,
+    prior: Option<NoisePrior>,
+) -> Option<(f64, f64, f64)> {
     let good: Vec<f64> = boots
         .iter()
         .filter(|b| b.commit.is_none())
@@ -411,8 +482,9 @@ pub fn end_gap(boots: &[BootValue], bad: usize, confidence: f64) -> Option<(f64,
     let (m1, m2) = (super::build::mean(&good), super::build::mean(&worse));
     let ss: f64 = good.iter().map(|v| (v - m1).powi(2)).sum::<f64>()
         + worse.iter().map(|v| (v - m2).powi(2)).sum::<f64>();
-    let df = (n1 + n2 - 2) as f64;
-    let sd = (ss / df).sqrt().max(BOOT_SD_FLOOR);
+    let (pdf, pss) = prior.map_or((0.0, 0.0), |p| (p.df, p.df * p.sd * p.sd));
+    let df = (n1 + n2 - 2) as f64 + pdf;
+    let sd = ((ss + pss) / df).sqrt().max(BOOT_SD_FLOOR);
     let se = sd * (1.0 / n1 as f64 + 1.0 / n2 as f64).sqrt();
     let t = statrs::distribution::StudentsT::new(0.0, 1.0, df)
         .map(|d| d.inverse_cdf(0.5 + confidence / 2.0))
@@ -520,6 +592,10 @@ pub struct BisectRecord {
     /// Engine-seconds spent: every boot's build, boot, measurement and teardown.
     #[serde(default)]
     pub engine_s: f64,
+    /// The boot noise's prior from the baseline history (`bisect --from-change`), when one
+    /// was read ([`history_prior`]); else the boots alone measure it.
+    #[serde(default)]
+    pub noise_prior: Option<NoisePrior>,
 }
 
 #[cfg(test)]
@@ -669,6 +745,24 @@ mod tests {
         let p = culprit_posterior(32, &boots);
         assert!(p.iter().all(|v| *v < 0.2), "{p:?}");
         assert_eq!(culprit_posterior(4, &boots[..2]), vec![0.25; 4]);
+    }
+
+    #[test]
+    fn a_history_gives_the_boot_noise_prior_a_step_in_it_does_not_inflate() {
+        let mut rng = rand::SeedableRng::seed_from_u64(3);
+        // 40 nightly runs, 1% run factor, 2% per cell (0.45% over 20 cells), −3% from run 25.
+        let runs: Vec<RunResults> = (0..40)
+            .map(|i| {
+                let f = if i >= 25 { 0.97 } else { 1.0 };
+                crate::stats::eval::synthetic_run(&format!("n{i}"), &mut rng, 0.01, 0.02, &|_| f)
+            })
+            .collect();
+        let p = history_prior(&runs).expect("prior");
+        assert!((0.007..0.016).contains(&p.sd), "{p:?}");
+        assert!((p.df - HISTORY_PRIOR_MAX_DF).abs() < 1e-9, "{p:?}");
+        assert_eq!(history_prior(&runs[..5]), None);
+        // A 6-run history is worth less than 2 degrees of freedom.
+        assert!(history_prior(&runs[..6]).is_some_and(|p| p.df < 2.0));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use super::compare::metric_value;
 use super::noise::median;
 
 mod local_level;
-use local_level::{Shape, creep_scan, location_interval};
+use local_level::{Shape, creep_scan, location_interval, white_sd};
 
 /// Parameters of the change-point search. The defaults are the measured ones in
 /// `docs/statistics.md`.
@@ -319,10 +319,11 @@ fn newest_creep(
     if start >= logs.len() {
         return None;
     }
+    let w = white_sd(logs, s.drift_per_run).unwrap_or(white);
     let scan = creep_scan(
         logs,
         start,
-        white,
+        w,
         s.drift_per_run,
         CREEP_MIN_FLAT,
         CREEP_MIN_RUNS,
@@ -1260,6 +1261,28 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(seed);
         let g = Gauss::new(0.0, sd).unwrap();
         (0..n).map(|i| shift(i) + g.sample(&mut rng)).collect()
+    }
+
+    #[test]
+    fn the_creep_tests_white_noise_is_estimated_tighter_than_the_mad_and_ignores_an_outlier() {
+        let (mut mad, mut trimmed) = (Vec::new(), Vec::new());
+        for seed in 0..200 {
+            let mut logs = noisy(60, 0.011, seed, &|_| 0.0);
+            logs[30] -= 0.08;
+            mad.push(noise_sd(&logs) / 0.011);
+            trimmed.push(white_sd(&logs, 0.0).expect("60 runs") / 0.011);
+        }
+        let spread = |v: &[f64]| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            (
+                m,
+                (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt(),
+            )
+        };
+        let ((m1, s1), (m2, s2)) = (spread(&mad), spread(&trimmed));
+        assert!((0.9..1.1).contains(&m2), "trimmed mean {m2}");
+        assert!(s2 < 0.75 * s1, "trimmed sd {s2} vs MAD {s1} (mean {m1})");
+        assert_eq!(white_sd(&[0.0; 5], 0.0), None);
     }
 
     #[test]
