@@ -560,7 +560,7 @@ pub(crate) mod tests {
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,
-                noise_k: 2.0,
+                matrix_margin: 0.01,
                 correction: "holm".into(),
                 confidence: 0.95,
             },

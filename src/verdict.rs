@@ -621,14 +621,32 @@ pub struct LineTest {
 pub struct RuleSummary {
     /// Family-wise error rate across all cells x metrics.
     pub alpha: f64,
-    /// Minimum relative effect worth failing a PR for.
+    /// Minimum relative effect worth failing a PR for (the margin of cells, rows and columns).
     pub min_effect: f64,
-    /// Margin multiplier on the noise estimate.
-    pub noise_k: f64,
-    /// `holm` or `benjamini_hochberg`.
+    /// Smallest uniform change the matrix-wide test reports as a regression (its margin);
+    /// absent from verdicts written before it was recorded, which all used 1%.
+    #[serde(default = "RuleSummary::earlier_matrix_margin")]
+    pub matrix_margin: f64,
+    /// How alpha is shared among the tests: `bonferroni` (fixed shares, the gate against a
+    /// store) or `holm` (the paired A/B comparison).
     pub correction: String,
     /// Confidence level of reported intervals.
     pub confidence: f64,
+}
+
+impl RuleSummary {
+    /// The matrix margin of every verdict written before `matrix_margin` was recorded.
+    fn earlier_matrix_margin() -> f64 {
+        0.01
+    }
+
+    /// The correction's name as written in prose (`Bonferroni`, `Holm`).
+    pub fn correction_name(&self) -> String {
+        let mut c = self.correction.chars();
+        c.next().map_or_else(String::new, |f| {
+            f.to_uppercase().chain(c).collect::<String>()
+        })
+    }
 }
 
 /// A signed number with a real minus sign: `−9.1`, `+0.4`.

@@ -184,7 +184,7 @@ fn verdict(
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.02,
-            noise_k: 3.0,
+            matrix_margin: 0.01,
             correction: "holm".into(),
             confidence: 0.95,
         },

@@ -322,7 +322,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.03,
-            noise_k: 2.0,
+            matrix_margin: 0.01,
             correction: "holm".into(),
             confidence: 0.9,
         },

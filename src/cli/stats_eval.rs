@@ -226,6 +226,33 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
     }
     out.push_str(&table.to_string());
     out.push('\n');
+    out.push_str("\nWhich tests said regression (share of gates; a gate can have several):\n");
+    let mut sources = Table::new();
+    *sources.style_mut() = UTF8_FULL_CONDENSED;
+    sources.set_header(vec![
+        "runner",
+        "A/A cell",
+        "A/A line",
+        "A/A matrix",
+        "A/A capacity",
+        "-5% matrix",
+    ]);
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let a = |s: Scenario, f: &dyn Fn(&crate::stats::eval::AlarmSources) -> f64| {
+            o(s).map_or_else(String::new, |x| pct(f(&x.alarms)))
+        };
+        sources.add_row(vec![
+            c.condition.clone(),
+            a(Scenario::AA, &|x| x.cell),
+            a(Scenario::AA, &|x| x.line),
+            a(Scenario::AA, &|x| x.matrix),
+            a(Scenario::AA, &|x| x.capacity),
+            a(Scenario::Uniform(-0.05), &|x| x.matrix),
+        ]);
+    }
+    out.push_str(&sources.to_string());
+    out.push('\n');
     if !r.targets.is_empty() {
         out.push_str("\nTargets:\n");
         for t in &r.targets {

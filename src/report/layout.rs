@@ -603,9 +603,9 @@ fn details(report: &ComparisonReport) -> Vec<String> {
          ({} within each family); a regression also needs a change beyond {:.1}% ({:.0}% for \
          the matrix); {:.0}% intervals; baseline level from {} run{}, noise from {}.",
         r.alpha,
-        r.correction,
+        r.correction_name(),
         100.0 * r.min_effect,
-        100.0 * crate::stats::rule::MATRIX_MARGIN,
+        100.0 * r.matrix_margin,
         100.0 * r.confidence,
         report.baseline.level_runs.len(),
         if report.baseline.level_runs.len() == 1 {

@@ -196,7 +196,7 @@ mod tests {
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,
-                noise_k: 1.0,
+                matrix_margin: 0.01,
                 correction: "holm".into(),
                 confidence: 0.95,
             },

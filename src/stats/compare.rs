@@ -339,6 +339,31 @@ struct LineChange {
     members: Vec<usize>,
 }
 
+/// The location of a line's (or the rest's) cell changes: the mean without the lowest and the
+/// highest cell (20% of each end from 10 cells on) when there are 4 or more, else the mean.
+/// One wild cell of a heavy-tailed runner then moves a line only as much as the cell itself is
+/// allowed to (the cell's own test), not as a whole row would; a change of the whole line moves
+/// it fully. Sorts `v`.
+fn line_mean(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let cut = line_cut(n);
+    mean(&v[cut..n - cut])
+}
+
+/// Cells [`line_mean`] drops at each end of a line of `n`.
+fn line_cut(n: usize) -> usize {
+    if n >= 4 { (n / 5).max(1) } else { 0 }
+}
+
+/// The tail degrees of freedom of a line's contrast when its cells' noise is a t of `cell_df`:
+/// a mean that drops `k` cells at each end moves far only when `k + 1` cells are wild at once,
+/// so its tail falls like a t of `(k + 1)·ν` (one-big-jump: a sum's tail is its largest
+/// terms'); Gaussian cells give a Gaussian line.
+fn line_tail_df(n: usize, cell_df: f64) -> f64 {
+    (line_cut(n) + 1) as f64 * cell_df
+}
+
 /// The row (context) and column (concurrency) contrasts of one metric from its cell tests; an
 /// axis with a single line has none (its line is the whole matrix). A line's noise is read
 /// from the same contrast in every history run (`resid[column][run]`, the model's residuals):
@@ -370,20 +395,20 @@ fn line_changes(
             }
             let part = |v: &[&CellTest]| {
                 let n = v.len() as f64;
-                let est = v.iter().map(|t| t.specific.estimate).sum::<f64>() / n;
+                let mut x: Vec<f64> = v.iter().map(|t| t.specific.estimate).collect();
                 let var = v.iter().map(|t| t.specific.se.powi(2)).sum::<f64>() / (n * n);
-                (est, var)
+                (line_mean(&mut x), var)
             };
             let (e1, v1) = part(&line);
             let (e2, v2) = part(&rest);
             let runs = resid.first().map_or(0, Vec::len);
             let mean_at = |v: &[&CellTest], r: usize| {
-                let x: Vec<f64> = v
+                let mut x: Vec<f64> = v
                     .iter()
                     .map(|t| resid[t.column][r])
                     .filter(|x| x.is_finite())
                     .collect();
-                (!x.is_empty()).then(|| mean(&x))
+                (!x.is_empty()).then(|| line_mean(&mut x))
             };
             let history: Vec<f64> = (0..runs)
                 .filter_map(|r| Some(mean_at(&line, r)? - mean_at(&rest, r)?))
@@ -405,12 +430,14 @@ fn line_changes(
             out.push(LineChange {
                 axis,
                 at,
-                // An average of cells: its tails are the estimation t's, not one cell's.
                 change: LogChange {
                     estimate: e1 - e2,
                     se,
                     df,
-                    tail_df: f64::INFINITY,
+                    tail_df: line_tail_df(
+                        line.len(),
+                        tests.first().map_or(f64::INFINITY, |t| t.specific.tail_df),
+                    ),
                 },
                 members: line.iter().map(|t| t.cell).collect(),
             });
@@ -681,9 +708,11 @@ fn screen(change: &LogChange, look: &str) -> (bool, crate::verdict::Check) {
 /// One metric's verdict in one cell, with its reason and the change it was decided on: its own
 /// test (the cell against the rest of its run) when that found a change its total agrees
 /// with; else its row's or column's, when the cell points the same way; else the matrix's,
-/// when the matrix moved and the cell's total change points that way; else unchanged.
+/// when the matrix moved and the cell's total change points that way (for a reported-only
+/// metric, its total's interval must exclude no change too); else unchanged.
 fn cell_decision(
     t: &CellTest,
+    gating: bool,
     own: CellVerdict,
     line: Option<(&LineChange, CellVerdict)>,
     matrix: Option<(CellVerdict, f64)>,
@@ -737,8 +766,18 @@ fn cell_decision(
         );
         return (v, why, shown_line);
     }
+    // A reported-only metric is labelled by the matrix only where its own interval says it
+    // moved that way too (its cells are not the matrix's evidence).
+    let (lo, hi) = t.total.interval(CONFIDENCE);
+    let (a, b) = (signed(lo, dir), signed(hi, dir));
+    let own_interval_agrees = |v: CellVerdict| match v {
+        CellVerdict::Regression => a.max(b) < 0.0,
+        CellVerdict::Improvement => a.min(b) > 0.0,
+        _ => false,
+    };
     if let Some((v, m)) = matrix
         && points(v, total_good)
+        && (gating || own_interval_agrees(v))
     {
         let with = shown(&t.total, DecisionBasis::WithMatrix, Some(m));
         let why = format!(
@@ -944,8 +983,13 @@ pub fn compare_at(
             .filter(|(v, _)| *v != CellVerdict::Unchanged)
             .zip(matrices.get(&t.metric))
             .map(|((v, _), m)| (*v, relative(m.change.estimate)));
-        let (verdict, why, decided_on) =
-            cell_decision(t, own, moved_line(t.metric, t.cell), matrix);
+        let (verdict, why, decided_on) = cell_decision(
+            t,
+            gating(t.metric),
+            own,
+            moved_line(t.metric, t.cell),
+            matrix,
+        );
         let (lo, hi) = t.total.interval(CONFIDENCE);
         let p = t.specific.p_worse(dir);
         per_cell.entry(t.cell).or_default().push((

@@ -252,6 +252,49 @@ pub(crate) struct ScenarioOutcome {
     pub target_cell_rate: Option<f64>,
     /// Mean candidate boots per gate.
     pub mean_boots: f64,
+    /// Which tests said regression (shares of trials; a gate can have several).
+    #[serde(default)]
+    pub alarms: AlarmSources,
+}
+
+/// Which tests of the gate said regression, as shares of trials: where the false alarms of a
+/// runner come from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AlarmSources {
+    /// A cell's own test (first boot).
+    pub cell: f64,
+    /// A row or column test (first boot).
+    pub line: f64,
+    /// The matrix-wide test (both boots).
+    pub matrix: f64,
+    /// A capacity, saturation or error regression.
+    pub capacity: f64,
+}
+
+/// Which families of tests found a regression in `report`: cell, line, matrix, capacity.
+fn alarm_families(report: &crate::verdict::ComparisonReport) -> [bool; 4] {
+    let cell = report.cells.iter().any(|c| {
+        c.primary()
+            .and_then(|m| m.check.as_ref())
+            .is_some_and(|k| k.rejected)
+    });
+    let line = report
+        .lines
+        .iter()
+        .any(|l| l.test.verdict == CellVerdict::Regression);
+    let matrix = report
+        .matrix_test
+        .as_ref()
+        .is_some_and(|m| m.verdict == CellVerdict::Regression);
+    let capacity = report.cells.iter().any(|c| {
+        matches!(
+            c.verdict,
+            CellVerdict::CapacityRegression
+                | CellVerdict::SaturationRegression
+                | CellVerdict::ErrorRegression
+        )
+    });
+    [cell, line, matrix, capacity]
 }
 
 /// All scenarios on one runner.
@@ -650,8 +693,9 @@ fn run_condition(
         rng: StdRng::seed_from_u64(seed),
         std,
     };
-    // counts[s] = (regression, pass, insufficient, target cell, boots)
-    let mut counts = vec![[0.0f64; 5]; SCENARIOS.len()];
+    // counts[s] = (regression, pass, insufficient, target cell, boots, then the alarms of
+    // cell, line, matrix and capacity tests)
+    let mut counts = vec![[0.0f64; 9]; SCENARIOS.len()];
     let zero = vec![0.0; n_cells];
     for trial in 0..cfg.trials {
         let mut drift = 0.0;
@@ -745,6 +789,9 @@ fn run_condition(
             };
             c[3] += f64::from(u8::from(found));
             c[4] += if confirmed { 2.0 } else { 1.0 };
+            for (k, hit) in alarm_families(&report).into_iter().enumerate() {
+                c[5 + k] += f64::from(u8::from(hit));
+            }
         }
     }
     let trials = cfg.trials.max(1) as f64;
@@ -771,6 +818,12 @@ fn run_condition(
                     )
                     .then_some(c[3] / trials),
                     mean_boots: c[4] / trials,
+                    alarms: AlarmSources {
+                        cell: c[5] / trials,
+                        line: c[6] / trials,
+                        matrix: c[7] / trials,
+                        capacity: c[8] / trials,
+                    },
                 }
             })
             .collect(),

@@ -187,7 +187,8 @@ pub(crate) fn fit(t: &LogTable) -> NoiseModel {
     let (nr, nc) = (t.runs, t.cells);
     let kept: Vec<bool> = t.values.iter().map(|v| v.is_finite()).collect();
     let (center, effect) = fit_effects(t, &kept);
-    let tail_df = tail_df(t, &center, &effect);
+    let tail = tail_fit(t, &center, &effect);
+    let tail_df = tail.as_ref().map_or(f64::INFINITY, |f| f.df);
 
     // Per-cell residual variance with its share of the two-way degrees of freedom.
     let runs_with_data = (0..nr).filter(|&r| effect[r].is_finite()).count();
@@ -237,6 +238,15 @@ pub(crate) fn fit(t: &LogTable) -> NoiseModel {
         cell_sigma[c] = var.sqrt();
         cell_df[c] = (df + prior_w).min(pooled_df).max(PRIOR_DF);
     }
+    // Heavy tails: the sample SD of a cell's few residuals is mostly set by whether a wild one
+    // happened to fall in the history (its spread is far wider than chi-square's), so a cell's
+    // scale is the fitted t's instead (a weighted fit that wild residuals barely move), as the
+    // SD that t implies.
+    if let Some(f) = &tail {
+        for (c, sigma) in cell_sigma.iter_mut().enumerate() {
+            *sigma = f.scale * f.cell_scale[c] * (f.df / (f.df - 2.0)).sqrt();
+        }
+    }
 
     // Run-level noise from successive differences of the run effects (oldest → newest), so a
     // trend or a step in the history is not counted as noise.
@@ -258,11 +268,21 @@ pub(crate) fn fit(t: &LogTable) -> NoiseModel {
     }
 }
 
+/// A Student t fitted to the residuals of a heavy-tailed history.
+struct TailFit {
+    /// Its degrees of freedom (above 2).
+    df: f64,
+    /// Its scale, in units of each cell's robust scale.
+    scale: f64,
+    /// Each cell's robust scale (log units).
+    cell_scale: Vec<f64>,
+}
+
 /// The residuals' tail: each residual of the least-squares fit (mean polish of the robust
 /// one's) in units of its cell's robust scale (shrunk toward the pooled one, so cells of
 /// different noise do not pass for a heavy tail), one Student t fitted to all
-/// ([`fit_student_t`]); `f64::INFINITY` when Gaussian or too few to tell.
-fn tail_df(t: &LogTable, center: &[f64], effect: &[f64]) -> f64 {
+/// ([`fit_student_t`]); `None` when Gaussian or too few to tell.
+fn tail_fit(t: &LogTable, center: &[f64], effect: &[f64]) -> Option<TailFit> {
     let (nr, nc) = (t.runs, t.cells);
     let resid_at = |i: usize| t.values[i] - center[i % nc] - effect[i / nc];
     let mut abs: Vec<f64> = (0..nr * nc)
@@ -272,7 +292,7 @@ fn tail_df(t: &LogTable, center: &[f64], effect: &[f64]) -> f64 {
         .collect();
     let runs = effect.iter().filter(|v| v.is_finite()).count();
     if runs < TAIL_MIN_RUNS || abs.len() < TAIL_MIN_RESIDUALS {
-        return f64::INFINITY;
+        return None;
     }
     let pooled_scale = (1.4826 * median(&mut abs)).max(1e-4);
     let cell_scale: Vec<f64> = (0..nc)
@@ -317,7 +337,12 @@ fn tail_df(t: &LogTable, center: &[f64], effect: &[f64]) -> f64 {
         .map(|i| polished[i] / cell_scale[i % nc])
         .filter(|v| v.is_finite())
         .collect();
-    fit_student_t(&standardized).0
+    let (df, scale) = fit_student_t(&standardized);
+    (df.is_finite() && df > 2.0).then_some(TailFit {
+        df,
+        scale,
+        cell_scale,
+    })
 }
 
 /// Runs needed before the residuals' tail is estimated.

@@ -20,9 +20,6 @@ use crate::verdict::{
 use super::DecisionRule;
 use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 
-/// Margin multiplier of a paired cell: margin = max(min_effect, 2 x the pairs' spread), so a
-/// difference within the pairs' own scatter is never a regression.
-const NOISE_K: f64 = 2.0;
 use super::build::{self, Coord, find, mean, sd};
 use super::compare::{ALL_METRICS, metric_value};
 use super::headline::Against;
@@ -181,12 +178,11 @@ struct PairTest {
 /// change shown is `mean(d)`, its interval a Student t over pairs. The per-cell *test* is on
 /// `d_ic − D_i` (the cell's change beyond the pair's common factor, so each boot's speed
 /// factor cancels, as in `stats::compare`); when the matrix-wide test finds a change, cells
-/// left undecided take their verdict from the total change. The margin is
-/// `max(min_effect, noise_k × σ)` with σ the cell's own spread beyond the pair's common factor
-/// (`sd_i(d_ic − D_i) / √2`). Gating metrics of all cells form one family (Holm or BH at the
-/// rule's cell alpha), improvements adjusted separately; the matrix-wide test is the paired t
+/// left undecided take their verdict from the total change. The margin is `min_effect` (the
+/// pairs' own scatter is in the test's interval already). Gating metrics of all cells form one family (Holm at the
+/// local families' alpha, `alpha / 2`), improvements adjusted separately; the matrix-wide test is the paired t
 /// on `D_i`, the per-pair mean difference over the cells measured in every pair, at the rule's
-/// matrix alpha with `matrix_min_effect` as margin.
+/// matrix alpha with the matrix margin (`MATRIX_MARGIN`, 1%).
 pub fn paired_compare(
     a: &[RunResults],
     b: &[RunResults],
@@ -271,15 +267,6 @@ pub fn paired_compare(
             }
             let diffs: Vec<f64> = valid.iter().map(|(_, x)| x.0).collect();
             let change = paired_change(&diffs);
-            let spread = if full.len() >= 2 && full.contains(&k) {
-                let resid: Vec<f64> = valid
-                    .iter()
-                    .filter_map(|(i, x)| pair_mean[*i].map(|m| x.0 - m))
-                    .collect();
-                sd(&resid) / std::f64::consts::SQRT_2
-            } else {
-                0.0
-            };
             let specific = (full.len() >= 2 && full.contains(&k)).then(|| {
                 let resid: Vec<f64> = valid
                     .iter()
@@ -305,7 +292,7 @@ pub fn paired_compare(
                 cell: ci,
                 change,
                 specific,
-                margin: rule.min_effect.max(NOISE_K * spread),
+                margin: rule.min_effect,
                 baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
                 candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
                 pairs: valid.len(),
@@ -331,6 +318,7 @@ pub fn paired_compare(
         },
         rule,
     );
+    report.rule.correction = "holm".into();
     if let Some(m) = matrix.get(&Metric::AggregateTps) {
         let dir = Direction::HigherIsBetter;
         let v = significant_verdict(

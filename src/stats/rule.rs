@@ -125,7 +125,7 @@ impl DecisionRule {
         RuleSummary {
             alpha: self.alpha,
             min_effect: self.min_effect,
-            noise_k: 0.0,
+            matrix_margin: MATRIX_MARGIN,
             correction: "bonferroni".to_string(),
             confidence: CONFIDENCE,
         }

@@ -102,7 +102,7 @@ fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> 
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.03,
-            noise_k: 2.0,
+            matrix_margin: 0.01,
             correction: "holm".into(),
             confidence: 0.95,
         },
