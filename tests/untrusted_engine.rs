@@ -17,12 +17,12 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 use support::actions::{PrStep, accepting_github};
-use support::{eventually, marked};
+use support::{eventually, gate_command, marked, read_until, spawn_gate};
 use wiremock::Request;
 const GITHUB_TOKEN: &str = "ghs_GATE_token_must_stay_secret_1";
 const INFERGATE_TOKEN: &str = "ghp_INFERGATE_token_secret_2";
@@ -410,18 +410,8 @@ fn escaping_children_are_gone_after_a_normal_run() {
     let config = escaping_config(dir.path(), &marker, "1s");
     let out = dir.path().join("out");
     std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(&out)
-        .arg("--baseline-dir")
-        .arg(dir.path().join("baselines"))
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let (code, stderr) = support::gate(&config, &out, &dir.path().join("baselines"), &[]);
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(
         eventually(Duration::from_secs(30), || marked(&marker).is_empty()),
         "left behind: {:?}",
@@ -444,28 +434,17 @@ fn a_sigkilled_gate_leaves_no_engine_process() {
     let marker = format!("sigkill-{}", std::process::id());
     let config = escaping_config(dir.path(), &marker, "30s");
     std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
-    let mut gate = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--baseline-dir")
-        .arg(dir.path().join("baselines"))
-        .env_remove("GITHUB_ACTIONS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = gate.stderr.take().unwrap();
+    let mut gate = spawn_gate(
+        &config,
+        &dir.path().join("out"),
+        &dir.path().join("baselines"),
+    );
     let mut seen = Vec::new();
-    for line in BufReader::new(stderr).lines() {
-        let line = line.unwrap();
-        let ready = line.contains("ready C=1");
-        seen.push(line);
-        if ready {
-            break;
-        }
-    }
+    read_until(
+        &mut BufReader::new(gate.stderr.take().unwrap()).lines(),
+        "ready C=1",
+        &mut seen,
+    );
     // The sim and the four escapees (setsid, double-forked, TERM-ignoring sh and its sleep).
     let started = eventually(Duration::from_secs(30), || marked(&marker).len() >= 5);
     let before = marked(&marker);
@@ -582,28 +561,10 @@ fn a_gate_killed_during_teardown_leaves_no_engine_process_waiting_for_the_grace(
         .replace("duration = \"1s\"", "duration = \"30s\"");
     std::fs::write(&config, text).unwrap();
     std::fs::create_dir_all(dir.path().join("store")).unwrap();
-    let mut gate = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--baseline-dir")
-        .arg(dir.path().join("store"))
-        .env_remove("GITHUB_ACTIONS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut gate = spawn_gate(&config, &dir.path().join("out"), &dir.path().join("store"));
     let mut lines = BufReader::new(gate.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let ready = line.contains("ready C=1");
-        seen.push(line);
-        if ready {
-            break;
-        }
-    }
+    read_until(&mut lines, "ready C=1", &mut seen);
     assert!(
         eventually(Duration::from_secs(30), || marked(&marker).len() >= 3),
         "tree not seen: {:?}\n{}",
@@ -617,14 +578,7 @@ fn a_gate_killed_during_teardown_leaves_no_engine_process_waiting_for_the_grace(
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let stopping = line.contains("SIGINT received");
-        seen.push(line);
-        if stopping {
-            break;
-        }
-    }
+    read_until(&mut lines, "SIGINT received", &mut seen);
     std::thread::sleep(Duration::from_secs(1));
     gate.kill().unwrap();
     let _ = gate.wait();
@@ -662,18 +616,8 @@ fn door5(dir: &Path, uid: Option<u32>) -> Door5 {
     );
     engine_config(dir, probe, &env, "1s");
     std::fs::create_dir_all(dir.join("store")).unwrap();
-    let mut gate = Command::new(env!("CARGO_BIN_EXE_infergate"));
-    gate.current_dir(dir)
-        .args([
-            "run",
-            "--config",
-            "gate.toml",
-            "--out",
-            "out",
-            "--baseline-dir",
-            "store",
-        ])
-        .env_remove("GITHUB_ACTIONS");
+    let mut gate = gate_command(Path::new("gate.toml"), Path::new("out"), Path::new("store"));
+    gate.current_dir(dir);
     if let Some(uid) = uid {
         use std::os::unix::process::CommandExt;
         for p in [dir.to_path_buf(), dir.join("gate.toml"), dir.join("store")] {
@@ -841,11 +785,8 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
     );
     let run = |extra: &str| {
         engine_config(dir.path(), &command, extra, "1s");
-        Command::new(env!("CARGO_BIN_EXE_infergate"))
+        gate_command(Path::new("gate.toml"), Path::new("out"), Path::new("store"))
             .current_dir(dir.path())
-            .args(["run", "--config", "gate.toml", "--out", "out"])
-            .args(["--baseline-dir", "store"])
-            .env_remove("GITHUB_ACTIONS")
             .output()
             .unwrap()
     };

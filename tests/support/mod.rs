@@ -7,7 +7,7 @@
 pub mod actions;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use infergate::baseline::BaselineStore;
 use infergate::results::{CellResult, RunResults};
@@ -35,24 +35,56 @@ max_tokens = 128
 sub_windows = 4
 "#;
 
-/// Runs `infergate run --config CONFIG --out OUT --baseline-dir STORE EXTRA...` outside GitHub
-/// Actions; returns the exit code and stderr.
-pub fn gate(config: &Path, out: &Path, store: &Path, extra: &[&str]) -> (Option<i32>, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
+/// `infergate run --config CONFIG --out OUT --baseline-dir STORE` outside GitHub Actions.
+pub fn gate_command(config: &Path, out: &Path, store: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infergate"));
+    cmd.args(["run", "--config"])
         .arg(config)
         .arg("--out")
         .arg(out)
         .arg("--baseline-dir")
         .arg(store)
+        .env_remove("GITHUB_ACTIONS");
+    cmd
+}
+
+/// Runs [`gate_command`] with `EXTRA...` to its end; returns the exit code and stderr.
+pub fn gate(config: &Path, out: &Path, store: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let output = gate_command(config, out, store)
         .args(extra)
-        .env_remove("GITHUB_ACTIONS")
         .output()
         .expect("run infergate");
     (
         output.status.code(),
         String::from_utf8_lossy(&output.stderr).to_string(),
     )
+}
+
+/// Starts [`gate_command`] with stderr piped (to follow its progress) and stdout dropped.
+pub fn spawn_gate(config: &Path, out: &Path, store: &Path) -> Child {
+    gate_command(config, out, store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn infergate")
+}
+
+/// Reads `lines` into `seen` up to and including the first line containing `pattern`;
+/// whether it came before the end.
+pub fn read_until(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    pattern: &str,
+    seen: &mut Vec<String>,
+) -> bool {
+    for line in lines.by_ref() {
+        let Ok(line) = line else { return false };
+        let found = line.contains(pattern);
+        seen.push(line);
+        if found {
+            return true;
+        }
+    }
+    false
 }
 
 /// A results file written by the gate.
