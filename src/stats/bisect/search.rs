@@ -237,13 +237,20 @@ mod tests {
         }
     }
 
-    /// (right, wrong, median boots) over `trials` seeded bisections of 32 commits.
-    fn figures(trials: usize, boot_sd: f64, seed: u64) -> (usize, usize, usize) {
+    /// (right, wrong, boots sorted) over `trials` seeded bisections of 32 commits with a −3%
+    /// step, boot noise `boot_sd` and measurement noise `meas_sd`.
+    fn figures(
+        trials: usize,
+        boot_sd: f64,
+        meas_sd: f64,
+        s: SearchSettings,
+        seed: u64,
+    ) -> (usize, usize, Vec<usize>) {
         let mut rng = StdRng::seed_from_u64(seed);
         let (mut right, mut wrong, mut boots) = (0, 0, Vec::new());
         for t in 0..trials {
             let culprit = (13 * t + 7) % 32;
-            let (found, b) = simulate(32, culprit, -0.0305, boot_sd, 0.002, defaults(), &mut rng);
+            let (found, b) = simulate(32, culprit, -0.0305, boot_sd, meas_sd, s, &mut rng);
             boots.push(b);
             match found {
                 Some(c) if c == culprit => right += 1,
@@ -252,7 +259,7 @@ mod tests {
             }
         }
         boots.sort_unstable();
-        (right, wrong, boots[trials / 2])
+        (right, wrong, boots)
     }
 
     #[test]
@@ -308,13 +315,13 @@ mod tests {
     /// 400 trials (`search_monte_carlo`): 379 named right, none wrong, median 24 boots.
     #[test]
     fn a_three_percent_step_at_a_one_percent_boot_factor_is_found() {
-        let (right, wrong, median) = figures(60, 0.01, 11);
+        let (right, wrong, boots) = figures(60, 0.01, 0.002, defaults(), 11);
         assert!(right >= 51, "right {right}/60");
         assert_eq!(wrong, 0);
-        assert!(median <= 28, "median {median} boots");
+        assert!(boots[30] <= 28, "median {} boots", boots[30]);
         // Without the boot factor every halving decides: 4 + log2 32 boots.
-        let (right, wrong, median) = figures(20, 0.0, 12);
-        assert_eq!((right, wrong, median), (20, 0, 9));
+        let (right, wrong, boots) = figures(20, 0.0, 0.002, defaults(), 12);
+        assert_eq!((right, wrong, boots[10]), (20, 0, 9));
     }
 
     /// `BISECT_MC=trials cargo test --lib search_monte_carlo -- --ignored --nocapture`; knobs
@@ -348,19 +355,7 @@ mod tests {
         }
         let meas = env("MEAS", 0.002);
         for (boot_sd, meas_sd) in [(0.01, meas), (0.0, meas)] {
-            let mut rng = StdRng::seed_from_u64(7);
-            let (mut right, mut wrong, mut boots) = (0, 0, Vec::new());
-            for t in 0..trials {
-                let culprit = (13 * t + 7) % 32;
-                let (found, b) = simulate(32, culprit, -0.0305, boot_sd, meas_sd, s, &mut rng);
-                boots.push(b);
-                match found {
-                    Some(c) if c == culprit => right += 1,
-                    Some(_) => wrong += 1,
-                    None => {}
-                }
-            }
-            boots.sort_unstable();
+            let (right, wrong, boots) = figures(trials, boot_sd, meas_sd, s, 7);
             eprintln!(
                 "boot sd {boot_sd} meas {meas_sd}: right {right}/{trials} wrong {wrong} boots median {} p90 {}",
                 boots[trials / 2],
