@@ -664,3 +664,34 @@ pub fn signed_percent(fraction: f64) -> String {
         "n/a".to_string()
     }
 }
+
+/// Verdict pieces the report tests build their verdicts from.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{CellVerdict, Metric, MetricComparison};
+
+    /// A metric that moved by `change` ± `half` from `base` (3% margin), labelled `verdict`.
+    pub(crate) fn metric(
+        metric: Metric,
+        base: f64,
+        change: f64,
+        half: f64,
+        verdict: CellVerdict,
+    ) -> MetricComparison {
+        MetricComparison {
+            metric,
+            direction: metric.direction(),
+            baseline: base,
+            candidate: base * (1.0 + change),
+            change,
+            ci_low: change - half,
+            ci_high: change + half,
+            margin: 0.03,
+            p_value: 0.0004,
+            p_adjusted: 0.008,
+            verdict,
+            decided_on: None,
+            check: None,
+        }
+    }
+}

@@ -28,35 +28,12 @@ pub(crate) fn markdown(report: &ComparisonReport) -> String {
 mod tests {
     use super::*;
     use crate::results::{HardwareFingerprint, ProfileKey};
+    use crate::verdict::fixtures::metric;
     use crate::verdict::{
         BaselineSummary, DecisionBasis, GateVerdict, MatrixTest, Metric, MetricComparison,
         RuleSummary, VERDICT_SCHEMA_VERSION,
     };
     use crate::verdict::{CellComparison, CellVerdict};
-
-    fn metric(
-        metric: Metric,
-        base: f64,
-        change: f64,
-        half: f64,
-        verdict: CellVerdict,
-    ) -> MetricComparison {
-        MetricComparison {
-            metric,
-            direction: metric.direction(),
-            baseline: base,
-            candidate: base * (1.0 + change),
-            change,
-            ci_low: change - half,
-            ci_high: change + half,
-            margin: 0.03,
-            p_value: 0.0004,
-            p_adjusted: 0.008,
-            verdict,
-            decided_on: None,
-            check: None,
-        }
-    }
 
     fn cell(
         conc: u32,

@@ -4,28 +4,11 @@
 use super::*;
 use crate::report::console::CONSOLE_WIDTH;
 use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
+use crate::verdict::fixtures::metric;
 use crate::verdict::{
     BaselineSummary, CellSensitivity, Confirmation, Direction, MatrixTest, RuleSummary,
     Sensitivity, VERDICT_SCHEMA_VERSION,
 };
-
-fn metric(metric: Metric, base: f64, change: f64, half: f64, v: CellVerdict) -> MetricComparison {
-    MetricComparison {
-        metric,
-        direction: metric.direction(),
-        baseline: base,
-        candidate: base * (1.0 + change),
-        change,
-        ci_low: change - half,
-        ci_high: change + half,
-        margin: 0.03,
-        p_value: 0.0004,
-        p_adjusted: 0.008,
-        verdict: v,
-        decided_on: None,
-        check: None,
-    }
-}
 
 /// The default job's 3 × 2 matrix (C = 1, 2, 4 × contexts 0, 8k), every cell `change` ± 1.2%
 /// with `verdict`; per-user tok/s and ITL as the simulated engine serves them.
