@@ -120,13 +120,7 @@ fn a_store_without_its_marker_is_recognised_and_migrated_by_the_next_add() {
 
 /// `infergate run` in GitHub Actions for `event`, with `[report] github = "never"` (no network).
 fn gate_in_actions(config: &Path, out: &Path, store: &Path, event: &str) -> (Option<i32>, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
-        .arg(config)
-        .arg("--out")
-        .arg(out)
-        .arg("--baseline-dir")
-        .arg(store)
+    let output = support::gate_command(config, out, store)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("GITHUB_ACTIONS", "true")
