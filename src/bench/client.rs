@@ -1,5 +1,6 @@
-//! The OpenAI-compatible HTTP client: one pooled `reqwest::Client`, probe requests, and a lean
-//! incremental SSE parser for streamed completions.
+//! The OpenAI-compatible HTTP client: plain-HTTP engines' streams and `GET`s on connections of
+//! its own ([`direct`]), everything else on a pooled `reqwest::Client`, and a lean incremental
+//! SSE parser for streamed completions.
 //!
 //! Connection reuse must not make errors a healthy engine did not: an engine closes an idle
 //! keep-alive connection after a few seconds (llama.cpp's cpp-httplib
@@ -29,6 +30,8 @@ pub(crate) struct EngineClient {
     /// A plain-HTTP engine's streams go on their own connections ([`direct`]); `None` for
     /// `https://`, whose streams go through the pool.
     direct: Option<Arc<direct::Target>>,
+    /// Idle connections of a plain-HTTP engine's `GET`s (metrics pages, probes).
+    idle: Arc<direct::IdleConns>,
     base: String,
     api_key: Option<String>,
     /// When the engine last sent anything ([`super::liveness`]).
@@ -147,6 +150,7 @@ impl EngineClient {
             fresh,
             policy,
             direct,
+            idle: Arc::default(),
             base,
             api_key,
             activity: super::liveness::Activity::new(),
@@ -196,6 +200,27 @@ impl EngineClient {
         path: &str,
         timeout: Duration,
     ) -> Result<(u16, String), ReadError> {
+        if let Some(target) = &self.direct {
+            let get = direct::get(target, &self.policy, &self.idle, path, MAX_BODY_BYTES);
+            let (status, body) = match tokio::time::timeout(timeout, get).await {
+                Err(_) => {
+                    return Err(ReadError::Failed(RequestFailure::new(
+                        "timed out",
+                        format!("no answer to GET {path} within {} s", timeout.as_secs_f64()),
+                    )));
+                }
+                Ok(Err(direct::GetFailure::Failed(f))) => return Err(ReadError::Failed(f)),
+                Ok(Err(direct::GetFailure::TooLarge)) => {
+                    return Err(ReadError::TooLarge {
+                        what: format!("GET {}", self.url(path)),
+                        limit: MAX_BODY_BYTES,
+                    });
+                }
+                Ok(Ok(answer)) => answer,
+            };
+            self.activity.note();
+            return Ok((status, utf8_lossy(body)));
+        }
         let url = self.url(path);
         let resp = self
             .send(|http| self.auth(http.get(&url)).timeout(timeout))
@@ -332,6 +357,8 @@ pub(crate) const ERROR_BODY_BYTES: usize = 64 << 10;
 pub(crate) enum ReadError {
     /// The request or the body failed in transport.
     Transport(reqwest::Error),
+    /// The same, on a plain-HTTP engine's own connection.
+    Failed(RequestFailure),
     /// The body was larger than the limit (`what` is the request, e.g. `GET http://…/metrics`).
     TooLarge { what: String, limit: usize },
 }
@@ -341,6 +368,7 @@ impl ReadError {
     pub(crate) fn failure(&self) -> RequestFailure {
         match self {
             ReadError::Transport(e) => classify_transport(e),
+            ReadError::Failed(f) => f.clone(),
             ReadError::TooLarge { .. } => RequestFailure::new("answer too large", self.to_string()),
         }
     }
@@ -353,6 +381,7 @@ impl std::fmt::Display for ReadError {
                 let r = classify_transport(e);
                 write!(f, "{}: {}", r.kind, r.detail)
             }
+            ReadError::Failed(r) => write!(f, "{}: {}", r.kind, r.detail),
             ReadError::TooLarge { what, limit } => write!(
                 f,
                 "{what} answered more than {} MiB, infergate's limit for an answer that is not a stream (an engine's metrics page or model list is well under 1 MiB): the server at this URL is not the engine, or its page is broken; point --url at the engine, or start the engine without whatever fills that page",
@@ -383,10 +412,15 @@ pub(crate) async fn read_limited(
         }
         out.extend_from_slice(&piece);
     }
-    Ok(match String::from_utf8(out) {
+    Ok(utf8_lossy(out))
+}
+
+/// Bytes as text, without a copy when they are valid UTF-8.
+fn utf8_lossy(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    }
 }
 
 /// Whether `e` is a request that got no response at all on a connection that was open: the

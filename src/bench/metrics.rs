@@ -44,23 +44,37 @@ pub(crate) struct MetricsPage {
 /// Parses the Prometheus text exposition format, skipping comments and lines it cannot read
 /// (a scrape must never fail because of one odd line from an engine).
 pub(crate) fn parse_prometheus(text: &str) -> MetricsPage {
+    parse_where(text, |_| true)
+}
+
+/// [`parse_prometheus`] keeping only the samples whose name `keep` accepts, decided before
+/// anything of the line is copied.
+fn parse_where(text: &str, keep: impl Fn(&str) -> bool) -> MetricsPage {
     let mut samples = Vec::new();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if let Some(s) = parse_line(line) {
+        if let Some(s) = parse_line(line, &keep) {
             samples.push(s);
         }
     }
     MetricsPage { samples }
 }
 
-fn parse_line(line: &str) -> Option<Sample> {
+/// Whether a periodic scrape keeps a sample: every gauge and counter, no histogram bucket. No
+/// dialect reads a bucket, and the buckets are most of a real engine's page (vLLM's latency
+/// histograms: tens of buckets per histogram and model), so a scrape every few hundred
+/// milliseconds skips them before copying anything.
+fn scraped(name: &str) -> bool {
+    !name.ends_with("_bucket")
+}
+
+fn parse_line(line: &str, keep: impl Fn(&str) -> bool) -> Option<Sample> {
     let name_end = line.find(|c: char| c == '{' || c.is_whitespace())?;
     let name = &line[..name_end];
-    if name.is_empty() {
+    if name.is_empty() || !keep(name) {
         return None;
     }
     let mut rest = &line[name_end..];
@@ -401,7 +415,7 @@ pub(crate) async fn scrape(
     if status != 200 {
         return None;
     }
-    Some((at, dialect.read(&parse_prometheus(&text))))
+    Some((at, dialect.read(&parse_where(&text, scraped))))
 }
 
 fn by_position(map: BTreeMap<String, f64>) -> Vec<f64> {
@@ -439,6 +453,28 @@ mod tests {
         assert_eq!(page.samples[2].value, f64::INFINITY);
         assert_eq!(page.sum("y"), Some(0.0), "NaN is ignored in sums");
         assert_eq!(page.sum("absent"), None);
+    }
+
+    /// A scrape skips histogram buckets; what every dialect reads from its recorded page is the
+    /// same as from the whole page, and the buckets are gone.
+    #[test]
+    fn scrapes_read_the_same_without_buckets() {
+        for name in [
+            "metrics-vllm.txt",
+            "metrics-sglang.txt",
+            "metrics-llamacpp.txt",
+            "llamacpp-metrics.txt",
+            "metrics-trtllm.txt",
+        ] {
+            let text = fixture(name);
+            let whole = parse_prometheus(&text);
+            let d = MetricsDialect::detect(&whole).unwrap();
+            let scraped = parse_where(&text, scraped);
+            assert_eq!(d.read(&scraped), d.read(&whole), "{name}");
+            assert!(scraped.samples.iter().all(|s| !s.name.ends_with("_bucket")));
+        }
+        let page = parse_where("a_bucket{le=\"1\"} 2\na 3\n", scraped);
+        assert_eq!(page.samples.len(), 1);
     }
 
     #[test]

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
@@ -58,9 +58,20 @@ pub(super) struct CellShared {
     pub(super) early: [AtomicU32; EarlyEnd::ALL.len()],
     /// The fewest tokens of a request that ended `length` short of `max_tokens`.
     pub(super) fewest_short: AtomicU64,
+    /// Inter-token latencies of the cell's requests that did not end early: one per arrival
+    /// after a request's first, nanoseconds. One histogram per cell, written once per request
+    /// end: one per stream cost each stream its own ~150 KB of zeroed buckets at a GPU's ITL.
+    pub(super) itl: Mutex<Histogram<u64>>,
 }
 
 impl CellShared {
+    /// The cell's inter-token latencies, leaving an empty histogram (read once the cell's
+    /// stream tasks have ended).
+    pub(super) fn take_itl(&self) -> Histogram<u64> {
+        let mut itl = self.itl.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *itl, stats::new_latency_histogram())
+    }
+
     /// Shared state for a cell starting now.
     pub(super) fn new(sub_windows: usize, max_tokens: u64) -> Self {
         CellShared {
@@ -80,6 +91,7 @@ impl CellShared {
             cut: AtomicU32::new(0),
             early: Default::default(),
             fewest_short: AtomicU64::new(u64::MAX),
+            itl: Mutex::new(stats::new_latency_histogram()),
         }
     }
 
@@ -181,9 +193,8 @@ impl CellShared {
 /// What one stream task measured.
 pub(super) struct StreamRecord {
     pub(super) sub_tokens: Vec<f64>,
-    /// Inter-token latencies: one per arrival after a request's first, nanoseconds.
-    pub(super) itl: Histogram<u64>,
-    /// Sum of those gaps, and the tokens they brought (the stream's decode rate).
+    /// Sum of the stream's inter-token gaps (kept in [`CellShared::itl`]), and the tokens
+    /// they brought (the stream's decode rate).
     pub(super) itl_sum_s: f64,
     pub(super) itl_n: u64,
     pub(super) ttfts: Vec<f64>,
@@ -288,7 +299,6 @@ impl StreamWorker {
             shared,
             rec: StreamRecord {
                 sub_tokens: vec![0.0; n],
-                itl: stats::new_latency_histogram(),
                 itl_sum_s: 0.0,
                 itl_n: 0,
                 ttfts: Vec::new(),
@@ -523,8 +533,15 @@ impl StreamWorker {
         if let Some(t) = self.req.ttft {
             self.rec.ttfts.push(t);
         }
-        for &g in &self.req.gaps_ns {
-            let _ = self.rec.itl.record(g.max(1));
+        if !self.req.gaps_ns.is_empty() {
+            let mut itl = self
+                .shared
+                .itl
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for &g in &self.req.gaps_ns {
+                let _ = itl.record(g.max(1));
+            }
         }
         self.rec.itl_sum_s += self.req.gap_sum_s;
         self.rec.itl_n += self.req.gap_tokens;
@@ -713,7 +730,7 @@ mod tests {
         assert!(w.rec.saw_continuous && !w.rec.saw_chunk_mode);
         // ITL: 2 arrivals in the window, 100 ms after the one before each: 2 samples, and
         // the stream's rate is their 6 tokens over 0.2 s.
-        assert_eq!(w.rec.itl.len(), 2);
+        assert_eq!(w.shared.take_itl().len(), 2);
         assert_eq!(w.rec.itl_n, 6);
         assert!((w.rec.itl_sum_s - 0.2).abs() < 1e-9);
         assert_eq!(w.shared.producing_now.load(Ordering::Relaxed), 0);
@@ -779,7 +796,7 @@ mod tests {
         let cause = w.end_request(Ended::Body { terminated: false });
         assert_eq!(cause, Some(EarlyEnd::DoneWithoutFinish));
         assert_eq!(w.rec.sub_tokens, vec![0.0], "its 3 tokens are taken back");
-        assert!(w.rec.ttfts.is_empty() && w.rec.itl.is_empty());
+        assert!(w.rec.ttfts.is_empty() && w.shared.take_itl().is_empty());
         let tally = w.shared.tally();
         assert_eq!(tally.ended_early[&EarlyEnd::DoneWithoutFinish], 1);
         assert_eq!(tally.completed, 0);
@@ -794,7 +811,7 @@ mod tests {
         w.on_payload(b"[DONE]", at(&w, 170)).unwrap();
         assert_eq!(w.end_request(Ended::Body { terminated: true }), None);
         assert_eq!(w.rec.sub_tokens, vec![8.0]);
-        assert_eq!(w.rec.itl.len(), 6, "6 arrivals after the first");
+        assert_eq!(w.shared.take_itl().len(), 6, "6 arrivals after the first");
         assert_eq!(w.rec.itl_n, 7);
         // TPOT: (170 - 110) ms / (8 - 1) tokens.
         assert_eq!(w.rec.tpots.len(), 1);

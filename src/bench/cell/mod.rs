@@ -232,7 +232,7 @@ impl SustainedDecodeCell<'_> {
         // Aggregate.
         let sub_len_s = window_s / sub_windows as f64;
         let mut sub_tokens = vec![0.0f64; sub_windows];
-        let mut itl = stats::new_latency_histogram();
+        let itl = shared.take_itl();
         let (mut itl_sum, mut itl_n) = (0.0f64, 0u64);
         let mut ttfts = Vec::new();
         let mut tpots = Vec::new();
@@ -249,7 +249,6 @@ impl SustainedDecodeCell<'_> {
             for (t, s) in sub_tokens.iter_mut().zip(&r.sub_tokens) {
                 *t += s;
             }
-            let _ = itl.add(&r.itl);
             itl_sum += r.itl_sum_s;
             itl_n += r.itl_n;
             ttfts.extend_from_slice(&r.ttfts);

@@ -3,8 +3,10 @@
 //! parsed by `httparse`, the body's framing (chunked or `Content-Length`) taken off in place,
 //! and the body bytes lent to the SSE parser without a copy into a new allocation. This is the
 //! measuring client's hot path (one call per streamed chunk), so it does what the physical floor
-//! of a streaming client does (`scripts/bench/floor.c`) and little more; everything that is not
-//! a stream (probes, metrics pages, `https://` engines) goes through reqwest.
+//! of a streaming client does (`scripts/bench/floor.c`) and little more. The `GET`s of a
+//! plain-HTTP engine (metrics pages every few hundred milliseconds, probes) go on the same kind
+//! of connection ([`get`]); the JSON `POST`s and everything of an `https://` engine go through
+//! reqwest.
 //!
 //! Reuse follows the client's [`ConnectionPolicy`] as the pool does for everything else: a
 //! connection idle longer than its idle time-out, closed by the engine, or left in the middle
@@ -12,21 +14,25 @@
 //! sent once more on a fresh connection (never one that got its response head).
 
 use std::os::fd::AsRawFd;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{ConnectionPolicy, RequestFailure, excerpt};
 
-/// Where a plain-HTTP engine's completions are: what to connect to and what to ask for.
+/// Where a plain-HTTP engine is: what to connect to and what to ask for.
 #[derive(Debug)]
 pub(super) struct Target {
     /// `host:port` to connect to (an IP literal needs no resolver thread).
     addr: String,
-    /// The request head up to (not including) its `content-length` line: request line,
-    /// `Host`, content type, `Accept` and, when a key is set, `Authorization`.
+    /// The base URL's path (no trailing `/`): what every request path is appended to.
+    path: String,
+    /// The header lines every request carries: `Host` and, when a key is set, `Authorization`.
+    common: String,
+    /// The completion request's head up to (not including) its `content-length` line.
     head: Vec<u8>,
 }
 
@@ -45,22 +51,31 @@ impl Target {
             Some(p) => format!("{host}:{p}"),
             None => host.clone(),
         };
-        let path = format!("{}/v1/completions", url.path().trim_end_matches('/'));
+        let path = url.path().trim_end_matches('/').to_string();
         // The URL parser percent-encodes what a request line cannot hold; a key goes into a
         // header as given, so one with a line break (a header of its own) is refused.
-        let valid = |v: &str| v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b));
-        if !valid(&authority) || !valid(&path) || !api_key.is_none_or(valid) {
+        if !printable(&authority) || !printable(&path) || !api_key.is_none_or(printable) {
             return None;
         }
-        let mut head = format!(
-            "POST {path} HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\n"
-        );
+        let mut common = format!("host: {authority}\r\n");
         if let Some(key) = api_key {
-            head.push_str(&format!("authorization: Bearer {key}\r\n"));
+            common.push_str(&format!("authorization: Bearer {key}\r\n"));
         }
+        let head = format!(
+            "POST {path}/v1/completions HTTP/1.1\r\n{common}content-type: application/json\r\naccept: text/event-stream\r\n"
+        );
         Some(Target {
             addr: format!("{host}:{port}"),
+            path,
+            common,
             head: head.into_bytes(),
+        })
+    }
+
+    /// A `GET` of `path` (which starts with `/`); `None` when it cannot go on a request line.
+    fn get_request(&self, path: &str) -> Option<Vec<u8>> {
+        printable(path).then(|| {
+            format!("GET {}{path} HTTP/1.1\r\n{}\r\n", self.path, self.common).into_bytes()
         })
     }
 
@@ -75,16 +90,22 @@ impl Target {
     }
 }
 
+/// Whether `v` can go into a request line or header value as it is (no line break).
+fn printable(v: &str) -> bool {
+    v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+}
+
 /// How many bytes one socket read takes at most, and the largest response head accepted.
 const READ_BUFFER_BYTES: usize = 64 << 10;
 
 /// One open connection.
 pub(super) struct Conn {
     tcp: TcpStream,
-    /// Bytes read and not yet taken: `raw[start..end]`.
-    raw: Box<[u8]>,
+    /// Bytes read and not yet taken: `raw[start..]`. Its capacity ([`READ_BUFFER_BYTES`]) is
+    /// never zeroed: a read writes only what arrived, so a stream whose chunks are a few
+    /// hundred bytes touches a page or two of it, not 64 KiB per connection.
+    raw: Vec<u8>,
     start: usize,
-    end: usize,
     /// The body bytes of the latest read (what [`Response::chunk`] lends out).
     body: Vec<u8>,
     /// The last response was read to its end and the engine allows another request.
@@ -118,9 +139,8 @@ impl Conn {
         let _ = tcp.set_nodelay(true);
         Ok(Conn {
             tcp,
-            raw: vec![0; READ_BUFFER_BYTES].into_boxed_slice(),
+            raw: Vec::with_capacity(READ_BUFFER_BYTES),
             start: 0,
-            end: 0,
             body: Vec::with_capacity(4096),
             reusable: false,
             idle_since: Instant::now(),
@@ -133,7 +153,7 @@ impl Conn {
     /// stray bytes at once, whether or not the reactor has seen them yet).
     fn reusable(&self, idle_timeout: Option<Duration>) -> bool {
         if !self.reusable
-            || self.start != self.end
+            || self.start != self.raw.len()
             || idle_timeout.is_some_and(|t| self.idle_since.elapsed() >= t)
         {
             return false;
@@ -158,25 +178,32 @@ impl Conn {
     /// Reads what the socket has into the buffer (waiting until it has something); the
     /// number of bytes, 0 at the engine's close.
     async fn fill(&mut self) -> std::io::Result<usize> {
-        if self.start == self.end {
-            (self.start, self.end) = (0, 0);
-        } else if self.end == self.raw.len() && self.start > 0 {
-            self.raw.copy_within(self.start..self.end, 0);
-            (self.start, self.end) = (0, self.end - self.start);
+        if self.start == self.raw.len() {
+            self.clear();
+        } else if self.raw.len() == READ_BUFFER_BYTES && self.start > 0 {
+            self.raw.drain(..self.start);
+            self.start = 0;
         }
-        if self.end == self.raw.len() {
+        if self.raw.len() == READ_BUFFER_BYTES {
             // Only a head can fill the buffer (a body's bytes are taken as they are read).
             return Err(std::io::Error::other("the read buffer is full"));
         }
-        let n = self.tcp.read(&mut self.raw[self.end..]).await?;
-        self.end += n;
-        Ok(n)
+        // Into the spare capacity only (`read_buf` would grow a full vector).
+        let room = READ_BUFFER_BYTES - self.raw.len();
+        let mut spare = (&mut self.raw).limit(room);
+        self.tcp.read_buf(&mut spare).await
+    }
+
+    /// Forgets whatever is buffered.
+    fn clear(&mut self) {
+        self.raw.clear();
+        self.start = 0;
     }
 
     /// Sends `request` and reads the response head (skipping interim 1xx answers).
     async fn exchange(&mut self, request: &[u8]) -> Result<Head, Exchange> {
         self.reusable = false;
-        (self.start, self.end) = (0, 0);
+        self.clear();
         if let Err(e) = self.tcp.write_all(request).await {
             return Err(Exchange::Unanswered(e.to_string()));
         }
@@ -184,7 +211,7 @@ impl Conn {
         loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut parsed = httparse::Response::new(&mut headers);
-            match parsed.parse(&self.raw[self.start..self.end]) {
+            match parsed.parse(&self.raw[self.start..]) {
                 Ok(httparse::Status::Complete(len)) => {
                     let code = parsed.code.unwrap_or(0);
                     self.start += len;
@@ -196,7 +223,7 @@ impl Conn {
                 Ok(httparse::Status::Partial) => {}
                 Err(e) => return Err(Exchange::Malformed(format!("malformed response head: {e}"))),
             }
-            if self.start == 0 && self.end == self.raw.len() {
+            if self.start == 0 && self.raw.len() == READ_BUFFER_BYTES {
                 return Err(Exchange::Malformed(format!(
                     "a response head longer than {} KiB",
                     READ_BUFFER_BYTES >> 10
@@ -429,9 +456,9 @@ impl Response<'_> {
             if self.ended {
                 return Ok(None);
             }
-            if self.conn.start < self.conn.end {
+            if self.conn.start < self.conn.raw.len() {
                 self.conn.body.clear();
-                let input = &self.conn.raw[self.conn.start..self.conn.end];
+                let input = &self.conn.raw[self.conn.start..];
                 let (took, done) = match &mut self.framing {
                     Framing::Chunked(state) => {
                         let took = state.decode(input, &mut self.conn.body).map_err(|e| {
@@ -512,7 +539,18 @@ pub(super) async fn send<'c>(
     slot: &'c mut Option<Conn>,
     body: Bytes,
 ) -> Result<(http::StatusCode, Response<'c>), RequestFailure> {
-    let request = target.request(&body);
+    exchange(target, policy, slot, &target.request(&body)).await
+}
+
+/// Sends `request` on the connection in `slot` (opening one when there is none or it cannot be
+/// reused), once more on a fresh connection when it got no response at all; the status and
+/// the response once its head arrived.
+async fn exchange<'c>(
+    target: &Target,
+    policy: &ConnectionPolicy,
+    slot: &'c mut Option<Conn>,
+    request: &[u8],
+) -> Result<(http::StatusCode, Response<'c>), RequestFailure> {
     let mut attempts = if policy.retry_unanswered { 2 } else { 1 };
     let head = loop {
         attempts -= 1;
@@ -526,7 +564,7 @@ pub(super) async fn send<'c>(
         let Some(conn) = slot.as_mut() else {
             unreachable!("a connection was just put in the slot")
         };
-        match conn.exchange(&request).await {
+        match conn.exchange(request).await {
             Ok(head) => break head,
             Err(e) => {
                 *slot = None;
@@ -559,6 +597,69 @@ pub(super) async fn send<'c>(
     ))
 }
 
+/// Idle connections for answers that are not streams (metrics pages, probes), reused by the
+/// same rules as a stream's: a scrape every few hundred milliseconds costs one request and one
+/// read, not a new connection or the pooled client's per-request machinery.
+#[derive(Default)]
+pub(super) struct IdleConns(Mutex<Vec<Conn>>);
+
+/// The most idle connections kept (a probe and a scrape may overlap; more is a leak).
+const MAX_IDLE_CONNS: usize = 4;
+
+impl IdleConns {
+    fn take(&self) -> Option<Conn> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).pop()
+    }
+
+    fn put(&self, conn: Conn) {
+        let mut idle = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if conn.reusable && idle.len() < MAX_IDLE_CONNS {
+            idle.push(conn);
+        }
+    }
+}
+
+/// Why a `GET` got no body.
+pub(super) enum GetFailure {
+    /// No usable answer (as a stream's request fails).
+    Failed(RequestFailure),
+    /// The body was longer than the limit.
+    TooLarge,
+}
+
+/// `GET path` on an idle connection of `idle` (or a fresh one): the status and the body, at
+/// most `limit` bytes of it.
+pub(super) async fn get(
+    target: &Target,
+    policy: &ConnectionPolicy,
+    idle: &IdleConns,
+    path: &str,
+    limit: usize,
+) -> Result<(u16, Vec<u8>), GetFailure> {
+    let Some(request) = target.get_request(path) else {
+        return Err(GetFailure::Failed(RequestFailure::new(
+            "request failed",
+            format!("{path:?} cannot go on a request line"),
+        )));
+    };
+    let mut slot = idle.take();
+    let (status, mut resp) = exchange(target, policy, &mut slot, &request)
+        .await
+        .map_err(GetFailure::Failed)?;
+    let mut body = Vec::new();
+    while let Some(piece) = resp.chunk().await.map_err(GetFailure::Failed)? {
+        if body.len() + piece.len() > limit {
+            return Err(GetFailure::TooLarge);
+        }
+        body.extend_from_slice(piece);
+    }
+    drop(resp);
+    if let Some(conn) = slot {
+        idle.put(conn);
+    }
+    Ok((status.as_u16(), body))
+}
+
 /// The body of a failed (non-2xx) response, at most 64 KiB and 5 s of it.
 pub(super) async fn error_body(mut resp: Response<'_>) -> String {
     const LIMIT: usize = 64 * 1024;
@@ -585,8 +686,13 @@ mod tests {
         assert_eq!(t.addr, "127.0.0.1:8000");
         assert_eq!(
             String::from_utf8(t.request(b"{}")).unwrap(),
-            "POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1:8000\r\ncontent-type: application/json\r\naccept: text/event-stream\r\nauthorization: Bearer k\r\ncontent-length: 2\r\n\r\n{}"
+            "POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1:8000\r\nauthorization: Bearer k\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: 2\r\n\r\n{}"
         );
+        assert_eq!(
+            String::from_utf8(t.get_request("/metrics").unwrap()).unwrap(),
+            "GET /metrics HTTP/1.1\r\nhost: 127.0.0.1:8000\r\nauthorization: Bearer k\r\n\r\n"
+        );
+        assert!(t.get_request("/x\r\nx-injected: 1").is_none());
         let t = Target::of("http://[::1]/engine", None).unwrap();
         assert_eq!(t.addr, "[::1]:80");
         let head = String::from_utf8(t.head.clone()).unwrap();
@@ -595,6 +701,10 @@ mod tests {
             "{head}"
         );
         assert!(!head.contains("authorization"));
+        assert_eq!(
+            String::from_utf8(t.get_request("/health").unwrap()).unwrap(),
+            "GET /engine/health HTTP/1.1\r\nhost: [::1]\r\n\r\n"
+        );
         assert!(Target::of("https://h:1", None).is_none());
         assert!(Target::of("http://u:p@h:1", None).is_none());
         assert!(Target::of("http://h:1", Some("k\r\nx-injected: 1")).is_none());
