@@ -457,7 +457,10 @@ impl BenchSession {
                 max_stream_tps: t.max_stream_tps,
                 usage_tolerance: t.usage_tolerance.max(0.0),
             },
-            metrics_poll_s: (t.duration_s / 20.0).clamp(0.1, 0.5),
+            // Twice per sub-window, at most once a second: the gauges are averaged over the
+            // window, and every scrape costs the engine a rendering of its metrics page (vLLM's
+            // API server, which also streams the tokens measured) and the client a wake-up.
+            metrics_poll_s: (t.duration_s / (2 * t.sub_windows.max(1)) as f64).clamp(0.1, 1.0),
         };
         let cell = SustainedDecodeCell {
             spec,
