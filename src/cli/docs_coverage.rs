@@ -107,9 +107,13 @@ fn every_config_key_is_in_docs_config_md() {
         format!("{BASE}{ENGINE}{SUITE}[ab]\n{probe}"),
         format!("{BASE}{ENGINE}{SUITE}[bisect]\nbuild = [\"make\"]\n{probe}"),
     ];
-    // The decision rule's knobs are explained in docs/statistics.md; config.md lists the common
-    // ones and points there.
-    let rule_docs = format!("{docs}{}", doc("docs/statistics.md"));
+    // The decision rule's knobs are explained in docs/statistics.md (the change-point search's
+    // in docs/changes.md); config.md lists the common ones and points there.
+    let rule_docs = format!(
+        "{docs}{}{}",
+        doc("docs/statistics.md"),
+        doc("docs/changes.md")
+    );
     let mut missing = Vec::new();
     for config in &configs {
         let keys = keys_of(config);

@@ -2,7 +2,7 @@
 //! moved, by how much, and between which runs (so between which commits).
 //!
 //! The method is binary segmentation with a rank statistic and a permutation test (see
-//! `docs/statistics.md`, "Change points"): in a segment of `m` runs the split `t` is scored by
+//! `docs/changes.md`): in a segment of `m` runs the split `t` is scored by
 //! the standardised Mann–Whitney statistic of "before t" against "from t" (ranks, so one outlier
 //! run moves the score by at most one rank), the best split's score is compared with the same
 //! maximum over seeded random permutations of the segment, and a split with a permutation
@@ -34,7 +34,7 @@ mod local_level;
 use local_level::{Shape, creep_scan, location_interval, white_sd};
 
 /// Parameters of the change-point search. The defaults are the measured ones in
-/// `docs/statistics.md`.
+/// `docs/changes.md`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct ChangeSettings {
@@ -91,10 +91,10 @@ impl Default for ChangeSettings {
     }
 }
 
-/// Default of [`ChangeSettings::min_z`] (measured in `docs/statistics.md`).
+/// Default of [`ChangeSettings::min_z`] (measured in `docs/changes.md`).
 pub(crate) const MIN_Z: f64 = 3.5;
 
-/// Default of [`ChangeSettings::creep_z`] (measured in `docs/statistics.md`).
+/// Default of [`ChangeSettings::creep_z`] (measured in `docs/changes.md`).
 pub(crate) const CREEP_Z: f64 = 4.4;
 
 /// The creep test's onsets: at least this many kept runs since the last change before the
@@ -110,7 +110,7 @@ const CREEP_WINDOW: usize = 30;
 /// compared (`n ln(RSS / n) + penalty × params`): Akaike's 2, not Schwarz's `ln n`. The
 /// changes compared were each found significant already (the permutation test) and are
 /// tested again after (`min_z`), so the penalty only arbitrates their shape; `ln n` made one
-/// long creep swallow a step just before it (measured in `docs/statistics.md`).
+/// long creep swallow a step just before it (measured in `docs/changes.md`).
 const SHAPE_PENALTY: f64 = 2.0;
 
 /// Default of [`ChangeSettings::drift_per_run`]: the drift of the gate's noise model.
@@ -345,7 +345,7 @@ fn newest_creep(
             runs,
         }),
         // The creep test's own one-sided p-value at its onset (the threshold `creep_z` is
-        // set for the scan over onsets and nights, see `docs/statistics.md`).
+        // set for the scan over onsets and nights, see `docs/changes.md`).
         p_value: normal_cdf(scan.z),
         change: total(scan.slope),
         ci_low: total(lo),

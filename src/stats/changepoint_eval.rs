@@ -673,7 +673,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "calibration of creep_z for docs/statistics.md: cargo test --release --lib creep_z_calibration -- --ignored --nocapture"]
+    #[ignore = "calibration of creep_z for docs/changes.md: cargo test --release --lib creep_z_calibration -- --ignored --nocapture"]
     #[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
     fn creep_z_calibration() {
         // CREEP_Z="3.0,3.5" CREEP_WINDOW="15,30" SEEDS=80 pick the grid and the seeds 1000..
@@ -709,7 +709,7 @@ mod tests {
 
     #[test]
     fn the_creep_and_location_must_show_on_the_quiet_runner() {
-        // The issue's must-show where it is reachable (see docs/statistics.md: at the gate's
+        // The issue's must-show where it is reachable (see docs/changes.md: at the gate's
         // 1.1% matrix noise it is not): on the quiet runner, over seeds 1000..1040
         // (`creep_z_calibration`, NOISE=quiet), a −0.2%/night creep was alerted within 10
         // nights in 38/40 (29/40 without the creep test), a stable 60-night history silent in
@@ -737,7 +737,7 @@ mod tests {
 
     /// A quieter runner than [`NoiseSpec::default`] (0.3% per run, 1% per cell, 0.02%/night
     /// drift, the −8% outlier run kept): the must-show test's design, where the outcome it
-    /// asserts is near certain (see `docs/statistics.md`; at the default noise the Monte Carlo
+    /// asserts is near certain (see `docs/changes.md`; at the default noise the Monte Carlo
     /// states how often it holds).
     fn quiet() -> NoiseSpec {
         NoiseSpec {
@@ -778,7 +778,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "measurement for docs/statistics.md: cargo test --release --lib must_show_figures -- --ignored --nocapture"]
+    #[ignore = "measurement for docs/changes.md: cargo test --release --lib must_show_figures -- --ignored --nocapture"]
     #[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
     fn must_show_figures() {
         for (name, noise) in [("quiet", quiet()), ("sim engine", sim_engine())] {
@@ -821,7 +821,7 @@ mod tests {
         // alert on the stable history in 40/40. So "at least 6 of 10" fails with probability
         // about 0.2% at the measured 90%, "at least 7 of 10" steps about 0.2% at 95%, and "at
         // least 9 of 10 stable" under 1% at 40/40. (At the gate's own noise the must-show is
-        // not reachable: see `docs/statistics.md` and the oracle bound `oracle_step_creep`.)
+        // not reachable: see `docs/changes.md` and the oracle bound `oracle_step_creep`.)
         let [both, step, _, quiet_ok] = must_show_counts(&quiet(), 2000..2010);
         assert!(both >= 6, "both found within ±2, one alert each: {both}/10");
         assert!(step >= 7, "the step, one alert within ±2: {step}/10");

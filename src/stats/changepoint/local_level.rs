@@ -1,6 +1,6 @@
 //! The series' noise model as generalised least squares: white run noise of SD `w` plus the
 //! runner's random-walk drift of SD `d` per run (the local-level model of
-//! `docs/statistics.md`). Two things need it beyond a rank test:
+//! `docs/changes.md`). Two things need it beyond a rank test:
 //!
 //! - the **creep test** ([`creep_scan`]): is the series declining at its newest runs, more
 //!   than the drift's own wander explains? A slow decline is its own alternative: a hinge
