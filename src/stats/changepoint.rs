@@ -95,7 +95,7 @@ impl Default for ChangeSettings {
 pub(crate) const MIN_Z: f64 = 3.5;
 
 /// Default of [`ChangeSettings::creep_z`] (measured in `docs/changes.md`).
-pub(crate) const CREEP_Z: f64 = 4.4;
+pub(crate) const CREEP_Z: f64 = 4.8;
 
 /// The creep test's onsets: at least this many kept runs since the last change before the
 /// onset (the level it declines from), ...
