@@ -259,21 +259,20 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
     let groups = row_groups(t, row);
     let cells_with_data: usize = groups.iter().map(Vec::len).sum();
 
-    // Residuals of the two-way fit; with the run × row term, each less its row's mean residual
-    // in its run (the row effect's estimate; `row_dev`, per run and row). Each cell's share of
-    // the residual degrees of freedom: `(m − 1)/m` of its runs' in a row of `m` cells (the
-    // row's mean in each run is fitted), `(C − 1)/C` without the term.
+    // Residuals of the two-way fit; with the run × row term, each less its row's Huber mean in
+    // its run (the row effect's estimate). Each cell's share of the residual degrees of
+    // freedom: `(m − 1)/m` of its runs' in a row of `m` cells (each run's row centre is
+    // fitted), `(C − 1)/C` without the term.
     let mut resid: Vec<f64> = (0..nr * nc)
         .map(|i| t.values[i] - center[i % nc] - effect[i / nc])
         .collect();
     let with_rows =
         runs_with_data >= ROW_MIN_RUNS && groups.len() >= 2 && groups.iter().any(|g| g.len() >= 2);
-    let mut row_dev: Vec<(usize, usize, f64)> = Vec::new();
+    // Each run's row: the row and its cells' mean residual (for the row effect's variance).
+    let mut row_dev: Vec<(usize, f64)> = Vec::new();
     let mut row_blocks: Vec<Vec<usize>> = Vec::new();
     let mut cell_factor = vec![0.0; nc];
     if with_rows {
-        // Each run's row: its cells, and their mean residual (the moments below use it).
-        let mut blocks: Vec<(usize, usize, Vec<usize>)> = Vec::new();
         for (g, members) in groups.iter().enumerate() {
             for &c in members {
                 cell_factor[c] = (members.len() as f64 - 1.0) / members.len() as f64;
@@ -286,8 +285,8 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
                     .collect();
                 if !here.is_empty() {
                     let dev = here.iter().map(|&i| resid[i]).sum::<f64>() / here.len() as f64;
-                    row_dev.push((r, g, dev));
-                    blocks.push((r, g, here));
+                    row_dev.push((g, dev));
+                    row_blocks.push(here);
                 }
             }
         }
@@ -296,7 +295,7 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         // on the cells' robust scale within their rows.
         let mut within: Vec<f64> = Vec::new();
         let mut shrink = 0.0;
-        for (_, _, here) in blocks.iter().filter(|b| b.2.len() >= 2) {
+        for here in row_blocks.iter().filter(|b| b.len() >= 2) {
             let m = here.iter().map(|&i| resid[i]).sum::<f64>() / here.len() as f64;
             within.extend(here.iter().map(|&i| (resid[i] - m).abs()));
             shrink += here.len() as f64 - 1.0;
@@ -307,8 +306,7 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
             let kept = shrink / within.len() as f64;
             1.4826 * median(&mut within) / kept.sqrt()
         };
-        for (_, _, here) in &blocks {
-            row_blocks.push(here.clone());
+        for here in &row_blocks {
             let values: Vec<f64> = here.iter().map(|&i| resid[i]).collect();
             let centre = huber_mean(&values, ROW_HUBER_K * scale);
             // An entry alone in its row this run holds no cell noise: left out.
@@ -400,7 +398,7 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         let n_all = cells_with_data as f64;
         let excess = row_dev
             .iter()
-            .map(|&(_, g, dev)| {
+            .map(|&(g, dev)| {
                 let m = groups[g].len() as f64;
                 let s_g: f64 = groups[g].iter().map(|&c| cell_sigma[c].powi(2)).sum();
                 let noise = s_g / (m * m) - 2.0 * s_g / (m * n_all) + all / (n_all * n_all);
