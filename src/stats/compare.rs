@@ -311,8 +311,12 @@ struct CellTest {
     cell: usize,
     /// Column of the cell in the history's table.
     column: usize,
-    /// Cell relative to its own run (run effect removed): the per-cell test.
+    /// Cell relative to its own run (run effect removed): what its row and column test pool.
     specific: LogChange,
+    /// The cell's own test: `specific` less its row's predicted share in it (the run × row
+    /// effect, from the row's other cells of the same boots), so a row factor cancels out of
+    /// it as the run effect does; `specific` itself where the history shows no row factor.
+    own: LogChange,
     /// Total change (what people see).
     total: LogChange,
     baseline: f64,
@@ -497,7 +501,8 @@ fn test_metric(
             }
         }
     }
-    let model = noise::fit(&table);
+    let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
+    let model = noise::fit(&table, &rows);
     let level_rows: Vec<usize> = (history.len() - level_n..history.len())
         .filter(|&r| model.run_effect[r].is_finite())
         .collect();
@@ -539,6 +544,7 @@ fn test_metric(
     });
 
     let mut tests = Vec::new();
+    let mut row_parts = Vec::new();
     for (k, &i) in idx.iter().enumerate() {
         // The cell's own level: its run-adjusted mean over the whole window (drift shared by
         // every cell is in the run effects), and its plain level over the level runs.
@@ -595,13 +601,17 @@ fn test_metric(
             0.0
         };
         let excess = (cand_within / jf - base_w * reps_inv / jf).max(0.0) / jf;
-        let var_spec = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
+        // The cell's own noise, and its row's effect on the boots against the history's.
+        let var_cell = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
+        let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / n_level);
+        let var_spec = var_cell + var_row;
         let specific = LogChange {
             estimate: spec_sum / jf - cell_level,
             se: var_spec.sqrt(),
             df: model.cell_df[k],
             tail_df: model.tail_df,
         };
+        row_parts.push((var_cell, var_row));
         let var_total = var_spec + matrix.as_ref().map_or(0.0, |m| m.change.se.powi(2));
         let total = LogChange {
             estimate: raw_sum / jf - raw_level,
@@ -616,11 +626,13 @@ fn test_metric(
             cell: i,
             column: k,
             specific,
+            own: specific,
             total,
             baseline: raw_level.exp(),
             candidate: (raw_sum / jf).exp(),
         });
     }
+    own_tests(&mut tests, &row_parts, cells);
     let lines = if gating {
         let resid: Vec<Vec<f64>> = (0..idx.len())
             .map(|k| {
@@ -634,6 +646,45 @@ fn test_metric(
         Vec::new()
     };
     (tests, matrix, lines)
+}
+
+/// Each cell's own test: its change against the rest of its run, less the best linear
+/// prediction of its row's effect on the candidate's boots from the mean change `o` of the
+/// row's other cells, `w·o` with `w = V_row / (V_row + V_o)` (`V_row`: the row effect's
+/// variance in the contrast, `σ_row²·(1/j + 1/n)`; `V_o`: the others' own noise in their
+/// mean). The test's variance is what is left, `V_cell + (1 − w)²·V_row + w²·V_o`: the row
+/// effect cancels where it is large against the cells' noise, and costs nothing where the
+/// history shows none (`w = 0`). A change of the whole row is its row test's to find.
+/// `parts[i]`: the cell's own noise variance and its row effect's, in the order of `tests`.
+fn own_tests(tests: &mut [CellTest], parts: &[(f64, f64)], cells: &[Coord]) {
+    let own: Vec<LogChange> = tests
+        .iter()
+        .zip(parts)
+        .map(|(t, &(var_cell, var_row))| {
+            let others: Vec<usize> = (0..tests.len())
+                .filter(|&o| tests[o].cell != t.cell && cells[tests[o].cell].1 == cells[t.cell].1)
+                .collect();
+            if others.is_empty() || var_row <= 0.0 {
+                return t.specific;
+            }
+            let m = others.len() as f64;
+            let o = others
+                .iter()
+                .map(|&o| tests[o].specific.estimate)
+                .sum::<f64>()
+                / m;
+            let var_o = others.iter().map(|&o| parts[o].0).sum::<f64>() / (m * m);
+            let w = var_row / (var_row + var_o);
+            LogChange {
+                estimate: t.specific.estimate - w * o,
+                se: (var_cell + (1.0 - w).powi(2) * var_row + w * w * var_o).sqrt(),
+                ..t.specific
+            }
+        })
+        .collect();
+    for (t, own) in tests.iter_mut().zip(own) {
+        t.own = own;
+    }
 }
 
 /// Margin on the point estimate in log units (a relative margin `m` is `−ln(1 − m)`).
@@ -735,7 +786,7 @@ fn cell_decision(
         CellVerdict::Improvement => g > 0.0,
         _ => false,
     };
-    let vs_run = shown(&t.specific, DecisionBasis::VsRun, None);
+    let vs_run = shown(&t.own, DecisionBasis::VsRun, None);
     if points(own, total_good) {
         let why = format!(
             "{} {} [{}, {}] vs the rest of its run (total {})",
@@ -973,7 +1024,7 @@ pub fn compare_at(
     for t in &tests {
         let dir = t.metric.direction();
         let (own, check) = if local {
-            let (v, c) = judge(&t.specific, dir, cell_alpha, margin, &look.name);
+            let (v, c) = judge(&t.own, dir, cell_alpha, margin, &look.name);
             (v, Some(c))
         } else {
             (CellVerdict::Unchanged, None)
@@ -991,7 +1042,7 @@ pub fn compare_at(
             matrix,
         );
         let (lo, hi) = t.total.interval(CONFIDENCE);
-        let p = t.specific.p_worse(dir);
+        let p = t.own.p_worse(dir);
         per_cell.entry(t.cell).or_default().push((
             MetricComparison {
                 metric: t.metric,
@@ -1031,7 +1082,7 @@ pub fn compare_at(
         tests
             .iter()
             .filter(|t| t.metric == Metric::AggregateTps)
-            .map(|t| (comparable[t.cell], t.specific))
+            .map(|t| (comparable[t.cell], t.own))
             .collect(),
         cell_alpha,
     ));
@@ -1093,6 +1144,50 @@ mod tests {
         (0..n)
             .map(|i| run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
             .collect()
+    }
+
+    /// A 20-run history whose context rows run hot or cold on each boot by a factor of SD
+    /// `row_cv` (rows of 5 cells), and a candidate whose 32k row (cells 5..10) is 10% slow.
+    fn row_factor_case(row_cv: f64, seed: u64) -> ComparisonReport {
+        use rand_distr::{Distribution, Normal};
+        let mut rng = StdRng::seed_from_u64(seed);
+        let n = Normal::new(0.0, 1.0).unwrap();
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| {
+                let f: Vec<f64> = (0..4)
+                    .map(|_| (row_cv * n.sample(&mut rng)).exp())
+                    .collect();
+                run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|c| f[c / 5])
+            })
+            .collect();
+        let cand = run("c", &mut rng, 0.01, 0.02, &|c| {
+            if (5..10).contains(&c) { 0.90 } else { 1.0 }
+        });
+        compare(&base, &[cand], &DecisionRule::default()).unwrap()
+    }
+
+    #[test]
+    fn a_cells_own_test_cancels_its_rows_move_where_the_history_has_a_row_factor() {
+        // Mean change the 32k row's cells' own tests stand on.
+        let own = |r: &ComparisonReport| {
+            r.cells[5..10]
+                .iter()
+                .map(|c| c.primary().unwrap().shown_change().change)
+                .sum::<f64>()
+                / 5.0
+        };
+        // Rows that move 5% from boot to boot: a 10% row is as likely a row factor's doing as
+        // the candidate's, and the cells' own tests take nearly all of it out (w near 0.95).
+        let rough = row_factor_case(0.05, 31);
+        assert!(own(&rough) > -0.03, "{}", own(&rough));
+        assert!(rough.cells[5..10].iter().all(|c| {
+            !c.primary()
+                .and_then(|m| m.check.as_ref())
+                .is_some_and(|k| k.rejected)
+        }));
+        // Without a row factor in the history the own tests keep the row's whole change.
+        let plain = row_factor_case(0.0, 31);
+        assert!(own(&plain) < -0.06, "{}", own(&plain));
     }
 
     #[test]
