@@ -17,7 +17,7 @@ use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
 use super::interval::{LogChange, relative, signed};
 use super::noise::{self, LogTable, trimmed_mean};
-use super::rule::{CAPACITY_ALPHA, CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN};
+use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN};
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
 
@@ -125,6 +125,7 @@ fn eligibility(
     history: &[RunResults],
     level: &[RunResults],
     candidate: &[RunResults],
+    capacity_alpha: f64,
 ) -> Eligibility {
     use CellStatus::*;
     let statuses: Vec<CellStatus> = level
@@ -227,7 +228,7 @@ fn eligibility(
                 boots: candidate.len(),
                 boot_hits,
             },
-            CAPACITY_ALPHA,
+            capacity_alpha,
             why,
         );
         Eligibility::Decided(d.verdict, d.reason, d.provisional)
@@ -909,7 +910,7 @@ pub fn compare_at(
     let mut provisional = Vec::with_capacity(coords.len());
     let mut comparable = Vec::new();
     for &coord in &coords {
-        match eligibility(coord, history, level, candidate) {
+        match eligibility(coord, history, level, candidate, rule.capacity_alpha()) {
             Eligibility::Comparable => {
                 comparable.push(coord);
                 decided.push(None);

@@ -5,18 +5,19 @@
 //! slow). So the matrix-wide test is never decided on one boot. The plan, declared up front:
 //!
 //! 1. **first boot**: the rows, columns and cells are tested at their whole alpha
-//!    (`alpha × (1 − MATRIX_SHARE)`; the boot factor cancels out of them, so they are final);
+//!    (`rule.local_alpha()`; the boot factor cancels out of them, so they are final);
 //!    the matrix-wide change only passes the futility screen: it must lean worse at one-sided
 //!    p < `FUTILITY_P`, or the matrix test stops (no alpha spent). About 5% of clean pull
 //!    requests go on.
 //! 2. **second boot** (only when the screen leaned, or a capacity alarm is provisional): the
-//!    mean of both boots' matrix change is tested at `alpha × MATRIX_SHARE`, and the second
+//!    mean of both boots' matrix change is tested at `rule.matrix_alpha()`, and the second
 //!    boot alone must lean worse past the same futility bound. Either boot alone slow cannot
 //!    make a regression: the other must lean worse too.
 //!
 //! Why the false-alarm rate stays at `alpha`: a matrix regression needs the both-boots test to
-//! reject, which has level `alpha × MATRIX_SHARE` whatever the screens do (requiring more only
-//! lowers it); the local families spend the rest at the first boot. The union bound adds them.
+//! reject, which has level `rule.matrix_alpha()` whatever the screens do (requiring more only
+//! lowers it); the local families spend theirs at the first boot, capacity its own
+//! (`rule.capacity_alpha()`). The union bound adds them to `alpha`.
 
 use serde::{Deserialize, Serialize};
 

@@ -180,7 +180,7 @@ struct PairTest {
 /// factor cancels, as in `stats::compare`); when the matrix-wide test finds a change, cells
 /// left undecided take their verdict from the total change. The margin is `min_effect` (the
 /// pairs' own scatter is in the test's interval already). Gating metrics of all cells form one family (Holm at the
-/// local families' alpha, `alpha / 2`), improvements adjusted separately; the matrix-wide test is the paired t
+/// local families' alpha, `0.4 × alpha`), improvements adjusted separately; the matrix-wide test is the paired t
 /// on `D_i`, the per-pair mean difference over the cells measured in every pair, at the rule's
 /// matrix alpha with the matrix margin (`MATRIX_MARGIN`, 1%).
 pub fn paired_compare(

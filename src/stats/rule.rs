@@ -26,11 +26,12 @@ pub(crate) const MATRIX_MARGIN: f64 = 0.01;
 /// Confidence of the printed intervals (two-sided): 90%, the interval whose lower end is the
 /// 5% one-sided bound, the futility level.
 pub(crate) const CONFIDENCE: f64 = 0.90;
-/// Largest false-alarm rate allowed when a capacity-limited or saturated candidate cell is
-/// called a regression, bounded over every rate at which the cell could flip in its history
-/// (`stats::capacity`): a cell that fit in 16+ history runs and is limited on both boots
-/// regresses; one boot alone never does.
-pub(crate) const CAPACITY_ALPHA: f64 = 0.002;
+/// Share of `alpha` given to capacity and saturation regressions (the matrix, lines and cells
+/// share the rest): a cell's false-alarm bound over every rate at which it could flip in its
+/// history (`stats::capacity`). A fifth: at the default `alpha` the 0.2% at which a cell that
+/// fit in 16+ history runs and is limited on both boots regresses (one boot alone never does),
+/// now counted inside the gate's `alpha` instead of on top of it.
+pub(crate) const CAPACITY_SHARE: f64 = 0.2;
 
 /// Parameters of the decision rule: the knobs a user sets in `[thresholds]` (and `[baseline]`
 /// for the history window).
@@ -112,12 +113,17 @@ impl DecisionRule {
 
     /// Alpha of the matrix-wide test (spent at its last look).
     pub fn matrix_alpha(&self) -> f64 {
-        self.alpha * MATRIX_SHARE
+        self.alpha * (1.0 - CAPACITY_SHARE) * MATRIX_SHARE
     }
 
     /// Alpha of the rows, columns and cells together (spent at the first boot and its rounds).
     pub fn local_alpha(&self) -> f64 {
-        self.alpha * (1.0 - MATRIX_SHARE)
+        self.alpha * (1.0 - CAPACITY_SHARE) * (1.0 - MATRIX_SHARE)
+    }
+
+    /// A capacity-limited or saturated cell's false-alarm bound ([`CAPACITY_SHARE`]).
+    pub fn capacity_alpha(&self) -> f64 {
+        self.alpha * CAPACITY_SHARE
     }
 
     /// The parameters as recorded in a report.
