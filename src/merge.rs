@@ -563,6 +563,7 @@ pub(crate) mod tests {
                 matrix_margin: 0.01,
                 correction: "holm".into(),
                 confidence: 0.95,
+                shares: None,
             },
         }
     }

@@ -556,8 +556,12 @@ pub struct Check {
     pub reference: String,
     /// The boundary, in the worse direction: a regression needs the statistic beyond it.
     pub boundary: f64,
-    /// The one-sided alpha this test was given at this look (its share of the gate's alpha).
+    /// The one-sided alpha this test was given at this look (its share of the gate's alpha);
+    /// for a futility screen, the screen's level, which spends none of it.
     pub alpha: f64,
+    /// Whether this is the matrix test's futility screen (it can stop the test, never reject).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub screen: bool,
     /// Whether this test found a regression (statistic beyond the boundary, change beyond
     /// its margin).
     pub rejected: bool,
@@ -580,12 +584,16 @@ impl Check {
             (false, true) => "≥",
             (false, false) => "<",
         };
+        let level = if self.screen {
+            format!("one-sided level {:.2e}, no α spent", self.alpha)
+        } else {
+            format!("one-sided α = {:.2e}", self.alpha)
+        };
         format!(
-            "{what}: t = {} {op} {} ({}, one-sided α = {:.2e}, {}) → {}",
+            "{what}: t = {} {op} {} ({}, {level}, {}) → {}",
             signed_number(self.statistic, 2),
             signed_number(self.boundary, 2),
             self.reference,
-            self.alpha,
             self.look,
             self.outcome
         )
@@ -632,6 +640,22 @@ pub struct RuleSummary {
     pub correction: String,
     /// Confidence level of reported intervals.
     pub confidence: f64,
+    /// What each family of tests was given of `alpha`; absent from verdicts written before
+    /// the shares were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shares: Option<AlphaShares>,
+}
+
+/// The split of a gate's `alpha` among its families of tests, so that a reader can add them
+/// up: their sum is at most `alpha` (the union bound), and each check line names its own.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AlphaShares {
+    /// The matrix-wide test (spent at its last look).
+    pub matrix: f64,
+    /// Rows, columns and cells together (the correction splits it within the family).
+    pub local: f64,
+    /// Capacity-limited and saturated cells (0 where the comparison has no such test).
+    pub capacity: f64,
 }
 
 impl RuleSummary {

@@ -187,6 +187,7 @@ fn verdict(
             matrix_margin: 0.01,
             correction: "holm".into(),
             confidence: 0.95,
+            shares: None,
         },
     }
 }

@@ -325,6 +325,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             matrix_margin: 0.01,
             correction: "holm".into(),
             confidence: 0.9,
+            shares: None,
         },
         confirmation: None,
         coverage: None,

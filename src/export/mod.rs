@@ -226,6 +226,7 @@ pub(crate) mod fixture {
                 matrix_margin: 0.01,
                 correction: "holm".into(),
                 confidence: 0.95,
+                shares: None,
             },
             confirmation: None,
             coverage: None,

@@ -598,12 +598,31 @@ fn details(report: &ComparisonReport) -> Vec<String> {
         out.push(line);
     }
     let r = &report.rule;
+    let split = match r.shares {
+        Some(s) => {
+            let capacity = if s.capacity > 0.0 {
+                format!(", {:.2e} to capacity-limited cells", s.capacity)
+            } else {
+                String::new()
+            };
+            format!(
+                "{:.2e} to the matrix-wide test, {:.2e} to rows, columns and cells ({} within \
+                 each family){capacity}",
+                s.matrix,
+                s.local,
+                r.correction_name()
+            )
+        }
+        None => format!(
+            "half to the matrix-wide test and half to rows, columns and cells ({} within each \
+             family)",
+            r.correction_name()
+        ),
+    };
     out.push(format!(
-        "Rule: α = {} per gate, half to the matrix-wide test and half to rows, columns and cells \
-         ({} within each family); a regression also needs a change beyond {:.1}% ({:.0}% for \
-         the matrix); {:.0}% intervals; baseline level from {} run{}, noise from {}.",
+        "Rule: α = {} per gate: {split}; a regression also needs a change beyond {:.1}% ({:.0}% \
+         for the matrix); {:.0}% intervals; baseline level from {} run{}, noise from {}.",
         r.alpha,
-        r.correction_name(),
         100.0 * r.min_effect,
         100.0 * r.matrix_margin,
         100.0 * r.confidence,

@@ -176,6 +176,7 @@ mod tests {
                 matrix_margin: 0.01,
                 correction: "holm".into(),
                 confidence: 0.95,
+                shares: None,
             },
         }
     }

@@ -727,6 +727,7 @@ fn judge(
             reference: change.reference(),
             boundary: signed(-q, direction),
             alpha,
+            screen: false,
             rejected: verdict == CellVerdict::Regression,
             outcome: outcome.into(),
         },
@@ -747,6 +748,7 @@ fn screen(change: &LogChange, look: &str) -> (bool, crate::verdict::Check) {
             reference: change.reference(),
             boundary: -q,
             alpha: FUTILITY_P,
+            screen: true,
             rejected: false,
             outcome: if leans {
                 "leans worse: boot again".into()

@@ -319,6 +319,10 @@ pub fn paired_compare(
         rule,
     );
     report.rule.correction = "holm".into();
+    // The pairs decide capacity by their counts (`eligibility`), not by a test at a share.
+    if let Some(shares) = report.rule.shares.as_mut() {
+        shares.capacity = 0.0;
+    }
     if let Some(m) = matrix.get(&Metric::AggregateTps) {
         let dir = Direction::HigherIsBetter;
         let v = significant_verdict(

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::verdict::{Metric, RuleSummary};
+use crate::verdict::{AlphaShares, Metric, RuleSummary};
 
 use super::StatsError;
 
@@ -134,6 +134,11 @@ impl DecisionRule {
             matrix_margin: MATRIX_MARGIN,
             correction: "bonferroni".to_string(),
             confidence: CONFIDENCE,
+            shares: Some(AlphaShares {
+                matrix: self.matrix_alpha(),
+                local: self.local_alpha(),
+                capacity: self.capacity_alpha(),
+            }),
         }
     }
 }

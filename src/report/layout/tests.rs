@@ -6,8 +6,8 @@ use crate::report::console::CONSOLE_WIDTH;
 use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
 use crate::verdict::fixtures::metric;
 use crate::verdict::{
-    BaselineSummary, CellSensitivity, Confirmation, Direction, MatrixTest, RuleSummary,
-    Sensitivity, VERDICT_SCHEMA_VERSION,
+    AlphaShares, BaselineSummary, CellSensitivity, Confirmation, Direction, MatrixTest,
+    RuleSummary, Sensitivity, VERDICT_SCHEMA_VERSION,
 };
 
 /// The default job's 3 × 2 matrix (C = 1, 2, 4 × contexts 0, 8k), every cell `change` ± 1.2%
@@ -88,6 +88,11 @@ fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> 
             matrix_margin: 0.01,
             correction: "holm".into(),
             confidence: 0.95,
+            shares: Some(AlphaShares {
+                matrix: 0.004,
+                local: 0.004,
+                capacity: 0.002,
+            }),
         },
         confirmation: None,
         coverage: None,
