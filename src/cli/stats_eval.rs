@@ -253,6 +253,30 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
     }
     out.push_str(&sources.to_string());
     out.push('\n');
+    out.push_str(
+        "\nWhat a pass promised: in the gates whose A/A said pass, the same history and boots with \
+         every cell 5% slower (the default design effect; a pass promises it is found with the \
+         design power, 80% by default):\n",
+    );
+    let mut promise = Table::new();
+    *promise.style_mut() = UTF8_FULL_CONDENSED;
+    promise.set_header(vec!["runner", "A/A pass", "-5% found when A/A passed"]);
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let passed = o(Scenario::AA).map_or(0.0, |x| x.pass_rate);
+        promise.add_row(vec![
+            c.condition.clone(),
+            pct(passed),
+            o(Scenario::Uniform(-0.05))
+                .and_then(|x| x.found_when_aa_passed)
+                .map_or_else(
+                    || "no A/A passed".to_string(),
+                    |f| with_interval(f, (passed * r.trials as f64).round() as usize),
+                ),
+        ]);
+    }
+    out.push_str(&promise.to_string());
+    out.push('\n');
     if !r.targets.is_empty() {
         out.push_str("\nTargets:\n");
         for t in &r.targets {

@@ -255,6 +255,11 @@ pub(crate) struct ScenarioOutcome {
     /// Which tests said regression (shares of trials; a gate can have several).
     #[serde(default)]
     pub alarms: AlarmSources,
+    /// Share of the trials whose A/A gate said `pass` in which this scenario said
+    /// `regression` (the same history and boots, common random numbers): at the design effect,
+    /// the power a `pass` promised (`design_power`), as kept. `None` without such trials.
+    #[serde(default)]
+    pub found_when_aa_passed: Option<f64>,
 }
 
 /// Which tests of the gate said regression, as shares of trials: where the false alarms of a
@@ -694,8 +699,9 @@ fn run_condition(
         std,
     };
     // counts[s] = (regression, pass, insufficient, target cell, boots, then the alarms of
-    // cell, line, matrix and capacity tests)
-    let mut counts = vec![[0.0f64; 9]; SCENARIOS.len()];
+    // cell, line, matrix and capacity tests, then trials whose A/A passed and regressions
+    // among them)
+    let mut counts = vec![[0.0f64; 11]; SCENARIOS.len()];
     let zero = vec![0.0; n_cells];
     for trial in 0..cfg.trials {
         let mut drift = 0.0;
@@ -735,6 +741,7 @@ fn run_condition(
             .collect();
         let target = sampler.rng.random_range(0..n_cells);
         let window_seed: u64 = sampler.rng.random();
+        let mut aa_passed = false;
         for (s, scenario) in SCENARIOS.iter().enumerate() {
             let mut effects = zero.clone();
             match *scenario {
@@ -792,6 +799,12 @@ fn run_condition(
             for (k, hit) in alarm_families(&report).into_iter().enumerate() {
                 c[5 + k] += f64::from(u8::from(hit));
             }
+            if *scenario == Scenario::AA {
+                aa_passed = report.gate == GateVerdict::Pass;
+            } else if aa_passed {
+                c[9] += 1.0;
+                c[10] += f64::from(u8::from(report.gate == GateVerdict::Regression));
+            }
         }
     }
     let trials = cfg.trials.max(1) as f64;
@@ -824,6 +837,7 @@ fn run_condition(
                         matrix: c[7] / trials,
                         capacity: c[8] / trials,
                     },
+                    found_when_aa_passed: (c[9] > 0.0).then(|| c[10] / c[9]),
                 }
             })
             .collect(),
