@@ -95,7 +95,8 @@ impl ComparisonReport {
     }
 
     /// The tests that decided the gate, one line each, so a reviewer can redo them by hand:
-    /// the matrix-wide test, then every row, column and cell test that found a regression.
+    /// the matrix-wide test, then every row, column and cell test that found a regression
+    /// (a cell's only where its verdict is that regression).
     pub fn check_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(c) = self.matrix_test.as_ref().and_then(|m| m.check.as_ref()) {
@@ -112,7 +113,8 @@ impl ComparisonReport {
         }
         for cell in &self.cells {
             for m in &cell.metrics {
-                if let Some(c) = m.check.as_ref().filter(|c| c.rejected) {
+                let decided = m.verdict == CellVerdict::Regression;
+                if let Some(c) = m.check.as_ref().filter(|c| c.rejected && decided) {
                     let what = format!(
                         "cell C={} ctx={} {}",
                         cell.concurrency,

@@ -1044,6 +1044,19 @@ pub fn compare_at(
             moved_line(t.metric, t.cell),
             matrix,
         );
+        // A test that crossed its boundary but did not decide the cell (its total moved the
+        // other way) says so, so that its line never contradicts the cell's verdict.
+        let check = check.map(|mut c| {
+            if c.rejected && verdict != own {
+                c.outcome = format!(
+                    "{} against the rest of its run, but its total change is {}: {}",
+                    own.as_str(),
+                    signed_percent(relative(t.total.estimate)),
+                    verdict.as_str()
+                );
+            }
+            c
+        });
         let (lo, hi) = t.total.interval(CONFIDENCE);
         let p = t.own.p_worse(dir);
         per_cell.entry(t.cell).or_default().push((
@@ -1616,6 +1629,22 @@ mod tests {
         assert!((ttft.change + 0.021).abs() < 0.01, "{}", ttft.change);
         assert_ne!(ttft.verdict, CellVerdict::Regression, "{ttft:?}");
         assert_ne!(report.cells[3].verdict, CellVerdict::Regression);
+        // Its own test crossed the boundary against its run; its check says why that did
+        // not decide the cell, and the checks that decided the gate leave it out.
+        let check = ttft.check.as_ref().unwrap();
+        assert!(check.rejected, "{check:?}");
+        assert!(
+            check
+                .outcome
+                .starts_with("regression against the rest of its run, but its total change is −2."),
+            "{}",
+            check.outcome
+        );
+        assert!(
+            report.check_lines().iter().all(|l| !l.contains("ttft_p50")),
+            "{:?}",
+            report.check_lines()
+        );
         let shown = ttft.shown_change();
         assert_eq!(shown.basis, DecisionBasis::WithMatrix, "{shown:?}");
         assert!(shown.change < 0.0, "{shown:?}");
