@@ -215,12 +215,12 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
             .llama_cpp_python
             .map(|_| 1),
     };
-    let mut tasks = vec![tokio::spawn(scheduler::run_engine(
+    let mut tasks = vec![scheduler::spawn_engine(
         engine_cfg,
         counters.clone(),
         rx,
         cancel.clone(),
-    ))];
+    )];
     let fault_set = FaultSet::from_faults(&opts.faults);
     if let Some(secs) = fault_set.crash_after {
         let token = cancel.clone();

@@ -185,8 +185,55 @@ pub(crate) fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>
     (EngineHandle { tx }, rx)
 }
 
-/// Runs the engine until `cancel` fires or every handle is dropped.
-pub(crate) async fn run_engine(
+/// Starts the engine on a thread of its own (a single-threaded runtime of its own), where it
+/// can wait out the last stretch before a step's deadline precisely ([`wait_until`]): on
+/// tokio's timer, which wakes on millisecond ticks, every release was rounded up to one, so a
+/// 1.5 ms step streamed gaps of 1 and 2 ms, half each, and the ITL median flipped between
+/// them from run to run. Runs until `cancel` fires or every handle is dropped.
+pub(crate) fn spawn_engine(
+    cfg: EngineConfig,
+    counters: Arc<EngineCounters>,
+    rx: mpsc::UnboundedReceiver<EngineRequest>,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_blocking(move || {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(run_engine(cfg, counters, rx, cancel)),
+            Err(e) => {
+                errln!("infergate sim: cannot start the engine's runtime: {e}");
+                cancel.cancel();
+            }
+        }
+    })
+}
+
+/// How far before a deadline the engine leaves tokio's timer (millisecond ticks, woken up
+/// to a tick late) for a sleep of its thread (the OS timer: ~50–100 µs late).
+const PRECISE_WAIT: Duration = Duration::from_millis(2);
+
+/// Waits until `deadline`; `true` when `cancel` fired first. Only on the engine's own thread
+/// ([`spawn_engine`]): its last [`PRECISE_WAIT`] blocks the thread.
+async fn wait_until(deadline: Instant, cancel: &CancellationToken) -> bool {
+    if let Some(coarse) = deadline.checked_sub(PRECISE_WAIT)
+        && coarse > Instant::now()
+    {
+        tokio::select! {
+            _ = cancel.cancelled() => return true,
+            _ = tokio::time::sleep_until(coarse) => {}
+        }
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        std::thread::sleep(left);
+    }
+    cancel.is_cancelled()
+}
+
+/// Runs the engine until `cancel` fires or every handle is dropped ([`spawn_engine`]).
+async fn run_engine(
     cfg: EngineConfig,
     counters: Arc<EngineCounters>,
     mut rx: mpsc::UnboundedReceiver<EngineRequest>,
@@ -334,9 +381,8 @@ pub(crate) async fn run_engine(
                 seq.release(None);
             }
             last_release = now;
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep_until(deadline) => {}
+            if wait_until(deadline, &cancel).await {
+                return;
             }
         } else {
             if deadline + MAX_LAG < now {
@@ -500,7 +546,7 @@ mod tests {
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
         let cancel = CancellationToken::new();
-        tokio::spawn(run_engine(cfg, counters.clone(), rx, cancel.clone()));
+        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
         (handle, counters, cancel)
     }
 
@@ -569,7 +615,7 @@ mod tests {
             let counters = Arc::new(EngineCounters::new(0));
             let (h, rx) = channel();
             let cancel = CancellationToken::new();
-            tokio::spawn(run_engine(cfg, counters.clone(), rx, cancel.clone()));
+            spawn_engine(cfg, counters.clone(), rx, cancel.clone());
             let rxs: Vec<_> = (0..4).map(|_| submit(&h, 10, 128, 128)).collect();
             for rx in rxs {
                 let (n, finish) = drain_until_finish(rx).await;
