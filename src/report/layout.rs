@@ -84,11 +84,15 @@ pub(crate) fn metric_value(metric: Metric, value: f64) -> String {
     }
     match metric {
         Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
+            // Three significant figures: a 10% longer 1.5 ms ITL reads 1.50 → 1.65 ms, not
+            // 1.5 → 1.6 ms beside "+10.0%".
             let ms = value * 1000.0;
             if ms.abs() >= 100.0 {
                 format!("{ms:.0} ms")
-            } else {
+            } else if ms.abs() >= 10.0 {
                 format!("{ms:.1} ms")
+            } else {
+                format!("{ms:.2} ms")
             }
         }
         Metric::AggregateTps | Metric::PerUserTps => format!("{value:.1} tok/s"),

@@ -249,14 +249,16 @@ fn latencies_carry_units_and_never_a_verdict_word_against_their_sign() {
     let l = layout(&r);
     assert_eq!(l.secondary.len(), 2, "{:?}", l.secondary);
     let itl = &l.secondary[0];
-    assert_eq!(itl.values, "3.3 ms → 3.5 ms");
+    assert_eq!(itl.values, "3.30 ms → 3.50 ms");
     assert!(itl.change.ends_with("higher"), "{}", itl.change);
     let ttft = &l.secondary[1];
     assert!(ttft.change.ends_with("lower"), "{}", ttft.change);
     let md = markdown(&l, true);
     assert!(!md.contains("improvement"), "{md}");
     assert_eq!(metric_value(Metric::AggregateTps, 747.23), "747.2 tok/s");
-    assert_eq!(metric_value(Metric::ItlP50, 0.0013), "1.3 ms");
+    assert_eq!(metric_value(Metric::ItlP50, 0.0013), "1.30 ms");
+    assert_eq!(metric_value(Metric::TtftP50, 0.0421), "42.1 ms");
+    assert_eq!(metric_value(Metric::TtftP90, 0.1234), "123 ms");
     assert_eq!(Metric::ItlP90.direction(), Direction::LowerIsBetter);
 }
 
