@@ -698,10 +698,7 @@ fn run_condition(
         rng: StdRng::seed_from_u64(seed),
         std,
     };
-    // counts[s] = (regression, pass, insufficient, target cell, boots, then the alarms of
-    // cell, line, matrix and capacity tests, then trials whose A/A passed and regressions
-    // among them)
-    let mut counts = vec![[0.0f64; 11]; SCENARIOS.len()];
+    let mut counts = vec![Tally::default(); SCENARIOS.len()];
     let zero = vec![0.0; n_cells];
     for trial in 0..cfg.trials {
         let mut drift = 0.0;
@@ -785,25 +782,25 @@ fn run_condition(
                 second,
             )?;
             let c = &mut counts[s];
-            c[0] += f64::from(u8::from(report.gate == GateVerdict::Regression));
-            c[1] += f64::from(u8::from(report.gate == GateVerdict::Pass));
-            c[2] += f64::from(u8::from(report.gate == GateVerdict::Insufficient));
+            c.regression += u32::from(report.gate == GateVerdict::Regression);
+            c.pass += u32::from(report.gate == GateVerdict::Pass);
+            c.insufficient += u32::from(report.gate == GateVerdict::Insufficient);
             let found = match scenario {
                 Scenario::Row(_) => report.cells[ROW_CELLS]
                     .iter()
                     .any(|x| x.verdict == CellVerdict::Regression),
                 _ => report.cells[target].verdict == CellVerdict::Regression,
             };
-            c[3] += f64::from(u8::from(found));
-            c[4] += if confirmed { 2.0 } else { 1.0 };
-            for (k, hit) in alarm_families(&report).into_iter().enumerate() {
-                c[5 + k] += f64::from(u8::from(hit));
+            c.target_cell += u32::from(found);
+            c.boots += if confirmed { 2 } else { 1 };
+            for (n, hit) in c.alarms.iter_mut().zip(alarm_families(&report)) {
+                *n += u32::from(hit);
             }
             if *scenario == Scenario::AA {
                 aa_passed = report.gate == GateVerdict::Pass;
             } else if aa_passed {
-                c[9] += 1.0;
-                c[10] += f64::from(u8::from(report.gate == GateVerdict::Regression));
+                c.after_aa_pass += 1;
+                c.regression_after_aa_pass += u32::from(report.gate == GateVerdict::Regression);
             }
         }
     }
@@ -815,7 +812,8 @@ fn run_condition(
             .iter()
             .zip(&counts)
             .map(|(&scenario, c)| {
-                let rate = c[0] / trials;
+                let share = |n: u32| f64::from(n) / trials;
+                let rate = share(c.regression);
                 let (wilson_low, wilson_high) = wilson(rate, trials);
                 ScenarioOutcome {
                     scenario,
@@ -823,25 +821,44 @@ fn run_condition(
                     regression_rate: rate,
                     wilson_low,
                     wilson_high,
-                    pass_rate: c[1] / trials,
-                    insufficient_rate: c[2] / trials,
+                    pass_rate: share(c.pass),
+                    insufficient_rate: share(c.insufficient),
                     target_cell_rate: matches!(
                         scenario,
                         Scenario::SingleCell(_) | Scenario::Row(_)
                     )
-                    .then_some(c[3] / trials),
-                    mean_boots: c[4] / trials,
+                    .then_some(share(c.target_cell)),
+                    mean_boots: share(c.boots),
                     alarms: AlarmSources {
-                        cell: c[5] / trials,
-                        line: c[6] / trials,
-                        matrix: c[7] / trials,
-                        capacity: c[8] / trials,
+                        cell: share(c.alarms[0]),
+                        line: share(c.alarms[1]),
+                        matrix: share(c.alarms[2]),
+                        capacity: share(c.alarms[3]),
                     },
-                    found_when_aa_passed: (c[9] > 0.0).then(|| c[10] / c[9]),
+                    found_when_aa_passed: (c.after_aa_pass > 0).then(|| {
+                        f64::from(c.regression_after_aa_pass) / f64::from(c.after_aa_pass)
+                    }),
                 }
             })
             .collect(),
     })
+}
+
+/// What one scenario's gates said over a runner's trials (counts).
+#[derive(Clone, Default)]
+struct Tally {
+    regression: u32,
+    pass: u32,
+    insufficient: u32,
+    /// Single-cell and row scenarios: gates where a changed cell itself regressed.
+    target_cell: u32,
+    /// Candidate boots over all gates.
+    boots: u32,
+    /// Gates in which the cell, line, matrix and capacity tests said regression.
+    alarms: [u32; 4],
+    /// Trials whose A/A gate said pass, and this scenario's regressions among them.
+    after_aa_pass: u32,
+    regression_after_aa_pass: u32,
 }
 
 /// Wilson score interval (95%) of a share `p` of `n` trials: honest near 0 and 1, where the

@@ -268,7 +268,8 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         .collect();
     let with_rows =
         runs_with_data >= ROW_MIN_RUNS && groups.len() >= 2 && groups.iter().any(|g| g.len() >= 2);
-    // Each run's row: the row and its cells' mean residual (for the row effect's variance).
+    // Each run's row: the row and its cells' mean residual (for the row effect's variance and
+    // the cells' scale within their rows), and those cells' entries.
     let mut row_dev: Vec<(usize, f64)> = Vec::new();
     let mut row_blocks: Vec<Vec<usize>> = Vec::new();
     let mut cell_factor = vec![0.0; nc];
@@ -295,8 +296,11 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         // on the cells' robust scale within their rows.
         let mut within: Vec<f64> = Vec::new();
         let mut shrink = 0.0;
-        for here in row_blocks.iter().filter(|b| b.len() >= 2) {
-            let m = here.iter().map(|&i| resid[i]).sum::<f64>() / here.len() as f64;
+        for (here, &(_, m)) in row_blocks
+            .iter()
+            .zip(&row_dev)
+            .filter(|(b, _)| b.len() >= 2)
+        {
             within.extend(here.iter().map(|&i| (resid[i] - m).abs()));
             shrink += here.len() as f64 - 1.0;
         }
