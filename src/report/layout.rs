@@ -604,11 +604,17 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     let r = &report.rule;
     let split = match r.shares {
         Some(s) => {
-            let capacity = if s.capacity > 0.0 {
+            let mut capacity = if s.capacity > 0.0 {
                 format!(", {:.2e} to capacity-limited cells", s.capacity)
             } else {
                 String::new()
             };
+            // What no test was given (an A/B comparison decides capacity by its counts), so
+            // that the shares add up to α as printed.
+            let unspent = r.alpha - s.matrix - s.local - s.capacity;
+            if unspent > 1e-9 * r.alpha {
+                capacity.push_str(&format!(", {unspent:.2e} unspent"));
+            }
             format!(
                 "{:.2e} to the matrix-wide test, {:.2e} to rows, columns and cells ({} within \
                  each family){capacity}",

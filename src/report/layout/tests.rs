@@ -305,3 +305,29 @@ fn markdown_snapshots() {
 fn console_snapshots() {
     insta::assert_snapshot!("console_regression", console(&layout(&regression())));
 }
+
+/// The Rule line's shares add up to the α it prints: what no test was given is named.
+#[test]
+fn the_rule_line_shares_add_up_to_alpha() {
+    let mut r = regression();
+    let rule = |r: &ComparisonReport| {
+        details(r)
+            .into_iter()
+            .find(|l| l.starts_with("Rule:"))
+            .unwrap_or_default()
+    };
+    assert!(!rule(&r).contains("unspent"), "{}", rule(&r));
+    // An A/B comparison: capacity is decided by counts, not at a share.
+    r.rule.shares = Some(AlphaShares {
+        matrix: 0.004,
+        local: 0.004,
+        capacity: 0.0,
+    });
+    let line = rule(&r);
+    assert!(
+        line.contains(
+            "4.00e-3 to rows, columns and cells (Holm within each family), 2.00e-3 unspent;"
+        ),
+        "{line}"
+    );
+}
