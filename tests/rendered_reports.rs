@@ -1,6 +1,7 @@
 //! The PR comment and the job summary of a pass, a regression (a 10% slower engine on the
 //! default config) and an undecided verdict on a thin baseline, from real gate runs
-//! (`tests/fixtures/reports/<case>/{results,verdict}.json`), rendered the way a reader sees
+//! (`tests/fixtures/reports/<case>/{results,verdict}.json`, recorded by
+//! `scripts/record-report-fixtures.sh`), rendered the way a reader sees
 //! them: GitHub-flavoured Markdown → HTML → a headless-chromium screenshot, checked for the
 //! first line, the table width and raw Markdown (`scripts/render-reports.py`).
 //!
