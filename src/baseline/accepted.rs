@@ -152,19 +152,23 @@ impl BaselineStore {
         Ok((loaded, last))
     }
 
-    /// Groups (profile key, suite) holding a run with this id.
-    pub fn groups_with_run(&self, run_id: &str) -> Result<Vec<(String, String)>, BaselineError> {
+    /// Groups (profile key, suite) holding a run with this id, among those matching the
+    /// profile and suite a user named ([`BaselineStore::groups`]).
+    pub fn groups_with_run(
+        &self,
+        run_id: &str,
+        profile: Option<&str>,
+        suite: Option<&str>,
+    ) -> Result<Vec<(String, String)>, BaselineError> {
         let mut out = Vec::new();
-        for (key, suites) in self.profiles()? {
-            for suite in suites {
-                if self
-                    .load(&key, Some(&suite))?
-                    .runs
-                    .iter()
-                    .any(|r| r.run_id == run_id)
-                {
-                    out.push((key.clone(), suite));
-                }
+        for (key, suite) in self.groups(profile, suite)? {
+            if self
+                .load(&key, Some(&suite))?
+                .runs
+                .iter()
+                .any(|r| r.run_id == run_id)
+            {
+                out.push((key, suite));
             }
         }
         Ok(out)
@@ -227,7 +231,7 @@ mod tests {
         assert_eq!(ids, ["night-05", "night-06", "night-07"]);
         assert_eq!(since.unwrap().note.as_deref(), Some("new driver"));
         assert_eq!(
-            store.groups_with_run("night-05").unwrap(),
+            store.groups_with_run("night-05", None, None).unwrap(),
             vec![(key.clone(), "stats-eval".to_string())]
         );
         // No temp file left; a corrupt file fails the load instead of using every run.

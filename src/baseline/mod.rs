@@ -491,6 +491,28 @@ impl BaselineStore {
         Ok(out)
     }
 
+    /// The (profile key, suite) groups of the store, sorted, kept to those matching the
+    /// profile and suite a user named (compared as the path components they are stored under).
+    pub fn groups(
+        &self,
+        profile: Option<&str>,
+        suite: Option<&str>,
+    ) -> Result<Vec<(String, String)>, BaselineError> {
+        let (profile, suite) = (profile.map(component), suite.map(component));
+        let mut out = Vec::new();
+        for (key, suites) in self.profiles()? {
+            if profile.as_ref().is_some_and(|p| *p != key) {
+                continue;
+            }
+            for s in suites {
+                if suite.as_ref().is_none_or(|want| *want == s) {
+                    out.push((key.clone(), s));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// How `candidate` differs from each profile the store holds, one line per stored profile
     /// (`<key>: hardware cpu-a vs cpu-b, model x vs y`), read from the profile descriptions;
     /// for the message of a gate that found no baseline.
@@ -552,55 +574,28 @@ impl BaselineStore {
         keep: usize,
     ) -> Result<PruneReport, BaselineError> {
         let mut report = PruneReport::default();
-        for (key, suites) in self.profiles()? {
-            if profile_key.is_some_and(|k| component(k) != key) {
-                continue;
+        for (key, s) in self.groups(profile_key, suite)? {
+            let mut dated = Vec::new();
+            for path in self.run_files(&key, Some(&s))? {
+                if let Ok(mut runs) = crate::import::load_results(&path)
+                    && let Some(run) = runs.pop()
+                {
+                    dated.push((run.started_at, run.run_id, path));
+                }
             }
-            for s in suites {
-                if suite.is_some_and(|want| component(want) != s) {
-                    continue;
-                }
-                let dir = self.root.join(&key).join(&s).join("runs");
-                let mut dated = Vec::new();
-                for path in self.files_in(&dir)? {
-                    if let Ok(mut runs) = crate::import::load_results(&path)
-                        && let Some(run) = runs.pop()
-                    {
-                        dated.push((run.started_at, run.run_id, path));
-                    }
-                }
-                dated.sort();
-                let drop = dated.len().saturating_sub(keep);
-                for (_, _, path) in dated.drain(..drop) {
-                    std::fs::remove_file(&path).map_err(|source| BaselineError::Io {
-                        action: "remove",
-                        path: path.clone(),
-                        source,
-                    })?;
-                    report.removed.push(path);
-                }
-                report.kept += dated.len();
+            dated.sort();
+            let drop = dated.len().saturating_sub(keep);
+            for (_, _, path) in dated.drain(..drop) {
+                std::fs::remove_file(&path).map_err(|source| BaselineError::Io {
+                    action: "remove",
+                    path: path.clone(),
+                    source,
+                })?;
+                report.removed.push(path);
             }
+            report.kept += dated.len();
         }
         Ok(report)
-    }
-
-    /// Run files of a group directory given by path (used by `prune`).
-    fn files_in(&self, dir: &Path) -> Result<Vec<PathBuf>, BaselineError> {
-        let key = dir
-            .parent()
-            .and_then(Path::parent)
-            .and_then(Path::file_name)
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string();
-        let suite = dir
-            .parent()
-            .and_then(Path::file_name)
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string();
-        self.run_files(&key, Some(&suite))
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::baseline::{ADHOC_SUITE, BaselineError, BaselineStore, component, history};
+use crate::baseline::{ADHOC_SUITE, BaselineError, BaselineStore, history};
 use crate::cli::compare::{OutputFormat, emit, load_files};
 use crate::exit::{GateExit, usage};
 
@@ -218,15 +218,9 @@ fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
     let (key, suite) = match (&a.profile, &a.suite) {
         (Some(k), Some(s)) => (k.clone(), s.clone()),
         _ => {
-            let groups: Vec<(String, String)> = store
-                .groups_with_run(&a.since)
-                .map_err(store_err)?
-                .into_iter()
-                .filter(|(k, s)| {
-                    a.profile.as_deref().is_none_or(|p| component(p) == *k)
-                        && a.suite.as_deref().is_none_or(|x| component(x) == *s)
-                })
-                .collect();
+            let groups = store
+                .groups_with_run(&a.since, a.profile.as_deref(), a.suite.as_deref())
+                .map_err(store_err)?;
             match groups.as_slice() {
                 [one] => one.clone(),
                 [] => {
@@ -259,28 +253,28 @@ fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
     Ok(GateExit::Pass)
 }
 
-/// `baseline show`.
-fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
-    let mut groups = Vec::new();
-    for (key, suites) in store.profiles().map_err(store_err)? {
-        if a.profile.as_deref().is_some_and(|p| component(p) != key) {
-            continue;
-        }
-        for suite in suites {
-            if a.suite.as_deref().is_some_and(|s| component(s) != suite) {
-                continue;
-            }
-            groups.push((key.clone(), suite));
-        }
-    }
+/// The store's groups (profile key, suite) matching `--profile` and `--suite`; a usage error
+/// naming both when none does.
+pub(crate) fn matching_groups(
+    store: &BaselineStore,
+    profile: Option<&str>,
+    suite: Option<&str>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let groups = store.groups(profile, suite).map_err(store_err)?;
     if groups.is_empty() {
         return Err(usage(format!(
             "no baseline in {} for profile {} suite {} (see `infergate baseline list`)",
             store.root().display(),
-            a.profile.as_deref().unwrap_or("(any)"),
-            a.suite.as_deref().unwrap_or("(any)")
+            profile.unwrap_or("(any)"),
+            suite.unwrap_or("(any)")
         )));
     }
+    Ok(groups)
+}
+
+/// `baseline show`.
+fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
+    let groups = matching_groups(store, a.profile.as_deref(), a.suite.as_deref())?;
     let mut histories = Vec::new();
     for (key, suite) in groups {
         let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;

@@ -28,6 +28,46 @@ pub enum ChangesFormat {
     Html,
 }
 
+/// The change-point search's settings a user may set (`changes` and `changes-eval` alike);
+/// unset ones keep [`ChangeSettings::default`].
+#[derive(Debug, clap::Args)]
+pub struct ChangeSettingsArgs {
+    /// Level of each series' permutation test (false change points per series per analysis).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Smallest relative change reported.
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Smallest z of a change against its estimate's noise (run noise plus the runner's drift).
+    #[arg(long)]
+    pub min_z: Option<f64>,
+    /// SD of the runner's random-walk drift per run (relative, e.g. 0.001 = 0.1%/night).
+    #[arg(long)]
+    pub drift_per_run: Option<f64>,
+    /// Threshold of the creep test (a decline since the last change with a slope z at or below
+    /// minus this is a creep; 0 turns it off).
+    #[arg(long)]
+    pub creep_z: Option<f64>,
+}
+
+impl ChangeSettingsArgs {
+    /// Sets the settings given on the command line.
+    fn apply(&self, settings: &mut ChangeSettings) {
+        let fields = [
+            (self.alpha, &mut settings.alpha),
+            (self.min_effect, &mut settings.min_effect),
+            (self.min_z, &mut settings.min_z),
+            (self.drift_per_run, &mut settings.drift_per_run),
+            (self.creep_z, &mut settings.creep_z),
+        ];
+        for (given, field) in fields {
+            if let Some(v) = given {
+                *field = v;
+            }
+        }
+    }
+}
+
 /// Arguments of `infergate changes`.
 #[derive(Debug, clap::Args)]
 pub struct ChangesArgs {
@@ -49,22 +89,9 @@ pub struct ChangesArgs {
     /// A results file appended to its group's history as the newest run (highlighted).
     #[arg(long, value_name = "RESULTS")]
     pub candidate: Option<PathBuf>,
-    /// Level of each series' permutation test (false change points per series per analysis).
-    #[arg(long)]
-    pub alpha: Option<f64>,
-    /// Smallest relative change reported.
-    #[arg(long)]
-    pub min_effect: Option<f64>,
-    /// Smallest z of a change against its estimate's noise (run noise plus the runner's drift).
-    #[arg(long)]
-    pub min_z: Option<f64>,
-    /// SD of the runner's random-walk drift per run (relative, e.g. 0.001 = 0.1%/night).
-    #[arg(long)]
-    pub drift_per_run: Option<f64>,
-    /// Threshold of the creep test (a decline since the last change with a slope z at or below
-    /// minus this is a creep; 0 turns it off).
-    #[arg(long)]
-    pub creep_z: Option<f64>,
+    /// The change-point search's settings.
+    #[command(flatten)]
+    pub settings: ChangeSettingsArgs,
     /// Seed of the permutation tests.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -78,21 +105,7 @@ pub struct ChangesArgs {
 /// Runs `infergate changes`.
 pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
-    if let Some(a) = args.alpha {
-        settings.alpha = a;
-    }
-    if let Some(m) = args.min_effect {
-        settings.min_effect = m;
-    }
-    if let Some(z) = args.min_z {
-        settings.min_z = z;
-    }
-    if let Some(d) = args.drift_per_run {
-        settings.drift_per_run = d;
-    }
-    if let Some(z) = args.creep_z {
-        settings.creep_z = z;
-    }
+    args.settings.apply(&mut settings);
     if let Some(s) = args.seed {
         settings.seed = s;
     }
@@ -121,28 +134,10 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             runs.pop()
         }
     };
-    let mut groups = Vec::new();
+    let groups =
+        super::baseline::matching_groups(&store, args.profile.as_deref(), args.suite.as_deref())?;
     let store_err =
         |e| anyhow::Error::new(e).context(format!("reading {}", store.root().display()));
-    for (key, suites) in store.profiles().map_err(store_err)? {
-        if args.profile.as_deref().is_some_and(|p| component(p) != key) {
-            continue;
-        }
-        for suite in suites {
-            if args.suite.as_deref().is_some_and(|s| component(s) != suite) {
-                continue;
-            }
-            groups.push((key.clone(), suite));
-        }
-    }
-    if groups.is_empty() {
-        return Err(usage(format!(
-            "no baseline in {} for profile {} suite {} (see `infergate baseline list`)",
-            store.root().display(),
-            args.profile.as_deref().unwrap_or("(any)"),
-            args.suite.as_deref().unwrap_or("(any)")
-        )));
-    }
     let mut candidate_used = false;
     let mut out = Vec::new();
     for (key, suite) in groups {
@@ -267,21 +262,9 @@ pub struct ChangesEvalArgs {
     /// Nights of the stable history.
     #[arg(long, default_value_t = 100)]
     pub nights: usize,
-    /// Level of each series' permutation test.
-    #[arg(long)]
-    pub alpha: Option<f64>,
-    /// Smallest relative change reported.
-    #[arg(long)]
-    pub min_effect: Option<f64>,
-    /// Smallest z of a change against its estimate's noise (run noise plus the runner's drift).
-    #[arg(long)]
-    pub min_z: Option<f64>,
-    /// SD of the runner's random-walk drift per run (relative, e.g. 0.001 = 0.1%/night).
-    #[arg(long)]
-    pub drift_per_run: Option<f64>,
-    /// Threshold of the creep test (0 turns it off).
-    #[arg(long)]
-    pub creep_z: Option<f64>,
+    /// The change-point search's settings.
+    #[command(flatten)]
+    pub settings: ChangeSettingsArgs,
     /// Output format: `text` (tables) or `json`.
     #[arg(long, value_enum, default_value_t = ChangesEvalFormat::Text)]
     pub format: ChangesEvalFormat,
@@ -300,21 +283,7 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
         stable_nights: args.nights,
         ..ChangeEvalConfig::default()
     };
-    if let Some(a) = args.alpha {
-        cfg.settings.alpha = a;
-    }
-    if let Some(m) = args.min_effect {
-        cfg.settings.min_effect = m;
-    }
-    if let Some(z) = args.min_z {
-        cfg.settings.min_z = z;
-    }
-    if let Some(d) = args.drift_per_run {
-        cfg.settings.drift_per_run = d;
-    }
-    if let Some(z) = args.creep_z {
-        cfg.settings.creep_z = z;
-    }
+    args.settings.apply(&mut cfg.settings);
     cfg.settings.validate().map_err(|e| usage(e.to_string()))?;
     let report = tokio::task::spawn_blocking(move || run_change_eval(&cfg))
         .await
