@@ -13,6 +13,7 @@
 //! The hot path (one call per streamed chunk) avoids allocation where it can: the SSE parser
 //! reuses its buffers; what a chunk's JSON says is read by [`super::chunk`].
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -586,31 +587,49 @@ impl SseParser {
         let mut consumed = 0;
         let mut search = from;
         let mut keep_going = true;
+        // The event's only data line so far, lent from `buf` instead of copied into `data`
+        // (the usual event: one `data:` line); copied once a second line comes or `buf` is
+        // left with the event unfinished.
+        let mut lent: Option<Range<usize>> = None;
         while keep_going {
             let Some(nl) = memchr::memchr(b'\n', &buf[search..]) else {
                 break;
             };
             let line_end = search + nl;
-            let mut line = &buf[consumed..line_end];
-            if let [rest @ .., b'\r'] = line {
-                line = rest;
+            let mut end = line_end;
+            if end > consumed && buf[end - 1] == b'\r' {
+                end -= 1;
             }
+            let line = &buf[consumed..end];
             if line.is_empty() {
                 if *has_data {
-                    keep_going = on_event(data);
-                    data.clear();
+                    match lent.take() {
+                        Some(value) => keep_going = on_event(&buf[value]),
+                        None => {
+                            keep_going = on_event(data);
+                            data.clear();
+                        }
+                    }
                     *has_data = false;
                 }
-            } else if let Some(value) = line.strip_prefix(b"data:") {
-                let value = value.strip_prefix(b" ").unwrap_or(value);
-                if *has_data {
+            } else if line.starts_with(b"data:") {
+                let start = consumed + if line.starts_with(b"data: ") { 6 } else { 5 };
+                if !*has_data {
+                    lent = Some(start..end);
+                    *has_data = true;
+                } else {
+                    if let Some(first) = lent.take() {
+                        data.extend_from_slice(&buf[first]);
+                    }
                     data.push(b'\n');
+                    data.extend_from_slice(&buf[start..end]);
                 }
-                data.extend_from_slice(value);
-                *has_data = true;
             }
             consumed = line_end + 1;
             search = consumed;
+        }
+        if let Some(first) = lent {
+            data.extend_from_slice(&buf[first]);
         }
         (consumed, keep_going)
     }
@@ -651,14 +670,14 @@ mod tests {
 
     #[test]
     fn sse_events_split_anywhere_are_reassembled() {
-        let stream = b"data: {\"a\":1}\n\n: comment\r\nevent: x\ndata: {\"b\":\r\ndata: 2}\r\n\r\ndata: [DONE]\n\n";
+        let stream = b"data: {\"a\":1}\n\n: comment\r\nevent: x\ndata: {\"b\":\r\ndata: 2}\r\n\r\ndata:{\"c\":3}\r\n\r\ndata: [DONE]\n\n";
         for split in 0..stream.len() {
             let mut p = SseParser::new();
             let mut got = collect(&mut p, &stream[..split]);
             got.extend(collect(&mut p, &stream[split..]));
             assert_eq!(
                 got,
-                vec!["{\"a\":1}", "{\"b\":\n2}", "[DONE]"],
+                vec!["{\"a\":1}", "{\"b\":\n2}", "{\"c\":3}", "[DONE]"],
                 "split at {split}"
             );
             assert_eq!(p.pending(), 0);

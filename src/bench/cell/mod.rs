@@ -10,6 +10,7 @@
 mod accounting;
 mod admission;
 mod crosscheck;
+mod cut;
 mod spec_decode;
 mod stream;
 mod window;
@@ -116,18 +117,18 @@ impl SustainedDecodeCell<'_> {
             Duration::from_secs_f64(self.spec.timing.ready_timeout_s.max(1.0));
         let stall_timeout = Duration::from_secs_f64(self.spec.timing.request_timeout_s.max(0.1));
         let mut handles = Vec::with_capacity(c as usize);
-        for i in 0..c {
+        let cuts: Vec<cut::StreamCut> = (0..c).map(|_| cut::StreamCut::default()).collect();
+        for (i, stream_cut) in (0..c).zip(&cuts) {
             handles.push(tokio::spawn(run_stream(
                 self.client.clone(),
                 self.request_body(i),
                 shared.clone(),
-                // One child token per stream: polling a token locks its node, so streams
-                // sharing one token would contend on every chunk.
-                streams_cancel.child_token(),
+                stream_cut.clone(),
                 first_token_timeout,
                 stall_timeout,
             )));
         }
+        tokio::spawn(cut::forward(streams_cancel.clone(), cuts));
 
         let admission = self.admit(&shared, cancel).await;
         let ready_after = t0.elapsed().as_secs_f64();

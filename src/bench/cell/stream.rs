@@ -11,9 +11,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use tokio_util::sync::CancellationToken;
 
 use super::accounting::{CellShared, Ended, StreamRecord, StreamWorker};
+use super::cut::StreamCut;
 use crate::bench::client::{EngineClient, RequestFailure, SseParser, StreamConn};
 
 /// How long the body may take to end after `[DONE]` (a healthy engine ends it with the same
@@ -29,7 +29,7 @@ pub(super) async fn run_stream(
     client: EngineClient,
     body: bytes::Bytes,
     shared: Arc<CellShared>,
-    cancel: CancellationToken,
+    cut: StreamCut,
     first_token_timeout: Duration,
     stall_timeout: Duration,
 ) -> StreamRecord {
@@ -37,7 +37,7 @@ pub(super) async fn run_stream(
     let mut parser = SseParser::new();
     let mut backoff = Duration::from_millis(50);
     let mut conn = StreamConn::default();
-    while !cancel.is_cancelled() {
+    while !cut.is_cut() {
         let sent = Instant::now();
         w.shared.requests_started.fetch_add(1, Ordering::Relaxed);
         w.begin_request(sent);
@@ -47,7 +47,7 @@ pub(super) async fn run_stream(
             body.clone(),
             &mut parser,
             &mut w,
-            &cancel,
+            &cut,
             sent,
             first_token_timeout,
             stall_timeout,
@@ -55,13 +55,13 @@ pub(super) async fn run_stream(
         .await;
         let produced = w.req.first.is_some();
         // A request in flight when the gate ends the cell is the gate's doing.
-        let ended = if cancel.is_cancelled() && !matches!(ended, Ended::Body { .. }) {
+        let ended = if cut.is_cut() && !matches!(ended, Ended::Body { .. }) {
             Ended::Cut
         } else {
             ended
         };
         let early = w.end_request(ended);
-        if cancel.is_cancelled() {
+        if cut.is_cut() {
             break;
         }
         match early {
@@ -71,7 +71,7 @@ pub(super) async fn run_stream(
                     backoff = Duration::from_millis(50);
                 }
                 tokio::select! {
-                    _ = cancel.cancelled() => break,
+                    _ = cut.wait() => break,
                     _ = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(2));
@@ -89,13 +89,13 @@ async fn one_request(
     body: bytes::Bytes,
     parser: &mut SseParser,
     w: &mut StreamWorker,
-    cancel: &CancellationToken,
+    cut: &StreamCut,
     sent: Instant,
     first_token_timeout: Duration,
     stall_timeout: Duration,
 ) -> Ended {
     let mut resp = tokio::select! {
-        _ = cancel.cancelled() => return Ended::Cut,
+        _ = cut.wait() => return Ended::Cut,
         r = tokio::time::timeout(first_token_timeout, client.start_stream(conn, body)) => match r {
             Ok(Ok(r)) => r,
             Ok(Err(f)) => return Ended::Failed(f),
@@ -132,8 +132,7 @@ async fn one_request(
     // The timer is re-armed lazily: once when the first token arrives (switching from the
     // first-token deadline to the stall deadline), then only when it fires early.
     let mut armed_for_stall = false;
-    // One cancellation waiter for the whole response, not one registered per chunk.
-    let cancelled = cancel.cancelled();
+    let cancelled = cut.wait();
     tokio::pin!(cancelled);
     loop {
         tokio::select! {

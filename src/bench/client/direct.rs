@@ -13,6 +13,7 @@
 //! of a response is replaced by a fresh one, and a request that got no response at all is
 //! sent once more on a fresh connection (never one that got its response head).
 
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -106,8 +107,6 @@ pub(super) struct Conn {
     /// hundred bytes touches a page or two of it, not 64 KiB per connection.
     raw: Vec<u8>,
     start: usize,
-    /// The body bytes of the latest read (what [`Response::chunk`] lends out).
-    body: Vec<u8>,
     /// The last response was read to its end and the engine allows another request.
     reusable: bool,
     /// When its last response ended.
@@ -141,7 +140,6 @@ impl Conn {
             tcp,
             raw: Vec::with_capacity(READ_BUFFER_BYTES),
             start: 0,
-            body: Vec::with_capacity(4096),
             reusable: false,
             idle_since: Instant::now(),
         })
@@ -365,9 +363,10 @@ enum Chunked {
 const MAX_FRAMING_LINE: usize = 4096;
 
 impl Chunked {
-    /// Decodes `input`, appending data bytes to `out`; how many bytes it took (all of them,
-    /// unless the body ended before their end).
-    fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+    /// Decodes `input` up to the end of its first run of data bytes: how many bytes it took
+    /// and where that data lies in `input` (lent out as it is, not copied). It takes all of
+    /// `input` when no data comes before its end or the body's.
+    fn next_data(&mut self, input: &[u8]) -> Result<(usize, Option<Range<usize>>), String> {
         let mut i = 0;
         while i < input.len() {
             let b = input[i];
@@ -397,15 +396,13 @@ impl Chunked {
                 },
                 Chunked::Data(left) => {
                     let take = (input.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
-                    out.extend_from_slice(&input[i..i + take]);
-                    i += take;
                     let left = left - take as u64;
                     *self = if left == 0 {
                         Chunked::DataEnd { cr: false }
                     } else {
                         Chunked::Data(left)
                     };
-                    continue;
+                    return Ok((i + take, Some(i..i + take)));
                 }
                 Chunked::DataEnd { cr } => match b {
                     b'\r' if !cr => Chunked::DataEnd { cr: true },
@@ -422,14 +419,14 @@ impl Chunked {
                     _ if len >= MAX_FRAMING_LINE => return Err("a trailer line too long".into()),
                     _ => Chunked::Trailer { len: len + 1 },
                 },
-                Chunked::Done => return Ok(i),
+                Chunked::Done => return Ok((i, None)),
             };
             i += 1;
             if *self == Chunked::Done {
-                return Ok(i);
+                return Ok((i, None));
             }
         }
-        Ok(i)
+        Ok((i, None))
     }
 
     fn after_size(value: u64) -> Chunked {
@@ -457,37 +454,33 @@ impl Response<'_> {
                 return Ok(None);
             }
             if self.conn.start < self.conn.raw.len() {
-                self.conn.body.clear();
-                let input = &self.conn.raw[self.conn.start..];
-                let (took, done) = match &mut self.framing {
+                let base = self.conn.start;
+                let input = &self.conn.raw[base..];
+                let (took, data, done) = match &mut self.framing {
                     Framing::Chunked(state) => {
-                        let took = state.decode(input, &mut self.conn.body).map_err(|e| {
+                        let (took, data) = state.next_data(input).map_err(|e| {
                             RequestFailure::new(
                                 "stream broken",
                                 format!("malformed chunked body: {e}"),
                             )
                         })?;
-                        (took, *state == Chunked::Done)
+                        (took, data, *state == Chunked::Done)
                     }
                     Framing::Length(left) => {
                         let take = input
                             .len()
                             .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                        self.conn.body.extend_from_slice(&input[..take]);
                         *left -= take as u64;
-                        (take, *left == 0)
+                        (take, Some(0..take), *left == 0)
                     }
-                    Framing::UntilClose => {
-                        self.conn.body.extend_from_slice(input);
-                        (input.len(), false)
-                    }
+                    Framing::UntilClose => (input.len(), Some(0..input.len()), false),
                 };
                 self.conn.start += took;
                 if done {
                     self.end_body();
                 }
-                if !self.conn.body.is_empty() {
-                    return Ok(Some(&self.conn.body));
+                if let Some(data) = data.filter(|d| !d.is_empty()) {
+                    return Ok(Some(&self.conn.raw[base + data.start..base + data.end]));
                 }
                 if done {
                     return Ok(None);
@@ -710,6 +703,21 @@ mod tests {
         assert!(Target::of("http://h:1", Some("k\r\nx-injected: 1")).is_none());
     }
 
+    /// Decodes all of `input`, appending its data to `out`: how many bytes it took.
+    fn decode(state: &mut Chunked, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+        let mut at = 0;
+        loop {
+            let (took, data) = state.next_data(&input[at..])?;
+            if let Some(d) = data {
+                out.extend_from_slice(&input[at + d.start..at + d.end]);
+            }
+            at += took;
+            if took == 0 || at == input.len() || *state == Chunked::Done {
+                return Ok(at);
+            }
+        }
+    }
+
     /// A chunked body decodes the same however its bytes are split between reads.
     #[test]
     fn chunked_bodies_decode_split_anywhere() {
@@ -726,9 +734,9 @@ mod tests {
                 digits: 0,
             };
             let mut out = Vec::new();
-            let took = state.decode(&wire[..split], &mut out).unwrap();
+            let took = decode(&mut state, &wire[..split], &mut out).unwrap();
             assert_eq!(took, split, "split {split}");
-            let rest = state.decode(&wire[split..], &mut out).unwrap();
+            let rest = decode(&mut state, &wire[split..], &mut out).unwrap();
             assert_eq!(state, Chunked::Done, "split {split}");
             assert_eq!(split + rest, body_end, "split {split}");
             assert_eq!(out, format!("data: a{second}").as_bytes(), "split {split}");
@@ -747,7 +755,10 @@ mod tests {
                 value: 0,
                 digits: 0,
             };
-            assert!(state.decode(wire, &mut Vec::new()).is_err(), "{wire:?}");
+            assert!(
+                decode(&mut state, wire, &mut Vec::new()).is_err(),
+                "{wire:?}"
+            );
         }
         let mut long = b"1;".to_vec();
         long.resize(MAX_FRAMING_LINE + 10, b'x');
@@ -755,7 +766,7 @@ mod tests {
             value: 0,
             digits: 0,
         };
-        assert!(state.decode(&long, &mut Vec::new()).is_err());
+        assert!(decode(&mut state, &long, &mut Vec::new()).is_err());
     }
 
     #[test]
