@@ -338,7 +338,7 @@ pub const HISTORY_PRIOR_MAX_DF: f64 = 10.0;
 
 /// The boot-to-boot noise a baseline history shows (`runs` oldest first, one group): the SD of
 /// one run's matrix value (each run a fresh boot, its run factor whole, the cell terms averaged
-/// over the matrix), from the median absolute successive difference (× 1.4826 / √2, so a step
+/// over the matrix), from the median absolute successive difference (× `MAD_TO_SD` / √2, so a step
 /// or a slow drift in the history moves it little), worth `0.37 (runs − 1)` degrees of freedom
 /// (that estimator's efficiency), at most [`HISTORY_PRIOR_MAX_DF`]. `None` with fewer than 6
 /// runs.
@@ -357,7 +357,7 @@ pub(crate) fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
         return None;
     }
     let mut diffs: Vec<f64> = logs.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
-    let sd = 1.4826 * super::noise::median(&mut diffs) / std::f64::consts::SQRT_2;
+    let sd = super::noise::mad_sd(&mut diffs) / std::f64::consts::SQRT_2;
     (sd.is_finite() && sd > 0.0).then(|| NoisePrior {
         sd: sd.max(BOOT_SD_FLOOR),
         df: (0.37 * (logs.len() - 1) as f64).min(HISTORY_PRIOR_MAX_DF),

@@ -231,7 +231,7 @@ pub(crate) struct Segment {
     pub end: usize,
     /// Median of the segment's values (the series' unit).
     pub level: f64,
-    /// Robust band: level × exp(±2 × 1.4826 × MAD of the logs).
+    /// Robust band: level × exp(±2 robust SDs of the logs, `noise::mad_sd`).
     pub band_low: f64,
     pub band_high: f64,
 }
@@ -461,16 +461,14 @@ fn refine(logs: &[f64], found: &mut [(usize, f64)], min_seg: usize) {
     }
 }
 
-/// The series' run-to-run noise in log units: 1.4826 × the MAD of consecutive differences,
-/// over sqrt 2 (steps and outlier runs move only one or two differences).
+/// The series' run-to-run noise in log units: the robust SD of consecutive differences over
+/// sqrt 2 (steps and outlier runs move only one or two differences).
 fn noise_sd(logs: &[f64]) -> f64 {
     if logs.len() < 3 {
         return 0.0;
     }
-    let mut d: Vec<f64> = logs.windows(2).map(|w| w[1] - w[0]).collect();
-    let centre = median(&mut d.clone());
-    let mut dev: Vec<f64> = d.iter_mut().map(|x| (*x - centre).abs()).collect();
-    1.4826 * median(&mut dev) / std::f64::consts::SQRT_2
+    let d: Vec<f64> = logs.windows(2).map(|w| w[1] - w[0]).collect();
+    super::noise::robust_sd(&d) / std::f64::consts::SQRT_2
 }
 
 /// Median of `v` (reorders it); NaN when empty.
@@ -814,7 +812,7 @@ pub(crate) fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment>
             let centre = median(&mut logs.clone());
             let mut dev: Vec<f64> = logs.iter_mut().map(|l| (*l - centre).abs()).collect();
             let spread = if dev.len() >= 2 {
-                2.0 * 1.4826 * median(&mut dev)
+                2.0 * super::noise::mad_sd(&mut dev)
             } else {
                 0.0
             };

@@ -224,7 +224,7 @@ pub(crate) fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, 
         .map(|i| median(&mut logs[i.saturating_sub(2)..(i + 3).min(n)].to_vec()))
         .collect();
     let mut d: Vec<f64> = logs.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
-    let sd = 1.4826 * median(&mut d) / std::f64::consts::SQRT_2;
+    let sd = super::noise::mad_sd(&mut d) / std::f64::consts::SQRT_2;
     let keep: Vec<usize> = (0..n)
         .filter(|&i| (logs[i] - smooth[i]).abs() <= 4.0 * sd.max(1e-12))
         .collect();

@@ -133,6 +133,23 @@ pub(crate) fn trimmed_mean(v: &mut [f64]) -> f64 {
 }
 
 /// Median (via statrs). `NaN` for an empty slice.
+/// Gaussian SD per unit of median absolute deviation (1 / Φ⁻¹(3/4)): what turns a MAD, which a
+/// few wild values cannot move, into an SD the tests can use.
+pub(crate) const MAD_TO_SD: f64 = 1.4826;
+
+/// The Gaussian-equivalent SD of a sample's absolute deviations: their median times
+/// [`MAD_TO_SD`]. Sorts `abs_dev`.
+pub(crate) fn mad_sd(abs_dev: &mut [f64]) -> f64 {
+    MAD_TO_SD * median(abs_dev)
+}
+
+/// The robust SD of `v`: [`mad_sd`] of its deviations from its median.
+pub(crate) fn robust_sd(v: &[f64]) -> f64 {
+    let centre = median(&mut v.to_vec());
+    let mut dev: Vec<f64> = v.iter().map(|x| (x - centre).abs()).collect();
+    mad_sd(&mut dev)
+}
+
 pub(crate) fn median(v: &mut [f64]) -> f64 {
     use statrs::statistics::{Data, OrderStatistics};
     if v.is_empty() {
@@ -179,7 +196,7 @@ pub(crate) fn successive_difference_var(x: &[f64]) -> (f64, f64) {
     }
     if diffs.len() >= 5 {
         let mut abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
-        let scale = 1.4826 * median(&mut abs);
+        let scale = mad_sd(&mut abs);
         if scale > 0.0 {
             diffs.retain(|d| d.abs() <= STEP_Z * scale);
         }
@@ -308,7 +325,7 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
             0.0
         } else {
             let kept = shrink / within.len() as f64;
-            1.4826 * median(&mut within) / kept.sqrt()
+            mad_sd(&mut within) / kept.sqrt()
         };
         for here in &row_blocks {
             let values: Vec<f64> = here.iter().map(|&i| resid[i]).collect();
@@ -467,7 +484,7 @@ fn tail_fit(
     if runs < TAIL_MIN_RUNS || abs.len() < TAIL_MIN_RESIDUALS {
         return None;
     }
-    let pooled_scale = (1.4826 * median(&mut abs)).max(1e-4);
+    let pooled_scale = mad_sd(&mut abs).max(1e-4);
     let cell_scale: Vec<f64> = (0..nc)
         .map(|c| {
             let mut a: Vec<f64> = (0..nr)
@@ -478,7 +495,7 @@ fn tail_fit(
             let own = if a.is_empty() {
                 pooled_scale
             } else {
-                1.4826 * median(&mut a)
+                mad_sd(&mut a)
             };
             ((n * own * own + TAIL_SCALE_PRIOR * pooled_scale * pooled_scale)
                 / (n + TAIL_SCALE_PRIOR))

@@ -32,7 +32,7 @@ pub(crate) fn white_sd(logs: &[f64], d: f64) -> Option<f64> {
     let diffs: Vec<f64> = logs.windows(2).map(|w| w[1] - w[0]).collect();
     let centre = median(&mut diffs.clone());
     let mut dev: Vec<f64> = diffs.iter().map(|x| (x - centre).abs()).collect();
-    let robust = 1.4826 * median(&mut dev);
+    let robust = crate::stats::noise::mad_sd(&mut dev);
     if robust.is_nan() || robust <= 0.0 {
         return None;
     }
