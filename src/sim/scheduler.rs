@@ -211,7 +211,8 @@ pub(crate) fn spawn_engine(
 }
 
 /// How far before a deadline the engine leaves tokio's timer (millisecond ticks, woken up
-/// to a tick late) for a sleep of its thread (the OS timer: ~50–100 µs late).
+/// to a tick late) for a sleep of its thread (the OS timer: a 1.5 ms `nanosleep` on the
+/// development VM woke 105 µs late at the median, 160 µs at the 90th percentile).
 const PRECISE_WAIT: Duration = Duration::from_millis(2);
 
 /// Waits until `deadline`; `true` when `cancel` fired first. Only on the engine's own thread

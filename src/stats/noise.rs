@@ -132,7 +132,6 @@ pub(crate) fn trimmed_mean(v: &mut [f64]) -> f64 {
     kept.iter().sum::<f64>() / kept.len() as f64
 }
 
-/// Median (via statrs). `NaN` for an empty slice.
 /// Gaussian SD per unit of median absolute deviation (1 / Φ⁻¹(3/4)): what turns a MAD, which a
 /// few wild values cannot move, into an SD the tests can use.
 pub(crate) const MAD_TO_SD: f64 = 1.4826;
@@ -150,6 +149,7 @@ pub(crate) fn robust_sd(v: &[f64]) -> f64 {
     mad_sd(&mut dev)
 }
 
+/// Median (via statrs). `NaN` for an empty slice.
 pub(crate) fn median(v: &mut [f64]) -> f64 {
     use statrs::statistics::{Data, OrderStatistics};
     if v.is_empty() {

@@ -89,8 +89,16 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(cuts.iter().all(|c| !c.is_cut()));
         token.cancel();
-        waiter.await.expect("the waiting stream ends");
-        forwarder.await.expect("the forwarder ends");
+        // A lost wake-up fails the test instead of hanging it.
+        let ends = std::time::Duration::from_secs(30);
+        tokio::time::timeout(ends, waiter)
+            .await
+            .expect("the waiting stream is woken")
+            .expect("the waiting stream ends");
+        tokio::time::timeout(ends, forwarder)
+            .await
+            .expect("the forwarder is woken")
+            .expect("the forwarder ends");
         assert!(cuts.iter().all(StreamCut::is_cut));
         // Already cut: resolves at once.
         cuts[0].wait().await;
