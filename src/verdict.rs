@@ -426,11 +426,11 @@ pub struct MetricComparison {
     pub ci_high: f64,
     /// Practical-significance margin used (relative, positive).
     pub margin: f64,
-    /// Raw p-value of the one-sided test of "no change" in the worse direction, and after
-    /// multiplicity correction (Holm by default). The margin enters through the interval: a
-    /// regression needs both the adjusted p-value below alpha and the interval beyond the margin.
+    /// Raw p-value of the one-sided test of "no change" in the worse direction (of the change
+    /// the cell's test is on; [`Check`] has its statistic and boundary).
     pub p_value: f64,
-    /// The p-value after multiplicity correction.
+    /// The p-value after multiplicity correction (Bonferroni: times the test's share of the
+    /// local families' alpha), to compare with that alpha.
     pub p_adjusted: f64,
     /// This metric's verdict.
     pub verdict: CellVerdict,
@@ -637,8 +637,8 @@ pub struct RuleSummary {
     /// absent from verdicts written before it was recorded, which all used 1%.
     #[serde(default = "RuleSummary::earlier_matrix_margin")]
     pub matrix_margin: f64,
-    /// How alpha is shared among the tests: `bonferroni` (fixed shares, the gate against a
-    /// store) or `holm` (the paired A/B comparison).
+    /// How alpha is shared among the tests: `bonferroni` (fixed shares, so that each test's
+    /// boundary can be printed); files written before A/B used the same may say `holm`.
     pub correction: String,
     /// Confidence level of reported intervals.
     pub confidence: f64,

@@ -185,7 +185,7 @@ fn verdict(
             alpha: 0.01,
             min_effect: 0.02,
             matrix_margin: 0.01,
-            correction: "holm".into(),
+            correction: "bonferroni".into(),
             confidence: 0.95,
             shares: None,
         },

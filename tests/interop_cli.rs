@@ -323,7 +323,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             alpha: 0.01,
             min_effect: 0.03,
             matrix_margin: 0.01,
-            correction: "holm".into(),
+            correction: "bonferroni".into(),
             confidence: 0.9,
             shares: None,
         },

@@ -507,9 +507,6 @@ fn build_adaptive(
         cfg.max_rounds = r.into_inner();
     }
     cfg.max_extra_s = raw.max_extra_seconds.map(|s| s.0);
-    if let Some(shape) = raw.spending {
-        cfg.spending = shape;
-    }
     Ok(cfg)
 }
 

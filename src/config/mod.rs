@@ -119,8 +119,6 @@ pub struct AdaptiveConfig {
     pub max_rounds: u32,
     /// Most engine-seconds the extra rounds may take; `None` = limited by `max_rounds` only.
     pub max_extra_s: Option<f64>,
-    /// Shape of the alpha-spending function over the `1 + max_rounds` looks.
-    pub spending: crate::stats::SpendingShape,
 }
 
 impl Default for AdaptiveConfig {
@@ -129,7 +127,6 @@ impl Default for AdaptiveConfig {
             enabled: false,
             max_rounds: 2,
             max_extra_s: None,
-            spending: crate::stats::SpendingShape::Pocock,
         }
     }
 }
@@ -693,7 +690,6 @@ order = "ab"
 [adaptive]
 max_rounds = 3
 max_extra_seconds = "90s"
-spending = "o_brien_fleming"
 
 [suites.pr]
 concurrency = [1]
@@ -716,10 +712,6 @@ contexts = ["0"]
         assert!(c.adaptive.enabled);
         assert_eq!(c.adaptive.max_rounds, 3);
         assert_eq!(c.adaptive.max_extra_s, Some(90.0));
-        assert_eq!(
-            c.adaptive.spending,
-            crate::stats::SpendingShape::OBrienFleming
-        );
         // Without the tables: no A/B, adaptive off.
         let plain = parse(GOOD).expect("valid");
         assert!(plain.ab.is_none() && !plain.adaptive.enabled);
@@ -742,6 +734,9 @@ contexts = ["0"]
         assert!(e.starts_with("t.toml:17:") && e.contains("rounds"), "{e}");
         let e = err(&AB.replace("max_rounds = 3", "max_rounds = 0"));
         assert!(e.contains("max_rounds"), "{e}");
+        // One spending function, declared up front: the old shape switch is an unknown key.
+        let e = err(&AB.replace("max_rounds = 3", "max_rounds = 3\nspending = \"pocock\""));
+        assert!(e.starts_with("t.toml:") && e.contains("spending"), "{e}");
         let e = err(&AB.replace("order = \"ab\"", "order = \"aab\""));
         assert!(e.contains("aab"), "{e}");
         let e = err(&GOOD.replace("[baseline]", "[ab]\nrounds = 2\n\n[baseline]"));

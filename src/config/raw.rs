@@ -44,7 +44,6 @@ pub(super) struct RawAdaptive {
     pub(super) enabled: Option<bool>,
     pub(super) max_rounds: Option<Spanned<u32>>,
     pub(super) max_extra_seconds: Option<Seconds>,
-    pub(super) spending: Option<crate::stats::SpendingShape>,
 }
 
 #[derive(Deserialize)]

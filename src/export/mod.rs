@@ -224,7 +224,7 @@ pub(crate) mod fixture {
                 alpha: 0.01,
                 min_effect: 0.03,
                 matrix_margin: 0.01,
-                correction: "holm".into(),
+                correction: "bonferroni".into(),
                 confidence: 0.95,
                 shares: None,
             },

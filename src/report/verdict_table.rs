@@ -174,7 +174,7 @@ mod tests {
                 alpha: 0.01,
                 min_effect: 0.03,
                 matrix_margin: 0.01,
-                correction: "holm".into(),
+                correction: "bonferroni".into(),
                 confidence: 0.95,
                 shares: None,
             },

@@ -24,7 +24,7 @@ use super::decide::{Decision, GateError};
 /// What `boot_and_measure` needs to re-measure inconclusive cells before it stops the engine.
 #[derive(Debug, Clone)]
 pub(crate) struct AdaptiveRequest {
-    /// Budget and spending shape.
+    /// Budget of the extra rounds.
     pub config: AdaptiveConfig,
     /// The gate's decision rule.
     pub rule: DecisionRule,
@@ -52,7 +52,7 @@ pub(crate) struct AdaptiveOutcome {
 /// The spending plan of an adaptive run: the first look's local alpha over `1 + max_rounds`
 /// looks.
 pub(crate) fn spending_plan(config: &AdaptiveConfig, first: &Look) -> AlphaSpending {
-    AlphaSpending::new(first.local_alpha, config.max_rounds + 1).with_shape(config.spending)
+    AlphaSpending::new(first.local_alpha, config.max_rounds + 1)
 }
 
 /// Look `look` of the rounds: the rows, columns and cells at the spending increment; the

@@ -167,7 +167,6 @@ pub(crate) async fn evaluate(
         enabled: true,
         max_rounds: cfg.max_rounds,
         max_extra_s: None,
-        spending: Default::default(),
     };
     let single = crate::stats::Look::single(&rule);
     let plan = spending_plan(&adaptive, &single);

@@ -106,13 +106,7 @@ pub(crate) fn not_comparable(
 }
 
 /// The matrix-wide test of the primary metric from its change and verdict.
-pub(crate) fn matrix_test(
-    change: &LogChange,
-    verdict: CellVerdict,
-    cells: usize,
-    rule: &DecisionRule,
-) -> MatrixTest {
-    let _ = rule;
+pub(crate) fn matrix_test(change: &LogChange, verdict: CellVerdict, cells: usize) -> MatrixTest {
     let (lo, hi) = change.interval(super::rule::CONFIDENCE);
     MatrixTest {
         change: relative(change.estimate),

@@ -15,7 +15,7 @@ use crate::verdict::{
 use super::build::{self, Coord, find, mean};
 use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
-use super::interval::{LogChange, relative, signed};
+use super::interval::{LogChange, judge, log_margin, relative, signed};
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN};
 use super::sensitivity;
@@ -688,52 +688,6 @@ fn own_tests(tests: &mut [CellTest], parts: &[(f64, f64)], cells: &[Coord]) {
     }
 }
 
-/// Margin on the point estimate in log units (a relative margin `m` is `−ln(1 − m)`).
-fn log_margin(m: f64) -> f64 {
-    -(1.0 - m).ln()
-}
-
-/// One test at its boundary: the verdict (regression or improvement only when the statistic
-/// crosses the boundary AND the change is beyond the margin) and its [`Check`] for people.
-fn judge(
-    change: &LogChange,
-    direction: crate::verdict::Direction,
-    alpha: f64,
-    margin: f64,
-    look: &str,
-) -> (CellVerdict, crate::verdict::Check) {
-    let q = change.quantile(1.0 - alpha);
-    let stat = change.statistic();
-    let good = signed(stat, direction);
-    let moved = signed(change.estimate, direction);
-    let verdict = if good <= -q && moved < -margin {
-        CellVerdict::Regression
-    } else if good >= q && moved > margin {
-        CellVerdict::Improvement
-    } else {
-        CellVerdict::Unchanged
-    };
-    let outcome = match verdict {
-        CellVerdict::Regression => "regression",
-        CellVerdict::Improvement => "improvement",
-        _ if good <= -q => "within the margin",
-        _ => "no regression",
-    };
-    (
-        verdict,
-        crate::verdict::Check {
-            look: look.to_string(),
-            statistic: stat,
-            reference: change.reference(),
-            boundary: signed(-q, direction),
-            alpha,
-            screen: false,
-            rejected: verdict == CellVerdict::Regression,
-            outcome: outcome.into(),
-        },
-    )
-}
-
 /// The matrix-wide futility screen of one boot: whether its matrix change leans worse at
 /// one-sided p < [`FUTILITY_P`] (then the plan goes on), with its [`Check`].
 fn screen(change: &LogChange, look: &str) -> (bool, crate::verdict::Check) {
@@ -976,7 +930,7 @@ pub fn compare_at(
         .filter(|((m, _), _)| *m == Metric::AggregateTps)
         .map(|((_, l), v)| {
             let verdict = v.as_ref().map_or(CellVerdict::Unchanged, |v| v.0);
-            let mut test = build::matrix_test(&l.change, verdict, l.members.len(), rule);
+            let mut test = build::matrix_test(&l.change, verdict, l.members.len());
             test.margin = rule.min_effect;
             test.check = v.as_ref().map(|v| v.1.clone());
             LineTest {
@@ -1018,7 +972,7 @@ pub fn compare_at(
         .collect();
     if let Some(m) = matrices.get(&Metric::AggregateTps) {
         let (v, check) = matrix_verdicts[&Metric::AggregateTps].clone();
-        let mut test = build::matrix_test(&m.change, v, m.cells, rule);
+        let mut test = build::matrix_test(&m.change, v, m.cells);
         test.check = Some(check);
         report.matrix_test = Some(test);
     }

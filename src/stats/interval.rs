@@ -90,11 +90,6 @@ impl LogChange {
         self.p_lower(signed(self.statistic(), direction))
     }
 
-    /// One-sided p-value of "no change or worse" against "better".
-    pub(crate) fn p_better(&self, direction: Direction) -> f64 {
-        self.p_lower(-signed(self.statistic(), direction))
-    }
-
     /// P(T <= z) under the reference distribution.
     fn p_lower(&self, z: f64) -> f64 {
         self.t().map(|t| t.cdf(z)).unwrap_or(0.5)
@@ -164,20 +159,50 @@ pub(crate) fn relative(log_change: f64) -> f64 {
     log_change.exp_m1()
 }
 
-/// Combines the margin verdict with the multiplicity-adjusted significance: a regression or an
-/// improvement stands only when its adjusted p-value is below the family's alpha; otherwise the
-/// cell is inconclusive.
-pub(crate) fn significant_verdict(
-    margin_verdict: CellVerdict,
-    p_worse_adjusted: f64,
-    p_better_adjusted: f64,
+/// Margin on the point estimate in log units (a relative margin `m` is `−ln(1 − m)`).
+pub(crate) fn log_margin(m: f64) -> f64 {
+    -(1.0 - m).ln()
+}
+
+/// One test at its boundary: the verdict (regression or improvement only when the statistic
+/// crosses the boundary AND the change is beyond the margin) and its [`Check`] for people.
+pub(crate) fn judge(
+    change: &LogChange,
+    direction: crate::verdict::Direction,
     alpha: f64,
-) -> CellVerdict {
-    match margin_verdict {
-        CellVerdict::Regression if p_worse_adjusted >= alpha => CellVerdict::Inconclusive,
-        CellVerdict::Improvement if p_better_adjusted >= alpha => CellVerdict::Inconclusive,
-        v => v,
-    }
+    margin: f64,
+    look: &str,
+) -> (CellVerdict, crate::verdict::Check) {
+    let q = change.quantile(1.0 - alpha);
+    let stat = change.statistic();
+    let good = signed(stat, direction);
+    let moved = signed(change.estimate, direction);
+    let verdict = if good <= -q && moved < -margin {
+        CellVerdict::Regression
+    } else if good >= q && moved > margin {
+        CellVerdict::Improvement
+    } else {
+        CellVerdict::Unchanged
+    };
+    let outcome = match verdict {
+        CellVerdict::Regression => "regression",
+        CellVerdict::Improvement => "improvement",
+        _ if good <= -q => "within the margin",
+        _ => "no regression",
+    };
+    (
+        verdict,
+        crate::verdict::Check {
+            look: look.to_string(),
+            statistic: stat,
+            reference: change.reference(),
+            boundary: signed(-q, direction),
+            alpha,
+            screen: false,
+            rejected: verdict == CellVerdict::Regression,
+            outcome: outcome.into(),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -239,18 +264,35 @@ mod tests {
             CellVerdict::Regression
         );
         assert!(c(0.10).p_worse(lo) < 1e-6);
-        assert!(c(0.10).p_better(lo) > 0.99);
     }
 
     #[test]
-    fn regression_needs_significance_too() {
+    fn a_regression_needs_the_boundary_and_the_margin() {
+        let c = |estimate: f64, se: f64| LogChange {
+            estimate,
+            se,
+            df: 1e6,
+            tail_df: f64::INFINITY,
+        };
+        let hi = Direction::HigherIsBetter;
+        let m = log_margin(0.03);
+        // t = −5 beyond the 0.1% boundary (−3.09), −10% beyond the 3% margin.
+        let (v, check) = judge(&c(-0.10, 0.02), hi, 1e-3, m, "first boot");
+        assert_eq!(v, CellVerdict::Regression);
+        assert!((check.statistic + 5.0).abs() < 1e-9 && (check.boundary + 3.090).abs() < 1e-3);
+        assert!(check.rejected && check.outcome == "regression");
+        // Beyond the boundary but within the margin: not a regression, and the line says why.
+        let (v, check) = judge(&c(-0.02, 0.002), hi, 1e-3, m, "first boot");
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert_eq!(check.outcome, "within the margin");
+        // Beyond the margin but not the boundary.
+        let (v, check) = judge(&c(-0.10, 0.05), hi, 1e-3, m, "first boot");
         assert_eq!(
-            significant_verdict(CellVerdict::Regression, 0.2, 1.0, 0.01),
-            CellVerdict::Inconclusive
+            (v, check.outcome.as_str()),
+            (CellVerdict::Unchanged, "no regression")
         );
-        assert_eq!(
-            significant_verdict(CellVerdict::Regression, 0.001, 1.0, 0.01),
-            CellVerdict::Regression
-        );
+        // Lower is better: the boundary is on the other side.
+        let (v, check) = judge(&c(0.10, 0.02), Direction::LowerIsBetter, 1e-3, m, "x");
+        assert!(v == CellVerdict::Regression && check.boundary > 0.0);
     }
 }

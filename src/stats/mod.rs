@@ -6,7 +6,6 @@
 //! - [`rule`]: the [`DecisionRule`] knobs and every internal constant, named once;
 //! - [`noise`]: the two-way model of the baseline history (run effect + cell + residual);
 //! - [`interval`]: a log change, its standardized statistic and reference t;
-//! - [`multiplicity`]: Holm, for the paired A/B comparison;
 //! - [`sensitivity`]: what the gate's plan can detect, and the runs a thin history still needs;
 //! - [`sequential`]: alpha spending over adaptive re-measurement rounds;
 //! - [`confirm`]: the two-boot plan of the matrix-wide test;
@@ -28,7 +27,6 @@ pub(crate) mod confirm;
 pub(crate) mod eval;
 pub(crate) mod headline;
 pub(crate) mod interval;
-pub(crate) mod multiplicity;
 pub(crate) mod noise;
 pub(crate) mod paired;
 pub(crate) mod rule;
@@ -41,7 +39,7 @@ pub use confirm::{ConfirmPlan, two_boot_verdict};
 pub use headline::{Against, headline};
 pub use paired::{PairedError, paired_compare};
 pub use rule::DecisionRule;
-pub use sequential::{AlphaSpending, SpendingShape};
+pub use sequential::AlphaSpending;
 
 /// Why a comparison could not be made at all (as opposed to cells that are not comparable).
 #[derive(Debug, thiserror::Error)]

@@ -5,8 +5,9 @@
 //! another day). Booting both builds side by side in an ABBA order cancels linear drift within
 //! each pair of pairs, and the spread of the paired differences *measures* the boot-to-boot
 //! noise of this runner today instead of assuming it. Per cell the statistic is the mean over
-//! pairs of `ln(B) − ln(A)` with a Student t interval over the pairs (df = pairs − 1); the cells
-//! form one Holm family, plus a matrix-wide paired test on the per-pair mean difference. See
+//! pairs of `ln(B) − ln(A)` with a Student t interval over the pairs (df = pairs − 1); each cell
+//! is tested at its fixed share of the cells' alpha, as in the gate, plus a matrix-wide paired
+//! test on the per-pair mean difference. See
 //! `docs/adaptive-and-ab.md`. The boots themselves are `run::ab`.
 
 use std::collections::BTreeMap;
@@ -23,8 +24,7 @@ use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 use super::build::{self, Coord, find, mean, sd};
 use super::compare::{ALL_METRICS, metric_value};
 use super::headline::Against;
-use super::interval::{LogChange, relative, significant_verdict};
-use super::multiplicity::adjust_by_family;
+use super::interval::{LogChange, judge, log_margin, relative};
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
@@ -164,12 +164,9 @@ struct PairTest {
     /// The cell's change beyond the pairs' common factor, `mean_i(d_ic − D_i)`: the boots'
     /// speed factors cancel in it, so it is the per-cell test (as in `stats::compare`).
     specific: Option<LogChange>,
-    margin: f64,
     baseline: f64,
     candidate: f64,
     pairs: usize,
-    p_worse: f64,
-    p_better: f64,
 }
 
 /// The paired comparison of B (candidate) with A (base): `a[i]` and `b[i]` are pair `i`.
@@ -178,9 +175,10 @@ struct PairTest {
 /// change shown is `mean(d)`, its interval a Student t over pairs. The per-cell *test* is on
 /// `d_ic − D_i` (the cell's change beyond the pair's common factor, so each boot's speed
 /// factor cancels, as in `stats::compare`); when the matrix-wide test finds a change, cells
-/// left undecided take their verdict from the total change. The margin is `min_effect` (the
-/// pairs' own scatter is in the test's interval already). Gating metrics of all cells form one family (Holm at the
-/// local families' alpha, `0.4 × alpha`), improvements adjusted separately; the matrix-wide test is the paired t
+/// left undecided take their verdict from the total change. The margin is `min_effect` on the
+/// point estimate (the pairs' own scatter is in the test's boundary already). Each gating cell is
+/// tested at an equal share of the local families' alpha (`0.4 × alpha`), as in the gate, with
+/// the same rule ([`judge`]); the matrix-wide test is the paired t
 /// on `D_i`, the per-pair mean difference over the cells measured in every pair, at the rule's
 /// matrix alpha with the matrix margin (`MATRIX_MARGIN`, 1%).
 pub fn paired_compare(
@@ -285,28 +283,26 @@ pub fn paired_compare(
                     None => own,
                 }
             });
-            let own = specific.unwrap_or(change);
-            let dir = metric.direction();
             tests.push(PairTest {
                 metric,
                 cell: ci,
                 change,
                 specific,
-                margin: rule.min_effect,
                 baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
                 candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
                 pairs: valid.len(),
-                p_worse: own.p_worse(dir),
-                p_better: own.p_better(dir),
             });
         }
     }
 
     let gating = |m: Metric| rule.metrics.contains(&m);
-    let in_gating_family: Vec<bool> = tests.iter().map(|t| gating(t.metric)).collect();
-    let p_worse: Vec<f64> = tests.iter().map(|t| t.p_worse).collect();
-    let p_better: Vec<f64> = tests.iter().map(|t| t.p_better).collect();
-    let (p_adj_worse, p_adj_better) = adjust_by_family(&in_gating_family, &p_worse, &p_better);
+    // As in `stats::compare`: each test its fixed (Bonferroni) share, so its boundary can be
+    // printed. The gating cells share the local families' alpha (a paired run has no line
+    // tests); a reported-only metric is tested at a gating cell's alpha and never gates.
+    let n_cells = tests.iter().filter(|t| gating(t.metric)).count().max(1);
+    let cell_alpha = rule.local_alpha() / n_cells as f64;
+    let margin = log_margin(rule.min_effect);
+    let look = format!("{n} pairs of boots");
 
     let mut report = build::frame(
         b[0].profile.clone(),
@@ -318,71 +314,71 @@ pub fn paired_compare(
         },
         rule,
     );
-    report.rule.correction = "holm".into();
     // The pairs decide capacity by their counts (`eligibility`), not by a test at a share.
     if let Some(shares) = report.rule.shares.as_mut() {
         shares.capacity = 0.0;
     }
+    let mut matrix_verdict = None;
     if let Some(m) = matrix.get(&Metric::AggregateTps) {
-        let dir = Direction::HigherIsBetter;
-        let v = significant_verdict(
-            m.margin_verdict(dir, CONFIDENCE, MATRIX_MARGIN),
-            m.p_worse(dir),
-            m.p_better(dir),
+        let (v, check) = judge(
+            m,
+            Direction::HigherIsBetter,
             rule.matrix_alpha(),
+            log_margin(MATRIX_MARGIN),
+            &look,
         );
         let cells = matrix_cells
             .get(&Metric::AggregateTps)
             .copied()
             .unwrap_or(0);
-        report.matrix_test = Some(build::matrix_test(m, v, cells, rule));
+        let mut test = build::matrix_test(m, v, cells);
+        test.check = Some(check);
+        report.matrix_test = Some(test);
+        matrix_verdict = Some(v);
     }
 
-    let matrix_verdict = report.matrix_test.as_ref().map(|m| m.verdict);
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
-    for (t, (pw, pb)) in tests.iter().zip(p_adj_worse.iter().zip(&p_adj_better)) {
+    for t in &tests {
         let dir = t.metric.direction();
-        let alpha = if gating(t.metric) {
-            rule.local_alpha()
-        } else {
-            rule.alpha
-        };
         let own = t.specific.unwrap_or(t.change);
-        let mut verdict = significant_verdict(
-            own.margin_verdict(dir, CONFIDENCE, t.margin),
-            *pw,
-            *pb,
-            alpha,
-        );
+        let (judged, mut check) = judge(&own, dir, cell_alpha, margin, &look);
         // A cell whose total change points the other way moved with the matrix: its own test
         // alone never makes a faster cell a regression or a slower one an improvement.
         let total_good = super::interval::signed(t.change.estimate, dir);
-        if (verdict == CellVerdict::Regression && total_good >= 0.0)
-            || (verdict == CellVerdict::Improvement && total_good <= 0.0)
-        {
-            verdict = CellVerdict::Inconclusive;
-        }
-        // The per-cell test sees only what differs from the other cells; when the matrix-wide
-        // test found a change, a cell the own test left undecided shows its total change
-        // (a uniform −10% is −10% in every cell, never "unchanged").
-        if t.metric == Metric::AggregateTps
+        let own_decided = match judged {
+            CellVerdict::Regression => total_good < 0.0,
+            CellVerdict::Improvement => total_good > 0.0,
+            _ => false,
+        };
+        let verdict = if own_decided {
+            judged
+        } else if t.metric == Metric::AggregateTps
             && matrix_verdict
                 .is_some_and(|m| matches!(m, CellVerdict::Regression | CellVerdict::Improvement))
-            && !matches!(verdict, CellVerdict::Regression | CellVerdict::Improvement)
         {
-            verdict = match t.change.margin_verdict(dir, CONFIDENCE, t.margin) {
+            // The per-cell test sees only what differs from the other cells; when the
+            // matrix-wide test found a change, the cell shows its total change (a uniform −10%
+            // is −10% in every cell, never "unchanged").
+            match t.change.margin_verdict(dir, CONFIDENCE, margin) {
                 CellVerdict::Unchanged => CellVerdict::Inconclusive,
                 v => v,
-            };
+            }
+        } else {
+            // Not decided: unchanged only when its interval lies within the margin (a few
+            // pairs cannot always show that; the gate is then `insufficient`).
+            match own.margin_verdict(dir, CONFIDENCE, margin) {
+                CellVerdict::Unchanged => CellVerdict::Unchanged,
+                _ => CellVerdict::Inconclusive,
+            }
+        };
+        if check.rejected && verdict != judged {
+            check.outcome = format!(
+                "{} against the other cells of its pairs, but its total change is {}: {}",
+                judged.as_str(),
+                signed_percent(relative(t.change.estimate)),
+                verdict.as_str()
+            );
         }
-        let own_decided = t.specific.is_some()
-            && matches!(verdict, CellVerdict::Regression | CellVerdict::Improvement)
-            && significant_verdict(
-                own.margin_verdict(dir, CONFIDENCE, t.margin),
-                *pw,
-                *pb,
-                alpha,
-            ) == verdict;
         let shown = if own_decided { own } else { t.change };
         let (shown_lo, shown_hi) = shown.interval(CONFIDENCE);
         let (lo, hi) = t.change.interval(CONFIDENCE);
@@ -394,6 +390,7 @@ pub fn paired_compare(
             signed_percent(relative(hi)),
             t.pairs
         );
+        let p = own.p_worse(dir);
         per_cell.entry(t.cell).or_default().push((
             MetricComparison {
                 metric: t.metric,
@@ -403,11 +400,11 @@ pub fn paired_compare(
                 change: relative(t.change.estimate),
                 ci_low: relative(lo),
                 ci_high: relative(hi),
-                margin: t.margin,
-                p_value: t.p_worse,
-                p_adjusted: *pw,
+                margin: rule.min_effect,
+                p_value: p,
+                p_adjusted: (p * rule.local_alpha() / cell_alpha).min(1.0),
                 verdict,
-                check: None,
+                check: Some(check),
                 decided_on: Some(DecidedChange {
                     basis: if own_decided {
                         DecisionBasis::VsRun
@@ -511,6 +508,37 @@ mod tests {
             assert_eq!(others, 0, "seed {seed}: {}", r.headline);
         }
         assert!(found >= 32, "single-cell −8% found in {found} of 40");
+    }
+
+    #[test]
+    fn every_test_prints_its_statistic_boundary_and_share() {
+        // The gate's rule: each gating cell at an equal share of the local alpha, the matrix
+        // at the matrix alpha; the line is enough to redo the verdict by hand.
+        let rule = DecisionRule::default();
+        let (a, b) = pairs(7, 4, &|i| if i == 5 { 0.85 } else { 1.0 });
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let n = r.cells.len() as f64;
+        let m = r.matrix_test.as_ref().expect("matrix test");
+        let mc = m.check.as_ref().expect("matrix check");
+        assert!((mc.alpha - rule.matrix_alpha()).abs() < 1e-15);
+        assert!(
+            mc.line("matrix").contains("4 pairs of boots"),
+            "{}",
+            mc.line("matrix")
+        );
+        for c in &r.cells {
+            let t = c
+                .primary()
+                .and_then(|m| m.check.as_ref())
+                .expect("cell check");
+            assert!((t.alpha - rule.local_alpha() / n).abs() < 1e-15, "{t:?}");
+            // The verdict follows from the printed numbers: beyond the boundary or not.
+            assert_eq!(t.rejected, t.statistic <= t.boundary, "{t:?}");
+        }
+        let hit = r.cells[5].primary().expect("cell 5");
+        assert_eq!(hit.verdict, CellVerdict::Regression);
+        assert!(hit.check.as_ref().is_some_and(|c| c.rejected));
+        assert_eq!(r.rule.correction, "bonferroni");
     }
 
     #[test]

@@ -1,60 +1,33 @@
 //! Alpha spending for repeated looks at the same comparison (adaptive re-measurement).
 //!
-//! Design: a Lan–DeMets alpha-spending function over at most `max_looks` looks with equally
-//! spaced information `t = k / K`. Look `k` (0-based) tests at the increment
-//! `A(t_{k+1}) − A(t_k)`; the increments add up to `alpha`, so by the union bound the chance of
-//! any false alarm over all looks stays at most `alpha` whatever the correlation between looks
-//! (conservative: real looks are positively correlated).
-//!
-//! - Pocock type (default), `A(t) = α ln(1 + (e − 1) t)`: spends about half of alpha at the first
-//!   look, which is the ordinary gate run and decides most cells;
-//! - O'Brien–Fleming type, `A(t) = 2 − 2 Φ(z_{1−α/2} / √t)`: spends almost nothing early and keeps
-//!   alpha for the last look (use when every cell is expected to be re-measured).
+//! Design: one Lan–DeMets alpha-spending function of the Pocock type, `A(t) = α ln(1 + (e − 1) t)`,
+//! over at most `max_looks` looks with equally spaced information `t = k / K`, declared up
+//! front. Look `k` (0-based) tests at the increment `A(t_{k+1}) − A(t_k)`; the increments add up
+//! to `alpha`, so by the union bound the chance of any false alarm over all looks stays at most
+//! `alpha` whatever the correlation between looks (conservative: real looks are positively
+//! correlated). Pocock's shape spends about half of alpha at the first look, which is the
+//! ordinary gate run and decides most cells; the rest waits for the cells re-measured.
 //!
 //! What is spent is the local families' alpha (rows, columns, cells): the matrix-wide test
 //! is the two-boot plan's (`super::confirm`), untouched by re-measuring cells on one boot.
 
-use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal};
-
-/// The shape of the spending function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SpendingShape {
-    /// `A(t) = α ln(1 + (e − 1) t)`: front-loaded.
-    #[default]
-    Pocock,
-    /// `A(t) = 2 − 2 Φ(z_{1−α/2} / √t)`: back-loaded.
-    OBrienFleming,
-}
-
 /// Splits a test's alpha across at most `max_looks` looks so that re-measuring inconclusive
 /// cells and testing again keeps the overall false-alarm rate.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AlphaSpending {
     /// Total alpha to spend across all looks.
     pub alpha: f64,
     /// Most looks that will ever be made (look 0 is the first measurement).
     pub max_looks: u32,
-    /// Spending function.
-    #[serde(default)]
-    pub shape: SpendingShape,
 }
 
 impl AlphaSpending {
-    /// A Pocock-type plan spending `alpha` over at most `max_looks` looks (at least 1).
+    /// The plan spending `alpha` over at most `max_looks` looks (at least 1).
     pub fn new(alpha: f64, max_looks: u32) -> Self {
         AlphaSpending {
             alpha,
             max_looks: max_looks.max(1),
-            shape: SpendingShape::Pocock,
         }
-    }
-
-    /// The same plan with another spending shape.
-    pub fn with_shape(mut self, shape: SpendingShape) -> Self {
-        self.shape = shape;
-        self
     }
 
     /// Cumulative alpha spent by the end of look `look` (0-based); `alpha` at the last look.
@@ -63,16 +36,7 @@ impl AlphaSpending {
             return self.alpha;
         }
         let t = f64::from(look + 1) / f64::from(self.max_looks);
-        match self.shape {
-            SpendingShape::Pocock => self.alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln(),
-            SpendingShape::OBrienFleming => {
-                let Ok(n) = Normal::new(0.0, 1.0) else {
-                    return self.alpha * t;
-                };
-                let z = n.inverse_cdf(1.0 - self.alpha / 2.0);
-                (2.0 - 2.0 * n.cdf(z / t.sqrt())).min(self.alpha)
-            }
-        }
+        self.alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln()
     }
 
     /// Alpha available to the test at look `look` (0-based): the increment of the spending
@@ -95,21 +59,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn increments_add_up_to_alpha() {
-        for shape in [SpendingShape::Pocock, SpendingShape::OBrienFleming] {
-            let s = AlphaSpending::new(0.01, 3).with_shape(shape);
-            let parts: Vec<f64> = (0..3).map(|k| s.alpha_at(k)).collect();
-            assert!(
-                (parts.iter().sum::<f64>() - 0.01).abs() < 1e-12,
-                "{shape:?}"
-            );
-            assert!(parts.iter().all(|p| *p > 0.0));
-        }
-        let obf = AlphaSpending::new(0.01, 3).with_shape(SpendingShape::OBrienFleming);
-        assert!(obf.alpha_at(0) < obf.alpha_at(1) && obf.alpha_at(1) < obf.alpha_at(2));
-        let pocock = AlphaSpending::new(0.01, 3);
-        assert!(pocock.alpha_at(0) > pocock.alpha_at(1) && pocock.alpha_at(1) > pocock.alpha_at(2));
-        let s = pocock;
+    fn increments_add_up_to_alpha_front_loaded() {
+        let s = AlphaSpending::new(0.01, 3);
+        let parts: Vec<f64> = (0..3).map(|k| s.alpha_at(k)).collect();
+        assert!((parts.iter().sum::<f64>() - 0.01).abs() < 1e-12);
+        assert!(parts.iter().all(|p| *p > 0.0));
+        // Pocock: ln(1 + (e − 1)/3) = 45.3% of alpha at the first look, less at each later one.
+        assert!((parts[0] - 0.01 * 0.452_9).abs() < 1e-6, "{parts:?}");
+        assert!(parts[0] > parts[1] && parts[1] > parts[2]);
         assert_eq!(s.alpha_at(3), 0.0);
         // One look: everything at once.
         assert!((AlphaSpending::new(0.01, 1).alpha_at(0) - 0.01).abs() < 1e-15);

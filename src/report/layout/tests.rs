@@ -86,7 +86,7 @@ fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> 
             alpha: 0.01,
             min_effect: 0.03,
             matrix_margin: 0.01,
-            correction: "holm".into(),
+            correction: "bonferroni".into(),
             confidence: 0.95,
             shares: Some(AlphaShares {
                 matrix: 0.004,
@@ -326,7 +326,7 @@ fn the_rule_line_shares_add_up_to_alpha() {
     let line = rule(&r);
     assert!(
         line.contains(
-            "4.00e-3 to rows, columns and cells (Holm within each family), 2.00e-3 unspent;"
+            "4.00e-3 to rows, columns and cells (Bonferroni within each family), 2.00e-3 unspent;"
         ),
         "{line}"
     );
