@@ -233,6 +233,21 @@ fn matrix_table(results: &RunResults) -> String {
          Aggregate = output tokens counted as they streamed over the steady-state window.\n\
          — = no value, or an ITL p50 under half the mean token gap (tokens that came together).\n",
     );
+    if results
+        .cells
+        .iter()
+        .any(|c| c.context_tokens > 0 && c.ttft_s.is_some())
+    {
+        // What an engine developer would otherwise misread: TTFT at a long context is not the
+        // prefill of that context here (docs/results-schema.md, `ttft_s`).
+        out.push_str(&wrap(
+            "TTFT = request sent → first token. A stream repeats its prompt, so after its first \
+             request an engine with prefix caching finds it cached: at context > 0 this is mostly \
+             a cached prompt's TTFT, not the prefill of the context.",
+            2,
+        ));
+        out.push('\n');
+    }
     let client_view = |c: &&CellResult| {
         c.status == CellStatus::CapacityLimited && c.effective_concurrency.is_none()
     };
