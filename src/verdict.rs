@@ -383,7 +383,7 @@ pub struct CellComparison {
     pub metrics: Vec<MetricComparison>,
     /// A provisional alarm: this boot alone shows a change (capacity-limited or saturated where
     /// the history practically never was) that one boot cannot prove; `run` boots the engine
-    /// again to confirm it (`stats::ConfirmPlan`), and until then the gate is at best
+    /// again to confirm it (`stats::confirm`), and until then the gate is at best
     /// `inconclusive`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub provisional: bool,

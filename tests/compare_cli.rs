@@ -343,30 +343,30 @@ fn compare_against_a_store_selects_profile_and_suite() {
 
 /// `compare --confirmation` replays `run`'s two-boot rule on files: the second boot enters the
 /// verdict only where `run` would have booted again, and the JSON says whether it did. The
-/// expected verdicts are the library's own two looks (`ConfirmPlan::first_look` and
-/// `ConfirmPlan::second_stage`).
+/// expected verdicts are the library's own two looks (`stats::confirm::first_look` and
+/// `stats::confirm::second_stage`).
 #[test]
 fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
-    use infergate::stats::{ConfirmPlan, DecisionRule, compare_at as lib_compare};
+    use infergate::stats::confirm::{first_look, second_stage, wants_confirmation};
+    use infergate::stats::{DecisionRule, compare_at as lib_compare};
     let dir = tempfile::tempdir().unwrap();
     let base_gen = Gen::default();
     let base_runs: Vec<_> = (0..10).map(|i| run(&base_gen, i)).collect();
     let base = write_many(dir.path(), "base", &base_gen, 0..10);
-    let plan = ConfirmPlan::default();
     let rule = DecisionRule::default();
     let first_verdict = |r: &infergate::results::RunResults| {
         lib_compare(
             &base_runs,
             std::slice::from_ref(r),
             &rule,
-            &plan.first_look(&rule),
+            &first_look(&rule, true),
         )
         .unwrap()
     };
     // A clean first boot: `run` would not boot again, so the second is not used.
     let clean = (100..120)
         .map(|i| run(&Gen::default(), i))
-        .find(|r| !plan.wants_confirmation(&first_verdict(r)))
+        .find(|r| !wants_confirmation(&first_verdict(r)))
         .expect("a clean boot that does not call for confirmation");
     let clean_second = run(&Gen::default(), 200);
     let a = write(dir.path(), "clean", &clean);
@@ -401,7 +401,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
             };
             (300..306).map(move |i| (run(&g, i), run(&g, i + 50)))
         })
-        .find(|(r, _)| plan.wants_confirmation(&first_verdict(r)))
+        .find(|(r, _)| wants_confirmation(&first_verdict(r)))
         .expect("a slightly slow boot that calls for confirmation");
     let a = write(dir.path(), "leaning", &leaning);
     let b = write(dir.path(), "leaning-second", &second);
@@ -411,16 +411,15 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
         &["--confirmation", b.to_str().unwrap()],
     );
     let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
-    let expected = plan
-        .second_stage(
-            &rule,
-            &base_runs,
-            &first_verdict(&leaning),
-            std::slice::from_ref(&leaning),
-            std::slice::from_ref(&second),
-            "leaning-second",
-        )
-        .unwrap();
+    let expected = second_stage(
+        &rule,
+        &base_runs,
+        &first_verdict(&leaning),
+        std::slice::from_ref(&leaning),
+        std::slice::from_ref(&second),
+        "leaning-second",
+    )
+    .unwrap();
     assert_eq!(verdicts(&report), verdicts(&expected));
     assert_eq!(report.gate, expected.gate);
     assert_eq!(

@@ -92,7 +92,7 @@ fn without_confirmation_every_gate_is_one_boot() {
     ]);
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
-    assert!(v["confirm"].is_null(), "{v}");
+    assert_eq!(v["confirm"], serde_json::Value::Bool(false), "{v}");
     for s in scenarios(&v, "custom") {
         assert_eq!(s["mean_boots"].as_f64(), Some(1.0), "{s}");
     }

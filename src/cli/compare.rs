@@ -9,8 +9,8 @@ use anyhow::Context;
 use crate::baseline::BaselineStore;
 use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
+use crate::stats::DecisionRule;
 use crate::stats::build::not_comparable;
-use crate::stats::{ConfirmPlan, DecisionRule};
 use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Output format of tables and reports.
@@ -286,7 +286,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                             .collect();
                         let names = names.join(" ");
                         crate::stats::two_boot_verdict(
-                            Some(&ConfirmPlan::default()),
+                            true,
                             &rule,
                             &baseline,
                             &candidate,

@@ -6,8 +6,8 @@ use anyhow::Context;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::exit::{GateExit, usage};
+use crate::stats::DecisionRule;
 use crate::stats::eval::{Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, grid, run_eval};
-use crate::stats::{ConfirmPlan, DecisionRule};
 
 /// Output format of `stats-eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -96,7 +96,7 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         }
     };
     rule.validate().map_err(|e| usage(e.to_string()))?;
-    let confirm = (!args.no_confirm).then(ConfirmPlan::default);
+    let confirm = !args.no_confirm;
     if args.cell_df.is_some_and(|d| !(d > 2.0 && d.is_finite())) {
         return Err(usage(
             "--cell-df takes degrees of freedom above 2 (the SD must exist)",
@@ -183,7 +183,7 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
         r.seed,
         r.cells,
         r.history,
-        if r.confirm.is_some() {
+        if r.confirm {
             "the two-boot plan of `run`"
         } else {
             "one look (no second boot)"

@@ -507,6 +507,13 @@ fn build_adaptive(
         cfg.max_rounds = r.into_inner();
     }
     cfg.max_extra_s = raw.max_extra_seconds.map(|s| s.0);
+    if let Some(key) = raw.spending {
+        return Err(loc.at(
+            key.span(),
+            "[adaptive] spending is gone: the looks share alpha by one Pocock-type spending function, declared up front (docs/adaptive-and-ab.md)",
+            Some("remove the key"),
+        ));
+    }
     Ok(cfg)
 }
 
@@ -521,7 +528,6 @@ fn build_confirm(
     let raw = raw.into_inner();
     let cfg = ConfirmConfig {
         enabled: raw.enabled.unwrap_or(true),
-        ..ConfirmConfig::default()
     };
     if let Some(key) = raw
         .p_below

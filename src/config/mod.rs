@@ -140,16 +140,11 @@ impl Default for AdaptiveConfig {
 pub struct ConfirmConfig {
     /// On unless `enabled = false`.
     pub enabled: bool,
-    /// When to confirm and how alpha is split.
-    pub plan: crate::stats::ConfirmPlan,
 }
 
 impl Default for ConfirmConfig {
     fn default() -> Self {
-        ConfirmConfig {
-            enabled: true,
-            plan: crate::stats::ConfirmPlan::default(),
-        }
+        ConfirmConfig { enabled: true }
     }
 }
 
@@ -734,9 +729,14 @@ contexts = ["0"]
         assert!(e.starts_with("t.toml:17:") && e.contains("rounds"), "{e}");
         let e = err(&AB.replace("max_rounds = 3", "max_rounds = 0"));
         assert!(e.contains("max_rounds"), "{e}");
-        // One spending function, declared up front: the old shape switch is an unknown key.
+        // One spending function, declared up front: the old shape switch is refused at its line.
         let e = err(&AB.replace("max_rounds = 3", "max_rounds = 3\nspending = \"pocock\""));
-        assert!(e.starts_with("t.toml:") && e.contains("spending"), "{e}");
+        assert!(
+            e.starts_with("t.toml:")
+                && e.contains("spending is gone")
+                && e.contains("remove the key"),
+            "{e}"
+        );
         let e = err(&AB.replace("order = \"ab\"", "order = \"aab\""));
         assert!(e.contains("aab"), "{e}");
         let e = err(&GOOD.replace("[baseline]", "[ab]\nrounds = 2\n\n[baseline]"));
@@ -752,7 +752,6 @@ contexts = ["0"]
     fn confirm_is_on_by_default_and_its_table_disables_it() {
         let plain = parse(GOOD).expect("parses");
         assert!(plain.confirm.enabled);
-        assert_eq!(plain.confirm.plan, crate::stats::ConfirmPlan::default());
         let off = parse(&GOOD.replace("[baseline]", "[confirm]\nenabled = false\n\n[baseline]"))
             .expect("parses");
         assert!(!off.confirm.enabled);

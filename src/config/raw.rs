@@ -44,6 +44,8 @@ pub(super) struct RawAdaptive {
     pub(super) enabled: Option<bool>,
     pub(super) max_rounds: Option<Spanned<u32>>,
     pub(super) max_extra_seconds: Option<Seconds>,
+    /// Removed (one spending function); kept to say so at its line.
+    pub(super) spending: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

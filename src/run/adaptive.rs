@@ -368,7 +368,7 @@ mod tests {
             max_rounds: 2,
             ..AdaptiveConfig::default()
         };
-        let first = crate::stats::ConfirmPlan::default().first_look(&rule);
+        let first = crate::stats::confirm::first_look(&rule, true);
         let plan = spending_plan(&cfg, &first);
         let looks: Vec<Look> = (0..3).map(|k| look_at(&plan, &first, k)).collect();
         let local: f64 = looks.iter().map(|l| l.local_alpha).sum();

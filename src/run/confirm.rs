@@ -1,6 +1,6 @@
 //! The confirmation boot of `run`: when the first boot's matrix-wide change leans towards a
 //! regression without proving one, boot the engine again, measure the whole matrix again, and
-//! test both boots together (`stats::ConfirmPlan`, `docs/statistics.md`).
+//! test both boots together (`stats::confirm`, `docs/statistics.md`).
 //!
 //! A uniform slowdown is confounded with the candidate's boot factor; only another boot redraws
 //! that factor, so the second measurement is a fresh boot, never a re-measurement on the live
@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bench::EventSink;
 use crate::results::{Event, EventKind, RunResults};
-use crate::stats::{ConfirmPlan, DecisionRule};
+use crate::stats::DecisionRule;
 use crate::verdict::ComparisonReport;
 
 use super::decide::{Decision, GateError};
@@ -47,8 +47,6 @@ pub(crate) struct ConfirmOutcome {
 
 /// What the confirmation boot needs.
 pub(crate) struct ConfirmRequest<'a> {
-    /// When to confirm and how alpha is split.
-    pub plan: &'a ConfirmPlan,
     /// The gate's decision rule.
     pub rule: &'a DecisionRule,
     /// The first look's decision: the baseline history loaded for it (not loaded again).
@@ -68,12 +66,11 @@ pub(crate) async fn confirm_boot(
     cancel: CancellationToken,
 ) -> ConfirmOutcome {
     let ConfirmRequest {
-        plan,
         rule,
         first: decided,
         measure: mut req,
     } = req;
-    let reason = plan.reason(first);
+    let reason = crate::stats::confirm::reason(first);
     let event = Event::now(
         EventKind::Confirmation,
         format!("{reason}; booting the engine again to measure the matrix a second time"),
@@ -89,7 +86,7 @@ pub(crate) async fn confirm_boot(
         .labels
         .insert("confirmed_by".into(), measured.results.run_id.clone());
     let decision: Option<Result<Decision, GateError>> = measured.failure.is_none().then(|| {
-        let verdict = plan.second_stage(
+        let verdict = crate::stats::confirm::second_stage(
             rule,
             &decided.history,
             first,

@@ -533,13 +533,10 @@ impl GatePlan {
         }
         let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
         // The plan of looks, declared up front: the first boot (and its adaptive rounds), then
-        // a second boot when the first calls for one (`stats::ConfirmPlan`).
+        // a second boot when the first calls for one (`stats::confirm`).
         let rule = config.thresholds.rule.clone();
-        let confirm = config.confirm.enabled.then(|| config.confirm.plan.clone());
-        let first_look = confirm.as_ref().map_or_else(
-            || crate::stats::Look::single(&rule),
-            |p| p.first_look(&rule),
-        );
+        let confirm = config.confirm.enabled;
+        let first_look = crate::stats::confirm::first_look(&rule, confirm);
         let adaptive = config
             .adaptive
             .enabled
@@ -604,9 +601,9 @@ impl GatePlan {
         // The second boot, when the first boot's look calls for one (decided here, from the
         // first look's typed answer).
         let mut confirmation = None;
-        if let (Some(plan), None, Some(d)) = (&confirm, &failure, decision.clone())
+        if let (true, None, Some(d)) = (confirm, &failure, decision.clone())
             && let Some(first) = d.verdict.clone()
-            && plan.wants_confirmation(&first)
+            && crate::stats::confirm::wants_confirmation(&first)
             && !cancel.is_cancelled()
         {
             let sink = progress(boot_cells);
@@ -616,7 +613,6 @@ impl GatePlan {
                 &mut results,
                 &first,
                 super::confirm::ConfirmRequest {
-                    plan,
                     rule: &rule,
                     first: &d,
                     measure: req,

@@ -132,11 +132,7 @@ pub(crate) async fn rejudge(
         )));
     }
     let rule = config.thresholds.rule.clone();
-    let plan = config.confirm.enabled.then(|| config.confirm.plan.clone());
-    let first_look = plan.as_ref().map_or_else(
-        || crate::stats::Look::single(&rule),
-        |p| p.first_look(&rule),
-    );
+    let first_look = crate::stats::confirm::first_look(&rule, config.confirm.enabled);
 
     let (first_run, first) = if config.adaptive.enabled {
         replay_adaptive(config, store_dir, results, &rule, &first_look).await?
@@ -146,13 +142,13 @@ pub(crate) async fn rejudge(
             decide(results, store_dir, &rule, &first_look)?,
         )
     };
-    let Some(plan) = plan else {
+    if !config.confirm.enabled {
         return Ok(first);
-    };
+    }
     let Some(first_verdict) = first.verdict.as_ref() else {
         return Ok(first);
     };
-    if !plan.wants_confirmation(first_verdict) {
+    if !crate::stats::confirm::wants_confirmation(first_verdict) {
         return Ok(first);
     }
     let second = confirm.ok_or(RejudgeError::MissingConfirmation)?;
@@ -167,7 +163,7 @@ pub(crate) async fn rejudge(
     }
     let mut decision = Decision {
         verdict: Some(
-            plan.second_stage(
+            crate::stats::confirm::second_stage(
                 &rule,
                 &first.history,
                 first_verdict,

@@ -58,7 +58,7 @@ pub(crate) struct LimitDecision {
     pub provisional: bool,
 }
 
-/// Boots of one gate: the first and the confirmation boot (`stats::ConfirmPlan`).
+/// Boots of one gate: the first and the confirmation boot (`stats::confirm`).
 const MAX_BOOTS: usize = 2;
 
 /// Binomial distribution function `P(X ≤ k)`, `X ~ Bin(n, p)`, summed term by term (n is a

@@ -1787,23 +1787,28 @@ mod tests {
         use CellStatus::CapacityLimited as Cap;
         let mut rng = StdRng::seed_from_u64(22);
         let rule = DecisionRule::default();
-        let plan = crate::stats::ConfirmPlan::default();
         let fit = history_with(&mut rng, Cap, &|_| false);
         let first = boots_with(&mut rng, 1, Cap, &|_| true);
-        let first_report = compare_at(&fit, &first, &rule, &plan.first_look(&rule)).unwrap();
+        let first_report = compare_at(
+            &fit,
+            &first,
+            &rule,
+            &crate::stats::confirm::first_look(&rule, true),
+        )
+        .unwrap();
         assert!(
-            plan.wants_confirmation(&first_report),
+            crate::stats::confirm::wants_confirmation(&first_report),
             "{}",
             first_report.headline
         );
         assert!(
-            plan.reason(&first_report).contains("provisional alarm"),
+            crate::stats::confirm::reason(&first_report).contains("provisional alarm"),
             "{}",
-            plan.reason(&first_report)
+            crate::stats::confirm::reason(&first_report)
         );
         let limited = boots_with(&mut rng, 1, Cap, &|_| true);
         let (both, used) = crate::stats::two_boot_verdict(
-            Some(&plan),
+            true,
             &rule,
             &fit,
             &first,
@@ -1819,14 +1824,9 @@ mod tests {
         );
         assert_eq!(both.gate, GateVerdict::Regression);
         let fits = boots_with(&mut rng, 1, Cap, &|_| false);
-        let (both, used) = crate::stats::two_boot_verdict(
-            Some(&plan),
-            &rule,
-            &fit,
-            &first,
-            Some((&fits, "second.json")),
-        )
-        .unwrap();
+        let (both, used) =
+            crate::stats::two_boot_verdict(true, &rule, &fit, &first, Some((&fits, "second.json")))
+                .unwrap();
         assert!(used);
         assert_ne!(both.gate, GateVerdict::Regression, "{}", both.headline);
         assert_eq!(both.cells[0].verdict, CellVerdict::Inconclusive);

@@ -19,19 +19,11 @@
 //! lowers it); the local families spend theirs at the first boot, capacity its own
 //! (`rule.capacity_alpha()`). The union bound adds them to `alpha`.
 
-use serde::{Deserialize, Serialize};
-
 use crate::results::RunResults;
 use crate::verdict::{ComparisonReport, Confirmation, GateVerdict, signed_number, signed_percent};
 
 use super::compare::{Look, compare_at};
 use super::{Against, DecisionRule, StatsError, compare, finish};
-
-/// The two-boot plan of the matrix-wide test (`docs/statistics.md`). It has no knobs of its
-/// own: `[confirm] enabled = false` turns it off (then one boot decides everything).
-#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfirmPlan {}
 
 /// Whether a boot's matrix-wide change leaned worse past the futility bound.
 fn leans(report: &ComparisonReport) -> bool {
@@ -42,112 +34,112 @@ fn leans(report: &ComparisonReport) -> bool {
         .is_some_and(|c| c.statistic <= c.boundary)
 }
 
-impl ConfirmPlan {
-    /// The first boot's look: the local families at their whole alpha, the matrix-wide test
-    /// only screened.
-    pub fn first_look(&self, rule: &DecisionRule) -> Look {
-        Look {
-            name: "first boot".into(),
-            local_alpha: rule.local_alpha(),
-            matrix_alpha: None,
-            design_boots: 2,
-        }
+/// The first boot's look: with the plan (`[confirm]` on, the default) the local families at
+/// their whole alpha and the matrix-wide test only screened; without it, one look that decides
+/// everything ([`Look::single`]). The plan has no knobs of its own (`docs/statistics.md`).
+pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
+    if !confirm {
+        return Look::single(rule);
     }
-
-    /// Whether the first boot calls for a second: nothing is final yet (no local regression,
-    /// measured well enough), and the matrix-wide change leaned worse or a capacity alarm is
-    /// provisional.
-    pub fn wants_confirmation(&self, first: &ComparisonReport) -> bool {
-        matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient)
-            && (leans(first) || provisional_cells(first) > 0)
+    Look {
+        name: "first boot".into(),
+        local_alpha: rule.local_alpha(),
+        matrix_alpha: None,
+        design_boots: 2,
     }
+}
 
-    /// Why the first boot called for a confirmation (or did not), for people.
-    pub fn reason(&self, first: &ComparisonReport) -> String {
-        let check = first
+/// Whether the first boot calls for a second: nothing is final yet (no local regression,
+/// measured well enough), and the matrix-wide change leaned worse or a capacity alarm is
+/// provisional.
+pub fn wants_confirmation(first: &ComparisonReport) -> bool {
+    matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient)
+        && (leans(first) || provisional_cells(first) > 0)
+}
+
+/// Why the first boot called for a confirmation (or did not), for people.
+pub fn reason(first: &ComparisonReport) -> String {
+    let check = first
+        .matrix_test
+        .as_ref()
+        .and_then(|m| m.check.as_ref().map(|c| (m, c)));
+    let provisional = provisional_cells(first);
+    if provisional > 0 && matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient) {
+        return format!(
+            "the first boot has {provisional} provisional alarm(s) (capacity-limited or saturated where the history practically never was): one boot cannot prove them"
+        );
+    }
+    match check {
+        Some((m, c)) => format!(
+            "the first boot's matrix-wide change is {} (t = {}, futility bound {}): {}",
+            signed_percent(m.change),
+            signed_number(c.statistic, 2),
+            signed_number(c.boundary, 2),
+            if leans(first) && wants_confirmation(first) {
+                "it leans worse, and only a second boot can tell a slowdown from a slow boot"
+            } else if leans(first) {
+                "the first boot's verdict is already final"
+            } else {
+                "it does not lean worse, so the matrix test stops at one boot"
+            }
+        ),
+        None => format!(
+            "the first boot's verdict is `{}` without a matrix-wide test",
+            first.gate.as_str()
+        ),
+    }
+}
+
+/// The verdict over both boots: the second boot alone screened, then both boots' runs
+/// compared at the both-boots look (the matrix-wide test at its alpha when the second boot
+/// leaned worse too; capacity over both boots). Carries its [`Confirmation`].
+pub fn second_stage(
+    rule: &DecisionRule,
+    baseline: &[RunResults],
+    first: &ComparisonReport,
+    first_runs: &[RunResults],
+    second_runs: &[RunResults],
+    second_results: &str,
+) -> Result<ComparisonReport, StatsError> {
+    let mut screen = first_look(rule, true);
+    screen.name = "second boot".into();
+    screen.local_alpha = 0.0;
+    let alone = compare_at(baseline, second_runs, rule, &screen)?;
+    let second_leans = leans(&alone);
+    let runs: Vec<RunResults> = first_runs.iter().chain(second_runs).cloned().collect();
+    let look = Look {
+        name: "both boots".into(),
+        local_alpha: 0.0,
+        matrix_alpha: second_leans.then(|| rule.matrix_alpha()),
+        design_boots: 2,
+    };
+    let mut both = compare_at(baseline, &runs, rule, &look)?;
+    if !second_leans && let Some(c) = both.matrix_test.as_mut().and_then(|m| m.check.as_mut()) {
+        let t2 = alone
             .matrix_test
             .as_ref()
-            .and_then(|m| m.check.as_ref().map(|c| (m, c)));
-        let provisional = provisional_cells(first);
-        if provisional > 0 && matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient) {
-            return format!(
-                "the first boot has {provisional} provisional alarm(s) (capacity-limited or saturated where the history practically never was): one boot cannot prove them"
-            );
-        }
-        match check {
-            Some((m, c)) => format!(
-                "the first boot's matrix-wide change is {} (t = {}, futility bound {}): {}",
-                signed_percent(m.change),
-                signed_number(c.statistic, 2),
-                signed_number(c.boundary, 2),
-                if leans(first) && self.wants_confirmation(first) {
-                    "it leans worse, and only a second boot can tell a slowdown from a slow boot"
-                } else if leans(first) {
-                    "the first boot's verdict is already final"
-                } else {
-                    "it does not lean worse, so the matrix test stops at one boot"
-                }
-            ),
-            None => format!(
-                "the first boot's verdict is `{}` without a matrix-wide test",
-                first.gate.as_str()
-            ),
-        }
+            .and_then(|m| m.check.as_ref())
+            .map_or(f64::NAN, |c| c.statistic);
+        c.outcome =
+            format!("no regression: the second boot alone does not lean worse (t = {t2:.2})");
     }
+    Ok(confirmed(first, both, second_results))
+}
 
-    /// The verdict over both boots: the second boot alone screened, then both boots' runs
-    /// compared at the both-boots look (the matrix-wide test at its alpha when the second boot
-    /// leaned worse too; capacity over both boots). Carries its [`Confirmation`].
-    pub fn second_stage(
-        &self,
-        rule: &DecisionRule,
-        baseline: &[RunResults],
-        first: &ComparisonReport,
-        first_runs: &[RunResults],
-        second_runs: &[RunResults],
-        second_results: &str,
-    ) -> Result<ComparisonReport, StatsError> {
-        let mut screen = self.first_look(rule);
-        screen.name = "second boot".into();
-        screen.local_alpha = 0.0;
-        let alone = compare_at(baseline, second_runs, rule, &screen)?;
-        let second_leans = leans(&alone);
-        let runs: Vec<RunResults> = first_runs.iter().chain(second_runs).cloned().collect();
-        let look = Look {
-            name: "both boots".into(),
-            local_alpha: 0.0,
-            matrix_alpha: second_leans.then(|| rule.matrix_alpha()),
-            design_boots: 2,
-        };
-        let mut both = compare_at(baseline, &runs, rule, &look)?;
-        if !second_leans && let Some(c) = both.matrix_test.as_mut().and_then(|m| m.check.as_mut()) {
-            let t2 = alone
-                .matrix_test
-                .as_ref()
-                .and_then(|m| m.check.as_ref())
-                .map_or(f64::NAN, |c| c.statistic);
-            c.outcome =
-                format!("no regression: the second boot alone does not lean worse (t = {t2:.2})");
-        }
-        Ok(self.confirmed(first, both, second_results))
-    }
-
-    /// The verdict over both boots carrying its [`Confirmation`], headline redone.
-    pub fn confirmed(
-        &self,
-        first: &ComparisonReport,
-        mut both: ComparisonReport,
-        second_results: &str,
-    ) -> ComparisonReport {
-        both.confirmation = Some(Confirmation {
-            reason: self.reason(first),
-            first_boot: first.matrix_test.clone(),
-            second_results: second_results.into(),
-            used: true,
-        });
-        finish(&mut both, Against::Baseline);
-        both
-    }
+/// The verdict over both boots carrying its [`Confirmation`], headline redone.
+pub fn confirmed(
+    first: &ComparisonReport,
+    mut both: ComparisonReport,
+    second_results: &str,
+) -> ComparisonReport {
+    both.confirmation = Some(Confirmation {
+        reason: reason(first),
+        first_boot: first.matrix_test.clone(),
+        second_results: second_results.into(),
+        used: true,
+    });
+    finish(&mut both, Against::Baseline);
+    both
 }
 
 /// Cells of a comparison that are provisional alarms (`stats::capacity`): each calls for a
@@ -157,29 +149,29 @@ pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
 }
 
 /// The gate's verdict over the boots `run` would make, from results in hand: the first boot at
-/// the plan's first look; when [`ConfirmPlan::wants_confirmation`] and a second boot's runs are
+/// the plan's first look; when [`wants_confirmation`] and a second boot's runs are
 /// given, the second stage. `run`, `compare --confirmation`, `report --trusted-config` and
-/// `stats-eval` all decide with it. Without a plan, one look decides everything. With `second`
+/// `stats-eval` all decide with it. Without the plan (`confirm` false), one look decides everything. With `second`
 /// given but not wanted, the first boot's verdict carries a `confirmation` with `used: false`
 /// saying why. Returns the verdict and whether the second boot entered it.
 pub fn two_boot_verdict(
-    plan: Option<&ConfirmPlan>,
+    confirm: bool,
     rule: &DecisionRule,
     baseline: &[RunResults],
     first: &[RunResults],
     second: Option<(&[RunResults], &str)>,
 ) -> Result<(ComparisonReport, bool), StatsError> {
-    let Some(plan) = plan else {
+    if !confirm {
         return Ok((compare(baseline, first, rule)?, false));
-    };
-    let first_report = compare_at(baseline, first, rule, &plan.first_look(rule))?;
+    }
+    let first_report = compare_at(baseline, first, rule, &first_look(rule, true))?;
     let Some((second, second_results)) = second else {
         return Ok((first_report, false));
     };
-    if !plan.wants_confirmation(&first_report) {
+    if !wants_confirmation(&first_report) {
         let mut report = first_report;
         report.confirmation = Some(Confirmation {
-            reason: plan.reason(&report),
+            reason: reason(&report),
             first_boot: None,
             second_results: second_results.into(),
             used: false,
@@ -187,7 +179,7 @@ pub fn two_boot_verdict(
         finish(&mut report, Against::Baseline);
         return Ok((report, false));
     }
-    let report = plan.second_stage(rule, baseline, &first_report, first, second, second_results)?;
+    let report = second_stage(rule, baseline, &first_report, first, second, second_results)?;
     Ok((report, true))
 }
 
@@ -214,7 +206,7 @@ mod tests {
         let (history, a) = history_and_candidate(first);
         let (_, b) = history_and_candidate(second);
         two_boot_verdict(
-            Some(&ConfirmPlan::default()),
+            true,
             &DecisionRule::default(),
             &history,
             std::slice::from_ref(&a),
@@ -257,27 +249,26 @@ mod tests {
         let cand = synthetic_run("cand", &mut rng, 0.0, 0.0, &|i| {
             if (5..10).contains(&i) { 0.85 } else { 1.0 }
         });
-        let plan = ConfirmPlan::default();
         let rule = DecisionRule::default();
         let first = compare_at(
             &history,
             std::slice::from_ref(&cand),
             &rule,
-            &plan.first_look(&rule),
+            &first_look(&rule, true),
         )
         .expect("compare");
         assert_eq!(first.gate, GateVerdict::Regression, "{}", first.headline);
-        assert!(!plan.wants_confirmation(&first));
+        assert!(!wants_confirmation(&first));
         // Leaning better: nothing to confirm.
         let (history, faster) = history_and_candidate(1.03);
         let better = compare_at(
             &history,
             std::slice::from_ref(&faster),
             &rule,
-            &plan.first_look(&rule),
+            &first_look(&rule, true),
         )
         .expect("compare");
-        assert!(!plan.wants_confirmation(&better));
+        assert!(!wants_confirmation(&better));
         assert_ne!(
             better.matrix_test.as_ref().map(|m| m.verdict),
             Some(CellVerdict::Regression)

@@ -20,7 +20,7 @@ use crate::results::{
 };
 use crate::verdict::{CellVerdict, GateVerdict};
 
-use super::{ConfirmPlan, DecisionRule, StatsError};
+use super::{DecisionRule, StatsError};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -225,9 +225,9 @@ pub(crate) struct EvalConfig {
     pub seed: u64,
     /// Baseline history length (runs).
     pub history: usize,
-    /// The gate as `run` makes it (the two-boot plan); `None` = one look decides everything.
+    /// The gate as `run` makes it (the two-boot plan); false = one look decides everything.
     #[serde(default)]
-    pub confirm: Option<ConfirmPlan>,
+    pub confirm: bool,
     pub conditions: Vec<Condition>,
     pub rule: DecisionRule,
 }
@@ -327,7 +327,7 @@ pub(crate) struct EvalReport {
     pub cells: usize,
     pub history: usize,
     #[serde(default)]
-    pub confirm: Option<ConfirmPlan>,
+    pub confirm: bool,
     pub rule: DecisionRule,
     pub conditions: Vec<ConditionOutcome>,
     pub targets: Vec<TargetCheck>,
@@ -673,7 +673,7 @@ pub(crate) fn run_eval(cfg: &EvalConfig) -> Result<EvalReport, StatsError> {
         seed: cfg.seed,
         cells: cell_levels().len(),
         history: cfg.history,
-        confirm: cfg.confirm.clone(),
+        confirm: cfg.confirm,
         rule: cfg.rule.clone(),
         conditions,
         targets: Vec::new(),
@@ -688,7 +688,7 @@ fn run_condition(
     seed: u64,
 ) -> Result<ConditionOutcome, StatsError> {
     let noise = &condition.noise;
-    let stages = if cfg.confirm.is_some() { 2 } else { 1 };
+    let stages = if cfg.confirm { 2 } else { 1 };
     let levels = cell_levels();
     let n_cells = levels.len();
     let h = cfg.history.max(1);
@@ -770,12 +770,9 @@ fn run_condition(
                     run
                 })
                 .collect();
-            let second = cfg
-                .confirm
-                .as_ref()
-                .map(|_| (&candidate[1..2], "second boot"));
+            let second = cfg.confirm.then(|| (&candidate[1..2], "second boot"));
             let (report, confirmed) = super::confirm::two_boot_verdict(
-                cfg.confirm.as_ref(),
+                cfg.confirm,
                 &cfg.rule,
                 &history,
                 &candidate[..1],

@@ -23,7 +23,7 @@ pub(crate) mod capacity;
 pub(crate) mod changepoint;
 pub(crate) mod changepoint_eval;
 pub mod compare;
-pub(crate) mod confirm;
+pub mod confirm;
 pub(crate) mod eval;
 pub(crate) mod headline;
 pub(crate) mod interval;
@@ -35,7 +35,7 @@ pub(crate) mod sequential;
 
 pub use build::{finish, gate_of};
 pub use compare::{Look, compare, compare_at};
-pub use confirm::{ConfirmPlan, two_boot_verdict};
+pub use confirm::two_boot_verdict;
 pub use headline::{Against, headline};
 pub use paired::{PairedError, paired_compare};
 pub use rule::DecisionRule;
