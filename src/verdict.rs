@@ -46,8 +46,8 @@ pub struct ComparisonReport {
     /// the gate is `unmeasured` (exit 3). `None` when there was no baseline to measure against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
-    /// What the baseline could detect: a thin history is said plainly (`None` when there was
-    /// no baseline, or in an A/B comparison).
+    /// What the baseline (or an A/B run's pairs) could detect: a thin history is said plainly
+    /// (`None` when there was no baseline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensitivity: Option<Sensitivity>,
 }
@@ -60,14 +60,17 @@ pub struct Sensitivity {
     pub design_effect: f64,
     /// The probability it should be found with (`[thresholds] design_power`).
     pub design_power: f64,
-    /// Baseline runs the noise was learnt from.
+    /// Baseline runs the noise was learnt from (pairs of boots in an A/B comparison).
     pub history_runs: usize,
+    /// What `history_runs` and `runs_needed` count: baseline runs, or an A/B run's pairs.
+    #[serde(default, skip_serializing_if = "SensitivityUnit::is_baseline_runs")]
+    pub unit: SensitivityUnit,
     /// Minimum detectable effect of the matrix-wide test now (relative, negative: the smallest
     /// uniform slowdown found at the design power); `None` without a matrix-wide test.
     pub matrix_mde: Option<f64>,
     /// The MDE that decides sufficiency: the matrix-wide one, or the median cell's without it.
     pub mde: f64,
-    /// More baseline runs needed before `mde` reaches `design_effect` (0: it does now;
+    /// More runs (of `unit`) needed before `mde` reaches `design_effect` (0: it does now;
     /// `None`: not at this noise, however long the history).
     pub runs_needed: Option<usize>,
     /// Whether the baseline reaches the design power now (`runs_needed == Some(0)`).
@@ -126,6 +129,33 @@ impl ComparisonReport {
             }
         }
         out
+    }
+}
+
+/// What a gate needs more of to become sensitive enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SensitivityUnit {
+    /// Accepted baseline runs in the store.
+    #[default]
+    BaselineRuns,
+    /// Pairs of boots of a paired A/B run.
+    Pairs,
+}
+
+impl SensitivityUnit {
+    fn is_baseline_runs(&self) -> bool {
+        *self == SensitivityUnit::BaselineRuns
+    }
+
+    /// `5 baseline runs`, `1 pair of boots`; with `more`, `5 more baseline runs`.
+    pub fn count(&self, n: usize, more: bool) -> String {
+        let s = if n == 1 { "" } else { "s" };
+        let more = if more { " more" } else { "" };
+        match self {
+            SensitivityUnit::BaselineRuns => format!("{n}{more} baseline run{s}"),
+            SensitivityUnit::Pairs => format!("{n}{more} pair{s} of boots"),
+        }
     }
 }
 

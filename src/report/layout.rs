@@ -13,7 +13,7 @@ use crate::report::markdown::escape;
 use crate::results::context_label;
 use crate::verdict::{
     CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
-    MetricComparison, signed_number, signed_percent,
+    MetricComparison, SensitivityUnit, signed_number, signed_percent,
 };
 
 /// The gate's answer as a symbol and a word: the one place every surface takes it from.
@@ -341,14 +341,15 @@ fn could_detect(report: &ComparisonReport) -> Option<String> {
         Some(format!("this run could detect {} or worse", pct(mde)))
     } else {
         let needs = match s.runs_needed {
-            Some(n) => format!(
-                "{n} more baseline run{} needed",
-                if n == 1 { "" } else { "s" }
-            ),
+            Some(n) => format!("{} needed", s.unit.count(n, true)),
             None => "not reachable at this noise".into(),
         };
+        let what = match s.unit {
+            SensitivityUnit::BaselineRuns => "this baseline",
+            SensitivityUnit::Pairs => "these pairs",
+        };
         Some(format!(
-            "but this baseline could detect only {} or worse, not the rule's {} ({needs})",
+            "but {what} could detect only {} or worse, not the rule's {} ({needs})",
             pct(mde),
             pct(-s.design_effect)
         ))
@@ -542,10 +543,9 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     }
     if let Some(s) = &report.sensitivity {
         let mut line = format!(
-            "Sensitivity at {:.0}% power with {} baseline run{}:",
+            "Sensitivity at {:.0}% power with {}:",
             100.0 * s.design_power,
-            s.history_runs,
-            if s.history_runs == 1 { "" } else { "s" }
+            s.unit.count(s.history_runs, false)
         );
         if let Some(m) = s.matrix_mde {
             line.push_str(&format!(" a uniform {} over the matrix;", pct(m)));
@@ -615,12 +615,19 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             if unspent > 1e-9 * r.alpha {
                 capacity.push_str(&format!(", {unspent:.2e} unspent"));
             }
+            // Without line tests (a paired A/B run, a matrix of one row or column) the cells
+            // have the local share to themselves.
+            let local = if report.lines.is_empty() {
+                format!("the cells ({})", r.correction_name())
+            } else {
+                format!(
+                    "rows, columns and cells ({} within each family)",
+                    r.correction_name()
+                )
+            };
             format!(
-                "{:.2e} to the matrix-wide test, {:.2e} to rows, columns and cells ({} within \
-                 each family){capacity}",
-                s.matrix,
-                s.local,
-                r.correction_name()
+                "{:.2e} to the matrix-wide test, {:.2e} to {local}{capacity}",
+                s.matrix, s.local,
             )
         }
         None => format!(

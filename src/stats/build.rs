@@ -179,7 +179,8 @@ pub fn finish(report: &mut ComparisonReport, against: Against) {
 /// cell (speed, capacity, errors), a line or the matrix-wide test regressed; `no_baseline`
 /// when there was no baseline; `insufficient` when a provisional alarm waits for another boot
 /// or the plan could not have found `design_effect` (its MDE is larger); otherwise `pass`.
-/// (A paired A/B comparison has no sensitivity: an undecided cell makes it `insufficient`.)
+/// (Without a sensitivity figure, e.g. an A/B run with no matrix-wide test, an undecided cell
+/// makes it `insufficient`.)
 pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
     if report.coverage.is_some_and(|c| !c.sufficient()) {
         return GateVerdict::Unmeasured;

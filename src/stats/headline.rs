@@ -68,16 +68,12 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
 /// and how many more baseline runs it needs for the rule's design effect.
 pub(crate) fn thin_baseline_words(s: &crate::verdict::Sensitivity) -> String {
     let needs = match s.runs_needed {
-        Some(n) => format!(
-            "{n} more baseline run{} needed",
-            if n == 1 { "" } else { "s" }
-        ),
+        Some(n) => format!("{} needed", s.unit.count(n, true)),
         None => "not reachable at this noise".to_string(),
     };
     format!(
-        "not sensitive enough: {} baseline run{} can find a uniform {} at {:.0}% power, not the rule's {} ({needs})",
-        s.history_runs,
-        if s.history_runs == 1 { "" } else { "s" },
+        "not sensitive enough: {} can find a uniform {} at {:.0}% power, not the rule's {} ({needs})",
+        s.unit.count(s.history_runs, false),
         signed_percent(s.mde),
         s.design_power * 100.0,
         signed_percent(-s.design_effect),

@@ -335,6 +335,8 @@ pub fn paired_compare(
         test.check = Some(check);
         report.matrix_test = Some(test);
         matrix_verdict = Some(v);
+        // A pass must have been able to see a uniform `design_effect`, as in the gate.
+        report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n));
     }
 
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
@@ -539,6 +541,34 @@ mod tests {
         assert_eq!(hit.verdict, CellVerdict::Regression);
         assert!(hit.check.as_ref().is_some_and(|c| c.rejected));
         assert_eq!(r.rule.correction, "bonferroni");
+    }
+
+    #[test]
+    fn a_pass_could_have_seen_the_design_effect() {
+        // 2% boot noise: 4 pairs cannot see a uniform −5% at 80% power (the paired t has 3
+        // df), so identical builds are `insufficient` and the words say how many pairs would
+        // do; 16 pairs can, so they pass.
+        let rule = DecisionRule::default();
+        let (a, b) = pairs(11, 4, &|_| 1.0);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let s = r.sensitivity.as_ref().expect("sensitivity");
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert!(
+            !s.sufficient && s.mde < -0.05 && s.history_runs == 4,
+            "{s:?}"
+        );
+        assert!(
+            r.headline
+                .contains("not sensitive enough: 4 pairs of boots can find")
+                && r.headline.contains("more pairs of boots needed"),
+            "{}",
+            r.headline
+        );
+        let (a, b) = pairs(12, 16, &|_| 1.0);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let s = r.sensitivity.as_ref().expect("sensitivity");
+        assert_eq!(r.gate, GateVerdict::Pass, "{}", r.headline);
+        assert!(s.sufficient && s.mde > -0.05, "{s:?}");
     }
 
     #[test]

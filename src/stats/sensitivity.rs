@@ -20,7 +20,7 @@
 
 use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 
-use crate::verdict::{CellSensitivity, Sensitivity};
+use crate::verdict::{CellSensitivity, Sensitivity, SensitivityUnit};
 
 use super::compare::Look;
 use super::interval::LogChange;
@@ -245,11 +245,44 @@ pub(crate) fn assess(
         design_effect: rule.design_effect,
         design_power: rule.design_power,
         history_runs: history,
+        unit: SensitivityUnit::BaselineRuns,
         matrix_mde: matrix.is_some().then(|| as_relative_slowdown(now)),
         mde: as_relative_slowdown(now),
         runs_needed,
         sufficient: runs_needed == Some(0),
         cells: per_cell,
+    }
+}
+
+/// What a paired A/B run's matrix-wide test can detect, as the gate's [`assess`] says it for a
+/// store: the paired t's MDE at the matrix alpha and the design power, and how many more pairs
+/// would bring it to the design effect (the pairs' scatter shrinks as `1/√pairs`, its t's df
+/// grows). `pairs` = the pairs behind `matrix`. An A/B run that passes could have seen a
+/// uniform `design_effect`; one that could not is `insufficient`.
+pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize) -> Sensitivity {
+    let target = -(1.0 - rule.design_effect).ln();
+    let mde_with = |p: usize| {
+        let c = LogChange {
+            se: matrix.se * (pairs as f64 / p as f64).sqrt(),
+            df: (p as f64 - 1.0).max(0.5),
+            ..*matrix
+        };
+        cell_mde(&c, rule.matrix_alpha(), rule.design_power)
+    };
+    let now = mde_with(pairs);
+    let runs_needed = (pairs..=pairs + MAX_EXTRA_RUNS)
+        .find(|&p| mde_with(p) <= target)
+        .map(|p| p - pairs);
+    Sensitivity {
+        design_effect: rule.design_effect,
+        design_power: rule.design_power,
+        history_runs: pairs,
+        unit: SensitivityUnit::Pairs,
+        matrix_mde: Some(as_relative_slowdown(now)),
+        mde: as_relative_slowdown(now),
+        runs_needed,
+        sufficient: runs_needed == Some(0),
+        cells: Vec::new(),
     }
 }
 

@@ -100,6 +100,7 @@ fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> 
             design_effect: 0.05,
             design_power: 0.8,
             history_runs: 5,
+            unit: Default::default(),
             matrix_mde: Some(-0.046),
             mde: -0.046,
             runs_needed: Some(0),
@@ -322,6 +323,26 @@ fn the_rule_line_shares_add_up_to_alpha() {
         matrix: 0.004,
         local: 0.004,
         capacity: 0.0,
+    });
+    let line = rule(&r);
+    assert!(
+        line.contains("4.00e-3 to the cells (Bonferroni), 2.00e-3 unspent;"),
+        "{line}"
+    );
+    // With line tests the local share is the rows', columns' and cells'.
+    r.lines.push(crate::verdict::LineTest {
+        axis: crate::verdict::LineAxis::Context,
+        at: 0,
+        test: crate::verdict::MatrixTest {
+            change: 0.0,
+            ci_low: -0.01,
+            ci_high: 0.01,
+            margin: 0.03,
+            p_value: 0.5,
+            verdict: CellVerdict::Unchanged,
+            cells: 2,
+            check: None,
+        },
     });
     let line = rule(&r);
     assert!(
