@@ -148,10 +148,18 @@ impl SensitivityUnit {
         *self == SensitivityUnit::BaselineRuns
     }
 
-    /// `5 baseline runs`, `1 pair of boots`; with `more`, `5 more baseline runs`.
-    pub fn count(&self, n: usize, more: bool) -> String {
+    /// `5 baseline runs`, `1 pair of boots`.
+    pub fn count(&self, n: usize) -> String {
+        self.phrase(n, "")
+    }
+
+    /// `5 more baseline runs`, `1 more pair of boots`.
+    pub fn more(&self, n: usize) -> String {
+        self.phrase(n, " more")
+    }
+
+    fn phrase(&self, n: usize, more: &str) -> String {
         let s = if n == 1 { "" } else { "s" };
-        let more = if more { " more" } else { "" };
         match self {
             SensitivityUnit::BaselineRuns => format!("{n}{more} baseline run{s}"),
             SensitivityUnit::Pairs => format!("{n}{more} pair{s} of boots"),
@@ -459,8 +467,8 @@ pub struct MetricComparison {
     /// Raw p-value of the one-sided test of "no change" in the worse direction (of the change
     /// the cell's test is on; [`Check`] has its statistic and boundary).
     pub p_value: f64,
-    /// The p-value after multiplicity correction (Bonferroni: times the test's share of the
-    /// local families' alpha), to compare with that alpha.
+    /// The p-value after multiplicity correction (Bonferroni: scaled by the local families'
+    /// alpha over this test's own share of it), to compare with the local alpha.
     pub p_adjusted: f64,
     /// This metric's verdict.
     pub verdict: CellVerdict,

@@ -341,7 +341,7 @@ fn could_detect(report: &ComparisonReport) -> Option<String> {
         Some(format!("this run could detect {} or worse", pct(mde)))
     } else {
         let needs = match s.runs_needed {
-            Some(n) => format!("{} needed", s.unit.count(n, true)),
+            Some(n) => format!("{} needed", s.unit.more(n)),
             None => "not reachable at this noise".into(),
         };
         let what = match s.unit {
@@ -545,7 +545,7 @@ fn details(report: &ComparisonReport) -> Vec<String> {
         let mut line = format!(
             "Sensitivity at {:.0}% power with {}:",
             100.0 * s.design_power,
-            s.unit.count(s.history_runs, false)
+            s.unit.count(s.history_runs)
         );
         if let Some(m) = s.matrix_mde {
             line.push_str(&format!(" a uniform {} over the matrix;", pct(m)));

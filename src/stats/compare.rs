@@ -15,7 +15,7 @@ use crate::verdict::{
 use super::build::{self, Coord, find, mean};
 use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
-use super::interval::{LogChange, judge, log_margin, relative, signed};
+use super::interval::{LogChange, judge, log_margin, note_overruled, relative, signed};
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN};
 use super::sensitivity;
@@ -998,17 +998,8 @@ pub fn compare_at(
             moved_line(t.metric, t.cell),
             matrix,
         );
-        // A test that crossed its boundary but did not decide the cell (its total moved the
-        // other way) says so, so that its line never contradicts the cell's verdict.
         let check = check.map(|mut c| {
-            if c.rejected && verdict != own {
-                c.outcome = format!(
-                    "{} against the rest of its run, but its total change is {}: {}",
-                    own.as_str(),
-                    signed_percent(relative(t.total.estimate)),
-                    verdict.as_str()
-                );
-            }
+            note_overruled(&mut c, own, verdict, &t.total, "the rest of its run");
             c
         });
         let (lo, hi) = t.total.interval(CONFIDENCE);

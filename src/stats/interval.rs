@@ -205,6 +205,26 @@ pub(crate) fn judge(
     )
 }
 
+/// A test that crossed its boundary but did not decide its cell (the cell's total change
+/// moved the other way) says so, so that its line never contradicts the cell's verdict.
+/// `against` names what the test compared with (`the rest of its run`).
+pub(crate) fn note_overruled(
+    check: &mut crate::verdict::Check,
+    judged: CellVerdict,
+    verdict: CellVerdict,
+    total: &LogChange,
+    against: &str,
+) {
+    if check.rejected && verdict != judged {
+        check.outcome = format!(
+            "{} against {against}, but its total change is {}: {}",
+            judged.as_str(),
+            crate::verdict::signed_percent(relative(total.estimate)),
+            verdict.as_str()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

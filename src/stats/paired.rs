@@ -24,7 +24,7 @@ use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 use super::build::{self, Coord, find, mean, sd};
 use super::compare::{ALL_METRICS, metric_value};
 use super::headline::Against;
-use super::interval::{LogChange, judge, log_margin, relative};
+use super::interval::{LogChange, judge, log_margin, note_overruled, relative};
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
@@ -366,21 +366,21 @@ pub fn paired_compare(
                 v => v,
             }
         } else {
-            // Not decided: unchanged only when its interval lies within the margin (a few
-            // pairs cannot always show that; the gate is then `insufficient`).
+            // Not decided: labelled unchanged only when its interval lies within the margin
+            // (a few pairs cannot always show that). The gate's word comes from the matrix
+            // test's sensitivity, as in `stats::compare`, not from these labels.
             match own.margin_verdict(dir, CONFIDENCE, margin) {
                 CellVerdict::Unchanged => CellVerdict::Unchanged,
                 _ => CellVerdict::Inconclusive,
             }
         };
-        if check.rejected && verdict != judged {
-            check.outcome = format!(
-                "{} against the other cells of its pairs, but its total change is {}: {}",
-                judged.as_str(),
-                signed_percent(relative(t.change.estimate)),
-                verdict.as_str()
-            );
-        }
+        note_overruled(
+            &mut check,
+            judged,
+            verdict,
+            &t.change,
+            "the other cells of its pairs",
+        );
         let shown = if own_decided { own } else { t.change };
         let (shown_lo, shown_hi) = shown.interval(CONFIDENCE);
         let (lo, hi) = t.change.interval(CONFIDENCE);
