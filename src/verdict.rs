@@ -603,7 +603,8 @@ pub struct Check {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub screen: bool,
     /// Whether this test found a regression (statistic beyond the boundary, change beyond
-    /// its margin).
+    /// its margin) of a metric that gates; a reported-only metric's test never is, and its
+    /// outcome says which way the metric moved.
     pub rejected: bool,
     /// What the look concluded, in words (`regression`, `no regression`, `leans worse: boot
     /// again`, …).

@@ -15,7 +15,9 @@ use crate::verdict::{
 use super::build::{self, Coord, find, mean};
 use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
-use super::interval::{LogChange, judge, log_margin, note_overruled, relative, signed};
+use super::interval::{
+    LogChange, judge, log_margin, note_overruled, relative, reported_only, signed,
+};
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN};
 use super::sensitivity;
@@ -34,6 +36,10 @@ pub struct Look {
     pub matrix_alpha: Option<f64>,
     /// Boots the plan takes for the matrix-wide test (its sensitivity is that of the plan).
     pub design_boots: usize,
+    /// The candidate's runs from this index on are the confirmation's second boot, whose own
+    /// matrix change must lean worse past the futility bound too before the matrix-wide test
+    /// is made: one slow boot alone cannot carry a regression (`stats::confirm`).
+    pub second_boot_from: Option<usize>,
 }
 
 impl Look {
@@ -44,6 +50,7 @@ impl Look {
             local_alpha: rule.local_alpha(),
             matrix_alpha: Some(rule.matrix_alpha()),
             design_boots: 1,
+            second_boot_from: None,
         }
     }
 }
@@ -332,6 +339,8 @@ struct MatrixChange {
     /// sensitivity of the plan).
     run_sigma: f64,
     level_runs_used: usize,
+    /// The second boot's own change ([`Look::second_boot_from`]).
+    second_boot: Option<LogChange>,
 }
 
 /// A row's or column's change: the mean cell-specific change of its cells minus that of the
@@ -460,6 +469,7 @@ fn test_metric(
     level_n: usize,
     candidate: &[RunResults],
     gating: bool,
+    second_from: Option<usize>,
 ) -> (Vec<CellTest>, Option<MatrixChange>, Vec<LineChange>) {
     // Cells where the candidate has the metric in every run and the history has it at least once.
     let mut idx = Vec::new();
@@ -524,24 +534,28 @@ fn test_metric(
             trimmed_mean(&mut buf)
         })
         .collect();
-    let cand_effect_mean = cand_effect.iter().sum::<f64>() / j as f64;
 
-    // Matrix-wide change: candidate run effect vs the level runs' run effects.
+    // Matrix-wide change: candidate run effect vs the level runs' run effects (of the runs
+    // given: all of them, or the second boot's).
     let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
-    let matrix = (!base_effects.is_empty()).then(|| {
+    let matrix_change = |runs: &[f64]| {
         let level = mean(&base_effects);
-        let se = model.run_sigma * (1.0 / j as f64 + 1.0 / base_effects.len() as f64).sqrt();
-        MatrixChange {
-            change: LogChange {
-                estimate: cand_effect_mean - level,
-                se,
-                df: model.run_df,
-                tail_df: f64::INFINITY,
-            },
-            cells: idx.len(),
-            run_sigma: model.run_sigma,
-            level_runs_used: base_effects.len(),
+        let n = runs.len() as f64;
+        LogChange {
+            estimate: runs.iter().sum::<f64>() / n - level,
+            se: model.run_sigma * (1.0 / n + 1.0 / base_effects.len() as f64).sqrt(),
+            df: model.run_df,
+            tail_df: f64::INFINITY,
         }
+    };
+    let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
+        change: matrix_change(&cand_effect),
+        cells: idx.len(),
+        run_sigma: model.run_sigma,
+        level_runs_used: base_effects.len(),
+        second_boot: second_from
+            .filter(|&from| from < j)
+            .map(|from| matrix_change(&cand_effect[from..])),
     });
 
     let mut tests = Vec::new();
@@ -891,6 +905,7 @@ pub fn compare_at(
             level_n,
             candidate,
             gating(metric),
+            look.second_boot_from,
         );
         tests.extend(t);
         lines.extend(l.into_iter().map(|l| (metric, l)));
@@ -963,9 +978,21 @@ pub fn compare_at(
     let matrix_verdicts: BTreeMap<Metric, (CellVerdict, crate::verdict::Check)> = matrices
         .iter()
         .map(|(&metric, m)| {
-            let v = match look.matrix_alpha {
-                Some(a) => judge(&m.change, metric.direction(), a, matrix_margin, &look.name),
-                None => (CellVerdict::Unchanged, screen(&m.change, &look.name).1),
+            // The second boot alone must lean worse too, else the test is not made.
+            let second_leans = m.second_boot.as_ref().map(|c| screen(c, &look.name));
+            let v = match (look.matrix_alpha, &second_leans) {
+                (Some(a), None | Some((true, _))) => {
+                    judge(&m.change, metric.direction(), a, matrix_margin, &look.name)
+                }
+                (Some(_), Some((false, second))) => {
+                    let mut check = screen(&m.change, &look.name).1;
+                    check.outcome = format!(
+                        "no regression: the second boot alone does not lean worse (t = {:.2})",
+                        second.statistic
+                    );
+                    (CellVerdict::Unchanged, check)
+                }
+                (None, _) => (CellVerdict::Unchanged, screen(&m.change, &look.name).1),
             };
             (metric, v)
         })
@@ -1000,6 +1027,9 @@ pub fn compare_at(
         );
         let check = check.map(|mut c| {
             note_overruled(&mut c, own, verdict, &t.total, "the rest of its run");
+            if !gating(t.metric) {
+                reported_only(&mut c, own, dir);
+            }
             c
         });
         let (lo, hi) = t.total.interval(CONFIDENCE);
@@ -1504,6 +1534,33 @@ mod tests {
         let gated = compare(&base, &[cand], &rule).unwrap();
         assert_eq!(gated.gate, GateVerdict::Regression);
         assert_eq!(gated.cells[0].verdict, CellVerdict::Regression);
+
+        // One cell's TTFT 30% higher: its own test crosses its boundary. Reported only, its
+        // line says which way it moved and that it does not gate, and it is not among the
+        // tests that decided the gate; gating on TTFT, it is a regression and listed.
+        let mut one = run("one", &mut rng, 0.01, 0.02, &|_| 1.0);
+        one.cells[0].ttft_s.as_mut().unwrap().p50 *= 1.3;
+        let report = compare(&base, std::slice::from_ref(&one), &DecisionRule::default()).unwrap();
+        let check = report.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::TtftP50);
+        let check = check.and_then(|m| m.check.as_ref()).unwrap();
+        assert!(check.statistic >= check.boundary, "{check:?}");
+        assert!(!check.rejected, "{check:?}");
+        assert_eq!(
+            check.outcome,
+            "higher, reported only (this metric does not gate)"
+        );
+        assert!(report.check_lines().iter().all(|l| !l.contains("ttft_p50")));
+        let gated = compare(&base, &[one], &rule).unwrap();
+        let lines = gated.check_lines();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("ttft_p50") && l.ends_with("→ regression")),
+            "{lines:?}"
+        );
     }
 
     /// Real case: every cell of an engine run got much slower (−60%), one a little less

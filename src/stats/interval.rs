@@ -225,6 +225,20 @@ pub(crate) fn note_overruled(
     }
 }
 
+/// A reported-only metric's test never decides the gate: its line says which way the metric
+/// moved and that it does not gate, instead of `regression`, and it is not `rejected` (so it is
+/// not listed among the tests that decided the gate).
+pub(crate) fn reported_only(check: &mut crate::verdict::Check, own: CellVerdict, dir: Direction) {
+    check.rejected = false;
+    let moved = match (own, dir) {
+        (CellVerdict::Regression, Direction::LowerIsBetter)
+        | (CellVerdict::Improvement, Direction::HigherIsBetter) => "higher",
+        (CellVerdict::Regression | CellVerdict::Improvement, _) => "lower",
+        _ => return,
+    };
+    check.outcome = format!("{moved}, reported only (this metric does not gate)");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -381,6 +381,9 @@ pub fn paired_compare(
             &t.change,
             "the other cells of its pairs",
         );
+        if !gating(t.metric) {
+            super::interval::reported_only(&mut check, judged, dir);
+        }
         let shown = if own_decided { own } else { t.change };
         let (shown_lo, shown_hi) = shown.interval(CONFIDENCE);
         let (lo, hi) = t.change.interval(CONFIDENCE);
