@@ -737,6 +737,8 @@ contexts = ["0"]
                 && e.contains("remove the key"),
             "{e}"
         );
+        let e = err(&AB.replace("max_rounds = 3", "max_rounds = 3\nspending = 1"));
+        assert!(e.contains("spending is gone"), "{e}");
         let e = err(&AB.replace("order = \"ab\"", "order = \"aab\""));
         assert!(e.contains("aab"), "{e}");
         let e = err(&GOOD.replace("[baseline]", "[ab]\nrounds = 2\n\n[baseline]"));
@@ -757,6 +759,9 @@ contexts = ["0"]
         assert!(!off.confirm.enabled);
         let e = err(&GOOD.replace("[baseline]", "[confirm]\np_below = 0.1\n\n[baseline]"));
         assert!(e.contains("p_below") && e.contains("remove"), "{e}");
+        // Whatever type the old value has, the error is the one that says the key is gone.
+        let e = err(&GOOD.replace("[baseline]", "[confirm]\nfirst_share = \"x\"\n\n[baseline]"));
+        assert!(e.contains("are gone") && e.contains("remove"), "{e}");
         let e = err(&GOOD.replace("[baseline]", "[confirm]\np_belwo = 0.1\n\n[baseline]"));
         assert!(e.contains("p_belwo"), "{e}");
     }

@@ -34,8 +34,10 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfirm {
     pub(super) enabled: Option<bool>,
-    pub(super) p_below: Option<Spanned<f64>>,
-    pub(super) first_share: Option<Spanned<f64>>,
+    /// Removed (the two-boot plan has no knobs but `enabled`); any value, so that the error
+    /// says so at its line whatever was written.
+    pub(super) p_below: Option<Spanned<toml::Value>>,
+    pub(super) first_share: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -44,8 +46,9 @@ pub(super) struct RawAdaptive {
     pub(super) enabled: Option<bool>,
     pub(super) max_rounds: Option<Spanned<u32>>,
     pub(super) max_extra_seconds: Option<Seconds>,
-    /// Removed (one spending function); kept to say so at its line.
-    pub(super) spending: Option<Spanned<String>>,
+    /// Removed (one spending function); any value, so that the error says so at its line
+    /// whatever was written.
+    pub(super) spending: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
