@@ -63,7 +63,7 @@ pub(crate) async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let schedule = plan.ab_schedule().unwrap_or_default();
-    errln!(
+    let start = format!(
         "infergate ab: config {} · suite `{}` ({} cells) · {} pairs of boots ({schedule}) · results in {}",
         plan.config.path,
         plan.suite.name,
@@ -71,6 +71,7 @@ pub(crate) async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         schedule.len() / 2,
         plan.out.display()
     );
+    errln!("{}", crate::report::console::wrap(&start, 2));
     let run = plan.run(&progress, cancel).await.map_err(aborted)?;
     print_ab(&run);
     Ok(run.ending.exit)
@@ -95,7 +96,7 @@ fn print_ab(run: &GateRun) {
                 }
             );
         }
-        errln!(
+        let files = format!(
             "results: B {} · A {} · summary: {}{} · {:.0} s for {} boots",
             run.files.results.display(),
             ab.a_results.display(),
@@ -107,6 +108,7 @@ fn print_ab(run: &GateRun) {
             ab.elapsed_s,
             ab.boots.len()
         );
+        errln!("{}", crate::report::console::wrap(&files, 2));
     }
     print_reporting(&run.reporting);
     print_verdict(run, "none");

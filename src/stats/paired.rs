@@ -175,7 +175,9 @@ struct PairTest {
 /// change shown is `mean(d)`, its interval a Student t over pairs. The per-cell *test* is on
 /// `d_ic − D_i` (the cell's change beyond the pair's common factor, so each boot's speed
 /// factor cancels, as in `stats::compare`); when the matrix-wide test finds a change, cells
-/// left undecided take their verdict from the total change. The margin is `min_effect` on the
+/// left undecided follow it where their total change points that way; else they are unchanged
+/// (without a matrix-wide test, unchanged only within the margin: there is no sensitivity to
+/// fail closed on). The margin is `min_effect` on the
 /// point estimate (the pairs' own scatter is in the test's boundary already). Each gating cell is
 /// tested at an equal share of the local families' alpha (`0.4 × alpha`), as in the gate, with
 /// the same rule ([`judge`]); the matrix-wide test is the paired t
@@ -354,21 +356,21 @@ pub fn paired_compare(
         };
         let verdict = if own_decided {
             judged
-        } else if t.metric == Metric::AggregateTps
-            && matrix_verdict
-                .is_some_and(|m| matches!(m, CellVerdict::Regression | CellVerdict::Improvement))
-        {
-            // The per-cell test sees only what differs from the other cells; when the
-            // matrix-wide test found a change, the cell shows its total change (a uniform −10%
-            // is −10% in every cell, never "unchanged").
-            match t.change.margin_verdict(dir, CONFIDENCE, margin) {
-                CellVerdict::Unchanged => CellVerdict::Inconclusive,
-                v => v,
-            }
+        } else if let Some(m) = matrix_verdict {
+            // As in the gate (`stats::compare`): a cell follows a matrix-wide change its total
+            // points to (a uniform −10% is −10% in every cell, never "unchanged"); else it is
+            // unchanged, and the run's word comes from the matrix test's sensitivity.
+            let follows = t.metric == Metric::AggregateTps
+                && match m {
+                    CellVerdict::Regression => total_good < 0.0,
+                    CellVerdict::Improvement => total_good > 0.0,
+                    _ => false,
+                };
+            if follows { m } else { CellVerdict::Unchanged }
         } else {
-            // Not decided: labelled unchanged only when its interval lies within the margin
-            // (a few pairs cannot always show that). The gate's word comes from the matrix
-            // test's sensitivity, as in `stats::compare`, not from these labels.
+            // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
+            // is unchanged only when its interval lies within the margin, and an inconclusive
+            // one makes the run insufficient (fail closed).
             match own.margin_verdict(dir, CONFIDENCE, margin) {
                 CellVerdict::Unchanged => CellVerdict::Unchanged,
                 _ => CellVerdict::Inconclusive,
@@ -476,10 +478,17 @@ mod tests {
         let (a, b) = pairs(1, 6, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         assert_ne!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        assert!(r.cells.iter().all(|c| c.verdict == CellVerdict::Unchanged));
         let (a, b) = pairs(2, 6, &|_| 0.90);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
         assert!(r.headline.starts_with("B vs A:"), "{}", r.headline);
+        // A uniform −10% is −10% in every cell: each follows the matrix-wide regression.
+        assert!(
+            r.cells.iter().all(|c| c.verdict == CellVerdict::Regression),
+            "{:?}",
+            r.cells.iter().map(|c| c.verdict).collect::<Vec<_>>()
+        );
         let (a, b) = pairs(3, 6, &|i| if i == 3 { 1.25 } else { 1.0 });
         let r = paired_compare(&a, &b, &rule).expect("compare");
         assert_eq!(
@@ -544,6 +553,23 @@ mod tests {
         assert_eq!(hit.verdict, CellVerdict::Regression);
         assert!(hit.check.as_ref().is_some_and(|c| c.rejected));
         assert_eq!(r.rule.correction, "bonferroni");
+    }
+
+    #[test]
+    fn a_cell_no_test_decided_is_unchanged_as_in_the_gate() {
+        // One cell, 4 pairs at 2% boot noise: the cell's change carries the boots' noise, so
+        // its 90% interval is not within ±3% (the label was `inconclusive`). No test decided
+        // it, so it is `unchanged`; the run's word comes from the sensitivity: insufficient.
+        let rule = DecisionRule::default();
+        let (mut a, mut b) = pairs(21, 4, &|_| 1.0);
+        for run in a.iter_mut().chain(b.iter_mut()) {
+            run.cells.truncate(1);
+        }
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let tps = r.cells[0].primary().expect("aggregate tok/s");
+        assert!(tps.ci_low < -0.03 || tps.ci_high > 0.03, "{tps:?}");
+        assert_eq!(r.cells[0].verdict, CellVerdict::Unchanged, "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
     }
 
     #[test]
