@@ -180,9 +180,18 @@ impl GridCell {
     }
 }
 
-fn grid_cell(c: &CellComparison) -> GridCell {
-    let (symbol, _) = cell_symbol(c.verdict);
-    let number = match (c.verdict, c.deciding()) {
+/// A cell as the grid shows it. In an `insufficient` gate a cell no test decided shows `?`
+/// (not decided), not `✓`: the gate could not see the design effect, so no cell passed it (a
+/// `−4.2 ✓` under "insufficient" read as a contradiction). `verdict.json` keeps the cell's
+/// own `unchanged`.
+fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
+    let shown = if gate == GateVerdict::Insufficient && c.verdict == CellVerdict::Unchanged {
+        CellVerdict::Inconclusive
+    } else {
+        c.verdict
+    };
+    let (symbol, _) = cell_symbol(shown);
+    let number = match (shown, c.deciding()) {
         (CellVerdict::NotComparable, _) => String::new(),
         (CellVerdict::CapacityRegression, _) => "cap".into(),
         (CellVerdict::ErrorRegression, _) => "err".into(),
@@ -208,7 +217,7 @@ fn grid_cell(c: &CellComparison) -> GridCell {
     GridCell {
         number,
         symbol,
-        verdict: c.verdict,
+        verdict: shown,
     }
 }
 
@@ -308,7 +317,7 @@ fn grid(report: &ComparisonReport) -> Option<Grid> {
                         .cells
                         .iter()
                         .find(|c| c.concurrency == conc && c.context_tokens == ctx)
-                        .map(grid_cell)
+                        .map(|c| grid_cell(c, report.gate))
                 })
                 .collect();
             (context_label(ctx), cells)

@@ -216,9 +216,19 @@ fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
     let first = g.rows[0].1[0].as_ref().expect("cell");
     assert_eq!(first.text(), "−9.6 ✗");
     assert_eq!(l.legend, [("✗", "regression")]);
-    let l = layout(&insufficient());
-    let symbols: Vec<&str> = l.legend.iter().map(|(s, _)| *s).collect();
-    assert_eq!(symbols, ["✓", "?"]);
+    // An insufficient gate passed no cell: the cells no test decided are `?` (not decided),
+    // not `✓`, though verdict.json keeps their `unchanged`.
+    let report = insufficient();
+    assert!(
+        report
+            .cells
+            .iter()
+            .any(|c| c.verdict == CellVerdict::Unchanged)
+    );
+    let l = layout(&report);
+    assert_eq!(l.legend, [("?", "not decided")]);
+    let l = layout(&pass());
+    assert_eq!(l.legend, [("✓", "no regression")]);
 }
 
 #[test]
