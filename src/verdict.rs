@@ -168,6 +168,15 @@ impl SensitivityUnit {
 }
 
 impl Sensitivity {
+    /// What an insufficient gate still needs, in words: `3 more baseline runs needed`, `1 more
+    /// pair of boots needed`, or `not reachable at this noise`.
+    pub fn needs(&self) -> String {
+        match self.runs_needed {
+            Some(n) => format!("{} needed", self.unit.more(n)),
+            None => "not reachable at this noise".into(),
+        }
+    }
+
     /// The median cell MDE (relative, negative), when any cell was compared.
     pub fn median_cell_mde(&self) -> Option<f64> {
         let mut v: Vec<f64> = self.cells.iter().map(|c| c.mde).collect();

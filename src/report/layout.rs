@@ -349,18 +349,15 @@ fn could_detect(report: &ComparisonReport) -> Option<String> {
     if s.sufficient {
         Some(format!("this run could detect {} or worse", pct(mde)))
     } else {
-        let needs = match s.runs_needed {
-            Some(n) => format!("{} needed", s.unit.more(n)),
-            None => "not reachable at this noise".into(),
-        };
         let what = match s.unit {
             SensitivityUnit::BaselineRuns => "this baseline",
             SensitivityUnit::Pairs => "these pairs",
         };
         Some(format!(
-            "but {what} could detect only {} or worse, not the rule's {} ({needs})",
+            "but {what} could detect only {} or worse, not the rule's {} ({})",
             pct(mde),
-            pct(-s.design_effect)
+            pct(-s.design_effect),
+            s.needs()
         ))
     }
 }

@@ -16,7 +16,7 @@ use super::build::{self, Coord, find, mean};
 use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
 use super::interval::{
-    LogChange, judge, log_margin, note_overruled, relative, reported_only, signed,
+    LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
 };
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN};
@@ -752,11 +752,6 @@ fn cell_decision(
     };
     let total_good = signed(t.total.estimate, dir);
     let own_good = signed(t.specific.estimate, dir);
-    let points = |v: CellVerdict, g: f64| match v {
-        CellVerdict::Regression => g < 0.0,
-        CellVerdict::Improvement => g > 0.0,
-        _ => false,
-    };
     let vs_run = shown(&t.own, DecisionBasis::VsRun, None);
     if points(own, total_good) {
         let why = format!(

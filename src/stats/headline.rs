@@ -67,16 +67,13 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
 /// What an insufficient gate could not see, in one clause: the history, what it can find now
 /// and how many more baseline runs it needs for the rule's design effect.
 pub(crate) fn thin_baseline_words(s: &crate::verdict::Sensitivity) -> String {
-    let needs = match s.runs_needed {
-        Some(n) => format!("{} needed", s.unit.more(n)),
-        None => "not reachable at this noise".to_string(),
-    };
     format!(
-        "not sensitive enough: {} can find a uniform {} at {:.0}% power, not the rule's {} ({needs})",
+        "not sensitive enough: {} can find a uniform {} at {:.0}% power, not the rule's {} ({})",
         s.unit.count(s.history_runs),
         signed_percent(s.mde),
         s.design_power * 100.0,
         signed_percent(-s.design_effect),
+        s.needs(),
     )
 }
 

@@ -205,6 +205,16 @@ pub(crate) fn judge(
     )
 }
 
+/// Whether a change whose sign in the better direction is `good` (see [`signed`]) points the
+/// way of `verdict`: worse for a regression, better for an improvement (never for others).
+pub(crate) fn points(verdict: CellVerdict, good: f64) -> bool {
+    match verdict {
+        CellVerdict::Regression => good < 0.0,
+        CellVerdict::Improvement => good > 0.0,
+        _ => false,
+    }
+}
+
 /// A test that crossed its boundary but did not decide its cell (the cell's total change
 /// moved the other way) says so, so that its line never contradicts the cell's verdict.
 /// `against` names what the test compared with (`the rest of its run`).

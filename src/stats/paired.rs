@@ -24,7 +24,7 @@ use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 use super::build::{self, Coord, find, mean, sd};
 use super::compare::{ALL_METRICS, metric_value};
 use super::headline::Against;
-use super::interval::{LogChange, judge, log_margin, note_overruled, relative};
+use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
@@ -349,23 +349,14 @@ pub fn paired_compare(
         // A cell whose total change points the other way moved with the matrix: its own test
         // alone never makes a faster cell a regression or a slower one an improvement.
         let total_good = super::interval::signed(t.change.estimate, dir);
-        let own_decided = match judged {
-            CellVerdict::Regression => total_good < 0.0,
-            CellVerdict::Improvement => total_good > 0.0,
-            _ => false,
-        };
+        let own_decided = points(judged, total_good);
         let verdict = if own_decided {
             judged
         } else if let Some(m) = matrix_verdict {
             // As in the gate (`stats::compare`): a cell follows a matrix-wide change its total
             // points to (a uniform −10% is −10% in every cell, never "unchanged"); else it is
             // unchanged, and the run's word comes from the matrix test's sensitivity.
-            let follows = t.metric == Metric::AggregateTps
-                && match m {
-                    CellVerdict::Regression => total_good < 0.0,
-                    CellVerdict::Improvement => total_good > 0.0,
-                    _ => false,
-                };
+            let follows = t.metric == Metric::AggregateTps && points(m, total_good);
             if follows { m } else { CellVerdict::Unchanged }
         } else {
             // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
