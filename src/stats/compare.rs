@@ -740,19 +740,9 @@ fn cell_decision(
     matrix: Option<(CellVerdict, f64)>,
 ) -> (CellVerdict, String, DecidedChange) {
     let dir = t.metric.direction();
-    let shown = |c: &LogChange, basis, matrix_change: Option<f64>| {
-        let (lo, hi) = c.interval(CONFIDENCE);
-        DecidedChange {
-            basis,
-            change: relative(c.estimate),
-            ci_low: relative(lo),
-            ci_high: relative(hi),
-            matrix_change,
-        }
-    };
     let total_good = signed(t.total.estimate, dir);
     let own_good = signed(t.specific.estimate, dir);
-    let vs_run = shown(&t.own, DecisionBasis::VsRun, None);
+    let vs_run = decided_change(&t.own, DecisionBasis::VsRun, None);
     if points(own, total_good) {
         let why = format!(
             "{} {} [{}, {}] vs the rest of its run (total {})",
@@ -768,7 +758,7 @@ fn cell_decision(
         && points(v, own_good)
         && points(v, total_good)
     {
-        let shown_line = shown(&l.change, DecisionBasis::VsRun, None);
+        let shown_line = decided_change(&l.change, DecisionBasis::VsRun, None);
         let what = match l.axis {
             LineAxis::Context => format!("row (context {})", l.at),
             LineAxis::Concurrency => format!("column (C={})", l.at),
@@ -796,17 +786,46 @@ fn cell_decision(
         && points(v, total_good)
         && (gating || own_interval_agrees(v))
     {
-        let with = shown(&t.total, DecisionBasis::WithMatrix, Some(m));
-        let why = format!(
-            "with the matrix: {} ({}); {} {} in total",
-            signed_percent(m),
-            v.as_str(),
-            t.metric.as_str(),
-            signed_percent(with.change),
-        );
+        let (why, with) = with_matrix(t.metric, &t.total, v, m);
         return (v, why, with);
     }
     (CellVerdict::Unchanged, String::new(), vs_run)
+}
+
+/// The change a cell's verdict was decided on, as reports show it (its 90% interval).
+pub(super) fn decided_change(
+    c: &LogChange,
+    basis: DecisionBasis,
+    matrix_change: Option<f64>,
+) -> DecidedChange {
+    let (lo, hi) = c.interval(CONFIDENCE);
+    DecidedChange {
+        basis,
+        change: relative(c.estimate),
+        ci_low: relative(lo),
+        ci_high: relative(hi),
+        matrix_change,
+    }
+}
+
+/// A cell that follows the matrix-wide change `m` (relative, verdict `v`) its `total` points
+/// to: its reason and the change shown (its total), which reports say once, by the matrix
+/// test's line.
+pub(super) fn with_matrix(
+    metric: Metric,
+    total: &LogChange,
+    v: CellVerdict,
+    m: f64,
+) -> (String, DecidedChange) {
+    let with = decided_change(total, DecisionBasis::WithMatrix, Some(m));
+    let why = format!(
+        "with the matrix: {} ({}); {} {} in total",
+        signed_percent(m),
+        v.as_str(),
+        metric.as_str(),
+        signed_percent(with.change),
+    );
+    (why, with)
 }
 
 /// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile

@@ -14,15 +14,15 @@ use std::collections::BTreeMap;
 
 use crate::results::{CellStatus, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellVerdict, ComparisonReport, DecidedChange, DecisionBasis, Direction,
-    Metric, MetricComparison, signed_percent,
+    BaselineSummary, CellVerdict, ComparisonReport, DecisionBasis, Direction, Metric,
+    MetricComparison, signed_percent,
 };
 
 use super::DecisionRule;
 use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 
 use super::build::{self, Coord, find, mean, sd};
-use super::compare::{ALL_METRICS, metric_value};
+use super::compare::{ALL_METRICS, decided_change, metric_value, with_matrix};
 use super::headline::Against;
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
 
@@ -336,7 +336,7 @@ pub fn paired_compare(
         let mut test = build::matrix_test(m, v, cells);
         test.check = Some(check);
         report.matrix_test = Some(test);
-        matrix_verdict = Some(v);
+        matrix_verdict = Some((v, relative(m.estimate)));
         // A pass must have been able to see a uniform `design_effect`, as in the gate.
         report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n));
     }
@@ -350,14 +350,18 @@ pub fn paired_compare(
         // alone never makes a faster cell a regression or a slower one an improvement.
         let total_good = super::interval::signed(t.change.estimate, dir);
         let own_decided = points(judged, total_good);
+        // As in the gate (`stats::compare`): a cell follows a matrix-wide change its total
+        // points to (a uniform −10% is −10% in every cell, never "unchanged"); else it is
+        // unchanged, and the run's word comes from the matrix test's sensitivity.
+        let follows = matrix_verdict.filter(|&(m, _)| {
+            t.metric == Metric::AggregateTps && points(m, total_good) && !own_decided
+        });
         let verdict = if own_decided {
             judged
-        } else if let Some(m) = matrix_verdict {
-            // As in the gate (`stats::compare`): a cell follows a matrix-wide change its total
-            // points to (a uniform −10% is −10% in every cell, never "unchanged"); else it is
-            // unchanged, and the run's word comes from the matrix test's sensitivity.
-            let follows = t.metric == Metric::AggregateTps && points(m, total_good);
-            if follows { m } else { CellVerdict::Unchanged }
+        } else if let Some((m, _)) = follows {
+            m
+        } else if matrix_verdict.is_some() {
+            CellVerdict::Unchanged
         } else {
             // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
             // is unchanged only when its interval lies within the margin, and an inconclusive
@@ -377,17 +381,25 @@ pub fn paired_compare(
         if !gating(t.metric) {
             super::interval::reported_only(&mut check, judged, dir);
         }
-        let shown = if own_decided { own } else { t.change };
-        let (shown_lo, shown_hi) = shown.interval(CONFIDENCE);
         let (lo, hi) = t.change.interval(CONFIDENCE);
-        let why = format!(
-            "B vs A {} {} [{}, {}] over {} pairs of boots",
-            t.metric.as_str(),
-            signed_percent(relative(t.change.estimate)),
-            signed_percent(relative(lo)),
-            signed_percent(relative(hi)),
-            t.pairs
-        );
+        let (why, decided_on) = match follows {
+            Some((m, change)) => with_matrix(t.metric, &t.change, m, change),
+            None => (
+                format!(
+                    "B vs A {} {} [{}, {}] over {} pairs of boots",
+                    t.metric.as_str(),
+                    signed_percent(relative(t.change.estimate)),
+                    signed_percent(relative(lo)),
+                    signed_percent(relative(hi)),
+                    t.pairs
+                ),
+                if own_decided {
+                    decided_change(&own, DecisionBasis::VsRun, None)
+                } else {
+                    decided_change(&t.change, DecisionBasis::Total, None)
+                },
+            ),
+        };
         let p = own.p_worse(dir);
         per_cell.entry(t.cell).or_default().push((
             MetricComparison {
@@ -403,17 +415,7 @@ pub fn paired_compare(
                 p_adjusted: (p * rule.local_alpha() / cell_alpha).min(1.0),
                 verdict,
                 check: Some(check),
-                decided_on: Some(DecidedChange {
-                    basis: if own_decided {
-                        DecisionBasis::VsRun
-                    } else {
-                        DecisionBasis::Total
-                    },
-                    change: relative(shown.estimate),
-                    ci_low: relative(shown_lo),
-                    ci_high: relative(shown_hi),
-                    matrix_change: None,
-                }),
+                decided_on: Some(decided_on),
             },
             why,
         ));
@@ -474,12 +476,18 @@ mod tests {
         let r = paired_compare(&a, &b, &rule).expect("compare");
         assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
         assert!(r.headline.starts_with("B vs A:"), "{}", r.headline);
-        // A uniform −10% is −10% in every cell: each follows the matrix-wide regression.
+        // A uniform −10% is −10% in every cell: each follows the matrix-wide regression, and
+        // says so as the gate's cells do (reports then say it once, by the matrix test's line).
         assert!(
             r.cells.iter().all(|c| c.verdict == CellVerdict::Regression),
             "{:?}",
             r.cells.iter().map(|c| c.verdict).collect::<Vec<_>>()
         );
+        assert!(r.cells.iter().all(|c| {
+            c.primary()
+                .and_then(|m| m.decided_on.as_ref())
+                .is_some_and(|d| d.basis == DecisionBasis::WithMatrix)
+        }));
         let (a, b) = pairs(3, 6, &|i| if i == 3 { 1.25 } else { 1.0 });
         let r = paired_compare(&a, &b, &rule).expect("compare");
         assert_eq!(
