@@ -214,6 +214,13 @@ mod tests {
             c.is_some_and(|c| c.outcome.contains("second boot alone")),
             "{c:?}"
         );
+        // The line is the second boot's own screen: its statistic short of its boundary.
+        assert!(
+            c.is_some_and(|c| c.screen
+                && c.look.starts_with("second boot alone")
+                && c.statistic > c.boundary),
+            "{c:?}"
+        );
         let (report, used) = verdict(0.955, 0.955);
         assert!(used);
         assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
