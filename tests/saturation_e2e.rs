@@ -39,8 +39,11 @@ fn a_preempting_engine_is_saturated_and_confirmed_as_a_regression() {
             .collect::<Vec<_>>()
     );
     // (The helper's sequence of terms repeats after 12 runs: the later ones are set apart.)
+    // Boots ±3% apart, as a shared runner's are: the candidate's C=1 speed, which a loaded
+    // machine moves by a few percent, is then no regression, and the saturation (decided on
+    // counts, not speed) is what the gate names.
     baseline_around(&store_dir, &calib, 20, |run, _| {
-        1.0 + 0.002 * (run / 12) as f64
+        (1.0 + 0.002 * (run / 12) as f64) * if run % 2 == 0 { 1.03 } else { 0.97 }
     });
 
     // 2. The candidate really holds 200 KV tokens: four streams of up to 128 + a short prompt
