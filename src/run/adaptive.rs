@@ -68,6 +68,7 @@ pub(crate) fn look_at(plan: &AlphaSpending, first: &Look, look: u32) -> Look {
         matrix_alpha: if look == 0 { first.matrix_alpha } else { None },
         design_boots: first.design_boots,
         second_boot_from: None,
+        local_provisional: first.local_provisional,
     }
 }
 

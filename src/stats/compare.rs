@@ -36,10 +36,15 @@ pub struct Look {
     pub matrix_alpha: Option<f64>,
     /// Boots the plan takes for the matrix-wide test (its sensitivity is that of the plan).
     pub design_boots: usize,
-    /// The candidate's runs from this index on are the confirmation's second boot, whose own
-    /// matrix change must lean worse past the futility bound too before the matrix-wide test
-    /// is made: one slow boot alone cannot carry a regression (`stats::confirm`).
+    /// The candidate's runs from this index on are the confirmation's second boot: a test
+    /// (matrix, line or cell) that finds a regression on both boots stands only if the second
+    /// boot alone leans worse in it past the futility bound, so one slow boot or one wild cell
+    /// cannot carry a regression alone (`stats::confirm`).
     pub second_boot_from: Option<usize>,
+    /// Whether a row's, column's or cell's alarm at this look is only provisional (the plan's
+    /// first boot): a cell's own noise is drawn anew each boot, heavy-tailed on real runners,
+    /// so a second boot decides it as it decides the matrix-wide test (`stats::confirm`).
+    pub local_provisional: bool,
 }
 
 impl Look {
@@ -51,6 +56,7 @@ impl Look {
             matrix_alpha: Some(rule.matrix_alpha()),
             design_boots: 1,
             second_boot_from: None,
+            local_provisional: false,
         }
     }
 }
@@ -329,6 +335,8 @@ struct CellTest {
     total: LogChange,
     baseline: f64,
     candidate: f64,
+    /// The second boot's own test ([`Look::second_boot_from`]).
+    second: Option<LogChange>,
 }
 
 /// The matrix-wide change of one metric (run effect of the candidate vs the baseline's).
@@ -351,6 +359,8 @@ struct LineChange {
     change: LogChange,
     /// Indices (into the comparable cells) of the line's cells.
     members: Vec<usize>,
+    /// The second boot's own change ([`Look::second_boot_from`]).
+    second: Option<LogChange>,
 }
 
 /// The location of a line's (or the rest's) cell changes: the mean without the lowest and the
@@ -454,6 +464,7 @@ fn line_changes(
                     ),
                 },
                 members: line.iter().map(|t| t.cell).collect(),
+                second: None,
             });
         }
     }
@@ -558,108 +569,130 @@ fn test_metric(
             .map(|from| matrix_change(&cand_effect[from..])),
     });
 
-    let mut tests = Vec::new();
-    let mut row_parts = Vec::new();
-    for (k, &i) in idx.iter().enumerate() {
-        // The cell's own level: its run-adjusted mean over the whole window (drift shared by
-        // every cell is in the run effects), and its plain level over the level runs.
-        let rows: Vec<usize> = (0..history.len())
-            .filter(|&r| table.get(r, k).is_finite() && model.run_effect[r].is_finite())
-            .collect();
-        if rows.is_empty() || !model.cell_center[k].is_finite() {
-            continue;
-        }
-        let cell_level = mean(
-            &rows
-                .iter()
-                .map(|&r| table.get(r, k) - model.run_effect[r])
-                .collect::<Vec<_>>(),
-        );
-        let mut raw_rows: Vec<usize> = level_rows
-            .iter()
-            .copied()
-            .filter(|&r| table.get(r, k).is_finite())
-            .collect();
-        if raw_rows.is_empty() {
-            raw_rows = rows.iter().rev().take(level_n).copied().collect();
-        }
-        let raw_level = mean(
-            &raw_rows
-                .iter()
-                .map(|&r| table.get(r, k))
-                .collect::<Vec<_>>(),
-        );
-        let n_level = rows.len() as f64;
-        // Candidate: per run, the mean over its repetitions (rounds) of the run-adjusted value.
-        let mut spec_sum = 0.0;
-        let mut raw_sum = 0.0;
-        let mut reps_inv = 0.0;
-        let mut cand_within = 0.0;
-        for (run, logs) in cand_logs[k].iter().enumerate() {
-            let m = mean(logs);
-            spec_sum += m - cand_effect[run];
-            raw_sum += m;
-            reps_inv += 1.0 / logs.len() as f64;
-            if metric == Metric::AggregateTps
-                && let Some(c) = find(&candidate[run], cells[i])
-            {
-                cand_within += within_run_var(&c.samples) / logs.len() as f64;
+    // The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
+    let cell_tests = |from: usize| {
+        let mut tests = Vec::new();
+        let mut row_parts = Vec::new();
+        let runs = &cand_effect[from..];
+        let matrix = (!base_effects.is_empty()).then(|| matrix_change(runs));
+        for (k, &i) in idx.iter().enumerate() {
+            // The cell's own level: its run-adjusted mean over the whole window (drift shared by
+            // every cell is in the run effects), and its plain level over the level runs.
+            let rows: Vec<usize> = (0..history.len())
+                .filter(|&r| table.get(r, k).is_finite() && model.run_effect[r].is_finite())
+                .collect();
+            if rows.is_empty() || !model.cell_center[k].is_finite() {
+                continue;
             }
+            let cell_level = mean(
+                &rows
+                    .iter()
+                    .map(|&r| table.get(r, k) - model.run_effect[r])
+                    .collect::<Vec<_>>(),
+            );
+            let mut raw_rows: Vec<usize> = level_rows
+                .iter()
+                .copied()
+                .filter(|&r| table.get(r, k).is_finite())
+                .collect();
+            if raw_rows.is_empty() {
+                raw_rows = rows.iter().rev().take(level_n).copied().collect();
+            }
+            let raw_level = mean(
+                &raw_rows
+                    .iter()
+                    .map(|&r| table.get(r, k))
+                    .collect::<Vec<_>>(),
+            );
+            let n_level = rows.len() as f64;
+            // Candidate: per run, the mean over its repetitions (rounds) of the run-adjusted value.
+            let mut spec_sum = 0.0;
+            let mut raw_sum = 0.0;
+            let mut reps_inv = 0.0;
+            let mut cand_within = 0.0;
+            for (run, logs) in cand_logs[k].iter().enumerate().skip(from) {
+                let m = mean(logs);
+                spec_sum += m - cand_effect[run];
+                raw_sum += m;
+                reps_inv += 1.0 / logs.len() as f64;
+                if metric == Metric::AggregateTps
+                    && let Some(c) = find(&candidate[run], cells[i])
+                {
+                    cand_within += within_run_var(&c.samples) / logs.len() as f64;
+                }
+            }
+            let jf = (j - from) as f64;
+            let sigma = model.cell_sigma[k];
+            // The history's between-run noise already contains the typical within-run spread;
+            // only a candidate noisier than the baseline's runs adds its excess.
+            let base_w = if base_within[k].1 > 0 {
+                base_within[k].0 / base_within[k].1 as f64
+            } else {
+                0.0
+            };
+            let excess = (cand_within / jf - base_w * reps_inv / jf).max(0.0) / jf;
+            // The cell's own noise, and its row's effect on the boots against the history's.
+            let var_cell = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
+            let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / n_level);
+            let var_spec = var_cell + var_row;
+            let specific = LogChange {
+                estimate: spec_sum / jf - cell_level,
+                se: var_spec.sqrt(),
+                df: model.cell_df[k],
+                tail_df: model.tail_df,
+            };
+            row_parts.push((var_cell, var_row));
+            let var_total = var_spec + matrix.as_ref().map_or(0.0, |m| m.se.powi(2));
+            let total = LogChange {
+                estimate: raw_sum / jf - raw_level,
+                se: var_total.sqrt(),
+                df: matrix
+                    .as_ref()
+                    .map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
+                tail_df: model.tail_df,
+            };
+            tests.push(CellTest {
+                metric,
+                cell: i,
+                column: k,
+                specific,
+                own: specific,
+                total,
+                baseline: raw_level.exp(),
+                candidate: (raw_sum / jf).exp(),
+                second: None,
+            });
         }
-        let jf = j as f64;
-        let sigma = model.cell_sigma[k];
-        // The history's between-run noise already contains the typical within-run spread;
-        // only a candidate noisier than the baseline's runs adds its excess.
-        let base_w = if base_within[k].1 > 0 {
-            base_within[k].0 / base_within[k].1 as f64
-        } else {
-            0.0
-        };
-        let excess = (cand_within / jf - base_w * reps_inv / jf).max(0.0) / jf;
-        // The cell's own noise, and its row's effect on the boots against the history's.
-        let var_cell = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
-        let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / n_level);
-        let var_spec = var_cell + var_row;
-        let specific = LogChange {
-            estimate: spec_sum / jf - cell_level,
-            se: var_spec.sqrt(),
-            df: model.cell_df[k],
-            tail_df: model.tail_df,
-        };
-        row_parts.push((var_cell, var_row));
-        let var_total = var_spec + matrix.as_ref().map_or(0.0, |m| m.change.se.powi(2));
-        let total = LogChange {
-            estimate: raw_sum / jf - raw_level,
-            se: var_total.sqrt(),
-            df: matrix
-                .as_ref()
-                .map_or(model.cell_df[k], |m| m.change.df.min(model.cell_df[k])),
-            tail_df: model.tail_df,
-        };
-        tests.push(CellTest {
-            metric,
-            cell: i,
-            column: k,
-            specific,
-            own: specific,
-            total,
-            baseline: raw_level.exp(),
-            candidate: (raw_sum / jf).exp(),
-        });
-    }
-    own_tests(&mut tests, &row_parts, cells);
-    let lines = if gating {
-        let resid: Vec<Vec<f64>> = (0..idx.len())
-            .map(|k| {
-                (0..history.len())
-                    .map(|r| table.get(r, k) - model.cell_center[k] - model.run_effect[r])
-                    .collect()
-            })
-            .collect();
-        line_changes(&tests, cells, &resid, j)
-    } else {
-        Vec::new()
+        own_tests(&mut tests, &row_parts, cells);
+        tests
     };
+    let resid: Vec<Vec<f64>> = (0..idx.len())
+        .map(|k| {
+            (0..history.len())
+                .map(|r| table.get(r, k) - model.cell_center[k] - model.run_effect[r])
+                .collect()
+        })
+        .collect();
+    let lines_of = |tests: &[CellTest], runs: usize| {
+        if gating {
+            line_changes(tests, cells, &resid, runs)
+        } else {
+            Vec::new()
+        }
+    };
+    let mut tests = cell_tests(0);
+    let mut lines = lines_of(&tests, j);
+    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells
+    // and lines, in the same order, on its runs alone.
+    if let Some(from) = second_from.filter(|&from| from > 0 && from < j) {
+        let second = cell_tests(from);
+        for (line, own) in lines.iter_mut().zip(lines_of(&second, j - from)) {
+            line.second = Some(own.change);
+        }
+        for (t, own) in tests.iter_mut().zip(second) {
+            t.second = Some(own.own);
+        }
+    }
     (tests, matrix, lines)
 }
 
@@ -702,19 +735,23 @@ fn own_tests(tests: &mut [CellTest], parts: &[(f64, f64)], cells: &[Coord]) {
     }
 }
 
-/// The matrix-wide futility screen of one boot: whether its matrix change leans worse at
-/// one-sided p < [`FUTILITY_P`] (then the plan goes on), with its [`Check`].
-fn screen(change: &LogChange, look: &str) -> (bool, crate::verdict::Check) {
+/// The futility screen of one boot: whether its change leans worse at one-sided
+/// p < [`FUTILITY_P`] (then the plan goes on), with its [`Check`].
+fn screen(
+    change: &LogChange,
+    dir: crate::verdict::Direction,
+    look: &str,
+) -> (bool, crate::verdict::Check) {
     let q = change.quantile(1.0 - FUTILITY_P);
     let stat = change.statistic();
-    let leans = stat <= -q;
+    let leans = signed(stat, dir) <= -q;
     (
         leans,
         crate::verdict::Check {
             look: format!("{look}, futility screen"),
             statistic: stat,
             reference: change.reference(),
-            boundary: -q,
+            boundary: signed(-q, dir),
             alpha: FUTILITY_P,
             screen: true,
             rejected: false,
@@ -725,6 +762,43 @@ fn screen(change: &LogChange, look: &str) -> (bool, crate::verdict::Check) {
             },
         },
     )
+}
+
+/// A regression at the both-boots look stands only if the second boot alone leans worse too
+/// (its futility screen): one wild boot cannot carry it. When it does not, the screen is the
+/// test's line, so a reader can redo what decided it.
+fn second_boot_leans(
+    judged: (CellVerdict, crate::verdict::Check),
+    second: Option<&LogChange>,
+    dir: crate::verdict::Direction,
+) -> (CellVerdict, crate::verdict::Check) {
+    match (judged.0, second) {
+        (CellVerdict::Regression, Some(c)) => {
+            let (leans, mut check) = screen(c, dir, "second boot alone");
+            if leans {
+                judged
+            } else {
+                check.outcome = "no regression: the second boot alone does not lean worse".into();
+                (CellVerdict::Unchanged, check)
+            }
+        }
+        _ => judged,
+    }
+}
+
+/// At the plan's first boot ([`Look::local_provisional`]) a regression is provisional: its
+/// verdict `inconclusive` until the second boot, and its line says so.
+fn make_provisional(verdict: &mut CellVerdict, check: Option<&mut crate::verdict::Check>) -> bool {
+    if *verdict != CellVerdict::Regression {
+        return false;
+    }
+    *verdict = CellVerdict::Inconclusive;
+    if let Some(c) = check.filter(|c| c.rejected) {
+        c.rejected = false;
+        c.screen = true;
+        c.outcome = "regression at one boot: provisional, a second boot decides".into();
+    }
+    true
 }
 
 /// One metric's verdict in one cell, with its reason and the change it was decided on: its own
@@ -942,14 +1016,10 @@ pub fn compare_at(
     let line_verdicts: Vec<Option<(CellVerdict, crate::verdict::Check)>> = lines
         .iter()
         .map(|(metric, l)| {
+            let dir = metric.direction();
             local.then(|| {
-                judge(
-                    &l.change,
-                    metric.direction(),
-                    line_alpha,
-                    margin,
-                    &look.name,
-                )
+                let judged = judge(&l.change, dir, line_alpha, margin, &look.name);
+                second_boot_leans(judged, l.second.as_ref(), dir)
             })
         })
         .collect();
@@ -958,10 +1028,14 @@ pub fn compare_at(
         .zip(&line_verdicts)
         .filter(|((m, _), _)| *m == Metric::AggregateTps)
         .map(|((_, l), v)| {
-            let verdict = v.as_ref().map_or(CellVerdict::Unchanged, |v| v.0);
+            let mut verdict = v.as_ref().map_or(CellVerdict::Unchanged, |v| v.0);
+            let mut check = v.as_ref().map(|v| v.1.clone());
+            if look.local_provisional {
+                make_provisional(&mut verdict, check.as_mut());
+            }
             let mut test = build::matrix_test(&l.change, verdict, l.members.len());
             test.margin = rule.min_effect;
-            test.check = v.as_ref().map(|v| v.1.clone());
+            test.check = check;
             LineTest {
                 axis: l.axis,
                 at: l.at,
@@ -992,22 +1066,13 @@ pub fn compare_at(
     let matrix_verdicts: BTreeMap<Metric, (CellVerdict, crate::verdict::Check)> = matrices
         .iter()
         .map(|(&metric, m)| {
-            // The second boot alone must lean worse too, else the test is not made; its own
-            // screen is then the line, so a reader can redo it.
-            let second = m
-                .second_boot
-                .as_ref()
-                .map(|c| screen(c, "second boot alone"));
-            let v = match (look.matrix_alpha, second) {
-                (Some(a), None | Some((true, _))) => {
-                    judge(&m.change, metric.direction(), a, matrix_margin, &look.name)
+            let dir = metric.direction();
+            let v = match look.matrix_alpha {
+                Some(a) => {
+                    let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
+                    second_boot_leans(judged, m.second_boot.as_ref(), dir)
                 }
-                (Some(_), Some((false, mut check))) => {
-                    check.outcome =
-                        "no regression: the second boot alone does not lean worse".into();
-                    (CellVerdict::Unchanged, check)
-                }
-                (None, _) => (CellVerdict::Unchanged, screen(&m.change, &look.name).1),
+                None => (CellVerdict::Unchanged, screen(&m.change, dir, &look.name).1),
             };
             (metric, v)
         })
@@ -1020,10 +1085,13 @@ pub fn compare_at(
     }
 
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    // Comparable cells whose regression is provisional at this look.
+    let mut provisional_local = Vec::new();
     for t in &tests {
         let dir = t.metric.direction();
         let (own, check) = if local {
-            let (v, c) = judge(&t.own, dir, cell_alpha, margin, &look.name);
+            let judged = judge(&t.own, dir, cell_alpha, margin, &look.name);
+            let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
             (v, Some(c))
         } else {
             (CellVerdict::Unchanged, None)
@@ -1033,20 +1101,26 @@ pub fn compare_at(
             .filter(|(v, _)| *v != CellVerdict::Unchanged)
             .zip(matrices.get(&t.metric))
             .map(|((v, _), m)| (*v, relative(m.change.estimate)));
-        let (verdict, why, decided_on) = cell_decision(
+        let (mut verdict, why, decided_on) = cell_decision(
             t,
             gating(t.metric),
             own,
             moved_line(t.metric, t.cell),
             matrix,
         );
-        let check = check.map(|mut c| {
+        let mut check = check.map(|mut c| {
             note_overruled(&mut c, own, verdict, &t.total, "the rest of its run");
             if !gating(t.metric) {
                 reported_only(&mut c, own, dir);
             }
             c
         });
+        if look.local_provisional
+            && gating(t.metric)
+            && make_provisional(&mut verdict, check.as_mut())
+        {
+            provisional_local.push(t.cell);
+        }
         let (lo, hi) = t.total.interval(CONFIDENCE);
         let p = t.own.p_worse(dir);
         per_cell.entry(t.cell).or_default().push((
@@ -1095,11 +1169,15 @@ pub fn compare_at(
 
     let mut comparable_idx = 0usize;
     for ((&coord, decision), provisional) in coords.iter().zip(decided).zip(provisional) {
-        let entries = if decision.is_none() {
+        let (entries, local) = if decision.is_none() {
             comparable_idx += 1;
-            per_cell.remove(&(comparable_idx - 1)).unwrap_or_default()
+            let i = comparable_idx - 1;
+            (
+                per_cell.remove(&i).unwrap_or_default(),
+                provisional_local.contains(&i),
+            )
         } else {
-            Vec::new()
+            (Vec::new(), false)
         };
         let mut cell = build::cell(
             coord,
@@ -1108,7 +1186,7 @@ pub fn compare_at(
             gating,
             "no gating metric measured on both sides",
         );
-        cell.provisional = provisional;
+        cell.provisional = provisional || local;
         report.cells.push(cell);
     }
     build::finish(&mut report, Against::Baseline);

@@ -143,6 +143,14 @@ fn body(report: &ComparisonReport) -> String {
         )
     });
     let mut parts = Vec::new();
+    // Provisional alarms lead: they are what the gate waits on.
+    let provisional = report.cells.iter().filter(|c| c.provisional).count();
+    if provisional > 0 {
+        parts.push(format!(
+            "{provisional} provisional alarm{} (a second boot decides)",
+            if provisional == 1 { "" } else { "s" }
+        ));
+    }
     let regressions: Vec<&CellComparison> = report.regressions().collect();
     if !regressions.is_empty() {
         let n = regressions.len();
@@ -200,7 +208,11 @@ fn body(report: &ComparisonReport) -> String {
             let compared = report.cells.len()
                 - count(CellVerdict::NotComparable)
                 - count(CellVerdict::Saturated);
-            let mut s = format!("no regressions across {compared} cells");
+            let mut s = if provisional > 0 {
+                format!("no regression decided across {compared} cells")
+            } else {
+                format!("no regressions across {compared} cells")
+            };
             if let Some((_, text)) = other {
                 s.push_str(&format!(" ({text})"));
             }
@@ -212,17 +224,15 @@ fn body(report: &ComparisonReport) -> String {
         (CellVerdict::Saturated, "saturated"),
         (CellVerdict::NotComparable, "not comparable"),
     ] {
-        let n = count(v);
+        // A provisional alarm is counted as such, not again as inconclusive.
+        let n = report
+            .cells
+            .iter()
+            .filter(|c| c.verdict == v && !c.provisional)
+            .count();
         if n > 0 {
             parts.push(format!("{n} {word}"));
         }
-    }
-    let provisional = report.cells.iter().filter(|c| c.provisional).count();
-    if provisional > 0 {
-        parts.push(format!(
-            "{provisional} provisional alarm{} (a second boot decides)",
-            if provisional == 1 { "" } else { "s" }
-        ));
     }
     parts.join("; ")
 }
