@@ -99,14 +99,15 @@ impl ComparisonReport {
 
     /// The tests that decided the gate, one line each, so a reviewer can redo them by hand:
     /// the matrix-wide test, then every row, column and cell test that found a regression
-    /// (a cell's only where its verdict is that regression).
+    /// (a cell's only where its verdict is that regression, or a provisional one) or whose
+    /// regression the second boot's own screen overruled.
     pub fn check_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(c) = self.matrix_test.as_ref().and_then(|m| m.check.as_ref()) {
             out.push(c.line("matrix"));
         }
         for l in &self.lines {
-            if let Some(c) = l.test.check.as_ref().filter(|c| c.rejected) {
+            if let Some(c) = l.test.check.as_ref().filter(|c| c.rejected || c.screen) {
                 let what = match l.axis {
                     LineAxis::Context => format!("row ctx={}", l.at),
                     LineAxis::Concurrency => format!("column C={}", l.at),
@@ -116,8 +117,12 @@ impl ComparisonReport {
         }
         for cell in &self.cells {
             for m in &cell.metrics {
-                let decided = m.verdict == CellVerdict::Regression;
-                if let Some(c) = m.check.as_ref().filter(|c| c.rejected && decided) {
+                let decided = m.verdict == CellVerdict::Regression || cell.provisional;
+                if let Some(c) = m
+                    .check
+                    .as_ref()
+                    .filter(|c| c.rejected && decided || c.screen)
+                {
                     let what = format!(
                         "cell C={} ctx={} {}",
                         cell.concurrency,
@@ -608,7 +613,9 @@ pub struct Check {
     /// The one-sided alpha this test was given at this look (its share of the gate's alpha);
     /// for a futility screen, the screen's level, which spends none of it.
     pub alpha: f64,
-    /// Whether this is the matrix test's futility screen (it can stop the test, never reject).
+    /// Whether this is a futility screen (it can stop a test, never reject): the matrix
+    /// test's at the first boot, or the second boot's own where it overruled a test that
+    /// found a regression over both boots.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub screen: bool,
     /// Whether this test found a regression (statistic beyond the boundary, change beyond

@@ -764,39 +764,52 @@ fn screen(
     )
 }
 
-/// A regression at the both-boots look stands only if the second boot alone leans worse too
-/// (its futility screen): one wild boot cannot carry it. When it does not, the screen is the
-/// test's line, so a reader can redo what decided it.
+/// A regression (an improvement) at the both-boots look stands only if the second boot alone
+/// leans worse (better) too, past the futility screen: one wild boot cannot carry it. When it
+/// does not, the screen is the test's line, so a reader can redo what decided it.
 fn second_boot_leans(
     judged: (CellVerdict, crate::verdict::Check),
     second: Option<&LogChange>,
     dir: crate::verdict::Direction,
 ) -> (CellVerdict, crate::verdict::Check) {
-    match (judged.0, second) {
-        (CellVerdict::Regression, Some(c)) => {
-            let (leans, mut check) = screen(c, dir, "second boot alone");
-            if leans {
-                judged
-            } else {
-                check.outcome = "no regression: the second boot alone does not lean worse".into();
-                (CellVerdict::Unchanged, check)
+    use crate::verdict::Direction::{HigherIsBetter, LowerIsBetter};
+    let (Some(c), Some((toward, word))) = (
+        second,
+        match judged.0 {
+            CellVerdict::Regression => {
+                Some((dir, "regression: the second boot alone does not lean worse"))
             }
-        }
-        _ => judged,
+            CellVerdict::Improvement => Some((
+                match dir {
+                    HigherIsBetter => LowerIsBetter,
+                    LowerIsBetter => HigherIsBetter,
+                },
+                "improvement: the second boot alone does not lean better",
+            )),
+            _ => None,
+        },
+    ) else {
+        return judged;
+    };
+    // `screen` looks for a change worse in `toward`: an improvement's is the opposite way.
+    let (leans, mut check) = screen(c, toward, "second boot alone");
+    if leans {
+        judged
+    } else {
+        check.outcome = format!("no {word}");
+        (CellVerdict::Unchanged, check)
     }
 }
 
 /// At the plan's first boot ([`Look::local_provisional`]) a regression is provisional: its
-/// verdict `inconclusive` until the second boot, and its line says so.
+/// verdict `inconclusive` until the second boot, and its test's line says so.
 fn make_provisional(verdict: &mut CellVerdict, check: Option<&mut crate::verdict::Check>) -> bool {
     if *verdict != CellVerdict::Regression {
         return false;
     }
     *verdict = CellVerdict::Inconclusive;
     if let Some(c) = check.filter(|c| c.rejected) {
-        c.rejected = false;
-        c.screen = true;
-        c.outcome = "regression at one boot: provisional, a second boot decides".into();
+        c.outcome = "provisional regression: a second boot decides".into();
     }
     true
 }

@@ -71,7 +71,9 @@ pub fn reason(first: &ComparisonReport) -> String {
     let provisional = provisional_cells(first);
     if provisional > 0 && matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient) {
         return format!(
-            "the first boot has {provisional} provisional alarm(s): one boot cannot prove them"
+            "the first boot has {provisional} provisional alarm{}: one boot cannot prove {}",
+            if provisional == 1 { "" } else { "s" },
+            if provisional == 1 { "it" } else { "them" }
         );
     }
     match check {
@@ -272,6 +274,51 @@ mod tests {
         let (report, used) = decide(&wild, &clean);
         assert!(used, "a cell's alarm calls for a second boot");
         assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // The cleared cell's line is the second boot's own screen, among the deciding tests.
+        let lines = report.check_lines();
+        assert!(
+            lines.iter().any(|l| l.starts_with("cell ")
+                && l.contains("second boot alone, futility screen")
+                && l.ends_with("does not lean worse")),
+            "{lines:?}"
+        );
+        assert!(
+            report
+                .headline
+                .contains("a first-boot alarm was provisional")
+        );
+        // Nor does the rest of the run, seen against that one wild cell, improve.
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict == CellVerdict::Unchanged),
+            "{}",
+            report.headline
+        );
+        // The first boot alone: the alarm is provisional, and its test's line says so.
+        let first = compare_at(
+            &history,
+            std::slice::from_ref(&wild),
+            &rule,
+            &first_look(&rule, true),
+        )
+        .expect("compare");
+        assert!(
+            first
+                .headline
+                .starts_with("1 provisional alarm (a second boot decides)"),
+            "{}",
+            first.headline
+        );
+        assert!(
+            first
+                .check_lines()
+                .iter()
+                .any(|l| l.ends_with("first boot) → provisional regression: a second boot decides")),
+            "{:?}",
+            first.check_lines()
+        );
         let (report, _) = decide(&wild, &wild);
         assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
         assert_eq!(report.regressions().count(), 1, "{}", report.headline);

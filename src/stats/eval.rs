@@ -266,9 +266,9 @@ pub(crate) struct ScenarioOutcome {
 /// runner come from.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct AlarmSources {
-    /// A cell's own test (first boot).
+    /// A cell's own test (both boots).
     pub cell: f64,
-    /// A row or column test (first boot).
+    /// A row or column test (both boots).
     pub line: f64,
     /// The matrix-wide test (both boots).
     pub matrix: f64,

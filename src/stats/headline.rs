@@ -43,10 +43,20 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
         .as_ref()
         .and_then(|c| c.first_boot.as_ref())
     {
-        line.push_str(&format!(
-            " · decided over 2 boots (the first boot's matrix-wide change {} leaned worse)",
-            signed_percent(first.change),
-        ));
+        // Why the second boot was made: the first boot's matrix change leaned worse, or else
+        // an alarm of that boot was provisional.
+        if first
+            .check
+            .as_ref()
+            .is_some_and(|k| k.statistic <= k.boundary)
+        {
+            line.push_str(&format!(
+                " · decided over 2 boots (the first boot's matrix-wide change {} leaned worse)",
+                signed_percent(first.change),
+            ));
+        } else {
+            line.push_str(" · decided over 2 boots (a first-boot alarm was provisional)");
+        }
     }
     match report.sensitivity.as_ref() {
         Some(s) if report.gate == GateVerdict::Insufficient && !s.sufficient => {
