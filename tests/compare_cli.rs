@@ -536,3 +536,66 @@ fn a_crafted_profile_key_in_a_file_cannot_issue_workflow_commands() {
         );
     }
 }
+
+/// One cell 20% slower on the first boot only (a heavy-tailed runner's wild draw): the first
+/// boot's alarm is provisional, the second boot clears it, and its screen is the cell's line;
+/// the other cells, seen against the wild one, are not called faster. Slow on both boots: a
+/// regression, decided by that cell's own test over both boots.
+#[test]
+fn one_wild_cell_on_the_first_boot_is_cleared_by_the_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write_many(dir.path(), "base", &Gen::default(), 0..10);
+    let boot = |seed: u64, factor: f64| {
+        let mut cand = run(&Gen::default(), seed);
+        let cell = &mut cand.cells[5];
+        cell.aggregate_tps *= factor;
+        for s in &mut cell.samples {
+            *s *= factor;
+        }
+        write(dir.path(), &format!("boot-{seed}.json"), &cand)
+    };
+    let (wild, clean, slow) = (boot(300, 0.8), boot(301, 1.0), boot(302, 0.8));
+    let at = {
+        let c = &run(&Gen::default(), 300).cells[5];
+        (c.concurrency, c.context_tokens)
+    };
+    let (code, report, err) = compare(
+        &paths(&base),
+        &[wild.to_str().unwrap()],
+        &["--confirmation", clean.to_str().unwrap()],
+    );
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    assert!(report.confirmation.as_ref().is_some_and(|c| c.used));
+    for (cell, v) in verdicts(&report) {
+        assert_eq!(
+            v,
+            CellVerdict::Unchanged,
+            "cell {cell:?}: {}",
+            report.headline
+        );
+    }
+    let lines = report.check_lines();
+    let cleared = format!("cell C={} ctx={} aggregate_tps", at.0, at.1);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&cleared) && l.contains("second boot alone, futility screen")),
+        "{lines:#?}"
+    );
+    let (code, report, err) = compare(
+        &paths(&base),
+        &[wild.to_str().unwrap()],
+        &["--confirmation", slow.to_str().unwrap()],
+    );
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(report.gate, GateVerdict::Regression);
+    let lines = report.check_lines();
+    assert!(
+        lines.iter().any(|l| l.starts_with(&cleared)
+            && l.contains("both boots)")
+            && l.ends_with("→ regression")),
+        "{lines:#?}"
+    );
+}
