@@ -628,14 +628,19 @@ pub struct Check {
 }
 
 impl Check {
-    /// `matrix: t = −4.21 ≤ −2.98 (t(13.9), one-sided α = 5.00e-3, both boots) → regression`.
-    pub fn line(&self, what: &str) -> String {
-        let beyond = if self.boundary < 0.0 {
+    /// Whether the statistic is at or past the boundary (in the boundary's direction): the
+    /// test rejected, or the screen leaned.
+    pub fn beyond(&self) -> bool {
+        if self.boundary < 0.0 {
             self.statistic <= self.boundary
         } else {
             self.statistic >= self.boundary
-        };
-        let op = match (self.boundary < 0.0, beyond) {
+        }
+    }
+
+    /// `matrix: t = −4.21 ≤ −2.98 (t(13.9), one-sided α = 5.00e-3, both boots) → regression`.
+    pub fn line(&self, what: &str) -> String {
+        let op = match (self.boundary < 0.0, self.beyond()) {
             (true, true) => "≤",
             (true, false) => ">",
             (false, true) => "≥",

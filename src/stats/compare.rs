@@ -773,32 +773,31 @@ fn second_boot_leans(
     dir: crate::verdict::Direction,
 ) -> (CellVerdict, crate::verdict::Check) {
     use crate::verdict::Direction::{HigherIsBetter, LowerIsBetter};
-    let (Some(c), Some((toward, word))) = (
-        second,
-        match judged.0 {
-            CellVerdict::Regression => {
-                Some((dir, "regression: the second boot alone does not lean worse"))
-            }
-            CellVerdict::Improvement => Some((
-                match dir {
-                    HigherIsBetter => LowerIsBetter,
-                    LowerIsBetter => HigherIsBetter,
-                },
-                "improvement: the second boot alone does not lean better",
-            )),
-            _ => None,
-        },
-    ) else {
+    // `screen` looks for a change worse in the direction it is given: an improvement's lean
+    // is the other way.
+    let (toward, lean) = match judged.0 {
+        CellVerdict::Regression => (dir, "worse"),
+        CellVerdict::Improvement => {
+            let other = match dir {
+                HigherIsBetter => LowerIsBetter,
+                LowerIsBetter => HigherIsBetter,
+            };
+            (other, "better")
+        }
+        _ => return judged,
+    };
+    let Some(c) = second else {
         return judged;
     };
-    // `screen` looks for a change worse in `toward`: an improvement's is the opposite way.
     let (leans, mut check) = screen(c, toward, "second boot alone");
     if leans {
-        judged
-    } else {
-        check.outcome = format!("no {word}");
-        (CellVerdict::Unchanged, check)
+        return judged;
     }
+    check.outcome = format!(
+        "no {}: the second boot alone does not lean {lean}",
+        judged.0.as_str()
+    );
+    (CellVerdict::Unchanged, check)
 }
 
 /// At the plan's first boot ([`Look::local_provisional`]) a regression is provisional: its

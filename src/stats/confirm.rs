@@ -34,12 +34,13 @@ fn leans(report: &ComparisonReport) -> bool {
         .matrix_test
         .as_ref()
         .and_then(|m| m.check.as_ref())
-        .is_some_and(|c| c.statistic <= c.boundary)
+        .is_some_and(crate::verdict::Check::beyond)
 }
 
 /// The first boot's look: with the plan (`[confirm]` on, the default) the local families at
 /// their whole alpha, their regressions provisional, and the matrix-wide test only screened;
-/// without it, one look that decides everything ([`Look::single`]). The plan has no knobs of its own (`docs/statistics.md`).
+/// without it, one look that decides everything ([`Look::single`]). The plan has no knobs of
+/// its own (`docs/statistics.md`).
 pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
     if !confirm {
         return Look::single(rule);
@@ -55,8 +56,8 @@ pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
 }
 
 /// Whether the first boot calls for a second: nothing is final yet (measured well enough, no
-/// regression that needs no statistics), and the matrix-wide change leaned worse or an alarm is
-/// provisional.
+/// error or other regression that one boot decides), and the matrix-wide change leaned worse
+/// or an alarm is provisional.
 pub fn wants_confirmation(first: &ComparisonReport) -> bool {
     matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient)
         && (leans(first) || provisional_cells(first) > 0)
@@ -191,9 +192,7 @@ mod tests {
     fn history_and_candidate(factor: f64) -> (Vec<RunResults>, RunResults) {
         use rand::SeedableRng;
         let mut rng = rand::rngs::StdRng::seed_from_u64(12345);
-        let history = (0..20)
-            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|_| 1.0))
-            .collect();
+        let history = noisy_history(&mut rng, 20);
         let candidate = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| factor);
         (history, candidate)
     }
@@ -201,12 +200,44 @@ mod tests {
     fn verdict(first: f64, second: f64) -> (ComparisonReport, bool) {
         let (history, a) = history_and_candidate(first);
         let (_, b) = history_and_candidate(second);
+        two_boots(&DecisionRule::default(), &history, &a, &b)
+    }
+
+    /// A history of `runs` runs with a 1% run factor and 2% cell terms, from `rng`.
+    fn noisy_history(rng: &mut rand::rngs::StdRng, runs: usize) -> Vec<RunResults> {
+        (0..runs)
+            .map(|i| synthetic_run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
+            .collect()
+    }
+
+    /// The gate's verdict over the two boots given (and whether it used the second).
+    fn two_boots(
+        rule: &DecisionRule,
+        history: &[RunResults],
+        first: &RunResults,
+        second: &RunResults,
+    ) -> (ComparisonReport, bool) {
         two_boot_verdict(
             true,
-            &DecisionRule::default(),
-            &history,
-            std::slice::from_ref(&a),
-            Some((std::slice::from_ref(&b), "second")),
+            rule,
+            history,
+            std::slice::from_ref(first),
+            Some((std::slice::from_ref(second), "second")),
+        )
+        .expect("compare")
+    }
+
+    /// The plan's first look at one boot.
+    fn first_boot(
+        rule: &DecisionRule,
+        history: &[RunResults],
+        run: &RunResults,
+    ) -> ComparisonReport {
+        compare_at(
+            history,
+            std::slice::from_ref(run),
+            rule,
+            &first_look(rule, true),
         )
         .expect("compare")
     }
@@ -253,24 +284,13 @@ mod tests {
     fn one_wild_cell_on_one_boot_is_no_regression() {
         use rand::SeedableRng;
         let mut rng = rand::rngs::StdRng::seed_from_u64(21);
-        let history: Vec<RunResults> = (0..10)
-            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|_| 1.0))
-            .collect();
+        let history = noisy_history(&mut rng, 10);
         let wild = synthetic_run("wild", &mut rng, 0.0, 0.0, &|i| {
             if i == 3 { 0.8 } else { 1.0 }
         });
         let clean = synthetic_run("clean", &mut rng, 0.0, 0.0, &|_| 1.0);
         let rule = DecisionRule::default();
-        let decide = |first: &RunResults, second: &RunResults| {
-            two_boot_verdict(
-                true,
-                &rule,
-                &history,
-                std::slice::from_ref(first),
-                Some((std::slice::from_ref(second), "second")),
-            )
-            .expect("compare")
-        };
+        let decide = |first, second| two_boots(&rule, &history, first, second);
         let (report, used) = decide(&wild, &clean);
         assert!(used, "a cell's alarm calls for a second boot");
         assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
@@ -287,7 +307,7 @@ mod tests {
                 .headline
                 .contains("a first-boot alarm was provisional")
         );
-        // Nor does the rest of the run, seen against that one wild cell, improve.
+        // Every cell is unchanged.
         assert!(
             report
                 .cells
@@ -297,13 +317,7 @@ mod tests {
             report.headline
         );
         // The first boot alone: the alarm is provisional, and its test's line says so.
-        let first = compare_at(
-            &history,
-            std::slice::from_ref(&wild),
-            &rule,
-            &first_look(&rule, true),
-        )
-        .expect("compare");
+        let first = first_boot(&rule, &history, &wild);
         assert!(
             first
                 .headline
@@ -333,20 +347,12 @@ mod tests {
         // A row 15% slower: provisional at the first boot, decided over both.
         use rand::SeedableRng;
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let history: Vec<RunResults> = (0..20)
-            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|_| 1.0))
-            .collect();
+        let history = noisy_history(&mut rng, 20);
         let row = |i: usize| if (5..10).contains(&i) { 0.85 } else { 1.0 };
         let slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &row);
         let clean = synthetic_run("clean", &mut rng, 0.0, 0.0, &|_| 1.0);
         let rule = DecisionRule::default();
-        let first = compare_at(
-            &history,
-            std::slice::from_ref(&slow),
-            &rule,
-            &first_look(&rule, true),
-        )
-        .expect("compare");
+        let first = first_boot(&rule, &history, &slow);
         assert_eq!(first.gate, GateVerdict::Insufficient, "{}", first.headline);
         assert_eq!(provisional_cells(&first), 5, "{}", first.headline);
         assert!(
@@ -356,15 +362,8 @@ mod tests {
                 .all(|c| c.verdict != CellVerdict::Regression)
         );
         assert!(wants_confirmation(&first));
-        let both = |second: &RunResults| {
-            let (report, used) = two_boot_verdict(
-                true,
-                &rule,
-                &history,
-                std::slice::from_ref(&slow),
-                Some((std::slice::from_ref(second), "second")),
-            )
-            .expect("compare");
+        let both = |second| {
+            let (report, used) = two_boots(&rule, &history, &slow, second);
             assert!(used);
             report
         };
@@ -399,13 +398,7 @@ mod tests {
         );
         // Leaning better: nothing to confirm.
         let (history, faster) = history_and_candidate(1.03);
-        let better = compare_at(
-            &history,
-            std::slice::from_ref(&faster),
-            &rule,
-            &first_look(&rule, true),
-        )
-        .expect("compare");
+        let better = first_boot(&rule, &history, &faster);
         assert!(!wants_confirmation(&better));
         assert_ne!(
             better.matrix_test.as_ref().map(|m| m.verdict),

@@ -48,7 +48,7 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
         if first
             .check
             .as_ref()
-            .is_some_and(|k| k.statistic <= k.boundary)
+            .is_some_and(crate::verdict::Check::beyond)
         {
             line.push_str(&format!(
                 " · decided over 2 boots (the first boot's matrix-wide change {} leaned worse)",
