@@ -511,7 +511,7 @@ impl MetricComparison {
     /// The total change, except that a cell that moved with the matrix says so.
     pub fn shown_change_total(&self) -> DecidedChange {
         match self.decided_on {
-            Some(d) if d.basis == DecisionBasis::WithMatrix => d,
+            Some(d) if matches!(d.basis, DecisionBasis::WithMatrix | DecisionBasis::WithLine) => d,
             _ => DecidedChange {
                 basis: DecisionBasis::Total,
                 change: self.change,
@@ -543,6 +543,9 @@ pub enum DecisionBasis {
     /// The cell moved with the whole matrix: decided on its total change because the
     /// matrix-wide change was significant (or contradicted the cell's own test).
     WithMatrix,
+    /// The cell moved with its row or column: decided by that line's test (the cell's reason
+    /// gives the line's figure); the figure is the cell's total change.
+    WithLine,
 }
 
 /// A relative change (metric's own sign: + is a higher value) with its interval, and what it is.
@@ -571,6 +574,7 @@ impl DecidedChange {
                 Some(m) => format!("with the matrix: {}", signed_percent(m)),
                 None => "with the matrix".into(),
             },
+            DecisionBasis::WithLine => "with its row or column".into(),
         }
     }
 }
@@ -718,6 +722,11 @@ pub struct AlphaShares {
     pub local: f64,
     /// Capacity-limited and saturated cells (0 where the comparison has no such test).
     pub capacity: f64,
+    /// The rows' and columns' part of `local` (the cells have the rest); 0 where the
+    /// comparison has no line tests (a matrix of one row or column, an A/B run) and in
+    /// verdicts written before it was recorded.
+    #[serde(default)]
+    pub lines: f64,
 }
 
 impl RuleSummary {

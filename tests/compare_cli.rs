@@ -591,6 +591,27 @@ fn one_wild_cell_on_the_first_boot_is_cleared_by_the_second() {
     let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
     assert_eq!(code, 1, "{err}");
     assert_eq!(report.gate, GateVerdict::Regression);
+    // The one slow cell is the regression, and nothing else moved: its row and column are not
+    // slower for holding it, and the other cells are not faster for being beside it.
+    for (cell, v) in verdicts(&report) {
+        let want = if cell == at {
+            CellVerdict::Regression
+        } else {
+            CellVerdict::Unchanged
+        };
+        assert_eq!(
+            v,
+            want,
+            "cell {cell:?}: {}\n{:#?}\n{:#?}",
+            report.headline,
+            report.check_lines(),
+            report
+                .cells
+                .iter()
+                .map(|c| (c.concurrency, c.context_tokens, c.verdict, c.reason.clone()))
+                .collect::<Vec<_>>()
+        );
+    }
     let lines = report.check_lines();
     assert!(
         lines.iter().any(|l| l.starts_with(&cleared)

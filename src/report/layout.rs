@@ -61,6 +61,9 @@ pub(crate) fn cell_symbol(verdict: CellVerdict) -> (&'static str, &'static str) 
 const VS_RUN: &str = "†";
 /// The figure beside a cell decided on another metric than aggregate tok/s.
 const OTHER_METRIC: &str = "*";
+/// The figure beside a cell whose test found a change over both boots that the second boot
+/// alone did not show: its figure is the two boots' mean, its verdict the second boot's.
+const ONE_BOOT: &str = "‡";
 
 /// A metric's name as people say it.
 pub(crate) fn metric_name(metric: Metric) -> &'static str {
@@ -211,6 +214,9 @@ fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
             if m.metric != Metric::AggregateTps {
                 n.push_str(OTHER_METRIC);
             }
+            if !decided && m.check.as_ref().is_some_and(|c| c.screen) {
+                n.push_str(ONE_BOOT);
+            }
             n
         }
     };
@@ -281,6 +287,12 @@ pub(crate) fn layout(report: &ComparisonReport) -> GateLayout {
             if cell.number.contains(OTHER_METRIC) && !extra.iter().any(|(s, _)| *s == OTHER_METRIC)
             {
                 extra.push((OTHER_METRIC, "decided on another metric (see Details)"));
+            }
+            if cell.number.contains(ONE_BOOT) && !extra.iter().any(|(s, _)| *s == ONE_BOOT) {
+                extra.push((
+                    ONE_BOOT,
+                    "moved on one boot only: the second boot alone did not (see Details)",
+                ));
             }
         }
     }
@@ -623,9 +635,17 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             }
             // Without line tests (a paired A/B run, a matrix of one row or column) the cells
             // have the local share to themselves.
-            let local = if report.lines.is_empty() {
+            let local = if s.lines > 0.0 {
+                format!(
+                    "rows, columns and cells ({:.2e} to the rows and columns, {:.2e} to the cells; {} within each family)",
+                    s.lines,
+                    s.local - s.lines,
+                    r.correction_name()
+                )
+            } else if report.lines.is_empty() {
                 format!("the cells ({})", r.correction_name())
             } else {
+                // A verdict written before the lines' part was recorded.
                 format!(
                     "rows, columns and cells ({} within each family)",
                     r.correction_name()

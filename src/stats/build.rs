@@ -189,7 +189,12 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
         .matrix_test
         .as_ref()
         .is_some_and(|m| m.verdict == CellVerdict::Regression);
-    if matrix_regressed || report.cells.iter().any(|c| c.verdict.is_regression()) {
+    let line_regressed = report
+        .lines
+        .iter()
+        .any(|l| l.test.verdict == CellVerdict::Regression);
+    if matrix_regressed || line_regressed || report.cells.iter().any(|c| c.verdict.is_regression())
+    {
         return GateVerdict::Regression;
     }
     if report.baseline.level_runs.is_empty() {

@@ -394,7 +394,7 @@ fn line_tail_df(n: usize, cell_df: f64) -> f64 {
 /// cells of one row or column can move together from boot to boot (a row factor), which the
 /// cells' own variances do not show.
 fn line_changes(
-    tests: &[CellTest],
+    tests: &[&CellTest],
     cells: &[Coord],
     resid: &[Vec<f64>],
     candidate_runs: usize,
@@ -405,7 +405,7 @@ fn line_changes(
             LineAxis::Context => cells[t.cell].1,
             LineAxis::Concurrency => u64::from(cells[t.cell].0),
         };
-        let mut keys: Vec<u64> = tests.iter().map(key).collect();
+        let mut keys: Vec<u64> = tests.iter().map(|t| key(t)).collect();
         keys.sort_unstable();
         keys.dedup();
         if keys.len() < 2 {
@@ -413,7 +413,7 @@ fn line_changes(
         }
         for at in keys {
             let (line, rest): (Vec<&CellTest>, Vec<&CellTest>) =
-                tests.iter().partition(|t| key(t) == at);
+                tests.iter().copied().partition(|t| key(t) == at);
             if line.len() < 2 || rest.is_empty() {
                 continue;
             }
@@ -471,8 +471,52 @@ fn line_changes(
     out
 }
 
-/// Fits one metric's model on the history and produces its per-cell tests, matrix change and
-/// line contrasts.
+/// One metric's model fitted on the history: its cell tests and matrix change, and what its
+/// row and column contrasts are built from once the cells' own verdicts are known
+/// ([`MetricTests::lines`]).
+struct MetricTests {
+    metric: Metric,
+    tests: Vec<CellTest>,
+    matrix: Option<MatrixChange>,
+    /// The model's residuals, `resid[column][run]`: each line's noise in the history.
+    resid: Vec<Vec<f64>>,
+    /// Candidate runs the tests pool.
+    runs: usize,
+    /// The second boot's own cell tests (in the order of `tests`) and its runs.
+    second: Option<(Vec<CellTest>, usize)>,
+    /// Lines are tested for gating metrics only.
+    gating: bool,
+}
+
+impl MetricTests {
+    /// The row and column contrasts of the cells `keep` admits, each with the second boot's
+    /// own contrast where there is one. A cell its own test decided is left out of them: one
+    /// slow cell is that cell's regression, not its row's and its column's, and the cells
+    /// beside it are not faster for it.
+    fn lines(&self, cells: &[Coord], keep: impl Fn(&CellTest) -> bool) -> Vec<LineChange> {
+        if !self.gating {
+            return Vec::new();
+        }
+        let of = |tests: &[CellTest], runs: usize| {
+            let kept: Vec<&CellTest> = tests.iter().filter(|t| keep(t)).collect();
+            line_changes(&kept, cells, &self.resid, runs)
+        };
+        let mut lines = of(&self.tests, self.runs);
+        if let Some((second, runs)) = &self.second {
+            let own = of(second, *runs);
+            for line in &mut lines {
+                line.second = own
+                    .iter()
+                    .find(|o| o.axis == line.axis && o.at == line.at)
+                    .map(|o| o.change);
+            }
+        }
+        lines
+    }
+}
+
+/// Fits one metric's model on the history and produces its per-cell tests and matrix change
+/// (and the second boot's own cell tests, from `second_from`).
 fn test_metric(
     metric: Metric,
     cells: &[Coord],
@@ -481,7 +525,7 @@ fn test_metric(
     candidate: &[RunResults],
     gating: bool,
     second_from: Option<usize>,
-) -> (Vec<CellTest>, Option<MatrixChange>, Vec<LineChange>) {
+) -> MetricTests {
     // Cells where the candidate has the metric in every run and the history has it at least once.
     let mut idx = Vec::new();
     let mut cand_logs: Vec<Vec<Vec<f64>>> = Vec::new();
@@ -506,7 +550,15 @@ fn test_metric(
         }
     }
     if idx.is_empty() {
-        return (Vec::new(), None, Vec::new());
+        return MetricTests {
+            metric,
+            tests: Vec::new(),
+            matrix: None,
+            resid: Vec::new(),
+            runs: candidate.len(),
+            second: None,
+            gating,
+        };
     }
     let mut table = LogTable::new(history.len(), idx.len());
     let mut base_within = vec![(0.0, 0usize); idx.len()];
@@ -673,27 +725,26 @@ fn test_metric(
                 .collect()
         })
         .collect();
-    let lines_of = |tests: &[CellTest], runs: usize| {
-        if gating {
-            line_changes(tests, cells, &resid, runs)
-        } else {
-            Vec::new()
-        }
-    };
     let mut tests = cell_tests(0);
-    let mut lines = lines_of(&tests, j);
-    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells
-    // and lines, in the same order, on its runs alone.
-    if let Some(from) = second_from.filter(|&from| from > 0 && from < j) {
-        let second = cell_tests(from);
-        for (line, own) in lines.iter_mut().zip(lines_of(&second, j - from)) {
-            line.second = Some(own.change);
-        }
+    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
+    // in the same order, on its runs alone.
+    let second = second_from
+        .filter(|&from| from > 0 && from < j)
+        .map(|from| (cell_tests(from), j - from));
+    if let Some((second, _)) = &second {
         for (t, own) in tests.iter_mut().zip(second) {
             t.second = Some(own.own);
         }
     }
-    (tests, matrix, lines)
+    MetricTests {
+        metric,
+        tests,
+        matrix,
+        resid,
+        runs: j,
+        second,
+        gating,
+    }
 }
 
 /// Each cell's own test: its change against the rest of its run, less the best linear
@@ -813,38 +864,48 @@ fn make_provisional(verdict: &mut CellVerdict, check: Option<&mut crate::verdict
     true
 }
 
+/// Whether a cell's own test decides it: it found a change the cell's total agrees with.
+fn decided_alone(t: &CellTest, own: CellVerdict) -> bool {
+    total_agrees(t, own)
+}
+
+/// Whether a cell's total change is measurably on the side of `verdict` (its interval excludes
+/// no change): a cell is never called slower or faster than a baseline it is not measurably
+/// slower or faster than, whatever its row, its column or the matrix did.
+fn total_agrees(t: &CellTest, verdict: CellVerdict) -> bool {
+    let dir = t.metric.direction();
+    let (lo, hi) = t.total.interval(CONFIDENCE);
+    let (a, b) = (signed(lo, dir), signed(hi, dir));
+    match verdict {
+        CellVerdict::Regression => a.max(b) < 0.0,
+        CellVerdict::Improvement => a.min(b) > 0.0,
+        _ => false,
+    }
+}
+
 /// One metric's verdict in one cell, with its reason and the change it was decided on: its own
-/// test (the cell against the rest of its run) when that found a change its total agrees
-/// with; else its row's or column's, when the cell points the same way; else the matrix's,
-/// when the matrix moved and the cell's total change points that way (for a reported-only
-/// metric, its total's interval must exclude no change too); else unchanged.
+/// test (the cell against the rest of its run) when that found a change; else its row's or
+/// column's, when the cell points the same way against its run; else the matrix's; else
+/// unchanged. Each only where the cell's total agrees ([`total_agrees`]).
 fn cell_decision(
     t: &CellTest,
-    gating: bool,
     own: CellVerdict,
     line: Option<(&LineChange, CellVerdict)>,
     matrix: Option<(CellVerdict, f64)>,
 ) -> (CellVerdict, String, DecidedChange) {
     let dir = t.metric.direction();
-    let total_good = signed(t.total.estimate, dir);
     let own_good = signed(t.specific.estimate, dir);
     let vs_run = decided_change(&t.own, DecisionBasis::VsRun, None);
-    if points(own, total_good) {
-        let why = format!(
-            "{} {} [{}, {}] vs the rest of its run (total {})",
-            t.metric.as_str(),
-            signed_percent(vs_run.change),
-            signed_percent(vs_run.ci_low),
-            signed_percent(vs_run.ci_high),
-            signed_percent(relative(t.total.estimate)),
-        );
-        return (own, why, vs_run);
+    if decided_alone(t, own) {
+        // Its figure (`decided_on`) says it all.
+        return (own, String::new(), vs_run);
     }
     if let Some((l, v)) = line
         && points(v, own_good)
-        && points(v, total_good)
+        && total_agrees(t, v)
     {
         let shown_line = decided_change(&l.change, DecisionBasis::VsRun, None);
+        let with_line = decided_change(&t.total, DecisionBasis::WithLine, None);
         let what = match l.axis {
             LineAxis::Context => format!("row (context {})", l.at),
             LineAxis::Concurrency => format!("column (C={})", l.at),
@@ -857,20 +918,10 @@ fn cell_decision(
             signed_percent(shown_line.ci_high),
             signed_percent(vs_run.change),
         );
-        return (v, why, shown_line);
+        return (v, why, with_line);
     }
-    // A reported-only metric is labelled by the matrix only where its own interval says it
-    // moved that way too (its cells are not the matrix's evidence).
-    let (lo, hi) = t.total.interval(CONFIDENCE);
-    let (a, b) = (signed(lo, dir), signed(hi, dir));
-    let own_interval_agrees = |v: CellVerdict| match v {
-        CellVerdict::Regression => a.max(b) < 0.0,
-        CellVerdict::Improvement => a.min(b) > 0.0,
-        _ => false,
-    };
     if let Some((v, m)) = matrix
-        && points(v, total_good)
-        && (gating || own_interval_agrees(v))
+        && total_agrees(t, v)
     {
         let (why, with) = with_matrix(t.metric, &t.total, v, m);
         return (v, why, with);
@@ -994,36 +1045,75 @@ pub fn compare_at(
     }
 
     let gating = |m: Metric| rule.metrics.contains(&m);
-    let mut tests: Vec<CellTest> = Vec::new();
-    let mut matrices: BTreeMap<Metric, MatrixChange> = BTreeMap::new();
-    let mut lines: Vec<(Metric, LineChange)> = Vec::new();
-    for metric in ALL_METRICS {
-        let (t, m, l) = test_metric(
-            metric,
-            &comparable,
-            history,
-            level_n,
-            candidate,
-            gating(metric),
-            look.second_boot_from,
-        );
-        tests.extend(t);
-        lines.extend(l.into_iter().map(|l| (metric, l)));
-        if let Some(m) = m {
-            matrices.insert(metric, m);
-        }
-    }
+    let mut fits: Vec<MetricTests> = ALL_METRICS
+        .into_iter()
+        .map(|metric| {
+            test_metric(
+                metric,
+                &comparable,
+                history,
+                level_n,
+                candidate,
+                gating(metric),
+                look.second_boot_from,
+            )
+        })
+        .collect();
+    let matrices: BTreeMap<Metric, MatrixChange> = fits
+        .iter_mut()
+        .filter_map(|f| Some((f.metric, f.matrix.take()?)))
+        .collect();
+    let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
 
     // The local family at this look: the lines share LINE_SHARE of its alpha, the gating
     // cells the rest (Bonferroni: each test its own fixed share). Reported-only metrics are
-    // tested at a gating cell's alpha and never gate.
-    let n_lines = lines.len();
+    // tested at a gating cell's alpha and never gate. The plan's lines are those of every
+    // comparable cell, whichever cells their contrasts come to leave out.
+    let n_lines: usize = fits
+        .iter()
+        .map(|f| f.lines(&comparable, |_| true).len())
+        .sum();
     let n_cells = tests.iter().filter(|t| gating(t.metric)).count().max(1);
     let line_share = if n_lines > 0 { LINE_SHARE } else { 0.0 };
     let cell_alpha = look.local_alpha * (1.0 - line_share) / n_cells as f64;
     let line_alpha = look.local_alpha * line_share / n_lines.max(1) as f64;
     let local = look.local_alpha > 0.0;
     let margin = log_margin(rule.min_effect);
+    if let Some(s) = report.rule.shares.as_mut() {
+        s.lines = s.local * line_share;
+    }
+
+    // Each cell's own test (against the rest of its run), in the order of `tests`: what it
+    // found, and its verdict after the second boot's screen.
+    let own: Vec<(CellVerdict, CellVerdict, Option<crate::verdict::Check>)> = tests
+        .iter()
+        .map(|t| {
+            if !local {
+                return (CellVerdict::Unchanged, CellVerdict::Unchanged, None);
+            }
+            let dir = t.metric.direction();
+            let judged = judge(&t.own, dir, cell_alpha, margin, &look.name);
+            let found = judged.0;
+            let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
+            (found, v, Some(c))
+        })
+        .collect();
+    // The row and column contrasts, of the cells in which their own test found no change (a
+    // change the second boot did not show is that cell's one wild boot, not its line's).
+    let alone: Vec<(Metric, usize)> = tests
+        .iter()
+        .zip(&own)
+        .filter(|(t, (found, _, _))| decided_alone(t, *found))
+        .map(|(t, _)| (t.metric, t.cell))
+        .collect();
+    let lines: Vec<(Metric, LineChange)> = fits
+        .iter()
+        .flat_map(|f| {
+            f.lines(&comparable, |t| !alone.contains(&(t.metric, t.cell)))
+                .into_iter()
+                .map(|l| (f.metric, l))
+        })
+        .collect();
 
     let line_verdicts: Vec<Option<(CellVerdict, crate::verdict::Check)>> = lines
         .iter()
@@ -1099,27 +1189,15 @@ pub fn compare_at(
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
     // Comparable cells whose regression is provisional at this look.
     let mut provisional_local = Vec::new();
-    for t in &tests {
+    for (t, (_, own, check)) in tests.iter().zip(own) {
         let dir = t.metric.direction();
-        let (own, check) = if local {
-            let judged = judge(&t.own, dir, cell_alpha, margin, &look.name);
-            let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
-            (v, Some(c))
-        } else {
-            (CellVerdict::Unchanged, None)
-        };
         let matrix = matrix_verdicts
             .get(&t.metric)
             .filter(|(v, _)| *v != CellVerdict::Unchanged)
             .zip(matrices.get(&t.metric))
             .map(|((v, _), m)| (*v, relative(m.change.estimate)));
-        let (mut verdict, why, decided_on) = cell_decision(
-            t,
-            gating(t.metric),
-            own,
-            moved_line(t.metric, t.cell),
-            matrix,
-        );
+        let (mut verdict, why, decided_on) =
+            cell_decision(t, own, moved_line(t.metric, t.cell), matrix);
         let mut check = check.map(|mut c| {
             note_overruled(&mut c, own, verdict, &t.total, "the rest of its run");
             if !gating(t.metric) {

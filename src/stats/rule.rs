@@ -138,6 +138,7 @@ impl DecisionRule {
                 matrix: self.matrix_alpha(),
                 local: self.local_alpha(),
                 capacity: self.capacity_alpha(),
+                lines: 0.0,
             }),
         }
     }

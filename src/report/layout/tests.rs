@@ -92,6 +92,7 @@ fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> 
                 matrix: 0.004,
                 local: 0.004,
                 capacity: 0.002,
+                lines: 0.0012,
             }),
         },
         confirmation: None,
@@ -232,6 +233,39 @@ fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
 }
 
 #[test]
+fn a_cell_the_second_boot_cleared_is_marked_beside_its_two_boot_mean() {
+    // One cell −10.6% over both boots, its own test past its boundary, but the second boot
+    // alone did not lean worse: unchanged, and its figure says why it is not a regression.
+    let mut r = pass();
+    let m = &mut r.cells[5].metrics[0];
+    m.change = -0.106;
+    m.check = Some(crate::verdict::Check {
+        look: "second boot alone, futility screen".into(),
+        statistic: -0.01,
+        reference: "t(37.0)".into(),
+        boundary: -1.69,
+        alpha: 0.05,
+        screen: true,
+        rejected: false,
+        outcome: "no regression: the second boot alone does not lean worse".into(),
+    });
+    let l = layout(&r);
+    let g = l.grid.as_ref().expect("grid");
+    assert_eq!(g.rows[1].1[2].as_ref().expect("cell").text(), "−10.6‡ ✓");
+    assert_eq!(g.rows[0].1[0].as_ref().expect("cell").text(), "+0.2 ✓");
+    assert_eq!(
+        l.legend,
+        [
+            ("✓", "no regression"),
+            (
+                "‡",
+                "moved on one boot only: the second boot alone did not (see Details)"
+            )
+        ]
+    );
+}
+
+#[test]
 fn the_console_is_at_most_100_columns_and_says_the_headline_once() {
     for r in [pass(), regression(), insufficient()] {
         let text = console(&layout(&r));
@@ -333,6 +367,7 @@ fn the_rule_line_shares_add_up_to_alpha() {
         matrix: 0.004,
         local: 0.004,
         capacity: 0.0,
+        lines: 0.0,
     });
     let line = rule(&r);
     assert!(
