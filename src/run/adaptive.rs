@@ -9,7 +9,9 @@
 //! the rows, columns and cells at the spending function's increment, so by the union bound
 //! their false alarms over all looks stay within their share. The matrix-wide test is not
 //! re-made (re-measuring cells on one boot cannot redraw the boot factor). A cell's verdict is
-//! frozen at the look that decided it. See `docs/adaptive-and-ab.md`.
+//! frozen at the look that decided it. Once the first boot already calls for a second boot (a
+//! provisional alarm, a matrix that leans worse), the rounds stop: the second boot decides,
+//! and rounds on this boot would only spend engine time first. See `docs/adaptive-and-ab.md`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -122,6 +124,10 @@ where
             stats.stop_reason =
                 "the gate already found a regression: more rounds cannot change the exit code"
                     .into();
+            break;
+        }
+        if first_look.local_provisional && crate::stats::confirm::wants_confirmation(&report) {
+            stats.stop_reason = "a second boot decides: this boot already calls for one".into();
             break;
         }
         let pending: Vec<(u32, u64)> = report
@@ -361,6 +367,64 @@ pub(crate) async fn run_adaptive(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::eval::synthetic_run;
+    use rand::SeedableRng;
+
+    #[tokio::test]
+    async fn no_round_is_made_once_the_first_boot_calls_for_a_second() {
+        // One cell 20% slower (a provisional alarm: a second boot will be made) and one 5%
+        // slower, which leans worse without deciding: a round would re-measure it.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let history: Vec<RunResults> = (0..20)
+            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|_| 1.0))
+            .collect();
+        let factor = |i: usize| match i {
+            0 => 0.80,
+            7 => 0.95,
+            _ => 1.0,
+        };
+        let mut slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &factor);
+        let rule = DecisionRule::default();
+        let cfg = AdaptiveConfig {
+            enabled: true,
+            max_rounds: 2,
+            ..AdaptiveConfig::default()
+        };
+        let first_look = crate::stats::confirm::first_look(&rule, true);
+        let plan = spending_plan(&cfg, &first_look);
+        let first = crate::stats::compare_at(
+            &history,
+            std::slice::from_ref(&slow),
+            &rule,
+            &look_at(&plan, &first_look, 0),
+        )
+        .expect("compare");
+        assert!(crate::stats::confirm::wants_confirmation(&first));
+        assert!(first.cells.iter().any(leans), "{}", first.headline);
+        let measured = std::cell::Cell::new(0);
+        let (_, stats) = remeasure_inconclusive(
+            &mut slow,
+            &history,
+            first,
+            &rule,
+            &first_look,
+            &cfg,
+            1.0,
+            async |_, _| {
+                measured.set(measured.get() + 1);
+                None
+            },
+            &|_| {},
+        )
+        .await
+        .expect("rounds");
+        assert_eq!(measured.get(), 0);
+        assert_eq!(stats.rounds, 0);
+        assert_eq!(
+            stats.stop_reason,
+            "a second boot decides: this boot already calls for one"
+        );
+    }
 
     #[test]
     fn rounds_spend_the_first_looks_local_alpha_and_the_matrix_test_looks_once() {
