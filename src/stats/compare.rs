@@ -1522,14 +1522,25 @@ mod tests {
         assert_eq!(row.test.verdict, CellVerdict::Regression, "{row:?}");
         assert!((row.test.change + 0.07).abs() < 0.03, "{row:?}");
         assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
-        assert!(
-            report.cells[5..10].iter().any(|c| c
-                .reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with("with its row (context 32768)"))),
-            "{:?}",
-            &report.cells[5..10]
-        );
+        let with_row: Vec<&CellComparison> = report.cells[5..10]
+            .iter()
+            .filter(|c| {
+                c.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("with its row (context 32768)"))
+            })
+            .collect();
+        assert!(!with_row.is_empty(), "{:?}", &report.cells[5..10]);
+        // A cell its row decided shows its own total change, not the row's figure.
+        for c in with_row {
+            let m = c.primary().expect("aggregate tok/s");
+            let d = m.decided_on.expect("decided on");
+            assert_eq!(d.basis, DecisionBasis::WithLine);
+            assert_eq!(
+                (d.change, d.ci_low, d.ci_high),
+                (m.change, m.ci_low, m.ci_high)
+            );
+        }
         // 4 rows and 5 columns, none of the others moved.
         assert_eq!(report.lines.len(), 9);
         assert_eq!(
