@@ -122,6 +122,9 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         summary.contains("the verdict tests both boots together"),
         "{summary}"
     );
-    assert!(summary.contains("First boot alone: "), "{summary}");
+    assert!(
+        summary.contains("First boot alone, matrix-wide: "),
+        "{summary}"
+    );
     assert!(summary.contains("results-confirm.json"), "{summary}");
 }

@@ -1138,7 +1138,10 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
     let first = summary.lines().next().unwrap_or_default();
     assert!(first.contains("confirmed on a second boot"), "{summary}");
     assert!(summary.contains("Second boot: the first boot"), "{summary}");
-    assert!(summary.contains("First boot alone: −2.9%"), "{summary}");
+    assert!(
+        summary.contains("First boot alone, matrix-wide: −2.9%"),
+        "{summary}"
+    );
     assert!(
         !summary.contains("<b>"),
         "engine text is escaped: {summary}"

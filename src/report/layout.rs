@@ -541,7 +541,7 @@ fn details(report: &ComparisonReport) -> Vec<String> {
                 .as_ref()
                 .map(|m| {
                     format!(
-                        " First boot alone: {} {}, {}.",
+                        " First boot alone, matrix-wide: {} {}, {}.",
                         pct(m.change),
                         interval(m.ci_low, m.ci_high),
                         p_text(m.p_value)
