@@ -106,8 +106,16 @@ impl ComparisonReport {
         if let Some(c) = self.matrix_test.as_ref().and_then(|m| m.check.as_ref()) {
             out.push(c.line("matrix"));
         }
+        // Regressions, improvements (checkable the same way, though they never fail a gate)
+        // and the second boot's screens that overruled either.
         for l in &self.lines {
-            if let Some(c) = l.test.check.as_ref().filter(|c| c.rejected || c.screen) {
+            let improved = l.test.verdict == CellVerdict::Improvement;
+            if let Some(c) = l
+                .test
+                .check
+                .as_ref()
+                .filter(|c| c.rejected || c.screen || improved)
+            {
                 let what = match l.axis {
                     LineAxis::Context => format!("row ctx={}", l.at),
                     LineAxis::Concurrency => format!("column C={}", l.at),
@@ -118,10 +126,14 @@ impl ComparisonReport {
         for cell in &self.cells {
             for m in &cell.metrics {
                 let decided = m.verdict == CellVerdict::Regression || cell.provisional;
+                // Its own test found the improvement (not its row or the matrix; a metric that
+                // does not gate says `lower`/`higher` instead).
+                let improved = m.verdict == CellVerdict::Improvement;
+                let own_improvement = |c: &Check| c.outcome == CellVerdict::Improvement.as_str();
                 if let Some(c) = m
                     .check
                     .as_ref()
-                    .filter(|c| c.rejected && decided || c.screen)
+                    .filter(|c| c.rejected && decided || c.screen || improved && own_improvement(c))
                 {
                     let what = format!(
                         "cell C={} ctx={} {}",

@@ -1453,6 +1453,31 @@ mod tests {
     }
 
     #[test]
+    fn an_improvement_is_listed_with_the_boundary_it_crossed() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
+            if i == 7 { 1.12 } else { 1.0 }
+        });
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.cells[7].verdict, CellVerdict::Improvement);
+        assert_eq!(report.gate, GateVerdict::Pass, "{}", report.headline);
+        // Checkable by hand as a regression is: the statistic past the improvement side's
+        // boundary, at the cell's alpha.
+        let lines = report.check_lines();
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with("cell C=4 ctx=32768 aggregate_tps: t = +"))
+            .unwrap_or_else(|| panic!("{lines:#?}"));
+        assert!(
+            line.contains(" ≥ +") && line.ends_with("→ improvement"),
+            "{line}"
+        );
+        // No other cell, row or column is listed: nothing else moved.
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+    }
+
+    #[test]
     fn one_wild_cell_is_a_regression_only_where_the_history_has_no_heavy_tails() {
         use rand_distr::Distribution;
         let t3 = rand_distr::StudentT::new(3.0).unwrap_or_else(|_| unreachable!());

@@ -165,7 +165,9 @@ pub(crate) fn log_margin(m: f64) -> f64 {
 }
 
 /// One test at its boundary: the verdict (regression or improvement only when the statistic
-/// crosses the boundary AND the change is beyond the margin) and its [`Check`] for people.
+/// crosses the boundary AND the change is beyond the margin) and its [`Check`] for people,
+/// whose boundary is the one the verdict crossed (the improvement side's for an improvement,
+/// else the regression side's).
 pub(crate) fn judge(
     change: &LogChange,
     direction: crate::verdict::Direction,
@@ -196,7 +198,11 @@ pub(crate) fn judge(
             look: look.to_string(),
             statistic: stat,
             reference: change.reference(),
-            boundary: signed(-q, direction),
+            boundary: if verdict == CellVerdict::Improvement {
+                signed(q, direction)
+            } else {
+                signed(-q, direction)
+            },
             alpha,
             screen: false,
             rejected: verdict == CellVerdict::Regression,
@@ -338,5 +344,13 @@ mod tests {
         // Lower is better: the boundary is on the other side.
         let (v, check) = judge(&c(0.10, 0.02), Direction::LowerIsBetter, 1e-3, m, "x");
         assert!(v == CellVerdict::Regression && check.boundary > 0.0);
+        // An improvement's line shows the boundary it crossed: t = +5 ≥ +3.09.
+        let (v, check) = judge(&c(0.10, 0.02), hi, 1e-3, m, "x");
+        assert_eq!(v, CellVerdict::Improvement);
+        assert!((check.boundary - 3.090).abs() < 1e-3 && check.beyond() && !check.rejected);
+        assert_eq!(
+            check.line("cell"),
+            "cell: t = +5.00 ≥ +3.09 (normal, one-sided α = 1.00e-3, x) → improvement"
+        );
     }
 }
