@@ -758,7 +758,13 @@ impl RuleSummary {
 
 /// A signed number with a real minus sign: `−9.1`, `+0.4`.
 pub fn signed_number(x: f64, decimals: usize) -> String {
-    format!("{x:+.decimals$}").replacen('-', "−", 1)
+    let s = format!("{x:+.decimals$}");
+    // A rounded zero has no sign: `0.0`, never `−0.0` (a change that is not there has no
+    // direction).
+    if s[1..].bytes().all(|b| b == b'0' || b == b'.') {
+        return s[1..].to_string();
+    }
+    s.replacen('-', "−", 1)
 }
 
 /// A relative change (a fraction) as a signed percentage with a real minus sign, the one way
@@ -800,5 +806,21 @@ pub(crate) mod fixtures {
             decided_on: None,
             check: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{signed_number, signed_percent};
+
+    #[test]
+    fn a_change_that_rounds_to_zero_has_no_sign() {
+        assert_eq!(signed_percent(-0.0003), "0.0%");
+        assert_eq!(signed_percent(0.0004), "0.0%");
+        assert_eq!(signed_percent(-0.074), "−7.4%");
+        assert_eq!(signed_percent(0.03), "+3.0%");
+        assert_eq!(signed_number(-0.004, 2), "0.00");
+        assert_eq!(signed_number(-0.006, 2), "−0.01");
+        assert_eq!(signed_percent(f64::NAN), "n/a");
     }
 }

@@ -104,27 +104,13 @@ pub(crate) fn metric_value(metric: Metric, value: f64) -> String {
     }
 }
 
-/// A relative change in percent, `−9.6%`; a change that rounds to zero is `0.0%`, not `−0.0%`.
-fn pct(fraction: f64) -> String {
-    if (100.0 * fraction).abs() < 0.05 {
-        "0.0%".into()
-    } else {
-        signed_percent(fraction)
-    }
-}
-
-/// A percentage figure without the sign of a rounded zero: `−9.6`, `+0.4`, `0.0`.
-fn num(percent: f64) -> String {
-    if percent.abs() < 0.05 {
-        "0.0".into()
-    } else {
-        signed_number(percent, 1)
-    }
-}
-
 /// `[−10.9, −8.4]`: an interval of a relative change, in percent.
 pub(crate) fn interval(low: f64, high: f64) -> String {
-    format!("[{}, {}]", num(100.0 * low), num(100.0 * high))
+    format!(
+        "[{}, {}]",
+        signed_number(100.0 * low, 1),
+        signed_number(100.0 * high, 1)
+    )
 }
 
 /// `C=8 / 32k`.
@@ -207,7 +193,7 @@ fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
             } else {
                 m.shown_change_total()
             };
-            let mut n = num(100.0 * d.change);
+            let mut n = signed_number(100.0 * d.change, 1);
             if decided && d.basis == DecisionBasis::VsRun {
                 n.push_str(VS_RUN);
             }
@@ -359,7 +345,10 @@ fn could_detect(report: &ComparisonReport) -> Option<String> {
         return None;
     }
     if s.sufficient {
-        Some(format!("this run could detect {} or worse", pct(mde)))
+        Some(format!(
+            "this run could detect {} or worse",
+            signed_percent(mde)
+        ))
     } else {
         let what = match s.unit {
             SensitivityUnit::BaselineRuns => "this baseline",
@@ -367,8 +356,8 @@ fn could_detect(report: &ComparisonReport) -> Option<String> {
         };
         Some(format!(
             "but {what} could detect only {} or worse, not the rule's {} ({})",
-            pct(mde),
-            pct(-s.design_effect),
+            signed_percent(mde),
+            signed_percent(-s.design_effect),
             s.needs()
         ))
     }
@@ -379,7 +368,7 @@ fn sized(metric: Metric, change: f64, low: f64, high: f64) -> String {
     format!(
         "{} {} {}",
         metric_name(metric),
-        pct(change),
+        signed_percent(change),
         interval(low, high)
     )
 }
@@ -498,7 +487,7 @@ fn secondary(report: &ComparisonReport) -> Vec<SecondaryChange> {
                 ),
                 change: format!(
                     "{} {} {}",
-                    pct(m.change),
+                    signed_percent(m.change),
                     interval(m.ci_low, m.ci_high),
                     direction_word(m.change)
                 ),
@@ -522,7 +511,7 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     if let Some(m) = &report.matrix_test {
         out.push(format!(
             "Matrix-wide: mean aggregate tok/s change {} {} over {}: {}.",
-            pct(m.change),
+            signed_percent(m.change),
             interval(m.ci_low, m.ci_high),
             cells_word(m.cells),
             match m.verdict {
@@ -542,7 +531,7 @@ fn details(report: &ComparisonReport) -> Vec<String> {
                 .map(|m| {
                     format!(
                         " First boot alone, matrix-wide: {} {}, {}.",
-                        pct(m.change),
+                        signed_percent(m.change),
                         interval(m.ci_low, m.ci_high),
                         p_text(m.p_value)
                     )
@@ -566,12 +555,15 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             s.unit.count(s.history_runs)
         );
         if let Some(m) = s.matrix_mde {
-            line.push_str(&format!(" a uniform {} over the matrix;", pct(m)));
+            line.push_str(&format!(
+                " a uniform {} over the matrix;",
+                signed_percent(m)
+            ));
         }
         if let Some(median) = s.median_cell_mde() {
             line.push_str(&format!(
                 " {} in one cell alone (median cell);",
-                pct(median)
+                signed_percent(median)
             ));
         }
         line.pop();
@@ -608,10 +600,10 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             line.push_str(&format!(
                 "; decided on {} {} {} {} (total {})",
                 metric_name(m.metric),
-                pct(d.change),
+                signed_percent(d.change),
                 interval(d.ci_low, d.ci_high),
                 d.label(),
-                pct(m.change)
+                signed_percent(m.change)
             ));
         }
         if let Some(r) = &c.reason {
@@ -721,14 +713,14 @@ pub(crate) fn cell_message(cell: &CellComparison, confidence: f64) -> String {
         let d = m.shown_change();
         let basis = match d.basis {
             DecisionBasis::Total => String::new(),
-            _ => format!(", {}; total {}", d.label(), pct(m.change)),
+            _ => format!(", {}; total {}", d.label(), signed_percent(m.change)),
         };
         parts.push(format!(
             "{} {} → {} ({}{basis}; {:.0}% interval {}; margin {:.1}%)",
             metric_name(m.metric),
             metric_value(m.metric, m.baseline),
             metric_value(m.metric, m.candidate),
-            pct(d.change),
+            signed_percent(d.change),
             100.0 * confidence,
             interval(d.ci_low, d.ci_high),
             100.0 * m.margin
