@@ -1802,6 +1802,14 @@ mod tests {
         assert_eq!(d.basis, DecisionBasis::WithMatrix);
         assert!(d.change < 0.0 && d.ci_high < 0.0, "{d:?}");
         assert!((d.matrix_change.unwrap() + 0.6).abs() < 0.03, "{d:?}");
+        // Its own test (faster than the rest of its run) says why it did not decide the cell.
+        let own = m.check.as_ref().unwrap();
+        assert!(
+            own.outcome
+                .starts_with("improvement against the rest of its run, but its total change is −5"),
+            "{}",
+            own.outcome
+        );
         assert!(
             cell.reason
                 .as_deref()

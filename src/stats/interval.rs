@@ -221,8 +221,8 @@ pub(crate) fn points(verdict: CellVerdict, good: f64) -> bool {
     }
 }
 
-/// A test that crossed its boundary but did not decide its cell (the cell's total change
-/// moved the other way) says so, so that its line never contradicts the cell's verdict.
+/// A test that found a regression or an improvement but did not decide its cell (the cell's
+/// total change does not agree) says so, so that its line never contradicts the cell's verdict.
 /// `against` names what the test compared with (`the rest of its run`).
 pub(crate) fn note_overruled(
     check: &mut crate::verdict::Check,
@@ -231,7 +231,8 @@ pub(crate) fn note_overruled(
     total: &LogChange,
     against: &str,
 ) {
-    if check.rejected && verdict != judged {
+    let found = matches!(judged, CellVerdict::Regression | CellVerdict::Improvement);
+    if found && verdict != judged {
         check.outcome = format!(
             "{} against {against}, but its total change is {}: {}",
             judged.as_str(),
