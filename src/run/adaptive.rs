@@ -238,7 +238,7 @@ where
             };
         }
     }
-    report.rule = rule.summary();
+    // The rule stays look 0's as compared (its alpha shares, the lines' part included).
     crate::stats::finish(&mut report, crate::stats::Against::Baseline);
     Ok((report, stats))
 }
@@ -402,7 +402,7 @@ mod tests {
         assert!(crate::stats::confirm::wants_confirmation(&first));
         assert!(first.cells.iter().any(leans), "{}", first.headline);
         let measured = std::cell::Cell::new(0);
-        let (_, stats) = remeasure_inconclusive(
+        let (report, stats) = remeasure_inconclusive(
             &mut slow,
             &history,
             first,
@@ -420,6 +420,12 @@ mod tests {
         .expect("rounds");
         assert_eq!(measured.get(), 0);
         assert_eq!(stats.rounds, 0);
+        // The report keeps the rule as compared: the rows' and columns' part of the local alpha.
+        assert!(
+            report.rule.shares.is_some_and(|s| s.lines > 0.0),
+            "{:?}",
+            report.rule
+        );
         assert_eq!(
             stats.stop_reason,
             "a second boot decides: this boot already calls for one"
