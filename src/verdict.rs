@@ -813,8 +813,10 @@ pub(crate) mod fixtures {
 mod tests {
     use super::{signed_number, signed_percent};
 
+    /// The one formatting of a change every surface uses (`report::github` re-exports it as
+    /// `percent`): a real minus sign, and no sign on a rounded zero.
     #[test]
-    fn a_change_that_rounds_to_zero_has_no_sign() {
+    fn a_change_has_a_real_minus_and_a_rounded_zero_no_sign() {
         assert_eq!(signed_percent(-0.0003), "0.0%");
         assert_eq!(signed_percent(0.0004), "0.0%");
         assert_eq!(signed_percent(-0.074), "−7.4%");

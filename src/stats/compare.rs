@@ -864,11 +864,6 @@ fn make_provisional(verdict: &mut CellVerdict, check: Option<&mut crate::verdict
     true
 }
 
-/// Whether a cell's own test decides it: it found a change the cell's total agrees with.
-fn decided_alone(t: &CellTest, own: CellVerdict) -> bool {
-    total_agrees(t, own)
-}
-
 /// Whether a cell's total change is measurably on the side of `verdict` (its interval excludes
 /// no change): a cell is never called slower or faster than a baseline it is not measurably
 /// slower or faster than, whatever its row, its column or the matrix did.
@@ -896,7 +891,7 @@ fn cell_decision(
     let dir = t.metric.direction();
     let own_good = signed(t.specific.estimate, dir);
     let vs_run = decided_change(&t.own, DecisionBasis::VsRun, None);
-    if decided_alone(t, own) {
+    if total_agrees(t, own) {
         // Its figure (`decided_on`) says it all.
         return (own, String::new(), vs_run);
     }
@@ -1103,7 +1098,7 @@ pub fn compare_at(
     let alone: Vec<(Metric, usize)> = tests
         .iter()
         .zip(&own)
-        .filter(|(t, (found, _, _))| decided_alone(t, *found))
+        .filter(|(t, (found, _, _))| total_agrees(t, *found))
         .map(|(t, _)| (t.metric, t.cell))
         .collect();
     let lines: Vec<(Metric, LineChange)> = fits

@@ -516,13 +516,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percent_uses_a_real_minus() {
-        assert_eq!(percent(-0.074), "−7.4%");
-        assert_eq!(percent(0.03), "+3.0%");
-        assert_eq!(percent(f64::NAN), "n/a");
-    }
-
-    #[test]
     fn truncation_respects_limit_lines_and_tables() {
         let mut text = String::from("# Title\n\nintro line\n\n");
         text.push_str("| a | b |\n|---|---|\n");
