@@ -30,6 +30,20 @@ fn compare(
     (code, serde_json::from_str(&out).ok(), err)
 }
 
+/// Runs `compare --format json` of the boot `first` with `--confirmation second` against
+/// `base`: (exit code, report, stderr); a missing report fails the test.
+fn compare_two_boots(
+    base: &[PathBuf],
+    first: &Path,
+    second: &Path,
+) -> (i32, ComparisonReport, String) {
+    let utf8 = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    let (first, second) = (utf8(first), utf8(second));
+    let (code, report, err) = compare(&paths(base), &[&first], &["--confirmation", &second]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    (code, report, err)
+}
+
 fn verdicts(r: &ComparisonReport) -> Vec<((u32, u64), CellVerdict)> {
     r.cells
         .iter()
@@ -143,12 +157,7 @@ fn a_cell_newly_capacity_limited_on_both_boots_is_a_capacity_regression() {
     assert_eq!(c.verdict, CellVerdict::Inconclusive);
     assert_eq!(report.gate, GateVerdict::Insufficient);
     // Both boots limited: a capacity regression, the second boot used.
-    let (code, report, err) = compare(
-        &paths(&base),
-        &[first.to_str().unwrap()],
-        &["--confirmation", second.to_str().unwrap()],
-    );
-    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let (code, report, err) = compare_two_boots(&base, &first, &second);
     assert_eq!(code, 1, "{err}");
     let v: Vec<_> = verdicts(&report)
         .into_iter()
@@ -158,12 +167,7 @@ fn a_cell_newly_capacity_limited_on_both_boots_is_a_capacity_regression() {
     assert!(report.confirmation.as_ref().is_some_and(|c| c.used));
     assert_eq!(report.gate, GateVerdict::Regression);
     // The second boot fits: not evidence.
-    let (code, report, err) = compare(
-        &paths(&base),
-        &[first.to_str().unwrap()],
-        &["--confirmation", fits.to_str().unwrap()],
-    );
-    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let (code, report, err) = compare_two_boots(&base, &first, &fits);
     assert_ne!(at(&report).verdict, CellVerdict::CapacityRegression);
     assert_ne!(code, 1, "{err}");
 }
@@ -371,12 +375,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     let clean_second = run(&Gen::default(), 200);
     let a = write(dir.path(), "clean", &clean);
     let b = write(dir.path(), "clean-second", &clean_second);
-    let (code, report, err) = compare(
-        &paths(&base),
-        &paths(std::slice::from_ref(&a)),
-        &["--confirmation", b.to_str().unwrap()],
-    );
-    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let (code, report, err) = compare_two_boots(&base, &a, &b);
     let expected = first_verdict(&clean);
     assert_eq!(code, 0, "{err}");
     assert_eq!(verdicts(&report), verdicts(&expected));
@@ -405,12 +404,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
         .expect("a slightly slow boot that calls for confirmation");
     let a = write(dir.path(), "leaning", &leaning);
     let b = write(dir.path(), "leaning-second", &second);
-    let (code, report, err) = compare(
-        &paths(&base),
-        &paths(std::slice::from_ref(&a)),
-        &["--confirmation", b.to_str().unwrap()],
-    );
-    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let (code, report, err) = compare_two_boots(&base, &a, &b);
     let expected = second_stage(
         &rule,
         &base_runs,
@@ -559,12 +553,7 @@ fn one_wild_cell_on_the_first_boot_is_cleared_by_the_second() {
         let c = &run(&Gen::default(), 300).cells[5];
         (c.concurrency, c.context_tokens)
     };
-    let (code, report, err) = compare(
-        &paths(&base),
-        &[wild.to_str().unwrap()],
-        &["--confirmation", clean.to_str().unwrap()],
-    );
-    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let (code, report, err) = compare_two_boots(&base, &wild, &clean);
     assert_eq!(code, 0, "{err}");
     assert!(report.confirmation.as_ref().is_some_and(|c| c.used));
     for (cell, v) in verdicts(&report) {
@@ -583,12 +572,7 @@ fn one_wild_cell_on_the_first_boot_is_cleared_by_the_second() {
             .any(|l| l.starts_with(&cleared) && l.contains("second boot alone, futility screen")),
         "{lines:#?}"
     );
-    let (code, report, err) = compare(
-        &paths(&base),
-        &[wild.to_str().unwrap()],
-        &["--confirmation", slow.to_str().unwrap()],
-    );
-    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    let (code, report, err) = compare_two_boots(&base, &wild, &slow);
     assert_eq!(code, 1, "{err}");
     assert_eq!(report.gate, GateVerdict::Regression);
     // The one slow cell is the regression, and nothing else moved: its row and column are not

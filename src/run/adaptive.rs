@@ -367,17 +367,24 @@ pub(crate) async fn run_adaptive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::eval::synthetic_run;
+    use crate::stats::eval::{noisy_history, synthetic_run};
     use rand::SeedableRng;
+
+    /// Re-measurement on, at most two rounds.
+    fn two_rounds() -> AdaptiveConfig {
+        AdaptiveConfig {
+            enabled: true,
+            max_rounds: 2,
+            ..AdaptiveConfig::default()
+        }
+    }
 
     #[tokio::test]
     async fn no_round_is_made_once_the_first_boot_calls_for_a_second() {
         // One cell 20% slower (a provisional alarm: a second boot will be made) and one 5%
         // slower, which leans worse without deciding: a round would re-measure it.
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-        let history: Vec<RunResults> = (0..20)
-            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|_| 1.0))
-            .collect();
+        let history = noisy_history(&mut rng, 20);
         let factor = |i: usize| match i {
             0 => 0.80,
             7 => 0.95,
@@ -385,11 +392,7 @@ mod tests {
         };
         let mut slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &factor);
         let rule = DecisionRule::default();
-        let cfg = AdaptiveConfig {
-            enabled: true,
-            max_rounds: 2,
-            ..AdaptiveConfig::default()
-        };
+        let cfg = two_rounds();
         let first_look = crate::stats::confirm::first_look(&rule, true);
         let plan = spending_plan(&cfg, &first_look);
         let first = crate::stats::compare_at(
@@ -435,11 +438,7 @@ mod tests {
     #[test]
     fn rounds_spend_the_first_looks_local_alpha_and_the_matrix_test_looks_once() {
         let rule = DecisionRule::default();
-        let cfg = AdaptiveConfig {
-            enabled: true,
-            max_rounds: 2,
-            ..AdaptiveConfig::default()
-        };
+        let cfg = two_rounds();
         let first = crate::stats::confirm::first_look(&rule, true);
         let plan = spending_plan(&cfg, &first);
         let looks: Vec<Look> = (0..3).map(|k| look_at(&plan, &first, k)).collect();

@@ -183,7 +183,7 @@ pub fn two_boot_verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::eval::synthetic_run;
+    use crate::stats::eval::{noisy_history, synthetic_run};
     use crate::verdict::CellVerdict;
 
     /// A history of 20 runs with a 1% run factor and 2% cell terms (seeded), and a noiseless
@@ -201,13 +201,6 @@ mod tests {
         let (history, a) = history_and_candidate(first);
         let (_, b) = history_and_candidate(second);
         two_boots(&DecisionRule::default(), &history, &a, &b)
-    }
-
-    /// A history of `runs` runs with a 1% run factor and 2% cell terms, from `rng`.
-    fn noisy_history(rng: &mut rand::rngs::StdRng, runs: usize) -> Vec<RunResults> {
-        (0..runs)
-            .map(|i| synthetic_run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
-            .collect()
     }
 
     /// The gate's verdict over the two boots given (and whether it used the second).

@@ -441,6 +441,14 @@ pub(crate) fn synthetic_cell(
     cell
 }
 
+/// A test history of `runs` runs with a 1% run factor and 2% cell terms, from `rng`.
+#[cfg(test)]
+pub(crate) fn noisy_history(rng: &mut StdRng, runs: usize) -> Vec<RunResults> {
+    (0..runs)
+        .map(|i| synthetic_run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
+        .collect()
+}
+
 /// A run of the synthetic 20-cell profile for unit tests: each cell's level times
 /// `factor(cell index)`, with run noise `run_cv`, cell noise `cell_cv` and 5 sub-windows of 1%.
 #[cfg(test)]
