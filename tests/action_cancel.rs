@@ -6,11 +6,12 @@
 #![allow(unused_crate_dependencies)]
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{SigHandler, Signal, kill, signal};
 use nix::unistd::Pid;
 
 /// Processes whose environment holds `CANCEL_MARKER=marker`.
@@ -61,7 +62,18 @@ ready_stable = "0.4s"
     std::fs::write(&outputs, "").unwrap();
     std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/run.sh");
-    let mut step = Command::new("bash")
+    let mut step = Command::new("bash");
+    // The runner starts the step's shell with SIGINT at its default. A test run from a
+    // background job inherits it ignored, and a shell cannot trap a signal ignored on entry.
+    // SAFETY: between fork and exec only `signal`, which is async-signal-safe, is called.
+    unsafe {
+        step.pre_exec(|| {
+            signal(Signal::SIGINT, SigHandler::SigDfl)
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut step = step
         .arg(&script)
         .current_dir(dir.path())
         .env("INFERGATE_BIN", env!("CARGO_BIN_EXE_infergate"))
