@@ -5,7 +5,7 @@
 //! | outcome | `fail_on` | exit | check | `verdict` |
 //! |---|---|---|---|---|
 //! | the gate failed (engine, measurement, comparison, unreadable store) | any | 3 | `failure` | `error` |
-//! | unmeasured (coverage below `min_measured_share`) | any | 3 | `failure` | `error` |
+//! | unmeasured (a cell the baseline measured was not measured) | any | 3 | `failure` | `error` |
 //! | the run was cancelled | any | 3 | `cancelled` | `error` |
 //! | pass (no regression found, and sensitive enough to find `design_effect`) | any | 0 | `success` | `pass` |
 //! | insufficient (no regression found, not sensitive enough) | without `insufficient` | 0 | `neutral` | `insufficient` |

@@ -203,8 +203,8 @@ impl Sensitivity {
 }
 
 /// The candidate's coverage of the baseline: a gate that passed on the few cells an engine
-/// could still serve would pass a build that broke the rest, so a floor decides whether the
-/// cells that were measured may speak for the matrix at all.
+/// could still serve would pass a build that broke the rest, so every cell the baseline
+/// measured must be measured again before the measured cells may speak for the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Coverage {
     /// Cells measured (`ok` or `capacity_limited`) in the baseline's level runs that the
@@ -212,34 +212,19 @@ pub struct Coverage {
     pub expected: usize,
     /// Of those, the cells the candidate measured too.
     pub measured: usize,
-    /// The floor, `[thresholds] min_measured_share`.
-    pub min_share: f64,
 }
 
 impl Coverage {
-    /// Measured share of the expected cells (1 when nothing was expected).
-    pub fn share(&self) -> f64 {
-        if self.expected == 0 {
-            1.0
-        } else {
-            self.measured as f64 / self.expected as f64
-        }
-    }
-
-    /// Whether the candidate was measured well enough to decide.
+    /// Whether the candidate was measured well enough to decide: every expected cell.
     pub fn sufficient(&self) -> bool {
-        self.share() + 1e-9 >= self.min_share
+        self.measured >= self.expected
     }
 
-    /// For people: "1 of 3 cells measured in the baseline were measured (33% < 90%)".
+    /// For people: "18 of 19 cells measured in the baseline were measured now (all are needed)".
     pub fn describe(&self) -> String {
         format!(
-            "{} of {} cells measured in the baseline were measured now ({:.0}%, {} min_measured_share {:.0}%)",
-            self.measured,
-            self.expected,
-            100.0 * self.share(),
-            if self.sufficient() { ">=" } else { "<" },
-            100.0 * self.min_share
+            "{} of {} cells measured in the baseline were measured now (all are needed)",
+            self.measured, self.expected,
         )
     }
 }
@@ -300,7 +285,7 @@ pub enum GateVerdict {
     /// No usable baseline for this profile and suite.
     NoBaseline,
     /// The candidate could not be measured well enough to decide (its coverage of the
-    /// baseline's cells is below `min_measured_share`): a measurement failure, exit 3.
+    /// baseline's cells): a measurement failure, exit 3.
     Unmeasured,
 }
 

@@ -86,7 +86,7 @@ fn add_show_prune_list() {
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("C=16 / 8k")
-            && out.contains("level (newest 5)")
+            && out.contains("level (newest 10)")
             && out.contains("CV (newest 20)"),
         "{out}"
     );

@@ -77,12 +77,10 @@ pub struct ShowArgs {
     /// Output format: `text` (terminal table), `md` (GitHub Markdown) or `json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
-    /// Newest K runs that define the level (as in `compare`).
-    #[arg(long, default_value_t = 5)]
-    pub level_runs: usize,
-    /// Newest N runs that define the noise (as in `compare`).
-    #[arg(long, default_value_t = 20)]
-    pub noise_runs: usize,
+    /// The history window, as `compare`'s: the newest N runs give the CV, the newest half of
+    /// them the level.
+    #[arg(long, default_value_t = crate::stats::DecisionRule::default().history_runs)]
+    pub history_runs: usize,
     /// Show at most this many newest runs as columns.
     #[arg(long, default_value_t = 10)]
     pub last: usize,
@@ -274,6 +272,10 @@ pub(crate) fn matching_groups(
 
 /// `baseline show`.
 fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
+    let window = crate::stats::DecisionRule {
+        history_runs: a.history_runs.max(1),
+        ..crate::stats::DecisionRule::default()
+    };
     let groups = matching_groups(store, a.profile.as_deref(), a.suite.as_deref())?;
     let mut histories = Vec::new();
     for (key, suite) in groups {
@@ -289,8 +291,8 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
             &key,
             &suite,
             &loaded.runs,
-            a.level_runs,
-            a.noise_runs,
+            window.level_runs(),
+            window.history_runs,
             a.last,
         ));
     }

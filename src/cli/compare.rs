@@ -58,12 +58,10 @@ pub struct CompareArgs {
     /// Write the output to this file (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Newest K baseline runs that define the level (default 5).
+    /// The history window: the newest N baseline runs the noise model is fitted on, the newest
+    /// half of them the level (default 20, as `[baseline] history_runs`).
     #[arg(long)]
-    pub level_runs: Option<usize>,
-    /// Newest N baseline runs that define the noise (default 20).
-    #[arg(long)]
-    pub noise_runs: Option<usize>,
+    pub history_runs: Option<usize>,
     /// Minimum relative effect worth failing for (default 0.03 = 3%).
     #[arg(long)]
     pub min_effect: Option<f64>,
@@ -90,11 +88,8 @@ pub(crate) fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
 /// The decision rule from defaults and flags, validated (exit 2 when out of range).
 fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
     let mut rule = DecisionRule::default();
-    if let Some(k) = args.level_runs {
-        rule.level_runs = k;
-    }
-    if let Some(n) = args.noise_runs {
-        rule.noise_runs = n;
+    if let Some(n) = args.history_runs {
+        rule.history_runs = n;
     }
     if let Some(m) = args.min_effect {
         rule.min_effect = m;

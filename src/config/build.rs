@@ -113,7 +113,7 @@ impl GateConfig {
 }
 
 /// The decision rule from `[thresholds]` (any [`DecisionRule`] field, plus `fail_on`) and
-/// `[baseline] level_runs / noise_runs`. Each key is deserialized alone first so an error points
+/// `[baseline] history_runs`. Each key is deserialized alone first so an error points
 /// at its own line.
 fn build_rule(
     thresholds: BTreeMap<String, Spanned<toml::Value>>,
@@ -144,11 +144,18 @@ fn build_rule(
                 Some("write fail_on = \"insufficient\" instead"),
             ));
         }
-        if matches!(key.as_str(), "level_runs" | "noise_runs") {
+        if matches!(key.as_str(), "history_runs" | "level_runs" | "noise_runs") {
             return Err(loc.at(
                 span,
                 format!("{key} belongs in [baseline], not [thresholds]"),
-                Some("move the key to the [baseline] table"),
+                Some("move the key to the [baseline] table as history_runs"),
+            ));
+        }
+        if key == "min_measured_share" {
+            return Err(loc.at(
+                span,
+                "[thresholds] min_measured_share is gone: every cell the baseline measured must be measured now, or the gate is `unmeasured` (exit 3)",
+                Some("remove the line; skip a cell the engine cannot serve with the suite's `skip`"),
             ));
         }
         let mut one = toml::Table::new();
@@ -165,20 +172,29 @@ fn build_rule(
         spans.push((key.clone(), span));
         table.insert(key, value);
     }
-    for (field, value) in [
-        ("level_runs", &baseline.level_runs),
-        ("noise_runs", &baseline.noise_runs),
-    ] {
-        if let Some(v) = value {
-            if *v.get_ref() == 0 {
-                return Err(loc.at(
-                    v.span(),
-                    format!("[baseline] {field} = 0: at least one run is needed"),
-                    Some("use a positive number (defaults: level_runs = 10, noise_runs = 20)"),
-                ));
-            }
-            table.insert(field.to_string(), toml::Value::Integer(*v.get_ref() as i64));
+    if let Some(old) = baseline
+        .level_runs
+        .as_ref()
+        .or(baseline.noise_runs.as_ref())
+    {
+        return Err(loc.at(
+            old.span(),
+            "[baseline] level_runs and noise_runs are gone: one history window, history_runs, replaces them (its newest half defines the level)",
+            Some("write history_runs = N (the newest N runs; default 20) instead"),
+        ));
+    }
+    if let Some(v) = &baseline.history_runs {
+        if *v.get_ref() == 0 {
+            return Err(loc.at(
+                v.span(),
+                "[baseline] history_runs = 0: at least one run is needed",
+                Some("use a positive number (default: history_runs = 20)"),
+            ));
         }
+        table.insert(
+            "history_runs".to_string(),
+            toml::Value::Integer(*v.get_ref() as i64),
+        );
     }
     let rule = DecisionRule::deserialize(toml::Value::Table(table)).map_err(|e| {
         loc.at(

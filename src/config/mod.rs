@@ -499,7 +499,7 @@ min_effect = 0.05
 fail_on = "inconclusive"
 
 [baseline]
-level_runs = 3
+history_runs = 6
 "#;
 
     fn parse(text: &str) -> Result<GateConfig, ConfigError> {
@@ -525,7 +525,8 @@ level_runs = 3
         assert_eq!(c.engine.readiness_timeout_s, 30.0);
         assert_eq!(c.thresholds.rule.min_effect, 0.05);
         assert_eq!(c.thresholds.fail_on, crate::policy::FailOn::INSUFFICIENT);
-        assert_eq!(c.thresholds.rule.level_runs, 3);
+        assert_eq!(c.thresholds.rule.history_runs, 6);
+        assert_eq!(c.thresholds.rule.level_runs(), 3);
         assert_eq!(c.baseline.dir, PathBuf::from("/cfg/baselines"));
         assert_eq!(c.profile.hardware.as_deref(), Some("sim"));
     }
@@ -748,6 +749,34 @@ contexts = ["0"]
             "[engine.a]\ncommand = [\"{infergate}\", \"sim\", \"--port\", \"{prot}\"]",
         ));
         assert!(e.contains("{prot}"), "{e}");
+    }
+
+    #[test]
+    fn the_earlier_history_and_coverage_keys_are_refused_with_their_replacement() {
+        // Line 26 of GOOD is the `[baseline]` table's key.
+        for old in ["level_runs = 3", "noise_runs = 20"] {
+            let e = err(&GOOD.replace("history_runs = 6", old));
+            assert!(
+                e.starts_with("t.toml:26:")
+                    && e.contains("are gone")
+                    && e.contains("write history_runs = N"),
+                "{e}"
+            );
+        }
+        let e = err(&GOOD.replace(
+            "[baseline]",
+            "history_runs = 6
+
+[baseline]",
+        ));
+        assert!(e.contains("belongs in [baseline]"), "{e}");
+        let e = err(&GOOD.replace("min_effect = 0.05", "min_measured_share = 0.9"));
+        assert!(
+            e.contains("min_measured_share is gone") && e.contains("`skip`"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("history_runs = 6", "history_runs = 0"));
+        assert!(e.contains("at least one run"), "{e}");
     }
 
     #[test]

@@ -147,8 +147,10 @@ pub(super) struct RawSkip {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBaseline {
     pub(super) dir: Option<String>,
-    pub(super) level_runs: Option<Spanned<usize>>,
-    pub(super) noise_runs: Option<Spanned<usize>>,
+    pub(super) history_runs: Option<Spanned<usize>>,
+    /// Earlier keys, refused at their line with the one that replaced them.
+    pub(super) level_runs: Option<Spanned<toml::Value>>,
+    pub(super) noise_runs: Option<Spanned<toml::Value>>,
     pub(super) allow_no_baseline: Option<bool>,
 }
 

@@ -430,14 +430,9 @@ pub fn paired_compare(
             "no gating metric measured in two pairs",
         ));
     }
-    // The floor of `stats::compare`: B must have measured the share of what A measured that
-    // `min_measured_share` asks, or the pairs it did measure cannot speak for the matrix.
-    report.coverage = Some(super::compare::coverage(
-        &coords,
-        a,
-        b,
-        rule.min_measured_share,
-    ));
+    // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
+    // measure cannot speak for the matrix.
+    report.coverage = Some(super::compare::coverage(&coords, a, b));
     build::finish(&mut report, Against::PairedAb);
     Ok(report)
 }
@@ -623,17 +618,10 @@ mod tests {
             why.contains("error in 1 of 4 B boots") && why.contains("HTTP 500"),
             "{why}"
         );
-        // The default floor (every cell A measured, measured by B in every boot): undecidable.
+        // Every cell A measured must be measured by B in every boot: undecidable.
         let cov = r.coverage.expect("coverage");
         assert_eq!(cov.expected, cov.measured + 1, "{cov:?}");
         assert_eq!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
-        // A lower floor: the error is a regression of its own.
-        let lenient = DecisionRule {
-            min_measured_share: 0.5,
-            ..DecisionRule::default()
-        };
-        let r = paired_compare(&a, &b, &lenient).expect("compare");
-        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
         // A cell A never measured is not B's to cover.
         let (mut a, b) = pairs(8, 4, &|_| 1.0);
         for run in &mut a {

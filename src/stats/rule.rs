@@ -33,6 +33,11 @@ pub(crate) const CONFIDENCE: f64 = 0.90;
 /// now counted inside the gate's `alpha` instead of on top of it.
 pub(crate) const CAPACITY_SHARE: f64 = 0.2;
 
+/// Share of the history window whose runs define the matrix-wide level: the newest half. The
+/// level follows a drift within half a window, and at the default window of 20 its mean still
+/// averages ten runs' boot factors (the level's own noise is a tenth of a boot's variance).
+pub(crate) const LEVEL_SHARE: f64 = 0.5;
+
 /// Parameters of the decision rule: the knobs a user sets in `[thresholds]` (and `[baseline]`
 /// for the history window).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,15 +48,11 @@ pub struct DecisionRule {
     /// Smallest change of a cell, row or column worth failing a pull request for (its margin
     /// on the point estimate).
     pub min_effect: f64,
-    /// Newest K baseline runs that define the matrix-wide level (the local level: drift).
-    pub level_runs: usize,
-    /// Longer history (newest N runs) the noise model is fitted on.
-    pub noise_runs: usize,
+    /// The history window: the newest N baseline runs the noise model is fitted on; the newest
+    /// half of them ([`LEVEL_SHARE`]) define the matrix-wide level, so a drift is followed.
+    pub history_runs: usize,
     /// Metrics that can fail the gate; the others are reported with verdicts but never gate.
     pub metrics: Vec<Metric>,
-    /// Least share of the cells measured in the baseline that the candidate must measure too;
-    /// below it the gate is `unmeasured` (exit 3).
-    pub min_measured_share: f64,
     /// The uniform slowdown the gate must be able to find at `design_power` to say `pass`;
     /// a gate less sensitive than that says `insufficient`.
     pub design_effect: f64,
@@ -64,10 +65,8 @@ impl Default for DecisionRule {
         DecisionRule {
             alpha: 0.01,
             min_effect: 0.03,
-            level_runs: 10,
-            noise_runs: 20,
+            history_runs: 20,
             metrics: vec![Metric::AggregateTps],
-            min_measured_share: 1.0,
             design_effect: 0.05,
             design_power: 0.8,
         }
@@ -87,12 +86,6 @@ impl DecisionRule {
                 self.min_effect
             ));
         }
-        if !(self.min_measured_share > 0.0 && self.min_measured_share <= 1.0) {
-            return bad(format!(
-                "min_measured_share = {} must be in (0, 1]",
-                self.min_measured_share
-            ));
-        }
         if !(self.design_effect > 0.0 && self.design_effect < 1.0) {
             return bad(format!(
                 "design_effect = {} must be in (0, 1)",
@@ -105,10 +98,16 @@ impl DecisionRule {
                 self.design_power
             ));
         }
-        if self.level_runs == 0 || self.noise_runs == 0 {
-            return bad("level_runs and noise_runs must be at least 1".into());
+        if self.history_runs == 0 {
+            return bad("history_runs = 0 must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// How many of the history window's newest runs define the level ([`LEVEL_SHARE`]; at
+    /// least one).
+    pub fn level_runs(&self) -> usize {
+        ((self.history_runs as f64 * LEVEL_SHARE).ceil() as usize).max(1)
     }
 
     /// Alpha of the matrix-wide test (spent at its last look).

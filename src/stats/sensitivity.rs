@@ -15,8 +15,8 @@
 //!   ∞): at that MDE the plan's power is 0.85, not 0.80.
 //!
 //! The MDE solves `P = design_power`. A longer history changes two things: the level averages
-//! more runs (up to `level_runs`), and σ's estimate gains a degree of freedom per run (up to
-//! `noise_runs`).
+//! more runs (up to the level's half of `history_runs`), and σ's estimate gains a degree of
+//! freedom per run (up to `history_runs`).
 
 use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 
@@ -193,9 +193,9 @@ pub(crate) fn assess(
     let target = -(1.0 - rule.design_effect).ln();
     let plan_with = |m: &MatrixDesign, extra: usize| {
         let level = (m.level_runs_used + extra)
-            .min(rule.level_runs.max(1))
+            .min(rule.level_runs())
             .max(m.level_runs_used);
-        let df_gain = extra.min(rule.noise_runs.saturating_sub(history)) as f64;
+        let df_gain = extra.min(rule.history_runs.saturating_sub(history)) as f64;
         let runs = if look.design_boots <= 1 {
             m.candidate_runs
         } else {
