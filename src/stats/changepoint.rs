@@ -27,7 +27,7 @@ use crate::results::{CellStatus, RunResults};
 use crate::verdict::{Direction, Metric};
 
 use super::StatsError;
-use super::compare::metric_value;
+use super::compare::compared_value;
 use super::noise::median;
 
 mod local_level;
@@ -1078,7 +1078,7 @@ pub(crate) fn series_of(
             .iter()
             .find(|c| c.concurrency == conc && c.context_tokens == ctx)
             .filter(|c| c.status == CellStatus::Ok)
-            .and_then(|c| metric_value(c, metric))
+            .and_then(|c| compared_value(c, metric))
     };
     match scope {
         Scope::Cell {

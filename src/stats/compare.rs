@@ -19,7 +19,7 @@ use super::interval::{
     LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
 };
 use super::noise::{self, LogTable, trimmed_mean};
-use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN};
+use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN, percentile_min_count};
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
 
@@ -73,7 +73,8 @@ pub const ALL_METRICS: [Metric; 8] = [
     Metric::JoulesPerToken,
 ];
 
-/// A metric's value in one cell, when the cell has it (finite and positive).
+/// A metric's value in one cell, when the cell has it (finite and positive): what the cell
+/// measured, as the reports and exports show it.
 pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     let v = match metric {
         Metric::AggregateTps => Some(cell.aggregate_tps),
@@ -86,6 +87,22 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// A metric's value in one cell as the tests take it: [`metric_value`], and a latency
+/// percentile only from the observations that bound it ([`percentile_min_count`]).
+pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
+    let quantile = match metric {
+        Metric::TtftP50 => cell.ttft_s.map(|p| (p.count, 0.5)),
+        Metric::TtftP90 => cell.ttft_s.map(|p| (p.count, 0.9)),
+        Metric::ItlP50 => cell.itl_s.map(|p| (p.count, 0.5)),
+        Metric::ItlP90 => cell.itl_s.map(|p| (p.count, 0.9)),
+        _ => None,
+    };
+    if quantile.is_some_and(|(n, p)| n < percentile_min_count(p)) {
+        return None;
+    }
+    metric_value(cell, metric)
 }
 
 /// The candidate's log measurements of one cell and metric in one run: the re-measurement
@@ -103,7 +120,7 @@ fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
             return v;
         }
     }
-    metric_value(cell, metric)
+    compared_value(cell, metric)
         .map(f64::ln)
         .into_iter()
         .collect()
@@ -539,7 +556,7 @@ fn test_metric(
         let in_history = history.iter().any(|r| {
             find(r, coord)
                 .filter(|c| c.status == CellStatus::Ok)
-                .and_then(|c| metric_value(c, metric))
+                .and_then(|c| compared_value(c, metric))
                 .is_some()
         });
         if in_history {
@@ -563,7 +580,7 @@ fn test_metric(
     for (r, run) in history.iter().enumerate() {
         for (k, &i) in idx.iter().enumerate() {
             if let Some(c) = find(run, cells[i]).filter(|c| c.status == CellStatus::Ok)
-                && let Some(v) = metric_value(c, metric)
+                && let Some(v) = compared_value(c, metric)
             {
                 table.set(r, k, v.ln());
                 if metric == Metric::AggregateTps && c.samples.len() >= 2 {
@@ -1764,6 +1781,53 @@ mod tests {
                 .any(|l| l.contains("ttft_p50") && l.ends_with("→ regression")),
             "{lines:?}"
         );
+    }
+
+    /// A 2 s window at C=4 sees about 8 first tokens: their "p90" is their largest, and its
+    /// scatter is not in a history of a few runs. A percentile is compared only from the
+    /// observations that bound it (a median from 5, a p90 from 29), in the history as now.
+    #[test]
+    fn a_percentile_of_too_few_observations_is_not_compared() {
+        assert_eq!(
+            (
+                super::percentile_min_count(0.5),
+                super::percentile_min_count(0.9)
+            ),
+            (5, 29)
+        );
+        let mut rng = StdRng::seed_from_u64(8);
+        let mut base = history(&mut rng, 10);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let metrics = |r: &ComparisonReport| -> Vec<Metric> {
+            r.cells[0].metrics.iter().map(|m| m.metric).collect()
+        };
+        for count in [8, 28] {
+            for c in base
+                .iter_mut()
+                .flat_map(|b| &mut b.cells)
+                .chain(&mut cand.cells)
+            {
+                c.ttft_s.as_mut().unwrap().count = count;
+            }
+            let report =
+                compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+            let m = metrics(&report);
+            assert!(
+                m.contains(&Metric::TtftP50) && !m.contains(&Metric::TtftP90),
+                "{m:?}"
+            );
+        }
+        // Enough first tokens now, but not in the history: nothing to compare the p90 with.
+        for c in &mut cand.cells {
+            c.ttft_s.as_mut().unwrap().count = 29;
+        }
+        let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+        assert!(!metrics(&report).contains(&Metric::TtftP90));
+        for c in base.iter_mut().flat_map(|b| &mut b.cells) {
+            c.ttft_s.as_mut().unwrap().count = 29;
+        }
+        let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+        assert!(metrics(&report).contains(&Metric::TtftP90));
     }
 
     /// Real case: every cell of an engine run got much slower (−60%), one a little less

@@ -173,10 +173,10 @@ fn body(report: &ComparisonReport) -> String {
         if let Some(((_, x), c)) = worst {
             s.push_str(&format!(", worst {x} at {}", label(c)));
         }
+        // An error regression never reaches here: the gate is then `unmeasured` (above).
         let cap = count(CellVerdict::CapacityRegression);
-        let err = count(CellVerdict::ErrorRegression);
         let sat = count(CellVerdict::SaturationRegression);
-        let kinds: Vec<String> = [(cap, "capacity"), (err, "error"), (sat, "saturation")]
+        let kinds: Vec<String> = [(cap, "capacity"), (sat, "saturation")]
             .into_iter()
             .filter(|(n, _)| *n > 0)
             .map(|(n, w)| format!("{n} {w}"))

@@ -22,7 +22,7 @@ use super::DecisionRule;
 use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 
 use super::build::{self, Coord, find, mean, sd};
-use super::compare::{ALL_METRICS, decided_change, metric_value, with_matrix};
+use super::compare::{ALL_METRICS, compared_value, decided_change, with_matrix};
 use super::headline::Against;
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
 
@@ -215,7 +215,7 @@ pub fn paired_compare(
                     .map(|i| {
                         let ca = find(&a[i], coords[ci]).filter(|c| c.status == CellStatus::Ok)?;
                         let cb = find(&b[i], coords[ci]).filter(|c| c.status == CellStatus::Ok)?;
-                        let (va, vb) = (metric_value(ca, metric)?, metric_value(cb, metric)?);
+                        let (va, vb) = (compared_value(ca, metric)?, compared_value(cb, metric)?);
                         Some((vb.ln() - va.ln(), va.ln(), vb.ln()))
                     })
                     .collect()

@@ -33,6 +33,17 @@ pub(crate) const CONFIDENCE: f64 = 0.90;
 /// now counted inside the gate's `alpha` instead of on top of it.
 pub(crate) const CAPACITY_SHARE: f64 = 0.2;
 
+/// A latency percentile is compared only where its sample bounds it: the chance that every
+/// one of its `n` observations falls below the true p-quantile, pⁿ, is at most this. A median
+/// then needs 5 observations and a p90 29; a cell's "p90" from the 2–8 first tokens of a short
+/// window is its largest one, whose run-to-run scatter no history of a few runs shows.
+pub(crate) const PERCENTILE_BOUND: f64 = 0.05;
+
+/// Fewest observations behind a `p`-quantile that [`PERCENTILE_BOUND`] accepts.
+pub(crate) fn percentile_min_count(p: f64) -> u64 {
+    (PERCENTILE_BOUND.ln() / p.ln()).ceil() as u64
+}
+
 /// Share of the history window whose runs define the matrix-wide level: the newest half. The
 /// level follows a drift within half a window, and at the default window of 20 its mean still
 /// averages ten runs' boot factors (the level's own noise is a tenth of a boot's variance).
