@@ -331,6 +331,16 @@ fn compare_against_a_store_selects_profile_and_suite() {
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.contains("| context | C=1 |"), "{text}");
+    // The store named by --baseline-dir, with no --baseline (it panicked on the empty list).
+    let (code, out, err) = infergate(&[
+        "compare",
+        "--baseline-dir",
+        store.to_str().unwrap(),
+        "--candidate",
+        cand[0].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no regression"), "{out}");
     // Another suite has no baseline: exit 0, no_baseline, and the message lists what exists.
     let (code, report, err) = compare(
         &[store.to_str().unwrap()],

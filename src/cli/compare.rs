@@ -159,7 +159,12 @@ fn baseline_runs(
         runs.sort_by_key(|r| r.started_at);
         return Ok(Ok(runs));
     }
-    let dir = args.baseline_dir.as_ref().unwrap_or(&args.baseline[0]);
+    // Lazily: with --baseline-dir there may be no --baseline at all.
+    let Some(dir) = args.baseline_dir.as_ref().or(args.baseline.first()) else {
+        return Err(usage(
+            "no baseline: give --baseline-dir DIR or --baseline FILE...".to_string(),
+        ));
+    };
     let store = BaselineStore::open_existing(dir).map_err(|e| usage(e.to_string()))?;
     let (loaded, _since) = store
         .load_current(&candidate.profile.key, suite)
