@@ -12,7 +12,7 @@ use crate::report::console::wrap;
 use crate::report::markdown::escape;
 use crate::results::context_label;
 use crate::verdict::{
-    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
+    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Direction, GateVerdict, Metric,
     MetricComparison, SensitivityUnit, signed_number, signed_percent,
 };
 
@@ -57,7 +57,8 @@ pub(crate) fn cell_symbol(verdict: CellVerdict) -> (&'static str, &'static str) 
     }
 }
 
-/// The figure beside a cell that was decided against the rest of its own run.
+/// The figure beside a cell that was decided on its change against the rest of its own run,
+/// where that change is not the total the grid shows.
 const VS_RUN: &str = "†";
 /// The figure beside a cell decided on another metric than aggregate tok/s.
 const OTHER_METRIC: &str = "*";
@@ -187,14 +188,15 @@ fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
         (CellVerdict::Saturated | CellVerdict::SaturationRegression, _) => "sat".into(),
         (_, None) => String::new(),
         (v, Some(m)) => {
+            // Every figure is the cell's change vs the baseline, as the grid's caption says;
+            // a cell decided on its change against the rest of its run says so where that
+            // change reads otherwise (a row slower in a two-row matrix: −5.1 against its run,
+            // −10.0 in total).
             let decided = matches!(v, CellVerdict::Regression | CellVerdict::Improvement);
-            let d = if decided {
-                m.shown_change()
-            } else {
-                m.shown_change_total()
-            };
-            let mut n = signed_number(100.0 * d.change, 1);
-            if decided && d.basis == DecisionBasis::VsRun {
+            let mut n = signed_number(100.0 * m.shown_change_total().change, 1);
+            let d = m.shown_change();
+            if decided && d.basis == DecisionBasis::VsRun && signed_number(100.0 * d.change, 1) != n
+            {
                 n.push_str(VS_RUN);
             }
             if m.metric != Metric::AggregateTps {
@@ -267,7 +269,7 @@ pub(crate) fn layout(report: &ComparisonReport) -> GateLayout {
             if cell.number.contains(VS_RUN) && !extra.iter().any(|(s, _)| *s == VS_RUN) {
                 extra.push((
                     VS_RUN,
-                    "against the rest of its own run (the matrix's common move taken out)",
+                    "decided on its change against the rest of its own run (the matrix's common move taken out), not on this total (see Details)",
                 ));
             }
             if cell.number.contains(OTHER_METRIC) && !extra.iter().any(|(s, _)| *s == OTHER_METRIC)
@@ -402,11 +404,37 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
         GateVerdict::Regression => {
             let regressed: Vec<&CellComparison> = report.regressions().collect();
             let k = regressed.len();
+            // The worst speed regression by its total change vs the baseline.
+            let worst = regressed
+                .iter()
+                .filter(|c| c.verdict == CellVerdict::Regression)
+                .filter_map(|c| {
+                    c.deciding().map(|m| {
+                        let d = m.shown_change_total();
+                        // Signed so that lower is worse, as `goodness` is.
+                        let good = match m.direction {
+                            Direction::HigherIsBetter => d.change,
+                            Direction::LowerIsBetter => -d.change,
+                        };
+                        (good, d, m, *c)
+                    })
+                })
+                .min_by(|a, b| a.0.total_cmp(&b.0));
             if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
                 let where_ = if k == n && n > 0 {
                     format!("in all {}", cells_word(n))
                 } else if k > 0 {
-                    format!("over {}, {k} of them regressed", cells_word(m.cells))
+                    let worst = worst.map_or_else(String::new, |(_, d, m, c)| {
+                        let other = (m.metric != Metric::AggregateTps)
+                            .then(|| format!("{} ", metric_name(m.metric)))
+                            .unwrap_or_default();
+                        format!(
+                            " (worst {other}{} at {})",
+                            signed_percent(d.change),
+                            label(c)
+                        )
+                    });
+                    format!("over {}, {k} of them regressed{worst}", cells_word(m.cells))
                 } else {
                     format!("over {} (matrix-wide)", cells_word(m.cells))
                 };
@@ -416,15 +444,9 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
                 );
             }
             // The worst speed regression, else the first of another kind.
-            let worst = regressed
-                .iter()
-                .filter(|c| c.verdict == CellVerdict::Regression)
-                .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
-                .min_by(|a, b| a.0.total_cmp(&b.0));
             let of_n = format!("{k} of {} regressed", cells_word(report.cells.len()));
             match (worst, regressed.first()) {
-                (Some((_, m, c)), _) => {
-                    let d = m.shown_change();
+                (Some((_, d, m, c)), _) => {
                     format!(
                         "{symbol} {} at {}; {of_n}{confirm}",
                         sized(m.metric, d.change, d.ci_low, d.ci_high),

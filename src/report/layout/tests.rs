@@ -339,6 +339,56 @@ fn a_cell_regression_names_the_worst_cell_and_the_count() {
     );
 }
 
+/// The 8k row of the default 2-row matrix 10% slower: against the rest of its run (the run
+/// effect took half of it) each of its cells moved −5.1%, in total −10.0%. The grid shows the
+/// total, as its caption says, marked where the decided figure reads otherwise, and the first
+/// line names the worst total.
+#[test]
+fn a_row_decided_against_its_run_shows_its_total_marked() {
+    let mut r = pass();
+    r.gate = GateVerdict::Regression;
+    r.matrix_test = Some(matrix(-0.051, 0.008, CellVerdict::Regression));
+    for (i, c) in r.cells.iter_mut().enumerate().skip(3) {
+        c.verdict = CellVerdict::Regression;
+        let mut m = metric(
+            Metric::AggregateTps,
+            3000.0,
+            -0.100,
+            0.006,
+            CellVerdict::Regression,
+        );
+        // The last cell's own figure happens to round to its total: no mark.
+        let own = if i == 5 { -0.1001 } else { -0.051 };
+        m.decided_on = Some(crate::verdict::DecidedChange {
+            basis: DecisionBasis::VsRun,
+            change: own,
+            ci_low: own - 0.006,
+            ci_high: own + 0.006,
+            matrix_change: None,
+        });
+        c.metrics[0] = m;
+    }
+    let l = layout(&r);
+    let g = l.grid.as_ref().expect("grid");
+    let row: Vec<String> = g.rows[1]
+        .1
+        .iter()
+        .map(|c| c.as_ref().expect("cell").text())
+        .collect();
+    assert_eq!(row, ["−10.0† ✗", "−10.0† ✗", "−10.0 ✗"]);
+    assert!(
+        l.legend
+            .iter()
+            .any(|(s, w)| *s == "†" && w.contains("not on this total")),
+        "{:?}",
+        l.legend
+    );
+    assert_eq!(
+        first_line(&r),
+        "✗ aggregate tok/s −5.1% [−5.9, −4.3] over 6 cells, 3 of them regressed (worst −10.0% at C=1 / 8k)"
+    );
+}
+
 #[test]
 fn markdown_snapshots() {
     insta::assert_snapshot!("pass", markdown(&layout(&pass()), true));
