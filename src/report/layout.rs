@@ -425,9 +425,11 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
                     format!("in all {}", cells_word(n))
                 } else if k > 0 {
                     let worst = worst.map_or_else(String::new, |(_, d, m, c)| {
-                        let other = (m.metric != Metric::AggregateTps)
-                            .then(|| format!("{} ", metric_name(m.metric)))
-                            .unwrap_or_default();
+                        let other = if m.metric == Metric::AggregateTps {
+                            String::new()
+                        } else {
+                            format!("{} ", metric_name(m.metric))
+                        };
                         format!(
                             " (worst {other}{} at {})",
                             signed_percent(d.change),
