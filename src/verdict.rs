@@ -519,9 +519,10 @@ impl MetricComparison {
         }
     }
 
-    /// The change with its sign turned so that positive is better (for ordering: worst first).
+    /// The total change with its sign turned so that positive is better (for ordering: worst
+    /// first).
     pub fn goodness(&self) -> f64 {
-        let c = self.shown_change().change;
+        let c = self.shown_change_total().change;
         match self.direction {
             Direction::HigherIsBetter => c,
             Direction::LowerIsBetter => -c,

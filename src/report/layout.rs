@@ -12,7 +12,7 @@ use crate::report::console::wrap;
 use crate::report::markdown::escape;
 use crate::results::context_label;
 use crate::verdict::{
-    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Direction, GateVerdict, Metric,
+    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
     MetricComparison, SensitivityUnit, signed_number, signed_percent,
 };
 
@@ -409,15 +409,8 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
                 .iter()
                 .filter(|c| c.verdict == CellVerdict::Regression)
                 .filter_map(|c| {
-                    c.deciding().map(|m| {
-                        let d = m.shown_change_total();
-                        // Signed so that lower is worse, as `goodness` is.
-                        let good = match m.direction {
-                            Direction::HigherIsBetter => d.change,
-                            Direction::LowerIsBetter => -d.change,
-                        };
-                        (good, d, m, *c)
-                    })
+                    c.deciding()
+                        .map(|m| (m.goodness(), m.shown_change_total(), m, *c))
                 })
                 .min_by(|a, b| a.0.total_cmp(&b.0));
             if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {

@@ -128,11 +128,12 @@ fn body(report: &ComparisonReport) -> String {
         }
         return line;
     }
-    // The figure a cell's verdict stands on, ordered by how good it is (the metric's direction
-    // taken into account) and written in the metric's own sign, named when not the primary.
+    // The total change of the metric a cell's verdict stands on (as the reports' grid shows
+    // it), ordered by how good it is (the metric's direction taken into account) and written
+    // in the metric's own sign, named when not the primary.
     let change = |c: &&CellComparison| {
         c.deciding().map(|m| {
-            let shown = signed_percent(m.shown_change().change);
+            let shown = signed_percent(m.shown_change_total().change);
             let text = if m.metric == Metric::AggregateTps {
                 shown
             } else {

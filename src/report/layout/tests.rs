@@ -387,6 +387,9 @@ fn a_row_decided_against_its_run_shows_its_total_marked() {
         first_line(&r),
         "✗ aggregate tok/s −5.1% [−5.9, −4.3] over 6 cells, 3 of them regressed (worst −10.0% at C=1 / 8k)"
     );
+    // verdict.json's headline (merged reports quote it) names the same total.
+    let h = crate::stats::headline(&r, crate::stats::Against::Baseline);
+    assert!(h.contains("worst −10.0% at C=1 / 8k"), "{h}");
 }
 
 #[test]
