@@ -272,10 +272,6 @@ pub(crate) fn matching_groups(
 
 /// `baseline show`.
 fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
-    let window = crate::stats::DecisionRule {
-        history_runs: a.history_runs.max(1),
-        ..crate::stats::DecisionRule::default()
-    };
     let groups = matching_groups(store, a.profile.as_deref(), a.suite.as_deref())?;
     let mut histories = Vec::new();
     for (key, suite) in groups {
@@ -291,8 +287,8 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
             &key,
             &suite,
             &loaded.runs,
-            window.level_runs(),
-            window.history_runs,
+            crate::stats::rule::level_window(a.history_runs),
+            a.history_runs.max(1),
             a.last,
         ));
     }

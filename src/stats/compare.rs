@@ -79,27 +79,31 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     let v = match metric {
         Metric::AggregateTps => Some(cell.aggregate_tps),
         Metric::PerUserTps => cell.per_user_tps.map(|p| p.p50),
-        Metric::TtftP50 => cell.ttft_s.map(|p| p.p50),
-        Metric::TtftP90 => cell.ttft_s.map(|p| p.p90),
-        Metric::ItlP50 => cell.itl_s.map(|p| p.p50),
-        Metric::ItlP90 => cell.itl_s.map(|p| p.p90),
+        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
+            latency_percentile(cell, metric).map(|(v, _, _)| v)
+        }
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
 }
 
+/// A latency percentile metric's value in one cell, with the observations behind it and its
+/// quantile; `None` for the other metrics.
+fn latency_percentile(cell: &CellResult, metric: Metric) -> Option<(f64, u64, f64)> {
+    match metric {
+        Metric::TtftP50 => cell.ttft_s.map(|p| (p.p50, p.count, 0.5)),
+        Metric::TtftP90 => cell.ttft_s.map(|p| (p.p90, p.count, 0.9)),
+        Metric::ItlP50 => cell.itl_s.map(|p| (p.p50, p.count, 0.5)),
+        Metric::ItlP90 => cell.itl_s.map(|p| (p.p90, p.count, 0.9)),
+        _ => None,
+    }
+}
+
 /// A metric's value in one cell as the tests take it: [`metric_value`], and a latency
 /// percentile only from the observations that bound it ([`percentile_min_count`]).
 pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
-    let quantile = match metric {
-        Metric::TtftP50 => cell.ttft_s.map(|p| (p.count, 0.5)),
-        Metric::TtftP90 => cell.ttft_s.map(|p| (p.count, 0.9)),
-        Metric::ItlP50 => cell.itl_s.map(|p| (p.count, 0.5)),
-        Metric::ItlP90 => cell.itl_s.map(|p| (p.count, 0.9)),
-        _ => None,
-    };
-    if quantile.is_some_and(|(n, p)| n < percentile_min_count(p)) {
+    if latency_percentile(cell, metric).is_some_and(|(_, n, q)| n < percentile_min_count(q)) {
         return None;
     }
     metric_value(cell, metric)
@@ -1434,15 +1438,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn one_cell_ten_percent_slower_is_found_by_the_cell_test() {
+    /// Cell 7 (C=4 / 32k) of a candidate moved by `factor` against a 20-run history; the
+    /// candidate's noise is quieter so that the single cell's test is not a coin toss.
+    fn one_cell_moved(factor: f64) -> ComparisonReport {
         let mut rng = StdRng::seed_from_u64(3);
         let base = history(&mut rng, 20);
-        // Quieter candidate noise so that the single test is not a coin toss.
         let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
-            if i == 7 { 0.88 } else { 1.0 }
+            if i == 7 { factor } else { 1.0 }
         });
-        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        compare(&base, &[cand], &DecisionRule::default()).unwrap()
+    }
+
+    #[test]
+    fn one_cell_ten_percent_slower_is_found_by_the_cell_test() {
+        let report = one_cell_moved(0.88);
         assert_eq!(
             report.cells[7].verdict,
             CellVerdict::Regression,
@@ -1464,12 +1473,7 @@ mod tests {
 
     #[test]
     fn an_improvement_is_listed_with_the_boundary_it_crossed() {
-        let mut rng = StdRng::seed_from_u64(3);
-        let base = history(&mut rng, 20);
-        let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
-            if i == 7 { 1.12 } else { 1.0 }
-        });
-        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let report = one_cell_moved(1.12);
         assert_eq!(report.cells[7].verdict, CellVerdict::Improvement);
         assert_eq!(report.gate, GateVerdict::Pass, "{}", report.headline);
         // Checkable by hand as a regression is: the statistic past the improvement side's

@@ -49,6 +49,11 @@ pub(crate) fn percentile_min_count(p: f64) -> u64 {
 /// averages ten runs' boot factors (the level's own noise is a tenth of a boot's variance).
 pub(crate) const LEVEL_SHARE: f64 = 0.5;
 
+/// How many of a history window's newest runs define the level ([`LEVEL_SHARE`]; at least one).
+pub fn level_window(history_runs: usize) -> usize {
+    ((history_runs as f64 * LEVEL_SHARE).ceil() as usize).max(1)
+}
+
 /// Parameters of the decision rule: the knobs a user sets in `[thresholds]` (and `[baseline]`
 /// for the history window).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -115,10 +120,9 @@ impl DecisionRule {
         Ok(())
     }
 
-    /// How many of the history window's newest runs define the level ([`LEVEL_SHARE`]; at
-    /// least one).
+    /// How many of the history window's newest runs define the level ([`level_window`]).
     pub fn level_runs(&self) -> usize {
-        ((self.history_runs as f64 * LEVEL_SHARE).ceil() as usize).max(1)
+        level_window(self.history_runs)
     }
 
     /// Alpha of the matrix-wide test (spent at its last look).
