@@ -112,6 +112,15 @@ impl GateConfig {
     }
 }
 
+/// The error for the earlier keys `level_runs` and `noise_runs`, in whichever table they stand.
+fn gone_history_keys(loc: &Locator, span: Range<usize>) -> ConfigError {
+    loc.at(
+        span,
+        "level_runs and noise_runs are gone: one history window, [baseline] history_runs, replaces them (its newest half defines the level)",
+        Some("write history_runs = N in [baseline] (the newest N runs; default 20) instead"),
+    )
+}
+
 /// The decision rule from `[thresholds]` (any [`DecisionRule`] field, plus `fail_on`) and
 /// `[baseline] history_runs`. Each key is deserialized alone first so an error points
 /// at its own line.
@@ -144,11 +153,14 @@ fn build_rule(
                 Some("write fail_on = \"insufficient\" instead"),
             ));
         }
-        if matches!(key.as_str(), "history_runs" | "level_runs" | "noise_runs") {
+        if matches!(key.as_str(), "level_runs" | "noise_runs") {
+            return Err(gone_history_keys(loc, span));
+        }
+        if key == "history_runs" {
             return Err(loc.at(
                 span,
-                format!("{key} belongs in [baseline], not [thresholds]"),
-                Some("move the key to the [baseline] table as history_runs"),
+                "history_runs belongs in [baseline], not [thresholds]",
+                Some("move the key to the [baseline] table"),
             ));
         }
         if key == "min_measured_share" {
@@ -177,11 +189,7 @@ fn build_rule(
         .as_ref()
         .or(baseline.noise_runs.as_ref())
     {
-        return Err(loc.at(
-            old.span(),
-            "[baseline] level_runs and noise_runs are gone: one history window, history_runs, replaces them (its newest half defines the level)",
-            Some("write history_runs = N (the newest N runs; default 20) instead"),
-        ));
+        return Err(gone_history_keys(loc, old.span()));
     }
     if let Some(v) = &baseline.history_runs {
         if *v.get_ref() == 0 {

@@ -763,13 +763,11 @@ contexts = ["0"]
                 "{e}"
             );
         }
-        let e = err(&GOOD.replace(
-            "[baseline]",
-            "history_runs = 6
-
-[baseline]",
-        ));
+        let e = err(&GOOD.replace("[baseline]", "history_runs = 6\n\n[baseline]"));
         assert!(e.contains("belongs in [baseline]"), "{e}");
+        // In the wrong table, an earlier key is not sent to [baseline], where it is gone too.
+        let e = err(&GOOD.replace("[baseline]", "level_runs = 3\n\n[baseline]"));
+        assert!(e.contains("are gone") && !e.contains("belongs"), "{e}");
         let e = err(&GOOD.replace("min_effect = 0.05", "min_measured_share = 0.9"));
         assert!(
             e.contains("min_measured_share is gone") && e.contains("`skip`"),
