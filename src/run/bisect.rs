@@ -735,7 +735,7 @@ impl BisectPlan {
                     _ => {}
                 }
                 if goods.len() == 2 && bads.len() == 2 && record.cells.is_empty() {
-                    record.cells = moved_cells(&goods, &bads, &settings).0;
+                    record.cells = moved_cells(&goods, &bads, &settings);
                 }
             }
             let Some((r, step_value)) = step else {

@@ -1,20 +1,12 @@
-//! The statistics of a bisection: which cells moved between the good and the bad build, and
-//! whether one intermediate build measures like the good one, like the bad one, or cannot be
-//! told apart yet (`uncertain`, so the step is measured again).
+//! The statistics of a bisection: which cells moved between the good and the bad build (the
+//! per-cell evidence), and the culprit posterior over the commits from the boots' matrix
+//! values ([`culprit_posterior`]), which [`search::Search`] decides by.
 //!
-//! The model, on the log scale of each cell's aggregate throughput: a boot's value of a cell is
-//! `level + boot + within`, where `within` is the measurement's own noise (the spread of its
-//! sub-window samples over their count) and `boot` the boot-to-boot factor, which one boot
-//! cannot measure; its size is a prior CV (`[bisect] noise_cv`, default the rule's
-//! `prior_cv`). The boot factor is taken to be common to all cells of a boot (clocks, placement),
-//! so averaging cells does not shrink it: the test never believes it saw more boots than it did.
-//!
-//! A step is classified by its mean signed distance from the midpoint between the good and bad
-//! levels over the moved cells, `ē = mean_j sgn_j (s_j − (g_j + b_j)/2)`, with `sgn_j` the sign of
-//! the cell's bad − good change: `ē/sd(ē) ≥ z` says bad, `≤ −z` good, in between uncertain, with
-//! `z` the two-sided normal quantile of the bisection's `confidence`. Each answer therefore has
-//! an error rate of at most `(1 − confidence)/2` under the model; a bisection of `n` commits asks
-//! about `log2 n` questions.
+//! The per-cell model, on the log scale of each cell's aggregate throughput: a boot's value of
+//! a cell is `level + boot + within`, where `within` is the measurement's own noise (the spread
+//! of its sub-window samples over their count) and `boot` the boot-to-boot factor, which one
+//! boot cannot measure; its size is a prior CV (`[bisect] noise_cv`, default the rule's
+//! `prior_cv`).
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
@@ -91,30 +83,6 @@ pub fn level(runs: &[RunResults], coord: (u32, u64)) -> Option<Level> {
     })
 }
 
-/// A cell whose throughput changed between the good and the bad build.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MovedCell {
-    /// Concurrent streams of the cell.
-    pub concurrency: u32,
-    /// Prompt (context) length of the cell, in tokens.
-    pub context_tokens: u64,
-    /// Its level on the good build.
-    pub good: Level,
-    /// Its level on the bad build.
-    pub bad: Level,
-    /// Relative change bad / good − 1 (negative = slower).
-    pub change: f64,
-    /// Its two-sided interval at the bisection's confidence.
-    pub interval: (f64, f64),
-}
-
-impl MovedCell {
-    /// ln(bad / good).
-    pub fn log_gap(&self) -> f64 {
-        self.bad.log_mean - self.good.log_mean
-    }
-}
-
 /// A cell compared between good and bad, moved or not (the evidence of the selection).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellMove {
@@ -134,18 +102,12 @@ fn var(l: &Level, s: &BisectSettings) -> f64 {
     (s.noise_cv * s.noise_cv) / l.boots as f64 + l.within_var
 }
 
-/// Every cell of the good and bad boots compared, and the cells that moved: the change is
-/// significant at the bisection's confidence (Bonferroni over the cells) and its size is at
-/// least `min_effect`.
-pub fn moved_cells(
-    good: &[RunResults],
-    bad: &[RunResults],
-    s: &BisectSettings,
-) -> (Vec<CellMove>, Vec<MovedCell>) {
+/// Every cell of the good and bad boots compared; a cell moved when its change is significant
+/// at the bisection's confidence (Bonferroni over the cells) and at least `min_effect`.
+pub fn moved_cells(good: &[RunResults], bad: &[RunResults], s: &BisectSettings) -> Vec<CellMove> {
     let coords = super::build::coords(good.iter().chain(bad));
     let z = s.z(coords.len());
     let mut all = Vec::new();
-    let mut moved = Vec::new();
     for coord in coords {
         let (g, b) = (level(good, coord), level(bad, coord));
         let mut row = CellMove {
@@ -163,20 +125,10 @@ pub fn moved_cells(
             row.change = Some(d.exp_m1());
             row.interval = Some((lo.exp_m1(), hi.exp_m1()));
             row.moved = significant && d.abs() >= s.min_effect.ln_1p();
-            if row.moved {
-                moved.push(MovedCell {
-                    concurrency: coord.0,
-                    context_tokens: coord.1,
-                    good: g,
-                    bad: b,
-                    change: d.exp_m1(),
-                    interval: (lo.exp_m1(), hi.exp_m1()),
-                });
-            }
         }
         all.push(row);
     }
-    (all, moved)
+    all
 }
 
 /// What a step's measurement says.
@@ -207,80 +159,17 @@ impl StepAnswer {
 pub struct StepEvidence {
     /// Good, bad or uncertain.
     pub answer: StepAnswer,
-    /// Where the step lies between the levels: 0 = good, 1 = bad (mean over the moved cells);
-    /// `None` when it measured none of them.
+    /// Where the step's matrix value lies between the ends' means: 0 = good, 1 = bad; `None`
+    /// when the ends' means are equal.
     pub position: Option<f64>,
-    /// Signed distance from the midpoint over its standard deviation (positive = bad side).
+    /// Probit of the posterior probability that the step is bad.
     pub z: f64,
-    /// The threshold |z| had to reach.
+    /// The threshold |z| had to reach (the probit of `confidence`).
     pub z_needed: f64,
-    /// Moved cells the step measured.
+    /// Cells the reference (first good) boot measured `ok`.
     pub cells: usize,
     /// Boots of the step pooled.
     pub boots: usize,
-}
-
-/// Classifies the boots `step` of one build against the moved cells' good and bad levels.
-/// Moved cells the step did not measure are left out; when it measured none, the answer is
-/// uncertain with `cells = 0`.
-pub fn classify(step: &[RunResults], moved: &[MovedCell], s: &BisectSettings) -> StepEvidence {
-    let z_needed = s.z(1);
-    let mut e_sum = 0.0;
-    let mut gap_sum = 0.0;
-    let mut within = 0.0;
-    // The boot factors, common to the cells of one boot: sd of the mean is not divided by cells.
-    let mut boot_var: Option<f64> = None;
-    let mut cells = 0usize;
-    let mut boots = 0usize;
-    for m in moved {
-        let Some(st) = level(step, (m.concurrency, m.context_tokens)) else {
-            continue;
-        };
-        let sgn = m.log_gap().signum();
-        e_sum += sgn * (st.log_mean - (m.good.log_mean + m.bad.log_mean) / 2.0);
-        gap_sum += m.log_gap().abs();
-        within += st.within_var + (m.good.within_var + m.bad.within_var) / 4.0;
-        let cv2 = s.noise_cv * s.noise_cv;
-        let bv = cv2 / st.boots as f64
-            + cv2 / (4.0 * m.good.boots as f64)
-            + cv2 / (4.0 * m.bad.boots as f64);
-        boot_var = Some(boot_var.map_or(bv, |b: f64| b.max(bv)));
-        cells += 1;
-        boots = boots.max(st.boots);
-    }
-    if cells == 0 {
-        return StepEvidence {
-            answer: StepAnswer::Uncertain,
-            position: None,
-            z: 0.0,
-            z_needed,
-            cells,
-            boots,
-        };
-    }
-    let m = cells as f64;
-    let e = e_sum / m;
-    let sd = (boot_var.unwrap_or(0.0) + within / (m * m)).sqrt();
-    let z = if sd > 0.0 {
-        e / sd
-    } else {
-        e.signum() * f64::INFINITY
-    };
-    let answer = if z >= z_needed {
-        StepAnswer::Bad
-    } else if z <= -z_needed {
-        StepAnswer::Good
-    } else {
-        StepAnswer::Uncertain
-    };
-    StepEvidence {
-        answer,
-        position: Some(0.5 + e / (gap_sum / m)),
-        z,
-        z_needed,
-        cells,
-        boots,
-    }
 }
 
 /// One boot's matrix value for the culprit posterior: where its revision lies (`None`: the
@@ -372,18 +261,11 @@ pub(crate) fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
 /// `|XᵀX|^{−1/2} · (RSS_k + (N − 2) floor²)^{−(N − 2)/2}`, commits equally likely a priori:
 /// the boots themselves measure the runner's noise (the good and bad replicates, booted
 /// interleaved), as `ab` does. Uniform when fewer than 3 boots.
-pub fn culprit_posterior(n: usize, boots: &[BootValue]) -> Vec<f64> {
-    culprit_posterior_with(n, boots, None)
-}
-
-/// [`culprit_posterior`] with the noise SD's prior `prior` (scaled-inverse-χ² with `df`
-/// degrees of freedom at `sd`): `|XᵀX|^{−1/2} · (RSS_k + (N − 2) floor² + df sd²)^{−(N − 2 +
-/// df)/2}`. `None` or `df = 0`: Jeffreys' prior.
-pub fn culprit_posterior_with(
-    n: usize,
-    boots: &[BootValue],
-    prior: Option<NoisePrior>,
-) -> Vec<f64> {
+///
+/// With a noise SD prior `prior` (scaled-inverse-χ² with `df` degrees of freedom at `sd`) the
+/// weight is `|XᵀX|^{−1/2} · (RSS_k + (N − 2) floor² + df sd²)^{−(N − 2 + df)/2}`; `None` or
+/// `df = 0`: Jeffreys' prior.
+pub fn culprit_posterior(n: usize, boots: &[BootValue], prior: Option<NoisePrior>) -> Vec<f64> {
     let big_n = boots.len();
     if n == 0 {
         return Vec::new();
@@ -452,14 +334,9 @@ pub fn next_commit(posterior: &[f64]) -> usize {
 /// The gap between the good and the bad boots (mean of the bad values − mean of the good
 /// ones, log units) and its two-sided Student-t interval at `confidence` over the pooled
 /// boot-to-boot SD (at least [`BOOT_SD_FLOOR`]); `None` with fewer than one boot a side or
-/// fewer than 3 in all.
-pub fn end_gap(boots: &[BootValue], bad: usize, confidence: f64) -> Option<(f64, f64, f64)> {
-    end_gap_with(boots, bad, confidence, None)
-}
-
-/// [`end_gap`] with the noise SD's prior (its `df` add to the pooled SD's and the t's degrees
-/// of freedom).
-pub fn end_gap_with(
+/// fewer than 3 in all. A noise SD prior's `df` add to the pooled SD's and the t's degrees of
+/// freedom.
+pub fn end_gap(
     boots: &[BootValue],
     bad: usize,
     confidence: f64,
@@ -618,45 +495,15 @@ mod tests {
     }
 
     #[test]
-    fn a_large_step_moves_every_cell_and_classifies_both_ends() {
+    fn a_large_step_moves_every_cell() {
         let s = settings();
-        let (good, bad) = (vec![run(1.0)], vec![run(1.0 / 1.5)]);
-        let (all, moved) = moved_cells(&good, &bad, &s);
+        let all = moved_cells(&[run(1.0)], &[run(1.0 / 1.5)], &s);
         assert_eq!(all.len(), 20);
-        assert_eq!(moved.len(), 20);
-        assert!(moved.iter().all(|m| (m.change + 1.0 / 3.0).abs() < 0.02));
-        let g = classify(&[run(1.01)], &moved, &s);
-        assert_eq!(g.answer, StepAnswer::Good, "{g:?}");
-        assert!(g.position.is_some_and(|p| p < 0.1));
-        let b = classify(&[run(0.99 / 1.5)], &moved, &s);
-        assert_eq!(b.answer, StepAnswer::Bad, "{b:?}");
-        assert!(b.position.is_some_and(|p| p > 0.9));
-    }
-
-    #[test]
-    fn a_step_halfway_is_uncertain_and_more_boots_do_not_make_it_certain() {
-        let s = settings();
-        let (good, bad) = (vec![run(1.0)], vec![run(0.8)]);
-        let (_, moved) = moved_cells(&good, &bad, &s);
-        let mid = 0.8f64.sqrt();
-        let one = classify(&[run(mid)], &moved, &s);
-        assert_eq!(one.answer, StepAnswer::Uncertain);
-        let three = classify(&[run(mid), run(mid), run(mid)], &moved, &s);
-        assert_eq!(three.answer, StepAnswer::Uncertain);
-        assert_eq!(three.boots, 3);
-    }
-
-    #[test]
-    fn weak_evidence_is_uncertain_until_the_step_is_measured_again() {
-        // A 15% gap against a 3% boot CV: one boot close to good is not enough at 99.9%.
-        let s = settings();
-        let (good, bad) = (vec![run(1.0), run(1.0)], vec![run(0.85), run(0.85)]);
-        let (_, moved) = moved_cells(&good, &bad, &s);
-        assert_eq!(moved.len(), 20);
-        let one = classify(&[run(0.985)], &moved, &s);
-        assert_eq!(one.answer, StepAnswer::Uncertain, "{one:?}");
-        let more = classify(&vec![run(0.985); 8], &moved, &s);
-        assert_eq!(more.answer, StepAnswer::Good, "{more:?}");
+        assert!(all.iter().all(|c| c.moved));
+        assert!(
+            all.iter()
+                .all(|c| c.change.is_some_and(|d| (d + 1.0 / 3.0).abs() < 0.02))
+        );
     }
 
     #[test]
@@ -671,14 +518,10 @@ mod tests {
             CellStatus::Error,
             "boom",
         );
-        let (all, moved) = moved_cells(&good, &bad, &s);
-        assert_eq!(moved.len(), 1);
+        let all = moved_cells(&good, &bad, &s);
+        assert_eq!(all.iter().filter(|c| c.moved).count(), 1);
         assert_eq!(all.iter().filter(|c| c.change.is_none()).count(), 1);
         assert!(!all[2].moved);
-        // A step that measured none of the moved cells cannot be answered.
-        let mut step = run(1.0);
-        step.cells.remove(0);
-        assert_eq!(classify(&[step], &moved, &s).cells, 0);
     }
 
     fn bv(commit: Option<usize>, value: f64) -> BootValue {
@@ -709,15 +552,15 @@ mod tests {
             .zip(noise)
             .map(|(c, e)| bv(*c, e + if c.is_some_and(|c| c >= 20) { gap } else { 0.0 }))
             .collect();
-        let (g, lo, hi) = end_gap(&boots[..4], 31, 0.95).unwrap();
+        let (g, lo, hi) = end_gap(&boots[..4], 31, 0.95, None).unwrap();
         assert!(
             (g - gap).abs() < 0.005 && hi < 0.0 && lo < g,
             "{g} {lo} {hi}"
         );
-        let p = culprit_posterior(32, &boots[..4]);
+        let p = culprit_posterior(32, &boots[..4], None);
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         assert_eq!(next_commit(&p), 15, "the middle of 32: {p:?}");
-        let p = culprit_posterior(32, &boots);
+        let p = culprit_posterior(32, &boots, None);
         let (best, pb) = p
             .iter()
             .enumerate()
@@ -726,7 +569,7 @@ mod tests {
         assert_eq!(best, 20, "{p:?}");
         assert!(*pb > 0.999, "{pb}");
         // Before the last boot, 19 and 20 share the posterior.
-        let p = culprit_posterior(32, &boots[..8]);
+        let p = culprit_posterior(32, &boots[..8], None);
         assert!(p[19] > 0.2 && p[20] > 0.2 && p[19] + p[20] > 0.99, "{p:?}");
         assert_eq!(next_commit(&p), 19);
     }
@@ -740,11 +583,11 @@ mod tests {
             bv(Some(31), 0.004),
             bv(None, -0.008),
         ];
-        let (_, lo, hi) = end_gap(&boots, 31, 0.999).unwrap();
+        let (_, lo, hi) = end_gap(&boots, 31, 0.999, None).unwrap();
         assert!(lo < 0.0 && hi > 0.0);
-        let p = culprit_posterior(32, &boots);
+        let p = culprit_posterior(32, &boots, None);
         assert!(p.iter().all(|v| *v < 0.2), "{p:?}");
-        assert_eq!(culprit_posterior(4, &boots[..2]), vec![0.25; 4]);
+        assert_eq!(culprit_posterior(4, &boots[..2], None), vec![0.25; 4]);
     }
 
     #[test]
@@ -769,7 +612,7 @@ mod tests {
     fn a_small_change_below_min_effect_is_not_a_move() {
         let mut s = settings();
         s.noise_cv = 0.001;
-        let (_, moved) = moved_cells(&[run(1.0)], &[run(0.99)], &s);
-        assert!(moved.is_empty());
+        let all = moved_cells(&[run(1.0)], &[run(0.99)], &s);
+        assert!(all.iter().all(|c| !c.moved));
     }
 }

@@ -4,7 +4,7 @@
 //! matrix value ([`Search::record`]); the Monte Carlo below runs the same decisions on
 //! simulated boot values, so the figures in `docs/bisect.md` are this code's.
 
-use super::{BootValue, NoisePrior, culprit_posterior_with, end_gap_with, next_commit};
+use super::{BootValue, NoisePrior, culprit_posterior, end_gap, next_commit};
 
 /// Default of `[bisect] max_boots_per_step`: at a 1% boot-to-boot factor a −3% step among 32
 /// commits needs a median 24 boots at 0.999 (`docs/bisect.md`); at 3 the budget ran out first
@@ -30,12 +30,10 @@ pub enum Next {
     /// Boot these, in order (`None`: the known-good revision; `Some(i)`: commit `i`, the last
     /// being the known-bad revision), record each, then ask again.
     Boot(Vec<Option<usize>>),
-    /// Commit `index` holds `probability ≥ confidence` of the posterior.
+    /// Commit `index` holds at least `confidence` of the posterior.
     Culprit {
         /// The commit's index in the list.
         index: usize,
-        /// Its posterior probability.
-        probability: f64,
     },
     /// Good and bad were not told apart.
     NothingMoved {
@@ -88,7 +86,7 @@ impl Search {
     }
 
     /// Index of the known-bad revision.
-    pub fn bad(&self) -> usize {
+    fn bad(&self) -> usize {
         self.n - 1
     }
 
@@ -104,7 +102,7 @@ impl Search {
 
     /// The culprit posterior over the commits from every boot so far.
     pub fn posterior(&self) -> Vec<f64> {
-        culprit_posterior_with(self.n, &self.values, self.settings.prior)
+        culprit_posterior(self.n, &self.values, self.settings.prior)
     }
 
     /// The boot budget: the ends' boots so far plus `max_boots_per_step` per halving.
@@ -122,7 +120,7 @@ impl Search {
             return Next::Boot([None, Some(bad), Some(bad), None][self.values.len()..].to_vec());
         }
         if !self.gap_ok {
-            let Some((gap, lo, hi)) = end_gap_with(
+            let Some((gap, lo, hi)) = end_gap(
                 &self.values,
                 bad,
                 self.settings.gap_confidence,
@@ -157,10 +155,7 @@ impl Search {
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap_or((0, 0.0));
         if p_best >= self.settings.confidence {
-            return Next::Culprit {
-                index: best,
-                probability: p_best,
-            };
+            return Next::Culprit { index: best };
         }
         if self.values.len() >= self.budget() {
             return Next::BudgetSpent {
@@ -229,7 +224,7 @@ mod tests {
                         search.record(c, level + noise.sample(rng));
                     }
                 }
-                Next::Culprit { index, .. } => return (Some(index), search.values().len()),
+                Next::Culprit { index } => return (Some(index), search.values().len()),
                 Next::NothingMoved { .. } | Next::BudgetSpent { .. } => {
                     return (None, search.values().len());
                 }
