@@ -24,14 +24,15 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::results::{CellStatus, RunResults};
-use crate::verdict::{Direction, Metric};
+use crate::verdict::Metric;
 
 use super::StatsError;
 use super::compare::compared_value;
-use super::noise::median;
+use super::interval::signed;
+use super::noise::{median, robust_sd};
 
 mod local_level;
-use local_level::{Shape, creep_scan, location_interval, white_sd};
+use local_level::{creep_scan, location_interval, white_sd};
 
 /// Parameters of the change-point search. The defaults are the measured ones in
 /// `docs/changes.md`.
@@ -223,6 +224,45 @@ pub(crate) struct SeriesChange {
     pub location: Option<(usize, usize)>,
 }
 
+impl SeriesChange {
+    /// Where the change ends: a step's place, the end of a creep's stretch.
+    fn end(&self) -> usize {
+        match self.kind {
+            ChangeKind::Step => self.index,
+            ChangeKind::Creep => self.index + self.after,
+        }
+    }
+}
+
+/// A creep from `onset`, its per-run log slope `(slope, lo, hi)` over the `runs` to the end of
+/// its stretch, after `before` flat runs; its change is the total so far.
+fn creep_change(
+    onset: usize,
+    (slope, lo, hi): (f64, f64, f64),
+    runs: usize,
+    before: usize,
+    p_value: f64,
+) -> SeriesChange {
+    let total = |r: f64| (r * runs as f64).exp_m1();
+    SeriesChange {
+        index: onset,
+        kind: ChangeKind::Creep,
+        slope: Some(Slope {
+            per_run: slope.exp_m1(),
+            ci_low: lo.exp_m1(),
+            ci_high: hi.exp_m1(),
+            runs,
+        }),
+        p_value,
+        change: total(slope),
+        ci_low: total(lo),
+        ci_high: total(hi),
+        before,
+        after: runs,
+        location: None,
+    }
+}
+
 /// A stretch of a series between change points and its level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Segment {
@@ -248,16 +288,16 @@ pub(crate) fn detect(
             "change-point series holds a value that is not finite".into(),
         ));
     }
+    let white = noise_sd(logs);
     let mut found = Vec::new();
     split(logs, 0, logs.len(), settings, &mut found);
     found.sort_by_key(|f| f.0);
-    refine(logs, &mut found, settings.min_segment);
+    refine(logs, &mut found, settings.min_segment, residual_cap(white));
     let bounds: Vec<usize> = std::iter::once(0)
         .chain(found.iter().map(|f| f.0))
         .chain(std::iter::once(logs.len()))
         .collect();
     let z = normal_quantile(0.5 + settings.confidence / 2.0);
-    let white = noise_sd(logs);
     // Consecutive splits that move the same way are one stretch: a staircase of steps, or one
     // creep that binary segmentation cut into steps. `model_stretch` decides which.
     let sign = |k: usize| {
@@ -283,6 +323,7 @@ pub(crate) fn detect(
             sign(k),
             settings,
             z,
+            white,
         ));
         k = l + 1;
     }
@@ -308,14 +349,7 @@ fn newest_creep(
     if s.creep_z <= 0.0 {
         return None;
     }
-    let start = found
-        .iter()
-        .map(|c| match c.kind {
-            ChangeKind::Step => c.index,
-            ChangeKind::Creep => c.index + c.after,
-        })
-        .max()
-        .unwrap_or(0);
+    let start = found.iter().map(SeriesChange::end).max().unwrap_or(0);
     if start >= logs.len() {
         return None;
     }
@@ -329,31 +363,26 @@ fn newest_creep(
         CREEP_MIN_RUNS,
         s.creep_window,
     )?;
-    let runs = logs.len() - scan.onset;
-    let total = |r: f64| (r * runs as f64).exp_m1();
-    if scan.z > -s.creep_z || total(scan.slope).abs() < s.min_effect {
+    if scan.z > -s.creep_z {
         return None;
     }
-    let (lo, hi) = (scan.slope - z * scan.sd, scan.slope + z * scan.sd);
-    Some(SeriesChange {
-        index: scan.onset,
-        kind: ChangeKind::Creep,
-        slope: Some(Slope {
-            per_run: scan.slope.exp_m1(),
-            ci_low: lo.exp_m1(),
-            ci_high: hi.exp_m1(),
-            runs,
-        }),
+    let c = creep_change(
+        scan.onset,
+        (
+            scan.slope,
+            scan.slope - z * scan.sd,
+            scan.slope + z * scan.sd,
+        ),
+        logs.len() - scan.onset,
+        scan.onset - start,
         // The creep test's own one-sided p-value at its onset (the threshold `creep_z` is
         // set for the scan over onsets and nights, see `docs/changes.md`).
-        p_value: normal_cdf(scan.z),
-        change: total(scan.slope),
-        ci_low: total(lo),
-        ci_high: total(hi),
-        before: scan.onset - start,
-        after: runs,
-        location: None,
-    })
+        normal_cdf(scan.z),
+    );
+    if c.change.abs() < s.min_effect {
+        return None;
+    }
+    Some(c)
 }
 
 /// Sets each change's location interval ([`location_interval`]) on the stretch between its
@@ -361,13 +390,7 @@ fn newest_creep(
 /// the next change's place (a creep: the end of its own stretch).
 fn place(logs: &[f64], changes: &mut [SeriesChange], white: f64, s: &ChangeSettings) {
     changes.sort_by_key(|c| c.index);
-    let ends: Vec<usize> = changes
-        .iter()
-        .map(|c| match c.kind {
-            ChangeKind::Step => c.index,
-            ChangeKind::Creep => c.index + c.after,
-        })
-        .collect();
+    let ends: Vec<usize> = changes.iter().map(SeriesChange::end).collect();
     for k in 0..changes.len() {
         let c = &changes[k];
         let a = if k == 0 {
@@ -375,31 +398,27 @@ fn place(logs: &[f64], changes: &mut [SeriesChange], white: f64, s: &ChangeSetti
         } else {
             ends[k - 1].min(c.index.saturating_sub(s.min_segment))
         };
-        let (b, shape) = match c.kind {
+        let (b, min_seg) = match c.kind {
             ChangeKind::Step => (
                 changes.get(k + 1).map_or(logs.len(), |n| n.index),
-                Shape::Step,
+                s.min_segment,
             ),
-            ChangeKind::Creep => (c.index + c.after, Shape::Creep),
-        };
-        let (min_before, min_after) = match shape {
-            Shape::Step => (s.min_segment, s.min_segment),
-            Shape::Creep => (2, 2),
+            ChangeKind::Creep => (c.end(), 2),
         };
         let found = location_interval(
             logs,
             a,
             b,
             c.index,
-            shape,
+            c.kind,
             white,
             s.drift_per_run,
-            (min_before, min_after),
+            min_seg,
             s.confidence,
         );
         // Too few runs to fit: every place of the stretch is possible.
         let whole = ((a + 1).min(c.index), b.saturating_sub(1).max(c.index));
-        changes[k].location = Some(found.map_or(whole, |(lo, hi, _)| (lo, hi)));
+        changes[k].location = Some(found.unwrap_or(whole));
     }
 }
 
@@ -435,14 +454,10 @@ pub(crate) fn change_sd(c: &SeriesChange, white: f64, drift: f64) -> f64 {
 }
 
 /// Moves each split to where, within `min_seg` runs, it fits the two segments around it best
-/// (medians, residuals capped at 3 noise sd, squared). The rank statistic places a step one
-/// to three runs early when an outlier run sits just before it (the lowest rank pulls the
-/// split onto itself); the capped loss charges that outlier the same on either side.
-fn refine(logs: &[f64], found: &mut [(usize, f64)], min_seg: usize) {
-    let cap = match 3.0 * noise_sd(logs) {
-        c if c > 0.0 => c,
-        _ => f64::INFINITY,
-    };
+/// (medians, residuals capped at `cap`, squared). The rank statistic places a step one to
+/// three runs early when an outlier run sits just before it (the lowest rank pulls the split
+/// onto itself); the capped loss charges that outlier the same on either side.
+fn refine(logs: &[f64], found: &mut [(usize, f64)], min_seg: usize, cap: f64) {
     for k in 0..found.len() {
         let lo = if k == 0 { 0 } else { found[k - 1].0 };
         let hi = found.get(k + 1).map_or(logs.len(), |f| f.0);
@@ -468,22 +483,17 @@ fn noise_sd(logs: &[f64]) -> f64 {
         return 0.0;
     }
     let d: Vec<f64> = logs.windows(2).map(|w| w[1] - w[0]).collect();
-    super::noise::robust_sd(&d) / std::f64::consts::SQRT_2
+    robust_sd(&d) / std::f64::consts::SQRT_2
 }
 
-/// Median of `v` (reorders it); NaN when empty.
-fn quick_median(v: &mut [f64]) -> f64 {
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
+/// The cap on fits' residuals: 3 noise SDs `white` (an outlier run then costs every fit the
+/// same, so it cannot drown the difference the fits make on the other runs); none without
+/// noise.
+fn residual_cap(white: f64) -> f64 {
+    match 3.0 * white {
+        c if c > 0.0 => c,
+        _ => f64::INFINITY,
     }
-    let (_, hi, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
-    let hi = *hi;
-    if n % 2 == 1 {
-        return hi;
-    }
-    let lo = v[..n / 2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (lo + hi) / 2.0
 }
 
 /// Sum of squared deviations, each deviation capped at `cap`, from the median of each stretch
@@ -492,7 +502,7 @@ fn steps_loss(logs: &[f64], cuts: &[usize], cap: f64) -> f64 {
     cuts.windows(2)
         .map(|w| {
             let seg = &logs[w[0]..w[1]];
-            let m = quick_median(&mut seg.to_vec());
+            let m = median(&mut seg.to_vec());
             seg.iter()
                 .map(|v| (v - m).abs().min(cap).powi(2))
                 .sum::<f64>()
@@ -515,7 +525,7 @@ fn lad_line(x: &[f64], y: &[f64], cap: f64) -> (f64, f64, f64) {
         for ((ri, xi), yi) in r.iter_mut().zip(x).zip(y) {
             *ri = yi - b * xi;
         }
-        let a = quick_median(&mut r.clone());
+        let a = median(&mut r.clone());
         let loss = r.iter().map(|v| (v - a).abs()).sum::<f64>();
         (a, loss)
     };
@@ -597,8 +607,8 @@ fn theil_sen(y: &[f64], z: f64) -> (f64, f64, f64) {
 /// The changes of one stretch of same-sign splits `found[k..=l]` (spanning
 /// `bounds[k]..bounds[l + 2]`, upwards when `up`): either every split is a step, or the first
 /// `j` are steps and the rest one creep (a hinge over `[split j − 1, end)`), `j` up to all.
-/// Chosen by Akaike's criterion of the fits' squared residuals, each capped at 3 noise sd
-/// (`n ln(loss / n) + 2 params`, see [`SHAPE_PENALTY`]): the fits stay median / LAD, so an
+/// Chosen by Akaike's criterion of the fits' squared residuals, each capped at 3 noise SDs
+/// `white` (`n ln(loss / n) + 2 params`, see [`SHAPE_PENALTY`]): the fits stay median / LAD, so an
 /// outlier run moves none of them and costs every shape the same; a creep of `g` splits
 /// replaced by one hinge needs fewer parameters than its staircase; and a shape whose steps
 /// are too small to report does not win (its creep's onset would be placed after them).
@@ -612,6 +622,7 @@ fn model_stretch(
     up: bool,
     s: &ChangeSettings,
     z: f64,
+    white: f64,
 ) -> Vec<SeriesChange> {
     let (a, b) = (bounds[k], bounds[l + 2]);
     let splits: Vec<usize> = found[k..=l].iter().map(|f| f.0).collect();
@@ -625,12 +636,7 @@ fn model_stretch(
         c.push(end);
         c
     };
-    // Residuals capped at 3 noise sd: an outlier run costs as much in every model, so it
-    // cannot drown the difference the models make on the other runs.
-    let cap = match 3.0 * noise_sd(logs) {
-        c if c > 0.0 => c,
-        _ => f64::INFINITY,
-    };
+    let cap = residual_cap(white);
     let steps_crit = crit(steps_loss(logs, &cuts(g, b), cap), 2 * g + 1);
     // (criterion, j, onset, where the last step before the creep is).
     let mut hinges: Vec<(f64, usize, usize, usize)> = Vec::new();
@@ -694,7 +700,6 @@ fn model_stretch(
     // must not win on a step too small to report, which would leave the creep's onset placed
     // after it). A creep too small yet is dropped later, and the step before it stays.
     hinges.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let white = noise_sd(logs);
     for &(_, j, tau, h) in &hinges {
         let mut placed = splits.clone();
         if j > 0 {
@@ -774,28 +779,15 @@ fn hinge_changes(
         ));
     }
     let h = if j == 0 { a } else { splits[j - 1] };
-    let runs = b - tau;
-    let (per, lo, hi) = theil_sen(&logs[tau..b], z);
-    let total = |r: f64| (r * runs as f64).exp_m1();
-    out.push(SeriesChange {
-        index: tau,
-        kind: ChangeKind::Creep,
-        slope: Some(Slope {
-            per_run: per.exp_m1(),
-            ci_low: lo.exp_m1(),
-            ci_high: hi.exp_m1(),
-            runs,
-        }),
+    out.push(creep_change(
+        tau,
+        theil_sen(&logs[tau..b], z),
+        b - tau,
+        tau - h,
         // A creep after the stretch's last step has no split of its own: it carries the
         // permutation p-value of the stretch that it is in.
-        p_value: (j.min(g - 1)..g).map(p_of).fold(1.0, f64::min),
-        change: total(per),
-        ci_low: total(lo),
-        ci_high: total(hi),
-        before: tau - h,
-        after: runs,
-        location: None,
-    });
+        (j.min(g - 1)..g).map(p_of).fold(1.0, f64::min),
+    ));
     out
 }
 
@@ -808,11 +800,10 @@ pub(crate) fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment>
         .windows(2)
         .filter(|w| w[1] > w[0])
         .map(|w| {
-            let mut logs: Vec<f64> = values[w[0]..w[1]].iter().map(|v| v.ln()).collect();
+            let logs: Vec<f64> = values[w[0]..w[1]].iter().map(|v| v.ln()).collect();
             let centre = median(&mut logs.clone());
-            let mut dev: Vec<f64> = logs.iter_mut().map(|l| (*l - centre).abs()).collect();
-            let spread = if dev.len() >= 2 {
-                2.0 * super::noise::mad_sd(&mut dev)
+            let spread = if logs.len() >= 2 {
+                2.0 * robust_sd(&logs)
             } else {
                 0.0
             };
@@ -1129,15 +1120,6 @@ fn coords(runs: &[RunResults]) -> Vec<(u32, u64)> {
     set.into_iter().map(|(ctx, conc)| (conc, ctx)).collect()
 }
 
-/// Log values with "larger is better" whatever the metric's direction.
-fn better_logs(values: &[f64], metric: Metric) -> Vec<f64> {
-    let sign = match metric.direction() {
-        Direction::HigherIsBetter => 1.0,
-        Direction::LowerIsBetter => -1.0,
-    };
-    values.iter().map(|v| sign * v.ln()).collect()
-}
-
 /// One series' change points (`detect` on the metric's "better" logs), with its segments.
 pub(crate) fn analyse_series(
     runs: &[RunResults],
@@ -1146,7 +1128,11 @@ pub(crate) fn analyse_series(
     settings: &ChangeSettings,
 ) -> Result<HistorySeries, StatsError> {
     let (positions, values) = series_of(runs, &scope, metric);
-    let changes = detect(&better_logs(&values, metric), settings)?;
+    let better: Vec<f64> = values
+        .iter()
+        .map(|v| signed(v.ln(), metric.direction()))
+        .collect();
+    let changes = detect(&better, settings)?;
     let segments = segments(&values, &changes);
     Ok(HistorySeries {
         scope,
@@ -1434,8 +1420,16 @@ mod tests {
             (s - 0.5).abs() < 1e-9 && lo <= s && s <= hi,
             "{s} {lo} {hi}"
         );
-        assert!(same_change(10, Some(20), 15, None, 3));
+    }
+
+    #[test]
+    fn same_change_is_within_tolerance_or_inside_a_creep() {
+        assert!(same_change(10, None, 8, None, 3));
+        assert!(!same_change(10, None, 3, None, 3) && !same_change(10, None, 20, None, 3));
         assert!(!same_change(10, None, 15, None, 3));
+        assert!(same_change(10, Some(20), 15, None, 3), "inside a creep");
+        assert!(same_change(10, Some(30), 25, None, 3));
+        assert!(same_change(25, None, 10, Some(30), 3));
     }
 
     #[test]
