@@ -496,26 +496,24 @@ pub struct MetricComparison {
 impl MetricComparison {
     /// The change to show beside the verdict: the decided-on one when recorded, else the total.
     pub fn shown_change(&self) -> DecidedChange {
-        self.decided_on.unwrap_or(DecidedChange {
-            basis: DecisionBasis::Total,
-            change: self.change,
-            ci_low: self.ci_low,
-            ci_high: self.ci_high,
-            matrix_change: None,
-        })
+        self.decided_on.unwrap_or(self.total_change())
     }
 
     /// The total change, except that a cell that moved with the matrix says so.
     pub fn shown_change_total(&self) -> DecidedChange {
         match self.decided_on {
             Some(d) if matches!(d.basis, DecisionBasis::WithMatrix | DecisionBasis::WithLine) => d,
-            _ => DecidedChange {
-                basis: DecisionBasis::Total,
-                change: self.change,
-                ci_low: self.ci_low,
-                ci_high: self.ci_high,
-                matrix_change: None,
-            },
+            _ => self.total_change(),
+        }
+    }
+
+    fn total_change(&self) -> DecidedChange {
+        DecidedChange {
+            basis: DecisionBasis::Total,
+            change: self.change,
+            ci_low: self.ci_low,
+            ci_high: self.ci_high,
+            matrix_change: None,
         }
     }
 

@@ -526,7 +526,10 @@ history_runs = 6
         assert_eq!(c.thresholds.rule.min_effect, 0.05);
         assert_eq!(c.thresholds.fail_on, crate::policy::FailOn::INSUFFICIENT);
         assert_eq!(c.thresholds.rule.history_runs, 6);
-        assert_eq!(c.thresholds.rule.level_runs(), 3);
+        assert_eq!(
+            crate::stats::rule::level_window(c.thresholds.rule.history_runs),
+            3
+        );
         assert_eq!(c.baseline.dir, PathBuf::from("/cfg/baselines"));
         assert_eq!(c.profile.hardware.as_deref(), Some("sim"));
     }

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use crate::report::console::wrap;
 use crate::report::markdown::escape;
 use crate::results::context_label;
+use crate::stats::headline::label;
 use crate::verdict::{
     CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
     MetricComparison, SensitivityUnit, signed_number, signed_percent,
@@ -112,15 +113,6 @@ pub(crate) fn interval(low: f64, high: f64) -> String {
         signed_number(100.0 * low, 1),
         signed_number(100.0 * high, 1)
     )
-}
-
-/// `C=8 / 32k`.
-pub(crate) fn cell_label(concurrency: u32, context_tokens: u64) -> String {
-    format!("C={concurrency} / {}", context_label(context_tokens))
-}
-
-fn label(c: &CellComparison) -> String {
-    cell_label(c.concurrency, c.context_tokens)
 }
 
 /// "higher" or "lower", the direction of the number people read, never "improvement" or

@@ -5,7 +5,7 @@
 
 use crate::results::{CellResult, ProfileKey, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Direction, GateVerdict,
+    BaselineSummary, CellComparison, CellVerdict, Check, ComparisonReport, Direction, GateVerdict,
     MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
 };
 
@@ -105,18 +105,25 @@ pub(crate) fn not_comparable(
     report
 }
 
-/// The matrix-wide test of the primary metric from its change and verdict.
-pub(crate) fn matrix_test(change: &LogChange, verdict: CellVerdict, cells: usize) -> MatrixTest {
+/// The test of the primary metric over `cells` cells (the matrix-wide one, or a line's), from
+/// its change, verdict, margin and test line.
+pub(crate) fn matrix_test(
+    change: &LogChange,
+    verdict: CellVerdict,
+    cells: usize,
+    margin: f64,
+    check: Check,
+) -> MatrixTest {
     let (lo, hi) = change.interval(super::rule::CONFIDENCE);
     MatrixTest {
         change: relative(change.estimate),
         ci_low: relative(lo),
         ci_high: relative(hi),
-        margin: super::rule::MATRIX_MARGIN,
+        margin,
         p_value: change.p_worse(Direction::HigherIsBetter),
         verdict,
         cells,
-        check: None,
+        check: Some(check),
     }
 }
 

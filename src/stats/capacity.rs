@@ -28,7 +28,7 @@ pub(crate) enum Limit {
 }
 
 impl Limit {
-    fn words(self) -> &'static str {
+    pub(crate) fn words(self) -> &'static str {
         match self {
             Limit::Capacity => "capacity-limited",
             Limit::Saturation => "saturated",

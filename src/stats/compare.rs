@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use crate::results::{CellResult, CellStatus, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, ComparisonReport, Coverage, DecidedChange,
-    DecisionBasis, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
+    BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
+    Direction, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
 };
 
 use super::build::{self, Coord, find, mean};
@@ -19,7 +19,9 @@ use super::interval::{
     LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
 };
 use super::noise::{self, LogTable, trimmed_mean};
-use super::rule::{CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN, percentile_min_count};
+use super::rule::{
+    CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN, level_window, percentile_min_count,
+};
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
 
@@ -29,7 +31,7 @@ use super::{DecisionRule, StatsError};
 pub struct Look {
     /// For people and the checks: `one boot`, `first boot`, `round 1`, `both boots`.
     pub name: String,
-    /// Alpha of the rows, columns and cells together at this look (0: they claim nothing).
+    /// Alpha of the rows, columns and cells together at this look (positive).
     pub local_alpha: f64,
     /// Alpha of the matrix-wide test at this look; `None`: only its futility screen (a boot
     /// whose matrix change does not lean worse at p < `FUTILITY_P` ends the matrix test).
@@ -147,21 +149,17 @@ fn within_run_var(samples: &[f64]) -> f64 {
     var / n as f64
 }
 
-/// Whether a cell can be compared, and if not, its verdict, reason and whether the verdict
-/// is a provisional alarm.
-enum Eligibility {
-    Comparable,
-    Decided(CellVerdict, String, bool),
-}
-
+/// Whether a cell can be compared (`None`), and if not, its verdict, reason and whether the
+/// verdict is a provisional alarm.
 fn eligibility(
     coord: Coord,
     history: &[RunResults],
     level: &[RunResults],
     candidate: &[RunResults],
     capacity_alpha: f64,
-) -> Eligibility {
+) -> Option<(CellVerdict, String, bool)> {
     use CellStatus::*;
+    let decided = |v: CellVerdict, why: String| Some((v, why, false));
     let statuses: Vec<CellStatus> = level
         .iter()
         .filter_map(|r| find(r, coord).map(|c| c.status))
@@ -170,66 +168,40 @@ fn eligibility(
     let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
     let sat = statuses.iter().filter(|s| **s == Saturated).count();
     let measured_level = ok + cap + sat;
-    let (mut cap_boots, mut sat_boots) = (0usize, 0usize);
-    let (mut cap_why, mut sat_why) = (String::new(), String::new());
+    let mut now = Vec::with_capacity(candidate.len());
     for run in candidate {
-        match find(run, coord) {
-            None => {
-                return Eligibility::Decided(
+        let Some(c) = find(run, coord) else {
+            let why = format!("missing in candidate run {}", run.run_id);
+            return decided(CellVerdict::NotComparable, why);
+        };
+        let why = c.reason.as_deref().unwrap_or("no reason given");
+        match c.status {
+            Ok | CapacityLimited | Saturated => now.push(c),
+            // Fail closed: an engine that errors where it used to serve regressed, however
+            // the cells it still serves compare.
+            Error if measured_level > 0 => {
+                let why = format!(
+                    "error now: {why}; measured in {measured_level} of the {} newest baseline runs",
+                    statuses.len()
+                );
+                return decided(CellVerdict::ErrorRegression, why);
+            }
+            Error => {
+                return decided(
                     CellVerdict::NotComparable,
-                    format!("missing in candidate run {}", run.run_id),
-                    false,
+                    format!("error in candidate: {why}"),
                 );
             }
-            Some(c) => match c.status {
-                Ok => {}
-                CapacityLimited => {
-                    cap_boots += 1;
-                    if cap_why.is_empty() {
-                        cap_why = c.reason.clone().unwrap_or_default();
-                    }
-                }
-                Saturated => {
-                    sat_boots += 1;
-                    if sat_why.is_empty() {
-                        sat_why = c.reason.clone().unwrap_or_default();
-                    }
-                }
-                Error if measured_level > 0 => {
-                    // Fail closed: an engine that errors where it used to serve regressed,
-                    // however the cells it still serves compare.
-                    let why = c.reason.as_deref().unwrap_or("no reason given");
-                    return Eligibility::Decided(
-                        CellVerdict::ErrorRegression,
-                        format!(
-                            "error now: {why}; measured in {measured_level} of the {} newest baseline runs",
-                            statuses.len()
-                        ),
-                        false,
-                    );
-                }
-                Error | Skipped => {
-                    let what = if c.status == Error {
-                        "error"
-                    } else {
-                        "skipped"
-                    };
-                    let why = c.reason.as_deref().unwrap_or("no reason given");
-                    return Eligibility::Decided(
-                        CellVerdict::NotComparable,
-                        format!("{what} in candidate: {why}"),
-                        false,
-                    );
-                }
-            },
+            Skipped => {
+                return decided(
+                    CellVerdict::NotComparable,
+                    format!("skipped in candidate: {why}"),
+                );
+            }
         }
     }
     if statuses.is_empty() {
-        return Eligibility::Decided(
-            CellVerdict::NotComparable,
-            "missing in baseline".into(),
-            false,
-        );
+        return decided(CellVerdict::NotComparable, "missing in baseline".into());
     }
     // Capacity and saturation are judged against the whole history window (how often the
     // cell was so), not the level runs alone: `super::capacity`.
@@ -239,65 +211,57 @@ fn eligibility(
         .filter(|s| s.measured())
         .collect();
     let limited = |state: CellStatus| hist.iter().filter(|s| **s == state).count();
-    let judge = |limit: Limit, hits: usize, boot_hits: usize, why: &str| {
-        if hist.is_empty() {
-            return Eligibility::Decided(
-                CellVerdict::NotComparable,
-                format!(
-                    "{} now; no successful baseline measurement",
-                    if limit == Limit::Capacity {
-                        "capacity-limited"
-                    } else {
-                        "saturated"
-                    }
-                ),
-                false,
-            );
+    // The candidate's boots in `state` (with the first reason given), against `hits` such
+    // history runs.
+    let judge = |limit: Limit, state: CellStatus, hits: usize| {
+        let boots: Vec<_> = now.iter().filter(|c| c.status == state).collect();
+        if boots.is_empty() {
+            return None;
         }
-        let d = capacity::decide(
-            limit,
-            LimitCounts {
-                runs: hist.len(),
-                hits,
-                boots: candidate.len(),
-                boot_hits,
-            },
-            capacity_alpha,
-            why,
-        );
-        Eligibility::Decided(d.verdict, d.reason, d.provisional)
+        if hist.is_empty() {
+            let why = format!("{} now; no successful baseline measurement", limit.words());
+            return decided(CellVerdict::NotComparable, why);
+        }
+        let why = boots
+            .iter()
+            .filter_map(|c| c.reason.as_deref())
+            .find(|w| !w.is_empty())
+            .unwrap_or_default();
+        let counts = LimitCounts {
+            runs: hist.len(),
+            hits,
+            boots: candidate.len(),
+            boot_hits: boots.len(),
+        };
+        let d = capacity::decide(limit, counts, capacity_alpha, why);
+        Some((d.verdict, d.reason, d.provisional))
     };
-    if cap_boots > 0 {
-        return judge(
-            Limit::Capacity,
-            limited(CapacityLimited),
-            cap_boots,
-            &cap_why,
-        );
-    }
-    if sat_boots > 0 {
-        // A history run at its capacity limit was at the engine's limit too.
-        let hits = limited(Saturated) + limited(CapacityLimited);
-        return judge(Limit::Saturation, hits, sat_boots, &sat_why);
-    }
-    match () {
-        _ if ok == 0 && cap > 0 => Eligibility::Decided(
-            CellVerdict::Improvement,
-            "fits now; capacity-limited in the baseline".into(),
-            false,
-        ),
-        _ if ok == 0 && sat > 0 => Eligibility::Decided(
-            CellVerdict::Improvement,
-            "holds its streams now; saturated in the baseline".into(),
-            false,
-        ),
-        _ if ok == 0 => Eligibility::Decided(
-            CellVerdict::NotComparable,
-            "no successful baseline measurement (error or skipped)".into(),
-            false,
-        ),
-        _ => Eligibility::Comparable,
-    }
+    // Saturation counts the history runs at their capacity limit too: they were at the
+    // engine's limit.
+    let capacity_hits = limited(CapacityLimited);
+    judge(Limit::Capacity, CapacityLimited, capacity_hits)
+        .or_else(|| {
+            judge(
+                Limit::Saturation,
+                Saturated,
+                limited(Saturated) + capacity_hits,
+            )
+        })
+        .or_else(|| match () {
+            _ if ok == 0 && cap > 0 => decided(
+                CellVerdict::Improvement,
+                "fits now; capacity-limited in the baseline".into(),
+            ),
+            _ if ok == 0 && sat > 0 => decided(
+                CellVerdict::Improvement,
+                "holds its streams now; saturated in the baseline".into(),
+            ),
+            _ if ok == 0 => decided(
+                CellVerdict::NotComparable,
+                "no successful baseline measurement (error or skipped)".into(),
+            ),
+            _ => None,
+        })
 }
 
 /// The candidate's coverage of what the level runs measured: a cell is expected when a level
@@ -806,43 +770,36 @@ fn own_tests(tests: &mut [CellTest], parts: &[(f64, f64)], cells: &[Coord]) {
 }
 
 /// The futility screen of one boot: whether its change leans worse at one-sided
-/// p < [`FUTILITY_P`] (then the plan goes on), with its [`Check`].
-fn screen(
-    change: &LogChange,
-    dir: crate::verdict::Direction,
-    look: &str,
-) -> (bool, crate::verdict::Check) {
+/// p < [`FUTILITY_P`] (then the plan goes on: [`Check::beyond`]).
+fn screen(change: &LogChange, dir: Direction, look: &str) -> Check {
     let q = change.quantile(1.0 - FUTILITY_P);
     let stat = change.statistic();
     let leans = signed(stat, dir) <= -q;
-    (
-        leans,
-        crate::verdict::Check {
-            look: format!("{look}, futility screen"),
-            statistic: stat,
-            reference: change.reference(),
-            boundary: signed(-q, dir),
-            alpha: FUTILITY_P,
-            screen: true,
-            rejected: false,
-            outcome: if leans {
-                "leans worse: boot again".into()
-            } else {
-                "does not lean worse: the matrix test stops".into()
-            },
+    Check {
+        look: format!("{look}, futility screen"),
+        statistic: stat,
+        reference: change.reference(),
+        boundary: signed(-q, dir),
+        alpha: FUTILITY_P,
+        screen: true,
+        rejected: false,
+        outcome: if leans {
+            "leans worse: boot again".into()
+        } else {
+            "does not lean worse: the matrix test stops".into()
         },
-    )
+    }
 }
 
 /// A regression (an improvement) at the both-boots look stands only if the second boot alone
 /// leans worse (better) too, past the futility screen: one wild boot cannot carry it. When it
 /// does not, the screen is the test's line, so a reader can redo what decided it.
 fn second_boot_leans(
-    judged: (CellVerdict, crate::verdict::Check),
+    judged: (CellVerdict, Check),
     second: Option<&LogChange>,
-    dir: crate::verdict::Direction,
-) -> (CellVerdict, crate::verdict::Check) {
-    use crate::verdict::Direction::{HigherIsBetter, LowerIsBetter};
+    dir: Direction,
+) -> (CellVerdict, Check) {
+    use Direction::{HigherIsBetter, LowerIsBetter};
     // `screen` looks for a change worse in the direction it is given: an improvement's lean
     // is the other way.
     let (toward, lean) = match judged.0 {
@@ -859,8 +816,8 @@ fn second_boot_leans(
     let Some(c) = second else {
         return judged;
     };
-    let (leans, mut check) = screen(c, toward, "second boot alone");
-    if leans {
+    let mut check = screen(c, toward, "second boot alone");
+    if check.beyond() {
         return judged;
     }
     check.outcome = format!(
@@ -872,13 +829,13 @@ fn second_boot_leans(
 
 /// At the plan's first boot ([`Look::local_provisional`]) a regression is provisional: its
 /// verdict `inconclusive` until the second boot, and its test's line says so.
-fn make_provisional(verdict: &mut CellVerdict, check: Option<&mut crate::verdict::Check>) -> bool {
+fn make_provisional(verdict: &mut CellVerdict, check: &mut Check) -> bool {
     if *verdict != CellVerdict::Regression {
         return false;
     }
     *verdict = CellVerdict::Inconclusive;
-    if let Some(c) = check.filter(|c| c.rejected) {
-        c.outcome = "provisional regression: a second boot decides".into();
+    if check.rejected {
+        check.outcome = "provisional regression: a second boot decides".into();
     }
     true
 }
@@ -998,6 +955,10 @@ pub fn compare_at(
     look: &Look,
 ) -> Result<ComparisonReport, StatsError> {
     rule.validate()?;
+    if look.local_alpha.is_nan() || look.local_alpha <= 0.0 {
+        let why = format!("look `{}` has local alpha {}", look.name, look.local_alpha);
+        return Err(StatsError::InvalidRule(why));
+    }
     let first = candidate.first().ok_or(StatsError::NoCandidate)?;
     for run in candidate.iter().chain(baseline) {
         if run.profile.key != first.profile.key {
@@ -1011,7 +972,7 @@ pub fn compare_at(
     // Cell coordinates: the candidate's order, then cells only the baseline has.
     let coords = build::coords(candidate.iter().chain(baseline.iter().rev()));
     let history = &baseline[baseline.len() - baseline.len().min(rule.history_runs)..];
-    let level_n = history.len().min(rule.level_runs());
+    let level_n = history.len().min(level_window(rule.history_runs));
     let level = &history[history.len() - level_n..];
 
     let mut report = build::frame(
@@ -1025,38 +986,26 @@ pub fn compare_at(
         rule,
     );
     if baseline.is_empty() {
+        let none = || Some((CellVerdict::NotComparable, "no baseline".into()));
         report.cells = coords
             .iter()
-            .map(|&(c, l)| CellComparison {
-                provisional: false,
-                concurrency: c,
-                context_tokens: l,
-                verdict: CellVerdict::NotComparable,
-                reason: Some("no baseline".into()),
-                metrics: Vec::new(),
-            })
+            .map(|&c| build::cell(c, none(), Vec::new(), |_| true, ""))
             .collect();
         build::finish(&mut report, Against::Baseline);
         return Ok(report);
     }
 
     report.coverage = Some(coverage(&coords, level, candidate));
-    let mut decided: Vec<Option<(CellVerdict, String)>> = Vec::with_capacity(coords.len());
-    let mut provisional = Vec::with_capacity(coords.len());
-    let mut comparable = Vec::new();
-    for &coord in &coords {
-        match eligibility(coord, history, level, candidate, rule.capacity_alpha()) {
-            Eligibility::Comparable => {
-                comparable.push(coord);
-                decided.push(None);
-                provisional.push(false);
-            }
-            Eligibility::Decided(v, why, p) => {
-                decided.push(Some((v, why)));
-                provisional.push(p);
-            }
-        }
-    }
+    let decided: Vec<Option<(CellVerdict, String, bool)>> = coords
+        .iter()
+        .map(|&c| eligibility(c, history, level, candidate, rule.capacity_alpha()))
+        .collect();
+    let comparable: Vec<Coord> = coords
+        .iter()
+        .zip(&decided)
+        .filter(|(_, d)| d.is_none())
+        .map(|(&c, _)| c)
+        .collect();
 
     let gating = |m: Metric| rule.metrics.contains(&m);
     let mut fits: Vec<MetricTests> = ALL_METRICS
@@ -1091,7 +1040,6 @@ pub fn compare_at(
     let line_share = if n_lines > 0 { LINE_SHARE } else { 0.0 };
     let cell_alpha = look.local_alpha * (1.0 - line_share) / n_cells as f64;
     let line_alpha = look.local_alpha * line_share / n_lines.max(1) as f64;
-    let local = look.local_alpha > 0.0;
     let margin = log_margin(rule.min_effect);
     if let Some(s) = report.rule.shares.as_mut() {
         s.lines = s.local * line_share;
@@ -1099,17 +1047,14 @@ pub fn compare_at(
 
     // Each cell's own test (against the rest of its run), in the order of `tests`: what it
     // found, and its verdict after the second boot's screen.
-    let own: Vec<(CellVerdict, CellVerdict, Option<crate::verdict::Check>)> = tests
+    let own: Vec<(CellVerdict, CellVerdict, Check)> = tests
         .iter()
         .map(|t| {
-            if !local {
-                return (CellVerdict::Unchanged, CellVerdict::Unchanged, None);
-            }
             let dir = t.metric.direction();
             let judged = judge(&t.own, dir, cell_alpha, margin, &look.name);
             let found = judged.0;
             let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
-            (found, v, Some(c))
+            (found, v, c)
         })
         .collect();
     // The row and column contrasts, of the cells in which their own test found no change (a
@@ -1129,33 +1074,33 @@ pub fn compare_at(
         })
         .collect();
 
-    let line_verdicts: Vec<Option<(CellVerdict, crate::verdict::Check)>> = lines
+    let line_verdicts: Vec<(CellVerdict, Check)> = lines
         .iter()
         .map(|(metric, l)| {
             let dir = metric.direction();
-            local.then(|| {
-                let judged = judge(&l.change, dir, line_alpha, margin, &look.name);
-                second_boot_leans(judged, l.second.as_ref(), dir)
-            })
+            let judged = judge(&l.change, dir, line_alpha, margin, &look.name);
+            second_boot_leans(judged, l.second.as_ref(), dir)
         })
         .collect();
     report.lines = lines
         .iter()
         .zip(&line_verdicts)
         .filter(|((m, _), _)| *m == Metric::AggregateTps)
-        .map(|((_, l), v)| {
-            let mut verdict = v.as_ref().map_or(CellVerdict::Unchanged, |v| v.0);
-            let mut check = v.as_ref().map(|v| v.1.clone());
+        .map(|((_, l), (verdict, check))| {
+            let (mut verdict, mut check) = (*verdict, check.clone());
             if look.local_provisional {
-                make_provisional(&mut verdict, check.as_mut());
+                make_provisional(&mut verdict, &mut check);
             }
-            let mut test = build::matrix_test(&l.change, verdict, l.members.len());
-            test.margin = rule.min_effect;
-            test.check = check;
             LineTest {
                 axis: l.axis,
                 at: l.at,
-                test,
+                test: build::matrix_test(
+                    &l.change,
+                    verdict,
+                    l.members.len(),
+                    rule.min_effect,
+                    check,
+                ),
             }
         })
         .collect();
@@ -1167,11 +1112,7 @@ pub fn compare_at(
                 lines
                     .iter()
                     .zip(&line_verdicts)
-                    .find(|((m, l), v)| {
-                        *m == metric
-                            && v.as_ref().is_some_and(|v| v.0 == want)
-                            && l.members.contains(&cell)
-                    })
+                    .find(|((m, l), v)| *m == metric && v.0 == want && l.members.contains(&cell))
                     .map(|((_, l), _)| (l, want))
             })
     };
@@ -1179,7 +1120,7 @@ pub fn compare_at(
     // The matrix-wide test of each metric: final at this look's matrix alpha, or the
     // futility screen (never a regression by itself).
     let matrix_margin = log_margin(MATRIX_MARGIN);
-    let matrix_verdicts: BTreeMap<Metric, (CellVerdict, crate::verdict::Check)> = matrices
+    let matrix_verdicts: BTreeMap<Metric, (CellVerdict, Check)> = matrices
         .iter()
         .map(|(&metric, m)| {
             let dir = metric.direction();
@@ -1188,22 +1129,26 @@ pub fn compare_at(
                     let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
                     second_boot_leans(judged, m.second_boot.as_ref(), dir)
                 }
-                None => (CellVerdict::Unchanged, screen(&m.change, dir, &look.name).1),
+                None => (CellVerdict::Unchanged, screen(&m.change, dir, &look.name)),
             };
             (metric, v)
         })
         .collect();
     if let Some(m) = matrices.get(&Metric::AggregateTps) {
         let (v, check) = matrix_verdicts[&Metric::AggregateTps].clone();
-        let mut test = build::matrix_test(&m.change, v, m.cells);
-        test.check = Some(check);
-        report.matrix_test = Some(test);
+        report.matrix_test = Some(build::matrix_test(
+            &m.change,
+            v,
+            m.cells,
+            MATRIX_MARGIN,
+            check,
+        ));
     }
 
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
     // Comparable cells whose regression is provisional at this look.
     let mut provisional_local = Vec::new();
-    for (t, (_, own, check)) in tests.iter().zip(own) {
+    for (t, (_, own, mut check)) in tests.iter().zip(own) {
         let dir = t.metric.direction();
         let matrix = matrix_verdicts
             .get(&t.metric)
@@ -1212,16 +1157,11 @@ pub fn compare_at(
             .map(|((v, _), m)| (*v, relative(m.change.estimate)));
         let (mut verdict, why, decided_on) =
             cell_decision(t, own, moved_line(t.metric, t.cell), matrix);
-        let mut check = check.map(|mut c| {
-            note_overruled(&mut c, own, verdict, &t.total, "the rest of its run");
-            if !gating(t.metric) {
-                reported_only(&mut c, own, dir);
-            }
-            c
-        });
-        if look.local_provisional
-            && gating(t.metric)
-            && make_provisional(&mut verdict, check.as_mut())
+        note_overruled(&mut check, own, verdict, &t.total, "the rest of its run");
+        if !gating(t.metric) {
+            reported_only(&mut check, own, dir);
+        }
+        if look.local_provisional && gating(t.metric) && make_provisional(&mut verdict, &mut check)
         {
             provisional_local.push(t.cell);
         }
@@ -1238,13 +1178,9 @@ pub fn compare_at(
                 ci_high: relative(hi),
                 margin: rule.min_effect,
                 p_value: p,
-                p_adjusted: if local {
-                    (p * look.local_alpha / cell_alpha).min(1.0)
-                } else {
-                    1.0
-                },
+                p_adjusted: (p * look.local_alpha / cell_alpha).min(1.0),
                 verdict,
-                check,
+                check: Some(check),
                 decided_on: Some(decided_on),
             },
             why,
@@ -1272,16 +1208,15 @@ pub fn compare_at(
     ));
 
     let mut comparable_idx = 0usize;
-    for ((&coord, decision), provisional) in coords.iter().zip(decided).zip(provisional) {
-        let (entries, local) = if decision.is_none() {
-            comparable_idx += 1;
-            let i = comparable_idx - 1;
-            (
-                per_cell.remove(&i).unwrap_or_default(),
-                provisional_local.contains(&i),
-            )
-        } else {
-            (Vec::new(), false)
+    for (&coord, decision) in coords.iter().zip(decided) {
+        let (decision, entries, provisional) = match decision {
+            Some((v, why, provisional)) => (Some((v, why)), Vec::new(), provisional),
+            None => {
+                let i = comparable_idx;
+                comparable_idx += 1;
+                let entries = per_cell.remove(&i).unwrap_or_default();
+                (None, entries, provisional_local.contains(&i))
+            }
         };
         let mut cell = build::cell(
             coord,
@@ -1290,7 +1225,7 @@ pub fn compare_at(
             gating,
             "no gating metric measured on both sides",
         );
-        cell.provisional = provisional || local;
+        cell.provisional = provisional;
         report.cells.push(cell);
     }
     build::finish(&mut report, Against::Baseline);
@@ -1302,7 +1237,7 @@ mod tests {
     use super::*;
     use crate::results::Percentiles;
     use crate::stats::eval::synthetic_run;
-    use crate::verdict::{Direction, GateVerdict};
+    use crate::verdict::{CellComparison, GateVerdict};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
@@ -1469,6 +1404,12 @@ mod tests {
             "{}",
             report.headline
         );
+        // Decided on (and shown with) the cell against its run.
+        let m = report.cells[7].primary().unwrap();
+        assert_eq!(m.verdict, CellVerdict::Regression);
+        let d = m.decided_on.unwrap();
+        assert_eq!(d.basis, DecisionBasis::VsRun);
+        assert!(d.ci_high < 0.0 && (d.change + 0.12).abs() < 0.04, "{d:?}");
     }
 
     #[test]
@@ -1947,22 +1888,6 @@ mod tests {
             }
         }
         assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
-    }
-
-    /// A single-cell regression is decided on (and shown with) the cell against its run.
-    #[test]
-    fn a_cell_regression_is_shown_with_its_change_against_its_run() {
-        let mut rng = StdRng::seed_from_u64(3);
-        let base = history(&mut rng, 20);
-        let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
-            if i == 7 { 0.88 } else { 1.0 }
-        });
-        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
-        let m = report.cells[7].primary().unwrap();
-        assert_eq!(m.verdict, CellVerdict::Regression);
-        let d = m.decided_on.unwrap();
-        assert_eq!(d.basis, DecisionBasis::VsRun);
-        assert!(d.ci_high < 0.0 && (d.change + 0.12).abs() < 0.04, "{d:?}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::results::RunResults;
 use crate::verdict::{ComparisonReport, Confirmation, GateVerdict, signed_number, signed_percent};
 
 use super::compare::{Look, compare_at};
-use super::{Against, DecisionRule, StatsError, compare, finish};
+use super::{Against, DecisionRule, StatsError, finish};
 
 /// Whether a boot's matrix-wide change leaned worse past the futility bound.
 fn leans(report: &ComparisonReport) -> bool {
@@ -47,11 +47,10 @@ pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
     }
     Look {
         name: "first boot".into(),
-        local_alpha: rule.local_alpha(),
         matrix_alpha: None,
         design_boots: 2,
-        second_boot_from: None,
         local_provisional: true,
+        ..Look::single(rule)
     }
 }
 
@@ -112,22 +111,11 @@ pub fn second_stage(
     let runs: Vec<RunResults> = first_runs.iter().chain(second_runs).cloned().collect();
     let look = Look {
         name: "both boots".into(),
-        local_alpha: rule.local_alpha(),
-        matrix_alpha: Some(rule.matrix_alpha()),
         design_boots: 2,
         second_boot_from: Some(first_runs.len()),
-        local_provisional: false,
+        ..Look::single(rule)
     };
-    let both = compare_at(baseline, &runs, rule, &look)?;
-    Ok(confirmed(first, both, second_results))
-}
-
-/// The verdict over both boots carrying its [`Confirmation`], headline redone.
-pub fn confirmed(
-    first: &ComparisonReport,
-    mut both: ComparisonReport,
-    second_results: &str,
-) -> ComparisonReport {
+    let mut both = compare_at(baseline, &runs, rule, &look)?;
     both.confirmation = Some(Confirmation {
         reason: reason(first),
         first_boot: first.matrix_test.clone(),
@@ -135,7 +123,7 @@ pub fn confirmed(
         used: true,
     });
     finish(&mut both, Against::Baseline);
-    both
+    Ok(both)
 }
 
 /// Cells of a comparison that are provisional alarms (a local test's at the first boot, or
@@ -158,11 +146,8 @@ pub fn two_boot_verdict(
     first: &[RunResults],
     second: Option<(&[RunResults], &str)>,
 ) -> Result<(ComparisonReport, bool), StatsError> {
-    if !confirm {
-        return Ok((compare(baseline, first, rule)?, false));
-    }
-    let first_report = compare_at(baseline, first, rule, &first_look(rule, true))?;
-    let Some((second, second_results)) = second else {
+    let first_report = compare_at(baseline, first, rule, &first_look(rule, confirm))?;
+    let Some((second, second_results)) = second.filter(|_| confirm) else {
         return Ok((first_report, false));
     };
     if !wants_confirmation(&first_report) {

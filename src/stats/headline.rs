@@ -22,7 +22,8 @@ pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
     format!("C={concurrency} / {}", context_label(context_tokens))
 }
 
-fn label(c: &CellComparison) -> String {
+/// A cell's [`cell_label`].
+pub(crate) fn label(c: &CellComparison) -> String {
     cell_label(c.concurrency, c.context_tokens)
 }
 
@@ -60,7 +61,14 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
     }
     match report.sensitivity.as_ref() {
         Some(s) if report.gate == GateVerdict::Insufficient && !s.sufficient => {
-            line.push_str(&format!(" · {}", thin_baseline_words(s)));
+            line.push_str(&format!(
+                " · not sensitive enough: {} can find a uniform {} at {:.0}% power, not the rule's {} ({})",
+                s.unit.count(s.history_runs),
+                signed_percent(s.mde),
+                s.design_power * 100.0,
+                signed_percent(-s.design_effect),
+                s.needs(),
+            ));
         }
         Some(s) if report.gate == GateVerdict::Pass => {
             line.push_str(&format!(
@@ -72,19 +80,6 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
         _ => {}
     }
     line
-}
-
-/// What an insufficient gate could not see, in one clause: the history, what it can find now
-/// and how many more baseline runs it needs for the rule's design effect.
-pub(crate) fn thin_baseline_words(s: &crate::verdict::Sensitivity) -> String {
-    format!(
-        "not sensitive enough: {} can find a uniform {} at {:.0}% power, not the rule's {} ({})",
-        s.unit.count(s.history_runs),
-        signed_percent(s.mde),
-        s.design_power * 100.0,
-        signed_percent(-s.design_effect),
-        s.needs(),
-    )
 }
 
 fn body(report: &ComparisonReport) -> String {
@@ -155,7 +150,7 @@ fn body(report: &ComparisonReport) -> String {
     });
     let mut parts = Vec::new();
     // Provisional alarms lead: they are what the gate waits on.
-    let provisional = report.cells.iter().filter(|c| c.provisional).count();
+    let provisional = super::confirm::provisional_cells(report);
     if provisional > 0 {
         parts.push(format!(
             "{provisional} provisional alarm{} (a second boot decides)",

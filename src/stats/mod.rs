@@ -1,21 +1,7 @@
 //! The noise model and the decision rule: turns baseline history and candidate runs into a
-//! [`ComparisonReport`](crate::verdict::ComparisonReport). See `docs/statistics.md` for the design
-//! and its measured error rates (`infergate stats-eval`).
-//!
-//! The pieces, one concept per module:
-//! - [`rule`]: the [`DecisionRule`] knobs and every internal constant, named once;
-//! - [`noise`]: the two-way model of the baseline history (run effect + cell + residual);
-//! - [`interval`]: a log change, its standardized statistic and reference t;
-//! - [`sensitivity`]: what the gate's plan can detect, and the runs a thin history still needs;
-//! - [`sequential`]: alpha spending over adaptive re-measurement rounds;
-//! - [`confirm`]: the two-boot plan of the matrix-wide test;
-//! - [`capacity`]: capacity-limited and saturated cells against their history's rate;
-//! - [`compare`]: one look: candidate runs against the baseline runs of a store;
-//! - [`paired`]: the paired comparison of an A/B run (B boots against A boots, pair by pair);
-//! - [`build`]: the report frame, cells, matrix-wide test and gate both comparisons share;
-//! - [`headline`]: the one line for people every comparison ends with;
-//! - [`eval`]: the Monte Carlo of the whole rule on synthetic matrices;
-//! - [`bisect`]: which cells moved between two builds, and whether a build between them is good.
+//! [`ComparisonReport`](crate::verdict::ComparisonReport). `docs/statistics.md` is the one-page
+//! account of the design and its measured error rates (`infergate stats-eval`); each module's
+//! header says which part of it the module holds.
 
 pub mod bisect;
 pub(crate) mod build;

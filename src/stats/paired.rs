@@ -333,9 +333,7 @@ pub fn paired_compare(
             .get(&Metric::AggregateTps)
             .copied()
             .unwrap_or(0);
-        let mut test = build::matrix_test(m, v, cells);
-        test.check = Some(check);
-        report.matrix_test = Some(test);
+        report.matrix_test = Some(build::matrix_test(m, v, cells, MATRIX_MARGIN, check));
         matrix_verdict = Some((v, relative(m.estimate)));
         // A pass must have been able to see a uniform `design_effect`, as in the gate.
         report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n));

@@ -120,11 +120,6 @@ impl DecisionRule {
         Ok(())
     }
 
-    /// How many of the history window's newest runs define the level ([`level_window`]).
-    pub fn level_runs(&self) -> usize {
-        level_window(self.history_runs)
-    }
-
     /// Alpha of the matrix-wide test (spent at its last look).
     pub fn matrix_alpha(&self) -> f64 {
         self.alpha * (1.0 - CAPACITY_SHARE) * MATRIX_SHARE

@@ -193,7 +193,7 @@ pub(crate) fn assess(
     let target = -(1.0 - rule.design_effect).ln();
     let plan_with = |m: &MatrixDesign, extra: usize| {
         let level = (m.level_runs_used + extra)
-            .min(rule.level_runs())
+            .min(super::rule::level_window(rule.history_runs))
             .max(m.level_runs_used);
         let df_gain = extra.min(rule.history_runs.saturating_sub(history)) as f64;
         let runs = if look.design_boots <= 1 {

@@ -30,27 +30,21 @@ impl AlphaSpending {
         }
     }
 
-    /// Cumulative alpha spent by the end of look `look` (0-based); `alpha` at the last look.
-    pub fn spent_through(&self, look: u32) -> f64 {
-        if look + 1 >= self.max_looks {
-            return self.alpha;
-        }
-        let t = f64::from(look + 1) / f64::from(self.max_looks);
-        self.alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln()
-    }
-
     /// Alpha available to the test at look `look` (0-based): the increment of the spending
     /// function. Zero after the last look.
     pub fn alpha_at(&self, look: u32) -> f64 {
         if look >= self.max_looks {
             return 0.0;
         }
-        let before = if look == 0 {
-            0.0
-        } else {
-            self.spent_through(look - 1)
+        // Alpha spent before look `k`: `A(k / K)`, 0 before the first, `alpha` after the last.
+        let spent = |k: u32| {
+            if k >= self.max_looks {
+                return self.alpha;
+            }
+            let t = f64::from(k) / f64::from(self.max_looks);
+            self.alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln()
         };
-        (self.spent_through(look) - before).max(0.0)
+        (spent(look + 1) - spent(look)).max(0.0)
     }
 }
 
