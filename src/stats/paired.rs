@@ -366,9 +366,10 @@ pub fn paired_compare(
             // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
             // is unchanged only when its interval lies within the margin, and an inconclusive
             // one makes the run insufficient (fail closed).
-            match own.margin_verdict(dir, CONFIDENCE, margin) {
-                CellVerdict::Unchanged => CellVerdict::Unchanged,
-                _ => CellVerdict::Inconclusive,
+            if own.within_margin(CONFIDENCE, margin) {
+                CellVerdict::Unchanged
+            } else {
+                CellVerdict::Inconclusive
             }
         };
         note_overruled(
