@@ -64,10 +64,7 @@ const MAX_BOOTS: usize = 2;
 /// Binomial distribution function `P(X ≤ k)`, `X ~ Bin(n, p)`, summed term by term (n is a
 /// history length: tens of runs).
 fn binomial_cdf(k: usize, n: usize, p: f64) -> f64 {
-    if k >= n {
-        return 1.0;
-    }
-    if p <= 0.0 {
+    if k >= n || p <= 0.0 {
         return 1.0;
     }
     if p >= 1.0 {
@@ -140,13 +137,20 @@ pub(crate) fn decide(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> 
     } else {
         format!(" ({detail})")
     };
-    let not_evidence = match limit {
-        Limit::Capacity => CellVerdict::Inconclusive,
-        Limit::Saturation => CellVerdict::Saturated,
-    };
-    let regression = match limit {
-        Limit::Capacity => CellVerdict::CapacityRegression,
-        Limit::Saturation => CellVerdict::SaturationRegression,
+    // Not evidence, a regression, in the state on both sides, and a flaky cell's word.
+    let (not_evidence, regression, both_sides, flaky) = match limit {
+        Limit::Capacity => (
+            CellVerdict::Inconclusive,
+            CellVerdict::CapacityRegression,
+            CellVerdict::NotComparable,
+            "capacity_flaky",
+        ),
+        Limit::Saturation => (
+            CellVerdict::Saturated,
+            CellVerdict::SaturationRegression,
+            CellVerdict::Saturated,
+            "saturation_flaky",
+        ),
     };
     let history = format!(
         "{words} in {} of {} history runs ({})",
@@ -160,12 +164,8 @@ pub(crate) fn decide(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> 
         format!("{words} on {} of {} boots{detail}", n.boot_hits, n.boots)
     };
     if n.hits >= n.runs {
-        let verdict = match limit {
-            Limit::Capacity => CellVerdict::NotComparable,
-            Limit::Saturation => CellVerdict::Saturated,
-        };
         return LimitDecision {
-            verdict,
+            verdict: both_sides,
             reason: format!("{words} on both sides: {now}; {history}"),
             provisional: false,
         };
@@ -204,10 +204,6 @@ pub(crate) fn decide(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> 
         };
     }
     let why = if n.hits > 0 {
-        let flaky = match limit {
-            Limit::Capacity => "capacity_flaky",
-            Limit::Saturation => "saturation_flaky",
-        };
         format!("{flaky}: {now}; {history}: not evidence of a change")
     } else {
         let needed = runs_needed(MAX_BOOTS, alpha)

@@ -66,10 +66,6 @@ impl LogChange {
         }
     }
 
-    fn t(&self) -> Option<StudentsT> {
-        StudentsT::new(0.0, 1.0, self.reference_df().min(1e7)).ok()
-    }
-
     /// Quantile `p` of the reference distribution (∞ when degenerate).
     pub(crate) fn quantile(&self, p: f64) -> f64 {
         t_quantile(p, self.reference_df())
@@ -87,38 +83,21 @@ impl LogChange {
 
     /// One-sided p-value of "no change or better" against "worse" (for the metric's direction).
     pub(crate) fn p_worse(&self, direction: Direction) -> f64 {
-        self.p_lower(signed(self.statistic(), direction))
+        let z = signed(self.statistic(), direction);
+        std_t(self.reference_df()).map_or(0.5, |t| t.cdf(z))
     }
 
-    /// P(T <= z) under the reference distribution.
-    fn p_lower(&self, z: f64) -> f64 {
-        self.t().map(|t| t.cdf(z)).unwrap_or(0.5)
-    }
-
-    /// The verdict of the interval against `margin` (log units), ignoring significance: worse
-    /// when the whole interval lies beyond −margin in the metric's bad direction, unchanged when
-    /// it lies inside ±margin, inconclusive when it straddles a margin.
-    pub(crate) fn margin_verdict(
-        &self,
-        direction: Direction,
-        confidence: f64,
-        margin: f64,
-    ) -> CellVerdict {
+    /// Whether the interval at `confidence` lies within ±`margin` (log units).
+    pub(crate) fn within_margin(&self, confidence: f64, margin: f64) -> bool {
         let (lo, hi) = self.interval(confidence);
-        let (g_lo, g_hi) = match direction {
-            Direction::HigherIsBetter => (lo, hi),
-            Direction::LowerIsBetter => (-hi, -lo),
-        };
-        if g_hi < -margin {
-            CellVerdict::Regression
-        } else if g_lo > margin {
-            CellVerdict::Improvement
-        } else if g_lo >= -margin && g_hi <= margin {
-            CellVerdict::Unchanged
-        } else {
-            CellVerdict::Inconclusive
-        }
+        lo >= -margin && hi <= margin
     }
+}
+
+/// The standard Student t of `df` degrees of freedom, `df` clamped to [0.5, 1e7] (`None` for a
+/// NaN `df`).
+pub(crate) fn std_t(df: f64) -> Option<StudentsT> {
+    StudentsT::new(0.0, 1.0, df.clamp(0.5, 1e7)).ok()
 }
 
 /// Quantile `p` of a standard Student t with `df` degrees of freedom (∞ when degenerate),
@@ -135,7 +114,7 @@ pub(crate) fn t_quantile(p: f64, df: f64) -> f64 {
     if let Some(q) = CACHE.with(|c| c.borrow().get(&key).copied()) {
         return q;
     }
-    let q = StudentsT::new(0.0, 1.0, df).map_or(f64::INFINITY, |t| t.inverse_cdf(p));
+    let q = std_t(df).map_or(f64::INFINITY, |t| t.inverse_cdf(p));
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() > 4096 {
@@ -291,29 +270,13 @@ mod tests {
             df: 100.0,
             tail_df: f64::INFINITY,
         };
-        let hi = Direction::HigherIsBetter;
-        assert_eq!(
-            c(-0.10).margin_verdict(hi, 0.95, 0.03),
-            CellVerdict::Regression
-        );
-        assert_eq!(
-            c(0.10).margin_verdict(hi, 0.95, 0.03),
-            CellVerdict::Improvement
-        );
-        assert_eq!(
-            c(0.0).margin_verdict(hi, 0.95, 0.03),
-            CellVerdict::Unchanged
-        );
-        assert_eq!(
-            c(-0.03).margin_verdict(hi, 0.95, 0.03),
-            CellVerdict::Inconclusive
-        );
+        assert!(c(0.0).within_margin(0.95, 0.03));
+        // Beyond the margin either way, or straddling it: not within.
+        assert!(!c(-0.10).within_margin(0.95, 0.03));
+        assert!(!c(0.10).within_margin(0.95, 0.03));
+        assert!(!c(-0.03).within_margin(0.95, 0.03));
         // Latency: higher is worse.
         let lo = Direction::LowerIsBetter;
-        assert_eq!(
-            c(0.10).margin_verdict(lo, 0.95, 0.03),
-            CellVerdict::Regression
-        );
         assert!(c(0.10).p_worse(lo) < 1e-6);
     }
 

@@ -134,7 +134,7 @@ pub(crate) fn trimmed_mean(v: &mut [f64]) -> f64 {
 
 /// Gaussian SD per unit of median absolute deviation (1 / Φ⁻¹(3/4)): what turns a MAD, which a
 /// few wild values cannot move, into an SD the tests can use.
-pub(crate) const MAD_TO_SD: f64 = 1.4826;
+const MAD_TO_SD: f64 = 1.4826;
 
 /// The Gaussian-equivalent SD of a sample's absolute deviations: their median times
 /// [`MAD_TO_SD`]. Sorts `abs_dev`.
@@ -162,8 +162,8 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
 /// the cells' variances spread beyond what sampling alone explains (method of moments, as in
 /// limma's moderated t): when they scatter only as chi-square sampling would, the cells share
 /// one noise level and the pool gets all its weight; when they differ, the pool's weight falls,
-/// but never below `min_weight`.
-fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, min_weight: f64, cap: f64) -> f64 {
+/// but never below [`SHRINKAGE_MIN_DF`].
+fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, cap: f64) -> f64 {
     let ratios: Vec<(f64, f64)> = ss
         .iter()
         .zip(dof)
@@ -171,7 +171,7 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, min_weight: f64, c
         .map(|(ss, d)| (ss / d / pooled_var, *d))
         .collect();
     if ratios.len() < 3 || pooled_var <= 0.0 {
-        return min_weight.min(cap);
+        return SHRINKAGE_MIN_DF.min(cap);
     }
     let n = ratios.len() as f64;
     let mean = ratios.iter().map(|r| r.0).sum::<f64>() / n;
@@ -179,7 +179,7 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, min_weight: f64, c
     let sampling = ratios.iter().map(|r| 2.0 / r.1).sum::<f64>() / n;
     let extra = observed - sampling;
     let d0 = if extra <= 0.0 { cap } else { 4.0 + 2.0 / extra };
-    d0.clamp(min_weight.min(cap), cap)
+    d0.clamp(SHRINKAGE_MIN_DF.min(cap), cap)
 }
 
 /// Variance of a series' noise from its successive differences (the mean square successive
@@ -189,7 +189,7 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, min_weight: f64, c
 /// all. Returns the variance and its equivalent chi-square degrees of freedom,
 /// `2 m² / (3 m − 1)` (for Gaussian noise `Var(δ²) = σ⁴ (3m − 1) / m²`); `(0, 0)` with fewer
 /// than two values.
-pub(crate) fn successive_difference_var(x: &[f64]) -> (f64, f64) {
+fn successive_difference_var(x: &[f64]) -> (f64, f64) {
     let mut diffs: Vec<f64> = x.windows(2).map(|w| w[1] - w[0]).collect();
     if diffs.is_empty() {
         return (0.0, 0.0);
@@ -206,18 +206,14 @@ pub(crate) fn successive_difference_var(x: &[f64]) -> (f64, f64) {
     (var, 2.0 * m * m / (3.0 * m - 1.0))
 }
 
-/// Alternating trimmed-mean fit of cell centres and run effects over the entries in `use_entry`.
-fn fit_effects(t: &LogTable, use_entry: &[bool]) -> (Vec<f64>, Vec<f64>) {
+/// Alternating trimmed-mean fit of cell centres and run effects over the entries present.
+fn fit_effects(t: &LogTable) -> (Vec<f64>, Vec<f64>) {
     let (nr, nc) = (t.runs, t.cells);
     let mut buf = Vec::with_capacity(nr.max(nc));
     let mut center = vec![f64::NAN; nc];
     for (c, ctr) in center.iter_mut().enumerate() {
         buf.clear();
-        buf.extend(
-            (0..nr)
-                .filter(|&r| use_entry[r * nc + c])
-                .map(|r| t.get(r, c)),
-        );
+        buf.extend((0..nr).map(|r| t.get(r, c)).filter(|v| v.is_finite()));
         *ctr = median(&mut buf);
     }
     let mut effect = vec![f64::NAN; nr];
@@ -226,7 +222,7 @@ fn fit_effects(t: &LogTable, use_entry: &[bool]) -> (Vec<f64>, Vec<f64>) {
             buf.clear();
             buf.extend(
                 (0..nc)
-                    .filter(|&c| use_entry[r * nc + c] && center[c].is_finite())
+                    .filter(|&c| t.get(r, c).is_finite() && center[c].is_finite())
                     .map(|c| t.get(r, c) - center[c]),
             );
             *eff = trimmed_mean(&mut buf);
@@ -235,7 +231,7 @@ fn fit_effects(t: &LogTable, use_entry: &[bool]) -> (Vec<f64>, Vec<f64>) {
             buf.clear();
             buf.extend(
                 (0..nr)
-                    .filter(|&r| use_entry[r * nc + c] && effect[r].is_finite())
+                    .filter(|&r| t.get(r, c).is_finite() && effect[r].is_finite())
                     .map(|r| t.get(r, c) - effect[r]),
             );
             if !buf.is_empty() {
@@ -270,8 +266,7 @@ fn row_groups(t: &LogTable, row: &[u64]) -> Vec<Vec<usize>> {
 /// row of column `c` (cells with one label share a run × row effect).
 pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
     let (nr, nc) = (t.runs, t.cells);
-    let kept: Vec<bool> = t.values.iter().map(|v| v.is_finite()).collect();
-    let (center, effect) = fit_effects(t, &kept);
+    let (center, effect) = fit_effects(t);
     let runs_with_data = (0..nr).filter(|&r| effect[r].is_finite()).count();
     let groups = row_groups(t, row);
     let cells_with_data: usize = groups.iter().map(Vec::len).sum();
@@ -347,7 +342,7 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
             }
         }
     }
-    let tail = tail_fit(t, &resid, &row_blocks, &effect);
+    let tail = tail_fit(t, &resid, &row_blocks, runs_with_data);
     let tail_df = tail.as_ref().map_or(f64::INFINITY, |f| f.df);
 
     // Per-cell residual variance with its share of the degrees of freedom.
@@ -376,19 +371,18 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         .sum();
     let pooled_df = total_df + PRIOR_DF;
     let pooled_var = (total_ss + PRIOR_DF * prior_var) / pooled_df;
-    let prior_w = shrinkage_weight(&cell_ss, &cell_dof, pooled_var, SHRINKAGE_MIN_DF, pooled_df);
-    let mut cell_sigma = vec![pooled_var.sqrt(); nc];
-    let mut cell_df = vec![pooled_df; nc];
-    for c in 0..nc {
-        let (df, ss) = if cell_dof[c] > 0.0 {
-            (cell_dof[c], cell_ss[c])
-        } else {
-            (0.0, 0.0)
-        };
-        let var = (ss + prior_w * pooled_var) / (df + prior_w).max(1e-9);
-        cell_sigma[c] = var.sqrt();
-        cell_df[c] = (df + prior_w).min(pooled_df).max(PRIOR_DF);
-    }
+    let prior_w = shrinkage_weight(&cell_ss, &cell_dof, pooled_var, pooled_df);
+    let (mut cell_sigma, cell_df): (Vec<f64>, Vec<f64>) = (0..nc)
+        .map(|c| {
+            let (df, ss) = if cell_dof[c] > 0.0 {
+                (cell_dof[c], cell_ss[c])
+            } else {
+                (0.0, 0.0)
+            };
+            let var = (ss + prior_w * pooled_var) / (df + prior_w).max(1e-9);
+            (var.sqrt(), (df + prior_w).min(pooled_df).max(PRIOR_DF))
+        })
+        .unzip();
     // Heavy tails: the sample SD of a cell's few residuals is mostly set by whether a wild one
     // happened to fall in the history (its spread is far wider than chi-square's), so a cell's
     // scale is the fitted t's instead (a weighted fit that wild residuals barely move), as the
@@ -467,12 +461,12 @@ struct TailFit {
 /// one's, over runs — or each run's rows, with the run × row term — and cells) in units of its
 /// cell's robust scale (shrunk toward the pooled one, so cells of different noise do not pass
 /// for a heavy tail), one Student t fitted to all ([`fit_student_t`]); `None` when Gaussian or
-/// too few to tell.
+/// too few to tell. `runs` = the runs with data.
 fn tail_fit(
     t: &LogTable,
     resid: &[f64],
     row_blocks: &[Vec<usize>],
-    effect: &[f64],
+    runs: usize,
 ) -> Option<TailFit> {
     let (nr, nc) = (t.runs, t.cells);
     let mut abs: Vec<f64> = resid
@@ -480,7 +474,6 @@ fn tail_fit(
         .filter(|v| v.is_finite())
         .map(|v| v.abs())
         .collect();
-    let runs = effect.iter().filter(|v| v.is_finite()).count();
     if runs < TAIL_MIN_RUNS || abs.len() < TAIL_MIN_RESIDUALS {
         return None;
     }
@@ -579,7 +572,7 @@ const TAIL_DF_SLACK: f64 = 3.32;
 /// Gaussian, the scale by the EM iteration of Lange, Little & Taylor (1989) at each df.
 /// Returns `(df, scale)`; `df` is `f64::INFINITY` unless a t fits significantly better than
 /// the Gaussian ([`TAIL_LR_CRITICAL`]).
-pub(crate) fn fit_student_t(x: &[f64]) -> (f64, f64) {
+fn fit_student_t(x: &[f64]) -> (f64, f64) {
     use statrs::function::gamma::ln_gamma;
     let n = x.len() as f64;
     let ss = x.iter().map(|v| v * v).sum::<f64>();
@@ -620,11 +613,12 @@ pub(crate) fn fit_student_t(x: &[f64]) -> (f64, f64) {
     }
     if best.0.is_finite() {
         // The heaviest tail the residuals do not reject (log-likelihood within TAIL_DF_SLACK of
-        // the best): a boundary at a cell's share of alpha (~1e-4) lies deep in the tail, where
-        // a df a little too large would put it far too close.
-        if let Some(&(df, scale, _)) = fits.iter().find(|f| f.2 >= best.2 - TAIL_DF_SLACK) {
-            return (df, scale);
-        }
+        // the best, which is among `fits`): a boundary at a cell's share of alpha (~1e-4) lies
+        // deep in the tail, where a df a little too large would put it far too close.
+        best = *fits
+            .iter()
+            .find(|f| f.2 >= best.2 - TAIL_DF_SLACK)
+            .unwrap_or(&best);
     }
     (best.0, best.1)
 }

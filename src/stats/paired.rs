@@ -204,7 +204,8 @@ pub fn paired_compare(
         .collect();
 
     let mut tests: Vec<PairTest> = Vec::new();
-    let mut matrix: BTreeMap<Metric, LogChange> = BTreeMap::new();
+    // The matrix-wide test is on aggregate tok/s only.
+    let mut matrix: Option<LogChange> = None;
     let mut matrix_cells: BTreeMap<Metric, usize> = BTreeMap::new();
     for metric in ALL_METRICS {
         // d[k][i]: cell k (index into comparable), pair i.
@@ -225,36 +226,34 @@ pub fn paired_compare(
         let full: Vec<usize> = (0..d.len())
             .filter(|&k| d[k].iter().all(Option::is_some))
             .collect();
-        let pair_mean: Vec<Option<f64>> = (0..n)
+        let pair_mean: Vec<f64> = (0..n)
             .map(|i| {
-                (!full.is_empty()).then(|| {
-                    mean(
-                        &full
-                            .iter()
-                            .filter_map(|&k| d[k][i].map(|x| x.0))
-                            .collect::<Vec<_>>(),
-                    )
-                })
+                mean(
+                    &full
+                        .iter()
+                        .filter_map(|&k| d[k][i].map(|x| x.0))
+                        .collect::<Vec<_>>(),
+                )
             })
             .collect();
-        if full.len() == d.len() && !full.is_empty() && pair_mean.iter().all(Option::is_some) {
-            let dm: Vec<f64> = pair_mean.iter().flatten().copied().collect();
-            matrix.insert(metric, paired_change(&dm));
+        if metric == Metric::AggregateTps && full.len() == d.len() && !full.is_empty() {
+            matrix = Some(paired_change(&pair_mean));
             matrix_cells.insert(metric, full.len());
         }
         // Pooled variance of `d_ic − D_i` over the cells measured in every pair: each cell
         // gives n − 1 degrees of freedom, minus the n pair means shared by all of them.
-        let pooled_resid = (full.len() >= 2 && n >= 2).then(|| {
+        let pooled_resid = (full.len() >= 2).then(|| {
             let mut ss = 0.0;
             for &k in &full {
                 let r: Vec<f64> = (0..n)
-                    .filter_map(|i| Some(d[k][i]?.0 - pair_mean[i]?))
+                    .filter_map(|i| d[k][i].map(|x| x.0 - pair_mean[i]))
                     .collect();
                 let m = mean(&r);
                 ss += r.iter().map(|x| (x - m).powi(2)).sum::<f64>();
             }
+            // At least 1: two pairs or more (checked above), two cells or more.
             let df = ((n - 1) * (full.len() - 1)) as f64;
-            (ss / df.max(1.0), df.max(0.5))
+            (ss / df, df)
         });
         for (k, &ci) in comparable.iter().enumerate() {
             let valid: Vec<(usize, (f64, f64, f64))> = d[k]
@@ -267,22 +266,15 @@ pub fn paired_compare(
             }
             let diffs: Vec<f64> = valid.iter().map(|(_, x)| x.0).collect();
             let change = paired_change(&diffs);
-            let specific = (full.len() >= 2 && full.contains(&k)).then(|| {
-                let resid: Vec<f64> = valid
-                    .iter()
-                    .filter_map(|(i, x)| pair_mean[*i].map(|m| x.0 - m))
-                    .collect();
-                let own = paired_change(&resid);
-                match pooled_resid {
-                    // The residual noise is pooled across cells (one pair has few degrees of
-                    // freedom per cell), as `stats::compare` pools its per-cell noise.
-                    Some((var, df)) => LogChange {
-                        estimate: own.estimate,
-                        se: (var / resid.len() as f64).sqrt(),
-                        df,
-                        tail_df: f64::INFINITY,
-                    },
-                    None => own,
+            // The residual noise is pooled across cells (one pair has few degrees of freedom
+            // per cell), as `stats::compare` pools its per-cell noise.
+            let specific = pooled_resid.filter(|_| full.contains(&k)).map(|(var, df)| {
+                let resid: Vec<f64> = valid.iter().map(|(i, x)| x.0 - pair_mean[*i]).collect();
+                LogChange {
+                    estimate: mean(&resid),
+                    se: (var / resid.len() as f64).sqrt(),
+                    df,
+                    tail_df: f64::INFINITY,
                 }
             });
             tests.push(PairTest {
@@ -321,7 +313,7 @@ pub fn paired_compare(
         shares.capacity = 0.0;
     }
     let mut matrix_verdict = None;
-    if let Some(m) = matrix.get(&Metric::AggregateTps) {
+    if let Some(m) = &matrix {
         let (v, check) = judge(
             m,
             Direction::HigherIsBetter,
@@ -364,9 +356,10 @@ pub fn paired_compare(
             // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
             // is unchanged only when its interval lies within the margin, and an inconclusive
             // one makes the run insufficient (fail closed).
-            match own.margin_verdict(dir, CONFIDENCE, margin) {
-                CellVerdict::Unchanged => CellVerdict::Unchanged,
-                _ => CellVerdict::Inconclusive,
+            if own.within_margin(CONFIDENCE, margin) {
+                CellVerdict::Unchanged
+            } else {
+                CellVerdict::Inconclusive
             }
         };
         note_overruled(

@@ -23,7 +23,7 @@ use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 use crate::verdict::{CellSensitivity, Sensitivity, SensitivityUnit};
 
 use super::compare::Look;
-use super::interval::LogChange;
+use super::interval::{LogChange, log_margin, std_t};
 use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN};
 
 /// The longest projection tried: a history that needs more than this many further runs is
@@ -41,10 +41,6 @@ pub(crate) struct MatrixDesign {
     /// Candidate runs of one look without a plan (repetitions of one boot); the two-boot plan
     /// measures each boot once.
     pub candidate_runs: usize,
-}
-
-fn t_dist(df: f64) -> Option<StudentsT> {
-    StudentsT::new(0.0, 1.0, df.clamp(0.5, 1e7)).ok()
 }
 
 /// Gauss–Legendre nodes and weights on [−1, 1] (16 points): the two-boot power's integral
@@ -88,13 +84,13 @@ impl PlanNoise {
         runs: usize,
         alpha: f64,
     ) -> Option<Self> {
-        let t = t_dist(df)?;
+        let t = std_t(df)?;
         let k = level.max(1) as f64;
         let j = runs.max(1) as f64;
         let se1 = sigma * (1.0 / j + 1.0 / k).sqrt();
         let se2 = sigma * (0.5 / j + 1.0 / k).sqrt();
         let q_a = super::interval::t_quantile(1.0 - alpha, df);
-        let margin = -(1.0 - MATRIX_MARGIN).ln();
+        let margin = log_margin(MATRIX_MARGIN);
         let final_se = if boots <= 1 { se1 } else { se2 };
         Some(PlanNoise {
             t,
@@ -107,12 +103,8 @@ impl PlanNoise {
         })
     }
 
-    /// Probability that the plan finds a uniform worse log change `d`. Two boots: each must
-    /// lean past the futility bound and their mean cross the boundary. With the mean
-    /// `m = d + se2·Z` and the half-difference `h = se_half·W` (independent), boot values
-    /// are `m ± h`: `P = ∫_{m ≥ boundary} f(m) · P(|h| ≤ m − q_f·se1) dm`, one integral (the
-    /// product of the three probabilities, used before, is a lower bound by Harris'
-    /// inequality: 0.80 where the plan's power is 0.85).
+    /// Probability that the plan finds a uniform worse log change `d` (the integral of the
+    /// module docs).
     fn power(&self, d: f64) -> f64 {
         if self.boots <= 1 {
             return self.t.cdf((d - self.boundary) / self.se1);
@@ -190,7 +182,7 @@ pub(crate) fn assess(
             mde: as_relative_slowdown(cell_mde(c, cell_alpha.max(1e-12), rule.design_power)),
         })
         .collect();
-    let target = -(1.0 - rule.design_effect).ln();
+    let target = log_margin(rule.design_effect);
     let plan_with = |m: &MatrixDesign, extra: usize| {
         let level = (m.level_runs_used + extra)
             .min(super::rule::level_window(rule.history_runs))
@@ -260,7 +252,7 @@ pub(crate) fn assess(
 /// grows). `pairs` = the pairs behind `matrix`. An A/B run that passes could have seen a
 /// uniform `design_effect`; one that could not is `insufficient`.
 pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize) -> Sensitivity {
-    let target = -(1.0 - rule.design_effect).ln();
+    let target = log_margin(rule.design_effect);
     let mde_with = |p: usize| {
         let c = LogChange {
             se: matrix.se * (pairs as f64 / p as f64).sqrt(),
