@@ -68,7 +68,8 @@ pub struct Sensitivity {
     /// Minimum detectable effect of the matrix-wide test now (relative, negative: the smallest
     /// uniform slowdown found at the design power); `None` without a matrix-wide test.
     pub matrix_mde: Option<f64>,
-    /// The MDE that decides sufficiency: the matrix-wide one, or the median cell's without it.
+    /// The MDE that decides sufficiency: the matrix-wide one (infinite without one, so a gate
+    /// with no matrix-wide test is never sufficient).
     pub mde: f64,
     /// More runs (of `unit`) needed before `mde` reaches `design_effect` (0: it does now;
     /// `None`: not at this noise, however long the history).

@@ -47,6 +47,12 @@ fn numbers_are_asked_for_in_plain_english() {
         t.contains("--trials") && t.contains("not a whole number"),
         "{t}"
     );
+    // The adaptive design's rounds are bounded as `[adaptive] max_rounds` is (1 to 20): a huge
+    // count once overflowed the look count.
+    let o = infergate(&["ab-eval", "--max-rounds", "4294967295"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("--max-rounds") && t.contains("1..=20"), "{t}");
     std::fs::write(
         dir.path().join("gate.toml"),
         "[engine]\ncommand = [\"x\"]\n[suites.pr]\nconcurrency = [1]\ncontexts = [0]\nmax_tokens = \"x\"\n",

@@ -29,8 +29,8 @@ pub struct AbEvalArgs {
     /// Pair counts of the A/B designs (comma-separated).
     #[arg(long, default_value = "4,8,16", value_delimiter = ',')]
     pub pairs: Vec<u32>,
-    /// Extra rounds of the adaptive design.
-    #[arg(long, default_value_t = 2)]
+    /// Extra rounds of the adaptive design (1 to 20, as `[adaptive] max_rounds` allows).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub max_rounds: u32,
     /// The rule's `min_effect` (default 0.03, the gate's).
     #[arg(long, default_value_t = 0.03)]

@@ -1189,7 +1189,7 @@ pub fn compare_at(
 
     report.sensitivity = Some(sensitivity::assess(
         rule,
-        look,
+        look.design_boots,
         history.len(),
         matrices
             .get(&Metric::AggregateTps)

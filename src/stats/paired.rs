@@ -206,7 +206,6 @@ pub fn paired_compare(
     let mut tests: Vec<PairTest> = Vec::new();
     // The matrix-wide test is on aggregate tok/s only.
     let mut matrix: Option<LogChange> = None;
-    let mut matrix_cells: BTreeMap<Metric, usize> = BTreeMap::new();
     for metric in ALL_METRICS {
         // d[k][i]: cell k (index into comparable), pair i.
         let d: Vec<Vec<Option<(f64, f64, f64)>>> = comparable
@@ -238,7 +237,6 @@ pub fn paired_compare(
             .collect();
         if metric == Metric::AggregateTps && full.len() == d.len() && !full.is_empty() {
             matrix = Some(paired_change(&pair_mean));
-            matrix_cells.insert(metric, full.len());
         }
         // Pooled variance of `d_ic − D_i` over the cells measured in every pair: each cell
         // gives n − 1 degrees of freedom, minus the n pair means shared by all of them.
@@ -321,10 +319,8 @@ pub fn paired_compare(
             log_margin(MATRIX_MARGIN),
             &look,
         );
-        let cells = matrix_cells
-            .get(&Metric::AggregateTps)
-            .copied()
-            .unwrap_or(0);
+        // The matrix-wide test exists only when every comparable cell was in every pair.
+        let cells = comparable.len();
         report.matrix_test = Some(build::matrix_test(m, v, cells, MATRIX_MARGIN, check));
         matrix_verdict = Some((v, relative(m.estimate)));
         // A pass must have been able to see a uniform `design_effect`, as in the gate.

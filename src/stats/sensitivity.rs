@@ -22,7 +22,6 @@ use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 
 use crate::verdict::{CellSensitivity, Sensitivity, SensitivityUnit};
 
-use super::compare::Look;
 use super::interval::{LogChange, log_margin, std_t};
 use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN};
 
@@ -168,7 +167,7 @@ fn cell_mde(c: &LogChange, alpha: f64, power: f64) -> f64 {
 /// `cell_alpha` = a cell's alpha at the first look.
 pub(crate) fn assess(
     rule: &DecisionRule,
-    look: &Look,
+    design_boots: usize,
     history: usize,
     matrix: Option<MatrixDesign>,
     cells: Vec<((u32, u64), LogChange)>,
@@ -188,7 +187,7 @@ pub(crate) fn assess(
             .min(super::rule::level_window(rule.history_runs))
             .max(m.level_runs_used);
         let df_gain = extra.min(rule.history_runs.saturating_sub(history)) as f64;
-        let runs = if look.design_boots <= 1 {
+        let runs = if design_boots <= 1 {
             m.candidate_runs
         } else {
             1
@@ -199,7 +198,7 @@ pub(crate) fn assess(
                     m.run_sigma,
                     m.df + df_gain,
                     level,
-                    look.design_boots,
+                    design_boots,
                     runs,
                     rule.matrix_alpha(),
                 )
@@ -298,14 +297,6 @@ mod tests {
         PlanNoise::new(sigma, df, level, boots, 1, alpha).map_or(f64::INFINITY, |p| p.mde(0.8))
     }
 
-    fn look(boots: usize) -> Look {
-        let rule = DecisionRule::default();
-        Look {
-            design_boots: boots,
-            ..Look::single(&rule)
-        }
-    }
-
     #[test]
     fn the_two_boot_mde_is_found_at_the_design_power() {
         // Simulate the plan at its own MDE: boot 1 and boot 2 each lean past the futility
@@ -369,7 +360,7 @@ mod tests {
     #[test]
     fn a_two_run_history_is_insufficient_and_says_how_many_runs_it_needs() {
         let rule = DecisionRule::default();
-        let s = assess(&rule, &look(2), 2, Some(design(0.01, 2.0, 2)), vec![], 1e-4);
+        let s = assess(&rule, 2, 2, Some(design(0.01, 2.0, 2)), vec![], 1e-4);
         assert!(!s.sufficient, "{s:?}");
         let needed = s.runs_needed.unwrap_or(usize::MAX);
         assert!((1..=20).contains(&needed), "{s:?}");
@@ -379,24 +370,10 @@ mod tests {
     #[test]
     fn a_full_quiet_history_is_sufficient_and_a_loud_one_never() {
         let rule = DecisionRule::default();
-        let s = assess(
-            &rule,
-            &look(2),
-            20,
-            Some(design(0.011, 13.9, 5)),
-            vec![],
-            1e-4,
-        );
+        let s = assess(&rule, 2, 20, Some(design(0.011, 13.9, 5)), vec![], 1e-4);
         assert!(s.sufficient, "{s:?}");
         assert_eq!(s.runs_needed, Some(0));
-        let loud = assess(
-            &rule,
-            &look(2),
-            20,
-            Some(design(0.05, 13.9, 5)),
-            vec![],
-            1e-4,
-        );
+        let loud = assess(&rule, 2, 20, Some(design(0.05, 13.9, 5)), vec![], 1e-4);
         assert!(!loud.sufficient);
         assert_eq!(loud.runs_needed, None, "{loud:?}");
     }
@@ -412,7 +389,7 @@ mod tests {
         };
         let s = assess(
             &rule,
-            &look(2),
+            2,
             20,
             None,
             vec![
