@@ -68,8 +68,8 @@ pub struct Sensitivity {
     /// Minimum detectable effect of the matrix-wide test now (relative, negative: the smallest
     /// uniform slowdown found at the design power); `None` without a matrix-wide test.
     pub matrix_mde: Option<f64>,
-    /// The MDE that decides sufficiency: the matrix-wide one (infinite without one, so a gate
-    /// with no matrix-wide test is never sufficient).
+    /// The MDE that decides sufficiency: the matrix-wide one (−1, i.e. −100%, without one, so a
+    /// gate with no matrix-wide test is never sufficient).
     pub mde: f64,
     /// More runs (of `unit`) needed before `mde` reaches `design_effect` (0: it does now;
     /// `None`: not at this noise, however long the history).
@@ -239,6 +239,11 @@ pub struct Confirmation {
     /// The first boot's own matrix-wide test.
     #[serde(default)]
     pub first_boot: Option<MatrixTest>,
+    /// The first boot's provisional alarms (cells whose alarm one boot could not prove): with
+    /// `first_boot` leaning worse, the other cause of a second boot; `reason` and the headline
+    /// both name whichever hold.
+    #[serde(default)]
+    pub provisional_alarms: usize,
     /// The results file of the second boot, next to the first's `results.json`.
     pub second_results: String,
     /// Whether the second boot entered the verdict. `false` only when a second boot's results

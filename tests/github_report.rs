@@ -1125,6 +1125,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
     v.confirmation = Some(Confirmation {
         reason: "the first boot's matrix-wide change is -2.9% [-3.9%, -1.9%] with p = 0.012 < 0.05: not proven, but leaning towards a regression | <b>".into(),
         first_boot: Some(matrix(-0.029, 0.012, CellVerdict::Inconclusive)),
+        provisional_alarms: 0,
         second_results: "results-confirm.json".into(),
         used: true,
     });

@@ -194,6 +194,7 @@ fn confirm_note(results: &RunResults) -> Option<crate::verdict::Confirmation> {
     Some(crate::verdict::Confirmation {
         reason,
         first_boot: None,
+        provisional_alarms: 0,
         second_results: super::confirm::CONFIRM_RESULTS.into(),
         used: true,
     })

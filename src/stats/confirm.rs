@@ -69,28 +69,41 @@ pub fn reason(first: &ComparisonReport) -> String {
         .as_ref()
         .and_then(|m| m.check.as_ref().map(|c| (m, c)));
     let provisional = provisional_cells(first);
-    if provisional > 0 && matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient) {
-        return format!(
-            "the first boot has {provisional} provisional alarm{}: one boot cannot prove {}",
-            if provisional == 1 { "" } else { "s" },
-            if provisional == 1 { "it" } else { "them" }
-        );
-    }
-    match check {
-        Some((m, c)) => format!(
-            "the first boot's matrix-wide change is {} (t = {}, futility bound {}): {}",
+    let alarms = (provisional > 0 && wants_confirmation(first)).then(|| {
+        format!(
+            "{provisional} provisional alarm{}",
+            if provisional == 1 { "" } else { "s" }
+        )
+    });
+    let matrix = check.map(|(m, c)| {
+        format!(
+            "the first boot's matrix-wide change is {} (t = {}, futility bound {})",
             signed_percent(m.change),
             signed_number(c.statistic, 2),
             signed_number(c.boundary, 2),
-            if leans(first) && wants_confirmation(first) {
+        )
+    });
+    let leans_worse = leans(first);
+    match (matrix, alarms) {
+        // Both causes hold: name both, as the headline does.
+        (Some(matrix), Some(alarms)) if leans_worse => format!(
+            "{matrix}, which leans worse, and the first boot has {alarms}: only a second boot can tell a slowdown from a slow boot"
+        ),
+        (_, Some(alarms)) => format!(
+            "the first boot has {alarms}: one boot cannot prove {}",
+            if provisional == 1 { "it" } else { "them" }
+        ),
+        (Some(matrix), None) => format!(
+            "{matrix}: {}",
+            if leans_worse && wants_confirmation(first) {
                 "it leans worse, and only a second boot can tell a slowdown from a slow boot"
-            } else if leans(first) {
+            } else if leans_worse {
                 "the first boot's verdict is already final"
             } else {
                 "it does not lean worse, so the matrix test stops at one boot"
             }
         ),
-        None => format!(
+        (None, None) => format!(
             "the first boot's verdict is `{}` without a matrix-wide test",
             first.gate.as_str()
         ),
@@ -119,6 +132,7 @@ pub fn second_stage(
     both.confirmation = Some(Confirmation {
         reason: reason(first),
         first_boot: first.matrix_test.clone(),
+        provisional_alarms: provisional_cells(first),
         second_results: second_results.into(),
         used: true,
     });
@@ -155,6 +169,7 @@ pub fn two_boot_verdict(
         report.confirmation = Some(Confirmation {
             reason: reason(&report),
             first_boot: None,
+            provisional_alarms: provisional_cells(&report),
             second_results: second_results.into(),
             used: false,
         });
@@ -218,6 +233,39 @@ mod tests {
             &first_look(rule, true),
         )
         .expect("compare")
+    }
+
+    /// A first boot that both leans worse and has provisional alarms: the reason and the
+    /// headline name both causes (each surface once named a different one).
+    #[test]
+    fn both_causes_of_a_second_boot_are_named_on_both_surfaces() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let history = noisy_history(&mut rng, 20);
+        // A row 15% slower in a matrix 4% slower.
+        let row = |i: usize| if (5..10).contains(&i) { 0.85 } else { 0.96 };
+        let slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &row);
+        let rule = DecisionRule::default();
+        let first = first_boot(&rule, &history, &slow);
+        assert!(leans(&first), "{}", first.headline);
+        assert_eq!(provisional_cells(&first), 5, "{}", first.headline);
+        let (report, used) = two_boots(&rule, &history, &slow, &slow);
+        assert!(used);
+        let c = report.confirmation.as_ref().expect("a confirmation");
+        assert_eq!(c.provisional_alarms, 5);
+        assert!(
+            c.reason
+                .contains("which leans worse, and the first boot has 5 provisional alarms"),
+            "{}",
+            c.reason
+        );
+        assert!(
+            report
+                .headline
+                .contains("leaned worse, and 5 first-boot alarms were provisional)"),
+            "{}",
+            report.headline
+        );
     }
 
     /// One slow boot (either one) is never a regression; two are.

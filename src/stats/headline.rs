@@ -44,20 +44,32 @@ pub fn headline(report: &ComparisonReport, against: Against) -> String {
         .as_ref()
         .and_then(|c| c.first_boot.as_ref())
     {
-        // Why the second boot was made: the first boot's matrix change leaned worse, or else
-        // an alarm of that boot was provisional.
-        if first
+        // Why the second boot was made, in the words of `confirm::reason`: the first boot's
+        // matrix change leaned worse, an alarm of that boot was provisional, or both.
+        let leaned = first
             .check
             .as_ref()
             .is_some_and(crate::verdict::Check::beyond)
-        {
-            line.push_str(&format!(
-                " · decided over 2 boots (the first boot's matrix-wide change {} leaned worse)",
-                signed_percent(first.change),
-            ));
-        } else {
-            line.push_str(" · decided over 2 boots (a first-boot alarm was provisional)");
-        }
+            .then(|| {
+                format!(
+                    "the first boot's matrix-wide change {} leaned worse",
+                    signed_percent(first.change)
+                )
+            });
+        let alarms = report
+            .confirmation
+            .as_ref()
+            .map_or(0, |c| c.provisional_alarms);
+        let provisional = match alarms {
+            0 | 1 => "a first-boot alarm was provisional".to_string(),
+            n => format!("{n} first-boot alarms were provisional"),
+        };
+        let why = match leaned {
+            Some(leaned) if alarms > 0 => format!("{leaned}, and {provisional}"),
+            Some(leaned) => leaned,
+            None => provisional,
+        };
+        line.push_str(&format!(" · decided over 2 boots ({why})"));
     }
     match report.sensitivity.as_ref() {
         Some(s) if report.gate == GateVerdict::Insufficient && !s.sufficient => {

@@ -163,6 +163,7 @@ pub(crate) fn regression() -> ComparisonReport {
     r.confirmation = Some(Confirmation {
         reason: "the first boot's matrix-wide change was −9.4% [−11.0, −7.8], p = 0.0300".into(),
         first_boot: Some(matrix(-0.094, 0.016, CellVerdict::Inconclusive)),
+        provisional_alarms: 0,
         second_results: "results-confirm.json".into(),
         used: true,
     });
