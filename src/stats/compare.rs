@@ -12,7 +12,7 @@ use crate::verdict::{
     Direction, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
 };
 
-use super::build::{self, Coord, find, mean};
+use super::build::{self, Coord, find, mean, sd};
 use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
 use super::interval::{
@@ -140,13 +140,12 @@ fn within_run_var(samples: &[f64]) -> f64 {
         .filter(|v| v.is_finite() && **v > 0.0)
         .map(|v| v.ln())
         .collect();
-    let n = logs.len();
-    if n < 2 {
+    let n = logs.len() as f64;
+    if n < 2.0 {
         return 0.0;
     }
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0);
-    var / n as f64
+    let m = mean(&logs);
+    logs.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0) / n
 }
 
 /// Whether a cell can be compared (`None`), and if not, its verdict, reason and whether the
@@ -213,7 +212,7 @@ fn eligibility(
     let limited = |state: CellStatus| hist.iter().filter(|s| **s == state).count();
     // The candidate's boots in `state` (with the first reason given), against `hits` such
     // history runs.
-    let judge = |limit: Limit, state: CellStatus, hits: usize| {
+    let limit_verdict = |limit: Limit, state: CellStatus, hits: usize| {
         let boots: Vec<_> = now.iter().filter(|c| c.status == state).collect();
         if boots.is_empty() {
             return None;
@@ -239,28 +238,30 @@ fn eligibility(
     // Saturation counts the history runs at their capacity limit too: they were at the
     // engine's limit.
     let capacity_hits = limited(CapacityLimited);
-    judge(Limit::Capacity, CapacityLimited, capacity_hits)
+    let saturation_hits = limited(Saturated) + capacity_hits;
+    limit_verdict(Limit::Capacity, CapacityLimited, capacity_hits)
+        .or_else(|| limit_verdict(Limit::Saturation, Saturated, saturation_hits))
         .or_else(|| {
-            judge(
-                Limit::Saturation,
-                Saturated,
-                limited(Saturated) + capacity_hits,
-            )
-        })
-        .or_else(|| match () {
-            _ if ok == 0 && cap > 0 => decided(
-                CellVerdict::Improvement,
-                "fits now; capacity-limited in the baseline".into(),
-            ),
-            _ if ok == 0 && sat > 0 => decided(
-                CellVerdict::Improvement,
-                "holds its streams now; saturated in the baseline".into(),
-            ),
-            _ if ok == 0 => decided(
-                CellVerdict::NotComparable,
-                "no successful baseline measurement (error or skipped)".into(),
-            ),
-            _ => None,
+            if ok > 0 {
+                return None;
+            }
+            let (v, why) = if cap > 0 {
+                (
+                    CellVerdict::Improvement,
+                    "fits now; capacity-limited in the baseline",
+                )
+            } else if sat > 0 {
+                (
+                    CellVerdict::Improvement,
+                    "holds its streams now; saturated in the baseline",
+                )
+            } else {
+                (
+                    CellVerdict::NotComparable,
+                    "no successful baseline measurement (error or skipped)",
+                )
+            };
+            decided(v, why.into())
         })
 }
 
@@ -382,6 +383,7 @@ fn line_changes(
     resid: &[Vec<f64>],
     candidate_runs: usize,
 ) -> Vec<LineChange> {
+    let runs = resid.first().map_or(0, Vec::len);
     let mut out = Vec::new();
     for axis in [LineAxis::Context, LineAxis::Concurrency] {
         let key = |t: &CellTest| match axis {
@@ -408,7 +410,6 @@ fn line_changes(
             };
             let (e1, v1) = part(&line);
             let (e2, v2) = part(&rest);
-            let runs = resid.first().map_or(0, Vec::len);
             let mean_at = |v: &[&CellTest], r: usize| {
                 let mut x: Vec<f64> = v
                     .iter()
@@ -422,7 +423,7 @@ fn line_changes(
                 .collect();
             let (se, df) = if history.len() >= 3 {
                 let n = history.len() as f64;
-                let var = super::build::sd(&history).powi(2);
+                let var = sd(&history).powi(2);
                 (
                     (var * (1.0 / candidate_runs.max(1) as f64 + 1.0 / n)).sqrt(),
                     n - 1.0,
@@ -498,6 +499,13 @@ impl MetricTests {
     }
 }
 
+/// A history run's cell at `coord` with its value of `metric`, where the cell ran clean
+/// (`ok`): the history the model is fitted on.
+fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<(&CellResult, f64)> {
+    let c = find(run, coord).filter(|c| c.status == CellStatus::Ok)?;
+    Some((c, compared_value(c, metric)?))
+}
+
 /// Fits one metric's model on the history and produces its per-cell tests and matrix change
 /// (and the second boot's own cell tests, from `second_from`).
 fn test_metric(
@@ -521,13 +529,10 @@ fn test_metric(
         if logs.len() != candidate.len() || logs.iter().any(Vec::is_empty) {
             continue;
         }
-        let in_history = history.iter().any(|r| {
-            find(r, coord)
-                .filter(|c| c.status == CellStatus::Ok)
-                .and_then(|c| compared_value(c, metric))
-                .is_some()
-        });
-        if in_history {
+        if history
+            .iter()
+            .any(|r| history_value(r, coord, metric).is_some())
+        {
             idx.push(i);
             cand_logs.push(logs);
         }
@@ -547,9 +552,7 @@ fn test_metric(
     let mut base_within = vec![(0.0, 0usize); idx.len()];
     for (r, run) in history.iter().enumerate() {
         for (k, &i) in idx.iter().enumerate() {
-            if let Some(c) = find(run, cells[i]).filter(|c| c.status == CellStatus::Ok)
-                && let Some(v) = compared_value(c, metric)
-            {
+            if let Some((c, v)) = history_value(run, cells[i], metric) {
                 table.set(r, k, v.ln());
                 if metric == Metric::AggregateTps && c.samples.len() >= 2 {
                     base_within[k].0 += within_run_var(&c.samples);
@@ -566,33 +569,27 @@ fn test_metric(
 
     // Candidate run effects (same robust centre as the baseline's).
     let j = candidate.len();
-    let mut buf = Vec::with_capacity(idx.len());
     let cand_effect: Vec<f64> = (0..j)
         .map(|run| {
-            buf.clear();
-            buf.extend(
-                cand_logs
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| model.cell_center[*k].is_finite())
-                    .map(|(k, logs)| mean(&logs[run]) - model.cell_center[k]),
-            );
-            trimmed_mean(&mut buf)
+            let mut v: Vec<f64> = cand_logs
+                .iter()
+                .zip(&model.cell_center)
+                .filter(|(_, center)| center.is_finite())
+                .map(|(logs, center)| mean(&logs[run]) - center)
+                .collect();
+            trimmed_mean(&mut v)
         })
         .collect();
 
     // Matrix-wide change: candidate run effect vs the level runs' run effects (of the runs
     // given: all of them, or the second boot's).
     let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
-    let matrix_change = |runs: &[f64]| {
-        let level = mean(&base_effects);
-        let n = runs.len() as f64;
-        LogChange {
-            estimate: runs.iter().sum::<f64>() / n - level,
-            se: model.run_sigma * (1.0 / n + 1.0 / base_effects.len() as f64).sqrt(),
-            df: model.run_df,
-            tail_df: f64::INFINITY,
-        }
+    let level = mean(&base_effects);
+    let matrix_change = |runs: &[f64]| LogChange {
+        estimate: mean(runs) - level,
+        se: model.run_sigma * (1.0 / runs.len() as f64 + 1.0 / base_effects.len() as f64).sqrt(),
+        df: model.run_df,
+        tail_df: f64::INFINITY,
     };
     let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
         change: matrix_change(&cand_effect),
@@ -802,15 +799,10 @@ fn second_boot_leans(
     use Direction::{HigherIsBetter, LowerIsBetter};
     // `screen` looks for a change worse in the direction it is given: an improvement's lean
     // is the other way.
-    let (toward, lean) = match judged.0 {
-        CellVerdict::Regression => (dir, "worse"),
-        CellVerdict::Improvement => {
-            let other = match dir {
-                HigherIsBetter => LowerIsBetter,
-                LowerIsBetter => HigherIsBetter,
-            };
-            (other, "better")
-        }
+    let (toward, lean) = match (judged.0, dir) {
+        (CellVerdict::Regression, _) => (dir, "worse"),
+        (CellVerdict::Improvement, HigherIsBetter) => (LowerIsBetter, "better"),
+        (CellVerdict::Improvement, LowerIsBetter) => (HigherIsBetter, "better"),
         _ => return judged,
     };
     let Some(c) = second else {
@@ -1564,7 +1556,7 @@ mod tests {
         // Both boots (the first and the confirmation boot) are capacity-limited in cell 0.
         let mut second = cand.clone();
         second.run_id = "cand-confirm".into();
-        let boots = [cand.clone(), second.clone()];
+        let boots = [cand, second];
         let report = compare(&base, &boots, &DecisionRule::default()).unwrap();
         let v: Vec<CellVerdict> = report.cells.iter().take(5).map(|c| c.verdict).collect();
         assert_eq!(
@@ -1789,7 +1781,6 @@ mod tests {
         let cell = &report.cells[7];
         let m = cell.primary().unwrap();
         assert!((m.change + 0.558).abs() < 0.03, "{}", m.change);
-        assert_ne!(cell.verdict, CellVerdict::Improvement, "{cell:?}");
         assert_eq!(cell.verdict, CellVerdict::Regression, "{cell:?}");
         let d = m.decided_on.unwrap();
         assert_eq!(d.basis, DecisionBasis::WithMatrix);
@@ -1970,18 +1961,10 @@ mod tests {
         let c = &r.cells[0];
         assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
         assert!(c.provisional);
+        let why = c.reason.as_deref().unwrap();
         assert!(
-            c.reason
-                .as_deref()
-                .unwrap()
-                .starts_with("provisional capacity_regression"),
-            "{:?}",
-            c.reason
-        );
-        assert!(
-            c.reason.as_deref().unwrap().contains("3/4 running"),
-            "{:?}",
-            c.reason
+            why.starts_with("provisional capacity_regression") && why.contains("3/4 running"),
+            "{why}"
         );
         assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
         assert!(r.headline.contains("1 provisional alarm"), "{}", r.headline);
