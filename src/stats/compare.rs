@@ -1312,29 +1312,18 @@ mod tests {
         let base = vec![one.clone(), one.clone(), one.clone()];
         let report = compare(&base, &[one], &DecisionRule::default()).unwrap();
         // Three runs cannot show what the boot noise is: honest, not green.
-        assert_eq!(
-            report.gate,
-            GateVerdict::Insufficient,
-            "{}",
-            report.headline
-        );
+        let h = &report.headline;
+        assert_eq!(report.gate, GateVerdict::Insufficient, "{h}");
         assert!(
-            report.headline.contains("more baseline runs needed"),
-            "{}",
-            report.headline
+            h.starts_with("no regressions across 20 cells")
+                && h.contains("more baseline runs needed"),
+            "{h}"
         );
         assert!(
             report
                 .cells
                 .iter()
                 .all(|c| c.verdict == CellVerdict::Unchanged)
-        );
-        assert!(
-            report
-                .headline
-                .starts_with("no regressions across 20 cells"),
-            "{}",
-            report.headline
         );
         let m = report.cells[0].primary().unwrap();
         assert!(m.change.abs() < 1e-12 && m.ci_low < 0.0 && m.ci_high > 0.0);
@@ -1569,33 +1558,15 @@ mod tests {
                 CellVerdict::Improvement
             ]
         );
+        let reason = |i: usize| report.cells[i].reason.as_deref().unwrap_or_default();
+        assert!(reason(0).contains("5/8 running"), "{}", reason(0));
         assert!(
-            report.cells[0]
-                .reason
-                .as_deref()
-                .unwrap()
-                .contains("5/8 running")
+            reason(1).starts_with("capacity-limited on both sides"),
+            "{}",
+            reason(1)
         );
-        assert!(
-            report.cells[1]
-                .reason
-                .as_deref()
-                .unwrap()
-                .starts_with("capacity-limited on both sides"),
-            "{:?}",
-            report.cells[1].reason
-        );
-        assert!(
-            report.cells[2]
-                .reason
-                .as_deref()
-                .unwrap()
-                .contains("stream reset")
-        );
-        assert_eq!(
-            report.cells[3].reason.as_deref(),
-            Some("missing in baseline")
-        );
+        assert!(reason(2).contains("stream reset"), "{}", reason(2));
+        assert_eq!(reason(3), "missing in baseline");
         // The errored cell was measured in the baseline: every such cell must be measured now,
         // so the gate cannot decide (exit 3).
         let cov = report.coverage.expect("coverage");
@@ -2005,13 +1976,8 @@ mod tests {
         let never = history_with(&mut rng, Cap, &|_| true);
         let r = compare(&never, &both, &rule).unwrap();
         assert_eq!(r.cells[0].verdict, CellVerdict::NotComparable);
-        assert!(
-            r.cells[0]
-                .reason
-                .as_deref()
-                .unwrap()
-                .contains("20 of 20 history runs")
-        );
+        let why = r.cells[0].reason.as_deref().unwrap_or_default();
+        assert!(why.contains("20 of 20 history runs"), "{why}");
     }
 
     /// `compare --confirmation` and `run` decide with `two_boot_verdict`: the first boot's
@@ -2019,37 +1985,26 @@ mod tests {
     /// regression.
     #[test]
     fn a_provisional_capacity_alarm_is_decided_by_the_second_boot() {
+        use crate::stats::confirm;
         use CellStatus::CapacityLimited as Cap;
         let mut rng = StdRng::seed_from_u64(22);
         let rule = DecisionRule::default();
         let fit = history_with(&mut rng, Cap, &|_| false);
         let first = boots_with(&mut rng, 1, Cap, &|_| true);
-        let first_report = compare_at(
-            &fit,
-            &first,
-            &rule,
-            &crate::stats::confirm::first_look(&rule, true),
-        )
-        .unwrap();
+        let first_report =
+            compare_at(&fit, &first, &rule, &confirm::first_look(&rule, true)).unwrap();
         assert!(
-            crate::stats::confirm::wants_confirmation(&first_report),
+            confirm::wants_confirmation(&first_report),
             "{}",
             first_report.headline
         );
-        assert!(
-            crate::stats::confirm::reason(&first_report).contains("provisional alarm"),
-            "{}",
-            crate::stats::confirm::reason(&first_report)
-        );
+        let why = confirm::reason(&first_report);
+        assert!(why.contains("provisional alarm"), "{why}");
         let limited = boots_with(&mut rng, 1, Cap, &|_| true);
-        let (both, used) = crate::stats::two_boot_verdict(
-            true,
-            &rule,
-            &fit,
-            &first,
-            Some((&limited, "second.json")),
-        )
-        .unwrap();
+        let second = |boots: &[RunResults]| {
+            confirm::two_boot_verdict(true, &rule, &fit, &first, Some((boots, "second.json")))
+        };
+        let (both, used) = second(&limited).unwrap();
         assert!(used);
         assert_eq!(
             both.cells[0].verdict,
@@ -2059,9 +2014,7 @@ mod tests {
         );
         assert_eq!(both.gate, GateVerdict::Regression);
         let fits = boots_with(&mut rng, 1, Cap, &|_| false);
-        let (both, used) =
-            crate::stats::two_boot_verdict(true, &rule, &fit, &first, Some((&fits, "second.json")))
-                .unwrap();
+        let (both, used) = second(&fits).unwrap();
         assert!(used);
         assert_ne!(both.gate, GateVerdict::Regression, "{}", both.headline);
         assert_eq!(both.cells[0].verdict, CellVerdict::Inconclusive);
