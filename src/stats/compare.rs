@@ -605,8 +605,8 @@ fn test_metric(
     let cell_tests = |from: usize| {
         let mut tests = Vec::new();
         let mut row_parts = Vec::new();
-        let runs = &cand_effect[from..];
-        let matrix = (!base_effects.is_empty()).then(|| matrix_change(runs));
+        // The matrix change on these runs: its noise is part of each cell's total change.
+        let boots_matrix = (!base_effects.is_empty()).then(|| matrix_change(&cand_effect[from..]));
         for (k, &i) in idx.iter().enumerate() {
             // The cell's own level: its run-adjusted mean over the whole window (drift shared by
             // every cell is in the run effects), and its plain level over the level runs.
@@ -674,11 +674,11 @@ fn test_metric(
                 tail_df: model.tail_df,
             };
             row_parts.push((var_cell, var_row));
-            let var_total = var_spec + matrix.as_ref().map_or(0.0, |m| m.se.powi(2));
+            let var_total = var_spec + boots_matrix.as_ref().map_or(0.0, |m| m.se.powi(2));
             let total = LogChange {
                 estimate: raw_sum / jf - raw_level,
                 se: var_total.sqrt(),
-                df: matrix
+                df: boots_matrix
                     .as_ref()
                     .map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
                 tail_df: model.tail_df,
