@@ -14,10 +14,10 @@
 //! Outlier runs (a throttled night, −8%) would dominate a least-squares fit: runs more than
 //! [`OUTLIER_SD`] noise SDs off the running median of five are left out of both.
 
-use super::{ChangeKind, median};
+use super::{CREEP_MIN_FLAT, CREEP_MIN_RUNS, ChangeKind, median, robust_sd};
 
 /// Runs this many noise SDs off the running median of five are left out of the GLS fits.
-pub(crate) const OUTLIER_SD: f64 = 4.0;
+const OUTLIER_SD: f64 = 4.0;
 
 /// The white run noise `w` for the creep test: the SD of the successive differences (centred
 /// on their median) that lie within 3.5 robust SDs of it, `Var = 2 w² + d²` with the drift `d`
@@ -31,8 +31,7 @@ pub(crate) fn white_sd(logs: &[f64], d: f64) -> Option<f64> {
     }
     let diffs: Vec<f64> = logs.windows(2).map(|w| w[1] - w[0]).collect();
     let centre = median(&mut diffs.clone());
-    let mut dev: Vec<f64> = diffs.iter().map(|x| (x - centre).abs()).collect();
-    let robust = crate::stats::noise::mad_sd(&mut dev);
+    let robust = robust_sd(&diffs);
     if robust.is_nan() || robust <= 0.0 {
         return None;
     }
@@ -49,12 +48,11 @@ pub(crate) fn white_sd(logs: &[f64], d: f64) -> Option<f64> {
 
 /// A whitened design: the Cholesky factor of the covariance `w² I + d² min(t_i, t_j)` of the
 /// kept runs (positions relative to the first), and the whitened intercept and values.
-pub(crate) struct Whitened {
-    n: usize,
-    /// Lower-triangular factor, row-major `n × n`.
+struct Whitened {
+    /// Lower-triangular factor, row-major `n × n` (`n` kept runs).
     chol: Vec<f64>,
     /// Positions (in the series) of the kept runs.
-    pub pos: Vec<usize>,
+    pos: Vec<usize>,
     one: Vec<f64>,
     y: Vec<f64>,
 }
@@ -62,7 +60,7 @@ pub(crate) struct Whitened {
 impl Whitened {
     /// The model of `logs[a..b]` with outlier runs left out; `None` when fewer than 4 runs stay
     /// or the covariance is singular (`w` and `d` both 0).
-    pub(crate) fn new(logs: &[f64], a: usize, b: usize, w: f64, d: f64) -> Option<Whitened> {
+    fn new(logs: &[f64], a: usize, b: usize, w: f64, d: f64) -> Option<Whitened> {
         let pos = kept(logs, a, b, w);
         let n = pos.len();
         if n < 4 {
@@ -88,20 +86,19 @@ impl Whitened {
             }
         }
         let mut m = Whitened {
-            n,
             chol,
-            pos: pos.clone(),
+            pos,
             one: Vec::new(),
             y: Vec::new(),
         };
         m.one = m.whiten(&vec![1.0; n]);
-        m.y = m.whiten(&pos.iter().map(|&p| logs[p]).collect::<Vec<_>>());
+        m.y = m.whiten(&m.pos.iter().map(|&p| logs[p]).collect::<Vec<_>>());
         Some(m)
     }
 
     /// `L⁻¹ v` (forward substitution).
     fn whiten(&self, v: &[f64]) -> Vec<f64> {
-        let n = self.n;
+        let n = self.pos.len();
         let mut out = vec![0.0; n];
         for i in 0..n {
             let row = &self.chol[i * n..i * n + i];
@@ -113,7 +110,7 @@ impl Whitened {
 
     /// The GLS fit of `level + beta × x` (`x` over the kept runs, in their order): (beta, its
     /// SD, the generalised residual sum of squares, ln det of the whitened normal matrix).
-    pub(crate) fn fit(&self, x: &[f64]) -> Option<Fit> {
+    fn fit(&self, x: &[f64]) -> Option<Fit> {
         let xw = self.whiten(x);
         let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
         let (a11, a12, a22) = (
@@ -139,18 +136,18 @@ impl Whitened {
 }
 
 /// One GLS fit of a level plus one regressor.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Fit {
-    pub beta: f64,
-    pub sd: f64,
-    pub rss: f64,
-    pub ln_det: f64,
+#[derive(Debug)]
+struct Fit {
+    beta: f64,
+    sd: f64,
+    rss: f64,
+    ln_det: f64,
 }
 
 /// Positions in `a..b` that are not outlier runs: within [`OUTLIER_SD`] × `w` of the median of
 /// five runs around them (at the ends of the range, the five nearest: two throttled nights
 /// at the newest runs are outliers, not a level).
-pub(crate) fn kept(logs: &[f64], a: usize, b: usize, w: f64) -> Vec<usize> {
+fn kept(logs: &[f64], a: usize, b: usize, w: f64) -> Vec<usize> {
     let limit = OUTLIER_SD * w;
     (a..b)
         .filter(|&i| {
@@ -163,7 +160,7 @@ pub(crate) fn kept(logs: &[f64], a: usize, b: usize, w: f64) -> Vec<usize> {
 }
 
 /// The hinge regressor of onset `tau` over positions: 0 before, `t − tau + 1` from it on.
-fn hinge(pos: &[usize], tau: usize) -> Vec<f64> {
+pub(super) fn hinge(pos: &[usize], tau: usize) -> Vec<f64> {
     pos.iter()
         .map(|&t| if t >= tau { (t + 1 - tau) as f64 } else { 0.0 })
         .collect()
@@ -186,23 +183,22 @@ pub(crate) struct CreepScan {
     pub z: f64,
 }
 
-/// The creep test over `logs[a..]`: for every onset leaving at least `min_flat` kept runs
-/// before it and `min_runs` from it to the newest run (and at most `max_runs`), the GLS slope
-/// of the hinge and its z; the onset with the most negative z. `None` when no onset fits.
+/// The creep test over `logs[a..]`: for every onset leaving at least [`CREEP_MIN_FLAT`] kept
+/// runs before it and [`CREEP_MIN_RUNS`] from it to the newest run (and at most `max_runs`),
+/// the GLS slope of the hinge and its z; the onset with the most negative z. `None` when no
+/// onset fits.
 pub(crate) fn creep_scan(
     logs: &[f64],
     a: usize,
     w: f64,
     d: f64,
-    min_flat: usize,
-    min_runs: usize,
     max_runs: usize,
 ) -> Option<CreepScan> {
     let b = logs.len();
     let m = Whitened::new(logs, a, b, w, d)?;
     let mut best: Option<CreepScan> = None;
-    let first = m.pos.get(min_flat).copied()?;
-    for tau in first.max(b.saturating_sub(max_runs))..=b.saturating_sub(min_runs) {
+    let first = m.pos.get(CREEP_MIN_FLAT).copied()?;
+    for tau in first.max(b.saturating_sub(max_runs))..=b.saturating_sub(CREEP_MIN_RUNS) {
         let Some(f) = m.fit(&hinge(&m.pos, tau)) else {
             continue;
         };
@@ -367,7 +363,7 @@ mod tests {
         let flat: Vec<f64> = (0..40)
             .map(|t| if t % 2 == 0 { 0.005 } else { -0.005 })
             .collect();
-        let s = creep_scan(&flat, 0, 0.005, 0.0, 5, 4, 30).unwrap();
+        let s = creep_scan(&flat, 0, 0.005, 0.0, 30).unwrap();
         assert!(s.z.abs() < 2.0, "{s:?}");
         let creep: Vec<f64> = flat
             .iter()
@@ -380,7 +376,7 @@ mod tests {
                 }
             })
             .collect();
-        let s = creep_scan(&creep, 0, 0.005, 0.0, 5, 4, 30).unwrap();
+        let s = creep_scan(&creep, 0, 0.005, 0.0, 30).unwrap();
         assert!(s.z < -4.0 && s.onset.abs_diff(30) <= 2, "{s:?}");
         assert!((s.slope + 0.003).abs() < 0.001, "{s:?}");
     }
