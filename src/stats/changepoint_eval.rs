@@ -472,6 +472,8 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
                 }
             }
             let found = delays.len().max(1) as f64;
+            let mae = |e: &[f64]| e.iter().map(|e| e.abs()).sum::<f64>() / found;
+            let near = |e: &[f64]| e.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found;
             delays.sort_by(f64::total_cmp);
             shifts.push(ShiftOutcome {
                 scenario: name.clone(),
@@ -482,10 +484,10 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
                 delay_median: quantile(&delays, 0.5),
                 delay_p90: quantile(&delays, 0.9),
                 delay_mean: delays.iter().sum::<f64>() / found,
-                location_mae: errors.iter().map(|e| e.abs()).sum::<f64>() / found,
-                within_2: errors.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found,
-                latest_location_mae: latest.iter().map(|e| e.abs()).sum::<f64>() / found,
-                latest_within_2: latest.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found,
+                location_mae: mae(&errors),
+                within_2: near(&errors),
+                latest_location_mae: mae(&latest),
+                latest_within_2: near(&latest),
                 latest_creep: creeps / found,
                 alerts_after_onset: after / trials,
                 false_before_per_100: before / trials / (onset - cfg.warmup) as f64 * 100.0,
