@@ -283,14 +283,13 @@ pub(crate) fn step_then_creep(
     (s + c).exp_m1()
 }
 
-/// One must-show trial: (step ok, creep ok, no other alert) as [`MustShowOutcome`] defines them,
-/// with `within` nights in place of 2.
+/// One must-show trial: (step ok, creep ok, no other alert) as [`MustShowOutcome`] defines them.
 pub(crate) fn must_show_trial(
     alerts: &[NightlyAlert],
     step_at: usize,
     creep_at: usize,
-    within: usize,
 ) -> (bool, bool, bool) {
+    let within = 2;
     // Each alert is about the onset it lies nearer (ties: the step).
     let step_side =
         |a: &&NightlyAlert| a.latest_at.abs_diff(step_at) <= a.latest_at.abs_diff(creep_at);
@@ -435,19 +434,18 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
             histories_with_alert: with_alert / trials,
         });
     }
-    let mut scenarios: Vec<(String, usize, Effect)> = Vec::new();
-    let (step, step_at) = (cfg.step, cfg.step_at);
-    scenarios.push((
+    let (step, step_at, creep_at) = (cfg.step, cfg.step_at, cfg.creep_at);
+    let step_alone = move |n: usize| if n >= step_at { step } else { 0.0 };
+    let mut scenarios: Vec<(String, usize, Effect)> = vec![(
         format!("step_{:+}%", step * 100.0),
         step_at,
-        Box::new(move |n| if n >= step_at { step } else { 0.0 }),
-    ));
+        Box::new(step_alone),
+    )];
     for &creep in &cfg.creeps {
-        let at = cfg.creep_at;
         scenarios.push((
             format!("creep_{:+}%/night", creep * 100.0),
-            at,
-            Box::new(move |n| step_then_creep(n, 0.0, 0, creep, at)),
+            creep_at,
+            Box::new(move |n| step_then_creep(n, 0.0, 0, creep, creep_at)),
         ));
     }
     let mut shifts = Vec::new();
@@ -474,6 +472,8 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
                 }
             }
             let found = delays.len().max(1) as f64;
+            let mae = |e: &[f64]| e.iter().map(|e| e.abs()).sum::<f64>() / found;
+            let near = |e: &[f64]| e.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found;
             delays.sort_by(f64::total_cmp);
             shifts.push(ShiftOutcome {
                 scenario: name.clone(),
@@ -484,10 +484,10 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
                 delay_median: quantile(&delays, 0.5),
                 delay_p90: quantile(&delays, 0.9),
                 delay_mean: delays.iter().sum::<f64>() / found,
-                location_mae: errors.iter().map(|e| e.abs()).sum::<f64>() / found,
-                within_2: errors.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found,
-                latest_location_mae: latest.iter().map(|e| e.abs()).sum::<f64>() / found,
-                latest_within_2: latest.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found,
+                location_mae: mae(&errors),
+                within_2: near(&errors),
+                latest_location_mae: mae(&latest),
+                latest_within_2: near(&latest),
                 latest_creep: creeps / found,
                 alerts_after_onset: after / trials,
                 false_before_per_100: before / trials / (onset - cfg.warmup) as f64 * 100.0,
@@ -499,7 +499,6 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
             0.0,
             |a: f64, c: f64| if c.abs() < a.abs() || a == 0.0 { c } else { a },
         );
-    let (step, step_at, creep_at) = (cfg.step, cfg.step_at, cfg.creep_at);
     let nights = cfg.must_show_nights;
     let (mut s_ok, mut c_ok, mut both, mut quiet) = (0.0, 0.0, 0.0, 0.0);
     let (mut o_step, mut o_creep, mut o_both) = (0.0, 0.0, 0.0);
@@ -507,7 +506,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
         let effect = move |n: usize| step_then_creep(n, step, step_at, creep, creep_at);
         let runs = nightly_history(&cfg.noise, nights, &effect, trial_seed(t));
         let a = nightly_alerts(&runs, &Scope::Matrix, cfg.warmup, &cfg.settings)?;
-        let (so, co, only) = must_show_trial(&a, step_at, creep_at, 2);
+        let (so, co, only) = must_show_trial(&a, step_at, creep_at);
         s_ok += f64::from(u8::from(so));
         c_ok += f64::from(u8::from(co));
         both += f64::from(u8::from(so && co && only));
@@ -527,8 +526,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
     for kind in kinds {
         let (mut covered, mut widths) = (0.0, Vec::new());
         for t in 0..cfg.trials {
-            let effect = move |n: usize| if n >= step_at { step } else { 0.0 };
-            let runs = nightly_history(&cfg.noise, nights, &effect, trial_seed(t));
+            let runs = nightly_history(&cfg.noise, nights, &step_alone, trial_seed(t));
             if let Some((lo, hi)) =
                 step_location(&runs, &scope_of(kind, &runs), step_at, &cfg.settings)?
             {
@@ -631,20 +629,19 @@ mod tests {
         settings: &ChangeSettings,
         seeds: std::ops::Range<u64>,
     ) -> [u32; 3] {
-        let noise = noise.clone();
         let mut n = [0u32; 3];
         for seed in seeds {
-            let stable = nightly_history(&noise, 60, &|_| 0.0, seed);
+            let stable = nightly_history(noise, 60, &|_| 0.0, seed);
             let a = nightly_alerts(&stable, &Scope::Matrix, 10, settings).unwrap();
             n[0] += u32::from(a.is_empty());
             let creep = |night: usize| step_then_creep(night, 0.0, 0, -0.002, 45);
-            let runs = nightly_history(&noise, 56, &creep, seed);
+            let runs = nightly_history(noise, 56, &creep, seed);
             let a = nightly_alerts(&runs, &Scope::Matrix, 10, settings).unwrap();
             n[1] += u32::from(a.iter().any(|x| {
                 x.night >= 45 && x.night <= 55 && x.at + settings.min_segment >= 45 && !x.up
             }));
             let step = |night: usize| if night >= 40 { -0.03 } else { 0.0 };
-            let runs = nightly_history(&noise, 60, &step, seed);
+            let runs = nightly_history(noise, 60, &step, seed);
             let loc = step_location(&runs, &Scope::Matrix, 40, settings).unwrap();
             n[2] += u32::from(loc.is_some_and(|(lo, hi)| (lo..=hi).contains(&40)));
         }
@@ -747,7 +744,7 @@ mod tests {
     fn must_show_counts(noise: &NoiseSpec, seeds: std::ops::Range<u64>) -> [u32; 4] {
         let mut n = [0u32; 4];
         for seed in seeds {
-            let ((s, c, only), stable) = must_show(noise, seed, 2);
+            let ((s, c, only), stable) = must_show(noise, seed);
             n[0] += u32::from(s && c && only);
             n[1] += u32::from(s);
             n[2] += u32::from(c);
@@ -768,7 +765,7 @@ mod tests {
             );
             let s = ChangeSettings::default();
             for seed in 1000..1040u64 {
-                let ((a, b, c), _) = must_show(&noise, seed, 2);
+                let ((a, b, c), _) = must_show(&noise, seed);
                 if !(a && b && c) {
                     let effect = |n: usize| step_then_creep(n, -0.03, 40, -0.002, 45);
                     let runs = nightly_history(&noise, 60, &effect, seed);
@@ -779,7 +776,7 @@ mod tests {
         }
     }
 
-    fn must_show(noise: &NoiseSpec, seed: u64, within: usize) -> ((bool, bool, bool), bool) {
+    fn must_show(noise: &NoiseSpec, seed: u64) -> ((bool, bool, bool), bool) {
         let s = ChangeSettings::default();
         let effect = |n: usize| step_then_creep(n, -0.03, 40, -0.002, 45);
         let runs = nightly_history(noise, 60, &effect, seed);
@@ -788,7 +785,7 @@ mod tests {
         let quiet_ok = nightly_alerts(&stable, &Scope::Matrix, 10, &s)
             .unwrap()
             .is_empty();
-        (must_show_trial(&a, 40, 45, within), quiet_ok)
+        (must_show_trial(&a, 40, 45), quiet_ok)
     }
 
     #[test]

@@ -142,72 +142,40 @@ pub(crate) struct Condition {
 /// The grid `stats-eval` measures by default: the Gaussian runner, each rough feature alone,
 /// the rough features combined, and the combined runner under drift and a step.
 pub(crate) fn grid() -> Vec<Condition> {
-    let g = NoiseSpec::gate_runner();
-    let t3 = NoiseSpec {
-        cell_df: Some(3.0),
-        ..g.clone()
+    type Feature = fn(&mut NoiseSpec);
+    let rough: [(&str, Feature); 5] = [
+        ("t3 cells", |n| n.cell_df = Some(3.0)),
+        ("slow boots 5% x -4%", |n| {
+            n.slow_boot_rate = 0.05;
+            n.slow_boot_effect = -0.04;
+        }),
+        ("capacity flips 10%", |n| n.capacity_flip_rate = 0.10),
+        ("row factor 1.5%", |n| n.row_cv = 0.015),
+        ("AR(1) 0.6 sub-windows", |n| n.window_ar = 0.6),
+    ];
+    let drift: Feature = |n| n.drift_total = 0.03;
+    let step: Feature = |n| n.step = -0.02;
+    let c = |name: &str, features: &[Feature]| {
+        let mut noise = NoiseSpec::gate_runner();
+        features.iter().for_each(|f| f(&mut noise));
+        Condition {
+            name: name.into(),
+            noise,
+        }
     };
-    let slow = NoiseSpec {
-        slow_boot_rate: 0.05,
-        slow_boot_effect: -0.04,
-        ..g.clone()
-    };
-    let cap = NoiseSpec {
-        capacity_flip_rate: 0.10,
-        ..g.clone()
-    };
-    let row = NoiseSpec {
-        row_cv: 0.015,
-        ..g.clone()
-    };
-    let ar = NoiseSpec {
-        window_ar: 0.6,
-        ..g.clone()
-    };
-    let rough = NoiseSpec {
-        cell_df: Some(3.0),
-        slow_boot_rate: 0.05,
-        slow_boot_effect: -0.04,
-        capacity_flip_rate: 0.10,
-        row_cv: 0.015,
-        window_ar: 0.6,
-        ..g.clone()
-    };
-    let c = |name: &str, noise: NoiseSpec| Condition {
-        name: name.into(),
-        noise,
-    };
-    vec![
-        c("gaussian", g.clone()),
-        c("t3 cells", t3),
-        c("slow boots 5% x -4%", slow),
-        c("capacity flips 10%", cap),
-        c("row factor 1.5%", row),
-        c("AR(1) 0.6 sub-windows", ar),
-        c(
-            "drift +3%",
-            NoiseSpec {
-                drift_total: 0.03,
-                ..g.clone()
-            },
-        ),
-        c(
-            "step -2%",
-            NoiseSpec {
-                step: -0.02,
-                ..g.clone()
-            },
-        ),
-        c("rough (all of the above but drift/step)", rough.clone()),
+    let all: Vec<Feature> = rough.iter().map(|r| r.1).collect();
+    let mut grid = vec![c("gaussian", &[])];
+    grid.extend(rough.iter().map(|&(name, f)| c(name, &[f])));
+    grid.extend([
+        c("drift +3%", &[drift]),
+        c("step -2%", &[step]),
+        c("rough (all of the above but drift/step)", &all),
         c(
             "rough + drift +3% + step -2%",
-            NoiseSpec {
-                drift_total: 0.03,
-                step: -0.02,
-                ..rough
-            },
+            &[&all[..], &[drift, step]].concat(),
         ),
-    ]
+    ]);
+    grid
 }
 
 /// What to run.
@@ -472,6 +440,13 @@ struct Sampler {
 }
 
 impl Sampler {
+    fn new(seed: u64) -> Sampler {
+        Sampler {
+            rng: StdRng::seed_from_u64(seed),
+            std: Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!()),
+        }
+    }
+
     fn normal(&mut self, sd: f64) -> f64 {
         sd * self.std.sample(&mut self.rng)
     }
@@ -569,10 +544,7 @@ pub(crate) fn nightly_history(
 ) -> Vec<RunResults> {
     let levels = cell_levels();
     let tpl = template();
-    let mut sampler = Sampler {
-        rng: StdRng::seed_from_u64(seed),
-        std: Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!()),
-    };
+    let mut sampler = Sampler::new(seed);
     let every = noise.outlier_every.max(1);
     let mut drift = 0.0;
     let mut outlier = usize::MAX;
@@ -686,11 +658,7 @@ fn run_condition(
     let n_cells = levels.len();
     let h = cfg.history.max(1);
     let tpl = template();
-    let std = Normal::new(0.0, 1.0).map_err(|e| StatsError::InvalidRule(e.to_string()))?;
-    let mut sampler = Sampler {
-        rng: StdRng::seed_from_u64(seed),
-        std,
-    };
+    let mut sampler = Sampler::new(seed);
     let mut counts = vec![Tally::default(); SCENARIOS.len()];
     let zero = vec![0.0; n_cells];
     for trial in 0..cfg.trials {
@@ -731,10 +699,7 @@ fn run_condition(
                 Scenario::SingleCell(e) => effects[target] = e,
                 Scenario::Row(e) => effects[ROW_CELLS].fill(e),
             }
-            let mut window_sampler = Sampler {
-                rng: StdRng::seed_from_u64(window_seed),
-                std,
-            };
+            let mut window_sampler = Sampler::new(window_seed);
             let candidate: Vec<RunResults> = draws
                 .iter()
                 .enumerate()

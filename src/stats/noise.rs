@@ -345,7 +345,8 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
     let tail = tail_fit(t, &resid, &row_blocks, runs_with_data);
     let tail_df = tail.as_ref().map_or(f64::INFINITY, |f| f.df);
 
-    // Per-cell residual variance with its share of the degrees of freedom.
+    // Per-cell residual variance with its share of the degrees of freedom (a cell without
+    // any holds no noise of its own: its sum of squares is left out).
     let mut cell_ss = vec![0.0; nc];
     let mut cell_dof = vec![0.0; nc];
     let mut cell_n = vec![0usize; nc];
@@ -357,28 +358,22 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
                 cell_n[c] += 1;
             }
         }
-        cell_dof[c] = if cell_n[c] > 1 && runs_with_data > 1 {
-            (cell_n[c] as f64 - 1.0) * cell_factor[c]
-        } else {
-            0.0
-        };
+        if cell_n[c] > 1 && runs_with_data > 1 {
+            cell_dof[c] = (cell_n[c] as f64 - 1.0) * cell_factor[c];
+        }
+        if cell_dof[c] <= 0.0 {
+            cell_ss[c] = 0.0;
+        }
     }
     let prior_var = PRIOR_CV * PRIOR_CV;
     let total_df: f64 = cell_dof.iter().sum();
-    let total_ss: f64 = (0..nc)
-        .filter(|&c| cell_dof[c] > 0.0)
-        .map(|c| cell_ss[c])
-        .sum();
+    let total_ss: f64 = cell_ss.iter().sum();
     let pooled_df = total_df + PRIOR_DF;
     let pooled_var = (total_ss + PRIOR_DF * prior_var) / pooled_df;
     let prior_w = shrinkage_weight(&cell_ss, &cell_dof, pooled_var, pooled_df);
     let (mut cell_sigma, cell_df): (Vec<f64>, Vec<f64>) = (0..nc)
         .map(|c| {
-            let (df, ss) = if cell_dof[c] > 0.0 {
-                (cell_dof[c], cell_ss[c])
-            } else {
-                (0.0, 0.0)
-            };
+            let (df, ss) = (cell_dof[c], cell_ss[c]);
             let var = (ss + prior_w * pooled_var) / (df + prior_w).max(1e-9);
             (var.sqrt(), (df + prior_w).min(pooled_df).max(PRIOR_DF))
         })
@@ -390,7 +385,7 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
     // of the residuals (`dof / n`, as the sample SD's divisor does).
     if let Some(f) = &tail {
         for (c, sigma) in cell_sigma.iter_mut().enumerate() {
-            let kept_share = if cell_n[c] > 0 && cell_dof[c] > 0.0 {
+            let kept_share = if cell_dof[c] > 0.0 {
                 cell_dof[c] / cell_n[c] as f64
             } else {
                 1.0
@@ -632,27 +627,46 @@ mod tests {
     /// Row labels of a 20-cell matrix of 4 context rows of 5 cells (a 5-cell table: one row).
     const ROWS: [u64; 20] = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3];
 
-    fn synthetic(runs: usize, cells: usize, run_cv: f64, cell_cv: f64, seed: u64) -> LogTable {
+    /// A `runs` x `cells` history of run noise 1% and cell terms of SD 2% (Gaussian, or a
+    /// Student t of `cell_df` scaled to that SD), plus a Gaussian factor of SD `row_cv` per run
+    /// and context row ([`ROWS`]).
+    fn history(
+        runs: usize,
+        cells: usize,
+        seed: u64,
+        row_cv: f64,
+        cell_df: Option<f64>,
+    ) -> LogTable {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let run_n = Normal::new(0.0, run_cv).unwrap_or_else(|_| unreachable!());
-        let cell_n = Normal::new(0.0, cell_cv).unwrap_or_else(|_| unreachable!());
+        let std = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
+        let t3 = cell_df.and_then(|d| rand_distr::StudentT::new(d).ok().map(|t| (d, t)));
         let mut t = LogTable::new(runs, cells);
         for r in 0..runs {
-            let a = run_n.sample(&mut rng);
+            let a = 0.01 * std.sample(&mut rng);
+            let rows: Vec<f64> = if row_cv > 0.0 {
+                (0..4).map(|_| row_cv * std.sample(&mut rng)).collect()
+            } else {
+                vec![0.0; 4]
+            };
             for c in 0..cells {
-                t.set(
-                    r,
-                    c,
-                    (100.0 + 10.0 * c as f64).ln() + a + cell_n.sample(&mut rng),
-                );
+                let e = match &t3 {
+                    Some((d, dist)) => 0.02 * ((d - 2.0) / d).sqrt() * dist.sample(&mut rng),
+                    None => 0.02 * std.sample(&mut rng),
+                };
+                t.set(r, c, (100.0 + 10.0 * c as f64).ln() + a + rows[c / 5] + e);
             }
         }
         t
     }
 
+    /// A Gaussian [`history`] without a row factor.
+    fn synthetic(runs: usize, cells: usize, seed: u64) -> LogTable {
+        history(runs, cells, seed, 0.0, None)
+    }
+
     #[test]
     fn separates_run_and_cell_noise() {
-        let t = synthetic(40, 20, 0.01, 0.02, 1);
+        let t = synthetic(40, 20, 1);
         let m = fit(&t, &ROWS);
         let mean_sigma = m.cell_sigma.iter().sum::<f64>() / 20.0;
         assert!((mean_sigma - 0.02).abs() < 0.003, "cells {mean_sigma}");
@@ -662,7 +676,7 @@ mod tests {
 
     #[test]
     fn one_slow_run_stays_in_the_history_and_only_widens_the_run_noise() {
-        let mut t = synthetic(20, 20, 0.01, 0.02, 2);
+        let mut t = synthetic(20, 20, 2);
         for c in 0..20 {
             let v = t.get(17, c);
             t.set(17, c, v + (0.96f64).ln());
@@ -676,7 +690,7 @@ mod tests {
 
     #[test]
     fn identical_runs_have_little_noise_and_one_run_falls_back_to_the_prior() {
-        let one = synthetic(1, 5, 0.01, 0.02, 3);
+        let one = synthetic(1, 5, 3);
         let mut t = LogTable::new(3, 5);
         for r in 0..3 {
             for c in 0..5 {
@@ -701,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_trend_or_a_step_does_not_inflate_the_run_level_noise() {
-        let plain = synthetic(20, 20, 0.01, 0.02, 5);
+        let plain = synthetic(20, 20, 5);
         let mut trend = plain.clone();
         let mut step = plain.clone();
         for r in 0..20 {
@@ -721,41 +735,12 @@ mod tests {
         assert_eq!(successive_difference_var(&[1.0]), (0.0, 0.0));
     }
 
-    /// A 20 x 20 history with run noise 1% and cell terms of SD 2%, Gaussian or Student t.
-    fn two_way(seed: u64, cell_df: Option<f64>) -> LogTable {
-        with_row_factor(seed, 0.0, cell_df)
-    }
-
-    /// [`two_way`] plus a Gaussian factor of SD `row_cv` per run and context row ([`ROWS`]).
-    fn with_row_factor(seed: u64, row_cv: f64, cell_df: Option<f64>) -> LogTable {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let std = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
-        let t3 = cell_df.and_then(|d| rand_distr::StudentT::new(d).ok().map(|t| (d, t)));
-        let mut t = LogTable::new(20, 20);
-        for r in 0..20 {
-            let a = 0.01 * std.sample(&mut rng);
-            let rows: Vec<f64> = if row_cv > 0.0 {
-                (0..4).map(|_| row_cv * std.sample(&mut rng)).collect()
-            } else {
-                vec![0.0; 4]
-            };
-            for c in 0..20 {
-                let e = match &t3 {
-                    Some((d, dist)) => 0.02 * ((d - 2.0) / d).sqrt() * dist.sample(&mut rng),
-                    None => 0.02 * std.sample(&mut rng),
-                };
-                t.set(r, c, (100.0 + 10.0 * c as f64).ln() + a + rows[c / 5] + e);
-            }
-        }
-        t
-    }
-
     #[test]
     fn a_row_factor_is_its_own_term_and_leaves_the_cells_noise_alone() {
         // Four rows of iid factors of SD 1.5%: a row's effect relative to its run's (which
         // takes their mean) has SD 1.5% * sqrt(3/4) = 1.3%.
         let fits: Vec<NoiseModel> = (0..20)
-            .map(|seed| fit(&with_row_factor(200 + seed, 0.015, None), &ROWS))
+            .map(|seed| fit(&history(20, 20, 200 + seed, 0.015, None), &ROWS))
             .collect();
         let mean = |v: &dyn Fn(&NoiseModel) -> f64| fits.iter().map(v).sum::<f64>() / 20.0;
         let row = mean(&|m| m.row_sigma);
@@ -764,15 +749,15 @@ mod tests {
         assert!((cells - 0.02).abs() < 0.0015, "cells {cells}");
         // Without the row factor the term is about nothing.
         let none: Vec<f64> = (0..20)
-            .map(|seed| fit(&two_way(300 + seed, None), &ROWS).row_sigma)
+            .map(|seed| fit(&synthetic(20, 20, 300 + seed), &ROWS).row_sigma)
             .collect();
         let mean_none = none.iter().sum::<f64>() / 20.0;
         assert!(mean_none < 0.003, "no row factor, row sigma {none:?}");
         // A short history does not fit it; one row has none.
-        let short = synthetic(5, 20, 0.01, 0.02, 9);
+        let short = synthetic(5, 20, 9);
         assert_eq!(fit(&short, &ROWS).row_sigma, 0.0);
         assert_eq!(
-            fit(&with_row_factor(7, 0.015, None), &[0; 20]).row_sigma,
+            fit(&history(20, 20, 7, 0.015, None), &[0; 20]).row_sigma,
             0.0
         );
     }
@@ -782,7 +767,7 @@ mod tests {
         // A Gaussian row factor plus t3 cells: one t fitted to their sum would have 4-6 df;
         // the cells' own term, the row effect removed, is fitted near its 3.
         let dfs: Vec<f64> = (0..20)
-            .map(|seed| fit(&with_row_factor(400 + seed, 0.015, Some(3.0)), &ROWS).tail_df)
+            .map(|seed| fit(&history(20, 20, 400 + seed, 0.015, Some(3.0)), &ROWS).tail_df)
             .collect();
         assert!(
             dfs.iter().filter(|d| **d <= 4.0).count() >= 17,
@@ -791,7 +776,7 @@ mod tests {
         // And Gaussian cells under a row factor stay Gaussian.
         let gaussian = (0..20)
             .filter(|&seed| {
-                fit(&with_row_factor(500 + seed, 0.015, None), &ROWS)
+                fit(&history(20, 20, 500 + seed, 0.015, None), &ROWS)
                     .tail_df
                     .is_infinite()
             })
@@ -802,19 +787,19 @@ mod tests {
     #[test]
     fn heavy_tailed_cells_are_recognised_and_gaussian_ones_are_not() {
         let gaussian_as_such = (0..20)
-            .filter(|&seed| fit(&two_way(seed, None), &ROWS).tail_df.is_infinite())
+            .filter(|&seed| fit(&synthetic(20, 20, seed), &ROWS).tail_df.is_infinite())
             .count();
         // The likelihood-ratio screen is at 1%: a Gaussian history keeps its Gaussian test.
         assert!(gaussian_as_such >= 19, "{gaussian_as_such}/20");
         let heavy: Vec<f64> = (0..20)
-            .map(|seed| fit(&two_way(100 + seed, Some(3.0)), &ROWS).tail_df)
+            .map(|seed| fit(&history(20, 20, 100 + seed, 0.0, Some(3.0)), &ROWS).tail_df)
             .collect();
         assert!(
             heavy.iter().filter(|d| **d <= 5.0).count() >= 18,
             "t3 cells fitted as {heavy:?}"
         );
         // Too short a history to tell: Gaussian.
-        let short = synthetic(5, 20, 0.01, 0.02, 9);
+        let short = synthetic(5, 20, 9);
         assert!(fit(&short, &ROWS).tail_df.is_infinite());
     }
 
