@@ -15,6 +15,12 @@
 #   env DURATION     window length (default 10s); WARMUP (default 3s)
 #   env CONCURRENCY  space-separated list (default "1 8 64")
 #   env RATES        space-separated sim time scales (default "1 0.25")
+#   env PROFILE      the simulated engine's profile (default `test`). The `test` profile's step
+#                    grows 1 ms per sequence, so at C=64 a stream gets 15 tok/s at scale 1 and
+#                    3.6 at 0.25, far below a GPU's rate at that batch, and that cell weighs the
+#                    client's fixed and per-second costs. `scripts/bench/gpu-rate.toml` keeps a
+#                    GPU's rate at every C (50 tok/s per stream at C=1, 38 at C=64): use it
+#                    with RATES=1.
 #
 # The floor posts the exact bytes `infergate bench` posts: the script captures one streaming
 # request through a loopback recording proxy first. It runs for the warm-up plus the window.
@@ -31,6 +37,7 @@ DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-3s}"
 CONCURRENCY="${CONCURRENCY:-1 8 64}"
 RATES="${RATES:-1 0.25}"
+PROFILE="${PROFILE:-test}"
 for tool in python3 curl cc; do
     command -v "$tool" >/dev/null || { echo "client-cost: needs $tool" >&2; exit 2; }
 done
@@ -60,7 +67,7 @@ wait_port() {
 
 declare -A URLS PORTS
 for rate in $RATES; do
-    "$SIM_BIN" sim --profile test --time-scale "$rate" --port 0 --port-file "$WORK/port-$rate" \
+    "$SIM_BIN" sim --profile "$PROFILE" --time-scale "$rate" --port 0 --port-file "$WORK/port-$rate" \
         >"$WORK/sim-$rate.log" 2>&1 &
     PIDS+=($!)
     wait_port "$WORK/port-$rate" "the simulated engine" "$WORK/sim-$rate.log"

@@ -339,6 +339,21 @@ mod tests {
         assert!(SimProfile::named("nope").is_none());
     }
 
+    /// `scripts/bench/gpu-rate.toml` (the client-cost script's GPU-rate engine) loads, and its
+    /// step times give the per-stream rates its header states: 50 tok/s at C=1, 38 at C=64.
+    #[test]
+    fn the_client_cost_gpu_rate_profile_loads_with_its_stated_rates() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench/gpu-rate.toml");
+        let p = SimProfile::load(&path).unwrap();
+        let per_stream = |c: f64| 1000.0 / (p.base_ms + p.per_seq_ms * c);
+        assert!((per_stream(1.0) - 50.0).abs() < 0.5, "{}", per_stream(1.0));
+        assert!(
+            (per_stream(64.0) - 38.0).abs() < 0.5,
+            "{}",
+            per_stream(64.0)
+        );
+    }
+
     #[test]
     fn profile_file_round_trips_and_rejects_unknown_keys() {
         let dir = tempfile::tempdir().unwrap();
