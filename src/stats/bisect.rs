@@ -63,17 +63,7 @@ pub fn level(runs: &[RunResults], coord: (u32, u64)) -> Option<Level> {
             continue;
         }
         logs.push(cell.aggregate_tps.ln());
-        let s: Vec<f64> = cell
-            .samples
-            .iter()
-            .filter(|v| v.is_finite() && **v > 0.0)
-            .map(|v| v.ln())
-            .collect();
-        within.push(if s.len() >= 2 {
-            super::build::sd(&s).powi(2) / s.len() as f64
-        } else {
-            0.0
-        });
+        within.push(super::build::within_run_var(&cell.samples));
     }
     let n = logs.len();
     (n > 0).then(|| Level {

@@ -39,13 +39,32 @@ pub(crate) fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
-/// Sample standard deviation (n − 1); 0 with fewer than two values.
-pub(crate) fn sd(v: &[f64]) -> f64 {
+/// Sample variance (n − 1); 0 with fewer than two values.
+pub(crate) fn var(v: &[f64]) -> f64 {
     if v.len() < 2 {
         return 0.0;
     }
     let m = mean(v);
-    (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)).sqrt()
+    v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)
+}
+
+/// Variance of the mean of a cell's log sub-window samples (its within-run noise); 0 with
+/// fewer than two positive samples.
+pub(crate) fn within_run_var(samples: &[f64]) -> f64 {
+    let logs: Vec<f64> = samples
+        .iter()
+        .filter(|v| v.is_finite() && **v > 0.0)
+        .map(|v| v.ln())
+        .collect();
+    if logs.len() < 2 {
+        return 0.0;
+    }
+    var(&logs) / logs.len() as f64
+}
+
+/// Sample standard deviation (n − 1); 0 with fewer than two values.
+pub(crate) fn sd(v: &[f64]) -> f64 {
+    var(v).sqrt()
 }
 
 /// A report with its frame and no cells yet.

@@ -21,12 +21,12 @@ use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::results::{CellStatus, RunResults};
+use crate::results::RunResults;
 use crate::verdict::Metric;
 
 use super::StatsError;
-use super::build::{self, Coord, find, mean};
-use super::compare::compared_value;
+use super::build::{self, Coord, mean};
+use super::compare::ok_value;
 use super::interval::signed;
 use super::noise::{median, robust_sd};
 
@@ -1032,11 +1032,7 @@ pub(crate) fn series_of(
     scope: &Scope,
     metric: Metric,
 ) -> (Vec<usize>, Vec<f64>) {
-    let value = |r: &RunResults, coord: Coord| {
-        find(r, coord)
-            .filter(|c| c.status == CellStatus::Ok)
-            .and_then(|c| compared_value(c, metric))
-    };
+    let value = |r: &RunResults, coord: Coord| ok_value(r, coord, metric).map(|(_, v)| v);
     match scope {
         Scope::Cell {
             concurrency,

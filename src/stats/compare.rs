@@ -12,7 +12,7 @@ use crate::verdict::{
     Direction, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
 };
 
-use super::build::{self, Coord, find, mean, sd};
+use super::build::{self, Coord, find, mean, var, within_run_var};
 use super::capacity::{self, Limit, LimitCounts};
 use super::headline::Against;
 use super::interval::{
@@ -111,6 +111,17 @@ pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     metric_value(cell, metric)
 }
 
+/// A run's cell at `coord` and its [`compared_value`] of `metric`, where the cell ran clean
+/// (`ok`): what a history, a change-point series or an A/B pair takes from a run.
+pub(crate) fn ok_value(
+    run: &RunResults,
+    coord: Coord,
+    metric: Metric,
+) -> Option<(&CellResult, f64)> {
+    let c = find(run, coord).filter(|c| c.status == CellStatus::Ok)?;
+    Some((c, compared_value(c, metric)?))
+}
+
 /// The candidate's log measurements of one cell and metric in one run: the re-measurement
 /// rounds of the primary metric count as repetitions (a fresh set of streams each).
 fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
@@ -130,22 +141,6 @@ fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
         .map(f64::ln)
         .into_iter()
         .collect()
-}
-
-/// Variance of the mean of the log sub-window samples (within-run noise of one cell); 0 when
-/// there are fewer than 2 samples.
-fn within_run_var(samples: &[f64]) -> f64 {
-    let logs: Vec<f64> = samples
-        .iter()
-        .filter(|v| v.is_finite() && **v > 0.0)
-        .map(|v| v.ln())
-        .collect();
-    let n = logs.len() as f64;
-    if n < 2.0 {
-        return 0.0;
-    }
-    let m = mean(&logs);
-    logs.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0) / n
 }
 
 /// Whether a cell can be compared (`None`), and if not, its verdict, reason and whether the
@@ -423,9 +418,8 @@ fn line_changes(
                 .collect();
             let (se, df) = if history.len() >= 3 {
                 let n = history.len() as f64;
-                let var = sd(&history).powi(2);
                 (
-                    (var * (1.0 / candidate_runs.max(1) as f64 + 1.0 / n)).sqrt(),
+                    (var(&history) * (1.0 / candidate_runs.max(1) as f64 + 1.0 / n)).sqrt(),
                     n - 1.0,
                 )
             } else {
@@ -499,13 +493,6 @@ impl MetricTests {
     }
 }
 
-/// A history run's cell at `coord` with its value of `metric`, where the cell ran clean
-/// (`ok`): the history the model is fitted on.
-fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<(&CellResult, f64)> {
-    let c = find(run, coord).filter(|c| c.status == CellStatus::Ok)?;
-    Some((c, compared_value(c, metric)?))
-}
-
 /// Fits one metric's model on the history and produces its per-cell tests and matrix change
 /// (and the second boot's own cell tests, from `second_from`).
 fn test_metric(
@@ -529,10 +516,7 @@ fn test_metric(
         if logs.len() != candidate.len() || logs.iter().any(Vec::is_empty) {
             continue;
         }
-        if history
-            .iter()
-            .any(|r| history_value(r, coord, metric).is_some())
-        {
+        if history.iter().any(|r| ok_value(r, coord, metric).is_some()) {
             idx.push(i);
             cand_logs.push(logs);
         }
@@ -552,7 +536,7 @@ fn test_metric(
     let mut base_within = vec![(0.0, 0usize); idx.len()];
     for (r, run) in history.iter().enumerate() {
         for (k, &i) in idx.iter().enumerate() {
-            if let Some((c, v)) = history_value(run, cells[i], metric) {
+            if let Some((c, v)) = ok_value(run, cells[i], metric) {
                 table.set(r, k, v.ln());
                 if metric == Metric::AggregateTps && c.samples.len() >= 2 {
                     base_within[k].0 += within_run_var(&c.samples);

@@ -22,7 +22,7 @@ use super::DecisionRule;
 use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 
 use super::build::{self, Coord, find, mean, sd};
-use super::compare::{ALL_METRICS, compared_value, decided_change, with_matrix};
+use super::compare::{ALL_METRICS, decided_change, ok_value, with_matrix};
 use super::headline::Against;
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
 
@@ -213,9 +213,8 @@ pub fn paired_compare(
             .map(|&ci| {
                 (0..n)
                     .map(|i| {
-                        let ca = find(&a[i], coords[ci]).filter(|c| c.status == CellStatus::Ok)?;
-                        let cb = find(&b[i], coords[ci]).filter(|c| c.status == CellStatus::Ok)?;
-                        let (va, vb) = (compared_value(ca, metric)?, compared_value(cb, metric)?);
+                        let (_, va) = ok_value(&a[i], coords[ci], metric)?;
+                        let (_, vb) = ok_value(&b[i], coords[ci], metric)?;
                         Some((vb.ln() - va.ln(), va.ln(), vb.ln()))
                     })
                     .collect()
