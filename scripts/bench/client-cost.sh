@@ -15,12 +15,9 @@
 #   env DURATION     window length (default 10s); WARMUP (default 3s)
 #   env CONCURRENCY  space-separated list (default "1 8 64")
 #   env RATES        space-separated sim time scales (default "1 0.25")
-#   env PROFILE      the simulated engine's profile (default `test`). The `test` profile's step
-#                    grows 1 ms per sequence, so at C=64 a stream gets 15 tok/s at scale 1 and
-#                    3.6 at 0.25, far below a GPU's rate at that batch, and that cell weighs the
-#                    client's fixed and per-second costs. `scripts/bench/gpu-rate.toml` keeps a
-#                    GPU's rate at every C (50 tok/s per stream at C=1, 38 at C=64): use it
-#                    with RATES=1.
+#   env PROFILE      the simulated engine's profile (default `test`); with RATES=1,
+#                    scripts/bench/gpu-rate.toml keeps a GPU's per-stream rate at every C
+#                    (see its header and docs/performance.md)
 #
 # The floor posts the exact bytes `infergate bench` posts: the script captures one streaming
 # request through a loopback recording proxy first. It runs for the warm-up plus the window.

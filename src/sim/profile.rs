@@ -328,6 +328,7 @@ impl SimProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::speed_model::SpeedModel;
 
     #[test]
     fn every_named_profile_exists_and_is_valid() {
@@ -344,14 +345,10 @@ mod tests {
     #[test]
     fn the_client_cost_gpu_rate_profile_loads_with_its_stated_rates() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench/gpu-rate.toml");
-        let p = SimProfile::load(&path).unwrap();
-        let per_stream = |c: f64| 1000.0 / (p.base_ms + p.per_seq_ms * c);
-        assert!((per_stream(1.0) - 50.0).abs() < 0.5, "{}", per_stream(1.0));
-        assert!(
-            (per_stream(64.0) - 38.0).abs() < 0.5,
-            "{}",
-            per_stream(64.0)
-        );
+        let model = SpeedModel::new(&SimProfile::load(&path).unwrap(), 1.0, 1.0, 1.0);
+        let per_stream = |c: usize| 1.0 / model.step_time(c, 0);
+        assert!((per_stream(1) - 50.0).abs() < 0.5, "{}", per_stream(1));
+        assert!((per_stream(64) - 38.0).abs() < 0.5, "{}", per_stream(64));
     }
 
     #[test]
