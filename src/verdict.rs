@@ -187,10 +187,14 @@ impl SensitivityUnit {
 
 impl Sensitivity {
     /// What an insufficient gate still needs, in words: `3 more baseline runs needed`, `1 more
-    /// pair of boots needed`, or `not reachable at this noise`.
+    /// pair of boots needed`, or `not reachable at this noise`. One baseline run shows no
+    /// boot-to-boot noise, so only the prior speaks for it: it is not called unreachable.
     pub fn needs(&self) -> String {
         match self.runs_needed {
             Some(n) => format!("{} needed", self.unit.more(n)),
+            None if self.unit.is_baseline_runs() && self.history_runs < 2 => {
+                "more baseline runs needed: one shows no boot-to-boot noise yet".into()
+            }
             None => "not reachable at this noise".into(),
         }
     }
@@ -801,7 +805,39 @@ pub(crate) mod fixtures {
 
 #[cfg(test)]
 mod tests {
-    use super::{signed_number, signed_percent};
+    use super::{Sensitivity, SensitivityUnit, signed_number, signed_percent};
+
+    /// What an insufficient gate needs, in words: runs, pairs, unreachable, and a one-run store
+    /// (whose noise only the prior speaks for) told to record more, not that it never can.
+    #[test]
+    fn an_insufficient_gate_says_what_it_needs() {
+        let s = |unit, history_runs, runs_needed| Sensitivity {
+            design_effect: 0.05,
+            design_power: 0.8,
+            history_runs,
+            unit,
+            matrix_mde: None,
+            mde: -0.1,
+            runs_needed,
+            sufficient: false,
+            cells: Vec::new(),
+        };
+        use SensitivityUnit::{BaselineRuns, Pairs};
+        assert_eq!(
+            s(BaselineRuns, 2, Some(3)).needs(),
+            "3 more baseline runs needed"
+        );
+        assert_eq!(s(Pairs, 2, Some(1)).needs(), "1 more pair of boots needed");
+        assert_eq!(
+            s(BaselineRuns, 5, None).needs(),
+            "not reachable at this noise"
+        );
+        assert_eq!(s(Pairs, 1, None).needs(), "not reachable at this noise");
+        assert_eq!(
+            s(BaselineRuns, 1, None).needs(),
+            "more baseline runs needed: one shows no boot-to-boot noise yet"
+        );
+    }
 
     /// The one formatting of a change every surface uses (`report::github` re-exports it as
     /// `percent`): a real minus sign, and no sign on a rounded zero.

@@ -115,8 +115,16 @@ fn seed_blocks_import_join_and_compare_directly() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let report: ComparisonReport =
         serde_json::from_str(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
-    // One run on each side: not sensitive enough to say pass.
+    // One run on each side: not sensitive enough to say pass, and asked for more runs (one run
+    // shows no boot-to-boot noise), not told the design effect is out of reach.
     assert_eq!(report.gate.as_str(), "insufficient");
+    assert!(
+        report
+            .headline
+            .contains("more baseline runs needed: one shows no boot-to-boot noise yet"),
+        "{}",
+        report.headline
+    );
     assert_eq!(report.cells.len(), 2);
     let change = report.cells[0].primary().unwrap().change;
     assert_eq!(report.cells[0].concurrency, 100);

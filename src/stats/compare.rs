@@ -322,9 +322,9 @@ struct CellTest {
 struct MatrixChange {
     change: LogChange,
     cells: usize,
-    /// The boot-to-boot SD of the run effect and the level runs it was averaged over (for the
-    /// sensitivity of the plan).
-    run_sigma: f64,
+    /// The boot-to-boot noise of the run effect and the level runs it was averaged over (for
+    /// the sensitivity of the plan).
+    run_noise: noise::RunNoise,
     level_runs_used: usize,
     /// The second boot's own change ([`Look::second_boot_from`]).
     second_boot: Option<LogChange>,
@@ -569,16 +569,17 @@ fn test_metric(
     // given: all of them, or the second boot's).
     let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
     let level = mean(&base_effects);
+    let (run_sigma, run_df) = model.run.sigma_df();
     let matrix_change = |runs: &[f64]| LogChange {
         estimate: mean(runs) - level,
-        se: model.run_sigma * (1.0 / runs.len() as f64 + 1.0 / base_effects.len() as f64).sqrt(),
-        df: model.run_df,
+        se: run_sigma * (1.0 / runs.len() as f64 + 1.0 / base_effects.len() as f64).sqrt(),
+        df: run_df,
         tail_df: f64::INFINITY,
     };
     let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
         change: matrix_change(&cand_effect),
         cells: idx.len(),
-        run_sigma: model.run_sigma,
+        run_noise: model.run,
         level_runs_used: base_effects.len(),
         second_boot: second_from
             .filter(|&from| from < j)
@@ -1170,8 +1171,7 @@ pub fn compare_at(
         matrices
             .get(&Metric::AggregateTps)
             .map(|m| sensitivity::MatrixDesign {
-                run_sigma: m.run_sigma,
-                df: m.change.df,
+                run_noise: m.run_noise,
                 level_runs_used: m.level_runs_used,
                 candidate_runs: candidate.len(),
             }),

@@ -78,10 +78,8 @@ pub(crate) struct NoiseModel {
     pub cell_sigma: Vec<f64>,
     /// Degrees of freedom of `cell_sigma`.
     pub cell_df: Vec<f64>,
-    /// Run-to-run SD of the run effect (the matrix-wide noise of one boot), from successive
-    /// differences (a trend or a step does not inflate it), and its df.
-    pub run_sigma: f64,
-    pub run_df: f64,
+    /// Run-to-run noise of the run effect (the matrix-wide noise of one boot).
+    pub run: RunNoise,
     /// Tail degrees of freedom of the per-cell residuals (a Student t fitted by maximum
     /// likelihood to all of them, `f64::INFINITY` when they look Gaussian or the history is
     /// too short to tell): a cell test on a heavy-tailed runner uses this t.
@@ -90,6 +88,59 @@ pub(crate) struct NoiseModel {
     /// effect): 0 when the history does not show one, or has fewer than [`ROW_MIN_RUNS`] runs
     /// or a single row (the term is then not fitted and a row factor is in `cell_sigma`).
     pub row_sigma: f64,
+}
+
+/// Run-to-run noise of the run effect: the successive differences of the history's run effects
+/// (a trend or a step does not inflate them) pooled with a prior worth [`PRIOR_DF`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct RunNoise {
+    /// Mean squared successive difference over 2 (0 without a difference).
+    observed_var: f64,
+    /// Successive differences behind it (steps left out).
+    differences: usize,
+}
+
+impl RunNoise {
+    /// The boot-to-boot SD of the run effect and its degrees of freedom.
+    pub fn sigma_df(&self) -> (f64, f64) {
+        self.after(0)
+    }
+
+    /// Noise observed as `sd` over `differences` successive differences (tests' histories).
+    #[cfg(test)]
+    pub fn observed(sd: f64, differences: usize) -> Self {
+        RunNoise {
+            observed_var: sd * sd,
+            differences,
+        }
+    }
+
+    /// The SD and df once `extra` more runs are in the history, if they scatter as its runs
+    /// do (the prior's, when one run shows no scatter yet): what a thin store projects for
+    /// "n more baseline runs". Both the prior's weight and the observed variance shrink as
+    /// the differences grow, so keeping today's SD would overstate the runs needed.
+    pub fn after(&self, extra: usize) -> (f64, f64) {
+        // A run effect averages many cells, so its prior is taken as half the cell prior's CV.
+        let prior_var = PRIOR_CV * PRIOR_CV / 4.0;
+        let m = (self.differences + extra) as f64;
+        let observed_df = if m > 0.0 {
+            // The MSSD's equivalent chi-square df for m differences (for Gaussian noise
+            // `Var(δ²) = σ⁴ (3m − 1) / m²`).
+            2.0 * m * m / (3.0 * m - 1.0)
+        } else {
+            0.0
+        };
+        let observed_var = if self.differences > 0 {
+            self.observed_var
+        } else {
+            prior_var
+        };
+        let df = observed_df + PRIOR_DF;
+        (
+            ((observed_df * observed_var + PRIOR_DF * prior_var) / df).sqrt(),
+            df,
+        )
+    }
 }
 
 /// Huber's M-estimate of location of `v`: values within `k` of it count fully, those beyond as
@@ -186,13 +237,12 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, cap: f64) -> f64 {
 /// difference, von Neumann): `Σ (x[k+1] − x[k])² / (2 m)` over the `m` differences, with a
 /// difference beyond [`STEP_Z`] robust SDs of the differences (a step) set aside. A slow trend
 /// or a level shift moves the series' spread a lot and its successive differences hardly at
-/// all. Returns the variance and its equivalent chi-square degrees of freedom,
-/// `2 m² / (3 m − 1)` (for Gaussian noise `Var(δ²) = σ⁴ (3m − 1) / m²`); `(0, 0)` with fewer
+/// all. Returns the variance and `m` (its df is [`RunNoise::after`]'s); `(0, 0)` with fewer
 /// than two values.
-fn successive_difference_var(x: &[f64]) -> (f64, f64) {
+fn successive_difference_var(x: &[f64]) -> (f64, usize) {
     let mut diffs: Vec<f64> = x.windows(2).map(|w| w[1] - w[0]).collect();
     if diffs.is_empty() {
-        return (0.0, 0.0);
+        return (0.0, 0);
     }
     if diffs.len() >= 5 {
         let mut abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
@@ -201,9 +251,11 @@ fn successive_difference_var(x: &[f64]) -> (f64, f64) {
             diffs.retain(|d| d.abs() <= STEP_Z * scale);
         }
     }
-    let m = diffs.len() as f64;
-    let var = diffs.iter().map(|d| d * d).sum::<f64>() / (2.0 * m);
-    (var, 2.0 * m * m / (3.0 * m - 1.0))
+    let m = diffs.len();
+    (
+        diffs.iter().map(|d| d * d).sum::<f64>() / (2.0 * m as f64),
+        m,
+    )
 }
 
 /// Alternating trimmed-mean fit of cell centres and run effects over the entries present.
@@ -424,19 +476,17 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
     // Run-level noise from successive differences of the run effects (oldest → newest), so a
     // trend or a step in the history is not counted as noise.
     let effects: Vec<f64> = effect.iter().copied().filter(|v| v.is_finite()).collect();
-    let (var, df) = successive_difference_var(&effects);
-    // A run effect averages many cells, so its prior is taken as half the cell prior's CV.
-    let run_prior_var = prior_var / 4.0;
-    let run_df = df + PRIOR_DF;
-    let run_sigma = ((df * var + PRIOR_DF * run_prior_var) / run_df).sqrt();
+    let (observed_var, differences) = successive_difference_var(&effects);
 
     NoiseModel {
         cell_center: center,
         run_effect: effect,
         cell_sigma,
         cell_df,
-        run_sigma,
-        run_df,
+        run: RunNoise {
+            observed_var,
+            differences,
+        },
         tail_df,
         row_sigma,
     }
@@ -671,7 +721,8 @@ mod tests {
         let mean_sigma = m.cell_sigma.iter().sum::<f64>() / 20.0;
         assert!((mean_sigma - 0.02).abs() < 0.003, "cells {mean_sigma}");
         // Run effects include the average of 20 cell terms: sqrt(0.01^2 + 0.02^2/20) ~ 0.011.
-        assert!((0.007..0.016).contains(&m.run_sigma), "run {}", m.run_sigma);
+        let run_sigma = m.run.sigma_df().0;
+        assert!((0.007..0.016).contains(&run_sigma), "run {run_sigma}");
     }
 
     #[test]
@@ -724,15 +775,21 @@ mod tests {
                 step.set(r, c, plain.get(r, c) + if r >= 12 { 0.03 } else { 0.0 });
             }
         }
-        let base = fit(&plain, &ROWS).run_sigma;
+        let base = fit(&plain, &ROWS).run.sigma_df().0;
         for t in [&trend, &step] {
-            let s = fit(t, &ROWS).run_sigma;
+            let s = fit(t, &ROWS).run.sigma_df().0;
             assert!((s - base).abs() < 0.15 * base, "{s} vs {base}");
         }
         // The plain SD of the trend's run effects would be ~40% larger.
-        let (var, df) = successive_difference_var(&[0.0, 1.0, 0.0, 1.0]);
-        assert!((var - 0.5).abs() < 1e-12 && (df - 18.0 / 8.0).abs() < 1e-12);
-        assert_eq!(successive_difference_var(&[1.0]), (0.0, 0.0));
+        let (var, m) = successive_difference_var(&[0.0, 1.0, 0.0, 1.0]);
+        assert!((var - 0.5).abs() < 1e-12 && m == 3);
+        let (_, df) = RunNoise {
+            observed_var: var,
+            differences: m,
+        }
+        .sigma_df();
+        assert!((df - 18.0 / 8.0 - PRIOR_DF).abs() < 1e-12);
+        assert_eq!(successive_difference_var(&[1.0]), (0.0, 0));
     }
 
     #[test]

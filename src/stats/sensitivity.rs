@@ -23,6 +23,7 @@ use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 use crate::verdict::{CellSensitivity, Sensitivity, SensitivityUnit};
 
 use super::interval::{LogChange, log_margin, std_t};
+use super::noise::RunNoise;
 use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN};
 
 /// The longest projection tried: a history that needs more than this many further runs is
@@ -31,10 +32,8 @@ const MAX_EXTRA_RUNS: usize = 200;
 
 /// The matrix-wide test's noise, as fitted.
 pub(crate) struct MatrixDesign {
-    /// Boot-to-boot SD of the run effect (log).
-    pub run_sigma: f64,
-    /// Its degrees of freedom.
-    pub df: f64,
+    /// Boot-to-boot noise of the run effect (log).
+    pub run_noise: RunNoise,
     /// Baseline runs the level averaged.
     pub level_runs_used: usize,
     /// Candidate runs of one look without a plan (repetitions of one boot); the two-boot plan
@@ -186,26 +185,21 @@ pub(crate) fn assess(
         let level = (m.level_runs_used + extra)
             .min(super::rule::level_window(rule.history_runs))
             .max(m.level_runs_used);
-        let df_gain = extra.min(rule.history_runs.saturating_sub(history)) as f64;
+        // The noise is fitted on at most the rule's history window of runs.
+        let (sigma, df) = m
+            .run_noise
+            .after(extra.min(rule.history_runs.saturating_sub(history)));
         let runs = if design_boots <= 1 {
             m.candidate_runs
         } else {
             1
         };
-        (m.run_sigma.is_finite() && m.run_sigma >= 0.0)
-            .then(|| {
-                PlanNoise::new(
-                    m.run_sigma,
-                    m.df + df_gain,
-                    level,
-                    design_boots,
-                    runs,
-                    rule.matrix_alpha(),
-                )
-            })
+        (sigma.is_finite() && sigma >= 0.0)
+            .then(|| PlanNoise::new(sigma, df, level, design_boots, runs, rule.matrix_alpha()))
             .flatten()
     };
-    // Power only grows with more history (a longer level, a surer noise estimate).
+    // Power only grows with more history (a longer level, a surer noise estimate, less weight
+    // on the prior).
     let reaches = |m: &MatrixDesign, extra: usize| {
         plan_with(m, extra).is_some_and(|p| p.power(target) >= rule.design_power)
     };
@@ -283,10 +277,10 @@ mod tests {
     use rand::SeedableRng;
     use rand_distr::{Distribution, Normal};
 
-    fn design(sigma: f64, df: f64, level: usize) -> MatrixDesign {
+    /// A history whose run effects scatter by `sd` over `differences` successive differences.
+    fn design(sd: f64, differences: usize, level: usize) -> MatrixDesign {
         MatrixDesign {
-            run_sigma: sigma,
-            df,
+            run_noise: RunNoise::observed(sd, differences),
             level_runs_used: level,
             candidate_runs: 1,
         }
@@ -360,20 +354,44 @@ mod tests {
     #[test]
     fn a_two_run_history_is_insufficient_and_says_how_many_runs_it_needs() {
         let rule = DecisionRule::default();
-        let s = assess(&rule, 2, 2, Some(design(0.01, 2.0, 2)), vec![], 1e-4);
+        let s = assess(&rule, 2, 2, Some(design(0.01, 1, 2)), vec![], 1e-4);
         assert!(!s.sufficient, "{s:?}");
         let needed = s.runs_needed.unwrap_or(usize::MAX);
         assert!((1..=20).contains(&needed), "{s:?}");
         assert!(s.mde < -rule.design_effect, "{s:?}");
     }
 
+    /// The runs a thin history is told it needs are the runs that make it sufficient, when
+    /// they scatter as its own did: not more (the prior's weight and the surer estimate both
+    /// count), not fewer.
+    #[test]
+    fn a_thin_history_is_told_exactly_the_runs_that_make_it_sufficient() {
+        let rule = DecisionRule::default();
+        for (sd, runs) in [(0.0, 2), (0.002, 2), (0.004, 3), (0.006, 4)] {
+            let at = |n: usize| {
+                let d = design(
+                    sd,
+                    n - 1,
+                    n.min(super::super::rule::level_window(rule.history_runs)),
+                );
+                assess(&rule, 1, n, Some(d), vec![], 1e-4)
+            };
+            let needed = at(runs)
+                .runs_needed
+                .unwrap_or_else(|| panic!("sd {sd}: {:?}", at(runs)));
+            assert!(needed > 0, "sd {sd}");
+            assert!(at(runs + needed).sufficient, "sd {sd}: {needed}");
+            assert!(!at(runs + needed - 1).sufficient, "sd {sd}: {needed}");
+        }
+    }
+
     #[test]
     fn a_full_quiet_history_is_sufficient_and_a_loud_one_never() {
         let rule = DecisionRule::default();
-        let s = assess(&rule, 2, 20, Some(design(0.011, 13.9, 5)), vec![], 1e-4);
+        let s = assess(&rule, 2, 20, Some(design(0.011, 19, 5)), vec![], 1e-4);
         assert!(s.sufficient, "{s:?}");
         assert_eq!(s.runs_needed, Some(0));
-        let loud = assess(&rule, 2, 20, Some(design(0.05, 13.9, 5)), vec![], 1e-4);
+        let loud = assess(&rule, 2, 20, Some(design(0.05, 19, 5)), vec![], 1e-4);
         assert!(!loud.sufficient);
         assert_eq!(loud.runs_needed, None, "{loud:?}");
     }
