@@ -72,7 +72,7 @@ pub struct Sensitivity {
     /// gate with no matrix-wide test is never sufficient).
     pub mde: f64,
     /// More runs (of `unit`) needed before `mde` reaches `design_effect` (0: it does now;
-    /// `None`: not at this noise, however long the history).
+    /// `None`: not at this noise, however long the history, or not known from one run).
     pub runs_needed: Option<usize>,
     /// Whether the baseline reaches the design power now (`runs_needed == Some(0)`).
     pub sufficient: bool,
@@ -188,15 +188,22 @@ impl SensitivityUnit {
 impl Sensitivity {
     /// What an insufficient gate still needs, in words: `3 more baseline runs needed`, `1 more
     /// pair of boots needed`, or `not reachable at this noise`. One baseline run shows no
-    /// boot-to-boot noise, so only the prior speaks for it: it is not called unreachable.
+    /// boot-to-boot noise, so it gets no count (only the prior would speak for it) and is not
+    /// called unreachable either.
     pub fn needs(&self) -> String {
         match self.runs_needed {
             Some(n) => format!("{} needed", self.unit.more(n)),
-            None if self.unit.is_baseline_runs() && self.history_runs < 2 => {
+            None if self.noise_unseen() => {
                 "more baseline runs needed: one shows no boot-to-boot noise yet".into()
             }
             None => "not reachable at this noise".into(),
         }
+    }
+
+    /// A store of one run: its runs' scatter is not seen yet, so how many more it needs is not
+    /// known either.
+    pub fn noise_unseen(&self) -> bool {
+        self.unit.is_baseline_runs() && self.history_runs < 2
     }
 
     /// The median cell MDE (relative, negative), when any cell was compared.
@@ -837,6 +844,7 @@ mod tests {
             s(BaselineRuns, 1, None).needs(),
             "more baseline runs needed: one shows no boot-to-boot noise yet"
         );
+        assert!(s(BaselineRuns, 1, None).noise_unseen() && !s(Pairs, 1, None).noise_unseen());
     }
 
     /// The one formatting of a change every surface uses (`report::github` re-exports it as

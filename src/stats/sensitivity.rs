@@ -208,7 +208,9 @@ pub(crate) fn assess(
             let now = plan_with(m, 0).map_or(f64::INFINITY, |p| p.mde(rule.design_power));
             let needed = if reaches(m, 0) {
                 Some(0)
-            } else if !reaches(m, MAX_EXTRA_RUNS) {
+            } else if history < 2 || !reaches(m, MAX_EXTRA_RUNS) {
+                // One run shows no scatter: a count would be the prior's guess, not the data's
+                // (`Sensitivity::needs` asks for more runs instead).
                 None
             } else {
                 let (mut lo, mut hi) = (0, MAX_EXTRA_RUNS);

@@ -471,9 +471,11 @@ impl GithubReporter {
                     "baseline-runs-needed",
                     match outcome.verdict.and_then(|v| v.sensitivity.as_ref()) {
                         None => String::new(),
-                        Some(s) => s
-                            .runs_needed
-                            .map_or_else(|| "unreachable".to_string(), |n| n.to_string()),
+                        Some(s) => match s.runs_needed {
+                            Some(n) => n.to_string(),
+                            None if s.noise_unseen() => "unknown".to_string(),
+                            None => "unreachable".to_string(),
+                        },
                     },
                 ),
                 (
