@@ -3,6 +3,7 @@
 use hdrhistogram::Histogram;
 
 use crate::results::Percentiles;
+use crate::stats::quantile;
 
 /// Exact percentiles (linear interpolation between closest ranks) of a small sample.
 pub(crate) fn exact(values: &[f64]) -> Option<Percentiles> {
@@ -11,12 +12,7 @@ pub(crate) fn exact(values: &[f64]) -> Option<Percentiles> {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let pos = p * (v.len() - 1) as f64;
-        let lo = pos.floor() as usize;
-        let hi = pos.ceil() as usize;
-        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-    };
+    let q = |p: f64| quantile(&v, p);
     Some(Percentiles {
         mean: v.iter().sum::<f64>() / v.len() as f64,
         p50: q(0.5),

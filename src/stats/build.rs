@@ -62,6 +62,17 @@ pub(crate) fn within_run_var(samples: &[f64]) -> f64 {
     var(&logs) / logs.len() as f64
 }
 
+/// The `q` quantile of sorted values, linear between the closest ranks (NaN when empty): the
+/// one interpolation the latency percentiles and the evaluations' summaries share.
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
 /// Sample standard deviation (n − 1); 0 with fewer than two values.
 pub(crate) fn sd(v: &[f64]) -> f64 {
     var(v).sqrt()

@@ -14,6 +14,7 @@ use crate::results::RunResults;
 use crate::verdict::Metric;
 
 use super::StatsError;
+use super::build::quantile;
 use super::changepoint::{
     ChangeKind, ChangeSettings, Scope, analyse_series, same_change, series_of,
 };
@@ -389,15 +390,6 @@ fn scope_of(kind: SeriesKind, runs: &[RunResults]) -> Scope {
             }
         }
     }
-}
-
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
 /// The relative change of every cell at a night.

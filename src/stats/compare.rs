@@ -553,6 +553,8 @@ fn test_metric(
 
     // Candidate run effects (same robust centre as the baseline's).
     let j = candidate.len();
+    // A second boot has runs of its own and follows a first boot's.
+    let second_from = second_from.filter(|&from| from > 0 && from < j);
     let cand_effect: Vec<f64> = (0..j)
         .map(|run| {
             let mut v: Vec<f64> = cand_logs
@@ -581,9 +583,7 @@ fn test_metric(
         cells: idx.len(),
         run_noise: model.run,
         level_runs_used: base_effects.len(),
-        second_boot: second_from
-            .filter(|&from| from < j)
-            .map(|from| matrix_change(&cand_effect[from..])),
+        second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
     });
 
     // The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
@@ -693,9 +693,7 @@ fn test_metric(
     let mut tests = cell_tests(0);
     // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
     // in the same order, on its runs alone.
-    let second = second_from
-        .filter(|&from| from > 0 && from < j)
-        .map(|from| (cell_tests(from), j - from));
+    let second = second_from.map(|from| (cell_tests(from), j - from));
     if let Some((second, _)) = &second {
         for (t, own) in tests.iter_mut().zip(second) {
             t.second = Some(own.own);

@@ -19,6 +19,7 @@ pub(crate) mod rule;
 pub(crate) mod sensitivity;
 pub(crate) mod sequential;
 
+pub(crate) use build::quantile;
 pub use build::{finish, gate_of};
 pub use compare::{Look, compare, compare_at};
 pub use confirm::two_boot_verdict;
