@@ -570,10 +570,16 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             ));
         }
         if let Some(median) = s.median_cell_mde() {
-            line.push_str(&format!(
-                " {} in one cell alone (median cell);",
-                signed_percent(median)
-            ));
+            // A cell whose test cannot find even a total loss has no MDE to print: `−100.0%`
+            // would read as a figure.
+            if signed_percent(median) == signed_percent(-1.0) {
+                line.push_str(" no slowdown in one cell alone (median cell);");
+            } else {
+                line.push_str(&format!(
+                    " {} in one cell alone (median cell);",
+                    signed_percent(median)
+                ));
+            }
         }
         line.pop();
         line.push('.');

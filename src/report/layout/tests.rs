@@ -210,6 +210,35 @@ fn the_first_line_says_the_answer_with_size_interval_and_cells() {
     );
 }
 
+/// A one-run store: asked for more runs, not given a count or told it never can, and a cell
+/// test that cannot find even a total loss prints no figure for it.
+#[test]
+fn a_one_run_store_asks_for_runs_and_prints_no_impossible_mde() {
+    let mut r = insufficient();
+    if let Some(s) = r.sensitivity.as_mut() {
+        s.history_runs = 1;
+        s.runs_needed = None;
+        for c in &mut s.cells {
+            c.mde = -1.0;
+        }
+    }
+    let first = first_line(&r);
+    assert!(
+        first.ends_with("(more baseline runs needed: one shows no boot-to-boot noise yet)"),
+        "{first}"
+    );
+    let l = layout(&r);
+    let line = l
+        .details
+        .iter()
+        .find(|d| d.starts_with("Sensitivity at"))
+        .expect("sensitivity line");
+    assert_eq!(
+        line,
+        "Sensitivity at 80% power with 1 baseline run: a uniform −7.9% over the matrix; no slowdown in one cell alone (median cell)."
+    );
+}
+
 #[test]
 fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
     let l = layout(&regression());
