@@ -465,6 +465,41 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     assert!(err.contains("--confirmation"), "{err}");
 }
 
+/// The runs a thin store is told it needs are the runs that make it sufficient, not more: the
+/// bundled store cut to its first 2, 3 and 4 runs, against its newest run.
+#[test]
+fn a_thin_stores_runs_needed_are_the_runs_that_make_it_sufficient() {
+    let store = Path::new(env!("CARGO_MANIFEST_DIR")).join("baselines");
+    let profile = std::fs::read_dir(&store)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.is_dir())
+        .expect("the bundled store has a profile");
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(profile.join("pr/runs"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    runs.sort();
+    let candidate = runs.pop().expect("runs");
+    let candidate = candidate.to_str().unwrap();
+    let at = |n: usize| {
+        let (code, report, err) = compare(&paths(&runs[..n]), &[candidate], &[]);
+        assert_eq!(code, 0, "{err}");
+        report
+            .and_then(|r| r.sensitivity)
+            .unwrap_or_else(|| panic!("no sensitivity; stderr: {err}"))
+    };
+    for n in 2..=4 {
+        let needed = at(n).runs_needed.expect("reachable");
+        assert!(
+            needed > 0 && n + needed <= runs.len(),
+            "{n} runs: {needed} more"
+        );
+        assert!(at(n + needed).sufficient, "{n} runs: {needed} more");
+        assert!(!at(n + needed - 1).sufficient, "{n} runs: {needed} more");
+    }
+}
+
 /// A 2-run history cannot find a uniform −5%: the verdict says so and how many runs it needs;
 /// a full history of the same runner does not.
 #[test]
