@@ -140,7 +140,8 @@ pub(crate) struct Condition {
 }
 
 /// The grid `stats-eval` measures by default: the Gaussian runner, each rough feature alone,
-/// the rough features combined, and the combined runner under drift and a step.
+/// drift of either sign and a step alone, the rough features combined, and the combined runner
+/// under drift and a step.
 pub(crate) fn grid() -> Vec<Condition> {
     type Feature = fn(&mut NoiseSpec);
     let rough: [(&str, Feature); 5] = [
@@ -154,6 +155,8 @@ pub(crate) fn grid() -> Vec<Condition> {
         ("AR(1) 0.6 sub-windows", |n| n.window_ar = 0.6),
     ];
     let drift: Feature = |n| n.drift_total = 0.03;
+    // A runner slowing down over its window: the level lags it (docs/statistics.md).
+    let slowing: Feature = |n| n.drift_total = -0.03;
     let step: Feature = |n| n.step = -0.02;
     let c = |name: &str, features: &[Feature]| {
         let mut noise = NoiseSpec::gate_runner();
@@ -168,6 +171,7 @@ pub(crate) fn grid() -> Vec<Condition> {
     grid.extend(rough.iter().map(|&(name, f)| c(name, &[f])));
     grid.extend([
         c("drift +3%", &[drift]),
+        c("drift -3%", &[slowing]),
         c("step -2%", &[step]),
         c("rough (all of the above but drift/step)", &all),
         c(
