@@ -198,31 +198,22 @@ pub(crate) fn assess(
             .then(|| PlanNoise::new(sigma, df, level, design_boots, runs, rule.matrix_alpha()))
             .flatten()
     };
-    // Power only grows with more history (a longer level, a surer noise estimate, less weight
-    // on the prior).
     let reaches = |m: &MatrixDesign, extra: usize| {
         plan_with(m, extra).is_some_and(|p| p.power(target) >= rule.design_power)
     };
     let (now, runs_needed) = match &matrix {
         Some(m) => {
             let now = plan_with(m, 0).map_or(f64::INFINITY, |p| p.mde(rule.design_power));
+            // One run shows no scatter: a count would be the prior's guess, not the data's
+            // (`Sensitivity::needs` asks for more runs instead). Otherwise the fewest runs, by
+            // a scan: power is not quite monotone in them (where the runs scatter more than
+            // the prior, its fading weight raises σ while the level and the df grow).
             let needed = if reaches(m, 0) {
                 Some(0)
             } else if history < 2 || !reaches(m, MAX_EXTRA_RUNS) {
-                // One run shows no scatter: a count would be the prior's guess, not the data's
-                // (`Sensitivity::needs` asks for more runs instead).
                 None
             } else {
-                let (mut lo, mut hi) = (0, MAX_EXTRA_RUNS);
-                while hi - lo > 1 {
-                    let mid = (lo + hi) / 2;
-                    if reaches(m, mid) {
-                        hi = mid;
-                    } else {
-                        lo = mid;
-                    }
-                }
-                Some(hi)
+                (1..=MAX_EXTRA_RUNS).find(|&extra| reaches(m, extra))
             };
             (now, needed)
         }
