@@ -829,7 +829,15 @@ fn null_as_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Er
 }
 
 impl CellResult {
-    /// An unmeasured cell (`error` or `skipped`) with its reason.
+    /// Whether a steady-state window was measured: a cell decided without one (`error`,
+    /// `skipped`, or `capacity_limited` because a smaller concurrency at its context already
+    /// was) has no figures to show, and its zeros are not measurements.
+    pub fn has_window(&self) -> bool {
+        self.status.measured() && self.measured_s > 0.0
+    }
+
+    /// An unmeasured cell (`error` or `skipped`, or `capacity_limited` without a window) with
+    /// its reason.
     pub fn unmeasured(
         concurrency: u32,
         context_tokens: u64,

@@ -202,7 +202,7 @@ pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
     write_results(&args.out, &results)?;
     outln!("{}", crate::report::console::render_matrix(&results));
     outln!("results: {}", args.out.display());
-    let measured = results.cells.iter().filter(|c| c.status.measured()).count();
+    let measured = results.cells.iter().filter(|c| c.has_window()).count();
     if measured == 0 {
         errln!(
             "error: no cell could be measured ({} cells errored or were skipped); see the reasons above",

@@ -291,7 +291,13 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     let in_actions = super::in_actions();
     for n in &notices {
-        errln!("notice: {}", crate::untrusted_text::console(n));
+        errln!(
+            "{}",
+            crate::report::console::wrap(
+                &format!("notice: {}", crate::untrusted_text::console(n)),
+                2
+            )
+        );
     }
     if let Some(refusal) = refused {
         return Err(refusal);

@@ -179,7 +179,7 @@ pub(crate) fn print_reporting(reporting: &[crate::report::github::PublishOutcome
 pub(crate) fn print_tables(run: &GateRun) {
     // A gate that failed before any cell was measured (an engine that never started) has no
     // matrix to show: its error, printed last, says what happened, once.
-    let measured = run.results.cells.iter().any(|c| c.status.measured());
+    let measured = run.results.cells.iter().any(|c| c.has_window());
     if run.failure.is_some() && !measured {
         return;
     }
@@ -202,7 +202,13 @@ pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
 /// Everything `run` prints after the gate.
 fn print_run(run: &GateRun) {
     for w in &run.warnings {
-        errln!("warning: {}", crate::untrusted_text::console(w));
+        errln!(
+            "{}",
+            crate::report::console::wrap(
+                &format!("warning: {}", crate::untrusted_text::console(w)),
+                2
+            )
+        );
     }
     if let Some(a) = &run.adaptive {
         errln!(
@@ -215,7 +221,13 @@ fn print_run(run: &GateRun) {
     }
     print_tables(run);
     for n in &run.notices {
-        errln!("notice: {}", crate::untrusted_text::console(n));
+        errln!(
+            "{}",
+            crate::report::console::wrap(
+                &format!("notice: {}", crate::untrusted_text::console(n)),
+                2
+            )
+        );
     }
     if let Some(t) = &run.results.telemetry
         && t.status == "available"

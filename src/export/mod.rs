@@ -51,12 +51,13 @@ pub struct Figure<'a> {
     pub value: f64,
 }
 
-/// Every figure of a run: cells that measured something (`ok`, `capacity_limited`) times the
-/// metrics they have, in cell order, primary metric first.
+/// Every figure of a run: cells that measured a window (`ok`, `capacity_limited`,
+/// `saturated`; not a capacity-limited cell decided without one, whose zeros are no data)
+/// times the metrics they have, in cell order, primary metric first.
 pub fn figures(run: &RunResults) -> Vec<Figure<'_>> {
     run.cells
         .iter()
-        .filter(|c| c.status.measured())
+        .filter(|c| c.has_window())
         .flat_map(|cell| {
             ALL_METRICS.iter().filter_map(move |&metric| {
                 metric_value(cell, metric).map(|value| Figure {

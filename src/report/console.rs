@@ -71,6 +71,9 @@ fn error_marker(cell: &CellResult) -> String {
 
 /// The aggregate value line of a cell.
 fn aggregate_line(cell: &CellResult) -> String {
+    if cell.status == CellStatus::CapacityLimited && !cell.has_window() {
+        return "— (cap)".into();
+    }
     match cell.status {
         CellStatus::Ok => format!("{:.1}{}", cell.aggregate_tps, error_marker(cell)),
         CellStatus::CapacityLimited => format!(
@@ -87,7 +90,7 @@ fn aggregate_line(cell: &CellResult) -> String {
 
 /// The dim detail line: `TTFT ms/TPOT ms/ITL ms` p50 (TPOT only where measured).
 fn detail_line(cell: &CellResult) -> Option<String> {
-    if !cell.status.measured() {
+    if !cell.has_window() {
         return None;
     }
     let ttft = cell
@@ -248,14 +251,30 @@ fn matrix_table(results: &RunResults) -> String {
         ));
         out.push('\n');
     }
-    let client_view = |c: &&CellResult| {
-        c.status == CellStatus::CapacityLimited && c.effective_concurrency.is_none()
-    };
-    if results.cells.iter().any(|c| client_view(&c)) {
-        out.push_str(
+    let capacity = |c: &&CellResult| c.status == CellStatus::CapacityLimited;
+    if results
+        .cells
+        .iter()
+        .any(|c| capacity(&c) && c.has_window() && c.effective_concurrency.is_none())
+    {
+        out.push_str(&wrap(
             "(X/Y)° = capacity-limited, as the client saw it (no engine metrics): the most \
-             streams decoding at once / requested.\n",
-        );
+             streams decoding at once / requested.",
+            2,
+        ));
+        out.push('\n');
+    }
+    if results
+        .cells
+        .iter()
+        .any(|c| capacity(&c) && !c.has_window())
+    {
+        out.push_str(&wrap(
+            "— (cap) = capacity-limited without a window: a smaller concurrency at this context \
+             already was, so it was not measured.",
+            2,
+        ));
+        out.push('\n');
     }
     let unverified: Vec<&CellResult> = results
         .cells
@@ -520,6 +539,33 @@ mod tests {
             out.contains("Client count not cross-checked in 1 of"),
             "{out}"
         );
+    }
+
+    /// A capacity-limited cell decided without a window (a smaller C at its context already
+    /// was) shows no figure: not `0.0`, not the client's view of a window it never had.
+    #[test]
+    fn a_capacity_cell_decided_without_a_window_shows_no_figure() {
+        let mut r = sample_results();
+        let idx = r
+            .cells
+            .iter()
+            .position(|c| c.status == CellStatus::Error)
+            .unwrap();
+        r.cells[idx] = CellResult::unmeasured(
+            2,
+            131072,
+            CellStatus::CapacityLimited,
+            "C=1 already capacity-limited at 128k: not measured",
+        );
+        assert!(!r.cells[idx].has_window());
+        let out = render_matrix(&r);
+        assert!(out.contains("— (cap)"), "{out}");
+        assert!(!out.contains("0.0 (?/2)") && !out.contains("°"), "{out}");
+        assert!(
+            out.contains("— (cap) = capacity-limited without a window"),
+            "{out}"
+        );
+        assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
     }
 
     #[test]

@@ -238,6 +238,7 @@ pub fn results_markdown(results: &RunResults) -> String {
                 None => "–".to_string(),
                 Some(x) => match x.status {
                     CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
+                    CellStatus::CapacityLimited if !x.has_window() => "— (cap)".to_string(),
                     CellStatus::CapacityLimited => format!("{:.1} (cap)", x.aggregate_tps),
                     CellStatus::Saturated => format!("{:.1} (saturated)", x.aggregate_tps),
                     CellStatus::Error => "error".to_string(),
@@ -249,7 +250,7 @@ pub fn results_markdown(results: &RunResults) -> String {
         out.push('\n');
     }
     out.push_str(
-        "\nAggregate output tok/s; `(cap)` = capacity-limited; `(saturated)` = the engine preempted or retracted requests.\n",
+        "\nAggregate output tok/s; `(cap)` = capacity-limited (`— (cap)`: not measured, a smaller concurrency at this context already was); `(saturated)` = the engine preempted or retracted requests.\n",
     );
     out
 }
@@ -547,6 +548,30 @@ mod tests {
         assert!(out.len() <= 4000);
         assert!(!out.contains("| a |"), "late table should be dropped whole");
         assert_eq!(out.matches("</details>").count(), 1);
+    }
+
+    /// A capacity-limited cell decided without a window gets no figure in the summary's
+    /// matrix (`— (cap)`, not `0.0 (cap)`), and the legend says what that means.
+    #[test]
+    fn a_capacity_cell_decided_without_a_window_shows_no_figure() {
+        let mut run = crate::export::fixture::run();
+        let (c, ctx) = (run.cells[3].concurrency, run.cells[3].context_tokens);
+        run.cells[3] = crate::results::CellResult::unmeasured(
+            c,
+            ctx,
+            CellStatus::CapacityLimited,
+            "C=4 already capacity-limited at 8k: not measured",
+        );
+        let md = results_markdown(&run);
+        assert!(md.contains("| — (cap) |"), "{md}");
+        assert!(!md.contains("0.0 (cap)"), "{md}");
+        assert!(md.contains("`— (cap)`: not measured"), "{md}");
+        // Nor is its zero exported as a figure.
+        assert!(
+            crate::export::figures(&run)
+                .iter()
+                .all(|f| (f.cell.concurrency, f.cell.context_tokens) != (c, ctx))
+        );
     }
 
     #[test]
