@@ -252,20 +252,22 @@ fn print_run(run: &GateRun) {
     );
     errln!("{}", crate::report::console::wrap(&files, 2));
     if let Some(c) = &run.confirmation {
-        errln!(
+        let files = format!(
             "confirmation boot: results {} · engine log: {}",
             c.results.display(),
             c.engine_log.display()
         );
+        errln!("{}", crate::report::console::wrap(&files, 2));
     }
     for b in &run.baseline {
-        match b {
-            BaselineUpdate::Added(path) => errln!("baseline: run added as {}", path.display()),
-            BaselineUpdate::NotUpdated(why) => errln!(
+        let line = match b {
+            BaselineUpdate::Added(path) => format!("baseline: run added as {}", path.display()),
+            BaselineUpdate::NotUpdated(why) => format!(
                 "baseline: not updated: {}",
                 crate::untrusted_text::console(why)
             ),
-        }
+        };
+        errln!("{}", crate::report::console::wrap(&line, 2));
     }
     print_reporting(&run.reporting);
     print_verdict(run, "no baseline — results recorded, the gate passes");
