@@ -297,10 +297,14 @@ pub(crate) fn render_text(r: &DoctorReport) -> String {
             opt(&r.nvml.cuda_driver_version)
         );
     } else {
+        let line = format!(
+            "unavailable: {} (GPU telemetry will be marked unavailable; runs still work)",
+            opt(&r.nvml.reason)
+        );
         let _ = writeln!(
             s,
-            "NVML:    unavailable: {} (GPU telemetry will be marked unavailable; runs still work)",
-            opt(&r.nvml.reason)
+            "{}",
+            crate::report::console::wrap_labelled("NVML:    ", &line)
         );
     }
     if r.gpus.is_empty() {

@@ -84,10 +84,12 @@ fn add_show_prune_list() {
         "pr",
     ]);
     assert_eq!(code, 0, "{err}");
+    // The console wraps at 100 columns: read it unwrapped.
+    let flat = out.replace("\n  ", " ");
     assert!(
         out.contains("C=16 / 8k")
-            && out.contains("level (newest 10)")
-            && out.contains("CV (newest 20)"),
+            && flat.contains("level: the mean of the newest 10 runs")
+            && flat.contains("CV: between runs over the newest 20"),
         "{out}"
     );
     let (code, out, err) = infergate(&["baseline", "show", "--dir", s(&store), "--format", "json"]);

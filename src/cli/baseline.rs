@@ -156,7 +156,10 @@ pub(crate) async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
                     let newest = loaded
                         .runs
                         .last()
-                        .map(|r| r.started_at.to_rfc3339())
+                        .map(|r| {
+                            r.started_at
+                                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        })
                         .unwrap_or_else(|| "-".into());
                     outln!(
                         "{key}  suite={suite}  runs={}  newest={newest}{}",
@@ -278,9 +281,15 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
         let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
             errln!(
-                "warning: {} cannot be used (a comparison against this store fails until it is fixed or removed): {}",
-                path.display(),
-                crate::untrusted_text::console(why)
+                "{}",
+                crate::report::console::wrap(
+                    &format!(
+                        "warning: {} cannot be used (a comparison against this store fails until it is fixed or removed): {}",
+                        path.display(),
+                        crate::untrusted_text::console(why)
+                    ),
+                    2
+                )
             );
         }
         histories.push(history::history(

@@ -134,7 +134,11 @@ const HEADER: [&str; 8] = [
 pub(crate) fn text(groups: &[GroupChanges]) -> String {
     let mut out = String::new();
     for g in groups {
-        out.push_str(&format!("Change points of {}\n", heading(g)));
+        out.push_str(&super::console::wrap(
+            &format!("Change points of {}", heading(g)),
+            2,
+        ));
+        out.push('\n');
         if g.history.change_points.is_empty() {
             out.push_str("no change point\n\n");
             continue;

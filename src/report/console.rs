@@ -33,6 +33,15 @@ pub(crate) fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// `label` then `text` wrapped at [`CONSOLE_WIDTH`], continuation lines under the text (the
+/// doctor's aligned `NVML:    …` lines).
+pub(crate) fn wrap_labelled(label: &str, text: &str) -> String {
+    let indent = label.chars().count();
+    // Leading spaces are kept by `wrap`: they hold the label's place on the first line.
+    let wrapped = wrap(&format!("{}{text}", " ".repeat(indent)), indent);
+    format!("{label}{}", &wrapped[indent..])
+}
+
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
 fn fmt_ms(seconds: f64) -> String {
     let ms = seconds * 1000.0;
@@ -566,6 +575,19 @@ mod tests {
             "{out}"
         );
         assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    }
+
+    #[test]
+    fn a_labelled_line_wraps_under_its_text() {
+        let text = "unavailable: ".to_string() + &"word ".repeat(40);
+        let out = wrap_labelled("NVML:    ", text.trim_end());
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("NVML:    unavailable: word"), "{out}");
+        assert!(lines.len() > 1 && lines[1..].iter().all(|l| l.starts_with("         word")));
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= CONSOLE_WIDTH),
+            "{out}"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use comfy_table::{CellAlignment, Table};
 
+use super::console::{CONSOLE_WIDTH, wrap};
 use super::markdown::escape;
 use crate::baseline::history::BaselineHistory;
 use crate::results::context_label;
@@ -16,7 +17,8 @@ fn column_label(h: &BaselineHistory, i: usize) -> String {
         .unwrap_or_else(|| h.runs[i].clone())
 }
 
-fn rows(h: &BaselineHistory) -> Vec<Vec<String>> {
+/// Each cell's row, with the runs from `from` on as columns.
+fn rows(h: &BaselineHistory, from: usize) -> Vec<Vec<String>> {
     h.cells
         .iter()
         .map(|c| {
@@ -28,6 +30,7 @@ fn rows(h: &BaselineHistory) -> Vec<Vec<String>> {
             row.extend(
                 c.values
                     .iter()
+                    .skip(from)
                     .map(|v| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".into())),
             );
             row.push(
@@ -44,38 +47,66 @@ fn rows(h: &BaselineHistory) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn header(h: &BaselineHistory) -> Vec<String> {
+/// The columns' names; `windows` = the level's and CV's runs in their own names (the terminal
+/// says them once above the table instead, to leave room for runs).
+fn header(h: &BaselineHistory, from: usize, windows: bool) -> Vec<String> {
     let mut hdr = vec!["cell".to_string()];
-    hdr.extend((0..h.runs.len()).map(|i| column_label(h, i)));
-    hdr.push(format!("level (newest {})", h.level_runs));
-    hdr.push(format!("CV (newest {})", h.noise_runs));
+    hdr.extend((from..h.runs.len()).map(|i| column_label(h, i)));
+    if windows {
+        hdr.push(format!("level (newest {})", h.level_runs));
+        hdr.push(format!("CV (newest {})", h.noise_runs));
+    } else {
+        hdr.extend(["level".to_string(), "CV".to_string()]);
+    }
     hdr
 }
 
-/// The history as a terminal table (aggregate tok/s; `–` = cell not ok in that run).
+/// The history as a terminal table (aggregate tok/s; `–` = cell not ok in that run): as many
+/// of the newest runs as fit the console's 100 columns beside the cell, level and CV columns
+/// (the Markdown and JSON show every run).
 pub(crate) fn text(h: &BaselineHistory) -> String {
-    let mut out = format!(
-        "Baseline {} / suite {}: {} run(s) shown, aggregate tok/s (– = not ok in that run)\n",
-        h.profile_key,
-        h.suite,
-        h.runs.len()
-    );
-    let mut table = Table::new();
-    table
-        .load_style(super::verdict_table::TABLE_STYLE)
-        .force_no_tty()
-        .set_header(header(h));
-    for row in rows(h) {
-        table.add_row(row);
-    }
-    for i in 1..=h.runs.len() + 2 {
-        if let Some(col) = table.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
+    let n = h.runs.len();
+    let table = |from: usize| {
+        let mut table = Table::new();
+        table
+            .load_style(super::verdict_table::TABLE_STYLE)
+            .force_no_tty()
+            .set_header(header(h, from, false));
+        for row in rows(h, from) {
+            table.add_row(row);
         }
-    }
-    out.push_str(&table.to_string());
+        for i in 1..=n - from + 2 {
+            if let Some(col) = table.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        table.to_string()
+    };
+    let fits = |t: &String| t.lines().all(|l| l.chars().count() <= CONSOLE_WIDTH);
+    // The oldest run first out; the newest always stays.
+    let (from, rendered) = (0..n.max(1))
+        .map(|from| (from, table(from)))
+        .find(|(_, t)| fits(t))
+        .unwrap_or_else(|| (n.saturating_sub(1), table(n.saturating_sub(1))));
+    let shown = n - from;
+    let what = if shown == n {
+        format!("{n} run(s) shown")
+    } else {
+        format!("the newest {shown} of {n} runs shown (`--format md` shows all)")
+    };
+    let mut out = wrap(
+        &format!(
+            "Baseline {} / suite {}: {what}, aggregate tok/s (– = not ok in that run); level: \
+             the mean of the newest {} runs, CV: between runs over the newest {}",
+            h.profile_key, h.suite, h.level_runs, h.noise_runs
+        ),
+        2,
+    );
     out.push('\n');
-    out.push_str(&format!("Runs: {}\n", h.runs.join(", ")));
+    out.push_str(&rendered);
+    out.push('\n');
+    out.push_str(&wrap(&format!("Runs: {}", h.runs[from..].join(", ")), 2));
+    out.push('\n');
     out
 }
 
@@ -87,7 +118,7 @@ pub(crate) fn markdown(h: &BaselineHistory) -> String {
         escape(&h.suite),
         h.runs.len()
     );
-    let hdr = header(h);
+    let hdr = header(h, 0, true);
     out.push('|');
     for c in &hdr {
         out.push_str(&format!(" {} |", escape(c)));
@@ -97,7 +128,7 @@ pub(crate) fn markdown(h: &BaselineHistory) -> String {
         out.push_str("---:|");
     }
     out.push('\n');
-    for row in rows(h) {
+    for row in rows(h, 0) {
         out.push('|');
         for c in row {
             out.push_str(&format!(" {} |", escape(&c)));
@@ -156,5 +187,30 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| C=12 / 128k | – | – | – | – | – |"), "{md}");
+    }
+
+    /// Ten runs do not fit 100 columns: the oldest columns go first, the header says how many
+    /// are shown, and the Markdown keeps them all.
+    #[test]
+    fn a_long_history_keeps_the_newest_runs_that_fit_the_console() {
+        let mut h = sample();
+        h.runs = (1..=10).map(|i| format!("r{i}")).collect();
+        h.started_at = (1..=10)
+            .map(|i| format!("2026-07-{:02}T19:47:02+00:00", 10 + i))
+            .collect();
+        for c in &mut h.cells {
+            c.values = (1..=10)
+                .map(|i| c.level.map(|l| l + f64::from(i)))
+                .collect();
+        }
+        let t = text(&h);
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+        assert!(t.contains("the newest "), "{t}");
+        assert!(
+            t.contains("07-20 19:47") && !t.contains("07-11 19:47"),
+            "{t}"
+        );
+        assert!(t.contains("r10") && !t.contains("r1,"), "{t}");
+        assert!(markdown(&h).contains("07-11 19:47"));
     }
 }
