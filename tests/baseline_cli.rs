@@ -282,7 +282,9 @@ fn import_converts_the_seed_into_our_schema() {
     let out = dir.path().join("imported.json");
     let (code, stdout, err) = infergate(&["import", s(&seed()), "--out", s(&out)]);
     assert_eq!(code, 0, "{err}");
-    assert!(stdout.contains("20 cells (3 not ok)"), "{stdout}");
+    // The console wraps at 100 columns: read it unwrapped.
+    let flat = stdout.replace("\n  ", " ");
+    assert!(flat.contains("20 cells (3 not ok)"), "{stdout}");
     let text = std::fs::read_to_string(&out).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(doc["tool"]["name"], "infergate");

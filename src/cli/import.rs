@@ -49,7 +49,7 @@ pub(crate) async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         .iter()
         .filter(|c| c.status != crate::results::CellStatus::Ok)
         .count();
-    outln!(
+    let wrote = format!(
         "wrote {}: run {}, {} cells ({} not ok), profile {}",
         args.out.display(),
         crate::untrusted_text::console(&run.run_id),
@@ -57,9 +57,11 @@ pub(crate) async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
         limited,
         crate::untrusted_text::console(&run.profile.key)
     );
+    outln!("{}", crate::report::console::wrap(&wrote, 2));
     // The notes name the imported file's own keys and values.
     for note in crate::import::unmapped_notes(&run) {
-        outln!("  not mapped: {}", crate::untrusted_text::console(note));
+        let note = format!("  not mapped: {}", crate::untrusted_text::console(note));
+        outln!("{}", crate::report::console::wrap(&note, 4));
     }
     Ok(GateExit::Pass)
 }
