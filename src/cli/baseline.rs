@@ -280,16 +280,12 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
     for (key, suite) in groups {
         let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;
         for (path, why) in &loaded.skipped {
-            errln!(
-                "{}",
-                crate::report::console::wrap(
-                    &format!(
-                        "warning: {} cannot be used (a comparison against this store fails until it is fixed or removed): {}",
-                        path.display(),
-                        crate::untrusted_text::console(why)
-                    ),
-                    2
-                )
+            super::say(
+                "warning",
+                &format!(
+                    "{} cannot be used (a comparison against this store fails until it is fixed or removed): {why}",
+                    path.display()
+                ),
             );
         }
         histories.push(history::history(

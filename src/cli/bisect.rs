@@ -103,7 +103,7 @@ pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     );
     let run = plan.run(&super::run::progress, cancel).await;
     for w in &run.warnings {
-        errln!("warning: {}", crate::untrusted_text::console(w));
+        super::say("warning", w);
     }
     outln!("{}", crate::report::bisect::text(&run.record));
     match (&run.record_path, &run.write_error) {

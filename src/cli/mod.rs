@@ -60,6 +60,11 @@ pub fn plain_parse_error(rendered: &str) -> String {
     })
 }
 
+/// Prints a `kind: text` line (`notice`, `warning`) on stderr ([`crate::report::console::kind_line`]).
+pub(crate) fn say(kind: &str, text: &str) {
+    errln!("{}", crate::report::console::kind_line(kind, text));
+}
+
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub(crate) fn in_actions() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")

@@ -291,13 +291,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     let in_actions = super::in_actions();
     for n in &notices {
-        errln!(
-            "{}",
-            crate::report::console::wrap(
-                &format!("notice: {}", crate::untrusted_text::console(n)),
-                2
-            )
-        );
+        super::say("notice", n);
     }
     if let Some(refusal) = refused {
         return Err(refusal);

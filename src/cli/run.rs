@@ -202,13 +202,7 @@ pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
 /// Everything `run` prints after the gate.
 fn print_run(run: &GateRun) {
     for w in &run.warnings {
-        errln!(
-            "{}",
-            crate::report::console::wrap(
-                &format!("warning: {}", crate::untrusted_text::console(w)),
-                2
-            )
-        );
+        super::say("warning", w);
     }
     if let Some(a) = &run.adaptive {
         errln!(
@@ -221,13 +215,7 @@ fn print_run(run: &GateRun) {
     }
     print_tables(run);
     for n in &run.notices {
-        errln!(
-            "{}",
-            crate::report::console::wrap(
-                &format!("notice: {}", crate::untrusted_text::console(n)),
-                2
-            )
-        );
+        super::say("notice", n);
     }
     if let Some(t) = &run.results.telemetry
         && t.status == "available"

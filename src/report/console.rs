@@ -33,13 +33,23 @@ pub(crate) fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// A `kind: text` line (`notice`, `warning`): the text escaped as untrusted (it may quote an
+/// engine, a config or a store file), then wrapped.
+pub(crate) fn kind_line(kind: &str, text: &str) -> String {
+    wrap(
+        &format!("{kind}: {}", crate::untrusted_text::console(text)),
+        2,
+    )
+}
+
 /// `label` then `text` wrapped at [`CONSOLE_WIDTH`], continuation lines under the text (the
 /// doctor's aligned `NVML:    …` lines).
 pub(crate) fn wrap_labelled(label: &str, text: &str) -> String {
     let indent = label.chars().count();
     // Leading spaces are kept by `wrap`: they hold the label's place on the first line.
     let wrapped = wrap(&format!("{}{text}", " ".repeat(indent)), indent);
-    format!("{label}{}", &wrapped[indent..])
+    // An empty `text` leaves nothing after the label (`wrap` trims the line's spaces).
+    format!("{label}{}", wrapped.get(indent..).unwrap_or_default())
 }
 
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
@@ -80,10 +90,8 @@ fn error_marker(cell: &CellResult) -> String {
 
 /// The aggregate value line of a cell.
 fn aggregate_line(cell: &CellResult) -> String {
-    if cell.status == CellStatus::CapacityLimited && !cell.has_window() {
-        return "— (cap)".into();
-    }
     match cell.status {
+        CellStatus::CapacityLimited if !cell.has_window() => "— (cap)".into(),
         CellStatus::Ok => format!("{:.1}{}", cell.aggregate_tps, error_marker(cell)),
         CellStatus::CapacityLimited => format!(
             "{:.1}{}{}",
@@ -583,6 +591,7 @@ mod tests {
         let out = wrap_labelled("NVML:    ", text.trim_end());
         let lines: Vec<&str> = out.lines().collect();
         assert!(lines[0].starts_with("NVML:    unavailable: word"), "{out}");
+        assert_eq!(wrap_labelled("NVML:    ", ""), "NVML:    ");
         assert!(lines.len() > 1 && lines[1..].iter().all(|l| l.starts_with("         word")));
         assert!(
             lines.iter().all(|l| l.chars().count() <= CONSOLE_WIDTH),

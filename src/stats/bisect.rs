@@ -227,11 +227,7 @@ pub(crate) fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
         &super::changepoint::Scope::Matrix,
         crate::verdict::Metric::AggregateTps,
     );
-    let logs: Vec<f64> = values
-        .iter()
-        .filter(|v| v.is_finite() && **v > 0.0)
-        .map(|v| v.ln())
-        .collect();
+    let logs = super::build::positive_logs(values);
     if logs.len() < 6 {
         return None;
     }

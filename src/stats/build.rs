@@ -48,14 +48,19 @@ pub(crate) fn var(v: &[f64]) -> f64 {
     v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)
 }
 
+/// The logs of the positive, finite values (a rate of 0 or a missing one has no log).
+pub(crate) fn positive_logs(values: impl IntoIterator<Item = f64>) -> Vec<f64> {
+    values
+        .into_iter()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(f64::ln)
+        .collect()
+}
+
 /// Variance of the mean of a cell's log sub-window samples (its within-run noise); 0 with
 /// fewer than two positive samples.
 pub(crate) fn within_run_var(samples: &[f64]) -> f64 {
-    let logs: Vec<f64> = samples
-        .iter()
-        .filter(|v| v.is_finite() && **v > 0.0)
-        .map(|v| v.ln())
-        .collect();
+    let logs = positive_logs(samples.iter().copied());
     if logs.len() < 2 {
         return 0.0;
     }

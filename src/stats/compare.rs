@@ -126,13 +126,7 @@ pub(crate) fn ok_value(
 /// rounds of the primary metric count as repetitions (a fresh set of streams each).
 fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
     if metric == Metric::AggregateTps && !cell.rounds.is_empty() {
-        let v: Vec<f64> = cell
-            .rounds
-            .iter()
-            .map(|r| r.aggregate_tps)
-            .filter(|v| v.is_finite() && *v > 0.0)
-            .map(f64::ln)
-            .collect();
+        let v = build::positive_logs(cell.rounds.iter().map(|r| r.aggregate_tps));
         if !v.is_empty() {
             return v;
         }

@@ -85,7 +85,7 @@ impl PublishOutcome {
                     true,
                 );
             } else {
-                errln!("notice: {}", crate::untrusted_text::console(n));
+                errln!("{}", crate::report::console::kind_line("notice", n));
             }
         }
         for e in &self.errors {
