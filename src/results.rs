@@ -74,7 +74,45 @@ impl RunResults {
             .find(|e| e.kind == EventKind::EngineSpawned)
             .and_then(|e| e.process_group)
     }
+
+    /// Cells whose steady-state window saw the GPU slow its clocks for heat or a hardware
+    /// signal ([`CLOCK_SLOWDOWNS`]), as `C=4 ctx=8k (hw_thermal_slowdown)`: their throughput
+    /// measures the runner's cooling or power delivery as well as the engine.
+    pub fn clock_slowdowns(&self) -> Vec<String> {
+        self.cells
+            .iter()
+            .filter_map(|c| {
+                let seen: Vec<&str> = c
+                    .telemetry
+                    .as_ref()?
+                    .throttle_reasons
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|r| CLOCK_SLOWDOWNS.contains(r))
+                    .collect();
+                (!seen.is_empty()).then(|| {
+                    format!(
+                        "C={} ctx={} ({})",
+                        c.concurrency,
+                        context_label(c.context_tokens),
+                        seen.join(", ")
+                    )
+                })
+            })
+            .collect()
+    }
 }
+
+/// NVML clock-limit reasons that come from outside the engine's work: heat and the board's
+/// hardware slowdown and power-brake signals. The power cap (`sw_power_cap`) is not among them:
+/// a GPU under full load meets its power limit by design (an H200 running bf16 matrix
+/// products reported it in every window at 640 W of 700 W).
+pub const CLOCK_SLOWDOWNS: [&str; 4] = [
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+];
 
 impl RunResults {
     /// Marks a `complete` run `partial` when a cell ended in `error`: `complete` means every

@@ -217,16 +217,13 @@ fn print_run(run: &GateRun) {
     for n in &run.notices {
         super::say("notice", n);
     }
-    if let Some(t) = &run.results.telemetry
-        && t.status == "available"
+    if let Some(line) = run
+        .results
+        .telemetry
+        .as_ref()
+        .and_then(crate::report::console::telemetry_line)
     {
-        errln!(
-            "telemetry: {} · energy {} · {} J/token · avg power {} W",
-            t.devices.join(", "),
-            t.energy_j.map_or("-".into(), |e| format!("{e:.0} J")),
-            t.joules_per_token.map_or("-".into(), |j| format!("{j:.3}")),
-            t.power_w_avg.map_or("-".into(), |p| format!("{p:.0}"))
-        );
+        errln!("{line}");
     }
     let files = format!(
         "results: {}{} · summary: {} · engine log: {}",

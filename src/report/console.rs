@@ -52,6 +52,32 @@ pub(crate) fn wrap_labelled(label: &str, text: &str) -> String {
     format!("{label}{}", wrapped.get(indent..).unwrap_or_default())
 }
 
+/// The run's GPU telemetry in one wrapped line, when it was sampled: devices, energy, J/token,
+/// mean power, hottest reading and every clock limit seen (the power cap included, which the
+/// gate's warning leaves out), so a reader can tell a cool idle GPU from a hot, capped one.
+pub(crate) fn telemetry_line(t: &crate::results::TelemetrySummary) -> Option<String> {
+    if t.status != "available" {
+        return None;
+    }
+    let mut parts = vec![
+        format!("telemetry: {}", t.devices.join(", ")),
+        t.energy_j
+            .map_or("energy -".into(), |e| format!("energy {e:.0} J")),
+        t.joules_per_token
+            .map_or("- J/token".into(), |j| format!("{j:.3} J/token")),
+        t.power_w_avg
+            .map_or("avg power -".into(), |p| format!("avg power {p:.0} W")),
+    ];
+    parts.extend(t.temperature_c_max.map(|c| format!("max {c:.0} °C")));
+    if !t.throttle_reasons.is_empty() {
+        parts.push(format!(
+            "clocks limited by {}",
+            t.throttle_reasons.join(", ")
+        ));
+    }
+    Some(wrap(&crate::untrusted_text::console(&parts.join(" · ")), 2))
+}
+
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
 fn fmt_ms(seconds: f64) -> String {
     let ms = seconds * 1000.0;
@@ -442,6 +468,65 @@ mod tests {
         cell.measured_s = 10.0;
         cell.output_tokens = (tps * 10.0) as u64;
         cell
+    }
+
+    fn window(reasons: &[&str]) -> CellTelemetry {
+        CellTelemetry {
+            samples: 8,
+            gpu_util_avg: Some(78.0),
+            mem_util_avg: Some(19.5),
+            power_w_avg: Some(645.1),
+            power_w_max: Some(653.2),
+            energy_j: Some(1291.3),
+            joules_per_token: Some(1.509),
+            temperature_c_max: Some(63.0),
+            sm_clock_mhz_avg: Some(1663.0),
+            mem_clock_mhz_avg: Some(3201.0),
+            vram_used_mib_max: Some(5106.8),
+            pcie_rx_kib_s_avg: None,
+            pcie_tx_kib_s_avg: None,
+            throttle_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+
+    /// Figures as an H200 reported them under load (device check, 2026-12-04).
+    #[test]
+    fn telemetry_line_names_heat_and_clock_limits() {
+        let t = TelemetrySummary {
+            status: "available".into(),
+            reason: None,
+            devices: vec!["0: NVIDIA H200".into()],
+            energy_j: Some(5613.9),
+            joules_per_token: Some(1.5903),
+            power_w_avg: Some(441.7),
+            temperature_c_max: Some(63.0),
+            throttle_reasons: vec!["sw_power_cap".into()],
+        };
+        assert_eq!(
+            telemetry_line(&t).as_deref(),
+            Some(
+                "telemetry: 0: NVIDIA H200 · energy 5614 J · 1.590 J/token · avg power 442 W · max 63 °C · clocks\n  limited by sw_power_cap"
+            )
+        );
+        let off = TelemetrySummary {
+            status: "unavailable".into(),
+            ..t
+        };
+        assert_eq!(telemetry_line(&off), None);
+    }
+
+    /// The power cap is a busy GPU's normal state; heat and hardware slowdowns are the runner's.
+    #[test]
+    fn clock_slowdowns_name_cells_slowed_by_heat_not_by_the_power_cap() {
+        let mut r = sample_results();
+        r.cells[0].telemetry = Some(window(&["sw_power_cap"]));
+        r.cells[3].telemetry = Some(window(&["sw_power_cap", "hw_thermal_slowdown"]));
+        assert_eq!(
+            r.clock_slowdowns(),
+            vec!["C=1 ctx=8k (hw_thermal_slowdown)"]
+        );
+        r.cells[3].telemetry = None;
+        assert!(r.clock_slowdowns().is_empty());
     }
 
     pub(crate) fn sample_results() -> RunResults {

@@ -286,7 +286,7 @@ pub(crate) struct GateRun {
     pub ending: GateEnding,
     /// Things people should know (no baseline, skipped baseline files).
     pub notices: Vec<String>,
-    /// Engine processes that survived teardown.
+    /// Engine processes that survived teardown; cells measured while the GPU slowed its clocks.
     pub warnings: Vec<String>,
     pub adaptive: Option<AdaptiveSummary>,
     pub confirmation: Option<ConfirmationFiles>,
@@ -571,6 +571,7 @@ impl GatePlan {
             warnings
                 .push("some engine processes survived teardown (SIGKILL sent to the group)".into());
         }
+        warnings.extend(clock_slowdown_warning(&measured.results, ""));
         let adaptive = measured.adaptive.take();
         let adaptive_summary =
             adaptive
@@ -629,6 +630,10 @@ impl GatePlan {
                     "some engine processes of the confirmation boot survived teardown (SIGKILL sent to the group)".into(),
                 );
             }
+            warnings.extend(clock_slowdown_warning(
+                &outcome.measured.results,
+                " of the confirmation boot",
+            ));
             match &outcome.decision {
                 None => {
                     failure = Some(format!(
@@ -912,6 +917,20 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
     Ok(Setup {
         hardware,
         telemetry,
+    })
+}
+
+/// The warning for cells measured while the GPU slowed its clocks for heat or a hardware
+/// signal (`boot` names the boot when it is not the first): their figures may be the
+/// runner's, not the engine's, so a reviewer should know before trusting a change in them.
+fn clock_slowdown_warning(results: &RunResults, boot: &str) -> Option<String> {
+    let cells = results.clock_slowdowns();
+    (!cells.is_empty()).then(|| {
+        format!(
+            "the GPU slowed its clocks for heat or a hardware signal in {} cell(s){boot}: {}; their figures measure the runner's cooling or power delivery as well as the engine",
+            cells.len(),
+            cells.join(", ")
+        )
     })
 }
 
