@@ -906,14 +906,17 @@ impl GatePlan {
 
 /// Hardware fingerprint (detected, or pinned by `[profile] hardware`) and GPU telemetry.
 pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
-    let detected = tokio::task::spawn_blocking(crate::telemetry::detect_hardware)
-        .await
-        .map_err(|_| AbortError::Task("hardware detection"))?;
-    let hardware = config.profile.hardware(detected);
     let telemetry = tokio::task::spawn_blocking(|| NvmlSampler::start(Duration::from_millis(250)))
         .await
         .map_err(|_| AbortError::Task("telemetry start"))?
         .map_err(|e| e.reason);
+    // NVML is initialised once per gate: a sampler that started knows the GPUs; one that did
+    // not found no usable NVML or GPU, which is the `cpu` fingerprint.
+    let detected = match &telemetry {
+        Ok(sampler) => sampler.hardware(),
+        Err(_) => crate::telemetry::detect_hardware(),
+    };
+    let hardware = config.profile.hardware(detected);
     Ok(Setup {
         hardware,
         telemetry,

@@ -154,6 +154,7 @@ enum Command {
 pub struct NvmlSampler {
     tx: Mutex<Option<Sender<Command>>>,
     devices: Vec<String>,
+    inventory: GpuInventory,
     run: Mutex<RunAccumulator>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -171,7 +172,7 @@ impl NvmlSampler {
     /// window is open. Fails (with the reason) when NVML or a GPU is not usable.
     pub fn start(interval: Duration) -> Result<Arc<NvmlSampler>, NvmlUnavailable> {
         let (tx, rx) = mpsc::channel::<Command>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<String>, NvmlUnavailable>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<GpuInventory, NvmlUnavailable>>();
         let interval = interval.max(Duration::from_millis(50));
         let thread = std::thread::Builder::new()
             .name("infergate-nvml".into())
@@ -196,20 +197,15 @@ impl NvmlSampler {
                         return;
                     }
                 };
-                let labels = inv
-                    .names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| format!("{i}: {n}"))
-                    .collect();
-                let _ = ready_tx.send(Ok(labels));
-                sampler_loop(&nvml, inv.names.len() as u32, &rx, interval);
+                let count = inv.names.len() as u32;
+                let _ = ready_tx.send(Ok(inv));
+                sampler_loop(&nvml, count, &rx, interval);
             })
             .map_err(|e| NvmlUnavailable {
                 reason: format!("cannot start the telemetry thread: {e}"),
             })?;
-        let devices = match ready_rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(d)) => d,
+        let inventory = match ready_rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Ok(inv)) => inv,
             Ok(Err(e)) => {
                 let _ = thread.join();
                 return Err(e);
@@ -220,9 +216,16 @@ impl NvmlSampler {
                 });
             }
         };
+        let devices = inventory
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{i}: {n}"))
+            .collect();
         Ok(Arc::new(NvmlSampler {
             tx: Mutex::new(Some(tx)),
             devices,
+            inventory,
             run: Mutex::new(RunAccumulator::default()),
             thread: Mutex::new(Some(thread)),
         }))
@@ -231,6 +234,12 @@ impl NvmlSampler {
     /// The sampled devices (`index: name`).
     pub fn devices(&self) -> &[String] {
         &self.devices
+    }
+
+    /// This machine's hardware fingerprint from the sampler's own NVML inventory, the same
+    /// as [`super::detect_hardware`] gives without a second NVML initialisation.
+    pub fn hardware(&self) -> crate::results::HardwareFingerprint {
+        super::fingerprint_of(Some(self.inventory.clone()))
     }
 
     /// The run-level summary of every window finished so far.
@@ -416,6 +425,8 @@ mod tests {
         match NvmlSampler::start(Duration::from_millis(100)) {
             Ok(s) => {
                 assert!(!s.devices().is_empty());
+                // One NVML initialisation per gate: the sampler's fingerprint is detect_hardware's.
+                assert_eq!(s.hardware(), crate::telemetry::detect_hardware());
                 s.start_window();
                 std::thread::sleep(Duration::from_millis(350));
                 let c = s.finish_window(1000).expect("a window on a GPU machine");
