@@ -60,9 +60,18 @@ pub fn plain_parse_error(rendered: &str) -> String {
     })
 }
 
-/// Prints a `kind: text` line (`notice`, `warning`) on stderr ([`crate::report::console::kind_line`]).
+/// Prints a `kind: text` line (`notice`, `warning`) on stderr ([`crate::report::console::kind_line`]),
+/// or inside GitHub Actions the workflow command that makes it an annotation on the job page.
 pub(crate) fn say(kind: &str, text: &str) {
-    errln!("{}", crate::report::console::kind_line(kind, text));
+    if in_actions() {
+        // An annotation on the job page, where a reviewer sees it without opening the log.
+        crate::stdio::write_workflow_command(
+            &crate::report::actions::command(kind, &[("title", "infergate")], text),
+            true,
+        );
+    } else {
+        errln!("{}", crate::report::console::kind_line(kind, text));
+    }
 }
 
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).

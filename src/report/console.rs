@@ -52,30 +52,13 @@ pub(crate) fn wrap_labelled(label: &str, text: &str) -> String {
     format!("{label}{}", wrapped.get(indent..).unwrap_or_default())
 }
 
-/// The run's GPU telemetry in one wrapped line, when it was sampled: devices, energy, J/token,
-/// mean power, hottest reading and every clock limit seen (the power cap included, which the
-/// gate's warning leaves out), so a reader can tell a cool idle GPU from a hot, capped one.
+/// The run's GPU telemetry on the console ([`crate::report::layout::telemetry_text`], wrapped).
 pub(crate) fn telemetry_line(t: &crate::results::TelemetrySummary) -> Option<String> {
-    if t.status != "available" {
-        return None;
-    }
-    let mut parts = vec![
-        format!("telemetry: {}", t.devices.join(", ")),
-        t.energy_j
-            .map_or("energy -".into(), |e| format!("energy {e:.0} J")),
-        t.joules_per_token
-            .map_or("- J/token".into(), |j| format!("{j:.3} J/token")),
-        t.power_w_avg
-            .map_or("avg power -".into(), |p| format!("avg power {p:.0} W")),
-    ];
-    parts.extend(t.temperature_c_max.map(|c| format!("max {c:.0} °C")));
-    if !t.throttle_reasons.is_empty() {
-        parts.push(format!(
-            "clocks limited by {}",
-            t.throttle_reasons.join(", ")
-        ));
-    }
-    Some(wrap(&crate::untrusted_text::console(&parts.join(" · ")), 2))
+    let text = crate::report::layout::telemetry_text(t)?;
+    Some(wrap(
+        &format!("telemetry: {}", crate::untrusted_text::console(&text)),
+        2,
+    ))
 }
 
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.

@@ -106,6 +106,51 @@ pub(crate) fn metric_value(metric: Metric, value: f64) -> String {
     }
 }
 
+/// The run's GPU telemetry in words, when it was sampled: devices, energy, J/token, mean power,
+/// hottest reading and every clock limit seen (the power cap included), so a reader can tell a
+/// cool idle GPU from a hot, capped one. Plain text: the console wraps it, Markdown escapes it.
+pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<String> {
+    if t.status != "available" {
+        return None;
+    }
+    let mut parts = vec![
+        t.devices.join(", "),
+        t.energy_j
+            .map_or("energy -".into(), |e| format!("energy {e:.0} J")),
+        t.joules_per_token.map_or("- J/token".into(), |j| {
+            metric_value(Metric::JoulesPerToken, j)
+        }),
+        t.power_w_avg
+            .map_or("avg power -".into(), |p| format!("avg power {p:.0} W")),
+    ];
+    parts.extend(t.temperature_c_max.map(|c| format!("max {c:.0} °C")));
+    if !t.throttle_reasons.is_empty() {
+        parts.push(format!(
+            "clocks limited by {}",
+            t.throttle_reasons.join(", ")
+        ));
+    }
+    Some(parts.join(" · "))
+}
+
+/// The warning for cells measured while the GPU slowed its clocks for heat or a hardware
+/// signal ([`crate::results::RunResults::clock_slowdowns`]; `boot` names the boot when it is
+/// not the first): their figures may be the runner's, not the engine's, so a reviewer should
+/// know before trusting a change in them.
+pub(crate) fn clock_slowdown_text(
+    results: &crate::results::RunResults,
+    boot: &str,
+) -> Option<String> {
+    let cells = results.clock_slowdowns();
+    (!cells.is_empty()).then(|| {
+        format!(
+            "the GPU slowed its clocks for heat or a hardware signal in {} cell(s){boot}: {}; their figures measure the runner's cooling or power delivery as well as the engine",
+            cells.len(),
+            cells.join(", ")
+        )
+    })
+}
+
 /// `[−10.9, −8.4]`: an interval of a relative change, in percent.
 pub(crate) fn interval(low: f64, high: f64) -> String {
     format!(

@@ -19,6 +19,7 @@ use crate::config::{AbConfig, ConfigError, GateConfig, GithubMode, SuiteConfig};
 use crate::policy::{Conclusion, GateEnding, GatePolicy};
 use crate::report::github::render::{self, Links};
 use crate::report::github::{GithubReporter, PublishInput, PublishOutcome, check_name};
+use crate::report::layout;
 use crate::results::RunResults;
 use crate::telemetry::NvmlSampler;
 use crate::verdict::ComparisonReport;
@@ -571,7 +572,7 @@ impl GatePlan {
             warnings
                 .push("some engine processes survived teardown (SIGKILL sent to the group)".into());
         }
-        warnings.extend(clock_slowdown_warning(&measured.results, ""));
+        warnings.extend(layout::clock_slowdown_text(&measured.results, ""));
         let adaptive = measured.adaptive.take();
         let adaptive_summary =
             adaptive
@@ -630,7 +631,7 @@ impl GatePlan {
                     "some engine processes of the confirmation boot survived teardown (SIGKILL sent to the group)".into(),
                 );
             }
-            warnings.extend(clock_slowdown_warning(
+            warnings.extend(layout::clock_slowdown_text(
                 &outcome.measured.results,
                 " of the confirmation boot",
             ));
@@ -920,20 +921,6 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
     Ok(Setup {
         hardware,
         telemetry,
-    })
-}
-
-/// The warning for cells measured while the GPU slowed its clocks for heat or a hardware
-/// signal (`boot` names the boot when it is not the first): their figures may be the
-/// runner's, not the engine's, so a reviewer should know before trusting a change in them.
-fn clock_slowdown_warning(results: &RunResults, boot: &str) -> Option<String> {
-    let cells = results.clock_slowdowns();
-    (!cells.is_empty()).then(|| {
-        format!(
-            "the GPU slowed its clocks for heat or a hardware signal in {} cell(s){boot}: {}; their figures measure the runner's cooling or power delivery as well as the engine",
-            cells.len(),
-            cells.join(", ")
-        )
     })
 }
 

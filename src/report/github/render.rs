@@ -281,6 +281,9 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
         out.push_str(&format!("- Model: {}\n", escape(&p.model)));
     }
     out.push_str(&format!("- Hardware: {hw}\n"));
+    if let Some(t) = results.telemetry.as_ref().and_then(layout::telemetry_text) {
+        out.push_str(&format!("- GPU telemetry: {}\n", escape(&t)));
+    }
     out.push_str(&format!(
         "- Run: `{}` ({}{})\n",
         escape_code(&results.run_id),
@@ -313,10 +316,15 @@ fn matrix_markdown(outcome: &Outcome<'_>, chart: Option<&str>) -> String {
     if let Some(reason) = outcome.failure {
         out.push_str(&format!("**The gate failed:** {}\n\n", escape(reason)));
     }
+    // Below the matrix, before the charts: a reader weighing a change should know the GPU
+    // slowed its clocks for reasons of its own while it was measured.
+    let caution = layout::clock_slowdown_text(outcome.results, "")
+        .map(|w| format!("> ⚠️ **Caution:** {}\n\n", escape(&w)))
+        .unwrap_or_default();
     match outcome.verdict {
         Some(v) => out.push_str(&layout::markdown_body(
             &layout::layout(v),
-            chart.unwrap_or(""),
+            &format!("{caution}{}", chart.unwrap_or("")),
             &facts_markdown(outcome.results, Some(v)),
         )),
         None => {
@@ -326,6 +334,10 @@ fn matrix_markdown(outcome: &Outcome<'_>, chart: Option<&str>) -> String {
                 );
             }
             out.push_str(&results_markdown(outcome.results));
+            if !caution.is_empty() {
+                out.push('\n');
+                out.push_str(&caution);
+            }
             if let Some(chart) = chart {
                 out.push('\n');
                 out.push_str(chart);
@@ -572,6 +584,78 @@ mod tests {
                 .iter()
                 .all(|f| (f.cell.concurrency, f.cell.context_tokens) != (c, ctx))
         );
+    }
+
+    /// The summary's facts say what the GPU did (as an H200 reported it under load) and escape a
+    /// device name; a cell measured while heat slowed the clocks gets a caution below the matrix.
+    #[test]
+    fn facts_show_gpu_telemetry_and_a_caution_names_cells_slowed_by_heat() {
+        let mut run = crate::export::fixture::run();
+        run.telemetry = Some(crate::results::TelemetrySummary {
+            status: "available".into(),
+            reason: None,
+            devices: vec!["0: NVIDIA <b>H200</b>".into()],
+            energy_j: Some(5613.9),
+            joules_per_token: Some(1.5903),
+            power_w_avg: Some(441.7),
+            temperature_c_max: Some(63.0),
+            throttle_reasons: vec!["sw_power_cap".into()],
+        });
+        let md = facts_markdown(&run, None);
+        let line = md
+            .lines()
+            .find(|l| l.starts_with("- GPU telemetry: "))
+            .unwrap();
+        assert!(
+            line.contains("1.590 J/token · avg power 442 W · max 63 °C"),
+            "{line}"
+        );
+        assert!(
+            line.contains("clocks limited by sw\\_power\\_cap"),
+            "{line}"
+        );
+        assert!(!line.contains("<b>"), "{line}");
+        let matrix = |run: &RunResults| {
+            matrix_markdown(
+                &Outcome {
+                    results: run,
+                    verdict: None,
+                    failure: None,
+                    policy: GatePolicy::default(),
+                },
+                None,
+            )
+        };
+        // The power cap alone is a busy GPU's normal state.
+        assert!(!matrix(&run).contains("Caution"));
+        run.cells[3].telemetry = Some(crate::results::CellTelemetry {
+            samples: 8,
+            gpu_util_avg: Some(78.0),
+            mem_util_avg: None,
+            power_w_avg: Some(645.1),
+            power_w_max: None,
+            energy_j: None,
+            joules_per_token: None,
+            temperature_c_max: Some(91.0),
+            sm_clock_mhz_avg: None,
+            mem_clock_mhz_avg: None,
+            vram_used_mib_max: None,
+            pcie_rx_kib_s_avg: None,
+            pcie_tx_kib_s_avg: None,
+            throttle_reasons: vec!["sw_power_cap".into(), "hw_thermal_slowdown".into()],
+        });
+        let md = matrix(&run);
+        let caution = md
+            .lines()
+            .find(|l| l.starts_with("> ⚠️ **Caution:** "))
+            .unwrap();
+        let cell = &run.cells[3];
+        let named = format!(
+            "in 1 cell(s): C={} ctx={} (hw\\_thermal\\_slowdown)",
+            cell.concurrency,
+            context_label(cell.context_tokens)
+        );
+        assert!(caution.contains(&named), "{caution}");
     }
 
     #[test]
