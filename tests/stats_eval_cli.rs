@@ -113,8 +113,13 @@ fn text_form_prints_the_grid_and_the_targets() {
     ] {
         assert!(text.contains(runner), "{runner}: {text}");
     }
-    assert!(text.contains("A/A regression"), "{text}");
+    assert!(text.contains("Clean gates (A/A)"), "{text}");
+    assert!(text.contains("Regressions found"), "{text}");
     assert!(text.contains("Targets:"), "{text}");
+    // Read at the console's width.
+    for line in text.lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
 }
 
 #[test]

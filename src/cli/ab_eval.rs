@@ -66,7 +66,8 @@ pub(crate) async fn execute(args: AbEvalArgs) -> anyhow::Result<GateExit> {
         );
         return Ok(GateExit::Pass);
     }
-    outln!(
+    // The heading at the console's width; the table is Markdown, for the docs.
+    let heading = format!(
         "{} trials · boot noise {:.1}% · cell noise {:.1}% · change {:+.1}% · history {} runs · default rule with min_effect {}",
         cfg.trials,
         100.0 * cfg.boot_cv,
@@ -75,6 +76,7 @@ pub(crate) async fn execute(args: AbEvalArgs) -> anyhow::Result<GateExit> {
         cfg.history,
         cfg.min_effect
     );
+    outln!("{}", crate::report::console::wrap(&heading, 2));
     outln!(
         "| design | scenario | gate regression | changed cell found | cell measurements | boots |"
     );

@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use comfy_table::Table;
 
 use crate::baseline::{BaselineStore, component};
 use crate::cli::compare::{emit, load_files};
 use crate::exit::{GateExit, usage};
 use crate::report::changes::GroupChanges;
+use crate::report::console::{fitted_table, wrap};
 use crate::report::github::{GithubReporter, PublishOutcome};
 use crate::stats::changepoint::{ChangeSettings, analyse};
 use crate::stats::changepoint_eval::{ChangeEvalConfig, ChangeEvalReport, run_change_eval};
@@ -295,31 +295,63 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
     Ok(GateExit::Pass)
 }
 
+/// `median / p90 / mean` of a figure over the trials that found something; `—` over none (the
+/// figures of an empty set are not zeros).
+fn spread(found: f64, median: f64, p90: f64, mean: f64) -> String {
+    if found > 0.0 && median.is_finite() {
+        format!("{median:.0} / {p90:.0} / {mean:.1}")
+    } else {
+        "—".into()
+    }
+}
+
+/// A figure over the trials that found something (`—` over none), `-0.00` shown as `0.00`.
+fn over_found(found: f64, value: String) -> String {
+    if found > 0.0 {
+        value.replace("-0.00", "0.00")
+    } else {
+        "—".into()
+    }
+}
+
+/// Scenario names (`creep_-0.3%/night`) and `median / p90 / mean` triples are not broken
+/// across lines; headers wrap instead.
+fn keep_whole(t: &mut comfy_table::Table, columns: &[usize]) {
+    for &i in columns {
+        if let Some(c) = t.column_mut(i) {
+            c.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+        }
+    }
+}
+
+/// The text report at 100 columns.
 fn render_eval(r: &ChangeEvalReport) -> String {
     let c = &r.config;
-    let mut out = format!(
-        "Change points, {} simulated nightly histories per scenario (seed {}), alpha {} per series per analysis, {} permutations, min segment {}, min effect {}% and z {} under the runner's drift ({}%/run), creep test z {}\n\nStable series ({} nights, first analysis at night {}):\n",
-        c.trials,
-        c.seed,
-        c.settings.alpha,
-        c.settings.permutations,
-        c.settings.min_segment,
-        c.settings.min_effect * 100.0,
-        c.settings.min_z,
-        c.settings.drift_per_run * 100.0,
-        c.settings.creep_z,
-        c.stable_nights,
-        c.warmup
+    let mut out = wrap(
+        &format!(
+            "Change points, {} simulated nightly histories per scenario (seed {}), alpha {} per series per analysis, {} permutations, min segment {}, min effect {}% and z {} under the runner's drift ({}%/run), creep test z {}",
+            c.trials,
+            c.seed,
+            c.settings.alpha,
+            c.settings.permutations,
+            c.settings.min_segment,
+            c.settings.min_effect * 100.0,
+            c.settings.min_z,
+            c.settings.drift_per_run * 100.0,
+            c.settings.creep_z,
+        ),
+        2,
     );
-    let mut t = Table::new();
-    t.load_style(crate::report::verdict_table::TABLE_STYLE)
-        .force_no_tty()
-        .set_header(vec![
-            "series",
-            "false alerts / 100 nights",
-            "± s.e.",
-            "histories with any",
-        ]);
+    out.push_str(&format!(
+        "\n\nStable series ({} nights, first analysis at night {}):\n",
+        c.stable_nights, c.warmup
+    ));
+    let mut t = fitted_table(vec![
+        "series",
+        "false alerts / 100 nights",
+        "± s.e.",
+        "histories with any",
+    ]);
     for s in &r.stable {
         t.add_row(vec![
             format!("{:?}", s.series).to_lowercase(),
@@ -329,100 +361,144 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         ]);
     }
     out.push_str(&t.to_string());
-    out.push_str(&format!(
-        "\n\nShifts (watched {} nights after the onset):\n",
-        c.follow
+    out.push_str(&wrap(
+        &format!(
+            "\n\nShifts found (watched {} nights after the onset; found early: within {} nights; delay in nights over the histories that found it):",
+            c.follow, c.early
+        ),
+        0,
     ));
-    let mut t = Table::new();
-    t.load_style(crate::report::verdict_table::TABLE_STYLE)
-        .force_no_tty()
-        .set_header(vec![
-            "scenario",
-            "series",
-            "found",
-            "found early",
-            "delay median / p90 / mean",
-            "location |err|",
-            "within ±2",
-            "latest |err| / ±2 / creep",
-            "alerts after onset",
-            "false before / 100",
-        ]);
+    out.push('\n');
+    let mut t = fitted_table(vec![
+        "scenario",
+        "series",
+        "found",
+        "found early",
+        "delay median / p90 / mean",
+        "alerts after onset",
+        "false alerts before / 100 nights",
+    ]);
+    keep_whole(&mut t, &[0, 4]);
     for s in &r.shifts {
         t.add_row(vec![
             s.scenario.clone(),
             format!("{:?}", s.series).to_lowercase(),
             format!("{:.1}%", s.detected * 100.0),
             format!("{:.1}%", s.detected_early * 100.0),
-            format!(
-                "{:.0} / {:.0} / {:.1}",
-                s.delay_median, s.delay_p90, s.delay_mean
-            ),
-            format!("{:.2}", s.location_mae),
-            format!("{:.1}%", s.within_2 * 100.0),
-            format!(
-                "{:.2} / {:.0}% / {:.0}%",
-                s.latest_location_mae,
-                s.latest_within_2 * 100.0,
-                s.latest_creep * 100.0
-            ),
+            spread(s.detected, s.delay_median, s.delay_p90, s.delay_mean),
             format!("{:.2}", s.alerts_after_onset),
             format!("{:.2}", s.false_before_per_100),
         ]);
     }
     out.push_str(&t.to_string());
-    out.push_str(&format!(
-        "\n(found: alerted within {} nights of the onset; found early: within {} nights)\n",
-        c.follow, c.early
-    ));
-    out.push_str(&format!(
-        "\nLocation intervals of the step ({:+}% at night {} of {}, analysed at the last night; the step's change point is the one nearest it within {} nights):\n",
-        c.step * 100.0,
-        c.step_at,
-        c.must_show_nights,
-        crate::stats::changepoint_eval::STEP_NEAR
-    ));
-    let mut t = Table::new();
-    t.load_style(crate::report::verdict_table::TABLE_STYLE)
-        .force_no_tty()
-        .set_header(vec![
-            "series",
-            "confidence",
-            "found",
-            "covers the night (of found)",
-            "covers the night (of all)",
-            "width runs median / p90 / mean",
-            "one run pair",
+    out.push_str(
+        "\n\nWhere the shifts were placed (nights from the true onset, over the histories that found them;\nlatest: the alert as the last analysis of the window left it):\n",
+    );
+    let mut t = fitted_table(vec![
+        "scenario",
+        "series",
+        "|error| at the alert",
+        "within ±2",
+        "latest |error|",
+        "latest within ±2",
+        "latest called a creep",
+    ]);
+    keep_whole(&mut t, &[0]);
+    for s in &r.shifts {
+        t.add_row(vec![
+            s.scenario.clone(),
+            format!("{:?}", s.series).to_lowercase(),
+            over_found(s.detected, format!("{:.2}", s.location_mae)),
+            over_found(s.detected, format!("{:.1}%", s.within_2 * 100.0)),
+            over_found(s.detected, format!("{:.2}", s.latest_location_mae)),
+            over_found(s.detected, format!("{:.0}%", s.latest_within_2 * 100.0)),
+            over_found(s.detected, format!("{:.0}%", s.latest_creep * 100.0)),
         ]);
+    }
+    out.push_str(&t.to_string());
+    out.push_str(&wrap(
+        &format!(
+            "\n\nLocation intervals of the step ({:+}% at night {} of {}, analysed at the last night; the step's change point is the one nearest it within {} nights):",
+            c.step * 100.0,
+            c.step_at,
+            c.must_show_nights,
+            crate::stats::changepoint_eval::STEP_NEAR
+        ),
+        0,
+    ));
+    out.push('\n');
+    let mut t = fitted_table(vec![
+        "series",
+        "confidence",
+        "found",
+        "covers the night (of found)",
+        "covers the night (of all)",
+        "width runs median / p90 / mean",
+        "one run pair",
+    ]);
     for l in &r.location {
         t.add_row(vec![
             format!("{:?}", l.series).to_lowercase(),
             format!("{:.0}%", l.confidence * 100.0),
             format!("{:.1}%", l.found * 100.0),
-            format!("{:.1}%", l.covered_when_found * 100.0),
+            over_found(l.found, format!("{:.1}%", l.covered_when_found * 100.0)),
             format!("{:.1}%", l.covered * 100.0),
-            format!(
-                "{:.0} / {:.0} / {:.1}",
-                l.width_median, l.width_p90, l.width_mean
-            ),
-            format!("{:.1}%", l.one_pair * 100.0),
+            spread(l.found, l.width_median, l.width_p90, l.width_mean),
+            over_found(l.found, format!("{:.1}%", l.one_pair * 100.0)),
         ]);
     }
     out.push_str(&t.to_string());
     out.push('\n');
     let m = &r.must_show;
-    out.push_str(&format!(
-        "\n\nMust-show, {} nights, matrix series: step at {} one alert within ±2 {:.1}%; creep at {} one alert within ±2 {:.1}%; both and nothing else {:.1}%; stable history without any alert {:.1}%\nBest achievable (least squares that knows it is one step then one creep, last night): step within ±2 {:.1}%, creep onset within ±2 {:.1}%, both {:.1}%\n",
-        m.nights,
-        c.step_at,
-        m.step_one_alert_within_2 * 100.0,
-        c.creep_at,
-        m.creep_one_alert_within_2 * 100.0,
-        m.both * 100.0,
-        m.stable_no_alert * 100.0,
-        m.oracle_step_within_2 * 100.0,
-        m.oracle_creep_within_2 * 100.0,
-        m.oracle_both_within_2 * 100.0
-    ));
+    out.push('\n');
+    for line in [
+        format!(
+            "Must-show, {} nights, matrix series: step at {} one alert within ±2 {:.1}%; creep at {} one alert within ±2 {:.1}%; both and nothing else {:.1}%; stable history without any alert {:.1}%",
+            m.nights,
+            c.step_at,
+            m.step_one_alert_within_2 * 100.0,
+            c.creep_at,
+            m.creep_one_alert_within_2 * 100.0,
+            m.both * 100.0,
+            m.stable_no_alert * 100.0,
+        ),
+        format!(
+            "Best achievable (least squares that knows it is one step then one creep, last night): step within ±2 {:.1}%, creep onset within ±2 {:.1}%, both {:.1}%",
+            m.oracle_step_within_2 * 100.0,
+            m.oracle_creep_within_2 * 100.0,
+            m.oracle_both_within_2 * 100.0
+        ),
+    ] {
+        out.push('\n');
+        out.push_str(&wrap(&line, 2));
+    }
+    out.push('\n');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The evaluation is read at the console's width, and a figure over no found change is a
+    /// dash, never `NaN` or `-0.00` (the cell series of one history finds nothing).
+    #[test]
+    fn the_eval_report_fits_the_console_and_shows_no_empty_figures() {
+        let mut cfg = ChangeEvalConfig {
+            trials: 1,
+            stable_nights: 20,
+            ..ChangeEvalConfig::default()
+        };
+        cfg.settings.permutations = 199;
+        let text = render_eval(&run_change_eval(&cfg).unwrap());
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= crate::report::console::CONSOLE_WIDTH,
+                "{line}"
+            );
+        }
+        assert!(!text.contains("NaN") && !text.contains("-0.0"), "{text}");
+        assert!(text.contains("creep_-0.2%/night"), "{text}");
+        assert!(text.contains("Must-show"), "{text}");
+    }
 }

@@ -2,8 +2,8 @@
 //! runners (false-alarm rate, pass rate, power, boots per gate), so the rule's promises are
 //! measured, not asserted.
 
+use crate::report::console::{fitted_table, wrap};
 use anyhow::Context;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::exit::{GateExit, usage};
 use crate::stats::DecisionRule;
@@ -168,126 +168,146 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
-/// A rate with its Wilson 95% interval: `0.4% [0.2, 0.8]`.
+/// A rate in percent with its Wilson 95% interval: `0.4 [0.2, 0.8]` (the header says `%`).
 fn with_interval(rate: f64, trials: usize) -> String {
     let (lo, hi) = crate::stats::eval::wilson(rate, trials.max(1) as f64);
-    format!("{} [{:.1}, {:.1}]", pct(rate), 100.0 * lo, 100.0 * hi)
+    format!("{:.1} [{:.1}, {:.1}]", 100.0 * rate, 100.0 * lo, 100.0 * hi)
 }
 
-/// The text table: one row per runner, the gate's answers per scenario, then the targets.
+/// The text report at 100 columns: clean gates per runner (how often each alarmed, passed, and
+/// which test alarmed), then regressions found per runner, then the targets.
 pub(crate) fn render_text(r: &EvalReport) -> String {
     let g = NoiseSpec::gate_runner();
-    let mut out = format!(
-        "stats-eval: {} gates per runner and scenario, seed {}, {} cells, {}-run history, {}; base runner: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, no outlier run\n",
-        r.trials,
-        r.seed,
-        r.cells,
-        r.history,
-        if r.confirm {
-            "the two-boot plan of `run`"
-        } else {
-            "one look (no second boot)"
-        },
-        pct(g.run_cv),
-        pct(g.cell_cv),
-        pct(g.window_cv),
-        g.windows,
-        pct(g.drift_per_run),
+    let mut out = wrap(
+        &format!(
+            "stats-eval: {} gates per runner and scenario, seed {}, {} cells, {}-run history, {}; base runner: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, no outlier run",
+            r.trials,
+            r.seed,
+            r.cells,
+            r.history,
+            if r.confirm {
+                "the two-boot plan of `run`"
+            } else {
+                "one look (no second boot)"
+            },
+            pct(g.run_cv),
+            pct(g.cell_cv),
+            pct(g.window_cv),
+            g.windows,
+            pct(g.drift_per_run),
+        ),
+        2,
     );
-    let mut table = Table::new();
-    *table.style_mut() = UTF8_FULL_CONDENSED;
-    table.set_header(vec![
-        "runner",
-        "A/A regression [Wilson 95%]",
-        "A/A pass",
-        "A/A boots",
-        "uniform -5% found",
-        "-5% boots",
-        "row -7% found",
-        "cell -10% found",
-    ]);
-    for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
-        let aa = o(Scenario::AA);
-        let u = o(Scenario::Uniform(-0.05));
-        let found = |s: Scenario| {
-            o(s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
-        };
-        table.add_row(vec![
-            c.condition.clone(),
-            aa.map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials)),
-            aa.map_or_else(String::new, |x| pct(x.pass_rate)),
-            aa.map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
-            found(Scenario::Uniform(-0.05)),
-            u.map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
-            found(Scenario::Row(-0.07)),
-            found(Scenario::SingleCell(-0.10)),
-        ]);
-    }
-    out.push_str(&table.to_string());
-    out.push('\n');
-    out.push_str("\nWhich tests said regression (share of gates; a gate can have several):\n");
-    let mut sources = Table::new();
-    *sources.style_mut() = UTF8_FULL_CONDENSED;
-    sources.set_header(vec![
-        "runner",
-        "A/A cell",
-        "A/A line",
-        "A/A matrix",
-        "A/A capacity",
-        "-5% matrix",
-    ]);
-    for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
-        let a = |s: Scenario, f: &dyn Fn(&crate::stats::eval::AlarmSources) -> f64| {
-            o(s).map_or_else(String::new, |x| pct(f(&x.alarms)))
-        };
-        sources.add_row(vec![
-            c.condition.clone(),
-            a(Scenario::AA, &|x| x.cell),
-            a(Scenario::AA, &|x| x.line),
-            a(Scenario::AA, &|x| x.matrix),
-            a(Scenario::AA, &|x| x.capacity),
-            a(Scenario::Uniform(-0.05), &|x| x.matrix),
-        ]);
-    }
-    out.push_str(&sources.to_string());
-    out.push('\n');
     out.push_str(
-        "\nWhat a pass promised: in the gates whose A/A said pass, the same history and boots with \
-         every cell 5% slower (the default design effect; a pass promises it is found with the \
-         design power, 80% by default):\n",
+        "\n\nClean gates (A/A), in % of gates: false alarms [Wilson 95%], passes, boots per gate; which\ntests said regression (cell / line / matrix / capacity; a gate can have several); and what a\npass promised: in the gates whose A/A said pass, the same history and boots with every cell\n5% slower (the default design effect, to be found with the design power, 80% by default):\n",
     );
-    let mut promise = Table::new();
-    *promise.style_mut() = UTF8_FULL_CONDENSED;
-    promise.set_header(vec!["runner", "A/A pass", "-5% found when A/A passed"]);
+    let mut clean = fitted_table(vec![
+        "runner",
+        "false alarm",
+        "pass",
+        "boots",
+        "alarms by test",
+        "-5% found after a pass",
+    ]);
     for c in &r.conditions {
         let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
-        let passed = o(Scenario::AA).map_or(0.0, |x| x.pass_rate);
-        promise.add_row(vec![
+        let Some(aa) = o(Scenario::AA) else {
+            continue;
+        };
+        let a = &aa.alarms;
+        clean.add_row(vec![
             c.condition.clone(),
-            pct(passed),
+            with_interval(aa.regression_rate, r.trials),
+            format!("{:.1}", 100.0 * aa.pass_rate),
+            format!("{:.2}", aa.mean_boots),
+            format!(
+                "{:.1}/{:.1}/{:.1}/{:.1}",
+                100.0 * a.cell,
+                100.0 * a.line,
+                100.0 * a.matrix,
+                100.0 * a.capacity
+            ),
             o(Scenario::Uniform(-0.05))
                 .and_then(|x| x.found_when_aa_passed)
                 .map_or_else(
                     || "no A/A passed".to_string(),
-                    |f| with_interval(f, (passed * r.trials as f64).round() as usize),
+                    |f| {
+                        let passes = (aa.pass_rate * r.trials as f64).round() as usize;
+                        with_interval(f, passes)
+                    },
                 ),
         ]);
     }
-    out.push_str(&promise.to_string());
+    out.push_str(&clean.to_string());
+    out.push_str("\n\nRegressions found, in % of gates [Wilson 95%], and boots per gate at -5%:\n");
+    let mut found = fitted_table(vec![
+        "runner",
+        "uniform -5%",
+        "boots",
+        "row -7%",
+        "cell -10%",
+    ]);
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let rate = |s: Scenario| {
+            o(s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
+        };
+        found.add_row(vec![
+            c.condition.clone(),
+            rate(Scenario::Uniform(-0.05)),
+            o(Scenario::Uniform(-0.05))
+                .map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
+            rate(Scenario::Row(-0.07)),
+            rate(Scenario::SingleCell(-0.10)),
+        ]);
+    }
+    out.push_str(&found.to_string());
     out.push('\n');
     if !r.targets.is_empty() {
         out.push_str("\nTargets:\n");
         for t in &r.targets {
-            out.push_str(&format!(
-                "  [{}] {} ({}): {}\n",
+            let line = format!(
+                "  [{}] {} ({}): {}",
                 if t.met { "met" } else { "MISSED" },
                 t.description,
                 t.condition,
                 pct(t.measured)
-            ));
+            );
+            out.push_str(&wrap(&line, 4));
+            out.push('\n');
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The report is read at the console's width: every runner of the grid, every line within
+    /// 100 columns (the one-table layout was 180 columns wide).
+    #[test]
+    fn the_text_report_fits_the_console() {
+        let report = run_eval(&EvalConfig {
+            trials: 2,
+            seed: 1,
+            history: 8,
+            confirm: true,
+            conditions: grid(),
+            rule: DecisionRule::default(),
+        })
+        .unwrap();
+        let text = render_text(&report);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= crate::report::console::CONSOLE_WIDTH,
+                "{line}"
+            );
+        }
+        for c in grid() {
+            let first_word = c.name.split_whitespace().next().unwrap();
+            assert!(text.contains(first_word), "{}", c.name);
+        }
+        assert!(text.contains("Targets:"), "{text}");
+    }
 }

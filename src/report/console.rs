@@ -33,6 +33,18 @@ pub(crate) fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// A table at [`CONSOLE_WIDTH`]: long cells and headers wrap inside their column. For the
+/// evaluation reports, whose runner and scenario names are long.
+pub(crate) fn fitted_table(header: Vec<&str>) -> Table {
+    let mut t = Table::new();
+    t.load_style(crate::report::verdict_table::TABLE_STYLE)
+        .force_no_tty()
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(CONSOLE_WIDTH as u16)
+        .set_header(header);
+    t
+}
+
 /// A `kind: text` line (`notice`, `warning`): the text escaped as untrusted (it may quote an
 /// engine, a config or a store file), then wrapped.
 pub(crate) fn kind_line(kind: &str, text: &str) -> String {
