@@ -915,7 +915,9 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
     // not found no usable NVML or GPU, which is the `cpu` fingerprint.
     let detected = match &telemetry {
         Ok(sampler) => sampler.hardware(),
-        Err(_) => crate::telemetry::detect_hardware(),
+        Err(_) => tokio::task::spawn_blocking(crate::telemetry::detect_hardware)
+            .await
+            .map_err(|_| AbortError::Task("hardware detection"))?,
     };
     let hardware = config.profile.hardware(detected);
     Ok(Setup {
