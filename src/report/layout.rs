@@ -113,16 +113,20 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
     if t.status != "available" {
         return None;
     }
+    // No J/token where the GPU made none of the tokens (it ran no kernel) or none were counted.
     let mut parts = vec![
         t.devices.join(", "),
         t.energy_j
             .map_or("energy -".into(), |e| format!("energy {e:.0} J")),
-        t.joules_per_token.map_or("- J/token".into(), |j| {
-            metric_value(Metric::JoulesPerToken, j)
-        }),
+    ];
+    parts.extend(
+        t.joules_per_token
+            .map(|j| metric_value(Metric::JoulesPerToken, j)),
+    );
+    parts.push(
         t.power_w_avg
             .map_or("avg power -".into(), |p| format!("avg power {p:.0} W")),
-    ];
+    );
     parts.extend(t.temperature_c_max.map(|c| format!("max {c:.0} °C")));
     if !t.throttle_reasons.is_empty() {
         parts.push(format!(

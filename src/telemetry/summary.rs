@@ -92,6 +92,10 @@ impl WindowAccumulator {
         let s = &self.samples;
         let energy_j = self.counter_energy_j.or_else(|| self.integrated_energy_j());
         let reasons: BTreeSet<&String> = s.iter().flat_map(|x| &x.throttle_reasons).collect();
+        // A GPU that ran no kernel in any sample did not make these tokens (a CPU engine on a
+        // GPU runner: an H200 idled at 78 W, "0.27 J/token"): its energy is kept, not charged
+        // to them.
+        let idle = s.iter().all(|x| x.gpu_util == Some(0.0));
         Some(CellTelemetry {
             samples: s.len() as u32,
             gpu_util_avg: mean(s.iter().filter_map(|x| x.gpu_util)),
@@ -100,7 +104,7 @@ impl WindowAccumulator {
             power_w_max: max(s.iter().filter_map(|x| x.power_w)),
             energy_j,
             joules_per_token: energy_j
-                .filter(|_| output_tokens > 0)
+                .filter(|_| output_tokens > 0 && !idle)
                 .map(|e| e / output_tokens as f64),
             temperature_c_max: max(s.iter().filter_map(|x| x.temperature_c)),
             sm_clock_mhz_avg: mean(s.iter().filter_map(|x| x.sm_clock_mhz)),
@@ -117,6 +121,10 @@ impl WindowAccumulator {
 #[derive(Debug, Clone, Default)]
 pub struct RunAccumulator {
     energy_j: f64,
+    /// Whether any window had an energy figure.
+    energy_seen: bool,
+    /// Energy of the windows with a J/token, and their tokens.
+    charged_energy_j: f64,
     energy_tokens: u64,
     power_weighted: f64,
     power_weight: f64,
@@ -131,6 +139,11 @@ impl RunAccumulator {
         self.windows += 1;
         if let Some(e) = cell.energy_j {
             self.energy_j += e;
+            self.energy_seen = true;
+        }
+        // J/token over the windows whose tokens the GPU made (see `finish`).
+        if let (Some(e), Some(_)) = (cell.energy_j, cell.joules_per_token) {
+            self.charged_energy_j += e;
             self.energy_tokens += output_tokens;
         }
         if let Some(p) = cell.power_w_avg {
@@ -146,14 +159,14 @@ impl RunAccumulator {
 
     /// The run's summary for `devices`.
     pub fn summary(&self, devices: Vec<String>) -> TelemetrySummary {
-        let has_energy = self.energy_tokens > 0 || self.energy_j > 0.0;
+        let has_energy = self.energy_seen;
         TelemetrySummary {
             status: "available".into(),
             reason: (self.windows == 0).then(|| "no cell window was sampled".to_string()),
             devices,
             energy_j: has_energy.then_some(self.energy_j),
             joules_per_token: (self.energy_tokens > 0)
-                .then(|| self.energy_j / self.energy_tokens as f64),
+                .then(|| self.charged_energy_j / self.energy_tokens as f64),
             power_w_avg: (self.power_weight > 0.0).then(|| self.power_weighted / self.power_weight),
             temperature_c_max: self.temperature_c_max,
             throttle_reasons: self.throttle.iter().cloned().collect(),
@@ -243,5 +256,37 @@ mod tests {
         assert_eq!(s.throttle_reasons, vec!["hw_thermal_slowdown".to_string()]);
         let u = unavailable("no GPU");
         assert_eq!(u.status, "unavailable");
+    }
+
+    /// A window in which the GPU ran no kernel keeps its energy but charges no J/token, in the
+    /// cell and in the run (a CPU engine on a GPU runner).
+    #[test]
+    fn an_idle_gpu_charges_no_energy_to_the_tokens() {
+        let idle = |t| GpuSample {
+            gpu_util: Some(0.0),
+            ..sample(t, 78.0, 38.0, &[])
+        };
+        let mut w = WindowAccumulator::default();
+        w.push(idle(0.0));
+        w.push(idle(1.0));
+        let c = w.finish(166).expect("a window");
+        assert_eq!(c.energy_j, Some(78.0));
+        assert_eq!(c.joules_per_token, None);
+        let mut busy = WindowAccumulator::default();
+        busy.push(sample(0.0, 600.0, 60.0, &[]));
+        busy.push(GpuSample {
+            gpu_util: Some(0.0),
+            ..sample(1.0, 600.0, 60.0, &[])
+        });
+        let b = busy.finish(300).expect("a window");
+        assert_eq!(b.joules_per_token, Some(2.0), "one busy sample is enough");
+        let mut r = RunAccumulator::default();
+        r.add(&c, 166, 1.0);
+        let s = r.summary(vec!["0: GPU".into()]);
+        assert_eq!((s.energy_j, s.joules_per_token), (Some(78.0), None));
+        r.add(&b, 300, 1.0);
+        let s = r.summary(vec!["0: GPU".into()]);
+        assert_eq!(s.energy_j, Some(678.0));
+        assert_eq!(s.joules_per_token, Some(2.0));
     }
 }
