@@ -1071,6 +1071,14 @@ pub struct CellTelemetry {
     pub throttle_reasons: Vec<String>,
 }
 
+impl CellTelemetry {
+    /// The GPU ran no kernel in the window (0% utilisation in every sample that read it): it
+    /// made none of the window's tokens, so their J/token is not its energy's.
+    pub fn gpu_idle(&self) -> bool {
+        self.gpu_util_avg == Some(0.0)
+    }
+}
+
 /// Run-level telemetry: a summary, or why there is none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetrySummary {
@@ -1097,6 +1105,10 @@ pub struct TelemetrySummary {
     #[serde(default)]
     /// Throttle reasons seen in any window.
     pub throttle_reasons: Vec<String>,
+    /// Windows in which the GPU ran no kernel ([`CellTelemetry::gpu_idle`]): their energy is in
+    /// `energy_j`, not in `joules_per_token`. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_windows: Option<u32>,
 }
 
 /// One line of the run's event log.

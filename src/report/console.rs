@@ -496,12 +496,23 @@ mod tests {
             power_w_avg: Some(441.7),
             temperature_c_max: Some(63.0),
             throttle_reasons: vec!["sw_power_cap".into()],
+            idle_windows: None,
         };
         assert_eq!(
             telemetry_line(&t).as_deref(),
             Some(
                 "telemetry: 0: NVIDIA H200 · energy 5614 J · 1.590 J/token · avg power 442 W · max 63 °C · clocks\n  limited by sw_power_cap"
             )
+        );
+        // Energy counts every window; J/token says when it leaves idle ones out.
+        let mixed = TelemetrySummary {
+            idle_windows: Some(2),
+            ..t.clone()
+        };
+        let line = telemetry_line(&mixed).unwrap();
+        assert!(
+            line.contains("1.590 J/token (2 cell(s) with an idle GPU left out)"),
+            "{line}"
         );
         let off = TelemetrySummary {
             status: "unavailable".into(),

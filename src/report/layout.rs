@@ -119,10 +119,14 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
         t.energy_j
             .map_or("energy -".into(), |e| format!("energy {e:.0} J")),
     ];
-    parts.extend(
-        t.joules_per_token
-            .map(|j| metric_value(Metric::JoulesPerToken, j)),
-    );
+    parts.extend(t.joules_per_token.map(|j| match t.idle_windows {
+        // The energy above counts every window; J/token only those the GPU worked in.
+        Some(n) => format!(
+            "{} ({n} cell(s) with an idle GPU left out)",
+            metric_value(Metric::JoulesPerToken, j)
+        ),
+        None => metric_value(Metric::JoulesPerToken, j),
+    }));
     parts.push(
         t.power_w_avg
             .map_or("avg power -".into(), |p| format!("avg power {p:.0} W")),

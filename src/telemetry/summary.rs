@@ -92,11 +92,7 @@ impl WindowAccumulator {
         let s = &self.samples;
         let energy_j = self.counter_energy_j.or_else(|| self.integrated_energy_j());
         let reasons: BTreeSet<&String> = s.iter().flat_map(|x| &x.throttle_reasons).collect();
-        // A GPU that ran no kernel in any sample did not make these tokens (a CPU engine on a
-        // GPU runner: an H200 idled at 78 W, "0.27 J/token"): its energy is kept, not charged
-        // to them.
-        let idle = s.iter().all(|x| x.gpu_util == Some(0.0));
-        Some(CellTelemetry {
+        let mut cell = CellTelemetry {
             samples: s.len() as u32,
             gpu_util_avg: mean(s.iter().filter_map(|x| x.gpu_util)),
             mem_util_avg: mean(s.iter().filter_map(|x| x.mem_util)),
@@ -104,7 +100,7 @@ impl WindowAccumulator {
             power_w_max: max(s.iter().filter_map(|x| x.power_w)),
             energy_j,
             joules_per_token: energy_j
-                .filter(|_| output_tokens > 0 && !idle)
+                .filter(|_| output_tokens > 0)
                 .map(|e| e / output_tokens as f64),
             temperature_c_max: max(s.iter().filter_map(|x| x.temperature_c)),
             sm_clock_mhz_avg: mean(s.iter().filter_map(|x| x.sm_clock_mhz)),
@@ -113,7 +109,13 @@ impl WindowAccumulator {
             pcie_rx_kib_s_avg: mean(s.iter().filter_map(|x| x.pcie_rx_kib_s)),
             pcie_tx_kib_s_avg: mean(s.iter().filter_map(|x| x.pcie_tx_kib_s)),
             throttle_reasons: reasons.into_iter().cloned().collect(),
-        })
+        };
+        // A GPU that ran no kernel did not make these tokens (a CPU engine on a GPU runner: an
+        // H200 idled at 78 W, "0.27 J/token"): its energy is kept, not charged to them.
+        if cell.gpu_idle() {
+            cell.joules_per_token = None;
+        }
+        Some(cell)
     }
 }
 
@@ -123,6 +125,8 @@ pub struct RunAccumulator {
     energy_j: f64,
     /// Whether any window had an energy figure.
     energy_seen: bool,
+    /// Windows in which the GPU ran no kernel.
+    idle_windows: u32,
     /// Energy of the windows with a J/token, and their tokens.
     charged_energy_j: f64,
     energy_tokens: u64,
@@ -140,6 +144,9 @@ impl RunAccumulator {
         if let Some(e) = cell.energy_j {
             self.energy_j += e;
             self.energy_seen = true;
+        }
+        if cell.gpu_idle() {
+            self.idle_windows += 1;
         }
         // J/token over the windows whose tokens the GPU made (see `finish`).
         if let (Some(e), Some(_)) = (cell.energy_j, cell.joules_per_token) {
@@ -170,6 +177,7 @@ impl RunAccumulator {
             power_w_avg: (self.power_weight > 0.0).then(|| self.power_weighted / self.power_weight),
             temperature_c_max: self.temperature_c_max,
             throttle_reasons: self.throttle.iter().cloned().collect(),
+            idle_windows: (self.idle_windows > 0).then_some(self.idle_windows),
         }
     }
 }
@@ -185,6 +193,7 @@ pub fn unavailable(reason: impl Into<String>) -> TelemetrySummary {
         power_w_avg: None,
         temperature_c_max: None,
         throttle_reasons: Vec::new(),
+        idle_windows: None,
     }
 }
 
@@ -284,6 +293,7 @@ mod tests {
         r.add(&c, 166, 1.0);
         let s = r.summary(vec!["0: GPU".into()]);
         assert_eq!((s.energy_j, s.joules_per_token), (Some(78.0), None));
+        assert_eq!(s.idle_windows, Some(1));
         r.add(&b, 300, 1.0);
         let s = r.summary(vec!["0: GPU".into()]);
         assert_eq!(s.energy_j, Some(678.0));

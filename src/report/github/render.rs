@@ -600,6 +600,7 @@ mod tests {
             power_w_avg: Some(441.7),
             temperature_c_max: Some(63.0),
             throttle_reasons: vec!["sw_power_cap".into()],
+            idle_windows: None,
         });
         let md = facts_markdown(&run, None);
         let line = md
