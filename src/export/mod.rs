@@ -120,6 +120,21 @@ pub(crate) mod fixture {
     use crate::results::{CellResult, CellStatus, Percentiles, RunResults};
     use crate::verdict::ComparisonReport;
 
+    /// Run-level telemetry as an H200 reported it under load (device check, 2026-12-04).
+    pub(crate) fn h200_telemetry() -> crate::results::TelemetrySummary {
+        crate::results::TelemetrySummary {
+            status: "available".into(),
+            reason: None,
+            devices: vec!["0: NVIDIA H200".into()],
+            energy_j: Some(5613.9),
+            joules_per_token: Some(1.5903),
+            power_w_avg: Some(441.7),
+            temperature_c_max: Some(63.0),
+            throttle_reasons: vec!["sw_power_cap".into()],
+            idle_windows: None,
+        }
+    }
+
     /// The seed llm-decode-bench run, given sub-window samples on its first cell, a hostile
     /// model name, and an error cell.
     pub(crate) fn run() -> RunResults {

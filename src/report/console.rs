@@ -487,17 +487,7 @@ mod tests {
     /// Figures as an H200 reported them under load (device check, 2026-12-04).
     #[test]
     fn telemetry_line_names_heat_and_clock_limits() {
-        let t = TelemetrySummary {
-            status: "available".into(),
-            reason: None,
-            devices: vec!["0: NVIDIA H200".into()],
-            energy_j: Some(5613.9),
-            joules_per_token: Some(1.5903),
-            power_w_avg: Some(441.7),
-            temperature_c_max: Some(63.0),
-            throttle_reasons: vec!["sw_power_cap".into()],
-            idle_windows: None,
-        };
+        let t = crate::export::fixture::h200_telemetry();
         assert_eq!(
             telemetry_line(&t).as_deref(),
             Some(

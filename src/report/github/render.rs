@@ -592,15 +592,8 @@ mod tests {
     fn facts_show_gpu_telemetry_and_a_caution_names_cells_slowed_by_heat() {
         let mut run = crate::export::fixture::run();
         run.telemetry = Some(crate::results::TelemetrySummary {
-            status: "available".into(),
-            reason: None,
             devices: vec!["0: NVIDIA <b>H200</b>".into()],
-            energy_j: Some(5613.9),
-            joules_per_token: Some(1.5903),
-            power_w_avg: Some(441.7),
-            temperature_c_max: Some(63.0),
-            throttle_reasons: vec!["sw_power_cap".into()],
-            idle_windows: None,
+            ..crate::export::fixture::h200_telemetry()
         });
         let md = facts_markdown(&run, None);
         let line = md
