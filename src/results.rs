@@ -74,33 +74,6 @@ impl RunResults {
             .find(|e| e.kind == EventKind::EngineSpawned)
             .and_then(|e| e.process_group)
     }
-
-    /// Cells whose steady-state window saw the GPU slow its clocks for heat or a hardware
-    /// signal ([`CLOCK_SLOWDOWNS`]), as `C=4 ctx=8k (hw_thermal_slowdown)`: their throughput
-    /// measures the runner's cooling or power delivery as well as the engine.
-    pub fn clock_slowdowns(&self) -> Vec<String> {
-        self.cells
-            .iter()
-            .filter_map(|c| {
-                let seen: Vec<&str> = c
-                    .telemetry
-                    .as_ref()?
-                    .throttle_reasons
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|r| CLOCK_SLOWDOWNS.contains(r))
-                    .collect();
-                (!seen.is_empty()).then(|| {
-                    format!(
-                        "C={} ctx={} ({})",
-                        c.concurrency,
-                        context_label(c.context_tokens),
-                        seen.join(", ")
-                    )
-                })
-            })
-            .collect()
-    }
 }
 
 /// NVML clock-limit reasons that come from outside the engine's work: heat and the board's
@@ -1076,6 +1049,17 @@ impl CellTelemetry {
     /// made none of the window's tokens, so their J/token is not its energy's.
     pub fn gpu_idle(&self) -> bool {
         self.gpu_util_avg == Some(0.0)
+    }
+
+    /// The clock limits of [`CLOCK_SLOWDOWNS`] seen in the window: the GPU slowed for heat or a
+    /// hardware signal, so the window measures the runner's cooling or power delivery as well
+    /// as the engine.
+    pub fn clock_slowdowns(&self) -> Vec<&str> {
+        self.throttle_reasons
+            .iter()
+            .map(String::as_str)
+            .filter(|r| CLOCK_SLOWDOWNS.contains(r))
+            .collect()
     }
 }
 

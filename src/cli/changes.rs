@@ -295,23 +295,15 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
     Ok(GateExit::Pass)
 }
 
-/// `median / p90 / mean` of a figure over the trials that found something; `—` over none (the
-/// figures of an empty set are not zeros).
-fn spread(found: f64, median: f64, p90: f64, mean: f64) -> String {
-    if found > 0.0 && median.is_finite() {
-        format!("{median:.0} / {p90:.0} / {mean:.1}")
-    } else {
-        "—".into()
-    }
+/// A figure over the trials that found something, or `—` over none: the figures of an empty
+/// set (`NaN` medians, `-0.0` means) are not zeros.
+fn over_found(found: f64, value: impl FnOnce() -> String) -> String {
+    if found > 0.0 { value() } else { "—".into() }
 }
 
-/// A figure over the trials that found something (`—` over none), `-0.00` shown as `0.00`.
-fn over_found(found: f64, value: String) -> String {
-    if found > 0.0 {
-        value.replace("-0.00", "0.00")
-    } else {
-        "—".into()
-    }
+/// `median / p90 / mean` over the trials that found something ([`over_found`]).
+fn spread(found: f64, median: f64, p90: f64, mean: f64) -> String {
+    over_found(found, || format!("{median:.0} / {p90:.0} / {mean:.1}"))
 }
 
 /// Scenario names (`creep_-0.3%/night`) and `median / p90 / mean` triples are not broken
@@ -408,11 +400,11 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         t.add_row(vec![
             s.scenario.clone(),
             format!("{:?}", s.series).to_lowercase(),
-            over_found(s.detected, format!("{:.2}", s.location_mae)),
-            over_found(s.detected, format!("{:.1}%", s.within_2 * 100.0)),
-            over_found(s.detected, format!("{:.2}", s.latest_location_mae)),
-            over_found(s.detected, format!("{:.0}%", s.latest_within_2 * 100.0)),
-            over_found(s.detected, format!("{:.0}%", s.latest_creep * 100.0)),
+            over_found(s.detected, || format!("{:.2}", s.location_mae)),
+            over_found(s.detected, || format!("{:.1}%", s.within_2 * 100.0)),
+            over_found(s.detected, || format!("{:.2}", s.latest_location_mae)),
+            over_found(s.detected, || format!("{:.0}%", s.latest_within_2 * 100.0)),
+            over_found(s.detected, || format!("{:.0}%", s.latest_creep * 100.0)),
         ]);
     }
     out.push_str(&t.to_string());
@@ -441,10 +433,10 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             format!("{:?}", l.series).to_lowercase(),
             format!("{:.0}%", l.confidence * 100.0),
             format!("{:.1}%", l.found * 100.0),
-            over_found(l.found, format!("{:.1}%", l.covered_when_found * 100.0)),
+            over_found(l.found, || format!("{:.1}%", l.covered_when_found * 100.0)),
             format!("{:.1}%", l.covered * 100.0),
             spread(l.found, l.width_median, l.width_p90, l.width_mean),
-            over_found(l.found, format!("{:.1}%", l.one_pair * 100.0)),
+            over_found(l.found, || format!("{:.1}%", l.one_pair * 100.0)),
         ]);
     }
     out.push_str(&t.to_string());
@@ -498,6 +490,9 @@ mod tests {
             );
         }
         assert!(!text.contains("NaN") && !text.contains("-0.0"), "{text}");
+        // ... and the empty figures are there to be dashed: the cell series found no step.
+        assert!(text.contains("│ step_-3%          │ cell   │ 0.0%"), "{text}");
+        assert!(text.contains("—"), "{text}");
         assert!(text.contains("creep_-0.2%/night"), "{text}");
         assert!(text.contains("Must-show"), "{text}");
     }

@@ -135,6 +135,26 @@ pub(crate) mod fixture {
         }
     }
 
+    /// One cell's window as the H200 reported it under load, with these clock limits.
+    pub(crate) fn h200_window(reasons: &[&str]) -> crate::results::CellTelemetry {
+        crate::results::CellTelemetry {
+            samples: 8,
+            gpu_util_avg: Some(78.0),
+            mem_util_avg: Some(19.5),
+            power_w_avg: Some(645.1),
+            power_w_max: Some(653.2),
+            energy_j: Some(1291.3),
+            joules_per_token: Some(1.509),
+            temperature_c_max: Some(63.0),
+            sm_clock_mhz_avg: Some(1663.0),
+            mem_clock_mhz_avg: Some(3201.0),
+            vram_used_mib_max: Some(5106.8),
+            pcie_rx_kib_s_avg: None,
+            pcie_tx_kib_s_avg: None,
+            throttle_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+
     /// The seed llm-decode-bench run, given sub-window samples on its first cell, a hostile
     /// model name, and an error cell.
     pub(crate) fn run() -> RunResults {

@@ -465,25 +465,6 @@ mod tests {
         cell
     }
 
-    fn window(reasons: &[&str]) -> CellTelemetry {
-        CellTelemetry {
-            samples: 8,
-            gpu_util_avg: Some(78.0),
-            mem_util_avg: Some(19.5),
-            power_w_avg: Some(645.1),
-            power_w_max: Some(653.2),
-            energy_j: Some(1291.3),
-            joules_per_token: Some(1.509),
-            temperature_c_max: Some(63.0),
-            sm_clock_mhz_avg: Some(1663.0),
-            mem_clock_mhz_avg: Some(3201.0),
-            vram_used_mib_max: Some(5106.8),
-            pcie_rx_kib_s_avg: None,
-            pcie_tx_kib_s_avg: None,
-            throttle_reasons: reasons.iter().map(|r| r.to_string()).collect(),
-        }
-    }
-
     /// Figures as an H200 reported them under load (device check, 2026-12-04).
     #[test]
     fn telemetry_line_names_heat_and_clock_limits() {
@@ -515,14 +496,15 @@ mod tests {
     #[test]
     fn clock_slowdowns_name_cells_slowed_by_heat_not_by_the_power_cap() {
         let mut r = sample_results();
-        r.cells[0].telemetry = Some(window(&["sw_power_cap"]));
-        r.cells[3].telemetry = Some(window(&["sw_power_cap", "hw_thermal_slowdown"]));
-        assert_eq!(
-            r.clock_slowdowns(),
-            vec!["C=1 ctx=8k (hw_thermal_slowdown)"]
-        );
+        r.cells[0].telemetry = Some(crate::export::fixture::h200_window(&["sw_power_cap"]));
+        r.cells[3].telemetry = Some(crate::export::fixture::h200_window(&[
+            "sw_power_cap",
+            "hw_thermal_slowdown",
+        ]));
+        let slowed = crate::report::layout::slowed_cells;
+        assert_eq!(slowed(&r), vec!["C=1 ctx=8k (hw_thermal_slowdown)"]);
         r.cells[3].telemetry = None;
-        assert!(r.clock_slowdowns().is_empty());
+        assert!(slowed(&r).is_empty());
     }
 
     pub(crate) fn sample_results() -> RunResults {

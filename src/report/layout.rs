@@ -141,15 +141,35 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
     Some(parts.join(" · "))
 }
 
+/// The cells whose window saw the GPU slow its clocks for heat or a hardware signal
+/// ([`crate::results::CellTelemetry::clock_slowdowns`]), as `C=4 ctx=8k (hw_thermal_slowdown)`.
+pub(crate) fn slowed_cells(results: &crate::results::RunResults) -> Vec<String> {
+    results
+        .cells
+        .iter()
+        .filter_map(|c| {
+            let seen = c.telemetry.as_ref()?.clock_slowdowns();
+            (!seen.is_empty()).then(|| {
+                format!(
+                    "C={} ctx={} ({})",
+                    c.concurrency,
+                    context_label(c.context_tokens),
+                    seen.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
 /// The warning for cells measured while the GPU slowed its clocks for heat or a hardware
-/// signal ([`crate::results::RunResults::clock_slowdowns`]; `boot` names the boot when it is
-/// not the first): their figures may be the runner's, not the engine's, so a reviewer should
-/// know before trusting a change in them.
+/// signal ([`slowed_cells`]; `boot` names the boot when it is not the first): their figures
+/// may be the runner's, not the engine's, so a reviewer should know before trusting a change
+/// in them.
 pub(crate) fn clock_slowdown_text(
     results: &crate::results::RunResults,
     boot: &str,
 ) -> Option<String> {
-    let cells = results.clock_slowdowns();
+    let cells = slowed_cells(results);
     (!cells.is_empty()).then(|| {
         format!(
             "the GPU slowed its clocks for heat or a hardware signal in {} cell(s){boot}: {}; their figures measure the runner's cooling or power delivery as well as the engine",

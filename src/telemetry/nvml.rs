@@ -153,7 +153,6 @@ enum Command {
 /// ([`WindowSampler`]) and rolls the windows up into the run's [`TelemetrySummary`].
 pub struct NvmlSampler {
     tx: Mutex<Option<Sender<Command>>>,
-    devices: Vec<String>,
     inventory: GpuInventory,
     run: Mutex<RunAccumulator>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -162,7 +161,7 @@ pub struct NvmlSampler {
 impl std::fmt::Debug for NvmlSampler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NvmlSampler")
-            .field("devices", &self.devices)
+            .field("devices", &self.inventory.names)
             .finish()
     }
 }
@@ -216,15 +215,8 @@ impl NvmlSampler {
                 });
             }
         };
-        let devices = inventory
-            .names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("{i}: {n}"))
-            .collect();
         Ok(Arc::new(NvmlSampler {
             tx: Mutex::new(Some(tx)),
-            devices,
             inventory,
             run: Mutex::new(RunAccumulator::default()),
             thread: Mutex::new(Some(thread)),
@@ -232,8 +224,13 @@ impl NvmlSampler {
     }
 
     /// The sampled devices (`index: name`).
-    pub fn devices(&self) -> &[String] {
-        &self.devices
+    pub fn devices(&self) -> Vec<String> {
+        self.inventory
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{i}: {n}"))
+            .collect()
     }
 
     /// This machine's hardware fingerprint from the sampler's own NVML inventory, the same
@@ -245,7 +242,7 @@ impl NvmlSampler {
     /// The run-level summary of every window finished so far.
     pub fn summary(&self) -> TelemetrySummary {
         match self.run.lock() {
-            Ok(r) => r.summary(self.devices.clone()),
+            Ok(r) => r.summary(self.devices()),
             Err(_) => unavailable("telemetry state was poisoned by a panic"),
         }
     }

@@ -122,9 +122,8 @@ impl WindowAccumulator {
 /// Run-level roll-up of the cell windows.
 #[derive(Debug, Clone, Default)]
 pub struct RunAccumulator {
-    energy_j: f64,
-    /// Whether any window had an energy figure.
-    energy_seen: bool,
+    /// Energy of every window that had a figure (`None`: none had).
+    energy_j: Option<f64>,
     /// Windows in which the GPU ran no kernel.
     idle_windows: u32,
     /// Energy of the windows with a J/token, and their tokens.
@@ -142,8 +141,7 @@ impl RunAccumulator {
     pub fn add(&mut self, cell: &CellTelemetry, output_tokens: u64, window_s: f64) {
         self.windows += 1;
         if let Some(e) = cell.energy_j {
-            self.energy_j += e;
-            self.energy_seen = true;
+            self.energy_j = Some(self.energy_j.unwrap_or(0.0) + e);
         }
         if cell.gpu_idle() {
             self.idle_windows += 1;
@@ -166,12 +164,11 @@ impl RunAccumulator {
 
     /// The run's summary for `devices`.
     pub fn summary(&self, devices: Vec<String>) -> TelemetrySummary {
-        let has_energy = self.energy_seen;
         TelemetrySummary {
             status: "available".into(),
             reason: (self.windows == 0).then(|| "no cell window was sampled".to_string()),
             devices,
-            energy_j: has_energy.then_some(self.energy_j),
+            energy_j: self.energy_j,
             joules_per_token: (self.energy_tokens > 0)
                 .then(|| self.charged_energy_j / self.energy_tokens as f64),
             power_w_avg: (self.power_weight > 0.0).then(|| self.power_weighted / self.power_weight),

@@ -622,22 +622,10 @@ mod tests {
         };
         // The power cap alone is a busy GPU's normal state.
         assert!(!matrix(&run).contains("Caution"));
-        run.cells[3].telemetry = Some(crate::results::CellTelemetry {
-            samples: 8,
-            gpu_util_avg: Some(78.0),
-            mem_util_avg: None,
-            power_w_avg: Some(645.1),
-            power_w_max: None,
-            energy_j: None,
-            joules_per_token: None,
-            temperature_c_max: Some(91.0),
-            sm_clock_mhz_avg: None,
-            mem_clock_mhz_avg: None,
-            vram_used_mib_max: None,
-            pcie_rx_kib_s_avg: None,
-            pcie_tx_kib_s_avg: None,
-            throttle_reasons: vec!["sw_power_cap".into(), "hw_thermal_slowdown".into()],
-        });
+        run.cells[3].telemetry = Some(crate::export::fixture::h200_window(&[
+            "sw_power_cap",
+            "hw_thermal_slowdown",
+        ]));
         let md = matrix(&run);
         let caution = md
             .lines()
