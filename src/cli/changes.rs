@@ -491,7 +491,10 @@ mod tests {
         }
         assert!(!text.contains("NaN") && !text.contains("-0.0"), "{text}");
         // ... and the empty figures are there to be dashed: the cell series found no step.
-        assert!(text.contains("│ step_-3%          │ cell   │ 0.0%"), "{text}");
+        assert!(
+            text.contains("│ step_-3%          │ cell   │ 0.0%"),
+            "{text}"
+        );
         assert!(text.contains("—"), "{text}");
         assert!(text.contains("creep_-0.2%/night"), "{text}");
         assert!(text.contains("Must-show"), "{text}");

@@ -482,7 +482,7 @@ mod tests {
         };
         let line = telemetry_line(&mixed).unwrap();
         assert!(
-            line.contains("1.590 J/token (2 cell(s) with an idle GPU left out)"),
+            line.contains("1.590 J/token (2 idle-GPU window(s) left out)"),
             "{line}"
         );
         let off = TelemetrySummary {

@@ -122,7 +122,7 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
     parts.extend(t.joules_per_token.map(|j| match t.idle_windows {
         // The energy above counts every window; J/token only those the GPU worked in.
         Some(n) => format!(
-            "{} ({n} cell(s) with an idle GPU left out)",
+            "{} ({n} idle-GPU window(s) left out)",
             metric_value(Metric::JoulesPerToken, j)
         ),
         None => metric_value(Metric::JoulesPerToken, j),
