@@ -88,7 +88,7 @@ fn add_show_prune_list() {
     let flat = out.replace("\n  ", " ");
     assert!(
         out.contains("C=16 / 8k")
-            && flat.contains("level: the mean of the newest 10 runs")
+            && flat.contains("level: the mean of the newest 7 runs")
             && flat.contains("CV: between runs over the newest 20"),
         "{out}"
     );

@@ -77,8 +77,8 @@ pub struct ShowArgs {
     /// Output format: `text` (terminal table), `md` (GitHub Markdown) or `json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
-    /// The history window, as `compare`'s: the newest N runs give the CV, the newest half of
-    /// them the level.
+    /// The history window, as `compare`'s: the newest N runs give the CV, the newest third
+    /// of them the level.
     #[arg(long, default_value_t = crate::stats::DecisionRule::default().history_runs)]
     pub history_runs: usize,
     /// Show at most this many newest runs as columns.

@@ -59,7 +59,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// The history window: the newest N baseline runs the noise model is fitted on, the newest
-    /// half of them the level (default 20, as `[baseline] history_runs`).
+    /// third of them the level (default 20, as `[baseline] history_runs`).
     #[arg(long)]
     pub history_runs: Option<usize>,
     /// Minimum relative effect worth failing for (default 0.03 = 3%).

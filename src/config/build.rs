@@ -116,7 +116,7 @@ impl GateConfig {
 fn gone_history_keys(loc: &Locator, span: Range<usize>) -> ConfigError {
     loc.at(
         span,
-        "level_runs and noise_runs are gone: one history window, [baseline] history_runs, replaces them (its newest half defines the level)",
+        "level_runs and noise_runs are gone: one history window, [baseline] history_runs, replaces them (its newest third defines the level)",
         Some("write history_runs = N in [baseline] (the newest N runs; default 20) instead"),
     )
 }

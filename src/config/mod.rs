@@ -528,7 +528,7 @@ history_runs = 6
         assert_eq!(c.thresholds.rule.history_runs, 6);
         assert_eq!(
             crate::stats::rule::level_window(c.thresholds.rule.history_runs),
-            3
+            2
         );
         assert_eq!(c.baseline.dir, PathBuf::from("/cfg/baselines"));
         assert_eq!(c.profile.hardware.as_deref(), Some("sim"));

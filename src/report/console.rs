@@ -485,6 +485,18 @@ mod tests {
             line.contains("1.590 J/token (2 idle-GPU window(s) left out)"),
             "{line}"
         );
+        // A GPU without an energy counter or power reading: those figures are left out, not
+        // shown as dashes.
+        let bare = TelemetrySummary {
+            energy_j: None,
+            joules_per_token: None,
+            power_w_avg: None,
+            ..t.clone()
+        };
+        assert_eq!(
+            telemetry_line(&bare).as_deref(),
+            Some("telemetry: 0: NVIDIA H200 · max 63 °C · clocks limited by sw_power_cap")
+        );
         let off = TelemetrySummary {
             status: "unavailable".into(),
             ..t

@@ -113,12 +113,11 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
     if t.status != "available" {
         return None;
     }
-    // No J/token where the GPU made none of the tokens (it ran no kernel) or none were counted.
-    let mut parts = vec![
-        t.devices.join(", "),
-        t.energy_j
-            .map_or("energy -".into(), |e| format!("energy {e:.0} J")),
-    ];
+    // A figure the GPU did not report (no energy counter, no power reading) is left out, not
+    // shown as a dash; no J/token where the GPU made none of the tokens (it ran no kernel) or
+    // none were counted.
+    let mut parts = vec![t.devices.join(", ")];
+    parts.extend(t.energy_j.map(|e| format!("energy {e:.0} J")));
     parts.extend(t.joules_per_token.map(|j| match t.idle_windows {
         // The energy above counts every window; J/token only those the GPU worked in.
         Some(n) => format!(
@@ -127,10 +126,7 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
         ),
         None => metric_value(Metric::JoulesPerToken, j),
     }));
-    parts.push(
-        t.power_w_avg
-            .map_or("avg power -".into(), |p| format!("avg power {p:.0} W")),
-    );
+    parts.extend(t.power_w_avg.map(|p| format!("avg power {p:.0} W")));
     parts.extend(t.temperature_c_max.map(|c| format!("max {c:.0} °C")));
     if !t.throttle_reasons.is_empty() {
         parts.push(format!(

@@ -44,14 +44,17 @@ pub(crate) fn percentile_min_count(p: f64) -> u64 {
     (PERCENTILE_BOUND.ln() / p.ln()).ceil() as u64
 }
 
-/// Share of the history window whose runs define the matrix-wide level: the newest half. The
-/// level follows a drift within half a window, and at the default window of 20 its mean still
-/// averages ten runs' boot factors (the level's own noise is a tenth of a boot's variance).
-pub(crate) const LEVEL_SHARE: f64 = 0.5;
+/// The level is the newest `1/LEVEL_PARTS` of the history window: the newest third. A shorter
+/// level follows a drift more closely and averages fewer boots: it lags a linear drift by
+/// `slope·(K+1)/2` and its own variance is `σ_run²/K`. At the default window of 20 the third is
+/// 7 runs; `stats-eval --trials 2000`, newest half (10) → third (7): A/A under a −3% drift over
+/// the window 1.9% → 0.9% (the lag 0.8% → 0.6%, against a two-boot standard error of 0.8%), clean Gaussian gates
+/// passing 97.0% → 95.9%, a uniform −5% found 98.0% → 97.5% (slow boots 89.2% → 86.2%).
+pub(crate) const LEVEL_PARTS: usize = 3;
 
-/// How many of a history window's newest runs define the level ([`LEVEL_SHARE`]; at least one).
+/// How many of a history window's newest runs define the level ([`LEVEL_PARTS`]; at least one).
 pub fn level_window(history_runs: usize) -> usize {
-    ((history_runs as f64 * LEVEL_SHARE).ceil() as usize).max(1)
+    history_runs.div_ceil(LEVEL_PARTS).max(1)
 }
 
 /// Parameters of the decision rule: the knobs a user sets in `[thresholds]` (and `[baseline]`
@@ -65,7 +68,7 @@ pub struct DecisionRule {
     /// on the point estimate).
     pub min_effect: f64,
     /// The history window: the newest N baseline runs the noise model is fitted on; the newest
-    /// half of them ([`LEVEL_SHARE`]) define the matrix-wide level, so a drift is followed.
+    /// third of them ([`LEVEL_PARTS`]) define the matrix-wide level, so a drift is followed.
     pub history_runs: usize,
     /// Metrics that can fail the gate; the others are reported with verdicts but never gate.
     pub metrics: Vec<Metric>,
