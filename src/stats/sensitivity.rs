@@ -15,7 +15,7 @@
 //!   ∞): at that MDE the plan's power is 0.85, not 0.80.
 //!
 //! The MDE solves `P = design_power`. A longer history changes two things: the level averages
-//! more runs (up to the level's half of `history_runs`), and σ's estimate gains a degree of
+//! more runs (up to the level's third of `history_runs`), and σ's estimate gains a degree of
 //! freedom per run (up to `history_runs`).
 
 use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
