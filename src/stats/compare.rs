@@ -320,6 +320,9 @@ struct MatrixChange {
     /// the sensitivity of the plan).
     run_noise: noise::RunNoise,
     level_runs_used: usize,
+    /// The history's fitted run effects, oldest first (the shape of its boots, for the
+    /// sensitivity of the plan).
+    run_effects: Vec<f64>,
     /// The second boot's own change ([`Look::second_boot_from`]).
     second_boot: Option<LogChange>,
 }
@@ -577,6 +580,12 @@ fn test_metric(
         cells: idx.len(),
         run_noise: model.run,
         level_runs_used: base_effects.len(),
+        run_effects: model
+            .run_effect
+            .iter()
+            .copied()
+            .filter(|a| a.is_finite())
+            .collect(),
         second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
     });
 
@@ -1166,6 +1175,7 @@ pub fn compare_at(
                 run_noise: m.run_noise,
                 level_runs_used: m.level_runs_used,
                 candidate_runs: candidate.len(),
+                run_effects: m.run_effects.clone(),
             }),
         tests
             .iter()

@@ -14,6 +14,10 @@
 //!   lower bound of it and put the MDE 5.5–6% too high (default rule, σ = 1%, K = 10, df 8 to
 //!   ∞): at that MDE the plan's power is 0.85, not 0.80.
 //!
+//! With 10 or more history runs the boots are drawn from the history's own ([`boot_draws`]:
+//! its shape at σ's scale) and the level's error is normal (`PlanNoise::empirical_power`): a
+//! runner whose slow boots are rare is not read as one whose every boot is wide.
+//!
 //! The MDE solves `P = design_power`. A longer history changes two things: the level averages
 //! more runs (up to the level's third of `history_runs`), and σ's estimate gains a degree of
 //! freedom per run (up to `history_runs`).
@@ -30,6 +34,30 @@ use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN};
 /// reported as unable to reach the design effect at its noise.
 const MAX_EXTRA_RUNS: usize = 200;
 
+/// Fewest history runs whose own boots the plan's power draws from ([`boot_draws`]); a
+/// shorter history's shape is too coarse, and the reference t carries the uncertainty of its
+/// few runs' scatter.
+const EMPIRICAL_MIN_RUNS: usize = 10;
+
+/// The boots the plan's power draws from: each history run's effect against the median of
+/// its five neighbours (itself included; the local level follows a drift or a step, not a slow
+/// boot), worse positive, rescaled to the boot-to-boot SD `sigma` the test uses. Their
+/// shape is the runner's: with one boot in twenty 4% slow, nineteen draws are tight and one
+/// is far, where a normal of the same SD spreads every boot. `None` when they do not scatter.
+fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
+    let n = effects.len();
+    let deviations: Vec<f64> = (0..n)
+        .map(|r| {
+            let from = r.saturating_sub(2).min(n.saturating_sub(5));
+            let mut near = effects[from..(from + 5).min(n)].to_vec();
+            near.sort_by(f64::total_cmp);
+            near[near.len() / 2] - effects[r]
+        })
+        .collect();
+    let rms = (deviations.iter().map(|d| d * d).sum::<f64>() / n as f64).sqrt();
+    (rms > 0.0 && sigma.is_finite()).then(|| deviations.iter().map(|d| d * sigma / rms).collect())
+}
+
 /// The matrix-wide test's noise, as fitted.
 pub(crate) struct MatrixDesign {
     /// Boot-to-boot noise of the run effect (log).
@@ -39,6 +67,9 @@ pub(crate) struct MatrixDesign {
     /// Candidate runs of one look without a plan (repetitions of one boot); the two-boot plan
     /// measures each boot once.
     pub candidate_runs: usize,
+    /// The history's fitted run effects (log), oldest first: the shape of its boots
+    /// ([`boot_draws`]).
+    pub run_effects: Vec<f64>,
 }
 
 /// Gauss–Legendre nodes and weights on [−1, 1] (16 points): the two-boot power's integral
@@ -71,6 +102,11 @@ struct PlanNoise {
     q_f: f64,
     /// The final boundary on the change itself (log): `q_α · se` or the matrix margin.
     boundary: f64,
+    /// The boots the power draws from ([`boot_draws`]: the history's own, when it has enough
+    /// runs and each boot is one run); `None`: the reference t.
+    draws: Option<Vec<f64>>,
+    /// Standard error of the level the boots are compared with.
+    se_level: f64,
 }
 
 impl PlanNoise {
@@ -98,12 +134,46 @@ impl PlanNoise {
             se_half: sigma * (0.5 / j).sqrt(),
             q_f: super::interval::t_quantile(1.0 - FUTILITY_P, df),
             boundary: (q_a * final_se).max(margin),
+            draws: None,
+            se_level: sigma / k.sqrt(),
         })
+    }
+
+    /// The power of the plan with its boots drawn from the history's own boots (each pair
+    /// equally likely) and the level's error normal: a slow boot in twenty is one draw in
+    /// twenty, not a wider normal.
+    fn empirical_power(&self, d: f64, draws: &[f64]) -> f64 {
+        let normal = statrs::distribution::Normal::standard();
+        let lean = self.q_f * self.se1;
+        let p = |u: f64| {
+            if self.se_level > 0.0 {
+                normal.cdf(u / self.se_level)
+            } else {
+                f64::from(u8::from(u >= 0.0))
+            }
+        };
+        let n = draws.len() as f64;
+        if self.boots <= 1 {
+            return draws.iter().map(|e| p(d + e - self.boundary)).sum::<f64>() / n;
+        }
+        let mut sum = 0.0;
+        for a in draws {
+            for b in draws {
+                let u = (d + a - lean)
+                    .min(d + b - lean)
+                    .min(d + 0.5 * (a + b) - self.boundary);
+                sum += p(u);
+            }
+        }
+        sum / (n * n)
     }
 
     /// Probability that the plan finds a uniform worse log change `d` (the integral of the
     /// module docs).
     fn power(&self, d: f64) -> f64 {
+        if let Some(draws) = &self.draws {
+            return self.empirical_power(d, draws);
+        }
         if self.boots <= 1 {
             return self.t.cdf((d - self.boundary) / self.se1);
         }
@@ -197,6 +267,14 @@ pub(crate) fn assess(
         (sigma.is_finite() && sigma >= 0.0)
             .then(|| PlanNoise::new(sigma, df, level, design_boots, runs, rule.matrix_alpha()))
             .flatten()
+            .map(|mut p| {
+                // The history's own boots: its runs as they are (more runs are projected with
+                // the reference t), a boot measured once.
+                if extra == 0 && runs == 1 && m.run_effects.len() >= EMPIRICAL_MIN_RUNS {
+                    p.draws = boot_draws(&m.run_effects, sigma);
+                }
+                p
+            })
     };
     let reaches = |m: &MatrixDesign, extra: usize| {
         plan_with(m, extra).is_some_and(|p| p.power(target) >= rule.design_power)
@@ -267,7 +345,7 @@ pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
+    use rand::{RngExt, SeedableRng};
     use rand_distr::{Distribution, Normal};
 
     /// A history whose run effects scatter by `sd` over `differences` successive differences.
@@ -276,6 +354,7 @@ mod tests {
             run_noise: RunNoise::observed(sd, differences),
             level_runs_used: level,
             candidate_runs: 1,
+            run_effects: Vec::new(),
         }
     }
 
@@ -315,6 +394,48 @@ mod tests {
         assert!((0.785..0.815).contains(&found), "power {found} at {m}");
         // One boot needs a larger effect for the same power.
         assert!(plan_mde(sigma, df, k, 1, rule.matrix_alpha()) > m);
+    }
+
+    /// The plan's power with the history's own boots is what drawing two boots from them and
+    /// the level from its normal finds, at the MDE it reports.
+    #[test]
+    fn the_power_from_the_historys_boots_is_what_drawing_them_finds() {
+        let rule = DecisionRule::default();
+        let (sigma, k) = (0.01, 7usize);
+        let mut p = PlanNoise::new(sigma, 1e6, k, 2, 1, rule.matrix_alpha()).unwrap();
+        // Twenty boots, one of them 4% slow, rescaled to sigma.
+        let mut effects: Vec<f64> = (0..20)
+            .map(|r| 0.004 * ((r * 7 % 5) as f64 - 2.0))
+            .collect();
+        effects[12] -= 0.04;
+        let draws = boot_draws(&effects, sigma).unwrap();
+        let rms = (draws.iter().map(|d| d * d).sum::<f64>() / 20.0).sqrt();
+        assert!((rms - sigma).abs() < 1e-12, "{rms}");
+        assert!(
+            draws[12] > 3.0 * sigma,
+            "the slow boot is the far draw: {draws:?}"
+        );
+        p.draws = Some(draws.clone());
+        let m = p.mde(0.8);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let level = Normal::new(0.0, sigma / (k as f64).sqrt()).unwrap_or_else(|_| unreachable!());
+        let lean = p.q_f * p.se1;
+        let trials = 40_000;
+        let found = (0..trials)
+            .filter(|_| {
+                let pick = |rng: &mut rand::rngs::StdRng| draws[rng.random_range(0..draws.len())];
+                let e = level.sample(&mut rng);
+                let d1 = m + pick(&mut rng) - e;
+                let d2 = m + pick(&mut rng) - e;
+                d1 >= lean && d2 >= lean && 0.5 * (d1 + d2) >= p.boundary
+            })
+            .count() as f64
+            / trials as f64;
+        assert!((0.79..0.81).contains(&found), "power {found} at {m}");
+        // Nineteen tight boots and one far: a smaller effect is found as often as a normal of
+        // the same SD would need.
+        let normal = plan_mde(sigma, 1e6, k, 2, rule.matrix_alpha());
+        assert!(m < normal, "{m} vs {normal}");
     }
 
     /// The two 16-point panels against a 20,000-point Simpson rule of the same integral out
