@@ -295,15 +295,21 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
             .unwrap_or_default()
     ));
     if let Some(v) = verdict {
-        // Rule, baseline and matrix-wide test are in the verdict matrix itself.
+        // Rule, baseline and matrix-wide test are in the verdict matrix itself. The model is
+        // fitted on the whole window; the level is its newest runs.
+        let (window, level) = (v.baseline.noise_runs, v.baseline.level_runs.len());
         out.push_str(&format!(
-            "- Compared: candidate {} vs {} baseline run(s)\n",
+            "- Compared: candidate {} vs {window} baseline run(s){}\n",
             v.candidate_runs
                 .iter()
                 .map(|r| format!("`{}`", escape_code(r)))
                 .collect::<Vec<_>>()
                 .join(", "),
-            v.baseline.level_runs.len()
+            if level < window {
+                format!(" (level: the newest {level})")
+            } else {
+                String::new()
+            }
         ));
     }
     out
