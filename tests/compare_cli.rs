@@ -417,7 +417,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     let (code, report, err) = compare_two_boots(&base, &a, &b);
     let expected = second_stage(
         &rule,
-        &base_runs,
+        &infergate::stats::History::new(&base_runs[..]),
         &first_verdict(&leaning),
         std::slice::from_ref(&leaning),
         std::slice::from_ref(&second),

@@ -234,7 +234,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         (None, Some(t)) => t
             .decision
             .as_ref()
-            .map(|d| d.history.clone())
+            .map(|d| d.history.runs().to_vec())
             .unwrap_or_default(),
         (None, None) => Vec::new(),
     };

@@ -101,7 +101,7 @@ pub(crate) struct LoopStats {
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn remeasure_inconclusive<M>(
     results: &mut RunResults,
-    history: &[RunResults],
+    history: &crate::stats::History<'_>,
     first: ComparisonReport,
     rule: &DecisionRule,
     first_look: &Look,
@@ -193,7 +193,7 @@ where
             stats.rounds = look;
             let this = look_at(&plan, first_look, look);
             let again =
-                crate::stats::compare_at(history, std::slice::from_ref(results), rule, &this)?;
+                crate::stats::compare_on(history, std::slice::from_ref(results), rule, &this)?;
             report = merge_look(report, &again, &measured_now);
             for &(c, ctx) in &measured_now {
                 let v = report
@@ -395,8 +395,9 @@ mod tests {
         let cfg = two_rounds();
         let first_look = crate::stats::confirm::first_look(&rule, true);
         let plan = spending_plan(&cfg, &first_look);
-        let first = crate::stats::compare_at(
-            &history,
+        let fitted = crate::stats::History::new(&history[..]);
+        let first = crate::stats::compare_on(
+            &fitted,
             std::slice::from_ref(&slow),
             &rule,
             &look_at(&plan, &first_look, 0),
@@ -407,7 +408,7 @@ mod tests {
         let measured = std::cell::Cell::new(0);
         let (report, stats) = remeasure_inconclusive(
             &mut slow,
-            &history,
+            &fitted,
             first,
             &rule,
             &first_look,

@@ -2,10 +2,11 @@
 //! compare (the statistics themselves are `stats::compare`).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::baseline::BaselineStore;
 use crate::results::RunResults;
-use crate::stats::{DecisionRule, Look};
+use crate::stats::{DecisionRule, History, Look};
 use crate::verdict::ComparisonReport;
 
 /// Why the comparison could not be made (the run itself may be fine).
@@ -28,8 +29,9 @@ pub(crate) enum GateError {
 pub(crate) struct Decision {
     /// `None` when there was nothing to compare (no baseline runs for this profile + suite).
     pub verdict: Option<ComparisonReport>,
-    /// The baseline runs used (oldest → newest), for charts.
-    pub history: Vec<RunResults>,
+    /// The baseline runs used (oldest → newest) with the models fitted on them: every later
+    /// look of the gate is made on it (and the charts drawn from it).
+    pub history: Arc<History<'static>>,
     /// Things people should know (no baseline yet, duplicate baseline files).
     pub notices: Vec<String>,
 }
@@ -63,7 +65,7 @@ pub(crate) fn decide(
         ));
         return Ok(Decision {
             verdict: None,
-            history: Vec::new(),
+            history: Arc::new(History::new(Vec::new())),
             notices,
         });
     }
@@ -90,14 +92,15 @@ pub(crate) fn decide(
         ));
         return Ok(Decision {
             verdict: None,
-            history: Vec::new(),
+            history: Arc::new(History::new(Vec::new())),
             notices,
         });
     }
-    let report = crate::stats::compare_at(&loaded.runs, runs, rule, look)?;
+    let history = Arc::new(History::new(loaded.runs));
+    let report = crate::stats::compare_on(&history, runs, rule, look)?;
     Ok(Decision {
         verdict: Some(report),
-        history: loaded.runs,
+        history,
         notices,
     })
 }

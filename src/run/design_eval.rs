@@ -180,9 +180,12 @@ pub(crate) async fn evaluate(
             let history: Vec<RunResults> = (0..cfg.history)
                 .map(|h| sim.run(format!("h{t}-{h}"), 1, &|_| 1.0))
                 .collect();
+            // Every design is compared with this trial's history: its models are fitted once.
+            let fitted = crate::stats::History::new(&history[..]);
             for (k, reps) in [(0usize, 1u32), (1, 3)] {
                 let cand = sim.run(format!("c{t}"), reps, &factor);
-                let rep = crate::stats::compare(&history, std::slice::from_ref(&cand), &rule)?;
+                let rep =
+                    crate::stats::compare_on(&fitted, std::slice::from_ref(&cand), &rule, &single)?;
                 counts[k].0 += usize::from(rep.gate == GateVerdict::Regression);
                 counts[k].1 += usize::from(
                     rep.cells.get(CHANGED_CELL).map(|c| c.verdict) == Some(CellVerdict::Regression),
@@ -197,8 +200,8 @@ pub(crate) async fn evaluate(
             cand.cells = (0..sim.levels.len())
                 .map(|i| sim.cell(i, boot, factor(i)))
                 .collect();
-            let first = crate::stats::compare_at(
-                &history,
+            let first = crate::stats::compare_on(
+                &fitted,
                 std::slice::from_ref(&cand),
                 &rule,
                 &look_at(&plan, &single, 0),
@@ -207,7 +210,7 @@ pub(crate) async fn evaluate(
             let levels = sim.levels.clone();
             let (report, _) = remeasure_inconclusive(
                 &mut cand,
-                &history,
+                &fitted,
                 first,
                 &rule,
                 &single,

@@ -656,7 +656,7 @@ impl GatePlan {
             confirmation = Some(outcome.measured);
         }
         let (verdict, history, mut notices) = match decision {
-            Some(d) => (d.verdict, d.history, d.notices),
+            Some(d) => (d.verdict, d.history.runs().to_vec(), d.notices),
             None => (None, Vec::new(), Vec::new()),
         };
         if verdict.is_none()

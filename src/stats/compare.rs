@@ -4,7 +4,9 @@
 //! cell — each a standardized log change against its boundary at this look (Bonferroni over
 //! the members, [`Look`]); the report itself is assembled by [`super::build`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use crate::results::{CellResult, CellStatus, RunResults};
 use crate::verdict::{
@@ -60,6 +62,56 @@ impl Look {
             second_boot_from: None,
             local_provisional: false,
         }
+    }
+}
+
+/// A baseline history (accepted runs of one profile, oldest → newest) with the models fitted
+/// on it. Every look of one gate is made on one `History`, so the history is loaded once and
+/// each metric's model fitted once: a later look with the same cells reuses it.
+#[derive(Debug)]
+pub struct History<'a> {
+    runs: Cow<'a, [RunResults]>,
+    /// Fitted models by metric, window length and the cells fitted.
+    models: Mutex<Vec<(ModelKey, Arc<noise::NoiseModel>)>>,
+}
+
+/// What a fitted model depends on besides the runs: the metric, how many of the newest runs
+/// are the window, and the cells.
+type ModelKey = (Metric, usize, Vec<Coord>);
+
+impl<'a> History<'a> {
+    /// The history of these runs, nothing fitted yet.
+    pub fn new(runs: impl Into<Cow<'a, [RunResults]>>) -> History<'a> {
+        History {
+            runs: runs.into(),
+            models: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The runs, oldest first.
+    pub fn runs(&self) -> &[RunResults] {
+        &self.runs
+    }
+
+    /// The model of `key`, fitted by `fit` the first time it is asked for.
+    fn model(
+        &self,
+        key: ModelKey,
+        fit: impl FnOnce() -> noise::NoiseModel,
+    ) -> Arc<noise::NoiseModel> {
+        let mut models = self.models.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, m)) = models.iter().find(|(k, _)| *k == key) {
+            return Arc::clone(m);
+        }
+        let m = Arc::new(fit());
+        models.push((key, Arc::clone(&m)));
+        m
+    }
+
+    /// How many models were fitted on this history (each metric and set of cells once).
+    #[cfg(test)]
+    pub(crate) fn fitted(&self) -> usize {
+        self.models.lock().map_or(0, |m| m.len())
     }
 }
 
@@ -492,9 +544,14 @@ impl MetricTests {
 
 /// Fits one metric's model on the history and produces its per-cell tests and matrix change
 /// (and the second boot's own cell tests, from `second_from`).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one metric's tests at one look: the history, its models and the look's parts"
+)]
 fn test_metric(
     metric: Metric,
     cells: &[Coord],
+    models: &History,
     history: &[RunResults],
     level_n: usize,
     candidate: &[RunResults],
@@ -543,7 +600,12 @@ fn test_metric(
         }
     }
     let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
-    let model = noise::fit(&table, &rows);
+    let key = (
+        metric,
+        history.len(),
+        idx.iter().map(|&i| cells[i]).collect(),
+    );
+    let model = models.model(key, || noise::fit(&table, &rows));
     let level_rows: Vec<usize> = (history.len() - level_n..history.len())
         .filter(|&r| model.run_effect[r].is_finite())
         .collect();
@@ -932,6 +994,17 @@ pub fn compare_at(
     rule: &DecisionRule,
     look: &Look,
 ) -> Result<ComparisonReport, StatsError> {
+    compare_on(&History::new(baseline), candidate, rule, look)
+}
+
+/// [`compare_at`] on a [`History`] that earlier looks of the gate may have fitted models on.
+pub fn compare_on(
+    models: &History,
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+    look: &Look,
+) -> Result<ComparisonReport, StatsError> {
+    let baseline = models.runs();
     rule.validate()?;
     if look.local_alpha.is_nan() || look.local_alpha <= 0.0 {
         let why = format!("look `{}` has local alpha {}", look.name, look.local_alpha);
@@ -992,6 +1065,7 @@ pub fn compare_at(
             test_metric(
                 metric,
                 &comparable,
+                models,
                 history,
                 level_n,
                 candidate,
@@ -1245,6 +1319,37 @@ mod tests {
         (0..n)
             .map(|i| run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
             .collect()
+    }
+
+    /// The looks of one gate share a history: its models are fitted at the first look and
+    /// reused at the next, with the verdict a fresh fit gives.
+    #[test]
+    fn the_looks_of_a_gate_fit_the_history_once() {
+        let mut rng = StdRng::seed_from_u64(23);
+        let base = history(&mut rng, 20);
+        let first = run("c1", &mut rng, 0.0, 0.0, &|_| 0.95);
+        let second = run("c2", &mut rng, 0.0, 0.0, &|_| 0.95);
+        let rule = DecisionRule::default();
+        let fitted = History::new(&base[..]);
+        compare_on(
+            &fitted,
+            std::slice::from_ref(&first),
+            &rule,
+            &Look::single(&rule),
+        )
+        .unwrap();
+        let models = fitted.fitted();
+        assert!(models > 0);
+        let both = [first, second];
+        let look = Look {
+            name: "both boots".into(),
+            design_boots: 2,
+            second_boot_from: Some(1),
+            ..Look::single(&rule)
+        };
+        let shared = compare_on(&fitted, &both, &rule, &look).unwrap();
+        assert_eq!(fitted.fitted(), models, "the second look fitted again");
+        assert_eq!(shared, compare_at(&base, &both, &rule, &look).unwrap());
     }
 
     /// A 20-run history whose context rows run hot or cold on each boot by a factor of SD

@@ -25,7 +25,7 @@
 use crate::results::RunResults;
 use crate::verdict::{ComparisonReport, Confirmation, GateVerdict, signed_number, signed_percent};
 
-use super::compare::{Look, compare_at};
+use super::compare::{History, Look, compare_on};
 use super::{Against, DecisionRule, StatsError, finish};
 
 /// Whether a boot's matrix-wide change leaned worse past the futility bound.
@@ -115,7 +115,7 @@ pub fn reason(first: &ComparisonReport) -> String {
 /// capacity over both boots). Carries its [`Confirmation`].
 pub fn second_stage(
     rule: &DecisionRule,
-    baseline: &[RunResults],
+    baseline: &History,
     first: &ComparisonReport,
     first_runs: &[RunResults],
     second_runs: &[RunResults],
@@ -128,7 +128,7 @@ pub fn second_stage(
         second_boot_from: Some(first_runs.len()),
         ..Look::single(rule)
     };
-    let mut both = compare_at(baseline, &runs, rule, &look)?;
+    let mut both = compare_on(baseline, &runs, rule, &look)?;
     both.confirmation = Some(Confirmation {
         reason: reason(first),
         first_boot: first.matrix_test.clone(),
@@ -160,7 +160,9 @@ pub fn two_boot_verdict(
     first: &[RunResults],
     second: Option<(&[RunResults], &str)>,
 ) -> Result<(ComparisonReport, bool), StatsError> {
-    let first_report = compare_at(baseline, first, rule, &first_look(rule, confirm))?;
+    // Both looks are made on one history: its models are fitted once.
+    let baseline = History::new(baseline);
+    let first_report = compare_on(&baseline, first, rule, &first_look(rule, confirm))?;
     let Some((second, second_results)) = second.filter(|_| confirm) else {
         return Ok((first_report, false));
     };
@@ -176,7 +178,14 @@ pub fn two_boot_verdict(
         finish(&mut report, Against::Baseline);
         return Ok((report, false));
     }
-    let report = second_stage(rule, baseline, &first_report, first, second, second_results)?;
+    let report = second_stage(
+        rule,
+        &baseline,
+        &first_report,
+        first,
+        second,
+        second_results,
+    )?;
     Ok((report, true))
 }
 
@@ -226,7 +235,7 @@ mod tests {
         history: &[RunResults],
         run: &RunResults,
     ) -> ComparisonReport {
-        compare_at(
+        super::super::compare::compare_at(
             history,
             std::slice::from_ref(run),
             rule,
