@@ -368,13 +368,9 @@ struct CellTest {
 struct MatrixChange {
     change: LogChange,
     cells: usize,
-    /// The boot-to-boot noise of the run effect and the level runs it was averaged over (for
-    /// the sensitivity of the plan).
-    run_noise: noise::RunNoise,
-    level_runs_used: usize,
-    /// The history's fitted run effects, oldest first (the shape of its boots, for the
-    /// sensitivity of the plan).
-    run_effects: Vec<f64>,
+    /// What the plan's sensitivity is computed from: the boot-to-boot noise, the level runs,
+    /// the history's boots.
+    design: sensitivity::MatrixDesign,
     /// The second boot's own change ([`Look::second_boot_from`]).
     second_boot: Option<LogChange>,
 }
@@ -640,14 +636,17 @@ fn test_metric(
     let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
         change: matrix_change(&cand_effect),
         cells: idx.len(),
-        run_noise: model.run,
-        level_runs_used: base_effects.len(),
-        run_effects: model
-            .run_effect
-            .iter()
-            .copied()
-            .filter(|a| a.is_finite())
-            .collect(),
+        design: sensitivity::MatrixDesign {
+            run_noise: model.run,
+            level_runs_used: base_effects.len(),
+            candidate_runs: j,
+            run_effects: model
+                .run_effect
+                .iter()
+                .copied()
+                .filter(|a| a.is_finite())
+                .collect(),
+        },
         second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
     });
 
@@ -1245,12 +1244,7 @@ pub fn compare_on(
         history.len(),
         matrices
             .get(&Metric::AggregateTps)
-            .map(|m| sensitivity::MatrixDesign {
-                run_noise: m.run_noise,
-                level_runs_used: m.level_runs_used,
-                candidate_runs: candidate.len(),
-                run_effects: m.run_effects.clone(),
-            }),
+            .map(|m| m.design.clone()),
         tests
             .iter()
             .filter(|t| t.metric == Metric::AggregateTps)

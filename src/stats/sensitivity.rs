@@ -59,6 +59,7 @@ fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
 }
 
 /// The matrix-wide test's noise, as fitted.
+#[derive(Clone, Debug)]
 pub(crate) struct MatrixDesign {
     /// Boot-to-boot noise of the run effect (log).
     pub run_noise: RunNoise,
