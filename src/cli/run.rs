@@ -192,7 +192,7 @@ pub(crate) fn print_tables(run: &GateRun) {
 /// The last line: the error, or the verdict and its headline.
 pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     match (&run.failure, &run.verdict) {
-        (Some(f), _) => errln!("error: {}", crate::untrusted_text::console(f)),
+        (Some(f), _) => errln!("error: {}", crate::untrusted_text::console(&f.to_string())),
         // The answer in words is the first line of the verdict table above; said once.
         (None, Some(v)) => errln!("verdict: {}", crate::report::layout::answer(v).1),
         (None, None) => errln!("verdict: {no_verdict}"),

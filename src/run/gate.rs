@@ -282,7 +282,7 @@ pub(crate) struct GateRun {
     /// The comparison; `None` = no baseline, or the gate failed before comparing.
     pub verdict: Option<ComparisonReport>,
     /// Why the gate failed (exit 3).
-    pub failure: Option<String>,
+    pub failure: Option<GateFailure>,
     /// Exit code, check conclusion and `verdict` output.
     pub ending: GateEnding,
     /// Things people should know (no baseline, skipped baseline files).
@@ -300,12 +300,36 @@ pub(crate) struct GateRun {
     pub reporting: Vec<PublishOutcome>,
 }
 
+/// Why a gate could not decide (exit 3): each step's failure as it was, said in words by
+/// `Display` (the console's `error:` line, the check, the summary).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GateFailure {
+    /// The (first) boot could not be measured.
+    #[error("{}", .0.message())]
+    Measurement(RunFailure),
+    /// The first look's comparison with the baseline store failed.
+    #[error("comparison with the baseline failed: {0}")]
+    Comparison(GateError),
+    /// The confirmation boot could not be measured.
+    #[error("the confirmation boot failed: {}", .0.as_ref().map_or_else(|| "no reason given".into(), RunFailure::message))]
+    ConfirmationBoot(Option<RunFailure>),
+    /// Comparing both boots with the baseline failed.
+    #[error("comparison of both boots with the baseline failed: {0}")]
+    Confirmation(GateError),
+    /// The A/B run's paired comparison failed.
+    #[error("paired comparison failed: {0}")]
+    Paired(crate::stats::PairedError),
+    /// A pull-request gate found no baseline for its profile (the reason says where to get one).
+    #[error("{0}")]
+    NoBaseline(String),
+}
+
 /// What the measurement and decision steps hand to the common epilogue.
 struct Decided {
     results: RunResults,
     verdict: Option<ComparisonReport>,
     history: Vec<RunResults>,
-    failure: Option<String>,
+    failure: Option<GateFailure>,
     notices: Vec<String>,
     warnings: Vec<String>,
     adaptive: Option<AdaptiveSummary>,
@@ -585,7 +609,7 @@ impl GatePlan {
                     stop_reason: a.stop_reason.clone(),
                 });
         let mut results = measured.results;
-        let mut failure = measured.failure.as_ref().map(RunFailure::message);
+        let mut failure = measured.failure.clone().map(GateFailure::Measurement);
 
         // Compare (already done, with alpha spending, when cells were re-measured adaptively).
         let mut decision: Option<Decision> = None;
@@ -596,7 +620,7 @@ impl GatePlan {
             };
             match compared {
                 Ok(d) => decision = Some(d),
-                Err(e) => failure = Some(format!("comparison with the baseline failed: {e}")),
+                Err(e) => failure = Some(GateFailure::Comparison(e)),
             }
         }
 
@@ -635,23 +659,13 @@ impl GatePlan {
                 &outcome.measured.results,
                 " of the confirmation boot",
             ));
-            match &outcome.decision {
+            match outcome.decision {
                 None => {
-                    failure = Some(format!(
-                        "the confirmation boot failed: {}",
-                        outcome
-                            .measured
-                            .failure
-                            .as_ref()
-                            .map_or_else(|| "no reason given".into(), RunFailure::message)
-                    ));
+                    let why = outcome.measured.failure.clone();
+                    failure = Some(GateFailure::ConfirmationBoot(why));
                 }
-                Some(Err(e)) => {
-                    failure = Some(format!(
-                        "comparison of both boots with the baseline failed: {e}"
-                    ));
-                }
-                Some(Ok(d)) => decision = Some(d.clone()),
+                Some(Err(e)) => failure = Some(GateFailure::Confirmation(e)),
+                Some(Ok(d)) => decision = Some(d),
             }
             confirmation = Some(outcome.measured);
         }
@@ -664,7 +678,9 @@ impl GatePlan {
             && !self.config.baseline.allow_no_baseline
             && let Some(event) = pull_request_event()
         {
-            failure = Some(self.no_baseline_on_pull_request(&results, &event));
+            failure = Some(GateFailure::NoBaseline(
+                self.no_baseline_on_pull_request(&results, &event),
+            ));
             // The "nothing compared, the gate passes" notice would contradict the failure.
             notices.retain(|n| !n.starts_with("NO BASELINE YET"));
         }
@@ -718,7 +734,7 @@ impl GatePlan {
         };
         let measured = run_ab(req, sink.events, cancel.clone()).await;
         let _ = sink.done.await;
-        let mut failure = measured.failure.as_ref().map(RunFailure::message);
+        let mut failure = measured.failure.clone().map(GateFailure::Measurement);
         let b_side = fold_side(&measured.b);
         let a_side = fold_side(&measured.a);
         let results = b_side.clone().or_else(|| a_side.clone())?;
@@ -730,7 +746,7 @@ impl GatePlan {
             ) {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    failure = Some(format!("paired comparison failed: {e}"));
+                    failure = Some(GateFailure::Paired(e));
                     None
                 }
             }
@@ -783,7 +799,7 @@ impl GatePlan {
                 .then(|| Path::new(&self.config.path)),
             matrix_line: Some(self.suite.line as u32),
             artifact_url: None,
-            failure: d.failure.clone(),
+            failure: d.failure.as_ref().map(ToString::to_string),
         };
         reporting.push(r.publish(name, &input).await);
         // A check started under a predicted name that turned out different (the engine
@@ -803,10 +819,11 @@ impl GatePlan {
         cancel: &CancellationToken,
     ) -> Result<GateRun, AbortError> {
         let name = check_name(&d.results.profile.key, &d.check_suite);
+        let failure = d.failure.as_ref().map(ToString::to_string);
         let outcome = render::Outcome {
             results: &d.results,
             verdict: d.verdict.as_ref(),
-            failure: d.failure.as_deref(),
+            failure: failure.as_deref(),
             policy: self.policy(),
         };
         let chart = d
@@ -929,6 +946,43 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each failure says which step failed and why, in the words the console, the check and
+    /// the summary show.
+    #[test]
+    fn a_gate_failure_says_which_step_failed() {
+        let boot = || RunFailure::Boot("engine never became ready within 30 s".into());
+        let store = || {
+            GateError::Stats(crate::stats::StatsError::InvalidRule(
+                "alpha must be in (0, 1)".into(),
+            ))
+        };
+        let said = [
+            (
+                GateFailure::Measurement(boot()),
+                "engine never became ready within 30 s",
+            ),
+            (
+                GateFailure::Comparison(store()),
+                "comparison with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
+            ),
+            (
+                GateFailure::ConfirmationBoot(Some(boot())),
+                "the confirmation boot failed: engine never became ready within 30 s",
+            ),
+            (
+                GateFailure::ConfirmationBoot(None),
+                "the confirmation boot failed: no reason given",
+            ),
+            (
+                GateFailure::Confirmation(store()),
+                "comparison of both boots with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
+            ),
+        ];
+        for (failure, words) in said {
+            assert_eq!(failure.to_string(), words);
+        }
+    }
 
     #[test]
     fn a_declared_context_limit_is_read_from_the_engine_command() {
