@@ -39,17 +39,25 @@ const MAX_EXTRA_RUNS: usize = 200;
 /// few runs' scatter.
 const EMPIRICAL_MIN_RUNS: usize = 10;
 
+/// Runs whose median is a boot's local level in [`boot_draws`] (the boot and two on each
+/// side): a median of five follows a drift or a step and ignores one slow boot among them
+/// (two in a row would move it).
+const LOCAL_LEVEL_RUNS: usize = 5;
+
 /// The boots the plan's power draws from: each history run's effect against the median of
-/// its five neighbours (itself included; the local level follows a drift or a step, not a slow
-/// boot), worse positive, rescaled to the boot-to-boot SD `sigma` the test uses. Their
+/// its [`LOCAL_LEVEL_RUNS`] neighbours (itself included; the local level follows a drift or a
+/// step, not a slow boot), worse positive, rescaled to the boot-to-boot SD `sigma` the test uses. Their
 /// shape is the runner's: with one boot in twenty 4% slow, nineteen draws are tight and one
 /// is far, where a normal of the same SD spreads every boot. `None` when they do not scatter.
 fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
     let n = effects.len();
     let deviations: Vec<f64> = (0..n)
         .map(|r| {
-            let from = r.saturating_sub(2).min(n.saturating_sub(5));
-            let mut near = effects[from..(from + 5).min(n)].to_vec();
+            let half = LOCAL_LEVEL_RUNS / 2;
+            let from = r
+                .saturating_sub(half)
+                .min(n.saturating_sub(LOCAL_LEVEL_RUNS));
+            let mut near = effects[from..(from + LOCAL_LEVEL_RUNS).min(n)].to_vec();
             near.sort_by(f64::total_cmp);
             near[near.len() / 2] - effects[r]
         })
