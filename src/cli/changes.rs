@@ -483,12 +483,7 @@ mod tests {
         };
         cfg.settings.permutations = 199;
         let text = render_eval(&run_change_eval(&cfg).unwrap());
-        for line in text.lines() {
-            assert!(
-                line.chars().count() <= crate::report::console::CONSOLE_WIDTH,
-                "{line}"
-            );
-        }
+        assert!(crate::report::console::fits(&text), "{text}");
         assert!(!text.contains("NaN") && !text.contains("-0.0"), "{text}");
         // ... and the empty figures are there to be dashed: the cell series found no step.
         assert!(

@@ -298,12 +298,7 @@ mod tests {
         })
         .unwrap();
         let text = render_text(&report);
-        for line in text.lines() {
-            assert!(
-                line.chars().count() <= crate::report::console::CONSOLE_WIDTH,
-                "{line}"
-            );
-        }
+        assert!(crate::report::console::fits(&text), "{text}");
         for c in grid() {
             let first_word = c.name.split_whitespace().next().unwrap();
             assert!(text.contains(first_word), "{}", c.name);

@@ -33,6 +33,11 @@ pub(crate) fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// Whether every line of `text` fits the console ([`CONSOLE_WIDTH`] columns).
+pub(crate) fn fits(text: &str) -> bool {
+    text.lines().all(|l| l.chars().count() <= CONSOLE_WIDTH)
+}
+
 /// A table at [`CONSOLE_WIDTH`]: long cells and headers wrap inside their column. For the
 /// evaluation reports, whose runner and scenario names are long.
 pub(crate) fn fitted_table(header: Vec<&str>) -> Table {
@@ -657,7 +662,7 @@ mod tests {
             out.contains("— (cap) = capacity-limited without a window"),
             "{out}"
         );
-        assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+        assert!(fits(&out), "{out}");
     }
 
     #[test]
@@ -668,10 +673,7 @@ mod tests {
         assert!(lines[0].starts_with("NVML:    unavailable: word"), "{out}");
         assert_eq!(wrap_labelled("NVML:    ", ""), "NVML:    ");
         assert!(lines.len() > 1 && lines[1..].iter().all(|l| l.starts_with("         word")));
-        assert!(
-            lines.iter().all(|l| l.chars().count() <= CONSOLE_WIDTH),
-            "{out}"
-        );
+        assert!(fits(&out), "{out}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use comfy_table::{CellAlignment, Table};
 
-use super::console::{CONSOLE_WIDTH, wrap};
+use super::console::{fits, wrap};
 use super::markdown::escape;
 use crate::baseline::history::BaselineHistory;
 use crate::results::context_label;
@@ -82,7 +82,6 @@ pub(crate) fn text(h: &BaselineHistory) -> String {
         }
         table.to_string()
     };
-    let fits = |t: &String| t.lines().all(|l| l.chars().count() <= CONSOLE_WIDTH);
     // The oldest run first out; the newest always stays.
     let (from, rendered) = (0..n.max(1))
         .map(|from| (from, table(from)))
@@ -204,7 +203,7 @@ mod tests {
                 .collect();
         }
         let t = text(&h);
-        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+        assert!(crate::report::console::fits(&t), "{t}");
         assert!(t.contains("the newest "), "{t}");
         assert!(
             t.contains("07-20 19:47") && !t.contains("07-11 19:47"),

@@ -977,7 +977,8 @@ pub(super) fn with_matrix(
 
 /// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile
 /// (oldest → newest) in one look ([`Look::single`]). The newest `history_runs` runs are the
-/// model's history, the newest third of them the level. An empty baseline gives a `no_baseline` report.
+/// model's history, the newest third of them the level. An empty baseline gives a
+/// `no_baseline` report.
 pub fn compare(
     baseline: &[RunResults],
     candidate: &[RunResults],

@@ -47,9 +47,10 @@ pub(crate) fn percentile_min_count(p: f64) -> u64 {
 /// The level is the newest `1/LEVEL_PARTS` of the history window: the newest third. A shorter
 /// level follows a drift more closely and averages fewer boots: it lags a linear drift by
 /// `slope·(K+1)/2` and its own variance is `σ_run²/K`. At the default window of 20 the third is
-/// 7 runs; `stats-eval --trials 2000`, newest half (10) → third (7): A/A under a −3% drift over
-/// the window 1.9% → 0.9% (the lag 0.8% → 0.6%, against a two-boot standard error of 0.8%), clean Gaussian gates
-/// passing 97.0% → 95.9%, a uniform −5% found 98.0% → 97.5% (slow boots 89.2% → 86.2%).
+/// 7 runs; `stats-eval --trials 2000`, newest half (10) → third (7), both with the t's power:
+/// A/A under a −3% drift over the window 1.9% → 0.9% (the lag 0.8% → 0.6%, against a two-boot
+/// standard error of 0.8%), clean Gaussian gates passing 97.0% → 95.9%, a uniform −5% found
+/// 98.0% → 97.5% (slow boots 89.2% → 86.2%).
 pub(crate) const LEVEL_PARTS: usize = 3;
 
 /// How many of a history window's newest runs define the level ([`LEVEL_PARTS`]; at least one).

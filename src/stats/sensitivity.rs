@@ -46,8 +46,8 @@ const LOCAL_LEVEL_RUNS: usize = 5;
 
 /// The boots the plan's power draws from: each history run's effect against the median of
 /// its [`LOCAL_LEVEL_RUNS`] neighbours (itself included; the local level follows a drift or a
-/// step, not a slow boot), worse positive, rescaled to the boot-to-boot SD `sigma` the test uses. Their
-/// shape is the runner's: with one boot in twenty 4% slow, nineteen draws are tight and one
+/// step, not a slow boot), worse positive, rescaled to the boot-to-boot SD `sigma` the test
+/// uses. Their shape is the runner's: with one boot in twenty 4% slow, nineteen draws are tight and one
 /// is far, where a normal of the same SD spreads every boot. `None` when they do not scatter.
 fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
     let n = effects.len();
@@ -63,7 +63,7 @@ fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
         })
         .collect();
     let rms = (deviations.iter().map(|d| d * d).sum::<f64>() / n as f64).sqrt();
-    (rms > 0.0 && sigma.is_finite()).then(|| deviations.iter().map(|d| d * sigma / rms).collect())
+    (rms > 0.0).then(|| deviations.iter().map(|d| d * sigma / rms).collect())
 }
 
 /// The matrix-wide test's noise, as fitted.

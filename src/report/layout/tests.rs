@@ -2,7 +2,6 @@
 //! gate on a thin baseline and a single-cell regression: first lines, widths, legends, units.
 
 use super::*;
-use crate::report::console::CONSOLE_WIDTH;
 use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
 use crate::verdict::fixtures::metric;
 use crate::verdict::{
@@ -299,9 +298,7 @@ fn a_cell_the_second_boot_cleared_is_marked_beside_its_two_boot_mean() {
 fn the_console_is_at_most_100_columns_and_says_the_headline_once() {
     for r in [pass(), regression(), insufficient()] {
         let text = console(&layout(&r));
-        for line in text.lines() {
-            assert!(line.chars().count() <= CONSOLE_WIDTH, "{line}");
-        }
+        assert!(crate::report::console::fits(&text), "{text}");
         assert!(!text.contains("the old headline"), "{text}");
         let unwrapped = text.replace("\n  ", " ");
         let first = first_line(&r);
