@@ -2,10 +2,10 @@
 //! runners (false-alarm rate, pass rate, power, boots per gate), so the rule's promises are
 //! measured, not asserted.
 
-use crate::report::console::{fitted_table, wrap};
 use anyhow::Context;
 
 use crate::exit::{GateExit, usage};
+use crate::report::console::{fitted_table, wrap};
 use crate::stats::DecisionRule;
 use crate::stats::eval::{Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, grid, run_eval};
 
