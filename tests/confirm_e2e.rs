@@ -127,4 +127,9 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         "{summary}"
     );
     assert!(summary.contains("results-confirm.json"), "{summary}");
+    // The charts draw the two boots the verdict is over, each named.
+    assert!(
+        summary.contains(r#""boot 1", "boot 2"]"#) && !summary.contains(r#""this run"]"#),
+        "{summary}"
+    );
 }

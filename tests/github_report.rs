@@ -249,7 +249,9 @@ fn input<'a>(
 ) -> PublishInput<'a> {
     PublishInput {
         results,
+        confirmation: None,
         verdict,
+        cautions: &[],
         history: &[],
         config_path: Some(config),
         matrix_line: Some(4),
@@ -789,6 +791,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
         results: &results,
         verdict: Some(&v),
         failure: None,
+        cautions: &[],
         policy: infergate::policy::GatePolicy::default(),
     };
     let links = Links {
@@ -818,7 +821,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
     let chart_history: Vec<RunResults> = (1..=3)
         .map(|i| run(&format!("b{i}"), "m", &conc, &ctxs, 1.0, i))
         .collect();
-    let chart = mermaid::throughput_chart(&chart_history, &results, Some(&v)).unwrap();
+    let chart = mermaid::throughput_chart(&chart_history, &[&results], Some(&v)).unwrap();
     // One chart per headline cell, each with its bars and its baseline band.
     assert_eq!(chart.matches("xychart-beta").count(), mermaid::MAX_LINES);
     assert_eq!(chart.matches("    bar [").count(), mermaid::MAX_LINES);
@@ -841,6 +844,7 @@ fn hostile_model_name_renders_safely_in_the_comment() {
         results: &results,
         verdict: Some(&v),
         failure: None,
+        cautions: &[],
         policy: infergate::policy::GatePolicy::default(),
     };
     let links = Links {
@@ -863,6 +867,7 @@ fn the_trend_report_is_linked_from_the_summary_check_and_comment() {
         results: &results,
         verdict: Some(&v),
         failure: None,
+        cautions: &[],
         policy: infergate::policy::GatePolicy::default(),
     };
     let mut links = Links {
@@ -914,6 +919,7 @@ fn job_summary_with_history_chart_renders_safely() {
         results: &results,
         verdict: Some(&v),
         failure: None,
+        cautions: &[],
         policy: infergate::policy::GatePolicy::default(),
     };
     let links = Links {
@@ -922,7 +928,7 @@ fn job_summary_with_history_chart_renders_safely() {
         head_sha: Some(SHA.into()),
         trend_report: None,
     };
-    let chart = mermaid::throughput_chart(&history, &results, Some(&v));
+    let chart = mermaid::throughput_chart(&history, &[&results], Some(&v));
     let summary = render::job_summary("infergate / p / pr", &outcome, &links, chart.as_deref());
     assert!(summary.contains("xychart-beta"));
     assert!(!summary.contains("<b>"));
@@ -1133,6 +1139,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         results: &results,
         verdict: Some(&v),
         failure: None,
+        cautions: &[],
         policy: infergate::policy::GatePolicy::default(),
     };
     let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
@@ -1166,6 +1173,7 @@ fn outcome_of<'a>(results: &'a RunResults, v: &'a ComparisonReport) -> Outcome<'
         results,
         verdict: Some(v),
         failure: None,
+        cautions: &[],
         policy: infergate::policy::GatePolicy::default(),
     }
 }
@@ -1190,6 +1198,7 @@ fn saturated_cells_are_named_in_every_report() {
         results: &results,
         verdict: Some(&v),
         failure: None,
+        cautions: &[],
         policy: infergate::policy::GatePolicy::default(),
     };
     let text = render::check_summary(&outcome, &Links::default());

@@ -49,6 +49,7 @@ fn render_case(case: &str) -> (String, String) {
         results: &results,
         verdict: Some(&verdict),
         failure: None,
+        cautions: &[],
         policy: GatePolicy::default(),
     };
     let comment = render::comment_body(CHECK, &outcome, &links(), 0);

@@ -93,6 +93,8 @@ struct Trusted {
     suite: crate::config::SuiteConfig,
     decision: Option<crate::run::Decision>,
     failure: Option<String>,
+    /// The confirmation boot's results, when the gate booted twice.
+    confirmation: Option<RunResults>,
 }
 
 async fn rejudge(
@@ -130,6 +132,7 @@ async fn rejudge(
         suite,
         decision,
         failure,
+        confirmation: confirm,
     })
 }
 
@@ -316,9 +319,14 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             .name
             .clone()
             .unwrap_or_else(|| check_name(&results.profile.key, &suite));
+        let confirmation = trusted.as_ref().and_then(|t| t.confirmation.as_ref());
+        // The GPU's clocks of either boot, as `run` warned of them.
+        let cautions = crate::report::layout::clock_cautions(&results, confirmation);
         let input = PublishInput {
             results: &results,
+            confirmation,
             verdict: verdict.as_ref(),
+            cautions: &cautions,
             history: &history,
             config_path: args
                 .config

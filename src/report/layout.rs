@@ -175,6 +175,17 @@ pub(crate) fn clock_slowdown_text(
     })
 }
 
+/// [`clock_slowdown_text`] of each boot of a gate: the first, then the confirmation boot.
+pub(crate) fn clock_cautions(
+    first: &crate::results::RunResults,
+    confirmation: Option<&crate::results::RunResults>,
+) -> Vec<String> {
+    clock_slowdown_text(first, "")
+        .into_iter()
+        .chain(confirmation.and_then(|c| clock_slowdown_text(c, " of the confirmation boot")))
+        .collect()
+}
+
 /// `[−10.9, −8.4]`: an interval of a relative change, in percent.
 pub(crate) fn interval(low: f64, high: f64) -> String {
     format!(

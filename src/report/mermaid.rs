@@ -95,20 +95,24 @@ pub fn xychart(title: &str, x_labels: &[String], y_title: &str, series: &[Vec<f6
 }
 
 /// The job-summary block: a fenced Mermaid chart of the headline cells over the baseline runs
-/// (same profile only, oldest first, newest [`MAX_RUNS`]) and this run, with a legend. `None`
+/// (same profile only, oldest first, newest [`MAX_RUNS`]) and this run's boots (the first, then
+/// the confirmation boot when there was one: the verdict is over both), with a legend. `None`
 /// when there is no history to draw a trend from.
 pub fn throughput_chart(
     history: &[RunResults],
-    current: &RunResults,
+    boots: &[&RunResults],
     verdict: Option<&ComparisonReport>,
 ) -> Option<String> {
-    let cells = headline_cells(current, verdict);
+    let first = boots.first()?;
+    let cells = headline_cells(first, verdict);
     if cells.is_empty() {
         return None;
     }
     let mut runs: Vec<&RunResults> = history
         .iter()
-        .filter(|r| r.profile.key == current.profile.key && r.run_id != current.run_id)
+        .filter(|r| {
+            r.profile.key == first.profile.key && boots.iter().all(|b| b.run_id != r.run_id)
+        })
         .collect();
     runs.sort_by_key(|r| r.started_at);
     let value = |run: &RunResults, (c, l): (u32, u64)| {
@@ -129,27 +133,32 @@ pub fn throughput_chart(
     if runs.is_empty() {
         return None;
     }
-    // This run may lack a regressed cell's value (capacity regression): drop such lines.
+    // A boot may lack a regressed cell's value (capacity regression): drop such lines.
     let cells: Vec<(u32, u64)> = cells
         .into_iter()
-        .filter(|coord| value(current, *coord).is_some())
+        .filter(|coord| boots.iter().all(|b| value(b, *coord).is_some()))
         .collect();
     if cells.is_empty() {
         return None;
     }
-    let labels = distinct_labels(&runs);
+    let labels = distinct_labels(&runs, boots.len());
     let mut out = String::new();
     for coord in &cells {
-        let mut values: Vec<f64> = runs.iter().filter_map(|r| value(r, *coord)).collect();
-        values.push(value(current, *coord).unwrap_or(0.0));
+        let values: Vec<f64> = runs
+            .iter()
+            .chain(boots)
+            .filter_map(|r| value(r, *coord))
+            .collect();
         let band = verdict.and_then(|v| band(v, *coord));
         out.push_str("```mermaid\n");
-        out.push_str(&cell_chart(*coord, &labels, &values, band));
+        out.push_str(&cell_chart(*coord, &labels, &values, band, boots.len()));
         out.push_str("```\n\n");
     }
-    out.push_str(
-        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, the last bar (`this run`) is this run; the two lines are the baseline band (level ± margin) the verdict compared against. The table above is the authoritative data.",
-    );
+    out.push_str(if boots.len() > 1 {
+        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, the last two bars (`boot 1`, `boot 2`) are this run's two boots, which the verdict is over; the two lines are the baseline band (level ± margin) the verdict compared against. The table above is the authoritative data."
+    } else {
+        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, the last bar (`this run`) is this run; the two lines are the baseline band (level ± margin) the verdict compared against. The table above is the authoritative data."
+    });
     if omitted > 0 {
         out.push_str(&format!(
             " {omitted} baseline run(s) without all of these cells are not drawn."
@@ -160,8 +169,8 @@ pub fn throughput_chart(
 }
 
 /// One label per run, all distinct: the commit when every run has its own, else `#1`, `#2`…;
-/// the last is `this run`.
-fn distinct_labels(runs: &[&RunResults]) -> Vec<String> {
+/// then `this run`, or `boot 1`, `boot 2`… when this run booted the engine more than once.
+fn distinct_labels(runs: &[&RunResults], boots: usize) -> Vec<String> {
     let shas: Vec<String> = runs.iter().map(|r| run_label(r)).collect();
     let unique = shas.iter().collect::<std::collections::BTreeSet<_>>().len() == shas.len();
     let mut labels: Vec<String> = if unique {
@@ -169,7 +178,10 @@ fn distinct_labels(runs: &[&RunResults]) -> Vec<String> {
     } else {
         (1..=runs.len()).map(|i| format!("#{i}")).collect()
     };
-    labels.push("this run".to_string());
+    match boots {
+        1 => labels.push("this run".to_string()),
+        n => labels.extend((1..=n).map(|i| format!("boot {i}"))),
+    }
     labels
 }
 
@@ -184,23 +196,25 @@ fn band(verdict: &ComparisonReport, (c, l): (u32, u64)) -> Option<(f64, f64)> {
         .then_some((m.baseline * (1.0 - m.margin), m.baseline * (1.0 + m.margin)))
 }
 
-/// One cell's chart: bars per run (this run last), the baseline band as two lines; the title
-/// names what each series is (xychart has no legend).
+/// One cell's chart: bars per run (this run's `boots` last), the baseline band as two lines;
+/// the title names what each series is (xychart has no legend).
 fn cell_chart(
     (c, l): (u32, u64),
     labels: &[String],
     values: &[f64],
     band: Option<(f64, f64)>,
+    boots: usize,
 ) -> String {
+    let last = match boots {
+        1 => "last = this run".to_string(),
+        n => format!("last {n} = this run's boots"),
+    };
     let title = match band {
         Some(_) => format!(
-            "{} aggregate tok/s: bars = runs (last = this run), lines = baseline band",
+            "{} aggregate tok/s: bars = runs ({last}), lines = baseline band",
             cell_label(c, l)
         ),
-        None => format!(
-            "{} aggregate tok/s: bars = runs (last = this run)",
-            cell_label(c, l)
-        ),
+        None => format!("{} aggregate tok/s: bars = runs ({last})", cell_label(c, l)),
     };
     let mut out = String::from("xychart-beta\n");
     out.push_str(&format!("    title {}\n", quote(&title)));
@@ -237,5 +251,52 @@ mod tests {
             chart,
             "xychart-beta\n    title \"t\"\n    x-axis [\"abc1234\", \"say 'hi'\", \"this run\"]\n    y-axis \"tok/s\"\n    line [1.0, 2.3, 3.0]\n    line [4.0, 5.0, 6.0]\n"
         );
+    }
+
+    /// A confirmed gate decided over both boots: both are drawn last, each named, and the title
+    /// and legend say so; a single boot stays `this run`.
+    #[test]
+    fn a_confirmed_gate_draws_both_boots_last() {
+        let boot = |id: &str, factor: f64| {
+            let mut r = crate::export::fixture::run();
+            r.run_id = id.into();
+            for c in &mut r.cells {
+                c.aggregate_tps *= factor;
+            }
+            r
+        };
+        let history: Vec<RunResults> = (0..3).map(|i| boot(&format!("h{i}"), 1.0)).collect();
+        let (first, second) = (boot("first", 0.9), boot("second", 0.8));
+        let chart = throughput_chart(&history, &[&first, &second], None).unwrap();
+        let bars: Vec<&str> = chart.lines().filter(|l| l.contains("bar [")).collect();
+        assert!(!bars.is_empty(), "{chart}");
+        let (c0, tps) = (&first.cells[0], history[0].cells[0].aggregate_tps);
+        let title = cell_label(c0.concurrency, c0.context_tokens);
+        assert!(
+            chart.contains(&format!(
+                "{title} aggregate tok/s: bars = runs (last 2 = this run's boots)"
+            )),
+            "{chart}"
+        );
+        assert!(
+            chart.contains(r##"x-axis ["#1", "#2", "#3", "boot 1", "boot 2"]"##),
+            "{chart}"
+        );
+        assert!(
+            chart.contains(&format!(
+                "bar [{t:.1}, {t:.1}, {t:.1}, {:.1}, {:.1}]",
+                0.9 * tps,
+                0.8 * tps,
+                t = tps
+            )),
+            "{chart}"
+        );
+        assert!(chart.contains("this run's two boots"), "{chart}");
+        let single = throughput_chart(&history, &[&first], None).unwrap();
+        assert!(
+            single.contains(r##"x-axis ["#1", "#2", "#3", "this run"]"##),
+            "{single}"
+        );
+        assert!(!single.contains("boot"), "{single}");
     }
 }

@@ -345,6 +345,16 @@ struct Decided {
     chart: bool,
 }
 
+impl Decided {
+    /// The confirmation boot's results, when the gate booted twice (not the A side of `ab`).
+    fn confirmation(&self) -> Option<&RunResults> {
+        self.confirm_log
+            .as_ref()
+            .and(self.extra_results.as_ref())
+            .map(|(_, run)| run)
+    }
+}
+
 /// The boot-independent parts of a gate's environment.
 pub(super) struct Setup {
     pub(super) hardware: crate::results::HardwareFingerprint,
@@ -596,7 +606,6 @@ impl GatePlan {
             warnings
                 .push("some engine processes survived teardown (SIGKILL sent to the group)".into());
         }
-        warnings.extend(layout::clock_slowdown_text(&measured.results, ""));
         let adaptive = measured.adaptive.take();
         let adaptive_summary =
             adaptive
@@ -655,10 +664,6 @@ impl GatePlan {
                     "some engine processes of the confirmation boot survived teardown (SIGKILL sent to the group)".into(),
                 );
             }
-            warnings.extend(layout::clock_slowdown_text(
-                &outcome.measured.results,
-                " of the confirmation boot",
-            ));
             match outcome.decision {
                 None => {
                     let why = outcome.measured.failure.clone();
@@ -669,6 +674,10 @@ impl GatePlan {
             }
             confirmation = Some(outcome.measured);
         }
+        warnings.extend(layout::clock_cautions(
+            &results,
+            confirmation.as_ref().map(|c| &c.results),
+        ));
         let (verdict, history, mut notices) = match decision {
             Some(d) => (d.verdict, d.history.runs().to_vec(), d.notices),
             None => (None, Vec::new(), Vec::new()),
@@ -793,7 +802,9 @@ impl GatePlan {
     ) {
         let input = PublishInput {
             results: &d.results,
+            confirmation: d.confirmation(),
             verdict: d.verdict.as_ref(),
+            cautions: &d.warnings,
             history: &d.history,
             config_path: (self.config.path != crate::config::EMBEDDED_NAME)
                 .then(|| Path::new(&self.config.path)),
@@ -824,12 +835,16 @@ impl GatePlan {
             results: &d.results,
             verdict: d.verdict.as_ref(),
             failure: failure.as_deref(),
+            cautions: &d.warnings,
             policy: self.policy(),
         };
+        let boots: Vec<&RunResults> = std::iter::once(&d.results)
+            .chain(d.confirmation())
+            .collect();
         let chart = d
             .chart
             .then(|| {
-                crate::report::mermaid::throughput_chart(&d.history, &d.results, d.verdict.as_ref())
+                crate::report::mermaid::throughput_chart(&d.history, &boots, d.verdict.as_ref())
             })
             .flatten();
         let mut summary_md =

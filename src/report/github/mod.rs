@@ -43,8 +43,12 @@ pub fn check_name(profile_key: &str, suite: &str) -> String {
 pub struct PublishInput<'a> {
     /// The candidate's results.
     pub results: &'a RunResults,
+    /// The confirmation boot's results, when the gate booted twice (charted beside the first).
+    pub confirmation: Option<&'a RunResults>,
     /// `None` = no baseline yet, or the gate errored before comparing.
     pub verdict: Option<&'a ComparisonReport>,
+    /// What a reader should know before trusting the figures ([`render::Outcome::cautions`]).
+    pub cautions: &'a [String],
     /// Baseline runs, for the Mermaid chart; may be empty.
     pub history: &'a [RunResults],
     /// File the suite's matrix is defined in (annotations point at it).
@@ -410,6 +414,7 @@ impl GithubReporter {
             results: input.results,
             verdict: input.verdict,
             failure: input.failure.as_deref(),
+            cautions: input.cautions,
             policy: self.policy,
         };
         let links = Links {
@@ -439,7 +444,10 @@ impl GithubReporter {
         links: &Links,
     ) -> PublishOutcome {
         let mut out = PublishOutcome::default();
-        let chart = mermaid::throughput_chart(input.history, input.results, input.verdict);
+        let boots: Vec<&RunResults> = std::iter::once(input.results)
+            .chain(input.confirmation)
+            .collect();
+        let chart = mermaid::throughput_chart(input.history, &boots, input.verdict);
         let summary = render::job_summary(name, outcome, links, chart.as_deref());
         if let Some(path) = &self.ctx.step_summary
             && let Err(e) = actions::append_step_summary(path, &summary)

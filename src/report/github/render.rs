@@ -37,6 +37,9 @@ pub struct Outcome<'a> {
     pub verdict: Option<&'a ComparisonReport>,
     /// The gate errored with this reason.
     pub failure: Option<&'a str>,
+    /// What a reader should know before trusting the figures, for either boot: processes that
+    /// survived teardown, cells measured while the GPU slowed its clocks.
+    pub cautions: &'a [String],
     /// What fails the gate (config `fail_on`).
     pub policy: GatePolicy,
 }
@@ -322,11 +325,13 @@ fn matrix_markdown(outcome: &Outcome<'_>, chart: Option<&str>) -> String {
     if let Some(reason) = outcome.failure {
         out.push_str(&format!("**The gate failed:** {}\n\n", escape(reason)));
     }
-    // Below the matrix, before the charts: a reader weighing a change should know the GPU
-    // slowed its clocks for reasons of its own while it was measured.
-    let caution = layout::clock_slowdown_text(outcome.results, "")
-        .map(|w| format!("> ⚠️ **Caution:** {}\n\n", escape(&w)))
-        .unwrap_or_default();
+    // Below the matrix, before the charts: a reader weighing a change should know what may
+    // have moved the figures besides the engine (either boot).
+    let caution: String = outcome
+        .cautions
+        .iter()
+        .map(|w| format!("> ⚠️ **Caution:** {}\n\n", escape(w)))
+        .collect();
     match outcome.verdict {
         Some(v) => out.push_str(&layout::markdown_body(
             &layout::layout(v),
@@ -593,7 +598,8 @@ mod tests {
     }
 
     /// The summary's facts say what the GPU did (as an H200 reported it under load) and escape a
-    /// device name; a cell measured while heat slowed the clocks gets a caution below the matrix.
+    /// device name; a cell measured while heat slowed the clocks, on either boot, gets a caution
+    /// below the matrix.
     #[test]
     fn facts_show_gpu_telemetry_and_a_caution_names_cells_slowed_by_heat() {
         let mut run = crate::export::fixture::run();
@@ -615,31 +621,35 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("<b>"), "{line}");
-        let matrix = |run: &RunResults| {
+        let matrix = |run: &RunResults, cautions: &[String]| {
             matrix_markdown(
                 &Outcome {
                     results: run,
                     verdict: None,
                     failure: None,
+                    cautions,
                     policy: GatePolicy::default(),
                 },
                 None,
             )
         };
         // The power cap alone is a busy GPU's normal state.
-        assert!(!matrix(&run).contains("Caution"));
+        assert_eq!(layout::clock_slowdown_text(&run, ""), None);
+        assert!(!matrix(&run, &[]).contains("Caution"));
         run.cells[3].telemetry = Some(crate::export::fixture::h200_window(&[
             "sw_power_cap",
             "hw_thermal_slowdown",
         ]));
-        let md = matrix(&run);
+        // The second boot's slowed cells are named as its own.
+        let cautions = layout::clock_cautions(&crate::export::fixture::run(), Some(&run));
+        let md = matrix(&run, &cautions);
         let caution = md
             .lines()
             .find(|l| l.starts_with("> ⚠️ **Caution:** "))
             .unwrap();
         let cell = &run.cells[3];
         let named = format!(
-            "in 1 cell(s): C={} ctx={} (hw\\_thermal\\_slowdown)",
+            "in 1 cell(s) of the confirmation boot: C={} ctx={} (hw\\_thermal\\_slowdown)",
             cell.concurrency,
             context_label(cell.context_tokens)
         );
