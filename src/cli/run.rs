@@ -183,6 +183,14 @@ pub(crate) fn print_tables(run: &GateRun) {
     if run.failure.is_some() && !measured {
         return;
     }
+    // The verdict below is over both boots of a confirmed gate; the figures are the first's.
+    if let Some(c) = &run.confirmation {
+        let line = format!(
+            "First boot (the verdict below is over both; the second boot's figures: {}):",
+            c.results.display()
+        );
+        outln!("{}", crate::report::console::wrap(&line, 2));
+    }
     outln!("{}", crate::report::console::render_matrix(&run.results));
     if let Some(v) = &run.verdict {
         outln!("{}", crate::report::verdict_table::text(v));
