@@ -79,6 +79,9 @@ pub(crate) struct MatrixDesign {
     /// The history's fitted run effects (log), oldest first: the shape of its boots
     /// ([`boot_draws`]).
     pub run_effects: Vec<f64>,
+    /// The level's error beyond its runs' noise: its lag behind a drift toward slower runs
+    /// (`compare::level_lag_var`), which the test's standard error includes.
+    pub level_lag_var: f64,
 }
 
 /// Gauss–Legendre nodes and weights on [−1, 1] (16 points): the two-boot power's integral
@@ -119,6 +122,8 @@ struct PlanNoise {
 }
 
 impl PlanNoise {
+    /// `lag_var`: the level's error beyond its runs' noise (its lag behind a drift, as the
+    /// test adds it: `compare::level_lag_var`).
     fn new(
         sigma: f64,
         df: f64,
@@ -126,12 +131,13 @@ impl PlanNoise {
         boots: usize,
         runs: usize,
         alpha: f64,
+        lag_var: f64,
     ) -> Option<Self> {
         let t = std_t(df)?;
         let k = level.max(1) as f64;
         let j = runs.max(1) as f64;
-        let se1 = sigma * (1.0 / j + 1.0 / k).sqrt();
-        let se2 = sigma * (0.5 / j + 1.0 / k).sqrt();
+        let se1 = (sigma * sigma * (1.0 / j + 1.0 / k) + lag_var).sqrt();
+        let se2 = (sigma * sigma * (0.5 / j + 1.0 / k) + lag_var).sqrt();
         let q_a = super::interval::t_quantile(1.0 - alpha, df);
         let margin = log_margin(MATRIX_MARGIN);
         let final_se = if boots <= 1 { se1 } else { se2 };
@@ -144,7 +150,7 @@ impl PlanNoise {
             q_f: super::interval::t_quantile(1.0 - FUTILITY_P, df),
             boundary: (q_a * final_se).max(margin),
             draws: None,
-            se_level: sigma / k.sqrt(),
+            se_level: (sigma * sigma / k + lag_var).sqrt(),
         })
     }
 
@@ -274,7 +280,17 @@ pub(crate) fn assess(
             1
         };
         (sigma.is_finite() && sigma >= 0.0)
-            .then(|| PlanNoise::new(sigma, df, level, design_boots, runs, rule.matrix_alpha()))
+            .then(|| {
+                PlanNoise::new(
+                    sigma,
+                    df,
+                    level,
+                    design_boots,
+                    runs,
+                    rule.matrix_alpha(),
+                    m.level_lag_var,
+                )
+            })
             .flatten()
             .map(|mut p| {
                 // The history's own boots: its runs as they are (more runs are projected with
@@ -364,12 +380,13 @@ mod tests {
             level_runs_used: level,
             candidate_runs: 1,
             run_effects: Vec::new(),
+            level_lag_var: 0.0,
         }
     }
 
     /// The plan's MDE (log units) for `boots` boots of one run each.
     fn plan_mde(sigma: f64, df: f64, level: usize, boots: usize, alpha: f64) -> f64 {
-        PlanNoise::new(sigma, df, level, boots, 1, alpha).map_or(f64::INFINITY, |p| p.mde(0.8))
+        PlanNoise::new(sigma, df, level, boots, 1, alpha, 0.0).map_or(f64::INFINITY, |p| p.mde(0.8))
     }
 
     #[test]
@@ -411,7 +428,7 @@ mod tests {
     fn the_power_from_the_historys_boots_is_what_drawing_them_finds() {
         let rule = DecisionRule::default();
         let (sigma, k) = (0.01, 7usize);
-        let mut p = PlanNoise::new(sigma, 1e6, k, 2, 1, rule.matrix_alpha()).unwrap();
+        let mut p = PlanNoise::new(sigma, 1e6, k, 2, 1, rule.matrix_alpha(), 0.0).unwrap();
         // Twenty boots, one of them 4% slow, rescaled to sigma.
         let mut effects: Vec<f64> = (0..20)
             .map(|r| 0.004 * ((r * 7 % 5) as f64 - 2.0))
@@ -452,7 +469,7 @@ mod tests {
     #[test]
     fn the_power_integral_agrees_with_a_fine_rule() {
         for df in [8.0, 19.0, 1e6] {
-            let p = PlanNoise::new(0.01, df, 10, 2, 1, 0.004).unwrap();
+            let p = PlanNoise::new(0.01, df, 10, 2, 1, 0.004, 0.0).unwrap();
             let lean = p.q_f * p.se1;
             let fine = |d: f64| {
                 let (a, b) = ((p.boundary.max(lean) - d) / p.se2, 60.0);
