@@ -78,6 +78,15 @@ pub struct Sensitivity {
     pub sufficient: bool,
     /// Each compared cell's MDE on its own (its per-cell test, at its share of alpha).
     pub cells: Vec<CellSensitivity>,
+    /// How far the level lags a runner that slowed over the history (relative, positive; 0:
+    /// no systematic lag): counted in the matrix-wide test's noise and in `mde`, so a reader
+    /// knows why both are wider than the runs' scatter alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub level_lag: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// One cell's minimum detectable effect.
@@ -828,6 +837,7 @@ mod tests {
             runs_needed,
             sufficient: false,
             cells: Vec::new(),
+            level_lag: 0.0,
         };
         use SensitivityUnit::{BaselineRuns, Pairs};
         assert_eq!(

@@ -662,6 +662,14 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             }
         }
         line.pop();
+        if s.level_lag > 0.0 {
+            // Why the matrix test and its MDE are wider than the runs' scatter says.
+            line.push_str(&format!(
+                "; the level lags the history's slowing by {:.1}%, counted in the matrix-wide \
+                 test's noise",
+                100.0 * s.level_lag
+            ));
+        }
         line.push('.');
         out.push(line);
     }

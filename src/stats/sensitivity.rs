@@ -332,6 +332,9 @@ pub(crate) fn assess(
         runs_needed,
         sufficient: runs_needed == Some(0),
         cells: per_cell,
+        level_lag: matrix
+            .as_ref()
+            .map_or(0.0, |m| m.level_lag_var.sqrt().exp_m1()),
     }
 }
 
@@ -364,6 +367,7 @@ pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize
         runs_needed,
         sufficient: runs_needed == Some(0),
         cells: Vec::new(),
+        level_lag: 0.0,
     }
 }
 

@@ -110,6 +110,7 @@ fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> 
                 context_tokens: 0,
                 mde: -0.08,
             }],
+            level_lag: 0.0,
         }),
     }
 }
@@ -235,6 +236,31 @@ fn a_one_run_store_asks_for_runs_and_prints_no_impossible_mde() {
     assert_eq!(
         line,
         "Sensitivity at 80% power with 1 baseline run: a uniform −7.9% over the matrix; no slowdown in one cell alone (median cell)."
+    );
+}
+
+/// A level that lags a slowing runner says so where the sensitivity is, as the reason the
+/// matrix-wide test and its MDE are wider than the runs' scatter; without a lag, nothing.
+#[test]
+fn the_level_lag_behind_a_slowing_runner_is_said_beside_the_sensitivity() {
+    let line = |r: &ComparisonReport| {
+        layout(r)
+            .details
+            .into_iter()
+            .find(|d| d.starts_with("Sensitivity at"))
+            .expect("sensitivity line")
+    };
+    let mut r = insufficient();
+    assert!(!line(&r).contains("lags"), "{}", line(&r));
+    if let Some(s) = r.sensitivity.as_mut() {
+        s.level_lag = 0.0063;
+    }
+    assert!(
+        line(&r).ends_with(
+            "; the level lags the history's slowing by 0.6%, counted in the matrix-wide test's noise."
+        ),
+        "{}",
+        line(&r)
     );
 }
 
