@@ -196,7 +196,8 @@ impl SensitivityUnit {
 
 impl Sensitivity {
     /// What an insufficient gate still needs, in words: `3 more baseline runs needed`, `1 more
-    /// pair of boots needed`, or `not reachable at this noise`. One baseline run shows no
+    /// pair of boots needed`, `not reachable at this noise`, or not while the level lags a slowing
+    /// runner ([`Sensitivity::level_lag`]). One baseline run shows no
     /// boot-to-boot noise, so it gets no count (only the prior would speak for it) and is not
     /// called unreachable either.
     pub fn needs(&self) -> String {
@@ -205,6 +206,11 @@ impl Sensitivity {
             None if self.noise_unseen() => {
                 "more baseline runs needed: one shows no boot-to-boot noise yet".into()
             }
+            // More runs of a runner that keeps slowing leave the level as far behind.
+            None if self.level_lag > 0.0 => format!(
+                "not reachable while the level lags the history's slowing by {:.1}%",
+                100.0 * self.level_lag
+            ),
             None => "not reachable at this noise".into(),
         }
     }
@@ -855,6 +861,14 @@ mod tests {
             "more baseline runs needed: one shows no boot-to-boot noise yet"
         );
         assert!(s(BaselineRuns, 1, None).noise_unseen() && !s(Pairs, 1, None).noise_unseen());
+        let lagging = Sensitivity {
+            level_lag: 0.016,
+            ..s(BaselineRuns, 10, None)
+        };
+        assert_eq!(
+            lagging.needs(),
+            "not reachable while the level lags the history's slowing by 1.6%"
+        );
     }
 
     /// The one formatting of a change every surface uses (`report::github` re-exports it as

@@ -333,10 +333,11 @@ struct Decided {
     notices: Vec<String>,
     warnings: Vec<String>,
     adaptive: Option<AdaptiveSummary>,
-    /// The second boot's results (`run`) or the folded A side (`ab`), written beside
-    /// `results.json`.
-    extra_results: Option<(PathBuf, RunResults)>,
-    confirm_log: Option<PathBuf>,
+    /// The second boot's results and engine log (`run`); its results are written beside
+    /// `results.json` as [`super::confirm::CONFIRM_RESULTS`].
+    confirmation: Option<(RunResults, PathBuf)>,
+    /// The folded A side (`ab`), written beside `results.json`.
+    a_side: Option<RunResults>,
     engine_log: PathBuf,
     /// Runs to add to the store when `update_baseline` (every complete boot).
     baseline_candidates: Vec<RunResults>,
@@ -346,12 +347,9 @@ struct Decided {
 }
 
 impl Decided {
-    /// The confirmation boot's results, when the gate booted twice (not the A side of `ab`).
+    /// The confirmation boot's results, when the gate booted twice.
     fn confirmation(&self) -> Option<&RunResults> {
-        self.confirm_log
-            .as_ref()
-            .and(self.extra_results.as_ref())
-            .map(|(_, run)| run)
+        self.confirmation.as_ref().map(|(run, _)| run)
     }
 }
 
@@ -705,9 +703,8 @@ impl GatePlan {
             notices,
             warnings,
             adaptive: adaptive_summary,
-            confirm_log: confirmation.as_ref().map(|c| c.engine_log.clone()),
-            extra_results: confirmation
-                .map(|c| (self.out.join(super::confirm::CONFIRM_RESULTS), c.results)),
+            confirmation: confirmation.map(|c| (c.results, c.engine_log)),
+            a_side: None,
             engine_log: measured.engine_log,
             baseline_candidates,
             ab: None,
@@ -782,8 +779,8 @@ impl GatePlan {
             notices: Vec::new(),
             warnings: Vec::new(),
             adaptive: None,
-            extra_results: a_side.map(|a| (side_results_path(&self.out, AbSide::A), a)),
-            confirm_log: None,
+            confirmation: None,
+            a_side,
             engine_log: self.out.clone(),
             baseline_candidates: Vec::new(),
             ab: Some((measured.boots, measured.elapsed_s, section)),
@@ -855,7 +852,12 @@ impl GatePlan {
         }
         let files = write_outputs(&self.out, &d.results, d.verdict.as_ref(), &summary_md)
             .map_err(AbortError::Write)?;
-        if let Some((path, run)) = &d.extra_results {
+        let side = match (&d.confirmation, &d.a_side) {
+            (Some((run, _)), _) => Some((self.out.join(super::confirm::CONFIRM_RESULTS), run)),
+            (None, Some(run)) => Some((side_results_path(&self.out, AbSide::A), run)),
+            (None, None) => None,
+        };
+        if let Some((path, run)) = &side {
             serde_json::to_string_pretty(run)
                 .map_err(std::io::Error::other)
                 .and_then(|body| crate::fsio::write_durable(path, body.as_bytes()))
@@ -910,7 +912,7 @@ impl GatePlan {
         }
 
         let ending = outcome.ending();
-        let confirmation = d.confirm_log.map(|engine_log| ConfirmationFiles {
+        let confirmation = d.confirmation.map(|(_, engine_log)| ConfirmationFiles {
             results: self.out.join(super::confirm::CONFIRM_RESULTS),
             engine_log,
         });
