@@ -821,7 +821,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
     let chart_history: Vec<RunResults> = (1..=3)
         .map(|i| run(&format!("b{i}"), "m", &conc, &ctxs, 1.0, i))
         .collect();
-    let chart = mermaid::throughput_chart(&chart_history, &[&results], Some(&v)).unwrap();
+    let chart = mermaid::throughput_chart(&chart_history, &results, None, Some(&v)).unwrap();
     // One chart per headline cell, each with its bars and its baseline band.
     assert_eq!(chart.matches("xychart-beta").count(), mermaid::MAX_LINES);
     assert_eq!(chart.matches("    bar [").count(), mermaid::MAX_LINES);
@@ -928,7 +928,7 @@ fn job_summary_with_history_chart_renders_safely() {
         head_sha: Some(SHA.into()),
         trend_report: None,
     };
-    let chart = mermaid::throughput_chart(&history, &[&results], Some(&v));
+    let chart = mermaid::throughput_chart(&history, &results, None, Some(&v));
     let summary = render::job_summary("infergate / p / pr", &outcome, &links, chart.as_deref());
     assert!(summary.contains("xychart-beta"));
     assert!(!summary.contains("<b>"));

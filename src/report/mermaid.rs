@@ -100,10 +100,11 @@ pub fn xychart(title: &str, x_labels: &[String], y_title: &str, series: &[Vec<f6
 /// when there is no history to draw a trend from.
 pub fn throughput_chart(
     history: &[RunResults],
-    boots: &[&RunResults],
+    first: &RunResults,
+    confirmation: Option<&RunResults>,
     verdict: Option<&ComparisonReport>,
 ) -> Option<String> {
-    let first = boots.first()?;
+    let boots: Vec<&RunResults> = std::iter::once(first).chain(confirmation).collect();
     let cells = headline_cells(first, verdict);
     if cells.is_empty() {
         return None;
@@ -146,7 +147,7 @@ pub fn throughput_chart(
     for coord in &cells {
         let values: Vec<f64> = runs
             .iter()
-            .chain(boots)
+            .chain(&boots)
             .filter_map(|r| value(r, *coord))
             .collect();
         let band = verdict.and_then(|v| band(v, *coord));
@@ -267,7 +268,7 @@ mod tests {
         };
         let history: Vec<RunResults> = (0..3).map(|i| boot(&format!("h{i}"), 1.0)).collect();
         let (first, second) = (boot("first", 0.9), boot("second", 0.8));
-        let chart = throughput_chart(&history, &[&first, &second], None).unwrap();
+        let chart = throughput_chart(&history, &first, Some(&second), None).unwrap();
         let bars: Vec<&str> = chart.lines().filter(|l| l.contains("bar [")).collect();
         assert!(!bars.is_empty(), "{chart}");
         let (c0, tps) = (&first.cells[0], history[0].cells[0].aggregate_tps);
@@ -292,7 +293,7 @@ mod tests {
             "{chart}"
         );
         assert!(chart.contains("this run's two boots"), "{chart}");
-        let single = throughput_chart(&history, &[&first], None).unwrap();
+        let single = throughput_chart(&history, &first, None, None).unwrap();
         assert!(
             single.contains(r##"x-axis ["#1", "#2", "#3", "this run"]"##),
             "{single}"

@@ -835,13 +835,15 @@ impl GatePlan {
             cautions: &d.warnings,
             policy: self.policy(),
         };
-        let boots: Vec<&RunResults> = std::iter::once(&d.results)
-            .chain(d.confirmation())
-            .collect();
         let chart = d
             .chart
             .then(|| {
-                crate::report::mermaid::throughput_chart(&d.history, &boots, d.verdict.as_ref())
+                crate::report::mermaid::throughput_chart(
+                    &d.history,
+                    &d.results,
+                    d.confirmation(),
+                    d.verdict.as_ref(),
+                )
             })
             .flatten();
         let mut summary_md =

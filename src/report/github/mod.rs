@@ -444,10 +444,12 @@ impl GithubReporter {
         links: &Links,
     ) -> PublishOutcome {
         let mut out = PublishOutcome::default();
-        let boots: Vec<&RunResults> = std::iter::once(input.results)
-            .chain(input.confirmation)
-            .collect();
-        let chart = mermaid::throughput_chart(input.history, &boots, input.verdict);
+        let chart = mermaid::throughput_chart(
+            input.history,
+            input.results,
+            input.confirmation,
+            input.verdict,
+        );
         let summary = render::job_summary(name, outcome, links, chart.as_deref());
         if let Some(path) = &self.ctx.step_summary
             && let Err(e) = actions::append_step_summary(path, &summary)
