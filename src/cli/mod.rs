@@ -61,7 +61,8 @@ pub fn plain_parse_error(rendered: &str) -> String {
 }
 
 /// Prints a `kind: text` line (`notice`, `warning`) on stderr
-/// ([`crate::report::console::kind_line`]), or inside GitHub Actions the workflow command that makes it an annotation on the job page.
+/// ([`crate::report::console::kind_line`]), or inside GitHub Actions the workflow command that
+/// makes it an annotation on the job page.
 pub(crate) fn say(kind: &str, text: &str) {
     if in_actions() {
         // An annotation on the job page, where a reviewer sees it without opening the log.

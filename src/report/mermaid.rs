@@ -143,6 +143,17 @@ pub fn throughput_chart(
         return None;
     }
     let labels = distinct_labels(&runs, boots.len());
+    // What the last bars are, in each chart's title and in the legend below them.
+    let (title_last, legend_last) = match boots.len() {
+        1 => (
+            "last = this run".to_string(),
+            "the last bar (`this run`) is this run",
+        ),
+        n => (
+            format!("last {n} = this run's boots"),
+            "the last two bars (`boot 1`, `boot 2`) are this run's two boots, which the verdict is over",
+        ),
+    };
     let mut out = String::new();
     for coord in &cells {
         let values: Vec<f64> = runs
@@ -152,14 +163,14 @@ pub fn throughput_chart(
             .collect();
         let band = verdict.and_then(|v| band(v, *coord));
         out.push_str("```mermaid\n");
-        out.push_str(&cell_chart(*coord, &labels, &values, band, boots.len()));
+        out.push_str(&cell_chart(*coord, &labels, &values, band, &title_last));
         out.push_str("```\n\n");
     }
-    out.push_str(if boots.len() > 1 {
-        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, the last two bars (`boot 1`, `boot 2`) are this run's two boots, which the verdict is over; the two lines are the baseline band (level ± margin) the verdict compared against. The table above is the authoritative data."
-    } else {
-        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, the last bar (`this run`) is this run; the two lines are the baseline band (level ± margin) the verdict compared against. The table above is the authoritative data."
-    });
+    out.push_str(&format!(
+        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, \
+         {legend_last}; the two lines are the baseline band (level ± margin) the verdict \
+         compared against. The table above is the authoritative data."
+    ));
     if omitted > 0 {
         out.push_str(&format!(
             " {omitted} baseline run(s) without all of these cells are not drawn."
@@ -197,19 +208,15 @@ fn band(verdict: &ComparisonReport, (c, l): (u32, u64)) -> Option<(f64, f64)> {
         .then_some((m.baseline * (1.0 - m.margin), m.baseline * (1.0 + m.margin)))
 }
 
-/// One cell's chart: bars per run (this run's `boots` last), the baseline band as two lines;
-/// the title names what each series is (xychart has no legend).
+/// One cell's chart: bars per run (this run's boots last, as `last` says), the baseline band
+/// as two lines; the title names what each series is (xychart has no legend).
 fn cell_chart(
     (c, l): (u32, u64),
     labels: &[String],
     values: &[f64],
     band: Option<(f64, f64)>,
-    boots: usize,
+    last: &str,
 ) -> String {
-    let last = match boots {
-        1 => "last = this run".to_string(),
-        n => format!("last {n} = this run's boots"),
-    };
     let title = match band {
         Some(_) => format!(
             "{} aggregate tok/s: bars = runs ({last}), lines = baseline band",

@@ -311,7 +311,7 @@ pub(crate) enum GateFailure {
     #[error("comparison with the baseline failed: {0}")]
     Comparison(GateError),
     /// The confirmation boot could not be measured.
-    #[error("the confirmation boot failed: {}", .0.as_ref().map_or_else(|| "no reason given".into(), RunFailure::message))]
+    #[error("the confirmation boot failed: {}", why_not_measured(.0.as_ref()))]
     ConfirmationBoot(Option<RunFailure>),
     /// Comparing both boots with the baseline failed.
     #[error("comparison of both boots with the baseline failed: {0}")]
@@ -322,6 +322,11 @@ pub(crate) enum GateFailure {
     /// A pull-request gate found no baseline for its profile (the reason says where to get one).
     #[error("{0}")]
     NoBaseline(String),
+}
+
+/// A boot's failure in words, or that it gave none.
+fn why_not_measured(failure: Option<&RunFailure>) -> String {
+    failure.map_or_else(|| "no reason given".into(), RunFailure::message)
 }
 
 /// What the measurement and decision steps hand to the common epilogue.

@@ -627,7 +627,18 @@ fn test_metric(
     let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
     let level = mean(&base_effects);
     let (run_sigma, run_df) = model.run.sigma_df();
-    let lag_var = level_lag_var(&model.run_effect, base_effects.len());
+    let design = sensitivity::MatrixDesign {
+        run_noise: model.run,
+        level_runs_used: base_effects.len(),
+        candidate_runs: j,
+        run_effects: model
+            .run_effect
+            .iter()
+            .copied()
+            .filter(|a| a.is_finite())
+            .collect(),
+    };
+    let lag_var = design.level_lag_var();
     let matrix_change = |runs: &[f64]| LogChange {
         estimate: mean(runs) - level,
         se: (run_sigma.powi(2) * (1.0 / runs.len() as f64 + 1.0 / base_effects.len() as f64)
@@ -639,18 +650,7 @@ fn test_metric(
     let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
         change: matrix_change(&cand_effect),
         cells: idx.len(),
-        design: sensitivity::MatrixDesign {
-            run_noise: model.run,
-            level_runs_used: base_effects.len(),
-            candidate_runs: j,
-            run_effects: model
-                .run_effect
-                .iter()
-                .copied()
-                .filter(|a| a.is_finite())
-                .collect(),
-            level_lag_var: lag_var,
-        },
+        design,
         second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
     });
 
@@ -776,31 +776,6 @@ fn test_metric(
         second,
         gating,
     }
-}
-
-/// The level's lag behind a drift, as a variance: the level (the mean of the newest `k` runs)
-/// forecasts the next boot, and its backtest over the window (each run against the mean of the
-/// `k` before it) errs on average by the lag a drift gives it, which the boot-to-boot noise
-/// (from successive runs) does not see. The squared mean error less its own sampling noise;
-/// `0` when the runs come in faster than their level, without a systematic lag, or with fewer
-/// than 3 backtests.
-fn level_lag_var(run_effect: &[f64], k: usize) -> f64 {
-    let effects: Vec<f64> = run_effect
-        .iter()
-        .copied()
-        .filter(|a| a.is_finite())
-        .collect();
-    if k == 0 || effects.len() < k + 3 {
-        return 0.0;
-    }
-    let errors: Vec<f64> = (k..effects.len())
-        .map(|r| effects[r] - mean(&effects[r - k..r]))
-        .collect();
-    let (m, lag) = (errors.len() as f64, mean(&errors));
-    if lag >= 0.0 {
-        return 0.0;
-    }
-    (lag.powi(2) - var(&errors) / m).max(0.0)
 }
 
 /// Each cell's own test: its change against the rest of its run, less the best linear
@@ -1343,31 +1318,6 @@ mod tests {
         (0..n)
             .map(|i| run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
             .collect()
-    }
-
-    /// A history slowing 0.15% a run: its level, the mean of the newest 7, stands 4 runs
-    /// (0.6%) behind the next boot, and the backtest reads exactly that; a runner getting
-    /// faster, a flat one and a window too short for 3 backtests add nothing.
-    #[test]
-    fn the_level_lag_of_a_slowing_history_is_its_backtest_error() {
-        let slowing: Vec<f64> = (0..20).map(|r| -0.0015 * r as f64).collect();
-        let lag = level_lag_var(&slowing, 7).sqrt();
-        assert!((lag - 0.006).abs() < 1e-12, "{lag}");
-        // Less the backtests' own scatter: a jagged slowing (21 runs: its 14 backtests
-        // alternate evenly, so their mean is still −0.6%) reads less lag than a clean one.
-        let jagged: Vec<f64> = (0..21)
-            .map(|r| -0.0015 * r as f64 + if r % 2 == 0 { 0.004 } else { -0.004 })
-            .collect();
-        let less = level_lag_var(&jagged, 7);
-        assert!(less > 0.0 && less < 0.006f64.powi(2), "{less}");
-        let faster: Vec<f64> = slowing.iter().map(|a| -a).collect();
-        assert_eq!(level_lag_var(&faster, 7), 0.0);
-        assert_eq!(level_lag_var(&[0.0; 20], 7), 0.0);
-        assert_eq!(level_lag_var(&slowing[..9], 7), 0.0);
-        // Unfitted runs (NaN) are skipped, not read as a lag.
-        let mut gaps = slowing.clone();
-        gaps[3] = f64::NAN;
-        assert!(level_lag_var(&gaps, 7) > 0.0);
     }
 
     /// The looks of one gate share a history: its models are fitted at the first look and

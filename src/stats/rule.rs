@@ -51,7 +51,7 @@ pub(crate) fn percentile_min_count(p: f64) -> u64 {
 /// A/A under a −3% drift over the window 1.9% → 0.9% (the lag 0.8% → 0.6%, against a two-boot
 /// standard error of 0.8%), clean Gaussian gates passing 97.0% → 95.9%, a uniform −5% found
 /// 98.0% → 97.5% (slow boots 89.2% → 86.2%), on one seed (that A/A read 1.1–1.9% on others:
-/// the lag that remains is the test's `λ²`, `compare::level_lag_var`).
+/// the lag that remains is the test's `λ²`, `MatrixDesign::level_lag_var`).
 pub(crate) const LEVEL_PARTS: usize = 3;
 
 /// How many of a history window's newest runs define the level ([`LEVEL_PARTS`]; at least one).

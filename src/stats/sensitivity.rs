@@ -4,19 +4,21 @@
 //! design power. The gate says `pass` only when the MDE is at most `design_effect`.
 //!
 //! Power of the plan at a uniform log change `δ` (worse, positive), with `σ` the boot-to-boot
-//! SD of the run effect, `K` the level runs and `F` the reference t's CDF:
-//! - one boot: `P = F(δ/se₁ − q_α)`, `se₁ = σ·√(1 + 1/K)`;
+//! SD of the run effect, `K` the level runs, `λ²` the level's lag behind a slowing runner
+//! ([`MatrixDesign::level_lag_var`]) and `F` the reference t's CDF:
+//! - one boot: `P = F(δ/se₁ − q_α)`, `se₁ = √(σ²·(1 + 1/K) + λ²)`;
 //! - two boots: each boot must lean worse past the futility bound (`d₁, d₂ ≥ q_f·se₁`) and
-//!   their mean cross the boundary (`m ≥ q_α·se₂`, `se₂ = σ·√(1/2 + 1/K)`). The boots share
-//!   the baseline level, so they are written as their mean `m = δ + se₂·Z` and half their
-//!   difference `h = σ·√(1/2)·W`, independent: `P = ∫_{m ≥ q_α·se₂} f(m) · P(|h| ≤ m − q_f·se₁) dm`
-//!   (`PlanNoise::power`). The product `F(δ/se₁ − q_f)² · F(δ/se₂ − q_α)` used before is a
+//!   their mean cross the boundary (`m ≥ q_α·se₂`, `se₂ = √(σ²·(1/2 + 1/K) + λ²)`). The boots
+//!   share the baseline level, so they are written as their mean `m = δ + se₂·Z` and half
+//!   their difference `h = σ·√(1/2)·W`, independent:
+//!   `P = ∫_{m ≥ q_α·se₂} f(m) · P(|h| ≤ m − q_f·se₁) dm` (`PlanNoise::power`). The product `F(δ/se₁ − q_f)² · F(δ/se₂ − q_α)` used before is a
 //!   lower bound of it and put the MDE 5.5–6% too high (default rule, σ = 1%, K = 10, df 8 to
 //!   ∞): at that MDE the plan's power is 0.85, not 0.80.
 //!
 //! With 10 or more history runs the boots are drawn from the history's own ([`boot_draws`]:
-//! its shape at σ's scale) and the level's error is normal (`PlanNoise::empirical_power`): a
-//! runner whose slow boots are rare is not read as one whose every boot is wide.
+//! its shape at σ's scale) and the level's error is normal, `√(σ²/K + λ²)`
+//! (`PlanNoise::empirical_power`): a runner whose slow boots are rare is not read as one whose
+//! every boot is wide.
 //!
 //! The MDE solves `P = design_power`. A longer history changes two things: the level averages
 //! more runs (up to the level's third of `history_runs`), and σ's estimate gains a degree of
@@ -47,8 +49,9 @@ const LOCAL_LEVEL_RUNS: usize = 5;
 /// The boots the plan's power draws from: each history run's effect against the median of
 /// its [`LOCAL_LEVEL_RUNS`] neighbours (itself included; the local level follows a drift or a
 /// step, not a slow boot), worse positive, rescaled to the boot-to-boot SD `sigma` the test
-/// uses. Their shape is the runner's: with one boot in twenty 4% slow, nineteen draws are tight and one
-/// is far, where a normal of the same SD spreads every boot. `None` when they do not scatter.
+/// uses. Their shape is the runner's: with one boot in twenty 4% slow, nineteen draws are tight
+/// and one is far, where a normal of the same SD spreads every boot. `None` when they do not
+/// scatter.
 fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
     let n = effects.len();
     let deviations: Vec<f64> = (0..n)
@@ -77,11 +80,32 @@ pub(crate) struct MatrixDesign {
     /// measures each boot once.
     pub candidate_runs: usize,
     /// The history's fitted run effects (log), oldest first: the shape of its boots
-    /// ([`boot_draws`]).
+    /// ([`boot_draws`]) and the level's lag ([`MatrixDesign::level_lag_var`]).
     pub run_effects: Vec<f64>,
-    /// The level's error beyond its runs' noise: its lag behind a drift toward slower runs
-    /// (`compare::level_lag_var`), which the test's standard error includes.
-    pub level_lag_var: f64,
+}
+
+impl MatrixDesign {
+    /// The level's lag behind a drift, as a variance (`λ²`): the level (the mean of the newest
+    /// `K` runs) forecasts the next boot, and its backtest over the window (each run against
+    /// the mean of the `K` before it) errs on average by the lag a drift gives it, which the
+    /// boot-to-boot noise (from successive runs) does not see. The squared mean error less its
+    /// own sampling noise; `0` when the runs come in faster than their level, without a
+    /// systematic lag, or with fewer than 3 backtests. The matrix test's standard error and
+    /// the plan's power both count it.
+    pub fn level_lag_var(&self) -> f64 {
+        let (effects, k) = (&self.run_effects, self.level_runs_used);
+        if k == 0 || effects.len() < k + 3 {
+            return 0.0;
+        }
+        let errors: Vec<f64> = (k..effects.len())
+            .map(|r| effects[r] - super::build::mean(&effects[r - k..r]))
+            .collect();
+        let (m, lag) = (errors.len() as f64, super::build::mean(&errors));
+        if lag >= 0.0 {
+            return 0.0;
+        }
+        (lag.powi(2) - super::build::var(&errors) / m).max(0.0)
+    }
 }
 
 /// Gauss–Legendre nodes and weights on [−1, 1] (16 points): the two-boot power's integral
@@ -123,7 +147,7 @@ struct PlanNoise {
 
 impl PlanNoise {
     /// `lag_var`: the level's error beyond its runs' noise (its lag behind a drift, as the
-    /// test adds it: `compare::level_lag_var`).
+    /// test adds it: [`MatrixDesign::level_lag_var`]).
     fn new(
         sigma: f64,
         df: f64,
@@ -266,6 +290,7 @@ pub(crate) fn assess(
         })
         .collect();
     let target = log_margin(rule.design_effect);
+    let lag_var = matrix.as_ref().map_or(0.0, MatrixDesign::level_lag_var);
     let plan_with = |m: &MatrixDesign, extra: usize| {
         let level = (m.level_runs_used + extra)
             .min(super::rule::level_window(rule.history_runs))
@@ -288,7 +313,7 @@ pub(crate) fn assess(
                     design_boots,
                     runs,
                     rule.matrix_alpha(),
-                    m.level_lag_var,
+                    lag_var,
                 )
             })
             .flatten()
@@ -332,9 +357,7 @@ pub(crate) fn assess(
         runs_needed,
         sufficient: runs_needed == Some(0),
         cells: per_cell,
-        level_lag: matrix
-            .as_ref()
-            .map_or(0.0, |m| m.level_lag_var.sqrt().exp_m1()),
+        level_lag: lag_var.sqrt().exp_m1(),
     }
 }
 
@@ -384,8 +407,35 @@ mod tests {
             level_runs_used: level,
             candidate_runs: 1,
             run_effects: Vec::new(),
-            level_lag_var: 0.0,
         }
+    }
+
+    /// A history slowing 0.15% a run: its level, the mean of the newest 7, stands 4 runs
+    /// (0.6%) behind the next boot, and the backtest reads exactly that; a runner getting
+    /// faster, a flat one and a window too short for 3 backtests add nothing.
+    #[test]
+    fn the_level_lag_of_a_slowing_history_is_its_backtest_error() {
+        let lag_var = |effects: &[f64], k: usize| {
+            MatrixDesign {
+                run_effects: effects.to_vec(),
+                ..design(0.01, 19, k)
+            }
+            .level_lag_var()
+        };
+        let slowing: Vec<f64> = (0..20).map(|r| -0.0015 * r as f64).collect();
+        let lag = lag_var(&slowing, 7).sqrt();
+        assert!((lag - 0.006).abs() < 1e-12, "{lag}");
+        // Less the backtests' own scatter: a jagged slowing (21 runs: its 14 backtests
+        // alternate evenly, so their mean is still −0.6%) reads less lag than a clean one.
+        let jagged: Vec<f64> = (0..21)
+            .map(|r| -0.0015 * r as f64 + if r % 2 == 0 { 0.004 } else { -0.004 })
+            .collect();
+        let less = lag_var(&jagged, 7);
+        assert!(less > 0.0 && less < 0.006f64.powi(2), "{less}");
+        let faster: Vec<f64> = slowing.iter().map(|a| -a).collect();
+        assert_eq!(lag_var(&faster, 7), 0.0);
+        assert_eq!(lag_var(&[0.0; 20], 7), 0.0);
+        assert_eq!(lag_var(&slowing[..9], 7), 0.0);
     }
 
     /// The plan's MDE (log units) for `boots` boots of one run each.
