@@ -159,6 +159,14 @@ pub struct StopReport {
 }
 
 impl StopReport {
+    /// The warning a report carries when processes of `boot` outlived teardown, else `None`:
+    /// one wording for every boot a command makes.
+    pub fn survivors_warning(&self, boot: &str) -> Option<String> {
+        (!self.group_gone).then(|| {
+            format!("engine processes of {boot} survived teardown (SIGKILL sent to the group)")
+        })
+    }
+
     /// `engine.containment` in the results: `<tree>; <user>; <filesystem>`.
     pub fn containment_record(&self) -> String {
         containment_record(self.containment, &self.isolation)
@@ -794,5 +802,31 @@ pub fn log_tail(path: &Path, n: usize) -> String {
         "(the engine wrote nothing)".into()
     } else {
         tail
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_teardown_warning_names_the_boot_only_when_processes_survived() {
+        let mut stop = StopReport {
+            exit: None,
+            killed: true,
+            group_gone: true,
+            stop_s: 0.1,
+            containment: Containment::Subreaper,
+            isolation: String::new(),
+        };
+        assert_eq!(stop.survivors_warning("the first boot"), None);
+        stop.group_gone = false;
+        assert_eq!(
+            stop.survivors_warning("the confirmation boot").as_deref(),
+            Some(
+                "engine processes of the confirmation boot survived teardown \
+                 (SIGKILL sent to the group)"
+            )
+        );
     }
 }

@@ -502,11 +502,10 @@ impl BisectPlan {
         )
         .await;
         let _ = sink.done.await;
-        if measured.stop.as_ref().is_some_and(|s| !s.group_gone) {
-            ctx.warnings.push(format!(
-                "boot {number} ({rev}): some engine processes survived teardown (SIGKILL sent to the group)"
-            ));
-        }
+        ctx.warnings.extend(
+            (measured.stop.as_ref())
+                .and_then(|s| s.survivors_warning(&format!("boot {number} ({rev})"))),
+        );
         boot.boot_s = measured.boot_s;
         boot.cells_measured = measured
             .results

@@ -602,13 +602,10 @@ impl GatePlan {
         let sink = progress(boot_cells);
         let mut measured = boot_and_measure(req, sink.events, cancel.clone()).await;
         let _ = sink.done.await;
-        let mut warnings = Vec::new();
-        if let Some(stop) = &measured.stop
-            && !stop.group_gone
-        {
-            warnings
-                .push("some engine processes survived teardown (SIGKILL sent to the group)".into());
-        }
+        let mut warnings: Vec<String> = (measured.stop.as_ref())
+            .and_then(|s| s.survivors_warning("the first boot"))
+            .into_iter()
+            .collect();
         let adaptive = measured.adaptive.take();
         let adaptive_summary =
             adaptive
@@ -660,13 +657,10 @@ impl GatePlan {
             )
             .await;
             let _ = sink.done.await;
-            if let Some(stop) = &outcome.measured.stop
-                && !stop.group_gone
-            {
-                warnings.push(
-                    "some engine processes of the confirmation boot survived teardown (SIGKILL sent to the group)".into(),
-                );
-            }
+            warnings.extend(
+                (outcome.measured.stop.as_ref())
+                    .and_then(|s| s.survivors_warning("the confirmation boot")),
+            );
             match outcome.decision {
                 None => {
                     let why = outcome.measured.failure.clone();
