@@ -142,18 +142,34 @@ pub fn throughput_chart(
     if cells.is_empty() {
         return None;
     }
-    let labels = distinct_labels(&runs, boots.len());
-    // What the last bars are, in each chart's title and in the legend below them.
-    let (title_last, legend_last) = match boots.len() {
-        1 => (
-            "last = this run".to_string(),
-            "the last bar (`this run`) is this run",
-        ),
-        n => (
-            format!("last {n} = this run's boots"),
-            "the last two bars (`boot 1`, `boot 2`) are this run's two boots, which the verdict is over",
-        ),
-    };
+    // A verdict over two boots whose second this report was not given (`report` without
+    // `--trusted-config` reads one results file): the one bar is the first boot, not the run.
+    let second_unseen = confirmation.is_none()
+        && verdict
+            .and_then(|v| v.confirmation.as_ref())
+            .is_some_and(|c| c.used);
+    // What the last bars are, in their labels, each chart's title and the legend below them.
+    let (boot_labels, title_last, legend_last): (Vec<String>, String, &str) =
+        match (boots.len(), second_unseen) {
+            (1, false) => (
+                vec!["this run".into()],
+                "last = this run".into(),
+                "the last bar (`this run`) is this run",
+            ),
+            (1, true) => (
+                vec!["boot 1".into()],
+                "last = this run's first boot".into(),
+                "the last bar (`boot 1`) is this run's first boot; the verdict is also over a \
+                 second boot, whose figures this report was not given",
+            ),
+            (n, _) => (
+                (1..=n).map(|i| format!("boot {i}")).collect(),
+                format!("last {n} = this run's boots"),
+                "the last two bars (`boot 1`, `boot 2`) are this run's two boots, which the \
+                 verdict is over",
+            ),
+        };
+    let labels = distinct_labels(&runs, boot_labels);
     let mut out = String::new();
     for coord in &cells {
         let values: Vec<f64> = runs
@@ -181,8 +197,8 @@ pub fn throughput_chart(
 }
 
 /// One label per run, all distinct: the commit when every run has its own, else `#1`, `#2`…;
-/// then `this run`, or `boot 1`, `boot 2`… when this run booted the engine more than once.
-fn distinct_labels(runs: &[&RunResults], boots: usize) -> Vec<String> {
+/// then this run's boots' labels.
+fn distinct_labels(runs: &[&RunResults], boots: Vec<String>) -> Vec<String> {
     let shas: Vec<String> = runs.iter().map(|r| run_label(r)).collect();
     let unique = shas.iter().collect::<std::collections::BTreeSet<_>>().len() == shas.len();
     let mut labels: Vec<String> = if unique {
@@ -190,10 +206,7 @@ fn distinct_labels(runs: &[&RunResults], boots: usize) -> Vec<String> {
     } else {
         (1..=runs.len()).map(|i| format!("#{i}")).collect()
     };
-    match boots {
-        1 => labels.push("this run".to_string()),
-        n => labels.extend((1..=n).map(|i| format!("boot {i}"))),
-    }
+    labels.extend(boots);
     labels
 }
 
@@ -306,5 +319,26 @@ mod tests {
             "{single}"
         );
         assert!(!single.contains("boot"), "{single}");
+        // A verdict over two boots with only the first given (`report` without a trusted
+        // config): its one bar is the first boot, and the legend says the second is missing.
+        let mut over_two = crate::export::fixture::verdict(&first);
+        over_two.confirmation = Some(crate::verdict::Confirmation {
+            reason: "the first boot's matrix-wide change leaned worse".into(),
+            first_boot: None,
+            provisional_alarms: 0,
+            second_results: "results-confirm.json".into(),
+            used: true,
+        });
+        let one_of_two = throughput_chart(&history, &first, None, Some(&over_two)).unwrap();
+        assert!(one_of_two.contains(r#""boot 1"]"#), "{one_of_two}");
+        assert!(
+            one_of_two.contains("(last = this run's first boot)"),
+            "{one_of_two}"
+        );
+        assert!(
+            one_of_two.contains("whose figures this report was not given"),
+            "{one_of_two}"
+        );
+        assert!(!one_of_two.contains("this run\""), "{one_of_two}");
     }
 }
