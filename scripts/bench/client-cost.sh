@@ -2,7 +2,9 @@
 # What the measuring client costs next to the physical floor: whole-process CPU of `infergate
 # bench` (not the engine) per 1,000 streamed tokens, and the same for `floor` (scripts/bench/floor.c:
 # a minimal C client doing only what any client must — one read and one clock read per arriving
-# chunk, count `data:` events), interleaved on one simulated engine per rate, at C = 1, 8, 64
+# chunk, count `data:` events) and for `tokio-floor` (scripts/bench/tokio-floor/: the same loop as
+# one tokio task per stream on a current-thread runtime, infergate's runtime: what the runtime
+# itself adds), interleaved on one simulated engine per rate, at C = 1, 8, 64
 # and two token rates: `--time-scale 1` (the sim's default, ~170 tok/s per stream at C=1) and
 # `--time-scale 0.25` (~42 tok/s per stream, a GPU's decode rate, where a cost per second of
 # window weighs more).
@@ -15,6 +17,7 @@
 #   env DURATION     window length (default 10s); WARMUP (default 3s)
 #   env CONCURRENCY  space-separated list (default "1 8 64")
 #   env RATES        space-separated sim time scales (default "1 0.25")
+#   env TOKIO_FLOOR_TARGET  where tokio-floor is built (default target/tokio-floor)
 #   env PROFILE      the simulated engine's profile (default `test`); with RATES=1,
 #                    scripts/bench/gpu-rate.toml keeps a GPU's per-stream rate at every C
 #                    (see its header and docs/performance.md)
@@ -35,7 +38,7 @@ WARMUP="${WARMUP:-3s}"
 CONCURRENCY="${CONCURRENCY:-1 8 64}"
 RATES="${RATES:-1 0.25}"
 PROFILE="${PROFILE:-test}"
-for tool in python3 curl cc; do
+for tool in python3 curl cc cargo; do
     command -v "$tool" >/dev/null || { echo "client-cost: needs $tool" >&2; exit 2; }
 done
 
@@ -55,6 +58,9 @@ cleanup() {
 trap cleanup EXIT
 
 cc -O2 -o "$WORK/floor" scripts/bench/floor.c
+cargo build --release --quiet --manifest-path scripts/bench/tokio-floor/Cargo.toml \
+    --target-dir "${TOKIO_FLOOR_TARGET:-target/tokio-floor}" >&2
+TOKIO_FLOOR="${TOKIO_FLOOR_TARGET:-target/tokio-floor}/release/tokio-floor"
 
 secs() { echo "$1" | sed 's/s$//'; }
 wait_port() {
@@ -158,7 +164,7 @@ EOF
 }
 
 floor_secs=$(python3 -c "print($(secs "$WARMUP") + $(secs "$DURATION"))")
-CLIENTS=("${BINS[@]}" floor)
+CLIENTS=("${BINS[@]}" tokio-floor floor)
 RAW="$WORK/raw.tsv"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)   ($(nproc) cores)"
 printf '%-28s %5s %4s %8s %9s %13s %7s\n' client scale C tokens cpu_s "cpu_s/1k_tok" rss_mb
@@ -169,6 +175,8 @@ for c in $CONCURRENCY; do
             for client in "${CLIENTS[@]}"; do
                 if [ "$client" = floor ]; then
                     cmd=("$WORK/floor" "${PORTS[$rate]}" "$c" "$floor_secs" "$WORK/request.bin")
+                elif [ "$client" = tokio-floor ]; then
+                    cmd=("$TOKIO_FLOOR" "${PORTS[$rate]}" "$c" "$floor_secs" "$WORK/request.bin")
                 else
                     cmd=("$client" bench --url "$url" --concurrency "$c" --contexts 0 \
                         --duration "$DURATION" --warmup "$WARMUP" --out "$WORK/out")
@@ -204,7 +212,8 @@ for line in open(sys.argv[1]):
     if int(tok) > 0:
         per[(b, float(rate), int(c))].append((float(u) + float(s)) * 1000 / int(tok))
 print()
-print(f"median CPU-s per 1,000 tokens of {sys.argv[2]} reps, and each infergate's ratio to the floor")
+print(f"median CPU-s per 1,000 tokens of {sys.argv[2]} reps, and each client's ratio to the floor")
+print("(tokio-floor's ratio is what the runtime alone adds to the floor's loop)")
 head = f"{'scale':>5} {'C':>4}" + "".join(f" {b[-22:]:>22}" for b in clients)
 head += "".join(f" {'ratio ' + b[-16:]:>22}" for b in clients if b != "floor")
 print(head)
