@@ -196,10 +196,10 @@ impl SensitivityUnit {
 
 impl Sensitivity {
     /// What an insufficient gate still needs, in words: `3 more baseline runs needed`, `1 more
-    /// pair of boots needed`, `not reachable at this noise`, or not while the level lags a slowing
-    /// runner ([`Sensitivity::level_lag`]). One baseline run shows no
-    /// boot-to-boot noise, so it gets no count (only the prior would speak for it) and is not
-    /// called unreachable either.
+    /// pair of boots needed`, `not reachable at this noise`, or not while the level lags a
+    /// slowing runner ([`Sensitivity::level_lag`]). One baseline run shows no boot-to-boot
+    /// noise, so it gets no count (only the prior would speak for it) and is not called
+    /// unreachable either.
     pub fn needs(&self) -> String {
         match self.runs_needed {
             Some(n) => format!("{} needed", self.unit.more(n)),

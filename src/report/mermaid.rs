@@ -149,24 +149,24 @@ pub fn throughput_chart(
             .and_then(|v| v.confirmation.as_ref())
             .is_some_and(|c| c.used);
     // What the last bars are, in their labels, each chart's title and the legend below them.
-    let (boot_labels, title_last, legend_last): (Vec<String>, String, &str) =
-        match (boots.len(), second_unseen) {
-            (1, false) => (
-                vec!["this run".into()],
-                "last = this run".into(),
-                "the last bar (`this run`) is this run",
+    let (boot_labels, title_last, legend_last): (&[&str], &str, &str) =
+        match (confirmation.is_some(), second_unseen) {
+            (true, _) => (
+                &["boot 1", "boot 2"],
+                "last 2 = this run's boots",
+                "the last two bars (`boot 1`, `boot 2`) are this run's two boots, which the \
+                 verdict is over",
             ),
-            (1, true) => (
-                vec!["boot 1".into()],
-                "last = this run's first boot".into(),
+            (false, true) => (
+                &["boot 1"],
+                "last = this run's first boot",
                 "the last bar (`boot 1`) is this run's first boot; the verdict is also over a \
                  second boot, whose figures this report was not given",
             ),
-            (n, _) => (
-                (1..=n).map(|i| format!("boot {i}")).collect(),
-                format!("last {n} = this run's boots"),
-                "the last two bars (`boot 1`, `boot 2`) are this run's two boots, which the \
-                 verdict is over",
+            (false, false) => (
+                &["this run"],
+                "last = this run",
+                "the last bar (`this run`) is this run",
             ),
         };
     let labels = distinct_labels(&runs, boot_labels);
@@ -179,7 +179,7 @@ pub fn throughput_chart(
             .collect();
         let band = verdict.and_then(|v| band(v, *coord));
         out.push_str("```mermaid\n");
-        out.push_str(&cell_chart(*coord, &labels, &values, band, &title_last));
+        out.push_str(&cell_chart(*coord, &labels, &values, band, title_last));
         out.push_str("```\n\n");
     }
     out.push_str(&format!(
@@ -198,7 +198,7 @@ pub fn throughput_chart(
 
 /// One label per run, all distinct: the commit when every run has its own, else `#1`, `#2`…;
 /// then this run's boots' labels.
-fn distinct_labels(runs: &[&RunResults], boots: Vec<String>) -> Vec<String> {
+fn distinct_labels(runs: &[&RunResults], boots: &[&str]) -> Vec<String> {
     let shas: Vec<String> = runs.iter().map(|r| run_label(r)).collect();
     let unique = shas.iter().collect::<std::collections::BTreeSet<_>>().len() == shas.len();
     let mut labels: Vec<String> = if unique {
@@ -206,7 +206,7 @@ fn distinct_labels(runs: &[&RunResults], boots: Vec<String>) -> Vec<String> {
     } else {
         (1..=runs.len()).map(|i| format!("#{i}")).collect()
     };
-    labels.extend(boots);
+    labels.extend(boots.iter().map(|b| b.to_string()));
     labels
 }
 

@@ -641,9 +641,12 @@ fn test_metric(
     let lag_var = design.level_lag_var();
     let matrix_change = |runs: &[f64]| LogChange {
         estimate: mean(runs) - level,
-        se: (run_sigma.powi(2) * (1.0 / runs.len() as f64 + 1.0 / base_effects.len() as f64)
-            + lag_var)
-            .sqrt(),
+        se: sensitivity::matrix_se(
+            run_sigma,
+            runs.len() as f64,
+            base_effects.len() as f64,
+            lag_var,
+        ),
         df: run_df,
         tail_df: f64::INFINITY,
     };

@@ -84,6 +84,13 @@ pub(crate) struct MatrixDesign {
     pub run_effects: Vec<f64>,
 }
 
+/// The matrix-wide test's standard error of a change: `√(σ²·(1/j + 1/K) + λ²)` for `j`
+/// candidate runs against a level of `K` runs, `λ²` its lag ([`MatrixDesign::level_lag_var`]).
+/// One formula for the test (`compare`) and for the plan that predicts it (`PlanNoise`).
+pub(crate) fn matrix_se(sigma: f64, candidate_runs: f64, level_runs: f64, lag_var: f64) -> f64 {
+    (sigma * sigma * (1.0 / candidate_runs + 1.0 / level_runs) + lag_var).sqrt()
+}
+
 impl MatrixDesign {
     /// The level's lag behind a drift, as a variance (`λ²`): the level (the mean of the newest
     /// `K` runs) forecasts the next boot, and its backtest over the window (each run against
@@ -160,8 +167,8 @@ impl PlanNoise {
         let t = std_t(df)?;
         let k = level.max(1) as f64;
         let j = runs.max(1) as f64;
-        let se1 = (sigma * sigma * (1.0 / j + 1.0 / k) + lag_var).sqrt();
-        let se2 = (sigma * sigma * (0.5 / j + 1.0 / k) + lag_var).sqrt();
+        let se1 = matrix_se(sigma, j, k, lag_var);
+        let se2 = matrix_se(sigma, 2.0 * j, k, lag_var);
         let q_a = super::interval::t_quantile(1.0 - alpha, df);
         let margin = log_margin(MATRIX_MARGIN);
         let final_se = if boots <= 1 { se1 } else { se2 };
