@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["merge"],
     &["report", "export"],
     &["run"],
+    &["eval"],
     &["doctor"],
     &["cli"],
 ];

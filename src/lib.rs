@@ -9,6 +9,8 @@
 //!   process, hardware fingerprint and NVML telemetry, and the `run` orchestration;
 //! - [`stats`], [`baseline`], [`import`]: the noise model and decision rule, the baseline store,
 //!   and readers of other tools' result files;
+//! - [`eval`]: the gate's error rates and power measured on synthetic runners (`stats-eval`,
+//!   `changes-eval`, `ab-eval`);
 //! - [`report`]: terminal tables, Markdown, GitHub check runs, comments and job summaries;
 //! - [`redact`], [`untrusted_text`]: secrets masked and external text made inert before anything
 //!   is printed, written or posted;
@@ -27,7 +29,8 @@
 //! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);
 //! 4. [`import`] → [`baseline`] (storage, never renders) → [`merge`] (shards joined) →
 //!    [`report`] (all rendering) and [`export`] (other tools' formats);
-//! 5. [`run`] (the gate pipeline) → [`doctor`] → [`cli`].
+//! 5. [`run`] (the gate pipeline) → [`eval`] (the gate measured on synthetic runners) →
+//!    [`doctor`] → [`cli`].
 
 // The library (non-test) build is the one that checks `unused_crate_dependencies`; its unit
 // tests use only some of the dev-dependencies (the rest serve tests/), so they are exempt.
@@ -43,6 +46,7 @@ pub mod cli;
 pub mod config;
 pub(crate) mod doctor;
 pub mod engine;
+pub(crate) mod eval;
 pub mod exit;
 pub mod export;
 pub(crate) mod fsio;

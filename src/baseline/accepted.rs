@@ -184,9 +184,7 @@ mod tests {
 
     fn nightly(i: i64, factor: f64, rng: &mut StdRng) -> RunResults {
         let mut r =
-            crate::stats::eval::synthetic_run(&format!("night-{i:02}"), rng, 0.005, 0.01, &|_| {
-                factor
-            });
+            crate::eval::synthetic_run(&format!("night-{i:02}"), rng, 0.005, 0.01, &|_| factor);
         r.started_at += chrono::Duration::days(i);
         r.labels.insert("sha".into(), format!("sha{i:02}"));
         r

@@ -1,9 +1,9 @@
 //! `infergate ab-eval`: Monte Carlo of the adaptive and paired A/B designs against the stored
-//! baseline, over the gate's own procedures (see `crate::run::design_eval` and
+//! baseline, over the gate's own procedures (see `crate::eval::design` and
 //! `docs/adaptive-and-ab.md`).
 
+use crate::eval::design::{DesignEvalConfig, evaluate};
 use crate::exit::{GateExit, usage};
-use crate::run::design_eval::{DesignEvalConfig, evaluate};
 
 /// Arguments of `infergate ab-eval`.
 #[derive(Debug, clap::Args)]

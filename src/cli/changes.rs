@@ -7,12 +7,12 @@ use anyhow::Context;
 
 use crate::baseline::{BaselineStore, component};
 use crate::cli::compare::{emit, load_files};
+use crate::eval::changes::{ChangeEvalConfig, ChangeEvalReport, run_change_eval};
 use crate::exit::{GateExit, usage};
 use crate::report::changes::GroupChanges;
 use crate::report::console::{fitted_table, wrap};
 use crate::report::github::{GithubReporter, PublishOutcome};
 use crate::stats::changepoint::{ChangeSettings, analyse};
-use crate::stats::changepoint_eval::{ChangeEvalConfig, ChangeEvalReport, run_change_eval};
 use crate::verdict::Metric;
 
 /// Output format of `changes`.
@@ -414,7 +414,7 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             c.step * 100.0,
             c.step_at,
             c.must_show_nights,
-            crate::stats::changepoint_eval::STEP_NEAR
+            crate::eval::changes::STEP_NEAR
         ),
         0,
     ));

@@ -4,10 +4,10 @@
 
 use anyhow::Context;
 
+use crate::eval::gate::{Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, grid, run_eval};
 use crate::exit::{GateExit, usage};
 use crate::report::console::{fitted_table, wrap};
 use crate::stats::DecisionRule;
-use crate::stats::eval::{Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, grid, run_eval};
 
 /// Output format of `stats-eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -170,7 +170,7 @@ fn pct(x: f64) -> String {
 
 /// A rate in percent with its Wilson 95% interval: `0.4 [0.2, 0.8]` (the header says `%`).
 fn with_interval(rate: f64, trials: usize) -> String {
-    let (lo, hi) = crate::stats::eval::wilson(rate, trials.max(1) as f64);
+    let (lo, hi) = crate::eval::gate::wilson(rate, trials.max(1) as f64);
     format!("{:.1} [{:.1}, {:.1}]", 100.0 * rate, 100.0 * lo, 100.0 * hi)
 }
 

@@ -368,7 +368,7 @@ mod tests {
         let runs: Vec<_> = (0..24)
             .map(|i| {
                 let f = if i >= 16 { 0.94 } else { 1.0 };
-                let mut r = crate::stats::eval::synthetic_run(
+                let mut r = crate::eval::synthetic_run(
                     &format!("run<{i:02}>"),
                     &mut rng,
                     0.004,

@@ -367,7 +367,7 @@ pub(crate) async fn run_adaptive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::eval::{noisy_history, synthetic_run};
+    use crate::eval::{noisy_history, synthetic_run};
     use rand::SeedableRng;
 
     /// Re-measurement on, at most two rounds.

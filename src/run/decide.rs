@@ -117,7 +117,7 @@ mod tests {
         let store = BaselineStore::open(tmp.path()).unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(17);
         let mut night = |i: i64, factor: f64| {
-            let mut r = crate::stats::eval::synthetic_run(
+            let mut r = crate::eval::synthetic_run(
                 &format!("night-{i:02}"),
                 &mut rng,
                 0.005,

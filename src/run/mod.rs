@@ -9,7 +9,6 @@ pub(crate) mod adaptive;
 pub(crate) mod bisect;
 pub(crate) mod confirm;
 pub(crate) mod decide;
-pub(crate) mod design_eval;
 pub(crate) mod gate;
 pub(crate) mod measure;
 pub(crate) mod outputs;

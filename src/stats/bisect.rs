@@ -469,7 +469,7 @@ mod tests {
     /// A run of the synthetic 20-cell profile at `factor` times its levels, sub-windows of 1%.
     fn run(factor: f64) -> RunResults {
         let mut rng = rand::SeedableRng::seed_from_u64((factor * 1e6) as u64);
-        crate::stats::eval::synthetic_run("r", &mut rng, 0.0, 0.0, &|_| factor)
+        crate::eval::synthetic_run("r", &mut rng, 0.0, 0.0, &|_| factor)
     }
 
     fn settings() -> BisectSettings {
@@ -583,7 +583,7 @@ mod tests {
         let runs: Vec<RunResults> = (0..40)
             .map(|i| {
                 let f = if i >= 25 { 0.97 } else { 1.0 };
-                crate::stats::eval::synthetic_run(&format!("n{i}"), &mut rng, 0.01, 0.02, &|_| f)
+                crate::eval::synthetic_run(&format!("n{i}"), &mut rng, 0.01, 0.02, &|_| f)
             })
             .collect();
         let p = history_prior(&runs).expect("prior");

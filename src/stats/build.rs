@@ -262,7 +262,7 @@ mod tests {
     use rand::rngs::StdRng;
 
     use super::*;
-    use crate::stats::eval::synthetic_run;
+    use crate::eval::synthetic_run;
 
     #[test]
     fn a_candidate_without_baseline_is_not_comparable_with_its_reason_in_the_headline() {

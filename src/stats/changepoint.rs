@@ -1425,7 +1425,7 @@ mod tests {
     #[test]
     fn an_outlier_run_just_after_a_step_makes_no_creep_the_other_way() {
         // A nightly matrix series of the must-show on the simulated engine's noise (log x 100,
-        // rounded; `changepoint_eval`'s `sim_engine`, seed 1003, night 46): a −3% step at 40,
+        // rounded; `eval::changes`'s `sim_engine`, seed 1003, night 46): a −3% step at 40,
         // outlier runs at 1, 39 and 44 (−8%). Theil–Sen over the three runs from the outlier
         // at 44 on is steeply upward (it was reported as a +12% creep); the levels are not.
         let night46 = [
@@ -1483,13 +1483,8 @@ mod tests {
         let runs: Vec<RunResults> = (0..30)
             .map(|i| {
                 let f = if i >= 20 { 0.95 } else { 1.0 };
-                let mut r = super::super::eval::synthetic_run(
-                    &format!("n{i:02}"),
-                    &mut rng,
-                    0.005,
-                    0.01,
-                    &|_| f,
-                );
+                let mut r =
+                    crate::eval::synthetic_run(&format!("n{i:02}"), &mut rng, 0.005, 0.01, &|_| f);
                 r.started_at += chrono::Duration::days(i);
                 r.labels.insert("sha".into(), format!("c{i:02}"));
                 r

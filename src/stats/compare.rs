@@ -1289,8 +1289,8 @@ pub fn compare_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::synthetic_run;
     use crate::results::Percentiles;
-    use crate::stats::eval::synthetic_run;
     use crate::verdict::{CellComparison, GateVerdict};
     use rand::SeedableRng;
     use rand::rngs::StdRng;

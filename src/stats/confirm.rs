@@ -192,7 +192,7 @@ pub fn two_boot_verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::eval::{noisy_history, synthetic_run};
+    use crate::eval::{noisy_history, synthetic_run};
     use crate::verdict::CellVerdict;
 
     /// A history of 20 runs with a 1% run factor and 2% cell terms (seeded), and a noiseless

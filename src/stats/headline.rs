@@ -289,7 +289,7 @@ mod tests {
     fn report(cells: Vec<CellComparison>, matrix: Option<MatrixTest>) -> ComparisonReport {
         let mut r = ComparisonReport {
             schema_version: 1,
-            profile: crate::stats::eval::template().profile,
+            profile: crate::eval::gate::template().profile,
             suite: None,
             candidate_runs: vec!["b".into()],
             baseline: BaselineSummary {

@@ -426,7 +426,7 @@ pub fn paired_compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::eval::synthetic_run;
+    use crate::eval::synthetic_run;
     use crate::verdict::GateVerdict;
     use rand::SeedableRng;
     use rand::rngs::StdRng;

@@ -7,7 +7,7 @@
 //! boots, a cell that flips to capacity-limited, a per-run row factor, autocorrelated (AR(1))
 //! sub-windows, a drift and a step. No outlier run is built in. Each trial builds real
 //! [`RunResults`] and decides with the gate's own two-boot plan
-//! ([`two_boot_verdict`](super::two_boot_verdict)), so the figures measure the product.
+//! ([`two_boot_verdict`](crate::stats::two_boot_verdict)), so the figures measure the product.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -20,7 +20,7 @@ use crate::results::{
 };
 use crate::verdict::{CellVerdict, GateVerdict};
 
-use super::{DecisionRule, StatsError};
+use crate::stats::{DecisionRule, StatsError};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -724,7 +724,7 @@ fn run_condition(
                 })
                 .collect();
             let second = cfg.confirm.then(|| (&candidate[1..2], "second boot"));
-            let (report, confirmed) = super::confirm::two_boot_verdict(
+            let (report, confirmed) = crate::stats::confirm::two_boot_verdict(
                 cfg.confirm,
                 &cfg.rule,
                 &history,

@@ -1,5 +1,5 @@
 //! Monte Carlo of the measurement designs of issue 8 over the *same* procedures the gate runs
-//! (`stats::compare`, [`super::adaptive::remeasure_inconclusive`], [`crate::stats::paired_compare`]),
+//! (`stats::compare`, [`crate::run::adaptive::remeasure_inconclusive`], [`crate::stats::paired_compare`]),
 //! on synthetic 20-cell matrices with a per-boot speed factor: false-alarm rate, power at a
 //! given change, and cost in cell measurements. Complements the real-boot measurements on the
 //! simulated engine (`scripts/eval/`); see `docs/adaptive-and-ab.md`.
@@ -9,13 +9,13 @@ use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal};
 use serde::Serialize;
 
+use super::gate::{CellDraw, cell_levels, synthetic_cell, template};
 use crate::config::AdaptiveConfig;
 use crate::results::{CellResult, RunResults};
-use crate::stats::eval::{CellDraw, cell_levels, synthetic_cell, template};
 use crate::stats::{DecisionRule, StatsError};
 use crate::verdict::{CellVerdict, GateVerdict};
 
-use super::adaptive::{look_at, remeasure_inconclusive, spending_plan};
+use crate::run::adaptive::{look_at, remeasure_inconclusive, spending_plan};
 use crate::stats::paired::{PairedError, paired_compare};
 
 /// Settings of the Monte Carlo.
@@ -65,7 +65,7 @@ pub(crate) enum DesignEvalError {
     #[error("{0}")]
     Ab(#[from] PairedError),
     #[error("{0}")]
-    Gate(#[from] super::decide::GateError),
+    Gate(#[from] crate::run::decide::GateError),
 }
 
 const CHANGED_CELL: usize = 7;

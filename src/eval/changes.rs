@@ -13,13 +13,13 @@ use serde::{Deserialize, Serialize};
 use crate::results::RunResults;
 use crate::verdict::Metric;
 
-use super::StatsError;
-use super::build::quantile;
-use super::changepoint::{
+use super::gate::{NoiseSpec, nightly_history};
+use crate::stats::StatsError;
+use crate::stats::build::quantile;
+use crate::stats::changepoint::{
     ChangeKind, ChangeSettings, Scope, analyse_series, same_change, series_of,
 };
-use super::eval::{NoiseSpec, nightly_history};
-use super::noise::median;
+use crate::stats::noise::median;
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -225,7 +225,7 @@ pub(crate) fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, 
         .map(|i| median(&mut logs[i.saturating_sub(2)..(i + 3).min(n)].to_vec()))
         .collect();
     let mut d: Vec<f64> = logs.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
-    let sd = super::noise::mad_sd(&mut d) / std::f64::consts::SQRT_2;
+    let sd = crate::stats::noise::mad_sd(&mut d) / std::f64::consts::SQRT_2;
     let keep: Vec<usize> = (0..n)
         .filter(|&i| (logs[i] - smooth[i]).abs() <= 4.0 * sd.max(1e-12))
         .collect();

@@ -1,0 +1,17 @@
+//! The gate measured on synthetic runners: Monte Carlo harnesses that build real
+//! [`RunResults`](crate::results::RunResults) from a noise model of a GPU runner and decide them
+//! with the gate's own procedures, so their figures are the product's error rates and power.
+//! They sit above [`run`](crate::run) and [`stats`](crate::stats), which they only call: nothing
+//! the gate decides with lives here.
+//!
+//! - [`gate`]: the gate's false alarms, passes and power over a grid of runners (`stats-eval`),
+//!   and the synthetic 20-cell runs the unit tests share;
+//! - [`changes`]: the nightly change-point search replayed night by night (`changes-eval`);
+//! - [`design`]: the measurement designs of `run` and `ab` (`ab-eval`).
+
+pub(crate) mod changes;
+pub(crate) mod design;
+pub(crate) mod gate;
+
+#[cfg(test)]
+pub(crate) use gate::{noisy_history, synthetic_run};
