@@ -16,6 +16,7 @@
 //! `capacity_alpha`. With a 20-run history that never saw the state, one boot gives a bound of
 //! 1.8% (never enough: a provisional alarm, confirmed by a second boot), two boots 0.12%.
 
+use super::headline::Against;
 use crate::verdict::{CellVerdict, signed_percent};
 
 /// Which state a cell is judged for.
@@ -130,8 +131,19 @@ fn percent(x: f64) -> String {
 /// - otherwise not evidence: a cell that flips in its history (capacity: `inconclusive`,
 ///   "capacity_flaky", with its history rate) or on the candidate's boots, or a history too
 ///   short to tell.
-pub(crate) fn decide(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> LimitDecision {
+pub(crate) fn decide(
+    limit: Limit,
+    n: LimitCounts,
+    alpha: f64,
+    detail: &str,
+    against: Against,
+) -> LimitDecision {
     let words = limit.words();
+    // A paired A/B's history is its A boots and its candidate the B boots, booted in pairs.
+    let (history_runs, boots) = match against {
+        Against::Baseline => ("history runs", "boots"),
+        Against::PairedAb => ("A boots", "B boots"),
+    };
     let detail = if detail.is_empty() {
         String::new()
     } else {
@@ -153,7 +165,7 @@ pub(crate) fn decide(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> 
         ),
     };
     let history = format!(
-        "{words} in {} of {} history runs ({})",
+        "{words} in {} of {} {history_runs} ({})",
         n.hits,
         n.runs,
         percent(n.hits as f64 / n.runs.max(1) as f64)
@@ -161,7 +173,7 @@ pub(crate) fn decide(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> 
     let now = if n.boots == 1 {
         format!("{words} now{detail}")
     } else {
-        format!("{words} on {} of {} boots{detail}", n.boot_hits, n.boots)
+        format!("{words} on {} of {} {boots}{detail}", n.boot_hits, n.boots)
     };
     if n.hits >= n.runs {
         return LimitDecision {
@@ -206,11 +218,20 @@ pub(crate) fn decide(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> 
     let why = if n.hits > 0 {
         format!("{flaky}: {now}; {history}: not evidence of a change")
     } else {
-        let needed = runs_needed(MAX_BOOTS, alpha)
-            .map(|r| format!("{r}"))
-            .unwrap_or_else(|| "more".into());
+        // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
+        let count = |n: Option<usize>| n.map_or_else(|| "more".to_string(), |n| n.to_string());
+        let needed = match against {
+            Against::Baseline => format!(
+                "two boots need {} history runs",
+                count(runs_needed(MAX_BOOTS, alpha))
+            ),
+            Against::PairedAb => format!(
+                "{} pairs are needed",
+                count((2..=10_000).find(|&n| false_alarm_bound(0, n, n) <= alpha))
+            ),
+        };
         format!(
-            "{now}; {history}: too few runs to tell a change from a cell at its limit (two boots need {needed} history runs at capacity_alpha {})",
+            "{now}; {history}: too few runs to tell a change from a cell at its limit ({needed} at capacity_alpha {})",
             percent(alpha)
         )
     };
@@ -272,7 +293,13 @@ mod tests {
                 if !first {
                     continue;
                 }
-                let d = decide(Limit::Capacity, counts(20, hits, 1, 1), 0.002, "");
+                let d = decide(
+                    Limit::Capacity,
+                    counts(20, hits, 1, 1),
+                    0.002,
+                    "",
+                    Against::Baseline,
+                );
                 if !d.provisional {
                     assert_ne!(d.verdict, CellVerdict::CapacityRegression);
                     continue;
@@ -283,6 +310,7 @@ mod tests {
                     counts(20, hits, 2, 1 + usize::from(second)),
                     0.002,
                     "",
+                    Against::Baseline,
                 );
                 alarms += usize::from(d.verdict == CellVerdict::CapacityRegression);
             }
@@ -296,7 +324,13 @@ mod tests {
     fn each_history_gets_its_verdict() {
         let a = 0.002;
         // Never fit: stays capacity-limited, not comparable.
-        let d = decide(Limit::Capacity, counts(20, 20, 1, 1), a, "5/8 running");
+        let d = decide(
+            Limit::Capacity,
+            counts(20, 20, 1, 1),
+            a,
+            "5/8 running",
+            Against::Baseline,
+        );
         assert_eq!(d.verdict, CellVerdict::NotComparable);
         assert!(
             d.reason.starts_with("capacity-limited on both sides"),
@@ -305,7 +339,13 @@ mod tests {
         );
         assert!(d.reason.contains("5/8 running"), "{}", d.reason);
         // Fit in every run, limited on the first boot: provisional.
-        let d = decide(Limit::Capacity, counts(20, 0, 1, 1), a, "");
+        let d = decide(
+            Limit::Capacity,
+            counts(20, 0, 1, 1),
+            a,
+            "",
+            Against::Baseline,
+        );
         assert!(d.provisional, "{d:?}");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(
@@ -314,15 +354,33 @@ mod tests {
             d.reason
         );
         // ... and on both boots: a regression.
-        let d = decide(Limit::Capacity, counts(20, 0, 2, 2), a, "");
+        let d = decide(
+            Limit::Capacity,
+            counts(20, 0, 2, 2),
+            a,
+            "",
+            Against::Baseline,
+        );
         assert_eq!(d.verdict, CellVerdict::CapacityRegression, "{d:?}");
         assert!(d.reason.contains("0.1%"), "{}", d.reason);
         // ... and on one of two boots: not evidence.
-        let d = decide(Limit::Capacity, counts(20, 0, 2, 1), a, "");
+        let d = decide(
+            Limit::Capacity,
+            counts(20, 0, 2, 1),
+            a,
+            "",
+            Against::Baseline,
+        );
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(!d.provisional);
         // Flips in a minority of the history: capacity_flaky with the rate, even on both boots.
-        let d = decide(Limit::Capacity, counts(20, 2, 2, 2), a, "");
+        let d = decide(
+            Limit::Capacity,
+            counts(20, 2, 2, 2),
+            a,
+            "",
+            Against::Baseline,
+        );
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(!d.provisional);
         assert!(
@@ -332,16 +390,40 @@ mod tests {
             d.reason
         );
         // Too short a history: said, with the runs it needs.
-        let d = decide(Limit::Capacity, counts(5, 0, 2, 2), a, "");
+        let d = decide(
+            Limit::Capacity,
+            counts(5, 0, 2, 2),
+            a,
+            "",
+            Against::Baseline,
+        );
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(d.reason.contains("need 16 history runs"), "{}", d.reason);
         // Saturation: the same rule with its own verdicts.
-        let d = decide(Limit::Saturation, counts(20, 0, 1, 1), a, "12 preemptions");
+        let d = decide(
+            Limit::Saturation,
+            counts(20, 0, 1, 1),
+            a,
+            "12 preemptions",
+            Against::Baseline,
+        );
         assert!(d.provisional);
         assert_eq!(d.verdict, CellVerdict::Saturated);
-        let d = decide(Limit::Saturation, counts(20, 0, 2, 2), a, "");
+        let d = decide(
+            Limit::Saturation,
+            counts(20, 0, 2, 2),
+            a,
+            "",
+            Against::Baseline,
+        );
         assert_eq!(d.verdict, CellVerdict::SaturationRegression);
-        let d = decide(Limit::Saturation, counts(20, 20, 2, 2), a, "");
+        let d = decide(
+            Limit::Saturation,
+            counts(20, 20, 2, 2),
+            a,
+            "",
+            Against::Baseline,
+        );
         assert_eq!(d.verdict, CellVerdict::Saturated);
         assert!(!d.provisional);
     }

@@ -190,16 +190,27 @@ fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
 }
 
 /// Whether a cell can be compared (`None`), and if not, its verdict, reason and whether the
-/// verdict is a provisional alarm.
-fn eligibility(
+/// verdict is a provisional alarm. A paired A/B decides its cells by the same rule, its A
+/// boots the history and the level (`against` names the sides in the reasons).
+pub(super) fn eligibility(
     coord: Coord,
     history: &[RunResults],
     level: &[RunResults],
     candidate: &[RunResults],
     capacity_alpha: f64,
+    against: Against,
 ) -> Option<(CellVerdict, String, bool)> {
     use CellStatus::*;
     let decided = |v: CellVerdict, why: String| Some((v, why, false));
+    let (base, the_base, level_runs, now_in) = match against {
+        Against::Baseline => (
+            "baseline",
+            "the baseline",
+            "newest baseline runs",
+            "candidate",
+        ),
+        Against::PairedAb => ("A", "A", "A boots", "B"),
+    };
     let statuses: Vec<CellStatus> = level
         .iter()
         .filter_map(|r| find(r, coord).map(|c| c.status))
@@ -211,7 +222,7 @@ fn eligibility(
     let mut now = Vec::with_capacity(candidate.len());
     for run in candidate {
         let Some(c) = find(run, coord) else {
-            let why = format!("missing in candidate run {}", run.run_id);
+            let why = format!("missing in {now_in} run {}", run.run_id);
             return decided(CellVerdict::NotComparable, why);
         };
         let why = c.reason.as_deref().unwrap_or("no reason given");
@@ -221,7 +232,7 @@ fn eligibility(
             // the cells it still serves compare.
             Error if measured_level > 0 => {
                 let why = format!(
-                    "error now: {why}; measured in {measured_level} of the {} newest baseline runs",
+                    "error now: {why}; measured in {measured_level} of the {} {level_runs}",
                     statuses.len()
                 );
                 return decided(CellVerdict::ErrorRegression, why);
@@ -229,19 +240,19 @@ fn eligibility(
             Error => {
                 return decided(
                     CellVerdict::NotComparable,
-                    format!("error in candidate: {why}"),
+                    format!("error in {now_in}: {why}"),
                 );
             }
             Skipped => {
                 return decided(
                     CellVerdict::NotComparable,
-                    format!("skipped in candidate: {why}"),
+                    format!("skipped in {now_in}: {why}"),
                 );
             }
         }
     }
     if statuses.is_empty() {
-        return decided(CellVerdict::NotComparable, "missing in baseline".into());
+        return decided(CellVerdict::NotComparable, format!("missing in {base}"));
     }
     // Capacity and saturation are judged against the whole history window (how often the
     // cell was so), not the level runs alone: `super::capacity`.
@@ -259,7 +270,7 @@ fn eligibility(
             return None;
         }
         if hist.is_empty() {
-            let why = format!("{} now; no successful baseline measurement", limit.words());
+            let why = format!("{} now; no successful {base} measurement", limit.words());
             return decided(CellVerdict::NotComparable, why);
         }
         let why = boots
@@ -273,7 +284,7 @@ fn eligibility(
             boots: candidate.len(),
             boot_hits: boots.len(),
         };
-        let d = capacity::decide(limit, counts, capacity_alpha, why);
+        let d = capacity::decide(limit, counts, capacity_alpha, why, against);
         Some((d.verdict, d.reason, d.provisional))
     };
     // Saturation counts the history runs at their capacity limit too: they were at the
@@ -289,20 +300,20 @@ fn eligibility(
             let (v, why) = if cap > 0 {
                 (
                     CellVerdict::Improvement,
-                    "fits now; capacity-limited in the baseline",
+                    format!("fits now; capacity-limited in {the_base}"),
                 )
             } else if sat > 0 {
                 (
                     CellVerdict::Improvement,
-                    "holds its streams now; saturated in the baseline",
+                    format!("holds its streams now; saturated in {the_base}"),
                 )
             } else {
                 (
                     CellVerdict::NotComparable,
-                    "no successful baseline measurement (error or skipped)",
+                    format!("no successful {base} measurement (error or skipped)"),
                 )
             };
-            decided(v, why.into())
+            decided(v, why)
         })
 }
 
@@ -1056,7 +1067,10 @@ pub fn compare_on(
     report.coverage = Some(coverage(&coords, level, candidate));
     let decided: Vec<Option<(CellVerdict, String, bool)>> = coords
         .iter()
-        .map(|&c| eligibility(c, history, level, candidate, rule.capacity_alpha()))
+        .map(|&c| {
+            let alpha = rule.capacity_alpha();
+            eligibility(c, history, level, candidate, alpha, Against::Baseline)
+        })
         .collect();
     let comparable: Vec<Coord> = coords
         .iter()

@@ -22,7 +22,7 @@ use super::DecisionRule;
 use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 
 use super::build::{self, Coord, find, mean, sd};
-use super::compare::{ALL_METRICS, decided_change, ok_value, with_matrix};
+use super::compare::{self, ALL_METRICS, decided_change, ok_value, with_matrix};
 use super::headline::Against;
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
 
@@ -54,92 +54,23 @@ pub(crate) fn paired_change(diffs: &[f64]) -> LogChange {
     }
 }
 
-/// Decides the cells that cannot be compared pair by pair (capacity, errors): a cell B errors
-/// on where A measured it is an `error_regression`.
-fn eligibility(coord: Coord, a: &[RunResults], b: &[RunResults]) -> Option<(CellVerdict, String)> {
-    let statuses = |runs: &[RunResults]| -> Vec<CellStatus> {
-        runs.iter()
-            .map(|r| find(r, coord).map_or(CellStatus::Skipped, |c| c.status))
-            .collect()
-    };
-    let (sa, sb) = (statuses(a), statuses(b));
-    let count = |s: &[CellStatus], w: CellStatus| s.iter().filter(|x| **x == w).count();
-    let (a_ok, a_cap) = (
-        count(&sa, CellStatus::Ok),
-        count(&sa, CellStatus::CapacityLimited),
-    );
-    let (b_ok, b_cap) = (
-        count(&sb, CellStatus::Ok),
-        count(&sb, CellStatus::CapacityLimited),
-    );
-    let b_err = count(&sb, CellStatus::Error);
-    if b_err > 0 && a_ok + a_cap > 0 {
-        // Fail closed, as `stats::compare`: a build that errors where the base was measured
-        // regressed, however the pairs it still serves compare.
-        let why = b
-            .iter()
-            .filter_map(|r| find(r, coord))
-            .find(|c| c.status == CellStatus::Error)
-            .and_then(|c| c.reason.as_deref())
-            .unwrap_or("no reason given");
-        return Some((
-            CellVerdict::ErrorRegression,
-            format!(
-                "error in {b_err} of {} B boots: {why}; measured in {} of {} A boots",
-                sb.len(),
-                a_ok + a_cap,
-                sa.len()
-            ),
-        ));
+/// Decides the cells that cannot be compared pair by pair, by the gate's rule with A's boots
+/// as the history (`stats::compare`'s eligibility: errors fail closed, capacity and saturation
+/// by `stats::capacity`'s bound at `capacity_alpha`), then a cell measured in fewer than two
+/// pairs.
+fn eligibility(
+    coord: Coord,
+    a: &[RunResults],
+    b: &[RunResults],
+    capacity_alpha: f64,
+) -> Option<(CellVerdict, String)> {
+    if let Some((v, why, _)) =
+        compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb)
+    {
+        return Some((v, why));
     }
-    if b_cap > 0 && a_ok > 0 && a_ok >= a_cap {
-        return Some((
-            CellVerdict::CapacityRegression,
-            format!(
-                "capacity-limited in {b_cap} of {} B boots; fit in {a_ok} of {} A boots",
-                sb.len(),
-                sa.len()
-            ),
-        ));
-    }
-    if a_cap > 0 && b_ok > 0 && b_ok >= b_cap && a_ok < a_cap {
-        return Some((
-            CellVerdict::Improvement,
-            format!(
-                "fits in B ({b_ok} of {} boots); capacity-limited in {a_cap} of {} A boots",
-                sb.len(),
-                sa.len()
-            ),
-        ));
-    }
-    if a_cap > 0 && b_cap > 0 {
-        return Some((
-            CellVerdict::NotComparable,
-            "capacity-limited on both sides".into(),
-        ));
-    }
-    let (a_sat, b_sat) = (
-        count(&sa, CellStatus::Saturated),
-        count(&sb, CellStatus::Saturated),
-    );
-    if a_sat + b_sat > 0 {
-        // Preempting boots are not compared for speed. A handful of pairs cannot tell a
-        // change from a cell at its limit (three B boots saturated and three A boots not has a
-        // false-alarm bound of 1.6%, `stats::capacity`): reported, never a regression.
-        return Some((
-            CellVerdict::Saturated,
-            format!(
-                "saturated in {b_sat} of {} B boots and {a_sat} of {} A boots (the engine preempted or retracted requests)",
-                sb.len(),
-                sa.len()
-            ),
-        ));
-    }
-    let pairs = sa
-        .iter()
-        .zip(&sb)
-        .filter(|(x, y)| **x == CellStatus::Ok && **y == CellStatus::Ok)
-        .count();
+    let ok = |r: &RunResults| find(r, coord).is_some_and(|c| c.status == CellStatus::Ok);
+    let pairs = a.iter().zip(b).filter(|(x, y)| ok(x) && ok(y)).count();
     if pairs < 2 {
         let why = b
             .iter()
@@ -197,8 +128,10 @@ pub fn paired_compare(
         });
     }
     let coords = build::coords(b.iter().chain(a));
-    let decided: Vec<Option<(CellVerdict, String)>> =
-        coords.iter().map(|&c| eligibility(c, a, b)).collect();
+    let decided: Vec<Option<(CellVerdict, String)>> = coords
+        .iter()
+        .map(|&c| eligibility(c, a, b, rule.capacity_alpha()))
+        .collect();
     let comparable: Vec<usize> = (0..coords.len())
         .filter(|&i| decided[i].is_none())
         .collect();
@@ -305,10 +238,6 @@ pub fn paired_compare(
         },
         rule,
     );
-    // The pairs decide capacity by their counts (`eligibility`), not by a test at a share.
-    if let Some(shares) = report.rule.shares.as_mut() {
-        shares.capacity = 0.0;
-    }
     let mut matrix_verdict = None;
     if let Some(m) = &matrix {
         let (v, check) = judge(
@@ -418,7 +347,7 @@ pub fn paired_compare(
     }
     // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
     // measure cannot speak for the matrix.
-    report.coverage = Some(super::compare::coverage(&coords, a, b));
+    report.coverage = Some(compare::coverage(&coords, a, b));
     build::finish(&mut report, Against::PairedAb);
     Ok(report)
 }
@@ -601,7 +530,8 @@ mod tests {
         assert_eq!(cell.verdict, CellVerdict::ErrorRegression, "{cell:?}");
         let why = cell.reason.as_deref().unwrap();
         assert!(
-            why.contains("error in 1 of 4 B boots") && why.contains("HTTP 500"),
+            why.starts_with("error now: HTTP 500")
+                && why.contains("measured in 4 of the 4 A boots"),
             "{why}"
         );
         // Every cell A measured must be measured by B in every boot: undecidable.
@@ -617,6 +547,50 @@ mod tests {
         let r = paired_compare(&a, &b, &DecisionRule::default()).expect("compare");
         assert_ne!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
         assert!(r.coverage.unwrap().sufficient());
+    }
+
+    /// Capacity is decided as the gate decides it (`stats::capacity`), A's boots the history:
+    /// a cell limited on one B boot is no evidence, and limited on every B boot it is a
+    /// regression only once the pairs can bound the false alarm at `capacity_alpha`.
+    #[test]
+    fn capacity_is_decided_by_the_gates_bound_over_the_pairs() {
+        let rule = DecisionRule::default();
+        let limited = |b: &mut [RunResults], boots: usize| {
+            for run in &mut b[..boots] {
+                run.cells[4].status = CellStatus::CapacityLimited;
+                run.cells[4].reason = Some("10/12 running".into());
+            }
+        };
+        let verdict = |n: usize, boots: usize| {
+            let (a, mut b) = pairs(9, n, &|_| 1.0);
+            limited(&mut b, boots);
+            let r = paired_compare(&a, &b, &rule).expect("compare");
+            let cell = r.cells[4].clone();
+            (cell.verdict, cell.reason.unwrap_or_default(), r)
+        };
+        let (v, why, r) = verdict(4, 1);
+        assert_eq!(v, CellVerdict::Inconclusive, "{why}");
+        assert!(
+            why.contains("on 1 of 4 B boots") && why.contains("not on every boot"),
+            "{why}"
+        );
+        assert_ne!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        // Every B boot limited and no A boot: 3 pairs bound the false alarm at 1.6%, 5 at 0.1%.
+        let (v, why, _) = verdict(3, 3);
+        assert_eq!(v, CellVerdict::Inconclusive, "{why}");
+        assert!(
+            why.contains("in 0 of 3 A boots") && why.contains("5 pairs are needed"),
+            "{why}"
+        );
+        let (v, why, r) = verdict(5, 5);
+        assert_eq!(v, CellVerdict::CapacityRegression, "{why}");
+        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        // Capacity spends its share of alpha, as in the gate.
+        let shares = r.rule.shares.expect("shares");
+        assert!(
+            (shares.capacity - rule.capacity_alpha()).abs() < 1e-15,
+            "{shares:?}"
+        );
     }
 
     #[test]
