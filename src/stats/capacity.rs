@@ -246,6 +246,11 @@ pub(crate) fn decide(
 mod tests {
     use super::*;
 
+    /// [`decide`] in a gate (against a baseline history).
+    fn at_gate(limit: Limit, n: LimitCounts, alpha: f64, detail: &str) -> LimitDecision {
+        decide(limit, n, alpha, detail, Against::Baseline)
+    }
+
     fn counts(runs: usize, hits: usize, boots: usize, boot_hits: usize) -> LimitCounts {
         LimitCounts {
             runs,
@@ -293,24 +298,17 @@ mod tests {
                 if !first {
                     continue;
                 }
-                let d = decide(
-                    Limit::Capacity,
-                    counts(20, hits, 1, 1),
-                    0.002,
-                    "",
-                    Against::Baseline,
-                );
+                let d = at_gate(Limit::Capacity, counts(20, hits, 1, 1), 0.002, "");
                 if !d.provisional {
                     assert_ne!(d.verdict, CellVerdict::CapacityRegression);
                     continue;
                 }
                 let second = rng.random::<f64>() < p;
-                let d = decide(
+                let d = at_gate(
                     Limit::Capacity,
                     counts(20, hits, 2, 1 + usize::from(second)),
                     0.002,
                     "",
-                    Against::Baseline,
                 );
                 alarms += usize::from(d.verdict == CellVerdict::CapacityRegression);
             }
@@ -324,13 +322,7 @@ mod tests {
     fn each_history_gets_its_verdict() {
         let a = 0.002;
         // Never fit: stays capacity-limited, not comparable.
-        let d = decide(
-            Limit::Capacity,
-            counts(20, 20, 1, 1),
-            a,
-            "5/8 running",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Capacity, counts(20, 20, 1, 1), a, "5/8 running");
         assert_eq!(d.verdict, CellVerdict::NotComparable);
         assert!(
             d.reason.starts_with("capacity-limited on both sides"),
@@ -339,13 +331,7 @@ mod tests {
         );
         assert!(d.reason.contains("5/8 running"), "{}", d.reason);
         // Fit in every run, limited on the first boot: provisional.
-        let d = decide(
-            Limit::Capacity,
-            counts(20, 0, 1, 1),
-            a,
-            "",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Capacity, counts(20, 0, 1, 1), a, "");
         assert!(d.provisional, "{d:?}");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(
@@ -354,33 +340,15 @@ mod tests {
             d.reason
         );
         // ... and on both boots: a regression.
-        let d = decide(
-            Limit::Capacity,
-            counts(20, 0, 2, 2),
-            a,
-            "",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Capacity, counts(20, 0, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::CapacityRegression, "{d:?}");
         assert!(d.reason.contains("0.1%"), "{}", d.reason);
         // ... and on one of two boots: not evidence.
-        let d = decide(
-            Limit::Capacity,
-            counts(20, 0, 2, 1),
-            a,
-            "",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Capacity, counts(20, 0, 2, 1), a, "");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(!d.provisional);
         // Flips in a minority of the history: capacity_flaky with the rate, even on both boots.
-        let d = decide(
-            Limit::Capacity,
-            counts(20, 2, 2, 2),
-            a,
-            "",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Capacity, counts(20, 2, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(!d.provisional);
         assert!(
@@ -390,40 +358,16 @@ mod tests {
             d.reason
         );
         // Too short a history: said, with the runs it needs.
-        let d = decide(
-            Limit::Capacity,
-            counts(5, 0, 2, 2),
-            a,
-            "",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Capacity, counts(5, 0, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(d.reason.contains("need 16 history runs"), "{}", d.reason);
         // Saturation: the same rule with its own verdicts.
-        let d = decide(
-            Limit::Saturation,
-            counts(20, 0, 1, 1),
-            a,
-            "12 preemptions",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Saturation, counts(20, 0, 1, 1), a, "12 preemptions");
         assert!(d.provisional);
         assert_eq!(d.verdict, CellVerdict::Saturated);
-        let d = decide(
-            Limit::Saturation,
-            counts(20, 0, 2, 2),
-            a,
-            "",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Saturation, counts(20, 0, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::SaturationRegression);
-        let d = decide(
-            Limit::Saturation,
-            counts(20, 20, 2, 2),
-            a,
-            "",
-            Against::Baseline,
-        );
+        let d = at_gate(Limit::Saturation, counts(20, 20, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::Saturated);
         assert!(!d.provisional);
     }
