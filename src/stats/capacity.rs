@@ -220,18 +220,24 @@ pub(crate) fn decide(
     } else {
         // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
         let count = |n: Option<usize>| n.map_or_else(|| "more".to_string(), |n| n.to_string());
-        let needed = match against {
-            Against::Baseline => format!(
-                "two boots need {} history runs",
-                count(runs_needed(MAX_BOOTS, alpha))
+        let (few, needed) = match against {
+            Against::Baseline => (
+                "runs",
+                format!(
+                    "two boots need {} history runs",
+                    count(runs_needed(MAX_BOOTS, alpha))
+                ),
             ),
-            Against::PairedAb => format!(
-                "{} pairs are needed",
-                count((2..=10_000).find(|&n| false_alarm_bound(0, n, n) <= alpha))
+            Against::PairedAb => (
+                "pairs",
+                format!(
+                    "{} pairs are needed",
+                    count((2..=10_000).find(|&n| false_alarm_bound(0, n, n) <= alpha))
+                ),
             ),
         };
         format!(
-            "{now}; {history}: too few runs to tell a change from a cell at its limit ({needed} at capacity_alpha {})",
+            "{now}; {history}: too few {few} to tell a change from a cell at its limit ({needed} at capacity_alpha {})",
             percent(alpha)
         )
     };

@@ -579,7 +579,8 @@ mod tests {
         let (v, why, _) = verdict(3, 3);
         assert_eq!(v, CellVerdict::Inconclusive, "{why}");
         assert!(
-            why.contains("in 0 of 3 A boots") && why.contains("5 pairs are needed"),
+            why.contains("in 0 of 3 A boots (0.0%): too few pairs")
+                && why.contains("(5 pairs are needed"),
             "{why}"
         );
         let (v, why, r) = verdict(5, 5);
