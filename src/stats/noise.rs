@@ -101,6 +101,33 @@ pub(crate) struct RunNoise {
 }
 
 impl RunNoise {
+    /// The noise of the history's run effects (oldest → newest; a run without data, `NaN`, is
+    /// skipped) from their successive differences (the mean square successive difference, von
+    /// Neumann): `Σ (x[k+1] − x[k])² / (2 m)` over the `m` differences, with a difference beyond
+    /// [`STEP_Z`] robust SDs of the differences (a step) set aside. A slow trend or a level
+    /// shift moves the series' spread a lot and its successive differences hardly at all. No
+    /// difference (fewer than two runs): variance 0 over 0 differences, the prior's alone.
+    fn from_effects(effects: &[f64]) -> Self {
+        let finite: Vec<f64> = effects.iter().copied().filter(|v| v.is_finite()).collect();
+        let mut diffs: Vec<f64> = finite.windows(2).map(|w| w[1] - w[0]).collect();
+        if diffs.len() >= 5 {
+            let mut abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
+            let scale = mad_sd(&mut abs);
+            if scale > 0.0 {
+                diffs.retain(|d| d.abs() <= STEP_Z * scale);
+            }
+        }
+        let differences = diffs.len();
+        RunNoise {
+            observed_var: if differences == 0 {
+                0.0
+            } else {
+                diffs.iter().map(|d| d * d).sum::<f64>() / (2.0 * differences as f64)
+            },
+            differences,
+        }
+    }
+
     /// The boot-to-boot SD of the run effect and its degrees of freedom.
     pub fn sigma_df(&self) -> (f64, f64) {
         self.after(0)
@@ -154,11 +181,7 @@ fn huber_mean(v: &[f64], k: f64) -> f64 {
     for _ in 0..20 {
         let (mut num, mut den) = (0.0, 0.0);
         for &x in v {
-            let w = if (x - m).abs() <= k {
-                1.0
-            } else {
-                k / (x - m).abs()
-            };
+            let w = (k / (x - m).abs()).min(1.0);
             num += w * x;
             den += w;
         }
@@ -231,31 +254,6 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, cap: f64) -> f64 {
     let extra = observed - sampling;
     let d0 = if extra <= 0.0 { cap } else { 4.0 + 2.0 / extra };
     d0.clamp(SHRINKAGE_MIN_DF.min(cap), cap)
-}
-
-/// Variance of a series' noise from its successive differences (the mean square successive
-/// difference, von Neumann): `Σ (x[k+1] − x[k])² / (2 m)` over the `m` differences, with a
-/// difference beyond [`STEP_Z`] robust SDs of the differences (a step) set aside. A slow trend
-/// or a level shift moves the series' spread a lot and its successive differences hardly at
-/// all. Returns the variance and `m` (its df is [`RunNoise::after`]'s); `(0, 0)` with fewer
-/// than two values.
-fn successive_difference_var(x: &[f64]) -> (f64, usize) {
-    let mut diffs: Vec<f64> = x.windows(2).map(|w| w[1] - w[0]).collect();
-    if diffs.is_empty() {
-        return (0.0, 0);
-    }
-    if diffs.len() >= 5 {
-        let mut abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
-        let scale = mad_sd(&mut abs);
-        if scale > 0.0 {
-            diffs.retain(|d| d.abs() <= STEP_Z * scale);
-        }
-    }
-    let m = diffs.len();
-    (
-        diffs.iter().map(|d| d * d).sum::<f64>() / (2.0 * m as f64),
-        m,
-    )
 }
 
 /// Alternating trimmed-mean fit of cell centres and run effects over the entries present.
@@ -376,15 +374,13 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         };
         for here in &row_blocks {
             let values: Vec<f64> = here.iter().map(|&i| resid[i]).collect();
-            let centre = huber_mean(&values, ROW_HUBER_K * scale);
-            // An entry alone in its row this run holds no cell noise: left out.
-            for &i in here {
-                resid[i] = if here.len() >= 2 {
-                    resid[i] - centre
-                } else {
-                    f64::NAN
-                };
-            }
+            // An entry alone in its row this run holds no cell noise: left out (`NaN`).
+            let centre = if here.len() >= 2 {
+                huber_mean(&values, ROW_HUBER_K * scale)
+            } else {
+                f64::NAN
+            };
+            here.iter().for_each(|&i| resid[i] -= centre);
         }
     } else if cells_with_data > 1 {
         let f = (cells_with_data as f64 - 1.0) / cells_with_data as f64;
@@ -473,20 +469,13 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         0.0
     };
 
-    // Run-level noise from successive differences of the run effects (oldest → newest), so a
-    // trend or a step in the history is not counted as noise.
-    let effects: Vec<f64> = effect.iter().copied().filter(|v| v.is_finite()).collect();
-    let (observed_var, differences) = successive_difference_var(&effects);
-
     NoiseModel {
         cell_center: center,
+        // Successive differences of the run effects: a trend or a step is not noise.
+        run: RunNoise::from_effects(&effect),
         run_effect: effect,
         cell_sigma,
         cell_df,
-        run: RunNoise {
-            observed_var,
-            differences,
-        },
         tail_df,
         row_sigma,
     }
@@ -781,15 +770,11 @@ mod tests {
             assert!((s - base).abs() < 0.15 * base, "{s} vs {base}");
         }
         // The plain SD of the trend's run effects would be ~40% larger.
-        let (var, m) = successive_difference_var(&[0.0, 1.0, 0.0, 1.0]);
-        assert!((var - 0.5).abs() < 1e-12 && m == 3);
-        let (_, df) = RunNoise {
-            observed_var: var,
-            differences: m,
-        }
-        .sigma_df();
+        let zigzag = RunNoise::from_effects(&[0.0, 1.0, 0.0, 1.0]);
+        assert!((zigzag.observed_var - 0.5).abs() < 1e-12 && zigzag.differences == 3);
+        let (_, df) = zigzag.sigma_df();
         assert!((df - 18.0 / 8.0 - PRIOR_DF).abs() < 1e-12);
-        assert_eq!(successive_difference_var(&[1.0]), (0.0, 0));
+        assert_eq!(RunNoise::from_effects(&[1.0]), RunNoise::observed(0.0, 0));
     }
 
     #[test]
