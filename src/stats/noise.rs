@@ -173,8 +173,7 @@ impl RunNoise {
 /// Huber's M-estimate of location of `v`: values within `k` of it count fully, those beyond as
 /// if at `k` (iterated from the median; the median itself when `k` is 0).
 fn huber_mean(v: &[f64], k: f64) -> f64 {
-    let mut sorted = v.to_vec();
-    let mut m = median(&mut sorted);
+    let mut m = median(&mut v.to_vec());
     if k.is_nan() || k <= 0.0 {
         return m;
     }
@@ -294,22 +293,15 @@ fn fit_effects(t: &LogTable) -> (Vec<f64>, Vec<f64>) {
 
 /// Cells (columns) of each context row with data, from each column's row label.
 fn row_groups(t: &LogTable, row: &[u64]) -> Vec<Vec<usize>> {
-    let mut labels: Vec<u64> = Vec::new();
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for c in 0..t.cells {
-        if !(0..t.runs).any(|r| t.get(r, c).is_finite()) {
-            continue;
-        }
+    let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
+    for c in (0..t.cells).filter(|&c| (0..t.runs).any(|r| t.get(r, c).is_finite())) {
         let label = row.get(c).copied().unwrap_or(u64::MAX);
-        match labels.iter().position(|l| *l == label) {
-            Some(g) => groups[g].push(c),
-            None => {
-                labels.push(label);
-                groups.push(vec![c]);
-            }
+        match groups.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, cells)) => cells.push(c),
+            None => groups.push((label, vec![c])),
         }
     }
-    groups
+    groups.into_iter().map(|(_, cells)| cells).collect()
 }
 
 /// Fits the decomposition and the noise of one metric's history; `row[c]` labels the context
@@ -703,6 +695,13 @@ mod tests {
         history(runs, cells, seed, 0.0, None)
     }
 
+    /// The models of twenty 20-run, 20-cell [`history`]s, seeds `from..from + 20`.
+    fn fits(from: u64, row_cv: f64, cell_df: Option<f64>) -> Vec<NoiseModel> {
+        (from..from + 20)
+            .map(|seed| fit(&history(20, 20, seed, row_cv, cell_df), &ROWS))
+            .collect()
+    }
+
     #[test]
     fn separates_run_and_cell_noise() {
         let t = synthetic(40, 20, 1);
@@ -781,18 +780,14 @@ mod tests {
     fn a_row_factor_is_its_own_term_and_leaves_the_cells_noise_alone() {
         // Four rows of iid factors of SD 1.5%: a row's effect relative to its run's (which
         // takes their mean) has SD 1.5% * sqrt(3/4) = 1.3%.
-        let fits: Vec<NoiseModel> = (0..20)
-            .map(|seed| fit(&history(20, 20, 200 + seed, 0.015, None), &ROWS))
-            .collect();
-        let mean = |v: &dyn Fn(&NoiseModel) -> f64| fits.iter().map(v).sum::<f64>() / 20.0;
+        let factor = fits(200, 0.015, None);
+        let mean = |v: &dyn Fn(&NoiseModel) -> f64| factor.iter().map(v).sum::<f64>() / 20.0;
         let row = mean(&|m| m.row_sigma);
         assert!((row - 0.013).abs() < 0.002, "row sigma {row}");
         let cells = mean(&|m| m.cell_sigma.iter().sum::<f64>() / 20.0);
         assert!((cells - 0.02).abs() < 0.0015, "cells {cells}");
         // Without the row factor the term is about nothing.
-        let none: Vec<f64> = (0..20)
-            .map(|seed| fit(&synthetic(20, 20, 300 + seed), &ROWS).row_sigma)
-            .collect();
+        let none: Vec<f64> = fits(300, 0.0, None).iter().map(|m| m.row_sigma).collect();
         let mean_none = none.iter().sum::<f64>() / 20.0;
         assert!(mean_none < 0.003, "no row factor, row sigma {none:?}");
         // A short history does not fit it; one row has none.
@@ -808,33 +803,33 @@ mod tests {
     fn with_a_row_factor_the_tail_fit_sees_the_cells_own_tail() {
         // A Gaussian row factor plus t3 cells: one t fitted to their sum would have 4-6 df;
         // the cells' own term, the row effect removed, is fitted near its 3.
-        let dfs: Vec<f64> = (0..20)
-            .map(|seed| fit(&history(20, 20, 400 + seed, 0.015, Some(3.0)), &ROWS).tail_df)
+        let dfs: Vec<f64> = fits(400, 0.015, Some(3.0))
+            .iter()
+            .map(|m| m.tail_df)
             .collect();
         assert!(
             dfs.iter().filter(|d| **d <= 4.0).count() >= 17,
             "tail df {dfs:?}"
         );
         // And Gaussian cells under a row factor stay Gaussian.
-        let gaussian = (0..20)
-            .filter(|&seed| {
-                fit(&history(20, 20, 500 + seed, 0.015, None), &ROWS)
-                    .tail_df
-                    .is_infinite()
-            })
+        let gaussian = fits(500, 0.015, None)
+            .iter()
+            .filter(|m| m.tail_df.is_infinite())
             .count();
         assert!(gaussian >= 18, "{gaussian}/20");
     }
 
     #[test]
     fn heavy_tailed_cells_are_recognised_and_gaussian_ones_are_not() {
-        let gaussian_as_such = (0..20)
-            .filter(|&seed| fit(&synthetic(20, 20, seed), &ROWS).tail_df.is_infinite())
+        let gaussian_as_such = fits(0, 0.0, None)
+            .iter()
+            .filter(|m| m.tail_df.is_infinite())
             .count();
         // The likelihood-ratio screen is at 1%: a Gaussian history keeps its Gaussian test.
         assert!(gaussian_as_such >= 19, "{gaussian_as_such}/20");
-        let heavy: Vec<f64> = (0..20)
-            .map(|seed| fit(&history(20, 20, 100 + seed, 0.0, Some(3.0)), &ROWS).tail_df)
+        let heavy: Vec<f64> = fits(100, 0.0, Some(3.0))
+            .iter()
+            .map(|m| m.tail_df)
             .collect();
         assert!(
             heavy.iter().filter(|d| **d <= 5.0).count() >= 18,

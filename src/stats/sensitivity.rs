@@ -28,6 +28,7 @@ use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 
 use crate::verdict::{CellSensitivity, Sensitivity, SensitivityUnit};
 
+use super::build::{mean, var};
 use super::interval::{LogChange, log_margin, relative, std_t, t_quantile};
 use super::noise::{RunNoise, median};
 use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN, level_window};
@@ -103,13 +104,13 @@ impl MatrixDesign {
             return 0.0;
         }
         let errors: Vec<f64> = (k..effects.len())
-            .map(|r| effects[r] - super::build::mean(&effects[r - k..r]))
+            .map(|r| effects[r] - mean(&effects[r - k..r]))
             .collect();
-        let (m, lag) = (errors.len() as f64, super::build::mean(&errors));
+        let (m, lag) = (errors.len() as f64, mean(&errors));
         if lag >= 0.0 {
             return 0.0;
         }
-        (lag.powi(2) - super::build::var(&errors) / m).max(0.0)
+        (lag.powi(2) - var(&errors) / m).max(0.0)
     }
 }
 
