@@ -730,12 +730,11 @@ mod tests {
     #[test]
     fn identical_runs_have_little_noise_and_one_run_falls_back_to_the_prior() {
         let one = synthetic(1, 5, 3);
-        let mut t = LogTable::new(3, 5);
-        for r in 0..3 {
-            for c in 0..5 {
-                t.set(r, c, one.get(0, c));
-            }
-        }
+        let t = LogTable {
+            runs: 3,
+            cells: 5,
+            values: one.values.repeat(3),
+        };
         let m = fit(&t, &ROWS);
         assert!(
             m.cell_sigma.iter().all(|s| *s < 0.015),
