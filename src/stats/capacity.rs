@@ -175,47 +175,40 @@ pub(crate) fn decide(
     } else {
         format!("{words} on {} of {} {boots}{detail}", n.boot_hits, n.boots)
     };
+    let decision = |verdict, reason, provisional| LimitDecision {
+        verdict,
+        reason,
+        provisional,
+    };
     if n.hits >= n.runs {
-        return LimitDecision {
-            verdict: both_sides,
-            reason: format!("{words} on both sides: {now}; {history}"),
-            provisional: false,
-        };
+        let reason = format!("{words} on both sides: {now}; {history}");
+        return decision(both_sides, reason, false);
     }
     if n.boot_hits < n.boots {
-        return LimitDecision {
-            verdict: not_evidence,
-            reason: format!("{now}, not on every boot: not evidence of a change; {history}"),
-            provisional: false,
-        };
+        let reason = format!("{now}, not on every boot: not evidence of a change; {history}");
+        return decision(not_evidence, reason, false);
     }
     let bound = false_alarm_bound(n.hits, n.runs, n.boots);
     if bound <= alpha {
-        return LimitDecision {
-            verdict: regression,
-            reason: format!(
-                "{now}; {history}: false-alarm bound {} ≤ capacity_alpha {}",
-                percent(bound),
-                percent(alpha)
-            ),
-            provisional: false,
-        };
+        let reason = format!(
+            "{now}; {history}: false-alarm bound {} ≤ capacity_alpha {}",
+            percent(bound),
+            percent(alpha)
+        );
+        return decision(regression, reason, false);
     }
     // `run` boots at most twice: only the first boot's alarm can be provisional.
     let next = false_alarm_bound(n.hits, n.runs, n.boots + 1);
     if n.boots < MAX_BOOTS && next <= alpha {
-        return LimitDecision {
-            verdict: not_evidence,
-            reason: format!(
-                "provisional {}: {now}; {history}; one boot cannot prove it (false-alarm bound {} > capacity_alpha {}): a confirmation boot decides",
-                regression.as_str(),
-                percent(bound),
-                percent(alpha)
-            ),
-            provisional: true,
-        };
+        let reason = format!(
+            "provisional {}: {now}; {history}; one boot cannot prove it (false-alarm bound {} > capacity_alpha {}): a confirmation boot decides",
+            regression.as_str(),
+            percent(bound),
+            percent(alpha)
+        );
+        return decision(not_evidence, reason, true);
     }
-    let why = if n.hits > 0 {
+    let reason = if n.hits > 0 {
         format!("{flaky}: {now}; {history}: not evidence of a change")
     } else {
         // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
@@ -241,11 +234,7 @@ pub(crate) fn decide(
             percent(alpha)
         )
     };
-    LimitDecision {
-        verdict: not_evidence,
-        reason: why,
-        provisional: false,
-    }
+    decision(not_evidence, reason, false)
 }
 
 #[cfg(test)]

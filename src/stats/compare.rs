@@ -1264,9 +1264,7 @@ pub fn compare_on(
         rule,
         look.design_boots,
         history.len(),
-        matrices
-            .get(&Metric::AggregateTps)
-            .map(|m| m.design.clone()),
+        matrices.get(&Metric::AggregateTps).map(|m| &m.design),
         tests
             .iter()
             .filter(|t| t.metric == Metric::AggregateTps)

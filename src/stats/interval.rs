@@ -3,7 +3,7 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::verdict::{CellVerdict, Direction};
+use crate::verdict::{CellVerdict, Check, Direction};
 
 /// An estimated log ratio (candidate / baseline) with its standard error and degrees of freedom.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -149,11 +149,11 @@ pub(crate) fn log_margin(m: f64) -> f64 {
 /// else the regression side's).
 pub(crate) fn judge(
     change: &LogChange,
-    direction: crate::verdict::Direction,
+    direction: Direction,
     alpha: f64,
     margin: f64,
     look: &str,
-) -> (CellVerdict, crate::verdict::Check) {
+) -> (CellVerdict, Check) {
     let q = change.quantile(1.0 - alpha);
     let stat = change.statistic();
     let good = signed(stat, direction);
@@ -173,7 +173,7 @@ pub(crate) fn judge(
     };
     (
         verdict,
-        crate::verdict::Check {
+        Check {
             look: look.to_string(),
             statistic: stat,
             reference: change.reference(),
@@ -204,7 +204,7 @@ pub(crate) fn points(verdict: CellVerdict, good: f64) -> bool {
 /// total change does not agree) says so, so that its line never contradicts the cell's verdict.
 /// `against` names what the test compared with (`the rest of its run`).
 pub(crate) fn note_overruled(
-    check: &mut crate::verdict::Check,
+    check: &mut Check,
     judged: CellVerdict,
     verdict: CellVerdict,
     total: &LogChange,
@@ -224,7 +224,7 @@ pub(crate) fn note_overruled(
 /// A reported-only metric's test never decides the gate: its line says which way the metric
 /// moved and that it does not gate, instead of `regression`, and it is not `rejected` (so it is
 /// not listed among the tests that decided the gate).
-pub(crate) fn reported_only(check: &mut crate::verdict::Check, own: CellVerdict, dir: Direction) {
+pub(crate) fn reported_only(check: &mut Check, own: CellVerdict, dir: Direction) {
     check.rejected = false;
     let moved = match (own, dir) {
         (CellVerdict::Regression, Direction::LowerIsBetter)
@@ -241,6 +241,16 @@ mod tests {
     use rand::SeedableRng;
     use rand_distr::{Distribution, Normal};
 
+    /// A change of Gaussian noise (no heavy tail).
+    fn gaussian(estimate: f64, se: f64, df: f64) -> LogChange {
+        LogChange {
+            estimate,
+            se,
+            df,
+            tail_df: f64::INFINITY,
+        }
+    }
+
     #[test]
     fn interval_covers_the_truth_at_its_level() {
         // 4000 intervals from known-variance normal estimates: 90% should cover, within MC error.
@@ -248,12 +258,7 @@ mod tests {
         let noise = Normal::new(0.0, 0.02).unwrap_or_else(|_| unreachable!());
         let covered = (0..4000)
             .filter(|_| {
-                let c = LogChange {
-                    estimate: -0.05 + noise.sample(&mut rng),
-                    se: 0.02,
-                    df: 1e6,
-                    tail_df: f64::INFINITY,
-                };
+                let c = gaussian(-0.05 + noise.sample(&mut rng), 0.02, 1e6);
                 let (lo, hi) = c.interval(0.90);
                 lo <= -0.05 && -0.05 <= hi
             })
@@ -264,12 +269,7 @@ mod tests {
 
     #[test]
     fn margin_rule_cases() {
-        let c = |estimate| LogChange {
-            estimate,
-            se: 0.01,
-            df: 100.0,
-            tail_df: f64::INFINITY,
-        };
+        let c = |estimate| gaussian(estimate, 0.01, 100.0);
         assert!(c(0.0).within_margin(0.95, 0.03));
         // Beyond the margin either way, or straddling it: not within.
         assert!(!c(-0.10).within_margin(0.95, 0.03));
@@ -282,12 +282,7 @@ mod tests {
 
     #[test]
     fn a_regression_needs_the_boundary_and_the_margin() {
-        let c = |estimate: f64, se: f64| LogChange {
-            estimate,
-            se,
-            df: 1e6,
-            tail_df: f64::INFINITY,
-        };
+        let c = |estimate, se| gaussian(estimate, se, 1e6);
         let hi = Direction::HigherIsBetter;
         let m = log_margin(0.03);
         // t = −5 beyond the 0.1% boundary (−3.09), −10% beyond the 3% margin.

@@ -101,6 +101,33 @@ pub(crate) struct RunNoise {
 }
 
 impl RunNoise {
+    /// The noise of the history's run effects (oldest → newest; a run without data, `NaN`, is
+    /// skipped) from their successive differences (the mean square successive difference, von
+    /// Neumann): `Σ (x[k+1] − x[k])² / (2 m)` over the `m` differences, with a difference beyond
+    /// [`STEP_Z`] robust SDs of the differences (a step) set aside. A slow trend or a level
+    /// shift moves the series' spread a lot and its successive differences hardly at all. No
+    /// difference (fewer than two runs): variance 0 over 0 differences, the prior's alone.
+    fn from_effects(effects: &[f64]) -> Self {
+        let finite: Vec<f64> = effects.iter().copied().filter(|v| v.is_finite()).collect();
+        let mut diffs: Vec<f64> = finite.windows(2).map(|w| w[1] - w[0]).collect();
+        if diffs.len() >= 5 {
+            let mut abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
+            let scale = mad_sd(&mut abs);
+            if scale > 0.0 {
+                diffs.retain(|d| d.abs() <= STEP_Z * scale);
+            }
+        }
+        let differences = diffs.len();
+        RunNoise {
+            observed_var: if differences == 0 {
+                0.0
+            } else {
+                diffs.iter().map(|d| d * d).sum::<f64>() / (2.0 * differences as f64)
+            },
+            differences,
+        }
+    }
+
     /// The boot-to-boot SD of the run effect and its degrees of freedom.
     pub fn sigma_df(&self) -> (f64, f64) {
         self.after(0)
@@ -146,19 +173,14 @@ impl RunNoise {
 /// Huber's M-estimate of location of `v`: values within `k` of it count fully, those beyond as
 /// if at `k` (iterated from the median; the median itself when `k` is 0).
 fn huber_mean(v: &[f64], k: f64) -> f64 {
-    let mut sorted = v.to_vec();
-    let mut m = median(&mut sorted);
+    let mut m = median(&mut v.to_vec());
     if k.is_nan() || k <= 0.0 {
         return m;
     }
     for _ in 0..20 {
         let (mut num, mut den) = (0.0, 0.0);
         for &x in v {
-            let w = if (x - m).abs() <= k {
-                1.0
-            } else {
-                k / (x - m).abs()
-            };
+            let w = (k / (x - m).abs()).min(1.0);
             num += w * x;
             den += w;
         }
@@ -233,31 +255,6 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, cap: f64) -> f64 {
     d0.clamp(SHRINKAGE_MIN_DF.min(cap), cap)
 }
 
-/// Variance of a series' noise from its successive differences (the mean square successive
-/// difference, von Neumann): `Σ (x[k+1] − x[k])² / (2 m)` over the `m` differences, with a
-/// difference beyond [`STEP_Z`] robust SDs of the differences (a step) set aside. A slow trend
-/// or a level shift moves the series' spread a lot and its successive differences hardly at
-/// all. Returns the variance and `m` (its df is [`RunNoise::after`]'s); `(0, 0)` with fewer
-/// than two values.
-fn successive_difference_var(x: &[f64]) -> (f64, usize) {
-    let mut diffs: Vec<f64> = x.windows(2).map(|w| w[1] - w[0]).collect();
-    if diffs.is_empty() {
-        return (0.0, 0);
-    }
-    if diffs.len() >= 5 {
-        let mut abs: Vec<f64> = diffs.iter().map(|d| d.abs()).collect();
-        let scale = mad_sd(&mut abs);
-        if scale > 0.0 {
-            diffs.retain(|d| d.abs() <= STEP_Z * scale);
-        }
-    }
-    let m = diffs.len();
-    (
-        diffs.iter().map(|d| d * d).sum::<f64>() / (2.0 * m as f64),
-        m,
-    )
-}
-
 /// Alternating trimmed-mean fit of cell centres and run effects over the entries present.
 fn fit_effects(t: &LogTable) -> (Vec<f64>, Vec<f64>) {
     let (nr, nc) = (t.runs, t.cells);
@@ -296,22 +293,15 @@ fn fit_effects(t: &LogTable) -> (Vec<f64>, Vec<f64>) {
 
 /// Cells (columns) of each context row with data, from each column's row label.
 fn row_groups(t: &LogTable, row: &[u64]) -> Vec<Vec<usize>> {
-    let mut labels: Vec<u64> = Vec::new();
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for c in 0..t.cells {
-        if !(0..t.runs).any(|r| t.get(r, c).is_finite()) {
-            continue;
-        }
+    let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
+    for c in (0..t.cells).filter(|&c| (0..t.runs).any(|r| t.get(r, c).is_finite())) {
         let label = row.get(c).copied().unwrap_or(u64::MAX);
-        match labels.iter().position(|l| *l == label) {
-            Some(g) => groups[g].push(c),
-            None => {
-                labels.push(label);
-                groups.push(vec![c]);
-            }
+        match groups.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, cells)) => cells.push(c),
+            None => groups.push((label, vec![c])),
         }
     }
-    groups
+    groups.into_iter().map(|(_, cells)| cells).collect()
 }
 
 /// Fits the decomposition and the noise of one metric's history; `row[c]` labels the context
@@ -376,15 +366,13 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         };
         for here in &row_blocks {
             let values: Vec<f64> = here.iter().map(|&i| resid[i]).collect();
-            let centre = huber_mean(&values, ROW_HUBER_K * scale);
-            // An entry alone in its row this run holds no cell noise: left out.
-            for &i in here {
-                resid[i] = if here.len() >= 2 {
-                    resid[i] - centre
-                } else {
-                    f64::NAN
-                };
-            }
+            // An entry alone in its row this run holds no cell noise: left out (`NaN`).
+            let centre = if here.len() >= 2 {
+                huber_mean(&values, ROW_HUBER_K * scale)
+            } else {
+                f64::NAN
+            };
+            here.iter().for_each(|&i| resid[i] -= centre);
         }
     } else if cells_with_data > 1 {
         let f = (cells_with_data as f64 - 1.0) / cells_with_data as f64;
@@ -473,20 +461,13 @@ pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         0.0
     };
 
-    // Run-level noise from successive differences of the run effects (oldest → newest), so a
-    // trend or a step in the history is not counted as noise.
-    let effects: Vec<f64> = effect.iter().copied().filter(|v| v.is_finite()).collect();
-    let (observed_var, differences) = successive_difference_var(&effects);
-
     NoiseModel {
         cell_center: center,
+        // Successive differences of the run effects: a trend or a step is not noise.
+        run: RunNoise::from_effects(&effect),
         run_effect: effect,
         cell_sigma,
         cell_df,
-        run: RunNoise {
-            observed_var,
-            differences,
-        },
         tail_df,
         row_sigma,
     }
@@ -714,6 +695,13 @@ mod tests {
         history(runs, cells, seed, 0.0, None)
     }
 
+    /// The models of twenty 20-run, 20-cell [`history`]s, seeds `from..from + 20`.
+    fn fits(from: u64, row_cv: f64, cell_df: Option<f64>) -> Vec<NoiseModel> {
+        (from..from + 20)
+            .map(|seed| fit(&history(20, 20, seed, row_cv, cell_df), &ROWS))
+            .collect()
+    }
+
     #[test]
     fn separates_run_and_cell_noise() {
         let t = synthetic(40, 20, 1);
@@ -742,12 +730,11 @@ mod tests {
     #[test]
     fn identical_runs_have_little_noise_and_one_run_falls_back_to_the_prior() {
         let one = synthetic(1, 5, 3);
-        let mut t = LogTable::new(3, 5);
-        for r in 0..3 {
-            for c in 0..5 {
-                t.set(r, c, one.get(0, c));
-            }
-        }
+        let t = LogTable {
+            runs: 3,
+            cells: 5,
+            values: one.values.repeat(3),
+        };
         let m = fit(&t, &ROWS);
         assert!(
             m.cell_sigma.iter().all(|s| *s < 0.015),
@@ -781,33 +768,25 @@ mod tests {
             assert!((s - base).abs() < 0.15 * base, "{s} vs {base}");
         }
         // The plain SD of the trend's run effects would be ~40% larger.
-        let (var, m) = successive_difference_var(&[0.0, 1.0, 0.0, 1.0]);
-        assert!((var - 0.5).abs() < 1e-12 && m == 3);
-        let (_, df) = RunNoise {
-            observed_var: var,
-            differences: m,
-        }
-        .sigma_df();
+        let zigzag = RunNoise::from_effects(&[0.0, 1.0, 0.0, 1.0]);
+        assert!((zigzag.observed_var - 0.5).abs() < 1e-12 && zigzag.differences == 3);
+        let (_, df) = zigzag.sigma_df();
         assert!((df - 18.0 / 8.0 - PRIOR_DF).abs() < 1e-12);
-        assert_eq!(successive_difference_var(&[1.0]), (0.0, 0));
+        assert_eq!(RunNoise::from_effects(&[1.0]), RunNoise::observed(0.0, 0));
     }
 
     #[test]
     fn a_row_factor_is_its_own_term_and_leaves_the_cells_noise_alone() {
         // Four rows of iid factors of SD 1.5%: a row's effect relative to its run's (which
         // takes their mean) has SD 1.5% * sqrt(3/4) = 1.3%.
-        let fits: Vec<NoiseModel> = (0..20)
-            .map(|seed| fit(&history(20, 20, 200 + seed, 0.015, None), &ROWS))
-            .collect();
-        let mean = |v: &dyn Fn(&NoiseModel) -> f64| fits.iter().map(v).sum::<f64>() / 20.0;
+        let factor = fits(200, 0.015, None);
+        let mean = |v: &dyn Fn(&NoiseModel) -> f64| factor.iter().map(v).sum::<f64>() / 20.0;
         let row = mean(&|m| m.row_sigma);
         assert!((row - 0.013).abs() < 0.002, "row sigma {row}");
         let cells = mean(&|m| m.cell_sigma.iter().sum::<f64>() / 20.0);
         assert!((cells - 0.02).abs() < 0.0015, "cells {cells}");
         // Without the row factor the term is about nothing.
-        let none: Vec<f64> = (0..20)
-            .map(|seed| fit(&synthetic(20, 20, 300 + seed), &ROWS).row_sigma)
-            .collect();
+        let none: Vec<f64> = fits(300, 0.0, None).iter().map(|m| m.row_sigma).collect();
         let mean_none = none.iter().sum::<f64>() / 20.0;
         assert!(mean_none < 0.003, "no row factor, row sigma {none:?}");
         // A short history does not fit it; one row has none.
@@ -823,33 +802,33 @@ mod tests {
     fn with_a_row_factor_the_tail_fit_sees_the_cells_own_tail() {
         // A Gaussian row factor plus t3 cells: one t fitted to their sum would have 4-6 df;
         // the cells' own term, the row effect removed, is fitted near its 3.
-        let dfs: Vec<f64> = (0..20)
-            .map(|seed| fit(&history(20, 20, 400 + seed, 0.015, Some(3.0)), &ROWS).tail_df)
+        let dfs: Vec<f64> = fits(400, 0.015, Some(3.0))
+            .iter()
+            .map(|m| m.tail_df)
             .collect();
         assert!(
             dfs.iter().filter(|d| **d <= 4.0).count() >= 17,
             "tail df {dfs:?}"
         );
         // And Gaussian cells under a row factor stay Gaussian.
-        let gaussian = (0..20)
-            .filter(|&seed| {
-                fit(&history(20, 20, 500 + seed, 0.015, None), &ROWS)
-                    .tail_df
-                    .is_infinite()
-            })
+        let gaussian = fits(500, 0.015, None)
+            .iter()
+            .filter(|m| m.tail_df.is_infinite())
             .count();
         assert!(gaussian >= 18, "{gaussian}/20");
     }
 
     #[test]
     fn heavy_tailed_cells_are_recognised_and_gaussian_ones_are_not() {
-        let gaussian_as_such = (0..20)
-            .filter(|&seed| fit(&synthetic(20, 20, seed), &ROWS).tail_df.is_infinite())
+        let gaussian_as_such = fits(0, 0.0, None)
+            .iter()
+            .filter(|m| m.tail_df.is_infinite())
             .count();
         // The likelihood-ratio screen is at 1%: a Gaussian history keeps its Gaussian test.
         assert!(gaussian_as_such >= 19, "{gaussian_as_such}/20");
-        let heavy: Vec<f64> = (0..20)
-            .map(|seed| fit(&history(20, 20, 100 + seed, 0.0, Some(3.0)), &ROWS).tail_df)
+        let heavy: Vec<f64> = fits(100, 0.0, Some(3.0))
+            .iter()
+            .map(|m| m.tail_df)
             .collect();
         assert!(
             heavy.iter().filter(|d| **d <= 5.0).count() >= 18,

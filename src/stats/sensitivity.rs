@@ -28,9 +28,10 @@ use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 
 use crate::verdict::{CellSensitivity, Sensitivity, SensitivityUnit};
 
-use super::interval::{LogChange, log_margin, std_t};
-use super::noise::RunNoise;
-use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN};
+use super::build::{mean, var};
+use super::interval::{LogChange, log_margin, relative, std_t, t_quantile};
+use super::noise::{RunNoise, median};
+use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN, level_window};
 
 /// The longest projection tried: a history that needs more than this many further runs is
 /// reported as unable to reach the design effect at its noise.
@@ -60,9 +61,7 @@ fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
             let from = r
                 .saturating_sub(half)
                 .min(n.saturating_sub(LOCAL_LEVEL_RUNS));
-            let mut near = effects[from..(from + LOCAL_LEVEL_RUNS).min(n)].to_vec();
-            near.sort_by(f64::total_cmp);
-            near[near.len() / 2] - effects[r]
+            median(&mut effects[from..(from + LOCAL_LEVEL_RUNS).min(n)].to_vec()) - effects[r]
         })
         .collect();
     let rms = (deviations.iter().map(|d| d * d).sum::<f64>() / n as f64).sqrt();
@@ -70,7 +69,7 @@ fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
 }
 
 /// The matrix-wide test's noise, as fitted.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct MatrixDesign {
     /// Boot-to-boot noise of the run effect (log).
     pub run_noise: RunNoise,
@@ -105,13 +104,13 @@ impl MatrixDesign {
             return 0.0;
         }
         let errors: Vec<f64> = (k..effects.len())
-            .map(|r| effects[r] - super::build::mean(&effects[r - k..r]))
+            .map(|r| effects[r] - mean(&effects[r - k..r]))
             .collect();
-        let (m, lag) = (errors.len() as f64, super::build::mean(&errors));
+        let (m, lag) = (errors.len() as f64, mean(&errors));
         if lag >= 0.0 {
             return 0.0;
         }
-        (lag.powi(2) - super::build::var(&errors) / m).max(0.0)
+        (lag.powi(2) - var(&errors) / m).max(0.0)
     }
 }
 
@@ -154,7 +153,8 @@ struct PlanNoise {
 
 impl PlanNoise {
     /// `lag_var`: the level's error beyond its runs' noise (its lag behind a drift, as the
-    /// test adds it: [`MatrixDesign::level_lag_var`]).
+    /// test adds it: [`MatrixDesign::level_lag_var`]). `None` when `sigma` is not a finite SD
+    /// or `df` is NaN.
     fn new(
         sigma: f64,
         df: f64,
@@ -164,12 +164,15 @@ impl PlanNoise {
         alpha: f64,
         lag_var: f64,
     ) -> Option<Self> {
+        if !(sigma.is_finite() && sigma >= 0.0) {
+            return None;
+        }
         let t = std_t(df)?;
         let k = level.max(1) as f64;
         let j = runs.max(1) as f64;
         let se1 = matrix_se(sigma, j, k, lag_var);
         let se2 = matrix_se(sigma, 2.0 * j, k, lag_var);
-        let q_a = super::interval::t_quantile(1.0 - alpha, df);
+        let q_a = t_quantile(1.0 - alpha, df);
         let margin = log_margin(MATRIX_MARGIN);
         let final_se = if boots <= 1 { se1 } else { se2 };
         Some(PlanNoise {
@@ -178,7 +181,7 @@ impl PlanNoise {
             se1,
             se2,
             se_half: sigma * (0.5 / j).sqrt(),
-            q_f: super::interval::t_quantile(1.0 - FUTILITY_P, df),
+            q_f: t_quantile(1.0 - FUTILITY_P, df),
             boundary: (q_a * final_se).max(margin),
             draws: None,
             se_level: (sigma * sigma / k + lag_var).sqrt(),
@@ -232,10 +235,7 @@ impl PlanNoise {
         // t(3), less of lighter tails, and counted as failing (the power is never overstated).
         let lo = ((self.boundary.max(lean) - d) / self.se2).max(-8.0);
         let hi = lo.max(0.0) + 8.0;
-        let inner = |z: f64| {
-            let room = (d + self.se2 * z - lean) / self.se_half;
-            self.t.pdf(z) * (2.0 * self.t.cdf(room) - 1.0).max(0.0)
-        };
+        let inner = |z: f64| self.two_boot_density(d, lean, z);
         let width = 0.5 * (hi - lo);
         let panel = |a: f64| {
             let (mid, half) = (a + 0.5 * width, 0.5 * width);
@@ -245,6 +245,14 @@ impl PlanNoise {
                 * half
         };
         (panel(lo) + panel(lo + width)).clamp(0.0, 1.0)
+    }
+
+    /// The integrand of the two-boot power at a worse log change `d`: the density of the boots'
+    /// standardized mean at `z` times the chance that half their difference leaves both boots
+    /// past the futility bound `lean` (log units).
+    fn two_boot_density(&self, d: f64, lean: f64, z: f64) -> f64 {
+        let room = (d + self.se2 * z - lean) / self.se_half;
+        self.t.pdf(z) * (2.0 * self.t.cdf(room) - 1.0).max(0.0)
     }
 
     /// The smallest worse log change found with probability `power` (the MDE), by bisection;
@@ -266,9 +274,30 @@ impl PlanNoise {
     }
 }
 
-/// A log-unit MDE as the relative slowdown it stands for (negative: `exp(−m) − 1`).
-fn as_relative_slowdown(m: f64) -> f64 {
-    (-m).exp_m1()
+/// The sensitivity of a plan whose matrix-wide MDE is `mde` (a worse log change) with
+/// `history` runs of `unit`: sufficient when it needs no more runs. No cells and no level lag
+/// (a store's [`assess`] adds them).
+fn sensitivity(
+    rule: &DecisionRule,
+    unit: SensitivityUnit,
+    history: usize,
+    mde: f64,
+    runs_needed: Option<usize>,
+) -> Sensitivity {
+    // A worse log change `m` is the relative slowdown `exp(−m) − 1` (negative).
+    let slowdown = relative(-mde);
+    Sensitivity {
+        design_effect: rule.design_effect,
+        design_power: rule.design_power,
+        history_runs: history,
+        unit,
+        matrix_mde: Some(slowdown),
+        mde: slowdown,
+        runs_needed,
+        sufficient: runs_needed == Some(0),
+        cells: Vec::new(),
+        level_lag: 0.0,
+    }
 }
 
 /// The MDE of one cell's own test at its alpha (log units): `(q_α + q_power)·scale` in its
@@ -284,7 +313,7 @@ pub(crate) fn assess(
     rule: &DecisionRule,
     design_boots: usize,
     history: usize,
-    matrix: Option<MatrixDesign>,
+    matrix: Option<&MatrixDesign>,
     cells: Vec<((u32, u64), LogChange)>,
     cell_alpha: f64,
 ) -> Sensitivity {
@@ -293,14 +322,14 @@ pub(crate) fn assess(
         .map(|((concurrency, context_tokens), c)| CellSensitivity {
             concurrency: *concurrency,
             context_tokens: *context_tokens,
-            mde: as_relative_slowdown(cell_mde(c, cell_alpha.max(1e-12), rule.design_power)),
+            mde: relative(-cell_mde(c, cell_alpha.max(1e-12), rule.design_power)),
         })
         .collect();
     let target = log_margin(rule.design_effect);
-    let lag_var = matrix.as_ref().map_or(0.0, MatrixDesign::level_lag_var);
+    let lag_var = matrix.map_or(0.0, MatrixDesign::level_lag_var);
     let plan_with = |m: &MatrixDesign, extra: usize| {
         let level = (m.level_runs_used + extra)
-            .min(super::rule::level_window(rule.history_runs))
+            .min(level_window(rule.history_runs))
             .max(m.level_runs_used);
         // The noise is fitted on at most the rule's history window of runs.
         let (sigma, df) = m
@@ -311,32 +340,26 @@ pub(crate) fn assess(
         } else {
             1
         };
-        (sigma.is_finite() && sigma >= 0.0)
-            .then(|| {
-                PlanNoise::new(
-                    sigma,
-                    df,
-                    level,
-                    design_boots,
-                    runs,
-                    rule.matrix_alpha(),
-                    lag_var,
-                )
-            })
-            .flatten()
-            .map(|mut p| {
-                // The history's own boots: its runs as they are (more runs are projected with
-                // the reference t), a boot measured once.
-                if extra == 0 && runs == 1 && m.run_effects.len() >= EMPIRICAL_MIN_RUNS {
-                    p.draws = boot_draws(&m.run_effects, sigma);
-                }
-                p
-            })
+        let mut p = PlanNoise::new(
+            sigma,
+            df,
+            level,
+            design_boots,
+            runs,
+            rule.matrix_alpha(),
+            lag_var,
+        )?;
+        // The history's own boots: its runs as they are (more runs are projected with the
+        // reference t), a boot measured once.
+        if extra == 0 && runs == 1 && m.run_effects.len() >= EMPIRICAL_MIN_RUNS {
+            p.draws = boot_draws(&m.run_effects, sigma);
+        }
+        Some(p)
     };
     let reaches = |m: &MatrixDesign, extra: usize| {
         plan_with(m, extra).is_some_and(|p| p.power(target) >= rule.design_power)
     };
-    let (now, runs_needed) = match &matrix {
+    let (now, runs_needed) = match matrix {
         Some(m) => {
             let now = plan_with(m, 0).map_or(f64::INFINITY, |p| p.mde(rule.design_power));
             // One run shows no scatter: a count would be the prior's guess, not the data's
@@ -354,17 +377,18 @@ pub(crate) fn assess(
         }
         None => (f64::INFINITY, None),
     };
-    Sensitivity {
-        design_effect: rule.design_effect,
-        design_power: rule.design_power,
-        history_runs: history,
-        unit: SensitivityUnit::BaselineRuns,
-        matrix_mde: matrix.is_some().then(|| as_relative_slowdown(now)),
-        mde: as_relative_slowdown(now),
+    let all = sensitivity(
+        rule,
+        SensitivityUnit::BaselineRuns,
+        history,
+        now,
         runs_needed,
-        sufficient: runs_needed == Some(0),
+    );
+    Sensitivity {
+        matrix_mde: all.matrix_mde.filter(|_| matrix.is_some()),
         cells: per_cell,
         level_lag: lag_var.sqrt().exp_m1(),
+        ..all
     }
 }
 
@@ -387,18 +411,7 @@ pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize
     let runs_needed = (pairs..=pairs + MAX_EXTRA_RUNS)
         .find(|&p| mde_with(p) <= target)
         .map(|p| p - pairs);
-    Sensitivity {
-        design_effect: rule.design_effect,
-        design_power: rule.design_power,
-        history_runs: pairs,
-        unit: SensitivityUnit::Pairs,
-        matrix_mde: Some(as_relative_slowdown(now)),
-        mde: as_relative_slowdown(now),
-        runs_needed,
-        sufficient: runs_needed == Some(0),
-        cells: Vec::new(),
-        level_lag: 0.0,
-    }
+    sensitivity(rule, SensitivityUnit::Pairs, pairs, now, runs_needed)
 }
 
 #[cfg(test)]
@@ -536,10 +549,7 @@ mod tests {
                 let (a, b) = ((p.boundary.max(lean) - d) / p.se2, 60.0);
                 let n = 20_000;
                 let h = (b - a) / n as f64;
-                let f = |z: f64| {
-                    let room = (d + p.se2 * z - lean) / p.se_half;
-                    p.t.pdf(z) * (2.0 * p.t.cdf(room) - 1.0).max(0.0)
-                };
+                let f = |z: f64| p.two_boot_density(d, lean, z);
                 let inner: f64 = (1..n)
                     .map(|i| f(a + i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 })
                     .sum();
@@ -555,7 +565,7 @@ mod tests {
     #[test]
     fn a_two_run_history_is_insufficient_and_says_how_many_runs_it_needs() {
         let rule = DecisionRule::default();
-        let s = assess(&rule, 2, 2, Some(design(0.01, 1, 2)), vec![], 1e-4);
+        let s = assess(&rule, 2, 2, Some(&design(0.01, 1, 2)), vec![], 1e-4);
         assert!(!s.sufficient, "{s:?}");
         let needed = s.runs_needed.unwrap_or(usize::MAX);
         assert!((1..=20).contains(&needed), "{s:?}");
@@ -570,12 +580,8 @@ mod tests {
         let rule = DecisionRule::default();
         for (sd, runs) in [(0.0, 2), (0.002, 2), (0.004, 3), (0.006, 4)] {
             let at = |n: usize| {
-                let d = design(
-                    sd,
-                    n - 1,
-                    n.min(super::super::rule::level_window(rule.history_runs)),
-                );
-                assess(&rule, 1, n, Some(d), vec![], 1e-4)
+                let d = design(sd, n - 1, n.min(level_window(rule.history_runs)));
+                assess(&rule, 1, n, Some(&d), vec![], 1e-4)
             };
             let needed = at(runs)
                 .runs_needed
@@ -589,10 +595,10 @@ mod tests {
     #[test]
     fn a_full_quiet_history_is_sufficient_and_a_loud_one_never() {
         let rule = DecisionRule::default();
-        let s = assess(&rule, 2, 20, Some(design(0.011, 19, 5)), vec![], 1e-4);
+        let s = assess(&rule, 2, 20, Some(&design(0.011, 19, 5)), vec![], 1e-4);
         assert!(s.sufficient, "{s:?}");
         assert_eq!(s.runs_needed, Some(0));
-        let loud = assess(&rule, 2, 20, Some(design(0.05, 19, 5)), vec![], 1e-4);
+        let loud = assess(&rule, 2, 20, Some(&design(0.05, 19, 5)), vec![], 1e-4);
         assert!(!loud.sufficient);
         assert_eq!(loud.runs_needed, None, "{loud:?}");
     }
