@@ -338,23 +338,48 @@ struct Decided {
     notices: Vec<String>,
     warnings: Vec<String>,
     adaptive: Option<AdaptiveSummary>,
-    /// The second boot's results and engine log (`run`); its results are written beside
-    /// `results.json` as [`super::confirm::CONFIRM_RESULTS`].
-    confirmation: Option<(RunResults, PathBuf)>,
-    /// The folded A side (`ab`), written beside `results.json`.
-    a_side: Option<RunResults>,
     engine_log: PathBuf,
-    /// Runs to add to the store when `update_baseline` (every complete boot).
-    baseline_candidates: Vec<RunResults>,
-    ab: Option<(Vec<AbBoot>, f64, String)>,
-    check_suite: String,
-    chart: bool,
+    /// What only one design has.
+    design: DecidedDesign,
+}
+
+/// The parts of a decided gate that belong to one design.
+enum DecidedDesign {
+    /// Against the store.
+    Baseline {
+        /// The second boot's results and engine log, when the gate booted twice; its results
+        /// are written beside `results.json` as [`super::confirm::CONFIRM_RESULTS`].
+        confirmation: Option<(RunResults, PathBuf)>,
+    },
+    /// A paired A/B.
+    Ab {
+        /// The folded A side, written beside `results.json`.
+        a_side: Option<RunResults>,
+        boots: Vec<AbBoot>,
+        elapsed_s: f64,
+        /// The job summary's "Paired A/B run" section.
+        section: String,
+    },
 }
 
 impl Decided {
     /// The confirmation boot's results, when the gate booted twice.
     fn confirmation(&self) -> Option<&RunResults> {
-        self.confirmation.as_ref().map(|(run, _)| run)
+        match &self.design {
+            DecidedDesign::Baseline { confirmation } => confirmation.as_ref().map(|(run, _)| run),
+            DecidedDesign::Ab { .. } => None,
+        }
+    }
+
+    /// Every complete boot of a gate against the store, the runs `update_baseline` adds (a
+    /// confirmation boot is a run of its own, with its own boot factor); none of an A/B.
+    fn baseline_candidates(&self) -> Vec<&RunResults> {
+        match &self.design {
+            DecidedDesign::Baseline { .. } => std::iter::once(&self.results)
+                .chain(self.confirmation())
+                .collect(),
+            DecidedDesign::Ab { .. } => Vec::new(),
+        }
     }
 }
 
@@ -690,10 +715,6 @@ impl GatePlan {
             // The "nothing compared, the gate passes" notice would contradict the failure.
             notices.retain(|n| !n.starts_with("NO BASELINE YET"));
         }
-        let mut baseline_candidates = vec![results.clone()];
-        if let Some(c) = &confirmation {
-            baseline_candidates.push(c.results.clone());
-        }
         Decided {
             results,
             verdict,
@@ -702,13 +723,10 @@ impl GatePlan {
             notices,
             warnings,
             adaptive: adaptive_summary,
-            confirmation: confirmation.map(|c| (c.results, c.engine_log)),
-            a_side: None,
             engine_log: measured.engine_log,
-            baseline_candidates,
-            ab: None,
-            check_suite: suite.name.clone(),
-            chart: true,
+            design: DecidedDesign::Baseline {
+                confirmation: confirmation.map(|c| (c.results, c.engine_log)),
+            },
         }
     }
 
@@ -778,13 +796,13 @@ impl GatePlan {
             notices: Vec::new(),
             warnings: Vec::new(),
             adaptive: None,
-            confirmation: None,
-            a_side,
             engine_log: self.out.clone(),
-            baseline_candidates: Vec::new(),
-            ab: Some((measured.boots, measured.elapsed_s, section)),
-            check_suite: format!("{}-ab", suite.name),
-            chart: false,
+            design: DecidedDesign::Ab {
+                a_side,
+                boots: measured.boots,
+                elapsed_s: measured.elapsed_s,
+                section,
+            },
         })
     }
 
@@ -825,7 +843,12 @@ impl GatePlan {
         reporting: &mut Vec<PublishOutcome>,
         cancel: &CancellationToken,
     ) -> Result<GateRun, AbortError> {
-        let name = check_name(&d.results.profile.key, &d.check_suite);
+        // An A/B's check is its own: it must not replace the gate's check of the suite.
+        let check_suite = match &d.design {
+            DecidedDesign::Baseline { .. } => self.suite.name.clone(),
+            DecidedDesign::Ab { .. } => format!("{}-ab", self.suite.name),
+        };
+        let name = check_name(&d.results.profile.key, &check_suite);
         let failure = d.failure.as_ref().map(ToString::to_string);
         let outcome = render::Outcome {
             results: &d.results,
@@ -834,29 +857,32 @@ impl GatePlan {
             cautions: &d.warnings,
             policy: self.policy(),
         };
-        let chart = d
-            .chart
-            .then(|| {
-                crate::report::mermaid::throughput_chart(
-                    &d.history,
-                    &d.results,
-                    d.confirmation(),
-                    d.verdict.as_ref(),
-                )
-            })
-            .flatten();
+        // The history chart is the store's: an A/B has none.
+        let chart = match &d.design {
+            DecidedDesign::Baseline { .. } => crate::report::mermaid::throughput_chart(
+                &d.history,
+                &d.results,
+                d.confirmation(),
+                d.verdict.as_ref(),
+            ),
+            DecidedDesign::Ab { .. } => None,
+        };
         let mut summary_md =
             render::job_summary(&name, &outcome, &Links::default(), chart.as_deref());
-        if let Some((_, _, section)) = &d.ab {
+        if let DecidedDesign::Ab { section, .. } = &d.design {
             summary_md.push('\n');
             summary_md.push_str(section);
         }
         let files = write_outputs(&self.out, &d.results, d.verdict.as_ref(), &summary_md)
             .map_err(AbortError::Write)?;
-        let side = match (&d.confirmation, &d.a_side) {
-            (Some((run, _)), _) => Some((self.out.join(super::confirm::CONFIRM_RESULTS), run)),
-            (None, Some(run)) => Some((side_results_path(&self.out, AbSide::A), run)),
-            (None, None) => None,
+        let side = match &d.design {
+            DecidedDesign::Baseline {
+                confirmation: Some((run, _)),
+            } => Some((self.out.join(super::confirm::CONFIRM_RESULTS), run)),
+            DecidedDesign::Ab {
+                a_side: Some(run), ..
+            } => Some((side_results_path(&self.out, AbSide::A), run)),
+            _ => None,
         };
         if let Some((path, run)) = &side {
             serde_json::to_string_pretty(run)
@@ -868,8 +894,7 @@ impl GatePlan {
                 })?;
         }
 
-        // Baseline update: every complete boot of this run (a confirmation boot is a run of
-        // its own, with its own boot factor).
+        // Baseline update: every complete boot of this run.
         let mut baseline = Vec::new();
         if matches!(
             self.design,
@@ -877,7 +902,7 @@ impl GatePlan {
                 update_baseline: true
             }
         ) {
-            for run in &d.baseline_candidates {
+            for run in d.baseline_candidates() {
                 match baseline_worthy(run, d.failure.is_some()) {
                     Ok(()) => {
                         let store = crate::baseline::BaselineStore::open(&self.baseline_dir)
@@ -913,15 +938,25 @@ impl GatePlan {
         }
 
         let ending = outcome.ending();
-        let confirmation = d.confirmation.map(|(_, engine_log)| ConfirmationFiles {
-            results: self.out.join(super::confirm::CONFIRM_RESULTS),
-            engine_log,
-        });
-        let ab = d.ab.map(|(boots, elapsed_s, _)| AbSummary {
-            boots,
-            elapsed_s,
-            a_results: side_results_path(&self.out, AbSide::A),
-        });
+        let (confirmation, ab) = match d.design {
+            DecidedDesign::Baseline { confirmation } => {
+                let files = confirmation.map(|(_, engine_log)| ConfirmationFiles {
+                    results: self.out.join(super::confirm::CONFIRM_RESULTS),
+                    engine_log,
+                });
+                (files, None)
+            }
+            DecidedDesign::Ab {
+                boots, elapsed_s, ..
+            } => {
+                let summary = AbSummary {
+                    boots,
+                    elapsed_s,
+                    a_results: side_results_path(&self.out, AbSide::A),
+                };
+                (None, Some(summary))
+            }
+        };
         Ok(GateRun {
             ending,
             results: d.results,
