@@ -904,12 +904,9 @@ fn hodges_lehmann(before: &[f64], after: &[f64], z: f64) -> (f64, f64, f64) {
         return (0.0, 0.0, 0.0);
     }
     let (m1, m2) = (before.len() as f64, after.len() as f64);
-    let k = (m1 * m2 / 2.0 - z * (m1 * m2 * (m1 + m2 + 1.0) / 12.0).sqrt()).floor();
-    let k = if k < 0.0 {
-        0
-    } else {
-        (k as usize).min((n - 1) / 2)
-    };
+    // `as usize` saturates: a negative rank is the first.
+    let k = ((m1 * m2 / 2.0 - z * (m1 * m2 * (m1 + m2 + 1.0) / 12.0).sqrt()).floor() as usize)
+        .min((n - 1) / 2);
     let (lo, hi) = (d[k], d[n - 1 - k]);
     (median(&mut d), lo, hi)
 }
