@@ -11,7 +11,10 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::results::{CellStatus, RunResults};
+use crate::results::{CellResult, CellStatus, RunResults};
+
+use super::build::{self, mean};
+use super::interval::t_quantile;
 
 pub mod search;
 
@@ -29,9 +32,7 @@ pub struct BisectSettings {
 impl BisectSettings {
     fn z(&self, tests: usize) -> f64 {
         let alpha = (1.0 - self.confidence) / tests.max(1) as f64;
-        Normal::new(0.0, 1.0)
-            .map(|n| n.inverse_cdf(1.0 - alpha / 2.0))
-            .unwrap_or(f64::INFINITY)
+        Normal::standard().inverse_cdf(1.0 - alpha / 2.0)
     }
 }
 
@@ -47,27 +48,30 @@ pub struct Level {
     pub boots: usize,
 }
 
+/// The cell of `run` at `coord` when it was measured `ok` with a positive, finite throughput
+/// (one that has a log).
+fn ok_cell(run: &RunResults, coord: (u32, u64)) -> Option<&CellResult> {
+    run.cells
+        .iter()
+        .find(|c| c.coord() == coord && c.status == CellStatus::Ok)
+        .filter(|c| c.aggregate_tps.is_finite() && c.aggregate_tps > 0.0)
+}
+
 /// The level of cell `coord` over `runs` (boots measuring it `ok`); `None` when none did.
 pub fn level(runs: &[RunResults], coord: (u32, u64)) -> Option<Level> {
-    let mut logs = Vec::new();
-    let mut within = Vec::new();
-    for run in runs {
-        let Some(cell) = run
-            .cells
-            .iter()
-            .find(|c| c.coord() == coord && c.status == CellStatus::Ok)
-        else {
-            continue;
-        };
-        if !(cell.aggregate_tps.is_finite() && cell.aggregate_tps > 0.0) {
-            continue;
-        }
-        logs.push(cell.aggregate_tps.ln());
-        within.push(super::build::within_run_var(&cell.samples));
-    }
+    let (logs, within): (Vec<f64>, Vec<f64>) = runs
+        .iter()
+        .filter_map(|run| ok_cell(run, coord))
+        .map(|cell| {
+            (
+                cell.aggregate_tps.ln(),
+                build::within_run_var(&cell.samples),
+            )
+        })
+        .unzip();
     let n = logs.len();
     (n > 0).then(|| Level {
-        log_mean: super::build::mean(&logs),
+        log_mean: mean(&logs),
         within_var: within.iter().sum::<f64>() / (n * n) as f64,
         boots: n,
     })
@@ -95,30 +99,29 @@ fn var(l: &Level, s: &BisectSettings) -> f64 {
 /// Every cell of the good and bad boots compared; a cell moved when its change is significant
 /// at the bisection's confidence (Bonferroni over the cells) and at least `min_effect`.
 pub fn moved_cells(good: &[RunResults], bad: &[RunResults], s: &BisectSettings) -> Vec<CellMove> {
-    let coords = super::build::coords(good.iter().chain(bad));
+    let coords = build::coords(good.iter().chain(bad));
     let z = s.z(coords.len());
-    let mut all = Vec::new();
-    for coord in coords {
-        let (g, b) = (level(good, coord), level(bad, coord));
-        let mut row = CellMove {
-            concurrency: coord.0,
-            context_tokens: coord.1,
-            change: None,
-            interval: None,
-            moved: false,
-        };
-        if let (Some(g), Some(b)) = (g, b) {
-            let d = b.log_mean - g.log_mean;
-            let sd = (var(&g, s) + var(&b, s)).sqrt();
-            let (lo, hi) = (d - z * sd, d + z * sd);
-            let significant = lo > 0.0 || hi < 0.0;
-            row.change = Some(d.exp_m1());
-            row.interval = Some((lo.exp_m1(), hi.exp_m1()));
-            row.moved = significant && d.abs() >= s.min_effect.ln_1p();
-        }
-        all.push(row);
-    }
-    all
+    coords
+        .into_iter()
+        .map(|coord| {
+            // (log change, interval), when both sides measured the cell.
+            let diff = level(good, coord).zip(level(bad, coord)).map(|(g, b)| {
+                let d = b.log_mean - g.log_mean;
+                let sd = (var(&g, s) + var(&b, s)).sqrt();
+                (d, d - z * sd, d + z * sd)
+            });
+            CellMove {
+                concurrency: coord.0,
+                context_tokens: coord.1,
+                change: diff.map(|(d, _, _)| d.exp_m1()),
+                interval: diff.map(|(_, lo, hi)| (lo.exp_m1(), hi.exp_m1())),
+                moved: diff.is_some_and(|(d, lo, hi)| {
+                    let significant = lo > 0.0 || hi < 0.0;
+                    significant && d.abs() >= s.min_effect.ln_1p()
+                }),
+            }
+        })
+        .collect()
 }
 
 /// What a step's measurement says.
@@ -179,20 +182,14 @@ pub struct BootValue {
 /// The matrix value of `run` against the reference boot `reference` (the first good boot):
 /// the mean over the cells both measured `ok` of the log ratio; `None` when they share none.
 pub fn matrix_value(run: &RunResults, reference: &RunResults) -> Option<f64> {
-    let ok = |r: &RunResults, coord: (u32, u64)| {
-        r.cells
-            .iter()
-            .find(|c| c.coord() == coord && c.status == CellStatus::Ok)
-            .map(|c| c.aggregate_tps)
-            .filter(|v| v.is_finite() && *v > 0.0)
-    };
+    let tps = |r: &RunResults, coord| ok_cell(r, coord).map(|c| c.aggregate_tps);
     let logs: Vec<f64> = reference
         .cells
         .iter()
-        .filter_map(|c| Some((ok(run, c.coord())?, ok(reference, c.coord())?)))
+        .filter_map(|c| Some((tps(run, c.coord())?, tps(reference, c.coord())?)))
         .map(|(v, r)| v.ln() - r.ln())
         .collect();
-    (!logs.is_empty()).then(|| logs.iter().sum::<f64>() / logs.len() as f64)
+    (!logs.is_empty()).then(|| mean(&logs))
 }
 
 /// Smallest boot-to-boot SD the posterior assumes (log units): two boots of one build that
@@ -211,6 +208,12 @@ pub struct NoisePrior {
     pub df: f64,
 }
 
+/// A noise prior's degrees of freedom and sum of squares (`df · sd²`); both 0 without one
+/// (Jeffreys' prior, the boots alone).
+fn prior_terms(prior: Option<NoisePrior>) -> (f64, f64) {
+    prior.map_or((0.0, 0.0), |p| (p.df, p.df * p.sd * p.sd))
+}
+
 /// Most degrees of freedom a history's noise prior is worth: the history's runner (and its
 /// noise) need not be today's, so the bisection's own boots soon outweigh it.
 pub const HISTORY_PRIOR_MAX_DF: f64 = 10.0;
@@ -227,7 +230,7 @@ pub(crate) fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
         &super::changepoint::Scope::Matrix,
         crate::verdict::Metric::AggregateTps,
     );
-    let logs = super::build::positive_logs(values);
+    let logs = build::positive_logs(values);
     if logs.len() < 6 {
         return None;
     }
@@ -260,18 +263,18 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue], prior: Option<NoisePrior
         return vec![1.0 / n as f64; n];
     }
     let df = (big_n - 2) as f64;
-    let (pdf, pss) = prior.map_or((0.0, 0.0), |p| (p.df, p.df * p.sd * p.sd));
+    let (pdf, pss) = prior_terms(prior);
     let power = (df + pdf) / 2.0;
     let floor = df * BOOT_SD_FLOOR.powi(2) + pss;
+    let nf = big_n as f64;
+    let sy: f64 = boots.iter().map(|b| b.value).sum();
     let logs: Vec<f64> = (0..n)
         .map(|k| {
             let x: Vec<f64> = boots
                 .iter()
                 .map(|b| f64::from(u8::from(b.commit.is_some_and(|c| c >= k))))
                 .collect();
-            let nf = big_n as f64;
             let (sx, sxx) = (x.iter().sum::<f64>(), x.iter().map(|v| v * v).sum::<f64>());
-            let sy: f64 = boots.iter().map(|b| b.value).sum();
             let sxy: f64 = boots.iter().zip(&x).map(|(b, xi)| b.value * xi).sum();
             let det = nf * sxx - sx * sx;
             if det <= 0.0 {
@@ -342,16 +345,14 @@ pub fn end_gap(
     if n1 == 0 || n2 == 0 || n1 + n2 < 3 {
         return None;
     }
-    let (m1, m2) = (super::build::mean(&good), super::build::mean(&worse));
+    let (m1, m2) = (mean(&good), mean(&worse));
     let ss: f64 = good.iter().map(|v| (v - m1).powi(2)).sum::<f64>()
         + worse.iter().map(|v| (v - m2).powi(2)).sum::<f64>();
-    let (pdf, pss) = prior.map_or((0.0, 0.0), |p| (p.df, p.df * p.sd * p.sd));
+    let (pdf, pss) = prior_terms(prior);
     let df = (n1 + n2 - 2) as f64 + pdf;
     let sd = ((ss + pss) / df).sqrt().max(BOOT_SD_FLOOR);
     let se = sd * (1.0 / n1 as f64 + 1.0 / n2 as f64).sqrt();
-    let t = statrs::distribution::StudentsT::new(0.0, 1.0, df)
-        .map(|d| d.inverse_cdf(0.5 + confidence / 2.0))
-        .unwrap_or(f64::INFINITY);
+    let t = t_quantile(0.5 + confidence / 2.0, df);
     Some((m2 - m1, m2 - m1 - t * se, m2 - m1 + t * se))
 }
 

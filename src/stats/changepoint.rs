@@ -170,7 +170,7 @@ impl ChangeSettings {
 
     /// The normal quantile of the intervals' two-sided `confidence`.
     fn z(&self) -> f64 {
-        normal_quantile(0.5 + self.confidence / 2.0)
+        Normal::standard().inverse_cdf(0.5 + self.confidence / 2.0)
     }
 }
 
@@ -379,7 +379,7 @@ fn newest_creep(
         scan.onset - start,
         // The creep test's own one-sided p-value at its onset (the threshold `creep_z` is
         // set for the scan over onsets and nights, see `docs/changes.md`).
-        normal_cdf(scan.z),
+        Normal::standard().cdf(scan.z),
     );
     if c.change.abs() < s.min_effect {
         return None;
@@ -599,9 +599,9 @@ fn theil_sen(y: &[f64], z: f64) -> (f64, f64, f64) {
     let big_n = s.len() as f64;
     let nf = n as f64;
     let c = z * (nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0).sqrt();
-    let lo = ((big_n - c) / 2.0).floor().max(0.0) as usize;
-    let hi = (((big_n + c) / 2.0).ceil() as usize).min(s.len() - 1);
-    (median(&mut s.clone()), s[lo], s[hi])
+    let lo = s[((big_n - c) / 2.0).floor().max(0.0) as usize];
+    let hi = s[(((big_n + c) / 2.0).ceil() as usize).min(s.len() - 1)];
+    (median(&mut s), lo, hi)
 }
 
 /// The changes of one stretch `a..b` of same-sign splits `stretch` (index, p-value; upwards
@@ -692,11 +692,26 @@ fn model_stretch(
             return out;
         }
     }
-    let c = cuts(g, b);
-    stretch
+    step_changes(logs, stretch, a, b, z)
+}
+
+/// Each of `splits` (index, p-value) a step over `a..b`, sized on the runs between the split
+/// before it (or `a`) and the split after it (or `b`).
+fn step_changes(
+    logs: &[f64],
+    splits: &[(usize, f64)],
+    a: usize,
+    b: usize,
+    z: f64,
+) -> Vec<SeriesChange> {
+    splits
         .iter()
         .enumerate()
-        .map(|(i, &(at, p))| step_change(&logs[c[i]..at], &logs[at..c[i + 2]], at, p, z))
+        .map(|(i, &(at, p))| {
+            let start = if i == 0 { a } else { splits[i - 1].0 };
+            let next = splits.get(i + 1).map_or(b, |f| f.0);
+            step_change(&logs[start..at], &logs[at..next], at, p, z)
+        })
         .collect()
 }
 
@@ -728,21 +743,12 @@ fn hinge_changes(
     min_seg: usize,
     z: f64,
 ) -> Vec<SeriesChange> {
-    let start = |i: usize| if i == 0 { a } else { splits[i - 1].0 };
-    let mut out: Vec<SeriesChange> = (0..j)
-        .map(|i| {
-            let (at, p) = splits[i];
-            // The step just before the creep is sized on at least `min_seg` runs after it
-            // (into the creep's first runs when the onset follows closely: a small bias, where
-            // two runs would leave a real step too uncertain to report).
-            let next = if i + 1 < j {
-                splits[i + 1].0
-            } else {
-                tau.max(at + min_seg).min(b)
-            };
-            step_change(&logs[start(i)..at], &logs[at..next], at, p, z)
-        })
-        .collect();
+    // The step just before the creep is sized on at least `min_seg` runs after it (into the
+    // creep's first runs when the onset follows closely: a small bias, where two runs would
+    // leave a real step too uncertain to report).
+    let last_step = j.checked_sub(1).map(|i| splits[i].0);
+    let steps_end = last_step.map_or(b, |at| tau.max(at + min_seg).min(b));
+    let mut out = step_changes(logs, &splits[..j], a, steps_end, z);
     // A creep after the stretch's last step has no split of its own: it carries the
     // permutation p-value of the stretch that it is in.
     let p = splits[j.min(splits.len() - 1)..]
@@ -753,7 +759,7 @@ fn hinge_changes(
         tau,
         theil_sen(&logs[tau..b], z),
         b - tau,
-        tau - start(j),
+        tau - last_step.unwrap_or(a),
         p,
     ));
     out
@@ -770,11 +776,8 @@ pub(crate) fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment>
         .map(|w| {
             let logs: Vec<f64> = values[w[0]..w[1]].iter().map(|v| v.ln()).collect();
             let centre = median(&mut logs.clone());
-            let spread = if logs.len() >= 2 {
-                2.0 * robust_sd(&logs)
-            } else {
-                0.0
-            };
+            // One value: its robust SD is 0, a band of just the level.
+            let spread = 2.0 * robust_sd(&logs);
             Segment {
                 start: w[0],
                 end: w[1],
@@ -900,25 +903,12 @@ fn hodges_lehmann(before: &[f64], after: &[f64], z: f64) -> (f64, f64, f64) {
     if n == 0 {
         return (0.0, 0.0, 0.0);
     }
-    let shift = median(&mut d.clone());
     let (m1, m2) = (before.len() as f64, after.len() as f64);
-    let k = (m1 * m2 / 2.0 - z * (m1 * m2 * (m1 + m2 + 1.0) / 12.0).sqrt()).floor();
-    let k = if k < 0.0 {
-        0
-    } else {
-        (k as usize).min((n - 1) / 2)
-    };
-    (shift, d[k], d[n - 1 - k])
-}
-
-fn normal_cdf(x: f64) -> f64 {
-    Normal::new(0.0, 1.0).map_or(0.5, |n| n.cdf(x))
-}
-
-fn normal_quantile(p: f64) -> f64 {
-    Normal::new(0.0, 1.0)
-        .map(|n| n.inverse_cdf(p))
-        .unwrap_or(1.645)
+    // `as usize` saturates: a negative rank is the first.
+    let k = ((m1 * m2 / 2.0 - z * (m1 * m2 * (m1 + m2 + 1.0) / 12.0).sqrt()).floor() as usize)
+        .min((n - 1) / 2);
+    let (lo, hi) = (d[k], d[n - 1 - k]);
+    (median(&mut d), lo, hi)
 }
 
 /// What a series follows: one cell, or the whole matrix.
@@ -1204,6 +1194,25 @@ mod tests {
         (0..n).map(|i| shift(i) + g.sample(&mut rng)).collect()
     }
 
+    /// The log level at run `i` of a step to `factor` at `at`.
+    fn step(i: usize, at: usize, factor: f64) -> f64 {
+        if i >= at { factor.ln() } else { 0.0 }
+    }
+
+    /// The log level at run `i` of a creep by `factor` a run from `onset` (its first run moved).
+    fn creep(i: usize, onset: usize, factor: f64) -> f64 {
+        if i >= onset {
+            factor.ln() * (i + 1 - onset) as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// [`detect`] with the default settings.
+    fn default_changes(logs: &[f64]) -> Vec<SeriesChange> {
+        detect(logs, &ChangeSettings::default()).unwrap()
+    }
+
     /// A −3% change [−4%, −2%] of `kind` at `index`, sized on `before` and `after` runs.
     fn change_at(kind: ChangeKind, index: usize, before: usize, after: usize) -> SeriesChange {
         SeriesChange {
@@ -1244,7 +1253,7 @@ mod tests {
 
     #[test]
     fn finds_a_step_sizes_it_and_is_deterministic() {
-        let logs = noisy(60, 0.01, 7, &|i| if i >= 40 { (0.97f64).ln() } else { 0.0 });
+        let logs = noisy(60, 0.01, 7, &|i| step(i, 40, 0.97));
         let s = ChangeSettings::default();
         let found = detect(&logs, &s).unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
@@ -1258,17 +1267,10 @@ mod tests {
 
     #[test]
     fn a_creep_is_one_change_with_its_onset_and_slope() {
-        let creep = (0.997f64).ln();
-        let logs = noisy(80, 0.004, 5, &|i| {
-            if i >= 50 {
-                creep * (i - 49) as f64
-            } else {
-                0.0
-            }
-        });
-        let found = detect(&logs, &ChangeSettings::default()).unwrap();
-        assert_eq!(found.len(), 1, "{found:?}");
-        let c = &found[0];
+        let logs = noisy(80, 0.004, 5, &|i| creep(i, 50, 0.997));
+        let changes = default_changes(&logs);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        let c = &changes[0];
         assert_eq!(c.kind, ChangeKind::Creep, "{c:?}");
         assert!(c.index.abs_diff(50) <= 2, "{c:?}");
         let sl = c.slope.as_ref().unwrap();
@@ -1279,17 +1281,10 @@ mod tests {
             "{c:?}"
         );
         // A step stays a step, next to a creep of the same sign after it.
-        let logs = noisy(80, 0.004, 6, &|i| {
-            let s = if i >= 30 { (0.97f64).ln() } else { 0.0 };
-            s + if i >= 50 {
-                creep * (i - 49) as f64
-            } else {
-                0.0
-            }
-        });
-        let found = detect(&logs, &ChangeSettings::default()).unwrap();
-        let kinds: Vec<_> = found.iter().map(|c| (c.index, c.kind)).collect();
-        assert_eq!(kinds.len(), 2, "{found:?}");
+        let logs = noisy(80, 0.004, 6, &|i| step(i, 30, 0.97) + creep(i, 50, 0.997));
+        let changes = default_changes(&logs);
+        let kinds: Vec<_> = changes.iter().map(|c| (c.index, c.kind)).collect();
+        assert_eq!(kinds.len(), 2, "{changes:?}");
         assert!(
             kinds[0].0.abs_diff(30) <= 1 && kinds[0].1 == ChangeKind::Step,
             "{kinds:?}"
@@ -1303,16 +1298,11 @@ mod tests {
     #[test]
     fn a_young_creep_is_found_by_the_creep_test_before_any_split() {
         // Matrix-like noise (1.1%), −0.5%/night for the newest 12 of 52 runs: 6% so far.
-        let creep = (0.995f64).ln();
-        let logs = noisy(52, 0.011, 21, &|i| {
-            if i >= 40 {
-                creep * (i - 39) as f64
-            } else {
-                0.0
-            }
-        });
+        let logs = noisy(52, 0.011, 21, &|i| creep(i, 40, 0.995));
         let s = ChangeSettings::default();
-        let c = newest_creep(&logs, &[], noise_sd(&logs), &s).expect("the creep test");
+        let test =
+            |logs: &[f64], found: &[SeriesChange]| newest_creep(logs, found, noise_sd(logs), &s);
+        let c = test(&logs, &[]).expect("the creep test");
         assert_eq!(c.kind, ChangeKind::Creep);
         assert!(c.change < -0.01 && c.index.abs_diff(40) <= 6, "{c:?}");
         assert!(c.p_value < 1e-3, "{c:?}");
@@ -1335,29 +1325,23 @@ mod tests {
         // It is one-sided (declines only): an improvement is not its creep; and a creep the
         // size of the noise is not one.
         let up: Vec<f64> = logs.iter().map(|v| -v).collect();
-        assert!(newest_creep(&up, &[], noise_sd(&up), &s).is_none());
+        assert!(test(&up, &[]).is_none());
         let flat = noisy(52, 0.011, 21, &|_| 0.0);
-        assert!(newest_creep(&flat, &[], noise_sd(&flat), &s).is_none());
+        assert!(test(&flat, &[]).is_none());
         // After a change reported at the newest runs' start, there is nothing left to test.
-        let step = change_at(ChangeKind::Step, 49, 49, 3);
-        assert!(newest_creep(&logs, &[step], noise_sd(&logs), &s).is_none());
+        let reported = change_at(ChangeKind::Step, 49, 49, 3);
+        assert!(test(&logs, &[reported]).is_none());
     }
 
     #[test]
     fn every_change_carries_a_location_interval_around_its_estimate() {
         // A clean step is placed at one run; a step of twice the noise spans several.
-        let clean = noisy(60, 0.002, 8, &|i| {
-            if i >= 40 { (0.97f64).ln() } else { 0.0 }
-        });
-        let found = detect(&clean, &ChangeSettings::default()).unwrap();
-        assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!(found[0].location, Some((40, 40)), "{found:?}");
+        let clean = default_changes(&noisy(60, 0.002, 8, &|i| step(i, 40, 0.97)));
+        assert_eq!(clean.len(), 1, "{clean:?}");
+        assert_eq!(clean[0].location, Some((40, 40)), "{clean:?}");
         let mut wide = 0;
         for seed in 0..5 {
-            let logs = noisy(60, 0.011, seed, &|i| {
-                if i >= 40 { (0.97f64).ln() } else { 0.0 }
-            });
-            for c in detect(&logs, &ChangeSettings::default()).unwrap() {
+            for c in default_changes(&noisy(60, 0.011, seed, &|i| step(i, 40, 0.97))) {
                 let (lo, hi) = c.location.unwrap();
                 assert!(lo <= c.index && c.index <= hi, "{c:?}");
                 wide += usize::from(hi > lo);
@@ -1418,8 +1402,8 @@ mod tests {
         for i in [10, 33, 58, 59] {
             logs[i] += (0.90f64).ln();
         }
-        let found = detect(&logs, &ChangeSettings::default()).unwrap();
-        assert!(found.is_empty(), "{found:?}");
+        let changes = default_changes(&logs);
+        assert!(changes.is_empty(), "{changes:?}");
     }
 
     #[test]
@@ -1435,13 +1419,13 @@ mod tests {
             -2.63, -2.70, -11.08, -3.00, -3.31,
         ];
         let logs: Vec<f64> = night46.iter().map(|v| v / 100.0).collect();
-        let found = detect(&logs, &ChangeSettings::default()).unwrap();
-        assert!(found.iter().all(|c| c.change < 0.0), "{found:?}");
+        let changes = default_changes(&logs);
+        assert!(changes.iter().all(|c| c.change < 0.0), "{changes:?}");
         assert!(
-            found
+            changes
                 .iter()
                 .any(|c| c.kind == ChangeKind::Step && c.index.abs_diff(40) <= 1),
-            "the step is kept: {found:?}"
+            "the step is kept: {changes:?}"
         );
         // A real creep's levels agree with its slope.
         let c = SeriesChange {
@@ -1458,16 +1442,9 @@ mod tests {
 
     #[test]
     fn ties_and_short_series_are_handled() {
-        assert!(
-            detect(&[0.0; 20], &ChangeSettings::default())
-                .unwrap()
-                .is_empty()
-        );
-        assert!(
-            detect(&[0.0, 1.0, 2.0], &ChangeSettings::default())
-                .unwrap()
-                .is_empty()
-        );
+        for logs in [&[0.0; 20][..], &[0.0, 1.0, 2.0]] {
+            assert!(default_changes(logs).is_empty(), "{logs:?}");
+        }
         assert_eq!(centred_ranks(&[1.0, 1.0, 3.0]), vec![-0.5, -0.5, 1.0]);
         assert!(detect(&[f64::NAN; 8], &ChangeSettings::default()).is_err());
         let bad = ChangeSettings {

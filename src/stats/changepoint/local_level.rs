@@ -259,7 +259,6 @@ pub(crate) fn location_interval(
     }
     let weight: Vec<f64> = logw.iter().map(|l| (l - top).exp()).collect();
     let total: f64 = weight.iter().sum();
-    let p: Vec<f64> = weight.iter().map(|x| x / total).collect();
     // The estimate's place (or the nearest fitted one) must lie in the interval.
     let anchor = (0..places.len())
         .min_by_key(|&i| places[i].abs_diff(at))
@@ -268,7 +267,7 @@ pub(crate) fn location_interval(
     for i in 0..=anchor {
         let mut mass = 0.0;
         for j in i..places.len() {
-            mass += p[j];
+            mass += weight[j] / total;
             if j < anchor {
                 continue;
             }
@@ -293,12 +292,24 @@ pub(crate) fn location_interval(
 mod tests {
     use super::*;
 
+    /// Noise alternating `+sd`, `−sd` from run 0.
+    fn zigzag(t: usize, sd: f64) -> f64 {
+        if t.is_multiple_of(2) { sd } else { -sd }
+    }
+
+    /// A hinge's level at run `t`: 0 before `onset`, then `slope` a run (the onset moved).
+    fn ramp(t: usize, onset: usize, slope: f64) -> f64 {
+        if t >= onset {
+            slope * (t + 1 - onset) as f64
+        } else {
+            0.0
+        }
+    }
+
     #[test]
     fn gls_without_drift_is_least_squares() {
         // Level 1, slope 0.02 from onset 4 on, no noise: the fit is exact.
-        let logs: Vec<f64> = (0..10)
-            .map(|t| 1.0 + if t >= 4 { 0.02 * (t - 3) as f64 } else { 0.0 })
-            .collect();
+        let logs: Vec<f64> = (0..10).map(|t| 1.0 + ramp(t, 4, 0.02)).collect();
         let m = Whitened::new(&logs, 0, 10, 0.1, 0.0).unwrap();
         assert_eq!(m.pos.len(), 10);
         let f = m.fit(&hinge(&m.pos, 4)).unwrap();
@@ -312,10 +323,7 @@ mod tests {
 
     #[test]
     fn an_outlier_run_is_left_out() {
-        let mut logs = vec![0.0; 20];
-        for (i, v) in logs.iter_mut().enumerate() {
-            *v = if i % 2 == 0 { 0.01 } else { -0.01 };
-        }
+        let mut logs: Vec<f64> = (0..20).map(|t| zigzag(t, 0.01)).collect();
         logs[19] = -0.08;
         let k = kept(&logs, 0, 20, 0.01);
         assert_eq!(k.len(), 19);
@@ -324,25 +332,14 @@ mod tests {
         logs[18] = -0.08;
         assert_eq!(kept(&logs, 0, 20, 0.01).len(), 18);
         // A creep at the end does not mark its runs as outliers.
-        let creep: Vec<f64> = (0..20)
-            .map(|i| {
-                if i >= 10 {
-                    -0.002 * (i - 9) as f64
-                } else {
-                    0.0
-                }
-            })
-            .collect();
+        let creep: Vec<f64> = (0..20).map(|t| ramp(t, 10, -0.002)).collect();
         assert_eq!(kept(&creep, 0, 20, 0.01).len(), 20);
     }
 
     #[test]
     fn a_clean_step_is_placed_tightly_and_a_weak_one_widely() {
         let logs: Vec<f64> = (0..40)
-            .map(|t| {
-                let noise = if t % 2 == 0 { 0.001 } else { -0.001 };
-                noise + if t >= 25 { -0.05 } else { 0.0 }
-            })
+            .map(|t| zigzag(t, 0.001) + if t >= 25 { -0.05 } else { 0.0 })
             .collect();
         let place = location_interval(&logs, 0, 40, 25, ChangeKind::Step, 0.001, 0.0, 3, 0.9);
         assert_eq!(place, Some((25, 25)));
@@ -360,21 +357,13 @@ mod tests {
 
     #[test]
     fn the_creep_scan_finds_a_decline_and_not_a_flat_series() {
-        let flat: Vec<f64> = (0..40)
-            .map(|t| if t % 2 == 0 { 0.005 } else { -0.005 })
-            .collect();
+        let flat: Vec<f64> = (0..40).map(|t| zigzag(t, 0.005)).collect();
         let s = creep_scan(&flat, 0, 0.005, 0.0, 30).unwrap();
         assert!(s.z.abs() < 2.0, "{s:?}");
         let creep: Vec<f64> = flat
             .iter()
             .enumerate()
-            .map(|(t, v)| {
-                v + if t >= 30 {
-                    -0.003 * (t - 29) as f64
-                } else {
-                    0.0
-                }
-            })
+            .map(|(t, v)| v + ramp(t, 30, -0.003))
             .collect();
         let s = creep_scan(&creep, 0, 0.005, 0.0, 30).unwrap();
         assert!(s.z < -4.0 && s.onset.abs_diff(30) <= 2, "{s:?}");
