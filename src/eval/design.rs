@@ -1,7 +1,7 @@
 //! Monte Carlo of the measurement designs of issue 8 over the *same* procedures the gate runs
-//! (`stats::compare`, [`crate::run::adaptive::remeasure_inconclusive`], [`crate::stats::paired_compare`]),
-//! on synthetic 20-cell matrices with a per-boot speed factor: false-alarm rate, power at a
-//! given change, and cost in cell measurements. Complements the real-boot measurements on the
+//! (`stats::compare`, [`crate::run::adaptive::remeasure_inconclusive`],
+//! [`crate::stats::paired_compare`]), on synthetic 20-cell matrices with a per-boot speed
+//! factor: false-alarm rate, power at a given change, and cost in cell measurements. Complements the real-boot measurements on the
 //! simulated engine (`scripts/eval/`); see `docs/adaptive-and-ab.md`.
 
 use rand::SeedableRng;

@@ -139,11 +139,7 @@ pub(crate) fn decide(
     against: Against,
 ) -> LimitDecision {
     let words = limit.words();
-    // A paired A/B's history is its A boots and its candidate the B boots, booted in pairs.
-    let (history_runs, boots) = match against {
-        Against::Baseline => ("history runs", "boots"),
-        Against::PairedAb => ("A boots", "B boots"),
-    };
+    let sides = against.sides();
     let detail = if detail.is_empty() {
         String::new()
     } else {
@@ -165,15 +161,19 @@ pub(crate) fn decide(
         ),
     };
     let history = format!(
-        "{words} in {} of {} {history_runs} ({})",
+        "{words} in {} of {} {} ({})",
         n.hits,
         n.runs,
+        sides.history_runs,
         percent(n.hits as f64 / n.runs.max(1) as f64)
     );
     let now = if n.boots == 1 {
         format!("{words} now{detail}")
     } else {
-        format!("{words} on {} of {} {boots}{detail}", n.boot_hits, n.boots)
+        format!(
+            "{words} on {} of {} {}{detail}",
+            n.boot_hits, n.boots, sides.boots
+        )
     };
     let decision = |verdict, reason, provisional| LimitDecision {
         verdict,

@@ -16,7 +16,7 @@ use crate::verdict::{
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
 use super::capacity::{self, Limit, LimitCounts};
-use super::headline::Against;
+use super::headline::{Against, Sides};
 use super::interval::{
     LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
 };
@@ -202,15 +202,13 @@ pub(super) fn eligibility(
 ) -> Option<(CellVerdict, String, bool)> {
     use CellStatus::*;
     let decided = |v: CellVerdict, why: String| Some((v, why, false));
-    let (base, the_base, level_runs, now_in) = match against {
-        Against::Baseline => (
-            "baseline",
-            "the baseline",
-            "newest baseline runs",
-            "candidate",
-        ),
-        Against::PairedAb => ("A", "A", "A boots", "B"),
-    };
+    let Sides {
+        base,
+        the_base,
+        level_runs,
+        candidate: now_in,
+        ..
+    } = against.sides();
     let statuses: Vec<CellStatus> = level
         .iter()
         .filter_map(|r| find(r, coord).map(|c| c.status))
@@ -638,17 +636,8 @@ fn test_metric(
     let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
     let level = mean(&base_effects);
     let (run_sigma, run_df) = model.run.sigma_df();
-    let design = sensitivity::MatrixDesign {
-        run_noise: model.run,
-        level_runs_used: base_effects.len(),
-        candidate_runs: j,
-        run_effects: model
-            .run_effect
-            .iter()
-            .copied()
-            .filter(|a| a.is_finite())
-            .collect(),
-    };
+    let design =
+        sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
     let lag_var = design.level_lag_var();
     let matrix_change = |runs: &[f64]| LogChange {
         estimate: mean(runs) - level,
@@ -1065,11 +1054,18 @@ pub fn compare_on(
     }
 
     report.coverage = Some(coverage(&coords, level, candidate));
+    let capacity_alpha = rule.capacity_alpha();
     let decided: Vec<Option<(CellVerdict, String, bool)>> = coords
         .iter()
         .map(|&c| {
-            let alpha = rule.capacity_alpha();
-            eligibility(c, history, level, candidate, alpha, Against::Baseline)
+            eligibility(
+                c,
+                history,
+                level,
+                candidate,
+                capacity_alpha,
+                Against::Baseline,
+            )
         })
         .collect();
     let comparable: Vec<Coord> = coords

@@ -17,6 +17,46 @@ pub enum Against {
     PairedAb,
 }
 
+/// How a cell's reason names the two sides of a comparison.
+pub(crate) struct Sides {
+    /// The base before a noun: `no successful baseline measurement`, `missing in baseline`.
+    pub base: &'static str,
+    /// The base as a noun: `capacity-limited in the baseline`.
+    pub the_base: &'static str,
+    /// The base's runs a cell's capacity is counted over: `history runs`.
+    pub history_runs: &'static str,
+    /// The base's runs of the level: `newest baseline runs`.
+    pub level_runs: &'static str,
+    /// The candidate: `missing in candidate run …`.
+    pub candidate: &'static str,
+    /// The candidate's boots: `capacity-limited on 2 of 2 boots`.
+    pub boots: &'static str,
+}
+
+impl Against {
+    /// The words for its sides: a paired A/B's base is its A boots, its candidate the B boots.
+    pub(crate) fn sides(self) -> Sides {
+        match self {
+            Against::Baseline => Sides {
+                base: "baseline",
+                the_base: "the baseline",
+                history_runs: "history runs",
+                level_runs: "newest baseline runs",
+                candidate: "candidate",
+                boots: "boots",
+            },
+            Against::PairedAb => Sides {
+                base: "A",
+                the_base: "A",
+                history_runs: "A boots",
+                level_runs: "A boots",
+                candidate: "B",
+                boots: "B boots",
+            },
+        }
+    }
+}
+
 /// `C=8 / 32k`.
 pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
     format!("C={concurrency} / {}", context_label(context_tokens))

@@ -11,9 +11,10 @@
 //!   their mean cross the boundary (`m ≥ q_α·se₂`, `se₂ = √(σ²·(1/2 + 1/K) + λ²)`). The boots
 //!   share the baseline level, so they are written as their mean `m = δ + se₂·Z` and half
 //!   their difference `h = σ·√(1/2)·W`, independent:
-//!   `P = ∫_{m ≥ q_α·se₂} f(m) · P(|h| ≤ m − q_f·se₁) dm` (`PlanNoise::power`). The product `F(δ/se₁ − q_f)² · F(δ/se₂ − q_α)` used before is a
-//!   lower bound of it and put the MDE 5.5–6% too high (default rule, σ = 1%, K = 10, df 8 to
-//!   ∞): at that MDE the plan's power is 0.85, not 0.80.
+//!   `P = ∫_{m ≥ q_α·se₂} f(m) · P(|h| ≤ m − q_f·se₁) dm` (`PlanNoise::power`). The product
+//!   `F(δ/se₁ − q_f)² · F(δ/se₂ − q_α)` used before is a lower bound of it and put the MDE
+//!   5.5–6% too high (default rule, σ = 1%, K = 10, df 8 to ∞): at that MDE the plan's power
+//!   is 0.85, not 0.80.
 //!
 //! With 10 or more history runs the boots are drawn from the history's own ([`boot_draws`]:
 //! its shape at σ's scale) and the level's error is normal, `√(σ²/K + λ²)`
@@ -91,6 +92,26 @@ pub(crate) fn matrix_se(sigma: f64, candidate_runs: f64, level_runs: f64, lag_va
 }
 
 impl MatrixDesign {
+    /// The design of a fitted model: its run effects without the runs it could not fit
+    /// (`NaN`), which are neither a boot's shape nor a lag.
+    pub fn new(
+        run_noise: RunNoise,
+        level_runs_used: usize,
+        candidate_runs: usize,
+        run_effect: &[f64],
+    ) -> MatrixDesign {
+        MatrixDesign {
+            run_noise,
+            level_runs_used,
+            candidate_runs,
+            run_effects: run_effect
+                .iter()
+                .copied()
+                .filter(|a| a.is_finite())
+                .collect(),
+        }
+    }
+
     /// The level's lag behind a drift, as a variance (`λ²`): the level (the mean of the newest
     /// `K` runs) forecasts the next boot, and its backtest over the window (each run against
     /// the mean of the `K` before it) errs on average by the lag a drift gives it, which the
@@ -436,11 +457,7 @@ mod tests {
     #[test]
     fn the_level_lag_of_a_slowing_history_is_its_backtest_error() {
         let lag_var = |effects: &[f64], k: usize| {
-            MatrixDesign {
-                run_effects: effects.to_vec(),
-                ..design(0.01, 19, k)
-            }
-            .level_lag_var()
+            MatrixDesign::new(RunNoise::observed(0.01, 19), k, 1, effects).level_lag_var()
         };
         let slowing: Vec<f64> = (0..20).map(|r| -0.0015 * r as f64).collect();
         let lag = lag_var(&slowing, 7).sqrt();
@@ -456,6 +473,10 @@ mod tests {
         assert_eq!(lag_var(&faster, 7), 0.0);
         assert_eq!(lag_var(&[0.0; 20], 7), 0.0);
         assert_eq!(lag_var(&slowing[..9], 7), 0.0);
+        // Unfitted runs (NaN) are skipped, not read as a lag.
+        let mut gaps = slowing.clone();
+        gaps[3] = f64::NAN;
+        assert!(lag_var(&gaps, 7) > 0.0);
     }
 
     /// The plan's MDE (log units) for `boots` boots of one run each.
