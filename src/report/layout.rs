@@ -532,7 +532,7 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
             let mut line = if report.gate == GateVerdict::Pass {
                 format!("{symbol} no regression in {}", cells_word(n))
             } else {
-                format!("{symbol} {word}: no regression seen in {}", cells_word(n))
+                format!("{symbol} {word}: no regression proven in {}", cells_word(n))
             };
             if let Some(m) = matrix {
                 line.push_str(&format!(

@@ -201,7 +201,7 @@ fn the_first_line_says_the_answer_with_size_interval_and_cells() {
     );
     let thin = first_line(&insufficient());
     assert!(
-        thin.starts_with("? insufficient: no regression seen in 6 cells"),
+        thin.starts_with("? insufficient: no regression proven in 6 cells"),
         "{thin}"
     );
     assert!(
