@@ -341,7 +341,10 @@ pub(crate) fn render_text(r: &DoctorReport) -> String {
             s,
             "Boot:    {} {}",
             if b.ready {
-                format!("ready after {:.1}s", b.boot_s.unwrap_or(0.0))
+                format!(
+                    "ready after {}",
+                    crate::results::duration_label(b.boot_s.unwrap_or(0.0))
+                )
             } else {
                 "FAILED".to_string()
             },

@@ -545,6 +545,7 @@ pub(crate) mod tests {
             profile,
             suite: Some("pr".into()),
             candidate_runs: vec!["r1".into()],
+            against: Default::default(),
             baseline: BaselineSummary {
                 level_runs: vec![],
                 noise_runs: 0,

@@ -1312,9 +1312,26 @@ pub fn context_label(tokens: u64) -> String {
     }
 }
 
+/// A short duration as people read it: `38 ms` under a second (a simulated engine is ready
+/// in tens of milliseconds, which `0.0s` would hide), else `12.3 s`.
+pub fn duration_label(seconds: f64) -> String {
+    if seconds < 0.9995 {
+        format!("{:.0} ms", seconds * 1000.0)
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_under_a_second_are_in_milliseconds() {
+        assert_eq!(duration_label(0.0384), "38 ms");
+        assert_eq!(duration_label(0.9996), "1.0 s");
+        assert_eq!(duration_label(12.34), "12.3 s");
+    }
 
     fn spec() -> MatrixSpec {
         MatrixSpec {

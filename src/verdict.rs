@@ -21,6 +21,10 @@ pub struct ComparisonReport {
     pub suite: Option<String>,
     /// Candidate run id(s).
     pub candidate_runs: Vec<String>,
+    /// What the candidate was compared against: a store's baseline runs (omitted), or the A
+    /// boots of a paired A/B run (`paired_ab`; `baseline` then names the A runs).
+    #[serde(default, skip_serializing_if = "Against::is_baseline")]
+    pub against: Against,
     /// What the baseline consisted of.
     pub baseline: BaselineSummary,
     /// The gate's answer.
@@ -50,6 +54,24 @@ pub struct ComparisonReport {
     /// (`None` when there was no baseline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensitivity: Option<Sensitivity>,
+}
+
+/// What a candidate was compared against: reports name the sides by it (`B vs A`, `A's level
+/// from 4 boots`), so an A/B run never reads as a comparison with a stored baseline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Against {
+    /// Baseline runs from the store.
+    #[default]
+    Baseline,
+    /// The A boots of a paired A/B run; the candidate is its B boots.
+    PairedAb,
+}
+
+impl Against {
+    fn is_baseline(&self) -> bool {
+        *self == Against::Baseline
+    }
 }
 
 /// What the baseline can detect now, and how far a thin history is from the rule's design

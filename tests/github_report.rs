@@ -163,6 +163,7 @@ fn verdict(
         profile: results.profile.clone(),
         suite: results.suite.clone(),
         candidate_runs: vec![results.run_id.clone()],
+        against: Default::default(),
         baseline: BaselineSummary {
             level_runs: vec!["b1".into(), "b2".into()],
             noise_runs: 10,

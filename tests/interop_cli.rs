@@ -299,6 +299,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         profile: run.profile.clone(),
         suite: None,
         candidate_runs: vec![run.run_id.clone()],
+        against: Default::default(),
         baseline: BaselineSummary {
             level_runs: vec!["b1".into()],
             noise_runs: 8,

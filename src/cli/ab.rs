@@ -87,8 +87,10 @@ fn print_ab(run: &GateRun) {
                 b.index + 1,
                 b.side.as_str().to_uppercase(),
                 b.pair + 1,
-                b.boot_s
-                    .map_or("never ready".into(), |s| format!("ready after {s:.1}s")),
+                b.boot_s.map_or("never ready".into(), |s| format!(
+                    "ready after {}",
+                    crate::results::duration_label(s)
+                )),
                 if b.group_gone {
                     "torn down (no process left)"
                 } else {

@@ -247,6 +247,7 @@ pub(crate) mod fixture {
             profile: run.profile.clone(),
             suite: Some("pr".into()),
             candidate_runs: vec![run.run_id.clone()],
+            against: Default::default(),
             baseline: BaselineSummary {
                 level_runs: vec!["b1".into(), "b2".into()],
                 noise_runs: 2,

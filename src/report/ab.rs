@@ -27,7 +27,7 @@ pub(crate) fn summary_section(
             b.index + 1,
             b.side.as_str().to_uppercase(),
             b.pair + 1,
-            b.boot_s.map_or("-".into(), |x| format!("{x:.1} s")),
+            b.boot_s.map_or("-".into(), crate::results::duration_label),
             if b.failure.is_some() {
                 "failed"
             } else if b.group_gone {

@@ -13,7 +13,7 @@ use crate::report::markdown::escape;
 use crate::results::context_label;
 use crate::stats::headline::label;
 use crate::verdict::{
-    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
+    Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
     MetricComparison, SensitivityUnit, signed_number, signed_percent,
 };
 
@@ -359,7 +359,11 @@ pub(crate) fn layout(report: &ComparisonReport) -> GateLayout {
     legend.extend(extra);
     GateLayout {
         first_line: first_line(report),
-        grid_caption: "aggregate tok/s, change vs baseline in %".into(),
+        grid_caption: match report.against {
+            Against::Baseline => "aggregate tok/s, change vs baseline in %",
+            Against::PairedAb => "aggregate tok/s, change of B vs A in %",
+        }
+        .into(),
         grid,
         legend,
         secondary: secondary(report),
@@ -457,8 +461,37 @@ fn confirmed(report: &ComparisonReport) -> Option<&'static str> {
 }
 
 /// The first line: the verdict in words, with its size and interval.
+/// Where the level and the noise came from: `baseline level from 7 runs, noise from 20`, or
+/// an A/B run's `A's level from 4 boots, noise from 4 pairs`.
+fn level_and_noise(report: &ComparisonReport) -> String {
+    let (level, noise) = (report.baseline.level_runs.len(), report.baseline.noise_runs);
+    let s = |n: usize| if n == 1 { "" } else { "s" };
+    match report.against {
+        Against::Baseline => format!(
+            "baseline level from {level} run{}, noise from {noise}",
+            s(level)
+        ),
+        Against::PairedAb => {
+            format!(
+                "A's level from {level} boot{}, noise from {noise} pair{}",
+                s(level),
+                s(noise)
+            )
+        }
+    }
+}
+
+/// The answer in words. An A/B run's names its sides (`no regression of B vs A`, `B vs A:
+/// aggregate tok/s −9.2%`): its level is A's boots, never a stored baseline.
 pub(crate) fn first_line(report: &ComparisonReport) -> String {
     let (symbol, word) = answer(report);
+    let (of, symbol) = match report.against {
+        Against::Baseline => ("", symbol.to_string()),
+        Against::PairedAb if report.gate == GateVerdict::Regression => {
+            ("", format!("{symbol} B vs A:"))
+        }
+        Against::PairedAb => (" of B vs A", symbol.to_string()),
+    };
     let n = compared(report);
     let matrix = report.matrix_test.as_ref();
     let confirm = confirmed(report).unwrap_or("");
@@ -530,9 +563,12 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
         }
         GateVerdict::Pass | GateVerdict::Insufficient => {
             let mut line = if report.gate == GateVerdict::Pass {
-                format!("{symbol} no regression in {}", cells_word(n))
+                format!("{symbol} no regression{of} in {}", cells_word(n))
             } else {
-                format!("{symbol} {word}: no regression proven in {}", cells_word(n))
+                format!(
+                    "{symbol} {word}: no regression{of} proven in {}",
+                    cells_word(n)
+                )
             };
             if let Some(m) = matrix {
                 line.push_str(&format!(
@@ -759,18 +795,12 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     };
     out.push(format!(
         "Rule: α = {} per gate: {split}; a regression also needs a change beyond {:.1}% ({:.0}% \
-         for the matrix); {:.0}% intervals; baseline level from {} run{}, noise from {}.",
+         for the matrix); {:.0}% intervals; {}.",
         r.alpha,
         100.0 * r.min_effect,
         100.0 * r.matrix_margin,
         100.0 * r.confidence,
-        report.baseline.level_runs.len(),
-        if report.baseline.level_runs.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        report.baseline.noise_runs
+        level_and_noise(report)
     ));
     out.push(format!(
         "Profile {} · engine {} · model {}{}.",

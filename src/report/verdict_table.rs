@@ -82,6 +82,7 @@ mod tests {
             profile,
             suite: Some("pr".into()),
             candidate_runs: vec!["cand-1".into()],
+            against: Default::default(),
             baseline: BaselineSummary {
                 level_runs: vec!["b1".into(), "b2".into(), "b3".into()],
                 noise_runs: 12,

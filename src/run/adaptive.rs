@@ -239,7 +239,7 @@ where
         }
     }
     // The rule stays look 0's as compared (its alpha shares, the lines' part included).
-    crate::stats::finish(&mut report, crate::stats::Against::Baseline);
+    crate::stats::finish(&mut report);
     Ok((report, stats))
 }
 

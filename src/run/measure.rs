@@ -285,8 +285,8 @@ pub(crate) async fn boot_and_measure(
         Event::now(
             EventKind::EngineReady,
             format!(
-                "engine ready after {:.1}s at {} (models: {}; process group {})",
-                ready.boot_s,
+                "engine ready after {} at {} (models: {}; process group {})",
+                crate::results::duration_label(ready.boot_s),
                 engine.base_url(),
                 ready.models.join(", "),
                 engine.pgid()

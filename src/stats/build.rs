@@ -5,12 +5,12 @@
 
 use crate::results::{CellResult, ProfileKey, RunResults};
 use crate::verdict::{
-    BaselineSummary, CellComparison, CellVerdict, Check, ComparisonReport, Direction, GateVerdict,
-    MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
+    Against, BaselineSummary, CellComparison, CellVerdict, Check, ComparisonReport, Direction,
+    GateVerdict, MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
 };
 
 use super::DecisionRule;
-use super::headline::{Against, headline};
+use super::headline::headline;
 use super::interval::{LogChange, relative};
 
 /// A cell's coordinates: (concurrency, context tokens).
@@ -96,6 +96,7 @@ pub(crate) fn frame(
         profile,
         suite,
         candidate_runs,
+        against: Against::Baseline,
         baseline,
         gate: GateVerdict::NoBaseline,
         headline: String::new(),
@@ -136,7 +137,7 @@ pub(crate) fn not_comparable(
             cell(c.coord(), decided, Vec::new(), |_| true, reason)
         })
         .collect();
-    finish(&mut report, Against::Baseline);
+    finish(&mut report);
     report
 }
 
@@ -211,9 +212,9 @@ pub(crate) fn cell(
 
 /// Sets the gate's answer and the headline from the cells and the matrix-wide test: the last
 /// step of every comparison (and again after adaptive looks or a confirmation changed it).
-pub fn finish(report: &mut ComparisonReport, against: Against) {
+pub fn finish(report: &mut ComparisonReport) {
     report.gate = gate_of(report);
-    report.headline = headline(report, against);
+    report.headline = headline(report);
 }
 
 /// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells

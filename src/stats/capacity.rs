@@ -16,7 +16,7 @@
 //! `capacity_alpha`. With a 20-run history that never saw the state, one boot gives a bound of
 //! 1.8% (never enough: a provisional alarm, confirmed by a second boot), two boots 0.12%.
 
-use super::headline::Against;
+use crate::verdict::Against;
 use crate::verdict::{CellVerdict, signed_percent};
 
 /// Which state a cell is judged for.

@@ -16,7 +16,7 @@ use crate::verdict::{
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
 use super::capacity::{self, Limit, LimitCounts};
-use super::headline::{Against, Sides};
+use super::headline::Sides;
 use super::interval::{
     LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
 };
@@ -26,6 +26,7 @@ use super::rule::{
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
+use crate::verdict::Against;
 
 /// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
 /// here, and with what alpha. The looks' alphas add up to the rule's `alpha`.
@@ -1049,7 +1050,7 @@ pub fn compare_on(
             .iter()
             .map(|&c| build::cell(c, none(), Vec::new(), |_| true, ""))
             .collect();
-        build::finish(&mut report, Against::Baseline);
+        build::finish(&mut report);
         return Ok(report);
     }
 
@@ -1290,7 +1291,7 @@ pub fn compare_on(
         cell.provisional = provisional;
         report.cells.push(cell);
     }
-    build::finish(&mut report, Against::Baseline);
+    build::finish(&mut report);
     Ok(report)
 }
 

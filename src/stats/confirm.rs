@@ -26,7 +26,7 @@ use crate::results::RunResults;
 use crate::verdict::{ComparisonReport, Confirmation, GateVerdict, signed_number, signed_percent};
 
 use super::compare::{History, Look, compare_on};
-use super::{Against, DecisionRule, StatsError, finish};
+use super::{DecisionRule, StatsError, finish};
 
 /// Whether a boot's matrix-wide change leaned worse past the futility bound.
 fn leans(report: &ComparisonReport) -> bool {
@@ -136,7 +136,7 @@ pub fn second_stage(
         second_results: second_results.into(),
         used: true,
     });
-    finish(&mut both, Against::Baseline);
+    finish(&mut both);
     Ok(both)
 }
 
@@ -175,7 +175,7 @@ pub fn two_boot_verdict(
             second_results: second_results.into(),
             used: false,
         });
-        finish(&mut report, Against::Baseline);
+        finish(&mut report);
         return Ok((report, false));
     }
     let report = second_stage(

@@ -5,17 +5,8 @@
 
 use crate::results::context_label;
 use crate::verdict::{
-    CellComparison, CellVerdict, ComparisonReport, GateVerdict, Metric, signed_percent,
+    Against, CellComparison, CellVerdict, ComparisonReport, GateVerdict, Metric, signed_percent,
 };
-
-/// What the candidate was compared against, as the headline says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Against {
-    /// Baseline runs from the store.
-    Baseline,
-    /// The A boots of a paired A/B run (the headline starts `B vs A:`).
-    PairedAb,
-}
 
 /// How a cell's reason names the two sides of a comparison.
 pub(crate) struct Sides {
@@ -69,9 +60,9 @@ pub(crate) fn label(c: &CellComparison) -> String {
 
 /// One line for people, e.g. "2 regressions, worst −7.4% at C=8 / 32k; 1 improvement, best
 /// +4.0% at C=1 / 0; matrix −1.2% [−2.0%, −0.4%] regressed".
-pub fn headline(report: &ComparisonReport, against: Against) -> String {
+pub fn headline(report: &ComparisonReport) -> String {
     let mut line = body(report);
-    if against == Against::PairedAb {
+    if report.against == Against::PairedAb {
         line = format!("B vs A: {line}");
     }
     if let Some(c) = report.confirmation.as_ref().filter(|c| !c.used) {
@@ -332,6 +323,7 @@ mod tests {
             profile: crate::eval::gate::template().profile,
             suite: None,
             candidate_runs: vec!["b".into()],
+            against: Default::default(),
             baseline: BaselineSummary {
                 level_runs: vec!["a".into()],
                 noise_runs: 1,
@@ -352,7 +344,7 @@ mod tests {
 
     #[test]
     fn the_headline_names_regressions_and_improvements_alike() {
-        let r = report(
+        let mut r = report(
             vec![
                 cell(1, CellVerdict::Regression, -0.07),
                 cell(2, CellVerdict::Improvement, 0.12),
@@ -361,10 +353,11 @@ mod tests {
             None,
         );
         assert_eq!(
-            headline(&r, Against::Baseline),
+            headline(&r),
             "1 regression, worst −7.0% at C=1 / 0; 1 improvement, best +12.0% at C=2 / 0"
         );
-        assert!(headline(&r, Against::PairedAb).starts_with("B vs A: 1 regression"));
+        r.against = Against::PairedAb;
+        assert!(headline(&r).starts_with("B vs A: 1 regression"));
     }
 
     #[test]
@@ -389,7 +382,7 @@ mod tests {
         let r = report(vec![vs_run, ttft], None);
         // TTFT +15% is worse than tok/s −9% (decided on its run, total −2%).
         assert_eq!(
-            headline(&r, Against::Baseline),
+            headline(&r),
             "2 regressions, worst ttft_p50 +15.0% at C=2 / 0"
         );
     }
@@ -414,7 +407,7 @@ mod tests {
             Some(matrix.clone()),
         );
         assert_eq!(
-            headline(&r, Against::Baseline),
+            headline(&r),
             "matrix-wide regression: matrix −5.0% [−7.0%, −3.0%]; 1 inconclusive; 1 not comparable"
         );
         let quiet = report(
@@ -426,7 +419,7 @@ mod tests {
             }),
         );
         assert_eq!(
-            headline(&quiet, Against::Baseline),
+            headline(&quiet),
             "no regressions across 1 cells (matrix +0.1% [−7.0%, −3.0%])"
         );
     }

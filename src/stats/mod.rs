@@ -21,7 +21,7 @@ pub(crate) use build::quantile;
 pub use build::{finish, gate_of};
 pub use compare::{History, Look, compare, compare_at, compare_on};
 pub use confirm::two_boot_verdict;
-pub use headline::{Against, headline};
+pub use headline::headline;
 pub use paired::{PairedError, paired_compare};
 pub use rule::DecisionRule;
 pub use sequential::AlphaSpending;

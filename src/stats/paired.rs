@@ -23,8 +23,8 @@ use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 
 use super::build::{self, Coord, find, mean, sd};
 use super::compare::{self, ALL_METRICS, decided_change, ok_value, with_matrix};
-use super::headline::Against;
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
+use crate::verdict::Against;
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
@@ -238,6 +238,7 @@ pub fn paired_compare(
         },
         rule,
     );
+    report.against = Against::PairedAb;
     let mut matrix_verdict = None;
     if let Some(m) = &matrix {
         let (v, check) = judge(
@@ -348,7 +349,7 @@ pub fn paired_compare(
     // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
     // measure cannot speak for the matrix.
     report.coverage = Some(compare::coverage(&coords, a, b));
-    build::finish(&mut report, Against::PairedAb);
+    build::finish(&mut report);
     Ok(report)
 }
 

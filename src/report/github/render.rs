@@ -9,7 +9,7 @@ use crate::policy::{GateEnding, GatePolicy};
 use crate::report::layout;
 use crate::report::markdown::escape;
 use crate::results::{CellStatus, RunResults, RunStatus, context_label};
-use crate::verdict::{CellComparison, ComparisonReport};
+use crate::verdict::{Against, CellComparison, ComparisonReport};
 
 /// GitHub's limit on a check-run summary, a check-run text and an issue comment, in characters.
 /// We count bytes, which is never fewer, so the cap always holds.
@@ -301,8 +301,12 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
         // Rule, baseline and matrix-wide test are in the verdict matrix itself. The model is
         // fitted on the whole window; the level is its newest runs.
         let (window, level) = (v.baseline.noise_runs, v.baseline.level_runs.len());
+        let (candidate, base) = match v.against {
+            Against::Baseline => ("candidate", "baseline run(s)"),
+            Against::PairedAb => ("B boots", "A boots"),
+        };
         out.push_str(&format!(
-            "- Compared: candidate {} vs {window} baseline run(s){}\n",
+            "- Compared: {candidate} {} vs {window} {base}{}\n",
             v.candidate_runs
                 .iter()
                 .map(|r| format!("`{}`", escape_code(r)))

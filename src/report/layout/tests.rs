@@ -72,6 +72,7 @@ fn report(gate: GateVerdict, cells: Vec<CellComparison>, matrix: MatrixTest) -> 
         profile: ProfileKey::derive(hw, "infergate-sim", "sim-test", &spec),
         suite: Some("pr".into()),
         candidate_runs: vec!["cand".into()],
+        against: Default::default(),
         baseline: BaselineSummary {
             level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
             noise_runs: 5,
@@ -441,8 +442,44 @@ fn a_row_decided_against_its_run_shows_its_total_marked() {
         "✗ aggregate tok/s −5.1% [−5.9, −4.3] over 6 cells, 3 of them regressed (worst −10.0% at C=1 / 8k)"
     );
     // verdict.json's headline (merged reports quote it) names the same total.
-    let h = crate::stats::headline(&r, crate::stats::Against::Baseline);
+    let h = crate::stats::headline(&r);
     assert!(h.contains("worst −10.0% at C=1 / 8k"), "{h}");
+}
+
+/// An A/B run names its sides wherever a gate says "baseline": B is compared with A's boots.
+#[test]
+fn an_ab_run_says_b_vs_a_never_baseline() {
+    let mut ab = insufficient();
+    ab.against = crate::verdict::Against::PairedAb;
+    if let Some(s) = ab.sensitivity.as_mut() {
+        s.unit = SensitivityUnit::Pairs;
+    }
+    ab.baseline.level_runs.truncate(4);
+    ab.baseline.noise_runs = 4;
+    let text = console(&layout(&ab));
+    assert!(
+        text.starts_with("? insufficient: no regression of B vs A proven in 6 cells"),
+        "{text}"
+    );
+    assert!(
+        text.contains("aggregate tok/s, change of B vs A in %"),
+        "{text}"
+    );
+    assert!(
+        text.contains("A's level from 4 boots, noise from 4 pairs."),
+        "{text}"
+    );
+    assert!(!text.contains("baseline"), "{text}");
+    let mut worse = regression();
+    worse.against = crate::verdict::Against::PairedAb;
+    assert!(
+        first_line(&worse).starts_with("✗ B vs A: aggregate tok/s −9.6% [−10.9, −8.4]"),
+        "{}",
+        first_line(&worse)
+    );
+    let mut pass = pass();
+    pass.against = crate::verdict::Against::PairedAb;
+    assert!(first_line(&pass).starts_with("✓ no regression of B vs A in 6 cells"));
 }
 
 #[test]
