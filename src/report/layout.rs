@@ -460,7 +460,6 @@ fn confirmed(report: &ComparisonReport) -> Option<&'static str> {
     }
 }
 
-/// The first line: the verdict in words, with its size and interval.
 /// Where the level and the noise came from: `baseline level from 7 runs, noise from 20`, or
 /// an A/B run's `A's level from 4 boots, noise from 4 pairs`.
 fn level_and_noise(report: &ComparisonReport) -> String {
@@ -481,8 +480,9 @@ fn level_and_noise(report: &ComparisonReport) -> String {
     }
 }
 
-/// The answer in words. An A/B run's names its sides (`no regression of B vs A`, `B vs A:
-/// aggregate tok/s −9.2%`): its level is A's boots, never a stored baseline.
+/// The first line: the verdict in words, with its size and interval. An A/B run's names its
+/// sides (`no regression of B vs A`, `B vs A: aggregate tok/s −9.2%`): its level is A's
+/// boots, never a stored baseline.
 pub(crate) fn first_line(report: &ComparisonReport) -> String {
     let (symbol, word) = answer(report);
     let (of, symbol) = match report.against {

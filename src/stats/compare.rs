@@ -1417,7 +1417,7 @@ mod tests {
         let h = &report.headline;
         assert_eq!(report.gate, GateVerdict::Insufficient, "{h}");
         assert!(
-            h.starts_with("no regressions across 20 cells")
+            h.starts_with("no regression proven across 20 cells")
                 && h.contains("more baseline runs needed"),
             "{h}"
         );

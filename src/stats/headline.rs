@@ -257,8 +257,12 @@ fn body(report: &ComparisonReport) -> String {
             let compared = report.cells.len()
                 - count(CellVerdict::NotComparable)
                 - count(CellVerdict::Saturated);
+            // Insufficient: not found, and not proven absent either (its interval may lie on
+            // the worse side), as the reports' first line says.
             let mut s = if provisional > 0 {
                 format!("no regression decided across {compared} cells")
+            } else if report.gate == GateVerdict::Insufficient {
+                format!("no regression proven across {compared} cells")
             } else {
                 format!("no regressions across {compared} cells")
             };
@@ -421,6 +425,14 @@ mod tests {
         assert_eq!(
             headline(&quiet),
             "no regressions across 1 cells (matrix +0.1% [−7.0%, −3.0%])"
+        );
+        // Not sensitive enough: nothing was found, and nothing was proven absent either.
+        let mut thin = quiet;
+        thin.gate = GateVerdict::Insufficient;
+        assert!(
+            headline(&thin).starts_with("no regression proven across 1 cells"),
+            "{}",
+            headline(&thin)
         );
     }
 }
