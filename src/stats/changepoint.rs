@@ -1122,52 +1122,52 @@ pub(crate) fn analyse(
             let at = s.runs[c.index];
             let prev = s.runs[c.index - 1];
             let (before, after) = (runs[prev].commit(), runs[at].commit());
-            change_points.push(ChangePoint {
-                scope: s.scope.clone(),
-                metric: s.metric,
-                run_id: runs[at].run_id.clone(),
-                previous_run_id: runs[prev].run_id.clone(),
-                kind: c.kind,
-                change: c.change,
-                ci_low: c.ci_low,
-                ci_high: c.ci_high,
-                slope: c.slope.clone(),
-                until_run_id: (c.kind == ChangeKind::Creep)
-                    .then(|| runs[s.runs[c.index + c.after - 1]].run_id.clone()),
-                p_value: c.p_value,
-                commits: CommitRange {
-                    before: before.map(String::from),
-                    after: after.map(String::from),
-                    range: before.zip(after).map(|(b, a)| format!("{b}..{a}")),
+            change_points.push((
+                at,
+                ChangePoint {
+                    scope: s.scope.clone(),
+                    metric: s.metric,
+                    run_id: runs[at].run_id.clone(),
+                    previous_run_id: runs[prev].run_id.clone(),
+                    kind: c.kind,
+                    change: c.change,
+                    ci_low: c.ci_low,
+                    ci_high: c.ci_high,
+                    slope: c.slope.clone(),
+                    until_run_id: (c.kind == ChangeKind::Creep)
+                        .then(|| runs[s.runs[c.index + c.after - 1]].run_id.clone()),
+                    p_value: c.p_value,
+                    commits: CommitRange {
+                        before: before.map(String::from),
+                        after: after.map(String::from),
+                        range: before.zip(after).map(|(b, a)| format!("{b}..{a}")),
+                    },
+                    accepted: accepted_at
+                        .iter()
+                        .any(|&a| a.abs_diff(at) <= settings.min_segment),
+                    location_interval: c.location.map(|(lo, hi)| {
+                        let (first, last) = (s.runs[lo], s.runs[hi]);
+                        // The run before the first possible place: the last one of the series
+                        // measured before the change (a cell's series skips runs it was not ok in).
+                        let good = s.runs[lo.saturating_sub(1)];
+                        LocationInterval {
+                            first_run_id: runs[first].run_id.clone(),
+                            last_run_id: runs[last].run_id.clone(),
+                            first_commit: (lo > 0)
+                                .then(|| runs[good].commit().map(String::from))
+                                .flatten(),
+                            last_commit: runs[last].commit().map(String::from),
+                            confidence: settings.confidence,
+                            runs: hi - lo + 1,
+                        }
+                    }),
                 },
-                accepted: accepted_at
-                    .iter()
-                    .any(|&a| a.abs_diff(at) <= settings.min_segment),
-                location_interval: c.location.map(|(lo, hi)| {
-                    let (first, last) = (s.runs[lo], s.runs[hi]);
-                    // The run before the first possible place: the last one of the series
-                    // measured before the change (a cell's series skips runs it was not ok in).
-                    let good = s.runs[lo.saturating_sub(1)];
-                    LocationInterval {
-                        first_run_id: runs[first].run_id.clone(),
-                        last_run_id: runs[last].run_id.clone(),
-                        first_commit: (lo > 0)
-                            .then(|| runs[good].commit().map(String::from))
-                            .flatten(),
-                        last_commit: runs[last].commit().map(String::from),
-                        confidence: settings.confidence,
-                        runs: hi - lo + 1,
-                    }
-                }),
-            });
+            ));
         }
     }
-    change_points.sort_by(|a, b| {
-        let pos = |id: &str| runs.iter().position(|r| r.run_id == id);
-        pos(&b.run_id)
-            .cmp(&pos(&a.run_id))
-            .then(a.scope.cmp(&b.scope))
-    });
+    // Newest first, then by scope: ordered by the run's position, not by looking each id up.
+    change_points.sort_by(|(a_at, a), (b_at, b)| b_at.cmp(a_at).then(a.scope.cmp(&b.scope)));
+    let change_points = change_points.into_iter().map(|(_, c)| c).collect();
     Ok(HistoryChanges {
         settings: settings.clone(),
         runs: runs
