@@ -115,8 +115,22 @@ fn run_ab(b_slowdown: &str) -> AbOutcome {
     let verdict: ComparisonReport = serde_json::from_str(&read("verdict.json")).expect("verdict");
     let b: RunResults = serde_json::from_str(&read("results.json")).expect("results.json");
     let a: RunResults = serde_json::from_str(&read("results-a.json")).expect("results-a.json");
-    assert!(out.join("summary.md").exists());
-    assert!(read("summary.md").contains("Paired A/B run"));
+    // Every surface names the sides: B is compared with A's boots, never with "the baseline".
+    let summary = read("summary.md");
+    assert!(summary.contains("Paired A/B run"), "{summary}");
+    assert!(summary.contains("change of B vs A in %"), "{summary}");
+    assert!(summary.contains(" vs 4 A boots"), "{summary}");
+    assert!(!summary.contains("baseline run"), "{summary}");
+    assert_eq!(verdict.against, infergate::verdict::Against::PairedAb);
+    assert!(
+        verdict.headline.starts_with("B vs A: "),
+        "{}",
+        verdict.headline
+    );
+    assert!(
+        summary.contains("A's level from 4 boots, noise from 4 pairs"),
+        "{summary}"
+    );
     // Each side's file records one round per boot.
     for side in [&a, &b] {
         assert_eq!(side.cells.len(), 1);
