@@ -270,9 +270,13 @@ impl Coverage {
     }
 
     /// For people: "18 of 19 cells measured in the baseline were measured now (all are needed)".
-    pub fn describe(&self) -> String {
+    pub fn describe(&self, against: Against) -> String {
+        let (base, now) = match against {
+            Against::Baseline => ("measured in the baseline", "now"),
+            Against::PairedAb => ("A measured", "by B"),
+        };
         format!(
-            "{} of {} cells measured in the baseline were measured now (all are needed)",
+            "{} of {} cells {base} were measured {now} (all are needed)",
             self.measured, self.expected,
         )
     }

@@ -253,6 +253,14 @@ fn ab_of_a_candidate_that_errors_where_the_base_serves_fails_closed() {
     )
     .expect("verdict");
     assert_eq!(v.gate, GateVerdict::Unmeasured, "{}", v.headline);
+    assert!(
+        v.headline.starts_with(
+            "B vs A: cannot decide, B was not measured well enough: 1 of 2 cells A measured were \
+             measured by B"
+        ),
+        "{}",
+        v.headline
+    );
     let cov = v.coverage.expect("coverage recorded");
     assert_eq!((cov.measured, cov.expected), (1, 2), "{cov:?}");
     let c2 = v.cells.iter().find(|c| c.concurrency == 2).expect("C=2");

@@ -501,10 +501,15 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
             cells_word(report.cells.len())
         ),
         GateVerdict::Unmeasured => format!(
-            "{symbol} {word}: cannot decide, the candidate was not measured well enough: {}",
-            report
-                .coverage
-                .map_or_else(|| "coverage unknown".to_string(), |c| c.describe())
+            "{symbol} {word}: cannot decide, {} was not measured well enough: {}",
+            match report.against {
+                Against::Baseline => "the candidate",
+                Against::PairedAb => "B",
+            },
+            report.coverage.map_or_else(
+                || "coverage unknown".to_string(),
+                |c| c.describe(report.against)
+            )
         ),
         GateVerdict::Regression => {
             let regressed: Vec<&CellComparison> = report.regressions().collect();

@@ -145,10 +145,15 @@ fn body(report: &ComparisonReport) -> String {
     }
     if report.gate == GateVerdict::Unmeasured {
         let mut line = format!(
-            "cannot decide, the candidate was not measured well enough: {}",
-            report
-                .coverage
-                .map_or_else(|| "coverage unknown".to_string(), |c| c.describe())
+            "cannot decide, {} was not measured well enough: {}",
+            match report.against {
+                Against::Baseline => "the candidate",
+                Against::PairedAb => "B",
+            },
+            report.coverage.map_or_else(
+                || "coverage unknown".to_string(),
+                |c| c.describe(report.against)
+            )
         );
         let errors: Vec<&CellComparison> = report
             .cells
