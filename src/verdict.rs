@@ -315,6 +315,22 @@ impl ComparisonReport {
     pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
         self.cells.iter().filter(|c| c.verdict.is_regression())
     }
+
+    /// Why an `unmeasured` gate cannot decide, naming the side that was not measured: the
+    /// headline's and the reports' first line's one wording.
+    pub fn unmeasured_reason(&self) -> String {
+        format!(
+            "cannot decide, {} was not measured well enough: {}",
+            match self.against {
+                Against::Baseline => "the candidate",
+                Against::PairedAb => "B",
+            },
+            self.coverage.map_or_else(
+                || "coverage unknown".to_string(),
+                |c| c.describe(self.against)
+            )
+        )
+    }
 }
 
 /// The baseline side of a comparison.

@@ -500,17 +500,7 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
             "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared",
             cells_word(report.cells.len())
         ),
-        GateVerdict::Unmeasured => format!(
-            "{symbol} {word}: cannot decide, {} was not measured well enough: {}",
-            match report.against {
-                Against::Baseline => "the candidate",
-                Against::PairedAb => "B",
-            },
-            report.coverage.map_or_else(
-                || "coverage unknown".to_string(),
-                |c| c.describe(report.against)
-            )
-        ),
+        GateVerdict::Unmeasured => format!("{symbol} {word}: {}", report.unmeasured_reason()),
         GateVerdict::Regression => {
             let regressed: Vec<&CellComparison> = report.regressions().collect();
             let k = regressed.len();

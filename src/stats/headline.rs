@@ -144,17 +144,7 @@ fn body(report: &ComparisonReport) -> String {
         );
     }
     if report.gate == GateVerdict::Unmeasured {
-        let mut line = format!(
-            "cannot decide, {} was not measured well enough: {}",
-            match report.against {
-                Against::Baseline => "the candidate",
-                Against::PairedAb => "B",
-            },
-            report.coverage.map_or_else(
-                || "coverage unknown".to_string(),
-                |c| c.describe(report.against)
-            )
-        );
+        let mut line = report.unmeasured_reason();
         let errors: Vec<&CellComparison> = report
             .cells
             .iter()
