@@ -557,11 +557,29 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
             }
         }
         GateVerdict::Pass | GateVerdict::Insufficient => {
+            // Cells whose alarm one boot cannot prove: what an `insufficient` gate waits on, so
+            // the line says it first (else it would read "insufficient … could detect −2.3%").
+            let provisional: Vec<String> = report
+                .cells
+                .iter()
+                .filter(|c| c.provisional)
+                .map(label)
+                .collect();
+            let waits = match provisional.as_slice() {
+                [] => String::new(),
+                [one] => format!("a second boot decides 1 provisional alarm ({one}); "),
+                many => format!(
+                    "a second boot decides {} provisional alarms ({}{}); ",
+                    many.len(),
+                    many[..many.len().min(3)].join(", "),
+                    if many.len() > 3 { ", …" } else { "" }
+                ),
+            };
             let mut line = if report.gate == GateVerdict::Pass {
                 format!("{symbol} no regression{of} in {}", cells_word(n))
             } else {
                 format!(
-                    "{symbol} {word}: no regression{of} proven in {}",
+                    "{symbol} {word}: {waits}no regression{of} proven in {}",
                     cells_word(n)
                 )
             };

@@ -446,6 +446,30 @@ fn a_row_decided_against_its_run_shows_its_total_marked() {
     assert!(h.contains("worst −10.0% at C=1 / 8k"), "{h}");
 }
 
+/// A provisional alarm is what an `insufficient` gate waits on: the first line says so before
+/// the sensitivity, which alone would read as a sufficient gate.
+#[test]
+fn a_provisional_alarm_leads_the_insufficient_line() {
+    let mut r = pass();
+    r.gate = GateVerdict::Insufficient;
+    r.cells[4].provisional = true;
+    r.cells[4].verdict = CellVerdict::Inconclusive;
+    assert_eq!(
+        first_line(&r),
+        "? insufficient: a second boot decides 1 provisional alarm (C=2 / 8k); no regression \
+         proven in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect −4.6% or \
+         worse"
+    );
+    for c in &mut r.cells {
+        c.provisional = true;
+    }
+    assert!(
+        first_line(&r).contains("decides 6 provisional alarms (C=1 / 0, C=2 / 0, C=4 / 0, …); "),
+        "{}",
+        first_line(&r)
+    );
+}
+
 /// An A/B run names its sides wherever a gate says "baseline": B is compared with A's boots.
 #[test]
 fn an_ab_run_says_b_vs_a_never_baseline() {
