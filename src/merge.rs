@@ -516,6 +516,7 @@ pub(crate) mod tests {
         };
         let cell = |v: CellVerdict| CellComparison {
             provisional: false,
+            history_too_short: false,
             concurrency: 8,
             context_tokens: 32768,
             verdict: v,

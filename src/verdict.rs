@@ -510,6 +510,12 @@ pub struct CellComparison {
     /// `inconclusive`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub provisional: bool,
+    /// Capacity-limited (or saturated) now and never in a history too short to judge it (the
+    /// reason says how many runs or pairs would do): no evidence either way, so the gate is
+    /// `insufficient`, never `pass`, until the store has them. A flaky cell, in the state in
+    /// some history runs, is not this: it is not evidence of a change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub history_too_short: bool,
 }
 
 impl CellComparison {

@@ -145,6 +145,7 @@ fn verdict(
             };
             CellComparison {
                 provisional: false,
+                history_too_short: false,
                 concurrency: c.concurrency,
                 context_tokens: c.context_tokens,
                 verdict: v,

@@ -311,6 +311,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         cells: vec![
             CellComparison {
                 provisional: false,
+                history_too_short: false,
                 concurrency: 100,
                 context_tokens: 32010,
                 verdict: CellVerdict::Regression,
@@ -319,6 +320,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             },
             CellComparison {
                 provisional: false,
+                history_too_short: false,
                 concurrency: 200,
                 context_tokens: 1010,
                 verdict: CellVerdict::Inconclusive,

@@ -203,6 +203,7 @@ pub(crate) mod fixture {
         let cells = vec![
             CellComparison {
                 provisional: false,
+                history_too_short: false,
                 concurrency: run.cells[0].concurrency,
                 context_tokens: run.cells[0].context_tokens,
                 verdict: CellVerdict::Unchanged,
@@ -216,6 +217,7 @@ pub(crate) mod fixture {
             },
             CellComparison {
                 provisional: false,
+                history_too_short: false,
                 concurrency: run.cells[1].concurrency,
                 context_tokens: run.cells[1].context_tokens,
                 verdict: CellVerdict::Regression,
@@ -227,6 +229,7 @@ pub(crate) mod fixture {
             },
             CellComparison {
                 provisional: false,
+                history_too_short: false,
                 concurrency: run.cells[2].concurrency,
                 context_tokens: run.cells[2].context_tokens,
                 verdict: CellVerdict::CapacityRegression,
@@ -235,6 +238,7 @@ pub(crate) mod fixture {
             },
             CellComparison {
                 provisional: false,
+                history_too_short: false,
                 concurrency: 8,
                 context_tokens: 8192,
                 verdict: CellVerdict::NotComparable,

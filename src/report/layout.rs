@@ -565,16 +565,40 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
                 .filter(|c| c.provisional)
                 .map(label)
                 .collect();
-            let waits = match provisional.as_slice() {
+            // Up to three cells' labels: `C=2 / 8k, C=4 / 8k, …`.
+            let named = |cells: &[String]| {
+                let more = if cells.len() > 3 { ", …" } else { "" };
+                format!("{}{more}", cells[..cells.len().min(3)].join(", "))
+            };
+            let mut waits = match provisional.as_slice() {
                 [] => String::new(),
                 [one] => format!("a second boot decides 1 provisional alarm ({one}); "),
                 many => format!(
-                    "a second boot decides {} provisional alarms ({}{}); ",
+                    "a second boot decides {} provisional alarms ({}); ",
                     many.len(),
-                    many[..many.len().min(3)].join(", "),
-                    if many.len() > 3 { ", …" } else { "" }
+                    named(many)
                 ),
             };
+            // Cells in their limit now that the history is too short to judge: the gate waits
+            // for runs (or pairs), and says so before anything that reads like a pass.
+            let short: Vec<String> = report
+                .cells
+                .iter()
+                .filter(|c| c.history_too_short)
+                .map(label)
+                .collect();
+            if !short.is_empty() {
+                let runs = match report.against {
+                    Against::Baseline => "baseline runs",
+                    Against::PairedAb => "pairs",
+                };
+                waits.push_str(&format!(
+                    "too few {runs} to judge {} now at {} limit ({}); ",
+                    cells_word(short.len()),
+                    if short.len() == 1 { "its" } else { "their" },
+                    named(&short)
+                ));
+            }
             let mut line = if report.gate == GateVerdict::Pass {
                 format!("{symbol} no regression{of} in {}", cells_word(n))
             } else {

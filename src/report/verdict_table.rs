@@ -44,6 +44,7 @@ mod tests {
     ) -> CellComparison {
         CellComparison {
             provisional: false,
+            history_too_short: false,
             concurrency: conc,
             context_tokens: ctx,
             verdict,

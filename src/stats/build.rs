@@ -202,6 +202,7 @@ pub(crate) fn cell(
     };
     CellComparison {
         provisional: false,
+        history_too_short: false,
         concurrency: coord.0,
         context_tokens: coord.1,
         verdict,
@@ -250,7 +251,12 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
             .iter()
             .any(|c| c.verdict == CellVerdict::Inconclusive),
     };
-    if report.cells.iter().any(|c| c.provisional) || !sensitive {
+    if report
+        .cells
+        .iter()
+        .any(|c| c.provisional || c.history_too_short)
+        || !sensitive
+    {
         GateVerdict::Insufficient
     } else {
         GateVerdict::Pass

@@ -50,13 +50,15 @@ pub(crate) struct LimitCounts {
     pub boot_hits: usize,
 }
 
-/// The decision on one cell in the state now: its verdict, why, and whether it is a
-/// provisional alarm (one more boot in the state would make it a regression).
+/// The decision on one cell that cannot be compared for speed: its verdict, why, whether it is
+/// a provisional alarm (one more boot in the state would make it a regression), and whether
+/// the history was too short to judge it at all (the gate waits for runs: `insufficient`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LimitDecision {
     pub verdict: CellVerdict,
     pub reason: String,
     pub provisional: bool,
+    pub history_too_short: bool,
 }
 
 /// Boots of one gate: the first and the confirmation boot (`stats::confirm`).
@@ -179,6 +181,7 @@ pub(crate) fn decide(
         verdict,
         reason,
         provisional,
+        history_too_short: false,
     };
     if n.hits >= n.runs {
         let reason = format!("{words} on both sides: {now}; {history}");
@@ -208,9 +211,11 @@ pub(crate) fn decide(
         );
         return decision(not_evidence, reason, true);
     }
-    let reason = if n.hits > 0 {
-        format!("{flaky}: {now}; {history}: not evidence of a change")
-    } else {
+    if n.hits > 0 {
+        let reason = format!("{flaky}: {now}; {history}: not evidence of a change");
+        return decision(not_evidence, reason, false);
+    }
+    let reason = {
         // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
         let count = |n: Option<usize>| n.map_or_else(|| "more".to_string(), |n| n.to_string());
         let (few, needed) = match against {
@@ -234,7 +239,10 @@ pub(crate) fn decide(
             percent(alpha)
         )
     };
-    decision(not_evidence, reason, false)
+    LimitDecision {
+        history_too_short: true,
+        ..decision(not_evidence, reason, false)
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::verdict::{
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
-use super::capacity::{self, Limit, LimitCounts};
+use super::capacity::{self, Limit, LimitCounts, LimitDecision};
 use super::headline::Sides;
 use super::interval::{
     LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
@@ -190,9 +190,10 @@ fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
         .collect()
 }
 
-/// Whether a cell can be compared (`None`), and if not, its verdict, reason and whether the
-/// verdict is a provisional alarm. A paired A/B decides its cells by the same rule, its A
-/// boots the history and the level (`against` names the sides in the reasons).
+/// Whether a cell can be compared (`None`), and if not, its decision: verdict, reason, and
+/// whether it is a provisional alarm or waits for a longer history. A paired A/B decides its
+/// cells by the same rule, its A boots the history and the level (`against` names the sides
+/// in the reasons).
 pub(super) fn eligibility(
     coord: Coord,
     history: &[RunResults],
@@ -200,9 +201,16 @@ pub(super) fn eligibility(
     candidate: &[RunResults],
     capacity_alpha: f64,
     against: Against,
-) -> Option<(CellVerdict, String, bool)> {
+) -> Option<LimitDecision> {
     use CellStatus::*;
-    let decided = |v: CellVerdict, why: String| Some((v, why, false));
+    let decided = |verdict: CellVerdict, reason: String| {
+        Some(LimitDecision {
+            verdict,
+            reason,
+            provisional: false,
+            history_too_short: false,
+        })
+    };
     let Sides {
         base,
         the_base,
@@ -283,8 +291,13 @@ pub(super) fn eligibility(
             boots: candidate.len(),
             boot_hits: boots.len(),
         };
-        let d = capacity::decide(limit, counts, capacity_alpha, why, against);
-        Some((d.verdict, d.reason, d.provisional))
+        Some(capacity::decide(
+            limit,
+            counts,
+            capacity_alpha,
+            why,
+            against,
+        ))
     };
     // Saturation counts the history runs at their capacity limit too: they were at the
     // engine's limit.
@@ -1056,7 +1069,7 @@ pub fn compare_on(
 
     report.coverage = Some(coverage(&coords, level, candidate));
     let capacity_alpha = rule.capacity_alpha();
-    let decided: Vec<Option<(CellVerdict, String, bool)>> = coords
+    let decided: Vec<Option<LimitDecision>> = coords
         .iter()
         .map(|&c| {
             eligibility(
@@ -1272,13 +1285,18 @@ pub fn compare_on(
 
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {
-        let (decision, entries, provisional) = match decision {
-            Some((v, why, provisional)) => (Some((v, why)), Vec::new(), provisional),
+        let (decision, entries, provisional, history_too_short) = match decision {
+            Some(d) => (
+                Some((d.verdict, d.reason)),
+                Vec::new(),
+                d.provisional,
+                d.history_too_short,
+            ),
             None => {
                 let i = comparable_idx;
                 comparable_idx += 1;
                 let entries = per_cell.remove(&i).unwrap_or_default();
-                (None, entries, provisional_local.contains(&i))
+                (None, entries, provisional_local.contains(&i), false)
             }
         };
         let mut cell = build::cell(
@@ -1289,6 +1307,7 @@ pub fn compare_on(
             "no gating metric measured on both sides",
         );
         cell.provisional = provisional;
+        cell.history_too_short = history_too_short;
         report.cells.push(cell);
     }
     build::finish(&mut report);
@@ -2041,6 +2060,21 @@ mod tests {
         );
         assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
         assert!(r.headline.contains("1 provisional alarm"), "{}", r.headline);
+        // The same on a 10-run store, too short to judge even with two boots: no evidence
+        // either way, so never a pass (a PR that costs KV capacity must not go green on a
+        // young store), and no second boot.
+        let r = compare(&fit[10..], &first, &rule).unwrap();
+        let c = &r.cells[0];
+        assert!(c.history_too_short && !c.provisional, "{c:?}");
+        let why = c.reason.as_deref().unwrap();
+        assert!(why.contains("two boots need 16 history runs"), "{why}");
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert!(
+            r.headline
+                .starts_with("1 cell at its limit now, too short a history to judge"),
+            "{}",
+            r.headline
+        );
         // Limited on both boots: a capacity regression.
         let both = boots_with(&mut rng, 2, Cap, &|_| true);
         let r = compare(&fit, &both, &rule).unwrap();
@@ -2063,7 +2097,7 @@ mod tests {
         let r = compare(&flaky, &both, &rule).unwrap();
         let c = &r.cells[0];
         assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
-        assert!(!c.provisional);
+        assert!(!c.provisional && !c.history_too_short, "{c:?}");
         let why = c.reason.as_deref().unwrap();
         assert!(
             why.starts_with("capacity_flaky") && why.contains("2 of 20 history runs (10.0%)"),

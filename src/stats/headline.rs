@@ -195,6 +195,15 @@ fn body(report: &ComparisonReport) -> String {
             if provisional == 1 { "" } else { "s" }
         ));
     }
+    // Cells at their limit now that the history is too short to judge: the gate waits for runs.
+    let short = report.cells.iter().filter(|c| c.history_too_short).count();
+    if short > 0 {
+        parts.push(format!(
+            "{short} cell{} at {} limit now, too short a history to judge",
+            if short == 1 { "" } else { "s" },
+            if short == 1 { "its" } else { "their" }
+        ));
+    }
     let regressions: Vec<&CellComparison> = report.regressions().collect();
     if !regressions.is_empty() {
         let n = regressions.len();
@@ -272,11 +281,11 @@ fn body(report: &ComparisonReport) -> String {
         (CellVerdict::Saturated, "saturated"),
         (CellVerdict::NotComparable, "not comparable"),
     ] {
-        // A provisional alarm is counted as such, not again as inconclusive.
+        // A provisional alarm, or a cell waiting for history, is counted as such, not again.
         let n = report
             .cells
             .iter()
-            .filter(|c| c.verdict == v && !c.provisional)
+            .filter(|c| c.verdict == v && !c.provisional && !c.history_too_short)
             .count();
         if n > 0 {
             parts.push(format!("{n} {word}"));
@@ -294,6 +303,7 @@ mod tests {
     fn cell(c: u32, v: CellVerdict, change: f64) -> CellComparison {
         CellComparison {
             provisional: false,
+            history_too_short: false,
             concurrency: c,
             context_tokens: 0,
             verdict: v,

@@ -63,11 +63,9 @@ fn eligibility(
     a: &[RunResults],
     b: &[RunResults],
     capacity_alpha: f64,
-) -> Option<(CellVerdict, String)> {
-    if let Some((v, why, _)) =
-        compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb)
-    {
-        return Some((v, why));
+) -> Option<(CellVerdict, String, bool)> {
+    if let Some(d) = compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb) {
+        return Some((d.verdict, d.reason, d.history_too_short));
     }
     let ok = |r: &RunResults| find(r, coord).is_some_and(|c| c.status == CellStatus::Ok);
     let pairs = a.iter().zip(b).filter(|(x, y)| ok(x) && ok(y)).count();
@@ -82,6 +80,7 @@ fn eligibility(
         return Some((
             CellVerdict::NotComparable,
             format!("measured on both sides in {pairs} pair(s), 2 needed ({why})"),
+            false,
         ));
     }
     None
@@ -128,7 +127,7 @@ pub fn paired_compare(
         });
     }
     let coords = build::coords(b.iter().chain(a));
-    let decided: Vec<Option<(CellVerdict, String)>> = coords
+    let decided: Vec<Option<(CellVerdict, String, bool)>> = coords
         .iter()
         .map(|&c| eligibility(c, a, b, rule.capacity_alpha()))
         .collect();
@@ -338,13 +337,16 @@ pub fn paired_compare(
     }
     for (i, (&coord, decision)) in coords.iter().zip(decided).enumerate() {
         let entries = per_cell.remove(&i).unwrap_or_default();
-        report.cells.push(build::cell(
+        let too_short = decision.as_ref().is_some_and(|d| d.2);
+        let mut cell = build::cell(
             coord,
-            decision,
+            decision.map(|(v, why, _)| (v, why)),
             entries,
             gating,
             "no gating metric measured in two pairs",
-        ));
+        );
+        cell.history_too_short = too_short;
+        report.cells.push(cell);
     }
     // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
     // measure cannot speak for the matrix.

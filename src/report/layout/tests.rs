@@ -22,6 +22,7 @@ fn cells(change: f64, verdict: CellVerdict) -> Vec<CellComparison> {
                 verdict,
                 reason: None,
                 provisional: false,
+                history_too_short: false,
                 metrics: vec![
                     metric(
                         Metric::AggregateTps,
@@ -459,6 +460,19 @@ fn a_provisional_alarm_leads_the_insufficient_line() {
         "? insufficient: a second boot decides 1 provisional alarm (C=2 / 8k); no regression \
          proven in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect −4.6% or \
          worse"
+    );
+    // A cell at its limit that the history is too short to judge: the gate waits for runs.
+    let mut young = pass();
+    young.gate = GateVerdict::Insufficient;
+    young.cells[5].history_too_short = true;
+    young.cells[5].verdict = CellVerdict::Inconclusive;
+    assert!(
+        first_line(&young).starts_with(
+            "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=4 / 8k); \
+             no regression proven in"
+        ),
+        "{}",
+        first_line(&young)
     );
     for c in &mut r.cells {
         c.provisional = true;
