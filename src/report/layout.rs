@@ -559,12 +559,10 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
         GateVerdict::Pass | GateVerdict::Insufficient => {
             // Cells whose alarm one boot cannot prove: what an `insufficient` gate waits on, so
             // the line says it first (else it would read "insufficient … could detect −2.3%").
-            let provisional: Vec<String> = report
-                .cells
-                .iter()
-                .filter(|c| c.provisional)
-                .map(label)
-                .collect();
+            let labels = |keep: fn(&CellComparison) -> bool| -> Vec<String> {
+                report.cells.iter().filter(|c| keep(c)).map(label).collect()
+            };
+            let provisional = labels(|c| c.provisional);
             // Up to three cells' labels: `C=2 / 8k, C=4 / 8k, …`.
             let named = |cells: &[String]| {
                 let more = if cells.len() > 3 { ", …" } else { "" };
@@ -581,12 +579,7 @@ pub(crate) fn first_line(report: &ComparisonReport) -> String {
             };
             // Cells in their limit now that the history is too short to judge: the gate waits
             // for runs (or pairs), and says so before anything that reads like a pass.
-            let short: Vec<String> = report
-                .cells
-                .iter()
-                .filter(|c| c.history_too_short)
-                .map(label)
-                .collect();
+            let short = labels(|c| c.history_too_short);
             if !short.is_empty() {
                 let runs = match report.against {
                     Against::Baseline => "baseline runs",
