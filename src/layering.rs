@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["untrusted_text"],
     &["stdio", "sim"],
     &["verdict"],
-    &["policy"],
+    &["policy", "answer"],
     &["stats"],
     &["config"],
     &["telemetry"],

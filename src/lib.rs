@@ -24,8 +24,9 @@
 //!
 //! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`redact`] →
 //!    [`untrusted_text`] → [`stdio`], [`sim`];
-//! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) →
-//!    [`stats`] (pure decisions over plain data) → [`config`];
+//! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) and
+//!    [`answer`] (the answer in words: the first line every report leads with) → [`stats`]
+//!    (pure decisions over plain data) → [`config`];
 //! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);
 //! 4. [`import`] → [`baseline`] (storage, never renders) → [`merge`] (shards joined) →
 //!    [`report`] (all rendering) and [`export`] (other tools' formats);
@@ -40,6 +41,7 @@
 #[macro_use]
 pub mod stdio;
 
+pub mod answer;
 pub mod baseline;
 pub mod bench;
 pub mod cli;

@@ -446,7 +446,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
         .p_value;
     assert!((p_first - p_shown).abs() < 1e-9, "{p_first} vs {p_shown}");
     assert!(
-        report.headline.contains("decided over 2 boots"),
+        report.headline.contains(", after a second boot"),
         "{}",
         report.headline
     );

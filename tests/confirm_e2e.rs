@@ -87,7 +87,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         vec![results.run_id.clone(), second.run_id.clone()]
     );
     assert!(
-        verdict.headline.contains("decided over 2 boots"),
+        verdict.headline.contains("on a second boot"),
         "{}",
         verdict.headline
     );

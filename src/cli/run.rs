@@ -202,7 +202,7 @@ pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     match (&run.failure, &run.verdict) {
         (Some(f), _) => errln!("error: {}", crate::untrusted_text::console(&f.to_string())),
         // The answer in words is the first line of the verdict table above; said once.
-        (None, Some(v)) => errln!("verdict: {}", crate::report::layout::answer(v).1),
+        (None, Some(v)) => errln!("verdict: {}", crate::answer::gate_word(v.gate).1),
         (None, None) => errln!("verdict: {no_verdict}"),
     }
 }

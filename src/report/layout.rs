@@ -1,62 +1,24 @@
 //! One layout for every surface (console, check run, PR comment, job summary, annotations):
-//! a first line that is the answer in words with its size and interval, one compact matrix
+//! a first line that is the answer in words ([`crate::answer::first_line`], also
+//! `verdict.json`'s headline), one compact matrix
 //! with one symbol and one number per cell, a legend of only the symbols that appear, and the
 //! basis, rule and arithmetic under "Details". Every surface renders this one [`GateLayout`],
 //! so they cannot disagree, and every number goes through one formatter per unit.
 //!
-//! The words of the gate and of the cells come from [`gate_word`] and [`cell_symbol`] only.
+//! The words of the gate and of the cells come from [`crate::answer`] only.
 
 use std::collections::BTreeSet;
 
+use crate::answer::{
+    cell_symbol, cell_word, cells_word, first_line, interval, label, metric_name, sized,
+};
 use crate::report::console::wrap;
 use crate::report::markdown::escape;
 use crate::results::context_label;
-use crate::stats::headline::label;
 use crate::verdict::{
     Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
-    MetricComparison, SensitivityUnit, signed_number, signed_percent,
+    MetricComparison, signed_number, signed_percent,
 };
-
-/// The gate's answer as a symbol and a word: the one place every surface takes it from.
-pub(crate) fn gate_word(gate: GateVerdict) -> (&'static str, &'static str) {
-    match gate {
-        GateVerdict::Pass => ("✓", "pass"),
-        GateVerdict::Regression => ("✗", "regression"),
-        GateVerdict::Insufficient => ("?", "insufficient"),
-        GateVerdict::NoBaseline => ("–", "no baseline"),
-        GateVerdict::Unmeasured => ("‼", "unmeasured"),
-    }
-}
-
-/// The answer a report leads with: the gate's word. The one place where a report's verdict
-/// becomes words.
-pub(crate) fn answer(report: &ComparisonReport) -> (&'static str, &'static str) {
-    gate_word(report.gate)
-}
-
-/// A cell verdict's symbol and what the legend says it means.
-pub(crate) fn cell_symbol(verdict: CellVerdict) -> (&'static str, &'static str) {
-    match verdict {
-        CellVerdict::Regression => ("✗", "regression"),
-        CellVerdict::Unchanged => ("✓", "no regression"),
-        CellVerdict::Improvement => ("▲", "significantly faster"),
-        CellVerdict::Inconclusive => ("?", "not decided"),
-        CellVerdict::NotComparable => ("–", "not compared"),
-        CellVerdict::CapacityRegression => (
-            "⚠",
-            "capacity regression (capacity-limited on every boot, never in its history)",
-        ),
-        CellVerdict::ErrorRegression => ("‼", "error regression (measured before, errors now)"),
-        CellVerdict::Saturated => (
-            "≈",
-            "saturated (the engine preempted requests; speed not compared)",
-        ),
-        CellVerdict::SaturationRegression => (
-            "⊘",
-            "saturation regression (saturated on every boot, never in its history)",
-        ),
-    }
-}
 
 /// The figure beside a cell that was decided on its change against the rest of its own run,
 /// where that change is not the total the grid shows.
@@ -66,20 +28,6 @@ const OTHER_METRIC: &str = "*";
 /// The figure beside a cell whose test found a change over both boots that the second boot
 /// alone did not show: its figure is the two boots' mean, its verdict the second boot's.
 const ONE_BOOT: &str = "‡";
-
-/// A metric's name as people say it.
-pub(crate) fn metric_name(metric: Metric) -> &'static str {
-    match metric {
-        Metric::AggregateTps => "aggregate tok/s",
-        Metric::PerUserTps => "per-user tok/s",
-        Metric::TtftP50 => "TTFT p50",
-        Metric::TtftP90 => "TTFT p90",
-        Metric::ItlP50 => "ITL p50",
-        Metric::ItlP90 => "ITL p90",
-        Metric::StepsPerS => "engine steps/s",
-        Metric::JoulesPerToken => "energy per token",
-    }
-}
 
 /// A metric's value with its unit, the one way every surface writes one: latencies in ms,
 /// rates in tok/s (or steps/s), energy in J/token. Values are as stored (seconds for latencies).
@@ -184,15 +132,6 @@ pub(crate) fn clock_cautions(
         .into_iter()
         .chain(confirmation.and_then(|c| clock_slowdown_text(c, " of the confirmation boot")))
         .collect()
-}
-
-/// `[−10.9, −8.4]`: an interval of a relative change, in percent.
-pub(crate) fn interval(low: f64, high: f64) -> String {
-    format!(
-        "[{}, {}]",
-        signed_number(100.0 * low, 1),
-        signed_number(100.0 * high, 1)
-    )
 }
 
 /// "higher" or "lower", the direction of the number people read, never "improvement" or
@@ -402,64 +341,6 @@ fn grid(report: &ComparisonReport) -> Option<Grid> {
     Some(Grid { concurrency, rows })
 }
 
-/// Cells that were compared (a primary figure and a speed verdict).
-fn compared(report: &ComparisonReport) -> usize {
-    report
-        .cells
-        .iter()
-        .filter(|c| c.verdict != CellVerdict::NotComparable && c.primary().is_some())
-        .count()
-}
-
-fn cells_word(n: usize) -> String {
-    format!("{n} cell{}", if n == 1 { "" } else { "s" })
-}
-
-/// The sensitivity clause: "this run could detect −4.6% or worse".
-fn could_detect(report: &ComparisonReport) -> Option<String> {
-    let s = report.sensitivity.as_ref()?;
-    let mde = s.matrix_mde.unwrap_or(s.mde);
-    if !mde.is_finite() {
-        return None;
-    }
-    if s.sufficient {
-        Some(format!(
-            "this run could detect {} or worse",
-            signed_percent(mde)
-        ))
-    } else {
-        let what = match s.unit {
-            SensitivityUnit::BaselineRuns => "this baseline",
-            SensitivityUnit::Pairs => "these pairs",
-        };
-        Some(format!(
-            "but {what} could detect only {} or worse, not the rule's {} ({})",
-            signed_percent(mde),
-            signed_percent(-s.design_effect),
-            s.needs()
-        ))
-    }
-}
-
-/// `aggregate tok/s −9.6% [−10.9, −8.4]`.
-fn sized(metric: Metric, change: f64, low: f64, high: f64) -> String {
-    format!(
-        "{} {} {}",
-        metric_name(metric),
-        signed_percent(change),
-        interval(low, high)
-    )
-}
-
-fn confirmed(report: &ComparisonReport) -> Option<&'static str> {
-    let c = report.confirmation.as_ref()?;
-    match (c.used, report.gate) {
-        (true, GateVerdict::Regression) => Some(", confirmed on a second boot"),
-        (true, _) => Some(", after a second boot"),
-        (false, _) => None,
-    }
-}
-
 /// Where the level and the noise came from: `baseline level from 7 runs, noise from 20`, or
 /// an A/B run's `A's level from 4 boots, noise from 4 pairs`.
 fn level_and_noise(report: &ComparisonReport) -> String {
@@ -476,142 +357,6 @@ fn level_and_noise(report: &ComparisonReport) -> String {
                 s(level),
                 s(noise)
             )
-        }
-    }
-}
-
-/// The first line: the verdict in words, with its size and interval. An A/B run's names its
-/// sides (`no regression of B vs A`, `B vs A: aggregate tok/s −9.2%`): its level is A's
-/// boots, never a stored baseline.
-pub(crate) fn first_line(report: &ComparisonReport) -> String {
-    let (symbol, word) = answer(report);
-    let (of, symbol) = match report.against {
-        Against::Baseline => ("", symbol.to_string()),
-        Against::PairedAb if report.gate == GateVerdict::Regression => {
-            ("", format!("{symbol} B vs A:"))
-        }
-        Against::PairedAb => (" of B vs A", symbol.to_string()),
-    };
-    let n = compared(report);
-    let matrix = report.matrix_test.as_ref();
-    let confirm = confirmed(report).unwrap_or("");
-    match report.gate {
-        GateVerdict::NoBaseline => format!(
-            "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared",
-            cells_word(report.cells.len())
-        ),
-        GateVerdict::Unmeasured => format!("{symbol} {word}: {}", report.unmeasured_reason()),
-        GateVerdict::Regression => {
-            let regressed: Vec<&CellComparison> = report.regressions().collect();
-            let k = regressed.len();
-            // The worst speed regression by its total change vs the baseline.
-            let worst = regressed
-                .iter()
-                .filter(|c| c.verdict == CellVerdict::Regression)
-                .filter_map(|c| {
-                    c.deciding()
-                        .map(|m| (m.goodness(), m.shown_change_total(), m, *c))
-                })
-                .min_by(|a, b| a.0.total_cmp(&b.0));
-            if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
-                let where_ = if k == n && n > 0 {
-                    format!("in all {}", cells_word(n))
-                } else if k > 0 {
-                    let worst = worst.map_or_else(String::new, |(_, d, m, c)| {
-                        let other = if m.metric == Metric::AggregateTps {
-                            String::new()
-                        } else {
-                            format!("{} ", metric_name(m.metric))
-                        };
-                        format!(
-                            " (worst {other}{} at {})",
-                            signed_percent(d.change),
-                            label(c)
-                        )
-                    });
-                    format!("over {}, {k} of them regressed{worst}", cells_word(m.cells))
-                } else {
-                    format!("over {} (matrix-wide)", cells_word(m.cells))
-                };
-                return format!(
-                    "{symbol} {} {where_}{confirm}",
-                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
-                );
-            }
-            // The worst speed regression, else the first of another kind.
-            let of_n = format!("{k} of {} regressed", cells_word(report.cells.len()));
-            match (worst, regressed.first()) {
-                (Some((_, d, m, c)), _) => {
-                    format!(
-                        "{symbol} {} at {}; {of_n}{confirm}",
-                        sized(m.metric, d.change, d.ci_low, d.ci_high),
-                        label(c)
-                    )
-                }
-                (None, Some(c)) => format!(
-                    "{symbol} {} at {}; {of_n}{confirm}",
-                    cell_symbol(c.verdict).1.split(" (").next().unwrap_or(""),
-                    label(c)
-                ),
-                (None, None) => format!("{symbol} {word}{confirm}"),
-            }
-        }
-        GateVerdict::Pass | GateVerdict::Insufficient => {
-            // Cells whose alarm one boot cannot prove: what an `insufficient` gate waits on, so
-            // the line says it first (else it would read "insufficient … could detect −2.3%").
-            let labels = |keep: fn(&CellComparison) -> bool| -> Vec<String> {
-                report.cells.iter().filter(|c| keep(c)).map(label).collect()
-            };
-            let provisional = labels(|c| c.provisional);
-            // Up to three cells' labels: `C=2 / 8k, C=4 / 8k, …`.
-            let named = |cells: &[String]| {
-                let more = if cells.len() > 3 { ", …" } else { "" };
-                format!("{}{more}", cells[..cells.len().min(3)].join(", "))
-            };
-            let mut waits = match provisional.as_slice() {
-                [] => String::new(),
-                [one] => format!("a second boot decides 1 provisional alarm ({one}); "),
-                many => format!(
-                    "a second boot decides {} provisional alarms ({}); ",
-                    many.len(),
-                    named(many)
-                ),
-            };
-            // Cells in their limit now that the history is too short to judge: the gate waits
-            // for runs (or pairs), and says so before anything that reads like a pass.
-            let short = labels(|c| c.history_too_short);
-            if !short.is_empty() {
-                let runs = match report.against {
-                    Against::Baseline => "baseline runs",
-                    Against::PairedAb => "pairs",
-                };
-                waits.push_str(&format!(
-                    "too few {runs} to judge {} now at {} limit ({}); ",
-                    cells_word(short.len()),
-                    if short.len() == 1 { "its" } else { "their" },
-                    named(&short)
-                ));
-            }
-            let mut line = if report.gate == GateVerdict::Pass {
-                format!("{symbol} no regression{of} in {}", cells_word(n))
-            } else {
-                format!(
-                    "{symbol} {word}: {waits}no regression{of} proven in {}",
-                    cells_word(n)
-                )
-            };
-            if let Some(m) = matrix {
-                line.push_str(&format!(
-                    " ({})",
-                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
-                ));
-            }
-            line.push_str(confirm);
-            if let Some(s) = could_detect(report) {
-                line.push_str(if s.starts_with("but") { ", " } else { "; " });
-                line.push_str(&s);
-            }
-            line
         }
     }
 }
@@ -861,10 +606,7 @@ pub(crate) fn cell_title(cell: &CellComparison) -> String {
                 cell_symbol(cell.verdict).1
             )
         }
-        (v, _) => format!(
-            "{name}: {}",
-            cell_symbol(v).1.split(" (").next().unwrap_or("")
-        ),
+        (v, _) => format!("{name}: {}", cell_word(v)),
     }
 }
 

@@ -10,7 +10,6 @@ use crate::verdict::{
 };
 
 use super::DecisionRule;
-use super::headline::headline;
 use super::interval::{LogChange, relative};
 
 /// A cell's coordinates: (concurrency, context tokens).
@@ -215,7 +214,7 @@ pub(crate) fn cell(
 /// step of every comparison (and again after adaptive looks or a confirmation changed it).
 pub fn finish(report: &mut ComparisonReport) {
     report.gate = gate_of(report);
-    report.headline = headline(report);
+    report.headline = crate::answer::first_line(report);
 }
 
 /// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
@@ -291,8 +290,7 @@ mod tests {
         assert_eq!(
             report.headline,
             format!(
-                "no baseline for profile {}: 20 cells measured, nothing compared ({why})",
-                run.profile.key
+                "– no baseline yet for this profile and suite: 20 cells measured, nothing compared ({why})"
             )
         );
         // The store's own "no baseline" says nothing more than the headline already does.

@@ -16,7 +16,6 @@ use crate::verdict::{
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
 use super::capacity::{self, Limit, LimitCounts, LimitDecision};
-use super::headline::Sides;
 use super::interval::{
     LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
 };
@@ -26,6 +25,7 @@ use super::rule::{
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
+use crate::answer::Sides;
 use crate::verdict::Against;
 
 /// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
@@ -1436,7 +1436,7 @@ mod tests {
         let h = &report.headline;
         assert_eq!(report.gate, GateVerdict::Insufficient, "{h}");
         assert!(
-            h.starts_with("no regression proven across 20 cells")
+            h.starts_with("? insufficient: no regression proven in 20 cells")
                 && h.contains("more baseline runs needed"),
             "{h}"
         );
@@ -1469,7 +1469,7 @@ mod tests {
             CellVerdict::Regression | CellVerdict::Inconclusive
         )));
         assert!(
-            report.headline.contains("regressions, worst −"),
+            report.headline.contains("in all 20 cells"),
             "{}",
             report.headline
         );
@@ -2070,8 +2070,9 @@ mod tests {
         assert!(why.contains("two boots need 16 history runs"), "{why}");
         assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
         assert!(
-            r.headline
-                .starts_with("1 cell at its limit now, too short a history to judge"),
+            r.headline.starts_with(
+                "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=1 / 8k)"
+            ),
             "{}",
             r.headline
         );
@@ -2176,7 +2177,12 @@ mod tests {
             r.cells[0]
         );
         assert_eq!(r.gate, GateVerdict::Regression);
-        assert!(r.headline.contains("1 saturation"), "{}", r.headline);
+        assert!(
+            r.headline
+                .starts_with("✗ saturation regression at C=1 / 8k; 1 of 20 cells regressed"),
+            "{}",
+            r.headline
+        );
         // Saturated in its history: not evidence, reported as saturated.
         let saturating = history_with(&mut rng, Sat, &|i| i % 3 == 0);
         let r = compare(&saturating, &both, &rule).unwrap();

@@ -388,7 +388,7 @@ mod tests {
         let (a, b) = pairs(2, 6, &|_| 0.90);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
-        assert!(r.headline.starts_with("B vs A:"), "{}", r.headline);
+        assert!(r.headline.starts_with("✗ B vs A:"), "{}", r.headline);
         // A uniform −10% is −10% in every cell: each follows the matrix-wide regression, and
         // says so as the gate's cells do (reports then say it once, by the matrix test's line).
         assert!(
@@ -409,7 +409,7 @@ mod tests {
             "{}",
             r.headline
         );
-        assert!(r.headline.contains("improvement"), "{}", r.headline);
+        assert!(r.headline.contains("; 1 cell faster: +2"), "{}", r.headline);
     }
 
     #[test]
@@ -499,8 +499,7 @@ mod tests {
             "{s:?}"
         );
         assert!(
-            r.headline
-                .contains("not sensitive enough: 4 pairs of boots can find")
+            r.headline.contains("but these pairs could detect only −")
                 && r.headline.contains("more pairs of boots needed"),
             "{}",
             r.headline

@@ -81,7 +81,7 @@ impl Outcome<'_> {
             "Gate error: the run did not finish (the gate was stopped mid-matrix)".to_string()
         } else {
             match self.verdict {
-                Some(v) => one_line(&layout::first_line(v)),
+                Some(v) => one_line(&crate::answer::first_line(v)),
                 None => "No baseline yet: nothing to compare with".to_string(),
             }
         };
@@ -89,14 +89,14 @@ impl Outcome<'_> {
     }
 }
 
-pub use crate::stats::headline::cell_label;
+pub use crate::answer::cell_label;
 
 /// Signed percentage with a real minus sign: `−7.4%`, `+3.0%` (the one formatter,
 /// [`signed_percent`]).
 pub use crate::verdict::signed_percent as percent;
 
 /// A metric's name as people say it (the layout's).
-pub(crate) use crate::report::layout::metric_name;
+pub(crate) use crate::answer::metric_name;
 
 /// Short title of a cell for annotations and workflow commands:
 /// `C=8 / 32k: aggregate tok/s −7.4% [−9.1, −5.6] regression`.

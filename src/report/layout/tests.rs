@@ -442,9 +442,58 @@ fn a_row_decided_against_its_run_shows_its_total_marked() {
         first_line(&r),
         "✗ aggregate tok/s −5.1% [−5.9, −4.3] over 6 cells, 3 of them regressed (worst −10.0% at C=1 / 8k)"
     );
-    // verdict.json's headline (merged reports quote it) names the same total.
-    let h = crate::stats::headline(&r);
-    assert!(h.contains("worst −10.0% at C=1 / 8k"), "{h}");
+}
+
+/// What the old tally headline said and the one answer line must say too: the best
+/// improvement (an A/B run asking "does flag X help?"), the cells not counted, an unmeasured
+/// run's error regressions, a replayed second boot that was not used, and why there is no
+/// baseline.
+#[test]
+fn the_first_line_accounts_for_improvements_uncounted_cells_errors_and_second_boots() {
+    let mut r = pass();
+    for (i, change) in [(1, 0.08), (4, 0.121)] {
+        r.cells[i].verdict = CellVerdict::Improvement;
+        r.cells[i].metrics[0].change = change;
+    }
+    r.cells[5].verdict = CellVerdict::Saturated;
+    r.cells[5].metrics.clear();
+    assert_eq!(
+        first_line(&r),
+        "✓ no regression in 5 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect \
+         −4.6% or worse; 1 saturated; 2 cells faster, best +12.1% at C=2 / 8k"
+    );
+    let mut worse = regression();
+    worse.cells[2].verdict = CellVerdict::Improvement;
+    worse.cells[2].metrics[0].change = 0.05;
+    worse.cells[2].metrics[0].decided_on = None;
+    worse.confirmation.as_mut().expect("confirmation").used = false;
+    worse.confirmation.as_mut().expect("confirmation").reason = "no alarm to confirm".into();
+    assert_eq!(
+        first_line(&worse),
+        "✗ aggregate tok/s −9.6% [−10.9, −8.4] over 6 cells, 5 of them regressed (worst −9.6% at \
+         C=1 / 0); 1 cell faster: +5.0% at C=4 / 0; first boot only (the second boot's results \
+         were not used: no alarm to confirm)"
+    );
+    let mut broken = pass();
+    broken.gate = GateVerdict::Unmeasured;
+    broken.cells[3].verdict = CellVerdict::ErrorRegression;
+    broken.cells[3].reason = Some("error now: stream reset".into());
+    assert!(
+        first_line(&broken)
+            .ends_with("; 1 error regression, first at C=1 / 8k: error now: stream reset"),
+        "{}",
+        first_line(&broken)
+    );
+    let mut none = pass();
+    none.gate = GateVerdict::NoBaseline;
+    for c in &mut none.cells {
+        c.reason = Some("different profile".into());
+    }
+    assert_eq!(
+        first_line(&none),
+        "– no baseline yet for this profile and suite: 6 cells measured, nothing compared \
+         (different profile)"
+    );
 }
 
 /// A provisional alarm is what an `insufficient` gate waits on: the first line says so before
@@ -490,7 +539,7 @@ fn an_ab_run_says_b_vs_a_never_baseline() {
     let mut ab = insufficient();
     ab.against = crate::verdict::Against::PairedAb;
     if let Some(s) = ab.sensitivity.as_mut() {
-        s.unit = SensitivityUnit::Pairs;
+        s.unit = crate::verdict::SensitivityUnit::Pairs;
     }
     ab.baseline.level_runs.truncate(4);
     ab.baseline.noise_runs = 4;

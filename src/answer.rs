@@ -1,0 +1,413 @@
+//! The answer in words: the gate's and the cells' words, and the one line every report leads
+//! with. That line is the console's first line, the check run's title, the comment's and the
+//! summary's first line, and `verdict.json`'s `headline` (which JUnit, `compare`'s stderr and
+//! the merged reports quote): one writer, so no surface can give another answer.
+//!
+//! It sits just above [`crate::verdict`] so that `stats` can store the headline it writes and
+//! every report can lead with it.
+
+use crate::results::context_label;
+use crate::verdict::{
+    Against, CellComparison, CellVerdict, ComparisonReport, GateVerdict, Metric, SensitivityUnit,
+    signed_number, signed_percent,
+};
+
+/// The gate's answer as a symbol and a word: the one place every surface takes it from.
+pub fn gate_word(gate: GateVerdict) -> (&'static str, &'static str) {
+    match gate {
+        GateVerdict::Pass => ("✓", "pass"),
+        GateVerdict::Regression => ("✗", "regression"),
+        GateVerdict::Insufficient => ("?", "insufficient"),
+        GateVerdict::NoBaseline => ("–", "no baseline"),
+        GateVerdict::Unmeasured => ("‼", "unmeasured"),
+    }
+}
+
+/// A cell verdict's symbol and what the legend says it means.
+pub fn cell_symbol(verdict: CellVerdict) -> (&'static str, &'static str) {
+    match verdict {
+        CellVerdict::Regression => ("✗", "regression"),
+        CellVerdict::Unchanged => ("✓", "no regression"),
+        CellVerdict::Improvement => ("▲", "significantly faster"),
+        CellVerdict::Inconclusive => ("?", "not decided"),
+        CellVerdict::NotComparable => ("–", "not compared"),
+        CellVerdict::CapacityRegression => (
+            "⚠",
+            "capacity regression (capacity-limited on every boot, never in its history)",
+        ),
+        CellVerdict::ErrorRegression => ("‼", "error regression (measured before, errors now)"),
+        CellVerdict::Saturated => (
+            "≈",
+            "saturated (the engine preempted requests; speed not compared)",
+        ),
+        CellVerdict::SaturationRegression => (
+            "⊘",
+            "saturation regression (saturated on every boot, never in its history)",
+        ),
+    }
+}
+
+/// A cell verdict's legend word without its explanation: `capacity regression`.
+pub fn cell_word(verdict: CellVerdict) -> &'static str {
+    let long = cell_symbol(verdict).1;
+    long.split(" (").next().unwrap_or(long)
+}
+
+/// A metric's name as people say it.
+pub fn metric_name(metric: Metric) -> &'static str {
+    match metric {
+        Metric::AggregateTps => "aggregate tok/s",
+        Metric::PerUserTps => "per-user tok/s",
+        Metric::TtftP50 => "TTFT p50",
+        Metric::TtftP90 => "TTFT p90",
+        Metric::ItlP50 => "ITL p50",
+        Metric::ItlP90 => "ITL p90",
+        Metric::StepsPerS => "engine steps/s",
+        Metric::JoulesPerToken => "energy per token",
+    }
+}
+
+/// `[−10.9, −8.4]`: an interval of a relative change, in percent.
+pub fn interval(low: f64, high: f64) -> String {
+    format!(
+        "[{}, {}]",
+        signed_number(100.0 * low, 1),
+        signed_number(100.0 * high, 1)
+    )
+}
+
+/// `C=8 / 32k`.
+pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
+    format!("C={concurrency} / {}", context_label(context_tokens))
+}
+
+/// A cell's [`cell_label`].
+pub fn label(c: &CellComparison) -> String {
+    cell_label(c.concurrency, c.context_tokens)
+}
+
+/// How a cell's reason names the two sides of a comparison.
+pub struct Sides {
+    /// The base before a noun: `no successful baseline measurement`, `missing in baseline`.
+    pub base: &'static str,
+    /// The base as a noun: `capacity-limited in the baseline`.
+    pub the_base: &'static str,
+    /// The base's runs a cell's capacity is counted over: `history runs`.
+    pub history_runs: &'static str,
+    /// The base's runs of the level: `newest baseline runs`.
+    pub level_runs: &'static str,
+    /// The candidate: `missing in candidate run …`.
+    pub candidate: &'static str,
+    /// The candidate's boots: `capacity-limited on 2 of 2 boots`.
+    pub boots: &'static str,
+}
+
+impl Against {
+    /// The words for its sides: a paired A/B's base is its A boots, its candidate the B boots.
+    pub fn sides(self) -> Sides {
+        match self {
+            Against::Baseline => Sides {
+                base: "baseline",
+                the_base: "the baseline",
+                history_runs: "history runs",
+                level_runs: "newest baseline runs",
+                candidate: "candidate",
+                boots: "boots",
+            },
+            Against::PairedAb => Sides {
+                base: "A",
+                the_base: "A",
+                history_runs: "A boots",
+                level_runs: "A boots",
+                candidate: "B",
+                boots: "B boots",
+            },
+        }
+    }
+}
+
+/// Cells that were compared (a primary figure and a speed verdict).
+fn counted(c: &CellComparison) -> bool {
+    c.verdict != CellVerdict::NotComparable && c.primary().is_some()
+}
+
+/// `1 cell`, `6 cells`.
+pub fn cells_word(n: usize) -> String {
+    format!("{n} cell{}", if n == 1 { "" } else { "s" })
+}
+
+/// Up to three cells' labels: `C=2 / 8k, C=4 / 8k, …`.
+fn named(cells: &[&CellComparison]) -> String {
+    let more = if cells.len() > 3 { ", …" } else { "" };
+    let first: Vec<String> = cells.iter().take(3).map(|c| label(c)).collect();
+    format!("{}{more}", first.join(", "))
+}
+
+/// The sensitivity clause: "this run could detect −4.6% or worse".
+fn could_detect(report: &ComparisonReport) -> Option<String> {
+    let s = report.sensitivity.as_ref()?;
+    let mde = s.matrix_mde.unwrap_or(s.mde);
+    if !mde.is_finite() {
+        return None;
+    }
+    if s.sufficient {
+        Some(format!(
+            "this run could detect {} or worse",
+            signed_percent(mde)
+        ))
+    } else {
+        let what = match s.unit {
+            SensitivityUnit::BaselineRuns => "this baseline",
+            SensitivityUnit::Pairs => "these pairs",
+        };
+        Some(format!(
+            "but {what} could detect only {} or worse, not the rule's {} ({})",
+            signed_percent(mde),
+            signed_percent(-s.design_effect),
+            s.needs()
+        ))
+    }
+}
+
+/// `aggregate tok/s −9.6% [−10.9, −8.4]`.
+pub fn sized(metric: Metric, change: f64, low: f64, high: f64) -> String {
+    format!(
+        "{} {} {}",
+        metric_name(metric),
+        signed_percent(change),
+        interval(low, high)
+    )
+}
+
+/// The cell's total change on the metric it was decided on, and how good that is (the
+/// metric's direction taken into account): `−7.0% at C=1 / 0`, `TTFT p50 +15.0% at C=2 / 0`.
+fn change_at(c: &CellComparison) -> Option<(f64, String)> {
+    let m = c.deciding()?;
+    let other = if m.metric == Metric::AggregateTps {
+        String::new()
+    } else {
+        format!("{} ", metric_name(m.metric))
+    };
+    let change = signed_percent(m.shown_change_total().change);
+    Some((m.goodness(), format!("{other}{change} at {}", label(c))))
+}
+
+/// `; 2 cells faster, best +12.0% at C=8 / 32k`: an A/B run asking "does flag X help?" needs
+/// the improvement as much as a gate needs the regression.
+fn faster(report: &ComparisonReport) -> String {
+    let better: Vec<&CellComparison> = report
+        .cells
+        .iter()
+        .filter(|c| c.verdict == CellVerdict::Improvement)
+        .collect();
+    let best = better
+        .iter()
+        .filter_map(|c| change_at(c))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match (better.len(), best) {
+        (0, _) => String::new(),
+        (1, Some((_, at))) => format!("; 1 cell faster: {at}"),
+        (n, Some((_, at))) => format!("; {} faster, best {at}", cells_word(n)),
+        (n, None) => format!("; {} faster", cells_word(n)),
+    }
+}
+
+/// `; 1 saturated, 1 not compared`: the cells a pass or an insufficient gate did not count,
+/// so the line accounts for every cell of the grid.
+fn not_counted(report: &ComparisonReport) -> String {
+    let mut words: Vec<(&str, usize)> = Vec::new();
+    for c in report
+        .cells
+        .iter()
+        .filter(|c| !counted(c) && !c.history_too_short)
+    {
+        let word = cell_word(c.verdict);
+        match words.iter_mut().find(|(w, _)| *w == word) {
+            Some((_, n)) => *n += 1,
+            None => words.push((word, 1)),
+        }
+    }
+    words
+        .iter()
+        .map(|(w, n)| format!("; {n} {w}"))
+        .collect::<String>()
+}
+
+/// How a second boot entered the verdict: `, confirmed on a second boot` or `, after a second
+/// boot` (nothing when it was not used).
+fn confirmed(report: &ComparisonReport) -> &'static str {
+    match (report.confirmation.as_ref().map(|c| c.used), report.gate) {
+        (Some(true), GateVerdict::Regression) => ", confirmed on a second boot",
+        (Some(true), _) => ", after a second boot",
+        _ => "",
+    }
+}
+
+/// `; first boot only (…)`: a replay was given a second boot that `run` would not have booted,
+/// so the verdict is the first boot's alone.
+fn unused_second_boot(report: &ComparisonReport) -> String {
+    match report.confirmation.as_ref().filter(|c| !c.used) {
+        Some(c) => format!(
+            "; first boot only (the second boot's results were not used: {})",
+            c.reason
+        ),
+        None => String::new(),
+    }
+}
+
+/// The answer in one line, with its size and interval: what every report leads with and what
+/// `verdict.json` stores as `headline`. An A/B run's names its sides (`no regression of B vs
+/// A`, `B vs A: aggregate tok/s −9.2%`): its level is A's boots, never a stored baseline.
+pub fn first_line(report: &ComparisonReport) -> String {
+    let (symbol, word) = gate_word(report.gate);
+    let (of, symbol) = match report.against {
+        Against::Baseline => ("", symbol.to_string()),
+        Against::PairedAb if report.gate == GateVerdict::Regression => {
+            ("", format!("{symbol} B vs A:"))
+        }
+        Against::PairedAb => (" of B vs A", symbol.to_string()),
+    };
+    let n = report.cells.iter().filter(|c| counted(c)).count();
+    let matrix = report.matrix_test.as_ref();
+    let confirm = confirmed(report);
+    let line = match report.gate {
+        GateVerdict::NoBaseline => {
+            // Why there is nothing to compare with, when every cell says the same specific
+            // thing (e.g. the baseline files are of another profile).
+            let why = report
+                .cells
+                .first()
+                .and_then(|c| c.reason.as_deref())
+                .filter(|r| *r != "no baseline")
+                .filter(|r| report.cells.iter().all(|c| c.reason.as_deref() == Some(*r)));
+            format!(
+                "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared{}",
+                cells_word(report.cells.len()),
+                why.map(|r| format!(" ({r})")).unwrap_or_default()
+            )
+        }
+        GateVerdict::Unmeasured => {
+            let errors: Vec<&CellComparison> = report
+                .cells
+                .iter()
+                .filter(|c| c.verdict == CellVerdict::ErrorRegression)
+                .collect();
+            let first_error = errors.first().map_or_else(String::new, |c| {
+                format!(
+                    "; {} error regression{}, first at {}: {}",
+                    errors.len(),
+                    if errors.len() == 1 { "" } else { "s" },
+                    label(c),
+                    c.reason.as_deref().unwrap_or("no reason given")
+                )
+            });
+            format!(
+                "{symbol} {word}: {}{first_error}",
+                report.unmeasured_reason()
+            )
+        }
+        GateVerdict::Regression => {
+            let regressed: Vec<&CellComparison> = report.regressions().collect();
+            let k = regressed.len();
+            // The worst speed regression by its total change vs the baseline.
+            let worst = regressed
+                .iter()
+                .filter(|c| c.verdict == CellVerdict::Regression)
+                .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            let line = if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
+                let where_ = if k == n && n == 1 {
+                    "in its 1 cell".to_string()
+                } else if k == n && n > 0 {
+                    format!("in all {}", cells_word(n))
+                } else if k > 0 {
+                    let worst = worst
+                        .and_then(|(_, _, c)| change_at(c))
+                        .map_or_else(String::new, |(_, at)| format!(" (worst {at})"));
+                    format!("over {}, {k} of them regressed{worst}", cells_word(m.cells))
+                } else {
+                    format!("over {} (matrix-wide)", cells_word(m.cells))
+                };
+                format!(
+                    "{symbol} {} {where_}{confirm}",
+                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
+                )
+            } else {
+                // The worst speed regression, else the first of another kind.
+                let of_n = format!("{k} of {} regressed", cells_word(report.cells.len()));
+                match (worst, regressed.first()) {
+                    (Some((_, m, c)), _) => {
+                        let d = m.shown_change_total();
+                        format!(
+                            "{symbol} {} at {}; {of_n}{confirm}",
+                            sized(m.metric, d.change, d.ci_low, d.ci_high),
+                            label(c)
+                        )
+                    }
+                    (None, Some(c)) => format!(
+                        "{symbol} {} at {}; {of_n}{confirm}",
+                        cell_word(c.verdict),
+                        label(c)
+                    ),
+                    (None, None) => format!("{symbol} {word}{confirm}"),
+                }
+            };
+            format!("{line}{}", faster(report))
+        }
+        GateVerdict::Pass | GateVerdict::Insufficient => {
+            // Cells whose alarm one boot cannot prove: what an `insufficient` gate waits on, so
+            // the line says it first (else it would read "insufficient … could detect −2.3%").
+            let with = |flag: fn(&CellComparison) -> bool| -> Vec<&CellComparison> {
+                report.cells.iter().filter(|c| flag(c)).collect()
+            };
+            let mut waits = match with(|c| c.provisional).as_slice() {
+                [] => String::new(),
+                [one] => format!(
+                    "a second boot decides 1 provisional alarm ({}); ",
+                    label(one)
+                ),
+                many => format!(
+                    "a second boot decides {} provisional alarms ({}); ",
+                    many.len(),
+                    named(many)
+                ),
+            };
+            // Cells at their limit now that the history is too short to judge: the gate waits
+            // for runs (or pairs), and says so before anything that reads like a pass.
+            let short = with(|c| c.history_too_short);
+            if !short.is_empty() {
+                let runs = match report.against {
+                    Against::Baseline => "baseline runs",
+                    Against::PairedAb => "pairs",
+                };
+                waits.push_str(&format!(
+                    "too few {runs} to judge {} now at {} limit ({}); ",
+                    cells_word(short.len()),
+                    if short.len() == 1 { "its" } else { "their" },
+                    named(&short)
+                ));
+            }
+            let mut line = if report.gate == GateVerdict::Pass {
+                format!("{symbol} no regression{of} in {}", cells_word(n))
+            } else {
+                format!(
+                    "{symbol} {word}: {waits}no regression{of} proven in {}",
+                    cells_word(n)
+                )
+            };
+            if let Some(m) = matrix {
+                line.push_str(&format!(
+                    " ({})",
+                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
+                ));
+            }
+            line.push_str(confirm);
+            if let Some(s) = could_detect(report) {
+                line.push_str(if s.starts_with("but") { ", " } else { "; " });
+                line.push_str(&s);
+            }
+            format!("{line}{}{}", not_counted(report), faster(report))
+        }
+    };
+    format!("{line}{}", unused_second_boot(report))
+}
