@@ -411,3 +411,138 @@ pub fn first_line(report: &ComparisonReport) -> String {
     };
     format!("{line}{}", unused_second_boot(report))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::fixtures::{insufficient, metric, pass, regression};
+
+    #[test]
+    fn the_first_line_says_the_answer_with_size_interval_and_cells() {
+        assert_eq!(
+            first_line(&regression()),
+            "✗ aggregate tok/s −9.6% [−10.9, −8.4] in all 6 cells, confirmed on a second boot"
+        );
+        assert_eq!(
+            first_line(&pass()),
+            "✓ no regression in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect −4.6% or worse"
+        );
+        let thin = first_line(&insufficient());
+        assert!(
+            thin.starts_with("? insufficient: no regression proven in 6 cells"),
+            "{thin}"
+        );
+        assert!(
+            thin.ends_with("this baseline could detect only −7.9% or worse, not the rule's −5.0% (5 more baseline runs needed)"),
+            "{thin}"
+        );
+    }
+
+    #[test]
+    fn a_cell_regression_names_the_worst_cell_and_the_count() {
+        let mut r = pass();
+        r.gate = GateVerdict::Regression;
+        r.cells[5].verdict = CellVerdict::Regression;
+        r.cells[5].metrics[0] = metric(
+            Metric::AggregateTps,
+            3000.0,
+            -0.123,
+            0.02,
+            CellVerdict::Regression,
+        );
+        assert_eq!(
+            first_line(&r),
+            "✗ aggregate tok/s −12.3% [−14.3, −10.3] at C=4 / 8k; 1 of 6 cells regressed"
+        );
+    }
+
+    /// What the old tally headline said and the one answer line must say too: the best
+    /// improvement (an A/B run asking "does flag X help?"), the cells not counted, an unmeasured
+    /// run's error regressions, a replayed second boot that was not used, and why there is no
+    /// baseline.
+    #[test]
+    fn the_first_line_accounts_for_improvements_uncounted_cells_errors_and_second_boots() {
+        let mut r = pass();
+        for (i, change) in [(1, 0.08), (4, 0.121)] {
+            r.cells[i].verdict = CellVerdict::Improvement;
+            r.cells[i].metrics[0].change = change;
+        }
+        r.cells[5].verdict = CellVerdict::Saturated;
+        r.cells[5].metrics.clear();
+        assert_eq!(
+            first_line(&r),
+            "✓ no regression in 5 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect \
+             −4.6% or worse; 1 saturated; 2 cells faster, best +12.1% at C=2 / 8k"
+        );
+        let mut worse = regression();
+        worse.cells[2].verdict = CellVerdict::Improvement;
+        worse.cells[2].metrics[0].change = 0.05;
+        worse.cells[2].metrics[0].decided_on = None;
+        worse.confirmation.as_mut().expect("confirmation").used = false;
+        worse.confirmation.as_mut().expect("confirmation").reason = "no alarm to confirm".into();
+        assert_eq!(
+            first_line(&worse),
+            "✗ aggregate tok/s −9.6% [−10.9, −8.4] over 6 cells, 5 of them regressed (worst −9.6% at \
+             C=1 / 0); 1 cell faster: +5.0% at C=4 / 0; first boot only (the second boot's results \
+             were not used: no alarm to confirm)"
+        );
+        let mut broken = pass();
+        broken.gate = GateVerdict::Unmeasured;
+        broken.cells[3].verdict = CellVerdict::ErrorRegression;
+        broken.cells[3].reason = Some("error now: stream reset".into());
+        assert!(
+            first_line(&broken)
+                .ends_with("; 1 error regression, first at C=1 / 8k: error now: stream reset"),
+            "{}",
+            first_line(&broken)
+        );
+        let mut none = pass();
+        none.gate = GateVerdict::NoBaseline;
+        for c in &mut none.cells {
+            c.reason = Some("different profile".into());
+        }
+        assert_eq!(
+            first_line(&none),
+            "– no baseline yet for this profile and suite: 6 cells measured, nothing compared \
+             (different profile)"
+        );
+    }
+
+    /// A provisional alarm is what an `insufficient` gate waits on: the first line says so before
+    /// the sensitivity, which alone would read as a sufficient gate.
+    #[test]
+    fn a_provisional_alarm_leads_the_insufficient_line() {
+        let mut r = pass();
+        r.gate = GateVerdict::Insufficient;
+        r.cells[4].provisional = true;
+        r.cells[4].verdict = CellVerdict::Inconclusive;
+        assert_eq!(
+            first_line(&r),
+            "? insufficient: a second boot decides 1 provisional alarm (C=2 / 8k); no regression \
+             proven in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect −4.6% or \
+             worse"
+        );
+        // A cell at its limit that the history is too short to judge: the gate waits for runs.
+        let mut young = pass();
+        young.gate = GateVerdict::Insufficient;
+        young.cells[5].history_too_short = true;
+        young.cells[5].verdict = CellVerdict::Inconclusive;
+        assert!(
+            first_line(&young).starts_with(
+                "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=4 / 8k); \
+                 no regression proven in"
+            ),
+            "{}",
+            first_line(&young)
+        );
+        for c in &mut r.cells {
+            c.provisional = true;
+        }
+        assert!(
+            first_line(&r)
+                .contains("decides 6 provisional alarms (C=1 / 0, C=2 / 0, C=4 / 0, …); "),
+            "{}",
+            first_line(&r)
+        );
+    }
+}

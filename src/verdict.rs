@@ -845,7 +845,12 @@ pub fn signed_percent(fraction: f64) -> String {
 /// Verdict pieces the report tests build their verdicts from.
 #[cfg(test)]
 pub(crate) mod fixtures {
-    use super::{CellVerdict, Metric, MetricComparison};
+    use super::{
+        AlphaShares, BaselineSummary, CellComparison, CellSensitivity, CellVerdict,
+        ComparisonReport, Confirmation, DecisionBasis, GateVerdict, MatrixTest, Metric,
+        MetricComparison, RuleSummary, Sensitivity, VERDICT_SCHEMA_VERSION,
+    };
+    use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
 
     /// A metric that moved by `change` ± `half` from `base` (3% margin), labelled `verdict`.
     pub(crate) fn metric(
@@ -870,6 +875,193 @@ pub(crate) mod fixtures {
             decided_on: None,
             check: None,
         }
+    }
+
+    /// The default job's 3 × 2 matrix (C = 1, 2, 4 × contexts 0, 8k), every cell `change` ± 1.2%
+    /// with `verdict`; per-user tok/s and ITL as the simulated engine serves them.
+    pub(crate) fn cells(change: f64, verdict: CellVerdict) -> Vec<CellComparison> {
+        let mut out = Vec::new();
+        for ctx in [0u64, 8192] {
+            for conc in [1u32, 2, 4] {
+                let per_user = 750.0 / f64::from(conc);
+                out.push(CellComparison {
+                    concurrency: conc,
+                    context_tokens: ctx,
+                    verdict,
+                    reason: None,
+                    provisional: false,
+                    history_too_short: false,
+                    metrics: vec![
+                        metric(
+                            Metric::AggregateTps,
+                            750.0 * f64::from(conc),
+                            change,
+                            0.012,
+                            verdict,
+                        ),
+                        metric(
+                            Metric::PerUserTps,
+                            per_user,
+                            change,
+                            0.012,
+                            CellVerdict::Unchanged,
+                        ),
+                        metric(Metric::TtftP90, 0.045, 0.02, 0.03, CellVerdict::Unchanged),
+                        metric(
+                            Metric::ItlP90,
+                            1.1 / per_user,
+                            -change,
+                            0.01,
+                            CellVerdict::Unchanged,
+                        ),
+                    ],
+                });
+            }
+        }
+        out
+    }
+
+    pub(crate) fn report(
+        gate: GateVerdict,
+        cells: Vec<CellComparison>,
+        matrix: MatrixTest,
+    ) -> ComparisonReport {
+        let hw = HardwareFingerprint {
+            kind: "sim".into(),
+            gpu_model: None,
+            gpu_count: 0,
+            driver_version: None,
+            cpu_model: None,
+        };
+        let spec = MatrixSpec {
+            model: "sim-test".into(),
+            concurrency: vec![1, 2, 4],
+            contexts: vec![0, 8192],
+            timing: crate::results::CellTiming::DEFAULT,
+            repetitions: 1,
+        };
+        ComparisonReport {
+            schema_version: VERDICT_SCHEMA_VERSION,
+            profile: ProfileKey::derive(hw, "infergate-sim", "sim-test", &spec),
+            suite: Some("pr".into()),
+            candidate_runs: vec!["cand".into()],
+            against: Default::default(),
+            baseline: BaselineSummary {
+                level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
+                noise_runs: 5,
+            },
+            gate,
+            headline: "the old headline".into(),
+            matrix_test: Some(matrix),
+            cells,
+            lines: Vec::new(),
+            rule: RuleSummary {
+                alpha: 0.01,
+                min_effect: 0.03,
+                matrix_margin: 0.01,
+                correction: "bonferroni".into(),
+                confidence: 0.95,
+                shares: Some(AlphaShares {
+                    matrix: 0.004,
+                    local: 0.004,
+                    capacity: 0.002,
+                    lines: 0.0012,
+                }),
+            },
+            confirmation: None,
+            coverage: None,
+            sensitivity: Some(Sensitivity {
+                design_effect: 0.05,
+                design_power: 0.8,
+                history_runs: 5,
+                unit: Default::default(),
+                matrix_mde: Some(-0.046),
+                mde: -0.046,
+                runs_needed: Some(0),
+                sufficient: true,
+                cells: vec![CellSensitivity {
+                    concurrency: 1,
+                    context_tokens: 0,
+                    mde: -0.08,
+                }],
+                level_lag: 0.0,
+            }),
+        }
+    }
+
+    pub(crate) fn matrix(change: f64, half: f64, verdict: CellVerdict) -> MatrixTest {
+        MatrixTest {
+            change,
+            ci_low: change - half,
+            ci_high: change + half,
+            margin: 0.03,
+            p_value: match verdict {
+                CellVerdict::Regression => 0.0002,
+                CellVerdict::Inconclusive => 0.09,
+                _ => 0.41,
+            },
+            verdict,
+            cells: 6,
+            check: None,
+        }
+    }
+
+    pub(crate) fn pass() -> ComparisonReport {
+        report(
+            GateVerdict::Pass,
+            cells(0.002, CellVerdict::Unchanged),
+            matrix(0.002, 0.008, CellVerdict::Unchanged),
+        )
+    }
+
+    pub(crate) fn regression() -> ComparisonReport {
+        let mut cells = cells(-0.096, CellVerdict::Regression);
+        for c in &mut cells {
+            c.metrics[0].decided_on = Some(crate::verdict::DecidedChange {
+                basis: DecisionBasis::WithMatrix,
+                change: -0.096,
+                ci_low: -0.108,
+                ci_high: -0.084,
+                matrix_change: Some(-0.096),
+            });
+        }
+        let mut r = report(
+            GateVerdict::Regression,
+            cells,
+            MatrixTest {
+                ci_low: -0.109,
+                ci_high: -0.084,
+                ..matrix(-0.096, 0.0, CellVerdict::Regression)
+            },
+        );
+        r.confirmation = Some(Confirmation {
+            reason: "the first boot's matrix-wide change was −9.4% [−11.0, −7.8], p = 0.0300"
+                .into(),
+            first_boot: Some(matrix(-0.094, 0.016, CellVerdict::Inconclusive)),
+            provisional_alarms: 0,
+            second_results: "results-confirm.json".into(),
+            used: true,
+        });
+        r
+    }
+
+    pub(crate) fn insufficient() -> ComparisonReport {
+        let mut cells = cells(-0.021, CellVerdict::Inconclusive);
+        cells[0].verdict = CellVerdict::Unchanged;
+        cells[0].metrics[0].verdict = CellVerdict::Unchanged;
+        let mut r = report(
+            GateVerdict::Insufficient,
+            cells,
+            matrix(-0.021, 0.019, CellVerdict::Inconclusive),
+        );
+        if let Some(s) = r.sensitivity.as_mut() {
+            s.history_runs = 2;
+            s.matrix_mde = Some(-0.079);
+            s.mde = -0.079;
+            s.runs_needed = Some(5);
+            s.sufficient = false;
+        }
+        r
     }
 }
 

@@ -77,10 +77,23 @@ fn run_on_the_default_config_passes_end_to_end() {
         verdict.headline
     );
     assert_eq!(verdict.regressions().count(), 0);
-    assert!(out.path().join("summary.md").exists());
     assert!(out.path().join("engine.log").exists());
     // The matrix is printed.
     assert!(stdout.contains("Aggregate tok/s"), "{stdout}");
+    // One answer: verdict.json's headline is the console's first line (wrapped there at 100
+    // columns) and the summary's heading.
+    let unwrapped = stdout.replace("\n  ", " ");
+    assert!(
+        unwrapped.lines().any(|l| l == verdict.headline),
+        "{}\n{stdout}",
+        verdict.headline
+    );
+    let summary = std::fs::read_to_string(out.path().join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains(&verdict.headline.replace('[', "\\[").replace(']', "\\]")),
+        "{}\n{summary}",
+        verdict.headline
+    );
 
     // Teardown: no process of the engine's group is left.
     assert!(group_gone(engine_pgid(&results)));
