@@ -292,19 +292,13 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 .iter()
                 .filter(|c| c.verdict == CellVerdict::ErrorRegression)
                 .collect();
-            let first_error = errors.first().map_or_else(String::new, |c| {
-                format!(
-                    "; {} error regression{}, first at {}: {}",
-                    errors.len(),
-                    if errors.len() == 1 { "" } else { "s" },
-                    label(c),
-                    c.reason.as_deref().unwrap_or("no reason given")
-                )
-            });
-            format!(
-                "{symbol} {word}: {}{first_error}",
-                report.unmeasured_reason()
-            )
+            // Where, not why: the engine's error text is under Details, said once.
+            let errors = match errors.len() {
+                0 => String::new(),
+                1 => format!("; 1 error regression ({})", named(&errors)),
+                n => format!("; {n} error regressions ({})", named(&errors)),
+            };
+            format!("{symbol} {word}: {}{errors}", report.unmeasured_reason())
         }
         GateVerdict::Regression => {
             let regressed: Vec<&CellComparison> = report.regressions().collect();
@@ -491,8 +485,7 @@ mod tests {
         broken.cells[3].verdict = CellVerdict::ErrorRegression;
         broken.cells[3].reason = Some("error now: stream reset".into());
         assert!(
-            first_line(&broken)
-                .ends_with("; 1 error regression, first at C=1 / 8k: error now: stream reset"),
+            first_line(&broken).ends_with("; 1 error regression (C=1 / 8k)"),
             "{}",
             first_line(&broken)
         );

@@ -1694,7 +1694,8 @@ mod tests {
         assert_eq!((cov.expected, cov.measured), (19, 18), "{cov:?}");
         assert_eq!(report.gate, GateVerdict::Unmeasured);
         assert!(
-            report.headline.contains("18 of 19") && report.headline.contains("stream reset"),
+            report.headline.contains("18 of 19")
+                && report.headline.ends_with("; 1 error regression (C=4 / 8k)"),
             "{}",
             report.headline
         );
