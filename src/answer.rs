@@ -131,9 +131,14 @@ fn counted(c: &CellComparison) -> bool {
     c.verdict != CellVerdict::NotComparable && c.primary().is_some()
 }
 
+/// `1 run`, `6 runs`: a count with its noun (a regular plural), never `run(s)`.
+pub fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
 /// `1 cell`, `6 cells`.
 pub fn cells_word(n: usize) -> String {
-    format!("{n} cell{}", if n == 1 { "" } else { "s" })
+    plural(n, "cell")
 }
 
 /// Up to three cells' labels: `C=2 / 8k, C=4 / 8k, …`.

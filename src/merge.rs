@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::answer::plural;
 use crate::exit::GateExit;
 use crate::results::{ProfileKey, RunResults, RunStatus};
 use crate::verdict::{ComparisonReport, GateVerdict};
@@ -394,14 +395,6 @@ pub(crate) fn merge(shards: Vec<Shard>) -> MergedVerdict {
         unmeasured,
         headline,
         profiles,
-    }
-}
-
-fn plural(k: usize, word: &str) -> String {
-    if k == 1 {
-        format!("{k} {word}")
-    } else {
-        format!("{k} {word}s")
     }
 }
 

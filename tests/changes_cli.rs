@@ -59,6 +59,11 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
     let runs = store_with_step(tmp.path());
     let store = tmp.path().join("store");
     let store_s = store.to_str().unwrap();
+    // The console leads with the answer and fits 100 columns.
+    let (_, text, _) = infergate(&["changes", "--baseline-dir", store_s]);
+    std::fs::write("/tmp/changes-step.txt", &text).unwrap();
+    assert!(text.starts_with("7 change points in 36 runs of "), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
     let (code, out, err) = infergate(&["changes", "--baseline-dir", store_s, "--format", "json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -216,9 +221,9 @@ fn stable_history_has_no_change_point_and_text_md_say_so() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["groups"][0]["change_points"], serde_json::json!([]));
     let (_, text, _) = infergate(&["changes", "--baseline-dir", s]);
-    assert!(text.contains("no change point"), "{text}");
+    assert!(text.starts_with("no change point in "), "{text}");
     let (_, md, _) = infergate(&["changes", "--baseline-dir", s, "--format", "md"]);
-    assert!(md.contains("No change point."), "{md}");
+    assert!(md.starts_with("**no change point in "), "{md}");
     let (code, _, err) = infergate(&["changes", "--baseline-dir", s, "--profile", "nope"]);
     assert_eq!(code, 2, "{err}");
 }

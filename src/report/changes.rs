@@ -1,12 +1,13 @@
 //! `infergate changes` as text and Markdown: the change points of each baseline group, newest
 //! first, with their size, interval and commit range.
 
-use comfy_table::{CellAlignment, Table};
 use serde::{Deserialize, Serialize};
 
+use crate::answer::{cell_label, interval, metric_name, plural};
+use crate::report::console::{fitted_table, wrap};
 use crate::report::markdown::escape;
-use crate::results::context_label;
 use crate::stats::changepoint::{ChangePoint, HistoryChanges, Scope};
+use crate::verdict::{Metric, signed_number, signed_percent};
 
 /// The change points of one baseline group (profile key + suite), as `changes` reports them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,17 +30,17 @@ pub(crate) fn scope_label(scope: &Scope) -> String {
         Scope::Cell {
             concurrency,
             context_tokens,
-        } => format!("C={concurrency} / {}", context_label(*context_tokens)),
+        } => cell_label(*concurrency, *context_tokens),
     }
 }
 
-/// `-3.1% [-3.6%, -2.5%]`; a creep adds its rate: `… so far, creep -0.21%/run [-0.3%, -0.1%]`.
+/// `−3.1% [−3.6, −2.5]`, as the gate's reports write a change; a creep adds its rate: `… so
+/// far, creep −0.21%/run [−0.30, −0.12] over 15 runs`.
 pub(crate) fn change_label(c: &ChangePoint) -> String {
     let mut out = format!(
-        "{:+.1}% [{:+.1}%, {:+.1}%]",
-        c.change * 100.0,
-        c.ci_low * 100.0,
-        c.ci_high * 100.0
+        "{} {}",
+        signed_percent(c.change),
+        interval(c.ci_low, c.ci_high)
     );
     if let Some(s) = &c.slope {
         out.push_str(&format!(" so far, creep {}", slope_words(s)));
@@ -47,13 +48,13 @@ pub(crate) fn change_label(c: &ChangePoint) -> String {
     out
 }
 
-/// A creep's rate with its interval: `−0.20%/run [−0.26%, −0.14%] over 15 runs`.
+/// A creep's rate with its interval: `−0.20%/run [−0.26, −0.14] over 15 runs`.
 pub(crate) fn slope_words(s: &crate::stats::changepoint::Slope) -> String {
     format!(
-        "{:+.2}%/run [{:+.2}%, {:+.2}%] over {} runs",
-        s.per_run * 100.0,
-        s.ci_low * 100.0,
-        s.ci_high * 100.0,
+        "{}%/run [{}, {}] over {} runs",
+        signed_number(100.0 * s.per_run, 2),
+        signed_number(100.0 * s.ci_low, 2),
+        signed_number(100.0 * s.ci_high, 2),
         s.runs
     )
 }
@@ -93,69 +94,80 @@ pub(crate) fn location_label(c: &ChangePoint) -> String {
     }
 }
 
+/// The answer first: `7 change points in 36 runs of <profile> / suite nightly, newest first
+/// (…)`, or `no change point in 10 runs of …`.
 fn heading(g: &GroupChanges) -> String {
     let s = &g.history.settings;
+    let found = match g.history.change_points.len() {
+        0 => "no change point".to_string(),
+        n => plural(n, "change point"),
+    };
+    let order = if g.history.change_points.len() > 1 {
+        ", newest first"
+    } else {
+        ""
+    };
     format!(
-        "{} / suite {}: {} run(s), {} change point(s) (each series tested at alpha {} per analysis, {:.0}% intervals)",
+        "{found} in {} runs of {} / suite {}{order} (aggregate tok/s unless named; each series tested at α = {} per analysis; {:.0}% intervals)",
+        g.history.runs.len(),
         g.profile_key,
         g.suite,
-        g.history.runs.len(),
-        g.history.change_points.len(),
         s.alpha,
         s.confidence * 100.0
     )
 }
 
+/// The first run after the change, and the runs the history cannot tell it from at its
+/// confidence: `gen030`, or `gen030 (or any of gen028 … gen031, 4 runs)`.
+fn first_run_after(c: &ChangePoint) -> String {
+    match &c.location_interval {
+        Some(l) if l.first_run_id != l.last_run_id => format!(
+            "{} (or any of {} … {}, {} runs)",
+            c.run_id, l.first_run_id, l.last_run_id, l.runs
+        ),
+        _ => c.run_id.clone(),
+    }
+}
+
 fn row(c: &ChangePoint) -> Vec<String> {
     vec![
         scope_label(&c.scope),
-        c.metric.as_str().to_string(),
-        c.run_id.clone(),
-        location_label(c),
-        change_label(c),
-        format!("{:.3}", c.p_value),
+        // aggregate tok/s, as the heading says; another metric is named.
+        match c.metric {
+            Metric::AggregateTps => change_label(c),
+            other => format!("{} {}", metric_name(other), change_label(c)),
+        },
+        first_run_after(c),
         commits_label(c),
+        format!("{:.3}", c.p_value),
         if c.accepted { "yes" } else { "no" }.into(),
     ]
 }
 
-const HEADER: [&str; 8] = [
-    "scope",
-    "metric",
-    "first run after",
-    "first run after: interval",
+const HEADER: [&str; 6] = [
+    "where",
     "change [interval]",
-    "p",
+    "first run after",
     "commits to bisect",
+    "p",
     "accepted",
 ];
 
-/// Terminal tables, one per group.
+/// Terminal tables at 100 columns, one per group, each led by its answer.
 pub(crate) fn text(groups: &[GroupChanges]) -> String {
     let mut out = String::new();
     for g in groups {
-        out.push_str(&super::console::wrap(
-            &format!("Change points of {}", heading(g)),
-            2,
-        ));
+        out.push_str(&wrap(&heading(g), 2));
         out.push('\n');
-        if g.history.change_points.is_empty() {
-            out.push_str("no change point\n\n");
-            continue;
+        if !g.history.change_points.is_empty() {
+            let mut table = fitted_table(HEADER.to_vec());
+            for c in &g.history.change_points {
+                table.add_row(row(c));
+            }
+            out.push_str(&table.to_string());
+            out.push('\n');
         }
-        let mut table = Table::new();
-        table
-            .load_style(crate::report::verdict_table::TABLE_STYLE)
-            .force_no_tty()
-            .set_header(HEADER.to_vec());
-        for c in &g.history.change_points {
-            table.add_row(row(c));
-        }
-        if let Some(col) = table.column_mut(4) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-        out.push_str(&table.to_string());
-        out.push_str("\n\n");
+        out.push('\n');
     }
     out
 }
@@ -164,13 +176,12 @@ pub(crate) fn text(groups: &[GroupChanges]) -> String {
 pub(crate) fn markdown(groups: &[GroupChanges]) -> String {
     let mut out = String::new();
     for g in groups {
-        out.push_str(&format!("**Change points of {}**\n\n", escape(&heading(g))));
+        out.push_str(&format!("**{}**\n\n", escape(&heading(g))));
         if g.history.change_points.is_empty() {
-            out.push_str("No change point.\n\n");
             continue;
         }
         out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
-        out.push_str("|---|---|---|---|---:|---:|---|---|\n");
+        out.push_str("|---|---:|---|---|---:|---|\n");
         for c in &g.history.change_points {
             let cells: Vec<String> = row(c).iter().map(|s| escape(s)).collect();
             out.push_str(&format!("| {} |\n", cells.join(" | ")));

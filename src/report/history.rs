@@ -89,7 +89,7 @@ pub(crate) fn text(h: &BaselineHistory) -> String {
         .unwrap_or_else(|| (n.saturating_sub(1), table(n.saturating_sub(1))));
     let shown = n - from;
     let what = if shown == n {
-        format!("{n} run(s) shown")
+        format!("{} shown", crate::answer::plural(n, "run"))
     } else {
         format!("the newest {shown} of {n} runs shown (`--format md` shows all)")
     };
@@ -112,10 +112,10 @@ pub(crate) fn text(h: &BaselineHistory) -> String {
 /// The history as a GitHub Markdown table.
 pub(crate) fn markdown(h: &BaselineHistory) -> String {
     let mut out = format!(
-        "**Baseline {} / suite {}**: {} run(s), aggregate tok/s\n\n",
+        "**Baseline {} / suite {}**: {}, aggregate tok/s\n\n",
         escape(&h.profile_key),
         escape(&h.suite),
-        h.runs.len()
+        crate::answer::plural(h.runs.len(), "run")
     );
     let hdr = header(h, 0, true);
     out.push('|');

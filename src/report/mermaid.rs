@@ -189,7 +189,9 @@ pub fn throughput_chart(
     ));
     if omitted > 0 {
         out.push_str(&format!(
-            " {omitted} baseline run(s) without all of these cells are not drawn."
+            " {} without all of these cells {} not drawn.",
+            crate::answer::plural(omitted, "baseline run"),
+            if omitted == 1 { "is" } else { "are" }
         ));
     }
     out.push('\n');

@@ -85,11 +85,11 @@ fn group(out: &mut String, g: &GroupChanges) {
     let h = &g.history;
     let _ = writeln!(
         out,
-        "<section class=\"group\"><h2>{} / suite {}</h2><p>{} run(s), {} change point(s){}.</p>",
+        "<section class=\"group\"><h2>{} / suite {}</h2><p>{}, {}{}.</p>",
         html(&g.profile_key),
         html(&g.suite),
-        h.runs.len(),
-        h.change_points.len(),
+        crate::answer::plural(h.runs.len(), "run"),
+        crate::answer::plural(h.change_points.len(), "change point"),
         if g.accepted.is_empty() {
             String::new()
         } else {

@@ -1031,7 +1031,7 @@ mod tests {
             text.contains("C=4 / 8k") && text.contains("C=16 / 8k"),
             "{text}"
         );
-        assert!(text.contains("−3.0%") || text.contains("-3.0%"), "{text}");
+        assert!(text.contains("−3.0%"), "{text}");
         assert!(text.contains("--since r30 --profile h200-vllm --suite nightly"));
     }
 
@@ -1129,7 +1129,7 @@ mod tests {
             }]
         );
         let text = body(&a2[0], AlertState::Open, None);
-        assert!(text.contains("creep: -0.20%/run"), "{text}");
+        assert!(text.contains("creep: −0.20%/run"), "{text}");
         assert_eq!(parse_until(&text).as_deref(), Some("r39"));
         assert!(title(&a2[0]).contains("creep"));
         // Night 3: the onset estimate moved later (r32), outside the old onset's tolerance
