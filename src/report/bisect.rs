@@ -3,52 +3,109 @@
 //! failure text (build and engine log tails) come from commands: each passes
 //! [`crate::untrusted_text::console`] before it is shown.
 
-use comfy_table::{CellAlignment, Table};
+use comfy_table::CellAlignment;
 
-use crate::results::context_label;
+use crate::answer::{cell_label, interval, plural};
+use crate::report::console::{fitted_table, wrap};
 use crate::stats::bisect::{BisectRecord, BootRole};
 use crate::untrusted_text::console as inert;
-use crate::verdict::signed_percent;
+use crate::verdict::{signed_number, signed_percent};
 
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(crate::report::verdict_table::TABLE_STYLE)
-        .force_no_tty()
-        .set_header(header.to_vec());
-    t
+/// A commit as the boots table shows it: a full 40-digit SHA as its first 12 digits (the
+/// answer line above gives the culprit's in full), anything else as given.
+fn short(rev: &str) -> String {
+    let rev = inert(rev);
+    if rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
+        rev[..12].to_string()
+    } else {
+        rev
+    }
 }
 
-/// The whole report as text for a terminal or a log.
+/// The answer: `first bad commit: c3 (commit 3 of 4; last good: c2), after 4 boots`, or
+/// `no culprit: <why>` with the suspects left and the likeliest of them.
+fn answer(r: &BisectRecord) -> String {
+    let mut out = match (&r.culprit, &r.failure) {
+        (Some(c), _) => format!(
+            "first bad commit: {} (commit {} of {}; last good: {}), after {}",
+            inert(&c.rev),
+            c.index,
+            r.commits.len(),
+            inert(&c.last_good),
+            plural(r.boots.len(), "boot")
+        ),
+        (None, Some(f)) => {
+            let mut out = format!("no culprit: {}", inert(f));
+            if !r.suspects.is_empty() && r.suspects.len() < r.commits.len() {
+                out.push_str(&format!(
+                    "; still suspected: {}, {} … {}",
+                    plural(r.suspects.len(), "commit"),
+                    inert(&r.suspects[0]),
+                    inert(&r.suspects[r.suspects.len() - 1])
+                ));
+            }
+            out
+        }
+        (None, None) => "no culprit".to_string(),
+    };
+    if r.culprit.is_none() && !r.suspect_probabilities.is_empty() {
+        let list: Vec<String> = r
+            .suspect_probabilities
+            .iter()
+            .take(8)
+            .map(|(c, p)| format!("{} {:.1}%", inert(c), p * 100.0))
+            .collect();
+        out.push_str(&format!(
+            "; most likely first bad commit: {}",
+            list.join(", ")
+        ));
+    }
+    out
+}
+
+/// The whole report as text for a terminal or a log: the answer first, then what it rests on.
 pub(crate) fn text(r: &BisectRecord) -> String {
-    let mut out = format!(
-        "bisect {}..{} · suite `{}` · {} commit(s) · {} boot(s)\n",
-        inert(&r.good),
-        inert(&r.bad),
-        inert(&r.suite),
-        r.commits.len(),
-        r.boots.len()
-    );
+    let mut out = wrap(&answer(r), 2);
+    out.push('\n');
+    let engine = if r.engine_s > 0.0 {
+        format!(
+            " · engine time {:.1} min (builds, boots and measurements)",
+            r.engine_s / 60.0
+        )
+    } else {
+        String::new()
+    };
+    out.push_str(&wrap(
+        &format!(
+            "bisect {}..{} · suite `{}` · {} · {}{engine}",
+            inert(&r.good),
+            inert(&r.bad),
+            inert(&r.suite),
+            plural(r.commits.len(), "commit"),
+            plural(r.boots.len(), "boot")
+        ),
+        2,
+    ));
+    out.push('\n');
     if !r.cells.is_empty() {
-        let mut cells = table(&["cell", "bad vs good", "interval", "moved"]);
+        let mut cells = fitted_table(vec!["cell", "bad vs good [interval]", "moved"]);
         for c in &r.cells {
+            let change = match (c.change, c.interval) {
+                (Some(x), Some((lo, hi))) => format!("{} {}", signed_percent(x), interval(lo, hi)),
+                (Some(x), None) => signed_percent(x),
+                (None, _) => "–".into(),
+            };
             cells.add_row(vec![
-                format!(
-                    "C={} ctx={}",
-                    c.concurrency,
-                    context_label(c.context_tokens)
-                ),
-                c.change.map_or("-".into(), signed_percent),
-                c.interval.map_or("-".into(), |(lo, hi)| {
-                    format!("{} … {}", signed_percent(lo), signed_percent(hi))
-                }),
+                cell_label(c.concurrency, c.context_tokens),
+                change,
                 if c.moved { "yes" } else { "no" }.into(),
             ]);
         }
-        out.push_str("cells (aggregate tokens/s):\n");
+        out.push_str("cells (aggregate tok/s):\n");
         out.push_str(&cells.to_string());
         out.push('\n');
     }
-    let mut boots = table(&[
+    let mut boots = fitted_table(vec![
         "boot", "role", "commit", "build", "cells", "answer", "position", "z",
     ]);
     for b in &r.boots {
@@ -56,28 +113,36 @@ pub(crate) fn text(r: &BisectRecord) -> String {
         let index = r.commits.iter().position(|c| *c == b.rev);
         let commit = match (b.role, index) {
             (BootRole::Step, Some(i)) => {
-                format!("{} ({}/{})", inert(&b.rev), i + 1, r.commits.len())
+                format!("{} ({}/{})", short(&b.rev), i + 1, r.commits.len())
             }
-            _ => inert(&b.rev),
+            _ => short(&b.rev),
         };
         let (answer, position, z) = match (b.role, step, &b.failure) {
-            (_, _, Some(_)) => ("failed".to_string(), "-".into(), "-".into()),
-            (BootRole::Good, ..) => ("good (given)".into(), "0".into(), "-".into()),
-            (BootRole::Bad, ..) => ("bad (given)".into(), "1".into(), "-".into()),
+            (_, _, Some(_)) => ("failed".to_string(), "–".into(), "–".into()),
+            (BootRole::Good, ..) => ("good (given)".into(), "0".into(), "–".into()),
+            (BootRole::Bad, ..) => ("bad (given)".into(), "1".into(), "–".into()),
             (BootRole::Step, Some(s), None) => (
-                format!("{} ({} boot(s))", s.evidence.answer.as_str(), s.boots.len()),
-                s.evidence
-                    .position
-                    .map_or("-".into(), |p| format!("{p:.2}")),
-                format!("{:+.1} (±{:.1})", s.evidence.z, s.evidence.z_needed),
+                format!(
+                    "{} ({})",
+                    s.evidence.answer.as_str(),
+                    plural(s.boots.len(), "boot")
+                ),
+                s.evidence.position.map_or("–".into(), |p| {
+                    signed_number(p, 2).trim_start_matches('+').to_string()
+                }),
+                format!(
+                    "{} (±{:.1})",
+                    signed_number(s.evidence.z, 1),
+                    s.evidence.z_needed
+                ),
             ),
-            (BootRole::Step, None, None) => ("uncertain: again".into(), "-".into(), "-".into()),
+            (BootRole::Step, None, None) => ("uncertain: again".into(), "–".into(), "–".into()),
         };
         boots.add_row(vec![
             b.boot.to_string(),
             b.role.as_str().into(),
             commit,
-            b.build.as_deref().map_or_else(|| "-".into(), inert),
+            b.build.as_deref().map_or_else(|| "–".into(), inert),
             b.cells_measured.to_string(),
             answer,
             position,
@@ -92,46 +157,6 @@ pub(crate) fn text(r: &BisectRecord) -> String {
     out.push_str("boots (position: 0 = good level, 1 = bad level):\n");
     out.push_str(&boots.to_string());
     out.push('\n');
-    match (&r.culprit, &r.failure) {
-        (Some(c), _) => out.push_str(&format!(
-            "first bad commit: {} (commit {} of {}; last good: {}) after {} boot(s)\n",
-            inert(&c.rev),
-            c.index,
-            r.commits.len(),
-            inert(&c.last_good),
-            r.boots.len()
-        )),
-        (None, Some(f)) => {
-            out.push_str(&format!("no culprit: {}\n", inert(f)));
-            if !r.suspects.is_empty() && r.suspects.len() < r.commits.len() {
-                out.push_str(&format!(
-                    "still suspected: {} commit(s), {} … {}\n",
-                    r.suspects.len(),
-                    inert(&r.suspects[0]),
-                    inert(&r.suspects[r.suspects.len() - 1])
-                ));
-            }
-        }
-        (None, None) => out.push_str("no culprit\n"),
-    }
-    if r.culprit.is_none() && !r.suspect_probabilities.is_empty() {
-        let list: Vec<String> = r
-            .suspect_probabilities
-            .iter()
-            .take(8)
-            .map(|(c, p)| format!("{} {:.1}%", inert(c), p * 100.0))
-            .collect();
-        out.push_str(&format!(
-            "most likely first bad commit(s): {}\n",
-            list.join(", ")
-        ));
-    }
-    if r.engine_s > 0.0 {
-        out.push_str(&format!(
-            "engine time: {:.1} min (builds, boots and measurements)\n",
-            r.engine_s / 60.0
-        ));
-    }
     out
 }
 
