@@ -132,8 +132,9 @@ fn counted(c: &CellComparison) -> bool {
 }
 
 /// `1 run`, `6 runs`: a count with its noun (a regular plural), never `run(s)`.
-pub fn plural(n: usize, word: &str) -> String {
-    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+pub fn plural<N: std::fmt::Display + PartialEq + From<u8>>(n: N, word: &str) -> String {
+    let s = if n == N::from(1) { "" } else { "s" };
+    format!("{n} {word}{s}")
 }
 
 /// `1 cell`, `6 cells`.

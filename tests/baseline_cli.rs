@@ -105,7 +105,7 @@ fn add_show_prune_list() {
 
     let (code, out, err) = infergate(&["baseline", "prune", "--dir", s(&store), "--keep", "2"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("pruned 2 run(s), kept 2"), "{out}");
+    assert!(out.contains("pruned 2 runs, kept 2"), "{out}");
     let left = run_files(&store);
     assert_eq!(left.len(), 2);
     assert!(

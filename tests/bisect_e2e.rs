@@ -192,7 +192,11 @@ fn culprit_among_32_commits_found_in_at_most_9_boots() {
     );
     // Each boot by its commit's short SHA, the whole report within 100 columns.
     for b in &r.boots {
-        assert!(out.contains(&b.rev[..12]), "boot {} not shown:\n{out}", b.boot);
+        assert!(
+            out.contains(&b.rev[..12]),
+            "boot {} not shown:\n{out}",
+            b.boot
+        );
     }
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
     no_engine_left(dir, &r);

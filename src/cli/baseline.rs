@@ -138,8 +138,8 @@ pub(crate) async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
                 outln!("removed {}", p.display());
             }
             outln!(
-                "pruned {} run(s), kept {} in {}",
-                report.removed.len(),
+                "pruned {}, kept {} in {}",
+                crate::answer::plural(report.removed.len(), "run"),
                 report.kept,
                 store.root().display()
             );

@@ -214,9 +214,9 @@ fn print_run(run: &GateRun) {
     }
     if let Some(a) = &run.adaptive {
         errln!(
-            "adaptive: {} extra round(s) on {} leaning cell(s), {:.1} s extra; stopped: {}",
-            a.rounds,
-            a.remeasured,
+            "adaptive: {} on {}, {:.1} s extra; stopped: {}",
+            crate::answer::plural(a.rounds, "extra round"),
+            crate::answer::plural(a.remeasured, "leaning cell"),
             a.extra_s,
             a.stop_reason
         );

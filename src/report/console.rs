@@ -487,7 +487,7 @@ mod tests {
         };
         let line = telemetry_line(&mixed).unwrap();
         assert!(
-            line.contains("1.590 J/token (2 idle-GPU window(s) left out)"),
+            line.contains("1.590 J/token (2 idle-GPU windows left out)"),
             "{line}"
         );
         // A GPU without an energy counter or power reading: those figures are left out, not
@@ -519,7 +519,7 @@ mod tests {
             "hw_thermal_slowdown",
         ]));
         let slowed = crate::report::layout::slowed_cells;
-        assert_eq!(slowed(&r), vec!["C=1 ctx=8k (hw_thermal_slowdown)"]);
+        assert_eq!(slowed(&r), vec!["C=1 / 8k (hw_thermal_slowdown)"]);
         r.cells[3].telemetry = None;
         assert!(slowed(&r).is_empty());
     }

@@ -69,8 +69,9 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
     parts.extend(t.joules_per_token.map(|j| match t.idle_windows {
         // The energy above counts every window; J/token only those the GPU worked in.
         Some(n) => format!(
-            "{} ({n} idle-GPU window(s) left out)",
-            metric_value(Metric::JoulesPerToken, j)
+            "{} ({} left out)",
+            metric_value(Metric::JoulesPerToken, j),
+            crate::answer::plural(n, "idle-GPU window")
         ),
         None => metric_value(Metric::JoulesPerToken, j),
     }));
@@ -86,7 +87,7 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
 }
 
 /// The cells whose window saw the GPU slow its clocks for heat or a hardware signal
-/// ([`crate::results::CellTelemetry::clock_slowdowns`]), as `C=4 ctx=8k (hw_thermal_slowdown)`.
+/// ([`crate::results::CellTelemetry::clock_slowdowns`]), as `C=4 / 8k (hw_thermal_slowdown)`.
 pub(crate) fn slowed_cells(results: &crate::results::RunResults) -> Vec<String> {
     results
         .cells
@@ -95,9 +96,8 @@ pub(crate) fn slowed_cells(results: &crate::results::RunResults) -> Vec<String> 
             let seen = c.telemetry.as_ref()?.clock_slowdowns();
             (!seen.is_empty()).then(|| {
                 format!(
-                    "C={} ctx={} ({})",
-                    c.concurrency,
-                    context_label(c.context_tokens),
+                    "{} ({})",
+                    crate::answer::cell_label(c.concurrency, c.context_tokens),
                     seen.join(", ")
                 )
             })
@@ -116,8 +116,8 @@ pub(crate) fn clock_slowdown_text(
     let cells = slowed_cells(results);
     (!cells.is_empty()).then(|| {
         format!(
-            "the GPU slowed its clocks for heat or a hardware signal in {} cell(s){boot}: {}; their figures measure the runner's cooling or power delivery as well as the engine",
-            cells.len(),
+            "the GPU slowed its clocks for heat or a hardware signal in {}{boot}: {}; their figures measure the runner's cooling or power delivery as well as the engine",
+            cells_word(cells.len()),
             cells.join(", ")
         )
     })

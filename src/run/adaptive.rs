@@ -329,9 +329,9 @@ pub(crate) async fn run_adaptive(
             emit(Event::now(
                 EventKind::AdaptiveDone,
                 format!(
-                    "adaptive re-measurement: {} extra round(s), {} cell(s) re-measured, {:.1} s extra; stopped: {}",
-                    stats.rounds,
-                    stats.remeasured.len(),
+                    "adaptive re-measurement: {}, {} re-measured, {:.1} s extra; stopped: {}",
+                    crate::answer::plural(stats.rounds, "extra round"),
+                    crate::answer::cells_word(stats.remeasured.len()),
                     stats.extra_s,
                     stats.stop_reason
                 ),

@@ -302,7 +302,8 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
         // fitted on the whole window; the level is its newest runs.
         let (window, level) = (v.baseline.noise_runs, v.baseline.level_runs.len());
         let (candidate, base) = match v.against {
-            Against::Baseline => ("candidate", "baseline run(s)"),
+            Against::Baseline if window == 1 => ("candidate", "baseline run"),
+            Against::Baseline => ("candidate", "baseline runs"),
             Against::PairedAb => ("B boots", "A boots"),
         };
         out.push_str(&format!(
@@ -653,7 +654,7 @@ mod tests {
             .unwrap();
         let cell = &run.cells[3];
         let named = format!(
-            "in 1 cell(s) of the confirmation boot: C={} ctx={} (hw\\_thermal\\_slowdown)",
+            "in 1 cell of the confirmation boot: C={} / {} (hw\\_thermal\\_slowdown)",
             cell.concurrency,
             context_label(cell.context_tokens)
         );
