@@ -8,8 +8,8 @@
 
 use crate::results::context_label;
 use crate::verdict::{
-    Against, CellComparison, CellVerdict, ComparisonReport, GateVerdict, Metric, SensitivityUnit,
-    signed_number, signed_percent,
+    Against, CellComparison, CellVerdict, Check, ComparisonReport, GateVerdict, LineAxis, Metric,
+    SensitivityUnit, signed_number, signed_percent,
 };
 
 /// The gate's answer as a symbol and a word: the one place every surface takes it from.
@@ -410,6 +410,79 @@ pub fn first_line(report: &ComparisonReport) -> String {
         }
     };
     format!("{line}{}", unused_second_boot(report))
+}
+
+impl ComparisonReport {
+    /// The tests that decided the gate, one line each, so a reviewer can redo them by hand:
+    /// the matrix-wide test, then every row, column and cell test that found a regression
+    /// (a cell's only where its verdict is that regression, or a provisional one) or whose
+    /// regression the second boot's own screen overruled.
+    pub fn check_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(c) = self.matrix_test.as_ref().and_then(|m| m.check.as_ref()) {
+            out.push(c.line("matrix"));
+        }
+        // Regressions, improvements (checkable the same way, though they never fail a gate)
+        // and the second boot's screens that overruled either.
+        for l in &self.lines {
+            let improved = l.test.verdict == CellVerdict::Improvement;
+            if let Some(c) = l
+                .test
+                .check
+                .as_ref()
+                .filter(|c| c.rejected || c.screen || improved)
+            {
+                let what = match l.axis {
+                    LineAxis::Context => format!("row {}", context_label(l.at)),
+                    LineAxis::Concurrency => format!("column C={}", l.at),
+                };
+                out.push(c.line(&what));
+            }
+        }
+        for cell in &self.cells {
+            for m in &cell.metrics {
+                let decided = m.verdict == CellVerdict::Regression || cell.provisional;
+                // Its own test found the improvement (not its row or the matrix; a metric that
+                // does not gate says `lower`/`higher` instead).
+                let improved = m.verdict == CellVerdict::Improvement;
+                let own_improvement = |c: &Check| c.outcome == CellVerdict::Improvement.as_str();
+                if let Some(c) = m
+                    .check
+                    .as_ref()
+                    .filter(|c| c.rejected && decided || c.screen || improved && own_improvement(c))
+                {
+                    let what = format!("cell {} {}", label(cell), metric_name(m.metric));
+                    out.push(c.line(&what));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Check {
+    /// `matrix: t = −4.21 ≤ −2.98 (t(13.9), one-sided α = 5.00e-3, both boots) → regression`.
+    pub fn line(&self, what: &str) -> String {
+        let op = match (self.boundary < 0.0, self.beyond()) {
+            (true, true) => "≤",
+            (true, false) => ">",
+            (false, true) => "≥",
+            (false, false) => "<",
+        };
+        let level = if self.screen {
+            format!("one-sided level {:.2e}, no α spent", self.alpha)
+        } else {
+            format!("one-sided α = {:.2e}", self.alpha)
+        };
+        format!(
+            "{what}: t = {} {op} {} ({}, {level}, {}) → {}",
+            signed_number(self.statistic, 2),
+            signed_number(self.boundary, 2),
+            self.reference,
+            self.look,
+            self.outcome
+        )
+    }
 }
 
 #[cfg(test)]

@@ -128,57 +128,6 @@ impl ComparisonReport {
     pub fn thin_baseline(&self) -> bool {
         self.sensitivity.as_ref().is_some_and(|s| !s.sufficient)
     }
-
-    /// The tests that decided the gate, one line each, so a reviewer can redo them by hand:
-    /// the matrix-wide test, then every row, column and cell test that found a regression
-    /// (a cell's only where its verdict is that regression, or a provisional one) or whose
-    /// regression the second boot's own screen overruled.
-    pub fn check_lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Some(c) = self.matrix_test.as_ref().and_then(|m| m.check.as_ref()) {
-            out.push(c.line("matrix"));
-        }
-        // Regressions, improvements (checkable the same way, though they never fail a gate)
-        // and the second boot's screens that overruled either.
-        for l in &self.lines {
-            let improved = l.test.verdict == CellVerdict::Improvement;
-            if let Some(c) = l
-                .test
-                .check
-                .as_ref()
-                .filter(|c| c.rejected || c.screen || improved)
-            {
-                let what = match l.axis {
-                    LineAxis::Context => format!("row ctx={}", l.at),
-                    LineAxis::Concurrency => format!("column C={}", l.at),
-                };
-                out.push(c.line(&what));
-            }
-        }
-        for cell in &self.cells {
-            for m in &cell.metrics {
-                let decided = m.verdict == CellVerdict::Regression || cell.provisional;
-                // Its own test found the improvement (not its row or the matrix; a metric that
-                // does not gate says `lower`/`higher` instead).
-                let improved = m.verdict == CellVerdict::Improvement;
-                let own_improvement = |c: &Check| c.outcome == CellVerdict::Improvement.as_str();
-                if let Some(c) = m
-                    .check
-                    .as_ref()
-                    .filter(|c| c.rejected && decided || c.screen || improved && own_improvement(c))
-                {
-                    let what = format!(
-                        "cell C={} ctx={} {}",
-                        cell.concurrency,
-                        cell.context_tokens,
-                        m.metric.as_str()
-                    );
-                    out.push(c.line(&what));
-                }
-            }
-        }
-        out
-    }
 }
 
 /// What a gate needs more of to become sensitive enough.
@@ -716,29 +665,6 @@ impl Check {
         } else {
             self.statistic >= self.boundary
         }
-    }
-
-    /// `matrix: t = −4.21 ≤ −2.98 (t(13.9), one-sided α = 5.00e-3, both boots) → regression`.
-    pub fn line(&self, what: &str) -> String {
-        let op = match (self.boundary < 0.0, self.beyond()) {
-            (true, true) => "≤",
-            (true, false) => ">",
-            (false, true) => "≥",
-            (false, false) => "<",
-        };
-        let level = if self.screen {
-            format!("one-sided level {:.2e}, no α spent", self.alpha)
-        } else {
-            format!("one-sided α = {:.2e}", self.alpha)
-        };
-        format!(
-            "{what}: t = {} {op} {} ({}, {level}, {}) → {}",
-            signed_number(self.statistic, 2),
-            signed_number(self.boundary, 2),
-            self.reference,
-            self.look,
-            self.outcome
-        )
     }
 }
 

@@ -610,7 +610,11 @@ fn one_wild_cell_on_the_first_boot_is_cleared_by_the_second() {
         );
     }
     let lines = report.check_lines();
-    let cleared = format!("cell C={} ctx={} aggregate_tps", at.0, at.1);
+    let cleared = format!(
+        "cell C={} / {} aggregate tok/s",
+        at.0,
+        infergate::results::context_label(at.1)
+    );
     assert!(
         lines
             .iter()

@@ -1524,7 +1524,7 @@ mod tests {
         let lines = report.check_lines();
         let line = lines
             .iter()
-            .find(|l| l.starts_with("cell C=4 ctx=32768 aggregate_tps: t = +"))
+            .find(|l| l.starts_with("cell C=4 / 32k aggregate tok/s: t = +"))
             .unwrap_or_else(|| panic!("{lines:#?}"));
         assert!(
             line.contains(" ≥ +") && line.ends_with("→ improvement"),
@@ -1802,13 +1802,13 @@ mod tests {
             check.outcome,
             "higher, reported only (this metric does not gate)"
         );
-        assert!(report.check_lines().iter().all(|l| !l.contains("ttft_p50")));
+        assert!(report.check_lines().iter().all(|l| !l.contains("TTFT p50")));
         let gated = compare(&base, &[one], &rule).unwrap();
         let lines = gated.check_lines();
         assert!(
             lines
                 .iter()
-                .any(|l| l.contains("ttft_p50") && l.ends_with("→ regression")),
+                .any(|l| l.contains("TTFT p50") && l.ends_with("→ regression")),
             "{lines:?}"
         );
     }
