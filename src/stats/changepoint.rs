@@ -1,20 +1,11 @@
 //! Change points in a baseline store's history: where a cell's (or the whole matrix's) level
 //! moved, by how much, and between which runs (so between which commits).
 //!
-//! The method is binary segmentation with a rank statistic and a permutation test (see
-//! `docs/changes.md`): in a segment of `m` runs the split `t` is scored by
-//! the standardised Mann–Whitney statistic of "before t" against "from t" (ranks, so one outlier
-//! run moves the score by at most one rank), the best split's score is compared with the same
-//! maximum over seeded random permutations of the segment, and a split with a permutation
-//! p-value at most `alpha` is kept and both halves are searched again. Under a stable series
-//! the first test fails with probability at most `alpha`, so one night's analysis of one
-//! series reports a false change point with probability at most `alpha` (measured with
-//! `infergate changes-eval`). Each change is sized by the Hodges–Lehmann shift of the logs
-//! between its neighbouring segments, with the distribution-free interval from the
-//! Mann–Whitney order statistics. Consecutive same-direction splits are then modelled again as
-//! steps or as one creep (a hinge: onset, slope with its interval, total so far), and a change
-//! must be `min_z` times the SD its estimate has under white run noise plus the runner's
-//! random-walk drift ([`change_sd`]), as well as `min_effect`.
+//! Binary segmentation with a rank statistic and a seeded permutation test (a false change
+//! point per series at most `alpha`), each change sized by the Hodges–Lehmann shift; same-way
+//! splits are modelled again as steps or one creep, and a change must also clear `min_z` times
+//! its estimate's SD under run noise plus drift ([`change_sd`]). The method and its measured
+//! rates: `docs/changes.md`.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -29,6 +20,7 @@ use super::build::{self, Coord, mean};
 use super::compare::ok_value;
 use super::interval::signed;
 use super::noise::{median, robust_sd};
+use super::rule::in_range;
 
 mod local_level;
 use local_level::{creep_scan, hinge, location_interval, white_sd};
@@ -114,58 +106,36 @@ pub(crate) const DRIFT_PER_RUN: f64 = 0.001;
 impl ChangeSettings {
     /// Checks the parameters are in range; the error names the field and the valid range.
     pub(crate) fn validate(&self) -> Result<(), StatsError> {
-        let bad = |msg: String| Err(StatsError::InvalidRule(msg));
-        if !(self.alpha > 0.0 && self.alpha < 0.5) {
-            return bad(format!("change alpha = {} must be in (0, 0.5)", self.alpha));
+        let s = self;
+        let closed = |v: f64, hi: f64| v.is_finite() && (0.0..=hi).contains(&v);
+        let ok = s.alpha > 0.0 && s.alpha < 0.5;
+        in_range(ok, "change alpha", s.alpha, "(0, 0.5)")?;
+        if ((s.permutations + 1) as f64) * s.alpha < 1.0 {
+            let least = (1.0 / s.alpha).ceil() as usize;
+            let why = format!(
+                "permutations = {} cannot reach alpha = {}: use at least {least}",
+                s.permutations, s.alpha
+            );
+            return Err(StatsError::InvalidRule(why));
         }
-        if ((self.permutations + 1) as f64) * self.alpha < 1.0 {
-            return bad(format!(
-                "permutations = {} cannot reach alpha = {}: use at least {}",
-                self.permutations,
-                self.alpha,
-                (1.0 / self.alpha).ceil() as usize
-            ));
+        if s.min_segment < 2 {
+            let why = format!("min_segment = {} must be at least 2", s.min_segment);
+            return Err(StatsError::InvalidRule(why));
         }
-        if self.min_segment < 2 {
-            return bad(format!(
-                "min_segment = {} must be at least 2",
-                self.min_segment
-            ));
-        }
-        if !(self.min_effect.is_finite() && (0.0..1.0).contains(&self.min_effect)) {
-            return bad(format!(
-                "change min_effect = {} must be in [0, 1)",
-                self.min_effect
-            ));
-        }
-        if !(self.min_z.is_finite() && (0.0..=10.0).contains(&self.min_z)) {
-            return bad(format!("change min_z = {} must be in [0, 10]", self.min_z));
-        }
-        if !(self.drift_per_run.is_finite() && (0.0..=0.05).contains(&self.drift_per_run)) {
-            return bad(format!(
-                "change drift_per_run = {} must be in [0, 0.05]",
-                self.drift_per_run
-            ));
-        }
-        if !(self.creep_z.is_finite() && (0.0..=10.0).contains(&self.creep_z)) {
-            return bad(format!(
-                "change creep_z = {} must be in [0, 10]",
-                self.creep_z
-            ));
-        }
-        if !(CREEP_MIN_RUNS..=1000).contains(&self.creep_window) {
-            return bad(format!(
-                "change creep_window = {} must be in [{CREEP_MIN_RUNS}, 1000]",
-                self.creep_window
-            ));
-        }
-        if !(self.confidence > 0.5 && self.confidence < 1.0) {
-            return bad(format!(
-                "change confidence = {} must be in (0.5, 1)",
-                self.confidence
-            ));
-        }
-        Ok(())
+        let m = s.min_effect;
+        let ok = m.is_finite() && (0.0..1.0).contains(&m);
+        in_range(ok, "change min_effect", m, "[0, 1)")?;
+        in_range(closed(s.min_z, 10.0), "change min_z", s.min_z, "[0, 10]")?;
+        let d = s.drift_per_run;
+        in_range(closed(d, 0.05), "change drift_per_run", d, "[0, 0.05]")?;
+        let ok = closed(s.creep_z, 10.0);
+        in_range(ok, "change creep_z", s.creep_z, "[0, 10]")?;
+        let w = s.creep_window;
+        let ok = (CREEP_MIN_RUNS..=1000).contains(&w);
+        let range = format!("[{CREEP_MIN_RUNS}, 1000]");
+        in_range(ok, "change creep_window", w, &range)?;
+        let c = s.confidence;
+        in_range(c > 0.5 && c < 1.0, "change confidence", c, "(0.5, 1)")
     }
 
     /// The normal quantile of the intervals' two-sided `confidence`.

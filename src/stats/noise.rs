@@ -11,6 +11,8 @@
 //! residuals get a fitted Student t. Per-cell noise is shrunk toward the pooled noise of all
 //! cells, so a thin or lucky history cannot make one cell look quieter than the runner is.
 
+use super::build::mean;
+
 /// Log values of one metric: rows are baseline runs (oldest → newest), columns are cells;
 /// `NaN` marks a missing entry (cell not measured, not `ok`, or metric absent in that run).
 #[derive(Clone, Debug, PartialEq)]
@@ -201,8 +203,7 @@ pub(crate) fn trimmed_mean(v: &mut [f64]) -> f64 {
     }
     v.sort_by(f64::total_cmp);
     let cut = if v.len() >= 5 { v.len() / 5 } else { 0 };
-    let kept = &v[cut..v.len() - cut];
-    kept.iter().sum::<f64>() / kept.len() as f64
+    mean(&v[cut..v.len() - cut])
 }
 
 /// Gaussian SD per unit of median absolute deviation (1 / Φ⁻¹(3/4)): what turns a MAD, which a
@@ -247,8 +248,8 @@ fn shrinkage_weight(ss: &[f64], dof: &[f64], pooled_var: f64, cap: f64) -> f64 {
         return SHRINKAGE_MIN_DF.min(cap);
     }
     let n = ratios.len() as f64;
-    let mean = ratios.iter().map(|r| r.0).sum::<f64>() / n;
-    let observed = ratios.iter().map(|r| (r.0 - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let m = ratios.iter().map(|r| r.0).sum::<f64>() / n;
+    let observed = ratios.iter().map(|r| (r.0 - m).powi(2)).sum::<f64>() / (n - 1.0);
     let sampling = ratios.iter().map(|r| 2.0 / r.1).sum::<f64>() / n;
     let extra = observed - sampling;
     let d0 = if extra <= 0.0 { cap } else { 4.0 + 2.0 / extra };
@@ -544,7 +545,7 @@ fn tail_fit(
                     .filter(|v| v.is_finite())
                     .collect();
                 if !finite.is_empty() {
-                    let m = finite.iter().sum::<f64>() / finite.len() as f64;
+                    let m = mean(&finite);
                     line.iter().for_each(|&i| polished[i] -= m);
                 }
             }

@@ -101,18 +101,13 @@ struct PairTest {
 
 /// The paired comparison of B (candidate) with A (base): `a[i]` and `b[i]` are pair `i`.
 ///
-/// Per cell and metric: `d_i = ln(B_i) − ln(A_i)` over the pairs where both measured it, the
-/// change shown is `mean(d)`, its interval a Student t over pairs. The per-cell *test* is on
-/// `d_ic − D_i` (the cell's change beyond the pair's common factor, so each boot's speed
-/// factor cancels, as in `stats::compare`); when the matrix-wide test finds a change, cells
-/// left undecided follow it where their total change points that way; else they are unchanged
-/// (without a matrix-wide test, unchanged only within the margin: there is no sensitivity to
-/// fail closed on). The margin is `min_effect` on the
-/// point estimate (the pairs' own scatter is in the test's boundary already). Each gating cell is
-/// tested at an equal share of the local families' alpha (`0.4 × alpha`), as in the gate, with
-/// the same rule ([`judge`]); the matrix-wide test is the paired t
-/// on `D_i`, the per-pair mean difference over the cells measured in every pair, at the rule's
-/// matrix alpha with the matrix margin (`MATRIX_MARGIN`, 1%).
+/// Per cell and metric the change shown is `mean(d)`, `d_i = ln(B_i) − ln(A_i)` over the pairs
+/// where both measured it; the cell's *test* is on `d_ic − D_i` (beyond the pair's common
+/// factor `D_i`, so each boot's speed factor cancels), [`judge`]d as in the gate at a gating
+/// cell's share of the local alpha. The matrix-wide test is the paired t on `D_i` over the
+/// cells measured in every pair, with the matrix margin; an undecided cell follows a matrix
+/// change its total points to, else is unchanged (without a matrix-wide test, only within the
+/// margin: there is no sensitivity to fail closed on).
 pub fn paired_compare(
     a: &[RunResults],
     b: &[RunResults],

@@ -45,13 +45,9 @@ pub(crate) fn percentile_min_count(p: f64) -> u64 {
 }
 
 /// The level is the newest `1/LEVEL_PARTS` of the history window: the newest third. A shorter
-/// level follows a drift more closely and averages fewer boots: it lags a linear drift by
-/// `slope·(K+1)/2` and its own variance is `σ_run²/K`. At the default window of 20 the third is
-/// 7 runs; `stats-eval --trials 2000`, newest half (10) → third (7), both with the t's power:
-/// A/A under a −3% drift over the window 1.9% → 0.9% (the lag 0.8% → 0.6%, against a two-boot
-/// standard error of 0.8%), clean Gaussian gates passing 97.0% → 95.9%, a uniform −5% found
-/// 98.0% → 97.5% (slow boots 89.2% → 86.2%), on one seed (that A/A read 1.1–1.9% on others:
-/// the lag that remains is the test's `λ²`, `MatrixDesign::level_lag_var`).
+/// level follows a drift more closely (it lags a linear drift by `slope·(K+1)/2`) and averages
+/// fewer boots (its variance is `σ_run²/K`); the third was chosen by `stats-eval`
+/// (`docs/statistics.md`).
 pub(crate) const LEVEL_PARTS: usize = 3;
 
 /// How many of a history window's newest runs define the level ([`LEVEL_PARTS`]; at least one).
@@ -97,30 +93,29 @@ impl Default for DecisionRule {
 impl DecisionRule {
     /// Checks the parameters are in range; the error names the field and the valid range.
     pub fn validate(&self) -> Result<(), StatsError> {
-        let bad = |msg: String| Err(StatsError::InvalidRule(msg));
-        if !(self.alpha > 0.0 && self.alpha < 0.5) {
-            return bad(format!("alpha = {} must be in (0, 0.5)", self.alpha));
-        }
-        if !(self.min_effect.is_finite() && (0.0..1.0).contains(&self.min_effect)) {
-            return bad(format!(
-                "min_effect = {} must be in [0, 1)",
-                self.min_effect
-            ));
-        }
-        if !(self.design_effect > 0.0 && self.design_effect < 1.0) {
-            return bad(format!(
-                "design_effect = {} must be in (0, 1)",
-                self.design_effect
-            ));
-        }
-        if !(self.design_power > 0.5 && self.design_power < 1.0) {
-            return bad(format!(
-                "design_power = {} must be in (0.5, 1)",
-                self.design_power
-            ));
-        }
+        let alpha = self.alpha;
+        in_range(alpha > 0.0 && alpha < 0.5, "alpha", alpha, "(0, 0.5)")?;
+        let effect = self.min_effect;
+        let ok = effect.is_finite() && (0.0..1.0).contains(&effect);
+        in_range(ok, "min_effect", effect, "[0, 1)")?;
+        let design = self.design_effect;
+        in_range(
+            design > 0.0 && design < 1.0,
+            "design_effect",
+            design,
+            "(0, 1)",
+        )?;
+        let power = self.design_power;
+        in_range(
+            power > 0.5 && power < 1.0,
+            "design_power",
+            power,
+            "(0.5, 1)",
+        )?;
         if self.history_runs == 0 {
-            return bad("history_runs = 0 must be at least 1".into());
+            return Err(StatsError::InvalidRule(
+                "history_runs = 0 must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -156,4 +151,18 @@ impl DecisionRule {
             }),
         }
     }
+}
+
+/// `Ok` when `ok`, else the error that `name = value` must be in `range`.
+pub(crate) fn in_range(
+    ok: bool,
+    name: &str,
+    value: impl std::fmt::Display,
+    range: &str,
+) -> Result<(), StatsError> {
+    if ok {
+        return Ok(());
+    }
+    let why = format!("{name} = {value} must be in {range}");
+    Err(StatsError::InvalidRule(why))
 }

@@ -11,10 +11,7 @@
 //!   their mean cross the boundary (`m ≥ q_α·se₂`, `se₂ = √(σ²·(1/2 + 1/K) + λ²)`). The boots
 //!   share the baseline level, so they are written as their mean `m = δ + se₂·Z` and half
 //!   their difference `h = σ·√(1/2)·W`, independent:
-//!   `P = ∫_{m ≥ q_α·se₂} f(m) · P(|h| ≤ m − q_f·se₁) dm` (`PlanNoise::power`). The product
-//!   `F(δ/se₁ − q_f)² · F(δ/se₂ − q_α)` used before is a lower bound of it and put the MDE
-//!   5.5–6% too high (default rule, σ = 1%, K = 10, df 8 to ∞): at that MDE the plan's power
-//!   is 0.85, not 0.80.
+//!   `P = ∫_{m ≥ q_α·se₂} f(m) · P(|h| ≤ m − q_f·se₁) dm` (`PlanNoise::power`).
 //!
 //! With 10 or more history runs the boots are drawn from the history's own ([`boot_draws`]:
 //! its shape at σ's scale) and the level's error is normal, `√(σ²/K + λ²)`
