@@ -102,13 +102,13 @@ fn heading(g: &GroupChanges) -> String {
         0 => "no change point".to_string(),
         n => plural(n, "change point"),
     };
-    let order = if g.history.change_points.len() > 1 {
-        ", newest first"
-    } else {
-        ""
+    let (order, unit) = match g.history.change_points.len() {
+        0 => ("", ""),
+        1 => ("", "aggregate tok/s unless named; "),
+        _ => (", newest first", "aggregate tok/s unless named; "),
     };
     format!(
-        "{found} in {} runs of {} / suite {}{order} (aggregate tok/s unless named; each series tested at α = {} per analysis; {:.0}% intervals)",
+        "{found} in {} runs of {} / suite {}{order} ({unit}each series tested at α = {} per analysis; {:.0}% intervals)",
         g.history.runs.len(),
         g.profile_key,
         g.suite,
