@@ -173,10 +173,10 @@ fn heat_map(out: &mut String, g: &GroupChanges) {
                 Some(cp) => {
                     let _ = write!(
                         out,
-                        "<td style=\"background:{}\" title=\"{}\">{:+.1}%</td>",
+                        "<td style=\"background:{}\" title=\"{}\">{}</td>",
                         heat_colour(cp.change),
                         html(&format!("{} at run {}", change_label(cp), cp.run_id)),
-                        cp.change * 100.0
+                        crate::verdict::signed_percent(cp.change)
                     );
                 }
                 None if series.is_some() => out.push_str("<td>–</td>"),
@@ -298,7 +298,7 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
             H - BOTTOM,
             x0 + 3.0,
             TOP - 4.0,
-            html(&format!("{:+.1}%", cp.change * 100.0))
+            html(&crate::verdict::signed_percent(cp.change))
         );
     }
     let newest = g.history.runs.len().saturating_sub(1);

@@ -681,12 +681,11 @@ impl BisectPlan {
                 }
                 Next::NothingMoved { gap, lo, hi, boots } => {
                     return Err(format!(
-                        "no change between {} and {}: the matrix moved {:+.2}% [{:+.2}%, {:+.2}%] at {:.0}% confidence over {boots} boots of the two: nothing to bisect",
+                        "no change between {} and {}: the matrix moved {} {} at {:.0}% confidence over {boots} boots of the two: nothing to bisect",
                         self.good,
                         self.bad,
-                        gap.exp_m1() * 100.0,
-                        lo.exp_m1() * 100.0,
-                        hi.exp_m1() * 100.0,
+                        crate::verdict::signed_percent(gap.exp_m1()),
+                        crate::answer::interval(lo.exp_m1(), hi.exp_m1()),
                         GAP_CONFIDENCE * 100.0,
                     ));
                 }
