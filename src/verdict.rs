@@ -29,7 +29,8 @@ pub struct ComparisonReport {
     pub baseline: BaselineSummary,
     /// The gate's answer.
     pub gate: GateVerdict,
-    /// One line for people: "2 regressions, worst −7.4% at C=8 / 32k".
+    /// The answer in one line, exactly the reports' first line ([`crate::answer::first_line`]):
+    /// "✗ aggregate tok/s −9.2% [−9.9, −8.4] in all 6 cells, confirmed on a second boot".
     pub headline: String,
     /// The matrix-wide test (all comparable cells together, primary metric).
     #[serde(default)]

@@ -257,7 +257,8 @@ pub(crate) mod fixture {
                 noise_runs: 2,
             },
             gate: GateVerdict::Regression,
-            headline: "2 regressions, worst −9.0% at C=2 / 8k (1 capacity)".into(),
+            headline: "✗ aggregate tok/s −9.0% [−11.0, −7.0] at C=2 / 8k; 2 of 4 cells regressed"
+                .into(),
             matrix_test: None,
             cells,
             lines: Vec::new(),

@@ -89,7 +89,8 @@ mod tests {
                 noise_runs: 12,
             },
             gate: GateVerdict::Regression,
-            headline: "2 regressions, worst −7.4% at C=8 / 32k".into(),
+            headline: "✗ aggregate tok/s −3.1% [−4.0, −2.2] over 3 cells, 2 of them regressed"
+                .into(),
             matrix_test: Some(MatrixTest {
                 change: -0.031,
                 ci_low: -0.04,
