@@ -1,7 +1,8 @@
 //! The answer in words: the gate's and the cells' words, and the one line every report leads
 //! with. That line is the console's first line, the check run's title, the comment's and the
 //! summary's first line, and `verdict.json`'s `headline` (which JUnit, `compare`'s stderr and
-//! the merged reports quote): one writer, so no surface can give another answer.
+//! the merged reports quote): one writer, so no surface can give another answer. Also the
+//! check lines under Details, each test redoable by hand in the same words.
 //!
 //! It sits just above [`crate::verdict`] so that `stats` can store the headline it writes and
 //! every report can lead with it.
@@ -218,7 +219,7 @@ fn faster(report: &ComparisonReport) -> String {
     }
 }
 
-/// `; 1 saturated, 1 not compared`: the cells a pass or an insufficient gate did not count,
+/// `; 1 saturated; 1 not compared`: the cells a pass or an insufficient gate did not count,
 /// so the line accounts for every cell of the grid.
 fn not_counted(report: &ComparisonReport) -> String {
     let mut words: Vec<(&str, usize)> = Vec::new();
