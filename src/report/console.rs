@@ -344,18 +344,14 @@ fn matrix_table(results: &RunResults) -> String {
     let mut groups: Vec<(&'static str, &str, Vec<String>)> = Vec::new();
     for c in results.cells.iter().filter(|c| c.status != CellStatus::Ok) {
         let status = match c.status {
-            CellStatus::CapacityLimited => "capacity_limited",
+            CellStatus::CapacityLimited => "capacity-limited",
             CellStatus::Saturated => "saturated",
             CellStatus::Error => "error",
             CellStatus::Skipped => "skipped",
             CellStatus::Ok => "ok",
         };
         let reason = c.reason.as_deref().unwrap_or("(no reason recorded)");
-        let at = format!(
-            "C={} ctx={}",
-            c.concurrency,
-            context_label(c.context_tokens)
-        );
+        let at = crate::answer::cell_label(c.concurrency, c.context_tokens);
         match groups
             .iter_mut()
             .find(|(s, r, _)| *s == status && *r == reason)
