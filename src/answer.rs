@@ -13,6 +13,10 @@ use crate::verdict::{
     SensitivityUnit, signed_number, signed_percent,
 };
 
+/// A cell's reason when the store holds no baseline at all: the first line says that already,
+/// so it adds only a more specific reason (e.g. the baseline files are of another profile).
+pub const NO_BASELINE_REASON: &str = "no baseline";
+
 /// The gate's answer as a symbol and a word: the one place every surface takes it from.
 pub fn gate_word(gate: GateVerdict) -> (&'static str, &'static str) {
     match gate {
@@ -285,7 +289,7 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 .cells
                 .first()
                 .and_then(|c| c.reason.as_deref())
-                .filter(|r| *r != "no baseline")
+                .filter(|r| *r != NO_BASELINE_REASON)
                 .filter(|r| report.cells.iter().all(|c| c.reason.as_deref() == Some(*r)));
             format!(
                 "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared{}",

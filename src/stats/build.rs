@@ -10,6 +10,7 @@ use crate::verdict::{
 };
 
 use super::DecisionRule;
+use super::capacity::LimitDecision;
 use super::interval::{LogChange, relative};
 
 /// A cell's coordinates: (concurrency, context tokens).
@@ -132,8 +133,8 @@ pub(crate) fn not_comparable(
         .cells
         .iter()
         .map(|c| {
-            let decided = Some((CellVerdict::NotComparable, reason.to_string()));
-            cell(c.coord(), decided, Vec::new(), |_| true, reason)
+            let decided = LimitDecision::settled(CellVerdict::NotComparable, reason.to_string());
+            cell(c.coord(), Some(decided), Vec::new(), |_| true, reason)
         })
         .collect();
     finish(&mut report);
@@ -162,42 +163,43 @@ pub(crate) fn matrix_test(
     }
 }
 
-/// One cell of the report: decided up front (capacity, missing, errors) with its reason, or
-/// from its metric comparisons (each with the reason of its verdict): the first gating metric
-/// that regressed, else was inconclusive, improved, unchanged; `none` is the reason when no
-/// gating metric was compared.
+/// One cell of the report: decided up front (capacity, missing, errors) with its reason and
+/// what it waits for, or from its metric comparisons (each with the reason of its verdict):
+/// the first gating metric that regressed, else was inconclusive, improved, unchanged; `none`
+/// is the reason when no gating metric was compared.
 pub(crate) fn cell(
     coord: Coord,
-    decided: Option<(CellVerdict, String)>,
+    decided: Option<LimitDecision>,
     entries: Vec<(MetricComparison, String)>,
     gating: impl Fn(Metric) -> bool,
     none: &str,
 ) -> CellComparison {
-    let (verdict, reason, metrics) = match decided {
-        Some((v, why)) => (v, Some(why), Vec::new()),
-        None => {
-            let chosen = [
-                CellVerdict::Regression,
-                CellVerdict::Inconclusive,
-                CellVerdict::Improvement,
-                CellVerdict::Unchanged,
-            ]
-            .into_iter()
-            .find_map(|v| {
-                entries
-                    .iter()
-                    .find(|(m, _)| gating(m.metric) && m.verdict == v)
-            });
-            let (verdict, reason) = match chosen {
-                Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
-                None => (CellVerdict::NotComparable, Some(none.to_string())),
-            };
-            (
-                verdict,
-                reason,
-                entries.into_iter().map(|(m, _)| m).collect(),
-            )
-        }
+    if let Some(d) = decided {
+        return CellComparison {
+            provisional: d.provisional,
+            history_too_short: d.history_too_short,
+            concurrency: coord.0,
+            context_tokens: coord.1,
+            verdict: d.verdict,
+            reason: Some(d.reason),
+            metrics: Vec::new(),
+        };
+    }
+    let chosen = [
+        CellVerdict::Regression,
+        CellVerdict::Inconclusive,
+        CellVerdict::Improvement,
+        CellVerdict::Unchanged,
+    ]
+    .into_iter()
+    .find_map(|v| {
+        entries
+            .iter()
+            .find(|(m, _)| gating(m.metric) && m.verdict == v)
+    });
+    let (verdict, reason) = match chosen {
+        Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
+        None => (CellVerdict::NotComparable, Some(none.to_string())),
     };
     CellComparison {
         provisional: false,
@@ -206,7 +208,7 @@ pub(crate) fn cell(
         context_tokens: coord.1,
         verdict,
         reason,
-        metrics,
+        metrics: entries.into_iter().map(|(m, _)| m).collect(),
     }
 }
 

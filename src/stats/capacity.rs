@@ -61,6 +61,18 @@ pub(crate) struct LimitDecision {
     pub history_too_short: bool,
 }
 
+impl LimitDecision {
+    /// A decision that waits for nothing: neither a second boot nor a longer history.
+    pub(crate) fn settled(verdict: CellVerdict, reason: String) -> Self {
+        LimitDecision {
+            verdict,
+            reason,
+            provisional: false,
+            history_too_short: false,
+        }
+    }
+}
+
 /// Boots of one gate: the first and the confirmation boot (`stats::confirm`).
 const MAX_BOOTS: usize = 2;
 
@@ -178,10 +190,8 @@ pub(crate) fn decide(
         )
     };
     let decision = |verdict, reason, provisional| LimitDecision {
-        verdict,
-        reason,
         provisional,
-        history_too_short: false,
+        ..LimitDecision::settled(verdict, reason)
     };
     if n.hits >= n.runs {
         let reason = format!("{words} on both sides: {now}; {history}");

@@ -203,14 +203,7 @@ pub(super) fn eligibility(
     against: Against,
 ) -> Option<LimitDecision> {
     use CellStatus::*;
-    let decided = |verdict: CellVerdict, reason: String| {
-        Some(LimitDecision {
-            verdict,
-            reason,
-            provisional: false,
-            history_too_short: false,
-        })
-    };
+    let decided = |verdict, reason| Some(LimitDecision::settled(verdict, reason));
     let Sides {
         base,
         the_base,
@@ -1058,7 +1051,12 @@ pub fn compare_on(
         rule,
     );
     if baseline.is_empty() {
-        let none = || Some((CellVerdict::NotComparable, "no baseline".into()));
+        let none = || {
+            Some(LimitDecision::settled(
+                CellVerdict::NotComparable,
+                crate::answer::NO_BASELINE_REASON.into(),
+            ))
+        };
         report.cells = coords
             .iter()
             .map(|&c| build::cell(c, none(), Vec::new(), |_| true, ""))
@@ -1285,29 +1283,18 @@ pub fn compare_on(
 
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {
-        let (decision, entries, provisional, history_too_short) = match decision {
-            Some(d) => (
-                Some((d.verdict, d.reason)),
-                Vec::new(),
-                d.provisional,
-                d.history_too_short,
-            ),
+        let none = "no gating metric measured on both sides";
+        let cell = match decision {
+            Some(d) => build::cell(coord, Some(d), Vec::new(), gating, none),
             None => {
                 let i = comparable_idx;
                 comparable_idx += 1;
                 let entries = per_cell.remove(&i).unwrap_or_default();
-                (None, entries, provisional_local.contains(&i), false)
+                let mut cell = build::cell(coord, None, entries, gating, none);
+                cell.provisional = provisional_local.contains(&i);
+                cell
             }
         };
-        let mut cell = build::cell(
-            coord,
-            decision,
-            entries,
-            gating,
-            "no gating metric measured on both sides",
-        );
-        cell.provisional = provisional;
-        cell.history_too_short = history_too_short;
         report.cells.push(cell);
     }
     build::finish(&mut report);

@@ -22,6 +22,7 @@ use super::DecisionRule;
 use super::rule::{CONFIDENCE, MATRIX_MARGIN};
 
 use super::build::{self, Coord, find, mean, sd};
+use super::capacity::LimitDecision;
 use super::compare::{self, ALL_METRICS, decided_change, ok_value, with_matrix};
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
 use crate::verdict::Against;
@@ -63,9 +64,11 @@ fn eligibility(
     a: &[RunResults],
     b: &[RunResults],
     capacity_alpha: f64,
-) -> Option<(CellVerdict, String, bool)> {
-    if let Some(d) = compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb) {
-        return Some((d.verdict, d.reason, d.history_too_short));
+) -> Option<LimitDecision> {
+    // A/B's B boots are all its boots (at least two): none of its alarms is provisional.
+    let decided = compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb);
+    if decided.is_some() {
+        return decided;
     }
     let ok = |r: &RunResults| find(r, coord).is_some_and(|c| c.status == CellStatus::Ok);
     let pairs = a.iter().zip(b).filter(|(x, y)| ok(x) && ok(y)).count();
@@ -77,10 +80,9 @@ fn eligibility(
             .find(|c| c.status != CellStatus::Ok)
             .and_then(|c| c.reason.clone())
             .unwrap_or_else(|| "not measured".into());
-        return Some((
+        return Some(LimitDecision::settled(
             CellVerdict::NotComparable,
             format!("measured on both sides in {pairs} pair(s), 2 needed ({why})"),
-            false,
         ));
     }
     None
@@ -122,7 +124,7 @@ pub fn paired_compare(
         });
     }
     let coords = build::coords(b.iter().chain(a));
-    let decided: Vec<Option<(CellVerdict, String, bool)>> = coords
+    let decided: Vec<Option<LimitDecision>> = coords
         .iter()
         .map(|&c| eligibility(c, a, b, rule.capacity_alpha()))
         .collect();
@@ -332,16 +334,13 @@ pub fn paired_compare(
     }
     for (i, (&coord, decision)) in coords.iter().zip(decided).enumerate() {
         let entries = per_cell.remove(&i).unwrap_or_default();
-        let too_short = decision.as_ref().is_some_and(|d| d.2);
-        let mut cell = build::cell(
+        report.cells.push(build::cell(
             coord,
-            decision.map(|(v, why, _)| (v, why)),
+            decision,
             entries,
             gating,
             "no gating metric measured in two pairs",
-        );
-        cell.history_too_short = too_short;
-        report.cells.push(cell);
+        ));
     }
     // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
     // measure cannot speak for the matrix.
