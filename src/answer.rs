@@ -81,6 +81,37 @@ pub fn interval(low: f64, high: f64) -> String {
     )
 }
 
+/// A metric's value with its unit, the one way every surface writes one: latencies in ms,
+/// rates in tok/s (or steps/s), energy in J/token. Values are as stored (seconds for latencies).
+pub fn with_unit(metric: Metric, value: f64) -> String {
+    if !value.is_finite() {
+        return "n/a".into();
+    }
+    match metric {
+        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
+            // Three significant figures: a 10% longer 1.5 ms ITL reads 1.50 → 1.65 ms, not
+            // 1.5 → 1.6 ms beside "+10.0%".
+            let ms = value * 1000.0;
+            if ms.abs() >= 100.0 {
+                format!("{ms:.0} ms")
+            } else if ms.abs() >= 10.0 {
+                format!("{ms:.1} ms")
+            } else {
+                format!("{ms:.2} ms")
+            }
+        }
+        Metric::AggregateTps | Metric::PerUserTps => format!("{value:.1} tok/s"),
+        Metric::StepsPerS => format!("{value:.1} steps/s"),
+        Metric::JoulesPerToken => format!("{value:.3} J/token"),
+    }
+}
+
+/// "higher" or "lower", the direction of the number people read, never "improvement" or
+/// "regression": a latency that went down reads "lower", whatever the gate decided.
+pub fn direction_word(change: f64) -> &'static str {
+    if change >= 0.0 { "higher" } else { "lower" }
+}
+
 /// `C=8 / 32k`.
 pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
     format!("C={concurrency} / {}", context_label(context_tokens))

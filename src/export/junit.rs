@@ -13,8 +13,14 @@ use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesText, Event};
 
 use super::{ExportError, cell_name, check_pair, figures, unit};
+use crate::answer::{
+    cell_word, cells_word, direction_word, interval, label, metric_name, with_unit,
+};
 use crate::results::{CellResult, CellStatus, RunResults};
-use crate::verdict::{CellComparison, CellVerdict, ComparisonReport, MetricComparison};
+use crate::verdict::{
+    CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Metric, MetricComparison,
+    signed_percent,
+};
 
 /// Text made storable in XML 1.0: control characters other than tab, LF and CR (and the
 /// non-characters U+FFFE/U+FFFF) become U+FFFD. Escaping of `<`, `&`, quotes is the writer's.
@@ -60,21 +66,37 @@ fn cell_time(run: &RunResults, coord: (u32, u64)) -> f64 {
         .map_or(0.0, |c| c.measured_s)
 }
 
-fn describe(m: &MetricComparison) -> String {
-    format!(
-        "{}: baseline {}, candidate {} {}, change {:+.2}% [{:+.2}%, {:+.2}%], margin {:.2}%, p {:.4} (adjusted {:.4}), verdict {}",
-        m.metric.as_str(),
-        m.baseline,
-        m.candidate,
-        unit(m.metric),
-        100.0 * m.change,
-        100.0 * m.ci_low,
-        100.0 * m.ci_high,
+/// A metric's comparison in the reports' words (levels with units, the change it was decided
+/// on with its interval, the margin, the verdict), then its own test as the check line a
+/// reviewer redoes by hand.
+fn describe(c: &CellComparison, m: &MetricComparison) -> String {
+    let d = m.shown_change();
+    // As the reports say it: the primary metric's verdict, every other metric's direction.
+    let word = match m.verdict {
+        CellVerdict::Regression | CellVerdict::Improvement if m.metric != Metric::AggregateTps => {
+            direction_word(m.change)
+        }
+        v => cell_word(v),
+    };
+    let mut text = format!(
+        "{} {} → {}, {} {}{}, margin {:.1}%: {}",
+        metric_name(m.metric),
+        with_unit(m.metric, m.baseline),
+        with_unit(m.metric, m.candidate),
+        signed_percent(d.change),
+        interval(d.ci_low, d.ci_high),
+        match d.basis {
+            DecisionBasis::Total => String::new(),
+            _ => format!(" ({})", d.label()),
+        },
         100.0 * m.margin,
-        m.p_value,
-        m.p_adjusted,
-        m.verdict.as_str()
-    )
+        word
+    );
+    if let Some(check) = &m.check {
+        text.push_str("; ");
+        text.push_str(&check.line(&format!("cell {} {}", label(c), metric_name(m.metric))));
+    }
+    text
 }
 
 fn verdict_cases(run: &RunResults, report: &ComparisonReport) -> Vec<Case> {
@@ -83,16 +105,18 @@ fn verdict_cases(run: &RunResults, report: &ComparisonReport) -> Vec<Case> {
         cases.extend(cell_verdict_cases(run, c));
     }
     if let Some(m) = &report.matrix_test {
-        let out = format!(
-            "matrix-wide aggregate_tps over {} cells: change {:+.2}% [{:+.2}%, {:+.2}%], margin {:.2}%, p {:.4}, verdict {}",
-            m.cells,
-            100.0 * m.change,
-            100.0 * m.ci_low,
-            100.0 * m.ci_high,
+        let mut out = format!(
+            "matrix-wide aggregate tok/s over {}: {} {}, margin {:.1}%: {}",
+            cells_word(m.cells),
+            signed_percent(m.change),
+            interval(m.ci_low, m.ci_high),
             100.0 * m.margin,
-            m.p_value,
-            m.verdict.as_str()
+            cell_word(m.verdict)
         );
+        if let Some(check) = &m.check {
+            out.push_str("; ");
+            out.push_str(&check.line("matrix"));
+        }
         let outcome = if m.verdict == CellVerdict::Regression {
             Outcome::Failure {
                 kind: "regression".into(),
@@ -159,7 +183,7 @@ fn cell_verdict_cases(run: &RunResults, c: &CellComparison) -> Vec<Case> {
                     } else {
                         reason.clone()
                     },
-                    body: describe(m),
+                    body: describe(c, m),
                 }
             } else {
                 Outcome::Pass
@@ -168,7 +192,7 @@ fn cell_verdict_cases(run: &RunResults, c: &CellComparison) -> Vec<Case> {
             out: if failing == Some(i) {
                 String::new()
             } else {
-                describe(m)
+                describe(c, m)
             },
         })
         .collect()

@@ -10,7 +10,8 @@
 use std::collections::BTreeSet;
 
 use crate::answer::{
-    cell_symbol, cell_word, cells_word, first_line, interval, label, metric_name, sized,
+    cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label, metric_name,
+    sized, with_unit,
 };
 use crate::report::console::wrap;
 use crate::report::markdown::escape;
@@ -29,31 +30,6 @@ const OTHER_METRIC: &str = "*";
 /// alone did not show: its figure is the two boots' mean, its verdict the second boot's.
 const ONE_BOOT: &str = "‡";
 
-/// A metric's value with its unit, the one way every surface writes one: latencies in ms,
-/// rates in tok/s (or steps/s), energy in J/token. Values are as stored (seconds for latencies).
-pub(crate) fn metric_value(metric: Metric, value: f64) -> String {
-    if !value.is_finite() {
-        return "n/a".into();
-    }
-    match metric {
-        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
-            // Three significant figures: a 10% longer 1.5 ms ITL reads 1.50 → 1.65 ms, not
-            // 1.5 → 1.6 ms beside "+10.0%".
-            let ms = value * 1000.0;
-            if ms.abs() >= 100.0 {
-                format!("{ms:.0} ms")
-            } else if ms.abs() >= 10.0 {
-                format!("{ms:.1} ms")
-            } else {
-                format!("{ms:.2} ms")
-            }
-        }
-        Metric::AggregateTps | Metric::PerUserTps => format!("{value:.1} tok/s"),
-        Metric::StepsPerS => format!("{value:.1} steps/s"),
-        Metric::JoulesPerToken => format!("{value:.3} J/token"),
-    }
-}
-
 /// The run's GPU telemetry in words, when it was sampled: devices, energy, J/token, mean power,
 /// hottest reading and every clock limit seen (the power cap included), so a reader can tell a
 /// cool idle GPU from a hot, capped one. Plain text: the console wraps it, Markdown escapes it.
@@ -70,10 +46,10 @@ pub(crate) fn telemetry_text(t: &crate::results::TelemetrySummary) -> Option<Str
         // The energy above counts every window; J/token only those the GPU worked in.
         Some(n) => format!(
             "{} ({} left out)",
-            metric_value(Metric::JoulesPerToken, j),
+            with_unit(Metric::JoulesPerToken, j),
             crate::answer::plural(n, "idle-GPU window")
         ),
-        None => metric_value(Metric::JoulesPerToken, j),
+        None => with_unit(Metric::JoulesPerToken, j),
     }));
     parts.extend(t.power_w_avg.map(|p| format!("avg power {p:.0} W")));
     parts.extend(t.temperature_c_max.map(|c| format!("max {c:.0} °C")));
@@ -132,12 +108,6 @@ pub(crate) fn clock_cautions(
         .into_iter()
         .chain(confirmation.and_then(|c| clock_slowdown_text(c, " of the confirmation boot")))
         .collect()
-}
-
-/// "higher" or "lower", the direction of the number people read, never "improvement" or
-/// "regression": a latency that went down reads "lower", whatever the gate decided.
-fn direction_word(change: f64) -> &'static str {
-    if change >= 0.0 { "higher" } else { "lower" }
 }
 
 /// Whether a metric's values can be right: an inter-token latency percentile (p50 and up) is
@@ -382,8 +352,8 @@ fn secondary(report: &ComparisonReport) -> Vec<SecondaryChange> {
                 metric: metric_name(m.metric),
                 values: format!(
                     "{} → {}",
-                    metric_value(m.metric, m.baseline),
-                    metric_value(m.metric, m.candidate)
+                    with_unit(m.metric, m.baseline),
+                    with_unit(m.metric, m.candidate)
                 ),
                 change: format!(
                     "{} {} {}",
@@ -616,15 +586,17 @@ pub(crate) fn cell_message(cell: &CellComparison, confidence: f64) -> String {
     let mut parts = Vec::new();
     if let Some(m) = cell.deciding() {
         let d = m.shown_change();
+        // Only a change against the rest of its run differs from the total; a cell that moved
+        // with its row, column or matrix shows its total, and its reason says with what.
         let basis = match d.basis {
-            DecisionBasis::Total => String::new(),
-            _ => format!(", {}; total {}", d.label(), signed_percent(m.change)),
+            DecisionBasis::VsRun => format!(", {}; total {}", d.label(), signed_percent(m.change)),
+            _ => String::new(),
         };
         parts.push(format!(
             "{} {} → {} ({}{basis}; {:.0}% interval {}; margin {:.1}%)",
             metric_name(m.metric),
-            metric_value(m.metric, m.baseline),
-            metric_value(m.metric, m.candidate),
+            with_unit(m.metric, m.baseline),
+            with_unit(m.metric, m.candidate),
             signed_percent(d.change),
             100.0 * confidence,
             interval(d.ci_low, d.ci_high),

@@ -40,10 +40,17 @@ fn profile_word(p: &ProfileVerdict) -> &'static str {
     }
 }
 
-/// One line about a profile: its verdict's headline, or why there is no verdict.
+/// One line about a profile: its verdict's headline without the gate's symbol (the verdict
+/// column beside it says that), or why there is no verdict.
 fn profile_headline(p: &ProfileVerdict) -> String {
     match &p.outcome {
-        ShardOutcome::Compared { report } => report.headline.clone(),
+        ShardOutcome::Compared { report } => {
+            let symbol = crate::answer::gate_word(report.gate).0;
+            let h = &report.headline;
+            h.strip_prefix(symbol)
+                .map_or(h.as_str(), str::trim_start)
+                .to_string()
+        }
         ShardOutcome::NotCompared {
             status: RunStatus::Complete,
             ..
@@ -136,9 +143,9 @@ pub(crate) fn text(merged: &MergedVerdict) -> String {
     let mut out = format!("merged verdict: {word} — {}\n", merged.headline);
     for p in &merged.profiles {
         out.push_str(&format!(
-            "  {:<14} {:>3} regressions  {}  ({})\n",
+            "  {:<14} {:>15}  {}  ({})\n",
             profile_word(p),
-            p.regressions,
+            crate::answer::plural(p.regressions, "regression"),
             p.outcome.profile().key,
             p.source
         ));

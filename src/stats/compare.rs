@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::results::{CellResult, CellStatus, RunResults};
+use crate::results::{CellResult, CellStatus, RunResults, context_label};
 use crate::verdict::{
     BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
     Direction, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
@@ -25,7 +25,7 @@ use super::rule::{
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
-use crate::answer::Sides;
+use crate::answer::{Sides, metric_name};
 use crate::verdict::Against;
 
 /// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
@@ -931,12 +931,12 @@ fn cell_decision(
         let shown_line = decided_change(&l.change, DecisionBasis::VsRun, None);
         let with_line = decided_change(&t.total, DecisionBasis::WithLine, None);
         let what = match l.axis {
-            LineAxis::Context => format!("row (context {})", l.at),
-            LineAxis::Concurrency => format!("column (C={})", l.at),
+            LineAxis::Context => format!("row {}", context_label(l.at)),
+            LineAxis::Concurrency => format!("column C={}", l.at),
         };
         let why = format!(
             "with its {what}: {} {} [{}, {}] against the other cells of its run (this cell {})",
-            t.metric.as_str(),
+            metric_name(t.metric),
             signed_percent(shown_line.change),
             signed_percent(shown_line.ci_low),
             signed_percent(shown_line.ci_high),
@@ -983,7 +983,7 @@ pub(super) fn with_matrix(
         "with the matrix: {} ({}); {} {} in total",
         signed_percent(m),
         v.as_str(),
-        metric.as_str(),
+        metric_name(metric),
         signed_percent(with.change),
     );
     (why, with)
@@ -1238,7 +1238,14 @@ pub fn compare_on(
             .map(|((v, _), m)| (*v, relative(m.change.estimate)));
         let (mut verdict, why, decided_on) =
             cell_decision(t, own, moved_line(t.metric, t.cell), matrix);
-        note_overruled(&mut check, own, verdict, &t.total, "the rest of its run");
+        note_overruled(
+            &mut check,
+            own,
+            verdict,
+            &t.total,
+            "the rest of its run",
+            &decided_on,
+        );
         if !gating(t.metric) {
             reported_only(&mut check, own, dir);
         }
@@ -1460,6 +1467,25 @@ mod tests {
             "{}",
             report.headline
         );
+        // A cell the matrix decided: its own test (against the rest of its run) found nothing,
+        // and its check says so beside the verdict it did not make, never a bare
+        // "no regression" under a regression.
+        let followed = report
+            .regressions()
+            .filter_map(|c| c.primary())
+            .find(|m| {
+                m.decided_on
+                    .is_some_and(|d| d.basis == DecisionBasis::WithMatrix)
+            })
+            .expect("a cell that moved with the matrix");
+        let own = followed.check.as_ref().expect("its own test");
+        assert!(!own.rejected, "{own:?}");
+        assert!(
+            own.outcome
+                .contains("against the rest of its run; regression with the matrix: −"),
+            "{}",
+            own.outcome
+        );
     }
 
     /// Cell 7 (C=4 / 32k) of a candidate moved by `factor` against a 20-run history; the
@@ -1596,7 +1622,7 @@ mod tests {
             .filter(|c| {
                 c.reason
                     .as_deref()
-                    .is_some_and(|r| r.starts_with("with its row (context 32768)"))
+                    .is_some_and(|r| r.starts_with("with its row 32k: aggregate tok/s −"))
             })
             .collect();
         assert!(!with_row.is_empty(), "{:?}", &report.cells[5..10]);
@@ -1605,6 +1631,13 @@ mod tests {
             let m = c.primary().expect("aggregate tok/s");
             let d = m.decided_on.expect("decided on");
             assert_eq!(d.basis, DecisionBasis::WithLine);
+            let own = m.check.as_ref().expect("its own test");
+            assert!(
+                own.outcome
+                    .ends_with("against the rest of its run; regression with its row or column"),
+                "{}",
+                own.outcome
+            );
             assert_eq!(
                 (d.change, d.ci_low, d.ci_high),
                 (m.change, m.ci_low, m.ci_high)

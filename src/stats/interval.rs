@@ -3,7 +3,7 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::verdict::{CellVerdict, Check, Direction};
+use crate::verdict::{CellVerdict, Check, DecidedChange, Direction};
 
 /// An estimated log ratio (candidate / baseline) with its standard error and degrees of freedom.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -200,23 +200,36 @@ pub(crate) fn points(verdict: CellVerdict, good: f64) -> bool {
     }
 }
 
-/// A test that found a regression or an improvement but did not decide its cell (the cell's
-/// total change does not agree) says so, so that its line never contradicts the cell's verdict.
-/// `against` names what the test compared with (`the rest of its run`).
+/// A cell's own test whose outcome is not the cell's verdict says why, so that its line never
+/// contradicts the verdict: one that found a regression or an improvement the cell's total
+/// change does not agree with, and one that found nothing in a cell that moved with its row,
+/// its column or the matrix (`decided` says which). `against` names what the test compared
+/// with (`the rest of its run`).
 pub(crate) fn note_overruled(
     check: &mut Check,
     judged: CellVerdict,
     verdict: CellVerdict,
     total: &LogChange,
     against: &str,
+    decided: &DecidedChange,
 ) {
-    let found = matches!(judged, CellVerdict::Regression | CellVerdict::Improvement);
-    if found && verdict != judged {
+    let found = |v: CellVerdict| matches!(v, CellVerdict::Regression | CellVerdict::Improvement);
+    if verdict == judged {
+        return;
+    }
+    if found(judged) {
         check.outcome = format!(
             "{} against {against}, but its total change is {}: {}",
             judged.as_str(),
             crate::verdict::signed_percent(relative(total.estimate)),
             verdict.as_str()
+        );
+    } else if found(verdict) {
+        check.outcome = format!(
+            "{} against {against}; {} {}",
+            check.outcome,
+            verdict.as_str(),
+            decided.label()
         );
     }
 }

@@ -25,6 +25,7 @@ use super::build::{self, Coord, find, mean, sd};
 use super::capacity::LimitDecision;
 use super::compare::{self, ALL_METRICS, decided_change, ok_value, with_matrix};
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
+use crate::answer::metric_name;
 use crate::verdict::Against;
 
 /// Why a paired comparison cannot be made at all.
@@ -283,23 +284,13 @@ pub fn paired_compare(
                 CellVerdict::Inconclusive
             }
         };
-        note_overruled(
-            &mut check,
-            judged,
-            verdict,
-            &t.change,
-            "the other cells of its pairs",
-        );
-        if !gating(t.metric) {
-            super::interval::reported_only(&mut check, judged, dir);
-        }
         let (lo, hi) = t.change.interval(CONFIDENCE);
         let (why, decided_on) = match follows {
             Some((m, change)) => with_matrix(t.metric, &t.change, m, change),
             None => (
                 format!(
                     "B vs A {} {} [{}, {}] over {} pairs of boots",
-                    t.metric.as_str(),
+                    metric_name(t.metric),
                     signed_percent(relative(t.change.estimate)),
                     signed_percent(relative(lo)),
                     signed_percent(relative(hi)),
@@ -312,6 +303,17 @@ pub fn paired_compare(
                 },
             ),
         };
+        note_overruled(
+            &mut check,
+            judged,
+            verdict,
+            &t.change,
+            "the other cells of its pairs",
+            &decided_on,
+        );
+        if !gating(t.metric) {
+            super::interval::reported_only(&mut check, judged, dir);
+        }
         let p = own.p_worse(dir);
         per_cell.entry(t.cell).or_default().push((
             MetricComparison {

@@ -149,10 +149,10 @@ fn latencies_carry_units_and_never_a_verdict_word_against_their_sign() {
     assert!(ttft.change.ends_with("lower"), "{}", ttft.change);
     let md = markdown(&l, true);
     assert!(!md.contains("improvement"), "{md}");
-    assert_eq!(metric_value(Metric::AggregateTps, 747.23), "747.2 tok/s");
-    assert_eq!(metric_value(Metric::ItlP50, 0.0013), "1.30 ms");
-    assert_eq!(metric_value(Metric::TtftP50, 0.0421), "42.1 ms");
-    assert_eq!(metric_value(Metric::TtftP90, 0.1234), "123 ms");
+    assert_eq!(with_unit(Metric::AggregateTps, 747.23), "747.2 tok/s");
+    assert_eq!(with_unit(Metric::ItlP50, 0.0013), "1.30 ms");
+    assert_eq!(with_unit(Metric::TtftP50, 0.0421), "42.1 ms");
+    assert_eq!(with_unit(Metric::TtftP90, 0.1234), "123 ms");
     assert_eq!(Metric::ItlP90.direction(), Direction::LowerIsBetter);
 }
 
@@ -313,4 +313,19 @@ fn the_rule_line_shares_add_up_to_alpha() {
         ),
         "{line}"
     );
+}
+
+/// An annotation of a cell that moved with the matrix says its figure once: the total, then
+/// the reason naming the matrix, not the same figure again as "total".
+#[test]
+fn an_annotation_says_a_cell_moved_with_the_matrix_once() {
+    let mut r = regression();
+    r.cells[0].reason =
+        Some("with the matrix: −9.6% (regression); aggregate tok/s −9.6% in total".into());
+    let message = cell_message(&r.cells[0], 0.90);
+    assert!(
+        message.starts_with("aggregate tok/s ") && message.contains("(−9.6%; 90% interval [−10.8, −8.4]; margin 3.0%); with the matrix: −9.6% (regression)"),
+        "{message}"
+    );
+    assert!(!message.contains("total −9.6%"), "{message}");
 }
