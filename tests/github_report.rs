@@ -382,7 +382,7 @@ async fn check_is_created_in_progress_then_completed_with_conclusion_and_output(
     assert!(title.ends_with("2 of 4 cells regressed"), "{title}");
     let summary = output["summary"].as_str().unwrap();
     assert!(
-        summary.contains("−7.4 ✗") && summary.contains("✗ regression"),
+        summary.contains("−7.4 ✗") && summary.contains("✗ = regression"),
         "{summary}"
     );
     let text = output["text"].as_str().unwrap();
@@ -778,7 +778,7 @@ async fn without_a_token_everything_is_local_with_one_notice() {
     assert!(
         std::fs::read_to_string(summary_path)
             .unwrap()
-            .contains("✗ regression")
+            .contains("✗ = regression")
     );
 }
 
@@ -1215,7 +1215,7 @@ fn saturated_cells_are_named_in_every_report() {
     let comment = render::comment_body("infergate / p / pr", &outcome, &Links::default(), 0);
     assert!(comment.contains("sat ⊘"), "{comment}");
     assert!(
-        comment.contains("⊘ saturation regression"),
+        comment.contains("⊘ = saturation regression"),
         "legend: {comment}"
     );
 }

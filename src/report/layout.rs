@@ -667,10 +667,11 @@ pub(crate) fn console(l: &GateLayout) -> String {
     out
 }
 
+/// `✗ = regression · ✓ = no regression`: a key, never read as a second verdict under the table.
 fn legend_text(legend: &[(&str, &str)]) -> String {
     legend
         .iter()
-        .map(|(s, m)| format!("{s} {m}"))
+        .map(|(s, m)| format!("{s} = {m}"))
         .collect::<Vec<_>>()
         .join(" · ")
 }
