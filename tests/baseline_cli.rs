@@ -188,7 +188,7 @@ fn a_corrupt_run_file_is_listed_and_fails_a_comparison_naming_it() {
     assert!(
         err.contains("zz-corrupt.json")
             && err.contains(first.file_name().unwrap().to_str().unwrap())
-            && err.contains("2 run file(s) cannot be used"),
+            && err.contains("2 run files cannot be used"),
         "{err}"
     );
 }

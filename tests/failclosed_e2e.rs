@@ -206,7 +206,7 @@ fn a_truncated_store_and_a_slower_build_is_an_error_naming_the_files() {
         &["--engine-arg", "--slowdown", "--engine-arg", "1.33"],
     );
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("5 run file(s) cannot be used"), "{stderr}");
+    assert!(stderr.contains("5 run files cannot be used"), "{stderr}");
     for f in &files {
         let name = f.file_name().unwrap().to_str().unwrap();
         assert!(stderr.contains(name), "{name} not named:\n{stderr}");

@@ -62,8 +62,8 @@ pub enum BaselineError {
     /// Run files of the group cannot be used; nothing is compared against a store that is
     /// only partly readable.
     #[error(
-        "baseline store {dir}: {} run file(s) cannot be used: {}; fix or remove them (e.g. restore them with git), then run again",
-        files.len(),
+        "baseline store {dir}: {} cannot be used: {}; fix or remove them (e.g. restore them with git), then run again",
+        crate::answer::plural(files.len(), "run file"),
         describe_files(files)
     )]
     Unreadable {

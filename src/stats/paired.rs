@@ -83,7 +83,10 @@ fn eligibility(
             .unwrap_or_else(|| "not measured".into());
         return Some(LimitDecision::settled(
             CellVerdict::NotComparable,
-            format!("measured on both sides in {pairs} pair(s), 2 needed ({why})"),
+            format!(
+                "measured on both sides in {}, 2 needed ({why})",
+                crate::answer::plural(pairs, "pair")
+            ),
         ));
     }
     None
