@@ -117,6 +117,14 @@ pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
     format!("C={concurrency} / {}", context_label(context_tokens))
 }
 
+/// A row or column of the matrix as reports name it: `row 32k`, `column C=4`.
+pub fn line_label(axis: LineAxis, at: u64) -> String {
+    match axis {
+        LineAxis::Context => format!("row {}", context_label(at)),
+        LineAxis::Concurrency => format!("column C={at}"),
+    }
+}
+
 /// A cell's [`cell_label`].
 pub fn label(c: &CellComparison) -> String {
     cell_label(c.concurrency, c.context_tokens)
@@ -468,11 +476,7 @@ impl ComparisonReport {
                 .as_ref()
                 .filter(|c| c.rejected || c.screen || improved)
             {
-                let what = match l.axis {
-                    LineAxis::Context => format!("row {}", context_label(l.at)),
-                    LineAxis::Concurrency => format!("column C={}", l.at),
-                };
-                out.push(c.line(&what));
+                out.push(c.line(&line_label(l.axis, l.at)));
             }
         }
         for cell in &self.cells {

@@ -382,6 +382,47 @@ mod tests {
     use super::*;
     use crate::export::fixture;
 
+    /// A failure's body is written as the reports write it (units, real minus, the verdict's
+    /// word) and ends with the cell's own test as the line a reviewer redoes by hand; a cell
+    /// the matrix decided says so there, not a bare "no regression".
+    #[test]
+    fn a_failure_body_carries_the_figures_and_the_check_line() {
+        let run = fixture::run();
+        let mut report = fixture::verdict(&run);
+        let m = &mut report.cells[1].metrics[0];
+        m.decided_on = Some(crate::verdict::DecidedChange {
+            basis: DecisionBasis::WithMatrix,
+            change: m.change,
+            ci_low: m.ci_low,
+            ci_high: m.ci_high,
+            matrix_change: Some(-0.09),
+        });
+        m.check = Some(crate::verdict::Check {
+            look: "both boots".into(),
+            statistic: 0.21,
+            reference: "t(37.0)".into(),
+            boundary: -3.6,
+            alpha: 4.67e-4,
+            screen: false,
+            rejected: false,
+            outcome: "no regression against the rest of its run; regression with the matrix: −9.0%"
+                .into(),
+        });
+        let body = describe(&report.cells[1], &report.cells[1].metrics[0]);
+        assert!(
+            body.starts_with("aggregate tok/s 50.0 tok/s → 45.5 tok/s, −9.0% [")
+                && body.contains("(with the matrix: −9.0%), margin 3.0%: regression; cell C="),
+            "{body}"
+        );
+        assert!(
+            body.ends_with(
+                "aggregate tok/s: t = +0.21 > −3.60 (t(37.0), one-sided α = 4.67e-4, both boots) \
+                 → no regression against the rest of its run; regression with the matrix: −9.0%"
+            ),
+            "{body}"
+        );
+    }
+
     #[test]
     fn one_failure_per_regressed_cell_and_hostile_text_escaped() {
         let run = fixture::run();

@@ -98,14 +98,11 @@ pub(crate) fn location_label(c: &ChangePoint) -> String {
 /// (…)`, or `no change point in 10 runs of …`.
 fn heading(g: &GroupChanges) -> String {
     let s = &g.history.settings;
-    let found = match g.history.change_points.len() {
-        0 => "no change point".to_string(),
-        n => plural(n, "change point"),
-    };
-    let (order, unit) = match g.history.change_points.len() {
-        0 => ("", ""),
-        1 => ("", "aggregate tok/s unless named; "),
-        _ => (", newest first", "aggregate tok/s unless named; "),
+    let unit = "aggregate tok/s unless named; ";
+    let (found, order, unit) = match g.history.change_points.len() {
+        0 => ("no change point".to_string(), "", ""),
+        1 => ("1 change point".to_string(), "", unit),
+        n => (plural(n, "change point"), ", newest first", unit),
     };
     format!(
         "{found} in {} runs of {} / suite {}{order} ({unit}each series tested at α = {} per analysis; {:.0}% intervals)",

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::results::{CellResult, CellStatus, RunResults, context_label};
+use crate::results::{CellResult, CellStatus, RunResults};
 use crate::verdict::{
     BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
     Direction, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
@@ -25,7 +25,7 @@ use super::rule::{
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
-use crate::answer::{Sides, metric_name};
+use crate::answer::{Sides, line_label, metric_name};
 use crate::verdict::Against;
 
 /// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
@@ -930,12 +930,9 @@ fn cell_decision(
     {
         let shown_line = decided_change(&l.change, DecisionBasis::VsRun, None);
         let with_line = decided_change(&t.total, DecisionBasis::WithLine, None);
-        let what = match l.axis {
-            LineAxis::Context => format!("row {}", context_label(l.at)),
-            LineAxis::Concurrency => format!("column C={}", l.at),
-        };
         let why = format!(
-            "with its {what}: {} {} [{}, {}] against the other cells of its run (this cell {})",
+            "with its {}: {} {} [{}, {}] against the other cells of its run (this cell {})",
+            line_label(l.axis, l.at),
             metric_name(t.metric),
             signed_percent(shown_line.change),
             signed_percent(shown_line.ci_low),

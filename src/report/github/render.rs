@@ -5,6 +5,7 @@
 //! Engine- and config-supplied strings go through [`escape`]; every surface shows the one
 //! layout of [`crate::report::layout`]: the first line, the matrix, the legend, Details.
 
+use crate::answer::plural;
 use crate::policy::{GateEnding, GatePolicy};
 use crate::report::layout;
 use crate::report::markdown::escape;
@@ -302,12 +303,11 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
         // fitted on the whole window; the level is its newest runs.
         let (window, level) = (v.baseline.noise_runs, v.baseline.level_runs.len());
         let (candidate, base) = match v.against {
-            Against::Baseline if window == 1 => ("candidate", "baseline run"),
-            Against::Baseline => ("candidate", "baseline runs"),
-            Against::PairedAb => ("B boots", "A boots"),
+            Against::Baseline => ("candidate", plural(window, "baseline run")),
+            Against::PairedAb => ("B boots", plural(window, "A boot")),
         };
         out.push_str(&format!(
-            "- Compared: {candidate} {} vs {window} {base}{}\n",
+            "- Compared: {candidate} {} vs {base}{}\n",
             v.candidate_runs
                 .iter()
                 .map(|r| format!("`{}`", escape_code(r)))
