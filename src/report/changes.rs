@@ -105,8 +105,8 @@ fn heading(g: &GroupChanges) -> String {
         n => (plural(n, "change point"), ", newest first", unit),
     };
     format!(
-        "{found} in {} runs of {} / suite {}{order} ({unit}each series tested at α = {} per analysis; {:.0}% intervals)",
-        g.history.runs.len(),
+        "{found} in {} of {} / suite {}{order} ({unit}each series tested at α = {} per analysis; {:.0}% intervals)",
+        plural(g.history.runs.len(), "run"),
         g.profile_key,
         g.suite,
         s.alpha,
