@@ -17,6 +17,10 @@ use crate::verdict::{
 /// so it adds only a more specific reason (e.g. the baseline files are of another profile).
 pub const NO_BASELINE_REASON: &str = "no baseline";
 
+/// What a table shows where it has no value (the console's legend says so): one mark in every
+/// table, never confused with the `–` of a cell that was not compared.
+pub const NO_VALUE: &str = "—";
+
 /// The gate's answer as a symbol and a word: the one place every surface takes it from.
 pub fn gate_word(gate: GateVerdict) -> (&'static str, &'static str) {
     match gate {
@@ -179,6 +183,13 @@ fn counted(c: &CellComparison) -> bool {
 pub fn plural<N: std::fmt::Display + PartialEq + From<u8>>(n: N, word: &str) -> String {
     let s = if n == N::from(1) { "" } else { "s" };
     format!("{n} {word}{s}")
+}
+
+/// Run ids with their noun, each between `quote`s: `run a1`, `runs a1, a2`.
+pub fn runs_named(ids: &[String], quote: &str) -> String {
+    let noun = if ids.len() == 1 { "run" } else { "runs" };
+    let sep = format!("{quote}, {quote}");
+    format!("{noun} {quote}{}{quote}", ids.join(&sep))
 }
 
 /// `1 cell`, `6 cells`.

@@ -168,8 +168,8 @@ pub(crate) fn stale_pair(
 ) -> Option<String> {
     if !verdict.candidate_runs.contains(&results.run_id) {
         return Some(format!(
-            "the verdict is of run(s) `{}`, but {} is of run `{}`: a verdict of another run",
-            verdict.candidate_runs.join("`, `"),
+            "the verdict is of {}, but {} is of run `{}`: a verdict of another run",
+            crate::answer::runs_named(&verdict.candidate_runs, "`"),
             results_path.display(),
             results.run_id
         ));

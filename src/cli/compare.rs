@@ -239,9 +239,9 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     }
     if !second.is_empty() && second.len() != candidate.len() {
         return Err(usage(format!(
-            "--confirmation: {} run(s) given for a candidate of {}; a second boot repeats the first boot's runs",
-            second.len(),
-            candidate.len()
+            "--confirmation: {} given for a candidate of {}; a second boot repeats the first boot's runs",
+            crate::answer::plural(second.len(), "run"),
+            crate::answer::plural(candidate.len(), "run")
         )));
     }
     let suite = args.suite.clone().or_else(|| first.suite.clone());

@@ -8,6 +8,7 @@ pub(crate) mod csv;
 pub mod gab;
 pub(crate) mod junit;
 
+use crate::answer::runs_named;
 use crate::results::{CellResult, RunResults, context_label};
 use crate::stats::compare::{ALL_METRICS, metric_value};
 use crate::verdict::{ComparisonReport, Metric};
@@ -21,9 +22,10 @@ use crate::verdict::{ComparisonReport, Metric};
 pub enum ExportError {
     /// The verdict belongs to other runs than the results file.
     #[error(
-        "the verdict is for run(s) {verdict_runs} of profile {verdict_profile}, not for results run {run} of profile {profile}; pass the verdict.json written with these results"
+        "the verdict is for {verdict_runs} of profile {verdict_profile}, not for results run {run} of profile {profile}; pass the verdict.json written with these results"
     )]
     Mismatch {
+        /// `run ID` or `runs ID, ID`.
         verdict_runs: String,
         verdict_profile: String,
         run: String,
@@ -107,7 +109,7 @@ pub fn check_pair(run: &RunResults, report: &ComparisonReport) -> Result<(), Exp
         return Ok(());
     }
     Err(ExportError::Mismatch {
-        verdict_runs: report.candidate_runs.join(", "),
+        verdict_runs: runs_named(&report.candidate_runs, ""),
         verdict_profile: report.profile.key.clone(),
         run: run.run_id.clone(),
         profile: run.profile.key.clone(),

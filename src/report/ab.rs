@@ -27,7 +27,10 @@ pub(crate) fn summary_section(
             b.index + 1,
             b.side.as_str().to_uppercase(),
             b.pair + 1,
-            b.boot_s.map_or("-".into(), crate::results::duration_label),
+            b.boot_s.map_or(
+                crate::answer::NO_VALUE.into(),
+                crate::results::duration_label
+            ),
             if b.failure.is_some() {
                 "failed"
             } else if b.group_gone {

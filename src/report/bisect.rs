@@ -5,7 +5,7 @@
 
 use comfy_table::CellAlignment;
 
-use crate::answer::{cell_label, interval, plural};
+use crate::answer::{NO_VALUE, cell_label, interval, plural};
 use crate::report::console::{fitted_table, wrap};
 use crate::stats::bisect::{BisectRecord, BootRole};
 use crate::untrusted_text::console as inert;
@@ -93,7 +93,7 @@ pub(crate) fn text(r: &BisectRecord) -> String {
             let change = match (c.change, c.interval) {
                 (Some(x), Some((lo, hi))) => format!("{} {}", signed_percent(x), interval(lo, hi)),
                 (Some(x), None) => signed_percent(x),
-                (None, _) => "–".into(),
+                (None, _) => NO_VALUE.into(),
             };
             cells.add_row(vec![
                 cell_label(c.concurrency, c.context_tokens),
@@ -118,16 +118,16 @@ pub(crate) fn text(r: &BisectRecord) -> String {
             _ => short(&b.rev),
         };
         let (answer, position, z) = match (b.role, step, &b.failure) {
-            (_, _, Some(_)) => ("failed".to_string(), "–".into(), "–".into()),
-            (BootRole::Good, ..) => ("good (given)".into(), "0".into(), "–".into()),
-            (BootRole::Bad, ..) => ("bad (given)".into(), "1".into(), "–".into()),
+            (_, _, Some(_)) => ("failed".to_string(), NO_VALUE.into(), NO_VALUE.into()),
+            (BootRole::Good, ..) => ("good (given)".into(), "0".into(), NO_VALUE.into()),
+            (BootRole::Bad, ..) => ("bad (given)".into(), "1".into(), NO_VALUE.into()),
             (BootRole::Step, Some(s), None) => (
                 format!(
                     "{} ({})",
                     s.evidence.answer.as_str(),
                     plural(s.boots.len(), "boot")
                 ),
-                s.evidence.position.map_or("–".into(), |p| {
+                s.evidence.position.map_or(NO_VALUE.into(), |p| {
                     signed_number(p, 2).trim_start_matches('+').to_string()
                 }),
                 format!(
@@ -136,13 +136,15 @@ pub(crate) fn text(r: &BisectRecord) -> String {
                     s.evidence.z_needed
                 ),
             ),
-            (BootRole::Step, None, None) => ("uncertain: again".into(), "–".into(), "–".into()),
+            (BootRole::Step, None, None) => {
+                ("uncertain: again".into(), NO_VALUE.into(), NO_VALUE.into())
+            }
         };
         boots.add_row(vec![
             b.boot.to_string(),
             b.role.as_str().into(),
             commit,
-            b.build.as_deref().map_or_else(|| "–".into(), inert),
+            b.build.as_deref().map_or_else(|| NO_VALUE.into(), inert),
             b.cells_measured.to_string(),
             answer,
             position,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::answer::{cell_label, interval, metric_name, plural};
+use crate::answer::{NO_VALUE, cell_label, interval, metric_name, plural};
 use crate::report::console::{fitted_table, wrap};
 use crate::report::markdown::escape;
 use crate::stats::changepoint::{ChangePoint, HistoryChanges, Scope};
@@ -73,7 +73,7 @@ pub(crate) fn commits_label(c: &ChangePoint) -> String {
         .range
         .clone()
         .or_else(|| c.commits.after.clone())
-        .unwrap_or_else(|| "–".into())
+        .unwrap_or_else(|| NO_VALUE.into())
 }
 
 /// Where the change is at its confidence: `night-038 … night-041 (4 runs, 90%)`, or the one

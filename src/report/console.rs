@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
+use crate::answer::NO_VALUE;
 use crate::results::{CellResult, CellStatus, Event, EventKind, RunResults, context_label};
 
 /// The widest line the console reports write.
@@ -82,7 +83,7 @@ pub(crate) fn telemetry_line(t: &crate::results::TelemetrySummary) -> Option<Str
 fn fmt_ms(seconds: f64) -> String {
     let ms = seconds * 1000.0;
     if !ms.is_finite() {
-        "—".into()
+        NO_VALUE.into()
     } else if ms < 10.0 {
         format!("{ms:.1}")
     } else if ms < 1000.0 {
@@ -139,7 +140,7 @@ fn detail_line(cell: &CellResult) -> Option<String> {
     let ttft = cell
         .ttft_s
         .map(|p| fmt_ms(p.p50))
-        .unwrap_or_else(|| "—".into());
+        .unwrap_or_else(|| NO_VALUE.into());
     // An ITL p50 far below the mean time between a stream's tokens counts tokens that came
     // in one chunk, not a latency: not shown (the same rule as the verdict's Details).
     let token_gap = cell
@@ -150,7 +151,7 @@ fn detail_line(cell: &CellResult) -> Option<String> {
         .itl_s
         .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.5 * gap))
         .map(|p| fmt_ms(p.p50))
-        .unwrap_or_else(|| "—".into());
+        .unwrap_or_else(|| NO_VALUE.into());
     Some(match cell.tpot_s {
         Some(p) => format!("{ttft}/{}/{itl}", fmt_ms(p.p50)),
         None => format!("{ttft}/{itl}"),
@@ -162,12 +163,12 @@ fn per_user_line(cell: &CellResult) -> String {
         CellStatus::Ok | CellStatus::Saturated => cell
             .per_user_tps
             .map(|p| format!("{:.1}", p.p50))
-            .unwrap_or_else(|| "—".into()),
+            .unwrap_or_else(|| NO_VALUE.into()),
         CellStatus::CapacityLimited => cell
             .per_user_tps
             .map(|p| format!("{:.1}{}", p.p50, capacity_marker(cell)))
-            .unwrap_or_else(|| "—".into()),
-        CellStatus::Error => "-".into(),
+            .unwrap_or_else(|| NO_VALUE.into()),
+        CellStatus::Error => NO_VALUE.into(),
         CellStatus::Skipped => "∅".into(),
     }
 }

@@ -5,6 +5,7 @@ use comfy_table::{CellAlignment, Table};
 
 use super::console::{fits, wrap};
 use super::markdown::escape;
+use crate::answer::NO_VALUE;
 use crate::baseline::history::BaselineHistory;
 use crate::results::context_label;
 
@@ -27,20 +28,18 @@ fn rows(h: &BaselineHistory, from: usize) -> Vec<Vec<String>> {
                 c.concurrency,
                 context_label(c.context_tokens)
             )];
-            row.extend(
-                c.values
-                    .iter()
-                    .skip(from)
-                    .map(|v| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".into())),
-            );
+            row.extend(c.values.iter().skip(from).map(|v| {
+                v.map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|| NO_VALUE.into())
+            }));
             row.push(
                 c.level
                     .map(|v| format!("{v:.1}"))
-                    .unwrap_or_else(|| "–".into()),
+                    .unwrap_or_else(|| NO_VALUE.into()),
             );
             row.push(
                 c.cv.map(|v| format!("{:.1}%", v * 100.0))
-                    .unwrap_or_else(|| "–".into()),
+                    .unwrap_or_else(|| NO_VALUE.into()),
             );
             row
         })
@@ -185,7 +184,7 @@ mod tests {
             md.contains("| C=1 / 8k | 110.0 | 90.0 | 100.0 | 95.0 | 8.2% |"),
             "{md}"
         );
-        assert!(md.contains("| C=12 / 128k | – | – | – | – | – |"), "{md}");
+        assert!(md.contains("| C=12 / 128k | — | — | — | — | — |"), "{md}");
     }
 
     /// Ten runs do not fit 100 columns: the oldest columns go first, the header says how many

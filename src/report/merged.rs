@@ -93,7 +93,7 @@ pub(crate) fn markdown(merged: &MergedVerdict) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
             escape(&p.outcome.profile().key),
-            escape(p.outcome.suite().unwrap_or("-")),
+            escape(p.outcome.suite().unwrap_or(crate::answer::NO_VALUE)),
             profile_badge(p),
             p.regressions,
             escape(&profile_headline(p))
@@ -111,7 +111,7 @@ pub(crate) fn markdown(merged: &MergedVerdict) -> String {
             escape(&hardware(profile)),
             escape(&profile.engine),
             escape(&profile.model),
-            escape(p.outcome.suite().unwrap_or("-"))
+            escape(p.outcome.suite().unwrap_or(crate::answer::NO_VALUE))
         ));
         match &p.outcome {
             ShardOutcome::Compared { report } => {

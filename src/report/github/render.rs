@@ -239,7 +239,7 @@ pub fn results_markdown(results: &RunResults) -> String {
                 .iter()
                 .find(|x| x.concurrency == *c && x.context_tokens == *ctx);
             let text = match cell {
-                None => "–".to_string(),
+                None => crate::answer::NO_VALUE.to_string(),
                 Some(x) => match x.status {
                     CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
                     CellStatus::CapacityLimited if !x.has_window() => "— (cap)".to_string(),
