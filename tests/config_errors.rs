@@ -87,7 +87,7 @@ fn negative_duration_names_file_and_line() {
     assert_rejected(
         &GOOD.replace("duration = \"2s\"", "duration = \"-2s\""),
         9,
-        "negative",
+        "[suites.pr] duration `-2s` is negative",
     );
 }
 
@@ -96,7 +96,7 @@ fn wrong_type_and_empty_concurrency_are_rejected() {
     assert_rejected(
         &GOOD.replace("concurrency = [1, 2]", "concurrency = \"1,2\""),
         7,
-        "invalid type",
+        "[suites.pr] concurrency: invalid type",
     );
     assert_rejected(
         &GOOD.replace("concurrency = [1, 2]", "concurrency = []"),

@@ -74,8 +74,43 @@ impl Locator<'_> {
         }
     }
 
+    /// The key whose value starts at `offset`, and its table: (`Some("suites.pr")`,
+    /// `sub_windows`). `None` where the offset is not in a `key = value` line (a table header,
+    /// a value on a line of its own inside a multi-line list).
+    fn key_at(&self, offset: usize) -> Option<(Option<&str>, &str)> {
+        let offset = floor_char_boundary(self.text, offset.min(self.text.len()));
+        let start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
+        let (key, _) = self.text[start..offset].split_once('=')?;
+        let key = key.trim();
+        if key.is_empty() || key.starts_with('#') {
+            return None;
+        }
+        let table = self.text[..start]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| l.starts_with('['))
+            .and_then(|l| {
+                l.split_once(']')
+                    .map(|(h, _)| h.trim_start_matches('[').trim())
+            });
+        Some((table, key))
+    }
+
     pub(super) fn toml_error(&self, err: &toml::de::Error) -> ConfigError {
         let mut message = plain_type_names(err.message().trim());
+        // A value error names the key it is about, with its table (the message names only
+        // the value, or the key without its table).
+        if let Some((table, key)) = err.span().and_then(|s| self.key_at(s.start))
+            && !message.contains("unknown field")
+        {
+            let table = table.map(|t| format!("[{t}] ")).unwrap_or_default();
+            message = if message.starts_with(key) {
+                format!("{table}{message}")
+            } else {
+                format!("{table}{key}: {message}")
+            };
+        }
         // Value errors of this module's own types say "<problem>: write <fix>".
         if let Some((problem, fix)) = message.clone().split_once(": write ") {
             message = problem.to_string();
@@ -121,7 +156,7 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::plain_type_names;
+    use super::{Locator, plain_type_names};
 
     #[test]
     fn rust_type_names_become_words() {
@@ -130,5 +165,23 @@ mod tests {
             "invalid type: string \"8\", expected a whole number of 0 or more"
         );
         assert_eq!(plain_type_names("expected u32x"), "expected u32x");
+    }
+
+    #[test]
+    fn a_value_error_names_its_key_and_table() {
+        let text = "model = \"m\"\n[suites.pr]\n# a note\nsub_windows = \"four\"\ncontexts = [\n  \"8k\",\n]\n";
+        let loc = Locator {
+            path: "c.toml",
+            text,
+        };
+        let at = |needle: &str| text.find(needle).expect("in the text");
+        assert_eq!(
+            loc.key_at(at("\"four")),
+            Some((Some("suites.pr"), "sub_windows"))
+        );
+        assert_eq!(loc.key_at(at("\"m\"")), Some((None, "model")));
+        // A table header, or a value on a line of its own, names no key.
+        assert_eq!(loc.key_at(at("suites.pr")), None);
+        assert_eq!(loc.key_at(at("\"8k\"")), None);
     }
 }
