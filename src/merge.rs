@@ -268,7 +268,7 @@ fn parse_report(path: &Path, text: &str) -> Result<ComparisonReport, ShardError>
         serde_path_to_error::deserialize(de).map_err(|e| ShardError::Parse {
             path: path.to_path_buf(),
             field: e.path().to_string(),
-            message: e.inner().to_string(),
+            message: crate::config::plain_type_names(&e.inner().to_string()),
         })?;
     if report.schema_version > crate::verdict::VERDICT_SCHEMA_VERSION {
         return Err(ShardError::Schema {
@@ -286,7 +286,7 @@ fn parse_results(path: &Path, text: &str) -> Result<RunResults, ShardError> {
         serde_path_to_error::deserialize(de).map_err(|e| ShardError::ParseResults {
             path: path.to_path_buf(),
             field: e.path().to_string(),
-            message: e.inner().to_string(),
+            message: crate::config::plain_type_names(&e.inner().to_string()),
         })?;
     if run.schema_version > crate::results::SCHEMA_VERSION {
         return Err(ShardError::Schema {

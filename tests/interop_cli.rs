@@ -164,7 +164,9 @@ fn bad_input_names_file_and_field_and_never_panics() {
                 "typed.json",
                 &vllm.replace("\"completed\": 1000", "\"completed\": \"all\""),
             ),
-            vec!["typed.json: completed: invalid type: string \"all\", expected u64"],
+            vec![
+                "typed.json: completed: invalid type: string \"all\", expected a whole number of 0 or more",
+            ],
         ),
         (
             write(

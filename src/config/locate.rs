@@ -6,8 +6,8 @@ use std::ops::Range;
 use super::ConfigError;
 
 /// serde's Rust type names in plain words: "expected u32" means nothing to someone writing a
-/// TOML file.
-fn plain_type_names(message: &str) -> String {
+/// TOML file or reading why a results file was refused.
+pub(crate) fn plain_type_names(message: &str) -> String {
     let mut text = message.to_string();
     for (rust, plain) in [
         ("expected u8", "expected a whole number from 0 to 255"),

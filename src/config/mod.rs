@@ -12,6 +12,7 @@
 mod bisect;
 mod build;
 mod locate;
+pub(crate) use locate::plain_type_names;
 mod raw;
 pub(crate) mod values;
 

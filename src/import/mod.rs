@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::config::plain_type_names;
 use crate::results::{
     CellResult, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
     MIN_SCHEMA_VERSION, MatrixSpec, Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus,
@@ -242,7 +243,7 @@ fn vllm_lines(
                             field
                         }
                     ),
-                    message: err.into_inner().to_string(),
+                    message: plain_type_names(&err.into_inner().to_string()),
                 }
             })?;
         parsed.push(one);
@@ -521,7 +522,7 @@ pub(crate) fn deserialize_at<T: DeserializeOwned>(
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let field = err.path().to_string();
-        let message = err.into_inner().to_string();
+        let message = plain_type_names(&err.into_inner().to_string());
         ImportError::Field {
             file: file.to_string(),
             field: if field == "." {
@@ -553,7 +554,8 @@ fn syntax_error(text: &str, file: &str) -> ImportError {
             };
             ImportError::Syntax {
                 file: file.into(),
-                at: if path == "." || path.is_empty() {
+                // `?`: the parser had not reached a field (the file ends inside the first one).
+                at: if path == "." || path == "?" || path.is_empty() {
                     String::new()
                 } else {
                     format!(" at {path}")
@@ -671,7 +673,7 @@ mod tests {
         let err = parse_results(&wrong, "ours.json").unwrap_err().to_string();
         assert!(
             err.starts_with(
-                "ours.json: cells[0].aggregate_tps: invalid type: string \"x\", expected f64"
+                "ours.json: cells[0].aggregate_tps: invalid type: string \"x\", expected a number"
             ),
             "{err}"
         );
