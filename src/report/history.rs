@@ -60,7 +60,7 @@ fn header(h: &BaselineHistory, from: usize, windows: bool) -> Vec<String> {
     hdr
 }
 
-/// The history as a terminal table (aggregate tok/s; `–` = cell not ok in that run): as many
+/// The history as a terminal table (aggregate tok/s; `—` = cell not ok in that run): as many
 /// of the newest runs as fit the console's 100 columns beside the cell, level and CV columns
 /// (the Markdown and JSON show every run).
 pub(crate) fn text(h: &BaselineHistory) -> String {
@@ -94,8 +94,8 @@ pub(crate) fn text(h: &BaselineHistory) -> String {
     };
     let mut out = wrap(
         &format!(
-            "Baseline {} / suite {}: {what}, aggregate tok/s (– = not ok in that run); level: \
-             the mean of the newest {} runs, CV: between runs over the newest {}",
+            "Baseline {} / suite {}: {what}, aggregate tok/s ({NO_VALUE} = not ok in that run); \
+             level: the mean of the newest {} runs, CV: between runs over the newest {}",
             h.profile_key, h.suite, h.level_runs, h.noise_runs
         ),
         2,
