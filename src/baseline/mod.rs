@@ -62,9 +62,10 @@ pub enum BaselineError {
     /// Run files of the group cannot be used; nothing is compared against a store that is
     /// only partly readable.
     #[error(
-        "baseline store {dir}: {} cannot be used: {}; fix or remove them (e.g. restore them with git), then run again",
+        "baseline store {dir}: {} cannot be used: {}; fix or remove {them} (e.g. restore {them} with git), then run again",
         crate::answer::plural(files.len(), "run file"),
-        describe_files(files)
+        describe_files(files),
+        them = if files.len() == 1 { "it" } else { "them" }
     )]
     Unreadable {
         dir: PathBuf,
@@ -93,7 +94,12 @@ pub enum BaselineError {
 fn describe_files(files: &[(PathBuf, String)]) -> String {
     files
         .iter()
-        .map(|(p, why)| format!("{} ({why})", p.display()))
+        .map(|(p, why)| {
+            // A reason that names its file already (a parse error) is not told it twice.
+            let path = p.display().to_string();
+            let why = why.strip_prefix(&format!("{path}: ")).unwrap_or(why);
+            format!("{path} ({why})")
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }

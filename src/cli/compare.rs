@@ -166,9 +166,8 @@ fn baseline_runs(
         ));
     };
     let store = BaselineStore::open_existing(dir).map_err(|e| usage(e.to_string()))?;
-    let (loaded, _since) = store
-        .load_current(&candidate.profile.key, suite)
-        .with_context(|| format!("reading the baseline store {}", dir.display()))?;
+    // Every store error names the store or the file already.
+    let (loaded, _since) = store.load_current(&candidate.profile.key, suite)?;
     for (dup, counted) in &loaded.duplicates {
         errln!(
             "note: baseline file {} repeats the run of {}: counted once",
