@@ -373,6 +373,8 @@ pub fn first_line(report: &ComparisonReport) -> String {
             let line = if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
                 let where_ = if k == n && n == 1 {
                     "in its 1 cell".to_string()
+                } else if k == n && n == 2 {
+                    "in both cells".to_string()
                 } else if k == n && n > 0 {
                     format!("in all {}", cells_word(n))
                 } else if k > 0 {
@@ -550,6 +552,14 @@ mod tests {
         assert_eq!(
             first_line(&pass()),
             "✓ no regression in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]); this run could detect −4.6% or worse"
+        );
+        // Two cells that both regressed are "both", not "all 2".
+        let mut two = regression();
+        two.cells.truncate(2);
+        assert!(
+            first_line(&two).contains("in both cells, confirmed"),
+            "{}",
+            first_line(&two)
         );
         let thin = first_line(&insufficient());
         assert!(

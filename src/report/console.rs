@@ -417,7 +417,13 @@ pub(crate) async fn render_progress(
     } else {
         None
     };
+    // A notice repeated by every boot (no GPU telemetry, in each of an A/B's 16 boots) is
+    // said once; each boot's results keep it.
+    let mut noticed = BTreeSet::new();
     while let Some(e) = rx.recv().await {
+        if e.kind == EventKind::Notice && !noticed.insert(e.message.clone()) {
+            continue;
+        }
         let line = wrap(&crate::untrusted_text::console(&format_event(&e)), 9);
         match &bar {
             Some(bar) => {
