@@ -129,3 +129,36 @@ fn output_files_honour_the_umask() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&out), mode(&probe));
 }
+
+#[test]
+fn a_run_directory_given_for_its_results_file_names_the_file_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("infergate-results");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("results.json"), "{}").unwrap();
+    for args in [
+        &[
+            "compare",
+            "--baseline-dir",
+            "b",
+            "--candidate",
+            "infergate-results",
+        ][..],
+        &[
+            "export",
+            "--format",
+            "csv",
+            "--results",
+            "infergate-results",
+        ][..],
+        &["report", "--results", "infergate-results"][..],
+    ] {
+        let o = infergate(args, dir.path());
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(
+            t.contains("infergate-results is a directory: pass the file in it, infergate-results/results.json"),
+            "{args:?}: {t}"
+        );
+    }
+}

@@ -60,8 +60,8 @@ pub(crate) async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
     let verdict: Option<ComparisonReport> = match &args.verdict {
         Some(p) => {
             let file = p.display().to_string();
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| usage(format!("{file}: cannot read: {e}")))?;
+            let text =
+                crate::import::read_file(p, "verdict.json").map_err(|e| usage(e.to_string()))?;
             Some(crate::import::deserialize_at(&text, &file).map_err(|e| usage(e.to_string()))?)
         }
         None => None,

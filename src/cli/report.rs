@@ -118,7 +118,11 @@ async fn rejudge(
         p.is_file().then_some(p)
     });
     let confirm: Option<RunResults> = match &confirm_path {
-        Some(p) => Some(read_json(p, "confirmation results")?),
+        Some(p) => Some(read_json(
+            p,
+            "confirmation results",
+            crate::run::confirm::CONFIRM_RESULTS,
+        )?),
         None => None,
     };
     let judged =
@@ -138,7 +142,7 @@ async fn rejudge(
 
 /// Runs `infergate report`.
 pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
-    let results: RunResults = read_json(&args.results, "results")?;
+    let results: RunResults = read_json(&args.results, "results", "results.json")?;
     let mut notices = Vec::new();
     let trusted = match &args.trusted_config {
         Some(path) => Some(rejudge(&args, path, &results).await?),
@@ -155,7 +159,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             t.decision.as_ref().and_then(|d| d.verdict.clone())
         }
         (None, Some(p)) => {
-            let v: ComparisonReport = read_json(p, "verdict")?;
+            let v: ComparisonReport = read_json(p, "verdict", "verdict.json")?;
             // A verdict file beside results of another run (an output directory reused by a
             // later run) is not this run's verdict: refused, nothing posted.
             if let Some(why) = crate::merge::stale_pair(&results, &args.results, &v, p) {
@@ -381,13 +385,13 @@ fn about_pull_request(pr: Option<u64>) -> Option<String> {
         .then(|| format!("{event} of a pull request"))
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        usage(format!(
-            "cannot read the {what} file {}: {e}",
-            path.display()
-        ))
-    })?;
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    usual_name: &str,
+) -> anyhow::Result<T> {
+    let text = crate::import::read_file(path, usual_name)
+        .map_err(|e| usage(format!("cannot read the {what} file: {e}")))?;
     serde_json::from_str(&text)
         .map_err(|e| {
             usage(format!(

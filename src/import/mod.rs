@@ -37,6 +37,9 @@ pub enum ImportError {
         #[source]
         source: std::io::Error,
     },
+    /// A directory was given where a file is read.
+    #[error("{file} is a directory: {hint}")]
+    Directory { file: String, hint: String },
     /// The file is not valid JSON (truncated, hand-edited).
     #[error("{file}: not valid JSON{at}: {message}")]
     Syntax {
@@ -161,12 +164,24 @@ fn json_lines(text: &str) -> Option<Vec<(usize, Value)>> {
 /// Reads one results file of any recognised format into runs (one run per file, except an
 /// infergate file holding a JSON array of runs).
 pub fn load_results(path: &Path) -> Result<Vec<RunResults>, ImportError> {
+    let text = read_file(path, "results.json")?;
+    parse_results(&text, &path.display().to_string())
+}
+
+/// Reads a file given on the command line. A directory (the `--out` of `infergate run`, given
+/// for the file in it) is refused with the file to pass instead, `usual_name` in it.
+pub fn read_file(path: &Path, usual_name: &str) -> Result<String, ImportError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io {
-        file: file.clone(),
-        source,
-    })?;
-    parse_results(&text, &file)
+    if path.is_dir() {
+        let inside = path.join(usual_name);
+        let hint = if inside.is_file() {
+            format!("pass the file in it, {}", inside.display())
+        } else {
+            format!("pass a file (`infergate run` writes {usual_name} in its --out directory)")
+        };
+        return Err(ImportError::Directory { file, hint });
+    }
+    std::fs::read_to_string(path).map_err(|source| ImportError::Io { file, source })
 }
 
 /// Parses the text of a results file; `file` names it in errors and in import provenance.
