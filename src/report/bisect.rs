@@ -11,15 +11,10 @@ use crate::stats::bisect::{BisectRecord, BootRole};
 use crate::untrusted_text::console as inert;
 use crate::verdict::{signed_number, signed_percent};
 
-/// A commit as the boots table shows it: a full 40-digit SHA as its first 12 digits (the
-/// answer line above gives the culprit's in full), anything else as given.
+/// A commit as the boots table shows it ([`super::short_commit`]; the answer line above
+/// gives the culprit's in full).
 fn short(rev: &str) -> String {
-    let rev = inert(rev);
-    if rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
-        rev[..12].to_string()
-    } else {
-        rev
-    }
+    inert(super::short_commit(rev))
 }
 
 /// The answer: `first bad commit: c3 (commit 3 of 4; last good: c2), after 4 boots`, or

@@ -62,18 +62,19 @@ pub(crate) fn slope_words(s: &crate::stats::changepoint::Slope) -> String {
 /// The commits to bisect: the location interval's range (`first_commit..last_commit`) when
 /// the runs carry commits, else the pair around the estimate.
 pub(crate) fn commits_label(c: &ChangePoint) -> String {
+    use super::short_commit as short;
     if let Some(l) = &c.location_interval {
         match (&l.first_commit, &l.last_commit) {
-            (Some(a), Some(b)) => return format!("{a}..{b}"),
-            (None, Some(b)) => return format!("..{b}"),
+            (Some(a), Some(b)) => return format!("{}..{}", short(a), short(b)),
+            (None, Some(b)) => return format!("..{}", short(b)),
             _ => {}
         }
     }
-    c.commits
-        .range
-        .clone()
-        .or_else(|| c.commits.after.clone())
-        .unwrap_or_else(|| NO_VALUE.into())
+    match (&c.commits.before, &c.commits.after) {
+        (Some(a), Some(b)) => format!("{}..{}", short(a), short(b)),
+        (_, Some(b)) => short(b).to_string(),
+        _ => NO_VALUE.into(),
+    }
 }
 
 /// Where the change is at its confidence: `night-038 … night-041 (4 runs, 90%)`, or the one
