@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::answer::plural;
 use crate::exit::GateExit;
-use crate::results::{ProfileKey, RunResults, RunStatus};
+use crate::results::{EventKind, ProfileKey, RunResults, RunStatus};
 use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Version of the merged-verdict file format (2: a profile entry says its `kind`, and a shard
@@ -49,6 +49,10 @@ pub(crate) enum ShardOutcome {
         /// Why the run stopped, as its results file says.
         #[serde(default)]
         reason: Option<String>,
+        /// Why a run measured in full has no verdict: its gate's comparison failed (the
+        /// results' `compare_error` event). Not a run without a baseline yet.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compare_error: Option<String>,
     },
 }
 
@@ -75,6 +79,7 @@ impl ShardOutcome {
             ShardOutcome::Compared { report } => Some(report.gate),
             ShardOutcome::NotCompared {
                 status: RunStatus::Complete,
+                compare_error: None,
                 ..
             } => Some(GateVerdict::NoBaseline),
             ShardOutcome::NotCompared { .. } => None,
@@ -220,6 +225,11 @@ impl Shard {
         };
         let not_compared = |run: RunResults, results: PathBuf| Shard {
             outcome: ShardOutcome::NotCompared {
+                compare_error: run
+                    .events
+                    .iter()
+                    .rfind(|e| e.kind == EventKind::CompareError)
+                    .map(|e| e.message.clone()),
                 profile: Box::new(run.profile),
                 suite: run.suite,
                 status: run.status,
@@ -453,6 +463,14 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
             )),
             ShardOutcome::NotCompared {
                 profile,
+                compare_error: Some(why),
+                ..
+            } => Some(format!(
+                "{}: measured, but not compared: {why}",
+                profile.key
+            )),
+            ShardOutcome::NotCompared {
+                profile,
                 status,
                 reason,
                 ..
@@ -470,16 +488,16 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
     if stopped.is_empty() {
         return compared;
     }
-    let not_measured = format!(
-        "{} of {} not measured ({})",
+    let without = format!(
+        "{} of {} without a verdict ({})",
         stopped.len(),
         plural(profiles.len(), "profile"),
         stopped.join("; ")
     );
     if n == 0 {
-        not_measured
+        without
     } else {
-        format!("{not_measured}; measured: {compared}")
+        format!("{without}; compared: {compared}")
     }
 }
 
@@ -585,6 +603,7 @@ pub(crate) mod tests {
                 suite: r.suite,
                 status,
                 reason: reason.map(String::from),
+                compare_error: None,
             },
         }
     }
@@ -653,7 +672,7 @@ pub(crate) mod tests {
         );
         assert!(
             m.headline.starts_with(
-                "1 of 2 profiles not measured (gpu-h200x1__vllm__m__mabc: cancelled by SIGINT/SIGTERM); measured: 1 of 1 profile regressed"
+                "1 of 2 profiles without a verdict (gpu-h200x1__vllm__m__mabc: cancelled by SIGINT/SIGTERM); compared: 1 of 1 profile regressed"
             ),
             "{}",
             m.headline
@@ -662,7 +681,7 @@ pub(crate) mod tests {
         assert_eq!(only.exit(), GateExit::Failure);
         assert_eq!(
             only.headline,
-            "1 of 1 profile not measured (gpu-h200x1__vllm__m__mabc: stopped early)"
+            "1 of 1 profile without a verdict (gpu-h200x1__vllm__m__mabc: stopped early)"
         );
     }
 

@@ -1166,13 +1166,17 @@ pub enum EventKind {
     ConfirmationDone,
     /// A figure of another tool's file that the importer could not map.
     ImportUnmapped,
+    /// The gate measured the run but wrote no verdict: its comparison failed (a store it
+    /// cannot read, no baseline on a pull request, …; exit 3). `merge` reads it so that such a
+    /// shard fails the merged verdict instead of passing as one with no baseline yet.
+    CompareError,
     /// A kind written by another build or tool, kept verbatim.
     Other(String),
 }
 
 impl EventKind {
     /// Every named kind (what [`EventKind::parse`] recognises).
-    pub const KNOWN: [EventKind; 23] = [
+    pub const KNOWN: [EventKind; 24] = [
         EventKind::Startup,
         EventKind::Warmup,
         EventKind::CellStart,
@@ -1196,6 +1200,7 @@ impl EventKind {
         EventKind::Confirmation,
         EventKind::ConfirmationDone,
         EventKind::ImportUnmapped,
+        EventKind::CompareError,
     ];
 
     /// The snake_case name written to results files.
@@ -1224,6 +1229,7 @@ impl EventKind {
             EventKind::Confirmation => "confirmation",
             EventKind::ConfirmationDone => "confirmation_done",
             EventKind::ImportUnmapped => "import_unmapped",
+            EventKind::CompareError => "compare_error",
             EventKind::Other(name) => name,
         }
     }

@@ -330,7 +330,7 @@ fn a_shard_without_a_verdict_is_no_baseline_and_a_cancelled_one_fails_closed() {
         "a profile not measured fails closed:\n{text}"
     );
     assert!(
-        text.starts_with("merged verdict: error — 1 of 3 profiles not measured"),
+        text.starts_with("merged verdict: error — 1 of 3 profiles without a verdict"),
         "{text}"
     );
     assert!(text.contains("cancelled by SIGINT/SIGTERM"), "{text}");

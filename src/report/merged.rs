@@ -20,15 +20,33 @@ fn gate_badge(gate: GateVerdict) -> &'static str {
     }
 }
 
-/// The badge of one profile: its gate's, or "not measured" for a run that stopped early.
+/// The badge of one profile: its gate's, "not compared" for a run measured in full whose
+/// comparison failed, "not measured" for one that stopped early.
 fn profile_badge(p: &ProfileVerdict) -> &'static str {
-    p.outcome.gate().map_or("⛔ not measured", gate_badge)
+    match (&p.outcome, p.outcome.gate()) {
+        (_, Some(g)) => gate_badge(g),
+        (
+            ShardOutcome::NotCompared {
+                compare_error: Some(_),
+                ..
+            },
+            None,
+        ) => "⛔ not compared",
+        _ => "⛔ not measured",
+    }
 }
 
 /// The lower-case word of one profile (`pass`, ..., or `cancelled` / `partial`).
 fn profile_word(p: &ProfileVerdict) -> &'static str {
     match (&p.outcome, p.outcome.gate()) {
         (_, Some(g)) => g.as_str(),
+        (
+            ShardOutcome::NotCompared {
+                compare_error: Some(_),
+                ..
+            },
+            None,
+        ) => "not compared",
         (
             ShardOutcome::NotCompared {
                 status: RunStatus::Cancelled,
@@ -51,6 +69,10 @@ fn profile_headline(p: &ProfileVerdict) -> String {
                 .map_or(h.as_str(), str::trim_start)
                 .to_string()
         }
+        ShardOutcome::NotCompared {
+            compare_error: Some(why),
+            ..
+        } => format!("measured, but not compared: {why}"),
         ShardOutcome::NotCompared {
             status: RunStatus::Complete,
             ..
@@ -78,7 +100,7 @@ pub(crate) fn markdown(merged: &MergedVerdict) -> String {
     out.push_str(MARKDOWN_MARKER);
     out.push('\n');
     let badge = if merged.unmeasured > 0 {
-        "⛔ not measured"
+        "⛔ no verdict"
     } else {
         gate_badge(merged.gate)
     };
@@ -222,7 +244,7 @@ mod tests {
             "verdict=error\nregressions=0\nprofiles=3\n"
         );
         let md = markdown(&m);
-        assert!(md.contains("## infergate: ⛔ not measured (3)"), "{md}");
+        assert!(md.contains("## infergate: ⛔ no verdict (3)"), "{md}");
         assert!(
             md.contains("| ⛔ not measured | 0 | not measured: &lt;b&gt;cancelled&lt;/b&gt; |"),
             "{md}"
@@ -234,12 +256,32 @@ mod tests {
         assert_eq!(md.matches("\n### ").count(), 3);
         let t = text(&m);
         assert!(
-            t.starts_with("merged verdict: error — 1 of 3 profiles not measured"),
+            t.starts_with("merged verdict: error — 1 of 3 profiles without a verdict"),
             "{t}"
         );
         assert!(
             t.contains("  cancelled        0 regressions  gpu-h200x1"),
             "{t}"
+        );
+        // A run measured in full whose comparison failed is not one without a baseline yet.
+        let mut failed = not_compared("RTX 5090", RunStatus::Complete, None);
+        if let ShardOutcome::NotCompared { compare_error, .. } = &mut failed.outcome {
+            *compare_error = Some("comparison with the baseline failed: baseline store …".into());
+        }
+        let m = merge(vec![shard(report("H100", GateVerdict::Pass, 0)), failed]);
+        assert_eq!(
+            github_outputs(&m),
+            "verdict=error\nregressions=0\nprofiles=2\n"
+        );
+        let md = markdown(&m);
+        assert!(
+            md.contains("| ⛔ not compared | 0 | measured, but not compared: comparison with the baseline failed"),
+            "{md}"
+        );
+        assert!(
+            text(&m).contains("without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but not compared: comparison"),
+            "{}",
+            text(&m)
         );
         assert!(
             t.contains("  no_baseline      0 regressions  gpu-rtx-5090x1"),

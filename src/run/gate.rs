@@ -20,7 +20,7 @@ use crate::policy::{Conclusion, GateEnding, GatePolicy};
 use crate::report::github::render::{self, Links};
 use crate::report::github::{GithubReporter, PublishInput, PublishOutcome, check_name};
 use crate::report::layout;
-use crate::results::RunResults;
+use crate::results::{Event, EventKind, RunResults, RunStatus};
 use crate::telemetry::NvmlSampler;
 use crate::verdict::ComparisonReport;
 
@@ -838,7 +838,7 @@ impl GatePlan {
     /// The epilogue both designs share: summary, outputs, baseline update, GitHub, ending.
     async fn finish(
         &self,
-        d: Decided,
+        mut d: Decided,
         reporter: &mut Option<GithubReporter>,
         reporting: &mut Vec<PublishOutcome>,
         cancel: &CancellationToken,
@@ -850,6 +850,13 @@ impl GatePlan {
         };
         let name = check_name(&d.results.profile.key, &check_suite);
         let failure = d.failure.as_ref().map(ToString::to_string);
+        // A run measured in full that ends without a verdict says why in its results, which
+        // are all a `merge` of the shards sees: else it would read as one without a baseline.
+        if let (Some(why), None, RunStatus::Complete) = (&failure, &d.verdict, d.results.status) {
+            d.results
+                .events
+                .push(Event::now(EventKind::CompareError, why.clone()));
+        }
         let outcome = render::Outcome {
             results: &d.results,
             verdict: d.verdict.as_ref(),
