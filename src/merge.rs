@@ -49,8 +49,9 @@ pub(crate) enum ShardOutcome {
         /// Why the run stopped, as its results file says.
         #[serde(default)]
         reason: Option<String>,
-        /// Why a run measured in full has no verdict: its gate's comparison failed (the
-        /// results' `compare_error` event). Not a run without a baseline yet.
+        /// Why a run measured in full has no verdict: its gate failed after measuring (the
+        /// results' `compare_error` event; a verdict file beside them is a first look's, not
+        /// the gate's). Not a run without a baseline yet.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         compare_error: Option<String>,
     },
@@ -240,6 +241,12 @@ impl Shard {
         };
         match (verdict, run, results) {
             (_, Some(run), Some(results)) if run.status == RunStatus::InProgress => {
+                Ok(not_compared(run, results))
+            }
+            // The gate failed after measuring: a verdict beside the results is not its answer.
+            (_, Some(run), Some(results))
+                if run.events.iter().any(|e| e.kind == EventKind::CompareError) =>
+            {
                 Ok(not_compared(run, results))
             }
             (Some(verdict), run, results) => {
@@ -465,10 +472,7 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
                 profile,
                 compare_error: Some(why),
                 ..
-            } => Some(format!(
-                "{}: measured, but not compared: {why}",
-                profile.key
-            )),
+            } => Some(format!("{}: measured, but no verdict: {why}", profile.key)),
             ShardOutcome::NotCompared {
                 profile,
                 status,

@@ -1166,9 +1166,10 @@ pub enum EventKind {
     ConfirmationDone,
     /// A figure of another tool's file that the importer could not map.
     ImportUnmapped,
-    /// The gate measured the run but wrote no verdict: its comparison failed (a store it
-    /// cannot read, no baseline on a pull request, …; exit 3). `merge` reads it so that such a
-    /// shard fails the merged verdict instead of passing as one with no baseline yet.
+    /// The gate measured the run but could not decide it: its comparison failed (a store it
+    /// cannot read, no baseline on a pull request) or the confirmation boot a first look asked
+    /// for did (exit 3). `merge` reads it so that such a shard fails the merged verdict instead
+    /// of passing as one with no baseline yet, or by a first look's provisional verdict.
     CompareError,
     /// A kind written by another build or tool, kept verbatim.
     Other(String),

@@ -337,3 +337,35 @@ fn a_shard_without_a_verdict_is_no_baseline_and_a_cancelled_one_fails_closed() {
     let outputs = std::fs::read_to_string(&outputs).unwrap();
     assert!(outputs.starts_with("verdict=error\n"), "{outputs}");
 }
+
+#[test]
+fn a_verdict_beside_results_whose_gate_failed_after_measuring_is_no_verdict() {
+    // A confirmation boot that failed leaves the first look's verdict.json beside the results;
+    // the results' compare_error event says that verdict is not the gate's answer.
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("shard");
+    std::fs::create_dir(&shard).unwrap();
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports/pass");
+    let mut results: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("results.json")).unwrap())
+            .unwrap();
+    results["events"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "at": "2026-12-05T12:00:00Z",
+            "kind": "compare_error",
+            "message": "the confirmation boot failed: the engine exited"
+        }));
+    std::fs::write(shard.join("results.json"), results.to_string()).unwrap();
+    std::fs::copy(fixtures.join("verdict.json"), shard.join("verdict.json")).unwrap();
+    let out = merge(&["--shard", shard.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("measured, but no verdict: the confirmation boot failed"),
+        "{text}"
+    );
+    assert!(!text.contains("pass "), "{text}");
+}

@@ -20,8 +20,8 @@ fn gate_badge(gate: GateVerdict) -> &'static str {
     }
 }
 
-/// The badge of one profile: its gate's, "not compared" for a run measured in full whose
-/// comparison failed, "not measured" for one that stopped early.
+/// The badge of one profile: its gate's, "no verdict" for a run measured in full whose gate
+/// failed after measuring, "not measured" for one that stopped early.
 fn profile_badge(p: &ProfileVerdict) -> &'static str {
     match (&p.outcome, p.outcome.gate()) {
         (_, Some(g)) => gate_badge(g),
@@ -31,7 +31,7 @@ fn profile_badge(p: &ProfileVerdict) -> &'static str {
                 ..
             },
             None,
-        ) => "⛔ not compared",
+        ) => "⛔ no verdict",
         _ => "⛔ not measured",
     }
 }
@@ -46,7 +46,7 @@ fn profile_word(p: &ProfileVerdict) -> &'static str {
                 ..
             },
             None,
-        ) => "not compared",
+        ) => "no verdict",
         (
             ShardOutcome::NotCompared {
                 status: RunStatus::Cancelled,
@@ -72,7 +72,7 @@ fn profile_headline(p: &ProfileVerdict) -> String {
         ShardOutcome::NotCompared {
             compare_error: Some(why),
             ..
-        } => format!("measured, but not compared: {why}"),
+        } => format!("measured, but no verdict: {why}"),
         ShardOutcome::NotCompared {
             status: RunStatus::Complete,
             ..
@@ -275,11 +275,11 @@ mod tests {
         );
         let md = markdown(&m);
         assert!(
-            md.contains("| ⛔ not compared | 0 | measured, but not compared: comparison with the baseline failed"),
+            md.contains("| ⛔ no verdict | 0 | measured, but no verdict: comparison with the baseline failed"),
             "{md}"
         );
         assert!(
-            text(&m).contains("without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but not compared: comparison"),
+            text(&m).contains("without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but no verdict: comparison"),
             "{}",
             text(&m)
         );

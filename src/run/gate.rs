@@ -850,9 +850,11 @@ impl GatePlan {
         };
         let name = check_name(&d.results.profile.key, &check_suite);
         let failure = d.failure.as_ref().map(ToString::to_string);
-        // A run measured in full that ends without a verdict says why in its results, which
-        // are all a `merge` of the shards sees: else it would read as one without a baseline.
-        if let (Some(why), None, RunStatus::Complete) = (&failure, &d.verdict, d.results.status) {
+        // A run measured in full whose gate failed after measuring (its comparison, or the
+        // confirmation boot a first look asked for) says why in its results, which a `merge`
+        // of the shards reads: else it would read as one without a baseline yet, or by the
+        // first look's verdict that the second boot was to decide.
+        if let (Some(why), RunStatus::Complete) = (&failure, d.results.status) {
             d.results
                 .events
                 .push(Event::now(EventKind::CompareError, why.clone()));
