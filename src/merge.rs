@@ -450,6 +450,7 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
             with(GateVerdict::NoBaseline).len(),
             plural(n, "profile")
         ),
+        GateVerdict::Pass if n == 1 => "1 profile passed".to_string(),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
         GateVerdict::Unmeasured => format!(
             "{} of {} could not be measured well enough to decide",

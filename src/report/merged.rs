@@ -279,7 +279,8 @@ mod tests {
             "{md}"
         );
         assert!(
-            text(&m).contains("without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but no verdict: comparison"),
+            text(&m).contains("without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but no verdict: comparison")
+                && text(&m).contains("; compared: 1 profile passed"),
             "{}",
             text(&m)
         );
