@@ -173,6 +173,17 @@ fn no_baseline_on_a_pull_request_fails_unless_the_config_allows_it() {
     );
     assert!(text.contains("allow_no_baseline"), "{text}");
     assert!(!text.contains("the gate passes"), "{text}");
+    // Measured in full but decided nothing: its results say so, and a merge of the shard fails
+    // closed instead of counting a profile with no baseline yet.
+    let pr = tmp.path().join("pr");
+    let results = std::fs::read_to_string(pr.join("results.json")).unwrap();
+    assert!(results.contains("\"compare_error\""), "{results}");
+    let (code, out, err) = infergate(&["merge", "--shard", s(&pr)]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        out.contains("measured, but no verdict: no baseline for profile"),
+        "{out}"
+    );
     let (code, text) = gate_in_actions(&moved, &tmp.path().join("mq"), &store, "merge_group");
     assert_eq!(code, Some(3), "{text}");
     // Bootstrapping, said in the config; and a push is no pull request.

@@ -233,15 +233,20 @@ fn print_run(run: &GateRun) {
     {
         errln!("{line}");
     }
+    // No engine log when the gate stopped before booting one (a store it cannot read).
     let files = format!(
-        "results: {}{} · summary: {} · engine log: {}",
+        "results: {}{} · summary: {}{}",
         run.files.results.display(),
         run.files
             .verdict
             .as_ref()
             .map_or(String::new(), |v| format!(" · verdict: {}", v.display())),
         run.files.summary.display(),
-        run.engine_log.display()
+        if run.engine_log.exists() {
+            format!(" · engine log: {}", run.engine_log.display())
+        } else {
+            String::new()
+        }
     );
     errln!("{}", crate::report::console::wrap(&files, 2));
     if let Some(c) = &run.confirmation {

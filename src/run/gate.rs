@@ -26,7 +26,7 @@ use crate::verdict::ComparisonReport;
 
 use super::ab::{AbBoot, AbRequest, AbSide, fold_side, run_ab, side_results_path};
 use super::decide::{Decision, GateError, decide};
-use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
+use super::measure::{MeasureRequest, RunFailure, boot_and_measure, unmeasured_results};
 use super::outputs::{OutputFiles, baseline_worthy, write_outputs};
 
 /// Which measurement design the gate runs.
@@ -563,6 +563,13 @@ impl GatePlan {
     }
 
     fn predicted_check(&self, setup: &Setup) -> Option<String> {
+        let key = self.predicted_key(setup)?;
+        Some(check_name(&key, &self.suite.name))
+    }
+
+    /// The profile key the run will have, when engine and model are configured (else it is
+    /// known only once the engine has been identified).
+    fn predicted_key(&self, setup: &Setup) -> Option<String> {
         let (Some(engine), Some(model)) = (&self.config.engine.name, &self.config.model) else {
             return None;
         };
@@ -572,7 +579,20 @@ impl GatePlan {
             model,
             &self.suite.matrix_spec(model),
         );
-        Some(check_name(&key.key, &self.suite.name))
+        Some(key.key)
+    }
+
+    /// Why the store cannot be compared with, found before the engine boots: a run file of the
+    /// profile's group that cannot be used fails the comparison after the whole matrix was
+    /// measured otherwise (a GPU runner's whole gate time). `None` when it can be read, or the
+    /// group is not known yet.
+    fn unreadable_store(&self, setup: &Setup) -> Option<crate::baseline::BaselineError> {
+        let key = self.predicted_key(setup)?;
+        if !self.baseline_dir.exists() {
+            return None;
+        }
+        let store = crate::baseline::BaselineStore::open_existing(&self.baseline_dir).ok()?;
+        store.load_current(&key, Some(&self.suite.name)).err()
     }
 
     /// `run`: boot, measure (adaptively when configured), compare with the store, and boot
@@ -595,6 +615,7 @@ impl GatePlan {
             let _ = std::fs::remove_file(&log_path);
         }
         let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
+        let unreadable = self.unreadable_store(&setup);
         // The plan of looks, declared up front: the first boot (and its adaptive rounds), then
         // a second boot when the first calls for one (`stats::confirm`).
         let rule = config.thresholds.rule.clone();
@@ -622,6 +643,21 @@ impl GatePlan {
             adaptive,
             progress_file: Some(self.out.join("results.json")),
         };
+        if let Some(e) = unreadable {
+            let failure = GateFailure::Comparison(e.into());
+            let reason = format!("not measured: {failure}");
+            return Decided {
+                results: unmeasured_results(&req, None, &reason, RunStatus::Partial),
+                verdict: None,
+                history: Vec::new(),
+                failure: Some(failure),
+                notices: Vec::new(),
+                warnings: Vec::new(),
+                adaptive: None,
+                engine_log: log_path,
+                design: DecidedDesign::Baseline { confirmation: None },
+            };
+        }
         let mut confirm_req = req.clone();
         confirm_req.progress_file = Some(self.out.join(super::confirm::CONFIRM_RESULTS));
         let sink = progress(boot_cells);
