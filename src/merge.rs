@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::answer::plural;
 use crate::exit::GateExit;
-use crate::results::{EventKind, ProfileKey, RunResults, RunStatus};
+use crate::results::{ProfileKey, RunResults, RunStatus};
 use crate::verdict::{ComparisonReport, GateVerdict};
 
 /// Version of the merged-verdict file format (2: a profile entry says its `kind`, and a shard
@@ -84,6 +84,14 @@ impl ShardOutcome {
                 ..
             } => Some(GateVerdict::NoBaseline),
             ShardOutcome::NotCompared { .. } => None,
+        }
+    }
+
+    /// Why a shard measured in full has no verdict (its gate failed after measuring).
+    pub(crate) fn compare_error(&self) -> Option<&str> {
+        match self {
+            ShardOutcome::NotCompared { compare_error, .. } => compare_error.as_deref(),
+            ShardOutcome::Compared { .. } => None,
         }
     }
 
@@ -226,11 +234,7 @@ impl Shard {
         };
         let not_compared = |run: RunResults, results: PathBuf| Shard {
             outcome: ShardOutcome::NotCompared {
-                compare_error: run
-                    .events
-                    .iter()
-                    .rfind(|e| e.kind == EventKind::CompareError)
-                    .map(|e| e.message.clone()),
+                compare_error: run.compare_error().map(String::from),
                 profile: Box::new(run.profile),
                 suite: run.suite,
                 status: run.status,
@@ -244,9 +248,7 @@ impl Shard {
                 Ok(not_compared(run, results))
             }
             // The gate failed after measuring: a verdict beside the results is not its answer.
-            (_, Some(run), Some(results))
-                if run.events.iter().any(|e| e.kind == EventKind::CompareError) =>
-            {
+            (_, Some(run), Some(results)) if run.compare_error().is_some() => {
                 Ok(not_compared(run, results))
             }
             (Some(verdict), run, results) => {

@@ -74,6 +74,15 @@ impl RunResults {
             .find(|e| e.kind == EventKind::EngineSpawned)
             .and_then(|e| e.process_group)
     }
+
+    /// Why the gate that measured this run could not decide it (its `compare_error` event),
+    /// when it could not: a verdict beside these results is then not the gate's answer.
+    pub fn compare_error(&self) -> Option<&str> {
+        self.events
+            .iter()
+            .rfind(|e| e.kind == EventKind::CompareError)
+            .map(|e| e.message.as_str())
+    }
 }
 
 /// NVML clock-limit reasons that come from outside the engine's work: heat and the board's

@@ -23,16 +23,10 @@ fn gate_badge(gate: GateVerdict) -> &'static str {
 /// The badge of one profile: its gate's, "no verdict" for a run measured in full whose gate
 /// failed after measuring, "not measured" for one that stopped early.
 fn profile_badge(p: &ProfileVerdict) -> &'static str {
-    match (&p.outcome, p.outcome.gate()) {
-        (_, Some(g)) => gate_badge(g),
-        (
-            ShardOutcome::NotCompared {
-                compare_error: Some(_),
-                ..
-            },
-            None,
-        ) => "⛔ no verdict",
-        _ => "⛔ not measured",
+    match p.outcome.gate() {
+        Some(g) => gate_badge(g),
+        None if p.outcome.compare_error().is_some() => "⛔ no verdict",
+        None => "⛔ not measured",
     }
 }
 
@@ -40,13 +34,7 @@ fn profile_badge(p: &ProfileVerdict) -> &'static str {
 fn profile_word(p: &ProfileVerdict) -> &'static str {
     match (&p.outcome, p.outcome.gate()) {
         (_, Some(g)) => g.as_str(),
-        (
-            ShardOutcome::NotCompared {
-                compare_error: Some(_),
-                ..
-            },
-            None,
-        ) => "no verdict",
+        (_, None) if p.outcome.compare_error().is_some() => "no verdict",
         (
             ShardOutcome::NotCompared {
                 status: RunStatus::Cancelled,
