@@ -196,6 +196,13 @@ fn ab_finds_a_slower_candidate() {
     assert_eq!(r.verdict.candidate_runs.len(), 4);
     assert_eq!(r.verdict.baseline.level_runs.len(), 4);
     assert_torn_down_between_boots(&r.events);
+    // A notice every boot repeats (no GPU telemetry here) is said once on the console, not
+    // once per boot of the 8.
+    assert!(
+        r.stderr.matches("GPU telemetry unavailable").count() <= 1,
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
