@@ -32,6 +32,23 @@ pub fn gate_word(gate: GateVerdict) -> (&'static str, &'static str) {
     }
 }
 
+/// What `fail_on` made of a verdict, where the verdict's word alone would mislead: an
+/// `insufficient` that fails the gate, a `regression` reported only. `None` otherwise.
+pub fn policy_note(gate: GateVerdict, ending: &crate::policy::GateEnding) -> Option<String> {
+    use crate::exit::GateExit;
+    match (gate, ending.exit) {
+        (GateVerdict::Insufficient, GateExit::Regression) => Some(
+            "fails the gate (exit 1): fail-on is `insufficient`, and the gate was not sensitive enough to say pass"
+                .to_string(),
+        ),
+        (GateVerdict::Regression | GateVerdict::Insufficient, GateExit::Pass) => Some(format!(
+            "does not fail the gate (exit 0): fail-on is `{}`",
+            ending.fail_on.as_str()
+        )),
+        _ => None,
+    }
+}
+
 /// A cell verdict's symbol and what the legend says it means.
 pub fn cell_symbol(verdict: CellVerdict) -> (&'static str, &'static str) {
     match verdict {

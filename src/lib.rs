@@ -22,9 +22,10 @@
 //! Layers, bottom first; a module uses only modules below it (checked by a unit test in
 //! `src/layering.rs`, which reads every module's non-test `crate::` paths):
 //!
-//! 1. leaves: [`results`], [`exit`], [`fsio`] (durable file writes), [`redact`] →
+//! 1. leaves: [`results`], [`exit`] (exit codes and `fail_on`), [`fsio`] (durable file
+//!    writes), [`redact`] →
 //!    [`untrusted_text`] → [`stdio`], [`sim`];
-//! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) and
+//! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) →
 //!    [`answer`] (the answer in words: the first line every report leads with) → [`stats`]
 //!    (pure decisions over plain data) → [`config`];
 //! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);

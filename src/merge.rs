@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::answer::plural;
+use crate::exit::FailOn;
 use crate::exit::GateExit;
+use crate::policy::{GateEnding, GatePolicy};
 use crate::results::{ProfileKey, RunResults, RunStatus};
 use crate::verdict::{ComparisonReport, GateVerdict};
 
@@ -334,6 +336,14 @@ pub(crate) struct MergedVerdict {
     pub headline: String,
     /// Per-profile verdicts, in the order the shards were given.
     pub profiles: Vec<ProfileVerdict>,
+    /// The `fail_on` the exit code, the `verdict` output and the check conclusion were
+    /// decided under (`merge --fail-on`).
+    #[serde(default)]
+    pub fail_on: FailOn,
+    /// How many shards the workflow said would arrive (`merge --expect-shards`): any other
+    /// number fails the merge closed, since a shard that never arrived was never judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_shards: Option<usize>,
 }
 
 /// One shard's place in the merged verdict.
@@ -352,21 +362,26 @@ pub(crate) struct ProfileVerdict {
 }
 
 impl MergedVerdict {
-    /// Whether the merged gate blocks (exit code 1).
-    pub(crate) fn is_regression(&self) -> bool {
-        self.gate == GateVerdict::Regression
+    /// Whether the shards given are not the number the workflow expected.
+    pub(crate) fn shards_missing(&self) -> bool {
+        self.expected_shards
+            .is_some_and(|n| n != self.profiles.len())
     }
 
-    /// The exit code: 3 when a profile was not measured (fail closed), 1 on a regression,
-    /// else 0.
+    /// How the merged gate ends, from the one policy every subcommand ends by: a profile not
+    /// measured, or a shard that did not arrive, is a gate failure (exit 3) under every
+    /// `fail_on`.
+    pub(crate) fn ending(&self) -> GateEnding {
+        GatePolicy::new(self.fail_on).ending(
+            self.unmeasured > 0 || self.shards_missing(),
+            false,
+            Some(self.gate),
+        )
+    }
+
+    /// The exit code of [`MergedVerdict::ending`].
     pub(crate) fn exit(&self) -> GateExit {
-        if self.unmeasured > 0 {
-            GateExit::Failure
-        } else if self.is_regression() {
-            GateExit::Regression
-        } else {
-            GateExit::Pass
-        }
+        self.ending().exit
     }
 }
 
@@ -382,7 +397,13 @@ fn severity(gate: GateVerdict) -> u8 {
 }
 
 /// Joins shard verdicts into one. No shards gives `no_baseline` (nothing was compared).
-pub(crate) fn merge(shards: Vec<Shard>) -> MergedVerdict {
+/// Joins the shards under `policy`; `expected_shards` is the number the workflow launched,
+/// when it says.
+pub(crate) fn merge(
+    shards: Vec<Shard>,
+    policy: GatePolicy,
+    expected_shards: Option<usize>,
+) -> MergedVerdict {
     let gate = shards
         .iter()
         .filter_map(|s| s.outcome.gate())
@@ -406,7 +427,14 @@ pub(crate) fn merge(shards: Vec<Shard>) -> MergedVerdict {
                 .is_none_or(|g| g == GateVerdict::Unmeasured)
         })
         .count();
-    let headline = headline(gate, &profiles, regressions);
+    let mut headline = headline(gate, &profiles, regressions);
+    if let Some(n) = expected_shards.filter(|n| *n != profiles.len()) {
+        headline = format!(
+            "{} of {} expected arrived: a shard that never arrived was never judged; {headline}",
+            profiles.len(),
+            plural(n, "shard")
+        );
+    }
     MergedVerdict {
         schema_version: MERGED_SCHEMA_VERSION,
         gate,
@@ -414,6 +442,8 @@ pub(crate) fn merge(shards: Vec<Shard>) -> MergedVerdict {
         unmeasured,
         headline,
         profiles,
+        fail_on: policy.fail_on,
+        expected_shards,
     }
 }
 
@@ -511,6 +541,11 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The shards merged under the default policy, no count expected.
+    pub(crate) fn merged(shards: Vec<Shard>) -> MergedVerdict {
+        merge(shards, GatePolicy::default(), None)
+    }
     use crate::results::HardwareFingerprint;
     use crate::verdict::{
         BaselineSummary, CellComparison, CellVerdict, Direction, Metric, MetricComparison,
@@ -577,6 +612,7 @@ pub(crate) mod tests {
             confirmation: None,
             coverage: None,
             sensitivity: None,
+            fail_on: None,
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,
@@ -631,13 +667,40 @@ pub(crate) mod tests {
                 .enumerate()
                 .map(|(i, g)| shard(report(&format!("G{i}"), *g, 0)))
                 .collect();
-            assert_eq!(merge(shards).gate, want, "{gates:?}");
+            assert_eq!(merged(shards).gate, want, "{gates:?}");
         }
     }
 
     #[test]
+    fn a_shard_that_never_arrived_fails_the_merge_under_every_fail_on() {
+        let two = || {
+            vec![
+                shard(report("H100", GateVerdict::Pass, 0)),
+                shard(report("H200", GateVerdict::Pass, 0)),
+            ]
+        };
+        for fail_on in [FailOn::REGRESSION, FailOn::INSUFFICIENT, FailOn::NEVER] {
+            let m = merge(two(), GatePolicy::new(fail_on), Some(3));
+            assert_eq!(m.exit(), GateExit::Failure, "{fail_on:?}");
+            assert_eq!(m.ending().verdict_word, "error");
+            assert!(
+                m.headline
+                    .starts_with("2 of 3 shards expected arrived: a shard that never arrived"),
+                "{}",
+                m.headline
+            );
+        }
+        let m = merge(two(), GatePolicy::default(), Some(2));
+        assert_eq!(
+            (m.exit(), m.ending().verdict_word),
+            (GateExit::Pass, "pass")
+        );
+        assert_eq!(m.headline, "all 2 profiles passed");
+    }
+
+    #[test]
     fn counts_regressions_over_shards_and_names_the_bad_profile() {
-        let m = merge(vec![
+        let m = merged(vec![
             shard(report("H100", GateVerdict::Pass, 0)),
             shard(report("H200", GateVerdict::Regression, 2)),
             shard(report("RTX 5090", GateVerdict::Pass, 0)),
@@ -652,7 +715,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_run_without_a_verdict_is_no_baseline_when_complete_and_fails_closed_when_stopped() {
-        let m = merge(vec![
+        let m = merged(vec![
             shard(report("H100", GateVerdict::Pass, 0)),
             not_compared("H200", RunStatus::Complete, None),
         ]);
@@ -663,7 +726,7 @@ pub(crate) mod tests {
             "no regression; 1 of 2 profiles without a baseline yet"
         );
 
-        let m = merge(vec![
+        let m = merged(vec![
             shard(report("H100", GateVerdict::Regression, 1)),
             not_compared(
                 "H200",
@@ -684,7 +747,7 @@ pub(crate) mod tests {
             "{}",
             m.headline
         );
-        let only = merge(vec![not_compared("H200", RunStatus::Partial, None)]);
+        let only = merged(vec![not_compared("H200", RunStatus::Partial, None)]);
         assert_eq!(only.exit(), GateExit::Failure);
         assert_eq!(
             only.headline,
@@ -694,7 +757,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_merged_file_round_trips_with_both_kinds_of_profile() {
-        let m = merge(vec![
+        let m = merged(vec![
             shard(report("H100", GateVerdict::Pass, 0)),
             not_compared("H200", RunStatus::Cancelled, Some("cancelled")),
         ]);

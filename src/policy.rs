@@ -14,124 +14,8 @@
 //! | regression | `regression`, `insufficient` | 1 | `failure` | `regression` |
 //! | regression | `never` (report only) | 0 | `neutral` | `regression` |
 
-use serde::Deserialize;
-
-use crate::exit::GateExit;
+use crate::exit::{FailOn, GateExit};
 use crate::verdict::GateVerdict;
-
-/// What fails the gate (`[thresholds] fail_on`): one word, or a list of words.
-///
-/// `"regression"` (default) fails regressions; `"insufficient"` also a gate that was not
-/// sensitive enough to say `pass` (older configs' `"inconclusive"` and
-/// `"insufficient_baseline"` mean the same); `"never"` is report only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "FailOnWords")]
-pub struct FailOn {
-    /// Regressions fail (exit 1).
-    pub regression: bool,
-    /// Insufficient verdicts fail (exit 1).
-    pub insufficient: bool,
-}
-
-impl FailOn {
-    /// Regressions fail; insufficient passes as a neutral check (default).
-    pub const REGRESSION: FailOn = FailOn {
-        regression: true,
-        insufficient: false,
-    };
-    /// Regressions and insufficient verdicts fail.
-    pub const INSUFFICIENT: FailOn = FailOn {
-        regression: true,
-        insufficient: true,
-    };
-    /// Report only: never fail on a verdict (a regression is a `neutral` check and exit 0;
-    /// engine failures still exit 3).
-    pub const NEVER: FailOn = FailOn {
-        regression: false,
-        insufficient: false,
-    };
-}
-
-impl Default for FailOn {
-    fn default() -> Self {
-        FailOn::REGRESSION
-    }
-}
-
-/// One `fail_on` word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FailOnWord {
-    Regression,
-    Insufficient,
-    Never,
-}
-
-impl FailOnWord {
-    fn parse<E: serde::de::Error>(word: &str) -> Result<FailOnWord, E> {
-        Ok(match word {
-            "regression" => FailOnWord::Regression,
-            "insufficient" | "inconclusive" | "insufficient_baseline" => FailOnWord::Insufficient,
-            "never" => FailOnWord::Never,
-            other => {
-                return Err(E::custom(format!(
-                    "unknown word `{other}`: expected regression, insufficient or never"
-                )));
-            }
-        })
-    }
-}
-
-/// `fail_on` as written: a word or a list of words.
-struct FailOnWords(Vec<FailOnWord>);
-
-impl<'de> Deserialize<'de> for FailOnWords {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Words;
-        impl<'de> serde::de::Visitor<'de> for Words {
-            type Value = FailOnWords;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a word (regression, insufficient, never) or a list of them")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FailOnWords, E> {
-                Ok(FailOnWords(vec![FailOnWord::parse(v)?]))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<FailOnWords, A::Error> {
-                let mut words = Vec::new();
-                while let Some(w) = seq.next_element::<String>()? {
-                    words.push(FailOnWord::parse(&w)?);
-                }
-                Ok(FailOnWords(words))
-            }
-        }
-        d.deserialize_any(Words)
-    }
-}
-
-impl TryFrom<FailOnWords> for FailOn {
-    type Error = String;
-
-    fn try_from(FailOnWords(words): FailOnWords) -> Result<FailOn, String> {
-        if words.contains(&FailOnWord::Never) {
-            return if words.len() == 1 {
-                Ok(FailOn::NEVER)
-            } else {
-                Err("\"never\" (report only) cannot be combined with other words".into())
-            };
-        }
-        if words.is_empty() {
-            return Err("an empty list: write \"never\" for report only".into());
-        }
-        // Every word but `never` includes failing on regressions.
-        Ok(if words.contains(&FailOnWord::Insufficient) {
-            FailOn::INSUFFICIENT
-        } else {
-            FailOn::REGRESSION
-        })
-    }
-}
 
 /// How the check run ends (the GitHub API's words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +59,8 @@ pub struct GateEnding {
     /// The `verdict` step output: the verdict's word, or `error` when there is no verdict
     /// to trust (the gate failed or was cancelled).
     pub verdict_word: &'static str,
+    /// The setting it was decided under.
+    pub fail_on: FailOn,
 }
 
 impl GateEnding {
@@ -193,6 +79,13 @@ impl GatePolicy {
         GatePolicy { fail_on }
     }
 
+    /// The policy every subcommand decides by: `--fail-on` (the action passes its `fail-on`
+    /// input), else the (trusted) config's `[thresholds] fail_on`, else `regression`. One rule,
+    /// so the step's exit and the check run never follow two sources.
+    pub fn chosen(flag: Option<FailOn>, config: Option<FailOn>) -> GatePolicy {
+        GatePolicy::new(flag.or(config).unwrap_or_default())
+    }
+
     /// How a gate ends: `failed` = it could not measure or compare; `cancelled` = the run
     /// was cancelled; `verdict` = the comparison's answer (`None`: nothing to compare).
     pub fn ending(self, failed: bool, cancelled: bool, verdict: Option<GateVerdict>) -> GateEnding {
@@ -205,6 +98,7 @@ impl GatePolicy {
                     Conclusion::Cancelled
                 },
                 verdict_word: "error",
+                fail_on: self.fail_on,
             };
         }
         let verdict = verdict.unwrap_or(GateVerdict::NoBaseline);
@@ -215,6 +109,7 @@ impl GatePolicy {
                 exit: GateExit::Failure,
                 conclusion: Conclusion::Failure,
                 verdict_word: "error",
+                fail_on: self.fail_on,
             };
         }
         let blocks = match verdict {
@@ -231,6 +126,7 @@ impl GatePolicy {
             exit,
             conclusion,
             verdict_word: verdict.as_str(),
+            fail_on: self.fail_on,
         }
     }
 }
@@ -341,22 +237,15 @@ mod tests {
     }
 
     #[test]
-    fn fail_on_reads_a_word_or_a_list_and_the_old_words() {
-        let read = |v: serde_json::Value| serde_json::from_value::<FailOn>(v).ok();
+    fn the_flag_wins_over_the_config_and_regression_is_the_default() {
         assert_eq!(
-            read(serde_json::json!("regression")),
-            Some(FailOn::REGRESSION)
+            GatePolicy::chosen(Some(FailOn::NEVER), Some(FailOn::INSUFFICIENT)).fail_on,
+            FailOn::NEVER
         );
-        for old in ["insufficient", "inconclusive", "insufficient_baseline"] {
-            assert_eq!(read(serde_json::json!(old)), Some(FailOn::INSUFFICIENT));
-        }
-        assert_eq!(read(serde_json::json!("never")), Some(FailOn::NEVER));
         assert_eq!(
-            read(serde_json::json!(["inconclusive", "insufficient_baseline"])),
-            Some(FailOn::INSUFFICIENT)
+            GatePolicy::chosen(None, Some(FailOn::INSUFFICIENT)).fail_on,
+            FailOn::INSUFFICIENT
         );
-        assert_eq!(read(serde_json::json!(["never", "regression"])), None);
-        assert_eq!(read(serde_json::json!([])), None);
-        assert_eq!(read(serde_json::json!("sometimes")), None);
+        assert_eq!(GatePolicy::chosen(None, None).fail_on, FailOn::REGRESSION);
     }
 }

@@ -55,6 +55,11 @@ pub struct ComparisonReport {
     /// (`None` when there was no baseline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensitivity: Option<Sensitivity>,
+    /// The `fail_on` the exit code and the check conclusion were decided under (`--fail-on`,
+    /// else the config's), set by the command that wrote the file; absent in files of older
+    /// versions. Not part of the comparison: the policy ([`crate::policy`]) reads the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_on: Option<crate::exit::FailOn>,
 }
 
 /// What a candidate was compared against: reports name the sides by it (`B vs A`, `A's level
@@ -913,6 +918,7 @@ pub(crate) mod fixtures {
                 }],
                 level_lag: 0.0,
             }),
+            fail_on: None,
         }
     }
 

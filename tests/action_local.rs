@@ -8,6 +8,7 @@
 #![allow(unused_crate_dependencies)]
 
 mod results_gen;
+mod support;
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -116,6 +117,20 @@ impl Runner {
             stdout: std::fs::read_to_string(&stdout_path).unwrap_or_default(),
             stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
         }
+    }
+
+    /// The action's mode `merge` (run.sh → merge.sh) over the shards under `shards`.
+    fn merge_step(&self, shards: &Path, fail_on: &str) -> StepRun {
+        self.step(
+            "run.sh",
+            &[
+                ("INFERGATE_BIN", bin()),
+                ("INPUT_MODE", "merge"),
+                ("INPUT_FAIL_ON", fail_on),
+                ("INPUT_RESULTS_DIR", shards.to_str().unwrap()),
+            ],
+            SHORT,
+        )
     }
 
     /// `$GITHUB_OUTPUT` parsed as `key=value` lines (every line must be well-formed).
@@ -420,16 +435,7 @@ fn merge_mode_joins_the_shards_into_one_verdict() {
                 ("rtx5090", "pass", 0),
             ],
         );
-        let r = runner.step(
-            "run.sh",
-            &[
-                ("INFERGATE_BIN", bin()),
-                ("INPUT_MODE", "merge"),
-                ("INPUT_FAIL_ON", fail_on),
-                ("INPUT_RESULTS_DIR", shards.to_str().unwrap()),
-            ],
-            SHORT,
-        );
+        let r = runner.merge_step(&shards, fail_on);
         assert_eq!(r.code, Some(want_code), "{}{}", r.stdout, r.stderr);
         let out = runner.outputs();
         assert_eq!(out["verdict"], want_verdict);
@@ -444,6 +450,35 @@ fn merge_mode_joins_the_shards_into_one_verdict() {
             serde_json::from_slice(&std::fs::read(&out["results-path"]).unwrap()).unwrap();
         assert_eq!(merged["gate"], want_verdict);
     }
+
+    // Input `expect-shards`: three passing shards where the workflow launched four.
+    let runner = Runner::new();
+    let shards = runner.path("shards");
+    write_shards(
+        &shards,
+        &[("h100", "pass", 0), ("h200", "pass", 0), ("l40", "pass", 0)],
+    );
+    let r = runner.step(
+        "run.sh",
+        &[
+            ("INFERGATE_BIN", bin()),
+            ("INPUT_MODE", "merge"),
+            ("INPUT_RESULTS_DIR", shards.to_str().unwrap()),
+            ("INPUT_EXPECT_SHARDS", "4"),
+        ],
+        SHORT,
+    );
+    assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
+    let out = runner.outputs();
+    assert_eq!(
+        (out["verdict"].as_str(), out["conclusion"].as_str()),
+        ("error", "failure")
+    );
+    assert!(
+        r.stdout.contains("3 of 4 shards expected arrived"),
+        "{}",
+        r.stdout
+    );
 }
 
 /// A static file server on 127.0.0.1 (python3's http.server), killed on drop.
@@ -625,16 +660,7 @@ fn merge_mode_fails_closed_on_a_shard_that_was_not_measured_and_still_summarises
     run.status = infergate::results::RunStatus::Cancelled;
     run.status_reason = Some("cancelled by SIGINT/SIGTERM".into());
     results_gen::write(&dir, "results.json", &run);
-    let r = runner.step(
-        "run.sh",
-        &[
-            ("INFERGATE_BIN", bin()),
-            ("INPUT_MODE", "merge"),
-            ("INPUT_FAIL_ON", "never"),
-            ("INPUT_RESULTS_DIR", shards.to_str().unwrap()),
-        ],
-        SHORT,
-    );
+    let r = runner.merge_step(&shards, "never");
     assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
     let out = runner.outputs();
     assert_eq!(out["verdict"], "error");
@@ -699,4 +725,333 @@ fn alert_mode_writes_the_trend_report_and_fails_when_no_alert_can_be_filed() {
         runner.outputs()["trend-report-path"],
         trend.display().to_string()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One exit policy: every surface ends a verdict the same way under every `fail-on`.
+
+/// What the table expects of a verdict under a `fail-on` word, written out by hand (not read
+/// from `src/policy.rs`): exit code, `verdict` output, check conclusion.
+fn policy_row(verdict: &str, fail_on: &str) -> (i32, &'static str, &'static str) {
+    match (verdict, fail_on) {
+        ("pass", _) => (0, "pass", "success"),
+        ("regression", "never") => (0, "regression", "neutral"),
+        ("regression", _) => (1, "regression", "failure"),
+        ("insufficient", "insufficient") => (1, "insufficient", "failure"),
+        ("insufficient", _) => (0, "insufficient", "neutral"),
+        ("no_baseline", _) => (0, "no_baseline", "neutral"),
+        ("unmeasured", _) => (3, "error", "failure"),
+        other => panic!("no row for {other:?}"),
+    }
+}
+
+/// One verdict made for real: the small simulated-engine config (the trusted config of mode
+/// `report`), a baseline store, and the artifact of a run judged against it (`results.json`
+/// and its second boot `results-confirm.json`). Nothing boots: the runs are recorded.
+struct Judged {
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    store: PathBuf,
+    artifact: PathBuf,
+}
+
+fn judged(verdict: &str) -> Judged {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("infergate.toml");
+    std::fs::write(&config, support::SMALL_SIM_CONFIG).unwrap();
+    let store = dir.path().join("baselines");
+    let calib = support::measured(&config, "20261101T000000Z-calib", 100.0);
+    // A quiet five-run history finds a uniform −5% (pass, regression); one run shows no
+    // boot-to-boot noise yet (insufficient); an empty store has no baseline for the profile.
+    match verdict {
+        "insufficient" => support::baseline_around(&store, &calib, 1, |_, _| 1.0),
+        "no_baseline" => std::fs::create_dir_all(&store).unwrap(),
+        _ => support::baseline_around(&store, &calib, 5, |_, _| 1.0),
+    }
+    let tps = if verdict == "regression" { 70.0 } else { 100.0 };
+    let mut first = support::measured(&config, "20261102T100000Z-pr", tps);
+    if verdict == "unmeasured" {
+        // Two of the three cells errored: below the coverage the gate needs to decide.
+        for cell in first.cells.iter_mut().skip(1) {
+            *cell = infergate::results::CellResult::unmeasured(
+                cell.concurrency,
+                cell.context_tokens,
+                infergate::results::CellStatus::Error,
+                "the engine closed every stream",
+            );
+        }
+    }
+    let mut second = support::measured(&config, "20261102T100500Z-pr2", tps);
+    second.cells.clone_from(&first.cells);
+    second
+        .labels
+        .insert("confirms".into(), first.run_id.clone());
+    let artifact = dir.path().join("artifact");
+    std::fs::create_dir_all(&artifact).unwrap();
+    for (name, run) in [("results.json", &first), ("results-confirm.json", &second)] {
+        std::fs::write(
+            artifact.join(name),
+            serde_json::to_string_pretty(run).unwrap(),
+        )
+        .unwrap();
+    }
+    Judged {
+        _dir: dir,
+        config,
+        store,
+        artifact,
+    }
+}
+
+/// `key=value` lines of a `--github-output` file.
+fn output_lines(path: &Path) -> BTreeMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn every_surface_ends_every_verdict_by_the_one_policy() {
+    let mut table = vec![
+        "| surface | verdict | fail-on | exit | verdict output | conclusion |".to_string(),
+        "|---|---|---|---|---|---|".to_string(),
+    ];
+    let mut wrong = Vec::new();
+    let mut check = |surface: &str,
+                     verdict: &str,
+                     fail_on: &str,
+                     got: (Option<i32>, String, String),
+                     log: &str| {
+        let (exit, word, conclusion) = policy_row(verdict, fail_on);
+        let want = (Some(exit), word.to_string(), conclusion.to_string());
+        table.push(format!(
+            "| {surface} | {verdict} | {fail_on} | {} | {} | {} |",
+            got.0.map_or("-".into(), |c| c.to_string()),
+            got.1,
+            got.2
+        ));
+        if got != want {
+            wrong.push(format!(
+                "{surface} {verdict} --fail-on {fail_on}: got {got:?}, want {want:?}\n{log}"
+            ));
+        }
+    };
+    for verdict in [
+        "pass",
+        "regression",
+        "insufficient",
+        "no_baseline",
+        "unmeasured",
+    ] {
+        let j = judged(verdict);
+        for fail_on in ["regression", "insufficient", "never"] {
+            let work = tempfile::tempdir().unwrap();
+            // compare: exit code, and the verdict and fail_on it records.
+            let shard = work.path().join("shards/infergate-shard-cpu");
+            std::fs::create_dir_all(&shard).unwrap();
+            std::fs::copy(j.artifact.join("results.json"), shard.join("results.json")).unwrap();
+            let out = Command::new(bin())
+                .args(["compare", "--format", "json", "--fail-on", fail_on])
+                .arg("--baseline-dir")
+                .arg(&j.store)
+                .arg("--candidate")
+                .arg(j.artifact.join("results.json"))
+                .arg("--confirmation")
+                .arg(j.artifact.join("results-confirm.json"))
+                .arg("--out")
+                .arg(shard.join("verdict.json"))
+                .env_remove("GITHUB_ACTIONS")
+                .output()
+                .unwrap();
+            let written: Value = std::fs::read(shard.join("verdict.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            assert_eq!(
+                written["fail_on"],
+                fail_on,
+                "compare records the fail-on it decided under: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let gate = written["gate"].as_str().unwrap_or("-").to_string();
+            assert_eq!(gate, verdict, "the case makes its verdict: {written}");
+            // compare has no outputs: its word is the verdict's, its conclusion the table's.
+            let word = policy_row(verdict, fail_on).1.to_string();
+            let conclusion = policy_row(verdict, fail_on).2.to_string();
+            check(
+                "compare",
+                verdict,
+                fail_on,
+                (out.status.code(), word, conclusion),
+                &String::from_utf8_lossy(&out.stderr),
+            );
+
+            // merge of the shard compare wrote.
+            let outputs = work.path().join("merge-outputs");
+            let out = Command::new(bin())
+                .args(["merge", "--format", "text", "--fail-on", fail_on])
+                .arg("--shard")
+                .arg(&shard)
+                .arg("--github-output")
+                .arg(&outputs)
+                .output()
+                .unwrap();
+            let o = output_lines(&outputs);
+            check(
+                "merge",
+                verdict,
+                fail_on,
+                (
+                    out.status.code(),
+                    o.get("verdict").cloned().unwrap_or_default(),
+                    o.get("conclusion").cloned().unwrap_or_default(),
+                ),
+                &String::from_utf8_lossy(&out.stdout),
+            );
+
+            // merge.sh: the action's mode merge over the same shard.
+            let runner = Runner::new();
+            let shards = work.path().join("shards");
+            let r = runner.merge_step(&shards, fail_on);
+            let o = runner.outputs();
+            check(
+                "merge.sh",
+                verdict,
+                fail_on,
+                (
+                    r.code,
+                    o.get("verdict").cloned().unwrap_or_default(),
+                    o.get("conclusion").cloned().unwrap_or_default(),
+                ),
+                &format!("{}{}", r.stdout, r.stderr),
+            );
+
+            // run.sh mode report: `infergate report --trusted-config` recomputes the verdict
+            // from the artifact (not on a pull request: there, no baseline fails closed).
+            let runner = Runner::new();
+            let r = runner.step(
+                "run.sh",
+                &[
+                    ("INFERGATE_BIN", bin()),
+                    ("INPUT_MODE", "report"),
+                    ("INPUT_FAIL_ON", fail_on),
+                    ("INPUT_CONFIG", j.config.to_str().unwrap()),
+                    ("INPUT_BASELINE_DIR", j.store.to_str().unwrap()),
+                    ("INPUT_RESULTS_DIR", j.artifact.to_str().unwrap()),
+                    ("GITHUB_EVENT_NAME", "push"),
+                ],
+                SHORT,
+            );
+            let o = runner.outputs();
+            check(
+                "report (run.sh)",
+                verdict,
+                fail_on,
+                (
+                    r.code,
+                    o.get("verdict").cloned().unwrap_or_default(),
+                    o.get("conclusion").cloned().unwrap_or_default(),
+                ),
+                &format!("{}{}", r.stdout, r.stderr),
+            );
+        }
+    }
+    println!("{}", table.join("\n"));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+/// Mode `gate` (`infergate run`, booting the simulated engine for real) against a store around
+/// a calibration run of this machine, with an engine 1.5× slower: a regression confirmed on a
+/// second boot. The input `fail-on` decides the step and the check; with the input empty, the
+/// config's `fail_on` does; `verdict.json` records the one used.
+#[test]
+fn gate_mode_ends_a_regression_by_the_input_else_by_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let calib_config = dir.path().join("calib.toml");
+    std::fs::write(&calib_config, support::SMALL_SIM_CONFIG).unwrap();
+    let (code, err) = support::gate(
+        &calib_config,
+        &dir.path().join("calib"),
+        &dir.path().join("no-store"),
+        &["--update-baseline"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let calib = support::read_results(&dir.path().join("calib/results.json"));
+    let store = dir.path().join("baselines");
+    support::baseline_around(&store, &calib, 5, |_, _| 1.0);
+    let slow = support::SMALL_SIM_CONFIG.replacen(
+        "\"--seed\", \"5\"]",
+        "\"--seed\", \"5\", \"--slowdown\", \"1.5\"]",
+        1,
+    );
+    for (input, config_fail_on, want) in [
+        ("never", "", (0, "regression", "neutral", "never")),
+        (
+            "",
+            "[thresholds]\nfail_on = \"insufficient\"\n",
+            (1, "regression", "failure", "insufficient"),
+        ),
+    ] {
+        let config = dir.path().join(format!("slow-{input}.toml"));
+        std::fs::write(&config, format!("{slow}\n{config_fail_on}")).unwrap();
+        let runner = Runner::new();
+        let results = runner.path("results");
+        let r = runner.step(
+            "run.sh",
+            &[
+                ("INFERGATE_BIN", bin()),
+                ("INPUT_MODE", "gate"),
+                ("INPUT_CONFIG", config.to_str().unwrap()),
+                ("INPUT_BASELINE_DIR", store.to_str().unwrap()),
+                ("INPUT_FAIL_ON", input),
+                ("INPUT_RESULTS_DIR", results.to_str().unwrap()),
+                ("GITHUB_EVENT_NAME", "push"),
+            ],
+            Duration::from_secs(240),
+        );
+        let o = runner.outputs();
+        let log = format!("{}{}", r.stdout, r.stderr);
+        assert_eq!(r.code, Some(want.0), "fail-on input {input:?}\n{log}");
+        assert_eq!(o["verdict"], want.1, "{log}");
+        assert_eq!(o["conclusion"], want.2, "{log}");
+        let verdict: Value =
+            serde_json::from_slice(&std::fs::read(results.join("verdict.json")).unwrap()).unwrap();
+        assert_eq!(verdict["fail_on"], want.3, "{verdict}");
+        assert!(
+            verdict["confirmation"].is_object(),
+            "decided over two boots"
+        );
+        println!(
+            "| run (run.sh gate) | regression | {} | {} | {} | {} |",
+            if input.is_empty() {
+                "(config) insufficient"
+            } else {
+                input
+            },
+            want.0,
+            want.1,
+            want.2
+        );
+    }
+
+    // A verdict that cannot be written (here a directory in its place; a full disk in the
+    // field): the gate fails (exit 3), and its shard is never read as one without a baseline.
+    let out = dir.path().join("unwritable");
+    std::fs::create_dir_all(out.join("verdict.json/held")).unwrap();
+    let (code, err) = support::gate(&dir.path().join("slow-never.toml"), &out, &store, &[]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("verdict.json"), "{err}");
+    let left = support::read_results(&out.join("results.json"));
+    assert_eq!(left.status, infergate::results::RunStatus::InProgress);
+    let merged = Command::new(bin())
+        .args(["merge", "--format", "text", "--shard"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&merged.stdout);
+    assert_eq!(merged.status.code(), Some(3), "{text}");
+    assert!(text.starts_with("merged verdict: error"), "{text}");
 }

@@ -183,6 +183,7 @@ fn verdict(
         confirmation: None,
         coverage: None,
         sensitivity: None,
+        fail_on: None,
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.02,
@@ -764,6 +765,7 @@ async fn without_a_token_everything_is_local_with_one_notice() {
         [
             "verdict",
             "regressions",
+            "conclusion",
             "baseline-runs-needed",
             "results-path",
             "summary-path"

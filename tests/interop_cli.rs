@@ -341,6 +341,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         confirmation: None,
         coverage: None,
         sensitivity: None,
+        fail_on: None,
     };
     let p = dir.join("hand-verdict.json");
     std::fs::write(&p, serde_json::to_string_pretty(&report).unwrap()).unwrap();

@@ -7,16 +7,10 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use chrono::{TimeZone, Utc};
 use infergate::baseline::BaselineStore;
-use infergate::config::GateConfig;
-use infergate::results::{
-    CellResult, CellStatus, EngineIdentity, HardwareFingerprint, ProfileKey, ResultsSource,
-    RunResults, RunStatus, ToolInfo,
-};
+use infergate::results::RunResults;
 use serde_json::{Value, json};
 use wiremock::MockServer;
 
@@ -31,62 +25,6 @@ fn checkout(root: &Path, extra: &str) -> PathBuf {
     let config = root.join("infergate.toml");
     std::fs::write(&config, format!("{}\n{extra}", support::SMALL_SIM_CONFIG)).unwrap();
     config
-}
-
-/// A complete run of the config's `pr` suite, as `run` would record it, every cell at `tps`.
-fn measured(config: &Path, run_id: &str, tps: f64) -> RunResults {
-    let cfg = GateConfig::load(config).unwrap();
-    let suite = cfg.suite(Some("pr")).unwrap().clone();
-    let model = cfg.model.clone().unwrap();
-    let matrix = suite.matrix_spec(&model);
-    let hardware = cfg.profile.hardware(HardwareFingerprint {
-        kind: "cpu".into(),
-        gpu_model: None,
-        gpu_count: 0,
-        driver_version: None,
-        cpu_model: Some("test".into()),
-    });
-    let engine = cfg.engine.name.clone().unwrap();
-    let profile = ProfileKey::derive(hardware, &engine, &model, &matrix);
-    let jitter = [0.996, 1.003, 0.999, 1.002];
-    let cells = suite
-        .contexts
-        .iter()
-        .flat_map(|&l| suite.concurrency.iter().map(move |&c| (c, l)))
-        .map(|(c, l)| {
-            let mut cell = CellResult::unmeasured(c, l, CellStatus::Ok, "");
-            cell.reason = None;
-            cell.aggregate_tps = tps * c as f64;
-            cell.samples = jitter.iter().map(|j| j * cell.aggregate_tps).collect();
-            cell.output_tokens = (cell.aggregate_tps * 1.0) as u64;
-            cell.measured_s = 1.0;
-            cell
-        })
-        .collect();
-    RunResults {
-        schema_version: 1,
-        tool: ToolInfo {
-            name: "infergate".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        run_id: run_id.into(),
-        suite: Some("pr".into()),
-        started_at: Utc.with_ymd_and_hms(2026, 11, 2, 10, 0, 0).unwrap(),
-        finished_at: None,
-        status: RunStatus::Complete,
-        status_reason: None,
-        profile,
-        engine: EngineIdentity {
-            name: engine,
-            ..Default::default()
-        },
-        matrix,
-        cells,
-        telemetry: None,
-        events: Vec::new(),
-        source: ResultsSource::Infergate,
-        labels: BTreeMap::new(),
-    }
 }
 
 struct Setup {
@@ -107,11 +45,11 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let trusted_config = checkout(&dir.path().join("trusted"), "");
-    let calib = measured(&trusted_config, "20261101T000000Z-calib", 100.0);
+    let calib = support::measured(&trusted_config, "20261101T000000Z-calib", 100.0);
     support::baseline_around(&dir.path().join("trusted/baselines"), &calib, 5, |_, _| 1.0);
 
     let pr_config = checkout(&dir.path().join("pr"), "[thresholds]\nmin_effect = 0.5\n");
-    let slow = measured(&trusted_config, "20261102T100000Z-pr", 70.0);
+    let slow = support::measured(&trusted_config, "20261102T100000Z-pr", 70.0);
     let pr_store = BaselineStore::open(&dir.path().join("pr/baselines")).unwrap();
     for i in 0..5 {
         let mut r = slow.clone();
@@ -128,7 +66,7 @@ fn setup() -> Setup {
         serde_json::to_string_pretty(&slow).unwrap(),
     )
     .unwrap();
-    let mut second = measured(&trusted_config, "20261102T100500Z-pr2", 70.0);
+    let mut second = support::measured(&trusted_config, "20261102T100500Z-pr2", 70.0);
     second.labels.insert("confirms".into(), slow.run_id.clone());
     std::fs::write(
         artifact.join("results-confirm.json"),

@@ -7,7 +7,10 @@
 # The shards are data produced on other runners: they are only ever parsed by `infergate merge`
 # (typed JSON, unknown shapes rejected) and never executed or sourced.
 #
-# Inputs (env): INFERGATE_BIN, INPUT_RESULTS_DIR, INPUT_FAIL_ON, GITHUB_OUTPUT,
+# The exit code, the `verdict` output and the check run's conclusion are all infergate's, from
+# its one gate policy under the `fail-on` input: this script re-derives none of them.
+#
+# Inputs (env): INFERGATE_BIN, INPUT_RESULTS_DIR, INPUT_FAIL_ON, INPUT_EXPECT_SHARDS, GITHUB_OUTPUT,
 # GITHUB_STEP_SUMMARY; for posting: GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_EVENT_PATH,
 # GITHUB_SHA, GITHUB_SERVER_URL, GITHUB_RUN_ID, and `gh` + `jq` on PATH (GitHub-hosted runners).
 set -euo pipefail
@@ -17,7 +20,9 @@ usage_error() { echo "::error title=infergate merge::$*" >&2; exit 2; }
 out_file="${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set}"
 bin="${INFERGATE_BIN:-infergate}"
 results_dir="${INPUT_RESULTS_DIR:-infergate-results}"
-fail_on="${INPUT_FAIL_ON:-regression}"
+fail_on="${INPUT_FAIL_ON:-regression}" # run.sh checked the word
+expect_shards="${INPUT_EXPECT_SHARDS:-}"
+[[ -z "$expect_shards" || "$expect_shards" =~ ^[1-9][0-9]{0,3}$ ]] || usage_error "input 'expect-shards' must be the number of shards the workflow launched (got '$expect_shards')"
 
 [[ -d "$results_dir" ]] || usage_error "results directory '$results_dir' not found (input 'results-dir')"
 # A shard is a directory holding verdict.json, or only results.json when its run compared
@@ -27,6 +32,8 @@ while IFS= read -r -d '' dir; do
   shards+=(--shard "$dir")
 done < <(find "$results_dir" -mindepth 1 -maxdepth 3 -type f \( -name verdict.json -o -name results.json \) -printf '%h\0' | LC_ALL=C sort -zu)
 [[ "${#shards[@]}" -gt 0 ]] || usage_error "no shard verdict.json or results.json found under '$results_dir'"
+policy=(--fail-on "$fail_on")
+[[ -z "$expect_shards" ]] || policy+=(--expect-shards "$expect_shards")
 
 merged_md="$results_dir/merged-summary.md"
 merged_json="$results_dir/merged-verdict.json"
@@ -34,15 +41,17 @@ scratch="$(mktemp)"
 trap 'rm -f "$scratch"' EXIT
 
 set +e
-"$bin" merge "${shards[@]}" --format json --out "$merged_json" --github-output "$scratch"
+"$bin" merge "${shards[@]}" "${policy[@]}" --format json --out "$merged_json" --github-output "$scratch"
 rc=$?
 set -e
-# 0 pass, 1 regression, 3 a shard not measured (still summarised and posted, then exit 3).
+# 0 pass, 1 a verdict fail-on fails, 3 a shard not measured or missing (still summarised and
+# posted, then the same exit); 2 is bad input: nothing to post.
 [[ "$rc" -le 1 || "$rc" -eq 3 ]] || exit "$rc"
-"$bin" merge "${shards[@]}" --format md --out "$merged_md" || true
-"$bin" merge "${shards[@]}" --format text || true
+"$bin" merge "${shards[@]}" "${policy[@]}" --format md --out "$merged_md" || true
+"$bin" merge "${shards[@]}" "${policy[@]}" --format text || true
 
 verdict="$(sed -n 's/^verdict=//p' "$scratch")"
+conclusion="$(sed -n 's/^conclusion=//p' "$scratch")"
 regressions="$(sed -n 's/^regressions=//p' "$scratch")"
 {
   cat "$scratch"
@@ -87,12 +96,7 @@ post() {
   pr="$(jq -r '(.workflow_run.pull_requests[0].number // .pull_request.number // empty)' "$event" 2> /dev/null || true)"
   [[ "$head_sha" =~ ^[0-9a-f]{40}$ ]] || { echo "::warning::no commit to attach the check to"; return 0; }
 
-  local conclusion title
-  case "$verdict" in
-    regression | error) conclusion=failure ;;
-    pass) conclusion=success ;;
-    *) conclusion=neutral ;;
-  esac
+  local title
   title="infergate: $verdict ($regressions regressions)"
   # GitHub caps a check summary and a comment body at 65,535 characters.
   local body
@@ -130,10 +134,6 @@ post() {
 # A reporting failure never changes the verdict or the exit code.
 post || true
 
-# A profile that was not measured fails the job whatever fail-on says (as engine failures do).
-[[ "$rc" -ne 3 ]] || exit 3
-case "$fail_on:$verdict" in
-  never:*) exit 0 ;;
-  regression:regression | inconclusive:regression | inconclusive:inconclusive) exit 1 ;;
-  *) exit 0 ;;
-esac
+# infergate's exit code, under fail-on: 3 (a profile not measured, a shard missing) whatever
+# fail-on says, as engine failures do.
+exit "$rc"

@@ -27,8 +27,8 @@
 # only), and per exported format
 # export-bmf-path, export-gab-bigger-path + export-gab-smaller-path, export-junit-path,
 # export-csv-path (files next to results.json).
-# Exit: 0 pass (or below the fail-on threshold), 1 regression (per fail-on), 2 bad input,
-# 3 engine or measurement failure, as infergate itself.
+# Exit: infergate's own (0 pass, or a verdict fail-on does not fail; 1 a verdict it fails on;
+# 2 bad input; 3 engine or measurement failure): never re-derived here.
 set -euo pipefail
 
 usage_error() { echo "::error title=infergate::$*" >&2; exit 2; }
@@ -39,7 +39,8 @@ config="${INPUT_CONFIG:-infergate.toml}"
 suite="${INPUT_SUITE:-}"
 mode="${INPUT_MODE:-gate}"
 baseline_dir="${INPUT_BASELINE_DIR:-}"
-fail_on="${INPUT_FAIL_ON:-regression}"
+# Empty: the config's `fail_on` decides (merge: regression).
+fail_on="${INPUT_FAIL_ON:-}"
 update_baseline="${INPUT_UPDATE_BASELINE:-false}"
 results_dir="${INPUT_RESULTS_DIR:-infergate-results}"
 export_formats="${INPUT_EXPORT:-}"
@@ -61,7 +62,7 @@ case "$mode" in
   *) usage_error "input 'mode' must be gate, nightly, dispatch, ab, report, merge or alert (got '$mode')" ;;
 esac
 case "$fail_on" in
-  regression | insufficient | never) ;;
+  "" | regression | insufficient | never) ;;
   # The words of older versions: both mean `insufficient` now.
   inconclusive | insufficient_baseline) fail_on=insufficient ;;
   *) usage_error "input 'fail-on' must be regression, insufficient or never (got '$fail_on')" ;;
@@ -124,6 +125,9 @@ case "$mode" in
   *) args+=(run --config "$config" --out "$results_dir") ;;
 esac
 [[ -z "$suite" ]] || args+=(--suite "$suite")
+# The input decides what fails the gate, for the step's exit code and the check run alike:
+# the binary ends by its one policy, and this script re-derives nothing from the verdict.
+[[ -z "$fail_on" ]] || args+=(--fail-on "$fail_on")
 if [[ "$mode" != "ab" && "$mode" != "report" ]]; then
   [[ -z "$baseline_dir" ]] || args+=(--baseline-dir "$baseline_dir")
   [[ "$update_baseline" != "true" ]] || args+=(--update-baseline)
@@ -140,6 +144,7 @@ fi
 [[ "${GITHUB_ACTIONS:-}" != "true" ]] || args+=(--github)
 
 echo "infergate ${args[*]}"
+outputs_before="$(wc -l < "$out_file")"
 # On cancel the runner signals this shell (SIGINT, then SIGTERM ~7.5 s later, then SIGKILL
 # ~2.5 s after that), not infergate: forward each signal so the gate stops the engine and
 # writes its results inside that window. infergate runs in the background so the traps fire
@@ -165,36 +170,20 @@ set -e
 results_path="$results_dir/results.json"
 summary_path="$results_dir/summary.md"
 verdict_path="$results_dir/verdict.json"
-verdict_dir="$results_dir"
 if [[ "$mode" == "report" ]]; then
   verdict_path="$trusted_dir/verdict.json"
-  verdict_dir="$trusted_dir"
 fi
-verdict=error
-regressions=0
-if [[ ( "$rc" -eq 0 || "$rc" -eq 1 ) && -f "$verdict_path" ]]; then
-  # Read the verdict through infergate itself (no jq on the runner needed): merge of one shard.
-  scratch="$(mktemp)"
-  set +e
-  "$bin" merge --shard "$verdict_dir" --format text --github-output "$scratch" > /dev/null
-  merge_rc=$?
-  set -e
-  if [[ "$merge_rc" -le 1 ]]; then
-    verdict="$(sed -n 's/^verdict=//p' "$scratch")"
-    regressions="$(sed -n 's/^regressions=//p' "$scratch")"
-  fi
-  rm -f "$scratch"
-elif [[ "$rc" -eq 0 || "$rc" -eq 1 ]]; then
-  # A run without a comparison (e.g. no baseline store yet) still passes or fails by its code.
-  if [[ "$rc" -eq 1 ]]; then verdict=regression; else verdict=no_baseline; fi
+# infergate writes the outputs (verdict, conclusion, regressions, ...) itself, from the policy
+# that gave its exit code. A gate that stopped before reporting (bad input, a crash) wrote
+# none: then the step says `error`, as its exit code does.
+if ! tail -n "+$((outputs_before + 1))" "$out_file" | grep -q '^verdict='; then
+  {
+    echo "verdict=error"
+    echo "regressions=0"
+    [[ ! -f "$results_path" ]] || echo "results-path=$results_path"
+    [[ ! -f "$summary_path" ]] || echo "summary-path=$summary_path"
+  } >> "$out_file"
 fi
-
-{
-  echo "verdict=$verdict"
-  echo "regressions=$regressions"
-  [[ ! -f "$results_path" ]] || echo "results-path=$results_path"
-  [[ ! -f "$summary_path" ]] || echo "summary-path=$summary_path"
-} >> "$out_file"
 
 # Exports render the files just written (rendering only: they never change the verdict or the
 # exit code; a failed export is a warning and its output is left unset).
@@ -223,18 +212,5 @@ if [[ ${#exports[@]} -gt 0 && -f "$results_path" ]]; then
   done
 fi
 
-echo "infergate: exit $rc, verdict $verdict, $regressions regressions (fail-on: $fail_on)"
-if [[ "$rc" -ge 2 ]]; then
-  exit "$rc"
-fi
-# Written by infergate itself: more baseline runs needed for the design power ("" = not compared).
-runs_needed="$(sed -n 's/^baseline-runs-needed=//p' "$out_file" | tail -n 1)"
-case "$fail_on:$verdict" in
-  never:*) exit 0 ;;
-  regression:regression | insufficient:regression) exit 1 ;;
-  insufficient:insufficient)
-    echo "::error title=infergate::the gate was not sensitive enough to say pass (${runs_needed:-?} more baseline runs needed) and fail-on is 'insufficient'"
-    exit 1
-    ;;
-  *) exit 0 ;;
-esac
+echo "infergate: exit $rc (fail-on: ${fail_on:-from the config})"
+exit "$rc"

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::run::{
     aborted, install_signal_handlers, load_config, parse_labels, print_reporting, print_tables,
-    print_verdict, progress, setup_error,
+    print_verdict, progress, setup_error, with_fail_on,
 };
 use crate::exit::GateExit;
 use crate::run::gate::{GatePlan, GateRun};
@@ -41,6 +41,9 @@ pub struct AbArgs {
     /// Label recorded in the results, KEY=VALUE (repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
+    #[command(flatten)]
+    /// What fails the gate (overrides the config's `fail_on`).
+    pub fail_on: super::FailOnArg,
 }
 
 /// Runs `infergate ab`.
@@ -48,7 +51,7 @@ pub(crate) async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
     // Before any engine boots: the paths of the outputs, store and config leave the gate's
     // /proc entries (see docs/security.md).
     crate::engine::conceal_gate();
-    let config = load_config(args.config.as_deref())?;
+    let config = with_fail_on(load_config(args.config.as_deref())?, args.fail_on);
     let request = GateRequest {
         github: crate::run::github_wanted(args.github, config.report.github, super::in_actions()),
         suite: args.suite,

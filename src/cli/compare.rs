@@ -11,7 +11,7 @@ use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
 use crate::stats::DecisionRule;
 use crate::stats::build::not_comparable;
-use crate::verdict::{ComparisonReport, GateVerdict};
+use crate::verdict::ComparisonReport;
 
 /// Output format of tables and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -73,6 +73,9 @@ pub struct CompareArgs {
     /// difference too; use for exploration, never for a required check.
     #[arg(long)]
     pub allow_profile_mismatch: bool,
+    #[command(flatten)]
+    /// What fails the comparison's exit code (`regression` unless given).
+    pub fail_on: super::FailOnArg,
 }
 
 /// Loads results files; an unreadable or invalid file is the user's to fix (exit 2).
@@ -245,7 +248,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     }
     let suite = args.suite.clone().or_else(|| first.suite.clone());
     let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
-    let report = match baseline_runs(&args, first, suite.as_deref())? {
+    let mut report = match baseline_runs(&args, first, suite.as_deref())? {
         Err(why) => {
             errln!("note: {}", crate::untrusted_text::console(&why));
             not_comparable(first, run_ids(&candidate), suite, &rule, &why)
@@ -302,6 +305,9 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             }
         }
     };
+    // compare reads no config: the flag, else the default.
+    let policy = crate::policy::GatePolicy::chosen(args.fail_on.fail_on, None);
+    report.fail_on = Some(policy.fail_on);
     let text = render(&report, args.format)?;
     emit(&text, args.out.as_deref())?;
     if let Some(out) = &args.out {
@@ -312,11 +318,12 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             report.headline
         );
     }
-    Ok(if report.gate == GateVerdict::Unmeasured {
-        GateExit::Failure
-    } else if report.gate == GateVerdict::Regression {
-        GateExit::Regression
-    } else {
-        GateExit::Pass
-    })
+    let ending = policy.ending(false, false, Some(report.gate));
+    if let Some(note) = crate::answer::policy_note(report.gate, &ending) {
+        errln!(
+            "verdict: {} — {note}",
+            crate::answer::gate_word(report.gate).1
+        );
+    }
+    Ok(ending.exit)
 }

@@ -33,20 +33,31 @@ pub struct MergeArgs {
     /// Write the output to this file (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Append `verdict=`, `regressions=` and `profiles=` lines to this file (e.g.
-    /// `$GITHUB_OUTPUT`), so a workflow step can branch on the merged verdict.
+    /// Append `verdict=`, `conclusion=`, `regressions=` and `profiles=` lines to this file
+    /// (e.g. `$GITHUB_OUTPUT`), so a workflow step can branch on the merged verdict.
     #[arg(long, value_name = "FILE")]
     pub github_output: Option<PathBuf>,
+    /// The number of shards the workflow launched (e.g. its matrix size): any other number
+    /// of shards given fails the merge (exit 3), so a shard that never arrived is not read
+    /// as one that passed.
+    #[arg(long, value_name = "N")]
+    pub expect_shards: Option<usize>,
+    #[command(flatten)]
+    /// What fails the merged gate (`regression` unless given).
+    pub fail_on: super::FailOnArg,
 }
 
-/// Runs `infergate merge`: exit 0 unless a shard regressed (1) or could not be measured well
-/// enough to decide (3); an unreadable shard is exit 2.
+/// Runs `infergate merge`: the exit code of the gate policy under `--fail-on` (1: a verdict it
+/// fails on), 3 when a profile could not be measured well enough to decide or an expected
+/// shard is missing; an unreadable shard is exit 2.
 pub(crate) async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     let mut shards = Vec::with_capacity(args.shards.len());
     for path in &args.shards {
         shards.push(Shard::load(path).map_err(|e| usage(e.to_string()))?);
     }
-    let merged = crate::merge::merge(shards);
+    // merge reads no config: the flag, else the default.
+    let policy = crate::policy::GatePolicy::chosen(args.fail_on.fail_on, None);
+    let merged = crate::merge::merge(shards, policy, args.expect_shards);
     let rendered = render(&merged, args.format)?;
     match &args.out {
         Some(path) => write_atomic(path, &rendered)?,

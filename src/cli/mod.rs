@@ -38,6 +38,18 @@ pub(crate) fn output_dir(value: &str) -> Result<std::path::PathBuf, String> {
     Ok(path)
 }
 
+/// `--fail-on`, the same flag on `run`, `ab`, `compare`, `report` and `merge`: the action
+/// passes its `fail-on` input here, so the step's exit code and the check run come from one
+/// setting ([`crate::policy::GatePolicy::chosen`]).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct FailOnArg {
+    /// What fails the gate: `regression`, `insufficient` (also a gate not sensitive enough to
+    /// say pass) or `never` (report only). Default: the config's `[thresholds] fail_on`, else
+    /// `regression`.
+    #[arg(long = "fail-on", value_name = "WORD", value_parser = crate::exit::FailOn::parse)]
+    pub fail_on: Option<crate::exit::FailOn>,
+}
+
 /// The plain-English form of clap's number-parsing errors ("invalid digit found in string"
 /// says nothing to someone who typed `--rounds four`).
 pub fn plain_parse_error(rendered: &str) -> String {

@@ -27,7 +27,7 @@ use crate::exit::{GateExit, usage};
 use crate::report::github::{GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name};
 use crate::report::verdict_table;
 use crate::results::RunResults;
-use crate::verdict::{ComparisonReport, GateVerdict};
+use crate::verdict::ComparisonReport;
 
 /// Arguments of `infergate report`.
 #[derive(Debug, clap::Args)]
@@ -66,10 +66,10 @@ pub struct ReportArgs {
     /// Pull request number to comment on (default: from the event payload).
     #[arg(long)]
     pub pr: Option<u64>,
-    /// Complete the check as failure when the verdict is `insufficient` (the gate was not
-    /// sensitive enough to say `pass`).
-    #[arg(long, alias = "fail-on-inconclusive")]
-    pub fail_on_insufficient: bool,
+    #[command(flatten)]
+    /// What fails the report's check and exit code (default: the trusted config's `fail_on`,
+    /// else `regression`).
+    pub fail_on: super::FailOnArg,
     /// Gate config from a trusted checkout (the base branch): the verdict is recomputed from
     /// the results against it and its baseline store, and `--verdict` is ignored.
     #[arg(long, value_name = "FILE")]
@@ -148,7 +148,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         Some(path) => Some(rejudge(&args, path, &results).await?),
         None => None,
     };
-    let verdict: Option<ComparisonReport> = match (&trusted, &args.verdict) {
+    let mut verdict: Option<ComparisonReport> = match (&trusted, &args.verdict) {
         (Some(t), given) => {
             if given.is_some() {
                 notices.push(
@@ -192,14 +192,16 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     // Without a trusted config the verdict file is the artifact's word (the pull request's
     // job wrote it): it may fail the report, never pass it (no success check, no exit 0).
+    let policy = crate::policy::GatePolicy::chosen(
+        args.fail_on.fail_on,
+        trusted.as_ref().map(|t| t.config.thresholds.fail_on),
+    );
+    if let Some(v) = verdict.as_mut() {
+        v.fail_on = Some(policy.fail_on);
+    }
     let mut refused = None;
     if let (None, Some(path), Some(v)) = (&trusted, &args.verdict, &verdict) {
-        let fail_on = if args.fail_on_insufficient {
-            crate::policy::FailOn::INSUFFICIENT
-        } else {
-            crate::policy::FailOn::REGRESSION
-        };
-        let ending = crate::policy::GatePolicy::new(fail_on).ending(
+        let ending = policy.ending(
             false,
             results.status == crate::results::RunStatus::Cancelled,
             Some(v.gate),
@@ -313,12 +315,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         ctx.warnings.extend(warnings);
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
-        let fail_on = match (&trusted, args.fail_on_insufficient) {
-            (_, true) => crate::policy::FailOn::INSUFFICIENT,
-            (Some(t), false) => t.config.thresholds.fail_on,
-            (None, false) => crate::policy::FailOn::REGRESSION,
-        };
-        reporter.set_policy(crate::policy::GatePolicy::new(fail_on));
+        reporter.set_policy(policy);
         let name = args
             .name
             .clone()
@@ -344,23 +341,14 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         outcome.print(reporter.context().in_actions);
     }
 
-    Ok(match &trusted {
-        Some(t) => {
-            crate::policy::GatePolicy::new(t.config.thresholds.fail_on)
-                .ending(
-                    failure.is_some() || unfinished,
-                    results.status == crate::results::RunStatus::Cancelled,
-                    verdict.as_ref().map(|v| v.gate),
-                )
-                .exit
-        }
-        None if unfinished => GateExit::Failure,
-        None => match verdict.map(|v| v.gate) {
-            Some(GateVerdict::Regression) => GateExit::Regression,
-            Some(GateVerdict::Unmeasured) => GateExit::Failure,
-            _ => GateExit::Pass,
-        },
-    })
+    // The reporter's check conclusion came from the same policy and inputs.
+    Ok(policy
+        .ending(
+            failure.is_some() || unfinished,
+            results.status == crate::results::RunStatus::Cancelled,
+            verdict.as_ref().map(|v| v.gate),
+        )
+        .exit)
 }
 
 /// The event, when this report is about a pull request: `--pr`, or inside Actions a

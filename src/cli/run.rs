@@ -43,6 +43,9 @@ pub struct RunArgs {
     /// Label recorded in the results, KEY=VALUE (repeatable), e.g. --label sha=abc123.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
+    #[command(flatten)]
+    /// What fails the gate (overrides the config's `fail_on`).
+    pub fail_on: super::FailOnArg,
 }
 
 pub(crate) fn config_error(e: ConfigError) -> anyhow::Error {
@@ -65,6 +68,14 @@ pub(crate) fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
             }
         }
     }
+}
+
+/// The config with `--fail-on` in place of its `[thresholds] fail_on`, so the gate's one
+/// policy ([`GatePlan::policy`]) follows the flag when given.
+pub(crate) fn with_fail_on(mut config: GateConfig, flag: super::FailOnArg) -> GateConfig {
+    config.thresholds.fail_on =
+        crate::policy::GatePolicy::chosen(flag.fail_on, Some(config.thresholds.fail_on)).fail_on;
+    config
 }
 
 pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
@@ -114,7 +125,7 @@ pub(crate) async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     // Before any engine boots: the paths of the outputs, store and config leave the gate's
     // /proc entries (see docs/security.md).
     crate::engine::conceal_gate();
-    let config = load_config(args.config.as_deref())?;
+    let config = with_fail_on(load_config(args.config.as_deref())?, args.fail_on);
     let request = GateRequest {
         github: crate::run::github_wanted(args.github, config.report.github, super::in_actions()),
         suite: args.suite,
@@ -202,7 +213,10 @@ pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     match (&run.failure, &run.verdict) {
         (Some(f), _) => errln!("error: {}", crate::untrusted_text::console(&f.to_string())),
         // The answer in words is the first line of the verdict table above; said once.
-        (None, Some(v)) => errln!("verdict: {}", crate::answer::gate_word(v.gate).1),
+        (None, Some(v)) => match crate::answer::policy_note(v.gate, &run.ending) {
+            Some(note) => errln!("verdict: {} — {note}", crate::answer::gate_word(v.gate).1),
+            None => errln!("verdict: {}", crate::answer::gate_word(v.gate).1),
+        },
         (None, None) => errln!("verdict: {no_verdict}"),
     }
 }

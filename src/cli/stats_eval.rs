@@ -158,7 +158,7 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     }
     let missed = report.targets.iter().any(|t| !t.met);
     Ok(if args.check && missed {
-        GateExit::Regression
+        GateExit::TargetMissed
     } else {
         GateExit::Pass
     })

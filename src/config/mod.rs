@@ -24,7 +24,7 @@ use serde::Deserialize;
 use crate::results::{CellTiming, HardwareFingerprint, MatrixSpec};
 use crate::stats::DecisionRule;
 
-pub use crate::policy::FailOn;
+pub use crate::exit::FailOn;
 pub use bisect::{BisectConfig, DEFAULT_REVS};
 pub use values::{
     CommandSpec, ContextLen, MAX_CONCURRENCY, Seconds, parse_concurrency, parse_contexts,
@@ -525,7 +525,7 @@ history_runs = 6
         assert_eq!(n.line, 12);
         assert_eq!(c.engine.readiness_timeout_s, 30.0);
         assert_eq!(c.thresholds.rule.min_effect, 0.05);
-        assert_eq!(c.thresholds.fail_on, crate::policy::FailOn::INSUFFICIENT);
+        assert_eq!(c.thresholds.fail_on, crate::exit::FailOn::INSUFFICIENT);
         assert_eq!(c.thresholds.rule.history_runs, 6);
         assert_eq!(
             crate::stats::rule::level_window(c.thresholds.rule.history_runs),

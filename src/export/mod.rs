@@ -275,6 +275,7 @@ pub(crate) mod fixture {
             confirmation: None,
             coverage: None,
             sensitivity: None,
+            fail_on: None,
         }
     }
 }

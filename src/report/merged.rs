@@ -87,7 +87,7 @@ pub(crate) fn markdown(merged: &MergedVerdict) -> String {
     let mut out = String::new();
     out.push_str(MARKDOWN_MARKER);
     out.push('\n');
-    let badge = if merged.unmeasured > 0 {
+    let badge = if merged.ending().verdict_word == "error" {
         "⛔ no verdict"
     } else {
         gate_badge(merged.gate)
@@ -145,11 +145,7 @@ pub(crate) fn markdown(merged: &MergedVerdict) -> String {
 /// The merged verdict as plain text for a terminal (inert: headlines, profile keys and
 /// sources are the shards' text, and a merge job prints them to the Actions log).
 pub(crate) fn text(merged: &MergedVerdict) -> String {
-    let word = if merged.unmeasured > 0 {
-        "error"
-    } else {
-        merged.gate.as_str()
-    };
+    let word = merged.ending().verdict_word;
     let mut out = format!("merged verdict: {word} — {}\n", merged.headline);
     for p in &merged.profiles {
         out.push_str(&format!(
@@ -163,17 +159,16 @@ pub(crate) fn text(merged: &MergedVerdict) -> String {
     crate::untrusted_text::console(&out)
 }
 
-/// `key=value` lines for `$GITHUB_OUTPUT`: `verdict` (`error` when a profile was not
-/// measured, as `run` says for a failed gate), `regressions`, `profiles`. Values are single
-/// words or numbers, so no multi-line delimiter is needed.
+/// `key=value` lines for `$GITHUB_OUTPUT`: `verdict` and `conclusion` (the check run's, which
+/// the action's merge script posts as given), both from [`MergedVerdict::ending`], then
+/// `regressions` and `profiles`. Values are single words or numbers, so no multi-line
+/// delimiter is needed.
 pub(crate) fn github_outputs(merged: &MergedVerdict) -> String {
-    let verdict = if merged.unmeasured > 0 {
-        "error"
-    } else {
-        merged.gate.as_str()
-    };
+    let ending = merged.ending();
     format!(
-        "verdict={verdict}\nregressions={}\nprofiles={}\n",
+        "verdict={}\nconclusion={}\nregressions={}\nprofiles={}\n",
+        ending.verdict_word,
+        ending.conclusion.as_str(),
         merged.regressions,
         merged.profiles.len()
     )
@@ -182,7 +177,7 @@ pub(crate) fn github_outputs(merged: &MergedVerdict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::merge;
+    use crate::merge::tests::merged as merge;
     use crate::merge::tests::{not_compared, report, shard};
 
     #[test]
@@ -220,7 +215,7 @@ mod tests {
         ]);
         assert_eq!(
             github_outputs(&m),
-            "verdict=regression\nregressions=2\nprofiles=2\n"
+            "verdict=regression\nconclusion=failure\nregressions=2\nprofiles=2\n"
         );
         let m = merge(vec![
             shard(report("H100", GateVerdict::Pass, 0)),
@@ -229,7 +224,7 @@ mod tests {
         ]);
         assert_eq!(
             github_outputs(&m),
-            "verdict=error\nregressions=0\nprofiles=3\n"
+            "verdict=error\nconclusion=failure\nregressions=0\nprofiles=3\n"
         );
         let md = markdown(&m);
         assert!(md.contains("## infergate: ⛔ no verdict (3)"), "{md}");
@@ -259,7 +254,7 @@ mod tests {
         let m = merge(vec![shard(report("H100", GateVerdict::Pass, 0)), failed]);
         assert_eq!(
             github_outputs(&m),
-            "verdict=error\nregressions=0\nprofiles=2\n"
+            "verdict=error\nconclusion=failure\nregressions=0\nprofiles=2\n"
         );
         let md = markdown(&m);
         assert!(

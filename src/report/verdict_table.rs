@@ -173,6 +173,7 @@ mod tests {
             confirmation: None,
             coverage: None,
             sensitivity: None,
+            fail_on: None,
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

@@ -885,6 +885,9 @@ impl GatePlan {
             DecidedDesign::Ab { .. } => format!("{}-ab", self.suite.name),
         };
         let name = check_name(&d.results.profile.key, &check_suite);
+        if let Some(v) = d.verdict.as_mut() {
+            v.fail_on = Some(self.policy().fail_on);
+        }
         let failure = d.failure.as_ref().map(ToString::to_string);
         // A run measured in full whose gate failed after measuring (its comparison, or the
         // confirmation boot a first look asked for) says why in its results, which a `merge`

@@ -25,8 +25,14 @@ fn write_atomic(path: &Path, body: &[u8]) -> Result<(), GateError> {
     })
 }
 
-/// Writes `results.json`, `verdict.json` (when compared) and `summary.md` into `out`, each
+/// Writes `verdict.json` (when compared), `summary.md` and `results.json` into `out`, each
 /// atomically (temp file + rename), so a reader never sees half a file.
+///
+/// `results.json` goes last: a finished status (`complete`, `partial`, `cancelled`) is the
+/// claim that everything else of the run is on disk. Until then the directory holds the
+/// measurement's `in_progress` file, so a verdict that could not be written (a full disk)
+/// leaves a shard that `merge` fails closed on, never a complete run without a verdict, which
+/// reads as one with no baseline yet.
 pub(crate) fn write_outputs(
     out: &Path,
     results: &RunResults,
@@ -43,11 +49,6 @@ pub(crate) fn write_outputs(
             source: std::io::Error::other(e),
         })
     };
-    let results_path = out.join("results.json");
-    write_atomic(
-        &results_path,
-        ser(serde_json::to_string_pretty(results), "results.json")?.as_bytes(),
-    )?;
     let verdict_path = match verdict {
         Some(v) => {
             let p = out.join("verdict.json");
@@ -61,13 +62,21 @@ pub(crate) fn write_outputs(
             // A stale verdict from an earlier run must not be mistaken for this one's.
             let stale = out.join("verdict.json");
             if stale.exists() {
-                let _ = std::fs::remove_file(&stale);
+                std::fs::remove_file(&stale).map_err(|source| GateError::Write {
+                    path: stale.display().to_string(),
+                    source,
+                })?;
             }
             None
         }
     };
     let summary = out.join("summary.md");
     write_atomic(&summary, summary_md.as_bytes())?;
+    let results_path = out.join("results.json");
+    write_atomic(
+        &results_path,
+        ser(serde_json::to_string_pretty(results), "results.json")?.as_bytes(),
+    )?;
     Ok(OutputFiles {
         results: results_path,
         verdict: verdict_path,

@@ -106,6 +106,7 @@ pub(crate) fn frame(
         confirmation: None,
         coverage: None,
         sensitivity: None,
+        fail_on: None,
         rule: rule.summary(),
     }
 }

@@ -200,3 +200,66 @@ pub fn run_sim(sim_args: &[&str]) -> (Option<i32>, String, RunResults) {
     let results = read_results(&out.join("results.json"));
     (code, stderr, results)
 }
+
+/// A complete run of `config`'s `pr` suite, as `run` would record it on a CPU runner, every
+/// cell at `tps` per stream (with a little sub-window jitter): results for the subcommands that
+/// judge recorded runs (`compare`, `report --trusted-config`, `merge`) without booting anything.
+pub fn measured(config: &Path, run_id: &str, tps: f64) -> RunResults {
+    use chrono::TimeZone;
+    use infergate::results::{
+        CellStatus, EngineIdentity, HardwareFingerprint, ProfileKey, ResultsSource, RunStatus,
+        ToolInfo,
+    };
+    let cfg = infergate::config::GateConfig::load(config).unwrap();
+    let suite = cfg.suite(Some("pr")).unwrap().clone();
+    let model = cfg.model.clone().unwrap();
+    let matrix = suite.matrix_spec(&model);
+    let hardware = cfg.profile.hardware(HardwareFingerprint {
+        kind: "cpu".into(),
+        gpu_model: None,
+        gpu_count: 0,
+        driver_version: None,
+        cpu_model: Some("test".into()),
+    });
+    let engine = cfg.engine.name.clone().unwrap();
+    let profile = ProfileKey::derive(hardware, &engine, &model, &matrix);
+    let jitter = [0.996, 1.003, 0.999, 1.002];
+    let cells = suite
+        .contexts
+        .iter()
+        .flat_map(|&l| suite.concurrency.iter().map(move |&c| (c, l)))
+        .map(|(c, l)| {
+            let mut cell = CellResult::unmeasured(c, l, CellStatus::Ok, "");
+            cell.reason = None;
+            cell.aggregate_tps = tps * c as f64;
+            cell.samples = jitter.iter().map(|j| j * cell.aggregate_tps).collect();
+            cell.output_tokens = (cell.aggregate_tps * 1.0) as u64;
+            cell.measured_s = 1.0;
+            cell
+        })
+        .collect();
+    RunResults {
+        schema_version: 1,
+        tool: ToolInfo {
+            name: "infergate".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        run_id: run_id.into(),
+        suite: Some("pr".into()),
+        started_at: chrono::Utc.with_ymd_and_hms(2026, 11, 2, 10, 0, 0).unwrap(),
+        finished_at: None,
+        status: RunStatus::Complete,
+        status_reason: None,
+        profile,
+        engine: EngineIdentity {
+            name: engine,
+            ..Default::default()
+        },
+        matrix,
+        cells,
+        telemetry: None,
+        events: Vec::new(),
+        source: ResultsSource::Infergate,
+        labels: std::collections::BTreeMap::new(),
+    }
+}

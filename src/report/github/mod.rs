@@ -477,6 +477,7 @@ impl GithubReporter {
             let outputs = [
                 ("verdict", outcome.verdict_word().to_string()),
                 ("regressions", outcome.regressions().to_string()),
+                ("conclusion", outcome.conclusion().as_str().to_string()),
                 (
                     "baseline-runs-needed",
                     match outcome.verdict.and_then(|v| v.sensitivity.as_ref()) {
@@ -514,6 +515,23 @@ impl GithubReporter {
             if let Some(reason) = outcome.failure {
                 crate::stdio::write_workflow_command(
                     &actions::command("error", &[("title", &format!("{name} failed"))], reason),
+                    false,
+                );
+            }
+            // What fail-on made of the verdict (an insufficient that fails, a regression
+            // reported only), where the job page shows it.
+            let ending = outcome.ending();
+            if let Some(note) = input
+                .verdict
+                .and_then(|v| crate::answer::policy_note(v.gate, &ending))
+            {
+                let kind = if ending.exit == crate::exit::GateExit::Pass {
+                    "notice"
+                } else {
+                    "error"
+                };
+                crate::stdio::write_workflow_command(
+                    &actions::command(kind, &[("title", name)], &note),
                     false,
                 );
             }
