@@ -511,5 +511,8 @@ mod tests {
             xml.contains("name=\"status\" value=\"in_progress\""),
             "{xml}"
         );
+        run.status = RunStatus::Cancelled;
+        let xml = render(&run, None).unwrap();
+        assert!(xml.contains("is `cancelled`"), "{xml}");
     }
 }
