@@ -526,7 +526,7 @@ impl BaselineStore {
         let mut out = Vec::new();
         for (key, suites) in self.profiles().unwrap_or_default() {
             let desc: Option<ProfileDescription> =
-                std::fs::read(self.root.join(&key).join(PROFILE_FILE))
+                crate::fsio::read_bounded(&self.root.join(&key).join(PROFILE_FILE), 1 << 20)
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok());
             let diffs = match desc {

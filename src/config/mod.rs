@@ -427,7 +427,7 @@ impl GateConfig {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<GateConfig, ConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = crate::fsio::read_input(path).map_err(|source| ConfigError::Read {
             path: shown.clone(),
             source,
         })?;
