@@ -108,7 +108,7 @@ fn a_store_without_its_marker_is_recognised_and_migrated_by_the_next_add() {
     assert!(root.join(STORE_MARKER).is_file());
     let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("baselines");
     assert!(bundled.join(STORE_MARKER).is_file());
-    assert!(BaselineStore::is_store_root(&bundled));
+    assert!(BaselineStore::is_store_root(&bundled).unwrap());
     // `baseline add` does not turn an unrelated, non-empty directory into a store.
     let docs = tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
@@ -116,6 +116,123 @@ fn a_store_without_its_marker_is_recognised_and_migrated_by_the_next_add() {
     let (code, _, err) = infergate(&["baseline", "--dir", s(&docs), "add", s(&cand)]);
     assert_eq!(code, 2, "{err}");
     assert!(!docs.join(STORE_MARKER).exists());
+}
+
+/// Issue 59, door 4: a file named `infergate-store.json` no longer makes any directory a
+/// store. An empty marker, `hello`, another `store`, `layout: 99`, a symbolic link and a
+/// directory are each refused by every reader (exit 2, the file, the field and the fix; before,
+/// `compare` said "no baseline" and exited 0) and by `baseline add` (which leaves it as it is).
+/// A store that holds no runs says so.
+#[test]
+fn a_forged_store_marker_is_refused_by_every_reader_and_an_empty_store_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cand = results_gen::write(
+        tmp.path(),
+        "cand.json",
+        &results_gen::run(&Gen::default(), 40),
+    );
+    let config = tmp.path().join("gate.toml");
+    std::fs::write(&config, support::SMALL_SIM_CONFIG).unwrap();
+    let elsewhere = tmp.path().join("elsewhere.json");
+    std::fs::write(
+        &elsewhere,
+        r#"{"store": "infergate baseline store", "layout": 1}"#,
+    )
+    .unwrap();
+    /// A marker form: its name, how to plant it, what the error says.
+    type Form<'a> = (&'a str, &'a dyn Fn(&Path), &'a str);
+    let forms: [Form; 6] = [
+        ("empty", &|m| std::fs::write(m, "").unwrap(), "is empty"),
+        (
+            "hello",
+            &|m| std::fs::write(m, "hello").unwrap(),
+            "is not JSON",
+        ),
+        (
+            "store",
+            &|m| std::fs::write(m, r#"{"store": "x", "layout": 1}"#).unwrap(),
+            "field `store` is \"x\"",
+        ),
+        (
+            "layout",
+            &|m| {
+                std::fs::write(m, r#"{"store": "infergate baseline store", "layout": 99}"#).unwrap()
+            },
+            "field `layout` is 99; this build of infergate knows layout 1 only",
+        ),
+        (
+            "symlink",
+            &|m| std::os::unix::fs::symlink(&elsewhere, m).unwrap(),
+            "is a symbolic link",
+        ),
+        (
+            "directory",
+            &|m| {
+                std::fs::create_dir_all(m.join(".hidden")).unwrap();
+            },
+            "a directory, not a regular file",
+        ),
+    ];
+    for (name, make, problem) in forms {
+        let root = tmp.path().join(format!("store-{name}"));
+        std::fs::create_dir_all(&root).unwrap();
+        let marker = root.join(STORE_MARKER);
+        make(&marker);
+        let runs = [
+            vec![
+                "compare",
+                "--baseline-dir",
+                s(&root),
+                "--candidate",
+                s(&cand),
+            ],
+            vec!["changes", "--baseline-dir", s(&root)],
+            vec!["baseline", "--dir", s(&root), "list"],
+            vec!["baseline", "--dir", s(&root), "add", s(&cand)],
+        ];
+        for args in runs {
+            let (code, out, err) = infergate(&args);
+            assert_eq!(code, 2, "{name}: {args:?}\nstdout: {out}\nstderr: {err}");
+            assert!(
+                err.contains(&format!("baseline store marker {}", marker.display()))
+                    && err.contains(problem)
+                    && err.contains("restore it"),
+                "{name}: {args:?}: {err}"
+            );
+            assert!(
+                !out.contains("no baseline") && !err.contains("no baseline"),
+                "{out}{err}"
+            );
+        }
+        let (code, err) = support::gate(&config, &tmp.path().join("out"), &root, &[]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(problem), "{name}: {err}");
+        assert!(!err.contains("NO BASELINE"), "{name}: {err}");
+        // `baseline add` neither replaced nor wrote through the marker.
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "{name}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&elsewhere).unwrap(),
+        r#"{"store": "infergate baseline store", "layout": 1}"#
+    );
+    // A store holding no runs (a valid marker and a .gitkeep) says so.
+    let empty = tmp.path().join("store-empty-ok");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(empty.join(".gitkeep"), "").unwrap();
+    std::fs::write(
+        empty.join(STORE_MARKER),
+        r#"{"store": "infergate baseline store", "layout": 1}"#,
+    )
+    .unwrap();
+    let (code, out, err) = infergate(&["baseline", "--dir", s(&empty), "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("the store {} holds no runs", empty.display())),
+        "{out}"
+    );
+    let (code, _, err) = infergate(&["changes", "--baseline-dir", s(&empty)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds no runs"), "{err}");
 }
 
 /// `infergate run` in GitHub Actions for `event`, with `[report] github = "never"` (no network).

@@ -9,7 +9,9 @@
 //! opens the store with [`BaselineStore::open_existing`], which refuses a directory that is not
 //! a store root, naming the likely root. A store written before the marker existed (no marker,
 //! but `<key>/<suite>/runs/` directories) is still recognised, and gets its marker with its next
-//! [`add`](BaselineStore::add).
+//! [`add`](BaselineStore::add). The marker itself is validated (a regular file, the `store`
+//! and `layout` infergate writes): a forged or broken one is [`BaselineError::BadMarker`], for
+//! readers and writers alike, never a store with no baseline.
 //!
 //! Why this shape: parallel nightly jobs each add a file with a unique name, so there is no
 //! shared index to merge or lock; every write is a temp file in the same directory, fsynced and
@@ -78,6 +80,15 @@ pub enum BaselineError {
         hint.as_ref().map(|h| format!("; {h}")).unwrap_or_else(|| "; point the store path (--baseline-dir, --baseline, [baseline] dir, --dir) at the directory that holds the profile directories, or create the store with `infergate baseline add` or `infergate run --update-baseline`".into())
     )]
     NotAStore { dir: PathBuf, hint: Option<String> },
+    /// The store's marker ([`STORE_MARKER`]) is not the one infergate writes: the directory
+    /// is not read as a store (and never as an empty one).
+    #[error(
+        "baseline store marker {}: {problem}; a store marker is the regular file infergate writes, {{\"store\": \"{MARKER_STORE}\", \"layout\": {LAYOUT}}}: restore it (e.g. `git checkout -- {}`), or remove it if {} is not a baseline store",
+        path.display(),
+        path.display(),
+        path.parent().map(|p| p.display().to_string()).unwrap_or_default()
+    )]
+    BadMarker { path: PathBuf, problem: String },
     /// The run (same id, or the same content under another id) is in the store already.
     #[error(
         "run `{run_id}` is already in the baseline store as {} (same {what}); a run counts once, so it is not added again",
@@ -160,13 +171,60 @@ struct ProfileDescription {
 /// File name of the marker at a store's root: what makes a directory recognisable as a store.
 pub const STORE_MARKER: &str = "infergate-store.json";
 
+/// The marker's `store` field: what the directory is.
+const MARKER_STORE: &str = "infergate baseline store";
+
+/// The store layout this build reads and writes (1: `<key>/<suite>/runs/<run id>-<hash8>.json`).
+const LAYOUT: u64 = 1;
+
 /// The marker's content: what the directory is, for people and for [`BaselineStore::open_existing`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoreMarker {
-    /// Always `infergate baseline store`.
+    /// Always [`MARKER_STORE`].
     store: String,
-    /// Layout version (1: `<key>/<suite>/runs/<run id>-<hash8>.json`).
-    layout: u32,
+    /// Layout version ([`LAYOUT`]).
+    layout: u64,
+}
+
+/// Reads and validates the marker of the store at `dir`: `Ok(false)` when there is none, an
+/// error naming the file, the field and the fix when it is not what infergate writes (a
+/// symbolic link, a directory or another non-regular file, empty, not JSON, another `store`,
+/// a `layout` this build does not know).
+fn check_marker(dir: &Path) -> Result<bool, BaselineError> {
+    let path = dir.join(STORE_MARKER);
+    let bad = |problem: String| BaselineError::BadMarker {
+        path: path.clone(),
+        problem,
+    };
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(bad(format!("cannot be read: {e}"))),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(bad("is a symbolic link, not a file".into()));
+    }
+    let body = crate::fsio::read_bounded(&path, 64 << 10)
+        .map_err(|e| bad(format!("cannot be read: {e}")))?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(bad("is empty".into()));
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("is not JSON ({e})")))?;
+    let store = value.get("store").and_then(serde_json::Value::as_str);
+    if store != Some(MARKER_STORE) {
+        return Err(bad(match value.get("store") {
+            None => "has no field `store`".into(),
+            Some(v) => format!("field `store` is {v}, not \"{MARKER_STORE}\""),
+        }));
+    }
+    match value.get("layout") {
+        Some(v) if v.as_u64() == Some(LAYOUT) => Ok(true),
+        None => Err(bad("has no field `layout`".into())),
+        Some(v) => Err(bad(format!(
+            "field `layout` is {v}; this build of infergate knows layout {LAYOUT} only (a newer infergate may have written it: upgrade)"
+        ))),
+    }
 }
 
 /// The store over one directory (default `baselines/`).
@@ -204,7 +262,7 @@ impl BaselineStore {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
             });
         }
-        if !Self::is_store_root(dir) && !is_empty_dir(dir) {
+        if !Self::is_store_root(dir)? && !is_empty_dir(dir) {
             return Err(BaselineError::NotAStore {
                 dir: dir.to_path_buf(),
                 hint: likely_root(dir),
@@ -213,24 +271,31 @@ impl BaselineStore {
         Ok(store)
     }
 
-    /// Whether `dir` is a store root: it holds [`STORE_MARKER`], or (a store written before the
-    /// marker) at least one `<key>/<suite>/runs/` directory.
-    pub fn is_store_root(dir: &Path) -> bool {
-        if dir.join(STORE_MARKER).is_file() {
-            return true;
+    /// Whether `dir` is a store root: it holds a valid [`STORE_MARKER`], or (a store written
+    /// before the marker) at least one `<key>/<suite>/runs/` directory. A marker that is not
+    /// the one infergate writes is an error ([`BaselineError::BadMarker`]), never "no store".
+    pub fn is_store_root(dir: &Path) -> Result<bool, BaselineError> {
+        if check_marker(dir)? {
+            return Ok(true);
         }
-        subdirs(dir).unwrap_or_default().iter().any(|key| {
+        Ok(subdirs(dir).unwrap_or_default().iter().any(|key| {
             subdirs(&dir.join(key))
                 .unwrap_or_default()
                 .iter()
                 .any(|suite| dir.join(key).join(suite).join("runs").is_dir())
-        })
+        }))
+    }
+
+    /// Whether the store holds no run group at all (a new store, or one of dot-files only).
+    pub fn holds_no_runs(&self) -> Result<bool, BaselineError> {
+        Ok(self.profiles()?.is_empty())
     }
 
     /// Before a write: the root must be a store, not exist yet, or be empty (a new store);
     /// the marker is written when missing (also migrating a store that predates it).
     fn prepare_root(&self) -> Result<(), BaselineError> {
-        if !is_empty_dir(&self.root) && !Self::is_store_root(&self.root) {
+        let is_store = Self::is_store_root(&self.root)?;
+        if !is_empty_dir(&self.root) && !is_store {
             return Err(BaselineError::NotAStore {
                 dir: self.root.clone(),
                 hint: likely_root(&self.root),
@@ -238,10 +303,10 @@ impl BaselineStore {
         }
         create_dir(&self.root)?;
         let marker = self.root.join(STORE_MARKER);
-        if !marker.is_file() {
+        if !check_marker(&self.root)? {
             let body = serde_json::to_vec_pretty(&StoreMarker {
-                store: "infergate baseline store".into(),
-                layout: 1,
+                store: MARKER_STORE.into(),
+                layout: LAYOUT,
             })
             .map_err(|e| BaselineError::Serialize {
                 run_id: String::new(),
@@ -890,6 +955,35 @@ mod tests {
         }
         let err = store.add(&none_ok).unwrap_err().to_string();
         assert!(err.contains("no `ok` cell"), "{err}");
+    }
+
+    #[test]
+    fn the_marker_is_validated_field_by_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(!check_marker(tmp.path()).unwrap(), "no marker: none");
+        let marker = tmp.path().join(STORE_MARKER);
+        for (body, problem) in [
+            ("", "is empty"),
+            ("[1]", "has no field `store`"),
+            (
+                "{\"store\": \"infergate baseline store\"}",
+                "has no field `layout`",
+            ),
+            (
+                "{\"store\": \"infergate baseline store\", \"layout\": \"1\"}",
+                "field `layout` is \"1\"",
+            ),
+        ] {
+            std::fs::write(&marker, body).unwrap();
+            let e = check_marker(tmp.path()).unwrap_err().to_string();
+            assert!(e.contains(problem), "{body}: {e}");
+        }
+        std::fs::write(
+            &marker,
+            "{\"store\": \"infergate baseline store\", \"layout\": 1}",
+        )
+        .unwrap();
+        assert!(check_marker(tmp.path()).unwrap());
     }
 
     #[test]
