@@ -89,6 +89,19 @@ pub enum BaselineError {
         path.parent().map(|p| p.display().to_string()).unwrap_or_default()
     )]
     BadMarker { path: PathBuf, problem: String },
+    /// The store's lock stayed held past the deadline ([`lock_deadline`]).
+    #[error(
+        "baseline store {}: its lock (flock on {}) is held by {}; gave up after {waited_s} s ({LOCK_DEADLINE_ENV}, default {DEFAULT_LOCK_DEADLINE_S} s). Wait for that process to finish (another `baseline add`, `baseline accept` or `run --update-baseline` on this store) or stop it, then run again",
+        path.parent().map(|p| p.display().to_string()).unwrap_or_default(),
+        path.display(),
+        holder.as_deref().unwrap_or("another process")
+    )]
+    Locked {
+        path: PathBuf,
+        waited_s: u64,
+        /// `pid N (command line)` when `/proc/locks` tells.
+        holder: Option<String>,
+    },
     /// The run (same id, or the same content under another id) is in the store already.
     #[error(
         "run `{run_id}` is already in the baseline store as {} (same {what}); a run counts once, so it is not added again",
@@ -378,7 +391,7 @@ impl BaselineStore {
         // Two `baseline add`s at once (parallel nightly jobs on one checkout): the duplicate
         // check and the write happen under the store's lock, so the same run under two ids is
         // stored once.
-        let _lock = StoreLock::take(&root.join(STORE_MARKER))?;
+        let _lock = StoreLock::take(&root.join(STORE_MARKER), lock_deadline())?;
         // A run counts once: refuse it when the group holds it already (and refuse to add to a
         // group that cannot be read, where that cannot be told).
         let digest = content_digest(run);
@@ -400,8 +413,9 @@ impl BaselineStore {
         let hash = hex::encode(Sha256::digest(&body));
         let name = format!("{}-{}.json", component(&run.run_id), &hash[..8]);
         let path = dir_c.join(&name);
-        write_atomic(&path, &body)?;
-        // The profile description is for people; it is written once and never merged.
+        // The profile description is for people; it is written once and never merged. It is
+        // written before the run file, whose rename is the add's last step: an add that fails
+        // (a full disk) leaves no run file, so running it again adds the run.
         let profile_dir = dir_c
             .parent()
             .and_then(Path::parent)
@@ -420,6 +434,7 @@ impl BaselineStore {
                 write_atomic(&desc_path, &text)?;
             }
         }
+        write_atomic(&path, &body)?;
         Ok(Added { path })
     }
 
@@ -779,6 +794,24 @@ fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
     Ok(names)
 }
 
+/// The environment variable that sets how long a store write waits for the store's lock, in
+/// seconds (default [`DEFAULT_LOCK_DEADLINE_S`]).
+pub const LOCK_DEADLINE_ENV: &str = "INFERGATE_STORE_LOCK_TIMEOUT_S";
+
+/// How long a store write waits for the store's lock by default: a `baseline add` takes well
+/// under a second, so a minute is another process stuck, not one at work.
+pub const DEFAULT_LOCK_DEADLINE_S: u64 = 60;
+
+/// How long a store write waits for the lock: [`LOCK_DEADLINE_ENV`] when it is a number of
+/// seconds, else [`DEFAULT_LOCK_DEADLINE_S`].
+fn lock_deadline() -> std::time::Duration {
+    let s = std::env::var(LOCK_DEADLINE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_LOCK_DEADLINE_S);
+    std::time::Duration::from_secs(s)
+}
+
 /// An exclusive `flock` on the store's marker file ([`STORE_MARKER`]), held while the guard
 /// lives; released by the kernel if the process dies. No file of its own, so nothing is left.
 struct StoreLock {
@@ -787,7 +820,9 @@ struct StoreLock {
 }
 
 impl StoreLock {
-    fn take(marker: &Path) -> Result<StoreLock, BaselineError> {
+    /// Takes the lock, waiting at most `deadline`; past it, [`BaselineError::Locked`] names the
+    /// lock file and who holds it when `/proc/locks` tells.
+    fn take(marker: &Path, deadline: std::time::Duration) -> Result<StoreLock, BaselineError> {
         use std::os::fd::AsRawFd;
         let io = |source| BaselineError::Io {
             action: "lock",
@@ -795,17 +830,64 @@ impl StoreLock {
             source,
         };
         let file = std::fs::File::open(marker).map_err(io)?;
+        let started = std::time::Instant::now();
         loop {
             // SAFETY: flock(2) on a file descriptor this function owns.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
                 return Ok(StoreLock { _file: file });
             }
             let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(io(e));
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock if started.elapsed() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                std::io::ErrorKind::WouldBlock => {
+                    return Err(BaselineError::Locked {
+                        path: marker.to_path_buf(),
+                        waited_s: started.elapsed().as_secs(),
+                        holder: file.metadata().ok().and_then(|m| lock_holder(&m)),
+                    });
+                }
+                _ => return Err(io(e)),
             }
         }
     }
+}
+
+/// Who holds a `flock` on the file of `meta`, from `/proc/locks` (`N: FLOCK ADVISORY WRITE
+/// <pid> <major>:<minor>:<inode> 0 EOF`, device numbers in hex): `pid N (command line)`.
+fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = meta.dev();
+    let file_id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = locks.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // Waiters are listed as `N: -> FLOCK ...`; the holder's line has no arrow.
+        (words.get(1) == Some(&"FLOCK") && words.get(5) == Some(&file_id.as_str()))
+            .then(|| words.get(4).map(|p| p.to_string()))
+            .flatten()
+    })?;
+    let command = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|c| {
+            String::from_utf8_lossy(&c)
+                .split('\0')
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|c| !c.is_empty());
+    Some(match command {
+        Some(c) => format!("pid {pid} ({})", c.chars().take(120).collect::<String>()),
+        None => format!("pid {pid}"),
+    })
 }
 
 fn create_dir(dir: &Path) -> Result<(), BaselineError> {
@@ -824,8 +906,29 @@ fn canonical(p: &Path) -> Result<PathBuf, BaselineError> {
     })
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: the file name whose write fails with ENOSPC (a full disk), simulated.
+    static FAIL_WRITE_OF: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Writes `body` to `path` durably ([`crate::fsio::write_durable`]), naming the path on error.
 fn write_atomic(path: &Path, body: &[u8]) -> Result<(), BaselineError> {
+    #[cfg(test)]
+    {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let fail = FAIL_WRITE_OF.with(|f| f.borrow().as_deref().is_some_and(|w| name.contains(w)));
+        if fail {
+            return Err(BaselineError::Io {
+                action: "write",
+                path: path.to_path_buf(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            });
+        }
+    }
     crate::fsio::write_durable(path, body).map_err(|source| BaselineError::Io {
         action: "write",
         path: path.to_path_buf(),
@@ -984,6 +1087,66 @@ mod tests {
         )
         .unwrap();
         assert!(check_marker(tmp.path()).unwrap());
+    }
+
+    #[test]
+    fn a_failed_add_leaves_no_run_file_and_a_retry_adds_the_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BaselineStore::open(&tmp.path().join("b")).unwrap();
+        let run = seed_run();
+        for failing in ["profile.json", "run-"] {
+            let mut run = run.clone();
+            run.run_id = format!("{failing}x");
+            FAIL_WRITE_OF.with(|f| *f.borrow_mut() = Some(failing.to_string()));
+            let err = store.add_run(&run).unwrap_err().to_string();
+            FAIL_WRITE_OF.with(|f| *f.borrow_mut() = None);
+            assert!(err.contains("No space left on device"), "{err}");
+            assert!(
+                store.run_files(&run.profile.key, None).unwrap().is_empty(),
+                "{failing}: a failed add left a run file"
+            );
+            let added = store.add_run(&run).unwrap();
+            assert!(added.path.is_file());
+            std::fs::remove_file(&added.path).unwrap();
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(store.group_dir(&run.profile.key, None))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn a_held_lock_is_given_up_at_the_deadline_naming_the_lock_file_and_its_holder() {
+        use std::os::fd::AsRawFd;
+        let tmp = tempfile::tempdir().unwrap();
+        let marker = tmp.path().join(STORE_MARKER);
+        std::fs::write(&marker, "{}").unwrap();
+        // flock locks belong to the open file: a second open in this process conflicts.
+        let holder = std::fs::File::open(&marker).unwrap();
+        // SAFETY: flock(2) on a file descriptor this test owns.
+        assert_eq!(
+            unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+            0
+        );
+        let err = StoreLock::take(&marker, std::time::Duration::ZERO)
+            .err()
+            .expect("the lock is held");
+        let msg = err.to_string();
+        assert!(matches!(err, BaselineError::Locked { .. }), "{msg}");
+        assert!(
+            msg.contains(&format!("flock on {}", marker.display())),
+            "{msg}"
+        );
+        assert!(msg.contains(LOCK_DEADLINE_ENV), "{msg}");
+        if std::path::Path::new("/proc/locks").exists() {
+            assert!(
+                msg.contains(&format!("held by pid {}", std::process::id())),
+                "{msg}"
+            );
+        }
+        drop(holder);
+        assert!(StoreLock::take(&marker, std::time::Duration::ZERO).is_ok());
     }
 
     #[test]
