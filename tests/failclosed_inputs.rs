@@ -579,6 +579,116 @@ fn a_store_full_of_control_bytes_prints_no_workflow_command_anywhere() {
     assert_eq!(ran, commands.len());
 }
 
+/// Whether `text`, a file infergate wrote, is as inert as the console: no control byte but
+/// `\n` and `\t`, no bidi control or invisible character (the zero-width space Markdown adds
+/// to defuse a mention excepted), no line the Actions runner would read as a workflow command.
+fn inert_file(text: &str) -> Result<(), String> {
+    let hidden = |c: char| {
+        matches!(
+            c,
+            '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
+                | '\u{200C}'
+                | '\u{200D}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{FEFF}'
+        )
+    };
+    if let Some(c) = text
+        .chars()
+        .find(|&c| (c.is_control() && c != '\n' && c != '\t') || hidden(c))
+    {
+        return Err(format!("holds {c:?}"));
+    }
+    match lines_of(text)
+        .into_iter()
+        .find(|l| l.trim_start().starts_with("::"))
+    {
+        Some(l) => Err(format!("holds a workflow command line {l:?}")),
+        None => Ok(()),
+    }
+}
+
+/// Issue 59, door 3: files are as inert as the console. A store whose run ids, commits and
+/// model carry ESC, BEL, bidi overrides and marks, zero-width characters, a `\r::error::` line
+/// and `GH-1` / `#123` / `@user` references: `changes --out` in every format and `export --out`
+/// in every format write files with none of them live (before: the text file held ESC, BEL,
+/// U+202E and the `::error` line; Markdown kept U+200E/U+200F/U+061C, zero-width characters and
+/// `GH-1`; the HTML kept U+202E).
+#[test]
+fn every_output_file_is_as_inert_as_the_console() {
+    let tmp = tempfile::tempdir().unwrap();
+    let evil = "\u{1b}[2J\u{7}\u{202e}rtl\u{200e}\u{200f}\u{61c}\u{200b}\u{200d}\u{feff}\r::error title=x::owned GH-1 #123 @octocat";
+    let g = Gen {
+        model: format!("model{evil}"),
+        ..Gen::default()
+    };
+    let store = tmp.path().join("store");
+    let st = BaselineStore::open(&store).unwrap();
+    let mut runs = Vec::new();
+    for i in 0..12 {
+        let mut r = results_gen::run(&g, i);
+        r.run_id = format!("run{i}{evil}");
+        r.labels.insert("sha".into(), format!("{i}{evil}"));
+        r.labels.insert("commit_message".into(), evil.into());
+        if i >= 8 {
+            for c in &mut r.cells {
+                c.aggregate_tps *= 0.8;
+                c.samples.iter_mut().for_each(|v| *v *= 0.8);
+            }
+        }
+        st.add(&r).unwrap();
+        runs.push(r);
+    }
+    let results = results_gen::write(tmp.path(), "results.json", &runs[11]);
+    let mut written = 0;
+    for f in ["text", "md", "json", "html"] {
+        let out = tmp.path().join(format!("changes.{f}"));
+        let (code, _, err) = infergate(&[
+            "changes",
+            "--baseline-dir",
+            s(&store),
+            "--format",
+            f,
+            "--out",
+            s(&out),
+        ]);
+        assert_ne!(code, 2, "{f}: {err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains("rtl"), "{f}: the store's text is in the file:\n{text}");
+        inert_file(&text)
+            .map_err(|e| format!("changes --format {f}: {e}"))
+            .unwrap();
+        if f == "md" {
+            assert!(!text.contains("GH-1") && !text.contains("#123"), "{text}");
+            assert!(!text.contains("@octocat"), "{text}");
+        }
+        written += 1;
+    }
+    for f in ["bmf", "gab", "junit", "csv"] {
+        let out = tmp.path().join(format!("export.{f}"));
+        let (code, _, err) = infergate(&[
+            "export",
+            "--results",
+            s(&results),
+            "--format",
+            f,
+            "--out",
+            s(&out),
+        ]);
+        assert_eq!(code, 0, "{f}: {err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        inert_file(&text)
+            .map_err(|e| format!("export --format {f}: {e}"))
+            .unwrap();
+        written += 1;
+    }
+    assert_eq!(written, 8);
+}
+
 /// Door 8: values no measurement gives (1e308 and 5e-324 tok/s) are refused the same way
 /// wherever they come in (`baseline add`: exit 2; a store file: the group cannot be read,
 /// exit 3 naming it), never drawn as `inf` nor failing only some reports.

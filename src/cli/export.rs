@@ -94,6 +94,8 @@ pub(crate) async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
         ExportFormat::Csv => csv::render(run, verdict.as_ref()),
     }
     .map_err(|e| usage(format!("{}: {e}", args.results.display())))?;
+    // As inert as the console: the engine's and the file's strings are data.
+    let body = crate::untrusted_text::file_sink(&body);
     match &args.out {
         Some(path) => crate::fsio::write_durable(path, body.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
