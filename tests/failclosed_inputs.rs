@@ -658,7 +658,10 @@ fn every_output_file_is_as_inert_as_the_console() {
         ]);
         assert_ne!(code, 2, "{f}: {err}");
         let text = std::fs::read_to_string(&out).unwrap();
-        assert!(text.contains("rtl"), "{f}: the store's text is in the file:\n{text}");
+        assert!(
+            text.contains("rtl"),
+            "{f}: the store's text is in the file:\n{text}"
+        );
         inert_file(&text)
             .map_err(|e| format!("changes --format {f}: {e}"))
             .unwrap();
