@@ -97,6 +97,9 @@ impl BaselineStore {
         run_id: &str,
         note: Option<&str>,
     ) -> Result<AcceptedChange, BaselineError> {
+        // Read, change, write `accepted.json` under the store's lock: two accepts at once
+        // both land.
+        let _lock = self.write_lock()?;
         let loaded = self.load(profile_key, suite)?;
         let run = loaded
             .runs

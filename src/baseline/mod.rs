@@ -330,6 +330,13 @@ impl BaselineStore {
         Ok(())
     }
 
+    /// The store's lock, held by every write (`add`, `accept`, `prune`) while it reads what
+    /// it changes and writes: waits at most [`lock_deadline`].
+    fn write_lock(&self) -> Result<StoreLock, BaselineError> {
+        self.prepare_root()?;
+        StoreLock::take(&canonical(&self.root)?.join(STORE_MARKER), lock_deadline())
+    }
+
     /// The store's directory.
     pub fn root(&self) -> &Path {
         &self.root
@@ -391,7 +398,7 @@ impl BaselineStore {
         // Two `baseline add`s at once (parallel nightly jobs on one checkout): the duplicate
         // check and the write happen under the store's lock, so the same run under two ids is
         // stored once.
-        let _lock = StoreLock::take(&root.join(STORE_MARKER), lock_deadline())?;
+        let _lock = self.write_lock()?;
         // A run counts once: refuse it when the group holds it already (and refuse to add to a
         // group that cannot be read, where that cannot be told).
         let digest = content_digest(run);
@@ -659,6 +666,7 @@ impl BaselineStore {
         suite: Option<&str>,
         keep: usize,
     ) -> Result<PruneReport, BaselineError> {
+        let _lock = self.write_lock()?;
         let mut report = PruneReport::default();
         for (key, s) in self.groups(profile_key, suite)? {
             let mut dated = Vec::new();
