@@ -67,10 +67,7 @@ pub(crate) fn write_outputs(
         }
     };
     let summary = out.join("summary.md");
-    write_atomic(
-        &summary,
-        crate::untrusted_text::file_sink(summary_md).as_bytes(),
-    )?;
+    write_atomic(&summary, summary_md.as_bytes())?;
     Ok(OutputFiles {
         results: results_path,
         verdict: verdict_path,
