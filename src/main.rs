@@ -27,6 +27,12 @@ fn main() -> ExitCode {
         Command::Sim(_) => tokio::runtime::Builder::new_multi_thread(),
         _ => tokio::runtime::Builder::new_current_thread(),
     };
+    // The gate keeps what its engines leave when their supervisor dies (the supervisor keeps
+    // its own tree): orphans are re-parented to it and killed as it exits.
+    let keeper = !matches!(cli.command, Command::Supervise(_) | Command::Sim(_));
+    if keeper {
+        infergate::engine::adopt_orphans();
+    }
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -34,7 +40,19 @@ fn main() -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    match runtime.block_on(infergate::cli::execute(cli)) {
+    let outcome = runtime.block_on(infergate::cli::execute(cli));
+    // Every task, and every child that belonged to one, is gone with the runtime; what is
+    // left below the gate is an engine tree whose supervisor died.
+    drop(runtime);
+    if keeper {
+        let left = infergate::engine::kill_leftover_descendants();
+        if left > 0 {
+            errln!(
+                "warning: {left} engine process(es) outlived their supervisor (killed by the engine or from outside); the gate killed them as it exits"
+            );
+        }
+    }
+    match outcome {
         Ok(outcome) => ExitCode::from(outcome.code()),
         Err(err) => {
             // The error may quote engine, config or artifact text: made inert and redacted.

@@ -113,14 +113,42 @@ impl Redactor {
     }
 }
 
-/// Whether an environment variable name says it holds a credential: `*TOKEN*`, `*SECRET*`,
-/// `*PASSWORD*`, `*PASSWD*`, `*API_KEY*`, `*CRED*` (credentials), `*_KEY`, and the runner's
+/// Name parts that say a variable holds a credential, anywhere in the (upper-cased) name.
+pub(crate) const SECRET_NAME_PARTS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "API_KEY",
+    "APIKEY",
+    "CRED",
+    "JWT",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+    "SIGNATURE",
+];
+
+/// Whether an environment variable name says it holds a credential: a name with one of
+/// [`SECRET_NAME_PARTS`] (`*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*PASSPHRASE*`,
+/// `*API_KEY*`, `*APIKEY*`, `*CRED*` (credentials), `*JWT*`, `*COOKIE*`, `*SESSION*`,
+/// `*PRIVATE*`, `*SIGNATURE*`), `AUTH` (`*AUTH*`: `OAUTH_*`, `*_AUTHORIZATION`,
+/// `SSH_AUTH_SOCK`; not `AUTHOR`, as in `GIT_AUTHOR_NAME`), a word starting or ending with
+/// `PASS` (`PASS`, `DB_PASS`, `MYSQLPASS`), a name ending in `_KEY`, and the runner's
 /// `ACTIONS_RUNTIME_*`.
 pub(crate) fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
-    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CRED"]
-        .iter()
-        .any(|w| n.contains(w))
+    let auth = n.match_indices("AUTH").any(|(i, _)| {
+        let rest = &n[i + 4..];
+        !rest.starts_with("OR") || rest.starts_with("ORIZ")
+    });
+    let pass_word = n
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w.starts_with("PASS") || w.ends_with("PASS"));
+    SECRET_NAME_PARTS.iter().any(|w| n.contains(w))
+        || auth
+        || pass_word
         || n.ends_with("_KEY")
         || n.starts_with("ACTIONS_RUNTIME")
 }
@@ -273,6 +301,57 @@ mod tests {
             !is_secret_flag("token", &[]),
             "a positional word is no flag"
         );
+    }
+
+    #[test]
+    fn credential_names_table() {
+        let secret = [
+            "HF_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "MYSQL_PASSWD",
+            "GPG_PASSPHRASE",
+            "OPENAI_API_KEY",
+            "OPENAI_APIKEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "DEPLOY_CRED",
+            "AUTH",
+            "OAUTH_CLIENT",
+            "HTTP_AUTHORIZATION",
+            "BASIC_AUTH_HEADER",
+            "SSH_AUTH_SOCK",
+            "JWT",
+            "MY_JWT_KEYS",
+            "COOKIE",
+            "SESSION_ID",
+            "PASS",
+            "DB_PASS",
+            "REDIS_PASS_FILE",
+            "PRIVATE",
+            "SSH_PRIVATE_FILE",
+            "REQUEST_SIGNATURE",
+            "SIGNING_KEY",
+            "ACTIONS_RUNTIME_URL",
+            "hf_token",
+        ];
+        for n in secret {
+            assert!(is_secret_name(n), "{n} should read as a credential");
+        }
+        let plain = [
+            "PATH",
+            "HOME",
+            "CUDA_VISIBLE_DEVICES",
+            "VLLM_USE_V1",
+            "NCCL_DEBUG",
+            "HF_HOME",
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "KEYBOARD",
+            "OMP_NUM_THREADS",
+        ];
+        for n in plain {
+            assert!(!is_secret_name(n), "{n} should not read as a credential");
+        }
     }
 
     #[test]

@@ -16,6 +16,15 @@
 //!   autolinks (`https://…`, `www.…`) defused with a zero-width space, so a crafted string
 //!   notifies nobody and links nowhere. (The same trick Dependabot uses for release notes.)
 //!
+//! Bidi controls are the embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and
+//! the marks (U+200E, U+200F, U+061C); invisible characters are the zero-width ones (U+200B–
+//! U+200D, U+2060–U+2064, U+FEFF, U+180E). Markdown also defuses `GH-1` references.
+//!
+//! Files are as inert as the console: every text file infergate writes for people or tools
+//! (`changes --out` in every format, `export --out`, `summary.md`) passes [`file_sink`], the
+//! console's last guard, so `cat`-ing one in a CI log or opening it in an editor runs no
+//! workflow command and shows no hidden character.
+//!
 //! The gate's own workflow commands never pass through here: they are built by
 //! [`crate::report::actions::command`], whose data escaping keeps them one line.
 
@@ -50,6 +59,13 @@ pub fn markdown(text: &str) -> String {
     neutralise(text, Sink::Markdown)
 }
 
+/// The last guard on every text file infergate writes (text, Markdown, HTML, JSON, CSV, XML):
+/// the same as the console's, [`console_sink`], so a file holds no byte the console would not
+/// print (JSON stays valid JSON, the zero-width spaces [`markdown`] adds stay).
+pub fn file_sink(text: &str) -> String {
+    console_sink(text)
+}
+
 /// The last guard on stdout and stderr: [`crate::stdio`] passes everything the binary prints
 /// through here (the gate's own workflow commands excepted, which
 /// [`crate::stdio::write_workflow_command`] writes), so a path that forgot [`console`] still
@@ -60,8 +76,11 @@ pub fn markdown(text: &str) -> String {
 /// made inert passes unchanged.
 pub fn console_sink(text: &str) -> String {
     let text = crate::redact::redact(text);
+    // The zero-width space is the one invisible character kept: it is how [`markdown`] defuses
+    // mentions and references in the documents that pass here.
     let plain = |c: char| {
-        (c == '\n' || c == '\t') || !(c.is_control() || is_line_break(c) || is_bidi_control(c))
+        (c == '\n' || c == '\t' || c == ZWSP)
+            || !(c.is_control() || is_line_break(c) || is_bidi_control(c) || is_invisible(c))
     };
     if text.chars().all(plain) && !text.contains("::") && !text.contains("##[") {
         return text;
@@ -94,9 +113,22 @@ fn is_line_break(c: char) -> bool {
     matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
 }
 
-/// Bidi embeddings, overrides and isolates: they can make a line read differently than it is.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+/// Bidi embeddings, overrides, isolates and marks: they can make a line read differently than
+/// it is.
+pub(crate) fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}'
+    )
+}
+
+/// Zero-width and invisible formatting characters: they hide text or split a word (a mention,
+/// a reference) without showing.
+pub(crate) fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{180E}'
+    )
 }
 
 fn console_inert(text: &str) -> String {
@@ -127,7 +159,7 @@ fn console_inert(text: &str) -> String {
             line.push(c);
         } else if c.is_control() {
             line.push_str(&format!("\\x{:02x}", c as u32));
-        } else if is_bidi_control(c) {
+        } else if is_bidi_control(c) || is_invisible(c) {
             line.push_str(&format!("\\u{{{:04x}}}", c as u32));
         } else {
             line.push(c);
@@ -170,9 +202,20 @@ fn markdown_inert(text: &str) -> String {
                 out.push(ZWSP);
                 out.push('.');
             }
+            // `GH-12` links issue 12 as `#12` does.
+            'H' | 'h'
+                if i >= 1
+                    && chars[i - 1].eq_ignore_ascii_case(&'g')
+                    && (i < 2 || !chars[i - 2].is_alphanumeric())
+                    && next == Some('-')
+                    && chars.get(i + 2).is_some_and(char::is_ascii_digit) =>
+            {
+                out.push(ch);
+                out.push(ZWSP);
+            }
             '\r' => {}
             c if is_line_break(c) => out.push(' '),
-            c if c.is_control() || is_bidi_control(c) => out.push('\u{FFFD}'),
+            c if c.is_control() || is_bidi_control(c) || is_invisible(c) => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }
@@ -250,5 +293,44 @@ mod tests {
             m.replace(ZWSP, ""),
             "@octocat see https://evil.example and WWW.evil.example \\#12"
         );
+    }
+
+    #[test]
+    fn bidi_marks_and_invisible_characters_are_neutralised_in_every_sink() {
+        let hostile = "a\u{200e}b\u{200f}c\u{061c}d\u{200b}e\u{200d}f\u{2060}g\u{feff}h\u{202e}i";
+        let md = markdown(hostile);
+        assert_eq!(
+            md,
+            "a\u{FFFD}b\u{FFFD}c\u{FFFD}d\u{FFFD}e\u{FFFD}f\u{FFFD}g\u{FFFD}h\u{FFFD}i"
+        );
+        let c = console(hostile);
+        assert!(c.is_ascii(), "{c}");
+        assert!(c.contains("\\u{200e}") && c.contains("\\u{feff}"), "{c}");
+        // The last guard keeps the zero-width space (markdown's own defusing), nothing else.
+        let sink = file_sink(hostile);
+        assert!(sink.chars().all(|ch| ch.is_ascii() || ch == ZWSP), "{sink}");
+        assert!(
+            sink.contains("\\u200e") && sink.contains("\\u202e"),
+            "{sink}"
+        );
+        // The zero-width spaces markdown adds to defuse a mention stay in a file.
+        let defused = markdown("@octocat");
+        assert_eq!(file_sink(&defused), defused);
+        assert_eq!(console_sink(&sink), sink, "idempotent");
+    }
+
+    #[test]
+    fn markdown_defuses_gh_references() {
+        for r in ["GH-1", "gh-12", "see GH-3."] {
+            let m = markdown(r);
+            assert!(!m.to_ascii_uppercase().contains("GH-"), "{r}: {m}");
+            assert_eq!(m.replace(ZWSP, ""), r);
+        }
+        assert_eq!(
+            markdown("HIGH-5"),
+            "HIGH-5",
+            "a word ending in gh is no reference"
+        );
+        assert_eq!(markdown("GH-x"), "GH-x");
     }
 }

@@ -352,3 +352,44 @@ fn report_history_reads_a_baseline_store_without_complaining() {
         "the store's own files are not history problems:\n{err}"
     );
 }
+
+/// Issue 59, door 5: `baseline add` on a store whose lock another process holds gives up at
+/// the deadline (`INFERGATE_STORE_LOCK_TIMEOUT_S`, here 0 s) with exit 3, naming the lock file
+/// and its holder, and adds nothing (it waited for ever, silently); once the lock is free the
+/// same add goes through.
+#[test]
+fn a_held_store_lock_fails_at_the_deadline_naming_the_holder() {
+    use std::os::fd::AsRawFd;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let files = write_many(tmp.path(), "r", &Gen::default(), 0..2);
+    let (code, _, err) = add(&store, &files[..1]);
+    assert_eq!(code, 0, "{err}");
+    let marker = store.join(infergate::baseline::STORE_MARKER);
+    let holder = std::fs::File::open(&marker).unwrap();
+    // SAFETY: flock(2) on a file descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["baseline", "add", "--dir", s(&store), s(&files[1])])
+        .env("INFERGATE_STORE_LOCK_TIMEOUT_S", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("flock on {}", marker.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("held by pid {}", std::process::id())),
+        "{err}"
+    );
+    assert_eq!(run_files(&store).len(), 1, "nothing added");
+    drop(holder);
+    let (code, _, err) = add(&store, &files[1..]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run_files(&store).len(), 2);
+}

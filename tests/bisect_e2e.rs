@@ -244,6 +244,29 @@ fn bad_revisions_and_missing_bisect_table_are_usage_errors() {
     assert!(!dir.join("out/bisect.json").exists());
 }
 
+/// Issue 59, door 9: `--good X --bad X` (the same text, or two names of one commit) exits 2
+/// at once, before any build or boot (it booted the engine 16 times, then exited 3).
+#[test]
+fn good_and_bad_the_same_commit_is_a_usage_error_before_any_boot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shas = repo(dir, 10);
+    let cfg = config(dir, "");
+    for (good, bad) in [(shas[3].as_str(), shas[3].as_str()), ("main", &shas[32])] {
+        let (code, out, err) = bisect(dir, &cfg, good, bad);
+        assert_eq!(code, Some(2), "{good}..{bad}: {out}\n{err}");
+        assert!(err.contains("are the same commit"), "{err}");
+        assert!(
+            err.contains(&shas[if good == "main" { 32 } else { 3 }]),
+            "{err}"
+        );
+        assert!(
+            !dir.join("out").exists(),
+            "nothing built, booted or written"
+        );
+    }
+}
+
 /// Door 8: a line of `[bisect] revs` output that is no revision is the user's to fix: exit 2,
 /// as the docs say (not 3, as for a bisection that could not conclude).
 #[test]

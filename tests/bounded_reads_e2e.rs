@@ -173,3 +173,180 @@ fn endless_lines_and_pings_end_on_time() {
         eprintln!("{model}: cell error after {took:.1} s: {why}");
     }
 }
+
+/// Runs infergate with `args`; returns its exit code, stderr and peak resident set size (MB).
+/// A run still going after 120 s (a FIFO read that blocks) is killed and fails the test.
+fn infergate_rss(args: &[&std::ffi::OsStr]) -> (i32, String, f64) {
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped by wait4 below, for its rusage"
+    )]
+    let child = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(args)
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let stderr = child.stderr.unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            for _ in 0..1200 {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            // SAFETY: kill(2) of the child this test spawned and has not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            true
+        })
+    };
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(r, pid);
+    let hung = watchdog.join().unwrap();
+    let stderr = reader.join().unwrap();
+    assert!(!hung, "{args:?} still ran after 120 s: {stderr}");
+    assert!(libc::WIFEXITED(status), "{args:?}: {stderr}");
+    (
+        libc::WEXITSTATUS(status),
+        stderr,
+        usage.ru_maxrss as f64 / 1024.0,
+    )
+}
+
+/// Issue 59, door 6: every reader of a file someone gives the gate refuses a FIFO (it blocked
+/// for ever), `/dev/zero` (it grew until memory ran out) and a sparse 2 GiB file (2 GB of
+/// memory) with the file named, the limit and the fix, exit 2 for a named input file and a
+/// failed gate (3) for a store file, in a few MB.
+#[test]
+fn every_input_reader_refuses_fifos_devices_and_files_over_256_mib() {
+    use std::ffi::OsStr;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fifo = d.join("fifo.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let sparse = d.join("sparse.json");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let good = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json");
+    let zero = std::path::PathBuf::from("/dev/zero");
+    let store = d.join("store");
+    let out = d.join("out.json");
+    for (bad, what) in [
+        (&fifo, "a FIFO (named pipe), not a regular file"),
+        (&zero, "a character device, not a regular file"),
+        (&sparse, "2048 MiB, over infergate's limit of 256 MiB"),
+    ] {
+        let commands: Vec<Vec<&OsStr>> = vec![
+            vec![
+                "compare".as_ref(),
+                "--candidate".as_ref(),
+                bad.as_os_str(),
+                "--baseline".as_ref(),
+                good.as_os_str(),
+            ],
+            vec![
+                "compare".as_ref(),
+                "--candidate".as_ref(),
+                good.as_os_str(),
+                "--baseline".as_ref(),
+                bad.as_os_str(),
+            ],
+            vec![
+                "import".as_ref(),
+                bad.as_os_str(),
+                "--out".as_ref(),
+                out.as_os_str(),
+            ],
+            vec![
+                "export".as_ref(),
+                "--format".as_ref(),
+                "csv".as_ref(),
+                "--results".as_ref(),
+                bad.as_os_str(),
+            ],
+            vec![
+                "baseline".as_ref(),
+                "add".as_ref(),
+                "--dir".as_ref(),
+                store.as_os_str(),
+                bad.as_os_str(),
+            ],
+            vec!["report".as_ref(), "--results".as_ref(), bad.as_os_str()],
+            vec!["run".as_ref(), "--config".as_ref(), bad.as_os_str()],
+        ];
+        for args in commands {
+            let (code, stderr, peak_mb) = infergate_rss(&args);
+            assert_eq!(code, 2, "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&*bad.to_string_lossy()) && stderr.contains(what),
+                "{args:?}: {stderr}"
+            );
+            assert!(peak_mb < 100.0, "{args:?}: peak RSS {peak_mb:.0} MB");
+        }
+    }
+    // A store run file of 2 GiB: the readers of the store fail closed, naming it.
+    let (code, stderr, _) = infergate_rss(&[
+        "baseline".as_ref(),
+        "add".as_ref(),
+        "--dir".as_ref(),
+        store.as_os_str(),
+        good.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let runs = walk_runs_dir(&store);
+    let planted = runs.join("zz-huge.json");
+    std::fs::rename(&sparse, &planted).unwrap();
+    for args in [
+        vec![
+            "changes".as_ref(),
+            "--baseline-dir".as_ref(),
+            store.as_os_str(),
+        ],
+        vec![
+            "compare".as_ref(),
+            "--candidate".as_ref(),
+            good.as_os_str(),
+            "--baseline-dir".as_ref(),
+            store.as_os_str(),
+        ],
+    ] {
+        let (code, stderr, peak_mb) = infergate_rss(&args);
+        assert!(code == 2 || code == 3, "{args:?}: exit {code}: {stderr}");
+        assert!(
+            stderr.contains("zz-huge.json") && stderr.contains("over infergate's limit of 256 MiB"),
+            "{args:?}: {stderr}"
+        );
+        assert!(peak_mb < 100.0, "{args:?}: peak RSS {peak_mb:.0} MB");
+    }
+}
+
+/// The one `runs` directory under `store`.
+fn walk_runs_dir(store: &std::path::Path) -> std::path::PathBuf {
+    for key in std::fs::read_dir(store).unwrap() {
+        let key = key.unwrap().path();
+        if !key.is_dir() {
+            continue;
+        }
+        for suite in std::fs::read_dir(&key).unwrap() {
+            let runs = suite.unwrap().path().join("runs");
+            if runs.is_dir() {
+                return runs;
+            }
+        }
+    }
+    panic!("no runs directory under {}", store.display());
+}

@@ -108,7 +108,7 @@ fn a_store_without_its_marker_is_recognised_and_migrated_by_the_next_add() {
     assert!(root.join(STORE_MARKER).is_file());
     let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("baselines");
     assert!(bundled.join(STORE_MARKER).is_file());
-    assert!(BaselineStore::is_store_root(&bundled));
+    assert!(BaselineStore::is_store_root(&bundled).unwrap());
     // `baseline add` does not turn an unrelated, non-empty directory into a store.
     let docs = tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
@@ -116,6 +116,123 @@ fn a_store_without_its_marker_is_recognised_and_migrated_by_the_next_add() {
     let (code, _, err) = infergate(&["baseline", "--dir", s(&docs), "add", s(&cand)]);
     assert_eq!(code, 2, "{err}");
     assert!(!docs.join(STORE_MARKER).exists());
+}
+
+/// Issue 59, door 4: a file named `infergate-store.json` no longer makes any directory a
+/// store. An empty marker, `hello`, another `store`, `layout: 99`, a symbolic link and a
+/// directory are each refused by every reader (exit 2, the file, the field and the fix; before,
+/// `compare` said "no baseline" and exited 0) and by `baseline add` (which leaves it as it is).
+/// A store that holds no runs says so.
+#[test]
+fn a_forged_store_marker_is_refused_by_every_reader_and_an_empty_store_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cand = results_gen::write(
+        tmp.path(),
+        "cand.json",
+        &results_gen::run(&Gen::default(), 40),
+    );
+    let config = tmp.path().join("gate.toml");
+    std::fs::write(&config, support::SMALL_SIM_CONFIG).unwrap();
+    let elsewhere = tmp.path().join("elsewhere.json");
+    std::fs::write(
+        &elsewhere,
+        r#"{"store": "infergate baseline store", "layout": 1}"#,
+    )
+    .unwrap();
+    /// A marker form: its name, how to plant it, what the error says.
+    type Form<'a> = (&'a str, &'a dyn Fn(&Path), &'a str);
+    let forms: [Form; 6] = [
+        ("empty", &|m| std::fs::write(m, "").unwrap(), "is empty"),
+        (
+            "hello",
+            &|m| std::fs::write(m, "hello").unwrap(),
+            "is not JSON",
+        ),
+        (
+            "store",
+            &|m| std::fs::write(m, r#"{"store": "x", "layout": 1}"#).unwrap(),
+            "field `store` is \"x\"",
+        ),
+        (
+            "layout",
+            &|m| {
+                std::fs::write(m, r#"{"store": "infergate baseline store", "layout": 99}"#).unwrap()
+            },
+            "field `layout` is 99; this build of infergate knows layout 1 only",
+        ),
+        (
+            "symlink",
+            &|m| std::os::unix::fs::symlink(&elsewhere, m).unwrap(),
+            "is a symbolic link",
+        ),
+        (
+            "directory",
+            &|m| {
+                std::fs::create_dir_all(m.join(".hidden")).unwrap();
+            },
+            "a directory, not a regular file",
+        ),
+    ];
+    for (name, make, problem) in forms {
+        let root = tmp.path().join(format!("store-{name}"));
+        std::fs::create_dir_all(&root).unwrap();
+        let marker = root.join(STORE_MARKER);
+        make(&marker);
+        let runs = [
+            vec![
+                "compare",
+                "--baseline-dir",
+                s(&root),
+                "--candidate",
+                s(&cand),
+            ],
+            vec!["changes", "--baseline-dir", s(&root)],
+            vec!["baseline", "--dir", s(&root), "list"],
+            vec!["baseline", "--dir", s(&root), "add", s(&cand)],
+        ];
+        for args in runs {
+            let (code, out, err) = infergate(&args);
+            assert_eq!(code, 2, "{name}: {args:?}\nstdout: {out}\nstderr: {err}");
+            assert!(
+                err.contains(&format!("baseline store marker {}", marker.display()))
+                    && err.contains(problem)
+                    && err.contains("restore it"),
+                "{name}: {args:?}: {err}"
+            );
+            assert!(
+                !out.contains("no baseline") && !err.contains("no baseline"),
+                "{out}{err}"
+            );
+        }
+        let (code, err) = support::gate(&config, &tmp.path().join("out"), &root, &[]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(problem), "{name}: {err}");
+        assert!(!err.contains("NO BASELINE"), "{name}: {err}");
+        // `baseline add` neither replaced nor wrote through the marker.
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "{name}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&elsewhere).unwrap(),
+        r#"{"store": "infergate baseline store", "layout": 1}"#
+    );
+    // A store holding no runs (a valid marker and a .gitkeep) says so.
+    let empty = tmp.path().join("store-empty-ok");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(empty.join(".gitkeep"), "").unwrap();
+    std::fs::write(
+        empty.join(STORE_MARKER),
+        r#"{"store": "infergate baseline store", "layout": 1}"#,
+    )
+    .unwrap();
+    let (code, out, err) = infergate(&["baseline", "--dir", s(&empty), "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("the store {} holds no runs", empty.display())),
+        "{out}"
+    );
+    let (code, _, err) = infergate(&["changes", "--baseline-dir", s(&empty)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds no runs"), "{err}");
 }
 
 /// `infergate run` in GitHub Actions for `event`, with `[report] github = "never"` (no network).
@@ -460,6 +577,119 @@ fn a_store_full_of_control_bytes_prints_no_workflow_command_anywhere() {
         ran += 1;
     }
     assert_eq!(ran, commands.len());
+}
+
+/// Whether `text`, a file infergate wrote, is as inert as the console: no control byte but
+/// `\n` and `\t`, no bidi control or invisible character (the zero-width space Markdown adds
+/// to defuse a mention excepted), no line the Actions runner would read as a workflow command.
+fn inert_file(text: &str) -> Result<(), String> {
+    let hidden = |c: char| {
+        matches!(
+            c,
+            '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
+                | '\u{200C}'
+                | '\u{200D}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{FEFF}'
+        )
+    };
+    if let Some(c) = text
+        .chars()
+        .find(|&c| (c.is_control() && c != '\n' && c != '\t') || hidden(c))
+    {
+        return Err(format!("holds {c:?}"));
+    }
+    match lines_of(text)
+        .into_iter()
+        .find(|l| l.trim_start().starts_with("::"))
+    {
+        Some(l) => Err(format!("holds a workflow command line {l:?}")),
+        None => Ok(()),
+    }
+}
+
+/// Issue 59, door 3: files are as inert as the console. A store whose run ids, commits and
+/// model carry ESC, BEL, bidi overrides and marks, zero-width characters, a `\r::error::` line
+/// and `GH-1` / `#123` / `@user` references: `changes --out` in every format and `export --out`
+/// in every format write files with none of them live (before: the text file held ESC, BEL,
+/// U+202E and the `::error` line; Markdown kept U+200E/U+200F/U+061C, zero-width characters and
+/// `GH-1`; the HTML kept U+202E).
+#[test]
+fn every_output_file_is_as_inert_as_the_console() {
+    let tmp = tempfile::tempdir().unwrap();
+    let evil = "\u{1b}[2J\u{7}\u{202e}rtl\u{200e}\u{200f}\u{61c}\u{200b}\u{200d}\u{feff}\r::error title=x::owned GH-1 #123 @octocat";
+    let g = Gen {
+        model: format!("model{evil}"),
+        ..Gen::default()
+    };
+    let store = tmp.path().join("store");
+    let st = BaselineStore::open(&store).unwrap();
+    let mut runs = Vec::new();
+    for i in 0..12 {
+        let mut r = results_gen::run(&g, i);
+        r.run_id = format!("run{i}{evil}");
+        r.labels.insert("sha".into(), format!("{i}{evil}"));
+        r.labels.insert("commit_message".into(), evil.into());
+        if i >= 8 {
+            for c in &mut r.cells {
+                c.aggregate_tps *= 0.8;
+                c.samples.iter_mut().for_each(|v| *v *= 0.8);
+            }
+        }
+        st.add(&r).unwrap();
+        runs.push(r);
+    }
+    let results = results_gen::write(tmp.path(), "results.json", &runs[11]);
+    let mut written = 0;
+    for f in ["text", "md", "json", "html"] {
+        let out = tmp.path().join(format!("changes.{f}"));
+        let (code, _, err) = infergate(&[
+            "changes",
+            "--baseline-dir",
+            s(&store),
+            "--format",
+            f,
+            "--out",
+            s(&out),
+        ]);
+        assert_ne!(code, 2, "{f}: {err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            text.contains("rtl"),
+            "{f}: the store's text is in the file:\n{text}"
+        );
+        inert_file(&text)
+            .map_err(|e| format!("changes --format {f}: {e}"))
+            .unwrap();
+        if f == "md" {
+            assert!(!text.contains("GH-1") && !text.contains("#123"), "{text}");
+            assert!(!text.contains("@octocat"), "{text}");
+        }
+        written += 1;
+    }
+    for f in ["bmf", "gab", "junit", "csv"] {
+        let out = tmp.path().join(format!("export.{f}"));
+        let (code, _, err) = infergate(&[
+            "export",
+            "--results",
+            s(&results),
+            "--format",
+            f,
+            "--out",
+            s(&out),
+        ]);
+        assert_eq!(code, 0, "{f}: {err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        inert_file(&text)
+            .map_err(|e| format!("export --format {f}: {e}"))
+            .unwrap();
+        written += 1;
+    }
+    assert_eq!(written, 8);
 }
 
 /// Door 8: values no measurement gives (1e308 and 5e-324 tok/s) are refused the same way

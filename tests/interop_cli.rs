@@ -397,6 +397,53 @@ fn validate_junit(xml: &Path) {
     }
 }
 
+/// Issue 59, door 9: an `in_progress` results file (its gate was stopped) exported as JUnit
+/// is written with the run as an error case `run` / `finished`, and `export` exits 3 (it
+/// exited 0 with a suite of passing cases); a figure format writes nothing, exit 3.
+#[test]
+fn export_of_an_unfinished_run_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = infergate::import::load_results(&fixture(
+        "llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json",
+    ))
+    .unwrap()
+    .remove(0);
+    run.status = infergate::results::RunStatus::InProgress;
+    let results = dir.path().join("results.json");
+    std::fs::write(&results, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+    let junit = dir.path().join("junit.xml");
+    let out = infergate(&[
+        "export",
+        "--format",
+        "junit",
+        "--results",
+        s(&results),
+        "--out",
+        s(&junit),
+    ]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains("is `in_progress`"), "{}", out.stderr);
+    validate_junit(&junit);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testcase classname=\"run\" name=\"finished\""),
+        "{xml}"
+    );
+    let bmf = dir.path().join("bmf.json");
+    let out = infergate(&[
+        "export",
+        "--format",
+        "bmf",
+        "--results",
+        s(&results),
+        "--out",
+        s(&bmf),
+    ]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains("nothing exported"), "{}", out.stderr);
+    assert!(!bmf.exists());
+}
+
 #[test]
 fn junit_and_csv_snapshots_from_a_vllm_candidate() {
     let dir = tempfile::tempdir().unwrap();

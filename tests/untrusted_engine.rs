@@ -815,3 +815,31 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
         "{how}"
     );
 }
+
+/// Issue 59, door 2: an engine that shares the supervisor's user (here `isolation = "off"`)
+/// SIGKILLs its supervisor and leaves a `setsid` daemon behind. The gate is a child subreaper
+/// of last resort: the orphaned tree is re-parented to it and killed as it exits, so nothing
+/// marked is alive once the gate has exited (a daemon was alive more than 12 s after it).
+#[test]
+fn an_engine_that_kills_its_supervisor_dies_with_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("orphan-{}", std::process::id());
+    let pid_file = dir.path().join("daemon.pid");
+    let config = engine_config(
+        dir.path(),
+        &format!(
+            "setsid sh -c 'echo $$ > {}; exec sleep 301' & kill -9 $PPID; exec {{infergate}} sim --profile test --port {{port}} --time-scale 4",
+            pid_file.display()
+        ),
+        &format!("isolation = \"off\"\nenv = {{ CONTAIN_MARKER = \"{marker}\" }}"),
+        "1s",
+    );
+    std::fs::create_dir_all(dir.path().join("store")).unwrap();
+    let out = gate_command(&config, &dir.path().join("out"), &dir.path().join("store"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(pid_file.is_file(), "the daemon started: {err}");
+    // Killed and reaped before the gate exited: no wait here.
+    assert_eq!(marked(&marker), Vec::<i32>::new(), "{err}");
+}

@@ -49,7 +49,7 @@ impl BaselineStore {
 
     fn read_accepted(&self, profile_key: &str) -> Result<AcceptedFile, BaselineError> {
         let path = self.accepted_path(profile_key);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::fsio::read_input(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(AcceptedFile::default());
@@ -97,6 +97,9 @@ impl BaselineStore {
         run_id: &str,
         note: Option<&str>,
     ) -> Result<AcceptedChange, BaselineError> {
+        // Read, change, write `accepted.json` under the store's lock: two accepts at once
+        // both land.
+        let _lock = self.write_lock()?;
         let loaded = self.load(profile_key, suite)?;
         let run = loaded
             .runs

@@ -9,7 +9,9 @@
 //! opens the store with [`BaselineStore::open_existing`], which refuses a directory that is not
 //! a store root, naming the likely root. A store written before the marker existed (no marker,
 //! but `<key>/<suite>/runs/` directories) is still recognised, and gets its marker with its next
-//! [`add`](BaselineStore::add).
+//! [`add`](BaselineStore::add). The marker itself is validated (a regular file, the `store`
+//! and `layout` infergate writes): a forged or broken one is [`BaselineError::BadMarker`], for
+//! readers and writers alike, never a store with no baseline.
 //!
 //! Why this shape: parallel nightly jobs each add a file with a unique name, so there is no
 //! shared index to merge or lock; every write is a temp file in the same directory, fsynced and
@@ -78,6 +80,28 @@ pub enum BaselineError {
         hint.as_ref().map(|h| format!("; {h}")).unwrap_or_else(|| "; point the store path (--baseline-dir, --baseline, [baseline] dir, --dir) at the directory that holds the profile directories, or create the store with `infergate baseline add` or `infergate run --update-baseline`".into())
     )]
     NotAStore { dir: PathBuf, hint: Option<String> },
+    /// The store's marker ([`STORE_MARKER`]) is not the one infergate writes: the directory
+    /// is not read as a store (and never as an empty one).
+    #[error(
+        "baseline store marker {}: {problem}; a store marker is the regular file infergate writes, {{\"store\": \"{MARKER_STORE}\", \"layout\": {LAYOUT}}}: restore it (e.g. `git checkout -- {}`), or remove it if {} is not a baseline store",
+        path.display(),
+        path.display(),
+        path.parent().map(|p| p.display().to_string()).unwrap_or_default()
+    )]
+    BadMarker { path: PathBuf, problem: String },
+    /// The store's lock stayed held past the deadline ([`lock_deadline`]).
+    #[error(
+        "baseline store {}: its lock (flock on {}) is held by {}; gave up after {waited_s} s ({LOCK_DEADLINE_ENV}, default {DEFAULT_LOCK_DEADLINE_S} s). Wait for that process to finish (another `baseline add`, `baseline accept` or `run --update-baseline` on this store) or stop it, then run again",
+        path.parent().map(|p| p.display().to_string()).unwrap_or_default(),
+        path.display(),
+        holder.as_deref().unwrap_or("another process")
+    )]
+    Locked {
+        path: PathBuf,
+        waited_s: u64,
+        /// `pid N (command line)` when `/proc/locks` tells.
+        holder: Option<String>,
+    },
     /// The run (same id, or the same content under another id) is in the store already.
     #[error(
         "run `{run_id}` is already in the baseline store as {} (same {what}); a run counts once, so it is not added again",
@@ -160,13 +184,60 @@ struct ProfileDescription {
 /// File name of the marker at a store's root: what makes a directory recognisable as a store.
 pub const STORE_MARKER: &str = "infergate-store.json";
 
+/// The marker's `store` field: what the directory is.
+const MARKER_STORE: &str = "infergate baseline store";
+
+/// The store layout this build reads and writes (1: `<key>/<suite>/runs/<run id>-<hash8>.json`).
+const LAYOUT: u64 = 1;
+
 /// The marker's content: what the directory is, for people and for [`BaselineStore::open_existing`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoreMarker {
-    /// Always `infergate baseline store`.
+    /// Always [`MARKER_STORE`].
     store: String,
-    /// Layout version (1: `<key>/<suite>/runs/<run id>-<hash8>.json`).
-    layout: u32,
+    /// Layout version ([`LAYOUT`]).
+    layout: u64,
+}
+
+/// Reads and validates the marker of the store at `dir`: `Ok(false)` when there is none, an
+/// error naming the file, the field and the fix when it is not what infergate writes (a
+/// symbolic link, a directory or another non-regular file, empty, not JSON, another `store`,
+/// a `layout` this build does not know).
+fn check_marker(dir: &Path) -> Result<bool, BaselineError> {
+    let path = dir.join(STORE_MARKER);
+    let bad = |problem: String| BaselineError::BadMarker {
+        path: path.clone(),
+        problem,
+    };
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(bad(format!("cannot be read: {e}"))),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(bad("is a symbolic link, not a file".into()));
+    }
+    let body = crate::fsio::read_bounded(&path, 64 << 10)
+        .map_err(|e| bad(format!("cannot be read: {e}")))?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(bad("is empty".into()));
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("is not JSON ({e})")))?;
+    let store = value.get("store").and_then(serde_json::Value::as_str);
+    if store != Some(MARKER_STORE) {
+        return Err(bad(match value.get("store") {
+            None => "has no field `store`".into(),
+            Some(v) => format!("field `store` is {v}, not \"{MARKER_STORE}\""),
+        }));
+    }
+    match value.get("layout") {
+        Some(v) if v.as_u64() == Some(LAYOUT) => Ok(true),
+        None => Err(bad("has no field `layout`".into())),
+        Some(v) => Err(bad(format!(
+            "field `layout` is {v}; this build of infergate knows layout {LAYOUT} only (a newer infergate may have written it: upgrade)"
+        ))),
+    }
 }
 
 /// The store over one directory (default `baselines/`).
@@ -204,7 +275,7 @@ impl BaselineStore {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
             });
         }
-        if !Self::is_store_root(dir) && !is_empty_dir(dir) {
+        if !Self::is_store_root(dir)? && !is_empty_dir(dir) {
             return Err(BaselineError::NotAStore {
                 dir: dir.to_path_buf(),
                 hint: likely_root(dir),
@@ -213,24 +284,31 @@ impl BaselineStore {
         Ok(store)
     }
 
-    /// Whether `dir` is a store root: it holds [`STORE_MARKER`], or (a store written before the
-    /// marker) at least one `<key>/<suite>/runs/` directory.
-    pub fn is_store_root(dir: &Path) -> bool {
-        if dir.join(STORE_MARKER).is_file() {
-            return true;
+    /// Whether `dir` is a store root: it holds a valid [`STORE_MARKER`], or (a store written
+    /// before the marker) at least one `<key>/<suite>/runs/` directory. A marker that is not
+    /// the one infergate writes is an error ([`BaselineError::BadMarker`]), never "no store".
+    pub fn is_store_root(dir: &Path) -> Result<bool, BaselineError> {
+        if check_marker(dir)? {
+            return Ok(true);
         }
-        subdirs(dir).unwrap_or_default().iter().any(|key| {
+        Ok(subdirs(dir).unwrap_or_default().iter().any(|key| {
             subdirs(&dir.join(key))
                 .unwrap_or_default()
                 .iter()
                 .any(|suite| dir.join(key).join(suite).join("runs").is_dir())
-        })
+        }))
+    }
+
+    /// Whether the store holds no run group at all (a new store, or one of dot-files only).
+    pub fn holds_no_runs(&self) -> Result<bool, BaselineError> {
+        Ok(self.profiles()?.is_empty())
     }
 
     /// Before a write: the root must be a store, not exist yet, or be empty (a new store);
     /// the marker is written when missing (also migrating a store that predates it).
     fn prepare_root(&self) -> Result<(), BaselineError> {
-        if !is_empty_dir(&self.root) && !Self::is_store_root(&self.root) {
+        let is_store = Self::is_store_root(&self.root)?;
+        if !is_empty_dir(&self.root) && !is_store {
             return Err(BaselineError::NotAStore {
                 dir: self.root.clone(),
                 hint: likely_root(&self.root),
@@ -238,10 +316,10 @@ impl BaselineStore {
         }
         create_dir(&self.root)?;
         let marker = self.root.join(STORE_MARKER);
-        if !marker.is_file() {
+        if !check_marker(&self.root)? {
             let body = serde_json::to_vec_pretty(&StoreMarker {
-                store: "infergate baseline store".into(),
-                layout: 1,
+                store: MARKER_STORE.into(),
+                layout: LAYOUT,
             })
             .map_err(|e| BaselineError::Serialize {
                 run_id: String::new(),
@@ -250,6 +328,13 @@ impl BaselineStore {
             write_atomic(&marker, &body)?;
         }
         Ok(())
+    }
+
+    /// The store's lock, held by every write (`add`, `accept`, `prune`) while it reads what
+    /// it changes and writes: waits at most [`lock_deadline`].
+    fn write_lock(&self) -> Result<StoreLock, BaselineError> {
+        self.prepare_root()?;
+        StoreLock::take(&canonical(&self.root)?.join(STORE_MARKER), lock_deadline())
     }
 
     /// The store's directory.
@@ -313,7 +398,7 @@ impl BaselineStore {
         // Two `baseline add`s at once (parallel nightly jobs on one checkout): the duplicate
         // check and the write happen under the store's lock, so the same run under two ids is
         // stored once.
-        let _lock = StoreLock::take(&root.join(STORE_MARKER))?;
+        let _lock = self.write_lock()?;
         // A run counts once: refuse it when the group holds it already (and refuse to add to a
         // group that cannot be read, where that cannot be told).
         let digest = content_digest(run);
@@ -335,8 +420,9 @@ impl BaselineStore {
         let hash = hex::encode(Sha256::digest(&body));
         let name = format!("{}-{}.json", component(&run.run_id), &hash[..8]);
         let path = dir_c.join(&name);
-        write_atomic(&path, &body)?;
-        // The profile description is for people; it is written once and never merged.
+        // The profile description is for people; it is written once and never merged. It is
+        // written before the run file, whose rename is the add's last step: an add that fails
+        // (a full disk) leaves no run file, so running it again adds the run.
         let profile_dir = dir_c
             .parent()
             .and_then(Path::parent)
@@ -355,6 +441,7 @@ impl BaselineStore {
                 write_atomic(&desc_path, &text)?;
             }
         }
+        write_atomic(&path, &body)?;
         Ok(Added { path })
     }
 
@@ -526,7 +613,7 @@ impl BaselineStore {
         let mut out = Vec::new();
         for (key, suites) in self.profiles().unwrap_or_default() {
             let desc: Option<ProfileDescription> =
-                std::fs::read(self.root.join(&key).join(PROFILE_FILE))
+                crate::fsio::read_bounded(&self.root.join(&key).join(PROFILE_FILE), 1 << 20)
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok());
             let diffs = match desc {
@@ -579,6 +666,7 @@ impl BaselineStore {
         suite: Option<&str>,
         keep: usize,
     ) -> Result<PruneReport, BaselineError> {
+        let _lock = self.write_lock()?;
         let mut report = PruneReport::default();
         for (key, s) in self.groups(profile_key, suite)? {
             let mut dated = Vec::new();
@@ -714,6 +802,24 @@ fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
     Ok(names)
 }
 
+/// The environment variable that sets how long a store write waits for the store's lock, in
+/// seconds (default [`DEFAULT_LOCK_DEADLINE_S`]).
+pub const LOCK_DEADLINE_ENV: &str = "INFERGATE_STORE_LOCK_TIMEOUT_S";
+
+/// How long a store write waits for the store's lock by default: a `baseline add` takes well
+/// under a second, so a minute is another process stuck, not one at work.
+pub const DEFAULT_LOCK_DEADLINE_S: u64 = 60;
+
+/// How long a store write waits for the lock: [`LOCK_DEADLINE_ENV`] when it is a number of
+/// seconds, else [`DEFAULT_LOCK_DEADLINE_S`].
+fn lock_deadline() -> std::time::Duration {
+    let s = std::env::var(LOCK_DEADLINE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_LOCK_DEADLINE_S);
+    std::time::Duration::from_secs(s)
+}
+
 /// An exclusive `flock` on the store's marker file ([`STORE_MARKER`]), held while the guard
 /// lives; released by the kernel if the process dies. No file of its own, so nothing is left.
 struct StoreLock {
@@ -722,7 +828,9 @@ struct StoreLock {
 }
 
 impl StoreLock {
-    fn take(marker: &Path) -> Result<StoreLock, BaselineError> {
+    /// Takes the lock, waiting at most `deadline`; past it, [`BaselineError::Locked`] names the
+    /// lock file and who holds it when `/proc/locks` tells.
+    fn take(marker: &Path, deadline: std::time::Duration) -> Result<StoreLock, BaselineError> {
         use std::os::fd::AsRawFd;
         let io = |source| BaselineError::Io {
             action: "lock",
@@ -730,17 +838,64 @@ impl StoreLock {
             source,
         };
         let file = std::fs::File::open(marker).map_err(io)?;
+        let started = std::time::Instant::now();
         loop {
             // SAFETY: flock(2) on a file descriptor this function owns.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
                 return Ok(StoreLock { _file: file });
             }
             let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(io(e));
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock if started.elapsed() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                std::io::ErrorKind::WouldBlock => {
+                    return Err(BaselineError::Locked {
+                        path: marker.to_path_buf(),
+                        waited_s: started.elapsed().as_secs(),
+                        holder: file.metadata().ok().and_then(|m| lock_holder(&m)),
+                    });
+                }
+                _ => return Err(io(e)),
             }
         }
     }
+}
+
+/// Who holds a `flock` on the file of `meta`, from `/proc/locks` (`N: FLOCK ADVISORY WRITE
+/// <pid> <major>:<minor>:<inode> 0 EOF`, device numbers in hex): `pid N (command line)`.
+fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = meta.dev();
+    let file_id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = locks.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // Waiters are listed as `N: -> FLOCK ...`; the holder's line has no arrow.
+        (words.get(1) == Some(&"FLOCK") && words.get(5) == Some(&file_id.as_str()))
+            .then(|| words.get(4).map(|p| p.to_string()))
+            .flatten()
+    })?;
+    let command = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|c| {
+            String::from_utf8_lossy(&c)
+                .split('\0')
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|c| !c.is_empty());
+    Some(match command {
+        Some(c) => format!("pid {pid} ({})", c.chars().take(120).collect::<String>()),
+        None => format!("pid {pid}"),
+    })
 }
 
 fn create_dir(dir: &Path) -> Result<(), BaselineError> {
@@ -759,8 +914,29 @@ fn canonical(p: &Path) -> Result<PathBuf, BaselineError> {
     })
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: the file name whose write fails with ENOSPC (a full disk), simulated.
+    static FAIL_WRITE_OF: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Writes `body` to `path` durably ([`crate::fsio::write_durable`]), naming the path on error.
 fn write_atomic(path: &Path, body: &[u8]) -> Result<(), BaselineError> {
+    #[cfg(test)]
+    {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let fail = FAIL_WRITE_OF.with(|f| f.borrow().as_deref().is_some_and(|w| name.contains(w)));
+        if fail {
+            return Err(BaselineError::Io {
+                action: "write",
+                path: path.to_path_buf(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            });
+        }
+    }
     crate::fsio::write_durable(path, body).map_err(|source| BaselineError::Io {
         action: "write",
         path: path.to_path_buf(),
@@ -890,6 +1066,95 @@ mod tests {
         }
         let err = store.add(&none_ok).unwrap_err().to_string();
         assert!(err.contains("no `ok` cell"), "{err}");
+    }
+
+    #[test]
+    fn the_marker_is_validated_field_by_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(!check_marker(tmp.path()).unwrap(), "no marker: none");
+        let marker = tmp.path().join(STORE_MARKER);
+        for (body, problem) in [
+            ("", "is empty"),
+            ("[1]", "has no field `store`"),
+            (
+                "{\"store\": \"infergate baseline store\"}",
+                "has no field `layout`",
+            ),
+            (
+                "{\"store\": \"infergate baseline store\", \"layout\": \"1\"}",
+                "field `layout` is \"1\"",
+            ),
+        ] {
+            std::fs::write(&marker, body).unwrap();
+            let e = check_marker(tmp.path()).unwrap_err().to_string();
+            assert!(e.contains(problem), "{body}: {e}");
+        }
+        std::fs::write(
+            &marker,
+            "{\"store\": \"infergate baseline store\", \"layout\": 1}",
+        )
+        .unwrap();
+        assert!(check_marker(tmp.path()).unwrap());
+    }
+
+    #[test]
+    fn a_failed_add_leaves_no_run_file_and_a_retry_adds_the_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BaselineStore::open(&tmp.path().join("b")).unwrap();
+        let run = seed_run();
+        for failing in ["profile.json", "run-"] {
+            let mut run = run.clone();
+            run.run_id = format!("{failing}x");
+            FAIL_WRITE_OF.with(|f| *f.borrow_mut() = Some(failing.to_string()));
+            let err = store.add_run(&run).unwrap_err().to_string();
+            FAIL_WRITE_OF.with(|f| *f.borrow_mut() = None);
+            assert!(err.contains("No space left on device"), "{err}");
+            assert!(
+                store.run_files(&run.profile.key, None).unwrap().is_empty(),
+                "{failing}: a failed add left a run file"
+            );
+            let added = store.add_run(&run).unwrap();
+            assert!(added.path.is_file());
+            std::fs::remove_file(&added.path).unwrap();
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(store.group_dir(&run.profile.key, None))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn a_held_lock_is_given_up_at_the_deadline_naming_the_lock_file_and_its_holder() {
+        use std::os::fd::AsRawFd;
+        let tmp = tempfile::tempdir().unwrap();
+        let marker = tmp.path().join(STORE_MARKER);
+        std::fs::write(&marker, "{}").unwrap();
+        // flock locks belong to the open file: a second open in this process conflicts.
+        let holder = std::fs::File::open(&marker).unwrap();
+        // SAFETY: flock(2) on a file descriptor this test owns.
+        assert_eq!(
+            unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+            0
+        );
+        let err = StoreLock::take(&marker, std::time::Duration::ZERO)
+            .err()
+            .expect("the lock is held");
+        let msg = err.to_string();
+        assert!(matches!(err, BaselineError::Locked { .. }), "{msg}");
+        assert!(
+            msg.contains(&format!("flock on {}", marker.display())),
+            "{msg}"
+        );
+        assert!(msg.contains(LOCK_DEADLINE_ENV), "{msg}");
+        if std::path::Path::new("/proc/locks").exists() {
+            assert!(
+                msg.contains(&format!("held by pid {}", std::process::id())),
+                "{msg}"
+            );
+        }
+        drop(holder);
+        assert!(StoreLock::take(&marker, std::time::Duration::ZERO).is_ok());
     }
 
     #[test]

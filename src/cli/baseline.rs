@@ -107,7 +107,8 @@ fn store_err(e: BaselineError) -> anyhow::Error {
     match e {
         BaselineError::Rejected { .. }
         | BaselineError::Escape(_)
-        | BaselineError::NotAStore { .. } => usage(e.to_string()),
+        | BaselineError::NotAStore { .. }
+        | BaselineError::BadMarker { .. } => usage(e.to_string()),
         other => anyhow::Error::new(other),
     }
 }
@@ -148,7 +149,7 @@ pub(crate) async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
         BaselineCommand::List => {
             let profiles = store.profiles().map_err(store_err)?;
             if profiles.is_empty() {
-                outln!("no baselines in {}", store.root().display());
+                outln!("the store {} holds no runs", store.root().display());
             }
             for (key, suites) in profiles {
                 for suite in suites {
@@ -201,7 +202,8 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
                 Err(
                     e @ (BaselineError::Rejected { .. }
                     | BaselineError::Duplicate { .. }
-                    | BaselineError::NotAStore { .. }),
+                    | BaselineError::NotAStore { .. }
+                    | BaselineError::BadMarker { .. }),
                 ) => failures.push(format!("{}: {e}", file.display())),
                 Err(e) => return Err(anyhow::Error::new(e)),
             }
@@ -262,6 +264,12 @@ pub(crate) fn matching_groups(
     suite: Option<&str>,
 ) -> anyhow::Result<Vec<(String, String)>> {
     let groups = store.groups(profile, suite).map_err(store_err)?;
+    if groups.is_empty() && store.holds_no_runs().map_err(store_err)? {
+        return Err(usage(format!(
+            "the store {} holds no runs: nothing to read (record runs with `infergate run --update-baseline` or `infergate baseline add RESULTS`)",
+            store.root().display()
+        )));
+    }
     if groups.is_empty() {
         return Err(usage(format!(
             "no baseline in {} for profile {} suite {} (see `infergate baseline list`)",

@@ -200,7 +200,11 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         }
         ChangesFormat::Html => crate::report::trend_html::render(&out),
     };
-    emit(&text, args.out.as_deref())?;
+    // A file is as inert as the console (the store's run ids, commits and notes are data).
+    emit(
+        &crate::untrusted_text::file_sink(&text),
+        args.out.as_deref(),
+    )?;
     if args.alert {
         return alert(&out).await;
     }

@@ -1,7 +1,9 @@
 //! `infergate export`: renders a results file (any format `import` reads) and optionally its
 //! verdict as Bencher Metric Format, github-action-benchmark custom JSON, JUnit XML or CSV, for
 //! the dashboards and test reporters teams already watch. Rendering only: the exit code is 0
-//! whatever the verdict says (the gate's own step fails the job).
+//! whatever the verdict says (the gate's own step fails the job), except for a run whose gate
+//! was stopped (`in_progress`): exit 3, JUnit written with the run as an error case, the other
+//! formats not written.
 
 use std::path::PathBuf;
 
@@ -57,6 +59,21 @@ pub(crate) async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
             )));
         }
     };
+    // Fail closed on a run whose gate was stopped: its figures are the cells done before, no
+    // measurement of the matrix. JUnit still gets its report, with the run as an error case
+    // (`run` / `finished`), so the test reporter shows why; the figure formats get nothing.
+    let unfinished = (run.status == crate::results::RunStatus::InProgress).then(|| {
+        format!(
+            "{}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is no finished measurement",
+            args.results.display(),
+            crate::untrusted_text::console(&run.run_id)
+        )
+    });
+    if let Some(why) = &unfinished
+        && args.format != ExportFormat::Junit
+    {
+        anyhow::bail!("{why}; nothing exported (JUnit reports it as an error case)");
+    }
     let verdict: Option<ComparisonReport> = match &args.verdict {
         Some(p) => {
             let file = p.display().to_string();
@@ -77,10 +94,15 @@ pub(crate) async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
         ExportFormat::Csv => csv::render(run, verdict.as_ref()),
     }
     .map_err(|e| usage(format!("{}: {e}", args.results.display())))?;
+    // As inert as the console: the engine's and the file's strings are data.
+    let body = crate::untrusted_text::file_sink(&body);
     match &args.out {
         Some(path) => crate::fsio::write_durable(path, body.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
         None => out!("{body}"),
+    }
+    if let Some(why) = unfinished {
+        anyhow::bail!("{why}; the JUnit report says so in its error case `run` / `finished`");
     }
     Ok(GateExit::Pass)
 }

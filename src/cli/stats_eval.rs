@@ -85,7 +85,7 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     let rule = match &args.rule {
         None => DecisionRule::default(),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = crate::fsio::read_input(path)
                 .map_err(|e| usage(format!("cannot read rule file {}: {e}", path.display())))?;
             toml::from_str(&text).map_err(|e| {
                 usage(format!(

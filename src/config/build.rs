@@ -285,9 +285,13 @@ fn check_engine_env_name(
     Ok(())
 }
 
-/// An `env_allow` entry may not open the gate's environment wholesale (`*`) nor name a
-/// credential (`*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*CRED*`, `*_KEY`, ...): the engine is
-/// the pull request's code.
+/// Shortest prefix a `PREFIX*` entry of `env_allow` may have: a shorter one (`A*`, `GH*`)
+/// takes in names nobody listed, among them credentials the name patterns do not know.
+pub(crate) const MIN_ENV_ALLOW_PREFIX: usize = 3;
+
+/// An `env_allow` entry may not open the gate's environment wholesale (`*`) or by a prefix
+/// shorter than [`MIN_ENV_ALLOW_PREFIX`] (`A*`), nor name a credential
+/// ([`crate::redact::is_secret_name`]): the engine is the pull request's code.
 fn check_env_allow_entry(
     loc: &Locator,
     span: std::ops::Range<usize>,
@@ -301,10 +305,17 @@ fn check_env_allow_entry(
             Some("name the variables the engine needs (e.g. \"VLLM_USE_V1\") or a prefix (\"VLLM_*\"); the engine is the pull request's code (see docs/security.md)"),
         ));
     }
+    if bare.len() < entry.len() && bare.chars().count() < MIN_ENV_ALLOW_PREFIX {
+        return Err(loc.at(
+            span,
+            format!("[engine] env_allow: the prefix `{entry}` is shorter than {MIN_ENV_ALLOW_PREFIX} characters and would pass every variable that starts with `{bare}` (credentials with names nobody listed among them)"),
+            Some("name the variables the engine needs, or a prefix of at least 3 characters that is the engine's own (\"VLLM_*\"); see docs/security.md"),
+        ));
+    }
     if crate::redact::is_secret_name(bare) {
         return Err(loc.at(
             span,
-            format!("[engine] env_allow: `{entry}` names a credential (a name with TOKEN, SECRET, PASSWORD, PASSWD, API_KEY, CRED, or ending in _KEY), which is never passed from the gate's environment to the engine"),
+            format!("[engine] env_allow: `{entry}` names a credential (a name with TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, PASS, API_KEY, APIKEY, CRED, AUTH, JWT, COOKIE, SESSION, PRIVATE, SIGNATURE, or ending in _KEY), which is never passed from the gate's environment to the engine"),
             Some("remove it from env_allow; the engine is the pull request's code and must not hold the runner's secrets (download gated models before the gate runs; see docs/security.md)"),
         ));
     }

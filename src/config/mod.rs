@@ -427,7 +427,7 @@ impl GateConfig {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<GateConfig, ConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = crate::fsio::read_input(path).map_err(|source| ConfigError::Read {
             path: shown.clone(),
             source,
         })?;
@@ -511,6 +511,51 @@ history_runs = 6
         parse(text)
             .expect_err("config should be rejected")
             .to_string()
+    }
+
+    #[test]
+    fn env_allow_table_of_names() {
+        let with = |entry: &str| {
+            parse(&GOOD.replace(
+                "readiness_timeout = \"30s\"",
+                &format!("readiness_timeout = \"30s\"\nenv_allow = [\"{entry}\"]"),
+            ))
+        };
+        for entry in [
+            "VLLM_USE_V1",
+            "VLLM_*",
+            "HF_*",
+            "LLAMA_THREADS",
+            "GIT_AUTHOR_NAME",
+        ] {
+            assert!(with(entry).is_ok(), "{entry} should be allowed");
+        }
+        for (entry, why) in [
+            ("*", "whole environment"),
+            ("A*", "shorter than 3 characters"),
+            ("GH*", "shorter than 3 characters"),
+            ("AUTH", "names a credential"),
+            ("OAUTH_CLIENT_ID", "names a credential"),
+            ("JWT", "names a credential"),
+            ("MY_JWT", "names a credential"),
+            ("COOKIE", "names a credential"),
+            ("SESSION", "names a credential"),
+            ("SESSION_*", "names a credential"),
+            ("PASS", "names a credential"),
+            ("DB_PASS", "names a credential"),
+            ("PASSWORD", "names a credential"),
+            ("PASSWD", "names a credential"),
+            ("APIKEY", "names a credential"),
+            ("OPENAI_API_KEY", "names a credential"),
+            ("SSH_AUTH_SOCK", "names a credential"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", "names a credential"),
+            ("PRIVATE_KEY_PATH", "names a credential"),
+            ("REQUEST_SIGNATURE", "names a credential"),
+            ("HF_TOKEN", "names a credential"),
+        ] {
+            let e = with(entry).expect_err(entry).to_string();
+            assert!(e.contains("env_allow") && e.contains(why), "{entry}: {e}");
+        }
     }
 
     #[test]

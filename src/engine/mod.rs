@@ -34,8 +34,8 @@ pub(crate) mod supervisor;
 pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
 pub(crate) use reach::dirs_to_cover;
 pub use reach::{conceal_gate, hide_from_engines};
-pub use supervisor::Containment;
 pub(crate) use supervisor::Report;
+pub use supervisor::{Containment, adopt_orphans, kill_leftover_descendants};
 
 /// Why the engine could not be started, became ready, or was stopped cleanly.
 #[derive(Debug, thiserror::Error)]

@@ -147,6 +147,35 @@ pub fn supervise(
 #[cfg(target_os = "linux")]
 pub(crate) use linux::supervise;
 
+/// The gate as the engine tree's keeper of last resort: makes this process a child subreaper
+/// (`PR_SET_CHILD_SUBREAPER`), so a descendant orphaned when its supervisor dies — killed by
+/// the engine it holds (possible when they share a user: a non-root gate, or
+/// `isolation = "off"`) or by the OOM killer — is re-parented to the gate instead of to
+/// `init`, where [`kill_leftover_descendants`] finds it. Called by the binary for every
+/// command but the supervisor itself (which is a subreaper of its own). Linux only.
+pub fn adopt_orphans() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(2) with integer arguments; it touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// SIGKILLs every process still below this one and reaps those that are its children; returns
+/// how many it killed. The binary calls it as it exits, after every task (and every child
+/// that belonged to one) is gone: what is left is an engine's tree whose supervisor died
+/// (adopted by [`adopt_orphans`]), which would otherwise outlive the gate. Linux only.
+pub fn kill_leftover_descendants() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        linux::kill_descendants_of_self()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use std::collections::{HashMap, HashSet};
@@ -283,6 +312,48 @@ mod linux {
             }
         }
         map
+    }
+
+    /// [`super::kill_leftover_descendants`]: SIGKILLs every live descendant of this process
+    /// and reaps its own children, until none is left (a few rounds: a process forking as it
+    /// is killed adds one); zombies are not counted as alive.
+    pub(crate) fn kill_descendants_of_self() -> usize {
+        let me = std::process::id() as i32;
+        let mut killed = HashSet::new();
+        for _ in 0..50 {
+            let alive: Vec<i32> = descendants(me)
+                .into_iter()
+                .filter(|pid| !is_zombie(*pid))
+                .collect();
+            for &pid in &alive {
+                // SAFETY: kill(2) of a descendant of this process, found just now.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                killed.insert(pid);
+            }
+            // Our own children (adopted orphans among them) are ours to reap; only those, by
+            // pid, so no status another waiter expects is taken.
+            for (pid, ppid) in parent_map() {
+                if ppid == me {
+                    let mut status = 0;
+                    // SAFETY: waitpid(2) on a child of this process, without blocking.
+                    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+                }
+            }
+            if alive.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        killed.len()
+    }
+
+    /// Whether `pid` has exited and waits to be reaped (state `Z`).
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state == "Z")
+        })
     }
 
     /// Every descendant of `root` (not `root` itself).

@@ -16,7 +16,7 @@ use super::{ExportError, cell_name, check_pair, figures, unit};
 use crate::answer::{
     cell_word, cells_word, direction_word, interval, label, metric_name, with_unit,
 };
-use crate::results::{CellResult, CellStatus, RunResults};
+use crate::results::{CellResult, CellStatus, RunResults, RunStatus};
 use crate::verdict::{
     CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Metric, MetricComparison,
     signed_percent,
@@ -253,6 +253,40 @@ fn results_cases(run: &RunResults) -> Vec<Case> {
     cases
 }
 
+/// A run that did not finish (`in_progress`: its gate was stopped; `cancelled`; `partial`)
+/// is one `error` case, `run` / `finished`, first in the suite: a test reporter then shows the
+/// suite as broken, not as a passing suite of fewer cells.
+fn unfinished_case(run: &RunResults) -> Option<Case> {
+    let what = match run.status {
+        RunStatus::Complete => return None,
+        RunStatus::InProgress => {
+            "the gate that wrote it was stopped before it finished (no verdict); only the cells done before are reported"
+        }
+        RunStatus::Cancelled => "it was cancelled; only the cells done before are reported",
+        RunStatus::Partial => {
+            "it stopped early; the cells it did not measure are errors or missing"
+        }
+    };
+    let message = format!(
+        "run `{}` is `{}`{}: {what}",
+        run.run_id,
+        run.status.as_str(),
+        run.status_reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default()
+    );
+    Some(Case {
+        classname: "run".into(),
+        name: "finished".into(),
+        time: 0.0,
+        outcome: Outcome::Error {
+            message: message.clone(),
+        },
+        out: message,
+    })
+}
+
 /// The JUnit XML text of a run, with failures from its verdict when one is given.
 pub(crate) fn render(
     run: &RunResults,
@@ -261,10 +295,13 @@ pub(crate) fn render(
     if let Some(report) = verdict {
         check_pair(run, report)?;
     }
-    let cases = match verdict {
+    let mut cases = match verdict {
         Some(report) => verdict_cases(run, report),
         None => results_cases(run),
     };
+    if let Some(case) = unfinished_case(run) {
+        cases.insert(0, case);
+    }
     let count =
         |f: fn(&Outcome) -> bool| cases.iter().filter(|c| f(&c.outcome)).count().to_string();
     let tests = cases.len().to_string();
@@ -282,6 +319,9 @@ pub(crate) fn render(
     ];
     if let Some(v) = run.engine.version.clone() {
         properties.push(("engine_version", v));
+    }
+    if run.status != RunStatus::Complete {
+        properties.push(("status", run.status.as_str().into()));
     }
     if let Some(report) = verdict {
         properties.push(("gate", report.gate.as_str().into()));
@@ -451,5 +491,28 @@ mod tests {
             "{xml}"
         );
         assert!(xml.contains("classname=\"C=1 / 8k\" name=\"aggregate_tps\""));
+    }
+
+    #[test]
+    fn an_unfinished_run_is_an_error_case_first_in_the_suite() {
+        let mut run = fixture::run();
+        assert!(!render(&run, None).unwrap().contains("name=\"finished\""));
+        run.status = RunStatus::InProgress;
+        let xml = render(&run, None).unwrap();
+        let first = xml.find("<testcase ").unwrap();
+        assert!(
+            xml[first..].starts_with("<testcase classname=\"run\" name=\"finished\""),
+            "{xml}"
+        );
+        assert!(xml.contains("is `in_progress`"), "{xml}");
+        assert!(xml.contains("stopped before it finished"), "{xml}");
+        assert_eq!(xml.matches("<error ").count(), 2, "{xml}");
+        assert!(
+            xml.contains("name=\"status\" value=\"in_progress\""),
+            "{xml}"
+        );
+        run.status = RunStatus::Cancelled;
+        let xml = render(&run, None).unwrap();
+        assert!(xml.contains("is `cancelled`"), "{xml}");
     }
 }

@@ -168,8 +168,9 @@ pub fn load_results(path: &Path) -> Result<Vec<RunResults>, ImportError> {
     parse_results(&text, &path.display().to_string())
 }
 
-/// Reads a file given on the command line. A directory (the `--out` of `infergate run`, given
-/// for the file in it) is refused with the file to pass instead, `usual_name` in it.
+/// Reads a file given on the command line, bounded ([`crate::fsio::read_input`]: a regular
+/// file of at most 256 MiB). A directory (the `--out` of `infergate run`, given for the file in
+/// it) is refused with the file to pass instead, `usual_name` in it.
 pub fn read_file(path: &Path, usual_name: &str) -> Result<String, ImportError> {
     let file = path.display().to_string();
     if path.is_dir() {
@@ -181,7 +182,7 @@ pub fn read_file(path: &Path, usual_name: &str) -> Result<String, ImportError> {
         };
         return Err(ImportError::Directory { file, hint });
     }
-    std::fs::read_to_string(path).map_err(|source| ImportError::Io { file, source })
+    crate::fsio::read_input(path).map_err(|source| ImportError::Io { file, source })
 }
 
 /// Parses the text of a results file; `file` names it in errors and in import provenance.

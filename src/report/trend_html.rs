@@ -25,6 +25,11 @@ pub(crate) fn html(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c if c.is_control() && c != '\n' => out.push(' '),
+            c if crate::untrusted_text::is_bidi_control(c)
+                || crate::untrusted_text::is_invisible(c) =>
+            {
+                out.push('\u{FFFD}');
+            }
             c => out.push(c),
         }
     }

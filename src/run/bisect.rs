@@ -72,6 +72,16 @@ pub(crate) enum BisectSetupError {
         "{config}: `infergate bisect` needs a [bisect] table with a `build` command using {{rev}} (see docs/bisect.md)"
     )]
     NoBisectTable { config: String },
+    #[error(
+        "--good {good:?} and --bad {bad:?} are the same commit{}: there is nothing between them to bisect; give a --good commit before the regression and a --bad commit after it",
+        commit.as_ref().map(|c| format!(" ({c})")).unwrap_or_default()
+    )]
+    SameRevision {
+        good: String,
+        bad: String,
+        /// The commit both resolve to, when git resolved them.
+        commit: Option<String>,
+    },
     #[error("{flag} {rev:?}: {why}")]
     Rev {
         flag: &'static str,
@@ -91,6 +101,21 @@ pub(crate) fn rev_problem(rev: &str) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// The commit `rev` names in the git repository at `workdir`, if git is there and knows it
+/// (`rev` passed [`rev_problem`]: it cannot be read as an option).
+fn resolve_commit(workdir: &std::path::Path, rev: &str) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--verify", "--quiet"])
+        .arg(format!("{rev}^{{commit}}"))
+        .current_dir(workdir)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let sha = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !sha.is_empty()).then_some(sha)
 }
 
 /// A validated bisection, ready to build and boot.
@@ -343,6 +368,23 @@ impl BisectPlan {
                     why,
                 });
             }
+        }
+        // Nothing lies between a commit and itself: said now, before any build or boot.
+        let commit = |rev: &str| resolve_commit(&bisect.workdir, rev);
+        let same = if req.good == req.bad {
+            Some(commit(&req.good))
+        } else {
+            match (commit(&req.good), commit(&req.bad)) {
+                (Some(g), Some(b)) if g == b => Some(Some(g)),
+                _ => None,
+            }
+        };
+        if let Some(commit) = same {
+            return Err(BisectSetupError::SameRevision {
+                good: req.good,
+                bad: req.bad,
+                commit,
+            });
         }
         Ok(BisectPlan {
             config: req.config,

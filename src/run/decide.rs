@@ -84,8 +84,13 @@ pub(crate) fn decide(
         )
     }));
     if loaded.runs.is_empty() {
+        let holds = if store.holds_no_runs()? {
+            "holds no runs (of any profile)"
+        } else {
+            "has no runs of them"
+        };
         notices.push(format!(
-            "NO BASELINE YET for profile `{}` suite `{}`: the store {} has no runs of them, so nothing was compared and the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
+            "NO BASELINE YET for profile `{}` suite `{}`: the store {} {holds}, so nothing was compared and the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
             results.profile.key,
             suite.unwrap_or(crate::baseline::ADHOC_SUITE),
             store_dir.display()

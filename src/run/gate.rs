@@ -921,6 +921,8 @@ impl GatePlan {
             summary_md.push('\n');
             summary_md.push_str(section);
         }
+        // summary.md is a file as inert as the console (the engine's and the store's text).
+        let summary_md = crate::untrusted_text::file_sink(&summary_md);
         let files = write_outputs(&self.out, &d.results, d.verdict.as_ref(), &summary_md)
             .map_err(AbortError::Write)?;
         let side = match &d.design {

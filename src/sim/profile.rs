@@ -244,7 +244,7 @@ impl SimProfile {
     /// Reads a TOML profile file with the same fields as the built-in profiles; unknown keys
     /// are an error that names the key.
     pub(crate) fn load(path: &Path) -> Result<SimProfile, SimError> {
-        let text = std::fs::read_to_string(path).map_err(|e| SimError::ProfileFile {
+        let text = crate::fsio::read_input(path).map_err(|e| SimError::ProfileFile {
             path: path.display().to_string(),
             message: format!("cannot read it: {e}"),
         })?;
