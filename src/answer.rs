@@ -461,6 +461,29 @@ pub fn first_line(report: &ComparisonReport) -> String {
                     named(&short)
                 ));
             }
+            // Cells whose bound leaves room for a slowdown beyond the rule's `cell_effect`:
+            // what a `pass` could not vouch for, named with how far down each could be.
+            let uncovered = report.uncovered_cells();
+            let cell_effect = report.rule.cell_effect.map(|e| signed_percent(-e));
+            if let (false, Some(effect)) = (uncovered.is_empty(), &cell_effect) {
+                // What narrows the bound: the history where it is the limit, else the boots.
+                let two_boots = report.confirmation.as_ref().is_some_and(|c| c.used);
+                let sensitive = report.sensitivity.as_ref().is_some_and(|s| s.sufficient);
+                let narrows = match (sensitive, two_boots) {
+                    (false, _) => "more baseline runs narrow",
+                    (true, true) => "longer windows or more baseline runs narrow",
+                    (true, false) => "a second boot narrows",
+                };
+                waits.push_str(&format!(
+                    "{} could be {effect} or worse ({}; {narrows} it); ",
+                    cells_word(uncovered.len()),
+                    uncovered
+                        .iter()
+                        .map(|(c, low)| format!("{} down to {}", label(c), signed_percent(*low)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ));
+            }
             let mut line = if report.gate == GateVerdict::Pass {
                 format!("{symbol} no regression{of} in {}", cells_word(n))
             } else {
@@ -479,6 +502,9 @@ pub fn first_line(report: &ComparisonReport) -> String {
             if let Some(s) = could_detect(report) {
                 line.push_str(if s.starts_with("but") { ", " } else { "; " });
                 line.push_str(&s);
+            }
+            if let (GateVerdict::Pass, Some(effect)) = (report.gate, cell_effect) {
+                line.push_str(&format!("; no cell below {effect} (95% bound)"));
             }
             format!("{line}{}{}", not_counted(report), faster(report))
         }

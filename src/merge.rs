@@ -277,7 +277,8 @@ impl Shard {
 }
 
 fn read(path: &Path) -> Result<String, ShardError> {
-    std::fs::read_to_string(path).map_err(|source| ShardError::Read {
+    // Bounded: a shard is an artifact another runner uploaded.
+    crate::fsio::read_input(path).map_err(|source| ShardError::Read {
         path: path.to_path_buf(),
         source,
     })
@@ -619,6 +620,7 @@ pub(crate) mod tests {
                 matrix_margin: 0.01,
                 correction: "bonferroni".into(),
                 confidence: 0.95,
+                cell_effect: None,
                 shares: None,
             },
         }

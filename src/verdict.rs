@@ -271,6 +271,24 @@ impl ComparisonReport {
         self.cells.iter().filter(|c| c.verdict.is_regression())
     }
 
+    /// The cells a `pass` cannot vouch for, each with its one-sided 95% bound on the change:
+    /// compared for speed, and that bound below `-cell_effect` (the cell could have slowed by
+    /// more than the stated size without a test finding it). Empty when the rule recorded no
+    /// `cell_effect` (files of earlier versions).
+    pub fn uncovered_cells(&self) -> Vec<(&CellComparison, f64)> {
+        let Some(effect) = self.rule.cell_effect else {
+            return Vec::new();
+        };
+        self.cells
+            .iter()
+            .filter(|c| !c.verdict.is_regression())
+            .filter_map(|c| {
+                let low = c.primary()?.ci_low;
+                (low.is_finite() && low < -effect).then_some((c, low))
+            })
+            .collect()
+    }
+
     /// Why an `unmeasured` gate cannot decide, naming the side that was not measured: the
     /// headline's and the reports' first line's one wording.
     pub fn unmeasured_reason(&self) -> String {
@@ -718,6 +736,11 @@ pub struct RuleSummary {
     /// the shares were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shares: Option<AlphaShares>,
+    /// The slowdown of any one cell a `pass` vouches for (`[thresholds] cell_effect`): every
+    /// cell compared for speed has its one-sided 95% bound (`ci_low` of its 90% interval)
+    /// above `-cell_effect`; absent from verdicts written before it was checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell_effect: Option<f64>,
 }
 
 /// The split of a gate's `alpha` among its families of tests, so that a reader can add them
@@ -893,6 +916,7 @@ pub(crate) mod fixtures {
                 matrix_margin: 0.01,
                 correction: "bonferroni".into(),
                 confidence: 0.95,
+                cell_effect: None,
                 shares: Some(AlphaShares {
                     matrix: 0.004,
                     local: 0.004,

@@ -190,6 +190,7 @@ fn verdict(
             matrix_margin: 0.01,
             correction: "bonferroni".into(),
             confidence: 0.95,
+            cell_effect: None,
             shares: None,
         },
     }

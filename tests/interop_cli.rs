@@ -336,6 +336,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             matrix_margin: 0.01,
             correction: "bonferroni".into(),
             confidence: 0.9,
+            cell_effect: None,
             shares: None,
         },
         confirmation: None,

@@ -555,10 +555,12 @@ fn llamacpp_gate_pipeline_boots_measures_compares_reports_and_tears_down() {
     );
     assert_eq!(verdict.baseline.level_runs.len(), 1, "the one baseline run");
     assert_eq!(verdict.cells.len(), 6, "every cell compared");
-    let want = if verdict.gate == GateVerdict::Regression {
-        1
-    } else {
-        0
+    // Whatever the noise of a busy CPU made of it (a cell whose counters disagree is `error`,
+    // and the gate `unmeasured`), the exit code is the one policy's for that verdict.
+    let want = match verdict.gate {
+        GateVerdict::Regression => 1,
+        GateVerdict::Unmeasured => 3,
+        _ => 0,
     };
     assert_eq!(
         second.code,

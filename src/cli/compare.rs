@@ -118,8 +118,11 @@ pub(crate) fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow:
 /// Writes `text` to `out` atomically, or prints it.
 pub(crate) fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
     match out {
-        Some(path) => crate::fsio::write_durable(path, text.as_bytes())
-            .with_context(|| format!("writing {}", path.display())),
+        // The same last guard as the console's: a file holds no byte stdout would not print.
+        Some(path) => {
+            crate::fsio::write_durable(path, crate::untrusted_text::file_sink(text).as_bytes())
+                .with_context(|| format!("writing {}", path.display()))
+        }
         None => {
             out!("{text}");
             Ok(())

@@ -83,7 +83,8 @@ fn render(merged: &MergedVerdict, format: MergeFormat) -> anyhow::Result<String>
 }
 
 fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    crate::fsio::write_durable(path, text.as_bytes())
+    // The same last guard as the console's: the shards' text is the runners' word.
+    crate::fsio::write_durable(path, crate::untrusted_text::file_sink(text).as_bytes())
         .with_context(|| format!("writing {}", path.display()))
 }
 

@@ -278,7 +278,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     let matrix_line = match &args.config {
         None if trusted.is_some() => trusted.as_ref().map(|t| t.suite.line as u32),
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
+            let text = crate::fsio::read_input(path).map_err(|e| {
                 usage(format!(
                     "cannot read the config file {}: {e}; pass the gate config the run used",
                     path.display()

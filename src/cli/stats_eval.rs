@@ -262,6 +262,38 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
         ]);
     }
     out.push_str(&found.to_string());
+    // What a green check hides: one cell 10% slower (the rule's `cell_effect`) must be found
+    // or named as not vouched for, never passed.
+    out.push_str("\n\n");
+    out.push_str(&wrap(
+        "One cell 10% slower, in % of gates [Wilson 95%]: found (regression), named as not \
+         vouched for (insufficient), or passed:",
+        0,
+    ));
+    out.push('\n');
+    let mut single = fitted_table(vec![
+        "runner",
+        "regression",
+        "insufficient",
+        "pass",
+        "boots",
+    ]);
+    for c in &r.conditions {
+        if let Some(x) = c
+            .scenarios
+            .iter()
+            .find(|x| x.scenario == Scenario::SingleCell(-0.10))
+        {
+            single.add_row(vec![
+                c.condition.clone(),
+                with_interval(x.regression_rate, r.trials),
+                with_interval(x.insufficient_rate, r.trials),
+                with_interval(x.pass_rate, r.trials),
+                format!("{:.2}", x.mean_boots),
+            ]);
+        }
+    }
+    out.push_str(&single.to_string());
     out.push('\n');
     if !r.targets.is_empty() {
         out.push_str("\nTargets:\n");

@@ -872,5 +872,17 @@ fn targets(report: &EvalReport) -> Vec<TargetCheck> {
         rate("gaussian", Scenario::SingleCell(-0.10)),
         &|r| r >= 0.80,
     );
+    // A green check vouches for every cell at the rule's `cell_effect` (10%): one cell that
+    // much slower is found, or the gate says `insufficient` and names it.
+    for c in &report.conditions {
+        check(
+            "single cell -10% says pass <= 5%",
+            &c.condition,
+            report
+                .outcome(&c.condition, Scenario::SingleCell(-0.10))
+                .map(|o| o.pass_rate),
+            &|r| r <= 0.05,
+        );
+    }
     out
 }

@@ -270,6 +270,7 @@ pub(crate) mod fixture {
                 matrix_margin: 0.01,
                 correction: "bonferroni".into(),
                 confidence: 0.95,
+                cell_effect: None,
                 shares: None,
             },
             confirmation: None,

@@ -538,9 +538,16 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             r.correction_name()
         ),
     };
+    // What a pass vouches for in one cell (verdicts of earlier versions did not check it).
+    let cells = r.cell_effect.map_or(String::new(), |e| {
+        format!(
+            "; a pass also needs every cell's interval above {}",
+            crate::verdict::signed_percent(-e)
+        )
+    });
     out.push(format!(
         "Rule: α = {} per gate: {split}; a regression also needs a change beyond {:.1}% ({:.0}% \
-         for the matrix); {:.0}% intervals; {}.",
+         for the matrix){cells}; {:.0}% intervals; {}.",
         r.alpha,
         100.0 * r.min_effect,
         100.0 * r.matrix_margin,

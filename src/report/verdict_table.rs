@@ -180,6 +180,7 @@ mod tests {
                 matrix_margin: 0.01,
                 correction: "bonferroni".into(),
                 confidence: 0.95,
+                cell_effect: None,
                 shares: None,
             },
         }

@@ -223,8 +223,11 @@ pub fn finish(report: &mut ComparisonReport) {
 /// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
 /// than the rule's floor (nothing it did measure can speak for the rest); `regression` when a
 /// cell (speed, capacity, errors), a line or the matrix-wide test regressed; `no_baseline`
-/// when there was no baseline; `insufficient` when a provisional alarm waits for another boot
-/// or the plan could not have found `design_effect` (its MDE is larger); otherwise `pass`.
+/// when there was no baseline; `insufficient` when a provisional alarm waits for another boot,
+/// the plan could not have found `design_effect` (its MDE is larger), or a cell's bound leaves
+/// room for a slowdown beyond `cell_effect` ([`ComparisonReport::uncovered_cells`]); otherwise
+/// `pass`, which then vouches for the matrix at `design_effect` and for every cell at
+/// `cell_effect`.
 /// (Without a sensitivity figure, e.g. an A/B run with no matrix-wide test, an undecided cell
 /// makes it `insufficient`.)
 pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
@@ -258,6 +261,7 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
         .iter()
         .any(|c| c.provisional || c.history_too_short)
         || !sensitive
+        || !report.uncovered_cells().is_empty()
     {
         GateVerdict::Insufficient
     } else {
@@ -272,6 +276,32 @@ mod tests {
 
     use super::*;
     use crate::eval::synthetic_run;
+
+    #[test]
+    fn a_pass_vouches_for_every_cell_at_the_cell_effect_or_names_the_one_it_cannot() {
+        let mut r = crate::verdict::fixtures::pass();
+        r.rule.cell_effect = Some(0.10);
+        assert_eq!(gate_of(&r), GateVerdict::Pass);
+        finish(&mut r);
+        assert!(
+            r.headline.ends_with("; no cell below −10.0% (95% bound)"),
+            "{}",
+            r.headline
+        );
+        // One cell's 90% interval reaches −12%: it could be that much slower unseen.
+        r.cells[4].metrics[0].ci_low = -0.12;
+        finish(&mut r);
+        assert_eq!(r.gate, GateVerdict::Insufficient);
+        assert!(
+            r.headline
+                .contains("1 cell could be −10.0% or worse (C=2 / 8k down to −12.0%;"),
+            "{}",
+            r.headline
+        );
+        // Verdicts of earlier versions recorded no cell effect and did not check it.
+        r.rule.cell_effect = None;
+        assert_eq!(gate_of(&r), GateVerdict::Pass);
+    }
 
     #[test]
     fn a_candidate_without_baseline_is_not_comparable_with_its_reason_in_the_headline() {

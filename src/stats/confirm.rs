@@ -55,11 +55,16 @@ pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
 }
 
 /// Whether the first boot calls for a second: nothing is final yet (measured well enough, no
-/// error or other regression that one boot decides), and the matrix-wide change leaned worse
-/// or an alarm is provisional.
+/// error or other regression that one boot decides), and the matrix-wide change leaned worse,
+/// an alarm is provisional, or a sensitive enough baseline leaves a cell's bound below
+/// `-cell_effect` (a second boot narrows what one boot's noise leaves open; with a thin
+/// baseline the history is the limit and a boot would not help).
 pub fn wants_confirmation(first: &ComparisonReport) -> bool {
+    let sensitive = first.sensitivity.as_ref().is_some_and(|s| s.sufficient);
     matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient)
-        && (leans(first) || provisional_cells(first) > 0)
+        && (leans(first)
+            || provisional_cells(first) > 0
+            || sensitive && !first.uncovered_cells().is_empty())
 }
 
 /// Why the first boot called for a confirmation (or did not), for people.
@@ -84,6 +89,19 @@ pub fn reason(first: &ComparisonReport) -> String {
         )
     });
     let leans_worse = leans(first);
+    let uncovered = first.uncovered_cells();
+    if wants_confirmation(first) && !leans_worse && alarms.is_none() && !uncovered.is_empty() {
+        return format!(
+            "after one boot {} could still be {} or worse: a second boot narrows {}",
+            crate::answer::plural(uncovered.len(), "cell"),
+            signed_percent(-first.rule.cell_effect.unwrap_or_default()),
+            if uncovered.len() == 1 {
+                "its bound"
+            } else {
+                "their bounds"
+            }
+        );
+    }
     match (matrix, alarms) {
         // Both causes hold: name both, as the headline does.
         (Some(matrix), Some(alarms)) if leans_worse => format!(
@@ -194,6 +212,26 @@ mod tests {
     use super::*;
     use crate::eval::{noisy_history, synthetic_run};
     use crate::verdict::CellVerdict;
+
+    #[test]
+    fn a_cell_one_boot_cannot_vouch_for_earns_a_second_boot_where_the_baseline_is_sensitive() {
+        let mut first = crate::verdict::fixtures::pass();
+        first.rule.cell_effect = Some(0.10);
+        first.cells[0].metrics[0].ci_low = -0.12;
+        finish(&mut first);
+        assert_eq!(first.gate, GateVerdict::Insufficient);
+        assert!(wants_confirmation(&first));
+        assert!(
+            reason(&first).starts_with("after one boot 1 cell could still be −10.0% or worse"),
+            "{}",
+            reason(&first)
+        );
+        // A thin baseline is the limit: a boot would not make the cell decidable.
+        if let Some(s) = first.sensitivity.as_mut() {
+            s.sufficient = false;
+        }
+        assert!(!wants_confirmation(&first));
+    }
 
     /// A history of 20 runs with a 1% run factor and 2% cell terms (seeded), and a noiseless
     /// candidate with every cell scaled by `factor` (so its direction is the test's, not the

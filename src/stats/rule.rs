@@ -75,6 +75,10 @@ pub struct DecisionRule {
     pub design_effect: f64,
     /// The probability the design effect should be found with.
     pub design_power: f64,
+    /// The slowdown of any one cell a `pass` vouches for: every cell compared for speed must
+    /// have its one-sided 95% bound on the change above `-cell_effect`, else the gate is
+    /// `insufficient` and names the cell (a matrix-wide test alone says nothing of one cell).
+    pub cell_effect: f64,
 }
 
 impl Default for DecisionRule {
@@ -86,6 +90,7 @@ impl Default for DecisionRule {
             metrics: vec![Metric::AggregateTps],
             design_effect: 0.05,
             design_power: 0.8,
+            cell_effect: 0.10,
         }
     }
 }
@@ -105,6 +110,8 @@ impl DecisionRule {
             design,
             "(0, 1)",
         )?;
+        let cell = self.cell_effect;
+        in_range(cell > 0.0 && cell < 1.0, "cell_effect", cell, "(0, 1)")?;
         let power = self.design_power;
         in_range(
             power > 0.5 && power < 1.0,
@@ -143,6 +150,7 @@ impl DecisionRule {
             matrix_margin: MATRIX_MARGIN,
             correction: "bonferroni".to_string(),
             confidence: CONFIDENCE,
+            cell_effect: Some(self.cell_effect),
             shares: Some(AlphaShares {
                 matrix: self.matrix_alpha(),
                 local: self.local_alpha(),
