@@ -763,9 +763,11 @@ fn a_gate_that_is_not_root_covers_its_outputs_in_a_user_namespace() {
     );
 }
 
-/// `[engine] isolation`: under a root gate, an engine that needs a file only root may read
-/// fails readiness with a hint naming its uid and the key; with `isolation = "off"` the same
-/// engine runs as the gate's user and the results say so.
+/// `[engine] isolation`: under a root gate, an engine whose command names a file only root may
+/// read is refused before booting (exit 2) with one message naming isolation, the uid, the file
+/// and the fixes; one that opens such a file on its own (no argument names it) fails readiness
+/// with a hint naming its uid and the key; with `isolation = "off"` the same engine runs as the
+/// gate's user and the results say so.
 #[test]
 fn isolation_off_runs_the_engine_as_the_gate_user() {
     if !root() {
@@ -779,19 +781,38 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&weights, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let command = format!(
+    let named = format!(
         "cat {} >/dev/null || exit 1; exec {{infergate}} sim --profile test --port {{port}} --time-scale 4",
         weights.display()
     );
-    let run = |extra: &str| {
-        engine_config(dir.path(), &command, extra, "1s");
+    // The same file, by a path only the shell puts together.
+    let hidden = format!(
+        "w=weights; cat {}/$w >/dev/null || exit 1; exec {{infergate}} sim --profile test --port {{port}} --time-scale 4",
+        dir.path().display()
+    );
+    let run = |command: &str, extra: &str| {
+        engine_config(dir.path(), command, extra, "1s");
         gate_command(Path::new("gate.toml"), Path::new("out"), Path::new("store"))
             .current_dir(dir.path())
             .output()
             .unwrap()
     };
     std::fs::create_dir_all(dir.path().join("store")).unwrap();
-    let out = run("");
+    let out = run(&named, "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the engine runs as uid 65534 gid 65534")
+            && err.contains(&format!(
+                "cannot read the path its shell line names {}",
+                weights.display()
+            ))
+            && err.contains(&format!("`chmod o+r {}`", weights.display()))
+            && err.contains("isolation = \"off\""),
+        "{err}"
+    );
+    assert!(!err.contains("starting engine"), "{err}");
+    let out = run(&hidden, "");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
@@ -800,7 +821,7 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
             && err.contains("[engine] isolation"),
         "{err}"
     );
-    let out = run("isolation = \"off\"");
+    let out = run(&named, "isolation = \"off\"");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let results: Value = serde_json::from_str(

@@ -89,6 +89,10 @@ pub(crate) enum SetupError {
     /// before booting (after booting, the limit the engine serves is checked again).
     #[error("{config}: {reason}")]
     DoesNotFit { config: String, reason: String },
+    /// The engine's program does not exist, or the engine's user cannot reach what its
+    /// command names ([`crate::engine::preflight`]): found before booting.
+    #[error("{config}: {reason}")]
+    Engine { config: String, reason: String },
 }
 
 /// The context limit an engine command declares, with the flag as written: vLLM
@@ -450,6 +454,29 @@ impl GatePlan {
                         origin,
                     }
                 })?;
+            }
+        }
+        // Before any boot: every engine's program exists and its user can reach what the
+        // command names (the outputs and the store excepted: they are hidden from it).
+        let engines = match &design {
+            PlannedDesign::Baseline { .. } => vec![&req.config.engine],
+            PlannedDesign::Ab { ab, .. } => vec![&ab.a, &ab.b],
+        };
+        for engine in engines {
+            let launch = crate::engine::EngineLaunch::from_config(
+                engine,
+                req.config.model.as_deref(),
+                &req.engine_args,
+                PathBuf::new(),
+            );
+            // A launch that cannot be resolved (no free port) fails at boot, with its reason.
+            if let Ok(launch) = launch {
+                crate::engine::preflight(engine, &launch, &[&req.out, &baseline_dir]).map_err(
+                    |e| SetupError::Engine {
+                        config: req.config.path.clone(),
+                        reason: e.to_string(),
+                    },
+                )?;
             }
         }
         Ok(GatePlan {

@@ -1,0 +1,152 @@
+//! The first hour on a real runner (issue 58): a root gate whose engine lies where uid 65534
+//! cannot reach it is refused before any boot (exit 2) with one message naming isolation, the
+//! uid and the fix; the gate's own binary (`{infergate}`, the embedded default's engine) runs
+//! isolated from a directory of mode 0700, as from a checkout under `/root`; a wrong engine
+//! path is exit 2.
+
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use support::{SMALL_SIM_CONFIG, gate, read_results};
+
+/// Whether this test process runs as root (the engine then runs as uid 65534).
+fn root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A directory of mode 0700 owned by this user (as a checkout under `/root` is).
+fn private_dir(base: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in(base).expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+#[test]
+fn an_engine_in_a_private_directory_is_refused_before_boot_naming_isolation() {
+    if !root() {
+        println!("skipped: only a root gate runs the engine as another user (uid 65534)");
+        return;
+    }
+    let dir = private_dir(&std::env::temp_dir());
+    let engine = dir.path().join("engine.sh");
+    std::fs::write(
+        &engine,
+        format!(
+            "#!/bin/sh\nexec {} sim --profile test --port \"$1\"\n",
+            env!("CARGO_BIN_EXE_infergate")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.path().join("gate.toml");
+    let text = SMALL_SIM_CONFIG.replacen(
+        r#"command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "2", "--seed", "5"]"#,
+        &format!("command = [{:?}, \"{{port}}\"]", engine.display().to_string()),
+        1,
+    );
+    assert_ne!(text, SMALL_SIM_CONFIG);
+    std::fs::write(&config, text).unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let out = dir.path().join("out");
+    let (code, err) = gate(&config, &out, &store, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    let d = dir.path().display().to_string();
+    for part in [
+        "[engine] isolation = \"auto\"",
+        "the engine runs as uid 65534 gid 65534",
+        &format!("cannot execute its program {}", engine.display()),
+        &format!("`chmod o+rx {d}`"),
+        "isolation = \"UID:GID\"",
+        "isolation = \"off\"",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    assert_eq!(err.matches("error:").count(), 1, "one message: {err}");
+    assert!(!err.contains("starting engine"), "nothing booted: {err}");
+    assert!(!out.join("engine.log").exists(), "nothing booted");
+}
+
+/// The gate's own binary in a directory of mode 0700 (a hard link: the same file, no copy):
+/// `{infergate}` is executed through a descriptor, so the engine still runs as uid 65534 and
+/// the gate passes, in both command forms.
+#[test]
+fn the_gates_own_binary_runs_isolated_from_a_private_directory() {
+    if !root() {
+        println!("skipped: only a root gate runs the engine as another user (uid 65534)");
+        return;
+    }
+    // Beside the binary (the same filesystem) for the hard link.
+    let dir = private_dir(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let bin = dir.path().join("infergate");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_infergate"), &bin).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_infergate"), &bin).unwrap();
+    }
+    let shell =
+        r#"command = "exec {infergate} sim --profile test --port {port} --time-scale 2 --seed 5""#;
+    for (form, text) in [
+        ("argv", SMALL_SIM_CONFIG.to_string()),
+        (
+            "shell",
+            SMALL_SIM_CONFIG.replacen(
+                r#"command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "2", "--seed", "5"]"#,
+                shell,
+                1,
+            ),
+        ),
+    ] {
+        let work = tempfile::tempdir().unwrap();
+        let config = work.path().join("gate.toml");
+        std::fs::write(&config, text.replace("[1, 2, 4]", "[1]")).unwrap();
+        let store = work.path().join("store");
+        std::fs::create_dir(&store).unwrap();
+        let out = work.path().join("out");
+        let output = std::process::Command::new(&bin)
+            .args(["run", "--config"])
+            .arg(&config)
+            .arg("--out")
+            .arg(&out)
+            .arg("--baseline-dir")
+            .arg(&store)
+            .env_remove("GITHUB_ACTIONS")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{form}: {err}");
+        let results = read_results(&out.join("results.json"));
+        let how = results.engine.containment.clone().unwrap_or_default();
+        assert!(how.contains("; uid 65534 gid 65534;"), "{form}: {how}");
+        let command = results.engine.command.clone().unwrap_or_default();
+        assert!(
+            command.contains(&bin.display().to_string()) && !command.contains("/proc/self/fd"),
+            "{form}: the binary's path is shown: {command}"
+        );
+    }
+}
+
+#[test]
+fn a_wrong_engine_path_is_exit_2_before_any_measurement() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gate.toml");
+    std::fs::write(
+        &config,
+        SMALL_SIM_CONFIG.replacen("\"{infergate}\"", "\"/nonexistent/bin/vllm-xyz\"", 1),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let out = dir.path().join("out");
+    let (code, err) = gate(&config, &out, &store, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("[engine] command: its program `/nonexistent/bin/vllm-xyz` does not exist"),
+        "{err}"
+    );
+    assert!(!out.join("results.json").exists(), "nothing measured");
+}
