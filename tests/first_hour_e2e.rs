@@ -2,7 +2,8 @@
 //! cannot reach it is refused before any boot (exit 2) with one message naming isolation, the
 //! uid and the fix; the gate's own binary (`{infergate}`, the embedded default's engine) runs
 //! isolated from a directory of mode 0700, as from a checkout under `/root`; a wrong engine
-//! path is exit 2.
+//! path is exit 2; `run --update-baseline` on a run a cell keeps partial fails (exit 3), naming
+//! the cell and the suite's `skip` list.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -12,6 +13,7 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use infergate::results::RunStatus;
 use support::{SMALL_SIM_CONFIG, gate, read_results};
 
 /// Whether this test process runs as root (the engine then runs as uid 65534).
@@ -149,4 +151,54 @@ fn a_wrong_engine_path_is_exit_2_before_any_measurement() {
         "{err}"
     );
     assert!(!out.join("results.json").exists(), "nothing measured");
+}
+
+/// A cell the engine cannot serve (C=2 on an engine that fails above one stream) keeps every
+/// run partial: `--update-baseline` says so and exits 3 instead of passing without a baseline.
+#[test]
+fn update_baseline_on_a_partial_run_fails_naming_the_cell_and_the_skip_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gate.toml");
+    let text = SMALL_SIM_CONFIG
+        .replacen(
+            "\"--seed\", \"5\"]",
+            "\"--seed\", \"5\", \"--fault\", \"fail-above-concurrency=1\"]",
+            1,
+        )
+        .replace("[1, 2, 4]", "[1, 2]");
+    std::fs::write(&config, &text).unwrap();
+    let store = dir.path().join("store");
+    let out = dir.path().join("out");
+    let (code, err) = gate(&config, &out, &store, &["--update-baseline"]);
+    assert_eq!(code, Some(3), "{err}");
+    for part in [
+        "--update-baseline: this run cannot become a baseline: the run is partial",
+        "Cells that keep it partial: C=2 × 0 (",
+        "the suite's `skip` list (docs/config.md)",
+        "`skip = [{ concurrency = 2, context = \"0\" }]` under [suites.pr]",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    assert_eq!(
+        read_results(&out.join("results.json")).status,
+        RunStatus::Partial
+    );
+    // With the cell skipped, the same engine gives a baseline.
+    std::fs::write(
+        &config,
+        text.replacen(
+            "sub_windows = 4",
+            "sub_windows = 4\nskip = [{ concurrency = 2, context = \"0\" }]",
+            1,
+        ),
+    )
+    .unwrap();
+    let (code, err) = gate(
+        &config,
+        &dir.path().join("out2"),
+        &store,
+        &["--update-baseline"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("baseline: run added as"), "{err}");
 }

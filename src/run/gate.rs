@@ -326,6 +326,10 @@ pub(crate) enum GateFailure {
     /// A pull-request gate found no baseline for its profile (the reason says where to get one).
     #[error("{0}")]
     NoBaseline(String),
+    /// `run --update-baseline` measured a run that cannot become a baseline (a cell the engine
+    /// cannot serve keeps it partial): the message names the cells and the `skip` list.
+    #[error("{0}")]
+    NotABaseline(String),
 }
 
 /// A boot's failure in words, or that it gave none.
@@ -912,6 +916,31 @@ impl GatePlan {
             DecidedDesign::Ab { .. } => format!("{}-ab", self.suite.name),
         };
         let name = check_name(&d.results.profile.key, &check_suite);
+        // `--update-baseline` on a run that cannot become one fails the gate (exit 3): a
+        // baseline that can never exist must not pass unnoticed night after night.
+        let update_baseline = matches!(
+            self.design,
+            PlannedDesign::Baseline {
+                update_baseline: true
+            }
+        );
+        let worthy: Vec<Result<(), String>> = if update_baseline {
+            d.baseline_candidates()
+                .into_iter()
+                .map(|run| baseline_worthy(run, d.failure.is_some()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if d.failure.is_none() {
+            let refused = d
+                .baseline_candidates()
+                .into_iter()
+                .zip(&worthy)
+                .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
+                .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
+            d.failure = refused.map(GateFailure::NotABaseline);
+        }
         let failure = d.failure.as_ref().map(ToString::to_string);
         // A run measured in full whose gate failed after measuring (its comparison, or the
         // confirmation boot a first look asked for) says why in its results, which a `merge`
@@ -968,14 +997,9 @@ impl GatePlan {
 
         // Baseline update: every complete boot of this run.
         let mut baseline = Vec::new();
-        if matches!(
-            self.design,
-            PlannedDesign::Baseline {
-                update_baseline: true
-            }
-        ) {
-            for run in d.baseline_candidates() {
-                match baseline_worthy(run, d.failure.is_some()) {
+        if update_baseline {
+            for (run, worthy) in d.baseline_candidates().into_iter().zip(worthy) {
+                match worthy {
                     Ok(()) => {
                         let store = crate::baseline::BaselineStore::open(&self.baseline_dir)
                             .map_err(AbortError::OpenStore)?;
