@@ -63,7 +63,7 @@ fn an_engine_in_a_private_directory_is_refused_before_boot_naming_isolation() {
     for part in [
         "[engine] isolation = \"auto\"",
         "the engine runs as uid 65534 gid 65534",
-        &format!("cannot execute its program {}", engine.display()),
+        &format!("cannot execute {}, its program (", engine.display()),
         &format!("`chmod o+rx {d}`"),
         "isolation = \"UID:GID\"",
         "isolation = \"off\"",
@@ -151,6 +151,47 @@ fn a_wrong_engine_path_is_exit_2_before_any_measurement() {
         "{err}"
     );
     assert!(!out.join("results.json").exists(), "nothing measured");
+}
+
+/// A program named through `env_allow` (a venv's python in the runner's environment) is shown
+/// in the message about it, not masked as `[REDACTED]`: it is a path, not a secret.
+#[test]
+fn a_program_passed_through_env_allow_is_named_not_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let python = dir.path().join("venv-python");
+    std::fs::write(&python, "not executable").unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = dir.path().join("gate.toml");
+    let text = SMALL_SIM_CONFIG.replacen(
+        r#"command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "2", "--seed", "5"]"#,
+        "command = \"exec \\\"$IG58_PYTHON\\\" -m server --port {port}\"\nenv_allow = [\"IG58_PYTHON\"]",
+        1,
+    );
+    assert_ne!(text, SMALL_SIM_CONFIG);
+    std::fs::write(&config, text).unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let output = support::gate_command(&config, &dir.path().join("out"), &store)
+        .env("IG58_PYTHON", &python)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot execute {}, the program its shell line runs",
+            python.display()
+        )),
+        "{err}"
+    );
+    // `o+rx` for uid 65534 under a root gate, `a+rx` for the gate's own user.
+    let fix = if root() { "o+rx" } else { "a+rx" };
+    assert!(
+        err.contains(&format!("`chmod {fix} {}`", python.display())),
+        "{err}"
+    );
+    assert!(!err.contains("[REDACTED]"), "{err}");
 }
 
 /// A cell the engine cannot serve (C=2 on an engine that fails above one stream) keeps every

@@ -804,7 +804,7 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
     assert!(
         err.contains("the engine runs as uid 65534 gid 65534")
             && err.contains(&format!(
-                "cannot read the path its shell line names {}",
+                "cannot read {}, the file its shell line names",
                 weights.display()
             ))
             && err.contains(&format!("`chmod o+r {}`", weights.display()))

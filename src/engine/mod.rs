@@ -863,6 +863,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_spawn_error_gets_the_hint_of_its_cause() {
+        let cfg = launch::tests::cfg(crate::config::CommandSpec::Argv(vec!["x".into()]));
+        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).expect("launch");
+        // An argument vector naming a path: does it exist, not "is it on PATH".
+        let h = spawn_hint(&l, "/opt/vllm/bin/vllm", libc::ENOENT);
+        assert_eq!(
+            h,
+            "check [engine] command in the config: does `/opt/vllm/bin/vllm` exist?"
+        );
+        let h = spawn_hint(&l, "vllm", libc::ENOENT);
+        assert!(
+            h.ends_with("is `vllm` installed and on the engine's PATH?"),
+            "{h}"
+        );
+        let h = spawn_hint(&l, "/root/v/bin/python", libc::EACCES);
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            for part in [
+                "[engine] isolation = \"auto\" runs the engine as uid 65534 gid 65534",
+                "cannot execute `/root/v/bin/python`",
+                "`chmod o+rx DIR`",
+                "isolation = \"off\"",
+            ] {
+                assert!(h.contains(part), "{part}: {h}");
+            }
+        } else {
+            assert_eq!(h, "check [engine] command in the config");
+        }
+    }
+
+    #[test]
     fn a_teardown_warning_names_the_boot_only_when_processes_survived() {
         let mut stop = StopReport {
             exit: None,

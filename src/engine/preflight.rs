@@ -147,6 +147,8 @@ fn unreachable_message(
 ) -> String {
     let path = need.path.display().to_string();
     let why = std::io::Error::from_raw_os_error(errno);
+    // Others' bits for another user; everyone's for the gate's own (the owner's may lack them).
+    let who = if user.is_some() { "o" } else { "a" };
     let (stopper, chmod) = match &blocker {
         Some(dir) => {
             let d = dir.display().to_string();
@@ -155,11 +157,12 @@ fn unreachable_message(
                     "the directory {d}{} lets no other user in",
                     describe_mode(dir)
                 ),
-                format!("`chmod o+rx {d}`"),
+                format!("`chmod {who}+rx {d}`"),
             )
         }
         None => {
-            let bits = if need.how == Use::Read { "o+r" } else { "o+rx" };
+            let bits = if need.how == Use::Read { "+r" } else { "+rx" };
+            let bits = format!("{who}{bits}");
             (
                 format!("{path}{} is not open to it", describe_mode(&need.path)),
                 format!("`chmod {bits} {path}`"),
@@ -168,13 +171,13 @@ fn unreachable_message(
     };
     match user {
         Some((uid, gid)) => format!(
-            "[engine] isolation = \"{}\": the gate runs as root, so the engine runs as uid {uid} gid {gid}, and that user cannot {} {} {path} ({why}): {stopper}. Fix one of: {chmod}; or run the engine as a user that can reach it with isolation = \"UID:GID\" under [engine]; or isolation = \"off\" under [engine] (the engine then runs as root, unisolated; docs/security.md)",
+            "[engine] isolation = \"{}\": the gate runs as root, so the engine runs as uid {uid} gid {gid}, and that user cannot {} {path}, {} ({why}): {stopper}. Fix one of: {chmod}; or run the engine as a user that can reach it with isolation = \"UID:GID\" under [engine]; or isolation = \"off\" under [engine] (the engine then runs as root, unisolated; docs/security.md)",
             launch.isolation.value(),
             need.how.verb(),
             need.what,
         ),
         None => format!(
-            "[engine] command: the engine cannot {} {} {path} ({why}): {stopper}; fix the mode ({chmod}) or the path",
+            "[engine] command: the engine cannot {} {path}, {} ({why}): {stopper}; fix the mode ({chmod}) or the path",
             need.how.verb(),
             need.what,
         ),
@@ -365,7 +368,8 @@ fn needs(
         }
         Ok(())
     };
-    let named = |word: &str, what: &str, out: &mut Vec<Need>| {
+    // `by`: what names the path (`its command`, `its shell line`, `HF_HOME`).
+    let named = |word: &str, by: &str, out: &mut Vec<Need>| {
         let candidates = std::iter::once(word).chain(word.split_once('=').map(|(_, v)| v));
         for w in candidates {
             let Some(p) = resolve(w) else { continue };
@@ -375,8 +379,9 @@ fn needs(
             let Ok(meta) = std::fs::metadata(&p) else {
                 continue;
             };
+            let kind = if meta.is_dir() { "directory" } else { "file" };
             out.push(Need {
-                what: what.to_string(),
+                what: format!("the {kind} {by} names"),
                 path: p,
                 how: if meta.is_dir() { Use::Enter } else { Use::Read },
             });
@@ -387,7 +392,7 @@ fn needs(
             let name = launch.argv.first().map_or("", String::as_str);
             program(name, "its program", &mut out)?;
             for a in launch.argv.iter().skip(1) {
-                named(a, "the path its command names", &mut out);
+                named(a, "its command", &mut out);
             }
         }
         CommandSpec::Shell(_) => {
@@ -411,7 +416,7 @@ fn needs(
                 if let Some(w) = w
                     && Some(i) != first
                 {
-                    named(w, "the path its shell line names", &mut out);
+                    named(w, "its shell line", &mut out);
                 }
             }
         }
@@ -420,7 +425,7 @@ fn needs(
         let from_config =
             cfg.env.contains_key(k) || (cfg.env_allow.iter().any(|e| super::launch::allowed(k, e)));
         if from_config && !crate::redact::is_secret_name(k) {
-            named(v, &format!("the path {k} names"), &mut out);
+            named(v, k, &mut out);
         }
     }
     if let Some(dir) = &launch.workdir
@@ -653,7 +658,7 @@ mod tests {
         for part in [
             "[engine] isolation = \"auto\"",
             "uid 65534 gid 65534",
-            &format!("cannot execute its program {}", engine.display()),
+            &format!("cannot execute {}, its program (", engine.display()),
             &format!("the directory {d} (mode 0700, owner uid 0) lets no other user in"),
             &format!("`chmod o+rx {d}`"),
             "isolation = \"UID:GID\"",
