@@ -618,12 +618,38 @@ fn door5(dir: &Path, uid: Option<u32>) -> Door5 {
     std::fs::create_dir_all(dir.join("store")).unwrap();
     let mut gate = gate_command(Path::new("gate.toml"), Path::new("out"), Path::new("store"));
     gate.current_dir(dir);
+    // A gate started as `uid` runs a binary that user can reach: the build's own may lie in a
+    // checkout of mode 0700 (a clone under /root). The same file, hard-linked (else copied)
+    // into a directory open to everyone.
+    let mut _bin_dir = None;
     if let Some(uid) = uid {
+        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         for p in [dir.to_path_buf(), dir.join("gate.toml"), dir.join("store")] {
             std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
         }
-        gate.uid(uid).gid(uid).env("HOME", dir);
+        let bin_dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = bin_dir.path().join("infergate");
+        if std::fs::hard_link(env!("CARGO_BIN_EXE_infergate"), &bin).is_err() {
+            std::fs::copy(env!("CARGO_BIN_EXE_infergate"), &bin).unwrap();
+        }
+        gate = std::process::Command::new(&bin);
+        gate.args([
+            "run",
+            "--config",
+            "gate.toml",
+            "--out",
+            "out",
+            "--baseline-dir",
+            "store",
+        ])
+        .env_remove("GITHUB_ACTIONS")
+        .current_dir(dir)
+        .uid(uid)
+        .gid(uid)
+        .env("HOME", dir);
+        _bin_dir = Some(bin_dir);
     }
     let out = gate.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
