@@ -844,7 +844,8 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
     assert!(
         err.contains("Permission denied")
             && err.contains("it ran as uid 65534")
-            && err.contains("[engine] isolation"),
+            && err.contains("[engine] isolation = \"auto\"")
+            && err.contains("isolation = \"off\" under [engine]"),
         "{err}"
     );
     let out = run(&named, "isolation = \"off\"");

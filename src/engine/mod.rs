@@ -632,7 +632,8 @@ impl EngineProcess {
                     .any(|w| tail.contains(w)))
         {
             hint.push_str(&format!(
-                "; it ran as uid {user} (the gate is root): its program, libraries and model must be readable by that user, or set [engine] isolation (docs/security.md)"
+                "; it ran as uid {user} (the gate is root, [engine] isolation = \"{}\"): its program, libraries and model must be readable by that user (`chmod o+rx` the directory that stops it, e.g. /root), or set isolation = \"UID:GID\" (a user that can read them) or isolation = \"off\" under [engine] (docs/security.md)",
+                self.launch.isolation.value()
             ));
         }
         EngineError::ExitedBeforeReady {
