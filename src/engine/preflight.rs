@@ -109,9 +109,19 @@ pub fn preflight(
     else {
         return Ok(());
     };
-    // Which directory on the way stops it (the first, from `/`), if one does.
-    let ancestors: Vec<Need> = need
-        .path
+    // Which directory on the way stops it (the first, from `/`), if one does: on the path as
+    // named, else on the one its links lead to (a venv's python links into `/root/.pyenv`).
+    let real = need.path.canonicalize().ok();
+    let blocker = blocking_dir(&need.path, user)
+        .or_else(|| real.as_deref().and_then(|r| blocking_dir(r, user)));
+    Err(PreflightError::Unreachable(unreachable_message(
+        launch, need, errno, blocker, user,
+    )))
+}
+
+/// The first directory on the way to `path`, from `/`, that `user` cannot enter.
+fn blocking_dir(path: &Path, user: Option<(u32, u32)>) -> Option<PathBuf> {
+    let mut ancestors: Vec<Need> = path
         .ancestors()
         .skip(1)
         .filter(|a| !a.as_os_str().is_empty())
@@ -120,20 +130,14 @@ pub fn preflight(
             path: a.to_path_buf(),
             how: Use::Enter,
         })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
         .collect();
-    let blocker = check(&ancestors, user).and_then(|r| {
-        ancestors
-            .iter()
-            .zip(r)
-            .find(|(_, e)| *e != 0)
-            .map(|(a, _)| a.path.clone())
-    });
-    Err(PreflightError::Unreachable(unreachable_message(
-        launch, need, errno, blocker, user,
-    )))
+    ancestors.reverse();
+    let results = check(&ancestors, user)?;
+    ancestors
+        .into_iter()
+        .zip(results)
+        .find(|(_, e)| *e != 0)
+        .map(|(a, _)| a.path)
 }
 
 /// The one message for something the engine's user cannot use: what, the uid, the path, the
@@ -147,6 +151,11 @@ fn unreachable_message(
 ) -> String {
     let path = need.path.display().to_string();
     let why = std::io::Error::from_raw_os_error(errno);
+    // Where its links lead, when that is elsewhere.
+    let why = match need.path.canonicalize() {
+        Ok(real) if real != need.path => format!("{why}; it leads to {}", real.display()),
+        _ => why.to_string(),
+    };
     // Others' bits for another user; everyone's for the gate's own (the owner's may lack them).
     let who = if user.is_some() { "o" } else { "a" };
     let (stopper, chmod) = match &blocker {
@@ -671,5 +680,25 @@ mod tests {
         assert_eq!(preflight(&cfg, &l, &[]), Ok(()));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         assert_eq!(preflight(&cfg, &l, &[dir.path()]), Ok(()));
+        // A link in an open directory (a venv's bin/python) into the private one: the message
+        // names where it leads and the directory that stops it there.
+        let venv = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(venv.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let python = venv.path().join("python");
+        std::os::unix::fs::symlink(&engine, &python).unwrap();
+        let cfg = crate::engine::launch::tests::cfg(CommandSpec::Argv(vec![
+            python.display().to_string(),
+        ]));
+        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).unwrap();
+        let e = preflight(&cfg, &l, &[]).unwrap_err().to_string();
+        let real = engine.canonicalize().unwrap();
+        let real_dir = real.parent().unwrap().display().to_string();
+        for part in [
+            format!("cannot execute {}, its program", python.display()),
+            format!("it leads to {}", real.display()),
+            format!("`chmod o+rx {real_dir}`"),
+        ] {
+            assert!(e.contains(&part), "{part}: {e}");
+        }
     }
 }
