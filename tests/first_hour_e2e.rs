@@ -220,6 +220,10 @@ fn update_baseline_on_a_partial_run_fails_naming_the_cell_and_the_skip_list() {
     ] {
         assert!(err.contains(part), "{part}: {err}");
     }
+    assert!(
+        !err.contains("the gate passes"),
+        "no contradicting notice: {err}"
+    );
     assert_eq!(
         read_results(&out.join("results.json")).status,
         RunStatus::Partial

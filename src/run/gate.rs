@@ -939,7 +939,11 @@ impl GatePlan {
                 .zip(&worthy)
                 .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
                 .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
-            d.failure = refused.map(GateFailure::NotABaseline);
+            if let Some(why) = refused {
+                d.failure = Some(GateFailure::NotABaseline(why));
+                // "It is created with this run … the gate passes" would contradict the failure.
+                d.notices.retain(|n| !n.starts_with("NO BASELINE YET"));
+            }
         }
         let failure = d.failure.as_ref().map(ToString::to_string);
         // A run measured in full whose gate failed after measuring (its comparison, or the
