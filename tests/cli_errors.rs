@@ -98,9 +98,11 @@ fn an_engine_that_cannot_start_is_said_once() {
         dir.path(),
     );
     let t = text(&o);
-    assert_eq!(o.status.code(), Some(3), "{t}");
+    // A program that does not exist is the config's to fix: exit 2, before any boot.
+    assert_eq!(o.status.code(), Some(2), "{t}");
     assert_eq!(
-        t.matches("cannot start the engine command").count(),
+        t.matches("its program `/nonexistent/engine-binary` does not exist")
+            .count(),
         1,
         "{t}"
     );

@@ -86,3 +86,33 @@ contexts = ["0"]
     assert_eq!(v["engine"]["metrics_flavor"], "vllm", "{stdout}");
     assert_eq!(v["engine"]["models"][0], "sim-test", "{stdout}");
 }
+
+/// A config whose engine program does not exist: the report says so with `run`'s message
+/// (checked before booting), and nothing is booted.
+#[test]
+fn doctor_reports_an_engine_program_that_does_not_exist_without_booting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("gate.toml");
+    std::fs::write(
+        &cfg,
+        "[engine]\ncommand = [\"/nonexistent/bin/vllm\", \"--port\", \"{port}\"]\n\n[suites.pr]\nconcurrency = [1]\ncontexts = [\"0\"]\n",
+    )
+    .expect("write config");
+    let cfg_s = cfg.display().to_string();
+    let (code, stdout, stderr) = doctor(&["--json", "--config", &cfg_s]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(v["engine_boot"]["ready"], false, "{stdout}");
+    let error = v["engine_boot"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.ends_with(
+            "gate.toml: [engine] command: its program `/nonexistent/bin/vllm` does not exist: correct the path (an absolute one, or set [engine] workdir)"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        v["engine_boot"]["teardown_clean"],
+        serde_json::Value::Null,
+        "{stdout}"
+    );
+}

@@ -120,7 +120,7 @@ async fn an_engine_that_cannot_start_completes_the_check_as_failed() {
         r#"model = "m"
 
 [engine]
-command = ["/nonexistent/vllm-build-under-test", "--port", "{port}"]
+command = ["sh", "-c", "exec /nonexistent/vllm-build-under-test --port \"$0\"", "{port}"]
 name = "vllm"
 readiness_timeout = "5s"
 

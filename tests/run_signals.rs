@@ -217,8 +217,10 @@ fn engine_that_never_becomes_ready_times_out_in_the_configured_time() {
     assert!(group_gone(pgid));
 }
 
+/// A program that does not exist is a config error found before any boot: exit 2, nothing
+/// measured, no results file.
 #[test]
-fn engine_command_that_does_not_exist_is_a_clear_exit_3() {
+fn engine_command_that_does_not_exist_is_a_clear_exit_2() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
     let config = write_config(
@@ -236,11 +238,13 @@ fn engine_command_that_does_not_exist_is_a_clear_exit_3() {
         .output()
         .expect("run gate");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("cannot start the engine command `/nonexistent/bin/vllm-engine-xyz`"),
+        stderr.contains(
+            "[engine] command: its program `/nonexistent/bin/vllm-engine-xyz` does not exist"
+        ),
         "{stderr}"
     );
-    assert!(stderr.contains("No such file or directory"), "{stderr}");
-    assert_eq!(read_results(&out).status, RunStatus::Partial);
+    assert!(!stderr.contains("starting engine"), "{stderr}");
+    assert!(!out.join("results.json").exists());
 }

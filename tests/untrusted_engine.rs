@@ -618,12 +618,38 @@ fn door5(dir: &Path, uid: Option<u32>) -> Door5 {
     std::fs::create_dir_all(dir.join("store")).unwrap();
     let mut gate = gate_command(Path::new("gate.toml"), Path::new("out"), Path::new("store"));
     gate.current_dir(dir);
+    // A gate started as `uid` runs a binary that user can reach: the build's own may lie in a
+    // checkout of mode 0700 (a clone under /root). The same file, hard-linked (else copied)
+    // into a directory open to everyone.
+    let mut _bin_dir = None;
     if let Some(uid) = uid {
+        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         for p in [dir.to_path_buf(), dir.join("gate.toml"), dir.join("store")] {
             std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
         }
-        gate.uid(uid).gid(uid).env("HOME", dir);
+        let bin_dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = bin_dir.path().join("infergate");
+        if std::fs::hard_link(env!("CARGO_BIN_EXE_infergate"), &bin).is_err() {
+            std::fs::copy(env!("CARGO_BIN_EXE_infergate"), &bin).unwrap();
+        }
+        gate = std::process::Command::new(&bin);
+        gate.args([
+            "run",
+            "--config",
+            "gate.toml",
+            "--out",
+            "out",
+            "--baseline-dir",
+            "store",
+        ])
+        .env_remove("GITHUB_ACTIONS")
+        .current_dir(dir)
+        .uid(uid)
+        .gid(uid)
+        .env("HOME", dir);
+        _bin_dir = Some(bin_dir);
     }
     let out = gate.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -763,9 +789,11 @@ fn a_gate_that_is_not_root_covers_its_outputs_in_a_user_namespace() {
     );
 }
 
-/// `[engine] isolation`: under a root gate, an engine that needs a file only root may read
-/// fails readiness with a hint naming its uid and the key; with `isolation = "off"` the same
-/// engine runs as the gate's user and the results say so.
+/// `[engine] isolation`: under a root gate, an engine whose command names a file only root may
+/// read is refused before booting (exit 2) with one message naming isolation, the uid, the file
+/// and the fixes; one that opens such a file on its own (no argument names it) fails readiness
+/// with a hint naming its uid and the key; with `isolation = "off"` the same engine runs as the
+/// gate's user and the results say so.
 #[test]
 fn isolation_off_runs_the_engine_as_the_gate_user() {
     if !root() {
@@ -779,28 +807,48 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&weights, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let command = format!(
+    let named = format!(
         "cat {} >/dev/null || exit 1; exec {{infergate}} sim --profile test --port {{port}} --time-scale 4",
         weights.display()
     );
-    let run = |extra: &str| {
-        engine_config(dir.path(), &command, extra, "1s");
+    // The same file, by a path only the shell puts together.
+    let hidden = format!(
+        "w=weights; cat {}/$w >/dev/null || exit 1; exec {{infergate}} sim --profile test --port {{port}} --time-scale 4",
+        dir.path().display()
+    );
+    let run = |command: &str, extra: &str| {
+        engine_config(dir.path(), command, extra, "1s");
         gate_command(Path::new("gate.toml"), Path::new("out"), Path::new("store"))
             .current_dir(dir.path())
             .output()
             .unwrap()
     };
     std::fs::create_dir_all(dir.path().join("store")).unwrap();
-    let out = run("");
+    let out = run(&named, "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the engine runs as uid 65534 gid 65534")
+            && err.contains(&format!(
+                "cannot read {}, the file its shell line names",
+                weights.display()
+            ))
+            && err.contains(&format!("`chmod o+r {}`", weights.display()))
+            && err.contains("isolation = \"off\""),
+        "{err}"
+    );
+    assert!(!err.contains("starting engine"), "{err}");
+    let out = run(&hidden, "");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
         err.contains("Permission denied")
             && err.contains("it ran as uid 65534")
-            && err.contains("[engine] isolation"),
+            && err.contains("[engine] isolation = \"auto\"")
+            && err.contains("isolation = \"off\" under [engine]"),
         "{err}"
     );
-    let out = run("isolation = \"off\"");
+    let out = run(&named, "isolation = \"off\"");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let results: Value = serde_json::from_str(

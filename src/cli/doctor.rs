@@ -48,13 +48,21 @@ pub(crate) async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
         .context("preparing the engine command")?;
         let command = launch.display.clone();
         let url = launch.base_url.clone();
-        let (boot, reachable_url) = match EngineProcess::spawn(launch).await {
-            Err(e) => (
+        // What `run` refuses before booting (a missing program, a path the engine's user
+        // cannot reach) is reported with the same message, and nothing is booted.
+        let spawned = match crate::engine::preflight(&config.engine, &launch, &[]) {
+            Ok(()) => EngineProcess::spawn(launch)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("{}: {e}", config.path)),
+        };
+        let (boot, reachable_url) = match spawned {
+            Err(error) => (
                 BootCheck {
                     command,
                     ready: false,
                     boot_s: None,
-                    error: Some(e.to_string()),
+                    error: Some(error),
                     teardown_clean: None,
                 },
                 None,

@@ -70,6 +70,61 @@ pub struct EngineLaunch {
     pub supervisor: PathBuf,
     /// What the engine is kept from (`[engine] isolation`).
     pub isolation: EngineIsolation,
+    /// This infergate binary, opened by the gate, when the engine runs as another user: then
+    /// `{infergate}` is executed as `/proc/self/fd/N` ([`SelfExec`]).
+    pub self_exec: Option<SelfExec>,
+}
+
+/// The gate's own executable, opened as the gate's user, for an engine that runs as another
+/// one (`isolation = "auto"` under root: uid 65534).
+///
+/// Why a descriptor: `{infergate}` names this binary, and a root gate's binary often sits
+/// where uid 65534 cannot reach it (a checkout under `/root`, mode 0700: `cargo test` and
+/// `cargo run -- run` in a fresh clone). The gate opens `/proc/self/exe` (the very binary it
+/// runs, even if the checkout was rebuilt meanwhile) and renders `{infergate}` as
+/// `/proc/self/fd/N`; the descriptor loses `FD_CLOEXEC` only in the supervisor's child, so the
+/// supervisor and then the engine inherit it, and the engine's `exec` of `/proc/self/fd/N`
+/// (its own descriptor table) needs only the file's mode (0755 from cargo), not a path the
+/// engine's user can walk. Both command forms work: an argument vector execs it directly, and
+/// a shell line's `exec {infergate} sim …` execs it from the shell that inherited it.
+///
+/// Rejected: a copy in a temporary directory readable by the engine's user costs a copy of
+/// the binary per gate (about 100 MB for a debug build), fails where the temporary directory
+/// is mounted `noexec`, and leaves the copy behind when the gate is SIGKILLed; the descriptor
+/// needs no disk, no cleanup, and nothing the engine could replace between the copy and the
+/// exec. What the engine gains is a read-only descriptor of a file any user may read by its
+/// mode: the gate's binary, which is no secret.
+#[derive(Debug, Clone)]
+pub struct SelfExec {
+    fd: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+impl SelfExec {
+    /// Opens this process's executable when `isolation` makes the engine another user (root
+    /// gate, `isolation` not `off`); `None` otherwise or where `/proc/self/exe` cannot be opened
+    /// (then `{infergate}` is its path, as before).
+    fn open(isolation: EngineIsolation) -> Option<SelfExec> {
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root || isolation.user().is_none() || !cfg!(target_os = "linux") {
+            return None;
+        }
+        let file = std::fs::File::open("/proc/self/exe").ok()?;
+        Some(SelfExec {
+            fd: std::sync::Arc::new(file.into()),
+        })
+    }
+
+    /// The descriptor's number (the same in the supervisor and the engine).
+    pub fn raw_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.fd.as_raw_fd()
+    }
+
+    /// `/proc/self/fd/N`: the path the engine executes.
+    pub fn path(&self) -> String {
+        format!("/proc/self/fd/{}", self.raw_fd())
+    }
 }
 
 /// Values substituted into the command.
@@ -99,6 +154,12 @@ impl Placeholders {
         }
         out
     }
+}
+
+/// Whether `v` is an absolute path that exists (a program, a model, a cache directory).
+pub(crate) fn names_a_path(v: &str) -> bool {
+    let p = std::path::Path::new(v);
+    p.is_absolute() && p.exists()
 }
 
 /// Picks a free TCP port on `host` (bind port 0, read it, release it).
@@ -136,7 +197,7 @@ pub fn shell_quote(s: &str) -> String {
 
 /// Whether `name` matches an allow-list entry: an exact name, `PREFIX_` (built-in) or
 /// `PREFIX*` (config).
-fn allowed(name: &str, entry: &str) -> bool {
+pub(crate) fn allowed(name: &str, entry: &str) -> bool {
     if let Some(prefix) = entry.strip_suffix('*') {
         name.starts_with(prefix)
     } else if entry.ends_with('_') {
@@ -176,7 +237,7 @@ pub(crate) fn engine_env(
 
 /// Words of a shell line, for finding secret flags (quotes removed; good enough for
 /// `--api-key 'sk-…'` and `--token="…"`, not a shell parser).
-fn shell_words(line: &str) -> Vec<String> {
+pub(crate) fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut quote: Option<char> = None;
@@ -238,36 +299,49 @@ impl EngineLaunch {
         let exe = std::env::current_exe().map_err(|source| EngineError::Spawn {
             program: "infergate (this binary, for {infergate} and the supervisor)".into(),
             source,
+            hint: "the gate could not find its own executable".into(),
         })?;
+        let self_exec = SelfExec::open(cfg.isolation);
         let ph = Placeholders {
             port,
             host: cfg.host.clone(),
             model: model.map(str::to_string),
             infergate: exe.display().to_string(),
         };
-        let argv: Vec<String> = match &cfg.command {
-            CommandSpec::Argv(v) => v
-                .iter()
-                .map(|a| ph.render(a, false))
-                .chain(extra_args.iter().cloned())
-                .collect(),
-            CommandSpec::Shell(line) => {
-                let mut l = ph.render(line, true);
-                for a in extra_args {
-                    l.push(' ');
-                    l.push_str(&shell_quote(a));
+        let render = |ph: &Placeholders| -> Vec<String> {
+            match &cfg.command {
+                CommandSpec::Argv(v) => v
+                    .iter()
+                    .map(|a| ph.render(a, false))
+                    .chain(extra_args.iter().cloned())
+                    .collect(),
+                CommandSpec::Shell(line) => {
+                    let mut l = ph.render(line, true);
+                    for a in extra_args {
+                        l.push(' ');
+                        l.push_str(&shell_quote(a));
+                    }
+                    vec!["sh".into(), "-c".into(), l]
                 }
-                vec!["sh".into(), "-c".into(), l]
             }
+        };
+        // People and results see the binary's path; the engine executes the descriptor.
+        let shown = render(&ph);
+        let argv = match &self_exec {
+            Some(s) => render(&Placeholders {
+                infergate: s.path(),
+                ..ph.clone()
+            }),
+            None => shown.clone(),
         };
         let redactor = crate::redact::process();
         let display = match &cfg.command {
-            CommandSpec::Argv(_) => argv
+            CommandSpec::Argv(_) => shown
                 .iter()
                 .map(|a| shell_quote(&redactor.redact(a)))
                 .collect::<Vec<_>>()
                 .join(" "),
-            CommandSpec::Shell(_) => redactor.redact(argv.last().map_or("", String::as_str)),
+            CommandSpec::Shell(_) => redactor.redact(shown.last().map_or("", String::as_str)),
         };
         let host_in_url = if cfg.host == "0.0.0.0" {
             "127.0.0.1"
@@ -283,13 +357,17 @@ impl EngineLaunch {
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
         let env = engine_env(gate_env, &cfg.env_allow, &extra_env);
         // The values the config's `env_allow` lets through are the runner's, not the config's:
-        // masked in every log and output like secrets (short ones excepted, see `redact`).
+        // masked in every log and output like secrets (short ones excepted, see `redact`);
+        // not an existing absolute path (a venv's python, a model): that names what the
+        // engine runs or reads, which the message about an engine that cannot start must
+        // show. Secret-like names never reach the engine ([`engine_env`]).
         crate::redact::register(
             env.iter()
-                .filter(|(k, _)| {
+                .filter(|(k, v)| {
                     cfg.env_allow.iter().any(|e| allowed(k, e))
                         && !ENV_ALLOW.iter().any(|e| allowed(k, e))
                         && !extra_env.iter().any(|(x, _)| x == k)
+                        && !names_a_path(v)
                 })
                 .map(|(_, v)| v.clone()),
         );
@@ -311,12 +389,13 @@ impl EngineLaunch {
                 .filter(|k| !k.is_empty()),
             supervisor: exe,
             isolation: cfg.isolation,
+            self_exec,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 

@@ -28,10 +28,14 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) mod isolate;
 pub(crate) mod launch;
+pub(crate) mod preflight;
 pub(crate) mod reach;
 pub(crate) mod supervisor;
 
-pub use launch::{EngineLaunch, Placeholders, default_stop_grace, free_port, shell_quote};
+pub use launch::{
+    EngineLaunch, Placeholders, SelfExec, default_stop_grace, free_port, shell_quote,
+};
+pub use preflight::{PreflightError, preflight};
 pub(crate) use reach::dirs_to_cover;
 pub use reach::{conceal_gate, hide_from_engines};
 pub(crate) use supervisor::Report;
@@ -44,14 +48,14 @@ pub use supervisor::{Containment, adopt_orphans, kill_leftover_descendants};
     reason = "each field is named by its variant\'s #[error] message"
 )]
 pub enum EngineError {
-    /// The program could not be executed at all (not installed, not executable, bad workdir).
-    #[error(
-        "cannot start the engine command `{program}`: {source}; check [engine] command in the config (is `{program}` installed and on PATH?)"
-    )]
+    /// The program could not be executed at all (not installed, not executable, bad workdir);
+    /// `hint` says what to check ([`spawn_hint`]).
+    #[error("cannot start the engine command `{program}`: {source}; {hint}")]
     Spawn {
         program: String,
         #[source]
         source: std::io::Error,
+        hint: String,
     },
     /// The log file could not be created.
     #[error("cannot open the engine log file {path}: {source}")]
@@ -332,6 +336,7 @@ impl EngineProcess {
                 let dir = builder.tempdir().map_err(|source| EngineError::Spawn {
                     program: format!("{program} (creating its private working directory)"),
                     source,
+                    hint: "check that the temporary directory (TMPDIR) is writable".into(),
                 })?;
                 cmd.current_dir(dir.path());
                 Some(dir)
@@ -340,17 +345,26 @@ impl EngineProcess {
         let (mut isolation_notes, writable) =
             isolation_args(&mut cmd, &launch, private_dir.as_ref());
         cmd.arg("--").args(&launch.argv);
-        // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
-        // which is async-signal-safe; it allocates nothing and touches no locks.
+        // The gate's own binary for `{infergate}` (launch::SelfExec): inherited by the
+        // supervisor and from it by the engine; in the gate it stays close-on-exec.
+        let self_fd = launch.self_exec.as_ref().map(launch::SelfExec::raw_fd);
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl(2) and
+        // fcntl(2), which are async-signal-safe; it allocates nothing and touches no locks.
         #[cfg(target_os = "linux")]
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                if let Some(fd) = self_fd
+                    && libc::fcntl(fd, libc::F_SETFD, 0) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
                 nix::sys::prctl::set_pdeathsig(Signal::SIGHUP).map_err(std::io::Error::from)
             });
         }
         let mut supervisor = cmd.spawn().map_err(|source| EngineError::Spawn {
-            program: program.clone(),
+            program: launch.supervisor.display().to_string(),
             source,
+            hint: "the gate could not start its engine supervisor (this infergate binary)".into(),
         })?;
         let supervisor_pid = supervisor.id().map_or(0, |p| p as i32);
         let mut guard = TreeGuard {
@@ -385,7 +399,13 @@ impl EngineProcess {
                     };
                     let _ = supervisor.wait().await;
                     guard.armed = false;
-                    return Err(EngineError::Spawn { program, source });
+                    let hint = spawn_hint(&launch, &program, errno);
+                    let program = shown_program(&launch, &program);
+                    return Err(EngineError::Spawn {
+                        program,
+                        source,
+                        hint,
+                    });
                 }
                 _ => {
                     return Err(EngineError::Supervisor(format!(
@@ -606,10 +626,14 @@ impl EngineProcess {
             .isolation
             .strip_prefix("uid ")
             .and_then(|r| r.split(';').next())
-            && (matches!(exit.code, Some(126 | 127)) || tail.contains("Permission denied"))
+            && (matches!(exit.code, Some(126 | 127))
+                || ["Permission denied", "Errno 13", "EACCES"]
+                    .iter()
+                    .any(|w| tail.contains(w)))
         {
             hint.push_str(&format!(
-                "; it ran as uid {user} (the gate is root): its program, libraries and model must be readable by that user, or set [engine] isolation (docs/security.md)"
+                "; it ran as uid {user} (the gate is root, [engine] isolation = \"{}\"): its program, libraries and model must be readable by that user (`chmod o+rx` the directory that stops it, e.g. /root), or set isolation = \"UID:GID\" (a user that can read them) or isolation = \"off\" under [engine] (docs/security.md)",
+                self.launch.isolation.value()
             ));
         }
         EngineError::ExitedBeforeReady {
@@ -754,6 +778,36 @@ fn isolation_args(
     (notes, writable)
 }
 
+/// What to check when the engine's program could not be executed (`errno`): under a root
+/// gate that runs the engine as another user, a permission error is isolation's (the uid and
+/// the fixes); a missing program is a path to correct or a program to install.
+fn spawn_hint(launch: &EngineLaunch, program: &str, errno: i32) -> String {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    match (errno, launch.isolation.user().filter(|_| root)) {
+        (libc::EACCES | libc::EPERM, Some((uid, gid))) => format!(
+            "[engine] isolation = \"{}\" runs the engine as uid {uid} gid {gid} (the gate is root), and that user cannot execute `{program}`: every directory on its path must let others in (`chmod o+rx DIR`), or set isolation = \"UID:GID\" (a user that can reach it) or isolation = \"off\" under [engine] (docs/security.md)",
+            launch.isolation.value()
+        ),
+        (libc::ENOENT, _) if program.contains('/') => {
+            format!("check [engine] command in the config: does `{program}` exist?")
+        }
+        (libc::ENOENT, _) => format!(
+            "check [engine] command in the config: is `{program}` installed and on the engine's PATH?"
+        ),
+        _ => "check [engine] command in the config".into(),
+    }
+}
+
+/// The program as people know it: this infergate's path where the engine executes it through
+/// its descriptor ([`launch::SelfExec`]).
+fn shown_program(launch: &EngineLaunch, program: &str) -> String {
+    match &launch.self_exec {
+        Some(s) if s.path() == program => launch.supervisor.display().to_string(),
+        _ => program.to_string(),
+    }
+}
+
 /// An HTTP client for short probes of a local engine. reqwest is built without a default TLS
 /// crypto provider; ring's is installed once per process (a no-op when already installed).
 pub fn probe_client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
@@ -808,6 +862,37 @@ pub fn log_tail(path: &Path, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spawn_error_gets_the_hint_of_its_cause() {
+        let cfg = launch::tests::cfg(crate::config::CommandSpec::Argv(vec!["x".into()]));
+        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).expect("launch");
+        // An argument vector naming a path: does it exist, not "is it on PATH".
+        let h = spawn_hint(&l, "/opt/vllm/bin/vllm", libc::ENOENT);
+        assert_eq!(
+            h,
+            "check [engine] command in the config: does `/opt/vllm/bin/vllm` exist?"
+        );
+        let h = spawn_hint(&l, "vllm", libc::ENOENT);
+        assert!(
+            h.ends_with("is `vllm` installed and on the engine's PATH?"),
+            "{h}"
+        );
+        let h = spawn_hint(&l, "/root/v/bin/python", libc::EACCES);
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            for part in [
+                "[engine] isolation = \"auto\" runs the engine as uid 65534 gid 65534",
+                "cannot execute `/root/v/bin/python`",
+                "`chmod o+rx DIR`",
+                "isolation = \"off\"",
+            ] {
+                assert!(h.contains(part), "{part}: {h}");
+            }
+        } else {
+            assert_eq!(h, "check [engine] command in the config");
+        }
+    }
 
     #[test]
     fn a_teardown_warning_names_the_boot_only_when_processes_survived() {

@@ -89,6 +89,10 @@ pub(crate) enum SetupError {
     /// before booting (after booting, the limit the engine serves is checked again).
     #[error("{config}: {reason}")]
     DoesNotFit { config: String, reason: String },
+    /// The engine's program does not exist, or the engine's user cannot reach what its
+    /// command names ([`crate::engine::preflight`]): found before booting.
+    #[error("{config}: {reason}")]
+    Engine { config: String, reason: String },
 }
 
 /// The context limit an engine command declares, with the flag as written: vLLM
@@ -322,6 +326,10 @@ pub(crate) enum GateFailure {
     /// A pull-request gate found no baseline for its profile (the reason says where to get one).
     #[error("{0}")]
     NoBaseline(String),
+    /// `run --update-baseline` measured a run that cannot become a baseline (a cell the engine
+    /// cannot serve keeps it partial): the message names the cells and the `skip` list.
+    #[error("{0}")]
+    NotABaseline(String),
 }
 
 /// A boot's failure in words, or that it gave none.
@@ -450,6 +458,29 @@ impl GatePlan {
                         origin,
                     }
                 })?;
+            }
+        }
+        // Before any boot: every engine's program exists and its user can reach what the
+        // command names (the outputs and the store excepted: they are hidden from it).
+        let engines = match &design {
+            PlannedDesign::Baseline { .. } => vec![&req.config.engine],
+            PlannedDesign::Ab { ab, .. } => vec![&ab.a, &ab.b],
+        };
+        for engine in engines {
+            let launch = crate::engine::EngineLaunch::from_config(
+                engine,
+                req.config.model.as_deref(),
+                &req.engine_args,
+                PathBuf::new(),
+            );
+            // A launch that cannot be resolved (no free port) fails at boot, with its reason.
+            if let Ok(launch) = launch {
+                crate::engine::preflight(engine, &launch, &[&req.out, &baseline_dir]).map_err(
+                    |e| SetupError::Engine {
+                        config: req.config.path.clone(),
+                        reason: e.to_string(),
+                    },
+                )?;
             }
         }
         Ok(GatePlan {
@@ -888,6 +919,35 @@ impl GatePlan {
         if let Some(v) = d.verdict.as_mut() {
             v.fail_on = Some(self.policy().fail_on);
         }
+        // `--update-baseline` on a run that cannot become one fails the gate (exit 3): a
+        // baseline that can never exist must not pass unnoticed night after night.
+        let update_baseline = matches!(
+            self.design,
+            PlannedDesign::Baseline {
+                update_baseline: true
+            }
+        );
+        let worthy: Vec<Result<(), String>> = if update_baseline {
+            d.baseline_candidates()
+                .into_iter()
+                .map(|run| baseline_worthy(run, d.failure.is_some()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if d.failure.is_none() {
+            let refused = d
+                .baseline_candidates()
+                .into_iter()
+                .zip(&worthy)
+                .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
+                .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
+            if let Some(why) = refused {
+                d.failure = Some(GateFailure::NotABaseline(why));
+                // "It is created with this run … the gate passes" would contradict the failure.
+                d.notices.retain(|n| !n.starts_with("NO BASELINE YET"));
+            }
+        }
         let failure = d.failure.as_ref().map(ToString::to_string);
         // A run measured in full whose gate failed after measuring (its comparison, or the
         // confirmation boot a first look asked for) says why in its results, which a `merge`
@@ -946,14 +1006,9 @@ impl GatePlan {
 
         // Baseline update: every complete boot of this run.
         let mut baseline = Vec::new();
-        if matches!(
-            self.design,
-            PlannedDesign::Baseline {
-                update_baseline: true
-            }
-        ) {
-            for run in d.baseline_candidates() {
-                match baseline_worthy(run, d.failure.is_some()) {
+        if update_baseline {
+            for (run, worthy) in d.baseline_candidates().into_iter().zip(worthy) {
+                match worthy {
                     Ok(()) => {
                         let store = crate::baseline::BaselineStore::open(&self.baseline_dir)
                             .map_err(AbortError::OpenStore)?;

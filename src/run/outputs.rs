@@ -155,3 +155,47 @@ pub(crate) fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), 
     }
     BaselineStore::acceptable(results)
 }
+
+/// Why `--update-baseline` fails on a run that cannot become a baseline (`why`, from
+/// [`baseline_worthy`]): the cells that keep it partial, and the suite's `skip` list, the way
+/// to leave out a cell the engine cannot serve. Without this, a matrix with such a cell says
+/// "baseline: not updated" and exits 0 night after night, and no baseline ever exists.
+pub(crate) fn not_a_baseline(results: &RunResults, why: &str, suite: &str) -> String {
+    use crate::results::{CellStatus, context_label};
+    let unmeasured: Vec<&crate::results::CellResult> = results
+        .cells
+        .iter()
+        .filter(|c| c.status == CellStatus::Error)
+        .collect();
+    let mut text = format!("--update-baseline: this run cannot become a baseline: {why}");
+    if !unmeasured.is_empty() {
+        let cells: Vec<String> = unmeasured
+            .iter()
+            .map(|c| {
+                let reason = c.reason.as_deref().unwrap_or("no reason given");
+                format!(
+                    "C={} × {} ({})",
+                    c.concurrency,
+                    context_label(c.context_tokens),
+                    reason.lines().next().unwrap_or(reason)
+                )
+            })
+            .collect();
+        let skip: Vec<String> = unmeasured
+            .iter()
+            .map(|c| {
+                format!(
+                    "{{ concurrency = {}, context = \"{}\" }}",
+                    c.concurrency,
+                    context_label(c.context_tokens)
+                )
+            })
+            .collect();
+        text.push_str(&format!(
+            ". Cells that keep it partial: {}. A baseline needs every cell of the suite measured: if the engine cannot serve a cell, leave it out with the suite's `skip` list (docs/config.md), e.g. `skip = [{}]` under [suites.{suite}]",
+            cells.join("; "),
+            skip.join(", ")
+        ));
+    }
+    text
+}
