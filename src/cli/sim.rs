@@ -38,7 +38,7 @@ pub struct SimArgs {
     /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
     /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS,
     /// lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, preempt[=TOKENS],
-    /// llama-cpp-python[=interrupt|queue].
+    /// llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS.
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).

@@ -141,15 +141,11 @@ fn detail_line(cell: &CellResult) -> Option<String> {
         .ttft_s
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| NO_VALUE.into());
-    // An ITL p50 far below the mean time between a stream's tokens counts tokens that came
-    // in one chunk, not a latency: not shown (the same rule as the verdict's Details).
-    let token_gap = cell
-        .per_user_tps
-        .map(|p| 1.0 / p.p50)
-        .filter(|g| g.is_finite());
+    // Tokens that came together are not a latency: not shown (the same rule as the verdict's
+    // Details, `results::itl_is_latency`).
     let itl = cell
         .itl_s
-        .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.5 * gap))
+        .filter(|p| crate::results::itl_is_latency(p.p50, cell.per_user_tps.map(|u| u.p50)))
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| NO_VALUE.into());
     Some(match cell.tpot_s {
@@ -278,7 +274,7 @@ fn matrix_table(results: &RunResults) -> String {
         "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics;\n\
          (Ne) = N failed requests; ERR = cell could not be measured; ∅ = skipped.\n\
          Aggregate = output tokens counted as they streamed over the steady-state window.\n\
-         — = no value, or an ITL p50 under half the mean token gap (tokens that came together).\n",
+         — = no value, or an ITL p50 under 0.5 ms and half the mean token gap (tokens that came together).\n",
     );
     if results
         .cells
@@ -471,6 +467,18 @@ mod tests {
         cell.measured_s = 10.0;
         cell.output_tokens = (tps * 10.0) as u64;
         cell
+    }
+
+    /// An ITL p50 of tokens that came together is not shown; the 3 ms step of a server that
+    /// pauses regularly (15.5 ms a token on average) is.
+    #[test]
+    fn detail_line_hides_bursts_not_stalls() {
+        let mut burst = ok(1, 0, 750.0, 0.04, 0.0001);
+        burst.per_user_tps = Some(pct(750.0));
+        assert_eq!(detail_line(&burst).as_deref(), Some("40/—"));
+        let mut stalls = ok(1, 0, 64.5, 0.04, 0.003);
+        stalls.per_user_tps = Some(pct(1.0 / 0.0155));
+        assert_eq!(detail_line(&stalls).as_deref(), Some("40/3.0"));
     }
 
     /// Figures as an H200 reported them under load (device check, 2026-12-04).

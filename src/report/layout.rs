@@ -111,9 +111,8 @@ pub(crate) fn clock_cautions(
 }
 
 /// Whether a metric's values can be right: an inter-token latency percentile (p50 and up) is
-/// only shown when it is at least half the mean time between a stream's tokens (1 / per-user
-/// tok/s) — an ITL p50 of 0.1 ms beside 750 tok/s per user (1.3 ms a token) counts tokens that
-/// arrived together, not a latency anyone recognises.
+/// only shown when both are latencies ([`crate::results::itl_is_latency`]: not tokens that
+/// came together).
 fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     if !(m.baseline.is_finite() && m.candidate.is_finite() && m.baseline > 0.0 && m.candidate > 0.0)
     {
@@ -122,11 +121,9 @@ fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90) {
         return true;
     }
-    let Some(per_user) = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps) else {
-        return true;
-    };
-    let gap = |tps: f64| if tps > 0.0 { 1.0 / tps } else { f64::INFINITY };
-    m.baseline >= 0.5 * gap(per_user.baseline) && m.candidate >= 0.5 * gap(per_user.candidate)
+    let per_user = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps);
+    crate::results::itl_is_latency(m.baseline, per_user.map(|p| p.baseline))
+        && crate::results::itl_is_latency(m.candidate, per_user.map(|p| p.candidate))
 }
 
 /// One matrix cell: its number (a change in %, or a short word) and its symbol.

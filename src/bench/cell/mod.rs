@@ -364,6 +364,15 @@ impl SustainedDecodeCell<'_> {
                 max_tokens,
                 &shared.failure_summary(),
             ));
+        } else if requests.completed == 0 {
+            // Tokens came, but no request did what was asked: a stream that stalled (or that
+            // the window was too short to hold) is not a request's work, and nothing it sent can
+            // be checked against a finished request's count.
+            status = CellStatus::Error;
+            reason = Some(format!(
+                "no request of the cell finished ({} still streaming at the close of the {window_s:.1} s window): a stream that stalled, or a window shorter than one request of {max_tokens} tokens, is no measurement of whole requests; if the engine is healthy, lengthen `duration` or lower `max_tokens`",
+                crate::results::thousands(u64::from(requests.cut_at_close))
+            ));
         } else if let Some(why) = checked.failure {
             status = CellStatus::Error;
             reason = Some(why);
@@ -484,8 +493,8 @@ pub(super) fn early_end_reason(
         truncated_reason(&tr, max_tokens)
     } else if aborted * 2 > early && t.max_streams_at_once < c {
         format!(
-            "the server ran {} of {c} streams at a time; {} of {} requests aborted ({}): throughput not published. An engine that serves one request at a time and aborts the running one when another arrives (llama-cpp-python's default `interrupt_requests`) cannot run {c} streams; measure C=1, or start it so that requests queue (llama-cpp-python: --interrupt_requests false)",
-            t.max_streams_at_once,
+            "{}; {} of {} requests aborted ({}): throughput not published. An engine that serves one request at a time and aborts the running one when another arrives (llama-cpp-python's default `interrupt_requests`) cannot run {c} streams; measure C=1, or start it so that requests queue (llama-cpp-python: --interrupt_requests false)",
+            streams_at_once(t.max_streams_at_once, c),
             thousands(u64::from(aborted)),
             thousands(u64::from(t.sent)),
             t.causes()
@@ -498,6 +507,18 @@ pub(super) fn early_end_reason(
             t.causes(),
             EARLY_END_SHARE * 100.0
         )
+    }
+}
+
+/// What the client saw of the streams an engine ran together: "the server ran 1 of 2 streams
+/// at a time", or, when no stream got past its first token (each aborted or left waiting as
+/// soon as it had one), "no stream of 2 got past its first token" — never "ran 0 of 2", which
+/// no server that sent tokens did.
+pub(super) fn streams_at_once(peak: u32, c: u32) -> String {
+    if peak == 0 {
+        format!("no stream of {c} got past its first token")
+    } else {
+        format!("the server ran {peak} of {c} streams at a time")
     }
 }
 
