@@ -65,6 +65,25 @@ fn numbers_are_asked_for_in_plain_english() {
     assert!(!t.contains("u32"), "{t}");
 }
 
+/// `sim --slowdown` takes the form people type, `10%`, as a 10% slower engine; a mistake is
+/// exit 2 with a hint that means what it says (not "e.g. 0.05", a 20x faster engine).
+#[test]
+fn a_slowdown_is_a_factor_or_a_percentage() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = infergate(&["sim", "--slowdown", "ten", "--port", "0"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("--slowdown") && t.contains("1.10 = 10% slower") && t.contains("10%"),
+        "{t}"
+    );
+    assert!(!t.contains("0.05"), "{t}");
+    let o = infergate(&["ab-eval", "--change", "x"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("not a number") && !t.contains("0.05"), "{t}");
+}
+
 #[test]
 fn a_missing_store_is_exit_2_under_its_one_flag_name_and_the_old_one() {
     let dir = tempfile::tempdir().unwrap();

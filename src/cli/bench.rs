@@ -69,8 +69,9 @@ pub struct BenchArgs {
     /// Suite name written into the results.
     #[arg(long)]
     pub suite: Option<String>,
-    /// Where to write the results JSON (atomically).
-    #[arg(long)]
+    /// The results file to write (atomically): a file, as one run makes one file (`run`,
+    /// `ab` and `bisect` take an output directory).
+    #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 }
 

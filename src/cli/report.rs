@@ -45,7 +45,7 @@ pub struct ReportArgs {
     #[arg(long)]
     pub history: Option<PathBuf>,
     /// Gate config file: annotations point at the line defining the suite's matrix.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Suite name (default: the one recorded in the results file).
     #[arg(long)]

@@ -20,16 +20,16 @@ use crate::run::{Design, GateRequest, SetupError};
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Gate config (default: ./infergate.toml, or the embedded default when there is none).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Suite to run (default: `pr` if the config has one, else its first suite).
     #[arg(long)]
     pub suite: Option<String>,
     /// Output directory for results.json, verdict.json, summary.md and engine.log.
-    #[arg(long, default_value = "infergate-results", value_parser = super::output_dir)]
+    #[arg(long, default_value = "infergate-results", value_name = "DIR", value_parser = super::output_dir)]
     pub out: PathBuf,
     /// Baseline store directory (overrides `[baseline] dir`).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub baseline_dir: Option<PathBuf>,
     /// Add this run to the baseline store when it is complete (e.g. on pushes to main).
     #[arg(long)]
