@@ -1,14 +1,14 @@
 //! Every number true to the wire, against the simulated engine's fault modes: a server with
 //! regular stalls keeps its ITL p50 (its real step, though far under the mean token gap); a
 //! server that aborts every stream after its first token is never said to run "0 of 2"
-//! streams; a C=1 cell whose only request never finished is not `ok`.
+//! streams; a C=1 cell whose only request stalled and never finished is not `ok`.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
 mod support;
 
-use infergate::results::{CellStatus, RunResults};
+use infergate::results::{CellStatus, EarlyEnd, RunResults};
 use support::{SMALL_SIM_CONFIG, gate, read_results};
 
 /// Runs the small sim config with `sim_args` appended to the engine command and `suite`
@@ -112,10 +112,11 @@ prefix_caching = false
 }
 
 /// `stall-after=300` at C=1 with a 60 s request time-out: the one stream stops after ~0.9 s,
-/// inside the window, its connection open. No request finished: the cell is not `ok` (it
-/// published the tokens before the stall as the engine's rate).
+/// inside the 2 s window, its connection open. The cell was `ok` (it published the tokens
+/// before the stall as the engine's rate); now the stalled request is an early end (timed out,
+/// "stream stalled": silent for half the window or more at its close) and the cell is `error`.
 #[test]
-fn a_cell_whose_request_never_finished_is_not_ok() {
+fn a_cell_whose_request_stalled_and_never_finished_is_not_ok() {
     let (code, stderr, results) = run_with(
         &["--fault", "stall-after=300"],
         &[
@@ -129,9 +130,10 @@ fn a_cell_whose_request_never_finished_is_not_ok() {
     assert_eq!(cell.status, CellStatus::Error, "{cell:?}");
     let why = cell.reason.as_deref().unwrap_or_default();
     assert!(
-        why.contains("no request of the cell finished") || why.contains("no tokens in the"),
+        why.contains("1 timed out") && why.contains("stream stalled"),
         "{why}"
     );
     let t = cell.requests.as_ref().expect("requests counted");
-    assert_eq!(t.completed, 0, "{t:?}");
+    assert_eq!((t.completed, t.cut_at_close), (0, 0), "{t:?}");
+    assert_eq!(t.ended_early.get(&EarlyEnd::TimedOut), Some(&1), "{t:?}");
 }
