@@ -79,7 +79,7 @@ pub(crate) async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
 
 /// Everything `ab` prints after the gate.
 fn print_ab(run: &GateRun) {
-    print_tables(run);
+    print_tables(run, &crate::answer::StepContext::default());
     if let Some(ab) = &run.ab {
         for b in &ab.boots {
             errln!(
