@@ -538,12 +538,44 @@ impl Check {
     }
 }
 
+/// Which gate config a "reproduce" command names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ConfigArg {
+    /// Not known here: no command that would need it is given.
+    #[default]
+    Unknown,
+    /// The embedded default (no `--config`).
+    Embedded,
+    /// This file, as named to the user.
+    File(String),
+}
+
+impl ConfigArg {
+    /// The config a gate named `name` (its `GateConfig::path`), `embedded_name` being what the
+    /// embedded default is called.
+    pub fn named(name: &str, embedded_name: &str) -> ConfigArg {
+        if name == embedded_name {
+            ConfigArg::Embedded
+        } else {
+            ConfigArg::File(name.to_string())
+        }
+    }
+
+    /// ` --config F` (quoted for a shell), empty for the embedded default; `None` unknown.
+    fn flag(&self) -> Option<String> {
+        match self {
+            ConfigArg::Unknown => None,
+            ConfigArg::Embedded => Some(String::new()),
+            ConfigArg::File(f) => Some(format!(" --config {}", shell_word(f))),
+        }
+    }
+}
+
 /// What the gate knows of how it ran, for the next steps a reader can take.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepContext {
-    /// The gate config as named to the user ([`crate::config::EMBEDDED_NAME`]: the embedded
-    /// default); `None` where it is not known (then no "reproduce" command is given).
-    pub config: Option<String>,
+    /// The gate config (unknown: no "reproduce" command is given).
+    pub config: ConfigArg,
     /// Whether an `insufficient` verdict fails the check (the config's `fail_on`); `None`
     /// where it is not known.
     pub insufficient_blocks: Option<bool>,
@@ -583,13 +615,8 @@ pub fn next_steps(report: &ComparisonReport, ctx: &StepContext) -> Vec<NextStep>
     let suite = report.suite.as_deref().unwrap_or("pr");
     let against_baseline = report.against == Against::Baseline;
     let reproduce = |out: &mut Vec<NextStep>| {
-        let Some(config) = ctx.config.as_deref().filter(|_| against_baseline) else {
+        let Some(config) = ctx.config.flag().filter(|_| against_baseline) else {
             return;
-        };
-        let config = if config == crate::config::EMBEDDED_NAME {
-            String::new()
-        } else {
-            format!(" --config {}", shell_word(config))
         };
         out.push(NextStep {
             what:
@@ -656,18 +683,11 @@ pub fn next_steps(report: &ComparisonReport, ctx: &StepContext) -> Vec<NextStep>
                         s.needs()
                     ),
                 };
-                let command = match (s.unit, ctx.config.as_deref()) {
-                    (SensitivityUnit::BaselineRuns, Some(c)) => {
-                        let config = if c == crate::config::EMBEDDED_NAME {
-                            String::new()
-                        } else {
-                            format!(" --config {}", shell_word(c))
-                        };
-                        Some(format!(
-                            "infergate run{config} --suite {} --update-baseline",
-                            shell_word(suite)
-                        ))
-                    }
+                let command = match (s.unit, ctx.config.flag()) {
+                    (SensitivityUnit::BaselineRuns, Some(config)) => Some(format!(
+                        "infergate run{config} --suite {} --update-baseline",
+                        shell_word(suite)
+                    )),
                     _ => None,
                 };
                 out.push(NextStep { what, command });
@@ -693,7 +713,7 @@ mod tests {
     #[test]
     fn next_steps_of_a_regression_reproduce_and_accept() {
         let ctx = StepContext {
-            config: Some("ci/gate config.toml".into()),
+            config: ConfigArg::File("ci/gate config.toml".into()),
             insufficient_blocks: Some(false),
             results_file: None,
         };
@@ -714,7 +734,7 @@ mod tests {
         );
         // The embedded default needs no --config; an unknown config gives no command to guess.
         let embedded = StepContext {
-            config: Some(crate::config::EMBEDDED_NAME.into()),
+            config: ConfigArg::Embedded,
             ..ctx.clone()
         };
         assert_eq!(
@@ -745,7 +765,7 @@ mod tests {
             (None, "insufficient does not block a pull request unless"),
         ] {
             let ctx = StepContext {
-                config: Some("infergate.toml".into()),
+                config: ConfigArg::File("infergate.toml".into()),
                 insufficient_blocks: blocks,
                 results_file: None,
             };

@@ -218,10 +218,11 @@ pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         | crate::results::RunStatus::InProgress => {
             // The reason quotes the engine's error text.
             errln!(
-                "error: the run is incomplete: {}",
-                crate::untrusted_text::console(
+                "{}",
+                crate::report::console::error_line(&format!(
+                    "the run is incomplete: {}",
                     results.status_reason.as_deref().unwrap_or("(no reason)")
-                )
+                ))
             );
             return Ok(GateExit::Failure);
         }

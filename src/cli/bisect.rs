@@ -108,7 +108,7 @@ pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     outln!("{}", crate::report::bisect::text(&run.record));
     match (&run.record_path, &run.write_error) {
         (Some(p), _) => errln!("record: {}", p.display()),
-        (None, Some(e)) => errln!("error: {e}"),
+        (None, Some(e)) => errln!("{}", crate::report::console::error_line(&e.to_string())),
         (None, None) => {}
     }
     Ok(run.exit())

@@ -146,7 +146,7 @@ pub(crate) async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     );
     errln!("{}", crate::report::console::wrap(&start, 2));
     let steps = crate::answer::StepContext {
-        config: Some(plan.config.path.clone()),
+        config: crate::answer::ConfigArg::named(&plan.config.path, crate::config::EMBEDDED_NAME),
         insufficient_blocks: Some(plan.policy().fail_on.insufficient),
         results_file: Some(plan.out.join("results.json").display().to_string()),
     };
@@ -214,7 +214,10 @@ pub(crate) fn print_tables(run: &GateRun, steps: &crate::answer::StepContext) {
 /// line: the console begins and ends with it), wrapped at the console's width.
 pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     let line = match (&run.failure, &run.verdict) {
-        (Some(f), _) => format!("error: {}", crate::untrusted_text::console(&f.to_string())),
+        (Some(f), _) => {
+            errln!("{}", crate::report::console::error_line(&f.to_string()));
+            return;
+        }
         (None, Some(v)) => format!(
             "verdict: {} — {}",
             crate::answer::gate_word(v.gate).1,
@@ -222,10 +225,7 @@ pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
         ),
         (None, None) => format!("verdict: {no_verdict}"),
     };
-    match &run.failure {
-        Some(_) => errln!("{line}"),
-        None => errln!("{}", crate::report::console::wrap(&line, 2)),
-    }
+    errln!("{}", crate::report::console::wrap(&line, 2));
 }
 
 /// Everything `run` prints after the gate.

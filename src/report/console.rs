@@ -34,6 +34,25 @@ pub(crate) fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// `error: …` for the console: each of the text's own lines wrapped at [`CONSOLE_WIDTH`]
+/// (continuations indented by 2), so an error that quotes an engine log keeps its lines and
+/// none runs past 100 columns. The text is made inert first (it may quote an engine, a config
+/// or an artifact).
+pub fn error_line(text: &str) -> String {
+    let text = crate::untrusted_text::console(text);
+    format!("error: {text}")
+        .lines()
+        .map(|l| {
+            if l.chars().count() > CONSOLE_WIDTH {
+                wrap(l, 2)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Whether every line of `text` fits the console ([`CONSOLE_WIDTH`] columns).
 pub(crate) fn fits(text: &str) -> bool {
     text.lines().all(|l| l.chars().count() <= CONSOLE_WIDTH)
@@ -467,6 +486,24 @@ mod tests {
         cell.measured_s = 10.0;
         cell.output_tokens = (tps * 10.0) as u64;
         cell
+    }
+
+    /// An error is wrapped at 100 columns, each of its own lines kept (an engine log's tail);
+    /// a word longer than a line (a path) is never cut.
+    #[test]
+    fn error_lines_are_wrapped_and_keep_their_lines() {
+        let long = format!("cannot read {}: {}", "/a/b".repeat(40), "word ".repeat(30));
+        let text = error_line(&format!(
+            "{long}\n--- last lines of the engine log ---\nboom"
+        ));
+        assert!(text.starts_with("error: cannot read\n  /a/b"), "{text}");
+        assert_eq!(text.lines().filter(|l| !fits(l)).count(), 1, "{text}");
+        assert!(text.contains(&"/a/b".repeat(40)), "{text}");
+        assert!(
+            text.ends_with("\n--- last lines of the engine log ---\nboom"),
+            "{text}"
+        );
+        assert_eq!(error_line("short"), "error: short");
     }
 
     /// An ITL p50 of tokens that came together is not shown; the 3 ms step of a server that

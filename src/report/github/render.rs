@@ -345,7 +345,12 @@ fn matrix_markdown(outcome: &Outcome<'_>, links: &Links, chart: Option<&str>) ->
             &layout::layout_with(
                 v,
                 &crate::answer::StepContext {
-                    config: links.config.clone(),
+                    config: links
+                        .config
+                        .as_deref()
+                        .map_or(crate::answer::ConfigArg::Unknown, |c| {
+                            crate::answer::ConfigArg::named(c, crate::config::EMBEDDED_NAME)
+                        }),
                     insufficient_blocks: Some(outcome.policy.fail_on.insufficient),
                     results_file: None,
                 },
