@@ -581,10 +581,266 @@ impl Check {
     }
 }
 
+/// Which gate config a "reproduce" command names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ConfigArg {
+    /// Not known here: no command that would need it is given.
+    #[default]
+    Unknown,
+    /// The embedded default (no `--config`).
+    Embedded,
+    /// This file, as named to the user.
+    File(String),
+}
+
+impl ConfigArg {
+    /// The config a gate named `name` (its `GateConfig::path`), `embedded_name` being what the
+    /// embedded default is called.
+    pub fn named(name: &str, embedded_name: &str) -> ConfigArg {
+        if name == embedded_name {
+            ConfigArg::Embedded
+        } else {
+            ConfigArg::File(name.to_string())
+        }
+    }
+
+    /// ` --config F` (quoted for a shell), empty for the embedded default; `None` unknown.
+    fn flag(&self) -> Option<String> {
+        match self {
+            ConfigArg::Unknown => None,
+            ConfigArg::Embedded => Some(String::new()),
+            ConfigArg::File(f) => Some(format!(" --config {}", shell_word(f))),
+        }
+    }
+}
+
+/// What the gate knows of how it ran, for the next steps a reader can take.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepContext {
+    /// The gate config (unknown: no "reproduce" command is given).
+    pub config: ConfigArg,
+    /// Whether an `insufficient` verdict fails the check (the config's `fail_on`); `None`
+    /// where it is not known.
+    pub insufficient_blocks: Option<bool>,
+    /// Where this run's results file is (`out/results.json`); `None`: `results.json` of its
+    /// output directory or artifact.
+    pub results_file: Option<String>,
+}
+
+/// One thing a developer can do next: what and why, and the command that does it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextStep {
+    /// `Reproduce locally`, `Accept this level (an intended change)`.
+    pub what: String,
+    /// The exact command, when there is one.
+    pub command: Option<String>,
+}
+
+/// `'…'` for a shell: the text as one word, whatever it holds.
+fn shell_word(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=+@,".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The next steps of a comparison, where they apply: for a regression, the command that
+/// reproduces the gate locally and the one that accepts the new level after an intended
+/// change; for `insufficient`, what it means for the pull request (it blocks only where
+/// `fail_on` says so) and what would decide it; for a pass, none.
+pub fn next_steps(report: &ComparisonReport, ctx: &StepContext) -> Vec<NextStep> {
+    let mut out = Vec::new();
+    let suite = report.suite.as_deref().unwrap_or("pr");
+    let against_baseline = report.against == Against::Baseline;
+    let reproduce = |out: &mut Vec<NextStep>| {
+        let Some(config) = ctx.config.flag().filter(|_| against_baseline) else {
+            return;
+        };
+        out.push(NextStep {
+            what:
+                "Reproduce locally (the same config, suite and engine, against your baseline store)"
+                    .into(),
+            command: Some(format!(
+                "infergate run{config} --suite {}",
+                shell_word(suite)
+            )),
+        });
+    };
+    match report.gate {
+        GateVerdict::Regression => {
+            reproduce(&mut out);
+            if let (true, Some(run)) = (against_baseline, report.candidate_runs.first()) {
+                out.push(NextStep {
+                    what: format!(
+                        "Accept this level, if the change is intended: add this run's results ({}) to the baseline store and accept it; comparisons then use only the runs from it on, and later runs on the main branch build its level",
+                        if ctx.results_file.is_some() {
+                            "the file below"
+                        } else {
+                            "results.json, in its output directory or artifact"
+                        }
+                    ),
+                    command: Some(format!(
+                        "infergate baseline add {} && infergate baseline accept --since {} --profile {} --suite {} --note 'why this level is intended'",
+                        shell_word(ctx.results_file.as_deref().unwrap_or("results.json")),
+                        shell_word(run),
+                        shell_word(&report.profile.key),
+                        shell_word(suite)
+                    )),
+                });
+            }
+        }
+        GateVerdict::Insufficient => {
+            let blocks = match ctx.insufficient_blocks {
+                Some(true) => "insufficient fails this check: fail-on includes insufficient",
+                Some(false) => {
+                    "insufficient does not block this pull request: the check is neutral (fail-on does not include insufficient)"
+                }
+                None => {
+                    "insufficient does not block a pull request unless fail-on includes insufficient"
+                }
+            };
+            out.push(NextStep {
+                what: blocks.into(),
+                command: None,
+            });
+            // Cells a pass cannot vouch for: their interval is what needs narrowing.
+            let uncovered = report.uncovered_cells();
+            if !uncovered.is_empty() {
+                let cells: Vec<&CellComparison> = uncovered.iter().map(|(c, _)| *c).collect();
+                let second = if report.confirmation.as_ref().is_some_and(|c| c.used) {
+                    ""
+                } else {
+                    "a second boot, "
+                };
+                out.push(NextStep {
+                    what: format!(
+                        "What would decide {}: a narrower interval, from {second}longer windows (the suite's `duration`) or more baseline runs",
+                        named(&cells)
+                    ),
+                    command: None,
+                });
+            }
+            // The baseline itself, only where it is the limit.
+            if let Some(s) = report.sensitivity.as_ref().filter(|s| !s.sufficient) {
+                let what = match (s.unit, s.runs_needed) {
+                    (SensitivityUnit::BaselineRuns, Some(n)) => format!(
+                        "What would decide it: {} of this profile and suite on the main branch (e.g. nightly), so the baseline can detect the rule's {}",
+                        s.unit.more(n),
+                        signed_percent(-s.design_effect)
+                    ),
+                    (SensitivityUnit::BaselineRuns, None) => format!(
+                        "What would decide it: {}; record baseline runs of this profile and suite on the main branch",
+                        s.needs()
+                    ),
+                    (SensitivityUnit::Pairs, _) => format!(
+                        "What would decide it: {} (the config's [ab] table)",
+                        s.needs()
+                    ),
+                };
+                let command = match (s.unit, ctx.config.flag()) {
+                    (SensitivityUnit::BaselineRuns, Some(config)) => Some(format!(
+                        "infergate run{config} --suite {} --update-baseline",
+                        shell_word(suite)
+                    )),
+                    _ => None,
+                };
+                out.push(NextStep { what, command });
+            }
+            reproduce(&mut out);
+        }
+        GateVerdict::Pass | GateVerdict::NoBaseline | GateVerdict::Unmeasured => {}
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::verdict::fixtures::{insufficient, metric, pass, regression};
+
+    fn commands(steps: &[NextStep]) -> Vec<&str> {
+        steps.iter().filter_map(|s| s.command.as_deref()).collect()
+    }
+
+    /// A regression says how to reproduce it (the exact config and suite) and how to accept
+    /// the level (`baseline accept`'s real flags); a pass has nothing to do.
+    #[test]
+    fn next_steps_of_a_regression_reproduce_and_accept() {
+        let ctx = StepContext {
+            config: ConfigArg::File("ci/gate config.toml".into()),
+            insufficient_blocks: Some(false),
+            results_file: None,
+        };
+        let r = regression();
+        let steps = next_steps(&r, &ctx);
+        let cmds = commands(&steps);
+        assert_eq!(
+            cmds[0],
+            "infergate run --config 'ci/gate config.toml' --suite pr"
+        );
+        assert!(
+            cmds[1].starts_with(&format!(
+                "infergate baseline add results.json && infergate baseline accept --since {} --profile {} --suite pr --note ",
+                r.candidate_runs[0], r.profile.key
+            )),
+            "{}",
+            cmds[1]
+        );
+        // The embedded default needs no --config; an unknown config gives no command to guess.
+        let embedded = StepContext {
+            config: ConfigArg::Embedded,
+            ..ctx.clone()
+        };
+        assert_eq!(
+            commands(&next_steps(&r, &embedded))[0],
+            "infergate run --suite pr"
+        );
+        assert_eq!(commands(&next_steps(&r, &StepContext::default())).len(), 1);
+        // The console knows the results file: the command names it.
+        let console = StepContext {
+            results_file: Some("out dir/results.json".into()),
+            ..ctx.clone()
+        };
+        assert!(
+            commands(&next_steps(&r, &console))[1]
+                .starts_with("infergate baseline add 'out dir/results.json' && "),
+        );
+        assert!(next_steps(&pass(), &ctx).is_empty());
+    }
+
+    /// `insufficient` says what it means for the pull request, by the config's `fail_on`, and
+    /// what would decide it.
+    #[test]
+    fn next_steps_of_insufficient_say_whether_it_blocks_and_what_decides_it() {
+        let r = insufficient();
+        for (blocks, said) in [
+            (Some(false), "insufficient does not block this pull request"),
+            (Some(true), "insufficient fails this check"),
+            (None, "insufficient does not block a pull request unless"),
+        ] {
+            let ctx = StepContext {
+                config: ConfigArg::File("infergate.toml".into()),
+                insufficient_blocks: blocks,
+                results_file: None,
+            };
+            let steps = next_steps(&r, &ctx);
+            assert!(steps[0].what.starts_with(said), "{}", steps[0].what);
+            assert!(
+                steps[1].what.starts_with("What would decide it: "),
+                "{}",
+                steps[1].what
+            );
+            assert_eq!(
+                steps[1].command.as_deref(),
+                Some("infergate run --config infergate.toml --suite pr --update-baseline")
+            );
+        }
+    }
 
     #[test]
     fn the_first_line_says_the_answer_with_size_interval_and_cells() {

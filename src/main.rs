@@ -56,9 +56,10 @@ fn main() -> ExitCode {
         Ok(outcome) => ExitCode::from(outcome.code()),
         Err(err) => {
             // The error may quote engine, config or artifact text: made inert and redacted.
+            // Wrapped at 100 columns, its own lines kept.
             errln!(
-                "error: {}",
-                infergate::untrusted_text::console(&infergate::exit::error_text(&err))
+                "{}",
+                infergate::report::console::error_line(&infergate::exit::error_text(&err))
             );
             ExitCode::from(exit_for_error(&err).code())
         }

@@ -790,6 +790,41 @@ impl RequestTally {
     }
 }
 
+/// Inter-token gaps under this many seconds are tokens one burst delivered (separate reads of
+/// the same burst, microseconds apart), not a decode step of any engine the gate measures.
+pub const TOGETHER_S: f64 = 0.5e-3;
+
+/// Whether an inter-token latency percentile (`itl_s`, seconds) is a latency anyone would
+/// recognise, beside the stream's per-user rate (tok/s): not when it is both under
+/// [`TOGETHER_S`] and under half the mean time between a stream's tokens (an ITL p50 of
+/// 0.1 ms beside 750 tok/s per user, 1.3 ms a token, counts tokens that came together). A
+/// server with regular stalls has a mean gap many times its ITL p50 (3 ms steps, a 50 ms
+/// pause every 4): that p50 is its real step and is shown.
+pub fn itl_is_latency(itl_s: f64, per_user_tps: Option<f64>) -> bool {
+    let gap = match per_user_tps {
+        Some(tps) if tps > 0.0 && tps.is_finite() => 1.0 / tps,
+        _ => return itl_s.is_finite(),
+    };
+    itl_s.is_finite() && (itl_s >= TOGETHER_S || itl_s >= 0.5 * gap)
+}
+
+#[cfg(test)]
+mod itl_tests {
+    use super::*;
+
+    #[test]
+    fn tokens_that_came_together_are_no_latency_and_stalls_do_not_hide_one() {
+        // 0.1 ms beside 750 tok/s per user (1.3 ms a token): a burst.
+        assert!(!itl_is_latency(0.1e-3, Some(750.0)));
+        // 3 ms steps with a 50 ms pause every 4: 15.5 ms a token on average.
+        assert!(itl_is_latency(3e-3, Some(1.0 / 15.5e-3)));
+        // A fast engine at its own pace, 0.4 ms a token.
+        assert!(itl_is_latency(0.4e-3, Some(2_500.0)));
+        assert!(itl_is_latency(3e-3, None));
+        assert!(!itl_is_latency(f64::NAN, Some(10.0)));
+    }
+}
+
 /// `2068` → `2,068`.
 pub fn thousands(n: u64) -> String {
     let s = n.to_string();

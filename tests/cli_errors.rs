@@ -3,6 +3,8 @@
 
 #![allow(unused_crate_dependencies)]
 
+mod support;
+
 use std::process::{Command, Output};
 
 fn infergate(args: &[&str], dir: &std::path::Path) -> Output {
@@ -63,6 +65,25 @@ fn numbers_are_asked_for_in_plain_english() {
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("expected a whole number"), "{t}");
     assert!(!t.contains("u32"), "{t}");
+}
+
+/// `sim --slowdown` takes the form people type, `10%`, as a 10% slower engine; a mistake is
+/// exit 2 with a hint that means what it says (not "e.g. 0.05", a 20x faster engine).
+#[test]
+fn a_slowdown_is_a_factor_or_a_percentage() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = infergate(&["sim", "--slowdown", "ten", "--port", "0"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("--slowdown") && t.contains("1.10 = 10% slower") && t.contains("10%"),
+        "{t}"
+    );
+    assert!(!t.contains("0.05"), "{t}");
+    let o = infergate(&["ab-eval", "--change", "x"], dir.path());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("not a number") && !t.contains("0.05"), "{t}");
 }
 
 #[test]
@@ -159,7 +180,7 @@ fn a_run_directory_given_for_its_results_file_names_the_file_to_pass() {
         let t = text(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
         assert!(
-            t.contains("infergate-results is a directory: pass the file in it, infergate-results/results.json"),
+            support::flat(&t).contains("infergate-results is a directory: pass the file in it, infergate-results/results.json"),
             "{args:?}: {t}"
         );
     }

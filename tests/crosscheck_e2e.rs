@@ -33,7 +33,7 @@ fn assert_every_cell_caught(fault: &str, reason: &str, check: &str) {
         );
     }
     assert!(
-        stderr.contains(reason),
+        support::flat(&stderr).contains(reason),
         "{fault}: the console names it: {stderr}"
     );
 }

@@ -21,7 +21,7 @@ fn doctor(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn doctor_json_reports_nvml_availability_with_a_reason() {
-    let (code, stdout, stderr) = doctor(&["--json"]);
+    let (code, stdout, stderr) = doctor(&["--format", "json"]);
     assert_eq!(code, 0, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     let nvml = &v["nvml"];
@@ -77,7 +77,7 @@ contexts = ["0"]
     )
     .expect("write config");
     let cfg_s = cfg.display().to_string();
-    let (code, stdout, stderr) = doctor(&["--json", "--config", &cfg_s]);
+    let (code, stdout, stderr) = doctor(&["--format", "json", "--config", &cfg_s]);
     assert_eq!(code, 0, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(v["engine_boot"]["ready"], true, "{stdout}");

@@ -61,6 +61,7 @@ fn a_store_path_that_is_not_a_store_root_is_exit_2_naming_the_likely_root() {
         for args in runs {
             let (code, out, err) = infergate(&args);
             assert_eq!(code, 2, "{args:?}\nstdout: {out}\nstderr: {err}");
+            let err = support::flat(&err);
             assert!(
                 err.contains("not an infergate baseline store root") && err.contains(s(&dir)),
                 "{args:?}: {err}"
@@ -80,7 +81,7 @@ fn a_store_path_that_is_not_a_store_root_is_exit_2_naming_the_likely_root() {
     let (code, err) = support::gate(&config, &tmp.path().join("out"), &profile_dir, &[]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("not an infergate baseline store root"),
+        support::flat(&err).contains("not an infergate baseline store root"),
         "{err}"
     );
     assert!(!tmp.path().join("out/results.json").exists());

@@ -804,6 +804,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
         artifact_url: None,
         head_sha: Some(SHA.into()),
         trend_report: None,
+        config: None,
     };
     let name = check_name(&results.profile.key, "pr");
     let body = render::comment_body(&name, &outcome, &links, 0);
@@ -857,6 +858,7 @@ fn hostile_model_name_renders_safely_in_the_comment() {
         artifact_url: Some("https://github.com/acme/engine/actions/runs/99/artifacts/5".into()),
         head_sha: Some(SHA.into()),
         trend_report: None,
+        config: None,
     };
     let body = render::comment_body("infergate / p / pr", &outcome, &links, 0);
     assert!(!body.contains("<script>"));
@@ -882,6 +884,7 @@ fn the_trend_report_is_linked_from_the_summary_check_and_comment() {
         trend_report: Some(render::TrendReport::Url(
             "https://acme.example/trend (1).html".into(),
         )),
+        config: None,
     };
     let summary = render::job_summary("infergate / p / pr", &outcome, &links, None);
     let comment = render::comment_body("infergate / p / pr", &outcome, &links, 0);
@@ -932,6 +935,7 @@ fn job_summary_with_history_chart_renders_safely() {
         artifact_url: None,
         head_sha: Some(SHA.into()),
         trend_report: None,
+        config: None,
     };
     let chart = mermaid::throughput_chart(&history, &results, None, Some(&v));
     let summary = render::job_summary("infergate / p / pr", &outcome, &links, chart.as_deref());

@@ -38,6 +38,7 @@ fn links() -> Links {
         artifact_url: Some("https://github.com/o/r/actions/runs/1/artifacts/2".into()),
         head_sha: Some("3ad87b95e88f04a7aa00000000000000000000ff".into()),
         trend_report: None,
+        config: Some("infergate.toml".into()),
     }
 }
 

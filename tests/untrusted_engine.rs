@@ -498,7 +498,7 @@ fn env_allow_refuses_wildcards_and_credentials_and_masks_what_it_passes() {
             .env_remove("GITHUB_ACTIONS")
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = support::flat(&String::from_utf8_lossy(&out.stderr));
         assert_eq!(out.status.code(), Some(2), "{allow}: {err}");
         assert!(
             err.contains("gate.toml") && err.contains("env_allow") && err.contains(word),

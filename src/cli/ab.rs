@@ -21,13 +21,13 @@ use crate::run::{Design, GateRequest};
 #[derive(Debug, clap::Args)]
 pub struct AbArgs {
     /// Gate config with `[engine.a]` and `[engine.b]` (default: ./infergate.toml).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Suite to run on every boot (default: `pr` if the config has one, else its first suite).
     #[arg(long)]
     pub suite: Option<String>,
     /// Output directory: results.json (B), results-a.json (A), verdict.json, summary.md, engine logs.
-    #[arg(long, default_value = "infergate-results", value_parser = super::output_dir)]
+    #[arg(long, default_value = "infergate-results", value_name = "DIR", value_parser = super::output_dir)]
     pub out: PathBuf,
     /// Pairs of boots (overrides `[ab] rounds`; default 4 = A B B A A B B A).
     #[arg(long)]
@@ -82,7 +82,7 @@ pub(crate) async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
 
 /// Everything `ab` prints after the gate.
 fn print_ab(run: &GateRun) {
-    print_tables(run);
+    print_tables(run, &crate::answer::StepContext::default());
     if let Some(ab) = &run.ab {
         for b in &ab.boots {
             errln!(

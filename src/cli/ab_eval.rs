@@ -35,8 +35,8 @@ pub struct AbEvalArgs {
     /// The rule's `min_effect` (default 0.03, the gate's).
     #[arg(long, default_value_t = 0.03)]
     pub min_effect: f64,
-    /// `text` or `json`.
-    #[arg(long, default_value = "text")]
+    /// `text` or `json` (anything else is refused, not printed as text).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub format: String,
 }
 

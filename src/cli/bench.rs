@@ -69,8 +69,9 @@ pub struct BenchArgs {
     /// Suite name written into the results.
     #[arg(long)]
     pub suite: Option<String>,
-    /// Where to write the results JSON (atomically).
-    #[arg(long)]
+    /// The results file to write (atomically): a file, as one run makes one file (`run`,
+    /// `ab` and `bisect` take an output directory).
+    #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 }
 
@@ -217,10 +218,11 @@ pub(crate) async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         | crate::results::RunStatus::InProgress => {
             // The reason quotes the engine's error text.
             errln!(
-                "error: the run is incomplete: {}",
-                crate::untrusted_text::console(
+                "{}",
+                crate::report::console::error_line(&format!(
+                    "the run is incomplete: {}",
                     results.status_reason.as_deref().unwrap_or("(no reason)")
-                )
+                ))
             );
             return Ok(GateExit::Failure);
         }

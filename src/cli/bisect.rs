@@ -38,13 +38,13 @@ pub struct BisectArgs {
     #[arg(long, default_value = "baselines", value_name = "DIR")]
     pub baseline_dir: PathBuf,
     /// Gate config with a `[bisect]` table (default: ./infergate.toml).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Suite to measure (default: `pr` if the config has one, else its first suite).
     #[arg(long)]
     pub suite: Option<String>,
     /// Output directory: bisect.json, each boot's results, build and engine logs.
-    #[arg(long, default_value = "infergate-bisect", value_parser = super::output_dir)]
+    #[arg(long, default_value = "infergate-bisect", value_name = "DIR", value_parser = super::output_dir)]
     pub out: PathBuf,
     /// Extra argument appended to the engine command (repeatable).
     #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]
@@ -108,7 +108,7 @@ pub(crate) async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     outln!("{}", crate::report::bisect::text(&run.record));
     match (&run.record_path, &run.write_error) {
         (Some(p), _) => errln!("record: {}", p.display()),
-        (None, Some(e)) => errln!("error: {e}"),
+        (None, Some(e)) => errln!("{}", crate::report::console::error_line(&e.to_string())),
         (None, None) => {}
     }
     Ok(run.exit())

@@ -234,7 +234,10 @@ async fn alert(groups: &[GroupChanges]) -> anyhow::Result<GateExit> {
                 true,
             );
         } else {
-            errln!("error: alert: {}", crate::untrusted_text::console(e));
+            errln!(
+                "{}",
+                crate::report::console::error_line(&format!("alert: {e}"))
+            );
         }
     }
     // Alerts that could not be filed are a failure of the nightly, not a silent pass.

@@ -161,6 +161,10 @@ fn every_fault() -> Vec<Fault> {
         Fault::CounterLies(2.0),
         Fault::TruncateAt(4),
         Fault::LlamaCppPython { interrupt: true },
+        Fault::StallEvery {
+            steps: 4,
+            secs: 0.03,
+        },
     ];
     for f in &all {
         match f {
@@ -175,7 +179,8 @@ fn every_fault() -> Vec<Fault> {
             | Fault::LieUsage(_)
             | Fault::CounterLies(_)
             | Fault::TruncateAt(_)
-            | Fault::LlamaCppPython { .. } => {}
+            | Fault::LlamaCppPython { .. }
+            | Fault::StallEvery { .. } => {}
         }
     }
     all

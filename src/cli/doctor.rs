@@ -10,17 +10,27 @@ use crate::doctor::{self, BootCheck};
 use crate::engine::{EngineLaunch, EngineProcess};
 use crate::exit::{GateExit, usage};
 
+/// Output format of `infergate doctor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DoctorFormat {
+    /// Human-readable report.
+    #[default]
+    Text,
+    /// Machine-readable JSON.
+    Json,
+}
+
 /// Arguments of `infergate doctor`.
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format: text (default) or json, as every subcommand says it.
+    #[arg(long, value_enum, default_value_t = DoctorFormat::Text)]
+    pub format: DoctorFormat,
     /// Check an engine that is already running at this URL.
     #[arg(long, conflicts_with = "config")]
     pub url: Option<String>,
     /// Boot the engine of this gate config, check it, and stop it.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
 
@@ -100,7 +110,7 @@ pub(crate) async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
     } else {
         report = doctor::gather(args.url.as_deref()).await;
     }
-    if args.json {
+    if args.format == DoctorFormat::Json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&report).context("serialising the report")?

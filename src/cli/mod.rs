@@ -58,7 +58,9 @@ pub fn plain_parse_error(rendered: &str) -> String {
             "invalid digit found in string",
             "not a whole number (e.g. 4)",
         ),
-        ("invalid float literal", "not a number (e.g. 0.05)"),
+        // No example: what a number means is the flag's (its help says), and a fraction shown
+        // here (`0.05`) read as "5%" where the flag takes a factor.
+        ("invalid float literal", "not a number"),
         ("number too large to fit in target type", "too large"),
         ("number too small to fit in target type", "too small"),
         (
@@ -167,5 +169,110 @@ pub async fn execute(cli: Cli) -> anyhow::Result<GateExit> {
         Command::ChangesEval(a) => changes::execute_eval(a).await,
         Command::Bisect(a) => bisect::execute(a).await,
         Command::Supervise(a) => supervise::execute(a).await,
+    }
+}
+
+#[cfg(test)]
+mod vocabulary_tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every subcommand (nested ones too), with its path: `baseline accept`.
+    fn commands() -> Vec<(String, clap::Command)> {
+        fn walk(prefix: &str, cmd: &clap::Command, out: &mut Vec<(String, clap::Command)>) {
+            for sub in cmd.get_subcommands() {
+                let name = format!("{prefix}{}", sub.get_name()).trim().to_string();
+                out.push((name.clone(), sub.clone()));
+                walk(&format!("{name} "), sub, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk("", &Cli::command(), &mut out);
+        out
+    }
+
+    fn value_name(arg: &clap::Arg) -> String {
+        arg.get_value_names()
+            .and_then(|v| v.first())
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+
+    /// One CLI vocabulary: the same flag for the same thing in every subcommand. `--format`
+    /// picks an output format from a list (never a `--json` switch); `--config` is a FILE;
+    /// `--baseline-dir` a DIR; `--out` a DIR where a command writes several files (`run`, `ab`,
+    /// `bisect`) and a FILE everywhere else, said in its help; no synonym of these is a flag.
+    #[test]
+    fn every_subcommand_uses_the_same_flag_for_the_same_thing() {
+        let synonyms = [
+            "json",
+            "output",
+            "output-dir",
+            "out-dir",
+            "results-dir",
+            "store",
+            "baseline-store",
+            "store-dir",
+            "cfg",
+            "config-file",
+            "fmt",
+        ];
+        let mut out_dirs = Vec::new();
+        let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+        for (name, cmd) in commands() {
+            for arg in cmd.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                assert!(
+                    !synonyms.contains(&long),
+                    "`infergate {name} --{long}`: say it with --format, --out, --baseline-dir or --config"
+                );
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                match long {
+                    "format" => {
+                        *seen.entry("format").or_default() += 1;
+                        assert!(
+                            arg.get_action().takes_values()
+                                && !arg.get_possible_values().is_empty(),
+                            "`infergate {name} --format` picks from a list of formats"
+                        );
+                    }
+                    "config" => {
+                        *seen.entry("config").or_default() += 1;
+                        assert_eq!(value_name(arg), "FILE", "`infergate {name} --config`");
+                    }
+                    "baseline-dir" => {
+                        *seen.entry("baseline-dir").or_default() += 1;
+                        assert_eq!(value_name(arg), "DIR", "`infergate {name} --baseline-dir`");
+                    }
+                    "out" => {
+                        *seen.entry("out").or_default() += 1;
+                        match value_name(arg).as_str() {
+                            "DIR" => {
+                                assert!(
+                                    help.starts_with("Output directory"),
+                                    "`infergate {name} --out DIR`: {help}"
+                                );
+                                out_dirs.push(name.clone());
+                            }
+                            "FILE" => assert!(
+                                help.contains("file"),
+                                "`infergate {name} --out FILE`: {help}"
+                            ),
+                            other => panic!("`infergate {name} --out {other}`: DIR or FILE"),
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // docs/run.md ("`--out`: a directory or a file") names these three.
+        assert_eq!(out_dirs, ["run", "ab", "bisect"]);
+        for flag in ["format", "config", "baseline-dir", "out"] {
+            assert!(
+                seen.get(flag).copied().unwrap_or(0) >= 2,
+                "--{flag}: {seen:?}"
+            );
+        }
     }
 }

@@ -45,7 +45,7 @@ pub struct ReportArgs {
     #[arg(long)]
     pub history: Option<PathBuf>,
     /// Gate config file: annotations point at the line defining the suite's matrix.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Suite name (default: the one recorded in the results file).
     #[arg(long)]
@@ -316,6 +316,13 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         let mut reporter = GithubReporter::from_context(ctx, retry);
         reporter.set_results_path(&args.results);
         reporter.set_policy(policy);
+        // The config the run used names the "reproduce locally" command: `--config`, else the
+        // trusted one the verdict was recomputed against.
+        if let Some(path) = (args.config.as_ref().map(|p| p.display().to_string()))
+            .or_else(|| trusted.as_ref().map(|t| t.config.path.clone()))
+        {
+            reporter.set_config(path);
+        }
         let name = args
             .name
             .clone()

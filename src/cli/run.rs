@@ -20,16 +20,16 @@ use crate::run::{Design, GateRequest, SetupError};
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Gate config (default: ./infergate.toml, or the embedded default when there is none).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Suite to run (default: `pr` if the config has one, else its first suite).
     #[arg(long)]
     pub suite: Option<String>,
     /// Output directory for results.json, verdict.json, summary.md and engine.log.
-    #[arg(long, default_value = "infergate-results", value_parser = super::output_dir)]
+    #[arg(long, default_value = "infergate-results", value_name = "DIR", value_parser = super::output_dir)]
     pub out: PathBuf,
     /// Baseline store directory (overrides `[baseline] dir`).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub baseline_dir: Option<PathBuf>,
     /// Add this run to the baseline store when it is complete (e.g. on pushes to main).
     #[arg(long)]
@@ -156,8 +156,13 @@ pub(crate) async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         plan.out.display()
     );
     errln!("{}", crate::report::console::wrap(&start, 2));
+    let steps = crate::answer::StepContext {
+        config: crate::answer::ConfigArg::named(&plan.config.path, crate::config::EMBEDDED_NAME),
+        insufficient_blocks: Some(plan.policy().fail_on.insufficient),
+        results_file: Some(plan.out.join("results.json").display().to_string()),
+    };
     let run = plan.run(&progress, cancel).await.map_err(aborted)?;
-    print_run(&run);
+    print_run(&run, &steps);
     Ok(run.ending.exit)
 }
 
@@ -186,43 +191,60 @@ pub(crate) fn print_reporting(reporting: &[crate::report::github::PublishOutcome
     }
 }
 
-/// The matrix and verdict tables on stdout.
-pub(crate) fn print_tables(run: &GateRun) {
+/// The verdict table, then the matrix, on stdout: the answer comes first (and the last line,
+/// [`print_verdict`], says it again); `steps` gives the next steps their commands.
+pub(crate) fn print_tables(run: &GateRun, steps: &crate::answer::StepContext) {
     // A gate that failed before any cell was measured (an engine that never started) has no
     // matrix to show: its error, printed last, says what happened, once.
     let measured = run.results.cells.iter().any(|c| c.has_window());
     if run.failure.is_some() && !measured {
         return;
     }
-    // The verdict below is over both boots of a confirmed gate; the figures are the first's.
-    if let Some(c) = &run.confirmation {
-        let line = format!(
-            "First boot (the verdict below is over both; the second boot's figures: {}):",
+    if let Some(v) = &run.verdict {
+        outln!("{}", crate::report::verdict_table::text_with(v, steps));
+    }
+    // The verdict above is over both boots of a confirmed gate; the figures below are the
+    // first's.
+    let heading = match &run.confirmation {
+        Some(c) => Some(format!(
+            "Measured, first boot (the verdict above is over both; the second boot's figures: {}):",
             c.results.display()
-        );
-        outln!("{}", crate::report::console::wrap(&line, 2));
+        )),
+        None => run
+            .verdict
+            .as_ref()
+            .map(|_| "Measured (this run):".to_string()),
+    };
+    if let Some(h) = heading {
+        outln!("{}", crate::report::console::wrap(&h, 2));
     }
     outln!("{}", crate::report::console::render_matrix(&run.results));
-    if let Some(v) = &run.verdict {
-        outln!("{}", crate::report::verdict_table::text(v));
-    }
 }
 
-/// The last line: the error, or the verdict and its headline.
+/// The last line: the error, or the verdict and the answer in words (the verdict table's first
+/// line: the console begins and ends with it), wrapped at the console's width.
 pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
-    match (&run.failure, &run.verdict) {
-        (Some(f), _) => errln!("error: {}", crate::untrusted_text::console(&f.to_string())),
-        // The answer in words is the first line of the verdict table above; said once.
-        (None, Some(v)) => match crate::answer::policy_note(v.gate, &run.ending) {
-            Some(note) => errln!("verdict: {} — {note}", crate::answer::gate_word(v.gate).1),
-            None => errln!("verdict: {}", crate::answer::gate_word(v.gate).1),
-        },
-        (None, None) => errln!("verdict: {no_verdict}"),
-    }
+    let line = match (&run.failure, &run.verdict) {
+        (Some(f), _) => {
+            errln!("{}", crate::report::console::error_line(&f.to_string()));
+            return;
+        }
+        // What fail-on made of it, where the word alone would mislead, then the answer.
+        (None, Some(v)) => format!(
+            "verdict: {}{} — {}",
+            crate::answer::gate_word(v.gate).1,
+            crate::answer::policy_note(v.gate, &run.ending)
+                .map(|note| format!(" ({note})"))
+                .unwrap_or_default(),
+            crate::untrusted_text::console(&crate::answer::first_line(v))
+        ),
+        (None, None) => format!("verdict: {no_verdict}"),
+    };
+    errln!("{}", crate::report::console::wrap(&line, 2));
 }
 
 /// Everything `run` prints after the gate.
-fn print_run(run: &GateRun) {
+fn print_run(run: &GateRun, steps: &crate::answer::StepContext) {
     for w in &run.warnings {
         super::say("warning", w);
     }
@@ -235,7 +257,7 @@ fn print_run(run: &GateRun) {
             a.stop_reason
         );
     }
-    print_tables(run);
+    print_tables(run, steps);
     for n in &run.notices {
         super::say("notice", n);
     }

@@ -14,8 +14,15 @@ pub struct SimArgs {
     /// Built-in profile name (test, zero, ldb-rtx5090, ldb-rtx5090-nospec) or a TOML file.
     #[arg(long, default_value = "test")]
     pub profile: String,
-    /// Multiply every engine time by X (1.10 injects a 10% regression).
-    #[arg(long, default_value_t = 1.0)]
+    /// Multiply every engine time by X: a factor (1.10) or a percentage (10%), both a 10%
+    /// slower engine; 0.95 or -5% a 5% faster one.
+    #[arg(
+        long,
+        default_value = "1",
+        value_name = "X",
+        value_parser = slowdown,
+        allow_hyphen_values = true
+    )]
     pub slowdown: f64,
     /// Run the speed model S times faster than real time.
     #[arg(long, default_value_t = 1.0)]
@@ -38,7 +45,7 @@ pub struct SimArgs {
     /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
     /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS,
     /// lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, preempt[=TOKENS],
-    /// llama-cpp-python[=interrupt|queue].
+    /// llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS.
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).
@@ -57,6 +64,30 @@ pub struct SimArgs {
     /// Write the bound port number to this file (atomically) once listening.
     #[arg(long)]
     pub port_file: Option<PathBuf>,
+}
+
+/// clap value parser of `--slowdown`: a factor (`1.10`) or a percentage (`10%` = 1.10,
+/// `-5%` = 0.95). A bare number under 1 makes the engine faster, which the message says.
+fn slowdown(value: &str) -> Result<f64, String> {
+    let v = value.trim();
+    let factor = match v.strip_suffix('%') {
+        Some(pct) => pct
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|p| p.is_finite())
+            .map(|p| 1.0 + p / 100.0),
+        None => v.parse::<f64>().ok().filter(|f| f.is_finite()),
+    };
+    match factor {
+        Some(f) if f > 0.0 => Ok(f),
+        Some(_) => Err(format!(
+            "`{value}` would make every engine time zero or negative; give a factor > 0 (1.10 = 10% slower) or a percentage above -100% (10%)"
+        )),
+        None => Err(format!(
+            "`{value}` is neither a factor (1.10 = 10% slower, 0.95 = 5% faster) nor a percentage (10% = 1.10)"
+        )),
+    }
 }
 
 /// Builds the simulator options from the flags; errors are usage errors (exit 2).
@@ -176,11 +207,29 @@ mod tests {
         assert_eq!(o.usage_mode, UsageMode::FinalOnly);
     }
 
+    /// `--slowdown 10%` is a 10% slower engine (1.10), as `1.10` is; nonsense names both forms.
+    #[test]
+    fn slowdown_takes_a_factor_or_a_percentage() {
+        for (text, factor) in [("1.1", 1.1), ("10%", 1.1), ("-5%", 0.95), ("0.95", 0.95)] {
+            let o = parse(&["--slowdown", text]).unwrap();
+            assert!(
+                (o.slowdown - factor).abs() < 1e-12,
+                "{text}: {}",
+                o.slowdown
+            );
+        }
+        for bad in ["ten", "10x", "-100%", "0", "nan"] {
+            let e = slowdown(bad).unwrap_err();
+            assert!(e.contains("1.10"), "{bad}: {e}");
+            assert!(!e.contains("0.05"), "{bad}: {e}");
+        }
+        assert!(parse(&["--slowdown", "10x"]).is_err());
+    }
+
     #[test]
     fn bad_flags_are_usage_errors() {
         for argv in [
             &["--fault", "http-500=3"][..],
-            &["--slowdown", "0"],
             &["--time-scale=-1"],
             &["--profile", "no-such-profile"],
         ] {

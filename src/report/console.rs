@@ -34,6 +34,25 @@ pub(crate) fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// `error: …` for the console: each of the text's own lines wrapped at [`CONSOLE_WIDTH`]
+/// (continuations indented by 2), so an error that quotes an engine log keeps its lines and
+/// none runs past 100 columns. The text is made inert first (it may quote an engine, a config
+/// or an artifact).
+pub fn error_line(text: &str) -> String {
+    let text = crate::untrusted_text::console(text);
+    format!("error: {text}")
+        .lines()
+        .map(|l| {
+            if l.chars().count() > CONSOLE_WIDTH {
+                wrap(l, 2)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Whether every line of `text` fits the console ([`CONSOLE_WIDTH`] columns).
 pub(crate) fn fits(text: &str) -> bool {
     text.lines().all(|l| l.chars().count() <= CONSOLE_WIDTH)
@@ -141,15 +160,11 @@ fn detail_line(cell: &CellResult) -> Option<String> {
         .ttft_s
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| NO_VALUE.into());
-    // An ITL p50 far below the mean time between a stream's tokens counts tokens that came
-    // in one chunk, not a latency: not shown (the same rule as the verdict's Details).
-    let token_gap = cell
-        .per_user_tps
-        .map(|p| 1.0 / p.p50)
-        .filter(|g| g.is_finite());
+    // Tokens that came together are not a latency: not shown (the same rule as the verdict's
+    // Details, `results::itl_is_latency`).
     let itl = cell
         .itl_s
-        .filter(|p| token_gap.is_none_or(|gap| p.p50 >= 0.5 * gap))
+        .filter(|p| crate::results::itl_is_latency(p.p50, cell.per_user_tps.map(|u| u.p50)))
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| NO_VALUE.into());
     Some(match cell.tpot_s {
@@ -278,7 +293,7 @@ fn matrix_table(results: &RunResults) -> String {
         "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics;\n\
          (Ne) = N failed requests; ERR = cell could not be measured; ∅ = skipped.\n\
          Aggregate = output tokens counted as they streamed over the steady-state window.\n\
-         — = no value, or an ITL p50 under half the mean token gap (tokens that came together).\n",
+         — = no value, or an ITL p50 under 0.5 ms and half the mean token gap (tokens that came together).\n",
     );
     if results
         .cells
@@ -471,6 +486,36 @@ mod tests {
         cell.measured_s = 10.0;
         cell.output_tokens = (tps * 10.0) as u64;
         cell
+    }
+
+    /// An error is wrapped at 100 columns, each of its own lines kept (an engine log's tail);
+    /// a word longer than a line (a path) is never cut.
+    #[test]
+    fn error_lines_are_wrapped_and_keep_their_lines() {
+        let long = format!("cannot read {}: {}", "/a/b".repeat(40), "word ".repeat(30));
+        let text = error_line(&format!(
+            "{long}\n--- last lines of the engine log ---\nboom"
+        ));
+        assert!(text.starts_with("error: cannot read\n  /a/b"), "{text}");
+        assert_eq!(text.lines().filter(|l| !fits(l)).count(), 1, "{text}");
+        assert!(text.contains(&"/a/b".repeat(40)), "{text}");
+        assert!(
+            text.ends_with("\n--- last lines of the engine log ---\nboom"),
+            "{text}"
+        );
+        assert_eq!(error_line("short"), "error: short");
+    }
+
+    /// An ITL p50 of tokens that came together is not shown; the 3 ms step of a server that
+    /// pauses regularly (15.5 ms a token on average) is.
+    #[test]
+    fn detail_line_hides_bursts_not_stalls() {
+        let mut burst = ok(1, 0, 750.0, 0.04, 0.0001);
+        burst.per_user_tps = Some(pct(750.0));
+        assert_eq!(detail_line(&burst).as_deref(), Some("40/—"));
+        let mut stalls = ok(1, 0, 64.5, 0.04, 0.003);
+        stalls.per_user_tps = Some(pct(1.0 / 0.0155));
+        assert_eq!(detail_line(&stalls).as_deref(), Some("40/3.0"));
     }
 
     /// Figures as an H200 reported them under load (device check, 2026-12-04).

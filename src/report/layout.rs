@@ -111,9 +111,8 @@ pub(crate) fn clock_cautions(
 }
 
 /// Whether a metric's values can be right: an inter-token latency percentile (p50 and up) is
-/// only shown when it is at least half the mean time between a stream's tokens (1 / per-user
-/// tok/s) — an ITL p50 of 0.1 ms beside 750 tok/s per user (1.3 ms a token) counts tokens that
-/// arrived together, not a latency anyone recognises.
+/// only shown when both are latencies ([`crate::results::itl_is_latency`]: not tokens that
+/// came together).
 fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     if !(m.baseline.is_finite() && m.candidate.is_finite() && m.baseline > 0.0 && m.candidate > 0.0)
     {
@@ -122,11 +121,9 @@ fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90) {
         return true;
     }
-    let Some(per_user) = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps) else {
-        return true;
-    };
-    let gap = |tps: f64| if tps > 0.0 { 1.0 / tps } else { f64::INFINITY };
-    m.baseline >= 0.5 * gap(per_user.baseline) && m.candidate >= 0.5 * gap(per_user.candidate)
+    let per_user = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps);
+    crate::results::itl_is_latency(m.baseline, per_user.map(|p| p.baseline))
+        && crate::results::itl_is_latency(m.candidate, per_user.map(|p| p.candidate))
 }
 
 /// One matrix cell: its number (a change in %, or a short word) and its symbol.
@@ -138,6 +135,9 @@ pub(crate) struct GridCell {
     pub symbol: &'static str,
     /// The verdict (for the legend).
     pub verdict: CellVerdict,
+    /// `3,000 → 2,712`: the cell's aggregate tok/s, baseline (or A) → now (or B), beside its
+    /// change; `None` where a side has no value.
+    pub values: Option<String>,
 }
 
 impl GridCell {
@@ -189,10 +189,39 @@ fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
             n
         }
     };
+    // Beside the change, what it is a change of: the deciding metric's values (aggregate
+    // tok/s as the caption says, else that metric with its unit), or the cell's tok/s for a
+    // cell shown by a word (`cap`, `err`).
+    let values = if number.is_empty() {
+        None
+    } else {
+        let m = c
+            .deciding()
+            .or_else(|| c.metrics.iter().find(|m| m.metric == Metric::AggregateTps));
+        m.filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
+            .map(|m| {
+                let v = |x: f64| match m.metric {
+                    Metric::AggregateTps => tps(x),
+                    other => with_unit(other, x),
+                };
+                format!("{} → {}", v(m.baseline), v(m.candidate))
+            })
+    };
     GridCell {
         number,
         symbol,
         verdict: shown,
+        values,
+    }
+}
+
+/// Aggregate tok/s in a grid cell: `2,712` from 1,000 up, `151.6` below (the caption gives
+/// the unit).
+fn tps(x: f64) -> String {
+    if x.abs() >= 1000.0 {
+        crate::results::thousands(x.round().max(0.0) as u64)
+    } else {
+        format!("{x:.1}")
     }
 }
 
@@ -234,10 +263,21 @@ pub(crate) struct GateLayout {
     pub secondary: Vec<SecondaryChange>,
     /// The basis, the rule and the arithmetic, one paragraph each.
     pub details: Vec<String>,
+    /// What a developer can do next ([`crate::answer::next_steps`]), where it applies.
+    pub next_steps: Vec<crate::answer::NextStep>,
 }
 
-/// Builds the layout of a comparison.
+/// Builds the layout of a comparison, with the next steps that need no context of the run.
 pub(crate) fn layout(report: &ComparisonReport) -> GateLayout {
+    layout_with(report, &crate::answer::StepContext::default())
+}
+
+/// Builds the layout of a comparison; `steps` says how the gate ran (its config, its
+/// `fail_on`), for the next steps.
+pub(crate) fn layout_with(
+    report: &ComparisonReport,
+    steps: &crate::answer::StepContext,
+) -> GateLayout {
     let grid = grid(report);
     let mut legend: Vec<(&'static str, &'static str)> = Vec::new();
     let mut extra: Vec<(&'static str, &'static str)> = Vec::new();
@@ -269,14 +309,15 @@ pub(crate) fn layout(report: &ComparisonReport) -> GateLayout {
     GateLayout {
         first_line: first_line(report),
         grid_caption: match report.against {
-            Against::Baseline => "aggregate tok/s, change vs baseline in %",
-            Against::PairedAb => "aggregate tok/s, change of B vs A in %",
+            Against::Baseline => "aggregate tok/s, change vs baseline in %, and baseline → now",
+            Against::PairedAb => "aggregate tok/s, change of B vs A in %, and A → B",
         }
         .into(),
         grid,
         legend,
         secondary: secondary(report),
         details: details(report),
+        next_steps: crate::answer::next_steps(report, steps),
     }
 }
 
@@ -631,17 +672,22 @@ pub(crate) fn console(l: &GateLayout) -> String {
         let mut table = comfy_table::Table::new();
         table
             .load_style(crate::report::verdict_table::TABLE_STYLE)
-            .force_no_tty();
+            .force_no_tty()
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_width(crate::report::console::CONSOLE_WIDTH as u16);
         let mut header = vec!["ctx \\ C".to_string()];
         header.extend(g.concurrency.iter().map(u32::to_string));
         table.set_header(header);
         for (ctx, cells) in &g.rows {
             let mut row = vec![ctx.clone()];
-            row.extend(
-                cells
-                    .iter()
-                    .map(|c| c.as_ref().map(GridCell::text).unwrap_or_default()),
-            );
+            row.extend(cells.iter().map(|c| {
+                c.as_ref()
+                    .map(|c| match &c.values {
+                        Some(v) => format!("{}\n{v}", c.text()),
+                        None => c.text(),
+                    })
+                    .unwrap_or_default()
+            }));
             table.add_row(row);
         }
         for i in 1..=g.concurrency.len() {
@@ -671,7 +717,54 @@ pub(crate) fn console(l: &GateLayout) -> String {
         out.push_str(&wrap(&format!("  {d}"), 4));
         out.push('\n');
     }
+    if !l.next_steps.is_empty() {
+        out.push_str("Next steps:\n");
+        for step in &l.next_steps {
+            let colon = if step.command.is_some() { ":" } else { "" };
+            out.push_str(&wrap(&format!("  {}{colon}", step.what), 4));
+            out.push('\n');
+            if let Some(cmd) = &step.command {
+                out.push_str(&shell_lines(cmd, 4));
+                out.push('\n');
+            }
+        }
+    }
     out
+}
+
+/// A command for the console, indented by `indent`: at most [`CONSOLE_WIDTH`] columns a line,
+/// broken between words with a shell's ` \` continuation, so it still pastes as one command.
+fn shell_lines(cmd: &str, indent: usize) -> String {
+    let width = crate::report::console::CONSOLE_WIDTH - 2;
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = " ".repeat(indent);
+    // Words, a '…' quoted one kept whole (a break inside quotes would be part of the text).
+    let mut words: Vec<String> = Vec::new();
+    let mut quoted = false;
+    for w in cmd.split(' ') {
+        match words.last_mut() {
+            Some(last) if quoted => {
+                last.push(' ');
+                last.push_str(w);
+            }
+            _ => words.push(w.to_string()),
+        }
+        if w.matches('\'').count() % 2 == 1 {
+            quoted = !quoted;
+        }
+    }
+    for word in &words {
+        let started = !line.trim().is_empty();
+        if started && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(format!("{line} \\"));
+            line = " ".repeat(indent + 2);
+        } else if started {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines.join("\n")
 }
 
 /// `✗ = regression · ✓ = no regression`: a key, never read as a second verdict under the table.
@@ -716,8 +809,14 @@ pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details:
         for (ctx, cells) in &g.rows {
             out.push_str(&format!("| {} |", escape(ctx)));
             for c in cells {
-                let t = c.as_ref().map(GridCell::text).unwrap_or_default();
-                out.push_str(&format!(" {} |", escape(&t)));
+                let t = match c {
+                    Some(c) => match &c.values {
+                        Some(v) => format!("{}<br>{}", escape(&c.text()), escape(v)),
+                        None => escape(&c.text()),
+                    },
+                    None => String::new(),
+                };
+                out.push_str(&format!(" {t} |"));
             }
             out.push('\n');
         }
@@ -726,6 +825,23 @@ pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details:
     if !l.legend.is_empty() {
         out.push_str(&escape(&legend_text(&l.legend)));
         out.push_str("\n\n");
+    }
+    if !l.next_steps.is_empty() {
+        out.push_str("**Next steps**\n\n");
+        for step in &l.next_steps {
+            out.push_str(&format!("- {}", escape(&step.what)));
+            if let Some(cmd) = &step.command {
+                // A code span: the command as typed (backticks and line breaks cannot occur
+                // in one; taken out if they do).
+                let cmd: String = cmd
+                    .chars()
+                    .filter(|c| !matches!(c, '`' | '\n' | '\r'))
+                    .collect();
+                out.push_str(&format!(":<br>`{cmd}`"));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
     }
     if !before_details.is_empty() {
         out.push_str(before_details);

@@ -5,7 +5,7 @@ pub(crate) mod ab;
 pub(crate) mod actions;
 pub(crate) mod bisect;
 pub(crate) mod changes;
-pub(crate) mod console;
+pub mod console;
 pub mod github;
 pub(crate) mod history;
 pub(crate) mod layout;

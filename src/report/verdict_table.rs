@@ -16,7 +16,12 @@ pub(crate) const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UT
 /// The comparison for a terminal: first line, matrix, legend, details (at most
 /// [`crate::report::console::CONSOLE_WIDTH`] columns).
 pub(crate) fn text(report: &ComparisonReport) -> String {
-    crate::untrusted_text::console(&layout::console(&layout::layout(report)))
+    text_with(report, &crate::answer::StepContext::default())
+}
+
+/// [`text`] with the next steps of a gate whose config and `fail_on` are known.
+pub(crate) fn text_with(report: &ComparisonReport, steps: &crate::answer::StepContext) -> String {
+    crate::untrusted_text::console(&layout::console(&layout::layout_with(report, steps)))
 }
 
 /// The comparison as GitHub-flavoured Markdown: first line, matrix, legend, Details collapsed.

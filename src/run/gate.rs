@@ -537,6 +537,7 @@ impl GatePlan {
             r.set_results_path(self.out.join("results.json"));
             r.set_summary_path(self.out.join("summary.md"));
             r.set_policy(self.policy());
+            r.set_config(self.config.path.clone());
         }
 
         // The results are kept current in the output directory from the first cell on.

@@ -53,12 +53,21 @@ pub enum Fault {
         /// Abort the streaming request when another arrives.
         interrupt: bool,
     },
+    /// After every `steps` engine steps the whole engine pauses `secs` wall seconds (a server
+    /// with regular stalls: a garbage collection, a swap), every stream with it; between the
+    /// pauses it decodes at its usual pace. Written `stall-every=STEPS:SECS`.
+    StallEvery {
+        /// Engine steps between two pauses.
+        steps: u64,
+        /// Length of each pause, wall seconds.
+        secs: f64,
+    },
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue])"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -132,6 +141,21 @@ impl FromStr for Fault {
             }
             ("llama-cpp-python", Some("queue")) => Ok(Fault::LlamaCppPython { interrupt: false }),
             ("llama-cpp-python", Some(_)) => Err(err("the value is `interrupt` or `queue`")),
+            ("stall-every", Some(v)) => {
+                let (steps, secs) = v
+                    .split_once(':')
+                    .ok_or_else(|| err("the value is STEPS:SECS, e.g. stall-every=8:0.05"))?;
+                let steps = steps
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| err("STEPS must be a whole number >= 1"))?;
+                Ok(Fault::StallEvery {
+                    steps,
+                    secs: seconds(spec, secs.trim())?,
+                })
+            }
             ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
             ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
             ("fail-above-concurrency", Some(v)) => Ok(Fault::FailAboveConcurrency(
@@ -161,6 +185,7 @@ impl FromStr for Fault {
                 | "counter-lies"
                 | "truncate-at"
                 | "hang-after"
+                | "stall-every"
                 | "fail-above-concurrency",
                 None,
             ) => Err(err("this fault needs a value after `=`")),
@@ -186,6 +211,7 @@ impl fmt::Display for Fault {
             Fault::Preempt(Some(n)) => write!(f, "preempt={n}"),
             Fault::LlamaCppPython { interrupt: true } => f.write_str("llama-cpp-python"),
             Fault::LlamaCppPython { interrupt: false } => f.write_str("llama-cpp-python=queue"),
+            Fault::StallEvery { steps, secs } => write!(f, "stall-every={steps}:{secs}"),
         }
     }
 }
@@ -230,6 +256,8 @@ pub(crate) struct FaultSet {
     pub preempt: Option<Option<u64>>,
     /// llama-cpp-python's server: `Some(interrupt)`.
     pub llama_cpp_python: Option<bool>,
+    /// The engine pauses `(steps, secs)`: `secs` wall seconds after every `steps` steps.
+    pub stall_every: Option<(u64, f64)>,
 }
 
 impl Default for FaultSet {
@@ -247,6 +275,7 @@ impl Default for FaultSet {
             hang_after: None,
             preempt: None,
             llama_cpp_python: None,
+            stall_every: None,
         }
     }
 }
@@ -279,6 +308,7 @@ impl FaultSet {
                 Fault::HangAfter(s) => set.hang_after = Some(s),
                 Fault::Preempt(n) => set.preempt = Some(n),
                 Fault::LlamaCppPython { interrupt } => set.llama_cpp_python = Some(interrupt),
+                Fault::StallEvery { steps, secs } => set.stall_every = Some((steps, secs)),
             }
         }
         set
@@ -320,6 +350,14 @@ mod tests {
             Fault::LlamaCppPython { interrupt: false }.to_string(),
             "llama-cpp-python=queue"
         );
+        let stall = Fault::StallEvery {
+            steps: 8,
+            secs: 0.05,
+        };
+        assert_eq!("stall-every=8:0.05".parse(), Ok(stall));
+        assert!("stall-every=8:50ms".parse::<Fault>().is_err());
+        assert_eq!(stall.to_string(), "stall-every=8:0.05");
+        assert_eq!(FaultSet::from_faults(&[stall]).stall_every, Some((8, 0.05)));
     }
 
     #[test]
@@ -344,6 +382,10 @@ mod tests {
             "preempt=0",
             "preempt=lots",
             "llama-cpp-python=sometimes",
+            "stall-every",
+            "stall-every=8",
+            "stall-every=0:0.1",
+            "stall-every=8:-1",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);

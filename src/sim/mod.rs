@@ -215,6 +215,7 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
         max_running: FaultSet::from_faults(&opts.faults)
             .llama_cpp_python
             .map(|_| 1),
+        stall_every: FaultSet::from_faults(&opts.faults).stall_every,
     };
     let mut tasks = vec![scheduler::spawn_engine(
         engine_cfg,

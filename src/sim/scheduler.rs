@@ -114,6 +114,8 @@ pub(crate) struct EngineConfig {
     /// what they generated); beyond it the newest is preempted. `None`: no preemption (the
     /// admission reservation always holds).
     pub preempt_budget: Option<u64>,
+    /// The `stall-every` fault: after every `.0` steps the engine pauses `.1` wall seconds.
+    pub stall_every: Option<(u64, f64)>,
     /// At most this many sequences run at once (llama-cpp-python: 1); the rest queue.
     pub max_running: Option<usize>,
 }
@@ -251,6 +253,7 @@ async fn run_engine(
     let mut deadline = Instant::now();
     let mut last_release = deadline;
     let mut admitted_total: u64 = 0;
+    let mut steps: u64 = 0;
     let resident = |s: &Seq| s.prompt_tokens + s.generated;
 
     loop {
@@ -370,8 +373,15 @@ async fn run_engine(
             .sum::<u64>()
             / active as u64;
         let shape = model.step_shape(active, resident_now, mean_context);
-        let step =
+        let mut step =
             shape.step_time * cfg.jitter.sample(&mut rng) + model.prefill_time(prefill_tokens);
+        steps += 1;
+        if let Some((every, pause)) = cfg.stall_every
+            && steps.is_multiple_of(every.max(1))
+        {
+            // Fault `stall-every`: the whole engine pauses, every stream with it.
+            step += pause;
+        }
         deadline += Duration::from_secs_f64(step.max(0.0));
         let now = Instant::now();
         // steps due within a millisecond run back to back ("catching up"); their tokens are
@@ -543,6 +553,7 @@ mod tests {
             prefix_cache: None,
             preempt_budget: None,
             max_running: None,
+            stall_every: None,
         };
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
@@ -612,6 +623,7 @@ mod tests {
                 prefix_cache: None,
                 preempt_budget: Some(budget),
                 max_running: None,
+                stall_every: None,
             };
             let counters = Arc::new(EngineCounters::new(0));
             let (h, rx) = channel();

@@ -12,6 +12,12 @@ use std::process::{Child, Command, Stdio};
 use infergate::baseline::BaselineStore;
 use infergate::results::{CellResult, RunResults};
 
+/// The text with its line breaks and indents folded to single spaces: console lines (errors
+/// included) are wrapped at 100 columns, and a phrase a test looks for may span a break.
+pub fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// A small gate config on the simulated engine (3 cells, C 1/2/4 at context 0, ~1 s each), with
 /// the `[profile]` hardware pinned; tests append their own tables (`[thresholds]`, ...).
 pub const SMALL_SIM_CONFIG: &str = r#"model = "sim-test"

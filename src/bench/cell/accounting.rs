@@ -369,6 +369,25 @@ impl StreamWorker {
         }
     }
 
+    /// Seconds the request had been silent at the window's close, when it is past its first
+    /// token and that silence is at least half the window; `None` otherwise (still streaming,
+    /// or waiting for its first token, or no window yet).
+    fn silent_at_close(&self) -> Option<f64> {
+        let start = self.shared.window_start_ns.load(Ordering::Acquire);
+        let end = self.shared.window_end_ns.load(Ordering::Acquire);
+        if start == u64::MAX || end <= start {
+            return None;
+        }
+        self.req.first?;
+        let last = self
+            .req
+            .last
+            .saturating_duration_since(self.shared.t0)
+            .as_nanos() as u64;
+        let silent = end.checked_sub(last)?;
+        (silent.saturating_mul(2) >= end - start).then_some(silent as f64 / 1e9)
+    }
+
     /// The request's output tokens as best known: continuous usage, its final usage, or its
     /// text chunks scaled by the stream's last usage / chunk ratio.
     fn request_tokens(&self) -> u64 {
@@ -433,7 +452,24 @@ impl StreamWorker {
             Some(f) => Ok(f == Finish::Stop && tokens < max && self.usage_known()),
         };
         match ended {
-            Ended::Cut if self.req.finish.is_none() && !self.req.done => Ok(false),
+            Ended::Cut if self.req.finish.is_none() && !self.req.done => {
+                match self.silent_at_close() {
+                    // Past its first token, then silent for half the window or more: a stream that
+                    // stalled, not one the window's end happened to cut (its tokens are not the
+                    // engine's rate; a longer window would have timed it out).
+                    Some(silent_s) => Err((
+                        EarlyEnd::TimedOut,
+                        RequestFailure::new(
+                            "stream stalled",
+                            format!(
+                                "{}, then no token for the last {silent_s:.1} s of the window (still open at its close)",
+                                after()
+                            ),
+                        ),
+                    )),
+                    None => Ok(false),
+                }
+            }
             Ended::Cut => by_finish(true),
             Ended::Body { terminated } => by_finish(*terminated),
             Ended::Failed(f) if self.req.finish.is_some() || self.req.done => by_finish(false)
@@ -760,7 +796,8 @@ mod tests {
     #[test]
     fn cut_off_requests_use_the_last_known_ratio() {
         let mut w = worker(1);
-        open_window(&w, 0, 1000);
+        // Closed at 20 ms, the cut request streaming until 13 ms (not a stall).
+        open_window(&w, 0, 20);
         w.begin_request(at(&w, 0));
         for i in 1..=4u64 {
             w.on_chunk(&chunk(true, None, false), at(&w, i));
@@ -836,7 +873,20 @@ mod tests {
         // A stream still running at the close is the gate's doing: counted.
         w.begin_request(at(&w, 300));
         w.on_chunk(&chunk(true, None, false), at(&w, 310));
+        w.on_chunk(&chunk(true, None, false), at(&w, 990));
         assert_eq!(w.end_request(Ended::Cut), None);
         assert_eq!(w.shared.tally().cut_at_close, 1);
+        // One silent for half the window or more at the close stalled (its tokens are not the
+        // engine's rate): an early end, timed out, not a request the close cut.
+        w.begin_request(at(&w, 400));
+        w.on_chunk(&chunk(true, None, false), at(&w, 410));
+        w.on_chunk(&chunk(true, None, false), at(&w, 420));
+        assert_eq!(w.end_request(Ended::Cut), Some(EarlyEnd::TimedOut));
+        let t = w.shared.tally();
+        assert_eq!((t.cut_at_close, t.ended_early[&EarlyEnd::TimedOut]), (1, 1));
+        assert!(w.shared.failure_summary().contains("stream stalled"));
+        // Waiting for its first token is not a stall (a queue, a long prefill).
+        w.begin_request(at(&w, 450));
+        assert_eq!(w.end_request(Ended::Cut), None);
     }
 }

@@ -198,7 +198,8 @@ impl SustainedDecodeCell<'_> {
             {
                 return Admission::CapacityLimited {
                     reason: format!(
-                        "the server ran {peak} of {c} streams at a time (as the client saw: no engine metrics): {} requests completed in {:.1} s while the other streams waited for their first token",
+                        "{} (as the client saw: no engine metrics): {} requests completed in {:.1} s while the other streams waited for their first token",
+                        super::streams_at_once(peak, c),
                         completed - completed_at_peak,
                         now.duration_since(peak_since).as_secs_f64()
                     ),

@@ -484,8 +484,8 @@ pub(super) fn early_end_reason(
         truncated_reason(&tr, max_tokens)
     } else if aborted * 2 > early && t.max_streams_at_once < c {
         format!(
-            "the server ran {} of {c} streams at a time; {} of {} requests aborted ({}): throughput not published. An engine that serves one request at a time and aborts the running one when another arrives (llama-cpp-python's default `interrupt_requests`) cannot run {c} streams; measure C=1, or start it so that requests queue (llama-cpp-python: --interrupt_requests false)",
-            t.max_streams_at_once,
+            "{}; {} of {} requests aborted ({}): throughput not published. An engine that serves one request at a time and aborts the running one when another arrives (llama-cpp-python's default `interrupt_requests`) cannot run {c} streams; measure C=1, or start it so that requests queue (llama-cpp-python: --interrupt_requests false)",
+            streams_at_once(t.max_streams_at_once, c),
             thousands(u64::from(aborted)),
             thousands(u64::from(t.sent)),
             t.causes()
@@ -498,6 +498,18 @@ pub(super) fn early_end_reason(
             t.causes(),
             EARLY_END_SHARE * 100.0
         )
+    }
+}
+
+/// What the client saw of the streams an engine ran together: "the server ran 1 of 2 streams
+/// at a time", or, when no stream got past its first token (each aborted or left waiting as
+/// soon as it had one), "no stream of 2 got past its first token" — never "ran 0 of 2", which
+/// no server that sent tokens did.
+pub(super) fn streams_at_once(peak: u32, c: u32) -> String {
+    if peak == 0 {
+        format!("no stream of {c} got past its first token")
+    } else {
+        format!("the server ran {peak} of {c} streams at a time")
     }
 }
 

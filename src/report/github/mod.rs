@@ -133,6 +133,8 @@ pub struct GithubReporter {
     results_path: Option<PathBuf>,
     summary_path: Option<PathBuf>,
     policy: GatePolicy,
+    /// The gate config's name, for the report's next steps ([`Self::set_config`]).
+    config: Option<String>,
 }
 
 impl std::fmt::Debug for GithubReporter {
@@ -210,6 +212,7 @@ impl GithubReporter {
             results_path: None,
             summary_path: None,
             policy: GatePolicy::default(),
+            config: None,
         }
     }
 
@@ -239,6 +242,11 @@ impl GithubReporter {
     /// `verdict` output, as it decides the exit code.
     pub fn set_policy(&mut self, policy: GatePolicy) {
         self.policy = policy;
+    }
+
+    /// The gate config as named to the user: the report's "reproduce locally" command names it.
+    pub fn set_config(&mut self, config: impl Into<String>) {
+        self.config = Some(config.into());
     }
 
     fn take_pending(&mut self) -> PublishOutcome {
@@ -422,6 +430,7 @@ impl GithubReporter {
             artifact_url: input.artifact_url.clone(),
             head_sha: self.ctx.head_sha.clone(),
             trend_report: self.ctx.trend_report.clone(),
+            config: self.config.clone(),
         };
         out.merge(self.write_local(name, input, &outcome, &links));
         if self.client.is_some() {

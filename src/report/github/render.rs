@@ -122,6 +122,9 @@ pub struct Links {
     pub head_sha: Option<String>,
     /// The HTML trend report of the baseline history (`infergate changes --format html`).
     pub trend_report: Option<TrendReport>,
+    /// The gate config as named to the user (for the "reproduce locally" command); `None`
+    /// where the reporter was not told.
+    pub config: Option<String>,
 }
 
 /// Where the trend report can be read: a URL, or the name of the artifact holding `trend.html`
@@ -325,7 +328,7 @@ fn facts_markdown(results: &RunResults, verdict: Option<&ComparisonReport>) -> S
 
 /// The main table: the verdict matrix, or the raw results when there is no verdict; `chart`
 /// goes between the legend and Details.
-fn matrix_markdown(outcome: &Outcome<'_>, chart: Option<&str>) -> String {
+fn matrix_markdown(outcome: &Outcome<'_>, links: &Links, chart: Option<&str>) -> String {
     let mut out = String::new();
     if let Some(reason) = outcome.failure {
         out.push_str(&format!("**The gate failed:** {}\n\n", escape(reason)));
@@ -339,7 +342,19 @@ fn matrix_markdown(outcome: &Outcome<'_>, chart: Option<&str>) -> String {
         .collect();
     match outcome.verdict {
         Some(v) => out.push_str(&layout::markdown_body(
-            &layout::layout(v),
+            &layout::layout_with(
+                v,
+                &crate::answer::StepContext {
+                    config: links
+                        .config
+                        .as_deref()
+                        .map_or(crate::answer::ConfigArg::Unknown, |c| {
+                            crate::answer::ConfigArg::named(c, crate::config::EMBEDDED_NAME)
+                        }),
+                    insufficient_blocks: Some(outcome.policy.fail_on.insufficient),
+                    results_file: None,
+                },
+            ),
             &format!("{caution}{}", chart.unwrap_or("")),
             &facts_markdown(outcome.results, Some(v)),
         )),
@@ -366,7 +381,7 @@ fn matrix_markdown(outcome: &Outcome<'_>, chart: Option<&str>) -> String {
 /// `output.summary` of the check run: the verdict matrix (capped).
 pub fn check_summary(outcome: &Outcome<'_>, links: &Links) -> String {
     truncate_markdown(
-        &matrix_markdown(outcome, None),
+        &matrix_markdown(outcome, links, None),
         GITHUB_TEXT_LIMIT,
         links.full_report(),
     )
@@ -439,7 +454,7 @@ pub fn comment_body(
         out.push_str(&format!("### {title}\n\n"));
     }
     out.push_str(&name_and_links(check_name, links));
-    out.push_str(&matrix_markdown(outcome, None));
+    out.push_str(&matrix_markdown(outcome, links, None));
     truncate_markdown(&out, GITHUB_TEXT_LIMIT, links.full_report())
 }
 
@@ -473,7 +488,7 @@ pub fn job_summary(
 ) -> String {
     let mut out = format!("## {}\n\n", escape(&heading(outcome)));
     out.push_str(&name_and_links(check_name, links));
-    out.push_str(&matrix_markdown(outcome, chart));
+    out.push_str(&matrix_markdown(outcome, links, chart));
     out.push('\n');
     truncate_markdown(&out, STEP_SUMMARY_LIMIT, links.full_report())
 }
@@ -635,6 +650,7 @@ mod tests {
                     cautions,
                     policy: GatePolicy::default(),
                 },
+                &Links::default(),
                 None,
             )
         };

@@ -170,6 +170,23 @@ fn a_latency_that_cannot_be_right_is_not_shown() {
     assert!(layout(&r).secondary.is_empty());
 }
 
+/// A server with regular stalls (3 ms steps, a 50 ms pause every 4: 15.5 ms a token on
+/// average) has an ITL p50 far under its mean token gap, and it is its real step: its change
+/// is shown, not dropped as tokens that came together.
+#[test]
+fn a_latency_under_regular_stalls_is_shown() {
+    let mut r = pass();
+    r.cells[0].metrics[1] = metric(
+        Metric::PerUserTps,
+        1.0 / 0.0155,
+        0.0,
+        0.01,
+        CellVerdict::Unchanged,
+    );
+    r.cells[0].metrics[3] = metric(Metric::ItlP50, 0.003, 0.12, 0.02, CellVerdict::Regression);
+    assert!(!layout(&r).secondary.is_empty());
+}
+
 /// The 8k row of the default 2-row matrix 10% slower: against the rest of its run (the run
 /// effect took half of it) each of its cells moved −5.1%, in total −10.0%. The grid shows the
 /// total, as its caption says, marked where the decided figure reads otherwise, and the first
