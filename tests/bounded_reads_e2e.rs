@@ -174,7 +174,8 @@ fn endless_lines_and_pings_end_on_time() {
     }
 }
 
-/// Runs infergate with `args`; returns its exit code, stderr and peak resident set size (MB).
+/// Runs infergate with `args`; returns its exit code, stderr (its words: error lines are wrapped
+/// at 100 columns) and peak resident set size (MB).
 /// A run still going after 120 s (a FIFO read that blocks) is killed and fails the test.
 fn infergate_rss(args: &[&std::ffi::OsStr]) -> (i32, String, f64) {
     #[allow(
@@ -191,7 +192,10 @@ fn infergate_rss(args: &[&std::ffi::OsStr]) -> (i32, String, f64) {
         .unwrap();
     let pid = child.id() as libc::pid_t;
     let stderr = child.stderr.unwrap();
-    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let reader = std::thread::spawn(move || {
+        let text = std::io::read_to_string(stderr).unwrap_or_default();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    });
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watchdog = {
         let done = done.clone();

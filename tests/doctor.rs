@@ -99,7 +99,7 @@ fn doctor_reports_an_engine_program_that_does_not_exist_without_booting() {
     )
     .expect("write config");
     let cfg_s = cfg.display().to_string();
-    let (code, stdout, stderr) = doctor(&["--json", "--config", &cfg_s]);
+    let (code, stdout, stderr) = doctor(&["--format", "json", "--config", &cfg_s]);
     assert_eq!(code, 0, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(v["engine_boot"]["ready"], false, "{stdout}");

@@ -193,6 +193,8 @@ fn a_forged_store_marker_is_refused_by_every_reader_and_an_empty_store_says_so()
         ];
         for args in runs {
             let (code, out, err) = infergate(&args);
+            // Error lines are wrapped at 100 columns: compare the words.
+            let err = err.split_whitespace().collect::<Vec<_>>().join(" ");
             assert_eq!(code, 2, "{name}: {args:?}\nstdout: {out}\nstderr: {err}");
             assert!(
                 err.contains(&format!("baseline store marker {}", marker.display()))
@@ -206,6 +208,7 @@ fn a_forged_store_marker_is_refused_by_every_reader_and_an_empty_store_says_so()
             );
         }
         let (code, err) = support::gate(&config, &tmp.path().join("out"), &root, &[]);
+        let err = support::flat(&err);
         assert_eq!(code, Some(2), "{name}: {err}");
         assert!(err.contains(problem), "{name}: {err}");
         assert!(!err.contains("NO BASELINE"), "{name}: {err}");
@@ -232,6 +235,7 @@ fn a_forged_store_marker_is_refused_by_every_reader_and_an_empty_store_says_so()
         "{out}"
     );
     let (code, _, err) = infergate(&["changes", "--baseline-dir", s(&empty)]);
+    let err = support::flat(&err);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds no runs"), "{err}");
 }

@@ -119,7 +119,7 @@ fn the_gates_own_binary_runs_isolated_from_a_private_directory() {
             .env_remove("GITHUB_ACTIONS")
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&output.stderr);
+        let err = support::flat(&String::from_utf8_lossy(&output.stderr));
         assert_eq!(output.status.code(), Some(0), "{form}: {err}");
         let results = read_results(&out.join("results.json"));
         let how = results.engine.containment.clone().unwrap_or_default();
@@ -176,7 +176,7 @@ fn a_program_passed_through_env_allow_is_named_not_masked() {
         .env("IG58_PYTHON", &python)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&output.stderr);
+    let err = support::flat(&String::from_utf8_lossy(&output.stderr));
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(
         err.contains(&format!(

@@ -237,7 +237,7 @@ fn engine_command_that_does_not_exist_is_a_clear_exit_2() {
         .env_remove("GITHUB_ACTIONS")
         .output()
         .expect("run gate");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = support::flat(&String::from_utf8_lossy(&output.stderr));
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(

@@ -825,7 +825,7 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
     };
     std::fs::create_dir_all(dir.path().join("store")).unwrap();
     let out = run(&named, "");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = support::flat(&String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("the engine runs as uid 65534 gid 65534")
@@ -839,7 +839,7 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
     );
     assert!(!err.contains("starting engine"), "{err}");
     let out = run(&hidden, "");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = support::flat(&String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
         err.contains("Permission denied")
@@ -849,7 +849,7 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
         "{err}"
     );
     let out = run(&named, "isolation = \"off\"");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = support::flat(&String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{err}");
     let results: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),

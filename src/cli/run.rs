@@ -229,14 +229,14 @@ pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
             errln!("{}", crate::report::console::error_line(&f.to_string()));
             return;
         }
-        // What fail-on made of it, where the word alone would mislead, then the answer.
+        // The answer, then what fail-on made of it where the word alone would mislead.
         (None, Some(v)) => format!(
-            "verdict: {}{} — {}",
+            "verdict: {} — {}{}",
             crate::answer::gate_word(v.gate).1,
+            crate::untrusted_text::console(&crate::answer::first_line(v)),
             crate::answer::policy_note(v.gate, &run.ending)
-                .map(|note| format!(" ({note})"))
-                .unwrap_or_default(),
-            crate::untrusted_text::console(&crate::answer::first_line(v))
+                .map(|note| format!("; {note}"))
+                .unwrap_or_default()
         ),
         (None, None) => format!("verdict: {no_verdict}"),
     };
