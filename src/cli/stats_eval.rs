@@ -1,6 +1,7 @@
 //! `infergate stats-eval`: Monte Carlo of the gate's plan on synthetic matrices over a grid of
 //! runners (false-alarm rate, pass rate, power, boots per gate), so the rule's promises are
-//! measured, not asserted.
+//! measured, not asserted; beside it, the rules users know on the same trials
+//! ([`crate::eval::peers`]).
 
 use anyhow::Context;
 

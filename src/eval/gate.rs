@@ -7,7 +7,8 @@
 //! boots, a cell that flips to capacity-limited, a per-run row factor, autocorrelated (AR(1))
 //! sub-windows, a drift and a step. No outlier run is built in. Each trial builds real
 //! [`RunResults`] and decides with the gate's own two-boot plan
-//! ([`two_boot_verdict`](crate::stats::two_boot_verdict)), so the figures measure the product.
+//! ([`two_boot_verdict`](crate::stats::two_boot_verdict)), so the figures measure the product;
+//! the same histories and boots are decided by the rules users know too ([`super::peers`]).
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
