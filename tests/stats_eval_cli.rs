@@ -28,6 +28,19 @@ fn scenarios(v: &serde_json::Value, runner: &str) -> Vec<serde_json::Value> {
         .clone()
 }
 
+/// The peer rules' outcomes on one runner.
+fn peers(v: &serde_json::Value, runner: &str) -> Vec<serde_json::Value> {
+    v["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["condition"] == runner)
+        .unwrap_or_else(|| panic!("runner {runner} missing"))["peers"]
+        .as_array()
+        .expect("peers")
+        .clone()
+}
+
 fn field(scenarios: &[serde_json::Value], name: &str, key: &str) -> f64 {
     scenarios
         .iter()
@@ -76,6 +89,26 @@ fn reduced_monte_carlo_on_one_runner_has_few_false_alarms_passes_clean_gates_and
             "every gate says one of the three words: {x}"
         );
     }
+    // The peers on the same trials: each family at its defaults (one boot) and moved to the
+    // gate's budget, which alarms and boots on the A/A trials no more than the gate did.
+    let p = peers(&v, "custom");
+    for family in ["bencher_cell", "bencher_mean", "ratio", "perfherder"] {
+        let rows: Vec<_> = p.iter().filter(|r| r["family"] == family).collect();
+        assert!(rows.len() >= 2, "{family}: {p:?}");
+        for r in &rows {
+            let rs = r["scenarios"].as_array().expect("peer scenarios").clone();
+            let (aa, boots) = (
+                field(&rs, "aa", "alarm_rate"),
+                field(&rs, "aa", "mean_boots"),
+            );
+            if r["setting"] == "gate_aa_rate" {
+                assert!(aa <= rate("aa") + 1e-12, "{r}");
+                assert!(boots <= field(&s, "aa", "mean_boots") + 1e-12, "{r}");
+            } else {
+                assert_eq!(boots, 1.0, "{r}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -95,6 +128,13 @@ fn without_confirmation_every_gate_is_one_boot() {
     assert_eq!(v["confirm"], serde_json::Value::Bool(false), "{v}");
     for s in scenarios(&v, "custom") {
         assert_eq!(s["mean_boots"].as_f64(), Some(1.0), "{s}");
+    }
+    // The peers get the gate's budget: one look.
+    for p in peers(&v, "custom") {
+        assert_eq!(p["confirm_threshold"], serde_json::Value::Null, "{p}");
+        for s in p["scenarios"].as_array().expect("peer scenarios") {
+            assert_eq!(s["mean_boots"].as_f64(), Some(1.0), "{s}");
+        }
     }
 }
 
@@ -116,6 +156,7 @@ fn text_form_prints_the_grid_and_the_targets() {
     assert!(text.contains("Clean gates (A/A)"), "{text}");
     assert!(text.contains("Regressions found"), "{text}");
     assert!(text.contains("Targets:"), "{text}");
+    assert!(text.contains("Peers on the same trials"), "{text}");
     // Read at the console's width.
     for line in text.lines() {
         assert!(line.chars().count() <= 100, "{line}");

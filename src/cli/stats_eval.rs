@@ -1,10 +1,13 @@
 //! `infergate stats-eval`: Monte Carlo of the gate's plan on synthetic matrices over a grid of
 //! runners (false-alarm rate, pass rate, power, boots per gate), so the rule's promises are
-//! measured, not asserted.
+//! measured, not asserted; beside it, the rules users know on the same trials
+//! ([`crate::eval::peers`]).
 
 use anyhow::Context;
 
-use crate::eval::gate::{Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, grid, run_eval};
+use crate::eval::gate::{
+    Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome, grid, run_eval,
+};
 use crate::exit::{GateExit, usage};
 use crate::report::console::{fitted_table, wrap};
 use crate::stats::DecisionRule;
@@ -295,6 +298,7 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
     }
     out.push_str(&single.to_string());
     out.push('\n');
+    out.push_str(&peer_table(r));
     if !r.targets.is_empty() {
         out.push_str("\nTargets:\n");
         for t in &r.targets {
@@ -309,6 +313,107 @@ pub(crate) fn render_text(r: &EvalReport) -> String {
             out.push('\n');
         }
     }
+    out
+}
+
+/// The rules users know on the same trials, per runner: the gate's own row, each rule at its
+/// documented defaults (one boot), then at the gate's A/A rate with a second boot only when
+/// the first alarms; and where a rule at the gate's rate finds more than the gate.
+fn peer_table(r: &EvalReport) -> String {
+    let mut out = String::from("\n");
+    out.push_str(&wrap(
+        "Peers on the same trials, in % of gates: alarms (the gate: regression) on A/A, a \
+         uniform -5% and one cell -10%, and how often that cell's gate was green (no alarm; the \
+         gate: pass). Each rule at its documented defaults (one boot), then '= gate': with the \
+         gate's budget on that runner, set on these A/A trials: its first look alarms (and \
+         boots again) as often as the gate booted twice, and it says regression as often as \
+         the gate did, when the same cell (or the mean) crosses a second threshold on both \
+         boots. Boots per A/A gate. docs/statistics.md \"Peers\" has the sources.",
+        0,
+    ));
+    out.push('\n');
+    let mut table = fitted_table(vec![
+        "runner: rule",
+        "threshold",
+        "A/A",
+        "-5%",
+        "-10%",
+        "green",
+        "boots",
+    ]);
+    let mut wins = Vec::new();
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let (Some(aa), Some(uniform), Some(single)) = (
+            o(Scenario::AA),
+            o(Scenario::Uniform(-0.05)),
+            o(Scenario::SingleCell(-0.10)),
+        ) else {
+            continue;
+        };
+        let num = |x: f64| format!("{:.1}", 100.0 * x);
+        table.add_row(vec![
+            format!("{}: the gate", c.condition),
+            "two-boot plan".into(),
+            num(aa.regression_rate),
+            num(uniform.regression_rate),
+            num(single.regression_rate),
+            num(single.pass_rate),
+            format!("{:.2}", aa.mean_boots),
+        ]);
+        for p in &c.peers {
+            let rate = |s: &ScenarioOutcome| p.scenarios.iter().find(|x| x.name == s.name);
+            let (Some(pa), Some(pu), Some(ps)) = (rate(aa), rate(uniform), rate(single)) else {
+                continue;
+            };
+            let calibrated = p.setting == crate::eval::peers::GATE_AA_RATE;
+            table.add_row(vec![
+                format!("  {}", p.rule),
+                if calibrated {
+                    format!(
+                        "= gate: {}",
+                        p.family.show(p.threshold, p.confirm_threshold)
+                    )
+                } else {
+                    p.setting.clone()
+                },
+                num(pa.alarm_rate),
+                num(pu.alarm_rate),
+                num(ps.alarm_rate),
+                num(1.0 - ps.alarm_rate),
+                format!("{:.2}", pa.mean_boots),
+            ]);
+            if calibrated {
+                for (gate, peer, what) in [(uniform, pu, "-5%"), (single, ps, "cell -10%")] {
+                    let (_, gate_high) =
+                        crate::eval::gate::wilson(gate.regression_rate, r.trials as f64);
+                    if peer.wilson_low > gate_high {
+                        wins.push(format!(
+                            "{} ({}): {} {} vs the gate's {}",
+                            p.rule,
+                            c.condition,
+                            what,
+                            pct(peer.alarm_rate),
+                            pct(gate.regression_rate)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.push_str(&table.to_string());
+    out.push('\n');
+    let verdict = if wins.is_empty() {
+        "no rule at the gate's A/A rate finds more than the gate (Wilson 95% intervals apart)."
+            .to_string()
+    } else {
+        format!(
+            "a rule at the gate's A/A rate finds more (Wilson 95% intervals apart): {}.",
+            wins.join("; ")
+        )
+    };
+    out.push_str(&wrap(&format!("Where a peer wins: {verdict}"), 2));
+    out.push('\n');
     out
 }
 
@@ -336,5 +441,8 @@ mod tests {
             assert!(text.contains(first_word), "{}", c.name);
         }
         assert!(text.contains("Targets:"), "{text}");
+        for rule in ["Bencher, cell", "github-action-benchmark", "Perfherder"] {
+            assert!(text.contains(rule), "{rule}");
+        }
     }
 }

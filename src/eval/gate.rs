@@ -7,7 +7,8 @@
 //! boots, a cell that flips to capacity-limited, a per-run row factor, autocorrelated (AR(1))
 //! sub-windows, a drift and a step. No outlier run is built in. Each trial builds real
 //! [`RunResults`] and decides with the gate's own two-boot plan
-//! ([`two_boot_verdict`](crate::stats::two_boot_verdict)), so the figures measure the product.
+//! ([`two_boot_verdict`](crate::stats::two_boot_verdict)), so the figures measure the product;
+//! the same histories and boots are decided by the rules users know too ([`super::peers`]).
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -20,6 +21,7 @@ use crate::results::{
 };
 use crate::verdict::{CellVerdict, GateVerdict};
 
+use super::peers::{Family, Look};
 use crate::stats::{DecisionRule, StatsError};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
@@ -268,6 +270,9 @@ pub(crate) struct ConditionOutcome {
     pub condition: String,
     pub noise: NoiseSpec,
     pub scenarios: Vec<ScenarioOutcome>,
+    /// The rules users know on the same trials ([`peers`](super::peers)): each at its
+    /// defaults, then at the gate's A/A rate with its second-boot budget.
+    pub peers: Vec<super::peers::PeerOutcome>,
 }
 
 /// A target of the issue and whether it was met.
@@ -664,6 +669,8 @@ fn run_condition(
     let tpl = template();
     let mut sampler = Sampler::new(seed);
     let mut counts = vec![Tally::default(); SCENARIOS.len()];
+    // looks[family][scenario][trial]: what each peer rule saw on the gate's own boots.
+    let mut looks = vec![vec![Vec::with_capacity(cfg.trials); SCENARIOS.len()]; Family::ALL.len()];
     let zero = vec![0.0; n_cells];
     for trial in 0..cfg.trials {
         let mut drift = 0.0;
@@ -684,6 +691,7 @@ fn run_condition(
             }
             history.push(run);
         }
+        let history_tps: Vec<Vec<f64>> = history.iter().map(tok_per_s).collect();
         // Candidate boots, shared by all scenarios of this trial (common random numbers).
         let draws: Vec<(Vec<f64>, bool)> = (0..stages)
             .map(|_| {
@@ -723,6 +731,12 @@ fn run_condition(
                     run
                 })
                 .collect();
+            let boots: Vec<Vec<f64>> = candidate.iter().map(tok_per_s).collect();
+            for (f, family) in Family::ALL.iter().enumerate() {
+                let first = family.scores(&history_tps, &boots[0]);
+                let second = boots.get(1).map(|b| family.scores(&history_tps, b));
+                looks[f][s].push(Look::of(&first, second.as_deref()));
+            }
             let second = cfg.confirm.then(|| (&candidate[1..2], "second boot"));
             let (report, confirmed) = crate::stats::confirm::two_boot_verdict(
                 cfg.confirm,
@@ -755,9 +769,26 @@ fn run_condition(
         }
     }
     let trials = cfg.trials.max(1) as f64;
+    let names: Vec<String> = SCENARIOS.iter().map(Scenario::name).collect();
+    let aa = SCENARIOS
+        .iter()
+        .position(|s| *s == Scenario::AA)
+        .unwrap_or(0);
+    let peers = Family::ALL
+        .iter()
+        .zip(&looks)
+        .flat_map(|(&family, l)| {
+            let gate = super::peers::GateBudget {
+                alarms: counts[aa].regression as usize,
+                second_boots: cfg.confirm.then(|| counts[aa].boots as usize - cfg.trials),
+            };
+            super::peers::outcomes(family, l, &names, aa, gate, h)
+        })
+        .collect();
     Ok(ConditionOutcome {
         condition: condition.name.clone(),
         noise: noise.clone(),
+        peers,
         scenarios: SCENARIOS
             .iter()
             .zip(&counts)
@@ -792,6 +823,11 @@ fn run_condition(
             })
             .collect(),
     })
+}
+
+/// A run's aggregate tok/s per cell, as the peer rules read it (whatever the cell's status).
+fn tok_per_s(run: &RunResults) -> Vec<f64> {
+    run.cells.iter().map(|c| c.aggregate_tps).collect()
 }
 
 /// What one scenario's gates said over a runner's trials (counts).
@@ -883,6 +919,34 @@ fn targets(report: &EvalReport) -> Vec<TargetCheck> {
                 .map(|o| o.pass_rate),
             &|r| r <= 0.05,
         );
+    }
+    // On heavy-tailed cells the gate finds one cell 10% slower at least as often as the best
+    // rule users know does at the gate's own A/A rate and budget (issue 56).
+    let single = Scenario::SingleCell(-0.10).name();
+    if let Some(c) = report.conditions.iter().find(|c| c.condition == "t3 cells") {
+        let best = c
+            .peers
+            .iter()
+            .filter(|p| p.setting == super::peers::GATE_AA_RATE)
+            .filter_map(|p| {
+                let r = p.scenarios.iter().find(|s| s.name == single)?;
+                Some((p.rule, r.alarm_rate))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((rule, peer)) = best {
+            check(
+                &format!(
+                    "single cell -10% found >= the best peer at the gate's A/A rate and budget \
+                     ({rule}: {:.1}%)",
+                    100.0 * peer
+                ),
+                &c.condition,
+                report
+                    .outcome(&c.condition, Scenario::SingleCell(-0.10))
+                    .map(|o| o.regression_rate),
+                &|r| r >= peer,
+            );
+        }
     }
     out
 }

@@ -7,11 +7,14 @@
 //! - [`gate`]: the gate's false alarms, passes and power over a grid of runners (`stats-eval`),
 //!   and the synthetic 20-cell runs the unit tests share;
 //! - [`changes`]: the nightly change-point search replayed night by night (`changes-eval`);
-//! - [`design`]: the measurement designs of `run` and `ab` (`ab-eval`).
+//! - [`design`]: the measurement designs of `run` and `ab` (`ab-eval`);
+//! - [`peers`]: the rules users know (Bencher, github-action-benchmark, Perfherder) on
+//!   `stats-eval`'s trials.
 
 pub(crate) mod changes;
 pub(crate) mod design;
 pub(crate) mod gate;
+pub(crate) mod peers;
 
 #[cfg(test)]
 pub(crate) use gate::{noisy_history, synthetic_run};
