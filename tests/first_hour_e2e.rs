@@ -58,6 +58,7 @@ fn an_engine_in_a_private_directory_is_refused_before_boot_naming_isolation() {
     std::fs::create_dir(&store).unwrap();
     let out = dir.path().join("out");
     let (code, err) = gate(&config, &out, &store, &[]);
+    let err = support::flat(&err);
     assert_eq!(code, Some(2), "{err}");
     let d = dir.path().display().to_string();
     for part in [
@@ -145,6 +146,7 @@ fn a_wrong_engine_path_is_exit_2_before_any_measurement() {
     std::fs::create_dir(&store).unwrap();
     let out = dir.path().join("out");
     let (code, err) = gate(&config, &out, &store, &[]);
+    let err = support::flat(&err);
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("[engine] command: its program `/nonexistent/bin/vllm-xyz` does not exist"),
@@ -211,6 +213,7 @@ fn update_baseline_on_a_partial_run_fails_naming_the_cell_and_the_skip_list() {
     let store = dir.path().join("store");
     let out = dir.path().join("out");
     let (code, err) = gate(&config, &out, &store, &["--update-baseline"]);
+    let err = support::flat(&err);
     assert_eq!(code, Some(3), "{err}");
     for part in [
         "--update-baseline: this run cannot become a baseline: the run is partial",
