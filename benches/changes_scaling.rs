@@ -1,7 +1,8 @@
 //! Scaling of `infergate changes`: the change-point analysis of nightly histories of 1,000,
 //! 3,000 and 10,000 runs (every series of the 6-cell matrix of `tests/results_gen`, so 7),
-//! each with a planted −10% step at 70% of the history, and whether the step is found: a
-//! matrix-wide change point within 2 runs of it, sized within 3 points of −10%.
+//! each with a planted −10% step at 70% of the history, alone and with a −0.3%/run creep over
+//! the newest 200 runs after it, and whether the step is found: a matrix-wide change point
+//! within 2 runs of it, sized within 3 points of −10%.
 //!
 //! The noise is `changes-eval`'s: 1% per run, 2% per cell, 1% per sub-window, a random-walk
 //! drift of 0.1% per run (so a 10,000-run history wanders by ±10%) and every 20th run an
@@ -23,8 +24,9 @@ use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal};
 use results_gen::{Gen, run};
 
-/// A history of `n` runs with the step to 0.90 at run `at`.
-fn history(n: usize, at: usize) -> Vec<RunResults> {
+/// A history of `n` runs with the step to 0.90 at run `at` and, when `creep`, a −0.3%/run
+/// decline over the newest 200 runs.
+fn history(n: usize, at: usize, creep: bool) -> Vec<RunResults> {
     let mut rng = StdRng::seed_from_u64(0x0c4a_9e17 + n as u64);
     let drift = Normal::new(0.0, 0.001).expect("valid normal");
     let mut walk: f64 = 0.0;
@@ -32,10 +34,16 @@ fn history(n: usize, at: usize) -> Vec<RunResults> {
         .map(|i| {
             walk += drift.sample(&mut rng);
             let step = if i >= at { 0.90 } else { 1.0 };
+            let moved = (i + 200).saturating_sub(n);
+            let creep = if creep {
+                0.997f64.powi(moved as i32)
+            } else {
+                1.0
+            };
             let outlier = if i % 20 == 19 { 0.92 } else { 1.0 };
             let g = Gen {
                 suite: Some("nightly".into()),
-                factor: walk.exp() * step * outlier,
+                factor: walk.exp() * step * outlier * creep,
                 run_cv: 0.01,
                 cell_cv: 0.02,
                 sample_cv: 0.01,
@@ -56,11 +64,11 @@ fn main() {
     } else {
         sizes
     };
-    println!("runs     series  seconds  change points (matrix)  planted step at  found as");
+    println!("runs    creep  series  seconds  change points (matrix)  planted step at  found as");
     let mut missed = Vec::new();
-    for n in sizes {
+    for (n, creep) in sizes.iter().flat_map(|&n| [(n, false), (n, true)]) {
         let at = n * 7 / 10;
-        let runs = history(n, at);
+        let runs = history(n, at, creep);
         let start = Instant::now();
         let changes = infergate::stats::throughput_changes(&runs).expect("analysis");
         let secs = start.elapsed().as_secs_f64();
@@ -78,16 +86,17 @@ fn main() {
             |(i, c)| format!("run {i}, {:+.1}%", c * 100.0),
         );
         println!(
-            "{n:<8} {:<7} {secs:<8.2} {:<23} {at:<16} {said}",
+            "{n:<7} {:<6} {:<7} {secs:<8.2} {:<23} {at:<16} {said}",
+            if creep { "yes" } else { "no" },
             1 + results_gen::CONCURRENCY.len() * results_gen::CONTEXTS.len(),
             format!("{} ({})", changes.len(), matrix.len()),
         );
         if found.is_none() {
-            missed.push(n);
+            missed.push((n, creep));
         }
     }
     assert!(
         missed.is_empty(),
-        "the planted step was missed at {missed:?} runs"
+        "the planted step was missed at (runs, creep) {missed:?}"
     );
 }

@@ -102,8 +102,8 @@ const SHAPE_PENALTY: f64 = 2.0;
 
 /// A change is judged on at most this many runs on each side of it, the nearest: a step is
 /// sized (and its SD under drift counted, [`change_sd`]) on them, its place found among them
-/// ([`place`]), and a stretch's creep shape fit over its newest `WINDOW` runs
-/// ([`model_stretch`]). Under the runner's random-walk drift, runs further away say little
+/// ([`place`]), and a stretch's creep shape fit over its newest `2 × WINDOW` runs
+/// ([`CREEP_SPAN`]). Under the runner's random-walk drift, runs further away say little
 /// more about the level at the change, while the drift's share of the change's SD grows with
 /// them: sized on whole segments, a clean −10% step stopped being reportable at about 2,730
 /// runs (`3.5 × 0.1% × sqrt(n / 3) > 10.5%`); at 120 a side the smallest reportable step on
@@ -112,6 +112,11 @@ const SHAPE_PENALTY: f64 = 2.0;
 /// Longer than every `changes-eval` history (100 nights by default), whose results it leaves
 /// as they were.
 pub(crate) const WINDOW: usize = 120;
+
+/// A stretch's creep shape is fit over at most its newest `CREEP_SPAN` runs ([`model_stretch`]):
+/// a creep longer than [`WINDOW`] (a −0.3%/run decline over 200 runs) stays one creep, not a
+/// staircase of steps, while the hinge search stays bounded ([`best_hinge`]).
+const CREEP_SPAN: usize = 2 * WINDOW;
 
 /// Default of [`ChangeSettings::drift_per_run`]: the drift of the gate's noise model.
 pub(crate) const DRIFT_PER_RUN: f64 = 0.001;
@@ -555,6 +560,8 @@ fn lad_line(x: &[f64], y: &[f64], cap: f64) -> (f64, f64, f64) {
 /// The best hinge on `logs[h..b]`: flat, then a straight trend from onset `tau` on (the value
 /// at `t ≥ tau` is `a + slope (t − tau + 1)`, so `tau` is the first run that moved). Onsets
 /// leave `min_flat` runs before and `min_seg` runs from the onset. (tau, slope, capped loss).
+/// Over more than [`WINDOW`] runs the onsets are tried every `stride` runs (the runs over
+/// `WINDOW`, rounded up), then one by one around the best: about `WINDOW` fits, not one per run.
 fn best_hinge(
     logs: &[f64],
     h: usize,
@@ -565,14 +572,25 @@ fn best_hinge(
 ) -> Option<(usize, f64, f64)> {
     let y = &logs[h..b];
     let pos: Vec<usize> = (h..b).collect();
-    let mut best: Option<(usize, f64, f64)> = None;
-    for tau in (h + min_flat)..=b.saturating_sub(min_seg) {
+    let (first, last) = (h + min_flat, b.saturating_sub(min_seg));
+    let fit = |tau: usize| {
         let (_, slope, loss) = lad_line(&hinge(&pos, tau), y, cap);
-        if best.is_none_or(|(_, _, l)| loss < l - 1e-15) {
-            best = Some((tau, slope, loss));
-        }
+        (tau, slope, loss)
+    };
+    let better = |best: Option<(usize, f64, f64)>, c: (usize, f64, f64)| match best {
+        Some((_, _, l)) if c.2 >= l - 1e-15 => best,
+        _ => Some(c),
+    };
+    let stride = (b - h).div_ceil(WINDOW).max(1);
+    let coarse = (first..=last).step_by(stride).map(fit).fold(None, better);
+    match coarse {
+        Some((t, _, _)) if stride > 1 => (t.saturating_sub(stride - 1).max(first)
+            ..=(t + stride - 1).min(last))
+            .filter(|&x| x != t)
+            .map(fit)
+            .fold(coarse, better),
+        _ => coarse,
     }
-    best
 }
 
 /// Theil–Sen slope of `y` against 0, 1, 2, … with Sen's distribution-free interval (Kendall's
@@ -597,7 +615,7 @@ fn theil_sen(y: &[f64], z: f64) -> (f64, f64, f64) {
 
 /// The changes of one stretch `a..b` of same-sign splits `stretch` (index, p-value; upwards
 /// when `up`): either every split is a step, or the first `j` are steps and the rest one creep
-/// (a hinge over `[split j − 1, end)`, its newest [`WINDOW`] runs at most), `j` up to all.
+/// (a hinge over `[split j − 1, end)`, its newest [`CREEP_SPAN`] runs at most), `j` up to all.
 /// Chosen by Akaike's criterion of the fits' squared residuals, each capped at 3 noise SDs
 /// `white` (`n ln(loss / n) + 2 params`, see [`SHAPE_PENALTY`]): the fits stay median / LAD, so an
 /// outlier run moves none of them and costs every shape the same; a creep of `g` splits
@@ -647,9 +665,9 @@ fn model_stretch(
         let min_flat = if j == 0 { s.min_segment } else { 2 };
         let mut best: Option<(f64, usize, usize)> = None;
         for h in places {
-            // The hinge covers the stretch's newest `WINDOW` runs at most; runs from `h` to
+            // The hinge covers the stretch's newest `CREEP_SPAN` runs at most; runs from `h` to
             // where it starts are one more flat segment (a level and a place: 2 parameters).
-            let from = h.max(b.saturating_sub(WINDOW));
+            let from = h.max(b.saturating_sub(CREEP_SPAN));
             let mut pre = if j == 0 {
                 0.0
             } else {
