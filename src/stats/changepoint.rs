@@ -250,9 +250,8 @@ fn creep_change(
     }
 }
 
-/// A step at `at` sized on the runs `before` and `after` it: the Hodges–Lehmann shift with its
-/// interval at `±z`.
-/// At most [`WINDOW`] runs on each side, the nearest to the step.
+/// A step at `at` sized on the runs `before` and `after` it, at most [`WINDOW`] on each side
+/// (the nearest): the Hodges–Lehmann shift with its interval at `±z`.
 fn step_change(before: &[f64], after: &[f64], at: usize, p_value: f64, z: f64) -> SeriesChange {
     let before = &before[before.len().saturating_sub(WINDOW)..];
     let after = &after[..after.len().min(WINDOW)];
@@ -577,9 +576,12 @@ fn best_hinge(
         let (_, slope, loss) = lad_line(&hinge(&pos, tau), y, cap);
         (tau, slope, loss)
     };
-    let better = |best: Option<(usize, f64, f64)>, c: (usize, f64, f64)| match best {
-        Some((_, _, l)) if c.2 >= l - 1e-15 => best,
-        _ => Some(c),
+    let better = |best: Option<(usize, f64, f64)>, c: (usize, f64, f64)| {
+        if best.is_none_or(|(_, _, l)| c.2 < l - 1e-15) {
+            Some(c)
+        } else {
+            best
+        }
     };
     let stride = (b - h).div_ceil(WINDOW).max(1);
     let coarse = (first..=last).step_by(stride).map(fit).fold(None, better);
