@@ -100,6 +100,24 @@ const CREEP_WINDOW: usize = 30;
 /// long creep swallow a step just before it (measured in `docs/changes.md`).
 const SHAPE_PENALTY: f64 = 2.0;
 
+/// A change is judged on at most this many runs on each side of it, the nearest: a step is
+/// sized (and its SD under drift counted, [`change_sd`]) on them, its place found among them
+/// ([`place`]), and a stretch's creep shape fit over its newest `2 × WINDOW` runs
+/// ([`CREEP_SPAN`]). Under the runner's random-walk drift, runs further away say little
+/// more about the level at the change, while the drift's share of the change's SD grows with
+/// them: sized on whole segments, a clean −10% step stopped being reportable at about 2,730
+/// runs (`3.5 × 0.1% × sqrt(n / 3) > 10.5%`); at 120 a side the smallest reportable step on
+/// the matrix series is about 3.2% at every length. It also bounds each change's work, so a
+/// history's analysis grows about linearly with its runs (`benches/changes_scaling.rs`).
+/// Longer than every `changes-eval` history (100 nights by default), whose results it leaves
+/// as they were.
+pub(crate) const WINDOW: usize = 120;
+
+/// A stretch's creep shape is fit over at most its newest `CREEP_SPAN` runs ([`model_stretch`]):
+/// a creep longer than [`WINDOW`] (a −0.3%/run decline over 200 runs) stays one creep, not a
+/// staircase of steps, while the hinge search stays bounded ([`best_hinge`]).
+const CREEP_SPAN: usize = 2 * WINDOW;
+
 /// Default of [`ChangeSettings::drift_per_run`]: the drift of the gate's noise model.
 pub(crate) const DRIFT_PER_RUN: f64 = 0.001;
 
@@ -232,9 +250,11 @@ fn creep_change(
     }
 }
 
-/// A step at `at` sized on the runs `before` and `after` it: the Hodges–Lehmann shift with its
-/// interval at `±z`.
+/// A step at `at` sized on the runs `before` and `after` it, at most [`WINDOW`] on each side
+/// (the nearest): the Hodges–Lehmann shift with its interval at `±z`.
 fn step_change(before: &[f64], after: &[f64], at: usize, p_value: f64, z: f64) -> SeriesChange {
+    let before = &before[before.len().saturating_sub(WINDOW)..];
+    let after = &after[..after.len().min(WINDOW)];
     let (shift, lo, hi) = hodges_lehmann(before, after, z);
     SeriesChange {
         index: at,
@@ -359,7 +379,8 @@ fn newest_creep(
 
 /// Sets each change's location interval ([`location_interval`]) on the stretch between its
 /// neighbours: from the end of the change before it (a step's place, a creep's last run) to
-/// the next change's place (a creep: the end of its own stretch).
+/// the next change's place (a creep: the end of its own stretch), at most [`WINDOW`] runs
+/// from the change.
 fn place(logs: &[f64], changes: &mut [SeriesChange], white: f64, s: &ChangeSettings) {
     changes.sort_by_key(|c| c.index);
     let ends: Vec<usize> = changes.iter().map(SeriesChange::end).collect();
@@ -369,10 +390,14 @@ fn place(logs: &[f64], changes: &mut [SeriesChange], white: f64, s: &ChangeSetti
             0
         } else {
             ends[k - 1].min(c.index.saturating_sub(s.min_segment))
-        };
+        }
+        .max(c.index.saturating_sub(WINDOW));
         let (b, min_seg) = match c.kind {
             ChangeKind::Step => (
-                changes.get(k + 1).map_or(logs.len(), |n| n.index),
+                changes
+                    .get(k + 1)
+                    .map_or(logs.len(), |n| n.index)
+                    .min(c.index + WINDOW),
                 s.min_segment,
             ),
             ChangeKind::Creep => (c.end(), 2),
@@ -534,6 +559,8 @@ fn lad_line(x: &[f64], y: &[f64], cap: f64) -> (f64, f64, f64) {
 /// The best hinge on `logs[h..b]`: flat, then a straight trend from onset `tau` on (the value
 /// at `t ≥ tau` is `a + slope (t − tau + 1)`, so `tau` is the first run that moved). Onsets
 /// leave `min_flat` runs before and `min_seg` runs from the onset. (tau, slope, capped loss).
+/// Over more than [`WINDOW`] runs the onsets are tried every `stride` runs (the runs over
+/// `WINDOW`, rounded up), then one by one around the best: about `WINDOW` fits, not one per run.
 fn best_hinge(
     logs: &[f64],
     h: usize,
@@ -544,14 +571,28 @@ fn best_hinge(
 ) -> Option<(usize, f64, f64)> {
     let y = &logs[h..b];
     let pos: Vec<usize> = (h..b).collect();
-    let mut best: Option<(usize, f64, f64)> = None;
-    for tau in (h + min_flat)..=b.saturating_sub(min_seg) {
+    let (first, last) = (h + min_flat, b.saturating_sub(min_seg));
+    let fit = |tau: usize| {
         let (_, slope, loss) = lad_line(&hinge(&pos, tau), y, cap);
-        if best.is_none_or(|(_, _, l)| loss < l - 1e-15) {
-            best = Some((tau, slope, loss));
+        (tau, slope, loss)
+    };
+    let better = |best: Option<(usize, f64, f64)>, c: (usize, f64, f64)| {
+        if best.is_none_or(|(_, _, l)| c.2 < l - 1e-15) {
+            Some(c)
+        } else {
+            best
         }
+    };
+    let stride = (b - h).div_ceil(WINDOW).max(1);
+    let coarse = (first..=last).step_by(stride).map(fit).fold(None, better);
+    match coarse {
+        Some((t, _, _)) if stride > 1 => (t.saturating_sub(stride - 1).max(first)
+            ..=(t + stride - 1).min(last))
+            .filter(|&x| x != t)
+            .map(fit)
+            .fold(coarse, better),
+        _ => coarse,
     }
-    best
 }
 
 /// Theil–Sen slope of `y` against 0, 1, 2, … with Sen's distribution-free interval (Kendall's
@@ -576,7 +617,7 @@ fn theil_sen(y: &[f64], z: f64) -> (f64, f64, f64) {
 
 /// The changes of one stretch `a..b` of same-sign splits `stretch` (index, p-value; upwards
 /// when `up`): either every split is a step, or the first `j` are steps and the rest one creep
-/// (a hinge over `[split j − 1, end)`), `j` up to all.
+/// (a hinge over `[split j − 1, end)`, its newest [`CREEP_SPAN`] runs at most), `j` up to all.
 /// Chosen by Akaike's criterion of the fits' squared residuals, each capped at 3 noise SDs
 /// `white` (`n ln(loss / n) + 2 params`, see [`SHAPE_PENALTY`]): the fits stay median / LAD, so an
 /// outlier run moves none of them and costs every shape the same; a creep of `g` splits
@@ -606,6 +647,8 @@ fn model_stretch(
     let steps_crit = crit(steps_loss(logs, &cuts(g, b), cap), 2 * g + 1);
     // (criterion, j, onset, where the last step before the creep is).
     let mut hinges: Vec<(f64, usize, usize, usize)> = Vec::new();
+    // Best hinges by (first run, fewest flat runs): shapes whose hinges start alike share them.
+    let mut hinges_from = std::collections::HashMap::new();
     // `j == g`: every split a step, and a creep after the last one (a step, then a creep
     // too slow yet for a split of its own). A creep's onset leaves two flat runs after the
     // step before it, so the step keeps a size of its own.
@@ -624,19 +667,27 @@ fn model_stretch(
         let min_flat = if j == 0 { s.min_segment } else { 2 };
         let mut best: Option<(f64, usize, usize)> = None;
         for h in places {
-            let pre = if j == 0 {
+            // The hinge covers the stretch's newest `CREEP_SPAN` runs at most; runs from `h` to
+            // where it starts are one more flat segment (a level and a place: 2 parameters).
+            let from = h.max(b.saturating_sub(CREEP_SPAN));
+            let mut pre = if j == 0 {
                 0.0
             } else {
                 steps_loss(logs, &cuts(j - 1, h), cap)
             };
-            let Some((tau, slope, loss)) = best_hinge(logs, h, b, min_flat, s.min_segment, cap)
-            else {
+            if from > h {
+                pre += steps_loss(logs, &[h, from], cap);
+            }
+            let fit = *hinges_from
+                .entry((from, min_flat))
+                .or_insert_with(|| best_hinge(logs, from, b, min_flat, s.min_segment, cap));
+            let Some((tau, slope, loss)) = fit else {
                 continue;
             };
             if (slope > 0.0) != up {
                 continue;
             }
-            let c = crit(pre + loss, 2 * j + 3);
+            let c = crit(pre + loss, 2 * j + 3 + 2 * usize::from(from > h));
             if best.is_none_or(|(bc, _, _)| c < bc - 1e-12) {
                 best = Some((c, tau, h));
             }
@@ -1153,6 +1204,24 @@ pub(crate) fn analyse(
     })
 }
 
+/// The change points `infergate changes` finds in the aggregate throughput of `runs` (oldest
+/// first) at the default settings, every series analysed, newest first: (whether it is the
+/// matrix-wide series, the first run after the change, the relative change). The entry point
+/// of `benches/changes_scaling.rs`.
+#[doc(hidden)]
+pub fn throughput_changes(runs: &[RunResults]) -> Result<Vec<(bool, String, f64)>, StatsError> {
+    let h = analyse(
+        runs,
+        &[Metric::AggregateTps],
+        &[],
+        &ChangeSettings::default(),
+    )?;
+    Ok(h.change_points
+        .into_iter()
+        .map(|c| (c.scope == Scope::Matrix, c.run_id, c.change))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1196,6 +1265,25 @@ mod tests {
             before,
             after,
             location: None,
+        }
+    }
+
+    #[test]
+    fn a_clean_step_is_found_at_every_length() {
+        // Sized on whole segments, a −10% step's SD under the drift grew as sqrt(n / 3) × 0.1%
+        // and crossed 10.5% / 3.5 at about 2,730 runs: at 3,000 it was not reported.
+        for (n, at) in [(60, 40), (3000, 2000)] {
+            let logs = noisy(n, 0.011, 3, &|i| step(i, at, 0.90));
+            let found = default_changes(&logs);
+            let c = found
+                .iter()
+                .find(|c| c.index.abs_diff(at) <= 2)
+                .unwrap_or_else(|| panic!("{n} runs: {found:?}"));
+            assert_eq!(c.kind, ChangeKind::Step, "{c:?}");
+            assert!((c.change + 0.10).abs() < 0.01, "{c:?}");
+            assert!(c.before <= WINDOW && c.after <= WINDOW, "{c:?}");
+            let (lo, hi) = c.location.unwrap();
+            assert!(lo <= at && at <= hi, "{c:?}");
         }
     }
 

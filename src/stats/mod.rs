@@ -18,6 +18,7 @@ pub(crate) mod sequential;
 
 pub(crate) use build::quantile;
 pub use build::{finish, gate_of};
+pub use changepoint::throughput_changes;
 pub use compare::{History, Look, compare, compare_at, compare_on};
 pub use confirm::two_boot_verdict;
 pub use paired::{PairedError, paired_compare};
