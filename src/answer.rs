@@ -504,7 +504,7 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 line.push_str(&s);
             }
             if let (GateVerdict::Pass, Some(effect)) = (report.gate, cell_effect) {
-                line.push_str(&format!("; no cell below {effect} (95% bound)"));
+                line.push_str(&format!("; each cell above {effect} (95% bound)"));
             }
             format!("{line}{}{}", not_counted(report), faster(report))
         }

@@ -10,25 +10,27 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateExit {
     /// 0: the matrix ran and nothing regressed (or there was nothing to compare yet).
-    Pass = 0,
+    Pass,
     /// 1: at least one regression (cell, capacity, or matrix-wide).
-    Regression = 1,
+    Regression,
     /// 2: bad usage, config or input file; nothing was measured.
-    Usage = 2,
+    Usage,
     /// 3: the engine or the measurement failed (engine died, never ready, unreachable,
     /// every cell errored, cancelled by SIGINT/SIGTERM).
-    Failure = 3,
+    Failure,
     /// 1 from `stats-eval --check`: an operating characteristic missed its target. Not a
     /// verdict on a build, so never produced by the gate policy (`crate::policy`).
-    TargetMissed = 4,
+    TargetMissed,
 }
 
 impl GateExit {
     /// The process exit code.
     pub fn code(self) -> u8 {
         match self {
-            GateExit::TargetMissed => 1,
-            other => other as u8,
+            GateExit::Pass => 0,
+            GateExit::Regression | GateExit::TargetMissed => 1,
+            GateExit::Usage => 2,
+            GateExit::Failure => 3,
         }
     }
 }

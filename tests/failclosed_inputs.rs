@@ -462,25 +462,24 @@ fn lines_of(text: &str) -> Vec<&str> {
     text.split(['\n', '\r']).collect()
 }
 
-/// Door 4: a store full of control bytes and workflow commands in run ids, labels and the
-/// model, fed to every subcommand that reads it: no line of stdout or stderr starts a workflow
-/// command, and no control byte is printed.
-#[test]
-fn a_store_full_of_control_bytes_prints_no_workflow_command_anywhere() {
-    let tmp = tempfile::tempdir().unwrap();
-    let evil = "\u{0}\u{7}\u{1b}[2J\r::warning::pwned\n::error title=x::owned\u{85}::notice::nel";
+/// A store under `dir` of 12 runs whose model and run ids carry `evil` (`label` adds the
+/// labels), the last four 20% slower so `changes` has a change point to print.
+fn hostile_store(
+    dir: &Path,
+    evil: &str,
+    label: impl Fn(&mut RunResults, u64),
+) -> (PathBuf, Vec<RunResults>) {
     let g = Gen {
         model: format!("model{evil}"),
         ..Gen::default()
     };
-    let store = tmp.path().join("store");
+    let store = dir.join("store");
     let st = BaselineStore::open(&store).unwrap();
     let mut runs = Vec::new();
     for i in 0..12 {
         let mut r = results_gen::run(&g, i);
         r.run_id = format!("run{i}{evil}");
-        r.labels.insert("sha".into(), format!("{evil}{i}"));
-        r.labels.insert(format!("k{evil}"), evil.into());
+        label(&mut r, i);
         if i >= 8 {
             for c in &mut r.cells {
                 c.aggregate_tps *= 0.8;
@@ -490,6 +489,20 @@ fn a_store_full_of_control_bytes_prints_no_workflow_command_anywhere() {
         st.add(&r).unwrap();
         runs.push(r);
     }
+    (store, runs)
+}
+
+/// Door 4: a store full of control bytes and workflow commands in run ids, labels and the
+/// model, fed to every subcommand that reads it: no line of stdout or stderr starts a workflow
+/// command, and no control byte is printed.
+#[test]
+fn a_store_full_of_control_bytes_prints_no_workflow_command_anywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let evil = "\u{0}\u{7}\u{1b}[2J\r::warning::pwned\n::error title=x::owned\u{85}::notice::nel";
+    let (store, runs) = hostile_store(tmp.path(), evil, |r, i| {
+        r.labels.insert("sha".into(), format!("{evil}{i}"));
+        r.labels.insert(format!("k{evil}"), evil.into());
+    });
     let cand_run = runs[11].clone();
     let cand = results_gen::write(tmp.path(), "cand.json", &cand_run);
     let dir = results_dir(
@@ -627,27 +640,10 @@ fn inert_file(text: &str) -> Result<(), String> {
 fn every_output_file_is_as_inert_as_the_console() {
     let tmp = tempfile::tempdir().unwrap();
     let evil = "\u{1b}[2J\u{7}\u{202e}rtl\u{200e}\u{200f}\u{61c}\u{200b}\u{200d}\u{feff}\r::error title=x::owned GH-1 #123 @octocat";
-    let g = Gen {
-        model: format!("model{evil}"),
-        ..Gen::default()
-    };
-    let store = tmp.path().join("store");
-    let st = BaselineStore::open(&store).unwrap();
-    let mut runs = Vec::new();
-    for i in 0..12 {
-        let mut r = results_gen::run(&g, i);
-        r.run_id = format!("run{i}{evil}");
+    let (store, runs) = hostile_store(tmp.path(), evil, |r, i| {
         r.labels.insert("sha".into(), format!("{i}{evil}"));
         r.labels.insert("commit_message".into(), evil.into());
-        if i >= 8 {
-            for c in &mut r.cells {
-                c.aggregate_tps *= 0.8;
-                c.samples.iter_mut().for_each(|v| *v *= 0.8);
-            }
-        }
-        st.add(&r).unwrap();
-        runs.push(r);
-    }
+    });
     let results = results_gen::write(tmp.path(), "results.json", &runs[11]);
     let mut written = 0;
     for f in ["text", "md", "json", "html"] {

@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(gate_of(&r), GateVerdict::Pass);
         finish(&mut r);
         assert!(
-            r.headline.ends_with("; no cell below −10.0% (95% bound)"),
+            r.headline.ends_with("; each cell above −10.0% (95% bound)"),
             "{}",
             r.headline
         );
