@@ -91,7 +91,7 @@ pub struct ReportArgs {
 struct Trusted {
     config: crate::config::GateConfig,
     suite: crate::config::SuiteConfig,
-    decision: Option<crate::run::Decision>,
+    decision: Option<crate::run::rejudge::Judged>,
     failure: Option<String>,
     /// The confirmation boot's results, when the gate booted twice.
     confirmation: Option<RunResults>,
@@ -125,8 +125,7 @@ async fn rejudge(
         )?),
         None => None,
     };
-    let judged =
-        crate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref()).await;
+    let judged = crate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref());
     let (decision, failure) = match judged {
         Ok(d) => (Some(d), None),
         Err(e) => (None, Some(e.to_string())),
@@ -183,7 +182,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     if let Some(t) = &trusted {
         if let Some(d) = &t.decision {
-            notices.extend(d.notices.iter().cloned());
+            notices.extend(d.loaded.notices.iter().cloned());
         }
         if let Some(f) = &t.failure {
             // Quotes the artifact's suite, model or profile key when it refuses them.
@@ -243,7 +242,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         (None, Some(t)) => t
             .decision
             .as_ref()
-            .map(|d| d.history.runs().to_vec())
+            .map(|d| d.loaded.history.runs().to_vec())
             .unwrap_or_default(),
         (None, None) => Vec::new(),
     };

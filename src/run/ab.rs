@@ -111,11 +111,11 @@ pub(crate) async fn run_ab(
                 log_path,
                 log_tail_lines: req.log_tail_lines,
                 labels,
-                adaptive: None,
                 progress_file: None,
             },
             events.clone(),
             cancel.clone(),
+            async |_| {},
         )
         .await;
         let group_gone = measured.stop.as_ref().is_none_or(|s| s.group_gone);

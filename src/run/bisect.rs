@@ -535,12 +535,12 @@ impl BisectPlan {
                 log_path,
                 log_tail_lines: self.config.report.log_tail_lines,
                 labels,
-                adaptive: None,
                 // Each boot's results are written whole after it (results-NN.json).
                 progress_file: None,
             },
             sink.events,
             cancel.clone(),
+            async |_| {},
         )
         .await;
         let _ = sink.done.await;

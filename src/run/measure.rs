@@ -43,9 +43,6 @@ pub(crate) struct MeasureRequest<'a> {
     pub log_tail_lines: usize,
     /// Labels copied into the results (git SHA, runner, ...).
     pub labels: BTreeMap<String, String>,
-    /// Re-measure inconclusive cells on the live engine after the matrix (`[adaptive]`);
-    /// `None` = measure the matrix only.
-    pub adaptive: Option<super::adaptive::AdaptiveRequest>,
     /// Where the results are kept current (status `in_progress`) after every finished cell,
     /// so a killed gate keeps them; `None` = only the caller's final write. The directory
     /// must exist.
@@ -101,9 +98,21 @@ pub(crate) struct MeasuredRun {
     pub engine_log: PathBuf,
     /// Seconds from spawn to ready.
     pub boot_s: Option<f64>,
-    /// The adaptive phase (comparison and re-measurement), when requested and the matrix was
-    /// measured without failure.
-    pub adaptive: Option<super::adaptive::AdaptiveOutcome>,
+}
+
+/// The engine while it still serves, after the matrix: what the driver of the gate may use
+/// (re-measure cells the judge asks for) before the engine is stopped.
+pub(crate) struct Live<'a> {
+    /// The measurement session on the running engine.
+    pub session: &'a BenchSession,
+    /// The matrix as measured (the driver may fold re-measurements into it).
+    pub results: &'a mut RunResults,
+    /// Cancelled when the gate is, the engine dies or stops answering.
+    pub cancel: &'a CancellationToken,
+    /// Events to the console and into the results' event log.
+    pub emit: &'a (dyn Fn(Event) + Sync),
+    /// A first guess of one cell's cost in seconds (warm-up and window).
+    pub est_cell_s: f64,
 }
 
 /// Why the measurement token was cancelled.
@@ -175,12 +184,17 @@ pub(crate) fn unmeasured_results(
 /// Boots the engine, waits until it serves, measures every cell of the suite, and stops the
 /// engine. Cancelling `cancel` (SIGINT/SIGTERM) stops measuring at once: the current cell is
 /// `error` "cancelled", the rest `skipped`, the engine is stopped, and the partial results are
-/// returned with [`RunFailure::Cancelled`].
-pub(crate) async fn boot_and_measure(
+/// returned with [`RunFailure::Cancelled`]. `while_live` is called once the matrix measured
+/// something and before the engine is stopped (not after a cancel or the engine's death).
+pub(crate) async fn boot_and_measure<F>(
     req: MeasureRequest<'_>,
     events: EventSink,
     cancel: CancellationToken,
-) -> MeasuredRun {
+    while_live: F,
+) -> MeasuredRun
+where
+    F: for<'a> AsyncFnOnce(Live<'a>),
+{
     let log = Arc::new(Mutex::new(Vec::<Event>::new()));
     let telemetry_summary: Option<TelemetrySummary>;
     let sampler: Option<Arc<NvmlSampler>> = match &req.telemetry {
@@ -357,7 +371,6 @@ pub(crate) async fn boot_and_measure(
         s = BenchSession::connect(&target, &opts, Some(bench_tx.clone())) => Some(s),
     };
     let mut failure = None;
-    let mut adaptive = None;
     let mut unreachable = None;
     let mut results = match session {
         Some(Ok(session)) => {
@@ -408,28 +421,22 @@ pub(crate) async fn boot_and_measure(
                 .cells
                 .iter()
                 .any(|c| c.status != CellStatus::Error && c.status != CellStatus::Skipped);
-            if let Some(ad) = req.adaptive.as_ref().filter(|a| a.config.enabled)
-                && !measure_cancel.is_cancelled()
-                && measured_any
-            {
+            if !measure_cancel.is_cancelled() && measured_any {
                 let t = &req.suite.timing;
                 // the readiness confirmation overlaps the warm-up
-                let est = t.ready_stable_s.max(t.warmup_s) + t.duration_s;
+                let est_cell_s = t.ready_stable_s.max(t.warmup_s) + t.duration_s;
                 let tx = bench_tx.clone();
                 let emit = move |e: Event| {
                     let _ = tx.send(e);
                 };
-                adaptive = Some(
-                    super::adaptive::run_adaptive(
-                        &session,
-                        &mut results,
-                        ad,
-                        est,
-                        &measure_cancel,
-                        &emit,
-                    )
-                    .await,
-                );
+                while_live(Live {
+                    session: &session,
+                    results: &mut results,
+                    cancel: &measure_cancel,
+                    emit: &emit,
+                    est_cell_s,
+                })
+                .await;
             }
             watchdog.abort();
             Some(results)
@@ -595,7 +602,6 @@ pub(crate) async fn boot_and_measure(
         stop: Some(stop),
         engine_log: req.log_path.clone(),
         boot_s: Some(ready.boot_s),
-        adaptive,
     })
 }
 
@@ -672,7 +678,6 @@ fn not_booted_cancelled(
         stop: None,
         engine_log: req.log_path.clone(),
         boot_s: None,
-        adaptive: None,
     })
 }
 
@@ -698,6 +703,5 @@ fn boot_failure(
         stop,
         engine_log: req.log_path.clone(),
         boot_s: None,
-        adaptive: None,
     })
 }

@@ -107,6 +107,7 @@ pub(crate) fn frame(
         coverage: None,
         sensitivity: None,
         fail_on: None,
+        judged_by: None,
         rule: rule.summary(),
     }
 }
@@ -125,6 +126,7 @@ pub(crate) fn not_comparable(
         suite,
         candidate_runs,
         BaselineSummary {
+            runs: Vec::new(),
             level_runs: Vec::new(),
             noise_runs: 0,
         },
