@@ -1,8 +1,10 @@
 //! One judge, three drivers: over a grid of real gates of the simulated engine (a clean one,
 //! a regression a second boot confirms, a lean the second boot settles, adaptive rounds, a
 //! one-run store), `compare --as-verdict` on the run's files and `report --trusted-config`
-//! give the verdict `run` gave — its gate and its first line — and still do after more runs
-//! were added to the store.
+//! give the verdict `run` gave — its gate and its first line. After more runs were added to
+//! the store, `compare --as-verdict` still does (it judges on the history the verdict lists);
+//! `report --trusted-config` judges on the trusted store as it is (the untrusted files may not
+//! choose their history), so its verdict may then differ.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -69,8 +71,8 @@ fn report_trusted(config: &Path, out: &Path, store: &Path) -> ComparisonReport {
     read_verdict(&verdict)
 }
 
-/// Adds `n` runs around `calib`, started after every gate of the test, 3% faster (so a
-/// verdict judged on the current store would differ from the run's).
+/// Adds `n` runs around `calib`, newer than every gate of the test, 3% faster (so a verdict
+/// judged on the current store would differ from the run's).
 fn add_later_runs(store: &Path, calib: &infergate::results::RunResults, n: usize) {
     let store = BaselineStore::open(store).expect("store");
     for i in 0..n {
@@ -195,12 +197,14 @@ fn compare_and_trusted_report_give_runs_verdict_on_every_path_of_the_plan() {
                 "{name}, compare {when}"
             );
             assert_eq!(compared.baseline.runs, run.baseline.runs, "{name}, {when}");
-            let trusted = report_trusted(config, out, store);
-            assert_eq!(
-                (trusted.gate, &trusted.headline),
-                (run.gate, &run.headline),
-                "{name}, report --trusted-config {when}"
-            );
+            if !later {
+                let trusted = report_trusted(config, out, store);
+                assert_eq!(
+                    (trusted.gate, &trusted.headline),
+                    (run.gate, &run.headline),
+                    "{name}, report --trusted-config {when}"
+                );
+            }
         }
     }
 }

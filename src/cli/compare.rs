@@ -57,6 +57,11 @@ pub struct CompareArgs {
     /// (a second boot where one boot cannot decide; no adaptive rounds) on the current store.
     #[arg(long, value_name = "VERDICT")]
     pub as_verdict: Option<PathBuf>,
+    /// Decide on the candidate's runs alone, as a gate whose config turns the second boot off
+    /// (`[confirm] enabled = false`): one look at the whole alpha. Without it, a comparison one
+    /// boot cannot decide is `insufficient` until `--confirmation` gives the second boot.
+    #[arg(long, conflicts_with_all = ["confirmation", "as_verdict"])]
+    pub single_look: bool,
     /// Suite whose baseline to use from a store (default: the candidate's suite, else `adhoc`).
     #[arg(long)]
     pub suite: Option<String>,
@@ -142,7 +147,11 @@ pub(crate) fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
 /// default plan.
 fn judging(args: &CompareArgs) -> anyhow::Result<(DecisionRule, Plan, Option<Vec<String>>)> {
     let Some(path) = &args.as_verdict else {
-        return Ok((rule_from(args)?, Plan::default(), None));
+        let plan = Plan {
+            confirm: !args.single_look,
+            ..Plan::default()
+        };
+        return Ok((rule_from(args)?, plan, None));
     };
     if args.history_runs.is_some() || args.min_effect.is_some() || args.alpha.is_some() {
         return Err(usage(format!(
@@ -388,7 +397,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                         .report;
                     if report.confirmation.as_ref().is_some_and(|c| c.missing) {
                         errln!(
-                            "note: one boot cannot decide this comparison (a gate would boot again): give the second boot's results with --confirmation; until then it is `insufficient`"
+                            "note: one boot cannot decide this comparison (a gate would boot again): give the second boot's results with --confirmation (or decide on one boot with --single-look); until then it is `insufficient`"
                         );
                     }
                     if report.suite.is_none() {

@@ -42,12 +42,9 @@ impl LoadedHistory {
 }
 
 /// Loads the baseline runs of `results`' profile and suite from the store in `store_dir`.
-/// `as_of` keeps only runs that started before it: a verdict given again later (`report
-/// --trusted-config`) is judged on the history the run itself had, not on runs added since.
 pub(crate) fn load_history(
     results: &RunResults,
     store_dir: &Path,
-    as_of: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<LoadedHistory, GateError> {
     let suite = results.suite.as_deref();
     let mut notices = Vec::new();
@@ -68,10 +65,7 @@ pub(crate) fn load_history(
     }
     // A directory that is not a store root is an error, never "no baseline yet".
     let store = BaselineStore::open_existing(store_dir)?;
-    let (mut loaded, since) = store.load_current(&results.profile.key, suite)?;
-    if let Some(as_of) = as_of {
-        loaded.runs.retain(|r| r.started_at < as_of);
-    }
+    let (loaded, since) = store.load_current(&results.profile.key, suite)?;
     for (dup, counted) in &loaded.duplicates {
         notices.push(format!(
             "baseline file {} repeats the run of {}: counted once",
@@ -140,7 +134,7 @@ mod tests {
             .unwrap();
         let rule = crate::stats::DecisionRule::default();
         let decide = |run: &RunResults| {
-            let loaded = load_history(run, tmp.path(), None).unwrap();
+            let loaded = load_history(run, tmp.path()).unwrap();
             let v = crate::stats::compare_on(
                 &loaded.history,
                 std::slice::from_ref(run),

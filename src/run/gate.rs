@@ -406,7 +406,7 @@ fn first_look(
     rule: &DecisionRule,
     plan: Plan,
 ) -> Result<FirstLook, GateError> {
-    let loaded = load_history(results, store_dir, None)?;
+    let loaded = load_history(results, store_dir)?;
     if loaded.is_empty() {
         return Ok(FirstLook {
             loaded,

@@ -8,9 +8,11 @@
 //! refused. The verdict is then given by the one judge (`stats::judge::replay`) under the
 //! trusted plan: the first boot, its recorded adaptive rounds (rounds beyond the trusted
 //! budget are never used), and the confirmation boot where the judge asks for one. The history
-//! is the trusted store's runs that started before the run did, so the verdict is the run's
-//! own even after the store moved on; nothing from the untrusted files chooses it. Nothing is
-//! measured; a missing piece the trusted plan requires (the confirmation boot) is an error,
+//! is the trusted store as it is: nothing in the untrusted files (not `verdict.json`'s
+//! `baseline.runs`, not `started_at`) may choose which baseline runs judge them, since a
+//! chosen window could be a slow one or none at all. So once the store has moved on, this is
+//! the run judged against today's history; `compare --as-verdict` gives the run's own. Nothing
+//! is measured; a missing piece the trusted plan requires (the confirmation boot) is an error,
 //! never a pass.
 
 use std::path::Path;
@@ -110,9 +112,8 @@ fn describe(m: &crate::results::MatrixSpec) -> String {
 }
 
 /// Recomputes the verdict of `results` (and of its confirmation boot, `confirm`) against the
-/// trusted `config`'s rule and plan and the baseline store `store_dir`, on the history the run
-/// had (the store's runs that started before it): the judge replays the recorded rounds and
-/// takes the second boot where it asks for one.
+/// trusted `config`'s rule and plan and the baseline store `store_dir` as it is now: the judge
+/// replays the recorded rounds and takes the second boot where it asks for one.
 pub(crate) fn rejudge(
     config: &GateConfig,
     suite: &SuiteConfig,
@@ -143,7 +144,7 @@ pub(crate) fn rejudge(
             )));
         }
     }
-    let loaded = load_history(results, store_dir, Some(results.started_at))?;
+    let loaded = load_history(results, store_dir)?;
     if loaded.is_empty() {
         return Ok(Judged {
             verdict: None,
