@@ -606,3 +606,140 @@ fn take_recorded_rounds(run: &mut RunResults) -> RecordedRounds {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{noisy_history, synthetic_run};
+    use rand::SeedableRng;
+
+    fn judge(history: &[RunResults], plan: Plan) -> Judge<'_> {
+        Judge::new(
+            Arc::new(History::new(history)),
+            &DecisionRule::default(),
+            plan,
+        )
+    }
+
+    #[test]
+    fn rounds_spend_the_first_looks_local_alpha_and_the_matrix_test_looks_once() {
+        let rule = DecisionRule::default();
+        let plan = Plan {
+            confirm: true,
+            max_rounds: 2,
+        };
+        let j = judge(&[], plan);
+        let looks: Vec<Look> = (0..3).map(|k| j.look_at(k)).collect();
+        let local: f64 = looks.iter().map(|l| l.local_alpha).sum();
+        assert!((local - rule.local_alpha()).abs() < 1e-9, "{local}");
+        assert!(looks.iter().all(|l| l.matrix_alpha.is_none()));
+        // Front-loaded: the first look gets the largest share.
+        assert!(looks[0].local_alpha > looks[1].local_alpha);
+        assert_eq!(looks[2].name, "first boot, round 2");
+        // Without the second boot, the matrix test at look 0 only, at its whole alpha.
+        let single = judge(
+            &[],
+            Plan {
+                confirm: false,
+                max_rounds: 2,
+            },
+        );
+        assert_eq!(single.look_at(0).matrix_alpha, Some(rule.matrix_alpha()));
+        assert_eq!(single.look_at(1).matrix_alpha, None);
+        // Without rounds, the first look is the plan's first look itself.
+        let plain = judge(&[], Plan::default());
+        assert_eq!(plain.look_at(0), first_look(&rule, true));
+    }
+
+    #[test]
+    fn evidence_out_of_turn_is_an_error_never_a_verdict() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let history = noisy_history(&mut rng, 10);
+        let run = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let mut j = judge(&history, Plan::default());
+        let second = Evidence::SecondBoot {
+            runs: vec![run.clone()],
+            name: "second".into(),
+        };
+        assert!(matches!(j.look(second), Err(StatsError::OutOfTurn(_))));
+        let mut j = judge(&history, Plan::default());
+        let next = j
+            .look(Evidence::FirstBoot(vec![run.clone()]))
+            .expect("look");
+        let Next::Decided(report) = next else {
+            panic!("a clean boot is decided at once: {next:?}");
+        };
+        assert_eq!(
+            report.judged_by.as_ref().map(|b| (b.confirm, b.max_rounds)),
+            Some((true, 0))
+        );
+        assert_eq!(report.baseline.runs.len(), 10);
+        assert!(matches!(
+            j.look(Evidence::FirstBoot(vec![run])),
+            Err(StatsError::OutOfTurn(_))
+        ));
+    }
+
+    #[test]
+    fn a_replay_without_the_second_boot_it_needs_is_insufficient_and_says_so() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let history = noisy_history(&mut rng, 20);
+        let slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| 0.90);
+        let rule = DecisionRule::default();
+        let history = Arc::new(History::new(history));
+        let r = replay(
+            history.clone(),
+            &rule,
+            Plan::default(),
+            std::slice::from_ref(&slow),
+            None,
+        )
+        .expect("replay");
+        assert_eq!(
+            r.report.gate,
+            GateVerdict::Insufficient,
+            "{}",
+            r.report.headline
+        );
+        assert!(!r.used_second);
+        assert!(r.report.confirmation.as_ref().is_some_and(|c| c.missing));
+        assert!(
+            r.report
+                .headline
+                .contains("the second boot this plan asks for was not given"),
+            "{}",
+            r.report.headline
+        );
+        // The second boot given: decided over both.
+        let again = replay(
+            history,
+            &rule,
+            Plan::default(),
+            std::slice::from_ref(&slow),
+            Some((std::slice::from_ref(&slow), "second")),
+        )
+        .expect("replay");
+        assert_eq!(again.report.gate, GateVerdict::Regression);
+        assert!(again.used_second);
+    }
+
+    #[test]
+    fn recorded_rounds_are_taken_back_to_the_boots_own_measurement() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let mut run = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let first = run.cells[0].clone();
+        let mut again = first.clone();
+        again.aggregate_tps *= 0.5;
+        for s in &mut again.samples {
+            *s *= 0.5;
+        }
+        run.cells[0].fold_round(&again, 1);
+        let recorded = take_recorded_rounds(&mut run);
+        assert_eq!(run.cells[0].aggregate_tps, first.aggregate_tps);
+        assert_eq!(run.cells[0].samples, first.samples);
+        assert!(run.cells[0].rounds.is_empty());
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].1.len(), 1);
+        assert_eq!(recorded[0].1[0].aggregate_tps, again.aggregate_tps);
+    }
+}
