@@ -261,18 +261,25 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     // `workflow_run`; the pull request is then the payload's (or `--pr`).
     if let Some(t) = &trusted
         && failure.is_none()
-        && !t.config.baseline.allow_no_baseline
-        && t.decision.as_ref().is_some_and(|d| d.verdict.is_none())
-        && let Some(event) = about_pull_request(args.pr)
+        && let Some(d) = t.decision.as_ref().filter(|d| d.verdict.is_none())
     {
         let store = args
             .baseline_dir
             .clone()
             .unwrap_or_else(|| t.config.baseline.dir.clone());
-        let why = crate::run::no_baseline_on_pull_request(&store, &results, &event, &t.config.path);
-        errln!("error: {}", crate::untrusted_text::console(&why));
-        notices.retain(|n| !n.starts_with("NO BASELINE YET"));
-        failure = Some(why);
+        match crate::run::decide::nothing_compared(
+            &store,
+            &results,
+            t.config.baseline.allow_no_baseline,
+            about_pull_request(args.pr).as_deref(),
+            &t.config.path,
+        ) {
+            Ok(()) => notices.extend(d.loaded.no_baseline.clone()),
+            Err(why) => {
+                errln!("error: {}", crate::untrusted_text::console(&why));
+                failure = Some(why);
+            }
+        }
     }
     let matrix_line = match &args.config {
         None if trusted.is_some() => trusted.as_ref().map(|t| t.suite.line as u32),

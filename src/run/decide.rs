@@ -30,8 +30,11 @@ pub(crate) struct LoadedHistory {
     /// The baseline runs (oldest → newest) with the models fitted on them; empty when there
     /// is nothing to compare with.
     pub history: Arc<History<'static>>,
-    /// Things people should know (no baseline yet, duplicate baseline files).
+    /// Things people should know (duplicate baseline files, an accepted change point).
     pub notices: Vec<String>,
+    /// Why there is nothing to compare with ("NO BASELINE YET …, the gate passes"), when
+    /// so: said only where the gate does pass ([`nothing_compared`]).
+    pub no_baseline: Option<String>,
 }
 
 impl LoadedHistory {
@@ -48,20 +51,21 @@ pub(crate) fn load_history(
 ) -> Result<LoadedHistory, GateError> {
     let suite = results.suite.as_deref();
     let mut notices = Vec::new();
-    let empty = |notices| LoadedHistory {
+    let empty = |notices, why| LoadedHistory {
         history: Arc::new(History::new(Vec::new())),
         notices,
+        no_baseline: Some(why),
     };
     if !store_dir.exists() {
         // Only reached when the run creates the first baseline (`--update-baseline`): the gate
         // refuses a store directory that does not exist otherwise (see `GatePlan::new`).
-        notices.push(format!(
+        let why = format!(
             "NO BASELINE YET: the store {} does not exist; it is created with this run (the first baseline of profile `{}` suite `{}`): nothing compared, the gate passes",
             store_dir.display(),
             results.profile.key,
             suite.unwrap_or(crate::baseline::ADHOC_SUITE),
-        ));
-        return Ok(empty(notices));
+        );
+        return Ok(empty(notices, why));
     }
     // A directory that is not a store root is an error, never "no baseline yet".
     let store = BaselineStore::open_existing(store_dir)?;
@@ -85,18 +89,52 @@ pub(crate) fn load_history(
         } else {
             "has no runs of them"
         };
-        notices.push(format!(
+        let why = format!(
             "NO BASELINE YET for profile `{}` suite `{}`: the store {} {holds}, so nothing was compared and the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
             results.profile.key,
             suite.unwrap_or(crate::baseline::ADHOC_SUITE),
             store_dir.display()
-        ));
-        return Ok(empty(notices));
+        );
+        return Ok(empty(notices, why));
     }
     Ok(LoadedHistory {
         history: Arc::new(History::new(loaded.runs)),
         notices,
+        no_baseline: None,
     })
+}
+
+/// The one rule for a gate that compared nothing (`run` and `report --trusted-config`): on a
+/// pull request or merge queue (`pull_request`, the event's name) it fails, unless the config
+/// says it is bootstrapping (`[baseline] allow_no_baseline`): a required check that compares
+/// nothing must not pass. `Err` is that failure, for people.
+pub(crate) fn nothing_compared(
+    store_dir: &Path,
+    results: &RunResults,
+    allow_no_baseline: bool,
+    pull_request: Option<&str>,
+    config_path: &str,
+) -> Result<(), String> {
+    let Some(event) = pull_request.filter(|_| !allow_no_baseline) else {
+        return Ok(());
+    };
+    let suite = results
+        .suite
+        .as_deref()
+        .unwrap_or(crate::baseline::ADHOC_SUITE);
+    let held = BaselineStore::open(store_dir)
+        .map(|s| s.profile_differences(&results.profile))
+        .unwrap_or_default();
+    let held = if held.is_empty() {
+        "the store holds no profile".to_string()
+    } else {
+        format!("the store holds {}", held.join("; "))
+    };
+    Err(format!(
+        "no baseline for profile `{}` suite `{suite}` in {} on a `{event}` event: nothing was compared, and a pull-request gate that compares nothing must not pass; {held}. Record a baseline of this profile on the default branch (`infergate run --update-baseline`), fix the runner or the matrix so the profile matches, or set `[baseline] allow_no_baseline = true` in {config_path} while bootstrapping",
+        results.profile.key,
+        store_dir.display(),
+    ))
 }
 
 #[cfg(test)]

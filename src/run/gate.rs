@@ -118,33 +118,6 @@ fn declared_context_limit<'a>(args: impl IntoIterator<Item = &'a str>) -> Option
     found
 }
 
-/// The failure of a pull-request gate (`run`, or `report --trusted-config`) that found no
-/// baseline for its profile: the key, and how it differs from each profile the store holds.
-pub(crate) fn no_baseline_on_pull_request(
-    store_dir: &Path,
-    results: &RunResults,
-    event: &str,
-    config_path: &str,
-) -> String {
-    let suite = results
-        .suite
-        .as_deref()
-        .unwrap_or(crate::baseline::ADHOC_SUITE);
-    let held = crate::baseline::BaselineStore::open(store_dir)
-        .map(|s| s.profile_differences(&results.profile))
-        .unwrap_or_default();
-    let held = if held.is_empty() {
-        "the store holds no profile".to_string()
-    } else {
-        format!("the store holds {}", held.join("; "))
-    };
-    format!(
-        "no baseline for profile `{}` suite `{suite}` in {} on a `{event}` event: nothing was compared, and a pull-request gate that compares nothing must not pass; {held}. Record a baseline of this profile on the default branch (`infergate run --update-baseline`), fix the runner or the matrix so the profile matches, or set `[baseline] allow_no_baseline = true` in {config_path} while bootstrapping",
-        results.profile.key,
-        store_dir.display(),
-    )
-}
-
 /// The GitHub event when this gate runs in Actions for a pull request or a merge queue
 /// (`pull_request`, `pull_request_target`, `merge_group`): where a missing baseline fails the
 /// gate unless `[baseline] allow_no_baseline`.
@@ -345,6 +318,8 @@ struct Decided {
     history: Vec<RunResults>,
     failure: Option<GateFailure>,
     notices: Vec<String>,
+    /// "NO BASELINE YET … the gate passes": said only when the gate ends without a failure.
+    no_baseline: Option<String>,
     warnings: Vec<String>,
     adaptive: Option<AdaptiveSummary>,
     engine_log: PathBuf,
@@ -525,12 +500,6 @@ impl GatePlan {
         })
     }
 
-    /// The gate policy of the config.
-    /// The failure of a pull-request gate that found no baseline for its profile.
-    fn no_baseline_on_pull_request(&self, results: &RunResults, event: &str) -> String {
-        no_baseline_on_pull_request(&self.baseline_dir, results, event, &self.config.path)
-    }
-
     /// The plan of looks of the config (`[confirm]`, `[adaptive]`).
     pub(crate) fn judge_plan(&self) -> Plan {
         plan_of(&self.config)
@@ -708,6 +677,7 @@ impl GatePlan {
                 history: Vec::new(),
                 failure: Some(failure),
                 notices: Vec::new(),
+                no_baseline: None,
                 warnings: Vec::new(),
                 adaptive: None,
                 engine_log: log_path,
@@ -869,20 +839,21 @@ impl GatePlan {
             &results,
             confirmation.as_ref().map(|c| &c.results),
         ));
-        let (history, mut notices) = match loaded {
-            Some(l) => (l.history.runs().to_vec(), l.notices),
-            None => (Vec::new(), Vec::new()),
+        let (history, notices, no_baseline) = match loaded {
+            Some(l) => (l.history.runs().to_vec(), l.notices, l.no_baseline),
+            None => (Vec::new(), Vec::new(), None),
         };
         if verdict.is_none()
             && failure.is_none()
-            && !self.config.baseline.allow_no_baseline
-            && let Some(event) = pull_request_event()
+            && let Err(why) = super::decide::nothing_compared(
+                &self.baseline_dir,
+                &results,
+                self.config.baseline.allow_no_baseline,
+                pull_request_event().as_deref(),
+                &self.config.path,
+            )
         {
-            failure = Some(GateFailure::NoBaseline(
-                self.no_baseline_on_pull_request(&results, &event),
-            ));
-            // The "nothing compared, the gate passes" notice would contradict the failure.
-            notices.retain(|n| !n.starts_with("NO BASELINE YET"));
+            failure = Some(GateFailure::NoBaseline(why));
         }
         Decided {
             results,
@@ -890,6 +861,7 @@ impl GatePlan {
             history,
             failure,
             notices,
+            no_baseline,
             warnings,
             adaptive: adaptive_summary,
             engine_log: measured.engine_log,
@@ -963,6 +935,7 @@ impl GatePlan {
             history: measured.a.clone(),
             failure,
             notices: Vec::new(),
+            no_baseline: None,
             warnings: Vec::new(),
             adaptive: None,
             engine_log: self.out.clone(),
@@ -1046,9 +1019,11 @@ impl GatePlan {
                 .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
             if let Some(why) = refused {
                 d.failure = Some(GateFailure::NotABaseline(why));
-                // "It is created with this run … the gate passes" would contradict the failure.
-                d.notices.retain(|n| !n.starts_with("NO BASELINE YET"));
             }
+        }
+        // "Nothing compared, the gate passes" only where it does.
+        if d.failure.is_none() {
+            d.notices.extend(d.no_baseline.take());
         }
         let failure = d.failure.as_ref().map(ToString::to_string);
         // A run measured in full whose gate failed after measuring (its comparison, or the

@@ -15,6 +15,4 @@ pub(crate) mod outputs;
 pub(crate) mod rejudge;
 pub(crate) mod watchdog;
 
-pub(crate) use gate::{
-    Design, GateRequest, SetupError, github_wanted, no_baseline_on_pull_request,
-};
+pub(crate) use gate::{Design, GateRequest, SetupError, github_wanted};
