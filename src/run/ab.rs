@@ -115,7 +115,6 @@ pub(crate) async fn run_ab(
             },
             events.clone(),
             cancel.clone(),
-            async |_| {},
         )
         .await;
         let group_gone = measured.stop.as_ref().is_none_or(|s| s.group_gone);

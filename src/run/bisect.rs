@@ -540,7 +540,6 @@ impl BisectPlan {
             },
             sink.events,
             cancel.clone(),
-            async |_| {},
         )
         .await;
         let _ = sink.done.await;

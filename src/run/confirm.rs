@@ -51,7 +51,7 @@ pub(crate) async fn confirm_boot(
     req.labels
         .insert("confirms".into(), first_run.run_id.clone());
     let _ = std::fs::remove_file(&req.log_path);
-    let measured = boot_and_measure(req, events, cancel, async |_| {}).await;
+    let measured = boot_and_measure(req, events, cancel).await;
     first_run
         .labels
         .insert("confirmed_by".into(), measured.results.run_id.clone());

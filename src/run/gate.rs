@@ -26,7 +26,7 @@ use crate::verdict::ComparisonReport;
 
 use super::ab::{AbBoot, AbRequest, AbSide, fold_side, run_ab, side_results_path};
 use super::decide::{GateError, LoadedHistory, load_history};
-use super::measure::{Live, MeasureRequest, RunFailure, boot_and_measure, unmeasured_results};
+use super::measure::{Live, LiveEngine, MeasureRequest, RunFailure, unmeasured_results};
 use super::outputs::{OutputFiles, baseline_worthy, write_outputs};
 use crate::stats::{DecisionRule, Evidence, Judge, Next, Plan};
 
@@ -691,58 +691,20 @@ impl GatePlan {
         // still serves; else after it stopped.
         let mut live_judged: Option<Result<FirstLook, GateError>> = None;
         let mut adaptive_summary = None;
-        let measured =
-            boot_and_measure(req, sink.events, cancel.clone(), async |live: Live<'_>| {
-                if plan.max_rounds == 0 {
-                    return;
-                }
-                let mut first = first_look(live.results, &self.baseline_dir, &rule, plan);
-                if let Ok(FirstLook {
-                    judging: Some((judge, next)),
-                    ..
-                }) = &mut first
+        let measured = match LiveEngine::boot(req, sink.events, cancel.clone()).await {
+            Err(not_served) => *not_served,
+            Ok(mut engine) => {
+                engine.measure_matrix().await;
+                if plan.max_rounds > 0
+                    && let Some(live) = engine.live()
                 {
-                    let asked = std::mem::replace(
-                        next,
-                        Next::BootAgain {
-                            reason: String::new(),
-                        },
-                    );
-                    let session = live.session;
-                    let cancel = live.cancel;
-                    let rounds = super::adaptive::measure_rounds(
-                        judge,
-                        asked,
-                        &config.adaptive,
-                        live.est_cell_s,
-                        async |c, ctx| {
-                            if cancel.is_cancelled() {
-                                return None;
-                            }
-                            let cell = session.measure_cell(c, ctx, cancel).await;
-                            (!cancel.is_cancelled()).then_some(cell)
-                        },
-                        live.emit,
-                    )
-                    .await;
-                    match rounds {
-                        Ok((after, spent)) => {
-                            *next = after;
-                            super::adaptive::record_rounds(judge, &spent, live.results);
-                            let r = judge.rounds();
-                            adaptive_summary = (r.rounds > 0).then(|| AdaptiveSummary {
-                                rounds: r.rounds,
-                                remeasured: r.remeasured.len(),
-                                extra_s: spent.extra_s,
-                                stop_reason: r.stop_reason.clone(),
-                            });
-                        }
-                        Err(e) => first = Err(e.into()),
-                    }
+                    let (judged, summary) = self.first_look_live(live, &rule, plan).await;
+                    live_judged = Some(judged);
+                    adaptive_summary = summary;
                 }
-                live_judged = Some(first);
-            })
-            .await;
+                engine.stop().await
+            }
+        };
         let _ = sink.done.await;
         let mut warnings: Vec<String> = (measured.stop.as_ref())
             .and_then(|s| s.survivors_warning("the first boot"))
@@ -868,6 +830,62 @@ impl GatePlan {
             design: DecidedDesign::Baseline {
                 confirmation: confirmation.map(|c| (c.results, c.engine_log)),
             },
+        }
+    }
+
+    /// The judge's first look and its adaptive rounds on the engine while it serves (the
+    /// rounds recorded in the live results), with what the rounds did for the reports.
+    async fn first_look_live(
+        &self,
+        live: Live<'_>,
+        rule: &DecisionRule,
+        plan: Plan,
+    ) -> (Result<FirstLook, GateError>, Option<AdaptiveSummary>) {
+        let mut first = match first_look(live.results, &self.baseline_dir, rule, plan) {
+            Ok(first) => first,
+            Err(e) => return (Err(e), None),
+        };
+        let Some((judge, next)) = first.judging.as_mut() else {
+            return (Ok(first), None);
+        };
+        let asked = std::mem::replace(
+            next,
+            Next::BootAgain {
+                reason: String::new(),
+            },
+        );
+        let (session, cancel, tx) = (live.session, live.cancel, live.emit);
+        let rounds = super::adaptive::measure_rounds(
+            judge,
+            asked,
+            &self.config.adaptive,
+            live.est_cell_s,
+            async |c, ctx| {
+                if cancel.is_cancelled() {
+                    return None;
+                }
+                let cell = session.measure_cell(c, ctx, cancel).await;
+                (!cancel.is_cancelled()).then_some(cell)
+            },
+            &|e| {
+                let _ = tx.send(e);
+            },
+        )
+        .await;
+        match rounds {
+            Ok((after, spent)) => {
+                *next = after;
+                super::adaptive::record_rounds(judge, &spent, live.results);
+                let r = judge.rounds();
+                let summary = (r.rounds > 0).then(|| AdaptiveSummary {
+                    rounds: r.rounds,
+                    remeasured: r.remeasured.len(),
+                    extra_s: spent.extra_s,
+                    stop_reason: r.stop_reason.clone(),
+                });
+                (Ok(first), summary)
+            }
+            Err(e) => (Err(e.into()), None),
         }
     }
 
