@@ -324,7 +324,11 @@ fn confirmed(report: &ComparisonReport) -> &'static str {
 /// `; first boot only (…)`: a replay was given a second boot that `run` would not have booted,
 /// so the verdict is the first boot's alone.
 fn unused_second_boot(report: &ComparisonReport) -> String {
-    match report.confirmation.as_ref().filter(|c| !c.used) {
+    match report
+        .confirmation
+        .as_ref()
+        .filter(|c| !c.used && !c.missing)
+    {
         Some(c) => format!(
             "; first boot only (the second boot's results were not used: {})",
             c.reason
@@ -434,6 +438,17 @@ pub fn first_line(report: &ComparisonReport) -> String {
             let with = |flag: fn(&CellComparison) -> bool| -> Vec<&CellComparison> {
                 report.cells.iter().filter(|c| flag(c)).collect()
             };
+            // A replay of a run's files without the second boot the plan asked for.
+            let missing = report
+                .confirmation
+                .as_ref()
+                .filter(|c| c.missing)
+                .map_or_else(String::new, |c| {
+                    format!(
+                        "the second boot this plan asks for was not given ({}); ",
+                        c.reason
+                    )
+                });
             let mut waits = match with(|c| c.provisional).as_slice() {
                 [] => String::new(),
                 [one] => format!(
@@ -446,6 +461,7 @@ pub fn first_line(report: &ComparisonReport) -> String {
                     named(many)
                 ),
             };
+            waits.insert_str(0, &missing);
             // Cells at their limit now that the history is too short to judge: the gate waits
             // for runs (or pairs), and says so before anything that reads like a pass.
             let short = with(|c| c.history_too_short);

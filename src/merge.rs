@@ -602,6 +602,7 @@ pub(crate) mod tests {
             candidate_runs: vec!["r1".into()],
             against: Default::default(),
             baseline: BaselineSummary {
+                runs: Vec::new(),
                 level_runs: vec![],
                 noise_runs: 0,
             },
@@ -614,6 +615,7 @@ pub(crate) mod tests {
             coverage: None,
             sensitivity: None,
             fail_on: None,
+            judged_by: None,
             rule: RuleSummary {
                 alpha: 0.05,
                 min_effect: 0.03,

@@ -60,6 +60,12 @@ pub struct ComparisonReport {
     /// versions. Not part of the comparison: the policy ([`crate::policy`]) reads the verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_on: Option<crate::exit::FailOn>,
+    /// How the verdict was judged: the plan of looks and the parts of the rule `rule` does
+    /// not show, so that `compare --as-verdict` replays it on the run's files (with
+    /// `baseline.runs`, the exact history). Absent in files of older versions and where no
+    /// plan was followed (A/B, merged shards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_by: Option<JudgedBy>,
 }
 
 /// What a candidate was compared against: reports name the sides by it (`B vs A`, `A's level
@@ -258,6 +264,11 @@ pub struct Confirmation {
     /// would not have booted again: the verdict is the first boot's alone, and `reason` says why.
     #[serde(default = "used_by_default")]
     pub used: bool,
+    /// Whether the plan called for a second boot whose results were not given (a replay of
+    /// a run's files without `results-confirm.json`): the verdict is the first boot's, and it
+    /// is `insufficient`, never a pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
 fn used_by_default() -> bool {
@@ -307,10 +318,15 @@ impl ComparisonReport {
 }
 
 /// The baseline side of a comparison.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BaselineSummary {
     /// Runs the level was taken from (newest K).
     pub level_runs: Vec<String>,
+    /// Every history run the comparison used (the window, oldest → newest): with the rule
+    /// and `plan`, what `compare --as-verdict` needs to give the same verdict once the store
+    /// has moved on. Empty in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
     /// Number of runs the noise estimate used (longer history).
     pub noise_runs: usize,
 }
@@ -716,6 +732,24 @@ pub struct LineTest {
     pub test: MatrixTest,
 }
 
+/// The plan of looks a verdict followed and the rule's parameters `RuleSummary` does not
+/// carry: with it and `baseline.runs`, the verdict can be given again from the run's files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgedBy {
+    /// Whether a second boot decides what one cannot (`[confirm]`).
+    pub confirm: bool,
+    /// Most adaptive re-measurement rounds (`[adaptive] max_rounds`; 0 = none).
+    pub max_rounds: u32,
+    /// The history window (`[baseline] history_runs`).
+    pub history_runs: usize,
+    /// The uniform slowdown a `pass` must have been able to find.
+    pub design_effect: f64,
+    /// The probability it should have been found with.
+    pub design_power: f64,
+    /// The metrics that can fail the gate.
+    pub metrics: Vec<Metric>,
+}
+
 /// Parameters of the decision rule as applied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleSummary {
@@ -902,6 +936,7 @@ pub(crate) mod fixtures {
             candidate_runs: vec!["cand".into()],
             against: Default::default(),
             baseline: BaselineSummary {
+                runs: Vec::new(),
                 level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
                 noise_runs: 5,
             },
@@ -943,6 +978,7 @@ pub(crate) mod fixtures {
                 level_lag: 0.0,
             }),
             fail_on: None,
+            judged_by: None,
         }
     }
 
@@ -998,6 +1034,7 @@ pub(crate) mod fixtures {
             provisional_alarms: 0,
             second_results: "results-confirm.json".into(),
             used: true,
+            missing: false,
         });
         r
     }

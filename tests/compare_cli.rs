@@ -88,7 +88,26 @@ fn ten_percent_slower_everywhere_is_a_regression() {
         ..Gen::default()
     };
     let cand = write_many(dir.path(), "cand", &slow, 100..103);
+    // As a gate would: one boot cannot decide it, and compare says what is missing.
     let (code, report, err) = compare(&paths(&base), &paths(&cand), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        report.gate,
+        GateVerdict::Insufficient,
+        "{}",
+        report.headline
+    );
+    assert!(
+        report
+            .headline
+            .contains("the second boot this plan asks for was not given"),
+        "{}",
+        report.headline
+    );
+    assert!(err.contains("--confirmation"), "{err}");
+    // One look decides it when asked to.
+    let (code, report, err) = compare(&paths(&base), &paths(&cand), &["--single-look"]);
     let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
     assert_eq!(code, 1, "{err}");
     assert_eq!(report.gate, GateVerdict::Regression);
@@ -111,6 +130,7 @@ fn ten_percent_slower_everywhere_is_a_regression() {
         base[2].to_str().unwrap(),
         "--candidate",
         cand[0].to_str().unwrap(),
+        "--single-look",
     ]);
     assert_eq!(code, 1);
     assert!(
@@ -486,7 +506,7 @@ fn a_thin_stores_runs_needed_are_the_runs_that_make_it_sufficient() {
     let candidate = runs.pop().expect("runs");
     let candidate = candidate.to_str().unwrap();
     let at = |n: usize| {
-        let (code, report, err) = compare(&paths(&runs[..n]), &[candidate], &[]);
+        let (code, report, err) = compare(&paths(&runs[..n]), &[candidate], &["--single-look"]);
         assert_eq!(code, 0, "{err}");
         report
             .and_then(|r| r.sensitivity)

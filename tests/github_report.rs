@@ -166,6 +166,7 @@ fn verdict(
         candidate_runs: vec![results.run_id.clone()],
         against: Default::default(),
         baseline: BaselineSummary {
+            runs: Vec::new(),
             level_runs: vec!["b1".into(), "b2".into()],
             noise_runs: 10,
         },
@@ -184,6 +185,7 @@ fn verdict(
         coverage: None,
         sensitivity: None,
         fail_on: None,
+        judged_by: None,
         rule: RuleSummary {
             alpha: 0.01,
             min_effect: 0.02,
@@ -1143,6 +1145,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         provisional_alarms: 0,
         second_results: "results-confirm.json".into(),
         used: true,
+        missing: false,
     });
     let outcome = Outcome {
         results: &results,

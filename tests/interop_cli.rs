@@ -303,6 +303,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         candidate_runs: vec![run.run_id.clone()],
         against: Default::default(),
         baseline: BaselineSummary {
+            runs: Vec::new(),
             level_runs: vec!["b1".into()],
             noise_runs: 8,
         },
@@ -342,6 +343,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         confirmation: None,
         coverage: None,
         sensitivity: None,
+        judged_by: None,
         fail_on: None,
     };
     let p = dir.join("hand-verdict.json");

@@ -9,8 +9,8 @@ use anyhow::Context;
 use crate::baseline::BaselineStore;
 use crate::exit::{GateExit, usage};
 use crate::results::RunResults;
-use crate::stats::DecisionRule;
 use crate::stats::build::not_comparable;
+use crate::stats::{DecisionRule, Plan};
 use crate::verdict::ComparisonReport;
 
 /// Output format of tables and reports.
@@ -49,6 +49,19 @@ pub struct CompareArgs {
     /// booted again; the JSON's `confirmation` object says whether they were used.
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub confirmation: Vec<PathBuf>,
+    /// The `verdict.json` a gate wrote for the candidate: the comparison is then judged as
+    /// that gate judged it — its rule, its plan of looks (second boot, adaptive rounds) and
+    /// exactly the history runs it used (found by id in the store or the baseline files,
+    /// however the store moved on since) — so it gives the gate's verdict again, or says
+    /// which piece is missing. Without it: the default rule (with the flags below) and plan
+    /// (a second boot where one boot cannot decide; no adaptive rounds) on the current store.
+    #[arg(long, value_name = "VERDICT")]
+    pub as_verdict: Option<PathBuf>,
+    /// Decide on the candidate's runs alone, as a gate whose config turns the second boot off
+    /// (`[confirm] enabled = false`): one look at the whole alpha. Without it, a comparison one
+    /// boot cannot decide is `insufficient` until `--confirmation` gives the second boot.
+    #[arg(long, conflicts_with_all = ["confirmation", "as_verdict"])]
+    pub single_look: bool,
     /// Suite whose baseline to use from a store (default: the candidate's suite, else `adhoc`).
     #[arg(long)]
     pub suite: Option<String>,
@@ -130,11 +143,84 @@ pub(crate) fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
     }
 }
 
-/// Baseline runs for `candidate` from the `--baseline` arguments, or why there are none.
+/// The rule, the plan and the history run ids of `--as-verdict`, or the flags' rule and the
+/// default plan.
+fn judging(args: &CompareArgs) -> anyhow::Result<(DecisionRule, Plan, Option<Vec<String>>)> {
+    let Some(path) = &args.as_verdict else {
+        let plan = Plan {
+            confirm: !args.single_look,
+            ..Plan::default()
+        };
+        return Ok((rule_from(args)?, plan, None));
+    };
+    if args.history_runs.is_some() || args.min_effect.is_some() || args.alpha.is_some() {
+        return Err(usage(format!(
+            "--as-verdict {}: the rule is the verdict's; drop --history-runs, --min-effect and --alpha",
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("--as-verdict {}: {e}", path.display())))?;
+    let verdict: ComparisonReport = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--as-verdict {}: not a verdict.json ({e}); give the verdict.json a gate wrote",
+            path.display()
+        ))
+    })?;
+    let Some((plan, rule)) = Plan::recorded(&verdict.rule, verdict.judged_by.as_ref()) else {
+        return Err(usage(format!(
+            "--as-verdict {}: field `judged_by` is absent: the file was written by an older infergate or by a command that follows no plan (ab, merge); compare without --as-verdict",
+            path.display()
+        )));
+    };
+    rule.validate()
+        .map_err(|e| usage(format!("--as-verdict {}: {e}", path.display())))?;
+    if verdict.baseline.runs.is_empty() {
+        return Err(usage(format!(
+            "--as-verdict {}: field `baseline.runs` is empty: the verdict compared with no history (or predates the record); compare without --as-verdict",
+            path.display()
+        )));
+    }
+    Ok((rule, plan, Some(verdict.baseline.runs)))
+}
+
+/// Keeps the runs named in `ids` (in history order), or says which are missing.
+fn named_runs(
+    runs: Vec<RunResults>,
+    ids: &[String],
+    source: &str,
+) -> anyhow::Result<Vec<RunResults>> {
+    let kept: Vec<RunResults> = runs
+        .into_iter()
+        .filter(|r| ids.contains(&r.run_id))
+        .collect();
+    let missing: Vec<&str> = ids
+        .iter()
+        .filter(|id| !kept.iter().any(|r| &&r.run_id == id))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(usage(format!(
+            "--as-verdict: {} of the verdict's history {} not in {source}: {}; give the store (or the files) the gate compared with",
+            missing.len(),
+            if missing.len() == 1 {
+                "run is"
+            } else {
+                "runs are"
+            },
+            crate::untrusted_text::console(&missing.join(", "))
+        )));
+    }
+    Ok(kept)
+}
+
+/// Baseline runs for `candidate` from the `--baseline` arguments, or why there are none. With
+/// `ids` (`--as-verdict`), exactly the runs of those ids, wherever the store's current window is.
 fn baseline_runs(
     args: &CompareArgs,
     candidate: &RunResults,
     suite: Option<&str>,
+    ids: Option<&[String]>,
 ) -> anyhow::Result<Result<Vec<RunResults>, String>> {
     if let Some(dir) = args.baseline_dir.as_ref().filter(|d| !d.is_dir()) {
         return Err(usage(format!(
@@ -163,6 +249,9 @@ fn baseline_runs(
             );
         }
         runs.sort_by_key(|r| r.started_at);
+        if let Some(ids) = ids {
+            return named_runs(runs, ids, "the --baseline files").map(Ok);
+        }
         return Ok(Ok(runs));
     }
     // Lazily: with --baseline-dir there may be no --baseline at all.
@@ -173,6 +262,11 @@ fn baseline_runs(
     };
     let store = BaselineStore::open_existing(dir).map_err(|e| usage(e.to_string()))?;
     // Every store error names the store or the file already.
+    if let Some(ids) = ids {
+        let loaded = store.load(&candidate.profile.key, suite)?;
+        let source = format!("the store {}", dir.display());
+        return named_runs(loaded.runs, ids, &source).map(Ok);
+    }
     let (loaded, _since) = store.load_current(&candidate.profile.key, suite)?;
     for (dup, counted) in &loaded.duplicates {
         errln!(
@@ -206,7 +300,7 @@ fn baseline_runs(
 
 /// Runs `infergate compare`.
 pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
-    let rule = rule_from(&args)?;
+    let (rule, plan, ids) = judging(&args)?;
     let candidate = load_files(&args.candidate)?;
     let Some(first) = candidate.first() else {
         return Err(usage("--candidate: no runs in the given files"));
@@ -251,7 +345,16 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     }
     let suite = args.suite.clone().or_else(|| first.suite.clone());
     let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
-    let mut report = match baseline_runs(&args, first, suite.as_deref())? {
+    if ids.is_none()
+        && candidate
+            .iter()
+            .any(|r| r.labels.get("adaptive_rounds").is_some_and(|n| n != "0"))
+    {
+        errln!(
+            "note: the candidate was re-measured adaptively; without --as-verdict it is compared on its cells' first measurements (give the run's verdict.json to replay its rounds)"
+        );
+    }
+    let mut report = match baseline_runs(&args, first, suite.as_deref(), ids.as_deref())? {
         Err(why) => {
             errln!("note: {}", crate::untrusted_text::console(&why));
             not_comparable(first, run_ids(&candidate), suite, &rule, &why)
@@ -281,25 +384,22 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                             run.profile = first.profile.clone();
                         }
                     }
-                    let mut report = if second.is_empty() {
-                        crate::stats::compare(&baseline, &candidate, &rule)
-                    } else {
-                        let names: Vec<String> = args
-                            .confirmation
-                            .iter()
-                            .map(|p| p.display().to_string())
-                            .collect();
-                        let names = names.join(" ");
-                        crate::stats::two_boot_verdict(
-                            true,
-                            &rule,
-                            &baseline,
-                            &candidate,
-                            Some((&second, &names)),
-                        )
-                        .map(|(report, _)| report)
+                    let names: Vec<String> = args
+                        .confirmation
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect();
+                    let names = names.join(" ");
+                    let second = (!second.is_empty()).then_some((&second[..], names.as_str()));
+                    let history = std::sync::Arc::new(crate::stats::History::new(baseline));
+                    let mut report = crate::stats::replay(history, &rule, plan, &candidate, second)
+                        .map_err(|e| usage(e.to_string()))?
+                        .report;
+                    if report.confirmation.as_ref().is_some_and(|c| c.missing) {
+                        errln!(
+                            "note: one boot cannot decide this comparison (a gate would boot again): give the second boot's results with --confirmation (or decide on one boot with --single-look); until then it is `insufficient`"
+                        );
                     }
-                    .map_err(|e| usage(e.to_string()))?;
                     if report.suite.is_none() {
                         report.suite = suite;
                     }

@@ -91,7 +91,7 @@ pub struct ReportArgs {
 struct Trusted {
     config: crate::config::GateConfig,
     suite: crate::config::SuiteConfig,
-    decision: Option<crate::run::Decision>,
+    decision: Option<crate::run::rejudge::Judged>,
     failure: Option<String>,
     /// The confirmation boot's results, when the gate booted twice.
     confirmation: Option<RunResults>,
@@ -125,8 +125,7 @@ async fn rejudge(
         )?),
         None => None,
     };
-    let judged =
-        crate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref()).await;
+    let judged = crate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref());
     let (decision, failure) = match judged {
         Ok(d) => (Some(d), None),
         Err(e) => (None, Some(e.to_string())),
@@ -183,7 +182,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     if let Some(t) = &trusted {
         if let Some(d) = &t.decision {
-            notices.extend(d.notices.iter().cloned());
+            notices.extend(d.loaded.notices.iter().cloned());
         }
         if let Some(f) = &t.failure {
             // Quotes the artifact's suite, model or profile key when it refuses them.
@@ -243,7 +242,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         (None, Some(t)) => t
             .decision
             .as_ref()
-            .map(|d| d.history.runs().to_vec())
+            .map(|d| d.loaded.history.runs().to_vec())
             .unwrap_or_default(),
         (None, None) => Vec::new(),
     };
@@ -262,18 +261,25 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     // `workflow_run`; the pull request is then the payload's (or `--pr`).
     if let Some(t) = &trusted
         && failure.is_none()
-        && !t.config.baseline.allow_no_baseline
-        && t.decision.as_ref().is_some_and(|d| d.verdict.is_none())
-        && let Some(event) = about_pull_request(args.pr)
+        && let Some(d) = t.decision.as_ref().filter(|d| d.verdict.is_none())
     {
         let store = args
             .baseline_dir
             .clone()
             .unwrap_or_else(|| t.config.baseline.dir.clone());
-        let why = crate::run::no_baseline_on_pull_request(&store, &results, &event, &t.config.path);
-        errln!("error: {}", crate::untrusted_text::console(&why));
-        notices.retain(|n| !n.starts_with("NO BASELINE YET"));
-        failure = Some(why);
+        match crate::run::decide::nothing_compared(
+            &store,
+            &results,
+            t.config.baseline.allow_no_baseline,
+            about_pull_request(args.pr).as_deref(),
+            &t.config.path,
+        ) {
+            Ok(()) => notices.extend(d.loaded.no_baseline.clone()),
+            Err(why) => {
+                errln!("error: {}", crate::untrusted_text::console(&why));
+                failure = Some(why);
+            }
+        }
     }
     let matrix_line = match &args.config {
         None if trusted.is_some() => trusted.as_ref().map(|t| t.suite.line as u32),

@@ -1,5 +1,5 @@
 //! Monte Carlo of the measurement designs of issue 8 over the *same* procedures the gate runs
-//! (`stats::compare`, [`crate::run::adaptive::remeasure_inconclusive`],
+//! (`stats::compare`, the judge's rounds driven by [`crate::run::adaptive::measure_rounds`],
 //! [`crate::stats::paired_compare`]), on synthetic 20-cell matrices with a per-boot speed
 //! factor: false-alarm rate, power at a given change, and cost in cell measurements. Complements the real-boot measurements on the
 //! simulated engine (`scripts/eval/`); see `docs/adaptive-and-ab.md`.
@@ -12,10 +12,10 @@ use serde::Serialize;
 use super::gate::{CellDraw, cell_levels, synthetic_cell, template};
 use crate::config::AdaptiveConfig;
 use crate::results::{CellResult, RunResults};
-use crate::stats::{DecisionRule, StatsError};
+use crate::stats::{DecisionRule, Evidence, Judge, Next, Plan, StatsError};
 use crate::verdict::{CellVerdict, GateVerdict};
 
-use crate::run::adaptive::{look_at, remeasure_inconclusive, spending_plan};
+use crate::run::adaptive::measure_rounds;
 use crate::stats::paired::{PairedError, paired_compare};
 
 /// Settings of the Monte Carlo.
@@ -169,7 +169,10 @@ pub(crate) async fn evaluate(
         max_extra_s: None,
     };
     let single = crate::stats::Look::single(&rule);
-    let plan = spending_plan(&adaptive, &single);
+    let plan = Plan {
+        confirm: false,
+        max_rounds: cfg.max_rounds,
+    };
     let mut out = Vec::new();
     for scenario in [Scenario::AA, Scenario::Uniform, Scenario::OneCell] {
         let change = cfg.change;
@@ -181,7 +184,7 @@ pub(crate) async fn evaluate(
                 .map(|h| sim.run(format!("h{t}-{h}"), 1, &|_| 1.0))
                 .collect();
             // Every design is compared with this trial's history: its models are fitted once.
-            let fitted = crate::stats::History::new(&history[..]);
+            let fitted = std::sync::Arc::new(crate::stats::History::new(&history[..]));
             for (k, reps) in [(0usize, 1u32), (1, 3)] {
                 let cand = sim.run(format!("c{t}"), reps, &factor);
                 let rep =
@@ -200,20 +203,13 @@ pub(crate) async fn evaluate(
             cand.cells = (0..sim.levels.len())
                 .map(|i| sim.cell(i, boot, factor(i)))
                 .collect();
-            let first = crate::stats::compare_on(
-                &fitted,
-                std::slice::from_ref(&cand),
-                &rule,
-                &look_at(&plan, &single, 0),
-            )?;
+            let mut judge = Judge::new(fitted.clone(), &rule, plan);
+            let next = judge.look(Evidence::FirstBoot(vec![cand]))?;
             let mut extra = 0usize;
             let levels = sim.levels.clone();
-            let (report, _) = remeasure_inconclusive(
-                &mut cand,
-                &fitted,
-                first,
-                &rule,
-                &single,
+            let (next, _) = measure_rounds(
+                &mut judge,
+                next,
                 &adaptive,
                 1.0,
                 async |c, ctx| {
@@ -224,6 +220,10 @@ pub(crate) async fn evaluate(
                 &|_| {},
             )
             .await?;
+            let Next::Decided(report) = next else {
+                let why = format!("the adaptive design ended with {next:?}");
+                return Err(StatsError::OutOfTurn(why).into());
+            };
             counts[2].0 += usize::from(report.gate == GateVerdict::Regression);
             counts[2].1 += usize::from(
                 report.cells.get(CHANGED_CELL).map(|c| c.verdict) == Some(CellVerdict::Regression),

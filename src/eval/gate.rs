@@ -7,7 +7,7 @@
 //! boots, a cell that flips to capacity-limited, a per-run row factor, autocorrelated (AR(1))
 //! sub-windows, a drift and a step. No outlier run is built in. Each trial builds real
 //! [`RunResults`] and decides with the gate's own two-boot plan
-//! ([`two_boot_verdict`](crate::stats::two_boot_verdict)), so the figures measure the product;
+//! ([`replay`](crate::stats::replay), the one judge), so the figures measure the product;
 //! the same histories and boots are decided by the rules users know too ([`super::peers`]).
 
 use rand::rngs::StdRng;
@@ -738,13 +738,18 @@ fn run_condition(
                 looks[f][s].push(Look::of(&first, second.as_deref()));
             }
             let second = cfg.confirm.then(|| (&candidate[1..2], "second boot"));
-            let (report, confirmed) = crate::stats::confirm::two_boot_verdict(
-                cfg.confirm,
+            let plan = crate::stats::Plan {
+                confirm: cfg.confirm,
+                max_rounds: 0,
+            };
+            let judged = crate::stats::replay(
+                std::sync::Arc::new(crate::stats::History::new(&history[..])),
                 &cfg.rule,
-                &history,
+                plan,
                 &candidate[..1],
                 second,
             )?;
+            let (report, confirmed) = (judged.report, judged.used_second);
             let c = &mut counts[s];
             c.regression += u32::from(report.gate == GateVerdict::Regression);
             c.pass += u32::from(report.gate == GateVerdict::Pass);

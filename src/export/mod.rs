@@ -255,6 +255,7 @@ pub(crate) mod fixture {
             candidate_runs: vec![run.run_id.clone()],
             against: Default::default(),
             baseline: BaselineSummary {
+                runs: Vec::new(),
                 level_runs: vec!["b1".into(), "b2".into()],
                 noise_runs: 2,
             },
@@ -277,6 +278,7 @@ pub(crate) mod fixture {
             coverage: None,
             sensitivity: None,
             fail_on: None,
+            judged_by: None,
         }
     }
 }

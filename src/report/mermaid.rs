@@ -330,6 +330,7 @@ mod tests {
             provisional_alarms: 0,
             second_results: "results-confirm.json".into(),
             used: true,
+            missing: false,
         });
         let one_of_two = throughput_chart(&history, &first, None, Some(&over_two)).unwrap();
         assert!(one_of_two.contains(r#""boot 1"]"#), "{one_of_two}");

@@ -90,6 +90,7 @@ mod tests {
             candidate_runs: vec!["cand-1".into()],
             against: Default::default(),
             baseline: BaselineSummary {
+                runs: Vec::new(),
                 level_runs: vec!["b1".into(), "b2".into(), "b3".into()],
                 noise_runs: 12,
             },
@@ -179,6 +180,7 @@ mod tests {
             coverage: None,
             sensitivity: None,
             fail_on: None,
+            judged_by: None,
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

@@ -111,7 +111,6 @@ pub(crate) async fn run_ab(
                 log_path,
                 log_tail_lines: req.log_tail_lines,
                 labels,
-                adaptive: None,
                 progress_file: None,
             },
             events.clone(),

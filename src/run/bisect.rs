@@ -535,7 +535,6 @@ impl BisectPlan {
                 log_path,
                 log_tail_lines: self.config.report.log_tail_lines,
                 labels,
-                adaptive: None,
                 // Each boot's results are written whole after it (results-NN.json).
                 progress_file: None,
             },

@@ -1,13 +1,12 @@
-//! After measuring: load the baseline runs of the run's profile and suite from the store and
-//! compare (the statistics themselves are `stats::compare`).
+//! The baseline history a gate is judged on: the runs of the run's profile and suite, loaded
+//! from the store once (the judge itself is `stats::judge`).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::baseline::BaselineStore;
 use crate::results::RunResults;
-use crate::stats::{DecisionRule, History, Look};
-use crate::verdict::ComparisonReport;
+use crate::stats::History;
 
 /// Why the comparison could not be made (the run itself may be fine).
 #[derive(Debug, thiserror::Error)]
@@ -24,51 +23,52 @@ pub(crate) enum GateError {
     },
 }
 
-/// The comparison of one run with its baseline history.
+/// The baseline history of one run's profile and suite, loaded once per gate: every look of
+/// the judge is made on it (and the charts drawn from it).
 #[derive(Debug, Clone)]
-pub(crate) struct Decision {
-    /// `None` when there was nothing to compare (no baseline runs for this profile + suite).
-    pub verdict: Option<ComparisonReport>,
-    /// The baseline runs used (oldest → newest) with the models fitted on them: every later
-    /// look of the gate is made on it (and the charts drawn from it).
+pub(crate) struct LoadedHistory {
+    /// The baseline runs (oldest → newest) with the models fitted on them; empty when there
+    /// is nothing to compare with.
     pub history: Arc<History<'static>>,
-    /// Things people should know (no baseline yet, duplicate baseline files).
+    /// Things people should know (duplicate baseline files, an accepted change point).
     pub notices: Vec<String>,
+    /// Why there is nothing to compare with ("NO BASELINE YET …, the gate passes"), when
+    /// so: said only where the gate does pass ([`nothing_compared`]).
+    pub no_baseline: Option<String>,
 }
 
-/// Loads the baseline runs of the run's profile and suite (once per gate: the later looks
-/// reuse [`Decision::history`]) and makes the first look.
-pub(crate) fn decide(
+impl LoadedHistory {
+    /// Whether there is no baseline to compare with.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.history.runs().is_empty()
+    }
+}
+
+/// Loads the baseline runs of `results`' profile and suite from the store in `store_dir`.
+pub(crate) fn load_history(
     results: &RunResults,
     store_dir: &Path,
-    rule: &DecisionRule,
-    look: &Look,
-) -> Result<Decision, GateError> {
-    let runs = std::slice::from_ref(results);
-    let results = runs.first().ok_or(crate::stats::StatsError::NoCandidate)?;
+) -> Result<LoadedHistory, GateError> {
     let suite = results.suite.as_deref();
-    // A directory that is not a store root is an error, never "no baseline yet".
-    let store = if store_dir.exists() {
-        BaselineStore::open_existing(store_dir)?
-    } else {
-        BaselineStore::open(store_dir)?
-    };
     let mut notices = Vec::new();
+    let empty = |notices, why| LoadedHistory {
+        history: Arc::new(History::new(Vec::new())),
+        notices,
+        no_baseline: Some(why),
+    };
     if !store_dir.exists() {
         // Only reached when the run creates the first baseline (`--update-baseline`): the gate
         // refuses a store directory that does not exist otherwise (see `GatePlan::new`).
-        notices.push(format!(
+        let why = format!(
             "NO BASELINE YET: the store {} does not exist; it is created with this run (the first baseline of profile `{}` suite `{}`): nothing compared, the gate passes",
             store_dir.display(),
             results.profile.key,
             suite.unwrap_or(crate::baseline::ADHOC_SUITE),
-        ));
-        return Ok(Decision {
-            verdict: None,
-            history: Arc::new(History::new(Vec::new())),
-            notices,
-        });
+        );
+        return Ok(empty(notices, why));
     }
+    // A directory that is not a store root is an error, never "no baseline yet".
+    let store = BaselineStore::open_existing(store_dir)?;
     let (loaded, since) = store.load_current(&results.profile.key, suite)?;
     for (dup, counted) in &loaded.duplicates {
         notices.push(format!(
@@ -89,25 +89,52 @@ pub(crate) fn decide(
         } else {
             "has no runs of them"
         };
-        notices.push(format!(
+        let why = format!(
             "NO BASELINE YET for profile `{}` suite `{}`: the store {} {holds}, so nothing was compared and the gate passes. Record one with `infergate run --update-baseline` (on the main branch) or `infergate baseline add RESULTS`",
             results.profile.key,
             suite.unwrap_or(crate::baseline::ADHOC_SUITE),
             store_dir.display()
-        ));
-        return Ok(Decision {
-            verdict: None,
-            history: Arc::new(History::new(Vec::new())),
-            notices,
-        });
+        );
+        return Ok(empty(notices, why));
     }
-    let history = Arc::new(History::new(loaded.runs));
-    let report = crate::stats::compare_on(&history, runs, rule, look)?;
-    Ok(Decision {
-        verdict: Some(report),
-        history,
+    Ok(LoadedHistory {
+        history: Arc::new(History::new(loaded.runs)),
         notices,
+        no_baseline: None,
     })
+}
+
+/// The one rule for a gate that compared nothing (`run` and `report --trusted-config`): on a
+/// pull request or merge queue (`pull_request`, the event's name) it fails, unless the config
+/// says it is bootstrapping (`[baseline] allow_no_baseline`): a required check that compares
+/// nothing must not pass. `Err` is that failure, for people.
+pub(crate) fn nothing_compared(
+    store_dir: &Path,
+    results: &RunResults,
+    allow_no_baseline: bool,
+    pull_request: Option<&str>,
+    config_path: &str,
+) -> Result<(), String> {
+    let Some(event) = pull_request.filter(|_| !allow_no_baseline) else {
+        return Ok(());
+    };
+    let suite = results
+        .suite
+        .as_deref()
+        .unwrap_or(crate::baseline::ADHOC_SUITE);
+    let held = BaselineStore::open(store_dir)
+        .map(|s| s.profile_differences(&results.profile))
+        .unwrap_or_default();
+    let held = if held.is_empty() {
+        "the store holds no profile".to_string()
+    } else {
+        format!("the store holds {}", held.join("; "))
+    };
+    Err(format!(
+        "no baseline for profile `{}` suite `{suite}` in {} on a `{event}` event: nothing was compared, and a pull-request gate that compares nothing must not pass; {held}. Record a baseline of this profile on the default branch (`infergate run --update-baseline`), fix the runner or the matrix so the profile matches, or set `[baseline] allow_no_baseline = true` in {config_path} while bootstrapping",
+        results.profile.key,
+        store_dir.display(),
+    ))
 }
 
 #[cfg(test)]
@@ -143,15 +170,23 @@ mod tests {
         store
             .accept(&key, at_new_level.suite.as_deref(), "night-30", None)
             .unwrap();
-        let rule = DecisionRule::default();
-        let look = Look::single(&rule);
-        let d = decide(&at_new_level, tmp.path(), &rule, &look).unwrap();
-        let v = d.verdict.unwrap();
+        let rule = crate::stats::DecisionRule::default();
+        let decide = |run: &RunResults| {
+            let loaded = load_history(run, tmp.path()).unwrap();
+            let v = crate::stats::compare_on(
+                &loaded.history,
+                std::slice::from_ref(run),
+                &rule,
+                &crate::stats::Look::single(&rule),
+            )
+            .unwrap();
+            (loaded.notices, v)
+        };
+        let (notices, v) = decide(&at_new_level);
         assert_eq!(v.baseline.noise_runs, 6, "only the runs since the step");
-        assert!(d.notices.iter().any(|n| n.contains("night-30")));
+        assert!(notices.iter().any(|n| n.contains("night-30")));
         assert_ne!(v.gate, GateVerdict::Regression, "{:?}", v.matrix_test);
-        let d = decide(&further_drop, tmp.path(), &rule, &look).unwrap();
-        let v = d.verdict.unwrap();
+        let (_, v) = decide(&further_drop);
         assert_eq!(v.gate, GateVerdict::Regression, "{:?}", v.matrix_test);
     }
 }

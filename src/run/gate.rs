@@ -25,9 +25,10 @@ use crate::telemetry::NvmlSampler;
 use crate::verdict::ComparisonReport;
 
 use super::ab::{AbBoot, AbRequest, AbSide, fold_side, run_ab, side_results_path};
-use super::decide::{Decision, GateError, decide};
-use super::measure::{MeasureRequest, RunFailure, boot_and_measure, unmeasured_results};
+use super::decide::{GateError, LoadedHistory, load_history};
+use super::measure::{Live, LiveEngine, MeasureRequest, RunFailure, unmeasured_results};
 use super::outputs::{OutputFiles, baseline_worthy, write_outputs};
+use crate::stats::{DecisionRule, Evidence, Judge, Next, Plan};
 
 /// Which measurement design the gate runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,33 +116,6 @@ fn declared_context_limit<'a>(args: impl IntoIterator<Item = &'a str>) -> Option
         }
     }
     found
-}
-
-/// The failure of a pull-request gate (`run`, or `report --trusted-config`) that found no
-/// baseline for its profile: the key, and how it differs from each profile the store holds.
-pub(crate) fn no_baseline_on_pull_request(
-    store_dir: &Path,
-    results: &RunResults,
-    event: &str,
-    config_path: &str,
-) -> String {
-    let suite = results
-        .suite
-        .as_deref()
-        .unwrap_or(crate::baseline::ADHOC_SUITE);
-    let held = crate::baseline::BaselineStore::open(store_dir)
-        .map(|s| s.profile_differences(&results.profile))
-        .unwrap_or_default();
-    let held = if held.is_empty() {
-        "the store holds no profile".to_string()
-    } else {
-        format!("the store holds {}", held.join("; "))
-    };
-    format!(
-        "no baseline for profile `{}` suite `{suite}` in {} on a `{event}` event: nothing was compared, and a pull-request gate that compares nothing must not pass; {held}. Record a baseline of this profile on the default branch (`infergate run --update-baseline`), fix the runner or the matrix so the profile matches, or set `[baseline] allow_no_baseline = true` in {config_path} while bootstrapping",
-        results.profile.key,
-        store_dir.display(),
-    )
 }
 
 /// The GitHub event when this gate runs in Actions for a pull request or a merge queue
@@ -344,6 +318,8 @@ struct Decided {
     history: Vec<RunResults>,
     failure: Option<GateFailure>,
     notices: Vec<String>,
+    /// "NO BASELINE YET … the gate passes": said only when the gate ends without a failure.
+    no_baseline: Option<String>,
     warnings: Vec<String>,
     adaptive: Option<AdaptiveSummary>,
     engine_log: PathBuf,
@@ -389,6 +365,35 @@ impl Decided {
             DecidedDesign::Ab { .. } => Vec::new(),
         }
     }
+}
+
+/// The history a gate is judged on, and the judge after its first look (with its rounds):
+/// `None` when there is no baseline to compare with.
+struct FirstLook {
+    loaded: LoadedHistory,
+    judging: Option<(Judge<'static>, Next)>,
+}
+
+/// Loads the history once and makes the judge's first look at `results`.
+fn first_look(
+    results: &RunResults,
+    store_dir: &Path,
+    rule: &DecisionRule,
+    plan: Plan,
+) -> Result<FirstLook, GateError> {
+    let loaded = load_history(results, store_dir)?;
+    if loaded.is_empty() {
+        return Ok(FirstLook {
+            loaded,
+            judging: None,
+        });
+    }
+    let mut judge = Judge::new(loaded.history.clone(), rule, plan);
+    let next = judge.look(Evidence::FirstBoot(vec![results.clone()]))?;
+    Ok(FirstLook {
+        loaded,
+        judging: Some((judge, next)),
+    })
 }
 
 /// The boot-independent parts of a gate's environment.
@@ -495,10 +500,9 @@ impl GatePlan {
         })
     }
 
-    /// The gate policy of the config.
-    /// The failure of a pull-request gate that found no baseline for its profile.
-    fn no_baseline_on_pull_request(&self, results: &RunResults, event: &str) -> String {
-        no_baseline_on_pull_request(&self.baseline_dir, results, event, &self.config.path)
+    /// The plan of looks of the config (`[confirm]`, `[adaptive]`).
+    pub(crate) fn judge_plan(&self) -> Plan {
+        plan_of(&self.config)
     }
 
     pub(crate) fn policy(&self) -> GatePolicy {
@@ -648,20 +652,10 @@ impl GatePlan {
         }
         let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
         let unreadable = self.unreadable_store(&setup);
-        // The plan of looks, declared up front: the first boot (and its adaptive rounds), then
-        // a second boot when the first calls for one (`stats::confirm`).
+        // The plan of looks, declared up front: the judge (`stats::judge`) decides; this
+        // drives it with the live engine (rounds while it serves, a second boot on request).
         let rule = config.thresholds.rule.clone();
-        let confirm = config.confirm.enabled;
-        let first_look = crate::stats::confirm::first_look(&rule, confirm);
-        let adaptive = config
-            .adaptive
-            .enabled
-            .then(|| super::adaptive::AdaptiveRequest {
-                config: config.adaptive.clone(),
-                rule: rule.clone(),
-                first: first_look.clone(),
-                store_dir: self.baseline_dir.clone(),
-            });
+        let plan = self.judge_plan();
         let req = MeasureRequest {
             engine: &config.engine,
             model: config.model.as_deref(),
@@ -672,7 +666,6 @@ impl GatePlan {
             log_path: log_path.clone(),
             log_tail_lines: config.report.log_tail_lines,
             labels: self.labels.clone(),
-            adaptive,
             progress_file: Some(self.out.join("results.json")),
         };
         if let Some(e) = unreadable {
@@ -684,6 +677,7 @@ impl GatePlan {
                 history: Vec::new(),
                 failure: Some(failure),
                 notices: Vec::new(),
+                no_baseline: None,
                 warnings: Vec::new(),
                 adaptive: None,
                 engine_log: log_path,
@@ -693,95 +687,135 @@ impl GatePlan {
         let mut confirm_req = req.clone();
         confirm_req.progress_file = Some(self.out.join(super::confirm::CONFIRM_RESULTS));
         let sink = progress(boot_cells);
-        let mut measured = boot_and_measure(req, sink.events, cancel.clone()).await;
+        // With rounds in the plan, the first look and the rounds are made while the engine
+        // still serves; else after it stopped.
+        let mut live_judged: Option<Result<FirstLook, GateError>> = None;
+        let mut adaptive_summary = None;
+        let measured = match LiveEngine::boot(req, sink.events, cancel.clone()).await {
+            Err(not_served) => *not_served,
+            Ok(mut engine) => {
+                engine.measure_matrix().await;
+                if plan.max_rounds > 0
+                    && let Some(live) = engine.live()
+                {
+                    let (judged, summary) = self.first_look_live(live, &rule, plan).await;
+                    live_judged = Some(judged);
+                    adaptive_summary = summary;
+                }
+                engine.stop().await
+            }
+        };
         let _ = sink.done.await;
         let mut warnings: Vec<String> = (measured.stop.as_ref())
             .and_then(|s| s.survivors_warning("the first boot"))
             .into_iter()
             .collect();
-        let adaptive = measured.adaptive.take();
-        let adaptive_summary =
-            adaptive
-                .as_ref()
-                .filter(|a| a.rounds > 0)
-                .map(|a| AdaptiveSummary {
-                    rounds: a.rounds,
-                    remeasured: a.remeasured.len(),
-                    extra_s: a.extra_s,
-                    stop_reason: a.stop_reason.clone(),
-                });
         let mut results = measured.results;
         let mut failure = measured.failure.clone().map(GateFailure::Measurement);
 
-        // Compare (already done, with alpha spending, when cells were re-measured adaptively).
-        let mut decision: Option<Decision> = None;
+        // The first look (already made, with its rounds, when the plan has rounds).
+        let mut first = None;
         if failure.is_none() {
-            let compared = match adaptive {
-                Some(a) => a.decision,
-                None => decide(&results, &self.baseline_dir, &rule, &first_look),
-            };
-            match compared {
-                Ok(d) => decision = Some(d),
+            let judged = live_judged
+                .take()
+                .unwrap_or_else(|| first_look(&results, &self.baseline_dir, &rule, plan));
+            match judged {
+                Ok(f) => first = Some(f),
                 Err(e) => failure = Some(GateFailure::Comparison(e)),
             }
         }
+        let (loaded, judging) = match first {
+            Some(f) => (Some(f.loaded), f.judging),
+            None => (None, None),
+        };
 
-        // The second boot, when the first boot's look calls for one (decided here, from the
-        // first look's typed answer).
+        // What the judge asked for after the first boot: its verdict, or a second boot.
+        let mut verdict = None;
         let mut confirmation = None;
-        if let (true, None, Some(d)) = (confirm, &failure, decision.clone())
-            && let Some(first) = d.verdict.clone()
-            && crate::stats::confirm::wants_confirmation(&first)
-            && !cancel.is_cancelled()
-        {
-            let sink = progress(boot_cells);
-            let mut req = confirm_req;
-            req.log_path = super::confirm::confirm_log_path(&log_path);
-            let outcome = super::confirm::confirm_boot(
-                &mut results,
-                &first,
-                super::confirm::ConfirmRequest {
-                    rule: &rule,
-                    first: &d,
-                    measure: req,
-                },
-                sink.events,
-                cancel.clone(),
-            )
-            .await;
-            let _ = sink.done.await;
-            warnings.extend(
-                (outcome.measured.stop.as_ref())
-                    .and_then(|s| s.survivors_warning("the confirmation boot")),
-            );
-            match outcome.decision {
-                None => {
-                    let why = outcome.measured.failure.clone();
-                    failure = Some(GateFailure::ConfirmationBoot(why));
+        if let (Some((mut judge, next)), None) = (judging, &failure) {
+            let next = match next {
+                Next::BootAgain { reason } if !cancel.is_cancelled() => {
+                    let sink = progress(boot_cells);
+                    let mut req = confirm_req;
+                    req.log_path = super::confirm::confirm_log_path(&log_path);
+                    let second = super::confirm::confirm_boot(
+                        &mut results,
+                        &reason,
+                        req,
+                        sink.events,
+                        cancel.clone(),
+                    )
+                    .await;
+                    let _ = sink.done.await;
+                    warnings.extend(
+                        (second.stop.as_ref())
+                            .and_then(|s| s.survivors_warning("the confirmation boot")),
+                    );
+                    let next = match &second.failure {
+                        Some(why) => {
+                            failure = Some(GateFailure::ConfirmationBoot(Some(why.clone())));
+                            None
+                        }
+                        None => match judge.look(Evidence::SecondBoot {
+                            runs: vec![second.results.clone()],
+                            name: super::confirm::CONFIRM_RESULTS.into(),
+                        }) {
+                            Ok(next) => Some(next),
+                            Err(e) => {
+                                failure = Some(GateFailure::Confirmation(e.into()));
+                                None
+                            }
+                        },
+                    };
+                    confirmation = Some(second);
+                    next
                 }
-                Some(Err(e)) => failure = Some(GateFailure::Confirmation(e)),
-                Some(Ok(d)) => decision = Some(d),
+                Next::BootAgain { .. } => {
+                    // Cancelled before the second boot the verdict needs: not decided.
+                    failure = Some(GateFailure::Measurement(RunFailure::Cancelled));
+                    None
+                }
+                next => Some(next),
+            };
+            match next {
+                Some(Next::Decided(report)) => {
+                    if let Some(second) = confirmation.as_mut() {
+                        let e = Event::now(
+                            EventKind::ConfirmationDone,
+                            format!("both boots compared: {}", report.gate.as_str()),
+                        );
+                        second.results.events.push(e);
+                    }
+                    verdict = Some(*report);
+                }
+                Some(other) => {
+                    let why = format!("the judge asked for {other:?} after its last look");
+                    failure = Some(GateFailure::Comparison(
+                        crate::stats::StatsError::OutOfTurn(why).into(),
+                    ));
+                }
+                None => {}
             }
-            confirmation = Some(outcome.measured);
         }
         warnings.extend(layout::clock_cautions(
             &results,
             confirmation.as_ref().map(|c| &c.results),
         ));
-        let (verdict, history, mut notices) = match decision {
-            Some(d) => (d.verdict, d.history.runs().to_vec(), d.notices),
-            None => (None, Vec::new(), Vec::new()),
+        let (history, notices, no_baseline) = match loaded {
+            Some(l) => (l.history.runs().to_vec(), l.notices, l.no_baseline),
+            None => (Vec::new(), Vec::new(), None),
         };
         if verdict.is_none()
             && failure.is_none()
-            && !self.config.baseline.allow_no_baseline
-            && let Some(event) = pull_request_event()
+            && let Err(why) = super::decide::nothing_compared(
+                &self.baseline_dir,
+                &results,
+                self.config.baseline.allow_no_baseline,
+                pull_request_event().as_deref(),
+                &self.config.path,
+            )
         {
-            failure = Some(GateFailure::NoBaseline(
-                self.no_baseline_on_pull_request(&results, &event),
-            ));
-            // The "nothing compared, the gate passes" notice would contradict the failure.
-            notices.retain(|n| !n.starts_with("NO BASELINE YET"));
+            failure = Some(GateFailure::NoBaseline(why));
         }
         Decided {
             results,
@@ -789,12 +823,69 @@ impl GatePlan {
             history,
             failure,
             notices,
+            no_baseline,
             warnings,
             adaptive: adaptive_summary,
             engine_log: measured.engine_log,
             design: DecidedDesign::Baseline {
                 confirmation: confirmation.map(|c| (c.results, c.engine_log)),
             },
+        }
+    }
+
+    /// The judge's first look and its adaptive rounds on the engine while it serves (the
+    /// rounds recorded in the live results), with what the rounds did for the reports.
+    async fn first_look_live(
+        &self,
+        live: Live<'_>,
+        rule: &DecisionRule,
+        plan: Plan,
+    ) -> (Result<FirstLook, GateError>, Option<AdaptiveSummary>) {
+        let mut first = match first_look(live.results, &self.baseline_dir, rule, plan) {
+            Ok(first) => first,
+            Err(e) => return (Err(e), None),
+        };
+        let Some((judge, next)) = first.judging.as_mut() else {
+            return (Ok(first), None);
+        };
+        let asked = std::mem::replace(
+            next,
+            Next::BootAgain {
+                reason: String::new(),
+            },
+        );
+        let (session, cancel, tx) = (live.session, live.cancel, live.emit);
+        let rounds = super::adaptive::measure_rounds(
+            judge,
+            asked,
+            &self.config.adaptive,
+            live.est_cell_s,
+            async |c, ctx| {
+                if cancel.is_cancelled() {
+                    return None;
+                }
+                let cell = session.measure_cell(c, ctx, cancel).await;
+                (!cancel.is_cancelled()).then_some(cell)
+            },
+            &|e| {
+                let _ = tx.send(e);
+            },
+        )
+        .await;
+        match rounds {
+            Ok((after, spent)) => {
+                *next = after;
+                super::adaptive::record_rounds(judge, &spent, live.results);
+                let r = judge.rounds();
+                let summary = (r.rounds > 0).then(|| AdaptiveSummary {
+                    rounds: r.rounds,
+                    remeasured: r.remeasured.len(),
+                    extra_s: spent.extra_s,
+                    stop_reason: r.stop_reason.clone(),
+                });
+                (Ok(first), summary)
+            }
+            Err(e) => (Err(e.into()), None),
         }
     }
 
@@ -862,6 +953,7 @@ impl GatePlan {
             history: measured.a.clone(),
             failure,
             notices: Vec::new(),
+            no_baseline: None,
             warnings: Vec::new(),
             adaptive: None,
             engine_log: self.out.clone(),
@@ -945,9 +1037,11 @@ impl GatePlan {
                 .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
             if let Some(why) = refused {
                 d.failure = Some(GateFailure::NotABaseline(why));
-                // "It is created with this run … the gate passes" would contradict the failure.
-                d.notices.retain(|n| !n.starts_with("NO BASELINE YET"));
             }
+        }
+        // "Nothing compared, the gate passes" only where it does.
+        if d.failure.is_none() {
+            d.notices.extend(d.no_baseline.take());
         }
         let failure = d.failure.as_ref().map(ToString::to_string);
         // A run measured in full whose gate failed after measuring (its comparison, or the
@@ -1078,6 +1172,18 @@ impl GatePlan {
             baseline,
             reporting: Vec::new(),
         })
+    }
+}
+
+/// The plan of looks a config asks for: `[confirm]` and `[adaptive]`'s rounds.
+pub(crate) fn plan_of(config: &GateConfig) -> Plan {
+    Plan {
+        confirm: config.confirm.enabled,
+        max_rounds: if config.adaptive.enabled {
+            config.adaptive.max_rounds
+        } else {
+            0
+        },
     }
 }
 

@@ -1,5 +1,5 @@
 //! The gate's orchestration: boot one engine and measure a suite ([`measure`], reusable for
-//! A/B runs), compare with the baseline store ([`decide`]), write the outputs ([`outputs`]),
+//! A/B runs), load the baseline history a gate is judged on ([`decide`]; the judge is `stats::judge`), write the outputs ([`outputs`]),
 //! the whole pipeline of `run` and `ab` ([`gate`]), and the bisection of `bisect`
 //! ([`bisect`]). Nothing here prints: progress goes out as events, and the CLI renders the
 //! outcome.
@@ -15,7 +15,4 @@ pub(crate) mod outputs;
 pub(crate) mod rejudge;
 pub(crate) mod watchdog;
 
-pub(crate) use decide::Decision;
-pub(crate) use gate::{
-    Design, GateRequest, SetupError, github_wanted, no_baseline_on_pull_request,
-};
+pub(crate) use gate::{Design, GateRequest, SetupError, github_wanted};

@@ -5,21 +5,22 @@
 //!
 //! The results file is checked against what the trusted config asks (suite, matrix, model,
 //! engine, pinned hardware, and a profile key that follows from them); anything else is
-//! refused. The comparison then runs exactly as `run` made it, through the same library calls:
-//! the first boot at the plan's first look, the
-//! recorded adaptive rounds replayed look by look under the trusted budget and spending plan,
-//! and the confirmation boot's results, when the trusted plan calls for one, compared together
-//! with the first. Nothing is measured; a missing piece the trusted config requires (the
-//! confirmation boot) is an error, never a pass.
+//! refused. The verdict is then given by the one judge (`stats::judge::replay`) under the
+//! trusted plan: the first boot, its recorded adaptive rounds (rounds beyond the trusted
+//! budget are never used), and the confirmation boot where the judge asks for one. The history
+//! is the trusted store as it is: nothing in the untrusted files (not `verdict.json`'s
+//! `baseline.runs`, not `started_at`) may choose which baseline runs judge them, since a
+//! chosen window could be a slow one or none at all. So once the store has moved on, this is
+//! the run judged against today's history; `compare --as-verdict` gives the run's own. Nothing
+//! is measured; a missing piece the trusted plan requires (the confirmation boot) is an error,
+//! never a pass.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 
 use crate::config::{GateConfig, SuiteConfig};
-use crate::results::{CellResult, CellStatus, ProfileKey, RunResults, RunStatus};
+use crate::results::{ProfileKey, RunResults, RunStatus};
 
-use super::adaptive::{look_at, remeasure_inconclusive, spending_plan};
-use super::decide::{Decision, GateError, decide};
+use super::decide::{GateError, LoadedHistory, load_history};
 
 /// Why a verdict could not be recomputed.
 #[derive(Debug, thiserror::Error)]
@@ -111,14 +112,15 @@ fn describe(m: &crate::results::MatrixSpec) -> String {
 }
 
 /// Recomputes the verdict of `results` (and of its confirmation boot, `confirm`) against the
-/// trusted `config`'s rule and the baseline store `store_dir`.
-pub(crate) async fn rejudge(
+/// trusted `config`'s rule and plan and the baseline store `store_dir` as it is now: the judge
+/// replays the recorded rounds and takes the second boot where it asks for one.
+pub(crate) fn rejudge(
     config: &GateConfig,
     suite: &SuiteConfig,
     store_dir: &Path,
     results: &RunResults,
     confirm: Option<&RunResults>,
-) -> Result<Decision, RejudgeError> {
+) -> Result<Judged, RejudgeError> {
     check_matches(config, suite, results)?;
     if results.status != RunStatus::Complete {
         return Err(RejudgeError::Incomplete(format!(
@@ -131,144 +133,51 @@ pub(crate) async fn rejudge(
                 .unwrap_or_default()
         )));
     }
-    let rule = config.thresholds.rule.clone();
-    let first_look = crate::stats::confirm::first_look(&rule, config.confirm.enabled);
-
-    let (first_run, first) = if config.adaptive.enabled {
-        replay_adaptive(config, store_dir, results, &rule, &first_look).await?
-    } else {
-        (
-            results.clone(),
-            decide(results, store_dir, &rule, &first_look)?,
-        )
-    };
-    if !config.confirm.enabled {
-        return Ok(first);
+    if let Some(second) = confirm {
+        check_matches(config, suite, second)?;
+        if second.profile.key != results.profile.key
+            || second.labels.get("confirms") != Some(&results.run_id)
+        {
+            return Err(RejudgeError::Mismatch(format!(
+                "the confirmation results `{}` are not the second boot of `{}`",
+                second.run_id, results.run_id
+            )));
+        }
     }
-    let Some(first_verdict) = first.verdict.as_ref() else {
-        return Ok(first);
-    };
-    if !crate::stats::confirm::wants_confirmation(first_verdict) {
-        return Ok(first);
+    let loaded = load_history(results, store_dir)?;
+    if loaded.is_empty() {
+        return Ok(Judged {
+            verdict: None,
+            loaded,
+        });
     }
-    let second = confirm.ok_or(RejudgeError::MissingConfirmation)?;
-    check_matches(config, suite, second)?;
-    if second.profile.key != results.profile.key
-        || second.labels.get("confirms") != Some(&results.run_id)
+    let replayed = crate::stats::replay(
+        loaded.history.clone(),
+        &config.thresholds.rule,
+        super::gate::plan_of(config),
+        std::slice::from_ref(results),
+        confirm.map(|c| (std::slice::from_ref(c), super::confirm::CONFIRM_RESULTS)),
+    )
+    .map_err(GateError::from)?;
+    if replayed
+        .report
+        .confirmation
+        .as_ref()
+        .is_some_and(|c| c.missing)
     {
-        return Err(RejudgeError::Mismatch(format!(
-            "the confirmation results `{}` are not the second boot of `{}`",
-            second.run_id, results.run_id
-        )));
+        return Err(RejudgeError::MissingConfirmation);
     }
-    let mut decision = Decision {
-        verdict: Some(
-            crate::stats::confirm::second_stage(
-                &rule,
-                &first.history,
-                first_verdict,
-                std::slice::from_ref(&first_run),
-                std::slice::from_ref(second),
-                super::confirm::CONFIRM_RESULTS,
-            )
-            .map_err(GateError::from)?,
-        ),
-        history: first.history.clone(),
-        notices: first.notices.clone(),
-    };
-    if let (Some(v), Some(recorded)) = (decision.verdict.as_mut(), confirm_note(results)) {
-        v.confirmation = Some(recorded);
-    }
-    Ok(decision)
-}
-
-/// The confirmation note for people (the first boot's matrix test is recomputed; the reason is
-/// the run's own words, which are rendered as escaped text).
-fn confirm_note(results: &RunResults) -> Option<crate::verdict::Confirmation> {
-    let reason = results
-        .events
-        .iter()
-        .rev()
-        .find(|e| e.kind == crate::results::EventKind::Confirmation)
-        .map(|e| e.message.clone())?;
-    Some(crate::verdict::Confirmation {
-        reason,
-        first_boot: None,
-        provisional_alarms: 0,
-        second_results: super::confirm::CONFIRM_RESULTS.into(),
-        used: true,
+    Ok(Judged {
+        verdict: Some(replayed.report),
+        loaded,
     })
 }
 
-/// Replays the adaptive looks: every cell back to its first measurement, then the recorded
-/// rounds fed to the same loop `run` uses, under the trusted budget and spending plan. A look
-/// the run did not record stops the replay (as a cancelled run stops); recorded rounds beyond
-/// the trusted budget are never used.
-async fn replay_adaptive(
-    config: &GateConfig,
-    store_dir: &Path,
-    results: &RunResults,
-    rule: &crate::stats::DecisionRule,
-    first_look: &crate::stats::Look,
-) -> Result<(RunResults, Decision), RejudgeError> {
-    let mut run = results.clone();
-    let mut recorded: BTreeMap<(u32, u64), VecDeque<CellResult>> = BTreeMap::new();
-    for cell in &mut run.cells {
-        if cell.rounds.is_empty() {
-            continue;
-        }
-        let rounds = std::mem::take(&mut cell.rounds);
-        let first = &rounds[0];
-        cell.samples = first.samples.clone();
-        cell.aggregate_tps = first.aggregate_tps;
-        cell.measured_s = first.measured_s;
-        let later = rounds[1..]
-            .iter()
-            .map(|r| {
-                let status = if r.measured_s > 0.0 {
-                    CellStatus::Ok
-                } else {
-                    CellStatus::Error
-                };
-                let mut again =
-                    CellResult::unmeasured(cell.concurrency, cell.context_tokens, status, "");
-                again.reason = None;
-                again.samples = r.samples.clone();
-                again.aggregate_tps = r.aggregate_tps;
-                again.measured_s = r.measured_s;
-                again
-            })
-            .collect();
-        recorded.insert(cell.coord(), later);
-    }
-    let plan = spending_plan(&config.adaptive, first_look);
-    let first = decide(&run, store_dir, rule, &look_at(&plan, first_look, 0))?;
-    let Some(report) = first.verdict.clone() else {
-        return Ok((run, first));
-    };
-    let history = first.history.clone();
-    // The trusted budget counts looks and rounds, not the replay's (instant) wall time.
-    let mut budget = config.adaptive.clone();
-    budget.max_extra_s = None;
-    let (report, _) = remeasure_inconclusive(
-        &mut run,
-        &history,
-        report,
-        rule,
-        first_look,
-        &budget,
-        1.0,
-        async |c, ctx| recorded.get_mut(&(c, ctx)).and_then(VecDeque::pop_front),
-        &|_| {},
-    )
-    .await
-    .map_err(RejudgeError::Gate)?;
-    Ok((
-        run,
-        Decision {
-            verdict: Some(report),
-            history,
-            notices: first.notices,
-        },
-    ))
+/// A verdict given again, with the history it was judged on.
+#[derive(Debug)]
+pub(crate) struct Judged {
+    /// `None` when the store holds no baseline for the run.
+    pub verdict: Option<crate::verdict::ComparisonReport>,
+    /// The history and what people should know of it.
+    pub loaded: LoadedHistory,
 }

@@ -107,6 +107,7 @@ pub(crate) fn frame(
         coverage: None,
         sensitivity: None,
         fail_on: None,
+        judged_by: None,
         rule: rule.summary(),
     }
 }
@@ -125,6 +126,7 @@ pub(crate) fn not_comparable(
         suite,
         candidate_runs,
         BaselineSummary {
+            runs: Vec::new(),
             level_runs: Vec::new(),
             noise_runs: 0,
         },
@@ -256,10 +258,13 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
             .iter()
             .any(|c| c.verdict == CellVerdict::Inconclusive),
     };
+    // A replay without the second boot its plan asked for decides nothing a second boot would.
+    let awaits_second_boot = report.confirmation.as_ref().is_some_and(|c| c.missing);
     if report
         .cells
         .iter()
         .any(|c| c.provisional || c.history_too_short)
+        || awaits_second_boot
         || !sensitive
         || !report.uncovered_cells().is_empty()
     {

@@ -1044,6 +1044,7 @@ pub fn compare_on(
         BaselineSummary {
             level_runs: level.iter().map(|r| r.run_id.clone()).collect(),
             noise_runs: history.len(),
+            runs: history.iter().map(|r| r.run_id.clone()).collect(),
         },
         rule,
     );
@@ -2157,7 +2158,14 @@ mod tests {
         assert!(why.contains("provisional alarm"), "{why}");
         let limited = boots_with(&mut rng, 1, Cap, &|_| true);
         let second = |boots: &[RunResults]| {
-            confirm::two_boot_verdict(true, &rule, &fit, &first, Some((boots, "second.json")))
+            super::super::judge::replay(
+                std::sync::Arc::new(History::new(&fit[..])),
+                &rule,
+                super::super::judge::Plan::default(),
+                &first,
+                Some((boots, "second.json")),
+            )
+            .map(|r| (r.report, r.used_second))
         };
         let (both, used) = second(&limited).unwrap();
         assert!(used);

@@ -153,6 +153,7 @@ pub fn second_stage(
         provisional_alarms: provisional_cells(first),
         second_results: second_results.into(),
         used: true,
+        missing: false,
     });
     finish(&mut both);
     Ok(both)
@@ -163,48 +164,6 @@ pub fn second_stage(
 /// evidence.
 pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
     report.cells.iter().filter(|c| c.provisional).count()
-}
-
-/// The gate's verdict over the boots `run` would make, from results in hand: the first boot at
-/// the plan's first look; when [`wants_confirmation`] and a second boot's runs are
-/// given, the second stage. `run`, `compare --confirmation`, `report --trusted-config` and
-/// `stats-eval` all decide with it. Without the plan (`confirm` false), one look decides everything. With `second`
-/// given but not wanted, the first boot's verdict carries a `confirmation` with `used: false`
-/// saying why. Returns the verdict and whether the second boot entered it.
-pub fn two_boot_verdict(
-    confirm: bool,
-    rule: &DecisionRule,
-    baseline: &[RunResults],
-    first: &[RunResults],
-    second: Option<(&[RunResults], &str)>,
-) -> Result<(ComparisonReport, bool), StatsError> {
-    // Both looks are made on one history: its models are fitted once.
-    let baseline = History::new(baseline);
-    let first_report = compare_on(&baseline, first, rule, &first_look(rule, confirm))?;
-    let Some((second, second_results)) = second.filter(|_| confirm) else {
-        return Ok((first_report, false));
-    };
-    if !wants_confirmation(&first_report) {
-        let mut report = first_report;
-        report.confirmation = Some(Confirmation {
-            reason: reason(&report),
-            first_boot: None,
-            provisional_alarms: provisional_cells(&report),
-            second_results: second_results.into(),
-            used: false,
-        });
-        finish(&mut report);
-        return Ok((report, false));
-    }
-    let report = second_stage(
-        rule,
-        &baseline,
-        &first_report,
-        first,
-        second,
-        second_results,
-    )?;
-    Ok((report, true))
 }
 
 #[cfg(test)]
@@ -257,14 +216,16 @@ mod tests {
         first: &RunResults,
         second: &RunResults,
     ) -> (ComparisonReport, bool) {
-        two_boot_verdict(
-            true,
-            rule,
+        let history = std::sync::Arc::new(History::new(history));
+        let r = super::super::judge::replay(
             history,
+            rule,
+            super::super::judge::Plan::default(),
             std::slice::from_ref(first),
             Some((std::slice::from_ref(second), "second")),
         )
-        .expect("compare")
+        .expect("compare");
+        (r.report, r.used_second)
     }
 
     /// The plan's first look at one boot.

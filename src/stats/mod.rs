@@ -10,6 +10,7 @@ pub(crate) mod changepoint;
 pub mod compare;
 pub mod confirm;
 pub(crate) mod interval;
+pub mod judge;
 pub(crate) mod noise;
 pub(crate) mod paired;
 pub(crate) mod rule;
@@ -20,7 +21,7 @@ pub(crate) use build::quantile;
 pub use build::{finish, gate_of};
 pub use changepoint::throughput_changes;
 pub use compare::{History, Look, compare, compare_at, compare_on};
-pub use confirm::two_boot_verdict;
+pub use judge::{Evidence, Judge, Next, Plan, Replayed, replay};
 pub use paired::{PairedError, paired_compare};
 pub use rule::DecisionRule;
 pub use sequential::AlphaSpending;
@@ -48,4 +49,7 @@ pub enum StatsError {
     /// A rule parameter is out of range (e.g. `alpha` outside (0, 1)).
     #[error("invalid decision rule: {0}")]
     InvalidRule(String),
+    /// A driver gave the judge evidence it did not ask for (a bug in the driver).
+    #[error("the plan of looks was not followed: {0}")]
+    OutOfTurn(String),
 }

@@ -233,6 +233,7 @@ pub fn paired_compare(
         b[0].suite.clone(),
         b.iter().map(|r| r.run_id.clone()).collect(),
         BaselineSummary {
+            runs: Vec::new(),
             level_runs: a.iter().map(|r| r.run_id.clone()).collect(),
             noise_runs: n,
         },
