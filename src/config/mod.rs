@@ -360,6 +360,8 @@ pub struct SuiteConfig {
     pub skip: Vec<(u32, u64)>,
     /// Skip a larger concurrency at a context where a smaller one was already capacity-limited.
     pub skip_doomed: bool,
+    /// The prefill layer's cold samples (`prefill_samples`, `prefill_max_context`).
+    pub prefill: crate::results::PrefillSettings,
 }
 
 impl SuiteConfig {

@@ -643,6 +643,7 @@ mod tests {
             events: Vec::new(),
             source: ResultsSource::Infergate,
             labels: Default::default(),
+            prefill: Vec::new(),
         }
     }
 

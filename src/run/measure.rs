@@ -169,6 +169,7 @@ pub(crate) fn unmeasured_results(
         events: Vec::new(),
         source: crate::results::ResultsSource::Infergate,
         labels: req.labels.clone(),
+        prefill: Vec::new(),
     }
 }
 
@@ -346,6 +347,7 @@ pub(crate) async fn boot_and_measure(
     opts.suite = Some(req.suite.name.clone());
     opts.skip_cells = req.suite.skip.clone();
     opts.skip_doomed = req.suite.skip_doomed;
+    opts.prefill = req.suite.prefill;
     let target = BenchTarget {
         base_url: engine.base_url().to_string(),
         model,
@@ -403,6 +405,7 @@ pub(crate) async fn boot_and_measure(
             };
             let measured = session.measure_matrix(&measure_cancel, &on_cell).await;
             results.cells = measured.cells;
+            results.prefill = measured.prefill;
             unreachable = measured.unreachable;
             let measured_any = results
                 .cells

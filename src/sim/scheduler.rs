@@ -118,6 +118,12 @@ pub(crate) struct EngineConfig {
     pub stall_every: Option<(u64, f64)>,
     /// At most this many sequences run at once (llama-cpp-python: 1); the rest queue.
     pub max_running: Option<usize>,
+    /// The `chunked-prefill` fault: a request admitted while others decode prefills at most
+    /// this many tokens per step.
+    pub chunked_prefill: Option<u64>,
+    /// The `itl-tail` fault: `(every, factor)`, one gap of `factor` steps after every
+    /// `every` tokens of a stream.
+    pub itl_tail: Option<(u64, u64)>,
 }
 
 struct Queued {
@@ -143,6 +149,16 @@ struct Seq {
     chunk_clock: ChunkClock,
     /// A chunk boundary passed while catching up: release before the next sleep.
     chunk_due: bool,
+    /// Prompt tokens still to prefill, a chunk per step (the `chunked-prefill` fault); the
+    /// sequence gets its first token in the step that prefills the last chunk.
+    prefill_left: u64,
+    /// Start of the step it was admitted in (its prefill time runs from here to its first
+    /// token, as vLLM's `request_prefill_time_seconds` runs from scheduling).
+    admitted_at: Instant,
+    /// Steps its tokens are still held back (the `itl-tail` fault).
+    hold: u64,
+    /// A hold just ended: release at this step whatever the chunk clock says.
+    after_hold: bool,
     events: mpsc::Sender<StepEvent>,
     backlog: VecDeque<StepEvent>,
     closed: bool,
@@ -293,6 +309,11 @@ async fn run_engine(
                 }
             }
         }
+        // The `chunked-prefill` fault chunks the prefill of what arrives while others decode.
+        let chunk_prefill = cfg.chunked_prefill.is_some()
+            && running
+                .iter()
+                .any(|s| !s.preempted && !s.closed && s.prefill_left == 0);
         let n = model.admit_count(reserved, queue.iter().map(|q| q.reservation));
         let n = match cfg.max_running {
             Some(cap) => n.min(cap.saturating_sub(running.len())),
@@ -307,7 +328,9 @@ async fn run_engine(
                     .min(prompt.saturating_sub(1)),
                 None => 0,
             };
-            prefill_tokens += prompt - cached;
+            let uncached = prompt - cached;
+            let prefill_left = if chunk_prefill { uncached } else { 0 };
+            prefill_tokens += uncached - prefill_left;
             counters
                 .prefix_cache_queries
                 .fetch_add(prompt, Ordering::Relaxed);
@@ -330,6 +353,10 @@ async fn run_engine(
                 preempted: false,
                 chunk_clock: ChunkClock::default(),
                 chunk_due: false,
+                prefill_left,
+                admitted_at: deadline,
+                hold: 0,
+                after_hold: false,
                 events: q.req.events,
                 backlog: VecDeque::new(),
                 closed: false,
@@ -361,6 +388,18 @@ async fn run_engine(
             }
             deadline = Instant::now();
             continue;
+        }
+
+        // 2b. the `chunked-prefill` fault: each sequence still prefilling takes one chunk
+        if let Some(chunk) = cfg.chunked_prefill {
+            for seq in running
+                .iter_mut()
+                .filter(|s| s.prefill_left > 0 && !s.closed)
+            {
+                let take = seq.prefill_left.min(chunk.max(1));
+                seq.prefill_left -= take;
+                prefill_tokens += take;
+            }
         }
 
         // 3. cost of this step (preempted sequences hold no KV and are not decoded)
@@ -400,7 +439,7 @@ async fn run_engine(
                 deadline = now - MAX_LAG;
             }
             if zero_time || now >= last_release + Duration::from_millis(1) {
-                for seq in running.iter_mut() {
+                for seq in running.iter_mut().filter(|s| s.hold == 0) {
                     seq.release(None);
                 }
                 last_release = now;
@@ -432,12 +471,19 @@ async fn run_engine(
                 continue;
             }
             seq.flush();
-            if seq.closed || seq.preempted {
+            if seq.closed || seq.preempted || seq.prefill_left > 0 {
                 continue;
             }
             let remaining = seq.target - seq.generated;
             // the first token (from prefill) is a chunk of its own
             let first = seq.fresh;
+            if first {
+                let took = deadline.saturating_duration_since(seq.admitted_at);
+                counters
+                    .prefill_time_ns
+                    .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+                counters.prefill_requests.fetch_add(1, Ordering::Relaxed);
+            }
             let tokens = if seq.fresh || shape.acceptance.is_empty() {
                 seq.fresh = false;
                 1
@@ -473,7 +519,31 @@ async fn run_engine(
             counters
                 .generation_tokens
                 .fetch_add(tokens, Ordering::Relaxed);
-            let chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
+            let mut chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
+            // The `itl-tail` fault: after every `every`-th token, hold the stream's tokens
+            // back for `factor - 1` steps, then release them together (one long gap).
+            let held = match cfg.itl_tail {
+                Some((every, factor)) if !first && finish.is_none() => {
+                    if seq.hold > 0 {
+                        seq.hold -= 1;
+                        seq.hold > 0
+                    } else if seq.generated / every.max(1) > (seq.generated - tokens) / every.max(1)
+                    {
+                        seq.hold = factor.max(2) - 1;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                _ => false,
+            };
+            if held {
+                seq.after_hold = true;
+                chunk_ends = false;
+            } else if seq.after_hold {
+                seq.after_hold = false;
+                chunk_ends = true;
+            }
             if finish.is_some() || zero_time || (chunk_ends && !catching_up) {
                 seq.release(finish);
             } else if chunk_ends {
@@ -554,6 +624,8 @@ mod tests {
             preempt_budget: None,
             max_running: None,
             stall_every: None,
+            chunked_prefill: None,
+            itl_tail: None,
         };
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
@@ -624,6 +696,8 @@ mod tests {
                 preempt_budget: Some(budget),
                 max_running: None,
                 stall_every: None,
+                chunked_prefill: None,
+                itl_tail: None,
             };
             let counters = Arc::new(EngineCounters::new(0));
             let (h, rx) = channel();
