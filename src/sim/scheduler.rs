@@ -715,6 +715,79 @@ mod tests {
         }
     }
 
+    fn engine_with(
+        chunked_prefill: Option<u64>,
+        itl_tail: Option<(u64, u64)>,
+    ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
+        let p = SimProfile::named("test").unwrap();
+        let cfg = EngineConfig {
+            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
+            jitter: Jitter::new(0.0),
+            seed: 1,
+            prefix_cache: None,
+            preempt_budget: None,
+            max_running: None,
+            stall_every: None,
+            chunked_prefill,
+            itl_tail,
+        };
+        let counters = Arc::new(EngineCounters::new(0));
+        let (handle, rx) = channel();
+        let cancel = CancellationToken::new();
+        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
+        (handle, counters, cancel)
+    }
+
+    /// The `itl-tail` fault: every 50th token's gap is stretched by holding the stream's
+    /// tokens one step and sending them together, so at least one event carries two tokens
+    /// per 50 (steps that catch up may coalesce more), and no token is lost.
+    #[tokio::test]
+    async fn itl_tail_holds_tokens_back_without_losing_any() {
+        let (h, counters, cancel) = engine_with(None, Some((50, 2)));
+        let mut rx = submit(&h, 10, 400, 400);
+        let (mut total, mut multi) = (0, 0);
+        while let Some(ev) = rx.recv().await {
+            total += ev.tokens;
+            multi += u64::from(ev.tokens >= 2);
+            if ev.finish.is_some() {
+                break;
+            }
+        }
+        assert_eq!(total, 400);
+        assert!(multi >= 7, "{multi} events of two tokens or more");
+        assert_eq!(counters.generation_tokens.load(Ordering::Relaxed), 400);
+        cancel.cancel();
+    }
+
+    /// The `chunked-prefill` fault: a 1,000-token prompt arriving while another stream decodes
+    /// prefills 100 tokens a step, so the decoding stream gets a token in each of the 10 steps
+    /// before the arrival's first token; without the fault the arrival prefills in one step.
+    /// The prefill histogram counts both requests' first tokens.
+    #[tokio::test]
+    async fn chunked_prefill_delays_an_arrival_by_a_step_per_chunk() {
+        for (chunk, chunked) in [(Some(100), true), (None, false)] {
+            let (h, counters, cancel) = engine_with(chunk, None);
+            let mut a = submit(&h, 10, 10_000, 10_000);
+            let first = a.recv().await.unwrap();
+            assert_eq!(first.tokens, 1);
+            while a.try_recv().is_ok() {}
+            let mut b = submit(&h, 1000, 4, 4);
+            b.recv().await.unwrap();
+            let mut decoded_meanwhile = 0;
+            while let Ok(ev) = a.try_recv() {
+                decoded_meanwhile += ev.tokens;
+            }
+            if chunked {
+                assert!(decoded_meanwhile >= 9, "{decoded_meanwhile}");
+            } else {
+                assert!(decoded_meanwhile <= 3, "{decoded_meanwhile}");
+            }
+            assert_eq!(counters.prefill_requests.load(Ordering::Relaxed), 2);
+            assert!(counters.prefill_time_ns.load(Ordering::Relaxed) > 0);
+            cancel.cancel();
+        }
+    }
+
     #[tokio::test]
     async fn eos_and_spec_decoding_accounting() {
         let (h, counters, cancel) = engine(1_000_000, vec![0.7, 0.45]);
