@@ -172,6 +172,7 @@ fn every_fault() -> Vec<Fault> {
             factor: 2,
         },
         Fault::PromptCounterLies(1.5),
+        Fault::AdmitDelay(0.004),
     ];
     for f in &all {
         match f {
@@ -191,7 +192,8 @@ fn every_fault() -> Vec<Fault> {
             | Fault::PrefillSlowdown(_)
             | Fault::ChunkedPrefill(_)
             | Fault::ItlTail { .. }
-            | Fault::PromptCounterLies(_) => {}
+            | Fault::PromptCounterLies(_)
+            | Fault::AdmitDelay(_) => {}
         }
     }
     all

@@ -88,12 +88,17 @@ pub enum Fault {
     /// `/metrics` reports the prompt counter (`vllm:prompt_tokens_total`) times this factor
     /// (a prefill counter that disagrees with what the engine served).
     PromptCounterLies(f64),
+    /// A decode-first scheduler: a request that arrives while others decode waits this many
+    /// wall seconds before it is admitted (its TTFT grows by that much, whatever is cached),
+    /// while the decoding streams keep their pace; a request arriving at an idle engine is
+    /// admitted at once. Written `admit-delay=SECS`.
+    AdmitDelay(f64),
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS, prefill-slowdown=FACTOR, chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR, prompt-counter-lies=FACTOR)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS, prefill-slowdown=FACTOR, chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR, prompt-counter-lies=FACTOR, admit-delay=SECS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -207,6 +212,7 @@ impl FromStr for Fault {
                 _ => Err(err("TOKENS must be a whole number >= 1")),
             },
             ("prompt-counter-lies", Some(v)) => Ok(Fault::PromptCounterLies(factor(spec, v)?)),
+            ("admit-delay", Some(v)) => Ok(Fault::AdmitDelay(seconds(spec, v)?)),
             ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
             ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
             ("fail-above-concurrency", Some(v)) => Ok(Fault::FailAboveConcurrency(
@@ -241,7 +247,8 @@ impl FromStr for Fault {
                 | "prefill-slowdown"
                 | "chunked-prefill"
                 | "itl-tail"
-                | "prompt-counter-lies",
+                | "prompt-counter-lies"
+                | "admit-delay",
                 None,
             ) => Err(err("this fault needs a value after `=`")),
             _ => Err(err("unknown fault name")),
@@ -271,6 +278,7 @@ impl fmt::Display for Fault {
             Fault::ChunkedPrefill(n) => write!(f, "chunked-prefill={n}"),
             Fault::ItlTail { every, factor } => write!(f, "itl-tail={every}:{factor}"),
             Fault::PromptCounterLies(x) => write!(f, "prompt-counter-lies={x}"),
+            Fault::AdmitDelay(s) => write!(f, "admit-delay={s}"),
         }
     }
 }
@@ -325,6 +333,8 @@ pub(crate) struct FaultSet {
     pub itl_tail: Option<(u64, u64)>,
     /// Factor applied to the `/metrics` prompt counter (1 = honest).
     pub prompt_counter_factor: f64,
+    /// Arrivals during decoding wait this many seconds before admission.
+    pub admit_delay: Option<f64>,
 }
 
 impl Default for FaultSet {
@@ -347,6 +357,7 @@ impl Default for FaultSet {
             chunked_prefill: None,
             itl_tail: None,
             prompt_counter_factor: 1.0,
+            admit_delay: None,
         }
     }
 }
@@ -384,6 +395,7 @@ impl FaultSet {
                 Fault::ChunkedPrefill(n) => set.chunked_prefill = Some(n),
                 Fault::ItlTail { every, factor } => set.itl_tail = Some((every, factor)),
                 Fault::PromptCounterLies(x) => set.prompt_counter_factor = x,
+                Fault::AdmitDelay(s) => set.admit_delay = Some(s),
             }
         }
         set
@@ -447,6 +459,7 @@ mod tests {
                 },
             ),
             ("prompt-counter-lies=1.5", Fault::PromptCounterLies(1.5)),
+            ("admit-delay=0.004", Fault::AdmitDelay(0.004)),
         ] {
             assert_eq!(text.parse(), Ok(fault), "{text}");
             assert_eq!(fault.to_string(), text);
@@ -500,6 +513,8 @@ mod tests {
             "itl-tail=0:2",
             "itl-tail=200:1",
             "prompt-counter-lies=-1",
+            "admit-delay",
+            "admit-delay=-1",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);

@@ -220,6 +220,7 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
         stall_every: fault_set.stall_every,
         chunked_prefill: fault_set.chunked_prefill,
         itl_tail: fault_set.itl_tail,
+        admit_delay: fault_set.admit_delay.map(Duration::from_secs_f64),
     };
     let mut tasks = vec![scheduler::spawn_engine(
         engine_cfg,

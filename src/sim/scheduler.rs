@@ -124,11 +124,16 @@ pub(crate) struct EngineConfig {
     /// The `itl-tail` fault: `(every, factor)`, one gap of `factor` steps after every
     /// `every` tokens of a stream.
     pub itl_tail: Option<(u64, u64)>,
+    /// The `admit-delay` fault: a request arriving while others decode waits this long
+    /// (wall time) before it is admitted.
+    pub admit_delay: Option<Duration>,
 }
 
 struct Queued {
     req: EngineRequest,
     reservation: u64,
+    /// Not admitted before this instant (the `admit-delay` fault).
+    not_before: Option<Instant>,
 }
 
 struct Seq {
@@ -279,7 +284,16 @@ async fn run_engine(
             match rx.try_recv() {
                 Ok(req) => {
                     let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
-                    queue.push_back(Queued { req, reservation });
+                    // The `admit-delay` fault holds back what arrives while others decode.
+                    let not_before = cfg
+                        .admit_delay
+                        .filter(|_| running.iter().any(|s| !s.closed))
+                        .map(|d| Instant::now() + d);
+                    queue.push_back(Queued {
+                        req,
+                        reservation,
+                        not_before,
+                    });
                 }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
@@ -314,7 +328,21 @@ async fn run_engine(
             && running
                 .iter()
                 .any(|s| !s.preempted && !s.closed && s.prefill_left == 0);
-        let n = model.admit_count(reserved, queue.iter().map(|q| q.reservation));
+        // Held-back arrivals (the `admit-delay` fault) wait their time, or none once nothing
+        // decodes any more; FIFO: nothing behind one overtakes it.
+        if running.is_empty() {
+            for q in queue.iter_mut() {
+                q.not_before = None;
+            }
+        }
+        let now = Instant::now();
+        let eligible = queue
+            .iter()
+            .take_while(|q| q.not_before.is_none_or(|t| t <= now))
+            .count();
+        let n = model
+            .admit_count(reserved, queue.iter().map(|q| q.reservation))
+            .min(eligible);
         let n = match cfg.max_running {
             Some(cap) => n.min(cap.saturating_sub(running.len())),
             None => n,
@@ -381,7 +409,11 @@ async fn run_engine(
                 req = rx.recv() => match req {
                     Some(req) => {
                         let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
-                        queue.push_back(Queued { req, reservation });
+                        queue.push_back(Queued {
+                            req,
+                            reservation,
+                            not_before: None,
+                        });
                     }
                     None => return,
                 },
@@ -626,6 +658,7 @@ mod tests {
             stall_every: None,
             chunked_prefill: None,
             itl_tail: None,
+            admit_delay: None,
         };
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
@@ -698,6 +731,7 @@ mod tests {
                 stall_every: None,
                 chunked_prefill: None,
                 itl_tail: None,
+                admit_delay: None,
             };
             let counters = Arc::new(EngineCounters::new(0));
             let (h, rx) = channel();
@@ -730,6 +764,7 @@ mod tests {
             stall_every: None,
             chunked_prefill,
             itl_tail,
+            admit_delay: None,
         };
         let counters = Arc::new(EngineCounters::new(0));
         let (handle, rx) = channel();
@@ -786,6 +821,48 @@ mod tests {
             assert!(counters.prefill_time_ns.load(Ordering::Relaxed) > 0);
             cancel.cancel();
         }
+    }
+
+    /// The `admit-delay` fault: an arrival while another stream decodes gets its first token
+    /// no sooner than the delay (a lower bound: a loaded machine only makes it later), and the
+    /// decoding stream keeps getting tokens meanwhile.
+    #[tokio::test]
+    async fn admit_delay_holds_arrivals_back_while_others_decode() {
+        let p = SimProfile::named("test").unwrap();
+        let cfg = EngineConfig {
+            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
+            jitter: Jitter::new(0.0),
+            seed: 1,
+            prefix_cache: None,
+            preempt_budget: None,
+            max_running: None,
+            stall_every: None,
+            chunked_prefill: None,
+            itl_tail: None,
+            admit_delay: Some(Duration::from_millis(100)),
+        };
+        let counters = Arc::new(EngineCounters::new(0));
+        let (h, rx) = channel();
+        let cancel = CancellationToken::new();
+        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
+        // Alone: admitted at once (it is the one decoding afterwards).
+        let mut a = submit(&h, 10, 10_000, 10_000);
+        a.recv().await.unwrap();
+        while a.try_recv().is_ok() {}
+        let sent = Instant::now();
+        let mut b = submit(&h, 10, 4, 4);
+        b.recv().await.unwrap();
+        assert!(
+            sent.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            sent.elapsed()
+        );
+        let mut decoded_meanwhile = 0;
+        while let Ok(ev) = a.try_recv() {
+            decoded_meanwhile += ev.tokens;
+        }
+        assert!(decoded_meanwhile > 0);
+        cancel.cancel();
     }
 
     #[tokio::test]
