@@ -1552,6 +1552,44 @@ mod tests {
         assert_eq!(back.reported, 192.0);
     }
 
+    /// A prefill record survives the file; a record written before the engine counters or
+    /// the error existed still loads.
+    #[test]
+    fn prefill_records_round_trip() {
+        let record = PrefillRecord {
+            context_tokens: 8192,
+            samples: vec![PrefillSample {
+                kind: PrefillSampleKind::Unique,
+                prompt_tokens: 8190,
+                ttft_s: 0.05,
+                prefill_tps: 163_800.0,
+                cold: true,
+            }],
+            prefill_tps: Some(163_800.0),
+            engine_counters: None,
+            cross_check: PrefillCrossCheck {
+                verdict: PrefillAgreement::Unavailable,
+                checks: Vec::new(),
+                detail: Some("no metrics page".into()),
+            },
+            error: None,
+        };
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(json["samples"][0]["kind"], "unique");
+        assert_eq!(json["cross_check"]["verdict"], "unavailable");
+        assert!(json.get("engine_counters").is_none());
+        let back: PrefillRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, record);
+        assert!(PrefillSettings::DEFAULT.samples_context(32_768));
+        assert!(!PrefillSettings::DEFAULT.samples_context(65_536));
+        assert!(!PrefillSettings::DEFAULT.samples_context(0));
+        let off = PrefillSettings {
+            samples: 0,
+            ..PrefillSettings::DEFAULT
+        };
+        assert!(!off.samples_context(8192));
+    }
+
     #[test]
     fn path_safe_names_cannot_escape() {
         assert_eq!(path_safe("Qwen/Qwen3-8B"), "qwen-qwen3-8b");
@@ -1661,6 +1699,8 @@ mod tests {
                     assert_eq!(written["matrix"][key], raw["matrix"][key], "{key}");
                 }
                 assert_eq!(written["events"], raw["events"], "{}", path.display());
+                // Recorded before the prefill layer: loads as empty, and is written without it.
+                assert!(run.prefill.is_empty() && written.get("prefill").is_none());
                 runs += 1;
             }
         }
