@@ -54,6 +54,11 @@ pub struct RunResults {
     /// Free-form labels (git SHA, PR number, runner name) that reporting may show.
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// The prefill layer: cold-prefill samples per context, taken alone (no decode stream
+    /// running) before the context's decode cells. Empty in runs recorded before the layer
+    /// existed, in imports, and where the suite turned it off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill: Vec<PrefillRecord>,
 }
 
 /// Name and version of the writer.
@@ -849,6 +854,135 @@ pub struct TruncatedRequests {
     pub fewest_tokens: u64,
 }
 
+/// How the prefill layer samples (a suite's `prefill_samples` and `prefill_max_context`):
+/// `samples` cold prompts per context up to `max_context` tokens, besides the context's
+/// warm-up prefill that its decode cells need anyway. At a GPU's 2,200 prompt tok/s one cold
+/// 128k sample is about a minute, so long contexts are left out by default.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PrefillSettings {
+    /// Cold samples per context (a unique random prefix each); 0 turns the layer off.
+    pub samples: u32,
+    /// Largest context sampled, tokens.
+    pub max_context: u64,
+}
+
+impl PrefillSettings {
+    /// Three cold samples at every context up to 32k.
+    pub const DEFAULT: PrefillSettings = PrefillSettings {
+        samples: 3,
+        max_context: 32_768,
+    };
+
+    /// Whether the layer samples `context` (context 0, a one-word prompt, has no prefill).
+    pub fn samples_context(&self, context: u64) -> bool {
+        self.samples > 0 && context > 0 && context <= self.max_context
+    }
+}
+
+impl Default for PrefillSettings {
+    fn default() -> Self {
+        PrefillSettings::DEFAULT
+    }
+}
+
+/// The prefill layer at one context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillRecord {
+    /// Context length in tokens (the calibrated prompt size).
+    pub context_tokens: u64,
+    /// Every sample, the warm-up first.
+    pub samples: Vec<PrefillSample>,
+    /// Median `prefill_tps` of the cold samples; `None` without one.
+    #[serde(default)]
+    pub prefill_tps: Option<f64>,
+    /// The engine's own prefill counters over the cold samples, where it exposes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_counters: Option<PrefillCounters>,
+    /// The client's figures held against those counters.
+    pub cross_check: PrefillCrossCheck,
+    /// Why a sample (and the ones after it) could not be taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One prefill sample: a request for one token, alone on the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillSample {
+    /// `warmup` (the decode cells' own prompt, its first prefill) or `unique` (a prompt with
+    /// a random prefix of its own, which no prefix cache holds).
+    pub kind: PrefillSampleKind,
+    /// Prompt tokens (the engine's `usage.prompt_tokens`, else the calibrated count).
+    pub prompt_tokens: u64,
+    /// Time to first token, seconds: the latency of a one-token request (its first token is
+    /// its last).
+    pub ttft_s: f64,
+    /// `prompt_tokens / ttft_s`, the reference tool's prefill tok/s.
+    pub prefill_tps: f64,
+    /// Whether nothing of the prompt can have been in the prefix cache. A warm-up is cold
+    /// only at the smallest context and when calibration counted tokens without running the
+    /// prompt (`/tokenize`): larger contexts share the smaller ones' prefix.
+    pub cold: bool,
+}
+
+/// Which prompt a prefill sample sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillSampleKind {
+    /// The context's decode prompt (stream 0), sent before its first decode cell.
+    Warmup,
+    /// A prompt of the same size with a unique random prefix.
+    Unique,
+}
+
+/// Counter deltas over the cold (`unique`) samples, scraped before the first and after the
+/// last (counters, never gauges that reset on a scrape).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillCounters {
+    /// Prompt-token counter read (`vllm:prompt_tokens_total`, `llamacpp:prompt_tokens_total`).
+    pub prompt_metric: String,
+    /// How much it moved.
+    pub prompt_tokens: f64,
+    /// Whether the engine leaves prompt tokens found in its cache out of that counter
+    /// (llama.cpp does).
+    pub excludes_cached: bool,
+    /// Prefill-time counter read, where the engine has one (`vllm:request_prefill_time_seconds`
+    /// histogram's `_sum`, `llamacpp:prompt_seconds_total`, SGLang's and TensorRT-LLM's
+    /// server-side TTFT histogram's `_sum`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_metric: Option<String>,
+    /// How much it moved, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// `prompt_tokens / seconds`: the engine's own prefill rate over the samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_prefill_tps: Option<f64>,
+}
+
+/// Whether the engine's prefill counters agree with the client's samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillCrossCheck {
+    /// The overall verdict.
+    pub verdict: PrefillAgreement,
+    /// Each comparison (`prompt_tokens_vs_counter`, `prefill_time_vs_counter`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CrossCheck>,
+    /// Why the verdict is `unavailable`, or what disagreed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The prefill cross-check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillAgreement {
+    /// Every comparison held within its tolerance.
+    WithinTolerance,
+    /// At least one did not: the client's prefill figure or the engine's counters are wrong.
+    Disagrees,
+    /// Nothing to compare (no metrics page, no prompt counter, no cold sample).
+    Unavailable,
+}
+
 /// One check of the engine's word (its reported `usage`) against an independent figure.
 /// A check whose `ok` is false made the cell `error`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1418,6 +1552,44 @@ mod tests {
         assert_eq!(back.reported, 192.0);
     }
 
+    /// A prefill record survives the file; a record written before the engine counters or
+    /// the error existed still loads.
+    #[test]
+    fn prefill_records_round_trip() {
+        let record = PrefillRecord {
+            context_tokens: 8192,
+            samples: vec![PrefillSample {
+                kind: PrefillSampleKind::Unique,
+                prompt_tokens: 8190,
+                ttft_s: 0.05,
+                prefill_tps: 163_800.0,
+                cold: true,
+            }],
+            prefill_tps: Some(163_800.0),
+            engine_counters: None,
+            cross_check: PrefillCrossCheck {
+                verdict: PrefillAgreement::Unavailable,
+                checks: Vec::new(),
+                detail: Some("no metrics page".into()),
+            },
+            error: None,
+        };
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(json["samples"][0]["kind"], "unique");
+        assert_eq!(json["cross_check"]["verdict"], "unavailable");
+        assert!(json.get("engine_counters").is_none());
+        let back: PrefillRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, record);
+        assert!(PrefillSettings::DEFAULT.samples_context(32_768));
+        assert!(!PrefillSettings::DEFAULT.samples_context(65_536));
+        assert!(!PrefillSettings::DEFAULT.samples_context(0));
+        let off = PrefillSettings {
+            samples: 0,
+            ..PrefillSettings::DEFAULT
+        };
+        assert!(!off.samples_context(8192));
+    }
+
     #[test]
     fn path_safe_names_cannot_escape() {
         assert_eq!(path_safe("Qwen/Qwen3-8B"), "qwen-qwen3-8b");
@@ -1527,6 +1699,8 @@ mod tests {
                     assert_eq!(written["matrix"][key], raw["matrix"][key], "{key}");
                 }
                 assert_eq!(written["events"], raw["events"], "{}", path.display());
+                // Recorded before the prefill layer: loads as empty, and is written without it.
+                assert!(run.prefill.is_empty() && written.get("prefill").is_none());
                 runs += 1;
             }
         }

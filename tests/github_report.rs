@@ -102,6 +102,7 @@ fn run(run_id: &str, model: &str, conc: &[u32], ctx: &[u64], scale: f64, age_h: 
         events: Vec::new(),
         source: ResultsSource::Infergate,
         labels,
+        prefill: Vec::new(),
     }
 }
 

@@ -194,6 +194,10 @@ pub(crate) struct EngineState {
     /// Cumulative requests preempted (vLLM) or retracted (SGLang), when the engine counts them
     /// (see [`MetricsDialect::preemption_counter`]).
     pub preemptions: Option<f64>,
+    /// Cumulative prompt tokens (see [`MetricsDialect::prompt_counter`]).
+    pub prompt_tokens: Option<f64>,
+    /// Cumulative prefill seconds (see [`MetricsDialect::prefill_time_counter`]).
+    pub prefill_seconds: Option<f64>,
 }
 
 /// Cumulative speculative-decoding counters.
@@ -292,10 +296,47 @@ impl MetricsDialect {
         }
     }
 
+    /// The prompt-token counter, from the engines' sources: vLLM `vllm:prompt_tokens_total`
+    /// (`vllm/v1/metrics/loggers.py`, every prompt token of a request that prefilled, cached
+    /// ones included), SGLang `sglang:prompt_tokens_total` (`srt/metrics/collector.py`, added
+    /// per finished request), llama.cpp `llamacpp:prompt_tokens_total` (tokens it processed,
+    /// cached ones excluded; `llamacpp:prompt_tokens_cached_total` counts those) and
+    /// TensorRT-LLM `trtllm_prompt_tokens_total` (`tensorrt_llm/metrics/collector.py`).
+    pub(crate) fn prompt_counter(self) -> &'static str {
+        match self {
+            MetricsDialect::Vllm => "vllm:prompt_tokens_total",
+            MetricsDialect::Sglang => "sglang:prompt_tokens_total",
+            MetricsDialect::Llamacpp => "llamacpp:prompt_tokens_total",
+            MetricsDialect::Trtllm => "trtllm_prompt_tokens_total",
+        }
+    }
+
+    /// Whether [`Self::prompt_counter`] leaves out prompt tokens found in the cache.
+    pub(crate) fn prompt_counter_excludes_cached(self) -> bool {
+        self == MetricsDialect::Llamacpp
+    }
+
+    /// A counter of seconds spent prefilling: vLLM's prefill-phase histogram
+    /// (`vllm:request_prefill_time_seconds`, scheduled → first token, queueing excluded),
+    /// llama.cpp's `llamacpp:prompt_seconds_total` (prompt processing time). SGLang and
+    /// TensorRT-LLM keep no prefill time: their server-side TTFT histograms
+    /// (`sglang:time_to_first_token_seconds`, `trtllm_time_to_first_token_seconds`; arrival →
+    /// first token) are the nearest, read the same way (the histogram's `_sum`).
+    pub(crate) fn prefill_time_counter(self) -> Option<&'static str> {
+        match self {
+            MetricsDialect::Vllm => Some("vllm:request_prefill_time_seconds_sum"),
+            MetricsDialect::Sglang => Some("sglang:time_to_first_token_seconds_sum"),
+            MetricsDialect::Llamacpp => Some("llamacpp:prompt_seconds_total"),
+            MetricsDialect::Trtllm => Some("trtllm_time_to_first_token_seconds_sum"),
+        }
+    }
+
     /// Reads the engine-neutral state from a page.
     pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
         let mut state = self.read_gauges(page);
         state.preemptions = self.preemption_counter().and_then(|name| page.sum(name));
+        state.prompt_tokens = page.sum(self.prompt_counter());
+        state.prefill_seconds = self.prefill_time_counter().and_then(|name| page.sum(name));
         state
     }
 
@@ -327,7 +368,7 @@ impl MetricsDialect {
                         .or_else(|| page.sum("vllm:gpu_cache_usage_perc")),
                     spec,
                     spec_accept_length_gauge: None,
-                    preemptions: None,
+                    ..EngineState::default()
                 }
             }
             MetricsDialect::Sglang => EngineState {
@@ -339,7 +380,7 @@ impl MetricsDialect {
                 spec_accept_length_gauge: page
                     .sum("sglang:spec_accept_length")
                     .filter(|v| *v > 0.0),
-                preemptions: None,
+                ..EngineState::default()
             },
             // Current llama-server (tools/server/server-task.cpp `to_metrics`) has no KV
             // gauge; `kv_cache_usage_ratio` is read where an older build still has it. The
@@ -366,7 +407,7 @@ impl MetricsDialect {
                         per_request: true,
                     }),
                 spec_accept_length_gauge: None,
-                preemptions: None,
+                ..EngineState::default()
             },
             // tensorrt_llm/metrics/collector.py: the request gauges and KV utilisation come
             // from the iteration stats (`log_iteration_stats`, needs `enable_iter_perf_stats`
@@ -391,7 +432,7 @@ impl MetricsDialect {
                 spec_accept_length_gauge: page
                     .sum("trtllm_spec_decode_acceptance_length")
                     .filter(|v| *v > 0.0),
-                preemptions: None,
+                ..EngineState::default()
             },
         }
     }
@@ -599,6 +640,41 @@ mod tests {
         assert_eq!(MetricsDialect::Sglang.read(&old_sglang).preemptions, None);
         let page = parse_prometheus(&fixture("metrics-llamacpp.txt"));
         assert_eq!(MetricsDialect::Llamacpp.read(&page).preemptions, None);
+    }
+
+    /// The prompt and prefill-time counters of every dialect, read from the recorded pages
+    /// (histogram `_sum`s survive a scrape; only buckets are skipped).
+    #[test]
+    fn prompt_and_prefill_time_counters_are_read_per_dialect() {
+        for (name, prompt, seconds) in [
+            ("metrics-vllm.txt", Some(9_830_400.0 + 4_200_000.0), None),
+            (
+                "metrics-sglang.txt",
+                Some(8_128_902.0),
+                Some(2_351_897.947_411_775_6),
+            ),
+            ("metrics-llamacpp.txt", Some(65_536.0), Some(12.844)),
+            ("metrics-trtllm.txt", Some(1_700_350.0), Some(30.71)),
+        ] {
+            let text = fixture(name);
+            let d = MetricsDialect::detect(&parse_prometheus(&text)).unwrap();
+            let st = d.read(&parse_where(&text, scraped));
+            assert_eq!(st.prompt_tokens, prompt, "{name}");
+            match seconds {
+                Some(s) => assert!((st.prefill_seconds.unwrap() - s).abs() < 1e-6, "{name}"),
+                None => assert_eq!(st.prefill_seconds, None, "{name}: no prefill histogram"),
+            }
+        }
+        assert!(MetricsDialect::Llamacpp.prompt_counter_excludes_cached());
+        assert!(!MetricsDialect::Vllm.prompt_counter_excludes_cached());
+        let vllm = parse_prometheus(
+            "vllm:prompt_tokens_total{model_name=\"m\"} 100.0\nvllm:request_prefill_time_seconds_sum{model_name=\"m\"} 0.5\nvllm:request_prefill_time_seconds_bucket{le=\"+Inf\",model_name=\"m\"} 2.0\n",
+        );
+        let st = MetricsDialect::Vllm.read(&vllm);
+        assert_eq!(
+            (st.prompt_tokens, st.prefill_seconds),
+            (Some(100.0), Some(0.5))
+        );
     }
 
     #[test]

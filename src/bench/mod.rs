@@ -12,6 +12,7 @@ pub(crate) mod counter;
 pub(crate) mod identify;
 pub(crate) mod liveness;
 pub(crate) mod metrics;
+pub(crate) mod prefill;
 pub(crate) mod prompt;
 pub(crate) mod slots;
 pub(crate) mod stats;
@@ -24,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::results::{
     CellResult, CellStatus, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
-    MatrixSpec, ProfileKey, RunResults, RunStatus, ToolInfo, context_label,
+    MatrixSpec, PrefillRecord, PrefillSettings, ProfileKey, RunResults, RunStatus, ToolInfo,
+    context_label,
 };
 use cell::{CellSpec, SustainedDecodeCell};
 use client::EngineClient;
@@ -72,11 +74,13 @@ pub struct BenchOptions {
     /// Once a concurrency is capacity-limited at a context, record the larger ones there
     /// `capacity_limited` without measuring them (each would cost a full admission stall).
     pub skip_doomed: bool,
+    /// The prefill layer's samples, taken before each context's decode cells.
+    pub prefill: PrefillSettings,
 }
 
 impl BenchOptions {
-    /// No engine-name override, no telemetry, no skip list, doomed cells skipped (as the gate
-    /// config's default).
+    /// No engine-name override, no telemetry, no skip list, doomed cells skipped, the default
+    /// prefill samples (as the gate config's default).
     pub fn new(matrix: MatrixSpec, hardware: HardwareFingerprint) -> Self {
         BenchOptions {
             matrix,
@@ -86,6 +90,7 @@ impl BenchOptions {
             suite: None,
             skip_cells: Vec::new(),
             skip_doomed: true,
+            prefill: PrefillSettings::DEFAULT,
         }
     }
 }
@@ -178,6 +183,9 @@ pub struct BenchSession {
     started_at: chrono::DateTime<chrono::Utc>,
     run_id: String,
     calibration_errors: BTreeMap<u64, String>,
+    /// Calibration counted tokens with a tokenize endpoint (no prompt was run), so the
+    /// smallest context's decode prompt is still cold at its first request.
+    counted_without_prefill: bool,
 }
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -397,6 +405,7 @@ impl BenchSession {
             started_at,
             run_id,
             calibration_errors,
+            counted_without_prefill: counter.source().starts_with('/'),
         })
     }
 
@@ -533,6 +542,7 @@ impl BenchSession {
             events: self.events.snapshot(),
             source: crate::results::ResultsSource::Infergate,
             labels: BTreeMap::new(),
+            prefill: Vec::new(),
         }
     }
 
@@ -766,6 +776,8 @@ pub struct MeasuredMatrix {
     /// Set when a cell errored and the engine then did not answer `/v1/models`: the
     /// remaining cells are `error` with this reason, unmeasured.
     pub unreachable: Option<String>,
+    /// The prefill layer, one record per sampled context (first repetition only).
+    pub prefill: Vec<PrefillRecord>,
 }
 
 impl BenchSession {
@@ -791,8 +803,16 @@ impl BenchSession {
         let m = &self.opts.matrix;
         let mut cells: Vec<CellResult> = Vec::new();
         let mut unreachable: Option<String> = None;
+        let mut prefill = Vec::new();
         for rep in 0..m.repetitions.max(1) {
             for &ctx in &m.contexts {
+                if rep == 0
+                    && unreachable.is_none()
+                    && !cancel.is_cancelled()
+                    && let Some(record) = self.measure_prefill(ctx, cancel).await
+                {
+                    prefill.push(record);
+                }
                 let mut limited_at: Option<u32> = None;
                 for &c in &m.concurrency {
                     let cell = if cancel.is_cancelled() {
@@ -852,7 +872,42 @@ impl BenchSession {
                 }
             }
         }
-        MeasuredMatrix { cells, unreachable }
+        MeasuredMatrix {
+            cells,
+            unreachable,
+            prefill,
+        }
+    }
+
+    /// The prefill layer at `ctx` ([`prefill::measure_context`]), when the settings sample it
+    /// and its prompt was calibrated; taken alone (the previous cell has drained).
+    async fn measure_prefill(&self, ctx: u64, cancel: &CancellationToken) -> Option<PrefillRecord> {
+        let settings = self.opts.prefill;
+        if !settings.samples_context(ctx) {
+            return None;
+        }
+        let prompt = self.prompts.get(&ctx)?;
+        let smallest = self.opts.matrix.contexts.iter().copied().find(|&c| c > 0);
+        let t = &self.opts.matrix.timing;
+        let plan = prefill::PrefillPlan {
+            client: &self.client,
+            dialect: self.dialect,
+            model: &self.model,
+            prompt,
+            settings,
+            warmup_cold: self.counted_without_prefill && smallest == Some(ctx),
+            timeout: Duration::from_secs_f64(
+                t.ready_timeout_s.max(1.0) * (ctx as f64 / 32768.0).max(1.0),
+            ),
+            tolerance: t.usage_tolerance.max(0.0),
+        };
+        let record = tokio::select! {
+            _ = cancel.cancelled() => return None,
+            r = prefill::measure_context(&plan) => r,
+        };
+        self.events
+            .emit(Event::now(EventKind::Notice, prefill::describe(&record)));
+        Some(record)
     }
 }
 

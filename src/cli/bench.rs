@@ -297,6 +297,7 @@ mod tests {
         assert_eq!(opts.matrix.timing, suite.timing);
         assert_eq!(opts.matrix.timing, CellTiming::default());
         assert_eq!(opts.skip_doomed, suite.skip_doomed);
+        assert_eq!(opts.prefill, suite.prefill, "the same prefill samples");
         let run_matrix = suite.matrix_spec("m");
         let mut bench_matrix = opts.matrix.clone();
         bench_matrix.model = "m".into();

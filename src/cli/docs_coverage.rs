@@ -165,6 +165,14 @@ fn every_fault() -> Vec<Fault> {
             steps: 4,
             secs: 0.03,
         },
+        Fault::PrefillSlowdown(4.0),
+        Fault::ChunkedPrefill(256),
+        Fault::ItlTail {
+            every: 50,
+            factor: 2,
+        },
+        Fault::PromptCounterLies(1.5),
+        Fault::AdmitDelay(0.004),
     ];
     for f in &all {
         match f {
@@ -180,7 +188,12 @@ fn every_fault() -> Vec<Fault> {
             | Fault::CounterLies(_)
             | Fault::TruncateAt(_)
             | Fault::LlamaCppPython { .. }
-            | Fault::StallEvery { .. } => {}
+            | Fault::StallEvery { .. }
+            | Fault::PrefillSlowdown(_)
+            | Fault::ChunkedPrefill(_)
+            | Fault::ItlTail { .. }
+            | Fault::PromptCounterLies(_)
+            | Fault::AdmitDelay(_) => {}
         }
     }
     all

@@ -45,7 +45,9 @@ pub struct SimArgs {
     /// Inject a fault (repeatable): crash-after=SECS, never-ready, http-500=FRACTION,
     /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS,
     /// lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, preempt[=TOKENS],
-    /// llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS.
+    /// llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS, prefill-slowdown=FACTOR,
+    /// chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR, prompt-counter-lies=FACTOR,
+    /// admit-delay=SECS.
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).

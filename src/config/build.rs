@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::locate::Locator;
 use super::raw::*;
 use super::*;
-use crate::results::CellTiming;
+use crate::results::{CellTiming, PrefillSettings};
 use crate::stats::DecisionRule;
 
 impl GateConfig {
@@ -777,5 +777,13 @@ fn build_suite(
             .map(|s| (s.concurrency, s.context.0))
             .collect(),
         skip_doomed: raw.skip_doomed.unwrap_or(true),
+        prefill: PrefillSettings {
+            samples: raw
+                .prefill_samples
+                .unwrap_or(PrefillSettings::DEFAULT.samples),
+            max_context: raw
+                .prefill_max_context
+                .map_or(PrefillSettings::DEFAULT.max_context, |c| c.0),
+        },
     })
 }

@@ -360,6 +360,8 @@ pub struct SuiteConfig {
     pub skip: Vec<(u32, u64)>,
     /// Skip a larger concurrency at a context where a smaller one was already capacity-limited.
     pub skip_doomed: bool,
+    /// The prefill layer's cold samples (`prefill_samples`, `prefill_max_context`).
+    pub prefill: crate::results::PrefillSettings,
 }
 
 impl SuiteConfig {
@@ -578,6 +580,27 @@ history_runs = 6
         );
         assert_eq!(c.baseline.dir, PathBuf::from("/cfg/baselines"));
         assert_eq!(c.profile.hardware.as_deref(), Some("sim"));
+    }
+
+    /// The prefill layer's knobs: defaults, and set per suite.
+    #[test]
+    fn prefill_samples_default_and_are_set_per_suite() {
+        let c = parse(GOOD).expect("valid");
+        assert_eq!(
+            c.suite(Some("pr")).expect("pr").prefill,
+            crate::results::PrefillSettings::DEFAULT
+        );
+        let text = GOOD.replacen(
+            "[suites.nightly]",
+            "[suites.nightly]\nprefill_samples = 0\nprefill_max_context = \"8k\"",
+            1,
+        );
+        let n = parse(&text)
+            .expect("valid")
+            .suite(Some("nightly"))
+            .cloned()
+            .expect("nightly");
+        assert_eq!((n.prefill.samples, n.prefill.max_context), (0, 8192));
     }
 
     #[test]

@@ -131,6 +131,8 @@ pub(super) struct RawSuite {
     pub(super) max_stream_tps: Option<Spanned<f64>>,
     pub(super) usage_tolerance: Option<Spanned<f64>>,
     pub(super) skip_doomed: Option<bool>,
+    pub(super) prefill_samples: Option<u32>,
+    pub(super) prefill_max_context: Option<ContextLen>,
     /// Free text for people; not used.
     #[allow(dead_code)]
     pub(super) description: Option<String>,

@@ -368,6 +368,7 @@ pub(crate) fn template() -> RunResults {
         events: Vec::new(),
         source: ResultsSource::Infergate,
         labels: Default::default(),
+        prefill: Vec::new(),
     }
 }
 

@@ -251,6 +251,7 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
             path: file.to_string(),
         },
         labels: BTreeMap::new(),
+        prefill: Vec::new(),
     };
     // `complete` only when every cell was measured: a seed cell with an error makes it partial.
     run.settle_status();

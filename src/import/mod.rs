@@ -426,6 +426,7 @@ pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
             path: r.file.to_string(),
         },
         labels: r.labels,
+        prefill: Vec::new(),
     };
     run.settle_status();
     run

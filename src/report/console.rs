@@ -355,6 +355,10 @@ fn matrix_table(results: &RunResults) -> String {
         ));
         out.push('\n');
     }
+    for p in &results.prefill {
+        out.push_str(&wrap(&prefill_line(p), 2));
+        out.push('\n');
+    }
     // Cells that are not ok, grouped by what happened to them: a cause shared by every cell
     // (an engine that never started) is said once, with the cells it hit.
     let mut groups: Vec<(&'static str, &str, Vec<String>)> = Vec::new();
@@ -395,6 +399,52 @@ fn matrix_table(results: &RunResults) -> String {
         }
     }
     out
+}
+
+/// "Prefill 8k: 187,012 tok/s (TTFT 44 ms, 3 cold samples; engine counters 189,500 tok/s,
+/// within tolerance)": the prefill layer at one context.
+fn prefill_line(p: &crate::results::PrefillRecord) -> String {
+    use crate::results::PrefillAgreement;
+    let label = crate::results::context_label(p.context_tokens);
+    let cold: Vec<_> = p.samples.iter().filter(|s| s.cold).collect();
+    let rate = match p.prefill_tps {
+        Some(tps) => {
+            let mut ttft: Vec<f64> = cold.iter().map(|s| s.ttft_s).collect();
+            ttft.sort_by(f64::total_cmp);
+            let mid = ttft.get(ttft.len() / 2).copied().unwrap_or(0.0);
+            format!(
+                "{} tok/s (TTFT {} ms, {} cold samples",
+                crate::results::thousands(tps.round().max(0.0) as u64),
+                fmt_ms(mid),
+                cold.len()
+            )
+        }
+        None => "no cold sample (".to_string(),
+    };
+    let engine = p
+        .engine_counters
+        .as_ref()
+        .and_then(|c| c.engine_prefill_tps)
+        .map(|t| {
+            format!(
+                "engine counters {} tok/s, ",
+                crate::results::thousands(t.round().max(0.0) as u64)
+            )
+        })
+        .unwrap_or_default();
+    let verdict = match p.cross_check.verdict {
+        PrefillAgreement::WithinTolerance => format!("{engine}within tolerance"),
+        PrefillAgreement::Disagrees => format!(
+            "{engine}DISAGREE: {}",
+            p.cross_check.detail.as_deref().unwrap_or("")
+        ),
+        PrefillAgreement::Unavailable => "no engine counters".to_string(),
+    };
+    let mut line = format!("Prefill {label}: {rate}; {verdict})");
+    if let Some(e) = &p.error {
+        line.push_str(&format!("; {e}"));
+    }
+    line
 }
 
 /// One log line per event: `19:48:41 ready C=1 ctx=8k running_reqs=1/1, ...` (cell events
@@ -643,6 +693,7 @@ mod tests {
             events: Vec::new(),
             source: ResultsSource::Infergate,
             labels: Default::default(),
+            prefill: Vec::new(),
         }
     }
 
@@ -752,6 +803,51 @@ mod tests {
         assert_eq!(
             format_event(&s),
             "19:48:41 startup calibrated: 4.00 chars/token"
+        );
+    }
+
+    /// One line per prefill context under the table, with the engine's figure and verdict.
+    #[test]
+    fn prefill_lines_follow_the_table() {
+        use crate::results::{
+            PrefillAgreement, PrefillCounters, PrefillCrossCheck, PrefillRecord, PrefillSample,
+            PrefillSampleKind,
+        };
+        let mut r = sample_results();
+        let sample = |kind, ttft_s: f64, cold| PrefillSample {
+            kind,
+            prompt_tokens: 8192,
+            ttft_s,
+            prefill_tps: 8192.0 / ttft_s,
+            cold,
+        };
+        r.prefill = vec![PrefillRecord {
+            context_tokens: 8192,
+            samples: vec![
+                sample(PrefillSampleKind::Warmup, 0.05, false),
+                sample(PrefillSampleKind::Unique, 0.041, true),
+                sample(PrefillSampleKind::Unique, 0.043, true),
+            ],
+            prefill_tps: Some(8192.0 / 0.042),
+            engine_counters: Some(PrefillCounters {
+                prompt_metric: "vllm:prompt_tokens_total".into(),
+                prompt_tokens: 16384.0,
+                excludes_cached: false,
+                time_metric: Some("vllm:request_prefill_time_seconds".into()),
+                seconds: Some(0.082),
+                engine_prefill_tps: Some(16384.0 / 0.082),
+            }),
+            cross_check: PrefillCrossCheck {
+                verdict: PrefillAgreement::WithinTolerance,
+                checks: Vec::new(),
+                detail: None,
+            },
+            error: None,
+        }];
+        let out = render_matrix(&r).replace("\n  ", " ");
+        assert!(
+            out.contains("Prefill 8k: 195,048 tok/s (TTFT 43 ms, 2 cold samples; engine counters 199,805 tok/s, within tolerance)"),
+            "{out}"
         );
     }
 }

@@ -178,6 +178,7 @@ pub(crate) fn unmeasured_results(
         events: Vec::new(),
         source: crate::results::ResultsSource::Infergate,
         labels: req.labels.clone(),
+        prefill: Vec::new(),
     }
 }
 
@@ -396,6 +397,7 @@ impl<'a> LiveEngine<'a> {
         opts.suite = Some(self.req.suite.name.clone());
         opts.skip_cells = self.req.suite.skip.clone();
         opts.skip_doomed = self.req.suite.skip_doomed;
+        opts.prefill = self.req.suite.prefill;
         let target = BenchTarget {
             base_url: self.engine.base_url().to_string(),
             model,
@@ -471,6 +473,7 @@ impl<'a> LiveEngine<'a> {
         };
         let measured = session.measure_matrix(&self.measure_cancel, &on_cell).await;
         results.cells = measured.cells;
+        results.prefill = measured.prefill;
         self.unreachable = measured.unreachable;
     }
 

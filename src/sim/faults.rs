@@ -62,12 +62,43 @@ pub enum Fault {
         /// Length of each pause, wall seconds.
         secs: f64,
     },
+    /// Prefill runs this many times slower (prompt tokens per second divided by it): `4` is a
+    /// prefill at a quarter of the profile's `prefill_tps`, `1.3` one 30% slower. Decode
+    /// steps keep their pace. Written `prefill-slowdown=FACTOR`.
+    PrefillSlowdown(f64),
+    /// Chunked-prefill interference: a request that arrives while others decode prefills at
+    /// most this many tokens per engine step, each step paying a decode step of the whole
+    /// batch on top, so its TTFT grows by a decode step per chunk and the decoding streams'
+    /// inter-token gaps are stretched (by a chunk each) for as long as it prefills. A request
+    /// arriving at an idle engine prefills in one step as before, so prefill measured alone
+    /// does not change. Written `chunked-prefill=TOKENS`.
+    ChunkedPrefill(u64),
+    /// A rare long inter-token gap: after every `every`-th token of a stream its next tokens
+    /// are held back for `factor - 1` engine steps and sent together, so that one gap lasts
+    /// `factor` steps while no token is lost (throughput and the typical gap unchanged).
+    /// Written `itl-tail=EVERY:FACTOR`. The gap moves a percentile only when more than its
+    /// tail share of gaps is stretched: 1 in 50 (2%) moves p99 and leaves p90; 1 in 200
+    /// (0.5%) stays under p99.
+    ItlTail {
+        /// Tokens of a stream between two long gaps.
+        every: u64,
+        /// Length of the long gap, in engine steps (>= 2).
+        factor: u64,
+    },
+    /// `/metrics` reports the prompt counter (`vllm:prompt_tokens_total`) times this factor
+    /// (a prefill counter that disagrees with what the engine served).
+    PromptCounterLies(f64),
+    /// A decode-first scheduler: a request that arrives while others decode waits this many
+    /// wall seconds before it is admitted (its TTFT grows by that much, whatever is cached),
+    /// while the decoding streams keep their pace; a request arriving at an idle engine is
+    /// admitted at once. Written `admit-delay=SECS`.
+    AdmitDelay(f64),
 }
 
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS, prefill-slowdown=FACTOR, chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR, prompt-counter-lies=FACTOR, admit-delay=SECS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -156,6 +187,32 @@ impl FromStr for Fault {
                     secs: seconds(spec, secs.trim())?,
                 })
             }
+            ("itl-tail", Some(v)) => {
+                let (every, factor) = v
+                    .split_once(':')
+                    .ok_or_else(|| err("the value is EVERY:FACTOR, e.g. itl-tail=50:2"))?;
+                let whole = |t: &str, min: u64, why: &str| {
+                    t.trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| *n >= min)
+                        .ok_or_else(|| err(why))
+                };
+                Ok(Fault::ItlTail {
+                    every: whole(every, 1, "EVERY must be a whole number >= 1")?,
+                    factor: whole(factor, 2, "FACTOR must be a whole number of steps >= 2")?,
+                })
+            }
+            ("prefill-slowdown", Some(v)) => match factor(spec, v)? {
+                f if f > 0.0 => Ok(Fault::PrefillSlowdown(f)),
+                _ => Err(err("FACTOR must be > 0")),
+            },
+            ("chunked-prefill", Some(v)) => match v.parse::<u64>() {
+                Ok(n) if n >= 1 => Ok(Fault::ChunkedPrefill(n)),
+                _ => Err(err("TOKENS must be a whole number >= 1")),
+            },
+            ("prompt-counter-lies", Some(v)) => Ok(Fault::PromptCounterLies(factor(spec, v)?)),
+            ("admit-delay", Some(v)) => Ok(Fault::AdmitDelay(seconds(spec, v)?)),
             ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
             ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
             ("fail-above-concurrency", Some(v)) => Ok(Fault::FailAboveConcurrency(
@@ -186,7 +243,12 @@ impl FromStr for Fault {
                 | "truncate-at"
                 | "hang-after"
                 | "stall-every"
-                | "fail-above-concurrency",
+                | "fail-above-concurrency"
+                | "prefill-slowdown"
+                | "chunked-prefill"
+                | "itl-tail"
+                | "prompt-counter-lies"
+                | "admit-delay",
                 None,
             ) => Err(err("this fault needs a value after `=`")),
             _ => Err(err("unknown fault name")),
@@ -212,6 +274,11 @@ impl fmt::Display for Fault {
             Fault::LlamaCppPython { interrupt: true } => f.write_str("llama-cpp-python"),
             Fault::LlamaCppPython { interrupt: false } => f.write_str("llama-cpp-python=queue"),
             Fault::StallEvery { steps, secs } => write!(f, "stall-every={steps}:{secs}"),
+            Fault::PrefillSlowdown(x) => write!(f, "prefill-slowdown={x}"),
+            Fault::ChunkedPrefill(n) => write!(f, "chunked-prefill={n}"),
+            Fault::ItlTail { every, factor } => write!(f, "itl-tail={every}:{factor}"),
+            Fault::PromptCounterLies(x) => write!(f, "prompt-counter-lies={x}"),
+            Fault::AdmitDelay(s) => write!(f, "admit-delay={s}"),
         }
     }
 }
@@ -258,6 +325,16 @@ pub(crate) struct FaultSet {
     pub llama_cpp_python: Option<bool>,
     /// The engine pauses `(steps, secs)`: `secs` wall seconds after every `steps` steps.
     pub stall_every: Option<(u64, f64)>,
+    /// Prefill time is multiplied by this (1 = the profile's `prefill_tps`).
+    pub prefill_factor: f64,
+    /// Arrivals during decoding prefill at most this many tokens per step.
+    pub chunked_prefill: Option<u64>,
+    /// `(every, factor)`: one gap of `factor` steps after every `every` tokens of a stream.
+    pub itl_tail: Option<(u64, u64)>,
+    /// Factor applied to the `/metrics` prompt counter (1 = honest).
+    pub prompt_counter_factor: f64,
+    /// Arrivals during decoding wait this many seconds before admission.
+    pub admit_delay: Option<f64>,
 }
 
 impl Default for FaultSet {
@@ -276,6 +353,11 @@ impl Default for FaultSet {
             preempt: None,
             llama_cpp_python: None,
             stall_every: None,
+            prefill_factor: 1.0,
+            chunked_prefill: None,
+            itl_tail: None,
+            prompt_counter_factor: 1.0,
+            admit_delay: None,
         }
     }
 }
@@ -309,6 +391,11 @@ impl FaultSet {
                 Fault::Preempt(n) => set.preempt = Some(n),
                 Fault::LlamaCppPython { interrupt } => set.llama_cpp_python = Some(interrupt),
                 Fault::StallEvery { steps, secs } => set.stall_every = Some((steps, secs)),
+                Fault::PrefillSlowdown(x) => set.prefill_factor = x,
+                Fault::ChunkedPrefill(n) => set.chunked_prefill = Some(n),
+                Fault::ItlTail { every, factor } => set.itl_tail = Some((every, factor)),
+                Fault::PromptCounterLies(x) => set.prompt_counter_factor = x,
+                Fault::AdmitDelay(s) => set.admit_delay = Some(s),
             }
         }
         set
@@ -358,6 +445,39 @@ mod tests {
         assert!("stall-every=8:50ms".parse::<Fault>().is_err());
         assert_eq!(stall.to_string(), "stall-every=8:0.05");
         assert_eq!(FaultSet::from_faults(&[stall]).stall_every, Some((8, 0.05)));
+        // The issue-57 plants: a 4x and a 1.3x prefill, chunked prefill, a p99-only ITL tail,
+        // a lying prompt counter.
+        for (text, fault) in [
+            ("prefill-slowdown=4", Fault::PrefillSlowdown(4.0)),
+            ("prefill-slowdown=1.3", Fault::PrefillSlowdown(1.3)),
+            ("chunked-prefill=256", Fault::ChunkedPrefill(256)),
+            (
+                "itl-tail=50:2",
+                Fault::ItlTail {
+                    every: 50,
+                    factor: 2,
+                },
+            ),
+            ("prompt-counter-lies=1.5", Fault::PromptCounterLies(1.5)),
+            ("admit-delay=0.004", Fault::AdmitDelay(0.004)),
+        ] {
+            assert_eq!(text.parse(), Ok(fault), "{text}");
+            assert_eq!(fault.to_string(), text);
+        }
+        let set = FaultSet::from_faults(&[
+            Fault::PrefillSlowdown(1.3),
+            Fault::ChunkedPrefill(256),
+            Fault::ItlTail {
+                every: 200,
+                factor: 2,
+            },
+            Fault::PromptCounterLies(2.0),
+        ]);
+        assert_eq!(set.prefill_factor, 1.3);
+        assert_eq!(set.chunked_prefill, Some(256));
+        assert_eq!(set.itl_tail, Some((200, 2)));
+        assert_eq!(set.prompt_counter_factor, 2.0);
+        assert_eq!(FaultSet::default().prefill_factor, 1.0);
     }
 
     #[test]
@@ -386,6 +506,15 @@ mod tests {
             "stall-every=8",
             "stall-every=0:0.1",
             "stall-every=8:-1",
+            "prefill-slowdown=0",
+            "prefill-slowdown",
+            "chunked-prefill=0",
+            "itl-tail=200",
+            "itl-tail=0:2",
+            "itl-tail=200:1",
+            "prompt-counter-lies=-1",
+            "admit-delay",
+            "admit-delay=-1",
         ] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);

@@ -23,6 +23,11 @@ pub(crate) struct EngineCounters {
     pub prefix_cache_hits: AtomicU64,
     /// Finished requests (counter).
     pub requests_finished: AtomicU64,
+    /// Engine time from admission to first token, summed over requests, nanoseconds
+    /// (`vllm:request_prefill_time_seconds`' sum).
+    pub prefill_time_ns: AtomicU64,
+    /// Requests that got their first token (that histogram's count).
+    pub prefill_requests: AtomicU64,
     /// Sequences preempted for lack of KV cache (counter; only the `preempt` fault preempts).
     pub preemptions: AtomicU64,
     /// Spec decode: draft rounds (one per sequence per step).
@@ -55,14 +60,32 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// How `/metrics` misreports (the `counter-lies` and `prompt-counter-lies` faults; 1 = honest).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct CounterFactors {
+    /// Factor of the generation counter.
+    pub generation: f64,
+    /// Factor of the prompt counter.
+    pub prompt: f64,
+}
+
+#[cfg(test)]
+impl CounterFactors {
+    /// Every counter as counted.
+    pub(crate) const HONEST: CounterFactors = CounterFactors {
+        generation: 1.0,
+        prompt: 1.0,
+    };
+}
+
 /// Renders the counters in Prometheus text exposition format (version 0.0.4); the generation
-/// counter is scaled by `counter_factor` (1 = honest; the `counter-lies` fault).
+/// and prompt counters are scaled by `factors`.
 pub(crate) fn render(
     c: &EngineCounters,
     model: &str,
     kv_budget_tokens: u64,
     spec: bool,
-    counter_factor: f64,
+    factors: CounterFactors,
 ) -> String {
     let m = label(model);
     let mut out = String::with_capacity(2048);
@@ -95,7 +118,10 @@ pub(crate) fn render(
         "vllm:prompt_tokens_total",
         "counter",
         "Number of prefill tokens processed.",
-        format!("{}.0", get(&c.prompt_tokens)),
+        format!(
+            "{}.0",
+            (get(&c.prompt_tokens) as f64 * factors.prompt).round() as u64
+        ),
     );
     metric(
         "vllm:generation_tokens_total",
@@ -103,7 +129,7 @@ pub(crate) fn render(
         "Number of generation tokens processed.",
         format!(
             "{}.0",
-            (get(&c.generation_tokens) as f64 * counter_factor).round() as u64
+            (get(&c.generation_tokens) as f64 * factors.generation).round() as u64
         ),
     );
     metric(
@@ -160,6 +186,15 @@ pub(crate) fn render(
             );
         }
     }
+    // vLLM's prefill-phase histogram (scheduled → first token); one `+Inf` bucket, since
+    // readers take its `_sum` and `_count`.
+    let name = "vllm:request_prefill_time_seconds";
+    let requests = get(&c.prefill_requests);
+    let _ = writeln!(
+        out,
+        "# HELP {name} Histogram of time spent in PREFILL phase for request.\n# TYPE {name} histogram\n{name}_bucket{{le=\"+Inf\",model_name=\"{m}\"}} {requests}.0\n{name}_count{{model_name=\"{m}\"}} {requests}.0\n{name}_sum{{model_name=\"{m}\"}} {}",
+        get(&c.prefill_time_ns) as f64 / 1e9
+    );
     // vLLM's info gauge of the KV cache configuration (labels as vLLM writes them; value 1):
     // tools read the KV budget from `num_gpu_blocks` x `block_size`.
     let _ = writeln!(
@@ -174,6 +209,27 @@ pub(crate) fn render(
 mod tests {
     use super::*;
 
+    /// The prefill counters a prefill layer reads, and the prompt counter's lie.
+    #[test]
+    fn renders_the_prefill_counters() {
+        let c = EngineCounters::new(0);
+        c.prompt_tokens.store(8192, Ordering::Relaxed);
+        c.prefill_time_ns.store(45_000_000, Ordering::Relaxed);
+        c.prefill_requests.store(1, Ordering::Relaxed);
+        let text = render(&c, "m", 200, false, CounterFactors::HONEST);
+        assert!(text.contains("vllm:prompt_tokens_total{model_name=\"m\"} 8192.0\n"));
+        assert!(text.contains("vllm:request_prefill_time_seconds_sum{model_name=\"m\"} 0.045\n"));
+        assert!(text.contains("vllm:request_prefill_time_seconds_count{model_name=\"m\"} 1.0\n"));
+        let lies = CounterFactors {
+            prompt: 1.5,
+            ..CounterFactors::HONEST
+        };
+        assert!(
+            render(&c, "m", 200, false, lies)
+                .contains("vllm:prompt_tokens_total{model_name=\"m\"} 12288.0\n")
+        );
+    }
+
     #[test]
     fn renders_vllm_names_with_help_type_and_labels() {
         let c = EngineCounters::new(2);
@@ -182,7 +238,7 @@ mod tests {
         c.kv_reserved.store(50, Ordering::Relaxed);
         c.generation_tokens.store(1234, Ordering::Relaxed);
         c.spec_accepted_per_pos[1].store(7, Ordering::Relaxed);
-        let text = render(&c, "m\"x", 200, true, 1.0);
+        let text = render(&c, "m\"x", 200, true, CounterFactors::HONEST);
         assert!(text.contains("# TYPE vllm:num_requests_running gauge\n"));
         assert!(text.contains("vllm:num_requests_running{model_name=\"m\\\"x\"} 3\n"));
         assert!(text.contains("vllm:num_requests_waiting{model_name=\"m\\\"x\"} 1\n"));
@@ -195,10 +251,15 @@ mod tests {
         // every sample line has a HELP and TYPE line for its family
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let family = line.split('{').next().unwrap();
+            let family = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| family.strip_suffix(s))
+                .filter(|f| f.ends_with("_seconds"))
+                .unwrap_or(family);
             assert!(text.contains(&format!("# HELP {family} ")), "{family}");
             assert!(text.contains(&format!("# TYPE {family} ")), "{family}");
         }
-        assert!(!render(&c, "m", 200, false, 1.0).contains("spec_decode"));
+        assert!(!render(&c, "m", 200, false, CounterFactors::HONEST).contains("spec_decode"));
         assert!(text.contains(
             "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"13\"} 1.0\n"
         ));

@@ -198,7 +198,9 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
         .local_addr()
         .map_err(|source| SimError::Bind { addr: bind, source })?;
     let cancel = CancellationToken::new();
-    let model = SpeedModel::new(&opts.profile, opts.slowdown, opts.time_scale, boot_factor);
+    let fault_set = FaultSet::from_faults(&opts.faults);
+    let mut model = SpeedModel::new(&opts.profile, opts.slowdown, opts.time_scale, boot_factor);
+    model.prefill_factor = fault_set.prefill_factor;
     let counters = Arc::new(EngineCounters::new(model.draft_acceptance.len()));
     let (engine, rx) = scheduler::channel();
     let engine_cfg = scheduler::EngineConfig {
@@ -215,7 +217,10 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
         max_running: FaultSet::from_faults(&opts.faults)
             .llama_cpp_python
             .map(|_| 1),
-        stall_every: FaultSet::from_faults(&opts.faults).stall_every,
+        stall_every: fault_set.stall_every,
+        chunked_prefill: fault_set.chunked_prefill,
+        itl_tail: fault_set.itl_tail,
+        admit_delay: fault_set.admit_delay.map(Duration::from_secs_f64),
     };
     let mut tasks = vec![scheduler::spawn_engine(
         engine_cfg,
@@ -223,7 +228,6 @@ pub(crate) async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServe
         rx,
         cancel.clone(),
     )];
-    let fault_set = FaultSet::from_faults(&opts.faults);
     if let Some(secs) = fault_set.crash_after {
         let token = cancel.clone();
         tasks.push(tokio::spawn(async move {

@@ -118,11 +118,22 @@ pub(crate) struct EngineConfig {
     pub stall_every: Option<(u64, f64)>,
     /// At most this many sequences run at once (llama-cpp-python: 1); the rest queue.
     pub max_running: Option<usize>,
+    /// The `chunked-prefill` fault: a request admitted while others decode prefills at most
+    /// this many tokens per step.
+    pub chunked_prefill: Option<u64>,
+    /// The `itl-tail` fault: `(every, factor)`, one gap of `factor` steps after every
+    /// `every` tokens of a stream.
+    pub itl_tail: Option<(u64, u64)>,
+    /// The `admit-delay` fault: a request arriving while others decode waits this long
+    /// (wall time) before it is admitted.
+    pub admit_delay: Option<Duration>,
 }
 
 struct Queued {
     req: EngineRequest,
     reservation: u64,
+    /// Not admitted before this instant (the `admit-delay` fault).
+    not_before: Option<Instant>,
 }
 
 struct Seq {
@@ -143,6 +154,16 @@ struct Seq {
     chunk_clock: ChunkClock,
     /// A chunk boundary passed while catching up: release before the next sleep.
     chunk_due: bool,
+    /// Prompt tokens still to prefill, a chunk per step (the `chunked-prefill` fault); the
+    /// sequence gets its first token in the step that prefills the last chunk.
+    prefill_left: u64,
+    /// Start of the step it was admitted in (its prefill time runs from here to its first
+    /// token, as vLLM's `request_prefill_time_seconds` runs from scheduling).
+    admitted_at: Instant,
+    /// Steps its tokens are still held back (the `itl-tail` fault).
+    hold: u64,
+    /// A hold just ended: release at this step whatever the chunk clock says.
+    after_hold: bool,
     events: mpsc::Sender<StepEvent>,
     backlog: VecDeque<StepEvent>,
     closed: bool,
@@ -263,7 +284,16 @@ async fn run_engine(
             match rx.try_recv() {
                 Ok(req) => {
                     let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
-                    queue.push_back(Queued { req, reservation });
+                    // The `admit-delay` fault holds back what arrives while others decode.
+                    let not_before = cfg
+                        .admit_delay
+                        .filter(|_| running.iter().any(|s| !s.closed))
+                        .map(|d| Instant::now() + d);
+                    queue.push_back(Queued {
+                        req,
+                        reservation,
+                        not_before,
+                    });
                 }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
@@ -293,7 +323,26 @@ async fn run_engine(
                 }
             }
         }
-        let n = model.admit_count(reserved, queue.iter().map(|q| q.reservation));
+        // The `chunked-prefill` fault chunks the prefill of what arrives while others decode.
+        let chunk_prefill = cfg.chunked_prefill.is_some()
+            && running
+                .iter()
+                .any(|s| !s.preempted && !s.closed && s.prefill_left == 0);
+        // Held-back arrivals (the `admit-delay` fault) wait their time, or none once nothing
+        // decodes any more; FIFO: nothing behind one overtakes it.
+        if running.is_empty() {
+            for q in queue.iter_mut() {
+                q.not_before = None;
+            }
+        }
+        let now = Instant::now();
+        let eligible = queue
+            .iter()
+            .take_while(|q| q.not_before.is_none_or(|t| t <= now))
+            .count();
+        let n = model
+            .admit_count(reserved, queue.iter().map(|q| q.reservation))
+            .min(eligible);
         let n = match cfg.max_running {
             Some(cap) => n.min(cap.saturating_sub(running.len())),
             None => n,
@@ -307,7 +356,9 @@ async fn run_engine(
                     .min(prompt.saturating_sub(1)),
                 None => 0,
             };
-            prefill_tokens += prompt - cached;
+            let uncached = prompt - cached;
+            let prefill_left = if chunk_prefill { uncached } else { 0 };
+            prefill_tokens += uncached - prefill_left;
             counters
                 .prefix_cache_queries
                 .fetch_add(prompt, Ordering::Relaxed);
@@ -330,6 +381,10 @@ async fn run_engine(
                 preempted: false,
                 chunk_clock: ChunkClock::default(),
                 chunk_due: false,
+                prefill_left,
+                admitted_at: deadline,
+                hold: 0,
+                after_hold: false,
                 events: q.req.events,
                 backlog: VecDeque::new(),
                 closed: false,
@@ -354,13 +409,29 @@ async fn run_engine(
                 req = rx.recv() => match req {
                     Some(req) => {
                         let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
-                        queue.push_back(Queued { req, reservation });
+                        queue.push_back(Queued {
+                            req,
+                            reservation,
+                            not_before: None,
+                        });
                     }
                     None => return,
                 },
             }
             deadline = Instant::now();
             continue;
+        }
+
+        // 2b. the `chunked-prefill` fault: each sequence still prefilling takes one chunk
+        if let Some(chunk) = cfg.chunked_prefill {
+            for seq in running
+                .iter_mut()
+                .filter(|s| s.prefill_left > 0 && !s.closed)
+            {
+                let take = seq.prefill_left.min(chunk.max(1));
+                seq.prefill_left -= take;
+                prefill_tokens += take;
+            }
         }
 
         // 3. cost of this step (preempted sequences hold no KV and are not decoded)
@@ -400,7 +471,7 @@ async fn run_engine(
                 deadline = now - MAX_LAG;
             }
             if zero_time || now >= last_release + Duration::from_millis(1) {
-                for seq in running.iter_mut() {
+                for seq in running.iter_mut().filter(|s| s.hold == 0) {
                     seq.release(None);
                 }
                 last_release = now;
@@ -432,12 +503,19 @@ async fn run_engine(
                 continue;
             }
             seq.flush();
-            if seq.closed || seq.preempted {
+            if seq.closed || seq.preempted || seq.prefill_left > 0 {
                 continue;
             }
             let remaining = seq.target - seq.generated;
             // the first token (from prefill) is a chunk of its own
             let first = seq.fresh;
+            if first {
+                let took = deadline.saturating_duration_since(seq.admitted_at);
+                counters
+                    .prefill_time_ns
+                    .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+                counters.prefill_requests.fetch_add(1, Ordering::Relaxed);
+            }
             let tokens = if seq.fresh || shape.acceptance.is_empty() {
                 seq.fresh = false;
                 1
@@ -473,7 +551,31 @@ async fn run_engine(
             counters
                 .generation_tokens
                 .fetch_add(tokens, Ordering::Relaxed);
-            let chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
+            let mut chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
+            // The `itl-tail` fault: after every `every`-th token, hold the stream's tokens
+            // back for `factor - 1` steps, then release them together (one long gap).
+            let held = match cfg.itl_tail {
+                Some((every, factor)) if !first && finish.is_none() => {
+                    if seq.hold > 0 {
+                        seq.hold -= 1;
+                        seq.hold > 0
+                    } else if seq.generated / every.max(1) > (seq.generated - tokens) / every.max(1)
+                    {
+                        seq.hold = factor.max(2) - 1;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                _ => false,
+            };
+            if held {
+                seq.after_hold = true;
+                chunk_ends = false;
+            } else if seq.after_hold {
+                seq.after_hold = false;
+                chunk_ends = true;
+            }
             if finish.is_some() || zero_time || (chunk_ends && !catching_up) {
                 seq.release(finish);
             } else if chunk_ends {
@@ -554,6 +656,9 @@ mod tests {
             preempt_budget: None,
             max_running: None,
             stall_every: None,
+            chunked_prefill: None,
+            itl_tail: None,
+            admit_delay: None,
         };
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
@@ -624,6 +729,9 @@ mod tests {
                 preempt_budget: Some(budget),
                 max_running: None,
                 stall_every: None,
+                chunked_prefill: None,
+                itl_tail: None,
+                admit_delay: None,
             };
             let counters = Arc::new(EngineCounters::new(0));
             let (h, rx) = channel();
@@ -639,6 +747,122 @@ mod tests {
             assert_eq!(n > 0, preempts, "budget {budget}: {n} preemptions");
             cancel.cancel();
         }
+    }
+
+    fn engine_with(
+        chunked_prefill: Option<u64>,
+        itl_tail: Option<(u64, u64)>,
+    ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
+        let p = SimProfile::named("test").unwrap();
+        let cfg = EngineConfig {
+            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
+            jitter: Jitter::new(0.0),
+            seed: 1,
+            prefix_cache: None,
+            preempt_budget: None,
+            max_running: None,
+            stall_every: None,
+            chunked_prefill,
+            itl_tail,
+            admit_delay: None,
+        };
+        let counters = Arc::new(EngineCounters::new(0));
+        let (handle, rx) = channel();
+        let cancel = CancellationToken::new();
+        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
+        (handle, counters, cancel)
+    }
+
+    /// The `itl-tail` fault: every 50th token's gap is stretched by holding the stream's
+    /// tokens one step and sending them together, so at least one event carries two tokens
+    /// per 50 (steps that catch up may coalesce more), and no token is lost.
+    #[tokio::test]
+    async fn itl_tail_holds_tokens_back_without_losing_any() {
+        let (h, counters, cancel) = engine_with(None, Some((50, 2)));
+        let mut rx = submit(&h, 10, 400, 400);
+        let (mut total, mut multi) = (0, 0);
+        while let Some(ev) = rx.recv().await {
+            total += ev.tokens;
+            multi += u64::from(ev.tokens >= 2);
+            if ev.finish.is_some() {
+                break;
+            }
+        }
+        assert_eq!(total, 400);
+        assert!(multi >= 7, "{multi} events of two tokens or more");
+        assert_eq!(counters.generation_tokens.load(Ordering::Relaxed), 400);
+        cancel.cancel();
+    }
+
+    /// The `chunked-prefill` fault: a 1,000-token prompt arriving while another stream decodes
+    /// prefills 100 tokens a step, so the decoding stream gets a token in each of the 10 steps
+    /// before the arrival's first token; without the fault the arrival prefills in one step.
+    /// The prefill histogram counts both requests' first tokens.
+    #[tokio::test]
+    async fn chunked_prefill_delays_an_arrival_by_a_step_per_chunk() {
+        for (chunk, chunked) in [(Some(100), true), (None, false)] {
+            let (h, counters, cancel) = engine_with(chunk, None);
+            let mut a = submit(&h, 10, 10_000, 10_000);
+            let first = a.recv().await.unwrap();
+            assert_eq!(first.tokens, 1);
+            while a.try_recv().is_ok() {}
+            let mut b = submit(&h, 1000, 4, 4);
+            b.recv().await.unwrap();
+            let mut decoded_meanwhile = 0;
+            while let Ok(ev) = a.try_recv() {
+                decoded_meanwhile += ev.tokens;
+            }
+            if chunked {
+                assert!(decoded_meanwhile >= 9, "{decoded_meanwhile}");
+            } else {
+                assert!(decoded_meanwhile <= 3, "{decoded_meanwhile}");
+            }
+            assert_eq!(counters.prefill_requests.load(Ordering::Relaxed), 2);
+            assert!(counters.prefill_time_ns.load(Ordering::Relaxed) > 0);
+            cancel.cancel();
+        }
+    }
+
+    /// The `admit-delay` fault: an arrival while another stream decodes gets its first token
+    /// no sooner than the delay (a lower bound: a loaded machine only makes it later), and the
+    /// decoding stream keeps getting tokens meanwhile.
+    #[tokio::test]
+    async fn admit_delay_holds_arrivals_back_while_others_decode() {
+        let p = SimProfile::named("test").unwrap();
+        let cfg = EngineConfig {
+            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
+            jitter: Jitter::new(0.0),
+            seed: 1,
+            prefix_cache: None,
+            preempt_budget: None,
+            max_running: None,
+            stall_every: None,
+            chunked_prefill: None,
+            itl_tail: None,
+            admit_delay: Some(Duration::from_millis(100)),
+        };
+        let counters = Arc::new(EngineCounters::new(0));
+        let (h, rx) = channel();
+        let cancel = CancellationToken::new();
+        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
+        // Alone: admitted at once (it is the one decoding afterwards).
+        let mut a = submit(&h, 10, 10_000, 10_000);
+        a.recv().await.unwrap();
+        while a.try_recv().is_ok() {}
+        let sent = Instant::now();
+        let mut b = submit(&h, 10, 4, 4);
+        b.recv().await.unwrap();
+        assert!(
+            sent.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            sent.elapsed()
+        );
+        let mut decoded_meanwhile = 0;
+        while let Ok(ev) = a.try_recv() {
+            decoded_meanwhile += ev.tokens;
+        }
+        assert!(decoded_meanwhile > 0);
+        cancel.cancel();
     }
 
     #[tokio::test]

@@ -241,7 +241,10 @@ async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
         &s.model_name,
         s.speed.kv_budget_tokens,
         s.spec,
-        s.faults.counter_factor,
+        metrics::CounterFactors {
+            generation: s.faults.counter_factor,
+            prompt: s.faults.prompt_counter_factor,
+        },
     );
     (
         [(

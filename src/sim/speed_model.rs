@@ -20,6 +20,8 @@ pub(crate) struct SpeedModel {
     pub per_kv_token_us: f64,
     /// Prefill speed, prompt tokens per engine second (0 = instantaneous).
     pub prefill_tps: f64,
+    /// Prefill time is multiplied by this (the `prefill-slowdown` fault; 1 = as profiled).
+    pub prefill_factor: f64,
     /// Injected regression: multiplies every engine time.
     pub slowdown: f64,
     /// Per-process speed factor (boot noise), multiplies every engine time.
@@ -125,6 +127,7 @@ impl SpeedModel {
             per_seq_ms: profile.per_seq_ms,
             per_kv_token_us: profile.per_kv_token_us,
             prefill_tps: profile.prefill_tps,
+            prefill_factor: 1.0,
             slowdown,
             boot_factor,
             time_scale,
@@ -279,12 +282,13 @@ impl SpeedModel {
         }
     }
 
-    /// Wall seconds to prefill `prompt_tokens` (scaled like step time).
+    /// Wall seconds to prefill `prompt_tokens` (scaled like step time, and by the
+    /// `prefill-slowdown` factor).
     pub(crate) fn prefill_time(&self, prompt_tokens: u64) -> f64 {
         if self.prefill_tps <= 0.0 {
             return 0.0;
         }
-        prompt_tokens as f64 / self.prefill_tps * self.scale()
+        prompt_tokens as f64 / self.prefill_tps * self.prefill_factor * self.scale()
     }
 
     /// KV tokens a request reserves for its whole life: `(prompt + max_tokens) * cost`, rounded up.
@@ -400,6 +404,13 @@ mod tests {
         let slow = SpeedModel::new(&p, 1.1, 10.0, 2.0);
         assert!((slow.step_time(4, 100_000) - 0.010 * 1.1 * 2.0 / 10.0).abs() < 1e-12);
         assert!((m.prefill_time(200_000) - 1.0).abs() < 1e-12);
+        // The `prefill-slowdown` fault: prefill only, decode steps unchanged.
+        for k in [4.0, 1.3] {
+            let mut slow_prefill = m.clone();
+            slow_prefill.prefill_factor = k;
+            assert!((slow_prefill.prefill_time(200_000) - k).abs() < 1e-12);
+            assert_eq!(slow_prefill.step_time(4, 100_000), m.step_time(4, 100_000));
+        }
         assert!(SpeedModel::new(&SimProfile::named("zero").unwrap(), 1.0, 1.0, 1.0).is_zero_time());
     }
 

@@ -132,6 +132,7 @@ pub fn run(g: &Gen, index: u64) -> RunResults {
         events: Vec::new(),
         source: ResultsSource::Infergate,
         labels: Default::default(),
+        prefill: Vec::new(),
     }
 }
 

@@ -267,5 +267,6 @@ pub fn measured(config: &Path, run_id: &str, tps: f64) -> RunResults {
         events: Vec::new(),
         source: ResultsSource::Infergate,
         labels: std::collections::BTreeMap::new(),
+        prefill: Vec::new(),
     }
 }

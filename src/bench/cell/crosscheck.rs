@@ -19,13 +19,20 @@
 //!
 //! Each disagreement is allowed a relative tolerance plus the tokens that timing alone can
 //! move across an edge (the readings' own uncertainty, one chunk per stream).
+//!
+//! The prefill layer's samples are held against the engine's prefill counters the same way
+//! ([`prefill_cross_check`]): `prompt_tokens_vs_counter` (the prompt tokens the samples'
+//! usage reported against the prompt counter's delta) and `prefill_time_vs_counter` (the
+//! samples' summed TTFT against the prefill-time counter's delta).
 
 use std::time::Instant;
 
 use super::accounting::UsageTally;
 use super::fmt_n;
 use crate::bench::counter::CounterReading;
-use crate::results::{CounterMoves, CrossCheck};
+use crate::results::{
+    CounterMoves, CrossCheck, PrefillAgreement, PrefillCounters, PrefillCrossCheck,
+};
 
 /// The engine's counter readings at the window's edges and when the window was open.
 pub(super) struct CounterEvidence {
@@ -273,10 +280,186 @@ pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
     }
 }
 
+/// Prompt tokens a prefill sample's counters may differ by without a disagreement: a BOS
+/// token, a prompt's first block kept in a cache.
+const PREFILL_TOKEN_SLACK_PER_SAMPLE: f64 = 16.0;
+
+/// Seconds per sample the client's TTFT may exceed the engine's prefill time by on top of the
+/// tolerance: the request's trip through HTTP, the prompt's tokenization and the answer's
+/// rendering, which no engine counts as prefill (7 ms a request measured against the
+/// simulated engine's debug build on a loaded 2-core machine; vLLM tokenizes 8k tokens in
+/// a few ms). The client can never have waited less than the engine prefilled, so below the
+/// engine's time only the tolerance is allowed.
+pub(crate) const PREFILL_TIME_SLACK_PER_SAMPLE_S: f64 = 0.02;
+
+/// What the client saw over the cold prefill samples.
+pub(crate) struct PrefillEvidence {
+    /// Samples taken between the counter readings.
+    pub(crate) samples: usize,
+    /// Their prompt tokens, as the engine's usage reported them.
+    pub(crate) prompt_tokens: f64,
+    /// Their summed TTFT, seconds.
+    pub(crate) ttft_s: f64,
+    /// Relative disagreement allowed.
+    pub(crate) tolerance: f64,
+}
+
+/// Holds the cold samples against the engine's prefill counter deltas (`None`: no counter
+/// could be read at both edges, which is said, not failed).
+pub(crate) fn prefill_cross_check(
+    ev: &PrefillEvidence,
+    counters: Option<&PrefillCounters>,
+) -> PrefillCrossCheck {
+    let unavailable = |why: &str| PrefillCrossCheck {
+        verdict: PrefillAgreement::Unavailable,
+        checks: Vec::new(),
+        detail: Some(why.to_string()),
+    };
+    if ev.samples == 0 || ev.ttft_s <= 0.0 {
+        return unavailable("no cold sample to compare");
+    }
+    let Some(c) = counters else {
+        return unavailable(
+            "the engine's prompt counter could not be read before and after the samples (no metrics page infergate reads)",
+        );
+    };
+    let tol = ev.tolerance;
+    let n = ev.samples as f64;
+    let mut checks = Vec::new();
+    let mut disagree = Vec::new();
+
+    let slack = PREFILL_TOKEN_SLACK_PER_SAMPLE * n;
+    let (expected, reported) = (c.prompt_tokens, ev.prompt_tokens);
+    let ok = (reported - expected).abs() <= tol * expected + slack;
+    if !ok {
+        disagree.push(format!(
+            "the samples' usage reported {} prompt tokens, {} moved {}",
+            fmt_n(reported),
+            c.prompt_metric,
+            fmt_n(expected)
+        ));
+    }
+    checks.push(CrossCheck {
+        name: "prompt_tokens_vs_counter".into(),
+        expected,
+        reported,
+        disagreement: rel(reported, expected),
+        tolerance: tol,
+        slack,
+        ok,
+        detail: Some(format!(
+            "{} moved {} over {} cold samples{}",
+            c.prompt_metric,
+            fmt_n(expected),
+            ev.samples,
+            if c.excludes_cached {
+                " (cached prompt tokens excluded)"
+            } else {
+                ""
+            }
+        )),
+    });
+
+    if let (Some(metric), Some(seconds)) = (&c.time_metric, c.seconds) {
+        let slack = PREFILL_TIME_SLACK_PER_SAMPLE_S * n;
+        let (expected, reported) = (seconds, ev.ttft_s);
+        let ok = reported >= expected * (1.0 - tol) && reported <= expected * (1.0 + tol) + slack;
+        let rate = |tokens: f64, s: f64| if s > 0.0 { tokens / s } else { f64::INFINITY };
+        let detail = format!(
+            "{metric} moved {expected:.4} s, the samples' TTFT summed to {reported:.4} s: engine {:.0} prompt tok/s, client {:.0}",
+            rate(c.prompt_tokens, expected),
+            rate(ev.prompt_tokens, reported)
+        );
+        if !ok {
+            disagree.push(detail.clone());
+        }
+        checks.push(CrossCheck {
+            name: "prefill_time_vs_counter".into(),
+            expected,
+            reported,
+            disagreement: rel(reported, expected),
+            tolerance: tol,
+            slack,
+            ok,
+            detail: Some(detail),
+        });
+    }
+    PrefillCrossCheck {
+        verdict: if disagree.is_empty() {
+            PrefillAgreement::WithinTolerance
+        } else {
+            PrefillAgreement::Disagrees
+        },
+        checks,
+        detail: (!disagree.is_empty()).then(|| disagree.join("; ")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    fn prefill_counters(tokens: f64, seconds: Option<f64>) -> PrefillCounters {
+        PrefillCounters {
+            prompt_metric: "vllm:prompt_tokens_total".into(),
+            prompt_tokens: tokens,
+            excludes_cached: false,
+            time_metric: seconds.map(|_| "vllm:request_prefill_time_seconds_sum".into()),
+            seconds,
+            engine_prefill_tps: seconds.map(|s| tokens / s),
+        }
+    }
+
+    /// Three 8k samples at 200k tok/s (41 ms each, 6 ms of step and 1 ms of HTTP on top): the
+    /// counters agree, and still with 8 ms of HTTP a request; a counter at 1.5x, a prefill
+    /// clock 4x faster than the client's, or one slower than the client waited, does not; no
+    /// counters is `unavailable`, never a failure.
+    #[test]
+    fn prefill_samples_are_held_against_the_engines_counters() {
+        let ev = PrefillEvidence {
+            samples: 3,
+            prompt_tokens: 3.0 * 8192.0,
+            ttft_s: 3.0 * 0.048,
+            tolerance: 0.05,
+        };
+        let ok = prefill_cross_check(
+            &ev,
+            Some(&prefill_counters(3.0 * 8192.0, Some(3.0 * 0.047))),
+        );
+        assert_eq!(ok.verdict, PrefillAgreement::WithinTolerance, "{ok:?}");
+        assert_eq!(ok.checks.len(), 2);
+        let slow_trip = PrefillEvidence {
+            ttft_s: 3.0 * 0.055,
+            ..ev
+        };
+        let trip = prefill_cross_check(
+            &slow_trip,
+            Some(&prefill_counters(3.0 * 8192.0, Some(3.0 * 0.047))),
+        );
+        assert_eq!(trip.verdict, PrefillAgreement::WithinTolerance, "{trip:?}");
+        let longer_than_waited = prefill_cross_check(
+            &ev,
+            Some(&prefill_counters(3.0 * 8192.0, Some(3.0 * 0.052))),
+        );
+        assert_eq!(longer_than_waited.verdict, PrefillAgreement::Disagrees);
+        let lies = prefill_cross_check(
+            &ev,
+            Some(&prefill_counters(1.5 * 3.0 * 8192.0, Some(0.141))),
+        );
+        assert_eq!(lies.verdict, PrefillAgreement::Disagrees);
+        assert!(lies.detail.unwrap().contains("moved 36864"));
+        let fast_clock =
+            prefill_cross_check(&ev, Some(&prefill_counters(3.0 * 8192.0, Some(0.036))));
+        assert_eq!(fast_clock.verdict, PrefillAgreement::Disagrees);
+        assert!(!fast_clock.checks[1].ok && fast_clock.checks[0].ok);
+        let tokens_only = prefill_cross_check(&ev, Some(&prefill_counters(3.0 * 8192.0, None)));
+        assert_eq!(tokens_only.verdict, PrefillAgreement::WithinTolerance);
+        assert_eq!(tokens_only.checks.len(), 1);
+        let none = prefill_cross_check(&ev, None);
+        assert_eq!(none.verdict, PrefillAgreement::Unavailable);
+        assert!(none.checks.is_empty());
+    }
 
     fn reading(at: Instant, counter: f64) -> CounterReading {
         CounterReading {
