@@ -41,6 +41,11 @@ pub struct ComparisonReport {
     /// against the rest of its run (primary metric); empty when not made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<LineTest>,
+    /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
+    /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
+    /// where its cells have the observations it needs and the history is long enough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_gated: Vec<String>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
     /// Set when `run` booted the engine a second time to confirm a matrix-wide change: the
@@ -438,6 +443,15 @@ impl Metric {
         }
     }
 
+    /// Whether the metric is a latency percentile (TTFT or ITL), whose value is compared only
+    /// from the observations that bound it and which gates only on a long enough history.
+    pub fn is_latency_percentile(self) -> bool {
+        matches!(
+            self,
+            Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90
+        )
+    }
+
     /// The snake_case name used in files.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -758,6 +772,12 @@ pub struct AlphaShares {
     /// verdicts written before it was recorded.
     #[serde(default)]
     pub lines: f64,
+    /// The secondary metrics' family (latency percentiles, per-user tok/s, ...) where one of
+    /// them gated, taken from the matrix's and the local families' shares; absent where none
+    /// gated (their lines were then listed at that share without failing the gate) and in
+    /// verdicts written before 2026-12-05.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secondary: Option<f64>,
 }
 
 impl RuleSummary {
@@ -910,6 +930,7 @@ pub(crate) mod fixtures {
             matrix_test: Some(matrix),
             cells,
             lines: Vec::new(),
+            not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,
@@ -922,6 +943,7 @@ pub(crate) mod fixtures {
                     local: 0.004,
                     capacity: 0.002,
                     lines: 0.0012,
+                    secondary: None,
                 }),
             },
             confirmation: None,

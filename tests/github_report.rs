@@ -178,6 +178,7 @@ fn verdict(
         },
         headline,
         lines: Vec::new(),
+        not_gated: Vec::new(),
         matrix_test: None,
         cells,
         confirmation: None,

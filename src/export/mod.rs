@@ -264,6 +264,7 @@ pub(crate) mod fixture {
             matrix_test: None,
             cells,
             lines: Vec::new(),
+            not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

@@ -179,6 +179,7 @@ mod tests {
             coverage: None,
             sensitivity: None,
             fail_on: None,
+            not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,
