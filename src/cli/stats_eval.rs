@@ -211,7 +211,7 @@ fn render_latency(l: &LatencyEval) -> String {
         0,
     ));
     for o in [&l.aa, &l.slower] {
-        out.push_str("\n");
+        out.push('\n');
         out.push_str(&wrap(&format!("- {}", row(o)), 2));
     }
     out.push_str(&format!(
