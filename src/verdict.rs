@@ -430,6 +430,14 @@ pub enum Metric {
     StepsPerS,
     /// Energy per output token (GPU telemetry).
     JoulesPerToken,
+    /// 99th-percentile time to first token (compared from 299 first tokens on).
+    TtftP99,
+    /// 99th-percentile inter-token latency (compared from 299 gaps on).
+    ItlP99,
+    /// Median time per output token per request (`tpot` of `vllm bench serve`).
+    TpotP50,
+    /// 90th-percentile time per output token per request.
+    TpotP90,
 }
 
 impl Metric {
@@ -448,7 +456,14 @@ impl Metric {
     pub fn is_latency_percentile(self) -> bool {
         matches!(
             self,
-            Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90
+            Metric::TtftP50
+                | Metric::TtftP90
+                | Metric::TtftP99
+                | Metric::ItlP50
+                | Metric::ItlP90
+                | Metric::ItlP99
+                | Metric::TpotP50
+                | Metric::TpotP90
         )
     }
 
@@ -463,6 +478,10 @@ impl Metric {
             Metric::ItlP90 => "itl_p90",
             Metric::StepsPerS => "steps_per_s",
             Metric::JoulesPerToken => "joules_per_token",
+            Metric::TtftP99 => "ttft_p99",
+            Metric::ItlP99 => "itl_p99",
+            Metric::TpotP50 => "tpot_p50",
+            Metric::TpotP90 => "tpot_p90",
         }
     }
 }

@@ -118,7 +118,7 @@ fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     {
         return false;
     }
-    if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90) {
+    if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90 | Metric::ItlP99) {
         return true;
     }
     let per_user = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps);

@@ -117,8 +117,8 @@ impl<'a> History<'a> {
     }
 }
 
-/// Every metric compared, primary first.
-pub const ALL_METRICS: [Metric; 8] = [
+/// Every metric compared, primary first (the tails and TPOT, added 2026-12-05, last).
+pub const ALL_METRICS: [Metric; 12] = [
     Metric::AggregateTps,
     Metric::PerUserTps,
     Metric::TtftP50,
@@ -127,6 +127,10 @@ pub const ALL_METRICS: [Metric; 8] = [
     Metric::ItlP90,
     Metric::StepsPerS,
     Metric::JoulesPerToken,
+    Metric::TtftP99,
+    Metric::ItlP99,
+    Metric::TpotP50,
+    Metric::TpotP90,
 ];
 
 /// A metric's value in one cell, when the cell has it (finite and positive): what the cell
@@ -135,9 +139,14 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     let v = match metric {
         Metric::AggregateTps => Some(cell.aggregate_tps),
         Metric::PerUserTps => cell.per_user_tps.map(|p| p.p50),
-        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
-            latency_percentile(cell, metric).map(|(v, _, _)| v)
-        }
+        Metric::TtftP50
+        | Metric::TtftP90
+        | Metric::TtftP99
+        | Metric::ItlP50
+        | Metric::ItlP90
+        | Metric::ItlP99
+        | Metric::TpotP50
+        | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
     }?;
@@ -152,6 +161,10 @@ fn latency_percentile(cell: &CellResult, metric: Metric) -> Option<(f64, u64, f6
         Metric::TtftP90 => cell.ttft_s.map(|p| (p.p90, p.count, 0.9)),
         Metric::ItlP50 => cell.itl_s.map(|p| (p.p50, p.count, 0.5)),
         Metric::ItlP90 => cell.itl_s.map(|p| (p.p90, p.count, 0.9)),
+        Metric::TtftP99 => cell.ttft_s.map(|p| (p.p99, p.count, 0.99)),
+        Metric::ItlP99 => cell.itl_s.map(|p| (p.p99, p.count, 0.99)),
+        Metric::TpotP50 => cell.tpot_s.map(|p| (p.p50, p.count, 0.5)),
+        Metric::TpotP90 => cell.tpot_s.map(|p| (p.p90, p.count, 0.9)),
         _ => None,
     }
 }
