@@ -86,9 +86,12 @@ pub struct DecisionRule {
     /// third of them ([`LEVEL_PARTS`]) define the matrix-wide level, so a drift is followed.
     pub history_runs: usize,
     /// Metrics that can fail the gate; the others are reported with verdicts but never gate.
-    /// By default aggregate tok/s, TTFT p90 and ITL p90: a latency percentile gates where
-    /// each cell has the observations it needs and the history [`LATENCY_MIN_RUNS`] runs
-    /// ([`DecisionRule::gates`]), and is reported otherwise.
+    /// By default aggregate tok/s alone: a latency percentile added here gates where each cell
+    /// has the observations it needs and the history [`LATENCY_MIN_RUNS`] runs
+    /// ([`DecisionRule::gates`]), and is reported otherwise. Latency is not gated by default
+    /// because a history recorded on another host (the default job's bundled baseline) does not
+    /// show the latency a loaded runner adds to every boot: the simulated engine's C=1 ITL p90
+    /// read +16% against the rest of its run on both boots of a clean run on a loaded CI host.
     pub metrics: Vec<Metric>,
     /// The uniform slowdown the gate must be able to find at `design_power` to say `pass`;
     /// a gate less sensitive than that says `insufficient`.
@@ -107,7 +110,7 @@ impl Default for DecisionRule {
             alpha: 0.01,
             min_effect: 0.03,
             history_runs: 20,
-            metrics: vec![Metric::AggregateTps, Metric::TtftP90, Metric::ItlP90],
+            metrics: vec![Metric::AggregateTps],
             design_effect: 0.05,
             design_power: 0.8,
             cell_effect: 0.10,
