@@ -210,7 +210,7 @@ fn render_latency(l: &LatencyEval) -> String {
         ),
         0,
     ));
-    for o in [&l.aa, &l.slower] {
+    for o in [&l.aa, &l.aa_gated, &l.slower] {
         out.push('\n');
         out.push_str(&wrap(&format!("- {}", row(o)), 2));
     }
