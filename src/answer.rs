@@ -90,6 +90,10 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::ItlP90 => "ITL p90",
         Metric::StepsPerS => "engine steps/s",
         Metric::JoulesPerToken => "energy per token",
+        Metric::TtftP99 => "TTFT p99",
+        Metric::ItlP99 => "ITL p99",
+        Metric::TpotP50 => "TPOT p50",
+        Metric::TpotP90 => "TPOT p90",
     }
 }
 
@@ -109,7 +113,14 @@ pub fn with_unit(metric: Metric, value: f64) -> String {
         return "n/a".into();
     }
     match metric {
-        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
+        Metric::TtftP50
+        | Metric::TtftP90
+        | Metric::TtftP99
+        | Metric::ItlP50
+        | Metric::ItlP90
+        | Metric::ItlP99
+        | Metric::TpotP50
+        | Metric::TpotP90 => {
             // Three significant figures: a 10% longer 1.5 ms ITL reads 1.50 → 1.65 ms, not
             // 1.5 → 1.6 ms beside "+10.0%".
             let ms = value * 1000.0;

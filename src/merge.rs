@@ -611,6 +611,7 @@ pub(crate) mod tests {
             matrix_test: None,
             cells,
             lines: Vec::new(),
+            not_gated: Vec::new(),
             confirmation: None,
             coverage: None,
             sensitivity: None,

@@ -41,6 +41,11 @@ pub struct ComparisonReport {
     /// against the rest of its run (primary metric); empty when not made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<LineTest>,
+    /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
+    /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
+    /// where its cells have the observations it needs and the history is long enough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_gated: Vec<String>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
     /// Set when `run` booted the engine a second time to confirm a matrix-wide change: the
@@ -441,6 +446,14 @@ pub enum Metric {
     StepsPerS,
     /// Energy per output token (GPU telemetry).
     JoulesPerToken,
+    /// 99th-percentile time to first token (compared from 299 first tokens on).
+    TtftP99,
+    /// 99th-percentile inter-token latency (compared from 299 gaps on).
+    ItlP99,
+    /// Median time per output token per request (`tpot` of `vllm bench serve`).
+    TpotP50,
+    /// 90th-percentile time per output token per request.
+    TpotP90,
 }
 
 impl Metric {
@@ -454,6 +467,22 @@ impl Metric {
         }
     }
 
+    /// Whether the metric is a latency percentile (TTFT or ITL), whose value is compared only
+    /// from the observations that bound it and which gates only on a long enough history.
+    pub fn is_latency_percentile(self) -> bool {
+        matches!(
+            self,
+            Metric::TtftP50
+                | Metric::TtftP90
+                | Metric::TtftP99
+                | Metric::ItlP50
+                | Metric::ItlP90
+                | Metric::ItlP99
+                | Metric::TpotP50
+                | Metric::TpotP90
+        )
+    }
+
     /// The snake_case name used in files.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -465,6 +494,10 @@ impl Metric {
             Metric::ItlP90 => "itl_p90",
             Metric::StepsPerS => "steps_per_s",
             Metric::JoulesPerToken => "joules_per_token",
+            Metric::TtftP99 => "ttft_p99",
+            Metric::ItlP99 => "itl_p99",
+            Metric::TpotP50 => "tpot_p50",
+            Metric::TpotP90 => "tpot_p90",
         }
     }
 }
@@ -792,6 +825,12 @@ pub struct AlphaShares {
     /// verdicts written before it was recorded.
     #[serde(default)]
     pub lines: f64,
+    /// The secondary metrics' family (latency percentiles, per-user tok/s, ...) where one of
+    /// them gated, taken from the matrix's and the local families' shares; absent where none
+    /// gated (their lines were then listed at that share without failing the gate) and in
+    /// verdicts written before 2026-12-05.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secondary: Option<f64>,
 }
 
 impl RuleSummary {
@@ -945,6 +984,7 @@ pub(crate) mod fixtures {
             matrix_test: Some(matrix),
             cells,
             lines: Vec::new(),
+            not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,
@@ -957,6 +997,7 @@ pub(crate) mod fixtures {
                     local: 0.004,
                     capacity: 0.002,
                     lines: 0.0012,
+                    secondary: None,
                 }),
             },
             confirmation: None,

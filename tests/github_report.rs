@@ -180,6 +180,7 @@ fn verdict(
         },
         headline,
         lines: Vec::new(),
+        not_gated: Vec::new(),
         matrix_test: None,
         cells,
         confirmation: None,

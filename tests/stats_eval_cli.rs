@@ -157,6 +157,7 @@ fn text_form_prints_the_grid_and_the_targets() {
     assert!(text.contains("Regressions found"), "{text}");
     assert!(text.contains("Targets:"), "{text}");
     assert!(text.contains("Peers on the same trials"), "{text}");
+    assert!(text.contains("Latency on a busy host"), "{text}");
     // Read at the console's width.
     for line in text.lines() {
         assert!(line.chars().count() <= 100, "{line}");

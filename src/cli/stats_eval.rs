@@ -8,6 +8,7 @@ use anyhow::Context;
 use crate::eval::gate::{
     Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome, grid, run_eval,
 };
+use crate::eval::latency::{LatencyEval, LatencyOutcome, latency_eval};
 use crate::exit::{GateExit, usage};
 use crate::report::console::{fitted_table, wrap};
 use crate::stats::DecisionRule;
@@ -152,19 +153,72 @@ pub(crate) async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         conditions,
         rule,
     };
+    let (latency_trials, latency_history, latency_rule, latency_seed) =
+        (args.trials, args.history, cfg.rule.clone(), args.seed);
     let report = tokio::task::spawn_blocking(move || run_eval(&cfg))
         .await
         .context("stats-eval worker")??;
+    // The secondary metrics on a busy host (issue 56): clean gates list no latency change.
+    let latency = tokio::task::spawn_blocking(move || {
+        latency_eval(latency_trials, latency_history, &latency_rule, latency_seed)
+    })
+    .await
+    .context("stats-eval latency worker")??;
     match args.format {
-        EvalFormat::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
-        EvalFormat::Text => out!("{}", render_text(&report)),
+        EvalFormat::Json => {
+            let mut doc = serde_json::to_value(&report)?;
+            if let Some(o) = doc.as_object_mut() {
+                o.insert("latency".into(), serde_json::to_value(&latency)?);
+            }
+            outln!("{}", serde_json::to_string_pretty(&doc)?)
+        }
+        EvalFormat::Text => {
+            out!("{}", render_text(&report));
+            out!("{}", render_latency(&latency));
+        }
     }
-    let missed = report.targets.iter().any(|t| !t.met);
+    let missed = report.targets.iter().any(|t| !t.met) || !latency.target_met;
     Ok(if args.check && missed {
         GateExit::TargetMissed
     } else {
         GateExit::Pass
     })
+}
+
+/// The latency line: the busy host's clean gates and a real latency rise, each with how often
+/// a latency (or other secondary) change was listed.
+fn render_latency(l: &LatencyEval) -> String {
+    let row = |o: &LatencyOutcome| {
+        format!(
+            "{}: a latency change listed in {} of {} gates ({:.1}% [{:.1}, {:.1}] Wilson 95%), gate regression {}, second boot {}",
+            o.scenario,
+            (o.listed_rate * o.trials as f64).round(),
+            o.trials,
+            100.0 * o.listed_rate,
+            100.0 * o.listed_interval.0,
+            100.0 * o.listed_interval.1,
+            pct(o.regression_rate),
+            pct(o.second_boot_rate),
+        )
+    };
+    let mut out = String::from("\n\n");
+    out.push_str(&wrap(
+        &format!(
+            "Latency on a busy host ({}-run history; the candidate's two boots differ by up to {:.0}% in latency alone, throughput unchanged; TTFT, ITL and per-user tok/s decided by the two-boot plan):",
+            l.history,
+            100.0 * l.runner.busy_max
+        ),
+        0,
+    ));
+    for o in [&l.aa, &l.aa_gated, &l.slower] {
+        out.push('\n');
+        out.push_str(&wrap(&format!("- {}", row(o)), 2));
+    }
+    out.push_str(&format!(
+        "\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
+        if l.target_met { "met" } else { "MISSED" }
+    ));
+    out
 }
 
 fn pct(x: f64) -> String {

@@ -8,12 +8,15 @@
 //!   and the synthetic 20-cell runs the unit tests share;
 //! - [`changes`]: the nightly change-point search replayed night by night (`changes-eval`);
 //! - [`design`]: the measurement designs of `run` and `ab` (`ab-eval`);
+//! - [`latency`]: the secondary metrics (TTFT, ITL, per-user tok/s) on a busy host whose
+//!   boots differ in latency alone (`stats-eval`'s latency line);
 //! - [`peers`]: the rules users know (Bencher, github-action-benchmark, Perfherder) on
 //!   `stats-eval`'s trials.
 
 pub(crate) mod changes;
 pub(crate) mod design;
 pub(crate) mod gate;
+pub(crate) mod latency;
 pub(crate) mod peers;
 
 #[cfg(test)]

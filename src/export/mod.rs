@@ -81,7 +81,14 @@ pub fn cell_name(concurrency: u32, context_tokens: u64) -> String {
 pub fn unit(metric: Metric) -> &'static str {
     match metric {
         Metric::AggregateTps | Metric::PerUserTps => "tok/s",
-        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => "s",
+        Metric::TtftP50
+        | Metric::TtftP90
+        | Metric::TtftP99
+        | Metric::ItlP50
+        | Metric::ItlP90
+        | Metric::ItlP99
+        | Metric::TpotP50
+        | Metric::TpotP90 => "s",
         Metric::StepsPerS => "steps/s",
         Metric::JoulesPerToken => "J/token",
     }
@@ -265,6 +272,7 @@ pub(crate) mod fixture {
             matrix_test: None,
             cells,
             lines: Vec::new(),
+            not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

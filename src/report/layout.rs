@@ -118,7 +118,7 @@ fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     {
         return false;
     }
-    if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90) {
+    if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90 | Metric::ItlP99) {
         return true;
     }
     let per_user = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps);
@@ -408,6 +408,20 @@ fn secondary(report: &ComparisonReport) -> Vec<SecondaryChange> {
     out
 }
 
+/// Where the intervals' boot-to-boot noise comes from a prior, the words that say so: with
+/// one baseline run no run-to-run scatter is measured yet (a prior CV of 3% stands in for
+/// it), and with a second boot the boots' own scatter joins it.
+fn prior_note(report: &ComparisonReport) -> Option<String> {
+    if report.against != Against::Baseline || report.baseline.noise_runs > 1 {
+        return None;
+    }
+    Some(if report.candidate_runs.len() > 1 {
+        "Intervals from a prior: one baseline run shows no run-to-run scatter, so the noise is a prior (3% per cell, 1.5% per boot) pooled with the scatter of this candidate's boots; record more baseline runs.".into()
+    } else {
+        "Intervals from a prior: one baseline run and one boot show no run-to-run scatter, so the noise is a prior (3% per cell, 1.5% per boot), not a measurement; record more baseline runs.".into()
+    })
+}
+
 /// `p = 0.0021`, `p < 0.0001`.
 fn p_text(p: f64) -> String {
     if p < 1e-4 {
@@ -431,9 +445,16 @@ fn details(report: &ComparisonReport) -> Vec<String> {
                 _ => "no matrix-wide regression shown",
             }
         ));
+        if let Some(note) = prior_note(report) {
+            out.push(note);
+        }
     }
     // The tests that decided, each redoable by hand: statistic, reference, boundary, alpha.
     out.extend(report.check_lines());
+    // A gating metric that did not gate here says so, with why.
+    if !report.not_gated.is_empty() {
+        out.push(format!("Not gated: {}.", report.not_gated.join("; ")));
+    }
     if let Some(c) = &report.confirmation {
         if c.used {
             let first = c
@@ -546,7 +567,12 @@ fn details(report: &ComparisonReport) -> Vec<String> {
             };
             // What no test was given (an A/B comparison decides capacity by its counts), so
             // that the shares add up to α as printed.
-            let unspent = r.alpha - s.matrix - s.local - s.capacity;
+            if let Some(secondary) = s.secondary {
+                capacity.push_str(&format!(
+                    ", {secondary:.2e} to the latency and other secondary metrics (half to their matrix-wide tests, half to their cells)"
+                ));
+            }
+            let unspent = r.alpha - s.matrix - s.local - s.capacity - s.secondary.unwrap_or(0.0);
             if unspent > 1e-9 * r.alpha {
                 capacity.push_str(&format!(", {unspent:.2e} unspent"));
             }

@@ -181,6 +181,7 @@ mod tests {
             sensitivity: None,
             fail_on: None,
             judged_by: None,
+            not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,
                 min_effect: 0.03,

@@ -103,6 +103,7 @@ pub(crate) fn frame(
         matrix_test: None,
         cells: Vec::new(),
         lines: Vec::new(),
+        not_gated: Vec::new(),
         confirmation: None,
         coverage: None,
         sensitivity: None,
@@ -196,9 +197,12 @@ pub(crate) fn cell(
     ]
     .into_iter()
     .find_map(|v| {
-        entries
-            .iter()
-            .find(|(m, _)| gating(m.metric) && m.verdict == v)
+        entries.iter().find(|(m, _)| {
+            // A cell is called faster only on throughput where that gates: a latency that
+            // fell beside an unchanged tok/s would put ▲ beside a 0.0.
+            let primary = m.metric == Metric::AggregateTps || !gating(Metric::AggregateTps);
+            gating(m.metric) && m.verdict == v && (v != CellVerdict::Improvement || primary)
+        })
     });
     let (verdict, reason) = match chosen {
         Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),

@@ -21,7 +21,8 @@ use super::interval::{
 };
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{
-    CONFIDENCE, FUTILITY_P, LINE_SHARE, MATRIX_MARGIN, level_window, percentile_min_count,
+    CONFIDENCE, FUTILITY_P, LATENCY_MIN_RUNS, LINE_SHARE, MATRIX_MARGIN, SECONDARY_SHARE,
+    level_window, percentile_min_count,
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
@@ -116,8 +117,8 @@ impl<'a> History<'a> {
     }
 }
 
-/// Every metric compared, primary first.
-pub const ALL_METRICS: [Metric; 8] = [
+/// Every metric compared, primary first (the tails and TPOT, added 2026-12-05, last).
+pub const ALL_METRICS: [Metric; 12] = [
     Metric::AggregateTps,
     Metric::PerUserTps,
     Metric::TtftP50,
@@ -126,6 +127,10 @@ pub const ALL_METRICS: [Metric; 8] = [
     Metric::ItlP90,
     Metric::StepsPerS,
     Metric::JoulesPerToken,
+    Metric::TtftP99,
+    Metric::ItlP99,
+    Metric::TpotP50,
+    Metric::TpotP90,
 ];
 
 /// A metric's value in one cell, when the cell has it (finite and positive): what the cell
@@ -134,9 +139,14 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     let v = match metric {
         Metric::AggregateTps => Some(cell.aggregate_tps),
         Metric::PerUserTps => cell.per_user_tps.map(|p| p.p50),
-        Metric::TtftP50 | Metric::TtftP90 | Metric::ItlP50 | Metric::ItlP90 => {
-            latency_percentile(cell, metric).map(|(v, _, _)| v)
-        }
+        Metric::TtftP50
+        | Metric::TtftP90
+        | Metric::TtftP99
+        | Metric::ItlP50
+        | Metric::ItlP90
+        | Metric::ItlP99
+        | Metric::TpotP50
+        | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
     }?;
@@ -151,6 +161,10 @@ fn latency_percentile(cell: &CellResult, metric: Metric) -> Option<(f64, u64, f6
         Metric::TtftP90 => cell.ttft_s.map(|p| (p.p90, p.count, 0.9)),
         Metric::ItlP50 => cell.itl_s.map(|p| (p.p50, p.count, 0.5)),
         Metric::ItlP90 => cell.itl_s.map(|p| (p.p90, p.count, 0.9)),
+        Metric::TtftP99 => cell.ttft_s.map(|p| (p.p99, p.count, 0.99)),
+        Metric::ItlP99 => cell.itl_s.map(|p| (p.p99, p.count, 0.99)),
+        Metric::TpotP50 => cell.tpot_s.map(|p| (p.p50, p.count, 0.5)),
+        Metric::TpotP90 => cell.tpot_s.map(|p| (p.p90, p.count, 0.9)),
         _ => None,
     }
 }
@@ -389,6 +403,8 @@ struct MatrixChange {
     design: sensitivity::MatrixDesign,
     /// The second boot's own change ([`Look::second_boot_from`]).
     second_boot: Option<LogChange>,
+    /// The first boot's own change (the runs before [`Look::second_boot_from`]).
+    first_boot: Option<LogChange>,
 }
 
 /// A row's or column's change: the mean cell-specific change of its cells minus that of the
@@ -523,7 +539,8 @@ struct MetricTests {
     runs: usize,
     /// The second boot's own cell tests (in the order of `tests`) and its runs.
     second: Option<(Vec<CellTest>, usize)>,
-    /// Lines are tested for gating metrics only.
+    /// Lines are tested for the gating throughput only (a secondary metric's cells are
+    /// tested one by one, in its own family).
     gating: bool,
 }
 
@@ -643,6 +660,17 @@ fn test_metric(
     let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
     let level = mean(&base_effects);
     let (run_sigma, run_df) = model.run.sigma_df();
+    // The candidate's own boots join the boot noise (`with_boot_scatter`): a secondary
+    // metric's always (a busy host moves latency alone, which throughput's plan did not see),
+    // throughput's on a history of fewer than LATENCY_MIN_RUNS runs, where the prior speaks
+    // for most of it; from there on throughput's is the history's, on which its plan and
+    // `stats-eval` are measured (one more df of 19 would move them little).
+    let (run_sigma, run_df) = if metric == Metric::AggregateTps && history.len() >= LATENCY_MIN_RUNS
+    {
+        (run_sigma, run_df)
+    } else {
+        with_boot_scatter(run_sigma, run_df, &cand_effect)
+    };
     let design =
         sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
     let lag_var = design.level_lag_var();
@@ -662,6 +690,7 @@ fn test_metric(
         cells: idx.len(),
         design,
         second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
+        first_boot: second_from.map(|from| matrix_change(&cand_effect[..from])),
     });
 
     // The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
@@ -788,6 +817,21 @@ fn test_metric(
     }
 }
 
+/// The boot-to-boot noise `(σ, df)` of the run effect with the candidate's boots `effects`
+/// in it: their scatter about their own mean is `j − 1` more draws of it, pooled with the
+/// history's (valid whether or not the candidate changed: a change moves every boot alike).
+/// Two boots that read a latency +0% and +20% are one draw of a 14% boot SD: the interval of
+/// their mean widens with it instead of staying the history's ±1%.
+fn with_boot_scatter(sigma: f64, df: f64, effects: &[f64]) -> (f64, f64) {
+    let effects: Vec<f64> = effects.iter().copied().filter(|e| e.is_finite()).collect();
+    if effects.len() < 2 || !sigma.is_finite() || !df.is_finite() || df <= 0.0 {
+        return (sigma, df);
+    }
+    let extra = (effects.len() - 1) as f64;
+    let pooled = (df * sigma * sigma + extra * var(&effects)) / (df + extra);
+    (pooled.sqrt(), df + extra)
+}
+
 /// Each cell's own test: its change against the rest of its run, less the best linear
 /// prediction of its row's effect on the candidate's boots from the mean change `o` of the
 /// row's other cells, `w·o` with `w = V_row / (V_row + V_o)` (`V_row`: the row effect's
@@ -857,6 +901,45 @@ fn second_boot_leans(
     second: Option<&LogChange>,
     dir: Direction,
 ) -> (CellVerdict, Check) {
+    boot_leans(judged, second, dir, "second boot alone")
+}
+
+/// A change found on both boots stands only if each boot alone shows it at the same `alpha`
+/// and margin; else the first boot's test that does not is the line, and no change.
+fn each_boot_shows(
+    judged: (CellVerdict, Check),
+    boots: [(Option<&LogChange>, &str); 2],
+    dir: Direction,
+    alpha: f64,
+    margin: f64,
+) -> (CellVerdict, Check) {
+    if !matches!(judged.0, CellVerdict::Regression | CellVerdict::Improvement) {
+        return judged;
+    }
+    for (boot, which) in boots {
+        let Some(c) = boot else { continue };
+        let (v, mut check) = judge(c, dir, alpha, margin, which);
+        if v != judged.0 {
+            check.rejected = false;
+            check.outcome = format!(
+                "no {}: the {which} does not show it ({})",
+                judged.0.as_str(),
+                check.outcome
+            );
+            return (CellVerdict::Unchanged, check);
+        }
+    }
+    judged
+}
+
+/// [`second_boot_leans`] for the boot `which` names (`second boot alone`, `first boot alone`)
+/// and its own change `boot`.
+fn boot_leans(
+    judged: (CellVerdict, Check),
+    second: Option<&LogChange>,
+    dir: Direction,
+    which: &str,
+) -> (CellVerdict, Check) {
     use Direction::{HigherIsBetter, LowerIsBetter};
     // `screen` looks for a change worse in the direction it is given: an improvement's lean
     // is the other way.
@@ -869,14 +952,11 @@ fn second_boot_leans(
     let Some(c) = second else {
         return judged;
     };
-    let mut check = screen(c, toward, "second boot alone");
+    let mut check = screen(c, toward, which);
     if check.beyond() {
         return judged;
     }
-    check.outcome = format!(
-        "no {}: the second boot alone does not lean {lean}",
-        judged.0.as_str()
-    );
+    check.outcome = format!("no {}: the {which} does not lean {lean}", judged.0.as_str());
     (CellVerdict::Unchanged, check)
 }
 
@@ -986,6 +1066,130 @@ pub(super) fn with_matrix(
     (why, with)
 }
 
+/// A row's or column's improvement (regression) against the rest of its run stands only where
+/// its cells' total change points the same way: a row is never called an improvement for being
+/// better than the rest of its run when it is not faster than its baseline (a slowdown of the
+/// other rows makes it so). Otherwise its line says so and the verdict is `unchanged`.
+fn line_against_baseline(
+    judged: (CellVerdict, Check),
+    tests: &[&CellTest],
+    metric: Metric,
+    line: &LineChange,
+) -> (CellVerdict, Check) {
+    let (verdict, mut check) = judged;
+    if !matches!(verdict, CellVerdict::Improvement | CellVerdict::Regression) {
+        return (verdict, check);
+    }
+    let dir = metric.direction();
+    let totals: Vec<f64> = tests
+        .iter()
+        .filter(|t| t.metric == metric && line.members.contains(&t.cell))
+        .map(|t| t.total.estimate)
+        .collect();
+    if totals.is_empty() {
+        return (verdict, check);
+    }
+    let total = mean(&totals);
+    if points(verdict, signed(total, dir)) {
+        return (verdict, check);
+    }
+    let (side, way) = match verdict {
+        CellVerdict::Improvement => ("better", "faster"),
+        _ => ("worse", "slower"),
+    };
+    check.rejected = false;
+    check.outcome = format!(
+        "{side} than the rest of its run, not {way} than its baseline (its cells {} in total): no change",
+        signed_percent(relative(total))
+    );
+    (CellVerdict::Unchanged, check)
+}
+
+/// At the plan's first boot a secondary metric's change is not yet a change: a busy host
+/// moves latency on one boot without touching throughput. A regression of a gating one is made
+/// provisional by the caller (a second boot decides it); a regression of a reported-only one
+/// is `inconclusive` (a metric that does not gate never calls for a boot: the second boot, where
+/// the plan takes one, decides whether it is listed), and an improvement is `unchanged`
+/// (gating) or `inconclusive` (reported-only), each with a line saying it moved on one boot.
+/// None is listed as a change: a reader who wants latency decided on every gate makes it gate.
+fn one_boot_secondary(verdict: &mut CellVerdict, check: &mut Check, gates: bool) {
+    let found = *verdict;
+    match found {
+        CellVerdict::Regression if gates => {}
+        CellVerdict::Regression | CellVerdict::Improvement => {
+            check.rejected = false;
+            check.outcome = format!("{} on one boot: not confirmed", check.outcome);
+            *verdict = if gates {
+                CellVerdict::Unchanged
+            } else {
+                CellVerdict::Inconclusive
+            };
+        }
+        _ => {}
+    }
+}
+
+/// The observations behind a latency percentile of a cell when they are too few to compare
+/// it ([`percentile_min_count`]), with the quantile.
+fn thin_percentile(cell: &CellResult, metric: Metric) -> Option<(u64, f64)> {
+    latency_percentile(cell, metric)
+        .filter(|&(_, n, q)| n < percentile_min_count(q))
+        .map(|(_, n, q)| (n, q))
+}
+
+/// What of the rule's gating metrics does not gate in this comparison, for people: a latency
+/// percentile on a history shorter than `LATENCY_MIN_RUNS`, or in the cells whose candidate
+/// runs have too few observations to bound it (those cells have no line of it).
+fn not_gated(
+    rule: &DecisionRule,
+    history_runs: usize,
+    comparable: &[Coord],
+    candidate: &[RunResults],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for &metric in rule.metrics.iter().filter(|m| m.is_latency_percentile()) {
+        if !rule.gates(metric, history_runs) {
+            out.push(format!(
+                "{} is reported, not gated: the history has {} run{}, a latency percentile gates from {}",
+                metric_name(metric),
+                history_runs,
+                if history_runs == 1 { "" } else { "s" },
+                LATENCY_MIN_RUNS
+            ));
+            continue;
+        }
+        let thin: Vec<(u64, f64)> = comparable
+            .iter()
+            .filter_map(|&coord| {
+                candidate
+                    .iter()
+                    .filter_map(|r| find(r, coord))
+                    .filter_map(|c| thin_percentile(c, metric))
+                    .min_by_key(|&(n, _)| n)
+            })
+            .collect();
+        let Some(&(_, q)) = thin.first() else {
+            continue;
+        };
+        let lo = thin.iter().map(|t| t.0).min().unwrap_or_default();
+        let hi = thin.iter().map(|t| t.0).max().unwrap_or_default();
+        let counts = if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}–{hi}")
+        };
+        out.push(format!(
+            "{} not gated in {} of {}: {counts} observations each, a p{:.0} needs {}",
+            metric_name(metric),
+            crate::answer::plural(thin.len(), "cell"),
+            comparable.len(),
+            q * 100.0,
+            percentile_min_count(q)
+        ));
+    }
+    out
+}
+
 /// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile
 /// (oldest → newest) in one look ([`Look::single`]). The newest `history_runs` runs are the
 /// model's history, the newest third of them the level. An empty baseline gives a
@@ -1085,7 +1289,7 @@ pub fn compare_on(
         .map(|(&c, _)| c)
         .collect();
 
-    let gating = |m: Metric| rule.metrics.contains(&m);
+    let gating = |m: Metric| rule.gates(m, history.len());
     let mut fits: Vec<MetricTests> = ALL_METRICS
         .into_iter()
         .map(|metric| {
@@ -1096,7 +1300,7 @@ pub fn compare_on(
                 history,
                 level_n,
                 candidate,
-                gating(metric),
+                metric == Metric::AggregateTps && gating(metric),
                 look.second_boot_from,
             )
         })
@@ -1107,22 +1311,61 @@ pub fn compare_on(
         .collect();
     let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
 
-    // The local family at this look: the lines share LINE_SHARE of its alpha, the gating
-    // cells the rest (Bonferroni: each test its own fixed share). Reported-only metrics are
-    // tested at a gating cell's alpha and never gate. The plan's lines are those of every
-    // comparable cell, whichever cells their contrasts come to leave out.
+    // The secondary metrics (latency, per-user tok/s, ...) are one family of their own at
+    // SECONDARY_SHARE of this look's speed alpha: half to their matrix-wide tests, half to
+    // their (metric, cell) tests. When one of them gates, throughput's families keep the rest
+    // (the gate's false alarms add up to `alpha`); when none does, throughput keeps its whole
+    // alpha and the secondary lines are listed at that share.
+    let secondary_gates = fits
+        .iter()
+        .any(|f| f.metric != Metric::AggregateTps && gating(f.metric) && !f.tests.is_empty());
+    let keep = if secondary_gates {
+        1.0 - SECONDARY_SHARE
+    } else {
+        1.0
+    };
+    let local_alpha = look.local_alpha * keep;
+    let throughput_matrix_alpha = look.matrix_alpha.map(|a| a * keep);
+    let secondary_alpha =
+        (look.local_alpha + look.matrix_alpha.unwrap_or(look.local_alpha)) * SECONDARY_SHARE;
+    let is_secondary = |m: Metric| m != Metric::AggregateTps;
+    let n_secondary_cells = tests.iter().filter(|t| is_secondary(t.metric)).count();
+    let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
+    let secondary_cell_alpha = secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64;
+    let secondary_matrix_alpha = secondary_alpha / 2.0 / n_secondary_matrices.max(1) as f64;
+
+    // Throughput's local family at this look: the lines share LINE_SHARE of its alpha, the
+    // cells the rest (Bonferroni: each test its own fixed share). The plan's lines are those
+    // of every comparable cell, whichever cells their contrasts come to leave out.
     let n_lines: usize = fits
         .iter()
         .map(|f| f.lines(&comparable, |_| true).len())
         .sum();
-    let n_cells = tests.iter().filter(|t| gating(t.metric)).count().max(1);
+    let n_cells = tests
+        .iter()
+        .filter(|t| t.metric == Metric::AggregateTps)
+        .count()
+        .max(1);
     let line_share = if n_lines > 0 { LINE_SHARE } else { 0.0 };
-    let cell_alpha = look.local_alpha * (1.0 - line_share) / n_cells as f64;
-    let line_alpha = look.local_alpha * line_share / n_lines.max(1) as f64;
+    let cell_alpha = local_alpha * (1.0 - line_share) / n_cells as f64;
+    let line_alpha = local_alpha * line_share / n_lines.max(1) as f64;
+    let test_alpha = |m: Metric| {
+        if is_secondary(m) {
+            secondary_cell_alpha
+        } else {
+            cell_alpha
+        }
+    };
     let margin = log_margin(rule.min_effect);
     if let Some(s) = report.rule.shares.as_mut() {
+        if secondary_gates {
+            s.matrix *= keep;
+            s.local *= keep;
+            s.secondary = Some(rule.alpha * (1.0 - super::rule::CAPACITY_SHARE) * SECONDARY_SHARE);
+        }
         s.lines = s.local * line_share;
     }
+    report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
 
     // Each cell's own test (against the rest of its run), in the order of `tests`: what it
     // found, and its verdict after the second boot's screen.
@@ -1130,7 +1373,7 @@ pub fn compare_on(
         .iter()
         .map(|t| {
             let dir = t.metric.direction();
-            let judged = judge(&t.own, dir, cell_alpha, margin, &look.name);
+            let judged = judge(&t.own, dir, test_alpha(t.metric), margin, &look.name);
             let found = judged.0;
             let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
             (found, v, c)
@@ -1158,7 +1401,8 @@ pub fn compare_on(
         .map(|(metric, l)| {
             let dir = metric.direction();
             let judged = judge(&l.change, dir, line_alpha, margin, &look.name);
-            second_boot_leans(judged, l.second.as_ref(), dir)
+            let judged = second_boot_leans(judged, l.second.as_ref(), dir);
+            line_against_baseline(judged, &tests, *metric, l)
         })
         .collect();
     report.lines = lines
@@ -1203,7 +1447,26 @@ pub fn compare_on(
         .iter()
         .map(|(&metric, m)| {
             let dir = metric.direction();
-            let v = match look.matrix_alpha {
+            // A secondary metric's matrix-wide test is judged at every look (at the first boot
+            // its regression is provisional, below): no futility screen of its own decides
+            // the plan's second boot.
+            let alpha = if is_secondary(metric) {
+                Some(secondary_matrix_alpha)
+            } else {
+                throughput_matrix_alpha
+            };
+            let v = match alpha {
+                Some(a) if is_secondary(metric) => {
+                    // Each boot alone must show a secondary metric's change at the same alpha
+                    // (an intersection–union test: its level is that alpha), so one busy boot,
+                    // first or second, cannot carry it whatever the other boot read by chance.
+                    let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
+                    let boots = [
+                        (m.first_boot.as_ref(), "first boot alone"),
+                        (m.second_boot.as_ref(), "second boot alone"),
+                    ];
+                    each_boot_shows(judged, boots, dir, a, matrix_margin)
+                }
                 Some(a) => {
                     let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
                     second_boot_leans(judged, m.second_boot.as_ref(), dir)
@@ -1247,6 +1510,9 @@ pub fn compare_on(
         if !gating(t.metric) {
             reported_only(&mut check, own, dir);
         }
+        if look.local_provisional && is_secondary(t.metric) {
+            one_boot_secondary(&mut verdict, &mut check, gating(t.metric));
+        }
         if look.local_provisional && gating(t.metric) && make_provisional(&mut verdict, &mut check)
         {
             provisional_local.push(t.cell);
@@ -1264,7 +1530,7 @@ pub fn compare_on(
                 ci_high: relative(hi),
                 margin: rule.min_effect,
                 p_value: p,
-                p_adjusted: (p * look.local_alpha / cell_alpha).min(1.0),
+                p_adjusted: (p * look.local_alpha / test_alpha(t.metric)).min(1.0),
                 verdict,
                 check: Some(check),
                 decided_on: Some(decided_on),
@@ -1273,8 +1539,13 @@ pub fn compare_on(
         ));
     }
 
+    // Throughput's plan at the alpha it keeps.
+    let throughput_rule = DecisionRule {
+        alpha: rule.alpha * keep,
+        ..rule.clone()
+    };
     report.sensitivity = Some(sensitivity::assess(
-        rule,
+        &throughput_rule,
         look.design_boots,
         history.len(),
         matrices.get(&Metric::AggregateTps).map(|m| &m.design),
@@ -1309,6 +1580,20 @@ pub fn compare_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The verdict over the boots given, as the judge replays them (and whether the second
+    /// boot entered it).
+    fn two_boot_verdict(
+        _confirm: bool,
+        rule: &DecisionRule,
+        baseline: &[RunResults],
+        first: &[RunResults],
+        second: Option<(&[RunResults], &str)>,
+    ) -> Result<(ComparisonReport, bool), StatsError> {
+        let history = std::sync::Arc::new(History::new(baseline));
+        let plan = crate::stats::Plan::default();
+        crate::stats::replay(history, rule, plan, first, second).map(|r| (r.report, r.used_second))
+    }
     use crate::eval::synthetic_run;
     use crate::results::Percentiles;
     use crate::verdict::{CellComparison, GateVerdict};
@@ -1335,6 +1620,284 @@ mod tests {
             });
         }
         r
+    }
+
+    /// A run with throughput as [`synthetic_run`] (times `tps(cell)`) and an ITL of 10 ms with
+    /// a 1% boot factor and 2% cell terms (times `itl(cell)`); its TTFTs are 4 per cell, too
+    /// few for a p90.
+    fn latency_run(
+        id: &str,
+        rng: &mut StdRng,
+        tps: &dyn Fn(usize) -> f64,
+        itl: &dyn Fn(usize) -> f64,
+    ) -> RunResults {
+        use rand_distr::{Distribution, Normal};
+        let mut r = synthetic_run(id, rng, 0.01, 0.02, tps);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        let boot = (0.01 * n.sample(rng)).exp();
+        for (i, cell) in r.cells.iter_mut().enumerate() {
+            let v = 0.01 * boot * (0.02 * n.sample(rng)).exp() * itl(i);
+            let t = 0.05 * boot * (0.02 * n.sample(rng)).exp() * itl(i);
+            let p = |x: f64, count| Percentiles {
+                mean: x,
+                p50: x,
+                p90: 1.5 * x,
+                p99: 2.5 * x,
+                count,
+            };
+            cell.itl_s = Some(p(v, 5000));
+            cell.ttft_s = Some(p(t, 4));
+        }
+        r
+    }
+
+    /// The rule with the tail latencies gating too (`metrics = ["aggregate_tps", "ttft_p90",
+    /// "itl_p90"]`).
+    fn latency_rule() -> DecisionRule {
+        DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::TtftP90, Metric::ItlP90],
+            ..DecisionRule::default()
+        }
+    }
+
+    /// Latency changes listed in `report`'s cells `cells`: (cell index, metric).
+    fn latency_changes(
+        report: &ComparisonReport,
+        cells: std::ops::Range<usize>,
+    ) -> Vec<(usize, Metric)> {
+        cells
+            .flat_map(|i| {
+                report.cells[i]
+                    .metrics
+                    .iter()
+                    .filter(|m| {
+                        m.metric.is_latency_percentile()
+                            && matches!(
+                                m.verdict,
+                                CellVerdict::Regression | CellVerdict::Improvement
+                            )
+                    })
+                    .map(move |m| (i, m.metric))
+            })
+            .collect()
+    }
+
+    /// Issue 56's first example: only the 32k row (cells 5..10) slowed, its ITL 10% higher;
+    /// the second boot ran on a busy host, every ITL 20% higher. Before, ITL p50 and p90 were
+    /// listed +7–12% [±3.4%] in all 15 cells the change cannot reach (the boots' disagreement
+    /// was not in the interval); now only the 32k row's, where both boots read it higher.
+    #[test]
+    fn a_busy_second_boot_lists_no_latency_change_where_the_change_cannot_reach() {
+        let rule = latency_rule();
+        let mut rng = StdRng::seed_from_u64(56);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
+            .collect();
+        let row = |i: usize| (5..10).contains(&i);
+        let tps = |i: usize| if row(i) { 0.9 } else { 1.0 };
+        let first = latency_run("c1", &mut rng, &tps, &|i| if row(i) { 1.1 } else { 1.0 });
+        let second = latency_run("c2", &mut rng, &tps, &|i| if row(i) { 1.32 } else { 1.2 });
+        let (report, used) = two_boot_verdict(
+            true,
+            &rule,
+            &base,
+            std::slice::from_ref(&first),
+            Some((std::slice::from_ref(&second), "busy")),
+        )
+        .unwrap();
+        assert!(used);
+        let outside: Vec<(usize, Metric)> = latency_changes(&report, 0..5)
+            .into_iter()
+            .chain(latency_changes(&report, 10..20))
+            .collect();
+        assert!(outside.is_empty(), "{outside:?}");
+        assert!(!latency_changes(&report, 5..10).is_empty());
+        // The matrix-wide ITL test says why: the first boot alone does not show it.
+        let itl = report.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::ItlP90)
+            .unwrap();
+        assert_eq!(itl.verdict, CellVerdict::Unchanged);
+        // TTFT p90 (4 first tokens a cell) is said not to gate, and why.
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|n| n.starts_with("TTFT p90 not gated in 20 cells of 20")
+                    && n.ends_with("a p90 needs 29")),
+            "{:?}",
+            report.not_gated
+        );
+    }
+
+    /// Issue 56's second example: with only the 32k row 10% slower, the 8k row is better than
+    /// the rest of its run but not faster than its baseline. Before, its row test read
+    /// `→ improvement` among the tests that decided; now its line says what it is.
+    #[test]
+    fn a_row_better_than_the_rest_of_its_run_is_no_improvement_unless_faster_than_its_baseline() {
+        let keep = |mut r: RunResults| {
+            r.cells.retain(|c| c.context_tokens <= 32768);
+            r
+        };
+        let mut rng = StdRng::seed_from_u64(57);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| keep(latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0)))
+            .collect();
+        let slow = |i: usize| if (5..10).contains(&i) { 0.9 } else { 1.0 };
+        let first = keep(latency_run("c1", &mut rng, &slow, &|_| 1.0));
+        let second = keep(latency_run("c2", &mut rng, &slow, &|_| 1.0));
+        let (report, _) = two_boot_verdict(
+            true,
+            &DecisionRule::default(),
+            &base,
+            std::slice::from_ref(&first),
+            Some((std::slice::from_ref(&second), "second")),
+        )
+        .unwrap();
+        assert_eq!(report.gate, GateVerdict::Regression);
+        let row = |at: u64| {
+            report
+                .lines
+                .iter()
+                .find(|l| l.axis == LineAxis::Context && l.at == at)
+                .unwrap()
+        };
+        assert_eq!(row(32768).test.verdict, CellVerdict::Regression);
+        let fast = row(8192);
+        assert_eq!(fast.test.verdict, CellVerdict::Unchanged);
+        let outcome = &fast.test.check.as_ref().unwrap().outcome;
+        assert!(
+            outcome.starts_with("better than the rest of its run, not faster than its baseline"),
+            "{outcome}"
+        );
+        assert!(
+            !report
+                .check_lines()
+                .iter()
+                .any(|l| l.ends_with("→ improvement")),
+            "{:#?}",
+            report.check_lines()
+        );
+        assert!(
+            report.cells[..5]
+                .iter()
+                .all(|c| c.verdict != CellVerdict::Improvement)
+        );
+    }
+
+    /// Issue 56's third example: a one-run baseline and an A/A whose boots differ by 13%.
+    /// Before, both boots' matrix-wide change read −6.1% [−16.4, +5.4] from the prior alone
+    /// (1.5% per boot on 1 df) whatever the boots said; now the boots' own scatter widens it,
+    /// and the details say the intervals come from a prior.
+    #[test]
+    fn a_one_run_baseline_prints_intervals_as_wide_as_the_boots_disagree_and_says_prior() {
+        let rule = latency_rule();
+        let mut rng = StdRng::seed_from_u64(58);
+        let base = vec![latency_run("b0", &mut rng, &|_| 1.0, &|_| 1.0)];
+        let first = latency_run("c1", &mut rng, &|_| 0.87, &|_| 1.0 / 0.87);
+        let second = latency_run("c2", &mut rng, &|_| 1.0, &|_| 1.0);
+        let verdict = |second: Option<&RunResults>| {
+            two_boot_verdict(
+                true,
+                &rule,
+                &base,
+                std::slice::from_ref(&first),
+                second.map(|s| (std::slice::from_ref(s), "second")),
+            )
+            .unwrap()
+            .0
+        };
+        let both = verdict(Some(&second));
+        let m = both.matrix_test.as_ref().unwrap();
+        // The boots' log effects differ by ~0.14: an SD of ~0.10 between boots.
+        assert!(m.ci_low < -0.25 && m.ci_high > 0.2, "{m:?}");
+        assert_ne!(both.gate, GateVerdict::Regression);
+        let details = crate::report::layout::layout(&both).details;
+        assert!(
+            details.iter().any(
+                |d| d.starts_with("Intervals from a prior: one baseline run")
+                    && d.contains("pooled with the scatter of this candidate's boots")
+            ),
+            "{details:#?}"
+        );
+        let one = verdict(None);
+        let details = crate::report::layout::layout(&one).details;
+        assert!(
+            details
+                .iter()
+                .any(|d| d.contains("not a measurement; record more baseline runs")),
+            "{details:#?}"
+        );
+        // A latency percentile of a one-run store is reported, not gated, and says so.
+        assert!(one.not_gated.iter().any(|n| n.starts_with(
+            "ITL p90 is reported, not gated: the history has 1 run, a latency percentile gates from 10"
+        )));
+    }
+
+    #[test]
+    fn the_boots_scatter_joins_the_boot_noise_and_widens_it_only_when_they_disagree() {
+        // Two boots 20% apart against a 1% history on 19 df: one more df of a 14% SD.
+        let (sigma, df) = with_boot_scatter(0.01, 19.0, &[0.0, 0.2]);
+        assert!((df - 20.0).abs() < 1e-12);
+        let expected = ((19.0 * 1e-4 + 0.02) / 20.0_f64).sqrt();
+        assert!((sigma - expected).abs() < 1e-12, "{sigma}");
+        // Boots that agree narrow it a little; one boot is left as it is.
+        assert!(with_boot_scatter(0.01, 19.0, &[0.001, 0.002]).0 < 0.01);
+        assert_eq!(with_boot_scatter(0.01, 19.0, &[0.3]), (0.01, 19.0));
+    }
+
+    #[test]
+    fn the_secondary_family_takes_its_share_of_alpha_only_where_one_of_them_gates() {
+        let mut rng = StdRng::seed_from_u64(59);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
+            .collect();
+        let cand = latency_run("c", &mut rng, &|_| 1.0, &|_| 1.0);
+        let rule = latency_rule();
+        let gated = compare(&base, std::slice::from_ref(&cand), &rule).unwrap();
+        let s = gated.rule.shares.unwrap();
+        let secondary = s.secondary.expect("ITL p90 gates on 20 runs");
+        assert!((s.matrix + s.local + s.capacity + secondary - rule.alpha).abs() < 1e-12);
+        assert!((secondary - 0.002).abs() < 1e-12 && (s.matrix - 0.003).abs() < 1e-12);
+        // With throughput alone gating (the default) it keeps its whole share, as before.
+        let tps_only = DecisionRule::default();
+        let alone = compare(&base, std::slice::from_ref(&cand), &tps_only).unwrap();
+        let s = alone.rule.shares.unwrap();
+        assert!(s.secondary.is_none() && (s.matrix - 0.004).abs() < 1e-12);
+        // A 9-run history: the latency percentiles are reported, throughput keeps its alpha.
+        let young = compare(&base[11..], std::slice::from_ref(&cand), &rule).unwrap();
+        assert!(young.rule.shares.unwrap().secondary.is_none());
+        assert_eq!(young.not_gated.len(), 2, "{:?}", young.not_gated);
+    }
+
+    /// At the plan's first boot a latency change is not yet one: a busy first boot makes a
+    /// gating ITL p90 provisional (a second boot decides) and lists nothing.
+    #[test]
+    fn a_busy_first_boot_makes_latency_provisional_and_lists_nothing() {
+        let rule = latency_rule();
+        let mut rng = StdRng::seed_from_u64(60);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
+            .collect();
+        let busy = latency_run("c1", &mut rng, &|_| 1.0, &|_| 1.2);
+        let first = compare_at(
+            &base,
+            std::slice::from_ref(&busy),
+            &rule,
+            &crate::stats::confirm::first_look(&rule, true),
+        )
+        .unwrap();
+        assert!(first.cells.iter().any(|c| c.provisional));
+        assert!(crate::stats::confirm::wants_confirmation(&first));
+        assert!(crate::report::layout::layout(&first).secondary.is_empty());
+        // The ITL p50 (reported only) moved on one boot: inconclusive, not a change.
+        let p50 = first.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::ItlP50)
+            .unwrap();
+        assert_eq!(p50.verdict, CellVerdict::Inconclusive);
     }
 
     fn history(rng: &mut StdRng, n: usize) -> Vec<RunResults> {

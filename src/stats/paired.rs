@@ -219,7 +219,8 @@ pub fn paired_compare(
         }
     }
 
-    let gating = |m: Metric| rule.metrics.contains(&m);
+    // A latency percentile gates from as many pairs as a gate's history needs runs.
+    let gating = |m: Metric| rule.gates(m, n);
     // As in `stats::compare`: each test its fixed (Bonferroni) share, so its boundary can be
     // printed. The gating cells share the local families' alpha (a paired run has no line
     // tests); a reported-only metric is tested at a gating cell's alpha and never gates.

@@ -33,6 +33,23 @@ pub(crate) const CONFIDENCE: f64 = 0.90;
 /// now counted inside the gate's `alpha` instead of on top of it.
 pub(crate) const CAPACITY_SHARE: f64 = 0.2;
 
+/// Share of the speed families' alpha (all but capacity's) given to the secondary metrics
+/// (latency percentiles, per-user tok/s, steps/s, energy) as one family: a fourth, so 0.2% of
+/// the default 1%. Their matrix-wide tests share half of it, their (metric, cell) tests the
+/// other half (Bonferroni). When one of them gates in a comparison, throughput's matrix,
+/// lines and cells keep the other three fourths, so the gate's false alarms stay within
+/// `alpha` by the union bound; when none gates, throughput keeps its whole share (a
+/// reported-only line fails no gate) and the secondary lines are listed at this share.
+pub(crate) const SECONDARY_SHARE: f64 = 0.25;
+
+/// History runs a latency percentile needs before it gates by default (it is reported
+/// before): ten runs give its boot-to-boot noise 9 successive differences, the fewest on
+/// which the tail fit and the plan's empirical boots are made for throughput too
+/// (`noise::TAIL_MIN_RUNS`, `sensitivity::EMPIRICAL_MIN_RUNS`). A latency percentile of a
+/// young store, whose noise only the prior speaks for, would otherwise fail builds on 3% of
+/// scatter it has never seen.
+pub(crate) const LATENCY_MIN_RUNS: usize = 10;
+
 /// A latency percentile is compared only where its sample bounds it: the chance that every
 /// one of its `n` observations falls below the true p-quantile, pⁿ, is at most this. A median
 /// then needs 5 observations and a p90 29; a cell's "p90" from the 2–8 first tokens of a short
@@ -69,6 +86,12 @@ pub struct DecisionRule {
     /// third of them ([`LEVEL_PARTS`]) define the matrix-wide level, so a drift is followed.
     pub history_runs: usize,
     /// Metrics that can fail the gate; the others are reported with verdicts but never gate.
+    /// By default aggregate tok/s alone: a latency percentile added here gates where each cell
+    /// has the observations it needs and the history [`LATENCY_MIN_RUNS`] runs
+    /// ([`DecisionRule::gates`]), and is reported otherwise. Latency is not gated by default
+    /// because a history recorded on another host (the default job's bundled baseline) does not
+    /// show the latency a loaded runner adds to every boot: the simulated engine's C=1 ITL p90
+    /// read +16% against the rest of its run on both boots of a clean run on a loaded CI host.
     pub metrics: Vec<Metric>,
     /// The uniform slowdown the gate must be able to find at `design_power` to say `pass`;
     /// a gate less sensitive than that says `insufficient`.
@@ -127,6 +150,15 @@ impl DecisionRule {
         Ok(())
     }
 
+    /// Whether `metric` can fail the gate on a history of `history_runs` runs: it is one of
+    /// [`DecisionRule::metrics`], and a latency percentile only from [`LATENCY_MIN_RUNS`]
+    /// runs on (before, it is reported only). A percentile also needs its observations in each
+    /// cell ([`percentile_min_count`]); a cell without them has no line of it.
+    pub fn gates(&self, metric: Metric, history_runs: usize) -> bool {
+        self.metrics.contains(&metric)
+            && (!metric.is_latency_percentile() || history_runs >= LATENCY_MIN_RUNS)
+    }
+
     /// Alpha of the matrix-wide test (spent at its last look).
     pub fn matrix_alpha(&self) -> f64 {
         self.alpha * (1.0 - CAPACITY_SHARE) * MATRIX_SHARE
@@ -156,6 +188,7 @@ impl DecisionRule {
                 local: self.local_alpha(),
                 capacity: self.capacity_alpha(),
                 lines: 0.0,
+                secondary: None,
             }),
         }
     }

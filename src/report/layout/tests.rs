@@ -302,6 +302,7 @@ fn the_rule_line_shares_add_up_to_alpha() {
         local: 0.004,
         capacity: 0.0,
         lines: 0.0,
+        secondary: None,
     });
     let line = rule(&r);
     assert!(
