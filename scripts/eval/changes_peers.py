@@ -279,7 +279,21 @@ def main():
         default=1,
         help="cells of each stable history the peers' one-cell false-alert rate is measured on",
     )
+    ap.add_argument(
+        "--render",
+        type=Path,
+        help="skip the replay: print the tables of a --json file written before (same export)",
+    )
     ap.add_argument("--trials", type=int, help="use only the first N histories of each scenario")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N histories of each scenario")
+    ap.add_argument("--save-alerts", type=Path, help="write every replayed series' alerts here")
+    ap.add_argument(
+        "--load-alerts",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="instead of replaying, merge the alerts of earlier --save-alerts runs (batches)",
+    )
     ap.add_argument("--out", type=Path, help="write the tables (Markdown) here too")
     ap.add_argument("--json", type=Path, help="write every figure (JSON) here")
     ap.add_argument(
@@ -293,11 +307,28 @@ def main():
     scenarios = {}
     for f in sorted(args.dir.glob("*.json")):
         s = json.loads(f.read_text())
-        if args.trials:
-            s["histories"] = s["histories"][: args.trials]
+        end = args.offset + args.trials if args.trials else None
+        s["histories"] = s["histories"][args.offset : end]
         scenarios[s["scenario"]] = s
     if "stable" not in scenarios:
         sys.exit("no stable.json in the export")
+
+    if args.render:
+        saved = json.loads(args.render.read_text())
+        figures = {tuple(k.split("|")): v for k, v in saved.items()}
+        keys = list(dict.fromkeys(k[2] for k in figures if k[:2] == ("stable", "matrix")))
+        render(args, scenarios, figures, keys, methods)
+        return
+
+    if args.load_alerts:
+        results = {}
+        for f in args.load_alerts:
+            for name, trial, kind, cell, alerts in json.loads(f.read_text()):
+                results[(name, trial, kind, cell)] = alerts
+        for name, s in scenarios.items():
+            s["histories"] = [h for h in s["histories"] if (name, h["trial"], "matrix", 0) in results]
+        summarise(args, scenarios, results, methods)
+        return
 
     tasks = []
     for name, s in scenarios.items():
@@ -314,9 +345,14 @@ def main():
             results[(name, trial, kind, cell)] = alerts
             if (k + 1) % 20 == 0:
                 print(f"{k + 1}/{len(tasks)}", file=sys.stderr)
+    if args.save_alerts:
+        args.save_alerts.write_text(json.dumps([[*k, v] for k, v in results.items()]))
+    summarise(args, scenarios, results, methods)
 
+
+def summarise(args, scenarios, results, methods):
+    """The figures of every method from the replayed alerts (and infergate's exported ones)."""
     figures = {}
-    methods = None
     for name, s in scenarios.items():
         for kind in ["matrix", "cell"]:
             per_method = {}
@@ -329,14 +365,20 @@ def main():
                     continue
                 for m, a in alerts.items():
                     per_method.setdefault(m, []).append(a)
-            methods = list(per_method)
+            keys = list(per_method)
             for m, hs in per_method.items():
                 if s["onset"] is None:
                     f = stable_figures(hs, s["nights"] - s["warmup"])
                 else:
                     f = shift_figures(hs, s["onset"], s["early"], s["min_segment"])
                 figures[(name, kind, m)] = f
+    render(args, scenarios, figures, keys, methods)
+    if args.json:
+        args.json.write_text(json.dumps({"|".join(map(str, k)): v for k, v in figures.items()}, indent=1))
 
+
+def render(args, scenarios, figures, keys, methods):
+    """Prints (and writes to --out) the stable grid and the side-by-side table."""
     # Calibration: per series kind, each peer's loosest grid threshold at or below infergate's rate.
     chosen = {}
     for kind in ["matrix", "cell"]:
@@ -355,7 +397,7 @@ def main():
     lines.append("| method | series | threshold | false alerts / 100 stable nights | stable histories with any |")
     lines.append("|---|---|---|---:|---:|")
     for kind in ["matrix", "cell"]:
-        for m in methods:
+        for m in keys:
             f = figures[("stable", kind, m)]
             lines.append(f"| {m.split(' ')[0]} | {kind} | {m.partition(' ')[2] or 'defaults'} | {f['false_per_100_nights']:.3f} | {f['histories_with_alert']:.1%} |")
     lines.append("")
@@ -389,8 +431,6 @@ def main():
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
-    if args.json:
-        args.json.write_text(json.dumps({"|".join(map(str, k)): v for k, v in figures.items()}, indent=1))
 
 
 if __name__ == "__main__":
