@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from multiprocessing import Pool
 from pathlib import Path
@@ -163,7 +162,7 @@ class Replay:
 
     def night(self, night, series, cps):
         touched = []
-        for cp in cps:
+        for cp in map(int, cps):
             up = direction_up(series, cps, cp)
             same = [
                 (abs(a["latest_at"] - cp), i)
@@ -346,7 +345,7 @@ def main():
             if (k + 1) % 20 == 0:
                 print(f"{k + 1}/{len(tasks)}", file=sys.stderr)
     if args.save_alerts:
-        args.save_alerts.write_text(json.dumps([[*k, v] for k, v in results.items()]))
+        args.save_alerts.write_text(json.dumps([[*k, v] for k, v in results.items()], default=int))
     summarise(args, scenarios, results, methods)
 
 

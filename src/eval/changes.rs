@@ -831,6 +831,90 @@ mod tests {
         );
     }
 
+    /// Multiplies every cell of night `n` by `factor(n)` (a whole night moved: heavy tails,
+    /// an outlier night, more drift than the model's).
+    fn scale_nights(runs: &mut [RunResults], factor: &dyn Fn(usize) -> f64) {
+        for cell in 0..runs.first().map_or(0, |r| r.cells.len()) {
+            scale_cell(runs, cell, &|n| factor(n) - 1.0);
+        }
+    }
+
+    #[test]
+    #[ignore = "measurement for docs/changes.md (issue 60): cargo test --lib location_coverage_off_model -- --ignored --nocapture"]
+    #[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
+    fn location_coverage_off_model() {
+        use rand::SeedableRng;
+        use rand_distr::Distribution;
+        let trials: u64 = std::env::var("TRIALS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
+        let settings = ChangeSettings::default();
+        let step = |n: usize| if n >= 40 { -0.03 } else { 0.0 };
+        type Bend = Box<dyn Fn(u64) -> Box<dyn Fn(usize) -> f64>>;
+        let cases: Vec<(&str, Bend)> = vec![
+            (
+                "the model's own (gate noise)",
+                Box::new(|_| Box::new(|_| 1.0)),
+            ),
+            (
+                "heavy-tailed nights (Student t, 3 df, 1% scale, every night)",
+                Box::new(|seed| {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+                    let t = rand_distr::StudentT::<f64>::new(3.0).unwrap();
+                    let f: Vec<f64> = (0..60)
+                        .map(|_| f64::exp(0.01 * t.sample(&mut rng)))
+                        .collect();
+                    Box::new(move |n| f[n])
+                }),
+            ),
+            (
+                "an outlier night (−8%) just after the step (night 41)",
+                Box::new(|_| Box::new(|n| if n == 41 { 0.92 } else { 1.0 })),
+            ),
+            (
+                "an outlier night (−8%) just before the step (night 39)",
+                Box::new(|_| Box::new(|n| if n == 39 { 0.92 } else { 1.0 })),
+            ),
+            (
+                "3× the model's drift (0.3%/night random walk in all)",
+                Box::new(|seed| {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xd71f);
+                    let nd = rand_distr::Normal::new(0.0, 0.002_828).unwrap();
+                    let mut walk = 0.0;
+                    let f: Vec<f64> = (0..60)
+                        .map(|_| {
+                            walk += nd.sample(&mut rng);
+                            f64::exp(walk)
+                        })
+                        .collect();
+                    Box::new(move |n| f[n])
+                }),
+            ),
+        ];
+        for (name, bend) in &cases {
+            for kind in [SeriesKind::Matrix, SeriesKind::Cell] {
+                let (mut found, mut covered, mut widths) = (0u32, 0u32, Vec::new());
+                for seed in 1000..1000 + trials {
+                    let mut runs = nightly_history(&NoiseSpec::default(), 60, &step, seed);
+                    scale_nights(&mut runs, &*bend(seed));
+                    let loc = step_location(&runs, &scope_of(kind, &runs), 40, &settings).unwrap();
+                    if let Some((lo, hi)) = loc {
+                        found += 1;
+                        covered += u32::from((lo..=hi).contains(&40));
+                        widths.push((hi - lo + 1) as f64);
+                    }
+                }
+                widths.sort_by(f64::total_cmp);
+                eprintln!(
+                    "{name}, {kind:?}: found {found}/{trials}, 90% interval holds night 40 in {covered}/{found} ({:.1}%), width median {}",
+                    100.0 * f64::from(covered) / f64::from(found.max(1)),
+                    quantile(&widths, 0.5)
+                );
+            }
+        }
+    }
+
     /// Over `seeds` at the gate's noise: (stable 60-night matrix histories without any alert,
     /// −0.2%/night creeps from night 45 alerted within 10 nights of the onset, −3% steps at
     /// night 40 whose 90% location interval at night 59 holds night 40).
