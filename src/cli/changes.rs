@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use crate::baseline::{BaselineStore, component};
 use crate::cli::compare::{emit, load_files};
-use crate::eval::changes::{ChangeEvalConfig, ChangeEvalReport, run_change_eval};
+use crate::eval::changes::{ChangeEvalConfig, ChangeEvalReport, export_histories, run_change_eval};
 use crate::exit::{GateExit, usage};
 use crate::report::changes::GroupChanges;
 use crate::report::console::{fitted_table, wrap};
@@ -275,6 +275,11 @@ pub struct ChangesEvalArgs {
     /// Output format: `text` (tables) or `json`.
     #[arg(long, value_enum, default_value_t = ChangesEvalFormat::Text)]
     pub format: ChangesEvalFormat,
+    /// Instead of the tables, write the same histories (matrix and per-cell log series) and
+    /// infergate's nightly alerts on them to DIR, one JSON file per scenario, for the peer
+    /// comparators (`scripts/eval/changes_peers.py`).
+    #[arg(long, value_name = "DIR")]
+    pub export_histories: Option<PathBuf>,
 }
 
 /// Runs `infergate changes-eval`.
@@ -292,6 +297,22 @@ pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateEx
     };
     args.settings.apply(&mut cfg.settings);
     cfg.settings.validate().map_err(|e| usage(e.to_string()))?;
+    if let Some(dir) = args.export_histories {
+        let scenarios = tokio::task::spawn_blocking(move || export_histories(&cfg))
+            .await
+            .context("changes-eval export worker")??;
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for s in &scenarios {
+            let file = dir.join(format!(
+                "{}.json",
+                s.scenario.replace('/', "_per_").replace('%', "pct")
+            ));
+            crate::fsio::write_durable(&file, serde_json::to_string(s)?.as_bytes())
+                .with_context(|| format!("writing {}", file.display()))?;
+            outln!("{}: {} histories", file.display(), s.histories.len());
+        }
+        return Ok(GateExit::Pass);
+    }
     let report = tokio::task::spawn_blocking(move || run_change_eval(&cfg))
         .await
         .context("changes-eval worker")??;

@@ -395,6 +395,179 @@ fn scope_of(kind: SeriesKind, runs: &[RunResults]) -> Scope {
 /// The relative change of every cell at a night.
 type Effect = Box<dyn Fn(usize) -> f64>;
 
+/// The seed of trial `t`'s histories (every scenario's history of trial `t` shares it).
+fn trial_seed(cfg: &ChangeEvalConfig, t: usize) -> u64 {
+    cfg.seed.wrapping_add((t as u64).wrapping_mul(0x9e37_79b9))
+}
+
+/// The change scenarios: (name, onset night, effect on every cell): the step, then each creep.
+fn scenarios(cfg: &ChangeEvalConfig) -> Vec<(String, usize, Effect)> {
+    let (step, step_at, creep_at) = (cfg.step, cfg.step_at, cfg.creep_at);
+    let mut out: Vec<(String, usize, Effect)> = vec![(
+        format!("step_{:+}%", step * 100.0),
+        step_at,
+        Box::new(move |n: usize| if n >= step_at { step } else { 0.0 }),
+    )];
+    for &creep in &cfg.creeps {
+        out.push((
+            format!("creep_{:+}%/night", creep * 100.0),
+            creep_at,
+            Box::new(move |n| step_then_creep(n, 0.0, 0, creep, creep_at)),
+        ));
+    }
+    out
+}
+
+/// One exported nightly alert (a [`NightlyAlert`] as JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ExportedAlert {
+    pub night: usize,
+    pub at: usize,
+    pub up: bool,
+    pub latest_at: usize,
+    pub latest_creep: bool,
+    pub latest_until: Option<usize>,
+}
+
+impl From<&NightlyAlert> for ExportedAlert {
+    fn from(a: &NightlyAlert) -> Self {
+        ExportedAlert {
+            night: a.night,
+            at: a.at,
+            up: a.up,
+            latest_at: a.latest_at,
+            latest_creep: a.latest_kind == ChangeKind::Creep,
+            latest_until: a.latest_until,
+        }
+    }
+}
+
+/// One exported history: the series every comparator replays night by night (the prefix up
+/// to night `n` is what the nightly saw on night `n`), and infergate's own nightly alerts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ExportedHistory {
+    pub trial: usize,
+    pub seed: u64,
+    /// The matrix-wide series' logs (mean over cells of log(value / the cell's median)), one
+    /// per night. A prefix's own medians shift it by a constant only.
+    pub matrix_log: Vec<f64>,
+    /// Every cell's aggregate tok/s logs, `cells_log[c][night]`, from the same draw with the
+    /// change in cell 0 alone (a single-cell change; cell 0's series is the same as in the
+    /// history with the change in every cell, which the matrix series comes from).
+    pub cells_log: Vec<Vec<f64>>,
+    /// infergate's nightly alerts on the matrix series (change in every cell).
+    pub infergate_matrix: Vec<ExportedAlert>,
+    /// infergate's nightly alerts on cell 0's series.
+    pub infergate_cell: Vec<ExportedAlert>,
+}
+
+/// One scenario's exported histories (`<dir>/<name>.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ExportedScenario {
+    pub scenario: String,
+    /// The first changed night (`None`: stable).
+    pub onset: Option<usize>,
+    pub nights: usize,
+    /// The first night analysed.
+    pub warmup: usize,
+    /// Nights after the onset within which a find counts as early.
+    pub early: usize,
+    pub min_segment: usize,
+    pub settings: ChangeSettings,
+    pub noise: NoiseSpec,
+    pub histories: Vec<ExportedHistory>,
+}
+
+/// Each cell's log series; a cell without an `ok` value on some night (the synthetic
+/// histories draw none) is an error.
+fn cell_logs(runs: &[RunResults]) -> Result<Vec<Vec<f64>>, StatsError> {
+    let coords: Vec<(u32, u64)> = runs
+        .first()
+        .map(|r| {
+            r.cells
+                .iter()
+                .map(|c| (c.concurrency, c.context_tokens))
+                .collect()
+        })
+        .unwrap_or_default();
+    coords
+        .into_iter()
+        .map(|(concurrency, context_tokens)| {
+            let scope = Scope::Cell {
+                concurrency,
+                context_tokens,
+            };
+            let (idx, values) = series_of(runs, &scope, Metric::AggregateTps);
+            if idx.len() != runs.len() {
+                return Err(StatsError::InvalidRule(
+                    "changes-eval export: a cell misses a night".into(),
+                ));
+            }
+            Ok(values.iter().map(|v| v.ln()).collect())
+        })
+        .collect()
+}
+
+/// Multiplies cell `cell`'s measurements by `1 + effect(night)` (a change in that cell alone).
+fn scale_cell(runs: &mut [RunResults], cell: usize, effect: &dyn Fn(usize) -> f64) {
+    for (night, run) in runs.iter_mut().enumerate() {
+        let f = 1.0 + effect(night);
+        if let Some(c) = run.cells.get_mut(cell) {
+            c.aggregate_tps *= f;
+            c.samples.iter_mut().for_each(|s| *s *= f);
+            c.output_tokens = (c.output_tokens as f64 * f) as u64;
+        }
+    }
+}
+
+/// Draws the same histories as [`run_change_eval`] (same seeds, same scenarios) and returns
+/// them with infergate's nightly alerts, for comparators outside the crate
+/// (`scripts/eval/changes_peers.py`). The stable scenario is `stable`.
+pub(crate) fn export_histories(
+    cfg: &ChangeEvalConfig,
+) -> Result<Vec<ExportedScenario>, StatsError> {
+    cfg.settings.validate()?;
+    let mut all: Vec<(String, Option<usize>, usize, Effect)> =
+        vec![("stable".into(), None, cfg.stable_nights, Box::new(|_| 0.0))];
+    for (name, onset, effect) in scenarios(cfg) {
+        all.push((name, Some(onset), onset + cfg.follow, effect));
+    }
+    let mut out = Vec::new();
+    for (name, onset, nights, effect) in all {
+        let mut histories = Vec::new();
+        for t in 0..cfg.trials {
+            let seed = trial_seed(cfg, t);
+            let every = nightly_history(&cfg.noise, nights, &effect, seed);
+            let matrix = nightly_alerts(&every, &Scope::Matrix, cfg.warmup, &cfg.settings)?;
+            let cell_scope = scope_of(SeriesKind::Cell, &every);
+            let cell = nightly_alerts(&every, &cell_scope, cfg.warmup, &cfg.settings)?;
+            let (_, mvals) = series_of(&every, &Scope::Matrix, Metric::AggregateTps);
+            let mut single = nightly_history(&cfg.noise, nights, &|_| 0.0, seed);
+            scale_cell(&mut single, 0, &effect);
+            histories.push(ExportedHistory {
+                trial: t,
+                seed,
+                matrix_log: mvals.iter().map(|v| v.ln()).collect(),
+                cells_log: cell_logs(&single)?,
+                infergate_matrix: matrix.iter().map(ExportedAlert::from).collect(),
+                infergate_cell: cell.iter().map(ExportedAlert::from).collect(),
+            });
+        }
+        out.push(ExportedScenario {
+            scenario: name,
+            onset,
+            nights,
+            warmup: cfg.warmup,
+            early: cfg.early,
+            min_segment: cfg.settings.min_segment,
+            settings: cfg.settings.clone(),
+            noise: cfg.noise.clone(),
+            histories,
+        });
+    }
+    Ok(out)
+}
+
 /// Runs the Monte Carlo.
 pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, StatsError> {
     cfg.settings.validate()?;
@@ -405,7 +578,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
     }
     let kinds = [SeriesKind::Matrix, SeriesKind::Cell];
     let trials = cfg.trials.max(1) as f64;
-    let trial_seed = |t: usize| cfg.seed.wrapping_add((t as u64).wrapping_mul(0x9e37_79b9));
+    let trial_seed = |t: usize| trial_seed(cfg, t);
     let mut stable = Vec::new();
     for kind in kinds {
         let (mut with_alert, mut per_trial) = (0.0, Vec::new());
@@ -428,18 +601,7 @@ pub(crate) fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport
     }
     let (step, step_at, creep_at) = (cfg.step, cfg.step_at, cfg.creep_at);
     let step_alone = move |n: usize| if n >= step_at { step } else { 0.0 };
-    let mut scenarios: Vec<(String, usize, Effect)> = vec![(
-        format!("step_{:+}%", step * 100.0),
-        step_at,
-        Box::new(step_alone),
-    )];
-    for &creep in &cfg.creeps {
-        scenarios.push((
-            format!("creep_{:+}%/night", creep * 100.0),
-            creep_at,
-            Box::new(move |n| step_then_creep(n, 0.0, 0, creep, creep_at)),
-        ));
-    }
+    let scenarios = scenarios(cfg);
     let mut shifts = Vec::new();
     for (name, onset, effect) in &scenarios {
         for kind in kinds {
@@ -611,6 +773,146 @@ mod tests {
             .unwrap();
         assert_eq!(step.detected, 1.0, "{step:?}");
         assert!(step.delay_median >= 2.0, "needs min_segment runs: {step:?}");
+    }
+
+    #[test]
+    fn the_export_holds_the_evaluations_histories_with_the_change_in_cell_0_alone() {
+        let cfg = ChangeEvalConfig {
+            trials: 1,
+            stable_nights: 20,
+            warmup: 8,
+            step: -0.08,
+            step_at: 12,
+            creeps: vec![],
+            follow: 10,
+            settings: ChangeSettings {
+                permutations: 199,
+                ..ChangeSettings::default()
+            },
+            ..ChangeEvalConfig::default()
+        };
+        let out = export_histories(&cfg).unwrap();
+        let names: Vec<&str> = out.iter().map(|s| s.scenario.as_str()).collect();
+        assert_eq!(names, ["stable", "step_-8%"]);
+        let step = &out[1];
+        let h = &step.histories[0];
+        assert_eq!(
+            (step.onset, step.nights, h.matrix_log.len()),
+            (Some(12), 22, 22)
+        );
+        assert_eq!(h.cells_log.len(), 20);
+        // Cell 0 carries the step, cell 1 does not; both are the evaluation's own draw.
+        let jump =
+            |c: &[f64]| c[12..].iter().sum::<f64>() / 10.0 - c[..12].iter().sum::<f64>() / 12.0;
+        assert!(jump(&h.cells_log[0]) < -0.04, "{:?}", h.cells_log[0]);
+        assert!(jump(&h.cells_log[1]).abs() < 0.04, "{:?}", h.cells_log[1]);
+        let every = nightly_history(
+            &cfg.noise,
+            22,
+            &|n| if n >= 12 { -0.08 } else { 0.0 },
+            h.seed,
+        );
+        let (_, cell0) = series_of(
+            &every,
+            &scope_of(SeriesKind::Cell, &every),
+            Metric::AggregateTps,
+        );
+        let same = cell0
+            .iter()
+            .zip(&h.cells_log[0])
+            .all(|(v, l)| (v.ln() - l).abs() < 1e-9);
+        assert!(same, "cell 0 differs from the every-cell history's");
+        assert!(
+            h.infergate_matrix
+                .iter()
+                .any(|a| !a.up && a.at.abs_diff(12) <= 3),
+            "the −8% step is found: {:?}",
+            h.infergate_matrix
+        );
+    }
+
+    /// Multiplies every cell of night `n` by `factor(n)` (a whole night moved: heavy tails,
+    /// an outlier night, more drift than the model's).
+    fn scale_nights(runs: &mut [RunResults], factor: &dyn Fn(usize) -> f64) {
+        for cell in 0..runs.first().map_or(0, |r| r.cells.len()) {
+            scale_cell(runs, cell, &|n| factor(n) - 1.0);
+        }
+    }
+
+    #[test]
+    #[ignore = "measurement for docs/changes.md (issue 60): cargo test --lib location_coverage_off_model -- --ignored --nocapture"]
+    #[allow(clippy::print_stderr)] // a measurement run by hand prints its figures
+    fn location_coverage_off_model() {
+        use rand::SeedableRng;
+        use rand_distr::Distribution;
+        let trials: u64 = std::env::var("TRIALS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
+        let settings = ChangeSettings::default();
+        let step = |n: usize| if n >= 40 { -0.03 } else { 0.0 };
+        type Bend = Box<dyn Fn(u64) -> Box<dyn Fn(usize) -> f64>>;
+        let cases: Vec<(&str, Bend)> = vec![
+            (
+                "the model's own (gate noise)",
+                Box::new(|_| Box::new(|_| 1.0)),
+            ),
+            (
+                "heavy-tailed nights (Student t, 3 df, 1% scale, every night)",
+                Box::new(|seed| {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+                    let t = rand_distr::StudentT::<f64>::new(3.0).unwrap();
+                    let f: Vec<f64> = (0..60)
+                        .map(|_| f64::exp(0.01 * t.sample(&mut rng)))
+                        .collect();
+                    Box::new(move |n| f[n])
+                }),
+            ),
+            (
+                "an outlier night (−8%) just after the step (night 41)",
+                Box::new(|_| Box::new(|n| if n == 41 { 0.92 } else { 1.0 })),
+            ),
+            (
+                "an outlier night (−8%) just before the step (night 39)",
+                Box::new(|_| Box::new(|n| if n == 39 { 0.92 } else { 1.0 })),
+            ),
+            (
+                "3× the model's drift (0.3%/night random walk in all)",
+                Box::new(|seed| {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xd71f);
+                    let nd = rand_distr::Normal::new(0.0, 0.002_828).unwrap();
+                    let mut walk = 0.0;
+                    let f: Vec<f64> = (0..60)
+                        .map(|_| {
+                            walk += nd.sample(&mut rng);
+                            f64::exp(walk)
+                        })
+                        .collect();
+                    Box::new(move |n| f[n])
+                }),
+            ),
+        ];
+        for (name, bend) in &cases {
+            for kind in [SeriesKind::Matrix, SeriesKind::Cell] {
+                let (mut found, mut covered, mut widths) = (0u32, 0u32, Vec::new());
+                for seed in 1000..1000 + trials {
+                    let mut runs = nightly_history(&NoiseSpec::default(), 60, &step, seed);
+                    scale_nights(&mut runs, &*bend(seed));
+                    let loc = step_location(&runs, &scope_of(kind, &runs), 40, &settings).unwrap();
+                    if let Some((lo, hi)) = loc {
+                        found += 1;
+                        covered += u32::from((lo..=hi).contains(&40));
+                        widths.push((hi - lo + 1) as f64);
+                    }
+                }
+                widths.sort_by(f64::total_cmp);
+                eprintln!(
+                    "{name}, {kind:?}: found {found}/{trials}, 90% interval holds night 40 in {covered}/{found} ({:.1}%), width median {}",
+                    100.0 * f64::from(covered) / f64::from(found.max(1)),
+                    quantile(&widths, 0.5)
+                );
+            }
+        }
     }
 
     /// Over `seeds` at the gate's noise: (stable 60-night matrix histories without any alert,
