@@ -347,3 +347,26 @@ fn an_annotation_says_a_cell_moved_with_the_matrix_once() {
     );
     assert!(!message.contains("total −9.6%"), "{message}");
 }
+
+/// Intervals whose boot-to-boot noise is a prior (one baseline run) say so, and say whether a
+/// second boot's scatter joined it.
+#[test]
+fn intervals_from_a_prior_say_so() {
+    let mut r = pass();
+    r.baseline.noise_runs = 1;
+    r.candidate_runs = vec!["first".into(), "second".into()];
+    let details = layout(&r).details;
+    assert!(
+        details.iter().any(|d| d.starts_with("Intervals from a prior: one baseline run")
+            && d.contains("pooled with the scatter of this candidate's boots")),
+        "{details:#?}"
+    );
+    r.candidate_runs = vec!["first".into()];
+    let details = layout(&r).details;
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("not a measurement; record more baseline runs")),
+        "{details:#?}"
+    );
+}
