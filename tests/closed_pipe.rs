@@ -46,6 +46,7 @@ fn compare_keeps_its_regression_exit_code_on_a_closed_pipe() {
     args.extend(base.iter().map(|p| p.as_os_str()));
     args.push(os("--candidate"));
     args.extend(cand.iter().map(|p| p.as_os_str()));
+    args.push(os("--single-look"));
     let status = with_closed_pipe(&args);
     assert_eq!(status.code(), Some(1), "20% slower everywhere: {status}");
 }

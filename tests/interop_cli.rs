@@ -269,7 +269,7 @@ fn gab_files_split_by_direction() {
     ]);
     let smaller: Vec<GabEntry> = serde_json::from_str(&smaller.stdout).unwrap();
     assert_eq!(bigger.len(), 3, "aggregate_tps of 3 cells");
-    assert_eq!(smaller.len(), 12, "ttft and itl p50/p90 of 3 cells");
+    assert_eq!(smaller.len(), 18, "ttft and itl p50/p90/p99 of 3 cells");
     assert!(bigger.iter().all(|e| e.unit == "tok/s"));
     assert!(smaller.iter().all(|e| e.unit == "s"));
     assert_eq!(bigger[0].name, "C=1 / 64 aggregate_tps");
@@ -503,6 +503,7 @@ fn junit_from_a_real_comparison_has_one_failure_per_regressed_cell() {
         "json",
         "--out",
         s(&verdict),
+        "--single-look",
     ]);
     assert_eq!(out.code, 1, "a 20% drop is a regression: {}", out.stderr);
     let report: ComparisonReport =

@@ -1883,7 +1883,10 @@ mod tests {
         // No secondary change is listed (the reports list only decided secondary lines).
         assert!(first.cells.iter().all(|c| c.metrics.iter().all(|m| {
             m.metric == Metric::AggregateTps
-                || !matches!(m.verdict, CellVerdict::Regression | CellVerdict::Improvement)
+                || !matches!(
+                    m.verdict,
+                    CellVerdict::Regression | CellVerdict::Improvement
+                )
         })));
         // The ITL p50 (reported only) moved on one boot: inconclusive, not a change.
         let p50 = first.cells[0]

@@ -357,8 +357,10 @@ fn intervals_from_a_prior_say_so() {
     r.candidate_runs = vec!["first".into(), "second".into()];
     let details = layout(&r).details;
     assert!(
-        details.iter().any(|d| d.starts_with("Intervals from a prior: one baseline run")
-            && d.contains("pooled with the scatter of this candidate's boots")),
+        details.iter().any(
+            |d| d.starts_with("Intervals from a prior: one baseline run")
+                && d.contains("pooled with the scatter of this candidate's boots")
+        ),
         "{details:#?}"
     );
     r.candidate_runs = vec!["first".into()];
