@@ -149,6 +149,8 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
         | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
+        // The prefill layer is the run's, not a decode cell's ([`prefill_value`]).
+        Metric::PrefillTps => None,
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
 }
@@ -187,6 +189,64 @@ pub(crate) fn ok_value(
 ) -> Option<(&CellResult, f64)> {
     let c = find(run, coord).filter(|c| c.status == CellStatus::Ok)?;
     Some((c, compared_value(c, metric)?))
+}
+
+/// A run's prefill tok/s at `context` as the prefill layer compares it: the median of its cold
+/// samples, never where the engine's own counters disagree with the client's figure (an
+/// inflated number is not compared: fail closed, [`prefill_disagrees`]).
+pub(crate) fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
+    let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
+    if record.cross_check.verdict == crate::results::PrefillAgreement::Disagrees {
+        return None;
+    }
+    record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// Why a run's prefill figure at `context` is not compared: the engine's counters disagree.
+fn prefill_disagrees(run: &RunResults, context: u64) -> Option<String> {
+    let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
+    (record.cross_check.verdict == crate::results::PrefillAgreement::Disagrees).then(|| {
+        format!(
+            "{}{} in run {}{}",
+            crate::answer::PREFILL_DISAGREES,
+            crate::results::context_label(context),
+            run.run_id,
+            record
+                .cross_check
+                .detail
+                .as_deref()
+                .map_or_else(String::new, |d| format!(" ({d})"))
+        )
+    })
+}
+
+/// The prefill layer's "cells": one per context either side measured, `concurrency` 0.
+fn prefill_coords<'r>(runs: impl IntoIterator<Item = &'r RunResults>) -> Vec<Coord> {
+    let mut out: Vec<Coord> = Vec::new();
+    for run in runs {
+        for p in &run.prefill {
+            if !out.contains(&(0, p.context_tokens)) {
+                out.push((0, p.context_tokens));
+            }
+        }
+    }
+    out
+}
+
+/// A history run's value of `metric` at `coord` (a decode cell's, or the prefill layer's).
+fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
+    if metric == Metric::PrefillTps {
+        return prefill_value(run, coord.1);
+    }
+    ok_value(run, coord, metric).map(|(_, v)| v)
+}
+
+/// A candidate run's log measurements at `coord` ([`candidate_logs`], or its prefill figure).
+fn run_logs(run: &RunResults, coord: Coord, metric: Metric) -> Option<Vec<f64>> {
+    if metric == Metric::PrefillTps {
+        return Some(prefill_value(run, coord.1).map(f64::ln).into_iter().collect());
+    }
+    find(run, coord).map(|c| candidate_logs(c, metric))
 }
 
 /// The candidate's log measurements of one cell and metric in one run: the re-measurement
@@ -593,13 +653,15 @@ fn test_metric(
     for (i, &coord) in cells.iter().enumerate() {
         let logs: Vec<Vec<f64>> = candidate
             .iter()
-            .filter_map(|r| find(r, coord))
-            .map(|c| candidate_logs(c, metric))
+            .filter_map(|r| run_logs(r, coord, metric))
             .collect();
         if logs.len() != candidate.len() || logs.iter().any(Vec::is_empty) {
             continue;
         }
-        if history.iter().any(|r| ok_value(r, coord, metric).is_some()) {
+        if history
+            .iter()
+            .any(|r| history_value(r, coord, metric).is_some())
+        {
             idx.push(i);
             cand_logs.push(logs);
         }
@@ -619,7 +681,11 @@ fn test_metric(
     let mut base_within = vec![(0.0, 0usize); idx.len()];
     for (r, run) in history.iter().enumerate() {
         for (k, &i) in idx.iter().enumerate() {
-            if let Some((c, v)) = ok_value(run, cells[i], metric) {
+            if metric == Metric::PrefillTps {
+                if let Some(v) = prefill_value(run, cells[i].1) {
+                    table.set(r, k, v.ln());
+                }
+            } else if let Some((c, v)) = ok_value(run, cells[i], metric) {
                 table.set(r, k, v.ln());
                 if metric == Metric::AggregateTps && c.samples.len() >= 2 {
                     base_within[k].0 += within_run_var(&c.samples);
@@ -1289,7 +1355,21 @@ pub fn compare_on(
         .map(|(&c, _)| c)
         .collect();
 
-    let gating = |m: Metric| rule.gates(m, history.len());
+    // The prefill layer counts only the history runs that have it (runs recorded before the
+    // layer existed still count for the decode cells).
+    let prefill_cells = prefill_coords(candidate.iter().chain(history.iter().rev()));
+    let prefill_runs = history
+        .iter()
+        .filter(|r| prefill_cells.iter().any(|c| prefill_value(r, c.1).is_some()))
+        .count();
+    let gating = |m: Metric| {
+        let runs = if m == Metric::PrefillTps {
+            prefill_runs
+        } else {
+            history.len()
+        };
+        rule.gates(m, runs)
+    };
     let mut fits: Vec<MetricTests> = ALL_METRICS
         .into_iter()
         .map(|metric| {
@@ -1305,6 +1385,16 @@ pub fn compare_on(
             )
         })
         .collect();
+    fits.push(test_metric(
+        Metric::PrefillTps,
+        &prefill_cells,
+        models,
+        history,
+        level_n,
+        candidate,
+        false,
+        look.second_boot_from,
+    ));
     let matrices: BTreeMap<Metric, MatrixChange> = fits
         .iter_mut()
         .filter_map(|f| Some((f.metric, f.matrix.take()?)))
@@ -1366,6 +1456,15 @@ pub fn compare_on(
         s.lines = s.local * line_share;
     }
     report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
+    if rule.metrics.contains(&Metric::PrefillTps)
+        && !gating(Metric::PrefillTps)
+        && !prefill_cells.is_empty()
+    {
+        report.not_gated.push(format!(
+            "prefill tok/s is reported, not gated: {} of the history's runs have the prefill layer, it gates from {}",
+            prefill_runs, LATENCY_MIN_RUNS
+        ));
+    }
 
     // Each cell's own test (against the rest of its run), in the order of `tests`: what it
     // found, and its verdict after the second boot's screen.
@@ -1488,8 +1587,11 @@ pub fn compare_on(
     }
 
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
-    // Comparable cells whose regression is provisional at this look.
+    // The prefill layer's entries, by index into `prefill_cells`.
+    let mut per_prefill: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    // Comparable cells whose regression is provisional at this look (and prefill contexts).
     let mut provisional_local = Vec::new();
+    let mut provisional_prefill = Vec::new();
     for (t, (_, own, mut check)) in tests.iter().zip(own) {
         let dir = t.metric.direction();
         let matrix = matrix_verdicts
@@ -1515,11 +1617,20 @@ pub fn compare_on(
         }
         if look.local_provisional && gating(t.metric) && make_provisional(&mut verdict, &mut check)
         {
-            provisional_local.push(t.cell);
+            if t.metric == Metric::PrefillTps {
+                provisional_prefill.push(t.cell);
+            } else {
+                provisional_local.push(t.cell);
+            }
         }
         let (lo, hi) = t.total.interval(CONFIDENCE);
         let p = t.own.p_worse(dir);
-        per_cell.entry(t.cell).or_default().push((
+        let entries = if t.metric == Metric::PrefillTps {
+            &mut per_prefill
+        } else {
+            &mut per_cell
+        };
+        entries.entry(t.cell).or_default().push((
             MetricComparison {
                 metric: t.metric,
                 direction: dir,
@@ -1573,6 +1684,31 @@ pub fn compare_on(
         };
         report.cells.push(cell);
     }
+    // The prefill layer: each context's entry; a candidate figure the engine's counters
+    // disagree with is not compared, and fails the gate closed where the layer gates.
+    for (i, &coord) in prefill_cells.iter().enumerate() {
+        let disagrees = candidate
+            .iter()
+            .find_map(|r| prefill_disagrees(r, coord.1));
+        let none = "no prefill figure on both sides";
+        let cell = match disagrees {
+            Some(why) => build::cell(
+                coord,
+                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
+                Vec::new(),
+                gating,
+                none,
+            ),
+            None => {
+                let entries = per_prefill.remove(&i).unwrap_or_default();
+                let mut cell = build::cell(coord, None, entries, gating, none);
+                cell.provisional = provisional_prefill.contains(&i);
+                cell
+            }
+        };
+        report.prefill.push(cell);
+    }
+    report.prefill_gated = gating(Metric::PrefillTps);
     build::finish(&mut report);
     Ok(report)
 }

@@ -92,6 +92,9 @@ pub struct DecisionRule {
     /// because a history recorded on another host (the default job's bundled baseline) does not
     /// show the latency a loaded runner adds to every boot: the simulated engine's C=1 ITL p90
     /// read +16% against the rest of its run on both boots of a clean run on a loaded CI host.
+    /// The prefill layer's tok/s gates by default (where the history has
+    /// [`LATENCY_MIN_RUNS`] runs with the layer): one figure per context and run, the median
+    /// of cold samples alone on the engine, which a loaded host moves far less than a tail.
     pub metrics: Vec<Metric>,
     /// The uniform slowdown the gate must be able to find at `design_power` to say `pass`;
     /// a gate less sensitive than that says `insufficient`.
@@ -110,7 +113,7 @@ impl Default for DecisionRule {
             alpha: 0.01,
             min_effect: 0.03,
             history_runs: 20,
-            metrics: vec![Metric::AggregateTps],
+            metrics: vec![Metric::AggregateTps, Metric::PrefillTps],
             design_effect: 0.05,
             design_power: 0.8,
             cell_effect: 0.10,
@@ -153,10 +156,13 @@ impl DecisionRule {
     /// Whether `metric` can fail the gate on a history of `history_runs` runs: it is one of
     /// [`DecisionRule::metrics`], and a latency percentile only from [`LATENCY_MIN_RUNS`]
     /// runs on (before, it is reported only). A percentile also needs its observations in each
-    /// cell ([`percentile_min_count`]); a cell without them has no line of it.
+    /// cell ([`percentile_min_count`]); a cell without them has no line of it. The prefill
+    /// layer's tok/s likewise from [`LATENCY_MIN_RUNS`] history runs *with the layer*
+    /// (`history_runs` counts those): its noise per context is its own, one figure per run, and
+    /// from fewer runs its model leans on the prior.
     pub fn gates(&self, metric: Metric, history_runs: usize) -> bool {
-        self.metrics.contains(&metric)
-            && (!metric.is_latency_percentile() || history_runs >= LATENCY_MIN_RUNS)
+        let needs_runs = metric.is_latency_percentile() || metric == Metric::PrefillTps;
+        self.metrics.contains(&metric) && (!needs_runs || history_runs >= LATENCY_MIN_RUNS)
     }
 
     /// Alpha of the matrix-wide test (spent at its last look).
