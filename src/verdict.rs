@@ -475,10 +475,7 @@ impl Metric {
     /// Whether a larger value is better (throughput) or worse (latency, energy).
     pub fn direction(self) -> Direction {
         match self {
-            Metric::AggregateTps
-            | Metric::PerUserTps
-            | Metric::StepsPerS
-            | Metric::PrefillTps => {
+            Metric::AggregateTps | Metric::PerUserTps | Metric::StepsPerS | Metric::PrefillTps => {
                 Direction::HigherIsBetter
             }
             _ => Direction::LowerIsBetter,

@@ -244,7 +244,12 @@ fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> 
 /// A candidate run's log measurements at `coord` ([`candidate_logs`], or its prefill figure).
 fn run_logs(run: &RunResults, coord: Coord, metric: Metric) -> Option<Vec<f64>> {
     if metric == Metric::PrefillTps {
-        return Some(prefill_value(run, coord.1).map(f64::ln).into_iter().collect());
+        return Some(
+            prefill_value(run, coord.1)
+                .map(f64::ln)
+                .into_iter()
+                .collect(),
+        );
     }
     find(run, coord).map(|c| candidate_logs(c, metric))
 }
@@ -841,6 +846,31 @@ fn test_metric(
                     .map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
                 tail_df: model.tail_df,
             };
+            // The prefill layer is decided on each context's total change against that
+            // context's own run-to-run scatter in the history (its boots' scatter pooled in):
+            // a slower prefill kernel slows every context alike, which the run effect would
+            // take out, and one context alone has no "rest of its run".
+            let (specific, total) = if metric == Metric::PrefillTps {
+                let all: Vec<f64> = (0..history.len())
+                    .map(|r| table.get(r, k))
+                    .filter(|x| x.is_finite())
+                    .collect();
+                if all.len() < 3 {
+                    // No scatter to speak of yet: reported as not compared.
+                    continue;
+                }
+                let boots: Vec<f64> = cand_logs[k].iter().skip(from).map(|l| mean(l)).collect();
+                let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boots);
+                let context = LogChange {
+                    estimate: raw_sum / jf - raw_level,
+                    se: sd * (1.0 / jf + 1.0 / raw_rows.len() as f64).sqrt(),
+                    df,
+                    tail_df: f64::INFINITY,
+                };
+                (context, context)
+            } else {
+                (specific, total)
+            };
             tests.push(CellTest {
                 metric,
                 cell: i,
@@ -853,7 +883,9 @@ fn test_metric(
                 second: None,
             });
         }
-        own_tests(&mut tests, &row_parts, cells);
+        if metric != Metric::PrefillTps {
+            own_tests(&mut tests, &row_parts, cells);
+        }
         tests
     };
     let resid: Vec<Vec<f64>> = (0..idx.len())
@@ -1360,7 +1392,11 @@ pub fn compare_on(
     let prefill_cells = prefill_coords(candidate.iter().chain(history.iter().rev()));
     let prefill_runs = history
         .iter()
-        .filter(|r| prefill_cells.iter().any(|c| prefill_value(r, c.1).is_some()))
+        .filter(|r| {
+            prefill_cells
+                .iter()
+                .any(|c| prefill_value(r, c.1).is_some())
+        })
         .count();
     let gating = |m: Metric| {
         let runs = if m == Metric::PrefillTps {
@@ -1395,8 +1431,11 @@ pub fn compare_on(
         false,
         look.second_boot_from,
     ));
+    // The prefill layer has no matrix-wide test: each context's own test is on its total
+    // change already.
     let matrices: BTreeMap<Metric, MatrixChange> = fits
         .iter_mut()
+        .filter(|f| f.metric != Metric::PrefillTps)
         .filter_map(|f| Some((f.metric, f.matrix.take()?)))
         .collect();
     let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
@@ -1419,7 +1458,22 @@ pub fn compare_on(
     let secondary_alpha =
         (look.local_alpha + look.matrix_alpha.unwrap_or(look.local_alpha)) * SECONDARY_SHARE;
     let is_secondary = |m: Metric| m != Metric::AggregateTps;
-    let n_secondary_cells = tests.iter().filter(|t| is_secondary(t.metric)).count();
+    // The prefill layer, where measured, takes half of the secondary family's alpha (its
+    // contexts' tests, Bonferroni), the latency and other metrics the other half.
+    let n_prefill = tests
+        .iter()
+        .filter(|t| t.metric == Metric::PrefillTps)
+        .count();
+    let (prefill_alpha, secondary_alpha) = if n_prefill > 0 {
+        (secondary_alpha / 2.0, secondary_alpha / 2.0)
+    } else {
+        (0.0, secondary_alpha)
+    };
+    let prefill_test_alpha = prefill_alpha / n_prefill.max(1) as f64;
+    let n_secondary_cells = tests
+        .iter()
+        .filter(|t| is_secondary(t.metric) && t.metric != Metric::PrefillTps)
+        .count();
     let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
     let secondary_cell_alpha = secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64;
     let secondary_matrix_alpha = secondary_alpha / 2.0 / n_secondary_matrices.max(1) as f64;
@@ -1440,13 +1494,22 @@ pub fn compare_on(
     let cell_alpha = local_alpha * (1.0 - line_share) / n_cells as f64;
     let line_alpha = local_alpha * line_share / n_lines.max(1) as f64;
     let test_alpha = |m: Metric| {
-        if is_secondary(m) {
+        if m == Metric::PrefillTps {
+            prefill_test_alpha
+        } else if is_secondary(m) {
             secondary_cell_alpha
         } else {
             cell_alpha
         }
     };
-    let margin = log_margin(rule.min_effect);
+    let margin_of = |m: Metric| {
+        if m == Metric::PrefillTps {
+            log_margin(rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT))
+        } else {
+            log_margin(rule.min_effect)
+        }
+    };
+    let margin = margin_of(Metric::AggregateTps);
     if let Some(s) = report.rule.shares.as_mut() {
         if secondary_gates {
             s.matrix *= keep;
@@ -1472,7 +1535,13 @@ pub fn compare_on(
         .iter()
         .map(|t| {
             let dir = t.metric.direction();
-            let judged = judge(&t.own, dir, test_alpha(t.metric), margin, &look.name);
+            let judged = judge(
+                &t.own,
+                dir,
+                test_alpha(t.metric),
+                margin_of(t.metric),
+                &look.name,
+            );
             let found = judged.0;
             let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
             (found, v, c)
@@ -1639,7 +1708,11 @@ pub fn compare_on(
                 change: relative(t.total.estimate),
                 ci_low: relative(lo),
                 ci_high: relative(hi),
-                margin: rule.min_effect,
+                margin: if t.metric == Metric::PrefillTps {
+                    rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT)
+                } else {
+                    rule.min_effect
+                },
                 p_value: p,
                 p_adjusted: (p * look.local_alpha / test_alpha(t.metric)).min(1.0),
                 verdict,
@@ -1687,9 +1760,7 @@ pub fn compare_on(
     // The prefill layer: each context's entry; a candidate figure the engine's counters
     // disagree with is not compared, and fails the gate closed where the layer gates.
     for (i, &coord) in prefill_cells.iter().enumerate() {
-        let disagrees = candidate
-            .iter()
-            .find_map(|r| prefill_disagrees(r, coord.1));
+        let disagrees = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
         let none = "no prefill figure on both sides";
         let cell = match disagrees {
             Some(why) => build::cell(

@@ -50,6 +50,12 @@ pub(crate) const SECONDARY_SHARE: f64 = 0.25;
 /// scatter it has never seen.
 pub(crate) const LATENCY_MIN_RUNS: usize = 10;
 
+/// The smallest prefill tok/s change the prefill layer fails a gate for (its margin, in place
+/// of `min_effect`): one cold request alone on the engine is as slow as the host is busy, and
+/// on a shared 2-core runner the default job's 8k prefill read 138k–160k tok/s from run to run
+/// (median of 3 samples) where a quiet host read 163k–165k; a 1.3× slower prefill reads −20%.
+pub const PREFILL_MIN_EFFECT: f64 = 0.10;
+
 /// A latency percentile is compared only where its sample bounds it: the chance that every
 /// one of its `n` observations falls below the true p-quantile, pⁿ, is at most this. A median
 /// then needs 5 observations and a p90 29; a cell's "p90" from the 2–8 first tokens of a short
