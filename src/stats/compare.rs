@@ -2992,3 +2992,132 @@ mod tests {
         assert!(r.cells[0].primary().is_some());
     }
 }
+
+#[cfg(test)]
+mod prefill_tests {
+    use super::*;
+    use crate::eval::synthetic_run;
+    use crate::results::{
+        PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
+    };
+    use crate::verdict::GateVerdict;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use rand_distr::{Distribution, Normal};
+
+    /// A synthetic run with a prefill layer at 8k and 32k: 150k and 120k tok/s times
+    /// `factor`, with a 2% run-to-run scatter per context.
+    fn run(id: &str, rng: &mut StdRng, factor: f64, agreement: PrefillAgreement) -> RunResults {
+        let mut r = synthetic_run(id, rng, 0.01, 0.02, &|_| 1.0);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        r.prefill = [(8_192u64, 150_000.0), (32_768, 120_000.0)]
+            .into_iter()
+            .map(|(ctx, tps)| {
+                let v = tps * factor * (0.02 * n.sample(rng)).exp();
+                PrefillRecord {
+                    context_tokens: ctx,
+                    samples: vec![PrefillSample {
+                        kind: PrefillSampleKind::Unique,
+                        prompt_tokens: ctx,
+                        ttft_s: ctx as f64 / v,
+                        prefill_tps: v,
+                        cold: true,
+                    }],
+                    prefill_tps: Some(v),
+                    engine_counters: None,
+                    cross_check: PrefillCrossCheck {
+                        verdict: agreement,
+                        checks: Vec::new(),
+                        detail: None,
+                    },
+                    error: None,
+                }
+            })
+            .collect();
+        r
+    }
+
+    fn history(runs: usize, rng: &mut StdRng) -> Vec<RunResults> {
+        (0..runs)
+            .map(|i| {
+                run(
+                    &format!("b{i}"),
+                    rng,
+                    1.0,
+                    PrefillAgreement::WithinTolerance,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slower_prefill_fails_the_gate_on_the_prefill_layer_and_a_clean_one_passes_it() {
+        let mut rng = StdRng::seed_from_u64(57);
+        let base = history(12, &mut rng);
+        let rule = DecisionRule::default();
+        let slow = [run(
+            "c",
+            &mut rng,
+            1.0 / 1.3,
+            PrefillAgreement::WithinTolerance,
+        )];
+        let report = compare(&base, &slow, &rule).unwrap();
+        assert!(report.prefill_gated);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report.headline.contains("prefill tok/s"),
+            "{}",
+            report.headline
+        );
+        assert!(report.prefill.iter().all(|c| c.verdict.is_regression()));
+        let clean = [run("d", &mut rng, 1.0, PrefillAgreement::WithinTolerance)];
+        let report = compare(&base, &clean, &rule).unwrap();
+        assert!(report.prefill.iter().all(|c| !c.verdict.is_regression()));
+        assert!(!report.headline.contains("prefill"), "{}", report.headline);
+    }
+
+    #[test]
+    fn an_inflated_prefill_figure_is_not_compared_and_fails_closed() {
+        let mut rng = StdRng::seed_from_u64(58);
+        let base = history(12, &mut rng);
+        let lies = [run("c", &mut rng, 2.0, PrefillAgreement::Disagrees)];
+        let report = compare(&base, &lies, &DecisionRule::default()).unwrap();
+        assert!(report.prefill.iter().all(|c| {
+            c.verdict == CellVerdict::NotComparable
+                && c.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(crate::answer::PREFILL_DISAGREES))
+        }));
+        assert_ne!(report.gate, GateVerdict::Pass, "{}", report.headline);
+    }
+
+    #[test]
+    fn history_runs_without_the_layer_do_not_count_for_it() {
+        let mut rng = StdRng::seed_from_u64(59);
+        let mut base = history(6, &mut rng);
+        for i in 0..10 {
+            let mut r = run(
+                &format!("old{i}"),
+                &mut rng,
+                1.0,
+                PrefillAgreement::WithinTolerance,
+            );
+            r.prefill.clear();
+            base.insert(0, r);
+        }
+        let slow = [run("c", &mut rng, 0.5, PrefillAgreement::WithinTolerance)];
+        let report = compare(&base, &slow, &DecisionRule::default()).unwrap();
+        assert!(!report.prefill_gated);
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|l| l.contains("prefill tok/s is reported, not gated: 6 of")),
+            "{:?}",
+            report.not_gated
+        );
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // Still compared and shown.
+        assert!(report.prefill.iter().all(|c| !c.metrics.is_empty()));
+    }
+}
