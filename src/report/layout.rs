@@ -802,7 +802,11 @@ pub(crate) fn console(l: &GateLayout) -> String {
         out.push_str("Prefill layer (prefill tok/s of cold samples, change vs baseline):\n");
         for p in &l.prefill {
             out.push_str(&wrap(
-                &format!("  {:>5}  {}  {}", p.context, p.change, p.values),
+                &if p.values.is_empty() {
+                    format!("  {}: {}", p.context, p.change)
+                } else {
+                    format!("  {}: {}, {}", p.context, p.change, p.values)
+                },
                 4,
             ));
             out.push('\n');
