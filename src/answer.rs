@@ -17,6 +17,11 @@ use crate::verdict::{
 /// so it adds only a more specific reason (e.g. the baseline files are of another profile).
 pub const NO_BASELINE_REASON: &str = "no baseline";
 
+/// How a prefill entry whose engine counters disagree with the client's figure begins its
+/// reason: not compared, and the gate fails closed on it where the layer gates.
+pub const PREFILL_DISAGREES: &str =
+    "not compared: the engine's prefill counters disagree with the client's figure at ";
+
 /// What a table shows where it has no value (the console's legend says so): one mark in every
 /// table, never confused with the `–` of a cell that was not compared.
 pub const NO_VALUE: &str = "—";
@@ -94,6 +99,7 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::ItlP99 => "ITL p99",
         Metric::TpotP50 => "TPOT p50",
         Metric::TpotP90 => "TPOT p90",
+        Metric::PrefillTps => "prefill tok/s",
     }
 }
 
@@ -132,7 +138,9 @@ pub fn with_unit(metric: Metric, value: f64) -> String {
                 format!("{ms:.2} ms")
             }
         }
-        Metric::AggregateTps | Metric::PerUserTps => format!("{value:.1} tok/s"),
+        Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps => {
+            format!("{value:.1} tok/s")
+        }
         Metric::StepsPerS => format!("{value:.1} steps/s"),
         Metric::JoulesPerToken => format!("{value:.3} J/token"),
     }
@@ -159,6 +167,10 @@ pub fn line_label(axis: LineAxis, at: u64) -> String {
 
 /// A cell's [`cell_label`].
 pub fn label(c: &CellComparison) -> String {
+    if c.concurrency == 0 {
+        // A prefill layer's entry: one context, no concurrency.
+        return context_label(c.context_tokens);
+    }
     cell_label(c.concurrency, c.context_tokens)
 }
 
@@ -403,6 +415,7 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
                 .min_by(|a, b| a.0.total_cmp(&b.0));
             let line = if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
+                let k = regressed.iter().filter(|c| c.concurrency != 0).count();
                 let where_ = if k == n && n == 1 {
                     "in its 1 cell".to_string()
                 } else if k == n && n == 2 {
@@ -422,8 +435,24 @@ pub fn first_line(report: &ComparisonReport) -> String {
                     sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
                 )
             } else {
-                // The worst speed regression, else the first of another kind.
-                let of_n = format!("{k} of {} regressed", cells_word(report.cells.len()));
+                // The worst speed regression, else the first of another kind; the prefill
+                // layer's contexts are counted apart from the decode cells.
+                let in_prefill = regressed.iter().filter(|c| c.concurrency == 0).count();
+                let in_cells = k - in_prefill;
+                let mut parts = Vec::new();
+                if in_cells > 0 || in_prefill == 0 {
+                    parts.push(format!(
+                        "{in_cells} of {} regressed",
+                        cells_word(report.cells.len())
+                    ));
+                }
+                if in_prefill > 0 {
+                    parts.push(format!(
+                        "prefill layer: {in_prefill} of {} regressed",
+                        plural(report.prefill.len(), "context")
+                    ));
+                }
+                let of_n = parts.join("; ");
                 match (worst, regressed.first()) {
                     (Some((_, m, c)), _) => {
                         let d = m.shown_change_total();

@@ -611,6 +611,8 @@ pub(crate) mod tests {
             matrix_test: None,
             cells,
             lines: Vec::new(),
+            prefill: Vec::new(),
+            prefill_gated: false,
             not_gated: Vec::new(),
             confirmation: None,
             coverage: None,

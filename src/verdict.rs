@@ -41,6 +41,15 @@ pub struct ComparisonReport {
     /// against the rest of its run (primary metric); empty when not made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<LineTest>,
+    /// The prefill layer, one entry per context (`concurrency` 0): prefill tok/s of the cold
+    /// samples against the history's, by the same model as the secondary metrics; empty where
+    /// neither side measured the layer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill: Vec<CellComparison>,
+    /// Whether the prefill layer gates here (listed in the rule's metrics, and a history with
+    /// enough runs that have it): a prefill figure not compared then fails the gate closed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prefill_gated: bool,
     /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
     /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
     /// where its cells have the observations it needs and the history is long enough.
@@ -284,7 +293,10 @@ impl ComparisonReport {
     /// Cells whose verdict blocks the gate (`regression`, `capacity_regression`,
     /// `error_regression`, `saturation_regression`).
     pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
-        self.cells.iter().filter(|c| c.verdict.is_regression())
+        self.cells
+            .iter()
+            .chain(&self.prefill)
+            .filter(|c| c.verdict.is_regression())
     }
 
     /// The cells a `pass` cannot vouch for, each with its one-sided 95% bound on the change:
@@ -454,13 +466,16 @@ pub enum Metric {
     TpotP50,
     /// 90th-percentile time per output token per request.
     TpotP90,
+    /// Prefill tok/s of the cold samples at one context (the prefill layer; its "cells" are
+    /// the contexts, `concurrency` 0).
+    PrefillTps,
 }
 
 impl Metric {
     /// Whether a larger value is better (throughput) or worse (latency, energy).
     pub fn direction(self) -> Direction {
         match self {
-            Metric::AggregateTps | Metric::PerUserTps | Metric::StepsPerS => {
+            Metric::AggregateTps | Metric::PerUserTps | Metric::StepsPerS | Metric::PrefillTps => {
                 Direction::HigherIsBetter
             }
             _ => Direction::LowerIsBetter,
@@ -498,6 +513,7 @@ impl Metric {
             Metric::ItlP99 => "itl_p99",
             Metric::TpotP50 => "tpot_p50",
             Metric::TpotP90 => "tpot_p90",
+            Metric::PrefillTps => "prefill_tps",
         }
     }
 }
@@ -984,6 +1000,8 @@ pub(crate) mod fixtures {
             matrix_test: Some(matrix),
             cells,
             lines: Vec::new(),
+            prefill: Vec::new(),
+            prefill_gated: false,
             not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,

@@ -180,6 +180,8 @@ fn verdict(
         },
         headline,
         lines: Vec::new(),
+        prefill: Vec::new(),
+        prefill_gated: false,
         not_gated: Vec::new(),
         matrix_test: None,
         cells,

@@ -310,6 +310,8 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         gate: GateVerdict::Regression,
         headline: "1 regression, worst −9.0% at C=100 / 32010".into(),
         lines: Vec::new(),
+        prefill: Vec::new(),
+        prefill_gated: false,
         not_gated: Vec::new(),
         matrix_test: None,
         cells: vec![

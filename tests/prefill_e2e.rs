@@ -1,7 +1,8 @@
 //! The prefill layer end to end against the simulated engine: a 4x slower prefill
 //! (`prefill-slowdown=4`) shows as a 4x lower prefill tok/s in `results.json` with the
 //! engine's own counters agreeing; a lying prompt counter is caught; and the embedded default
-//! config still passes against its bundled baseline, whose runs have no prefill layer.
+//! config still passes against its bundled baseline, whose runs have the prefill layer and
+//! gate it.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -127,7 +128,7 @@ fn a_lying_prompt_counter_disagrees() {
 }
 
 /// `infergate run` on the embedded default: the prefill layer samples 8k (not context 0) and
-/// the run still passes against the bundled baseline, whose runs were recorded without it.
+/// the run passes against the bundled baseline, whose runs have the layer, which gates.
 #[test]
 fn the_default_config_passes_with_the_prefill_layer() {
     let _serial = serial();
@@ -156,7 +157,14 @@ fn the_default_config_passes_with_the_prefill_layer() {
         PrefillAgreement::WithinTolerance
     );
     assert!(stdout.contains("Prefill 8k: "), "{stdout}");
-    // The bundled baseline's runs load, and have no prefill layer.
+    // The prefill layer was compared and gates (10 bundled runs have it).
+    let verdict: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("verdict.json")).expect("verdict.json"),
+    )
+    .expect("verdict json");
+    assert_eq!(verdict["prefill_gated"], serde_json::Value::Bool(true));
+    assert_eq!(verdict["prefill"][0]["context_tokens"], 8192);
+    // The bundled baseline's runs load, and have the prefill layer at 8k.
     let store = Path::new(env!("CARGO_MANIFEST_DIR")).join("baselines");
     let mut loaded = 0;
     for entry in walk(&store) {
@@ -164,7 +172,7 @@ fn the_default_config_passes_with_the_prefill_layer() {
             && let Ok(text) = std::fs::read_to_string(&entry)
             && let Ok(run) = serde_json::from_str::<RunResults>(&text)
         {
-            assert!(run.prefill.is_empty(), "{}", entry.display());
+            assert_eq!(run.prefill.len(), 1, "{}", entry.display());
             loaded += 1;
         }
     }

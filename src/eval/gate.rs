@@ -16,8 +16,9 @@ use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
 use crate::results::{
-    CellResult, CellStatus, EngineIdentity, HardwareFingerprint, MatrixSpec, ProfileKey,
-    ResultsSource, RunResults, RunStatus, ToolInfo,
+    CellResult, CellStatus, EngineIdentity, HardwareFingerprint, MatrixSpec, PrefillAgreement,
+    PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind, ProfileKey, ResultsSource,
+    RunResults, RunStatus, ToolInfo,
 };
 use crate::verdict::{CellVerdict, GateVerdict};
 
@@ -540,7 +541,41 @@ fn make_run(
             })
         })
         .collect();
+    run.prefill = synthetic_prefill(levels, cell_log);
     run
+}
+
+/// The prefill layer of a synthetic run: one record per context of the matrix (not 0), its
+/// prefill tok/s 100k times the exp of the log level drawn for the context's first cell (the
+/// run's factor, its row's and that cell's own term: no draw of its own, so a seed's other
+/// figures do not move), agreeing with the engine's counters.
+fn synthetic_prefill(levels: &[(u32, u64, f64)], cell_log: &[f64]) -> Vec<PrefillRecord> {
+    let mut out: Vec<PrefillRecord> = Vec::new();
+    for (i, &(_, ctx, _)) in levels.iter().enumerate() {
+        if ctx == 0 || out.iter().any(|p| p.context_tokens == ctx) {
+            continue;
+        }
+        let tps = 100_000.0 * cell_log[i].exp();
+        out.push(PrefillRecord {
+            context_tokens: ctx,
+            samples: vec![PrefillSample {
+                kind: PrefillSampleKind::Unique,
+                prompt_tokens: ctx,
+                ttft_s: ctx as f64 / tps,
+                prefill_tps: tps,
+                cold: true,
+            }],
+            prefill_tps: Some(tps),
+            engine_counters: None,
+            cross_check: PrefillCrossCheck {
+                verdict: PrefillAgreement::WithinTolerance,
+                checks: Vec::new(),
+                detail: None,
+            },
+            error: None,
+        });
+    }
+    out
 }
 
 /// A synthetic nightly history of `nights` runs of the 20-cell profile under `noise` (run and

@@ -80,7 +80,7 @@ pub fn cell_name(concurrency: u32, context_tokens: u64) -> String {
 /// The unit of a metric's value as exported (the results schema's units).
 pub fn unit(metric: Metric) -> &'static str {
     match metric {
-        Metric::AggregateTps | Metric::PerUserTps => "tok/s",
+        Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps => "tok/s",
         Metric::TtftP50
         | Metric::TtftP90
         | Metric::TtftP99
@@ -272,6 +272,8 @@ pub(crate) mod fixture {
             matrix_test: None,
             cells,
             lines: Vec::new(),
+            prefill: Vec::new(),
+            prefill_gated: false,
             not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,

@@ -248,6 +248,18 @@ pub(crate) struct SecondaryChange {
     pub change: String,
 }
 
+/// One context of the prefill layer as its table shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PrefillRow {
+    /// `8k`.
+    pub context: String,
+    /// The verdict's symbol and the change vs baseline with its interval: `✗ −75.0% [−77.1,
+    /// −72.8]`, or why it was not compared.
+    pub change: String,
+    /// `52,000 → 13,000 tok/s`.
+    pub values: String,
+}
+
 /// Everything a surface shows, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GateLayout {
@@ -261,6 +273,8 @@ pub(crate) struct GateLayout {
     pub legend: Vec<(&'static str, &'static str)>,
     /// Significant, plausible latency and secondary changes.
     pub secondary: Vec<SecondaryChange>,
+    /// The prefill layer, one row per context (empty where not measured).
+    pub prefill: Vec<PrefillRow>,
     /// The basis, the rule and the arithmetic, one paragraph each.
     pub details: Vec<String>,
     /// What a developer can do next ([`crate::answer::next_steps`]), where it applies.
@@ -305,6 +319,12 @@ pub(crate) fn layout_with(
             }
         }
     }
+    for c in &report.prefill {
+        let symbol = cell_symbol(c.verdict);
+        if !legend.contains(&symbol) {
+            legend.push(symbol);
+        }
+    }
     legend.extend(extra);
     GateLayout {
         first_line: first_line(report),
@@ -316,6 +336,7 @@ pub(crate) fn layout_with(
         grid,
         legend,
         secondary: secondary(report),
+        prefill: prefill_rows(report),
         details: details(report),
         next_steps: crate::answer::next_steps(report, steps),
     }
@@ -350,6 +371,45 @@ fn grid(report: &ComparisonReport) -> Option<Grid> {
         })
         .collect();
     Some(Grid { concurrency, rows })
+}
+
+/// The prefill layer's rows: each context's verdict, change and values (prefill tok/s of the
+/// cold samples), whether or not it moved: the layer's table is small and complete.
+fn prefill_rows(report: &ComparisonReport) -> Vec<PrefillRow> {
+    let mut rows: Vec<&CellComparison> = report.prefill.iter().collect();
+    rows.sort_by_key(|c| c.context_tokens);
+    rows.into_iter()
+        .map(|c| {
+            let m = c.metrics.iter().find(|m| m.metric == Metric::PrefillTps);
+            let (symbol, _) = cell_symbol(c.verdict);
+            let change = match m {
+                Some(m) => {
+                    let d = m.shown_change_total();
+                    let gated = if report.prefill_gated {
+                        ""
+                    } else {
+                        " (reported only)"
+                    };
+                    format!(
+                        "{symbol} {} {}{gated}",
+                        signed_percent(d.change),
+                        interval(d.ci_low, d.ci_high)
+                    )
+                }
+                None => format!("{symbol} {}", c.reason.as_deref().unwrap_or("not compared")),
+            };
+            let values = m
+                .filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
+                .map_or_else(String::new, |m| {
+                    format!("{} → {} tok/s", tps(m.baseline), tps(m.candidate))
+                });
+            PrefillRow {
+                context: context_label(c.context_tokens),
+                change,
+                values,
+            }
+        })
+        .collect()
 }
 
 /// Where the level and the noise came from: `baseline level from 7 runs, noise from 20`, or
@@ -738,6 +798,20 @@ pub(crate) fn console(l: &GateLayout) -> String {
             out.push('\n');
         }
     }
+    if !l.prefill.is_empty() {
+        out.push_str("Prefill layer (prefill tok/s of cold samples, change vs baseline):\n");
+        for p in &l.prefill {
+            out.push_str(&wrap(
+                &if p.values.is_empty() {
+                    format!("  {}: {}", p.context, p.change)
+                } else {
+                    format!("  {}: {}, {}", p.context, p.change, p.values)
+                },
+                4,
+            ));
+            out.push('\n');
+        }
+    }
     out.push_str("Details:\n");
     for d in &l.details {
         out.push_str(&wrap(&format!("  {d}"), 4));
@@ -845,6 +919,20 @@ pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details:
                 out.push_str(&format!(" {t} |"));
             }
             out.push('\n');
+        }
+        out.push('\n');
+    }
+    if !l.prefill.is_empty() {
+        out.push_str("Prefill layer (prefill tok/s of cold samples):\n\n");
+        out.push_str("| context | change vs baseline [interval, %] | baseline → now |\n");
+        out.push_str("|---|---:|---:|\n");
+        for p in &l.prefill {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                escape(&p.context),
+                escape(&p.change),
+                escape(&p.values)
+            ));
         }
         out.push('\n');
     }

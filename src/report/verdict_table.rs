@@ -108,6 +108,8 @@ mod tests {
                 check: None,
             }),
             lines: Vec::new(),
+            prefill: Vec::new(),
+            prefill_gated: false,
             cells: vec![
                 cell(
                     1,

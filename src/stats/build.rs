@@ -103,6 +103,8 @@ pub(crate) fn frame(
         matrix_test: None,
         cells: Vec::new(),
         lines: Vec::new(),
+        prefill: Vec::new(),
+        prefill_gated: false,
         not_gated: Vec::new(),
         confirmation: None,
         coverage: None,
@@ -248,8 +250,7 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
         .lines
         .iter()
         .any(|l| l.test.verdict == CellVerdict::Regression);
-    if matrix_regressed || line_regressed || report.cells.iter().any(|c| c.verdict.is_regression())
-    {
+    if matrix_regressed || line_regressed || report.regressions().next().is_some() {
         return GateVerdict::Regression;
     }
     if report.baseline.level_runs.is_empty() {
@@ -264,10 +265,20 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
     };
     // A replay without the second boot its plan asked for decides nothing a second boot would.
     let awaits_second_boot = report.confirmation.as_ref().is_some_and(|c| c.missing);
+    // A gated prefill figure the engine's counters disagree with is not compared, and never
+    // passes (fail closed).
+    let prefill_unchecked = report.prefill_gated
+        && report.prefill.iter().any(|c| {
+            c.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(crate::answer::PREFILL_DISAGREES))
+        });
     if report
         .cells
         .iter()
+        .chain(&report.prefill)
         .any(|c| c.provisional || c.history_too_short)
+        || prefill_unchecked
         || awaits_second_boot
         || !sensitive
         || !report.uncovered_cells().is_empty()

@@ -149,6 +149,8 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
         | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
+        // The prefill layer is the run's, not a decode cell's ([`prefill_value`]).
+        Metric::PrefillTps => None,
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
 }
@@ -187,6 +189,69 @@ pub(crate) fn ok_value(
 ) -> Option<(&CellResult, f64)> {
     let c = find(run, coord).filter(|c| c.status == CellStatus::Ok)?;
     Some((c, compared_value(c, metric)?))
+}
+
+/// A run's prefill tok/s at `context` as the prefill layer compares it: the median of its cold
+/// samples, never where the engine's own counters disagree with the client's figure (an
+/// inflated number is not compared: fail closed, [`prefill_disagrees`]).
+pub(crate) fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
+    let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
+    if record.cross_check.verdict == crate::results::PrefillAgreement::Disagrees {
+        return None;
+    }
+    record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// Why a run's prefill figure at `context` is not compared: the engine's counters disagree.
+fn prefill_disagrees(run: &RunResults, context: u64) -> Option<String> {
+    let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
+    (record.cross_check.verdict == crate::results::PrefillAgreement::Disagrees).then(|| {
+        format!(
+            "{}{} in run {}{}",
+            crate::answer::PREFILL_DISAGREES,
+            crate::results::context_label(context),
+            run.run_id,
+            record
+                .cross_check
+                .detail
+                .as_deref()
+                .map_or_else(String::new, |d| format!(" ({d})"))
+        )
+    })
+}
+
+/// The prefill layer's "cells": one per context either side measured, `concurrency` 0.
+fn prefill_coords<'r>(runs: impl IntoIterator<Item = &'r RunResults>) -> Vec<Coord> {
+    let mut out: Vec<Coord> = Vec::new();
+    for run in runs {
+        for p in &run.prefill {
+            if !out.contains(&(0, p.context_tokens)) {
+                out.push((0, p.context_tokens));
+            }
+        }
+    }
+    out
+}
+
+/// A history run's value of `metric` at `coord` (a decode cell's, or the prefill layer's).
+fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
+    if metric == Metric::PrefillTps {
+        return prefill_value(run, coord.1);
+    }
+    ok_value(run, coord, metric).map(|(_, v)| v)
+}
+
+/// A candidate run's log measurements at `coord` ([`candidate_logs`], or its prefill figure).
+fn run_logs(run: &RunResults, coord: Coord, metric: Metric) -> Option<Vec<f64>> {
+    if metric == Metric::PrefillTps {
+        return Some(
+            prefill_value(run, coord.1)
+                .map(f64::ln)
+                .into_iter()
+                .collect(),
+        );
+    }
+    find(run, coord).map(|c| candidate_logs(c, metric))
 }
 
 /// The candidate's log measurements of one cell and metric in one run: the re-measurement
@@ -593,13 +658,15 @@ fn test_metric(
     for (i, &coord) in cells.iter().enumerate() {
         let logs: Vec<Vec<f64>> = candidate
             .iter()
-            .filter_map(|r| find(r, coord))
-            .map(|c| candidate_logs(c, metric))
+            .filter_map(|r| run_logs(r, coord, metric))
             .collect();
         if logs.len() != candidate.len() || logs.iter().any(Vec::is_empty) {
             continue;
         }
-        if history.iter().any(|r| ok_value(r, coord, metric).is_some()) {
+        if history
+            .iter()
+            .any(|r| history_value(r, coord, metric).is_some())
+        {
             idx.push(i);
             cand_logs.push(logs);
         }
@@ -619,7 +686,11 @@ fn test_metric(
     let mut base_within = vec![(0.0, 0usize); idx.len()];
     for (r, run) in history.iter().enumerate() {
         for (k, &i) in idx.iter().enumerate() {
-            if let Some((c, v)) = ok_value(run, cells[i], metric) {
+            if metric == Metric::PrefillTps {
+                if let Some(v) = prefill_value(run, cells[i].1) {
+                    table.set(r, k, v.ln());
+                }
+            } else if let Some((c, v)) = ok_value(run, cells[i], metric) {
                 table.set(r, k, v.ln());
                 if metric == Metric::AggregateTps && c.samples.len() >= 2 {
                     base_within[k].0 += within_run_var(&c.samples);
@@ -775,6 +846,31 @@ fn test_metric(
                     .map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
                 tail_df: model.tail_df,
             };
+            // The prefill layer is decided on each context's total change against that
+            // context's own run-to-run scatter in the history (its boots' scatter pooled in):
+            // a slower prefill kernel slows every context alike, which the run effect would
+            // take out, and one context alone has no "rest of its run".
+            let (specific, total) = if metric == Metric::PrefillTps {
+                let all: Vec<f64> = (0..history.len())
+                    .map(|r| table.get(r, k))
+                    .filter(|x| x.is_finite())
+                    .collect();
+                if all.len() < 3 {
+                    // No scatter to speak of yet: reported as not compared.
+                    continue;
+                }
+                let boots: Vec<f64> = cand_logs[k].iter().skip(from).map(|l| mean(l)).collect();
+                let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boots);
+                let context = LogChange {
+                    estimate: raw_sum / jf - raw_level,
+                    se: sd * (1.0 / jf + 1.0 / raw_rows.len() as f64).sqrt(),
+                    df,
+                    tail_df: f64::INFINITY,
+                };
+                (context, context)
+            } else {
+                (specific, total)
+            };
             tests.push(CellTest {
                 metric,
                 cell: i,
@@ -787,7 +883,9 @@ fn test_metric(
                 second: None,
             });
         }
-        own_tests(&mut tests, &row_parts, cells);
+        if metric != Metric::PrefillTps {
+            own_tests(&mut tests, &row_parts, cells);
+        }
         tests
     };
     let resid: Vec<Vec<f64>> = (0..idx.len())
@@ -1289,7 +1387,25 @@ pub fn compare_on(
         .map(|(&c, _)| c)
         .collect();
 
-    let gating = |m: Metric| rule.gates(m, history.len());
+    // The prefill layer counts only the history runs that have it (runs recorded before the
+    // layer existed still count for the decode cells).
+    let prefill_cells = prefill_coords(candidate.iter().chain(history.iter().rev()));
+    let prefill_runs = history
+        .iter()
+        .filter(|r| {
+            prefill_cells
+                .iter()
+                .any(|c| prefill_value(r, c.1).is_some())
+        })
+        .count();
+    let gating = |m: Metric| {
+        let runs = if m == Metric::PrefillTps {
+            prefill_runs
+        } else {
+            history.len()
+        };
+        rule.gates(m, runs)
+    };
     let mut fits: Vec<MetricTests> = ALL_METRICS
         .into_iter()
         .map(|metric| {
@@ -1305,8 +1421,21 @@ pub fn compare_on(
             )
         })
         .collect();
+    fits.push(test_metric(
+        Metric::PrefillTps,
+        &prefill_cells,
+        models,
+        history,
+        level_n,
+        candidate,
+        false,
+        look.second_boot_from,
+    ));
+    // The prefill layer has no matrix-wide test: each context's own test is on its total
+    // change already.
     let matrices: BTreeMap<Metric, MatrixChange> = fits
         .iter_mut()
+        .filter(|f| f.metric != Metric::PrefillTps)
         .filter_map(|f| Some((f.metric, f.matrix.take()?)))
         .collect();
     let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
@@ -1329,7 +1458,22 @@ pub fn compare_on(
     let secondary_alpha =
         (look.local_alpha + look.matrix_alpha.unwrap_or(look.local_alpha)) * SECONDARY_SHARE;
     let is_secondary = |m: Metric| m != Metric::AggregateTps;
-    let n_secondary_cells = tests.iter().filter(|t| is_secondary(t.metric)).count();
+    // The prefill layer, where measured, takes half of the secondary family's alpha (its
+    // contexts' tests, Bonferroni), the latency and other metrics the other half.
+    let n_prefill = tests
+        .iter()
+        .filter(|t| t.metric == Metric::PrefillTps)
+        .count();
+    let (prefill_alpha, secondary_alpha) = if n_prefill > 0 {
+        (secondary_alpha / 2.0, secondary_alpha / 2.0)
+    } else {
+        (0.0, secondary_alpha)
+    };
+    let prefill_test_alpha = prefill_alpha / n_prefill.max(1) as f64;
+    let n_secondary_cells = tests
+        .iter()
+        .filter(|t| is_secondary(t.metric) && t.metric != Metric::PrefillTps)
+        .count();
     let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
     let secondary_cell_alpha = secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64;
     let secondary_matrix_alpha = secondary_alpha / 2.0 / n_secondary_matrices.max(1) as f64;
@@ -1350,13 +1494,22 @@ pub fn compare_on(
     let cell_alpha = local_alpha * (1.0 - line_share) / n_cells as f64;
     let line_alpha = local_alpha * line_share / n_lines.max(1) as f64;
     let test_alpha = |m: Metric| {
-        if is_secondary(m) {
+        if m == Metric::PrefillTps {
+            prefill_test_alpha
+        } else if is_secondary(m) {
             secondary_cell_alpha
         } else {
             cell_alpha
         }
     };
-    let margin = log_margin(rule.min_effect);
+    let margin_of = |m: Metric| {
+        if m == Metric::PrefillTps {
+            log_margin(rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT))
+        } else {
+            log_margin(rule.min_effect)
+        }
+    };
+    let margin = margin_of(Metric::AggregateTps);
     if let Some(s) = report.rule.shares.as_mut() {
         if secondary_gates {
             s.matrix *= keep;
@@ -1366,6 +1519,15 @@ pub fn compare_on(
         s.lines = s.local * line_share;
     }
     report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
+    if rule.metrics.contains(&Metric::PrefillTps)
+        && !gating(Metric::PrefillTps)
+        && !prefill_cells.is_empty()
+    {
+        report.not_gated.push(format!(
+            "prefill tok/s is reported, not gated: {} of the history's runs have the prefill layer, it gates from {}",
+            prefill_runs, LATENCY_MIN_RUNS
+        ));
+    }
 
     // Each cell's own test (against the rest of its run), in the order of `tests`: what it
     // found, and its verdict after the second boot's screen.
@@ -1373,7 +1535,13 @@ pub fn compare_on(
         .iter()
         .map(|t| {
             let dir = t.metric.direction();
-            let judged = judge(&t.own, dir, test_alpha(t.metric), margin, &look.name);
+            let judged = judge(
+                &t.own,
+                dir,
+                test_alpha(t.metric),
+                margin_of(t.metric),
+                &look.name,
+            );
             let found = judged.0;
             let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
             (found, v, c)
@@ -1488,8 +1656,11 @@ pub fn compare_on(
     }
 
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
-    // Comparable cells whose regression is provisional at this look.
+    // The prefill layer's entries, by index into `prefill_cells`.
+    let mut per_prefill: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    // Comparable cells whose regression is provisional at this look (and prefill contexts).
     let mut provisional_local = Vec::new();
+    let mut provisional_prefill = Vec::new();
     for (t, (_, own, mut check)) in tests.iter().zip(own) {
         let dir = t.metric.direction();
         let matrix = matrix_verdicts
@@ -1515,11 +1686,20 @@ pub fn compare_on(
         }
         if look.local_provisional && gating(t.metric) && make_provisional(&mut verdict, &mut check)
         {
-            provisional_local.push(t.cell);
+            if t.metric == Metric::PrefillTps {
+                provisional_prefill.push(t.cell);
+            } else {
+                provisional_local.push(t.cell);
+            }
         }
         let (lo, hi) = t.total.interval(CONFIDENCE);
         let p = t.own.p_worse(dir);
-        per_cell.entry(t.cell).or_default().push((
+        let entries = if t.metric == Metric::PrefillTps {
+            &mut per_prefill
+        } else {
+            &mut per_cell
+        };
+        entries.entry(t.cell).or_default().push((
             MetricComparison {
                 metric: t.metric,
                 direction: dir,
@@ -1528,7 +1708,11 @@ pub fn compare_on(
                 change: relative(t.total.estimate),
                 ci_low: relative(lo),
                 ci_high: relative(hi),
-                margin: rule.min_effect,
+                margin: if t.metric == Metric::PrefillTps {
+                    rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT)
+                } else {
+                    rule.min_effect
+                },
                 p_value: p,
                 p_adjusted: (p * look.local_alpha / test_alpha(t.metric)).min(1.0),
                 verdict,
@@ -1573,6 +1757,29 @@ pub fn compare_on(
         };
         report.cells.push(cell);
     }
+    // The prefill layer: each context's entry; a candidate figure the engine's counters
+    // disagree with is not compared, and fails the gate closed where the layer gates.
+    for (i, &coord) in prefill_cells.iter().enumerate() {
+        let disagrees = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
+        let none = "no prefill figure on both sides";
+        let cell = match disagrees {
+            Some(why) => build::cell(
+                coord,
+                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
+                Vec::new(),
+                gating,
+                none,
+            ),
+            None => {
+                let entries = per_prefill.remove(&i).unwrap_or_default();
+                let mut cell = build::cell(coord, None, entries, gating, none);
+                cell.provisional = provisional_prefill.contains(&i);
+                cell
+            }
+        };
+        report.prefill.push(cell);
+    }
+    report.prefill_gated = gating(Metric::PrefillTps);
     build::finish(&mut report);
     Ok(report)
 }
@@ -2780,5 +2987,134 @@ mod tests {
         let ok_now = boots_with(&mut rng, 1, Sat, &|_| false);
         let r = compare(&saturating, &ok_now, &rule).unwrap();
         assert!(r.cells[0].primary().is_some());
+    }
+}
+
+#[cfg(test)]
+mod prefill_tests {
+    use super::*;
+    use crate::eval::synthetic_run;
+    use crate::results::{
+        PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
+    };
+    use crate::verdict::GateVerdict;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use rand_distr::{Distribution, Normal};
+
+    /// A synthetic run with a prefill layer at 8k and 32k: 150k and 120k tok/s times
+    /// `factor`, with a 2% run-to-run scatter per context.
+    fn run(id: &str, rng: &mut StdRng, factor: f64, agreement: PrefillAgreement) -> RunResults {
+        let mut r = synthetic_run(id, rng, 0.01, 0.02, &|_| 1.0);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        r.prefill = [(8_192u64, 150_000.0), (32_768, 120_000.0)]
+            .into_iter()
+            .map(|(ctx, tps)| {
+                let v = tps * factor * (0.02 * n.sample(rng)).exp();
+                PrefillRecord {
+                    context_tokens: ctx,
+                    samples: vec![PrefillSample {
+                        kind: PrefillSampleKind::Unique,
+                        prompt_tokens: ctx,
+                        ttft_s: ctx as f64 / v,
+                        prefill_tps: v,
+                        cold: true,
+                    }],
+                    prefill_tps: Some(v),
+                    engine_counters: None,
+                    cross_check: PrefillCrossCheck {
+                        verdict: agreement,
+                        checks: Vec::new(),
+                        detail: None,
+                    },
+                    error: None,
+                }
+            })
+            .collect();
+        r
+    }
+
+    fn history(runs: usize, rng: &mut StdRng) -> Vec<RunResults> {
+        (0..runs)
+            .map(|i| {
+                run(
+                    &format!("b{i}"),
+                    rng,
+                    1.0,
+                    PrefillAgreement::WithinTolerance,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slower_prefill_fails_the_gate_on_the_prefill_layer_and_a_clean_one_passes_it() {
+        let mut rng = StdRng::seed_from_u64(57);
+        let base = history(12, &mut rng);
+        let rule = DecisionRule::default();
+        let slow = [run(
+            "c",
+            &mut rng,
+            1.0 / 1.3,
+            PrefillAgreement::WithinTolerance,
+        )];
+        let report = compare(&base, &slow, &rule).unwrap();
+        assert!(report.prefill_gated);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report.headline.contains("prefill tok/s"),
+            "{}",
+            report.headline
+        );
+        assert!(report.prefill.iter().all(|c| c.verdict.is_regression()));
+        let clean = [run("d", &mut rng, 1.0, PrefillAgreement::WithinTolerance)];
+        let report = compare(&base, &clean, &rule).unwrap();
+        assert!(report.prefill.iter().all(|c| !c.verdict.is_regression()));
+        assert!(!report.headline.contains("prefill"), "{}", report.headline);
+    }
+
+    #[test]
+    fn an_inflated_prefill_figure_is_not_compared_and_fails_closed() {
+        let mut rng = StdRng::seed_from_u64(58);
+        let base = history(12, &mut rng);
+        let lies = [run("c", &mut rng, 2.0, PrefillAgreement::Disagrees)];
+        let report = compare(&base, &lies, &DecisionRule::default()).unwrap();
+        assert!(report.prefill.iter().all(|c| {
+            c.verdict == CellVerdict::NotComparable
+                && c.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(crate::answer::PREFILL_DISAGREES))
+        }));
+        assert_ne!(report.gate, GateVerdict::Pass, "{}", report.headline);
+    }
+
+    #[test]
+    fn history_runs_without_the_layer_do_not_count_for_it() {
+        let mut rng = StdRng::seed_from_u64(59);
+        let mut base = history(6, &mut rng);
+        for i in 0..10 {
+            let mut r = run(
+                &format!("old{i}"),
+                &mut rng,
+                1.0,
+                PrefillAgreement::WithinTolerance,
+            );
+            r.prefill.clear();
+            base.insert(0, r);
+        }
+        let slow = [run("c", &mut rng, 0.5, PrefillAgreement::WithinTolerance)];
+        let report = compare(&base, &slow, &DecisionRule::default()).unwrap();
+        assert!(!report.prefill_gated);
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|l| l.contains("prefill tok/s is reported, not gated: 6 of")),
+            "{:?}",
+            report.not_gated
+        );
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // Still compared and shown.
+        assert!(report.prefill.iter().all(|c| !c.metrics.is_empty()));
     }
 }

@@ -163,7 +163,12 @@ pub fn second_stage(
 /// `stats::capacity`'s): each calls for a second boot, which decides it on both boots'
 /// evidence.
 pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
-    report.cells.iter().filter(|c| c.provisional).count()
+    report
+        .cells
+        .iter()
+        .chain(&report.prefill)
+        .filter(|c| c.provisional)
+        .count()
 }
 
 #[cfg(test)]

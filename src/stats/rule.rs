@@ -50,6 +50,12 @@ pub(crate) const SECONDARY_SHARE: f64 = 0.25;
 /// scatter it has never seen.
 pub(crate) const LATENCY_MIN_RUNS: usize = 10;
 
+/// The smallest prefill tok/s change the prefill layer fails a gate for (its margin, in place
+/// of `min_effect`): one cold request alone on the engine is as slow as the host is busy, and
+/// on a shared 2-core runner the default job's 8k prefill read 138k–160k tok/s from run to run
+/// (median of 3 samples) where a quiet host read 163k–165k; a 1.3× slower prefill reads −20%.
+pub const PREFILL_MIN_EFFECT: f64 = 0.10;
+
 /// A latency percentile is compared only where its sample bounds it: the chance that every
 /// one of its `n` observations falls below the true p-quantile, pⁿ, is at most this. A median
 /// then needs 5 observations and a p90 29; a cell's "p90" from the 2–8 first tokens of a short
@@ -92,6 +98,9 @@ pub struct DecisionRule {
     /// because a history recorded on another host (the default job's bundled baseline) does not
     /// show the latency a loaded runner adds to every boot: the simulated engine's C=1 ITL p90
     /// read +16% against the rest of its run on both boots of a clean run on a loaded CI host.
+    /// The prefill layer's tok/s gates by default (where the history has
+    /// [`LATENCY_MIN_RUNS`] runs with the layer): one figure per context and run, the median
+    /// of cold samples alone on the engine, which a loaded host moves far less than a tail.
     pub metrics: Vec<Metric>,
     /// The uniform slowdown the gate must be able to find at `design_power` to say `pass`;
     /// a gate less sensitive than that says `insufficient`.
@@ -110,7 +119,7 @@ impl Default for DecisionRule {
             alpha: 0.01,
             min_effect: 0.03,
             history_runs: 20,
-            metrics: vec![Metric::AggregateTps],
+            metrics: vec![Metric::AggregateTps, Metric::PrefillTps],
             design_effect: 0.05,
             design_power: 0.8,
             cell_effect: 0.10,
@@ -153,10 +162,13 @@ impl DecisionRule {
     /// Whether `metric` can fail the gate on a history of `history_runs` runs: it is one of
     /// [`DecisionRule::metrics`], and a latency percentile only from [`LATENCY_MIN_RUNS`]
     /// runs on (before, it is reported only). A percentile also needs its observations in each
-    /// cell ([`percentile_min_count`]); a cell without them has no line of it.
+    /// cell ([`percentile_min_count`]); a cell without them has no line of it. The prefill
+    /// layer's tok/s likewise from [`LATENCY_MIN_RUNS`] history runs *with the layer*
+    /// (`history_runs` counts those): its noise per context is its own, one figure per run, and
+    /// from fewer runs its model leans on the prior.
     pub fn gates(&self, metric: Metric, history_runs: usize) -> bool {
-        self.metrics.contains(&metric)
-            && (!metric.is_latency_percentile() || history_runs >= LATENCY_MIN_RUNS)
+        let needs_runs = metric.is_latency_percentile() || metric == Metric::PrefillTps;
+        self.metrics.contains(&metric) && (!needs_runs || history_runs >= LATENCY_MIN_RUNS)
     }
 
     /// Alpha of the matrix-wide test (spent at its last look).

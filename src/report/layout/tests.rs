@@ -372,3 +372,50 @@ fn intervals_from_a_prior_say_so() {
         "{details:#?}"
     );
 }
+
+/// A prefill regression alone: the first line names the prefill layer, its context and its
+/// change; the console and Markdown show one compact prefill table with the values beside the
+/// change, and the decode grid as before.
+#[test]
+fn a_prefill_regression_is_named_first_and_tabled_per_context() {
+    let mut r = pass();
+    r.prefill_gated = true;
+    r.prefill.push(crate::verdict::CellComparison {
+        concurrency: 0,
+        context_tokens: 8192,
+        verdict: CellVerdict::Regression,
+        reason: None,
+        metrics: vec![metric(
+            Metric::PrefillTps,
+            172_000.0,
+            -0.75,
+            0.02,
+            CellVerdict::Regression,
+        )],
+        provisional: false,
+        history_too_short: false,
+    });
+    r.gate = GateVerdict::Regression;
+    let first = first_line(&r);
+    assert!(
+        first.starts_with(
+            "✗ prefill tok/s −75.0% [−77.0, −73.0] at 8k; prefill layer: 1 of 1 context regressed"
+        ),
+        "{first}"
+    );
+    let l = layout(&r);
+    assert_eq!(l.prefill.len(), 1);
+    assert_eq!(l.prefill[0].context, "8k");
+    assert_eq!(l.prefill[0].values, "172,000 → 43,000 tok/s");
+    let text = console(&l);
+    assert!(
+        text.contains("Prefill layer (prefill tok/s of cold samples, change vs baseline):\n  8k: ✗ −75.0% [−77.0, −73.0], 172,000 → 43,000 tok/s"),
+        "{text}"
+    );
+    assert!(text.contains("ctx \\ C"), "{text}");
+    let md = markdown(&l, true);
+    assert!(
+        md.contains("| 8k | ✗ −75.0% \\[−77.0, −73.0\\] | 172,000 → 43,000 tok/s |"),
+        "{md}"
+    );
+}

@@ -1,0 +1,102 @@
+//! The gate's layers end to end on the simulated engine (issue 57's must-show): a store of 10
+//! clean runs with the prefill layer is recorded here, then a 4x and a 1.3x slower prefill
+//! fail the gate naming the prefill layer, a 10% slower engine fails it naming decode
+//! throughput (not prefill: its 10% margin), and a clean rerun passes.
+
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
+mod support;
+
+use std::path::Path;
+
+use support::gate;
+
+/// The default config's small variant at C=1,2 × 8k with the prefill layer's 8 cold samples
+/// (as the default `pr` suite), at the engine's own speed (`--time-scale 1`).
+const LAYERS_CONFIG: &str = r#"model = "sim-test"
+
+[engine]
+command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "1", "--seed", "5"]
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "3s"
+
+[profile]
+hardware = "sim"
+
+[suites.pr]
+concurrency = [1, 2]
+contexts = ["8k"]
+duration = "1s"
+warmup = "0.25s"
+ready_stable = "0.4s"
+max_tokens = 128
+sub_windows = 4
+prefill_samples = 8
+
+[thresholds]
+metrics = ["aggregate_tps", "prefill_tps"]
+"#;
+
+/// Writes the config with `sim_args` added to the engine command; its path.
+fn config(dir: &Path, name: &str, sim_args: &[&str]) -> std::path::PathBuf {
+    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
+    let text = LAYERS_CONFIG.replacen(
+        "\"--seed\", \"5\"]",
+        &format!("\"--seed\", \"5\"{extra}]"),
+        1,
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// The verdict's first line, as `verdict.json` records it.
+fn headline(out: &Path) -> String {
+    let text = std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("verdict json");
+    v["headline"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn prefill_and_decode_regressions_are_named_by_layer_and_a_clean_rerun_passes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("baselines");
+    std::fs::create_dir_all(&store).expect("store dir");
+    let clean = config(dir.path(), "clean", &[]);
+    for i in 0..10 {
+        let out = dir.path().join(format!("base-{i}"));
+        let (code, stderr) = gate(&clean, &out, &store, &["--update-baseline"]);
+        assert_eq!(code, Some(0), "baseline run {i}: {stderr}");
+    }
+
+    let cases: [(&str, &[&str], i32, &str); 4] = [
+        (
+            "prefill4x",
+            &["--fault", "prefill-slowdown=4"],
+            1,
+            "prefill tok/s",
+        ),
+        (
+            "prefill13",
+            &["--fault", "prefill-slowdown=1.3"],
+            1,
+            "prefill tok/s",
+        ),
+        ("decode11", &["--slowdown", "1.1"], 1, "aggregate tok/s"),
+        ("clean", &[], 0, "no regression"),
+    ];
+    for (name, args, want, names) in cases {
+        let out = dir.path().join(format!("out-{name}"));
+        let (code, stderr) = gate(&config(dir.path(), name, args), &out, &store, &[]);
+        let first = headline(&out);
+        assert_eq!(code, Some(want), "{name}: {first}\n{stderr}");
+        assert!(first.contains(names), "{name}: {first}");
+        if name == "decode11" {
+            // Decode named, and no prefill regression (its 10% margin; the sim's --slowdown
+            // slows prefill by the same 10%, which reads about −9%).
+            assert!(!first.contains("prefill"), "{name}: {first}");
+        }
+    }
+}
