@@ -19,52 +19,46 @@
 //!   are denied in the crate), every write through the last guard
 //!   [`untrusted_text::console_sink`].
 //!
-//! Layers, bottom first; a module uses only modules below it (checked by a unit test in
-//! `src/layering.rs`, which reads every module's non-test `crate::` paths):
+//! The modules live in the workspace's crates, bottom first (a crate depends only on crates
+//! listed before it; its `Cargo.toml` says which, and the compiler holds it to that):
 //!
-//! 1. leaves: [`results`], [`exit`] (exit codes and `fail_on`), [`fsio`] (durable file
-//!    writes), [`redact`] →
-//!    [`untrusted_text`] → [`stdio`], [`sim`];
-//! 2. [`verdict`] → [`policy`] (exit code, check conclusion and verdict word, in one place) →
-//!    [`answer`] (the answer in words: the first line every report leads with) → [`stats`]
-//!    (pure decisions over plain data) → [`config`];
-//! 3. [`telemetry`] → [`bench`](mod@bench) (measurement) → [`engine`] (the supervised process);
-//! 4. [`import`] → [`baseline`] (storage, never renders) → [`merge`] (shards joined) →
-//!    [`report`] (all rendering) and [`export`] (other tools' formats);
-//! 5. [`run`] (the gate pipeline) → [`eval`] (the gate measured on synthetic runners) →
-//!    [`doctor`] → [`cli`].
+//! - `infergate-schema`: [`results`], [`exit`], [`verdict`], [`policy`], [`answer`];
+//! - `infergate-io`: [`stdio`], [`fsio`], [`redact`], [`untrusted_text`];
+//! - `infergate-model`: [`stats`], [`synthetic`];
+//! - `infergate-sim`: [`sim`];
+//! - `infergate-config`: [`config`];
+//! - `infergate-telemetry`: [`telemetry`];
+//! - `infergate-measure`: [`bench`](mod@bench);
+//! - `infergate-engine`: [`engine`];
+//! - `infergate-store`: [`import`], [`baseline`], [`export`];
+//! - `infergate-report`: [`merge`], [`report`];
+//! - `infergate-gate`: [`run`];
+//! - `infergate-eval`: [`eval`];
+//! - `infergate-cli`: [`doctor`], [`cli`].
+//!
+//! This crate re-exports them under their old names, so `infergate::results` and the rest
+//! keep working for the binary, tests/ and benches/.
 
-// The library (non-test) build is the one that checks `unused_crate_dependencies`; its unit
-// tests use only some of the dev-dependencies (the rest serve tests/), so they are exempt.
+// Its unit tests (none) see the dev-dependencies tests/ and benches/ use as unused.
 #![cfg_attr(test, allow(unused_crate_dependencies))]
+#![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-#[macro_use]
-pub mod stdio;
+// The binary's own dependencies: the lib target does not use them.
+use clap as _;
+use tokio as _;
 
-pub mod answer;
-pub mod baseline;
-pub mod bench;
-pub mod cli;
-pub mod config;
-pub(crate) mod doctor;
-pub mod engine;
-pub(crate) mod eval;
-pub mod exit;
-pub mod export;
-pub(crate) mod fsio;
-pub mod import;
-pub(crate) mod merge;
-pub mod policy;
-pub(crate) mod redact;
-pub mod report;
-pub mod results;
-pub(crate) mod run;
-pub(crate) mod sim;
-pub mod stats;
-pub mod telemetry;
-pub mod untrusted_text;
-pub mod verdict;
-
-#[cfg(test)]
-mod layering;
+pub use infergate_cli::{cli, doctor};
+pub use infergate_config::config;
+pub use infergate_engine::engine;
+pub use infergate_eval::eval;
+pub use infergate_gate::run;
+pub use infergate_io::{errln, out, outln};
+pub use infergate_io::{fsio, redact, stdio, untrusted_text};
+pub use infergate_measure::bench;
+pub use infergate_model::{stats, synthetic};
+pub use infergate_report::{merge, report};
+pub use infergate_schema::{answer, exit, policy, results, verdict};
+pub use infergate_sim::sim;
+pub use infergate_store::{baseline, export, import};
+pub use infergate_telemetry::telemetry;

@@ -66,7 +66,7 @@ if [[ "$method" == "source" ]]; then
   # hashFiles() only sees the workspace, not the action's directory: hash the sources here.
   src_hash="$(
     cd "$action_path"
-    find Cargo.toml Cargo.lock src -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32
+    find Cargo.toml Cargo.lock src crates -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32
   )"
   cache_key="infergate-bin-${RUNNER_OS:-Linux}-$arch-$src_hash"
 fi

@@ -1,0 +1,502 @@
+//! `infergate stats-eval`: Monte Carlo of the gate's plan on synthetic matrices over a grid of
+//! runners (false-alarm rate, pass rate, power, boots per gate), so the rule's promises are
+//! measured, not asserted; beside it, the rules users know on the same trials
+//! ([`infergate_eval::eval::peers`]).
+
+use anyhow::Context;
+
+use infergate_eval::eval::gate::{
+    Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome, grid, run_eval,
+};
+use infergate_eval::eval::latency::{LatencyEval, LatencyOutcome, latency_eval};
+use infergate_model::stats::DecisionRule;
+use infergate_report::report::console::{fitted_table, wrap};
+use infergate_schema::exit::{GateExit, usage};
+
+/// Output format of `stats-eval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvalFormat {
+    Text,
+    Json,
+}
+
+/// Arguments of `infergate stats-eval`.
+#[derive(Debug, clap::Args)]
+pub struct StatsEvalArgs {
+    /// Simulated gates per runner and scenario.
+    #[arg(long, default_value_t = 2000)]
+    pub trials: usize,
+    /// Seed of the random generator (same seed, same figures).
+    #[arg(long, default_value_t = 20_260_401)]
+    pub seed: u64,
+    /// Baseline history length (runs).
+    #[arg(long, default_value_t = 20)]
+    pub history: usize,
+    /// Evaluate one look only, without the second boot `run` makes when the first boot's
+    /// matrix-wide change leans worse.
+    #[arg(long)]
+    pub no_confirm: bool,
+    /// Evaluate one runner of these settings instead of the grid (the flags below; unset ones
+    /// are the Gaussian runner's).
+    #[arg(long)]
+    pub custom: bool,
+    /// Per-cell noise as Student t with these degrees of freedom (> 2, same SD); Gaussian
+    /// when absent.
+    #[arg(long)]
+    pub cell_df: Option<f64>,
+    /// Share of boots (baseline and candidate) that come up slow everywhere.
+    #[arg(long, default_value_t = 0.0)]
+    pub slow_boot_rate: f64,
+    /// Relative effect of a slow boot, e.g. -0.04.
+    #[arg(long, default_value_t = -0.04, allow_hyphen_values = true)]
+    pub slow_boot_effect: f64,
+    /// Share of runs (baseline and candidate) in which the C=12 / 128k cell is capacity-limited.
+    #[arg(long, default_value_t = 0.0)]
+    pub capacity_flip: f64,
+    /// Linear drift of every cell over the history window, e.g. 0.03 (the candidate continues it).
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    pub drift_total: f64,
+    /// A step of every cell from the middle of the history window on, e.g. 0.03.
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    pub step: f64,
+    /// SD of a per-run factor of each context row, e.g. 0.015.
+    #[arg(long, default_value_t = 0.0)]
+    pub row_cv: f64,
+    /// Lag-1 autocorrelation of the sub-windows within a cell, e.g. 0.6.
+    #[arg(long, default_value_t = 0.0)]
+    pub window_ar: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = EvalFormat::Text)]
+    pub format: EvalFormat,
+    /// Decision rule to evaluate (TOML with `DecisionRule` fields); defaults otherwise.
+    #[arg(long)]
+    pub rule: Option<std::path::PathBuf>,
+    /// Exit 1 when a target of the 20-run history is missed.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Runs `infergate stats-eval`.
+pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
+    if args.trials == 0 {
+        return Err(usage("--trials must be at least 1"));
+    }
+    if args.history == 0 || args.history > 1000 {
+        return Err(usage(
+            "--history takes a run count between 1 and 1000, e.g. --history 20",
+        ));
+    }
+    let rule = match &args.rule {
+        None => DecisionRule::default(),
+        Some(path) => {
+            let text = infergate_io::fsio::read_input(path)
+                .map_err(|e| usage(format!("cannot read rule file {}: {e}", path.display())))?;
+            toml::from_str(&text).map_err(|e| {
+                usage(format!(
+                    "rule file {}: {e} (fields are those of the decision rule, e.g. alpha = 0.01)",
+                    path.display()
+                ))
+            })?
+        }
+    };
+    rule.validate().map_err(|e| usage(e.to_string()))?;
+    let confirm = !args.no_confirm;
+    if args.cell_df.is_some_and(|d| !(d > 2.0 && d.is_finite())) {
+        return Err(usage(
+            "--cell-df takes degrees of freedom above 2 (the SD must exist)",
+        ));
+    }
+    for (name, v) in [
+        ("--slow-boot-rate", args.slow_boot_rate),
+        ("--capacity-flip", args.capacity_flip),
+        ("--window-ar", args.window_ar),
+        ("--row-cv", args.row_cv),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(usage(format!("{name} takes a share in [0, 1]")));
+        }
+    }
+    for (name, v) in [
+        ("--slow-boot-effect", args.slow_boot_effect),
+        ("--drift-total", args.drift_total),
+        ("--step", args.step),
+    ] {
+        if !(v > -0.9 && v < 9.0) {
+            return Err(usage(format!(
+                "{name} takes a relative change above -0.9, e.g. 0.03"
+            )));
+        }
+    }
+    let conditions = if args.custom {
+        vec![Condition {
+            name: "custom".into(),
+            noise: NoiseSpec {
+                cell_df: args.cell_df,
+                slow_boot_rate: args.slow_boot_rate,
+                slow_boot_effect: args.slow_boot_effect,
+                capacity_flip_rate: args.capacity_flip,
+                drift_total: args.drift_total,
+                step: args.step,
+                row_cv: args.row_cv,
+                window_ar: args.window_ar,
+                ..NoiseSpec::gate_runner()
+            },
+        }]
+    } else {
+        grid()
+    };
+    let cfg = EvalConfig {
+        trials: args.trials,
+        seed: args.seed,
+        history: args.history,
+        confirm,
+        conditions,
+        rule,
+    };
+    let (latency_trials, latency_history, latency_rule, latency_seed) =
+        (args.trials, args.history, cfg.rule.clone(), args.seed);
+    let report = tokio::task::spawn_blocking(move || run_eval(&cfg))
+        .await
+        .context("stats-eval worker")??;
+    // The secondary metrics on a busy host (issue 56): clean gates list no latency change.
+    let latency = tokio::task::spawn_blocking(move || {
+        latency_eval(latency_trials, latency_history, &latency_rule, latency_seed)
+    })
+    .await
+    .context("stats-eval latency worker")??;
+    match args.format {
+        EvalFormat::Json => {
+            let mut doc = serde_json::to_value(&report)?;
+            if let Some(o) = doc.as_object_mut() {
+                o.insert("latency".into(), serde_json::to_value(&latency)?);
+            }
+            outln!("{}", serde_json::to_string_pretty(&doc)?)
+        }
+        EvalFormat::Text => {
+            out!("{}", render_text(&report));
+            out!("{}", render_latency(&latency));
+        }
+    }
+    let missed = report.targets.iter().any(|t| !t.met) || !latency.target_met;
+    Ok(if args.check && missed {
+        GateExit::TargetMissed
+    } else {
+        GateExit::Pass
+    })
+}
+
+/// The latency line: the busy host's clean gates and a real latency rise, each with how often
+/// a latency (or other secondary) change was listed.
+fn render_latency(l: &LatencyEval) -> String {
+    let row = |o: &LatencyOutcome| {
+        format!(
+            "{}: a latency change listed in {} of {} gates ({:.1}% [{:.1}, {:.1}] Wilson 95%), gate regression {}, second boot {}",
+            o.scenario,
+            (o.listed_rate * o.trials as f64).round(),
+            o.trials,
+            100.0 * o.listed_rate,
+            100.0 * o.listed_interval.0,
+            100.0 * o.listed_interval.1,
+            pct(o.regression_rate),
+            pct(o.second_boot_rate),
+        )
+    };
+    let mut out = String::from("\n\n");
+    out.push_str(&wrap(
+        &format!(
+            "Latency on a busy host ({}-run history; the candidate's two boots differ by up to {:.0}% in latency alone, throughput unchanged; TTFT, ITL and per-user tok/s decided by the two-boot plan):",
+            l.history,
+            100.0 * l.runner.busy_max
+        ),
+        0,
+    ));
+    for o in [&l.aa, &l.aa_gated, &l.slower] {
+        out.push('\n');
+        out.push_str(&wrap(&format!("- {}", row(o)), 2));
+    }
+    out.push_str(&format!(
+        "\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
+        if l.target_met { "met" } else { "MISSED" }
+    ));
+    out
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// A rate in percent with its Wilson 95% interval: `0.4 [0.2, 0.8]` (the header says `%`).
+fn with_interval(rate: f64, trials: usize) -> String {
+    let (lo, hi) = infergate_eval::eval::gate::wilson(rate, trials.max(1) as f64);
+    format!("{:.1} [{:.1}, {:.1}]", 100.0 * rate, 100.0 * lo, 100.0 * hi)
+}
+
+/// The text report at 100 columns: clean gates per runner (how often each alarmed, passed, and
+/// which test alarmed), then regressions found per runner, then the targets.
+pub fn render_text(r: &EvalReport) -> String {
+    let g = NoiseSpec::gate_runner();
+    let mut out = wrap(
+        &format!(
+            "stats-eval: {} gates per runner and scenario, seed {}, {} cells, {}-run history, {}; base runner: run CV {}, cell CV {}, sub-window CV {} x {}, drift {}/run, no outlier run",
+            r.trials,
+            r.seed,
+            r.cells,
+            r.history,
+            if r.confirm {
+                "the two-boot plan of `run`"
+            } else {
+                "one look (no second boot)"
+            },
+            pct(g.run_cv),
+            pct(g.cell_cv),
+            pct(g.window_cv),
+            g.windows,
+            pct(g.drift_per_run),
+        ),
+        2,
+    );
+    out.push_str(
+        "\n\nClean gates (A/A), in % of gates: false alarms [Wilson 95%], passes, boots per gate; which\ntests said regression (cell / line / matrix / capacity; a gate can have several); and what a\npass promised: in the gates whose A/A said pass, the same history and boots with every cell\n5% slower (the default design effect, to be found with the design power, 80% by default):\n",
+    );
+    let mut clean = fitted_table(vec![
+        "runner",
+        "false alarm",
+        "pass",
+        "boots",
+        "alarms by test",
+        "-5% found after a pass",
+    ]);
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let Some(aa) = o(Scenario::AA) else {
+            continue;
+        };
+        let a = &aa.alarms;
+        clean.add_row(vec![
+            c.condition.clone(),
+            with_interval(aa.regression_rate, r.trials),
+            format!("{:.1}", 100.0 * aa.pass_rate),
+            format!("{:.2}", aa.mean_boots),
+            format!(
+                "{:.1}/{:.1}/{:.1}/{:.1}",
+                100.0 * a.cell,
+                100.0 * a.line,
+                100.0 * a.matrix,
+                100.0 * a.capacity
+            ),
+            o(Scenario::Uniform(-0.05))
+                .and_then(|x| x.found_when_aa_passed)
+                .map_or_else(
+                    || "no A/A passed".to_string(),
+                    |f| {
+                        let passes = (aa.pass_rate * r.trials as f64).round() as usize;
+                        with_interval(f, passes)
+                    },
+                ),
+        ]);
+    }
+    out.push_str(&clean.to_string());
+    out.push_str("\n\nRegressions found, in % of gates [Wilson 95%], and boots per gate at -5%:\n");
+    let mut found = fitted_table(vec![
+        "runner",
+        "uniform -5%",
+        "boots",
+        "row -7%",
+        "cell -10%",
+    ]);
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let rate = |s: Scenario| {
+            o(s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
+        };
+        found.add_row(vec![
+            c.condition.clone(),
+            rate(Scenario::Uniform(-0.05)),
+            o(Scenario::Uniform(-0.05))
+                .map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
+            rate(Scenario::Row(-0.07)),
+            rate(Scenario::SingleCell(-0.10)),
+        ]);
+    }
+    out.push_str(&found.to_string());
+    // What a green check hides: one cell 10% slower (the rule's `cell_effect`) must be found
+    // or named as not vouched for, never passed.
+    out.push_str("\n\n");
+    out.push_str(&wrap(
+        "One cell 10% slower, in % of gates [Wilson 95%]: found (regression), named as not \
+         vouched for (insufficient), or passed:",
+        0,
+    ));
+    out.push('\n');
+    let mut single = fitted_table(vec![
+        "runner",
+        "regression",
+        "insufficient",
+        "pass",
+        "boots",
+    ]);
+    for c in &r.conditions {
+        if let Some(x) = c
+            .scenarios
+            .iter()
+            .find(|x| x.scenario == Scenario::SingleCell(-0.10))
+        {
+            single.add_row(vec![
+                c.condition.clone(),
+                with_interval(x.regression_rate, r.trials),
+                with_interval(x.insufficient_rate, r.trials),
+                with_interval(x.pass_rate, r.trials),
+                format!("{:.2}", x.mean_boots),
+            ]);
+        }
+    }
+    out.push_str(&single.to_string());
+    out.push('\n');
+    out.push_str(&peer_table(r));
+    if !r.targets.is_empty() {
+        out.push_str("\nTargets:\n");
+        for t in &r.targets {
+            let line = format!(
+                "  [{}] {} ({}): {}",
+                if t.met { "met" } else { "MISSED" },
+                t.description,
+                t.condition,
+                pct(t.measured)
+            );
+            out.push_str(&wrap(&line, 4));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The rules users know on the same trials, per runner: the gate's own row, each rule at its
+/// documented defaults (one boot), then at the gate's A/A rate with a second boot only when
+/// the first alarms; and where a rule at the gate's rate finds more than the gate.
+fn peer_table(r: &EvalReport) -> String {
+    let mut out = String::from("\n");
+    out.push_str(&wrap(
+        "Peers on the same trials, in % of gates: alarms (the gate: regression) on A/A, a \
+         uniform -5% and one cell -10%, and how often that cell's gate was green (no alarm; the \
+         gate: pass). Each rule at its documented defaults (one boot), then '= gate': with the \
+         gate's budget on that runner, set on these A/A trials: its first look alarms (and \
+         boots again) as often as the gate booted twice, and it says regression as often as \
+         the gate did, when the same cell (or the mean) crosses a second threshold on both \
+         boots. Boots per A/A gate. docs/statistics.md \"Peers\" has the sources.",
+        0,
+    ));
+    out.push('\n');
+    let mut table = fitted_table(vec![
+        "runner: rule",
+        "threshold",
+        "A/A",
+        "-5%",
+        "-10%",
+        "green",
+        "boots",
+    ]);
+    let mut wins = Vec::new();
+    for c in &r.conditions {
+        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
+        let (Some(aa), Some(uniform), Some(single)) = (
+            o(Scenario::AA),
+            o(Scenario::Uniform(-0.05)),
+            o(Scenario::SingleCell(-0.10)),
+        ) else {
+            continue;
+        };
+        let num = |x: f64| format!("{:.1}", 100.0 * x);
+        table.add_row(vec![
+            format!("{}: the gate", c.condition),
+            "two-boot plan".into(),
+            num(aa.regression_rate),
+            num(uniform.regression_rate),
+            num(single.regression_rate),
+            num(single.pass_rate),
+            format!("{:.2}", aa.mean_boots),
+        ]);
+        for p in &c.peers {
+            let rate = |s: &ScenarioOutcome| p.scenarios.iter().find(|x| x.name == s.name);
+            let (Some(pa), Some(pu), Some(ps)) = (rate(aa), rate(uniform), rate(single)) else {
+                continue;
+            };
+            let calibrated = p.setting == infergate_eval::eval::peers::GATE_AA_RATE;
+            table.add_row(vec![
+                format!("  {}", p.rule),
+                if calibrated {
+                    format!(
+                        "= gate: {}",
+                        p.family.show(p.threshold, p.confirm_threshold)
+                    )
+                } else {
+                    p.setting.clone()
+                },
+                num(pa.alarm_rate),
+                num(pu.alarm_rate),
+                num(ps.alarm_rate),
+                num(1.0 - ps.alarm_rate),
+                format!("{:.2}", pa.mean_boots),
+            ]);
+            if calibrated {
+                for (gate, peer, what) in [(uniform, pu, "-5%"), (single, ps, "cell -10%")] {
+                    let (_, gate_high) =
+                        infergate_eval::eval::gate::wilson(gate.regression_rate, r.trials as f64);
+                    if peer.wilson_low > gate_high {
+                        wins.push(format!(
+                            "{} ({}): {} {} vs the gate's {}",
+                            p.rule,
+                            c.condition,
+                            what,
+                            pct(peer.alarm_rate),
+                            pct(gate.regression_rate)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.push_str(&table.to_string());
+    out.push('\n');
+    let verdict = if wins.is_empty() {
+        "no rule at the gate's A/A rate finds more than the gate (Wilson 95% intervals apart)."
+            .to_string()
+    } else {
+        format!(
+            "a rule at the gate's A/A rate finds more (Wilson 95% intervals apart): {}.",
+            wins.join("; ")
+        )
+    };
+    out.push_str(&wrap(&format!("Where a peer wins: {verdict}"), 2));
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The report is read at the console's width: every runner of the grid, every line within
+    /// 100 columns (the one-table layout was 180 columns wide).
+    #[test]
+    fn the_text_report_fits_the_console() {
+        let report = run_eval(&EvalConfig {
+            trials: 2,
+            seed: 1,
+            history: 8,
+            confirm: true,
+            conditions: grid(),
+            rule: DecisionRule::default(),
+        })
+        .unwrap();
+        let text = render_text(&report);
+        assert!(infergate_report::report::console::fits(&text), "{text}");
+        for c in grid() {
+            let first_word = c.name.split_whitespace().next().unwrap();
+            assert!(text.contains(first_word), "{}", c.name);
+        }
+        assert!(text.contains("Targets:"), "{text}");
+        for rule in ["Bencher, cell", "github-action-benchmark", "Perfherder"] {
+            assert!(text.contains(rule), "{rule}");
+        }
+    }
+}

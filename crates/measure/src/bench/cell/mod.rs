@@ -1,0 +1,567 @@
+//! One sustained-decode cell: keep C streams generating, wait until the engine really runs all
+//! of them (or declare the cell capacity-limited as soon as admission stalls), warm up, then
+//! count tokens over a steady-state window split into sub-windows.
+//!
+//! The parts: `accounting` (tokens per sub-window, the shared counters), `stream` (one
+//! task per stream), `admission` (readiness or capacity-limited), `window` (the engine's
+//! view during the window), `spec_decode` (speculative-decoding figures). This file runs
+//! them in order and aggregates the result.
+
+mod accounting;
+mod admission;
+pub mod crosscheck;
+mod cut;
+mod spec_decode;
+mod stream;
+mod window;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::EventLog;
+use super::client::EngineClient;
+use super::counter::{self, EdgeReading};
+use super::metrics::MetricsDialect;
+pub use super::metrics::scrape;
+use super::prompt::ContextPrompt;
+use super::stats;
+use accounting::{CellShared, StreamRecord, UsageTally};
+use admission::Admission;
+use crosscheck::{CounterEvidence, Evidence, cross_check};
+use infergate_schema::results::{
+    CellResult, CellStatus, CellTiming, Event, EventKind, TokenSource, TruncatedRequests,
+    context_label,
+};
+use infergate_telemetry::telemetry::WindowSampler;
+use spec_decode::spec_stats;
+use stream::run_stream;
+use window::{WindowLoad, poll_until};
+
+/// Everything one cell needs to know.
+#[derive(Clone)]
+pub struct CellSpec {
+    pub concurrency: u32,
+    pub context_tokens: u64,
+    pub prompt: ContextPrompt,
+    pub model: String,
+    /// The matrix's timing, clamped to workable values; `ready_timeout_s` is already scaled
+    /// for the context length.
+    pub timing: CellTiming,
+    /// How often `/metrics` is polled during the window, seconds.
+    pub metrics_poll_s: f64,
+}
+
+/// One sustained-decode cell run against an engine.
+pub struct SustainedDecodeCell<'a> {
+    pub spec: CellSpec,
+    pub client: &'a EngineClient,
+    pub dialect: Option<MetricsDialect>,
+    pub sampler: Option<Arc<dyn WindowSampler>>,
+    pub events: EventLog,
+}
+
+pub(super) fn fmt_n(v: f64) -> String {
+    if (v - v.round()).abs() < 0.05 {
+        format!("{}", v.round() as i64)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+impl SustainedDecodeCell<'_> {
+    fn emit(&self, kind: EventKind, message: String) {
+        self.events.emit(Event::cell(
+            kind,
+            self.spec.concurrency,
+            self.spec.context_tokens,
+            message,
+        ));
+    }
+
+    fn request_body(&self, stream: u32) -> bytes::Bytes {
+        let body = serde_json::json!({
+            "model": self.spec.model,
+            "prompt": self.spec.prompt.text(stream),
+            "max_tokens": self.spec.timing.max_tokens,
+            "stream": true,
+            "ignore_eos": true,
+            "temperature": 0,
+            "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+        });
+        bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+    }
+
+    /// Measures the cell. Never fails: every problem becomes a status and a reason.
+    pub async fn run(self, cancel: &CancellationToken) -> CellResult {
+        let c = self.spec.concurrency;
+        let ctx = self.spec.context_tokens;
+        self.emit(
+            EventKind::CellStart,
+            format!(
+                "cell start C={c} ctx={} unique_context={}%",
+                context_label(ctx),
+                fmt_n(self.spec.timing.unique_context_percent)
+            ),
+        );
+        let sub_windows = self.spec.timing.sub_windows.max(1) as usize;
+        let shared = Arc::new(CellShared::new(
+            sub_windows,
+            u64::from(self.spec.timing.max_tokens),
+        ));
+        let t0 = shared.t0;
+        let streams_cancel = cancel.child_token();
+        let first_token_timeout =
+            Duration::from_secs_f64(self.spec.timing.ready_timeout_s.max(1.0));
+        let stall_timeout = Duration::from_secs_f64(self.spec.timing.request_timeout_s.max(0.1));
+        let mut handles = Vec::with_capacity(c as usize);
+        let cuts: Vec<cut::StreamCut> = (0..c).map(|_| cut::StreamCut::default()).collect();
+        for (i, stream_cut) in (0..c).zip(&cuts) {
+            handles.push(tokio::spawn(run_stream(
+                self.client.clone(),
+                self.request_body(i),
+                shared.clone(),
+                stream_cut.clone(),
+                first_token_timeout,
+                stall_timeout,
+            )));
+        }
+        tokio::spawn(cut::forward(streams_cancel.clone(), cuts));
+
+        let admission = self.admit(&shared, cancel).await;
+        let ready_after = t0.elapsed().as_secs_f64();
+        // The warm-up counts from the moment every stream was admitted: the readiness
+        // confirmation overlaps it (the window opens no earlier than `warmup_s` after that).
+        let (status, reason, warmup_until, window_s) = match &admission {
+            Admission::Ready {
+                detail,
+                admitted_at,
+            } => {
+                self.emit(
+                    EventKind::Ready,
+                    format!("ready C={c} ctx={} {detail}", context_label(ctx)),
+                );
+                (
+                    CellStatus::Ok,
+                    Some(detail.clone()),
+                    *admitted_at + Duration::from_secs_f64(self.spec.timing.warmup_s),
+                    self.spec.timing.duration_s,
+                )
+            }
+            Admission::CapacityLimited { reason } => {
+                self.emit(
+                    EventKind::CapacityLimited,
+                    format!("capacity limited C={c} ctx={} {reason}", context_label(ctx)),
+                );
+                // Already steady (admission stalled): a short window records what it makes.
+                (
+                    CellStatus::CapacityLimited,
+                    Some(reason.clone()),
+                    Instant::now(),
+                    self.spec.timing.duration_s * 0.5,
+                )
+            }
+            Admission::Failed { reason } => {
+                streams_cancel.cancel();
+                join_all(handles).await;
+                self.emit(
+                    EventKind::CellError,
+                    format!("cell error C={c} ctx={} {reason}", context_label(ctx)),
+                );
+                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone());
+                cell.errors = shared.errors.load(Ordering::Relaxed);
+                cell.requests = Some(shared.tally());
+                cell.truncated_requests = shared.truncated();
+                cell.ready_after_s = Some(ready_after);
+                return cell;
+            }
+            Admission::Cancelled => {
+                streams_cancel.cancel();
+                join_all(handles).await;
+                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+                cell.errors = shared.errors.load(Ordering::Relaxed);
+                cell.requests = Some(shared.tally());
+                return cell;
+            }
+        };
+
+        // Warm-up (what is left of it).
+        if warmup_until > Instant::now() {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep_until(warmup_until.into()) => {}
+            }
+        }
+        if cancel.is_cancelled() {
+            streams_cancel.cancel();
+            join_all(handles).await;
+            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        }
+
+        // Steady-state window.
+        let edge0 = counter::read_edge(self.client, self.dialect).await;
+        if let Some(s) = &self.sampler {
+            s.start_window();
+        }
+        let open = Instant::now();
+        let start_ns = open.duration_since(t0).as_nanos() as u64;
+        let len_ns = (window_s.max(0.001) * 1e9) as u64;
+        shared
+            .window_end_ns
+            .store(start_ns + len_ns, Ordering::Release);
+        shared.window_start_ns.store(start_ns, Ordering::Release);
+        let close = open + Duration::from_nanos(len_ns);
+        let poll = Duration::from_secs_f64(self.spec.metrics_poll_s.max(0.05));
+        let WindowLoad {
+            running,
+            waiting,
+            cancelled,
+        } = poll_until(self.client, self.dialect, close, poll, cancel).await;
+        let edge1 = if cancelled {
+            EdgeReading::default()
+        } else {
+            counter::read_edge(self.client, self.dialect).await
+        };
+        streams_cancel.cancel();
+        let records = join_all(handles).await;
+        if cancelled {
+            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        }
+
+        // Aggregate.
+        let sub_len_s = window_s / sub_windows as f64;
+        let mut sub_tokens = vec![0.0f64; sub_windows];
+        let itl = shared.take_itl();
+        let (mut itl_sum, mut itl_n) = (0.0f64, 0u64);
+        let mut ttfts = Vec::new();
+        let mut tpots = Vec::new();
+        let mut per_user = Vec::new();
+        let mut prompt_tokens = None;
+        let (mut saw_cont, mut saw_chunks) = (false, false);
+        let mut tally = UsageTally::default();
+        let mut stream_window_tokens = Vec::with_capacity(records.len());
+        for r in &records {
+            tally.absorb(&r.usage);
+            // Every token that arrived in the window, the early-ended requests' too: what the
+            // engine's counter saw.
+            stream_window_tokens.push(r.sub_tokens.iter().sum::<f64>() + r.removed_window_tokens);
+            for (t, s) in sub_tokens.iter_mut().zip(&r.sub_tokens) {
+                *t += s;
+            }
+            itl_sum += r.itl_sum_s;
+            itl_n += r.itl_n;
+            ttfts.extend_from_slice(&r.ttfts);
+            tpots.extend_from_slice(&r.tpots);
+            if r.itl_n > 0 && r.itl_sum_s > 0.0 {
+                per_user.push(r.itl_n as f64 / r.itl_sum_s);
+            }
+            prompt_tokens = prompt_tokens.or(r.prompt_tokens);
+            saw_cont |= r.saw_continuous;
+            saw_chunks |= r.saw_chunk_mode;
+        }
+        let total: f64 = sub_tokens.iter().sum();
+        let output_tokens = total.round().max(0.0) as u64;
+        let aggregate_tps = total / window_s;
+        let samples: Vec<f64> = sub_tokens.iter().map(|t| t / sub_len_s).collect();
+        let errors = shared.errors.load(Ordering::Relaxed);
+        let requests = shared.tally();
+
+        let engine_counter = counter::window(self.dialect, &edge0, &edge1, open, close);
+        let server_tps = engine_counter.as_ref().map(|(tps, _)| *tps);
+        let spec_decode = spec_stats(
+            edge0.state.as_ref(),
+            edge1.state.as_ref(),
+            output_tokens,
+            aggregate_tps,
+        );
+        let telemetry = self
+            .sampler
+            .as_ref()
+            .and_then(|s| s.finish_window(output_tokens));
+
+        let itl_mean_s = (itl_n > 0).then(|| itl_sum / itl_n as f64);
+        let checked = cross_check(&Evidence {
+            concurrency: c,
+            max_tokens: u64::from(self.spec.timing.max_tokens),
+            window_s,
+            stream_window_tokens: &stream_window_tokens,
+            tally: &tally,
+            counter: match (self.dialect, edge0.counter, edge1.counter) {
+                (Some(d), Some(start), Some(end)) => Some(CounterEvidence {
+                    start,
+                    end,
+                    moves: d.counter_moves(),
+                    metric: d.generation_counter().to_string(),
+                }),
+                _ => None,
+            },
+            spec_tokens_per_step: spec_decode
+                .as_ref()
+                .filter(|s| s.drafts > 0)
+                .map(|s| 1.0 + s.draft_tokens as f64 / s.drafts as f64),
+            itl_mean_s,
+            tolerance: self.spec.timing.usage_tolerance,
+            max_stream_tps: self.spec.timing.max_stream_tps,
+        });
+
+        let unverified = unverified(&checked.checks, &tally, self.dialect.is_some());
+        let max_tokens = u64::from(self.spec.timing.max_tokens);
+        let truncated = shared.truncated();
+        let early = requests.early();
+        let ended = requests.completed + early;
+
+        // Requests the engine preempted or retracted in the window (its counter at both edges).
+        let preemptions = match (
+            edge0.state.as_ref().and_then(|(_, s)| s.preemptions),
+            edge1.state.as_ref().and_then(|(_, s)| s.preemptions),
+        ) {
+            (Some(a), Some(b)) => Some((b - a).max(0.0).round() as u64),
+            _ => None,
+        };
+
+        let mut status = status;
+        let mut reason = reason;
+        if output_tokens == 0 {
+            status = CellStatus::Error;
+            reason = Some(if let Some(t) = truncated.filter(|t| t.short > 0) {
+                truncated_reason(&t, max_tokens)
+            } else if early > 0 {
+                format!(
+                    "no completed work in the window: {}",
+                    early_end_reason(
+                        c,
+                        &requests,
+                        ended,
+                        truncated,
+                        max_tokens,
+                        &shared.failure_summary(),
+                    )
+                )
+            } else if errors > 0 {
+                format!("no tokens in the window; {}", shared.failure_summary())
+            } else {
+                format!(
+                    "no tokens in the {window_s:.1} s window although {} streams were admitted",
+                    shared.ever_produced.load(Ordering::Relaxed)
+                )
+            });
+        } else if let Some(t) = truncated.filter(|t| t.short > 0) {
+            // A short request decoded a different workload (fewer tokens, a shorter KV tail)
+            // than the baseline's: its cell is not comparable, so it is not measured.
+            status = CellStatus::Error;
+            reason = Some(truncated_reason(&t, max_tokens));
+        } else if f64::from(early) > EARLY_END_SHARE * f64::from(ended) {
+            // More than a small share of the requests did not do what was asked: the tokens
+            // left are not the workload's.
+            status = CellStatus::Error;
+            reason = Some(early_end_reason(
+                c,
+                &requests,
+                ended,
+                truncated,
+                max_tokens,
+                &shared.failure_summary(),
+            ));
+        } else if let Some(why) = checked.failure {
+            status = CellStatus::Error;
+            reason = Some(why);
+        } else if let Some(n) = preemptions.filter(|n| *n > 0 && status == CellStatus::Ok) {
+            // Every stream was admitted, but the engine ran out of KV cache during the window
+            // and took requests back (recomputing them later): another regime than a cell that
+            // holds its streams, which flips between runs. Measured, compared like capacity.
+            status = CellStatus::Saturated;
+            let counter = self
+                .dialect
+                .and_then(|d| d.preemption_counter())
+                .unwrap_or("preemptions");
+            reason = Some(format!(
+                "saturated: {n} request(s) preempted or retracted in the {window_s:.1} s window ({counter}); the engine ran out of KV cache with all {c} streams admitted"
+            ));
+        } else if early > 0 && status == CellStatus::Ok {
+            reason = Some(format!(
+                "{}; {early} of {ended} requests ended early ({}): their tokens are not counted",
+                reason.unwrap_or_default(),
+                requests.causes()
+            ));
+        }
+
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let cell = CellResult {
+            concurrency: c,
+            context_tokens: ctx,
+            status,
+            reason,
+            aggregate_tps,
+            samples,
+            per_user_tps: stats::exact(&per_user),
+            ttft_s: stats::exact(&ttfts),
+            itl_s: stats::from_histogram(&itl, itl_mean_s),
+            tpot_s: stats::exact(&tpots),
+            effective_concurrency: mean(&running),
+            waiting_avg: mean(&waiting),
+            output_tokens,
+            measured_s: window_s,
+            prompt_tokens,
+            errors,
+            token_source: Some(if saw_chunks || !saw_cont {
+                TokenSource::ChunksReconciled
+            } else {
+                TokenSource::ContinuousUsage
+            }),
+            server_tps,
+            engine_counter: engine_counter.as_ref().map(|(_, w)| w.clone()),
+            ready_after_s: Some(ready_after),
+            spec_decode,
+            telemetry,
+            rounds: Vec::new(),
+            cross_checks: checked.checks,
+            truncated_requests: truncated,
+            preemptions,
+            requests: Some(requests),
+            unverified,
+        };
+        let server = engine_counter
+            .as_ref()
+            .map(|(tps, w)| counter::describe(*tps, w))
+            .unwrap_or_default();
+        match cell.status {
+            CellStatus::Error => self.emit(
+                EventKind::CellError,
+                format!(
+                    "cell error C={c} ctx={} {}",
+                    context_label(ctx),
+                    cell.reason.clone().unwrap_or_default()
+                ),
+            ),
+            CellStatus::Saturated => self.emit(
+                EventKind::CellDone,
+                format!(
+                    "cell saturated C={c} ctx={} {:.1} tok/s{server}: {}",
+                    context_label(ctx),
+                    cell.aggregate_tps,
+                    cell.reason.clone().unwrap_or_default()
+                ),
+            ),
+            _ => self.emit(
+                EventKind::CellDone,
+                format!(
+                    "cell done C={c} ctx={} {:.1} tok/s{server}{}",
+                    context_label(ctx),
+                    cell.aggregate_tps,
+                    if cell.unverified.is_some() {
+                        " (client count not cross-checked)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+        }
+        cell
+    }
+}
+
+/// The share of a cell's ended requests that may end early (by any cause) before the cell
+/// is not `ok`: a stray reset is noise, a pattern is another workload.
+pub(super) const EARLY_END_SHARE: f64 = 0.05;
+
+/// Why a cell whose requests ended early is not a measurement, in what the client saw:
+/// "the server ran 1 of 2 streams at a time; 2,068 of 2,091 requests aborted ([DONE] without
+/// a finish_reason)" when the engine cut requests while running fewer than asked.
+pub(super) fn early_end_reason(
+    c: u32,
+    t: &infergate_schema::results::RequestTally,
+    ended: u32,
+    truncated: Option<TruncatedRequests>,
+    max_tokens: u64,
+    failures: &str,
+) -> String {
+    use infergate_schema::results::thousands;
+    let early = t.early();
+    let aborted = t.aborted();
+    if let Some(tr) = truncated.filter(|tr| tr.short > 0 && tr.short * 2 >= early) {
+        truncated_reason(&tr, max_tokens)
+    } else if aborted * 2 > early && t.max_streams_at_once < c {
+        format!(
+            "{}; {} of {} requests aborted ({}): throughput not published. An engine that serves one request at a time and aborts the running one when another arrives (llama-cpp-python's default `interrupt_requests`) cannot run {c} streams; measure C=1, or start it so that requests queue (llama-cpp-python: --interrupt_requests false)",
+            streams_at_once(t.max_streams_at_once, c),
+            thousands(u64::from(aborted)),
+            thousands(u64::from(t.sent)),
+            t.causes()
+        )
+    } else {
+        format!(
+            "{} of {} requests ended early ({}): their tokens are not counted, and more than {:.0}% ended early is not a measurement; {failures}",
+            thousands(u64::from(early)),
+            thousands(u64::from(ended)),
+            t.causes(),
+            EARLY_END_SHARE * 100.0
+        )
+    }
+}
+
+/// What the client saw of the streams an engine ran together: "the server ran 1 of 2 streams
+/// at a time", or, when no stream got past its first token (each aborted or left waiting as
+/// soon as it had one), "no stream of 2 got past its first token" — never "ran 0 of 2", which
+/// no server that sent tokens did.
+pub(super) fn streams_at_once(peak: u32, c: u32) -> String {
+    if peak == 0 {
+        format!("no stream of {c} got past its first token")
+    } else {
+        format!("the server ran {peak} of {c} streams at a time")
+    }
+}
+
+/// "client count not cross-checked: …" when none of the checks that hold the client's count
+/// against an independent figure (the engine's usage, its generation counter) could run.
+fn unverified(
+    checks: &[infergate_schema::results::CrossCheck],
+    tally: &accounting::UsageTally,
+    has_metrics: bool,
+) -> Option<String> {
+    const AGAINST_COUNT: [&str; 3] = [
+        "chunks_vs_usage",
+        "usage_vs_counter_window",
+        "usage_vs_counter_requests",
+    ];
+    if checks
+        .iter()
+        .any(|c| AGAINST_COUNT.contains(&c.name.as_str()))
+    {
+        return None;
+    }
+    let usage = if tally.requests == 0 {
+        "the engine sent no usage in its streams"
+    } else {
+        "its usage covered no text chunk"
+    };
+    let counter = if has_metrics {
+        "its generation counter could not be read at both window edges"
+    } else {
+        "it has no generation counter (no metrics page infergate reads)"
+    };
+    Some(format!(
+        "client count not cross-checked: {usage} and {counter}, so the tokens counted are the client's chunks alone (one token each)"
+    ))
+}
+
+/// "truncated: 12 of 12 finished requests ended with fewer than max_tokens = 128 …".
+pub(super) fn truncated_reason(t: &TruncatedRequests, max_tokens: u64) -> String {
+    // A short request decoded a different workload (fewer tokens, a shorter KV tail) than the
+    // baseline's: its cell is not comparable, so it is not measured.
+    format!(
+        "truncated: {} of {} finished requests ended with fewer than max_tokens = {max_tokens} tokens under ignore_eos (fewest {}); the engine clamps or cuts requests (context + max_tokens over its max_model_len?)",
+        t.short, t.finished, t.fewest_tokens
+    )
+}
+
+async fn join_all(handles: Vec<tokio::task::JoinHandle<StreamRecord>>) -> Vec<StreamRecord> {
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        if let Ok(r) = h.await {
+            out.push(r);
+        }
+    }
+    out
+}

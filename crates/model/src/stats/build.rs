@@ -1,0 +1,359 @@
+//! The pieces every comparison report is built from, shared by the comparison against a store
+//! ([`super::compare`]) and the paired A/B comparison ([`super::paired`]): cell coordinates,
+//! the report's frame, the matrix-wide test, each cell's verdict from its metrics, and the
+//! gate's answer with the headline.
+
+use infergate_schema::results::{CellResult, ProfileKey, RunResults};
+use infergate_schema::verdict::{
+    Against, BaselineSummary, CellComparison, CellVerdict, Check, ComparisonReport, Direction,
+    GateVerdict, MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
+};
+
+use super::DecisionRule;
+use super::capacity::LimitDecision;
+use super::interval::{LogChange, relative};
+
+/// A cell's coordinates: (concurrency, context tokens).
+pub type Coord = (u32, u64);
+
+/// The cell of `run` at `coord`.
+pub fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
+    run.cells.iter().find(|c| c.coord() == coord)
+}
+
+/// The coordinates of every cell of `runs`, in order of first appearance.
+pub fn coords<'a>(runs: impl IntoIterator<Item = &'a RunResults>) -> Vec<Coord> {
+    let mut out: Vec<Coord> = Vec::new();
+    for run in runs {
+        for c in &run.cells {
+            if !out.contains(&c.coord()) {
+                out.push(c.coord());
+            }
+        }
+    }
+    out
+}
+
+/// Arithmetic mean (NaN for an empty slice).
+pub fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Sample variance (n − 1); 0 with fewer than two values.
+pub fn var(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(v);
+    v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)
+}
+
+/// The logs of the positive, finite values (a rate of 0 or a missing one has no log).
+pub fn positive_logs(values: impl IntoIterator<Item = f64>) -> Vec<f64> {
+    values
+        .into_iter()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(f64::ln)
+        .collect()
+}
+
+/// Variance of the mean of a cell's log sub-window samples (its within-run noise); 0 with
+/// fewer than two positive samples.
+pub fn within_run_var(samples: &[f64]) -> f64 {
+    let logs = positive_logs(samples.iter().copied());
+    if logs.len() < 2 {
+        return 0.0;
+    }
+    var(&logs) / logs.len() as f64
+}
+
+/// The `q` quantile of sorted values, linear between the closest ranks (NaN when empty): the
+/// one interpolation the latency percentiles and the evaluations' summaries share.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// Sample standard deviation (n − 1); 0 with fewer than two values.
+pub fn sd(v: &[f64]) -> f64 {
+    var(v).sqrt()
+}
+
+/// A report with its frame and no cells yet.
+pub fn frame(
+    profile: ProfileKey,
+    suite: Option<String>,
+    candidate_runs: Vec<String>,
+    baseline: BaselineSummary,
+    rule: &DecisionRule,
+) -> ComparisonReport {
+    ComparisonReport {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        profile,
+        suite,
+        candidate_runs,
+        against: Against::Baseline,
+        baseline,
+        gate: GateVerdict::NoBaseline,
+        headline: String::new(),
+        matrix_test: None,
+        cells: Vec::new(),
+        lines: Vec::new(),
+        prefill: Vec::new(),
+        prefill_gated: false,
+        not_gated: Vec::new(),
+        confirmation: None,
+        coverage: None,
+        sensitivity: None,
+        fail_on: None,
+        judged_by: None,
+        rule: rule.summary(),
+    }
+}
+
+/// The report of a candidate that has nothing to be compared with (no baseline runs, or only
+/// runs of another profile): every cell `not_comparable` for `reason`, gate `no_baseline`.
+pub fn not_comparable(
+    first: &RunResults,
+    candidate_runs: Vec<String>,
+    suite: Option<String>,
+    rule: &DecisionRule,
+    reason: &str,
+) -> ComparisonReport {
+    let mut report = frame(
+        first.profile.clone(),
+        suite,
+        candidate_runs,
+        BaselineSummary {
+            runs: Vec::new(),
+            level_runs: Vec::new(),
+            noise_runs: 0,
+        },
+        rule,
+    );
+    report.cells = first
+        .cells
+        .iter()
+        .map(|c| {
+            let decided = LimitDecision::settled(CellVerdict::NotComparable, reason.to_string());
+            cell(c.coord(), Some(decided), Vec::new(), |_| true, reason)
+        })
+        .collect();
+    finish(&mut report);
+    report
+}
+
+/// The test of the primary metric over `cells` cells (the matrix-wide one, or a line's), from
+/// its change, verdict, margin and test line.
+pub fn matrix_test(
+    change: &LogChange,
+    verdict: CellVerdict,
+    cells: usize,
+    margin: f64,
+    check: Check,
+) -> MatrixTest {
+    let (lo, hi) = change.interval(super::rule::CONFIDENCE);
+    MatrixTest {
+        change: relative(change.estimate),
+        ci_low: relative(lo),
+        ci_high: relative(hi),
+        margin,
+        p_value: change.p_worse(Direction::HigherIsBetter),
+        verdict,
+        cells,
+        check: Some(check),
+    }
+}
+
+/// One cell of the report: decided up front (capacity, missing, errors) with its reason and
+/// what it waits for, or from its metric comparisons (each with the reason of its verdict):
+/// the first gating metric that regressed, else was inconclusive, improved, unchanged; `none`
+/// is the reason when no gating metric was compared.
+pub fn cell(
+    coord: Coord,
+    decided: Option<LimitDecision>,
+    entries: Vec<(MetricComparison, String)>,
+    gating: impl Fn(Metric) -> bool,
+    none: &str,
+) -> CellComparison {
+    if let Some(d) = decided {
+        return CellComparison {
+            provisional: d.provisional,
+            history_too_short: d.history_too_short,
+            concurrency: coord.0,
+            context_tokens: coord.1,
+            verdict: d.verdict,
+            reason: Some(d.reason),
+            metrics: Vec::new(),
+        };
+    }
+    let chosen = [
+        CellVerdict::Regression,
+        CellVerdict::Inconclusive,
+        CellVerdict::Improvement,
+        CellVerdict::Unchanged,
+    ]
+    .into_iter()
+    .find_map(|v| {
+        entries.iter().find(|(m, _)| {
+            // A cell is called faster only on throughput where that gates: a latency that
+            // fell beside an unchanged tok/s would put ▲ beside a 0.0.
+            let primary = m.metric == Metric::AggregateTps || !gating(Metric::AggregateTps);
+            gating(m.metric) && m.verdict == v && (v != CellVerdict::Improvement || primary)
+        })
+    });
+    let (verdict, reason) = match chosen {
+        Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
+        None => (CellVerdict::NotComparable, Some(none.to_string())),
+    };
+    CellComparison {
+        provisional: false,
+        history_too_short: false,
+        concurrency: coord.0,
+        context_tokens: coord.1,
+        verdict,
+        reason,
+        metrics: entries.into_iter().map(|(m, _)| m).collect(),
+    }
+}
+
+/// Sets the gate's answer and the headline from the cells and the matrix-wide test: the last
+/// step of every comparison (and again after adaptive looks or a confirmation changed it).
+pub fn finish(report: &mut ComparisonReport) {
+    report.gate = gate_of(report);
+    report.headline = infergate_schema::answer::first_line(report);
+}
+
+/// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
+/// than the rule's floor (nothing it did measure can speak for the rest); `regression` when a
+/// cell (speed, capacity, errors), a line or the matrix-wide test regressed; `no_baseline`
+/// when there was no baseline; `insufficient` when a provisional alarm waits for another boot,
+/// the plan could not have found `design_effect` (its MDE is larger), or a cell's bound leaves
+/// room for a slowdown beyond `cell_effect` ([`ComparisonReport::uncovered_cells`]); otherwise
+/// `pass`, which then vouches for the matrix at `design_effect` and for every cell at
+/// `cell_effect`.
+/// (Without a sensitivity figure, e.g. an A/B run with no matrix-wide test, an undecided cell
+/// makes it `insufficient`.)
+pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
+    if report.coverage.is_some_and(|c| !c.sufficient()) {
+        return GateVerdict::Unmeasured;
+    }
+    let matrix_regressed = report
+        .matrix_test
+        .as_ref()
+        .is_some_and(|m| m.verdict == CellVerdict::Regression);
+    let line_regressed = report
+        .lines
+        .iter()
+        .any(|l| l.test.verdict == CellVerdict::Regression);
+    if matrix_regressed || line_regressed || report.regressions().next().is_some() {
+        return GateVerdict::Regression;
+    }
+    if report.baseline.level_runs.is_empty() {
+        return GateVerdict::NoBaseline;
+    }
+    let sensitive = match &report.sensitivity {
+        Some(s) => s.sufficient,
+        None => !report
+            .cells
+            .iter()
+            .any(|c| c.verdict == CellVerdict::Inconclusive),
+    };
+    // A replay without the second boot its plan asked for decides nothing a second boot would.
+    let awaits_second_boot = report.confirmation.as_ref().is_some_and(|c| c.missing);
+    // A gated prefill figure the engine's counters disagree with is not compared, and never
+    // passes (fail closed).
+    let prefill_unchecked = report.prefill_gated
+        && report.prefill.iter().any(|c| {
+            c.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(infergate_schema::answer::PREFILL_DISAGREES))
+        });
+    if report
+        .cells
+        .iter()
+        .chain(&report.prefill)
+        .any(|c| c.provisional || c.history_too_short)
+        || prefill_unchecked
+        || awaits_second_boot
+        || !sensitive
+        || !report.uncovered_cells().is_empty()
+    {
+        GateVerdict::Insufficient
+    } else {
+        GateVerdict::Pass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+    use crate::synthetic::synthetic_run;
+
+    #[test]
+    fn a_pass_vouches_for_every_cell_at_the_cell_effect_or_names_the_one_it_cannot() {
+        let mut r = infergate_schema::verdict::fixtures::pass();
+        r.rule.cell_effect = Some(0.10);
+        assert_eq!(gate_of(&r), GateVerdict::Pass);
+        finish(&mut r);
+        assert!(
+            r.headline.ends_with("; each cell above −10.0% (95% bound)"),
+            "{}",
+            r.headline
+        );
+        // One cell's 90% interval reaches −12%: it could be that much slower unseen.
+        r.cells[4].metrics[0].ci_low = -0.12;
+        finish(&mut r);
+        assert_eq!(r.gate, GateVerdict::Insufficient);
+        assert!(
+            r.headline
+                .contains("1 cell could be −10.0% or worse (C=2 / 8k down to −12.0%;"),
+            "{}",
+            r.headline
+        );
+        // Verdicts of earlier versions recorded no cell effect and did not check it.
+        r.rule.cell_effect = None;
+        assert_eq!(gate_of(&r), GateVerdict::Pass);
+    }
+
+    #[test]
+    fn a_candidate_without_baseline_is_not_comparable_with_its_reason_in_the_headline() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let run = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let why = "different profile: baseline run `b` is `x`";
+        let report = not_comparable(
+            &run,
+            vec!["cand".into()],
+            Some("pr".into()),
+            &DecisionRule::default(),
+            why,
+        );
+        assert_eq!(report.gate, GateVerdict::NoBaseline);
+        assert_eq!(report.cells.len(), run.cells.len());
+        assert!(report.cells.iter().all(|c| {
+            c.verdict == CellVerdict::NotComparable && c.reason.as_deref() == Some(why)
+        }));
+        assert_eq!(
+            report.headline,
+            format!(
+                "– no baseline yet for this profile and suite: 20 cells measured, nothing compared ({why})"
+            )
+        );
+        // The store's own "no baseline" says nothing more than the headline already does.
+        let plain =
+            crate::stats::compare(&[], std::slice::from_ref(&run), &DecisionRule::default())
+                .unwrap();
+        assert!(
+            plain.headline.ends_with("nothing compared"),
+            "{}",
+            plain.headline
+        );
+    }
+}

@@ -1,0 +1,405 @@
+//! The series' noise model as generalised least squares: white run noise of SD `w` plus the
+//! runner's random-walk drift of SD `d` per run (the local-level model of
+//! `docs/changes.md`). Two things need it beyond a rank test:
+//!
+//! - the **creep test** ([`creep_scan`]): is the series declining at its newest runs, more
+//!   than the drift's own wander explains? A slow decline is its own alternative: a hinge
+//!   (flat, then a straight decline from an onset to the newest run), its slope tested by its
+//!   GLS z, the most negative over the onsets against a threshold;
+//! - the **location interval** ([`location_interval`]): how sure the history is of *where* a
+//!   step (or a creep's onset) is: the posterior of the location over the runs, from the GLS
+//!   likelihood of each candidate place with the levels (and slope) integrated out under flat
+//!   priors, and the shortest run of places holding `confidence` of it.
+//!
+//! Outlier runs (a throttled night, −8%) would dominate a least-squares fit: runs more than
+//! [`OUTLIER_SD`] noise SDs off the running median of five are left out of both.
+
+use super::{CREEP_MIN_FLAT, CREEP_MIN_RUNS, ChangeKind, median, robust_sd};
+
+/// Runs this many noise SDs off the running median of five are left out of the GLS fits.
+const OUTLIER_SD: f64 = 4.0;
+
+/// The white run noise `w` for the creep test: the SD of the successive differences (centred
+/// on their median) that lie within 3.5 robust SDs of it, `Var = 2 w² + d²` with the drift `d`
+/// taken out. The MAD of the differences (`noise_sd`, 37% efficient) is robust but its ≈ 16%
+/// relative error at 60 runs makes the creep z's null wider than N(0, 1) (a history whose `w`
+/// came out low alerts on several nights); the trimmed SD is nearly efficient (≈ 10%) and the
+/// trim still drops an outlier run's two differences. `None` with fewer than 6 runs.
+pub fn white_sd(logs: &[f64], d: f64) -> Option<f64> {
+    if logs.len() < 6 {
+        return None;
+    }
+    let diffs: Vec<f64> = logs.windows(2).map(|w| w[1] - w[0]).collect();
+    let centre = median(&mut diffs.clone());
+    let robust = robust_sd(&diffs);
+    if robust.is_nan() || robust <= 0.0 {
+        return None;
+    }
+    let kept: Vec<f64> = diffs
+        .iter()
+        .map(|x| x - centre)
+        .filter(|x| x.abs() <= 3.5 * robust)
+        .collect();
+    let n = kept.len() as f64;
+    // A normal truncated at ±3.5 SD keeps 99.5% of its variance.
+    let var = kept.iter().map(|x| x * x).sum::<f64>() / (n - 1.0).max(1.0) / 0.9951;
+    Some(((var - d * d) / 2.0).max(var / 8.0).sqrt())
+}
+
+/// A whitened design over the kept runs (positions relative to the first): the covariance
+/// `w² I + d² min(t_i, t_j)` is a local-level model (white noise around a random walk that
+/// starts at the first kept run), so its Cholesky factor's `L⁻¹ v` is the Kalman filter's
+/// standardised one-step prediction errors of `v`: O(n) per vector and memory, where the
+/// `n × n` factor was O(n³) to build (a 2,000-run stretch took seconds, 10,000 runs 800 MB).
+struct Whitened {
+    /// Positions (in the series) of the kept runs.
+    pos: Vec<usize>,
+    /// Per kept run: the SD of its prediction error (`L`'s diagonal) and the filter's gain.
+    pred_sd: Vec<f64>,
+    gain: Vec<f64>,
+    one: Vec<f64>,
+    y: Vec<f64>,
+}
+
+impl Whitened {
+    /// The model of `logs[a..b]` with outlier runs left out; `None` when fewer than 4 runs stay
+    /// or the covariance is singular (`w` 0).
+    fn new(logs: &[f64], a: usize, b: usize, w: f64, d: f64) -> Option<Whitened> {
+        let pos = kept(logs, a, b, w);
+        let n = pos.len();
+        if n < 4 {
+            return None;
+        }
+        let (mut pred_sd, mut gain) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        // The level's variance given the runs before (0 at the first: the walk starts there).
+        let mut p = 0.0;
+        for i in 0..n {
+            if i > 0 {
+                p += d * d * (pos[i] - pos[i - 1]) as f64;
+            }
+            let f = p + w * w;
+            if f <= 1e-300 {
+                return None;
+            }
+            pred_sd.push(f.sqrt());
+            gain.push(p / f);
+            p *= w * w / f;
+        }
+        let mut m = Whitened {
+            pos,
+            pred_sd,
+            gain,
+            one: Vec::new(),
+            y: Vec::new(),
+        };
+        m.one = m.whiten(&vec![1.0; n]);
+        m.y = m.whiten(&m.pos.iter().map(|&p| logs[p]).collect::<Vec<_>>());
+        Some(m)
+    }
+
+    /// `L⁻¹ v`: each value's prediction error from the ones before it, over its SD.
+    fn whiten(&self, v: &[f64]) -> Vec<f64> {
+        let mut level = 0.0;
+        v.iter()
+            .zip(self.pred_sd.iter().zip(&self.gain))
+            .map(|(x, (sd, k))| {
+                let e = x - level;
+                level += k * e;
+                e / sd
+            })
+            .collect()
+    }
+
+    /// The GLS fit of `level + beta × x` (`x` over the kept runs, in their order): (beta, its
+    /// SD, the generalised residual sum of squares, ln det of the whitened normal matrix).
+    fn fit(&self, x: &[f64]) -> Option<Fit> {
+        let xw = self.whiten(x);
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+        let (a11, a12, a22) = (
+            dot(&self.one, &self.one),
+            dot(&self.one, &xw),
+            dot(&xw, &xw),
+        );
+        let (b1, b2) = (dot(&self.one, &self.y), dot(&xw, &self.y));
+        let det = a11 * a22 - a12 * a12;
+        if det <= 1e-12 * a11 * a22.max(1e-300) {
+            return None;
+        }
+        let beta = (a11 * b2 - a12 * b1) / det;
+        let level = (a22 * b1 - a12 * b2) / det;
+        let q = dot(&self.y, &self.y) - level * b1 - beta * b2;
+        Some(Fit {
+            beta,
+            sd: (a11 / det).sqrt(),
+            rss: q.max(0.0),
+            ln_det: det.ln(),
+        })
+    }
+}
+
+/// One GLS fit of a level plus one regressor.
+#[derive(Debug)]
+struct Fit {
+    beta: f64,
+    sd: f64,
+    rss: f64,
+    ln_det: f64,
+}
+
+/// Positions in `a..b` that are not outlier runs: within [`OUTLIER_SD`] × `w` of the median of
+/// five runs around them (at the ends of the range, the five nearest: two throttled nights
+/// at the newest runs are outliers, not a level).
+fn kept(logs: &[f64], a: usize, b: usize, w: f64) -> Vec<usize> {
+    let limit = OUTLIER_SD * w;
+    (a..b)
+        .filter(|&i| {
+            let lo = i.saturating_sub(2).max(a).min(b.saturating_sub(5).max(a));
+            let hi = (lo + 5).min(b);
+            let m = median(&mut logs[lo..hi].to_vec());
+            limit <= 0.0 || limit.is_nan() || (logs[i] - m).abs() <= limit
+        })
+        .collect()
+}
+
+/// The hinge regressor of onset `tau` over positions: 0 before, `t − tau + 1` from it on.
+pub(super) fn hinge(pos: &[usize], tau: usize) -> Vec<f64> {
+    pos.iter()
+        .map(|&t| if t >= tau { (t + 1 - tau) as f64 } else { 0.0 })
+        .collect()
+}
+
+/// The step regressor at `tau`: 0 before, 1 from it on.
+fn step(pos: &[usize], tau: usize) -> Vec<f64> {
+    pos.iter().map(|&t| f64::from(u8::from(t >= tau))).collect()
+}
+
+/// The creep test's answer: the onset with the most negative slope z.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CreepScan {
+    /// First run that moved.
+    pub onset: usize,
+    /// Slope per run (log units) and its SD under the model.
+    pub slope: f64,
+    pub sd: f64,
+    /// `slope / sd`: negative = declining.
+    pub z: f64,
+}
+
+/// The creep test over `logs[a..]`: for every onset leaving at least [`CREEP_MIN_FLAT`] kept
+/// runs before it and [`CREEP_MIN_RUNS`] from it to the newest run (and at most `max_runs`),
+/// the GLS slope of the hinge and its z; the onset with the most negative z. `None` when no
+/// onset fits.
+pub fn creep_scan(logs: &[f64], a: usize, w: f64, d: f64, max_runs: usize) -> Option<CreepScan> {
+    let b = logs.len();
+    let m = Whitened::new(logs, a, b, w, d)?;
+    let mut best: Option<CreepScan> = None;
+    let first = m.pos.get(CREEP_MIN_FLAT).copied()?;
+    for tau in first.max(b.saturating_sub(max_runs))..=b.saturating_sub(CREEP_MIN_RUNS) {
+        let Some(f) = m.fit(&hinge(&m.pos, tau)) else {
+            continue;
+        };
+        let z = f.beta / f.sd;
+        if best.is_none_or(|c| z < c.z) {
+            best = Some(CreepScan {
+                onset: tau,
+                slope: f.beta,
+                sd: f.sd,
+                z,
+            });
+        }
+    }
+    best
+}
+
+/// The location interval of a change of `kind` in `logs[a..b]` (`a..b` the stretch between
+/// its neighbouring changes): candidate places leave `min_seg` runs before and from them;
+/// each place's posterior weight is its GLS likelihood with the level and the step (or slope)
+/// integrated out under flat priors, `exp(−RSS/2) / sqrt(det)`, the places weighted equally
+/// a priori; the answer is the shortest run of consecutive places holding at least
+/// `confidence` of the weight (of two as short, the heavier), the estimate `at` included
+/// (first, last place; both positions in the series). `None` when the stretch is too short to
+/// fit.
+#[allow(clippy::too_many_arguments)]
+pub fn location_interval(
+    logs: &[f64],
+    a: usize,
+    b: usize,
+    at: usize,
+    kind: ChangeKind,
+    w: f64,
+    d: f64,
+    min_seg: usize,
+    confidence: f64,
+) -> Option<(usize, usize)> {
+    let m = Whitened::new(logs, a, b, w, d)?;
+    let lo = a + min_seg;
+    let hi = b.saturating_sub(min_seg);
+    if lo > hi {
+        return None;
+    }
+    let mut places = Vec::new();
+    let mut logw = Vec::new();
+    for tau in lo..=hi {
+        let x = match kind {
+            ChangeKind::Step => step(&m.pos, tau),
+            ChangeKind::Creep => hinge(&m.pos, tau),
+        };
+        if let Some(f) = m.fit(&x) {
+            places.push(tau);
+            logw.push(-f.rss / 2.0 - f.ln_det / 2.0);
+        }
+    }
+    let top = logw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if places.is_empty() || !top.is_finite() {
+        return None;
+    }
+    let weight: Vec<f64> = logw.iter().map(|l| (l - top).exp()).collect();
+    let total: f64 = weight.iter().sum();
+    // The estimate's place (or the nearest fitted one) must lie in the interval.
+    let anchor = (0..places.len())
+        .min_by_key(|&i| places[i].abs_diff(at))
+        .unwrap_or(0);
+    let mut best: Option<(usize, usize, f64)> = None;
+    for i in 0..=anchor {
+        let mut mass = 0.0;
+        for j in i..places.len() {
+            mass += weight[j] / total;
+            if j < anchor {
+                continue;
+            }
+            if mass >= confidence - 1e-12 {
+                let width = places[j] - places[i];
+                if best.is_none_or(|(bi, bj, bm)| {
+                    let bw = places[bj] - places[bi];
+                    width < bw || (width == bw && mass > bm)
+                }) {
+                    best = Some((i, j, mass));
+                }
+                break;
+            }
+        }
+    }
+    // Not even every place holds `confidence` around the anchor (rounding): all of them.
+    let (i, j) = best.map_or((0, places.len() - 1), |(i, j, _)| (i, j));
+    Some((places[i], places[j]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Noise alternating `+sd`, `−sd` from run 0.
+    fn zigzag(t: usize, sd: f64) -> f64 {
+        if t.is_multiple_of(2) { sd } else { -sd }
+    }
+
+    /// A hinge's level at run `t`: 0 before `onset`, then `slope` a run (the onset moved).
+    fn ramp(t: usize, onset: usize, slope: f64) -> f64 {
+        if t >= onset {
+            slope * (t + 1 - onset) as f64
+        } else {
+            0.0
+        }
+    }
+
+    #[test]
+    fn gls_without_drift_is_least_squares() {
+        // Level 1, slope 0.02 from onset 4 on, no noise: the fit is exact.
+        let logs: Vec<f64> = (0..10).map(|t| 1.0 + ramp(t, 4, 0.02)).collect();
+        let m = Whitened::new(&logs, 0, 10, 0.1, 0.0).unwrap();
+        assert_eq!(m.pos.len(), 10);
+        let f = m.fit(&hinge(&m.pos, 4)).unwrap();
+        assert!((f.beta - 0.02).abs() < 1e-9 && f.rss < 1e-12, "{f:?}");
+        // The slope's SD is w / sqrt(Sxx) of ordinary least squares.
+        let x = hinge(&m.pos, 4);
+        let mean = x.iter().sum::<f64>() / 10.0;
+        let sxx: f64 = x.iter().map(|v| (v - mean).powi(2)).sum();
+        assert!((f.sd - 0.1 / sxx.sqrt()).abs() < 1e-9, "{}", f.sd);
+    }
+
+    #[test]
+    fn the_kalman_whitening_is_the_cholesky_factors() {
+        // `L⁻¹ v` by forward substitution on the dense Cholesky factor of the covariance
+        // `w² I + d² min(t_i, t_j)`, with a gap where an outlier run was left out.
+        let mut logs: Vec<f64> = (0..12)
+            .map(|t| zigzag(t, 0.01) + 0.002 * t as f64)
+            .collect();
+        logs[6] = -0.2;
+        let (w, d) = (0.01, 0.004);
+        let m = Whitened::new(&logs, 0, 12, w, d).unwrap();
+        let (pos, n) = (&m.pos, m.pos.len());
+        assert_eq!(n, 11);
+        let mut chol = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..=i {
+                let mut s = d * d * (pos[j] - pos[0]) as f64 + if i == j { w * w } else { 0.0 };
+                for k in 0..j {
+                    s -= chol[i * n + k] * chol[j * n + k];
+                }
+                chol[i * n + j] = if i == j {
+                    s.sqrt()
+                } else {
+                    s / chol[j * n + j]
+                };
+            }
+        }
+        let v: Vec<f64> = pos.iter().map(|&p| logs[p]).collect();
+        let mut dense = vec![0.0; n];
+        for i in 0..n {
+            let s: f64 = (0..i).map(|k| chol[i * n + k] * dense[k]).sum();
+            dense[i] = (v[i] - s) / chol[i * n + i];
+        }
+        for (k, f) in m.whiten(&v).iter().zip(&dense) {
+            assert!((k - f).abs() < 1e-9 * f.abs().max(1.0), "{k} {f}");
+        }
+    }
+
+    #[test]
+    fn an_outlier_run_is_left_out() {
+        let mut logs: Vec<f64> = (0..20).map(|t| zigzag(t, 0.01)).collect();
+        logs[19] = -0.08;
+        let k = kept(&logs, 0, 20, 0.01);
+        assert_eq!(k.len(), 19);
+        assert!(!k.contains(&19));
+        // Two at the newest runs too.
+        logs[18] = -0.08;
+        assert_eq!(kept(&logs, 0, 20, 0.01).len(), 18);
+        // A creep at the end does not mark its runs as outliers.
+        let creep: Vec<f64> = (0..20).map(|t| ramp(t, 10, -0.002)).collect();
+        assert_eq!(kept(&creep, 0, 20, 0.01).len(), 20);
+    }
+
+    #[test]
+    fn a_clean_step_is_placed_tightly_and_a_weak_one_widely() {
+        let logs: Vec<f64> = (0..40)
+            .map(|t| zigzag(t, 0.001) + if t >= 25 { -0.05 } else { 0.0 })
+            .collect();
+        let place = location_interval(&logs, 0, 40, 25, ChangeKind::Step, 0.001, 0.0, 3, 0.9);
+        assert_eq!(place, Some((25, 25)));
+        // A step the size of the noise: the interval spans several runs.
+        let weak: Vec<f64> = (0..40)
+            .map(|t: usize| {
+                let noise = 0.01 * (((t * 7919) % 13) as f64 / 6.0 - 1.0);
+                noise + if t >= 25 { -0.01 } else { 0.0 }
+            })
+            .collect();
+        let (lo, hi) =
+            location_interval(&weak, 0, 40, 25, ChangeKind::Step, 0.01, 0.0, 3, 0.9).unwrap();
+        assert!(lo <= 25 && 25 <= hi && hi > lo, "{lo} {hi}");
+    }
+
+    #[test]
+    fn the_creep_scan_finds_a_decline_and_not_a_flat_series() {
+        let flat: Vec<f64> = (0..40).map(|t| zigzag(t, 0.005)).collect();
+        let s = creep_scan(&flat, 0, 0.005, 0.0, 30).unwrap();
+        assert!(s.z.abs() < 2.0, "{s:?}");
+        let creep: Vec<f64> = flat
+            .iter()
+            .enumerate()
+            .map(|(t, v)| v + ramp(t, 30, -0.003))
+            .collect();
+        let s = creep_scan(&creep, 0, 0.005, 0.0, 30).unwrap();
+        assert!(s.z < -4.0 && s.onset.abs_diff(30) <= 2, "{s:?}");
+        assert!((s.slope + 0.003).abs() < 0.001, "{s:?}");
+    }
+}

@@ -1,0 +1,3118 @@
+//! Builds a [`ComparisonReport`] from baseline history and candidate runs at one look of the
+//! gate's plan: cell status logic (capacity, missing, errors), the model fitted per metric
+//! ([`super::noise`]), and one test per family member — the matrix, each row and column, each
+//! cell — each a standardized log change against its boundary at this look (Bonferroni over
+//! the members, [`Look`]); the report itself is assembled by [`super::build`].
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use infergate_schema::results::{CellResult, CellStatus, RunResults};
+use infergate_schema::verdict::{
+    BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
+    Direction, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
+};
+
+use super::build::{self, Coord, find, mean, var, within_run_var};
+use super::capacity::{self, Limit, LimitCounts, LimitDecision};
+use super::interval::{
+    LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
+};
+use super::noise::{self, LogTable, trimmed_mean};
+use super::rule::{
+    CONFIDENCE, FUTILITY_P, LATENCY_MIN_RUNS, LINE_SHARE, MATRIX_MARGIN, SECONDARY_SHARE,
+    level_window, percentile_min_count,
+};
+use super::sensitivity;
+use super::{DecisionRule, StatsError};
+use infergate_schema::answer::{Sides, line_label, metric_name};
+use infergate_schema::verdict::Against;
+
+/// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
+/// here, and with what alpha. The looks' alphas add up to the rule's `alpha`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Look {
+    /// For people and the checks: `one boot`, `first boot`, `round 1`, `both boots`.
+    pub name: String,
+    /// Alpha of the rows, columns and cells together at this look (positive).
+    pub local_alpha: f64,
+    /// Alpha of the matrix-wide test at this look; `None`: only its futility screen (a boot
+    /// whose matrix change does not lean worse at p < `FUTILITY_P` ends the matrix test).
+    pub matrix_alpha: Option<f64>,
+    /// Boots the plan takes for the matrix-wide test (its sensitivity is that of the plan).
+    pub design_boots: usize,
+    /// The candidate's runs from this index on are the confirmation's second boot: a test
+    /// (matrix, line or cell) that finds a regression on both boots stands only if the second
+    /// boot alone leans worse in it past the futility bound, so one slow boot or one wild cell
+    /// cannot carry a regression alone (`stats::confirm`).
+    pub second_boot_from: Option<usize>,
+    /// Whether a row's, column's or cell's alarm at this look is only provisional (the plan's
+    /// first boot): a cell's own noise is drawn anew each boot, heavy-tailed on real runners,
+    /// so a second boot decides it as it decides the matrix-wide test (`stats::confirm`).
+    pub local_provisional: bool,
+}
+
+impl Look {
+    /// The look of a plain comparison: everything decided at once, on the runs given.
+    pub fn single(rule: &DecisionRule) -> Look {
+        Look {
+            name: "one look".into(),
+            local_alpha: rule.local_alpha(),
+            matrix_alpha: Some(rule.matrix_alpha()),
+            design_boots: 1,
+            second_boot_from: None,
+            local_provisional: false,
+        }
+    }
+}
+
+/// A baseline history (accepted runs of one profile, oldest → newest) with the models fitted
+/// on it. Every look of one gate is made on one `History`, so the history is loaded once and
+/// each metric's model fitted once: a later look with the same cells reuses it.
+#[derive(Debug)]
+pub struct History<'a> {
+    runs: Cow<'a, [RunResults]>,
+    /// Fitted models by metric, window length and the cells fitted.
+    models: Mutex<Vec<(ModelKey, Arc<noise::NoiseModel>)>>,
+}
+
+/// What a fitted model depends on besides the runs: the metric, how many of the newest runs
+/// are the window, and the cells.
+type ModelKey = (Metric, usize, Vec<Coord>);
+
+impl<'a> History<'a> {
+    /// The history of these runs, nothing fitted yet.
+    pub fn new(runs: impl Into<Cow<'a, [RunResults]>>) -> History<'a> {
+        History {
+            runs: runs.into(),
+            models: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The runs, oldest first.
+    pub fn runs(&self) -> &[RunResults] {
+        &self.runs
+    }
+
+    /// The model of `key`, fitted by `fit` the first time it is asked for.
+    fn model(
+        &self,
+        key: ModelKey,
+        fit: impl FnOnce() -> noise::NoiseModel,
+    ) -> Arc<noise::NoiseModel> {
+        let mut models = self.models.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, m)) = models.iter().find(|(k, _)| *k == key) {
+            return Arc::clone(m);
+        }
+        let m = Arc::new(fit());
+        models.push((key, Arc::clone(&m)));
+        m
+    }
+
+    /// How many models were fitted on this history (each metric and set of cells once).
+    #[cfg(test)]
+    pub fn fitted(&self) -> usize {
+        self.models.lock().map_or(0, |m| m.len())
+    }
+}
+
+/// Every metric compared, primary first (the tails and TPOT, added 2026-12-05, last).
+pub const ALL_METRICS: [Metric; 12] = [
+    Metric::AggregateTps,
+    Metric::PerUserTps,
+    Metric::TtftP50,
+    Metric::TtftP90,
+    Metric::ItlP50,
+    Metric::ItlP90,
+    Metric::StepsPerS,
+    Metric::JoulesPerToken,
+    Metric::TtftP99,
+    Metric::ItlP99,
+    Metric::TpotP50,
+    Metric::TpotP90,
+];
+
+/// A metric's value in one cell, when the cell has it (finite and positive): what the cell
+/// measured, as the reports and exports show it.
+pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
+    let v = match metric {
+        Metric::AggregateTps => Some(cell.aggregate_tps),
+        Metric::PerUserTps => cell.per_user_tps.map(|p| p.p50),
+        Metric::TtftP50
+        | Metric::TtftP90
+        | Metric::TtftP99
+        | Metric::ItlP50
+        | Metric::ItlP90
+        | Metric::ItlP99
+        | Metric::TpotP50
+        | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
+        Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
+        Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
+        // The prefill layer is the run's, not a decode cell's ([`prefill_value`]).
+        Metric::PrefillTps => None,
+    }?;
+    (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// A latency percentile metric's value in one cell, with the observations behind it and its
+/// quantile; `None` for the other metrics.
+fn latency_percentile(cell: &CellResult, metric: Metric) -> Option<(f64, u64, f64)> {
+    match metric {
+        Metric::TtftP50 => cell.ttft_s.map(|p| (p.p50, p.count, 0.5)),
+        Metric::TtftP90 => cell.ttft_s.map(|p| (p.p90, p.count, 0.9)),
+        Metric::ItlP50 => cell.itl_s.map(|p| (p.p50, p.count, 0.5)),
+        Metric::ItlP90 => cell.itl_s.map(|p| (p.p90, p.count, 0.9)),
+        Metric::TtftP99 => cell.ttft_s.map(|p| (p.p99, p.count, 0.99)),
+        Metric::ItlP99 => cell.itl_s.map(|p| (p.p99, p.count, 0.99)),
+        Metric::TpotP50 => cell.tpot_s.map(|p| (p.p50, p.count, 0.5)),
+        Metric::TpotP90 => cell.tpot_s.map(|p| (p.p90, p.count, 0.9)),
+        _ => None,
+    }
+}
+
+/// A metric's value in one cell as the tests take it: [`metric_value`], and a latency
+/// percentile only from the observations that bound it ([`percentile_min_count`]).
+pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
+    if latency_percentile(cell, metric).is_some_and(|(_, n, q)| n < percentile_min_count(q)) {
+        return None;
+    }
+    metric_value(cell, metric)
+}
+
+/// A run's cell at `coord` and its [`compared_value`] of `metric`, where the cell ran clean
+/// (`ok`): what a history, a change-point series or an A/B pair takes from a run.
+pub fn ok_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<(&CellResult, f64)> {
+    let c = find(run, coord).filter(|c| c.status == CellStatus::Ok)?;
+    Some((c, compared_value(c, metric)?))
+}
+
+/// A run's prefill tok/s at `context` as the prefill layer compares it: the median of its cold
+/// samples, never where the engine's own counters disagree with the client's figure (an
+/// inflated number is not compared: fail closed, [`prefill_disagrees`]).
+pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
+    let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
+    if record.cross_check.verdict == infergate_schema::results::PrefillAgreement::Disagrees {
+        return None;
+    }
+    record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// Why a run's prefill figure at `context` is not compared: the engine's counters disagree.
+fn prefill_disagrees(run: &RunResults, context: u64) -> Option<String> {
+    let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
+    (record.cross_check.verdict == infergate_schema::results::PrefillAgreement::Disagrees).then(
+        || {
+            format!(
+                "{}{} in run {}{}",
+                infergate_schema::answer::PREFILL_DISAGREES,
+                infergate_schema::results::context_label(context),
+                run.run_id,
+                record
+                    .cross_check
+                    .detail
+                    .as_deref()
+                    .map_or_else(String::new, |d| format!(" ({d})"))
+            )
+        },
+    )
+}
+
+/// The prefill layer's "cells": one per context either side measured, `concurrency` 0.
+fn prefill_coords<'r>(runs: impl IntoIterator<Item = &'r RunResults>) -> Vec<Coord> {
+    let mut out: Vec<Coord> = Vec::new();
+    for run in runs {
+        for p in &run.prefill {
+            if !out.contains(&(0, p.context_tokens)) {
+                out.push((0, p.context_tokens));
+            }
+        }
+    }
+    out
+}
+
+/// A history run's value of `metric` at `coord` (a decode cell's, or the prefill layer's).
+fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
+    if metric == Metric::PrefillTps {
+        return prefill_value(run, coord.1);
+    }
+    ok_value(run, coord, metric).map(|(_, v)| v)
+}
+
+/// A candidate run's log measurements at `coord` ([`candidate_logs`], or its prefill figure).
+fn run_logs(run: &RunResults, coord: Coord, metric: Metric) -> Option<Vec<f64>> {
+    if metric == Metric::PrefillTps {
+        return Some(
+            prefill_value(run, coord.1)
+                .map(f64::ln)
+                .into_iter()
+                .collect(),
+        );
+    }
+    find(run, coord).map(|c| candidate_logs(c, metric))
+}
+
+/// The candidate's log measurements of one cell and metric in one run: the re-measurement
+/// rounds of the primary metric count as repetitions (a fresh set of streams each).
+fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
+    if metric == Metric::AggregateTps && !cell.rounds.is_empty() {
+        let v = build::positive_logs(cell.rounds.iter().map(|r| r.aggregate_tps));
+        if !v.is_empty() {
+            return v;
+        }
+    }
+    compared_value(cell, metric)
+        .map(f64::ln)
+        .into_iter()
+        .collect()
+}
+
+/// Whether a cell can be compared (`None`), and if not, its decision: verdict, reason, and
+/// whether it is a provisional alarm or waits for a longer history. A paired A/B decides its
+/// cells by the same rule, its A boots the history and the level (`against` names the sides
+/// in the reasons).
+pub(super) fn eligibility(
+    coord: Coord,
+    history: &[RunResults],
+    level: &[RunResults],
+    candidate: &[RunResults],
+    capacity_alpha: f64,
+    against: Against,
+) -> Option<LimitDecision> {
+    use CellStatus::*;
+    let decided = |verdict, reason| Some(LimitDecision::settled(verdict, reason));
+    let Sides {
+        base,
+        the_base,
+        level_runs,
+        candidate: now_in,
+        ..
+    } = against.sides();
+    let statuses: Vec<CellStatus> = level
+        .iter()
+        .filter_map(|r| find(r, coord).map(|c| c.status))
+        .collect();
+    let ok = statuses.iter().filter(|s| **s == Ok).count();
+    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
+    let sat = statuses.iter().filter(|s| **s == Saturated).count();
+    let measured_level = ok + cap + sat;
+    let mut now = Vec::with_capacity(candidate.len());
+    for run in candidate {
+        let Some(c) = find(run, coord) else {
+            let why = format!("missing in {now_in} run {}", run.run_id);
+            return decided(CellVerdict::NotComparable, why);
+        };
+        let why = c.reason.as_deref().unwrap_or("no reason given");
+        match c.status {
+            Ok | CapacityLimited | Saturated => now.push(c),
+            // Fail closed: an engine that errors where it used to serve regressed, however
+            // the cells it still serves compare.
+            Error if measured_level > 0 => {
+                let why = format!(
+                    "error now: {why}; measured in {measured_level} of the {} {level_runs}",
+                    statuses.len()
+                );
+                return decided(CellVerdict::ErrorRegression, why);
+            }
+            Error => {
+                return decided(
+                    CellVerdict::NotComparable,
+                    format!("error in {now_in}: {why}"),
+                );
+            }
+            Skipped => {
+                return decided(
+                    CellVerdict::NotComparable,
+                    format!("skipped in {now_in}: {why}"),
+                );
+            }
+        }
+    }
+    if statuses.is_empty() {
+        return decided(CellVerdict::NotComparable, format!("missing in {base}"));
+    }
+    // Capacity and saturation are judged against the whole history window (how often the
+    // cell was so), not the level runs alone: `super::capacity`.
+    let hist: Vec<CellStatus> = history
+        .iter()
+        .filter_map(|r| find(r, coord).map(|c| c.status))
+        .filter(|s| s.measured())
+        .collect();
+    let limited = |state: CellStatus| hist.iter().filter(|s| **s == state).count();
+    // The candidate's boots in `state` (with the first reason given), against `hits` such
+    // history runs.
+    let limit_verdict = |limit: Limit, state: CellStatus, hits: usize| {
+        let boots: Vec<_> = now.iter().filter(|c| c.status == state).collect();
+        if boots.is_empty() {
+            return None;
+        }
+        if hist.is_empty() {
+            let why = format!("{} now; no successful {base} measurement", limit.words());
+            return decided(CellVerdict::NotComparable, why);
+        }
+        let why = boots
+            .iter()
+            .filter_map(|c| c.reason.as_deref())
+            .find(|w| !w.is_empty())
+            .unwrap_or_default();
+        let counts = LimitCounts {
+            runs: hist.len(),
+            hits,
+            boots: candidate.len(),
+            boot_hits: boots.len(),
+        };
+        Some(capacity::decide(
+            limit,
+            counts,
+            capacity_alpha,
+            why,
+            against,
+        ))
+    };
+    // Saturation counts the history runs at their capacity limit too: they were at the
+    // engine's limit.
+    let capacity_hits = limited(CapacityLimited);
+    let saturation_hits = limited(Saturated) + capacity_hits;
+    limit_verdict(Limit::Capacity, CapacityLimited, capacity_hits)
+        .or_else(|| limit_verdict(Limit::Saturation, Saturated, saturation_hits))
+        .or_else(|| {
+            if ok > 0 {
+                return None;
+            }
+            let (v, why) = if cap > 0 {
+                (
+                    CellVerdict::Improvement,
+                    format!("fits now; capacity-limited in {the_base}"),
+                )
+            } else if sat > 0 {
+                (
+                    CellVerdict::Improvement,
+                    format!("holds its streams now; saturated in {the_base}"),
+                )
+            } else {
+                (
+                    CellVerdict::NotComparable,
+                    format!("no successful {base} measurement (error or skipped)"),
+                )
+            };
+            decided(v, why)
+        })
+}
+
+/// The candidate's coverage of what the level runs measured: a cell is expected when a level
+/// run measured it and the candidate's matrix asked for it (has it, not skipped on purpose by
+/// the skip list), and measured when every candidate run measured it. Also the floor of a
+/// paired A/B (`stats::paired`: A's boots are the level, B's the candidate).
+pub(super) fn coverage(
+    coords: &[Coord],
+    level: &[RunResults],
+    candidate: &[RunResults],
+) -> Coverage {
+    let mut cov = Coverage {
+        expected: 0,
+        measured: 0,
+    };
+    for &coord in coords {
+        let in_baseline = level
+            .iter()
+            .filter_map(|r| find(r, coord))
+            .any(|c| c.status.measured());
+        let cand: Vec<Option<CellStatus>> = candidate
+            .iter()
+            .map(|r| find(r, coord).map(|c| c.status))
+            .collect();
+        // A cell the candidate's matrix does not have (a comparison across matrices) or that
+        // it skipped on purpose was not asked of it.
+        let not_asked = cand
+            .iter()
+            .all(|s| matches!(s, None | Some(CellStatus::Skipped)));
+        if !in_baseline || not_asked {
+            continue;
+        }
+        cov.expected += 1;
+        if cand.iter().all(|s| s.is_some_and(CellStatus::measured)) {
+            cov.measured += 1;
+        }
+    }
+    cov
+}
+
+/// One metric of one cell: its own test (against the rest of its run) and its total change.
+struct CellTest {
+    metric: Metric,
+    cell: usize,
+    /// Column of the cell in the history's table.
+    column: usize,
+    /// Cell relative to its own run (run effect removed): what its row and column test pool.
+    specific: LogChange,
+    /// The cell's own test: `specific` less its row's predicted share in it (the run × row
+    /// effect, from the row's other cells of the same boots), so a row factor cancels out of
+    /// it as the run effect does; `specific` itself where the history shows no row factor.
+    own: LogChange,
+    /// Total change (what people see).
+    total: LogChange,
+    baseline: f64,
+    candidate: f64,
+    /// The second boot's own test ([`Look::second_boot_from`]).
+    second: Option<LogChange>,
+}
+
+/// The matrix-wide change of one metric (run effect of the candidate vs the baseline's).
+struct MatrixChange {
+    change: LogChange,
+    cells: usize,
+    /// What the plan's sensitivity is computed from: the boot-to-boot noise, the level runs,
+    /// the history's boots.
+    design: sensitivity::MatrixDesign,
+    /// The second boot's own change ([`Look::second_boot_from`]).
+    second_boot: Option<LogChange>,
+    /// The first boot's own change (the runs before [`Look::second_boot_from`]).
+    first_boot: Option<LogChange>,
+}
+
+/// A row's or column's change: the mean cell-specific change of its cells minus that of the
+/// other cells (the run factor and a uniform change cancel).
+struct LineChange {
+    axis: LineAxis,
+    at: u64,
+    change: LogChange,
+    /// Indices (into the comparable cells) of the line's cells.
+    members: Vec<usize>,
+    /// The second boot's own change ([`Look::second_boot_from`]).
+    second: Option<LogChange>,
+}
+
+/// The location of a line's (or the rest's) cell changes: the mean without the lowest and the
+/// highest cell (20% of each end from 10 cells on) when there are 4 or more, else the mean.
+/// One wild cell of a heavy-tailed runner then moves a line only as much as the cell itself is
+/// allowed to (the cell's own test), not as a whole row would; a change of the whole line moves
+/// it fully. Sorts `v`.
+fn line_mean(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let cut = line_cut(n);
+    mean(&v[cut..n - cut])
+}
+
+/// Cells [`line_mean`] drops at each end of a line of `n`.
+fn line_cut(n: usize) -> usize {
+    if n >= 4 { (n / 5).max(1) } else { 0 }
+}
+
+/// The tail degrees of freedom of a line's contrast when its cells' noise is a t of `cell_df`:
+/// a mean that drops `k` cells at each end moves far only when `k + 1` cells are wild at once,
+/// so its tail falls like a t of `(k + 1)·ν` (one-big-jump: a sum's tail is its largest
+/// terms'); Gaussian cells give a Gaussian line.
+fn line_tail_df(n: usize, cell_df: f64) -> f64 {
+    (line_cut(n) + 1) as f64 * cell_df
+}
+
+/// The row (context) and column (concurrency) contrasts of one metric from its cell tests; an
+/// axis with a single line has none (its line is the whole matrix). A line's noise is read
+/// from the same contrast in every history run (`resid[column][run]`, the model's residuals):
+/// cells of one row or column can move together from boot to boot (a row factor), which the
+/// cells' own variances do not show.
+fn line_changes(
+    tests: &[&CellTest],
+    cells: &[Coord],
+    resid: &[Vec<f64>],
+    candidate_runs: usize,
+) -> Vec<LineChange> {
+    let runs = resid.first().map_or(0, Vec::len);
+    let mut out = Vec::new();
+    for axis in [LineAxis::Context, LineAxis::Concurrency] {
+        let key = |t: &CellTest| match axis {
+            LineAxis::Context => cells[t.cell].1,
+            LineAxis::Concurrency => u64::from(cells[t.cell].0),
+        };
+        let mut keys: Vec<u64> = tests.iter().map(|t| key(t)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.len() < 2 {
+            continue;
+        }
+        for at in keys {
+            let (line, rest): (Vec<&CellTest>, Vec<&CellTest>) =
+                tests.iter().copied().partition(|t| key(t) == at);
+            if line.len() < 2 || rest.is_empty() {
+                continue;
+            }
+            let part = |v: &[&CellTest]| {
+                let n = v.len() as f64;
+                let mut x: Vec<f64> = v.iter().map(|t| t.specific.estimate).collect();
+                let var = v.iter().map(|t| t.specific.se.powi(2)).sum::<f64>() / (n * n);
+                (line_mean(&mut x), var)
+            };
+            let (e1, v1) = part(&line);
+            let (e2, v2) = part(&rest);
+            let mean_at = |v: &[&CellTest], r: usize| {
+                let mut x: Vec<f64> = v
+                    .iter()
+                    .map(|t| resid[t.column][r])
+                    .filter(|x| x.is_finite())
+                    .collect();
+                (!x.is_empty()).then(|| line_mean(&mut x))
+            };
+            let history: Vec<f64> = (0..runs)
+                .filter_map(|r| Some(mean_at(&line, r)? - mean_at(&rest, r)?))
+                .collect();
+            let (se, df) = if history.len() >= 3 {
+                let n = history.len() as f64;
+                (
+                    (var(&history) * (1.0 / candidate_runs.max(1) as f64 + 1.0 / n)).sqrt(),
+                    n - 1.0,
+                )
+            } else {
+                let df = tests
+                    .iter()
+                    .map(|t| t.specific.df)
+                    .fold(f64::INFINITY, f64::min);
+                ((v1 + v2).sqrt(), df)
+            };
+            out.push(LineChange {
+                axis,
+                at,
+                change: LogChange {
+                    estimate: e1 - e2,
+                    se,
+                    df,
+                    tail_df: line_tail_df(
+                        line.len(),
+                        tests.first().map_or(f64::INFINITY, |t| t.specific.tail_df),
+                    ),
+                },
+                members: line.iter().map(|t| t.cell).collect(),
+                second: None,
+            });
+        }
+    }
+    out
+}
+
+/// One metric's model fitted on the history: its cell tests and matrix change, and what its
+/// row and column contrasts are built from once the cells' own verdicts are known
+/// ([`MetricTests::lines`]).
+struct MetricTests {
+    metric: Metric,
+    tests: Vec<CellTest>,
+    matrix: Option<MatrixChange>,
+    /// The model's residuals, `resid[column][run]`: each line's noise in the history.
+    resid: Vec<Vec<f64>>,
+    /// Candidate runs the tests pool.
+    runs: usize,
+    /// The second boot's own cell tests (in the order of `tests`) and its runs.
+    second: Option<(Vec<CellTest>, usize)>,
+    /// Lines are tested for the gating throughput only (a secondary metric's cells are
+    /// tested one by one, in its own family).
+    gating: bool,
+}
+
+impl MetricTests {
+    /// The row and column contrasts of the cells `keep` admits, each with the second boot's
+    /// own contrast where there is one. A cell its own test decided is left out of them: one
+    /// slow cell is that cell's regression, not its row's and its column's, and the cells
+    /// beside it are not faster for it.
+    fn lines(&self, cells: &[Coord], keep: impl Fn(&CellTest) -> bool) -> Vec<LineChange> {
+        if !self.gating {
+            return Vec::new();
+        }
+        let of = |tests: &[CellTest], runs: usize| {
+            let kept: Vec<&CellTest> = tests.iter().filter(|t| keep(t)).collect();
+            line_changes(&kept, cells, &self.resid, runs)
+        };
+        let mut lines = of(&self.tests, self.runs);
+        if let Some((second, runs)) = &self.second {
+            let own = of(second, *runs);
+            for line in &mut lines {
+                line.second = own
+                    .iter()
+                    .find(|o| o.axis == line.axis && o.at == line.at)
+                    .map(|o| o.change);
+            }
+        }
+        lines
+    }
+}
+
+/// Fits one metric's model on the history and produces its per-cell tests and matrix change
+/// (and the second boot's own cell tests, from `second_from`).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one metric's tests at one look: the history, its models and the look's parts"
+)]
+fn test_metric(
+    metric: Metric,
+    cells: &[Coord],
+    models: &History,
+    history: &[RunResults],
+    level_n: usize,
+    candidate: &[RunResults],
+    gating: bool,
+    second_from: Option<usize>,
+) -> MetricTests {
+    // Cells where the candidate has the metric in every run and the history has it at least once.
+    let mut idx = Vec::new();
+    let mut cand_logs: Vec<Vec<Vec<f64>>> = Vec::new();
+    for (i, &coord) in cells.iter().enumerate() {
+        let logs: Vec<Vec<f64>> = candidate
+            .iter()
+            .filter_map(|r| run_logs(r, coord, metric))
+            .collect();
+        if logs.len() != candidate.len() || logs.iter().any(Vec::is_empty) {
+            continue;
+        }
+        if history
+            .iter()
+            .any(|r| history_value(r, coord, metric).is_some())
+        {
+            idx.push(i);
+            cand_logs.push(logs);
+        }
+    }
+    if idx.is_empty() {
+        return MetricTests {
+            metric,
+            tests: Vec::new(),
+            matrix: None,
+            resid: Vec::new(),
+            runs: candidate.len(),
+            second: None,
+            gating,
+        };
+    }
+    let mut table = LogTable::new(history.len(), idx.len());
+    let mut base_within = vec![(0.0, 0usize); idx.len()];
+    for (r, run) in history.iter().enumerate() {
+        for (k, &i) in idx.iter().enumerate() {
+            if metric == Metric::PrefillTps {
+                if let Some(v) = prefill_value(run, cells[i].1) {
+                    table.set(r, k, v.ln());
+                }
+            } else if let Some((c, v)) = ok_value(run, cells[i], metric) {
+                table.set(r, k, v.ln());
+                if metric == Metric::AggregateTps && c.samples.len() >= 2 {
+                    base_within[k].0 += within_run_var(&c.samples);
+                    base_within[k].1 += 1;
+                }
+            }
+        }
+    }
+    let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
+    let key = (
+        metric,
+        history.len(),
+        idx.iter().map(|&i| cells[i]).collect(),
+    );
+    let model = models.model(key, || noise::fit(&table, &rows));
+    let level_rows: Vec<usize> = (history.len() - level_n..history.len())
+        .filter(|&r| model.run_effect[r].is_finite())
+        .collect();
+
+    // Candidate run effects (same robust centre as the baseline's).
+    let j = candidate.len();
+    // A second boot has runs of its own and follows a first boot's.
+    let second_from = second_from.filter(|&from| from > 0 && from < j);
+    let cand_effect: Vec<f64> = (0..j)
+        .map(|run| {
+            let mut v: Vec<f64> = cand_logs
+                .iter()
+                .zip(&model.cell_center)
+                .filter(|(_, center)| center.is_finite())
+                .map(|(logs, center)| mean(&logs[run]) - center)
+                .collect();
+            trimmed_mean(&mut v)
+        })
+        .collect();
+
+    // Matrix-wide change: candidate run effect vs the level runs' run effects (of the runs
+    // given: all of them, or the second boot's).
+    let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
+    let level = mean(&base_effects);
+    let (run_sigma, run_df) = model.run.sigma_df();
+    // The candidate's own boots join the boot noise (`with_boot_scatter`): a secondary
+    // metric's always (a busy host moves latency alone, which throughput's plan did not see),
+    // throughput's on a history of fewer than LATENCY_MIN_RUNS runs, where the prior speaks
+    // for most of it; from there on throughput's is the history's, on which its plan and
+    // `stats-eval` are measured (one more df of 19 would move them little).
+    let (run_sigma, run_df) = if metric == Metric::AggregateTps && history.len() >= LATENCY_MIN_RUNS
+    {
+        (run_sigma, run_df)
+    } else {
+        with_boot_scatter(run_sigma, run_df, &cand_effect)
+    };
+    let design =
+        sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
+    let lag_var = design.level_lag_var();
+    let matrix_change = |runs: &[f64]| LogChange {
+        estimate: mean(runs) - level,
+        se: sensitivity::matrix_se(
+            run_sigma,
+            runs.len() as f64,
+            base_effects.len() as f64,
+            lag_var,
+        ),
+        df: run_df,
+        tail_df: f64::INFINITY,
+    };
+    let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
+        change: matrix_change(&cand_effect),
+        cells: idx.len(),
+        design,
+        second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
+        first_boot: second_from.map(|from| matrix_change(&cand_effect[..from])),
+    });
+
+    // The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
+    let cell_tests = |from: usize| {
+        let mut tests = Vec::new();
+        let mut row_parts = Vec::new();
+        // The matrix change on these runs: its noise is part of each cell's total change.
+        let boots_matrix = (!base_effects.is_empty()).then(|| matrix_change(&cand_effect[from..]));
+        for (k, &i) in idx.iter().enumerate() {
+            // The cell's own level: its run-adjusted mean over the whole window (drift shared by
+            // every cell is in the run effects), and its plain level over the level runs.
+            let rows: Vec<usize> = (0..history.len())
+                .filter(|&r| table.get(r, k).is_finite() && model.run_effect[r].is_finite())
+                .collect();
+            if rows.is_empty() || !model.cell_center[k].is_finite() {
+                continue;
+            }
+            let cell_level = mean(
+                &rows
+                    .iter()
+                    .map(|&r| table.get(r, k) - model.run_effect[r])
+                    .collect::<Vec<_>>(),
+            );
+            let mut raw_rows: Vec<usize> = level_rows
+                .iter()
+                .copied()
+                .filter(|&r| table.get(r, k).is_finite())
+                .collect();
+            if raw_rows.is_empty() {
+                raw_rows = rows.iter().rev().take(level_n).copied().collect();
+            }
+            let raw_level = mean(
+                &raw_rows
+                    .iter()
+                    .map(|&r| table.get(r, k))
+                    .collect::<Vec<_>>(),
+            );
+            let n_level = rows.len() as f64;
+            // Candidate: per run, the mean over its repetitions (rounds) of the run-adjusted value.
+            let mut spec_sum = 0.0;
+            let mut raw_sum = 0.0;
+            let mut reps_inv = 0.0;
+            let mut cand_within = 0.0;
+            for (run, logs) in cand_logs[k].iter().enumerate().skip(from) {
+                let m = mean(logs);
+                spec_sum += m - cand_effect[run];
+                raw_sum += m;
+                reps_inv += 1.0 / logs.len() as f64;
+                if metric == Metric::AggregateTps
+                    && let Some(c) = find(&candidate[run], cells[i])
+                {
+                    cand_within += within_run_var(&c.samples) / logs.len() as f64;
+                }
+            }
+            let jf = (j - from) as f64;
+            let sigma = model.cell_sigma[k];
+            // The history's between-run noise already contains the typical within-run spread;
+            // only a candidate noisier than the baseline's runs adds its excess.
+            let base_w = if base_within[k].1 > 0 {
+                base_within[k].0 / base_within[k].1 as f64
+            } else {
+                0.0
+            };
+            let excess = (cand_within / jf - base_w * reps_inv / jf).max(0.0) / jf;
+            // The cell's own noise, and its row's effect on the boots against the history's.
+            let var_cell = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
+            let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / n_level);
+            let var_spec = var_cell + var_row;
+            let specific = LogChange {
+                estimate: spec_sum / jf - cell_level,
+                se: var_spec.sqrt(),
+                df: model.cell_df[k],
+                tail_df: model.tail_df,
+            };
+            row_parts.push((var_cell, var_row));
+            let var_total = var_spec + boots_matrix.as_ref().map_or(0.0, |m| m.se.powi(2));
+            let total = LogChange {
+                estimate: raw_sum / jf - raw_level,
+                se: var_total.sqrt(),
+                df: boots_matrix
+                    .as_ref()
+                    .map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
+                tail_df: model.tail_df,
+            };
+            // The prefill layer is decided on each context's total change against that
+            // context's own run-to-run scatter in the history (its boots' scatter pooled in):
+            // a slower prefill kernel slows every context alike, which the run effect would
+            // take out, and one context alone has no "rest of its run".
+            let (specific, total) = if metric == Metric::PrefillTps {
+                let all: Vec<f64> = (0..history.len())
+                    .map(|r| table.get(r, k))
+                    .filter(|x| x.is_finite())
+                    .collect();
+                if all.len() < 3 {
+                    // No scatter to speak of yet: reported as not compared.
+                    continue;
+                }
+                let boots: Vec<f64> = cand_logs[k].iter().skip(from).map(|l| mean(l)).collect();
+                let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boots);
+                let context = LogChange {
+                    estimate: raw_sum / jf - raw_level,
+                    se: sd * (1.0 / jf + 1.0 / raw_rows.len() as f64).sqrt(),
+                    df,
+                    tail_df: f64::INFINITY,
+                };
+                (context, context)
+            } else {
+                (specific, total)
+            };
+            tests.push(CellTest {
+                metric,
+                cell: i,
+                column: k,
+                specific,
+                own: specific,
+                total,
+                baseline: raw_level.exp(),
+                candidate: (raw_sum / jf).exp(),
+                second: None,
+            });
+        }
+        if metric != Metric::PrefillTps {
+            own_tests(&mut tests, &row_parts, cells);
+        }
+        tests
+    };
+    let resid: Vec<Vec<f64>> = (0..idx.len())
+        .map(|k| {
+            (0..history.len())
+                .map(|r| table.get(r, k) - model.cell_center[k] - model.run_effect[r])
+                .collect()
+        })
+        .collect();
+    let mut tests = cell_tests(0);
+    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
+    // in the same order, on its runs alone.
+    let second = second_from.map(|from| (cell_tests(from), j - from));
+    if let Some((second, _)) = &second {
+        for (t, own) in tests.iter_mut().zip(second) {
+            t.second = Some(own.own);
+        }
+    }
+    MetricTests {
+        metric,
+        tests,
+        matrix,
+        resid,
+        runs: j,
+        second,
+        gating,
+    }
+}
+
+/// The boot-to-boot noise `(σ, df)` of the run effect with the candidate's boots `effects`
+/// in it: their scatter about their own mean is `j − 1` more draws of it, pooled with the
+/// history's (valid whether or not the candidate changed: a change moves every boot alike).
+/// Two boots that read a latency +0% and +20% are one draw of a 14% boot SD: the interval of
+/// their mean widens with it instead of staying the history's ±1%.
+fn with_boot_scatter(sigma: f64, df: f64, effects: &[f64]) -> (f64, f64) {
+    let effects: Vec<f64> = effects.iter().copied().filter(|e| e.is_finite()).collect();
+    if effects.len() < 2 || !sigma.is_finite() || !df.is_finite() || df <= 0.0 {
+        return (sigma, df);
+    }
+    let extra = (effects.len() - 1) as f64;
+    let pooled = (df * sigma * sigma + extra * var(&effects)) / (df + extra);
+    (pooled.sqrt(), df + extra)
+}
+
+/// Each cell's own test: its change against the rest of its run, less the best linear
+/// prediction of its row's effect on the candidate's boots from the mean change `o` of the
+/// row's other cells, `w·o` with `w = V_row / (V_row + V_o)` (`V_row`: the row effect's
+/// variance in the contrast, `σ_row²·(1/j + 1/n)`; `V_o`: the others' own noise in their
+/// mean). The test's variance is what is left, `V_cell + (1 − w)²·V_row + w²·V_o`: the row
+/// effect cancels where it is large against the cells' noise, and costs nothing where the
+/// history shows none (`w = 0`). A change of the whole row is its row test's to find.
+/// `parts[i]`: the cell's own noise variance and its row effect's, in the order of `tests`.
+fn own_tests(tests: &mut [CellTest], parts: &[(f64, f64)], cells: &[Coord]) {
+    let own: Vec<LogChange> = tests
+        .iter()
+        .zip(parts)
+        .map(|(t, &(var_cell, var_row))| {
+            let others: Vec<usize> = (0..tests.len())
+                .filter(|&o| tests[o].cell != t.cell && cells[tests[o].cell].1 == cells[t.cell].1)
+                .collect();
+            if others.is_empty() || var_row <= 0.0 {
+                return t.specific;
+            }
+            let m = others.len() as f64;
+            let o = others
+                .iter()
+                .map(|&o| tests[o].specific.estimate)
+                .sum::<f64>()
+                / m;
+            let var_o = others.iter().map(|&o| parts[o].0).sum::<f64>() / (m * m);
+            let w = var_row / (var_row + var_o);
+            LogChange {
+                estimate: t.specific.estimate - w * o,
+                se: (var_cell + (1.0 - w).powi(2) * var_row + w * w * var_o).sqrt(),
+                ..t.specific
+            }
+        })
+        .collect();
+    for (t, own) in tests.iter_mut().zip(own) {
+        t.own = own;
+    }
+}
+
+/// The futility screen of one boot: whether its change leans worse at one-sided
+/// p < [`FUTILITY_P`] (then the plan goes on: [`Check::beyond`]).
+fn screen(change: &LogChange, dir: Direction, look: &str) -> Check {
+    let q = change.quantile(1.0 - FUTILITY_P);
+    let stat = change.statistic();
+    let leans = signed(stat, dir) <= -q;
+    Check {
+        look: format!("{look}, futility screen"),
+        statistic: stat,
+        reference: change.reference(),
+        boundary: signed(-q, dir),
+        alpha: FUTILITY_P,
+        screen: true,
+        rejected: false,
+        outcome: if leans {
+            "leans worse: boot again".into()
+        } else {
+            "does not lean worse: the matrix test stops".into()
+        },
+    }
+}
+
+/// A regression (an improvement) at the both-boots look stands only if the second boot alone
+/// leans worse (better) too, past the futility screen: one wild boot cannot carry it. When it
+/// does not, the screen is the test's line, so a reader can redo what decided it.
+fn second_boot_leans(
+    judged: (CellVerdict, Check),
+    second: Option<&LogChange>,
+    dir: Direction,
+) -> (CellVerdict, Check) {
+    boot_leans(judged, second, dir, "second boot alone")
+}
+
+/// A change found on both boots stands only if each boot alone shows it at the same `alpha`
+/// and margin; else the first boot's test that does not is the line, and no change.
+fn each_boot_shows(
+    judged: (CellVerdict, Check),
+    boots: [(Option<&LogChange>, &str); 2],
+    dir: Direction,
+    alpha: f64,
+    margin: f64,
+) -> (CellVerdict, Check) {
+    if !matches!(judged.0, CellVerdict::Regression | CellVerdict::Improvement) {
+        return judged;
+    }
+    for (boot, which) in boots {
+        let Some(c) = boot else { continue };
+        let (v, mut check) = judge(c, dir, alpha, margin, which);
+        if v != judged.0 {
+            check.rejected = false;
+            check.outcome = format!(
+                "no {}: the {which} does not show it ({})",
+                judged.0.as_str(),
+                check.outcome
+            );
+            return (CellVerdict::Unchanged, check);
+        }
+    }
+    judged
+}
+
+/// [`second_boot_leans`] for the boot `which` names (`second boot alone`, `first boot alone`)
+/// and its own change `boot`.
+fn boot_leans(
+    judged: (CellVerdict, Check),
+    second: Option<&LogChange>,
+    dir: Direction,
+    which: &str,
+) -> (CellVerdict, Check) {
+    use Direction::{HigherIsBetter, LowerIsBetter};
+    // `screen` looks for a change worse in the direction it is given: an improvement's lean
+    // is the other way.
+    let (toward, lean) = match (judged.0, dir) {
+        (CellVerdict::Regression, _) => (dir, "worse"),
+        (CellVerdict::Improvement, HigherIsBetter) => (LowerIsBetter, "better"),
+        (CellVerdict::Improvement, LowerIsBetter) => (HigherIsBetter, "better"),
+        _ => return judged,
+    };
+    let Some(c) = second else {
+        return judged;
+    };
+    let mut check = screen(c, toward, which);
+    if check.beyond() {
+        return judged;
+    }
+    check.outcome = format!("no {}: the {which} does not lean {lean}", judged.0.as_str());
+    (CellVerdict::Unchanged, check)
+}
+
+/// At the plan's first boot ([`Look::local_provisional`]) a regression is provisional: its
+/// verdict `inconclusive` until the second boot, and its test's line says so.
+fn make_provisional(verdict: &mut CellVerdict, check: &mut Check) -> bool {
+    if *verdict != CellVerdict::Regression {
+        return false;
+    }
+    *verdict = CellVerdict::Inconclusive;
+    if check.rejected {
+        check.outcome = "provisional regression: a second boot decides".into();
+    }
+    true
+}
+
+/// Whether a cell's total change is measurably on the side of `verdict` (its interval excludes
+/// no change): a cell is never called slower or faster than a baseline it is not measurably
+/// slower or faster than, whatever its row, its column or the matrix did.
+fn total_agrees(t: &CellTest, verdict: CellVerdict) -> bool {
+    let dir = t.metric.direction();
+    let (lo, hi) = t.total.interval(CONFIDENCE);
+    let (a, b) = (signed(lo, dir), signed(hi, dir));
+    match verdict {
+        CellVerdict::Regression => a.max(b) < 0.0,
+        CellVerdict::Improvement => a.min(b) > 0.0,
+        _ => false,
+    }
+}
+
+/// One metric's verdict in one cell, with its reason and the change it was decided on: its own
+/// test (the cell against the rest of its run) when that found a change; else its row's or
+/// column's, when the cell points the same way against its run; else the matrix's; else
+/// unchanged. Each only where the cell's total agrees ([`total_agrees`]).
+fn cell_decision(
+    t: &CellTest,
+    own: CellVerdict,
+    line: Option<(&LineChange, CellVerdict)>,
+    matrix: Option<(CellVerdict, f64)>,
+) -> (CellVerdict, String, DecidedChange) {
+    let dir = t.metric.direction();
+    let own_good = signed(t.specific.estimate, dir);
+    let vs_run = decided_change(&t.own, DecisionBasis::VsRun, None);
+    if total_agrees(t, own) {
+        // Its figure (`decided_on`) says it all.
+        return (own, String::new(), vs_run);
+    }
+    if let Some((l, v)) = line
+        && points(v, own_good)
+        && total_agrees(t, v)
+    {
+        let shown_line = decided_change(&l.change, DecisionBasis::VsRun, None);
+        let with_line = decided_change(&t.total, DecisionBasis::WithLine, None);
+        let why = format!(
+            "with its {}: {} {} [{}, {}] against the other cells of its run (this cell {})",
+            line_label(l.axis, l.at),
+            metric_name(t.metric),
+            signed_percent(shown_line.change),
+            signed_percent(shown_line.ci_low),
+            signed_percent(shown_line.ci_high),
+            signed_percent(vs_run.change),
+        );
+        return (v, why, with_line);
+    }
+    if let Some((v, m)) = matrix
+        && total_agrees(t, v)
+    {
+        let (why, with) = with_matrix(t.metric, &t.total, v, m);
+        return (v, why, with);
+    }
+    (CellVerdict::Unchanged, String::new(), vs_run)
+}
+
+/// The change a cell's verdict was decided on, as reports show it (its 90% interval).
+pub(super) fn decided_change(
+    c: &LogChange,
+    basis: DecisionBasis,
+    matrix_change: Option<f64>,
+) -> DecidedChange {
+    let (lo, hi) = c.interval(CONFIDENCE);
+    DecidedChange {
+        basis,
+        change: relative(c.estimate),
+        ci_low: relative(lo),
+        ci_high: relative(hi),
+        matrix_change,
+    }
+}
+
+/// A cell that follows the matrix-wide change `m` (relative, verdict `v`) its `total` points
+/// to: its reason and the change shown (its total), which reports say once, by the matrix
+/// test's line.
+pub(super) fn with_matrix(
+    metric: Metric,
+    total: &LogChange,
+    v: CellVerdict,
+    m: f64,
+) -> (String, DecidedChange) {
+    let with = decided_change(total, DecisionBasis::WithMatrix, Some(m));
+    let why = format!(
+        "with the matrix: {} ({}); {} {} in total",
+        signed_percent(m),
+        v.as_str(),
+        metric_name(metric),
+        signed_percent(with.change),
+    );
+    (why, with)
+}
+
+/// A row's or column's improvement (regression) against the rest of its run stands only where
+/// its cells' total change points the same way: a row is never called an improvement for being
+/// better than the rest of its run when it is not faster than its baseline (a slowdown of the
+/// other rows makes it so). Otherwise its line says so and the verdict is `unchanged`.
+fn line_against_baseline(
+    judged: (CellVerdict, Check),
+    tests: &[&CellTest],
+    metric: Metric,
+    line: &LineChange,
+) -> (CellVerdict, Check) {
+    let (verdict, mut check) = judged;
+    if !matches!(verdict, CellVerdict::Improvement | CellVerdict::Regression) {
+        return (verdict, check);
+    }
+    let dir = metric.direction();
+    let totals: Vec<f64> = tests
+        .iter()
+        .filter(|t| t.metric == metric && line.members.contains(&t.cell))
+        .map(|t| t.total.estimate)
+        .collect();
+    if totals.is_empty() {
+        return (verdict, check);
+    }
+    let total = mean(&totals);
+    if points(verdict, signed(total, dir)) {
+        return (verdict, check);
+    }
+    let (side, way) = match verdict {
+        CellVerdict::Improvement => ("better", "faster"),
+        _ => ("worse", "slower"),
+    };
+    check.rejected = false;
+    check.outcome = format!(
+        "{side} than the rest of its run, not {way} than its baseline (its cells {} in total): no change",
+        signed_percent(relative(total))
+    );
+    (CellVerdict::Unchanged, check)
+}
+
+/// At the plan's first boot a secondary metric's change is not yet a change: a busy host
+/// moves latency on one boot without touching throughput. A regression of a gating one is made
+/// provisional by the caller (a second boot decides it); a regression of a reported-only one
+/// is `inconclusive` (a metric that does not gate never calls for a boot: the second boot, where
+/// the plan takes one, decides whether it is listed), and an improvement is `unchanged`
+/// (gating) or `inconclusive` (reported-only), each with a line saying it moved on one boot.
+/// None is listed as a change: a reader who wants latency decided on every gate makes it gate.
+fn one_boot_secondary(verdict: &mut CellVerdict, check: &mut Check, gates: bool) {
+    let found = *verdict;
+    match found {
+        CellVerdict::Regression if gates => {}
+        CellVerdict::Regression | CellVerdict::Improvement => {
+            check.rejected = false;
+            check.outcome = format!("{} on one boot: not confirmed", check.outcome);
+            *verdict = if gates {
+                CellVerdict::Unchanged
+            } else {
+                CellVerdict::Inconclusive
+            };
+        }
+        _ => {}
+    }
+}
+
+/// The observations behind a latency percentile of a cell when they are too few to compare
+/// it ([`percentile_min_count`]), with the quantile.
+fn thin_percentile(cell: &CellResult, metric: Metric) -> Option<(u64, f64)> {
+    latency_percentile(cell, metric)
+        .filter(|&(_, n, q)| n < percentile_min_count(q))
+        .map(|(_, n, q)| (n, q))
+}
+
+/// What of the rule's gating metrics does not gate in this comparison, for people: a latency
+/// percentile on a history shorter than `LATENCY_MIN_RUNS`, or in the cells whose candidate
+/// runs have too few observations to bound it (those cells have no line of it).
+fn not_gated(
+    rule: &DecisionRule,
+    history_runs: usize,
+    comparable: &[Coord],
+    candidate: &[RunResults],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for &metric in rule.metrics.iter().filter(|m| m.is_latency_percentile()) {
+        if !rule.gates(metric, history_runs) {
+            out.push(format!(
+                "{} is reported, not gated: the history has {} run{}, a latency percentile gates from {}",
+                metric_name(metric),
+                history_runs,
+                if history_runs == 1 { "" } else { "s" },
+                LATENCY_MIN_RUNS
+            ));
+            continue;
+        }
+        let thin: Vec<(u64, f64)> = comparable
+            .iter()
+            .filter_map(|&coord| {
+                candidate
+                    .iter()
+                    .filter_map(|r| find(r, coord))
+                    .filter_map(|c| thin_percentile(c, metric))
+                    .min_by_key(|&(n, _)| n)
+            })
+            .collect();
+        let Some(&(_, q)) = thin.first() else {
+            continue;
+        };
+        let lo = thin.iter().map(|t| t.0).min().unwrap_or_default();
+        let hi = thin.iter().map(|t| t.0).max().unwrap_or_default();
+        let counts = if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}–{hi}")
+        };
+        out.push(format!(
+            "{} not gated in {} of {}: {counts} observations each, a p{:.0} needs {}",
+            metric_name(metric),
+            infergate_schema::answer::plural(thin.len(), "cell"),
+            comparable.len(),
+            q * 100.0,
+            percentile_min_count(q)
+        ));
+    }
+    out
+}
+
+/// Compares candidate runs (1+ repetitions) with the accepted baseline runs of one profile
+/// (oldest → newest) in one look ([`Look::single`]). The newest `history_runs` runs are the
+/// model's history, the newest third of them the level. An empty baseline gives a
+/// `no_baseline` report.
+pub fn compare(
+    baseline: &[RunResults],
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+) -> Result<ComparisonReport, StatsError> {
+    compare_at(baseline, candidate, rule, &Look::single(rule))
+}
+
+/// [`compare`] at one look of the gate's plan.
+pub fn compare_at(
+    baseline: &[RunResults],
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+    look: &Look,
+) -> Result<ComparisonReport, StatsError> {
+    compare_on(&History::new(baseline), candidate, rule, look)
+}
+
+/// [`compare_at`] on a [`History`] that earlier looks of the gate may have fitted models on.
+pub fn compare_on(
+    models: &History,
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+    look: &Look,
+) -> Result<ComparisonReport, StatsError> {
+    let baseline = models.runs();
+    rule.validate()?;
+    if look.local_alpha.is_nan() || look.local_alpha <= 0.0 {
+        let why = format!("look `{}` has local alpha {}", look.name, look.local_alpha);
+        return Err(StatsError::InvalidRule(why));
+    }
+    let first = candidate.first().ok_or(StatsError::NoCandidate)?;
+    for run in candidate.iter().chain(baseline) {
+        if run.profile.key != first.profile.key {
+            return Err(StatsError::ProfileMismatch {
+                baseline: run.profile.key.clone(),
+                candidate: first.profile.key.clone(),
+                run_id: run.run_id.clone(),
+            });
+        }
+    }
+    // Cell coordinates: the candidate's order, then cells only the baseline has.
+    let coords = build::coords(candidate.iter().chain(baseline.iter().rev()));
+    let history = &baseline[baseline.len() - baseline.len().min(rule.history_runs)..];
+    let level_n = history.len().min(level_window(rule.history_runs));
+    let level = &history[history.len() - level_n..];
+
+    let mut report = build::frame(
+        first.profile.clone(),
+        first.suite.clone(),
+        candidate.iter().map(|r| r.run_id.clone()).collect(),
+        BaselineSummary {
+            level_runs: level.iter().map(|r| r.run_id.clone()).collect(),
+            noise_runs: history.len(),
+            runs: history.iter().map(|r| r.run_id.clone()).collect(),
+        },
+        rule,
+    );
+    if baseline.is_empty() {
+        let none = || {
+            Some(LimitDecision::settled(
+                CellVerdict::NotComparable,
+                infergate_schema::answer::NO_BASELINE_REASON.into(),
+            ))
+        };
+        report.cells = coords
+            .iter()
+            .map(|&c| build::cell(c, none(), Vec::new(), |_| true, ""))
+            .collect();
+        build::finish(&mut report);
+        return Ok(report);
+    }
+
+    report.coverage = Some(coverage(&coords, level, candidate));
+    let capacity_alpha = rule.capacity_alpha();
+    let decided: Vec<Option<LimitDecision>> = coords
+        .iter()
+        .map(|&c| {
+            eligibility(
+                c,
+                history,
+                level,
+                candidate,
+                capacity_alpha,
+                Against::Baseline,
+            )
+        })
+        .collect();
+    let comparable: Vec<Coord> = coords
+        .iter()
+        .zip(&decided)
+        .filter(|(_, d)| d.is_none())
+        .map(|(&c, _)| c)
+        .collect();
+
+    // The prefill layer counts only the history runs that have it (runs recorded before the
+    // layer existed still count for the decode cells).
+    let prefill_cells = prefill_coords(candidate.iter().chain(history.iter().rev()));
+    let prefill_runs = history
+        .iter()
+        .filter(|r| {
+            prefill_cells
+                .iter()
+                .any(|c| prefill_value(r, c.1).is_some())
+        })
+        .count();
+    let gating = |m: Metric| {
+        let runs = if m == Metric::PrefillTps {
+            prefill_runs
+        } else {
+            history.len()
+        };
+        rule.gates(m, runs)
+    };
+    let mut fits: Vec<MetricTests> = ALL_METRICS
+        .into_iter()
+        .map(|metric| {
+            test_metric(
+                metric,
+                &comparable,
+                models,
+                history,
+                level_n,
+                candidate,
+                metric == Metric::AggregateTps && gating(metric),
+                look.second_boot_from,
+            )
+        })
+        .collect();
+    fits.push(test_metric(
+        Metric::PrefillTps,
+        &prefill_cells,
+        models,
+        history,
+        level_n,
+        candidate,
+        false,
+        look.second_boot_from,
+    ));
+    // The prefill layer has no matrix-wide test: each context's own test is on its total
+    // change already.
+    let matrices: BTreeMap<Metric, MatrixChange> = fits
+        .iter_mut()
+        .filter(|f| f.metric != Metric::PrefillTps)
+        .filter_map(|f| Some((f.metric, f.matrix.take()?)))
+        .collect();
+    let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
+
+    // The secondary metrics (latency, per-user tok/s, ...) are one family of their own at
+    // SECONDARY_SHARE of this look's speed alpha: half to their matrix-wide tests, half to
+    // their (metric, cell) tests. When one of them gates, throughput's families keep the rest
+    // (the gate's false alarms add up to `alpha`); when none does, throughput keeps its whole
+    // alpha and the secondary lines are listed at that share.
+    let secondary_gates = fits
+        .iter()
+        .any(|f| f.metric != Metric::AggregateTps && gating(f.metric) && !f.tests.is_empty());
+    let keep = if secondary_gates {
+        1.0 - SECONDARY_SHARE
+    } else {
+        1.0
+    };
+    let local_alpha = look.local_alpha * keep;
+    let throughput_matrix_alpha = look.matrix_alpha.map(|a| a * keep);
+    let secondary_alpha =
+        (look.local_alpha + look.matrix_alpha.unwrap_or(look.local_alpha)) * SECONDARY_SHARE;
+    let is_secondary = |m: Metric| m != Metric::AggregateTps;
+    // The prefill layer, where measured, takes half of the secondary family's alpha (its
+    // contexts' tests, Bonferroni), the latency and other metrics the other half.
+    let n_prefill = tests
+        .iter()
+        .filter(|t| t.metric == Metric::PrefillTps)
+        .count();
+    let (prefill_alpha, secondary_alpha) = if n_prefill > 0 {
+        (secondary_alpha / 2.0, secondary_alpha / 2.0)
+    } else {
+        (0.0, secondary_alpha)
+    };
+    let prefill_test_alpha = prefill_alpha / n_prefill.max(1) as f64;
+    let n_secondary_cells = tests
+        .iter()
+        .filter(|t| is_secondary(t.metric) && t.metric != Metric::PrefillTps)
+        .count();
+    let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
+    let secondary_cell_alpha = secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64;
+    let secondary_matrix_alpha = secondary_alpha / 2.0 / n_secondary_matrices.max(1) as f64;
+
+    // Throughput's local family at this look: the lines share LINE_SHARE of its alpha, the
+    // cells the rest (Bonferroni: each test its own fixed share). The plan's lines are those
+    // of every comparable cell, whichever cells their contrasts come to leave out.
+    let n_lines: usize = fits
+        .iter()
+        .map(|f| f.lines(&comparable, |_| true).len())
+        .sum();
+    let n_cells = tests
+        .iter()
+        .filter(|t| t.metric == Metric::AggregateTps)
+        .count()
+        .max(1);
+    let line_share = if n_lines > 0 { LINE_SHARE } else { 0.0 };
+    let cell_alpha = local_alpha * (1.0 - line_share) / n_cells as f64;
+    let line_alpha = local_alpha * line_share / n_lines.max(1) as f64;
+    let test_alpha = |m: Metric| {
+        if m == Metric::PrefillTps {
+            prefill_test_alpha
+        } else if is_secondary(m) {
+            secondary_cell_alpha
+        } else {
+            cell_alpha
+        }
+    };
+    let margin_of = |m: Metric| {
+        if m == Metric::PrefillTps {
+            log_margin(rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT))
+        } else {
+            log_margin(rule.min_effect)
+        }
+    };
+    let margin = margin_of(Metric::AggregateTps);
+    if let Some(s) = report.rule.shares.as_mut() {
+        if secondary_gates {
+            s.matrix *= keep;
+            s.local *= keep;
+            s.secondary = Some(rule.alpha * (1.0 - super::rule::CAPACITY_SHARE) * SECONDARY_SHARE);
+        }
+        s.lines = s.local * line_share;
+    }
+    report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
+    if rule.metrics.contains(&Metric::PrefillTps)
+        && !gating(Metric::PrefillTps)
+        && !prefill_cells.is_empty()
+    {
+        report.not_gated.push(format!(
+            "prefill tok/s is reported, not gated: {} of the history's runs have the prefill layer, it gates from {}",
+            prefill_runs, LATENCY_MIN_RUNS
+        ));
+    }
+
+    // Each cell's own test (against the rest of its run), in the order of `tests`: what it
+    // found, and its verdict after the second boot's screen.
+    let own: Vec<(CellVerdict, CellVerdict, Check)> = tests
+        .iter()
+        .map(|t| {
+            let dir = t.metric.direction();
+            let judged = judge(
+                &t.own,
+                dir,
+                test_alpha(t.metric),
+                margin_of(t.metric),
+                &look.name,
+            );
+            let found = judged.0;
+            let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
+            (found, v, c)
+        })
+        .collect();
+    // The row and column contrasts, of the cells in which their own test found no change (a
+    // change the second boot did not show is that cell's one wild boot, not its line's).
+    let alone: Vec<(Metric, usize)> = tests
+        .iter()
+        .zip(&own)
+        .filter(|(t, (found, _, _))| total_agrees(t, *found))
+        .map(|(t, _)| (t.metric, t.cell))
+        .collect();
+    let lines: Vec<(Metric, LineChange)> = fits
+        .iter()
+        .flat_map(|f| {
+            f.lines(&comparable, |t| !alone.contains(&(t.metric, t.cell)))
+                .into_iter()
+                .map(|l| (f.metric, l))
+        })
+        .collect();
+
+    let line_verdicts: Vec<(CellVerdict, Check)> = lines
+        .iter()
+        .map(|(metric, l)| {
+            let dir = metric.direction();
+            let judged = judge(&l.change, dir, line_alpha, margin, &look.name);
+            let judged = second_boot_leans(judged, l.second.as_ref(), dir);
+            line_against_baseline(judged, &tests, *metric, l)
+        })
+        .collect();
+    report.lines = lines
+        .iter()
+        .zip(&line_verdicts)
+        .filter(|((m, _), _)| *m == Metric::AggregateTps)
+        .map(|((_, l), (verdict, check))| {
+            let (mut verdict, mut check) = (*verdict, check.clone());
+            if look.local_provisional {
+                make_provisional(&mut verdict, &mut check);
+            }
+            LineTest {
+                axis: l.axis,
+                at: l.at,
+                test: build::matrix_test(
+                    &l.change,
+                    verdict,
+                    l.members.len(),
+                    rule.min_effect,
+                    check,
+                ),
+            }
+        })
+        .collect();
+    // The line of each (metric, cell) that moved (a regression before an improvement).
+    let moved_line = |metric: Metric, cell: usize| {
+        [CellVerdict::Regression, CellVerdict::Improvement]
+            .into_iter()
+            .find_map(|want| {
+                lines
+                    .iter()
+                    .zip(&line_verdicts)
+                    .find(|((m, l), v)| *m == metric && v.0 == want && l.members.contains(&cell))
+                    .map(|((_, l), _)| (l, want))
+            })
+    };
+
+    // The matrix-wide test of each metric: final at this look's matrix alpha, or the
+    // futility screen (never a regression by itself).
+    let matrix_margin = log_margin(MATRIX_MARGIN);
+    let matrix_verdicts: BTreeMap<Metric, (CellVerdict, Check)> = matrices
+        .iter()
+        .map(|(&metric, m)| {
+            let dir = metric.direction();
+            // A secondary metric's matrix-wide test is judged at every look (at the first boot
+            // its regression is provisional, below): no futility screen of its own decides
+            // the plan's second boot.
+            let alpha = if is_secondary(metric) {
+                Some(secondary_matrix_alpha)
+            } else {
+                throughput_matrix_alpha
+            };
+            let v = match alpha {
+                Some(a) if is_secondary(metric) => {
+                    // Each boot alone must show a secondary metric's change at the same alpha
+                    // (an intersection–union test: its level is that alpha), so one busy boot,
+                    // first or second, cannot carry it whatever the other boot read by chance.
+                    let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
+                    let boots = [
+                        (m.first_boot.as_ref(), "first boot alone"),
+                        (m.second_boot.as_ref(), "second boot alone"),
+                    ];
+                    each_boot_shows(judged, boots, dir, a, matrix_margin)
+                }
+                Some(a) => {
+                    let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
+                    second_boot_leans(judged, m.second_boot.as_ref(), dir)
+                }
+                None => (CellVerdict::Unchanged, screen(&m.change, dir, &look.name)),
+            };
+            (metric, v)
+        })
+        .collect();
+    if let Some(m) = matrices.get(&Metric::AggregateTps) {
+        let (v, check) = matrix_verdicts[&Metric::AggregateTps].clone();
+        report.matrix_test = Some(build::matrix_test(
+            &m.change,
+            v,
+            m.cells,
+            MATRIX_MARGIN,
+            check,
+        ));
+    }
+
+    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    // The prefill layer's entries, by index into `prefill_cells`.
+    let mut per_prefill: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    // Comparable cells whose regression is provisional at this look (and prefill contexts).
+    let mut provisional_local = Vec::new();
+    let mut provisional_prefill = Vec::new();
+    for (t, (_, own, mut check)) in tests.iter().zip(own) {
+        let dir = t.metric.direction();
+        let matrix = matrix_verdicts
+            .get(&t.metric)
+            .filter(|(v, _)| *v != CellVerdict::Unchanged)
+            .zip(matrices.get(&t.metric))
+            .map(|((v, _), m)| (*v, relative(m.change.estimate)));
+        let (mut verdict, why, decided_on) =
+            cell_decision(t, own, moved_line(t.metric, t.cell), matrix);
+        note_overruled(
+            &mut check,
+            own,
+            verdict,
+            &t.total,
+            "the rest of its run",
+            &decided_on,
+        );
+        if !gating(t.metric) {
+            reported_only(&mut check, own, dir);
+        }
+        if look.local_provisional && is_secondary(t.metric) {
+            one_boot_secondary(&mut verdict, &mut check, gating(t.metric));
+        }
+        if look.local_provisional && gating(t.metric) && make_provisional(&mut verdict, &mut check)
+        {
+            if t.metric == Metric::PrefillTps {
+                provisional_prefill.push(t.cell);
+            } else {
+                provisional_local.push(t.cell);
+            }
+        }
+        let (lo, hi) = t.total.interval(CONFIDENCE);
+        let p = t.own.p_worse(dir);
+        let entries = if t.metric == Metric::PrefillTps {
+            &mut per_prefill
+        } else {
+            &mut per_cell
+        };
+        entries.entry(t.cell).or_default().push((
+            MetricComparison {
+                metric: t.metric,
+                direction: dir,
+                baseline: t.baseline,
+                candidate: t.candidate,
+                change: relative(t.total.estimate),
+                ci_low: relative(lo),
+                ci_high: relative(hi),
+                margin: if t.metric == Metric::PrefillTps {
+                    rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT)
+                } else {
+                    rule.min_effect
+                },
+                p_value: p,
+                p_adjusted: (p * look.local_alpha / test_alpha(t.metric)).min(1.0),
+                verdict,
+                check: Some(check),
+                decided_on: Some(decided_on),
+            },
+            why,
+        ));
+    }
+
+    // Throughput's plan at the alpha it keeps.
+    let throughput_rule = DecisionRule {
+        alpha: rule.alpha * keep,
+        ..rule.clone()
+    };
+    report.sensitivity = Some(sensitivity::assess(
+        &throughput_rule,
+        look.design_boots,
+        history.len(),
+        matrices.get(&Metric::AggregateTps).map(|m| &m.design),
+        tests
+            .iter()
+            .filter(|t| t.metric == Metric::AggregateTps)
+            .map(|t| (comparable[t.cell], t.own))
+            .collect(),
+        cell_alpha,
+    ));
+
+    let mut comparable_idx = 0usize;
+    for (&coord, decision) in coords.iter().zip(decided) {
+        let none = "no gating metric measured on both sides";
+        let cell = match decision {
+            Some(d) => build::cell(coord, Some(d), Vec::new(), gating, none),
+            None => {
+                let i = comparable_idx;
+                comparable_idx += 1;
+                let entries = per_cell.remove(&i).unwrap_or_default();
+                let mut cell = build::cell(coord, None, entries, gating, none);
+                cell.provisional = provisional_local.contains(&i);
+                cell
+            }
+        };
+        report.cells.push(cell);
+    }
+    // The prefill layer: each context's entry; a candidate figure the engine's counters
+    // disagree with is not compared, and fails the gate closed where the layer gates.
+    for (i, &coord) in prefill_cells.iter().enumerate() {
+        let disagrees = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
+        let none = "no prefill figure on both sides";
+        let cell = match disagrees {
+            Some(why) => build::cell(
+                coord,
+                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
+                Vec::new(),
+                gating,
+                none,
+            ),
+            None => {
+                let entries = per_prefill.remove(&i).unwrap_or_default();
+                let mut cell = build::cell(coord, None, entries, gating, none);
+                cell.provisional = provisional_prefill.contains(&i);
+                cell
+            }
+        };
+        report.prefill.push(cell);
+    }
+    report.prefill_gated = gating(Metric::PrefillTps);
+    build::finish(&mut report);
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The verdict over the boots given, as the judge replays them (and whether the second
+    /// boot entered it).
+    fn two_boot_verdict(
+        _confirm: bool,
+        rule: &DecisionRule,
+        baseline: &[RunResults],
+        first: &[RunResults],
+        second: Option<(&[RunResults], &str)>,
+    ) -> Result<(ComparisonReport, bool), StatsError> {
+        let history = std::sync::Arc::new(History::new(baseline));
+        let plan = crate::stats::Plan::default();
+        crate::stats::replay(history, rule, plan, first, second).map(|r| (r.report, r.used_second))
+    }
+    use crate::synthetic::synthetic_run;
+    use infergate_schema::results::Percentiles;
+    use infergate_schema::verdict::{CellComparison, GateVerdict};
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    /// [`synthetic_run`] with a TTFT that moves inversely to throughput (for the latency
+    /// metrics' tests).
+    fn run(
+        id: &str,
+        rng: &mut StdRng,
+        run_cv: f64,
+        cell_cv: f64,
+        factor: &dyn Fn(usize) -> f64,
+    ) -> RunResults {
+        let mut r = synthetic_run(id, rng, run_cv, cell_cv, factor);
+        for (i, cell) in r.cells.iter_mut().enumerate() {
+            cell.ttft_s = Some(Percentiles {
+                mean: 0.2 / factor(i),
+                p50: 0.2 / factor(i),
+                p90: 0.3 / factor(i),
+                p99: 0.4 / factor(i),
+                count: 100,
+            });
+        }
+        r
+    }
+
+    /// A run with throughput as [`synthetic_run`] (times `tps(cell)`) and an ITL of 10 ms with
+    /// a 1% boot factor and 2% cell terms (times `itl(cell)`); its TTFTs are 4 per cell, too
+    /// few for a p90.
+    fn latency_run(
+        id: &str,
+        rng: &mut StdRng,
+        tps: &dyn Fn(usize) -> f64,
+        itl: &dyn Fn(usize) -> f64,
+    ) -> RunResults {
+        use rand_distr::{Distribution, Normal};
+        let mut r = synthetic_run(id, rng, 0.01, 0.02, tps);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        let boot = (0.01 * n.sample(rng)).exp();
+        for (i, cell) in r.cells.iter_mut().enumerate() {
+            let v = 0.01 * boot * (0.02 * n.sample(rng)).exp() * itl(i);
+            let t = 0.05 * boot * (0.02 * n.sample(rng)).exp() * itl(i);
+            let p = |x: f64, count| Percentiles {
+                mean: x,
+                p50: x,
+                p90: 1.5 * x,
+                p99: 2.5 * x,
+                count,
+            };
+            cell.itl_s = Some(p(v, 5000));
+            cell.ttft_s = Some(p(t, 4));
+        }
+        r
+    }
+
+    /// The rule with the tail latencies gating too (`metrics = ["aggregate_tps", "ttft_p90",
+    /// "itl_p90"]`).
+    fn latency_rule() -> DecisionRule {
+        DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::TtftP90, Metric::ItlP90],
+            ..DecisionRule::default()
+        }
+    }
+
+    /// Latency changes listed in `report`'s cells `cells`: (cell index, metric).
+    fn latency_changes(
+        report: &ComparisonReport,
+        cells: std::ops::Range<usize>,
+    ) -> Vec<(usize, Metric)> {
+        cells
+            .flat_map(|i| {
+                report.cells[i]
+                    .metrics
+                    .iter()
+                    .filter(|m| {
+                        m.metric.is_latency_percentile()
+                            && matches!(
+                                m.verdict,
+                                CellVerdict::Regression | CellVerdict::Improvement
+                            )
+                    })
+                    .map(move |m| (i, m.metric))
+            })
+            .collect()
+    }
+
+    /// Issue 56's first example: only the 32k row (cells 5..10) slowed, its ITL 10% higher;
+    /// the second boot ran on a busy host, every ITL 20% higher. Before, ITL p50 and p90 were
+    /// listed +7–12% [±3.4%] in all 15 cells the change cannot reach (the boots' disagreement
+    /// was not in the interval); now only the 32k row's, where both boots read it higher.
+    #[test]
+    fn a_busy_second_boot_lists_no_latency_change_where_the_change_cannot_reach() {
+        let rule = latency_rule();
+        let mut rng = StdRng::seed_from_u64(56);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
+            .collect();
+        let row = |i: usize| (5..10).contains(&i);
+        let tps = |i: usize| if row(i) { 0.9 } else { 1.0 };
+        let first = latency_run("c1", &mut rng, &tps, &|i| if row(i) { 1.1 } else { 1.0 });
+        let second = latency_run("c2", &mut rng, &tps, &|i| if row(i) { 1.32 } else { 1.2 });
+        let (report, used) = two_boot_verdict(
+            true,
+            &rule,
+            &base,
+            std::slice::from_ref(&first),
+            Some((std::slice::from_ref(&second), "busy")),
+        )
+        .unwrap();
+        assert!(used);
+        let outside: Vec<(usize, Metric)> = latency_changes(&report, 0..5)
+            .into_iter()
+            .chain(latency_changes(&report, 10..20))
+            .collect();
+        assert!(outside.is_empty(), "{outside:?}");
+        assert!(!latency_changes(&report, 5..10).is_empty());
+        // The matrix-wide ITL test says why: the first boot alone does not show it.
+        let itl = report.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::ItlP90)
+            .unwrap();
+        assert_eq!(itl.verdict, CellVerdict::Unchanged);
+        // TTFT p90 (4 first tokens a cell) is said not to gate, and why.
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|n| n.starts_with("TTFT p90 not gated in 20 cells of 20")
+                    && n.ends_with("a p90 needs 29")),
+            "{:?}",
+            report.not_gated
+        );
+    }
+
+    /// Issue 56's second example: with only the 32k row 10% slower, the 8k row is better than
+    /// the rest of its run but not faster than its baseline. Before, its row test read
+    /// `→ improvement` among the tests that decided; now its line says what it is.
+    #[test]
+    fn a_row_better_than_the_rest_of_its_run_is_no_improvement_unless_faster_than_its_baseline() {
+        let keep = |mut r: RunResults| {
+            r.cells.retain(|c| c.context_tokens <= 32768);
+            r
+        };
+        let mut rng = StdRng::seed_from_u64(57);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| keep(latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0)))
+            .collect();
+        let slow = |i: usize| if (5..10).contains(&i) { 0.9 } else { 1.0 };
+        let first = keep(latency_run("c1", &mut rng, &slow, &|_| 1.0));
+        let second = keep(latency_run("c2", &mut rng, &slow, &|_| 1.0));
+        let (report, _) = two_boot_verdict(
+            true,
+            &DecisionRule::default(),
+            &base,
+            std::slice::from_ref(&first),
+            Some((std::slice::from_ref(&second), "second")),
+        )
+        .unwrap();
+        assert_eq!(report.gate, GateVerdict::Regression);
+        let row = |at: u64| {
+            report
+                .lines
+                .iter()
+                .find(|l| l.axis == LineAxis::Context && l.at == at)
+                .unwrap()
+        };
+        assert_eq!(row(32768).test.verdict, CellVerdict::Regression);
+        let fast = row(8192);
+        assert_eq!(fast.test.verdict, CellVerdict::Unchanged);
+        let outcome = &fast.test.check.as_ref().unwrap().outcome;
+        assert!(
+            outcome.starts_with("better than the rest of its run, not faster than its baseline"),
+            "{outcome}"
+        );
+        assert!(
+            !report
+                .check_lines()
+                .iter()
+                .any(|l| l.ends_with("→ improvement")),
+            "{:#?}",
+            report.check_lines()
+        );
+        assert!(
+            report.cells[..5]
+                .iter()
+                .all(|c| c.verdict != CellVerdict::Improvement)
+        );
+    }
+
+    /// Issue 56's third example: a one-run baseline and an A/A whose boots differ by 13%.
+    /// Before, both boots' matrix-wide change read −6.1% [−16.4, +5.4] from the prior alone
+    /// (1.5% per boot on 1 df) whatever the boots said; now the boots' own scatter widens it,
+    /// and the details say the intervals come from a prior.
+    #[test]
+    fn a_one_run_baseline_prints_intervals_as_wide_as_the_boots_disagree_and_says_prior() {
+        let rule = latency_rule();
+        let mut rng = StdRng::seed_from_u64(58);
+        let base = vec![latency_run("b0", &mut rng, &|_| 1.0, &|_| 1.0)];
+        let first = latency_run("c1", &mut rng, &|_| 0.87, &|_| 1.0 / 0.87);
+        let second = latency_run("c2", &mut rng, &|_| 1.0, &|_| 1.0);
+        let verdict = |second: Option<&RunResults>| {
+            two_boot_verdict(
+                true,
+                &rule,
+                &base,
+                std::slice::from_ref(&first),
+                second.map(|s| (std::slice::from_ref(s), "second")),
+            )
+            .unwrap()
+            .0
+        };
+        let both = verdict(Some(&second));
+        let m = both.matrix_test.as_ref().unwrap();
+        // The boots' log effects differ by ~0.14: an SD of ~0.10 between boots.
+        assert!(m.ci_low < -0.25 && m.ci_high > 0.2, "{m:?}");
+        assert_ne!(both.gate, GateVerdict::Regression);
+        // What the reports' "Intervals from a prior" note reads (report::layout): one
+        // baseline run, the candidate's two boots pooled with it.
+        assert_eq!(both.baseline.noise_runs, 1);
+        assert_eq!(both.candidate_runs.len(), 2);
+        let one = verdict(None);
+        assert_eq!(one.candidate_runs.len(), 1);
+        // A latency percentile of a one-run store is reported, not gated, and says so.
+        assert!(one.not_gated.iter().any(|n| n.starts_with(
+            "ITL p90 is reported, not gated: the history has 1 run, a latency percentile gates from 10"
+        )));
+    }
+
+    #[test]
+    fn the_boots_scatter_joins_the_boot_noise_and_widens_it_only_when_they_disagree() {
+        // Two boots 20% apart against a 1% history on 19 df: one more df of a 14% SD.
+        let (sigma, df) = with_boot_scatter(0.01, 19.0, &[0.0, 0.2]);
+        assert!((df - 20.0).abs() < 1e-12);
+        let expected = ((19.0 * 1e-4 + 0.02) / 20.0_f64).sqrt();
+        assert!((sigma - expected).abs() < 1e-12, "{sigma}");
+        // Boots that agree narrow it a little; one boot is left as it is.
+        assert!(with_boot_scatter(0.01, 19.0, &[0.001, 0.002]).0 < 0.01);
+        assert_eq!(with_boot_scatter(0.01, 19.0, &[0.3]), (0.01, 19.0));
+    }
+
+    #[test]
+    fn the_secondary_family_takes_its_share_of_alpha_only_where_one_of_them_gates() {
+        let mut rng = StdRng::seed_from_u64(59);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
+            .collect();
+        let cand = latency_run("c", &mut rng, &|_| 1.0, &|_| 1.0);
+        let rule = latency_rule();
+        let gated = compare(&base, std::slice::from_ref(&cand), &rule).unwrap();
+        let s = gated.rule.shares.unwrap();
+        let secondary = s.secondary.expect("ITL p90 gates on 20 runs");
+        assert!((s.matrix + s.local + s.capacity + secondary - rule.alpha).abs() < 1e-12);
+        assert!((secondary - 0.002).abs() < 1e-12 && (s.matrix - 0.003).abs() < 1e-12);
+        // With throughput alone gating (the default) it keeps its whole share, as before.
+        let tps_only = DecisionRule::default();
+        let alone = compare(&base, std::slice::from_ref(&cand), &tps_only).unwrap();
+        let s = alone.rule.shares.unwrap();
+        assert!(s.secondary.is_none() && (s.matrix - 0.004).abs() < 1e-12);
+        // A 9-run history: the latency percentiles are reported, throughput keeps its alpha.
+        let young = compare(&base[11..], std::slice::from_ref(&cand), &rule).unwrap();
+        assert!(young.rule.shares.unwrap().secondary.is_none());
+        assert_eq!(young.not_gated.len(), 2, "{:?}", young.not_gated);
+    }
+
+    /// At the plan's first boot a latency change is not yet one: a busy first boot makes a
+    /// gating ITL p90 provisional (a second boot decides) and lists nothing.
+    #[test]
+    fn a_busy_first_boot_makes_latency_provisional_and_lists_nothing() {
+        let rule = latency_rule();
+        let mut rng = StdRng::seed_from_u64(60);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
+            .collect();
+        let busy = latency_run("c1", &mut rng, &|_| 1.0, &|_| 1.2);
+        let first = compare_at(
+            &base,
+            std::slice::from_ref(&busy),
+            &rule,
+            &crate::stats::confirm::first_look(&rule, true),
+        )
+        .unwrap();
+        assert!(first.cells.iter().any(|c| c.provisional));
+        assert!(crate::stats::confirm::wants_confirmation(&first));
+        // No secondary change is listed (the reports list only decided secondary lines).
+        assert!(first.cells.iter().all(|c| c.metrics.iter().all(|m| {
+            m.metric == Metric::AggregateTps
+                || !matches!(
+                    m.verdict,
+                    CellVerdict::Regression | CellVerdict::Improvement
+                )
+        })));
+        // The ITL p50 (reported only) moved on one boot: inconclusive, not a change.
+        let p50 = first.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::ItlP50)
+            .unwrap();
+        assert_eq!(p50.verdict, CellVerdict::Inconclusive);
+    }
+
+    fn history(rng: &mut StdRng, n: usize) -> Vec<RunResults> {
+        (0..n)
+            .map(|i| run(&format!("b{i}"), rng, 0.01, 0.02, &|_| 1.0))
+            .collect()
+    }
+
+    /// The looks of one gate share a history: its models are fitted at the first look and
+    /// reused at the next, with the verdict a fresh fit gives.
+    #[test]
+    fn the_looks_of_a_gate_fit_the_history_once() {
+        let mut rng = StdRng::seed_from_u64(23);
+        let base = history(&mut rng, 20);
+        let first = run("c1", &mut rng, 0.0, 0.0, &|_| 0.95);
+        let second = run("c2", &mut rng, 0.0, 0.0, &|_| 0.95);
+        let rule = DecisionRule::default();
+        let fitted = History::new(&base[..]);
+        compare_on(
+            &fitted,
+            std::slice::from_ref(&first),
+            &rule,
+            &Look::single(&rule),
+        )
+        .unwrap();
+        let models = fitted.fitted();
+        assert!(models > 0);
+        let both = [first, second];
+        let look = Look {
+            name: "both boots".into(),
+            design_boots: 2,
+            second_boot_from: Some(1),
+            ..Look::single(&rule)
+        };
+        let shared = compare_on(&fitted, &both, &rule, &look).unwrap();
+        assert_eq!(fitted.fitted(), models, "the second look fitted again");
+        assert_eq!(shared, compare_at(&base, &both, &rule, &look).unwrap());
+    }
+
+    /// A 20-run history whose context rows run hot or cold on each boot by a factor of SD
+    /// `row_cv` (rows of 5 cells), and a candidate whose 32k row (cells 5..10) is 10% slow.
+    fn row_factor_case(row_cv: f64, seed: u64) -> ComparisonReport {
+        use rand_distr::{Distribution, Normal};
+        let mut rng = StdRng::seed_from_u64(seed);
+        let n = Normal::new(0.0, 1.0).unwrap();
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| {
+                let f: Vec<f64> = (0..4)
+                    .map(|_| (row_cv * n.sample(&mut rng)).exp())
+                    .collect();
+                run(&format!("b{i}"), &mut rng, 0.01, 0.02, &|c| f[c / 5])
+            })
+            .collect();
+        let cand = run("c", &mut rng, 0.01, 0.02, &|c| {
+            if (5..10).contains(&c) { 0.90 } else { 1.0 }
+        });
+        compare(&base, &[cand], &DecisionRule::default()).unwrap()
+    }
+
+    #[test]
+    fn a_cells_own_test_cancels_its_rows_move_where_the_history_has_a_row_factor() {
+        // Mean change the 32k row's cells' own tests stand on.
+        let own = |r: &ComparisonReport| {
+            r.cells[5..10]
+                .iter()
+                .map(|c| c.primary().unwrap().shown_change().change)
+                .sum::<f64>()
+                / 5.0
+        };
+        // Rows that move 5% from boot to boot: a 10% row is as likely a row factor's doing as
+        // the candidate's, and the cells' own tests take nearly all of it out (w near 0.95).
+        let rough = row_factor_case(0.05, 31);
+        assert!(own(&rough) > -0.03, "{}", own(&rough));
+        assert!(rough.cells[5..10].iter().all(|c| {
+            !c.primary()
+                .and_then(|m| m.check.as_ref())
+                .is_some_and(|k| k.rejected)
+        }));
+        // Without a row factor in the history the own tests keep the row's whole change.
+        let plain = row_factor_case(0.0, 31);
+        assert!(own(&plain) < -0.06, "{}", own(&plain));
+    }
+
+    #[test]
+    fn identical_baseline_and_candidate_are_unchanged() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let one = run("same", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let base = vec![one.clone(), one.clone(), one.clone()];
+        let report = compare(&base, &[one], &DecisionRule::default()).unwrap();
+        // Three runs cannot show what the boot noise is: honest, not green.
+        let h = &report.headline;
+        assert_eq!(report.gate, GateVerdict::Insufficient, "{h}");
+        assert!(
+            h.starts_with("? insufficient: no regression proven in 20 cells")
+                && h.contains("more baseline runs needed"),
+            "{h}"
+        );
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict == CellVerdict::Unchanged)
+        );
+        let m = report.cells[0].primary().unwrap();
+        assert!(m.change.abs() < 1e-12 && m.ci_low < 0.0 && m.ci_high > 0.0);
+    }
+
+    #[test]
+    fn ten_percent_slower_everywhere_is_a_regression() {
+        let mut rng = StdRng::seed_from_u64(2);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|_| 0.9);
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.gate, GateVerdict::Regression);
+        let m = report.matrix_test.as_ref().unwrap();
+        assert_eq!(m.verdict, CellVerdict::Regression);
+        assert!((m.change + 0.10).abs() < 0.03, "{}", m.change);
+        assert!(m.ci_low < m.change && m.change < m.ci_high);
+        let regressed = report.regressions().count();
+        assert!(regressed >= 10, "{regressed} cells: {}", report.headline);
+        // The rest are undecided, never "unchanged": the interval reaches the margin.
+        assert!(report.cells.iter().all(|c| matches!(
+            c.verdict,
+            CellVerdict::Regression | CellVerdict::Inconclusive
+        )));
+        assert!(
+            report.headline.contains("in all 20 cells"),
+            "{}",
+            report.headline
+        );
+        // A cell the matrix decided: its own test (against the rest of its run) found nothing,
+        // and its check says so beside the verdict it did not make, never a bare
+        // "no regression" under a regression.
+        let followed = report
+            .regressions()
+            .filter_map(|c| c.primary())
+            .find(|m| {
+                m.decided_on
+                    .is_some_and(|d| d.basis == DecisionBasis::WithMatrix)
+            })
+            .expect("a cell that moved with the matrix");
+        let own = followed.check.as_ref().expect("its own test");
+        assert!(!own.rejected, "{own:?}");
+        assert!(
+            own.outcome
+                .contains("against the rest of its run; regression with the matrix: −"),
+            "{}",
+            own.outcome
+        );
+    }
+
+    /// Cell 7 (C=4 / 32k) of a candidate moved by `factor` against a 20-run history; the
+    /// candidate's noise is quieter so that the single cell's test is not a coin toss.
+    fn one_cell_moved(factor: f64) -> ComparisonReport {
+        let mut rng = StdRng::seed_from_u64(3);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
+            if i == 7 { factor } else { 1.0 }
+        });
+        compare(&base, &[cand], &DecisionRule::default()).unwrap()
+    }
+
+    #[test]
+    fn one_cell_ten_percent_slower_is_found_by_the_cell_test() {
+        let report = one_cell_moved(0.88);
+        assert_eq!(
+            report.cells[7].verdict,
+            CellVerdict::Regression,
+            "{:?}",
+            report.cells[7]
+        );
+        assert_eq!(report.gate, GateVerdict::Regression);
+        assert_eq!(report.regressions().count(), 1, "{}", report.headline);
+        assert_ne!(
+            report.matrix_test.as_ref().unwrap().verdict,
+            CellVerdict::Regression
+        );
+        assert!(
+            report.headline.contains("at C=4 / 32k"),
+            "{}",
+            report.headline
+        );
+        // Decided on (and shown with) the cell against its run.
+        let m = report.cells[7].primary().unwrap();
+        assert_eq!(m.verdict, CellVerdict::Regression);
+        let d = m.decided_on.unwrap();
+        assert_eq!(d.basis, DecisionBasis::VsRun);
+        assert!(d.ci_high < 0.0 && (d.change + 0.12).abs() < 0.04, "{d:?}");
+    }
+
+    #[test]
+    fn an_improvement_is_listed_with_the_boundary_it_crossed() {
+        let report = one_cell_moved(1.12);
+        assert_eq!(report.cells[7].verdict, CellVerdict::Improvement);
+        assert_eq!(report.gate, GateVerdict::Pass, "{}", report.headline);
+        // Checkable by hand as a regression is: the statistic past the improvement side's
+        // boundary, at the cell's alpha.
+        let lines = report.check_lines();
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with("cell C=4 / 32k aggregate tok/s: t = +"))
+            .unwrap_or_else(|| panic!("{lines:#?}"));
+        assert!(
+            line.contains(" ≥ +") && line.ends_with("→ improvement"),
+            "{line}"
+        );
+        // No other cell, row or column is listed: nothing else moved.
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+    }
+
+    #[test]
+    fn one_wild_cell_is_a_regression_only_where_the_history_has_no_heavy_tails() {
+        use rand_distr::Distribution;
+        let t3 = rand_distr::StudentT::new(3.0).unwrap_or_else(|_| unreachable!());
+        let (mut plain_found, mut rough_found) = (0, 0);
+        for seed in 0..10 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let gaussian = history(&mut rng, 20);
+            // Cell terms of the same SD (2%) with Student-t tails (3 df).
+            let heavy: Vec<RunResults> = (0..20)
+                .map(|k| {
+                    let f: Vec<f64> = (0..20)
+                        .map(|_| (0.02 / 3f64.sqrt() * t3.sample(&mut rng)).exp())
+                        .collect();
+                    run(&format!("b{k}"), &mut rng, 0.01, 0.0, &|i| f[i])
+                })
+                .collect();
+            let cand = run("cand", &mut rng, 0.01, 0.005, &|i| {
+                if i == 7 { 0.885 } else { 1.0 }
+            });
+            let rule = DecisionRule::default();
+            let plain = compare(&gaussian, std::slice::from_ref(&cand), &rule).unwrap();
+            plain_found += usize::from(plain.cells[7].verdict == CellVerdict::Regression);
+            let rough = compare(&heavy, std::slice::from_ref(&cand), &rule).unwrap();
+            rough_found += usize::from(rough.gate == GateVerdict::Regression);
+        }
+        // On a Gaussian runner a −11.5% cell (5.8 SD) is proof; on a heavy-tailed one it is a
+        // 1-in-a-few-hundred draw of one cell, not proof on one run (a history that happens
+        // to look mild still calls it).
+        assert!(plain_found >= 9, "gaussian: {plain_found}/10");
+        assert!(rough_found <= 4, "heavy tails: {rough_found}/10");
+    }
+
+    #[test]
+    fn an_outlier_run_neither_hides_nor_invents_regressions() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let mut base = history(&mut rng, 20);
+        // One run of the history is 8% slow everywhere: one more draw of the boot factor (it
+        // widens the boot noise this seed's successive differences see, never the cells').
+        base[5] = run("outlier", &mut rng, 0.0, 0.02, &|_| 0.92);
+        let clean = DecisionRule::default();
+        let aa = run("aa", &mut rng, 0.0, 0.005, &|_| 1.0);
+        let report = compare(&base, &[aa], &clean).unwrap();
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(report.matrix_test.as_ref().unwrap().change.abs() < 0.02);
+        // −12%: a size one boot proves against this history's boot noise, outlier included.
+        let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.88);
+        let report = compare(&base, &[slow], &clean).unwrap();
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+    }
+
+    /// A row that moved together is found by its row test even where no cell proves it alone,
+    /// and its cells say so.
+    #[test]
+    fn a_row_that_moved_together_is_a_regression_of_its_row() {
+        let mut rng = StdRng::seed_from_u64(12);
+        let base = history(&mut rng, 20);
+        // Cells 5..10 are the 32k row (5 concurrencies per context).
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|i| {
+            if (5..10).contains(&i) { 0.93 } else { 1.0 }
+        });
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let row = report
+            .lines
+            .iter()
+            .find(|l| l.axis == LineAxis::Context && l.at == 32768)
+            .expect("the 32k row's test");
+        assert_eq!(row.test.verdict, CellVerdict::Regression, "{row:?}");
+        assert!((row.test.change + 0.07).abs() < 0.03, "{row:?}");
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        let with_row: Vec<&CellComparison> = report.cells[5..10]
+            .iter()
+            .filter(|c| {
+                c.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("with its row 32k: aggregate tok/s −"))
+            })
+            .collect();
+        assert!(!with_row.is_empty(), "{:?}", &report.cells[5..10]);
+        // A cell its row decided shows its own total change, not the row's figure.
+        for c in with_row {
+            let m = c.primary().expect("aggregate tok/s");
+            let d = m.decided_on.expect("decided on");
+            assert_eq!(d.basis, DecisionBasis::WithLine);
+            let own = m.check.as_ref().expect("its own test");
+            assert!(
+                own.outcome
+                    .ends_with("against the rest of its run; regression with its row or column"),
+                "{}",
+                own.outcome
+            );
+            assert_eq!(
+                (d.change, d.ci_low, d.ci_high),
+                (m.change, m.ci_low, m.ci_high)
+            );
+        }
+        // 4 rows and 5 columns, none of the others moved.
+        assert_eq!(report.lines.len(), 9);
+        assert_eq!(
+            report
+                .lines
+                .iter()
+                .filter(|l| l.test.verdict == CellVerdict::Regression)
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn capacity_and_not_comparable_cells() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut base = history(&mut rng, 20);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        // Cell 0: newly capacity-limited.
+        cand.cells[0].status = CellStatus::CapacityLimited;
+        cand.cells[0].reason = Some("5/8 running".into());
+        // Cell 1: capacity-limited on both sides.
+        cand.cells[1].status = CellStatus::CapacityLimited;
+        for b in &mut base {
+            b.cells[1].status = CellStatus::CapacityLimited;
+        }
+        // Cell 2: error in the candidate.
+        cand.cells[2] = CellResult::unmeasured(
+            cand.cells[2].concurrency,
+            cand.cells[2].context_tokens,
+            CellStatus::Error,
+            "stream reset",
+        );
+        // Cell 3: missing from the baseline.
+        for b in &mut base {
+            b.cells.remove(3);
+        }
+        // Cell 4 (candidate side): fits now, capacity-limited in the baseline.
+        for b in &mut base {
+            b.cells[3].status = CellStatus::CapacityLimited; // index 3 is now old cell 4
+        }
+        // Both boots (the first and the confirmation boot) are capacity-limited in cell 0.
+        let mut second = cand.clone();
+        second.run_id = "cand-confirm".into();
+        let boots = [cand, second];
+        let report = compare(&base, &boots, &DecisionRule::default()).unwrap();
+        let v: Vec<CellVerdict> = report.cells.iter().take(5).map(|c| c.verdict).collect();
+        assert_eq!(
+            v,
+            [
+                CellVerdict::CapacityRegression,
+                CellVerdict::NotComparable,
+                CellVerdict::ErrorRegression,
+                CellVerdict::NotComparable,
+                CellVerdict::Improvement
+            ]
+        );
+        let reason = |i: usize| report.cells[i].reason.as_deref().unwrap_or_default();
+        assert!(reason(0).contains("5/8 running"), "{}", reason(0));
+        assert!(
+            reason(1).starts_with("capacity-limited on both sides"),
+            "{}",
+            reason(1)
+        );
+        assert!(reason(2).contains("stream reset"), "{}", reason(2));
+        assert_eq!(reason(3), "missing in baseline");
+        // The errored cell was measured in the baseline: every such cell must be measured now,
+        // so the gate cannot decide (exit 3).
+        let cov = report.coverage.expect("coverage");
+        assert_eq!((cov.expected, cov.measured), (19, 18), "{cov:?}");
+        assert_eq!(report.gate, GateVerdict::Unmeasured);
+        assert!(
+            report.headline.contains("18 of 19")
+                && report.headline.ends_with("; 1 error regression (C=4 / 8k)"),
+            "{}",
+            report.headline
+        );
+    }
+
+    #[test]
+    fn an_error_where_the_baseline_also_failed_is_not_an_error_regression() {
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut base = history(&mut rng, 5);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let coord = (cand.cells[0].concurrency, cand.cells[0].context_tokens);
+        for r in base.iter_mut().chain(std::iter::once(&mut cand)) {
+            r.cells[0] = CellResult::unmeasured(coord.0, coord.1, CellStatus::Error, "oom");
+        }
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.cells[0].verdict, CellVerdict::NotComparable);
+        assert!(report.coverage.unwrap().sufficient());
+        assert_ne!(report.gate, GateVerdict::Unmeasured);
+    }
+
+    #[test]
+    fn profile_mismatch_names_both_keys() {
+        let mut rng = StdRng::seed_from_u64(6);
+        let base = history(&mut rng, 2);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        cand.profile.key = "other-profile".into();
+        let err = compare(&base, &[cand], &DecisionRule::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StatsError::ProfileMismatch { .. }));
+        assert!(
+            msg.contains("other-profile") && msg.contains(&base[0].profile.key),
+            "{msg}"
+        );
+        assert!(matches!(
+            compare(&base, &[], &DecisionRule::default()),
+            Err(StatsError::NoCandidate)
+        ));
+    }
+
+    #[test]
+    fn empty_baseline_gives_no_baseline() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let report = compare(&[], &[cand], &DecisionRule::default()).unwrap();
+        assert_eq!(report.gate, GateVerdict::NoBaseline);
+        assert_eq!(report.cells.len(), 20);
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict == CellVerdict::NotComparable
+                    && c.reason.as_deref() == Some("no baseline"))
+        );
+    }
+
+    #[test]
+    fn latency_metrics_have_their_direction_and_do_not_gate_by_default() {
+        let mut rng = StdRng::seed_from_u64(8);
+        let mut base = history(&mut rng, 10);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        // TTFT 30% higher (worse) everywhere in the candidate; a little noise in the history.
+        for (k, b) in base.iter_mut().enumerate() {
+            for c in &mut b.cells {
+                let t = c.ttft_s.as_mut().unwrap();
+                t.p50 *= 1.0 + 0.01 * ((k % 3) as f64 - 1.0);
+            }
+        }
+        for c in &mut cand.cells {
+            c.ttft_s.as_mut().unwrap().p50 *= 1.3;
+        }
+        let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+        let ttft = report.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::TtftP50)
+            .unwrap();
+        assert_eq!(ttft.direction, Direction::LowerIsBetter);
+        assert!((ttft.change - 0.3).abs() < 0.01);
+        assert_eq!(ttft.verdict, CellVerdict::Regression);
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // Gating on TTFT too makes it fail.
+        let rule = DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::TtftP50],
+            ..DecisionRule::default()
+        };
+        let gated = compare(&base, &[cand], &rule).unwrap();
+        assert_eq!(gated.gate, GateVerdict::Regression);
+        assert_eq!(gated.cells[0].verdict, CellVerdict::Regression);
+
+        // One cell's TTFT 30% higher: its own test crosses its boundary. Reported only, its
+        // line says which way it moved and that it does not gate, and it is not among the
+        // tests that decided the gate; gating on TTFT, it is a regression and listed.
+        let mut one = run("one", &mut rng, 0.01, 0.02, &|_| 1.0);
+        one.cells[0].ttft_s.as_mut().unwrap().p50 *= 1.3;
+        let report = compare(&base, std::slice::from_ref(&one), &DecisionRule::default()).unwrap();
+        let check = report.cells[0]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::TtftP50);
+        let check = check.and_then(|m| m.check.as_ref()).unwrap();
+        assert!(check.statistic >= check.boundary, "{check:?}");
+        assert!(!check.rejected, "{check:?}");
+        assert_eq!(
+            check.outcome,
+            "higher, reported only (this metric does not gate)"
+        );
+        assert!(report.check_lines().iter().all(|l| !l.contains("TTFT p50")));
+        let gated = compare(&base, &[one], &rule).unwrap();
+        let lines = gated.check_lines();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("TTFT p50") && l.ends_with("→ regression")),
+            "{lines:?}"
+        );
+    }
+
+    /// A 2 s window at C=4 sees about 8 first tokens: their "p90" is their largest, and its
+    /// scatter is not in a history of a few runs. A percentile is compared only from the
+    /// observations that bound it (a median from 5, a p90 from 29), in the history as now.
+    #[test]
+    fn a_percentile_of_too_few_observations_is_not_compared() {
+        assert_eq!(
+            (
+                super::percentile_min_count(0.5),
+                super::percentile_min_count(0.9)
+            ),
+            (5, 29)
+        );
+        let mut rng = StdRng::seed_from_u64(8);
+        let mut base = history(&mut rng, 10);
+        let mut cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let metrics = |r: &ComparisonReport| -> Vec<Metric> {
+            r.cells[0].metrics.iter().map(|m| m.metric).collect()
+        };
+        for count in [8, 28] {
+            for c in base
+                .iter_mut()
+                .flat_map(|b| &mut b.cells)
+                .chain(&mut cand.cells)
+            {
+                c.ttft_s.as_mut().unwrap().count = count;
+            }
+            let report =
+                compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+            let m = metrics(&report);
+            assert!(
+                m.contains(&Metric::TtftP50) && !m.contains(&Metric::TtftP90),
+                "{m:?}"
+            );
+        }
+        // Enough first tokens now, but not in the history: nothing to compare the p90 with.
+        for c in &mut cand.cells {
+            c.ttft_s.as_mut().unwrap().count = 29;
+        }
+        let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+        assert!(!metrics(&report).contains(&Metric::TtftP90));
+        for c in base.iter_mut().flat_map(|b| &mut b.cells) {
+            c.ttft_s.as_mut().unwrap().count = 29;
+        }
+        let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
+        assert!(metrics(&report).contains(&Metric::TtftP90));
+    }
+
+    /// Real case: every cell of an engine run got much slower (−60%), one a little less
+    /// (217.2 → 96.0 tok/s, −55.8%). Relative to its run that cell is +10%, but it is slower:
+    /// never an "improvement", and the headline counts it with the regressions.
+    #[test]
+    fn a_slower_cell_in_a_slower_matrix_is_never_an_improvement() {
+        let mut rng = StdRng::seed_from_u64(10);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.0, 0.005, &|i| {
+            if i == 7 { 96.0 / 217.2 } else { 0.4 }
+        });
+        let report = compare(&base, &[cand], &DecisionRule::default()).unwrap();
+        let cell = &report.cells[7];
+        let m = cell.primary().unwrap();
+        assert!((m.change + 0.558).abs() < 0.03, "{}", m.change);
+        assert_eq!(cell.verdict, CellVerdict::Regression, "{cell:?}");
+        let d = m.decided_on.unwrap();
+        assert_eq!(d.basis, DecisionBasis::WithMatrix);
+        assert!(d.change < 0.0 && d.ci_high < 0.0, "{d:?}");
+        assert!((d.matrix_change.unwrap() + 0.6).abs() < 0.03, "{d:?}");
+        // Its own test (faster than the rest of its run) says why it did not decide the cell.
+        let own = m.check.as_ref().unwrap();
+        assert!(
+            own.outcome
+                .starts_with("improvement against the rest of its run, but its total change is −5"),
+            "{}",
+            own.outcome
+        );
+        assert!(
+            cell.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("with the matrix: −"),
+            "{:?}",
+            cell.reason
+        );
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict != CellVerdict::Improvement)
+        );
+        assert!(!report.headline.contains("improve"), "{}", report.headline);
+        assert_eq!(report.gate, GateVerdict::Regression);
+    }
+
+    /// Real case: a TTFT that got better (42.7 → 41.8 ms, −2.1%) while the rest of its run's
+    /// TTFT got better still is never shown as a regression, and what is shown beside its
+    /// verdict is the change that verdict was decided on.
+    #[test]
+    fn a_faster_ttft_is_never_a_regression_because_its_run_got_faster_still() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut base = history(&mut rng, 20);
+        for (k, b) in base.iter_mut().enumerate() {
+            for c in &mut b.cells {
+                let t = c.ttft_s.as_mut().unwrap();
+                t.p50 *= 1.0 + 0.005 * ((k % 3) as f64 - 1.0);
+            }
+        }
+        let mut cand = run("cand", &mut rng, 0.0, 0.005, &|_| 1.0);
+        for (i, c) in cand.cells.iter_mut().enumerate() {
+            c.ttft_s.as_mut().unwrap().p50 *= if i == 3 { 41.8 / 42.7 } else { 0.8 };
+        }
+        let rule = DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::TtftP50],
+            ..DecisionRule::default()
+        };
+        let report = compare(&base, &[cand], &rule).unwrap();
+        let ttft = report.cells[3]
+            .metrics
+            .iter()
+            .find(|m| m.metric == Metric::TtftP50)
+            .unwrap();
+        assert!((ttft.change + 0.021).abs() < 0.01, "{}", ttft.change);
+        assert_ne!(ttft.verdict, CellVerdict::Regression, "{ttft:?}");
+        assert_ne!(report.cells[3].verdict, CellVerdict::Regression);
+        // Its own test crossed the boundary against its run; its check says why that did
+        // not decide the cell, and the checks that decided the gate leave it out.
+        let check = ttft.check.as_ref().unwrap();
+        assert!(check.rejected, "{check:?}");
+        assert!(
+            check
+                .outcome
+                .starts_with("regression against the rest of its run, but its total change is −2."),
+            "{}",
+            check.outcome
+        );
+        assert!(
+            report.check_lines().iter().all(|l| !l.contains("ttft_p50")),
+            "{:?}",
+            report.check_lines()
+        );
+        let shown = ttft.shown_change();
+        assert_eq!(shown.basis, DecisionBasis::WithMatrix, "{shown:?}");
+        assert!(shown.change < 0.0, "{shown:?}");
+        // Every verdict of a latency metric is shown in its own sign: a regression is higher.
+        for c in &report.cells {
+            for m in &c.metrics {
+                let d = m.shown_change();
+                match (m.verdict, m.direction) {
+                    (CellVerdict::Regression, Direction::LowerIsBetter)
+                    | (CellVerdict::Improvement, Direction::HigherIsBetter) => {
+                        assert!(d.change > 0.0 && m.change > 0.0, "{m:?}")
+                    }
+                    (CellVerdict::Improvement, Direction::LowerIsBetter)
+                    | (CellVerdict::Regression, Direction::HigherIsBetter) => {
+                        assert!(d.change < 0.0 && m.change < 0.0, "{m:?}")
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+    }
+
+    #[test]
+    fn rounds_count_as_repetitions_and_narrow_the_interval() {
+        use infergate_schema::results::MeasurementRound;
+        let mut rng = StdRng::seed_from_u64(9);
+        let base = history(&mut rng, 20);
+        let cand = run("cand", &mut rng, 0.01, 0.02, &|_| 1.0);
+        let rule = DecisionRule::default();
+        let before = compare(&base, std::slice::from_ref(&cand), &rule).unwrap();
+        let mut remeasured = cand.clone();
+        let cell = &mut remeasured.cells[4];
+        let tps = cell.aggregate_tps;
+        cell.rounds = (0..4)
+            .map(|k| MeasurementRound {
+                round: k,
+                aggregate_tps: tps * (1.0 + 0.01 * (f64::from(k) - 1.5)),
+                samples: Vec::new(),
+                measured_s: 30.0,
+                verdict_after: None,
+            })
+            .collect();
+        let after = compare(&base, &[remeasured], &rule).unwrap();
+        let width = |r: &ComparisonReport| {
+            let m = r.cells[4].primary().unwrap();
+            m.ci_high - m.ci_low
+        };
+        assert!(
+            width(&after) < 0.8 * width(&before),
+            "{} vs {}",
+            width(&after),
+            width(&before)
+        );
+    }
+
+    /// A history of 20 runs in which cell 0 is in `state` in the runs `hit(run)` says.
+    fn history_with(
+        rng: &mut StdRng,
+        state: CellStatus,
+        hit: &dyn Fn(usize) -> bool,
+    ) -> Vec<RunResults> {
+        let mut base = history(rng, 20);
+        for (i, b) in base.iter_mut().enumerate() {
+            if hit(i) {
+                b.cells[0].status = state;
+            }
+        }
+        base
+    }
+
+    /// Candidate boots with cell 0 in `state` on the boots `hit(boot)` says.
+    fn boots_with(
+        rng: &mut StdRng,
+        n: usize,
+        state: CellStatus,
+        hit: &dyn Fn(usize) -> bool,
+    ) -> Vec<RunResults> {
+        (0..n)
+            .map(|k| {
+                let mut r = run(&format!("cand{k}"), rng, 0.01, 0.02, &|_| 1.0);
+                if hit(k) {
+                    r.cells[0].status = state;
+                    r.cells[0].reason = Some("3/4 running".into());
+                }
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn capacity_is_judged_against_how_often_the_history_was_limited() {
+        use CellStatus::CapacityLimited as Cap;
+        let mut rng = StdRng::seed_from_u64(21);
+        let rule = DecisionRule::default();
+        let fit = history_with(&mut rng, Cap, &|_| false);
+        // Fit in every history run, limited on the first boot: a provisional alarm, the gate
+        // undecided (never a final regression on one boot).
+        let first = boots_with(&mut rng, 1, Cap, &|_| true);
+        let r = compare(&fit, &first, &rule).unwrap();
+        let c = &r.cells[0];
+        assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
+        assert!(c.provisional);
+        let why = c.reason.as_deref().unwrap();
+        assert!(
+            why.starts_with("provisional capacity_regression") && why.contains("3/4 running"),
+            "{why}"
+        );
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert!(r.headline.contains("1 provisional alarm"), "{}", r.headline);
+        // The same on a 10-run store, too short to judge even with two boots: no evidence
+        // either way, so never a pass (a PR that costs KV capacity must not go green on a
+        // young store), and no second boot.
+        let r = compare(&fit[10..], &first, &rule).unwrap();
+        let c = &r.cells[0];
+        assert!(c.history_too_short && !c.provisional, "{c:?}");
+        let why = c.reason.as_deref().unwrap();
+        assert!(why.contains("two boots need 16 history runs"), "{why}");
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert!(
+            r.headline.starts_with(
+                "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=1 / 8k)"
+            ),
+            "{}",
+            r.headline
+        );
+        // Limited on both boots: a capacity regression.
+        let both = boots_with(&mut rng, 2, Cap, &|_| true);
+        let r = compare(&fit, &both, &rule).unwrap();
+        assert_eq!(
+            r.cells[0].verdict,
+            CellVerdict::CapacityRegression,
+            "{:?}",
+            r.cells[0]
+        );
+        assert!(!r.cells[0].provisional);
+        assert_eq!(r.gate, GateVerdict::Regression);
+        // Limited on one of the two boots: not evidence.
+        let one = boots_with(&mut rng, 2, Cap, &|k| k == 0);
+        let r = compare(&fit, &one, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::Inconclusive);
+        assert!(!r.cells[0].provisional);
+        // A cell that flips in a minority of the history (2 of 20 runs) is no regression even
+        // on both boots: capacity_flaky, with the history's rate.
+        let flaky = history_with(&mut rng, Cap, &|i| i == 4 || i == 13);
+        let r = compare(&flaky, &both, &rule).unwrap();
+        let c = &r.cells[0];
+        assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
+        assert!(!c.provisional && !c.history_too_short, "{c:?}");
+        let why = c.reason.as_deref().unwrap();
+        assert!(
+            why.starts_with("capacity_flaky") && why.contains("2 of 20 history runs (10.0%)"),
+            "{why}"
+        );
+        let r = compare(&flaky, &first, &rule).unwrap();
+        assert!(
+            !r.cells[0].provisional,
+            "one limited boot of a flaky cell calls for no second boot"
+        );
+        // Never fit: stays capacity-limited, not comparable.
+        let never = history_with(&mut rng, Cap, &|_| true);
+        let r = compare(&never, &both, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::NotComparable);
+        let why = r.cells[0].reason.as_deref().unwrap_or_default();
+        assert!(why.contains("20 of 20 history runs"), "{why}");
+    }
+
+    /// `compare --confirmation` and `run` decide with `two_boot_verdict`: the first boot's
+    /// provisional alarm calls for the second boot, and only a second limited boot makes it a
+    /// regression.
+    #[test]
+    fn a_provisional_capacity_alarm_is_decided_by_the_second_boot() {
+        use crate::stats::confirm;
+        use CellStatus::CapacityLimited as Cap;
+        let mut rng = StdRng::seed_from_u64(22);
+        let rule = DecisionRule::default();
+        let fit = history_with(&mut rng, Cap, &|_| false);
+        let first = boots_with(&mut rng, 1, Cap, &|_| true);
+        let first_report =
+            compare_at(&fit, &first, &rule, &confirm::first_look(&rule, true)).unwrap();
+        assert!(
+            confirm::wants_confirmation(&first_report),
+            "{}",
+            first_report.headline
+        );
+        let why = confirm::reason(&first_report);
+        assert!(why.contains("provisional alarm"), "{why}");
+        let limited = boots_with(&mut rng, 1, Cap, &|_| true);
+        let second = |boots: &[RunResults]| {
+            super::super::judge::replay(
+                std::sync::Arc::new(History::new(&fit[..])),
+                &rule,
+                super::super::judge::Plan::default(),
+                &first,
+                Some((boots, "second.json")),
+            )
+            .map(|r| (r.report, r.used_second))
+        };
+        let (both, used) = second(&limited).unwrap();
+        assert!(used);
+        assert_eq!(
+            both.cells[0].verdict,
+            CellVerdict::CapacityRegression,
+            "{:?}",
+            both.cells[0]
+        );
+        assert_eq!(both.gate, GateVerdict::Regression);
+        let fits = boots_with(&mut rng, 1, Cap, &|_| false);
+        let (both, used) = second(&fits).unwrap();
+        assert!(used);
+        assert_ne!(both.gate, GateVerdict::Regression, "{}", both.headline);
+        assert_eq!(both.cells[0].verdict, CellVerdict::Inconclusive);
+    }
+
+    #[test]
+    fn saturation_is_compared_like_capacity() {
+        use CellStatus::Saturated as Sat;
+        let mut rng = StdRng::seed_from_u64(23);
+        let rule = DecisionRule::default();
+        let clean = history_with(&mut rng, Sat, &|_| false);
+        let first = boots_with(&mut rng, 1, Sat, &|_| true);
+        let r = compare(&clean, &first, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::Saturated);
+        assert!(r.cells[0].provisional);
+        assert_eq!(r.gate, GateVerdict::Insufficient);
+        let both = boots_with(&mut rng, 2, Sat, &|_| true);
+        let r = compare(&clean, &both, &rule).unwrap();
+        assert_eq!(
+            r.cells[0].verdict,
+            CellVerdict::SaturationRegression,
+            "{:?}",
+            r.cells[0]
+        );
+        assert_eq!(r.gate, GateVerdict::Regression);
+        assert!(
+            r.headline
+                .starts_with("✗ saturation regression at C=1 / 8k; 1 of 20 cells regressed"),
+            "{}",
+            r.headline
+        );
+        // Saturated in its history: not evidence, reported as saturated.
+        let saturating = history_with(&mut rng, Sat, &|i| i % 3 == 0);
+        let r = compare(&saturating, &both, &rule).unwrap();
+        assert_eq!(r.cells[0].verdict, CellVerdict::Saturated);
+        assert!(!r.cells[0].provisional);
+        assert_ne!(r.gate, GateVerdict::Regression);
+        assert!(r.headline.contains("1 saturated"), "{}", r.headline);
+        // A saturated history run is left out of the noise fit, never compared for speed.
+        let ok_now = boots_with(&mut rng, 1, Sat, &|_| false);
+        let r = compare(&saturating, &ok_now, &rule).unwrap();
+        assert!(r.cells[0].primary().is_some());
+    }
+}
+
+#[cfg(test)]
+mod prefill_tests {
+    use super::*;
+    use crate::synthetic::synthetic_run;
+    use infergate_schema::results::{
+        PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
+    };
+    use infergate_schema::verdict::GateVerdict;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use rand_distr::{Distribution, Normal};
+
+    /// A synthetic run with a prefill layer at 8k and 32k: 150k and 120k tok/s times
+    /// `factor`, with a 2% run-to-run scatter per context.
+    fn run(id: &str, rng: &mut StdRng, factor: f64, agreement: PrefillAgreement) -> RunResults {
+        let mut r = synthetic_run(id, rng, 0.01, 0.02, &|_| 1.0);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        r.prefill = [(8_192u64, 150_000.0), (32_768, 120_000.0)]
+            .into_iter()
+            .map(|(ctx, tps)| {
+                let v = tps * factor * (0.02 * n.sample(rng)).exp();
+                PrefillRecord {
+                    context_tokens: ctx,
+                    samples: vec![PrefillSample {
+                        kind: PrefillSampleKind::Unique,
+                        prompt_tokens: ctx,
+                        ttft_s: ctx as f64 / v,
+                        prefill_tps: v,
+                        cold: true,
+                    }],
+                    prefill_tps: Some(v),
+                    engine_counters: None,
+                    cross_check: PrefillCrossCheck {
+                        verdict: agreement,
+                        checks: Vec::new(),
+                        detail: None,
+                    },
+                    error: None,
+                }
+            })
+            .collect();
+        r
+    }
+
+    fn history(runs: usize, rng: &mut StdRng) -> Vec<RunResults> {
+        (0..runs)
+            .map(|i| {
+                run(
+                    &format!("b{i}"),
+                    rng,
+                    1.0,
+                    PrefillAgreement::WithinTolerance,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slower_prefill_fails_the_gate_on_the_prefill_layer_and_a_clean_one_passes_it() {
+        let mut rng = StdRng::seed_from_u64(57);
+        let base = history(12, &mut rng);
+        let rule = DecisionRule::default();
+        let slow = [run(
+            "c",
+            &mut rng,
+            1.0 / 1.3,
+            PrefillAgreement::WithinTolerance,
+        )];
+        let report = compare(&base, &slow, &rule).unwrap();
+        assert!(report.prefill_gated);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report.headline.contains("prefill tok/s"),
+            "{}",
+            report.headline
+        );
+        assert!(report.prefill.iter().all(|c| c.verdict.is_regression()));
+        let clean = [run("d", &mut rng, 1.0, PrefillAgreement::WithinTolerance)];
+        let report = compare(&base, &clean, &rule).unwrap();
+        assert!(report.prefill.iter().all(|c| !c.verdict.is_regression()));
+        assert!(!report.headline.contains("prefill"), "{}", report.headline);
+    }
+
+    #[test]
+    fn an_inflated_prefill_figure_is_not_compared_and_fails_closed() {
+        let mut rng = StdRng::seed_from_u64(58);
+        let base = history(12, &mut rng);
+        let lies = [run("c", &mut rng, 2.0, PrefillAgreement::Disagrees)];
+        let report = compare(&base, &lies, &DecisionRule::default()).unwrap();
+        assert!(report.prefill.iter().all(|c| {
+            c.verdict == CellVerdict::NotComparable
+                && c.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(infergate_schema::answer::PREFILL_DISAGREES))
+        }));
+        assert_ne!(report.gate, GateVerdict::Pass, "{}", report.headline);
+    }
+
+    #[test]
+    fn history_runs_without_the_layer_do_not_count_for_it() {
+        let mut rng = StdRng::seed_from_u64(59);
+        let mut base = history(6, &mut rng);
+        for i in 0..10 {
+            let mut r = run(
+                &format!("old{i}"),
+                &mut rng,
+                1.0,
+                PrefillAgreement::WithinTolerance,
+            );
+            r.prefill.clear();
+            base.insert(0, r);
+        }
+        let slow = [run("c", &mut rng, 0.5, PrefillAgreement::WithinTolerance)];
+        let report = compare(&base, &slow, &DecisionRule::default()).unwrap();
+        assert!(!report.prefill_gated);
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|l| l.contains("prefill tok/s is reported, not gated: 6 of")),
+            "{:?}",
+            report.not_gated
+        );
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // Still compared and shown.
+        assert!(report.prefill.iter().all(|c| !c.metrics.is_empty()));
+    }
+}

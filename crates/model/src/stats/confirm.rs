@@ -1,0 +1,459 @@
+//! The confirmation boot: every test decided over two boots, with a futility screen.
+//!
+//! Why two boots: a uniform slowdown is confounded with the candidate's own boot factor, and a
+//! runner's boots are heavy-tailed (a throttled GPU, a noisy neighbour: one boot in twenty 4%
+//! slow); a cell's own noise is drawn anew each boot too, and on real runners it is
+//! heavy-tailed (one wild cell in a boot). So no regression is decided on one boot. The plan,
+//! declared up front:
+//!
+//! 1. **first boot**: the rows, columns and cells are tested at their whole alpha
+//!    (`rule.local_alpha()`), but a regression there is only provisional; the matrix-wide
+//!    change only passes the futility screen: it must lean worse at one-sided
+//!    p < `FUTILITY_P`, or the matrix test stops (no alpha spent). A clean pull request goes
+//!    on about 5% of the time; one with no provisional alarm and no leaning matrix ends here.
+//! 2. **second boot** (only when the screen leaned, or an alarm is provisional): both boots'
+//!    runs are tested again, the local families at `rule.local_alpha()` and the matrix-wide
+//!    change at `rule.matrix_alpha()`, and each regression stands only if the second boot
+//!    alone leans worse in the same test past the same futility bound. Either boot alone wild
+//!    cannot make a regression: the other must lean worse too.
+//!
+//! Why the false-alarm rate stays at `alpha`: a regression needs a both-boots test to reject,
+//! which has its family's level whatever the screens do (requiring more only lowers it); the
+//! first boot decides none. Capacity spends its own (`rule.capacity_alpha()`). The union bound
+//! adds them to `alpha`.
+
+use infergate_schema::results::RunResults;
+use infergate_schema::verdict::{
+    ComparisonReport, Confirmation, GateVerdict, signed_number, signed_percent,
+};
+
+use super::compare::{History, Look, compare_on};
+use super::{DecisionRule, StatsError, finish};
+
+/// Whether a boot's matrix-wide change leaned worse past the futility bound.
+fn leans(report: &ComparisonReport) -> bool {
+    report
+        .matrix_test
+        .as_ref()
+        .and_then(|m| m.check.as_ref())
+        .is_some_and(infergate_schema::verdict::Check::beyond)
+}
+
+/// The first boot's look: with the plan (`[confirm]` on, the default) the local families at
+/// their whole alpha, their regressions provisional, and the matrix-wide test only screened;
+/// without it, one look that decides everything ([`Look::single`]). The plan has no knobs of
+/// its own (`docs/statistics.md`).
+pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
+    if !confirm {
+        return Look::single(rule);
+    }
+    Look {
+        name: "first boot".into(),
+        matrix_alpha: None,
+        design_boots: 2,
+        local_provisional: true,
+        ..Look::single(rule)
+    }
+}
+
+/// Whether the first boot calls for a second: nothing is final yet (measured well enough, no
+/// error or other regression that one boot decides), and the matrix-wide change leaned worse,
+/// an alarm is provisional, or a sensitive enough baseline leaves a cell's bound below
+/// `-cell_effect` (a second boot narrows what one boot's noise leaves open; with a thin
+/// baseline the history is the limit and a boot would not help).
+pub fn wants_confirmation(first: &ComparisonReport) -> bool {
+    let sensitive = first.sensitivity.as_ref().is_some_and(|s| s.sufficient);
+    matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient)
+        && (leans(first)
+            || provisional_cells(first) > 0
+            || sensitive && !first.uncovered_cells().is_empty())
+}
+
+/// Why the first boot called for a confirmation (or did not), for people.
+pub fn reason(first: &ComparisonReport) -> String {
+    let check = first
+        .matrix_test
+        .as_ref()
+        .and_then(|m| m.check.as_ref().map(|c| (m, c)));
+    let provisional = provisional_cells(first);
+    let alarms = (provisional > 0 && wants_confirmation(first)).then(|| {
+        format!(
+            "{provisional} provisional alarm{}",
+            if provisional == 1 { "" } else { "s" }
+        )
+    });
+    let matrix = check.map(|(m, c)| {
+        format!(
+            "the first boot's matrix-wide change is {} (t = {}, futility bound {})",
+            signed_percent(m.change),
+            signed_number(c.statistic, 2),
+            signed_number(c.boundary, 2),
+        )
+    });
+    let leans_worse = leans(first);
+    let uncovered = first.uncovered_cells();
+    if wants_confirmation(first) && !leans_worse && alarms.is_none() && !uncovered.is_empty() {
+        return format!(
+            "after one boot {} could still be {} or worse: a second boot narrows {}",
+            infergate_schema::answer::plural(uncovered.len(), "cell"),
+            signed_percent(-first.rule.cell_effect.unwrap_or_default()),
+            if uncovered.len() == 1 {
+                "its bound"
+            } else {
+                "their bounds"
+            }
+        );
+    }
+    match (matrix, alarms) {
+        // Both causes hold: name both, as the headline does.
+        (Some(matrix), Some(alarms)) if leans_worse => format!(
+            "{matrix}, which leans worse, and the first boot has {alarms}: only a second boot can tell a slowdown from a slow boot"
+        ),
+        (_, Some(alarms)) => format!(
+            "the first boot has {alarms}: one boot cannot prove {}",
+            if provisional == 1 { "it" } else { "them" }
+        ),
+        (Some(matrix), None) => format!(
+            "{matrix}: {}",
+            if leans_worse && wants_confirmation(first) {
+                "it leans worse, and only a second boot can tell a slowdown from a slow boot"
+            } else if leans_worse {
+                "the first boot's verdict is already final"
+            } else {
+                "it does not lean worse, so the matrix test stops at one boot"
+            }
+        ),
+        (None, None) => format!(
+            "the first boot's verdict is `{}` without a matrix-wide test",
+            first.gate.as_str()
+        ),
+    }
+}
+
+/// The verdict over both boots: both boots' runs compared at the both-boots look (the
+/// matrix-wide test at its alpha, made only when the second boot alone leaned worse too;
+/// capacity over both boots). Carries its [`Confirmation`].
+pub fn second_stage(
+    rule: &DecisionRule,
+    baseline: &History,
+    first: &ComparisonReport,
+    first_runs: &[RunResults],
+    second_runs: &[RunResults],
+    second_results: &str,
+) -> Result<ComparisonReport, StatsError> {
+    let runs: Vec<RunResults> = first_runs.iter().chain(second_runs).cloned().collect();
+    let look = Look {
+        name: "both boots".into(),
+        design_boots: 2,
+        second_boot_from: Some(first_runs.len()),
+        ..Look::single(rule)
+    };
+    let mut both = compare_on(baseline, &runs, rule, &look)?;
+    both.confirmation = Some(Confirmation {
+        reason: reason(first),
+        first_boot: first.matrix_test.clone(),
+        provisional_alarms: provisional_cells(first),
+        second_results: second_results.into(),
+        used: true,
+        missing: false,
+    });
+    finish(&mut both);
+    Ok(both)
+}
+
+/// Cells of a comparison that are provisional alarms (a local test's at the first boot, or
+/// `stats::capacity`'s): each calls for a second boot, which decides it on both boots'
+/// evidence.
+pub fn provisional_cells(report: &ComparisonReport) -> usize {
+    report
+        .cells
+        .iter()
+        .chain(&report.prefill)
+        .filter(|c| c.provisional)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::{noisy_history, synthetic_run};
+    use infergate_schema::verdict::CellVerdict;
+
+    #[test]
+    fn a_cell_one_boot_cannot_vouch_for_earns_a_second_boot_where_the_baseline_is_sensitive() {
+        let mut first = infergate_schema::verdict::fixtures::pass();
+        first.rule.cell_effect = Some(0.10);
+        first.cells[0].metrics[0].ci_low = -0.12;
+        finish(&mut first);
+        assert_eq!(first.gate, GateVerdict::Insufficient);
+        assert!(wants_confirmation(&first));
+        assert!(
+            reason(&first).starts_with("after one boot 1 cell could still be −10.0% or worse"),
+            "{}",
+            reason(&first)
+        );
+        // A thin baseline is the limit: a boot would not make the cell decidable.
+        if let Some(s) = first.sensitivity.as_mut() {
+            s.sufficient = false;
+        }
+        assert!(!wants_confirmation(&first));
+    }
+
+    /// A history of 20 runs with a 1% run factor and 2% cell terms (seeded), and a noiseless
+    /// candidate with every cell scaled by `factor` (so its direction is the test's, not the
+    /// draw's).
+    fn history_and_candidate(factor: f64) -> (Vec<RunResults>, RunResults) {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12345);
+        let history = noisy_history(&mut rng, 20);
+        let candidate = synthetic_run("cand", &mut rng, 0.0, 0.0, &|_| factor);
+        (history, candidate)
+    }
+
+    fn verdict(first: f64, second: f64) -> (ComparisonReport, bool) {
+        let (history, a) = history_and_candidate(first);
+        let (_, b) = history_and_candidate(second);
+        two_boots(&DecisionRule::default(), &history, &a, &b)
+    }
+
+    /// The gate's verdict over the two boots given (and whether it used the second).
+    fn two_boots(
+        rule: &DecisionRule,
+        history: &[RunResults],
+        first: &RunResults,
+        second: &RunResults,
+    ) -> (ComparisonReport, bool) {
+        let history = std::sync::Arc::new(History::new(history));
+        let r = super::super::judge::replay(
+            history,
+            rule,
+            super::super::judge::Plan::default(),
+            std::slice::from_ref(first),
+            Some((std::slice::from_ref(second), "second")),
+        )
+        .expect("compare");
+        (r.report, r.used_second)
+    }
+
+    /// The plan's first look at one boot.
+    fn first_boot(
+        rule: &DecisionRule,
+        history: &[RunResults],
+        run: &RunResults,
+    ) -> ComparisonReport {
+        super::super::compare::compare_at(
+            history,
+            std::slice::from_ref(run),
+            rule,
+            &first_look(rule, true),
+        )
+        .expect("compare")
+    }
+
+    /// A first boot that both leans worse and has provisional alarms: the reason (which the
+    /// reports' Details quote) names both causes.
+    #[test]
+    fn both_causes_of_a_second_boot_are_named_on_both_surfaces() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let history = noisy_history(&mut rng, 20);
+        // A row 15% slower in a matrix 4% slower.
+        let row = |i: usize| if (5..10).contains(&i) { 0.85 } else { 0.96 };
+        let slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &row);
+        let rule = DecisionRule::default();
+        let first = first_boot(&rule, &history, &slow);
+        assert!(leans(&first), "{}", first.headline);
+        assert_eq!(provisional_cells(&first), 5, "{}", first.headline);
+        let (report, used) = two_boots(&rule, &history, &slow, &slow);
+        assert!(used);
+        let c = report.confirmation.as_ref().expect("a confirmation");
+        assert_eq!(c.provisional_alarms, 5);
+        assert!(
+            c.reason
+                .contains("which leans worse, and the first boot has 5 provisional alarms"),
+            "{}",
+            c.reason
+        );
+        assert!(
+            report.headline.ends_with(", confirmed on a second boot"),
+            "{}",
+            report.headline
+        );
+    }
+
+    /// One slow boot (either one) is never a regression; two are.
+    #[test]
+    fn a_regression_needs_both_boots_to_lean_worse() {
+        // Both boots' mean alone short of its boundary: that test's line.
+        let (report, used) = verdict(0.955, 1.0);
+        assert!(used, "a −4.5% boot calls for a second boot");
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        let c = report.matrix_test.as_ref().and_then(|m| m.check.as_ref());
+        assert!(
+            c.is_some_and(|c| c.look == "both boots" && c.statistic > c.boundary),
+            "{c:?}"
+        );
+        // Both boots' mean past it, carried by the first boot alone: no regression.
+        let (report, used) = verdict(0.90, 1.0);
+        assert!(used);
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        let c = report.matrix_test.as_ref().and_then(|m| m.check.as_ref());
+        assert!(
+            c.is_some_and(|c| c.outcome.contains("second boot alone")),
+            "{c:?}"
+        );
+        // The line is the second boot's own screen: its statistic short of its boundary.
+        assert!(
+            c.is_some_and(|c| c.screen
+                && c.look.starts_with("second boot alone")
+                && c.statistic > c.boundary),
+            "{c:?}"
+        );
+        let (report, used) = verdict(0.955, 0.955);
+        assert!(used);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        let check = report.check_lines();
+        assert!(check[0].starts_with("matrix: t = −"), "{check:?}");
+        assert!(check[0].contains("both boots"), "{check:?}");
+    }
+
+    /// A heavy-tailed runner's wild cell is drawn anew each boot: one wild boot of one cell is
+    /// no regression, the same cell slow on both boots is.
+    #[test]
+    fn one_wild_cell_on_one_boot_is_no_regression() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+        let history = noisy_history(&mut rng, 10);
+        let wild = synthetic_run("wild", &mut rng, 0.0, 0.0, &|i| {
+            if i == 3 { 0.8 } else { 1.0 }
+        });
+        let clean = synthetic_run("clean", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let rule = DecisionRule::default();
+        let decide = |first, second| two_boots(&rule, &history, first, second);
+        let (report, used) = decide(&wild, &clean);
+        assert!(used, "a cell's alarm calls for a second boot");
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        // The cleared cell's line is the second boot's own screen, among the deciding tests.
+        let lines = report.check_lines();
+        assert!(
+            lines.iter().any(|l| l.starts_with("cell ")
+                && l.contains("second boot alone, futility screen")
+                && l.ends_with("does not lean worse")),
+            "{lines:?}"
+        );
+        assert!(
+            report
+                .confirmation
+                .as_ref()
+                .is_some_and(|c| c.provisional_alarms == 1),
+            "{}",
+            report.headline
+        );
+        // Every cell is unchanged.
+        assert!(
+            report
+                .cells
+                .iter()
+                .all(|c| c.verdict == CellVerdict::Unchanged),
+            "{}",
+            report.headline
+        );
+        // The first boot alone: the alarm is provisional, and its test's line says so.
+        let first = first_boot(&rule, &history, &wild);
+        assert!(
+            first
+                .headline
+                .starts_with("? insufficient: a second boot decides 1 provisional alarm (C="),
+            "{}",
+            first.headline
+        );
+        assert!(
+            first
+                .check_lines()
+                .iter()
+                .any(|l| l.ends_with("first boot) → provisional regression: a second boot decides")),
+            "{:?}",
+            first.check_lines()
+        );
+        let (report, _) = decide(&wild, &wild);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_eq!(report.regressions().count(), 1, "{}", report.headline);
+    }
+
+    #[test]
+    fn a_clean_first_boot_stops_and_local_regressions_wait_for_the_second_boot() {
+        let (report, used) = verdict(1.0, 0.5);
+        assert!(!used, "{}", report.headline);
+        assert_ne!(report.gate, GateVerdict::Regression);
+        assert!(report.confirmation.as_ref().is_some_and(|c| !c.used));
+        // A row 15% slower: provisional at the first boot, decided over both.
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let history = noisy_history(&mut rng, 20);
+        let row = |i: usize| if (5..10).contains(&i) { 0.85 } else { 1.0 };
+        let slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &row);
+        let clean = synthetic_run("clean", &mut rng, 0.0, 0.0, &|_| 1.0);
+        let rule = DecisionRule::default();
+        let first = first_boot(&rule, &history, &slow);
+        assert_eq!(first.gate, GateVerdict::Insufficient, "{}", first.headline);
+        assert_eq!(provisional_cells(&first), 5, "{}", first.headline);
+        assert!(
+            first
+                .cells
+                .iter()
+                .all(|c| c.verdict != CellVerdict::Regression)
+        );
+        assert!(wants_confirmation(&first));
+        let both = |second| {
+            let (report, used) = two_boots(&rule, &history, &slow, second);
+            assert!(used);
+            report
+        };
+        // The row slow on the second boot too: a regression of its five cells.
+        let confirmed = both(&slow);
+        assert_eq!(
+            confirmed.gate,
+            GateVerdict::Regression,
+            "{}",
+            confirmed.headline
+        );
+        let regressed = confirmed.cells.iter().filter(|c| c.verdict.is_regression());
+        assert_eq!(regressed.count(), 5, "{}", confirmed.headline);
+        assert_eq!(provisional_cells(&confirmed), 0);
+        // Clean on the second: each of the row's cells is cleared by the second boot's own
+        // screen, and the row, whose cells each found their change alone, is no regression
+        // either.
+        let cleared = both(&clean);
+        assert_ne!(
+            cleared.gate,
+            GateVerdict::Regression,
+            "{}",
+            cleared.headline
+        );
+        let screened = cleared.cells[5..10].iter().filter(|c| {
+            c.verdict == CellVerdict::Unchanged
+                && c.primary().and_then(|m| m.check.as_ref()).is_some_and(|k| {
+                    k.screen
+                        && k.look.starts_with("second boot alone")
+                        && k.outcome.contains("does not lean worse")
+                })
+        });
+        assert_eq!(screened.count(), 5, "{}", cleared.headline);
+        assert!(
+            cleared
+                .lines
+                .iter()
+                .all(|l| l.test.verdict == CellVerdict::Unchanged),
+            "{:?}",
+            cleared.lines
+        );
+        // Leaning better: nothing to confirm.
+        let (history, faster) = history_and_candidate(1.03);
+        let better = first_boot(&rule, &history, &faster);
+        assert!(!wants_confirmation(&better));
+        assert_ne!(
+            better.matrix_test.as_ref().map(|m| m.verdict),
+            Some(CellVerdict::Regression)
+        );
+    }
+}

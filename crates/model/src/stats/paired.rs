@@ -1,0 +1,647 @@
+//! The paired comparison of an A/B run: B (candidate) boots against A (base) boots booted
+//! alternately on one runner, pair by pair.
+//!
+//! Why paired: the largest noise term on a GPU runner is run to run (another boot, other clocks,
+//! another day). Booting both builds side by side in an ABBA order cancels linear drift within
+//! each pair of pairs, and the spread of the paired differences *measures* the boot-to-boot
+//! noise of this runner today instead of assuming it. Per cell the statistic is the mean over
+//! pairs of `ln(B) − ln(A)` with a Student t interval over the pairs (df = pairs − 1); each cell
+//! is tested at its fixed share of the cells' alpha, as in the gate, plus a matrix-wide paired
+//! test on the per-pair mean difference. See
+//! `docs/adaptive-and-ab.md`. The boots themselves are `run::ab`.
+
+use std::collections::BTreeMap;
+
+use infergate_schema::results::{CellStatus, RunResults};
+use infergate_schema::verdict::{
+    BaselineSummary, CellVerdict, ComparisonReport, DecisionBasis, Direction, Metric,
+    MetricComparison, signed_percent,
+};
+
+use super::DecisionRule;
+use super::rule::{CONFIDENCE, MATRIX_MARGIN};
+
+use super::build::{self, Coord, find, mean, sd};
+use super::capacity::LimitDecision;
+use super::compare::{self, ALL_METRICS, decided_change, ok_value, with_matrix};
+use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
+use infergate_schema::answer::metric_name;
+use infergate_schema::verdict::Against;
+
+/// Why a paired comparison cannot be made at all.
+#[derive(Debug, thiserror::Error)]
+#[allow(
+    missing_docs,
+    reason = "each field is named by its variant\'s #[error] message"
+)]
+pub enum PairedError {
+    /// A and B boot counts differ or are below two pairs.
+    #[error(
+        "a paired comparison needs at least 2 complete pairs of boots (got {a} A and {b} B runs)"
+    )]
+    TooFewPairs { a: usize, b: usize },
+    /// The rule is invalid.
+    #[error("{0}")]
+    Stats(#[from] super::StatsError),
+}
+
+/// The paired change of a series of per-pair log differences: mean, SE over pairs, df = n − 1.
+pub fn paired_change(diffs: &[f64]) -> LogChange {
+    let n = diffs.len() as f64;
+    LogChange {
+        estimate: mean(diffs),
+        se: sd(diffs) / n.sqrt(),
+        df: (n - 1.0).max(0.5),
+        tail_df: f64::INFINITY,
+    }
+}
+
+/// Decides the cells that cannot be compared pair by pair, by the gate's rule with A's boots
+/// as the history (`stats::compare`'s eligibility: errors fail closed, capacity and saturation
+/// by `stats::capacity`'s bound at `capacity_alpha`), then a cell measured in fewer than two
+/// pairs.
+fn eligibility(
+    coord: Coord,
+    a: &[RunResults],
+    b: &[RunResults],
+    capacity_alpha: f64,
+) -> Option<LimitDecision> {
+    // A/B's B boots are all its boots (at least two): none of its alarms is provisional.
+    let decided = compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb);
+    if decided.is_some() {
+        return decided;
+    }
+    let ok = |r: &RunResults| find(r, coord).is_some_and(|c| c.status == CellStatus::Ok);
+    let pairs = a.iter().zip(b).filter(|(x, y)| ok(x) && ok(y)).count();
+    if pairs < 2 {
+        let why = b
+            .iter()
+            .chain(a)
+            .filter_map(|r| find(r, coord))
+            .find(|c| c.status != CellStatus::Ok)
+            .and_then(|c| c.reason.clone())
+            .unwrap_or_else(|| "not measured".into());
+        return Some(LimitDecision::settled(
+            CellVerdict::NotComparable,
+            format!(
+                "measured on both sides in {}, 2 needed ({why})",
+                infergate_schema::answer::plural(pairs, "pair")
+            ),
+        ));
+    }
+    None
+}
+
+struct PairTest {
+    metric: Metric,
+    cell: usize,
+    /// The cell's total change (what people see).
+    change: LogChange,
+    /// The cell's change beyond the pairs' common factor, `mean_i(d_ic − D_i)`: the boots'
+    /// speed factors cancel in it, so it is the per-cell test (as in `stats::compare`).
+    specific: Option<LogChange>,
+    baseline: f64,
+    candidate: f64,
+    pairs: usize,
+}
+
+/// The paired comparison of B (candidate) with A (base): `a[i]` and `b[i]` are pair `i`.
+///
+/// Per cell and metric the change shown is `mean(d)`, `d_i = ln(B_i) − ln(A_i)` over the pairs
+/// where both measured it; the cell's *test* is on `d_ic − D_i` (beyond the pair's common
+/// factor `D_i`, so each boot's speed factor cancels), [`judge`]d as in the gate at a gating
+/// cell's share of the local alpha. The matrix-wide test is the paired t on `D_i` over the
+/// cells measured in every pair, with the matrix margin; an undecided cell follows a matrix
+/// change its total points to, else is unchanged (without a matrix-wide test, only within the
+/// margin: there is no sensitivity to fail closed on).
+pub fn paired_compare(
+    a: &[RunResults],
+    b: &[RunResults],
+    rule: &DecisionRule,
+) -> Result<ComparisonReport, PairedError> {
+    rule.validate()?;
+    let n = a.len().min(b.len());
+    if n < 2 || a.len() != b.len() {
+        return Err(PairedError::TooFewPairs {
+            a: a.len(),
+            b: b.len(),
+        });
+    }
+    let coords = build::coords(b.iter().chain(a));
+    let decided: Vec<Option<LimitDecision>> = coords
+        .iter()
+        .map(|&c| eligibility(c, a, b, rule.capacity_alpha()))
+        .collect();
+    let comparable: Vec<usize> = (0..coords.len())
+        .filter(|&i| decided[i].is_none())
+        .collect();
+
+    let mut tests: Vec<PairTest> = Vec::new();
+    // The matrix-wide test is on aggregate tok/s only.
+    let mut matrix: Option<LogChange> = None;
+    for metric in ALL_METRICS {
+        // d[k][i]: cell k (index into comparable), pair i.
+        let d: Vec<Vec<Option<(f64, f64, f64)>>> = comparable
+            .iter()
+            .map(|&ci| {
+                (0..n)
+                    .map(|i| {
+                        let (_, va) = ok_value(&a[i], coords[ci], metric)?;
+                        let (_, vb) = ok_value(&b[i], coords[ci], metric)?;
+                        Some((vb.ln() - va.ln(), va.ln(), vb.ln()))
+                    })
+                    .collect()
+            })
+            .collect();
+        // Per-pair common factor over the cells measured in every pair.
+        let full: Vec<usize> = (0..d.len())
+            .filter(|&k| d[k].iter().all(Option::is_some))
+            .collect();
+        let pair_mean: Vec<f64> = (0..n)
+            .map(|i| {
+                mean(
+                    &full
+                        .iter()
+                        .filter_map(|&k| d[k][i].map(|x| x.0))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        if metric == Metric::AggregateTps && full.len() == d.len() && !full.is_empty() {
+            matrix = Some(paired_change(&pair_mean));
+        }
+        // Pooled variance of `d_ic − D_i` over the cells measured in every pair: each cell
+        // gives n − 1 degrees of freedom, minus the n pair means shared by all of them.
+        let pooled_resid = (full.len() >= 2).then(|| {
+            let mut ss = 0.0;
+            for &k in &full {
+                let r: Vec<f64> = (0..n)
+                    .filter_map(|i| d[k][i].map(|x| x.0 - pair_mean[i]))
+                    .collect();
+                let m = mean(&r);
+                ss += r.iter().map(|x| (x - m).powi(2)).sum::<f64>();
+            }
+            // At least 1: two pairs or more (checked above), two cells or more.
+            let df = ((n - 1) * (full.len() - 1)) as f64;
+            (ss / df, df)
+        });
+        for (k, &ci) in comparable.iter().enumerate() {
+            let valid: Vec<(usize, (f64, f64, f64))> = d[k]
+                .iter()
+                .enumerate()
+                .filter_map(|(i, x)| x.map(|x| (i, x)))
+                .collect();
+            if valid.len() < 2 {
+                continue;
+            }
+            let diffs: Vec<f64> = valid.iter().map(|(_, x)| x.0).collect();
+            let change = paired_change(&diffs);
+            // The residual noise is pooled across cells (one pair has few degrees of freedom
+            // per cell), as `stats::compare` pools its per-cell noise.
+            let specific = pooled_resid.filter(|_| full.contains(&k)).map(|(var, df)| {
+                let resid: Vec<f64> = valid.iter().map(|(i, x)| x.0 - pair_mean[*i]).collect();
+                LogChange {
+                    estimate: mean(&resid),
+                    se: (var / resid.len() as f64).sqrt(),
+                    df,
+                    tail_df: f64::INFINITY,
+                }
+            });
+            tests.push(PairTest {
+                metric,
+                cell: ci,
+                change,
+                specific,
+                baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
+                candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
+                pairs: valid.len(),
+            });
+        }
+    }
+
+    // A latency percentile gates from as many pairs as a gate's history needs runs.
+    let gating = |m: Metric| rule.gates(m, n);
+    // As in `stats::compare`: each test its fixed (Bonferroni) share, so its boundary can be
+    // printed. The gating cells share the local families' alpha (a paired run has no line
+    // tests); a reported-only metric is tested at a gating cell's alpha and never gates.
+    let n_cells = tests.iter().filter(|t| gating(t.metric)).count().max(1);
+    let cell_alpha = rule.local_alpha() / n_cells as f64;
+    let margin = log_margin(rule.min_effect);
+    let look = format!("{n} pairs of boots");
+
+    let mut report = build::frame(
+        b[0].profile.clone(),
+        b[0].suite.clone(),
+        b.iter().map(|r| r.run_id.clone()).collect(),
+        BaselineSummary {
+            runs: Vec::new(),
+            level_runs: a.iter().map(|r| r.run_id.clone()).collect(),
+            noise_runs: n,
+        },
+        rule,
+    );
+    report.against = Against::PairedAb;
+    let mut matrix_verdict = None;
+    if let Some(m) = &matrix {
+        let (v, check) = judge(
+            m,
+            Direction::HigherIsBetter,
+            rule.matrix_alpha(),
+            log_margin(MATRIX_MARGIN),
+            &look,
+        );
+        // The matrix-wide test exists only when every comparable cell was in every pair.
+        let cells = comparable.len();
+        report.matrix_test = Some(build::matrix_test(m, v, cells, MATRIX_MARGIN, check));
+        matrix_verdict = Some((v, relative(m.estimate)));
+        // A pass must have been able to see a uniform `design_effect`, as in the gate.
+        report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n));
+    }
+
+    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    for t in &tests {
+        let dir = t.metric.direction();
+        let own = t.specific.unwrap_or(t.change);
+        let (judged, mut check) = judge(&own, dir, cell_alpha, margin, &look);
+        // A cell whose total change points the other way moved with the matrix: its own test
+        // alone never makes a faster cell a regression or a slower one an improvement.
+        let total_good = super::interval::signed(t.change.estimate, dir);
+        let own_decided = points(judged, total_good);
+        // As in the gate (`stats::compare`): a cell follows a matrix-wide change its total
+        // points to (a uniform −10% is −10% in every cell, never "unchanged"); else it is
+        // unchanged, and the run's word comes from the matrix test's sensitivity.
+        let follows = matrix_verdict.filter(|&(m, _)| {
+            t.metric == Metric::AggregateTps && points(m, total_good) && !own_decided
+        });
+        let verdict = if own_decided {
+            judged
+        } else if let Some((m, _)) = follows {
+            m
+        } else if matrix_verdict.is_some() {
+            CellVerdict::Unchanged
+        } else {
+            // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
+            // is unchanged only when its interval lies within the margin, and an inconclusive
+            // one makes the run insufficient (fail closed).
+            if own.within_margin(CONFIDENCE, margin) {
+                CellVerdict::Unchanged
+            } else {
+                CellVerdict::Inconclusive
+            }
+        };
+        let (lo, hi) = t.change.interval(CONFIDENCE);
+        let (why, decided_on) = match follows {
+            Some((m, change)) => with_matrix(t.metric, &t.change, m, change),
+            None => (
+                format!(
+                    "B vs A {} {} [{}, {}] over {} pairs of boots",
+                    metric_name(t.metric),
+                    signed_percent(relative(t.change.estimate)),
+                    signed_percent(relative(lo)),
+                    signed_percent(relative(hi)),
+                    t.pairs
+                ),
+                if own_decided {
+                    decided_change(&own, DecisionBasis::VsRun, None)
+                } else {
+                    decided_change(&t.change, DecisionBasis::Total, None)
+                },
+            ),
+        };
+        note_overruled(
+            &mut check,
+            judged,
+            verdict,
+            &t.change,
+            "the other cells of its pairs",
+            &decided_on,
+        );
+        if !gating(t.metric) {
+            super::interval::reported_only(&mut check, judged, dir);
+        }
+        let p = own.p_worse(dir);
+        per_cell.entry(t.cell).or_default().push((
+            MetricComparison {
+                metric: t.metric,
+                direction: dir,
+                baseline: t.baseline,
+                candidate: t.candidate,
+                change: relative(t.change.estimate),
+                ci_low: relative(lo),
+                ci_high: relative(hi),
+                margin: rule.min_effect,
+                p_value: p,
+                p_adjusted: (p * rule.local_alpha() / cell_alpha).min(1.0),
+                verdict,
+                check: Some(check),
+                decided_on: Some(decided_on),
+            },
+            why,
+        ));
+    }
+    for (i, (&coord, decision)) in coords.iter().zip(decided).enumerate() {
+        let entries = per_cell.remove(&i).unwrap_or_default();
+        report.cells.push(build::cell(
+            coord,
+            decision,
+            entries,
+            gating,
+            "no gating metric measured in two pairs",
+        ));
+    }
+    // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
+    // measure cannot speak for the matrix.
+    report.coverage = Some(compare::coverage(&coords, a, b));
+    build::finish(&mut report);
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::synthetic_run;
+    use infergate_schema::verdict::GateVerdict;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn pairs(
+        seed: u64,
+        n: usize,
+        factor: &dyn Fn(usize) -> f64,
+    ) -> (Vec<RunResults>, Vec<RunResults>) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = (0..n)
+            .map(|i| synthetic_run(&format!("a{i}"), &mut rng, 0.02, 0.01, &|_| 1.0))
+            .collect();
+        let b = (0..n)
+            .map(|i| synthetic_run(&format!("b{i}"), &mut rng, 0.02, 0.01, factor))
+            .collect();
+        (a, b)
+    }
+
+    #[test]
+    fn identical_builds_do_not_regress_and_ten_percent_slower_does() {
+        let rule = DecisionRule::default();
+        let (a, b) = pairs(1, 6, &|_| 1.0);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        assert_ne!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        assert!(r.cells.iter().all(|c| c.verdict == CellVerdict::Unchanged));
+        let (a, b) = pairs(2, 6, &|_| 0.90);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        assert!(r.headline.starts_with("✗ B vs A:"), "{}", r.headline);
+        // A uniform −10% is −10% in every cell: each follows the matrix-wide regression, and
+        // says so as the gate's cells do (reports then say it once, by the matrix test's line).
+        assert!(
+            r.cells.iter().all(|c| c.verdict == CellVerdict::Regression),
+            "{:?}",
+            r.cells.iter().map(|c| c.verdict).collect::<Vec<_>>()
+        );
+        assert!(r.cells.iter().all(|c| {
+            c.primary()
+                .and_then(|m| m.decided_on.as_ref())
+                .is_some_and(|d| d.basis == DecisionBasis::WithMatrix)
+        }));
+        let (a, b) = pairs(3, 6, &|i| if i == 3 { 1.25 } else { 1.0 });
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        assert_eq!(
+            r.cells[3].verdict,
+            CellVerdict::Improvement,
+            "{}",
+            r.headline
+        );
+        assert!(r.headline.contains("; 1 cell faster: +2"), "{}", r.headline);
+    }
+
+    #[test]
+    fn boot_factors_cancel_in_the_per_cell_test() {
+        // One cell 8% slower, 2% boot-to-boot noise, 4 pairs: the pairs' common factor is
+        // removed before the cell is tested, so the cell is found (its total change alone,
+        // carrying two boots' noise, would often be inconclusive) and the others are not.
+        let rule = DecisionRule::default();
+        let mut found = 0;
+        for seed in 0..40 {
+            let (a, b) = pairs(500 + seed, 4, &|i| if i == 5 { 0.92 } else { 1.0 });
+            let r = paired_compare(&a, &b, &rule).expect("compare");
+            if r.cells[5].verdict == CellVerdict::Regression {
+                found += 1;
+            }
+            let others = r
+                .cells
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| *i != 5 && c.verdict == CellVerdict::Regression)
+                .count();
+            assert_eq!(others, 0, "seed {seed}: {}", r.headline);
+        }
+        assert!(found >= 32, "single-cell −8% found in {found} of 40");
+    }
+
+    #[test]
+    fn every_test_prints_its_statistic_boundary_and_share() {
+        // The gate's rule: each gating cell at an equal share of the local alpha, the matrix
+        // at the matrix alpha; the line is enough to redo the verdict by hand.
+        let rule = DecisionRule::default();
+        let (a, b) = pairs(7, 4, &|i| if i == 5 { 0.85 } else { 1.0 });
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let n = r.cells.len() as f64;
+        let m = r.matrix_test.as_ref().expect("matrix test");
+        let mc = m.check.as_ref().expect("matrix check");
+        assert!((mc.alpha - rule.matrix_alpha()).abs() < 1e-15);
+        assert!(
+            mc.line("matrix").contains("4 pairs of boots"),
+            "{}",
+            mc.line("matrix")
+        );
+        for c in &r.cells {
+            let t = c
+                .primary()
+                .and_then(|m| m.check.as_ref())
+                .expect("cell check");
+            assert!((t.alpha - rule.local_alpha() / n).abs() < 1e-15, "{t:?}");
+            // The verdict follows from the printed numbers: beyond the boundary or not.
+            assert_eq!(t.rejected, t.statistic <= t.boundary, "{t:?}");
+        }
+        let hit = r.cells[5].primary().expect("cell 5");
+        assert_eq!(hit.verdict, CellVerdict::Regression);
+        assert!(hit.check.as_ref().is_some_and(|c| c.rejected));
+        assert_eq!(r.rule.correction, "bonferroni");
+    }
+
+    #[test]
+    fn a_cell_no_test_decided_is_unchanged_as_in_the_gate() {
+        // One cell, 4 pairs at 2% boot noise: the cell's change carries the boots' noise, so
+        // its 90% interval is not within ±3% (the label was `inconclusive`). No test decided
+        // it, so it is `unchanged`; the run's word comes from the sensitivity: insufficient.
+        let rule = DecisionRule::default();
+        let (mut a, mut b) = pairs(21, 4, &|_| 1.0);
+        for run in a.iter_mut().chain(b.iter_mut()) {
+            run.cells.truncate(1);
+        }
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let tps = r.cells[0].primary().expect("aggregate tok/s");
+        assert!(tps.ci_low < -0.03 || tps.ci_high > 0.03, "{tps:?}");
+        assert_eq!(r.cells[0].verdict, CellVerdict::Unchanged, "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+    }
+
+    #[test]
+    fn a_pass_could_have_seen_the_design_effect() {
+        // 2% boot noise: 4 pairs cannot see a uniform −5% at 80% power (the paired t has 3
+        // df), so identical builds are `insufficient` and the words say how many pairs would
+        // do; 16 pairs can, so they pass.
+        let rule = DecisionRule::default();
+        let (a, b) = pairs(11, 4, &|_| 1.0);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let s = r.sensitivity.as_ref().expect("sensitivity");
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert!(
+            !s.sufficient && s.mde < -0.05 && s.history_runs == 4,
+            "{s:?}"
+        );
+        assert!(
+            r.headline.contains("but these pairs could detect only −")
+                && r.headline.contains("more pairs of boots needed"),
+            "{}",
+            r.headline
+        );
+        let (a, b) = pairs(12, 16, &|_| 1.0);
+        let r = paired_compare(&a, &b, &rule).expect("compare");
+        let s = r.sensitivity.as_ref().expect("sensitivity");
+        assert_eq!(r.gate, GateVerdict::Pass, "{}", r.headline);
+        assert!(s.sufficient && s.mde > -0.05, "{s:?}");
+    }
+
+    #[test]
+    fn a_cell_b_errors_on_where_a_measured_it_fails_closed() {
+        let (a, mut b) = pairs(7, 4, &|_| 1.0);
+        let coord = (b[0].cells[2].concurrency, b[0].cells[2].context_tokens);
+        // One B boot errors on the cell (an engine that fails under load): the other three
+        // pairs would compare, and the cell still regressed.
+        b[1].cells[2] = infergate_schema::results::CellResult::unmeasured(
+            coord.0,
+            coord.1,
+            CellStatus::Error,
+            "HTTP 500 from the engine",
+        );
+        let r = paired_compare(&a, &b, &DecisionRule::default()).expect("compare");
+        let cell = r
+            .cells
+            .iter()
+            .find(|c| (c.concurrency, c.context_tokens) == coord)
+            .unwrap();
+        assert_eq!(cell.verdict, CellVerdict::ErrorRegression, "{cell:?}");
+        let why = cell.reason.as_deref().unwrap();
+        assert!(
+            why.starts_with("error now: HTTP 500")
+                && why.contains("measured in 4 of the 4 A boots"),
+            "{why}"
+        );
+        // Every cell A measured must be measured by B in every boot: undecidable.
+        let cov = r.coverage.expect("coverage");
+        assert_eq!(cov.expected, cov.measured + 1, "{cov:?}");
+        assert_eq!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
+        // A cell A never measured is not B's to cover.
+        let (mut a, b) = pairs(8, 4, &|_| 1.0);
+        for run in &mut a {
+            run.cells[2] = infergate_schema::results::CellResult::unmeasured(
+                coord.0,
+                coord.1,
+                CellStatus::Error,
+                "oom",
+            );
+        }
+        let r = paired_compare(&a, &b, &DecisionRule::default()).expect("compare");
+        assert_ne!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
+        assert!(r.coverage.unwrap().sufficient());
+    }
+
+    /// Capacity is decided as the gate decides it (`stats::capacity`), A's boots the history:
+    /// a cell limited on one B boot is no evidence, and limited on every B boot it is a
+    /// regression only once the pairs can bound the false alarm at `capacity_alpha`.
+    #[test]
+    fn capacity_is_decided_by_the_gates_bound_over_the_pairs() {
+        let rule = DecisionRule::default();
+        let limited = |b: &mut [RunResults], boots: usize| {
+            for run in &mut b[..boots] {
+                run.cells[4].status = CellStatus::CapacityLimited;
+                run.cells[4].reason = Some("10/12 running".into());
+            }
+        };
+        let verdict = |n: usize, boots: usize| {
+            let (a, mut b) = pairs(9, n, &|_| 1.0);
+            limited(&mut b, boots);
+            let r = paired_compare(&a, &b, &rule).expect("compare");
+            let cell = r.cells[4].clone();
+            (cell.verdict, cell.reason.unwrap_or_default(), r)
+        };
+        let (v, why, r) = verdict(4, 1);
+        assert_eq!(v, CellVerdict::Inconclusive, "{why}");
+        assert!(
+            why.contains("on 1 of 4 B boots") && why.contains("not on every boot"),
+            "{why}"
+        );
+        assert_ne!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        // Every B boot limited and no A boot: 3 pairs bound the false alarm at 1.6%, 5 at 0.1%.
+        let (v, why, _) = verdict(3, 3);
+        assert_eq!(v, CellVerdict::Inconclusive, "{why}");
+        assert!(
+            why.contains("in 0 of 3 A boots (0.0%): too few pairs")
+                && why.contains("(5 pairs are needed"),
+            "{why}"
+        );
+        let (v, why, r) = verdict(5, 5);
+        assert_eq!(v, CellVerdict::CapacityRegression, "{why}");
+        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        // Capacity spends its share of alpha, as in the gate.
+        let shares = r.rule.shares.expect("shares");
+        assert!(
+            (shares.capacity - rule.capacity_alpha()).abs() < 1e-15,
+            "{shares:?}"
+        );
+    }
+
+    /// A cell at its capacity limit tips over at random: on an unchanged build the A/B calls
+    /// a capacity regression within `capacity_alpha` (0.2%) whatever its flip rate. (The rule
+    /// before 2026-12-05, one limited B boot, did so in 34% of 4-pair runs at a 10% flip rate.)
+    #[test]
+    fn a_cell_that_flips_at_random_is_rarely_a_capacity_regression() {
+        use rand::RngExt;
+        let rule = DecisionRule::default();
+        let mut rng = StdRng::seed_from_u64(41);
+        for flip in [0.1, 0.3, 0.5] {
+            let mut alarms = 0;
+            for trial in 0..200 {
+                let (mut a, mut b) = pairs(100 + trial, 5, &|_| 1.0);
+                for run in a.iter_mut().chain(b.iter_mut()) {
+                    if rng.random::<f64>() < flip {
+                        run.cells[4].status = CellStatus::CapacityLimited;
+                    }
+                }
+                let r = paired_compare(&a, &b, &rule).expect("compare");
+                alarms += usize::from(r.cells[4].verdict == CellVerdict::CapacityRegression);
+            }
+            // The bound is 0.2%: 0.4 expected in 200 at most.
+            assert!(alarms <= 2, "flip rate {flip}: {alarms} of 200");
+        }
+    }
+
+    #[test]
+    fn too_few_pairs_is_an_error() {
+        let (a, b) = pairs(4, 1, &|_| 1.0);
+        assert!(paired_compare(&a, &b, &DecisionRule::default()).is_err());
+    }
+
+    #[test]
+    fn a_false_alarm_is_rare_with_boot_noise() {
+        let rule = DecisionRule::default();
+        let mut alarms = 0;
+        for seed in 0..200 {
+            let (a, b) = pairs(100 + seed, 4, &|_| 1.0);
+            if paired_compare(&a, &b, &rule).expect("compare").gate == GateVerdict::Regression {
+                alarms += 1;
+            }
+        }
+        assert!(alarms <= 6, "{alarms} false alarms in 200");
+    }
+}

@@ -1,0 +1,221 @@
+//! The decision rule's user-facing knobs, and every internal constant of the model, each named
+//! once with its reason (`docs/statistics.md` is the one-page account of how they combine).
+
+use serde::{Deserialize, Serialize};
+
+use infergate_schema::verdict::{AlphaShares, Metric, RuleSummary};
+
+use super::StatsError;
+
+/// Share of `alpha` given to the matrix-wide test; the rows, columns and cells share the rest.
+/// Half: a uniform slowdown (the matrix test's case) and a local one (the others') are equally
+/// likely in engine changes, and the matrix test's power is bounded by the boot factor anyway.
+pub const MATRIX_SHARE: f64 = 0.5;
+/// Share of the local families' alpha given to the rows and columns together (the cells share
+/// the rest equally): a change confined to one context or one concurrency is common (a kernel
+/// for long prompts, a scheduler path under load) and a line pools 3–5 cells' evidence.
+pub const LINE_SHARE: f64 = 0.3;
+/// One-sided p-value a boot's own matrix-wide change must be below for the matrix test to go
+/// on (the futility bound): the first boot above it ends the matrix test (about 5% of clean
+/// pull requests boot twice), and at the second boot it keeps one slow boot from carrying a
+/// regression alone (the other boot must lean the same way too).
+pub const FUTILITY_P: f64 = 0.05;
+/// Smallest uniform change the matrix-wide test reports as a regression (its margin on the
+/// point estimate): below 1% a slowdown is within what a driver update or a warmer room does.
+pub const MATRIX_MARGIN: f64 = 0.01;
+/// Confidence of the printed intervals (two-sided): 90%, the interval whose lower end is the
+/// 5% one-sided bound, the futility level.
+pub const CONFIDENCE: f64 = 0.90;
+/// Share of `alpha` given to capacity and saturation regressions (the matrix, lines and cells
+/// share the rest): a cell's false-alarm bound over every rate at which it could flip in its
+/// history (`stats::capacity`). A fifth: at the default `alpha` the 0.2% at which a cell that
+/// fit in 16+ history runs and is limited on both boots regresses (one boot alone never does),
+/// now counted inside the gate's `alpha` instead of on top of it.
+pub const CAPACITY_SHARE: f64 = 0.2;
+
+/// Share of the speed families' alpha (all but capacity's) given to the secondary metrics
+/// (latency percentiles, per-user tok/s, steps/s, energy) as one family: a fourth, so 0.2% of
+/// the default 1%. Their matrix-wide tests share half of it, their (metric, cell) tests the
+/// other half (Bonferroni). When one of them gates in a comparison, throughput's matrix,
+/// lines and cells keep the other three fourths, so the gate's false alarms stay within
+/// `alpha` by the union bound; when none gates, throughput keeps its whole share (a
+/// reported-only line fails no gate) and the secondary lines are listed at this share.
+pub const SECONDARY_SHARE: f64 = 0.25;
+
+/// History runs a latency percentile needs before it gates by default (it is reported
+/// before): ten runs give its boot-to-boot noise 9 successive differences, the fewest on
+/// which the tail fit and the plan's empirical boots are made for throughput too
+/// (`noise::TAIL_MIN_RUNS`, `sensitivity::EMPIRICAL_MIN_RUNS`). A latency percentile of a
+/// young store, whose noise only the prior speaks for, would otherwise fail builds on 3% of
+/// scatter it has never seen.
+pub const LATENCY_MIN_RUNS: usize = 10;
+
+/// The smallest prefill tok/s change the prefill layer fails a gate for (its margin, in place
+/// of `min_effect`): one cold request alone on the engine is as slow as the host is busy, and
+/// on a shared 2-core runner the default job's 8k prefill read 138k–160k tok/s from run to run
+/// (median of 3 samples) where a quiet host read 163k–165k; a 1.3× slower prefill reads −20%.
+pub const PREFILL_MIN_EFFECT: f64 = 0.10;
+
+/// A latency percentile is compared only where its sample bounds it: the chance that every
+/// one of its `n` observations falls below the true p-quantile, pⁿ, is at most this. A median
+/// then needs 5 observations and a p90 29; a cell's "p90" from the 2–8 first tokens of a short
+/// window is its largest one, whose run-to-run scatter no history of a few runs shows.
+pub const PERCENTILE_BOUND: f64 = 0.05;
+
+/// Fewest observations behind a `p`-quantile that [`PERCENTILE_BOUND`] accepts.
+pub fn percentile_min_count(p: f64) -> u64 {
+    (PERCENTILE_BOUND.ln() / p.ln()).ceil() as u64
+}
+
+/// The level is the newest `1/LEVEL_PARTS` of the history window: the newest third. A shorter
+/// level follows a drift more closely (it lags a linear drift by `slope·(K+1)/2`) and averages
+/// fewer boots (its variance is `σ_run²/K`); the third was chosen by `stats-eval`
+/// (`docs/statistics.md`).
+pub const LEVEL_PARTS: usize = 3;
+
+/// How many of a history window's newest runs define the level ([`LEVEL_PARTS`]; at least one).
+pub fn level_window(history_runs: usize) -> usize {
+    history_runs.div_ceil(LEVEL_PARTS).max(1)
+}
+
+/// Parameters of the decision rule: the knobs a user sets in `[thresholds]` (and `[baseline]`
+/// for the history window).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DecisionRule {
+    /// Family-wise false-alarm rate of one gate over every test and every look.
+    pub alpha: f64,
+    /// Smallest change of a cell, row or column worth failing a pull request for (its margin
+    /// on the point estimate).
+    pub min_effect: f64,
+    /// The history window: the newest N baseline runs the noise model is fitted on; the newest
+    /// third of them ([`LEVEL_PARTS`]) define the matrix-wide level, so a drift is followed.
+    pub history_runs: usize,
+    /// Metrics that can fail the gate; the others are reported with verdicts but never gate.
+    /// By default aggregate tok/s alone: a latency percentile added here gates where each cell
+    /// has the observations it needs and the history [`LATENCY_MIN_RUNS`] runs
+    /// ([`DecisionRule::gates`]), and is reported otherwise. Latency is not gated by default
+    /// because a history recorded on another host (the default job's bundled baseline) does not
+    /// show the latency a loaded runner adds to every boot: the simulated engine's C=1 ITL p90
+    /// read +16% against the rest of its run on both boots of a clean run on a loaded CI host.
+    /// The prefill layer's tok/s gates by default (where the history has
+    /// [`LATENCY_MIN_RUNS`] runs with the layer): one figure per context and run, the median
+    /// of cold samples alone on the engine, which a loaded host moves far less than a tail.
+    pub metrics: Vec<Metric>,
+    /// The uniform slowdown the gate must be able to find at `design_power` to say `pass`;
+    /// a gate less sensitive than that says `insufficient`.
+    pub design_effect: f64,
+    /// The probability the design effect should be found with.
+    pub design_power: f64,
+    /// The slowdown of any one cell a `pass` vouches for: every cell compared for speed must
+    /// have its one-sided 95% bound on the change above `-cell_effect`, else the gate is
+    /// `insufficient` and names the cell (a matrix-wide test alone says nothing of one cell).
+    pub cell_effect: f64,
+}
+
+impl Default for DecisionRule {
+    fn default() -> Self {
+        DecisionRule {
+            alpha: 0.01,
+            min_effect: 0.03,
+            history_runs: 20,
+            metrics: vec![Metric::AggregateTps, Metric::PrefillTps],
+            design_effect: 0.05,
+            design_power: 0.8,
+            cell_effect: 0.10,
+        }
+    }
+}
+
+impl DecisionRule {
+    /// Checks the parameters are in range; the error names the field and the valid range.
+    pub fn validate(&self) -> Result<(), StatsError> {
+        let alpha = self.alpha;
+        in_range(alpha > 0.0 && alpha < 0.5, "alpha", alpha, "(0, 0.5)")?;
+        let effect = self.min_effect;
+        let ok = effect.is_finite() && (0.0..1.0).contains(&effect);
+        in_range(ok, "min_effect", effect, "[0, 1)")?;
+        let design = self.design_effect;
+        in_range(
+            design > 0.0 && design < 1.0,
+            "design_effect",
+            design,
+            "(0, 1)",
+        )?;
+        let cell = self.cell_effect;
+        in_range(cell > 0.0 && cell < 1.0, "cell_effect", cell, "(0, 1)")?;
+        let power = self.design_power;
+        in_range(
+            power > 0.5 && power < 1.0,
+            "design_power",
+            power,
+            "(0.5, 1)",
+        )?;
+        if self.history_runs == 0 {
+            return Err(StatsError::InvalidRule(
+                "history_runs = 0 must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `metric` can fail the gate on a history of `history_runs` runs: it is one of
+    /// [`DecisionRule::metrics`], and a latency percentile only from [`LATENCY_MIN_RUNS`]
+    /// runs on (before, it is reported only). A percentile also needs its observations in each
+    /// cell ([`percentile_min_count`]); a cell without them has no line of it. The prefill
+    /// layer's tok/s likewise from [`LATENCY_MIN_RUNS`] history runs *with the layer*
+    /// (`history_runs` counts those): its noise per context is its own, one figure per run, and
+    /// from fewer runs its model leans on the prior.
+    pub fn gates(&self, metric: Metric, history_runs: usize) -> bool {
+        let needs_runs = metric.is_latency_percentile() || metric == Metric::PrefillTps;
+        self.metrics.contains(&metric) && (!needs_runs || history_runs >= LATENCY_MIN_RUNS)
+    }
+
+    /// Alpha of the matrix-wide test (spent at its last look).
+    pub fn matrix_alpha(&self) -> f64 {
+        self.alpha * (1.0 - CAPACITY_SHARE) * MATRIX_SHARE
+    }
+
+    /// Alpha of the rows, columns and cells together (spent at the first boot and its rounds).
+    pub fn local_alpha(&self) -> f64 {
+        self.alpha * (1.0 - CAPACITY_SHARE) * (1.0 - MATRIX_SHARE)
+    }
+
+    /// A capacity-limited or saturated cell's false-alarm bound ([`CAPACITY_SHARE`]).
+    pub fn capacity_alpha(&self) -> f64 {
+        self.alpha * CAPACITY_SHARE
+    }
+
+    /// The parameters as recorded in a report.
+    pub fn summary(&self) -> RuleSummary {
+        RuleSummary {
+            alpha: self.alpha,
+            min_effect: self.min_effect,
+            matrix_margin: MATRIX_MARGIN,
+            correction: "bonferroni".to_string(),
+            confidence: CONFIDENCE,
+            cell_effect: Some(self.cell_effect),
+            shares: Some(AlphaShares {
+                matrix: self.matrix_alpha(),
+                local: self.local_alpha(),
+                capacity: self.capacity_alpha(),
+                lines: 0.0,
+                secondary: None,
+            }),
+        }
+    }
+}
+
+/// `Ok` when `ok`, else the error that `name = value` must be in `range`.
+pub fn in_range(
+    ok: bool,
+    name: &str,
+    value: impl std::fmt::Display,
+    range: &str,
+) -> Result<(), StatsError> {
+    if ok {
+        return Ok(());
+    }
+    let why = format!("{name} = {value} must be in {range}");
+    Err(StatsError::InvalidRule(why))
+}

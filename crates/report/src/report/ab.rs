@@ -1,0 +1,86 @@
+//! The A/B section of `summary.md`: the two commands, the boot order and each boot's teardown.
+
+use crate::report::markdown::escape;
+use infergate_schema::results::AbBoot;
+
+/// The section, after the verdict: `a_cmd`/`b_cmd` are engine-supplied text (escaped).
+pub fn summary_section(
+    boots: &[AbBoot],
+    elapsed_s: f64,
+    a_cmd: &str,
+    b_cmd: &str,
+    order: &str,
+) -> String {
+    let mut s = String::from("### Paired A/B run\n\n");
+    s.push_str(&format!(
+        "- **A** (base): `{}`\n- **B** (candidate): `{}`\n- order: {} · {} boots · {:.0} s\n\n",
+        escape(a_cmd).replace('`', "'"),
+        escape(b_cmd).replace('`', "'"),
+        escape(order),
+        boots.len(),
+        elapsed_s
+    ));
+    s.push_str("| boot | engine | pair | ready after | teardown |\n|---|---|---|---|---|\n");
+    for b in boots {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            b.index + 1,
+            b.side.as_str().to_uppercase(),
+            b.pair + 1,
+            b.boot_s.map_or(
+                infergate_schema::answer::NO_VALUE.into(),
+                infergate_schema::results::duration_label
+            ),
+            if b.failure.is_some() {
+                "failed"
+            } else if b.group_gone {
+                "group gone"
+            } else {
+                "**processes left**"
+            }
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_schema::results::AbSide;
+
+    #[test]
+    fn the_section_lists_every_boot_and_escapes_the_commands() {
+        let boot = |index: u32, side, group_gone, failure: Option<&str>| AbBoot {
+            index,
+            pair: index / 2,
+            side,
+            pgid: Some(100 + index as i32),
+            group_gone,
+            boot_s: Some(1.25),
+            failure: failure.map(str::to_string),
+        };
+        let s = summary_section(
+            &[
+                boot(0, AbSide::A, true, None),
+                boot(1, AbSide::B, false, None),
+                boot(2, AbSide::B, true, Some("died")),
+            ],
+            12.0,
+            "vllm serve <m>",
+            "vllm `x`",
+            "abba",
+        );
+        assert!(s.starts_with("### Paired A/B run\n"));
+        assert!(s.contains("`vllm serve &lt;m&gt;`"), "{s}");
+        // A backtick cannot close the code span early.
+        assert!(s.contains("`vllm \\'x\\'`"), "{s}");
+        assert!(s.contains("| 1 | A | 1 | 1.2 s | group gone |"), "{s}");
+        assert!(
+            s.contains("| 2 | B | 1 | 1.2 s | **processes left** |"),
+            "{s}"
+        );
+        assert!(s.contains("| 3 | B | 2 | 1.2 s | failed |"), "{s}");
+        assert!(s.contains("3 boots · 12 s"), "{s}");
+    }
+}

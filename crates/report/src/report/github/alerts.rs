@@ -1,0 +1,1178 @@
+//! Change-point alerts as GitHub issues: each new change point of a nightly history is reported
+//! once, as one issue, updated on later nights and closed when a person accepts it
+//! (`baseline accept --since RUN`) or the history no longer shows it (reverted).
+//!
+//! An issue is ours when its body holds the hidden marker
+//! `<!-- infergate-change:{profile}/{suite}/{scope}/{metric}/{run_id} -->` **and** the token's
+//! own identity (GraphQL `viewer { login }`, as for the sticky comment) wrote it: anyone can
+//! paste a marker, and such an issue is never edited or closed. Issues are looked up in every
+//! state, so one a person closed by hand is not opened again the next night.
+//!
+//! One alert per change: a matrix-wide change point carries the cell change points within
+//! [`CELL_WINDOW`] runs of it (named in its body), and a cell gets an issue of its own only when
+//! no matrix change covers it. Every string from the store passes
+//! [`infergate_io::untrusted_text::markdown`] before it reaches an issue body.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use octocrab::{Octocrab, Page};
+use serde::{Deserialize, Serialize};
+
+use super::comment::Author;
+use super::context::Token;
+use super::retry::{ApiError, RetryPolicy, with_retry};
+use super::{GithubReporter, PublishOutcome};
+use crate::report::changes::{GroupChanges, change_label, scope_label, slope_words};
+use infergate_io::untrusted_text::markdown as md;
+use infergate_model::stats::changepoint::{ChangeKind, ChangePoint, Scope, same_change};
+
+/// What every alert marker starts with.
+pub const MARKER_PREFIX: &str = "<!-- infergate-change:";
+
+/// A creep's alert also records the newest run of its stretch, so that the next night's
+/// analysis can tell the same, grown creep from a new change (see [`same_change`]).
+const UNTIL_PREFIX: &str = "<!-- infergate-until:";
+
+/// The `until` run recorded in an alert body, if any (marker-safe characters only).
+fn parse_until(body: &str) -> Option<String> {
+    let rest = &body[body.find(UNTIL_PREFIX)? + UNTIL_PREFIX.len()..];
+    let inner = rest[..rest.find("-->")?].trim();
+    (!inner.is_empty() && marker_part(inner) == inner).then(|| inner.to_string())
+}
+
+/// Runs between a matrix change point and a cell change point that count as the same change.
+pub const CELL_WINDOW: usize = 2;
+
+/// Upper bound on pages of issues read (100 each).
+const MAX_PAGES: u32 = 50;
+
+/// What names one alert: its group, series and the first run after the change. Each part is
+/// reduced to `[A-Za-z0-9._-]`, so a marker can neither close its HTML comment nor hold markup.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AlertKey {
+    pub profile: String,
+    pub suite: String,
+    /// `matrix` or `c{concurrency}-ctx{context_tokens}`.
+    pub scope: String,
+    pub metric: String,
+    pub run_id: String,
+}
+
+fn marker_part(s: &str) -> String {
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() { "_".into() } else { out }
+}
+
+/// The marker's name for a scope.
+pub fn scope_key(scope: &Scope) -> String {
+    match scope {
+        Scope::Matrix => "matrix".into(),
+        Scope::Cell {
+            concurrency,
+            context_tokens,
+        } => format!("c{concurrency}-ctx{context_tokens}"),
+    }
+}
+
+impl AlertKey {
+    /// The key of change point `c` of `group`.
+    pub fn of(group: &GroupChanges, c: &ChangePoint) -> AlertKey {
+        AlertKey {
+            profile: marker_part(&group.profile_key),
+            suite: marker_part(&group.suite),
+            scope: scope_key(&c.scope),
+            metric: marker_part(c.metric.as_str()),
+            run_id: marker_part(&c.run_id),
+        }
+    }
+
+    /// The hidden marker written into the issue body.
+    pub fn marker(&self) -> String {
+        format!(
+            "{MARKER_PREFIX}{}/{}/{}/{}/{} -->",
+            self.profile, self.suite, self.scope, self.metric, self.run_id
+        )
+    }
+
+    /// The key in the first marker of `body`, if any.
+    pub fn parse(body: &str) -> Option<AlertKey> {
+        let rest = &body[body.find(MARKER_PREFIX)? + MARKER_PREFIX.len()..];
+        let inner = rest[..rest.find("-->")?].trim();
+        let parts: Vec<&str> = inner.split('/').collect();
+        let [profile, suite, scope, metric, run_id] = parts.as_slice() else {
+            return None;
+        };
+        let key = AlertKey {
+            profile: profile.to_string(),
+            suite: suite.to_string(),
+            scope: scope.to_string(),
+            metric: metric.to_string(),
+            run_id: run_id.to_string(),
+        };
+        // Only a key we could have written.
+        (key.marker() == format!("{MARKER_PREFIX}{inner} -->")).then_some(key)
+    }
+
+    fn group(&self) -> (String, String) {
+        (self.profile.clone(), self.suite.clone())
+    }
+
+    fn series(&self) -> (&str, &str, &str, &str) {
+        (&self.profile, &self.suite, &self.scope, &self.metric)
+    }
+
+    /// `profile/suite/scope/metric/run` for people.
+    pub fn label(&self) -> String {
+        format!(
+            "{}/{}/{}/{}/{}",
+            self.profile, self.suite, self.scope, self.metric, self.run_id
+        )
+    }
+}
+
+/// One change to report: a change point and, for a matrix change, the cells that moved with it.
+#[derive(Debug, Clone)]
+pub struct Alert<'a> {
+    pub key: AlertKey,
+    pub group: &'a GroupChanges,
+    pub change: &'a ChangePoint,
+    /// Cell change points within [`CELL_WINDOW`] runs of a matrix change, same metric and sign.
+    pub cells: Vec<&'a ChangePoint>,
+}
+
+fn position(group: &GroupChanges, run_id: &str) -> Option<usize> {
+    group.history.runs.iter().position(|r| r.run_id == run_id)
+}
+
+/// The alerts of `groups`: every matrix change point (with its cells), and every cell change
+/// point no matrix change point covers. Accepted ones are kept (their issue is closed).
+pub fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
+    let mut alerts = Vec::new();
+    for g in groups {
+        let cps = &g.history.change_points;
+        let matrix: Vec<(usize, &ChangePoint)> = cps
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.scope == Scope::Matrix)
+            .collect();
+        let mut cells_of: BTreeMap<usize, Vec<&ChangePoint>> = BTreeMap::new();
+        let mut lone = Vec::new();
+        for c in cps.iter().filter(|c| c.scope != Scope::Matrix) {
+            let at = position(g, &c.run_id);
+            let covering = matrix
+                .iter()
+                .filter(|(_, m)| m.metric == c.metric && m.change.signum() == c.change.signum())
+                .filter_map(|(i, m)| {
+                    let (at, m_at) = (at?, position(g, &m.run_id)?);
+                    let d = at.abs_diff(m_at);
+                    // A matrix creep covers the cells that moved anywhere along it.
+                    let until = m.until_run_id.as_deref().and_then(|u| position(g, u));
+                    let along =
+                        until.is_some_and(|u| (m_at.saturating_sub(CELL_WINDOW)..=u).contains(&at));
+                    (d <= CELL_WINDOW || along).then_some((d, *i))
+                })
+                .min();
+            match covering {
+                Some((_, i)) => cells_of.entry(i).or_default().push(c),
+                None => lone.push(c),
+            }
+        }
+        for (i, m) in matrix {
+            alerts.push(Alert {
+                key: AlertKey::of(g, m),
+                group: g,
+                change: m,
+                cells: cells_of.remove(&i).unwrap_or_default(),
+            });
+        }
+        for c in lone {
+            alerts.push(Alert {
+                key: AlertKey::of(g, c),
+                group: g,
+                change: c,
+                cells: Vec::new(),
+            });
+        }
+    }
+    alerts
+}
+
+/// The issue title: numbers, labels of our own and the marker-safe group names only.
+pub fn title(a: &Alert<'_>) -> String {
+    let creep = if a.change.kind == ChangeKind::Creep {
+        " creep"
+    } else {
+        ""
+    };
+    format!(
+        "infergate: {} {}{creep} at {} ({} / {}), from run {}",
+        super::render::metric_name(a.change.metric),
+        super::render::percent(a.change.change),
+        scope_label(&a.change.scope),
+        a.key.profile,
+        a.key.suite,
+        a.key.run_id
+    )
+}
+
+fn commit_of(group: &GroupChanges, run_id: &str) -> Option<String> {
+    group
+        .history
+        .runs
+        .iter()
+        .find(|r| r.run_id == run_id)
+        .and_then(|r| r.commit.clone())
+}
+
+fn is_sha(s: &str) -> bool {
+    (7..=40).contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Where the alert stands, for its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertState {
+    Open,
+    Accepted,
+}
+
+/// The issue body: marker, the change with its interval, the runs and commits around it, the
+/// cells, and how to accept it. `compare_base` (`{server}/{owner}/{repo}`) links the commit
+/// range when both ends are commit SHAs.
+pub fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> String {
+    let c = a.change;
+    let g = a.group;
+    let mut out = format!("{}\n", a.key.marker());
+    if let Some(u) = &c.until_run_id {
+        out.push_str(&format!("{UNTIL_PREFIX}{} -->\n", marker_part(u)));
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "**infergate found a change point** in the nightly history of profile {} / suite {}.\n\n",
+        md(&g.profile_key),
+        md(&g.suite)
+    ));
+    let before = commit_of(g, &c.previous_run_id).or_else(|| c.commits.before.clone());
+    let after = commit_of(g, &c.run_id).or_else(|| c.commits.after.clone());
+    let run_cell = |run: &str, commit: &Option<String>| match commit {
+        Some(sha) => format!("{} (commit {})", md(run), md(sha)),
+        None => md(run),
+    };
+    out.push_str("| | |\n|---|---|\n");
+    out.push_str(&format!(
+        "| series | {} of {} |\n",
+        super::render::metric_name(c.metric),
+        scope_label(&c.scope)
+    ));
+    out.push_str(&format!(
+        "| change | {} ({:.0}% interval; permutation p = {:.3}) |\n",
+        change_label(c),
+        g.history.settings.confidence * 100.0,
+        c.p_value
+    ));
+    if let Some(sl) = &c.slope {
+        out.push_str(&format!(
+            "| kind | creep: {}, change so far as above |\n",
+            slope_words(sl)
+        ));
+    }
+    if let Some(u) = &c.until_run_id {
+        out.push_str(&format!("| still moving at | {} |\n", md(u)));
+    }
+    out.push_str(&format!(
+        "| last run before | {} |\n",
+        run_cell(&c.previous_run_id, &before)
+    ));
+    out.push_str(&format!(
+        "| first run after | {} |\n",
+        run_cell(&c.run_id, &after)
+    ));
+    let range = match (&before, &after) {
+        (Some(b), Some(a)) => match compare_base {
+            Some(base) if is_sha(b) && is_sha(a) => {
+                format!("[{}..{}]({base}/compare/{b}...{a})", &b[..7], &a[..7])
+            }
+            _ => format!("{}..{}", md(b), md(a)),
+        },
+        _ => "unknown (the runs carry no `sha` label)".into(),
+    };
+    out.push_str(&format!("| commits around the estimate | {range} |\n"));
+    // How sure the history is of where: the runs the change may be at, and the commits to
+    // bisect (not the one pair around the estimate, which the data may not place).
+    let suspects = c.location_interval.as_ref().map(|l| {
+        let span = if l.first_run_id == l.last_run_id {
+            md(&l.first_run_id)
+        } else {
+            format!(
+                "{} … {} ({} runs)",
+                md(&l.first_run_id),
+                md(&l.last_run_id),
+                l.runs
+            )
+        };
+        let commits = match (&l.first_commit, &l.last_commit) {
+            (Some(b), Some(a)) => match compare_base {
+                Some(base) if is_sha(b) && is_sha(a) => {
+                    format!("[{}..{}]({base}/compare/{b}...{a})", &b[..7], &a[..7])
+                }
+                _ => format!("{}..{}", md(b), md(a)),
+            },
+            _ => "unknown (the runs carry no `sha` label)".into(),
+        };
+        out.push_str(&format!(
+            "| first run after, {:.0}% interval | {span} |\n| commits to bisect ({:.0}%) | {commits} |\n",
+            l.confidence * 100.0,
+            l.confidence * 100.0
+        ));
+        (l.first_commit.clone(), l.last_commit.clone())
+    });
+    if let Some(latest) = g.history.runs.last() {
+        out.push_str(&format!(
+            "| latest run analysed | {} |\n",
+            md(&latest.run_id)
+        ));
+    }
+    let cells: Vec<&ChangePoint> = if c.scope == Scope::Matrix {
+        a.cells.clone()
+    } else {
+        vec![c]
+    };
+    if !cells.is_empty() {
+        out.push_str("\n**Cells that moved**\n\n| cell | change [interval] | first run after |\n|---|---:|---|\n");
+        for cell in cells {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                scope_label(&cell.scope),
+                change_label(cell),
+                md(&cell.run_id)
+            ));
+        }
+    } else if c.scope == Scope::Matrix {
+        out.push_str("\nNo single cell moved enough to be a change point of its own: the whole matrix moved a little.\n");
+    }
+    match state {
+        AlertState::Open => {
+            out.push_str(
+                "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it; this issue is then closed:\n\n",
+            );
+            let cmd_safe = [&g.profile_key, &g.suite, &c.run_id].iter().all(|s| {
+                s.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "._-:+".contains(ch))
+            });
+            if cmd_safe {
+                out.push_str(&format!(
+                    "```\ninfergate baseline accept --since {} --profile {} --suite {}\n```\n",
+                    c.run_id, g.profile_key, g.suite
+                ));
+            } else {
+                out.push_str("`infergate baseline accept --since RUN --profile KEY --suite SUITE` with the run, profile and suite above.\n");
+            }
+            let safe = |v: &str| {
+                v.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "._-:+".contains(ch))
+            };
+            match suspects {
+                Some((Some(good), Some(bad))) if safe(&good) && safe(&bad) => {
+                    out.push_str(&format!(
+                        "\nOtherwise, bisect the interval's commits to find the culprit:\n\n```\ninfergate bisect --good {good} --bad {bad}\n```\n"
+                    ));
+                }
+                _ => out.push_str("\nOtherwise, `infergate bisect --good <commit before the interval> --bad <commit at its end>` finds the culprit.\n"),
+            }
+        }
+        AlertState::Accepted => {
+            out.push_str(
+                "\n**Closed by infergate:** the change was accepted (`baseline accept`); comparisons now use the runs since it.\n",
+            );
+        }
+    }
+    out
+}
+
+/// An issue as the list endpoint returns it (pull requests come too, with `pull_request`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExistingIssue {
+    pub number: u64,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub user: Option<Author>,
+    #[serde(default)]
+    pub pull_request: Option<serde_json::Value>,
+}
+
+impl ExistingIssue {
+    fn is_open(&self) -> bool {
+        self.state.eq_ignore_ascii_case("open")
+    }
+}
+
+/// Why an alert's issue is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// `baseline accept --since` its run.
+    Accepted,
+    /// The history no longer shows the change (reverted, or its runs were pruned).
+    NoLongerDetected,
+}
+
+/// What to do with one alert or one of our issues.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Open an issue for alert `alert` (an index into the plan).
+    Create { alert: usize },
+    /// Rewrite issue `number` for alert `alert` (the same change, perhaps relocated).
+    Update { number: u64, alert: usize },
+    /// Close issue `number`; `alert` when the change is still in the history (accepted).
+    Close {
+        number: u64,
+        alert: Option<usize>,
+        reason: CloseReason,
+    },
+}
+
+/// Decides, from the plan and the issues this identity wrote (with their keys), what to create,
+/// update and close. Issues of groups not in `analysed` are left alone; a closed issue with the
+/// key of a current alert means "already reported" and is left alone too.
+pub fn reconcile(
+    alerts: &[Alert<'_>],
+    ours: &[(ExistingIssue, AlertKey)],
+    analysed: &BTreeSet<(String, String)>,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let mut used: BTreeSet<u64> = BTreeSet::new();
+    let mut unreported = Vec::new();
+    for (i, a) in alerts.iter().enumerate() {
+        let same: Vec<&ExistingIssue> = ours
+            .iter()
+            .filter(|(_, k)| *k == a.key)
+            .map(|(issue, _)| issue)
+            .collect();
+        match same.iter().find(|x| x.is_open()).or(same.first()) {
+            Some(x) => {
+                used.insert(x.number);
+                if x.is_open() {
+                    actions.push(if a.change.accepted {
+                        Action::Close {
+                            number: x.number,
+                            alert: Some(i),
+                            reason: CloseReason::Accepted,
+                        }
+                    } else {
+                        Action::Update {
+                            number: x.number,
+                            alert: i,
+                        }
+                    });
+                }
+            }
+            None if a.change.accepted => {}
+            None => unreported.push(i),
+        }
+    }
+    for (issue, key) in ours {
+        if !issue.is_open() || used.contains(&issue.number) || !analysed.contains(&key.group()) {
+            continue;
+        }
+        used.insert(issue.number);
+        // The same change a night later may sit a run or two off, or a creep may have grown
+        // (`same_change`, the rule `changes-eval` measures alerts by): follow it.
+        let relocated = unreported
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, &i)| {
+                let a = &alerts[i];
+                if a.key.series() != key.series() {
+                    return None;
+                }
+                let g = a.group;
+                let (at, was) = (position(g, &a.change.run_id)?, position(g, &key.run_id)?);
+                let until = a
+                    .change
+                    .until_run_id
+                    .as_deref()
+                    .and_then(|u| position(g, u));
+                let was_until = issue
+                    .body
+                    .as_deref()
+                    .and_then(parse_until)
+                    .and_then(|u| position(g, &u));
+                same_change(at, until, was, was_until, g.history.settings.min_segment)
+                    .then_some((at.abs_diff(was), slot))
+            })
+            .min();
+        match relocated {
+            Some((_, slot)) => {
+                let alert = unreported.remove(slot);
+                actions.push(Action::Update {
+                    number: issue.number,
+                    alert,
+                });
+            }
+            None => actions.push(Action::Close {
+                number: issue.number,
+                alert: None,
+                reason: CloseReason::NoLongerDetected,
+            }),
+        }
+    }
+    actions.extend(unreported.into_iter().map(|alert| Action::Create { alert }));
+    actions
+}
+
+/// What publishing the alerts did, one entry per issue touched.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AlertDone {
+    Created {
+        number: u64,
+        key: AlertKey,
+    },
+    Updated {
+        number: u64,
+        key: AlertKey,
+    },
+    /// The body was already current: nothing sent.
+    Unchanged {
+        number: u64,
+        key: AlertKey,
+    },
+    Closed {
+        number: u64,
+        key: AlertKey,
+        reason: CloseReason,
+    },
+}
+
+impl AlertDone {
+    /// One line for the log.
+    pub fn line(&self) -> String {
+        match self {
+            AlertDone::Created { number, key } => {
+                format!("alert: opened issue #{number} for {}", key.label())
+            }
+            AlertDone::Updated { number, key } => {
+                format!("alert: updated issue #{number} for {}", key.label())
+            }
+            AlertDone::Unchanged { number, key } => {
+                format!("alert: issue #{number} for {} is current", key.label())
+            }
+            AlertDone::Closed {
+                number,
+                key,
+                reason,
+            } => format!(
+                "alert: closed issue #{number} for {} ({})",
+                key.label(),
+                match reason {
+                    CloseReason::Accepted => "accepted",
+                    CloseReason::NoLongerDetected => "no longer detected",
+                }
+            ),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ListParams<'a> {
+    state: &'a str,
+    creator: &'a str,
+    per_page: u8,
+    page: u32,
+}
+
+/// Every issue `login` opened, in every state, pull requests left out (`creator` filters on
+/// GitHub's side; the caller still checks the author).
+pub async fn list_own(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    login: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<Vec<ExistingIssue>, ApiError> {
+    let route = format!("/repos/{owner}/{repo}/issues");
+    let params = ListParams {
+        state: "all",
+        creator: login,
+        per_page: 100,
+        page: 1,
+    };
+    let mut page: Page<ExistingIssue> = with_retry(retry, "list issues", token, || {
+        client.get(&route, Some(&params))
+    })
+    .await?;
+    let mut all = Vec::new();
+    for _ in 0..MAX_PAGES {
+        all.extend(page.items.drain(..).filter(|i| i.pull_request.is_none()));
+        let next = page.next.clone();
+        if next.is_none() {
+            break;
+        }
+        match with_retry(retry, "list issues", token, || client.get_page(&next)).await? {
+            Some(p) => page = p,
+            None => break,
+        }
+    }
+    Ok(all)
+}
+
+#[derive(Serialize)]
+struct NewIssue<'a> {
+    title: &'a str,
+    body: &'a str,
+}
+
+#[derive(Deserialize)]
+struct Created {
+    number: u64,
+}
+
+/// Opens an issue; its number.
+pub async fn create(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    title: &str,
+    body: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<u64, ApiError> {
+    let route = format!("/repos/{owner}/{repo}/issues");
+    let payload = NewIssue { title, body };
+    let made: Created = with_retry(retry, "create alert issue", token, || {
+        client.post(&route, Some(&payload))
+    })
+    .await?;
+    Ok(made.number)
+}
+
+#[derive(Serialize)]
+struct IssueEdit<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<&'a str>,
+    body: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_reason: Option<&'a str>,
+}
+
+/// Rewrites an issue (and closes it, with `close`).
+#[allow(clippy::too_many_arguments)]
+pub async fn edit(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    number: u64,
+    title: Option<&str>,
+    body: &str,
+    close: bool,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<(), ApiError> {
+    let route = format!("/repos/{owner}/{repo}/issues/{number}");
+    let payload = IssueEdit {
+        title,
+        body,
+        state: close.then_some("closed"),
+        state_reason: close.then_some("completed"),
+    };
+    let what = if close {
+        "close alert issue"
+    } else {
+        "update alert issue"
+    };
+    let _: serde_json::Value =
+        with_retry(retry, what, token, || client.patch(&route, Some(&payload))).await?;
+    Ok(())
+}
+
+/// The note appended to an issue whose change the history no longer shows.
+fn no_longer_detected(previous: &str, latest: Option<&str>) -> String {
+    format!(
+        "{}\n\n**Closed by infergate:** the nightly history no longer shows this change (as of run {}): it was reverted, or the runs around it were pruned.\n",
+        previous.trim_end(),
+        latest.map(md).unwrap_or_else(|| "unknown".into())
+    )
+}
+
+impl GithubReporter {
+    /// Reports the change points of `groups` as issues (see the module docs): needs a token and
+    /// the repository, not a commit. Returns what was done and, for people, what failed.
+    pub async fn publish_change_alerts(
+        &mut self,
+        groups: &[GroupChanges],
+    ) -> (Vec<AlertDone>, PublishOutcome) {
+        let mut out = PublishOutcome {
+            notices: self.ctx.warnings.clone(),
+            errors: Vec::new(),
+        };
+        self.pending = PublishOutcome::default();
+        let mut done = Vec::new();
+        let mut missing = Vec::new();
+        if self.ctx.token.is_none() {
+            missing.push("a token (GITHUB_TOKEN or INFERGATE_GITHUB_TOKEN)");
+        }
+        if self.ctx.owner_repo().is_none() {
+            missing.push("GITHUB_REPOSITORY (owner/name)");
+        }
+        if !missing.is_empty() {
+            out.errors
+                .push(format!("no alerts filed: missing {}", missing.join(", ")));
+            return (done, out);
+        }
+        if self.client.is_none() {
+            match super::build_client(&self.ctx, &self.ctx.api_url) {
+                Ok(c) => {
+                    self.client = Some(c);
+                    self.graphql = super::graphql_client(&self.ctx);
+                }
+                Err(e) => {
+                    out.errors.push(format!("no alerts filed: {e}"));
+                    return (done, out);
+                }
+            }
+        }
+        let (Some(client), Some((owner, repo))) = (
+            self.client.clone(),
+            self.ctx
+                .owner_repo()
+                .map(|(o, r)| (o.to_string(), r.to_string())),
+        ) else {
+            return (done, out);
+        };
+        let login = match self.own_login().await {
+            Ok(l) => l,
+            Err(why) => {
+                // Without knowing our own issues, filing could duplicate them: file nothing.
+                out.errors.push(format!(
+                    "no alerts filed: could not tell which issues this token wrote ({why})"
+                ));
+                return (done, out);
+            }
+        };
+        let listed = match list_own(&client, &owner, &repo, &login, &self.retry, self.token()).await
+        {
+            Ok(l) => l,
+            Err(e) => {
+                out.errors.push(format!("no alerts filed: {e}"));
+                return (done, out);
+            }
+        };
+        let ours: Vec<(ExistingIssue, AlertKey)> = listed
+            .into_iter()
+            .filter(|i| {
+                i.user
+                    .as_ref()
+                    .is_some_and(|u| u.login.eq_ignore_ascii_case(&login))
+            })
+            .filter_map(|i| {
+                let key = AlertKey::parse(i.body.as_deref()?)?;
+                Some((i, key))
+            })
+            .collect();
+        let alerts = plan(groups);
+        let analysed: BTreeSet<(String, String)> = groups
+            .iter()
+            .map(|g| (marker_part(&g.profile_key), marker_part(&g.suite)))
+            .collect();
+        let compare_base = format!(
+            "{}/{owner}/{repo}",
+            self.ctx.server_url.trim_end_matches('/')
+        );
+        let by_number: BTreeMap<u64, &ExistingIssue> =
+            ours.iter().map(|(i, _)| (i.number, i)).collect();
+        for action in reconcile(&alerts, &ours, &analysed) {
+            let result = match action {
+                Action::Create { alert } => {
+                    let a = &alerts[alert];
+                    let text = body(a, AlertState::Open, Some(&compare_base));
+                    create(
+                        &client,
+                        &owner,
+                        &repo,
+                        &title(a),
+                        &text,
+                        &self.retry,
+                        self.token(),
+                    )
+                    .await
+                    .map(|number| AlertDone::Created {
+                        number,
+                        key: a.key.clone(),
+                    })
+                }
+                Action::Update { number, alert } => {
+                    let a = &alerts[alert];
+                    let text = body(a, AlertState::Open, Some(&compare_base));
+                    let head = title(a);
+                    let current = by_number.get(&number).is_some_and(|x| {
+                        x.body.as_deref() == Some(text.as_str()) && x.title == head
+                    });
+                    if current {
+                        Ok(AlertDone::Unchanged {
+                            number,
+                            key: a.key.clone(),
+                        })
+                    } else {
+                        edit(
+                            &client,
+                            &owner,
+                            &repo,
+                            number,
+                            Some(&head),
+                            &text,
+                            false,
+                            &self.retry,
+                            self.token(),
+                        )
+                        .await
+                        .map(|()| AlertDone::Updated {
+                            number,
+                            key: a.key.clone(),
+                        })
+                    }
+                }
+                Action::Close {
+                    number,
+                    alert,
+                    reason,
+                } => {
+                    let (key, text) = match alert {
+                        Some(i) => (
+                            alerts[i].key.clone(),
+                            body(&alerts[i], AlertState::Accepted, Some(&compare_base)),
+                        ),
+                        None => {
+                            let key = ours
+                                .iter()
+                                .find(|(i, _)| i.number == number)
+                                .map(|(_, k)| k.clone());
+                            let previous = by_number
+                                .get(&number)
+                                .and_then(|x| x.body.clone())
+                                .unwrap_or_default();
+                            let latest = key.as_ref().and_then(|k| {
+                                groups
+                                    .iter()
+                                    .find(|g| {
+                                        (marker_part(&g.profile_key), marker_part(&g.suite))
+                                            == k.group()
+                                    })
+                                    .and_then(|g| g.history.runs.last())
+                                    .map(|r| r.run_id.clone())
+                            });
+                            let Some(key) = key else { continue };
+                            (key, no_longer_detected(&previous, latest.as_deref()))
+                        }
+                    };
+                    edit(
+                        &client,
+                        &owner,
+                        &repo,
+                        number,
+                        None,
+                        &text,
+                        true,
+                        &self.retry,
+                        self.token(),
+                    )
+                    .await
+                    .map(|()| AlertDone::Closed {
+                        number,
+                        key,
+                        reason,
+                    })
+                }
+            };
+            match result {
+                Ok(d) => done.push(d),
+                Err(e) => out.errors.push(e.to_string()),
+            }
+        }
+        (done, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_model::stats::changepoint::{
+        ChangeSettings, CommitRange, HistoryChanges, LocationInterval, RunRef,
+    };
+    use infergate_schema::verdict::Metric;
+
+    fn cp(scope: Scope, run: usize, change: f64, accepted: bool) -> ChangePoint {
+        ChangePoint {
+            scope,
+            metric: Metric::AggregateTps,
+            run_id: format!("r{run:02}"),
+            previous_run_id: format!("r{:02}", run - 1),
+            kind: ChangeKind::Step,
+            change,
+            ci_low: change - 0.005,
+            ci_high: change + 0.005,
+            slope: None,
+            until_run_id: None,
+            p_value: 0.001,
+            commits: CommitRange {
+                before: Some(format!("c{:02}", run - 1)),
+                after: Some(format!("c{run:02}")),
+                range: Some(format!("c{:02}..c{run:02}", run - 1)),
+            },
+            accepted,
+            location_interval: Some(LocationInterval {
+                first_run_id: format!("r{:02}", run - 1),
+                last_run_id: format!("r{:02}", run + 1),
+                first_commit: Some(format!("c{:02}", run - 2)),
+                last_commit: Some(format!("c{:02}", run + 1)),
+                confidence: 0.9,
+                runs: 3,
+            }),
+        }
+    }
+
+    fn cell(c: u32) -> Scope {
+        Scope::Cell {
+            concurrency: c,
+            context_tokens: 8192,
+        }
+    }
+
+    fn group(cps: Vec<ChangePoint>) -> GroupChanges {
+        GroupChanges {
+            profile_key: "h200-vllm".into(),
+            suite: "nightly".into(),
+            accepted: Vec::new(),
+            candidate: None,
+            history: HistoryChanges {
+                settings: ChangeSettings::default(),
+                runs: (0..40)
+                    .map(|i| RunRef {
+                        run_id: format!("r{i:02}"),
+                        started_at: String::new(),
+                        commit: Some(format!("c{i:02}")),
+                    })
+                    .collect(),
+                series: Vec::new(),
+                change_points: cps,
+            },
+        }
+    }
+
+    fn issue(number: u64, state: &str, key: &AlertKey) -> (ExistingIssue, AlertKey) {
+        (
+            ExistingIssue {
+                number,
+                state: state.into(),
+                title: String::new(),
+                body: Some(format!("{}\n\nold", key.marker())),
+                user: Some(Author {
+                    login: "github-actions[bot]".into(),
+                }),
+                pull_request: None,
+            },
+            key.clone(),
+        )
+    }
+
+    fn analysed() -> BTreeSet<(String, String)> {
+        [("h200-vllm".to_string(), "nightly".to_string())].into()
+    }
+
+    #[test]
+    fn markers_round_trip_and_cannot_be_forged_into_markup() {
+        let g = group(vec![]);
+        let mut c = cp(Scope::Matrix, 30, -0.03, false);
+        c.run_id = "x --> <b>@boss</b>".into();
+        let key = AlertKey::of(&g, &c);
+        let m = key.marker();
+        assert_eq!(m.matches("-->").count(), 1, "{m}");
+        assert!(!m.contains('<') || m.starts_with("<!--"));
+        assert!(!m.contains('@'));
+        assert_eq!(AlertKey::parse(&format!("text\n{m}\nmore")), Some(key));
+        assert_eq!(AlertKey::parse("<!-- infergate-change:a/b -->"), None);
+    }
+
+    #[test]
+    fn one_alert_per_change_with_its_cells() {
+        let g = group(vec![
+            cp(Scope::Matrix, 30, -0.03, false),
+            cp(cell(4), 30, -0.031, false),
+            cp(cell(16), 31, -0.029, false),
+            // Another change, far away, in one cell only.
+            cp(cell(1), 12, 0.02, false),
+        ]);
+        let alerts = plan(std::slice::from_ref(&g));
+        assert_eq!(alerts.len(), 2, "{alerts:#?}");
+        assert_eq!(alerts[0].key.scope, "matrix");
+        assert_eq!(alerts[0].cells.len(), 2);
+        assert_eq!(alerts[1].key.scope, "c1-ctx8192");
+        let text = body(
+            &alerts[0],
+            AlertState::Open,
+            Some("https://github.example/a/b"),
+        );
+        assert!(text.starts_with(&alerts[0].key.marker()), "{text}");
+        assert!(text.contains("c29..c30"), "{text}");
+        assert!(
+            text.contains("C=4 / 8k") && text.contains("C=16 / 8k"),
+            "{text}"
+        );
+        assert!(text.contains("−3.0%"), "{text}");
+        assert!(text.contains("--since r30 --profile h200-vllm --suite nightly"));
+    }
+
+    #[test]
+    fn store_text_in_the_body_is_inert() {
+        let mut g = group(vec![cp(Scope::Matrix, 30, -0.03, false)]);
+        g.history.runs[29].commit = Some("@maintainer see https://evil.example #1".into());
+        g.suite = "nightly".into();
+        let alerts = plan(std::slice::from_ref(&g));
+        let text = body(&alerts[0], AlertState::Open, None);
+        assert!(!text.contains("@maintainer"), "{text}");
+        assert!(!text.contains("https://evil"), "{text}");
+        assert!(!text.contains(" #1"), "{text}");
+    }
+
+    #[test]
+    fn new_is_created_open_is_updated_accepted_is_closed() {
+        let g = group(vec![cp(Scope::Matrix, 30, -0.03, false)]);
+        let alerts = plan(std::slice::from_ref(&g));
+        assert_eq!(
+            reconcile(&alerts, &[], &analysed()),
+            vec![Action::Create { alert: 0 }]
+        );
+        let ours = vec![issue(5, "open", &alerts[0].key)];
+        assert_eq!(
+            reconcile(&alerts, &ours, &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
+        let acc = group(vec![cp(Scope::Matrix, 30, -0.03, true)]);
+        let alerts = plan(std::slice::from_ref(&acc));
+        assert_eq!(
+            reconcile(&alerts, &ours, &analysed()),
+            vec![Action::Close {
+                number: 5,
+                alert: Some(0),
+                reason: CloseReason::Accepted
+            }]
+        );
+        // Accepted and never reported: nothing to do.
+        assert_eq!(reconcile(&alerts, &[], &analysed()), vec![]);
+    }
+
+    #[test]
+    fn a_closed_issue_is_not_reopened_and_a_vanished_change_is_closed() {
+        let g = group(vec![cp(Scope::Matrix, 30, -0.03, false)]);
+        let alerts = plan(std::slice::from_ref(&g));
+        let closed = vec![issue(5, "closed", &alerts[0].key)];
+        assert_eq!(reconcile(&alerts, &closed, &analysed()), vec![]);
+        let empty = group(vec![]);
+        let none = plan(std::slice::from_ref(&empty));
+        let open = vec![issue(5, "open", &alerts[0].key)];
+        assert_eq!(
+            reconcile(&none, &open, &analysed()),
+            vec![Action::Close {
+                number: 5,
+                alert: None,
+                reason: CloseReason::NoLongerDetected
+            }]
+        );
+        // Another group's issue is not this analysis' business.
+        assert_eq!(reconcile(&none, &open, &BTreeSet::new()), vec![]);
+    }
+
+    fn creep(run: usize, until: usize) -> ChangePoint {
+        let mut c = cp(Scope::Matrix, run, -0.02, false);
+        c.kind = ChangeKind::Creep;
+        c.slope = Some(infergate_model::stats::changepoint::Slope {
+            per_run: -0.002,
+            ci_low: -0.003,
+            ci_high: -0.001,
+            runs: until + 1 - run,
+        });
+        c.until_run_id = Some(format!("r{until:02}"));
+        c
+    }
+
+    #[test]
+    fn a_growing_creep_keeps_its_issue_and_covers_its_cells() {
+        // Night 1: the creep was seen as a step at r33; night 2: a creep from r27 to r39.
+        let night1 = group(vec![cp(Scope::Matrix, 33, -0.015, false)]);
+        let a1 = plan(std::slice::from_ref(&night1));
+        let ours = vec![issue(5, "open", &a1[0].key)];
+        let night2 = group(vec![creep(27, 39), cp(cell(4), 35, -0.03, false)]);
+        let a2 = plan(std::slice::from_ref(&night2));
+        assert_eq!(a2.len(), 1, "the cell moved along the creep: {a2:#?}");
+        assert_eq!(a2[0].cells.len(), 1);
+        assert_eq!(
+            reconcile(&a2, &ours, &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
+        let text = body(&a2[0], AlertState::Open, None);
+        assert!(text.contains("creep: −0.20%/run"), "{text}");
+        assert_eq!(parse_until(&text).as_deref(), Some("r39"));
+        assert!(title(&a2[0]).contains("creep"));
+        // Night 3: the onset estimate moved later (r32), outside the old onset's tolerance
+        // but the old issue's recorded stretch (r27..r39) holds it: still the same issue.
+        let mut updated = issue(5, "open", &a2[0].key);
+        updated.0.body = Some(text);
+        let night3 = group(vec![creep(32, 39)]);
+        let a3 = plan(std::slice::from_ref(&night3));
+        assert_eq!(
+            reconcile(&a3, &[updated], &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
+    }
+
+    #[test]
+    fn a_change_that_moved_a_run_keeps_its_issue() {
+        let night1 = group(vec![cp(Scope::Matrix, 30, -0.03, false)]);
+        let a1 = plan(std::slice::from_ref(&night1));
+        let ours = vec![issue(5, "open", &a1[0].key)];
+        let night2 = group(vec![cp(Scope::Matrix, 31, -0.03, false)]);
+        let a2 = plan(std::slice::from_ref(&night2));
+        assert_eq!(
+            reconcile(&a2, &ours, &analysed()),
+            vec![Action::Update {
+                number: 5,
+                alert: 0
+            }]
+        );
+        let far = group(vec![cp(Scope::Matrix, 38, -0.03, false)]);
+        let a3 = plan(std::slice::from_ref(&far));
+        assert_eq!(
+            reconcile(&a3, &ours, &analysed()),
+            vec![
+                Action::Close {
+                    number: 5,
+                    alert: None,
+                    reason: CloseReason::NoLongerDetected
+                },
+                Action::Create { alert: 0 }
+            ]
+        );
+    }
+}

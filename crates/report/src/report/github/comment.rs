@@ -1,0 +1,185 @@
+//! The sticky PR comment: one per check name, found by its hidden marker among the PR's
+//! comments (all pages, 100 per page) that the token's own identity wrote, and edited in place,
+//! so a PR with 30 pushes still has one infergate comment per profile and suite. A marker in
+//! anyone else's comment is text like any other: never edited.
+//!
+//! The identity comes from GraphQL's `viewer { login }`, which answers for every kind of token:
+//! a personal token (the user's login), the workflow's `GITHUB_TOKEN` (`github-actions[bot]`)
+//! and a GitHub App installation token (`<app-slug>[bot]`). REST has no such call for all of
+//! them: `GET /user` is refused to installation tokens ("Resource not accessible by
+//! integration") and `GET /app` needs the App's JWT, not an installation token.
+
+use octocrab::{Octocrab, Page};
+use serde::{Deserialize, Serialize};
+
+use super::context::Token;
+use super::retry::{ApiError, RetryPolicy, with_retry};
+
+/// The fields of an issue comment we read.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExistingComment {
+    pub id: u64,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub user: Option<Author>,
+}
+
+/// A comment's author.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Author {
+    pub login: String,
+}
+
+impl ExistingComment {
+    /// Whether `login` wrote it (GitHub logins compare case-insensitively).
+    pub fn written_by(&self, login: &str) -> bool {
+        self.user
+            .as_ref()
+            .is_some_and(|u| u.login.eq_ignore_ascii_case(login))
+    }
+}
+
+#[derive(Serialize)]
+struct GraphqlQuery<'a> {
+    query: &'a str,
+}
+
+#[derive(Deserialize)]
+struct ViewerResponse {
+    #[serde(default)]
+    data: Option<ViewerData>,
+    #[serde(default)]
+    errors: Option<Vec<serde_json::Value>>,
+}
+
+#[derive(Deserialize)]
+struct ViewerData {
+    viewer: Viewer,
+}
+
+#[derive(Deserialize)]
+struct Viewer {
+    login: String,
+}
+
+/// The login the token acts as (`POST {graphql}` with `query { viewer { login } }`); `client`
+/// is based at the GraphQL endpoint's parent, `route` is its last segment.
+pub async fn own_login(
+    client: &Octocrab,
+    route: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<String, ApiError> {
+    let body = GraphqlQuery {
+        query: "query { viewer { login } }",
+    };
+    let answer: ViewerResponse = with_retry(retry, "read the token's identity", token, || {
+        client.post(route, Some(&body))
+    })
+    .await?;
+    match answer.data {
+        Some(d) if !d.viewer.login.trim().is_empty() => Ok(d.viewer.login),
+        _ => Err(ApiError::Status {
+            what: "read the token's identity".into(),
+            status: 200,
+            message: super::retry::summarise(&format!(
+                "GraphQL gave no viewer login: {}",
+                serde_json::to_string(&answer.errors).unwrap_or_default()
+            )),
+            retry_after: None,
+        }),
+    }
+}
+
+#[derive(Serialize)]
+struct CommentBody<'a> {
+    body: &'a str,
+}
+
+#[derive(Serialize)]
+struct ListParams {
+    per_page: u8,
+    page: u32,
+}
+
+/// Upper bound on pages read (100 comments each), so a pathological PR cannot loop forever.
+const MAX_PAGES: u32 = 50;
+
+/// Every comment carrying `marker`, whoever wrote it, following the `Link: rel="next"` pages
+/// (the caller keeps only its own: [`ExistingComment::written_by`]).
+pub async fn find_marked(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    pr: u64,
+    marker: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<Vec<ExistingComment>, ApiError> {
+    let route = format!("/repos/{owner}/{repo}/issues/{pr}/comments");
+    let params = ListParams {
+        per_page: 100,
+        page: 1,
+    };
+    let mut page: Page<ExistingComment> = with_retry(retry, "list PR comments", token, || {
+        client.get(&route, Some(&params))
+    })
+    .await?;
+    let mut marked = Vec::new();
+    for _ in 0..MAX_PAGES {
+        marked.extend(
+            page.items
+                .iter()
+                .filter(|c| c.body.as_deref().is_some_and(|b| b.contains(marker)))
+                .cloned(),
+        );
+        let next = page.next.clone();
+        if next.is_none() {
+            break;
+        }
+        match with_retry(retry, "list PR comments", token, || client.get_page(&next)).await? {
+            Some(p) => page = p,
+            None => break,
+        }
+    }
+    Ok(marked)
+}
+
+/// Creates a comment on the PR.
+pub async fn create(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    pr: u64,
+    body: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<(), ApiError> {
+    let route = format!("/repos/{owner}/{repo}/issues/{pr}/comments");
+    let payload = CommentBody { body };
+    let _: serde_json::Value = with_retry(retry, "create PR comment", token, || {
+        client.post(&route, Some(&payload))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Replaces the body of an existing comment.
+pub async fn update(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    id: u64,
+    body: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<(), ApiError> {
+    let route = format!("/repos/{owner}/{repo}/issues/comments/{id}");
+    let payload = CommentBody { body };
+    let _: serde_json::Value = with_retry(retry, "update PR comment", token, || {
+        client.patch(&route, Some(&payload))
+    })
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! Which pull request a report belongs to, when the event payload does not bind one to the
+//! commit: a `workflow_run` of a fork PR (GitHub leaves `workflow_run.pull_requests` empty for
+//! those) is looked up with `GET /repos/{owner}/{repo}/pulls?head={owner}:{branch}`, and a PR
+//! number given by hand is read with `GET /repos/{owner}/{repo}/pulls/{number}`. Either is
+//! kept only when the PR's head SHA is the reported commit: a PR that moved on since the run
+//! gets no comment about a commit it no longer contains.
+
+use octocrab::Octocrab;
+use serde::{Deserialize, Serialize};
+
+use super::context::{PrLookup, Token};
+use super::retry::{ApiError, RetryPolicy, with_retry};
+
+/// The fields of a pull request we read.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PullRequest {
+    pub number: u64,
+    pub head: PullHead,
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+/// `head` of a pull request.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PullHead {
+    pub sha: String,
+}
+
+#[derive(Serialize)]
+struct ListParams<'a> {
+    head: &'a str,
+    state: &'a str,
+    per_page: u8,
+}
+
+/// What the look-up found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    /// The PR whose head is the commit.
+    Pr(u64),
+    /// No PR to comment on, and why (for people).
+    NoPr(String),
+}
+
+/// The open PR from `lookup`'s head whose head SHA is `head_sha`.
+pub async fn find_by_head(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    lookup: &PrLookup,
+    head_sha: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<Resolved, ApiError> {
+    let route = format!("/repos/{owner}/{repo}/pulls");
+    let head = format!("{}:{}", lookup.head_owner, lookup.head_branch);
+    let params = ListParams {
+        head: &head,
+        state: "open",
+        per_page: 100,
+    };
+    let pulls: Vec<PullRequest> = with_retry(retry, "find the pull request", token, || {
+        client.get(&route, Some(&params))
+    })
+    .await?;
+    if let Some(pr) = pulls.iter().find(|p| p.head.sha == head_sha) {
+        return Ok(Resolved::Pr(pr.number));
+    }
+    Ok(Resolved::NoPr(match pulls.first() {
+        Some(pr) => format!(
+            "no PR comment: the open PR from {head} (#{}) is at {} now, not at the reported commit {} (it moved on; its own run will report)",
+            pr.number,
+            short(&pr.head.sha),
+            short(head_sha)
+        ),
+        None => format!("no PR comment: no open pull request from {head}"),
+    }))
+}
+
+/// PR `number`, kept only when its head SHA is `head_sha`.
+pub async fn check_number(
+    client: &Octocrab,
+    owner: &str,
+    repo: &str,
+    number: u64,
+    head_sha: &str,
+    retry: &RetryPolicy,
+    token: Option<&Token>,
+) -> Result<Resolved, ApiError> {
+    let route = format!("/repos/{owner}/{repo}/pulls/{number}");
+    let pr: PullRequest = with_retry(retry, "read the pull request", token, || {
+        client.get(&route, None::<&()>)
+    })
+    .await?;
+    if pr.head.sha == head_sha {
+        Ok(Resolved::Pr(pr.number))
+    } else {
+        Ok(Resolved::NoPr(format!(
+            "no PR comment: PR #{number}'s head is {}, not the reported commit {}{}",
+            short(&pr.head.sha),
+            short(head_sha),
+            if pr.state.as_deref() == Some("open") {
+                " (it moved on; its own run will report)"
+            } else {
+                ""
+            }
+        )))
+    }
+}
+
+fn short(sha: &str) -> &str {
+    super::render::short_sha(sha)
+}

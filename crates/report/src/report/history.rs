@@ -1,0 +1,214 @@
+//! The per-cell history of a baseline ([`BaselineHistory`], built by the store) as a terminal
+//! table and as GitHub Markdown: what `infergate baseline show` prints.
+
+use comfy_table::{CellAlignment, Table};
+
+use super::console::{fits, wrap};
+use super::markdown::escape;
+use infergate_schema::answer::NO_VALUE;
+use infergate_schema::results::context_label;
+use infergate_store::baseline::history::BaselineHistory;
+
+fn column_label(h: &BaselineHistory, i: usize) -> String {
+    // `2026-07-16T19:47:02+00:00` → `07-16 19:47`.
+    h.started_at
+        .get(i)
+        .and_then(|s| s.get(5..16))
+        .map(|s| s.replacen('T', " ", 1))
+        .unwrap_or_else(|| h.runs[i].clone())
+}
+
+/// Each cell's row, with the runs from `from` on as columns.
+fn rows(h: &BaselineHistory, from: usize) -> Vec<Vec<String>> {
+    h.cells
+        .iter()
+        .map(|c| {
+            let mut row = vec![format!(
+                "C={} / {}",
+                c.concurrency,
+                context_label(c.context_tokens)
+            )];
+            row.extend(c.values.iter().skip(from).map(|v| {
+                v.map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|| NO_VALUE.into())
+            }));
+            row.push(
+                c.level
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|| NO_VALUE.into()),
+            );
+            row.push(
+                c.cv.map(|v| format!("{:.1}%", v * 100.0))
+                    .unwrap_or_else(|| NO_VALUE.into()),
+            );
+            row
+        })
+        .collect()
+}
+
+/// The columns' names; `windows` = the level's and CV's runs in their own names (the terminal
+/// says them once above the table instead, to leave room for runs).
+fn header(h: &BaselineHistory, from: usize, windows: bool) -> Vec<String> {
+    let mut hdr = vec!["cell".to_string()];
+    hdr.extend((from..h.runs.len()).map(|i| column_label(h, i)));
+    if windows {
+        hdr.push(format!("level (newest {})", h.level_runs));
+        hdr.push(format!("CV (newest {})", h.noise_runs));
+    } else {
+        hdr.extend(["level".to_string(), "CV".to_string()]);
+    }
+    hdr
+}
+
+/// The history as a terminal table (aggregate tok/s; `—` = cell not ok in that run): as many
+/// of the newest runs as fit the console's 100 columns beside the cell, level and CV columns
+/// (the Markdown and JSON show every run).
+pub fn text(h: &BaselineHistory) -> String {
+    let n = h.runs.len();
+    let table = |from: usize| {
+        let mut table = Table::new();
+        table
+            .load_style(super::verdict_table::TABLE_STYLE)
+            .force_no_tty()
+            .set_header(header(h, from, false));
+        for row in rows(h, from) {
+            table.add_row(row);
+        }
+        for i in 1..=n - from + 2 {
+            if let Some(col) = table.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        table.to_string()
+    };
+    // The oldest run first out; the newest always stays.
+    let (from, rendered) = (0..n.max(1))
+        .map(|from| (from, table(from)))
+        .find(|(_, t)| fits(t))
+        .unwrap_or_else(|| (n.saturating_sub(1), table(n.saturating_sub(1))));
+    let shown = n - from;
+    let what = if shown == n {
+        format!("{} shown", infergate_schema::answer::plural(n, "run"))
+    } else {
+        format!("the newest {shown} of {n} runs shown (`--format md` shows all)")
+    };
+    let mut out = wrap(
+        &format!(
+            "Baseline {} / suite {}: {what}, aggregate tok/s ({NO_VALUE} = not ok in that run); \
+             level: the mean of the newest {} runs, CV: between runs over the newest {}",
+            h.profile_key, h.suite, h.level_runs, h.noise_runs
+        ),
+        2,
+    );
+    out.push('\n');
+    out.push_str(&rendered);
+    out.push('\n');
+    out.push_str(&wrap(&format!("Runs: {}", h.runs[from..].join(", ")), 2));
+    out.push('\n');
+    out
+}
+
+/// The history as a GitHub Markdown table.
+pub fn markdown(h: &BaselineHistory) -> String {
+    let mut out = format!(
+        "**Baseline {} / suite {}**: {}, aggregate tok/s\n\n",
+        escape(&h.profile_key),
+        escape(&h.suite),
+        infergate_schema::answer::plural(h.runs.len(), "run")
+    );
+    let hdr = header(h, 0, true);
+    out.push('|');
+    for c in &hdr {
+        out.push_str(&format!(" {} |", escape(c)));
+    }
+    out.push_str("\n|---|");
+    for _ in 1..hdr.len() {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for row in rows(h, 0) {
+        out.push('|');
+        for c in row {
+            out.push_str(&format!(" {} |", escape(&c)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_store::baseline::history::CellHistory;
+
+    fn sample() -> BaselineHistory {
+        BaselineHistory {
+            profile_key: "k".into(),
+            suite: "adhoc".into(),
+            runs: vec!["r1".into(), "r2".into(), "r3".into()],
+            started_at: vec![
+                "2026-07-16T19:47:02+00:00".into(),
+                "2026-07-17T19:47:02+00:00".into(),
+                "2026-07-18T19:47:02+00:00".into(),
+            ],
+            level_runs: 2,
+            noise_runs: 20,
+            cells: vec![
+                CellHistory {
+                    concurrency: 1,
+                    context_tokens: 8192,
+                    values: vec![Some(110.0), Some(90.0), Some(100.0)],
+                    level: Some(95.0),
+                    cv: Some(0.0816),
+                },
+                CellHistory {
+                    concurrency: 12,
+                    context_tokens: 131072,
+                    values: vec![None, None, None],
+                    level: None,
+                    cv: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn history_tables_show_every_run_the_level_and_the_cv() {
+        let h = sample();
+        let t = text(&h);
+        assert!(t.contains("C=1 / 8k"), "{t}");
+        assert!(t.contains("07-16 19:47"), "{t}");
+        assert!(t.contains("Runs: r1, r2, r3"), "{t}");
+        let md = markdown(&h);
+        assert!(
+            md.contains("| C=1 / 8k | 110.0 | 90.0 | 100.0 | 95.0 | 8.2% |"),
+            "{md}"
+        );
+        assert!(md.contains("| C=12 / 128k | — | — | — | — | — |"), "{md}");
+    }
+
+    /// Ten runs do not fit 100 columns: the oldest columns go first, the header says how many
+    /// are shown, and the Markdown keeps them all.
+    #[test]
+    fn a_long_history_keeps_the_newest_runs_that_fit_the_console() {
+        let mut h = sample();
+        h.runs = (1..=10).map(|i| format!("r{i}")).collect();
+        h.started_at = (1..=10)
+            .map(|i| format!("2026-07-{:02}T19:47:02+00:00", 10 + i))
+            .collect();
+        for c in &mut h.cells {
+            c.values = (1..=10)
+                .map(|i| c.level.map(|l| l + f64::from(i)))
+                .collect();
+        }
+        let t = text(&h);
+        assert!(crate::report::console::fits(&t), "{t}");
+        assert!(t.contains("the newest "), "{t}");
+        assert!(
+            t.contains("07-20 19:47") && !t.contains("07-11 19:47"),
+            "{t}"
+        );
+        assert!(t.contains("r10") && !t.contains("r1,"), "{t}");
+        assert!(markdown(&h).contains("07-11 19:47"));
+    }
+}

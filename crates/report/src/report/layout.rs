@@ -1,0 +1,989 @@
+//! One layout for every surface (console, check run, PR comment, job summary, annotations):
+//! a first line that is the answer in words ([`infergate_schema::answer::first_line`], also
+//! `verdict.json`'s headline), one compact matrix
+//! with one symbol and one number per cell, a legend of only the symbols that appear, and the
+//! basis, rule and arithmetic under "Details". Every surface renders this one [`GateLayout`],
+//! so they cannot disagree, and every number goes through one formatter per unit.
+//!
+//! The words of the gate and of the cells come from [`infergate_schema::answer`] only.
+
+use std::collections::BTreeSet;
+
+use crate::report::console::wrap;
+use crate::report::markdown::escape;
+use infergate_schema::answer::{
+    cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label, metric_name,
+    sized, with_unit,
+};
+use infergate_schema::results::context_label;
+use infergate_schema::verdict::{
+    Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
+    MetricComparison, signed_number, signed_percent,
+};
+
+/// The figure beside a cell that was decided on its change against the rest of its own run,
+/// where that change is not the total the grid shows.
+const VS_RUN: &str = "†";
+/// The figure beside a cell decided on another metric than aggregate tok/s.
+const OTHER_METRIC: &str = "*";
+/// The figure beside a cell whose test found a change over both boots that the second boot
+/// alone did not show: its figure is the two boots' mean, its verdict the second boot's.
+const ONE_BOOT: &str = "‡";
+
+/// The run's GPU telemetry in words, when it was sampled: devices, energy, J/token, mean power,
+/// hottest reading and every clock limit seen (the power cap included), so a reader can tell a
+/// cool idle GPU from a hot, capped one. Plain text: the console wraps it, Markdown escapes it.
+pub fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option<String> {
+    if t.status != "available" {
+        return None;
+    }
+    // A figure the GPU did not report (no energy counter, no power reading) is left out, not
+    // shown as a dash; no J/token where the GPU made none of the tokens (it ran no kernel) or
+    // none were counted.
+    let mut parts = vec![t.devices.join(", ")];
+    parts.extend(t.energy_j.map(|e| format!("energy {e:.0} J")));
+    parts.extend(t.joules_per_token.map(|j| match t.idle_windows {
+        // The energy above counts every window; J/token only those the GPU worked in.
+        Some(n) => format!(
+            "{} ({} left out)",
+            with_unit(Metric::JoulesPerToken, j),
+            infergate_schema::answer::plural(n, "idle-GPU window")
+        ),
+        None => with_unit(Metric::JoulesPerToken, j),
+    }));
+    parts.extend(t.power_w_avg.map(|p| format!("avg power {p:.0} W")));
+    parts.extend(t.temperature_c_max.map(|c| format!("max {c:.0} °C")));
+    if !t.throttle_reasons.is_empty() {
+        parts.push(format!(
+            "clocks limited by {}",
+            t.throttle_reasons.join(", ")
+        ));
+    }
+    Some(parts.join(" · "))
+}
+
+/// The cells whose window saw the GPU slow its clocks for heat or a hardware signal
+/// ([`infergate_schema::results::CellTelemetry::clock_slowdowns`]), as `C=4 / 8k (hw_thermal_slowdown)`.
+pub fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<String> {
+    results
+        .cells
+        .iter()
+        .filter_map(|c| {
+            let seen = c.telemetry.as_ref()?.clock_slowdowns();
+            (!seen.is_empty()).then(|| {
+                format!(
+                    "{} ({})",
+                    infergate_schema::answer::cell_label(c.concurrency, c.context_tokens),
+                    seen.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// The warning for cells measured while the GPU slowed its clocks for heat or a hardware
+/// signal ([`slowed_cells`]; `boot` names the boot when it is not the first): their figures
+/// may be the runner's, not the engine's, so a reviewer should know before trusting a change
+/// in them.
+pub fn clock_slowdown_text(
+    results: &infergate_schema::results::RunResults,
+    boot: &str,
+) -> Option<String> {
+    let cells = slowed_cells(results);
+    (!cells.is_empty()).then(|| {
+        format!(
+            "the GPU slowed its clocks for heat or a hardware signal in {}{boot}: {}; their figures measure the runner's cooling or power delivery as well as the engine",
+            cells_word(cells.len()),
+            cells.join(", ")
+        )
+    })
+}
+
+/// [`clock_slowdown_text`] of each boot of a gate: the first, then the confirmation boot.
+pub fn clock_cautions(
+    first: &infergate_schema::results::RunResults,
+    confirmation: Option<&infergate_schema::results::RunResults>,
+) -> Vec<String> {
+    clock_slowdown_text(first, "")
+        .into_iter()
+        .chain(confirmation.and_then(|c| clock_slowdown_text(c, " of the confirmation boot")))
+        .collect()
+}
+
+/// Whether a metric's values can be right: an inter-token latency percentile (p50 and up) is
+/// only shown when both are latencies ([`infergate_schema::results::itl_is_latency`]: not tokens that
+/// came together).
+fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
+    if !(m.baseline.is_finite() && m.candidate.is_finite() && m.baseline > 0.0 && m.candidate > 0.0)
+    {
+        return false;
+    }
+    if !matches!(m.metric, Metric::ItlP50 | Metric::ItlP90 | Metric::ItlP99) {
+        return true;
+    }
+    let per_user = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps);
+    infergate_schema::results::itl_is_latency(m.baseline, per_user.map(|p| p.baseline))
+        && infergate_schema::results::itl_is_latency(m.candidate, per_user.map(|p| p.candidate))
+}
+
+/// One matrix cell: its number (a change in %, or a short word) and its symbol.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridCell {
+    /// `−9.6`, `−12.0†`, `cap`, `err`, or empty.
+    pub number: String,
+    /// The verdict's symbol.
+    pub symbol: &'static str,
+    /// The verdict (for the legend).
+    pub verdict: CellVerdict,
+    /// `3,000 → 2,712`: the cell's aggregate tok/s, baseline (or A) → now (or B), beside its
+    /// change; `None` where a side has no value.
+    pub values: Option<String>,
+}
+
+impl GridCell {
+    /// `−9.6 ✗`, `–`.
+    pub fn text(&self) -> String {
+        if self.number.is_empty() {
+            self.symbol.to_string()
+        } else {
+            format!("{} {}", self.number, self.symbol)
+        }
+    }
+}
+
+/// A cell as the grid shows it. In an `insufficient` gate a cell no test decided shows `?`
+/// (not decided), not `✓`: the gate could not see the design effect, so no cell passed it (a
+/// `−4.2 ✓` under "insufficient" read as a contradiction). `verdict.json` keeps the cell's
+/// own `unchanged`.
+fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
+    let shown = if gate == GateVerdict::Insufficient && c.verdict == CellVerdict::Unchanged {
+        CellVerdict::Inconclusive
+    } else {
+        c.verdict
+    };
+    let (symbol, _) = cell_symbol(shown);
+    let number = match (shown, c.deciding()) {
+        (CellVerdict::NotComparable, _) => String::new(),
+        (CellVerdict::CapacityRegression, _) => "cap".into(),
+        (CellVerdict::ErrorRegression, _) => "err".into(),
+        (CellVerdict::Saturated | CellVerdict::SaturationRegression, _) => "sat".into(),
+        (_, None) => String::new(),
+        (v, Some(m)) => {
+            // Every figure is the cell's change vs the baseline, as the grid's caption says;
+            // a cell decided on its change against the rest of its run says so where that
+            // change reads otherwise (a row slower in a two-row matrix: −5.1 against its run,
+            // −10.0 in total).
+            let decided = matches!(v, CellVerdict::Regression | CellVerdict::Improvement);
+            let mut n = signed_number(100.0 * m.shown_change_total().change, 1);
+            let d = m.shown_change();
+            if decided && d.basis == DecisionBasis::VsRun && signed_number(100.0 * d.change, 1) != n
+            {
+                n.push_str(VS_RUN);
+            }
+            if m.metric != Metric::AggregateTps {
+                n.push_str(OTHER_METRIC);
+            }
+            if !decided && m.check.as_ref().is_some_and(|c| c.screen) {
+                n.push_str(ONE_BOOT);
+            }
+            n
+        }
+    };
+    // Beside the change, what it is a change of: the deciding metric's values (aggregate
+    // tok/s as the caption says, else that metric with its unit), or the cell's tok/s for a
+    // cell shown by a word (`cap`, `err`).
+    let values = if number.is_empty() {
+        None
+    } else {
+        let m = c
+            .deciding()
+            .or_else(|| c.metrics.iter().find(|m| m.metric == Metric::AggregateTps));
+        m.filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
+            .map(|m| {
+                let v = |x: f64| match m.metric {
+                    Metric::AggregateTps => tps(x),
+                    other => with_unit(other, x),
+                };
+                format!("{} → {}", v(m.baseline), v(m.candidate))
+            })
+    };
+    GridCell {
+        number,
+        symbol,
+        verdict: shown,
+        values,
+    }
+}
+
+/// Aggregate tok/s in a grid cell: `2,712` from 1,000 up, `151.6` below (the caption gives
+/// the unit).
+fn tps(x: f64) -> String {
+    if x.abs() >= 1000.0 {
+        infergate_schema::results::thousands(x.round().max(0.0) as u64)
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// The matrix: context rows × concurrency columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grid {
+    /// Column heads (concurrency), ascending.
+    pub concurrency: Vec<u32>,
+    /// One row per context, ascending: its label and one cell per column (`None`: not in the
+    /// matrix).
+    pub rows: Vec<(String, Vec<Option<GridCell>>)>,
+}
+
+/// A significant change of a latency or secondary metric, with units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecondaryChange {
+    /// `C=8 / 32k`.
+    pub cell: String,
+    /// `TTFT p90`.
+    pub metric: &'static str,
+    /// `41.2 ms → 58.0 ms`.
+    pub values: String,
+    /// `+40.8% [+30.1, +52.0] higher`.
+    pub change: String,
+}
+
+/// One context of the prefill layer as its table shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillRow {
+    /// `8k`.
+    pub context: String,
+    /// The verdict's symbol and the change vs baseline with its interval: `✗ −75.0% [−77.1,
+    /// −72.8]`, or why it was not compared.
+    pub change: String,
+    /// `52,000 → 13,000 tok/s`.
+    pub values: String,
+}
+
+/// Everything a surface shows, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateLayout {
+    /// The answer: symbol, size and interval, cells, and how sure.
+    pub first_line: String,
+    /// What the table's numbers are.
+    pub grid_caption: String,
+    /// The matrix (`None` when no cell was compared).
+    pub grid: Option<Grid>,
+    /// Only the symbols that appear: (symbol, meaning).
+    pub legend: Vec<(&'static str, &'static str)>,
+    /// Significant, plausible latency and secondary changes.
+    pub secondary: Vec<SecondaryChange>,
+    /// The prefill layer, one row per context (empty where not measured).
+    pub prefill: Vec<PrefillRow>,
+    /// The basis, the rule and the arithmetic, one paragraph each.
+    pub details: Vec<String>,
+    /// What a developer can do next ([`infergate_schema::answer::next_steps`]), where it applies.
+    pub next_steps: Vec<infergate_schema::answer::NextStep>,
+}
+
+/// Builds the layout of a comparison, with the next steps that need no context of the run.
+pub fn layout(report: &ComparisonReport) -> GateLayout {
+    layout_with(report, &infergate_schema::answer::StepContext::default())
+}
+
+/// Builds the layout of a comparison; `steps` says how the gate ran (its config, its
+/// `fail_on`), for the next steps.
+pub fn layout_with(
+    report: &ComparisonReport,
+    steps: &infergate_schema::answer::StepContext,
+) -> GateLayout {
+    let grid = grid(report);
+    let mut legend: Vec<(&'static str, &'static str)> = Vec::new();
+    let mut extra: Vec<(&'static str, &'static str)> = Vec::new();
+    if let Some(g) = &grid {
+        let mut seen = BTreeSet::new();
+        for cell in g.rows.iter().flat_map(|(_, cells)| cells.iter().flatten()) {
+            if seen.insert(cell.symbol) {
+                legend.push(cell_symbol(cell.verdict));
+            }
+            if cell.number.contains(VS_RUN) && !extra.iter().any(|(s, _)| *s == VS_RUN) {
+                extra.push((
+                    VS_RUN,
+                    "decided on its change against the rest of its own run (the matrix's common move taken out), not on this total (see Details)",
+                ));
+            }
+            if cell.number.contains(OTHER_METRIC) && !extra.iter().any(|(s, _)| *s == OTHER_METRIC)
+            {
+                extra.push((OTHER_METRIC, "decided on another metric (see Details)"));
+            }
+            if cell.number.contains(ONE_BOOT) && !extra.iter().any(|(s, _)| *s == ONE_BOOT) {
+                extra.push((
+                    ONE_BOOT,
+                    "moved on one boot only: the second boot alone did not (see Details)",
+                ));
+            }
+        }
+    }
+    for c in &report.prefill {
+        let symbol = cell_symbol(c.verdict);
+        if !legend.contains(&symbol) {
+            legend.push(symbol);
+        }
+    }
+    legend.extend(extra);
+    GateLayout {
+        first_line: first_line(report),
+        grid_caption: match report.against {
+            Against::Baseline => "aggregate tok/s, change vs baseline in %, and baseline → now",
+            Against::PairedAb => "aggregate tok/s, change of B vs A in %, and A → B",
+        }
+        .into(),
+        grid,
+        legend,
+        secondary: secondary(report),
+        prefill: prefill_rows(report),
+        details: details(report),
+        next_steps: infergate_schema::answer::next_steps(report, steps),
+    }
+}
+
+fn grid(report: &ComparisonReport) -> Option<Grid> {
+    if report.cells.is_empty() {
+        return None;
+    }
+    let contexts: BTreeSet<u64> = report.cells.iter().map(|c| c.context_tokens).collect();
+    let concurrency: Vec<u32> = report
+        .cells
+        .iter()
+        .map(|c| c.concurrency)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let rows = contexts
+        .into_iter()
+        .map(|ctx| {
+            let cells = concurrency
+                .iter()
+                .map(|&conc| {
+                    report
+                        .cells
+                        .iter()
+                        .find(|c| c.concurrency == conc && c.context_tokens == ctx)
+                        .map(|c| grid_cell(c, report.gate))
+                })
+                .collect();
+            (context_label(ctx), cells)
+        })
+        .collect();
+    Some(Grid { concurrency, rows })
+}
+
+/// The prefill layer's rows: each context's verdict, change and values (prefill tok/s of the
+/// cold samples), whether or not it moved: the layer's table is small and complete.
+fn prefill_rows(report: &ComparisonReport) -> Vec<PrefillRow> {
+    let mut rows: Vec<&CellComparison> = report.prefill.iter().collect();
+    rows.sort_by_key(|c| c.context_tokens);
+    rows.into_iter()
+        .map(|c| {
+            let m = c.metrics.iter().find(|m| m.metric == Metric::PrefillTps);
+            let (symbol, _) = cell_symbol(c.verdict);
+            let change = match m {
+                Some(m) => {
+                    let d = m.shown_change_total();
+                    let gated = if report.prefill_gated {
+                        ""
+                    } else {
+                        " (reported only)"
+                    };
+                    format!(
+                        "{symbol} {} {}{gated}",
+                        signed_percent(d.change),
+                        interval(d.ci_low, d.ci_high)
+                    )
+                }
+                None => format!("{symbol} {}", c.reason.as_deref().unwrap_or("not compared")),
+            };
+            let values = m
+                .filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
+                .map_or_else(String::new, |m| {
+                    format!("{} → {} tok/s", tps(m.baseline), tps(m.candidate))
+                });
+            PrefillRow {
+                context: context_label(c.context_tokens),
+                change,
+                values,
+            }
+        })
+        .collect()
+}
+
+/// Where the level and the noise came from: `baseline level from 7 runs, noise from 20`, or
+/// an A/B run's `A's level from 4 boots, noise from 4 pairs`.
+fn level_and_noise(report: &ComparisonReport) -> String {
+    let (level, noise) = (report.baseline.level_runs.len(), report.baseline.noise_runs);
+    let s = |n: usize| if n == 1 { "" } else { "s" };
+    match report.against {
+        Against::Baseline => format!(
+            "baseline level from {level} run{}, noise from {noise}",
+            s(level)
+        ),
+        Against::PairedAb => {
+            format!(
+                "A's level from {level} boot{}, noise from {noise} pair{}",
+                s(level),
+                s(noise)
+            )
+        }
+    }
+}
+
+fn secondary(report: &ComparisonReport) -> Vec<SecondaryChange> {
+    let mut out = Vec::new();
+    for c in &report.cells {
+        for m in &c.metrics {
+            if m.metric == Metric::AggregateTps
+                || !matches!(
+                    m.verdict,
+                    CellVerdict::Regression | CellVerdict::Improvement
+                )
+                || !plausible(c, m)
+                // "significant changes only": a metric that followed its cell's verdict but
+                // whose own interval holds no change is not listed as one.
+                || (m.ci_low <= 0.0 && m.ci_high >= 0.0)
+            {
+                continue;
+            }
+            out.push(SecondaryChange {
+                cell: label(c),
+                metric: metric_name(m.metric),
+                values: format!(
+                    "{} → {}",
+                    with_unit(m.metric, m.baseline),
+                    with_unit(m.metric, m.candidate)
+                ),
+                change: format!(
+                    "{} {} {}",
+                    signed_percent(m.change),
+                    interval(m.ci_low, m.ci_high),
+                    direction_word(m.change)
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// Where the intervals' boot-to-boot noise comes from a prior, the words that say so: with
+/// one baseline run no run-to-run scatter is measured yet (a prior CV of 3% stands in for
+/// it), and with a second boot the boots' own scatter joins it.
+fn prior_note(report: &ComparisonReport) -> Option<String> {
+    if report.against != Against::Baseline || report.baseline.noise_runs > 1 {
+        return None;
+    }
+    Some(if report.candidate_runs.len() > 1 {
+        "Intervals from a prior: one baseline run shows no run-to-run scatter, so the noise is a prior (3% per cell, 1.5% per boot) pooled with the scatter of this candidate's boots; record more baseline runs.".into()
+    } else {
+        "Intervals from a prior: one baseline run and one boot show no run-to-run scatter, so the noise is a prior (3% per cell, 1.5% per boot), not a measurement; record more baseline runs.".into()
+    })
+}
+
+/// `p = 0.0021`, `p < 0.0001`.
+fn p_text(p: f64) -> String {
+    if p < 1e-4 {
+        "p < 0.0001".into()
+    } else {
+        format!("p = {p:.4}")
+    }
+}
+
+fn details(report: &ComparisonReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(m) = &report.matrix_test {
+        out.push(format!(
+            "Matrix-wide: mean aggregate tok/s change {} {} over {}: {}.",
+            signed_percent(m.change),
+            interval(m.ci_low, m.ci_high),
+            cells_word(m.cells),
+            match m.verdict {
+                CellVerdict::Regression => "a matrix-wide regression",
+                CellVerdict::Improvement => "matrix-wide faster",
+                _ => "no matrix-wide regression shown",
+            }
+        ));
+        if let Some(note) = prior_note(report) {
+            out.push(note);
+        }
+    }
+    // The tests that decided, each redoable by hand: statistic, reference, boundary, alpha.
+    out.extend(report.check_lines());
+    // A gating metric that did not gate here says so, with why.
+    if !report.not_gated.is_empty() {
+        out.push(format!("Not gated: {}.", report.not_gated.join("; ")));
+    }
+    if let Some(c) = &report.confirmation {
+        if c.used {
+            let first = c
+                .first_boot
+                .as_ref()
+                .map(|m| {
+                    format!(
+                        " First boot alone, matrix-wide: {} {}, {}.",
+                        signed_percent(m.change),
+                        interval(m.ci_low, m.ci_high),
+                        p_text(m.p_value)
+                    )
+                })
+                .unwrap_or_default();
+            out.push(format!(
+                "Second boot: {}; the verdict tests both boots together ({}).{first}",
+                c.reason, c.second_results
+            ));
+        } else {
+            out.push(format!(
+                "Second boot not used: {}; the verdict is the first boot's alone.",
+                c.reason
+            ));
+        }
+    }
+    if let Some(s) = &report.sensitivity {
+        let mut line = format!(
+            "Sensitivity at {:.0}% power with {}:",
+            100.0 * s.design_power,
+            s.unit.count(s.history_runs)
+        );
+        if let Some(m) = s.matrix_mde {
+            line.push_str(&format!(
+                " a uniform {} over the matrix;",
+                signed_percent(m)
+            ));
+        }
+        if let Some(median) = s.median_cell_mde() {
+            // A cell whose test cannot find even a total loss has no MDE to print: `−100.0%`
+            // would read as a figure.
+            if signed_percent(median) == signed_percent(-1.0) {
+                line.push_str(" no slowdown in one cell alone (median cell);");
+            } else {
+                line.push_str(&format!(
+                    " {} in one cell alone (median cell);",
+                    signed_percent(median)
+                ));
+            }
+        }
+        line.pop();
+        if s.level_lag > 0.0 {
+            // Why the matrix test and its MDE are wider than the runs' scatter says.
+            line.push_str(&format!(
+                "; the level lags the history's slowing by {:.1}%, counted in the matrix-wide \
+                 test's noise",
+                100.0 * s.level_lag
+            ));
+        }
+        line.push('.');
+        out.push(line);
+    }
+    for c in &report.cells {
+        // A decided cell whose figure in the table is its total change needs no line: the
+        // table and the matrix-wide test say it all.
+        let decided = matches!(
+            c.verdict,
+            CellVerdict::Regression | CellVerdict::Improvement
+        );
+        let figure = c.deciding().filter(|m| {
+            decided
+                && (m.metric != Metric::AggregateTps
+                    || m.shown_change().basis == DecisionBasis::VsRun)
+        });
+        // A cell that moved with the matrix is said by the matrix-wide test's line.
+        let with_matrix = decided
+            && c.deciding()
+                .is_some_and(|m| m.shown_change().basis == DecisionBasis::WithMatrix);
+        if c.verdict == CellVerdict::Unchanged
+            || with_matrix
+            || (figure.is_none() && c.reason.is_none())
+        {
+            continue;
+        }
+        let mut line = format!("{} {}: {}", cell_symbol(c.verdict).0, label(c), {
+            cell_symbol(c.verdict).1
+        });
+        if let Some(m) = figure {
+            let d = m.shown_change();
+            line.push_str(&format!(
+                "; decided on {} {} {} {} (total {})",
+                metric_name(m.metric),
+                signed_percent(d.change),
+                interval(d.ci_low, d.ci_high),
+                d.label(),
+                signed_percent(m.change)
+            ));
+        }
+        if let Some(r) = &c.reason {
+            line.push_str(&format!(" — {r}"));
+        }
+        out.push(line);
+    }
+    let r = &report.rule;
+    let split = match r.shares {
+        Some(s) => {
+            let mut capacity = if s.capacity > 0.0 {
+                format!(", {:.2e} to capacity-limited cells", s.capacity)
+            } else {
+                String::new()
+            };
+            // What no test was given (an A/B comparison decides capacity by its counts), so
+            // that the shares add up to α as printed.
+            if let Some(secondary) = s.secondary {
+                capacity.push_str(&format!(
+                    ", {secondary:.2e} to the latency and other secondary metrics (half to their matrix-wide tests, half to their cells)"
+                ));
+            }
+            let unspent = r.alpha - s.matrix - s.local - s.capacity - s.secondary.unwrap_or(0.0);
+            if unspent > 1e-9 * r.alpha {
+                capacity.push_str(&format!(", {unspent:.2e} unspent"));
+            }
+            // Without line tests (a paired A/B run, a matrix of one row or column) the cells
+            // have the local share to themselves.
+            let local = if s.lines > 0.0 {
+                format!(
+                    "rows, columns and cells ({:.2e} to the rows and columns, {:.2e} to the cells; {} within each family)",
+                    s.lines,
+                    s.local - s.lines,
+                    r.correction_name()
+                )
+            } else if report.lines.is_empty() {
+                format!("the cells ({})", r.correction_name())
+            } else {
+                // A verdict written before the lines' part was recorded.
+                format!(
+                    "rows, columns and cells ({} within each family)",
+                    r.correction_name()
+                )
+            };
+            format!(
+                "{:.2e} to the matrix-wide test, {:.2e} to {local}{capacity}",
+                s.matrix, s.local,
+            )
+        }
+        None => format!(
+            "half to the matrix-wide test and half to rows, columns and cells ({} within each \
+             family)",
+            r.correction_name()
+        ),
+    };
+    // What a pass vouches for in one cell (verdicts of earlier versions did not check it).
+    let cells = r.cell_effect.map_or(String::new(), |e| {
+        format!(
+            "; a pass also needs every cell's interval above {}",
+            infergate_schema::verdict::signed_percent(-e)
+        )
+    });
+    out.push(format!(
+        "Rule: α = {} per gate: {split}; a regression also needs a change beyond {:.1}% ({:.0}% \
+         for the matrix){cells}; {:.0}% intervals; {}.",
+        r.alpha,
+        100.0 * r.min_effect,
+        100.0 * r.matrix_margin,
+        100.0 * r.confidence,
+        level_and_noise(report)
+    ));
+    out.push(format!(
+        "Profile {} · engine {} · model {}{}.",
+        report.profile.key,
+        report.profile.engine,
+        report.profile.model,
+        report
+            .suite
+            .as_deref()
+            .map(|s| format!(" · suite {s}"))
+            .unwrap_or_default()
+    ));
+    out
+}
+
+/// The annotation/workflow-command title of a cell: `C=8 / 32k: aggregate tok/s −9.6% [−10.9, −8.4]`.
+pub fn cell_title(cell: &CellComparison) -> String {
+    let name = label(cell);
+    match (cell.verdict, cell.deciding()) {
+        (
+            CellVerdict::Regression | CellVerdict::Improvement | CellVerdict::Inconclusive,
+            Some(m),
+        ) => {
+            let d = m.shown_change();
+            format!(
+                "{name}: {} {}",
+                sized(m.metric, d.change, d.ci_low, d.ci_high),
+                cell_symbol(cell.verdict).1
+            )
+        }
+        (v, _) => format!("{name}: {}", cell_word(v)),
+    }
+}
+
+/// The annotation message of a cell: the deciding metric's levels with units, the change, its
+/// interval and margin, and the cell's reason.
+pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = cell.deciding() {
+        let d = m.shown_change();
+        // Only a change against the rest of its run differs from the total; a cell that moved
+        // with its row, column or matrix shows its total, and its reason says with what.
+        let basis = match d.basis {
+            DecisionBasis::VsRun => format!(", {}; total {}", d.label(), signed_percent(m.change)),
+            _ => String::new(),
+        };
+        parts.push(format!(
+            "{} {} → {} ({}{basis}; {:.0}% interval {}; margin {:.1}%)",
+            metric_name(m.metric),
+            with_unit(m.metric, m.baseline),
+            with_unit(m.metric, m.candidate),
+            signed_percent(d.change),
+            100.0 * confidence,
+            interval(d.ci_low, d.ci_high),
+            100.0 * m.margin
+        ));
+    }
+    if let Some(r) = &cell.reason {
+        parts.push(r.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    if parts.is_empty() {
+        parts.push(cell_symbol(cell.verdict).1.to_string());
+    }
+    parts.join("; ")
+}
+
+// ---- console ----------------------------------------------------------------------------
+
+/// The layout for a terminal: no line wider than [`CONSOLE_WIDTH`].
+pub fn console(l: &GateLayout) -> String {
+    let mut out = wrap(&l.first_line, 2);
+    out.push('\n');
+    if let Some(g) = &l.grid {
+        out.push_str(&l.grid_caption);
+        out.push('\n');
+        let mut table = comfy_table::Table::new();
+        table
+            .load_style(crate::report::verdict_table::TABLE_STYLE)
+            .force_no_tty()
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_width(crate::report::console::CONSOLE_WIDTH as u16);
+        let mut header = vec!["ctx \\ C".to_string()];
+        header.extend(g.concurrency.iter().map(u32::to_string));
+        table.set_header(header);
+        for (ctx, cells) in &g.rows {
+            let mut row = vec![ctx.clone()];
+            row.extend(cells.iter().map(|c| {
+                c.as_ref()
+                    .map(|c| match &c.values {
+                        Some(v) => format!("{}\n{v}", c.text()),
+                        None => c.text(),
+                    })
+                    .unwrap_or_default()
+            }));
+            table.add_row(row);
+        }
+        for i in 1..=g.concurrency.len() {
+            if let Some(col) = table.column_mut(i) {
+                col.set_cell_alignment(comfy_table::CellAlignment::Right);
+            }
+        }
+        out.push_str(&table.to_string());
+        out.push('\n');
+    }
+    if !l.legend.is_empty() {
+        out.push_str(&wrap(&legend_text(&l.legend), 2));
+        out.push('\n');
+    }
+    if !l.secondary.is_empty() {
+        out.push_str("Latency and other metrics (significant changes only):\n");
+        for s in &l.secondary {
+            out.push_str(&wrap(
+                &format!("  {}  {}  {}  {}", s.cell, s.metric, s.values, s.change),
+                4,
+            ));
+            out.push('\n');
+        }
+    }
+    if !l.prefill.is_empty() {
+        out.push_str("Prefill layer (prefill tok/s of cold samples, change vs baseline):\n");
+        for p in &l.prefill {
+            out.push_str(&wrap(
+                &if p.values.is_empty() {
+                    format!("  {}: {}", p.context, p.change)
+                } else {
+                    format!("  {}: {}, {}", p.context, p.change, p.values)
+                },
+                4,
+            ));
+            out.push('\n');
+        }
+    }
+    out.push_str("Details:\n");
+    for d in &l.details {
+        out.push_str(&wrap(&format!("  {d}"), 4));
+        out.push('\n');
+    }
+    if !l.next_steps.is_empty() {
+        out.push_str("Next steps:\n");
+        for step in &l.next_steps {
+            let colon = if step.command.is_some() { ":" } else { "" };
+            out.push_str(&wrap(&format!("  {}{colon}", step.what), 4));
+            out.push('\n');
+            if let Some(cmd) = &step.command {
+                out.push_str(&shell_lines(cmd, 4));
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// A command for the console, indented by `indent`: at most [`CONSOLE_WIDTH`] columns a line,
+/// broken between words with a shell's ` \` continuation, so it still pastes as one command.
+fn shell_lines(cmd: &str, indent: usize) -> String {
+    let width = crate::report::console::CONSOLE_WIDTH - 2;
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = " ".repeat(indent);
+    // Words, a '…' quoted one kept whole (a break inside quotes would be part of the text).
+    let mut words: Vec<String> = Vec::new();
+    let mut quoted = false;
+    for w in cmd.split(' ') {
+        match words.last_mut() {
+            Some(last) if quoted => {
+                last.push(' ');
+                last.push_str(w);
+            }
+            _ => words.push(w.to_string()),
+        }
+        if w.matches('\'').count() % 2 == 1 {
+            quoted = !quoted;
+        }
+    }
+    for word in &words {
+        let started = !line.trim().is_empty();
+        if started && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(format!("{line} \\"));
+            line = " ".repeat(indent + 2);
+        } else if started {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines.join("\n")
+}
+
+/// `✗ = regression · ✓ = no regression`: a key, never read as a second verdict under the table.
+fn legend_text(legend: &[(&str, &str)]) -> String {
+    legend
+        .iter()
+        .map(|(s, m)| format!("{s} = {m}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+// ---- Markdown ---------------------------------------------------------------------------
+
+/// The layout as GitHub-flavoured Markdown: the first line (unless `with_first_line` is
+/// false, for surfaces that show it as a title), the table, the legend, and Details collapsed.
+/// Engine- and config-supplied text is escaped.
+pub fn markdown(l: &GateLayout, with_first_line: bool) -> String {
+    let mut out = String::new();
+    if with_first_line {
+        out.push_str(&format!("**{}**\n\n", escape(&l.first_line)));
+    }
+    out.push_str(&markdown_body(l, "", ""));
+    out
+}
+
+/// Table, legend and Details, without the first line; `before_details` (Markdown, e.g. the
+/// job summary's chart) goes between the legend and Details, `extra_details` at the end of
+/// Details (both already escaped).
+pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) -> String {
+    let mut out = String::new();
+    if let Some(g) = &l.grid {
+        out.push_str(&format!("{}:\n\n", escape(&l.grid_caption)));
+        out.push_str("| context |");
+        for c in &g.concurrency {
+            out.push_str(&format!(" C={c} |"));
+        }
+        out.push_str("\n|---|");
+        for _ in &g.concurrency {
+            out.push_str("---:|");
+        }
+        out.push('\n');
+        for (ctx, cells) in &g.rows {
+            out.push_str(&format!("| {} |", escape(ctx)));
+            for c in cells {
+                let t = match c {
+                    Some(c) => match &c.values {
+                        Some(v) => format!("{}<br>{}", escape(&c.text()), escape(v)),
+                        None => escape(&c.text()),
+                    },
+                    None => String::new(),
+                };
+                out.push_str(&format!(" {t} |"));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    if !l.prefill.is_empty() {
+        out.push_str("Prefill layer (prefill tok/s of cold samples):\n\n");
+        out.push_str("| context | change vs baseline [interval, %] | baseline → now |\n");
+        out.push_str("|---|---:|---:|\n");
+        for p in &l.prefill {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                escape(&p.context),
+                escape(&p.change),
+                escape(&p.values)
+            ));
+        }
+        out.push('\n');
+    }
+    if !l.legend.is_empty() {
+        out.push_str(&escape(&legend_text(&l.legend)));
+        out.push_str("\n\n");
+    }
+    if !l.next_steps.is_empty() {
+        out.push_str("**Next steps**\n\n");
+        for step in &l.next_steps {
+            out.push_str(&format!("- {}", escape(&step.what)));
+            if let Some(cmd) = &step.command {
+                // A code span: the command as typed (backticks and line breaks cannot occur
+                // in one; taken out if they do).
+                let cmd: String = cmd
+                    .chars()
+                    .filter(|c| !matches!(c, '`' | '\n' | '\r'))
+                    .collect();
+                out.push_str(&format!(":<br>`{cmd}`"));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    if !before_details.is_empty() {
+        out.push_str(before_details);
+        out.push('\n');
+    }
+    out.push_str("<details><summary>Details</summary>\n\n");
+    if !l.secondary.is_empty() {
+        out.push_str("Latency and other metrics (significant changes only):\n\n");
+        out.push_str("| cell | metric | baseline → now | change [interval, %] |\n");
+        out.push_str("|---|---|---:|---:|\n");
+        for s in &l.secondary {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                escape(&s.cell),
+                escape(s.metric),
+                escape(&s.values),
+                escape(&s.change)
+            ));
+        }
+        out.push('\n');
+    }
+    for d in &l.details {
+        out.push_str(&format!("- {}\n", escape(d)));
+    }
+    out.push_str(extra_details);
+    out.push_str("\n</details>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,421 @@
+//! The layout of a pass, a matrix-wide regression confirmed on a second boot, an undecided
+//! gate on a thin baseline and a single-cell regression: grids, widths, legends, units, Details
+//! (the first line itself is tested beside its writer, `src/answer.rs`).
+
+use super::*;
+use infergate_schema::verdict::fixtures::{insufficient, matrix, metric, pass, regression};
+use infergate_schema::verdict::{AlphaShares, Direction};
+
+/// A one-run store: asked for more runs, not given a count or told it never can, and a cell
+/// test that cannot find even a total loss prints no figure for it.
+#[test]
+fn a_one_run_store_asks_for_runs_and_prints_no_impossible_mde() {
+    let mut r = insufficient();
+    if let Some(s) = r.sensitivity.as_mut() {
+        s.history_runs = 1;
+        s.runs_needed = None;
+        for c in &mut s.cells {
+            c.mde = -1.0;
+        }
+    }
+    let first = first_line(&r);
+    assert!(
+        first.ends_with("(more baseline runs needed: one shows no boot-to-boot noise yet)"),
+        "{first}"
+    );
+    let l = layout(&r);
+    let line = l
+        .details
+        .iter()
+        .find(|d| d.starts_with("Sensitivity at"))
+        .expect("sensitivity line");
+    assert_eq!(
+        line,
+        "Sensitivity at 80% power with 1 baseline run: a uniform −7.9% over the matrix; no slowdown in one cell alone (median cell)."
+    );
+}
+
+/// A level that lags a slowing runner says so where the sensitivity is, as the reason the
+/// matrix-wide test and its MDE are wider than the runs' scatter; without a lag, nothing.
+#[test]
+fn the_level_lag_behind_a_slowing_runner_is_said_beside_the_sensitivity() {
+    let line = |r: &ComparisonReport| {
+        layout(r)
+            .details
+            .into_iter()
+            .find(|d| d.starts_with("Sensitivity at"))
+            .expect("sensitivity line")
+    };
+    let mut r = insufficient();
+    assert!(!line(&r).contains("lags"), "{}", line(&r));
+    if let Some(s) = r.sensitivity.as_mut() {
+        s.level_lag = 0.0063;
+    }
+    assert!(
+        line(&r).ends_with(
+            "; the level lags the history's slowing by 0.6%, counted in the matrix-wide test's noise."
+        ),
+        "{}",
+        line(&r)
+    );
+}
+
+#[test]
+fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
+    let l = layout(&regression());
+    let g = l.grid.as_ref().expect("grid");
+    assert_eq!(g.concurrency, [1, 2, 4]);
+    let first = g.rows[0].1[0].as_ref().expect("cell");
+    assert_eq!(first.text(), "−9.6 ✗");
+    assert_eq!(l.legend, [("✗", "regression")]);
+    // An insufficient gate passed no cell: the cells no test decided are `?` (not decided),
+    // not `✓`, though verdict.json keeps their `unchanged`.
+    let report = insufficient();
+    assert!(
+        report
+            .cells
+            .iter()
+            .any(|c| c.verdict == CellVerdict::Unchanged)
+    );
+    let l = layout(&report);
+    assert_eq!(l.legend, [("?", "not decided")]);
+    let l = layout(&pass());
+    assert_eq!(l.legend, [("✓", "no regression")]);
+}
+
+#[test]
+fn a_cell_the_second_boot_cleared_is_marked_beside_its_two_boot_mean() {
+    // One cell −10.6% over both boots, its own test past its boundary, but the second boot
+    // alone did not lean worse: unchanged, and its figure says why it is not a regression.
+    let mut r = pass();
+    let m = &mut r.cells[5].metrics[0];
+    m.change = -0.106;
+    m.check = Some(infergate_schema::verdict::Check {
+        look: "second boot alone, futility screen".into(),
+        statistic: -0.01,
+        reference: "t(37.0)".into(),
+        boundary: -1.69,
+        alpha: 0.05,
+        screen: true,
+        rejected: false,
+        outcome: "no regression: the second boot alone does not lean worse".into(),
+    });
+    let l = layout(&r);
+    let g = l.grid.as_ref().expect("grid");
+    assert_eq!(g.rows[1].1[2].as_ref().expect("cell").text(), "−10.6‡ ✓");
+    assert_eq!(g.rows[0].1[0].as_ref().expect("cell").text(), "+0.2 ✓");
+    assert_eq!(
+        l.legend,
+        [
+            ("✓", "no regression"),
+            (
+                "‡",
+                "moved on one boot only: the second boot alone did not (see Details)"
+            )
+        ]
+    );
+}
+
+#[test]
+fn the_console_is_at_most_100_columns_and_says_the_headline_once() {
+    for r in [pass(), regression(), insufficient()] {
+        let text = console(&layout(&r));
+        assert!(crate::report::console::fits(&text), "{text}");
+        assert!(!text.contains("the old headline"), "{text}");
+        let unwrapped = text.replace("\n  ", " ");
+        let first = first_line(&r);
+        assert_eq!(unwrapped.matches(first.as_str()).count(), 1, "{text}");
+    }
+}
+
+#[test]
+fn latencies_carry_units_and_never_a_verdict_word_against_their_sign() {
+    let mut r = regression();
+    // A significant ITL p90 rise and a TTFT p90 fall on the slower build.
+    r.cells[0].metrics[3] = metric(Metric::ItlP90, 0.0033, 0.061, 0.02, CellVerdict::Regression);
+    r.cells[1].metrics[2] = metric(
+        Metric::TtftP90,
+        0.045,
+        -0.089,
+        0.02,
+        CellVerdict::Improvement,
+    );
+    let l = layout(&r);
+    assert_eq!(l.secondary.len(), 2, "{:?}", l.secondary);
+    let itl = &l.secondary[0];
+    assert_eq!(itl.values, "3.30 ms → 3.50 ms");
+    assert!(itl.change.ends_with("higher"), "{}", itl.change);
+    let ttft = &l.secondary[1];
+    assert!(ttft.change.ends_with("lower"), "{}", ttft.change);
+    let md = markdown(&l, true);
+    assert!(!md.contains("improvement"), "{md}");
+    assert_eq!(with_unit(Metric::AggregateTps, 747.23), "747.2 tok/s");
+    assert_eq!(with_unit(Metric::ItlP50, 0.0013), "1.30 ms");
+    assert_eq!(with_unit(Metric::TtftP50, 0.0421), "42.1 ms");
+    assert_eq!(with_unit(Metric::TtftP90, 0.1234), "123 ms");
+    assert_eq!(Metric::ItlP90.direction(), Direction::LowerIsBetter);
+}
+
+#[test]
+fn a_latency_that_cannot_be_right_is_not_shown() {
+    let mut r = pass();
+    // ITL p50 of 0.1 ms beside 750 tok/s per user (1.3 ms a token): tokens that came together.
+    r.cells[0].metrics[3] = metric(
+        Metric::ItlP50,
+        0.0022,
+        -0.947,
+        0.02,
+        CellVerdict::Improvement,
+    );
+    assert!(layout(&r).secondary.is_empty());
+}
+
+/// A server with regular stalls (3 ms steps, a 50 ms pause every 4: 15.5 ms a token on
+/// average) has an ITL p50 far under its mean token gap, and it is its real step: its change
+/// is shown, not dropped as tokens that came together.
+#[test]
+fn a_latency_under_regular_stalls_is_shown() {
+    let mut r = pass();
+    r.cells[0].metrics[1] = metric(
+        Metric::PerUserTps,
+        1.0 / 0.0155,
+        0.0,
+        0.01,
+        CellVerdict::Unchanged,
+    );
+    r.cells[0].metrics[3] = metric(Metric::ItlP50, 0.003, 0.12, 0.02, CellVerdict::Regression);
+    assert!(!layout(&r).secondary.is_empty());
+}
+
+/// The 8k row of the default 2-row matrix 10% slower: against the rest of its run (the run
+/// effect took half of it) each of its cells moved −5.1%, in total −10.0%. The grid shows the
+/// total, as its caption says, marked where the decided figure reads otherwise, and the first
+/// line names the worst total.
+#[test]
+fn a_row_decided_against_its_run_shows_its_total_marked() {
+    let mut r = pass();
+    r.gate = GateVerdict::Regression;
+    r.matrix_test = Some(matrix(-0.051, 0.008, CellVerdict::Regression));
+    for (i, c) in r.cells.iter_mut().enumerate().skip(3) {
+        c.verdict = CellVerdict::Regression;
+        let mut m = metric(
+            Metric::AggregateTps,
+            3000.0,
+            -0.100,
+            0.006,
+            CellVerdict::Regression,
+        );
+        // The last cell's own figure happens to round to its total: no mark.
+        let own = if i == 5 { -0.1001 } else { -0.051 };
+        m.decided_on = Some(infergate_schema::verdict::DecidedChange {
+            basis: DecisionBasis::VsRun,
+            change: own,
+            ci_low: own - 0.006,
+            ci_high: own + 0.006,
+            matrix_change: None,
+        });
+        c.metrics[0] = m;
+    }
+    let l = layout(&r);
+    let g = l.grid.as_ref().expect("grid");
+    let row: Vec<String> = g.rows[1]
+        .1
+        .iter()
+        .map(|c| c.as_ref().expect("cell").text())
+        .collect();
+    assert_eq!(row, ["−10.0† ✗", "−10.0† ✗", "−10.0 ✗"]);
+    assert!(
+        l.legend
+            .iter()
+            .any(|(s, w)| *s == "†" && w.contains("not on this total")),
+        "{:?}",
+        l.legend
+    );
+    assert_eq!(
+        first_line(&r),
+        "✗ aggregate tok/s −5.1% [−5.9, −4.3] over 6 cells, 3 of them regressed (worst −10.0% at C=1 / 8k)"
+    );
+}
+
+/// An A/B run names its sides wherever a gate says "baseline": B is compared with A's boots.
+#[test]
+fn an_ab_run_says_b_vs_a_never_baseline() {
+    let mut ab = insufficient();
+    ab.against = infergate_schema::verdict::Against::PairedAb;
+    if let Some(s) = ab.sensitivity.as_mut() {
+        s.unit = infergate_schema::verdict::SensitivityUnit::Pairs;
+    }
+    ab.baseline.level_runs.truncate(4);
+    ab.baseline.noise_runs = 4;
+    let text = console(&layout(&ab));
+    assert!(
+        text.starts_with("? insufficient: no regression of B vs A proven in 6 cells"),
+        "{text}"
+    );
+    assert!(
+        text.contains("aggregate tok/s, change of B vs A in %"),
+        "{text}"
+    );
+    assert!(
+        text.contains("A's level from 4 boots, noise from 4 pairs."),
+        "{text}"
+    );
+    assert!(!text.contains("baseline"), "{text}");
+    let mut worse = regression();
+    worse.against = infergate_schema::verdict::Against::PairedAb;
+    assert!(
+        first_line(&worse).starts_with("✗ B vs A: aggregate tok/s −9.6% [−10.9, −8.4]"),
+        "{}",
+        first_line(&worse)
+    );
+    let mut pass = pass();
+    pass.against = infergate_schema::verdict::Against::PairedAb;
+    assert!(first_line(&pass).starts_with("✓ no regression of B vs A in 6 cells"));
+}
+
+#[test]
+fn markdown_snapshots() {
+    insta::assert_snapshot!("pass", markdown(&layout(&pass()), true));
+    insta::assert_snapshot!("regression", markdown(&layout(&regression()), true));
+    insta::assert_snapshot!("insufficient", markdown(&layout(&insufficient()), true));
+}
+
+#[test]
+fn console_snapshots() {
+    insta::assert_snapshot!("console_regression", console(&layout(&regression())));
+}
+
+/// The Rule line's shares add up to the α it prints: what no test was given is named.
+#[test]
+fn the_rule_line_shares_add_up_to_alpha() {
+    let mut r = regression();
+    let rule = |r: &ComparisonReport| {
+        details(r)
+            .into_iter()
+            .find(|l| l.starts_with("Rule:"))
+            .unwrap_or_default()
+    };
+    assert!(!rule(&r).contains("unspent"), "{}", rule(&r));
+    // An A/B comparison: capacity is decided by counts, not at a share.
+    r.rule.shares = Some(AlphaShares {
+        matrix: 0.004,
+        local: 0.004,
+        capacity: 0.0,
+        lines: 0.0,
+        secondary: None,
+    });
+    let line = rule(&r);
+    assert!(
+        line.contains("4.00e-3 to the cells (Bonferroni), 2.00e-3 unspent;"),
+        "{line}"
+    );
+    // With line tests the local share is the rows', columns' and cells'.
+    r.lines.push(infergate_schema::verdict::LineTest {
+        axis: infergate_schema::verdict::LineAxis::Context,
+        at: 0,
+        test: infergate_schema::verdict::MatrixTest {
+            change: 0.0,
+            ci_low: -0.01,
+            ci_high: 0.01,
+            margin: 0.03,
+            p_value: 0.5,
+            verdict: CellVerdict::Unchanged,
+            cells: 2,
+            check: None,
+        },
+    });
+    let line = rule(&r);
+    assert!(
+        line.contains(
+            "4.00e-3 to rows, columns and cells (Bonferroni within each family), 2.00e-3 unspent;"
+        ),
+        "{line}"
+    );
+}
+
+/// An annotation of a cell that moved with the matrix says its figure once: the total, then
+/// the reason naming the matrix, not the same figure again as "total".
+#[test]
+fn an_annotation_says_a_cell_moved_with_the_matrix_once() {
+    let mut r = regression();
+    r.cells[0].reason =
+        Some("with the matrix: −9.6% (regression); aggregate tok/s −9.6% in total".into());
+    let message = cell_message(&r.cells[0], 0.90);
+    assert!(
+        message.starts_with("aggregate tok/s ") && message.contains("(−9.6%; 90% interval [−10.8, −8.4]; margin 3.0%); with the matrix: −9.6% (regression)"),
+        "{message}"
+    );
+    assert!(!message.contains("total −9.6%"), "{message}");
+}
+
+/// Intervals whose boot-to-boot noise is a prior (one baseline run) say so, and say whether a
+/// second boot's scatter joined it.
+#[test]
+fn intervals_from_a_prior_say_so() {
+    let mut r = pass();
+    r.baseline.noise_runs = 1;
+    r.candidate_runs = vec!["first".into(), "second".into()];
+    let details = layout(&r).details;
+    assert!(
+        details.iter().any(
+            |d| d.starts_with("Intervals from a prior: one baseline run")
+                && d.contains("pooled with the scatter of this candidate's boots")
+        ),
+        "{details:#?}"
+    );
+    r.candidate_runs = vec!["first".into()];
+    let details = layout(&r).details;
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("not a measurement; record more baseline runs")),
+        "{details:#?}"
+    );
+}
+
+/// A prefill regression alone: the first line names the prefill layer, its context and its
+/// change; the console and Markdown show one compact prefill table with the values beside the
+/// change, and the decode grid as before.
+#[test]
+fn a_prefill_regression_is_named_first_and_tabled_per_context() {
+    let mut r = pass();
+    r.prefill_gated = true;
+    r.prefill.push(infergate_schema::verdict::CellComparison {
+        concurrency: 0,
+        context_tokens: 8192,
+        verdict: CellVerdict::Regression,
+        reason: None,
+        metrics: vec![metric(
+            Metric::PrefillTps,
+            172_000.0,
+            -0.75,
+            0.02,
+            CellVerdict::Regression,
+        )],
+        provisional: false,
+        history_too_short: false,
+    });
+    r.gate = GateVerdict::Regression;
+    let first = first_line(&r);
+    assert!(
+        first.starts_with(
+            "✗ prefill tok/s −75.0% [−77.0, −73.0] at 8k; prefill layer: 1 of 1 context regressed"
+        ),
+        "{first}"
+    );
+    let l = layout(&r);
+    assert_eq!(l.prefill.len(), 1);
+    assert_eq!(l.prefill[0].context, "8k");
+    assert_eq!(l.prefill[0].values, "172,000 → 43,000 tok/s");
+    let text = console(&l);
+    assert!(
+        text.contains("Prefill layer (prefill tok/s of cold samples, change vs baseline):\n  8k: ✗ −75.0% [−77.0, −73.0], 172,000 → 43,000 tok/s"),
+        "{text}"
+    );
+    assert!(text.contains("ctx \\ C"), "{text}");
+    let md = markdown(&l, true);
+    assert!(
+        md.contains("| 8k | ✗ −75.0% \\[−77.0, −73.0\\] | 172,000 → 43,000 tok/s |"),
+        "{md}"
+    );
+}

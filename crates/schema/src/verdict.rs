@@ -1,0 +1,1180 @@
+//! The verdict schema: what statistics produces and reporting renders. Plain data, no logic
+//! beyond small helpers, so the GitHub reporter, `merge` and the terminal tables can be tested
+//! without measuring or computing anything.
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::ProfileKey;
+
+/// Version of the comparison file format.
+pub const VERDICT_SCHEMA_VERSION: u32 = 1;
+
+/// The whole answer of one comparison: per cell, per metric, and for the gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonReport {
+    /// Version of this file's layout ([`VERDICT_SCHEMA_VERSION`] when written).
+    pub schema_version: u32,
+    /// The candidate's profile (baselines of another profile are never compared).
+    pub profile: ProfileKey,
+    #[serde(default)]
+    /// Suite the candidate ran, when it came from a gate config.
+    pub suite: Option<String>,
+    /// Candidate run id(s).
+    pub candidate_runs: Vec<String>,
+    /// What the candidate was compared against: a store's baseline runs (omitted), or the A
+    /// boots of a paired A/B run (`paired_ab`; `baseline` then names the A runs).
+    #[serde(default, skip_serializing_if = "Against::is_baseline")]
+    pub against: Against,
+    /// What the baseline consisted of.
+    pub baseline: BaselineSummary,
+    /// The gate's answer.
+    pub gate: GateVerdict,
+    /// The answer in one line, exactly the reports' first line ([`crate::answer::first_line`]):
+    /// "✗ aggregate tok/s −9.2% [−9.9, −8.4] in all 6 cells, confirmed on a second boot".
+    pub headline: String,
+    /// The matrix-wide test (all comparable cells together, primary metric).
+    #[serde(default)]
+    pub matrix_test: Option<MatrixTest>,
+    /// Every cell of the matrix, in the candidate's order.
+    pub cells: Vec<CellComparison>,
+    /// The row (context) and column (concurrency) tests: a line of cells that moved together
+    /// against the rest of its run (primary metric); empty when not made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<LineTest>,
+    /// The prefill layer, one entry per context (`concurrency` 0): prefill tok/s of the cold
+    /// samples against the history's, by the same model as the secondary metrics; empty where
+    /// neither side measured the layer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill: Vec<CellComparison>,
+    /// Whether the prefill layer gates here (listed in the rule's metrics, and a history with
+    /// enough runs that have it): a prefill figure not compared then fails the gate closed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prefill_gated: bool,
+    /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
+    /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
+    /// where its cells have the observations it needs and the history is long enough.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_gated: Vec<String>,
+    /// The decision rule's parameters, so a verdict can be reproduced and explained.
+    pub rule: RuleSummary,
+    /// Set when `run` booted the engine a second time to confirm a matrix-wide change: the
+    /// report's own fields are then those of both boots together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+    /// How much of what the baseline measured the candidate measured too; below the floor
+    /// the gate is `unmeasured` (exit 3). `None` when there was no baseline to measure against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+    /// What the baseline (or an A/B run's pairs) could detect: a thin history is said plainly
+    /// (`None` when there was no baseline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitivity: Option<Sensitivity>,
+    /// The `fail_on` the exit code and the check conclusion were decided under (`--fail-on`,
+    /// else the config's), set by the command that wrote the file; absent in files of older
+    /// versions. Not part of the comparison: the policy ([`crate::policy`]) reads the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_on: Option<crate::exit::FailOn>,
+    /// How the verdict was judged: the plan of looks and the parts of the rule `rule` does
+    /// not show, so that `compare --as-verdict` replays it on the run's files (with
+    /// `baseline.runs`, the exact history). Absent in files of older versions and where no
+    /// plan was followed (A/B, merged shards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_by: Option<JudgedBy>,
+}
+
+/// What a candidate was compared against: reports name the sides by it (`B vs A`, `A's level
+/// from 4 boots`), so an A/B run never reads as a comparison with a stored baseline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Against {
+    /// Baseline runs from the store.
+    #[default]
+    Baseline,
+    /// The A boots of a paired A/B run; the candidate is its B boots.
+    PairedAb,
+}
+
+impl Against {
+    fn is_baseline(&self) -> bool {
+        *self == Against::Baseline
+    }
+}
+
+/// What the baseline can detect now, and how far a thin history is from the rule's design
+/// power: a gate that passes because it could not have seen a −10% regression says so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sensitivity {
+    /// The uniform slowdown the rule is designed to find (`[thresholds] design_effect`).
+    pub design_effect: f64,
+    /// The probability it should be found with (`[thresholds] design_power`).
+    pub design_power: f64,
+    /// Baseline runs the noise was learnt from (pairs of boots in an A/B comparison).
+    pub history_runs: usize,
+    /// What `history_runs` and `runs_needed` count: baseline runs, or an A/B run's pairs.
+    #[serde(default, skip_serializing_if = "SensitivityUnit::is_baseline_runs")]
+    pub unit: SensitivityUnit,
+    /// Minimum detectable effect of the matrix-wide test now (relative, negative: the smallest
+    /// uniform slowdown found at the design power); `None` without a matrix-wide test.
+    pub matrix_mde: Option<f64>,
+    /// The MDE that decides sufficiency: the matrix-wide one (−1, i.e. −100%, without one, so a
+    /// gate with no matrix-wide test is never sufficient).
+    pub mde: f64,
+    /// More runs (of `unit`) needed before `mde` reaches `design_effect` (0: it does now;
+    /// `None`: not at this noise, however long the history, or not known from one run).
+    pub runs_needed: Option<usize>,
+    /// Whether the baseline reaches the design power now (`runs_needed == Some(0)`).
+    pub sufficient: bool,
+    /// Each compared cell's MDE on its own (its per-cell test, at its share of alpha).
+    pub cells: Vec<CellSensitivity>,
+    /// How far the level lags a runner that slowed over the history (relative, positive; 0:
+    /// no systematic lag): counted in the matrix-wide test's noise and in `mde`, so a reader
+    /// knows why both are wider than the runs' scatter alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub level_lag: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// One cell's minimum detectable effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSensitivity {
+    /// Concurrency of the cell.
+    pub concurrency: u32,
+    /// Context length of the cell.
+    pub context_tokens: u64,
+    /// Smallest slowdown of this cell alone found at the design power (relative, negative).
+    pub mde: f64,
+}
+
+impl ComparisonReport {
+    /// Whether the gate was too insensitive to find the rule's design effect (see
+    /// [`Sensitivity`]).
+    pub fn thin_baseline(&self) -> bool {
+        self.sensitivity.as_ref().is_some_and(|s| !s.sufficient)
+    }
+}
+
+/// What a gate needs more of to become sensitive enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SensitivityUnit {
+    /// Accepted baseline runs in the store.
+    #[default]
+    BaselineRuns,
+    /// Pairs of boots of a paired A/B run.
+    Pairs,
+}
+
+impl SensitivityUnit {
+    fn is_baseline_runs(&self) -> bool {
+        *self == SensitivityUnit::BaselineRuns
+    }
+
+    /// `5 baseline runs`, `1 pair of boots`.
+    pub fn count(&self, n: usize) -> String {
+        self.phrase(n, "")
+    }
+
+    /// `5 more baseline runs`, `1 more pair of boots`.
+    pub fn more(&self, n: usize) -> String {
+        self.phrase(n, " more")
+    }
+
+    fn phrase(&self, n: usize, more: &str) -> String {
+        let s = if n == 1 { "" } else { "s" };
+        match self {
+            SensitivityUnit::BaselineRuns => format!("{n}{more} baseline run{s}"),
+            SensitivityUnit::Pairs => format!("{n}{more} pair{s} of boots"),
+        }
+    }
+}
+
+impl Sensitivity {
+    /// What an insufficient gate still needs, in words: `3 more baseline runs needed`, `1 more
+    /// pair of boots needed`, `not reachable at this noise`, or not while the level lags a
+    /// slowing runner ([`Sensitivity::level_lag`]). One baseline run shows no boot-to-boot
+    /// noise, so it gets no count (only the prior would speak for it) and is not called
+    /// unreachable either.
+    pub fn needs(&self) -> String {
+        match self.runs_needed {
+            Some(n) => format!("{} needed", self.unit.more(n)),
+            None if self.noise_unseen() => {
+                "more baseline runs needed: one shows no boot-to-boot noise yet".into()
+            }
+            // More runs of a runner that keeps slowing leave the level as far behind.
+            None if self.level_lag > 0.0 => format!(
+                "not reachable while the level lags the history's slowing by {:.1}%",
+                100.0 * self.level_lag
+            ),
+            None => "not reachable at this noise".into(),
+        }
+    }
+
+    /// A store of one run: its runs' scatter is not seen yet, so how many more it needs is not
+    /// known either.
+    pub fn noise_unseen(&self) -> bool {
+        self.unit.is_baseline_runs() && self.history_runs < 2
+    }
+
+    /// The median cell MDE (relative, negative), when any cell was compared.
+    pub fn median_cell_mde(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.cells.iter().map(|c| c.mde).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    }
+}
+
+/// The candidate's coverage of the baseline: a gate that passed on the few cells an engine
+/// could still serve would pass a build that broke the rest, so every cell the baseline
+/// measured must be measured again before the measured cells may speak for the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Cells measured (`ok` or `capacity_limited`) in the baseline's level runs that the
+    /// candidate's matrix asked for (cells it lacks or skipped on purpose are not counted).
+    pub expected: usize,
+    /// Of those, the cells the candidate measured too.
+    pub measured: usize,
+}
+
+impl Coverage {
+    /// Whether the candidate was measured well enough to decide: every expected cell.
+    pub fn sufficient(&self) -> bool {
+        self.measured >= self.expected
+    }
+
+    /// For people: "18 of 19 cells measured in the baseline were measured now (all are needed)".
+    pub fn describe(&self, against: Against) -> String {
+        let (base, now) = match against {
+            Against::Baseline => ("measured in the baseline", "now"),
+            Against::PairedAb => ("A measured", "by B"),
+        };
+        format!(
+            "{} of {} cells {base} were measured {now} (all are needed)",
+            self.measured, self.expected,
+        )
+    }
+}
+
+/// The first stage of a confirmation boot, kept so readers of the verdict (the job summary,
+/// the PR comment from uploaded results) can say why the engine was booted twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// Why the first boot called for a second one, for people.
+    pub reason: String,
+    /// The first boot's own matrix-wide test.
+    #[serde(default)]
+    pub first_boot: Option<MatrixTest>,
+    /// The first boot's provisional alarms (cells whose alarm one boot could not prove): with
+    /// `first_boot` leaning worse, the other cause of a second boot; `reason` and the headline
+    /// both name whichever hold.
+    #[serde(default)]
+    pub provisional_alarms: usize,
+    /// The results file of the second boot, next to the first's `results.json`.
+    pub second_results: String,
+    /// Whether the second boot entered the verdict. `false` only when a second boot's results
+    /// were given (`compare --confirmation`) but the first boot did not call for one, so `run`
+    /// would not have booted again: the verdict is the first boot's alone, and `reason` says why.
+    #[serde(default = "used_by_default")]
+    pub used: bool,
+    /// Whether the plan called for a second boot whose results were not given (a replay of
+    /// a run's files without `results-confirm.json`): the verdict is the first boot's, and it
+    /// is `insufficient`, never a pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
+}
+
+fn used_by_default() -> bool {
+    true
+}
+
+impl ComparisonReport {
+    /// Cells whose verdict blocks the gate (`regression`, `capacity_regression`,
+    /// `error_regression`, `saturation_regression`).
+    pub fn regressions(&self) -> impl Iterator<Item = &CellComparison> {
+        self.cells
+            .iter()
+            .chain(&self.prefill)
+            .filter(|c| c.verdict.is_regression())
+    }
+
+    /// The cells a `pass` cannot vouch for, each with its one-sided 95% bound on the change:
+    /// compared for speed, and that bound below `-cell_effect` (the cell could have slowed by
+    /// more than the stated size without a test finding it). Empty when the rule recorded no
+    /// `cell_effect` (files of earlier versions).
+    pub fn uncovered_cells(&self) -> Vec<(&CellComparison, f64)> {
+        let Some(effect) = self.rule.cell_effect else {
+            return Vec::new();
+        };
+        self.cells
+            .iter()
+            .filter(|c| !c.verdict.is_regression())
+            .filter_map(|c| {
+                let low = c.primary()?.ci_low;
+                (low.is_finite() && low < -effect).then_some((c, low))
+            })
+            .collect()
+    }
+
+    /// Why an `unmeasured` gate cannot decide, naming the side that was not measured: the
+    /// headline's and the reports' first line's one wording.
+    pub fn unmeasured_reason(&self) -> String {
+        format!(
+            "cannot decide, {} was not measured well enough: {}",
+            match self.against {
+                Against::Baseline => "the candidate",
+                Against::PairedAb => "B",
+            },
+            self.coverage.map_or_else(
+                || "coverage unknown".to_string(),
+                |c| c.describe(self.against)
+            )
+        )
+    }
+}
+
+/// The baseline side of a comparison.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BaselineSummary {
+    /// Runs the level was taken from (newest K).
+    pub level_runs: Vec<String>,
+    /// Every history run the comparison used (the window, oldest → newest): with the rule
+    /// and `plan`, what `compare --as-verdict` needs to give the same verdict once the store
+    /// has moved on. Empty in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+    /// Number of runs the noise estimate used (longer history).
+    pub noise_runs: usize,
+}
+
+/// The gate's overall answer; maps to the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateVerdict {
+    /// No regression found, and the gate was sensitive enough to find one of `design_effect`.
+    Pass,
+    /// At least one cell (or the matrix-wide test) regressed.
+    Regression,
+    /// No regression found, but the gate was not sensitive enough to call it a pass: its
+    /// minimum detectable effect is above `design_effect` (more baseline runs, longer windows
+    /// or another boot would make it so; `sensitivity` says which). Older files' `inconclusive`
+    /// reads as this.
+    #[serde(alias = "inconclusive")]
+    Insufficient,
+    /// No usable baseline for this profile and suite.
+    NoBaseline,
+    /// The candidate could not be measured well enough to decide (its coverage of the
+    /// baseline's cells): a measurement failure, exit 3.
+    Unmeasured,
+}
+
+impl GateVerdict {
+    /// The lower-case word used in outputs (`pass`, `regression`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateVerdict::Pass => "pass",
+            GateVerdict::Regression => "regression",
+            GateVerdict::Insufficient => "insufficient",
+            GateVerdict::NoBaseline => "no_baseline",
+            GateVerdict::Unmeasured => "unmeasured",
+        }
+    }
+}
+
+/// Verdict of one cell (or one metric of a cell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellVerdict {
+    /// Worse beyond the margin, significantly.
+    Regression,
+    /// Better beyond the margin, significantly.
+    Improvement,
+    /// Within the margin, with confidence.
+    Unchanged,
+    /// Neither shown: the interval straddles the margin (measure more).
+    Inconclusive,
+    /// Could not be compared (missing on one side, not measured, another matrix).
+    NotComparable,
+    /// Capacity-limited on every candidate boot where its history shows it practically never
+    /// was (`stats::capacity`).
+    CapacityRegression,
+    /// Measured in the baseline, `error` now (the engine fails where it used to serve).
+    ErrorRegression,
+    /// Saturated now (the engine preempted or retracted requests during the window) where
+    /// that is not evidence of a change: saturated in its history too, or on one boot only.
+    /// Its speed is not compared; it never fails the gate.
+    Saturated,
+    /// Saturated on every candidate boot, where its history shows it practically never was
+    /// (`docs/statistics.md`, capacity and saturation): fails the gate.
+    SaturationRegression,
+}
+
+impl CellVerdict {
+    /// Whether this verdict fails the gate.
+    pub fn is_regression(self) -> bool {
+        matches!(
+            self,
+            CellVerdict::Regression
+                | CellVerdict::CapacityRegression
+                | CellVerdict::ErrorRegression
+                | CellVerdict::SaturationRegression
+        )
+    }
+
+    /// The snake_case word used in files and outputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellVerdict::Regression => "regression",
+            CellVerdict::Improvement => "improvement",
+            CellVerdict::Unchanged => "unchanged",
+            CellVerdict::Inconclusive => "inconclusive",
+            CellVerdict::NotComparable => "not_comparable",
+            CellVerdict::CapacityRegression => "capacity_regression",
+            CellVerdict::ErrorRegression => "error_regression",
+            CellVerdict::Saturated => "saturated",
+            CellVerdict::SaturationRegression => "saturation_regression",
+        }
+    }
+}
+
+/// A compared metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Aggregate output tok/s (primary).
+    AggregateTps,
+    /// Mean per-stream output tok/s.
+    PerUserTps,
+    /// Median time to first token.
+    TtftP50,
+    /// 90th-percentile time to first token.
+    TtftP90,
+    /// Median inter-token latency.
+    ItlP50,
+    /// 90th-percentile inter-token latency.
+    ItlP90,
+    /// Acceptance-normalised engine steps/s under speculative decoding.
+    StepsPerS,
+    /// Energy per output token (GPU telemetry).
+    JoulesPerToken,
+    /// 99th-percentile time to first token (compared from 299 first tokens on).
+    TtftP99,
+    /// 99th-percentile inter-token latency (compared from 299 gaps on).
+    ItlP99,
+    /// Median time per output token per request (`tpot` of `vllm bench serve`).
+    TpotP50,
+    /// 90th-percentile time per output token per request.
+    TpotP90,
+    /// Prefill tok/s of the cold samples at one context (the prefill layer; its "cells" are
+    /// the contexts, `concurrency` 0).
+    PrefillTps,
+}
+
+impl Metric {
+    /// Whether a larger value is better (throughput) or worse (latency, energy).
+    pub fn direction(self) -> Direction {
+        match self {
+            Metric::AggregateTps | Metric::PerUserTps | Metric::StepsPerS | Metric::PrefillTps => {
+                Direction::HigherIsBetter
+            }
+            _ => Direction::LowerIsBetter,
+        }
+    }
+
+    /// Whether the metric is a latency percentile (TTFT or ITL), whose value is compared only
+    /// from the observations that bound it and which gates only on a long enough history.
+    pub fn is_latency_percentile(self) -> bool {
+        matches!(
+            self,
+            Metric::TtftP50
+                | Metric::TtftP90
+                | Metric::TtftP99
+                | Metric::ItlP50
+                | Metric::ItlP90
+                | Metric::ItlP99
+                | Metric::TpotP50
+                | Metric::TpotP90
+        )
+    }
+
+    /// The snake_case name used in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::AggregateTps => "aggregate_tps",
+            Metric::PerUserTps => "per_user_tps",
+            Metric::TtftP50 => "ttft_p50",
+            Metric::TtftP90 => "ttft_p90",
+            Metric::ItlP50 => "itl_p50",
+            Metric::ItlP90 => "itl_p90",
+            Metric::StepsPerS => "steps_per_s",
+            Metric::JoulesPerToken => "joules_per_token",
+            Metric::TtftP99 => "ttft_p99",
+            Metric::ItlP99 => "itl_p99",
+            Metric::TpotP50 => "tpot_p50",
+            Metric::TpotP90 => "tpot_p90",
+            Metric::PrefillTps => "prefill_tps",
+        }
+    }
+}
+
+/// Which way is better for a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Throughput-like: a drop is a regression.
+    HigherIsBetter,
+    /// Latency- or energy-like: a rise is a regression.
+    LowerIsBetter,
+}
+
+/// Verdict of one cell with the metric comparisons behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellComparison {
+    /// Concurrent streams of the cell.
+    pub concurrency: u32,
+    /// Prompt (context) length of the cell, in tokens.
+    pub context_tokens: u64,
+    /// The cell's verdict (its primary metric's, or why it was not comparable).
+    pub verdict: CellVerdict,
+    /// Why, in words (e.g. "capacity-limited now: 5/8 running"; "missing in baseline").
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Primary metric first.
+    pub metrics: Vec<MetricComparison>,
+    /// A provisional alarm: this boot alone shows a change (capacity-limited or saturated where
+    /// the history practically never was) that one boot cannot prove; `run` boots the engine
+    /// again to confirm it (`stats::confirm`), and until then the gate is at best
+    /// `inconclusive`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub provisional: bool,
+    /// Capacity-limited (or saturated) now and never in a history too short to judge it (the
+    /// reason says how many runs or pairs would do): no evidence either way, so the gate is
+    /// `insufficient`, never `pass`, until the store has them. A flaky cell, in the state in
+    /// some history runs, is not this: it is not evidence of a change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub history_too_short: bool,
+}
+
+impl CellComparison {
+    /// The primary (aggregate tok/s) comparison, when the cell was comparable.
+    pub fn primary(&self) -> Option<&MetricComparison> {
+        self.metrics
+            .iter()
+            .find(|m| m.metric == Metric::AggregateTps)
+    }
+
+    /// The metric comparison the cell's verdict came from: the first with the cell's verdict
+    /// (the primary when none has it, e.g. a cell decided up front).
+    pub fn deciding(&self) -> Option<&MetricComparison> {
+        self.metrics
+            .iter()
+            .find(|m| m.verdict == self.verdict)
+            .or_else(|| self.primary())
+    }
+}
+
+/// One metric of one cell: levels, relative change with its interval, and the decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricComparison {
+    /// The metric compared.
+    pub metric: Metric,
+    /// Which way is better for it.
+    pub direction: Direction,
+    /// Baseline level (mean of the newest K runs).
+    pub baseline: f64,
+    /// Candidate level.
+    pub candidate: f64,
+    /// Relative change, candidate / baseline − 1 (signed, so −0.074 is 7.4% lower).
+    pub change: f64,
+    /// Confidence interval of the relative change.
+    pub ci_low: f64,
+    /// Upper end of the interval.
+    pub ci_high: f64,
+    /// Practical-significance margin used (relative, positive).
+    pub margin: f64,
+    /// Raw p-value of the one-sided test of "no change" in the worse direction (of the change
+    /// the cell's test is on; [`Check`] has its statistic and boundary).
+    pub p_value: f64,
+    /// The p-value after multiplicity correction (Bonferroni: scaled by the local families'
+    /// alpha over this test's own share of it), to compare with the local alpha.
+    pub p_adjusted: f64,
+    /// This metric's verdict.
+    pub verdict: CellVerdict,
+    /// The cell's own test (the cell against the rest of its run) at the look that decided it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// The change this verdict was decided on, when the comparison records it (older files do
+    /// not): the per-cell test looks at the cell relative to its own run, so that figure, not
+    /// `change`, is what a regression or improvement stands on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_on: Option<DecidedChange>,
+}
+
+impl MetricComparison {
+    /// The change to show beside the verdict: the decided-on one when recorded, else the total.
+    pub fn shown_change(&self) -> DecidedChange {
+        self.decided_on.unwrap_or(self.total_change())
+    }
+
+    /// The total change, except that a cell that moved with the matrix says so.
+    pub fn shown_change_total(&self) -> DecidedChange {
+        match self.decided_on {
+            Some(d) if matches!(d.basis, DecisionBasis::WithMatrix | DecisionBasis::WithLine) => d,
+            _ => self.total_change(),
+        }
+    }
+
+    fn total_change(&self) -> DecidedChange {
+        DecidedChange {
+            basis: DecisionBasis::Total,
+            change: self.change,
+            ci_low: self.ci_low,
+            ci_high: self.ci_high,
+            matrix_change: None,
+        }
+    }
+
+    /// The total change with its sign turned so that positive is better (for ordering: worst
+    /// first).
+    pub fn goodness(&self) -> f64 {
+        let c = self.shown_change_total().change;
+        match self.direction {
+            Direction::HigherIsBetter => c,
+            Direction::LowerIsBetter => -c,
+        }
+    }
+}
+
+/// Which quantity a metric's verdict was decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionBasis {
+    /// The cell relative to the rest of its own run (the run's matrix factor taken out).
+    VsRun,
+    /// The cell's total change against the baseline.
+    Total,
+    /// The cell moved with the whole matrix: decided on its total change because the
+    /// matrix-wide change was significant (or contradicted the cell's own test).
+    WithMatrix,
+    /// The cell moved with its row or column: decided by that line's test (the cell's reason
+    /// gives the line's figure); the figure is the cell's total change.
+    WithLine,
+}
+
+/// A relative change (metric's own sign: + is a higher value) with its interval, and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DecidedChange {
+    /// Which change the verdict was decided on.
+    pub basis: DecisionBasis,
+    /// The relative change.
+    pub change: f64,
+    /// Lower end of its confidence interval.
+    pub ci_low: f64,
+    /// Upper end of its confidence interval.
+    pub ci_high: f64,
+    /// The matrix-wide change of the metric, when the cell moved with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_change: Option<f64>,
+}
+
+impl DecidedChange {
+    /// `vs its run`, `total`, `with the matrix` — the words that follow the figure.
+    pub fn label(&self) -> String {
+        match self.basis {
+            DecisionBasis::VsRun => "vs the rest of its run".into(),
+            DecisionBasis::Total => "total".into(),
+            DecisionBasis::WithMatrix => match self.matrix_change {
+                Some(m) => format!("with the matrix: {}", signed_percent(m)),
+                None => "with the matrix".into(),
+            },
+            DecisionBasis::WithLine => "with its row or column".into(),
+        }
+    }
+}
+
+/// Result of the matrix-wide test on the primary metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatrixTest {
+    /// Mean relative change across comparable cells.
+    pub change: f64,
+    /// Lower end of its confidence interval.
+    pub ci_low: f64,
+    /// Upper end of its confidence interval.
+    pub ci_high: f64,
+    /// Practical-significance margin used (relative, positive).
+    pub margin: f64,
+    /// One-sided p-value of "no change" in the worse direction.
+    pub p_value: f64,
+    /// The matrix-wide verdict.
+    pub verdict: CellVerdict,
+    /// Comparable cells the test pooled.
+    pub cells: usize,
+    /// The test's arithmetic at the look that decided it (statistic, boundary, alpha share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+}
+
+/// One test of the gate, written so a reviewer can redo it with a calculator: the statistic
+/// (the log change over its standard error, the metric's own sign), the distribution it has
+/// when nothing changed, the boundary at this look and the one-sided alpha the test was given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// Which look of the gate's plan made the test (`first boot`, `round 1`, `both boots`).
+    pub look: String,
+    /// The standardized change: `ln(candidate / baseline) / se` (negative: lower values).
+    pub statistic: f64,
+    /// Its distribution under "no change", e.g. `t(19.0)`.
+    pub reference: String,
+    /// The boundary, in the worse direction: a regression needs the statistic beyond it.
+    pub boundary: f64,
+    /// The one-sided alpha this test was given at this look (its share of the gate's alpha);
+    /// for a futility screen, the screen's level, which spends none of it.
+    pub alpha: f64,
+    /// Whether this is a futility screen (it can stop a test, never reject): the matrix
+    /// test's at the first boot, or the second boot's own where it overruled a test that
+    /// found a regression over both boots.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub screen: bool,
+    /// Whether this test found a regression (statistic beyond the boundary, change beyond
+    /// its margin) of a metric that gates; a reported-only metric's test never is, and its
+    /// outcome says which way the metric moved.
+    pub rejected: bool,
+    /// What the look concluded, in words (`regression`, `no regression`, `leans worse: boot
+    /// again`, …).
+    pub outcome: String,
+}
+
+impl Check {
+    /// Whether the statistic is at or past the boundary (in the boundary's direction): the
+    /// test rejected, or the screen leaned.
+    pub fn beyond(&self) -> bool {
+        if self.boundary < 0.0 {
+            self.statistic <= self.boundary
+        } else {
+            self.statistic >= self.boundary
+        }
+    }
+}
+
+/// Which line of the matrix a [`LineTest`] pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineAxis {
+    /// A row: every concurrency at one context length.
+    Context,
+    /// A column: every context length at one concurrency.
+    Concurrency,
+}
+
+/// A row or column test: the mean change of the line's cells relative to their runs, against
+/// that of the other cells (so the run factor cancels and a uniform change does not count).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineTest {
+    /// Row or column.
+    pub axis: LineAxis,
+    /// The context length (row) or concurrency (column) of the line.
+    pub at: u64,
+    /// The line's change, interval, p-value (unadjusted; the verdict carries the multiplicity
+    /// correction) and verdict; `cells` is the line's comparable cells.
+    #[serde(flatten)]
+    pub test: MatrixTest,
+}
+
+/// The plan of looks a verdict followed and the rule's parameters `RuleSummary` does not
+/// carry: with it and `baseline.runs`, the verdict can be given again from the run's files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgedBy {
+    /// Whether a second boot decides what one cannot (`[confirm]`).
+    pub confirm: bool,
+    /// Most adaptive re-measurement rounds (`[adaptive] max_rounds`; 0 = none).
+    pub max_rounds: u32,
+    /// The history window (`[baseline] history_runs`).
+    pub history_runs: usize,
+    /// The uniform slowdown a `pass` must have been able to find.
+    pub design_effect: f64,
+    /// The probability it should have been found with.
+    pub design_power: f64,
+    /// The metrics that can fail the gate.
+    pub metrics: Vec<Metric>,
+}
+
+/// Parameters of the decision rule as applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleSummary {
+    /// Family-wise error rate across all cells x metrics.
+    pub alpha: f64,
+    /// Minimum relative effect worth failing a PR for (the margin of cells, rows and columns).
+    pub min_effect: f64,
+    /// Smallest uniform change the matrix-wide test reports as a regression (its margin);
+    /// absent from verdicts written before it was recorded, which all used 1%.
+    #[serde(default = "RuleSummary::earlier_matrix_margin")]
+    pub matrix_margin: f64,
+    /// How alpha is shared among the tests: `bonferroni` (fixed shares, so that each test's
+    /// boundary can be printed); files written before A/B used the same may say `holm`.
+    pub correction: String,
+    /// Confidence level of reported intervals.
+    pub confidence: f64,
+    /// What each family of tests was given of `alpha`; absent from verdicts written before
+    /// the shares were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shares: Option<AlphaShares>,
+    /// The slowdown of any one cell a `pass` vouches for (`[thresholds] cell_effect`): every
+    /// cell compared for speed has its one-sided 95% bound (`ci_low` of its 90% interval)
+    /// above `-cell_effect`; absent from verdicts written before it was checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell_effect: Option<f64>,
+}
+
+/// The split of a gate's `alpha` among its families of tests, so that a reader can add them
+/// up: their sum is at most `alpha` (the union bound), and each check line names its own.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AlphaShares {
+    /// The matrix-wide test (spent at its last look).
+    pub matrix: f64,
+    /// Rows, columns and cells together (the correction splits it within the family).
+    pub local: f64,
+    /// Capacity-limited and saturated cells (0 where the comparison has no such test).
+    pub capacity: f64,
+    /// The rows' and columns' part of `local` (the cells have the rest); 0 where the
+    /// comparison has no line tests (a matrix of one row or column, an A/B run) and in
+    /// verdicts written before it was recorded.
+    #[serde(default)]
+    pub lines: f64,
+    /// The secondary metrics' family (latency percentiles, per-user tok/s, ...) where one of
+    /// them gated, taken from the matrix's and the local families' shares; absent where none
+    /// gated (their lines were then listed at that share without failing the gate) and in
+    /// verdicts written before 2026-12-05.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secondary: Option<f64>,
+}
+
+impl RuleSummary {
+    /// The matrix margin of every verdict written before `matrix_margin` was recorded.
+    fn earlier_matrix_margin() -> f64 {
+        0.01
+    }
+
+    /// The correction's name as written in prose (`Bonferroni`, `Holm`).
+    pub fn correction_name(&self) -> String {
+        let mut c = self.correction.chars();
+        c.next().map_or_else(String::new, |f| {
+            f.to_uppercase().chain(c).collect::<String>()
+        })
+    }
+}
+
+/// A signed number with a real minus sign: `−9.1`, `+0.4`.
+pub fn signed_number(x: f64, decimals: usize) -> String {
+    let s = format!("{x:+.decimals$}");
+    // A rounded zero has no sign: `0.0`, never `−0.0` (a change that is not there has no
+    // direction).
+    if s[1..].bytes().all(|b| b == b'0' || b == b'.') {
+        return s[1..].to_string();
+    }
+    s.replacen('-', "−", 1)
+}
+
+/// A relative change (a fraction) as a signed percentage with a real minus sign, the one way
+/// every headline, table and check writes a change: `−7.4%`, `+3.0%`; `n/a` when not finite.
+pub fn signed_percent(fraction: f64) -> String {
+    let p = 100.0 * fraction;
+    if p.is_finite() {
+        signed_number(p, 1) + "%"
+    } else {
+        "n/a".to_string()
+    }
+}
+
+/// Verdict pieces the report tests build their verdicts from.
+#[cfg(any(test, feature = "testkit"))]
+#[allow(missing_docs)]
+pub mod fixtures {
+    use super::{
+        AlphaShares, BaselineSummary, CellComparison, CellSensitivity, CellVerdict,
+        ComparisonReport, Confirmation, DecisionBasis, GateVerdict, MatrixTest, Metric,
+        MetricComparison, RuleSummary, Sensitivity, VERDICT_SCHEMA_VERSION,
+    };
+    use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
+
+    /// A metric that moved by `change` ± `half` from `base` (3% margin), labelled `verdict`.
+    pub fn metric(
+        metric: Metric,
+        base: f64,
+        change: f64,
+        half: f64,
+        verdict: CellVerdict,
+    ) -> MetricComparison {
+        MetricComparison {
+            metric,
+            direction: metric.direction(),
+            baseline: base,
+            candidate: base * (1.0 + change),
+            change,
+            ci_low: change - half,
+            ci_high: change + half,
+            margin: 0.03,
+            p_value: 0.0004,
+            p_adjusted: 0.008,
+            verdict,
+            decided_on: None,
+            check: None,
+        }
+    }
+
+    /// The default job's 3 × 2 matrix (C = 1, 2, 4 × contexts 0, 8k), every cell `change` ± 1.2%
+    /// with `verdict`; per-user tok/s and ITL as the simulated engine serves them.
+    pub fn cells(change: f64, verdict: CellVerdict) -> Vec<CellComparison> {
+        let mut out = Vec::new();
+        for ctx in [0u64, 8192] {
+            for conc in [1u32, 2, 4] {
+                let per_user = 750.0 / f64::from(conc);
+                out.push(CellComparison {
+                    concurrency: conc,
+                    context_tokens: ctx,
+                    verdict,
+                    reason: None,
+                    provisional: false,
+                    history_too_short: false,
+                    metrics: vec![
+                        metric(
+                            Metric::AggregateTps,
+                            750.0 * f64::from(conc),
+                            change,
+                            0.012,
+                            verdict,
+                        ),
+                        metric(
+                            Metric::PerUserTps,
+                            per_user,
+                            change,
+                            0.012,
+                            CellVerdict::Unchanged,
+                        ),
+                        metric(Metric::TtftP90, 0.045, 0.02, 0.03, CellVerdict::Unchanged),
+                        metric(
+                            Metric::ItlP90,
+                            1.1 / per_user,
+                            -change,
+                            0.01,
+                            CellVerdict::Unchanged,
+                        ),
+                    ],
+                });
+            }
+        }
+        out
+    }
+
+    pub fn report(
+        gate: GateVerdict,
+        cells: Vec<CellComparison>,
+        matrix: MatrixTest,
+    ) -> ComparisonReport {
+        let hw = HardwareFingerprint {
+            kind: "sim".into(),
+            gpu_model: None,
+            gpu_count: 0,
+            driver_version: None,
+            cpu_model: None,
+        };
+        let spec = MatrixSpec {
+            model: "sim-test".into(),
+            concurrency: vec![1, 2, 4],
+            contexts: vec![0, 8192],
+            timing: crate::results::CellTiming::DEFAULT,
+            repetitions: 1,
+        };
+        ComparisonReport {
+            schema_version: VERDICT_SCHEMA_VERSION,
+            profile: ProfileKey::derive(hw, "infergate-sim", "sim-test", &spec),
+            suite: Some("pr".into()),
+            candidate_runs: vec!["cand".into()],
+            against: Default::default(),
+            baseline: BaselineSummary {
+                runs: Vec::new(),
+                level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
+                noise_runs: 5,
+            },
+            gate,
+            headline: "the old headline".into(),
+            matrix_test: Some(matrix),
+            cells,
+            lines: Vec::new(),
+            prefill: Vec::new(),
+            prefill_gated: false,
+            not_gated: Vec::new(),
+            rule: RuleSummary {
+                alpha: 0.01,
+                min_effect: 0.03,
+                matrix_margin: 0.01,
+                correction: "bonferroni".into(),
+                confidence: 0.95,
+                cell_effect: None,
+                shares: Some(AlphaShares {
+                    matrix: 0.004,
+                    local: 0.004,
+                    capacity: 0.002,
+                    lines: 0.0012,
+                    secondary: None,
+                }),
+            },
+            confirmation: None,
+            coverage: None,
+            sensitivity: Some(Sensitivity {
+                design_effect: 0.05,
+                design_power: 0.8,
+                history_runs: 5,
+                unit: Default::default(),
+                matrix_mde: Some(-0.046),
+                mde: -0.046,
+                runs_needed: Some(0),
+                sufficient: true,
+                cells: vec![CellSensitivity {
+                    concurrency: 1,
+                    context_tokens: 0,
+                    mde: -0.08,
+                }],
+                level_lag: 0.0,
+            }),
+            fail_on: None,
+            judged_by: None,
+        }
+    }
+
+    pub fn matrix(change: f64, half: f64, verdict: CellVerdict) -> MatrixTest {
+        MatrixTest {
+            change,
+            ci_low: change - half,
+            ci_high: change + half,
+            margin: 0.03,
+            p_value: match verdict {
+                CellVerdict::Regression => 0.0002,
+                CellVerdict::Inconclusive => 0.09,
+                _ => 0.41,
+            },
+            verdict,
+            cells: 6,
+            check: None,
+        }
+    }
+
+    pub fn pass() -> ComparisonReport {
+        report(
+            GateVerdict::Pass,
+            cells(0.002, CellVerdict::Unchanged),
+            matrix(0.002, 0.008, CellVerdict::Unchanged),
+        )
+    }
+
+    pub fn regression() -> ComparisonReport {
+        let mut cells = cells(-0.096, CellVerdict::Regression);
+        for c in &mut cells {
+            c.metrics[0].decided_on = Some(crate::verdict::DecidedChange {
+                basis: DecisionBasis::WithMatrix,
+                change: -0.096,
+                ci_low: -0.108,
+                ci_high: -0.084,
+                matrix_change: Some(-0.096),
+            });
+        }
+        let mut r = report(
+            GateVerdict::Regression,
+            cells,
+            MatrixTest {
+                ci_low: -0.109,
+                ci_high: -0.084,
+                ..matrix(-0.096, 0.0, CellVerdict::Regression)
+            },
+        );
+        r.confirmation = Some(Confirmation {
+            reason: "the first boot's matrix-wide change was −9.4% [−11.0, −7.8], p = 0.0300"
+                .into(),
+            first_boot: Some(matrix(-0.094, 0.016, CellVerdict::Inconclusive)),
+            provisional_alarms: 0,
+            second_results: "results-confirm.json".into(),
+            used: true,
+            missing: false,
+        });
+        r
+    }
+
+    pub fn insufficient() -> ComparisonReport {
+        let mut cells = cells(-0.021, CellVerdict::Inconclusive);
+        cells[0].verdict = CellVerdict::Unchanged;
+        cells[0].metrics[0].verdict = CellVerdict::Unchanged;
+        let mut r = report(
+            GateVerdict::Insufficient,
+            cells,
+            matrix(-0.021, 0.019, CellVerdict::Inconclusive),
+        );
+        if let Some(s) = r.sensitivity.as_mut() {
+            s.history_runs = 2;
+            s.matrix_mde = Some(-0.079);
+            s.mde = -0.079;
+            s.runs_needed = Some(5);
+            s.sufficient = false;
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Sensitivity, SensitivityUnit, signed_number, signed_percent};
+
+    /// What an insufficient gate needs, in words: runs, pairs, unreachable, and a one-run store
+    /// (whose noise only the prior speaks for) told to record more, not that it never can.
+    #[test]
+    fn an_insufficient_gate_says_what_it_needs() {
+        let s = |unit, history_runs, runs_needed| Sensitivity {
+            design_effect: 0.05,
+            design_power: 0.8,
+            history_runs,
+            unit,
+            matrix_mde: None,
+            mde: -0.1,
+            runs_needed,
+            sufficient: false,
+            cells: Vec::new(),
+            level_lag: 0.0,
+        };
+        use SensitivityUnit::{BaselineRuns, Pairs};
+        assert_eq!(
+            s(BaselineRuns, 2, Some(3)).needs(),
+            "3 more baseline runs needed"
+        );
+        assert_eq!(s(Pairs, 2, Some(1)).needs(), "1 more pair of boots needed");
+        assert_eq!(
+            s(BaselineRuns, 5, None).needs(),
+            "not reachable at this noise"
+        );
+        assert_eq!(s(Pairs, 1, None).needs(), "not reachable at this noise");
+        assert_eq!(
+            s(BaselineRuns, 1, None).needs(),
+            "more baseline runs needed: one shows no boot-to-boot noise yet"
+        );
+        assert!(s(BaselineRuns, 1, None).noise_unseen() && !s(Pairs, 1, None).noise_unseen());
+        let lagging = Sensitivity {
+            level_lag: 0.016,
+            ..s(BaselineRuns, 10, None)
+        };
+        assert_eq!(
+            lagging.needs(),
+            "not reachable while the level lags the history's slowing by 1.6%"
+        );
+    }
+
+    /// The one formatting of a change every surface uses (`report::github` re-exports it as
+    /// `percent`): a real minus sign, and no sign on a rounded zero.
+    #[test]
+    fn a_change_has_a_real_minus_and_a_rounded_zero_no_sign() {
+        assert_eq!(signed_percent(-0.0003), "0.0%");
+        assert_eq!(signed_percent(0.0004), "0.0%");
+        assert_eq!(signed_percent(-0.074), "−7.4%");
+        assert_eq!(signed_percent(0.03), "+3.0%");
+        assert_eq!(signed_number(-0.004, 2), "0.00");
+        assert_eq!(signed_number(-0.006, 2), "−0.01");
+        assert_eq!(signed_percent(f64::NAN), "n/a");
+    }
+}

@@ -1,0 +1,267 @@
+//! The engine's counters and gauges, and their Prometheus text rendering with vLLM's metric
+//! names (`vllm:...{model_name="..."}`), so metric scrapers built for vLLM work unchanged.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live engine state shared between the scheduler (writer) and `/metrics` (reader).
+#[derive(Debug, Default)]
+pub struct EngineCounters {
+    /// Sequences being decoded (gauge).
+    pub running: AtomicU64,
+    /// Requests queued for KV space (gauge).
+    pub waiting: AtomicU64,
+    /// KV tokens reserved by running sequences (gauge, compared with the budget).
+    pub kv_reserved: AtomicU64,
+    /// Prompt tokens of admitted requests (counter).
+    pub prompt_tokens: AtomicU64,
+    /// Output tokens emitted (counter): exactly the tokens sent to sequences.
+    pub generation_tokens: AtomicU64,
+    /// Prompt tokens looked up in the prefix cache (counter).
+    pub prefix_cache_queries: AtomicU64,
+    /// Prompt tokens found in the prefix cache (counter).
+    pub prefix_cache_hits: AtomicU64,
+    /// Finished requests (counter).
+    pub requests_finished: AtomicU64,
+    /// Engine time from admission to first token, summed over requests, nanoseconds
+    /// (`vllm:request_prefill_time_seconds`' sum).
+    pub prefill_time_ns: AtomicU64,
+    /// Requests that got their first token (that histogram's count).
+    pub prefill_requests: AtomicU64,
+    /// Sequences preempted for lack of KV cache (counter; only the `preempt` fault preempts).
+    pub preemptions: AtomicU64,
+    /// Spec decode: draft rounds (one per sequence per step).
+    pub spec_drafts: AtomicU64,
+    /// Spec decode: draft tokens proposed.
+    pub spec_draft_tokens: AtomicU64,
+    /// Spec decode: draft tokens accepted.
+    pub spec_accepted: AtomicU64,
+    /// Spec decode: accepted tokens per draft position.
+    pub spec_accepted_per_pos: Vec<AtomicU64>,
+}
+
+impl EngineCounters {
+    /// Counters for an engine with `draft_positions` spec-decode positions (0 = off).
+    pub fn new(draft_positions: usize) -> Self {
+        EngineCounters {
+            spec_accepted_per_pos: (0..draft_positions).map(|_| AtomicU64::new(0)).collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// KV block size the simulated engine reports (vLLM's default for CUDA).
+pub const SIM_BLOCK_SIZE: u64 = 16;
+
+/// Escapes a Prometheus label value.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// How `/metrics` misreports (the `counter-lies` and `prompt-counter-lies` faults; 1 = honest).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CounterFactors {
+    /// Factor of the generation counter.
+    pub generation: f64,
+    /// Factor of the prompt counter.
+    pub prompt: f64,
+}
+
+#[cfg(test)]
+impl CounterFactors {
+    /// Every counter as counted.
+    pub const HONEST: CounterFactors = CounterFactors {
+        generation: 1.0,
+        prompt: 1.0,
+    };
+}
+
+/// Renders the counters in Prometheus text exposition format (version 0.0.4); the generation
+/// and prompt counters are scaled by `factors`.
+pub fn render(
+    c: &EngineCounters,
+    model: &str,
+    kv_budget_tokens: u64,
+    spec: bool,
+    factors: CounterFactors,
+) -> String {
+    let m = label(model);
+    let mut out = String::with_capacity(2048);
+    let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name}{{model_name=\"{m}\"}} {value}");
+    };
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    metric(
+        "vllm:num_requests_running",
+        "gauge",
+        "Number of requests in model execution batches.",
+        get(&c.running).to_string(),
+    );
+    metric(
+        "vllm:num_requests_waiting",
+        "gauge",
+        "Number of requests waiting to be processed.",
+        get(&c.waiting).to_string(),
+    );
+    let usage = (get(&c.kv_reserved) as f64 / kv_budget_tokens.max(1) as f64).min(1.0);
+    metric(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "KV-cache usage. 1 means 100 percent usage.",
+        format!("{usage}"),
+    );
+    metric(
+        "vllm:prompt_tokens_total",
+        "counter",
+        "Number of prefill tokens processed.",
+        format!(
+            "{}.0",
+            (get(&c.prompt_tokens) as f64 * factors.prompt).round() as u64
+        ),
+    );
+    metric(
+        "vllm:generation_tokens_total",
+        "counter",
+        "Number of generation tokens processed.",
+        format!(
+            "{}.0",
+            (get(&c.generation_tokens) as f64 * factors.generation).round() as u64
+        ),
+    );
+    metric(
+        "vllm:prefix_cache_queries_total",
+        "counter",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        format!("{}.0", get(&c.prefix_cache_queries)),
+    );
+    metric(
+        "vllm:prefix_cache_hits_total",
+        "counter",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        format!("{}.0", get(&c.prefix_cache_hits)),
+    );
+    metric(
+        "vllm:num_preemptions_total",
+        "counter",
+        "Cumulative number of preemption from the engine.",
+        format!("{}.0", get(&c.preemptions)),
+    );
+    metric(
+        "vllm:request_success_total",
+        "counter",
+        "Count of successfully processed requests.",
+        format!("{}.0", get(&c.requests_finished)),
+    );
+    if spec {
+        metric(
+            "vllm:spec_decode_num_drafts_total",
+            "counter",
+            "Number of spec decoding drafts.",
+            format!("{}.0", get(&c.spec_drafts)),
+        );
+        metric(
+            "vllm:spec_decode_num_draft_tokens_total",
+            "counter",
+            "Number of draft tokens.",
+            format!("{}.0", get(&c.spec_draft_tokens)),
+        );
+        metric(
+            "vllm:spec_decode_num_accepted_tokens_total",
+            "counter",
+            "Number of accepted tokens.",
+            format!("{}.0", get(&c.spec_accepted)),
+        );
+        let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+        let _ = writeln!(out, "# HELP {name} Accepted tokens per draft position.");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (i, a) in c.spec_accepted_per_pos.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}{{model_name=\"{m}\",position=\"{i}\"}} {}.0",
+                get(a)
+            );
+        }
+    }
+    // vLLM's prefill-phase histogram (scheduled → first token); one `+Inf` bucket, since
+    // readers take its `_sum` and `_count`.
+    let name = "vllm:request_prefill_time_seconds";
+    let requests = get(&c.prefill_requests);
+    let _ = writeln!(
+        out,
+        "# HELP {name} Histogram of time spent in PREFILL phase for request.\n# TYPE {name} histogram\n{name}_bucket{{le=\"+Inf\",model_name=\"{m}\"}} {requests}.0\n{name}_count{{model_name=\"{m}\"}} {requests}.0\n{name}_sum{{model_name=\"{m}\"}} {}",
+        get(&c.prefill_time_ns) as f64 / 1e9
+    );
+    // vLLM's info gauge of the KV cache configuration (labels as vLLM writes them; value 1):
+    // tools read the KV budget from `num_gpu_blocks` x `block_size`.
+    let _ = writeln!(
+        out,
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{SIM_BLOCK_SIZE}\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"{}\"}} 1.0",
+        kv_budget_tokens.div_ceil(SIM_BLOCK_SIZE)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The prefill counters a prefill layer reads, and the prompt counter's lie.
+    #[test]
+    fn renders_the_prefill_counters() {
+        let c = EngineCounters::new(0);
+        c.prompt_tokens.store(8192, Ordering::Relaxed);
+        c.prefill_time_ns.store(45_000_000, Ordering::Relaxed);
+        c.prefill_requests.store(1, Ordering::Relaxed);
+        let text = render(&c, "m", 200, false, CounterFactors::HONEST);
+        assert!(text.contains("vllm:prompt_tokens_total{model_name=\"m\"} 8192.0\n"));
+        assert!(text.contains("vllm:request_prefill_time_seconds_sum{model_name=\"m\"} 0.045\n"));
+        assert!(text.contains("vllm:request_prefill_time_seconds_count{model_name=\"m\"} 1.0\n"));
+        let lies = CounterFactors {
+            prompt: 1.5,
+            ..CounterFactors::HONEST
+        };
+        assert!(
+            render(&c, "m", 200, false, lies)
+                .contains("vllm:prompt_tokens_total{model_name=\"m\"} 12288.0\n")
+        );
+    }
+
+    #[test]
+    fn renders_vllm_names_with_help_type_and_labels() {
+        let c = EngineCounters::new(2);
+        c.running.store(3, Ordering::Relaxed);
+        c.waiting.store(1, Ordering::Relaxed);
+        c.kv_reserved.store(50, Ordering::Relaxed);
+        c.generation_tokens.store(1234, Ordering::Relaxed);
+        c.spec_accepted_per_pos[1].store(7, Ordering::Relaxed);
+        let text = render(&c, "m\"x", 200, true, CounterFactors::HONEST);
+        assert!(text.contains("# TYPE vllm:num_requests_running gauge\n"));
+        assert!(text.contains("vllm:num_requests_running{model_name=\"m\\\"x\"} 3\n"));
+        assert!(text.contains("vllm:num_requests_waiting{model_name=\"m\\\"x\"} 1\n"));
+        assert!(text.contains("vllm:kv_cache_usage_perc{model_name=\"m\\\"x\"} 0.25\n"));
+        assert!(text.contains("# TYPE vllm:generation_tokens_total counter\n"));
+        assert!(text.contains("vllm:generation_tokens_total{model_name=\"m\\\"x\"} 1234.0\n"));
+        assert!(text.contains(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\\\"x\",position=\"1\"} 7.0\n"
+        ));
+        // every sample line has a HELP and TYPE line for its family
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let family = line.split('{').next().unwrap();
+            let family = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| family.strip_suffix(s))
+                .filter(|f| f.ends_with("_seconds"))
+                .unwrap_or(family);
+            assert!(text.contains(&format!("# HELP {family} ")), "{family}");
+            assert!(text.contains(&format!("# TYPE {family} ")), "{family}");
+        }
+        assert!(!render(&c, "m", 200, false, CounterFactors::HONEST).contains("spec_decode"));
+        assert!(text.contains(
+            "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"13\"} 1.0\n"
+        ));
+    }
+}

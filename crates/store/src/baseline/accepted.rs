@@ -1,0 +1,258 @@
+//! Accepted change points: a person's statement that a group's level moved on purpose (a new
+//! driver, an accepted trade-off) from a given run on. The comparison then takes its level and
+//! noise only from the runs since the newest accepted change, so a deliberate step neither
+//! inflates the noise nor hides the next regression.
+//!
+//! Stored as `<dir>/<profile key>/accepted.json` (one file per profile, entries per suite),
+//! written atomically like the run files. A file that cannot be read fails the load: silently
+//! falling back to the whole history would compare against the wrong level.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{ADHOC_SUITE, BaselineError, BaselineStore, LoadedBaseline, component, write_atomic};
+
+/// File name of the accepted change points in a profile directory.
+pub const ACCEPTED_FILE: &str = "accepted.json";
+
+/// One accepted change: the group's level is what it is from `since_run_id` on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptedChange {
+    /// Suite directory name (`adhoc` for runs without a suite).
+    pub suite: String,
+    /// The first run at the new level.
+    pub since_run_id: String,
+    /// Its start time: runs started at or after it are used (this survives pruning the run).
+    pub since_started_at: DateTime<Utc>,
+    /// When the change was accepted.
+    pub accepted_at: DateTime<Utc>,
+    /// Why, for people (free text, shown as data).
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// The file's content.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcceptedFile {
+    schema_version: u32,
+    accepted: Vec<AcceptedChange>,
+}
+
+impl BaselineStore {
+    fn accepted_path(&self, profile_key: &str) -> PathBuf {
+        self.root.join(component(profile_key)).join(ACCEPTED_FILE)
+    }
+
+    fn read_accepted(&self, profile_key: &str) -> Result<AcceptedFile, BaselineError> {
+        let path = self.accepted_path(profile_key);
+        let text = match infergate_io::fsio::read_input(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(AcceptedFile::default());
+            }
+            Err(source) => {
+                return Err(BaselineError::Io {
+                    action: "read",
+                    path,
+                    source,
+                });
+            }
+        };
+        serde_json::from_str(&text).map_err(|e| BaselineError::Io {
+            action: "parse",
+            path: path.clone(),
+            source: std::io::Error::other(format!(
+                "{e}; fix or delete the file (it lists the accepted change points: {{\"schema_version\": 1, \"accepted\": [...]}})"
+            )),
+        })
+    }
+
+    /// Accepted changes of one profile and suite, oldest first.
+    pub fn accepted(
+        &self,
+        profile_key: &str,
+        suite: Option<&str>,
+    ) -> Result<Vec<AcceptedChange>, BaselineError> {
+        let want = component(suite.unwrap_or(ADHOC_SUITE));
+        let mut out: Vec<AcceptedChange> = self
+            .read_accepted(profile_key)?
+            .accepted
+            .into_iter()
+            .filter(|a| component(&a.suite) == want)
+            .collect();
+        out.sort_by_key(|a| a.since_started_at);
+        Ok(out)
+    }
+
+    /// Records that the group's level is new from run `run_id` on; the run must be in the
+    /// group. Accepting the same run twice leaves one entry.
+    pub fn accept(
+        &self,
+        profile_key: &str,
+        suite: Option<&str>,
+        run_id: &str,
+        note: Option<&str>,
+    ) -> Result<AcceptedChange, BaselineError> {
+        // Read, change, write `accepted.json` under the store's lock: two accepts at once
+        // both land.
+        let _lock = self.write_lock()?;
+        let loaded = self.load(profile_key, suite)?;
+        let run = loaded
+            .runs
+            .iter()
+            .find(|r| r.run_id == run_id)
+            .ok_or_else(|| BaselineError::Rejected {
+                run_id: run_id.to_string(),
+                reason: format!(
+                    "it is not a run of profile `{profile_key}` suite `{}` in {} (see `infergate baseline show`)",
+                    suite.unwrap_or(ADHOC_SUITE),
+                    self.root.display()
+                ),
+            })?;
+        let suite_name = component(suite.unwrap_or(ADHOC_SUITE));
+        let mut file = self.read_accepted(profile_key)?;
+        if let Some(done) = file
+            .accepted
+            .iter()
+            .find(|a| a.since_run_id == run_id && component(&a.suite) == suite_name)
+        {
+            return Ok(done.clone());
+        }
+        let entry = AcceptedChange {
+            suite: suite_name,
+            since_run_id: run.run_id.clone(),
+            since_started_at: run.started_at,
+            accepted_at: Utc::now(),
+            note: note.map(String::from),
+        };
+        file.schema_version = 1;
+        file.accepted.push(entry.clone());
+        let body = serde_json::to_vec_pretty(&file).map_err(|e| BaselineError::Serialize {
+            run_id: run_id.to_string(),
+            message: e.to_string(),
+        })?;
+        let path = self.accepted_path(profile_key);
+        write_atomic(&path, &body)?;
+        Ok(entry)
+    }
+
+    /// The runs the comparison uses: [`load`](Self::load), keeping only the runs since the
+    /// newest accepted change point (returned with them) when there is one.
+    pub fn load_current(
+        &self,
+        profile_key: &str,
+        suite: Option<&str>,
+    ) -> Result<(LoadedBaseline, Option<AcceptedChange>), BaselineError> {
+        let mut loaded = self.load(profile_key, suite)?;
+        let last = self.accepted(profile_key, suite)?.pop();
+        if let Some(a) = &last {
+            loaded.runs.retain(|r| r.started_at >= a.since_started_at);
+        }
+        Ok((loaded, last))
+    }
+
+    /// Groups (profile key, suite) holding a run with this id, among those matching the
+    /// profile and suite a user named ([`BaselineStore::groups`]).
+    pub fn groups_with_run(
+        &self,
+        run_id: &str,
+        profile: Option<&str>,
+        suite: Option<&str>,
+    ) -> Result<Vec<(String, String)>, BaselineError> {
+        let mut out = Vec::new();
+        for (key, suite) in self.groups(profile, suite)? {
+            if self
+                .load(&key, Some(&suite))?
+                .runs
+                .iter()
+                .any(|r| r.run_id == run_id)
+            {
+                out.push((key, suite));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_schema::results::RunResults;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn nightly(i: i64, factor: f64, rng: &mut StdRng) -> RunResults {
+        let mut r = infergate_model::synthetic::synthetic_run(
+            &format!("night-{i:02}"),
+            rng,
+            0.005,
+            0.01,
+            &|_| factor,
+        );
+        r.started_at += chrono::Duration::days(i);
+        r.labels.insert("sha".into(), format!("sha{i:02}"));
+        r
+    }
+
+    #[test]
+    fn accept_records_once_and_load_current_follows_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BaselineStore::open(tmp.path()).unwrap();
+        let mut rng = StdRng::seed_from_u64(1);
+        let runs: Vec<RunResults> = (0..8).map(|i| nightly(i, 1.0, &mut rng)).collect();
+        for r in &runs {
+            store.add(r).unwrap();
+        }
+        let key = runs[0].profile.key.clone();
+        let suite = runs[0].suite.clone();
+        let suite = suite.as_deref();
+        // Labels survive the store.
+        let loaded = store.load(&key, suite).unwrap();
+        assert!(
+            loaded
+                .runs
+                .iter()
+                .zip(&runs)
+                .all(|(a, b)| a.labels == b.labels && a.commit() == b.commit())
+        );
+        assert_eq!(store.load_current(&key, suite).unwrap().0.runs.len(), 8);
+        let err = store.accept(&key, suite, "nope", None).unwrap_err();
+        assert!(err.to_string().contains("not a run of profile"), "{err}");
+        let a = store
+            .accept(&key, suite, "night-05", Some("new driver"))
+            .unwrap();
+        assert_eq!(a.since_run_id, "night-05");
+        store.accept(&key, suite, "night-05", None).unwrap();
+        assert_eq!(
+            store.accepted(&key, suite).unwrap().len(),
+            1,
+            "no duplicate"
+        );
+        let (current, since) = store.load_current(&key, suite).unwrap();
+        let ids: Vec<_> = current.runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["night-05", "night-06", "night-07"]);
+        assert_eq!(since.unwrap().note.as_deref(), Some("new driver"));
+        assert_eq!(
+            store.groups_with_run("night-05", None, None).unwrap(),
+            vec![(key.clone(), "stats-eval".to_string())]
+        );
+        // No temp file left; a corrupt file fails the load instead of using every run.
+        let dir = tmp.path().join(component(&key));
+        assert!(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(Result::ok)
+                .all(|e| !e.file_name().to_string_lossy().starts_with(".tmp"))
+        );
+        std::fs::write(dir.join(ACCEPTED_FILE), "{\"accepted\": [").unwrap();
+        let err = store.load_current(&key, suite).unwrap_err().to_string();
+        assert!(
+            err.contains("accepted.json") && err.contains("fix or delete"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,495 @@
+//! Reader of guidellm benchmark reports (`guidellm run --output kind=json`, schema of 0.8):
+//! `benchmarks[]`, each with `metrics.*.{successful,errored,incomplete,total}` distributions.
+//! A benchmark at a fixed concurrency (`concurrent` with N streams, or `synchronous` = 1)
+//! becomes one cell; rate-driven benchmarks (`constant`, `poisson`, `throughput`, `async`) have
+//! no fixed concurrency and are left out with a note.
+//!
+//! Comparable with a sustained-decode cell (same meaning, not the same window):
+//! - `aggregate_tps` = `output_tokens_per_second.successful.mean` (output tokens of the
+//!   successful requests over the benchmark's duration, warm-up/cool-down as configured);
+//! - `ttft_s` from `time_to_first_token_ms.successful` (includes queueing, like ours);
+//! - `itl_s` from `inter_token_latency_ms.successful`.
+//!
+//! Not comparable, left out: `requests_per_second`, `request_latency` (depend on output
+//! length), `request_concurrency` (client-side, not the engine's running requests),
+//! `time_per_output_token_ms` (per-token, not the 1/ITL per-stream distribution), and the
+//! `incomplete`/`errored` distributions (only their counts are kept: `errors`, the reason).
+//! `samples` stay empty (no sub-windows): the noise model uses the between-run history.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ImportError, imported_run, percentile_group};
+use infergate_schema::results::{CellResult, CellStatus, Percentiles, RunResults, TokenSource};
+
+/// The parts of a guidellm report the import reads.
+#[derive(Debug, Deserialize)]
+pub struct GuidellmReport {
+    #[serde(default)]
+    pub metadata: Option<ReportMetadata>,
+    #[serde(default)]
+    pub config: Option<ReportConfig>,
+    pub benchmarks: Vec<Benchmark>,
+}
+
+/// `metadata`: versions.
+#[derive(Debug, Deserialize)]
+pub struct ReportMetadata {
+    #[serde(default)]
+    pub guidellm_version: Option<String>,
+}
+
+/// `config`: the run's labels and requested data.
+#[derive(Debug, Deserialize)]
+pub struct ReportConfig {
+    #[serde(default)]
+    pub metadata: Option<ConfigMetadata>,
+    #[serde(default)]
+    pub spec: Option<ConfigSpec>,
+}
+
+/// `config.metadata`: `--label key=value` pairs.
+#[derive(Debug, Deserialize)]
+pub struct ConfigMetadata {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `config.spec`: only the data sources are read.
+#[derive(Debug, Deserialize)]
+pub struct ConfigSpec {
+    #[serde(default)]
+    pub data: Vec<DataSource>,
+}
+
+/// One `--data` source.
+#[derive(Debug, Deserialize)]
+pub struct DataSource {
+    pub kind: String,
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+}
+
+/// One `benchmarks[]` entry.
+#[derive(Debug, Deserialize)]
+pub struct Benchmark {
+    pub config: BenchmarkConfig,
+    pub start_time: f64,
+    pub end_time: f64,
+    pub duration: f64,
+    pub metrics: Metrics,
+}
+
+/// `benchmarks[].config`.
+#[derive(Debug, Deserialize)]
+pub struct BenchmarkConfig {
+    pub strategy: Strategy,
+    #[serde(default)]
+    pub backend: Option<Backend>,
+}
+
+/// `benchmarks[].config.strategy`.
+#[derive(Debug, Deserialize)]
+pub struct Strategy {
+    pub type_: String,
+    #[serde(default)]
+    pub streams: Option<u32>,
+}
+
+/// `benchmarks[].config.backend`.
+#[derive(Debug, Deserialize)]
+pub struct Backend {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub target: Option<String>,
+}
+
+/// `benchmarks[].metrics`: the figures read.
+#[derive(Debug, Deserialize)]
+pub struct Metrics {
+    pub request_totals: Totals,
+    pub output_tokens_per_second: ByStatus,
+    pub time_to_first_token_ms: ByStatus,
+    pub inter_token_latency_ms: ByStatus,
+    pub prompt_token_count: ByStatus,
+    pub output_token_count: ByStatus,
+}
+
+/// Request counts by status.
+#[derive(Debug, Deserialize)]
+pub struct Totals {
+    pub successful: u64,
+    pub errored: u64,
+    pub incomplete: u64,
+}
+
+/// A metric split by request status; only `successful` is mapped.
+#[derive(Debug, Deserialize)]
+pub struct ByStatus {
+    pub successful: Distribution,
+}
+
+/// One distribution.
+#[derive(Debug, Deserialize)]
+pub struct Distribution {
+    pub mean: f64,
+    pub median: f64,
+    pub count: u64,
+    pub total_sum: f64,
+    pub percentiles: Quantiles,
+}
+
+/// The percentiles read from a distribution.
+#[derive(Debug, Deserialize)]
+pub struct Quantiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+/// Whether a parsed JSON document looks like a guidellm report.
+pub fn looks_like(doc: &Value) -> bool {
+    let versioned = doc
+        .get("metadata")
+        .and_then(|m| m.get("guidellm_version"))
+        .is_some();
+    let generative = doc
+        .get("benchmarks")
+        .and_then(Value::as_array)
+        .and_then(|b| b.first())
+        .and_then(|b| b.get("type_"))
+        .and_then(Value::as_str)
+        == Some("generative_benchmark");
+    versioned || generative
+}
+
+/// Converts a report into one run, a cell per fixed-concurrency benchmark.
+pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunResults, ImportError> {
+    let err = |field: String, message: String| ImportError::Field {
+        file: file.to_string(),
+        field,
+        message,
+    };
+    let version = report
+        .metadata
+        .as_ref()
+        .and_then(|m| m.guidellm_version.clone())
+        .unwrap_or_else(|| "unknown".into());
+    let labels_in = report
+        .config
+        .as_ref()
+        .and_then(|c| c.metadata.as_ref())
+        .map(|m| m.labels.clone())
+        .unwrap_or_default();
+    // The requested prompt length names the cell when there is one synthetic source: measured
+    // means drift with the number of requests a time-limited run completes.
+    let requested_prompt = match report.config.as_ref().and_then(|c| c.spec.as_ref()) {
+        Some(spec) if spec.data.len() == 1 && spec.data[0].kind == "synthetic_text" => {
+            spec.data[0].prompt_tokens
+        }
+        _ => None,
+    };
+    let mut unmapped: Vec<String> = Vec::new();
+    let mut cells: Vec<CellResult> = Vec::new();
+    let mut model: Option<String> = None;
+    let mut url = String::new();
+    let mut times: Vec<(f64, f64)> = Vec::new();
+    for (i, b) in report.benchmarks.iter().enumerate() {
+        let at = |f: &str| format!("benchmarks[{i}].{f}");
+        let concurrency = match (b.config.strategy.type_.as_str(), b.config.strategy.streams) {
+            ("synchronous", _) => 1,
+            ("concurrent", Some(n)) if n > 0 => n,
+            ("concurrent", _) => {
+                return Err(err(
+                    at("config.strategy.streams"),
+                    "missing or 0 for a concurrent benchmark".into(),
+                ));
+            }
+            (other, _) => {
+                unmapped.push(format!(
+                    "benchmarks[{i}]: strategy `{other}` is rate-driven (no fixed concurrency); \
+                     left out (use --profile kind=concurrent for gate cells)"
+                ));
+                continue;
+            }
+        };
+        if let Some(backend) = &b.config.backend {
+            if let Some(m) = backend.model.as_deref().filter(|m| !m.is_empty()) {
+                match &model {
+                    None => model = Some(m.to_string()),
+                    Some(first) if first != m => {
+                        return Err(err(
+                            at("config.backend.model"),
+                            format!("`{m}` differs from `{first}`: one report holds one model"),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+            if url.is_empty() {
+                url = backend.target.clone().unwrap_or_default();
+            }
+        }
+        let m = &b.metrics;
+        let tps = m.output_tokens_per_second.successful.mean;
+        for (field, v) in [
+            ("metrics.output_tokens_per_second.successful.mean", tps),
+            ("duration", b.duration),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(err(at(field), format!("must be a number >= 0, found {v}")));
+            }
+        }
+        if !(b.start_time.is_finite() && b.end_time.is_finite()) {
+            return Err(err(
+                at("start_time"),
+                "must be a Unix time in seconds".into(),
+            ));
+        }
+        let prompt = &m.prompt_token_count.successful;
+        let context = requested_prompt.unwrap_or_else(|| prompt.median.max(0.0).round() as u64);
+        let totals = &m.request_totals;
+        let (status, reason) = if totals.successful == 0 {
+            (CellStatus::Error, Some("no request succeeded".to_string()))
+        } else if totals.errored + totals.incomplete > 0 {
+            (
+                CellStatus::Ok,
+                Some(format!(
+                    "{} errored, {} incomplete of {} requests",
+                    totals.errored,
+                    totals.incomplete,
+                    totals.successful + totals.errored + totals.incomplete
+                )),
+            )
+        } else {
+            (CellStatus::Ok, None)
+        };
+        let cell = CellResult {
+            concurrency,
+            context_tokens: context,
+            status,
+            reason,
+            aggregate_tps: tps,
+            samples: Vec::new(),
+            per_user_tps: None,
+            ttft_s: seconds(&m.time_to_first_token_ms.successful),
+            itl_s: seconds(&m.inter_token_latency_ms.successful),
+            effective_concurrency: None,
+            waiting_avg: None,
+            output_tokens: m.output_token_count.successful.total_sum.max(0.0).round() as u64,
+            measured_s: b.duration,
+            prompt_tokens: (prompt.mean.is_finite() && prompt.mean > 0.0)
+                .then(|| prompt.mean.round() as u64),
+            errors: u32::try_from(totals.errored).unwrap_or(u32::MAX),
+            token_source: Some(TokenSource::Imported),
+            server_tps: None,
+            engine_counter: None,
+            ready_after_s: None,
+            spec_decode: None,
+            telemetry: None,
+            rounds: Vec::new(),
+            cross_checks: Vec::new(),
+            truncated_requests: None,
+            preemptions: None,
+            tpot_s: None,
+            requests: None,
+            unverified: None,
+        };
+        if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
+            return Err(err(
+                at("config.strategy"),
+                format!(
+                    "cell C={concurrency} / {context} tokens repeats benchmarks[{j}]: one \
+                     benchmark per concurrency"
+                ),
+            ));
+        }
+        times.push((b.start_time, b.end_time));
+        cells.push(cell);
+    }
+    if cells.is_empty() {
+        return Err(err(
+            "benchmarks".into(),
+            "no benchmark at a fixed concurrency (strategy `concurrent` or `synchronous`)".into(),
+        ));
+    }
+    let model = model.ok_or_else(|| {
+        err(
+            "benchmarks[0].config.backend.model".into(),
+            "missing or empty: the report does not say which model was measured".into(),
+        )
+    })?;
+    if requested_prompt.is_none() {
+        unmapped.push(
+            "context: no single synthetic_text source; cells named by the measured median \
+             prompt length"
+                .into(),
+        );
+    }
+    unmapped.push(
+        "left out (not comparable with a sustained-decode cell): requests_per_second, \
+         request_latency, request_concurrency (client-side), time_per_output_token_ms, the \
+         errored/incomplete distributions; not recorded: hardware, engine version, sub-window \
+         samples"
+            .into(),
+    );
+    let engine = labels_in
+        .get("engine")
+        .filter(|e| !e.trim().is_empty())
+        .cloned();
+    if engine.is_none() {
+        unmapped.push(
+            "engine: not recorded (run guidellm with --label engine=NAME to name it); `unknown`"
+                .into(),
+        );
+    }
+    let mut labels: BTreeMap<String, String> = labels_in
+        .into_iter()
+        .map(|(k, v)| (format!("guidellm.{k}"), v))
+        .collect();
+    labels.insert("guidellm.version".into(), version.clone());
+    let epoch = |s: f64| {
+        DateTime::<Utc>::from_timestamp_micros((s * 1e6).round() as i64).unwrap_or_default()
+    };
+    let started = epoch(times.iter().map(|t| t.0).fold(f64::INFINITY, f64::min));
+    let finished = epoch(times.iter().map(|t| t.1).fold(f64::NEG_INFINITY, f64::max));
+    Ok(imported_run(super::ImportedRun {
+        tool: format!("guidellm {version}"),
+        tag: "guidellm",
+        file,
+        text,
+        engine: engine.unwrap_or_else(|| "unknown".into()),
+        model,
+        url,
+        started,
+        finished,
+        cells,
+        unmapped,
+        labels,
+    }))
+}
+
+/// A millisecond distribution as seconds, `None` when empty or all zero.
+fn seconds(d: &Distribution) -> Option<Percentiles> {
+    let s = |v: f64| Some(v / 1000.0);
+    percentile_group(
+        s(d.mean),
+        s(d.percentiles.p50),
+        s(d.percentiles.p90),
+        s(d.percentiles.p99),
+        d.count,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::import::{ResultsFormat, detect_text, parse_results, unmapped_notes};
+    use infergate_schema::results::ResultsSource;
+
+    /// Recorded from guidellm 0.8.1 against `infergate sim` (see docs/interop.md).
+    const SIM: &str = include_str!("../../../../tests/fixtures/guidellm-0.8-sim.json");
+
+    #[test]
+    fn recorded_sim_report_maps_one_cell_per_concurrency() {
+        assert_eq!(detect_text(SIM), Some(ResultsFormat::Guidellm));
+        let run = parse_results(SIM, "g.json").unwrap().remove(0);
+        let coords: Vec<_> = run.cells.iter().map(|c| c.coord()).collect();
+        assert_eq!(coords, [(1, 64), (2, 64), (4, 64)]);
+        assert_eq!(run.profile.engine, "infergate-sim");
+        assert_eq!(run.profile.model, "sim-test");
+        assert_eq!(run.engine.url, "http://127.0.0.1:18321");
+        assert!(
+            matches!(&run.source, ResultsSource::Import { tool, .. } if tool == "guidellm 0.8.1")
+        );
+        let doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
+        for (i, c) in run.cells.iter().enumerate() {
+            let m = &doc["benchmarks"][i]["metrics"];
+            assert_eq!(
+                c.aggregate_tps,
+                m["output_tokens_per_second"]["successful"]["mean"]
+                    .as_f64()
+                    .unwrap()
+            );
+            let ttft = c.ttft_s.unwrap();
+            let t = &m["time_to_first_token_ms"]["successful"];
+            assert_eq!(ttft.p90, t["percentiles"]["p90"].as_f64().unwrap() / 1000.0);
+            assert_eq!(ttft.count, t["count"].as_u64().unwrap());
+            assert!(c.itl_s.is_some());
+            let ok = m["request_totals"]["successful"].as_u64().unwrap();
+            assert_eq!(
+                c.output_tokens,
+                ok * 32,
+                "32 output tokens per successful request"
+            );
+            assert!(c.samples.is_empty());
+        }
+        assert!(
+            run.cells[0].aggregate_tps < run.cells[2].aggregate_tps,
+            "four streams decode more than one"
+        );
+        let notes = unmapped_notes(&run);
+        assert!(notes.iter().any(|n| n.starts_with("left out")), "{notes:?}");
+    }
+
+    #[test]
+    fn a_benchmark_without_a_successful_request_makes_the_run_partial() {
+        let run = parse_results(SIM, "g.json").unwrap().remove(0);
+        assert_eq!(run.status, infergate_schema::results::RunStatus::Complete);
+        let mut doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
+        let totals = &mut doc["benchmarks"][2]["metrics"]["request_totals"];
+        totals["errored"] = totals["successful"].clone();
+        totals["successful"] = 0.into();
+        let run = parse_results(&doc.to_string(), "g.json").unwrap().remove(0);
+        assert_eq!(
+            run.cells[2].status,
+            infergate_schema::results::CellStatus::Error
+        );
+        assert_eq!(run.status, infergate_schema::results::RunStatus::Partial);
+        let why = run.status_reason.as_deref().unwrap();
+        assert!(why.contains("no request succeeded"), "{why}");
+    }
+
+    #[test]
+    fn rate_driven_benchmarks_are_left_out_and_bad_fields_named() {
+        let mut doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
+        doc["benchmarks"][1]["config"]["strategy"]["type_"] = "constant".into();
+        let run = parse_results(&doc.to_string(), "g.json").unwrap().remove(0);
+        assert_eq!(run.cells.len(), 2);
+        assert!(
+            unmapped_notes(&run)
+                .iter()
+                .any(|n| n.contains("`constant` is rate-driven"))
+        );
+
+        let mut wrong = doc.clone();
+        wrong["benchmarks"][2]["metrics"]["output_tokens_per_second"]["successful"]["mean"] =
+            "fast".into();
+        let err = parse_results(&wrong.to_string(), "g.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "g.json: benchmarks[2].metrics.output_tokens_per_second.successful.mean: invalid type: string"
+            ),
+            "{err}"
+        );
+        let mut gone = doc.clone();
+        gone["benchmarks"][0]["metrics"]
+            .as_object_mut()
+            .unwrap()
+            .remove("inter_token_latency_ms");
+        let err = parse_results(&gone.to_string(), "g.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "g.json: benchmarks[0].metrics: missing field `inter_token_latency_ms`"
+            ),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,464 @@
+//! Reader of `vllm bench serve --save-result` JSON (and `--append-result`: one JSON document per
+//! line): each document is one benchmark at one `--max-concurrency`, so it becomes one cell.
+//!
+//! Mapping decisions (see `docs/interop.md`):
+//! - Cell: concurrency = `max_concurrency` (required: a request-rate-only benchmark has no fixed
+//!   concurrency and is refused with the fix); context = `total_input_tokens / completed`,
+//!   rounded (vLLM does not record `--input-len`; a seeded dataset gives the same mean each run).
+//! - `aggregate_tps` = `output_throughput` (output tokens over the whole benchmark, ramp-up and
+//!   tail included: comparable between two runs of the same command, not with a sustained-decode
+//!   window); `measured_s` = `duration`; `output_tokens` = `total_output_tokens`.
+//! - `ttft_s` / `itl_s` / `tpot_s` from `mean_*_ms`, `median_*_ms`, `p90_*_ms`, `p99_*_ms` when all four are
+//!   present and not all zero. vLLM's default `--metric-percentiles` is `99` only, so without
+//!   `--metric-percentiles 90,99` these groups stay out (and say so).
+//! - `samples` stay empty: vLLM has no sub-windows; the noise model then uses the between-run
+//!   history alone (as for llm-decode-bench imports).
+//! - Engine: the `engine` key when the run passed `--metadata engine=NAME`, else `unknown`
+//!   (`--backend` names the API dialect, not the server). Hardware is not recorded: `cpu-unknown`.
+//! - Everything not mapped is listed in an `import_unmapped` event.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ImportError, imported_run, percentile_group};
+use infergate_schema::results::{CellResult, CellStatus, SpecDecodeStats, TokenSource};
+
+/// The fields of one `--save-result` document the import reads; percentile keys
+/// (`p99_ttft_ms`, ...) and `--metadata` keys are read from `rest`.
+#[derive(Debug, Deserialize)]
+pub struct VllmResult {
+    pub date: String,
+    #[serde(default)]
+    pub backend: Option<String>,
+    #[serde(default)]
+    pub label: Option<String>,
+    pub model_id: String,
+    #[serde(default)]
+    pub num_prompts: Option<u64>,
+    #[serde(default)]
+    pub request_rate: Option<Value>,
+    #[serde(default)]
+    pub burstiness: Option<f64>,
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+    #[serde(default)]
+    pub ramp_up_strategy: Option<String>,
+    pub duration: f64,
+    pub completed: u64,
+    #[serde(default)]
+    pub failed: Option<u64>,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub output_throughput: f64,
+    #[serde(default)]
+    pub spec_decode_acceptance_rate: Option<f64>,
+    #[serde(default)]
+    pub spec_decode_acceptance_length: Option<f64>,
+    #[serde(default)]
+    pub spec_decode_num_drafts: Option<u64>,
+    #[serde(default)]
+    pub spec_decode_draft_tokens: Option<u64>,
+    #[serde(default)]
+    pub spec_decode_accepted_tokens: Option<u64>,
+    #[serde(default)]
+    pub spec_decode_per_position_acceptance_rates: Vec<f64>,
+    /// Every other key: `mean_ttft_ms`, `p99_itl_ms`, `--metadata` pairs, raw lists.
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// Whether a parsed JSON document looks like a `--save-result` document.
+pub fn looks_like(doc: &Value) -> bool {
+    doc.get("output_throughput").is_some()
+        && doc.get("total_output_tokens").is_some()
+        && doc.get("model_id").is_some()
+}
+
+/// Converts the documents of one file (one, or several from `--append-result`) into one run
+/// with a cell per document. `prefix(i)` names document `i` in field errors.
+pub fn convert(
+    docs: &[VllmResult],
+    text: &str,
+    file: &str,
+    prefix: &dyn Fn(usize) -> String,
+) -> Result<infergate_schema::results::RunResults, ImportError> {
+    let field_err = |i: usize, field: &str, message: String| ImportError::Field {
+        file: file.to_string(),
+        field: format!("{}{field}", prefix(i)),
+        message,
+    };
+    let first = &docs[0];
+    let mut cells: Vec<CellResult> = Vec::with_capacity(docs.len());
+    let mut unmapped: Vec<String> = Vec::new();
+    let mut times = Vec::new();
+    for (i, d) in docs.iter().enumerate() {
+        if d.model_id != first.model_id {
+            return Err(field_err(
+                i,
+                "model_id",
+                format!(
+                    "`{}` differs from the first document's `{}`: one file holds one model",
+                    d.model_id, first.model_id
+                ),
+            ));
+        }
+        times.push(parse_date(&d.date).ok_or_else(|| {
+            field_err(
+                i,
+                "date",
+                format!(
+                    "`{}` is not vLLM's %Y%m%d-%H%M%S (e.g. 20260310-101500)",
+                    d.date
+                ),
+            )
+        })?);
+        let (cell, notes) = convert_one(d).map_err(|(f, m)| field_err(i, &f, m))?;
+        if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
+            return Err(field_err(
+                i,
+                "max_concurrency",
+                format!(
+                    "cell C={} / {} tokens is already document {}'s: one document per concurrency",
+                    cell.concurrency,
+                    cell.context_tokens,
+                    j + 1
+                ),
+            ));
+        }
+        for n in notes {
+            if !unmapped.contains(&n) {
+                unmapped.push(n);
+            }
+        }
+        cells.push(cell);
+    }
+    unmapped.push(
+        "not recorded by vllm bench serve: hardware, engine version, max_tokens (--output-len), \
+         sub-window samples"
+            .into(),
+    );
+    let engine = first
+        .rest
+        .get("engine")
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(String::from);
+    if engine.is_none() {
+        unmapped.push(
+            "engine: not recorded (run with --metadata engine=NAME to name it); `unknown`".into(),
+        );
+    }
+    let mut labels = BTreeMap::new();
+    for (key, value) in [
+        ("backend", first.backend.clone()),
+        ("label", first.label.clone()),
+        ("num_prompts", first.num_prompts.map(|n| n.to_string())),
+        (
+            "request_rate",
+            first.request_rate.as_ref().map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }),
+        ),
+        ("burstiness", first.burstiness.map(|b| b.to_string())),
+        ("ramp_up_strategy", first.ramp_up_strategy.clone()),
+    ] {
+        if let Some(v) = value {
+            labels.insert(format!("vllm.{key}"), v);
+        }
+    }
+    let started = times.iter().min().copied().unwrap_or_else(Utc::now);
+    let finished = times.iter().max().copied().unwrap_or(started);
+    Ok(imported_run(super::ImportedRun {
+        tool: "vllm bench serve".into(),
+        tag: "vllm",
+        file,
+        text,
+        engine: engine.unwrap_or_else(|| "unknown".into()),
+        model: first.model_id.clone(),
+        url: String::new(),
+        started,
+        finished,
+        cells,
+        unmapped,
+        labels,
+    }))
+}
+
+/// One document → one cell and the notes on what it could not map; an error is (field, message).
+fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, String)> {
+    let mut notes = Vec::new();
+    let concurrency = match d.max_concurrency {
+        Some(c) if c > 0 => c,
+        _ => {
+            return Err((
+                "max_concurrency".into(),
+                "missing or null: a request-rate-only benchmark has no fixed concurrency; run \
+                 vllm bench serve with --max-concurrency N (one file or line per N)"
+                    .into(),
+            ));
+        }
+    };
+    for (field, v) in [
+        ("duration", d.duration),
+        ("output_throughput", d.output_throughput),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err((field.into(), format!("must be a number >= 0, found {v}")));
+        }
+    }
+    let context = if d.completed > 0 {
+        (d.total_input_tokens as f64 / d.completed as f64).round() as u64
+    } else {
+        0
+    };
+    let errors = d
+        .failed
+        .or_else(|| d.num_prompts.map(|n| n.saturating_sub(d.completed)))
+        .unwrap_or(0);
+    let (status, reason) = if d.completed == 0 {
+        (CellStatus::Error, Some("no request completed".to_string()))
+    } else if errors > 0 {
+        (
+            CellStatus::Ok,
+            Some(format!(
+                "{errors} of {} requests failed",
+                d.completed + errors
+            )),
+        )
+    } else {
+        (CellStatus::Ok, None)
+    };
+    let group =
+        |metric: &str| -> Result<Option<infergate_schema::results::Percentiles>, (String, String)> {
+            let mut vals = [None; 4];
+            for (slot, stat) in vals.iter_mut().zip(["mean", "median", "p90", "p99"]) {
+                let key = format!("{stat}_{metric}_ms");
+                *slot = match d.rest.get(&key) {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(v.as_f64().ok_or_else(|| {
+                        (key.clone(), format!("invalid type: {v}, expected a number"))
+                    })?),
+                };
+            }
+            let ms = |v: Option<f64>| v.map(|x| x / 1000.0);
+            Ok(percentile_group(
+                ms(vals[0]),
+                ms(vals[1]),
+                ms(vals[2]),
+                ms(vals[3]),
+                d.completed,
+            ))
+        };
+    let ttft = group("ttft")?;
+    let itl = group("itl")?;
+    let tpot = group("tpot")?;
+    for (name, g) in [("ttft", &ttft), ("itl", &itl), ("tpot", &tpot)] {
+        if g.is_none() {
+            notes.push(format!(
+                "{name}: needs mean/median/p90/p99_{name}_ms, not all zero (run with \
+                 --metric-percentiles 90,99); left out"
+            ));
+        }
+    }
+    if d.rest.contains_key("max_concurrent_requests") {
+        notes.push(
+            "max_concurrent_requests / max_output_tokens_per_s: peaks, not the mean running \
+             requests; left out"
+                .into(),
+        );
+    }
+    let spec_decode = match d.spec_decode_acceptance_length {
+        Some(len) if len.is_finite() && len > 0.0 => Some(SpecDecodeStats {
+            drafts: d.spec_decode_num_drafts.unwrap_or(0),
+            draft_tokens: d.spec_decode_draft_tokens.unwrap_or(0),
+            accepted_tokens: d.spec_decode_accepted_tokens.unwrap_or(0),
+            // vLLM writes percent; the schema holds a fraction.
+            acceptance_rate: d.spec_decode_acceptance_rate.unwrap_or(0.0) / 100.0,
+            accept_len: len,
+            steps_per_s: d.output_throughput / len,
+            per_position_acceptance: d.spec_decode_per_position_acceptance_rates.clone(),
+        }),
+        _ => None,
+    };
+    Ok((
+        CellResult {
+            concurrency,
+            context_tokens: context,
+            status,
+            reason,
+            aggregate_tps: d.output_throughput,
+            samples: Vec::new(),
+            per_user_tps: None,
+            ttft_s: ttft,
+            itl_s: itl,
+            effective_concurrency: None,
+            waiting_avg: None,
+            output_tokens: d.total_output_tokens,
+            measured_s: d.duration,
+            prompt_tokens: (context > 0).then_some(context),
+            errors: u32::try_from(errors).unwrap_or(u32::MAX),
+            token_source: Some(TokenSource::Imported),
+            server_tps: None,
+            engine_counter: None,
+            ready_after_s: None,
+            spec_decode,
+            telemetry: None,
+            rounds: Vec::new(),
+            cross_checks: Vec::new(),
+            truncated_requests: None,
+            preemptions: None,
+            tpot_s: tpot,
+            requests: None,
+            unverified: None,
+        },
+        notes,
+    ))
+}
+
+/// vLLM's `date`: local time as `%Y%m%d-%H%M%S`, read as UTC (the file has no zone).
+fn parse_date(s: &str) -> Option<DateTime<Utc>> {
+    NaiveDateTime::parse_from_str(s, "%Y%m%d-%H%M%S")
+        .ok()
+        .map(|n| Utc.from_utc_datetime(&n))
+        .or_else(|| {
+            DateTime::parse_from_rfc3339(s)
+                .ok()
+                .map(|t| t.with_timezone(&Utc))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::import::{ResultsFormat, detect_text, parse_results, unmapped_notes};
+    use infergate_schema::results::CellStatus;
+
+    const SHAREGPT: &str =
+        include_str!("../../../../tests/fixtures/vllm-bench-serve-sharegpt-vllm-baseline.json");
+    const SPEC: &str =
+        include_str!("../../../../tests/fixtures/vllm-bench-serve-sharegpt-vllm-spec-mtp.json");
+    const APPEND: &str =
+        include_str!("../../../../tests/fixtures/vllm-bench-serve-append-baseline.jsonl");
+
+    #[test]
+    fn seed_block_maps_to_one_cell() {
+        assert_eq!(detect_text(SHAREGPT), Some(ResultsFormat::VllmBenchServe));
+        let run = parse_results(SHAREGPT, "v.json").unwrap().remove(0);
+        assert_eq!(run.cells.len(), 1);
+        let c = &run.cells[0];
+        assert_eq!((c.concurrency, c.context_tokens), (512, 342));
+        assert_eq!(c.aggregate_tps, 4347.55);
+        assert_eq!((c.output_tokens, c.measured_s), (281412, 70.72));
+        assert!(c.samples.is_empty());
+        // The seed printed P95/P99 only, and a zero median ITL: neither group maps.
+        assert!(c.ttft_s.is_none() && c.itl_s.is_none());
+        assert_eq!(run.profile.engine, "unknown");
+        assert_eq!(run.profile.model, "Qwen/Qwen3.5-35B-A3B-FP8");
+        assert_eq!(run.started_at.to_rfc3339(), "2026-03-10T10:15:00+00:00");
+        let notes = unmapped_notes(&run);
+        assert!(
+            notes.iter().any(|n| n.starts_with("ttft: needs")),
+            "{notes:?}"
+        );
+        assert!(notes.iter().any(|n| n.starts_with("engine: not recorded")));
+        assert_eq!(run.labels["vllm.backend"], "vllm");
+    }
+
+    #[test]
+    fn failed_requests_are_counted_from_num_prompts() {
+        let run = parse_results(SPEC, "s.json").unwrap().remove(0);
+        let c = &run.cells[0];
+        assert_eq!((c.errors, c.status), (484, CellStatus::Ok));
+        assert_eq!(c.reason.as_deref(), Some("484 of 1000 requests failed"));
+    }
+
+    #[test]
+    fn a_cell_where_no_request_completed_makes_the_run_partial() {
+        let none = SHAREGPT.replacen("\"completed\": 1000", "\"completed\": 0", 1);
+        let run = parse_results(&none, "v.json").unwrap().remove(0);
+        assert_eq!(run.cells[0].status, CellStatus::Error);
+        assert_eq!(run.status, infergate_schema::results::RunStatus::Partial);
+        let why = run.status_reason.as_deref().unwrap();
+        assert!(why.contains("no request completed"), "{why}");
+        // Joined with a measured file (the errored one second): still partial, counted over
+        // the joined matrix.
+        let first = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
+        assert_eq!(first.status, infergate_schema::results::RunStatus::Complete);
+        let joined = crate::import::join_runs(
+            vec![first, run],
+            &["a.jsonl".to_string(), "v.json".to_string()],
+        )
+        .unwrap();
+        assert_eq!(joined.status, infergate_schema::results::RunStatus::Partial);
+        let why = joined.status_reason.as_deref().unwrap();
+        assert!(why.starts_with("1 of 3 cells errored"), "{why}");
+    }
+
+    #[test]
+    fn full_percentiles_engine_metadata_and_spec_decode_map() {
+        let mut doc: serde_json::Value = serde_json::from_str(SHAREGPT).unwrap();
+        doc["p90_ttft_ms"] = 9000.0.into();
+        doc["engine"] = "vllm".into();
+        doc["spec_decode_acceptance_length"] = 2.5.into();
+        doc["spec_decode_acceptance_rate"] = 50.0.into();
+        let run = parse_results(&doc.to_string(), "v.json").unwrap().remove(0);
+        let t = run.cells[0].ttft_s.unwrap();
+        assert_eq!(
+            (t.mean, t.p50, t.p90, t.p99),
+            (4.07264, 5.78623, 9.0, 10.20444)
+        );
+        assert_eq!(run.profile.engine, "vllm");
+        let sd = run.cells[0].spec_decode.as_ref().unwrap();
+        assert_eq!((sd.acceptance_rate, sd.steps_per_s), (0.5, 4347.55 / 2.5));
+    }
+
+    #[test]
+    fn append_result_lines_become_one_cell_each() {
+        assert_eq!(detect_text(APPEND), Some(ResultsFormat::VllmBenchServe));
+        let run = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
+        let coords: Vec<_> = run.cells.iter().map(|c| c.coord()).collect();
+        assert_eq!(coords, [(100, 32010), (200, 1010)]);
+        assert_eq!(run.matrix.concurrency, [100, 200]);
+        assert_eq!(run.matrix.contexts, [1010, 32010]);
+    }
+
+    #[test]
+    fn bad_documents_name_file_and_field() {
+        let null_c = SHAREGPT.replace("\"max_concurrency\": 512", "\"max_concurrency\": null");
+        let err = parse_results(&null_c, "v.json").unwrap_err().to_string();
+        assert!(
+            err.starts_with("v.json: max_concurrency: missing or null"),
+            "{err}"
+        );
+        let wrong = SHAREGPT.replace(
+            "\"output_throughput\": 4347.55",
+            "\"output_throughput\": \"4347\"",
+        );
+        let err = parse_results(&wrong, "v.json").unwrap_err().to_string();
+        assert!(
+            err.starts_with("v.json: output_throughput: invalid type: string"),
+            "{err}"
+        );
+        let pct = SHAREGPT.replace("\"p99_ttft_ms\": 10204.44", "\"p99_ttft_ms\": \"slow\"");
+        let err = parse_results(&pct, "v.json").unwrap_err().to_string();
+        assert!(
+            err.starts_with("v.json: p99_ttft_ms: invalid type"),
+            "{err}"
+        );
+        let lines: Vec<&str> = APPEND.lines().collect();
+        let second = lines[1].replace("\"date\": \"20260312-103000\"", "\"date\": \"soon\"");
+        let err = parse_results(&format!("{}\n{second}", lines[0]), "a.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("a.jsonl: line 2: date: `soon`"), "{err}");
+        let dup = format!("{}\n{}", lines[0], lines[0]);
+        let err = parse_results(&dup, "a.jsonl").unwrap_err().to_string();
+        assert!(
+            err.starts_with("a.jsonl: line 2: max_concurrency: cell C=100"),
+            "{err}"
+        );
+    }
+}
