@@ -91,19 +91,45 @@ fn a_4x_slower_prefill_is_4x_lower_prefill_tps_and_the_counters_agree() {
         );
         let counters = p.engine_counters.as_ref().expect("vLLM-style counters");
         assert_eq!(counters.prompt_metric, "vllm:prompt_tokens_total");
-        // The engine's own rate agrees with the client's within 10%.
-        let engine = counters.engine_prefill_tps.expect("a prefill-time counter");
-        assert!(
-            (engine / cold_rate(p) - 1.0).abs() < 0.10,
-            "engine {engine}, client {}",
-            cold_rate(p)
-        );
     }
-    // The test profile prefills at 200k tok/s: 164 ms for 32k, plus a ~6 ms decode step.
-    let (a, b) = (cold_rate(&clean.prefill[0]), cold_rate(&slow.prefill[0]));
-    assert!(a > 150_000.0 && a < 210_000.0, "clean {a}");
-    let ratio = a / b;
-    assert!(ratio > 3.6 && ratio < 4.3, "clean {a}, slow {b}: {ratio}");
+    // The test profile prefills at 200k tok/s: 164 ms for 32k, plus a ~6 ms decode step. The
+    // engine's own prefill time runs on the sim's schedule, so its rate is checked tightly;
+    // the client's TTFT also holds the host's HTTP and scheduling delay, which a loaded
+    // machine stretches, so the client side is checked by the prefill time it added (the
+    // delay is in both runs and cancels): 4x slower is 3 x 164 ms more per sample.
+    let engine = |r: &RunResults| {
+        let c = r.prefill[0]
+            .engine_counters
+            .as_ref()
+            .expect("vLLM-style counters");
+        c.engine_prefill_tps.expect("a prefill-time counter")
+    };
+    let (e_clean, e_slow) = (engine(&clean), engine(&slow));
+    assert!(
+        e_clean > 170_000.0 && e_clean < 210_000.0,
+        "engine, clean: {e_clean}"
+    );
+    let ratio = e_clean / e_slow;
+    assert!(
+        ratio > 3.6 && ratio < 4.3,
+        "engine: {e_clean} / {e_slow} = {ratio}"
+    );
+    let mean_cold_ttft = |r: &RunResults| {
+        let cold: Vec<f64> = r.prefill[0]
+            .samples
+            .iter()
+            .filter(|s| s.cold)
+            .map(|s| s.ttft_s)
+            .collect();
+        cold.iter().sum::<f64>() / cold.len() as f64
+    };
+    let added = mean_cold_ttft(&slow) - mean_cold_ttft(&clean);
+    let want = 3.0 * 32_768.0 / 200_000.0;
+    assert!(
+        (added / want - 1.0).abs() < 0.12,
+        "4x slower prefill added {added:.3} s per cold sample, {want:.3} s expected"
+    );
+    assert!(cold_rate(&clean.prefill[0]) > cold_rate(&slow.prefill[0]) * 2.5);
 }
 
 #[test]

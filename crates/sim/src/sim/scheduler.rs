@@ -639,17 +639,11 @@ mod tests {
     use super::*;
     use crate::sim::profile::{SimProfile, SpecDecodeProfile};
 
-    fn engine(
-        budget: u64,
-        spec: Vec<f64>,
-    ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
-        let mut p = SimProfile::named("test").unwrap();
-        p.kv_budget_tokens = budget;
-        p.spec_decode = (!spec.is_empty()).then(|| SpecDecodeProfile {
-            acceptance: spec.clone(),
-        });
-        let cfg = EngineConfig {
-            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
+    /// The `test` profile's engine without jitter, caching or any fault: tests change the
+    /// one field they exercise.
+    fn plain(p: &SimProfile) -> EngineConfig {
+        EngineConfig {
+            model: SpeedModel::new(p, 1.0, 1.0, 1.0),
             jitter: Jitter::new(0.0),
             seed: 1,
             prefix_cache: None,
@@ -659,7 +653,19 @@ mod tests {
             chunked_prefill: None,
             itl_tail: None,
             admit_delay: None,
-        };
+        }
+    }
+
+    fn engine(
+        budget: u64,
+        spec: Vec<f64>,
+    ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
+        let mut p = SimProfile::named("test").unwrap();
+        p.kv_budget_tokens = budget;
+        p.spec_decode = (!spec.is_empty()).then(|| SpecDecodeProfile {
+            acceptance: spec.clone(),
+        });
+        let cfg = plain(&p);
         let counters = Arc::new(EngineCounters::new(spec.len()));
         let (handle, rx) = channel();
         let cancel = CancellationToken::new();
@@ -722,16 +728,8 @@ mod tests {
         for (budget, preempts) in [(250u64, true), (10_000, false)] {
             let p = SimProfile::named("test").unwrap();
             let cfg = EngineConfig {
-                model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
-                jitter: Jitter::new(0.0),
-                seed: 1,
-                prefix_cache: None,
                 preempt_budget: Some(budget),
-                max_running: None,
-                stall_every: None,
-                chunked_prefill: None,
-                itl_tail: None,
-                admit_delay: None,
+                ..plain(&p)
             };
             let counters = Arc::new(EngineCounters::new(0));
             let (h, rx) = channel();
@@ -755,16 +753,9 @@ mod tests {
     ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
         let p = SimProfile::named("test").unwrap();
         let cfg = EngineConfig {
-            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
-            jitter: Jitter::new(0.0),
-            seed: 1,
-            prefix_cache: None,
-            preempt_budget: None,
-            max_running: None,
-            stall_every: None,
             chunked_prefill,
             itl_tail,
-            admit_delay: None,
+            ..plain(&p)
         };
         let counters = Arc::new(EngineCounters::new(0));
         let (handle, rx) = channel();
@@ -830,16 +821,8 @@ mod tests {
     async fn admit_delay_holds_arrivals_back_while_others_decode() {
         let p = SimProfile::named("test").unwrap();
         let cfg = EngineConfig {
-            model: SpeedModel::new(&p, 1.0, 1.0, 1.0),
-            jitter: Jitter::new(0.0),
-            seed: 1,
-            prefix_cache: None,
-            preempt_budget: None,
-            max_running: None,
-            stall_every: None,
-            chunked_prefill: None,
-            itl_tail: None,
             admit_delay: Some(Duration::from_millis(100)),
+            ..plain(&p)
         };
         let counters = Arc::new(EngineCounters::new(0));
         let (h, rx) = channel();
