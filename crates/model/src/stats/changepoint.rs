@@ -23,7 +23,7 @@ use super::noise::{median, robust_sd};
 use super::rule::in_range;
 
 mod local_level;
-use local_level::{creep_scan, hinge, location_interval, white_sd};
+use local_level::{creep_scan, hinge, location_interval, outlier_posterior, white_sd};
 
 /// Parameters of the change-point search. The defaults are the measured ones in
 /// `docs/changes.md`.
@@ -286,6 +286,18 @@ pub struct Segment {
 /// Change points of a series of log values (better = larger; pass `-ln` for latencies),
 /// oldest first. Values must be finite. Deterministic for a given `settings.seed`.
 pub fn detect(logs: &[f64], settings: &ChangeSettings) -> Result<Vec<SeriesChange>, StatsError> {
+    detect_with(logs, &[], settings)
+}
+
+/// [`detect`] where each run carries the probability that it is an outlier night (one that
+/// moved every cell: a throttled runner), `outlier_prior[i]` for `logs[i]`, learnt from the
+/// matrix series ([`outlier_posterior`]); a cell's own noise hides such a night, which then
+/// takes a step's place in its location interval. Empty: the default prior for every run.
+pub fn detect_with(
+    logs: &[f64],
+    outlier_prior: &[f64],
+    settings: &ChangeSettings,
+) -> Result<Vec<SeriesChange>, StatsError> {
     settings.validate()?;
     if logs.iter().any(|v| !v.is_finite()) {
         return Err(StatsError::InvalidRule(
@@ -331,7 +343,7 @@ pub fn detect(logs: &[f64], settings: &ChangeSettings) -> Result<Vec<SeriesChang
     if let Some(c) = newest_creep(logs, &out, white, settings) {
         out.push(c);
     }
-    place(logs, &mut out, white, settings);
+    place(logs, &mut out, white, outlier_prior, settings);
     Ok(out)
 }
 
@@ -378,7 +390,13 @@ fn newest_creep(
 /// neighbours: from the end of the change before it (a step's place, a creep's last run) to
 /// the next change's place (a creep: the end of its own stretch), at most [`WINDOW`] runs
 /// from the change.
-fn place(logs: &[f64], changes: &mut [SeriesChange], white: f64, s: &ChangeSettings) {
+fn place(
+    logs: &[f64],
+    changes: &mut [SeriesChange],
+    white: f64,
+    outlier_prior: &[f64],
+    s: &ChangeSettings,
+) {
     changes.sort_by_key(|c| c.index);
     let ends: Vec<usize> = changes.iter().map(SeriesChange::end).collect();
     for k in 0..changes.len() {
@@ -409,6 +427,7 @@ fn place(logs: &[f64], changes: &mut [SeriesChange], white: f64, s: &ChangeSetti
             s.drift_per_run,
             min_seg,
             s.confidence,
+            outlier_prior,
         );
         // Too few runs to fit: every place of the stretch is possible.
         let whole = ((a + 1).min(c.index), b.saturating_sub(1).max(c.index));
@@ -1088,12 +1107,47 @@ pub fn analyse_series(
     metric: Metric,
     settings: &ChangeSettings,
 ) -> Result<HistorySeries, StatsError> {
+    let nights = match scope {
+        Scope::Matrix => Vec::new(),
+        Scope::Cell { .. } => outlier_nights(runs, metric),
+    };
+    analyse_series_with(runs, scope, metric, &nights, settings)
+}
+
+/// Per run of `runs`, the probability that it is an outlier night, read from the matrix
+/// series of `metric` (a run without a matrix value: none known).
+fn outlier_nights(runs: &[RunResults], metric: Metric) -> Vec<f64> {
+    let (positions, values) = series_of(runs, &Scope::Matrix, metric);
+    let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+    let mut nights = vec![0.0; runs.len()];
+    for (&p, prior) in positions
+        .iter()
+        .zip(outlier_posterior(&logs, noise_sd(&logs)))
+    {
+        nights[p] = prior;
+    }
+    nights
+}
+
+/// [`analyse_series`] with the outlier nights (per run of `runs`) already known.
+fn analyse_series_with(
+    runs: &[RunResults],
+    scope: Scope,
+    metric: Metric,
+    nights: &[f64],
+    settings: &ChangeSettings,
+) -> Result<HistorySeries, StatsError> {
     let (positions, values) = series_of(runs, &scope, metric);
     let better: Vec<f64> = values
         .iter()
         .map(|v| signed(v.ln(), metric.direction()))
         .collect();
-    let changes = detect(&better, settings)?;
+    let prior: Vec<f64> = if nights.is_empty() {
+        Vec::new()
+    } else {
+        positions.iter().map(|&p| nights[p]).collect()
+    };
+    let changes = detect_with(&better, &prior, settings)?;
     let segments = segments(&values, &changes);
     Ok(HistorySeries {
         scope,
@@ -1118,12 +1172,13 @@ pub fn analyse(
     let mut series = Vec::new();
     for &metric in metrics {
         series.push(analyse_series(runs, Scope::Matrix, metric, settings)?);
+        let nights = outlier_nights(runs, metric);
         for (concurrency, context_tokens) in coords(runs) {
             let scope = Scope::Cell {
                 concurrency,
                 context_tokens,
             };
-            series.push(analyse_series(runs, scope, metric, settings)?);
+            series.push(analyse_series_with(runs, scope, metric, &nights, settings)?);
         }
     }
     let accepted_at: Vec<usize> = accepted
