@@ -14,6 +14,7 @@ use infergate_report::report::changes::GroupChanges;
 use infergate_report::report::console::{fitted_table, wrap};
 use infergate_report::report::github::{GithubReporter, PublishOutcome};
 use infergate_schema::exit::{GateExit, usage};
+use infergate_schema::results::RunResults;
 use infergate_schema::verdict::Metric;
 use infergate_store::baseline::{BaselineStore, component};
 
@@ -114,28 +115,7 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     settings.validate().map_err(|e| usage(e.to_string()))?;
     let store =
         BaselineStore::open_existing(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
-    let candidate = match &args.candidate {
-        None => None,
-        Some(p) => {
-            let mut runs = load_files(std::slice::from_ref(p))?;
-            if runs.len() != 1 {
-                return Err(usage(format!(
-                    "--candidate {}: expected one run, found {}",
-                    p.display(),
-                    runs.len()
-                )));
-            }
-            if runs[0].status == infergate_schema::results::RunStatus::InProgress {
-                // Fail closed: the cells of a killed gate are not a night's measurement.
-                anyhow::bail!(
-                    "--candidate {}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is not placed on the history",
-                    p.display(),
-                    infergate_io::untrusted_text::console(&runs[0].run_id)
-                );
-            }
-            runs.pop()
-        }
-    };
+    let candidate = args.candidate.as_deref().map(load_candidate).transpose()?;
     let groups =
         super::baseline::matching_groups(&store, args.profile.as_deref(), args.suite.as_deref())?;
     let store_err =
@@ -217,6 +197,27 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         return alert(&out).await;
     }
     Ok(GateExit::Pass)
+}
+
+/// The one finished run `--candidate` names, to place on the history.
+fn load_candidate(p: &std::path::Path) -> anyhow::Result<RunResults> {
+    let mut runs = load_files(&[p.to_path_buf()])?;
+    if runs.len() != 1 {
+        return Err(usage(format!(
+            "--candidate {}: expected one run, found {}",
+            p.display(),
+            runs.len()
+        )));
+    }
+    if runs[0].status == infergate_schema::results::RunStatus::InProgress {
+        // Fail closed: the cells of a killed gate are not a night's measurement.
+        anyhow::bail!(
+            "--candidate {}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is not placed on the history",
+            p.display(),
+            infergate_io::untrusted_text::console(&runs[0].run_id)
+        );
+    }
+    Ok(runs.remove(0))
 }
 
 /// Files the change points of `groups` as GitHub issues and says what was done on stderr.
@@ -448,6 +449,14 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         ]);
     }
     out.push_str(&t.to_string());
+    push_location(&mut out, r);
+    push_must_show(&mut out, r);
+    out
+}
+
+/// How well the step's location intervals cover its night.
+fn push_location(out: &mut String, r: &ChangeEvalReport) {
+    let c = &r.config;
     out.push_str(&wrap(
         &format!(
             "\n\nLocation intervals of the step ({:+}% at night {} of {}, analysed at the last night; the step's change point is the one nearest it within {} nights):",
@@ -481,7 +490,11 @@ fn render_eval(r: &ChangeEvalReport) -> String {
     }
     out.push_str(&t.to_string());
     out.push('\n');
-    let m = &r.must_show;
+}
+
+/// The must-show figures, beside what an oracle that knows the shape could achieve.
+fn push_must_show(out: &mut String, r: &ChangeEvalReport) {
+    let (c, m) = (&r.config, &r.must_show);
     out.push('\n');
     for line in [
         format!(
@@ -505,7 +518,6 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         out.push_str(&wrap(&line, 2));
     }
     out.push('\n');
-    out
 }
 
 #[cfg(test)]
