@@ -539,54 +539,39 @@ pub(crate) fn reconcile(
     actions
 }
 
-/// What publishing the alerts did, one entry per issue touched.
+/// What publishing the alerts did to one issue.
 #[derive(Debug, Clone, PartialEq)]
-pub enum AlertDone {
-    Created {
-        number: u64,
-        key: AlertKey,
-    },
-    Updated {
-        number: u64,
-        key: AlertKey,
-    },
+pub struct AlertDone {
+    pub number: u64,
+    pub key: AlertKey,
+    pub what: Done,
+}
+
+/// What was done to an alert's issue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Done {
+    Created,
+    Updated,
     /// The body was already current: nothing sent.
-    Unchanged {
-        number: u64,
-        key: AlertKey,
-    },
-    Closed {
-        number: u64,
-        key: AlertKey,
-        reason: CloseReason,
-    },
+    Unchanged,
+    Closed(CloseReason),
 }
 
 impl AlertDone {
     /// One line for the log.
     pub fn line(&self) -> String {
-        match self {
-            AlertDone::Created { number, key } => {
-                format!("alert: opened issue #{number} for {}", key.label())
-            }
-            AlertDone::Updated { number, key } => {
-                format!("alert: updated issue #{number} for {}", key.label())
-            }
-            AlertDone::Unchanged { number, key } => {
-                format!("alert: issue #{number} for {} is current", key.label())
-            }
-            AlertDone::Closed {
-                number,
-                key,
-                reason,
-            } => format!(
-                "alert: closed issue #{number} for {} ({})",
-                key.label(),
-                match reason {
+        let (number, key) = (self.number, self.key.label());
+        match self.what {
+            Done::Created => format!("alert: opened issue #{number} for {key}"),
+            Done::Updated => format!("alert: updated issue #{number} for {key}"),
+            Done::Unchanged => format!("alert: issue #{number} for {key} is current"),
+            Done::Closed(reason) => {
+                let why = match reason {
                     CloseReason::Accepted => "accepted",
                     CloseReason::NoLongerDetected => "no longer detected",
-                }
-            ),
+                };
+                format!("alert: closed issue #{number} for {key} ({why})")
+            }
         }
     }
 }
@@ -716,7 +701,11 @@ impl IssueTarget<'_> {
             Action::Create { alert } => {
                 let (key, head, text) = open(alert);
                 let made = self.create(&head, &text).await;
-                made.map(|number| AlertDone::Created { number, key })
+                made.map(|number| AlertDone {
+                    number,
+                    key,
+                    what: Done::Created,
+                })
             }
             Action::Update { number, alert } => {
                 let (key, head, text) = open(alert);
@@ -724,10 +713,18 @@ impl IssueTarget<'_> {
                     x.body.as_deref() == Some(text.as_str()) && x.title == head
                 });
                 if current {
-                    Ok(AlertDone::Unchanged { number, key })
+                    Ok(AlertDone {
+                        number,
+                        key,
+                        what: Done::Unchanged,
+                    })
                 } else {
                     let sent = self.edit(number, Some(&head), &text, false).await;
-                    sent.map(|()| AlertDone::Updated { number, key })
+                    sent.map(|()| AlertDone {
+                        number,
+                        key,
+                        what: Done::Updated,
+                    })
                 }
             }
             Action::Close {
@@ -752,11 +749,8 @@ impl IssueTarget<'_> {
                     }
                 };
                 let sent = self.edit(number, None, &text, true).await;
-                sent.map(|()| AlertDone::Closed {
-                    number,
-                    key,
-                    reason,
-                })
+                let what = Done::Closed(reason);
+                sent.map(|()| AlertDone { number, key, what })
             }
         })
     }
