@@ -313,9 +313,11 @@ impl GithubReporter {
                 continue;
             };
             let body = completed_for(conclusion, reason);
-            match checks::update(&client, &owner, &repo, id, &body, &self.retry, self.token()).await
+            match self
+                .send_check(&client, &owner, &repo, Some(id), &body)
+                .await
             {
-                Ok(()) => {
+                Ok(_) => {
                     self.open_checks.remove(&name);
                 }
                 Err(e) => self.check_failed(e, &mut out),
@@ -363,18 +365,11 @@ impl GithubReporter {
                 continue;
             }
             let body = completed_for(Conclusion::Cancelled, reason);
-            match checks::update(
-                &client,
-                &owner,
-                &repo,
-                run.id,
-                &body,
-                &self.retry,
-                self.token(),
-            )
-            .await
+            match self
+                .send_check(&client, &owner, &repo, Some(run.id), &body)
+                .await
             {
-                Ok(()) => closed.push(run.name),
+                Ok(_) => closed.push(run.name),
                 Err(e) => self.check_failed(e, &mut out),
             }
         }
@@ -382,29 +377,13 @@ impl GithubReporter {
     }
 
     fn check_failed(&mut self, e: ApiError, out: &mut PublishOutcome) {
-        if e.is_permission_denied() {
-            if !self.checks_denied {
-                out.notices.push(
-                    "no check run: the token may not write checks (GitHub: \"Resource not accessible by integration\"); grant `permissions: checks: write` to the job, or for pull requests from forks (read-only token) post with `infergate report` from a `workflow_run` workflow. The job summary, step outputs and exit code still carry the verdict".to_string(),
-                );
-            }
-            self.checks_denied = true;
-        } else {
-            out.errors.push(e.to_string());
-        }
+        let notice = "no check run: the token may not write checks (GitHub: \"Resource not accessible by integration\"); grant `permissions: checks: write` to the job, or for pull requests from forks (read-only token) post with `infergate report` from a `workflow_run` workflow. The job summary, step outputs and exit code still carry the verdict";
+        failed(e, &mut self.checks_denied, notice, out);
     }
 
     fn comment_failed(&mut self, e: ApiError, out: &mut PublishOutcome) {
-        if e.is_permission_denied() {
-            if !self.comments_denied {
-                out.notices.push(
-                    "no PR comment: the token may not write pull request comments (GitHub: \"Resource not accessible by integration\"); grant `permissions: pull-requests: write` to the job. The job summary, step outputs and exit code still carry the verdict".to_string(),
-                );
-            }
-            self.comments_denied = true;
-        } else {
-            out.errors.push(e.to_string());
-        }
+        let notice = "no PR comment: the token may not write pull request comments (GitHub: \"Resource not accessible by integration\"); grant `permissions: pull-requests: write` to the job. The job summary, step outputs and exit code still carry the verdict";
+        failed(e, &mut self.comments_denied, notice, out);
     }
 
     /// Completes the check run (creating it when it was never started), annotates regressed
@@ -579,8 +558,9 @@ impl GithubReporter {
                 }),
                 ..Default::default()
             };
-            if let Err(e) =
-                checks::update(&client, &owner, &repo, id, &more, &self.retry, self.token()).await
+            if let Err(e) = self
+                .send_check(&client, &owner, &repo, Some(id), &more)
+                .await
             {
                 out.errors
                     .push(format!("{e} (some annotations are missing)"));
@@ -848,6 +828,18 @@ fn print_workflow_commands(name: &str, input: &PublishInput<'_>, outcome: &rende
     }
 }
 
+/// A request refused for want of permission is said once (`notice`) and marks the kind
+/// `denied`, so it is not tried again; any other failure is an error.
+fn failed(e: ApiError, denied: &mut bool, notice: &str, out: &mut PublishOutcome) {
+    if !e.is_permission_denied() {
+        return out.errors.push(e.to_string());
+    }
+    if !*denied {
+        out.notices.push(notice.to_string());
+    }
+    *denied = true;
+}
+
 /// The request that completes a check with `conclusion`, titled and summarised by `reason`
 /// alone (a gate stopped before it had a verdict: cancelled, or failed to report).
 fn completed_for(conclusion: Conclusion, reason: &str) -> CheckRunRequest {
@@ -870,7 +862,7 @@ fn now_rfc3339() -> String {
 }
 
 /// `<dir>/<results stem>.summary.md`.
-pub fn summary_file_for(results: &Path) -> PathBuf {
+pub(crate) fn summary_file_for(results: &Path) -> PathBuf {
     let stem = results
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
