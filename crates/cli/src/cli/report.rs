@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use infergate_gate::run::confirm::CONFIRM_RESULTS;
 use infergate_report::report::github::{
     GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name,
 };
@@ -115,19 +116,12 @@ async fn rejudge(
         .clone()
         .unwrap_or_else(|| config.baseline.dir.clone());
     let confirm_path = args.confirm_results.clone().or_else(|| {
-        let p = args
-            .results
-            .with_file_name(infergate_gate::run::confirm::CONFIRM_RESULTS);
+        let p = args.results.with_file_name(CONFIRM_RESULTS);
         p.is_file().then_some(p)
     });
-    let confirm: Option<RunResults> = match &confirm_path {
-        Some(p) => Some(read_json(
-            p,
-            "confirmation results",
-            infergate_gate::run::confirm::CONFIRM_RESULTS,
-        )?),
-        None => None,
-    };
+    let confirm: Option<RunResults> = (confirm_path.as_deref())
+        .map(|p| read_json(p, "confirmation results", CONFIRM_RESULTS))
+        .transpose()?;
     let judged =
         infergate_gate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref());
     let (decision, failure) = match judged {
@@ -144,7 +138,7 @@ async fn rejudge(
     })
 }
 
-pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     let results: RunResults = read_json(&args.results, "results", "results.json")?;
     let mut notices = Vec::new();
     let trusted = match &args.trusted_config {
