@@ -106,7 +106,7 @@ pub struct ChangesArgs {
 }
 
 /// Runs `infergate changes`.
-pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
     args.settings.apply(&mut settings);
     if let Some(s) = args.seed {
@@ -296,7 +296,7 @@ pub struct ChangesEvalArgs {
 }
 
 /// Runs `infergate changes-eval`.
-pub async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
     if args.trials == 0 || args.nights < 20 || args.nights > 1000 {
         return Err(usage(
             "--trials must be at least 1 and --nights between 20 and 1000",

@@ -300,7 +300,7 @@ fn baseline_runs(
 }
 
 /// Runs `infergate compare`.
-pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let (rule, plan, ids) = judging(&args)?;
     let candidate = load_files(&args.candidate)?;
     let first = first_of_candidate(&candidate)?;
