@@ -347,10 +347,9 @@ impl GithubReporter {
             );
             return (closed, out);
         };
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let listed =
-            match checks::list_in_progress(&client, &owner, &repo, &sha, &self.retry, self.token())
-                .await
-            {
+            match checks::list_in_progress(&client, &owner, &repo, &sha, retry, token).await {
                 Ok(l) => l,
                 Err(e) => {
                     self.check_failed(e, &mut out);
@@ -663,6 +662,7 @@ impl GithubReporter {
         else {
             return None;
         };
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let found = match (
             self.ctx.pr_number,
             self.ctx.pr_verified,
@@ -670,21 +670,10 @@ impl GithubReporter {
         ) {
             (Some(n), true, _) => return Some(n),
             (Some(n), false, _) => {
-                pulls::check_number(&client, &owner, &repo, n, &sha, &self.retry, self.token())
-                    .await
+                pulls::check_number(&client, &owner, &repo, n, &sha, retry, token).await
             }
             (None, _, Some(lookup)) => {
-                let lookup = lookup.clone();
-                pulls::find_by_head(
-                    &client,
-                    &owner,
-                    &repo,
-                    &lookup,
-                    &sha,
-                    &self.retry,
-                    self.token(),
-                )
-                .await
+                pulls::find_by_head(&client, &owner, &repo, lookup, &sha, retry, token).await
             }
             (None, _, None) => return None,
         };
@@ -736,20 +725,12 @@ impl GithubReporter {
             return;
         };
         let marker = render::comment_marker(name);
-        let marked = match comment::find_marked(
-            &client,
-            &owner,
-            &repo,
-            pr,
-            &marker,
-            &self.retry,
-            self.token(),
-        )
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => return self.comment_failed(e, out),
-        };
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
+        let marked =
+            match comment::find_marked(&client, &owner, &repo, pr, &marker, retry, token).await {
+                Ok(c) => c,
+                Err(e) => return self.comment_failed(e, out),
+            };
         // Only a comment this token wrote is ours to edit; the marker alone proves nothing
         // (anyone can paste it).
         let existing = if marked.is_empty() {
@@ -771,24 +752,12 @@ impl GithubReporter {
             .map(render::previous_regressions)
             .unwrap_or(0);
         let body = render::comment_body(name, outcome, links, previously);
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let result = match existing {
-            Some(c) => {
-                comment::update(
-                    &client,
-                    &owner,
-                    &repo,
-                    c.id,
-                    &body,
-                    &self.retry,
-                    self.token(),
-                )
-                .await
-            }
+            Some(c) => comment::update(&client, &owner, &repo, c.id, &body, retry, token).await,
             // A clean pass on a PR that never had a comment needs none: no noise.
             None if outcome.conclusion() == Conclusion::Success => Ok(()),
-            None => {
-                comment::create(&client, &owner, &repo, pr, &body, &self.retry, self.token()).await
-            }
+            None => comment::create(&client, &owner, &repo, pr, &body, retry, token).await,
         };
         if let Err(e) = result {
             self.comment_failed(e, out);
