@@ -22,7 +22,7 @@ use infergate_telemetry::telemetry::NvmlSampler;
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
 /// Everything an A/B run measured.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct AbRun {
     /// The A boots' results, in pair order.
     pub a: Vec<RunResults>,
@@ -61,13 +61,7 @@ pub(crate) async fn run_ab(
 ) -> AbRun {
     let started = std::time::Instant::now();
     let schedule = req.ab.order.schedule(req.pairs);
-    let mut run = AbRun {
-        a: Vec::new(),
-        b: Vec::new(),
-        boots: Vec::new(),
-        failure: None,
-        elapsed_s: 0.0,
-    };
+    let mut run = AbRun::default();
     for (index, &(pair, is_b)) in schedule.iter().enumerate() {
         let side = if is_b { AbSide::B } else { AbSide::A };
         if cancel.is_cancelled() {
