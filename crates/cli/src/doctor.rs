@@ -32,7 +32,7 @@ impl NvmlStatus {
 }
 
 /// The answer of one engine endpoint.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct EndpointCheck {
     pub path: String,
     /// HTTP status, when it answered.
@@ -48,7 +48,7 @@ impl EndpointCheck {
 }
 
 /// Reachability of the engine at a URL.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct EngineCheck {
     pub url: String,
     /// `/health` answered 2xx and `/v1/models` listed a model.
@@ -213,13 +213,10 @@ pub(crate) async fn check_engine(url: &str) -> EngineCheck {
             };
             return EngineCheck {
                 url: base,
-                reachable: false,
                 health: failed("/health"),
                 models_endpoint: failed("/v1/models"),
-                models: Vec::new(),
-                version: None,
                 metrics_endpoint: failed("/metrics"),
-                metrics_flavor: None,
+                ..EngineCheck::default()
             };
         }
     };
