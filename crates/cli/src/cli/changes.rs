@@ -16,7 +16,7 @@ use infergate_report::report::github::{GithubReporter, PublishOutcome};
 use infergate_schema::exit::{GateExit, usage};
 use infergate_schema::results::RunResults;
 use infergate_schema::verdict::Metric;
-use infergate_store::baseline::{BaselineStore, component};
+use infergate_store::baseline::{ADHOC_SUITE, BaselineStore, component};
 
 /// Output format of `changes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -148,11 +148,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         let mut candidate_id = None;
         if let Some(c) = &candidate
             && component(&c.profile.key) == key
-            && component(
-                c.suite
-                    .as_deref()
-                    .unwrap_or(infergate_store::baseline::ADHOC_SUITE),
-            ) == suite
+            && component(c.suite.as_deref().unwrap_or(ADHOC_SUITE)) == suite
         {
             loaded.runs.retain(|r| r.run_id != c.run_id);
             loaded.runs.push(c.clone());
@@ -173,9 +169,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         return Err(usage(format!(
             "--candidate: its profile `{}` suite `{}` is not among the analysed groups",
             c.profile.key,
-            c.suite
-                .as_deref()
-                .unwrap_or(infergate_store::baseline::ADHOC_SUITE)
+            c.suite.as_deref().unwrap_or(ADHOC_SUITE)
         )));
     }
     let text = match args.format {

@@ -9,9 +9,9 @@ use anyhow::Context;
 use infergate_model::stats::build::not_comparable;
 use infergate_model::stats::{DecisionRule, Plan};
 use infergate_schema::exit::{GateExit, usage};
-use infergate_schema::results::RunResults;
+use infergate_schema::results::{RunResults, RunStatus};
 use infergate_schema::verdict::ComparisonReport;
-use infergate_store::baseline::BaselineStore;
+use infergate_store::baseline::{ADHOC_SUITE, BaselineStore};
 
 /// Output format of tables and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -239,10 +239,7 @@ fn baseline_runs(
             )));
         }
         let mut runs = load_files(&args.baseline)?;
-        if let Some(r) = runs
-            .iter()
-            .find(|r| r.status == infergate_schema::results::RunStatus::InProgress)
-        {
+        if let Some(r) = runs.iter().find(|r| r.status == RunStatus::InProgress) {
             // Fail closed, as for the candidate: an unfinished run is not a baseline level.
             anyhow::bail!(
                 "--baseline: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is no baseline (only finished runs are)",
@@ -294,7 +291,7 @@ fn baseline_runs(
     Ok(Err(format!(
         "no baseline runs for profile `{}` suite `{}` in {}; {listing}",
         candidate.profile.key,
-        suite.unwrap_or(infergate_store::baseline::ADHOC_SUITE),
+        suite.unwrap_or(ADHOC_SUITE),
         dir.display()
     )))
 }
@@ -375,10 +372,7 @@ fn first_of_candidate(candidate: &[RunResults]) -> anyhow::Result<&RunResults> {
     let Some(first) = candidate.first() else {
         return Err(usage("--candidate: no runs in the given files"));
     };
-    if let Some(r) = candidate
-        .iter()
-        .find(|r| r.status == infergate_schema::results::RunStatus::InProgress)
-    {
+    if let Some(r) = candidate.iter().find(|r| r.status == RunStatus::InProgress) {
         // Fail closed: an unfinished file has only the cells done before the gate stopped.
         anyhow::bail!(
             "--candidate: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it cannot be compared (its finished cells are kept for inspection)",
@@ -403,10 +397,10 @@ fn check_second_boot(
     candidate: &[RunResults],
     first: &RunResults,
 ) -> anyhow::Result<()> {
-    if let Some(r) = second.iter().find(|r| {
-        r.profile.key != first.profile.key
-            || r.status == infergate_schema::results::RunStatus::InProgress
-    }) {
+    if let Some(r) = second
+        .iter()
+        .find(|r| r.profile.key != first.profile.key || r.status == RunStatus::InProgress)
+    {
         return Err(usage(format!(
             "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
             infergate_io::untrusted_text::console(&r.run_id),

@@ -28,7 +28,7 @@ use infergate_report::report::github::{
 };
 use infergate_report::report::verdict_table;
 use infergate_schema::exit::{GateExit, usage};
-use infergate_schema::results::RunResults;
+use infergate_schema::results::{RunResults, RunStatus};
 use infergate_schema::verdict::ComparisonReport;
 use infergate_store::baseline::{PROFILE_FILE, STORE_MARKER};
 
@@ -148,7 +148,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     let mut verdict = verdict_to_report(&args, trusted.as_ref(), &results, &mut notices)?;
     // A results file the gate never finished (`in_progress`: it was killed mid-run) is posted
     // as a gate error (check `failure`, `verdict=error`), and the step fails with it.
-    let unfinished = results.status == infergate_schema::results::RunStatus::InProgress;
+    let unfinished = results.status == RunStatus::InProgress;
     if unfinished {
         errln!(
             "error: {} is `in_progress`: the gate that wrote it was stopped before it finished; reported as a gate error (exit 3)",
@@ -166,7 +166,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     if let Some(v) = verdict.as_mut() {
         v.fail_on = Some(policy.fail_on);
     }
-    let cancelled = results.status == infergate_schema::results::RunStatus::Cancelled;
+    let cancelled = results.status == RunStatus::Cancelled;
     // Without a trusted config the verdict file is the artifact's word (the pull request's
     // job wrote it): it may fail the report, never pass it (no success check, no exit 0).
     let refused = match (&trusted, &args.verdict, &verdict) {
