@@ -19,12 +19,14 @@
 //! here prints: progress goes out as events, and the record is written durably as `bisect.json` ([`infergate_io::fsio::write_durable`]).
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use infergate_config::config::{
@@ -227,8 +229,7 @@ async fn run_command(
     use std::io::Write;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let shown = argv.join(" ");
-    let err_log =
-        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let err_log = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let stdout_path = log.with_extension("stdout");
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find this infergate binary (for the supervisor): {e}"))?;
@@ -306,16 +307,10 @@ async fn run_command(
     }
 }
 
-/// The supervisor's command for `argv` in `workdir`: stdout to `stdout_path`, stderr to
-/// `err_log`, isolated from the gate's outputs under root, and killed when the gate dies.
-fn supervised(
-    argv: &[String],
-    workdir: &Path,
-    exe: &Path,
-    stdout_path: &Path,
-    err_log: std::fs::File,
-) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(exe);
+/// The supervisor's command for `argv` in `workdir`: its stdout to the file `stdout`, stderr
+/// to `err`, isolated from the gate's outputs under root, and killed when the gate dies.
+fn supervised(argv: &[String], workdir: &Path, exe: &Path, stdout: &Path, err: File) -> Command {
+    let mut cmd = Command::new(exe);
     cmd.arg("__supervise")
         .arg("--parent")
         .arg(std::process::id().to_string())
@@ -324,7 +319,7 @@ fn supervised(
         .arg("--grace-ms")
         .arg("0")
         .arg("--stdout-file")
-        .arg(stdout_path);
+        .arg(stdout);
     // Under root, the command sees the gate's outputs as an empty, read-only directory, in a
     // mount namespace of its own, and keeps the gate's user (it writes the checkout). Not
     // for other users: a user namespace would break the setuid programs (`sudo`) of builds.
@@ -346,7 +341,7 @@ fn supervised(
         .current_dir(workdir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::from(err_log))
+        .stderr(Stdio::from(err))
         .process_group(0);
     // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
     // which is async-signal-safe; it allocates nothing and touches no locks.
