@@ -314,11 +314,8 @@ fn untrusted_pass(
 
 /// Writes `--verdict-out`, or removes a stale one when there is no verdict this time (it must
 /// not be read as this run's).
-fn write_verdict_out(
-    path: Option<&Path>,
-    verdict: Option<&ComparisonReport>,
-) -> anyhow::Result<()> {
-    match (path, verdict) {
+fn write_verdict_out(path: Option<&Path>, v: Option<&ComparisonReport>) -> anyhow::Result<()> {
+    match (path, v) {
         (Some(path), Some(v)) => {
             let body = serde_json::to_string_pretty(v).context("serialising the verdict")?;
             infergate_io::fsio::write_durable(path, body.as_bytes())
