@@ -11,8 +11,8 @@ use infergate_schema::results::HardwareFingerprint;
 use infergate_telemetry::telemetry::nvml::{GpuDetails, gpu_details};
 
 /// Whether NVML works here.
-#[derive(Debug, Clone, Serialize)]
-pub struct NvmlStatus {
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct NvmlStatus {
     pub available: bool,
     /// Why not, when unavailable.
     pub reason: Option<String>,
@@ -21,9 +21,19 @@ pub struct NvmlStatus {
     pub nvml_version: Option<String>,
 }
 
+impl NvmlStatus {
+    fn unavailable(reason: String) -> NvmlStatus {
+        let reason = Some(reason);
+        NvmlStatus {
+            reason,
+            ..NvmlStatus::default()
+        }
+    }
+}
+
 /// The answer of one engine endpoint.
-#[derive(Debug, Clone, Serialize)]
-pub struct EndpointCheck {
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct EndpointCheck {
     pub path: String,
     /// HTTP status, when it answered.
     pub status: Option<u16>,
@@ -38,8 +48,8 @@ impl EndpointCheck {
 }
 
 /// Reachability of the engine at a URL.
-#[derive(Debug, Clone, Serialize)]
-pub struct EngineCheck {
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct EngineCheck {
     pub url: String,
     /// `/health` answered 2xx and `/v1/models` listed a model.
     pub reachable: bool,
@@ -54,7 +64,7 @@ pub struct EngineCheck {
 
 /// Everything `doctor` reports.
 #[derive(Debug, Clone, Serialize)]
-pub struct DoctorReport {
+pub(crate) struct DoctorReport {
     pub tool_version: String,
     /// The fingerprint the profile key would use on this machine.
     pub hardware: HardwareFingerprint,
@@ -70,7 +80,7 @@ pub struct DoctorReport {
 
 /// Outcome of booting the configured engine (`doctor --config`).
 #[derive(Debug, Clone, Serialize)]
-pub struct BootCheck {
+pub(crate) struct BootCheck {
     /// The command line (environment values not shown).
     pub command: String,
     pub ready: bool,
@@ -83,7 +93,7 @@ pub struct BootCheck {
 }
 
 /// Gathers the report; probes the engine at `engine_url` when given.
-pub async fn gather(engine_url: Option<&str>) -> DoctorReport {
+pub(crate) async fn gather(engine_url: Option<&str>) -> DoctorReport {
     let (nvml, gpus) = match tokio::task::spawn_blocking(gpu_details).await {
         Ok(Ok((inv, gpus))) => (
             NvmlStatus {
@@ -98,26 +108,11 @@ pub async fn gather(engine_url: Option<&str>) -> DoctorReport {
             },
             gpus,
         ),
-        Ok(Err(e)) => (
-            NvmlStatus {
-                available: false,
-                reason: Some(e.reason),
-                driver_version: None,
-                cuda_driver_version: None,
-                nvml_version: None,
-            },
-            Vec::new(),
-        ),
-        Err(e) => (
-            NvmlStatus {
-                available: false,
-                reason: Some(format!("the NVML probe crashed: {e}")),
-                driver_version: None,
-                cuda_driver_version: None,
-                nvml_version: None,
-            },
-            Vec::new(),
-        ),
+        Ok(Err(e)) => (NvmlStatus::unavailable(e.reason), Vec::new()),
+        Err(e) => {
+            let why = format!("the NVML probe crashed: {e}");
+            (NvmlStatus::unavailable(why), Vec::new())
+        }
     };
     let hardware = tokio::task::spawn_blocking(infergate_telemetry::telemetry::detect_hardware)
         .await
@@ -203,7 +198,7 @@ fn metrics_flavor(page: &str) -> String {
 }
 
 /// Probes `/health`, `/v1/models`, `/version` and `/metrics` of an engine.
-pub async fn check_engine(url: &str) -> EngineCheck {
+pub(crate) async fn check_engine(url: &str) -> EngineCheck {
     let base = url
         .trim_end_matches('/')
         .trim_end_matches("/v1")
@@ -218,13 +213,10 @@ pub async fn check_engine(url: &str) -> EngineCheck {
             };
             return EngineCheck {
                 url: base,
-                reachable: false,
                 health: failed("/health"),
                 models_endpoint: failed("/v1/models"),
-                models: Vec::new(),
-                version: None,
                 metrics_endpoint: failed("/metrics"),
-                metrics_flavor: None,
+                ..EngineCheck::default()
             };
         }
     };
@@ -279,7 +271,7 @@ fn endpoint(e: &EndpointCheck) -> String {
 }
 
 /// The report as text for people.
-pub fn render_text(r: &DoctorReport) -> String {
+pub(crate) fn render_text(r: &DoctorReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "infergate {}", r.tool_version);
     let _ = writeln!(
@@ -337,66 +329,76 @@ pub fn render_text(r: &DoctorReport) -> String {
         }
     );
     if let Some(b) = &r.engine_boot {
-        let _ = writeln!(
-            s,
-            "Boot:    {} {}",
-            if b.ready {
-                format!(
-                    "ready after {}",
-                    infergate_schema::results::duration_label(b.boot_s.unwrap_or(0.0))
-                )
-            } else {
-                "FAILED".to_string()
-            },
-            b.command
-        );
-        if let Some(err) = &b.error {
-            for line in err.lines() {
-                let _ = writeln!(s, "  {line}");
-            }
-        }
-        if b.teardown_clean == Some(false) {
-            let _ = writeln!(
-                s,
-                "  warning: processes of the engine's group survived teardown"
-            );
-        }
+        write_boot(&mut s, b);
     }
     if let Some(e) = &r.engine {
-        let _ = writeln!(
-            s,
-            "Engine:  {} {}",
-            e.url,
-            if e.reachable {
-                "reachable"
-            } else {
-                "NOT reachable"
-            }
-        );
-        let _ = writeln!(s, "  /health     {}", endpoint(&e.health));
-        let _ = writeln!(
-            s,
-            "  /v1/models  {}{}",
-            endpoint(&e.models_endpoint),
-            if e.models.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", e.models.join(", "))
-            }
-        );
-        let _ = writeln!(s, "  /version    {}", opt(&e.version));
-        let _ = writeln!(
-            s,
-            "  /metrics    {}{}",
-            endpoint(&e.metrics_endpoint),
-            e.metrics_flavor
-                .as_ref()
-                .map_or(String::new(), |f| format!(" (flavour: {f})"))
-        );
+        write_engine(&mut s, e);
     }
     // The boot error quotes the engine's log tail, the GPU names are the driver's: inert
     // before they reach the Actions log.
     infergate_io::untrusted_text::console(&s)
+}
+
+/// The engine's boot: how long it took (or that it failed, with the error) and its teardown.
+fn write_boot(s: &mut String, b: &BootCheck) {
+    let _ = writeln!(
+        s,
+        "Boot:    {} {}",
+        if b.ready {
+            format!(
+                "ready after {}",
+                infergate_schema::results::duration_label(b.boot_s.unwrap_or(0.0))
+            )
+        } else {
+            "FAILED".to_string()
+        },
+        b.command
+    );
+    if let Some(err) = &b.error {
+        for line in err.lines() {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
+    if b.teardown_clean == Some(false) {
+        let _ = writeln!(
+            s,
+            "  warning: processes of the engine's group survived teardown"
+        );
+    }
+}
+
+/// The engine's endpoints, as reached.
+fn write_engine(s: &mut String, e: &EngineCheck) {
+    let _ = writeln!(
+        s,
+        "Engine:  {} {}",
+        e.url,
+        if e.reachable {
+            "reachable"
+        } else {
+            "NOT reachable"
+        }
+    );
+    let _ = writeln!(s, "  /health     {}", endpoint(&e.health));
+    let _ = writeln!(
+        s,
+        "  /v1/models  {}{}",
+        endpoint(&e.models_endpoint),
+        if e.models.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", e.models.join(", "))
+        }
+    );
+    let _ = writeln!(s, "  /version    {}", opt(&e.version));
+    let _ = writeln!(
+        s,
+        "  /metrics    {}{}",
+        endpoint(&e.metrics_endpoint),
+        e.metrics_flavor
+            .as_ref()
+            .map_or(String::new(), |f| format!(" (flavour: {f})"))
+    );
 }
 
 #[cfg(test)]

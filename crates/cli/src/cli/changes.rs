@@ -14,8 +14,9 @@ use infergate_report::report::changes::GroupChanges;
 use infergate_report::report::console::{fitted_table, wrap};
 use infergate_report::report::github::{GithubReporter, PublishOutcome};
 use infergate_schema::exit::{GateExit, usage};
+use infergate_schema::results::RunResults;
 use infergate_schema::verdict::Metric;
-use infergate_store::baseline::{BaselineStore, component};
+use infergate_store::baseline::{ADHOC_SUITE, BaselineStore, component};
 
 /// Output format of `changes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -105,7 +106,7 @@ pub struct ChangesArgs {
 }
 
 /// Runs `infergate changes`.
-pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
     args.settings.apply(&mut settings);
     if let Some(s) = args.seed {
@@ -114,28 +115,7 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     settings.validate().map_err(|e| usage(e.to_string()))?;
     let store =
         BaselineStore::open_existing(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
-    let candidate = match &args.candidate {
-        None => None,
-        Some(p) => {
-            let mut runs = load_files(std::slice::from_ref(p))?;
-            if runs.len() != 1 {
-                return Err(usage(format!(
-                    "--candidate {}: expected one run, found {}",
-                    p.display(),
-                    runs.len()
-                )));
-            }
-            if runs[0].status == infergate_schema::results::RunStatus::InProgress {
-                // Fail closed: the cells of a killed gate are not a night's measurement.
-                anyhow::bail!(
-                    "--candidate {}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is not placed on the history",
-                    p.display(),
-                    infergate_io::untrusted_text::console(&runs[0].run_id)
-                );
-            }
-            runs.pop()
-        }
-    };
+    let candidate = args.candidate.as_deref().map(load_candidate).transpose()?;
     let groups =
         super::baseline::matching_groups(&store, args.profile.as_deref(), args.suite.as_deref())?;
     let store_err =
@@ -168,11 +148,7 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         let mut candidate_id = None;
         if let Some(c) = &candidate
             && component(&c.profile.key) == key
-            && component(
-                c.suite
-                    .as_deref()
-                    .unwrap_or(infergate_store::baseline::ADHOC_SUITE),
-            ) == suite
+            && component(c.suite.as_deref().unwrap_or(ADHOC_SUITE)) == suite
         {
             loaded.runs.retain(|r| r.run_id != c.run_id);
             loaded.runs.push(c.clone());
@@ -193,9 +169,7 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         return Err(usage(format!(
             "--candidate: its profile `{}` suite `{}` is not among the analysed groups",
             c.profile.key,
-            c.suite
-                .as_deref()
-                .unwrap_or(infergate_store::baseline::ADHOC_SUITE)
+            c.suite.as_deref().unwrap_or(ADHOC_SUITE)
         )));
     }
     let text = match args.format {
@@ -217,6 +191,27 @@ pub async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         return alert(&out).await;
     }
     Ok(GateExit::Pass)
+}
+
+/// The one finished run `--candidate` names, to place on the history.
+fn load_candidate(p: &std::path::Path) -> anyhow::Result<RunResults> {
+    let mut runs = load_files(&[p.to_path_buf()])?;
+    if runs.len() != 1 {
+        return Err(usage(format!(
+            "--candidate {}: expected one run, found {}",
+            p.display(),
+            runs.len()
+        )));
+    }
+    if runs[0].status == infergate_schema::results::RunStatus::InProgress {
+        // Fail closed: the cells of a killed gate are not a night's measurement.
+        anyhow::bail!(
+            "--candidate {}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is not placed on the history",
+            p.display(),
+            infergate_io::untrusted_text::console(&runs[0].run_id)
+        );
+    }
+    Ok(runs.remove(0))
 }
 
 /// Files the change points of `groups` as GitHub issues and says what was done on stderr.
@@ -295,7 +290,7 @@ pub struct ChangesEvalArgs {
 }
 
 /// Runs `infergate changes-eval`.
-pub async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute_eval(args: ChangesEvalArgs) -> anyhow::Result<GateExit> {
     if args.trials == 0 || args.nights < 20 || args.nights > 1000 {
         return Err(usage(
             "--trials must be at least 1 and --nights between 20 and 1000",
@@ -448,6 +443,14 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         ]);
     }
     out.push_str(&t.to_string());
+    push_location(&mut out, r);
+    push_must_show(&mut out, r);
+    out
+}
+
+/// How well the step's location intervals cover its night.
+fn push_location(out: &mut String, r: &ChangeEvalReport) {
+    let c = &r.config;
     out.push_str(&wrap(
         &format!(
             "\n\nLocation intervals of the step ({:+}% at night {} of {}, analysed at the last night; the step's change point is the one nearest it within {} nights):",
@@ -481,7 +484,11 @@ fn render_eval(r: &ChangeEvalReport) -> String {
     }
     out.push_str(&t.to_string());
     out.push('\n');
-    let m = &r.must_show;
+}
+
+/// The must-show figures, beside what an oracle that knows the shape could achieve.
+fn push_must_show(out: &mut String, r: &ChangeEvalReport) {
+    let (c, m) = (&r.config, &r.must_show);
     out.push('\n');
     for line in [
         format!(
@@ -505,7 +512,6 @@ fn render_eval(r: &ChangeEvalReport) -> String {
         out.push_str(&wrap(&line, 2));
     }
     out.push('\n');
-    out
 }
 
 #[cfg(test)]

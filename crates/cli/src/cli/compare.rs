@@ -9,9 +9,9 @@ use anyhow::Context;
 use infergate_model::stats::build::not_comparable;
 use infergate_model::stats::{DecisionRule, Plan};
 use infergate_schema::exit::{GateExit, usage};
-use infergate_schema::results::RunResults;
+use infergate_schema::results::{RunResults, RunStatus};
 use infergate_schema::verdict::ComparisonReport;
-use infergate_store::baseline::BaselineStore;
+use infergate_store::baseline::{ADHOC_SUITE, BaselineStore};
 
 /// Output format of tables and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -239,10 +239,7 @@ fn baseline_runs(
             )));
         }
         let mut runs = load_files(&args.baseline)?;
-        if let Some(r) = runs
-            .iter()
-            .find(|r| r.status == infergate_schema::results::RunStatus::InProgress)
-        {
+        if let Some(r) = runs.iter().find(|r| r.status == RunStatus::InProgress) {
             // Fail closed, as for the candidate: an unfinished run is not a baseline level.
             anyhow::bail!(
                 "--baseline: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is no baseline (only finished runs are)",
@@ -294,57 +291,18 @@ fn baseline_runs(
     Ok(Err(format!(
         "no baseline runs for profile `{}` suite `{}` in {}; {listing}",
         candidate.profile.key,
-        suite.unwrap_or(infergate_store::baseline::ADHOC_SUITE),
+        suite.unwrap_or(ADHOC_SUITE),
         dir.display()
     )))
 }
 
 /// Runs `infergate compare`.
-pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let (rule, plan, ids) = judging(&args)?;
     let candidate = load_files(&args.candidate)?;
-    let Some(first) = candidate.first() else {
-        return Err(usage("--candidate: no runs in the given files"));
-    };
-    if let Some(r) = candidate
-        .iter()
-        .find(|r| r.status == infergate_schema::results::RunStatus::InProgress)
-    {
-        // Fail closed: an unfinished file has only the cells done before the gate stopped.
-        anyhow::bail!(
-            "--candidate: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it cannot be compared (its finished cells are kept for inspection)",
-            infergate_io::untrusted_text::console(&r.run_id)
-        );
-    }
-    if let Some(other) = candidate
-        .iter()
-        .find(|r| r.profile.key != first.profile.key)
-    {
-        return Err(usage(format!(
-            "--candidate: runs `{}` and `{}` have different profiles (`{}` vs `{}`); give repetitions of one profile",
-            first.run_id, other.run_id, first.profile.key, other.profile.key
-        )));
-    }
+    let first = first_of_candidate(&candidate)?;
     let second = load_files(&args.confirmation)?;
-    if let Some(r) = second.iter().find(|r| {
-        r.profile.key != first.profile.key
-            || r.status == infergate_schema::results::RunStatus::InProgress
-    }) {
-        return Err(usage(format!(
-            "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
-            infergate_io::untrusted_text::console(&r.run_id),
-            first.profile.key,
-            r.profile.key,
-            r.status
-        )));
-    }
-    if !second.is_empty() && second.len() != candidate.len() {
-        return Err(usage(format!(
-            "--confirmation: {} given for a candidate of {}; a second boot repeats the first boot's runs",
-            infergate_schema::answer::plural(second.len(), "run"),
-            infergate_schema::answer::plural(candidate.len(), "run")
-        )));
-    }
+    check_second_boot(&second, &candidate, first)?;
     let suite = args.suite.clone().or_else(|| first.suite.clone());
     let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     if ids.is_none()
@@ -362,54 +320,28 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             not_comparable(first, run_ids(&candidate), suite, &rule, &why)
         }
         Ok(mut baseline) => {
-            let mismatch = baseline
+            align_profiles(&args, first, &mut baseline)?;
+            let names: Vec<String> = args
+                .confirmation
                 .iter()
-                .find(|r| r.profile.key != first.profile.key)
-                .map(|r| (r.run_id.clone(), r.profile.key.clone()));
-            match mismatch {
-                Some((run_id, key)) if !args.allow_profile_mismatch => {
-                    // Only named files get here (a store loads the candidate's profile only).
-                    // Fail closed: the files the user chose cannot be compared, and a gate
-                    // that compared nothing must not pass. (The binary's edge neutralises the
-                    // files' text in the message.)
-                    return Err(usage(format!(
-                        "--baseline: different profile: baseline run `{}` has `profile.key` `{}`, the candidate `{}` has `{}`; give baseline runs of the candidate's profile (or a store directory), or pass --allow-profile-mismatch to compare across setups (exploration only: the verdicts then measure the setup too)",
-                        run_id, key, first.run_id, first.profile.key,
-                    )));
-                }
-                _ => {
-                    if mismatch.is_some() {
-                        errln!(
-                            "warning: comparing across profiles (--allow-profile-mismatch): differences include the setup, not only the code"
-                        );
-                        for run in &mut baseline {
-                            run.profile = first.profile.clone();
-                        }
-                    }
-                    let names: Vec<String> = args
-                        .confirmation
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect();
-                    let names = names.join(" ");
-                    let second = (!second.is_empty()).then_some((&second[..], names.as_str()));
-                    let history =
-                        std::sync::Arc::new(infergate_model::stats::History::new(baseline));
-                    let mut report =
-                        infergate_model::stats::replay(history, &rule, plan, &candidate, second)
-                            .map_err(|e| usage(e.to_string()))?
-                            .report;
-                    if report.confirmation.as_ref().is_some_and(|c| c.missing) {
-                        errln!(
-                            "note: one boot cannot decide this comparison (a gate would boot again): give the second boot's results with --confirmation (or decide on one boot with --single-look); until then it is `insufficient`"
-                        );
-                    }
-                    if report.suite.is_none() {
-                        report.suite = suite;
-                    }
-                    report
-                }
+                .map(|p| p.display().to_string())
+                .collect();
+            let names = names.join(" ");
+            let second = (!second.is_empty()).then_some((&second[..], names.as_str()));
+            let history = std::sync::Arc::new(infergate_model::stats::History::new(baseline));
+            let mut report =
+                infergate_model::stats::replay(history, &rule, plan, &candidate, second)
+                    .map_err(|e| usage(e.to_string()))?
+                    .report;
+            if report.confirmation.as_ref().is_some_and(|c| c.missing) {
+                errln!(
+                    "note: one boot cannot decide this comparison (a gate would boot again): give the second boot's results with --confirmation (or decide on one boot with --single-look); until then it is `insufficient`"
+                );
             }
+            if report.suite.is_none() {
+                report.suite = suite;
+            }
+            report
         }
     };
     // compare reads no config: the flag, else the default.
@@ -433,4 +365,84 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
         );
     }
     Ok(ending.exit)
+}
+
+/// The candidate's first run, once the candidate is finished runs of one profile.
+fn first_of_candidate(candidate: &[RunResults]) -> anyhow::Result<&RunResults> {
+    let Some(first) = candidate.first() else {
+        return Err(usage("--candidate: no runs in the given files"));
+    };
+    if let Some(r) = candidate.iter().find(|r| r.status == RunStatus::InProgress) {
+        // Fail closed: an unfinished file has only the cells done before the gate stopped.
+        anyhow::bail!(
+            "--candidate: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it cannot be compared (its finished cells are kept for inspection)",
+            infergate_io::untrusted_text::console(&r.run_id)
+        );
+    }
+    if let Some(other) = candidate
+        .iter()
+        .find(|r| r.profile.key != first.profile.key)
+    {
+        return Err(usage(format!(
+            "--candidate: runs `{}` and `{}` have different profiles (`{}` vs `{}`); give repetitions of one profile",
+            first.run_id, other.run_id, first.profile.key, other.profile.key
+        )));
+    }
+    Ok(first)
+}
+
+/// A `--confirmation` boot repeats the candidate: finished runs of its profile, as many.
+fn check_second_boot(
+    second: &[RunResults],
+    candidate: &[RunResults],
+    first: &RunResults,
+) -> anyhow::Result<()> {
+    if let Some(r) = second
+        .iter()
+        .find(|r| r.profile.key != first.profile.key || r.status == RunStatus::InProgress)
+    {
+        return Err(usage(format!(
+            "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
+            infergate_io::untrusted_text::console(&r.run_id),
+            first.profile.key,
+            r.profile.key,
+            r.status
+        )));
+    }
+    if !second.is_empty() && second.len() != candidate.len() {
+        return Err(usage(format!(
+            "--confirmation: {} given for a candidate of {}; a second boot repeats the first boot's runs",
+            infergate_schema::answer::plural(second.len(), "run"),
+            infergate_schema::answer::plural(candidate.len(), "run")
+        )));
+    }
+    Ok(())
+}
+
+/// Baseline runs of another profile than the candidate's are refused, or with
+/// `--allow-profile-mismatch` relabelled as the candidate's (with a warning).
+fn align_profiles(
+    args: &CompareArgs,
+    first: &RunResults,
+    baseline: &mut [RunResults],
+) -> anyhow::Result<()> {
+    let Some(other) = baseline.iter().find(|r| r.profile.key != first.profile.key) else {
+        return Ok(());
+    };
+    if !args.allow_profile_mismatch {
+        // Only named files get here (a store loads the candidate's profile only). Fail closed:
+        // the files the user chose cannot be compared, and a gate that compared nothing must
+        // not pass. (The binary's edge neutralises the files' text in the message.)
+        return Err(usage(format!(
+            "--baseline: different profile: baseline run `{}` has `profile.key` `{}`, the candidate `{}` has `{}`; give baseline runs of the candidate's profile (or a store directory), or pass --allow-profile-mismatch to compare across setups (exploration only: the verdicts then measure the setup too)",
+            other.run_id, other.profile.key, first.run_id, first.profile.key,
+        )));
+    }
+    errln!(
+        "warning: comparing across profiles (--allow-profile-mismatch): differences include the setup, not only the code"
+    );
+    for run in baseline {
+        run.profile = first.profile.clone();
+    }
+    Ok(())
 }

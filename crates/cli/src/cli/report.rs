@@ -22,12 +22,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use infergate_gate::run::confirm::CONFIRM_RESULTS;
 use infergate_report::report::github::{
     GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name,
 };
 use infergate_report::report::verdict_table;
 use infergate_schema::exit::{GateExit, usage};
-use infergate_schema::results::RunResults;
+use infergate_schema::results::{RunResults, RunStatus};
 use infergate_schema::verdict::ComparisonReport;
 use infergate_store::baseline::{PROFILE_FILE, STORE_MARKER};
 
@@ -93,9 +94,10 @@ pub struct ReportArgs {
 struct Trusted {
     config: infergate_config::config::GateConfig,
     suite: infergate_config::config::SuiteConfig,
+    /// The baseline store judged against: `--baseline-dir`, else the config's.
+    store: PathBuf,
     decision: Option<infergate_gate::run::rejudge::Judged>,
     failure: Option<String>,
-    /// The confirmation boot's results, when the gate booted twice.
     confirmation: Option<RunResults>,
 }
 
@@ -114,19 +116,12 @@ async fn rejudge(
         .clone()
         .unwrap_or_else(|| config.baseline.dir.clone());
     let confirm_path = args.confirm_results.clone().or_else(|| {
-        let p = args
-            .results
-            .with_file_name(infergate_gate::run::confirm::CONFIRM_RESULTS);
+        let p = args.results.with_file_name(CONFIRM_RESULTS);
         p.is_file().then_some(p)
     });
-    let confirm: Option<RunResults> = match &confirm_path {
-        Some(p) => Some(read_json(
-            p,
-            "confirmation results",
-            infergate_gate::run::confirm::CONFIRM_RESULTS,
-        )?),
-        None => None,
-    };
+    let confirm: Option<RunResults> = (confirm_path.as_deref())
+        .map(|p| read_json(p, "confirmation results", CONFIRM_RESULTS))
+        .transpose()?;
     let judged =
         infergate_gate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref());
     let (decision, failure) = match judged {
@@ -136,64 +131,34 @@ async fn rejudge(
     Ok(Trusted {
         config,
         suite,
+        store,
         decision,
         failure,
         confirmation: confirm,
     })
 }
 
-/// Runs `infergate report`.
-pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
+pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     let results: RunResults = read_json(&args.results, "results", "results.json")?;
     let mut notices = Vec::new();
     let trusted = match &args.trusted_config {
         Some(path) => Some(rejudge(&args, path, &results).await?),
         None => None,
     };
-    let mut verdict: Option<ComparisonReport> = match (&trusted, &args.verdict) {
-        (Some(t), given) => {
-            if given.is_some() {
-                notices.push(
-                    "--verdict ignored: the verdict is recomputed from the results against the trusted config"
-                        .to_string(),
-                );
-            }
-            t.decision.as_ref().and_then(|d| d.verdict.clone())
-        }
-        (None, Some(p)) => {
-            let v: ComparisonReport = read_json(p, "verdict", "verdict.json")?;
-            // A verdict file beside results of another run (an output directory reused by a
-            // later run) is not this run's verdict: refused, nothing posted.
-            if let Some(why) = infergate_report::merge::stale_pair(&results, &args.results, &v, p) {
-                return Err(usage(format!(
-                    "{}: {why}; pass the verdict.json written with these results",
-                    p.display()
-                )));
-            }
-            Some(v)
-        }
-        (None, None) => None,
-    };
+    let mut verdict = verdict_to_report(&args, trusted.as_ref(), &results, &mut notices)?;
     // A results file the gate never finished (`in_progress`: it was killed mid-run) is posted
     // as a gate error (check `failure`, `verdict=error`), and the step fails with it.
-    let unfinished = results.status == infergate_schema::results::RunStatus::InProgress;
+    let unfinished = results.status == RunStatus::InProgress;
     if unfinished {
         errln!(
             "error: {} is `in_progress`: the gate that wrote it was stopped before it finished; reported as a gate error (exit 3)",
             args.results.display()
         );
     }
-    if let Some(t) = &trusted {
-        if let Some(d) = &t.decision {
-            notices.extend(d.loaded.notices.iter().cloned());
-        }
-        if let Some(f) = &t.failure {
-            // Quotes the artifact's suite, model or profile key when it refuses them.
-            errln!("error: {}", infergate_io::untrusted_text::console(f));
-        }
+    if let Some(f) = trusted.as_ref().and_then(|t| t.failure.as_ref()) {
+        // Quotes the artifact's suite, model or profile key when it refuses them.
+        errln!("error: {}", infergate_io::untrusted_text::console(f));
     }
-    // Without a trusted config the verdict file is the artifact's word (the pull request's
-    // job wrote it): it may fail the report, never pass it (no success check, no exit 0).
     let policy = infergate_schema::policy::GatePolicy::chosen(
         args.fail_on.fail_on,
         trusted.as_ref().map(|t| t.config.thresholds.fail_on),
@@ -201,141 +166,41 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     if let Some(v) = verdict.as_mut() {
         v.fail_on = Some(policy.fail_on);
     }
-    let mut refused = None;
-    if let (None, Some(path), Some(v)) = (&trusted, &args.verdict, &verdict) {
-        let ending = policy.ending(
-            false,
-            results.status == infergate_schema::results::RunStatus::Cancelled,
-            Some(v.gate),
-        );
-        if !ending.stands_unverified() {
-            refused = Some(usage(format!(
-                "the verdict file {} says `{}`, which infergate report does not take on trust: nothing \
-                 was posted. Add --trusted-config FILE (the base branch's gate config, with \
-                 --baseline-dir DIR) to recompute the verdict from the results, or use the exit \
-                 code of `infergate compare`, which judged it; a verdict file alone can only fail a report",
-                path.display(),
-                v.gate.as_str()
-            )));
-        }
-    }
-    if let (Some(path), Some(v)) = (
-        &args.verdict_out,
+    let cancelled = results.status == RunStatus::Cancelled;
+    // Without a trusted config the verdict file is the artifact's word (the pull request's
+    // job wrote it): it may fail the report, never pass it (no success check, no exit 0).
+    let refused = match (&trusted, &args.verdict, &verdict) {
+        (None, Some(path), Some(v)) => untrusted_pass(policy, cancelled, path, v),
+        _ => None,
+    };
+    write_verdict_out(
+        args.verdict_out.as_deref(),
         verdict.as_ref().filter(|_| refused.is_none()),
-    ) {
-        let body = serde_json::to_string_pretty(v).context("serialising the verdict")?;
-        infergate_io::fsio::write_durable(path, body.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    } else if let Some(path) = &args.verdict_out
-        && path.exists()
-    {
-        // No verdict this time: a stale file must not be read as this run's.
-        let _ = std::fs::remove_file(path);
-    }
-    if let Some(v) = &verdict
-        && v.profile.key != results.profile.key
-    {
-        notices.push(format!(
-            "the verdict is for profile `{}` but the results are for `{}`",
-            v.profile.key, results.profile.key
-        ));
-    }
+    )?;
     let history = match (&args.history, &trusted) {
         (Some(dir), _) => load_history(dir, &results, &mut notices)?,
-        (None, Some(t)) => t
-            .decision
-            .as_ref()
+        (None, t) => (t.as_ref().and_then(|t| t.decision.as_ref()))
             .map(|d| d.loaded.history.runs().to_vec())
             .unwrap_or_default(),
-        (None, None) => Vec::new(),
     };
-    let suite = match &trusted {
-        Some(t) => t.suite.name.clone(),
-        None => args
-            .suite
-            .clone()
-            .or_else(|| results.suite.clone())
-            .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
-            .unwrap_or_else(|| "default".to_string()),
-    };
-    let mut failure = trusted.as_ref().and_then(|t| t.failure.clone());
-    // As in `run`: a pull request's gate that compared nothing fails, unless the trusted
-    // config says it is bootstrapping. The report job of the two-workflow pattern runs on
-    // `workflow_run`; the pull request is then the payload's (or `--pr`).
-    if let Some(t) = &trusted
-        && failure.is_none()
-        && let Some(d) = t.decision.as_ref().filter(|d| d.verdict.is_none())
-    {
-        let store = args
-            .baseline_dir
-            .clone()
-            .unwrap_or_else(|| t.config.baseline.dir.clone());
-        match infergate_gate::run::decide::nothing_compared(
-            &store,
-            &results,
-            t.config.baseline.allow_no_baseline,
-            about_pull_request(args.pr).as_deref(),
-            &t.config.path,
-        ) {
-            Ok(()) => notices.extend(d.loaded.no_baseline.clone()),
-            Err(why) => {
-                errln!("error: {}", infergate_io::untrusted_text::console(&why));
-                failure = Some(why);
-            }
-        }
-    }
+    let suite = (trusted.as_ref().map(|t| t.suite.name.clone()))
+        .or_else(|| args.suite.clone())
+        .or_else(|| results.suite.clone())
+        .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
+        .unwrap_or_else(|| "default".to_string());
+    let failure = trusted.as_ref().and_then(|t| {
+        (t.failure.clone()).or_else(|| nothing_compared(&args, t, &results, &mut notices))
+    });
     let matrix_line = match &args.config {
-        None if trusted.is_some() => trusted.as_ref().map(|t| t.suite.line as u32),
-        Some(path) => {
-            let text = infergate_io::fsio::read_input(path).map_err(|e| {
-                usage(format!(
-                    "cannot read the config file {}: {e}; pass the gate config the run used",
-                    path.display()
-                ))
-            })?;
-            Some(matrix_line(&text, &suite).unwrap_or(1))
-        }
-        None => None,
+        None => trusted.as_ref().map(|t| t.suite.line as u32),
+        Some(path) => Some(config_matrix_line(path, &suite)?),
     };
 
-    match &verdict {
-        Some(v) => out!("{}", verdict_table::text(v)),
-        // The run id is the artifact's text: inert before it reaches the Actions log.
-        None => outln!(
-            "{}: no verdict given (no baseline yet); {} cells measured",
-            infergate_io::untrusted_text::console(&results.run_id),
-            results.cells.len()
-        ),
-    }
-    let in_actions = super::in_actions();
-    for n in &notices {
-        super::say("notice", n);
-    }
+    print_verdict(&results, verdict.as_ref(), &notices);
     if let Some(refusal) = refused {
         return Err(refusal);
     }
-
-    if args.github || in_actions {
-        let mut ctx = GithubContext::from_env();
-        // Given by hand (the fork-PR case of a workflow_run): checked against the API before
-        // a comment, never trusted blindly.
-        ctx.target(args.head_sha.as_deref(), args.pr);
-        let (retry, warnings) = RetryPolicy::from_lookup(|k| std::env::var(k).ok());
-        ctx.warnings.extend(warnings);
-        let mut reporter = GithubReporter::from_context(ctx, retry);
-        reporter.set_results_path(&args.results);
-        reporter.set_policy(policy);
-        // The config the run used names the "reproduce locally" command: `--config`, else the
-        // trusted one the verdict was recomputed against.
-        if let Some(path) = (args.config.as_ref().map(|p| p.display().to_string()))
-            .or_else(|| trusted.as_ref().map(|t| t.config.path.clone()))
-        {
-            reporter.set_config(path);
-        }
-        let name = args
-            .name
-            .clone()
-            .unwrap_or_else(|| check_name(&results.profile.key, &suite));
+    if args.github || super::in_actions() {
         let confirmation = trusted.as_ref().and_then(|t| t.confirmation.as_ref());
         // The GPU's clocks of either boot, as `run` warned of them.
         let cautions = infergate_report::report::layout::clock_cautions(&results, confirmation);
@@ -353,18 +218,180 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             artifact_url: args.artifact_url.clone(),
             failure: failure.clone(),
         };
-        let outcome = reporter.publish(&name, &input).await;
-        outcome.print(reporter.context().in_actions);
+        let name = (args.name.clone()).unwrap_or_else(|| check_name(&results.profile.key, &suite));
+        publish_github(&args, policy, &name, &input).await;
     }
-
     // The reporter's check conclusion came from the same policy and inputs.
+    let gate = verdict.as_ref().map(|v| v.gate);
     Ok(policy
-        .ending(
-            failure.is_some() || unfinished,
-            results.status == infergate_schema::results::RunStatus::Cancelled,
-            verdict.as_ref().map(|v| v.gate),
-        )
+        .ending(failure.is_some() || unfinished, cancelled, gate)
         .exit)
+}
+
+/// The verdict to report: the trusted recompute's, else the `--verdict` file's (refused when it
+/// belongs to other results); what to say of it goes to `notices`.
+fn verdict_to_report(
+    args: &ReportArgs,
+    trusted: Option<&Trusted>,
+    results: &RunResults,
+    notices: &mut Vec<String>,
+) -> anyhow::Result<Option<ComparisonReport>> {
+    let verdict = match (trusted, &args.verdict) {
+        (Some(t), given) => {
+            if given.is_some() {
+                notices.push(
+                    "--verdict ignored: the verdict is recomputed from the results against the trusted config"
+                        .to_string(),
+                );
+            }
+            let loaded = t.decision.as_ref().map(|d| &d.loaded);
+            notices.extend(loaded.into_iter().flat_map(|l| l.notices.iter().cloned()));
+            t.decision.as_ref().and_then(|d| d.verdict.clone())
+        }
+        (None, Some(p)) => {
+            let v: ComparisonReport = read_json(p, "verdict", "verdict.json")?;
+            // A verdict file beside results of another run (an output directory reused by a
+            // later run) is not this run's verdict: refused, nothing posted.
+            if let Some(why) = infergate_report::merge::stale_pair(results, &args.results, &v, p) {
+                return Err(usage(format!(
+                    "{}: {why}; pass the verdict.json written with these results",
+                    p.display()
+                )));
+            }
+            Some(v)
+        }
+        (None, None) => None,
+    };
+    if let Some(v) = &verdict
+        && v.profile.key != results.profile.key
+    {
+        notices.push(format!(
+            "the verdict is for profile `{}` but the results are for `{}`",
+            v.profile.key, results.profile.key
+        ));
+    }
+    Ok(verdict)
+}
+
+/// The verdict table (or that there is none) and the notices.
+fn print_verdict(results: &RunResults, verdict: Option<&ComparisonReport>, notices: &[String]) {
+    match verdict {
+        Some(v) => out!("{}", verdict_table::text(v)),
+        // The run id is the artifact's text: inert before it reaches the Actions log.
+        None => outln!(
+            "{}: no verdict given (no baseline yet); {} cells measured",
+            infergate_io::untrusted_text::console(&results.run_id),
+            results.cells.len()
+        ),
+    }
+    for n in notices {
+        super::say("notice", n);
+    }
+}
+
+/// Why an untrusted verdict file is not reported: it would pass.
+fn untrusted_pass(
+    policy: infergate_schema::policy::GatePolicy,
+    cancelled: bool,
+    path: &Path,
+    v: &ComparisonReport,
+) -> Option<anyhow::Error> {
+    if policy
+        .ending(false, cancelled, Some(v.gate))
+        .stands_unverified()
+    {
+        return None;
+    }
+    Some(usage(format!(
+        "the verdict file {} says `{}`, which infergate report does not take on trust: nothing \
+         was posted. Add --trusted-config FILE (the base branch's gate config, with \
+         --baseline-dir DIR) to recompute the verdict from the results, or use the exit \
+         code of `infergate compare`, which judged it; a verdict file alone can only fail a report",
+        path.display(),
+        v.gate.as_str()
+    )))
+}
+
+/// Writes `--verdict-out`, or removes a stale one when there is no verdict this time (it must
+/// not be read as this run's).
+fn write_verdict_out(path: Option<&Path>, v: Option<&ComparisonReport>) -> anyhow::Result<()> {
+    match (path, v) {
+        (Some(path), Some(v)) => {
+            let body = serde_json::to_string_pretty(v).context("serialising the verdict")?;
+            infergate_io::fsio::write_durable(path, body.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        (Some(path), None) if path.exists() => {
+            let _ = std::fs::remove_file(path);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// As in `run`: a pull request's gate that compared nothing fails, unless the trusted config
+/// says it is bootstrapping. The report job of the two-workflow pattern runs on `workflow_run`;
+/// the pull request is then the payload's (or `--pr`). The failure, if any.
+fn nothing_compared(
+    args: &ReportArgs,
+    t: &Trusted,
+    results: &RunResults,
+    notices: &mut Vec<String>,
+) -> Option<String> {
+    let d = t.decision.as_ref().filter(|d| d.verdict.is_none())?;
+    match infergate_gate::run::decide::nothing_compared(
+        &t.store,
+        results,
+        t.config.baseline.allow_no_baseline,
+        about_pull_request(args.pr).as_deref(),
+        &t.config.path,
+    ) {
+        Ok(()) => {
+            notices.extend(d.loaded.no_baseline.clone());
+            None
+        }
+        Err(why) => {
+            errln!("error: {}", infergate_io::untrusted_text::console(&why));
+            Some(why)
+        }
+    }
+}
+
+/// The line of `suite`'s matrix in the `--config` file, for the check's annotations (1 when
+/// not found).
+fn config_matrix_line(path: &Path, suite: &str) -> anyhow::Result<u32> {
+    let text = infergate_io::fsio::read_input(path).map_err(|e| {
+        usage(format!(
+            "cannot read the config file {}: {e}; pass the gate config the run used",
+            path.display()
+        ))
+    })?;
+    Ok(matrix_line(&text, suite).unwrap_or(1))
+}
+
+/// Posts the check run and the PR comment and writes the job summary and step outputs.
+async fn publish_github(
+    args: &ReportArgs,
+    policy: infergate_schema::policy::GatePolicy,
+    name: &str,
+    input: &PublishInput<'_>,
+) {
+    let mut ctx = GithubContext::from_env();
+    // Given by hand (the fork-PR case of a workflow_run): checked against the API before
+    // a comment, never trusted blindly.
+    ctx.target(args.head_sha.as_deref(), args.pr);
+    let (retry, warnings) = RetryPolicy::from_lookup(|k| std::env::var(k).ok());
+    ctx.warnings.extend(warnings);
+    let mut reporter = GithubReporter::from_context(ctx, retry);
+    reporter.set_results_path(&args.results);
+    reporter.set_policy(policy);
+    // The config the run used names the "reproduce locally" command: `--config`, else the
+    // trusted one the verdict was recomputed against.
+    if let Some(path) = input.config_path {
+        reporter.set_config(path.display().to_string());
+    }
+    let outcome = reporter.publish(name, input).await;
+    outcome.print(reporter.context().in_actions);
 }
 
 /// The event, when this report is about a pull request: `--pr`, or inside Actions a

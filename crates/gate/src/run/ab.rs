@@ -22,8 +22,8 @@ use infergate_telemetry::telemetry::NvmlSampler;
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
 /// Everything an A/B run measured.
-#[derive(Debug)]
-pub struct AbRun {
+#[derive(Debug, Default)]
+pub(crate) struct AbRun {
     /// The A boots' results, in pair order.
     pub a: Vec<RunResults>,
     /// The B boots' results, in pair order.
@@ -37,7 +37,7 @@ pub struct AbRun {
 }
 
 /// What an A/B run needs besides the config.
-pub struct AbRequest<'a> {
+pub(crate) struct AbRequest<'a> {
     pub ab: &'a AbConfig,
     pub model: Option<&'a str>,
     pub suite: &'a SuiteConfig,
@@ -54,16 +54,14 @@ pub struct AbRequest<'a> {
 
 /// Boots A and B alternately (the config's order), measuring the suite on each boot; stops at
 /// the first failure. Never runs two engines at once.
-pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationToken) -> AbRun {
+pub(crate) async fn run_ab(
+    req: AbRequest<'_>,
+    events: EventSink,
+    cancel: CancellationToken,
+) -> AbRun {
     let started = std::time::Instant::now();
     let schedule = req.ab.order.schedule(req.pairs);
-    let mut run = AbRun {
-        a: Vec::new(),
-        b: Vec::new(),
-        boots: Vec::new(),
-        failure: None,
-        elapsed_s: 0.0,
-    };
+    let mut run = AbRun::default();
     for (index, &(pair, is_b)) in schedule.iter().enumerate() {
         let side = if is_b { AbSide::B } else { AbSide::A };
         if cancel.is_cancelled() {
@@ -138,24 +136,8 @@ pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationT
         } else {
             run.a.push(results);
         }
-        if let Some(f) = measured.failure {
-            run.failure = Some(match f {
-                RunFailure::Cancelled => RunFailure::Cancelled,
-                other => RunFailure::Measurement(format!(
-                    "boot {} (engine {}) failed: {}",
-                    index + 1,
-                    side.as_str().to_uppercase(),
-                    other.message()
-                )),
-            });
-            break;
-        }
-        if !group_gone {
-            run.failure = Some(RunFailure::Measurement(format!(
-                "engine {} (boot {}) left processes behind after SIGKILL: not booting the other engine next to it",
-                side.as_str().to_uppercase(),
-                index + 1
-            )));
+        if let Some(f) = stop_after(index, side, measured.failure, group_gone) {
+            run.failure = Some(f);
             break;
         }
     }
@@ -163,10 +145,32 @@ pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationT
     run
 }
 
+/// Why no boot follows boot `index`: it failed, or its engine left processes behind that the
+/// other engine would run next to.
+fn stop_after(
+    index: usize,
+    side: AbSide,
+    failure: Option<RunFailure>,
+    group_gone: bool,
+) -> Option<RunFailure> {
+    let (boot, engine) = (index + 1, side.as_str().to_uppercase());
+    match failure {
+        Some(RunFailure::Cancelled) => Some(RunFailure::Cancelled),
+        Some(other) => Some(RunFailure::Measurement(format!(
+            "boot {boot} (engine {engine}) failed: {}",
+            other.message()
+        ))),
+        None if !group_gone => Some(RunFailure::Measurement(format!(
+            "engine {engine} (boot {boot}) left processes behind after SIGKILL: not booting the other engine next to it"
+        ))),
+        None => None,
+    }
+}
+
 /// Folds the boots of one side into one results file: the first boot's header, each cell's
 /// `rounds` = its measurement in each boot (round = pair index), samples pooled, aggregate the
 /// mean over boots, every boot's events.
-pub fn fold_side(runs: &[RunResults]) -> Option<RunResults> {
+pub(crate) fn fold_side(runs: &[RunResults]) -> Option<RunResults> {
     let mut out = runs.first()?.clone();
     for (pair, run) in runs.iter().enumerate().skip(1) {
         for cell in &mut out.cells {
@@ -200,7 +204,7 @@ pub fn fold_side(runs: &[RunResults]) -> Option<RunResults> {
 }
 
 /// Where the per-side folded results go.
-pub fn side_results_path(out: &Path, side: AbSide) -> PathBuf {
+pub(crate) fn side_results_path(out: &Path, side: AbSide) -> PathBuf {
     match side {
         AbSide::B => out.join("results.json"),
         AbSide::A => out.join("results-a.json"),

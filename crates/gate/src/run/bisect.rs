@@ -19,12 +19,14 @@
 //! here prints: progress goes out as events, and the record is written durably as `bisect.json` ([`infergate_io::fsio::write_durable`]).
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use infergate_config::config::{
@@ -45,7 +47,7 @@ use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 const GAP_CONFIDENCE: f64 = 0.95;
 
 /// The record's file name in the output directory.
-pub const RECORD_FILE: &str = "bisect.json";
+pub(crate) const RECORD_FILE: &str = "bisect.json";
 
 /// What the command line asks of a bisection.
 #[derive(Debug, Clone)]
@@ -91,7 +93,7 @@ pub enum BisectSetupError {
 }
 
 /// Why a revision (from the command line or the `revs` command) is refused, if it is.
-pub fn rev_problem(rev: &str) -> Option<&'static str> {
+pub(crate) fn rev_problem(rev: &str) -> Option<&'static str> {
     if rev.is_empty() {
         Some("a revision is empty")
     } else if rev.chars().any(char::is_control) {
@@ -162,7 +164,7 @@ impl BisectRun {
 
 /// Substitutes `{name}` placeholders: literally in an argument vector, shell-quoted in a shell
 /// line (the values are data).
-pub fn render_command(spec: &CommandSpec, values: &[(&str, &str)]) -> Vec<String> {
+pub(crate) fn render_command(spec: &CommandSpec, values: &[(&str, &str)]) -> Vec<String> {
     let fill = |s: &str, quote: bool| {
         let mut out = s.to_string();
         for (name, value) in values {
@@ -223,54 +225,15 @@ async fn run_command(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<String, String> {
+    use infergate_engine::engine::Report;
+    use std::io::Write;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let shown = argv.join(" ");
-    let err_log =
-        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let err_log = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let stdout_path = log.with_extension("stdout");
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find this infergate binary (for the supervisor): {e}"))?;
-    let mut cmd = tokio::process::Command::new(&exe);
-    cmd.arg("__supervise")
-        .arg("--parent")
-        .arg(std::process::id().to_string())
-        // What a finished command left running is killed at once: a build is done when its
-        // leader exits.
-        .arg("--grace-ms")
-        .arg("0")
-        .arg("--stdout-file")
-        .arg(&stdout_path);
-    // Under root, the command sees the gate's outputs as an empty, read-only directory, in a
-    // mount namespace of its own, and keeps the gate's user (it writes the checkout). Not
-    // for other users: a user namespace would break the setuid programs (`sudo`) of builds.
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.args(["--isolation", "auto", "--keep-user"]);
-        let gate_cwd = std::env::current_dir().unwrap_or_default();
-        let needed = [
-            ("the checkout", workdir),
-            ("the gate's working directory", gate_cwd.as_path()),
-            ("the infergate binary", exe.as_path()),
-        ];
-        for d in infergate_engine::engine::dirs_to_cover(&needed).0 {
-            cmd.arg("--hide").arg(d);
-        }
-    }
-    cmd.arg("--")
-        .args(argv)
-        .current_dir(workdir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(err_log))
-        .process_group(0);
-    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
-    // which is async-signal-safe; it allocates nothing and touches no locks.
-    #[cfg(target_os = "linux")]
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGHUP).map_err(std::io::Error::from)
-        });
-    }
+    let mut cmd = supervised(argv, workdir, &exe, &stdout_path, err_log);
     let mut supervisor = cmd
         .spawn()
         .map_err(|e| format!("cannot start `{shown}` in {}: {e}", workdir.display()))?;
@@ -283,21 +246,17 @@ async fn run_command(
     let follow = async {
         let mut status: Option<Result<(), String>> = None;
         while let Ok(Some(line)) = lines.next_line().await {
-            match infergate_engine::engine::Report::parse(&line) {
-                Some(infergate_engine::engine::Report::SpawnError { message, .. }) => {
-                    return Err(format!(
-                        "cannot start `{shown}` in {}: {message}",
-                        workdir.display()
-                    ));
+            match Report::parse(&line) {
+                Some(Report::SpawnError { message, .. }) => {
+                    let at = workdir.display();
+                    return Err(format!("cannot start `{shown}` in {at}: {message}"));
                 }
-                Some(infergate_engine::engine::Report::ExitedCode(0)) => status = Some(Ok(())),
-                Some(infergate_engine::engine::Report::ExitedCode(c)) => {
-                    status = Some(Err(format!("exit status: {c}")));
+                Some(Report::ExitedCode(0)) => status = Some(Ok(())),
+                Some(Report::ExitedCode(c)) => status = Some(Err(format!("exit status: {c}"))),
+                Some(Report::ExitedSignal(s)) => {
+                    status = Some(Err(format!("killed by signal {s}")))
                 }
-                Some(infergate_engine::engine::Report::ExitedSignal(s)) => {
-                    status = Some(Err(format!("killed by signal {s}")));
-                }
-                Some(infergate_engine::engine::Report::Stopped { .. }) => break,
+                Some(Report::Stopped { .. }) => break,
                 _ => {}
             }
         }
@@ -329,11 +288,8 @@ async fn run_command(
         .map(|b| String::from_utf8_lossy(&b).to_string())
         .unwrap_or_default();
     let _ = std::fs::remove_file(&stdout_path);
-    {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
-            let _ = write!(f, "--- stdout ---\n{stdout}");
-        }
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+        let _ = write!(f, "--- stdout ---\n{stdout}");
     }
     let status = stopped_early??;
     match status {
@@ -349,6 +305,53 @@ async fn run_command(
             ))
         }
     }
+}
+
+/// The supervisor's command for `argv` in `workdir`: its stdout to the file `stdout`, stderr
+/// to `err`, isolated from the gate's outputs under root, and killed when the gate dies.
+fn supervised(argv: &[String], workdir: &Path, exe: &Path, stdout: &Path, err: File) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.arg("__supervise")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        // What a finished command left running is killed at once: a build is done when its
+        // leader exits.
+        .arg("--grace-ms")
+        .arg("0")
+        .arg("--stdout-file")
+        .arg(stdout);
+    // Under root, the command sees the gate's outputs as an empty, read-only directory, in a
+    // mount namespace of its own, and keeps the gate's user (it writes the checkout). Not
+    // for other users: a user namespace would break the setuid programs (`sudo`) of builds.
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.args(["--isolation", "auto", "--keep-user"]);
+        let gate_cwd = std::env::current_dir().unwrap_or_default();
+        let needed = [
+            ("the checkout", workdir),
+            ("the gate's working directory", gate_cwd.as_path()),
+            ("the infergate binary", exe),
+        ];
+        for d in infergate_engine::engine::dirs_to_cover(&needed).0 {
+            cmd.arg("--hide").arg(d);
+        }
+    }
+    cmd.arg("--")
+        .args(argv)
+        .current_dir(workdir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(err))
+        .process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
+    // which is async-signal-safe; it allocates nothing and touches no locks.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGHUP).map_err(std::io::Error::from)
+        });
+    }
+    cmd
 }
 
 impl BisectPlan {
@@ -681,66 +684,15 @@ impl BisectPlan {
                 prior: self.noise_prior,
             },
         );
-        let probit = |p: f64| {
-            statrs::distribution::Normal::new(0.0, 1.0)
-                .map(|d| {
-                    use statrs::distribution::ContinuousCDF;
-                    d.inverse_cdf(p.clamp(1e-12, 1.0 - 1e-12))
-                })
-                .unwrap_or(0.0)
-        };
         // The first good boot: every boot's matrix value is relative to it.
         let mut reference: Option<RunResults> = None;
         // The first two boots of each end: the per-cell evidence (`cells`).
         let (mut goods, mut bads) = (Vec::new(), Vec::new());
         let mut builds: BTreeMap<String, String> = BTreeMap::new();
         loop {
-            let post = search.posterior();
-            let mut ranked: Vec<(usize, f64)> = post.iter().copied().enumerate().collect();
-            ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-            record.suspect_probabilities = ranked
-                .iter()
-                .filter(|(_, p)| *p >= 0.001)
-                .map(|(i, p)| (commits[*i].clone(), *p))
-                .collect();
-            record.suspects = (0..n)
-                .filter(|&i| post[i] >= 0.001)
-                .map(|i| commits[i].clone())
-                .collect();
-            let plan = match search.decide() {
-                Next::Boot(plan) => plan,
-                Next::Culprit { index, .. } => {
-                    record.culprit = Some(Culprit {
-                        rev: commits[index].clone(),
-                        index: index + 1,
-                        last_good: if index == 0 {
-                            self.good.clone()
-                        } else {
-                            commits[index - 1].clone()
-                        },
-                    });
-                    return Ok(());
-                }
-                Next::NothingMoved { gap, lo, hi, boots } => {
-                    return Err(format!(
-                        "no change between {} and {}: the matrix moved {} {} at {:.0}% confidence over {boots} boots of the two: nothing to bisect",
-                        self.good,
-                        self.bad,
-                        infergate_schema::verdict::signed_percent(gap.exp_m1()),
-                        infergate_schema::answer::interval(lo.exp_m1(), hi.exp_m1()),
-                        GAP_CONFIDENCE * 100.0,
-                    ));
-                }
-                Next::BudgetSpent {
-                    budget,
-                    best,
-                    probability,
-                } => {
-                    return Err(format!(
-                        "the boot budget ({budget} boots: the ends' + max_boots_per_step {} x ⌈log2 {n}⌉) is spent; the most likely first bad commit is {} (probability {probability:.2}); suspects with their probabilities are in bisect.json",
-                        self.bisect.max_boots_per_step, commits[best]
-                    ));
-                }
+            rank_suspects(&search.posterior(), &commits, record);
+            let Some(plan) = self.next_boots(search.decide(), &commits, record)? else {
+                return Ok(());
             };
             let mut step = None;
             for commit in plan {
@@ -778,58 +730,53 @@ impl BisectPlan {
                     record.cells = moved_cells(&goods, &bads, &settings);
                 }
             }
-            let Some((r, step_value)) = step else {
+            let Some(step) = step else {
                 continue;
             };
-            let post = search.posterior();
-            let p_bad: f64 = post[..=r].iter().sum();
-            let mean_of = |end: Option<usize>| {
-                let v: Vec<f64> = search
-                    .values()
-                    .iter()
-                    .filter(|b| b.commit == end)
-                    .map(|b| b.value)
-                    .collect();
-                v.iter().sum::<f64>() / v.len().max(1) as f64
-            };
-            let (good_mean, bad_mean) = (mean_of(None), mean_of(Some(bad_index)));
-            let rev = &commits[r];
-            let numbers: Vec<u32> = ctx
-                .boots
-                .iter()
-                .filter(|b| &b.rev == rev && b.role == BootRole::Step)
-                .map(|b| b.boot)
-                .collect();
-            let support: Vec<usize> = (0..n).filter(|&i| post[i] >= 0.001).collect();
-            record.steps.push(BisectStep {
-                rev: rev.clone(),
-                index: r + 1,
-                boots: numbers.clone(),
-                evidence: StepEvidence {
-                    answer: if p_bad >= settings.confidence {
-                        StepAnswer::Bad
-                    } else if p_bad <= 1.0 - settings.confidence {
-                        StepAnswer::Good
-                    } else {
-                        StepAnswer::Uncertain
-                    },
-                    position: (bad_mean != good_mean)
-                        .then(|| (step_value - good_mean) / (bad_mean - good_mean)),
-                    z: probit(p_bad),
-                    z_needed: probit(settings.confidence),
-                    cells: reference.as_ref().map_or(0, |r| {
-                        r.cells
-                            .iter()
-                            .filter(|c| c.status == CellStatus::Ok)
-                            .count()
-                    }),
-                    boots: numbers.len(),
-                },
-                suspects: (
-                    support.first().map_or(1, |i| i + 1),
-                    support.last().map_or(n, |i| i + 1),
-                ),
-            });
+            let reference = reference.as_ref();
+            record.steps.push(step_of(
+                &search, step, &commits, &ctx.boots, reference, &settings,
+            ));
+        }
+    }
+
+    /// What the search decided: the boots to run next; `None` when it named the culprit
+    /// (recorded); `Err` why it stopped without one.
+    fn next_boots(
+        &self,
+        next: Next,
+        commits: &[String],
+        record: &mut BisectRecord,
+    ) -> Result<Option<Vec<Option<usize>>>, String> {
+        match next {
+            Next::Boot(plan) => Ok(Some(plan)),
+            Next::Culprit { index, .. } => {
+                record.culprit = Some(Culprit {
+                    rev: commits[index].clone(),
+                    index: index + 1,
+                    last_good: (index.checked_sub(1))
+                        .map_or_else(|| self.good.clone(), |i| commits[i].clone()),
+                });
+                Ok(None)
+            }
+            Next::NothingMoved { gap, lo, hi, boots } => Err(format!(
+                "no change between {} and {}: the matrix moved {} {} at {:.0}% confidence over {boots} boots of the two: nothing to bisect",
+                self.good,
+                self.bad,
+                infergate_schema::verdict::signed_percent(gap.exp_m1()),
+                infergate_schema::answer::interval(lo.exp_m1(), hi.exp_m1()),
+                GAP_CONFIDENCE * 100.0,
+            )),
+            Next::BudgetSpent {
+                budget,
+                best,
+                probability,
+            } => Err(format!(
+                "the boot budget ({budget} boots: the ends' + max_boots_per_step {} x ⌈log2 {}⌉) is spent; the most likely first bad commit is {} (probability {probability:.2}); suspects with their probabilities are in bisect.json",
+                self.bisect.max_boots_per_step,
+                commits.len(),
+                commits[best]
+            )),
         }
     }
 
@@ -850,6 +797,93 @@ impl BisectPlan {
             warnings,
             bad_revision: false,
         }
+    }
+}
+
+/// The commits the culprit may still be, most likely first with their probabilities, and in
+/// order.
+fn rank_suspects(post: &[f64], commits: &[String], record: &mut BisectRecord) {
+    let mut ranked: Vec<(usize, f64)> = post.iter().copied().enumerate().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    record.suspect_probabilities = ranked
+        .iter()
+        .filter(|(_, p)| *p >= 0.001)
+        .map(|(i, p)| (commits[*i].clone(), *p))
+        .collect();
+    record.suspects = (0..commits.len())
+        .filter(|&i| post[i] >= 0.001)
+        .map(|i| commits[i].clone())
+        .collect();
+}
+
+/// The standard normal quantile of `p` (clamped away from 0 and 1).
+fn probit(p: f64) -> f64 {
+    statrs::distribution::Normal::new(0.0, 1.0)
+        .map(|d| {
+            use statrs::distribution::ContinuousCDF;
+            d.inverse_cdf(p.clamp(1e-12, 1.0 - 1e-12))
+        })
+        .unwrap_or(0.0)
+}
+
+/// What step commit `r`, booted to `step_value`, told: good, bad or uncertain at the
+/// search's confidence, where its value lies between the ends', and the suspects left.
+fn step_of(
+    search: &Search,
+    (r, step_value): (usize, f64),
+    commits: &[String],
+    boots: &[BisectBoot],
+    reference: Option<&RunResults>,
+    settings: &BisectSettings,
+) -> BisectStep {
+    let (rev, confidence) = (&commits[r], settings.confidence);
+    let post = search.posterior();
+    let n = post.len();
+    let p_bad: f64 = post[..=r].iter().sum();
+    let mean_of = |end: Option<usize>| {
+        let v: Vec<f64> = search
+            .values()
+            .iter()
+            .filter(|b| b.commit == end)
+            .map(|b| b.value)
+            .collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let (good_mean, bad_mean) = (mean_of(None), mean_of(Some(n - 1)));
+    let numbers: Vec<u32> = boots
+        .iter()
+        .filter(|b| &b.rev == rev && b.role == BootRole::Step)
+        .map(|b| b.boot)
+        .collect();
+    let support: Vec<usize> = (0..n).filter(|&i| post[i] >= 0.001).collect();
+    BisectStep {
+        rev: rev.clone(),
+        index: r + 1,
+        boots: numbers.clone(),
+        evidence: StepEvidence {
+            answer: if p_bad >= confidence {
+                StepAnswer::Bad
+            } else if p_bad <= 1.0 - confidence {
+                StepAnswer::Good
+            } else {
+                StepAnswer::Uncertain
+            },
+            position: (bad_mean != good_mean)
+                .then(|| (step_value - good_mean) / (bad_mean - good_mean)),
+            z: probit(p_bad),
+            z_needed: probit(confidence),
+            cells: reference.map_or(0, |r| {
+                r.cells
+                    .iter()
+                    .filter(|c| c.status == CellStatus::Ok)
+                    .count()
+            }),
+            boots: numbers.len(),
+        },
+        suspects: (
+            support.first().map_or(1, |i| i + 1),
+            support.last().map_or(n, |i| i + 1),
+        ),
     }
 }
 

@@ -296,6 +296,14 @@ fn matrix_table(results: &RunResults) -> String {
     }
     out.push_str(&pu.to_string());
     out.push('\n');
+    push_legend(&mut out, results);
+    push_not_ok(&mut out, results);
+    out
+}
+
+/// What the tables' marks mean, and the notes this run needs (a cached prompt's TTFT,
+/// capacity as the client saw it, counts not cross-checked, the prefill layer).
+fn push_legend(out: &mut String, results: &RunResults) {
     out.push_str(
         "(X/Y)* = capacity-limited: mean running / requested streams from engine metrics;\n\
          (Ne) = N failed requests; ERR = cell could not be measured; ∅ = skipped.\n\
@@ -366,6 +374,10 @@ fn matrix_table(results: &RunResults) -> String {
         out.push_str(&wrap(&prefill_line(p), 2));
         out.push('\n');
     }
+}
+
+/// The cells that are not ok, grouped by what happened to them, and why the run ended so.
+fn push_not_ok(out: &mut String, results: &RunResults) {
     // Cells that are not ok, grouped by what happened to them: a cause shared by every cell
     // (an engine that never started) is said once, with the cells it hit.
     let mut groups: Vec<(&'static str, &str, Vec<String>)> = Vec::new();
@@ -405,11 +417,8 @@ fn matrix_table(results: &RunResults) -> String {
             out.push('\n');
         }
     }
-    out
 }
 
-/// "Prefill 8k: 187,012 tok/s (TTFT 44 ms, 3 cold samples; engine counters 189,500 tok/s,
-/// within tolerance)": the prefill layer at one context.
 fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
     use infergate_schema::results::PrefillAgreement;
     let label = infergate_schema::results::context_label(p.context_tokens);

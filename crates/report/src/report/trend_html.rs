@@ -206,17 +206,11 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
         out.push_str("<p>No ok value in this series.</p>\n");
         return;
     }
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
-    for v in s
-        .values
-        .iter()
-        .copied()
+    let (lo, hi) = (s.values.iter().copied())
         .chain(s.segments.iter().flat_map(|x| [x.band_low, x.band_high]))
-    {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-9);
     let (lo, hi) = (lo - pad, hi + pad);
     // Stores refuse values no measurement gives (`baseline::PLAUSIBLE_TPS`); a series that
@@ -226,6 +220,8 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
         return;
     }
     let x = |pos: usize| LEFT + (W - LEFT - RIGHT) * (pos as f64 + 0.5) / n_runs as f64;
+    // Half a run's width: a run's band or change point starts this far left of its point.
+    let half = (W - LEFT - RIGHT) / n_runs as f64 / 2.0;
     let y = |v: f64| TOP + (H - TOP - BOTTOM) * (hi - v) / (hi - lo);
     let _ = write!(
         out,
@@ -248,7 +244,6 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
         let (Some(&first), Some(&last)) = (s.runs.get(seg.start), s.runs.get(seg.end - 1)) else {
             continue;
         };
-        let half = (W - LEFT - RIGHT) / n_runs as f64 / 2.0;
         let (x0, x1) = (x(first) - half, x(last) + half);
         let _ = write!(
             out,
@@ -266,46 +261,7 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
             ))
         );
     }
-    for cp in g
-        .history
-        .change_points
-        .iter()
-        .filter(|c| c.scope == s.scope && c.metric == s.metric)
-    {
-        let pos_of = |id: &str| g.history.runs.iter().position(|r| r.run_id == id);
-        let Some(pos) = pos_of(&cp.run_id) else {
-            continue;
-        };
-        // The shaded span: every boundary the change may lie on at the interval's confidence
-        // (from the run before its first possible run to its last possible run), the
-        // estimate a solid tick on it.
-        let (first, last) = cp
-            .location_interval
-            .as_ref()
-            .and_then(|l| Some((pos_of(&l.first_run_id)?, pos_of(&l.last_run_id)?)))
-            .unwrap_or((pos, pos));
-        let (x0, x1) = (x(first.saturating_sub(1)), x(last));
-        let cx = x(pos) - (W - LEFT - RIGHT) / n_runs as f64 / 2.0;
-        let _ = write!(
-            out,
-            "<rect class=\"cp-span{}\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"><title>{}</title></rect><line class=\"cp-est\" x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"cp-label\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            if cp.accepted { " accepted" } else { "" },
-            (x1 - x0).max(1.0),
-            H - BOTTOM - TOP,
-            html(&format!(
-                "change {} from run {}; where: {}; commits to bisect {}{}",
-                change_label(cp),
-                cp.run_id,
-                location_label(cp),
-                commits_label(cp),
-                if cp.accepted { ", accepted" } else { "" }
-            )),
-            H - BOTTOM,
-            x0 + 3.0,
-            TOP - 4.0,
-            html(&infergate_schema::verdict::signed_percent(cp.change))
-        );
-    }
+    change_marks(out, g, s, x, half);
     let newest = g.history.runs.len().saturating_sub(1);
     for (&pos, &v) in s.runs.iter().zip(&s.values) {
         let run = &g.history.runs[pos];
@@ -341,6 +297,56 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
         );
     }
     out.push_str("</svg>\n");
+}
+
+/// The change points of series `s`: the span each may lie on, its estimate and its size.
+fn change_marks(
+    out: &mut String,
+    g: &GroupChanges,
+    s: &HistorySeries,
+    x: impl Fn(usize) -> f64,
+    half: f64,
+) {
+    for cp in g
+        .history
+        .change_points
+        .iter()
+        .filter(|c| c.scope == s.scope && c.metric == s.metric)
+    {
+        let pos_of = |id: &str| g.history.runs.iter().position(|r| r.run_id == id);
+        let Some(pos) = pos_of(&cp.run_id) else {
+            continue;
+        };
+        // The shaded span: every boundary the change may lie on at the interval's confidence
+        // (from the run before its first possible run to its last possible run), the
+        // estimate a solid tick on it.
+        let (first, last) = cp
+            .location_interval
+            .as_ref()
+            .and_then(|l| Some((pos_of(&l.first_run_id)?, pos_of(&l.last_run_id)?)))
+            .unwrap_or((pos, pos));
+        let (x0, x1) = (x(first.saturating_sub(1)), x(last));
+        let cx = x(pos) - half;
+        let _ = write!(
+            out,
+            "<rect class=\"cp-span{}\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\"><title>{}</title></rect><line class=\"cp-est\" x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"cp-label\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            if cp.accepted { " accepted" } else { "" },
+            (x1 - x0).max(1.0),
+            H - BOTTOM - TOP,
+            html(&format!(
+                "change {} from run {}; where: {}; commits to bisect {}{}",
+                change_label(cp),
+                cp.run_id,
+                location_label(cp),
+                commits_label(cp),
+                if cp.accepted { ", accepted" } else { "" }
+            )),
+            H - BOTTOM,
+            x0 + 3.0,
+            TOP - 4.0,
+            html(&infergate_schema::verdict::signed_percent(cp.change))
+        );
+    }
 }
 
 fn axis_label(r: &infergate_model::stats::changepoint::RunRef) -> String {

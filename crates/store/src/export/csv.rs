@@ -8,7 +8,7 @@ use infergate_schema::results::{Percentiles, RunResults};
 use infergate_schema::verdict::ComparisonReport;
 
 /// The header row.
-pub const COLUMNS: [&str; 25] = [
+pub(crate) const COLUMNS: [&str; 25] = [
     "run_id",
     "profile",
     "engine",

@@ -24,7 +24,7 @@ use infergate_schema::verdict::{
 
 /// Text made storable in XML 1.0: control characters other than tab, LF and CR (and the
 /// non-characters U+FFFE/U+FFFF) become U+FFFD. Escaping of `<`, `&`, quotes is the writer's.
-pub fn xml_safe(s: &str) -> String {
+pub(crate) fn xml_safe(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             '\t' | '\n' | '\r' => c,

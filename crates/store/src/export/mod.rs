@@ -95,7 +95,7 @@ pub fn unit(metric: Metric) -> &'static str {
 }
 
 /// Lowest and highest sub-window throughput of a cell, when it has two or more samples.
-pub fn sample_bounds(cell: &CellResult) -> Option<(f64, f64)> {
+pub(crate) fn sample_bounds(cell: &CellResult) -> Option<(f64, f64)> {
     let s: Vec<f64> = cell
         .samples
         .iter()
@@ -111,7 +111,7 @@ pub fn sample_bounds(cell: &CellResult) -> Option<(f64, f64)> {
 }
 
 /// Refuses a verdict that was not computed for this results file's run and profile.
-pub fn check_pair(run: &RunResults, report: &ComparisonReport) -> Result<(), ExportError> {
+pub(crate) fn check_pair(run: &RunResults, report: &ComparisonReport) -> Result<(), ExportError> {
     if report.profile.key == run.profile.key && report.candidate_runs.contains(&run.run_id) {
         return Ok(());
     }

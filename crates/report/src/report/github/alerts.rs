@@ -27,7 +27,7 @@ use infergate_io::untrusted_text::markdown as md;
 use infergate_model::stats::changepoint::{ChangeKind, ChangePoint, Scope, same_change};
 
 /// What every alert marker starts with.
-pub const MARKER_PREFIX: &str = "<!-- infergate-change:";
+pub(crate) const MARKER_PREFIX: &str = "<!-- infergate-change:";
 
 /// A creep's alert also records the newest run of its stretch, so that the next night's
 /// analysis can tell the same, grown creep from a new change (see [`same_change`]).
@@ -41,7 +41,7 @@ fn parse_until(body: &str) -> Option<String> {
 }
 
 /// Runs between a matrix change point and a cell change point that count as the same change.
-pub const CELL_WINDOW: usize = 2;
+pub(crate) const CELL_WINDOW: usize = 2;
 
 /// Upper bound on pages of issues read (100 each).
 const MAX_PAGES: u32 = 50;
@@ -73,7 +73,7 @@ fn marker_part(s: &str) -> String {
 }
 
 /// The marker's name for a scope.
-pub fn scope_key(scope: &Scope) -> String {
+pub(crate) fn scope_key(scope: &Scope) -> String {
     match scope {
         Scope::Matrix => "matrix".into(),
         Scope::Cell {
@@ -85,7 +85,7 @@ pub fn scope_key(scope: &Scope) -> String {
 
 impl AlertKey {
     /// The key of change point `c` of `group`.
-    pub fn of(group: &GroupChanges, c: &ChangePoint) -> AlertKey {
+    pub(crate) fn of(group: &GroupChanges, c: &ChangePoint) -> AlertKey {
         AlertKey {
             profile: marker_part(&group.profile_key),
             suite: marker_part(&group.suite),
@@ -96,7 +96,7 @@ impl AlertKey {
     }
 
     /// The hidden marker written into the issue body.
-    pub fn marker(&self) -> String {
+    pub(crate) fn marker(&self) -> String {
         format!(
             "{MARKER_PREFIX}{}/{}/{}/{}/{} -->",
             self.profile, self.suite, self.scope, self.metric, self.run_id
@@ -104,7 +104,7 @@ impl AlertKey {
     }
 
     /// The key in the first marker of `body`, if any.
-    pub fn parse(body: &str) -> Option<AlertKey> {
+    pub(crate) fn parse(body: &str) -> Option<AlertKey> {
         let rest = &body[body.find(MARKER_PREFIX)? + MARKER_PREFIX.len()..];
         let inner = rest[..rest.find("-->")?].trim();
         let parts: Vec<&str> = inner.split('/').collect();
@@ -131,7 +131,7 @@ impl AlertKey {
     }
 
     /// `profile/suite/scope/metric/run` for people.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!(
             "{}/{}/{}/{}/{}",
             self.profile, self.suite, self.scope, self.metric, self.run_id
@@ -141,7 +141,7 @@ impl AlertKey {
 
 /// One change to report: a change point and, for a matrix change, the cells that moved with it.
 #[derive(Debug, Clone)]
-pub struct Alert<'a> {
+pub(crate) struct Alert<'a> {
     pub key: AlertKey,
     pub group: &'a GroupChanges,
     pub change: &'a ChangePoint,
@@ -155,7 +155,7 @@ fn position(group: &GroupChanges, run_id: &str) -> Option<usize> {
 
 /// The alerts of `groups`: every matrix change point (with its cells), and every cell change
 /// point no matrix change point covers. Accepted ones are kept (their issue is closed).
-pub fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
+pub(crate) fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
     let mut alerts = Vec::new();
     for g in groups {
         let cps = &g.history.change_points;
@@ -207,7 +207,7 @@ pub fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
 }
 
 /// The issue title: numbers, labels of our own and the marker-safe group names only.
-pub fn title(a: &Alert<'_>) -> String {
+pub(crate) fn title(a: &Alert<'_>) -> String {
     let creep = if a.change.kind == ChangeKind::Creep {
         " creep"
     } else {
@@ -239,7 +239,7 @@ fn is_sha(s: &str) -> bool {
 
 /// Where the alert stands, for its body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlertState {
+pub(crate) enum AlertState {
     Open,
     Accepted,
 }
@@ -247,19 +247,51 @@ pub enum AlertState {
 /// The issue body: marker, the change with its interval, the runs and commits around it, the
 /// cells, and how to accept it. `compare_base` (`{server}/{owner}/{repo}`) links the commit
 /// range when both ends are commit SHAs.
-pub fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> String {
-    let c = a.change;
-    let g = a.group;
+pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> String {
     let mut out = format!("{}\n", a.key.marker());
-    if let Some(u) = &c.until_run_id {
+    if let Some(u) = &a.change.until_run_id {
         out.push_str(&format!("{UNTIL_PREFIX}{} -->\n", marker_part(u)));
     }
     out.push('\n');
     out.push_str(&format!(
         "**infergate found a change point** in the nightly history of profile {} / suite {}.\n\n",
-        md(&g.profile_key),
-        md(&g.suite)
+        md(&a.group.profile_key),
+        md(&a.group.suite)
     ));
+    push_facts(&mut out, a, compare_base);
+    push_cells(&mut out, a);
+    match state {
+        AlertState::Open => push_next_steps(&mut out, a),
+        AlertState::Accepted => out.push_str(
+            "\n**Closed by infergate:** the change was accepted (`baseline accept`); comparisons now use the runs since it.\n",
+        ),
+    }
+    out
+}
+
+/// `before..after`, linked to GitHub's compare view when both are commit SHAs.
+fn commit_range(before: Option<&str>, after: Option<&str>, compare_base: Option<&str>) -> String {
+    match (before, after) {
+        (Some(b), Some(a)) => match compare_base {
+            Some(base) if is_sha(b) && is_sha(a) => {
+                format!("[{}..{}]({base}/compare/{b}...{a})", &b[..7], &a[..7])
+            }
+            _ => format!("{}..{}", md(b), md(a)),
+        },
+        _ => "unknown (the runs carry no `sha` label)".into(),
+    }
+}
+
+/// Whether `v` can be pasted into a shell command as it is.
+fn command_safe(v: &str) -> bool {
+    v.chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || "._-:+".contains(ch))
+}
+
+/// The table of the change: series, size, kind, the runs and commits around it and how sure
+/// the history is of where.
+fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
+    let (c, g) = (a.change, a.group);
     let before = commit_of(g, &c.previous_run_id).or_else(|| c.commits.before.clone());
     let after = commit_of(g, &c.run_id).or_else(|| c.commits.after.clone());
     let run_cell = |run: &str, commit: &Option<String>| match commit {
@@ -288,58 +320,42 @@ pub fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> Str
         out.push_str(&format!("| still moving at | {} |\n", md(u)));
     }
     out.push_str(&format!(
-        "| last run before | {} |\n",
-        run_cell(&c.previous_run_id, &before)
-    ));
-    out.push_str(&format!(
-        "| first run after | {} |\n",
+        "| last run before | {} |\n| first run after | {} |\n",
+        run_cell(&c.previous_run_id, &before),
         run_cell(&c.run_id, &after)
     ));
-    let range = match (&before, &after) {
-        (Some(b), Some(a)) => match compare_base {
-            Some(base) if is_sha(b) && is_sha(a) => {
-                format!("[{}..{}]({base}/compare/{b}...{a})", &b[..7], &a[..7])
-            }
-            _ => format!("{}..{}", md(b), md(a)),
-        },
-        _ => "unknown (the runs carry no `sha` label)".into(),
-    };
+    let range = commit_range(before.as_deref(), after.as_deref(), compare_base);
     out.push_str(&format!("| commits around the estimate | {range} |\n"));
     // How sure the history is of where: the runs the change may be at, and the commits to
     // bisect (not the one pair around the estimate, which the data may not place).
-    let suspects = c.location_interval.as_ref().map(|l| {
+    if let Some(l) = &c.location_interval {
         let span = if l.first_run_id == l.last_run_id {
             md(&l.first_run_id)
         } else {
-            format!(
-                "{} … {} ({} runs)",
-                md(&l.first_run_id),
-                md(&l.last_run_id),
-                l.runs
-            )
+            let (first, last) = (md(&l.first_run_id), md(&l.last_run_id));
+            format!("{first} … {last} ({} runs)", l.runs)
         };
-        let commits = match (&l.first_commit, &l.last_commit) {
-            (Some(b), Some(a)) => match compare_base {
-                Some(base) if is_sha(b) && is_sha(a) => {
-                    format!("[{}..{}]({base}/compare/{b}...{a})", &b[..7], &a[..7])
-                }
-                _ => format!("{}..{}", md(b), md(a)),
-            },
-            _ => "unknown (the runs carry no `sha` label)".into(),
-        };
+        let commits = commit_range(
+            l.first_commit.as_deref(),
+            l.last_commit.as_deref(),
+            compare_base,
+        );
+        let level = l.confidence * 100.0;
         out.push_str(&format!(
-            "| first run after, {:.0}% interval | {span} |\n| commits to bisect ({:.0}%) | {commits} |\n",
-            l.confidence * 100.0,
-            l.confidence * 100.0
+            "| first run after, {level:.0}% interval | {span} |\n| commits to bisect ({level:.0}%) | {commits} |\n",
         ));
-        (l.first_commit.clone(), l.last_commit.clone())
-    });
+    }
     if let Some(latest) = g.history.runs.last() {
         out.push_str(&format!(
             "| latest run analysed | {} |\n",
             md(&latest.run_id)
         ));
     }
+}
+
+/// The cells that moved (a cell alert names its own), or that none moved on its own.
+fn push_cells(out: &mut String, a: &Alert<'_>) {
+    let c = a.change;
     let cells: Vec<&ChangePoint> = if c.scope == Scope::Matrix {
         a.cells.clone()
     } else {
@@ -358,48 +374,39 @@ pub fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>) -> Str
     } else if c.scope == Scope::Matrix {
         out.push_str("\nNo single cell moved enough to be a change point of its own: the whole matrix moved a little.\n");
     }
-    match state {
-        AlertState::Open => {
-            out.push_str(
-                "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it; this issue is then closed:\n\n",
-            );
-            let cmd_safe = [&g.profile_key, &g.suite, &c.run_id].iter().all(|s| {
-                s.chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || "._-:+".contains(ch))
-            });
-            if cmd_safe {
-                out.push_str(&format!(
-                    "```\ninfergate baseline accept --since {} --profile {} --suite {}\n```\n",
-                    c.run_id, g.profile_key, g.suite
-                ));
-            } else {
-                out.push_str("`infergate baseline accept --since RUN --profile KEY --suite SUITE` with the run, profile and suite above.\n");
-            }
-            let safe = |v: &str| {
-                v.chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || "._-:+".contains(ch))
-            };
-            match suspects {
-                Some((Some(good), Some(bad))) if safe(&good) && safe(&bad) => {
-                    out.push_str(&format!(
-                        "\nOtherwise, bisect the interval's commits to find the culprit:\n\n```\ninfergate bisect --good {good} --bad {bad}\n```\n"
-                    ));
-                }
-                _ => out.push_str("\nOtherwise, `infergate bisect --good <commit before the interval> --bad <commit at its end>` finds the culprit.\n"),
-            }
-        }
-        AlertState::Accepted => {
-            out.push_str(
-                "\n**Closed by infergate:** the change was accepted (`baseline accept`); comparisons now use the runs since it.\n",
-            );
-        }
+}
+
+/// How to accept an open alert's change, or bisect it.
+fn push_next_steps(out: &mut String, a: &Alert<'_>) {
+    let (c, g) = (a.change, a.group);
+    out.push_str(
+        "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it; this issue is then closed:\n\n",
+    );
+    if [&g.profile_key, &g.suite, &c.run_id]
+        .iter()
+        .all(|s| command_safe(s))
+    {
+        out.push_str(&format!(
+            "```\ninfergate baseline accept --since {} --profile {} --suite {}\n```\n",
+            c.run_id, g.profile_key, g.suite
+        ));
+    } else {
+        out.push_str("`infergate baseline accept --since RUN --profile KEY --suite SUITE` with the run, profile and suite above.\n");
     }
-    out
+    let suspects = c.location_interval.as_ref();
+    match suspects.map(|l| (l.first_commit.as_deref(), l.last_commit.as_deref())) {
+        Some((Some(good), Some(bad))) if command_safe(good) && command_safe(bad) => {
+            out.push_str(&format!(
+                "\nOtherwise, bisect the interval's commits to find the culprit:\n\n```\ninfergate bisect --good {good} --bad {bad}\n```\n"
+            ));
+        }
+        _ => out.push_str("\nOtherwise, `infergate bisect --good <commit before the interval> --bad <commit at its end>` finds the culprit.\n"),
+    }
 }
 
 /// An issue as the list endpoint returns it (pull requests come too, with `pull_request`).
 #[derive(Debug, Clone, Deserialize)]
-pub struct ExistingIssue {
+pub(crate) struct ExistingIssue {
     pub number: u64,
     #[serde(default)]
     pub state: String,
@@ -430,7 +437,7 @@ pub enum CloseReason {
 
 /// What to do with one alert or one of our issues.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Open an issue for alert `alert` (an index into the plan).
     Create { alert: usize },
     /// Rewrite issue `number` for alert `alert` (the same change, perhaps relocated).
@@ -446,7 +453,7 @@ pub enum Action {
 /// Decides, from the plan and the issues this identity wrote (with their keys), what to create,
 /// update and close. Issues of groups not in `analysed` are left alone; a closed issue with the
 /// key of a current alert means "already reported" and is left alone too.
-pub fn reconcile(
+pub(crate) fn reconcile(
     alerts: &[Alert<'_>],
     ours: &[(ExistingIssue, AlertKey)],
     analysed: &BTreeSet<(String, String)>,
@@ -532,54 +539,39 @@ pub fn reconcile(
     actions
 }
 
-/// What publishing the alerts did, one entry per issue touched.
+/// What publishing the alerts did to one issue.
 #[derive(Debug, Clone, PartialEq)]
-pub enum AlertDone {
-    Created {
-        number: u64,
-        key: AlertKey,
-    },
-    Updated {
-        number: u64,
-        key: AlertKey,
-    },
+pub struct AlertDone {
+    pub number: u64,
+    pub key: AlertKey,
+    pub what: Done,
+}
+
+/// What was done to an alert's issue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Done {
+    Created,
+    Updated,
     /// The body was already current: nothing sent.
-    Unchanged {
-        number: u64,
-        key: AlertKey,
-    },
-    Closed {
-        number: u64,
-        key: AlertKey,
-        reason: CloseReason,
-    },
+    Unchanged,
+    Closed(CloseReason),
 }
 
 impl AlertDone {
     /// One line for the log.
     pub fn line(&self) -> String {
-        match self {
-            AlertDone::Created { number, key } => {
-                format!("alert: opened issue #{number} for {}", key.label())
-            }
-            AlertDone::Updated { number, key } => {
-                format!("alert: updated issue #{number} for {}", key.label())
-            }
-            AlertDone::Unchanged { number, key } => {
-                format!("alert: issue #{number} for {} is current", key.label())
-            }
-            AlertDone::Closed {
-                number,
-                key,
-                reason,
-            } => format!(
-                "alert: closed issue #{number} for {} ({})",
-                key.label(),
-                match reason {
+        let (number, key) = (self.number, self.key.label());
+        match self.what {
+            Done::Created => format!("alert: opened issue #{number} for {key}"),
+            Done::Updated => format!("alert: updated issue #{number} for {key}"),
+            Done::Unchanged => format!("alert: issue #{number} for {key} is current"),
+            Done::Closed(reason) => {
+                let why = match reason {
                     CloseReason::Accepted => "accepted",
                     CloseReason::NoLongerDetected => "no longer detected",
-                }
-            ),
+                };
+                format!("alert: closed issue #{number} for {key} ({why})")
+            }
         }
     }
 }
@@ -592,40 +584,13 @@ struct ListParams<'a> {
     page: u32,
 }
 
-/// Every issue `login` opened, in every state, pull requests left out (`creator` filters on
-/// GitHub's side; the caller still checks the author).
-pub async fn list_own(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
-    login: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
-) -> Result<Vec<ExistingIssue>, ApiError> {
-    let route = format!("/repos/{owner}/{repo}/issues");
-    let params = ListParams {
-        state: "all",
-        creator: login,
-        per_page: 100,
-        page: 1,
-    };
-    let mut page: Page<ExistingIssue> = with_retry(retry, "list issues", token, || {
-        client.get(&route, Some(&params))
-    })
-    .await?;
-    let mut all = Vec::new();
-    for _ in 0..MAX_PAGES {
-        all.extend(page.items.drain(..).filter(|i| i.pull_request.is_none()));
-        let next = page.next.clone();
-        if next.is_none() {
-            break;
-        }
-        match with_retry(retry, "list issues", token, || client.get_page(&next)).await? {
-            Some(p) => page = p,
-            None => break,
-        }
-    }
-    Ok(all)
+/// Where alerts are filed: the repository, through the client, with the retry policy.
+struct IssueTarget<'a> {
+    client: &'a Octocrab,
+    owner: &'a str,
+    repo: &'a str,
+    retry: &'a RetryPolicy,
+    token: Option<&'a Token>,
 }
 
 #[derive(Serialize)]
@@ -639,25 +604,6 @@ struct Created {
     number: u64,
 }
 
-/// Opens an issue; its number.
-pub async fn create(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
-    title: &str,
-    body: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
-) -> Result<u64, ApiError> {
-    let route = format!("/repos/{owner}/{repo}/issues");
-    let payload = NewIssue { title, body };
-    let made: Created = with_retry(retry, "create alert issue", token, || {
-        client.post(&route, Some(&payload))
-    })
-    .await?;
-    Ok(made.number)
-}
-
 #[derive(Serialize)]
 struct IssueEdit<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -669,34 +615,155 @@ struct IssueEdit<'a> {
     state_reason: Option<&'a str>,
 }
 
-/// Rewrites an issue (and closes it, with `close`).
-#[allow(clippy::too_many_arguments)]
-pub async fn edit(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
-    number: u64,
-    title: Option<&str>,
-    body: &str,
-    close: bool,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
-) -> Result<(), ApiError> {
-    let route = format!("/repos/{owner}/{repo}/issues/{number}");
-    let payload = IssueEdit {
-        title,
-        body,
-        state: close.then_some("closed"),
-        state_reason: close.then_some("completed"),
-    };
-    let what = if close {
-        "close alert issue"
-    } else {
-        "update alert issue"
-    };
-    let _: serde_json::Value =
-        with_retry(retry, what, token, || client.patch(&route, Some(&payload))).await?;
-    Ok(())
+impl IssueTarget<'_> {
+    /// Every issue `login` opened, in every state, pull requests left out (`creator` filters on
+    /// GitHub's side; the caller still checks the author).
+    async fn list_own(&self, login: &str) -> Result<Vec<ExistingIssue>, ApiError> {
+        let (client, retry, token) = (self.client, self.retry, self.token);
+        let route = format!("/repos/{}/{}/issues", self.owner, self.repo);
+        let params = ListParams {
+            state: "all",
+            creator: login,
+            per_page: 100,
+            page: 1,
+        };
+        let mut page: Page<ExistingIssue> = with_retry(retry, "list issues", token, || {
+            client.get(&route, Some(&params))
+        })
+        .await?;
+        let mut all = Vec::new();
+        for _ in 0..MAX_PAGES {
+            all.extend(page.items.drain(..).filter(|i| i.pull_request.is_none()));
+            let next = page.next.clone();
+            if next.is_none() {
+                break;
+            }
+            match with_retry(retry, "list issues", token, || client.get_page(&next)).await? {
+                Some(p) => page = p,
+                None => break,
+            }
+        }
+        Ok(all)
+    }
+
+    /// Opens an issue; its number.
+    async fn create(&self, title: &str, body: &str) -> Result<u64, ApiError> {
+        let route = format!("/repos/{}/{}/issues", self.owner, self.repo);
+        let payload = NewIssue { title, body };
+        let made: Created = with_retry(self.retry, "create alert issue", self.token, || {
+            self.client.post(&route, Some(&payload))
+        })
+        .await?;
+        Ok(made.number)
+    }
+
+    /// Rewrites an issue (and closes it, with `close`).
+    async fn edit(
+        &self,
+        number: u64,
+        title: Option<&str>,
+        body: &str,
+        close: bool,
+    ) -> Result<(), ApiError> {
+        let route = format!("/repos/{}/{}/issues/{number}", self.owner, self.repo);
+        let payload = IssueEdit {
+            title,
+            body,
+            state: close.then_some("closed"),
+            state_reason: close.then_some("completed"),
+        };
+        let what = if close {
+            "close alert issue"
+        } else {
+            "update alert issue"
+        };
+        let _: serde_json::Value = with_retry(self.retry, what, self.token, || {
+            self.client.patch(&route, Some(&payload))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Carries out one action of [`reconcile`]; `None` when it closes an issue of unknown key.
+    async fn apply(
+        &self,
+        action: Action,
+        alerts: &[Alert<'_>],
+        ours: &[(ExistingIssue, AlertKey)],
+        groups: &[GroupChanges],
+        compare_base: &str,
+    ) -> Option<Result<AlertDone, ApiError>> {
+        let open = |i: usize| {
+            let text = body(&alerts[i], AlertState::Open, Some(compare_base));
+            (alerts[i].key.clone(), title(&alerts[i]), text)
+        };
+        Some(match action {
+            Action::Create { alert } => {
+                let (key, head, text) = open(alert);
+                let made = self.create(&head, &text).await;
+                made.map(|number| AlertDone {
+                    number,
+                    key,
+                    what: Done::Created,
+                })
+            }
+            Action::Update { number, alert } => {
+                let (key, head, text) = open(alert);
+                let current = issue(ours, number).is_some_and(|(x, _)| {
+                    x.body.as_deref() == Some(text.as_str()) && x.title == head
+                });
+                if current {
+                    Ok(AlertDone {
+                        number,
+                        key,
+                        what: Done::Unchanged,
+                    })
+                } else {
+                    let sent = self.edit(number, Some(&head), &text, false).await;
+                    sent.map(|()| AlertDone {
+                        number,
+                        key,
+                        what: Done::Updated,
+                    })
+                }
+            }
+            Action::Close {
+                number,
+                alert,
+                reason,
+            } => {
+                let (key, text) = match alert {
+                    Some(i) => (
+                        alerts[i].key.clone(),
+                        body(&alerts[i], AlertState::Accepted, Some(compare_base)),
+                    ),
+                    None => {
+                        let (x, key) = issue(ours, number)?;
+                        let latest = groups
+                            .iter()
+                            .find(|g| group_key(g) == key.group())
+                            .and_then(|g| g.history.runs.last());
+                        let previous = x.body.as_deref().unwrap_or_default();
+                        let run = latest.map(|r| r.run_id.as_str());
+                        (key.clone(), no_longer_detected(previous, run))
+                    }
+                };
+                let sent = self.edit(number, None, &text, true).await;
+                let what = Done::Closed(reason);
+                sent.map(|()| AlertDone { number, key, what })
+            }
+        })
+    }
+}
+
+/// Issue `number` of ours, with its key.
+fn issue(ours: &[(ExistingIssue, AlertKey)], number: u64) -> Option<&(ExistingIssue, AlertKey)> {
+    ours.iter().find(|(i, _)| i.number == number)
+}
+
+/// A group's `(profile, suite)` as its alert markers name it.
+fn group_key(g: &GroupChanges) -> (String, String) {
+    (marker_part(&g.profile_key), marker_part(&g.suite))
 }
 
 /// The note appended to an issue whose change the history no longer shows.
@@ -721,6 +788,59 @@ impl GithubReporter {
         };
         self.pending = PublishOutcome::default();
         let mut done = Vec::new();
+        let (client, owner, repo, login) = match self.alert_access().await {
+            Ok(Some(access)) => access,
+            Ok(None) => return (done, out),
+            Err(why) => {
+                out.errors.push(format!("no alerts filed: {why}"));
+                return (done, out);
+            }
+        };
+        let target = IssueTarget {
+            client: &client,
+            owner: &owner,
+            repo: &repo,
+            retry: &self.retry,
+            token: self.token(),
+        };
+        let ours: Vec<(ExistingIssue, AlertKey)> = match target.list_own(&login).await {
+            Ok(listed) => listed
+                .into_iter()
+                .filter(|i| {
+                    i.user
+                        .as_ref()
+                        .is_some_and(|u| u.login.eq_ignore_ascii_case(&login))
+                })
+                .filter_map(|i| {
+                    let key = AlertKey::parse(i.body.as_deref()?)?;
+                    Some((i, key))
+                })
+                .collect(),
+            Err(e) => {
+                out.errors.push(format!("no alerts filed: {e}"));
+                return (done, out);
+            }
+        };
+        let alerts = plan(groups);
+        let analysed: BTreeSet<(String, String)> = groups.iter().map(group_key).collect();
+        let server = self.ctx.server_url.trim_end_matches('/');
+        let compare_base = format!("{server}/{owner}/{repo}");
+        for action in reconcile(&alerts, &ours, &analysed) {
+            match target
+                .apply(action, &alerts, &ours, groups, &compare_base)
+                .await
+            {
+                Some(Ok(d)) => done.push(d),
+                Some(Err(e)) => out.errors.push(e.to_string()),
+                None => {}
+            }
+        }
+        (done, out)
+    }
+
+    /// The client, repository and the token's own login to file alerts with (`None`: no API);
+    /// `Err`: why none can be filed.
+    async fn alert_access(&mut self) -> Result<Option<(Octocrab, String, String, String)>, String> {
         let mut missing = Vec::new();
         if self.ctx.token.is_none() {
             missing.push("a token (GITHUB_TOKEN or INFERGATE_GITHUB_TOKEN)");
@@ -729,180 +849,21 @@ impl GithubReporter {
             missing.push("GITHUB_REPOSITORY (owner/name)");
         }
         if !missing.is_empty() {
-            out.errors
-                .push(format!("no alerts filed: missing {}", missing.join(", ")));
-            return (done, out);
+            return Err(format!("missing {}", missing.join(", ")));
         }
         if self.client.is_none() {
-            match super::build_client(&self.ctx, &self.ctx.api_url) {
-                Ok(c) => {
-                    self.client = Some(c);
-                    self.graphql = super::graphql_client(&self.ctx);
-                }
-                Err(e) => {
-                    out.errors.push(format!("no alerts filed: {e}"));
-                    return (done, out);
-                }
-            }
+            self.client = Some(super::build_client(&self.ctx, &self.ctx.api_url)?);
+            self.graphql = super::graphql_client(&self.ctx);
         }
-        let (Some(client), Some((owner, repo))) = (
-            self.client.clone(),
-            self.ctx
-                .owner_repo()
-                .map(|(o, r)| (o.to_string(), r.to_string())),
-        ) else {
-            return (done, out);
+        let Some((client, owner, repo)) = self.api() else {
+            return Ok(None);
         };
-        let login = match self.own_login().await {
-            Ok(l) => l,
-            Err(why) => {
-                // Without knowing our own issues, filing could duplicate them: file nothing.
-                out.errors.push(format!(
-                    "no alerts filed: could not tell which issues this token wrote ({why})"
-                ));
-                return (done, out);
-            }
-        };
-        let listed = match list_own(&client, &owner, &repo, &login, &self.retry, self.token()).await
-        {
-            Ok(l) => l,
-            Err(e) => {
-                out.errors.push(format!("no alerts filed: {e}"));
-                return (done, out);
-            }
-        };
-        let ours: Vec<(ExistingIssue, AlertKey)> = listed
-            .into_iter()
-            .filter(|i| {
-                i.user
-                    .as_ref()
-                    .is_some_and(|u| u.login.eq_ignore_ascii_case(&login))
-            })
-            .filter_map(|i| {
-                let key = AlertKey::parse(i.body.as_deref()?)?;
-                Some((i, key))
-            })
-            .collect();
-        let alerts = plan(groups);
-        let analysed: BTreeSet<(String, String)> = groups
-            .iter()
-            .map(|g| (marker_part(&g.profile_key), marker_part(&g.suite)))
-            .collect();
-        let compare_base = format!(
-            "{}/{owner}/{repo}",
-            self.ctx.server_url.trim_end_matches('/')
-        );
-        let by_number: BTreeMap<u64, &ExistingIssue> =
-            ours.iter().map(|(i, _)| (i.number, i)).collect();
-        for action in reconcile(&alerts, &ours, &analysed) {
-            let result = match action {
-                Action::Create { alert } => {
-                    let a = &alerts[alert];
-                    let text = body(a, AlertState::Open, Some(&compare_base));
-                    create(
-                        &client,
-                        &owner,
-                        &repo,
-                        &title(a),
-                        &text,
-                        &self.retry,
-                        self.token(),
-                    )
-                    .await
-                    .map(|number| AlertDone::Created {
-                        number,
-                        key: a.key.clone(),
-                    })
-                }
-                Action::Update { number, alert } => {
-                    let a = &alerts[alert];
-                    let text = body(a, AlertState::Open, Some(&compare_base));
-                    let head = title(a);
-                    let current = by_number.get(&number).is_some_and(|x| {
-                        x.body.as_deref() == Some(text.as_str()) && x.title == head
-                    });
-                    if current {
-                        Ok(AlertDone::Unchanged {
-                            number,
-                            key: a.key.clone(),
-                        })
-                    } else {
-                        edit(
-                            &client,
-                            &owner,
-                            &repo,
-                            number,
-                            Some(&head),
-                            &text,
-                            false,
-                            &self.retry,
-                            self.token(),
-                        )
-                        .await
-                        .map(|()| AlertDone::Updated {
-                            number,
-                            key: a.key.clone(),
-                        })
-                    }
-                }
-                Action::Close {
-                    number,
-                    alert,
-                    reason,
-                } => {
-                    let (key, text) = match alert {
-                        Some(i) => (
-                            alerts[i].key.clone(),
-                            body(&alerts[i], AlertState::Accepted, Some(&compare_base)),
-                        ),
-                        None => {
-                            let key = ours
-                                .iter()
-                                .find(|(i, _)| i.number == number)
-                                .map(|(_, k)| k.clone());
-                            let previous = by_number
-                                .get(&number)
-                                .and_then(|x| x.body.clone())
-                                .unwrap_or_default();
-                            let latest = key.as_ref().and_then(|k| {
-                                groups
-                                    .iter()
-                                    .find(|g| {
-                                        (marker_part(&g.profile_key), marker_part(&g.suite))
-                                            == k.group()
-                                    })
-                                    .and_then(|g| g.history.runs.last())
-                                    .map(|r| r.run_id.clone())
-                            });
-                            let Some(key) = key else { continue };
-                            (key, no_longer_detected(&previous, latest.as_deref()))
-                        }
-                    };
-                    edit(
-                        &client,
-                        &owner,
-                        &repo,
-                        number,
-                        None,
-                        &text,
-                        true,
-                        &self.retry,
-                        self.token(),
-                    )
-                    .await
-                    .map(|()| AlertDone::Closed {
-                        number,
-                        key,
-                        reason,
-                    })
-                }
-            };
-            match result {
-                Ok(d) => done.push(d),
-                Err(e) => out.errors.push(e.to_string()),
-            }
-        }
-        (done, out)
+        // Without knowing our own issues, filing could duplicate them: file nothing.
+        let login = self
+            .own_login()
+            .await
+            .map_err(|why| format!("could not tell which issues this token wrote ({why})"))?;
+        Ok(Some((client, owner, repo, login)))
     }
 }
 

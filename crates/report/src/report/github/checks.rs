@@ -41,7 +41,7 @@ pub struct CheckOutput {
 }
 
 /// Body of a create or update request.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct CheckRunRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -257,6 +257,12 @@ impl GithubReporter {
         self.ctx.token.as_ref()
     }
 
+    /// The client and the repository, owned (the calls that follow borrow `self` mutably).
+    fn api(&self) -> Option<(Octocrab, String, String)> {
+        let (owner, repo) = self.ctx.owner_repo()?;
+        Some((self.client.clone()?, owner.to_string(), repo.to_string()))
+    }
+
     /// Creates the check run `in_progress` at run start, so the PR shows the gate is running.
     pub async fn start_check(&mut self, name: &str) -> Outcome {
         let mut out = self.take_pending();
@@ -276,10 +282,8 @@ impl GithubReporter {
             status: Some("in_progress".into()),
             details_url: self.ctx.run_url.clone(),
             started_at: Some(now_rfc3339()),
-            conclusion: None,
-            completed_at: None,
-            output: None,
             external_id: self.ctx.check_owner.as_ref().map(|o| o.external_id()),
+            ..Default::default()
         };
         match checks::create(client, owner, repo, &body, &self.retry, self.token()).await {
             Ok(id) => {
@@ -300,12 +304,7 @@ impl GithubReporter {
         reason: &str,
     ) -> PublishOutcome {
         let mut out = self.take_pending();
-        let (Some(client), Some((owner, repo))) = (
-            self.client.clone(),
-            self.ctx
-                .owner_repo()
-                .map(|(o, r)| (o.to_string(), r.to_string())),
-        ) else {
+        let Some((client, owner, repo)) = self.api() else {
             return out;
         };
         let open: Vec<String> = self.open_checks.iter().cloned().collect();
@@ -314,9 +313,11 @@ impl GithubReporter {
                 continue;
             };
             let body = completed_for(conclusion, reason);
-            match checks::update(&client, &owner, &repo, id, &body, &self.retry, self.token()).await
+            match self
+                .send_check(&client, &owner, &repo, Some(id), &body)
+                .await
             {
-                Ok(()) => {
+                Ok(_) => {
                     self.open_checks.remove(&name);
                 }
                 Err(e) => self.check_failed(e, &mut out),
@@ -336,13 +337,8 @@ impl GithubReporter {
     ) -> (Vec<String>, PublishOutcome) {
         let mut out = self.take_pending();
         let mut closed = Vec::new();
-        let (Some(client), Some((owner, repo)), Some(sha)) = (
-            self.client.clone(),
-            self.ctx
-                .owner_repo()
-                .map(|(o, r)| (o.to_string(), r.to_string())),
-            self.ctx.head_sha.clone(),
-        ) else {
+        let (Some((client, owner, repo)), Some(sha)) = (self.api(), self.ctx.head_sha.clone())
+        else {
             return (closed, out);
         };
         let Some(me) = self.ctx.check_owner.clone() else {
@@ -351,10 +347,9 @@ impl GithubReporter {
             );
             return (closed, out);
         };
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let listed =
-            match checks::list_in_progress(&client, &owner, &repo, &sha, &self.retry, self.token())
-                .await
-            {
+            match checks::list_in_progress(&client, &owner, &repo, &sha, retry, token).await {
                 Ok(l) => l,
                 Err(e) => {
                     self.check_failed(e, &mut out);
@@ -369,18 +364,11 @@ impl GithubReporter {
                 continue;
             }
             let body = completed_for(Conclusion::Cancelled, reason);
-            match checks::update(
-                &client,
-                &owner,
-                &repo,
-                run.id,
-                &body,
-                &self.retry,
-                self.token(),
-            )
-            .await
+            match self
+                .send_check(&client, &owner, &repo, Some(run.id), &body)
+                .await
             {
-                Ok(()) => closed.push(run.name),
+                Ok(_) => closed.push(run.name),
                 Err(e) => self.check_failed(e, &mut out),
             }
         }
@@ -388,29 +376,13 @@ impl GithubReporter {
     }
 
     fn check_failed(&mut self, e: ApiError, out: &mut PublishOutcome) {
-        if e.is_permission_denied() {
-            if !self.checks_denied {
-                out.notices.push(
-                    "no check run: the token may not write checks (GitHub: \"Resource not accessible by integration\"); grant `permissions: checks: write` to the job, or for pull requests from forks (read-only token) post with `infergate report` from a `workflow_run` workflow. The job summary, step outputs and exit code still carry the verdict".to_string(),
-                );
-            }
-            self.checks_denied = true;
-        } else {
-            out.errors.push(e.to_string());
-        }
+        let notice = "no check run: the token may not write checks (GitHub: \"Resource not accessible by integration\"); grant `permissions: checks: write` to the job, or for pull requests from forks (read-only token) post with `infergate report` from a `workflow_run` workflow. The job summary, step outputs and exit code still carry the verdict";
+        failed(e, &mut self.checks_denied, notice, out);
     }
 
     fn comment_failed(&mut self, e: ApiError, out: &mut PublishOutcome) {
-        if e.is_permission_denied() {
-            if !self.comments_denied {
-                out.notices.push(
-                    "no PR comment: the token may not write pull request comments (GitHub: \"Resource not accessible by integration\"); grant `permissions: pull-requests: write` to the job. The job summary, step outputs and exit code still carry the verdict".to_string(),
-                );
-            }
-            self.comments_denied = true;
-        } else {
-            out.errors.push(e.to_string());
-        }
+        let notice = "no PR comment: the token may not write pull request comments (GitHub: \"Resource not accessible by integration\"); grant `permissions: pull-requests: write` to the job. The job summary, step outputs and exit code still carry the verdict";
+        failed(e, &mut self.comments_denied, notice, out);
     }
 
     /// Completes the check run (creating it when it was never started), annotates regressed
@@ -482,75 +454,43 @@ impl GithubReporter {
                 }
             }
         });
-        if let Some(path) = &self.ctx.output_file {
-            let outputs = [
-                ("verdict", outcome.verdict_word().to_string()),
-                ("regressions", outcome.regressions().to_string()),
-                ("conclusion", outcome.conclusion().as_str().to_string()),
-                (
-                    "baseline-runs-needed",
-                    match outcome.verdict.and_then(|v| v.sensitivity.as_ref()) {
-                        None => String::new(),
-                        Some(s) => match s.runs_needed {
-                            Some(n) => n.to_string(),
-                            None if s.noise_unseen() => "unknown".to_string(),
-                            None => "unreachable".to_string(),
-                        },
-                    },
-                ),
-                (
-                    "results-path",
-                    self.results_path
-                        .as_deref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default(),
-                ),
-                (
-                    "summary-path",
-                    summary_path
-                        .as_deref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default(),
-                ),
-            ];
-            if let Err(e) = actions::write_outputs(path, &outputs) {
-                out.errors.push(format!(
-                    "could not write step outputs to {}: {e}",
-                    path.display()
-                ));
-            }
+        if let Some(path) = &self.ctx.output_file
+            && let Err(e) = actions::write_outputs(path, &self.step_outputs(outcome, summary_path))
+        {
+            out.errors.push(format!(
+                "could not write step outputs to {}: {e}",
+                path.display()
+            ));
         }
         if self.ctx.in_actions {
-            if let Some(reason) = outcome.failure {
-                infergate_io::stdio::write_workflow_command(
-                    &actions::command("error", &[("title", &format!("{name} failed"))], reason),
-                    false,
-                );
-            }
-            // What fail-on made of the verdict (an insufficient that fails, a regression
-            // reported only), where the job page shows it.
-            let ending = outcome.ending();
-            if let Some(note) = input
-                .verdict
-                .and_then(|v| infergate_schema::answer::policy_note(v.gate, &ending))
-            {
-                let kind = if ending.exit == infergate_schema::exit::GateExit::Pass {
-                    "notice"
-                } else {
-                    "error"
-                };
-                infergate_io::stdio::write_workflow_command(
-                    &actions::command(kind, &[("title", name)], &note),
-                    false,
-                );
-            }
-            if let Some(v) = input.verdict {
-                for line in actions::workflow_commands(v) {
-                    infergate_io::stdio::write_workflow_command(&line, false);
-                }
-            }
+            print_workflow_commands(name, input, outcome);
         }
         out
+    }
+
+    /// The step outputs: the verdict, the counts and where the results and summary are.
+    fn step_outputs(
+        &self,
+        outcome: &render::Outcome<'_>,
+        summary_path: Option<PathBuf>,
+    ) -> [(&'static str, String); 6] {
+        let shown = |p: Option<&Path>| p.map(|p| p.display().to_string()).unwrap_or_default();
+        let runs_needed = match outcome.verdict.and_then(|v| v.sensitivity.as_ref()) {
+            None => String::new(),
+            Some(s) => match s.runs_needed {
+                Some(n) => n.to_string(),
+                None if s.noise_unseen() => "unknown".to_string(),
+                None => "unreachable".to_string(),
+            },
+        };
+        [
+            ("verdict", outcome.verdict_word().to_string()),
+            ("regressions", outcome.regressions().to_string()),
+            ("conclusion", outcome.conclusion().as_str().to_string()),
+            ("baseline-runs-needed", runs_needed),
+            ("results-path", shown(self.results_path.as_deref())),
+            ("summary-path", shown(summary_path.as_deref())),
+        ]
     }
 
     async fn publish_check(
@@ -564,31 +504,11 @@ impl GithubReporter {
         if self.checks_denied {
             return;
         }
-        let (Some(client), Some((owner, repo)), Some(sha)) = (
-            self.client.clone(),
-            self.ctx
-                .owner_repo()
-                .map(|(o, r)| (o.to_string(), r.to_string())),
-            self.ctx.head_sha.clone(),
-        ) else {
+        let (Some((client, owner, repo)), Some(sha)) = (self.api(), self.ctx.head_sha.clone())
+        else {
             return;
         };
-        let annotations = match (input.verdict, input.config_path) {
-            (Some(v), Some(path)) => checks::annotations(
-                v,
-                &checks::repo_relative(path, self.ctx.workspace.as_deref()),
-                input.matrix_line.unwrap_or(1),
-            ),
-            (Some(v), None) if v.regressions().next().is_some() => {
-                out.notices.push(
-                    "no check annotations: the config file of the suite is unknown (pass --config)"
-                        .to_string(),
-                );
-                Vec::new()
-            }
-            _ => Vec::new(),
-        };
-        let conclusion = outcome.conclusion();
+        let annotations = self.check_annotations(input, out);
         let base_output = CheckOutput {
             title: outcome.title(),
             summary: render::check_summary(outcome, links),
@@ -600,51 +520,24 @@ impl GithubReporter {
             annotations: batches.next().map(|b| b.to_vec()).unwrap_or_default(),
             ..base_output.clone()
         };
-        let completing = CheckRunRequest {
+        let existing = self.check_ids.get(name).copied();
+        let request = CheckRunRequest {
             name: Some(name.to_string()),
-            head_sha: None,
+            // A check never started is created here, on the commit, as started with the run.
+            head_sha: existing.is_none().then_some(sha),
             status: Some("completed".into()),
             details_url: self.ctx.run_url.clone(),
-            started_at: None,
-            conclusion: Some(conclusion.as_str().into()),
+            started_at: existing
+                .is_none()
+                .then(|| input.results.started_at.to_rfc3339()),
+            conclusion: Some(outcome.conclusion().as_str().into()),
             completed_at: Some(now_rfc3339()),
             output: Some(first),
             external_id: self.ctx.check_owner.as_ref().map(|o| o.external_id()),
         };
-        let existing = self.check_ids.get(name).copied();
-        let request = match existing {
-            Some(_) => completing,
-            None => CheckRunRequest {
-                head_sha: Some(sha),
-                started_at: Some(input.results.started_at.to_rfc3339()),
-                ..completing
-            },
-        };
-        let mut sent = self
-            .send_check(&client, &owner, &repo, existing, &request)
+        let (sent, annotations_refused) = self
+            .send_check_or_bare(&client, &owner, &repo, existing, request, out)
             .await;
-        let mut annotations_refused = false;
-        if let Err(e) = &sent
-            && e.status() == Some(422)
-            && request
-                .output
-                .as_ref()
-                .is_some_and(|o| !o.annotations.is_empty())
-        {
-            // GitHub validates annotations (path, lines, levels) and refuses the whole request
-            // for one bad one: the verdict matters more than the pointers into the config.
-            out.notices.push(format!(
-                "GitHub refused the check's annotations ({e}); the check is posted without them"
-            ));
-            annotations_refused = true;
-            let mut bare = request.clone();
-            if let Some(o) = bare.output.as_mut() {
-                o.annotations.clear();
-            }
-            sent = self
-                .send_check(&client, &owner, &repo, existing, &bare)
-                .await;
-        }
         let id = match sent {
             Ok(id) => {
                 self.check_ids.insert(name.to_string(), id);
@@ -658,26 +551,81 @@ impl GithubReporter {
         }
         for batch in batches {
             let more = CheckRunRequest {
-                name: None,
-                head_sha: None,
-                status: None,
-                details_url: None,
-                started_at: None,
-                conclusion: None,
-                completed_at: None,
                 output: Some(CheckOutput {
                     annotations: batch.to_vec(),
                     ..base_output.clone()
                 }),
-                external_id: None,
+                ..Default::default()
             };
-            if let Err(e) =
-                checks::update(&client, &owner, &repo, id, &more, &self.retry, self.token()).await
+            if let Err(e) = self
+                .send_check(&client, &owner, &repo, Some(id), &more)
+                .await
             {
                 out.errors
                     .push(format!("{e} (some annotations are missing)"));
                 return;
             }
+        }
+    }
+
+    /// The check's annotations on the config's lines of the regressed cells (none without the
+    /// config's path, said when there are regressions to point at).
+    fn check_annotations(
+        &self,
+        input: &PublishInput<'_>,
+        out: &mut PublishOutcome,
+    ) -> Vec<checks::Annotation> {
+        match (input.verdict, input.config_path) {
+            (Some(v), Some(path)) => checks::annotations(
+                v,
+                &checks::repo_relative(path, self.ctx.workspace.as_deref()),
+                input.matrix_line.unwrap_or(1),
+            ),
+            (Some(v), None) if v.regressions().next().is_some() => {
+                out.notices.push(
+                    "no check annotations: the config file of the suite is unknown (pass --config)"
+                        .to_string(),
+                );
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Sends the check; when GitHub refuses it for its annotations (422), sends it again
+    /// without them. The check id, and whether the annotations were dropped.
+    async fn send_check_or_bare(
+        &self,
+        client: &Octocrab,
+        owner: &str,
+        repo: &str,
+        existing: Option<u64>,
+        mut request: CheckRunRequest,
+        out: &mut PublishOutcome,
+    ) -> (Result<u64, ApiError>, bool) {
+        let sent = self
+            .send_check(client, owner, repo, existing, &request)
+            .await;
+        let annotated = request
+            .output
+            .as_ref()
+            .is_some_and(|o| !o.annotations.is_empty());
+        match sent {
+            // GitHub validates annotations (path, lines, levels) and refuses the whole request
+            // for one bad one: the verdict matters more than the pointers into the config.
+            Err(e) if e.status() == Some(422) && annotated => {
+                out.notices.push(format!(
+                    "GitHub refused the check's annotations ({e}); the check is posted without them"
+                ));
+                if let Some(o) = request.output.as_mut() {
+                    o.annotations.clear();
+                }
+                let bare = self
+                    .send_check(client, owner, repo, existing, &request)
+                    .await;
+                (bare, true)
+            }
+            sent => (sent, false),
         }
     }
 
@@ -710,15 +658,11 @@ impl GithubReporter {
     }
 
     async fn lookup_pr(&mut self, out: &mut PublishOutcome) -> Option<u64> {
-        let (Some(client), Some((owner, repo)), Some(sha)) = (
-            self.client.clone(),
-            self.ctx
-                .owner_repo()
-                .map(|(o, r)| (o.to_string(), r.to_string())),
-            self.ctx.head_sha.clone(),
-        ) else {
+        let (Some((client, owner, repo)), Some(sha)) = (self.api(), self.ctx.head_sha.clone())
+        else {
             return None;
         };
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let found = match (
             self.ctx.pr_number,
             self.ctx.pr_verified,
@@ -726,21 +670,10 @@ impl GithubReporter {
         ) {
             (Some(n), true, _) => return Some(n),
             (Some(n), false, _) => {
-                pulls::check_number(&client, &owner, &repo, n, &sha, &self.retry, self.token())
-                    .await
+                pulls::check_number(&client, &owner, &repo, n, &sha, retry, token).await
             }
             (None, _, Some(lookup)) => {
-                let lookup = lookup.clone();
-                pulls::find_by_head(
-                    &client,
-                    &owner,
-                    &repo,
-                    &lookup,
-                    &sha,
-                    &self.retry,
-                    self.token(),
-                )
-                .await
+                pulls::find_by_head(&client, &owner, &repo, lookup, &sha, retry, token).await
             }
             (None, _, None) => return None,
         };
@@ -785,32 +718,19 @@ impl GithubReporter {
         if self.comments_denied {
             return;
         }
-        let (Some(client), Some((owner, repo))) = (
-            self.client.clone(),
-            self.ctx
-                .owner_repo()
-                .map(|(o, r)| (o.to_string(), r.to_string())),
-        ) else {
+        let Some((client, owner, repo)) = self.api() else {
             return;
         };
         let Some(pr) = self.resolve_pr(out).await else {
             return;
         };
         let marker = render::comment_marker(name);
-        let marked = match comment::find_marked(
-            &client,
-            &owner,
-            &repo,
-            pr,
-            &marker,
-            &self.retry,
-            self.token(),
-        )
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => return self.comment_failed(e, out),
-        };
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
+        let marked =
+            match comment::find_marked(&client, &owner, &repo, pr, &marker, retry, token).await {
+                Ok(c) => c,
+                Err(e) => return self.comment_failed(e, out),
+            };
         // Only a comment this token wrote is ours to edit; the marker alone proves nothing
         // (anyone can paste it).
         let existing = if marked.is_empty() {
@@ -832,24 +752,12 @@ impl GithubReporter {
             .map(render::previous_regressions)
             .unwrap_or(0);
         let body = render::comment_body(name, outcome, links, previously);
+        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let result = match existing {
-            Some(c) => {
-                comment::update(
-                    &client,
-                    &owner,
-                    &repo,
-                    c.id,
-                    &body,
-                    &self.retry,
-                    self.token(),
-                )
-                .await
-            }
+            Some(c) => comment::update(&client, &owner, &repo, c.id, &body, retry, token).await,
             // A clean pass on a PR that never had a comment needs none: no noise.
             None if outcome.conclusion() == Conclusion::Success => Ok(()),
-            None => {
-                comment::create(&client, &owner, &repo, pr, &body, &self.retry, self.token()).await
-            }
+            None => comment::create(&client, &owner, &repo, pr, &body, retry, token).await,
         };
         if let Err(e) = result {
             self.comment_failed(e, out);
@@ -857,15 +765,55 @@ impl GithubReporter {
     }
 }
 
+/// The failure, what fail-on made of the verdict (an insufficient that fails, a regression
+/// reported only) and the verdict's own lines, as workflow commands where the job page shows them.
+fn print_workflow_commands(name: &str, input: &PublishInput<'_>, outcome: &render::Outcome<'_>) {
+    let print = |line: &str| infergate_io::stdio::write_workflow_command(line, false);
+    if let Some(reason) = outcome.failure {
+        print(&actions::command(
+            "error",
+            &[("title", &format!("{name} failed"))],
+            reason,
+        ));
+    }
+    let ending = outcome.ending();
+    if let Some(note) = input
+        .verdict
+        .and_then(|v| infergate_schema::answer::policy_note(v.gate, &ending))
+    {
+        let kind = if ending.exit == infergate_schema::exit::GateExit::Pass {
+            "notice"
+        } else {
+            "error"
+        };
+        print(&actions::command(kind, &[("title", name)], &note));
+    }
+    for line in input
+        .verdict
+        .map(actions::workflow_commands)
+        .unwrap_or_default()
+    {
+        print(&line);
+    }
+}
+
+/// A request refused for want of permission is said once (`notice`) and marks the kind
+/// `denied`, so it is not tried again; any other failure is an error.
+fn failed(e: ApiError, denied: &mut bool, notice: &str, out: &mut PublishOutcome) {
+    if !e.is_permission_denied() {
+        return out.errors.push(e.to_string());
+    }
+    if !*denied {
+        out.notices.push(notice.to_string());
+    }
+    *denied = true;
+}
+
 /// The request that completes a check with `conclusion`, titled and summarised by `reason`
 /// alone (a gate stopped before it had a verdict: cancelled, or failed to report).
 fn completed_for(conclusion: Conclusion, reason: &str) -> CheckRunRequest {
     CheckRunRequest {
-        name: None,
-        head_sha: None,
         status: Some("completed".into()),
-        details_url: None,
-        started_at: None,
         conclusion: Some(conclusion.as_str().into()),
         completed_at: Some(now_rfc3339()),
         output: Some(CheckOutput {
@@ -874,7 +822,7 @@ fn completed_for(conclusion: Conclusion, reason: &str) -> CheckRunRequest {
             text: None,
             annotations: Vec::new(),
         }),
-        external_id: None,
+        ..Default::default()
     }
 }
 
@@ -883,7 +831,7 @@ fn now_rfc3339() -> String {
 }
 
 /// `<dir>/<results stem>.summary.md`.
-pub fn summary_file_for(results: &Path) -> PathBuf {
+pub(crate) fn summary_file_for(results: &Path) -> PathBuf {
     let stem = results
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
