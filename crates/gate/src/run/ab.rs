@@ -38,6 +38,8 @@ pub struct AbRun {
 
 /// What an A/B run needs besides the config.
 pub struct AbRequest<'a> {
+    /// How each boot's engine is started.
+    pub boot: &'a dyn infergate_engine::engine::EngineBoot,
     pub ab: &'a AbConfig,
     pub model: Option<&'a str>,
     pub suite: &'a SuiteConfig,
@@ -98,6 +100,7 @@ pub async fn run_ab(req: AbRequest<'_>, events: EventSink, cancel: CancellationT
         let _ = std::fs::remove_file(&log_path);
         let measured = boot_and_measure(
             MeasureRequest {
+                boot: req.boot,
                 engine,
                 model: req.model,
                 suite: req.suite,
