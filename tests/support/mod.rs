@@ -323,9 +323,8 @@ pub fn gate_in_process(config: &Path, out: &Path, store: &Path, extra: &[&str]) 
         });
         ProgressSink { events, done }
     };
-    // Two workers: the simulated engine and the measuring client do not share one thread.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // As the binary runs the gate: one thread (the in-process engine has its own runtime).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");

@@ -1,4 +1,4 @@
-//! The simulated engine in process: an [`EngineBoot`] that starts `infergate sim` as a task of
+//! The simulated engine in process: an [`EngineBoot`] that starts `infergate sim` as tasks of
 //! the gate's own process (127.0.0.1, a free port) instead of a supervised child, for tests
 //! whose subject is the pipeline's logic (judging, confirmation, adaptive rounds, reports),
 //! not process semantics (teardown, signals, isolation). It lives here because this is the
@@ -69,15 +69,26 @@ impl EngineBoot for InProcessSim {
                 "infergate sim in process (profile {}, time-scale {})",
                 opts.profile.name, opts.time_scale
             );
+            // Its own runtime, as `infergate sim` has (every core): the engine's scheduling
+            // does not take turns with the measuring client on the gate's thread.
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .thread_name("infergate-sim")
+                .enable_all()
+                .build()
+                .map_err(|e| EngineError::InProcess(format!("its runtime: {e}")))?;
             let bind = SocketAddr::from(([127, 0, 0, 1], 0));
-            let server = infergate_sim::sim::start(opts, bind)
-                .await
-                .map_err(|e| EngineError::InProcess(e.to_string()))?;
+            let started_server = runtime.spawn(infergate_sim::sim::start(opts, bind)).await;
+            let server = match started_server {
+                Ok(Ok(server)) => server,
+                Ok(Err(e)) => return Err(EngineError::InProcess(e.to_string())),
+                Err(e) => return Err(EngineError::InProcess(e.to_string())),
+            };
             launch.base_url = server.url();
             write_log(&launch, &format!("{line} listening on {}\n", server.url()))?;
             let (exit_tx, exit_rx) = watch::channel(None);
             Ok(Box::new(SimTask {
-                server,
+                server: Some(server),
+                runtime: Some(runtime),
                 launch,
                 started,
                 _exit_tx: exit_tx,
@@ -110,9 +121,11 @@ fn write_log(launch: &EngineLaunch, text: &str) -> Result<(), EngineError> {
         .map_err(log_error)
 }
 
-/// A simulated engine serving from the gate's runtime; stopped by its shutdown (or its drop).
+/// A simulated engine serving from its own runtime in the gate's process; stopped by its
+/// shutdown (or its drop).
 struct SimTask {
-    server: SimServer,
+    server: Option<SimServer>,
+    runtime: Option<tokio::runtime::Runtime>,
     launch: EngineLaunch,
     started: Instant,
     /// Held so the exit watch stays open: a task of the gate's process does not exit alone.
@@ -161,10 +174,13 @@ impl RunningEngine for SimTask {
         ))
     }
 
-    fn stop(self: Box<Self>) -> BoxFuture<'static, StopReport> {
+    fn stop(mut self: Box<Self>) -> BoxFuture<'static, StopReport> {
         Box::pin(async move {
             let t0 = Instant::now();
-            self.server.shutdown().await;
+            if let Some(server) = self.server.take() {
+                server.shutdown().await;
+            }
+            drop(self);
             StopReport {
                 exit: Some(EngineExit {
                     description: "stopped in process".into(),
@@ -180,9 +196,85 @@ impl RunningEngine for SimTask {
     }
 }
 
+impl Drop for SimTask {
+    fn drop(&mut self) {
+        // The server's drop cancels its tasks; the runtime ends without blocking (the gate's
+        // async context may not block).
+        drop(self.server.take());
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `{infergate} sim --profile test --time-scale 10 EXTRA...`, its log in `dir`.
+    fn launch(dir: &std::path::Path, extra: &[&str]) -> EngineLaunch {
+        let argv: Vec<String> = [
+            "infergate",
+            "sim",
+            "--profile",
+            "test",
+            "--time-scale",
+            "10",
+        ]
+        .iter()
+        .chain(extra)
+        .map(|a| a.to_string())
+        .collect();
+        EngineLaunch {
+            display: argv.join(" "),
+            argv,
+            env: Vec::new(),
+            workdir: None,
+            log_path: dir.join("engine.log"),
+            base_url: String::new(),
+            readiness_timeout: std::time::Duration::from_secs(20),
+            stop_grace: std::time::Duration::from_secs(1),
+            api_key: None,
+            supervisor: "infergate".into(),
+            isolation: infergate_config::config::EngineIsolation::Off,
+            self_exec: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn it_serves_from_the_process_until_stopped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = InProcessSim
+            .start(launch(dir.path(), &[]))
+            .await
+            .expect("started");
+        let ready = engine
+            .wait_ready(&CancellationToken::new(), 5)
+            .await
+            .expect("ready");
+        assert_eq!(ready.models, vec!["sim-test".to_string()]);
+        assert!(engine.base_url().starts_with("http://127.0.0.1:"));
+        assert_eq!(engine.process_group(), None);
+        let log = std::fs::read_to_string(dir.path().join("engine.log")).expect("log");
+        assert!(log.contains(engine.base_url()), "{log}");
+        let stop = engine.stop().await;
+        assert!(stop.group_gone && !stop.killed, "{stop:?}");
+        assert_eq!(stop.containment_record(), "in-process");
+    }
+
+    #[tokio::test]
+    async fn a_never_ready_fault_ends_in_the_readiness_time_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut never = launch(dir.path(), &["--fault", "never-ready"]);
+        never.readiness_timeout = std::time::Duration::from_secs(1);
+        let engine = InProcessSim.start(never).await.expect("started");
+        let e = engine
+            .wait_ready(&CancellationToken::new(), 5)
+            .await
+            .expect_err("never ready");
+        assert!(matches!(e, EngineError::ReadinessTimeout { .. }), "{e}");
+        engine.stop().await;
+    }
 
     #[test]
     fn the_flags_of_the_command_reach_the_simulator() {

@@ -501,45 +501,9 @@ impl EngineProcess {
         self.containment
     }
 
-    /// The engine's user and view of the filesystem, in words: `uid 65534 gid 65534; mount
-    /// namespace covers 2 directories`, or what was unavailable and why (docs/security.md).
-    pub fn isolation(&self) -> &str {
-        &self.isolation
-    }
-
-    /// `engine.containment` in the results: `<tree>; <user>; <filesystem>`.
-    pub fn containment_record(&self) -> String {
-        containment_record(self.containment, &self.isolation)
-    }
-
-    /// Base URL the engine serves on.
-    pub fn base_url(&self) -> &str {
-        &self.launch.base_url
-    }
-
-    /// The launch settings.
-    pub fn launch(&self) -> &EngineLaunch {
-        &self.launch
-    }
-
-    /// The engine log file.
-    pub fn log_path(&self) -> &Path {
-        &self.launch.log_path
-    }
-
     /// How the engine ended, once it has.
-    pub fn exited(&self) -> Option<EngineExit> {
+    fn exited(&self) -> Option<EngineExit> {
         self.exit_rx.borrow().clone()
-    }
-
-    /// A receiver that changes once when the engine process exits (for a watcher task).
-    pub fn exit_watch(&self) -> watch::Receiver<Option<EngineExit>> {
-        self.exit_rx.clone()
-    }
-
-    /// The last `n` lines of the engine log.
-    pub fn log_tail(&self, n: usize) -> String {
-        log_tail(&self.launch.log_path, n)
     }
 
     /// Waits until the engine serves ([`wait_serving`]); fails early when the process exits.
@@ -568,7 +532,7 @@ impl EngineProcess {
             Some(126) => " (status 126: the command is not executable)".to_string(),
             _ => String::new(),
         };
-        let tail = self.log_tail(log_tail_lines);
+        let tail = log_tail(&self.launch.log_path, log_tail_lines);
         if let Some(user) = self
             .isolation
             .strip_prefix("uid ")

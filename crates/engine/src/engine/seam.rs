@@ -72,23 +72,23 @@ impl EngineBoot for ProcessEngine {
 
 impl RunningEngine for EngineProcess {
     fn base_url(&self) -> &str {
-        &self.launch().base_url
+        &self.launch.base_url
     }
 
     fn api_key(&self) -> Option<&str> {
-        self.launch().api_key.as_deref()
+        self.launch.api_key.as_deref()
     }
 
     fn process_group(&self) -> Option<i32> {
-        Some(self.pgid())
+        Some(self.pgid)
     }
 
     fn containment_record(&self) -> String {
-        EngineProcess::containment_record(self)
+        super::containment_record(self.containment, &self.isolation)
     }
 
     fn exit_watch(&self) -> watch::Receiver<Option<EngineExit>> {
-        EngineProcess::exit_watch(self)
+        self.exit_rx.clone()
     }
 
     fn wait_ready<'a>(

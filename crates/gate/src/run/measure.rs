@@ -3,10 +3,10 @@
 //!
 //! [`boot_and_measure`] never leaves the engine running: it is stopped (whole process group) on
 //! success, error and cancellation, and the engine's drop (the process engine's guard) covers
-//! panics. It
-//! always returns a [`MeasuredRun`] with a results file's worth of data, even when the engine
-//! never became ready (every cell `error` with the reason), so the caller can write and report
-//! something on every path.
+//! panics. It always returns a [`MeasuredRun`] with a results file's worth of data, even when
+//! the engine never became ready (every cell `error` with the reason), so the caller can write
+//! and report something on every path. The engine is started through the seam
+//! ([`infergate_engine::engine::seam`]): a process, or in process for tests.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,8 +27,8 @@ use infergate_telemetry::telemetry::{NvmlSampler, WindowSampler};
 /// What one boot-and-measure needs.
 #[derive(Clone)]
 pub struct MeasureRequest<'a> {
-    /// How the engine is started: a supervised process ([`infergate_engine::engine::ProcessEngine`]),
-    /// or in process for tests of the pipeline.
+    /// How the engine is started: a supervised process
+    /// ([`infergate_engine::engine::ProcessEngine`]), or in process for tests of the pipeline.
     pub boot: &'a dyn EngineBoot,
     /// The engine to boot (for A/B: `[engine.a]` or `[engine.b]`).
     pub engine: &'a EngineConfig,
