@@ -11,6 +11,9 @@
 //! [`EngineProcess::stop`] asks it to SIGTERM the tree, wait `stop_grace` and SIGKILL the rest;
 //! the [`Drop`] of [`EngineProcess`] closes its control pipe and SIGKILLs the engine's group as
 //! the last resort (error returns, panics and cancelled tasks all drop it).
+//!
+//! The pipeline holds it through the seam ([`seam`]: [`EngineBoot`], [`RunningEngine`]), whose
+//! other implementation runs the simulated engine in the gate's own process for tests.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom};
