@@ -3,7 +3,8 @@
 //! bound, short of its boundary) however loaded the machine is, while C=1 sits at its level and
 //! C=4 is far better. `run` with `[adaptive]` re-measures exactly the leaning cells on the
 //! still-running engine, and results.json records the extra rounds with the verdict after
-//! each.
+//! each. The gate runs in this process against the simulated engine in process
+//! ([`support::gate_in_process`]): the subject is the judge's rounds, not the engine process.
 //!
 //! Load-robustness: C=2's baseline runs spread by ±12% (a fixed, zero-mean pattern), so its
 //! standard error is about 10% and a load shift of several percent moves its statistic by
@@ -17,7 +18,7 @@ mod support;
 
 use infergate::results::EventKind;
 use infergate::verdict::ComparisonReport;
-use support::{SMALL_SIM_CONFIG, baseline_around, gate, read_results};
+use support::{SMALL_SIM_CONFIG, baseline_around, gate_in_process, read_results};
 
 /// Appended to [`support::SMALL_SIM_CONFIG`].
 const TABLES: &str = r#"
@@ -48,8 +49,8 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
 
     // 1. Calibrate: one run with no baseline yet (nothing to compare, nothing re-measured).
     let first = dir.path().join("first");
-    let (code, stderr) = gate(&config, &first, &store_dir, &[]);
-    assert_eq!(code, Some(0), "{stderr}");
+    let calibration = gate_in_process(&config, &first, &store_dir, &[]);
+    assert_eq!(calibration.code, 0, "{}", calibration.events);
     let calib = read_results(&first.join("results.json"));
     assert!(calib.cells.iter().all(|c| c.rounds.is_empty()));
 
@@ -65,14 +66,15 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
     // 3. The candidate run: C=2 leans worse at the first look, re-measured; the others not.
     let out = dir.path().join("out");
     let started = std::time::Instant::now();
-    let (code, stderr) = gate(&config, &out, &store_dir, &[]);
+    let candidate = gate_in_process(&config, &out, &store_dir, &[]);
+    let stderr = &candidate.events;
     eprintln!(
         "{stderr}\ncandidate run took {:.1}s",
         started.elapsed().as_secs_f64()
     );
     // The leaning cell may end unchanged (exit 0) or, on a strongly disturbed machine, be
     // decided; the run itself must succeed.
-    assert!(matches!(code, Some(0) | Some(1)), "{stderr}");
+    assert!(matches!(candidate.code, 0 | 1), "{stderr}");
     let results = read_results(&out.join("results.json"));
     let verdict: ComparisonReport = serde_json::from_str(
         &std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json"),
@@ -171,5 +173,10 @@ fn only_the_borderline_cell_is_remeasured_and_its_rounds_are_recorded() {
             .last()
             .and_then(|r| r.verdict_after.as_deref())
     );
-    assert!(stderr.contains("adaptive:"), "{stderr}");
+    let run = candidate.run.expect("the gate ran");
+    let adaptive = run.adaptive.expect("the adaptive summary `run` prints");
+    assert_eq!(
+        results.labels.get("adaptive_rounds"),
+        Some(&adaptive.rounds.to_string())
+    );
 }

@@ -4,7 +4,9 @@
 //! give the verdict `run` gave — its gate and its first line. After more runs were added to
 //! the store, `compare --as-verdict` still does (it judges on the history the verdict lists);
 //! `report --trusted-config` judges on the trusted store as it is (the untrusted files may not
-//! choose their history), so its verdict may then differ.
+//! choose their history), so its verdict may then differ. The gates run in this process against
+//! the simulated engine in process ([`support::gate_in_process`]); `compare` and `report` are
+//! the binary's.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -16,7 +18,7 @@ use std::process::Command;
 
 use infergate::baseline::BaselineStore;
 use infergate::verdict::ComparisonReport;
-use support::{SMALL_SIM_CONFIG, baseline_around, gate, read_results};
+use support::{SMALL_SIM_CONFIG, baseline_around, gate_in_process, read_results};
 
 fn read_verdict(path: &Path) -> ComparisonReport {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -105,8 +107,8 @@ fn compare_and_trusted_report_give_runs_verdict_on_every_path_of_the_plan() {
     let store = dir.path().join("baselines");
     std::fs::create_dir_all(&store).expect("store dir");
     let calibration = dir.path().join("calibration");
-    let (code, stderr) = gate(&config, &calibration, &store, &[]);
-    assert_eq!(code, Some(0), "{stderr}");
+    let first = gate_in_process(&config, &calibration, &store, &[]);
+    assert_eq!(first.code, 0, "{}", first.events);
     let calib = read_results(&calibration.join("results.json"));
     baseline_around(&store, &calib, 10, |_, _| 1.0);
     // A store whose C=4 cell was 3% faster than this machine measures it: that cell alone
@@ -141,8 +143,8 @@ fn compare_and_trusted_report_give_runs_verdict_on_every_path_of_the_plan() {
     for (name, config, store, extra) in &cases {
         let out = dir.path().join(name.replace([' ', ',', '%'], "-"));
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let (code, stderr) = gate(config, &out, store, &extra);
-        assert!(matches!(code, Some(0) | Some(1)), "{name}: {stderr}");
+        let gated = gate_in_process(config, &out, store, &extra);
+        assert!(matches!(gated.code, 0 | 1), "{name}: {}", gated.events);
         let run = read_verdict(&out.join("verdict.json"));
         let results = read_results(&out.join("results.json"));
         eprintln!(

@@ -1,7 +1,9 @@
 //! The gate's layers end to end on the simulated engine (issue 57's must-show): a store of 10
 //! clean runs with the prefill layer is recorded here, then a 4x and a 1.3x slower prefill
 //! fail the gate naming the prefill layer, a 10% slower engine fails it naming decode
-//! throughput (not prefill: its 10% margin), and a clean rerun passes.
+//! throughput (not prefill: its 10% margin), and a clean rerun passes. Its 14 gates run in this
+//! process against the simulated engine in process ([`support::gate_in_process`]): the
+//! subject is the judge's layers, not the engine process.
 
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
@@ -10,7 +12,7 @@ mod support;
 
 use std::path::Path;
 
-use support::gate;
+use support::gate_in_process;
 
 /// The default config's small variant at C=1,2 × 8k with the prefill layer's 8 cold samples
 /// (as the default `pr` suite), at the engine's own speed (`--time-scale 1`).
@@ -67,8 +69,8 @@ fn prefill_and_decode_regressions_are_named_by_layer_and_a_clean_rerun_passes() 
     let clean = config(dir.path(), "clean", &[]);
     for i in 0..10 {
         let out = dir.path().join(format!("base-{i}"));
-        let (code, stderr) = gate(&clean, &out, &store, &["--update-baseline"]);
-        assert_eq!(code, Some(0), "baseline run {i}: {stderr}");
+        let run = gate_in_process(&clean, &out, &store, &["--update-baseline"]);
+        assert_eq!(run.code, 0, "baseline run {i}: {}", run.events);
     }
 
     let cases: [(&str, &[&str], i32, &str); 4] = [
@@ -96,9 +98,9 @@ fn prefill_and_decode_regressions_are_named_by_layer_and_a_clean_rerun_passes() 
     ];
     for (name, args, want, names) in cases {
         let out = dir.path().join(format!("out-{name}"));
-        let (code, stderr) = gate(&config(dir.path(), name, args), &out, &store, &[]);
+        let run = gate_in_process(&config(dir.path(), name, args), &out, &store, &[]);
         let first = headline(&out);
-        assert_eq!(code, Some(want), "{name}: {first}\n{stderr}");
+        assert_eq!(run.code, want, "{name}: {first}\n{}", run.events);
         assert!(first.contains(names), "{name}: {first}");
         if name == "decode11" {
             // Decode named, and no prefill regression.

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use infergate::results::{CellStatus, RunResults, RunStatus};
 use infergate::verdict::{ComparisonReport, GateVerdict};
-use support::{engine_pgid, group_gone};
+use support::{engine_pgid, gate_in_process, group_gone, read_results};
 
 /// The tests of this file boot engines; they run one at a time so the measured numbers are not
 /// disturbed by each other on a small CI machine.
@@ -116,6 +116,7 @@ fn run_on_the_default_config_passes_end_to_end() {
     }
 }
 
+/// In process ([`support::gate_in_process`]): the subject is the matrix loop's capacity rule.
 #[test]
 fn a_cell_that_cannot_fit_dooms_larger_concurrency_at_that_context() {
     let _serial = serial();
@@ -145,25 +146,21 @@ capacity_stall = "1s"
     .expect("write config");
     let out = dir.path().join("out");
     // An existing, empty store: "no baseline yet".
-    std::fs::create_dir_all(dir.path().join("baselines")).expect("an empty store");
-    let output = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(&out)
-        .arg("--baseline-dir")
-        .arg(dir.path().join("baselines"))
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .expect("run infergate");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let store = dir.path().join("baselines");
+    std::fs::create_dir_all(&store).expect("an empty store");
+    let gate = gate_in_process(&config, &out, &store, &[]);
     // Capacity-limited cells are results, not failures; no baseline yet → pass.
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("no baseline"), "{stderr}");
-    let results: RunResults = serde_json::from_str(
-        &std::fs::read_to_string(out.join("results.json")).expect("results.json"),
-    )
-    .expect("parses");
+    assert_eq!(gate.code, 0, "{}", gate.events);
+    let run = gate.run.expect("the gate ran");
+    assert!(run.verdict.is_none() && run.failure.is_none());
+    assert!(
+        run.notices
+            .iter()
+            .any(|n| n.to_lowercase().contains("no baseline")),
+        "{:?}",
+        run.notices
+    );
+    let results = read_results(&out.join("results.json"));
     let status: Vec<CellStatus> = results.cells.iter().map(|c| c.status).collect();
     assert_eq!(
         status,
@@ -181,5 +178,4 @@ capacity_stall = "1s"
     );
     assert_eq!(results.cells[2].measured_s, 0.0);
     assert!(!out.join("verdict.json").exists());
-    assert!(group_gone(engine_pgid(&results)));
 }

@@ -270,3 +270,77 @@ pub fn measured(config: &Path, run_id: &str, tps: f64) -> RunResults {
         prefill: Vec::new(),
     }
 }
+
+/// What [`gate_in_process`] gave back: the exit code, the progress events as `kind: message`
+/// lines (what the binary's progress shows on stderr), and the run (or why it aborted).
+pub struct InProcessGate {
+    pub code: i32,
+    pub events: String,
+    pub run: Result<infergate::run::gate::GateRun, String>,
+}
+
+/// [`gate`] without the binary: `infergate run --config CONFIG --out OUT --baseline-dir STORE
+/// EXTRA...` (`EXTRA`: `--update-baseline`, `--engine-arg=ARG`) as the whole gate
+/// (`GatePlan::run`: boots, judge, store, reports written) in this process, against the
+/// simulated engine in process (`cli::sim_engine::InProcessSim`, its flags from the config's
+/// `[engine] command`). For tests of the pipeline's logic; tests of process semantics
+/// (teardown, signals, isolation) run the binary.
+pub fn gate_in_process(config: &Path, out: &Path, store: &Path, extra: &[&str]) -> InProcessGate {
+    use infergate::run::gate::{GatePlan, ProgressSink};
+    use infergate::run::{Design, GateRequest};
+    use std::sync::{Arc, Mutex};
+
+    let mut update_baseline = false;
+    let mut engine_args = Vec::new();
+    for arg in extra {
+        match arg.strip_prefix("--engine-arg=") {
+            Some(a) => engine_args.push(a.to_string()),
+            None if *arg == "--update-baseline" => update_baseline = true,
+            None => panic!("gate_in_process does not take {arg}"),
+        }
+    }
+    let request = GateRequest {
+        config: infergate::config::GateConfig::load(config).expect("config loads"),
+        suite: None,
+        design: Design::Baseline { update_baseline },
+        out: out.to_path_buf(),
+        baseline_dir: Some(store.to_path_buf()),
+        github: false,
+        engine_args,
+        labels: Default::default(),
+    };
+    let mut plan = GatePlan::new(request).expect("a valid gate");
+    plan.boot = Arc::new(infergate::cli::sim_engine::InProcessSim);
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let progress = |_cells: u64| {
+        let (events, mut rx) = tokio::sync::mpsc::unbounded_channel::<infergate::results::Event>();
+        let seen = seen.clone();
+        let done = tokio::spawn(async move {
+            while let Some(e) = rx.recv().await {
+                let line = format!("{}: {}", e.kind.as_str(), e.message);
+                seen.lock().expect("events").push(line);
+            }
+        });
+        ProgressSink { events, done }
+    };
+    // As the binary runs the gate: one thread (the in-process engine has its own runtime).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let run = runtime.block_on(plan.run(&progress, tokio_util::sync::CancellationToken::new()));
+    drop(runtime);
+    let events = seen.lock().expect("events").join("\n");
+    match run {
+        Ok(run) => InProcessGate {
+            code: i32::from(run.ending.exit.code()),
+            events,
+            run: Ok(run),
+        },
+        Err(abort) => InProcessGate {
+            code: 3,
+            events,
+            run: Err(abort.error.to_string()),
+        },
+    }
+}

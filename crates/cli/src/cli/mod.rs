@@ -22,6 +22,7 @@ pub mod merge;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod sim_engine;
 pub mod stats_eval;
 pub mod supervise;
 

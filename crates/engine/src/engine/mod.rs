@@ -11,6 +11,9 @@
 //! [`EngineProcess::stop`] asks it to SIGTERM the tree, wait `stop_grace` and SIGKILL the rest;
 //! the [`Drop`] of [`EngineProcess`] closes its control pipe and SIGKILLs the engine's group as
 //! the last resort (error returns, panics and cancelled tasks all drop it).
+//!
+//! The pipeline holds it through the seam ([`seam`]: [`EngineBoot`], [`RunningEngine`]), whose
+//! other implementation runs the simulated engine in the gate's own process for tests.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom};
@@ -30,6 +33,7 @@ pub mod isolate;
 pub mod launch;
 pub mod preflight;
 pub mod reach;
+pub mod seam;
 pub mod supervisor;
 
 pub use launch::{
@@ -38,6 +42,7 @@ pub use launch::{
 pub use preflight::{PreflightError, preflight};
 pub use reach::dirs_to_cover;
 pub use reach::{conceal_gate, hide_from_engines};
+pub use seam::{EngineBoot, ProcessEngine, RunningEngine};
 pub use supervisor::Report;
 pub use supervisor::{Containment, adopt_orphans, kill_leftover_descendants};
 
@@ -94,6 +99,9 @@ pub enum EngineError {
     /// The supervisor could not be started or did not answer as expected.
     #[error("the engine supervisor failed: {0}")]
     Supervisor(String),
+    /// An in-process engine ([`seam`]) could not be started from the command.
+    #[error("cannot start the engine in process: {0}")]
+    InProcess(String),
     /// The gate was cancelled (SIGINT/SIGTERM) while waiting for the engine.
     #[error("cancelled while waiting for the engine to become ready")]
     Cancelled,
@@ -496,125 +504,26 @@ impl EngineProcess {
         self.containment
     }
 
-    /// The engine's user and view of the filesystem, in words: `uid 65534 gid 65534; mount
-    /// namespace covers 2 directories`, or what was unavailable and why (docs/security.md).
-    pub fn isolation(&self) -> &str {
-        &self.isolation
-    }
-
-    /// `engine.containment` in the results: `<tree>; <user>; <filesystem>`.
-    pub fn containment_record(&self) -> String {
-        containment_record(self.containment, &self.isolation)
-    }
-
-    /// Base URL the engine serves on.
-    pub fn base_url(&self) -> &str {
-        &self.launch.base_url
-    }
-
-    /// The launch settings.
-    pub fn launch(&self) -> &EngineLaunch {
-        &self.launch
-    }
-
-    /// The engine log file.
-    pub fn log_path(&self) -> &Path {
-        &self.launch.log_path
-    }
-
     /// How the engine ended, once it has.
-    pub fn exited(&self) -> Option<EngineExit> {
+    fn exited(&self) -> Option<EngineExit> {
         self.exit_rx.borrow().clone()
     }
 
-    /// A receiver that changes once when the engine process exits (for a watcher task).
-    pub fn exit_watch(&self) -> watch::Receiver<Option<EngineExit>> {
-        self.exit_rx.clone()
-    }
-
-    /// The last `n` lines of the engine log.
-    pub fn log_tail(&self, n: usize) -> String {
-        log_tail(&self.launch.log_path, n)
-    }
-
-    /// Waits for `/health` (200, or 404 for engines without it) and then `/v1/models` (200),
-    /// polling every 250 ms, until the readiness time-out; fails early when the process exits.
+    /// Waits until the engine serves ([`wait_serving`]); fails early when the process exits.
     pub async fn wait_ready(
         &self,
         cancel: &CancellationToken,
         log_tail_lines: usize,
     ) -> Result<ReadyInfo, EngineError> {
-        let http =
-            probe_client(Duration::from_secs(3)).map_err(|e| EngineError::ReadinessTimeout {
-                timeout_s: 0.0,
-                last: format!("cannot build the HTTP client: {e}"),
-                log: self.launch.log_path.display().to_string(),
-                tail: String::new(),
-            })?;
-        let deadline = self.started + self.launch.readiness_timeout;
-        let mut exit_rx = self.exit_rx.clone();
-        let mut last = String::from("no answer yet");
-        let mut health_ok = false;
-        loop {
-            if let Some(exit) = exit_rx.borrow().clone() {
-                return Err(self.exited_error(&exit, log_tail_lines));
-            }
-            let probe = async {
-                if !health_ok {
-                    match self.get(&http, "/health").await {
-                        Ok((200..=299, _)) | Ok((404, _)) => {
-                            health_ok = true;
-                        }
-                        Ok((code, _)) => {
-                            last = format!("/health answered HTTP {code}");
-                            return None;
-                        }
-                        Err(e) => {
-                            last = format!("/health: {e}");
-                            return None;
-                        }
-                    }
-                }
-                match self.get(&http, "/v1/models").await {
-                    Ok((200..=299, body)) => {
-                        Some(infergate_measure::bench::parse_model_ids(&body).unwrap_or_default())
-                    }
-                    Ok((code, _)) => {
-                        last = format!("/health ok, /v1/models answered HTTP {code}");
-                        None
-                    }
-                    Err(e) => {
-                        last = format!("/health ok, /v1/models: {e}");
-                        None
-                    }
-                }
-            };
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(EngineError::Cancelled),
-                _ = exit_rx.changed() => continue,
-                r = tokio::time::timeout(remaining, probe) => {
-                    if let Ok(Some(models)) = r {
-                        return Ok(ReadyInfo { boot_s: self.started.elapsed().as_secs_f64(), models });
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(EngineError::ReadinessTimeout {
-                    timeout_s: self.launch.readiness_timeout.as_secs_f64(),
-                    last,
-                    log: self.launch.log_path.display().to_string(),
-                    tail: self.log_tail(log_tail_lines),
-                });
-            }
-            let pause =
-                Duration::from_millis(250).min(deadline.saturating_duration_since(Instant::now()));
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(EngineError::Cancelled),
-                _ = exit_rx.changed() => {}
-                _ = tokio::time::sleep(pause) => {}
-            }
-        }
+        wait_serving(
+            &self.launch,
+            self.started,
+            self.exit_rx.clone(),
+            cancel,
+            log_tail_lines,
+            |exit| self.exited_error(exit, log_tail_lines),
+        )
+        .await
     }
 
     fn exited_error(&self, exit: &EngineExit, log_tail_lines: usize) -> EngineError {
@@ -626,7 +535,7 @@ impl EngineProcess {
             Some(126) => " (status 126: the command is not executable)".to_string(),
             _ => String::new(),
         };
-        let tail = self.log_tail(log_tail_lines);
+        let tail = log_tail(&self.launch.log_path, log_tail_lines);
         if let Some(user) = self
             .isolation
             .strip_prefix("uid ")
@@ -647,25 +556,6 @@ impl EngineProcess {
             log: self.launch.log_path.display().to_string(),
             tail,
         }
-    }
-
-    async fn get(&self, http: &reqwest::Client, path: &str) -> Result<(u16, String), String> {
-        let mut rb = http.get(format!("{}{}", self.launch.base_url, path));
-        if let Some(k) = &self.launch.api_key {
-            rb = rb.bearer_auth(k);
-        }
-        let resp = rb.send().await.map_err(|e| describe_transport(&e))?;
-        let code = resp.status().as_u16();
-        // Bounded: an engine's health page or model list is small, whatever it sends.
-        let what = format!("GET {path}");
-        let body = infergate_measure::bench::client::read_limited(
-            &what,
-            resp,
-            infergate_measure::bench::client::MAX_BODY_BYTES,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        Ok((code, body))
     }
 
     /// Stops the whole tree: the supervisor SIGTERMs every process of it, waits up to
@@ -704,6 +594,113 @@ impl EngineProcess {
             isolation: self.isolation.clone(),
         }
     }
+}
+
+/// Waits for `/health` (200, or 404 for engines without it) and then `/v1/models` (200) at
+/// `launch.base_url`, polling every 250 ms, until `launch.readiness_timeout` after `started`;
+/// fails early with `exited(..)` when `exit_rx` says the engine ended. One readiness rule for
+/// every [`seam::RunningEngine`].
+pub async fn wait_serving(
+    launch: &EngineLaunch,
+    started: Instant,
+    mut exit_rx: watch::Receiver<Option<EngineExit>>,
+    cancel: &CancellationToken,
+    log_tail_lines: usize,
+    exited: impl Fn(&EngineExit) -> EngineError,
+) -> Result<ReadyInfo, EngineError> {
+    let http = probe_client(Duration::from_secs(3)).map_err(|e| EngineError::ReadinessTimeout {
+        timeout_s: 0.0,
+        last: format!("cannot build the HTTP client: {e}"),
+        log: launch.log_path.display().to_string(),
+        tail: String::new(),
+    })?;
+    let deadline = started + launch.readiness_timeout;
+    let mut last = String::from("no answer yet");
+    let mut health_ok = false;
+    loop {
+        if let Some(exit) = exit_rx.borrow().clone() {
+            return Err(exited(&exit));
+        }
+        let probe = async {
+            if !health_ok {
+                match probe_get(&http, launch, "/health").await {
+                    Ok((200..=299, _)) | Ok((404, _)) => {
+                        health_ok = true;
+                    }
+                    Ok((code, _)) => {
+                        last = format!("/health answered HTTP {code}");
+                        return None;
+                    }
+                    Err(e) => {
+                        last = format!("/health: {e}");
+                        return None;
+                    }
+                }
+            }
+            match probe_get(&http, launch, "/v1/models").await {
+                Ok((200..=299, body)) => {
+                    Some(infergate_measure::bench::parse_model_ids(&body).unwrap_or_default())
+                }
+                Ok((code, _)) => {
+                    last = format!("/health ok, /v1/models answered HTTP {code}");
+                    None
+                }
+                Err(e) => {
+                    last = format!("/health ok, /v1/models: {e}");
+                    None
+                }
+            }
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        tokio::select! {
+            _ = cancel.cancelled() => return Err(EngineError::Cancelled),
+            _ = exit_rx.changed() => continue,
+            r = tokio::time::timeout(remaining, probe) => {
+                if let Ok(Some(models)) = r {
+                    return Ok(ReadyInfo { boot_s: started.elapsed().as_secs_f64(), models });
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(EngineError::ReadinessTimeout {
+                timeout_s: launch.readiness_timeout.as_secs_f64(),
+                last,
+                log: launch.log_path.display().to_string(),
+                tail: log_tail(&launch.log_path, log_tail_lines),
+            });
+        }
+        let pause =
+            Duration::from_millis(250).min(deadline.saturating_duration_since(Instant::now()));
+        tokio::select! {
+            _ = cancel.cancelled() => return Err(EngineError::Cancelled),
+            _ = exit_rx.changed() => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// One readiness probe: `GET path` on the engine, with its API key; the body read bounded.
+async fn probe_get(
+    http: &reqwest::Client,
+    launch: &EngineLaunch,
+    path: &str,
+) -> Result<(u16, String), String> {
+    let mut rb = http.get(format!("{}{}", launch.base_url, path));
+    if let Some(k) = &launch.api_key {
+        rb = rb.bearer_auth(k);
+    }
+    let resp = rb.send().await.map_err(|e| describe_transport(&e))?;
+    let code = resp.status().as_u16();
+    // Bounded: an engine's health page or model list is small, whatever it sends.
+    let what = format!("GET {path}");
+    let body = infergate_measure::bench::client::read_limited(
+        &what,
+        resp,
+        infergate_measure::bench::client::MAX_BODY_BYTES,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok((code, body))
 }
 
 /// Adds the supervisor's isolation arguments for `launch` (`--isolation`, a `--hide` per

@@ -33,6 +33,9 @@ pub enum Containment {
     Cgroup,
     /// The supervisor as child subreaper: every descendant found through `/proc` and killed.
     Subreaper,
+    /// No process: the engine is a task of the gate's own process ([`super::seam`]'s
+    /// in-process engines, for tests of the pipeline).
+    InProcess,
 }
 
 impl Containment {
@@ -41,6 +44,7 @@ impl Containment {
         match self {
             Containment::Cgroup => "cgroup",
             Containment::Subreaper => "subreaper",
+            Containment::InProcess => "in-process",
         }
     }
 

@@ -38,6 +38,8 @@ pub(crate) struct AbRun {
 
 /// What an A/B run needs besides the config.
 pub(crate) struct AbRequest<'a> {
+    /// How each boot's engine is started.
+    pub boot: &'a dyn infergate_engine::engine::EngineBoot,
     pub ab: &'a AbConfig,
     pub model: Option<&'a str>,
     pub suite: &'a SuiteConfig,
@@ -96,6 +98,7 @@ pub(crate) async fn run_ab(
         let _ = std::fs::remove_file(&log_path);
         let measured = boot_and_measure(
             MeasureRequest {
+                boot: req.boot,
                 engine,
                 model: req.model,
                 suite: req.suite,

@@ -132,6 +132,8 @@ pub struct BisectPlan {
     pub engine_args: Vec<String>,
     pub labels: BTreeMap<String, String>,
     pub noise_prior: Option<NoisePrior>,
+    /// How each boot's engine is started ([`infergate_engine::engine::ProcessEngine`]).
+    pub boot: std::sync::Arc<dyn infergate_engine::engine::EngineBoot>,
 }
 
 /// A finished (or stopped) bisection.
@@ -399,6 +401,7 @@ impl BisectPlan {
             engine_args: req.engine_args,
             labels: req.labels,
             noise_prior: req.noise_prior,
+            boot: std::sync::Arc::new(infergate_engine::engine::ProcessEngine),
         })
     }
 
@@ -529,6 +532,7 @@ impl BisectPlan {
         let _ = std::fs::remove_file(&log_path);
         let measured = boot_and_measure(
             MeasureRequest {
+                boot: self.boot.as_ref(),
                 engine: &engine,
                 model: self.config.model.as_deref(),
                 suite,

@@ -203,6 +203,9 @@ pub struct GatePlan {
     pub github: bool,
     pub engine_args: Vec<String>,
     pub labels: BTreeMap<String, String>,
+    /// How each boot's engine is started: [`infergate_engine::engine::ProcessEngine`] unless a
+    /// test of the pipeline puts an in-process engine here.
+    pub boot: Arc<dyn infergate_engine::engine::EngineBoot>,
 }
 
 /// Where one boot's progress events go: the sink, and the task rendering them, which ends when
@@ -496,6 +499,7 @@ impl GatePlan {
             github: req.github,
             engine_args: req.engine_args,
             labels: req.labels,
+            boot: Arc::new(infergate_engine::engine::ProcessEngine),
         })
     }
 
@@ -657,6 +661,7 @@ impl GatePlan {
         let rule = config.thresholds.rule.clone();
         let plan = self.judge_plan();
         let req = MeasureRequest {
+            boot: self.boot.as_ref(),
             engine: &config.engine,
             model: config.model.as_deref(),
             suite,
@@ -903,6 +908,7 @@ impl GatePlan {
         let boots = 2 * pairs as u64;
         let sink = progress(suite.cells() as u64 * suite.repetitions.max(1) as u64 * boots);
         let req = AbRequest {
+            boot: self.boot.as_ref(),
             ab,
             model: self.config.model.as_deref(),
             suite,

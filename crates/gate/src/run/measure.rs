@@ -2,10 +2,11 @@
 //! A/B runs, which boot two engines alternately).
 //!
 //! [`boot_and_measure`] never leaves the engine running: it is stopped (whole process group) on
-//! success, error and cancellation, and the [`EngineProcess`] drop guard covers panics. It
-//! always returns a [`MeasuredRun`] with a results file's worth of data, even when the engine
-//! never became ready (every cell `error` with the reason), so the caller can write and report
-//! something on every path.
+//! success, error and cancellation, and the engine's drop (the process engine's guard) covers
+//! panics. It always returns a [`MeasuredRun`] with a results file's worth of data, even when
+//! the engine never became ready (every cell `error` with the reason), so the caller can write
+//! and report something on every path. The engine is started through the seam
+//! ([`infergate_engine::engine::seam`]): a process, or in process for tests.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use infergate_config::config::{EngineConfig, SuiteConfig};
-use infergate_engine::engine::{EngineLaunch, EngineProcess, StopReport};
+use infergate_engine::engine::{EngineBoot, EngineLaunch, RunningEngine, StopReport};
 use infergate_measure::bench::{BenchOptions, BenchSession, BenchTarget, EventSink};
 use infergate_schema::results::{
     CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, ProfileKey,
@@ -26,6 +27,9 @@ use infergate_telemetry::telemetry::{NvmlSampler, WindowSampler};
 /// What one boot-and-measure needs.
 #[derive(Clone)]
 pub struct MeasureRequest<'a> {
+    /// How the engine is started: a supervised process
+    /// ([`infergate_engine::engine::ProcessEngine`]), or in process for tests of the pipeline.
+    pub boot: &'a dyn EngineBoot,
     /// The engine to boot (for A/B: `[engine.a]` or `[engine.b]`).
     pub engine: &'a EngineConfig,
     /// Model to request (`{model}`); `None` = the engine's first.
@@ -204,7 +208,7 @@ pub async fn boot_and_measure(
 /// ([`LiveEngine::stop`]), which always returns a results file's worth of data. Cancelling
 /// `cancel` (SIGINT/SIGTERM) stops measuring at once: the current cell is `error` "cancelled",
 /// the rest `skipped`, and the partial results come back with [`RunFailure::Cancelled`]. The
-/// [`EngineProcess`] drop guard covers panics.
+/// engine's drop (the process engine's guard) covers panics.
 pub struct LiveEngine<'a> {
     req: MeasureRequest<'a>,
     events: EventSink,
@@ -212,7 +216,7 @@ pub struct LiveEngine<'a> {
     telemetry_summary: Option<TelemetrySummary>,
     sampler: Option<Arc<NvmlSampler>>,
     command: String,
-    engine: EngineProcess,
+    engine: Box<dyn RunningEngine>,
     boot_s: f64,
     /// Why the measurement token was cancelled (recorded before it is).
     cause: Arc<Mutex<Option<StopCause>>>,
@@ -284,7 +288,7 @@ impl<'a> LiveEngine<'a> {
                 ),
             ),
         );
-        let engine = match EngineProcess::spawn(launch).await {
+        let engine = match req.boot.start(launch).await {
             Ok(e) => e,
             Err(e) => {
                 let run = boot_failure(
@@ -298,18 +302,20 @@ impl<'a> LiveEngine<'a> {
                 return Err(Box::new(run));
             }
         };
-        send(
-            &events,
-            &log,
-            Event {
+        let spawned = match engine.process_group() {
+            Some(pgid) => Event {
                 message: format!(
-                    "engine contained by {}, engine process group {}",
+                    "engine contained by {}, engine process group {pgid}",
                     engine.containment_record(),
-                    engine.pgid()
                 ),
-                ..Event::engine_spawned(engine.pgid())
+                ..Event::engine_spawned(pgid)
             },
-        );
+            None => Event::now(
+                EventKind::EngineSpawned,
+                format!("engine started {}", engine.containment_record()),
+            ),
+        };
+        send(&events, &log, spawned);
         let ready = match engine.wait_ready(&cancel, req.log_tail_lines).await {
             Ok(r) => r,
             Err(e) => {
@@ -340,17 +346,20 @@ impl<'a> LiveEngine<'a> {
             Event::now(
                 EventKind::EngineReady,
                 format!(
-                    "engine ready after {} at {} (models: {}; process group {})",
+                    "engine ready after {} at {} (models: {}; {})",
                     infergate_schema::results::duration_label(ready.boot_s),
                     engine.base_url(),
                     ready.models.join(", "),
-                    engine.pgid()
+                    engine.process_group().map_or_else(
+                        || engine.containment_record(),
+                        |g| format!("process group {g}")
+                    )
                 ),
             ),
         );
         let cause: Arc<Mutex<Option<StopCause>>> = Arc::new(Mutex::new(None));
         let measure_cancel = CancellationToken::new();
-        let watcher = watch_engine(&engine, &cause, &measure_cancel, &cancel);
+        let watcher = watch_engine(engine.as_ref(), &cause, &measure_cancel, &cancel);
         // Measurement events go to the console and into the results' event log.
         let (bench_tx, mut bench_rx) = mpsc::unbounded_channel::<Event>();
         let forward = {
@@ -404,7 +413,7 @@ impl<'a> LiveEngine<'a> {
         let target = BenchTarget {
             base_url: self.engine.base_url().to_string(),
             model,
-            api_key: self.engine.launch().api_key.clone(),
+            api_key: self.engine.api_key().map(str::to_string),
         };
         let session = tokio::select! {
             _ = self.measure_cancel.cancelled() => None,
@@ -568,7 +577,7 @@ impl<'a> LiveEngine<'a> {
             None => unmeasured_after(req, &self.command, failure.as_ref()),
         };
         results.engine.command = Some(self.command);
-        results.engine.containment = Some(engine_containment(&stop));
+        results.engine.containment = Some(stop.containment_record());
         results.labels.extend(req.labels.clone());
         settle_failure(&mut results, &mut failure, &tail);
         results.telemetry = self
@@ -598,7 +607,7 @@ impl<'a> LiveEngine<'a> {
 /// The engine dying mid-run cancels the measurement (its cause recorded first), as does the
 /// gate's own cancel.
 fn watch_engine(
-    engine: &EngineProcess,
+    engine: &dyn RunningEngine,
     cause: &Arc<Mutex<Option<StopCause>>>,
     measure_cancel: &CancellationToken,
     cancel: &CancellationToken,
@@ -706,11 +715,6 @@ fn settle_failure(results: &mut RunResults, failure: &mut Option<RunFailure>, ta
     results.settle_status();
 }
 
-/// How the engine's tree was held, for `engine.containment` in the results.
-fn engine_containment(stop: &StopReport) -> String {
-    stop.containment_record()
-}
-
 /// The run with every known secret masked in its results and failure text: everything
 /// written, printed or posted about a run comes from here, and engine-controlled strings
 /// (model ids, error bodies, the log tail) may carry a secret the engine was given.
@@ -797,7 +801,7 @@ fn boot_failure(
         EventKind::EngineError,
         message.lines().next().unwrap_or("").to_string(),
     ));
-    results.engine.containment = stop.as_ref().map(engine_containment);
+    results.engine.containment = stop.as_ref().map(StopReport::containment_record);
     redacted(MeasuredRun {
         results,
         failure: Some(RunFailure::Boot(message)),
