@@ -70,7 +70,8 @@ pub struct LatencyOutcome {
 pub struct LatencyEval {
     pub runner: LatencyRunner,
     pub history: usize,
-    /// A/A gates under the rule as given (latency reported only by default).
+    /// A/A gates under the rule as given (by default ITL p99 gates, at its +50% design
+    /// effect, and the other latencies are reported).
     pub aa: LatencyOutcome,
     /// A/A gates with TTFT p90 and ITL p90 gating too.
     pub aa_gated: LatencyOutcome,
@@ -216,7 +217,7 @@ pub fn latency_eval(
     let trials = trials.max(1);
     let gated = with_latency_gating(rule);
     let aa = scenario(
-        "A/A, busy host, latency reported",
+        "A/A, busy host, the rule as given (default: ITL p99 gating)",
         &runner,
         1.0,
         trials,
