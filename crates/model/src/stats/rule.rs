@@ -110,15 +110,16 @@ pub struct DecisionRule {
     /// third of them ([`LEVEL_PARTS`]) define the matrix-wide level, so a drift is followed.
     pub history_runs: usize,
     /// Metrics that can fail the gate; the others are reported with verdicts but never gate.
-    /// By default aggregate tok/s alone: a latency percentile added here gates where each cell
-    /// has the observations it needs and the history [`LATENCY_MIN_RUNS`] runs
-    /// ([`DecisionRule::gates`]), and is reported otherwise. Latency is not gated by default
-    /// because a history recorded on another host (the default job's bundled baseline) does not
-    /// show the latency a loaded runner adds to every boot: the simulated engine's C=1 ITL p90
-    /// read +16% against the rest of its run on both boots of a clean run on a loaded CI host.
-    /// The prefill layer's tok/s gates by default (where the history has
-    /// [`LATENCY_MIN_RUNS`] runs with the layer): one figure per context and run, the median
-    /// of cold samples alone on the engine, which a loaded host moves far less than a tail.
+    /// By default aggregate tok/s, the prefill layer's tok/s and ITL p99. A latency percentile
+    /// gates where each cell has the observations it needs and the history
+    /// [`LATENCY_MIN_RUNS`] runs ([`DecisionRule::gates`]), and is reported otherwise; it fails
+    /// a gate only for a change beyond its design effect ([`DecisionRule::min_effect_of`]) on
+    /// both boots and on each boot alone, since a history recorded on another host (the default
+    /// job's bundled baseline) does not show the latency a loaded runner adds to every boot (the
+    /// simulated engine's C=1 ITL p90 read +16% on both boots of a clean run on a loaded CI
+    /// host). The prefill layer's tok/s gates where the history has [`LATENCY_MIN_RUNS`] runs
+    /// with the layer: one figure per context and run, the median of cold samples alone on the
+    /// engine, which a loaded host moves far less than a tail.
     pub metrics: Vec<Metric>,
     /// Per-metric design effects (`[thresholds.min_effects]`, e.g. `itl_p99 = 0.5`): the
     /// smallest change of that metric worth failing a gate for, a relative rise for a latency
