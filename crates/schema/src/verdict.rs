@@ -797,6 +797,10 @@ pub struct JudgedBy {
     pub design_power: f64,
     /// The metrics that can fail the gate.
     pub metrics: Vec<Metric>,
+    /// The per-metric design effects the config set (`[thresholds.min_effects]`; the others
+    /// had their defaults); absent from verdicts written before they existed.
+    #[serde(default)]
+    pub min_effects: std::collections::BTreeMap<Metric, f64>,
 }
 
 /// Parameters of the decision rule as applied.

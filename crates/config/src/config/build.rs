@@ -177,7 +177,9 @@ fn build_rule(
         one.insert(key.clone(), value.clone());
         if let Err(e) = DecisionRule::deserialize(toml::Value::Table(one)) {
             let msg = e.message().trim().to_string();
-            let fix = if msg.contains("unknown field") {
+            let fix = if key == "min_effects" {
+                "write [thresholds.min_effects] with one metric per line and its design effect, e.g. itl_p99 = 0.5 (+50%); metrics: ttft_p50, ttft_p90, ttft_p99, itl_p50, itl_p90, itl_p99, tpot_p50, tpot_p90, per_user_tps, prefill_tps (docs/config.md)"
+            } else if msg.contains("unknown field") {
                 "remove the key or correct its spelling (allowed keys are listed above, plus fail_on; see docs/config.md)"
             } else {
                 "see docs/config.md for the type and range of each threshold"
@@ -219,7 +221,11 @@ fn build_rule(
         // Point at the key the message is about, when it is one of the file's keys.
         let span = spans
             .iter()
-            .find(|(k, _)| msg.contains(&format!("{k} =")) || msg.contains(&format!("{k} ")))
+            .find(|(k, _)| {
+                msg.contains(&format!("{k} ="))
+                    || msg.contains(&format!("{k} "))
+                    || msg.contains(&format!("{k}."))
+            })
             .map_or(thresholds_span, |(_, s)| s.clone());
         return Err(loc.at(
             span,

@@ -585,6 +585,42 @@ history_runs = 6
         assert_eq!(c.profile.hardware.as_deref(), Some("sim"));
     }
 
+    /// `[thresholds.min_effects]`: per-metric design effects, each error naming the file,
+    /// the line, the field and the fix.
+    #[test]
+    fn min_effects_set_per_metric_and_their_errors_name_the_field() {
+        let with = |table: &str| GOOD.replacen("[baseline]", &format!("{table}\n\n[baseline]"), 1);
+        let c = parse(&with("[thresholds.min_effects]\nitl_p99 = 0.4")).expect("valid");
+        let rule = &c.thresholds.rule;
+        assert_eq!(
+            rule.min_effect_of(infergate_schema::verdict::Metric::ItlP99),
+            0.4
+        );
+        // Unnamed: the latency default; throughput keeps min_effect.
+        assert_eq!(
+            rule.min_effect_of(infergate_schema::verdict::Metric::ItlP90),
+            0.25
+        );
+        assert_eq!(
+            rule.min_effect_of(infergate_schema::verdict::Metric::AggregateTps),
+            0.05
+        );
+        let e = err(&with("[thresholds.min_effects]\nitl_p98 = 0.4"));
+        assert!(
+            e.contains("t.toml:") && e.contains("min_effects") && e.contains("itl_p98"),
+            "{e}"
+        );
+        assert!(e.contains("itl_p99 = 0.5"), "{e}");
+        let e = err(&with("[thresholds.min_effects]\nitl_p99 = 12"));
+        assert!(
+            e.contains("min_effects.itl_p99 = 12 must be in (0, 10)"),
+            "{e}"
+        );
+        assert!(e.contains("t.toml:"), "{e}");
+        let e = err(&with("[thresholds.min_effects]\naggregate_tps = 0.1"));
+        assert!(e.contains("set by min_effect"), "{e}");
+    }
+
     /// The prefill layer's knobs: defaults, and set per suite.
     #[test]
     fn prefill_samples_default_and_are_set_per_suite() {

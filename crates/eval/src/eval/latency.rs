@@ -2,7 +2,8 @@
 //! to 20% in latency alone, decided by the gate's two-boot plan, and how often a latency (or
 //! other secondary) change is listed in the report a reader sees (`stats-eval`'s latency line;
 //! issue 56: no change listed in ≥ 99% of them). Beside it, the same runner with every
-//! latency 25% higher on both boots, so the check is not met by listing nothing ever.
+//! latency 60% higher on both boots (beyond every default design effect: p50 +10%, p90 +25%,
+//! p99 +50%), so the check is not met by listing nothing ever.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -52,7 +53,7 @@ impl LatencyRunner {
 /// One scenario's outcome over the trials.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LatencyOutcome {
-    /// `A/A, busy host`, `latency +25%`.
+    /// `A/A, busy host`, `latency +60%`.
     pub scenario: String,
     pub trials: usize,
     /// Share of gates whose report lists a latency or other secondary change.
@@ -70,11 +71,13 @@ pub struct LatencyOutcome {
 pub struct LatencyEval {
     pub runner: LatencyRunner,
     pub history: usize,
-    /// A/A gates under the rule as given (latency reported only by default).
+    /// A/A gates under the rule as given (by default ITL p99 gates, at its +50% design
+    /// effect, and the other latencies are reported).
     pub aa: LatencyOutcome,
     /// A/A gates with TTFT p90 and ITL p90 gating too.
     pub aa_gated: LatencyOutcome,
-    /// Every latency 25% higher on both boots, TTFT p90 and ITL p90 gating.
+    /// Every latency 60% higher on both boots, TTFT p90 and ITL p90 gating (beyond their
+    /// +25% design effect; a +25% rise sits at it, a regression in about half the gates).
     pub slower: LatencyOutcome,
     /// The target: no change listed in at least 99% of the A/A gates, under both rules (the
     /// point estimates).
@@ -203,7 +206,7 @@ fn scenario(
     })
 }
 
-/// The latency check: A/A gates on the busy-host runner and, beside them, every latency 25%
+/// The latency check: A/A gates on the busy-host runner and, beside them, every latency 60%
 /// higher on both boots, `trials` gates each (the issue's must-show asks for 500 or more;
 /// `stats-eval`'s default is 2000).
 pub fn latency_eval(
@@ -216,7 +219,7 @@ pub fn latency_eval(
     let trials = trials.max(1);
     let gated = with_latency_gating(rule);
     let aa = scenario(
-        "A/A, busy host, latency reported",
+        "A/A, busy host, the rule as given (default: ITL p99 gating)",
         &runner,
         1.0,
         trials,
@@ -234,9 +237,9 @@ pub fn latency_eval(
         seed,
     )?;
     let slower = scenario(
-        "every latency +25%, busy host, TTFT/ITL p90 gating",
+        "every latency +60%, busy host, TTFT/ITL p90 gating",
         &runner,
-        1.25,
+        1.6,
         trials,
         history,
         &gated,
@@ -267,7 +270,7 @@ mod tests {
             let aa = scenario("aa", &runner, 1.0, 30, 20, r, 5).unwrap();
             assert!(aa.listed_rate <= 0.05, "{aa:?}");
         }
-        let slower = scenario("slower", &runner, 1.25, 20, 20, &gated, 6).unwrap();
+        let slower = scenario("slower", &runner, 1.6, 20, 20, &gated, 6).unwrap();
         assert!(slower.listed_rate >= 0.8, "{slower:?}");
     }
 }

@@ -191,6 +191,7 @@ pub fn cell(
             metrics: Vec::new(),
         };
     }
+    let mut entries = entries;
     let chosen = [
         CellVerdict::Regression,
         CellVerdict::Inconclusive,
@@ -199,14 +200,23 @@ pub fn cell(
     ]
     .into_iter()
     .find_map(|v| {
-        entries.iter().find(|(m, _)| {
+        entries.iter().position(|(m, _)| {
             // A cell is called faster only on throughput where that gates: a latency that
             // fell beside an unchanged tok/s would put ▲ beside a 0.0.
             let primary = m.metric == Metric::AggregateTps || !gating(Metric::AggregateTps);
             gating(m.metric) && m.verdict == v && (v != CellVerdict::Improvement || primary)
         })
     });
-    let (verdict, reason) = match chosen {
+    // The gating metric that decided comes right after the primary, so that
+    // `CellComparison::deciding` (the first with the cell's verdict) names it and not a
+    // reported-only metric listed before it (an ITL p50 that moved with a gating ITL p99).
+    let chosen = chosen.map(|i| {
+        let at = usize::from(entries[0].0.metric == Metric::AggregateTps).min(i);
+        let e = entries.remove(i);
+        entries.insert(at, e);
+        at
+    });
+    let (verdict, reason) = match chosen.map(|i| &entries[i]) {
         Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
         None => (CellVerdict::NotComparable, Some(none.to_string())),
     };

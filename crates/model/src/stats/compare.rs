@@ -1028,6 +1028,44 @@ fn each_boot_shows(
     judged
 }
 
+/// A gating latency's change found on both boots stands only if each boot alone's change is
+/// beyond its design effect `margin` (log) and leans the same way past the futility screen:
+/// the design effect is what a busy host does not reach on a boot, and one boot that reads it
+/// cannot carry the mean of two. Else the first boot that does not is the line, and no change.
+fn each_boot_exceeds(
+    judged: (CellVerdict, Check),
+    boots: [(Option<&LogChange>, &str); 2],
+    dir: Direction,
+    margin: f64,
+) -> (CellVerdict, Check) {
+    if !matches!(judged.0, CellVerdict::Regression | CellVerdict::Improvement) {
+        return judged;
+    }
+    for (boot, which) in boots {
+        let Some(c) = boot else { continue };
+        let beyond = match judged.0 {
+            CellVerdict::Regression => signed(c.estimate, dir) <= -margin,
+            _ => signed(c.estimate, dir) >= margin,
+        };
+        let (v, mut check) = boot_leans(judged.clone(), Some(c), dir, which);
+        if v != judged.0 {
+            return (v, check);
+        }
+        if !beyond {
+            check = screen(c, dir, which);
+            check.rejected = false;
+            check.outcome = format!(
+                "no {}: the {which} reads {}, within the design effect ({})",
+                judged.0.as_str(),
+                signed_percent(relative(c.estimate)),
+                signed_percent(relative(signed(-margin, dir)))
+            );
+            return (CellVerdict::Unchanged, check);
+        }
+    }
+    judged
+}
+
 /// [`second_boot_leans`] for the boot `which` names (`second boot alone`, `first boot alone`)
 /// and its own change `boot`.
 fn boot_leans(
@@ -1475,6 +1513,14 @@ pub fn compare_on(
     let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
     let secondary_cell_alpha = secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64;
     let secondary_matrix_alpha = secondary_alpha / 2.0 / n_secondary_matrices.max(1) as f64;
+    // The gating ones alone can fail the gate, so they share the matrix-wide half among
+    // themselves (the union bound counts only them); a reported-only one is listed at its
+    // share of all of them, as before.
+    let n_gating_matrices = matrices
+        .keys()
+        .filter(|m| is_secondary(**m) && gating(**m))
+        .count();
+    let gating_matrix_alpha = secondary_alpha / 2.0 / n_gating_matrices.max(1) as f64;
 
     // Throughput's local family at this look: the lines share LINE_SHARE of its alpha, the
     // cells the rest (Bonferroni: each test its own fixed share). The plan's lines are those
@@ -1500,13 +1546,8 @@ pub fn compare_on(
             cell_alpha
         }
     };
-    let margin_of = |m: Metric| {
-        if m == Metric::PrefillTps {
-            log_margin(rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT))
-        } else {
-            log_margin(rule.min_effect)
-        }
-    };
+    // Each metric's margin: its design effect (`DecisionRule::min_effect_of`).
+    let margin_of = |m: Metric| rule.log_margin_of(m);
     let margin = margin_of(Metric::AggregateTps);
     if let Some(s) = report.rule.shares.as_mut() {
         if secondary_gates {
@@ -1616,12 +1657,40 @@ pub fn compare_on(
             // A secondary metric's matrix-wide test is judged at every look (at the first boot
             // its regression is provisional, below): no futility screen of its own decides
             // the plan's second boot.
-            let alpha = if is_secondary(metric) {
+            let alpha = if is_secondary(metric) && gating(metric) {
+                Some(gating_matrix_alpha)
+            } else if is_secondary(metric) {
                 Some(secondary_matrix_alpha)
             } else {
                 throughput_matrix_alpha
             };
             let v = match alpha {
+                Some(a)
+                    if is_secondary(metric) && gating(metric) && rule.has_design_effect(metric) =>
+                {
+                    // A gating latency with a design effect: its rise on both boots at this
+                    // alpha beyond the design effect, which each boot alone must show too
+                    // (its point change beyond it, leaning worse past the futility screen). A
+                    // uniform rise of every cell is a run effect, which the cell tests take
+                    // out; against the history's run-to-run spread and the design effect, a
+                    // busy host's rise (+16% at C=1) does not reach a +50% one.
+                    let margin = rule.log_margin_of(metric);
+                    // At the plan's first boot (throughput's matrix test only screens there)
+                    // it is screened as throughput is, at FUTILITY_P: its alarm is only
+                    // provisional (a second boot decides, at this alpha), so the first boot
+                    // spends none and a noisy tail's alarm is not lost before the second.
+                    let a = if look.matrix_alpha.is_none() {
+                        FUTILITY_P
+                    } else {
+                        a
+                    };
+                    let judged = judge(&m.change, dir, a, margin, &look.name);
+                    let boots = [
+                        (m.first_boot.as_ref(), "first boot alone"),
+                        (m.second_boot.as_ref(), "second boot alone"),
+                    ];
+                    each_boot_exceeds(judged, boots, dir, margin)
+                }
                 Some(a) if is_secondary(metric) => {
                     // Each boot alone must show a secondary metric's change at the same alpha
                     // (an intersection–union test: its level is that alpha), so one busy boot,
@@ -1678,6 +1747,18 @@ pub fn compare_on(
         );
         if !gating(t.metric) {
             reported_only(&mut check, own, dir);
+        } else if is_secondary(t.metric)
+            && verdict == CellVerdict::Regression
+            && decided_on.basis == DecisionBasis::WithMatrix
+            && let Some((_, matrix_check)) = matrix_verdicts.get(&t.metric)
+        {
+            // A gating secondary metric has no matrix-wide test of its own in the report
+            // (throughput's is `matrix_test`): the cell carries the test that decided it, so
+            // the tests that decided the gate list it with its boundary.
+            let own_outcome = std::mem::take(&mut check.outcome);
+            check = matrix_check.clone();
+            check.look = format!("{}, matrix-wide", check.look);
+            check.outcome = format!("{} ({own_outcome})", check.outcome);
         }
         if look.local_provisional && is_secondary(t.metric) {
             one_boot_secondary(&mut verdict, &mut check, gating(t.metric));
@@ -1706,11 +1787,7 @@ pub fn compare_on(
                 change: relative(t.total.estimate),
                 ci_low: relative(lo),
                 ci_high: relative(hi),
-                margin: if t.metric == Metric::PrefillTps {
-                    rule.min_effect.max(super::rule::PREFILL_MIN_EFFECT)
-                } else {
-                    rule.min_effect
-                },
+                margin: rule.min_effect_of(t.metric),
                 p_value: p,
                 p_adjusted: (p * look.local_alpha / test_alpha(t.metric)).min(1.0),
                 verdict,
@@ -1857,11 +1934,75 @@ mod tests {
     }
 
     /// The rule with the tail latencies gating too (`metrics = ["aggregate_tps", "ttft_p90",
-    /// "itl_p90"]`).
+    /// "itl_p90"]`), each at a design effect of 5% (below the +10–20% these tests plant).
     fn latency_rule() -> DecisionRule {
         DecisionRule {
             metrics: vec![Metric::AggregateTps, Metric::TtftP90, Metric::ItlP90],
+            min_effects: [(Metric::TtftP90, 0.05), (Metric::ItlP90, 0.05)].into(),
             ..DecisionRule::default()
+        }
+    }
+
+    /// Every cell's ITL higher on both boots (a uniform change, which the cell tests take out
+    /// with the run effect): a regression of the gating ITL p99 where each boot reads it beyond
+    /// its design effect (+50%), named by the cells; not where one boot reads it within it, nor
+    /// where both read +20% (a busy host).
+    #[test]
+    fn a_uniform_latency_rise_beyond_its_design_effect_on_both_boots_is_a_regression() {
+        let rule = DecisionRule::default();
+        assert!(rule.gates(Metric::ItlP99, 20));
+        let mut rng = StdRng::seed_from_u64(57);
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
+            .collect();
+        let mut verdict = |first: f64, second: f64| {
+            let a = latency_run("c1", &mut rng, &|_| 1.0, &|_| first);
+            let b = latency_run("c2", &mut rng, &|_| 1.0, &|_| second);
+            let (report, used) = two_boot_verdict(
+                true,
+                &rule,
+                &base,
+                std::slice::from_ref(&a),
+                Some((std::slice::from_ref(&b), "second")),
+            )
+            .unwrap();
+            // A first boot beyond the design effect is a provisional alarm: a second boot.
+            assert_eq!(used, first > 1.5, "{}", report.headline);
+            report
+        };
+        let doubled = verdict(2.0, 2.0);
+        assert_eq!(
+            doubled.gate,
+            GateVerdict::Regression,
+            "{}",
+            doubled.headline
+        );
+        assert!(
+            doubled.headline.starts_with("✗ ITL p99 +"),
+            "{}",
+            doubled.headline
+        );
+        let itl = |r: &ComparisonReport| {
+            r.cells
+                .iter()
+                .filter_map(|c| c.metrics.iter().find(|m| m.metric == Metric::ItlP99))
+                .map(|m| m.verdict)
+                .collect::<Vec<_>>()
+        };
+        assert!(itl(&doubled).iter().all(|v| *v == CellVerdict::Regression));
+        for (first, second) in [(2.0, 1.2), (1.2, 1.2), (1.0, 1.2)] {
+            let r = verdict(first, second);
+            assert_ne!(
+                r.gate,
+                GateVerdict::Regression,
+                "{first} {second}: {}",
+                r.headline
+            );
+            assert!(
+                itl(&r).iter().all(|v| *v != CellVerdict::Regression),
+                "{first} {second}: {}",
+                r.headline
+            );
         }
     }
 
@@ -2055,8 +2196,11 @@ mod tests {
         let secondary = s.secondary.expect("ITL p90 gates on 20 runs");
         assert!((s.matrix + s.local + s.capacity + secondary - rule.alpha).abs() < 1e-12);
         assert!((secondary - 0.002).abs() < 1e-12 && (s.matrix - 0.003).abs() < 1e-12);
-        // With throughput alone gating (the default) it keeps its whole share, as before.
-        let tps_only = DecisionRule::default();
+        // With throughput alone gating it keeps its whole share, as before.
+        let tps_only = DecisionRule {
+            metrics: vec![Metric::AggregateTps],
+            ..DecisionRule::default()
+        };
         let alone = compare(&base, std::slice::from_ref(&cand), &tps_only).unwrap();
         let s = alone.rule.shares.unwrap();
         assert!(s.secondary.is_none() && (s.matrix - 0.004).abs() < 1e-12);

@@ -56,6 +56,7 @@ impl Plan {
             min_effect: rule.min_effect,
             history_runs: by.history_runs,
             metrics: by.metrics.clone(),
+            min_effects: by.min_effects.clone(),
             design_effect: by.design_effect,
             design_power: by.design_power,
             cell_effect: rule.cell_effect.unwrap_or(defaults.cell_effect),
@@ -415,6 +416,7 @@ impl<'h> Judge<'h> {
             design_effect: self.rule.design_effect,
             design_power: self.rule.design_power,
             metrics: self.rule.metrics.clone(),
+            min_effects: self.rule.min_effects.clone(),
         }
     }
 

@@ -1,9 +1,11 @@
 //! The decision rule's user-facing knobs, and every internal constant of the model, each named
 //! once with its reason (`docs/statistics.md` is the one-page account of how they combine).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use infergate_schema::verdict::{AlphaShares, Metric, RuleSummary};
+use infergate_schema::verdict::{AlphaShares, Direction, Metric, RuleSummary};
 
 use super::StatsError;
 
@@ -56,6 +58,22 @@ pub const LATENCY_MIN_RUNS: usize = 10;
 /// (median of 3 samples) where a quiet host read 163k–165k; a 1.3× slower prefill reads −20%.
 pub const PREFILL_MIN_EFFECT: f64 = 0.10;
 
+/// The design effect (minimum effect) of each latency percentile where `[thresholds.min_effects]`
+/// names none: the smallest rise a gating percentile fails a gate for, in every cell and
+/// matrix-wide, and which each boot alone must show (`docs/statistics.md`, "Latency gated by
+/// default"). A tail moves with the host far more than a median: on the simulated engine's
+/// default job the history's ITL p99 of one cell read 6–21 ms from run to run of one quiet
+/// machine (its p50 6.0–6.1 ms), so a p99 gates at +50% (a doubled p99 is +100%), a p90 at
+/// +25% (a loaded host moved C=1 ITL p90 +16%) and a median at +10%.
+pub fn latency_min_effect(metric: Metric) -> Option<f64> {
+    match metric {
+        Metric::TtftP50 | Metric::ItlP50 | Metric::TpotP50 => Some(0.10),
+        Metric::TtftP90 | Metric::ItlP90 | Metric::TpotP90 => Some(0.25),
+        Metric::TtftP99 | Metric::ItlP99 => Some(0.50),
+        _ => None,
+    }
+}
+
 /// A latency percentile is compared only where its sample bounds it: the chance that every
 /// one of its `n` observations falls below the true p-quantile, pⁿ, is at most this. A median
 /// then needs 5 observations and a p90 29; a cell's "p90" from the 2–8 first tokens of a short
@@ -92,16 +110,24 @@ pub struct DecisionRule {
     /// third of them ([`LEVEL_PARTS`]) define the matrix-wide level, so a drift is followed.
     pub history_runs: usize,
     /// Metrics that can fail the gate; the others are reported with verdicts but never gate.
-    /// By default aggregate tok/s alone: a latency percentile added here gates where each cell
-    /// has the observations it needs and the history [`LATENCY_MIN_RUNS`] runs
-    /// ([`DecisionRule::gates`]), and is reported otherwise. Latency is not gated by default
-    /// because a history recorded on another host (the default job's bundled baseline) does not
-    /// show the latency a loaded runner adds to every boot: the simulated engine's C=1 ITL p90
-    /// read +16% against the rest of its run on both boots of a clean run on a loaded CI host.
-    /// The prefill layer's tok/s gates by default (where the history has
-    /// [`LATENCY_MIN_RUNS`] runs with the layer): one figure per context and run, the median
-    /// of cold samples alone on the engine, which a loaded host moves far less than a tail.
+    /// By default aggregate tok/s, the prefill layer's tok/s and ITL p99. A latency percentile
+    /// gates where each cell has the observations it needs and the history
+    /// [`LATENCY_MIN_RUNS`] runs ([`DecisionRule::gates`]), and is reported otherwise; it fails
+    /// a gate only for a change beyond its design effect ([`DecisionRule::min_effect_of`]) on
+    /// both boots and on each boot alone, since a history recorded on another host (the default
+    /// job's bundled baseline) does not show the latency a loaded runner adds to every boot (the
+    /// simulated engine's C=1 ITL p90 read +16% on both boots of a clean run on a loaded CI
+    /// host). The prefill layer's tok/s gates where the history has [`LATENCY_MIN_RUNS`] runs
+    /// with the layer: one figure per context and run, the median of cold samples alone on the
+    /// engine, which a loaded host moves far less than a tail.
     pub metrics: Vec<Metric>,
+    /// Per-metric design effects (`[thresholds.min_effects]`, e.g. `itl_p99 = 0.5`): the
+    /// smallest change of that metric worth failing a gate for, a relative rise for a latency
+    /// (0.5: +50%) and a relative fall for a throughput, in place of `min_effect` (cells) and
+    /// `MATRIX_MARGIN` (matrix-wide); each boot alone must show it too. A metric not named
+    /// here has [`latency_min_effect`]'s default (latency percentiles), the prefill layer
+    /// [`PREFILL_MIN_EFFECT`], the others `min_effect`. Aggregate tok/s has `min_effect`.
+    pub min_effects: BTreeMap<Metric, f64>,
     /// The uniform slowdown the gate must be able to find at `design_power` to say `pass`;
     /// a gate less sensitive than that says `insufficient`.
     pub design_effect: f64,
@@ -119,7 +145,8 @@ impl Default for DecisionRule {
             alpha: 0.01,
             min_effect: 0.03,
             history_runs: 20,
-            metrics: vec![Metric::AggregateTps, Metric::PrefillTps],
+            metrics: vec![Metric::AggregateTps, Metric::PrefillTps, Metric::ItlP99],
+            min_effects: BTreeMap::new(),
             design_effect: 0.05,
             design_power: 0.8,
             cell_effect: 0.10,
@@ -151,6 +178,19 @@ impl DecisionRule {
             power,
             "(0.5, 1)",
         )?;
+        for (&metric, &m) in &self.min_effects {
+            let name = format!("min_effects.{}", metric.as_str());
+            if metric == Metric::AggregateTps {
+                return Err(StatsError::InvalidRule(format!(
+                    "{name} is set by min_effect (aggregate tok/s has no entry of its own)"
+                )));
+            }
+            // A throughput cannot fall by 100%; a latency can rise by more.
+            match metric.direction() {
+                Direction::HigherIsBetter => in_range(m > 0.0 && m < 1.0, &name, m, "(0, 1)")?,
+                Direction::LowerIsBetter => in_range(m > 0.0 && m < 10.0, &name, m, "(0, 10)")?,
+            }
+        }
         if self.history_runs == 0 {
             return Err(StatsError::InvalidRule(
                 "history_runs = 0 must be at least 1".into(),
@@ -169,6 +209,40 @@ impl DecisionRule {
     pub fn gates(&self, metric: Metric, history_runs: usize) -> bool {
         let needs_runs = metric.is_latency_percentile() || metric == Metric::PrefillTps;
         self.metrics.contains(&metric) && (!needs_runs || history_runs >= LATENCY_MIN_RUNS)
+    }
+
+    /// The design effect of `metric` (relative, positive): its `[thresholds.min_effects]`
+    /// entry, else [`latency_min_effect`], the prefill layer's [`PREFILL_MIN_EFFECT`] (or
+    /// `min_effect` when larger), else `min_effect`.
+    pub fn min_effect_of(&self, metric: Metric) -> f64 {
+        if let Some(&m) = self.min_effects.get(&metric) {
+            return m;
+        }
+        match metric {
+            Metric::PrefillTps => self.min_effect.max(PREFILL_MIN_EFFECT),
+            _ => latency_min_effect(metric).unwrap_or(self.min_effect),
+        }
+    }
+
+    /// Whether `metric` has a design effect of its own ([`DecisionRule::min_effect_of`] other
+    /// than `min_effect`): a gating one is judged matrix-wide on its change beyond it on both
+    /// boots and on each boot alone (a uniform rise of every cell is no run effect to it).
+    pub fn has_design_effect(&self, metric: Metric) -> bool {
+        metric != Metric::AggregateTps
+            && metric != Metric::PrefillTps
+            && (self.min_effects.contains_key(&metric) || latency_min_effect(metric).is_some())
+    }
+
+    /// [`DecisionRule::min_effect_of`] as a margin on the log change: a fall of `m` for a
+    /// throughput (`−ln(1 − m)`, as `min_effect`), a rise of `m` for a latency with a design
+    /// effect (`ln(1 + m)`: +50% is `ln 1.5`); a latency without one keeps `min_effect`'s.
+    pub fn log_margin_of(&self, metric: Metric) -> f64 {
+        let m = self.min_effect_of(metric);
+        if metric.direction() == Direction::LowerIsBetter && self.has_design_effect(metric) {
+            (1.0 + m).ln()
+        } else {
+            -(1.0 - m).ln()
+        }
     }
 
     /// Alpha of the matrix-wide test (spent at its last look).

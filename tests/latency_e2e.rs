@@ -1,0 +1,177 @@
+//! Latency gated by default, end to end on the simulated engine (issue 57's must-show): a store
+//! of 10 clean runs is recorded here, then a p99-only ITL regression (`itl-tail`: a rare gap
+//! stretched, throughput and ITL p50 untouched) fails the gate naming ITL p99, a 10% slower
+//! decode fails it naming decode throughput and no latency, and a clean rerun passes. The rule
+//! is the default one (`[thresholds]` left out: `aggregate_tps`, `prefill_tps`, `itl_p99`,
+//! ITL p99's design effect +50%).
+
+// Dependencies are checked by the library target; this target uses only a few of them.
+#![allow(unused_crate_dependencies)]
+
+mod support;
+
+use std::path::Path;
+
+use support::gate;
+
+/// The default config's small variant at C=4,8 × 0 (1.5 s windows: 320–460 gaps a cell, so
+/// ITL p99, which needs 299, gates in both cells), at half the engine's speed (`--time-scale
+/// 0.5`: a step every 18–26 ms). At its own speed (7–9 ms steps) the p99 is mostly this host's
+/// scheduling: a store recorded while other builds ran read it 11–27 ms from run to run (a
+/// log SD of 0.2–0.3, against 0.11 on a quieter moment), and the stretched gaps of the fault
+/// below were then missed in 2 of 3 gates.
+const LATENCY_CONFIG: &str = r#"model = "sim-test"
+
+[engine]
+command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "0.5", "--seed", "5"]
+name = "infergate-sim"
+readiness_timeout = "20s"
+stop_grace = "3s"
+
+[profile]
+hardware = "sim"
+
+[suites.pr]
+concurrency = [4, 8]
+contexts = ["0"]
+duration = "1.5s"
+warmup = "0.25s"
+ready_stable = "0.4s"
+max_tokens = 256
+sub_windows = 4
+"#;
+
+/// Writes the config with `sim_args` added to the engine command; its path.
+fn config(dir: &Path, name: &str, sim_args: &[&str]) -> std::path::PathBuf {
+    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
+    let text = LATENCY_CONFIG.replacen(
+        "\"--seed\", \"5\"]",
+        &format!("\"--seed\", \"5\"{extra}]"),
+        1,
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// The run's `verdict.json`.
+fn verdict(out: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json");
+    serde_json::from_str(&text).expect("verdict json")
+}
+
+/// The metrics a cell of `verdict` found regressed (`metrics[].verdict`), by name.
+fn regressed_metrics(verdict: &serde_json::Value) -> Vec<String> {
+    let cells = verdict["cells"].as_array().cloned().unwrap_or_default();
+    cells
+        .iter()
+        .flat_map(|c| c["metrics"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["verdict"] == "regression")
+        .filter_map(|m| m["metric"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The latency tests that decided the gate (`check.rejected`: a gating latency's regression
+/// or improvement; a reported-only one's never is), by metric.
+fn decided_latency(verdict: &serde_json::Value) -> Vec<String> {
+    let cells = verdict["cells"].as_array().cloned().unwrap_or_default();
+    cells
+        .iter()
+        .flat_map(|c| c["metrics"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["check"]["rejected"] == true)
+        .filter_map(|m| m["metric"].as_str().map(str::to_string))
+        .filter(|m| ["ttft", "itl", "tpot"].iter().any(|p| m.starts_with(p)))
+        .collect()
+}
+
+/// Each cell's ITL p99 comparison and what did not gate, for a failure's message.
+fn itl_p99_lines(verdict: &serde_json::Value) -> String {
+    let cells = verdict["cells"].as_array().cloned().unwrap_or_default();
+    let lines: Vec<String> = cells
+        .iter()
+        .flat_map(|c| c["metrics"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["metric"] == "itl_p99")
+        .map(|m| {
+            format!(
+                "{} → {} ({}): {}",
+                m["baseline"], m["candidate"], m["verdict"], m["check"]["outcome"]
+            )
+        })
+        .collect();
+    format!("{lines:?} not gated: {}", verdict["not_gated"])
+}
+
+/// Whether a first line speaks of a latency.
+fn names_latency(first: &str) -> bool {
+    ["ITL", "TTFT", "TPOT"].iter().any(|w| first.contains(w))
+}
+
+#[test]
+fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_passes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("baselines");
+    std::fs::create_dir_all(&store).expect("store dir");
+    let clean = config(dir.path(), "clean", &[]);
+    for i in 0..10 {
+        let out = dir.path().join(format!("base-{i}"));
+        let (code, stderr) = gate(&clean, &out, &store, &["--update-baseline"]);
+        assert_eq!(code, Some(0), "baseline run {i}: {stderr}");
+    }
+
+    // After every 50th token one gap lasts 3 steps (2% of the gaps; the tokens held back
+    // come together after it, none lost): the p99, a step and a little of the host's
+    // scheduling (19–35 ms here), becomes three steps (54–78 ms); the p90, the p50 and
+    // throughput stay. A loaded host's own hiccups can bury the stretched gaps for a whole
+    // gate: up to three gates, none failing on anything but ITL p99.
+    let itl = config(dir.path(), "itl_p99", &["--fault", "itl-tail=50:3"]);
+    let mut missed = Vec::new();
+    let found = (0..3).any(|k| {
+        let out = dir.path().join(format!("out-itl_p99-{k}"));
+        let (code, stderr) = gate(&itl, &out, &store, &[]);
+        let v = verdict(&out);
+        let first = v["headline"].as_str().unwrap_or_default().to_string();
+        let regressed = regressed_metrics(&v);
+        // The p99 alone: throughput and the median are no regression.
+        assert!(
+            regressed.iter().all(|m| m == "itl_p99"),
+            "itl_p99: {regressed:?}"
+        );
+        if code == Some(1) {
+            assert!(first.starts_with("✗ ITL p99 +"), "itl_p99: {first}");
+            return true;
+        }
+        assert_eq!(code, Some(0), "itl_p99: {first}\n{stderr}");
+        missed.push(format!("{first}: {}", itl_p99_lines(&v)));
+        false
+    });
+    assert!(found, "itl_p99 passed three gates: {missed:?}");
+
+    let cases: [(&str, &[&str], i32); 2] =
+        [("decode11", &["--slowdown", "1.1"], 1), ("clean", &[], 0)];
+    for (name, args, want) in cases {
+        let out = dir.path().join(format!("out-{name}"));
+        let (code, stderr) = gate(&config(dir.path(), name, args), &out, &store, &[]);
+        let v = verdict(&out);
+        let first = v["headline"].as_str().unwrap_or_default().to_string();
+        let regressed = regressed_metrics(&v);
+        assert_eq!(code, Some(want), "{name}: {first}\n{stderr}");
+        match name {
+            "decode11" => {
+                assert!(first.contains("aggregate tok/s"), "{name}: {first}");
+                assert!(!names_latency(&first), "{name}: {first}");
+                // Every gap is 10% longer, within ITL p99's design effect: no latency fails
+                // the gate (the reported-only ITL p50 may say it rose 10%, which it did).
+                let gating_latency = regressed.iter().any(|m| m == "itl_p99");
+                assert!(!gating_latency, "{name}: {regressed:?}");
+                let decided = decided_latency(&v);
+                assert!(decided.is_empty(), "{name}: {decided:?}");
+            }
+            _ => {
+                assert!(first.contains("no regression"), "{name}: {first}");
+                assert!(regressed.is_empty(), "{name}: {regressed:?}");
+                let decided = decided_latency(&v);
+                assert!(decided.is_empty(), "{name}: {decided:?}");
+            }
+        }
+    }
+}
