@@ -57,6 +57,12 @@ pub struct SimArgs {
     /// `max_model_len`, served in `/v1/models` as vLLM does; longer requests get HTTP 400).
     #[arg(long)]
     pub max_model_len: Option<u64>,
+    /// Cold prefill speed, prompt tokens per second of engine time (overrides the profile's).
+    /// A slower prefill makes each cold sample last long enough that a loaded host's own
+    /// delays (milliseconds) stay small beside it, as on a GPU, where an 8k prefill takes
+    /// hundreds of milliseconds.
+    #[arg(long, value_name = "TOK_PER_S")]
+    pub prefill_tps: Option<f64>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: IpAddr,
@@ -127,6 +133,14 @@ pub fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
     opts.model = args.model.clone();
     if let Some(n) = args.max_model_len {
         opts.profile.max_model_len = n;
+    }
+    if let Some(tps) = args.prefill_tps {
+        if !(tps.is_finite() && tps > 0.0) {
+            return Err(usage(format!(
+                "--prefill-tps {tps}: must be a positive number of prompt tokens per second"
+            )));
+        }
+        opts.profile.prefill_tps = tps;
     }
     opts.validate().map_err(|e| usage(e.to_string()))?;
     Ok(opts)
