@@ -27,7 +27,7 @@ Prints, per context: infergate's prefill tok/s, the counters' tok/s, the server 
 the client's tok/s over exactly the counted requests (sum of tokens / sum of TTFT), the ratio
 infergate / counters (what the exit status holds to the tolerance), the ratio client /
 counters (the same requests: what TTFT adds to the server's prompt time) and that addition per
-sample in ms. Exit 0 when every infergate / counters ratio is within the tolerance (5%), 1 when
+sample in ms, and the spread of the per-sample rates. Exit 0 when every infergate / counters ratio is within the tolerance (5%), 1 when
 one is not, 2 when something could not be measured (no counter, a failed run).
 
     scripts/eval/llama-prefill-check.py                       # contexts 4k,8k; 3 cold samples
@@ -212,22 +212,29 @@ def report(work: Path, tolerance: float, code: int | None, what: str) -> int:
     print(f"\n{what}")
     header = ("context", "tokens", "infergate tok/s", "counters tok/s", "server log tok/s",
               "client sum tok/s", "infergate/counters", "client/counters",
-              "TTFT - prompt time per sample")
+              "TTFT - prompt time per sample", "per-sample tok/s (min-max)")
     print(" | ".join(header))
     status = 0
     at = 0
     for r in records:
         label = f"{r['context_tokens'] // 1024}k" if r["context_tokens"] % 1024 == 0 \
             else str(r["context_tokens"])
-        unique = [(i, s) for i, s in enumerate(r["samples"], start=at) if s["kind"] == "unique"]
-        at += len(r["samples"])
         counters = r.get("engine_counters") or {}
+        # The requests inside the counters' window: every cold sample (a cold warm-up too);
+        # builds before 2026-12-05 read the counters after the warm-up (the unique ones only).
+        cold = [(i, s) for i, s in enumerate(r["samples"], start=at) if s["cold"]]
+        unique = [(i, s) for i, s in cold if s["kind"] == "unique"]
+        moved = counters.get("prompt_tokens", 0)
+        off = lambda ss: abs(sum(s["prompt_tokens"] for _, s in ss) - moved)  # noqa: E731
+        unique = cold if off(cold) <= off(unique) else unique
+        at += len(r["samples"])
         figure = r.get("prefill_tps")
         engine = counters.get("engine_prefill_tps")
         if r.get("error") or figure is None or engine is None:
             print(f"{label} | not measured: error {r.get('error')!r}, counters {counters!r}")
             status = max(status, 2)
             continue
+        rates = [s["prefill_tps"] for _, s in unique]
         tokens = sum(s["prompt_tokens"] for _, s in unique)
         ttft = sum(s["ttft_s"] for _, s in unique)
         client = tokens / ttft if ttft > 0 else float("nan")
@@ -244,7 +251,8 @@ def report(work: Path, tolerance: float, code: int | None, what: str) -> int:
               f"{engine:,.1f} | {log_col} | {client:,.1f} | {ratio:.4f} "
               f"({(ratio - 1) * 100:+.2f}%){'' if ok else ' OUTSIDE'} | "
               f"{client / engine:.4f} | "
-              f"{(ttft - counters.get('seconds', 0)) / max(len(unique), 1) * 1000:.1f} ms")
+              f"{(ttft - counters.get('seconds', 0)) / max(len(unique), 1) * 1000:.1f} ms | "
+              f"{min(rates):,.0f}-{max(rates):,.0f}")
     verdict = {0: f"within {tolerance:.0%} at every context", 1: "OUTSIDE the tolerance",
                2: "NOT MEASURED at every context"}[status]
     print(f"result: infergate's prefill tok/s vs llama-server's counters: {verdict} "

@@ -65,14 +65,10 @@ def gate(binary: str, checkout: Path, config: str, out: Path, store: Path | None
             boots += 1
             if r.get("finished_at"):
                 matrix += parse_time(r["finished_at"]) - parse_time(r["started_at"])
-    first = next((l for l in run.stdout.splitlines() if l.strip()), "")
-    verdict = ""
     vp = out / "verdict.json"
-    if vp.exists():
-        v = json.loads(vp.read_text())
-        verdict = v.get("gate") or v.get("verdict", {}).get("gate", "") if isinstance(v, dict) else ""
+    verdict = json.loads(vp.read_text()).get("gate", "?") if vp.exists() else "no verdict"
     return {"code": run.returncode, "wall": wall, "boots": boots, "matrix": matrix,
-            "verdict": str(verdict), "first": first, "log": run.stdout}
+            "verdict": verdict, "log": run.stdout}
 
 
 def main() -> None:
@@ -99,7 +95,7 @@ def main() -> None:
         r["engine_min"] = r["wall"] * scale / 60
         rows.setdefault((label, what), []).append(r)
         print(f"{label:>8} {what:<22} exit {r['code']} {r['boots']} boot(s) wall {r['wall']:6.1f} s "
-              f"matrix {r['matrix']:6.1f} s = {r['engine_min']:6.2f} engine-min  {r['first'][:110]}",
+              f"matrix {r['matrix']:6.1f} s = {r['engine_min']:6.2f} engine-min, {r['verdict']}",
               flush=True)
 
     if not a.skip_ldb:
@@ -124,7 +120,7 @@ def main() -> None:
                 record(label, "ldb-rtx5090 pr (x20)", r, LDB_SCALE)
 
     print(f"\nload average now {os.getloadavg()}; outputs in {work}")
-    print("| config | build | runs: engine-minutes (boots) | mean | matrix s (mean) | exit codes |")
+    print("| config | build | runs: engine-minutes (boots) | mean | matrix s (mean) | verdicts |")
     print("|---|---|---|---|---|---|")
     whats = sorted({w for _, w in rows}, key=lambda w: w)
     for what in whats:
@@ -136,9 +132,10 @@ def main() -> None:
             m = statistics.mean(r["engine_min"] for r in rs)
             means[label] = m
             runs = ", ".join(f"{r['engine_min']:.2f} ({r['boots']})" for r in rs)
+            verdicts = ", ".join(f"{r['verdict']} (exit {r['code']})" for r in rs)
             print(f"| {what} | {label} | {runs} | {m:.2f} | "
                   f"{statistics.mean(r['matrix'] for r in rs):.1f} | "
-                  f"{' '.join(str(r['code']) for r in rs)} |")
+                  f"{verdicts} |")
         if len(means) == 2:
             (la, ma), (lb, mb) = list(means.items())
             print(f"| {what} | {lb} / {la} | | {mb / ma:.3f} ({(mb / ma - 1) * 100:+.1f}%) | | |")
