@@ -6,8 +6,10 @@
 //! decode cell would otherwise prefill inside its admission, so it costs nothing extra. Then
 //! `prefill_samples` prompts of the same size, each opening with a random prefix of its own,
 //! so no prefix cache holds any of it. The engine's prompt and prefill-time counters are
-//! read before the first and after the last of those (their deltas, never a gauge) and held
-//! against the client's figures ([`super::cell::crosscheck::prefill_cross_check`]).
+//! read before the first cold sample and after the last (their deltas, never a gauge) and
+//! held against the client's figures ([`super::cell::crosscheck::prefill_cross_check`]): the
+//! window holds every sample the context's median is taken over, the warm-up where it is
+//! cold, so the counters' rate and the layer's figure describe the same requests.
 
 use std::time::{Duration, Instant};
 
@@ -153,20 +155,38 @@ pub async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
     let p = plan.prompt;
     let mut samples = Vec::new();
     let mut error = None;
+    let read_counters = || async {
+        match plan.dialect {
+            Some(_) => settled(plan.client, plan.dialect).await,
+            None => None,
+        }
+    };
+    // A cold warm-up is inside the counters' window (it is in the median); one that found
+    // part of its prompt in the prefix cache is not (the counter leaves cached tokens out).
+    let mut before = None;
+    if plan.warmup_cold {
+        before = read_counters().await;
+    }
+    let (mut cold_tokens, mut cold_ttft, mut cold_n) = (0.0, 0.0, 0usize);
     match sample(plan, p.text(0), p.measured_tokens).await {
-        Ok((tokens, ttft)) => samples.push(record(
-            PrefillSampleKind::Warmup,
-            tokens,
-            ttft,
-            plan.warmup_cold,
-        )),
+        Ok((tokens, ttft)) => {
+            if plan.warmup_cold {
+                cold_tokens += tokens as f64;
+                cold_ttft += ttft;
+                cold_n += 1;
+            }
+            samples.push(record(
+                PrefillSampleKind::Warmup,
+                tokens,
+                ttft,
+                plan.warmup_cold,
+            ))
+        }
         Err(e) => error = Some(e),
     }
-    let before = match (&error, plan.dialect) {
-        (None, Some(_)) => settled(plan.client, plan.dialect).await,
-        _ => None,
-    };
-    let (mut cold_tokens, mut cold_ttft, mut cold_n) = (0.0, 0.0, 0usize);
+    if error.is_none() && !plan.warmup_cold {
+        before = read_counters().await;
+    }
     if error.is_none() {
         for _ in 0..plan.settings.samples {
             let prompt = unique_prompt(p, rand::random::<u64>());
