@@ -934,8 +934,9 @@ pub enum PrefillSampleKind {
     Unique,
 }
 
-/// Counter deltas over the cold (`unique`) samples, scraped before the first and after the
-/// last (counters, never gauges that reset on a scrape).
+/// Counter deltas over the cold samples the context's median is taken over (a cold warm-up
+/// included), scraped before the first and after the last (counters, never gauges that reset
+/// on a scrape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PrefillCounters {
     /// Prompt-token counter read (`vllm:prompt_tokens_total`, `llamacpp:prompt_tokens_total`).
