@@ -15,11 +15,13 @@ use std::path::Path;
 use support::gate_in_process;
 
 /// The default config's small variant at C=1,2 × 8k with the prefill layer's 8 cold samples
-/// (as the default `pr` suite), at the engine's own speed (`--time-scale 1`).
+/// (as the default `pr` suite), at the engine's own speed (`--time-scale 1`) and the default
+/// config's prefill speed (`--prefill-tps 50000`: an 8k sample lasts 164 ms, so a loaded host's
+/// milliseconds do not hide a 1.3x slower prefill, as they did at the profile's 41 ms).
 const LAYERS_CONFIG: &str = r#"model = "sim-test"
 
 [engine]
-command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "1", "--seed", "5"]
+command = ["{infergate}", "sim", "--profile", "test", "--port", "{port}", "--time-scale", "1", "--prefill-tps", "50000", "--seed", "5"]
 name = "infergate-sim"
 readiness_timeout = "20s"
 stop_grace = "3s"
