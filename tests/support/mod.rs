@@ -268,5 +268,6 @@ pub fn measured(config: &Path, run_id: &str, tps: f64) -> RunResults {
         source: ResultsSource::Infergate,
         labels: std::collections::BTreeMap::new(),
         prefill: Vec::new(),
+        burst: None,
     }
 }

@@ -362,6 +362,8 @@ pub struct SuiteConfig {
     pub skip_doomed: bool,
     /// The prefill layer's cold samples (`prefill_samples`, `prefill_max_context`).
     pub prefill: infergate_schema::results::PrefillSettings,
+    /// The burst / end-to-end layer (`[suites.NAME.burst]`), when the suite turns it on.
+    pub burst: Option<infergate_schema::results::BurstSettings>,
 }
 
 impl SuiteConfig {

@@ -111,7 +111,16 @@ pub struct DecisionRule {
     /// have its one-sided 95% bound on the change above `-cell_effect`, else the gate is
     /// `insufficient` and names the cell (a matrix-wide test alone says nothing of one cell).
     pub cell_effect: f64,
+    /// The burst layer's margin (`[thresholds] burst_min_effect`): the smallest change of its
+    /// total tok/s or TTFT p90 that fails a gate, in place of `min_effect`. A tenth by default:
+    /// the burst's TTFT p90 is a single millisecond-scale figure per run, which a busy host
+    /// moves by several percent ([`BURST_MIN_EFFECT`]).
+    pub burst_min_effect: f64,
 }
+
+/// The default [`DecisionRule::burst_min_effect`]: the default job's burst TTFT p90 read
+/// within ±5% of its median over 10 runs on the shared 2-core host (docs/statistics.md).
+pub const BURST_MIN_EFFECT: f64 = 0.10;
 
 impl Default for DecisionRule {
     fn default() -> Self {
@@ -123,6 +132,7 @@ impl Default for DecisionRule {
             design_effect: 0.05,
             design_power: 0.8,
             cell_effect: 0.10,
+            burst_min_effect: BURST_MIN_EFFECT,
         }
     }
 }
@@ -144,6 +154,13 @@ impl DecisionRule {
         )?;
         let cell = self.cell_effect;
         in_range(cell > 0.0 && cell < 1.0, "cell_effect", cell, "(0, 1)")?;
+        let burst = self.burst_min_effect;
+        in_range(
+            burst.is_finite() && (0.0..1.0).contains(&burst),
+            "burst_min_effect",
+            burst,
+            "[0, 1)",
+        )?;
         let power = self.design_power;
         in_range(
             power > 0.5 && power < 1.0,
@@ -165,9 +182,10 @@ impl DecisionRule {
     /// cell ([`percentile_min_count`]); a cell without them has no line of it. The prefill
     /// layer's tok/s likewise from [`LATENCY_MIN_RUNS`] history runs *with the layer*
     /// (`history_runs` counts those): its noise per context is its own, one figure per run, and
-    /// from fewer runs its model leans on the prior.
+    /// from fewer runs its model leans on the prior. The burst layer's metrics likewise (runs
+    /// with the burst layer).
     pub fn gates(&self, metric: Metric, history_runs: usize) -> bool {
-        let needs_runs = metric.is_latency_percentile() || metric == Metric::PrefillTps;
+        let needs_runs = metric.is_latency_percentile() || metric.is_layer();
         self.metrics.contains(&metric) && (!needs_runs || history_runs >= LATENCY_MIN_RUNS)
     }
 

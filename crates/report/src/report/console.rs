@@ -703,6 +703,7 @@ mod tests {
             source: ResultsSource::Infergate,
             labels: Default::default(),
             prefill: Vec::new(),
+            burst: None,
         }
     }
 
