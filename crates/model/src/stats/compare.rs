@@ -3238,3 +3238,153 @@ mod prefill_tests {
         assert!(report.prefill.iter().all(|c| !c.metrics.is_empty()));
     }
 }
+
+#[cfg(test)]
+mod burst_tests {
+    use super::*;
+    use crate::synthetic::synthetic_run;
+    use infergate_schema::results::{BurstRecord, BurstSettings, Percentiles};
+    use infergate_schema::verdict::GateVerdict;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use rand_distr::{Distribution, Normal};
+
+    /// A synthetic run with a burst of `requests` requests: 54k total tok/s and a 57 ms TTFT
+    /// p90 times `ttft_factor`, each with a 2% run-to-run scatter; `completed` of them done.
+    fn run(
+        id: &str,
+        rng: &mut StdRng,
+        ttft_factor: f64,
+        requests: u32,
+        completed: u32,
+    ) -> RunResults {
+        let mut r = synthetic_run(id, rng, 0.01, 0.02, &|_| 1.0);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        let p90 = 0.057 * ttft_factor * (0.02 * n.sample(rng)).exp();
+        let tps = 54_000.0 * (0.02 * n.sample(rng)).exp();
+        r.burst = Some(BurstRecord {
+            settings: BurstSettings {
+                requests,
+                request_rate: Some(40.0),
+                seed: 0,
+                prompt_tokens: 2048,
+                max_tokens: 16,
+                slo: Default::default(),
+            },
+            sent: requests,
+            completed,
+            incomplete: requests - completed,
+            errors: 0,
+            duration_s: 1.2,
+            prompt_tokens: 2048 * u64::from(completed),
+            output_tokens: 16 * u64::from(completed),
+            request_throughput: f64::from(completed) / 1.2,
+            output_tps: tps / 129.0,
+            total_tps: tps,
+            ttft_s: Some(Percentiles {
+                mean: p90 * 0.7,
+                p50: p90 * 0.7,
+                p90,
+                p99: p90 * 1.1,
+                count: u64::from(completed),
+            }),
+            tpot_s: None,
+            itl_s: None,
+            e2el_s: None,
+            good: None,
+            goodput: None,
+            first_problem: None,
+        });
+        r
+    }
+
+    fn rule() -> DecisionRule {
+        DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::BurstTps, Metric::BurstTtftP90],
+            ..DecisionRule::default()
+        }
+    }
+
+    #[test]
+    fn a_burst_ttft_regression_fails_the_gate_naming_ttft_in_the_burst_layer() {
+        let mut rng = StdRng::seed_from_u64(61);
+        let base: Vec<RunResults> = (0..12)
+            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
+            .collect();
+        let slow = [run("c", &mut rng, 1.3, 32, 32)];
+        let report = compare(&base, &slow, &rule()).unwrap();
+        assert!(report.burst_gated);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report.headline.starts_with("✗ TTFT p90 +")
+                && report.headline.contains("in the burst layer"),
+            "{}",
+            report.headline
+        );
+        let clean = [run("d", &mut rng, 1.0, 32, 32)];
+        let report = compare(&base, &clean, &rule()).unwrap();
+        assert!(report.burst.iter().all(|c| !c.verdict.is_regression()));
+        assert!(!report.headline.contains("burst"), "{}", report.headline);
+        assert_eq!(report.burst[0].metrics.len(), 2);
+    }
+
+    /// Fewer than 29 completed requests: the TTFT p90 is not compared (and the report says
+    /// so); a burst with a request that did not complete is not compared and fails closed.
+    #[test]
+    fn a_short_or_incomplete_burst_is_not_gated_or_fails_closed() {
+        let mut rng = StdRng::seed_from_u64(62);
+        let base: Vec<RunResults> = (0..12)
+            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
+            .collect();
+        let short = [run("c", &mut rng, 1.3, 16, 16)];
+        let report = compare(&base, &short, &rule()).unwrap();
+        assert!(
+            report.burst[0]
+                .metrics
+                .iter()
+                .all(|m| m.metric != Metric::BurstTtftP90)
+        );
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|n| n.contains("burst TTFT p90 not gated: 16 completed requests")),
+            "{:?}",
+            report.not_gated
+        );
+        let cut = [run("d", &mut rng, 1.0, 32, 31)];
+        let report = compare(&base, &cut, &rule()).unwrap();
+        assert_eq!(report.burst[0].verdict, CellVerdict::NotComparable);
+        assert_eq!(
+            report.gate,
+            GateVerdict::Insufficient,
+            "{}",
+            report.headline
+        );
+    }
+
+    /// History runs recorded before the layer existed count for the decode cells, not for
+    /// the burst: with fewer than 10 runs that have it, it is reported, not gated.
+    #[test]
+    fn history_runs_without_the_burst_do_not_count_for_it() {
+        let mut rng = StdRng::seed_from_u64(63);
+        let mut base: Vec<RunResults> = (0..12)
+            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
+            .collect();
+        for r in base.iter_mut().take(4) {
+            r.burst = None;
+        }
+        let slow = [run("c", &mut rng, 1.5, 32, 32)];
+        let report = compare(&base, &slow, &rule()).unwrap();
+        assert!(!report.burst_gated);
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|n| n.contains("8 of the history's runs have it")),
+            "{:?}",
+            report.not_gated
+        );
+    }
+}
