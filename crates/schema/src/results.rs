@@ -1817,6 +1817,18 @@ mod tests {
                 let old: RunResults = serde_json::from_value(before).unwrap();
                 assert!(old.prefill.is_empty());
                 assert!(serde_json::to_value(&old).unwrap().get("prefill").is_none());
+                // Likewise the burst layer: every request of it completed, it round-trips,
+                // and the run without its `burst` key loads with none.
+                let burst = run.burst.as_ref().expect("bundled runs carry the burst layer");
+                assert!(burst.all_completed(), "{}", path.display());
+                assert_eq!(written["burst"], raw["burst"], "{}", path.display());
+                let mut before = raw.clone();
+                if let Some(o) = before.as_object_mut() {
+                    o.remove("burst");
+                }
+                let old: RunResults = serde_json::from_value(before).unwrap();
+                assert!(old.burst.is_none());
+                assert!(serde_json::to_value(&old).unwrap().get("burst").is_none());
                 runs += 1;
             }
         }
