@@ -1819,7 +1819,10 @@ mod tests {
                 assert!(serde_json::to_value(&old).unwrap().get("prefill").is_none());
                 // Likewise the burst layer: every request of it completed, it round-trips,
                 // and the run without its `burst` key loads with none.
-                let burst = run.burst.as_ref().expect("bundled runs carry the burst layer");
+                let burst = run
+                    .burst
+                    .as_ref()
+                    .expect("bundled runs carry the burst layer");
                 assert!(burst.all_completed(), "{}", path.display());
                 assert_eq!(written["burst"], raw["burst"], "{}", path.display());
                 let mut before = raw.clone();
