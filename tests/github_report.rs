@@ -103,6 +103,7 @@ fn run(run_id: &str, model: &str, conc: &[u32], ctx: &[u64], scale: f64, age_h: 
         source: ResultsSource::Infergate,
         labels,
         prefill: Vec::new(),
+        burst: None,
     }
 }
 
@@ -182,6 +183,8 @@ fn verdict(
         lines: Vec::new(),
         prefill: Vec::new(),
         prefill_gated: false,
+        burst: Vec::new(),
+        burst_gated: false,
         not_gated: Vec::new(),
         matrix_test: None,
         cells,

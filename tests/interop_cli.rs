@@ -312,6 +312,8 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         lines: Vec::new(),
         prefill: Vec::new(),
         prefill_gated: false,
+        burst: Vec::new(),
+        burst_gated: false,
         not_gated: Vec::new(),
         matrix_test: None,
         cells: vec![

@@ -133,6 +133,7 @@ pub fn run(g: &Gen, index: u64) -> RunResults {
         source: ResultsSource::Infergate,
         labels: Default::default(),
         prefill: Vec::new(),
+        burst: None,
     }
 }
 

@@ -268,6 +268,7 @@ pub fn measured(config: &Path, run_id: &str, tps: f64) -> RunResults {
         source: ResultsSource::Infergate,
         labels: std::collections::BTreeMap::new(),
         prefill: Vec::new(),
+        burst: None,
     }
 }
 

@@ -74,6 +74,7 @@ pub fn template() -> RunResults {
         source: ResultsSource::Infergate,
         labels: Default::default(),
         prefill: Vec::new(),
+        burst: None,
     }
 }
 

@@ -616,6 +616,8 @@ pub mod tests {
             lines: Vec::new(),
             prefill: Vec::new(),
             prefill_gated: false,
+            burst: Vec::new(),
+            burst_gated: false,
             not_gated: Vec::new(),
             confirmation: None,
             coverage: None,

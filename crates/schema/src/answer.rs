@@ -22,6 +22,10 @@ pub const NO_BASELINE_REASON: &str = "no baseline";
 pub const PREFILL_DISAGREES: &str =
     "not compared: the engine's prefill counters disagree with the client's figure at ";
 
+/// How the burst entry's reason begins when some of the candidate's burst requests did not
+/// complete: not compared, and the gate fails closed on it where the layer gates.
+pub const BURST_INCOMPLETE: &str = "not compared: not every burst request completed: ";
+
 /// What a table shows where it has no value (the console's legend says so): one mark in every
 /// table, never confused with the `–` of a cell that was not compared.
 pub const NO_VALUE: &str = "—";
@@ -100,6 +104,8 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::TpotP50 => "TPOT p50",
         Metric::TpotP90 => "TPOT p90",
         Metric::PrefillTps => "prefill tok/s",
+        Metric::BurstTps => "total tok/s",
+        Metric::BurstTtftP90 => "TTFT p90",
     }
 }
 
@@ -126,7 +132,8 @@ pub fn with_unit(metric: Metric, value: f64) -> String {
         | Metric::ItlP90
         | Metric::ItlP99
         | Metric::TpotP50
-        | Metric::TpotP90 => {
+        | Metric::TpotP90
+        | Metric::BurstTtftP90 => {
             // Three significant figures: a 10% longer 1.5 ms ITL reads 1.50 → 1.65 ms, not
             // 1.5 → 1.6 ms beside "+10.0%".
             let ms = value * 1000.0;
@@ -138,7 +145,7 @@ pub fn with_unit(metric: Metric, value: f64) -> String {
                 format!("{ms:.2} ms")
             }
         }
-        Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps => {
+        Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps | Metric::BurstTps => {
             format!("{value:.1} tok/s")
         }
         Metric::StepsPerS => format!("{value:.1} steps/s"),
@@ -167,6 +174,10 @@ pub fn line_label(axis: LineAxis, at: u64) -> String {
 
 /// A cell's [`cell_label`].
 pub fn label(c: &CellComparison) -> String {
+    if c.concurrency == 0 && c.context_tokens == 0 {
+        // The burst layer's entry.
+        return "burst layer".to_string();
+    }
     if c.concurrency == 0 {
         // A prefill layer's entry: one context, no concurrency.
         return context_label(c.context_tokens);
@@ -437,10 +448,17 @@ pub fn first_line(report: &ComparisonReport) -> String {
             } else {
                 // The worst speed regression, else the first of another kind; the prefill
                 // layer's contexts are counted apart from the decode cells.
-                let in_prefill = regressed.iter().filter(|c| c.concurrency == 0).count();
-                let in_cells = k - in_prefill;
+                let in_prefill = regressed
+                    .iter()
+                    .filter(|c| c.concurrency == 0 && c.context_tokens > 0)
+                    .count();
+                let in_burst = regressed
+                    .iter()
+                    .filter(|c| c.concurrency == 0 && c.context_tokens == 0)
+                    .count();
+                let in_cells = k - in_prefill - in_burst;
                 let mut parts = Vec::new();
-                if in_cells > 0 || in_prefill == 0 {
+                if in_cells > 0 || in_prefill + in_burst == 0 {
                     parts.push(format!(
                         "{in_cells} of {} regressed",
                         cells_word(report.cells.len())
@@ -454,6 +472,19 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 }
                 let of_n = parts.join("; ");
                 match (worst, regressed.first()) {
+                    (Some((_, m, _)), _) if m.metric.is_burst() => {
+                        // "✗ TTFT p90 +31.0% [...] in the burst layer": the layer named.
+                        let d = m.shown_change_total();
+                        let rest = if of_n.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; {of_n}")
+                        };
+                        format!(
+                            "{symbol} {} in the burst layer{rest}{confirm}",
+                            sized(m.metric, d.change, d.ci_low, d.ci_high),
+                        )
+                    }
                     (Some((_, m, c)), _) => {
                         let d = m.shown_change_total();
                         format!(

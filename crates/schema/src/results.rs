@@ -59,6 +59,12 @@ pub struct RunResults {
     /// existed, in imports, and where the suite turned it off.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefill: Vec<PrefillRecord>,
+    /// The burst / end-to-end layer: a finite set of requests with cold, distinct prompts sent
+    /// on a fixed arrival schedule after the decode cells, on the same boot (or a `vllm bench
+    /// serve` / guidellm run, imported). `None` in runs recorded before the layer existed and
+    /// where the suite does not turn it on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<BurstRecord>,
 }
 
 /// Name and version of the writer.
@@ -882,6 +888,106 @@ impl PrefillSettings {
 impl Default for PrefillSettings {
     fn default() -> Self {
         PrefillSettings::DEFAULT
+    }
+}
+
+/// How the burst layer sends its requests (a suite's `[suites.X.burst]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BurstSettings {
+    /// Requests sent (each a cold, distinct prompt).
+    pub requests: u32,
+    /// Mean arrival rate, requests per second (Poisson arrivals, as `vllm bench serve
+    /// --request-rate`); `None` sends them all at once (`inf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_rate: Option<f64>,
+    /// Seed of the arrival schedule: the same seed gives the same schedule every run.
+    pub seed: u64,
+    /// Prompt size of each request, tokens.
+    pub prompt_tokens: u64,
+    /// Output tokens asked of each request (`ignore_eos`, so a complete request has them all).
+    pub max_tokens: u32,
+    /// The SLOs goodput counts a request against (`vllm bench serve --goodput`).
+    #[serde(default, skip_serializing_if = "BurstSlo::is_empty")]
+    pub slo: BurstSlo,
+}
+
+/// Service-level objectives of one request, seconds (`--goodput ttft:MS tpot:MS e2el:MS`): a
+/// request is good when it completed and meets every objective set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct BurstSlo {
+    /// Longest time to first token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_s: Option<f64>,
+    /// Longest time per output token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_s: Option<f64>,
+    /// Longest end-to-end latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el_s: Option<f64>,
+}
+
+impl BurstSlo {
+    /// No objective set (goodput is then not computed).
+    pub fn is_empty(&self) -> bool {
+        self.ttft_s.is_none() && self.tpot_s.is_none() && self.e2el_s.is_none()
+    }
+}
+
+/// The burst layer's measurement: every request accounted for, the throughput over the
+/// burst's wall time and the latency percentiles of the requests that completed (the
+/// definitions of the decode cells and `vllm bench serve`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BurstRecord {
+    /// What was asked (for an import, what the tool reports of it).
+    pub settings: BurstSettings,
+    /// Requests sent.
+    pub sent: u32,
+    /// Requests that ended as asked (`finish_reason` `length` or `stop`, then `[DONE]`).
+    pub completed: u32,
+    /// Requests whose stream ended early (no finish reason, another one, or the body cut):
+    /// not completed, and not in the latency figures.
+    pub incomplete: u32,
+    /// Requests that failed (HTTP error, time-out, an error in the stream).
+    pub errors: u32,
+    /// First send to last end, seconds.
+    pub duration_s: f64,
+    /// Prompt tokens of the completed requests.
+    pub prompt_tokens: u64,
+    /// Output tokens of the completed requests.
+    pub output_tokens: u64,
+    /// Completed requests per second.
+    pub request_throughput: f64,
+    /// Output tokens per second (`sum(completion_tokens) / wall time`).
+    pub output_tps: f64,
+    /// Prompt and output tokens per second (`total_token_throughput`).
+    pub total_tps: f64,
+    /// Time to first token of each completed request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_s: Option<Percentiles>,
+    /// Time per output token of each completed request: `(e2el - ttft) / (tokens - 1)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_s: Option<Percentiles>,
+    /// Gaps between token arrivals, all completed requests pooled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_s: Option<Percentiles>,
+    /// End-to-end latency of each completed request (send to last token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el_s: Option<Percentiles>,
+    /// Completed requests that met every SLO, where SLOs are set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good: Option<u32>,
+    /// `good` per second of the burst (`request_goodput`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<f64>,
+    /// The first failure or early end, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_problem: Option<String>,
+}
+
+impl BurstRecord {
+    /// Whether every request sent completed.
+    pub fn all_completed(&self) -> bool {
+        self.sent > 0 && self.completed == self.sent
     }
 }
 
@@ -1712,6 +1818,21 @@ mod tests {
                 let old: RunResults = serde_json::from_value(before).unwrap();
                 assert!(old.prefill.is_empty());
                 assert!(serde_json::to_value(&old).unwrap().get("prefill").is_none());
+                // Likewise the burst layer: every request of it completed, it round-trips,
+                // and the run without its `burst` key loads with none.
+                let burst = run
+                    .burst
+                    .as_ref()
+                    .expect("bundled runs carry the burst layer");
+                assert!(burst.all_completed(), "{}", path.display());
+                assert_eq!(written["burst"], raw["burst"], "{}", path.display());
+                let mut before = raw.clone();
+                if let Some(o) = before.as_object_mut() {
+                    o.remove("burst");
+                }
+                let old: RunResults = serde_json::from_value(before).unwrap();
+                assert!(old.burst.is_none());
+                assert!(serde_json::to_value(&old).unwrap().get("burst").is_none());
                 runs += 1;
             }
         }

@@ -50,6 +50,15 @@ pub struct ComparisonReport {
     /// enough runs that have it): a prefill figure not compared then fails the gate closed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prefill_gated: bool,
+    /// The burst layer, one entry (`concurrency` 0, `context_tokens` 0) whose metrics are the
+    /// burst's total tok/s and TTFT p90 against the history's, by the layer model of the
+    /// prefill layer; empty where neither side sent a burst.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub burst: Vec<CellComparison>,
+    /// Whether the burst layer gates here (one of its metrics in the rule's metrics, and a
+    /// history with enough runs that have the layer): a burst not compared then fails closed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub burst_gated: bool,
     /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
     /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
     /// where its cells have the observations it needs and the history is long enough.
@@ -296,6 +305,7 @@ impl ComparisonReport {
         self.cells
             .iter()
             .chain(&self.prefill)
+            .chain(&self.burst)
             .filter(|c| c.verdict.is_regression())
     }
 
@@ -469,15 +479,21 @@ pub enum Metric {
     /// Prefill tok/s of the cold samples at one context (the prefill layer; its "cells" are
     /// the contexts, `concurrency` 0).
     PrefillTps,
+    /// The burst layer's total (prompt + output) tok/s over its wall time.
+    BurstTps,
+    /// The burst layer's TTFT p90 over its completed requests (compared from 29 on).
+    BurstTtftP90,
 }
 
 impl Metric {
     /// Whether a larger value is better (throughput) or worse (latency, energy).
     pub fn direction(self) -> Direction {
         match self {
-            Metric::AggregateTps | Metric::PerUserTps | Metric::StepsPerS | Metric::PrefillTps => {
-                Direction::HigherIsBetter
-            }
+            Metric::AggregateTps
+            | Metric::PerUserTps
+            | Metric::StepsPerS
+            | Metric::PrefillTps
+            | Metric::BurstTps => Direction::HigherIsBetter,
             _ => Direction::LowerIsBetter,
         }
     }
@@ -514,7 +530,23 @@ impl Metric {
             Metric::TpotP50 => "tpot_p50",
             Metric::TpotP90 => "tpot_p90",
             Metric::PrefillTps => "prefill_tps",
+            Metric::BurstTps => "burst_tps",
+            Metric::BurstTtftP90 => "burst_ttft_p90",
         }
+    }
+
+    /// Whether the metric is a layer's (one figure per run, not per decode cell): the prefill
+    /// layer's per context, the burst layer's.
+    pub fn is_layer(self) -> bool {
+        matches!(
+            self,
+            Metric::PrefillTps | Metric::BurstTps | Metric::BurstTtftP90
+        )
+    }
+
+    /// Whether the metric is the burst layer's.
+    pub fn is_burst(self) -> bool {
+        matches!(self, Metric::BurstTps | Metric::BurstTtftP90)
     }
 }
 
@@ -1007,6 +1039,8 @@ pub mod fixtures {
             lines: Vec::new(),
             prefill: Vec::new(),
             prefill_gated: false,
+            burst: Vec::new(),
+            burst_gated: false,
             not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,

@@ -11,7 +11,7 @@ use super::locate::Locator;
 use super::raw::*;
 use super::*;
 use infergate_model::stats::DecisionRule;
-use infergate_schema::results::{CellTiming, PrefillSettings};
+use infergate_schema::results::{BurstSettings, BurstSlo, CellTiming, PrefillSettings};
 
 impl GateConfig {
     /// Parses and validates config text; `path` is only used in messages.
@@ -753,6 +753,10 @@ fn build_suite(
         Some(v) => v.into_inner(),
         None => defaults.usage_tolerance,
     };
+    let burst = match &raw.burst {
+        Some(b) => Some(burst_settings(loc, &name, b)?),
+        None => None,
+    };
     Ok(SuiteConfig {
         name,
         line,
@@ -794,6 +798,80 @@ fn build_suite(
             max_context: raw
                 .prefill_max_context
                 .map_or(PrefillSettings::DEFAULT.max_context, |c| c.0),
+        },
+        burst,
+    })
+}
+
+/// A suite's `[suites.NAME.burst]`: requests ≥ 1, a positive rate or `"inf"`, the seed of the
+/// arrival schedule (0 unless set: the same schedule every run).
+fn burst_settings(
+    loc: &Locator,
+    name: &str,
+    raw: &Spanned<RawBurst>,
+) -> Result<BurstSettings, ConfigError> {
+    let b = raw.get_ref();
+    let requests = u32::try_from(*b.requests.get_ref())
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            loc.at(
+                b.requests.span(),
+                format!(
+                    "[suites.{name}.burst] requests = {} must be a positive count",
+                    b.requests.get_ref()
+                ),
+                Some("e.g. requests = 32"),
+            )
+        })?;
+    let request_rate = match &b.request_rate {
+        None => None,
+        Some(v) => {
+            let rate = match v.get_ref() {
+                toml::Value::String(s) if s.eq_ignore_ascii_case("inf") => Some(f64::INFINITY),
+                toml::Value::Float(f) => Some(*f),
+                toml::Value::Integer(i) => Some(*i as f64),
+                _ => None,
+            };
+            match rate {
+                Some(r) if r.is_infinite() && r > 0.0 => None,
+                Some(r) if r.is_finite() && r > 0.0 => Some(r),
+                _ => {
+                    return Err(loc.at(
+                        v.span(),
+                        format!("[suites.{name}.burst] request_rate must be a positive number of requests per second or \"inf\""),
+                        Some("e.g. request_rate = 40 (Poisson arrivals) or request_rate = \"inf\" (all at once)"),
+                    ));
+                }
+            }
+        }
+    };
+    let max_tokens = match &b.max_tokens {
+        None => 32,
+        Some(m) => u32::try_from(*m.get_ref())
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                loc.at(
+                    m.span(),
+                    format!(
+                        "[suites.{name}.burst] max_tokens = {} must be a positive count",
+                        m.get_ref()
+                    ),
+                    Some("e.g. max_tokens = 32"),
+                )
+            })?,
+    };
+    Ok(BurstSettings {
+        requests,
+        request_rate,
+        seed: b.seed.unwrap_or(0),
+        prompt_tokens: b.prompt_tokens.as_ref().map_or(1024, |c| c.0),
+        max_tokens,
+        slo: BurstSlo {
+            ttft_s: b.goodput.ttft.map(|s| s.0),
+            tpot_s: b.goodput.tpot.map(|s| s.0),
+            e2el_s: b.goodput.e2el.map(|s| s.0),
         },
     })
 }

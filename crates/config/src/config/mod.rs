@@ -362,6 +362,8 @@ pub struct SuiteConfig {
     pub skip_doomed: bool,
     /// The prefill layer's cold samples (`prefill_samples`, `prefill_max_context`).
     pub prefill: infergate_schema::results::PrefillSettings,
+    /// The burst / end-to-end layer (`[suites.NAME.burst]`), when the suite turns it on.
+    pub burst: Option<infergate_schema::results::BurstSettings>,
 }
 
 impl SuiteConfig {
@@ -640,6 +642,65 @@ history_runs = 6
             .cloned()
             .expect("nightly");
         assert_eq!((n.prefill.samples, n.prefill.max_context), (0, 8192));
+    }
+
+    /// The burst layer's table: off unless set; `inf`, a rate, SLOs; bad values named.
+    #[test]
+    fn the_burst_layer_is_set_per_suite_and_checked() {
+        let c = parse(GOOD).expect("valid");
+        assert!(c.suite(Some("pr")).expect("pr").burst.is_none());
+        let with = |burst: &str| {
+            parse(&GOOD.replacen(
+                "[suites.pr]",
+                &format!("[suites.nightly.burst]\n{burst}\n\n[suites.pr]"),
+                1,
+            ))
+        };
+        let n = with("requests = 32\nrequest_rate = 100\nprompt_tokens = \"3k\"\ngoodput = { ttft = \"500ms\" }")
+            .expect("valid")
+            .suite(Some("nightly"))
+            .cloned()
+            .expect("nightly");
+        let b = n.burst.expect("burst");
+        assert_eq!(
+            (b.requests, b.request_rate, b.prompt_tokens),
+            (32, Some(100.0), 3072)
+        );
+        assert_eq!((b.max_tokens, b.seed, b.slo.ttft_s), (32, 0, Some(0.5)));
+        let all_at_once = with("requests = 8\nrequest_rate = \"inf\"").expect("valid");
+        let b = all_at_once
+            .suite(Some("nightly"))
+            .expect("nightly")
+            .burst
+            .clone();
+        assert_eq!(b.expect("burst").request_rate, None);
+        for (bad, names) in [
+            ("requests = 0", "requests = 0 must be a positive count"),
+            (
+                "requests = 8\nrequest_rate = -1",
+                "request_rate must be a positive number",
+            ),
+            (
+                "requests = 8\nrequest_rate = \"fast\"",
+                "request_rate must be a positive number",
+            ),
+            (
+                "requests = 8\nmax_tokens = 0",
+                "max_tokens = 0 must be a positive count",
+            ),
+        ] {
+            let e = with(bad).expect_err(bad).to_string();
+            assert!(e.contains(names), "{bad}: {e}");
+        }
+        // The embedded default turns it on in `pr`.
+        let d = GateConfig::embedded_default().expect("embedded default");
+        let b = d
+            .suite(Some("pr"))
+            .expect("pr")
+            .burst
+            .clone()
+            .expect("burst");
+        assert_eq!((b.requests, b.request_rate), (32, Some(100.0)));
     }
 
     #[test]

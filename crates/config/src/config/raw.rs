@@ -133,9 +133,33 @@ pub(super) struct RawSuite {
     pub(super) skip_doomed: Option<bool>,
     pub(super) prefill_samples: Option<u32>,
     pub(super) prefill_max_context: Option<ContextLen>,
+    pub(super) burst: Option<Spanned<RawBurst>>,
     /// Free text for people; not used.
     #[allow(dead_code)]
     pub(super) description: Option<String>,
+}
+
+/// `[suites.NAME.burst]`: the burst / end-to-end layer.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBurst {
+    pub(super) requests: Spanned<i64>,
+    /// Requests per second, or `"inf"` (all at once).
+    pub(super) request_rate: Option<Spanned<toml::Value>>,
+    pub(super) seed: Option<u64>,
+    pub(super) prompt_tokens: Option<ContextLen>,
+    pub(super) max_tokens: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) goodput: RawSlo,
+}
+
+/// `goodput = { ttft = "200ms", tpot = "20ms", e2el = "2s" }`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSlo {
+    pub(super) ttft: Option<Seconds>,
+    pub(super) tpot: Option<Seconds>,
+    pub(super) e2el: Option<Seconds>,
 }
 
 #[derive(Deserialize)]

@@ -183,6 +183,7 @@ pub fn unmeasured_results(
         source: infergate_schema::results::ResultsSource::Infergate,
         labels: req.labels.clone(),
         prefill: Vec::new(),
+        burst: None,
     }
 }
 
@@ -410,6 +411,7 @@ impl<'a> LiveEngine<'a> {
         opts.skip_cells = self.req.suite.skip.clone();
         opts.skip_doomed = self.req.suite.skip_doomed;
         opts.prefill = self.req.suite.prefill;
+        opts.burst = self.req.suite.burst.clone();
         let target = BenchTarget {
             base_url: self.engine.base_url().to_string(),
             model,
@@ -486,6 +488,7 @@ impl<'a> LiveEngine<'a> {
         let measured = session.measure_matrix(&self.measure_cancel, &on_cell).await;
         results.cells = measured.cells;
         results.prefill = measured.prefill;
+        results.burst = measured.burst;
         self.unreachable = measured.unreachable;
     }
 

@@ -5,6 +5,7 @@
 //! caller (adaptive re-measurement) can measure one cell again. Measurement never prints:
 //! progress goes out as [`infergate_schema::results::Event`]s through an [`EventSink`].
 
+pub mod burst;
 pub mod cell;
 pub mod chunk;
 pub mod client;
@@ -26,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 use cell::{CellSpec, SustainedDecodeCell};
 use client::EngineClient;
 use infergate_schema::results::{
-    CellResult, CellStatus, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
-    MatrixSpec, PrefillRecord, PrefillSettings, ProfileKey, RunResults, RunStatus, ToolInfo,
-    context_label,
+    BurstRecord, BurstSettings, CellResult, CellStatus, CellTiming, EngineIdentity, Event,
+    EventKind, HardwareFingerprint, MatrixSpec, PrefillRecord, PrefillSettings, ProfileKey,
+    RunResults, RunStatus, ToolInfo, context_label,
 };
 use metrics::MetricsDialect;
 use prompt::ContextPrompt;
@@ -76,6 +77,8 @@ pub struct BenchOptions {
     pub skip_doomed: bool,
     /// The prefill layer's samples, taken before each context's decode cells.
     pub prefill: PrefillSettings,
+    /// The burst / end-to-end layer, sent after the decode cells when set.
+    pub burst: Option<BurstSettings>,
 }
 
 impl BenchOptions {
@@ -91,6 +94,7 @@ impl BenchOptions {
             skip_cells: Vec::new(),
             skip_doomed: true,
             prefill: PrefillSettings::DEFAULT,
+            burst: None,
         }
     }
 }
@@ -180,6 +184,8 @@ pub struct BenchSession {
     engine_family: String,
     dialect: Option<MetricsDialect>,
     prompts: BTreeMap<u64, ContextPrompt>,
+    /// The burst layer's calibrated prompt size, when the suite turns the layer on.
+    burst_prompt: Option<ContextPrompt>,
     started_at: chrono::DateTime<chrono::Utc>,
     run_id: String,
     calibration_errors: BTreeMap<u64, String>,
@@ -321,8 +327,10 @@ impl BenchSession {
         let mut prompts = BTreeMap::new();
         let mut calibration_errors = BTreeMap::new();
         let contexts = &opts.matrix.contexts;
+        let mut measured_density = None;
         if contexts.iter().any(|c| *c > 0) {
             let density = prompt::measure_density(&count).await?;
+            measured_density = Some(density);
             note(
                 EventKind::Startup,
                 format!(
@@ -388,6 +396,27 @@ impl BenchSession {
             .await?;
             prompts.insert(0, p);
         }
+        // The burst layer's prompt size (each request sends a unique prompt of it).
+        let burst_prompt = match &opts.burst {
+            Some(b) if b.prompt_tokens > 0 => {
+                let density = match measured_density {
+                    Some(d) => d,
+                    None => prompt::measure_density(&count).await?,
+                };
+                match prompt::calibrate_context(&count, density, b.prompt_tokens, 100.0, 0.02).await
+                {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        note(
+                            EventKind::Startup,
+                            format!("burst layer: its prompt could not be calibrated: {e}"),
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let run_id = format!(
             "{}-{:08x}",
             started_at.format("%Y%m%dT%H%M%SZ"),
@@ -402,6 +431,7 @@ impl BenchSession {
             engine_family,
             dialect,
             prompts,
+            burst_prompt,
             started_at,
             run_id,
             calibration_errors,
@@ -543,6 +573,7 @@ impl BenchSession {
             source: infergate_schema::results::ResultsSource::Infergate,
             labels: BTreeMap::new(),
             prefill: Vec::new(),
+            burst: None,
         }
     }
 
@@ -778,6 +809,8 @@ pub struct MeasuredMatrix {
     pub unreachable: Option<String>,
     /// The prefill layer, one record per sampled context (first repetition only).
     pub prefill: Vec<PrefillRecord>,
+    /// The burst layer, sent once after every decode cell ([`BenchSession::measure_burst`]).
+    pub burst: Option<BurstRecord>,
 }
 
 impl BenchSession {
@@ -872,11 +905,37 @@ impl BenchSession {
                 }
             }
         }
+        let burst = match &unreachable {
+            None if !cancel.is_cancelled() => self.measure_burst(cancel).await,
+            _ => None,
+        };
         MeasuredMatrix {
             cells,
             unreachable,
             prefill,
+            burst,
         }
+    }
+
+    /// The burst layer ([`burst::measure`]), when the suite turns it on and its prompt was
+    /// calibrated; sent after the last decode cell has drained.
+    async fn measure_burst(&self, cancel: &CancellationToken) -> Option<BurstRecord> {
+        let settings = self.opts.burst.as_ref()?;
+        let prompt = self.burst_prompt.as_ref()?;
+        let t = &self.opts.matrix.timing;
+        let plan = burst::BurstPlan {
+            client: &self.client,
+            model: &self.model,
+            prompt,
+            settings,
+            timeout: Duration::from_secs_f64(
+                t.ready_timeout_s.max(1.0) * (settings.prompt_tokens as f64 / 32768.0).max(1.0),
+            ),
+        };
+        let record = burst::measure(&plan, cancel).await?;
+        self.events
+            .emit(Event::now(EventKind::Notice, burst::describe(&record)));
+        Some(record)
     }
 
     /// The prefill layer at `ctx` ([`prefill::measure_context`]), when the settings sample it

@@ -105,6 +105,8 @@ pub fn frame(
         lines: Vec::new(),
         prefill: Vec::new(),
         prefill_gated: false,
+        burst: Vec::new(),
+        burst_gated: false,
         not_gated: Vec::new(),
         confirmation: None,
         coverage: None,
@@ -283,12 +285,21 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
                 .as_deref()
                 .is_some_and(|r| r.starts_with(infergate_schema::answer::PREFILL_DISAGREES))
         });
+    // Likewise a gated burst whose requests did not all complete.
+    let burst_unchecked = report.burst_gated
+        && report.burst.iter().any(|c| {
+            c.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(infergate_schema::answer::BURST_INCOMPLETE))
+        });
     if report
         .cells
         .iter()
         .chain(&report.prefill)
+        .chain(&report.burst)
         .any(|c| c.provisional || c.history_too_short)
         || prefill_unchecked
+        || burst_unchecked
         || awaits_second_boot
         || !sensitive
         || !report.uncovered_cells().is_empty()

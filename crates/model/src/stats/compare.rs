@@ -149,8 +149,8 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
         | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
-        // The prefill layer is the run's, not a decode cell's ([`prefill_value`]).
-        Metric::PrefillTps => None,
+        // The layers are the run's, not a decode cell's ([`layer_value`]).
+        Metric::PrefillTps | Metric::BurstTps | Metric::BurstTtftP90 => None,
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
 }
@@ -198,6 +198,53 @@ pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
     record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
 }
 
+/// A run's burst-layer figure of `metric` as the layer compares it: only from a burst whose
+/// every request completed (one that ended early or failed is not compared: fail closed,
+/// [`burst_incomplete`]), and its TTFT p90 only from the completed requests that bound it
+/// ([`percentile_min_count`]).
+pub fn burst_value(run: &RunResults, metric: Metric) -> Option<f64> {
+    let b = run.burst.as_ref().filter(|b| b.all_completed())?;
+    let v = match metric {
+        Metric::BurstTps => b.total_tps,
+        Metric::BurstTtftP90 => {
+            let t = b.ttft_s?;
+            if t.count < percentile_min_count(0.9) {
+                return None;
+            }
+            t.p90
+        }
+        _ => return None,
+    };
+    (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// Why a run's burst is not compared: some of its requests did not complete.
+pub fn burst_incomplete(run: &RunResults) -> Option<String> {
+    let b = run.burst.as_ref()?;
+    (!b.all_completed()).then(|| {
+        format!(
+            "{}{} of {} requests completed in run {} ({} ended early, {} failed{})",
+            infergate_schema::answer::BURST_INCOMPLETE,
+            b.completed,
+            b.sent,
+            run.run_id,
+            b.incomplete,
+            b.errors,
+            b.first_problem
+                .as_deref()
+                .map_or_else(String::new, |p| format!("; {p}"))
+        )
+    })
+}
+
+/// A layer metric's figure in one run: the prefill layer's at `coord`'s context, the burst's.
+fn layer_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
+    if metric.is_burst() {
+        return burst_value(run, metric);
+    }
+    prefill_value(run, coord.1)
+}
+
 /// Why a run's prefill figure at `context` is not compared: the engine's counters disagree.
 fn prefill_disagrees(run: &RunResults, context: u64) -> Option<String> {
     let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
@@ -233,17 +280,17 @@ fn prefill_coords<'r>(runs: impl IntoIterator<Item = &'r RunResults>) -> Vec<Coo
 
 /// A history run's value of `metric` at `coord` (a decode cell's, or the prefill layer's).
 fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
-    if metric == Metric::PrefillTps {
-        return prefill_value(run, coord.1);
+    if metric.is_layer() {
+        return layer_value(run, coord, metric);
     }
     ok_value(run, coord, metric).map(|(_, v)| v)
 }
 
 /// A candidate run's log measurements at `coord` ([`candidate_logs`], or its prefill figure).
 fn run_logs(run: &RunResults, coord: Coord, metric: Metric) -> Option<Vec<f64>> {
-    if metric == Metric::PrefillTps {
+    if metric.is_layer() {
         return Some(
-            prefill_value(run, coord.1)
+            layer_value(run, coord, metric)
                 .map(f64::ln)
                 .into_iter()
                 .collect(),
@@ -684,8 +731,8 @@ fn test_metric(
     let mut base_within = vec![(0.0, 0usize); idx.len()];
     for (r, run) in history.iter().enumerate() {
         for (k, &i) in idx.iter().enumerate() {
-            if metric == Metric::PrefillTps {
-                if let Some(v) = prefill_value(run, cells[i].1) {
+            if metric.is_layer() {
+                if let Some(v) = layer_value(run, cells[i], metric) {
                     table.set(r, k, v.ln());
                 }
             } else if let Some((c, v)) = ok_value(run, cells[i], metric) {
@@ -848,7 +895,7 @@ fn test_metric(
             // context's own run-to-run scatter in the history (its boots' scatter pooled in):
             // a slower prefill kernel slows every context alike, which the run effect would
             // take out, and one context alone has no "rest of its run".
-            let (specific, total) = if metric == Metric::PrefillTps {
+            let (specific, total) = if metric.is_layer() {
                 let all: Vec<f64> = (0..history.len())
                     .map(|r| table.get(r, k))
                     .filter(|x| x.is_finite())
@@ -881,7 +928,7 @@ fn test_metric(
                 second: None,
             });
         }
-        if metric != Metric::PrefillTps {
+        if !metric.is_layer() {
             own_tests(&mut tests, &row_parts, cells);
         }
         tests
@@ -1434,9 +1481,21 @@ pub fn compare_on(
                 .any(|c| prefill_value(r, c.1).is_some())
         })
         .count();
+    // The burst layer likewise: one entry, (0, 0), where either side sent a burst.
+    let burst_cells: Vec<Coord> = if candidate.iter().chain(history).any(|r| r.burst.is_some()) {
+        vec![(0, 0)]
+    } else {
+        Vec::new()
+    };
+    let burst_runs = history
+        .iter()
+        .filter(|r| burst_value(r, Metric::BurstTps).is_some())
+        .count();
     let gating = |m: Metric| {
         let runs = if m == Metric::PrefillTps {
             prefill_runs
+        } else if m.is_burst() {
+            burst_runs
         } else {
             history.len()
         };
@@ -1467,11 +1526,23 @@ pub fn compare_on(
         false,
         look.second_boot_from,
     ));
-    // The prefill layer has no matrix-wide test: each context's own test is on its total
-    // change already.
+    for metric in [Metric::BurstTps, Metric::BurstTtftP90] {
+        fits.push(test_metric(
+            metric,
+            &burst_cells,
+            models,
+            history,
+            level_n,
+            candidate,
+            false,
+            look.second_boot_from,
+        ));
+    }
+    // The layers have no matrix-wide test: each context's (or the burst's) own test is on its
+    // total change already.
     let matrices: BTreeMap<Metric, MatrixChange> = fits
         .iter_mut()
-        .filter(|f| f.metric != Metric::PrefillTps)
+        .filter(|f| !f.metric.is_layer())
         .filter_map(|f| Some((f.metric, f.matrix.take()?)))
         .collect();
     let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
@@ -1494,21 +1565,19 @@ pub fn compare_on(
     let secondary_alpha =
         (look.local_alpha + look.matrix_alpha.unwrap_or(look.local_alpha)) * SECONDARY_SHARE;
     let is_secondary = |m: Metric| m != Metric::AggregateTps;
-    // The prefill layer, where measured, takes half of the secondary family's alpha (its
-    // contexts' tests, Bonferroni), the latency and other metrics the other half.
-    let n_prefill = tests
-        .iter()
-        .filter(|t| t.metric == Metric::PrefillTps)
-        .count();
-    let (prefill_alpha, secondary_alpha) = if n_prefill > 0 {
+    // The layers, where measured, take half of the secondary family's alpha (the prefill
+    // contexts' and the burst's tests together, Bonferroni), the latency and other metrics the
+    // other half.
+    let n_layer = tests.iter().filter(|t| t.metric.is_layer()).count();
+    let (layer_alpha, secondary_alpha) = if n_layer > 0 {
         (secondary_alpha / 2.0, secondary_alpha / 2.0)
     } else {
         (0.0, secondary_alpha)
     };
-    let prefill_test_alpha = prefill_alpha / n_prefill.max(1) as f64;
+    let layer_test_alpha = layer_alpha / n_layer.max(1) as f64;
     let n_secondary_cells = tests
         .iter()
-        .filter(|t| is_secondary(t.metric) && t.metric != Metric::PrefillTps)
+        .filter(|t| is_secondary(t.metric) && !t.metric.is_layer())
         .count();
     let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
     let secondary_cell_alpha = secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64;
@@ -1538,8 +1607,8 @@ pub fn compare_on(
     let cell_alpha = local_alpha * (1.0 - line_share) / n_cells as f64;
     let line_alpha = local_alpha * line_share / n_lines.max(1) as f64;
     let test_alpha = |m: Metric| {
-        if m == Metric::PrefillTps {
-            prefill_test_alpha
+        if m.is_layer() {
+            layer_test_alpha
         } else if is_secondary(m) {
             secondary_cell_alpha
         } else {
@@ -1566,6 +1635,29 @@ pub fn compare_on(
             "prefill tok/s is reported, not gated: {} of the history's runs have the prefill layer, it gates from {}",
             prefill_runs, LATENCY_MIN_RUNS
         ));
+    }
+    let burst_listed = [Metric::BurstTps, Metric::BurstTtftP90]
+        .into_iter()
+        .filter(|m| rule.metrics.contains(m))
+        .collect::<Vec<_>>();
+    if !burst_listed.is_empty() && !burst_cells.is_empty() {
+        if burst_runs < LATENCY_MIN_RUNS {
+            report.not_gated.push(format!(
+                "the burst layer is reported, not gated: {} of the history's runs have it, it gates from {}",
+                burst_runs, LATENCY_MIN_RUNS
+            ));
+        } else if burst_listed.contains(&Metric::BurstTtftP90)
+            && let Some(n) = candidate
+                .iter()
+                .filter_map(|r| r.burst.as_ref())
+                .filter_map(|b| b.ttft_s.map(|t| t.count))
+                .find(|n| *n < percentile_min_count(0.9))
+        {
+            report.not_gated.push(format!(
+                "burst TTFT p90 not gated: {n} completed requests, a p90 needs {}",
+                percentile_min_count(0.9)
+            ));
+        }
     }
 
     // Each cell's own test (against the rest of its run), in the order of `tests`: what it
@@ -1728,6 +1820,9 @@ pub fn compare_on(
     // Comparable cells whose regression is provisional at this look (and prefill contexts).
     let mut provisional_local = Vec::new();
     let mut provisional_prefill = Vec::new();
+    let mut provisional_burst = Vec::new();
+    // The burst layer's entries (its one cell).
+    let mut per_burst: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
     for (t, (_, own, mut check)) in tests.iter().zip(own) {
         let dir = t.metric.direction();
         let matrix = matrix_verdicts
@@ -1767,6 +1862,8 @@ pub fn compare_on(
         {
             if t.metric == Metric::PrefillTps {
                 provisional_prefill.push(t.cell);
+            } else if t.metric.is_burst() {
+                provisional_burst.push(t.cell);
             } else {
                 provisional_local.push(t.cell);
             }
@@ -1775,6 +1872,8 @@ pub fn compare_on(
         let p = t.own.p_worse(dir);
         let entries = if t.metric == Metric::PrefillTps {
             &mut per_prefill
+        } else if t.metric.is_burst() {
+            &mut per_burst
         } else {
             &mut per_cell
         };
@@ -1855,6 +1954,30 @@ pub fn compare_on(
         report.prefill.push(cell);
     }
     report.prefill_gated = gating(Metric::PrefillTps);
+    // The burst layer: its one entry; a candidate burst whose requests did not all complete is
+    // not compared, and fails the gate closed where the layer gates.
+    let burst_gating = |m: Metric| m.is_burst() && gating(m);
+    for (i, &coord) in burst_cells.iter().enumerate() {
+        let incomplete = candidate.iter().find_map(burst_incomplete);
+        let none = "no burst figure on both sides";
+        let cell = match incomplete {
+            Some(why) => build::cell(
+                coord,
+                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
+                Vec::new(),
+                burst_gating,
+                none,
+            ),
+            None => {
+                let entries = per_burst.remove(&i).unwrap_or_default();
+                let mut cell = build::cell(coord, None, entries, burst_gating, none);
+                cell.provisional = provisional_burst.contains(&i);
+                cell
+            }
+        };
+        report.burst.push(cell);
+    }
+    report.burst_gated = gating(Metric::BurstTps) || gating(Metric::BurstTtftP90);
     build::finish(&mut report);
     Ok(report)
 }
@@ -3258,5 +3381,155 @@ mod prefill_tests {
         assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
         // Still compared and shown.
         assert!(report.prefill.iter().all(|c| !c.metrics.is_empty()));
+    }
+}
+
+#[cfg(test)]
+mod burst_tests {
+    use super::*;
+    use crate::synthetic::synthetic_run;
+    use infergate_schema::results::{BurstRecord, BurstSettings, Percentiles};
+    use infergate_schema::verdict::GateVerdict;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use rand_distr::{Distribution, Normal};
+
+    /// A synthetic run with a burst of `requests` requests: 54k total tok/s and a 57 ms TTFT
+    /// p90 times `ttft_factor`, each with a 2% run-to-run scatter; `completed` of them done.
+    fn run(
+        id: &str,
+        rng: &mut StdRng,
+        ttft_factor: f64,
+        requests: u32,
+        completed: u32,
+    ) -> RunResults {
+        let mut r = synthetic_run(id, rng, 0.01, 0.02, &|_| 1.0);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        let p90 = 0.057 * ttft_factor * (0.02 * n.sample(rng)).exp();
+        let tps = 54_000.0 * (0.02 * n.sample(rng)).exp();
+        r.burst = Some(BurstRecord {
+            settings: BurstSettings {
+                requests,
+                request_rate: Some(40.0),
+                seed: 0,
+                prompt_tokens: 2048,
+                max_tokens: 16,
+                slo: Default::default(),
+            },
+            sent: requests,
+            completed,
+            incomplete: requests - completed,
+            errors: 0,
+            duration_s: 1.2,
+            prompt_tokens: 2048 * u64::from(completed),
+            output_tokens: 16 * u64::from(completed),
+            request_throughput: f64::from(completed) / 1.2,
+            output_tps: tps / 129.0,
+            total_tps: tps,
+            ttft_s: Some(Percentiles {
+                mean: p90 * 0.7,
+                p50: p90 * 0.7,
+                p90,
+                p99: p90 * 1.1,
+                count: u64::from(completed),
+            }),
+            tpot_s: None,
+            itl_s: None,
+            e2el_s: None,
+            good: None,
+            goodput: None,
+            first_problem: None,
+        });
+        r
+    }
+
+    fn rule() -> DecisionRule {
+        DecisionRule {
+            metrics: vec![Metric::AggregateTps, Metric::BurstTps, Metric::BurstTtftP90],
+            ..DecisionRule::default()
+        }
+    }
+
+    #[test]
+    fn a_burst_ttft_regression_fails_the_gate_naming_ttft_in_the_burst_layer() {
+        let mut rng = StdRng::seed_from_u64(61);
+        let base: Vec<RunResults> = (0..12)
+            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
+            .collect();
+        let slow = [run("c", &mut rng, 1.3, 32, 32)];
+        let report = compare(&base, &slow, &rule()).unwrap();
+        assert!(report.burst_gated);
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report.headline.starts_with("✗ TTFT p90 +")
+                && report.headline.contains("in the burst layer"),
+            "{}",
+            report.headline
+        );
+        let clean = [run("d", &mut rng, 1.0, 32, 32)];
+        let report = compare(&base, &clean, &rule()).unwrap();
+        assert!(report.burst.iter().all(|c| !c.verdict.is_regression()));
+        assert!(!report.headline.contains("burst"), "{}", report.headline);
+        assert_eq!(report.burst[0].metrics.len(), 2);
+    }
+
+    /// Fewer than 29 completed requests: the TTFT p90 is not compared (and the report says
+    /// so); a burst with a request that did not complete is not compared and fails closed.
+    #[test]
+    fn a_short_or_incomplete_burst_is_not_gated_or_fails_closed() {
+        let mut rng = StdRng::seed_from_u64(62);
+        let base: Vec<RunResults> = (0..12)
+            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
+            .collect();
+        let short = [run("c", &mut rng, 1.3, 16, 16)];
+        let report = compare(&base, &short, &rule()).unwrap();
+        assert!(
+            report.burst[0]
+                .metrics
+                .iter()
+                .all(|m| m.metric != Metric::BurstTtftP90)
+        );
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|n| n.contains("burst TTFT p90 not gated: 16 completed requests")),
+            "{:?}",
+            report.not_gated
+        );
+        let cut = [run("d", &mut rng, 1.0, 32, 31)];
+        let report = compare(&base, &cut, &rule()).unwrap();
+        assert_eq!(report.burst[0].verdict, CellVerdict::NotComparable);
+        assert_eq!(
+            report.gate,
+            GateVerdict::Insufficient,
+            "{}",
+            report.headline
+        );
+    }
+
+    /// History runs recorded before the layer existed count for the decode cells, not for
+    /// the burst: with fewer than 10 runs that have it, it is reported, not gated.
+    #[test]
+    fn history_runs_without_the_burst_do_not_count_for_it() {
+        let mut rng = StdRng::seed_from_u64(63);
+        let mut base: Vec<RunResults> = (0..12)
+            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
+            .collect();
+        for r in base.iter_mut().take(4) {
+            r.burst = None;
+        }
+        let slow = [run("c", &mut rng, 1.5, 32, 32)];
+        let report = compare(&base, &slow, &rule()).unwrap();
+        assert!(!report.burst_gated);
+        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report
+                .not_gated
+                .iter()
+                .any(|n| n.contains("8 of the history's runs have it")),
+            "{:?}",
+            report.not_gated
+        );
     }
 }

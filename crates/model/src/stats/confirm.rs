@@ -169,6 +169,7 @@ pub fn provisional_cells(report: &ComparisonReport) -> usize {
         .cells
         .iter()
         .chain(&report.prefill)
+        .chain(&report.burst)
         .filter(|c| c.provisional)
         .count()
 }

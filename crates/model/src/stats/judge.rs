@@ -60,6 +60,7 @@ impl Plan {
             design_effect: by.design_effect,
             design_power: by.design_power,
             cell_effect: rule.cell_effect.unwrap_or(defaults.cell_effect),
+            burst_min_effect: defaults.burst_min_effect,
         };
         Some((plan, rule))
     }

@@ -374,6 +374,12 @@ fn push_legend(out: &mut String, results: &RunResults) {
         out.push_str(&wrap(&prefill_line(p), 2));
         out.push('\n');
     }
+    if let Some(b) = &results.burst {
+        for line in burst_lines(b) {
+            out.push_str(&wrap(&line, 2));
+            out.push('\n');
+        }
+    }
 }
 
 /// The cells that are not ok, grouped by what happened to them, and why the run ended so.
@@ -419,6 +425,74 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
     }
 }
 
+/// The burst layer under the table: what was sent and how every request ended, the
+/// throughput, then each latency's p50/p90/p99 and which of them its observations bound
+/// (`PERCENTILE_BOUND`: a p90 needs 29, a p99 299).
+fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
+    use infergate_model::stats::rule::percentile_min_count;
+    use infergate_schema::results::thousands;
+    let n = |x: f64| thousands(x.round().max(0.0) as u64);
+    let rate = b
+        .settings
+        .request_rate
+        .map_or_else(|| "all at once".to_string(), |r| format!("at {r}/s"));
+    let mut first = format!(
+        "Burst: {} requests {rate} ({} prompt, {} output tokens each): {} completed, {} ended early, {} failed in {:.2} s; {} total tok/s, {} output tok/s, {:.1} requests/s",
+        b.sent,
+        b.settings.prompt_tokens,
+        b.settings.max_tokens,
+        b.completed,
+        b.incomplete,
+        b.errors,
+        b.duration_s,
+        n(b.total_tps),
+        n(b.output_tps),
+        b.request_throughput
+    );
+    if let (Some(good), Some(rate)) = (b.good, b.goodput) {
+        first.push_str(&format!(
+            "; goodput {good} of {} within the SLOs ({rate:.1}/s)",
+            b.completed
+        ));
+    }
+    if let Some(p) = &b.first_problem {
+        first.push_str(&format!(" ({p})"));
+    }
+    let mut lines = vec![first];
+    let bounded = |count: u64| {
+        let ok: Vec<&str> = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99")]
+            .into_iter()
+            .filter(|(q, _)| count >= percentile_min_count(*q))
+            .map(|(_, name)| name)
+            .collect();
+        if ok.is_empty() {
+            "none bounded".to_string()
+        } else {
+            format!("{} bounded", ok.join(", "))
+        }
+    };
+    for (name, p) in [
+        ("TTFT", &b.ttft_s),
+        ("TPOT", &b.tpot_s),
+        ("ITL", &b.itl_s),
+        ("E2EL", &b.e2el_s),
+    ] {
+        if let Some(p) = p {
+            lines.push(format!(
+                "  {name} p50 / p90 / p99: {} / {} / {} ms ({} observations: {})",
+                fmt_ms(p.p50),
+                fmt_ms(p.p90),
+                fmt_ms(p.p99),
+                p.count,
+                bounded(p.count)
+            ));
+        }
+    }
+    lines
+}
+
+/// "Prefill 8k: 187,012 tok/s (TTFT 44 ms, 3 cold samples; engine counters 189,500 tok/s,
+/// within tolerance)": the prefill layer at one context.
 fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
     use infergate_schema::results::PrefillAgreement;
     let label = infergate_schema::results::context_label(p.context_tokens);
@@ -712,6 +786,7 @@ mod tests {
             source: ResultsSource::Infergate,
             labels: Default::default(),
             prefill: Vec::new(),
+            burst: None,
         }
     }
 

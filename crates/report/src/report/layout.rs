@@ -260,6 +260,18 @@ pub struct PrefillRow {
     pub values: String,
 }
 
+/// One metric of the burst layer as its table shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BurstRow {
+    /// `TTFT p90`.
+    pub metric: String,
+    /// The verdict's symbol and the change vs baseline with its interval, or why the burst
+    /// was not compared.
+    pub change: String,
+    /// `41.2 ms → 55.0 ms`.
+    pub values: String,
+}
+
 /// Everything a surface shows, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateLayout {
@@ -275,6 +287,8 @@ pub struct GateLayout {
     pub secondary: Vec<SecondaryChange>,
     /// The prefill layer, one row per context (empty where not measured).
     pub prefill: Vec<PrefillRow>,
+    /// The burst layer, one row per compared metric (empty where no burst was sent).
+    pub burst: Vec<BurstRow>,
     /// The basis, the rule and the arithmetic, one paragraph each.
     pub details: Vec<String>,
     /// What a developer can do next ([`infergate_schema::answer::next_steps`]), where it applies.
@@ -319,7 +333,7 @@ pub fn layout_with(
             }
         }
     }
-    for c in &report.prefill {
+    for c in report.prefill.iter().chain(&report.burst) {
         let symbol = cell_symbol(c.verdict);
         if !legend.contains(&symbol) {
             legend.push(symbol);
@@ -337,6 +351,7 @@ pub fn layout_with(
         legend,
         secondary: secondary(report),
         prefill: prefill_rows(report),
+        burst: burst_rows(report),
         details: details(report),
         next_steps: infergate_schema::answer::next_steps(report, steps),
     }
@@ -406,6 +421,60 @@ fn prefill_rows(report: &ComparisonReport) -> Vec<PrefillRow> {
             PrefillRow {
                 context: context_label(c.context_tokens),
                 change,
+                values,
+            }
+        })
+        .collect()
+}
+
+/// The burst layer's rows: each metric's verdict, change and values (total tok/s, TTFT p90),
+/// or the one reason it was not compared.
+fn burst_rows(report: &ComparisonReport) -> Vec<BurstRow> {
+    let Some(c) = report.burst.first() else {
+        return Vec::new();
+    };
+    if c.metrics.is_empty() {
+        let (symbol, _) = cell_symbol(c.verdict);
+        return vec![BurstRow {
+            metric: "burst".into(),
+            change: format!("{symbol} {}", c.reason.as_deref().unwrap_or("not compared")),
+            values: String::new(),
+        }];
+    }
+    c.metrics
+        .iter()
+        .map(|m| {
+            let (symbol, _) = cell_symbol(m.verdict);
+            let d = m.shown_change_total();
+            let listed = report
+                .judged_by
+                .as_ref()
+                .is_none_or(|j| j.metrics.contains(&m.metric));
+            let gated = if report.burst_gated && listed {
+                ""
+            } else {
+                " (reported only)"
+            };
+            let values = if m.baseline.is_finite() && m.candidate.is_finite() {
+                if m.metric == Metric::BurstTps {
+                    format!("{} → {} tok/s", tps(m.baseline), tps(m.candidate))
+                } else {
+                    format!(
+                        "{} → {}",
+                        with_unit(m.metric, m.baseline),
+                        with_unit(m.metric, m.candidate)
+                    )
+                }
+            } else {
+                String::new()
+            };
+            BurstRow {
+                metric: metric_name(m.metric).to_string(),
+                change: format!(
+                    "{symbol} {} {}{gated}",
+                    signed_percent(d.change),
+                    interval(d.ci_low, d.ci_high)
+                ),
                 values,
             }
         })
@@ -812,6 +881,20 @@ pub fn console(l: &GateLayout) -> String {
             out.push('\n');
         }
     }
+    if !l.burst.is_empty() {
+        out.push_str("Burst layer (change vs baseline):\n");
+        for b in &l.burst {
+            out.push_str(&wrap(
+                &if b.values.is_empty() {
+                    format!("  {}: {}", b.metric, b.change)
+                } else {
+                    format!("  {}: {}, {}", b.metric, b.change, b.values)
+                },
+                4,
+            ));
+            out.push('\n');
+        }
+    }
     out.push_str("Details:\n");
     for d in &l.details {
         out.push_str(&wrap(&format!("  {d}"), 4));
@@ -932,6 +1015,20 @@ pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) 
                 escape(&p.context),
                 escape(&p.change),
                 escape(&p.values)
+            ));
+        }
+        out.push('\n');
+    }
+    if !l.burst.is_empty() {
+        out.push_str("Burst layer:\n\n");
+        out.push_str("| metric | change vs baseline [interval, %] | baseline → now |\n");
+        out.push_str("|---|---:|---:|\n");
+        for b in &l.burst {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                escape(&b.metric),
+                escape(&b.change),
+                escape(&b.values)
             ));
         }
         out.push('\n');

@@ -113,6 +113,8 @@ mod tests {
             lines: Vec::new(),
             prefill: Vec::new(),
             prefill_gated: false,
+            burst: Vec::new(),
+            burst_gated: false,
             cells: vec![
                 cell(
                     1,

@@ -80,7 +80,9 @@ pub fn cell_name(concurrency: u32, context_tokens: u64) -> String {
 /// The unit of a metric's value as exported (the results schema's units).
 pub fn unit(metric: Metric) -> &'static str {
     match metric {
-        Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps => "tok/s",
+        Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps | Metric::BurstTps => {
+            "tok/s"
+        }
         Metric::TtftP50
         | Metric::TtftP90
         | Metric::TtftP99
@@ -88,7 +90,8 @@ pub fn unit(metric: Metric) -> &'static str {
         | Metric::ItlP90
         | Metric::ItlP99
         | Metric::TpotP50
-        | Metric::TpotP90 => "s",
+        | Metric::TpotP90
+        | Metric::BurstTtftP90 => "s",
         Metric::StepsPerS => "steps/s",
         Metric::JoulesPerToken => "J/token",
     }
@@ -275,6 +278,8 @@ pub mod fixture {
             lines: Vec::new(),
             prefill: Vec::new(),
             prefill_gated: false,
+            burst: Vec::new(),
+            burst_gated: false,
             not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,

@@ -15,6 +15,13 @@
 //! `time_per_output_token_ms` (per-token, not the 1/ITL per-stream distribution), and the
 //! `incomplete`/`errored` distributions (only their counts are kept: `errors`, the reason).
 //! `samples` stay empty (no sub-windows): the noise model uses the between-run history.
+//!
+//! The burst layer (`RunResults.burst`): a report with exactly one rate-driven benchmark
+//! (`poisson`, `constant`, `throughput`, `async`: a finite request set at a rate) keeps it
+//! there, beside the cells: `request_totals` (successful = completed, `incomplete` = ended
+//! early, `errored`), `requests_per_second`, `output_tokens_per_second`, `tokens_per_second`
+//! (total), TTFT, ITL, `time_per_output_token_ms` (guidellm's TPOT) and `request_latency` (E2EL)
+//! of the successful requests. Several rate-driven benchmarks are several bursts: none is kept.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +30,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{ImportError, imported_run, percentile_group};
-use infergate_schema::results::{CellResult, CellStatus, Percentiles, RunResults, TokenSource};
+use infergate_schema::results::{
+    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, RunResults, TokenSource,
+};
 
 /// The parts of a guidellm report the import reads.
 #[derive(Debug, Deserialize)]
@@ -97,6 +106,9 @@ pub struct Strategy {
     pub type_: String,
     #[serde(default)]
     pub streams: Option<u32>,
+    /// Requests per second of a `poisson` or `constant` benchmark.
+    #[serde(default)]
+    pub rate: Option<f64>,
 }
 
 /// `benchmarks[].config.backend`.
@@ -117,6 +129,16 @@ pub struct Metrics {
     pub inter_token_latency_ms: ByStatus,
     pub prompt_token_count: ByStatus,
     pub output_token_count: ByStatus,
+    /// The burst layer's figures (read only for a rate-driven benchmark).
+    #[serde(default)]
+    pub requests_per_second: Option<ByStatus>,
+    #[serde(default)]
+    pub tokens_per_second: Option<ByStatus>,
+    #[serde(default)]
+    pub time_per_output_token_ms: Option<ByStatus>,
+    /// Seconds, not milliseconds.
+    #[serde(default)]
+    pub request_latency: Option<ByStatus>,
 }
 
 /// Request counts by status.
@@ -198,6 +220,27 @@ pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunRes
     let mut model: Option<String> = None;
     let mut url = String::new();
     let mut times: Vec<(f64, f64)> = Vec::new();
+    let rate_driven: Vec<&Benchmark> = report
+        .benchmarks
+        .iter()
+        .filter(|b| {
+            !matches!(
+                b.config.strategy.type_.as_str(),
+                "synchronous" | "concurrent"
+            )
+        })
+        .collect();
+    let burst = match rate_driven.as_slice() {
+        [one] => Some(burst_of(one)),
+        [] => None,
+        _ => {
+            unmapped.push(
+                "burst layer: several rate-driven benchmarks are several bursts, none is the run's; left out"
+                    .into(),
+            );
+            None
+        }
+    };
     for (i, b) in report.benchmarks.iter().enumerate() {
         let at = |f: &str| format!("benchmarks[{i}].{f}");
         let concurrency = match (b.config.strategy.type_.as_str(), b.config.strategy.streams) {
@@ -357,7 +400,7 @@ pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunRes
     };
     let started = epoch(times.iter().map(|t| t.0).fold(f64::INFINITY, f64::min));
     let finished = epoch(times.iter().map(|t| t.1).fold(f64::NEG_INFINITY, f64::max));
-    Ok(imported_run(super::ImportedRun {
+    let mut run = imported_run(super::ImportedRun {
         tool: format!("guidellm {version}"),
         tag: "guidellm",
         file,
@@ -370,7 +413,76 @@ pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunRes
         cells,
         unmapped,
         labels,
-    }))
+    });
+    run.burst = burst;
+    Ok(run)
+}
+
+/// A rate-driven benchmark as the burst layer: every request accounted for by its status.
+fn burst_of(b: &Benchmark) -> BurstRecord {
+    let m = &b.metrics;
+    let t = &m.request_totals;
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    let sent = t.successful + t.errored + t.incomplete;
+    let mean = |d: &Option<ByStatus>| {
+        d.as_ref()
+            .map(|d| d.successful.mean)
+            .filter(|v| v.is_finite())
+    };
+    let prompt = &m.prompt_token_count.successful;
+    let output = &m.output_token_count.successful;
+    let total_sum = |d: &Distribution| d.total_sum.max(0.0).round() as u64;
+    let (prompt_tokens, output_tokens) = (total_sum(prompt), total_sum(output));
+    let per_second = |n: f64| {
+        if b.duration > 0.0 {
+            n / b.duration
+        } else {
+            0.0
+        }
+    };
+    let per_request = |d: &Distribution| d.mean.max(0.0).round() as u64;
+    BurstRecord {
+        settings: BurstSettings {
+            requests: clamp(sent),
+            request_rate: b.config.strategy.rate.filter(|r| r.is_finite() && *r > 0.0),
+            seed: 0,
+            prompt_tokens: per_request(prompt),
+            max_tokens: clamp(per_request(output)),
+            slo: Default::default(),
+        },
+        sent: clamp(sent),
+        completed: clamp(t.successful),
+        incomplete: clamp(t.incomplete),
+        errors: clamp(t.errored),
+        duration_s: b.duration,
+        prompt_tokens,
+        output_tokens,
+        request_throughput: mean(&m.requests_per_second)
+            .unwrap_or_else(|| per_second(t.successful as f64)),
+        output_tps: m.output_tokens_per_second.successful.mean,
+        total_tps: mean(&m.tokens_per_second)
+            .unwrap_or_else(|| per_second((prompt_tokens + output_tokens) as f64)),
+        ttft_s: seconds(&m.time_to_first_token_ms.successful),
+        tpot_s: m
+            .time_per_output_token_ms
+            .as_ref()
+            .and_then(|d| seconds(&d.successful)),
+        itl_s: seconds(&m.inter_token_latency_ms.successful),
+        e2el_s: m.request_latency.as_ref().and_then(|d| {
+            let s = &d.successful;
+            percentile_group(
+                Some(s.mean),
+                Some(s.percentiles.p50),
+                Some(s.percentiles.p90),
+                Some(s.percentiles.p99),
+                s.count,
+            )
+        }),
+        good: None,
+        goodput: None,
+        first_problem: (t.errored + t.incomplete > 0)
+            .then(|| format!("{} errored, {} incomplete", t.errored, t.incomplete)),
+    }
 }
 
 /// A millisecond distribution as seconds, `None` when empty or all zero.
@@ -464,6 +576,34 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("`constant` is rate-driven"))
         );
+        // The one rate-driven benchmark is the run's burst layer, every request accounted for.
+        let b = run.burst.as_ref().expect("burst layer");
+        let m = &doc["benchmarks"][1]["metrics"];
+        let totals = &m["request_totals"];
+        assert_eq!(
+            u64::from(b.completed),
+            totals["successful"].as_u64().unwrap()
+        );
+        assert_eq!(
+            u64::from(b.sent),
+            ["successful", "errored", "incomplete"]
+                .iter()
+                .map(|k| totals[k].as_u64().unwrap())
+                .sum::<u64>()
+        );
+        assert_eq!(
+            b.total_tps,
+            m["tokens_per_second"]["successful"]["mean"]
+                .as_f64()
+                .unwrap()
+        );
+        assert_eq!(
+            b.e2el_s.unwrap().p90,
+            m["request_latency"]["successful"]["percentiles"]["p90"]
+                .as_f64()
+                .unwrap()
+        );
+        assert!(b.ttft_s.is_some() && b.tpot_s.is_some());
 
         let mut wrong = doc.clone();
         wrong["benchmarks"][2]["metrics"]["output_tokens_per_second"]["successful"]["mean"] =

@@ -252,6 +252,7 @@ pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, Im
         },
         labels: BTreeMap::new(),
         prefill: Vec::new(),
+        burst: None,
     };
     // `complete` only when every cell was measured: a seed cell with an error makes it partial.
     run.settle_status();

@@ -427,6 +427,7 @@ pub fn imported_run(r: ImportedRun<'_>) -> RunResults {
         },
         labels: r.labels,
         prefill: Vec::new(),
+        burst: None,
     };
     run.settle_status();
     run

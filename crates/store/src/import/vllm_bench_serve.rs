@@ -15,6 +15,13 @@
 //!   history alone (as for llm-decode-bench imports).
 //! - Engine: the `engine` key when the run passed `--metadata engine=NAME`, else `unknown`
 //!   (`--backend` names the API dialect, not the server). Hardware is not recorded: `cpu-unknown`.
+//! - The burst layer (`RunResults.burst`): a file of one document is one burst by nature (a
+//!   finite set of requests at `--request-rate`), so its `request_throughput`,
+//!   `total_token_throughput`, `output_throughput`, `completed` / `failed`, `duration`, the
+//!   TTFT / TPOT / ITL / E2EL groups and `request_goodput` are kept there too (the settings:
+//!   `num_prompts`, `request_rate` (`inf` = all at once), `total_input_tokens / completed` as
+//!   the prompt size, `total_output_tokens / completed` as the output asked). Several documents
+//!   (one per `--max-concurrency`) are several bursts: none is the run's, so none is kept.
 //! - Everything not mapped is listed in an `import_unmapped` event.
 
 use std::collections::BTreeMap;
@@ -24,7 +31,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{ImportError, imported_run, percentile_group};
-use infergate_schema::results::{CellResult, CellStatus, SpecDecodeStats, TokenSource};
+use infergate_schema::results::{
+    BurstRecord, BurstSettings, CellResult, CellStatus, SpecDecodeStats, TokenSource,
+};
 
 /// The fields of one `--save-result` document the import reads; percentile keys
 /// (`p99_ttft_ms`, ...) and `--metadata` keys are read from `rest`.
@@ -172,7 +181,17 @@ pub fn convert(
     }
     let started = times.iter().min().copied().unwrap_or_else(Utc::now);
     let finished = times.iter().max().copied().unwrap_or(started);
-    Ok(imported_run(super::ImportedRun {
+    let burst = match docs {
+        [one] => Some(burst_of(one).map_err(|(f, m)| field_err(0, &f, m))?),
+        _ => {
+            unmapped.push(
+                "burst layer: several documents are several bursts, none is the run's; left out"
+                    .into(),
+            );
+            None
+        }
+    };
+    let mut run = imported_run(super::ImportedRun {
         tool: "vllm bench serve".into(),
         tag: "vllm",
         file,
@@ -185,7 +204,97 @@ pub fn convert(
         cells,
         unmapped,
         labels,
-    }))
+    });
+    run.burst = burst;
+    Ok(run)
+}
+
+/// One document's burst layer: what `vllm bench serve` reports of a finite request set.
+fn burst_of(d: &VllmResult) -> Result<BurstRecord, (String, String)> {
+    let number = |key: &str| -> Result<Option<f64>, (String, String)> {
+        match d.rest.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                (
+                    key.to_string(),
+                    format!("invalid type: {v}, expected a number"),
+                )
+            }),
+        }
+    };
+    let group =
+        |metric: &str| -> Result<Option<infergate_schema::results::Percentiles>, (String, String)> {
+            let ms = |stat: &str| -> Result<Option<f64>, (String, String)> {
+                Ok(number(&format!("{stat}_{metric}_ms"))?.map(|x| x / 1000.0))
+            };
+            Ok(percentile_group(
+                ms("mean")?,
+                ms("median")?,
+                ms("p90")?,
+                ms("p99")?,
+                d.completed,
+            ))
+        };
+    let failed = d
+        .failed
+        .or_else(|| d.num_prompts.map(|n| n.saturating_sub(d.completed)))
+        .unwrap_or(0);
+    let sent = d.num_prompts.unwrap_or(d.completed + failed);
+    let per_request = |total: u64| {
+        if d.completed > 0 {
+            (total as f64 / d.completed as f64).round() as u64
+        } else {
+            0
+        }
+    };
+    let request_rate = match &d.request_rate {
+        Some(Value::Number(n)) => n.as_f64().filter(|r| r.is_finite() && *r > 0.0),
+        _ => None,
+    };
+    let total_tps = number("total_token_throughput")?.unwrap_or_else(|| {
+        if d.duration > 0.0 {
+            (d.total_input_tokens + d.total_output_tokens) as f64 / d.duration
+        } else {
+            0.0
+        }
+    });
+    let request_throughput = number("request_throughput")?.unwrap_or_else(|| {
+        if d.duration > 0.0 {
+            d.completed as f64 / d.duration
+        } else {
+            0.0
+        }
+    });
+    let goodput = number("request_goodput")?;
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    Ok(BurstRecord {
+        settings: BurstSettings {
+            requests: clamp(sent),
+            request_rate,
+            seed: d.rest.get("seed").and_then(Value::as_u64).unwrap_or(0),
+            prompt_tokens: per_request(d.total_input_tokens),
+            max_tokens: clamp(per_request(d.total_output_tokens)),
+            slo: Default::default(),
+        },
+        sent: clamp(sent),
+        completed: clamp(d.completed),
+        // vLLM counts a request that did not end as asked as failed: none is told apart.
+        incomplete: 0,
+        errors: clamp(failed),
+        duration_s: d.duration,
+        prompt_tokens: d.total_input_tokens,
+        output_tokens: d.total_output_tokens,
+        request_throughput,
+        output_tps: d.output_throughput,
+        total_tps,
+        ttft_s: group("ttft")?,
+        tpot_s: group("tpot")?,
+        itl_s: group("itl")?,
+        e2el_s: group("e2el")?,
+        good: goodput.map(|g| (g * d.duration).round() as u32),
+        goodput,
+        first_problem: (failed > 0).then(|| format!("{failed} requests failed")),
+    })
 }
 
 /// One document → one cell and the notes on what it could not map; an error is (field, message).
@@ -365,6 +474,31 @@ mod tests {
         );
         assert!(notes.iter().any(|n| n.starts_with("engine: not recorded")));
         assert_eq!(run.labels["vllm.backend"], "vllm");
+        // One document is one burst: its request-level figures are kept in the burst layer.
+        let b = run.burst.as_ref().expect("burst layer");
+        assert_eq!((b.sent, b.completed, b.errors), (1000, 1000, 0));
+        assert_eq!((b.total_tps, b.request_throughput), (9632.01, 14.14));
+        assert_eq!(b.output_tps, 4347.55);
+        assert_eq!(b.settings.request_rate, Some(1000.0));
+        assert_eq!(b.settings.prompt_tokens, 342);
+        assert!(b.ttft_s.is_none(), "p95/p99 only: no p90");
+    }
+
+    /// The burst layer keeps the TTFT / E2EL groups vLLM reports with p90 and p99; a file of
+    /// several documents (one per concurrency) has no one burst.
+    #[test]
+    fn the_burst_layer_keeps_the_latency_groups() {
+        let mut doc: serde_json::Value = serde_json::from_str(SHAREGPT).unwrap();
+        doc["p90_ttft_ms"] = 9000.0.into();
+        doc["p90_e2el_ms"] = 58000.0.into();
+        doc["request_rate"] = "inf".into();
+        let run = parse_results(&doc.to_string(), "v.json").unwrap().remove(0);
+        let b = run.burst.unwrap();
+        assert_eq!(b.ttft_s.unwrap().p90, 9.0);
+        assert_eq!(b.e2el_s.unwrap().p50, 27.48);
+        assert_eq!(b.settings.request_rate, None);
+        let several = parse_results(APPEND, "v.jsonl").unwrap().remove(0);
+        assert!(several.cells.len() > 1 && several.burst.is_none());
     }
 
     #[test]

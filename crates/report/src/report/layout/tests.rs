@@ -419,3 +419,53 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
         "{md}"
     );
 }
+
+/// A burst TTFT regression alone: the first line names TTFT and the burst layer; the console
+/// and Markdown show the burst's compact table, absolute values beside each change.
+#[test]
+fn a_burst_ttft_regression_is_named_first_and_tabled() {
+    let mut r = pass();
+    r.burst_gated = true;
+    r.burst.push(infergate_schema::verdict::CellComparison {
+        concurrency: 0,
+        context_tokens: 0,
+        verdict: CellVerdict::Regression,
+        reason: None,
+        metrics: vec![
+            metric(
+                Metric::BurstTps,
+                54_000.0,
+                -0.01,
+                0.02,
+                CellVerdict::Unchanged,
+            ),
+            metric(
+                Metric::BurstTtftP90,
+                0.057,
+                0.50,
+                0.05,
+                CellVerdict::Regression,
+            ),
+        ],
+        provisional: false,
+        history_too_short: false,
+    });
+    r.gate = GateVerdict::Regression;
+    let first = first_line(&r);
+    assert!(
+        first.starts_with("✗ TTFT p90 +50.0% [+45.0, +55.0] in the burst layer"),
+        "{first}"
+    );
+    let l = layout(&r);
+    assert_eq!(l.burst.len(), 2);
+    let text = console(&l);
+    assert!(
+        text.contains("Burst layer (change vs baseline):\n  total tok/s: ✓ −1.0% [−3.0, +1.0], 54,000 → 53,460 tok/s\n  TTFT p90: ✗ +50.0% [+45.0, +55.0], 57.0 ms → 85.5 ms"),
+        "{text}"
+    );
+    let md = markdown(&l, true);
+    assert!(
+        md.contains("| TTFT p90 | ✗ +50.0% \\[+45.0, +55.0\\] | 57.0 ms → 85.5 ms |"),
+        "{md}"
+    );
+}
