@@ -16,8 +16,8 @@ use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
 use infergate_schema::results::{
-    CellStatus, PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample,
-    PrefillSampleKind, RunResults,
+    BurstRecord, BurstSettings, BurstSlo, CellStatus, Percentiles, PrefillAgreement,
+    PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind, RunResults,
 };
 use infergate_schema::verdict::{CellVerdict, GateVerdict};
 
@@ -410,7 +410,51 @@ fn make_run(
         })
         .collect();
     run.prefill = synthetic_prefill(levels, cell_log);
+    run.burst = synthetic_burst(cell_log);
     run
+}
+
+/// The burst layer of a synthetic run (the default config's shape: 32 requests, every one
+/// completed): its total tok/s 60k and its TTFT p90 0.3 s, times and over the exp of the log
+/// level drawn for the matrix's last cell (the most loaded: the run's factor, its row's and
+/// its own term, no draw of its own), so the layer gates in every trial with the other
+/// families and a seed's other figures do not move.
+fn synthetic_burst(cell_log: &[f64]) -> Option<BurstRecord> {
+    let speed = cell_log.last()?.exp();
+    let ttft = |q: f64| Percentiles {
+        mean: q,
+        p50: q * 0.6,
+        p90: q,
+        p99: q * 1.1,
+        count: 32,
+    };
+    Some(BurstRecord {
+        settings: BurstSettings {
+            requests: 32,
+            request_rate: Some(100.0),
+            seed: 0,
+            prompt_tokens: 3072,
+            max_tokens: 16,
+            slo: BurstSlo::default(),
+        },
+        sent: 32,
+        completed: 32,
+        incomplete: 0,
+        errors: 0,
+        duration_s: 1.8 / speed,
+        prompt_tokens: 32 * 3072,
+        output_tokens: 32 * 16,
+        request_throughput: 17.8 * speed,
+        output_tps: 285.0 * speed,
+        total_tps: 60_000.0 * speed,
+        ttft_s: Some(ttft(0.3 / speed)),
+        tpot_s: None,
+        itl_s: None,
+        e2el_s: None,
+        good: None,
+        goodput: None,
+        first_problem: None,
+    })
 }
 
 /// The prefill layer of a synthetic run: one record per context of the matrix (not 0), its
