@@ -585,6 +585,7 @@ pub fn first_line(report: &ComparisonReport) -> String {
                     sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
                 ));
             }
+            line.push_str(&layers_checked(report));
             line.push_str(confirm);
             if let Some(s) = could_detect(report) {
                 line.push_str(if s.starts_with("but") { ", " } else { "; " });
@@ -597,6 +598,25 @@ pub fn first_line(report: &ComparisonReport) -> String {
         }
     };
     format!("{line}{}", unused_second_boot(report))
+}
+
+/// The layers a `pass` (or an `insufficient` gate's "no regression proven") also covers,
+/// said in the first line so a green check names what it vouches for: ", 1 prefill context
+/// and the burst" (empty when no layer gated).
+fn layers_checked(report: &ComparisonReport) -> String {
+    let mut layers = Vec::new();
+    if report.prefill_gated && !report.prefill.is_empty() {
+        layers.push(plural(report.prefill.len(), "prefill context"));
+    }
+    if report.burst_gated && !report.burst.is_empty() {
+        layers.push("the burst".to_string());
+    }
+    match layers.as_slice() {
+        [] => String::new(),
+        [one] => format!(", {one}"),
+        [a, b] => format!(", {a} and {b}"),
+        _ => format!(", {}", layers.join(", ")),
+    }
 }
 
 impl ComparisonReport {
@@ -927,6 +947,26 @@ mod tests {
                 Some("infergate run --config infergate.toml --suite pr --update-baseline")
             );
         }
+    }
+
+    #[test]
+    fn a_pass_names_the_layers_it_also_covers() {
+        let mut r = pass();
+        let layer = r.cells[0].clone();
+        r.prefill = vec![layer.clone()];
+        r.burst = vec![layer];
+        // Compared but not gated (a history without the layer): not claimed.
+        assert!(!first_line(&r).contains("prefill"), "{}", first_line(&r));
+        r.prefill_gated = true;
+        r.burst_gated = true;
+        assert!(
+            first_line(&r).starts_with(
+                "✓ no regression in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]), 1 prefill \
+                 context and the burst; this run could detect"
+            ),
+            "{}",
+            first_line(&r)
+        );
     }
 
     #[test]
