@@ -198,6 +198,33 @@ pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
     record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
 }
 
+/// One cell of a layer (a prefill context, the burst): `not_comparable` with the reason where
+/// the candidate's figure is refused (`refused`: it fails the gate closed where the layer
+/// gates), else built from its test entries.
+fn layer_cell(
+    coord: Coord,
+    refused: Option<String>,
+    entries: Vec<(MetricComparison, String)>,
+    provisional: bool,
+    gating: impl Fn(Metric) -> bool,
+    none: &str,
+) -> infergate_schema::verdict::CellComparison {
+    match refused {
+        Some(why) => build::cell(
+            coord,
+            Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
+            Vec::new(),
+            gating,
+            none,
+        ),
+        None => {
+            let mut cell = build::cell(coord, None, entries, gating, none);
+            cell.provisional = provisional;
+            cell
+        }
+    }
+}
+
 /// A run's burst-layer figure of `metric` as the layer compares it: only from a burst whose
 /// every request completed (one that ended early or failed is not compared: fail closed,
 /// [`burst_incomplete`]), and its TTFT p90 only from the completed requests that bound it
@@ -1934,48 +1961,29 @@ pub fn compare_on(
     // The prefill layer: each context's entry; a candidate figure the engine's counters
     // disagree with is not compared, and fails the gate closed where the layer gates.
     for (i, &coord) in prefill_cells.iter().enumerate() {
-        let disagrees = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
-        let none = "no prefill figure on both sides";
-        let cell = match disagrees {
-            Some(why) => build::cell(
-                coord,
-                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
-                Vec::new(),
-                gating,
-                none,
-            ),
-            None => {
-                let entries = per_prefill.remove(&i).unwrap_or_default();
-                let mut cell = build::cell(coord, None, entries, gating, none);
-                cell.provisional = provisional_prefill.contains(&i);
-                cell
-            }
-        };
-        report.prefill.push(cell);
+        let refused = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
+        report.prefill.push(layer_cell(
+            coord,
+            refused,
+            per_prefill.remove(&i).unwrap_or_default(),
+            provisional_prefill.contains(&i),
+            gating,
+            "no prefill figure on both sides",
+        ));
     }
     report.prefill_gated = gating(Metric::PrefillTps);
     // The burst layer: its one entry; a candidate burst whose requests did not all complete is
     // not compared, and fails the gate closed where the layer gates.
-    let burst_gating = |m: Metric| m.is_burst() && gating(m);
     for (i, &coord) in burst_cells.iter().enumerate() {
-        let incomplete = candidate.iter().find_map(burst_incomplete);
-        let none = "no burst figure on both sides";
-        let cell = match incomplete {
-            Some(why) => build::cell(
-                coord,
-                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
-                Vec::new(),
-                burst_gating,
-                none,
-            ),
-            None => {
-                let entries = per_burst.remove(&i).unwrap_or_default();
-                let mut cell = build::cell(coord, None, entries, burst_gating, none);
-                cell.provisional = provisional_burst.contains(&i);
-                cell
-            }
-        };
-        report.burst.push(cell);
+        let refused = candidate.iter().find_map(burst_incomplete);
+        report.burst.push(layer_cell(
+            coord,
+            refused,
+            per_burst.remove(&i).unwrap_or_default(),
+            provisional_burst.contains(&i),
+            |m: Metric| m.is_burst() && gating(m),
+            "no burst figure on both sides",
+        ));
     }
     report.burst_gated = gating(Metric::BurstTps) || gating(Metric::BurstTtftP90);
     build::finish(&mut report);
