@@ -47,23 +47,9 @@ max_tokens = 16
 metrics = ["aggregate_tps", "burst_tps", "burst_ttft_p90"]
 "#;
 
-/// Writes the config with `sim_args` added to the engine command; its path.
+/// The config with `sim_args` added to the engine command; its path.
 fn config(dir: &Path, name: &str, sim_args: &[&str]) -> std::path::PathBuf {
-    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
-    let text = BURST_CONFIG.replacen(
-        "\"--seed\", \"5\"]",
-        &format!("\"--seed\", \"5\"{extra}]"),
-        1,
-    );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).expect("write config");
-    path
-}
-
-/// `verdict.json` and `results.json` of a gate's output directory.
-fn read(out: &Path, file: &str) -> serde_json::Value {
-    let text = std::fs::read_to_string(out.join(file)).expect(file);
-    serde_json::from_str(&text).expect("json")
+    support::config_with_sim_args(BURST_CONFIG, dir, name, sim_args)
 }
 
 #[test]
@@ -77,7 +63,7 @@ fn a_burst_ttft_regression_is_named_and_a_clean_rerun_passes() {
         let (code, stderr) = gate(&clean, &out, &store, &["--update-baseline"]);
         assert_eq!(code, Some(0), "baseline run {i}: {stderr}");
         // Every request of the burst accounted for, and all of them completed.
-        let burst = &read(&out, "results.json")["burst"];
+        let burst = &support::read_json(&out, "results.json")["burst"];
         assert_eq!(burst["sent"], 32, "{burst}");
         assert_eq!(burst["completed"], 32, "{burst}");
         assert_eq!(burst["ttft_s"]["count"], 32, "{burst}");
@@ -99,7 +85,7 @@ fn a_burst_ttft_regression_is_named_and_a_clean_rerun_passes() {
     for (name, args, want, names) in cases {
         let out = dir.path().join(format!("out-{name}"));
         let (code, stderr) = gate(&config(dir.path(), name, args), &out, &store, &[]);
-        let verdict = read(&out, "verdict.json");
+        let verdict = support::read_json(&out, "verdict.json");
         let first = verdict["headline"].as_str().unwrap_or_default().to_string();
         assert_eq!(code, Some(want), "{name}: {first}\n{stderr}");
         assert!(first.contains(names), "{name}: {first}");

@@ -41,23 +41,9 @@ max_tokens = 256
 sub_windows = 4
 "#;
 
-/// Writes the config with `sim_args` added to the engine command; its path.
+/// The config with `sim_args` added to the engine command; its path.
 fn config(dir: &Path, name: &str, sim_args: &[&str]) -> std::path::PathBuf {
-    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
-    let text = LATENCY_CONFIG.replacen(
-        "\"--seed\", \"5\"]",
-        &format!("\"--seed\", \"5\"{extra}]"),
-        1,
-    );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).expect("write config");
-    path
-}
-
-/// The run's `verdict.json`.
-fn verdict(out: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json");
-    serde_json::from_str(&text).expect("verdict json")
+    support::config_with_sim_args(LATENCY_CONFIG, dir, name, sim_args)
 }
 
 /// The metrics a cell of `verdict` found regressed (`metrics[].verdict`), by name.
@@ -128,7 +114,7 @@ fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_p
     let found = (0..3).any(|k| {
         let out = dir.path().join(format!("out-itl_p99-{k}"));
         let (code, stderr) = gate(&itl, &out, &store, &[]);
-        let v = verdict(&out);
+        let v = support::read_json(&out, "verdict.json");
         let first = v["headline"].as_str().unwrap_or_default().to_string();
         let regressed = regressed_metrics(&v);
         // The p99 alone: throughput and the median are no regression.
@@ -151,7 +137,7 @@ fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_p
     for (name, args, want) in cases {
         let out = dir.path().join(format!("out-{name}"));
         let (code, stderr) = gate(&config(dir.path(), name, args), &out, &store, &[]);
-        let v = verdict(&out);
+        let v = support::read_json(&out, "verdict.json");
         let first = v["headline"].as_str().unwrap_or_default().to_string();
         let regressed = regressed_metrics(&v);
         assert_eq!(code, Some(want), "{name}: {first}\n{stderr}");

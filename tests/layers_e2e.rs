@@ -43,24 +43,17 @@ prefill_samples = 8
 metrics = ["aggregate_tps", "prefill_tps"]
 "#;
 
-/// Writes the config with `sim_args` added to the engine command; its path.
+/// The config with `sim_args` added to the engine command; its path.
 fn config(dir: &Path, name: &str, sim_args: &[&str]) -> std::path::PathBuf {
-    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
-    let text = LAYERS_CONFIG.replacen(
-        "\"--seed\", \"5\"]",
-        &format!("\"--seed\", \"5\"{extra}]"),
-        1,
-    );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).expect("write config");
-    path
+    support::config_with_sim_args(LAYERS_CONFIG, dir, name, sim_args)
 }
 
 /// The verdict's first line, as `verdict.json` records it.
 fn headline(out: &Path) -> String {
-    let text = std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("verdict json");
-    v["headline"].as_str().unwrap_or_default().to_string()
+    support::read_json(out, "verdict.json")["headline"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]

@@ -12,6 +12,39 @@ use std::process::{Child, Command, Stdio};
 use infergate::baseline::BaselineStore;
 use infergate::results::{CellResult, RunResults};
 
+/// Writes `template` as `dir/NAME.toml` with `sim_args` added at the end of its `[engine]
+/// command` (the first line starting `command = [`): a test's config with the simulated
+/// engine's faults or speed; its path.
+pub fn config_with_sim_args(
+    template: &str,
+    dir: &Path,
+    name: &str,
+    sim_args: &[&str],
+) -> std::path::PathBuf {
+    let extra: String = sim_args.iter().map(|a| format!(", \"{a}\"")).collect();
+    let text: Vec<String> = template
+        .split('\n')
+        .scan(false, |done, line| {
+            let hit = !*done && line.starts_with("command = [") && line.ends_with(']');
+            *done |= hit;
+            Some(if hit {
+                format!("{}{extra}]", &line[..line.len() - 1])
+            } else {
+                line.to_string()
+            })
+        })
+        .collect();
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text.join("\n")).expect("write config");
+    path
+}
+
+/// A JSON file of a gate's output directory (`verdict.json`, `results.json`).
+pub fn read_json(out: &Path, file: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join(file)).expect(file);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file} does not parse: {e}"))
+}
+
 /// The text with its line breaks and indents folded to single spaces: console lines (errors
 /// included) are wrapped at 100 columns, and a phrase a test looks for may span a break.
 pub fn flat(text: &str) -> String {
