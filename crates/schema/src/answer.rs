@@ -602,13 +602,21 @@ pub fn first_line(report: &ComparisonReport) -> String {
 
 /// The layers a `pass` (or an `insufficient` gate's "no regression proven") also covers,
 /// said in the first line so a green check names what it vouches for: ", 1 prefill context
-/// and the burst" (empty when no layer gated).
+/// and the burst" (empty when no layer gated or was compared).
 fn layers_checked(report: &ComparisonReport) -> String {
+    // Only the layer cells compared: one whose figure was refused vouches for nothing.
+    let compared = |cells: &[CellComparison]| {
+        cells
+            .iter()
+            .filter(|c| c.verdict != CellVerdict::NotComparable)
+            .count()
+    };
     let mut layers = Vec::new();
-    if report.prefill_gated && !report.prefill.is_empty() {
-        layers.push(plural(report.prefill.len(), "prefill context"));
+    let contexts = compared(&report.prefill);
+    if report.prefill_gated && contexts > 0 {
+        layers.push(plural(contexts, "prefill context"));
     }
-    if report.burst_gated && !report.burst.is_empty() {
+    if report.burst_gated && compared(&report.burst) > 0 {
         layers.push("the burst".to_string());
     }
     match layers.as_slice() {
@@ -959,6 +967,9 @@ mod tests {
         assert!(!first_line(&r).contains("prefill"), "{}", first_line(&r));
         r.prefill_gated = true;
         r.burst_gated = true;
+        r.prefill[0].verdict = CellVerdict::NotComparable;
+        assert!(!first_line(&r).contains("prefill"), "{}", first_line(&r));
+        r.prefill[0].verdict = CellVerdict::Unchanged;
         assert!(
             first_line(&r).starts_with(
                 "✓ no regression in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]), 1 prefill \
