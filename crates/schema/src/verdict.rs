@@ -833,6 +833,10 @@ pub struct JudgedBy {
     /// had their defaults); absent from verdicts written before they existed.
     #[serde(default)]
     pub min_effects: std::collections::BTreeMap<Metric, f64>,
+    /// The burst layer's margin (`[thresholds] burst_min_effect`); absent from verdicts
+    /// written before it was recorded, which all used the default (10%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_min_effect: Option<f64>,
 }
 
 /// Parameters of the decision rule as applied.

@@ -60,7 +60,7 @@ impl Plan {
             design_effect: by.design_effect,
             design_power: by.design_power,
             cell_effect: rule.cell_effect.unwrap_or(defaults.cell_effect),
-            burst_min_effect: defaults.burst_min_effect,
+            burst_min_effect: by.burst_min_effect.unwrap_or(defaults.burst_min_effect),
         };
         Some((plan, rule))
     }
@@ -418,6 +418,7 @@ impl<'h> Judge<'h> {
             design_power: self.rule.design_power,
             metrics: self.rule.metrics.clone(),
             min_effects: self.rule.min_effects.clone(),
+            burst_min_effect: Some(self.rule.burst_min_effect),
         }
     }
 
@@ -724,6 +725,30 @@ mod tests {
         .expect("replay");
         assert_eq!(again.report.gate, GateVerdict::Regression);
         assert!(again.used_second);
+    }
+
+    /// Every parameter of the rule a verdict was judged by comes back from its files, the
+    /// burst layer's margin included (a `compare` on them must decide as the run did).
+    #[test]
+    fn the_recorded_plan_gives_back_the_rule_it_was_judged_by() {
+        let rule = DecisionRule {
+            burst_min_effect: 0.2,
+            cell_effect: 0.15,
+            min_effects: [(infergate_schema::verdict::Metric::ItlP99, 0.4)].into(),
+            ..DecisionRule::default()
+        };
+        let plan = Plan {
+            confirm: true,
+            max_rounds: 2,
+        };
+        let j = Judge::new(Arc::new(History::new(&[])), &rule, plan);
+        let (again_plan, again) =
+            Plan::recorded(&rule.summary(), Some(&j.judged_by())).expect("recorded");
+        assert_eq!(again_plan, plan);
+        assert_eq!(again.burst_min_effect, 0.2);
+        assert_eq!(again.cell_effect, 0.15);
+        assert_eq!(again.min_effects, rule.min_effects);
+        assert_eq!(again.metrics, rule.metrics);
     }
 
     #[test]
