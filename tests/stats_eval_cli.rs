@@ -158,6 +158,15 @@ fn text_form_prints_the_grid_and_the_targets() {
     assert!(text.contains("Targets:"), "{text}");
     assert!(text.contains("Peers on the same trials"), "{text}");
     assert!(text.contains("Latency on a busy host"), "{text}");
+    assert!(text.contains("ITL p99 2x alone"), "{text}");
+    for plant in [
+        "decode -10%",
+        "prefill 1.3x slower",
+        "prefill 4x slower",
+        "burst TTFT p90 +30%",
+    ] {
+        assert!(text.contains(plant), "{plant}: {text}");
+    }
     // Read at the console's width.
     for line in text.lines() {
         assert!(line.chars().count() <= 100, "{line}");

@@ -9,6 +9,7 @@ use infergate_eval::eval::gate::{
     Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome, grid, run_eval,
 };
 use infergate_eval::eval::latency::{LatencyEval, LatencyOutcome, latency_eval};
+use infergate_eval::eval::layers::{LayerOutcome, layer_plants};
 use infergate_model::stats::DecisionRule;
 use infergate_report::report::console::{fitted_table, wrap};
 use infergate_schema::exit::{GateExit, usage};
@@ -155,6 +156,14 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     };
     let (latency_trials, latency_history, latency_rule, latency_seed) =
         (args.trials, args.history, cfg.rule.clone(), args.seed);
+    // The layers' plants on the Gaussian and the rough runner (or the custom one).
+    let layer_runners: Vec<Condition> = cfg
+        .conditions
+        .iter()
+        .filter(|c| args.custom || c.name == "gaussian" || c.name.starts_with("rough (all"))
+        .cloned()
+        .collect();
+    let layer_rule = cfg.rule.clone();
     let report = tokio::task::spawn_blocking(move || run_eval(&cfg))
         .await
         .context("stats-eval worker")??;
@@ -164,17 +173,30 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     })
     .await
     .context("stats-eval latency worker")??;
+    let layers = tokio::task::spawn_blocking(move || {
+        layer_plants(
+            &layer_runners,
+            latency_trials,
+            latency_history,
+            &layer_rule,
+            latency_seed,
+        )
+    })
+    .await
+    .context("stats-eval layers worker")??;
     match args.format {
         EvalFormat::Json => {
             let mut doc = serde_json::to_value(&report)?;
             if let Some(o) = doc.as_object_mut() {
                 o.insert("latency".into(), serde_json::to_value(&latency)?);
+                o.insert("layers".into(), serde_json::to_value(&layers)?);
             }
             outln!("{}", serde_json::to_string_pretty(&doc)?)
         }
         EvalFormat::Text => {
             out!("{}", render_text(&report));
             out!("{}", render_latency(&latency));
+            out!("{}", render_layers(&layers, latency_trials));
         }
     }
     let missed = report.targets.iter().any(|t| !t.met) || !latency.target_met;
@@ -210,7 +232,7 @@ fn render_latency(l: &LatencyEval) -> String {
         ),
         0,
     ));
-    for o in [&l.aa, &l.aa_gated, &l.slower] {
+    for o in [&l.aa, &l.aa_gated, &l.slower, &l.itl_p99_doubled] {
         out.push('\n');
         out.push_str(&wrap(&format!("- {}", row(o)), 2));
     }
@@ -218,6 +240,43 @@ fn render_latency(l: &LatencyEval) -> String {
         "\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
         if l.target_met { "met" } else { "MISSED" }
     ));
+    out
+}
+
+/// The layers' plants: per runner and plant, how often the gate said regression, named the
+/// planted layer, and named a layer the plant did not change.
+fn render_layers(layers: &[LayerOutcome], trials: usize) -> String {
+    let mut out = String::from("\n");
+    out.push_str(&wrap(
+        &format!(
+            "Layers (the default rule, {trials} gates each; a prefill context and the burst scatter as a cell does): the planted change found (gate regression) and named (the planted layer regressed) in % of gates [Wilson 95%], and another layer named:"
+        ),
+        0,
+    ));
+    out.push('\n');
+    let mut t = fitted_table(vec![
+        "runner",
+        "plant",
+        "regression",
+        "named",
+        "other named",
+    ]);
+    for o in layers {
+        t.add_row(vec![
+            o.condition.clone(),
+            o.name.clone(),
+            format!("{:.1}", 100.0 * o.regression_rate),
+            format!(
+                "{:.1} [{:.1}, {:.1}]",
+                100.0 * o.named_rate,
+                100.0 * o.named_interval.0,
+                100.0 * o.named_interval.1
+            ),
+            format!("{:.1}", 100.0 * o.other_rate),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
     out
 }
 

@@ -313,13 +313,13 @@ impl EvalReport {
     }
 }
 
-struct Sampler {
+pub(super) struct Sampler {
     rng: StdRng,
     std: Normal<f64>,
 }
 
 impl Sampler {
-    fn new(seed: u64) -> Sampler {
+    pub(super) fn new(seed: u64) -> Sampler {
         Sampler {
             rng: StdRng::seed_from_u64(seed),
             std: Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!()),
@@ -348,14 +348,14 @@ impl Sampler {
     }
 
     /// Whether the flipping cell is capacity-limited in this run.
-    fn capacity_flip(&mut self, noise: &NoiseSpec) -> bool {
+    pub(super) fn capacity_flip(&mut self, noise: &NoiseSpec) -> bool {
         noise.capacity_flip_rate > 0.0 && self.rng.random::<f64>() < noise.capacity_flip_rate
     }
 }
 
 /// Marks the largest cell of `run` capacity-limited (as the engine reports a cell it could not
 /// admit all streams of).
-fn capacity_limited(run: &mut RunResults) {
+pub(super) fn capacity_limited(run: &mut RunResults) {
     if let Some(cell) = run.cells.last_mut() {
         cell.status = CellStatus::CapacityLimited;
         cell.reason = Some("10/12 running".into());
@@ -363,7 +363,7 @@ fn capacity_limited(run: &mut RunResults) {
 }
 
 /// The trend and step of every cell at history run `r` of `len` (the candidate: `r = len`).
-fn shift(noise: &NoiseSpec, r: usize, len: usize) -> f64 {
+pub(super) fn shift(noise: &NoiseSpec, r: usize, len: usize) -> f64 {
     let trend = if len > 1 {
         noise.drift_total.ln_1p() * r as f64 / (len - 1) as f64
     } else {
@@ -377,7 +377,7 @@ fn shift(noise: &NoiseSpec, r: usize, len: usize) -> f64 {
     trend + step
 }
 
-fn make_run(
+pub(super) fn make_run(
     template: &RunResults,
     levels: &[(u32, u64, f64)],
     cell_log: &[f64],
@@ -537,7 +537,7 @@ pub fn nightly_history(
 /// One boot's log level per cell before sub-windows: the run factor (the drift's next step,
 /// run noise, the trend/step `shift`, a slow boot), a row factor per context row, and each
 /// cell's own term.
-fn draw_run(
+pub(super) fn draw_run(
     noise: &NoiseSpec,
     sampler: &mut Sampler,
     drift: &mut f64,

@@ -79,6 +79,9 @@ pub struct LatencyEval {
     /// Every latency 60% higher on both boots, TTFT p90 and ITL p90 gating (beyond their
     /// +25% design effect; a +25% rise sits at it, a regression in about half the gates).
     pub slower: LatencyOutcome,
+    /// The ITL p99 alone twice as high on both boots (the other latencies and throughput
+    /// unchanged), under the rule as given: a p99-only regression at its +50% design effect.
+    pub itl_p99_doubled: LatencyOutcome,
     /// The target: no change listed in at least 99% of the A/A gates, under both rules (the
     /// point estimates).
     pub target_met: bool,
@@ -113,11 +116,12 @@ fn percentiles(p50: f64, count: u64) -> Percentiles {
     }
 }
 
-/// One run of the runner: its cells with every latency times `latency` (1: as the runner).
+/// One run of the runner: its cells with every latency times `latency` (1: as the runner)
+/// and the ITL p99 alone times `tail` besides.
 fn run(
     id: String,
     runner: &LatencyRunner,
-    latency: f64,
+    (latency, tail): (f64, f64),
     rng: &mut StdRng,
     n: &Normal<f64>,
 ) -> RunResults {
@@ -140,7 +144,9 @@ fn run(
             let ttft = ttft * term();
             let itl = itl * term();
             cell.ttft_s = Some(percentiles(ttft, runner.ttfts_per_stream * u64::from(c)));
-            cell.itl_s = Some(percentiles(itl, cell.output_tokens.max(1)));
+            let mut itl_s = percentiles(itl, cell.output_tokens.max(1));
+            itl_s.p99 *= tail;
+            cell.itl_s = Some(itl_s);
             cell.per_user_tps = Some(percentiles(1.0 / itl, u64::from(c)));
             cell
         })
@@ -156,11 +162,12 @@ fn lists_a_change(report: &infergate_schema::verdict::ComparisonReport) -> bool 
 }
 
 /// `trials` gates of one scenario: a fresh history each, two candidate boots with every
-/// latency times `shift`, one of them busy; decided by the gate's two-boot plan.
+/// latency times `shift` (and the ITL p99 times `tail`), one of them busy; decided by the
+/// gate's two-boot plan.
 fn scenario(
     name: &str,
     runner: &LatencyRunner,
-    shift: f64,
+    (shift, tail): (f64, f64),
     trials: usize,
     history: usize,
     rule: &DecisionRule,
@@ -171,7 +178,7 @@ fn scenario(
     let (mut listed, mut regressions, mut twice) = (0usize, 0usize, 0usize);
     for t in 0..trials {
         let base: Vec<RunResults> = (0..history)
-            .map(|i| run(format!("t{t}-b{i}"), runner, 1.0, &mut rng, &n))
+            .map(|i| run(format!("t{t}-b{i}"), runner, (1.0, 1.0), &mut rng, &n))
             .collect();
         let busy = 1.0 + runner.busy_max * rng.random::<f64>();
         let busy_first = rng.random::<bool>();
@@ -180,8 +187,8 @@ fn scenario(
         } else {
             (shift, shift * busy)
         };
-        let first = run(format!("t{t}-c1"), runner, f1, &mut rng, &n);
-        let second = run(format!("t{t}-c2"), runner, f2, &mut rng, &n);
+        let first = run(format!("t{t}-c1"), runner, (f1, tail), &mut rng, &n);
+        let second = run(format!("t{t}-c2"), runner, (f2, tail), &mut rng, &n);
         let judged = infergate_model::stats::replay(
             std::sync::Arc::new(infergate_model::stats::History::new(&base[..])),
             rule,
@@ -221,7 +228,7 @@ pub fn latency_eval(
     let aa = scenario(
         "A/A, busy host, the rule as given (default: ITL p99 gating)",
         &runner,
-        1.0,
+        (1.0, 1.0),
         trials,
         history,
         rule,
@@ -230,7 +237,7 @@ pub fn latency_eval(
     let aa_gated = scenario(
         "A/A, busy host, TTFT/ITL p90 gating",
         &runner,
-        1.0,
+        (1.0, 1.0),
         trials,
         history,
         &gated,
@@ -239,11 +246,20 @@ pub fn latency_eval(
     let slower = scenario(
         "every latency +60%, busy host, TTFT/ITL p90 gating",
         &runner,
-        1.6,
+        (1.6, 1.0),
         trials,
         history,
         &gated,
         seed ^ 0x5eed,
+    )?;
+    let itl_p99_doubled = scenario(
+        "ITL p99 2x alone, busy host, the rule as given",
+        &runner,
+        (1.0, 2.0),
+        trials,
+        history,
+        rule,
+        seed ^ 0x7a11,
     )?;
     Ok(LatencyEval {
         runner,
@@ -252,6 +268,7 @@ pub fn latency_eval(
         aa,
         aa_gated,
         slower,
+        itl_p99_doubled,
     })
 }
 
@@ -267,10 +284,12 @@ mod tests {
         let gated = with_latency_gating(&rule);
         let runner = LatencyRunner::busy_host();
         for r in [&rule, &gated] {
-            let aa = scenario("aa", &runner, 1.0, 30, 20, r, 5).unwrap();
+            let aa = scenario("aa", &runner, (1.0, 1.0), 30, 20, r, 5).unwrap();
             assert!(aa.listed_rate <= 0.05, "{aa:?}");
         }
-        let slower = scenario("slower", &runner, 1.6, 20, 20, &gated, 6).unwrap();
+        let slower = scenario("slower", &runner, (1.6, 1.0), 20, 20, &gated, 6).unwrap();
         assert!(slower.listed_rate >= 0.8, "{slower:?}");
+        let tail = scenario("tail", &runner, (1.0, 2.0), 20, 20, &rule, 7).unwrap();
+        assert!(tail.regression_rate >= 0.8, "{tail:?}");
     }
 }

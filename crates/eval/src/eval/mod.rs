@@ -10,6 +10,8 @@
 //! - [`design`]: the measurement designs of `run` and `ab` (`ab-eval`);
 //! - [`latency`]: the secondary metrics (TTFT, ITL, per-user tok/s) on a busy host whose
 //!   boots differ in latency alone (`stats-eval`'s latency line);
+//! - [`layers`]: the layers' plants (decode, prefill, the burst's TTFT) found and named
+//!   (`stats-eval`'s layers line);
 //! - [`peers`]: the rules users know (Bencher, github-action-benchmark, Perfherder) on
 //!   `stats-eval`'s trials.
 
@@ -17,6 +19,7 @@ pub mod changes;
 pub mod design;
 pub mod gate;
 pub mod latency;
+pub mod layers;
 pub mod peers;
 
 #[cfg(test)]
