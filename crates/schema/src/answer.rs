@@ -442,8 +442,9 @@ pub fn first_line(report: &ComparisonReport) -> String {
                     format!("over {} (matrix-wide)", cells_word(m.cells))
                 };
                 format!(
-                    "{symbol} {} {where_}{confirm}",
-                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high)
+                    "{symbol} {} {where_}{}{confirm}",
+                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high),
+                    layers_also(report, &regressed)
                 )
             } else {
                 // The worst speed regression, else the first of another kind; the prefill
@@ -603,6 +604,40 @@ pub fn first_line(report: &ComparisonReport) -> String {
 /// The layers a `pass` (or an `insufficient` gate's "no regression proven") also covers,
 /// said in the first line so a green check names what it vouches for: ", 1 prefill context
 /// and the burst" (empty when no layer gated or was compared).
+/// Beside a matrix-wide decode regression, the layers that regressed too, so the first line
+/// does not hide them: `; prefill layer: 1 of 1 context regressed; burst layer: TTFT p90
+/// +12.0%`; empty where none did.
+fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> String {
+    let mut out = String::new();
+    let in_prefill = regressed
+        .iter()
+        .filter(|c| c.concurrency == 0 && c.context_tokens > 0)
+        .count();
+    if in_prefill > 0 {
+        out.push_str(&format!(
+            "; prefill layer: {in_prefill} of {} regressed",
+            plural(report.prefill.len(), "context")
+        ));
+    }
+    let burst: Vec<String> = regressed
+        .iter()
+        .filter(|c| c.concurrency == 0 && c.context_tokens == 0)
+        .flat_map(|c| &c.metrics)
+        .filter(|m| m.verdict.is_regression())
+        .map(|m| {
+            format!(
+                "{} {}",
+                metric_name(m.metric),
+                signed_percent(m.shown_change_total().change)
+            )
+        })
+        .collect();
+    if !burst.is_empty() {
+        out.push_str(&format!("; burst layer: {}", burst.join(", ")));
+    }
+    out
+}
+
 fn layers_checked(report: &ComparisonReport) -> String {
     // Only the layer cells compared: one whose figure was refused vouches for nothing.
     let compared = |cells: &[CellComparison]| {
