@@ -471,6 +471,10 @@ pub fn first_line(report: &ComparisonReport) -> String {
                         plural(report.prefill.len(), "context")
                     ));
                 }
+                let burst_leads = worst.is_some_and(|(_, m, _)| m.metric.is_burst());
+                if in_burst > 0 && !burst_leads {
+                    parts.push(burst_regressions(&regressed));
+                }
                 let of_n = parts.join("; ");
                 match (worst, regressed.first()) {
                     (Some((_, m, _)), _) if m.metric.is_burst() => {
@@ -619,6 +623,19 @@ fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> Stri
             plural(report.prefill.len(), "context")
         ));
     }
+    if regressed
+        .iter()
+        .any(|c| c.concurrency == 0 && c.context_tokens == 0)
+    {
+        out.push_str("; ");
+        out.push_str(&burst_regressions(regressed));
+    }
+    out
+}
+
+/// The burst layer's regressed metrics with their changes: `burst layer: TTFT p90 +488.0%,
+/// total tok/s −56.3%`.
+fn burst_regressions(regressed: &[&CellComparison]) -> String {
     let burst: Vec<String> = regressed
         .iter()
         .filter(|c| c.concurrency == 0 && c.context_tokens == 0)
@@ -632,10 +649,7 @@ fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> Stri
             )
         })
         .collect();
-    if !burst.is_empty() {
-        out.push_str(&format!("; burst layer: {}", burst.join(", ")));
-    }
-    out
+    format!("burst layer: {}", burst.join(", "))
 }
 
 fn layers_checked(report: &ComparisonReport) -> String {

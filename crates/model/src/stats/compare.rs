@@ -3491,6 +3491,29 @@ mod burst_tests {
         assert_eq!(report.burst[0].metrics.len(), 2);
     }
 
+    /// A whole engine 10% slower, its burst's TTFT p90 +30% too: the first line leads with
+    /// the matrix-wide decode regression and names the burst's beside it, not hiding it.
+    #[test]
+    fn a_decode_regression_first_line_names_the_burst_regression_beside_it() {
+        let mut rng = StdRng::seed_from_u64(63);
+        let base: Vec<RunResults> = (0..12)
+            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
+            .collect();
+        let mut slow = run("c", &mut rng, 1.3, 32, 32);
+        for cell in &mut slow.cells {
+            cell.aggregate_tps *= 0.9;
+            cell.samples.iter_mut().for_each(|s| *s *= 0.9);
+        }
+        let report = compare(&base, &[slow], &rule()).unwrap();
+        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert!(
+            report.headline.starts_with("✗ aggregate tok/s −")
+                && report.headline.contains("; burst layer: TTFT p90 +"),
+            "{}",
+            report.headline
+        );
+    }
+
     /// Fewer than 29 completed requests: the TTFT p90 is not compared (and the report says
     /// so); a burst with a request that did not complete is not compared and fails closed.
     #[test]
