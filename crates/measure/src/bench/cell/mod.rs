@@ -301,7 +301,16 @@ impl SustainedDecodeCell<'_> {
                 .as_ref()
                 .filter(|s| s.drafts > 0)
                 .map(|s| 1.0 + s.draft_tokens as f64 / s.drafts as f64),
-            itl_mean_s,
+            // How late a token of the window's last moments may reach the client: the gaps'
+            // p99 (a loaded host delays delivery by far more than the mean gap).
+            token_lag_s: itl_mean_s.map(|mean| {
+                let p99 = if itl.is_empty() {
+                    0.0
+                } else {
+                    itl.value_at_quantile(0.99) as f64 / 1e9
+                };
+                mean.max(p99)
+            }),
             tolerance: self.spec.timing.usage_tolerance,
             max_stream_tps: self.spec.timing.max_stream_tps,
         });
