@@ -151,109 +151,134 @@ impl FromStr for Fault {
     type Err = FaultParseError;
 
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
-        let err = |why: &str| FaultParseError {
-            spec: spec.into(),
-            why: why.into(),
-        };
         let (name, value) = match spec.split_once('=') {
             Some((n, v)) => (n.trim(), Some(v.trim())),
             None => (spec.trim(), None),
         };
-        match (name, value) {
-            ("never-ready", None) => Ok(Fault::NeverReady),
-            ("preempt", None) => Ok(Fault::Preempt(None)),
-            ("preempt", Some(v)) => match v.parse::<u64>() {
-                Ok(n) if n >= 1 => Ok(Fault::Preempt(Some(n))),
-                _ => Err(err("TOKENS must be a whole number >= 1")),
-            },
-            ("never-ready", Some(_)) => Err(err("never-ready takes no value")),
-            ("llama-cpp-python", None | Some("interrupt")) => {
-                Ok(Fault::LlamaCppPython { interrupt: true })
-            }
-            ("llama-cpp-python", Some("queue")) => Ok(Fault::LlamaCppPython { interrupt: false }),
-            ("llama-cpp-python", Some(_)) => Err(err("the value is `interrupt` or `queue`")),
-            ("stall-every", Some(v)) => {
-                let (steps, secs) = v
-                    .split_once(':')
-                    .ok_or_else(|| err("the value is STEPS:SECS, e.g. stall-every=8:0.05"))?;
-                let steps = steps
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| err("STEPS must be a whole number >= 1"))?;
-                Ok(Fault::StallEvery {
-                    steps,
-                    secs: seconds(spec, secs.trim())?,
-                })
-            }
-            ("itl-tail", Some(v)) => {
-                let (every, factor) = v
-                    .split_once(':')
-                    .ok_or_else(|| err("the value is EVERY:FACTOR, e.g. itl-tail=50:2"))?;
-                let whole = |t: &str, min: u64, why: &str| {
-                    t.trim()
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|n| *n >= min)
-                        .ok_or_else(|| err(why))
-                };
-                Ok(Fault::ItlTail {
-                    every: whole(every, 1, "EVERY must be a whole number >= 1")?,
-                    factor: whole(factor, 2, "FACTOR must be a whole number of steps >= 2")?,
-                })
-            }
-            ("prefill-slowdown", Some(v)) => match factor(spec, v)? {
-                f if f > 0.0 => Ok(Fault::PrefillSlowdown(f)),
-                _ => Err(err("FACTOR must be > 0")),
-            },
-            ("chunked-prefill", Some(v)) => match v.parse::<u64>() {
-                Ok(n) if n >= 1 => Ok(Fault::ChunkedPrefill(n)),
-                _ => Err(err("TOKENS must be a whole number >= 1")),
-            },
-            ("prompt-counter-lies", Some(v)) => Ok(Fault::PromptCounterLies(factor(spec, v)?)),
-            ("admit-delay", Some(v)) => Ok(Fault::AdmitDelay(seconds(spec, v)?)),
-            ("crash-after", Some(v)) => Ok(Fault::CrashAfter(seconds(spec, v)?)),
-            ("hang-after", Some(v)) => Ok(Fault::HangAfter(seconds(spec, v)?)),
-            ("fail-above-concurrency", Some(v)) => Ok(Fault::FailAboveConcurrency(
-                v.parse()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| err("N must be a whole number >= 1"))?,
-            )),
-            ("http-500", Some(v)) => Ok(Fault::Http500(fraction(spec, v)?)),
-            ("malformed-sse", Some(v)) => Ok(Fault::MalformedSse(fraction(spec, v)?)),
-            ("stall-after", Some(v)) => Ok(Fault::StallAfter(
-                v.parse()
-                    .map_err(|_| err("TOKENS must be a whole number"))?,
-            )),
-            ("truncate-at", Some(v)) => match v.parse::<u64>() {
-                Ok(n) if n >= 1 => Ok(Fault::TruncateAt(n)),
-                _ => Err(err("TOKENS must be a whole number >= 1")),
-            },
-            ("lie-usage", Some(v)) => Ok(Fault::LieUsage(factor(spec, v)?)),
-            ("counter-lies", Some(v)) => Ok(Fault::CounterLies(factor(spec, v)?)),
-            (
-                "crash-after"
-                | "http-500"
-                | "malformed-sse"
-                | "stall-after"
-                | "lie-usage"
-                | "counter-lies"
-                | "truncate-at"
-                | "hang-after"
-                | "stall-every"
-                | "fail-above-concurrency"
-                | "prefill-slowdown"
-                | "chunked-prefill"
-                | "itl-tail"
-                | "prompt-counter-lies"
-                | "admit-delay",
-                None,
-            ) => Err(err("this fault needs a value after `=`")),
-            _ => Err(err("unknown fault name")),
+        match value {
+            None => fault_without_value(spec, name),
+            Some(v) => fault_with_value(spec, name, v),
         }
     }
+}
+
+/// The error for `spec`, saying `why`.
+fn parse_error(spec: &str, why: &str) -> FaultParseError {
+    FaultParseError {
+        spec: spec.into(),
+        why: why.into(),
+    }
+}
+
+/// A fault written by its name alone (`never-ready`, `preempt`, `llama-cpp-python`).
+fn fault_without_value(spec: &str, name: &str) -> Result<Fault, FaultParseError> {
+    match name {
+        "never-ready" => Ok(Fault::NeverReady),
+        "preempt" => Ok(Fault::Preempt(None)),
+        "llama-cpp-python" => Ok(Fault::LlamaCppPython { interrupt: true }),
+        "crash-after"
+        | "http-500"
+        | "malformed-sse"
+        | "stall-after"
+        | "lie-usage"
+        | "counter-lies"
+        | "truncate-at"
+        | "hang-after"
+        | "stall-every"
+        | "fail-above-concurrency"
+        | "prefill-slowdown"
+        | "chunked-prefill"
+        | "itl-tail"
+        | "prompt-counter-lies"
+        | "admit-delay" => Err(parse_error(spec, "this fault needs a value after `=`")),
+        _ => Err(parse_error(spec, "unknown fault name")),
+    }
+}
+
+/// A fault written `name=value`.
+fn fault_with_value(spec: &str, name: &str, v: &str) -> Result<Fault, FaultParseError> {
+    let err = |why: &str| parse_error(spec, why);
+    match name {
+        "preempt" => tokens_at_least_one(spec, v).map(|n| Fault::Preempt(Some(n))),
+        "never-ready" => Err(err("never-ready takes no value")),
+        "llama-cpp-python" => match v {
+            "interrupt" => Ok(Fault::LlamaCppPython { interrupt: true }),
+            "queue" => Ok(Fault::LlamaCppPython { interrupt: false }),
+            _ => Err(err("the value is `interrupt` or `queue`")),
+        },
+        "stall-every" => stall_every(spec, v),
+        "itl-tail" => itl_tail(spec, v),
+        "prefill-slowdown" => match factor(spec, v)? {
+            f if f > 0.0 => Ok(Fault::PrefillSlowdown(f)),
+            _ => Err(err("FACTOR must be > 0")),
+        },
+        "chunked-prefill" => tokens_at_least_one(spec, v).map(Fault::ChunkedPrefill),
+        "prompt-counter-lies" => Ok(Fault::PromptCounterLies(factor(spec, v)?)),
+        "admit-delay" => Ok(Fault::AdmitDelay(seconds(spec, v)?)),
+        "crash-after" => Ok(Fault::CrashAfter(seconds(spec, v)?)),
+        "hang-after" => Ok(Fault::HangAfter(seconds(spec, v)?)),
+        "fail-above-concurrency" => Ok(Fault::FailAboveConcurrency(
+            v.parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| err("N must be a whole number >= 1"))?,
+        )),
+        "http-500" => Ok(Fault::Http500(fraction(spec, v)?)),
+        "malformed-sse" => Ok(Fault::MalformedSse(fraction(spec, v)?)),
+        "stall-after" => Ok(Fault::StallAfter(
+            v.parse()
+                .map_err(|_| err("TOKENS must be a whole number"))?,
+        )),
+        "truncate-at" => tokens_at_least_one(spec, v).map(Fault::TruncateAt),
+        "lie-usage" => Ok(Fault::LieUsage(factor(spec, v)?)),
+        "counter-lies" => Ok(Fault::CounterLies(factor(spec, v)?)),
+        _ => Err(err("unknown fault name")),
+    }
+}
+
+/// A number of tokens, >= 1.
+fn tokens_at_least_one(spec: &str, v: &str) -> Result<u64, FaultParseError> {
+    match v.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(parse_error(spec, "TOKENS must be a whole number >= 1")),
+    }
+}
+
+/// `stall-every=STEPS:SECS`.
+fn stall_every(spec: &str, v: &str) -> Result<Fault, FaultParseError> {
+    let err = |why: &str| parse_error(spec, why);
+    let (steps, secs) = v
+        .split_once(':')
+        .ok_or_else(|| err("the value is STEPS:SECS, e.g. stall-every=8:0.05"))?;
+    let steps = steps
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| err("STEPS must be a whole number >= 1"))?;
+    Ok(Fault::StallEvery {
+        steps,
+        secs: seconds(spec, secs.trim())?,
+    })
+}
+
+/// `itl-tail=EVERY:FACTOR`.
+fn itl_tail(spec: &str, v: &str) -> Result<Fault, FaultParseError> {
+    let err = |why: &str| parse_error(spec, why);
+    let (every, factor) = v
+        .split_once(':')
+        .ok_or_else(|| err("the value is EVERY:FACTOR, e.g. itl-tail=50:2"))?;
+    let whole = |t: &str, min: u64, why: &str| {
+        t.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n >= min)
+            .ok_or_else(|| err(why))
+    };
+    Ok(Fault::ItlTail {
+        every: whole(every, 1, "EVERY must be a whole number >= 1")?,
+        factor: whole(factor, 2, "FACTOR must be a whole number of steps >= 2")?,
+    })
 }
 
 impl fmt::Display for Fault {

@@ -87,94 +87,135 @@ pub fn render(
     spec: bool,
     factors: CounterFactors,
 ) -> String {
-    let m = label(model);
-    let mut out = String::with_capacity(2048);
-    let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+    let mut out = Exposition {
+        out: String::with_capacity(2048),
+        model: label(model),
+    };
+    out.scheduler_gauges(c, kv_budget_tokens);
+    out.token_counters(c, factors);
+    out.request_counters(c);
+    if spec {
+        out.spec_decode_counters(c);
+    }
+    out.prefill_histogram(c);
+    out.cache_config(kv_budget_tokens);
+    out.out
+}
+
+/// A counter's current value.
+fn load(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// The exposition text being written, and the model's escaped label value.
+struct Exposition {
+    out: String,
+    model: String,
+}
+
+impl Exposition {
+    /// One metric with its HELP and TYPE lines and the `model_name` label.
+    fn metric(&mut self, name: &str, kind: &str, help: &str, value: String) {
+        let (out, m) = (&mut self.out, &self.model);
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         let _ = writeln!(out, "{name}{{model_name=\"{m}\"}} {value}");
-    };
-    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    metric(
-        "vllm:num_requests_running",
-        "gauge",
-        "Number of requests in model execution batches.",
-        get(&c.running).to_string(),
-    );
-    metric(
-        "vllm:num_requests_waiting",
-        "gauge",
-        "Number of requests waiting to be processed.",
-        get(&c.waiting).to_string(),
-    );
-    let usage = (get(&c.kv_reserved) as f64 / kv_budget_tokens.max(1) as f64).min(1.0);
-    metric(
-        "vllm:kv_cache_usage_perc",
-        "gauge",
-        "KV-cache usage. 1 means 100 percent usage.",
-        format!("{usage}"),
-    );
-    metric(
-        "vllm:prompt_tokens_total",
-        "counter",
-        "Number of prefill tokens processed.",
-        format!(
-            "{}.0",
-            (get(&c.prompt_tokens) as f64 * factors.prompt).round() as u64
-        ),
-    );
-    metric(
-        "vllm:generation_tokens_total",
-        "counter",
-        "Number of generation tokens processed.",
-        format!(
-            "{}.0",
-            (get(&c.generation_tokens) as f64 * factors.generation).round() as u64
-        ),
-    );
-    metric(
-        "vllm:prefix_cache_queries_total",
-        "counter",
-        "Prefix cache queries, in terms of number of queried tokens.",
-        format!("{}.0", get(&c.prefix_cache_queries)),
-    );
-    metric(
-        "vllm:prefix_cache_hits_total",
-        "counter",
-        "Prefix cache hits, in terms of number of cached tokens.",
-        format!("{}.0", get(&c.prefix_cache_hits)),
-    );
-    metric(
-        "vllm:num_preemptions_total",
-        "counter",
-        "Cumulative number of preemption from the engine.",
-        format!("{}.0", get(&c.preemptions)),
-    );
-    metric(
-        "vllm:request_success_total",
-        "counter",
-        "Count of successfully processed requests.",
-        format!("{}.0", get(&c.requests_finished)),
-    );
-    if spec {
-        metric(
+    }
+
+    /// The scheduler's state: running and waiting requests, KV cache usage.
+    fn scheduler_gauges(&mut self, c: &EngineCounters, kv_budget_tokens: u64) {
+        self.metric(
+            "vllm:num_requests_running",
+            "gauge",
+            "Number of requests in model execution batches.",
+            load(&c.running).to_string(),
+        );
+        self.metric(
+            "vllm:num_requests_waiting",
+            "gauge",
+            "Number of requests waiting to be processed.",
+            load(&c.waiting).to_string(),
+        );
+        let usage = (load(&c.kv_reserved) as f64 / kv_budget_tokens.max(1) as f64).min(1.0);
+        self.metric(
+            "vllm:kv_cache_usage_perc",
+            "gauge",
+            "KV-cache usage. 1 means 100 percent usage.",
+            format!("{usage}"),
+        );
+    }
+
+    /// Prompt and generation tokens (scaled by `factors`), prefix cache queries and hits.
+    fn token_counters(&mut self, c: &EngineCounters, factors: CounterFactors) {
+        self.metric(
+            "vllm:prompt_tokens_total",
+            "counter",
+            "Number of prefill tokens processed.",
+            format!(
+                "{}.0",
+                (load(&c.prompt_tokens) as f64 * factors.prompt).round() as u64
+            ),
+        );
+        self.metric(
+            "vllm:generation_tokens_total",
+            "counter",
+            "Number of generation tokens processed.",
+            format!(
+                "{}.0",
+                (load(&c.generation_tokens) as f64 * factors.generation).round() as u64
+            ),
+        );
+        self.metric(
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            format!("{}.0", load(&c.prefix_cache_queries)),
+        );
+        self.metric(
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            format!("{}.0", load(&c.prefix_cache_hits)),
+        );
+    }
+
+    /// Preemptions and finished requests.
+    fn request_counters(&mut self, c: &EngineCounters) {
+        self.metric(
+            "vllm:num_preemptions_total",
+            "counter",
+            "Cumulative number of preemption from the engine.",
+            format!("{}.0", load(&c.preemptions)),
+        );
+        self.metric(
+            "vllm:request_success_total",
+            "counter",
+            "Count of successfully processed requests.",
+            format!("{}.0", load(&c.requests_finished)),
+        );
+    }
+
+    /// Speculative decoding: drafts, draft tokens, accepted tokens (also per position).
+    fn spec_decode_counters(&mut self, c: &EngineCounters) {
+        self.metric(
             "vllm:spec_decode_num_drafts_total",
             "counter",
             "Number of spec decoding drafts.",
-            format!("{}.0", get(&c.spec_drafts)),
+            format!("{}.0", load(&c.spec_drafts)),
         );
-        metric(
+        self.metric(
             "vllm:spec_decode_num_draft_tokens_total",
             "counter",
             "Number of draft tokens.",
-            format!("{}.0", get(&c.spec_draft_tokens)),
+            format!("{}.0", load(&c.spec_draft_tokens)),
         );
-        metric(
+        self.metric(
             "vllm:spec_decode_num_accepted_tokens_total",
             "counter",
             "Number of accepted tokens.",
-            format!("{}.0", get(&c.spec_accepted)),
+            format!("{}.0", load(&c.spec_accepted)),
         );
+        let (out, m) = (&mut self.out, &self.model);
         let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
         let _ = writeln!(out, "# HELP {name} Accepted tokens per draft position.");
         let _ = writeln!(out, "# TYPE {name} counter");
@@ -182,27 +223,33 @@ pub fn render(
             let _ = writeln!(
                 out,
                 "{name}{{model_name=\"{m}\",position=\"{i}\"}} {}.0",
-                get(a)
+                load(a)
             );
         }
     }
-    // vLLM's prefill-phase histogram (scheduled → first token); one `+Inf` bucket, since
-    // readers take its `_sum` and `_count`.
-    let name = "vllm:request_prefill_time_seconds";
-    let requests = get(&c.prefill_requests);
-    let _ = writeln!(
-        out,
-        "# HELP {name} Histogram of time spent in PREFILL phase for request.\n# TYPE {name} histogram\n{name}_bucket{{le=\"+Inf\",model_name=\"{m}\"}} {requests}.0\n{name}_count{{model_name=\"{m}\"}} {requests}.0\n{name}_sum{{model_name=\"{m}\"}} {}",
-        get(&c.prefill_time_ns) as f64 / 1e9
-    );
-    // vLLM's info gauge of the KV cache configuration (labels as vLLM writes them; value 1):
-    // tools read the KV budget from `num_gpu_blocks` x `block_size`.
-    let _ = writeln!(
-        out,
-        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{SIM_BLOCK_SIZE}\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"{}\"}} 1.0",
-        kv_budget_tokens.div_ceil(SIM_BLOCK_SIZE)
-    );
-    out
+
+    /// vLLM's prefill-phase histogram (scheduled → first token); one `+Inf` bucket, since
+    /// readers take its `_sum` and `_count`.
+    fn prefill_histogram(&mut self, c: &EngineCounters) {
+        let (out, m) = (&mut self.out, &self.model);
+        let name = "vllm:request_prefill_time_seconds";
+        let requests = load(&c.prefill_requests);
+        let _ = writeln!(
+            out,
+            "# HELP {name} Histogram of time spent in PREFILL phase for request.\n# TYPE {name} histogram\n{name}_bucket{{le=\"+Inf\",model_name=\"{m}\"}} {requests}.0\n{name}_count{{model_name=\"{m}\"}} {requests}.0\n{name}_sum{{model_name=\"{m}\"}} {}",
+            load(&c.prefill_time_ns) as f64 / 1e9
+        );
+    }
+
+    /// vLLM's info gauge of the KV cache configuration (labels as vLLM writes them; value 1):
+    /// tools read the KV budget from `num_gpu_blocks` x `block_size`.
+    fn cache_config(&mut self, kv_budget_tokens: u64) {
+        let _ = writeln!(
+            self.out,
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{SIM_BLOCK_SIZE}\",cache_dtype=\"auto\",engine=\"0\",num_gpu_blocks=\"{}\"}} 1.0",
+            kv_budget_tokens.div_ceil(SIM_BLOCK_SIZE)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! ([`ChunkClock`]), always at its first token and at its end.
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::EngineCounters;
 use super::prefix_cache::{BLOCK_TOKENS, PrefixCache};
-use super::speed_model::{ChunkClock, Jitter, SpeedModel, spec_step};
+use super::speed_model::{ChunkClock, Jitter, SpeedModel, StepShape, spec_step};
 
 /// Capacity of a sequence's event channel; a slow client in a timed profile overflows into
 /// an unbounded backlog (the engine never waits), in the zero profile it paces the engine.
@@ -170,6 +171,86 @@ struct Seq {
 }
 
 impl Seq {
+    /// A sequence for an admitted request, `admission`-th in order, admitted in the step
+    /// that started at `step_start`.
+    fn admitted(q: Queued, admission: u64, prefill_left: u64, step_start: Instant) -> Self {
+        Seq {
+            prompt_tokens: q.req.prompt_tokens,
+            target: q.req.stop_at.min(q.req.max_tokens).max(1),
+            max_tokens: q.req.max_tokens,
+            generated: 0,
+            pending: 0,
+            reservation: q.reservation,
+            fresh: true,
+            admitted: admission,
+            preempted: false,
+            chunk_clock: ChunkClock::default(),
+            chunk_due: false,
+            prefill_left,
+            admitted_at: step_start,
+            hold: 0,
+            after_hold: false,
+            events: q.req.events,
+            backlog: VecDeque::new(),
+            closed: false,
+        }
+    }
+
+    /// KV tokens it really has resident: its prompt and what it generated.
+    fn resident(&self) -> u64 {
+        self.prompt_tokens + self.generated
+    }
+
+    /// Why it ends, once it has generated its target.
+    fn finish_if_done(&self) -> Option<FinishReason> {
+        let reason = if self.target < self.max_tokens {
+            FinishReason::Stop
+        } else {
+            FinishReason::Length
+        };
+        (self.generated >= self.target).then_some(reason)
+    }
+
+    /// The `itl-tail` fault (`(every, factor)`): after every `every`-th token, holds the
+    /// stream's tokens back for `factor - 1` steps, then releases them together (one long
+    /// gap); `true` while its tokens are held.
+    fn itl_tail_holds(
+        &mut self,
+        itl_tail: Option<(u64, u64)>,
+        first: bool,
+        finish: Option<FinishReason>,
+        tokens: u64,
+    ) -> bool {
+        match itl_tail {
+            Some((every, factor)) if !first && finish.is_none() => {
+                if self.hold > 0 {
+                    self.hold -= 1;
+                    self.hold > 0
+                } else if self.generated / every.max(1) > (self.generated - tokens) / every.max(1) {
+                    self.hold = factor.max(2) - 1;
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether this step ends a chunk, given the chunk clock's `chunk_ends`: never while its
+    /// tokens are held, always in the step a hold ends.
+    fn chunk_ends_around_hold(&mut self, held: bool, chunk_ends: bool) -> bool {
+        if held {
+            self.after_hold = true;
+            false
+        } else if self.after_hold {
+            self.after_hold = false;
+            true
+        } else {
+            chunk_ends
+        }
+    }
+
     /// Sends what the backlog holds without waiting; marks the sequence closed once the
     /// client is gone.
     fn flush(&mut self) {
@@ -263,37 +344,123 @@ async fn run_engine(
     mut rx: mpsc::UnboundedReceiver<EngineRequest>,
     cancel: CancellationToken,
 ) {
-    let model = cfg.model;
-    let zero_time = model.is_zero_time();
-    let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let mut prefix_cache = cfg.prefix_cache;
-    let mut uniforms = vec![0.0f64; model.draft_acceptance.len()];
-    let mut queue: VecDeque<Queued> = VecDeque::new();
-    let mut running: Vec<Seq> = Vec::new();
-    let mut reserved: u64 = 0;
-    let mut deadline = Instant::now();
-    let mut last_release = deadline;
-    let mut admitted_total: u64 = 0;
-    let mut steps: u64 = 0;
-    let resident = |s: &Seq| s.prompt_tokens + s.generated;
-
+    let mut engine = Engine::new(cfg, counters);
     loop {
         // 1. intake
+        let disconnected = engine.take_arrivals(&mut rx);
+
+        // 2. admission (strict FIFO), preempted sequences first
+        let mut prefill_tokens = engine.resume_preempted();
+        prefill_tokens += engine.admit_queued();
+        engine.publish_admission_gauges();
+
+        if engine.running.is_empty() {
+            if engine
+                .wait_for_work(&mut rx, &cancel, disconnected)
+                .await
+                .is_break()
+            {
+                return;
+            }
+            continue;
+        }
+
+        // 2b. the `chunked-prefill` fault: each sequence still prefilling takes one chunk
+        prefill_tokens += engine.take_prefill_chunks();
+
+        // 3. cost of this step, and the wait for its deadline
+        let shape = engine.decode_shape();
+        engine.advance_deadline(&shape, prefill_tokens);
+        let ControlFlow::Continue(catching_up) = engine.pace_step(&cancel).await else {
+            return;
+        };
+
+        // 4. the zero-time engine is paced by its slowest client
+        if engine.zero_time && engine.send_backlogs_paced(&cancel).await.is_break() {
+            return;
+        }
+
+        // 5. emit tokens; 5b. the `preempt` fault; 6. retire
+        engine.emit_tokens(&shape, catching_up);
+        engine.preempt_over_budget();
+        engine.retire_finished();
+    }
+}
+
+/// The engine task's state between steps: its configuration, the FIFO queue, the running
+/// batch with the KV it reserves, the step clock and the seeded draws.
+struct Engine {
+    cfg: EngineConfig,
+    counters: Arc<EngineCounters>,
+    /// The zero-time profile: one event per step, paced by the clients.
+    zero_time: bool,
+    /// Jitter and draft acceptance draws, in a fixed order from `cfg.seed`.
+    rng: StdRng,
+    /// Scratch for one speculative step's acceptance draws (one per draft position).
+    uniforms: Vec<f64>,
+    queue: VecDeque<Queued>,
+    running: Vec<Seq>,
+    /// KV tokens reserved by the running sequences (what admission checks the budget with).
+    reserved: u64,
+    /// The current step's deadline; deadlines accumulate from the previous one.
+    deadline: Instant,
+    /// When coalesced tokens were last released (at least every millisecond).
+    last_release: Instant,
+    /// Sequences admitted so far (a sequence's admission order).
+    admitted_total: u64,
+    /// Steps run so far (the `stall-every` fault counts them).
+    steps: u64,
+}
+
+impl Engine {
+    fn new(cfg: EngineConfig, counters: Arc<EngineCounters>) -> Self {
+        let zero_time = cfg.model.is_zero_time();
+        let rng = StdRng::seed_from_u64(cfg.seed);
+        let uniforms = vec![0.0f64; cfg.model.draft_acceptance.len()];
+        let deadline = Instant::now();
+        Engine {
+            cfg,
+            counters,
+            zero_time,
+            rng,
+            uniforms,
+            queue: VecDeque::new(),
+            running: Vec::new(),
+            reserved: 0,
+            deadline,
+            last_release: deadline,
+            admitted_total: 0,
+            steps: 0,
+        }
+    }
+
+    /// Appends a request to the queue with its KV reservation.
+    fn enqueue(&mut self, req: EngineRequest, not_before: Option<Instant>) {
+        let reservation = self
+            .cfg
+            .model
+            .reservation(req.prompt_tokens, req.max_tokens);
+        self.queue.push_back(Queued {
+            req,
+            reservation,
+            not_before,
+        });
+    }
+
+    /// Queues every request that has arrived, then drops queued requests whose client left;
+    /// `true` once every handle is dropped.
+    fn take_arrivals(&mut self, rx: &mut mpsc::UnboundedReceiver<EngineRequest>) -> bool {
         let mut disconnected = false;
         loop {
             match rx.try_recv() {
                 Ok(req) => {
-                    let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
                     // The `admit-delay` fault holds back what arrives while others decode.
-                    let not_before = cfg
+                    let not_before = self
+                        .cfg
                         .admit_delay
-                        .filter(|_| running.iter().any(|s| !s.closed))
+                        .filter(|_| self.running.iter().any(|s| !s.closed))
                         .map(|d| Instant::now() + d);
-                    queue.push_back(Queued {
-                        req,
-                        reservation,
-                        not_before,
-                    });
+                    self.enqueue(req, not_before);
                 }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
@@ -302,129 +469,160 @@ async fn run_engine(
                 }
             }
         }
-        queue.retain(|q| !q.req.events.is_closed());
+        self.queue.retain(|q| !q.req.events.is_closed());
+        disconnected
+    }
 
-        // 2. admission (strict FIFO), preempted sequences first (oldest first, recomputing
-        // their prompt and what they generated) when the real KV has room for them again
+    /// The `preempt` fault: resumes preempted sequences (oldest first) when the real KV has
+    /// room for them again; returns the tokens they recompute (their prompt and what they
+    /// generated).
+    fn resume_preempted(&mut self) -> u64 {
+        let Some(budget) = self.cfg.preempt_budget else {
+            return 0;
+        };
+        let running = &mut self.running;
         let mut prefill_tokens = 0u64;
-        if let Some(budget) = cfg.preempt_budget {
-            let mut used: u64 = running.iter().filter(|s| !s.preempted).map(&resident).sum();
-            let mut waiting: Vec<usize> = (0..running.len())
-                .filter(|&i| running[i].preempted && !running[i].closed)
-                .collect();
-            waiting.sort_by_key(|&i| running[i].admitted);
-            let none_active = used == 0;
-            for (k, i) in waiting.into_iter().enumerate() {
-                let need = resident(&running[i]);
-                if used + need <= budget || (none_active && k == 0) {
-                    used += need;
-                    prefill_tokens += need;
-                    running[i].preempted = false;
-                }
+        let mut used: u64 = running
+            .iter()
+            .filter(|s| !s.preempted)
+            .map(Seq::resident)
+            .sum();
+        let mut waiting: Vec<usize> = (0..running.len())
+            .filter(|&i| running[i].preempted && !running[i].closed)
+            .collect();
+        waiting.sort_by_key(|&i| running[i].admitted);
+        let none_active = used == 0;
+        for (k, i) in waiting.into_iter().enumerate() {
+            let need = running[i].resident();
+            if used + need <= budget || (none_active && k == 0) {
+                used += need;
+                prefill_tokens += need;
+                running[i].preempted = false;
             }
         }
+        prefill_tokens
+    }
+
+    /// Admits from the head of the queue what the KV budget, the `admit-delay` fault and
+    /// `max_running` allow; returns the prompt tokens they prefill in this step.
+    fn admit_queued(&mut self) -> u64 {
         // The `chunked-prefill` fault chunks the prefill of what arrives while others decode.
-        let chunk_prefill = cfg.chunked_prefill.is_some()
-            && running
+        let chunk_prefill = self.cfg.chunked_prefill.is_some()
+            && self
+                .running
                 .iter()
                 .any(|s| !s.preempted && !s.closed && s.prefill_left == 0);
+        let n = self.admissible_count();
+        let admitted: Vec<Queued> = self.queue.drain(..n).collect();
+        let mut prefill_tokens = 0u64;
+        for q in admitted {
+            prefill_tokens += self.start_sequence(q, chunk_prefill);
+        }
+        prefill_tokens
+    }
+
+    /// How many requests at the head of the queue may be admitted now.
+    fn admissible_count(&mut self) -> usize {
         // Held-back arrivals (the `admit-delay` fault) wait their time, or none once nothing
         // decodes any more; FIFO: nothing behind one overtakes it.
-        if running.is_empty() {
-            for q in queue.iter_mut() {
+        if self.running.is_empty() {
+            for q in self.queue.iter_mut() {
                 q.not_before = None;
             }
         }
         let now = Instant::now();
-        let eligible = queue
+        let eligible = self
+            .queue
             .iter()
             .take_while(|q| q.not_before.is_none_or(|t| t <= now))
             .count();
-        let n = model
-            .admit_count(reserved, queue.iter().map(|q| q.reservation))
+        let n = self
+            .cfg
+            .model
+            .admit_count(self.reserved, self.queue.iter().map(|q| q.reservation))
             .min(eligible);
-        let n = match cfg.max_running {
-            Some(cap) => n.min(cap.saturating_sub(running.len())),
+        match self.cfg.max_running {
+            Some(cap) => n.min(cap.saturating_sub(self.running.len())),
             None => n,
-        };
-        for q in queue.drain(..n) {
-            reserved += q.reservation;
-            let prompt = q.req.prompt_tokens;
-            // a fully cached prompt still computes its last token, as vLLM does
-            let cached = match prefix_cache.as_mut() {
-                Some(c) => (c.lookup_and_insert(&q.req.prefix_blocks) as u64 * BLOCK_TOKENS)
-                    .min(prompt.saturating_sub(1)),
-                None => 0,
-            };
-            let uncached = prompt - cached;
-            let prefill_left = if chunk_prefill { uncached } else { 0 };
-            prefill_tokens += uncached - prefill_left;
-            counters
-                .prefix_cache_queries
-                .fetch_add(prompt, Ordering::Relaxed);
-            counters
-                .prefix_cache_hits
-                .fetch_add(cached, Ordering::Relaxed);
-            counters
-                .prompt_tokens
-                .fetch_add(q.req.prompt_tokens, Ordering::Relaxed);
-            admitted_total += 1;
-            running.push(Seq {
-                prompt_tokens: q.req.prompt_tokens,
-                target: q.req.stop_at.min(q.req.max_tokens).max(1),
-                max_tokens: q.req.max_tokens,
-                generated: 0,
-                pending: 0,
-                reservation: q.reservation,
-                fresh: true,
-                admitted: admitted_total,
-                preempted: false,
-                chunk_clock: ChunkClock::default(),
-                chunk_due: false,
-                prefill_left,
-                admitted_at: deadline,
-                hold: 0,
-                after_hold: false,
-                events: q.req.events,
-                backlog: VecDeque::new(),
-                closed: false,
-            });
         }
+    }
+
+    /// Starts a sequence for an admitted request: reserves its KV, looks its prompt up in the
+    /// prefix cache and counts it; returns the prompt tokens it prefills in this step (none
+    /// when its prefill is chunked).
+    fn start_sequence(&mut self, q: Queued, chunk_prefill: bool) -> u64 {
+        self.reserved += q.reservation;
+        let prompt = q.req.prompt_tokens;
+        // a fully cached prompt still computes its last token, as vLLM does
+        let cached = match self.cfg.prefix_cache.as_mut() {
+            Some(c) => (c.lookup_and_insert(&q.req.prefix_blocks) as u64 * BLOCK_TOKENS)
+                .min(prompt.saturating_sub(1)),
+            None => 0,
+        };
+        let uncached = prompt - cached;
+        let prefill_left = if chunk_prefill { uncached } else { 0 };
+        let counters = &self.counters;
+        counters
+            .prefix_cache_queries
+            .fetch_add(prompt, Ordering::Relaxed);
+        counters
+            .prefix_cache_hits
+            .fetch_add(cached, Ordering::Relaxed);
+        counters
+            .prompt_tokens
+            .fetch_add(q.req.prompt_tokens, Ordering::Relaxed);
+        self.admitted_total += 1;
+        self.running.push(Seq::admitted(
+            q,
+            self.admitted_total,
+            prefill_left,
+            self.deadline,
+        ));
+        uncached - prefill_left
+    }
+
+    /// Publishes the running and waiting counts and the reserved KV after admission.
+    fn publish_admission_gauges(&self) {
+        let counters = &self.counters;
         counters
             .running
-            .store(running.len() as u64, Ordering::Relaxed);
+            .store(self.running.len() as u64, Ordering::Relaxed);
         counters
             .waiting
-            .store(queue.len() as u64, Ordering::Relaxed);
-        counters.kv_reserved.store(reserved, Ordering::Relaxed);
+            .store(self.queue.len() as u64, Ordering::Relaxed);
+        counters.kv_reserved.store(self.reserved, Ordering::Relaxed);
+    }
 
-        if running.is_empty() {
-            // idle (or a queue that cannot be admitted with nothing running, which the HTTP
-            // layer prevents by rejecting requests larger than the KV budget): wait for work
-            if disconnected && queue.is_empty() {
-                return;
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                req = rx.recv() => match req {
-                    Some(req) => {
-                        let reservation = model.reservation(req.prompt_tokens, req.max_tokens);
-                        queue.push_back(Queued {
-                            req,
-                            reservation,
-                            not_before: None,
-                        });
-                    }
-                    None => return,
-                },
-            }
-            deadline = Instant::now();
-            continue;
+    /// Idle (or a queue that cannot be admitted with nothing running, which the HTTP layer
+    /// prevents by rejecting requests larger than the KV budget): waits for work, and
+    /// restarts the step clock when it comes. `Break` when the engine is to stop.
+    async fn wait_for_work(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<EngineRequest>,
+        cancel: &CancellationToken,
+        disconnected: bool,
+    ) -> ControlFlow<()> {
+        if disconnected && self.queue.is_empty() {
+            return ControlFlow::Break(());
         }
+        tokio::select! {
+            _ = cancel.cancelled() => return ControlFlow::Break(()),
+            req = rx.recv() => match req {
+                Some(req) => self.enqueue(req, None),
+                None => return ControlFlow::Break(()),
+            },
+        }
+        self.deadline = Instant::now();
+        ControlFlow::Continue(())
+    }
 
-        // 2b. the `chunked-prefill` fault: each sequence still prefilling takes one chunk
-        if let Some(chunk) = cfg.chunked_prefill {
-            for seq in running
+    /// The `chunked-prefill` fault: each sequence still prefilling takes one chunk; returns
+    /// the tokens prefilled.
+    fn take_prefill_chunks(&mut self) -> u64 {
+        let mut prefill_tokens = 0u64;
+        if let Some(chunk) = self.cfg.chunked_prefill {
+            for seq in self
+                .running
                 .iter_mut()
                 .filter(|s| s.prefill_left > 0 && !s.closed)
             {
@@ -433,72 +631,90 @@ async fn run_engine(
                 prefill_tokens += take;
             }
         }
+        prefill_tokens
+    }
 
-        // 3. cost of this step (preempted sequences hold no KV and are not decoded)
-        let active = running.iter().filter(|s| !s.preempted).count().max(1);
-        let resident_now: u64 = running.iter().filter(|s| !s.preempted).map(&resident).sum();
-        let mean_context = running
-            .iter()
-            .filter(|s| !s.preempted)
-            .map(|s| s.prompt_tokens)
-            .sum::<u64>()
-            / active as u64;
-        let shape = model.step_shape(active, resident_now, mean_context);
-        let mut step =
-            shape.step_time * cfg.jitter.sample(&mut rng) + model.prefill_time(prefill_tokens);
-        steps += 1;
-        if let Some((every, pause)) = cfg.stall_every
-            && steps.is_multiple_of(every.max(1))
+    /// This step's decode shape (preempted sequences hold no KV and are not decoded).
+    fn decode_shape(&self) -> StepShape {
+        let decoding = || self.running.iter().filter(|s| !s.preempted);
+        let active = decoding().count().max(1);
+        let resident_now: u64 = decoding().map(Seq::resident).sum();
+        let mean_context = decoding().map(|s| s.prompt_tokens).sum::<u64>() / active as u64;
+        self.cfg
+            .model
+            .step_shape(active, resident_now, mean_context)
+    }
+
+    /// Costs this step (jittered decode, prefill, the `stall-every` pause) and moves the
+    /// deadline on by it.
+    fn advance_deadline(&mut self, shape: &StepShape, prefill_tokens: u64) {
+        let mut step = shape.step_time * self.cfg.jitter.sample(&mut self.rng)
+            + self.cfg.model.prefill_time(prefill_tokens);
+        self.steps += 1;
+        if let Some((every, pause)) = self.cfg.stall_every
+            && self.steps.is_multiple_of(every.max(1))
         {
             // Fault `stall-every`: the whole engine pauses, every stream with it.
             step += pause;
         }
-        deadline += Duration::from_secs_f64(step.max(0.0));
+        self.deadline += Duration::from_secs_f64(step.max(0.0));
+    }
+
+    /// Waits for the step's deadline, or runs on when it is due within a millisecond
+    /// ("catching up"): the tokens of such steps are coalesced per sequence and released at
+    /// least every millisecond and before any sleep. `Continue(catching_up)`, or `Break` when
+    /// `cancel` fired.
+    async fn pace_step(&mut self, cancel: &CancellationToken) -> ControlFlow<(), bool> {
         let now = Instant::now();
-        // steps due within a millisecond run back to back ("catching up"); their tokens are
-        // coalesced per sequence and released at least every millisecond and before any sleep
-        let catching_up = deadline <= now + Duration::from_millis(1);
+        let catching_up = self.deadline <= now + Duration::from_millis(1);
         if !catching_up {
-            for seq in running.iter_mut().filter(|s| s.chunk_due) {
+            for seq in self.running.iter_mut().filter(|s| s.chunk_due) {
                 seq.release(None);
             }
-            last_release = now;
-            if wait_until(deadline, &cancel).await {
-                return;
+            self.last_release = now;
+            if wait_until(self.deadline, cancel).await {
+                return ControlFlow::Break(());
             }
         } else {
-            if deadline + MAX_LAG < now {
-                deadline = now - MAX_LAG;
+            if self.deadline + MAX_LAG < now {
+                self.deadline = now - MAX_LAG;
             }
-            if zero_time || now >= last_release + Duration::from_millis(1) {
-                for seq in running.iter_mut().filter(|s| s.hold == 0) {
+            if self.zero_time || now >= self.last_release + Duration::from_millis(1) {
+                for seq in self.running.iter_mut().filter(|s| s.hold == 0) {
                     seq.release(None);
                 }
-                last_release = now;
+                self.last_release = now;
                 tokio::task::yield_now().await;
                 if cancel.is_cancelled() {
-                    return;
+                    return ControlFlow::Break(());
                 }
             }
         }
+        ControlFlow::Continue(catching_up)
+    }
 
-        // 4. the zero-time engine is paced by its slowest client
-        if zero_time {
-            for seq in running.iter_mut() {
-                while let Some(ev) = seq.backlog.pop_front() {
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        sent = seq.events.send(ev) => if sent.is_err() {
-                            seq.closed = true;
-                            seq.backlog.clear();
-                        },
-                    }
+    /// The zero-time engine: waits until every client has taken its backlog. `Break` when
+    /// `cancel` fired.
+    async fn send_backlogs_paced(&mut self, cancel: &CancellationToken) -> ControlFlow<()> {
+        for seq in self.running.iter_mut() {
+            while let Some(ev) = seq.backlog.pop_front() {
+                tokio::select! {
+                    _ = cancel.cancelled() => return ControlFlow::Break(()),
+                    sent = seq.events.send(ev) => if sent.is_err() {
+                        seq.closed = true;
+                        seq.backlog.clear();
+                    },
                 }
             }
         }
+        ControlFlow::Continue(())
+    }
 
-        // 5. emit tokens
-        for seq in running.iter_mut() {
+    /// Gives every decoding sequence its tokens for this step (the first from prefill, then
+    /// 1 or 1 + accepted drafts) and releases them at its chunk boundaries.
+    fn emit_tokens(&mut self, shape: &StepShape, catching_up: bool) {
+        let counters = &self.counters;
+        for seq in self.running.iter_mut() {
             if seq.closed {
                 continue;
             }
@@ -510,7 +726,7 @@ async fn run_engine(
             // the first token (from prefill) is a chunk of its own
             let first = seq.fresh;
             if first {
-                let took = deadline.saturating_duration_since(seq.admitted_at);
+                let took = self.deadline.saturating_duration_since(seq.admitted_at);
                 counters
                     .prefill_time_ns
                     .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
@@ -520,118 +736,127 @@ async fn run_engine(
                 seq.fresh = false;
                 1
             } else {
-                for u in uniforms.iter_mut() {
-                    *u = rng.random::<f64>();
-                }
-                let s = spec_step(&shape.acceptance, &uniforms, remaining);
-                counters.spec_drafts.fetch_add(1, Ordering::Relaxed);
-                counters
-                    .spec_draft_tokens
-                    .fetch_add(s.drafted, Ordering::Relaxed);
-                counters
-                    .spec_accepted
-                    .fetch_add(s.accepted, Ordering::Relaxed);
-                for pos in counters
-                    .spec_accepted_per_pos
-                    .iter()
-                    .take(s.accepted as usize)
-                {
-                    pos.fetch_add(1, Ordering::Relaxed);
-                }
-                s.emitted
+                speculative_step(
+                    &mut self.rng,
+                    &mut self.uniforms,
+                    counters,
+                    &shape.acceptance,
+                    remaining,
+                )
             };
             seq.generated += tokens;
             seq.pending += tokens;
-            let reason = if seq.target < seq.max_tokens {
-                FinishReason::Stop
-            } else {
-                FinishReason::Length
-            };
-            let finish = (seq.generated >= seq.target).then_some(reason);
+            let finish = seq.finish_if_done();
             counters
                 .generation_tokens
                 .fetch_add(tokens, Ordering::Relaxed);
-            let mut chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
-            // The `itl-tail` fault: after every `every`-th token, hold the stream's tokens
-            // back for `factor - 1` steps, then release them together (one long gap).
-            let held = match cfg.itl_tail {
-                Some((every, factor)) if !first && finish.is_none() => {
-                    if seq.hold > 0 {
-                        seq.hold -= 1;
-                        seq.hold > 0
-                    } else if seq.generated / every.max(1) > (seq.generated - tokens) / every.max(1)
-                    {
-                        seq.hold = factor.max(2) - 1;
-                        true
-                    } else {
-                        false
-                    }
-                }
-                _ => false,
-            };
-            if held {
-                seq.after_hold = true;
-                chunk_ends = false;
-            } else if seq.after_hold {
-                seq.after_hold = false;
-                chunk_ends = true;
-            }
-            if finish.is_some() || zero_time || (chunk_ends && !catching_up) {
+            let chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
+            let held = seq.itl_tail_holds(self.cfg.itl_tail, first, finish, tokens);
+            let chunk_ends = seq.chunk_ends_around_hold(held, chunk_ends);
+            if finish.is_some() || self.zero_time || (chunk_ends && !catching_up) {
                 seq.release(finish);
             } else if chunk_ends {
                 seq.chunk_due = true;
             }
         }
+    }
 
-        // 5b. the `preempt` fault: while the running sequences' KV outgrows what the engine
-        // really has, preempt the newest (its tokens so far are released first)
-        if let Some(budget) = cfg.preempt_budget {
-            loop {
-                let live = |s: &&mut Seq| !s.preempted && !s.closed && s.generated < s.target;
-                let used: u64 = running.iter().filter(|s| !s.preempted).map(&resident).sum();
-                if used <= budget || running.iter_mut().filter(live).count() < 2 {
-                    break;
-                }
-                let Some(victim) = running.iter_mut().filter(live).max_by_key(|s| s.admitted)
-                else {
-                    break;
-                };
-                victim.release(None);
-                victim.preempted = true;
-                counters.preemptions.fetch_add(1, Ordering::Relaxed);
+    /// The `preempt` fault: while the running sequences' KV outgrows what the engine really
+    /// has, preempts the newest (its tokens so far are released first).
+    fn preempt_over_budget(&mut self) {
+        let Some(budget) = self.cfg.preempt_budget else {
+            return;
+        };
+        let running = &mut self.running;
+        loop {
+            let live = |s: &&mut Seq| !s.preempted && !s.closed && s.generated < s.target;
+            let used: u64 = running
+                .iter()
+                .filter(|s| !s.preempted)
+                .map(Seq::resident)
+                .sum();
+            if used <= budget || running.iter_mut().filter(live).count() < 2 {
+                break;
             }
+            let Some(victim) = running.iter_mut().filter(live).max_by_key(|s| s.admitted) else {
+                break;
+            };
+            victim.release(None);
+            victim.preempted = true;
+            self.counters.preemptions.fetch_add(1, Ordering::Relaxed);
         }
+    }
 
-        // 6. retire finished and abandoned sequences, freeing their KV; a finished sequence
-        // whose client lags behind gets its remaining events from a small flushing task
+    /// Retires finished and abandoned sequences, freeing their KV; a finished sequence whose
+    /// client lags behind gets its remaining events from a small flushing task.
+    fn retire_finished(&mut self) {
         let mut i = 0;
-        while i < running.len() {
-            let s = &running[i];
+        while i < self.running.len() {
+            let s = &self.running[i];
             if s.closed || s.generated >= s.target {
-                let s = running.swap_remove(i);
-                reserved -= s.reservation;
+                let s = self.running.swap_remove(i);
+                self.reserved -= s.reservation;
                 if !s.closed {
-                    counters.requests_finished.fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .requests_finished
+                        .fetch_add(1, Ordering::Relaxed);
                     if !s.backlog.is_empty() {
-                        let (events, backlog) = (s.events, s.backlog);
-                        tokio::spawn(async move {
-                            for ev in backlog {
-                                if events.send(ev).await.is_err() {
-                                    break;
-                                }
-                            }
-                        });
+                        send_backlog_later(s.events, s.backlog);
                     }
                 }
             } else {
                 i += 1;
             }
         }
-        counters
+        self.counters
             .running
-            .store(running.len() as u64, Ordering::Relaxed);
-        counters.kv_reserved.store(reserved, Ordering::Relaxed);
+            .store(self.running.len() as u64, Ordering::Relaxed);
+        self.counters
+            .kv_reserved
+            .store(self.reserved, Ordering::Relaxed);
     }
+}
+
+/// One speculative decoding step: draws each draft position's acceptance, counts the drafts
+/// and what was accepted; returns the tokens emitted (at most `remaining`).
+fn speculative_step(
+    rng: &mut StdRng,
+    uniforms: &mut [f64],
+    counters: &EngineCounters,
+    acceptance: &[f64],
+    remaining: u64,
+) -> u64 {
+    for u in uniforms.iter_mut() {
+        *u = rng.random::<f64>();
+    }
+    let s = spec_step(acceptance, uniforms, remaining);
+    counters.spec_drafts.fetch_add(1, Ordering::Relaxed);
+    counters
+        .spec_draft_tokens
+        .fetch_add(s.drafted, Ordering::Relaxed);
+    counters
+        .spec_accepted
+        .fetch_add(s.accepted, Ordering::Relaxed);
+    for pos in counters
+        .spec_accepted_per_pos
+        .iter()
+        .take(s.accepted as usize)
+    {
+        pos.fetch_add(1, Ordering::Relaxed);
+    }
+    s.emitted
+}
+
+/// Hands a retired sequence's unsent events to a task of their own, so a lagging client
+/// still gets them without holding the engine up.
+fn send_backlog_later(events: mpsc::Sender<StepEvent>, backlog: VecDeque<StepEvent>) {
+    tokio::spawn(async move {
+        for ev in backlog {
+            if events.send(ev).await.is_err() {
+                break;
+            }
+        }
+    });
 }
 
 #[cfg(test)]

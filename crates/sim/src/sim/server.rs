@@ -404,30 +404,8 @@ struct Draws {
 }
 
 async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
-    if s.faults.never_ready {
-        return not_ready();
-    }
-    if genr.max_tokens == 0 {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "BadRequestError",
-            Some("max_tokens"),
-            "max_tokens must be at least 1, got 0.".into(),
-        );
-    }
-    let total = genr.prompt_tokens.saturating_add(genr.max_tokens);
-    if total > s.max_model_len {
-        return bad_request(format!(
-            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
-            s.max_model_len, total, genr.prompt_tokens, genr.max_tokens
-        ));
-    }
-    let reservation = s.speed.reservation(genr.prompt_tokens, genr.max_tokens);
-    if reservation > s.speed.kv_budget_tokens {
-        return bad_request(format!(
-            "the request needs {reservation} KV cache tokens ({} prompt + {} max_tokens) but the engine's KV cache holds {}; reduce the prompt or max_tokens",
-            genr.prompt_tokens, genr.max_tokens, s.speed.kv_budget_tokens
-        ));
+    if let Err(refused) = check_generation(&s, &genr) {
+        return *refused;
     }
     // `truncate-at` clamps max_tokens as vLLM clamps it to max_model_len - prompt: the
     // request then ends with finish_reason `length`, short of what was asked.
@@ -435,22 +413,7 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
         .max_tokens
         .min(s.faults.truncate_at.unwrap_or(u64::MAX).max(1));
     let arrival = s.arrivals.fetch_add(1, Ordering::Relaxed) + 1;
-    let draws = {
-        let mut rng = s.rng.lock().await;
-        Draws {
-            fail: s.faults.http_500 > 0.0 && rng.random::<f64>() < s.faults.http_500,
-            stop_at: if genr.ignore_eos || rng.random_bool(0.5) {
-                genr.max_tokens
-            } else {
-                rng.random_range(1..=genr.max_tokens)
-            }
-            .min(engine_max),
-            malformed: genr.stream
-                && s.faults.malformed_sse > 0.0
-                && rng.random::<f64>() < s.faults.malformed_sse,
-            request_seed: rng.random::<u64>(),
-        }
-    };
+    let draws = draw_request(&s, &genr, engine_max).await;
     if draws.fail {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -459,38 +422,14 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
             "simulated internal server error (fault http-500)".into(),
         );
     }
-    let before = s.in_flight.fetch_add(1, Ordering::Relaxed);
-    let in_flight = InFlight(s.in_flight.clone());
-    if let Some(limit) = s.faults.fail_above_concurrency
-        && before >= u64::from(limit)
-    {
-        drop(in_flight);
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalServerError",
-            None,
-            format!(
-                "simulated internal server error: {} requests in flight, at most {limit} served (fault fail-above-concurrency={limit})",
-                before + 1
-            ),
-        );
-    }
-    let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
-    let submitted = s.engine.submit(EngineRequest {
-        prompt_tokens: genr.prompt_tokens,
-        max_tokens: engine_max,
-        stop_at: draws.stop_at,
-        prefix_blocks: std::mem::take(&mut genr.prefix_blocks),
-        events: tx,
-    });
-    if submitted.is_err() {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailableError",
-            None,
-            "the engine is shutting down".into(),
-        );
-    }
+    let in_flight = match enter_in_flight(&s) {
+        Ok(in_flight) => in_flight,
+        Err(refused) => return *refused,
+    };
+    let rx = match submit_to_engine(&s, &mut genr, engine_max, draws.stop_at) {
+        Ok(rx) => rx,
+        Err(refused) => return *refused,
+    };
     let n = s.next_id.fetch_add(1, Ordering::Relaxed);
     let id = match genr.kind {
         Kind::Completion => format!("cmpl-{:016x}{n:08x}", draws.request_seed),
@@ -504,6 +443,103 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
         drop(in_flight);
         response
     }
+}
+
+/// Refuses what the engine would not run: anything under fault `never-ready`, no tokens
+/// asked for, a prompt and completion past the context length or the KV cache.
+fn check_generation(s: &AppState, genr: &Generation) -> Result<(), Box<Response>> {
+    if s.faults.never_ready {
+        return Err(Box::new(not_ready()));
+    }
+    if genr.max_tokens == 0 {
+        return Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            Some("max_tokens"),
+            "max_tokens must be at least 1, got 0.".into(),
+        )));
+    }
+    let total = genr.prompt_tokens.saturating_add(genr.max_tokens);
+    if total > s.max_model_len {
+        return Err(Box::new(bad_request(format!(
+            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
+            s.max_model_len, total, genr.prompt_tokens, genr.max_tokens
+        ))));
+    }
+    let reservation = s.speed.reservation(genr.prompt_tokens, genr.max_tokens);
+    if reservation > s.speed.kv_budget_tokens {
+        return Err(Box::new(bad_request(format!(
+            "the request needs {reservation} KV cache tokens ({} prompt + {} max_tokens) but the engine's KV cache holds {}; reduce the prompt or max_tokens",
+            genr.prompt_tokens, genr.max_tokens, s.speed.kv_budget_tokens
+        ))));
+    }
+    Ok(())
+}
+
+/// The request's random draws, in a fixed order under one lock of the server's seeded rng
+/// (the sim's outputs at a seed depend on it).
+async fn draw_request(s: &AppState, genr: &Generation, engine_max: u64) -> Draws {
+    let mut rng = s.rng.lock().await;
+    Draws {
+        fail: s.faults.http_500 > 0.0 && rng.random::<f64>() < s.faults.http_500,
+        stop_at: if genr.ignore_eos || rng.random_bool(0.5) {
+            genr.max_tokens
+        } else {
+            rng.random_range(1..=genr.max_tokens)
+        }
+        .min(engine_max),
+        malformed: genr.stream
+            && s.faults.malformed_sse > 0.0
+            && rng.random::<f64>() < s.faults.malformed_sse,
+        request_seed: rng.random::<u64>(),
+    }
+}
+
+/// Counts the request in flight; fault `fail-above-concurrency` refuses it beyond its limit.
+fn enter_in_flight(s: &AppState) -> Result<InFlight, Box<Response>> {
+    let before = s.in_flight.fetch_add(1, Ordering::Relaxed);
+    let in_flight = InFlight(s.in_flight.clone());
+    if let Some(limit) = s.faults.fail_above_concurrency
+        && before >= u64::from(limit)
+    {
+        drop(in_flight);
+        return Err(Box::new(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalServerError",
+            None,
+            format!(
+                "simulated internal server error: {} requests in flight, at most {limit} served (fault fail-above-concurrency={limit})",
+                before + 1
+            ),
+        )));
+    }
+    Ok(in_flight)
+}
+
+/// Hands the request to the engine; returns where its steps arrive.
+fn submit_to_engine(
+    s: &AppState,
+    genr: &mut Generation,
+    engine_max: u64,
+    stop_at: u64,
+) -> Result<mpsc::Receiver<StepEvent>, Box<Response>> {
+    let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+    let submitted = s.engine.submit(EngineRequest {
+        prompt_tokens: genr.prompt_tokens,
+        max_tokens: engine_max,
+        stop_at,
+        prefix_blocks: std::mem::take(&mut genr.prefix_blocks),
+        events: tx,
+    });
+    if submitted.is_err() {
+        return Err(Box::new(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            None,
+            "the engine is shutting down".into(),
+        )));
+    }
+    Ok(rx)
 }
 
 async fn full_response(
@@ -732,56 +768,7 @@ impl SseStream {
                 self.phase = Phase::Tokens;
                 Some(self.chunk(String::new(), true, None, self.usage_now()))
             }
-            Phase::Tokens => {
-                if let Some(limit) = self.stall_after
-                    && self.generated >= limit
-                {
-                    self.stall().await;
-                    return None;
-                }
-                // the engine going away mid-stream (shutdown) ends the body without [DONE]
-                let mut ev = self.rx.recv().await?;
-                if self.state.hung() {
-                    self.state.hang().await;
-                    return None;
-                }
-                let from = self.generated;
-                if let Some(limit) = self.stall_after
-                    && from + ev.tokens > limit
-                {
-                    // cut the chunk at the limit; the stream then goes silent
-                    ev.tokens = limit - from;
-                    ev.finish = None;
-                }
-                self.generated += ev.tokens;
-                let mut text = String::new();
-                push_output_text(&mut text, self.request_seed, from, self.generated);
-                let usage = if self.final_only && ev.finish.is_some() {
-                    Some(self.reported_usage())
-                } else {
-                    self.usage_now()
-                };
-                let mut out = self.chunk(text, false, ev.finish, usage);
-                if self.malformed && from == 0 {
-                    out.extend_from_slice(
-                        b"data: {\"id\": \"cmpl-garbage\", \"choices\": [{\"te\n\n",
-                    );
-                }
-                if ev.finish.is_some() {
-                    self.phase = if self.include_usage && !self.final_only {
-                        Phase::UsageChunk
-                    } else {
-                        Phase::Done
-                    };
-                } else if self.interrupt
-                    && self.state.arrivals.load(Ordering::Relaxed) > self.arrival
-                {
-                    // llama-cpp-python checks after each chunk whether another request waits
-                    // for the model, and if so sends [DONE] and cancels this one.
-                    self.phase = Phase::Abort;
-                }
-                Some(out)
-            }
+            Phase::Tokens => self.next_tokens().await,
             Phase::UsageChunk => {
                 self.phase = Phase::Done;
                 Some(self.usage_chunk())
@@ -798,6 +785,68 @@ impl SseStream {
                 Some(b"data: [DONE]\n\n".to_vec())
             }
             Phase::Broken | Phase::End => None,
+        }
+    }
+
+    /// The chunk of the engine's next step, or `None` once the stream goes silent (faults
+    /// `stall-after`, `hang-after`) or the engine went away mid-stream (shutdown: the body
+    /// ends without [DONE]).
+    async fn next_tokens(&mut self) -> Option<Vec<u8>> {
+        if let Some(limit) = self.stall_after
+            && self.generated >= limit
+        {
+            self.stall().await;
+            return None;
+        }
+        let mut ev = self.rx.recv().await?;
+        if self.state.hung() {
+            self.state.hang().await;
+            return None;
+        }
+        let from = self.generated;
+        if let Some(limit) = self.stall_after
+            && from + ev.tokens > limit
+        {
+            // cut the chunk at the limit; the stream then goes silent
+            ev.tokens = limit - from;
+            ev.finish = None;
+        }
+        self.generated += ev.tokens;
+        let out = self.tokens_chunk(from, ev.finish);
+        self.phase_after_tokens(ev.finish);
+        Some(out)
+    }
+
+    /// The chunk carrying the tokens generated after `from` (with its usage), followed by a
+    /// broken event after the first under fault `malformed-sse`.
+    fn tokens_chunk(&self, from: u64, finish: Option<FinishReason>) -> Vec<u8> {
+        let mut text = String::new();
+        push_output_text(&mut text, self.request_seed, from, self.generated);
+        let usage = if self.final_only && finish.is_some() {
+            Some(self.reported_usage())
+        } else {
+            self.usage_now()
+        };
+        let mut out = self.chunk(text, false, finish, usage);
+        if self.malformed && from == 0 {
+            out.extend_from_slice(b"data: {\"id\": \"cmpl-garbage\", \"choices\": [{\"te\n\n");
+        }
+        out
+    }
+
+    /// After a tokens chunk: the last goes on to the usage chunk or [DONE]; under fault
+    /// `llama-cpp-python` a later arrival aborts the stream.
+    fn phase_after_tokens(&mut self, finish: Option<FinishReason>) {
+        if finish.is_some() {
+            self.phase = if self.include_usage && !self.final_only {
+                Phase::UsageChunk
+            } else {
+                Phase::Done
+            };
+        } else if self.interrupt && self.state.arrivals.load(Ordering::Relaxed) > self.arrival {
+            // llama-cpp-python checks after each chunk whether another request waits
+            // for the model, and if so sends [DONE] and cancels this one.
+            self.phase = Phase::Abort;
         }
     }
 }
