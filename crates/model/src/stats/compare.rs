@@ -710,22 +710,54 @@ impl MetricTests {
 }
 
 /// Fits one metric's model on the history and produces its per-cell tests and matrix change
-/// (and the second boot's own cell tests, from `second_from`).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one metric's tests at one look: the history, its models and the look's parts"
-)]
-fn test_metric(
+/// (and the second boot's own cell tests, from the sample's `second_from`).
+fn test_metric(metric: Metric, cells: &[Coord], s: &Sample, gating: bool) -> MetricTests {
+    let (idx, cand_logs) = measured_cells(metric, cells, s.history, s.candidate);
+    if idx.is_empty() {
+        return MetricTests {
+            metric,
+            tests: Vec::new(),
+            matrix: None,
+            resid: Vec::new(),
+            runs: s.candidate.len(),
+            second: None,
+            gating,
+        };
+    }
+    let fit = MetricFit::new(metric, cells, s, idx, cand_logs);
+    let j = fit.j;
+    // A second boot has runs of its own and follows a first boot's.
+    let second_from = s.second_from.filter(|&from| from > 0 && from < j);
+    let matrix = fit.matrix(second_from);
+    let resid = fit.residuals();
+    let mut tests = fit.cell_tests(0);
+    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
+    // in the same order, on its runs alone.
+    let second = second_from.map(|from| (fit.cell_tests(from), j - from));
+    if let Some((second, _)) = &second {
+        for (t, own) in tests.iter_mut().zip(second) {
+            t.second = Some(own.own);
+        }
+    }
+    MetricTests {
+        metric,
+        tests,
+        matrix,
+        resid,
+        runs: j,
+        second,
+        gating,
+    }
+}
+
+/// The cells (indices into `cells`) where the candidate has the metric in every run and the
+/// history has it at least once, with the candidate's logs of each (per run, per repetition).
+fn measured_cells(
     metric: Metric,
     cells: &[Coord],
-    models: &History,
     history: &[RunResults],
-    level_n: usize,
     candidate: &[RunResults],
-    gating: bool,
-    second_from: Option<usize>,
-) -> MetricTests {
-    // Cells where the candidate has the metric in every run and the history has it at least once.
+) -> (Vec<usize>, Vec<Vec<Vec<f64>>>) {
     let mut idx = Vec::new();
     let mut cand_logs: Vec<Vec<Vec<f64>>> = Vec::new();
     for (i, &coord) in cells.iter().enumerate() {
@@ -744,17 +776,17 @@ fn test_metric(
             cand_logs.push(logs);
         }
     }
-    if idx.is_empty() {
-        return MetricTests {
-            metric,
-            tests: Vec::new(),
-            matrix: None,
-            resid: Vec::new(),
-            runs: candidate.len(),
-            second: None,
-            gating,
-        };
-    }
+    (idx, cand_logs)
+}
+
+/// The history's table of one metric's logs on the cells `idx`, and each cell's summed
+/// within-run variance of throughput's samples with the runs that had them.
+fn history_table(
+    metric: Metric,
+    cells: &[Coord],
+    history: &[RunResults],
+    idx: &[usize],
+) -> (LogTable, Vec<(f64, usize)>) {
     let mut table = LogTable::new(history.len(), idx.len());
     let mut base_within = vec![(0.0, 0usize); idx.len()];
     for (r, run) in history.iter().enumerate() {
@@ -772,22 +804,344 @@ fn test_metric(
             }
         }
     }
-    let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
-    let key = (
-        metric,
-        history.len(),
-        idx.iter().map(|&i| cells[i]).collect(),
-    );
-    let model = models.model(key, || noise::fit(&table, &rows));
-    let level_rows: Vec<usize> = (history.len() - level_n..history.len())
-        .filter(|&r| model.run_effect[r].is_finite())
-        .collect();
+    (table, base_within)
+}
 
-    // Candidate run effects (same robust centre as the baseline's).
-    let j = candidate.len();
-    // A second boot has runs of its own and follows a first boot's.
-    let second_from = second_from.filter(|&from| from > 0 && from < j);
-    let cand_effect: Vec<f64> = (0..j)
+/// One metric's model fitted on the history's measured cells, with the candidate's run
+/// effects and the matrix-wide noise: what its matrix change and cell tests are made from.
+struct MetricFit<'a> {
+    metric: Metric,
+    cells: &'a [Coord],
+    candidate: &'a [RunResults],
+    history_len: usize,
+    level_n: usize,
+    /// The cells tested (indices into `cells`); column `k` of the table is `idx[k]`.
+    idx: Vec<usize>,
+    /// The candidate's logs of each tested cell, per run, per repetition.
+    cand_logs: Vec<Vec<Vec<f64>>>,
+    table: LogTable,
+    /// Each cell's summed within-run variance in the history, and the runs it sums.
+    base_within: Vec<(f64, usize)>,
+    model: Arc<noise::NoiseModel>,
+    /// The level runs with a fitted run effect.
+    level_rows: Vec<usize>,
+    /// Candidate runs.
+    j: usize,
+    /// Candidate run effects (same robust centre as the baseline's).
+    cand_effect: Vec<f64>,
+    /// The level runs' run effects, and their mean.
+    base_effects: Vec<f64>,
+    level: f64,
+    /// The boot-to-boot noise of the run effect (the candidate's boots in it where they
+    /// count) and the level's lag.
+    run_sigma: f64,
+    run_df: f64,
+    lag_var: f64,
+}
+
+impl<'a> MetricFit<'a> {
+    fn new(
+        metric: Metric,
+        cells: &'a [Coord],
+        s: &Sample<'a>,
+        idx: Vec<usize>,
+        cand_logs: Vec<Vec<Vec<f64>>>,
+    ) -> MetricFit<'a> {
+        let history = s.history;
+        let (table, base_within) = history_table(metric, cells, history, &idx);
+        let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
+        let key = (
+            metric,
+            history.len(),
+            idx.iter().map(|&i| cells[i]).collect(),
+        );
+        let model = s.models.model(key, || noise::fit(&table, &rows));
+        let level_rows: Vec<usize> = (history.len() - s.level_n..history.len())
+            .filter(|&r| model.run_effect[r].is_finite())
+            .collect();
+        let j = s.candidate.len();
+        let cand_effect = candidate_effects(&cand_logs, &model, j);
+        // Matrix-wide change: candidate run effect vs the level runs' run effects (of the runs
+        // given: all of them, or the second boot's).
+        let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
+        let level = mean(&base_effects);
+        let (run_sigma, run_df) = matrix_noise(metric, &model, history.len(), &cand_effect);
+        let design =
+            sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
+        let lag_var = design.level_lag_var();
+        MetricFit {
+            metric,
+            cells,
+            candidate: s.candidate,
+            history_len: history.len(),
+            level_n: s.level_n,
+            idx,
+            cand_logs,
+            table,
+            base_within,
+            model,
+            level_rows,
+            j,
+            cand_effect,
+            base_effects,
+            level,
+            run_sigma,
+            run_df,
+            lag_var,
+        }
+    }
+
+    /// The matrix-wide change of the candidate's run effects `runs` against the level.
+    fn matrix_change(&self, runs: &[f64]) -> LogChange {
+        LogChange {
+            estimate: mean(runs) - self.level,
+            se: sensitivity::matrix_se(
+                self.run_sigma,
+                runs.len() as f64,
+                self.base_effects.len() as f64,
+                self.lag_var,
+            ),
+            df: self.run_df,
+            tail_df: f64::INFINITY,
+        }
+    }
+
+    /// The metric's matrix-wide change (and each boot's, with a second boot from
+    /// `second_from`), where the level has run effects.
+    fn matrix(&self, second_from: Option<usize>) -> Option<MatrixChange> {
+        let model = &self.model;
+        let cand_effect = &self.cand_effect;
+        (!self.base_effects.is_empty()).then(|| MatrixChange {
+            change: self.matrix_change(cand_effect),
+            cells: self.idx.len(),
+            design: sensitivity::MatrixDesign::new(
+                model.run,
+                self.base_effects.len(),
+                self.j,
+                &model.run_effect,
+            ),
+            second_boot: second_from.map(|from| self.matrix_change(&cand_effect[from..])),
+            first_boot: second_from.map(|from| self.matrix_change(&cand_effect[..from])),
+        })
+    }
+
+    /// The model's residuals, `resid[column][run]`.
+    fn residuals(&self) -> Vec<Vec<f64>> {
+        (0..self.idx.len())
+            .map(|k| {
+                (0..self.history_len)
+                    .map(|r| {
+                        self.table.get(r, k) - self.model.cell_center[k] - self.model.run_effect[r]
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
+    fn cell_tests(&self, from: usize) -> Vec<CellTest> {
+        let mut tests = Vec::new();
+        let mut row_parts = Vec::new();
+        // The matrix change on these runs: its noise is part of each cell's total change.
+        let boots_matrix =
+            (!self.base_effects.is_empty()).then(|| self.matrix_change(&self.cand_effect[from..]));
+        for (k, &i) in self.idx.iter().enumerate() {
+            if let Some((test, parts)) = self.cell_test(k, i, from, boots_matrix.as_ref()) {
+                tests.push(test);
+                row_parts.push(parts);
+            }
+        }
+        if !self.metric.is_layer() {
+            own_tests(&mut tests, &row_parts, self.cells);
+        }
+        tests
+    }
+
+    /// The test of cell `i` (column `k`) on the candidate's runs `from..j`, with its own noise
+    /// variance and its row effect's ([`own_tests`]); `None` where it cannot be tested.
+    fn cell_test(
+        &self,
+        k: usize,
+        i: usize,
+        from: usize,
+        boots_matrix: Option<&LogChange>,
+    ) -> Option<(CellTest, (f64, f64))> {
+        let model = &self.model;
+        let levels = self.cell_levels(k)?;
+        let boots = self.boot_sums(k, i, from);
+        let jf = (self.j - from) as f64;
+        let sigma = model.cell_sigma[k];
+        // The history's between-run noise already contains the typical within-run spread;
+        // only a candidate noisier than the baseline's runs adds its excess.
+        let base_w = if self.base_within[k].1 > 0 {
+            self.base_within[k].0 / self.base_within[k].1 as f64
+        } else {
+            0.0
+        };
+        let excess = (boots.within / jf - base_w * boots.reps_inv / jf).max(0.0) / jf;
+        // The cell's own noise, and its row's effect on the boots against the history's.
+        let var_cell = sigma * sigma * (boots.reps_inv / (jf * jf) + 1.0 / levels.n) + excess;
+        let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / levels.n);
+        let var_spec = var_cell + var_row;
+        let specific = LogChange {
+            estimate: boots.spec_sum / jf - levels.cell,
+            se: var_spec.sqrt(),
+            df: model.cell_df[k],
+            tail_df: model.tail_df,
+        };
+        let var_total = var_spec + boots_matrix.map_or(0.0, |m| m.se.powi(2));
+        let total = LogChange {
+            estimate: boots.raw_sum / jf - levels.raw,
+            se: var_total.sqrt(),
+            df: boots_matrix.map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
+            tail_df: model.tail_df,
+        };
+        let (specific, total) = if self.metric.is_layer() {
+            let context = self.layer_change(k, from, &levels, &boots)?;
+            (context, context)
+        } else {
+            (specific, total)
+        };
+        let test = CellTest {
+            metric: self.metric,
+            cell: i,
+            column: k,
+            specific,
+            own: specific,
+            total,
+            baseline: levels.raw.exp(),
+            candidate: (boots.raw_sum / jf).exp(),
+            second: None,
+        };
+        Some((test, (var_cell, var_row)))
+    }
+
+    /// The cell's own level (column `k`): its run-adjusted mean over the whole window (drift
+    /// shared by every cell is in the run effects), and its plain level over the level runs;
+    /// `None` where the history has no fitted value of it.
+    fn cell_levels(&self, k: usize) -> Option<CellLevels> {
+        let (table, model) = (&self.table, &self.model);
+        let rows: Vec<usize> = (0..self.history_len)
+            .filter(|&r| table.get(r, k).is_finite() && model.run_effect[r].is_finite())
+            .collect();
+        if rows.is_empty() || !model.cell_center[k].is_finite() {
+            return None;
+        }
+        let cell_level = mean(
+            &rows
+                .iter()
+                .map(|&r| table.get(r, k) - model.run_effect[r])
+                .collect::<Vec<_>>(),
+        );
+        let mut raw_rows: Vec<usize> = self
+            .level_rows
+            .iter()
+            .copied()
+            .filter(|&r| table.get(r, k).is_finite())
+            .collect();
+        if raw_rows.is_empty() {
+            raw_rows = rows.iter().rev().take(self.level_n).copied().collect();
+        }
+        let raw_level = mean(
+            &raw_rows
+                .iter()
+                .map(|&r| table.get(r, k))
+                .collect::<Vec<_>>(),
+        );
+        Some(CellLevels {
+            cell: cell_level,
+            raw: raw_level,
+            raw_runs: raw_rows.len(),
+            n: rows.len() as f64,
+        })
+    }
+
+    /// Candidate: per run `from..j`, the mean over its repetitions (rounds) of the
+    /// run-adjusted value, summed over the runs.
+    fn boot_sums(&self, k: usize, i: usize, from: usize) -> BootSums {
+        let mut sums = BootSums {
+            spec_sum: 0.0,
+            raw_sum: 0.0,
+            reps_inv: 0.0,
+            within: 0.0,
+        };
+        for (run, logs) in self.cand_logs[k].iter().enumerate().skip(from) {
+            let m = mean(logs);
+            sums.spec_sum += m - self.cand_effect[run];
+            sums.raw_sum += m;
+            sums.reps_inv += 1.0 / logs.len() as f64;
+            if self.metric == Metric::AggregateTps
+                && let Some(c) = find(&self.candidate[run], self.cells[i])
+            {
+                sums.within += within_run_var(&c.samples) / logs.len() as f64;
+            }
+        }
+        sums
+    }
+
+    /// The prefill layer is decided on each context's total change against that context's
+    /// own run-to-run scatter in the history (its boots' scatter pooled in): a slower prefill
+    /// kernel slows every context alike, which the run effect would take out, and one context
+    /// alone has no "rest of its run". `None` with no scatter to speak of yet (fewer than 3
+    /// history runs): reported as not compared.
+    fn layer_change(
+        &self,
+        k: usize,
+        from: usize,
+        levels: &CellLevels,
+        boots: &BootSums,
+    ) -> Option<LogChange> {
+        let jf = (self.j - from) as f64;
+        let all: Vec<f64> = (0..self.history_len)
+            .map(|r| self.table.get(r, k))
+            .filter(|x| x.is_finite())
+            .collect();
+        if all.len() < 3 {
+            return None;
+        }
+        let boot_means: Vec<f64> = self.cand_logs[k]
+            .iter()
+            .skip(from)
+            .map(|l| mean(l))
+            .collect();
+        let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boot_means);
+        Some(LogChange {
+            estimate: boots.raw_sum / jf - levels.raw,
+            se: sd * (1.0 / jf + 1.0 / levels.raw_runs as f64).sqrt(),
+            df,
+            tail_df: f64::INFINITY,
+        })
+    }
+}
+
+/// A cell's levels in the history ([`MetricFit::cell_levels`]).
+struct CellLevels {
+    /// Run-adjusted mean over the window.
+    cell: f64,
+    /// Plain mean over the level runs (or the newest runs that have it).
+    raw: f64,
+    /// The runs `raw` averages.
+    raw_runs: usize,
+    /// The runs `cell` averages.
+    n: f64,
+}
+
+/// A cell's candidate runs summed ([`MetricFit::boot_sums`]).
+struct BootSums {
+    /// Run-adjusted means.
+    spec_sum: f64,
+    /// Plain means.
+    raw_sum: f64,
+    /// Reciprocal repetition counts.
+    reps_inv: f64,
+    /// Throughput's within-run variance per repetition.
+    within: f64,
+}
+
+/// Candidate run effects (same robust centre as the baseline's): each of the `j` runs' mean
+/// change from the cells' centres, trimmed.
+fn candidate_effects(cand_logs: &[Vec<Vec<f64>>], model: &noise::NoiseModel, j: usize) -> Vec<f64> {
+    (0..j)
         .map(|run| {
             let mut v: Vec<f64> = cand_logs
                 .iter()
@@ -797,194 +1151,26 @@ fn test_metric(
                 .collect();
             trimmed_mean(&mut v)
         })
-        .collect();
+        .collect()
+}
 
-    // Matrix-wide change: candidate run effect vs the level runs' run effects (of the runs
-    // given: all of them, or the second boot's).
-    let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
-    let level = mean(&base_effects);
+/// The matrix-wide test's boot-to-boot noise `(σ, df)`. The candidate's own boots join the
+/// boot noise (`with_boot_scatter`): a secondary metric's always (a busy host moves latency
+/// alone, which throughput's plan did not see), throughput's on a history of fewer than
+/// LATENCY_MIN_RUNS runs, where the prior speaks for most of it; from there on throughput's
+/// is the history's, on which its plan and `stats-eval` are measured (one more df of 19 would
+/// move them little).
+fn matrix_noise(
+    metric: Metric,
+    model: &noise::NoiseModel,
+    history_len: usize,
+    cand_effect: &[f64],
+) -> (f64, f64) {
     let (run_sigma, run_df) = model.run.sigma_df();
-    // The candidate's own boots join the boot noise (`with_boot_scatter`): a secondary
-    // metric's always (a busy host moves latency alone, which throughput's plan did not see),
-    // throughput's on a history of fewer than LATENCY_MIN_RUNS runs, where the prior speaks
-    // for most of it; from there on throughput's is the history's, on which its plan and
-    // `stats-eval` are measured (one more df of 19 would move them little).
-    let (run_sigma, run_df) = if metric == Metric::AggregateTps && history.len() >= LATENCY_MIN_RUNS
-    {
+    if metric == Metric::AggregateTps && history_len >= LATENCY_MIN_RUNS {
         (run_sigma, run_df)
     } else {
-        with_boot_scatter(run_sigma, run_df, &cand_effect)
-    };
-    let design =
-        sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
-    let lag_var = design.level_lag_var();
-    let matrix_change = |runs: &[f64]| LogChange {
-        estimate: mean(runs) - level,
-        se: sensitivity::matrix_se(
-            run_sigma,
-            runs.len() as f64,
-            base_effects.len() as f64,
-            lag_var,
-        ),
-        df: run_df,
-        tail_df: f64::INFINITY,
-    };
-    let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
-        change: matrix_change(&cand_effect),
-        cells: idx.len(),
-        design,
-        second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
-        first_boot: second_from.map(|from| matrix_change(&cand_effect[..from])),
-    });
-
-    // The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
-    let cell_tests = |from: usize| {
-        let mut tests = Vec::new();
-        let mut row_parts = Vec::new();
-        // The matrix change on these runs: its noise is part of each cell's total change.
-        let boots_matrix = (!base_effects.is_empty()).then(|| matrix_change(&cand_effect[from..]));
-        for (k, &i) in idx.iter().enumerate() {
-            // The cell's own level: its run-adjusted mean over the whole window (drift shared by
-            // every cell is in the run effects), and its plain level over the level runs.
-            let rows: Vec<usize> = (0..history.len())
-                .filter(|&r| table.get(r, k).is_finite() && model.run_effect[r].is_finite())
-                .collect();
-            if rows.is_empty() || !model.cell_center[k].is_finite() {
-                continue;
-            }
-            let cell_level = mean(
-                &rows
-                    .iter()
-                    .map(|&r| table.get(r, k) - model.run_effect[r])
-                    .collect::<Vec<_>>(),
-            );
-            let mut raw_rows: Vec<usize> = level_rows
-                .iter()
-                .copied()
-                .filter(|&r| table.get(r, k).is_finite())
-                .collect();
-            if raw_rows.is_empty() {
-                raw_rows = rows.iter().rev().take(level_n).copied().collect();
-            }
-            let raw_level = mean(
-                &raw_rows
-                    .iter()
-                    .map(|&r| table.get(r, k))
-                    .collect::<Vec<_>>(),
-            );
-            let n_level = rows.len() as f64;
-            // Candidate: per run, the mean over its repetitions (rounds) of the run-adjusted value.
-            let mut spec_sum = 0.0;
-            let mut raw_sum = 0.0;
-            let mut reps_inv = 0.0;
-            let mut cand_within = 0.0;
-            for (run, logs) in cand_logs[k].iter().enumerate().skip(from) {
-                let m = mean(logs);
-                spec_sum += m - cand_effect[run];
-                raw_sum += m;
-                reps_inv += 1.0 / logs.len() as f64;
-                if metric == Metric::AggregateTps
-                    && let Some(c) = find(&candidate[run], cells[i])
-                {
-                    cand_within += within_run_var(&c.samples) / logs.len() as f64;
-                }
-            }
-            let jf = (j - from) as f64;
-            let sigma = model.cell_sigma[k];
-            // The history's between-run noise already contains the typical within-run spread;
-            // only a candidate noisier than the baseline's runs adds its excess.
-            let base_w = if base_within[k].1 > 0 {
-                base_within[k].0 / base_within[k].1 as f64
-            } else {
-                0.0
-            };
-            let excess = (cand_within / jf - base_w * reps_inv / jf).max(0.0) / jf;
-            // The cell's own noise, and its row's effect on the boots against the history's.
-            let var_cell = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
-            let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / n_level);
-            let var_spec = var_cell + var_row;
-            let specific = LogChange {
-                estimate: spec_sum / jf - cell_level,
-                se: var_spec.sqrt(),
-                df: model.cell_df[k],
-                tail_df: model.tail_df,
-            };
-            row_parts.push((var_cell, var_row));
-            let var_total = var_spec + boots_matrix.as_ref().map_or(0.0, |m| m.se.powi(2));
-            let total = LogChange {
-                estimate: raw_sum / jf - raw_level,
-                se: var_total.sqrt(),
-                df: boots_matrix
-                    .as_ref()
-                    .map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
-                tail_df: model.tail_df,
-            };
-            // The prefill layer is decided on each context's total change against that
-            // context's own run-to-run scatter in the history (its boots' scatter pooled in):
-            // a slower prefill kernel slows every context alike, which the run effect would
-            // take out, and one context alone has no "rest of its run".
-            let (specific, total) = if metric.is_layer() {
-                let all: Vec<f64> = (0..history.len())
-                    .map(|r| table.get(r, k))
-                    .filter(|x| x.is_finite())
-                    .collect();
-                if all.len() < 3 {
-                    // No scatter to speak of yet: reported as not compared.
-                    continue;
-                }
-                let boots: Vec<f64> = cand_logs[k].iter().skip(from).map(|l| mean(l)).collect();
-                let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boots);
-                let context = LogChange {
-                    estimate: raw_sum / jf - raw_level,
-                    se: sd * (1.0 / jf + 1.0 / raw_rows.len() as f64).sqrt(),
-                    df,
-                    tail_df: f64::INFINITY,
-                };
-                (context, context)
-            } else {
-                (specific, total)
-            };
-            tests.push(CellTest {
-                metric,
-                cell: i,
-                column: k,
-                specific,
-                own: specific,
-                total,
-                baseline: raw_level.exp(),
-                candidate: (raw_sum / jf).exp(),
-                second: None,
-            });
-        }
-        if !metric.is_layer() {
-            own_tests(&mut tests, &row_parts, cells);
-        }
-        tests
-    };
-    let resid: Vec<Vec<f64>> = (0..idx.len())
-        .map(|k| {
-            (0..history.len())
-                .map(|r| table.get(r, k) - model.cell_center[k] - model.run_effect[r])
-                .collect()
-        })
-        .collect();
-    let mut tests = cell_tests(0);
-    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
-    // in the same order, on its runs alone.
-    let second = second_from.map(|from| (cell_tests(from), j - from));
-    if let Some((second, _)) = &second {
-        for (t, own) in tests.iter_mut().zip(second) {
-            t.second = Some(own.own);
-        }
-    }
-    MetricTests {
-        metric,
-        tests,
-        matrix,
-        resid,
-        runs: j,
-        second,
-        gating,
+        with_boot_scatter(run_sigma, run_df, cand_effect)
     }
 }
 
@@ -1691,18 +1877,8 @@ fn fit_metrics(
     layers: &Layers,
     gate: Gating,
 ) -> Vec<MetricTests> {
-    let test = |metric: Metric, cells: &[Coord], gating: bool| {
-        test_metric(
-            metric,
-            cells,
-            s.models,
-            s.history,
-            s.level_n,
-            s.candidate,
-            gating,
-            s.second_from,
-        )
-    };
+    let test =
+        |metric: Metric, cells: &[Coord], gating: bool| test_metric(metric, cells, s, gating);
     let mut fits: Vec<MetricTests> = ALL_METRICS
         .into_iter()
         .map(|metric| {
