@@ -354,57 +354,14 @@ pub(super) fn eligibility(
     capacity_alpha: f64,
     against: Against,
 ) -> Option<LimitDecision> {
-    use CellStatus::*;
-    let decided = |verdict, reason| Some(LimitDecision::settled(verdict, reason));
-    let Sides {
-        base,
-        the_base,
-        level_runs,
-        candidate: now_in,
-        ..
-    } = against.sides();
-    let statuses: Vec<CellStatus> = level
-        .iter()
-        .filter_map(|r| find(r, coord).map(|c| c.status))
-        .collect();
-    let ok = statuses.iter().filter(|s| **s == Ok).count();
-    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
-    let sat = statuses.iter().filter(|s| **s == Saturated).count();
-    let measured_level = ok + cap + sat;
-    let mut now = Vec::with_capacity(candidate.len());
-    for run in candidate {
-        let Some(c) = find(run, coord) else {
-            let why = format!("missing in {now_in} run {}", run.run_id);
-            return decided(CellVerdict::NotComparable, why);
-        };
-        let why = c.reason.as_deref().unwrap_or("no reason given");
-        match c.status {
-            Ok | CapacityLimited | Saturated => now.push(c),
-            // Fail closed: an engine that errors where it used to serve regressed, however
-            // the cells it still serves compare.
-            Error if measured_level > 0 => {
-                let why = format!(
-                    "error now: {why}; measured in {measured_level} of the {} {level_runs}",
-                    statuses.len()
-                );
-                return decided(CellVerdict::ErrorRegression, why);
-            }
-            Error => {
-                return decided(
-                    CellVerdict::NotComparable,
-                    format!("error in {now_in}: {why}"),
-                );
-            }
-            Skipped => {
-                return decided(
-                    CellVerdict::NotComparable,
-                    format!("skipped in {now_in}: {why}"),
-                );
-            }
-        }
-    }
-    if statuses.is_empty() {
-        return decided(CellVerdict::NotComparable, format!("missing in {base}"));
+    let levels = LevelStatuses::of(level, coord);
+    let now = match candidate_cells(coord, candidate, &levels, against) {
+        Ok(now) => now,
+        Err(decision) => return Some(decision),
+    };
+    if levels.runs == 0 {
+        let why = format!("missing in {}", against.sides().base);
+        return Some(LimitDecision::settled(CellVerdict::NotComparable, why));
     }
     // Capacity and saturation are judged against the whole history window (how often the
     // cell was so), not the level runs alone: `super::capacity`.
@@ -413,17 +370,126 @@ pub(super) fn eligibility(
         .filter_map(|r| find(r, coord).map(|c| c.status))
         .filter(|s| s.measured())
         .collect();
-    let limited = |state: CellStatus| hist.iter().filter(|s| **s == state).count();
-    // The candidate's boots in `state` (with the first reason given), against `hits` such
-    // history runs.
-    let limit_verdict = |limit: Limit, state: CellStatus, hits: usize| {
-        let boots: Vec<_> = now.iter().filter(|c| c.status == state).collect();
+    let limits = LimitEvidence {
+        now,
+        hist,
+        boots: candidate.len(),
+        capacity_alpha,
+        against,
+    };
+    // Saturation counts the history runs at their capacity limit too: they were at the
+    // engine's limit.
+    let capacity_hits = limits.limited(CellStatus::CapacityLimited);
+    let saturation_hits = limits.limited(CellStatus::Saturated) + capacity_hits;
+    limits
+        .verdict(Limit::Capacity, CellStatus::CapacityLimited, capacity_hits)
+        .or_else(|| limits.verdict(Limit::Saturation, CellStatus::Saturated, saturation_hits))
+        .or_else(|| unmeasured_level(&levels, against))
+}
+
+/// The statuses of a cell in the level runs that have it: how many, and how many of them
+/// measured it ok, capacity-limited, saturated.
+struct LevelStatuses {
+    runs: usize,
+    ok: usize,
+    cap: usize,
+    sat: usize,
+}
+
+impl LevelStatuses {
+    fn of(level: &[RunResults], coord: Coord) -> LevelStatuses {
+        let statuses: Vec<CellStatus> = level
+            .iter()
+            .filter_map(|r| find(r, coord).map(|c| c.status))
+            .collect();
+        let count = |want: CellStatus| statuses.iter().filter(|s| **s == want).count();
+        LevelStatuses {
+            runs: statuses.len(),
+            ok: count(CellStatus::Ok),
+            cap: count(CellStatus::CapacityLimited),
+            sat: count(CellStatus::Saturated),
+        }
+    }
+}
+
+/// The candidate's cell in each of its runs when every run measured it (ok, capacity-limited
+/// or saturated); else the decision of the first run that did not: missing, skipped, or an
+/// error (which fails closed where the level measured the cell).
+fn candidate_cells<'c>(
+    coord: Coord,
+    candidate: &'c [RunResults],
+    levels: &LevelStatuses,
+    against: Against,
+) -> Result<Vec<&'c CellResult>, LimitDecision> {
+    let decided = |verdict, reason| Err(LimitDecision::settled(verdict, reason));
+    let Sides {
+        level_runs,
+        candidate: now_in,
+        ..
+    } = against.sides();
+    let measured_level = levels.ok + levels.cap + levels.sat;
+    let mut now = Vec::with_capacity(candidate.len());
+    for run in candidate {
+        let Some(c) = find(run, coord) else {
+            let why = format!("missing in {now_in} run {}", run.run_id);
+            return decided(CellVerdict::NotComparable, why);
+        };
+        let why = c.reason.as_deref().unwrap_or("no reason given");
+        match c.status {
+            CellStatus::Ok | CellStatus::CapacityLimited | CellStatus::Saturated => now.push(c),
+            // Fail closed: an engine that errors where it used to serve regressed, however
+            // the cells it still serves compare.
+            CellStatus::Error if measured_level > 0 => {
+                let why = format!(
+                    "error now: {why}; measured in {measured_level} of the {} {level_runs}",
+                    levels.runs
+                );
+                return decided(CellVerdict::ErrorRegression, why);
+            }
+            CellStatus::Error => {
+                return decided(
+                    CellVerdict::NotComparable,
+                    format!("error in {now_in}: {why}"),
+                );
+            }
+            CellStatus::Skipped => {
+                return decided(
+                    CellVerdict::NotComparable,
+                    format!("skipped in {now_in}: {why}"),
+                );
+            }
+        }
+    }
+    Ok(now)
+}
+
+/// What a cell's capacity or saturation is judged on: the candidate's cells, the history's
+/// measured statuses of it, and the candidate's boots.
+struct LimitEvidence<'c> {
+    now: Vec<&'c CellResult>,
+    hist: Vec<CellStatus>,
+    boots: usize,
+    capacity_alpha: f64,
+    against: Against,
+}
+
+impl LimitEvidence<'_> {
+    /// The history runs in `state`.
+    fn limited(&self, state: CellStatus) -> usize {
+        self.hist.iter().filter(|s| **s == state).count()
+    }
+
+    /// The candidate's boots in `state` (with the first reason given), against `hits` such
+    /// history runs; `None` where no boot is in `state`.
+    fn verdict(&self, limit: Limit, state: CellStatus, hits: usize) -> Option<LimitDecision> {
+        let boots: Vec<_> = self.now.iter().filter(|c| c.status == state).collect();
         if boots.is_empty() {
             return None;
         }
-        if hist.is_empty() {
+        if self.hist.is_empty() {
+            let base = self.against.sides().base;
             let why = format!("{} now; no successful {base} measurement", limit.words());
-            return decided(CellVerdict::NotComparable, why);
+            return Some(LimitDecision::settled(CellVerdict::NotComparable, why));
         }
         let why = boots
             .iter()
@@ -431,47 +497,46 @@ pub(super) fn eligibility(
             .find(|w| !w.is_empty())
             .unwrap_or_default();
         let counts = LimitCounts {
-            runs: hist.len(),
+            runs: self.hist.len(),
             hits,
-            boots: candidate.len(),
+            boots: self.boots,
             boot_hits: boots.len(),
         };
         Some(capacity::decide(
             limit,
             counts,
-            capacity_alpha,
+            self.capacity_alpha,
             why,
-            against,
+            self.against,
         ))
+    }
+}
+
+/// A cell the level never measured ok: an improvement where it was capacity-limited or
+/// saturated there (and is not now), else not comparable; `None` where a level run measured
+/// it ok.
+fn unmeasured_level(levels: &LevelStatuses, against: Against) -> Option<LimitDecision> {
+    let Sides { base, the_base, .. } = against.sides();
+    if levels.ok > 0 {
+        return None;
+    }
+    let (v, why) = if levels.cap > 0 {
+        (
+            CellVerdict::Improvement,
+            format!("fits now; capacity-limited in {the_base}"),
+        )
+    } else if levels.sat > 0 {
+        (
+            CellVerdict::Improvement,
+            format!("holds its streams now; saturated in {the_base}"),
+        )
+    } else {
+        (
+            CellVerdict::NotComparable,
+            format!("no successful {base} measurement (error or skipped)"),
+        )
     };
-    // Saturation counts the history runs at their capacity limit too: they were at the
-    // engine's limit.
-    let capacity_hits = limited(CapacityLimited);
-    let saturation_hits = limited(Saturated) + capacity_hits;
-    limit_verdict(Limit::Capacity, CapacityLimited, capacity_hits)
-        .or_else(|| limit_verdict(Limit::Saturation, Saturated, saturation_hits))
-        .or_else(|| {
-            if ok > 0 {
-                return None;
-            }
-            let (v, why) = if cap > 0 {
-                (
-                    CellVerdict::Improvement,
-                    format!("fits now; capacity-limited in {the_base}"),
-                )
-            } else if sat > 0 {
-                (
-                    CellVerdict::Improvement,
-                    format!("holds its streams now; saturated in {the_base}"),
-                )
-            } else {
-                (
-                    CellVerdict::NotComparable,
-                    format!("no successful {base} measurement (error or skipped)"),
-                )
-            };
-            decided(v, why)
-        })
+    Some(LimitDecision::settled(v, why))
 }
 
 /// The candidate's coverage of what the level runs measured: a cell is expected when a level
