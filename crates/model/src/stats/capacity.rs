@@ -153,26 +153,95 @@ pub fn decide(
     against: Against,
 ) -> LimitDecision {
     let words = limit.words();
+    let v = LimitVerdicts::of(limit);
+    let (history, now) = describe(limit, n, detail, against);
+    let decision = |verdict, reason, provisional| LimitDecision {
+        provisional,
+        ..LimitDecision::settled(verdict, reason)
+    };
+    if n.hits >= n.runs {
+        let reason = format!("{words} on both sides: {now}; {history}");
+        return decision(v.both_sides, reason, false);
+    }
+    if n.boot_hits < n.boots {
+        let reason = format!("{now}, not on every boot: not evidence of a change; {history}");
+        return decision(v.not_evidence, reason, false);
+    }
+    let bound = false_alarm_bound(n.hits, n.runs, n.boots);
+    if bound <= alpha {
+        let reason = format!(
+            "{now}; {history}: false-alarm bound {} ≤ capacity_alpha {}",
+            percent(bound),
+            percent(alpha)
+        );
+        return decision(v.regression, reason, false);
+    }
+    // `run` boots at most twice: only the first boot's alarm can be provisional.
+    let next = false_alarm_bound(n.hits, n.runs, n.boots + 1);
+    if n.boots < MAX_BOOTS && next <= alpha {
+        let reason = format!(
+            "provisional {}: {now}; {history}; one boot cannot prove it (false-alarm bound {} > capacity_alpha {}): a confirmation boot decides",
+            v.regression.as_str(),
+            percent(bound),
+            percent(alpha)
+        );
+        return decision(v.not_evidence, reason, true);
+    }
+    if n.hits > 0 {
+        let flaky = v.flaky;
+        let reason = format!("{flaky}: {now}; {history}: not evidence of a change");
+        return decision(v.not_evidence, reason, false);
+    }
+    let reason = too_short_reason(&now, &history, alpha, against);
+    LimitDecision {
+        history_too_short: true,
+        ..decision(v.not_evidence, reason, false)
+    }
+}
+
+/// A limit's verdicts: not evidence, a regression, in the state on both sides, and a flaky
+/// cell's word.
+struct LimitVerdicts {
+    not_evidence: CellVerdict,
+    regression: CellVerdict,
+    both_sides: CellVerdict,
+    flaky: &'static str,
+}
+
+impl LimitVerdicts {
+    fn of(limit: Limit) -> LimitVerdicts {
+        let (not_evidence, regression, both_sides, flaky) = match limit {
+            Limit::Capacity => (
+                CellVerdict::Inconclusive,
+                CellVerdict::CapacityRegression,
+                CellVerdict::NotComparable,
+                "capacity_flaky",
+            ),
+            Limit::Saturation => (
+                CellVerdict::Saturated,
+                CellVerdict::SaturationRegression,
+                CellVerdict::Saturated,
+                "saturation_flaky",
+            ),
+        };
+        LimitVerdicts {
+            not_evidence,
+            regression,
+            both_sides,
+            flaky,
+        }
+    }
+}
+
+/// The reasons' words for the history (`capacity-limited in 2 of 20 history runs (10%)`) and
+/// for the candidate's boots, with `detail` (the candidate's first reason) where given.
+fn describe(limit: Limit, n: LimitCounts, detail: &str, against: Against) -> (String, String) {
+    let words = limit.words();
     let sides = against.sides();
     let detail = if detail.is_empty() {
         String::new()
     } else {
         format!(" ({detail})")
-    };
-    // Not evidence, a regression, in the state on both sides, and a flaky cell's word.
-    let (not_evidence, regression, both_sides, flaky) = match limit {
-        Limit::Capacity => (
-            CellVerdict::Inconclusive,
-            CellVerdict::CapacityRegression,
-            CellVerdict::NotComparable,
-            "capacity_flaky",
-        ),
-        Limit::Saturation => (
-            CellVerdict::Saturated,
-            CellVerdict::SaturationRegression,
-            CellVerdict::Saturated,
-            "saturation_flaky",
-        ),
     };
     let history = format!(
         "{words} in {} of {} {} ({})",
@@ -189,70 +258,34 @@ pub fn decide(
             n.boot_hits, n.boots, sides.boots
         )
     };
-    let decision = |verdict, reason, provisional| LimitDecision {
-        provisional,
-        ..LimitDecision::settled(verdict, reason)
-    };
-    if n.hits >= n.runs {
-        let reason = format!("{words} on both sides: {now}; {history}");
-        return decision(both_sides, reason, false);
-    }
-    if n.boot_hits < n.boots {
-        let reason = format!("{now}, not on every boot: not evidence of a change; {history}");
-        return decision(not_evidence, reason, false);
-    }
-    let bound = false_alarm_bound(n.hits, n.runs, n.boots);
-    if bound <= alpha {
-        let reason = format!(
-            "{now}; {history}: false-alarm bound {} ≤ capacity_alpha {}",
-            percent(bound),
-            percent(alpha)
-        );
-        return decision(regression, reason, false);
-    }
-    // `run` boots at most twice: only the first boot's alarm can be provisional.
-    let next = false_alarm_bound(n.hits, n.runs, n.boots + 1);
-    if n.boots < MAX_BOOTS && next <= alpha {
-        let reason = format!(
-            "provisional {}: {now}; {history}; one boot cannot prove it (false-alarm bound {} > capacity_alpha {}): a confirmation boot decides",
-            regression.as_str(),
-            percent(bound),
-            percent(alpha)
-        );
-        return decision(not_evidence, reason, true);
-    }
-    if n.hits > 0 {
-        let reason = format!("{flaky}: {now}; {history}: not evidence of a change");
-        return decision(not_evidence, reason, false);
-    }
-    let reason = {
-        // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
-        let count = |n: Option<usize>| n.map_or_else(|| "more".to_string(), |n| n.to_string());
-        let (few, needed) = match against {
-            Against::Baseline => (
-                "runs",
-                format!(
-                    "two boots need {} history runs",
-                    count(runs_needed(MAX_BOOTS, alpha))
-                ),
+    (history, now)
+}
+
+/// The reason of a history too short to tell a change from a cell at its limit, with the runs
+/// (or pairs) it would take.
+fn too_short_reason(now: &str, history: &str, alpha: f64, against: Against) -> String {
+    // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
+    let count = |n: Option<usize>| n.map_or_else(|| "more".to_string(), |n| n.to_string());
+    let (few, needed) = match against {
+        Against::Baseline => (
+            "runs",
+            format!(
+                "two boots need {} history runs",
+                count(runs_needed(MAX_BOOTS, alpha))
             ),
-            Against::PairedAb => (
-                "pairs",
-                format!(
-                    "{} pairs are needed",
-                    count((2..=10_000).find(|&n| false_alarm_bound(0, n, n) <= alpha))
-                ),
+        ),
+        Against::PairedAb => (
+            "pairs",
+            format!(
+                "{} pairs are needed",
+                count((2..=10_000).find(|&n| false_alarm_bound(0, n, n) <= alpha))
             ),
-        };
-        format!(
-            "{now}; {history}: too few {few} to tell a change from a cell at its limit ({needed} at capacity_alpha {})",
-            percent(alpha)
-        )
+        ),
     };
-    LimitDecision {
-        history_too_short: true,
-        ..decision(not_evidence, reason, false)
-    }
+    format!(
+        "{now}; {history}: too few {few} to tell a change from a cell at its limit ({needed} at capacity_alpha {})",
+        percent(alpha)
+    )
 }
 
 #[cfg(test)]

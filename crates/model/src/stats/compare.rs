@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
     BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
-    Direction, LineAxis, LineTest, Metric, MetricComparison, signed_percent,
+    Direction, LineAxis, LineTest, MatrixTest, Metric, MetricComparison, Sensitivity,
+    signed_percent,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
@@ -353,57 +354,14 @@ pub(super) fn eligibility(
     capacity_alpha: f64,
     against: Against,
 ) -> Option<LimitDecision> {
-    use CellStatus::*;
-    let decided = |verdict, reason| Some(LimitDecision::settled(verdict, reason));
-    let Sides {
-        base,
-        the_base,
-        level_runs,
-        candidate: now_in,
-        ..
-    } = against.sides();
-    let statuses: Vec<CellStatus> = level
-        .iter()
-        .filter_map(|r| find(r, coord).map(|c| c.status))
-        .collect();
-    let ok = statuses.iter().filter(|s| **s == Ok).count();
-    let cap = statuses.iter().filter(|s| **s == CapacityLimited).count();
-    let sat = statuses.iter().filter(|s| **s == Saturated).count();
-    let measured_level = ok + cap + sat;
-    let mut now = Vec::with_capacity(candidate.len());
-    for run in candidate {
-        let Some(c) = find(run, coord) else {
-            let why = format!("missing in {now_in} run {}", run.run_id);
-            return decided(CellVerdict::NotComparable, why);
-        };
-        let why = c.reason.as_deref().unwrap_or("no reason given");
-        match c.status {
-            Ok | CapacityLimited | Saturated => now.push(c),
-            // Fail closed: an engine that errors where it used to serve regressed, however
-            // the cells it still serves compare.
-            Error if measured_level > 0 => {
-                let why = format!(
-                    "error now: {why}; measured in {measured_level} of the {} {level_runs}",
-                    statuses.len()
-                );
-                return decided(CellVerdict::ErrorRegression, why);
-            }
-            Error => {
-                return decided(
-                    CellVerdict::NotComparable,
-                    format!("error in {now_in}: {why}"),
-                );
-            }
-            Skipped => {
-                return decided(
-                    CellVerdict::NotComparable,
-                    format!("skipped in {now_in}: {why}"),
-                );
-            }
-        }
-    }
-    if statuses.is_empty() {
-        return decided(CellVerdict::NotComparable, format!("missing in {base}"));
+    let levels = LevelStatuses::of(level, coord);
+    let now = match candidate_cells(coord, candidate, &levels, against) {
+        Ok(now) => now,
+        Err(decision) => return Some(decision),
+    };
+    if levels.runs == 0 {
+        let why = format!("missing in {}", against.sides().base);
+        return Some(LimitDecision::settled(CellVerdict::NotComparable, why));
     }
     // Capacity and saturation are judged against the whole history window (how often the
     // cell was so), not the level runs alone: `super::capacity`.
@@ -412,17 +370,126 @@ pub(super) fn eligibility(
         .filter_map(|r| find(r, coord).map(|c| c.status))
         .filter(|s| s.measured())
         .collect();
-    let limited = |state: CellStatus| hist.iter().filter(|s| **s == state).count();
-    // The candidate's boots in `state` (with the first reason given), against `hits` such
-    // history runs.
-    let limit_verdict = |limit: Limit, state: CellStatus, hits: usize| {
-        let boots: Vec<_> = now.iter().filter(|c| c.status == state).collect();
+    let limits = LimitEvidence {
+        now,
+        hist,
+        boots: candidate.len(),
+        capacity_alpha,
+        against,
+    };
+    // Saturation counts the history runs at their capacity limit too: they were at the
+    // engine's limit.
+    let capacity_hits = limits.limited(CellStatus::CapacityLimited);
+    let saturation_hits = limits.limited(CellStatus::Saturated) + capacity_hits;
+    limits
+        .verdict(Limit::Capacity, CellStatus::CapacityLimited, capacity_hits)
+        .or_else(|| limits.verdict(Limit::Saturation, CellStatus::Saturated, saturation_hits))
+        .or_else(|| unmeasured_level(&levels, against))
+}
+
+/// The statuses of a cell in the level runs that have it: how many, and how many of them
+/// measured it ok, capacity-limited, saturated.
+struct LevelStatuses {
+    runs: usize,
+    ok: usize,
+    cap: usize,
+    sat: usize,
+}
+
+impl LevelStatuses {
+    fn of(level: &[RunResults], coord: Coord) -> LevelStatuses {
+        let statuses: Vec<CellStatus> = level
+            .iter()
+            .filter_map(|r| find(r, coord).map(|c| c.status))
+            .collect();
+        let count = |want: CellStatus| statuses.iter().filter(|s| **s == want).count();
+        LevelStatuses {
+            runs: statuses.len(),
+            ok: count(CellStatus::Ok),
+            cap: count(CellStatus::CapacityLimited),
+            sat: count(CellStatus::Saturated),
+        }
+    }
+}
+
+/// The candidate's cell in each of its runs when every run measured it (ok, capacity-limited
+/// or saturated); else the decision of the first run that did not: missing, skipped, or an
+/// error (which fails closed where the level measured the cell).
+fn candidate_cells<'c>(
+    coord: Coord,
+    candidate: &'c [RunResults],
+    levels: &LevelStatuses,
+    against: Against,
+) -> Result<Vec<&'c CellResult>, LimitDecision> {
+    let decided = |verdict, reason| Err(LimitDecision::settled(verdict, reason));
+    let Sides {
+        level_runs,
+        candidate: now_in,
+        ..
+    } = against.sides();
+    let measured_level = levels.ok + levels.cap + levels.sat;
+    let mut now = Vec::with_capacity(candidate.len());
+    for run in candidate {
+        let Some(c) = find(run, coord) else {
+            let why = format!("missing in {now_in} run {}", run.run_id);
+            return decided(CellVerdict::NotComparable, why);
+        };
+        let why = c.reason.as_deref().unwrap_or("no reason given");
+        match c.status {
+            CellStatus::Ok | CellStatus::CapacityLimited | CellStatus::Saturated => now.push(c),
+            // Fail closed: an engine that errors where it used to serve regressed, however
+            // the cells it still serves compare.
+            CellStatus::Error if measured_level > 0 => {
+                let why = format!(
+                    "error now: {why}; measured in {measured_level} of the {} {level_runs}",
+                    levels.runs
+                );
+                return decided(CellVerdict::ErrorRegression, why);
+            }
+            CellStatus::Error => {
+                return decided(
+                    CellVerdict::NotComparable,
+                    format!("error in {now_in}: {why}"),
+                );
+            }
+            CellStatus::Skipped => {
+                return decided(
+                    CellVerdict::NotComparable,
+                    format!("skipped in {now_in}: {why}"),
+                );
+            }
+        }
+    }
+    Ok(now)
+}
+
+/// What a cell's capacity or saturation is judged on: the candidate's cells, the history's
+/// measured statuses of it, and the candidate's boots.
+struct LimitEvidence<'c> {
+    now: Vec<&'c CellResult>,
+    hist: Vec<CellStatus>,
+    boots: usize,
+    capacity_alpha: f64,
+    against: Against,
+}
+
+impl LimitEvidence<'_> {
+    /// The history runs in `state`.
+    fn limited(&self, state: CellStatus) -> usize {
+        self.hist.iter().filter(|s| **s == state).count()
+    }
+
+    /// The candidate's boots in `state` (with the first reason given), against `hits` such
+    /// history runs; `None` where no boot is in `state`.
+    fn verdict(&self, limit: Limit, state: CellStatus, hits: usize) -> Option<LimitDecision> {
+        let boots: Vec<_> = self.now.iter().filter(|c| c.status == state).collect();
         if boots.is_empty() {
             return None;
         }
-        if hist.is_empty() {
+        if self.hist.is_empty() {
+            let base = self.against.sides().base;
             let why = format!("{} now; no successful {base} measurement", limit.words());
-            return decided(CellVerdict::NotComparable, why);
+            return Some(LimitDecision::settled(CellVerdict::NotComparable, why));
         }
         let why = boots
             .iter()
@@ -430,47 +497,46 @@ pub(super) fn eligibility(
             .find(|w| !w.is_empty())
             .unwrap_or_default();
         let counts = LimitCounts {
-            runs: hist.len(),
+            runs: self.hist.len(),
             hits,
-            boots: candidate.len(),
+            boots: self.boots,
             boot_hits: boots.len(),
         };
         Some(capacity::decide(
             limit,
             counts,
-            capacity_alpha,
+            self.capacity_alpha,
             why,
-            against,
+            self.against,
         ))
+    }
+}
+
+/// A cell the level never measured ok: an improvement where it was capacity-limited or
+/// saturated there (and is not now), else not comparable; `None` where a level run measured
+/// it ok.
+fn unmeasured_level(levels: &LevelStatuses, against: Against) -> Option<LimitDecision> {
+    let Sides { base, the_base, .. } = against.sides();
+    if levels.ok > 0 {
+        return None;
+    }
+    let (v, why) = if levels.cap > 0 {
+        (
+            CellVerdict::Improvement,
+            format!("fits now; capacity-limited in {the_base}"),
+        )
+    } else if levels.sat > 0 {
+        (
+            CellVerdict::Improvement,
+            format!("holds its streams now; saturated in {the_base}"),
+        )
+    } else {
+        (
+            CellVerdict::NotComparable,
+            format!("no successful {base} measurement (error or skipped)"),
+        )
     };
-    // Saturation counts the history runs at their capacity limit too: they were at the
-    // engine's limit.
-    let capacity_hits = limited(CapacityLimited);
-    let saturation_hits = limited(Saturated) + capacity_hits;
-    limit_verdict(Limit::Capacity, CapacityLimited, capacity_hits)
-        .or_else(|| limit_verdict(Limit::Saturation, Saturated, saturation_hits))
-        .or_else(|| {
-            if ok > 0 {
-                return None;
-            }
-            let (v, why) = if cap > 0 {
-                (
-                    CellVerdict::Improvement,
-                    format!("fits now; capacity-limited in {the_base}"),
-                )
-            } else if sat > 0 {
-                (
-                    CellVerdict::Improvement,
-                    format!("holds its streams now; saturated in {the_base}"),
-                )
-            } else {
-                (
-                    CellVerdict::NotComparable,
-                    format!("no successful {base} measurement (error or skipped)"),
-                )
-            };
-            decided(v, why)
-        })
+    Some(LimitDecision::settled(v, why))
 }
 
 /// The candidate's coverage of what the level runs measured: a cell is expected when a level
@@ -709,22 +775,54 @@ impl MetricTests {
 }
 
 /// Fits one metric's model on the history and produces its per-cell tests and matrix change
-/// (and the second boot's own cell tests, from `second_from`).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one metric's tests at one look: the history, its models and the look's parts"
-)]
-fn test_metric(
+/// (and the second boot's own cell tests, from the sample's `second_from`).
+fn test_metric(metric: Metric, cells: &[Coord], s: &Sample, gating: bool) -> MetricTests {
+    let (idx, cand_logs) = measured_cells(metric, cells, s.history, s.candidate);
+    if idx.is_empty() {
+        return MetricTests {
+            metric,
+            tests: Vec::new(),
+            matrix: None,
+            resid: Vec::new(),
+            runs: s.candidate.len(),
+            second: None,
+            gating,
+        };
+    }
+    let fit = MetricFit::new(metric, cells, s, idx, cand_logs);
+    let j = fit.j;
+    // A second boot has runs of its own and follows a first boot's.
+    let second_from = s.second_from.filter(|&from| from > 0 && from < j);
+    let matrix = fit.matrix(second_from);
+    let resid = fit.residuals();
+    let mut tests = fit.cell_tests(0);
+    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
+    // in the same order, on its runs alone.
+    let second = second_from.map(|from| (fit.cell_tests(from), j - from));
+    if let Some((second, _)) = &second {
+        for (t, own) in tests.iter_mut().zip(second) {
+            t.second = Some(own.own);
+        }
+    }
+    MetricTests {
+        metric,
+        tests,
+        matrix,
+        resid,
+        runs: j,
+        second,
+        gating,
+    }
+}
+
+/// The cells (indices into `cells`) where the candidate has the metric in every run and the
+/// history has it at least once, with the candidate's logs of each (per run, per repetition).
+fn measured_cells(
     metric: Metric,
     cells: &[Coord],
-    models: &History,
     history: &[RunResults],
-    level_n: usize,
     candidate: &[RunResults],
-    gating: bool,
-    second_from: Option<usize>,
-) -> MetricTests {
-    // Cells where the candidate has the metric in every run and the history has it at least once.
+) -> (Vec<usize>, Vec<Vec<Vec<f64>>>) {
     let mut idx = Vec::new();
     let mut cand_logs: Vec<Vec<Vec<f64>>> = Vec::new();
     for (i, &coord) in cells.iter().enumerate() {
@@ -743,17 +841,17 @@ fn test_metric(
             cand_logs.push(logs);
         }
     }
-    if idx.is_empty() {
-        return MetricTests {
-            metric,
-            tests: Vec::new(),
-            matrix: None,
-            resid: Vec::new(),
-            runs: candidate.len(),
-            second: None,
-            gating,
-        };
-    }
+    (idx, cand_logs)
+}
+
+/// The history's table of one metric's logs on the cells `idx`, and each cell's summed
+/// within-run variance of throughput's samples with the runs that had them.
+fn history_table(
+    metric: Metric,
+    cells: &[Coord],
+    history: &[RunResults],
+    idx: &[usize],
+) -> (LogTable, Vec<(f64, usize)>) {
     let mut table = LogTable::new(history.len(), idx.len());
     let mut base_within = vec![(0.0, 0usize); idx.len()];
     for (r, run) in history.iter().enumerate() {
@@ -771,22 +869,344 @@ fn test_metric(
             }
         }
     }
-    let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
-    let key = (
-        metric,
-        history.len(),
-        idx.iter().map(|&i| cells[i]).collect(),
-    );
-    let model = models.model(key, || noise::fit(&table, &rows));
-    let level_rows: Vec<usize> = (history.len() - level_n..history.len())
-        .filter(|&r| model.run_effect[r].is_finite())
-        .collect();
+    (table, base_within)
+}
 
-    // Candidate run effects (same robust centre as the baseline's).
-    let j = candidate.len();
-    // A second boot has runs of its own and follows a first boot's.
-    let second_from = second_from.filter(|&from| from > 0 && from < j);
-    let cand_effect: Vec<f64> = (0..j)
+/// One metric's model fitted on the history's measured cells, with the candidate's run
+/// effects and the matrix-wide noise: what its matrix change and cell tests are made from.
+struct MetricFit<'a> {
+    metric: Metric,
+    cells: &'a [Coord],
+    candidate: &'a [RunResults],
+    history_len: usize,
+    level_n: usize,
+    /// The cells tested (indices into `cells`); column `k` of the table is `idx[k]`.
+    idx: Vec<usize>,
+    /// The candidate's logs of each tested cell, per run, per repetition.
+    cand_logs: Vec<Vec<Vec<f64>>>,
+    table: LogTable,
+    /// Each cell's summed within-run variance in the history, and the runs it sums.
+    base_within: Vec<(f64, usize)>,
+    model: Arc<noise::NoiseModel>,
+    /// The level runs with a fitted run effect.
+    level_rows: Vec<usize>,
+    /// Candidate runs.
+    j: usize,
+    /// Candidate run effects (same robust centre as the baseline's).
+    cand_effect: Vec<f64>,
+    /// The level runs' run effects, and their mean.
+    base_effects: Vec<f64>,
+    level: f64,
+    /// The boot-to-boot noise of the run effect (the candidate's boots in it where they
+    /// count) and the level's lag.
+    run_sigma: f64,
+    run_df: f64,
+    lag_var: f64,
+}
+
+impl<'a> MetricFit<'a> {
+    fn new(
+        metric: Metric,
+        cells: &'a [Coord],
+        s: &Sample<'a>,
+        idx: Vec<usize>,
+        cand_logs: Vec<Vec<Vec<f64>>>,
+    ) -> MetricFit<'a> {
+        let history = s.history;
+        let (table, base_within) = history_table(metric, cells, history, &idx);
+        let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
+        let key = (
+            metric,
+            history.len(),
+            idx.iter().map(|&i| cells[i]).collect(),
+        );
+        let model = s.models.model(key, || noise::fit(&table, &rows));
+        let level_rows: Vec<usize> = (history.len() - s.level_n..history.len())
+            .filter(|&r| model.run_effect[r].is_finite())
+            .collect();
+        let j = s.candidate.len();
+        let cand_effect = candidate_effects(&cand_logs, &model, j);
+        // Matrix-wide change: candidate run effect vs the level runs' run effects (of the runs
+        // given: all of them, or the second boot's).
+        let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
+        let level = mean(&base_effects);
+        let (run_sigma, run_df) = matrix_noise(metric, &model, history.len(), &cand_effect);
+        let design =
+            sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
+        let lag_var = design.level_lag_var();
+        MetricFit {
+            metric,
+            cells,
+            candidate: s.candidate,
+            history_len: history.len(),
+            level_n: s.level_n,
+            idx,
+            cand_logs,
+            table,
+            base_within,
+            model,
+            level_rows,
+            j,
+            cand_effect,
+            base_effects,
+            level,
+            run_sigma,
+            run_df,
+            lag_var,
+        }
+    }
+
+    /// The matrix-wide change of the candidate's run effects `runs` against the level.
+    fn matrix_change(&self, runs: &[f64]) -> LogChange {
+        LogChange {
+            estimate: mean(runs) - self.level,
+            se: sensitivity::matrix_se(
+                self.run_sigma,
+                runs.len() as f64,
+                self.base_effects.len() as f64,
+                self.lag_var,
+            ),
+            df: self.run_df,
+            tail_df: f64::INFINITY,
+        }
+    }
+
+    /// The metric's matrix-wide change (and each boot's, with a second boot from
+    /// `second_from`), where the level has run effects.
+    fn matrix(&self, second_from: Option<usize>) -> Option<MatrixChange> {
+        let model = &self.model;
+        let cand_effect = &self.cand_effect;
+        (!self.base_effects.is_empty()).then(|| MatrixChange {
+            change: self.matrix_change(cand_effect),
+            cells: self.idx.len(),
+            design: sensitivity::MatrixDesign::new(
+                model.run,
+                self.base_effects.len(),
+                self.j,
+                &model.run_effect,
+            ),
+            second_boot: second_from.map(|from| self.matrix_change(&cand_effect[from..])),
+            first_boot: second_from.map(|from| self.matrix_change(&cand_effect[..from])),
+        })
+    }
+
+    /// The model's residuals, `resid[column][run]`.
+    fn residuals(&self) -> Vec<Vec<f64>> {
+        (0..self.idx.len())
+            .map(|k| {
+                (0..self.history_len)
+                    .map(|r| {
+                        self.table.get(r, k) - self.model.cell_center[k] - self.model.run_effect[r]
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
+    fn cell_tests(&self, from: usize) -> Vec<CellTest> {
+        let mut tests = Vec::new();
+        let mut row_parts = Vec::new();
+        // The matrix change on these runs: its noise is part of each cell's total change.
+        let boots_matrix =
+            (!self.base_effects.is_empty()).then(|| self.matrix_change(&self.cand_effect[from..]));
+        for (k, &i) in self.idx.iter().enumerate() {
+            if let Some((test, parts)) = self.cell_test(k, i, from, boots_matrix.as_ref()) {
+                tests.push(test);
+                row_parts.push(parts);
+            }
+        }
+        if !self.metric.is_layer() {
+            own_tests(&mut tests, &row_parts, self.cells);
+        }
+        tests
+    }
+
+    /// The test of cell `i` (column `k`) on the candidate's runs `from..j`, with its own noise
+    /// variance and its row effect's ([`own_tests`]); `None` where it cannot be tested.
+    fn cell_test(
+        &self,
+        k: usize,
+        i: usize,
+        from: usize,
+        boots_matrix: Option<&LogChange>,
+    ) -> Option<(CellTest, (f64, f64))> {
+        let model = &self.model;
+        let levels = self.cell_levels(k)?;
+        let boots = self.boot_sums(k, i, from);
+        let jf = (self.j - from) as f64;
+        let sigma = model.cell_sigma[k];
+        // The history's between-run noise already contains the typical within-run spread;
+        // only a candidate noisier than the baseline's runs adds its excess.
+        let base_w = if self.base_within[k].1 > 0 {
+            self.base_within[k].0 / self.base_within[k].1 as f64
+        } else {
+            0.0
+        };
+        let excess = (boots.within / jf - base_w * boots.reps_inv / jf).max(0.0) / jf;
+        // The cell's own noise, and its row's effect on the boots against the history's.
+        let var_cell = sigma * sigma * (boots.reps_inv / (jf * jf) + 1.0 / levels.n) + excess;
+        let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / levels.n);
+        let var_spec = var_cell + var_row;
+        let specific = LogChange {
+            estimate: boots.spec_sum / jf - levels.cell,
+            se: var_spec.sqrt(),
+            df: model.cell_df[k],
+            tail_df: model.tail_df,
+        };
+        let var_total = var_spec + boots_matrix.map_or(0.0, |m| m.se.powi(2));
+        let total = LogChange {
+            estimate: boots.raw_sum / jf - levels.raw,
+            se: var_total.sqrt(),
+            df: boots_matrix.map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
+            tail_df: model.tail_df,
+        };
+        let (specific, total) = if self.metric.is_layer() {
+            let context = self.layer_change(k, from, &levels, &boots)?;
+            (context, context)
+        } else {
+            (specific, total)
+        };
+        let test = CellTest {
+            metric: self.metric,
+            cell: i,
+            column: k,
+            specific,
+            own: specific,
+            total,
+            baseline: levels.raw.exp(),
+            candidate: (boots.raw_sum / jf).exp(),
+            second: None,
+        };
+        Some((test, (var_cell, var_row)))
+    }
+
+    /// The cell's own level (column `k`): its run-adjusted mean over the whole window (drift
+    /// shared by every cell is in the run effects), and its plain level over the level runs;
+    /// `None` where the history has no fitted value of it.
+    fn cell_levels(&self, k: usize) -> Option<CellLevels> {
+        let (table, model) = (&self.table, &self.model);
+        let rows: Vec<usize> = (0..self.history_len)
+            .filter(|&r| table.get(r, k).is_finite() && model.run_effect[r].is_finite())
+            .collect();
+        if rows.is_empty() || !model.cell_center[k].is_finite() {
+            return None;
+        }
+        let cell_level = mean(
+            &rows
+                .iter()
+                .map(|&r| table.get(r, k) - model.run_effect[r])
+                .collect::<Vec<_>>(),
+        );
+        let mut raw_rows: Vec<usize> = self
+            .level_rows
+            .iter()
+            .copied()
+            .filter(|&r| table.get(r, k).is_finite())
+            .collect();
+        if raw_rows.is_empty() {
+            raw_rows = rows.iter().rev().take(self.level_n).copied().collect();
+        }
+        let raw_level = mean(
+            &raw_rows
+                .iter()
+                .map(|&r| table.get(r, k))
+                .collect::<Vec<_>>(),
+        );
+        Some(CellLevels {
+            cell: cell_level,
+            raw: raw_level,
+            raw_runs: raw_rows.len(),
+            n: rows.len() as f64,
+        })
+    }
+
+    /// Candidate: per run `from..j`, the mean over its repetitions (rounds) of the
+    /// run-adjusted value, summed over the runs.
+    fn boot_sums(&self, k: usize, i: usize, from: usize) -> BootSums {
+        let mut sums = BootSums {
+            spec_sum: 0.0,
+            raw_sum: 0.0,
+            reps_inv: 0.0,
+            within: 0.0,
+        };
+        for (run, logs) in self.cand_logs[k].iter().enumerate().skip(from) {
+            let m = mean(logs);
+            sums.spec_sum += m - self.cand_effect[run];
+            sums.raw_sum += m;
+            sums.reps_inv += 1.0 / logs.len() as f64;
+            if self.metric == Metric::AggregateTps
+                && let Some(c) = find(&self.candidate[run], self.cells[i])
+            {
+                sums.within += within_run_var(&c.samples) / logs.len() as f64;
+            }
+        }
+        sums
+    }
+
+    /// The prefill layer is decided on each context's total change against that context's
+    /// own run-to-run scatter in the history (its boots' scatter pooled in): a slower prefill
+    /// kernel slows every context alike, which the run effect would take out, and one context
+    /// alone has no "rest of its run". `None` with no scatter to speak of yet (fewer than 3
+    /// history runs): reported as not compared.
+    fn layer_change(
+        &self,
+        k: usize,
+        from: usize,
+        levels: &CellLevels,
+        boots: &BootSums,
+    ) -> Option<LogChange> {
+        let jf = (self.j - from) as f64;
+        let all: Vec<f64> = (0..self.history_len)
+            .map(|r| self.table.get(r, k))
+            .filter(|x| x.is_finite())
+            .collect();
+        if all.len() < 3 {
+            return None;
+        }
+        let boot_means: Vec<f64> = self.cand_logs[k]
+            .iter()
+            .skip(from)
+            .map(|l| mean(l))
+            .collect();
+        let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boot_means);
+        Some(LogChange {
+            estimate: boots.raw_sum / jf - levels.raw,
+            se: sd * (1.0 / jf + 1.0 / levels.raw_runs as f64).sqrt(),
+            df,
+            tail_df: f64::INFINITY,
+        })
+    }
+}
+
+/// A cell's levels in the history ([`MetricFit::cell_levels`]).
+struct CellLevels {
+    /// Run-adjusted mean over the window.
+    cell: f64,
+    /// Plain mean over the level runs (or the newest runs that have it).
+    raw: f64,
+    /// The runs `raw` averages.
+    raw_runs: usize,
+    /// The runs `cell` averages.
+    n: f64,
+}
+
+/// A cell's candidate runs summed ([`MetricFit::boot_sums`]).
+struct BootSums {
+    /// Run-adjusted means.
+    spec_sum: f64,
+    /// Plain means.
+    raw_sum: f64,
+    /// Reciprocal repetition counts.
+    reps_inv: f64,
+    /// Throughput's within-run variance per repetition.
+    within: f64,
+}
+
+/// Candidate run effects (same robust centre as the baseline's): each of the `j` runs' mean
+/// change from the cells' centres, trimmed.
+fn candidate_effects(cand_logs: &[Vec<Vec<f64>>], model: &noise::NoiseModel, j: usize) -> Vec<f64> {
+    (0..j)
         .map(|run| {
             let mut v: Vec<f64> = cand_logs
                 .iter()
@@ -796,194 +1216,26 @@ fn test_metric(
                 .collect();
             trimmed_mean(&mut v)
         })
-        .collect();
+        .collect()
+}
 
-    // Matrix-wide change: candidate run effect vs the level runs' run effects (of the runs
-    // given: all of them, or the second boot's).
-    let base_effects: Vec<f64> = level_rows.iter().map(|&r| model.run_effect[r]).collect();
-    let level = mean(&base_effects);
+/// The matrix-wide test's boot-to-boot noise `(σ, df)`. The candidate's own boots join the
+/// boot noise (`with_boot_scatter`): a secondary metric's always (a busy host moves latency
+/// alone, which throughput's plan did not see), throughput's on a history of fewer than
+/// LATENCY_MIN_RUNS runs, where the prior speaks for most of it; from there on throughput's
+/// is the history's, on which its plan and `stats-eval` are measured (one more df of 19 would
+/// move them little).
+fn matrix_noise(
+    metric: Metric,
+    model: &noise::NoiseModel,
+    history_len: usize,
+    cand_effect: &[f64],
+) -> (f64, f64) {
     let (run_sigma, run_df) = model.run.sigma_df();
-    // The candidate's own boots join the boot noise (`with_boot_scatter`): a secondary
-    // metric's always (a busy host moves latency alone, which throughput's plan did not see),
-    // throughput's on a history of fewer than LATENCY_MIN_RUNS runs, where the prior speaks
-    // for most of it; from there on throughput's is the history's, on which its plan and
-    // `stats-eval` are measured (one more df of 19 would move them little).
-    let (run_sigma, run_df) = if metric == Metric::AggregateTps && history.len() >= LATENCY_MIN_RUNS
-    {
+    if metric == Metric::AggregateTps && history_len >= LATENCY_MIN_RUNS {
         (run_sigma, run_df)
     } else {
-        with_boot_scatter(run_sigma, run_df, &cand_effect)
-    };
-    let design =
-        sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
-    let lag_var = design.level_lag_var();
-    let matrix_change = |runs: &[f64]| LogChange {
-        estimate: mean(runs) - level,
-        se: sensitivity::matrix_se(
-            run_sigma,
-            runs.len() as f64,
-            base_effects.len() as f64,
-            lag_var,
-        ),
-        df: run_df,
-        tail_df: f64::INFINITY,
-    };
-    let matrix = (!base_effects.is_empty()).then(|| MatrixChange {
-        change: matrix_change(&cand_effect),
-        cells: idx.len(),
-        design,
-        second_boot: second_from.map(|from| matrix_change(&cand_effect[from..])),
-        first_boot: second_from.map(|from| matrix_change(&cand_effect[..from])),
-    });
-
-    // The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
-    let cell_tests = |from: usize| {
-        let mut tests = Vec::new();
-        let mut row_parts = Vec::new();
-        // The matrix change on these runs: its noise is part of each cell's total change.
-        let boots_matrix = (!base_effects.is_empty()).then(|| matrix_change(&cand_effect[from..]));
-        for (k, &i) in idx.iter().enumerate() {
-            // The cell's own level: its run-adjusted mean over the whole window (drift shared by
-            // every cell is in the run effects), and its plain level over the level runs.
-            let rows: Vec<usize> = (0..history.len())
-                .filter(|&r| table.get(r, k).is_finite() && model.run_effect[r].is_finite())
-                .collect();
-            if rows.is_empty() || !model.cell_center[k].is_finite() {
-                continue;
-            }
-            let cell_level = mean(
-                &rows
-                    .iter()
-                    .map(|&r| table.get(r, k) - model.run_effect[r])
-                    .collect::<Vec<_>>(),
-            );
-            let mut raw_rows: Vec<usize> = level_rows
-                .iter()
-                .copied()
-                .filter(|&r| table.get(r, k).is_finite())
-                .collect();
-            if raw_rows.is_empty() {
-                raw_rows = rows.iter().rev().take(level_n).copied().collect();
-            }
-            let raw_level = mean(
-                &raw_rows
-                    .iter()
-                    .map(|&r| table.get(r, k))
-                    .collect::<Vec<_>>(),
-            );
-            let n_level = rows.len() as f64;
-            // Candidate: per run, the mean over its repetitions (rounds) of the run-adjusted value.
-            let mut spec_sum = 0.0;
-            let mut raw_sum = 0.0;
-            let mut reps_inv = 0.0;
-            let mut cand_within = 0.0;
-            for (run, logs) in cand_logs[k].iter().enumerate().skip(from) {
-                let m = mean(logs);
-                spec_sum += m - cand_effect[run];
-                raw_sum += m;
-                reps_inv += 1.0 / logs.len() as f64;
-                if metric == Metric::AggregateTps
-                    && let Some(c) = find(&candidate[run], cells[i])
-                {
-                    cand_within += within_run_var(&c.samples) / logs.len() as f64;
-                }
-            }
-            let jf = (j - from) as f64;
-            let sigma = model.cell_sigma[k];
-            // The history's between-run noise already contains the typical within-run spread;
-            // only a candidate noisier than the baseline's runs adds its excess.
-            let base_w = if base_within[k].1 > 0 {
-                base_within[k].0 / base_within[k].1 as f64
-            } else {
-                0.0
-            };
-            let excess = (cand_within / jf - base_w * reps_inv / jf).max(0.0) / jf;
-            // The cell's own noise, and its row's effect on the boots against the history's.
-            let var_cell = sigma * sigma * (reps_inv / (jf * jf) + 1.0 / n_level) + excess;
-            let var_row = model.row_sigma.powi(2) * (1.0 / jf + 1.0 / n_level);
-            let var_spec = var_cell + var_row;
-            let specific = LogChange {
-                estimate: spec_sum / jf - cell_level,
-                se: var_spec.sqrt(),
-                df: model.cell_df[k],
-                tail_df: model.tail_df,
-            };
-            row_parts.push((var_cell, var_row));
-            let var_total = var_spec + boots_matrix.as_ref().map_or(0.0, |m| m.se.powi(2));
-            let total = LogChange {
-                estimate: raw_sum / jf - raw_level,
-                se: var_total.sqrt(),
-                df: boots_matrix
-                    .as_ref()
-                    .map_or(model.cell_df[k], |m| m.df.min(model.cell_df[k])),
-                tail_df: model.tail_df,
-            };
-            // The prefill layer is decided on each context's total change against that
-            // context's own run-to-run scatter in the history (its boots' scatter pooled in):
-            // a slower prefill kernel slows every context alike, which the run effect would
-            // take out, and one context alone has no "rest of its run".
-            let (specific, total) = if metric.is_layer() {
-                let all: Vec<f64> = (0..history.len())
-                    .map(|r| table.get(r, k))
-                    .filter(|x| x.is_finite())
-                    .collect();
-                if all.len() < 3 {
-                    // No scatter to speak of yet: reported as not compared.
-                    continue;
-                }
-                let boots: Vec<f64> = cand_logs[k].iter().skip(from).map(|l| mean(l)).collect();
-                let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boots);
-                let context = LogChange {
-                    estimate: raw_sum / jf - raw_level,
-                    se: sd * (1.0 / jf + 1.0 / raw_rows.len() as f64).sqrt(),
-                    df,
-                    tail_df: f64::INFINITY,
-                };
-                (context, context)
-            } else {
-                (specific, total)
-            };
-            tests.push(CellTest {
-                metric,
-                cell: i,
-                column: k,
-                specific,
-                own: specific,
-                total,
-                baseline: raw_level.exp(),
-                candidate: (raw_sum / jf).exp(),
-                second: None,
-            });
-        }
-        if !metric.is_layer() {
-            own_tests(&mut tests, &row_parts, cells);
-        }
-        tests
-    };
-    let resid: Vec<Vec<f64>> = (0..idx.len())
-        .map(|k| {
-            (0..history.len())
-                .map(|r| table.get(r, k) - model.cell_center[k] - model.run_effect[r])
-                .collect()
-        })
-        .collect();
-    let mut tests = cell_tests(0);
-    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
-    // in the same order, on its runs alone.
-    let second = second_from.map(|from| (cell_tests(from), j - from));
-    if let Some((second, _)) = &second {
-        for (t, own) in tests.iter_mut().zip(second) {
-            t.second = Some(own.own);
-        }
-    }
-    MetricTests {
-        metric,
-        tests,
-        matrix,
-        resid,
-        runs: j,
-        second,
-        gating,
+        with_boot_scatter(run_sigma, run_df, cand_effect)
     }
 }
 
@@ -1428,54 +1680,85 @@ pub fn compare_on(
     look: &Look,
 ) -> Result<ComparisonReport, StatsError> {
     let baseline = models.runs();
-    rule.validate()?;
-    if look.local_alpha.is_nan() || look.local_alpha <= 0.0 {
-        let why = format!("look `{}` has local alpha {}", look.name, look.local_alpha);
-        return Err(StatsError::InvalidRule(why));
-    }
-    let first = candidate.first().ok_or(StatsError::NoCandidate)?;
-    for run in candidate.iter().chain(baseline) {
-        if run.profile.key != first.profile.key {
-            return Err(StatsError::ProfileMismatch {
-                baseline: run.profile.key.clone(),
-                candidate: first.profile.key.clone(),
-                run_id: run.run_id.clone(),
-            });
-        }
-    }
+    let first = checked_inputs(baseline, candidate, rule, look)?;
     // Cell coordinates: the candidate's order, then cells only the baseline has.
     let coords = build::coords(candidate.iter().chain(baseline.iter().rev()));
     let history = &baseline[baseline.len() - baseline.len().min(rule.history_runs)..];
     let level_n = history.len().min(level_window(rule.history_runs));
     let level = &history[history.len() - level_n..];
 
-    let mut report = build::frame(
-        first.profile.clone(),
-        first.suite.clone(),
-        candidate.iter().map(|r| r.run_id.clone()).collect(),
-        BaselineSummary {
-            level_runs: level.iter().map(|r| r.run_id.clone()).collect(),
-            noise_runs: history.len(),
-            runs: history.iter().map(|r| r.run_id.clone()).collect(),
-        },
-        rule,
-    );
+    let mut report = report_frame(first, candidate, history, level, rule);
     if baseline.is_empty() {
-        let none = || {
-            Some(LimitDecision::settled(
-                CellVerdict::NotComparable,
-                infergate_schema::answer::NO_BASELINE_REASON.into(),
-            ))
-        };
-        report.cells = coords
-            .iter()
-            .map(|&c| build::cell(c, none(), Vec::new(), |_| true, ""))
-            .collect();
-        build::finish(&mut report);
-        return Ok(report);
+        return Ok(no_baseline_report(report, &coords));
     }
 
     report.coverage = Some(coverage(&coords, level, candidate));
+    let (decided, comparable) = cell_eligibility(&coords, history, level, candidate, rule);
+
+    let layers = Layers::of(candidate, history);
+    let gate = Gating {
+        rule,
+        history_runs: history.len(),
+        prefill_runs: layers.prefill_runs,
+        burst_runs: layers.burst_runs,
+    };
+    let sample = Sample {
+        models,
+        history,
+        level_n,
+        candidate,
+        second_from: look.second_boot_from,
+    };
+    let mut fits = fit_metrics(&sample, &comparable, &layers, gate);
+    // The layers have no matrix-wide test: each context's (or the burst's) own test is on its
+    // total change already.
+    let matrices: BTreeMap<Metric, MatrixChange> = fits
+        .iter_mut()
+        .filter(|f| !f.metric.is_layer())
+        .filter_map(|f| Some((f.metric, f.matrix.take()?)))
+        .collect();
+    let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
+
+    let plan = Plan {
+        rule,
+        look,
+        gate,
+        alpha: Alphas::of(look, gate, &fits, &tests, &matrices, &comparable),
+    };
+    plan.record_shares(&mut report);
+    report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
+    layers_not_gated(&mut report.not_gated, gate, &layers, candidate);
+
+    let own = plan.own_verdicts(&tests);
+    let lines = lines_of_unmoved_cells(&fits, &comparable, &tests, &own);
+    let line_verdicts = plan.line_verdicts(&lines, &tests);
+    report.lines = plan.line_tests(&lines, &line_verdicts);
+    let matrix_verdicts = plan.matrix_verdicts(&matrices);
+    report.matrix_test = throughput_matrix_test(&matrices, &matrix_verdicts);
+
+    let broader = BroaderVerdicts {
+        lines: &lines,
+        line_verdicts: &line_verdicts,
+        matrices: &matrices,
+        matrix_verdicts: &matrix_verdicts,
+    };
+    let mut entries = plan.cell_entries(&tests, own, &broader);
+    report.sensitivity = Some(plan.sensitivity(history.len(), &matrices, &tests, &comparable));
+    push_matrix_cells(&mut report, &coords, decided, &mut entries, gate);
+    push_layer_cells(&mut report, candidate, &layers, &mut entries, gate);
+    build::finish(&mut report);
+    Ok(report)
+}
+
+/// Each cell's decision where it cannot be compared ([`eligibility`]; `None` where it can),
+/// in the order of `coords`, and the comparable cells.
+fn cell_eligibility(
+    coords: &[Coord],
+    history: &[RunResults],
+    level: &[RunResults],
+    candidate: &[RunResults],
+    rule: &DecisionRule,
+) -> (Vec<Option<LimitDecision>>, Vec<Coord>) {
     let capacity_alpha = rule.capacity_alpha();
     let decided: Vec<Option<LimitDecision>> = coords
         .iter()
@@ -1496,369 +1779,593 @@ pub fn compare_on(
         .filter(|(_, d)| d.is_none())
         .map(|(&c, _)| c)
         .collect();
+    (decided, comparable)
+}
 
-    // The prefill layer counts only the history runs that have it (runs recorded before the
-    // layer existed still count for the decode cells).
-    let prefill_cells = prefill_coords(candidate.iter().chain(history.iter().rev()));
-    let prefill_runs = history
-        .iter()
-        .filter(|r| {
-            prefill_cells
-                .iter()
-                .any(|c| prefill_value(r, c.1).is_some())
-        })
-        .count();
-    // The burst layer likewise: one entry, (0, 0), where either side sent a burst.
-    let burst_cells: Vec<Coord> = if candidate.iter().chain(history).any(|r| r.burst.is_some()) {
-        vec![(0, 0)]
-    } else {
-        Vec::new()
+/// Throughput's matrix-wide test as the report lists it, where it has one.
+fn throughput_matrix_test(
+    matrices: &BTreeMap<Metric, MatrixChange>,
+    matrix_verdicts: &BTreeMap<Metric, (CellVerdict, Check)>,
+) -> Option<MatrixTest> {
+    let m = matrices.get(&Metric::AggregateTps)?;
+    let (v, check) = matrix_verdicts[&Metric::AggregateTps].clone();
+    Some(build::matrix_test(
+        &m.change,
+        v,
+        m.cells,
+        MATRIX_MARGIN,
+        check,
+    ))
+}
+
+/// The rule and the look must be usable, the candidate must have a run, and every run (of
+/// either side) must be of the candidate's first run's profile; returns that first run.
+fn checked_inputs<'c>(
+    baseline: &[RunResults],
+    candidate: &'c [RunResults],
+    rule: &DecisionRule,
+    look: &Look,
+) -> Result<&'c RunResults, StatsError> {
+    rule.validate()?;
+    if look.local_alpha.is_nan() || look.local_alpha <= 0.0 {
+        let why = format!("look `{}` has local alpha {}", look.name, look.local_alpha);
+        return Err(StatsError::InvalidRule(why));
+    }
+    let first = candidate.first().ok_or(StatsError::NoCandidate)?;
+    for run in candidate.iter().chain(baseline) {
+        if run.profile.key != first.profile.key {
+            return Err(StatsError::ProfileMismatch {
+                baseline: run.profile.key.clone(),
+                candidate: first.profile.key.clone(),
+                run_id: run.run_id.clone(),
+            });
+        }
+    }
+    Ok(first)
+}
+
+/// The report's frame: the candidate's profile and runs, and the history and level runs.
+fn report_frame(
+    first: &RunResults,
+    candidate: &[RunResults],
+    history: &[RunResults],
+    level: &[RunResults],
+    rule: &DecisionRule,
+) -> ComparisonReport {
+    build::frame(
+        first.profile.clone(),
+        first.suite.clone(),
+        candidate.iter().map(|r| r.run_id.clone()).collect(),
+        BaselineSummary {
+            level_runs: level.iter().map(|r| r.run_id.clone()).collect(),
+            noise_runs: history.len(),
+            runs: history.iter().map(|r| r.run_id.clone()).collect(),
+        },
+        rule,
+    )
+}
+
+/// The report of an empty baseline: every cell `not_comparable`, for want of a baseline.
+fn no_baseline_report(mut report: ComparisonReport, coords: &[Coord]) -> ComparisonReport {
+    let none = || {
+        Some(LimitDecision::settled(
+            CellVerdict::NotComparable,
+            infergate_schema::answer::NO_BASELINE_REASON.into(),
+        ))
     };
-    let burst_runs = history
+    report.cells = coords
         .iter()
-        .filter(|r| burst_value(r, Metric::BurstTps).is_some())
-        .count();
-    let gating = |m: Metric| {
-        let runs = if m == Metric::PrefillTps {
-            prefill_runs
-        } else if m.is_burst() {
-            burst_runs
+        .map(|&c| build::cell(c, none(), Vec::new(), |_| true, ""))
+        .collect();
+    build::finish(&mut report);
+    report
+}
+
+/// The prefill and burst layers of a comparison: their cells, and how many of the history's
+/// runs have each (runs recorded before a layer existed still count for the decode cells).
+struct Layers {
+    prefill_cells: Vec<Coord>,
+    prefill_runs: usize,
+    /// One entry, (0, 0), where either side sent a burst.
+    burst_cells: Vec<Coord>,
+    burst_runs: usize,
+}
+
+impl Layers {
+    fn of(candidate: &[RunResults], history: &[RunResults]) -> Layers {
+        let prefill_cells = prefill_coords(candidate.iter().chain(history.iter().rev()));
+        let prefill_runs = history
+            .iter()
+            .filter(|r| {
+                prefill_cells
+                    .iter()
+                    .any(|c| prefill_value(r, c.1).is_some())
+            })
+            .count();
+        let burst_cells: Vec<Coord> = if candidate.iter().chain(history).any(|r| r.burst.is_some())
+        {
+            vec![(0, 0)]
         } else {
-            history.len()
+            Vec::new()
         };
-        rule.gates(m, runs)
-    };
+        let burst_runs = history
+            .iter()
+            .filter(|r| burst_value(r, Metric::BurstTps).is_some())
+            .count();
+        Layers {
+            prefill_cells,
+            prefill_runs,
+            burst_cells,
+            burst_runs,
+        }
+    }
+}
+
+/// Which metrics gate in this comparison: the rule's, on the history runs that have each
+/// metric (a layer counts only the runs that have it).
+#[derive(Clone, Copy)]
+struct Gating<'a> {
+    rule: &'a DecisionRule,
+    history_runs: usize,
+    prefill_runs: usize,
+    burst_runs: usize,
+}
+
+impl Gating<'_> {
+    fn gates(&self, m: Metric) -> bool {
+        let runs = if m == Metric::PrefillTps {
+            self.prefill_runs
+        } else if m.is_burst() {
+            self.burst_runs
+        } else {
+            self.history_runs
+        };
+        self.rule.gates(m, runs)
+    }
+}
+
+/// The runs one look tests on: the history (and the models fitted on it), its level runs and
+/// the candidate's, the second boot's from `second_from`.
+struct Sample<'a> {
+    models: &'a History<'a>,
+    history: &'a [RunResults],
+    level_n: usize,
+    candidate: &'a [RunResults],
+    second_from: Option<usize>,
+}
+
+/// Every metric's tests: each of [`ALL_METRICS`] on the comparable cells (lines for the gating
+/// throughput only), then the prefill layer's contexts and the burst's metrics.
+fn fit_metrics(
+    s: &Sample,
+    comparable: &[Coord],
+    layers: &Layers,
+    gate: Gating,
+) -> Vec<MetricTests> {
+    let test =
+        |metric: Metric, cells: &[Coord], gating: bool| test_metric(metric, cells, s, gating);
     let mut fits: Vec<MetricTests> = ALL_METRICS
         .into_iter()
         .map(|metric| {
-            test_metric(
+            test(
                 metric,
-                &comparable,
-                models,
-                history,
-                level_n,
-                candidate,
-                metric == Metric::AggregateTps && gating(metric),
-                look.second_boot_from,
+                comparable,
+                metric == Metric::AggregateTps && gate.gates(metric),
             )
         })
         .collect();
-    fits.push(test_metric(
-        Metric::PrefillTps,
-        &prefill_cells,
-        models,
-        history,
-        level_n,
-        candidate,
-        false,
-        look.second_boot_from,
-    ));
+    fits.push(test(Metric::PrefillTps, &layers.prefill_cells, false));
     for metric in [Metric::BurstTps, Metric::BurstTtftP90] {
-        fits.push(test_metric(
-            metric,
-            &burst_cells,
-            models,
-            history,
-            level_n,
-            candidate,
-            false,
-            look.second_boot_from,
-        ));
+        fits.push(test(metric, &layers.burst_cells, false));
     }
-    // The layers have no matrix-wide test: each context's (or the burst's) own test is on its
-    // total change already.
-    let matrices: BTreeMap<Metric, MatrixChange> = fits
-        .iter_mut()
-        .filter(|f| !f.metric.is_layer())
-        .filter_map(|f| Some((f.metric, f.matrix.take()?)))
-        .collect();
-    let tests: Vec<&CellTest> = fits.iter().flat_map(|f| &f.tests).collect();
+    fits
+}
 
-    // The secondary metrics (latency, per-user tok/s, ...) are one family of their own at
-    // SECONDARY_SHARE of this look's speed alpha: half to their matrix-wide tests, half to
-    // their (metric, cell) tests. When one of them gates, throughput's families keep the rest
-    // (the gate's false alarms add up to `alpha`); when none does, throughput keeps its whole
-    // alpha and the secondary lines are listed at that share.
-    let secondary_gates = fits
-        .iter()
-        .any(|f| f.metric != Metric::AggregateTps && gating(f.metric) && !f.tests.is_empty());
-    let keep = if secondary_gates {
-        1.0 - SECONDARY_SHARE
-    } else {
-        1.0
-    };
-    let local_alpha = look.local_alpha * keep;
-    let throughput_matrix_alpha = look.matrix_alpha.map(|a| a * keep);
-    let secondary_alpha =
-        (look.local_alpha + look.matrix_alpha.unwrap_or(look.local_alpha)) * SECONDARY_SHARE;
-    let is_secondary = |m: Metric| m != Metric::AggregateTps;
-    // The layers, where measured, take half of the secondary family's alpha (the prefill
-    // contexts' and the burst's tests together, Bonferroni), the latency and other metrics the
-    // other half.
-    let n_layer = tests.iter().filter(|t| t.metric.is_layer()).count();
-    let (layer_alpha, secondary_alpha) = if n_layer > 0 {
-        (secondary_alpha / 2.0, secondary_alpha / 2.0)
-    } else {
-        (0.0, secondary_alpha)
-    };
-    let layer_test_alpha = layer_alpha / n_layer.max(1) as f64;
-    let n_secondary_cells = tests
-        .iter()
-        .filter(|t| is_secondary(t.metric) && !t.metric.is_layer())
-        .count();
-    let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
-    let secondary_cell_alpha = secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64;
-    let secondary_matrix_alpha = secondary_alpha / 2.0 / n_secondary_matrices.max(1) as f64;
-    // The gating ones alone can fail the gate, so they share the matrix-wide half among
-    // themselves (the union bound counts only them); a reported-only one is listed at its
-    // share of all of them, as before.
-    let n_gating_matrices = matrices
-        .keys()
-        .filter(|m| is_secondary(**m) && gating(**m))
-        .count();
-    let gating_matrix_alpha = secondary_alpha / 2.0 / n_gating_matrices.max(1) as f64;
+/// Whether a metric is of the secondary family (anything but the gating throughput).
+fn is_secondary(m: Metric) -> bool {
+    m != Metric::AggregateTps
+}
 
-    // Throughput's local family at this look: the lines share LINE_SHARE of its alpha, the
-    // cells the rest (Bonferroni: each test its own fixed share). The plan's lines are those
-    // of every comparable cell, whichever cells their contrasts come to leave out.
-    let n_lines: usize = fits
-        .iter()
-        .map(|f| f.lines(&comparable, |_| true).len())
-        .sum();
-    let n_cells = tests
-        .iter()
-        .filter(|t| t.metric == Metric::AggregateTps)
-        .count()
-        .max(1);
-    let line_share = if n_lines > 0 { LINE_SHARE } else { 0.0 };
-    let cell_alpha = local_alpha * (1.0 - line_share) / n_cells as f64;
-    let line_alpha = local_alpha * line_share / n_lines.max(1) as f64;
-    let test_alpha = |m: Metric| {
-        if m.is_layer() {
-            layer_test_alpha
-        } else if is_secondary(m) {
-            secondary_cell_alpha
+/// Each family's alpha at this look.
+///
+/// The secondary metrics (latency, per-user tok/s, ...) are one family of their own at
+/// SECONDARY_SHARE of this look's speed alpha: half to their matrix-wide tests, half to
+/// their (metric, cell) tests. When one of them gates, throughput's families keep the rest
+/// (the gate's false alarms add up to `alpha`); when none does, throughput keeps its whole
+/// alpha and the secondary lines are listed at that share.
+struct Alphas {
+    /// Whether a secondary metric gates (and so takes its share of the alpha).
+    secondary_gates: bool,
+    /// The share of its alpha throughput keeps.
+    keep: f64,
+    throughput_matrix: Option<f64>,
+    secondary: SecondaryAlphas,
+    /// The lines' share of throughput's local alpha.
+    line_share: f64,
+    /// Each throughput cell test's alpha.
+    cell: f64,
+    /// Each row's and column's test's alpha.
+    line: f64,
+}
+
+impl Alphas {
+    fn of(
+        look: &Look,
+        gate: Gating,
+        fits: &[MetricTests],
+        tests: &[&CellTest],
+        matrices: &BTreeMap<Metric, MatrixChange>,
+        comparable: &[Coord],
+    ) -> Alphas {
+        let secondary_gates = fits.iter().any(|f| {
+            f.metric != Metric::AggregateTps && gate.gates(f.metric) && !f.tests.is_empty()
+        });
+        let keep = if secondary_gates {
+            1.0 - SECONDARY_SHARE
         } else {
-            cell_alpha
-        }
-    };
-    // Each metric's margin: its design effect (`DecisionRule::min_effect_of`).
-    let margin_of = |m: Metric| rule.log_margin_of(m);
-    let margin = margin_of(Metric::AggregateTps);
-    if let Some(s) = report.rule.shares.as_mut() {
-        if secondary_gates {
-            s.matrix *= keep;
-            s.local *= keep;
-            s.secondary = Some(rule.alpha * (1.0 - super::rule::CAPACITY_SHARE) * SECONDARY_SHARE);
-        }
-        s.lines = s.local * line_share;
-    }
-    report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
-    if rule.metrics.contains(&Metric::PrefillTps)
-        && !gating(Metric::PrefillTps)
-        && !prefill_cells.is_empty()
-    {
-        report.not_gated.push(format!(
-            "prefill tok/s is reported, not gated: {} of the history's runs have the prefill layer, it gates from {}",
-            prefill_runs, LATENCY_MIN_RUNS
-        ));
-    }
-    let burst_listed = [Metric::BurstTps, Metric::BurstTtftP90]
-        .into_iter()
-        .filter(|m| rule.metrics.contains(m))
-        .collect::<Vec<_>>();
-    if !burst_listed.is_empty() && !burst_cells.is_empty() {
-        if burst_runs < LATENCY_MIN_RUNS {
-            report.not_gated.push(format!(
-                "the burst layer is reported, not gated: {} of the history's runs have it, it gates from {}",
-                burst_runs, LATENCY_MIN_RUNS
-            ));
-        } else if burst_listed.contains(&Metric::BurstTtftP90)
-            && let Some(n) = candidate
-                .iter()
-                .filter_map(|r| r.burst.as_ref())
-                .filter_map(|b| b.ttft_s.map(|t| t.count))
-                .find(|n| *n < percentile_min_count(0.9))
-        {
-            report.not_gated.push(format!(
-                "burst TTFT p90 not gated: {n} completed requests, a p90 needs {}",
-                percentile_min_count(0.9)
-            ));
+            1.0
+        };
+        let local_alpha = look.local_alpha * keep;
+        // Throughput's local family at this look: the lines share LINE_SHARE of its alpha, the
+        // cells the rest (Bonferroni: each test its own fixed share). The plan's lines are those
+        // of every comparable cell, whichever cells their contrasts come to leave out.
+        let n_lines: usize = fits
+            .iter()
+            .map(|f| f.lines(comparable, |_| true).len())
+            .sum();
+        let n_cells = tests
+            .iter()
+            .filter(|t| t.metric == Metric::AggregateTps)
+            .count()
+            .max(1);
+        let line_share = if n_lines > 0 { LINE_SHARE } else { 0.0 };
+        Alphas {
+            secondary_gates,
+            keep,
+            throughput_matrix: look.matrix_alpha.map(|a| a * keep),
+            secondary: SecondaryAlphas::of(look, gate, tests, matrices),
+            line_share,
+            cell: local_alpha * (1.0 - line_share) / n_cells as f64,
+            line: local_alpha * line_share / n_lines.max(1) as f64,
         }
     }
+}
 
-    // Each cell's own test (against the rest of its run), in the order of `tests`: what it
-    // found, and its verdict after the second boot's screen.
-    let own: Vec<(CellVerdict, CellVerdict, Check)> = tests
-        .iter()
-        .map(|t| {
-            let dir = t.metric.direction();
-            let judged = judge(
-                &t.own,
-                dir,
-                test_alpha(t.metric),
-                margin_of(t.metric),
-                &look.name,
-            );
-            let found = judged.0;
-            let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
-            (found, v, c)
-        })
-        .collect();
-    // The row and column contrasts, of the cells in which their own test found no change (a
-    // change the second boot did not show is that cell's one wild boot, not its line's).
-    let alone: Vec<(Metric, usize)> = tests
-        .iter()
-        .zip(&own)
-        .filter(|(t, (found, _, _))| total_agrees(t, *found))
-        .map(|(t, _)| (t.metric, t.cell))
-        .collect();
-    let lines: Vec<(Metric, LineChange)> = fits
-        .iter()
-        .flat_map(|f| {
-            f.lines(&comparable, |t| !alone.contains(&(t.metric, t.cell)))
-                .into_iter()
-                .map(|l| (f.metric, l))
-        })
-        .collect();
+/// The secondary family's alphas: each layer test's, each (metric, cell) test's, and each
+/// matrix-wide test's.
+struct SecondaryAlphas {
+    layer_test: f64,
+    cell: f64,
+    /// A reported-only metric's matrix-wide test.
+    matrix: f64,
+    /// A gating metric's matrix-wide test.
+    gating_matrix: f64,
+}
 
-    let line_verdicts: Vec<(CellVerdict, Check)> = lines
-        .iter()
-        .map(|(metric, l)| {
-            let dir = metric.direction();
-            let judged = judge(&l.change, dir, line_alpha, margin, &look.name);
-            let judged = second_boot_leans(judged, l.second.as_ref(), dir);
-            line_against_baseline(judged, &tests, *metric, l)
-        })
-        .collect();
-    report.lines = lines
-        .iter()
-        .zip(&line_verdicts)
-        .filter(|((m, _), _)| *m == Metric::AggregateTps)
-        .map(|((_, l), (verdict, check))| {
-            let (mut verdict, mut check) = (*verdict, check.clone());
-            if look.local_provisional {
-                make_provisional(&mut verdict, &mut check);
-            }
-            LineTest {
-                axis: l.axis,
-                at: l.at,
-                test: build::matrix_test(
-                    &l.change,
-                    verdict,
-                    l.members.len(),
-                    rule.min_effect,
-                    check,
-                ),
-            }
-        })
-        .collect();
-    // The line of each (metric, cell) that moved (a regression before an improvement).
-    let moved_line = |metric: Metric, cell: usize| {
+impl SecondaryAlphas {
+    fn of(
+        look: &Look,
+        gate: Gating,
+        tests: &[&CellTest],
+        matrices: &BTreeMap<Metric, MatrixChange>,
+    ) -> SecondaryAlphas {
+        let secondary_alpha =
+            (look.local_alpha + look.matrix_alpha.unwrap_or(look.local_alpha)) * SECONDARY_SHARE;
+        // The layers, where measured, take half of the secondary family's alpha (the prefill
+        // contexts' and the burst's tests together, Bonferroni), the latency and other metrics
+        // the other half.
+        let n_layer = tests.iter().filter(|t| t.metric.is_layer()).count();
+        let (layer_alpha, secondary_alpha) = if n_layer > 0 {
+            (secondary_alpha / 2.0, secondary_alpha / 2.0)
+        } else {
+            (0.0, secondary_alpha)
+        };
+        let n_secondary_cells = tests
+            .iter()
+            .filter(|t| is_secondary(t.metric) && !t.metric.is_layer())
+            .count();
+        let n_secondary_matrices = matrices.keys().filter(|m| is_secondary(**m)).count();
+        // The gating ones alone can fail the gate, so they share the matrix-wide half among
+        // themselves (the union bound counts only them); a reported-only one is listed at its
+        // share of all of them, as before.
+        let n_gating_matrices = matrices
+            .keys()
+            .filter(|m| is_secondary(**m) && gate.gates(**m))
+            .count();
+        SecondaryAlphas {
+            layer_test: layer_alpha / n_layer.max(1) as f64,
+            cell: secondary_alpha / 2.0 / n_secondary_cells.max(1) as f64,
+            matrix: secondary_alpha / 2.0 / n_secondary_matrices.max(1) as f64,
+            gating_matrix: secondary_alpha / 2.0 / n_gating_matrices.max(1) as f64,
+        }
+    }
+}
+
+/// What one comparison judges its tests by: the rule, the look, which metrics gate, and
+/// each family's alpha.
+struct Plan<'a> {
+    rule: &'a DecisionRule,
+    look: &'a Look,
+    gate: Gating<'a>,
+    alpha: Alphas,
+}
+
+/// The rows', columns' and matrix-wide tests a cell's verdict may follow.
+struct BroaderVerdicts<'a> {
+    lines: &'a [(Metric, LineChange)],
+    line_verdicts: &'a [(CellVerdict, Check)],
+    matrices: &'a BTreeMap<Metric, MatrixChange>,
+    matrix_verdicts: &'a BTreeMap<Metric, (CellVerdict, Check)>,
+}
+
+impl BroaderVerdicts<'_> {
+    /// The line of a (metric, cell) that moved (a regression before an improvement).
+    fn moved_line(&self, metric: Metric, cell: usize) -> Option<(&LineChange, CellVerdict)> {
         [CellVerdict::Regression, CellVerdict::Improvement]
             .into_iter()
             .find_map(|want| {
-                lines
+                self.lines
                     .iter()
-                    .zip(&line_verdicts)
+                    .zip(self.line_verdicts)
                     .find(|((m, l), v)| *m == metric && v.0 == want && l.members.contains(&cell))
                     .map(|((_, l), _)| (l, want))
             })
-    };
-
-    // The matrix-wide test of each metric: final at this look's matrix alpha, or the
-    // futility screen (never a regression by itself).
-    let matrix_margin = log_margin(MATRIX_MARGIN);
-    let matrix_verdicts: BTreeMap<Metric, (CellVerdict, Check)> = matrices
-        .iter()
-        .map(|(&metric, m)| {
-            let dir = metric.direction();
-            // A secondary metric's matrix-wide test is judged at every look (at the first boot
-            // its regression is provisional, below): no futility screen of its own decides
-            // the plan's second boot.
-            let alpha = if is_secondary(metric) && gating(metric) {
-                Some(gating_matrix_alpha)
-            } else if is_secondary(metric) {
-                Some(secondary_matrix_alpha)
-            } else {
-                throughput_matrix_alpha
-            };
-            let v = match alpha {
-                Some(a)
-                    if is_secondary(metric) && gating(metric) && rule.has_design_effect(metric) =>
-                {
-                    // A gating latency with a design effect: its rise on both boots at this
-                    // alpha beyond the design effect, which each boot alone must show too
-                    // (its point change beyond it, leaning worse past the futility screen). A
-                    // uniform rise of every cell is a run effect, which the cell tests take
-                    // out; against the history's run-to-run spread and the design effect, a
-                    // busy host's rise (+16% at C=1) does not reach a +50% one.
-                    let margin = rule.log_margin_of(metric);
-                    // At the plan's first boot (throughput's matrix test only screens there)
-                    // it is screened as throughput is, at FUTILITY_P: its alarm is only
-                    // provisional (a second boot decides, at this alpha), so the first boot
-                    // spends none and a noisy tail's alarm is not lost before the second.
-                    let a = if look.matrix_alpha.is_none() {
-                        FUTILITY_P
-                    } else {
-                        a
-                    };
-                    let judged = judge(&m.change, dir, a, margin, &look.name);
-                    let boots = [
-                        (m.first_boot.as_ref(), "first boot alone"),
-                        (m.second_boot.as_ref(), "second boot alone"),
-                    ];
-                    each_boot_exceeds(judged, boots, dir, margin)
-                }
-                Some(a) if is_secondary(metric) => {
-                    // Each boot alone must show a secondary metric's change at the same alpha
-                    // (an intersection–union test: its level is that alpha), so one busy boot,
-                    // first or second, cannot carry it whatever the other boot read by chance.
-                    let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
-                    let boots = [
-                        (m.first_boot.as_ref(), "first boot alone"),
-                        (m.second_boot.as_ref(), "second boot alone"),
-                    ];
-                    each_boot_shows(judged, boots, dir, a, matrix_margin)
-                }
-                Some(a) => {
-                    let judged = judge(&m.change, dir, a, matrix_margin, &look.name);
-                    second_boot_leans(judged, m.second_boot.as_ref(), dir)
-                }
-                None => (CellVerdict::Unchanged, screen(&m.change, dir, &look.name)),
-            };
-            (metric, v)
-        })
-        .collect();
-    if let Some(m) = matrices.get(&Metric::AggregateTps) {
-        let (v, check) = matrix_verdicts[&Metric::AggregateTps].clone();
-        report.matrix_test = Some(build::matrix_test(
-            &m.change,
-            v,
-            m.cells,
-            MATRIX_MARGIN,
-            check,
-        ));
     }
 
-    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
-    // The prefill layer's entries, by index into `prefill_cells`.
-    let mut per_prefill: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
-    // Comparable cells whose regression is provisional at this look (and prefill contexts).
-    let mut provisional_local = Vec::new();
-    let mut provisional_prefill = Vec::new();
-    let mut provisional_burst = Vec::new();
-    // The burst layer's entries (its one cell).
-    let mut per_burst: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
-    for (t, (_, own, mut check)) in tests.iter().zip(own) {
-        let dir = t.metric.direction();
-        let matrix = matrix_verdicts
-            .get(&t.metric)
+    /// A metric's matrix-wide verdict where it found a change, with the change (relative).
+    fn matrix(&self, metric: Metric) -> Option<(CellVerdict, f64)> {
+        self.matrix_verdicts
+            .get(&metric)
             .filter(|(v, _)| *v != CellVerdict::Unchanged)
-            .zip(matrices.get(&t.metric))
-            .map(|((v, _), m)| (*v, relative(m.change.estimate)));
-        let (mut verdict, why, decided_on) =
-            cell_decision(t, own, moved_line(t.metric, t.cell), matrix);
+            .zip(self.matrices.get(&metric))
+            .map(|((v, _), m)| (*v, relative(m.change.estimate)))
+    }
+}
+
+/// Each metric comparison of the comparable cells and of the layers, by index into their
+/// cells, and the cells whose regression is provisional at this look.
+#[derive(Default)]
+struct CellEntries {
+    per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>>,
+    /// The prefill layer's entries, by index into its cells.
+    per_prefill: BTreeMap<usize, Vec<(MetricComparison, String)>>,
+    /// The burst layer's entries (its one cell).
+    per_burst: BTreeMap<usize, Vec<(MetricComparison, String)>>,
+    provisional_local: Vec<usize>,
+    provisional_prefill: Vec<usize>,
+    provisional_burst: Vec<usize>,
+}
+
+impl CellEntries {
+    /// Files one test's comparison (and reason) under its cell, in the matrix or its layer.
+    fn add(&mut self, t: &CellTest, provisional: bool, entry: (MetricComparison, String)) {
+        let (entries, provisional_cells) = if t.metric == Metric::PrefillTps {
+            (&mut self.per_prefill, &mut self.provisional_prefill)
+        } else if t.metric.is_burst() {
+            (&mut self.per_burst, &mut self.provisional_burst)
+        } else {
+            (&mut self.per_cell, &mut self.provisional_local)
+        };
+        if provisional {
+            provisional_cells.push(t.cell);
+        }
+        entries.entry(t.cell).or_default().push(entry);
+    }
+}
+
+impl Plan<'_> {
+    /// The alpha of one (metric, cell) test.
+    fn test_alpha(&self, m: Metric) -> f64 {
+        if m.is_layer() {
+            self.alpha.secondary.layer_test
+        } else if is_secondary(m) {
+            self.alpha.secondary.cell
+        } else {
+            self.alpha.cell
+        }
+    }
+
+    /// The rule's shares in the report, as this comparison spends them.
+    fn record_shares(&self, report: &mut ComparisonReport) {
+        if let Some(s) = report.rule.shares.as_mut() {
+            if self.alpha.secondary_gates {
+                s.matrix *= self.alpha.keep;
+                s.local *= self.alpha.keep;
+                s.secondary =
+                    Some(self.rule.alpha * (1.0 - super::rule::CAPACITY_SHARE) * SECONDARY_SHARE);
+            }
+            s.lines = s.local * self.alpha.line_share;
+        }
+    }
+
+    /// Each cell's own test (against the rest of its run), in the order of `tests`: what it
+    /// found, and its verdict after the second boot's screen.
+    fn own_verdicts(&self, tests: &[&CellTest]) -> Vec<(CellVerdict, CellVerdict, Check)> {
+        tests
+            .iter()
+            .map(|t| {
+                let dir = t.metric.direction();
+                let judged = judge(
+                    &t.own,
+                    dir,
+                    self.test_alpha(t.metric),
+                    self.rule.log_margin_of(t.metric),
+                    &self.look.name,
+                );
+                let found = judged.0;
+                let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
+                (found, v, c)
+            })
+            .collect()
+    }
+
+    /// Each line's verdict: its test, the second boot's screen, and its cells' total change.
+    fn line_verdicts(
+        &self,
+        lines: &[(Metric, LineChange)],
+        tests: &[&CellTest],
+    ) -> Vec<(CellVerdict, Check)> {
+        let margin = self.rule.log_margin_of(Metric::AggregateTps);
+        lines
+            .iter()
+            .map(|(metric, l)| {
+                let dir = metric.direction();
+                let judged = judge(&l.change, dir, self.alpha.line, margin, &self.look.name);
+                let judged = second_boot_leans(judged, l.second.as_ref(), dir);
+                line_against_baseline(judged, tests, *metric, l)
+            })
+            .collect()
+    }
+
+    /// The report's lines: throughput's rows and columns with their verdicts.
+    fn line_tests(
+        &self,
+        lines: &[(Metric, LineChange)],
+        line_verdicts: &[(CellVerdict, Check)],
+    ) -> Vec<LineTest> {
+        lines
+            .iter()
+            .zip(line_verdicts)
+            .filter(|((m, _), _)| *m == Metric::AggregateTps)
+            .map(|((_, l), (verdict, check))| {
+                let (mut verdict, mut check) = (*verdict, check.clone());
+                if self.look.local_provisional {
+                    make_provisional(&mut verdict, &mut check);
+                }
+                LineTest {
+                    axis: l.axis,
+                    at: l.at,
+                    test: build::matrix_test(
+                        &l.change,
+                        verdict,
+                        l.members.len(),
+                        self.rule.min_effect,
+                        check,
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// The matrix-wide test of each metric: final at this look's matrix alpha, or the
+    /// futility screen (never a regression by itself).
+    fn matrix_verdicts(
+        &self,
+        matrices: &BTreeMap<Metric, MatrixChange>,
+    ) -> BTreeMap<Metric, (CellVerdict, Check)> {
+        matrices
+            .iter()
+            .map(|(&metric, m)| (metric, self.matrix_verdict(metric, m)))
+            .collect()
+    }
+
+    /// One metric's matrix-wide verdict ([`Plan::matrix_verdicts`]).
+    fn matrix_verdict(&self, metric: Metric, m: &MatrixChange) -> (CellVerdict, Check) {
+        let dir = metric.direction();
+        let look = &self.look.name;
+        let matrix_margin = log_margin(MATRIX_MARGIN);
+        let gating = self.gate.gates(metric);
+        // A secondary metric's matrix-wide test is judged at every look (at the first boot
+        // its regression is provisional, below): no futility screen of its own decides
+        // the plan's second boot.
+        let alpha = if is_secondary(metric) && gating {
+            Some(self.alpha.secondary.gating_matrix)
+        } else if is_secondary(metric) {
+            Some(self.alpha.secondary.matrix)
+        } else {
+            self.alpha.throughput_matrix
+        };
+        let boots = [
+            (m.first_boot.as_ref(), "first boot alone"),
+            (m.second_boot.as_ref(), "second boot alone"),
+        ];
+        match alpha {
+            Some(a) if is_secondary(metric) && gating && self.rule.has_design_effect(metric) => {
+                self.gating_latency_matrix_verdict(metric, m, a)
+            }
+            Some(a) if is_secondary(metric) => {
+                // Each boot alone must show a secondary metric's change at the same alpha
+                // (an intersection–union test: its level is that alpha), so one busy boot,
+                // first or second, cannot carry it whatever the other boot read by chance.
+                let judged = judge(&m.change, dir, a, matrix_margin, look);
+                each_boot_shows(judged, boots, dir, a, matrix_margin)
+            }
+            Some(a) => {
+                let judged = judge(&m.change, dir, a, matrix_margin, look);
+                second_boot_leans(judged, m.second_boot.as_ref(), dir)
+            }
+            None => (CellVerdict::Unchanged, screen(&m.change, dir, look)),
+        }
+    }
+
+    /// The matrix-wide verdict of a gating latency with a design effect: its rise on both
+    /// boots at alpha `a` beyond the design effect, which each boot alone must show too (its
+    /// point change beyond it, leaning worse past the futility screen). A uniform rise of
+    /// every cell is a run effect, which the cell tests take out; against the history's
+    /// run-to-run spread and the design effect, a busy host's rise (+16% at C=1) does not
+    /// reach a +50% one.
+    fn gating_latency_matrix_verdict(
+        &self,
+        metric: Metric,
+        m: &MatrixChange,
+        a: f64,
+    ) -> (CellVerdict, Check) {
+        let dir = metric.direction();
+        let margin = self.rule.log_margin_of(metric);
+        // At the plan's first boot (throughput's matrix test only screens there) it is
+        // screened as throughput is, at FUTILITY_P: its alarm is only provisional (a second
+        // boot decides, at this alpha), so the first boot spends none and a noisy tail's alarm
+        // is not lost before the second.
+        let a = if self.look.matrix_alpha.is_none() {
+            FUTILITY_P
+        } else {
+            a
+        };
+        let judged = judge(&m.change, dir, a, margin, &self.look.name);
+        let boots = [
+            (m.first_boot.as_ref(), "first boot alone"),
+            (m.second_boot.as_ref(), "second boot alone"),
+        ];
+        each_boot_exceeds(judged, boots, dir, margin)
+    }
+
+    /// Every test's comparison, filed under its cell ([`CellEntries`]).
+    fn cell_entries(
+        &self,
+        tests: &[&CellTest],
+        own: Vec<(CellVerdict, CellVerdict, Check)>,
+        broader: &BroaderVerdicts,
+    ) -> CellEntries {
+        let mut entries = CellEntries::default();
+        for (t, (_, own, check)) in tests.iter().zip(own) {
+            let (mut verdict, mut check, why, decided_on) =
+                self.cell_verdict(t, own, check, broader);
+            let provisional = self.look.local_provisional
+                && self.gate.gates(t.metric)
+                && make_provisional(&mut verdict, &mut check);
+            let comparison = self.metric_comparison(t, verdict, check, decided_on);
+            entries.add(t, provisional, (comparison, why));
+        }
+        entries
+    }
+
+    /// One test's verdict, its test's line, its reason and the change it was decided on: its
+    /// own test's verdict `own`, or its line's or the matrix's ([`cell_decision`]), as a
+    /// reported-only or first-boot secondary metric may claim it.
+    fn cell_verdict(
+        &self,
+        t: &CellTest,
+        own: CellVerdict,
+        mut check: Check,
+        broader: &BroaderVerdicts,
+    ) -> (CellVerdict, Check, String, DecidedChange) {
+        let dir = t.metric.direction();
+        let (mut verdict, why, decided_on) = cell_decision(
+            t,
+            own,
+            broader.moved_line(t.metric, t.cell),
+            broader.matrix(t.metric),
+        );
         note_overruled(
             &mut check,
             own,
@@ -1867,12 +2374,13 @@ pub fn compare_on(
             "the rest of its run",
             &decided_on,
         );
-        if !gating(t.metric) {
+        let gating = self.gate.gates(t.metric);
+        if !gating {
             reported_only(&mut check, own, dir);
         } else if is_secondary(t.metric)
             && verdict == CellVerdict::Regression
             && decided_on.basis == DecisionBasis::WithMatrix
-            && let Some((_, matrix_check)) = matrix_verdicts.get(&t.metric)
+            && let Some((_, matrix_check)) = broader.matrix_verdicts.get(&t.metric)
         {
             // A gating secondary metric has no matrix-wide test of its own in the report
             // (throughput's is `matrix_test`): the cell carries the test that decided it, so
@@ -1882,66 +2390,144 @@ pub fn compare_on(
             check.look = format!("{}, matrix-wide", check.look);
             check.outcome = format!("{} ({own_outcome})", check.outcome);
         }
-        if look.local_provisional && is_secondary(t.metric) {
-            one_boot_secondary(&mut verdict, &mut check, gating(t.metric));
+        if self.look.local_provisional && is_secondary(t.metric) {
+            one_boot_secondary(&mut verdict, &mut check, gating);
         }
-        if look.local_provisional && gating(t.metric) && make_provisional(&mut verdict, &mut check)
-        {
-            if t.metric == Metric::PrefillTps {
-                provisional_prefill.push(t.cell);
-            } else if t.metric.is_burst() {
-                provisional_burst.push(t.cell);
-            } else {
-                provisional_local.push(t.cell);
-            }
-        }
-        let (lo, hi) = t.total.interval(CONFIDENCE);
-        let p = t.own.p_worse(dir);
-        let entries = if t.metric == Metric::PrefillTps {
-            &mut per_prefill
-        } else if t.metric.is_burst() {
-            &mut per_burst
-        } else {
-            &mut per_cell
-        };
-        entries.entry(t.cell).or_default().push((
-            MetricComparison {
-                metric: t.metric,
-                direction: dir,
-                baseline: t.baseline,
-                candidate: t.candidate,
-                change: relative(t.total.estimate),
-                ci_low: relative(lo),
-                ci_high: relative(hi),
-                margin: rule.min_effect_of(t.metric),
-                p_value: p,
-                p_adjusted: (p * look.local_alpha / test_alpha(t.metric)).min(1.0),
-                verdict,
-                check: Some(check),
-                decided_on: Some(decided_on),
-            },
-            why,
-        ));
+        (verdict, check, why, decided_on)
     }
 
-    // Throughput's plan at the alpha it keeps.
-    let throughput_rule = DecisionRule {
-        alpha: rule.alpha * keep,
-        ..rule.clone()
-    };
-    report.sensitivity = Some(sensitivity::assess(
-        &throughput_rule,
-        look.design_boots,
-        history.len(),
-        matrices.get(&Metric::AggregateTps).map(|m| &m.design),
-        tests
-            .iter()
-            .filter(|t| t.metric == Metric::AggregateTps)
-            .map(|t| (comparable[t.cell], t.own))
-            .collect(),
-        cell_alpha,
-    ));
+    /// One test's comparison as the report lists it.
+    fn metric_comparison(
+        &self,
+        t: &CellTest,
+        verdict: CellVerdict,
+        check: Check,
+        decided_on: DecidedChange,
+    ) -> MetricComparison {
+        let dir = t.metric.direction();
+        let (lo, hi) = t.total.interval(CONFIDENCE);
+        let p = t.own.p_worse(dir);
+        MetricComparison {
+            metric: t.metric,
+            direction: dir,
+            baseline: t.baseline,
+            candidate: t.candidate,
+            change: relative(t.total.estimate),
+            ci_low: relative(lo),
+            ci_high: relative(hi),
+            margin: self.rule.min_effect_of(t.metric),
+            p_value: p,
+            p_adjusted: (p * self.look.local_alpha / self.test_alpha(t.metric)).min(1.0),
+            verdict,
+            check: Some(check),
+            decided_on: Some(decided_on),
+        }
+    }
 
+    /// Throughput's plan at the alpha it keeps.
+    fn sensitivity(
+        &self,
+        history_runs: usize,
+        matrices: &BTreeMap<Metric, MatrixChange>,
+        tests: &[&CellTest],
+        comparable: &[Coord],
+    ) -> Sensitivity {
+        let throughput_rule = DecisionRule {
+            alpha: self.rule.alpha * self.alpha.keep,
+            ..self.rule.clone()
+        };
+        sensitivity::assess(
+            &throughput_rule,
+            self.look.design_boots,
+            history_runs,
+            matrices.get(&Metric::AggregateTps).map(|m| &m.design),
+            tests
+                .iter()
+                .filter(|t| t.metric == Metric::AggregateTps)
+                .map(|t| (comparable[t.cell], t.own))
+                .collect(),
+            self.alpha.cell,
+        )
+    }
+}
+
+/// What the layers do not gate on, for people: a layer on a history with too few runs of
+/// it, or a burst TTFT p90 of too few completed requests.
+fn layers_not_gated(
+    notes: &mut Vec<String>,
+    gate: Gating,
+    layers: &Layers,
+    candidate: &[RunResults],
+) {
+    let rule = gate.rule;
+    if rule.metrics.contains(&Metric::PrefillTps)
+        && !gate.gates(Metric::PrefillTps)
+        && !layers.prefill_cells.is_empty()
+    {
+        notes.push(format!(
+            "prefill tok/s is reported, not gated: {} of the history's runs have the prefill layer, it gates from {}",
+            layers.prefill_runs, LATENCY_MIN_RUNS
+        ));
+    }
+    let burst_listed = [Metric::BurstTps, Metric::BurstTtftP90]
+        .into_iter()
+        .filter(|m| rule.metrics.contains(m))
+        .collect::<Vec<_>>();
+    if burst_listed.is_empty() || layers.burst_cells.is_empty() {
+        return;
+    }
+    if layers.burst_runs < LATENCY_MIN_RUNS {
+        notes.push(format!(
+            "the burst layer is reported, not gated: {} of the history's runs have it, it gates from {}",
+            layers.burst_runs, LATENCY_MIN_RUNS
+        ));
+    } else if burst_listed.contains(&Metric::BurstTtftP90)
+        && let Some(n) = candidate
+            .iter()
+            .filter_map(|r| r.burst.as_ref())
+            .filter_map(|b| b.ttft_s.map(|t| t.count))
+            .find(|n| *n < percentile_min_count(0.9))
+    {
+        notes.push(format!(
+            "burst TTFT p90 not gated: {n} completed requests, a p90 needs {}",
+            percentile_min_count(0.9)
+        ));
+    }
+}
+
+/// The row and column contrasts, of the cells in which their own test found no change (a
+/// change the second boot did not show is that cell's one wild boot, not its line's).
+fn lines_of_unmoved_cells(
+    fits: &[MetricTests],
+    comparable: &[Coord],
+    tests: &[&CellTest],
+    own: &[(CellVerdict, CellVerdict, Check)],
+) -> Vec<(Metric, LineChange)> {
+    let alone: Vec<(Metric, usize)> = tests
+        .iter()
+        .zip(own)
+        .filter(|(t, (found, _, _))| total_agrees(t, *found))
+        .map(|(t, _)| (t.metric, t.cell))
+        .collect();
+    fits.iter()
+        .flat_map(|f| {
+            f.lines(comparable, |t| !alone.contains(&(t.metric, t.cell)))
+                .into_iter()
+                .map(|l| (f.metric, l))
+        })
+        .collect()
+}
+
+/// The report's matrix cells, in the order of `coords`: a decided cell with its decision, a
+/// comparable one with its entries.
+fn push_matrix_cells(
+    report: &mut ComparisonReport,
+    coords: &[Coord],
+    decided: Vec<Option<LimitDecision>>,
+    entries: &mut CellEntries,
+    gate: Gating,
+) {
+    let gating = |m: Metric| gate.gates(m);
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {
         let none = "no gating metric measured on both sides";
@@ -1950,44 +2536,53 @@ pub fn compare_on(
             None => {
                 let i = comparable_idx;
                 comparable_idx += 1;
-                let entries = per_cell.remove(&i).unwrap_or_default();
-                let mut cell = build::cell(coord, None, entries, gating, none);
-                cell.provisional = provisional_local.contains(&i);
+                let cell_entries = entries.per_cell.remove(&i).unwrap_or_default();
+                let mut cell = build::cell(coord, None, cell_entries, gating, none);
+                cell.provisional = entries.provisional_local.contains(&i);
                 cell
             }
         };
         report.cells.push(cell);
     }
+}
+
+/// The report's prefill and burst layers, and whether each gates.
+fn push_layer_cells(
+    report: &mut ComparisonReport,
+    candidate: &[RunResults],
+    layers: &Layers,
+    entries: &mut CellEntries,
+    gate: Gating,
+) {
+    let gating = |m: Metric| gate.gates(m);
     // The prefill layer: each context's entry; a candidate figure the engine's counters
     // disagree with is not compared, and fails the gate closed where the layer gates.
-    for (i, &coord) in prefill_cells.iter().enumerate() {
+    for (i, &coord) in layers.prefill_cells.iter().enumerate() {
         let refused = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
         report.prefill.push(layer_cell(
             coord,
             refused,
-            per_prefill.remove(&i).unwrap_or_default(),
-            provisional_prefill.contains(&i),
+            entries.per_prefill.remove(&i).unwrap_or_default(),
+            entries.provisional_prefill.contains(&i),
             gating,
             "no prefill figure on both sides",
         ));
     }
     report.prefill_gated = gating(Metric::PrefillTps);
-    // The burst layer: its one entry; a candidate burst whose requests did not all complete is
-    // not compared, and fails the gate closed where the layer gates.
-    for (i, &coord) in burst_cells.iter().enumerate() {
+    // The burst layer: its one entry; a candidate burst whose requests did not all complete
+    // is not compared, and fails the gate closed where the layer gates.
+    for (i, &coord) in layers.burst_cells.iter().enumerate() {
         let refused = candidate.iter().find_map(burst_incomplete);
         report.burst.push(layer_cell(
             coord,
             refused,
-            per_burst.remove(&i).unwrap_or_default(),
-            provisional_burst.contains(&i),
+            entries.per_burst.remove(&i).unwrap_or_default(),
+            entries.provisional_burst.contains(&i),
             |m: Metric| m.is_burst() && gating(m),
             "no burst figure on both sides",
         ));
     }
     report.burst_gated = gating(Metric::BurstTps) || gating(Metric::BurstTtftP90);
-    build::finish(&mut report);
-    Ok(report)
 }
 
 #[cfg(test)]

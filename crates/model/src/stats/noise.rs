@@ -323,141 +323,27 @@ pub fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         .collect();
     let with_rows =
         runs_with_data >= ROW_MIN_RUNS && groups.len() >= 2 && groups.iter().any(|g| g.len() >= 2);
-    // Each run's row: the row and its cells' mean residual (for the row effect's variance and
-    // the cells' scale within their rows), and those cells' entries.
-    let mut row_dev: Vec<(usize, f64)> = Vec::new();
-    let mut row_blocks: Vec<Vec<usize>> = Vec::new();
-    let mut cell_factor = vec![0.0; nc];
-    if with_rows {
-        for (g, members) in groups.iter().enumerate() {
-            for &c in members {
-                cell_factor[c] = (members.len() as f64 - 1.0) / members.len() as f64;
-            }
-            for r in 0..nr {
-                let here: Vec<usize> = members
-                    .iter()
-                    .map(|&c| r * nc + c)
-                    .filter(|&i| resid[i].is_finite())
-                    .collect();
-                if !here.is_empty() {
-                    let dev = here.iter().map(|&i| resid[i]).sum::<f64>() / here.len() as f64;
-                    row_dev.push((g, dev));
-                    row_blocks.push(here);
-                }
-            }
-        }
-        // The row effect taken out of the residuals is the row's Huber mean (one wild cell
-        // does not move its row's other cells, which would hide its tail from the tail fit),
-        // on the cells' robust scale within their rows.
-        let mut within: Vec<f64> = Vec::new();
-        let mut shrink = 0.0;
-        for (here, &(_, m)) in row_blocks
-            .iter()
-            .zip(&row_dev)
-            .filter(|(b, _)| b.len() >= 2)
-        {
-            within.extend(here.iter().map(|&i| (resid[i] - m).abs()));
-            shrink += here.len() as f64 - 1.0;
-        }
-        let scale = if within.is_empty() {
-            0.0
-        } else {
-            let kept = shrink / within.len() as f64;
-            mad_sd(&mut within) / kept.sqrt()
-        };
-        for here in &row_blocks {
-            let values: Vec<f64> = here.iter().map(|&i| resid[i]).collect();
-            // An entry alone in its row this run holds no cell noise: left out (`NaN`).
-            let centre = if here.len() >= 2 {
-                huber_mean(&values, ROW_HUBER_K * scale)
-            } else {
-                f64::NAN
-            };
-            here.iter().for_each(|&i| resid[i] -= centre);
-        }
-    } else if cells_with_data > 1 {
-        let f = (cells_with_data as f64 - 1.0) / cells_with_data as f64;
-        for g in &groups {
-            for &c in g {
-                cell_factor[c] = f;
-            }
-        }
-    }
-    let tail = tail_fit(t, &resid, &row_blocks, runs_with_data);
+    let rows = if with_rows {
+        RowEffects::take_out(&mut resid, &groups, nr, nc)
+    } else {
+        RowEffects::none(&groups, nc, cells_with_data)
+    };
+    let tail = tail_fit(t, &resid, &rows.blocks, runs_with_data);
     let tail_df = tail.as_ref().map_or(f64::INFINITY, |f| f.df);
 
-    // Per-cell residual variance with its share of the degrees of freedom (a cell without
-    // any holds no noise of its own: its sum of squares is left out).
-    let mut cell_ss = vec![0.0; nc];
-    let mut cell_dof = vec![0.0; nc];
-    let mut cell_n = vec![0usize; nc];
-    for c in 0..nc {
-        for r in 0..nr {
-            let e = resid[r * nc + c];
-            if e.is_finite() {
-                cell_ss[c] += e * e;
-                cell_n[c] += 1;
-            }
-        }
-        if cell_n[c] > 1 && runs_with_data > 1 {
-            cell_dof[c] = (cell_n[c] as f64 - 1.0) * cell_factor[c];
-        }
-        if cell_dof[c] <= 0.0 {
-            cell_ss[c] = 0.0;
-        }
-    }
-    let prior_var = PRIOR_CV * PRIOR_CV;
-    let total_df: f64 = cell_dof.iter().sum();
-    let total_ss: f64 = cell_ss.iter().sum();
-    let pooled_df = total_df + PRIOR_DF;
-    let pooled_var = (total_ss + PRIOR_DF * prior_var) / pooled_df;
-    let prior_w = shrinkage_weight(&cell_ss, &cell_dof, pooled_var, pooled_df);
-    let (mut cell_sigma, cell_df): (Vec<f64>, Vec<f64>) = (0..nc)
-        .map(|c| {
-            let (df, ss) = (cell_dof[c], cell_ss[c]);
-            let var = (ss + prior_w * pooled_var) / (df + prior_w).max(1e-9);
-            (var.sqrt(), (df + prior_w).min(pooled_df).max(PRIOR_DF))
-        })
-        .unzip();
-    // Heavy tails: the sample SD of a cell's few residuals is mostly set by whether a wild one
-    // happened to fall in the history (its spread is far wider than chi-square's), so a cell's
-    // scale is the fitted t's instead (a weighted fit that wild residuals barely move), as the
-    // SD that t implies, scaled back by the share of the variance the fitted effects took out
-    // of the residuals (`dof / n`, as the sample SD's divisor does).
+    let noise = CellResiduals::of(&resid, nr, nc, &rows.cell_factor, runs_with_data);
+    let (mut cell_sigma, cell_df) = noise.shrunk_sigmas();
     if let Some(f) = &tail {
-        for (c, sigma) in cell_sigma.iter_mut().enumerate() {
-            let kept_share = if cell_dof[c] > 0.0 {
-                cell_dof[c] / cell_n[c] as f64
-            } else {
-                1.0
-            };
-            *sigma = f.scale * f.cell_scale[c] * (f.df / (f.df - 2.0) / kept_share).sqrt();
-        }
+        noise.heavy_tailed_sigmas(f, &mut cell_sigma);
     }
-
-    // The run × row effect's variance, by moments from the row contrasts: a row's mean
-    // residual in run `r` holds its row effect plus the cells' noise averaged over the row
-    // less its share in the run effect, `S_g/m² − 2·S_g/(m·C) + S/C²` (`S_g`, `S`: the sums of
-    // the row's and all cells' variances), and both lose `1/R` to the fitted cell centres.
-    let row_sigma = if with_rows && !row_dev.is_empty() {
-        let rf = runs_with_data as f64;
-        let all: f64 = groups
-            .iter()
-            .flatten()
-            .map(|&c| cell_sigma[c].powi(2))
-            .sum();
-        let n_all = cells_with_data as f64;
-        let excess = row_dev
-            .iter()
-            .map(|&(g, dev)| {
-                let m = groups[g].len() as f64;
-                let s_g: f64 = groups[g].iter().map(|&c| cell_sigma[c].powi(2)).sum();
-                let noise = s_g / (m * m) - 2.0 * s_g / (m * n_all) + all / (n_all * n_all);
-                dev * dev * rf / (rf - 1.0) - noise
-            })
-            .sum::<f64>()
-            / row_dev.len() as f64;
-        excess.max(0.0).sqrt()
+    let row_sigma = if with_rows && !rows.dev.is_empty() {
+        row_effect_sigma(
+            &rows.dev,
+            &groups,
+            &cell_sigma,
+            runs_with_data,
+            cells_with_data,
+        )
     } else {
         0.0
     };
@@ -472,6 +358,208 @@ pub fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
         tail_df,
         row_sigma,
     }
+}
+
+/// The run × row effects of a fit ([`fit`]): each run's row (its group and its cells' mean
+/// residual, for the row effect's variance and the cells' scale within their rows) with
+/// those cells' entries, and each cell's share of its residual degrees of freedom.
+struct RowEffects {
+    dev: Vec<(usize, f64)>,
+    blocks: Vec<Vec<usize>>,
+    cell_factor: Vec<f64>,
+}
+
+impl RowEffects {
+    /// Without the run × row term: no rows, and each cell's share `(C − 1)/C` of its runs'.
+    fn none(groups: &[Vec<usize>], nc: usize, cells_with_data: usize) -> RowEffects {
+        let mut cell_factor = vec![0.0; nc];
+        if cells_with_data > 1 {
+            let f = (cells_with_data as f64 - 1.0) / cells_with_data as f64;
+            for g in groups {
+                for &c in g {
+                    cell_factor[c] = f;
+                }
+            }
+        }
+        RowEffects {
+            dev: Vec::new(),
+            blocks: Vec::new(),
+            cell_factor,
+        }
+    }
+
+    /// With the run × row term: each run's rows, and their effects taken out of `resid`.
+    fn take_out(resid: &mut [f64], groups: &[Vec<usize>], nr: usize, nc: usize) -> RowEffects {
+        let mut dev: Vec<(usize, f64)> = Vec::new();
+        let mut blocks: Vec<Vec<usize>> = Vec::new();
+        let mut cell_factor = vec![0.0; nc];
+        for (g, members) in groups.iter().enumerate() {
+            for &c in members {
+                cell_factor[c] = (members.len() as f64 - 1.0) / members.len() as f64;
+            }
+            for r in 0..nr {
+                let here: Vec<usize> = members
+                    .iter()
+                    .map(|&c| r * nc + c)
+                    .filter(|&i| resid[i].is_finite())
+                    .collect();
+                if !here.is_empty() {
+                    let d = here.iter().map(|&i| resid[i]).sum::<f64>() / here.len() as f64;
+                    dev.push((g, d));
+                    blocks.push(here);
+                }
+            }
+        }
+        let rows = RowEffects {
+            dev,
+            blocks,
+            cell_factor,
+        };
+        rows.subtract_huber_means(resid);
+        rows
+    }
+
+    /// The row effect taken out of the residuals is the row's Huber mean (one wild cell does
+    /// not move its row's other cells, which would hide its tail from the tail fit), on the
+    /// cells' robust scale within their rows.
+    fn subtract_huber_means(&self, resid: &mut [f64]) {
+        let mut within: Vec<f64> = Vec::new();
+        let mut shrink = 0.0;
+        for (here, &(_, m)) in self
+            .blocks
+            .iter()
+            .zip(&self.dev)
+            .filter(|(b, _)| b.len() >= 2)
+        {
+            within.extend(here.iter().map(|&i| (resid[i] - m).abs()));
+            shrink += here.len() as f64 - 1.0;
+        }
+        let scale = if within.is_empty() {
+            0.0
+        } else {
+            let kept = shrink / within.len() as f64;
+            mad_sd(&mut within) / kept.sqrt()
+        };
+        for here in &self.blocks {
+            let values: Vec<f64> = here.iter().map(|&i| resid[i]).collect();
+            // An entry alone in its row this run holds no cell noise: left out (`NaN`).
+            let centre = if here.len() >= 2 {
+                huber_mean(&values, ROW_HUBER_K * scale)
+            } else {
+                f64::NAN
+            };
+            here.iter().for_each(|&i| resid[i] -= centre);
+        }
+    }
+}
+
+/// Per-cell residual sums of squares with their share of the degrees of freedom (a cell
+/// without any holds no noise of its own: its sum of squares is left out), and the residuals
+/// each cell has.
+struct CellResiduals {
+    ss: Vec<f64>,
+    dof: Vec<f64>,
+    n: Vec<usize>,
+}
+
+impl CellResiduals {
+    fn of(
+        resid: &[f64],
+        nr: usize,
+        nc: usize,
+        cell_factor: &[f64],
+        runs_with_data: usize,
+    ) -> CellResiduals {
+        let mut cell_ss = vec![0.0; nc];
+        let mut cell_dof = vec![0.0; nc];
+        let mut cell_n = vec![0usize; nc];
+        for c in 0..nc {
+            for r in 0..nr {
+                let e = resid[r * nc + c];
+                if e.is_finite() {
+                    cell_ss[c] += e * e;
+                    cell_n[c] += 1;
+                }
+            }
+            if cell_n[c] > 1 && runs_with_data > 1 {
+                cell_dof[c] = (cell_n[c] as f64 - 1.0) * cell_factor[c];
+            }
+            if cell_dof[c] <= 0.0 {
+                cell_ss[c] = 0.0;
+            }
+        }
+        CellResiduals {
+            ss: cell_ss,
+            dof: cell_dof,
+            n: cell_n,
+        }
+    }
+
+    /// Each cell's noise `(σ, df)`: its variance shrunk toward the pooled one (with the
+    /// prior), by [`shrinkage_weight`].
+    fn shrunk_sigmas(&self) -> (Vec<f64>, Vec<f64>) {
+        let (cell_ss, cell_dof) = (&self.ss, &self.dof);
+        let prior_var = PRIOR_CV * PRIOR_CV;
+        let total_df: f64 = cell_dof.iter().sum();
+        let total_ss: f64 = cell_ss.iter().sum();
+        let pooled_df = total_df + PRIOR_DF;
+        let pooled_var = (total_ss + PRIOR_DF * prior_var) / pooled_df;
+        let prior_w = shrinkage_weight(cell_ss, cell_dof, pooled_var, pooled_df);
+        (0..cell_ss.len())
+            .map(|c| {
+                let (df, ss) = (cell_dof[c], cell_ss[c]);
+                let var = (ss + prior_w * pooled_var) / (df + prior_w).max(1e-9);
+                (var.sqrt(), (df + prior_w).min(pooled_df).max(PRIOR_DF))
+            })
+            .unzip()
+    }
+
+    /// Heavy tails: the sample SD of a cell's few residuals is mostly set by whether a wild
+    /// one happened to fall in the history (its spread is far wider than chi-square's), so a
+    /// cell's scale is the fitted t's instead (a weighted fit that wild residuals barely
+    /// move), as the SD that t implies, scaled back by the share of the variance the fitted
+    /// effects took out of the residuals (`dof / n`, as the sample SD's divisor does).
+    fn heavy_tailed_sigmas(&self, f: &TailFit, cell_sigma: &mut [f64]) {
+        for (c, sigma) in cell_sigma.iter_mut().enumerate() {
+            let kept_share = if self.dof[c] > 0.0 {
+                self.dof[c] / self.n[c] as f64
+            } else {
+                1.0
+            };
+            *sigma = f.scale * f.cell_scale[c] * (f.df / (f.df - 2.0) / kept_share).sqrt();
+        }
+    }
+}
+
+/// The run × row effect's SD, by moments from the row contrasts `row_dev`: a row's mean
+/// residual in run `r` holds its row effect plus the cells' noise averaged over the row
+/// less its share in the run effect, `S_g/m² − 2·S_g/(m·C) + S/C²` (`S_g`, `S`: the sums of
+/// the row's and all cells' variances), and both lose `1/R` to the fitted cell centres.
+fn row_effect_sigma(
+    row_dev: &[(usize, f64)],
+    groups: &[Vec<usize>],
+    cell_sigma: &[f64],
+    runs_with_data: usize,
+    cells_with_data: usize,
+) -> f64 {
+    let rf = runs_with_data as f64;
+    let all: f64 = groups
+        .iter()
+        .flatten()
+        .map(|&c| cell_sigma[c].powi(2))
+        .sum();
+    let n_all = cells_with_data as f64;
+    let excess = row_dev
+        .iter()
+        .map(|&(g, dev)| {
+            let m = groups[g].len() as f64;
+            let s_g: f64 = groups[g].iter().map(|&c| cell_sigma[c].powi(2)).sum();
+            let noise = s_g / (m * m) - 2.0 * s_g / (m * n_all) + all / (n_all * n_all);
+            dev * dev * rf / (rf - 1.0) - noise
+        })
+        .sum::<f64>()
+        / row_dev.len() as f64;
+    excess.max(0.0).sqrt()
 }
 
 /// A Student t fitted to the residuals of a heavy-tailed history.

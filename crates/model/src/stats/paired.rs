@@ -135,19 +135,145 @@ pub fn paired_compare(
     let comparable: Vec<usize> = (0..coords.len())
         .filter(|&i| decided[i].is_none())
         .collect();
+    let pairs = Pairs {
+        a,
+        b,
+        n,
+        coords: &coords,
+        comparable: &comparable,
+    };
+    let (tests, matrix) = pairs.tests();
 
-    let mut tests: Vec<PairTest> = Vec::new();
-    // The matrix-wide test is on aggregate tok/s only.
-    let mut matrix: Option<LogChange> = None;
-    for metric in ALL_METRICS {
+    // A latency percentile gates from as many pairs as a gate's history needs runs.
+    let gating = |m: Metric| rule.gates(m, n);
+    // As in `stats::compare`: each test its fixed (Bonferroni) share, so its boundary can be
+    // printed. The gating cells share the local families' alpha (a paired run has no line
+    // tests); a reported-only metric is tested at a gating cell's alpha and never gates.
+    let n_cells = tests.iter().filter(|t| gating(t.metric)).count().max(1);
+    let look = format!("{n} pairs of boots");
+    let mut report = paired_frame(a, b, n, rule);
+    let matrix_verdict = matrix
+        .as_ref()
+        .map(|m| judge_matrix(&mut report, m, rule, comparable.len(), n, &look));
+    let judging = PairJudging {
+        rule,
+        pairs: n,
+        cell_alpha: rule.local_alpha() / n_cells as f64,
+        margin: log_margin(rule.min_effect),
+        look,
+        matrix_verdict,
+    };
+
+    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    for t in &tests {
+        per_cell.entry(t.cell).or_default().push(judging.entry(t));
+    }
+    for (i, (&coord, decision)) in coords.iter().zip(decided).enumerate() {
+        let entries = per_cell.remove(&i).unwrap_or_default();
+        report.cells.push(build::cell(
+            coord,
+            decision,
+            entries,
+            gating,
+            "no gating metric measured in two pairs",
+        ));
+    }
+    // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
+    // measure cannot speak for the matrix.
+    report.coverage = Some(compare::coverage(&coords, a, b));
+    build::finish(&mut report);
+    Ok(report)
+}
+
+/// The report's frame: B's runs the candidate, A's the level.
+fn paired_frame(
+    a: &[RunResults],
+    b: &[RunResults],
+    n: usize,
+    rule: &DecisionRule,
+) -> ComparisonReport {
+    let mut report = build::frame(
+        b[0].profile.clone(),
+        b[0].suite.clone(),
+        b.iter().map(|r| r.run_id.clone()).collect(),
+        BaselineSummary {
+            runs: Vec::new(),
+            level_runs: a.iter().map(|r| r.run_id.clone()).collect(),
+            noise_runs: n,
+        },
+        rule,
+    );
+    report.against = Against::PairedAb;
+    report
+}
+
+/// The matrix-wide paired test of `m` over `n` pairs, into the report with its sensitivity;
+/// returns its verdict and change (relative).
+fn judge_matrix(
+    report: &mut ComparisonReport,
+    m: &LogChange,
+    rule: &DecisionRule,
+    cells: usize,
+    n: usize,
+    look: &str,
+) -> (CellVerdict, f64) {
+    let (v, check) = judge(
+        m,
+        Direction::HigherIsBetter,
+        rule.matrix_alpha(),
+        log_margin(MATRIX_MARGIN),
+        look,
+    );
+    // The matrix-wide test exists only when every comparable cell was in every pair.
+    report.matrix_test = Some(build::matrix_test(m, v, cells, MATRIX_MARGIN, check));
+    // A pass must have been able to see a uniform `design_effect`, as in the gate.
+    report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n));
+    (v, relative(m.estimate))
+}
+
+/// The pairs of boots, `a[i]` and `b[i]` pair `i` of `n`, and the cells they compare
+/// (`comparable`: indices into `coords`).
+struct Pairs<'a> {
+    a: &'a [RunResults],
+    b: &'a [RunResults],
+    n: usize,
+    coords: &'a [Coord],
+    comparable: &'a [usize],
+}
+
+/// One comparable cell's log difference `ln(B) − ln(A)` with `ln(A)` and `ln(B)`, per pair
+/// (`None` where a side did not measure it).
+type PairDiffs = Vec<Option<(f64, f64, f64)>>;
+
+impl Pairs<'_> {
+    /// Every metric's cell tests, and the matrix-wide change (of aggregate tok/s only).
+    fn tests(&self) -> (Vec<PairTest>, Option<LogChange>) {
+        let mut tests: Vec<PairTest> = Vec::new();
+        // The matrix-wide test is on aggregate tok/s only.
+        let mut matrix: Option<LogChange> = None;
+        for metric in ALL_METRICS {
+            let (metric_tests, metric_matrix) = self.metric_tests(metric);
+            tests.extend(metric_tests);
+            if metric == Metric::AggregateTps {
+                matrix = metric_matrix;
+            }
+        }
+        (tests, matrix)
+    }
+
+    /// One metric's cell tests, and its matrix-wide change where every comparable cell was
+    /// measured in every pair.
+    fn metric_tests(&self, metric: Metric) -> (Vec<PairTest>, Option<LogChange>) {
+        let n = self.n;
         // d[k][i]: cell k (index into comparable), pair i.
-        let d: Vec<Vec<Option<(f64, f64, f64)>>> = comparable
+        let d: Vec<PairDiffs> = self
+            .comparable
             .iter()
             .map(|&ci| {
                 (0..n)
                     .map(|i| {
-                        let (_, va) = ok_value(&a[i], coords[ci], metric)?;
-                        let (_, vb) = ok_value(&b[i], coords[ci], metric)?;
+                        let (_, va) = ok_value(&self.a[i], self.coords[ci], metric)?;
+                        let (_, vb) = ok_value(&self.b[i], self.coords[ci], metric)?;
                         Some((vb.ln() - va.ln(), va.ln(), vb.ln()))
                     })
                     .collect()
@@ -167,102 +293,103 @@ pub fn paired_compare(
                 )
             })
             .collect();
-        if metric == Metric::AggregateTps && full.len() == d.len() && !full.is_empty() {
-            matrix = Some(paired_change(&pair_mean));
-        }
-        // Pooled variance of `d_ic − D_i` over the cells measured in every pair: each cell
-        // gives n − 1 degrees of freedom, minus the n pair means shared by all of them.
-        let pooled_resid = (full.len() >= 2).then(|| {
-            let mut ss = 0.0;
-            for &k in &full {
-                let r: Vec<f64> = (0..n)
-                    .filter_map(|i| d[k][i].map(|x| x.0 - pair_mean[i]))
-                    .collect();
-                let m = mean(&r);
-                ss += r.iter().map(|x| (x - m).powi(2)).sum::<f64>();
-            }
-            // At least 1: two pairs or more (checked above), two cells or more.
-            let df = ((n - 1) * (full.len() - 1)) as f64;
-            (ss / df, df)
-        });
-        for (k, &ci) in comparable.iter().enumerate() {
-            let valid: Vec<(usize, (f64, f64, f64))> = d[k]
-                .iter()
-                .enumerate()
-                .filter_map(|(i, x)| x.map(|x| (i, x)))
+        let matrix = (full.len() == d.len() && !full.is_empty()).then(|| paired_change(&pair_mean));
+        let pooled_resid = pooled_residual(&d, &full, &pair_mean, n);
+        let tests = self
+            .comparable
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &ci)| {
+                let pooled = pooled_resid.filter(|_| full.contains(&k));
+                pair_test(metric, ci, &d[k], &pair_mean, pooled)
+            })
+            .collect();
+        (tests, matrix)
+    }
+}
+
+/// Pooled variance of `d_ic − D_i` over the cells measured in every pair (`full`), with its
+/// degrees of freedom: each cell gives n − 1 degrees of freedom, minus the n pair means
+/// shared by all of them. `None` with fewer than two such cells.
+fn pooled_residual(
+    d: &[PairDiffs],
+    full: &[usize],
+    pair_mean: &[f64],
+    n: usize,
+) -> Option<(f64, f64)> {
+    (full.len() >= 2).then(|| {
+        let mut ss = 0.0;
+        for &k in full {
+            let r: Vec<f64> = (0..n)
+                .filter_map(|i| d[k][i].map(|x| x.0 - pair_mean[i]))
                 .collect();
-            if valid.len() < 2 {
-                continue;
-            }
-            let diffs: Vec<f64> = valid.iter().map(|(_, x)| x.0).collect();
-            let change = paired_change(&diffs);
-            // The residual noise is pooled across cells (one pair has few degrees of freedom
-            // per cell), as `stats::compare` pools its per-cell noise.
-            let specific = pooled_resid.filter(|_| full.contains(&k)).map(|(var, df)| {
-                let resid: Vec<f64> = valid.iter().map(|(i, x)| x.0 - pair_mean[*i]).collect();
-                LogChange {
-                    estimate: mean(&resid),
-                    se: (var / resid.len() as f64).sqrt(),
-                    df,
-                    tail_df: f64::INFINITY,
-                }
-            });
-            tests.push(PairTest {
-                metric,
-                cell: ci,
-                change,
-                specific,
-                baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
-                candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
-                pairs: valid.len(),
-            });
+            let m = mean(&r);
+            ss += r.iter().map(|x| (x - m).powi(2)).sum::<f64>();
         }
+        // At least 1: two pairs or more (checked above), two cells or more.
+        let df = ((n - 1) * (full.len() - 1)) as f64;
+        (ss / df, df)
+    })
+}
+
+/// One metric's test in cell `ci` from its per-pair differences `d`, where two pairs or more
+/// measured it; its test beyond the pairs' common factor where the residual noise is pooled.
+fn pair_test(
+    metric: Metric,
+    ci: usize,
+    d: &[Option<(f64, f64, f64)>],
+    pair_mean: &[f64],
+    pooled: Option<(f64, f64)>,
+) -> Option<PairTest> {
+    let valid: Vec<(usize, (f64, f64, f64))> = d
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| x.map(|x| (i, x)))
+        .collect();
+    if valid.len() < 2 {
+        return None;
     }
+    let diffs: Vec<f64> = valid.iter().map(|(_, x)| x.0).collect();
+    let change = paired_change(&diffs);
+    // The residual noise is pooled across cells (one pair has few degrees of freedom
+    // per cell), as `stats::compare` pools its per-cell noise.
+    let specific = pooled.map(|(var, df)| {
+        let resid: Vec<f64> = valid.iter().map(|(i, x)| x.0 - pair_mean[*i]).collect();
+        LogChange {
+            estimate: mean(&resid),
+            se: (var / resid.len() as f64).sqrt(),
+            df,
+            tail_df: f64::INFINITY,
+        }
+    });
+    Some(PairTest {
+        metric,
+        cell: ci,
+        change,
+        specific,
+        baseline: mean(&valid.iter().map(|(_, x)| x.1).collect::<Vec<_>>()).exp(),
+        candidate: mean(&valid.iter().map(|(_, x)| x.2).collect::<Vec<_>>()).exp(),
+        pairs: valid.len(),
+    })
+}
 
-    // A latency percentile gates from as many pairs as a gate's history needs runs.
-    let gating = |m: Metric| rule.gates(m, n);
-    // As in `stats::compare`: each test its fixed (Bonferroni) share, so its boundary can be
-    // printed. The gating cells share the local families' alpha (a paired run has no line
-    // tests); a reported-only metric is tested at a gating cell's alpha and never gates.
-    let n_cells = tests.iter().filter(|t| gating(t.metric)).count().max(1);
-    let cell_alpha = rule.local_alpha() / n_cells as f64;
-    let margin = log_margin(rule.min_effect);
-    let look = format!("{n} pairs of boots");
+/// What a paired run judges its cell tests by: the rule over `pairs` pairs, each cell's alpha
+/// and margin, the look's name, and the matrix-wide verdict with its change (relative).
+struct PairJudging<'a> {
+    rule: &'a DecisionRule,
+    pairs: usize,
+    cell_alpha: f64,
+    margin: f64,
+    look: String,
+    matrix_verdict: Option<(CellVerdict, f64)>,
+}
 
-    let mut report = build::frame(
-        b[0].profile.clone(),
-        b[0].suite.clone(),
-        b.iter().map(|r| r.run_id.clone()).collect(),
-        BaselineSummary {
-            runs: Vec::new(),
-            level_runs: a.iter().map(|r| r.run_id.clone()).collect(),
-            noise_runs: n,
-        },
-        rule,
-    );
-    report.against = Against::PairedAb;
-    let mut matrix_verdict = None;
-    if let Some(m) = &matrix {
-        let (v, check) = judge(
-            m,
-            Direction::HigherIsBetter,
-            rule.matrix_alpha(),
-            log_margin(MATRIX_MARGIN),
-            &look,
-        );
-        // The matrix-wide test exists only when every comparable cell was in every pair.
-        let cells = comparable.len();
-        report.matrix_test = Some(build::matrix_test(m, v, cells, MATRIX_MARGIN, check));
-        matrix_verdict = Some((v, relative(m.estimate)));
-        // A pass must have been able to see a uniform `design_effect`, as in the gate.
-        report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n));
-    }
-
-    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
-    for t in &tests {
+impl PairJudging<'_> {
+    /// One test's comparison as the report lists it, with its reason.
+    fn entry(&self, t: &PairTest) -> (MetricComparison, String) {
         let dir = t.metric.direction();
         let own = t.specific.unwrap_or(t.change);
-        let (judged, mut check) = judge(&own, dir, cell_alpha, margin, &look);
+        let (judged, mut check) = judge(&own, dir, self.cell_alpha, self.margin, &self.look);
         // A cell whose total change points the other way moved with the matrix: its own test
         // alone never makes a faster cell a regression or a slower one an improvement.
         let total_good = super::interval::signed(t.change.estimate, dir);
@@ -270,25 +397,10 @@ pub fn paired_compare(
         // As in the gate (`stats::compare`): a cell follows a matrix-wide change its total
         // points to (a uniform −10% is −10% in every cell, never "unchanged"); else it is
         // unchanged, and the run's word comes from the matrix test's sensitivity.
-        let follows = matrix_verdict.filter(|&(m, _)| {
+        let follows = self.matrix_verdict.filter(|&(m, _)| {
             t.metric == Metric::AggregateTps && points(m, total_good) && !own_decided
         });
-        let verdict = if own_decided {
-            judged
-        } else if let Some((m, _)) = follows {
-            m
-        } else if matrix_verdict.is_some() {
-            CellVerdict::Unchanged
-        } else {
-            // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
-            // is unchanged only when its interval lies within the margin, and an inconclusive
-            // one makes the run insufficient (fail closed).
-            if own.within_margin(CONFIDENCE, margin) {
-                CellVerdict::Unchanged
-            } else {
-                CellVerdict::Inconclusive
-            }
-        };
+        let verdict = self.verdict(&own, judged, own_decided, follows);
         let (lo, hi) = t.change.interval(CONFIDENCE);
         let (why, decided_on) = match follows {
             Some((m, change)) => with_matrix(t.metric, &t.change, m, change),
@@ -316,44 +428,55 @@ pub fn paired_compare(
             "the other cells of its pairs",
             &decided_on,
         );
-        if !gating(t.metric) {
+        if !self.rule.gates(t.metric, self.pairs) {
             super::interval::reported_only(&mut check, judged, dir);
         }
         let p = own.p_worse(dir);
-        per_cell.entry(t.cell).or_default().push((
-            MetricComparison {
-                metric: t.metric,
-                direction: dir,
-                baseline: t.baseline,
-                candidate: t.candidate,
-                change: relative(t.change.estimate),
-                ci_low: relative(lo),
-                ci_high: relative(hi),
-                margin: rule.min_effect,
-                p_value: p,
-                p_adjusted: (p * rule.local_alpha() / cell_alpha).min(1.0),
-                verdict,
-                check: Some(check),
-                decided_on: Some(decided_on),
-            },
-            why,
-        ));
+        let comparison = MetricComparison {
+            metric: t.metric,
+            direction: dir,
+            baseline: t.baseline,
+            candidate: t.candidate,
+            change: relative(t.change.estimate),
+            ci_low: relative(lo),
+            ci_high: relative(hi),
+            margin: self.rule.min_effect,
+            p_value: p,
+            p_adjusted: (p * self.rule.local_alpha() / self.cell_alpha).min(1.0),
+            verdict,
+            check: Some(check),
+            decided_on: Some(decided_on),
+        };
+        (comparison, why)
     }
-    for (i, (&coord, decision)) in coords.iter().zip(decided).enumerate() {
-        let entries = per_cell.remove(&i).unwrap_or_default();
-        report.cells.push(build::cell(
-            coord,
-            decision,
-            entries,
-            gating,
-            "no gating metric measured in two pairs",
-        ));
+
+    /// A cell's verdict: its own test's `judged` where its total points the same way, else
+    /// the matrix-wide change it `follows`, else unchanged (or, without a matrix-wide test,
+    /// unchanged only within the margin).
+    fn verdict(
+        &self,
+        own: &LogChange,
+        judged: CellVerdict,
+        own_decided: bool,
+        follows: Option<(CellVerdict, f64)>,
+    ) -> CellVerdict {
+        if own_decided {
+            judged
+        } else if let Some((m, _)) = follows {
+            m
+        } else if self.matrix_verdict.is_some() {
+            CellVerdict::Unchanged
+        } else {
+            // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
+            // is unchanged only when its interval lies within the margin, and an inconclusive
+            // one makes the run insufficient (fail closed).
+            if own.within_margin(CONFIDENCE, self.margin) {
+                CellVerdict::Unchanged
+            } else {
+                CellVerdict::Inconclusive
+            }
+        }
     }
-    // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
-    // measure cannot speak for the matrix.
-    report.coverage = Some(compare::coverage(&coords, a, b));
-    build::finish(&mut report);
-    Ok(report)
 }
 
 #[cfg(test)]
