@@ -10,7 +10,7 @@ use infergate_eval::eval::gate::{
 };
 use infergate_eval::eval::latency::{LatencyEval, LatencyOutcome, latency_eval};
 use infergate_eval::eval::layers::{LayerOutcome, layer_plants};
-use infergate_model::stats::DecisionRule;
+use infergate_model::stats::{DecisionRule, StatsError};
 use infergate_report::report::console::{fitted_table, wrap};
 use infergate_schema::exit::{GateExit, usage};
 
@@ -154,36 +154,10 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         conditions,
         rule,
     };
-    let (latency_trials, latency_history, latency_rule, latency_seed) =
-        (args.trials, args.history, cfg.rule.clone(), args.seed);
-    // The layers' plants on the Gaussian and the rough runner (or the custom one).
-    let layer_runners: Vec<Condition> = cfg
-        .conditions
-        .iter()
-        .filter(|c| args.custom || c.name == "gaussian" || c.name.starts_with("rough (all"))
-        .cloned()
-        .collect();
-    let layer_rule = cfg.rule.clone();
-    let report = tokio::task::spawn_blocking(move || run_eval(&cfg))
+    let custom = args.custom;
+    let (report, latency, layers) = tokio::task::spawn_blocking(move || evaluate(&cfg, custom))
         .await
         .context("stats-eval worker")??;
-    // The secondary metrics on a busy host (issue 56): clean gates list no latency change.
-    let latency = tokio::task::spawn_blocking(move || {
-        latency_eval(latency_trials, latency_history, &latency_rule, latency_seed)
-    })
-    .await
-    .context("stats-eval latency worker")??;
-    let layers = tokio::task::spawn_blocking(move || {
-        layer_plants(
-            &layer_runners,
-            latency_trials,
-            latency_history,
-            &layer_rule,
-            latency_seed,
-        )
-    })
-    .await
-    .context("stats-eval layers worker")??;
     match args.format {
         EvalFormat::Json => {
             let mut doc = serde_json::to_value(&report)?;
@@ -196,7 +170,7 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         EvalFormat::Text => {
             out!("{}", render_text(&report));
             out!("{}", render_latency(&latency));
-            out!("{}", render_layers(&layers, latency_trials));
+            out!("{}", render_layers(&layers, args.trials));
         }
     }
     let missed = report.targets.iter().any(|t| !t.met) || !latency.target_met;
@@ -205,6 +179,25 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     } else {
         GateExit::Pass
     })
+}
+
+/// The grid's gates, then the secondary metrics on a busy host (issue 56: clean gates list no
+/// latency change) and the layers' plants on the Gaussian and the rough runner (or the custom
+/// one), each at the grid's trials, history, rule and seed.
+fn evaluate(
+    cfg: &EvalConfig,
+    custom: bool,
+) -> Result<(EvalReport, LatencyEval, Vec<LayerOutcome>), StatsError> {
+    let report = run_eval(cfg)?;
+    let latency = latency_eval(cfg.trials, cfg.history, &cfg.rule, cfg.seed)?;
+    let runners: Vec<Condition> = cfg
+        .conditions
+        .iter()
+        .filter(|c| custom || c.name == "gaussian" || c.name.starts_with("rough (all"))
+        .cloned()
+        .collect();
+    let layers = layer_plants(&runners, cfg.trials, cfg.history, &cfg.rule, cfg.seed)?;
+    Ok((report, latency, layers))
 }
 
 /// The latency line: the busy host's clean gates and a real latency rise, each with how often
