@@ -102,11 +102,20 @@ prefix_caching = false
     assert_eq!(cell.status, CellStatus::Error, "{cell:?}");
     let why = cell.reason.as_deref().unwrap_or_default();
     let t = cell.requests.as_ref().expect("requests counted");
-    assert_eq!(t.max_streams_at_once, 0, "{t:?}: {why}");
-    assert!(
-        why.starts_with("no stream of 2 got past its first token; "),
-        "{why}"
-    );
+    // A loaded host can delay the other stream's next request until one request has finished
+    // alone (`.ci/run`, 1 run in about 15): the server did then run one stream at a time, and
+    // the reason says why no more (the engine aborts the running request for the next one).
+    match t.max_streams_at_once {
+        0 => assert!(
+            why.starts_with("no stream of 2 got past its first token; "),
+            "{why}"
+        ),
+        1 => assert!(
+            why.contains("aborts the running one when another arrives"),
+            "{t:?}: {why}"
+        ),
+        n => panic!("{n} streams at once: {t:?}: {why}"),
+    }
     assert!(why.contains("requests aborted ("), "{why}");
     assert!(!stderr.contains("ran 0 of"), "{stderr}");
 }
