@@ -534,6 +534,34 @@ pub fn nightly_history(
         .collect()
 }
 
+/// A run of `noise`'s runner at position `r` of a `len`-run window (`r = len`: a candidate
+/// boot) with no change planted: its levels, sub-windows and, where the runner flips it, the
+/// largest cell capacity-limited. The draws are those of the history runs `stats-eval` makes.
+pub(super) fn unplanted_run(
+    noise: &NoiseSpec,
+    sampler: &mut Sampler,
+    drift: &mut f64,
+    (r, len): (usize, usize),
+    id: String,
+) -> RunResults {
+    let levels = cell_levels();
+    let n_cells = levels.len();
+    let cell_log = draw_run(noise, sampler, drift, shift(noise, r, len), n_cells);
+    let mut run = make_run(
+        &template(),
+        &levels,
+        &cell_log,
+        &vec![0.0; n_cells],
+        noise,
+        sampler,
+        id,
+    );
+    if sampler.capacity_flip(noise) {
+        capacity_limited(&mut run);
+    }
+    run
+}
+
 /// One boot's log level per cell before sub-windows: the run factor (the drift's next step,
 /// run noise, the trend/step `shift`, a slow boot), a row factor per context row, and each
 /// cell's own term.
@@ -624,20 +652,13 @@ fn run_condition(
         let mut drift = 0.0;
         let mut history = Vec::with_capacity(h);
         for r in 0..h {
-            let cell_log = draw_run(noise, &mut sampler, &mut drift, shift(noise, r, h), n_cells);
-            let mut run = make_run(
-                &tpl,
-                &levels,
-                &cell_log,
-                &zero,
+            history.push(unplanted_run(
                 noise,
                 &mut sampler,
+                &mut drift,
+                (r, h),
                 format!("t{trial}-b{r}"),
-            );
-            if sampler.capacity_flip(noise) {
-                capacity_limited(&mut run);
-            }
-            history.push(run);
+            ));
         }
         let history_tps: Vec<Vec<f64>> = history.iter().map(tok_per_s).collect();
         // Candidate boots, shared by all scenarios of this trial (common random numbers).

@@ -12,9 +12,7 @@ use infergate_model::stats::{DecisionRule, History, Plan, StatsError, replay};
 use infergate_schema::results::RunResults;
 use infergate_schema::verdict::{ComparisonReport, GateVerdict, Metric};
 
-use super::gate::{
-    Condition, Sampler, capacity_limited, cell_levels, draw_run, make_run, shift, template, wilson,
-};
+use super::gate::{Condition, Sampler, unplanted_run, wilson};
 
 /// A change planted in the candidate's boots.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -170,10 +168,6 @@ fn one_runner(
     seed: u64,
 ) -> Result<Vec<LayerOutcome>, StatsError> {
     let noise = &condition.noise;
-    let levels = cell_levels();
-    let n_cells = levels.len();
-    let tpl = template();
-    let zero = vec![0.0; n_cells];
     let mut sampler = Sampler::new(seed);
     // [plant] -> (regression, named, other)
     let mut counts = vec![(0usize, 0usize, 0usize); LayerPlant::ALL.len()];
@@ -181,38 +175,24 @@ fn one_runner(
         let mut drift = 0.0;
         let history: Vec<RunResults> = (0..h)
             .map(|r| {
-                let logs = draw_run(noise, &mut sampler, &mut drift, shift(noise, r, h), n_cells);
-                let mut run = make_run(
-                    &tpl,
-                    &levels,
-                    &logs,
-                    &zero,
+                unplanted_run(
                     noise,
                     &mut sampler,
+                    &mut drift,
+                    (r, h),
                     format!("t{trial}-b{r}"),
-                );
-                if sampler.capacity_flip(noise) {
-                    capacity_limited(&mut run);
-                }
-                run
+                )
             })
             .collect();
         let boots: Vec<RunResults> = (0..2)
             .map(|k| {
-                let logs = draw_run(noise, &mut sampler, &mut drift, shift(noise, h, h), n_cells);
-                let mut run = make_run(
-                    &tpl,
-                    &levels,
-                    &logs,
-                    &zero,
+                unplanted_run(
                     noise,
                     &mut sampler,
+                    &mut drift,
+                    (h, h),
                     format!("t{trial}-c{k}"),
-                );
-                if sampler.capacity_flip(noise) {
-                    capacity_limited(&mut run);
-                }
-                run
+                )
             })
             .collect();
         let history = std::sync::Arc::new(History::new(&history[..]));
