@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
@@ -18,7 +19,8 @@ use infergate_schema::verdict::{
 use super::build::{self, Coord, find, mean, var, within_run_var};
 use super::capacity::{self, Limit, LimitCounts, LimitDecision};
 use super::interval::{
-    LogChange, judge, log_margin, note_overruled, points, relative, reported_only, signed,
+    LogChange, judge, judge_each_boot, log_margin, note_overruled, points, relative, reported_only,
+    signed,
 };
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{
@@ -593,6 +595,8 @@ struct CellTest {
     total: LogChange,
     baseline: f64,
     candidate: f64,
+    /// The first boot's own test (the runs before [`Look::second_boot_from`]).
+    first: Option<LogChange>,
     /// The second boot's own test ([`Look::second_boot_from`]).
     second: Option<LogChange>,
 }
@@ -795,13 +799,19 @@ fn test_metric(metric: Metric, cells: &[Coord], s: &Sample, gating: bool) -> Met
     let second_from = s.second_from.filter(|&from| from > 0 && from < j);
     let matrix = fit.matrix(second_from);
     let resid = fit.residuals();
-    let mut tests = fit.cell_tests(0);
-    // The second boot's own tests, for its screen (`Look::second_boot_from`): the same cells,
-    // in the same order, on its runs alone.
-    let second = second_from.map(|from| (fit.cell_tests(from), j - from));
+    let mut tests = fit.cell_tests(0..j);
+    // Each boot's own tests, for the second boot's screen (`Look::second_boot_from`) and a
+    // heavy-tailed cell's test on each boot ([`judge_each_boot`]): the same cells, in the same
+    // order, on its runs alone.
+    let second = second_from.map(|from| (fit.cell_tests(from..j), j - from));
     if let Some((second, _)) = &second {
         for (t, own) in tests.iter_mut().zip(second) {
             t.second = Some(own.own);
+        }
+    }
+    if let Some(from) = second_from {
+        for (t, own) in tests.iter_mut().zip(fit.cell_tests(0..from)) {
+            t.first = Some(own.own);
         }
     }
     MetricTests {
@@ -1003,15 +1013,15 @@ impl<'a> MetricFit<'a> {
             .collect()
     }
 
-    /// The cell tests on the candidate's runs `from..j` (all, or the second boot's alone).
-    fn cell_tests(&self, from: usize) -> Vec<CellTest> {
+    /// The cell tests on the candidate's runs `runs` (all, or one boot's alone).
+    fn cell_tests(&self, runs: Range<usize>) -> Vec<CellTest> {
         let mut tests = Vec::new();
         let mut row_parts = Vec::new();
         // The matrix change on these runs: its noise is part of each cell's total change.
-        let boots_matrix =
-            (!self.base_effects.is_empty()).then(|| self.matrix_change(&self.cand_effect[from..]));
+        let boots_matrix = (!self.base_effects.is_empty())
+            .then(|| self.matrix_change(&self.cand_effect[runs.clone()]));
         for (k, &i) in self.idx.iter().enumerate() {
-            if let Some((test, parts)) = self.cell_test(k, i, from, boots_matrix.as_ref()) {
+            if let Some((test, parts)) = self.cell_test(k, i, runs.clone(), boots_matrix.as_ref()) {
                 tests.push(test);
                 row_parts.push(parts);
             }
@@ -1022,19 +1032,19 @@ impl<'a> MetricFit<'a> {
         tests
     }
 
-    /// The test of cell `i` (column `k`) on the candidate's runs `from..j`, with its own noise
+    /// The test of cell `i` (column `k`) on the candidate's runs `runs`, with its own noise
     /// variance and its row effect's ([`own_tests`]); `None` where it cannot be tested.
     fn cell_test(
         &self,
         k: usize,
         i: usize,
-        from: usize,
+        runs: Range<usize>,
         boots_matrix: Option<&LogChange>,
     ) -> Option<(CellTest, (f64, f64))> {
         let model = &self.model;
         let levels = self.cell_levels(k)?;
-        let boots = self.boot_sums(k, i, from);
-        let jf = (self.j - from) as f64;
+        let boots = self.boot_sums(k, i, runs.clone());
+        let jf = runs.len() as f64;
         let sigma = model.cell_sigma[k];
         // The history's between-run noise already contains the typical within-run spread;
         // only a candidate noisier than the baseline's runs adds its excess.
@@ -1062,7 +1072,7 @@ impl<'a> MetricFit<'a> {
             tail_df: model.tail_df,
         };
         let (specific, total) = if self.metric.is_layer() {
-            let context = self.layer_change(k, from, &levels, &boots)?;
+            let context = self.layer_change(k, runs, &levels, &boots)?;
             (context, context)
         } else {
             (specific, total)
@@ -1076,6 +1086,7 @@ impl<'a> MetricFit<'a> {
             total,
             baseline: levels.raw.exp(),
             candidate: (boots.raw_sum / jf).exp(),
+            first: None,
             second: None,
         };
         Some((test, (var_cell, var_row)))
@@ -1121,16 +1132,21 @@ impl<'a> MetricFit<'a> {
         })
     }
 
-    /// Candidate: per run `from..j`, the mean over its repetitions (rounds) of the
+    /// Candidate: per run of `runs`, the mean over its repetitions (rounds) of the
     /// run-adjusted value, summed over the runs.
-    fn boot_sums(&self, k: usize, i: usize, from: usize) -> BootSums {
+    fn boot_sums(&self, k: usize, i: usize, runs: Range<usize>) -> BootSums {
         let mut sums = BootSums {
             spec_sum: 0.0,
             raw_sum: 0.0,
             reps_inv: 0.0,
             within: 0.0,
         };
-        for (run, logs) in self.cand_logs[k].iter().enumerate().skip(from) {
+        for (run, logs) in self.cand_logs[k]
+            .iter()
+            .enumerate()
+            .skip(runs.start)
+            .take(runs.len())
+        {
             let m = mean(logs);
             sums.spec_sum += m - self.cand_effect[run];
             sums.raw_sum += m;
@@ -1152,11 +1168,11 @@ impl<'a> MetricFit<'a> {
     fn layer_change(
         &self,
         k: usize,
-        from: usize,
+        runs: Range<usize>,
         levels: &CellLevels,
         boots: &BootSums,
     ) -> Option<LogChange> {
-        let jf = (self.j - from) as f64;
+        let jf = runs.len() as f64;
         let all: Vec<f64> = (0..self.history_len)
             .map(|r| self.table.get(r, k))
             .filter(|x| x.is_finite())
@@ -1164,11 +1180,7 @@ impl<'a> MetricFit<'a> {
         if all.len() < 3 {
             return None;
         }
-        let boot_means: Vec<f64> = self.cand_logs[k]
-            .iter()
-            .skip(from)
-            .map(|l| mean(l))
-            .collect();
+        let boot_means: Vec<f64> = self.cand_logs[k][runs].iter().map(|l| mean(l)).collect();
         let (sd, df) = with_boot_scatter(var(&all).sqrt(), all.len() as f64 - 1.0, &boot_means);
         Some(LogChange {
             estimate: boots.raw_sum / jf - levels.raw,
@@ -2185,13 +2197,18 @@ impl Plan<'_> {
             .iter()
             .map(|t| {
                 let dir = t.metric.direction();
-                let judged = judge(
-                    &t.own,
-                    dir,
-                    self.test_alpha(t.metric),
-                    self.rule.log_margin_of(t.metric),
-                    &self.look.name,
-                );
+                let (alpha, margin) =
+                    (self.test_alpha(t.metric), self.rule.log_margin_of(t.metric));
+                let look = &self.look.name;
+                // Throughput's heavy-tailed cells on two boots: each boot alone must show it.
+                let judged = match (&t.first, &t.second) {
+                    (Some(first), Some(second))
+                        if t.metric == Metric::AggregateTps && t.own.tail_df.is_finite() =>
+                    {
+                        judge_each_boot(first, second, &t.own, dir, alpha, margin, look)
+                    }
+                    _ => judge(&t.own, dir, alpha, margin, look),
+                };
                 let found = judged.0;
                 let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
                 (found, v, c)
@@ -3211,6 +3228,55 @@ mod tests {
         // to look mild still calls it).
         assert!(plain_found >= 9, "gaussian: {plain_found}/10");
         assert!(rough_found <= 4, "heavy tails: {rough_found}/10");
+    }
+
+    /// Where one boot's −11.5% in one cell of a heavy-tailed runner is no proof (above), the
+    /// same cell slow on each of two boots is: each boot alone must show it past a bound whose
+    /// joint tail is the cell's alpha ([`judge_each_boot`]), and one wild boot cannot.
+    #[test]
+    fn a_heavy_tailed_cell_slow_on_each_boot_is_a_regression_and_one_wild_boot_is_not() {
+        use rand_distr::Distribution;
+        let t3 = rand_distr::StudentT::new(3.0).unwrap_or_else(|_| unreachable!());
+        let rule = DecisionRule::default();
+        let look = Look {
+            name: "both boots".into(),
+            design_boots: 2,
+            second_boot_from: Some(1),
+            ..Look::single(&rule)
+        };
+        let (mut both_found, mut one_found) = (0, 0);
+        for seed in 0..10 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let heavy: Vec<RunResults> = (0..20)
+                .map(|k| {
+                    let f: Vec<f64> = (0..20)
+                        .map(|_| (0.02 / 3f64.sqrt() * t3.sample(&mut rng)).exp())
+                        .collect();
+                    run(&format!("b{k}"), &mut rng, 0.01, 0.0, &|i| f[i])
+                })
+                .collect();
+            let slow = |rng: &mut StdRng, name: &str, factor: f64| {
+                run(name, rng, 0.01, 0.005, &|i| {
+                    if i == 7 { factor } else { 1.0 }
+                })
+            };
+            let both = [slow(&mut rng, "c1", 0.885), slow(&mut rng, "c2", 0.885)];
+            let report = compare_at(&heavy, &both, &rule, &look).unwrap();
+            if report.cells[7].verdict == CellVerdict::Regression {
+                both_found += 1;
+                let check = report.cells[7].primary().and_then(|m| m.check.as_ref());
+                assert!(
+                    check.is_some_and(|c| c.reference.ends_with("each boot")),
+                    "{check:?}"
+                );
+            }
+            // One boot 30% slow in that cell, the other not slow at all: no regression.
+            let one = [slow(&mut rng, "c1", 0.70), slow(&mut rng, "c2", 1.0)];
+            let report = compare_at(&heavy, &one, &rule, &look).unwrap();
+            one_found += usize::from(report.cells[7].verdict == CellVerdict::Regression);
+        }
+        assert!(both_found >= 8, "slow on each boot: {both_found}/10");
+        assert_eq!(one_found, 0, "one wild boot");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use statrs::distribution::{Continuous, ContinuousCDF, StudentsT};
 use infergate_schema::verdict::{CellSensitivity, Sensitivity, SensitivityUnit};
 
 use super::build::{mean, var};
-use super::interval::{LogChange, log_margin, relative, std_t, t_quantile};
+use super::interval::{GL16, LogChange, log_margin, relative, std_t, t_quantile};
 use super::noise::{RunNoise, median};
 use super::rule::{DecisionRule, FUTILITY_P, MATRIX_MARGIN, level_window};
 
@@ -131,20 +131,6 @@ impl MatrixDesign {
         (lag.powi(2) - var(&errors) / m).max(0.0)
     }
 }
-
-/// Gauss–Legendre nodes and weights on [−1, 1] (16 points): the two-boot power's integral
-/// over the boots' mean has a smooth integrand; two panels agree with a 20,000-point Simpson
-/// rule to 3e-5 (`the_power_integral_agrees_with_a_fine_rule`).
-const GL16: [(f64, f64); 8] = [
-    (0.095_012_509_837_637_44, 0.189_450_610_455_068_5),
-    (0.281_603_550_779_258_9, 0.182_603_415_044_923_6),
-    (0.458_016_777_657_227_4, 0.169_156_519_395_002_5),
-    (0.617_876_244_402_643_7, 0.149_595_988_816_576_7),
-    (0.755_404_408_355_003, 0.124_628_971_255_533_9),
-    (0.865_631_202_387_831_8, 0.095_158_511_682_492_78),
-    (0.944_575_023_073_232_6, 0.062_253_523_938_647_89),
-    (0.989_400_934_991_649_9, 0.027_152_459_411_754_09),
-];
 
 /// The plan's noise at one look: what its power at a uniform change depends on.
 struct PlanNoise {
