@@ -207,216 +207,21 @@ impl BenchSession {
         let started_at = chrono::Utc::now();
         let max_c = opts.matrix.concurrency.iter().copied().max().unwrap_or(1) as usize;
         let client = EngineClient::new(&target.base_url, target.api_key.clone(), max_c)?;
-        let base = client.base().to_string();
         let events = EventLog::new(events);
-        let note = |kind: EventKind, msg: String| events.emit(Event::now(kind, msg));
-
-        // /health: the only probe whose transport failure means "unreachable".
-        match client.get_text("/health", PROBE_TIMEOUT).await {
-            Ok((status, _)) if (200..300).contains(&status) => {}
-            Ok((status, _)) => note(
-                EventKind::Startup,
-                format!("GET /health answered HTTP {status}; continuing"),
-            ),
-            Err(e) => {
-                let f = e.failure();
-                return Err(BenchError::Unreachable {
-                    url: base,
-                    reason: format!("{}: {}", f.kind, f.detail),
-                });
-            }
-        }
-
-        // /v1/models.
-        let mut models_text = String::new();
-        let models = match client.get_text("/v1/models", PROBE_TIMEOUT).await {
-            Ok((200, text)) => {
-                let ids = parse_model_ids(&text).map_err(|reason| BenchError::BadResponse {
-                    url: client.url("/v1/models"),
-                    reason,
-                })?;
-                models_text = text;
-                ids
-            }
-            Ok((status, text)) => {
-                if target.model.is_none() {
-                    return Err(BenchError::BadResponse {
-                        url: client.url("/v1/models"),
-                        reason: format!(
-                            "HTTP {status}: {} (pass --model to skip model discovery)",
-                            client::excerpt(&text, 160)
-                        ),
-                    });
-                }
-                Vec::new()
-            }
-            Err(e) => {
-                let f = e.failure();
-                return Err(BenchError::Unreachable {
-                    url: client.url("/v1/models"),
-                    reason: format!("{}: {}", f.kind, f.detail),
-                });
-            }
+        let probe = Probe {
+            client: &client,
+            events: &events,
+            base: client.base().to_string(),
         };
-        let model = match (&target.model, models.first()) {
-            (Some(m), _) => m.clone(),
-            (None, Some(m)) => m.clone(),
-            (None, None) => {
-                return Err(BenchError::NoModel {
-                    reason: format!("{base}/v1/models lists no model; pass --model"),
-                });
-            }
-        };
+        probe.health().await?;
+        let (models, models_text) = probe.models(target).await?;
+        let model = probe.model(target, &models)?;
+        probe.check_context_limit(&models_text, &model, &opts.matrix)?;
+        let version = probe.version().await;
+        let (identified, engine) = probe.identify(opts, version, &models).await?;
 
-        // The engine's context limit, where it serves one: refuse the cells that do not fit
-        // before calibrating or measuring anything (vLLM would clamp their max_tokens).
-        if let Some(limit) = parse_max_model_len(&models_text, &model) {
-            check_fits(
-                &opts.matrix,
-                limit,
-                &format!("GET /v1/models, model `{model}`"),
-            )?;
-            note(
-                EventKind::Startup,
-                format!("max_model_len {limit} tokens (GET /v1/models): every cell fits"),
-            );
-        }
-
-        // /version (vLLM, SGLang) — optional.
-        let version = match client.get_text("/version", PROBE_TIMEOUT).await {
-            Ok((200, text)) => serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("version").and_then(|v| v.as_str()).map(String::from)),
-            _ => None,
-        };
-
-        // Metrics — optional; the dialect is detected from the names (`/metrics`, or
-        // TensorRT-LLM's `/prometheus/metrics`); an engine without them is still recognised
-        // by its own endpoints, so its family does not depend on a metrics flag.
-        let identified = identify::identify(&client, PROBE_TIMEOUT).await?;
-        let dialect = identified.metrics;
-        if let Some(warning) = &identified.warning {
-            note(EventKind::Startup, warning.clone());
-        }
-        let engine_family = opts
-            .engine_name
-            .clone()
-            .or_else(|| identified.family.map(str::to_string))
-            .unwrap_or_else(|| "openai-compatible".into());
-        let engine = EngineIdentity {
-            name: engine_family.clone(),
-            version: version.clone(),
-            models: models.clone(),
-            url: base.clone(),
-            metrics_flavor: Some(identified.flavor.to_string()),
-            command: None,
-            containment: None,
-        };
-        note(
-            EventKind::Startup,
-            format!(
-                "engine {engine_family} {} models={models:?} metrics={}",
-                version.as_deref().unwrap_or("(no /version)"),
-                identified.label
-            ),
-        );
-
-        // Calibration.
         let counter = TokenCounter::new(client.clone(), model.clone(), identified.family);
-        let count = |text: String| counter.count(text);
-        let mut prompts = BTreeMap::new();
-        let mut calibration_errors = BTreeMap::new();
-        let contexts = &opts.matrix.contexts;
-        let mut measured_density = None;
-        if contexts.iter().any(|c| *c > 0) {
-            let density = prompt::measure_density(&count).await?;
-            measured_density = Some(density);
-            note(
-                EventKind::Startup,
-                format!(
-                    "calibrated: {:.2} chars/token, {:.0} overhead tokens (source={})",
-                    density.chars_per_token,
-                    density.overhead_tokens,
-                    counter.source()
-                ),
-            );
-            for &ctx in contexts {
-                let p = match prompt::calibrate_context(
-                    &count,
-                    density,
-                    ctx,
-                    opts.matrix.timing.unique_context_percent,
-                    0.02,
-                )
-                .await
-                {
-                    Ok(p) => p,
-                    Err(e) => {
-                        // One context the engine cannot take (e.g. above its max length) makes
-                        // its cells `error`, not the whole run.
-                        let reason = e.to_string();
-                        note(
-                            EventKind::Startup,
-                            format!("context {}: {reason}", context_label(ctx)),
-                        );
-                        calibration_errors.insert(ctx, reason);
-                        continue;
-                    }
-                };
-                if ctx > 0 {
-                    note(
-                        EventKind::Startup,
-                        format!(
-                            "context {}: {} chars (~{} tokens, {:+.2}%, {} probes)",
-                            context_label(ctx),
-                            p.prefix_chars + p.tail_chars,
-                            p.measured_tokens,
-                            (p.measured_tokens as f64 / ctx as f64 - 1.0) * 100.0,
-                            p.probes
-                        ),
-                    );
-                }
-                prompts.insert(ctx, p);
-            }
-        }
-        if contexts.contains(&0)
-            && !prompts.contains_key(&0)
-            && !calibration_errors.contains_key(&0)
-        {
-            let p = prompt::calibrate_context(
-                &count,
-                prompt::Density {
-                    chars_per_token: 4.0,
-                    overhead_tokens: 0.0,
-                },
-                0,
-                0.0,
-                0.02,
-            )
-            .await?;
-            prompts.insert(0, p);
-        }
-        // The burst layer's prompt size (each request sends a unique prompt of it).
-        let burst_prompt = match &opts.burst {
-            Some(b) if b.prompt_tokens > 0 => {
-                let density = match measured_density {
-                    Some(d) => d,
-                    None => prompt::measure_density(&count).await?,
-                };
-                match prompt::calibrate_context(&count, density, b.prompt_tokens, 100.0, 0.02).await
-                {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        note(
-                            EventKind::Startup,
-                            format!("burst layer: its prompt could not be calibrated: {e}"),
-                        );
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
+        let calibration = probe.calibrate(&counter, opts).await?;
         let run_id = format!(
             "{}-{:08x}",
             started_at.format("%Y%m%dT%H%M%SZ"),
@@ -427,14 +232,14 @@ impl BenchSession {
             opts: opts.clone(),
             events,
             model,
+            engine_family: engine.name.clone(),
             engine,
-            engine_family,
-            dialect,
-            prompts,
-            burst_prompt,
+            dialect: identified.metrics,
+            prompts: calibration.prompts,
+            burst_prompt: calibration.burst_prompt,
             started_at,
             run_id,
-            calibration_errors,
+            calibration_errors: calibration.errors,
             counted_without_prefill: counter.source().starts_with('/'),
         })
     }
@@ -595,6 +400,290 @@ impl BenchSession {
                 Err(format!("engine unreachable: {}: {}", f.kind, f.detail))
             }
         }
+    }
+}
+
+/// The start-up probes of one engine; what they find is noted in the session's event log.
+struct Probe<'a> {
+    client: &'a EngineClient,
+    events: &'a EventLog,
+    /// The engine's base URL, as errors and its identity name it.
+    base: String,
+}
+
+/// The prompts calibrated against the engine's tokenizer.
+struct Calibration {
+    prompts: BTreeMap<u64, ContextPrompt>,
+    /// Why a context's prompt could not be calibrated (its cells become `error`).
+    errors: BTreeMap<u64, String>,
+    burst_prompt: Option<ContextPrompt>,
+}
+
+impl Probe<'_> {
+    fn note(&self, kind: EventKind, msg: String) {
+        self.events.emit(Event::now(kind, msg));
+    }
+
+    /// `/health`: the only probe whose transport failure means "unreachable".
+    async fn health(&self) -> Result<(), BenchError> {
+        match self.client.get_text("/health", PROBE_TIMEOUT).await {
+            Ok((status, _)) if (200..300).contains(&status) => {}
+            Ok((status, _)) => self.note(
+                EventKind::Startup,
+                format!("GET /health answered HTTP {status}; continuing"),
+            ),
+            Err(e) => {
+                let f = e.failure();
+                return Err(BenchError::Unreachable {
+                    url: self.base.clone(),
+                    reason: format!("{}: {}", f.kind, f.detail),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `/v1/models`: the model ids it lists and its text (which may hold the context limit);
+    /// an error answer is tolerated when the target names its model.
+    async fn models(&self, target: &BenchTarget) -> Result<(Vec<String>, String), BenchError> {
+        let client = self.client;
+        let mut models_text = String::new();
+        let models = match client.get_text("/v1/models", PROBE_TIMEOUT).await {
+            Ok((200, text)) => {
+                let ids = parse_model_ids(&text).map_err(|reason| BenchError::BadResponse {
+                    url: client.url("/v1/models"),
+                    reason,
+                })?;
+                models_text = text;
+                ids
+            }
+            Ok((status, text)) => {
+                if target.model.is_none() {
+                    return Err(BenchError::BadResponse {
+                        url: client.url("/v1/models"),
+                        reason: format!(
+                            "HTTP {status}: {} (pass --model to skip model discovery)",
+                            client::excerpt(&text, 160)
+                        ),
+                    });
+                }
+                Vec::new()
+            }
+            Err(e) => {
+                let f = e.failure();
+                return Err(BenchError::Unreachable {
+                    url: client.url("/v1/models"),
+                    reason: format!("{}: {}", f.kind, f.detail),
+                });
+            }
+        };
+        Ok((models, models_text))
+    }
+
+    /// The model to request: the target's, else the first the engine lists.
+    fn model(&self, target: &BenchTarget, models: &[String]) -> Result<String, BenchError> {
+        match (&target.model, models.first()) {
+            (Some(m), _) => Ok(m.clone()),
+            (None, Some(m)) => Ok(m.clone()),
+            (None, None) => Err(BenchError::NoModel {
+                reason: format!("{}/v1/models lists no model; pass --model", self.base),
+            }),
+        }
+    }
+
+    /// The engine's context limit, where it serves one: refuse the cells that do not fit
+    /// before calibrating or measuring anything (vLLM would clamp their max_tokens).
+    fn check_context_limit(
+        &self,
+        models_text: &str,
+        model: &str,
+        matrix: &MatrixSpec,
+    ) -> Result<(), BenchError> {
+        if let Some(limit) = parse_max_model_len(models_text, model) {
+            check_fits(matrix, limit, &format!("GET /v1/models, model `{model}`"))?;
+            self.note(
+                EventKind::Startup,
+                format!("max_model_len {limit} tokens (GET /v1/models): every cell fits"),
+            );
+        }
+        Ok(())
+    }
+
+    /// `/version` (vLLM, SGLang) — optional.
+    async fn version(&self) -> Option<String> {
+        match self.client.get_text("/version", PROBE_TIMEOUT).await {
+            Ok((200, text)) => serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("version").and_then(|v| v.as_str()).map(String::from)),
+            _ => None,
+        }
+    }
+
+    /// Which engine this is. Metrics are optional; the dialect is detected from the names
+    /// (`/metrics`, or TensorRT-LLM's `/prometheus/metrics`); an engine without them is still
+    /// recognised by its own endpoints, so its family does not depend on a metrics flag.
+    async fn identify(
+        &self,
+        opts: &BenchOptions,
+        version: Option<String>,
+        models: &[String],
+    ) -> Result<(identify::Identified, EngineIdentity), BenchError> {
+        let identified = identify::identify(self.client, PROBE_TIMEOUT).await?;
+        if let Some(warning) = &identified.warning {
+            self.note(EventKind::Startup, warning.clone());
+        }
+        let engine_family = opts
+            .engine_name
+            .clone()
+            .or_else(|| identified.family.map(str::to_string))
+            .unwrap_or_else(|| "openai-compatible".into());
+        let engine = EngineIdentity {
+            name: engine_family.clone(),
+            version: version.clone(),
+            models: models.to_vec(),
+            url: self.base.clone(),
+            metrics_flavor: Some(identified.flavor.to_string()),
+            command: None,
+            containment: None,
+        };
+        self.note(
+            EventKind::Startup,
+            format!(
+                "engine {engine_family} {} models={models:?} metrics={}",
+                version.as_deref().unwrap_or("(no /version)"),
+                identified.label
+            ),
+        );
+        Ok((identified, engine))
+    }
+
+    /// Calibrates a prompt for every context of the matrix, and the burst layer's.
+    async fn calibrate(
+        &self,
+        counter: &TokenCounter,
+        opts: &BenchOptions,
+    ) -> Result<Calibration, BenchError> {
+        let count = |text: String| counter.count(text);
+        let mut calibration = Calibration {
+            prompts: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            burst_prompt: None,
+        };
+        let contexts = &opts.matrix.contexts;
+        let mut measured_density = None;
+        if contexts.iter().any(|c| *c > 0) {
+            let density = prompt::measure_density(&count).await?;
+            measured_density = Some(density);
+            self.calibrate_contexts(counter, density, opts, &mut calibration)
+                .await;
+        }
+        if contexts.contains(&0)
+            && !calibration.prompts.contains_key(&0)
+            && !calibration.errors.contains_key(&0)
+        {
+            let p = prompt::calibrate_context(
+                &count,
+                prompt::Density {
+                    chars_per_token: 4.0,
+                    overhead_tokens: 0.0,
+                },
+                0,
+                0.0,
+                0.02,
+            )
+            .await?;
+            calibration.prompts.insert(0, p);
+        }
+        calibration.burst_prompt = self.burst_prompt(counter, opts, measured_density).await?;
+        Ok(calibration)
+    }
+
+    /// One prompt per context of the matrix at the measured density; a context the engine
+    /// cannot take (e.g. above its max length) makes its cells `error`, not the whole run.
+    async fn calibrate_contexts(
+        &self,
+        counter: &TokenCounter,
+        density: prompt::Density,
+        opts: &BenchOptions,
+        calibration: &mut Calibration,
+    ) {
+        let count = |text: String| counter.count(text);
+        self.note(
+            EventKind::Startup,
+            format!(
+                "calibrated: {:.2} chars/token, {:.0} overhead tokens (source={})",
+                density.chars_per_token,
+                density.overhead_tokens,
+                counter.source()
+            ),
+        );
+        for &ctx in &opts.matrix.contexts {
+            let p = match prompt::calibrate_context(
+                &count,
+                density,
+                ctx,
+                opts.matrix.timing.unique_context_percent,
+                0.02,
+            )
+            .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.note(
+                        EventKind::Startup,
+                        format!("context {}: {reason}", context_label(ctx)),
+                    );
+                    calibration.errors.insert(ctx, reason);
+                    continue;
+                }
+            };
+            if ctx > 0 {
+                self.note(
+                    EventKind::Startup,
+                    format!(
+                        "context {}: {} chars (~{} tokens, {:+.2}%, {} probes)",
+                        context_label(ctx),
+                        p.prefix_chars + p.tail_chars,
+                        p.measured_tokens,
+                        (p.measured_tokens as f64 / ctx as f64 - 1.0) * 100.0,
+                        p.probes
+                    ),
+                );
+            }
+            calibration.prompts.insert(ctx, p);
+        }
+    }
+
+    /// The burst layer's prompt size (each request sends a unique prompt of it); one that
+    /// cannot be calibrated is noted and leaves the layer without a prompt.
+    async fn burst_prompt(
+        &self,
+        counter: &TokenCounter,
+        opts: &BenchOptions,
+        measured_density: Option<prompt::Density>,
+    ) -> Result<Option<ContextPrompt>, BenchError> {
+        let count = |text: String| counter.count(text);
+        Ok(match &opts.burst {
+            Some(b) if b.prompt_tokens > 0 => {
+                let density = match measured_density {
+                    Some(d) => d,
+                    None => prompt::measure_density(&count).await?,
+                };
+                match prompt::calibrate_context(&count, density, b.prompt_tokens, 100.0, 0.02).await
+                {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.note(
+                            EventKind::Startup,
+                            format!("burst layer: its prompt could not be calibrated: {e}"),
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        })
     }
 }
 

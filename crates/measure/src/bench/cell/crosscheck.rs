@@ -80,14 +80,44 @@ fn rel(reported: f64, expected: f64) -> f64 {
 
 /// Runs every check the evidence allows.
 pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
-    let tol = ev.tolerance;
-    let mut checks = Vec::new();
-    let mut disagree = Vec::new();
-    let mut implausible = Vec::new();
+    let mut checker = Checker {
+        ev,
+        checks: Vec::new(),
+        disagree: Vec::new(),
+        implausible: Vec::new(),
+    };
     let t = ev.tally;
-    let window_tokens: f64 = ev.stream_window_tokens.iter().sum();
-
     if t.requests > 0 && t.text_chunks > 0 {
+        checker.chunks_vs_usage();
+    }
+    if let Some(c) = &ev.counter {
+        checker.usage_vs_counter(c);
+    }
+    if t.requests > 0 {
+        checker.tokens_per_request();
+    }
+    if ev.window_s > 0.0 && !ev.stream_window_tokens.is_empty() {
+        checker.stream_tps();
+    }
+    checker.outcome()
+}
+
+/// The checks run so far over one cell's evidence, and what the failed ones said.
+struct Checker<'a> {
+    ev: &'a Evidence<'a>,
+    checks: Vec<CrossCheck>,
+    /// Where usage disagrees with the engine's counters.
+    disagree: Vec<String>,
+    /// Where usage is physically implausible.
+    implausible: Vec<String>,
+}
+
+impl Checker<'_> {
+    /// `chunks_vs_usage`: every streamed chunk with text carries at least one token.
+    fn chunks_vs_usage(&mut self) {
+        let ev = self.ev;
+        let tol = ev.tolerance;
+        let t = ev.tally;
         let (expected, reported) = (t.text_chunks as f64, t.usage_tokens as f64);
         let ok = reported >= expected * (1.0 - tol);
         let bound = ev
@@ -102,12 +132,12 @@ pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
             reported / expected
         );
         if !ok {
-            disagree.push(format!(
+            self.disagree.push(format!(
                 "{} requests reported {} tokens but streamed {} text chunks",
                 t.requests, t.usage_tokens, t.text_chunks
             ));
         }
-        checks.push(CrossCheck {
+        self.checks.push(CrossCheck {
             name: "chunks_vs_usage".into(),
             expected,
             reported,
@@ -119,9 +149,11 @@ pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
         });
     }
 
-    if let Some(c) = &ev.counter {
+    /// The engine's generation counter between the edge readings: per token (or per request
+    /// plus the in-flight tokens) against the window's tokens, else per request against the
+    /// usage of the requests that finished between the readings.
+    fn usage_vs_counter(&mut self, c: &CounterEvidence) {
         let span = c.end.at.saturating_duration_since(c.start.at).as_secs_f64();
-        let itl = ev.token_lag_s.unwrap_or(0.0);
         let per_token_view = match (c.moves, c.start.in_flight, c.end.in_flight) {
             (CounterMoves::PerToken, _, _) => Some("per-token counter"),
             (CounterMoves::PerRequest, Some(_), Some(_)) => {
@@ -131,100 +163,123 @@ pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
         };
         if span > 0.0 {
             if let Some(view) = per_token_view {
-                let delta = (c.end.counter + c.end.in_flight.unwrap_or(0.0))
-                    - (c.start.counter + c.start.in_flight.unwrap_or(0.0));
-                let rate = delta.max(0.0) / span;
-                let expected = rate * ev.window_s;
-                let slack = rate * (c.start.uncertainty_s + c.end.uncertainty_s + 2.0 * itl)
-                    + 2.0 * f64::from(ev.concurrency) * ev.spec_tokens_per_step.unwrap_or(1.0);
-                let ok = (window_tokens - expected).abs() <= tol * expected + slack;
-                if !ok {
-                    disagree.push(format!(
-                        "{} tokens in the {:.1} s window, {} by {} ({view})",
-                        fmt_n(window_tokens),
-                        ev.window_s,
-                        fmt_n(expected),
-                        c.metric
-                    ));
-                }
-                checks.push(CrossCheck {
-                    name: "usage_vs_counter_window".into(),
-                    expected,
-                    reported: window_tokens,
-                    disagreement: rel(window_tokens, expected),
-                    tolerance: tol,
-                    slack,
-                    ok,
-                    detail: Some(format!(
-                        "{} moved {} over {span:.3} s ({view}), scaled to the window",
-                        c.metric,
-                        fmt_n(delta)
-                    )),
-                });
+                self.usage_vs_counter_window(c, span, view);
             } else {
-                let (a, b) = (c.start.at, c.end.at);
-                let expected = (c.end.counter - c.start.counter).max(0.0);
-                let near = |at: Instant, edge: Instant, u: f64| {
-                    let d = if at >= edge {
-                        at.duration_since(edge)
-                    } else {
-                        edge.duration_since(at)
-                    };
-                    d.as_secs_f64() <= u + (2.0 * itl).max(0.01)
-                };
-                let (mut reported, mut slack) = (0.0, 0.0);
-                for &(at, u) in &t.finished {
-                    if at > a && at <= b {
-                        reported += u as f64;
-                    }
-                    if near(at, a, c.start.uncertainty_s) || near(at, b, c.end.uncertainty_s) {
-                        slack += u as f64;
-                    }
-                }
-                let ran = expected > 0.0 || reported > 0.0;
-                let ok = !ran || (reported - expected).abs() <= tol * expected + slack;
-                if !ok {
-                    disagree.push(format!(
-                        "requests that finished between the readings reported {} tokens, {} moved {}",
-                        fmt_n(reported),
-                        c.metric,
-                        fmt_n(expected)
-                    ));
-                }
-                checks.push(CrossCheck {
-                    name: "usage_vs_counter_requests".into(),
-                    expected,
-                    reported,
-                    disagreement: rel(reported, expected),
-                    tolerance: tol,
-                    slack,
-                    ok,
-                    detail: Some(if ran {
-                        format!(
-                            "{} moves when a request ends: reconciled over the requests that finished between the readings ({span:.3} s apart)",
-                            c.metric
-                        )
-                    } else {
-                        format!(
-                            "{} moves when a request ends and none finished between the readings: not compared",
-                            c.metric
-                        )
-                    }),
-                });
+                self.usage_vs_counter_requests(c, span);
             }
         }
     }
 
-    if t.requests > 0 {
+    /// `usage_vs_counter_window`: the counter's rate between the readings, scaled to the
+    /// window, against the tokens the client counted in it.
+    fn usage_vs_counter_window(&mut self, c: &CounterEvidence, span: f64, view: &str) {
+        let ev = self.ev;
+        let tol = ev.tolerance;
+        let itl = ev.token_lag_s.unwrap_or(0.0);
+        let window_tokens: f64 = ev.stream_window_tokens.iter().sum();
+        let delta = (c.end.counter + c.end.in_flight.unwrap_or(0.0))
+            - (c.start.counter + c.start.in_flight.unwrap_or(0.0));
+        let rate = delta.max(0.0) / span;
+        let expected = rate * ev.window_s;
+        let slack = rate * (c.start.uncertainty_s + c.end.uncertainty_s + 2.0 * itl)
+            + 2.0 * f64::from(ev.concurrency) * ev.spec_tokens_per_step.unwrap_or(1.0);
+        let ok = (window_tokens - expected).abs() <= tol * expected + slack;
+        if !ok {
+            self.disagree.push(format!(
+                "{} tokens in the {:.1} s window, {} by {} ({view})",
+                fmt_n(window_tokens),
+                ev.window_s,
+                fmt_n(expected),
+                c.metric
+            ));
+        }
+        self.checks.push(CrossCheck {
+            name: "usage_vs_counter_window".into(),
+            expected,
+            reported: window_tokens,
+            disagreement: rel(window_tokens, expected),
+            tolerance: tol,
+            slack,
+            ok,
+            detail: Some(format!(
+                "{} moved {} over {span:.3} s ({view}), scaled to the window",
+                c.metric,
+                fmt_n(delta)
+            )),
+        });
+    }
+
+    /// `usage_vs_counter_requests`: the counter's move between the readings against the usage
+    /// of the requests that finished between them; those finishing near an edge are slack.
+    fn usage_vs_counter_requests(&mut self, c: &CounterEvidence, span: f64) {
+        let ev = self.ev;
+        let tol = ev.tolerance;
+        let t = ev.tally;
+        let itl = ev.token_lag_s.unwrap_or(0.0);
+        let (a, b) = (c.start.at, c.end.at);
+        let expected = (c.end.counter - c.start.counter).max(0.0);
+        let near = |at: Instant, edge: Instant, u: f64| {
+            let d = if at >= edge {
+                at.duration_since(edge)
+            } else {
+                edge.duration_since(at)
+            };
+            d.as_secs_f64() <= u + (2.0 * itl).max(0.01)
+        };
+        let (mut reported, mut slack) = (0.0, 0.0);
+        for &(at, u) in &t.finished {
+            if at > a && at <= b {
+                reported += u as f64;
+            }
+            if near(at, a, c.start.uncertainty_s) || near(at, b, c.end.uncertainty_s) {
+                slack += u as f64;
+            }
+        }
+        let ran = expected > 0.0 || reported > 0.0;
+        let ok = !ran || (reported - expected).abs() <= tol * expected + slack;
+        if !ok {
+            self.disagree.push(format!(
+                "requests that finished between the readings reported {} tokens, {} moved {}",
+                fmt_n(reported),
+                c.metric,
+                fmt_n(expected)
+            ));
+        }
+        self.checks.push(CrossCheck {
+            name: "usage_vs_counter_requests".into(),
+            expected,
+            reported,
+            disagreement: rel(reported, expected),
+            tolerance: tol,
+            slack,
+            ok,
+            detail: Some(if ran {
+                format!(
+                    "{} moves when a request ends: reconciled over the requests that finished between the readings ({span:.3} s apart)",
+                    c.metric
+                )
+            } else {
+                format!(
+                    "{} moves when a request ends and none finished between the readings: not compared",
+                    c.metric
+                )
+            }),
+        });
+    }
+
+    /// `tokens_per_request`: no request's usage above `max_tokens`.
+    fn tokens_per_request(&mut self) {
+        let ev = self.ev;
+        let t = ev.tally;
         let (bound, reported) = (ev.max_tokens as f64, t.max_request_usage as f64);
         let ok = t.max_request_usage <= ev.max_tokens;
         if !ok {
-            implausible.push(format!(
+            self.implausible.push(format!(
                 "a request reported {} tokens with max_tokens = {}",
                 t.max_request_usage, ev.max_tokens
             ));
         }
-        checks.push(CrossCheck {
+        self.checks.push(CrossCheck {
             name: "tokens_per_request".into(),
             expected: bound,
             reported,
@@ -236,7 +291,9 @@ pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
         });
     }
 
-    if ev.window_s > 0.0 && !ev.stream_window_tokens.is_empty() {
+    /// `stream_tps`: no stream faster than `max_stream_tps` over the window.
+    fn stream_tps(&mut self) {
+        let ev = self.ev;
         let fastest = ev
             .stream_window_tokens
             .iter()
@@ -244,13 +301,13 @@ pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
             / ev.window_s;
         let ok = fastest <= ev.max_stream_tps;
         if !ok {
-            implausible.push(format!(
+            self.implausible.push(format!(
                 "a stream made {} tok/s, above max_stream_tps = {}",
                 fmt_n(fastest),
                 fmt_n(ev.max_stream_tps)
             ));
         }
-        checks.push(CrossCheck {
+        self.checks.push(CrossCheck {
             name: "stream_tps".into(),
             expected: ev.max_stream_tps,
             reported: fastest,
@@ -266,19 +323,25 @@ pub(super) fn cross_check(ev: &Evidence<'_>) -> Outcome {
         });
     }
 
-    let mut reasons = Vec::new();
-    if !disagree.is_empty() {
-        reasons.push(format!(
-            "usage disagrees with the engine's counters: {}",
-            disagree.join("; ")
-        ));
-    }
-    if !implausible.is_empty() {
-        reasons.push(format!("usage is implausible: {}", implausible.join("; ")));
-    }
-    Outcome {
-        checks,
-        failure: (!reasons.is_empty()).then(|| reasons.join("; ")),
+    /// The checks that ran and, when one failed, why the cell is an error.
+    fn outcome(self) -> Outcome {
+        let mut reasons = Vec::new();
+        if !self.disagree.is_empty() {
+            reasons.push(format!(
+                "usage disagrees with the engine's counters: {}",
+                self.disagree.join("; ")
+            ));
+        }
+        if !self.implausible.is_empty() {
+            reasons.push(format!(
+                "usage is implausible: {}",
+                self.implausible.join("; ")
+            ));
+        }
+        Outcome {
+            checks: self.checks,
+            failure: (!reasons.is_empty()).then(|| reasons.join("; ")),
+        }
     }
 }
 

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
 use super::EventLog;
@@ -32,8 +33,8 @@ use accounting::{CellShared, StreamRecord, UsageTally};
 use admission::Admission;
 use crosscheck::{CounterEvidence, Evidence, cross_check};
 use infergate_schema::results::{
-    CellResult, CellStatus, CellTiming, Event, EventKind, TokenSource, TruncatedRequests,
-    context_label,
+    CellResult, CellStatus, CellTiming, Event, EventKind, RequestTally, SpecDecodeStats,
+    TokenSource, TruncatedRequests, context_label,
 };
 use infergate_telemetry::telemetry::WindowSampler;
 use spec_decode::spec_stats;
@@ -106,12 +107,57 @@ impl SustainedDecodeCell<'_> {
                 fmt_n(self.spec.timing.unique_context_percent)
             ),
         );
+        let mut streams = self.start_streams(cancel);
+
+        let admission = self.admit(&streams.shared, cancel).await;
+        let ready_after = streams.shared.t0.elapsed().as_secs_f64();
+        // The warm-up counts from the moment every stream was admitted: the readiness
+        // confirmation overlaps it (the window opens no earlier than `warmup_s` after that).
+        let admitted = match admission {
+            Admission::Ready {
+                detail,
+                admitted_at,
+            } => self.ready(detail, admitted_at),
+            Admission::CapacityLimited { reason } => self.capacity_limited(reason),
+            Admission::Failed { reason } => {
+                return self
+                    .admission_failed(&mut streams, reason, ready_after)
+                    .await;
+            }
+            Admission::Cancelled => return self.admission_cancelled(&mut streams).await,
+        };
+
+        // Warm-up (what is left of it).
+        if admitted.warmup_until > Instant::now() {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep_until(admitted.warmup_until.into()) => {}
+            }
+        }
+        if cancel.is_cancelled() {
+            streams.stop().await;
+            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        }
+
+        let Some(window) = self
+            .measure_window(&mut streams, admitted.window_s, cancel)
+            .await
+        else {
+            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        };
+        let cell = self.result(&streams.shared, admitted, window, ready_after);
+        self.emit_end(&cell);
+        cell
+    }
+
+    /// Spawns the cell's C stream tasks; they run until the cell cuts them or `cancel` fires.
+    fn start_streams(&self, cancel: &CancellationToken) -> CellStreams {
+        let c = self.spec.concurrency;
         let sub_windows = self.spec.timing.sub_windows.max(1) as usize;
         let shared = Arc::new(CellShared::new(
             sub_windows,
             u64::from(self.spec.timing.max_tokens),
         ));
-        let t0 = shared.t0;
         let streams_cancel = cancel.child_token();
         let first_token_timeout =
             Duration::from_secs_f64(self.spec.timing.ready_timeout_s.max(1.0));
@@ -129,84 +175,91 @@ impl SustainedDecodeCell<'_> {
             )));
         }
         tokio::spawn(cut::forward(streams_cancel.clone(), cuts));
-
-        let admission = self.admit(&shared, cancel).await;
-        let ready_after = t0.elapsed().as_secs_f64();
-        // The warm-up counts from the moment every stream was admitted: the readiness
-        // confirmation overlaps it (the window opens no earlier than `warmup_s` after that).
-        let (status, reason, warmup_until, window_s) = match &admission {
-            Admission::Ready {
-                detail,
-                admitted_at,
-            } => {
-                self.emit(
-                    EventKind::Ready,
-                    format!("ready C={c} ctx={} {detail}", context_label(ctx)),
-                );
-                (
-                    CellStatus::Ok,
-                    Some(detail.clone()),
-                    *admitted_at + Duration::from_secs_f64(self.spec.timing.warmup_s),
-                    self.spec.timing.duration_s,
-                )
-            }
-            Admission::CapacityLimited { reason } => {
-                self.emit(
-                    EventKind::CapacityLimited,
-                    format!("capacity limited C={c} ctx={} {reason}", context_label(ctx)),
-                );
-                // Already steady (admission stalled): a short window records what it makes.
-                (
-                    CellStatus::CapacityLimited,
-                    Some(reason.clone()),
-                    Instant::now(),
-                    self.spec.timing.duration_s * 0.5,
-                )
-            }
-            Admission::Failed { reason } => {
-                streams_cancel.cancel();
-                join_all(handles).await;
-                self.emit(
-                    EventKind::CellError,
-                    format!("cell error C={c} ctx={} {reason}", context_label(ctx)),
-                );
-                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason.clone());
-                cell.errors = shared.errors.load(Ordering::Relaxed);
-                cell.requests = Some(shared.tally());
-                cell.truncated_requests = shared.truncated();
-                cell.ready_after_s = Some(ready_after);
-                return cell;
-            }
-            Admission::Cancelled => {
-                streams_cancel.cancel();
-                join_all(handles).await;
-                let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
-                cell.errors = shared.errors.load(Ordering::Relaxed);
-                cell.requests = Some(shared.tally());
-                return cell;
-            }
-        };
-
-        // Warm-up (what is left of it).
-        if warmup_until > Instant::now() {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                _ = tokio::time::sleep_until(warmup_until.into()) => {}
-            }
+        CellStreams {
+            shared,
+            handles,
+            cancel: streams_cancel,
         }
-        if cancel.is_cancelled() {
-            streams_cancel.cancel();
-            join_all(handles).await;
-            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
-        }
+    }
 
-        // Steady-state window.
+    /// Every stream runs: the window opens `warmup_s` after they were all admitted.
+    fn ready(&self, detail: String, admitted_at: Instant) -> Admitted {
+        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
+        self.emit(
+            EventKind::Ready,
+            format!("ready C={c} ctx={} {detail}", context_label(ctx)),
+        );
+        Admitted {
+            status: CellStatus::Ok,
+            reason: Some(detail),
+            warmup_until: admitted_at + Duration::from_secs_f64(self.spec.timing.warmup_s),
+            window_s: self.spec.timing.duration_s,
+        }
+    }
+
+    /// Admission stalled, so the cell is already steady: a short window records what it makes.
+    fn capacity_limited(&self, reason: String) -> Admitted {
+        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
+        self.emit(
+            EventKind::CapacityLimited,
+            format!("capacity limited C={c} ctx={} {reason}", context_label(ctx)),
+        );
+        Admitted {
+            status: CellStatus::CapacityLimited,
+            reason: Some(reason),
+            warmup_until: Instant::now(),
+            window_s: self.spec.timing.duration_s * 0.5,
+        }
+    }
+
+    /// The streams never all ran: an error cell with what its requests did.
+    async fn admission_failed(
+        &self,
+        streams: &mut CellStreams,
+        reason: String,
+        ready_after: f64,
+    ) -> CellResult {
+        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
+        streams.stop().await;
+        self.emit(
+            EventKind::CellError,
+            format!("cell error C={c} ctx={} {reason}", context_label(ctx)),
+        );
+        let shared = &streams.shared;
+        let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason);
+        cell.errors = shared.errors.load(Ordering::Relaxed);
+        cell.requests = Some(shared.tally());
+        cell.truncated_requests = shared.truncated();
+        cell.ready_after_s = Some(ready_after);
+        cell
+    }
+
+    /// Cancelled before every stream was admitted: no event, the requests' tally kept.
+    async fn admission_cancelled(&self, streams: &mut CellStreams) -> CellResult {
+        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
+        streams.stop().await;
+        let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        cell.errors = streams.shared.errors.load(Ordering::Relaxed);
+        cell.requests = Some(streams.shared.tally());
+        cell
+    }
+
+    /// The steady-state window: reads the engine at its opening edge, credits the streams'
+    /// tokens for `window_s` while polling the engine's load, reads the closing edge, then
+    /// cuts the streams. `None` when cancelled meanwhile.
+    async fn measure_window(
+        &self,
+        streams: &mut CellStreams,
+        window_s: f64,
+        cancel: &CancellationToken,
+    ) -> Option<WindowReading> {
         let edge0 = counter::read_edge(self.client, self.dialect).await;
         if let Some(s) = &self.sampler {
             s.start_window();
         }
         let open = Instant::now();
-        let start_ns = open.duration_since(t0).as_nanos() as u64;
+        let shared = &streams.shared;
+        let start_ns = open.duration_since(shared.t0).as_nanos() as u64;
         let len_ns = (window_s.max(0.001) * 1e9) as u64;
         shared
             .window_end_ns
@@ -224,55 +277,50 @@ impl SustainedDecodeCell<'_> {
         } else {
             counter::read_edge(self.client, self.dialect).await
         };
-        streams_cancel.cancel();
-        let records = join_all(handles).await;
+        let records = streams.stop().await;
         if cancelled {
-            return CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+            return None;
         }
+        Some(WindowReading {
+            edge0,
+            edge1,
+            open,
+            close,
+            running,
+            waiting,
+            records,
+        })
+    }
 
-        // Aggregate.
-        let sub_len_s = window_s / sub_windows as f64;
-        let mut sub_tokens = vec![0.0f64; sub_windows];
+    /// The measured cell: the window's figures, checked against the engine's own.
+    fn result(
+        &self,
+        shared: &CellShared,
+        admitted: Admitted,
+        window: WindowReading,
+        ready_after: f64,
+    ) -> CellResult {
+        let window_s = admitted.window_s;
+        let sub_len_s = window_s / shared.sub_windows as f64;
         let itl = shared.take_itl();
-        let (mut itl_sum, mut itl_n) = (0.0f64, 0u64);
-        let mut ttfts = Vec::new();
-        let mut tpots = Vec::new();
-        let mut per_user = Vec::new();
-        let mut prompt_tokens = None;
-        let (mut saw_cont, mut saw_chunks) = (false, false);
-        let mut tally = UsageTally::default();
-        let mut stream_window_tokens = Vec::with_capacity(records.len());
-        for r in &records {
-            tally.absorb(&r.usage);
-            // Every token that arrived in the window, the early-ended requests' too: what the
-            // engine's counter saw.
-            stream_window_tokens.push(r.sub_tokens.iter().sum::<f64>() + r.removed_window_tokens);
-            for (t, s) in sub_tokens.iter_mut().zip(&r.sub_tokens) {
-                *t += s;
-            }
-            itl_sum += r.itl_sum_s;
-            itl_n += r.itl_n;
-            ttfts.extend_from_slice(&r.ttfts);
-            tpots.extend_from_slice(&r.tpots);
-            if r.itl_n > 0 && r.itl_sum_s > 0.0 {
-                per_user.push(r.itl_n as f64 / r.itl_sum_s);
-            }
-            prompt_tokens = prompt_tokens.or(r.prompt_tokens);
-            saw_cont |= r.saw_continuous;
-            saw_chunks |= r.saw_chunk_mode;
-        }
-        let total: f64 = sub_tokens.iter().sum();
+        let totals = StreamTotals::sum(&window.records, shared.sub_windows, itl);
+        let total: f64 = totals.sub_tokens.iter().sum();
         let output_tokens = total.round().max(0.0) as u64;
         let aggregate_tps = total / window_s;
-        let samples: Vec<f64> = sub_tokens.iter().map(|t| t / sub_len_s).collect();
+        let samples: Vec<f64> = totals.sub_tokens.iter().map(|t| t / sub_len_s).collect();
         let errors = shared.errors.load(Ordering::Relaxed);
         let requests = shared.tally();
 
-        let engine_counter = counter::window(self.dialect, &edge0, &edge1, open, close);
-        let server_tps = engine_counter.as_ref().map(|(tps, _)| *tps);
+        let engine_counter = counter::window(
+            self.dialect,
+            &window.edge0,
+            &window.edge1,
+            window.open,
+            window.close,
+        );
         let spec_decode = spec_stats(
-            edge0.state.as_ref(),
-            edge1.state.as_ref(),
+            window.edge0.state.as_ref(),
+            window.edge1.state.as_ref(),
             output_tokens,
             aggregate_tps,
         );
@@ -281,14 +329,66 @@ impl SustainedDecodeCell<'_> {
             .as_ref()
             .and_then(|s| s.finish_window(output_tokens));
 
-        let itl_mean_s = (itl_n > 0).then(|| itl_sum / itl_n as f64);
-        let checked = cross_check(&Evidence {
-            concurrency: c,
+        let itl_mean_s = totals.itl_mean_s();
+        let checked = cross_check(&self.evidence(window_s, &totals, &window, spec_decode.as_ref()));
+        let unverified = unverified(&checked.checks, &totals.tally, self.dialect.is_some());
+        let outcome = WindowOutcome {
+            output_tokens,
+            errors,
+            requests,
+            truncated: shared.truncated(),
+            preemptions: window.preemptions(),
+        };
+        let (status, reason) = self.verdict(admitted, shared, &outcome, checked.failure);
+
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        CellResult {
+            concurrency: self.spec.concurrency,
+            context_tokens: self.spec.context_tokens,
+            status,
+            reason,
+            aggregate_tps,
+            samples,
+            per_user_tps: stats::exact(&totals.per_user),
+            ttft_s: stats::exact(&totals.ttfts),
+            itl_s: stats::from_histogram(&totals.itl, itl_mean_s),
+            tpot_s: stats::exact(&totals.tpots),
+            effective_concurrency: mean(&window.running),
+            waiting_avg: mean(&window.waiting),
+            output_tokens,
+            measured_s: window_s,
+            prompt_tokens: totals.prompt_tokens,
+            errors,
+            token_source: Some(totals.token_source()),
+            server_tps: engine_counter.as_ref().map(|(tps, _)| *tps),
+            engine_counter: engine_counter.as_ref().map(|(_, w)| w.clone()),
+            ready_after_s: Some(ready_after),
+            spec_decode,
+            telemetry,
+            rounds: Vec::new(),
+            cross_checks: checked.checks,
+            truncated_requests: outcome.truncated,
+            preemptions: outcome.preemptions,
+            requests: Some(outcome.requests),
+            unverified,
+        }
+    }
+
+    /// What the cross-checks hold the client's count against.
+    fn evidence<'a>(
+        &self,
+        window_s: f64,
+        totals: &'a StreamTotals,
+        window: &WindowReading,
+        spec_decode: Option<&SpecDecodeStats>,
+    ) -> Evidence<'a> {
+        Evidence {
+            concurrency: self.spec.concurrency,
             max_tokens: u64::from(self.spec.timing.max_tokens),
             window_s,
-            stream_window_tokens: &stream_window_tokens,
-            tally: &tally,
-            counter: match (self.dialect, edge0.counter, edge1.counter) {
+            stream_window_tokens: &totals.stream_window_tokens,
+            tally: &totals.tally,
+            counter: match (self.dialect, window.edge0.counter, window.edge1.counter) {
                 (Some(d), Some(start), Some(end)) => Some(CounterEvidence {
                     start,
                     end,
@@ -298,64 +398,37 @@ impl SustainedDecodeCell<'_> {
                 _ => None,
             },
             spec_tokens_per_step: spec_decode
-                .as_ref()
                 .filter(|s| s.drafts > 0)
                 .map(|s| 1.0 + s.draft_tokens as f64 / s.drafts as f64),
-            // How late a token of the window's last moments may reach the client: the gaps'
-            // p99 (a loaded host delays delivery by far more than the mean gap).
-            token_lag_s: itl_mean_s.map(|mean| {
-                let p99 = if itl.is_empty() {
-                    0.0
-                } else {
-                    itl.value_at_quantile(0.99) as f64 / 1e9
-                };
-                mean.max(p99)
-            }),
+            token_lag_s: totals.token_lag_s(),
             tolerance: self.spec.timing.usage_tolerance,
             max_stream_tps: self.spec.timing.max_stream_tps,
-        });
+        }
+    }
 
-        let unverified = unverified(&checked.checks, &tally, self.dialect.is_some());
+    /// The measured cell's status and reason: a window without tokens, with short or too many
+    /// early-ended requests, or whose count the cross-checks refute is no measurement; an
+    /// engine that preempted requests with every stream admitted is saturated.
+    fn verdict(
+        &self,
+        admitted: Admitted,
+        shared: &CellShared,
+        outcome: &WindowOutcome,
+        cross_check_failure: Option<String>,
+    ) -> (CellStatus, Option<String>) {
+        let c = self.spec.concurrency;
+        let window_s = admitted.window_s;
         let max_tokens = u64::from(self.spec.timing.max_tokens);
-        let truncated = shared.truncated();
+        let truncated = outcome.truncated;
+        let requests = &outcome.requests;
         let early = requests.early();
         let ended = requests.completed + early;
 
-        // Requests the engine preempted or retracted in the window (its counter at both edges).
-        let preemptions = match (
-            edge0.state.as_ref().and_then(|(_, s)| s.preemptions),
-            edge1.state.as_ref().and_then(|(_, s)| s.preemptions),
-        ) {
-            (Some(a), Some(b)) => Some((b - a).max(0.0).round() as u64),
-            _ => None,
-        };
-
-        let mut status = status;
-        let mut reason = reason;
-        if output_tokens == 0 {
+        let mut status = admitted.status;
+        let mut reason = admitted.reason;
+        if outcome.output_tokens == 0 {
             status = CellStatus::Error;
-            reason = Some(if let Some(t) = truncated.filter(|t| t.short > 0) {
-                truncated_reason(&t, max_tokens)
-            } else if early > 0 {
-                format!(
-                    "no completed work in the window: {}",
-                    early_end_reason(
-                        c,
-                        &requests,
-                        ended,
-                        truncated,
-                        max_tokens,
-                        &shared.failure_summary(),
-                    )
-                )
-            } else if errors > 0 {
-                format!("no tokens in the window; {}", shared.failure_summary())
-            } else {
-                format!(
-                    "no tokens in the {window_s:.1} s window although {} streams were admitted",
-                    shared.ever_produced.load(Ordering::Relaxed)
-                )
-            });
+            reason = Some(self.no_tokens_reason(window_s, shared, outcome));
         } else if let Some(t) = truncated.filter(|t| t.short > 0) {
             // A short request decoded a different workload (fewer tokens, a shorter KV tail)
             // than the baseline's: its cell is not comparable, so it is not measured.
@@ -367,16 +440,19 @@ impl SustainedDecodeCell<'_> {
             status = CellStatus::Error;
             reason = Some(early_end_reason(
                 c,
-                &requests,
+                requests,
                 ended,
                 truncated,
                 max_tokens,
                 &shared.failure_summary(),
             ));
-        } else if let Some(why) = checked.failure {
+        } else if let Some(why) = cross_check_failure {
             status = CellStatus::Error;
             reason = Some(why);
-        } else if let Some(n) = preemptions.filter(|n| *n > 0 && status == CellStatus::Ok) {
+        } else if let Some(n) = outcome
+            .preemptions
+            .filter(|n| *n > 0 && status == CellStatus::Ok)
+        {
             // Every stream was admitted, but the engine ran out of KV cache during the window
             // and took requests back (recomputing them later): another regime than a cell that
             // holds its streams, which flips between runs. Measured, compared like capacity.
@@ -395,45 +471,53 @@ impl SustainedDecodeCell<'_> {
                 requests.causes()
             ));
         }
+        (status, reason)
+    }
 
-        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-        let cell = CellResult {
-            concurrency: c,
-            context_tokens: ctx,
-            status,
-            reason,
-            aggregate_tps,
-            samples,
-            per_user_tps: stats::exact(&per_user),
-            ttft_s: stats::exact(&ttfts),
-            itl_s: stats::from_histogram(&itl, itl_mean_s),
-            tpot_s: stats::exact(&tpots),
-            effective_concurrency: mean(&running),
-            waiting_avg: mean(&waiting),
-            output_tokens,
-            measured_s: window_s,
-            prompt_tokens,
-            errors,
-            token_source: Some(if saw_chunks || !saw_cont {
-                TokenSource::ChunksReconciled
-            } else {
-                TokenSource::ContinuousUsage
-            }),
-            server_tps,
-            engine_counter: engine_counter.as_ref().map(|(_, w)| w.clone()),
-            ready_after_s: Some(ready_after),
-            spec_decode,
-            telemetry,
-            rounds: Vec::new(),
-            cross_checks: checked.checks,
-            truncated_requests: truncated,
-            preemptions,
-            requests: Some(requests),
-            unverified,
-        };
-        let server = engine_counter
-            .as_ref()
-            .map(|(tps, w)| counter::describe(*tps, w))
+    /// Why a window without a token is no measurement, from what its requests did.
+    fn no_tokens_reason(
+        &self,
+        window_s: f64,
+        shared: &CellShared,
+        outcome: &WindowOutcome,
+    ) -> String {
+        let c = self.spec.concurrency;
+        let max_tokens = u64::from(self.spec.timing.max_tokens);
+        let (errors, truncated) = (outcome.errors, outcome.truncated);
+        let requests = &outcome.requests;
+        let early = requests.early();
+        let ended = requests.completed + early;
+        if let Some(t) = truncated.filter(|t| t.short > 0) {
+            truncated_reason(&t, max_tokens)
+        } else if early > 0 {
+            format!(
+                "no completed work in the window: {}",
+                early_end_reason(
+                    c,
+                    requests,
+                    ended,
+                    truncated,
+                    max_tokens,
+                    &shared.failure_summary(),
+                )
+            )
+        } else if errors > 0 {
+            format!("no tokens in the window; {}", shared.failure_summary())
+        } else {
+            format!(
+                "no tokens in the {window_s:.1} s window although {} streams were admitted",
+                shared.ever_produced.load(Ordering::Relaxed)
+            )
+        }
+    }
+
+    /// Says how the measured cell ended: an error, saturated, or done at its rate.
+    fn emit_end(&self, cell: &CellResult) {
+        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
+        let server = cell
+            .server_tps
+            .zip(cell.engine_counter.as_ref())
+            .map(|(tps, w)| counter::describe(tps, w))
             .unwrap_or_default();
         match cell.status {
             CellStatus::Error => self.emit(
@@ -467,8 +551,151 @@ impl SustainedDecodeCell<'_> {
                 ),
             ),
         }
-        cell
     }
+}
+
+/// The cell's stream tasks and the state they share with the controller.
+struct CellStreams {
+    shared: Arc<CellShared>,
+    handles: Vec<tokio::task::JoinHandle<StreamRecord>>,
+    /// Cuts every stream: a child of the cell's cancellation.
+    cancel: CancellationToken,
+}
+
+impl CellStreams {
+    /// Cuts every stream and waits for what each measured.
+    async fn stop(&mut self) -> Vec<StreamRecord> {
+        self.cancel.cancel();
+        join_all(std::mem::take(&mut self.handles)).await
+    }
+}
+
+/// A cell whose streams were admitted: its status so far, when the warm-up ends, and how
+/// long its window lasts.
+struct Admitted {
+    status: CellStatus,
+    reason: Option<String>,
+    warmup_until: Instant,
+    window_s: f64,
+}
+
+/// What the steady-state window saw: the engine at both edges and its load in between, and
+/// the streams' records.
+struct WindowReading {
+    edge0: EdgeReading,
+    edge1: EdgeReading,
+    open: Instant,
+    close: Instant,
+    /// The engine's `running` and `waiting` gauges, one per poll.
+    running: Vec<f64>,
+    waiting: Vec<f64>,
+    records: Vec<StreamRecord>,
+}
+
+impl WindowReading {
+    /// Requests the engine preempted or retracted in the window (its counter at both edges).
+    fn preemptions(&self) -> Option<u64> {
+        match (
+            self.edge0.state.as_ref().and_then(|(_, s)| s.preemptions),
+            self.edge1.state.as_ref().and_then(|(_, s)| s.preemptions),
+        ) {
+            (Some(a), Some(b)) => Some((b - a).max(0.0).round() as u64),
+            _ => None,
+        }
+    }
+}
+
+/// The streams' records summed over the window, with the cell's inter-token latencies.
+struct StreamTotals {
+    /// Tokens per sub-window, every stream's.
+    sub_tokens: Vec<f64>,
+    itl: Histogram<u64>,
+    itl_sum: f64,
+    itl_n: u64,
+    ttfts: Vec<f64>,
+    tpots: Vec<f64>,
+    /// Each stream's decode rate, tokens per second.
+    per_user: Vec<f64>,
+    prompt_tokens: Option<u64>,
+    saw_cont: bool,
+    saw_chunks: bool,
+    tally: UsageTally,
+    /// Every token that arrived in the window per stream, the early-ended requests' too:
+    /// what the engine's counter saw.
+    stream_window_tokens: Vec<f64>,
+}
+
+impl StreamTotals {
+    fn sum(records: &[StreamRecord], sub_windows: usize, itl: Histogram<u64>) -> Self {
+        let mut totals = StreamTotals {
+            sub_tokens: vec![0.0f64; sub_windows],
+            itl,
+            itl_sum: 0.0,
+            itl_n: 0,
+            ttfts: Vec::new(),
+            tpots: Vec::new(),
+            per_user: Vec::new(),
+            prompt_tokens: None,
+            saw_cont: false,
+            saw_chunks: false,
+            tally: UsageTally::default(),
+            stream_window_tokens: Vec::with_capacity(records.len()),
+        };
+        for r in records {
+            totals.tally.absorb(&r.usage);
+            totals
+                .stream_window_tokens
+                .push(r.sub_tokens.iter().sum::<f64>() + r.removed_window_tokens);
+            for (t, s) in totals.sub_tokens.iter_mut().zip(&r.sub_tokens) {
+                *t += s;
+            }
+            totals.itl_sum += r.itl_sum_s;
+            totals.itl_n += r.itl_n;
+            totals.ttfts.extend_from_slice(&r.ttfts);
+            totals.tpots.extend_from_slice(&r.tpots);
+            if r.itl_n > 0 && r.itl_sum_s > 0.0 {
+                totals.per_user.push(r.itl_n as f64 / r.itl_sum_s);
+            }
+            totals.prompt_tokens = totals.prompt_tokens.or(r.prompt_tokens);
+            totals.saw_cont |= r.saw_continuous;
+            totals.saw_chunks |= r.saw_chunk_mode;
+        }
+        totals
+    }
+
+    fn itl_mean_s(&self) -> Option<f64> {
+        (self.itl_n > 0).then(|| self.itl_sum / self.itl_n as f64)
+    }
+
+    /// How late a token of the window's last moments may reach the client: the gaps' p99 (a
+    /// loaded host delays delivery by far more than the mean gap).
+    fn token_lag_s(&self) -> Option<f64> {
+        self.itl_mean_s().map(|mean| {
+            let p99 = if self.itl.is_empty() {
+                0.0
+            } else {
+                self.itl.value_at_quantile(0.99) as f64 / 1e9
+            };
+            mean.max(p99)
+        })
+    }
+
+    fn token_source(&self) -> TokenSource {
+        if self.saw_chunks || !self.saw_cont {
+            TokenSource::ChunksReconciled
+        } else {
+            TokenSource::ContinuousUsage
+        }
+    }
+}
+
+/// How the window's requests went: what decides whether the cell is a measurement.
+struct WindowOutcome {
+    output_tokens: u64,
+    errors: u32,
+    requests: RequestTally,
+    truncated: Option<TruncatedRequests>,
+    preemptions: Option<u64>,
 }
 
 /// The share of a cell's ended requests that may end early (by any cause) before the cell
