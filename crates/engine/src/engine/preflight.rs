@@ -411,6 +411,7 @@ impl<'a> NeedsFound<'a> {
 
     /// Why the program `name` was not found, and the fix: a path, or a name not on `PATH`.
     fn program_not_found(&self, name: &str, what: &str) -> PreflightError {
+        let path_var = self.path_var;
         let (where_, fix) = if name.contains('/') {
             (
                 if Path::new(name).is_absolute() || self.launch.workdir.is_some() {
@@ -423,7 +424,7 @@ impl<'a> NeedsFound<'a> {
             )
         } else {
             (
-                format!("is not on the engine's PATH ({})", self.path_var),
+                format!("is not on the engine's PATH ({path_var})"),
                 "install it, name it by its absolute path, or let the engine's PATH reach it"
                     .to_string(),
             )
@@ -444,6 +445,7 @@ impl<'a> NeedsFound<'a> {
         interp: PathBuf,
         arg: Option<String>,
     ) -> Result<(), PreflightError> {
+        let path_var = self.path_var;
         self.out.push(Need {
             what: format!("the script {}", path.display()),
             path: path.to_path_buf(),
@@ -467,7 +469,7 @@ impl<'a> NeedsFound<'a> {
         if interp.file_name().is_some_and(|n| n == "env")
             && let Some(name) = arg.filter(|a| !a.starts_with('-'))
         {
-            match on_path(&name, self.path_var) {
+            match on_path(&name, path_var) {
                 Some(p) => self.out.push(Need {
                     what,
                     path: p,
@@ -477,7 +479,7 @@ impl<'a> NeedsFound<'a> {
                     return Err(PreflightError::NotFound {
                         what,
                         name,
-                        where_: format!("is not on the engine's PATH ({})", self.path_var),
+                        where_: format!("is not on the engine's PATH ({path_var})"),
                         fix: "install it, or let the engine's PATH reach it".into(),
                     });
                 }
