@@ -628,131 +628,20 @@ fn build_ab(
     }))
 }
 
+/// Builds `[suites.NAME]`: each key checked (the first wrong one is the error), defaults for
+/// those not set.
 fn build_suite(
     name: String,
     raw: Spanned<RawSuite>,
     loc: &Locator,
 ) -> Result<SuiteConfig, ConfigError> {
     let raw = raw.into_inner();
-    let conc_span = raw.concurrency.span();
-    let (line, _) = loc.line_col(conc_span.start);
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(loc.at(
-            conc_span,
-            format!("suite name `{name}` has characters other than letters, digits, `-` and `_`"),
-            Some("rename the [suites.NAME] table, e.g. [suites.pr]"),
-        ));
-    }
-    let mut concurrency = Vec::new();
-    for c in raw.concurrency.get_ref() {
-        let v = *c.get_ref();
-        if !(1..=i64::from(MAX_CONCURRENCY)).contains(&v) {
-            return Err(loc.at(
-                c.span(),
-                format!("[suites.{name}] concurrency {v} is out of range (1..={MAX_CONCURRENCY})"),
-                Some("concurrency levels are numbers of parallel streams: 1 or more, e.g. [1, 2, 4, 8]"),
-            ));
-        }
-        concurrency.push(v as u32);
-    }
-    if concurrency.is_empty() {
-        return Err(loc.at(
-            conc_span,
-            format!("[suites.{name}] concurrency is empty"),
-            Some("list at least one level, e.g. concurrency = [1, 2, 4]"),
-        ));
-    }
-    concurrency.sort_unstable();
-    concurrency.dedup();
-    let mut contexts: Vec<u64> = raw.contexts.get_ref().iter().map(|c| c.0).collect();
-    if contexts.is_empty() {
-        return Err(loc.at(
-            raw.contexts.span(),
-            format!("[suites.{name}] contexts is empty"),
-            Some("list at least one context length, e.g. contexts = [\"0\", \"8k\", \"32k\"]"),
-        ));
-    }
-    contexts.sort_unstable();
-    contexts.dedup();
-    let defaults = CellTiming::DEFAULT;
-    let duration_s = match raw.duration {
-        Some(d) if d.get_ref().0 <= 0.0 => {
-            return Err(loc.at(
-                d.span(),
-                format!("[suites.{name}] duration must be greater than zero"),
-                Some("write the steady-state window per cell, e.g. duration = \"10s\""),
-            ));
-        }
-        Some(d) => d.into_inner().0,
-        None => defaults.duration_s,
-    };
-    let positive = |v: Option<Spanned<u32>>, key: &str, default: u32, fix: &str| match v {
-        Some(v) if *v.get_ref() == 0 => Err(loc.at(
-            v.span(),
-            format!("[suites.{name}] {key} must be at least 1"),
-            Some(fix),
-        )),
-        Some(v) => Ok(v.into_inner()),
-        None => Ok(default),
-    };
-    let max_tokens = positive(
-        raw.max_tokens,
-        "max_tokens",
-        defaults.max_tokens,
-        "e.g. max_tokens = 512",
-    )?;
-    let sub_windows = positive(
-        raw.sub_windows,
-        "sub_windows",
-        defaults.sub_windows,
-        "e.g. sub_windows = 5 (samples per cell for statistics)",
-    )?;
-    let repetitions = positive(raw.repetitions, "repetitions", 1, "e.g. repetitions = 1")?;
-    let unique_context_percent = match raw.unique_context_percent {
-        Some(p) if !(0.0..=100.0).contains(p.get_ref()) => {
-            return Err(loc.at(
-                p.span(),
-                format!(
-                    "[suites.{name}] unique_context_percent = {} is outside 0..=100",
-                    p.get_ref()
-                ),
-                Some("write the share of each prompt unique to its stream, e.g. 25"),
-            ));
-        }
-        Some(p) => p.into_inner(),
-        None => defaults.unique_context_percent,
-    };
-    let max_stream_tps = match raw.max_stream_tps {
-        Some(v) if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) => {
-            return Err(loc.at(
-                v.span(),
-                format!(
-                    "[suites.{name}] max_stream_tps = {} must be a positive number",
-                    v.get_ref()
-                ),
-                Some("write the fastest believable decode rate of one stream, e.g. 5000"),
-            ));
-        }
-        Some(v) => v.into_inner(),
-        None => defaults.max_stream_tps,
-    };
-    let usage_tolerance = match raw.usage_tolerance {
-        Some(v) if !(0.0..1.0).contains(v.get_ref()) => {
-            return Err(loc.at(
-                v.span(),
-                format!(
-                    "[suites.{name}] usage_tolerance = {} is outside 0..1",
-                    v.get_ref()
-                ),
-                Some("write the relative disagreement allowed, e.g. 0.05 for 5%"),
-            ));
-        }
-        Some(v) => v.into_inner(),
-        None => defaults.usage_tolerance,
-    };
+    let (line, _) = loc.line_col(raw.concurrency.span().start);
+    let keys = SuiteKeys { name: &name, loc };
+    keys.check_name(raw.concurrency.span())?;
+    let concurrency = keys.concurrency(&raw.concurrency)?;
+    let contexts = keys.contexts(&raw.contexts)?;
+    let (timing, repetitions) = keys.timing(&raw)?;
     let burst = match &raw.burst {
         Some(b) => Some(burst_settings(loc, &name, b)?),
         None => None,
@@ -762,7 +651,119 @@ fn build_suite(
         line,
         concurrency,
         contexts,
-        timing: CellTiming {
+        timing,
+        repetitions,
+        skip: raw
+            .skip
+            .iter()
+            .map(|s| (s.concurrency, s.context.0))
+            .collect(),
+        skip_doomed: raw.skip_doomed.unwrap_or(true),
+        prefill: PrefillSettings {
+            samples: raw
+                .prefill_samples
+                .unwrap_or(PrefillSettings::DEFAULT.samples),
+            max_context: raw
+                .prefill_max_context
+                .map_or(PrefillSettings::DEFAULT.max_context, |c| c.0),
+        },
+        burst,
+    })
+}
+
+/// The checks of one `[suites.NAME]`'s keys: each error names the suite and points at its key.
+struct SuiteKeys<'a> {
+    name: &'a str,
+    loc: &'a Locator<'a>,
+}
+
+impl SuiteKeys<'_> {
+    /// The suite's name is a word: it names results, baselines and the `--suite` flag.
+    fn check_name(&self, conc_span: Range<usize>) -> Result<(), ConfigError> {
+        let (name, loc) = (self.name, self.loc);
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(loc.at(
+                conc_span,
+                format!(
+                    "suite name `{name}` has characters other than letters, digits, `-` and `_`"
+                ),
+                Some("rename the [suites.NAME] table, e.g. [suites.pr]"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The concurrency levels, in range, sorted, each once; at least one.
+    fn concurrency(&self, raw: &Spanned<Vec<Spanned<i64>>>) -> Result<Vec<u32>, ConfigError> {
+        let (name, loc) = (self.name, self.loc);
+        let mut concurrency = Vec::new();
+        for c in raw.get_ref() {
+            let v = *c.get_ref();
+            if !(1..=i64::from(MAX_CONCURRENCY)).contains(&v) {
+                return Err(loc.at(
+                    c.span(),
+                    format!("[suites.{name}] concurrency {v} is out of range (1..={MAX_CONCURRENCY})"),
+                    Some("concurrency levels are numbers of parallel streams: 1 or more, e.g. [1, 2, 4, 8]"),
+                ));
+            }
+            concurrency.push(v as u32);
+        }
+        if concurrency.is_empty() {
+            return Err(loc.at(
+                raw.span(),
+                format!("[suites.{name}] concurrency is empty"),
+                Some("list at least one level, e.g. concurrency = [1, 2, 4]"),
+            ));
+        }
+        concurrency.sort_unstable();
+        concurrency.dedup();
+        Ok(concurrency)
+    }
+
+    /// The context lengths, sorted, each once; at least one.
+    fn contexts(&self, raw: &Spanned<Vec<ContextLen>>) -> Result<Vec<u64>, ConfigError> {
+        let name = self.name;
+        let mut contexts: Vec<u64> = raw.get_ref().iter().map(|c| c.0).collect();
+        if contexts.is_empty() {
+            return Err(self.loc.at(
+                raw.span(),
+                format!("[suites.{name}] contexts is empty"),
+                Some("list at least one context length, e.g. contexts = [\"0\", \"8k\", \"32k\"]"),
+            ));
+        }
+        contexts.sort_unstable();
+        contexts.dedup();
+        Ok(contexts)
+    }
+
+    /// How each cell is measured, and how many times the matrix is: the checked keys, the
+    /// defaults for those not set.
+    fn timing(&self, raw: &RawSuite) -> Result<(CellTiming, u32), ConfigError> {
+        let defaults = CellTiming::DEFAULT;
+        let duration_s = self.duration(&raw.duration, defaults.duration_s)?;
+        let max_tokens = self.positive(
+            &raw.max_tokens,
+            "max_tokens",
+            defaults.max_tokens,
+            "e.g. max_tokens = 512",
+        )?;
+        let sub_windows = self.positive(
+            &raw.sub_windows,
+            "sub_windows",
+            defaults.sub_windows,
+            "e.g. sub_windows = 5 (samples per cell for statistics)",
+        )?;
+        let repetitions =
+            self.positive(&raw.repetitions, "repetitions", 1, "e.g. repetitions = 1")?;
+        let unique_context_percent = self
+            .unique_context_percent(&raw.unique_context_percent, defaults.unique_context_percent)?;
+        let max_stream_tps = self.max_stream_tps(&raw.max_stream_tps, defaults.max_stream_tps)?;
+        let usage_tolerance =
+            self.usage_tolerance(&raw.usage_tolerance, defaults.usage_tolerance)?;
+        let timing = CellTiming {
             duration_s,
             warmup_s: raw.warmup.map_or(defaults.warmup_s, |s| s.0),
             max_tokens,
@@ -783,24 +784,98 @@ fn build_suite(
                 .max(0.1),
             max_stream_tps,
             usage_tolerance,
-        },
-        repetitions,
-        skip: raw
-            .skip
-            .iter()
-            .map(|s| (s.concurrency, s.context.0))
-            .collect(),
-        skip_doomed: raw.skip_doomed.unwrap_or(true),
-        prefill: PrefillSettings {
-            samples: raw
-                .prefill_samples
-                .unwrap_or(PrefillSettings::DEFAULT.samples),
-            max_context: raw
-                .prefill_max_context
-                .map_or(PrefillSettings::DEFAULT.max_context, |c| c.0),
-        },
-        burst,
-    })
+        };
+        Ok((timing, repetitions))
+    }
+
+    /// `duration`: the steady-state window of a cell, greater than zero.
+    fn duration(&self, v: &Option<Spanned<Seconds>>, default: f64) -> Result<f64, ConfigError> {
+        let name = self.name;
+        match v {
+            Some(d) if d.get_ref().0 <= 0.0 => Err(self.loc.at(
+                d.span(),
+                format!("[suites.{name}] duration must be greater than zero"),
+                Some("write the steady-state window per cell, e.g. duration = \"10s\""),
+            )),
+            Some(d) => Ok(d.get_ref().0),
+            None => Ok(default),
+        }
+    }
+
+    /// A count that must be at least 1 (`max_tokens`, `sub_windows`, `repetitions`).
+    fn positive(
+        &self,
+        v: &Option<Spanned<u32>>,
+        key: &str,
+        default: u32,
+        fix: &str,
+    ) -> Result<u32, ConfigError> {
+        let name = self.name;
+        match v {
+            Some(v) if *v.get_ref() == 0 => Err(self.loc.at(
+                v.span(),
+                format!("[suites.{name}] {key} must be at least 1"),
+                Some(fix),
+            )),
+            Some(v) => Ok(*v.get_ref()),
+            None => Ok(default),
+        }
+    }
+
+    /// `unique_context_percent`: a share, 0 to 100.
+    fn unique_context_percent(
+        &self,
+        v: &Option<Spanned<f64>>,
+        default: f64,
+    ) -> Result<f64, ConfigError> {
+        let name = self.name;
+        match v {
+            Some(p) if !(0.0..=100.0).contains(p.get_ref()) => Err(self.loc.at(
+                p.span(),
+                format!(
+                    "[suites.{name}] unique_context_percent = {} is outside 0..=100",
+                    p.get_ref()
+                ),
+                Some("write the share of each prompt unique to its stream, e.g. 25"),
+            )),
+            Some(p) => Ok(*p.get_ref()),
+            None => Ok(default),
+        }
+    }
+
+    /// `max_stream_tps`: the fastest believable rate of one stream, a positive number.
+    fn max_stream_tps(&self, v: &Option<Spanned<f64>>, default: f64) -> Result<f64, ConfigError> {
+        let name = self.name;
+        match v {
+            Some(v) if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) => Err(self.loc.at(
+                v.span(),
+                format!(
+                    "[suites.{name}] max_stream_tps = {} must be a positive number",
+                    v.get_ref()
+                ),
+                Some("write the fastest believable decode rate of one stream, e.g. 5000"),
+            )),
+            Some(v) => Ok(*v.get_ref()),
+            None => Ok(default),
+        }
+    }
+
+    /// `usage_tolerance`: the relative disagreement allowed, below 1.
+    fn usage_tolerance(&self, v: &Option<Spanned<f64>>, default: f64) -> Result<f64, ConfigError> {
+        let name = self.name;
+        match v {
+            Some(v) if !(0.0..1.0).contains(v.get_ref()) => Err(self.loc.at(
+                v.span(),
+                format!(
+                    "[suites.{name}] usage_tolerance = {} is outside 0..1",
+                    v.get_ref()
+                ),
+                Some("write the relative disagreement allowed, e.g. 0.05 for 5%"),
+            )),
+            Some(v) => Ok(*v.get_ref()),
+            None => Ok(default),
+        }
+    }
 }
 
 /// A suite's `[suites.NAME.burst]`: requests ≥ 1, a positive rate or `"inf"`, the seed of the

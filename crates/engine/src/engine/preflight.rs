@@ -265,188 +265,250 @@ fn needs(
     launch: &EngineLaunch,
     hidden: &[&Path],
 ) -> Result<Vec<Need>, PreflightError> {
-    let hidden: Vec<PathBuf> = hidden
-        .iter()
-        .map(|h| {
-            h.canonicalize()
-                .or_else(|_| std::path::absolute(h))
-                .unwrap_or_else(|_| h.to_path_buf())
-        })
-        .collect();
-    let path_var = launch
-        .env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
-    let self_exec = launch.self_exec.as_ref().map(super::launch::SelfExec::path);
-    let mut out = Vec::new();
-    // A relative path is the engine's working directory's: the configured one (else a fresh,
-    // empty directory, where nothing is found).
-    let resolve = |w: &str| -> Option<PathBuf> {
+    let mut found = NeedsFound::new(launch, hidden);
+    match &cfg.command {
+        CommandSpec::Argv(_) => found.argv()?,
+        CommandSpec::Shell(_) => found.shell_line()?,
+    }
+    for (k, v) in &launch.env {
+        let from_config =
+            cfg.env.contains_key(k) || (cfg.env_allow.iter().any(|e| super::launch::allowed(k, e)));
+        if from_config && !infergate_io::redact::is_secret_name(k) {
+            found.named(v, k);
+        }
+    }
+    if let Some(dir) = &launch.workdir
+        && !skipped(dir, &found.hidden)
+    {
+        found.out.push(Need {
+            what: "its working directory ([engine] workdir)".into(),
+            path: dir.clone(),
+            how: Use::Enter,
+        });
+    }
+    Ok(found.out)
+}
+
+/// What [`needs`] gathers, with what every check of a word needs: the engine's working
+/// directory and `PATH`, the paths not checked.
+struct NeedsFound<'a> {
+    launch: &'a EngineLaunch,
+    /// The gate's output directory and store, absolute.
+    hidden: Vec<PathBuf>,
+    /// The engine's `PATH`.
+    path_var: &'a str,
+    /// The gate's own executable, as the command names it (`/proc/self/fd/N`): not checked.
+    self_exec: Option<String>,
+    out: Vec<Need>,
+}
+
+impl<'a> NeedsFound<'a> {
+    fn new(launch: &'a EngineLaunch, hidden: &[&Path]) -> Self {
+        let hidden: Vec<PathBuf> = hidden
+            .iter()
+            .map(|h| {
+                h.canonicalize()
+                    .or_else(|_| std::path::absolute(h))
+                    .unwrap_or_else(|_| h.to_path_buf())
+            })
+            .collect();
+        let path_var = launch
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
+        let self_exec = launch.self_exec.as_ref().map(super::launch::SelfExec::path);
+        NeedsFound {
+            launch,
+            hidden,
+            path_var,
+            self_exec,
+            out: Vec::new(),
+        }
+    }
+
+    /// A relative path is the engine's working directory's: the configured one (else a fresh,
+    /// empty directory, where nothing is found).
+    fn resolve(&self, w: &str) -> Option<PathBuf> {
         let p = Path::new(w);
         if p.is_absolute() {
             Some(p.to_path_buf())
         } else if w.contains('/') {
-            launch.workdir.as_ref().map(|d| d.join(p))
+            self.launch.workdir.as_ref().map(|d| d.join(p))
         } else {
             None
         }
-    };
-    let program = |name: &str, what: &str, out: &mut Vec<Need>| -> Result<(), PreflightError> {
-        if Some(name) == self_exec.as_deref() {
+    }
+
+    /// An argv command: its program, then every argument that names a path.
+    fn argv(&mut self) -> Result<(), PreflightError> {
+        let launch = self.launch;
+        let name = launch.argv.first().map_or("", String::as_str);
+        self.program(name, "its program")?;
+        for a in launch.argv.iter().skip(1) {
+            self.named(a, "its command");
+        }
+        Ok(())
+    }
+
+    /// A shell line: the shell, the program the line runs when it is a path, then every other
+    /// word that names a path, `$NAME` expanded from the engine's environment.
+    fn shell_line(&mut self) -> Result<(), PreflightError> {
+        let launch = self.launch;
+        self.program("sh", "its shell")?;
+        let line = launch.argv.last().map_or("", String::as_str);
+        let words: Vec<Option<String>> = super::launch::shell_words(line)
+            .iter()
+            .map(|w| expand(w, &launch.env))
+            .collect();
+        // The program: after `exec` and `NAME=value` words, when it is a path.
+        let first = words.iter().position(|w| {
+            w.as_deref()
+                .is_none_or(|w| w != "exec" && !is_assignment(w))
+        });
+        if let Some(Some(p)) = first.and_then(|i| words.get(i))
+            && p.contains('/')
+        {
+            self.program(p, "the program its shell line runs")?;
+        }
+        for (i, w) in words.iter().enumerate() {
+            if let Some(w) = w
+                && Some(i) != first
+            {
+                self.named(w, "its shell line");
+            }
+        }
+        Ok(())
+    }
+
+    /// The program `name` (a path, or found on the engine's `PATH`) to execute, and what a
+    /// script's `#!` line runs; an error when it does not exist.
+    fn program(&mut self, name: &str, what: &str) -> Result<(), PreflightError> {
+        if Some(name) == self.self_exec.as_deref() {
             return Ok(());
         }
         let found = if name.contains('/') {
-            resolve(name).filter(|p| p.exists())
+            self.resolve(name).filter(|p| p.exists())
         } else {
-            on_path(name, path_var)
+            on_path(name, self.path_var)
         };
         let Some(path) = found else {
-            let (where_, fix) = if name.contains('/') {
-                (
-                    if Path::new(name).is_absolute() || launch.workdir.is_some() {
-                        "does not exist".to_string()
-                    } else {
-                        "is relative, and the engine's working directory is a fresh empty one"
-                            .to_string()
-                    },
-                    "correct the path (an absolute one, or set [engine] workdir)".to_string(),
-                )
-            } else {
-                (
-                    format!("is not on the engine's PATH ({path_var})"),
-                    "install it, name it by its absolute path, or let the engine's PATH reach it"
-                        .to_string(),
-                )
-            };
-            return Err(PreflightError::NotFound {
-                what: what.into(),
-                name: name.into(),
-                where_,
-                fix,
-            });
+            return Err(self.program_not_found(name, what));
         };
-        if skipped(&path, &hidden) {
+        if skipped(&path, &self.hidden) {
             return Ok(());
         }
-        out.push(Need {
+        self.out.push(Need {
             what: what.into(),
             path: path.clone(),
             how: Use::Exec,
         });
         if let Some((interp, arg)) = shebang(&path) {
-            out.push(Need {
-                what: format!("the script {}", path.display()),
-                path: path.clone(),
-                how: Use::Read,
+            self.script(&path, interp, arg)?;
+        }
+        Ok(())
+    }
+
+    /// Why the program `name` was not found, and the fix: a path, or a name not on `PATH`.
+    fn program_not_found(&self, name: &str, what: &str) -> PreflightError {
+        let path_var = self.path_var;
+        let (where_, fix) = if name.contains('/') {
+            (
+                if Path::new(name).is_absolute() || self.launch.workdir.is_some() {
+                    "does not exist".to_string()
+                } else {
+                    "is relative, and the engine's working directory is a fresh empty one"
+                        .to_string()
+                },
+                "correct the path (an absolute one, or set [engine] workdir)".to_string(),
+            )
+        } else {
+            (
+                format!("is not on the engine's PATH ({path_var})"),
+                "install it, name it by its absolute path, or let the engine's PATH reach it"
+                    .to_string(),
+            )
+        };
+        PreflightError::NotFound {
+            what: what.into(),
+            name: name.into(),
+            where_,
+            fix,
+        }
+    }
+
+    /// A script at `path`: read access to it, its interpreter `interp` and, through `env`,
+    /// the program `env` runs (`arg`).
+    fn script(
+        &mut self,
+        path: &Path,
+        interp: PathBuf,
+        arg: Option<String>,
+    ) -> Result<(), PreflightError> {
+        let path_var = self.path_var;
+        self.out.push(Need {
+            what: format!("the script {}", path.display()),
+            path: path.to_path_buf(),
+            how: Use::Read,
+        });
+        let what = format!("the interpreter of {}", path.display());
+        if !interp.exists() {
+            return Err(PreflightError::NotFound {
+                what,
+                name: interp.display().to_string(),
+                where_: "does not exist".into(),
+                fix: "correct its #! line".into(),
             });
-            let what = format!("the interpreter of {}", path.display());
-            if !interp.exists() {
-                return Err(PreflightError::NotFound {
+        }
+        self.out.push(Need {
+            what: what.clone(),
+            path: interp.clone(),
+            how: Use::Exec,
+        });
+        // `#!/usr/bin/env python3`: the program env runs.
+        if interp.file_name().is_some_and(|n| n == "env")
+            && let Some(name) = arg.filter(|a| !a.starts_with('-'))
+        {
+            match on_path(&name, path_var) {
+                Some(p) => self.out.push(Need {
                     what,
-                    name: interp.display().to_string(),
-                    where_: "does not exist".into(),
-                    fix: "correct its #! line".into(),
-                });
-            }
-            out.push(Need {
-                what: what.clone(),
-                path: interp.clone(),
-                how: Use::Exec,
-            });
-            // `#!/usr/bin/env python3`: the program env runs.
-            if interp.file_name().is_some_and(|n| n == "env")
-                && let Some(name) = arg.filter(|a| !a.starts_with('-'))
-            {
-                match on_path(&name, path_var) {
-                    Some(p) => out.push(Need {
+                    path: p,
+                    how: Use::Exec,
+                }),
+                None => {
+                    return Err(PreflightError::NotFound {
                         what,
-                        path: p,
-                        how: Use::Exec,
-                    }),
-                    None => {
-                        return Err(PreflightError::NotFound {
-                            what,
-                            name,
-                            where_: format!("is not on the engine's PATH ({path_var})"),
-                            fix: "install it, or let the engine's PATH reach it".into(),
-                        });
-                    }
+                        name,
+                        where_: format!("is not on the engine's PATH ({path_var})"),
+                        fix: "install it, or let the engine's PATH reach it".into(),
+                    });
                 }
             }
         }
         Ok(())
-    };
-    // `by`: what names the path (`its command`, `its shell line`, `HF_HOME`).
-    let named = |word: &str, by: &str, out: &mut Vec<Need>| {
+    }
+
+    /// The path `word` (or the value of `--flag=value`) names, if it exists: a file to read, a
+    /// directory to enter. `by`: what names the path (`its command`, `its shell line`,
+    /// `HF_HOME`).
+    fn named(&mut self, word: &str, by: &str) {
         let candidates = std::iter::once(word).chain(word.split_once('=').map(|(_, v)| v));
         for w in candidates {
-            let Some(p) = resolve(w) else { continue };
-            if Some(w) == self_exec.as_deref() || skipped(&p, &hidden) {
+            let Some(p) = self.resolve(w) else { continue };
+            if Some(w) == self.self_exec.as_deref() || skipped(&p, &self.hidden) {
                 continue;
             }
             let Ok(meta) = std::fs::metadata(&p) else {
                 continue;
             };
             let kind = if meta.is_dir() { "directory" } else { "file" };
-            out.push(Need {
+            self.out.push(Need {
                 what: format!("the {kind} {by} names"),
                 path: p,
                 how: if meta.is_dir() { Use::Enter } else { Use::Read },
             });
         }
-    };
-    match &cfg.command {
-        CommandSpec::Argv(_) => {
-            let name = launch.argv.first().map_or("", String::as_str);
-            program(name, "its program", &mut out)?;
-            for a in launch.argv.iter().skip(1) {
-                named(a, "its command", &mut out);
-            }
-        }
-        CommandSpec::Shell(_) => {
-            program("sh", "its shell", &mut out)?;
-            let line = launch.argv.last().map_or("", String::as_str);
-            let words: Vec<Option<String>> = super::launch::shell_words(line)
-                .iter()
-                .map(|w| expand(w, &launch.env))
-                .collect();
-            // The program: after `exec` and `NAME=value` words, when it is a path.
-            let first = words.iter().position(|w| {
-                w.as_deref()
-                    .is_none_or(|w| w != "exec" && !is_assignment(w))
-            });
-            if let Some(Some(p)) = first.and_then(|i| words.get(i))
-                && p.contains('/')
-            {
-                program(p, "the program its shell line runs", &mut out)?;
-            }
-            for (i, w) in words.iter().enumerate() {
-                if let Some(w) = w
-                    && Some(i) != first
-                {
-                    named(w, "its shell line", &mut out);
-                }
-            }
-        }
     }
-    for (k, v) in &launch.env {
-        let from_config =
-            cfg.env.contains_key(k) || (cfg.env_allow.iter().any(|e| super::launch::allowed(k, e)));
-        if from_config && !infergate_io::redact::is_secret_name(k) {
-            named(v, k, &mut out);
-        }
-    }
-    if let Some(dir) = &launch.workdir
-        && !skipped(dir, &hidden)
-    {
-        out.push(Need {
-            what: "its working directory ([engine] workdir)".into(),
-            path: dir.clone(),
-            how: Use::Enter,
-        });
-    }
-    Ok(out)
 }
 
 /// `NAME=value` (a shell assignment word).

@@ -560,20 +560,13 @@ fn p_text(p: f64) -> String {
     }
 }
 
+/// The lines under "Details", in reading order: the matrix-wide test, the tests that decided,
+/// the second boot, the sensitivity, the cells the table cannot say alone, the rule, the
+/// profile.
 fn details(report: &ComparisonReport) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(m) = &report.matrix_test {
-        out.push(format!(
-            "Matrix-wide: mean aggregate tok/s change {} {} over {}: {}.",
-            signed_percent(m.change),
-            interval(m.ci_low, m.ci_high),
-            cells_word(m.cells),
-            match m.verdict {
-                CellVerdict::Regression => "a matrix-wide regression",
-                CellVerdict::Improvement => "matrix-wide faster",
-                _ => "no matrix-wide regression shown",
-            }
-        ));
+        out.push(matrix_line(m));
         if let Some(note) = prior_note(report) {
             out.push(note);
         }
@@ -585,109 +578,176 @@ fn details(report: &ComparisonReport) -> Vec<String> {
         out.push(format!("Not gated: {}.", report.not_gated.join("; ")));
     }
     if let Some(c) = &report.confirmation {
-        if c.used {
-            let first = c
-                .first_boot
-                .as_ref()
-                .map(|m| {
-                    format!(
-                        " First boot alone, matrix-wide: {} {}, {}.",
-                        signed_percent(m.change),
-                        interval(m.ci_low, m.ci_high),
-                        p_text(m.p_value)
-                    )
-                })
-                .unwrap_or_default();
-            out.push(format!(
-                "Second boot: {}; the verdict tests both boots together ({}).{first}",
-                c.reason, c.second_results
-            ));
-        } else {
-            out.push(format!(
-                "Second boot not used: {}; the verdict is the first boot's alone.",
-                c.reason
-            ));
-        }
+        out.push(confirmation_line(c));
     }
     if let Some(s) = &report.sensitivity {
-        let mut line = format!(
-            "Sensitivity at {:.0}% power with {}:",
-            100.0 * s.design_power,
-            s.unit.count(s.history_runs)
-        );
-        if let Some(m) = s.matrix_mde {
-            line.push_str(&format!(
-                " a uniform {} over the matrix;",
-                signed_percent(m)
-            ));
-        }
-        if let Some(median) = s.median_cell_mde() {
-            // A cell whose test cannot find even a total loss has no MDE to print: `−100.0%`
-            // would read as a figure.
-            if signed_percent(median) == signed_percent(-1.0) {
-                line.push_str(" no slowdown in one cell alone (median cell);");
-            } else {
-                line.push_str(&format!(
-                    " {} in one cell alone (median cell);",
-                    signed_percent(median)
-                ));
-            }
-        }
-        line.pop();
-        if s.level_lag > 0.0 {
-            // Why the matrix test and its MDE are wider than the runs' scatter says.
-            line.push_str(&format!(
-                "; the level lags the history's slowing by {:.1}%, counted in the matrix-wide \
-                 test's noise",
-                100.0 * s.level_lag
-            ));
-        }
-        line.push('.');
-        out.push(line);
+        out.push(sensitivity_line(s));
     }
-    for c in &report.cells {
-        // A decided cell whose figure in the table is its total change needs no line: the
-        // table and the matrix-wide test say it all.
-        let decided = matches!(
-            c.verdict,
-            CellVerdict::Regression | CellVerdict::Improvement
-        );
-        let figure = c.deciding().filter(|m| {
-            decided
-                && (m.metric != Metric::AggregateTps
-                    || m.shown_change().basis == DecisionBasis::VsRun)
-        });
-        // A cell that moved with the matrix is said by the matrix-wide test's line.
-        let with_matrix = decided
-            && c.deciding()
-                .is_some_and(|m| m.shown_change().basis == DecisionBasis::WithMatrix);
-        if c.verdict == CellVerdict::Unchanged
-            || with_matrix
-            || (figure.is_none() && c.reason.is_none())
-        {
-            continue;
+    out.extend(report.cells.iter().filter_map(cell_detail));
+    out.push(rule_line(report));
+    out.push(format!(
+        "Profile {} · engine {} · model {}{}.",
+        report.profile.key,
+        report.profile.engine,
+        report.profile.model,
+        report
+            .suite
+            .as_deref()
+            .map(|s| format!(" · suite {s}"))
+            .unwrap_or_default()
+    ));
+    out
+}
+
+/// The matrix-wide test: mean change, interval, cells and what it shows.
+fn matrix_line(m: &infergate_schema::verdict::MatrixTest) -> String {
+    format!(
+        "Matrix-wide: mean aggregate tok/s change {} {} over {}: {}.",
+        signed_percent(m.change),
+        interval(m.ci_low, m.ci_high),
+        cells_word(m.cells),
+        match m.verdict {
+            CellVerdict::Regression => "a matrix-wide regression",
+            CellVerdict::Improvement => "matrix-wide faster",
+            _ => "no matrix-wide regression shown",
         }
-        let mut line = format!("{} {}: {}", cell_symbol(c.verdict).0, label(c), {
-            cell_symbol(c.verdict).1
-        });
-        if let Some(m) = figure {
-            let d = m.shown_change();
+    )
+}
+
+/// Whether the second boot counted in the verdict, and why.
+fn confirmation_line(c: &infergate_schema::verdict::Confirmation) -> String {
+    if c.used {
+        let first = c
+            .first_boot
+            .as_ref()
+            .map(|m| {
+                format!(
+                    " First boot alone, matrix-wide: {} {}, {}.",
+                    signed_percent(m.change),
+                    interval(m.ci_low, m.ci_high),
+                    p_text(m.p_value)
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "Second boot: {}; the verdict tests both boots together ({}).{first}",
+            c.reason, c.second_results
+        )
+    } else {
+        format!(
+            "Second boot not used: {}; the verdict is the first boot's alone.",
+            c.reason
+        )
+    }
+}
+
+/// The smallest slowdowns the gate finds at its design power, over the matrix and in one cell.
+fn sensitivity_line(s: &infergate_schema::verdict::Sensitivity) -> String {
+    let mut line = format!(
+        "Sensitivity at {:.0}% power with {}:",
+        100.0 * s.design_power,
+        s.unit.count(s.history_runs)
+    );
+    if let Some(m) = s.matrix_mde {
+        line.push_str(&format!(
+            " a uniform {} over the matrix;",
+            signed_percent(m)
+        ));
+    }
+    if let Some(median) = s.median_cell_mde() {
+        // A cell whose test cannot find even a total loss has no MDE to print: `−100.0%`
+        // would read as a figure.
+        if signed_percent(median) == signed_percent(-1.0) {
+            line.push_str(" no slowdown in one cell alone (median cell);");
+        } else {
             line.push_str(&format!(
-                "; decided on {} {} {} {} (total {})",
-                metric_name(m.metric),
-                signed_percent(d.change),
-                interval(d.ci_low, d.ci_high),
-                d.label(),
-                signed_percent(m.change)
+                " {} in one cell alone (median cell);",
+                signed_percent(median)
             ));
         }
-        if let Some(r) = &c.reason {
-            line.push_str(&format!(" — {r}"));
-        }
-        out.push(line);
     }
+    line.pop();
+    if s.level_lag > 0.0 {
+        // Why the matrix test and its MDE are wider than the runs' scatter says.
+        line.push_str(&format!(
+            "; the level lags the history's slowing by {:.1}%, counted in the matrix-wide \
+             test's noise",
+            100.0 * s.level_lag
+        ));
+    }
+    line.push('.');
+    line
+}
+
+/// A cell's line, `None` when the table and the matrix-wide line say it all.
+fn cell_detail(c: &CellComparison) -> Option<String> {
+    // A decided cell whose figure in the table is its total change needs no line: the
+    // table and the matrix-wide test say it all.
+    let decided = matches!(
+        c.verdict,
+        CellVerdict::Regression | CellVerdict::Improvement
+    );
+    let figure = c.deciding().filter(|m| {
+        decided
+            && (m.metric != Metric::AggregateTps || m.shown_change().basis == DecisionBasis::VsRun)
+    });
+    // A cell that moved with the matrix is said by the matrix-wide test's line.
+    let with_matrix = decided
+        && c.deciding()
+            .is_some_and(|m| m.shown_change().basis == DecisionBasis::WithMatrix);
+    if c.verdict == CellVerdict::Unchanged
+        || with_matrix
+        || (figure.is_none() && c.reason.is_none())
+    {
+        return None;
+    }
+    let mut line = format!("{} {}: {}", cell_symbol(c.verdict).0, label(c), {
+        cell_symbol(c.verdict).1
+    });
+    if let Some(m) = figure {
+        let d = m.shown_change();
+        line.push_str(&format!(
+            "; decided on {} {} {} {} (total {})",
+            metric_name(m.metric),
+            signed_percent(d.change),
+            interval(d.ci_low, d.ci_high),
+            d.label(),
+            signed_percent(m.change)
+        ));
+    }
+    if let Some(r) = &c.reason {
+        line.push_str(&format!(" — {r}"));
+    }
+    Some(line)
+}
+
+/// The rule: α and how it is split, the effect a regression needs, the intervals, the level
+/// and noise.
+fn rule_line(report: &ComparisonReport) -> String {
     let r = &report.rule;
-    let split = match r.shares {
+    let split = alpha_split(report);
+    // What a pass vouches for in one cell (verdicts of earlier versions did not check it).
+    let cells = r.cell_effect.map_or(String::new(), |e| {
+        format!(
+            "; a pass also needs every cell's interval above {}",
+            infergate_schema::verdict::signed_percent(-e)
+        )
+    });
+    format!(
+        "Rule: α = {} per gate: {split}; a regression also needs a change beyond {:.1}% ({:.0}% \
+         for the matrix){cells}; {:.0}% intervals; {}.",
+        r.alpha,
+        100.0 * r.min_effect,
+        100.0 * r.matrix_margin,
+        100.0 * r.confidence,
+        level_and_noise(report)
+    )
+}
+
+/// How α is split between the tests, every share named so that they add up to α.
+fn alpha_split(report: &ComparisonReport) -> String {
+    let r = &report.rule;
+    match r.shares {
         Some(s) => {
             let mut capacity = if s.capacity > 0.0 {
                 format!(", {:.2e} to capacity-limited cells", s.capacity)
@@ -733,35 +793,7 @@ fn details(report: &ComparisonReport) -> Vec<String> {
              family)",
             r.correction_name()
         ),
-    };
-    // What a pass vouches for in one cell (verdicts of earlier versions did not check it).
-    let cells = r.cell_effect.map_or(String::new(), |e| {
-        format!(
-            "; a pass also needs every cell's interval above {}",
-            infergate_schema::verdict::signed_percent(-e)
-        )
-    });
-    out.push(format!(
-        "Rule: α = {} per gate: {split}; a regression also needs a change beyond {:.1}% ({:.0}% \
-         for the matrix){cells}; {:.0}% intervals; {}.",
-        r.alpha,
-        100.0 * r.min_effect,
-        100.0 * r.matrix_margin,
-        100.0 * r.confidence,
-        level_and_noise(report)
-    ));
-    out.push(format!(
-        "Profile {} · engine {} · model {}{}.",
-        report.profile.key,
-        report.profile.engine,
-        report.profile.model,
-        report
-            .suite
-            .as_deref()
-            .map(|s| format!(" · suite {s}"))
-            .unwrap_or_default()
-    ));
-    out
+    }
 }
 
 /// The annotation/workflow-command title of a cell: `C=8 / 32k: aggregate tok/s −9.6% [−10.9, −8.4]`.
@@ -978,6 +1010,29 @@ pub fn markdown(l: &GateLayout, with_first_line: bool) -> String {
 /// Details (both already escaped).
 pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) -> String {
     let mut out = String::new();
+    markdown_grid(&mut out, l);
+    markdown_layers(&mut out, l);
+    if !l.legend.is_empty() {
+        out.push_str(&escape(&legend_text(&l.legend)));
+        out.push_str("\n\n");
+    }
+    markdown_next_steps(&mut out, l);
+    if !before_details.is_empty() {
+        out.push_str(before_details);
+        out.push('\n');
+    }
+    out.push_str("<details><summary>Details</summary>\n\n");
+    markdown_secondary(&mut out, l);
+    for d in &l.details {
+        out.push_str(&format!("- {}\n", escape(d)));
+    }
+    out.push_str(extra_details);
+    out.push_str("\n</details>\n");
+    out
+}
+
+/// The grid as a Markdown table under its caption, each cell's values under its figure.
+fn markdown_grid(out: &mut String, l: &GateLayout) {
     if let Some(g) = &l.grid {
         out.push_str(&format!("{}:\n\n", escape(&l.grid_caption)));
         out.push_str("| context |");
@@ -1005,6 +1060,10 @@ pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) 
         }
         out.push('\n');
     }
+}
+
+/// The prefill and burst layers' tables, each only when the run has that layer.
+fn markdown_layers(out: &mut String, l: &GateLayout) {
     if !l.prefill.is_empty() {
         out.push_str("Prefill layer (prefill tok/s of cold samples):\n\n");
         out.push_str("| context | change vs baseline [interval, %] | baseline → now |\n");
@@ -1033,10 +1092,10 @@ pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) 
         }
         out.push('\n');
     }
-    if !l.legend.is_empty() {
-        out.push_str(&escape(&legend_text(&l.legend)));
-        out.push_str("\n\n");
-    }
+}
+
+/// The next steps as a list, each command a code span to copy.
+fn markdown_next_steps(out: &mut String, l: &GateLayout) {
     if !l.next_steps.is_empty() {
         out.push_str("**Next steps**\n\n");
         for step in &l.next_steps {
@@ -1054,11 +1113,10 @@ pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) 
         }
         out.push('\n');
     }
-    if !before_details.is_empty() {
-        out.push_str(before_details);
-        out.push('\n');
-    }
-    out.push_str("<details><summary>Details</summary>\n\n");
+}
+
+/// The significant changes of latency and other secondary metrics, as a table in Details.
+fn markdown_secondary(out: &mut String, l: &GateLayout) {
     if !l.secondary.is_empty() {
         out.push_str("Latency and other metrics (significant changes only):\n\n");
         out.push_str("| cell | metric | baseline → now | change [interval, %] |\n");
@@ -1074,12 +1132,6 @@ pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) 
         }
         out.push('\n');
     }
-    for d in &l.details {
-        out.push_str(&format!("- {}\n", escape(d)));
-    }
-    out.push_str(extra_details);
-    out.push_str("\n</details>\n");
-    out
 }
 
 #[cfg(test)]

@@ -191,11 +191,6 @@ pub fn looks_like(doc: &Value) -> bool {
 
 /// Converts a report into one run, a cell per fixed-concurrency benchmark.
 pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunResults, ImportError> {
-    let err = |field: String, message: String| ImportError::Field {
-        file: file.to_string(),
-        field,
-        message,
-    };
     let version = report
         .metadata
         .as_ref()
@@ -207,189 +202,29 @@ pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunRes
         .and_then(|c| c.metadata.as_ref())
         .map(|m| m.labels.clone())
         .unwrap_or_default();
-    // The requested prompt length names the cell when there is one synthetic source: measured
-    // means drift with the number of requests a time-limited run completes.
-    let requested_prompt = match report.config.as_ref().and_then(|c| c.spec.as_ref()) {
-        Some(spec) if spec.data.len() == 1 && spec.data[0].kind == "synthetic_text" => {
-            spec.data[0].prompt_tokens
-        }
-        _ => None,
+    let mut found = CellsFound {
+        file,
+        requested_prompt: requested_prompt(report),
+        unmapped: Vec::new(),
+        cells: Vec::new(),
+        model: None,
+        url: String::new(),
+        times: Vec::new(),
     };
-    let mut unmapped: Vec<String> = Vec::new();
-    let mut cells: Vec<CellResult> = Vec::new();
-    let mut model: Option<String> = None;
-    let mut url = String::new();
-    let mut times: Vec<(f64, f64)> = Vec::new();
-    let rate_driven: Vec<&Benchmark> = report
-        .benchmarks
-        .iter()
-        .filter(|b| {
-            !matches!(
-                b.config.strategy.type_.as_str(),
-                "synchronous" | "concurrent"
-            )
-        })
-        .collect();
-    let burst = match rate_driven.as_slice() {
-        [one] => Some(burst_of(one)),
-        [] => None,
-        _ => {
-            unmapped.push(
-                "burst layer: several rate-driven benchmarks are several bursts, none is the run's; left out"
-                    .into(),
-            );
-            None
-        }
-    };
+    let burst = found.burst_layer(report);
     for (i, b) in report.benchmarks.iter().enumerate() {
-        let at = |f: &str| format!("benchmarks[{i}].{f}");
-        let concurrency = match (b.config.strategy.type_.as_str(), b.config.strategy.streams) {
-            ("synchronous", _) => 1,
-            ("concurrent", Some(n)) if n > 0 => n,
-            ("concurrent", _) => {
-                return Err(err(
-                    at("config.strategy.streams"),
-                    "missing or 0 for a concurrent benchmark".into(),
-                ));
-            }
-            (other, _) => {
-                unmapped.push(format!(
-                    "benchmarks[{i}]: strategy `{other}` is rate-driven (no fixed concurrency); \
-                     left out (use --profile kind=concurrent for gate cells)"
-                ));
-                continue;
-            }
-        };
-        if let Some(backend) = &b.config.backend {
-            if let Some(m) = backend.model.as_deref().filter(|m| !m.is_empty()) {
-                match &model {
-                    None => model = Some(m.to_string()),
-                    Some(first) if first != m => {
-                        return Err(err(
-                            at("config.backend.model"),
-                            format!("`{m}` differs from `{first}`: one report holds one model"),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-            }
-            if url.is_empty() {
-                url = backend.target.clone().unwrap_or_default();
-            }
-        }
-        let m = &b.metrics;
-        let tps = m.output_tokens_per_second.successful.mean;
-        for (field, v) in [
-            ("metrics.output_tokens_per_second.successful.mean", tps),
-            ("duration", b.duration),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(err(at(field), format!("must be a number >= 0, found {v}")));
-            }
-        }
-        if !(b.start_time.is_finite() && b.end_time.is_finite()) {
-            return Err(err(
-                at("start_time"),
-                "must be a Unix time in seconds".into(),
-            ));
-        }
-        let prompt = &m.prompt_token_count.successful;
-        let context = requested_prompt.unwrap_or_else(|| prompt.median.max(0.0).round() as u64);
-        let totals = &m.request_totals;
-        let (status, reason) = if totals.successful == 0 {
-            (CellStatus::Error, Some("no request succeeded".to_string()))
-        } else if totals.errored + totals.incomplete > 0 {
-            (
-                CellStatus::Ok,
-                Some(format!(
-                    "{} errored, {} incomplete of {} requests",
-                    totals.errored,
-                    totals.incomplete,
-                    totals.successful + totals.errored + totals.incomplete
-                )),
-            )
-        } else {
-            (CellStatus::Ok, None)
-        };
-        let cell = CellResult {
-            concurrency,
-            context_tokens: context,
-            status,
-            reason,
-            aggregate_tps: tps,
-            samples: Vec::new(),
-            per_user_tps: None,
-            ttft_s: seconds(&m.time_to_first_token_ms.successful),
-            itl_s: seconds(&m.inter_token_latency_ms.successful),
-            effective_concurrency: None,
-            waiting_avg: None,
-            output_tokens: m.output_token_count.successful.total_sum.max(0.0).round() as u64,
-            measured_s: b.duration,
-            prompt_tokens: (prompt.mean.is_finite() && prompt.mean > 0.0)
-                .then(|| prompt.mean.round() as u64),
-            errors: u32::try_from(totals.errored).unwrap_or(u32::MAX),
-            token_source: Some(TokenSource::Imported),
-            server_tps: None,
-            engine_counter: None,
-            ready_after_s: None,
-            spec_decode: None,
-            telemetry: None,
-            rounds: Vec::new(),
-            cross_checks: Vec::new(),
-            truncated_requests: None,
-            preemptions: None,
-            tpot_s: None,
-            requests: None,
-            unverified: None,
-        };
-        if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
-            return Err(err(
-                at("config.strategy"),
-                format!(
-                    "cell C={concurrency} / {context} tokens repeats benchmarks[{j}]: one \
-                     benchmark per concurrency"
-                ),
-            ));
-        }
-        times.push((b.start_time, b.end_time));
-        cells.push(cell);
+        found.add_benchmark(i, b)?;
     }
-    if cells.is_empty() {
-        return Err(err(
-            "benchmarks".into(),
-            "no benchmark at a fixed concurrency (strategy `concurrent` or `synchronous`)".into(),
-        ));
-    }
-    let model = model.ok_or_else(|| {
-        err(
-            "benchmarks[0].config.backend.model".into(),
-            "missing or empty: the report does not say which model was measured".into(),
-        )
-    })?;
-    if requested_prompt.is_none() {
-        unmapped.push(
-            "context: no single synthetic_text source; cells named by the measured median \
-             prompt length"
-                .into(),
-        );
-    }
-    unmapped.push(
-        "left out (not comparable with a sustained-decode cell): requests_per_second, \
-         request_latency, request_concurrency (client-side), time_per_output_token_ms, the \
-         errored/incomplete distributions; not recorded: hardware, engine version, sub-window \
-         samples"
-            .into(),
-    );
-    let engine = labels_in
-        .get("engine")
-        .filter(|e| !e.trim().is_empty())
-        .cloned();
-    if engine.is_none() {
-        unmapped.push(
-            "engine: not recorded (run guidellm with --label engine=NAME to name it); `unknown`"
-                .into(),
-        );
-    }
+    let model = found.checked_model()?;
+    found.note_left_out();
+    let CellsFound {
+        mut unmapped,
+        cells,
+        url,
+        times,
+        ..
+    } = found;
+    let engine = engine_label(&labels_in, &mut unmapped);
     let mut labels: BTreeMap<String, String> = labels_in
         .into_iter()
         .map(|(k, v)| (format!("guidellm.{k}"), v))
@@ -416,6 +251,251 @@ pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunRes
     });
     run.burst = burst;
     Ok(run)
+}
+
+/// The requested prompt length names the cell when there is one synthetic source: measured
+/// means drift with the number of requests a time-limited run completes.
+fn requested_prompt(report: &GuidellmReport) -> Option<u64> {
+    match report.config.as_ref().and_then(|c| c.spec.as_ref()) {
+        Some(spec) if spec.data.len() == 1 && spec.data[0].kind == "synthetic_text" => {
+            spec.data[0].prompt_tokens
+        }
+        _ => None,
+    }
+}
+
+/// The `engine` label, or `None` with a note saying how to record it.
+fn engine_label(labels: &BTreeMap<String, String>, unmapped: &mut Vec<String>) -> Option<String> {
+    let engine = labels
+        .get("engine")
+        .filter(|e| !e.trim().is_empty())
+        .cloned();
+    if engine.is_none() {
+        unmapped.push(
+            "engine: not recorded (run guidellm with --label engine=NAME to name it); `unknown`"
+                .into(),
+        );
+    }
+    engine
+}
+
+/// What [`convert`] gathers benchmark by benchmark: each benchmark checks the model against
+/// the earlier ones and its cell against theirs, and the notes keep the order they arose in.
+struct CellsFound<'a> {
+    file: &'a str,
+    requested_prompt: Option<u64>,
+    unmapped: Vec<String>,
+    cells: Vec<CellResult>,
+    model: Option<String>,
+    url: String,
+    /// Each cell's benchmark's (start, end), Unix seconds.
+    times: Vec<(f64, f64)>,
+}
+
+impl CellsFound<'_> {
+    /// An error naming `field` of this report.
+    fn err(&self, field: String, message: String) -> ImportError {
+        ImportError::Field {
+            file: self.file.to_string(),
+            field,
+            message,
+        }
+    }
+
+    /// The burst layer: the report's one rate-driven benchmark, none (with a note) when several.
+    fn burst_layer(&mut self, report: &GuidellmReport) -> Option<BurstRecord> {
+        let rate_driven: Vec<&Benchmark> = report
+            .benchmarks
+            .iter()
+            .filter(|b| {
+                !matches!(
+                    b.config.strategy.type_.as_str(),
+                    "synchronous" | "concurrent"
+                )
+            })
+            .collect();
+        match rate_driven.as_slice() {
+            [one] => Some(burst_of(one)),
+            [] => None,
+            _ => {
+                self.unmapped.push(
+                    "burst layer: several rate-driven benchmarks are several bursts, none is the run's; left out"
+                        .into(),
+                );
+                None
+            }
+        }
+    }
+
+    /// Adds benchmark `i` as a cell, or a note when it is rate-driven.
+    fn add_benchmark(&mut self, i: usize, b: &Benchmark) -> Result<(), ImportError> {
+        let at = |f: &str| format!("benchmarks[{i}].{f}");
+        let Some(concurrency) = self.concurrency_of(i, b)? else {
+            return Ok(());
+        };
+        self.take_backend(i, b)?;
+        let m = &b.metrics;
+        let tps = m.output_tokens_per_second.successful.mean;
+        for (field, v) in [
+            ("metrics.output_tokens_per_second.successful.mean", tps),
+            ("duration", b.duration),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(self.err(at(field), format!("must be a number >= 0, found {v}")));
+            }
+        }
+        if !(b.start_time.is_finite() && b.end_time.is_finite()) {
+            return Err(self.err(at("start_time"), "must be a Unix time in seconds".into()));
+        }
+        let prompt = &m.prompt_token_count.successful;
+        let context = self
+            .requested_prompt
+            .unwrap_or_else(|| prompt.median.max(0.0).round() as u64);
+        let cell = cell_of(b, concurrency, context);
+        if let Some(j) = self.cells.iter().position(|c| c.coord() == cell.coord()) {
+            return Err(self.err(
+                at("config.strategy"),
+                format!(
+                    "cell C={concurrency} / {context} tokens repeats benchmarks[{j}]: one \
+                     benchmark per concurrency"
+                ),
+            ));
+        }
+        self.times.push((b.start_time, b.end_time));
+        self.cells.push(cell);
+        Ok(())
+    }
+
+    /// Benchmark `i`'s fixed concurrency; `None` (with a note) for a rate-driven one.
+    fn concurrency_of(&mut self, i: usize, b: &Benchmark) -> Result<Option<u32>, ImportError> {
+        match (b.config.strategy.type_.as_str(), b.config.strategy.streams) {
+            ("synchronous", _) => Ok(Some(1)),
+            ("concurrent", Some(n)) if n > 0 => Ok(Some(n)),
+            ("concurrent", _) => Err(self.err(
+                format!("benchmarks[{i}].config.strategy.streams"),
+                "missing or 0 for a concurrent benchmark".into(),
+            )),
+            (other, _) => {
+                self.unmapped.push(format!(
+                    "benchmarks[{i}]: strategy `{other}` is rate-driven (no fixed concurrency); \
+                     left out (use --profile kind=concurrent for gate cells)"
+                ));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Takes the model and URL from benchmark `i`'s backend: one model per report, the first
+    /// URL found.
+    fn take_backend(&mut self, i: usize, b: &Benchmark) -> Result<(), ImportError> {
+        if let Some(backend) = &b.config.backend {
+            if let Some(m) = backend.model.as_deref().filter(|m| !m.is_empty()) {
+                match &self.model {
+                    None => self.model = Some(m.to_string()),
+                    Some(first) if first != m => {
+                        return Err(self.err(
+                            format!("benchmarks[{i}].config.backend.model"),
+                            format!("`{m}` differs from `{first}`: one report holds one model"),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+            if self.url.is_empty() {
+                self.url = backend.target.clone().unwrap_or_default();
+            }
+        }
+        Ok(())
+    }
+
+    /// The model, once the report is known to hold a cell.
+    fn checked_model(&mut self) -> Result<String, ImportError> {
+        if self.cells.is_empty() {
+            return Err(self.err(
+                "benchmarks".into(),
+                "no benchmark at a fixed concurrency (strategy `concurrent` or `synchronous`)"
+                    .into(),
+            ));
+        }
+        self.model.take().ok_or_else(|| {
+            self.err(
+                "benchmarks[0].config.backend.model".into(),
+                "missing or empty: the report does not say which model was measured".into(),
+            )
+        })
+    }
+
+    /// The notes on how cells are named and what every guidellm report leaves out.
+    fn note_left_out(&mut self) {
+        if self.requested_prompt.is_none() {
+            self.unmapped.push(
+                "context: no single synthetic_text source; cells named by the measured median \
+                 prompt length"
+                    .into(),
+            );
+        }
+        self.unmapped.push(
+            "left out (not comparable with a sustained-decode cell): requests_per_second, \
+             request_latency, request_concurrency (client-side), time_per_output_token_ms, the \
+             errored/incomplete distributions; not recorded: hardware, engine version, sub-window \
+             samples"
+                .into(),
+        );
+    }
+}
+
+/// A fixed-concurrency benchmark as a cell: its successful requests' figures, the others only
+/// counted.
+fn cell_of(b: &Benchmark, concurrency: u32, context: u64) -> CellResult {
+    let m = &b.metrics;
+    let prompt = &m.prompt_token_count.successful;
+    let totals = &m.request_totals;
+    let (status, reason) = if totals.successful == 0 {
+        (CellStatus::Error, Some("no request succeeded".to_string()))
+    } else if totals.errored + totals.incomplete > 0 {
+        (
+            CellStatus::Ok,
+            Some(format!(
+                "{} errored, {} incomplete of {} requests",
+                totals.errored,
+                totals.incomplete,
+                totals.successful + totals.errored + totals.incomplete
+            )),
+        )
+    } else {
+        (CellStatus::Ok, None)
+    };
+    CellResult {
+        concurrency,
+        context_tokens: context,
+        status,
+        reason,
+        aggregate_tps: m.output_tokens_per_second.successful.mean,
+        samples: Vec::new(),
+        per_user_tps: None,
+        ttft_s: seconds(&m.time_to_first_token_ms.successful),
+        itl_s: seconds(&m.inter_token_latency_ms.successful),
+        effective_concurrency: None,
+        waiting_avg: None,
+        output_tokens: m.output_token_count.successful.total_sum.max(0.0).round() as u64,
+        measured_s: b.duration,
+        prompt_tokens: (prompt.mean.is_finite() && prompt.mean > 0.0)
+            .then(|| prompt.mean.round() as u64),
+        errors: u32::try_from(totals.errored).unwrap_or(u32::MAX),
+        token_source: Some(TokenSource::Imported),
+        server_tps: None,
+        engine_counter: None,
+        ready_after_s: None,
+        spec_decode: None,
+        telemetry: None,
+        rounds: Vec::new(),
+        cross_checks: Vec::new(),
+        truncated_requests: None,
+        preemptions: None,
+        tpot_s: None,
+        requests: None,
+        unverified: None,
+    }
 }
 
 /// A rate-driven benchmark as the burst layer: every request accounted for by its status.

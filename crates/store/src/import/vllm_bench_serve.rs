@@ -94,95 +94,24 @@ pub fn convert(
     file: &str,
     prefix: &dyn Fn(usize) -> String,
 ) -> Result<infergate_schema::results::RunResults, ImportError> {
-    let field_err = |i: usize, field: &str, message: String| ImportError::Field {
-        file: file.to_string(),
-        field: format!("{}{field}", prefix(i)),
-        message,
-    };
+    let errors = FieldErrors { file, prefix };
     let first = &docs[0];
-    let mut cells: Vec<CellResult> = Vec::with_capacity(docs.len());
-    let mut unmapped: Vec<String> = Vec::new();
-    let mut times = Vec::new();
-    for (i, d) in docs.iter().enumerate() {
-        if d.model_id != first.model_id {
-            return Err(field_err(
-                i,
-                "model_id",
-                format!(
-                    "`{}` differs from the first document's `{}`: one file holds one model",
-                    d.model_id, first.model_id
-                ),
-            ));
-        }
-        times.push(parse_date(&d.date).ok_or_else(|| {
-            field_err(
-                i,
-                "date",
-                format!(
-                    "`{}` is not vLLM's %Y%m%d-%H%M%S (e.g. 20260310-101500)",
-                    d.date
-                ),
-            )
-        })?);
-        let (cell, notes) = convert_one(d).map_err(|(f, m)| field_err(i, &f, m))?;
-        if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
-            return Err(field_err(
-                i,
-                "max_concurrency",
-                format!(
-                    "cell C={} / {} tokens is already document {}'s: one document per concurrency",
-                    cell.concurrency,
-                    cell.context_tokens,
-                    j + 1
-                ),
-            ));
-        }
-        for n in notes {
-            if !unmapped.contains(&n) {
-                unmapped.push(n);
-            }
-        }
-        cells.push(cell);
-    }
+    let DocumentCells {
+        cells,
+        mut unmapped,
+        times,
+    } = cells_of(docs, &errors)?;
     unmapped.push(
         "not recorded by vllm bench serve: hardware, engine version, max_tokens (--output-len), \
          sub-window samples"
             .into(),
     );
-    let engine = first
-        .rest
-        .get("engine")
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .map(String::from);
-    if engine.is_none() {
-        unmapped.push(
-            "engine: not recorded (run with --metadata engine=NAME to name it); `unknown`".into(),
-        );
-    }
-    let mut labels = BTreeMap::new();
-    for (key, value) in [
-        ("backend", first.backend.clone()),
-        ("label", first.label.clone()),
-        ("num_prompts", first.num_prompts.map(|n| n.to_string())),
-        (
-            "request_rate",
-            first.request_rate.as_ref().map(|v| match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            }),
-        ),
-        ("burstiness", first.burstiness.map(|b| b.to_string())),
-        ("ramp_up_strategy", first.ramp_up_strategy.clone()),
-    ] {
-        if let Some(v) = value {
-            labels.insert(format!("vllm.{key}"), v);
-        }
-    }
+    let engine = engine_of(first, &mut unmapped);
+    let labels = labels_of(first);
     let started = times.iter().min().copied().unwrap_or_else(Utc::now);
     let finished = times.iter().max().copied().unwrap_or(started);
     let burst = match docs {
-        [one] => Some(burst_of(one).map_err(|(f, m)| field_err(0, &f, m))?),
+        [one] => Some(burst_of(one).map_err(|(f, m)| errors.at(0, &f, m))?),
         _ => {
             unmapped.push(
                 "burst layer: several documents are several bursts, none is the run's; left out"
@@ -207,6 +136,129 @@ pub fn convert(
     });
     run.burst = burst;
     Ok(run)
+}
+
+/// Field errors of one file: `prefix(i)` names document `i` (`line 3: ` in `--append-result`).
+struct FieldErrors<'a> {
+    file: &'a str,
+    prefix: &'a dyn Fn(usize) -> String,
+}
+
+impl FieldErrors<'_> {
+    /// The error for `field` of document `i`.
+    fn at(&self, i: usize, field: &str, message: String) -> ImportError {
+        ImportError::Field {
+            file: self.file.to_string(),
+            field: format!("{}{field}", (self.prefix)(i)),
+            message,
+        }
+    }
+}
+
+/// What [`cells_of`] reads from the documents.
+struct DocumentCells {
+    /// A cell per document.
+    cells: Vec<CellResult>,
+    /// The notes on what they could not map, each once, in the order first met.
+    unmapped: Vec<String>,
+    /// Each document's date.
+    times: Vec<DateTime<Utc>>,
+}
+
+/// A cell per document, with the notes and dates; refuses a second model, a bad date and a
+/// repeated cell.
+fn cells_of(docs: &[VllmResult], errors: &FieldErrors<'_>) -> Result<DocumentCells, ImportError> {
+    let first = &docs[0];
+    let mut cells: Vec<CellResult> = Vec::with_capacity(docs.len());
+    let mut unmapped: Vec<String> = Vec::new();
+    let mut times = Vec::new();
+    for (i, d) in docs.iter().enumerate() {
+        if d.model_id != first.model_id {
+            return Err(errors.at(
+                i,
+                "model_id",
+                format!(
+                    "`{}` differs from the first document's `{}`: one file holds one model",
+                    d.model_id, first.model_id
+                ),
+            ));
+        }
+        times.push(parse_date(&d.date).ok_or_else(|| {
+            errors.at(
+                i,
+                "date",
+                format!(
+                    "`{}` is not vLLM's %Y%m%d-%H%M%S (e.g. 20260310-101500)",
+                    d.date
+                ),
+            )
+        })?);
+        let (cell, notes) = convert_one(d).map_err(|(f, m)| errors.at(i, &f, m))?;
+        if let Some(j) = cells.iter().position(|c| c.coord() == cell.coord()) {
+            return Err(errors.at(
+                i,
+                "max_concurrency",
+                format!(
+                    "cell C={} / {} tokens is already document {}'s: one document per concurrency",
+                    cell.concurrency,
+                    cell.context_tokens,
+                    j + 1
+                ),
+            ));
+        }
+        for n in notes {
+            if !unmapped.contains(&n) {
+                unmapped.push(n);
+            }
+        }
+        cells.push(cell);
+    }
+    Ok(DocumentCells {
+        cells,
+        unmapped,
+        times,
+    })
+}
+
+/// The `engine` key of `--metadata`, or `None` with a note saying how to record it
+/// (`--backend` names the API dialect, not the server).
+fn engine_of(first: &VllmResult, unmapped: &mut Vec<String>) -> Option<String> {
+    let engine = first
+        .rest
+        .get("engine")
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(String::from);
+    if engine.is_none() {
+        unmapped.push(
+            "engine: not recorded (run with --metadata engine=NAME to name it); `unknown`".into(),
+        );
+    }
+    engine
+}
+
+/// The benchmark's settings as `vllm.*` labels, so runs of different commands can be told apart.
+fn labels_of(first: &VllmResult) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    for (key, value) in [
+        ("backend", first.backend.clone()),
+        ("label", first.label.clone()),
+        ("num_prompts", first.num_prompts.map(|n| n.to_string())),
+        (
+            "request_rate",
+            first.request_rate.as_ref().map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }),
+        ),
+        ("burstiness", first.burstiness.map(|b| b.to_string())),
+        ("ramp_up_strategy", first.ramp_up_strategy.clone()),
+    ] {
+        if let Some(v) = value {
+            labels.insert(format!("vllm.{key}"), v);
+        }
+    }
+    labels
 }
 
 /// One document's burst layer: what `vllm bench serve` reports of a finite request set.
@@ -300,25 +352,7 @@ fn burst_of(d: &VllmResult) -> Result<BurstRecord, (String, String)> {
 /// One document → one cell and the notes on what it could not map; an error is (field, message).
 fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, String)> {
     let mut notes = Vec::new();
-    let concurrency = match d.max_concurrency {
-        Some(c) if c > 0 => c,
-        _ => {
-            return Err((
-                "max_concurrency".into(),
-                "missing or null: a request-rate-only benchmark has no fixed concurrency; run \
-                 vllm bench serve with --max-concurrency N (one file or line per N)"
-                    .into(),
-            ));
-        }
-    };
-    for (field, v) in [
-        ("duration", d.duration),
-        ("output_throughput", d.output_throughput),
-    ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err((field.into(), format!("must be a number >= 0, found {v}")));
-        }
-    }
+    let concurrency = checked_concurrency(d)?;
     let context = if d.completed > 0 {
         (d.total_input_tokens as f64 / d.completed as f64).round() as u64
     } else {
@@ -328,43 +362,10 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
         .failed
         .or_else(|| d.num_prompts.map(|n| n.saturating_sub(d.completed)))
         .unwrap_or(0);
-    let (status, reason) = if d.completed == 0 {
-        (CellStatus::Error, Some("no request completed".to_string()))
-    } else if errors > 0 {
-        (
-            CellStatus::Ok,
-            Some(format!(
-                "{errors} of {} requests failed",
-                d.completed + errors
-            )),
-        )
-    } else {
-        (CellStatus::Ok, None)
-    };
-    let group =
-        |metric: &str| -> Result<Option<infergate_schema::results::Percentiles>, (String, String)> {
-            let mut vals = [None; 4];
-            for (slot, stat) in vals.iter_mut().zip(["mean", "median", "p90", "p99"]) {
-                let key = format!("{stat}_{metric}_ms");
-                *slot = match d.rest.get(&key) {
-                    None | Some(Value::Null) => None,
-                    Some(v) => Some(v.as_f64().ok_or_else(|| {
-                        (key.clone(), format!("invalid type: {v}, expected a number"))
-                    })?),
-                };
-            }
-            let ms = |v: Option<f64>| v.map(|x| x / 1000.0);
-            Ok(percentile_group(
-                ms(vals[0]),
-                ms(vals[1]),
-                ms(vals[2]),
-                ms(vals[3]),
-                d.completed,
-            ))
-        };
-    let ttft = group("ttft")?;
-    let itl = group("itl")?;
-    let tpot = group("tpot")?;
+    let (status, reason) = status_of(d, errors);
+    let ttft = latency_group(d, "ttft")?;
+    let itl = latency_group(d, "itl")?;
+    let tpot = latency_group(d, "tpot")?;
     for (name, g) in [("ttft", &ttft), ("itl", &itl), ("tpot", &tpot)] {
         if g.is_none() {
             notes.push(format!(
@@ -380,19 +381,6 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
                 .into(),
         );
     }
-    let spec_decode = match d.spec_decode_acceptance_length {
-        Some(len) if len.is_finite() && len > 0.0 => Some(SpecDecodeStats {
-            drafts: d.spec_decode_num_drafts.unwrap_or(0),
-            draft_tokens: d.spec_decode_draft_tokens.unwrap_or(0),
-            accepted_tokens: d.spec_decode_accepted_tokens.unwrap_or(0),
-            // vLLM writes percent; the schema holds a fraction.
-            acceptance_rate: d.spec_decode_acceptance_rate.unwrap_or(0.0) / 100.0,
-            accept_len: len,
-            steps_per_s: d.output_throughput / len,
-            per_position_acceptance: d.spec_decode_per_position_acceptance_rates.clone(),
-        }),
-        _ => None,
-    };
     Ok((
         CellResult {
             concurrency,
@@ -414,7 +402,7 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             server_tps: None,
             engine_counter: None,
             ready_after_s: None,
-            spec_decode,
+            spec_decode: spec_decode_of(d),
             telemetry: None,
             rounds: Vec::new(),
             cross_checks: Vec::new(),
@@ -426,6 +414,92 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
         },
         notes,
     ))
+}
+
+/// The cell's concurrency (`max_concurrency`), once the figures the cell is made of are known
+/// to be numbers >= 0.
+fn checked_concurrency(d: &VllmResult) -> Result<u32, (String, String)> {
+    let concurrency = match d.max_concurrency {
+        Some(c) if c > 0 => c,
+        _ => {
+            return Err((
+                "max_concurrency".into(),
+                "missing or null: a request-rate-only benchmark has no fixed concurrency; run \
+                 vllm bench serve with --max-concurrency N (one file or line per N)"
+                    .into(),
+            ));
+        }
+    };
+    for (field, v) in [
+        ("duration", d.duration),
+        ("output_throughput", d.output_throughput),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err((field.into(), format!("must be a number >= 0, found {v}")));
+        }
+    }
+    Ok(concurrency)
+}
+
+/// The cell's status: an error when no request completed, its reason the failed requests.
+fn status_of(d: &VllmResult, errors: u64) -> (CellStatus, Option<String>) {
+    if d.completed == 0 {
+        (CellStatus::Error, Some("no request completed".to_string()))
+    } else if errors > 0 {
+        (
+            CellStatus::Ok,
+            Some(format!(
+                "{errors} of {} requests failed",
+                d.completed + errors
+            )),
+        )
+    } else {
+        (CellStatus::Ok, None)
+    }
+}
+
+/// The `metric` group (`ttft`, `itl`, `tpot`) in seconds from its `*_ms` keys; `None` when any
+/// is missing or all are zero, an error when one is not a number.
+fn latency_group(
+    d: &VllmResult,
+    metric: &str,
+) -> Result<Option<infergate_schema::results::Percentiles>, (String, String)> {
+    let mut vals = [None; 4];
+    for (slot, stat) in vals.iter_mut().zip(["mean", "median", "p90", "p99"]) {
+        let key = format!("{stat}_{metric}_ms");
+        *slot =
+            match d.rest.get(&key) {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_f64().ok_or_else(|| {
+                    (key.clone(), format!("invalid type: {v}, expected a number"))
+                })?),
+            };
+    }
+    let ms = |v: Option<f64>| v.map(|x| x / 1000.0);
+    Ok(percentile_group(
+        ms(vals[0]),
+        ms(vals[1]),
+        ms(vals[2]),
+        ms(vals[3]),
+        d.completed,
+    ))
+}
+
+/// Speculative decoding's figures, when the run drafted (an acceptance length > 0).
+fn spec_decode_of(d: &VllmResult) -> Option<SpecDecodeStats> {
+    match d.spec_decode_acceptance_length {
+        Some(len) if len.is_finite() && len > 0.0 => Some(SpecDecodeStats {
+            drafts: d.spec_decode_num_drafts.unwrap_or(0),
+            draft_tokens: d.spec_decode_draft_tokens.unwrap_or(0),
+            accepted_tokens: d.spec_decode_accepted_tokens.unwrap_or(0),
+            // vLLM writes percent; the schema holds a fraction.
+            acceptance_rate: d.spec_decode_acceptance_rate.unwrap_or(0.0) / 100.0,
+            accept_len: len,
+            steps_per_s: d.output_throughput / len,
+            per_position_acceptance: d.spec_decode_per_position_acceptance_rates.clone(),
+        }),
+        _ => None,
+    }
 }
 
 /// vLLM's `date`: local time as `%Y%m%d-%H%M%S`, read as UTC (the file has no zone).
