@@ -9,8 +9,8 @@
 
 use crate::results::context_label;
 use crate::verdict::{
-    Against, CellComparison, CellVerdict, Check, ComparisonReport, GateVerdict, LineAxis, Metric,
-    SensitivityUnit, signed_number, signed_percent,
+    Against, CellComparison, CellVerdict, Check, ComparisonReport, GateVerdict, Layer, LineAxis,
+    Metric, SensitivityUnit, signed_number, signed_percent,
 };
 
 /// A cell's reason when the store holds no baseline at all: the first line says that already,
@@ -174,15 +174,11 @@ pub fn line_label(axis: LineAxis, at: u64) -> String {
 
 /// A cell's [`cell_label`].
 pub fn label(c: &CellComparison) -> String {
-    if c.concurrency == 0 && c.context_tokens == 0 {
-        // The burst layer's entry.
-        return "burst layer".to_string();
+    match c.layer() {
+        Layer::Burst => "burst layer".to_string(),
+        Layer::Prefill => context_label(c.context_tokens),
+        Layer::Decode => cell_label(c.concurrency, c.context_tokens),
     }
-    if c.concurrency == 0 {
-        // A prefill layer's entry: one context, no concurrency.
-        return context_label(c.context_tokens);
-    }
-    cell_label(c.concurrency, c.context_tokens)
 }
 
 /// How a cell's reason names the two sides of a comparison.
@@ -426,7 +422,10 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
                 .min_by(|a, b| a.0.total_cmp(&b.0));
             let line = if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
-                let k = regressed.iter().filter(|c| c.concurrency != 0).count();
+                let k = regressed
+                    .iter()
+                    .filter(|c| c.layer() == Layer::Decode)
+                    .count();
                 let where_ = if k == n && n == 1 {
                     "in its 1 cell".to_string()
                 } else if k == n && n == 2 {
@@ -441,8 +440,10 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 } else {
                     format!("over {} (matrix-wide)", cells_word(m.cells))
                 };
+                // The second boot confirms the gate: said after the lead, so it does not read
+                // as if only the last layer named was confirmed.
                 format!(
-                    "{symbol} {} {where_}{}{confirm}",
+                    "{symbol} {} {where_}{confirm}{}",
                     sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high),
                     layers_also(report, &regressed)
                 )
@@ -451,11 +452,11 @@ pub fn first_line(report: &ComparisonReport) -> String {
                 // layer's contexts are counted apart from the decode cells.
                 let in_prefill = regressed
                     .iter()
-                    .filter(|c| c.concurrency == 0 && c.context_tokens > 0)
+                    .filter(|c| c.layer() == Layer::Prefill)
                     .count();
                 let in_burst = regressed
                     .iter()
-                    .filter(|c| c.concurrency == 0 && c.context_tokens == 0)
+                    .filter(|c| c.layer() == Layer::Burst)
                     .count();
                 let in_cells = k - in_prefill - in_burst;
                 let mut parts = Vec::new();
@@ -486,20 +487,20 @@ pub fn first_line(report: &ComparisonReport) -> String {
                             format!("; {of_n}")
                         };
                         format!(
-                            "{symbol} {} in the burst layer{rest}{confirm}",
+                            "{symbol} {} in the burst layer{confirm}{rest}",
                             sized(m.metric, d.change, d.ci_low, d.ci_high),
                         )
                     }
                     (Some((_, m, c)), _) => {
                         let d = m.shown_change_total();
                         format!(
-                            "{symbol} {} at {}; {of_n}{confirm}",
+                            "{symbol} {} at {}{confirm}; {of_n}",
                             sized(m.metric, d.change, d.ci_low, d.ci_high),
                             label(c)
                         )
                     }
                     (None, Some(c)) => format!(
-                        "{symbol} {} at {}; {of_n}{confirm}",
+                        "{symbol} {} at {}{confirm}; {of_n}",
                         cell_word(c.verdict),
                         label(c)
                     ),
@@ -615,7 +616,7 @@ fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> Stri
     let mut out = String::new();
     let in_prefill = regressed
         .iter()
-        .filter(|c| c.concurrency == 0 && c.context_tokens > 0)
+        .filter(|c| c.layer() == Layer::Prefill)
         .count();
     if in_prefill > 0 {
         out.push_str(&format!(
@@ -623,10 +624,7 @@ fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> Stri
             plural(report.prefill.len(), "context")
         ));
     }
-    if regressed
-        .iter()
-        .any(|c| c.concurrency == 0 && c.context_tokens == 0)
-    {
+    if regressed.iter().any(|c| c.layer() == Layer::Burst) {
         out.push_str("; ");
         out.push_str(&burst_regressions(regressed));
     }
@@ -638,7 +636,7 @@ fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> Stri
 fn burst_regressions(regressed: &[&CellComparison]) -> String {
     let burst: Vec<String> = regressed
         .iter()
-        .filter(|c| c.concurrency == 0 && c.context_tokens == 0)
+        .filter(|c| c.layer() == Layer::Burst)
         .flat_map(|c| &c.metrics)
         .filter(|m| m.verdict.is_regression())
         .map(|m| {

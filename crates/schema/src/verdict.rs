@@ -588,7 +588,29 @@ pub struct CellComparison {
     pub history_too_short: bool,
 }
 
+/// Which layer of the suite an entry of a comparison belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// A cell of the concurrency x context matrix (sustained decode).
+    Decode,
+    /// A context of the prefill layer (no concurrency).
+    Prefill,
+    /// The burst / end-to-end layer's one entry (neither concurrency nor context).
+    Burst,
+}
+
 impl CellComparison {
+    /// The layer this entry belongs to, from its coordinates: the prefill layer's entries have
+    /// no concurrency, the burst's neither concurrency nor context. Said here once, for every
+    /// report that lists the layers' entries together.
+    pub fn layer(&self) -> Layer {
+        match (self.concurrency, self.context_tokens) {
+            (0, 0) => Layer::Burst,
+            (0, _) => Layer::Prefill,
+            _ => Layer::Decode,
+        }
+    }
+
     /// The primary (aggregate tok/s) comparison, when the cell was comparable.
     pub fn primary(&self) -> Option<&MetricComparison> {
         self.metrics
