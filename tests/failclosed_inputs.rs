@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use infergate::baseline::{BaselineStore, STORE_MARKER};
-use infergate::results::{RunResults, RunStatus};
+use infergate::results::{GateFailureKind, RunResults, RunStatus};
 use results_gen::{Gen, infergate};
 
 /// A store of `n` generated runs; returns its root and the group directory.
@@ -300,6 +300,13 @@ fn no_baseline_on_a_pull_request_fails_unless_the_config_allows_it() {
     let pr = tmp.path().join("pr");
     let results = std::fs::read_to_string(pr.join("results.json")).unwrap();
     assert!(results.contains("\"compare_error\""), "{results}");
+    let run: RunResults = serde_json::from_str(&results).unwrap();
+    let failure = run
+        .gate_failure
+        .as_ref()
+        .expect("a typed gate_failure record");
+    assert_eq!(failure.kind, GateFailureKind::NoBaseline);
+    assert_eq!(run.compare_error(), Some(failure.reason.as_str()));
     let (code, out, err) = infergate(&["merge", "--shard", s(&pr)]);
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(

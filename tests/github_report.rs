@@ -104,6 +104,7 @@ fn run(run_id: &str, model: &str, conc: &[u32], ctx: &[u64], scale: f64, age_h: 
         labels,
         prefill: Vec::new(),
         burst: None,
+        gate_failure: None,
     }
 }
 

@@ -134,6 +134,7 @@ pub fn run(g: &Gen, index: u64) -> RunResults {
         labels: Default::default(),
         prefill: Vec::new(),
         burst: None,
+        gate_failure: None,
     }
 }
 

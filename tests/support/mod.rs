@@ -302,6 +302,7 @@ pub fn measured(config: &Path, run_id: &str, tps: f64) -> RunResults {
         labels: std::collections::BTreeMap::new(),
         prefill: Vec::new(),
         burst: None,
+        gate_failure: None,
     }
 }
 

@@ -75,6 +75,7 @@ pub fn template() -> RunResults {
         labels: Default::default(),
         prefill: Vec::new(),
         burst: None,
+        gate_failure: None,
     }
 }
 

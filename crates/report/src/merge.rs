@@ -52,8 +52,9 @@ pub enum ShardOutcome {
         #[serde(default)]
         reason: Option<String>,
         /// Why a run measured in full has no verdict: its gate failed after measuring (the
-        /// results' `compare_error` event; a verdict file beside them is a first look's, not
-        /// the gate's). Not a run without a baseline yet.
+        /// results' `gate_failure` reason, or in files written before that record their
+        /// `compare_error` event; a verdict file beside them is a first look's, not the
+        /// gate's). Not a run without a baseline yet.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         compare_error: Option<String>,
     },
@@ -780,6 +781,67 @@ pub mod tests {
         assert_eq!(json["profiles"][1]["status"], "cancelled");
         let back: MergedVerdict = serde_json::from_value(json).unwrap();
         assert_eq!(back, m);
+    }
+
+    /// A shard whose results carry the typed `gate_failure` record (a pull request without a
+    /// baseline, a store that could not be read) merges exactly as the same results did with
+    /// only the `compare_error` event, as files written before the record hold: measured, no
+    /// verdict, the merge fails closed, a first look's verdict beside them notwithstanding.
+    #[test]
+    fn a_typed_gate_failure_merges_as_the_compare_error_event_did() {
+        use infergate_schema::results::{Event, EventKind, GateFailureKind, GateFailureRecord};
+        let dir = tempfile::tempdir().unwrap();
+        let load = |run: &RunResults| {
+            let body = serde_json::to_string_pretty(run).unwrap();
+            std::fs::write(dir.path().join(RESULTS_FILE), body).unwrap();
+            merged(vec![Shard::load(dir.path()).unwrap()])
+        };
+        let cases = [
+            (
+                GateFailureKind::NoBaseline,
+                "no baseline for this profile in suite `pr`: run the nightly suite first",
+            ),
+            (
+                GateFailureKind::Comparison,
+                "comparison with the baseline failed: baseline store unreadable",
+            ),
+        ];
+        for (kind, why) in cases {
+            for first_look in [false, true] {
+                let verdict = dir.path().join(VERDICT_FILE);
+                if first_look {
+                    let r = report("H100", GateVerdict::Pass, 0);
+                    std::fs::write(&verdict, serde_json::to_string(&r).unwrap()).unwrap();
+                } else if verdict.exists() {
+                    std::fs::remove_file(&verdict).unwrap();
+                }
+                let mut old = infergate_model::synthetic::template();
+                old.run_id = "r1".into();
+                old.status = RunStatus::Complete;
+                old.events.push(Event::now(EventKind::CompareError, why));
+                let before = load(&old);
+                let mut both = old.clone();
+                both.gate_failure = Some(GateFailureRecord {
+                    kind,
+                    reason: why.into(),
+                });
+                let mut record_only = both.clone();
+                record_only.events.clear();
+                for run in [&both, &record_only] {
+                    assert_eq!(load(run), before, "{kind:?}, first look: {first_look}");
+                }
+                assert_eq!(before.profiles[0].outcome.compare_error(), Some(why));
+                assert_eq!(before.profiles[0].outcome.gate(), None);
+                assert_eq!((before.unmeasured, before.exit()), (1, GateExit::Failure));
+                assert!(
+                    before
+                        .headline
+                        .ends_with(&format!("measured, but no verdict: {why})")),
+                    "{}",
+                    before.headline
+                );
+            }
+        }
     }
 
     #[test]

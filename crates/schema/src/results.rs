@@ -65,6 +65,51 @@ pub struct RunResults {
     /// where the suite does not turn it on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<BurstRecord>,
+    /// Why the gate that measured this run in full could not decide it, as a typed record: a
+    /// reader (`merge`, `report`) decides on its `kind` instead of reading a sentence back out
+    /// of `events`. Absent when the gate decided the run, in `bench` runs and imports, and in
+    /// files written before the field existed: for those [`RunResults::compare_error`] falls
+    /// back to the `compare_error` event, which the gate still writes as the log of what
+    /// happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_failure: Option<GateFailureRecord>,
+}
+
+/// Why a gate that measured a run in full ended without deciding it (exit 3): what failed, and
+/// the gate's own sentence for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateFailureRecord {
+    /// Which step failed: what a reader decides on.
+    pub kind: GateFailureKind,
+    /// The gate's message, as its console, summary and check said it (the text of the
+    /// `compare_error` event).
+    pub reason: String,
+}
+
+/// The step a gate failed at after measuring, one per variant of the gate's `GateFailure`, so
+/// readers can tell a missing baseline from a store that could not be read without parsing
+/// English.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateFailureKind {
+    /// The (first) boot could not be measured.
+    Measurement,
+    /// The first look's comparison with the baseline store failed.
+    Comparison,
+    /// The confirmation boot could not be measured.
+    ConfirmationBoot,
+    /// Comparing both boots with the baseline failed.
+    Confirmation,
+    /// The A/B run's paired comparison failed.
+    Paired,
+    /// A pull-request gate found no baseline for its profile.
+    NoBaseline,
+    /// `run --update-baseline` measured a run that cannot become a baseline.
+    NotABaseline,
+    /// A kind written by a newer infergate: fields are only ever added, so an older reader
+    /// still reads the file and treats it as a failure it has no special handling for.
+    #[serde(other)]
+    Unknown,
 }
 
 /// Name and version of the writer.
@@ -86,9 +131,14 @@ impl RunResults {
             .and_then(|e| e.process_group)
     }
 
-    /// Why the gate that measured this run could not decide it (its `compare_error` event),
-    /// when it could not: a verdict beside these results is then not the gate's answer.
+    /// Why the gate that measured this run could not decide it, when it could not: a verdict
+    /// beside these results is then not the gate's answer. The [`RunResults::gate_failure`]
+    /// record's reason; in files written before that field existed, the last `compare_error`
+    /// event's message, so older results merge and report as they did.
     pub fn compare_error(&self) -> Option<&str> {
+        if let Some(f) = &self.gate_failure {
+            return Some(f.reason.as_str());
+        }
         self.events
             .iter()
             .rfind(|e| e.kind == EventKind::CompareError)
@@ -1760,6 +1810,68 @@ mod tests {
         assert_eq!(back.process_group, Some(4242));
         let plain = serde_json::to_string(&Event::now(EventKind::Notice, "x")).unwrap();
         assert!(!plain.contains("process_group"), "{plain}");
+    }
+
+    /// A results file written before `gate_failure` existed (the gate's reason only in a
+    /// `compare_error` event) still says why its gate failed; the typed record round-trips and
+    /// is what `compare_error` reads when present; a kind from a newer writer reads as
+    /// `unknown`, the file still loading.
+    #[test]
+    fn gate_failure_round_trips_and_older_files_fall_back_to_the_event() {
+        let stored = include_str!(
+            "../../../baselines/cpu-sim__infergate-sim__sim-test__mc37919a9d2/pr/runs/20261205t225518z-a7136ed8-3892282e.json"
+        );
+        let decided: RunResults = serde_json::from_str(stored).unwrap();
+        assert_eq!(decided.gate_failure, None);
+        assert_eq!(decided.compare_error(), None);
+
+        let why = "comparison with the baseline failed: baseline store unreadable";
+        let mut raw: serde_json::Value = serde_json::from_str(stored).unwrap();
+        let event = serde_json::to_value(Event::now(EventKind::CompareError, why)).unwrap();
+        raw["events"].as_array_mut().unwrap().push(event);
+        let old: RunResults = serde_json::from_value(raw).unwrap();
+        assert_eq!(old.gate_failure, None);
+        assert_eq!(old.compare_error(), Some(why));
+        assert!(
+            serde_json::to_value(&old)
+                .unwrap()
+                .get("gate_failure")
+                .is_none()
+        );
+
+        let mut run = old.clone();
+        run.gate_failure = Some(GateFailureRecord {
+            kind: GateFailureKind::Comparison,
+            reason: why.into(),
+        });
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!(
+            json["gate_failure"],
+            serde_json::json!({"kind": "comparison", "reason": why})
+        );
+        let back: RunResults = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, run);
+        assert_eq!(back.compare_error(), Some(why));
+
+        for (kind, word) in [
+            (GateFailureKind::Measurement, "measurement"),
+            (GateFailureKind::Comparison, "comparison"),
+            (GateFailureKind::ConfirmationBoot, "confirmation_boot"),
+            (GateFailureKind::Confirmation, "confirmation"),
+            (GateFailureKind::Paired, "paired"),
+            (GateFailureKind::NoBaseline, "no_baseline"),
+            (GateFailureKind::NotABaseline, "not_a_baseline"),
+        ] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), word);
+            let back: GateFailureKind = serde_json::from_value(word.into()).unwrap();
+            assert_eq!(back, kind);
+        }
+        let mut newer = json;
+        newer["gate_failure"]["kind"] = "store_on_fire".into();
+        let newer: RunResults = serde_json::from_value(newer).unwrap();
+        let record = newer.gate_failure.as_ref().unwrap();
+        assert_eq!(record.kind, GateFailureKind::Unknown);
+        assert_eq!(newer.compare_error(), Some(why));
     }
 
     /// The stored baselines (written before [`CellTiming`] and the typed event kinds) still

@@ -20,7 +20,9 @@ use infergate_report::report::github::render::{self, Links};
 use infergate_report::report::github::{GithubReporter, PublishInput, PublishOutcome, check_name};
 use infergate_report::report::layout;
 use infergate_schema::policy::{Conclusion, GateEnding, GatePolicy};
-use infergate_schema::results::{Event, EventKind, RunResults, RunStatus};
+use infergate_schema::results::{
+    Event, EventKind, GateFailureKind, GateFailureRecord, RunResults, RunStatus,
+};
 use infergate_schema::verdict::ComparisonReport;
 use infergate_telemetry::telemetry::NvmlSampler;
 
@@ -307,6 +309,22 @@ pub enum GateFailure {
     /// cannot serve keeps it partial): the message names the cells and the `skip` list.
     #[error("{0}")]
     NotABaseline(String),
+}
+
+impl GateFailure {
+    /// The kind written into the results' `gate_failure` record, for readers that decide on
+    /// what failed rather than on the sentence.
+    pub fn kind(&self) -> GateFailureKind {
+        match self {
+            GateFailure::Measurement(_) => GateFailureKind::Measurement,
+            GateFailure::Comparison(_) => GateFailureKind::Comparison,
+            GateFailure::ConfirmationBoot(_) => GateFailureKind::ConfirmationBoot,
+            GateFailure::Confirmation(_) => GateFailureKind::Confirmation,
+            GateFailure::Paired(_) => GateFailureKind::Paired,
+            GateFailure::NoBaseline(_) => GateFailureKind::NoBaseline,
+            GateFailure::NotABaseline(_) => GateFailureKind::NotABaseline,
+        }
+    }
 }
 
 /// A boot's failure in words, or that it gave none.
@@ -1054,10 +1072,17 @@ impl GatePlan {
         // confirmation boot a first look asked for) says why in its results, which a `merge`
         // of the shards reads: else it would read as one without a baseline yet, or by the
         // first look's verdict that the second boot was to decide.
-        if let (Some(why), RunStatus::Complete) = (&failure, d.results.status) {
+        // The typed `gate_failure` record is what readers decide on; the event stays, as the
+        // log of what happened (and what files written before the record hold).
+        if let (Some(f), RunStatus::Complete) = (&d.failure, d.results.status) {
+            let reason = f.to_string();
             d.results
                 .events
-                .push(Event::now(EventKind::CompareError, why.clone()));
+                .push(Event::now(EventKind::CompareError, reason.clone()));
+            d.results.gate_failure = Some(GateFailureRecord {
+                kind: f.kind(),
+                reason,
+            });
         }
         let outcome = render::Outcome {
             results: &d.results,
@@ -1253,6 +1278,49 @@ mod tests {
         ];
         for (failure, words) in said {
             assert_eq!(failure.to_string(), words);
+        }
+    }
+
+    /// The kind the results' `gate_failure` record carries is the failure's variant, one to
+    /// one, so a reader can decide on it without reading the sentence.
+    #[test]
+    fn a_gate_failure_names_its_kind_for_the_results() {
+        let boot = || RunFailure::Boot("engine never became ready within 30 s".into());
+        let store = || {
+            GateError::Stats(infergate_model::stats::StatsError::InvalidRule(
+                "alpha must be in (0, 1)".into(),
+            ))
+        };
+        let paired = infergate_model::stats::PairedError::TooFewPairs { a: 1, b: 1 };
+        let kinds = [
+            (
+                GateFailure::Measurement(boot()),
+                GateFailureKind::Measurement,
+            ),
+            (
+                GateFailure::Comparison(store()),
+                GateFailureKind::Comparison,
+            ),
+            (
+                GateFailure::ConfirmationBoot(None),
+                GateFailureKind::ConfirmationBoot,
+            ),
+            (
+                GateFailure::Confirmation(store()),
+                GateFailureKind::Confirmation,
+            ),
+            (GateFailure::Paired(paired), GateFailureKind::Paired),
+            (
+                GateFailure::NoBaseline("no baseline yet".into()),
+                GateFailureKind::NoBaseline,
+            ),
+            (
+                GateFailure::NotABaseline("2 cells errored".into()),
+                GateFailureKind::NotABaseline,
+            ),
+        ];
+        for (failure, kind) in kinds {
+            assert_eq!(failure.kind(), kind, "{failure}");
         }
     }
 

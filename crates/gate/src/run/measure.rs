@@ -184,6 +184,7 @@ pub fn unmeasured_results(
         labels: req.labels.clone(),
         prefill: Vec::new(),
         burst: None,
+        gate_failure: None,
     }
 }
 

@@ -379,6 +379,7 @@ impl BenchSession {
             labels: BTreeMap::new(),
             prefill: Vec::new(),
             burst: None,
+            gate_failure: None,
         }
     }
 

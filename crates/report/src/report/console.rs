@@ -787,6 +787,7 @@ mod tests {
             labels: Default::default(),
             prefill: Vec::new(),
             burst: None,
+            gate_failure: None,
         }
     }
 

@@ -253,6 +253,7 @@ pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, Im
         labels: BTreeMap::new(),
         prefill: Vec::new(),
         burst: None,
+        gate_failure: None,
     };
     // `complete` only when every cell was measured: a seed cell with an error makes it partial.
     run.settle_status();

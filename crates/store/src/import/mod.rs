@@ -428,6 +428,7 @@ pub fn imported_run(r: ImportedRun<'_>) -> RunResults {
         labels: r.labels,
         prefill: Vec::new(),
         burst: None,
+        gate_failure: None,
     };
     run.settle_status();
     run
