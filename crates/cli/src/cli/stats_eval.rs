@@ -48,6 +48,13 @@ pub struct StatsEvalArgs {
     /// Share of boots (baseline and candidate) that come up slow everywhere.
     #[arg(long, default_value_t = 0.0)]
     pub slow_boot_rate: f64,
+    /// One history run in this many (on average) is an outlier, every cell off by
+    /// `--outlier-effect`; 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub outlier_every: usize,
+    /// Relative effect of an outlier history run, e.g. -0.08.
+    #[arg(long, default_value_t = -0.08, allow_hyphen_values = true)]
+    pub outlier_effect: f64,
     /// Relative effect of a slow boot, e.g. -0.04.
     #[arg(long, default_value_t = -0.04, allow_hyphen_values = true)]
     pub slow_boot_effect: f64,
@@ -119,6 +126,7 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     }
     for (name, v) in [
         ("--slow-boot-effect", args.slow_boot_effect),
+        ("--outlier-effect", args.outlier_effect),
         ("--drift-total", args.drift_total),
         ("--step", args.step),
     ] {
@@ -135,6 +143,8 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
                 cell_df: args.cell_df,
                 slow_boot_rate: args.slow_boot_rate,
                 slow_boot_effect: args.slow_boot_effect,
+                outlier_every: args.outlier_every,
+                outlier_effect: args.outlier_effect,
                 capacity_flip_rate: args.capacity_flip,
                 drift_total: args.drift_total,
                 step: args.step,

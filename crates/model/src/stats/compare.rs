@@ -931,8 +931,10 @@ impl<'a> MetricFit<'a> {
             idx.iter().map(|&i| cells[i]).collect(),
         );
         let model = s.models.model(key, || noise::fit(&table, &rows));
+        // The level runs with a fitted run effect, outlier runs left out.
+        let outliers = noise::outlier_runs(&model.run_effect);
         let level_rows: Vec<usize> = (history.len() - s.level_n..history.len())
-            .filter(|&r| model.run_effect[r].is_finite())
+            .filter(|&r| model.run_effect[r].is_finite() && !outliers[r])
             .collect();
         let j = s.candidate.len();
         let cand_effect = candidate_effects(&cand_logs, &model, j);
