@@ -33,7 +33,7 @@ const ZWSP: char = '\u{200B}';
 
 /// Where the text goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sink {
+pub(crate) enum Sink {
     /// A terminal or the Actions log (stdout, stderr).
     Console,
     /// GitHub-flavoured Markdown (one line: tables, lists, headings).
@@ -41,7 +41,7 @@ pub enum Sink {
 }
 
 /// External `text` made safe for `sink`: secrets masked, then encoded (see the module docs).
-pub fn neutralise(text: &str, sink: Sink) -> String {
+pub(crate) fn neutralise(text: &str, sink: Sink) -> String {
     let text = crate::redact::redact(text);
     match sink {
         Sink::Console => console_inert(&text),

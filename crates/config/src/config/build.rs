@@ -297,7 +297,7 @@ fn check_engine_env_name(
 
 /// Shortest prefix a `PREFIX*` entry of `env_allow` may have: a shorter one (`A*`, `GH*`)
 /// takes in names nobody listed, among them credentials the name patterns do not know.
-pub const MIN_ENV_ALLOW_PREFIX: usize = 3;
+pub(crate) const MIN_ENV_ALLOW_PREFIX: usize = 3;
 
 /// An `env_allow` entry may not open the gate's environment wholesale (`*`) or by a prefix
 /// shorter than [`MIN_ENV_ALLOW_PREFIX`] (`A*`), nor name a credential

@@ -62,7 +62,7 @@ impl Step {
     }
 
     /// Whether the step belongs to the mount namespace (else to the user).
-    pub fn is_mounts(self) -> bool {
+    pub(crate) fn is_mounts(self) -> bool {
         self != Step::User
     }
 
@@ -87,7 +87,7 @@ impl Step {
 }
 
 /// Parses the 8-byte record the child writes on a failed step.
-pub fn parse_record(b: &[u8]) -> Option<(Step, i32)> {
+pub(crate) fn parse_record(b: &[u8]) -> Option<(Step, i32)> {
     let step = u32::from_le_bytes(b.get(0..4)?.try_into().ok()?);
     let errno = i32::from_le_bytes(b.get(4..8)?.try_into().ok()?);
     Some((Step::from_code(step)?, errno))
@@ -146,7 +146,7 @@ impl Outcome {
 }
 
 #[cfg(target_os = "linux")]
-pub use linux::{Attempt, install};
+pub(crate) use linux::{Attempt, install};
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -160,7 +160,7 @@ mod linux {
 
     /// One try at starting the engine: what to set up.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct Attempt {
+    pub(crate) struct Attempt {
         /// Drop to this uid/gid (root only).
         pub user: Option<(u32, u32)>,
         /// Cover these directories in a new mount namespace, by this route.
@@ -187,7 +187,7 @@ mod linux {
     /// Sets `cmd` up to do `attempt` in the child before exec. Returns the read end of the
     /// status pipe (non-blocking): after the spawn, it holds a failed step's record or
     /// nothing. Everything the child needs is prepared here; the child only makes syscalls.
-    pub fn install(cmd: &mut Command, attempt: &Attempt) -> std::io::Result<OwnedFd> {
+    pub(crate) fn install(cmd: &mut Command, attempt: &Attempt) -> std::io::Result<OwnedFd> {
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 fills the two descriptors, which are then owned here alone.
         let (read, write) = unsafe {
@@ -296,7 +296,7 @@ mod linux {
 
 /// The failed step recorded on the status pipe `fd` (after the spawn), if any.
 #[cfg(target_os = "linux")]
-pub fn failed_step(fd: &std::os::fd::OwnedFd) -> Option<(Step, i32)> {
+pub(crate) fn failed_step(fd: &std::os::fd::OwnedFd) -> Option<(Step, i32)> {
     use std::io::Read;
     let mut buf = [0u8; 8];
     let n = std::fs::File::from(fd.try_clone().ok()?)

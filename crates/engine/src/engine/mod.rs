@@ -36,9 +36,7 @@ pub mod reach;
 pub mod seam;
 pub mod supervisor;
 
-pub use launch::{
-    EngineLaunch, Placeholders, SelfExec, default_stop_grace, free_port, shell_quote,
-};
+pub use launch::{EngineLaunch, Placeholders, free_port, shell_quote};
 pub use preflight::{PreflightError, preflight};
 pub use reach::dirs_to_cover;
 pub use reach::{conceal_gate, hide_from_engines};

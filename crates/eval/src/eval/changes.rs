@@ -216,7 +216,7 @@ fn solve3(a: [[f64; 3]; 3], b: [f64; 3]) -> Option<[f64; 3]> {
 /// what a detector must find out (that there is exactly one step and one creep, in that
 /// order) and least squares is efficient for the Gaussian run noise, so no detector locates
 /// the two better on average: (s, tau).
-pub fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, usize)> {
+pub(crate) fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, usize)> {
     let n = logs.len();
     if n < 2 * min_seg + 3 {
         return None;
@@ -268,7 +268,7 @@ pub fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, usize)>
 
 /// The must-show history's effect at `night`: `step` from `step_at`, then `creep` per night
 /// from `creep_at` (compounded).
-pub fn step_then_creep(
+pub(crate) fn step_then_creep(
     night: usize,
     step: f64,
     step_at: usize,
@@ -285,7 +285,7 @@ pub fn step_then_creep(
 }
 
 /// One must-show trial: (step ok, creep ok, no other alert) as [`MustShowOutcome`] defines them.
-pub fn must_show_trial(
+pub(crate) fn must_show_trial(
     alerts: &[NightlyAlert],
     step_at: usize,
     creep_at: usize,
@@ -313,7 +313,7 @@ pub fn must_show_trial(
 /// `latest_*` is where the same change stood at the last night (its issue is updated, not
 /// duplicated, as the change is relocated or a creep grows).
 #[derive(Clone, Debug, PartialEq)]
-pub struct NightlyAlert {
+pub(crate) struct NightlyAlert {
     pub night: usize,
     pub at: usize,
     pub up: bool,
@@ -326,7 +326,7 @@ pub struct NightlyAlert {
 /// Nightly alerts of one series over `runs`: every night from `warmup` on the history so far
 /// is analysed, and a change point that is not [`same_change`] as an alert already open (same
 /// direction) opens a new one; one that is updates it.
-pub fn nightly_alerts(
+pub(crate) fn nightly_alerts(
     runs: &[RunResults],
     scope: &Scope,
     warmup: usize,
@@ -722,7 +722,7 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
 /// The location interval (history positions, inclusive) of the change point of `scope` whose
 /// estimate lies nearest `at` within [`STEP_NEAR`] nights, in the analysis of all of `runs`;
 /// `None` when there is none.
-pub fn step_location(
+pub(crate) fn step_location(
     runs: &[RunResults],
     scope: &Scope,
     at: usize,

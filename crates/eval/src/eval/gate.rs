@@ -128,7 +128,7 @@ impl Scenario {
 }
 
 /// The scenarios `stats-eval` measures.
-pub const SCENARIOS: [Scenario; 4] = [
+pub(crate) const SCENARIOS: [Scenario; 4] = [
     Scenario::AA,
     Scenario::Uniform(-0.05),
     Scenario::Row(-0.07),
@@ -493,7 +493,7 @@ fn synthetic_prefill(levels: &[(u32, u64, f64)], cell_log: &[f64]) -> Vec<Prefil
 /// A synthetic nightly history of `nights` runs of the 20-cell profile under `noise` (run and
 /// cell terms, the slow drift, one outlier run per `outlier_every`), every cell's level times
 /// `1 + effect(night)`: the change-point Monte Carlo's input, drawn as the gate's is.
-pub fn nightly_history(
+pub(crate) fn nightly_history(
     noise: &NoiseSpec,
     nights: usize,
     effect: &dyn Fn(usize) -> f64,

@@ -38,7 +38,7 @@ pub struct LatencyRunner {
 
 impl LatencyRunner {
     /// The runner of the must-show: boots up to 20% apart in latency alone.
-    pub fn busy_host() -> LatencyRunner {
+    pub(crate) fn busy_host() -> LatencyRunner {
         LatencyRunner {
             run_cv: 0.01,
             cell_cv: 0.02,
@@ -88,7 +88,7 @@ pub struct LatencyEval {
 }
 
 /// `rule` with TTFT p90 and ITL p90 gating too.
-pub fn with_latency_gating(rule: &DecisionRule) -> DecisionRule {
+pub(crate) fn with_latency_gating(rule: &DecisionRule) -> DecisionRule {
     let mut gated = rule.clone();
     for m in [Metric::TtftP90, Metric::ItlP90] {
         if !gated.metrics.contains(&m) {

@@ -22,7 +22,7 @@ use super::stats;
 use infergate_schema::results::{BurstRecord, BurstSettings};
 
 /// Everything the burst needs.
-pub struct BurstPlan<'a> {
+pub(crate) struct BurstPlan<'a> {
     pub client: &'a EngineClient,
     pub model: &'a str,
     /// The calibrated prompt size (each request sends a unique prompt of this size).
@@ -34,7 +34,7 @@ pub struct BurstPlan<'a> {
 
 /// When each request is sent, seconds after the burst starts: exponential gaps at the mean
 /// rate from the settings' seed (the same schedule every run), all at 0 without a rate.
-pub fn arrival_offsets(settings: &BurstSettings) -> Vec<f64> {
+pub(crate) fn arrival_offsets(settings: &BurstSettings) -> Vec<f64> {
     let n = settings.requests as usize;
     let Some(rate) = settings.request_rate.filter(|r| r.is_finite() && *r > 0.0) else {
         return vec![0.0; n];
@@ -78,7 +78,7 @@ pub struct Completed {
 
 /// What one request's stream said so far: fed each SSE payload with its arrival time.
 #[derive(Debug, Default)]
-pub struct RequestTrace {
+pub(crate) struct RequestTrace {
     first_s: Option<f64>,
     last_s: Option<f64>,
     itl_s: Vec<f64>,
@@ -93,7 +93,7 @@ pub struct RequestTrace {
 
 impl RequestTrace {
     /// Takes one payload that arrived `at_s` seconds after the send.
-    pub fn on_payload(&mut self, payload: &[u8], at_s: f64) -> Result<(), String> {
+    pub(crate) fn on_payload(&mut self, payload: &[u8], at_s: f64) -> Result<(), String> {
         let info =
             match parse_stream_event(payload).map_err(|f| format!("{}: {}", f.kind, f.detail))? {
                 StreamEvent::Done => {
@@ -247,7 +247,10 @@ async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instan
 }
 
 /// Sends the burst and accounts for every request. `None` when cancelled.
-pub async fn measure(plan: &BurstPlan<'_>, cancel: &CancellationToken) -> Option<BurstRecord> {
+pub(crate) async fn measure(
+    plan: &BurstPlan<'_>,
+    cancel: &CancellationToken,
+) -> Option<BurstRecord> {
     let offsets = arrival_offsets(plan.settings);
     let start = Instant::now();
     let requests = offsets
@@ -266,7 +269,7 @@ pub async fn measure(plan: &BurstPlan<'_>, cancel: &CancellationToken) -> Option
 }
 
 /// The record of a burst whose requests ended as `ended` (started at `start`).
-pub fn summarize(
+pub(crate) fn summarize(
     settings: &BurstSettings,
     calibrated_prompt_tokens: u64,
     start: Instant,

@@ -16,7 +16,7 @@ use super::client::{RequestFailure, excerpt};
 
 /// What one streamed completion chunk says, in engine-neutral terms.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChunkInfo {
+pub(crate) struct ChunkInfo {
     /// The chunk carries generated text (completions `text` or chat `delta.content`).
     pub has_text: bool,
     /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
@@ -54,7 +54,7 @@ impl Finish {
 
 /// One SSE `data` payload.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StreamEvent {
+pub(crate) enum StreamEvent {
     Chunk(ChunkInfo),
     /// `[DONE]`.
     Done,
@@ -108,7 +108,7 @@ enum ErrorMsg<'a> {
 
 /// Parses one SSE data payload of a streamed completion. An `error` object in the stream or
 /// unparsable JSON is a [`RequestFailure`].
-pub fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
+pub(crate) fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
     let trimmed = payload.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(StreamEvent::Done);

@@ -23,7 +23,7 @@ mod direct;
 
 /// HTTP access to one engine. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
-pub struct EngineClient {
+pub(crate) struct EngineClient {
     http: reqwest::Client,
     /// No idle pool: every request on it opens its own connection (the retry path).
     fresh: reqwest::Client,
@@ -41,7 +41,7 @@ pub struct EngineClient {
 
 /// How connections to the engine are reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionPolicy {
+pub(crate) struct ConnectionPolicy {
     /// Idle pooled connections are dropped after this long; `None` keeps them forever.
     pub pool_idle_timeout: Option<Duration>,
     /// A request that failed before any response arrived (on a connection the engine had just
@@ -51,7 +51,7 @@ pub struct ConnectionPolicy {
 
 /// The shortest idle keep-alive time-out of the engines infergate knows (llama.cpp, vLLM,
 /// SGLang and TensorRT-LLM's uvicorn front ends all use 5 s).
-pub const ENGINE_KEEPALIVE_S: f64 = 5.0;
+pub(crate) const ENGINE_KEEPALIVE_S: f64 = 5.0;
 
 /// How long the pool keeps an idle connection by default: well under [`ENGINE_KEEPALIVE_S`]
 /// (the engine's timer starts when it wrote the response, the pool's when it read it).
@@ -87,7 +87,7 @@ impl RequestFailure {
 }
 
 /// Normalises a base URL: no trailing `/`, no trailing `/v1`.
-pub fn normalize_base(url: &str) -> String {
+pub(crate) fn normalize_base(url: &str) -> String {
     let mut base = url.trim().trim_end_matches('/').to_string();
     if base.ends_with("/v1") {
         base.truncate(base.len() - 3);
@@ -107,7 +107,7 @@ impl EngineClient {
     }
 
     /// [`EngineClient::new`] with an explicit connection policy.
-    pub fn with_policy(
+    pub(crate) fn with_policy(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
@@ -159,7 +159,7 @@ impl EngineClient {
     }
 
     /// When the engine last sent anything (shared by every clone of this client).
-    pub fn activity(&self) -> &super::liveness::Activity {
+    pub(crate) fn activity(&self) -> &super::liveness::Activity {
         &self.activity
     }
 
@@ -235,7 +235,7 @@ impl EngineClient {
 
     /// POST a JSON body to `path`; returns status and body text (at most
     /// [`MAX_BODY_BYTES`]).
-    pub async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
@@ -255,7 +255,7 @@ impl EngineClient {
     /// Sends a streaming completion request with a pre-serialised body on the stream's
     /// connection `conn`; the response is returned once headers arrive (non-2xx answers
     /// become a [`RequestFailure`]).
-    pub async fn start_stream<'c>(
+    pub(crate) async fn start_stream<'c>(
         &self,
         conn: &'c mut StreamConn,
         body: bytes::Bytes,
@@ -314,10 +314,10 @@ impl EngineClient {
 /// A stream's own connection to a plain-HTTP engine, kept between its requests (empty for an
 /// `https://` engine, whose streams use the pool).
 #[derive(Default)]
-pub struct StreamConn(Option<direct::Conn>);
+pub(crate) struct StreamConn(Option<direct::Conn>);
 
 /// A streamed response being read.
-pub enum StreamResponse<'c> {
+pub(crate) enum StreamResponse<'c> {
     /// Through the pooled client (`https://`), with the piece it read last.
     Pooled {
         resp: reqwest::Response,
@@ -351,7 +351,7 @@ impl StreamResponse<'_> {
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The most bytes read of a failed request's body (its excerpt goes into the reason).
-pub const ERROR_BODY_BYTES: usize = 64 << 10;
+pub(crate) const ERROR_BODY_BYTES: usize = 64 << 10;
 
 /// Why an answer that is not a stream could not be read.
 #[derive(Debug)]
@@ -447,7 +447,7 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
 
 /// Groups a transport error into a short kind; the detail is the whole cause (without the
 /// URL, which every request of a cell shares).
-pub fn classify_transport(e: &reqwest::Error) -> RequestFailure {
+pub(crate) fn classify_transport(e: &reqwest::Error) -> RequestFailure {
     let mut chain = error_chain(e);
     let all = chain.join(": ");
     let kind = if all.contains("Connection refused") || all.contains("refused") {
@@ -475,7 +475,7 @@ pub fn classify_transport(e: &reqwest::Error) -> RequestFailure {
 
 /// At most `max` characters of `s` on one line; a longer text is cut at a word boundary and
 /// ends with `…`, so a reason is never cut mid-word.
-pub fn excerpt(s: &str, max: usize) -> String {
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
     let one_line: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -494,14 +494,14 @@ pub fn excerpt(s: &str, max: usize) -> String {
 
 /// The longest SSE line or event the parser holds: a streamed chunk is a few hundred bytes,
 /// so anything near this is not a completion stream (and would cost memory without bound).
-pub const MAX_SSE_EVENT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_SSE_EVENT_BYTES: usize = 1 << 20;
 
 /// Incremental Server-Sent-Events parser over raw bytes. Calls back with each event's `data`
 /// payload (multi-line data joined with `\n`); other fields and comments are ignored. A line
 /// or event longer than [`MAX_SSE_EVENT_BYTES`] is dropped and reported by
 /// [`SseParser::overflow`].
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,

@@ -15,7 +15,7 @@ use infergate_schema::results::EngineCounterWindow;
 
 /// The counter at one edge of the window.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CounterReading {
+pub(crate) struct CounterReading {
     /// When the reading holds (the in-flight read, where there is one).
     pub at: Instant,
     /// The engine's counter.
@@ -29,7 +29,7 @@ pub struct CounterReading {
 
 /// What was read at one edge of a window.
 #[derive(Debug, Clone, Default)]
-pub struct EdgeReading {
+pub(crate) struct EdgeReading {
     /// The engine's state (also the spec-decode counters), when `/metrics` answered.
     pub state: Option<(Instant, EngineState)>,
     /// The generation counter, when the engine has one.
@@ -43,7 +43,10 @@ const CONSISTENT_TRIES: usize = 3;
 /// running slots' tokens are read between two `/metrics` scrapes; when the counter moved
 /// between them (a request ended, so `/slots` and the counter disagree about it) it is read
 /// again, up to three times (the last try is kept: off by at most one request).
-pub async fn read_edge(client: &EngineClient, dialect: Option<MetricsDialect>) -> EdgeReading {
+pub(crate) async fn read_edge(
+    client: &EngineClient,
+    dialect: Option<MetricsDialect>,
+) -> EdgeReading {
     let Some(d) = dialect else {
         return EdgeReading::default();
     };
@@ -96,7 +99,7 @@ pub async fn read_edge(client: &EngineClient, dialect: Option<MetricsDialect>) -
 
 /// The engine's generation rate between two edge readings and what it was computed from;
 /// `None` without both readings. In-flight tokens count only when read at both edges.
-pub fn window(
+pub(crate) fn window(
     dialect: Option<MetricsDialect>,
     start: &EdgeReading,
     end: &EdgeReading,

@@ -26,7 +26,7 @@ use super::metrics::{MetricsDialect, parse_prometheus};
 
 /// What the probes found out about the engine.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Identified {
+pub(crate) struct Identified {
     /// The Prometheus dialect, when the engine serves one.
     pub metrics: Option<MetricsDialect>,
     /// The engine family for the profile key, when recognised (with or without metrics).
@@ -69,7 +69,7 @@ pub fn is_trtllm_iteration_stats(body: &str) -> bool {
 }
 
 /// Whether a body is SGLang's `/model_info` answer.
-pub fn is_sglang_model_info(body: &str) -> bool {
+pub(crate) fn is_sglang_model_info(body: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.as_object().cloned())
@@ -81,7 +81,10 @@ pub fn is_sglang_model_info(body: &str) -> bool {
 /// A page over the size limit is an error (naming the page, the limit and the fix), not "no
 /// metrics": an engine whose page cannot be read would otherwise lose its cross-checks
 /// silently.
-pub async fn identify(client: &EngineClient, timeout: Duration) -> Result<Identified, BenchError> {
+pub(crate) async fn identify(
+    client: &EngineClient,
+    timeout: Duration,
+) -> Result<Identified, BenchError> {
     let get = |path: &'static str| async move {
         match client.get_text(path, timeout).await {
             Ok((200, text)) => Ok(Some(text)),

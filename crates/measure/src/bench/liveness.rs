@@ -12,7 +12,7 @@ use super::client::EngineClient;
 
 /// When the engine last sent anything (shared by every clone of one client).
 #[derive(Debug)]
-pub struct Activity {
+pub(crate) struct Activity {
     origin: Instant,
     /// Milliseconds since `origin` of the last byte.
     last_ms: AtomicU64,
@@ -35,7 +35,7 @@ impl Activity {
 
     /// [`Activity::note`] with the arrival time the caller already read (no second clock
     /// read per streamed chunk).
-    pub fn note_at(&self, now: Instant) {
+    pub(crate) fn note_at(&self, now: Instant) {
         let ms = now.saturating_duration_since(self.origin).as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
     }
@@ -55,7 +55,7 @@ pub struct Liveness {
 
 impl Liveness {
     /// The liveness of the engine behind `client`.
-    pub fn new(client: EngineClient) -> Self {
+    pub(crate) fn new(client: EngineClient) -> Self {
         Liveness { client }
     }
 

@@ -109,7 +109,7 @@ pub type CellDone<'a> = &'a (dyn Fn(&CellResult) + Sync);
 
 /// Records every event of a session (for `RunResults.events`) and forwards it to the sink.
 #[derive(Clone, Default)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     sink: Option<EventSink>,
     log: Arc<std::sync::Mutex<Vec<Event>>>,
 }
@@ -814,7 +814,7 @@ pub fn parse_model_ids(text: &str) -> Result<Vec<String>, String> {
 
 /// `max_model_len` of `model` in an OpenAI `/v1/models` answer (vLLM and SGLang serve it on
 /// each model card; SGLang's `/get_model_info` has no context length), when present.
-pub fn parse_max_model_len(text: &str, model: &str) -> Option<u64> {
+pub(crate) fn parse_max_model_len(text: &str, model: &str) -> Option<u64> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let data = v.get("data")?.as_array()?;
     let card = data

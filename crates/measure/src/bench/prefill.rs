@@ -22,7 +22,7 @@ use infergate_schema::results::{
 };
 
 /// Everything one context's prefill samples need.
-pub struct PrefillPlan<'a> {
+pub(crate) struct PrefillPlan<'a> {
     pub client: &'a EngineClient,
     pub dialect: Option<MetricsDialect>,
     pub model: &'a str,
@@ -37,7 +37,7 @@ pub struct PrefillPlan<'a> {
 }
 
 /// A prompt of `p`'s size that opens with `nonce`: every block of it is new to a prefix cache.
-pub fn unique_prompt(p: &ContextPrompt, nonce: u64) -> String {
+pub(crate) fn unique_prompt(p: &ContextPrompt, nonce: u64) -> String {
     let chars = p.prefix_chars + p.tail_chars;
     let mut s = format!("[{nonce:016x}] ");
     let rest = chars.saturating_sub(s.len());
@@ -113,7 +113,7 @@ async fn settled(client: &EngineClient, dialect: Option<MetricsDialect>) -> Opti
 }
 
 /// The counters' deltas between two readings, when the prompt counter was read at both.
-pub fn counter_deltas(
+pub(crate) fn counter_deltas(
     dialect: MetricsDialect,
     before: &EngineState,
     after: &EngineState,
@@ -151,7 +151,7 @@ fn median(values: &mut [f64]) -> Option<f64> {
 
 /// Takes one context's samples: the warm-up, then the cold ones between counter readings.
 /// Never fails: a sample that errors ends the context's samples with its reason.
-pub async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
+pub(crate) async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
     let p = plan.prompt;
     let mut samples = Vec::new();
     let mut error = None;

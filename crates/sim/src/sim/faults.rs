@@ -323,7 +323,7 @@ impl From<Fault> for String {
 
 /// The faults of one server, folded into the questions the request path asks.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FaultSet {
+pub(crate) struct FaultSet {
     /// Exit after this many seconds.
     pub crash_after: Option<f64>,
     /// Health and model listing answer 503.
@@ -389,7 +389,7 @@ impl Default for FaultSet {
 
 impl FaultSet {
     /// The `completion_tokens` reported for `generated` real tokens.
-    pub fn reported_usage(&self, generated: u64) -> u64 {
+    pub(crate) fn reported_usage(&self, generated: u64) -> u64 {
         if self.usage_factor == 1.0 {
             generated
         } else {
@@ -399,7 +399,7 @@ impl FaultSet {
     }
 
     /// Folds a list of faults; a later fault of the same kind wins.
-    pub fn from_faults(faults: &[Fault]) -> Self {
+    pub(crate) fn from_faults(faults: &[Fault]) -> Self {
         let mut set = FaultSet::default();
         for f in faults {
             match *f {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live engine state shared between the scheduler (writer) and `/metrics` (reader).
 #[derive(Debug, Default)]
-pub struct EngineCounters {
+pub(crate) struct EngineCounters {
     /// Sequences being decoded (gauge).
     pub running: AtomicU64,
     /// Requests queued for KV space (gauge).
@@ -51,7 +51,7 @@ impl EngineCounters {
 }
 
 /// KV block size the simulated engine reports (vLLM's default for CUDA).
-pub const SIM_BLOCK_SIZE: u64 = 16;
+pub(crate) const SIM_BLOCK_SIZE: u64 = 16;
 
 /// Escapes a Prometheus label value.
 fn label(v: &str) -> String {
@@ -62,7 +62,7 @@ fn label(v: &str) -> String {
 
 /// How `/metrics` misreports (the `counter-lies` and `prompt-counter-lies` faults; 1 = honest).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CounterFactors {
+pub(crate) struct CounterFactors {
     /// Factor of the generation counter.
     pub generation: f64,
     /// Factor of the prompt counter.
@@ -72,7 +72,7 @@ pub struct CounterFactors {
 #[cfg(test)]
 impl CounterFactors {
     /// Every counter as counted.
-    pub const HONEST: CounterFactors = CounterFactors {
+    pub(crate) const HONEST: CounterFactors = CounterFactors {
         generation: 1.0,
         prompt: 1.0,
     };
@@ -80,7 +80,7 @@ impl CounterFactors {
 
 /// Renders the counters in Prometheus text exposition format (version 0.0.4); the generation
 /// and prompt counters are scaled by `factors`.
-pub fn render(
+pub(crate) fn render(
     c: &EngineCounters,
     model: &str,
     kv_budget_tokens: u64,

@@ -24,10 +24,11 @@ use rand::rngs::StdRng;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use faults::{Fault, FaultParseError, FaultSet};
-pub use metrics::EngineCounters;
+pub(crate) use faults::FaultSet;
+pub use faults::{Fault, FaultParseError};
+pub(crate) use metrics::EngineCounters;
 pub use profile::{SimProfile, UsageMode};
-pub use speed_model::{Jitter, SpeedModel};
+pub(crate) use speed_model::{Jitter, SpeedModel};
 
 /// Errors of the simulated engine's library API.
 #[derive(Debug, thiserror::Error)]

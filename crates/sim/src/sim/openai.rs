@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// `stream_options` of a request.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
-pub struct StreamOptions {
+pub(crate) struct StreamOptions {
     /// Send a final chunk with empty `choices` and the request's usage.
     #[serde(default)]
     pub include_usage: Option<bool>,
@@ -29,7 +29,7 @@ impl StreamOptions {
 /// A completion prompt: text, a one-element list of texts, or token ids.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum PromptInput {
+pub(crate) enum PromptInput {
     /// Plain text.
     Text(String),
     /// A list of texts (only one is supported: one choice per request).
@@ -40,7 +40,7 @@ pub enum PromptInput {
 
 /// `POST /v1/completions` body (fields the simulator does not model are ignored).
 #[derive(Debug, Clone, Deserialize)]
-pub struct CompletionRequest {
+pub(crate) struct CompletionRequest {
     /// Served model name; absent = the served model.
     #[serde(default)]
     pub model: Option<String>,
@@ -63,7 +63,7 @@ pub struct CompletionRequest {
 /// Content of a chat message: a string, or a list of parts whose `text`s are concatenated.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum MessageContent {
+pub(crate) enum MessageContent {
     /// Plain text.
     Text(String),
     /// Multi-part content (`[{"type":"text","text":"..."}]`).
@@ -72,7 +72,7 @@ pub enum MessageContent {
 
 /// One part of a multi-part message.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ContentPart {
+pub(crate) struct ContentPart {
     /// Text of a `text` part; other part types count as empty.
     #[serde(default)]
     pub text: Option<String>,
@@ -94,7 +94,7 @@ impl MessageContent {
 
 /// One chat message.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ChatMessage {
+pub(crate) struct ChatMessage {
     /// `system`, `user`, `assistant`, ...
     pub role: String,
     /// The message content (may be null).
@@ -104,7 +104,7 @@ pub struct ChatMessage {
 
 /// `POST /v1/chat/completions` body.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     /// Served model name; absent = the served model.
     #[serde(default)]
     pub model: Option<String>,
@@ -129,7 +129,7 @@ pub struct ChatRequest {
 
 /// `POST /tokenize` body: a prompt or chat messages.
 #[derive(Debug, Clone, Deserialize)]
-pub struct TokenizeRequest {
+pub(crate) struct TokenizeRequest {
     /// Served model name; absent = the served model.
     #[serde(default)]
     pub model: Option<String>,
@@ -143,7 +143,7 @@ pub struct TokenizeRequest {
 
 /// `POST /tokenize` response.
 #[derive(Debug, Clone, Serialize)]
-pub struct TokenizeResponse {
+pub(crate) struct TokenizeResponse {
     /// Number of tokens.
     pub count: u64,
     /// The model's context limit.
@@ -181,7 +181,7 @@ impl Usage {
 
 /// One choice of a text-completion chunk or response.
 #[derive(Debug, Clone, Serialize)]
-pub struct CompletionChoice {
+pub(crate) struct CompletionChoice {
     pub index: u32,
     pub text: String,
     pub logprobs: Option<()>,
@@ -192,7 +192,7 @@ pub struct CompletionChoice {
 /// The envelope every streamed chunk (and a non-streamed text completion) shares: id, object,
 /// created, model, the choices, and usage when asked for.
 #[derive(Debug, Clone, Serialize)]
-pub struct Envelope<'a, C> {
+pub(crate) struct Envelope<'a, C> {
     pub id: &'a str,
     pub object: &'static str,
     pub created: i64,
@@ -203,11 +203,11 @@ pub struct Envelope<'a, C> {
 }
 
 /// A text completion (`object` = `text_completion` for both chunks and full responses).
-pub type CompletionBody<'a> = Envelope<'a, CompletionChoice>;
+pub(crate) type CompletionBody<'a> = Envelope<'a, CompletionChoice>;
 
 /// The delta of a chat chunk.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatDelta {
+pub(crate) struct ChatDelta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
     pub content: String,
@@ -215,7 +215,7 @@ pub struct ChatDelta {
 
 /// One choice of a chat chunk.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatChunkChoice {
+pub(crate) struct ChatChunkChoice {
     pub index: u32,
     pub delta: ChatDelta,
     pub logprobs: Option<()>,
@@ -223,11 +223,11 @@ pub struct ChatChunkChoice {
 }
 
 /// A `chat.completion.chunk`.
-pub type ChatChunk<'a> = Envelope<'a, ChatChunkChoice>;
+pub(crate) type ChatChunk<'a> = Envelope<'a, ChatChunkChoice>;
 
 /// The assistant message of a non-streamed chat response.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatResponseMessage {
+pub(crate) struct ChatResponseMessage {
     pub role: &'static str,
     pub content: String,
     pub tool_calls: Vec<()>,
@@ -235,7 +235,7 @@ pub struct ChatResponseMessage {
 
 /// One choice of a non-streamed chat response.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatChoice {
+pub(crate) struct ChatChoice {
     pub index: u32,
     pub message: ChatResponseMessage,
     pub logprobs: Option<()>,
@@ -245,7 +245,7 @@ pub struct ChatChoice {
 
 /// A non-streamed `chat.completion`.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatResponse<'a> {
+pub(crate) struct ChatResponse<'a> {
     pub id: &'a str,
     pub object: &'static str,
     pub created: i64,
@@ -256,13 +256,13 @@ pub struct ChatResponse<'a> {
 
 /// vLLM's error body: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, Serialize)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ErrorInfo,
 }
 
 /// The inner error object.
 #[derive(Debug, Clone, Serialize)]
-pub struct ErrorInfo {
+pub(crate) struct ErrorInfo {
     pub message: String,
     #[serde(rename = "type")]
     pub kind: &'static str,

@@ -33,7 +33,7 @@ use super::speed_model::{ChunkClock, Jitter, SpeedModel, StepShape, spec_step};
 
 /// Capacity of a sequence's event channel; a slow client in a timed profile overflows into
 /// an unbounded backlog (the engine never waits), in the zero profile it paces the engine.
-pub const EVENT_CHANNEL_CAPACITY: usize = 64;
+pub(crate) const EVENT_CHANNEL_CAPACITY: usize = 64;
 
 /// How far behind its schedule the engine may fall (overloaded machine) before it stops
 /// trying to catch up: beyond this the lost time is dropped instead of bursting.
@@ -41,7 +41,7 @@ const MAX_LAG: Duration = Duration::from_millis(200);
 
 /// Why a sequence ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
+pub(crate) enum FinishReason {
     /// Reached `max_tokens`.
     Length,
     /// Hit the simulated EOS point (only when `ignore_eos` is false).
@@ -60,7 +60,7 @@ impl FinishReason {
 
 /// Tokens one engine step gave one sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepEvent {
+pub(crate) struct StepEvent {
     /// Tokens emitted in this step (≥ 1).
     pub tokens: u64,
     /// Set on the sequence's last step.
@@ -69,7 +69,7 @@ pub struct StepEvent {
 
 /// A request handed to the engine.
 #[derive(Debug)]
-pub struct EngineRequest {
+pub(crate) struct EngineRequest {
     /// Prompt length in tokens.
     pub prompt_tokens: u64,
     /// Requested `max_tokens` (the KV reservation is sized for it).
@@ -84,7 +84,7 @@ pub struct EngineRequest {
 
 /// Handle the HTTP layer submits requests through.
 #[derive(Debug, Clone)]
-pub struct EngineHandle {
+pub(crate) struct EngineHandle {
     tx: mpsc::UnboundedSender<EngineRequest>,
 }
 
@@ -95,14 +95,14 @@ pub struct EngineStopped;
 
 impl EngineHandle {
     /// Queues a request (FIFO).
-    pub fn submit(&self, req: EngineRequest) -> Result<(), EngineStopped> {
+    pub(crate) fn submit(&self, req: EngineRequest) -> Result<(), EngineStopped> {
         self.tx.send(req).map_err(|_| EngineStopped)
     }
 }
 
 /// Everything the engine task needs.
 #[derive(Debug)]
-pub struct EngineConfig {
+pub(crate) struct EngineConfig {
     /// Step and prefill costs, KV budget, draft acceptance and chunking.
     pub model: SpeedModel,
     /// Per-step jitter.
@@ -284,7 +284,7 @@ impl Seq {
 }
 
 /// Creates the engine's request channel.
-pub fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>) {
+pub(crate) fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (EngineHandle { tx }, rx)
 }
@@ -294,7 +294,7 @@ pub fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>) {
 /// tokio's timer, which wakes on millisecond ticks, every release was rounded up to one, so a
 /// 1.5 ms step streamed gaps of 1 and 2 ms, half each, and the ITL median flipped between
 /// them from run to run. Runs until `cancel` fires or every handle is dropped.
-pub fn spawn_engine(
+pub(crate) fn spawn_engine(
     cfg: EngineConfig,
     counters: Arc<EngineCounters>,
     rx: mpsc::UnboundedReceiver<EngineRequest>,

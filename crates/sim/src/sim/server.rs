@@ -28,11 +28,11 @@ use super::speed_model::SpeedModel;
 use super::tokenizer::{SimTokenizer, push_output_text, token_block_hashes};
 
 /// `max_tokens` when the request gives none (vLLM's completions default).
-pub const DEFAULT_MAX_TOKENS: u64 = 16;
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 16;
 
 /// Shared state of the HTTP handlers.
 #[derive(Debug)]
-pub struct AppState {
+pub(crate) struct AppState {
     model_name: Arc<str>,
     profile_name: String,
     max_model_len: u64,
@@ -132,7 +132,7 @@ async fn hang_layer(
 }
 
 /// The routes.
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/v1/models", get(models))

@@ -11,7 +11,7 @@ use super::profile::{CellCalibration, SimProfile};
 
 /// Step-time coefficients plus the run-wide multipliers (slowdown, boot factor, time scale).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SpeedModel {
+pub(crate) struct SpeedModel {
     /// Fixed step cost, ms.
     pub base_ms: f64,
     /// Step cost per running sequence, ms.
@@ -40,7 +40,7 @@ pub struct SpeedModel {
 
 /// What one engine step of the current batch looks like.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepShape {
+pub(crate) struct StepShape {
     /// Wall seconds of the decode step, before jitter (scaled like [`SpeedModel::step_time`]).
     pub step_time: f64,
     /// Per-position draft acceptance probabilities (empty without speculative decoding).
@@ -51,7 +51,7 @@ pub struct StepShape {
 
 /// Expected tokens one step emits with these per-position acceptance probabilities:
 /// `1 + p1 + p1*p2 + ...` (drafting stops at the first rejection).
-pub fn tokens_per_step(acceptance: &[f64]) -> f64 {
+pub(crate) fn tokens_per_step(acceptance: &[f64]) -> f64 {
     let mut reach = 1.0;
     let mut sum = 1.0;
     for p in acceptance {
@@ -64,7 +64,7 @@ pub fn tokens_per_step(acceptance: &[f64]) -> f64 {
 /// `positions` equal per-position probabilities whose acceptance rate (accepted / drafted,
 /// with drafting stopped at the first rejection) is `rate`: solves `(p + p^2 + ... + p^k) / k
 /// = rate` by bisection.
-pub fn acceptance_for_rate(rate: f64, positions: usize) -> Vec<f64> {
+pub(crate) fn acceptance_for_rate(rate: f64, positions: usize) -> Vec<f64> {
     if positions == 0 {
         return Vec::new();
     }
@@ -85,7 +85,7 @@ pub fn acceptance_for_rate(rate: f64, positions: usize) -> Vec<f64> {
 /// A stream's chunk boundaries: with `s` steps per chunk, a chunk ends at the steps where the
 /// running step count crosses a multiple of `s`, so chunks carry `s` steps on average.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ChunkClock {
+pub(crate) struct ChunkClock {
     phase: f64,
 }
 
@@ -105,7 +105,7 @@ impl ChunkClock {
 /// What a steady cell produced over many engine steps (see [`SpeedModel::simulate_cell`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg(test)]
-pub struct CellFigures {
+pub(crate) struct CellFigures {
     /// Aggregate output tokens per engine second.
     pub tokens_per_s: f64,
     /// Output tokens per streamed chunk.
@@ -139,7 +139,7 @@ impl SpeedModel {
 
     /// Whether every step takes zero time (the `zero` profile): the engine is then paced by
     /// its clients instead of a clock.
-    pub fn is_zero_time(&self) -> bool {
+    pub(crate) fn is_zero_time(&self) -> bool {
         self.base_ms == 0.0 && self.per_seq_ms == 0.0 && self.per_kv_token_us == 0.0
     }
 
@@ -150,7 +150,7 @@ impl SpeedModel {
     /// Wall seconds of one decode step with `n_running` sequences holding `resident_kv_tokens`
     /// tokens of KV, before jitter:
     /// `(base_ms + per_seq_ms*n + per_kv_token_us*kv/1000) / 1000 * slowdown * boot / time_scale`.
-    pub fn step_time(&self, n_running: usize, resident_kv_tokens: u64) -> f64 {
+    pub(crate) fn step_time(&self, n_running: usize, resident_kv_tokens: u64) -> f64 {
         let ms = self.base_ms
             + self.per_seq_ms * n_running as f64
             + self.per_kv_token_us * resident_kv_tokens as f64 / 1000.0;
@@ -163,7 +163,7 @@ impl SpeedModel {
     /// (log scale) is interpolated linearly in the batch size (clamped at the row's ends; below
     /// its smallest concurrency the rate scales with the batch) for the aggregate rate, the
     /// acceptance rate and tokens per chunk, and the step lasts `n * tokens_per_step / rate`.
-    pub fn step_shape(
+    pub(crate) fn step_shape(
         &self,
         n_running: usize,
         resident_kv_tokens: u64,
@@ -236,7 +236,7 @@ impl SpeedModel {
     /// task uses, and reports what a client would measure. Pure and seeded: used to check a
     /// profile against the run it was calibrated to.
     #[cfg(test)]
-    pub fn simulate_cell<R: Rng + ?Sized>(
+    pub(crate) fn simulate_cell<R: Rng + ?Sized>(
         &self,
         c: usize,
         context: u64,
@@ -279,7 +279,7 @@ impl SpeedModel {
 
     /// Wall seconds to prefill `prompt_tokens` (scaled like step time, and by the
     /// `prefill-slowdown` factor).
-    pub fn prefill_time(&self, prompt_tokens: u64) -> f64 {
+    pub(crate) fn prefill_time(&self, prompt_tokens: u64) -> f64 {
         if self.prefill_tps <= 0.0 {
             return 0.0;
         }
@@ -287,14 +287,18 @@ impl SpeedModel {
     }
 
     /// KV tokens a request reserves for its whole life: `(prompt + max_tokens) * cost`, rounded up.
-    pub fn reservation(&self, prompt_tokens: u64, max_tokens: u64) -> u64 {
+    pub(crate) fn reservation(&self, prompt_tokens: u64, max_tokens: u64) -> u64 {
         ((prompt_tokens + max_tokens) as f64 * self.kv_cost_per_token).ceil() as u64
     }
 
     /// How many requests of the FIFO queue `queued` (their reservations, front first) can be
     /// admitted when `reserved` KV tokens are already taken. Admission stops at the first
     /// request that does not fit (strict FIFO: no overtaking).
-    pub fn admit_count(&self, reserved: u64, queued: impl IntoIterator<Item = u64>) -> usize {
+    pub(crate) fn admit_count(
+        &self,
+        reserved: u64,
+        queued: impl IntoIterator<Item = u64>,
+    ) -> usize {
         let mut used = reserved;
         let mut n = 0;
         for r in queued {
@@ -312,7 +316,7 @@ impl SpeedModel {
     /// the batch's [`StepShape`]; ignores prefill and jitter. Used by the tests that pin the
     /// profiles' calibration.
     #[cfg(test)]
-    pub fn steady_tps(&self, c: usize, context: u64, avg_generated: u64) -> f64 {
+    pub(crate) fn steady_tps(&self, c: usize, context: u64, avg_generated: u64) -> f64 {
         let resident = c as u64 * (context + avg_generated);
         let shape = self.step_shape(c, resident, context);
         c as f64 * tokens_per_step(&shape.acceptance) / shape.step_time * self.scale()
@@ -321,7 +325,7 @@ impl SpeedModel {
 
 /// A multiplicative log-normal factor with mean 1 and the given coefficient of variation.
 #[derive(Debug, Clone, Copy)]
-pub struct Jitter {
+pub(crate) struct Jitter {
     dist: Option<LogNormal<f64>>,
 }
 
@@ -348,7 +352,7 @@ impl Jitter {
 
 /// Outcome of one speculative-decoding step for one sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpecStep {
+pub(crate) struct SpecStep {
     /// Tokens emitted this step (1 + accepted, capped by what the request still wants).
     pub emitted: u64,
     /// Draft tokens proposed (the number of draft positions).
@@ -360,7 +364,7 @@ pub struct SpecStep {
 /// Spec-decode accounting for one step: `uniform[i]` decides position `i` (accepted when
 /// `uniform[i] < acceptance[i]`), drafting stops at the first rejection, and the step never
 /// emits more than `remaining` tokens.
-pub fn spec_step(acceptance: &[f64], uniform: &[f64], remaining: u64) -> SpecStep {
+pub(crate) fn spec_step(acceptance: &[f64], uniform: &[f64], remaining: u64) -> SpecStep {
     let mut accepted = 0u64;
     for (p, u) in acceptance.iter().zip(uniform) {
         if u < p {

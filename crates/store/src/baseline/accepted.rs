@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::{ADHOC_SUITE, BaselineError, BaselineStore, LoadedBaseline, component, write_atomic};
 
 /// File name of the accepted change points in a profile directory.
-pub const ACCEPTED_FILE: &str = "accepted.json";
+pub(crate) const ACCEPTED_FILE: &str = "accepted.json";
 
 /// One accepted change: the group's level is what it is from `since_run_id` on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

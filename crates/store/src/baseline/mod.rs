@@ -130,7 +130,7 @@ fn describe_files(files: &[(PathBuf, String)]) -> String {
 
 /// Digest of a run's content without its id: two files with the same digest are the same
 /// measurement, whatever they are called.
-pub fn content_digest(run: &RunResults) -> String {
+pub(crate) fn content_digest(run: &RunResults) -> String {
     use sha2::{Digest, Sha256};
     let mut anonymous = run.clone();
     anonymous.run_id.clear();
@@ -718,7 +718,7 @@ pub const PLAUSIBLE_TPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
 /// Why a run's numbers cannot be a measurement, if they cannot: an `ok` cell whose aggregate
 /// throughput is outside [`PLAUSIBLE_TPS`] or whose window samples are not finite and within it
 /// (0 allowed: a window without a token).
-pub fn implausible_value(run: &RunResults) -> Option<String> {
+pub(crate) fn implausible_value(run: &RunResults) -> Option<String> {
     let (lo, hi) = (*PLAUSIBLE_TPS.start(), *PLAUSIBLE_TPS.end());
     for c in run.cells.iter().filter(|c| c.status == CellStatus::Ok) {
         let bad_sample = c
@@ -804,11 +804,11 @@ fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
 
 /// The environment variable that sets how long a store write waits for the store's lock, in
 /// seconds (default [`DEFAULT_LOCK_DEADLINE_S`]).
-pub const LOCK_DEADLINE_ENV: &str = "INFERGATE_STORE_LOCK_TIMEOUT_S";
+pub(crate) const LOCK_DEADLINE_ENV: &str = "INFERGATE_STORE_LOCK_TIMEOUT_S";
 
 /// How long a store write waits for the store's lock by default: a `baseline add` takes well
 /// under a second, so a minute is another process stuck, not one at work.
-pub const DEFAULT_LOCK_DEADLINE_S: u64 = 60;
+pub(crate) const DEFAULT_LOCK_DEADLINE_S: u64 = 60;
 
 /// How long a store write waits for the lock: [`LOCK_DEADLINE_ENV`] when it is a number of
 /// seconds, else [`DEFAULT_LOCK_DEADLINE_S`].

@@ -36,7 +36,7 @@ use infergate_schema::results::{
 
 /// The parts of a guidellm report the import reads.
 #[derive(Debug, Deserialize)]
-pub struct GuidellmReport {
+pub(crate) struct GuidellmReport {
     #[serde(default)]
     pub metadata: Option<ReportMetadata>,
     #[serde(default)]
@@ -46,14 +46,14 @@ pub struct GuidellmReport {
 
 /// `metadata`: versions.
 #[derive(Debug, Deserialize)]
-pub struct ReportMetadata {
+pub(crate) struct ReportMetadata {
     #[serde(default)]
     pub guidellm_version: Option<String>,
 }
 
 /// `config`: the run's labels and requested data.
 #[derive(Debug, Deserialize)]
-pub struct ReportConfig {
+pub(crate) struct ReportConfig {
     #[serde(default)]
     pub metadata: Option<ConfigMetadata>,
     #[serde(default)]
@@ -62,21 +62,21 @@ pub struct ReportConfig {
 
 /// `config.metadata`: `--label key=value` pairs.
 #[derive(Debug, Deserialize)]
-pub struct ConfigMetadata {
+pub(crate) struct ConfigMetadata {
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
 
 /// `config.spec`: only the data sources are read.
 #[derive(Debug, Deserialize)]
-pub struct ConfigSpec {
+pub(crate) struct ConfigSpec {
     #[serde(default)]
     pub data: Vec<DataSource>,
 }
 
 /// One `--data` source.
 #[derive(Debug, Deserialize)]
-pub struct DataSource {
+pub(crate) struct DataSource {
     pub kind: String,
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
@@ -84,7 +84,7 @@ pub struct DataSource {
 
 /// One `benchmarks[]` entry.
 #[derive(Debug, Deserialize)]
-pub struct Benchmark {
+pub(crate) struct Benchmark {
     pub config: BenchmarkConfig,
     pub start_time: f64,
     pub end_time: f64,
@@ -94,7 +94,7 @@ pub struct Benchmark {
 
 /// `benchmarks[].config`.
 #[derive(Debug, Deserialize)]
-pub struct BenchmarkConfig {
+pub(crate) struct BenchmarkConfig {
     pub strategy: Strategy,
     #[serde(default)]
     pub backend: Option<Backend>,
@@ -102,7 +102,7 @@ pub struct BenchmarkConfig {
 
 /// `benchmarks[].config.strategy`.
 #[derive(Debug, Deserialize)]
-pub struct Strategy {
+pub(crate) struct Strategy {
     pub type_: String,
     #[serde(default)]
     pub streams: Option<u32>,
@@ -113,7 +113,7 @@ pub struct Strategy {
 
 /// `benchmarks[].config.backend`.
 #[derive(Debug, Deserialize)]
-pub struct Backend {
+pub(crate) struct Backend {
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
@@ -122,7 +122,7 @@ pub struct Backend {
 
 /// `benchmarks[].metrics`: the figures read.
 #[derive(Debug, Deserialize)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     pub request_totals: Totals,
     pub output_tokens_per_second: ByStatus,
     pub time_to_first_token_ms: ByStatus,
@@ -143,7 +143,7 @@ pub struct Metrics {
 
 /// Request counts by status.
 #[derive(Debug, Deserialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub successful: u64,
     pub errored: u64,
     pub incomplete: u64,
@@ -151,13 +151,13 @@ pub struct Totals {
 
 /// A metric split by request status; only `successful` is mapped.
 #[derive(Debug, Deserialize)]
-pub struct ByStatus {
+pub(crate) struct ByStatus {
     pub successful: Distribution,
 }
 
 /// One distribution.
 #[derive(Debug, Deserialize)]
-pub struct Distribution {
+pub(crate) struct Distribution {
     pub mean: f64,
     pub median: f64,
     pub count: u64,
@@ -167,14 +167,14 @@ pub struct Distribution {
 
 /// The percentiles read from a distribution.
 #[derive(Debug, Deserialize)]
-pub struct Quantiles {
+pub(crate) struct Quantiles {
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
 }
 
 /// Whether a parsed JSON document looks like a guidellm report.
-pub fn looks_like(doc: &Value) -> bool {
+pub(crate) fn looks_like(doc: &Value) -> bool {
     let versioned = doc
         .get("metadata")
         .and_then(|m| m.get("guidellm_version"))
@@ -190,7 +190,11 @@ pub fn looks_like(doc: &Value) -> bool {
 }
 
 /// Converts a report into one run, a cell per fixed-concurrency benchmark.
-pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunResults, ImportError> {
+pub(crate) fn convert(
+    report: &GuidellmReport,
+    text: &str,
+    file: &str,
+) -> Result<RunResults, ImportError> {
     let version = report
         .metadata
         .as_ref()
@@ -579,7 +583,7 @@ fn seconds(d: &Distribution) -> Option<Percentiles> {
 
 #[cfg(test)]
 mod tests {
-    use crate::import::{ResultsFormat, detect_text, parse_results, unmapped_notes};
+    use crate::import::{parse_results, unmapped_notes};
     use infergate_schema::results::ResultsSource;
 
     /// Recorded from guidellm 0.8.1 against `infergate sim` (see docs/interop.md).
@@ -587,7 +591,6 @@ mod tests {
 
     #[test]
     fn recorded_sim_report_maps_one_cell_per_concurrency() {
-        assert_eq!(detect_text(SIM), Some(ResultsFormat::Guidellm));
         let run = parse_results(SIM, "g.json").unwrap().remove(0);
         let coords: Vec<_> = run.cells.iter().map(|c| c.coord()).collect();
         assert_eq!(coords, [(1, 64), (2, 64), (4, 64)]);

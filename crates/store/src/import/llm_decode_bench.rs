@@ -34,7 +34,7 @@ use infergate_schema::results::{
 
 /// The parts of an llm-decode-bench file the import reads; everything else is ignored.
 #[derive(Debug, Deserialize)]
-pub struct SeedFile {
+pub(crate) struct SeedFile {
     pub metadata: SeedMetadata,
     #[serde(default)]
     pub startup_diagnostics: Option<SeedDiagnostics>,
@@ -47,7 +47,7 @@ pub struct SeedFile {
 
 /// `metadata`: the run's settings.
 #[derive(Debug, Deserialize)]
-pub struct SeedMetadata {
+pub(crate) struct SeedMetadata {
     pub version: String,
     pub engine: String,
     pub model: String,
@@ -72,14 +72,14 @@ pub struct SeedMetadata {
 
 /// `startup_diagnostics`: only the GPU query is read.
 #[derive(Debug, Deserialize)]
-pub struct SeedDiagnostics {
+pub(crate) struct SeedDiagnostics {
     #[serde(default)]
     pub nvidia_smi_query: Option<SeedCommand>,
 }
 
 /// A command the seed ran and its output.
 #[derive(Debug, Deserialize)]
-pub struct SeedCommand {
+pub(crate) struct SeedCommand {
     #[serde(default)]
     pub returncode: Option<i64>,
     #[serde(default)]
@@ -88,7 +88,7 @@ pub struct SeedCommand {
 
 /// One `results[]` entry (a sustained-decode cell).
 #[derive(Debug, Deserialize)]
-pub struct SeedCell {
+pub(crate) struct SeedCell {
     pub concurrency: u32,
     pub context_tokens: u64,
     pub aggregate_tps: f64,
@@ -158,7 +158,7 @@ pub struct SeedCell {
 
 /// Converts a parsed seed file into one [`RunResults`]; `text` (the file's bytes) makes the run
 /// id stable, so importing one file twice gives one baseline entry, not two.
-pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, ImportError> {
+pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, ImportError> {
     let field_err = |field: String, message: String| ImportError::Field {
         file: file.to_string(),
         field,

@@ -38,7 +38,7 @@ use infergate_schema::results::{
 /// The fields of one `--save-result` document the import reads; percentile keys
 /// (`p99_ttft_ms`, ...) and `--metadata` keys are read from `rest`.
 #[derive(Debug, Deserialize)]
-pub struct VllmResult {
+pub(crate) struct VllmResult {
     pub date: String,
     #[serde(default)]
     pub backend: Option<String>,
@@ -80,7 +80,7 @@ pub struct VllmResult {
 }
 
 /// Whether a parsed JSON document looks like a `--save-result` document.
-pub fn looks_like(doc: &Value) -> bool {
+pub(crate) fn looks_like(doc: &Value) -> bool {
     doc.get("output_throughput").is_some()
         && doc.get("total_output_tokens").is_some()
         && doc.get("model_id").is_some()
@@ -88,7 +88,7 @@ pub fn looks_like(doc: &Value) -> bool {
 
 /// Converts the documents of one file (one, or several from `--append-result`) into one run
 /// with a cell per document. `prefix(i)` names document `i` in field errors.
-pub fn convert(
+pub(crate) fn convert(
     docs: &[VllmResult],
     text: &str,
     file: &str,
@@ -516,7 +516,7 @@ fn parse_date(s: &str) -> Option<DateTime<Utc>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::import::{ResultsFormat, detect_text, parse_results, unmapped_notes};
+    use crate::import::{parse_results, unmapped_notes};
     use infergate_schema::results::CellStatus;
 
     const SHAREGPT: &str =
@@ -528,7 +528,6 @@ mod tests {
 
     #[test]
     fn seed_block_maps_to_one_cell() {
-        assert_eq!(detect_text(SHAREGPT), Some(ResultsFormat::VllmBenchServe));
         let run = parse_results(SHAREGPT, "v.json").unwrap().remove(0);
         assert_eq!(run.cells.len(), 1);
         let c = &run.cells[0];
@@ -625,7 +624,6 @@ mod tests {
 
     #[test]
     fn append_result_lines_become_one_cell_each() {
-        assert_eq!(detect_text(APPEND), Some(ResultsFormat::VllmBenchServe));
         let run = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
         let coords: Vec<_> = run.cells.iter().map(|c| c.coord()).collect();
         assert_eq!(coords, [(100, 32010), (200, 1010)]);

@@ -106,7 +106,7 @@ fn inventory_of(nvml: &Nvml) -> Result<GpuInventory, NvmlUnavailable> {
 }
 
 /// The GPUs NVML sees (empty `names` on a machine whose driver reports no device).
-pub fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
+pub(crate) fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
     inventory_of(&init()?)
 }
 

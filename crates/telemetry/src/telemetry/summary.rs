@@ -7,7 +7,7 @@ use infergate_schema::results::{CellTelemetry, TelemetrySummary};
 
 /// One reading of all sampled GPUs at one instant (sums or maxima across devices as noted).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GpuSample {
+pub(crate) struct GpuSample {
     /// Seconds since the window opened.
     pub t_s: f64,
     /// Mean GPU utilisation across devices, percent.
@@ -34,7 +34,7 @@ pub struct GpuSample {
 
 /// Collects one window's samples and energy counter readings.
 #[derive(Debug, Clone, Default)]
-pub struct WindowAccumulator {
+pub(crate) struct WindowAccumulator {
     samples: Vec<GpuSample>,
     /// Energy from the hardware counter over the window (sum across devices), joules, when
     /// every device supports it.
@@ -54,16 +54,6 @@ impl WindowAccumulator {
     /// Adds a sample.
     pub fn push(&mut self, s: GpuSample) {
         self.samples.push(s);
-    }
-
-    /// Number of samples so far.
-    pub fn len(&self) -> usize {
-        self.samples.len()
-    }
-
-    /// Whether no sample was taken.
-    pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
     }
 
     /// Energy by the trapezoidal rule over the power samples, joules (fallback where the
@@ -121,7 +111,7 @@ impl WindowAccumulator {
 
 /// Run-level roll-up of the cell windows.
 #[derive(Debug, Clone, Default)]
-pub struct RunAccumulator {
+pub(crate) struct RunAccumulator {
     /// Energy of every window that had a figure (`None`: none had).
     energy_j: Option<f64>,
     /// Windows in which the GPU ran no kernel.

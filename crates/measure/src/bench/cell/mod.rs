@@ -26,7 +26,7 @@ use super::EventLog;
 use super::client::EngineClient;
 use super::counter::{self, EdgeReading};
 use super::metrics::MetricsDialect;
-pub use super::metrics::scrape;
+pub(crate) use super::metrics::scrape;
 use super::prompt::ContextPrompt;
 use super::stats;
 use accounting::{CellShared, StreamRecord, UsageTally};
@@ -43,7 +43,7 @@ use window::{WindowLoad, poll_until};
 
 /// Everything one cell needs to know.
 #[derive(Clone)]
-pub struct CellSpec {
+pub(crate) struct CellSpec {
     pub concurrency: u32,
     pub context_tokens: u64,
     pub prompt: ContextPrompt,
@@ -56,7 +56,7 @@ pub struct CellSpec {
 }
 
 /// One sustained-decode cell run against an engine.
-pub struct SustainedDecodeCell<'a> {
+pub(crate) struct SustainedDecodeCell<'a> {
     pub spec: CellSpec,
     pub client: &'a EngineClient,
     pub dialect: Option<MetricsDialect>,
