@@ -26,7 +26,7 @@ pub struct Redactor {
 
 impl Redactor {
     /// A redactor for `values` (short and empty ones ignored).
-    pub fn new(values: impl IntoIterator<Item = String>) -> Redactor {
+    pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Redactor {
         let mut r = Redactor::default();
         r.extend(values);
         r
@@ -43,7 +43,7 @@ impl Redactor {
     }
 
     /// Adds more secrets.
-    pub fn extend(&mut self, values: impl IntoIterator<Item = String>) {
+    pub(crate) fn extend(&mut self, values: impl IntoIterator<Item = String>) {
         for v in values {
             let v = v.trim().to_string();
             if v.chars().count() >= MIN_SECRET_LEN && !self.secrets.contains(&v) {

@@ -74,7 +74,7 @@ pub fn file_sink(text: &str) -> String {
 /// escapes, which keep JSON output valid JSON; a line that would start a workflow command gets
 /// a space between its colons and `##[` becomes `# #[`. Idempotent, and text [`console`] already
 /// made inert passes unchanged.
-pub fn console_sink(text: &str) -> String {
+pub(crate) fn console_sink(text: &str) -> String {
     let text = crate::redact::redact(text);
     // The zero-width space is the one invisible character kept: it is how [`markdown`] defuses
     // mentions and references in the documents that pass here.

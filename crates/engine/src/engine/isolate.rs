@@ -36,7 +36,7 @@ pub struct IsolationPlan {
 
 /// A confinement step done in the forked child before `exec`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// `unshare` of the mount (and user) namespace.
     Unshare = 1,
     /// Writing `setgroups`, `uid_map`, `gid_map` of the new user namespace.
@@ -77,7 +77,7 @@ impl Step {
     }
 
     /// `<step>: <errno text>`.
-    pub fn why(self, errno: i32) -> String {
+    pub(crate) fn why(self, errno: i32) -> String {
         format!(
             "{}: {}",
             self.what(),
@@ -95,7 +95,7 @@ pub(crate) fn parse_record(b: &[u8]) -> Option<(Step, i32)> {
 
 /// The mount namespace route taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MountRoute {
+pub(crate) enum MountRoute {
     /// A mount namespace of root's.
     Root,
     /// A user namespace mapping only the gate's uid and gid, with a mount namespace.
@@ -104,7 +104,7 @@ pub enum MountRoute {
 
 /// What held for one engine, described for `engine.containment`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// `[engine] isolation = "off"`.
     pub off: bool,
     /// Whether the supervisor runs as root.
@@ -121,7 +121,7 @@ pub struct Outcome {
 impl Outcome {
     /// `<user>; <filesystem>` in words, e.g. `uid 65534 gid 65534; mount namespace covers 2
     /// directories` (see docs/security.md).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.off {
             return "user: the gate's (isolation off); mount namespace: off (isolation off)".into();
         }

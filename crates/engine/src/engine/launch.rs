@@ -122,7 +122,7 @@ impl SelfExec {
     }
 
     /// `/proc/self/fd/N`: the path the engine executes.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         format!("/proc/self/fd/{}", self.raw_fd())
     }
 }
@@ -197,7 +197,7 @@ pub fn shell_quote(s: &str) -> String {
 
 /// Whether `name` matches an allow-list entry: an exact name, `PREFIX_` (built-in) or
 /// `PREFIX*` (config).
-pub fn allowed(name: &str, entry: &str) -> bool {
+pub(crate) fn allowed(name: &str, entry: &str) -> bool {
     if let Some(prefix) = entry.strip_suffix('*') {
         name.starts_with(prefix)
     } else if entry.ends_with('_') {
@@ -399,7 +399,7 @@ pub mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    pub fn cfg(cmd: CommandSpec) -> EngineConfig {
+    pub(crate) fn cfg(cmd: CommandSpec) -> EngineConfig {
         EngineConfig {
             command: cmd,
             env: BTreeMap::from([("X".to_string(), "p={port}".to_string())]),

@@ -49,7 +49,7 @@ impl Containment {
     }
 
     /// Parses [`Containment::as_str`].
-    pub fn parse(s: &str) -> Option<Containment> {
+    pub(crate) fn parse(s: &str) -> Option<Containment> {
         match s {
             "cgroup" => Some(Containment::Cgroup),
             "subreaper" => Some(Containment::Subreaper),
@@ -86,7 +86,7 @@ pub enum Report {
 
 impl Report {
     /// The protocol line (without the newline).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match self {
             Report::Started {
                 pid,

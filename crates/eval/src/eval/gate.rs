@@ -117,7 +117,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Short name used in outputs (`aa`, `uniform_-5%`, `single_cell_-10%`).
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Scenario::AA => "aa".into(),
             Scenario::Uniform(e) => format!("uniform_{:+}%", (e * 100.0).round()),
@@ -303,7 +303,7 @@ pub struct EvalReport {
 
 impl EvalReport {
     /// The outcome of `scenario` on the runner `condition`, when measured.
-    pub fn outcome(&self, condition: &str, scenario: Scenario) -> Option<&ScenarioOutcome> {
+    pub(crate) fn outcome(&self, condition: &str, scenario: Scenario) -> Option<&ScenarioOutcome> {
         self.conditions
             .iter()
             .find(|c| c.condition == condition)?

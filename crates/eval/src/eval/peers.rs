@@ -121,7 +121,7 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 4] = [
+    pub(crate) const ALL: [Family; 4] = [
         Family::BencherCell,
         Family::BencherMean,
         Family::Ratio,
@@ -129,7 +129,7 @@ impl Family {
     ];
 
     /// The family's short name in the report.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Family::BencherCell => "Bencher, cell",
             Family::BencherMean => "Bencher, mean",
@@ -139,7 +139,7 @@ impl Family {
     }
 
     /// The documented defaults, `(setting, threshold)`, for a history of `n` runs.
-    pub fn defaults(self, n: usize) -> Vec<(String, f64)> {
+    pub(crate) fn defaults(self, n: usize) -> Vec<(String, f64)> {
         let sds = |test: &str, k: f64| (format!("{test} {BENCHER_BOUNDARY}: {k:.2} sd"), k);
         match self {
             Family::BencherCell | Family::BencherMean => vec![
@@ -203,14 +203,14 @@ impl Family {
 /// above the threshold) and, with a second boot, the largest over units of the smaller of the
 /// two boots' scores (the same unit crosses again).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Look {
+pub(crate) struct Look {
     pub first: f64,
     pub confirmed: f64,
 }
 
 impl Look {
     /// The look of `first` and, when booted, `second` (scores per unit, same order).
-    pub fn of(first: &[f64], second: Option<&[f64]>) -> Look {
+    pub(crate) fn of(first: &[f64], second: Option<&[f64]>) -> Look {
         let max = |v: &mut dyn Iterator<Item = f64>| v.fold(f64::NEG_INFINITY, f64::max);
         Look {
             first: max(&mut first.iter().copied()),
@@ -224,7 +224,7 @@ impl Look {
 
 /// The threshold at which at most `alarms` of the A/A trials' confirmed scores `aa` lie above
 /// it: the `(alarms + 1)`-th largest (`-∞` when every trial may alarm).
-pub fn calibrate(aa: &[f64], alarms: usize) -> f64 {
+pub(crate) fn calibrate(aa: &[f64], alarms: usize) -> f64 {
     let mut sorted = aa.to_vec();
     sorted.sort_by(|a, b| b.total_cmp(a));
     sorted.get(alarms).copied().unwrap_or(f64::NEG_INFINITY)

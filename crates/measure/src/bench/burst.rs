@@ -55,7 +55,7 @@ pub(crate) fn arrival_offsets(settings: &BurstSettings) -> Vec<f64> {
 
 /// How one request ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Ended as asked: a finish reason `length` or `stop`, then the stream's end.
     Completed(Completed),
     /// The stream ended early: no finish reason, another one, or fewer tokens than a
@@ -67,7 +67,7 @@ pub enum Outcome {
 
 /// A completed request's figures, seconds from its send.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Completed {
+pub(crate) struct Completed {
     pub ttft_s: f64,
     pub e2el_s: f64,
     pub output_tokens: u64,
@@ -130,7 +130,7 @@ impl RequestTrace {
 
     /// How the request ended once its body ended (`body_ended`: read to its end; false when
     /// it was cut off), `max_tokens` the tokens asked.
-    pub fn outcome(self, body_ended: bool, max_tokens: u32) -> Outcome {
+    pub(crate) fn outcome(self, body_ended: bool, max_tokens: u32) -> Outcome {
         let tokens = self.usage_tokens.unwrap_or(self.counted);
         let early = |why: &str| Outcome::Incomplete(format!("{why} after {tokens} tokens"));
         match self.finish {
@@ -358,7 +358,7 @@ pub(crate) fn summarize(
 
 /// "burst: 32 requests at 40/s, 32 completed, total 61,000 tok/s, TTFT p90 21.3 ms": the
 /// progress line.
-pub fn describe(r: &BurstRecord) -> String {
+pub(crate) fn describe(r: &BurstRecord) -> String {
     let rate = r
         .settings
         .request_rate

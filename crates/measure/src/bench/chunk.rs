@@ -32,7 +32,7 @@ pub(crate) struct ChunkInfo {
 /// A `finish_reason`, as far as the accounting cares: `length` and `stop` end a request as
 /// asked; anything else (`abort`, `error`, `content_filter`, an empty string) does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finish {
+pub(crate) enum Finish {
     /// `length`: the request reached its `max_tokens`.
     Length,
     /// `stop`: the model stopped (EOS or a stop string).
@@ -43,7 +43,7 @@ pub enum Finish {
 
 impl Finish {
     /// The kind of a `finish_reason` string.
-    pub fn of(reason: &[u8]) -> Finish {
+    pub(crate) fn of(reason: &[u8]) -> Finish {
         match reason {
             b"length" => Finish::Length,
             b"stop" => Finish::Stop,

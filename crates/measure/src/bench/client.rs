@@ -78,7 +78,7 @@ pub struct RequestFailure {
 }
 
 impl RequestFailure {
-    pub fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
         RequestFailure {
             kind: kind.into(),
             detail: detail.into(),
@@ -98,7 +98,7 @@ pub(crate) fn normalize_base(url: &str) -> String {
 impl EngineClient {
     /// A client for `base_url` with a pool big enough for `max_streams` concurrent streams,
     /// reusing connections by the default [`ConnectionPolicy`].
-    pub fn new(
+    pub(crate) fn new(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
@@ -179,12 +179,12 @@ impl EngineClient {
     }
 
     /// The normalised base URL (no secrets in it).
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// Absolute URL of `path` (which starts with `/`).
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
 
@@ -196,7 +196,7 @@ impl EngineClient {
     }
 
     /// GET `path`; returns status and body text (at most [`MAX_BODY_BYTES`]).
-    pub async fn get_text(
+    pub(crate) async fn get_text(
         &self,
         path: &str,
         timeout: Duration,
@@ -329,7 +329,7 @@ pub(crate) enum StreamResponse<'c> {
 
 impl StreamResponse<'_> {
     /// The next piece of the body as it arrived; `None` at its end.
-    pub async fn chunk(&mut self) -> Result<Option<&[u8]>, RequestFailure> {
+    pub(crate) async fn chunk(&mut self) -> Result<Option<&[u8]>, RequestFailure> {
         match self {
             StreamResponse::Pooled { resp, held } => {
                 match resp.chunk().await.map_err(|e| classify_transport(&e))? {
@@ -366,7 +366,7 @@ pub enum ReadError {
 
 impl ReadError {
     /// The failure as a short kind and detail, as for streams.
-    pub fn failure(&self) -> RequestFailure {
+    pub(crate) fn failure(&self) -> RequestFailure {
         match self {
             ReadError::Transport(e) => classify_transport(e),
             ReadError::Failed(f) => f.clone(),
@@ -512,7 +512,7 @@ pub(crate) struct SseParser {
 }
 
 impl SseParser {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SseParser {
             buf: Vec::with_capacity(4096),
             data: Vec::with_capacity(1024),
@@ -524,7 +524,7 @@ impl SseParser {
 
     /// Feeds bytes as they arrive; `on_event` runs for every complete event. Returns early
     /// (and keeps the rest buffered) when `on_event` returns `false`.
-    pub fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
+    pub(crate) fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
         if self.overflowed {
             return false;
         }
@@ -563,7 +563,7 @@ impl SseParser {
     }
 
     /// Why the stream cannot be read any further: a line or event over the limit.
-    pub fn overflow(&self) -> Option<RequestFailure> {
+    pub(crate) fn overflow(&self) -> Option<RequestFailure> {
         self.overflowed.then(|| {
             RequestFailure::new(
                 "malformed SSE",
@@ -635,7 +635,7 @@ impl SseParser {
     }
 
     /// End of stream: delivers a last event that lacked its blank line (lenient, as browsers).
-    pub fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
+    pub(crate) fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             self.scanned = 0;
@@ -650,7 +650,7 @@ impl SseParser {
 
     /// Bytes buffered but not yet part of a complete line or event.
     #[cfg(test)]
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.buf.len() + self.data.len()
     }
 }

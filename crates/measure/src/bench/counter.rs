@@ -142,7 +142,7 @@ pub(crate) fn window(
 
 /// " (engine counter 251.9 tok/s, per-request counter + in-flight tokens)": the figure with
 /// how to read it, for progress lines.
-pub fn describe(server_tps: f64, w: &EngineCounterWindow) -> String {
+pub(crate) fn describe(server_tps: f64, w: &EngineCounterWindow) -> String {
     format!(
         " (engine counter {server_tps:.1} tok/s, {})",
         w.moves.caveat(w.in_flight_added())

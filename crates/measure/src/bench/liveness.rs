@@ -20,7 +20,7 @@ pub(crate) struct Activity {
 
 impl Activity {
     /// Activity starting now.
-    pub fn new() -> Arc<Activity> {
+    pub(crate) fn new() -> Arc<Activity> {
         Arc::new(Activity {
             origin: Instant::now(),
             last_ms: AtomicU64::new(0),
@@ -29,7 +29,7 @@ impl Activity {
 
     /// Records that the engine just sent something (one relaxed store: the hot path calls it
     /// per streamed chunk).
-    pub fn note(&self) {
+    pub(crate) fn note(&self) {
         self.note_at(Instant::now());
     }
 
@@ -41,7 +41,7 @@ impl Activity {
     }
 
     /// How long the engine has sent nothing.
-    pub fn quiet_for(&self) -> Duration {
+    pub(crate) fn quiet_for(&self) -> Duration {
         let now = self.origin.elapsed().as_millis() as u64;
         Duration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
     }

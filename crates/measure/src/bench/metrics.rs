@@ -16,7 +16,7 @@ pub use infergate_schema::results::CounterMoves;
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Metric name including any `_total`/`_bucket` suffix (e.g. `vllm:num_requests_running`).
     pub name: String,
     /// Label pairs in file order.
@@ -27,7 +27,7 @@ pub struct Sample {
 
 impl Sample {
     /// The value of label `key`, if present.
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         self.labels
             .iter()
             .find(|(k, _)| k == key)
@@ -137,7 +137,7 @@ fn parse_value(s: &str) -> Option<f64> {
 
 impl MetricsPage {
     /// Sum of all finite samples named `name` (over label sets: engines, data-parallel ranks).
-    pub fn sum(&self, name: &str) -> Option<f64> {
+    pub(crate) fn sum(&self, name: &str) -> Option<f64> {
         let mut found = false;
         let mut total = 0.0;
         for s in self.samples.iter().filter(|s| s.name == name) {
@@ -217,7 +217,7 @@ pub(crate) struct SpecCounters {
 
 impl MetricsDialect {
     /// Detects the dialect from the metric names on a page.
-    pub fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
+    pub(crate) fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
         if page.has_prefix("vllm:") {
             Some(MetricsDialect::Vllm)
         } else if page.has_prefix("sglang:") {
@@ -241,7 +241,7 @@ impl MetricsDialect {
     }
 
     /// Short name written to `engine.metrics_flavor` and used as the engine family.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             MetricsDialect::Vllm => "vllm",
             MetricsDialect::Sglang => "sglang",
@@ -332,7 +332,7 @@ impl MetricsDialect {
     }
 
     /// Reads the engine-neutral state from a page.
-    pub fn read(self, page: &MetricsPage) -> EngineState {
+    pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
         let mut state = self.read_gauges(page);
         state.preemptions = self.preemption_counter().and_then(|name| page.sum(name));
         state.prompt_tokens = page.sum(self.prompt_counter());

@@ -105,7 +105,7 @@ pub type EventSink = tokio::sync::mpsc::UnboundedSender<infergate_schema::result
 /// Told of each cell as soon as it is final for the pass (after every repetition, the folded
 /// cell so far), before the next cell starts: the run layer persists it, so a killed gate keeps
 /// every finished cell. Measurement itself never writes.
-pub type CellDone<'a> = &'a (dyn Fn(&CellResult) + Sync);
+pub(crate) type CellDone<'a> = &'a (dyn Fn(&CellResult) + Sync);
 
 /// Records every event of a session (for `RunResults.events`) and forwards it to the sink.
 #[derive(Clone, Default)]
@@ -116,7 +116,7 @@ pub(crate) struct EventLog {
 
 impl EventLog {
     /// A log forwarding to `sink` (if any).
-    pub fn new(sink: Option<EventSink>) -> Self {
+    pub(crate) fn new(sink: Option<EventSink>) -> Self {
         EventLog {
             sink,
             log: Arc::default(),
@@ -124,7 +124,7 @@ impl EventLog {
     }
 
     /// Records and forwards one event.
-    pub fn emit(&self, e: Event) {
+    pub(crate) fn emit(&self, e: Event) {
         if let Some(tx) = &self.sink {
             let _ = tx.send(e.clone());
         }
@@ -134,7 +134,7 @@ impl EventLog {
     }
 
     /// Everything recorded so far.
-    pub fn snapshot(&self) -> Vec<Event> {
+    pub(crate) fn snapshot(&self) -> Vec<Event> {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
@@ -242,11 +242,6 @@ impl BenchSession {
             calibration_errors: calibration.errors,
             counted_without_prefill: counter.source().starts_with('/'),
         })
-    }
-
-    /// The resolved model name.
-    pub fn model(&self) -> &str {
-        &self.model
     }
 
     /// Measures one (concurrency, context) cell. Never fails: problems become an `error` cell.

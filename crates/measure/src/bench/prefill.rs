@@ -238,7 +238,7 @@ pub(crate) async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
 
 /// "prefill 8k: 187,000 tok/s (3 cold samples, counters within tolerance)": the progress
 /// line of one context.
-pub fn describe(r: &PrefillRecord) -> String {
+pub(crate) fn describe(r: &PrefillRecord) -> String {
     let label = infergate_schema::results::context_label(r.context_tokens);
     let cold = r.samples.iter().filter(|s| s.cold).count();
     let verdict = match r.cross_check.verdict {

@@ -144,7 +144,7 @@ pub(crate) struct ContextPrompt {
 
 impl ContextPrompt {
     /// The prompt of stream `stream` (deterministic).
-    pub fn text(&self, stream: u32) -> String {
+    pub(crate) fn text(&self, stream: u32) -> String {
         if self.context_tokens == 0 {
             return MINIMAL_PROMPT.to_string();
         }
@@ -155,7 +155,7 @@ impl ContextPrompt {
     }
 
     /// Relative calibration error of stream 0's prompt.
-    pub fn error(&self) -> f64 {
+    pub(crate) fn error(&self) -> f64 {
         if self.context_tokens == 0 {
             return 0.0;
         }

@@ -6,7 +6,7 @@ use infergate_model::stats::quantile;
 use infergate_schema::results::Percentiles;
 
 /// Exact percentiles (linear interpolation between closest ranks) of a small sample.
-pub fn exact(values: &[f64]) -> Option<Percentiles> {
+pub(crate) fn exact(values: &[f64]) -> Option<Percentiles> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return None;

@@ -42,7 +42,7 @@ pub(crate) struct EngineCounters {
 
 impl EngineCounters {
     /// Counters for an engine with `draft_positions` spec-decode positions (0 = off).
-    pub fn new(draft_positions: usize) -> Self {
+    pub(crate) fn new(draft_positions: usize) -> Self {
         EngineCounters {
             spec_accepted_per_pos: (0..draft_positions).map(|_| AtomicU64::new(0)).collect(),
             ..Default::default()

@@ -128,13 +128,13 @@ impl SimOptions {
     }
 
     /// The served model name.
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         self.model.as_deref().unwrap_or(&self.profile.model)
     }
 
     /// The per-process speed factor: one log-normal draw (mean 1, CV `boot_noise_cv`) from
     /// `boot_seed`, or from OS entropy when no seed is given; exactly 1 when the CV is 0.
-    pub fn boot_factor(&self) -> f64 {
+    pub(crate) fn boot_factor(&self) -> f64 {
         let jitter = Jitter::new(self.boot_noise_cv);
         let mut rng: StdRng = match self.boot_seed {
             Some(s) => StdRng::seed_from_u64(s),

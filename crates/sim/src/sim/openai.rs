@@ -17,7 +17,7 @@ pub(crate) struct StreamOptions {
 impl StreamOptions {
     /// `(include_usage, continuous_usage_stats)` of a request's optional `stream_options`,
     /// each false when absent.
-    pub fn flags(options: Option<StreamOptions>) -> (bool, bool) {
+    pub(crate) fn flags(options: Option<StreamOptions>) -> (bool, bool) {
         let o = options.unwrap_or_default();
         (
             o.include_usage.unwrap_or(false),
@@ -80,7 +80,7 @@ pub(crate) struct ContentPart {
 
 impl MessageContent {
     /// The message's text.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             MessageContent::Text(t) => t.clone(),
             MessageContent::Parts(parts) => parts
@@ -156,7 +156,7 @@ pub(crate) struct TokenizeResponse {
 
 /// Token accounting of a request.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// Prompt tokens.
     pub prompt_tokens: u64,
     /// Prompt + completion.
@@ -169,7 +169,7 @@ pub struct Usage {
 
 impl Usage {
     /// Usage after `completion` output tokens.
-    pub fn new(prompt: u64, completion: u64) -> Self {
+    pub(crate) fn new(prompt: u64, completion: u64) -> Self {
         Usage {
             prompt_tokens: prompt,
             total_tokens: prompt + completion,

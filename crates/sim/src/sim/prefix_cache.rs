@@ -9,7 +9,7 @@ use std::collections::{HashSet, VecDeque};
 pub(crate) const BLOCK_TOKENS: u64 = 16;
 
 /// Chained hash of one block given the previous block's hash.
-pub fn chain(prev: u64, block: impl IntoIterator<Item = u32>) -> u64 {
+pub(crate) fn chain(prev: u64, block: impl IntoIterator<Item = u32>) -> u64 {
     let mut h = prev ^ 0xcbf2_9ce4_8422_2325;
     for x in block {
         h ^= x as u64;
@@ -31,7 +31,7 @@ pub(crate) struct PrefixCache {
 
 impl PrefixCache {
     /// A cache holding at most `capacity_tokens` tokens' worth of blocks.
-    pub fn new(capacity_tokens: u64) -> Self {
+    pub(crate) fn new(capacity_tokens: u64) -> Self {
         PrefixCache {
             blocks: HashSet::new(),
             order: VecDeque::new(),

@@ -262,7 +262,7 @@ impl SimProfile {
     }
 
     /// Checks the numbers make a runnable engine; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let non_neg = [
             ("base_ms", self.base_ms),
             ("per_seq_ms", self.per_seq_ms),

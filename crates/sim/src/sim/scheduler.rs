@@ -50,7 +50,7 @@ pub(crate) enum FinishReason {
 
 impl FinishReason {
     /// The OpenAI `finish_reason` string.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FinishReason::Length => "length",
             FinishReason::Stop => "stop",
@@ -91,7 +91,7 @@ pub(crate) struct EngineHandle {
 /// The engine has stopped (server shutting down).
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the simulated engine has stopped")]
-pub struct EngineStopped;
+pub(crate) struct EngineStopped;
 
 impl EngineHandle {
     /// Queues a request (FIFO).

@@ -59,7 +59,7 @@ pub(crate) struct AppState {
 
 impl AppState {
     /// State for one server.
-    pub fn new(
+    pub(crate) fn new(
         opts: &SimOptions,
         speed: SpeedModel,
         engine: EngineHandle,

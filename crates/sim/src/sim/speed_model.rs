@@ -91,7 +91,7 @@ pub(crate) struct ChunkClock {
 
 impl ChunkClock {
     /// Counts one step; true when a chunk ends with it.
-    pub fn tick(&mut self, steps_per_chunk: f64) -> bool {
+    pub(crate) fn tick(&mut self, steps_per_chunk: f64) -> bool {
         self.phase += 1.0;
         if self.phase + 1e-9 >= steps_per_chunk {
             self.phase = (self.phase - steps_per_chunk).max(0.0);
@@ -116,7 +116,12 @@ pub(crate) struct CellFigures {
 
 impl SpeedModel {
     /// The model of a profile with the given multipliers.
-    pub fn new(profile: &SimProfile, slowdown: f64, time_scale: f64, boot_factor: f64) -> Self {
+    pub(crate) fn new(
+        profile: &SimProfile,
+        slowdown: f64,
+        time_scale: f64,
+        boot_factor: f64,
+    ) -> Self {
         SpeedModel {
             base_ms: profile.base_ms,
             per_seq_ms: profile.per_seq_ms,
@@ -331,7 +336,7 @@ pub(crate) struct Jitter {
 
 impl Jitter {
     /// `cv` = 0 gives a constant 1.
-    pub fn new(cv: f64) -> Self {
+    pub(crate) fn new(cv: f64) -> Self {
         if !(cv.is_finite() && cv > 0.0) {
             return Jitter { dist: None };
         }
@@ -342,7 +347,7 @@ impl Jitter {
     }
 
     /// One draw.
-    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match &self.dist {
             Some(d) => d.sample(rng),
             None => 1.0,

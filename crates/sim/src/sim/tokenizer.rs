@@ -23,12 +23,12 @@ pub(crate) const CHAT_GENERATION_PROMPT_TOKENS: u64 = 3;
 
 impl SimTokenizer {
     /// A tokenizer with this density (> 0).
-    pub fn new(chars_per_token: f64) -> Self {
+    pub(crate) fn new(chars_per_token: f64) -> Self {
         SimTokenizer { chars_per_token }
     }
 
     /// Token count of a text: `ceil(chars / chars_per_token)` (0 for the empty text).
-    pub fn count(&self, text: &str) -> u64 {
+    pub(crate) fn count(&self, text: &str) -> u64 {
         let chars = text.chars().count() as f64;
         // the small epsilon keeps exact multiples (e.g. 12 chars at 4.0) from rounding up
         (chars / self.chars_per_token - 1e-9).ceil().max(0.0) as u64

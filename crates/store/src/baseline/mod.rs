@@ -713,7 +713,7 @@ pub fn component(name: &str) -> String {
 /// worth a number (`5e-324`); above, a million times any machine built so far (`1e308`).
 /// Such a value is no measurement, and the statistics and charts of a history holding one
 /// would be overflow and noise, so a run holding one is refused as a baseline.
-pub const PLAUSIBLE_TPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
+pub(crate) const PLAUSIBLE_TPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
 
 /// Why a run's numbers cannot be a measurement, if they cannot: an `ok` cell whose aggregate
 /// throughput is outside [`PLAUSIBLE_TPS`] or whose window samples are not finite and within it

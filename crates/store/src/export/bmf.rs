@@ -28,7 +28,7 @@ pub struct BmfMetric {
 pub type Bmf = BTreeMap<String, BTreeMap<String, BmfMetric>>;
 
 /// The BMF document of a run.
-pub fn document(run: &RunResults) -> Bmf {
+pub(crate) fn document(run: &RunResults) -> Bmf {
     let mut doc = Bmf::new();
     for f in figures(run) {
         let bounds = (f.metric == Metric::AggregateTps)

@@ -20,14 +20,6 @@ pub enum GabTool {
 }
 
 impl GabTool {
-    /// The `tool:` value of github-action-benchmark.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GabTool::BiggerIsBetter => "customBiggerIsBetter",
-            GabTool::SmallerIsBetter => "customSmallerIsBetter",
-        }
-    }
-
     fn direction(self) -> Direction {
         match self {
             GabTool::BiggerIsBetter => Direction::HigherIsBetter,
@@ -54,7 +46,7 @@ pub struct GabEntry {
 }
 
 /// The entries of a run for one tool, in cell order.
-pub fn entries(run: &RunResults, tool: GabTool) -> Vec<GabEntry> {
+pub(crate) fn entries(run: &RunResults, tool: GabTool) -> Vec<GabEntry> {
     figures(run)
         .into_iter()
         .filter(|f| f.metric.direction() == tool.direction())

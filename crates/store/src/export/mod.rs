@@ -78,7 +78,7 @@ pub fn cell_name(concurrency: u32, context_tokens: u64) -> String {
 }
 
 /// The unit of a metric's value as exported (the results schema's units).
-pub fn unit(metric: Metric) -> &'static str {
+pub(crate) fn unit(metric: Metric) -> &'static str {
     match metric {
         Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps | Metric::BurstTps => {
             "tok/s"

@@ -175,7 +175,7 @@ pub fn read_file(path: &Path, usual_name: &str) -> Result<String, ImportError> {
 }
 
 /// Parses the text of a results file; `file` names it in errors and in import provenance.
-pub fn parse_results(text: &str, file: &str) -> Result<Vec<RunResults>, ImportError> {
+pub(crate) fn parse_results(text: &str, file: &str) -> Result<Vec<RunResults>, ImportError> {
     let doc: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(_) => {

@@ -224,7 +224,7 @@ impl NvmlSampler {
     }
 
     /// The sampled devices (`index: name`).
-    pub fn devices(&self) -> Vec<String> {
+    pub(crate) fn devices(&self) -> Vec<String> {
         self.inventory
             .names
             .iter()

@@ -52,7 +52,7 @@ fn max(v: impl Iterator<Item = f64>) -> Option<f64> {
 
 impl WindowAccumulator {
     /// Adds a sample.
-    pub fn push(&mut self, s: GpuSample) {
+    pub(crate) fn push(&mut self, s: GpuSample) {
         self.samples.push(s);
     }
 
@@ -75,7 +75,7 @@ impl WindowAccumulator {
     }
 
     /// The window's summary; `None` without samples.
-    pub fn finish(&self, output_tokens: u64) -> Option<CellTelemetry> {
+    pub(crate) fn finish(&self, output_tokens: u64) -> Option<CellTelemetry> {
         if self.samples.is_empty() {
             return None;
         }
@@ -128,7 +128,7 @@ pub(crate) struct RunAccumulator {
 
 impl RunAccumulator {
     /// Adds one window's summary (with its length, for the power average).
-    pub fn add(&mut self, cell: &CellTelemetry, output_tokens: u64, window_s: f64) {
+    pub(crate) fn add(&mut self, cell: &CellTelemetry, output_tokens: u64, window_s: f64) {
         self.windows += 1;
         if let Some(e) = cell.energy_j {
             self.energy_j = Some(self.energy_j.unwrap_or(0.0) + e);
@@ -153,7 +153,7 @@ impl RunAccumulator {
     }
 
     /// The run's summary for `devices`.
-    pub fn summary(&self, devices: Vec<String>) -> TelemetrySummary {
+    pub(crate) fn summary(&self, devices: Vec<String>) -> TelemetrySummary {
         TelemetrySummary {
             status: "available".into(),
             reason: (self.windows == 0).then(|| "no cell window was sampled".to_string()),

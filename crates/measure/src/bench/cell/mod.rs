@@ -96,7 +96,7 @@ impl SustainedDecodeCell<'_> {
     }
 
     /// Measures the cell. Never fails: every problem becomes a status and a reason.
-    pub async fn run(self, cancel: &CancellationToken) -> CellResult {
+    pub(crate) async fn run(self, cancel: &CancellationToken) -> CellResult {
         let c = self.spec.concurrency;
         let ctx = self.spec.context_tokens;
         self.emit(
