@@ -451,20 +451,7 @@ impl BaselineStore {
         profile_key: &str,
         suite: Option<&str>,
     ) -> Result<Vec<PathBuf>, BaselineError> {
-        let dir = self.group_dir(profile_key, suite);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(BaselineError::Io {
-                    action: "read",
-                    path: dir,
-                    source,
-                });
-            }
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
+        let mut files: Vec<PathBuf> = dir_entries(&self.group_dir(profile_key, suite))?
             .map(|e| e.path())
             .filter(|p| {
                 p.is_file()
@@ -779,11 +766,11 @@ fn likely_root(dir: &Path) -> Option<String> {
     ))
 }
 
-/// Sorted names of the subdirectories of `dir` (none when it does not exist).
-fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
+/// The entries of `dir` that could be read (none when it does not exist).
+fn dir_entries(dir: &Path) -> Result<impl Iterator<Item = std::fs::DirEntry>, BaselineError> {
     let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Ok(e) => Some(e),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => {
             return Err(BaselineError::Io {
                 action: "read",
@@ -792,8 +779,12 @@ fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
             });
         }
     };
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
+    Ok(entries.into_iter().flatten().filter_map(Result::ok))
+}
+
+/// Sorted names of the subdirectories of `dir` (none when it does not exist).
+fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
+    let mut names: Vec<String> = dir_entries(dir)?
         .filter(|e| e.path().is_dir())
         .filter_map(|e| e.file_name().to_str().map(String::from))
         .filter(|n| !n.starts_with('.'))
@@ -947,17 +938,7 @@ fn write_atomic(path: &Path, body: &[u8]) -> Result<(), BaselineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn seed_run() -> RunResults {
-        crate::import::parse_results(
-            include_str!(
-                "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-            ),
-            "seed.json",
-        )
-        .unwrap()
-        .remove(0)
-    }
+    use crate::export::fixture::seed_run;
 
     fn variant(base: &RunResults, i: i64) -> RunResults {
         let mut r = base.clone();

@@ -168,15 +168,23 @@ pub mod fixture {
         }
     }
 
+    /// The seed llm-decode-bench file (vLLM on one RTX 5090): the text most of the crate's
+    /// tests start from.
+    pub(crate) const SEED: &str = include_str!(
+        "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
+    );
+
+    /// [`SEED`] imported, as it is.
+    pub(crate) fn seed_run() -> RunResults {
+        crate::import::parse_results(SEED, "seed.json")
+            .unwrap()
+            .remove(0)
+    }
+
     /// The seed llm-decode-bench run, given sub-window samples on its first cell, a hostile
     /// model name, and an error cell.
     pub fn run() -> RunResults {
-        let text = include_str!(
-            "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-        );
-        let mut run = crate::import::parse_results(text, "seed.json")
-            .unwrap()
-            .remove(0);
+        let mut run = seed_run();
         run.cells.truncate(4);
         run.cells[0].samples = vec![44.0, 45.5, 46.8];
         run.cells[1].per_user_tps = Some(Percentiles {

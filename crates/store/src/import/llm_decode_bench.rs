@@ -607,15 +607,12 @@ fn summary_from(map: Option<&BTreeMap<String, Value>>, log: &[String]) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::fixture::{SEED, seed_run};
     use crate::import::parse_results;
-
-    const SEED: &str = include_str!(
-        "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-    );
 
     #[test]
     fn seed_maps_profile_cells_and_events() {
-        let run = parse_results(SEED, "seed.json").unwrap().remove(0);
+        let run = seed_run();
         let hw = &run.profile.hardware;
         assert_eq!(hw.gpu_model.as_deref(), Some("NVIDIA GeForce RTX 5090"));
         assert_eq!(hw.driver_version.as_deref(), Some("595.79"));
@@ -675,7 +672,7 @@ mod tests {
 
     #[test]
     fn a_seed_cell_with_an_error_makes_the_run_partial() {
-        let run = parse_results(SEED, "seed.json").unwrap().remove(0);
+        let run = seed_run();
         assert_eq!(
             run.status,
             RunStatus::Complete,

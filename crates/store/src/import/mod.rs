@@ -613,10 +613,7 @@ fn check_run(run: &RunResults, file: &str, prefix: &str) -> Result<(), ImportErr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const SEED: &str = include_str!(
-        "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-    );
+    use crate::export::fixture::{SEED, seed_run};
 
     #[test]
     fn detects_the_seed_and_rejects_unknown_json() {
@@ -654,7 +651,7 @@ mod tests {
 
     #[test]
     fn our_schema_round_trips_and_checks_ranges() {
-        let run = parse_results(SEED, "seed.json").unwrap().remove(0);
+        let run = seed_run();
         let text = serde_json::to_string_pretty(&run).unwrap();
         let back = parse_results(&text, "ours.json").unwrap();
         assert_eq!(back, vec![run.clone()]);
