@@ -14,6 +14,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
+use super::cell::streamed_request_body;
 use super::chunk::{Finish, StreamEvent, parse_stream_event};
 use super::client::{EngineClient, SseParser, StreamConn};
 use super::prefill::unique_prompt;
@@ -159,24 +160,11 @@ impl RequestTrace {
     }
 }
 
-fn request_body(plan: &BurstPlan<'_>, prompt: String) -> bytes::Bytes {
-    let body = serde_json::json!({
-        "model": plan.model,
-        "prompt": prompt,
-        "max_tokens": plan.settings.max_tokens,
-        "stream": true,
-        "ignore_eos": true,
-        "temperature": 0,
-        "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-    });
-    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
-}
-
 /// Sends one request at `send_at` and reads its stream; its outcome and when it ended.
 async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instant) {
     tokio::time::sleep_until(send_at.into()).await;
     let prompt = unique_prompt(plan.prompt, rand::random::<u64>());
-    let body = request_body(plan, prompt);
+    let body = streamed_request_body(plan.model, &prompt, plan.settings.max_tokens);
     let sent = Instant::now();
     let mut conn = StreamConn::default();
     let failed = |why: String| (Outcome::Failed(why), Instant::now());

@@ -164,16 +164,9 @@ pub(crate) async fn identify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::fixture;
     use axum::Router;
     use axum::routing::get;
-
-    fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/tests/fixtures/{name}",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
 
     /// Serves `routes` (path, body) on 127.0.0.1 until the returned guard is dropped; every
     /// other path is a 404, as on the real engines.

