@@ -89,7 +89,7 @@ pub struct GateConfig {
     /// Overrides of the profile key.
     pub profile: ProfileConfig,
     /// The suites, in file order.
-    pub suites: Vec<SuiteConfig>,
+    pub(crate) suites: Vec<SuiteConfig>,
     /// The decision rule and what fails the gate.
     pub thresholds: ThresholdsConfig,
     /// Where baselines are stored.
@@ -320,7 +320,7 @@ pub struct ProfileConfig {
     /// Pins the hardware part of the profile key instead of the detected GPU/CPU, for
     /// simulated or CI runs whose numbers do not depend on the machine (the bundled baseline of
     /// the embedded default uses `sim`).
-    pub hardware: Option<String>,
+    pub(crate) hardware: Option<String>,
 }
 
 impl ProfileConfig {

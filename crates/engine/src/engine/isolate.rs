@@ -106,16 +106,16 @@ pub(crate) enum MountRoute {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Outcome {
     /// `[engine] isolation = "off"`.
-    pub off: bool,
+    pub(crate) off: bool,
     /// Whether the supervisor runs as root.
-    pub root: bool,
+    pub(crate) root: bool,
     /// The uid/gid the engine runs as (`Ok(None)`: the gate's, not asked), or why the drop
     /// failed.
-    pub user: Result<Option<(u32, u32)>, String>,
+    pub(crate) user: Result<Option<(u32, u32)>, String>,
     /// The mount route that held (`Ok(None)`: nothing to cover), or why it failed.
-    pub mounts: Result<Option<MountRoute>, String>,
+    pub(crate) mounts: Result<Option<MountRoute>, String>,
     /// How many directories are covered.
-    pub covered: usize,
+    pub(crate) covered: usize,
 }
 
 impl Outcome {
@@ -162,9 +162,9 @@ mod linux {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct Attempt {
         /// Drop to this uid/gid (root only).
-        pub user: Option<(u32, u32)>,
+        pub(crate) user: Option<(u32, u32)>,
         /// Cover these directories in a new mount namespace, by this route.
-        pub mounts: Option<(MountRoute, Vec<std::path::PathBuf>)>,
+        pub(crate) mounts: Option<(MountRoute, Vec<std::path::PathBuf>)>,
     }
 
     /// Writes `data` to `path` (open, write, close: async-signal-safe).

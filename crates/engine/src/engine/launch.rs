@@ -131,13 +131,13 @@ impl SelfExec {
 #[derive(Debug, Clone)]
 pub struct Placeholders {
     /// `{port}`: the port the engine listens on.
-    pub port: u16,
+    pub(crate) port: u16,
     /// `{host}`: the address the engine binds.
-    pub host: String,
+    pub(crate) host: String,
     /// `{model}`: the model to serve, when the config names one.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Path of the running infergate binary (`{infergate}`), so configs can boot `infergate sim`.
-    pub infergate: String,
+    pub(crate) infergate: String,
 }
 
 impl Placeholders {

@@ -100,7 +100,7 @@ pub struct ShiftOutcome {
     /// `step_-3%` or `creep_-0.3%/night`.
     pub scenario: String,
     pub series: SeriesKind,
-    pub onset: usize,
+    pub(crate) onset: usize,
     /// Share of trials alerted within `follow` nights of the onset.
     pub detected: f64,
     /// Share of trials alerted within `early` nights of the onset (delay ≤ `early`).
@@ -314,13 +314,13 @@ pub(crate) fn must_show_trial(
 /// duplicated, as the change is relocated or a creep grows).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct NightlyAlert {
-    pub night: usize,
-    pub at: usize,
-    pub up: bool,
-    pub latest_at: usize,
-    pub latest_kind: ChangeKind,
+    pub(crate) night: usize,
+    pub(crate) at: usize,
+    pub(crate) up: bool,
+    pub(crate) latest_at: usize,
+    pub(crate) latest_kind: ChangeKind,
     /// A creep's newest run at the last night it was seen.
-    pub latest_until: Option<usize>,
+    pub(crate) latest_until: Option<usize>,
 }
 
 /// Nightly alerts of one series over `runs`: every night from `warmup` on the history so far
@@ -421,12 +421,12 @@ fn scenarios(cfg: &ChangeEvalConfig) -> Vec<(String, usize, Effect)> {
 /// One exported nightly alert (a [`NightlyAlert`] as JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExportedAlert {
-    pub night: usize,
-    pub at: usize,
-    pub up: bool,
-    pub latest_at: usize,
-    pub latest_creep: bool,
-    pub latest_until: Option<usize>,
+    pub(crate) night: usize,
+    pub(crate) at: usize,
+    pub(crate) up: bool,
+    pub(crate) latest_at: usize,
+    pub(crate) latest_creep: bool,
+    pub(crate) latest_until: Option<usize>,
 }
 
 impl From<&NightlyAlert> for ExportedAlert {
@@ -446,19 +446,19 @@ impl From<&NightlyAlert> for ExportedAlert {
 /// to night `n` is what the nightly saw on night `n`), and infergate's own nightly alerts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExportedHistory {
-    pub trial: usize,
-    pub seed: u64,
+    pub(crate) trial: usize,
+    pub(crate) seed: u64,
     /// The matrix-wide series' logs (mean over cells of log(value / the cell's median)), one
     /// per night. A prefix's own medians shift it by a constant only.
-    pub matrix_log: Vec<f64>,
+    pub(crate) matrix_log: Vec<f64>,
     /// Every cell's aggregate tok/s logs, `cells_log[c][night]`, from the same draw with the
     /// change in cell 0 alone (a single-cell change; cell 0's series is the same as in the
     /// history with the change in every cell, which the matrix series comes from).
-    pub cells_log: Vec<Vec<f64>>,
+    pub(crate) cells_log: Vec<Vec<f64>>,
     /// infergate's nightly alerts on the matrix series (change in every cell).
-    pub infergate_matrix: Vec<ExportedAlert>,
+    pub(crate) infergate_matrix: Vec<ExportedAlert>,
     /// infergate's nightly alerts on cell 0's series.
-    pub infergate_cell: Vec<ExportedAlert>,
+    pub(crate) infergate_cell: Vec<ExportedAlert>,
 }
 
 /// One scenario's exported histories (`<dir>/<name>.json`).
@@ -466,15 +466,15 @@ pub struct ExportedHistory {
 pub struct ExportedScenario {
     pub scenario: String,
     /// The first changed night (`None`: stable).
-    pub onset: Option<usize>,
-    pub nights: usize,
+    pub(crate) onset: Option<usize>,
+    pub(crate) nights: usize,
     /// The first night analysed.
-    pub warmup: usize,
+    pub(crate) warmup: usize,
     /// Nights after the onset within which a find counts as early.
-    pub early: usize,
-    pub min_segment: usize,
-    pub settings: ChangeSettings,
-    pub noise: NoiseSpec,
+    pub(crate) early: usize,
+    pub(crate) min_segment: usize,
+    pub(crate) settings: ChangeSettings,
+    pub(crate) noise: NoiseSpec,
     pub histories: Vec<ExportedHistory>,
 }
 

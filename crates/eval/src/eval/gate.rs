@@ -209,15 +209,15 @@ pub struct ScenarioOutcome {
     /// Share of trials where the gate said `regression` (false-alarm rate for A/A, else power).
     pub regression_rate: f64,
     /// Wilson 95% interval of `regression_rate`.
-    pub wilson_low: f64,
+    pub(crate) wilson_low: f64,
     /// Upper end of the Wilson interval.
-    pub wilson_high: f64,
+    pub(crate) wilson_high: f64,
     /// Share of trials where the gate said `pass`.
     pub pass_rate: f64,
     /// Share of trials where the gate said `insufficient`.
     pub insufficient_rate: f64,
     /// Single-cell and row scenarios: share of trials where a changed cell itself regressed.
-    pub target_cell_rate: Option<f64>,
+    pub(crate) target_cell_rate: Option<f64>,
     /// Mean candidate boots per gate.
     pub mean_boots: f64,
     /// Which tests said regression (shares of trials; a gate can have several).
@@ -272,7 +272,7 @@ fn alarm_families(report: &infergate_schema::verdict::ComparisonReport) -> [bool
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConditionOutcome {
     pub condition: String,
-    pub noise: NoiseSpec,
+    pub(crate) noise: NoiseSpec,
     pub scenarios: Vec<ScenarioOutcome>,
     /// The rules users know on the same trials ([`peers`](super::peers)): each at its
     /// defaults, then at the gate's A/A rate with its second-boot budget.
@@ -296,7 +296,7 @@ pub struct EvalReport {
     pub cells: usize,
     pub history: usize,
     pub confirm: bool,
-    pub rule: DecisionRule,
+    pub(crate) rule: DecisionRule,
     pub conditions: Vec<ConditionOutcome>,
     pub targets: Vec<TargetCheck>,
 }

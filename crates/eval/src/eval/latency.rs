@@ -21,19 +21,19 @@ use super::gate::{CellDraw, cell_levels, synthetic_cell, template, wilson};
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LatencyRunner {
     /// SD of the log boot factor of throughput.
-    pub run_cv: f64,
+    pub(crate) run_cv: f64,
     /// SD of the log cell term of throughput.
-    pub cell_cv: f64,
+    pub(crate) cell_cv: f64,
     /// SD of the log boot factor every latency of a boot shares (besides throughput's).
-    pub latency_run_cv: f64,
+    pub(crate) latency_run_cv: f64,
     /// SD of the log cell term of each latency.
-    pub latency_cell_cv: f64,
+    pub(crate) latency_cell_cv: f64,
     /// The busy host: one of the candidate's two boots (either, at random) has every latency
     /// higher by a uniform share in `[0, busy_max]`, throughput unchanged.
     pub busy_max: f64,
     /// First tokens per stream of a cell (a cell of concurrency C sees `C × this` TTFTs; a p90
     /// needs 29, so the small cells' TTFT p90 is not gated).
-    pub ttfts_per_stream: u64,
+    pub(crate) ttfts_per_stream: u64,
 }
 
 impl LatencyRunner {

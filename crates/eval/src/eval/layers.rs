@@ -126,7 +126,7 @@ fn regressed_parts(report: &ComparisonReport) -> Vec<Part> {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LayerOutcome {
     pub condition: String,
-    pub plant: LayerPlant,
+    pub(crate) plant: LayerPlant,
     pub name: String,
     /// Gates that said `regression`.
     pub regression_rate: f64,

@@ -204,8 +204,8 @@ impl Family {
 /// two boots' scores (the same unit crosses again).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Look {
-    pub first: f64,
-    pub confirmed: f64,
+    pub(crate) first: f64,
+    pub(crate) confirmed: f64,
 }
 
 impl Look {
@@ -256,7 +256,7 @@ pub struct PeerRate {
     pub name: String,
     pub alarm_rate: f64,
     pub wilson_low: f64,
-    pub wilson_high: f64,
+    pub(crate) wilson_high: f64,
     pub mean_boots: f64,
 }
 
@@ -264,8 +264,8 @@ pub struct PeerRate {
 /// the gates that booted twice.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct GateBudget {
-    pub alarms: usize,
-    pub second_boots: Option<usize>,
+    pub(crate) alarms: usize,
+    pub(crate) second_boots: Option<usize>,
 }
 
 /// The thresholds at which a rule's A/A looks spend `gate`'s budget: the first look alarms in as

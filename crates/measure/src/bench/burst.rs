@@ -24,13 +24,13 @@ use infergate_schema::results::{BurstRecord, BurstSettings};
 
 /// Everything the burst needs.
 pub(crate) struct BurstPlan<'a> {
-    pub client: &'a EngineClient,
-    pub model: &'a str,
+    pub(crate) client: &'a EngineClient,
+    pub(crate) model: &'a str,
     /// The calibrated prompt size (each request sends a unique prompt of this size).
-    pub prompt: &'a ContextPrompt,
-    pub settings: &'a BurstSettings,
+    pub(crate) prompt: &'a ContextPrompt,
+    pub(crate) settings: &'a BurstSettings,
     /// No first token (or no next chunk) within this: the request failed.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// When each request is sent, seconds after the burst starts: exponential gaps at the mean
@@ -69,12 +69,12 @@ pub(crate) enum Outcome {
 /// A completed request's figures, seconds from its send.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Completed {
-    pub ttft_s: f64,
-    pub e2el_s: f64,
-    pub output_tokens: u64,
-    pub prompt_tokens: Option<u64>,
+    pub(crate) ttft_s: f64,
+    pub(crate) e2el_s: f64,
+    pub(crate) output_tokens: u64,
+    pub(crate) prompt_tokens: Option<u64>,
     /// Gaps between successive chunks that carried tokens.
-    pub itl_s: Vec<f64>,
+    pub(crate) itl_s: Vec<f64>,
 }
 
 /// What one request's stream said so far: fed each SSE payload with its arrival time.

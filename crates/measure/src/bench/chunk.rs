@@ -18,15 +18,15 @@ use super::client::{RequestFailure, excerpt};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ChunkInfo {
     /// The chunk carries generated text (completions `text` or chat `delta.content`).
-    pub has_text: bool,
+    pub(crate) has_text: bool,
     /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
-    pub completion_tokens: Option<u64>,
+    pub(crate) completion_tokens: Option<u64>,
     /// `usage.prompt_tokens`, when present.
-    pub prompt_tokens: Option<u64>,
+    pub(crate) prompt_tokens: Option<u64>,
     /// The first `finish_reason` of the chunk's choices, when one has one.
-    pub finish: Option<Finish>,
+    pub(crate) finish: Option<Finish>,
     /// Chunk carries choices (a usage-only chunk has none).
-    pub has_choices: bool,
+    pub(crate) has_choices: bool,
 }
 
 /// A `finish_reason`, as far as the accounting cares: `length` and `stop` end a request as

@@ -43,10 +43,10 @@ pub(crate) struct EngineClient {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConnectionPolicy {
     /// Idle pooled connections are dropped after this long; `None` keeps them forever.
-    pub pool_idle_timeout: Option<Duration>,
+    pub(crate) pool_idle_timeout: Option<Duration>,
     /// A request that failed before any response arrived (on a connection the engine had just
     /// closed) is sent once more on a fresh connection.
-    pub retry_unanswered: bool,
+    pub(crate) retry_unanswered: bool,
 }
 
 /// The shortest idle keep-alive time-out of the engines infergate knows (llama.cpp, vLLM,
@@ -72,9 +72,9 @@ impl Default for ConnectionPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestFailure {
     /// e.g. `HTTP 500 Internal Server Error`, `connection refused`, `malformed SSE`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Extra detail (a body excerpt, the error text).
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl RequestFailure {

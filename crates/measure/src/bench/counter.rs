@@ -17,23 +17,23 @@ use infergate_schema::results::EngineCounterWindow;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct CounterReading {
     /// When the reading holds (the in-flight read, where there is one).
-    pub at: Instant,
+    pub(crate) at: Instant,
     /// The engine's counter.
-    pub counter: f64,
+    pub(crate) counter: f64,
     /// Tokens of requests still running, not yet in `counter` (llama.cpp `/slots`).
-    pub in_flight: Option<f64>,
+    pub(crate) in_flight: Option<f64>,
     /// How far `at` may be off, seconds: half the time the reading took (the engine read its
     /// counter somewhere in it). Cross-checks allow the tokens made in it.
-    pub uncertainty_s: f64,
+    pub(crate) uncertainty_s: f64,
 }
 
 /// What was read at one edge of a window.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EdgeReading {
     /// The engine's state (also the spec-decode counters), when `/metrics` answered.
-    pub state: Option<(Instant, EngineState)>,
+    pub(crate) state: Option<(Instant, EngineState)>,
     /// The generation counter, when the engine has one.
-    pub counter: Option<CounterReading>,
+    pub(crate) counter: Option<CounterReading>,
 }
 
 /// Tries for a `/slots` reading that no request end falls into.

@@ -28,16 +28,16 @@ use super::metrics::{MetricsDialect, parse_prometheus};
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Identified {
     /// The Prometheus dialect, when the engine serves one.
-    pub metrics: Option<MetricsDialect>,
+    pub(crate) metrics: Option<MetricsDialect>,
     /// The engine family for the profile key, when recognised (with or without metrics).
-    pub family: Option<&'static str>,
+    pub(crate) family: Option<&'static str>,
     /// What `engine.metrics_flavor` records: the dialect's name, `sglang-metrics-disabled`,
     /// `trtllm-iteration-stats` or `none`.
-    pub flavor: &'static str,
+    pub(crate) flavor: &'static str,
     /// How the engine is named in the start-up notes.
-    pub label: &'static str,
+    pub(crate) label: &'static str,
     /// Said at start-up when the engine's counters cannot be read.
-    pub warning: Option<String>,
+    pub(crate) warning: Option<String>,
 }
 
 impl Identified {

@@ -18,11 +18,11 @@ pub use infergate_schema::results::CounterMoves;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Sample {
     /// Metric name including any `_total`/`_bucket` suffix (e.g. `vllm:num_requests_running`).
-    pub name: String,
+    pub(crate) name: String,
     /// Label pairs in file order.
-    pub labels: Vec<(String, String)>,
+    pub(crate) labels: Vec<(String, String)>,
     /// The value (`NaN`, `+Inf`, `-Inf` are parsed as such).
-    pub value: f64,
+    pub(crate) value: f64,
 }
 
 impl Sample {
@@ -38,7 +38,7 @@ impl Sample {
 /// A parsed `/metrics` page.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct MetricsPage {
-    pub samples: Vec<Sample>,
+    pub(crate) samples: Vec<Sample>,
 }
 
 /// Parses the Prometheus text exposition format, skipping comments and lines it cannot read
@@ -180,39 +180,39 @@ pub(crate) enum MetricsDialect {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct EngineState {
     /// Requests being decoded (or prefilled) now.
-    pub running: Option<f64>,
+    pub(crate) running: Option<f64>,
     /// Requests queued, not admitted.
-    pub waiting: Option<f64>,
+    pub(crate) waiting: Option<f64>,
     /// Cumulative generated tokens (counter).
-    pub generated_tokens: Option<f64>,
+    pub(crate) generated_tokens: Option<f64>,
     /// KV cache use, 0..1.
-    pub kv_usage: Option<f64>,
+    pub(crate) kv_usage: Option<f64>,
     /// Speculative decoding counters (cumulative), when reported.
-    pub spec: Option<SpecCounters>,
+    pub(crate) spec: Option<SpecCounters>,
     /// Mean accepted length reported directly by the engine (SGLang gauge).
-    pub spec_accept_length_gauge: Option<f64>,
+    pub(crate) spec_accept_length_gauge: Option<f64>,
     /// Cumulative requests preempted (vLLM) or retracted (SGLang), when the engine counts them
     /// (see [`MetricsDialect::preemption_counter`]).
-    pub preemptions: Option<f64>,
+    pub(crate) preemptions: Option<f64>,
     /// Cumulative prompt tokens (see [`MetricsDialect::prompt_counter`]).
-    pub prompt_tokens: Option<f64>,
+    pub(crate) prompt_tokens: Option<f64>,
     /// Cumulative prefill seconds (see [`MetricsDialect::prefill_time_counter`]).
-    pub prefill_seconds: Option<f64>,
+    pub(crate) prefill_seconds: Option<f64>,
 }
 
 /// Cumulative speculative-decoding counters.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct SpecCounters {
     /// Verification steps; 0 where the engine does not count them (TensorRT-LLM).
-    pub drafts: f64,
-    pub draft_tokens: f64,
-    pub accepted_tokens: f64,
+    pub(crate) drafts: f64,
+    pub(crate) draft_tokens: f64,
+    pub(crate) accepted_tokens: f64,
     /// Accepted tokens per draft position (position 0 first).
-    pub accepted_per_pos: Vec<f64>,
+    pub(crate) accepted_per_pos: Vec<f64>,
     /// The counters move only when a request ends (llama.cpp adds a slot's draft figures in
     /// `server_metrics::on_prediction`): a window's difference covers the requests that
     /// finished in it, so only ratios of the differences mean anything.
-    pub per_request: bool,
+    pub(crate) per_request: bool,
 }
 
 impl MetricsDialect {

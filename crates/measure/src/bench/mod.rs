@@ -63,7 +63,7 @@ pub struct BenchOptions {
     /// The cells and per-cell timing.
     pub matrix: MatrixSpec,
     /// Hardware identity, part of the profile key.
-    pub hardware: HardwareFingerprint,
+    pub(crate) hardware: HardwareFingerprint,
     /// Overrides the engine family detected from `/version` and `/metrics`.
     pub engine_name: Option<String>,
     /// GPU telemetry sampled around each cell's steady-state window.

@@ -23,17 +23,17 @@ use infergate_schema::results::{
 
 /// Everything one context's prefill samples need.
 pub(crate) struct PrefillPlan<'a> {
-    pub client: &'a EngineClient,
-    pub dialect: Option<MetricsDialect>,
-    pub model: &'a str,
-    pub prompt: &'a ContextPrompt,
-    pub settings: PrefillSettings,
+    pub(crate) client: &'a EngineClient,
+    pub(crate) dialect: Option<MetricsDialect>,
+    pub(crate) model: &'a str,
+    pub(crate) prompt: &'a ContextPrompt,
+    pub(crate) settings: PrefillSettings,
     /// Whether the warm-up prompt can be cold (see [`PrefillSample::cold`]).
-    pub warmup_cold: bool,
+    pub(crate) warmup_cold: bool,
     /// Per-request time-out.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Relative disagreement allowed with the engine's counters.
-    pub tolerance: f64,
+    pub(crate) tolerance: f64,
 }
 
 /// A prompt of `p`'s size that opens with `nonce`: every block of it is new to a prefix cache.

@@ -131,15 +131,15 @@ pub(crate) const MINIMAL_PROMPT: &str = "Hello";
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ContextPrompt {
     /// Target context in tokens.
-    pub context_tokens: u64,
+    pub(crate) context_tokens: u64,
     /// Characters of the shared prefix.
-    pub prefix_chars: usize,
+    pub(crate) prefix_chars: usize,
     /// Characters of each stream's unique tail.
-    pub tail_chars: usize,
+    pub(crate) tail_chars: usize,
     /// Tokens the server counted for stream 0's prompt at the final calibration step.
-    pub measured_tokens: u64,
+    pub(crate) measured_tokens: u64,
     /// Probes the calibration needed.
-    pub probes: u32,
+    pub(crate) probes: u32,
 }
 
 impl ContextPrompt {
@@ -168,9 +168,9 @@ impl ContextPrompt {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Density {
     /// Characters per token of the synthetic text.
-    pub chars_per_token: f64,
+    pub(crate) chars_per_token: f64,
     /// Tokens the server adds to any prompt (BOS and the like).
-    pub overhead_tokens: f64,
+    pub(crate) overhead_tokens: f64,
 }
 
 fn split(chars: usize, unique_percent: f64) -> (usize, usize) {

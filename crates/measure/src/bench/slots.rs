@@ -18,11 +18,11 @@ use super::client::EngineClient;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct SlotsSnapshot {
     /// Sum of `n_decoded` over the slots that are processing a request.
-    pub in_flight_tokens: f64,
+    pub(crate) in_flight_tokens: f64,
     /// Slots processing a request.
-    pub processing: u32,
+    pub(crate) processing: u32,
     /// All slots listed.
-    pub slots: u32,
+    pub(crate) slots: u32,
 }
 
 #[derive(Deserialize)]

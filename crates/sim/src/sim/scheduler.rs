@@ -62,24 +62,24 @@ impl FinishReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StepEvent {
     /// Tokens emitted in this step (≥ 1).
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// Set on the sequence's last step.
-    pub finish: Option<FinishReason>,
+    pub(crate) finish: Option<FinishReason>,
 }
 
 /// A request handed to the engine.
 #[derive(Debug)]
 pub(crate) struct EngineRequest {
     /// Prompt length in tokens.
-    pub prompt_tokens: u64,
+    pub(crate) prompt_tokens: u64,
     /// Requested `max_tokens` (the KV reservation is sized for it).
-    pub max_tokens: u64,
+    pub(crate) max_tokens: u64,
     /// Tokens after which the sequence stops with EOS (`>= max_tokens`: runs to the limit).
-    pub stop_at: u64,
+    pub(crate) stop_at: u64,
     /// Chained hashes of the prompt's full 16-token blocks (prefix cache lookup; may be empty).
-    pub prefix_blocks: Vec<u64>,
+    pub(crate) prefix_blocks: Vec<u64>,
     /// Where the sequence's steps are sent; dropping the receiver aborts the sequence.
-    pub events: mpsc::Sender<StepEvent>,
+    pub(crate) events: mpsc::Sender<StepEvent>,
 }
 
 /// Handle the HTTP layer submits requests through.
@@ -104,30 +104,30 @@ impl EngineHandle {
 #[derive(Debug)]
 pub(crate) struct EngineConfig {
     /// Step and prefill costs, KV budget, draft acceptance and chunking.
-    pub model: SpeedModel,
+    pub(crate) model: SpeedModel,
     /// Per-step jitter.
-    pub jitter: Jitter,
+    pub(crate) jitter: Jitter,
     /// Seed of jitter and draft acceptance draws.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Automatic prefix caching, when on.
-    pub prefix_cache: Option<PrefixCache>,
+    pub(crate) prefix_cache: Option<PrefixCache>,
     /// The `preempt` fault: the KV tokens running sequences really have (their prompt plus
     /// what they generated); beyond it the newest is preempted. `None`: no preemption (the
     /// admission reservation always holds).
-    pub preempt_budget: Option<u64>,
+    pub(crate) preempt_budget: Option<u64>,
     /// The `stall-every` fault: after every `.0` steps the engine pauses `.1` wall seconds.
-    pub stall_every: Option<(u64, f64)>,
+    pub(crate) stall_every: Option<(u64, f64)>,
     /// At most this many sequences run at once (llama-cpp-python: 1); the rest queue.
-    pub max_running: Option<usize>,
+    pub(crate) max_running: Option<usize>,
     /// The `chunked-prefill` fault: a request admitted while others decode prefills at most
     /// this many tokens per step.
-    pub chunked_prefill: Option<u64>,
+    pub(crate) chunked_prefill: Option<u64>,
     /// The `itl-tail` fault: `(every, factor)`, one gap of `factor` steps after every
     /// `every` tokens of a stream.
-    pub itl_tail: Option<(u64, u64)>,
+    pub(crate) itl_tail: Option<(u64, u64)>,
     /// The `admit-delay` fault: a request arriving while others decode waits this long
     /// (wall time) before it is admitted.
-    pub admit_delay: Option<Duration>,
+    pub(crate) admit_delay: Option<Duration>,
 }
 
 struct Queued {

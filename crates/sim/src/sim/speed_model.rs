@@ -13,40 +13,40 @@ use super::profile::{CellCalibration, SimProfile};
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SpeedModel {
     /// Fixed step cost, ms.
-    pub base_ms: f64,
+    pub(crate) base_ms: f64,
     /// Step cost per running sequence, ms.
-    pub per_seq_ms: f64,
+    pub(crate) per_seq_ms: f64,
     /// Step cost per resident KV token, µs.
-    pub per_kv_token_us: f64,
+    pub(crate) per_kv_token_us: f64,
     /// Prefill speed, prompt tokens per engine second (0 = instantaneous).
-    pub prefill_tps: f64,
+    pub(crate) prefill_tps: f64,
     /// Prefill time is multiplied by this (the `prefill-slowdown` fault; 1 = as profiled).
-    pub prefill_factor: f64,
+    pub(crate) prefill_factor: f64,
     /// Injected regression: multiplies every engine time.
-    pub slowdown: f64,
+    pub(crate) slowdown: f64,
     /// Per-process speed factor (boot noise), multiplies every engine time.
-    pub boot_factor: f64,
+    pub(crate) boot_factor: f64,
     /// Engine times are divided by this (simulate long matrices quickly).
-    pub time_scale: f64,
+    pub(crate) time_scale: f64,
     /// KV budget in tokens.
-    pub kv_budget_tokens: u64,
+    pub(crate) kv_budget_tokens: u64,
     /// KV tokens reserved per prompt/output token.
-    pub kv_cost_per_token: f64,
+    pub(crate) kv_cost_per_token: f64,
     /// Per-position draft acceptance of the profile (empty = no speculative decoding).
-    pub draft_acceptance: Vec<f64>,
+    pub(crate) draft_acceptance: Vec<f64>,
     /// Per-cell calibration (empty = the step coefficients alone).
-    pub cells: Vec<CellCalibration>,
+    pub(crate) cells: Vec<CellCalibration>,
 }
 
 /// What one engine step of the current batch looks like.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct StepShape {
     /// Wall seconds of the decode step, before jitter (scaled like [`SpeedModel::step_time`]).
-    pub step_time: f64,
+    pub(crate) step_time: f64,
     /// Per-position draft acceptance probabilities (empty without speculative decoding).
-    pub acceptance: Vec<f64>,
+    pub(crate) acceptance: Vec<f64>,
     /// Mean engine steps per streamed chunk (>= 1).
-    pub steps_per_chunk: f64,
+    pub(crate) steps_per_chunk: f64,
 }
 
 /// Expected tokens one step emits with these per-position acceptance probabilities:
@@ -107,11 +107,11 @@ impl ChunkClock {
 #[cfg(test)]
 pub(crate) struct CellFigures {
     /// Aggregate output tokens per engine second.
-    pub tokens_per_s: f64,
+    pub(crate) tokens_per_s: f64,
     /// Output tokens per streamed chunk.
-    pub tokens_per_chunk: f64,
+    pub(crate) tokens_per_chunk: f64,
     /// Accepted / drafted tokens (0 without speculative decoding).
-    pub acceptance: f64,
+    pub(crate) acceptance: f64,
 }
 
 impl SpeedModel {
@@ -359,11 +359,11 @@ impl Jitter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SpecStep {
     /// Tokens emitted this step (1 + accepted, capped by what the request still wants).
-    pub emitted: u64,
+    pub(crate) emitted: u64,
     /// Draft tokens proposed (the number of draft positions).
-    pub drafted: u64,
+    pub(crate) drafted: u64,
     /// Accepted draft tokens that were emitted.
-    pub accepted: u64,
+    pub(crate) accepted: u64,
 }
 
 /// Spec-decode accounting for one step: `uniform[i]` decides position `i` (accepted when

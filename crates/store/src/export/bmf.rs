@@ -18,10 +18,10 @@ pub struct BmfMetric {
     pub value: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Lower bound: the smallest sub-window sample, when there are two or more.
-    pub lower_value: Option<f64>,
+    pub(crate) lower_value: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Upper bound: the largest sub-window sample, when there are two or more.
-    pub upper_value: Option<f64>,
+    pub(crate) upper_value: Option<f64>,
 }
 
 /// A BMF document: benchmark name → measure name → metric.

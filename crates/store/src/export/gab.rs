@@ -36,13 +36,13 @@ pub struct GabEntry {
     /// Unit shown on the chart (`tok/s`, `ms`, ...).
     pub unit: String,
     /// The figure.
-    pub value: f64,
+    pub(crate) value: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Standard deviation of the sub-window samples (`± …`), aggregate tok/s with two or more.
-    pub range: Option<String>,
+    pub(crate) range: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Tooltip lines: run id, profile and cell status.
-    pub extra: Option<String>,
+    pub(crate) extra: Option<String>,
 }
 
 /// The entries of a run for one tool, in cell order.

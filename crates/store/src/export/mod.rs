@@ -48,9 +48,9 @@ pub struct Figure<'a> {
     /// The cell the figure belongs to.
     pub cell: &'a CellResult,
     /// Which metric it is.
-    pub metric: Metric,
+    pub(crate) metric: Metric,
     /// Its value, in the results' own units.
-    pub value: f64,
+    pub(crate) value: f64,
 }
 
 /// Every figure of a run: cells that measured a window (`ok`, `capacity_limited`,

@@ -299,21 +299,21 @@ pub(crate) fn percentile_group(
 /// builds the rest the same way for both.
 pub(crate) struct ImportedRun<'a> {
     /// Tool and version for the provenance (`guidellm 0.8.1`).
-    pub tool: String,
+    pub(crate) tool: String,
     /// Short tag in the run id (`vllm`, `guidellm`).
-    pub tag: &'static str,
-    pub file: &'a str,
+    pub(crate) tag: &'static str,
+    pub(crate) file: &'a str,
     /// The file's text: its digest makes the run id stable across imports.
-    pub text: &'a str,
-    pub engine: String,
-    pub model: String,
-    pub url: String,
-    pub started: DateTime<Utc>,
-    pub finished: DateTime<Utc>,
-    pub cells: Vec<CellResult>,
+    pub(crate) text: &'a str,
+    pub(crate) engine: String,
+    pub(crate) model: String,
+    pub(crate) url: String,
+    pub(crate) started: DateTime<Utc>,
+    pub(crate) finished: DateTime<Utc>,
+    pub(crate) cells: Vec<CellResult>,
     /// What could not be mapped, one note each.
-    pub unmapped: Vec<String>,
-    pub labels: BTreeMap<String, String>,
+    pub(crate) unmapped: Vec<String>,
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
 /// The matrix of an imported run: its cells' coordinates; no max_tokens and no sub-windows (the

@@ -39,44 +39,44 @@ use infergate_schema::results::{
 /// (`p99_ttft_ms`, ...) and `--metadata` keys are read from `rest`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct VllmResult {
-    pub date: String,
+    pub(crate) date: String,
     #[serde(default)]
-    pub backend: Option<String>,
+    pub(crate) backend: Option<String>,
     #[serde(default)]
-    pub label: Option<String>,
-    pub model_id: String,
+    pub(crate) label: Option<String>,
+    pub(crate) model_id: String,
     #[serde(default)]
-    pub num_prompts: Option<u64>,
+    pub(crate) num_prompts: Option<u64>,
     #[serde(default)]
-    pub request_rate: Option<Value>,
+    pub(crate) request_rate: Option<Value>,
     #[serde(default)]
-    pub burstiness: Option<f64>,
+    pub(crate) burstiness: Option<f64>,
     #[serde(default)]
-    pub max_concurrency: Option<u32>,
+    pub(crate) max_concurrency: Option<u32>,
     #[serde(default)]
-    pub ramp_up_strategy: Option<String>,
-    pub duration: f64,
-    pub completed: u64,
+    pub(crate) ramp_up_strategy: Option<String>,
+    pub(crate) duration: f64,
+    pub(crate) completed: u64,
     #[serde(default)]
-    pub failed: Option<u64>,
-    pub total_input_tokens: u64,
-    pub total_output_tokens: u64,
-    pub output_throughput: f64,
+    pub(crate) failed: Option<u64>,
+    pub(crate) total_input_tokens: u64,
+    pub(crate) total_output_tokens: u64,
+    pub(crate) output_throughput: f64,
     #[serde(default)]
-    pub spec_decode_acceptance_rate: Option<f64>,
+    pub(crate) spec_decode_acceptance_rate: Option<f64>,
     #[serde(default)]
-    pub spec_decode_acceptance_length: Option<f64>,
+    pub(crate) spec_decode_acceptance_length: Option<f64>,
     #[serde(default)]
-    pub spec_decode_num_drafts: Option<u64>,
+    pub(crate) spec_decode_num_drafts: Option<u64>,
     #[serde(default)]
-    pub spec_decode_draft_tokens: Option<u64>,
+    pub(crate) spec_decode_draft_tokens: Option<u64>,
     #[serde(default)]
-    pub spec_decode_accepted_tokens: Option<u64>,
+    pub(crate) spec_decode_accepted_tokens: Option<u64>,
     #[serde(default)]
-    pub spec_decode_per_position_acceptance_rates: Vec<f64>,
+    pub(crate) spec_decode_per_position_acceptance_rates: Vec<f64>,
     /// Every other key: `mean_ttft_ms`, `p99_itl_ms`, `--metadata` pairs, raw lists.
     #[serde(flatten)]
-    pub rest: BTreeMap<String, Value>,
+    pub(crate) rest: BTreeMap<String, Value>,
 }
 
 /// Whether a parsed JSON document looks like a `--save-result` document.

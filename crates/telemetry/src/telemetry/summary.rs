@@ -9,27 +9,27 @@ use infergate_schema::results::{CellTelemetry, TelemetrySummary};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct GpuSample {
     /// Seconds since the window opened.
-    pub t_s: f64,
+    pub(crate) t_s: f64,
     /// Mean GPU utilisation across devices, percent.
-    pub gpu_util: Option<f64>,
+    pub(crate) gpu_util: Option<f64>,
     /// Mean memory-controller utilisation across devices, percent.
-    pub mem_util: Option<f64>,
+    pub(crate) mem_util: Option<f64>,
     /// Total board power across devices, watts.
-    pub power_w: Option<f64>,
+    pub(crate) power_w: Option<f64>,
     /// Hottest device, °C.
-    pub temperature_c: Option<f64>,
+    pub(crate) temperature_c: Option<f64>,
     /// Mean SM clock, MHz.
-    pub sm_clock_mhz: Option<f64>,
+    pub(crate) sm_clock_mhz: Option<f64>,
     /// Mean memory clock, MHz.
-    pub mem_clock_mhz: Option<f64>,
+    pub(crate) mem_clock_mhz: Option<f64>,
     /// VRAM used across devices, MiB.
-    pub vram_used_mib: Option<f64>,
+    pub(crate) vram_used_mib: Option<f64>,
     /// PCIe receive / transmit across devices, KiB/s.
-    pub pcie_rx_kib_s: Option<f64>,
+    pub(crate) pcie_rx_kib_s: Option<f64>,
     /// PCIe transmit across devices, KiB/s.
-    pub pcie_tx_kib_s: Option<f64>,
+    pub(crate) pcie_tx_kib_s: Option<f64>,
     /// Throttle reasons active at this instant (`sw_power_cap`, ...), idle excluded.
-    pub throttle_reasons: Vec<String>,
+    pub(crate) throttle_reasons: Vec<String>,
 }
 
 /// Collects one window's samples and energy counter readings.
@@ -38,7 +38,7 @@ pub(crate) struct WindowAccumulator {
     samples: Vec<GpuSample>,
     /// Energy from the hardware counter over the window (sum across devices), joules, when
     /// every device supports it.
-    pub counter_energy_j: Option<f64>,
+    pub(crate) counter_energy_j: Option<f64>,
 }
 
 fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {

@@ -360,13 +360,13 @@ pub(crate) const PREFILL_TIME_SLACK_PER_SAMPLE_S: f64 = 0.02;
 /// What the client saw over the cold prefill samples.
 pub(crate) struct PrefillEvidence {
     /// Samples taken between the counter readings.
-    pub samples: usize,
+    pub(crate) samples: usize,
     /// Their prompt tokens, as the engine's usage reported them.
-    pub prompt_tokens: f64,
+    pub(crate) prompt_tokens: f64,
     /// Their summed TTFT, seconds.
-    pub ttft_s: f64,
+    pub(crate) ttft_s: f64,
     /// Relative disagreement allowed.
-    pub tolerance: f64,
+    pub(crate) tolerance: f64,
 }
 
 /// Holds the cold samples against the engine's prefill counter deltas (`None`: no counter

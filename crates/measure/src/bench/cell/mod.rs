@@ -44,24 +44,24 @@ use window::{WindowLoad, poll_until};
 /// Everything one cell needs to know.
 #[derive(Clone)]
 pub(crate) struct CellSpec {
-    pub concurrency: u32,
-    pub context_tokens: u64,
-    pub prompt: ContextPrompt,
-    pub model: String,
+    pub(crate) concurrency: u32,
+    pub(crate) context_tokens: u64,
+    pub(crate) prompt: ContextPrompt,
+    pub(crate) model: String,
     /// The matrix's timing, clamped to workable values; `ready_timeout_s` is already scaled
     /// for the context length.
-    pub timing: CellTiming,
+    pub(crate) timing: CellTiming,
     /// How often `/metrics` is polled during the window, seconds.
-    pub metrics_poll_s: f64,
+    pub(crate) metrics_poll_s: f64,
 }
 
 /// One sustained-decode cell run against an engine.
 pub(crate) struct SustainedDecodeCell<'a> {
-    pub spec: CellSpec,
-    pub client: &'a EngineClient,
-    pub dialect: Option<MetricsDialect>,
-    pub sampler: Option<Arc<dyn WindowSampler>>,
-    pub events: EventLog,
+    pub(crate) spec: CellSpec,
+    pub(crate) client: &'a EngineClient,
+    pub(crate) dialect: Option<MetricsDialect>,
+    pub(crate) sampler: Option<Arc<dyn WindowSampler>>,
+    pub(crate) events: EventLog,
 }
 
 pub(super) fn fmt_n(v: f64) -> String {
