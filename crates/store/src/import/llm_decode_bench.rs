@@ -211,13 +211,7 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
     let events = events_from(&seed.event_log, finished);
     let started_at = events.first().map(|e| e.at).unwrap_or(finished);
 
-    use sha2::{Digest, Sha256};
-    let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    let run_id = format!(
-        "{}-lldb-{}",
-        finished.format("%Y%m%dT%H%M%SZ"),
-        &digest[..8]
-    );
+    let run_id = super::stable_run_id(finished, "lldb", text);
     let telemetry = summary_from(seed.hardware_run_summary.as_ref(), &seed.event_log);
 
     let mut run = RunResults {
