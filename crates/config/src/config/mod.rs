@@ -14,7 +14,7 @@ mod build;
 mod locate;
 pub use locate::plain_type_names;
 mod raw;
-pub mod values;
+pub(crate) mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -395,7 +395,7 @@ impl EngineLaunch {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 

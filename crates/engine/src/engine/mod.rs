@@ -30,9 +30,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub mod isolate;
-pub mod launch;
-pub mod preflight;
-pub mod reach;
+pub(crate) mod launch;
+pub(crate) mod preflight;
+pub(crate) mod reach;
 pub mod seam;
 pub mod supervisor;
 

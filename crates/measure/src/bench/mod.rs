@@ -5,18 +5,18 @@
 //! caller (adaptive re-measurement) can measure one cell again. Measurement never prints:
 //! progress goes out as [`infergate_schema::results::Event`]s through an [`EventSink`].
 
-pub mod burst;
-pub mod cell;
-pub mod chunk;
+pub(crate) mod burst;
+pub(crate) mod cell;
+pub(crate) mod chunk;
 pub mod client;
-pub mod counter;
+pub(crate) mod counter;
 pub mod identify;
 pub mod liveness;
-pub mod metrics;
-pub mod prefill;
-pub mod prompt;
-pub mod slots;
-pub mod stats;
+pub(crate) mod metrics;
+pub(crate) mod prefill;
+pub(crate) mod prompt;
+pub(crate) mod slots;
+pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,15 +4,15 @@
 //!
 //! See `docs/simulated-engine.md` for the speed model, the profiles and the fault modes.
 
-pub mod faults;
-pub mod metrics;
-pub mod openai;
-pub mod prefix_cache;
-pub mod profile;
-pub mod scheduler;
-pub mod server;
-pub mod speed_model;
-pub mod tokenizer;
+pub(crate) mod faults;
+pub(crate) mod metrics;
+pub(crate) mod openai;
+pub(crate) mod prefix_cache;
+pub(crate) mod profile;
+pub(crate) mod scheduler;
+pub(crate) mod server;
+pub(crate) mod speed_model;
+pub(crate) mod tokenizer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -25,7 +25,7 @@
 //! already in the group, and loading counts duplicates once. Every path part goes through
 //! [`path_safe`](infergate_schema::results::path_safe) and the final path is checked to lie under the root.
 
-pub mod accepted;
+pub(crate) mod accepted;
 pub mod history;
 
 use std::path::{Path, PathBuf};

@@ -5,9 +5,9 @@
 //! fixed without reading this code. What an importer could not map is listed in the run's
 //! `import_unmapped` event (see `docs/interop.md`).
 
-pub mod guidellm;
-pub mod llm_decode_bench;
-pub mod vllm_bench_serve;
+pub(crate) mod guidellm;
+pub(crate) mod llm_decode_bench;
+pub(crate) mod vllm_bench_serve;
 
 use std::collections::BTreeMap;
 use std::path::Path;

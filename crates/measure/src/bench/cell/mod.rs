@@ -9,7 +9,7 @@
 
 mod accounting;
 mod admission;
-pub mod crosscheck;
+pub(crate) mod crosscheck;
 mod cut;
 mod spec_decode;
 mod stream;
