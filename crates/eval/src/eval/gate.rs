@@ -24,9 +24,7 @@ use infergate_schema::verdict::{CellVerdict, GateVerdict};
 use super::peers::{Family, Look};
 use infergate_model::stats::{DecisionRule, StatsError};
 use infergate_model::synthetic::CONCURRENCY;
-pub use infergate_model::synthetic::{CellDraw, cell_levels, synthetic_cell, template};
-#[cfg(test)]
-pub use infergate_model::synthetic::{noisy_history, synthetic_run};
+pub(crate) use infergate_model::synthetic::{CellDraw, cell_levels, synthetic_cell, template};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::client::EngineClient;
 
-pub use infergate_schema::results::CounterMoves;
+pub(crate) use infergate_schema::results::CounterMoves;
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug, Clone, PartialEq)]
