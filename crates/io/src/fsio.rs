@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// The most bytes infergate reads from one input file (256 MiB): a results file of the largest
 /// matrix with every sample is a few MiB.
-pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_INPUT_BYTES: u64 = 256 << 20;
 
 /// The text of the input file `path`, read through [`read_bounded`] with [`MAX_INPUT_BYTES`].
 /// The errors are `std::io::Error`s whose text says what is wrong and what to pass instead;

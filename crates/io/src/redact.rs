@@ -11,11 +11,11 @@
 use std::sync::{Arc, LazyLock, RwLock};
 
 /// What a secret is replaced with.
-pub const MASK: &str = "[REDACTED]";
+pub(crate) const MASK: &str = "[REDACTED]";
 
 /// Values shorter than this are not treated as secrets: masking `1` or `auto` everywhere would
 /// destroy the output and protect nothing.
-pub const MIN_SECRET_LEN: usize = 6;
+pub(crate) const MIN_SECRET_LEN: usize = 6;
 
 /// Replaces known secret values with [`MASK`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct Redactor {
 
 impl Redactor {
     /// A redactor for `values` (short and empty ones ignored).
-    pub fn new(values: impl IntoIterator<Item = String>) -> Redactor {
+    pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Redactor {
         let mut r = Redactor::default();
         r.extend(values);
         r
@@ -34,7 +34,7 @@ impl Redactor {
 
     /// The secrets of an environment: every variable whose name says it holds a credential
     /// ([`is_secret_name`]).
-    pub fn from_env_vars(vars: impl IntoIterator<Item = (String, String)>) -> Redactor {
+    pub(crate) fn from_env_vars(vars: impl IntoIterator<Item = (String, String)>) -> Redactor {
         Redactor::new(
             vars.into_iter()
                 .filter(|(k, _)| is_secret_name(k))
@@ -43,7 +43,7 @@ impl Redactor {
     }
 
     /// Adds more secrets.
-    pub fn extend(&mut self, values: impl IntoIterator<Item = String>) {
+    pub(crate) fn extend(&mut self, values: impl IntoIterator<Item = String>) {
         for v in values {
             let v = v.trim().to_string();
             if v.chars().count() >= MIN_SECRET_LEN && !self.secrets.contains(&v) {
@@ -71,7 +71,7 @@ impl Redactor {
     }
 
     /// Redacts every string inside a JSON value (keys included), in place.
-    pub fn redact_json(&self, value: &mut serde_json::Value) {
+    pub(crate) fn redact_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         match value {
             Value::String(s) => {
@@ -114,7 +114,7 @@ impl Redactor {
 }
 
 /// Name parts that say a variable holds a credential, anywhere in the (upper-cased) name.
-pub const SECRET_NAME_PARTS: &[&str] = &[
+pub(crate) const SECRET_NAME_PARTS: &[&str] = &[
     "TOKEN",
     "SECRET",
     "PASSWORD",
@@ -156,7 +156,7 @@ pub fn is_secret_name(name: &str) -> bool {
 /// Whether a command-line flag's value is a secret: `--api-key`, `--hf-token`, `--token`,
 /// `*-key`, `*token*`, `*secret*`, `*password*` (case-insensitive, `_` same as `-`), or a flag
 /// the config lists in `[engine] secret_args`.
-pub fn is_secret_flag(flag: &str, extra: &[String]) -> bool {
+pub(crate) fn is_secret_flag(flag: &str, extra: &[String]) -> bool {
     let norm = |s: &str| {
         s.trim_start_matches('-')
             .to_ascii_lowercase()

@@ -33,7 +33,7 @@ const ZWSP: char = '\u{200B}';
 
 /// Where the text goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sink {
+pub(crate) enum Sink {
     /// A terminal or the Actions log (stdout, stderr).
     Console,
     /// GitHub-flavoured Markdown (one line: tables, lists, headings).
@@ -41,7 +41,7 @@ pub enum Sink {
 }
 
 /// External `text` made safe for `sink`: secrets masked, then encoded (see the module docs).
-pub fn neutralise(text: &str, sink: Sink) -> String {
+pub(crate) fn neutralise(text: &str, sink: Sink) -> String {
     let text = crate::redact::redact(text);
     match sink {
         Sink::Console => console_inert(&text),
@@ -74,7 +74,7 @@ pub fn file_sink(text: &str) -> String {
 /// escapes, which keep JSON output valid JSON; a line that would start a workflow command gets
 /// a space between its colons and `##[` becomes `# #[`. Idempotent, and text [`console`] already
 /// made inert passes unchanged.
-pub fn console_sink(text: &str) -> String {
+pub(crate) fn console_sink(text: &str) -> String {
     let text = crate::redact::redact(text);
     // The zero-width space is the one invisible character kept: it is how [`markdown`] defuses
     // mentions and references in the documents that pass here.

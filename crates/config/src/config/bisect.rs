@@ -19,7 +19,7 @@ use super::raw::RawEngine;
 use super::{CommandSpec, ConfigError, Seconds};
 
 /// The default commit list: the commits after good up to and including bad, oldest first.
-pub const DEFAULT_REVS: &str = "git rev-list --reverse {good}..{bad}";
+pub(crate) const DEFAULT_REVS: &str = "git rev-list --reverse {good}..{bad}";
 
 /// How to build the engine at a commit and which commits lie between good and bad.
 #[derive(Debug, Clone, PartialEq)]

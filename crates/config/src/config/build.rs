@@ -297,7 +297,7 @@ fn check_engine_env_name(
 
 /// Shortest prefix a `PREFIX*` entry of `env_allow` may have: a shorter one (`A*`, `GH*`)
 /// takes in names nobody listed, among them credentials the name patterns do not know.
-pub const MIN_ENV_ALLOW_PREFIX: usize = 3;
+pub(crate) const MIN_ENV_ALLOW_PREFIX: usize = 3;
 
 /// An `env_allow` entry may not open the gate's environment wholesale (`*`) or by a prefix
 /// shorter than [`MIN_ENV_ALLOW_PREFIX`] (`A*`), nor name a credential
@@ -758,11 +758,30 @@ impl SuiteKeys<'_> {
         )?;
         let repetitions =
             self.positive(&raw.repetitions, "repetitions", 1, "e.g. repetitions = 1")?;
-        let unique_context_percent = self
-            .unique_context_percent(&raw.unique_context_percent, defaults.unique_context_percent)?;
-        let max_stream_tps = self.max_stream_tps(&raw.max_stream_tps, defaults.max_stream_tps)?;
-        let usage_tolerance =
-            self.usage_tolerance(&raw.usage_tolerance, defaults.usage_tolerance)?;
+        let unique_context_percent = self.number(
+            &raw.unique_context_percent,
+            "unique_context_percent",
+            defaults.unique_context_percent,
+            |p| (0.0..=100.0).contains(&p),
+            "is outside 0..=100",
+            "write the share of each prompt unique to its stream, e.g. 25",
+        )?;
+        let max_stream_tps = self.number(
+            &raw.max_stream_tps,
+            "max_stream_tps",
+            defaults.max_stream_tps,
+            |v| v.is_finite() && v > 0.0,
+            "must be a positive number",
+            "write the fastest believable decode rate of one stream, e.g. 5000",
+        )?;
+        let usage_tolerance = self.number(
+            &raw.usage_tolerance,
+            "usage_tolerance",
+            defaults.usage_tolerance,
+            |v| (0.0..1.0).contains(&v),
+            "is outside 0..1",
+            "write the relative disagreement allowed, e.g. 0.05 for 5%",
+        )?;
         let timing = CellTiming {
             duration_s,
             warmup_s: raw.warmup.map_or(defaults.warmup_s, |s| s.0),
@@ -822,55 +841,23 @@ impl SuiteKeys<'_> {
         }
     }
 
-    /// `unique_context_percent`: a share, 0 to 100.
-    fn unique_context_percent(
+    /// A number that must be `within` its range (`unique_context_percent`, a share 0 to 100;
+    /// `max_stream_tps`, positive; `usage_tolerance`, below 1); `problem` says how it is not.
+    fn number(
         &self,
         v: &Option<Spanned<f64>>,
+        key: &str,
         default: f64,
+        within: fn(f64) -> bool,
+        problem: &str,
+        fix: &str,
     ) -> Result<f64, ConfigError> {
         let name = self.name;
         match v {
-            Some(p) if !(0.0..=100.0).contains(p.get_ref()) => Err(self.loc.at(
-                p.span(),
-                format!(
-                    "[suites.{name}] unique_context_percent = {} is outside 0..=100",
-                    p.get_ref()
-                ),
-                Some("write the share of each prompt unique to its stream, e.g. 25"),
-            )),
-            Some(p) => Ok(*p.get_ref()),
-            None => Ok(default),
-        }
-    }
-
-    /// `max_stream_tps`: the fastest believable rate of one stream, a positive number.
-    fn max_stream_tps(&self, v: &Option<Spanned<f64>>, default: f64) -> Result<f64, ConfigError> {
-        let name = self.name;
-        match v {
-            Some(v) if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) => Err(self.loc.at(
+            Some(v) if !within(*v.get_ref()) => Err(self.loc.at(
                 v.span(),
-                format!(
-                    "[suites.{name}] max_stream_tps = {} must be a positive number",
-                    v.get_ref()
-                ),
-                Some("write the fastest believable decode rate of one stream, e.g. 5000"),
-            )),
-            Some(v) => Ok(*v.get_ref()),
-            None => Ok(default),
-        }
-    }
-
-    /// `usage_tolerance`: the relative disagreement allowed, below 1.
-    fn usage_tolerance(&self, v: &Option<Spanned<f64>>, default: f64) -> Result<f64, ConfigError> {
-        let name = self.name;
-        match v {
-            Some(v) if !(0.0..1.0).contains(v.get_ref()) => Err(self.loc.at(
-                v.span(),
-                format!(
-                    "[suites.{name}] usage_tolerance = {} is outside 0..1",
-                    v.get_ref()
-                ),
-                Some("write the relative disagreement allowed, e.g. 0.05 for 5%"),
+                format!("[suites.{name}] {key} = {} {problem}", v.get_ref()),
+                Some(fix),
             )),
             Some(v) => Ok(*v.get_ref()),
             None => Ok(default),

@@ -14,7 +14,7 @@ mod build;
 mod locate;
 pub use locate::plain_type_names;
 mod raw;
-pub mod values;
+pub(crate) mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,24 +24,22 @@ use serde::Deserialize;
 use infergate_model::stats::DecisionRule;
 use infergate_schema::results::{CellTiming, HardwareFingerprint, MatrixSpec};
 
-pub use bisect::{BisectConfig, DEFAULT_REVS};
+pub use bisect::BisectConfig;
 pub use infergate_schema::exit::FailOn;
-pub use values::{
-    CommandSpec, ContextLen, MAX_CONCURRENCY, Seconds, parse_concurrency, parse_contexts,
-    parse_duration_s,
-};
+pub use values::{CommandSpec, Seconds, parse_concurrency, parse_contexts, parse_duration_s};
+pub(crate) use values::{ContextLen, MAX_CONCURRENCY};
 
 /// The default config, compiled into the binary: boots `infergate sim` so the whole gate runs
 /// on a machine with no GPU. `run` uses it when no `--config` is given and there is no
 /// `infergate.toml` in the working directory.
-pub const EMBEDDED_DEFAULT: &str = include_str!("../../../../infergate.toml");
+pub(crate) const EMBEDDED_DEFAULT: &str = include_str!("../../../../infergate.toml");
 
 /// The name shown for the embedded default in messages.
 pub const EMBEDDED_NAME: &str = "<embedded default infergate.toml>";
 
 /// Placeholders the engine command, env values and working dir may contain.
 /// `{build}` (the output of `[bisect] build`) is filled by `infergate bisect` only.
-pub const PLACEHOLDERS: [&str; 5] = ["port", "host", "model", "infergate", "build"];
+pub(crate) const PLACEHOLDERS: [&str; 5] = ["port", "host", "model", "infergate", "build"];
 
 /// Why a config cannot be used. Every variant is the user's to fix (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +89,7 @@ pub struct GateConfig {
     /// Overrides of the profile key.
     pub profile: ProfileConfig,
     /// The suites, in file order.
-    pub suites: Vec<SuiteConfig>,
+    pub(crate) suites: Vec<SuiteConfig>,
     /// The decision rule and what fails the gate.
     pub thresholds: ThresholdsConfig,
     /// Where baselines are stored.
@@ -251,7 +249,7 @@ pub enum EngineIsolation {
 
 impl EngineIsolation {
     /// The uid and gid of `Auto` (nobody, nogroup).
-    pub const NOBODY: (u32, u32) = (65534, 65534);
+    pub(crate) const NOBODY: (u32, u32) = (65534, 65534);
 
     /// Parses the config value; `None` for anything but `auto`, `off` or `UID:GID` with both
     /// numbers above 0.
@@ -322,7 +320,7 @@ pub struct ProfileConfig {
     /// Pins the hardware part of the profile key instead of the detected GPU/CPU, for
     /// simulated or CI runs whose numbers do not depend on the machine (the bundled baseline of
     /// the embedded default uses `sim`).
-    pub hardware: Option<String>,
+    pub(crate) hardware: Option<String>,
 }
 
 impl ProfileConfig {
@@ -470,7 +468,7 @@ impl GateConfig {
     }
 
     /// Suite names in file order.
-    pub fn suite_names(&self) -> Vec<&str> {
+    pub(crate) fn suite_names(&self) -> Vec<&str> {
         self.suites.iter().map(|s| s.name.as_str()).collect()
     }
 }

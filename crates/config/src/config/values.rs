@@ -68,7 +68,7 @@ impl<'de> Deserialize<'de> for Seconds {
 
 /// A context length in tokens, written `"8k"` (k = 1024, as the seed) or as an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ContextLen(pub u64);
+pub(crate) struct ContextLen(pub u64);
 
 impl<'de> Deserialize<'de> for ContextLen {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -220,7 +220,7 @@ pub fn parse_duration_s(s: &str) -> Result<f64, String> {
 }
 
 /// The most streams one cell may keep running (config suites and `bench --concurrency`).
-pub const MAX_CONCURRENCY: u32 = 65_536;
+pub(crate) const MAX_CONCURRENCY: u32 = 65_536;
 
 /// Parses a concurrency list such as `1,2,4,8` (each at least 1).
 pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {

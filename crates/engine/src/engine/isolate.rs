@@ -36,7 +36,7 @@ pub struct IsolationPlan {
 
 /// A confinement step done in the forked child before `exec`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// `unshare` of the mount (and user) namespace.
     Unshare = 1,
     /// Writing `setgroups`, `uid_map`, `gid_map` of the new user namespace.
@@ -62,7 +62,7 @@ impl Step {
     }
 
     /// Whether the step belongs to the mount namespace (else to the user).
-    pub fn is_mounts(self) -> bool {
+    pub(crate) fn is_mounts(self) -> bool {
         self != Step::User
     }
 
@@ -77,7 +77,7 @@ impl Step {
     }
 
     /// `<step>: <errno text>`.
-    pub fn why(self, errno: i32) -> String {
+    pub(crate) fn why(self, errno: i32) -> String {
         format!(
             "{}: {}",
             self.what(),
@@ -87,7 +87,7 @@ impl Step {
 }
 
 /// Parses the 8-byte record the child writes on a failed step.
-pub fn parse_record(b: &[u8]) -> Option<(Step, i32)> {
+pub(crate) fn parse_record(b: &[u8]) -> Option<(Step, i32)> {
     let step = u32::from_le_bytes(b.get(0..4)?.try_into().ok()?);
     let errno = i32::from_le_bytes(b.get(4..8)?.try_into().ok()?);
     Some((Step::from_code(step)?, errno))
@@ -95,7 +95,7 @@ pub fn parse_record(b: &[u8]) -> Option<(Step, i32)> {
 
 /// The mount namespace route taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MountRoute {
+pub(crate) enum MountRoute {
     /// A mount namespace of root's.
     Root,
     /// A user namespace mapping only the gate's uid and gid, with a mount namespace.
@@ -104,24 +104,24 @@ pub enum MountRoute {
 
 /// What held for one engine, described for `engine.containment`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// `[engine] isolation = "off"`.
-    pub off: bool,
+    pub(crate) off: bool,
     /// Whether the supervisor runs as root.
-    pub root: bool,
+    pub(crate) root: bool,
     /// The uid/gid the engine runs as (`Ok(None)`: the gate's, not asked), or why the drop
     /// failed.
-    pub user: Result<Option<(u32, u32)>, String>,
+    pub(crate) user: Result<Option<(u32, u32)>, String>,
     /// The mount route that held (`Ok(None)`: nothing to cover), or why it failed.
-    pub mounts: Result<Option<MountRoute>, String>,
+    pub(crate) mounts: Result<Option<MountRoute>, String>,
     /// How many directories are covered.
-    pub covered: usize,
+    pub(crate) covered: usize,
 }
 
 impl Outcome {
     /// `<user>; <filesystem>` in words, e.g. `uid 65534 gid 65534; mount namespace covers 2
     /// directories` (see docs/security.md).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.off {
             return "user: the gate's (isolation off); mount namespace: off (isolation off)".into();
         }
@@ -146,7 +146,7 @@ impl Outcome {
 }
 
 #[cfg(target_os = "linux")]
-pub use linux::{Attempt, install};
+pub(crate) use linux::{Attempt, install};
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -160,11 +160,11 @@ mod linux {
 
     /// One try at starting the engine: what to set up.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct Attempt {
+    pub(crate) struct Attempt {
         /// Drop to this uid/gid (root only).
-        pub user: Option<(u32, u32)>,
+        pub(crate) user: Option<(u32, u32)>,
         /// Cover these directories in a new mount namespace, by this route.
-        pub mounts: Option<(MountRoute, Vec<std::path::PathBuf>)>,
+        pub(crate) mounts: Option<(MountRoute, Vec<std::path::PathBuf>)>,
     }
 
     /// Writes `data` to `path` (open, write, close: async-signal-safe).
@@ -187,7 +187,7 @@ mod linux {
     /// Sets `cmd` up to do `attempt` in the child before exec. Returns the read end of the
     /// status pipe (non-blocking): after the spawn, it holds a failed step's record or
     /// nothing. Everything the child needs is prepared here; the child only makes syscalls.
-    pub fn install(cmd: &mut Command, attempt: &Attempt) -> std::io::Result<OwnedFd> {
+    pub(crate) fn install(cmd: &mut Command, attempt: &Attempt) -> std::io::Result<OwnedFd> {
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 fills the two descriptors, which are then owned here alone.
         let (read, write) = unsafe {
@@ -296,7 +296,7 @@ mod linux {
 
 /// The failed step recorded on the status pipe `fd` (after the spawn), if any.
 #[cfg(target_os = "linux")]
-pub fn failed_step(fd: &std::os::fd::OwnedFd) -> Option<(Step, i32)> {
+pub(crate) fn failed_step(fd: &std::os::fd::OwnedFd) -> Option<(Step, i32)> {
     use std::io::Read;
     let mut buf = [0u8; 8];
     let n = std::fs::File::from(fd.try_clone().ok()?)

@@ -11,7 +11,7 @@ use infergate_config::config::{CommandSpec, EngineConfig, EngineIsolation};
 
 /// Variables of the gate's environment every engine gets (names, or prefixes ending in `_`).
 /// Anything else must be named in `[engine] env_allow` or set in `[engine] env`.
-pub const ENV_ALLOW: &[&str] = &[
+pub(crate) const ENV_ALLOW: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -31,12 +31,12 @@ pub const ENV_ALLOW: &[&str] = &[
 /// Default SIGTERM → SIGKILL grace inside GitHub Actions: the runner gives a cancelled step
 /// about 7.5 s after SIGINT before SIGTERM and 2.5 s more before SIGKILL, and teardown plus
 /// writing the results must fit in that window.
-pub const ACTIONS_STOP_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const ACTIONS_STOP_GRACE: Duration = Duration::from_secs(5);
 /// Default grace outside Actions.
-pub const LOCAL_STOP_GRACE: Duration = Duration::from_secs(15);
+pub(crate) const LOCAL_STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// The grace used when the config sets no `stop_grace`.
-pub fn default_stop_grace() -> Duration {
+pub(crate) fn default_stop_grace() -> Duration {
     if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
         ACTIONS_STOP_GRACE
     } else {
@@ -116,13 +116,13 @@ impl SelfExec {
     }
 
     /// The descriptor's number (the same in the supervisor and the engine).
-    pub fn raw_fd(&self) -> i32 {
+    pub(crate) fn raw_fd(&self) -> i32 {
         use std::os::fd::AsRawFd;
         self.fd.as_raw_fd()
     }
 
     /// `/proc/self/fd/N`: the path the engine executes.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         format!("/proc/self/fd/{}", self.raw_fd())
     }
 }
@@ -131,13 +131,13 @@ impl SelfExec {
 #[derive(Debug, Clone)]
 pub struct Placeholders {
     /// `{port}`: the port the engine listens on.
-    pub port: u16,
+    pub(crate) port: u16,
     /// `{host}`: the address the engine binds.
-    pub host: String,
+    pub(crate) host: String,
     /// `{model}`: the model to serve, when the config names one.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Path of the running infergate binary (`{infergate}`), so configs can boot `infergate sim`.
-    pub infergate: String,
+    pub(crate) infergate: String,
 }
 
 impl Placeholders {
@@ -157,7 +157,7 @@ impl Placeholders {
 }
 
 /// Whether `v` is an absolute path that exists (a program, a model, a cache directory).
-pub fn names_a_path(v: &str) -> bool {
+pub(crate) fn names_a_path(v: &str) -> bool {
     let p = std::path::Path::new(v);
     p.is_absolute() && p.exists()
 }
@@ -197,7 +197,7 @@ pub fn shell_quote(s: &str) -> String {
 
 /// Whether `name` matches an allow-list entry: an exact name, `PREFIX_` (built-in) or
 /// `PREFIX*` (config).
-pub fn allowed(name: &str, entry: &str) -> bool {
+pub(crate) fn allowed(name: &str, entry: &str) -> bool {
     if let Some(prefix) = entry.strip_suffix('*') {
         name.starts_with(prefix)
     } else if entry.ends_with('_') {
@@ -211,7 +211,7 @@ pub fn allowed(name: &str, entry: &str) -> bool {
 /// (`[engine] env`); the gate's credentials never, whatever the lists say, and no inherited
 /// variable whose name says it holds a credential ([`infergate_io::redact::is_secret_name`]:
 /// `HF_TOKEN` under the built-in `HF_` prefix, `NCCL_PASSWORD`, `DEPLOY_CRED` under `DEPLOY_*`).
-pub fn engine_env(
+pub(crate) fn engine_env(
     gate_env: impl IntoIterator<Item = (String, String)>,
     env_allow: &[String],
     extra: &[(String, String)],
@@ -237,7 +237,7 @@ pub fn engine_env(
 
 /// Words of a shell line, for finding secret flags (quotes removed; good enough for
 /// `--api-key 'sk-…'` and `--token="…"`, not a shell parser).
-pub fn shell_words(line: &str) -> Vec<String> {
+pub(crate) fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut quote: Option<char> = None;
@@ -263,7 +263,7 @@ pub fn shell_words(line: &str) -> Vec<String> {
 /// Every secret value of one engine: its API key, `[engine] env` values whose names say
 /// secret, and the values of secret-looking flags (and `[engine] secret_args`) on its command
 /// line and in `--engine-arg`s.
-pub fn secret_values(cfg: &EngineConfig, extra_args: &[String]) -> Vec<String> {
+pub(crate) fn secret_values(cfg: &EngineConfig, extra_args: &[String]) -> Vec<String> {
     let mut words: Vec<String> = match &cfg.command {
         CommandSpec::Argv(v) => v.clone(),
         CommandSpec::Shell(line) => shell_words(line),
@@ -395,11 +395,11 @@ impl EngineLaunch {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    pub fn cfg(cmd: CommandSpec) -> EngineConfig {
+    pub(crate) fn cfg(cmd: CommandSpec) -> EngineConfig {
         EngineConfig {
             command: cmd,
             env: BTreeMap::from([("X".to_string(), "p={port}".to_string())]),

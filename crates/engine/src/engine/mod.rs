@@ -30,15 +30,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub mod isolate;
-pub mod launch;
-pub mod preflight;
-pub mod reach;
+pub(crate) mod launch;
+pub(crate) mod preflight;
+pub(crate) mod reach;
 pub mod seam;
 pub mod supervisor;
 
-pub use launch::{
-    EngineLaunch, Placeholders, SelfExec, default_stop_grace, free_port, shell_quote,
-};
+pub use launch::{EngineLaunch, Placeholders, free_port, shell_quote};
 pub use preflight::{PreflightError, preflight};
 pub use reach::dirs_to_cover;
 pub use reach::{conceal_gate, hide_from_engines};

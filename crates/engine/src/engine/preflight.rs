@@ -212,7 +212,7 @@ fn skipped(p: &Path, hidden: &[PathBuf]) -> bool {
 }
 
 /// Where `execvp` finds `name` on `path_var` (the first executable file), if anywhere.
-pub fn on_path(name: &str, path_var: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(name: &str, path_var: &str) -> Option<PathBuf> {
     path_var
         .split(':')
         .map(|d| if d.is_empty() { "." } else { d })

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 /// The flags whose values are paths the engine must not learn.
-pub const CONCEALED_FLAGS: &[&str] = &["--out", "--baseline-dir", "--config"];
+pub(crate) const CONCEALED_FLAGS: &[&str] = &["--out", "--baseline-dir", "--config"];
 
 /// Conceals this process from the engines it boots (see the module docs). Linux only; a no-op
 /// elsewhere and where `/proc/self/stat` cannot be read.
@@ -92,7 +92,7 @@ fn cover_plan(hidden: &[PathBuf], needed: &[(&str, &Path)]) -> (Vec<PathBuf>, Ve
 }
 
 /// Whether `uid`/`gid` (no other groups) may write into a directory of this owner and mode.
-pub fn writable_by(owner: u32, group: u32, mode: u32, uid: u32, gid: u32) -> bool {
+pub(crate) fn writable_by(owner: u32, group: u32, mode: u32, uid: u32, gid: u32) -> bool {
     if uid == 0 {
         true
     } else if uid == owner {
@@ -106,7 +106,7 @@ pub fn writable_by(owner: u32, group: u32, mode: u32, uid: u32, gid: u32) -> boo
 
 /// `PR_SET_DUMPABLE` 0 for this process (see the module docs).
 #[cfg(target_os = "linux")]
-pub fn not_dumpable() {
+pub(crate) fn not_dumpable() {
     // SAFETY: prctl(2) with integer arguments only.
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -129,7 +129,7 @@ fn argument_area() -> Option<(usize, usize)> {
 /// this process's argument area, so `/proc/<pid>/cmdline` no longer shows it. Arguments
 /// already parsed are copies and keep their values.
 #[cfg(target_os = "linux")]
-pub fn scrub_own_arguments(flags: &[&str]) {
+pub(crate) fn scrub_own_arguments(flags: &[&str]) {
     let Some((start, end)) = argument_area() else {
         return;
     };

@@ -49,7 +49,7 @@ impl Containment {
     }
 
     /// Parses [`Containment::as_str`].
-    pub fn parse(s: &str) -> Option<Containment> {
+    pub(crate) fn parse(s: &str) -> Option<Containment> {
         match s {
             "cgroup" => Some(Containment::Cgroup),
             "subreaper" => Some(Containment::Subreaper),
@@ -86,7 +86,7 @@ pub enum Report {
 
 impl Report {
     /// The protocol line (without the newline).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match self {
             Report::Started {
                 pid,
@@ -321,7 +321,7 @@ mod linux {
     /// [`super::kill_leftover_descendants`]: SIGKILLs every live descendant of this process
     /// and reaps its own children, until none is left (a few rounds: a process forking as it
     /// is killed adds one); zombies are not counted as alive.
-    pub fn kill_descendants_of_self() -> usize {
+    pub(crate) fn kill_descendants_of_self() -> usize {
         let me = std::process::id() as i32;
         let mut killed = HashSet::new();
         for _ in 0..50 {
@@ -361,7 +361,7 @@ mod linux {
     }
 
     /// Every descendant of `root` (not `root` itself).
-    pub fn descendants(root: i32) -> Vec<i32> {
+    pub(crate) fn descendants(root: i32) -> Vec<i32> {
         let map = parent_map();
         let mut set: HashSet<i32> = HashSet::from([root]);
         loop {

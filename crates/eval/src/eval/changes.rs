@@ -100,7 +100,7 @@ pub struct ShiftOutcome {
     /// `step_-3%` or `creep_-0.3%/night`.
     pub scenario: String,
     pub series: SeriesKind,
-    pub onset: usize,
+    pub(crate) onset: usize,
     /// Share of trials alerted within `follow` nights of the onset.
     pub detected: f64,
     /// Share of trials alerted within `early` nights of the onset (delay ≤ `early`).
@@ -216,7 +216,7 @@ fn solve3(a: [[f64; 3]; 3], b: [f64; 3]) -> Option<[f64; 3]> {
 /// what a detector must find out (that there is exactly one step and one creep, in that
 /// order) and least squares is efficient for the Gaussian run noise, so no detector locates
 /// the two better on average: (s, tau).
-pub fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, usize)> {
+pub(crate) fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, usize)> {
     let n = logs.len();
     if n < 2 * min_seg + 3 {
         return None;
@@ -268,7 +268,7 @@ pub fn oracle_step_creep(logs: &[f64], min_seg: usize) -> Option<(usize, usize)>
 
 /// The must-show history's effect at `night`: `step` from `step_at`, then `creep` per night
 /// from `creep_at` (compounded).
-pub fn step_then_creep(
+pub(crate) fn step_then_creep(
     night: usize,
     step: f64,
     step_at: usize,
@@ -285,7 +285,7 @@ pub fn step_then_creep(
 }
 
 /// One must-show trial: (step ok, creep ok, no other alert) as [`MustShowOutcome`] defines them.
-pub fn must_show_trial(
+pub(crate) fn must_show_trial(
     alerts: &[NightlyAlert],
     step_at: usize,
     creep_at: usize,
@@ -313,20 +313,20 @@ pub fn must_show_trial(
 /// `latest_*` is where the same change stood at the last night (its issue is updated, not
 /// duplicated, as the change is relocated or a creep grows).
 #[derive(Clone, Debug, PartialEq)]
-pub struct NightlyAlert {
-    pub night: usize,
-    pub at: usize,
-    pub up: bool,
-    pub latest_at: usize,
-    pub latest_kind: ChangeKind,
+pub(crate) struct NightlyAlert {
+    pub(crate) night: usize,
+    pub(crate) at: usize,
+    pub(crate) up: bool,
+    pub(crate) latest_at: usize,
+    pub(crate) latest_kind: ChangeKind,
     /// A creep's newest run at the last night it was seen.
-    pub latest_until: Option<usize>,
+    pub(crate) latest_until: Option<usize>,
 }
 
 /// Nightly alerts of one series over `runs`: every night from `warmup` on the history so far
 /// is analysed, and a change point that is not [`same_change`] as an alert already open (same
 /// direction) opens a new one; one that is updates it.
-pub fn nightly_alerts(
+pub(crate) fn nightly_alerts(
     runs: &[RunResults],
     scope: &Scope,
     warmup: usize,
@@ -421,12 +421,12 @@ fn scenarios(cfg: &ChangeEvalConfig) -> Vec<(String, usize, Effect)> {
 /// One exported nightly alert (a [`NightlyAlert`] as JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExportedAlert {
-    pub night: usize,
-    pub at: usize,
-    pub up: bool,
-    pub latest_at: usize,
-    pub latest_creep: bool,
-    pub latest_until: Option<usize>,
+    pub(crate) night: usize,
+    pub(crate) at: usize,
+    pub(crate) up: bool,
+    pub(crate) latest_at: usize,
+    pub(crate) latest_creep: bool,
+    pub(crate) latest_until: Option<usize>,
 }
 
 impl From<&NightlyAlert> for ExportedAlert {
@@ -446,19 +446,19 @@ impl From<&NightlyAlert> for ExportedAlert {
 /// to night `n` is what the nightly saw on night `n`), and infergate's own nightly alerts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExportedHistory {
-    pub trial: usize,
-    pub seed: u64,
+    pub(crate) trial: usize,
+    pub(crate) seed: u64,
     /// The matrix-wide series' logs (mean over cells of log(value / the cell's median)), one
     /// per night. A prefix's own medians shift it by a constant only.
-    pub matrix_log: Vec<f64>,
+    pub(crate) matrix_log: Vec<f64>,
     /// Every cell's aggregate tok/s logs, `cells_log[c][night]`, from the same draw with the
     /// change in cell 0 alone (a single-cell change; cell 0's series is the same as in the
     /// history with the change in every cell, which the matrix series comes from).
-    pub cells_log: Vec<Vec<f64>>,
+    pub(crate) cells_log: Vec<Vec<f64>>,
     /// infergate's nightly alerts on the matrix series (change in every cell).
-    pub infergate_matrix: Vec<ExportedAlert>,
+    pub(crate) infergate_matrix: Vec<ExportedAlert>,
     /// infergate's nightly alerts on cell 0's series.
-    pub infergate_cell: Vec<ExportedAlert>,
+    pub(crate) infergate_cell: Vec<ExportedAlert>,
 }
 
 /// One scenario's exported histories (`<dir>/<name>.json`).
@@ -466,15 +466,15 @@ pub struct ExportedHistory {
 pub struct ExportedScenario {
     pub scenario: String,
     /// The first changed night (`None`: stable).
-    pub onset: Option<usize>,
-    pub nights: usize,
+    pub(crate) onset: Option<usize>,
+    pub(crate) nights: usize,
     /// The first night analysed.
-    pub warmup: usize,
+    pub(crate) warmup: usize,
     /// Nights after the onset within which a find counts as early.
-    pub early: usize,
-    pub min_segment: usize,
-    pub settings: ChangeSettings,
-    pub noise: NoiseSpec,
+    pub(crate) early: usize,
+    pub(crate) min_segment: usize,
+    pub(crate) settings: ChangeSettings,
+    pub(crate) noise: NoiseSpec,
     pub histories: Vec<ExportedHistory>,
 }
 
@@ -722,7 +722,7 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
 /// The location interval (history positions, inclusive) of the change point of `scope` whose
 /// estimate lies nearest `at` within [`STEP_NEAR`] nights, in the analysis of all of `runs`;
 /// `None` when there is none.
-pub fn step_location(
+pub(crate) fn step_location(
     runs: &[RunResults],
     scope: &Scope,
     at: usize,

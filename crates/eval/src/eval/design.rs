@@ -54,7 +54,7 @@ pub struct DesignOutcome {
     pub cell_measurements: f64,
     /// Mean boots per check.
     pub boots: f64,
-    pub trials: usize,
+    pub(crate) trials: usize,
 }
 
 /// Why the evaluation could not run.

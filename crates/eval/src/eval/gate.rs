@@ -25,9 +25,7 @@ use infergate_schema::verdict::{CellVerdict, GateVerdict};
 use super::peers::{Family, Look};
 use infergate_model::stats::{DecisionRule, StatsError};
 use infergate_model::synthetic::CONCURRENCY;
-pub use infergate_model::synthetic::{CellDraw, cell_levels, synthetic_cell, template};
-#[cfg(test)]
-pub use infergate_model::synthetic::{noisy_history, synthetic_run};
+pub(crate) use infergate_model::synthetic::{CellDraw, cell_levels, synthetic_cell, template};
 
 /// The synthetic runner's noise (all CVs are SDs of the log, i.e. multiplicative).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,7 +116,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Short name used in outputs (`aa`, `uniform_-5%`, `single_cell_-10%`).
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Scenario::AA => "aa".into(),
             Scenario::Uniform(e) => format!("uniform_{:+}%", (e * 100.0).round()),
@@ -129,7 +127,7 @@ impl Scenario {
 }
 
 /// The scenarios `stats-eval` measures.
-pub const SCENARIOS: [Scenario; 4] = [
+pub(crate) const SCENARIOS: [Scenario; 4] = [
     Scenario::AA,
     Scenario::Uniform(-0.05),
     Scenario::Row(-0.07),
@@ -217,15 +215,15 @@ pub struct ScenarioOutcome {
     /// Share of trials where the gate said `regression` (false-alarm rate for A/A, else power).
     pub regression_rate: f64,
     /// Wilson 95% interval of `regression_rate`.
-    pub wilson_low: f64,
+    pub(crate) wilson_low: f64,
     /// Upper end of the Wilson interval.
-    pub wilson_high: f64,
+    pub(crate) wilson_high: f64,
     /// Share of trials where the gate said `pass`.
     pub pass_rate: f64,
     /// Share of trials where the gate said `insufficient`.
     pub insufficient_rate: f64,
     /// Single-cell and row scenarios: share of trials where a changed cell itself regressed.
-    pub target_cell_rate: Option<f64>,
+    pub(crate) target_cell_rate: Option<f64>,
     /// Mean candidate boots per gate.
     pub mean_boots: f64,
     /// Which tests said regression (shares of trials; a gate can have several).
@@ -280,7 +278,7 @@ fn alarm_families(report: &infergate_schema::verdict::ComparisonReport) -> [bool
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConditionOutcome {
     pub condition: String,
-    pub noise: NoiseSpec,
+    pub(crate) noise: NoiseSpec,
     pub scenarios: Vec<ScenarioOutcome>,
     /// The rules users know on the same trials ([`peers`](super::peers)): each at its
     /// defaults, then at the gate's A/A rate with its second-boot budget.
@@ -304,14 +302,14 @@ pub struct EvalReport {
     pub cells: usize,
     pub history: usize,
     pub confirm: bool,
-    pub rule: DecisionRule,
+    pub(crate) rule: DecisionRule,
     pub conditions: Vec<ConditionOutcome>,
     pub targets: Vec<TargetCheck>,
 }
 
 impl EvalReport {
     /// The outcome of `scenario` on the runner `condition`, when measured.
-    pub fn outcome(&self, condition: &str, scenario: Scenario) -> Option<&ScenarioOutcome> {
+    pub(crate) fn outcome(&self, condition: &str, scenario: Scenario) -> Option<&ScenarioOutcome> {
         self.conditions
             .iter()
             .find(|c| c.condition == condition)?
@@ -501,7 +499,7 @@ fn synthetic_prefill(levels: &[(u32, u64, f64)], cell_log: &[f64]) -> Vec<Prefil
 /// A synthetic nightly history of `nights` runs of the 20-cell profile under `noise` (run and
 /// cell terms, the slow drift, one outlier run per `outlier_every`), every cell's level times
 /// `1 + effect(night)`: the change-point Monte Carlo's input, drawn as the gate's is.
-pub fn nightly_history(
+pub(crate) fn nightly_history(
     noise: &NoiseSpec,
     nights: usize,
     effect: &dyn Fn(usize) -> f64,

@@ -21,24 +21,24 @@ use super::gate::{CellDraw, cell_levels, synthetic_cell, template, wilson};
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LatencyRunner {
     /// SD of the log boot factor of throughput.
-    pub run_cv: f64,
+    pub(crate) run_cv: f64,
     /// SD of the log cell term of throughput.
-    pub cell_cv: f64,
+    pub(crate) cell_cv: f64,
     /// SD of the log boot factor every latency of a boot shares (besides throughput's).
-    pub latency_run_cv: f64,
+    pub(crate) latency_run_cv: f64,
     /// SD of the log cell term of each latency.
-    pub latency_cell_cv: f64,
+    pub(crate) latency_cell_cv: f64,
     /// The busy host: one of the candidate's two boots (either, at random) has every latency
     /// higher by a uniform share in `[0, busy_max]`, throughput unchanged.
     pub busy_max: f64,
     /// First tokens per stream of a cell (a cell of concurrency C sees `C × this` TTFTs; a p90
     /// needs 29, so the small cells' TTFT p90 is not gated).
-    pub ttfts_per_stream: u64,
+    pub(crate) ttfts_per_stream: u64,
 }
 
 impl LatencyRunner {
     /// The runner of the must-show: boots up to 20% apart in latency alone.
-    pub fn busy_host() -> LatencyRunner {
+    pub(crate) fn busy_host() -> LatencyRunner {
         LatencyRunner {
             run_cv: 0.01,
             cell_cv: 0.02,
@@ -88,7 +88,7 @@ pub struct LatencyEval {
 }
 
 /// `rule` with TTFT p90 and ITL p90 gating too.
-pub fn with_latency_gating(rule: &DecisionRule) -> DecisionRule {
+pub(crate) fn with_latency_gating(rule: &DecisionRule) -> DecisionRule {
     let mut gated = rule.clone();
     for m in [Metric::TtftP90, Metric::ItlP90] {
         if !gated.metrics.contains(&m) {

@@ -28,7 +28,7 @@ pub enum LayerPlant {
 
 impl LayerPlant {
     /// The plants `stats-eval` measures.
-    pub const ALL: [LayerPlant; 4] = [
+    pub(crate) const ALL: [LayerPlant; 4] = [
         LayerPlant::Decode(0.9),
         LayerPlant::PrefillSlower(1.3),
         LayerPlant::PrefillSlower(4.0),
@@ -36,7 +36,7 @@ impl LayerPlant {
     ];
 
     /// As a reader names it: `decode -10%`, `prefill 1.3x slower`, `burst TTFT p90 +30%`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match *self {
             LayerPlant::Decode(f) => format!("decode {:+.0}%", 100.0 * (f - 1.0)),
             LayerPlant::PrefillSlower(f) => format!("prefill {f}x slower"),
@@ -126,7 +126,7 @@ fn regressed_parts(report: &ComparisonReport) -> Vec<Part> {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LayerOutcome {
     pub condition: String,
-    pub plant: LayerPlant,
+    pub(crate) plant: LayerPlant,
     pub name: String,
     /// Gates that said `regression`.
     pub regression_rate: f64,

@@ -21,6 +21,3 @@ pub mod gate;
 pub mod latency;
 pub mod layers;
 pub mod peers;
-
-#[cfg(test)]
-pub use gate::{noisy_history, synthetic_run};

@@ -17,28 +17,28 @@ use infergate_model::stats::interval::t_quantile;
 
 /// Bencher's default boundary of its `t_test` threshold (`Boundary::NINETY_NINE`), also the one
 /// its docs use for `z_score`.
-pub const BENCHER_BOUNDARY: f64 = 0.99;
+pub(crate) const BENCHER_BOUNDARY: f64 = 0.99;
 /// Bencher's default `max_sample_size`: the newest 64 values of the history.
-pub const BENCHER_MAX_SAMPLE_SIZE: usize = 64;
+pub(crate) const BENCHER_MAX_SAMPLE_SIZE: usize = 64;
 /// github-action-benchmark's default `alert-threshold` (`'200%'`).
-pub const GAB_DEFAULT_THRESHOLD: f64 = 2.0;
+pub(crate) const GAB_DEFAULT_THRESHOLD: f64 = 2.0;
 /// A tighter `alert-threshold` users set (`'110%'`).
-pub const GAB_TIGHT_THRESHOLD: f64 = 1.1;
+pub(crate) const GAB_TIGHT_THRESHOLD: f64 = 1.1;
 /// Perfherder's `t_threshold` (`detect_changes`).
-pub const PERFHERDER_T: f64 = 7.0;
+pub(crate) const PERFHERDER_T: f64 = 7.0;
 /// Perfherder's `PERFHERDER_REGRESSION_THRESHOLD` (2%): smaller changes are not alerted.
-pub const PERFHERDER_MIN_CHANGE: f64 = 0.02;
+pub(crate) const PERFHERDER_MIN_CHANGE: f64 = 0.02;
 /// Perfherder's `min_back_window`: fewer history values, no verdict.
-pub const PERFHERDER_MIN_BACK: usize = 12;
+pub(crate) const PERFHERDER_MIN_BACK: usize = 12;
 /// Perfherder's `max_back_window`: the newest 24 history values.
-pub const PERFHERDER_MAX_BACK: usize = 24;
+pub(crate) const PERFHERDER_MAX_BACK: usize = 24;
 
 /// Bencher's score of a new value `x` (higher is better): how many sample SDs (n − 1, Bessel's
 /// correction) it lies below the mean of the newest [`BENCHER_MAX_SAMPLE_SIZE`] values of
 /// `history` (oldest first). Its lower boundary limit is `mean − k·sd`, and it alarms when
 /// `x` is below it, i.e. when the score exceeds `k`. `None` where Bencher computes no limit:
 /// fewer than two values or no spread.
-pub fn bencher_score(history: &[f64], x: f64) -> Option<f64> {
+pub(crate) fn bencher_score(history: &[f64], x: f64) -> Option<f64> {
     let h = &history[history.len().saturating_sub(BENCHER_MAX_SAMPLE_SIZE)..];
     let s = sd(h);
     (h.len() >= 2 && s > 0.0 && s.is_finite()).then(|| (mean(h) - x) / s)
@@ -46,19 +46,19 @@ pub fn bencher_score(history: &[f64], x: f64) -> Option<f64> {
 
 /// `t_test`'s `k` for `n` history values at `boundary`: the Student t quantile with n − 1 df,
 /// times `√(1 + 1/n)` (a prediction interval for a new value).
-pub fn bencher_t_k(n: usize, boundary: f64) -> f64 {
+pub(crate) fn bencher_t_k(n: usize, boundary: f64) -> f64 {
     let n = n.min(BENCHER_MAX_SAMPLE_SIZE) as f64;
     t_quantile(boundary, n - 1.0) * (1.0 + 1.0 / n).sqrt()
 }
 
 /// `z_score`'s `k` at `boundary`: the standard normal quantile.
-pub fn bencher_z_k(boundary: f64) -> f64 {
+pub(crate) fn bencher_z_k(boundary: f64) -> f64 {
     Normal::standard().inverse_cdf(boundary)
 }
 
 /// github-action-benchmark's ratio for a bigger-is-better benchmark: the previous run's value
 /// over the current one (1 when both are 0); it alerts when the ratio exceeds the threshold.
-pub fn ratio_score(prev: f64, x: f64) -> f64 {
+pub(crate) fn ratio_score(prev: f64, x: f64) -> f64 {
     if prev == 0.0 && x == 0.0 {
         1.0
     } else {
@@ -73,7 +73,7 @@ pub fn ratio_score(prev: f64, x: f64) -> f64 {
 /// newest 1, the oldest 1/n) for the t; the fore window is the boot alone (one value: its
 /// variance counts 0), so `t = (x − weighted mean) / √(s²/n)`, `s²` around the weighted mean
 /// over n − 1. The change is against the unweighted mean.
-pub fn perfherder_score(history: &[f64], x: f64) -> Option<f64> {
+pub(crate) fn perfherder_score(history: &[f64], x: f64) -> Option<f64> {
     let back: Vec<f64> = history
         .iter()
         .rev()
@@ -121,7 +121,7 @@ pub enum Family {
 }
 
 impl Family {
-    pub const ALL: [Family; 4] = [
+    pub(crate) const ALL: [Family; 4] = [
         Family::BencherCell,
         Family::BencherMean,
         Family::Ratio,
@@ -129,7 +129,7 @@ impl Family {
     ];
 
     /// The family's short name in the report.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Family::BencherCell => "Bencher, cell",
             Family::BencherMean => "Bencher, mean",
@@ -139,7 +139,7 @@ impl Family {
     }
 
     /// The documented defaults, `(setting, threshold)`, for a history of `n` runs.
-    pub fn defaults(self, n: usize) -> Vec<(String, f64)> {
+    pub(crate) fn defaults(self, n: usize) -> Vec<(String, f64)> {
         let sds = |test: &str, k: f64| (format!("{test} {BENCHER_BOUNDARY}: {k:.2} sd"), k);
         match self {
             Family::BencherCell | Family::BencherMean => vec![
@@ -173,7 +173,7 @@ impl Family {
 
     /// The scores of one `boot` (tok/s per cell) against `history` (runs oldest first, tok/s
     /// per cell), one per unit; `-∞` where the rule cannot alarm.
-    pub fn scores(self, history: &[Vec<f64>], boot: &[f64]) -> Vec<f64> {
+    pub(crate) fn scores(self, history: &[Vec<f64>], boot: &[f64]) -> Vec<f64> {
         let column = |i: usize| history.iter().map(|r| r[i]).collect::<Vec<f64>>();
         let none = f64::NEG_INFINITY;
         match self {
@@ -203,14 +203,14 @@ impl Family {
 /// above the threshold) and, with a second boot, the largest over units of the smaller of the
 /// two boots' scores (the same unit crosses again).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Look {
-    pub first: f64,
-    pub confirmed: f64,
+pub(crate) struct Look {
+    pub(crate) first: f64,
+    pub(crate) confirmed: f64,
 }
 
 impl Look {
     /// The look of `first` and, when booted, `second` (scores per unit, same order).
-    pub fn of(first: &[f64], second: Option<&[f64]>) -> Look {
+    pub(crate) fn of(first: &[f64], second: Option<&[f64]>) -> Look {
         let max = |v: &mut dyn Iterator<Item = f64>| v.fold(f64::NEG_INFINITY, f64::max);
         Look {
             first: max(&mut first.iter().copied()),
@@ -224,7 +224,7 @@ impl Look {
 
 /// The threshold at which at most `alarms` of the A/A trials' confirmed scores `aa` lie above
 /// it: the `(alarms + 1)`-th largest (`-∞` when every trial may alarm).
-pub fn calibrate(aa: &[f64], alarms: usize) -> f64 {
+pub(crate) fn calibrate(aa: &[f64], alarms: usize) -> f64 {
     let mut sorted = aa.to_vec();
     sorted.sort_by(|a, b| b.total_cmp(a));
     sorted.get(alarms).copied().unwrap_or(f64::NEG_INFINITY)
@@ -256,22 +256,22 @@ pub struct PeerRate {
     pub name: String,
     pub alarm_rate: f64,
     pub wilson_low: f64,
-    pub wilson_high: f64,
+    pub(crate) wilson_high: f64,
     pub mean_boots: f64,
 }
 
 /// What the gate spent on a runner's A/A trials: its regressions and, with the two-boot plan,
 /// the gates that booted twice.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GateBudget {
-    pub alarms: usize,
-    pub second_boots: Option<usize>,
+pub(crate) struct GateBudget {
+    pub(crate) alarms: usize,
+    pub(crate) second_boots: Option<usize>,
 }
 
 /// The thresholds at which a rule's A/A looks spend `gate`'s budget: the first look alarms in as
 /// many A/A trials as the gate booted twice, and of those, the second look confirms as many as
 /// the gate's regressions. Without a second boot, one threshold at the gate's regressions.
-pub fn calibrate_to(aa: &[Look], gate: GateBudget) -> (f64, Option<f64>) {
+pub(crate) fn calibrate_to(aa: &[Look], gate: GateBudget) -> (f64, Option<f64>) {
     let first: Vec<f64> = aa.iter().map(|l| l.first).collect();
     let Some(twice) = gate.second_boots else {
         return (calibrate(&first, gate.alarms), None);
@@ -287,7 +287,7 @@ pub fn calibrate_to(aa: &[Look], gate: GateBudget) -> (f64, Option<f64>) {
 
 /// Every rule's outcome from its looks, `looks[scenario][trial]` (the A/A scenario at `aa`):
 /// the family's defaults for a history of `n` runs, then moved to the gate's budget `gate`.
-pub fn outcomes(
+pub(crate) fn outcomes(
     family: Family,
     looks: &[Vec<Look>],
     names: &[String],

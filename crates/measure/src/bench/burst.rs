@@ -14,6 +14,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
+use super::cell::streamed_request_body;
 use super::chunk::{Finish, StreamEvent, parse_stream_event};
 use super::client::{EngineClient, SseParser, StreamConn};
 use super::prefill::unique_prompt;
@@ -22,19 +23,19 @@ use super::stats;
 use infergate_schema::results::{BurstRecord, BurstSettings};
 
 /// Everything the burst needs.
-pub struct BurstPlan<'a> {
-    pub client: &'a EngineClient,
-    pub model: &'a str,
+pub(crate) struct BurstPlan<'a> {
+    pub(crate) client: &'a EngineClient,
+    pub(crate) model: &'a str,
     /// The calibrated prompt size (each request sends a unique prompt of this size).
-    pub prompt: &'a ContextPrompt,
-    pub settings: &'a BurstSettings,
+    pub(crate) prompt: &'a ContextPrompt,
+    pub(crate) settings: &'a BurstSettings,
     /// No first token (or no next chunk) within this: the request failed.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// When each request is sent, seconds after the burst starts: exponential gaps at the mean
 /// rate from the settings' seed (the same schedule every run), all at 0 without a rate.
-pub fn arrival_offsets(settings: &BurstSettings) -> Vec<f64> {
+pub(crate) fn arrival_offsets(settings: &BurstSettings) -> Vec<f64> {
     let n = settings.requests as usize;
     let Some(rate) = settings.request_rate.filter(|r| r.is_finite() && *r > 0.0) else {
         return vec![0.0; n];
@@ -55,7 +56,7 @@ pub fn arrival_offsets(settings: &BurstSettings) -> Vec<f64> {
 
 /// How one request ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Ended as asked: a finish reason `length` or `stop`, then the stream's end.
     Completed(Completed),
     /// The stream ended early: no finish reason, another one, or fewer tokens than a
@@ -67,18 +68,18 @@ pub enum Outcome {
 
 /// A completed request's figures, seconds from its send.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Completed {
-    pub ttft_s: f64,
-    pub e2el_s: f64,
-    pub output_tokens: u64,
-    pub prompt_tokens: Option<u64>,
+pub(crate) struct Completed {
+    pub(crate) ttft_s: f64,
+    pub(crate) e2el_s: f64,
+    pub(crate) output_tokens: u64,
+    pub(crate) prompt_tokens: Option<u64>,
     /// Gaps between successive chunks that carried tokens.
-    pub itl_s: Vec<f64>,
+    pub(crate) itl_s: Vec<f64>,
 }
 
 /// What one request's stream said so far: fed each SSE payload with its arrival time.
 #[derive(Debug, Default)]
-pub struct RequestTrace {
+pub(crate) struct RequestTrace {
     first_s: Option<f64>,
     last_s: Option<f64>,
     itl_s: Vec<f64>,
@@ -93,7 +94,7 @@ pub struct RequestTrace {
 
 impl RequestTrace {
     /// Takes one payload that arrived `at_s` seconds after the send.
-    pub fn on_payload(&mut self, payload: &[u8], at_s: f64) -> Result<(), String> {
+    pub(crate) fn on_payload(&mut self, payload: &[u8], at_s: f64) -> Result<(), String> {
         let info =
             match parse_stream_event(payload).map_err(|f| format!("{}: {}", f.kind, f.detail))? {
                 StreamEvent::Done => {
@@ -130,7 +131,7 @@ impl RequestTrace {
 
     /// How the request ended once its body ended (`body_ended`: read to its end; false when
     /// it was cut off), `max_tokens` the tokens asked.
-    pub fn outcome(self, body_ended: bool, max_tokens: u32) -> Outcome {
+    pub(crate) fn outcome(self, body_ended: bool, max_tokens: u32) -> Outcome {
         let tokens = self.usage_tokens.unwrap_or(self.counted);
         let early = |why: &str| Outcome::Incomplete(format!("{why} after {tokens} tokens"));
         match self.finish {
@@ -159,24 +160,11 @@ impl RequestTrace {
     }
 }
 
-fn request_body(plan: &BurstPlan<'_>, prompt: String) -> bytes::Bytes {
-    let body = serde_json::json!({
-        "model": plan.model,
-        "prompt": prompt,
-        "max_tokens": plan.settings.max_tokens,
-        "stream": true,
-        "ignore_eos": true,
-        "temperature": 0,
-        "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-    });
-    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
-}
-
 /// Sends one request at `send_at` and reads its stream; its outcome and when it ended.
 async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instant) {
     tokio::time::sleep_until(send_at.into()).await;
     let prompt = unique_prompt(plan.prompt, rand::random::<u64>());
-    let body = request_body(plan, prompt);
+    let body = streamed_request_body(plan.model, &prompt, plan.settings.max_tokens);
     let sent = Instant::now();
     let mut conn = StreamConn::default();
     let failed = |why: String| (Outcome::Failed(why), Instant::now());
@@ -247,7 +235,10 @@ async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instan
 }
 
 /// Sends the burst and accounts for every request. `None` when cancelled.
-pub async fn measure(plan: &BurstPlan<'_>, cancel: &CancellationToken) -> Option<BurstRecord> {
+pub(crate) async fn measure(
+    plan: &BurstPlan<'_>,
+    cancel: &CancellationToken,
+) -> Option<BurstRecord> {
     let offsets = arrival_offsets(plan.settings);
     let start = Instant::now();
     let requests = offsets
@@ -266,7 +257,7 @@ pub async fn measure(plan: &BurstPlan<'_>, cancel: &CancellationToken) -> Option
 }
 
 /// The record of a burst whose requests ended as `ended` (started at `start`).
-pub fn summarize(
+pub(crate) fn summarize(
     settings: &BurstSettings,
     calibrated_prompt_tokens: u64,
     start: Instant,
@@ -355,7 +346,7 @@ pub fn summarize(
 
 /// "burst: 32 requests at 40/s, 32 completed, total 61,000 tok/s, TTFT p90 21.3 ms": the
 /// progress line.
-pub fn describe(r: &BurstRecord) -> String {
+pub(crate) fn describe(r: &BurstRecord) -> String {
     let rate = r
         .settings
         .request_rate

@@ -16,23 +16,23 @@ use super::client::{RequestFailure, excerpt};
 
 /// What one streamed completion chunk says, in engine-neutral terms.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChunkInfo {
+pub(crate) struct ChunkInfo {
     /// The chunk carries generated text (completions `text` or chat `delta.content`).
-    pub has_text: bool,
+    pub(crate) has_text: bool,
     /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
-    pub completion_tokens: Option<u64>,
+    pub(crate) completion_tokens: Option<u64>,
     /// `usage.prompt_tokens`, when present.
-    pub prompt_tokens: Option<u64>,
+    pub(crate) prompt_tokens: Option<u64>,
     /// The first `finish_reason` of the chunk's choices, when one has one.
-    pub finish: Option<Finish>,
+    pub(crate) finish: Option<Finish>,
     /// Chunk carries choices (a usage-only chunk has none).
-    pub has_choices: bool,
+    pub(crate) has_choices: bool,
 }
 
 /// A `finish_reason`, as far as the accounting cares: `length` and `stop` end a request as
 /// asked; anything else (`abort`, `error`, `content_filter`, an empty string) does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finish {
+pub(crate) enum Finish {
     /// `length`: the request reached its `max_tokens`.
     Length,
     /// `stop`: the model stopped (EOS or a stop string).
@@ -43,7 +43,7 @@ pub enum Finish {
 
 impl Finish {
     /// The kind of a `finish_reason` string.
-    pub fn of(reason: &[u8]) -> Finish {
+    pub(crate) fn of(reason: &[u8]) -> Finish {
         match reason {
             b"length" => Finish::Length,
             b"stop" => Finish::Stop,
@@ -54,7 +54,7 @@ impl Finish {
 
 /// One SSE `data` payload.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StreamEvent {
+pub(crate) enum StreamEvent {
     Chunk(ChunkInfo),
     /// `[DONE]`.
     Done,
@@ -108,7 +108,7 @@ enum ErrorMsg<'a> {
 
 /// Parses one SSE data payload of a streamed completion. An `error` object in the stream or
 /// unparsable JSON is a [`RequestFailure`].
-pub fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
+pub(crate) fn parse_stream_event(payload: &[u8]) -> Result<StreamEvent, RequestFailure> {
     let trimmed = payload.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(StreamEvent::Done);

@@ -23,7 +23,7 @@ mod direct;
 
 /// HTTP access to one engine. Cheap to clone (the connection pool is shared).
 #[derive(Clone)]
-pub struct EngineClient {
+pub(crate) struct EngineClient {
     http: reqwest::Client,
     /// No idle pool: every request on it opens its own connection (the retry path).
     fresh: reqwest::Client,
@@ -41,17 +41,17 @@ pub struct EngineClient {
 
 /// How connections to the engine are reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionPolicy {
+pub(crate) struct ConnectionPolicy {
     /// Idle pooled connections are dropped after this long; `None` keeps them forever.
-    pub pool_idle_timeout: Option<Duration>,
+    pub(crate) pool_idle_timeout: Option<Duration>,
     /// A request that failed before any response arrived (on a connection the engine had just
     /// closed) is sent once more on a fresh connection.
-    pub retry_unanswered: bool,
+    pub(crate) retry_unanswered: bool,
 }
 
 /// The shortest idle keep-alive time-out of the engines infergate knows (llama.cpp, vLLM,
 /// SGLang and TensorRT-LLM's uvicorn front ends all use 5 s).
-pub const ENGINE_KEEPALIVE_S: f64 = 5.0;
+pub(crate) const ENGINE_KEEPALIVE_S: f64 = 5.0;
 
 /// How long the pool keeps an idle connection by default: well under [`ENGINE_KEEPALIVE_S`]
 /// (the engine's timer starts when it wrote the response, the pool's when it read it).
@@ -72,13 +72,13 @@ impl Default for ConnectionPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestFailure {
     /// e.g. `HTTP 500 Internal Server Error`, `connection refused`, `malformed SSE`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Extra detail (a body excerpt, the error text).
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl RequestFailure {
-    pub fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
         RequestFailure {
             kind: kind.into(),
             detail: detail.into(),
@@ -87,7 +87,7 @@ impl RequestFailure {
 }
 
 /// Normalises a base URL: no trailing `/`, no trailing `/v1`.
-pub fn normalize_base(url: &str) -> String {
+pub(crate) fn normalize_base(url: &str) -> String {
     let mut base = url.trim().trim_end_matches('/').to_string();
     if base.ends_with("/v1") {
         base.truncate(base.len() - 3);
@@ -98,7 +98,7 @@ pub fn normalize_base(url: &str) -> String {
 impl EngineClient {
     /// A client for `base_url` with a pool big enough for `max_streams` concurrent streams,
     /// reusing connections by the default [`ConnectionPolicy`].
-    pub fn new(
+    pub(crate) fn new(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
@@ -107,7 +107,7 @@ impl EngineClient {
     }
 
     /// [`EngineClient::new`] with an explicit connection policy.
-    pub fn with_policy(
+    pub(crate) fn with_policy(
         base_url: &str,
         api_key: Option<String>,
         max_streams: usize,
@@ -159,7 +159,7 @@ impl EngineClient {
     }
 
     /// When the engine last sent anything (shared by every clone of this client).
-    pub fn activity(&self) -> &super::liveness::Activity {
+    pub(crate) fn activity(&self) -> &super::liveness::Activity {
         &self.activity
     }
 
@@ -179,12 +179,12 @@ impl EngineClient {
     }
 
     /// The normalised base URL (no secrets in it).
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// Absolute URL of `path` (which starts with `/`).
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
 
@@ -196,7 +196,7 @@ impl EngineClient {
     }
 
     /// GET `path`; returns status and body text (at most [`MAX_BODY_BYTES`]).
-    pub async fn get_text(
+    pub(crate) async fn get_text(
         &self,
         path: &str,
         timeout: Duration,
@@ -235,7 +235,7 @@ impl EngineClient {
 
     /// POST a JSON body to `path`; returns status and body text (at most
     /// [`MAX_BODY_BYTES`]).
-    pub async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
@@ -255,7 +255,7 @@ impl EngineClient {
     /// Sends a streaming completion request with a pre-serialised body on the stream's
     /// connection `conn`; the response is returned once headers arrive (non-2xx answers
     /// become a [`RequestFailure`]).
-    pub async fn start_stream<'c>(
+    pub(crate) async fn start_stream<'c>(
         &self,
         conn: &'c mut StreamConn,
         body: bytes::Bytes,
@@ -314,10 +314,10 @@ impl EngineClient {
 /// A stream's own connection to a plain-HTTP engine, kept between its requests (empty for an
 /// `https://` engine, whose streams use the pool).
 #[derive(Default)]
-pub struct StreamConn(Option<direct::Conn>);
+pub(crate) struct StreamConn(Option<direct::Conn>);
 
 /// A streamed response being read.
-pub enum StreamResponse<'c> {
+pub(crate) enum StreamResponse<'c> {
     /// Through the pooled client (`https://`), with the piece it read last.
     Pooled {
         resp: reqwest::Response,
@@ -329,7 +329,7 @@ pub enum StreamResponse<'c> {
 
 impl StreamResponse<'_> {
     /// The next piece of the body as it arrived; `None` at its end.
-    pub async fn chunk(&mut self) -> Result<Option<&[u8]>, RequestFailure> {
+    pub(crate) async fn chunk(&mut self) -> Result<Option<&[u8]>, RequestFailure> {
         match self {
             StreamResponse::Pooled { resp, held } => {
                 match resp.chunk().await.map_err(|e| classify_transport(&e))? {
@@ -351,7 +351,7 @@ impl StreamResponse<'_> {
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The most bytes read of a failed request's body (its excerpt goes into the reason).
-pub const ERROR_BODY_BYTES: usize = 64 << 10;
+pub(crate) const ERROR_BODY_BYTES: usize = 64 << 10;
 
 /// Why an answer that is not a stream could not be read.
 #[derive(Debug)]
@@ -366,7 +366,7 @@ pub enum ReadError {
 
 impl ReadError {
     /// The failure as a short kind and detail, as for streams.
-    pub fn failure(&self) -> RequestFailure {
+    pub(crate) fn failure(&self) -> RequestFailure {
         match self {
             ReadError::Transport(e) => classify_transport(e),
             ReadError::Failed(f) => f.clone(),
@@ -447,7 +447,7 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
 
 /// Groups a transport error into a short kind; the detail is the whole cause (without the
 /// URL, which every request of a cell shares).
-pub fn classify_transport(e: &reqwest::Error) -> RequestFailure {
+pub(crate) fn classify_transport(e: &reqwest::Error) -> RequestFailure {
     let mut chain = error_chain(e);
     let all = chain.join(": ");
     let kind = if all.contains("Connection refused") || all.contains("refused") {
@@ -475,7 +475,7 @@ pub fn classify_transport(e: &reqwest::Error) -> RequestFailure {
 
 /// At most `max` characters of `s` on one line; a longer text is cut at a word boundary and
 /// ends with `…`, so a reason is never cut mid-word.
-pub fn excerpt(s: &str, max: usize) -> String {
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
     let one_line: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -494,14 +494,14 @@ pub fn excerpt(s: &str, max: usize) -> String {
 
 /// The longest SSE line or event the parser holds: a streamed chunk is a few hundred bytes,
 /// so anything near this is not a completion stream (and would cost memory without bound).
-pub const MAX_SSE_EVENT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_SSE_EVENT_BYTES: usize = 1 << 20;
 
 /// Incremental Server-Sent-Events parser over raw bytes. Calls back with each event's `data`
 /// payload (multi-line data joined with `\n`); other fields and comments are ignored. A line
 /// or event longer than [`MAX_SSE_EVENT_BYTES`] is dropped and reported by
 /// [`SseParser::overflow`].
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
@@ -512,7 +512,7 @@ pub struct SseParser {
 }
 
 impl SseParser {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SseParser {
             buf: Vec::with_capacity(4096),
             data: Vec::with_capacity(1024),
@@ -524,7 +524,7 @@ impl SseParser {
 
     /// Feeds bytes as they arrive; `on_event` runs for every complete event. Returns early
     /// (and keeps the rest buffered) when `on_event` returns `false`.
-    pub fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
+    pub(crate) fn feed(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8]) -> bool) -> bool {
         if self.overflowed {
             return false;
         }
@@ -563,7 +563,7 @@ impl SseParser {
     }
 
     /// Why the stream cannot be read any further: a line or event over the limit.
-    pub fn overflow(&self) -> Option<RequestFailure> {
+    pub(crate) fn overflow(&self) -> Option<RequestFailure> {
         self.overflowed.then(|| {
             RequestFailure::new(
                 "malformed SSE",
@@ -635,7 +635,7 @@ impl SseParser {
     }
 
     /// End of stream: delivers a last event that lacked its blank line (lenient, as browsers).
-    pub fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
+    pub(crate) fn finish(&mut self, mut on_event: impl FnMut(&[u8]) -> bool) {
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             self.scanned = 0;
@@ -650,7 +650,7 @@ impl SseParser {
 
     /// Bytes buffered but not yet part of a complete line or event.
     #[cfg(test)]
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.buf.len() + self.data.len()
     }
 }

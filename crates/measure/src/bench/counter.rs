@@ -15,25 +15,25 @@ use infergate_schema::results::EngineCounterWindow;
 
 /// The counter at one edge of the window.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CounterReading {
+pub(crate) struct CounterReading {
     /// When the reading holds (the in-flight read, where there is one).
-    pub at: Instant,
+    pub(crate) at: Instant,
     /// The engine's counter.
-    pub counter: f64,
+    pub(crate) counter: f64,
     /// Tokens of requests still running, not yet in `counter` (llama.cpp `/slots`).
-    pub in_flight: Option<f64>,
+    pub(crate) in_flight: Option<f64>,
     /// How far `at` may be off, seconds: half the time the reading took (the engine read its
     /// counter somewhere in it). Cross-checks allow the tokens made in it.
-    pub uncertainty_s: f64,
+    pub(crate) uncertainty_s: f64,
 }
 
 /// What was read at one edge of a window.
 #[derive(Debug, Clone, Default)]
-pub struct EdgeReading {
+pub(crate) struct EdgeReading {
     /// The engine's state (also the spec-decode counters), when `/metrics` answered.
-    pub state: Option<(Instant, EngineState)>,
+    pub(crate) state: Option<(Instant, EngineState)>,
     /// The generation counter, when the engine has one.
-    pub counter: Option<CounterReading>,
+    pub(crate) counter: Option<CounterReading>,
 }
 
 /// Tries for a `/slots` reading that no request end falls into.
@@ -43,7 +43,10 @@ const CONSISTENT_TRIES: usize = 3;
 /// running slots' tokens are read between two `/metrics` scrapes; when the counter moved
 /// between them (a request ended, so `/slots` and the counter disagree about it) it is read
 /// again, up to three times (the last try is kept: off by at most one request).
-pub async fn read_edge(client: &EngineClient, dialect: Option<MetricsDialect>) -> EdgeReading {
+pub(crate) async fn read_edge(
+    client: &EngineClient,
+    dialect: Option<MetricsDialect>,
+) -> EdgeReading {
     let Some(d) = dialect else {
         return EdgeReading::default();
     };
@@ -96,7 +99,7 @@ pub async fn read_edge(client: &EngineClient, dialect: Option<MetricsDialect>) -
 
 /// The engine's generation rate between two edge readings and what it was computed from;
 /// `None` without both readings. In-flight tokens count only when read at both edges.
-pub fn window(
+pub(crate) fn window(
     dialect: Option<MetricsDialect>,
     start: &EdgeReading,
     end: &EdgeReading,
@@ -139,7 +142,7 @@ pub fn window(
 
 /// " (engine counter 251.9 tok/s, per-request counter + in-flight tokens)": the figure with
 /// how to read it, for progress lines.
-pub fn describe(server_tps: f64, w: &EngineCounterWindow) -> String {
+pub(crate) fn describe(server_tps: f64, w: &EngineCounterWindow) -> String {
     format!(
         " (engine counter {server_tps:.1} tok/s, {})",
         w.moves.caveat(w.in_flight_added())

@@ -26,18 +26,18 @@ use super::metrics::{MetricsDialect, parse_prometheus};
 
 /// What the probes found out about the engine.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Identified {
+pub(crate) struct Identified {
     /// The Prometheus dialect, when the engine serves one.
-    pub metrics: Option<MetricsDialect>,
+    pub(crate) metrics: Option<MetricsDialect>,
     /// The engine family for the profile key, when recognised (with or without metrics).
-    pub family: Option<&'static str>,
+    pub(crate) family: Option<&'static str>,
     /// What `engine.metrics_flavor` records: the dialect's name, `sglang-metrics-disabled`,
     /// `trtllm-iteration-stats` or `none`.
-    pub flavor: &'static str,
+    pub(crate) flavor: &'static str,
     /// How the engine is named in the start-up notes.
-    pub label: &'static str,
+    pub(crate) label: &'static str,
     /// Said at start-up when the engine's counters cannot be read.
-    pub warning: Option<String>,
+    pub(crate) warning: Option<String>,
 }
 
 impl Identified {
@@ -69,7 +69,7 @@ pub fn is_trtllm_iteration_stats(body: &str) -> bool {
 }
 
 /// Whether a body is SGLang's `/model_info` answer.
-pub fn is_sglang_model_info(body: &str) -> bool {
+pub(crate) fn is_sglang_model_info(body: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.as_object().cloned())
@@ -81,7 +81,10 @@ pub fn is_sglang_model_info(body: &str) -> bool {
 /// A page over the size limit is an error (naming the page, the limit and the fix), not "no
 /// metrics": an engine whose page cannot be read would otherwise lose its cross-checks
 /// silently.
-pub async fn identify(client: &EngineClient, timeout: Duration) -> Result<Identified, BenchError> {
+pub(crate) async fn identify(
+    client: &EngineClient,
+    timeout: Duration,
+) -> Result<Identified, BenchError> {
     let get = |path: &'static str| async move {
         match client.get_text(path, timeout).await {
             Ok((200, text)) => Ok(Some(text)),
@@ -161,16 +164,9 @@ pub async fn identify(client: &EngineClient, timeout: Duration) -> Result<Identi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::fixture;
     use axum::Router;
     use axum::routing::get;
-
-    fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/tests/fixtures/{name}",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
 
     /// Serves `routes` (path, body) on 127.0.0.1 until the returned guard is dropped; every
     /// other path is a 404, as on the real engines.

@@ -12,7 +12,7 @@ use super::client::EngineClient;
 
 /// When the engine last sent anything (shared by every clone of one client).
 #[derive(Debug)]
-pub struct Activity {
+pub(crate) struct Activity {
     origin: Instant,
     /// Milliseconds since `origin` of the last byte.
     last_ms: AtomicU64,
@@ -20,7 +20,7 @@ pub struct Activity {
 
 impl Activity {
     /// Activity starting now.
-    pub fn new() -> Arc<Activity> {
+    pub(crate) fn new() -> Arc<Activity> {
         Arc::new(Activity {
             origin: Instant::now(),
             last_ms: AtomicU64::new(0),
@@ -29,19 +29,19 @@ impl Activity {
 
     /// Records that the engine just sent something (one relaxed store: the hot path calls it
     /// per streamed chunk).
-    pub fn note(&self) {
+    pub(crate) fn note(&self) {
         self.note_at(Instant::now());
     }
 
     /// [`Activity::note`] with the arrival time the caller already read (no second clock
     /// read per streamed chunk).
-    pub fn note_at(&self, now: Instant) {
+    pub(crate) fn note_at(&self, now: Instant) {
         let ms = now.saturating_duration_since(self.origin).as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
     /// How long the engine has sent nothing.
-    pub fn quiet_for(&self) -> Duration {
+    pub(crate) fn quiet_for(&self) -> Duration {
         let now = self.origin.elapsed().as_millis() as u64;
         Duration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
     }
@@ -55,7 +55,7 @@ pub struct Liveness {
 
 impl Liveness {
     /// The liveness of the engine behind `client`.
-    pub fn new(client: EngineClient) -> Self {
+    pub(crate) fn new(client: EngineClient) -> Self {
         Liveness { client }
     }
 

@@ -12,22 +12,22 @@ use std::time::{Duration, Instant};
 
 use super::client::EngineClient;
 
-pub use infergate_schema::results::CounterMoves;
+pub(crate) use infergate_schema::results::CounterMoves;
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Metric name including any `_total`/`_bucket` suffix (e.g. `vllm:num_requests_running`).
-    pub name: String,
+    pub(crate) name: String,
     /// Label pairs in file order.
-    pub labels: Vec<(String, String)>,
+    pub(crate) labels: Vec<(String, String)>,
     /// The value (`NaN`, `+Inf`, `-Inf` are parsed as such).
-    pub value: f64,
+    pub(crate) value: f64,
 }
 
 impl Sample {
     /// The value of label `key`, if present.
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         self.labels
             .iter()
             .find(|(k, _)| k == key)
@@ -37,13 +37,13 @@ impl Sample {
 
 /// A parsed `/metrics` page.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetricsPage {
-    pub samples: Vec<Sample>,
+pub(crate) struct MetricsPage {
+    pub(crate) samples: Vec<Sample>,
 }
 
 /// Parses the Prometheus text exposition format, skipping comments and lines it cannot read
 /// (a scrape must never fail because of one odd line from an engine).
-pub fn parse_prometheus(text: &str) -> MetricsPage {
+pub(crate) fn parse_prometheus(text: &str) -> MetricsPage {
     parse_where(text, |_| true)
 }
 
@@ -137,7 +137,7 @@ fn parse_value(s: &str) -> Option<f64> {
 
 impl MetricsPage {
     /// Sum of all finite samples named `name` (over label sets: engines, data-parallel ranks).
-    pub fn sum(&self, name: &str) -> Option<f64> {
+    pub(crate) fn sum(&self, name: &str) -> Option<f64> {
         let mut found = false;
         let mut total = 0.0;
         for s in self.samples.iter().filter(|s| s.name == name) {
@@ -150,7 +150,7 @@ impl MetricsPage {
     }
 
     /// Sum over label sets, per value of label `key` (e.g. spec-decode `position`).
-    pub fn sum_by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
+    pub(crate) fn sum_by_label(&self, name: &str, key: &str) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
         for s in self.samples.iter().filter(|s| s.name == name) {
             if let (Some(v), true) = (s.label(key), s.value.is_finite()) {
@@ -161,14 +161,14 @@ impl MetricsPage {
     }
 
     /// Whether any sample name starts with `prefix`.
-    pub fn has_prefix(&self, prefix: &str) -> bool {
+    pub(crate) fn has_prefix(&self, prefix: &str) -> bool {
         self.samples.iter().any(|s| s.name.starts_with(prefix))
     }
 }
 
 /// Which engine's metric names `/metrics` speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsDialect {
+pub(crate) enum MetricsDialect {
     Vllm,
     Sglang,
     Llamacpp,
@@ -178,46 +178,46 @@ pub enum MetricsDialect {
 
 /// The scheduler/throughput state read from one scrape, in engine-neutral terms.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct EngineState {
+pub(crate) struct EngineState {
     /// Requests being decoded (or prefilled) now.
-    pub running: Option<f64>,
+    pub(crate) running: Option<f64>,
     /// Requests queued, not admitted.
-    pub waiting: Option<f64>,
+    pub(crate) waiting: Option<f64>,
     /// Cumulative generated tokens (counter).
-    pub generated_tokens: Option<f64>,
+    pub(crate) generated_tokens: Option<f64>,
     /// KV cache use, 0..1.
-    pub kv_usage: Option<f64>,
+    pub(crate) kv_usage: Option<f64>,
     /// Speculative decoding counters (cumulative), when reported.
-    pub spec: Option<SpecCounters>,
+    pub(crate) spec: Option<SpecCounters>,
     /// Mean accepted length reported directly by the engine (SGLang gauge).
-    pub spec_accept_length_gauge: Option<f64>,
+    pub(crate) spec_accept_length_gauge: Option<f64>,
     /// Cumulative requests preempted (vLLM) or retracted (SGLang), when the engine counts them
     /// (see [`MetricsDialect::preemption_counter`]).
-    pub preemptions: Option<f64>,
+    pub(crate) preemptions: Option<f64>,
     /// Cumulative prompt tokens (see [`MetricsDialect::prompt_counter`]).
-    pub prompt_tokens: Option<f64>,
+    pub(crate) prompt_tokens: Option<f64>,
     /// Cumulative prefill seconds (see [`MetricsDialect::prefill_time_counter`]).
-    pub prefill_seconds: Option<f64>,
+    pub(crate) prefill_seconds: Option<f64>,
 }
 
 /// Cumulative speculative-decoding counters.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SpecCounters {
+pub(crate) struct SpecCounters {
     /// Verification steps; 0 where the engine does not count them (TensorRT-LLM).
-    pub drafts: f64,
-    pub draft_tokens: f64,
-    pub accepted_tokens: f64,
+    pub(crate) drafts: f64,
+    pub(crate) draft_tokens: f64,
+    pub(crate) accepted_tokens: f64,
     /// Accepted tokens per draft position (position 0 first).
-    pub accepted_per_pos: Vec<f64>,
+    pub(crate) accepted_per_pos: Vec<f64>,
     /// The counters move only when a request ends (llama.cpp adds a slot's draft figures in
     /// `server_metrics::on_prediction`): a window's difference covers the requests that
     /// finished in it, so only ratios of the differences mean anything.
-    pub per_request: bool,
+    pub(crate) per_request: bool,
 }
 
 impl MetricsDialect {
     /// Detects the dialect from the metric names on a page.
-    pub fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
+    pub(crate) fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
         if page.has_prefix("vllm:") {
             Some(MetricsDialect::Vllm)
         } else if page.has_prefix("sglang:") {
@@ -233,7 +233,7 @@ impl MetricsDialect {
 
     /// Where the Prometheus page is served: TensorRT-LLM mounts it at `/prometheus/metrics`
     /// (`OpenAIServer.mount_metrics`), every other engine at `/metrics`.
-    pub fn metrics_path(self) -> &'static str {
+    pub(crate) fn metrics_path(self) -> &'static str {
         match self {
             MetricsDialect::Trtllm => "/prometheus/metrics",
             _ => "/metrics",
@@ -241,7 +241,7 @@ impl MetricsDialect {
     }
 
     /// Short name written to `engine.metrics_flavor` and used as the engine family.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             MetricsDialect::Vllm => "vllm",
             MetricsDialect::Sglang => "sglang",
@@ -251,7 +251,7 @@ impl MetricsDialect {
     }
 
     /// The generation counter read as `EngineState::generated_tokens`.
-    pub fn generation_counter(self) -> &'static str {
+    pub(crate) fn generation_counter(self) -> &'static str {
         match self {
             MetricsDialect::Vllm => "vllm:generation_tokens_total",
             MetricsDialect::Sglang => "sglang:generation_tokens_total",
@@ -267,7 +267,7 @@ impl MetricsDialect {
     /// TensorRT-LLM adds a request's output tokens in `MetricsCollector.log_request_metrics_dict`
     /// only once the request has a finish reason (its iteration-level counters are the
     /// spec-decode ones, not this).
-    pub fn counter_moves(self) -> CounterMoves {
+    pub(crate) fn counter_moves(self) -> CounterMoves {
         match self {
             MetricsDialect::Vllm => CounterMoves::PerToken,
             MetricsDialect::Sglang | MetricsDialect::Llamacpp | MetricsDialect::Trtllm => {
@@ -278,7 +278,7 @@ impl MetricsDialect {
 
     /// Whether the tokens of running requests can be read (llama.cpp `/slots` `n_decoded`), to
     /// turn a per-request counter into a per-token one at the window's edges.
-    pub fn has_in_flight_tokens(self) -> bool {
+    pub(crate) fn has_in_flight_tokens(self) -> bool {
         self == MetricsDialect::Llamacpp
     }
 
@@ -288,7 +288,7 @@ impl MetricsDialect {
     /// `sglang:num_retracted_requests_total` (`srt/metrics/collector.py`; its older
     /// `sglang:num_retracted_reqs` is a gauge reset after every log interval, not differenced).
     /// llama.cpp has none.
-    pub fn preemption_counter(self) -> Option<&'static str> {
+    pub(crate) fn preemption_counter(self) -> Option<&'static str> {
         match self {
             MetricsDialect::Vllm => Some("vllm:num_preemptions_total"),
             MetricsDialect::Sglang => Some("sglang:num_retracted_requests_total"),
@@ -302,7 +302,7 @@ impl MetricsDialect {
     /// per finished request), llama.cpp `llamacpp:prompt_tokens_total` (tokens it processed,
     /// cached ones excluded; `llamacpp:prompt_tokens_cached_total` counts those) and
     /// TensorRT-LLM `trtllm_prompt_tokens_total` (`tensorrt_llm/metrics/collector.py`).
-    pub fn prompt_counter(self) -> &'static str {
+    pub(crate) fn prompt_counter(self) -> &'static str {
         match self {
             MetricsDialect::Vllm => "vllm:prompt_tokens_total",
             MetricsDialect::Sglang => "sglang:prompt_tokens_total",
@@ -312,7 +312,7 @@ impl MetricsDialect {
     }
 
     /// Whether [`Self::prompt_counter`] leaves out prompt tokens found in the cache.
-    pub fn prompt_counter_excludes_cached(self) -> bool {
+    pub(crate) fn prompt_counter_excludes_cached(self) -> bool {
         self == MetricsDialect::Llamacpp
     }
 
@@ -322,7 +322,7 @@ impl MetricsDialect {
     /// TensorRT-LLM keep no prefill time: their server-side TTFT histograms
     /// (`sglang:time_to_first_token_seconds`, `trtllm_time_to_first_token_seconds`; arrival →
     /// first token) are the nearest, read the same way (the histogram's `_sum`).
-    pub fn prefill_time_counter(self) -> Option<&'static str> {
+    pub(crate) fn prefill_time_counter(self) -> Option<&'static str> {
         match self {
             MetricsDialect::Vllm => Some("vllm:request_prefill_time_seconds_sum"),
             MetricsDialect::Sglang => Some("sglang:time_to_first_token_seconds_sum"),
@@ -332,7 +332,7 @@ impl MetricsDialect {
     }
 
     /// Reads the engine-neutral state from a page.
-    pub fn read(self, page: &MetricsPage) -> EngineState {
+    pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
         let mut state = self.read_gauges(page);
         state.preemptions = self.preemption_counter().and_then(|name| page.sum(name));
         state.prompt_tokens = page.sum(self.prompt_counter());
@@ -440,7 +440,7 @@ impl MetricsDialect {
 
 /// Scrapes the dialect's Prometheus page once; `None` when the engine has no (known) metrics or did not answer.
 /// The instant is when the engine most likely read its counters (see below).
-pub async fn scrape(
+pub(crate) async fn scrape(
     client: &EngineClient,
     dialect: Option<MetricsDialect>,
 ) -> Option<(Instant, EngineState)> {
@@ -476,14 +476,7 @@ fn by_position(map: BTreeMap<String, f64>) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/tests/fixtures/{name}",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
+    use crate::bench::fixture;
 
     #[test]
     fn parses_labels_escapes_and_special_values() {

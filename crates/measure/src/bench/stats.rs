@@ -6,7 +6,7 @@ use infergate_model::stats::quantile;
 use infergate_schema::results::Percentiles;
 
 /// Exact percentiles (linear interpolation between closest ranks) of a small sample.
-pub fn exact(values: &[f64]) -> Option<Percentiles> {
+pub(crate) fn exact(values: &[f64]) -> Option<Percentiles> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return None;
@@ -24,13 +24,13 @@ pub fn exact(values: &[f64]) -> Option<Percentiles> {
 
 /// Nanosecond histogram (3 significant digits) of inter-token gaps: constant memory however
 /// many tokens stream.
-pub fn new_latency_histogram() -> Histogram<u64> {
+pub(crate) fn new_latency_histogram() -> Histogram<u64> {
     // `new(3)` auto-resizes; construction cannot fail for sigfig 3.
     Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!("sigfig 3 is valid"))
 }
 
 /// Percentiles of a nanosecond histogram, in seconds; `mean_s` is the exact mean.
-pub fn from_histogram(h: &Histogram<u64>, mean_s: Option<f64>) -> Option<Percentiles> {
+pub(crate) fn from_histogram(h: &Histogram<u64>, mean_s: Option<f64>) -> Option<Percentiles> {
     if h.is_empty() {
         return None;
     }

@@ -102,9 +102,9 @@ pub enum Fault {
 )]
 pub struct FaultParseError {
     /// The text as given.
-    pub spec: String,
+    pub(crate) spec: String,
     /// What was wrong with it.
-    pub why: String,
+    pub(crate) why: String,
 }
 
 fn factor(spec: &str, v: &str) -> Result<f64, FaultParseError> {
@@ -323,43 +323,43 @@ impl From<Fault> for String {
 
 /// The faults of one server, folded into the questions the request path asks.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FaultSet {
+pub(crate) struct FaultSet {
     /// Exit after this many seconds.
-    pub crash_after: Option<f64>,
+    pub(crate) crash_after: Option<f64>,
     /// Health and model listing answer 503.
-    pub never_ready: bool,
+    pub(crate) never_ready: bool,
     /// Fraction of completion requests answered with 500.
-    pub http_500: f64,
+    pub(crate) http_500: f64,
     /// Streams go silent after this many tokens.
-    pub stall_after: Option<u64>,
+    pub(crate) stall_after: Option<u64>,
     /// Fraction of streams that carry one garbage `data:` line.
-    pub malformed_sse: f64,
+    pub(crate) malformed_sse: f64,
     /// Factor applied to reported `completion_tokens` (1 = honest).
-    pub usage_factor: f64,
+    pub(crate) usage_factor: f64,
     /// Factor applied to the `/metrics` generation counter (1 = honest).
-    pub counter_factor: f64,
+    pub(crate) counter_factor: f64,
     /// Requests end after at most this many tokens.
-    pub truncate_at: Option<u64>,
+    pub(crate) truncate_at: Option<u64>,
     /// Completion requests beyond this many in flight get HTTP 500.
-    pub fail_above_concurrency: Option<u32>,
+    pub(crate) fail_above_concurrency: Option<u32>,
     /// Stop answering (everything, sockets kept open) after this many seconds.
-    pub hang_after: Option<f64>,
+    pub(crate) hang_after: Option<f64>,
     /// Preempt running sequences beyond this real KV size (`Some(None)`: half the budget).
-    pub preempt: Option<Option<u64>>,
+    pub(crate) preempt: Option<Option<u64>>,
     /// llama-cpp-python's server: `Some(interrupt)`.
-    pub llama_cpp_python: Option<bool>,
+    pub(crate) llama_cpp_python: Option<bool>,
     /// The engine pauses `(steps, secs)`: `secs` wall seconds after every `steps` steps.
-    pub stall_every: Option<(u64, f64)>,
+    pub(crate) stall_every: Option<(u64, f64)>,
     /// Prefill time is multiplied by this (1 = the profile's `prefill_tps`).
-    pub prefill_factor: f64,
+    pub(crate) prefill_factor: f64,
     /// Arrivals during decoding prefill at most this many tokens per step.
-    pub chunked_prefill: Option<u64>,
+    pub(crate) chunked_prefill: Option<u64>,
     /// `(every, factor)`: one gap of `factor` steps after every `every` tokens of a stream.
-    pub itl_tail: Option<(u64, u64)>,
+    pub(crate) itl_tail: Option<(u64, u64)>,
     /// Factor applied to the `/metrics` prompt counter (1 = honest).
-    pub prompt_counter_factor: f64,
+    pub(crate) prompt_counter_factor: f64,
     /// Arrivals during decoding wait this many seconds before admission.
-    pub admit_delay: Option<f64>,
+    pub(crate) admit_delay: Option<f64>,
 }
 
 impl Default for FaultSet {
@@ -389,7 +389,7 @@ impl Default for FaultSet {
 
 impl FaultSet {
     /// The `completion_tokens` reported for `generated` real tokens.
-    pub fn reported_usage(&self, generated: u64) -> u64 {
+    pub(crate) fn reported_usage(&self, generated: u64) -> u64 {
         if self.usage_factor == 1.0 {
             generated
         } else {
@@ -399,7 +399,7 @@ impl FaultSet {
     }
 
     /// Folds a list of faults; a later fault of the same kind wins.
-    pub fn from_faults(faults: &[Fault]) -> Self {
+    pub(crate) fn from_faults(faults: &[Fault]) -> Self {
         let mut set = FaultSet::default();
         for f in faults {
             match *f {

@@ -6,43 +6,43 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live engine state shared between the scheduler (writer) and `/metrics` (reader).
 #[derive(Debug, Default)]
-pub struct EngineCounters {
+pub(crate) struct EngineCounters {
     /// Sequences being decoded (gauge).
-    pub running: AtomicU64,
+    pub(crate) running: AtomicU64,
     /// Requests queued for KV space (gauge).
-    pub waiting: AtomicU64,
+    pub(crate) waiting: AtomicU64,
     /// KV tokens reserved by running sequences (gauge, compared with the budget).
-    pub kv_reserved: AtomicU64,
+    pub(crate) kv_reserved: AtomicU64,
     /// Prompt tokens of admitted requests (counter).
-    pub prompt_tokens: AtomicU64,
+    pub(crate) prompt_tokens: AtomicU64,
     /// Output tokens emitted (counter): exactly the tokens sent to sequences.
-    pub generation_tokens: AtomicU64,
+    pub(crate) generation_tokens: AtomicU64,
     /// Prompt tokens looked up in the prefix cache (counter).
-    pub prefix_cache_queries: AtomicU64,
+    pub(crate) prefix_cache_queries: AtomicU64,
     /// Prompt tokens found in the prefix cache (counter).
-    pub prefix_cache_hits: AtomicU64,
+    pub(crate) prefix_cache_hits: AtomicU64,
     /// Finished requests (counter).
-    pub requests_finished: AtomicU64,
+    pub(crate) requests_finished: AtomicU64,
     /// Engine time from admission to first token, summed over requests, nanoseconds
     /// (`vllm:request_prefill_time_seconds`' sum).
-    pub prefill_time_ns: AtomicU64,
+    pub(crate) prefill_time_ns: AtomicU64,
     /// Requests that got their first token (that histogram's count).
-    pub prefill_requests: AtomicU64,
+    pub(crate) prefill_requests: AtomicU64,
     /// Sequences preempted for lack of KV cache (counter; only the `preempt` fault preempts).
-    pub preemptions: AtomicU64,
+    pub(crate) preemptions: AtomicU64,
     /// Spec decode: draft rounds (one per sequence per step).
-    pub spec_drafts: AtomicU64,
+    pub(crate) spec_drafts: AtomicU64,
     /// Spec decode: draft tokens proposed.
-    pub spec_draft_tokens: AtomicU64,
+    pub(crate) spec_draft_tokens: AtomicU64,
     /// Spec decode: draft tokens accepted.
-    pub spec_accepted: AtomicU64,
+    pub(crate) spec_accepted: AtomicU64,
     /// Spec decode: accepted tokens per draft position.
-    pub spec_accepted_per_pos: Vec<AtomicU64>,
+    pub(crate) spec_accepted_per_pos: Vec<AtomicU64>,
 }
 
 impl EngineCounters {
     /// Counters for an engine with `draft_positions` spec-decode positions (0 = off).
-    pub fn new(draft_positions: usize) -> Self {
+    pub(crate) fn new(draft_positions: usize) -> Self {
         EngineCounters {
             spec_accepted_per_pos: (0..draft_positions).map(|_| AtomicU64::new(0)).collect(),
             ..Default::default()
@@ -51,7 +51,7 @@ impl EngineCounters {
 }
 
 /// KV block size the simulated engine reports (vLLM's default for CUDA).
-pub const SIM_BLOCK_SIZE: u64 = 16;
+pub(crate) const SIM_BLOCK_SIZE: u64 = 16;
 
 /// Escapes a Prometheus label value.
 fn label(v: &str) -> String {
@@ -62,17 +62,17 @@ fn label(v: &str) -> String {
 
 /// How `/metrics` misreports (the `counter-lies` and `prompt-counter-lies` faults; 1 = honest).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CounterFactors {
+pub(crate) struct CounterFactors {
     /// Factor of the generation counter.
-    pub generation: f64,
+    pub(crate) generation: f64,
     /// Factor of the prompt counter.
-    pub prompt: f64,
+    pub(crate) prompt: f64,
 }
 
 #[cfg(test)]
 impl CounterFactors {
     /// Every counter as counted.
-    pub const HONEST: CounterFactors = CounterFactors {
+    pub(crate) const HONEST: CounterFactors = CounterFactors {
         generation: 1.0,
         prompt: 1.0,
     };
@@ -80,7 +80,7 @@ impl CounterFactors {
 
 /// Renders the counters in Prometheus text exposition format (version 0.0.4); the generation
 /// and prompt counters are scaled by `factors`.
-pub fn render(
+pub(crate) fn render(
     c: &EngineCounters,
     model: &str,
     kv_budget_tokens: u64,

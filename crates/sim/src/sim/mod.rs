@@ -4,15 +4,15 @@
 //!
 //! See `docs/simulated-engine.md` for the speed model, the profiles and the fault modes.
 
-pub mod faults;
-pub mod metrics;
-pub mod openai;
-pub mod prefix_cache;
-pub mod profile;
-pub mod scheduler;
-pub mod server;
-pub mod speed_model;
-pub mod tokenizer;
+pub(crate) mod faults;
+pub(crate) mod metrics;
+pub(crate) mod openai;
+pub(crate) mod prefix_cache;
+pub(crate) mod profile;
+pub(crate) mod scheduler;
+pub(crate) mod server;
+pub(crate) mod speed_model;
+pub(crate) mod tokenizer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,10 +24,11 @@ use rand::rngs::StdRng;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use faults::{Fault, FaultParseError, FaultSet};
-pub use metrics::EngineCounters;
+pub(crate) use faults::FaultSet;
+pub use faults::{Fault, FaultParseError};
+pub(crate) use metrics::EngineCounters;
 pub use profile::{SimProfile, UsageMode};
-pub use speed_model::{Jitter, SpeedModel};
+pub(crate) use speed_model::{Jitter, SpeedModel};
 
 /// Errors of the simulated engine's library API.
 #[derive(Debug, thiserror::Error)]
@@ -127,13 +128,13 @@ impl SimOptions {
     }
 
     /// The served model name.
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         self.model.as_deref().unwrap_or(&self.profile.model)
     }
 
     /// The per-process speed factor: one log-normal draw (mean 1, CV `boot_noise_cv`) from
     /// `boot_seed`, or from OS entropy when no seed is given; exactly 1 when the CV is 0.
-    pub fn boot_factor(&self) -> f64 {
+    pub(crate) fn boot_factor(&self) -> f64 {
         let jitter = Jitter::new(self.boot_noise_cv);
         let mut rng: StdRng = match self.boot_seed {
             Some(s) => StdRng::seed_from_u64(s),

@@ -5,19 +5,19 @@ use serde::{Deserialize, Serialize};
 
 /// `stream_options` of a request.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
-pub struct StreamOptions {
+pub(crate) struct StreamOptions {
     /// Send a final chunk with empty `choices` and the request's usage.
     #[serde(default)]
-    pub include_usage: Option<bool>,
+    pub(crate) include_usage: Option<bool>,
     /// With `include_usage`: cumulative usage on every chunk (vLLM extension).
     #[serde(default)]
-    pub continuous_usage_stats: Option<bool>,
+    pub(crate) continuous_usage_stats: Option<bool>,
 }
 
 impl StreamOptions {
     /// `(include_usage, continuous_usage_stats)` of a request's optional `stream_options`,
     /// each false when absent.
-    pub fn flags(options: Option<StreamOptions>) -> (bool, bool) {
+    pub(crate) fn flags(options: Option<StreamOptions>) -> (bool, bool) {
         let o = options.unwrap_or_default();
         (
             o.include_usage.unwrap_or(false),
@@ -29,7 +29,7 @@ impl StreamOptions {
 /// A completion prompt: text, a one-element list of texts, or token ids.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum PromptInput {
+pub(crate) enum PromptInput {
     /// Plain text.
     Text(String),
     /// A list of texts (only one is supported: one choice per request).
@@ -40,30 +40,30 @@ pub enum PromptInput {
 
 /// `POST /v1/completions` body (fields the simulator does not model are ignored).
 #[derive(Debug, Clone, Deserialize)]
-pub struct CompletionRequest {
+pub(crate) struct CompletionRequest {
     /// Served model name; absent = the served model.
     #[serde(default)]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The prompt.
-    pub prompt: PromptInput,
+    pub(crate) prompt: PromptInput,
     /// Output limit (default 16, as vLLM).
     #[serde(default)]
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// Stream SSE chunks.
     #[serde(default)]
-    pub stream: Option<bool>,
+    pub(crate) stream: Option<bool>,
     /// Streaming usage options.
     #[serde(default)]
-    pub stream_options: Option<StreamOptions>,
+    pub(crate) stream_options: Option<StreamOptions>,
     /// Run to `max_tokens` whatever the model "wants".
     #[serde(default)]
-    pub ignore_eos: Option<bool>,
+    pub(crate) ignore_eos: Option<bool>,
 }
 
 /// Content of a chat message: a string, or a list of parts whose `text`s are concatenated.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum MessageContent {
+pub(crate) enum MessageContent {
     /// Plain text.
     Text(String),
     /// Multi-part content (`[{"type":"text","text":"..."}]`).
@@ -72,15 +72,15 @@ pub enum MessageContent {
 
 /// One part of a multi-part message.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ContentPart {
+pub(crate) struct ContentPart {
     /// Text of a `text` part; other part types count as empty.
     #[serde(default)]
-    pub text: Option<String>,
+    pub(crate) text: Option<String>,
 }
 
 impl MessageContent {
     /// The message's text.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             MessageContent::Text(t) => t.clone(),
             MessageContent::Parts(parts) => parts
@@ -94,82 +94,82 @@ impl MessageContent {
 
 /// One chat message.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ChatMessage {
+pub(crate) struct ChatMessage {
     /// `system`, `user`, `assistant`, ...
-    pub role: String,
+    pub(crate) role: String,
     /// The message content (may be null).
     #[serde(default)]
-    pub content: Option<MessageContent>,
+    pub(crate) content: Option<MessageContent>,
 }
 
 /// `POST /v1/chat/completions` body.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     /// Served model name; absent = the served model.
     #[serde(default)]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The conversation.
-    pub messages: Vec<ChatMessage>,
+    pub(crate) messages: Vec<ChatMessage>,
     /// Output limit (default 16).
     #[serde(default)]
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// Newer name of `max_tokens`; wins when both are given.
     #[serde(default)]
-    pub max_completion_tokens: Option<u64>,
+    pub(crate) max_completion_tokens: Option<u64>,
     /// Stream SSE chunks.
     #[serde(default)]
-    pub stream: Option<bool>,
+    pub(crate) stream: Option<bool>,
     /// Streaming usage options.
     #[serde(default)]
-    pub stream_options: Option<StreamOptions>,
+    pub(crate) stream_options: Option<StreamOptions>,
     /// Run to `max_tokens` whatever the model "wants".
     #[serde(default)]
-    pub ignore_eos: Option<bool>,
+    pub(crate) ignore_eos: Option<bool>,
 }
 
 /// `POST /tokenize` body: a prompt or chat messages.
 #[derive(Debug, Clone, Deserialize)]
-pub struct TokenizeRequest {
+pub(crate) struct TokenizeRequest {
     /// Served model name; absent = the served model.
     #[serde(default)]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Text to tokenize.
     #[serde(default)]
-    pub prompt: Option<String>,
+    pub(crate) prompt: Option<String>,
     /// Or a conversation (counted with the chat template overhead).
     #[serde(default)]
-    pub messages: Option<Vec<ChatMessage>>,
+    pub(crate) messages: Option<Vec<ChatMessage>>,
 }
 
 /// `POST /tokenize` response.
 #[derive(Debug, Clone, Serialize)]
-pub struct TokenizeResponse {
+pub(crate) struct TokenizeResponse {
     /// Number of tokens.
-    pub count: u64,
+    pub(crate) count: u64,
     /// The model's context limit.
-    pub max_model_len: u64,
+    pub(crate) max_model_len: u64,
     /// Token ids.
-    pub tokens: Vec<u32>,
+    pub(crate) tokens: Vec<u32>,
     /// Token strings (not produced: always null, as vLLM without `return_token_strs`).
-    pub token_strs: Option<Vec<String>>,
+    pub(crate) token_strs: Option<Vec<String>>,
 }
 
 /// Token accounting of a request.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// Prompt tokens.
-    pub prompt_tokens: u64,
+    pub(crate) prompt_tokens: u64,
     /// Prompt + completion.
-    pub total_tokens: u64,
+    pub(crate) total_tokens: u64,
     /// Output tokens so far (cumulative).
-    pub completion_tokens: u64,
+    pub(crate) completion_tokens: u64,
     /// Always null (no prompt caching details).
-    pub prompt_tokens_details: Option<()>,
+    pub(crate) prompt_tokens_details: Option<()>,
 }
 
 impl Usage {
     /// Usage after `completion` output tokens.
-    pub fn new(prompt: u64, completion: u64) -> Self {
+    pub(crate) fn new(prompt: u64, completion: u64) -> Self {
         Usage {
             prompt_tokens: prompt,
             total_tokens: prompt + completion,
@@ -181,91 +181,91 @@ impl Usage {
 
 /// One choice of a text-completion chunk or response.
 #[derive(Debug, Clone, Serialize)]
-pub struct CompletionChoice {
-    pub index: u32,
-    pub text: String,
-    pub logprobs: Option<()>,
-    pub finish_reason: Option<&'static str>,
-    pub stop_reason: Option<()>,
+pub(crate) struct CompletionChoice {
+    pub(crate) index: u32,
+    pub(crate) text: String,
+    pub(crate) logprobs: Option<()>,
+    pub(crate) finish_reason: Option<&'static str>,
+    pub(crate) stop_reason: Option<()>,
 }
 
 /// The envelope every streamed chunk (and a non-streamed text completion) shares: id, object,
 /// created, model, the choices, and usage when asked for.
 #[derive(Debug, Clone, Serialize)]
-pub struct Envelope<'a, C> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: i64,
-    pub model: &'a str,
-    pub choices: Vec<C>,
+pub(crate) struct Envelope<'a, C> {
+    pub(crate) id: &'a str,
+    pub(crate) object: &'static str,
+    pub(crate) created: i64,
+    pub(crate) model: &'a str,
+    pub(crate) choices: Vec<C>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub(crate) usage: Option<Usage>,
 }
 
 /// A text completion (`object` = `text_completion` for both chunks and full responses).
-pub type CompletionBody<'a> = Envelope<'a, CompletionChoice>;
+pub(crate) type CompletionBody<'a> = Envelope<'a, CompletionChoice>;
 
 /// The delta of a chat chunk.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatDelta {
+pub(crate) struct ChatDelta {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub role: Option<&'static str>,
-    pub content: String,
+    pub(crate) role: Option<&'static str>,
+    pub(crate) content: String,
 }
 
 /// One choice of a chat chunk.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatChunkChoice {
-    pub index: u32,
-    pub delta: ChatDelta,
-    pub logprobs: Option<()>,
-    pub finish_reason: Option<&'static str>,
+pub(crate) struct ChatChunkChoice {
+    pub(crate) index: u32,
+    pub(crate) delta: ChatDelta,
+    pub(crate) logprobs: Option<()>,
+    pub(crate) finish_reason: Option<&'static str>,
 }
 
 /// A `chat.completion.chunk`.
-pub type ChatChunk<'a> = Envelope<'a, ChatChunkChoice>;
+pub(crate) type ChatChunk<'a> = Envelope<'a, ChatChunkChoice>;
 
 /// The assistant message of a non-streamed chat response.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatResponseMessage {
-    pub role: &'static str,
-    pub content: String,
-    pub tool_calls: Vec<()>,
+pub(crate) struct ChatResponseMessage {
+    pub(crate) role: &'static str,
+    pub(crate) content: String,
+    pub(crate) tool_calls: Vec<()>,
 }
 
 /// One choice of a non-streamed chat response.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatChoice {
-    pub index: u32,
-    pub message: ChatResponseMessage,
-    pub logprobs: Option<()>,
-    pub finish_reason: Option<&'static str>,
-    pub stop_reason: Option<()>,
+pub(crate) struct ChatChoice {
+    pub(crate) index: u32,
+    pub(crate) message: ChatResponseMessage,
+    pub(crate) logprobs: Option<()>,
+    pub(crate) finish_reason: Option<&'static str>,
+    pub(crate) stop_reason: Option<()>,
 }
 
 /// A non-streamed `chat.completion`.
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatResponse<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: i64,
-    pub model: &'a str,
-    pub choices: Vec<ChatChoice>,
-    pub usage: Usage,
+pub(crate) struct ChatResponse<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) object: &'static str,
+    pub(crate) created: i64,
+    pub(crate) model: &'a str,
+    pub(crate) choices: Vec<ChatChoice>,
+    pub(crate) usage: Usage,
 }
 
 /// vLLM's error body: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, Serialize)]
-pub struct ErrorBody {
-    pub error: ErrorInfo,
+pub(crate) struct ErrorBody {
+    pub(crate) error: ErrorInfo,
 }
 
 /// The inner error object.
 #[derive(Debug, Clone, Serialize)]
-pub struct ErrorInfo {
-    pub message: String,
+pub(crate) struct ErrorInfo {
+    pub(crate) message: String,
     #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub param: Option<&'static str>,
-    pub code: u16,
+    pub(crate) kind: &'static str,
+    pub(crate) param: Option<&'static str>,
+    pub(crate) code: u16,
 }

@@ -6,10 +6,10 @@
 use std::collections::{HashSet, VecDeque};
 
 /// Tokens per cache block (vLLM's default block size).
-pub const BLOCK_TOKENS: u64 = 16;
+pub(crate) const BLOCK_TOKENS: u64 = 16;
 
 /// Chained hash of one block given the previous block's hash.
-pub fn chain(prev: u64, block: impl IntoIterator<Item = u32>) -> u64 {
+pub(crate) fn chain(prev: u64, block: impl IntoIterator<Item = u32>) -> u64 {
     let mut h = prev ^ 0xcbf2_9ce4_8422_2325;
     for x in block {
         h ^= x as u64;
@@ -23,7 +23,7 @@ pub fn chain(prev: u64, block: impl IntoIterator<Item = u32>) -> u64 {
 
 /// The set of cached blocks, bounded (oldest inserted evicted first).
 #[derive(Debug, Clone)]
-pub struct PrefixCache {
+pub(crate) struct PrefixCache {
     blocks: HashSet<u64>,
     order: VecDeque<u64>,
     capacity_blocks: usize,
@@ -31,7 +31,7 @@ pub struct PrefixCache {
 
 impl PrefixCache {
     /// A cache holding at most `capacity_tokens` tokens' worth of blocks.
-    pub fn new(capacity_tokens: u64) -> Self {
+    pub(crate) fn new(capacity_tokens: u64) -> Self {
         PrefixCache {
             blocks: HashSet::new(),
             order: VecDeque::new(),
@@ -40,7 +40,7 @@ impl PrefixCache {
     }
 
     /// Number of leading blocks of `prompt_blocks` already cached; then caches all of them.
-    pub fn lookup_and_insert(&mut self, prompt_blocks: &[u64]) -> usize {
+    pub(crate) fn lookup_and_insert(&mut self, prompt_blocks: &[u64]) -> usize {
         let hit = prompt_blocks
             .iter()
             .take_while(|b| self.blocks.contains(b))

@@ -29,7 +29,7 @@ pub enum UsageMode {
 #[serde(deny_unknown_fields)]
 pub struct SpecDecodeProfile {
     /// Per-position acceptance probabilities (0..=1), one entry per draft position.
-    pub acceptance: Vec<f64>,
+    pub(crate) acceptance: Vec<f64>,
 }
 
 /// What a measured engine did in one cell of a matrix (`concurrency` streams of `context`
@@ -41,19 +41,19 @@ pub struct SpecDecodeProfile {
 #[serde(deny_unknown_fields)]
 pub struct CellCalibration {
     /// Streams running in the batch.
-    pub concurrency: u32,
+    pub(crate) concurrency: u32,
     /// Prompt tokens per stream.
-    pub context: u64,
+    pub(crate) context: u64,
     /// Aggregate output tokens per second of engine time.
-    pub tokens_per_s: f64,
+    pub(crate) tokens_per_s: f64,
     /// Accepted / drafted tokens (vLLM's acceptance rate), 0..=1; ignored without
     /// `spec_decode`, whose per-position acceptance it replaces in this cell.
     #[serde(default)]
-    pub acceptance: Option<f64>,
+    pub(crate) acceptance: Option<f64>,
     /// Mean output tokens per streamed chunk (a chunk carries one or more whole engine
     /// steps, as vLLM's output processor does under load); default one chunk per step.
     #[serde(default)]
-    pub tokens_per_chunk: Option<f64>,
+    pub(crate) tokens_per_chunk: Option<f64>,
 }
 
 /// The simulated engine's configuration (see `docs/simulated-engine.md`).
@@ -63,44 +63,44 @@ pub struct SimProfile {
     /// Profile name, reported in `/version` as `0.0.0-infergate-sim+<name>`.
     pub name: String,
     /// Served model name (`/v1/models`); requests for another model get 404.
-    pub model: String,
+    pub(crate) model: String,
     /// Longest prompt + max_tokens the engine accepts.
     pub max_model_len: u64,
     /// KV cache size in tokens; admission reserves `(prompt + max_tokens) * kv_cost_per_token`.
-    pub kv_budget_tokens: u64,
+    pub(crate) kv_budget_tokens: u64,
     /// KV tokens reserved per prompt/output token (>1 models block rounding and overheads).
-    pub kv_cost_per_token: f64,
+    pub(crate) kv_cost_per_token: f64,
     /// Fixed cost of one engine step, milliseconds.
-    pub base_ms: f64,
+    pub(crate) base_ms: f64,
     /// Extra step cost per running sequence, milliseconds.
-    pub per_seq_ms: f64,
+    pub(crate) per_seq_ms: f64,
     /// Extra step cost per resident KV token, microseconds: the step pays
     /// `per_kv_token_us * resident_kv_tokens / 1000` milliseconds.
-    pub per_kv_token_us: f64,
+    pub(crate) per_kv_token_us: f64,
     /// Prefill speed in prompt tokens per second of engine time; 0 = instantaneous.
     pub prefill_tps: f64,
     /// Characters per token of the deterministic tokenizer.
-    pub chars_per_token: f64,
+    pub(crate) chars_per_token: f64,
     /// Automatic prefix caching: a request prefills only the tokens after its longest cached
     /// prefix (16-token blocks, cache as large as the KV budget). Default on, as in vLLM.
     #[serde(default = "default_true")]
-    pub prefix_caching: bool,
+    pub(crate) prefix_caching: bool,
     /// Coefficient of variation of the per-step log-normal jitter (0 = none).
     #[serde(default)]
-    pub jitter_cv: f64,
+    pub(crate) jitter_cv: f64,
     /// Speculative decoding, when on.
     #[serde(default)]
-    pub spec_decode: Option<SpecDecodeProfile>,
+    pub(crate) spec_decode: Option<SpecDecodeProfile>,
     /// Usage reporting style.
     #[serde(default)]
-    pub usage_mode: UsageMode,
+    pub(crate) usage_mode: UsageMode,
     /// Per-cell calibration from a measured run; when present it sets the step time, draft
     /// acceptance and chunking instead of the step coefficients above.
     #[serde(default)]
-    pub cells: Vec<CellCalibration>,
+    pub(crate) cells: Vec<CellCalibration>,
     /// Faults always active with this profile.
     #[serde(default)]
-    pub faults: Vec<Fault>,
+    pub(crate) faults: Vec<Fault>,
 }
 
 fn default_true() -> bool {
@@ -262,7 +262,7 @@ impl SimProfile {
     }
 
     /// Checks the numbers make a runnable engine; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let non_neg = [
             ("base_ms", self.base_ms),
             ("per_seq_ms", self.per_seq_ms),

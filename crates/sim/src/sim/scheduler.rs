@@ -33,7 +33,7 @@ use super::speed_model::{ChunkClock, Jitter, SpeedModel, StepShape, spec_step};
 
 /// Capacity of a sequence's event channel; a slow client in a timed profile overflows into
 /// an unbounded backlog (the engine never waits), in the zero profile it paces the engine.
-pub const EVENT_CHANNEL_CAPACITY: usize = 64;
+pub(crate) const EVENT_CHANNEL_CAPACITY: usize = 64;
 
 /// How far behind its schedule the engine may fall (overloaded machine) before it stops
 /// trying to catch up: beyond this the lost time is dropped instead of bursting.
@@ -41,7 +41,7 @@ const MAX_LAG: Duration = Duration::from_millis(200);
 
 /// Why a sequence ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
+pub(crate) enum FinishReason {
     /// Reached `max_tokens`.
     Length,
     /// Hit the simulated EOS point (only when `ignore_eos` is false).
@@ -50,7 +50,7 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// The OpenAI `finish_reason` string.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FinishReason::Length => "length",
             FinishReason::Stop => "stop",
@@ -60,74 +60,74 @@ impl FinishReason {
 
 /// Tokens one engine step gave one sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepEvent {
+pub(crate) struct StepEvent {
     /// Tokens emitted in this step (≥ 1).
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// Set on the sequence's last step.
-    pub finish: Option<FinishReason>,
+    pub(crate) finish: Option<FinishReason>,
 }
 
 /// A request handed to the engine.
 #[derive(Debug)]
-pub struct EngineRequest {
+pub(crate) struct EngineRequest {
     /// Prompt length in tokens.
-    pub prompt_tokens: u64,
+    pub(crate) prompt_tokens: u64,
     /// Requested `max_tokens` (the KV reservation is sized for it).
-    pub max_tokens: u64,
+    pub(crate) max_tokens: u64,
     /// Tokens after which the sequence stops with EOS (`>= max_tokens`: runs to the limit).
-    pub stop_at: u64,
+    pub(crate) stop_at: u64,
     /// Chained hashes of the prompt's full 16-token blocks (prefix cache lookup; may be empty).
-    pub prefix_blocks: Vec<u64>,
+    pub(crate) prefix_blocks: Vec<u64>,
     /// Where the sequence's steps are sent; dropping the receiver aborts the sequence.
-    pub events: mpsc::Sender<StepEvent>,
+    pub(crate) events: mpsc::Sender<StepEvent>,
 }
 
 /// Handle the HTTP layer submits requests through.
 #[derive(Debug, Clone)]
-pub struct EngineHandle {
+pub(crate) struct EngineHandle {
     tx: mpsc::UnboundedSender<EngineRequest>,
 }
 
 /// The engine has stopped (server shutting down).
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the simulated engine has stopped")]
-pub struct EngineStopped;
+pub(crate) struct EngineStopped;
 
 impl EngineHandle {
     /// Queues a request (FIFO).
-    pub fn submit(&self, req: EngineRequest) -> Result<(), EngineStopped> {
+    pub(crate) fn submit(&self, req: EngineRequest) -> Result<(), EngineStopped> {
         self.tx.send(req).map_err(|_| EngineStopped)
     }
 }
 
 /// Everything the engine task needs.
 #[derive(Debug)]
-pub struct EngineConfig {
+pub(crate) struct EngineConfig {
     /// Step and prefill costs, KV budget, draft acceptance and chunking.
-    pub model: SpeedModel,
+    pub(crate) model: SpeedModel,
     /// Per-step jitter.
-    pub jitter: Jitter,
+    pub(crate) jitter: Jitter,
     /// Seed of jitter and draft acceptance draws.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Automatic prefix caching, when on.
-    pub prefix_cache: Option<PrefixCache>,
+    pub(crate) prefix_cache: Option<PrefixCache>,
     /// The `preempt` fault: the KV tokens running sequences really have (their prompt plus
     /// what they generated); beyond it the newest is preempted. `None`: no preemption (the
     /// admission reservation always holds).
-    pub preempt_budget: Option<u64>,
+    pub(crate) preempt_budget: Option<u64>,
     /// The `stall-every` fault: after every `.0` steps the engine pauses `.1` wall seconds.
-    pub stall_every: Option<(u64, f64)>,
+    pub(crate) stall_every: Option<(u64, f64)>,
     /// At most this many sequences run at once (llama-cpp-python: 1); the rest queue.
-    pub max_running: Option<usize>,
+    pub(crate) max_running: Option<usize>,
     /// The `chunked-prefill` fault: a request admitted while others decode prefills at most
     /// this many tokens per step.
-    pub chunked_prefill: Option<u64>,
+    pub(crate) chunked_prefill: Option<u64>,
     /// The `itl-tail` fault: `(every, factor)`, one gap of `factor` steps after every
     /// `every` tokens of a stream.
-    pub itl_tail: Option<(u64, u64)>,
+    pub(crate) itl_tail: Option<(u64, u64)>,
     /// The `admit-delay` fault: a request arriving while others decode waits this long
     /// (wall time) before it is admitted.
-    pub admit_delay: Option<Duration>,
+    pub(crate) admit_delay: Option<Duration>,
 }
 
 struct Queued {
@@ -284,7 +284,7 @@ impl Seq {
 }
 
 /// Creates the engine's request channel.
-pub fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>) {
+pub(crate) fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (EngineHandle { tx }, rx)
 }
@@ -294,7 +294,7 @@ pub fn channel() -> (EngineHandle, mpsc::UnboundedReceiver<EngineRequest>) {
 /// tokio's timer, which wakes on millisecond ticks, every release was rounded up to one, so a
 /// 1.5 ms step streamed gaps of 1 and 2 ms, half each, and the ITL median flipped between
 /// them from run to run. Runs until `cancel` fires or every handle is dropped.
-pub fn spawn_engine(
+pub(crate) fn spawn_engine(
     cfg: EngineConfig,
     counters: Arc<EngineCounters>,
     rx: mpsc::UnboundedReceiver<EngineRequest>,

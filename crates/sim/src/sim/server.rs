@@ -28,11 +28,11 @@ use super::speed_model::SpeedModel;
 use super::tokenizer::{SimTokenizer, push_output_text, token_block_hashes};
 
 /// `max_tokens` when the request gives none (vLLM's completions default).
-pub const DEFAULT_MAX_TOKENS: u64 = 16;
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 16;
 
 /// Shared state of the HTTP handlers.
 #[derive(Debug)]
-pub struct AppState {
+pub(crate) struct AppState {
     model_name: Arc<str>,
     profile_name: String,
     max_model_len: u64,
@@ -59,7 +59,7 @@ pub struct AppState {
 
 impl AppState {
     /// State for one server.
-    pub fn new(
+    pub(crate) fn new(
         opts: &SimOptions,
         speed: SpeedModel,
         engine: EngineHandle,
@@ -132,7 +132,7 @@ async fn hang_layer(
 }
 
 /// The routes.
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/v1/models", get(models))
@@ -669,14 +669,14 @@ impl SseStream {
         self.continuous.then(|| self.reported_usage())
     }
 
+    /// One SSE chunk: its one choice `(text, role, finish)` (`role`: the chat's assistant role,
+    /// on its first chunk), or no choice at all in the usage-only chunk at the stream's end.
     fn chunk(
         &self,
-        text: String,
-        role: bool,
-        finish: Option<FinishReason>,
+        choice: Option<(String, bool, Option<FinishReason>)>,
         usage: Option<Usage>,
     ) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256 + text.len());
+        let mut out = Vec::with_capacity(256 + choice.as_ref().map_or(0, |c| c.0.len()));
         let model = &*self.state.model_name;
         match self.kind {
             Kind::Completion => sse(
@@ -686,13 +686,13 @@ impl SseStream {
                     object: "text_completion",
                     created: self.created,
                     model,
-                    choices: vec![CompletionChoice {
+                    choices: Vec::from_iter(choice.map(|(text, _, finish)| CompletionChoice {
                         index: 0,
                         text,
                         logprobs: None,
                         finish_reason: finish.map(FinishReason::as_str),
                         stop_reason: None,
-                    }],
+                    })),
                     usage,
                 },
             ),
@@ -703,7 +703,7 @@ impl SseStream {
                     object: "chat.completion.chunk",
                     created: self.created,
                     model,
-                    choices: vec![ChatChunkChoice {
+                    choices: Vec::from_iter(choice.map(|(text, role, finish)| ChatChunkChoice {
                         index: 0,
                         delta: ChatDelta {
                             role: role.then_some("assistant"),
@@ -711,38 +711,7 @@ impl SseStream {
                         },
                         logprobs: None,
                         finish_reason: finish.map(FinishReason::as_str),
-                    }],
-                    usage,
-                },
-            ),
-        }
-        out
-    }
-
-    fn usage_chunk(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
-        let usage = Some(self.reported_usage());
-        let model = &*self.state.model_name;
-        match self.kind {
-            Kind::Completion => sse(
-                &mut out,
-                &CompletionBody {
-                    id: &self.id,
-                    object: "text_completion",
-                    created: self.created,
-                    model,
-                    choices: Vec::new(),
-                    usage,
-                },
-            ),
-            Kind::Chat => sse(
-                &mut out,
-                &ChatChunk {
-                    id: &self.id,
-                    object: "chat.completion.chunk",
-                    created: self.created,
-                    model,
-                    choices: Vec::new(),
+                    })),
                     usage,
                 },
             ),
@@ -766,12 +735,12 @@ impl SseStream {
         match self.phase {
             Phase::Role => {
                 self.phase = Phase::Tokens;
-                Some(self.chunk(String::new(), true, None, self.usage_now()))
+                Some(self.chunk(Some((String::new(), true, None)), self.usage_now()))
             }
             Phase::Tokens => self.next_tokens().await,
             Phase::UsageChunk => {
                 self.phase = Phase::Done;
-                Some(self.usage_chunk())
+                Some(self.chunk(None, Some(self.reported_usage())))
             }
             Phase::Done => {
                 self.phase = Phase::End;
@@ -827,7 +796,7 @@ impl SseStream {
         } else {
             self.usage_now()
         };
-        let mut out = self.chunk(text, false, finish, usage);
+        let mut out = self.chunk(Some((text, false, finish)), usage);
         if self.malformed && from == 0 {
             out.extend_from_slice(b"data: {\"id\": \"cmpl-garbage\", \"choices\": [{\"te\n\n");
         }

@@ -11,47 +11,47 @@ use super::profile::{CellCalibration, SimProfile};
 
 /// Step-time coefficients plus the run-wide multipliers (slowdown, boot factor, time scale).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SpeedModel {
+pub(crate) struct SpeedModel {
     /// Fixed step cost, ms.
-    pub base_ms: f64,
+    pub(crate) base_ms: f64,
     /// Step cost per running sequence, ms.
-    pub per_seq_ms: f64,
+    pub(crate) per_seq_ms: f64,
     /// Step cost per resident KV token, µs.
-    pub per_kv_token_us: f64,
+    pub(crate) per_kv_token_us: f64,
     /// Prefill speed, prompt tokens per engine second (0 = instantaneous).
-    pub prefill_tps: f64,
+    pub(crate) prefill_tps: f64,
     /// Prefill time is multiplied by this (the `prefill-slowdown` fault; 1 = as profiled).
-    pub prefill_factor: f64,
+    pub(crate) prefill_factor: f64,
     /// Injected regression: multiplies every engine time.
-    pub slowdown: f64,
+    pub(crate) slowdown: f64,
     /// Per-process speed factor (boot noise), multiplies every engine time.
-    pub boot_factor: f64,
+    pub(crate) boot_factor: f64,
     /// Engine times are divided by this (simulate long matrices quickly).
-    pub time_scale: f64,
+    pub(crate) time_scale: f64,
     /// KV budget in tokens.
-    pub kv_budget_tokens: u64,
+    pub(crate) kv_budget_tokens: u64,
     /// KV tokens reserved per prompt/output token.
-    pub kv_cost_per_token: f64,
+    pub(crate) kv_cost_per_token: f64,
     /// Per-position draft acceptance of the profile (empty = no speculative decoding).
-    pub draft_acceptance: Vec<f64>,
+    pub(crate) draft_acceptance: Vec<f64>,
     /// Per-cell calibration (empty = the step coefficients alone).
-    pub cells: Vec<CellCalibration>,
+    pub(crate) cells: Vec<CellCalibration>,
 }
 
 /// What one engine step of the current batch looks like.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepShape {
+pub(crate) struct StepShape {
     /// Wall seconds of the decode step, before jitter (scaled like [`SpeedModel::step_time`]).
-    pub step_time: f64,
+    pub(crate) step_time: f64,
     /// Per-position draft acceptance probabilities (empty without speculative decoding).
-    pub acceptance: Vec<f64>,
+    pub(crate) acceptance: Vec<f64>,
     /// Mean engine steps per streamed chunk (>= 1).
-    pub steps_per_chunk: f64,
+    pub(crate) steps_per_chunk: f64,
 }
 
 /// Expected tokens one step emits with these per-position acceptance probabilities:
 /// `1 + p1 + p1*p2 + ...` (drafting stops at the first rejection).
-pub fn tokens_per_step(acceptance: &[f64]) -> f64 {
+pub(crate) fn tokens_per_step(acceptance: &[f64]) -> f64 {
     let mut reach = 1.0;
     let mut sum = 1.0;
     for p in acceptance {
@@ -64,7 +64,7 @@ pub fn tokens_per_step(acceptance: &[f64]) -> f64 {
 /// `positions` equal per-position probabilities whose acceptance rate (accepted / drafted,
 /// with drafting stopped at the first rejection) is `rate`: solves `(p + p^2 + ... + p^k) / k
 /// = rate` by bisection.
-pub fn acceptance_for_rate(rate: f64, positions: usize) -> Vec<f64> {
+pub(crate) fn acceptance_for_rate(rate: f64, positions: usize) -> Vec<f64> {
     if positions == 0 {
         return Vec::new();
     }
@@ -85,13 +85,13 @@ pub fn acceptance_for_rate(rate: f64, positions: usize) -> Vec<f64> {
 /// A stream's chunk boundaries: with `s` steps per chunk, a chunk ends at the steps where the
 /// running step count crosses a multiple of `s`, so chunks carry `s` steps on average.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ChunkClock {
+pub(crate) struct ChunkClock {
     phase: f64,
 }
 
 impl ChunkClock {
     /// Counts one step; true when a chunk ends with it.
-    pub fn tick(&mut self, steps_per_chunk: f64) -> bool {
+    pub(crate) fn tick(&mut self, steps_per_chunk: f64) -> bool {
         self.phase += 1.0;
         if self.phase + 1e-9 >= steps_per_chunk {
             self.phase = (self.phase - steps_per_chunk).max(0.0);
@@ -105,18 +105,23 @@ impl ChunkClock {
 /// What a steady cell produced over many engine steps (see [`SpeedModel::simulate_cell`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg(test)]
-pub struct CellFigures {
+pub(crate) struct CellFigures {
     /// Aggregate output tokens per engine second.
-    pub tokens_per_s: f64,
+    pub(crate) tokens_per_s: f64,
     /// Output tokens per streamed chunk.
-    pub tokens_per_chunk: f64,
+    pub(crate) tokens_per_chunk: f64,
     /// Accepted / drafted tokens (0 without speculative decoding).
-    pub acceptance: f64,
+    pub(crate) acceptance: f64,
 }
 
 impl SpeedModel {
     /// The model of a profile with the given multipliers.
-    pub fn new(profile: &SimProfile, slowdown: f64, time_scale: f64, boot_factor: f64) -> Self {
+    pub(crate) fn new(
+        profile: &SimProfile,
+        slowdown: f64,
+        time_scale: f64,
+        boot_factor: f64,
+    ) -> Self {
         SpeedModel {
             base_ms: profile.base_ms,
             per_seq_ms: profile.per_seq_ms,
@@ -139,7 +144,7 @@ impl SpeedModel {
 
     /// Whether every step takes zero time (the `zero` profile): the engine is then paced by
     /// its clients instead of a clock.
-    pub fn is_zero_time(&self) -> bool {
+    pub(crate) fn is_zero_time(&self) -> bool {
         self.base_ms == 0.0 && self.per_seq_ms == 0.0 && self.per_kv_token_us == 0.0
     }
 
@@ -150,7 +155,7 @@ impl SpeedModel {
     /// Wall seconds of one decode step with `n_running` sequences holding `resident_kv_tokens`
     /// tokens of KV, before jitter:
     /// `(base_ms + per_seq_ms*n + per_kv_token_us*kv/1000) / 1000 * slowdown * boot / time_scale`.
-    pub fn step_time(&self, n_running: usize, resident_kv_tokens: u64) -> f64 {
+    pub(crate) fn step_time(&self, n_running: usize, resident_kv_tokens: u64) -> f64 {
         let ms = self.base_ms
             + self.per_seq_ms * n_running as f64
             + self.per_kv_token_us * resident_kv_tokens as f64 / 1000.0;
@@ -163,7 +168,7 @@ impl SpeedModel {
     /// (log scale) is interpolated linearly in the batch size (clamped at the row's ends; below
     /// its smallest concurrency the rate scales with the batch) for the aggregate rate, the
     /// acceptance rate and tokens per chunk, and the step lasts `n * tokens_per_step / rate`.
-    pub fn step_shape(
+    pub(crate) fn step_shape(
         &self,
         n_running: usize,
         resident_kv_tokens: u64,
@@ -236,7 +241,7 @@ impl SpeedModel {
     /// task uses, and reports what a client would measure. Pure and seeded: used to check a
     /// profile against the run it was calibrated to.
     #[cfg(test)]
-    pub fn simulate_cell<R: Rng + ?Sized>(
+    pub(crate) fn simulate_cell<R: Rng + ?Sized>(
         &self,
         c: usize,
         context: u64,
@@ -279,7 +284,7 @@ impl SpeedModel {
 
     /// Wall seconds to prefill `prompt_tokens` (scaled like step time, and by the
     /// `prefill-slowdown` factor).
-    pub fn prefill_time(&self, prompt_tokens: u64) -> f64 {
+    pub(crate) fn prefill_time(&self, prompt_tokens: u64) -> f64 {
         if self.prefill_tps <= 0.0 {
             return 0.0;
         }
@@ -287,14 +292,18 @@ impl SpeedModel {
     }
 
     /// KV tokens a request reserves for its whole life: `(prompt + max_tokens) * cost`, rounded up.
-    pub fn reservation(&self, prompt_tokens: u64, max_tokens: u64) -> u64 {
+    pub(crate) fn reservation(&self, prompt_tokens: u64, max_tokens: u64) -> u64 {
         ((prompt_tokens + max_tokens) as f64 * self.kv_cost_per_token).ceil() as u64
     }
 
     /// How many requests of the FIFO queue `queued` (their reservations, front first) can be
     /// admitted when `reserved` KV tokens are already taken. Admission stops at the first
     /// request that does not fit (strict FIFO: no overtaking).
-    pub fn admit_count(&self, reserved: u64, queued: impl IntoIterator<Item = u64>) -> usize {
+    pub(crate) fn admit_count(
+        &self,
+        reserved: u64,
+        queued: impl IntoIterator<Item = u64>,
+    ) -> usize {
         let mut used = reserved;
         let mut n = 0;
         for r in queued {
@@ -312,7 +321,7 @@ impl SpeedModel {
     /// the batch's [`StepShape`]; ignores prefill and jitter. Used by the tests that pin the
     /// profiles' calibration.
     #[cfg(test)]
-    pub fn steady_tps(&self, c: usize, context: u64, avg_generated: u64) -> f64 {
+    pub(crate) fn steady_tps(&self, c: usize, context: u64, avg_generated: u64) -> f64 {
         let resident = c as u64 * (context + avg_generated);
         let shape = self.step_shape(c, resident, context);
         c as f64 * tokens_per_step(&shape.acceptance) / shape.step_time * self.scale()
@@ -321,13 +330,13 @@ impl SpeedModel {
 
 /// A multiplicative log-normal factor with mean 1 and the given coefficient of variation.
 #[derive(Debug, Clone, Copy)]
-pub struct Jitter {
+pub(crate) struct Jitter {
     dist: Option<LogNormal<f64>>,
 }
 
 impl Jitter {
     /// `cv` = 0 gives a constant 1.
-    pub fn new(cv: f64) -> Self {
+    pub(crate) fn new(cv: f64) -> Self {
         if !(cv.is_finite() && cv > 0.0) {
             return Jitter { dist: None };
         }
@@ -338,7 +347,7 @@ impl Jitter {
     }
 
     /// One draw.
-    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match &self.dist {
             Some(d) => d.sample(rng),
             None => 1.0,
@@ -348,19 +357,19 @@ impl Jitter {
 
 /// Outcome of one speculative-decoding step for one sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpecStep {
+pub(crate) struct SpecStep {
     /// Tokens emitted this step (1 + accepted, capped by what the request still wants).
-    pub emitted: u64,
+    pub(crate) emitted: u64,
     /// Draft tokens proposed (the number of draft positions).
-    pub drafted: u64,
+    pub(crate) drafted: u64,
     /// Accepted draft tokens that were emitted.
-    pub accepted: u64,
+    pub(crate) accepted: u64,
 }
 
 /// Spec-decode accounting for one step: `uniform[i]` decides position `i` (accepted when
 /// `uniform[i] < acceptance[i]`), drafting stops at the first rejection, and the step never
 /// emits more than `remaining` tokens.
-pub fn spec_step(acceptance: &[f64], uniform: &[f64], remaining: u64) -> SpecStep {
+pub(crate) fn spec_step(acceptance: &[f64], uniform: &[f64], remaining: u64) -> SpecStep {
     let mut accepted = 0u64;
     for (p, u) in acceptance.iter().zip(uniform) {
         if u < p {

@@ -12,23 +12,23 @@ const WORDS: &[&str] = &[
 
 /// Tokenizer with `chars_per_token` characters (Unicode scalar values) per token.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SimTokenizer {
+pub(crate) struct SimTokenizer {
     chars_per_token: f64,
 }
 
 /// Tokens the chat template adds per message (role markers), like a real template does.
-pub const CHAT_TOKENS_PER_MESSAGE: u64 = 4;
+pub(crate) const CHAT_TOKENS_PER_MESSAGE: u64 = 4;
 /// Tokens the chat template adds to open the assistant's turn.
-pub const CHAT_GENERATION_PROMPT_TOKENS: u64 = 3;
+pub(crate) const CHAT_GENERATION_PROMPT_TOKENS: u64 = 3;
 
 impl SimTokenizer {
     /// A tokenizer with this density (> 0).
-    pub fn new(chars_per_token: f64) -> Self {
+    pub(crate) fn new(chars_per_token: f64) -> Self {
         SimTokenizer { chars_per_token }
     }
 
     /// Token count of a text: `ceil(chars / chars_per_token)` (0 for the empty text).
-    pub fn count(&self, text: &str) -> u64 {
+    pub(crate) fn count(&self, text: &str) -> u64 {
         let chars = text.chars().count() as f64;
         // the small epsilon keeps exact multiples (e.g. 12 chars at 4.0) from rounding up
         (chars / self.chars_per_token - 1e-9).ceil().max(0.0) as u64
@@ -36,7 +36,7 @@ impl SimTokenizer {
 
     /// Token count of a chat conversation: each message's content plus the template overhead
     /// ([`CHAT_TOKENS_PER_MESSAGE`] per message, [`CHAT_GENERATION_PROMPT_TOKENS`] once).
-    pub fn count_chat<'a>(&self, contents: impl IntoIterator<Item = &'a str>) -> u64 {
+    pub(crate) fn count_chat<'a>(&self, contents: impl IntoIterator<Item = &'a str>) -> u64 {
         let mut n = CHAT_GENERATION_PROMPT_TOKENS;
         for c in contents {
             n += CHAT_TOKENS_PER_MESSAGE + self.count(c);
@@ -46,7 +46,7 @@ impl SimTokenizer {
 
     /// Token ids of a text, one per token: a cheap hash of the characters each token covers,
     /// so equal texts give equal ids.
-    pub fn token_ids(&self, text: &str) -> Vec<u32> {
+    pub(crate) fn token_ids(&self, text: &str) -> Vec<u32> {
         let n = self.count(text) as usize;
         let mut ids = Vec::with_capacity(n);
         let mut chars = text.chars();
@@ -70,7 +70,7 @@ impl SimTokenizer {
 impl SimTokenizer {
     /// Chained hashes of the full [`BLOCK_TOKENS`]-token blocks of a text (for the prefix
     /// cache); block `k` covers the characters of tokens `16k..16k+16`.
-    pub fn block_hashes(&self, text: &str) -> Vec<u64> {
+    pub(crate) fn block_hashes(&self, text: &str) -> Vec<u64> {
         let total = text.chars().count() as u64;
         let mut out = Vec::new();
         let mut chars = text.chars();
@@ -91,7 +91,7 @@ impl SimTokenizer {
 }
 
 /// Chained hashes of the full blocks of a pre-tokenized prompt.
-pub fn token_block_hashes(ids: &[u32]) -> Vec<u64> {
+pub(crate) fn token_block_hashes(ids: &[u32]) -> Vec<u64> {
     let mut prev = 0u64;
     ids.chunks_exact(BLOCK_TOKENS as usize)
         .map(|b| {
@@ -102,7 +102,7 @@ pub fn token_block_hashes(ids: &[u32]) -> Vec<u64> {
 }
 
 /// Text of output token `pos` of request `request_seed` (one word with a leading space).
-pub fn output_word(request_seed: u64, pos: u64) -> &'static str {
+pub(crate) fn output_word(request_seed: u64, pos: u64) -> &'static str {
     let h = request_seed
         .wrapping_mul(6_364_136_223_846_793_005)
         .wrapping_add(pos.wrapping_mul(1_442_695_040_888_963_407));
@@ -110,7 +110,7 @@ pub fn output_word(request_seed: u64, pos: u64) -> &'static str {
 }
 
 /// Appends output tokens `from..to` of a request to `out`.
-pub fn push_output_text(out: &mut String, request_seed: u64, from: u64, to: u64) {
+pub(crate) fn push_output_text(out: &mut String, request_seed: u64, from: u64, to: u64) {
     for pos in from..to {
         out.push(' ');
         out.push_str(output_word(request_seed, pos));

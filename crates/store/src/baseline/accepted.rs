@@ -15,23 +15,23 @@ use serde::{Deserialize, Serialize};
 use super::{ADHOC_SUITE, BaselineError, BaselineStore, LoadedBaseline, component, write_atomic};
 
 /// File name of the accepted change points in a profile directory.
-pub const ACCEPTED_FILE: &str = "accepted.json";
+pub(crate) const ACCEPTED_FILE: &str = "accepted.json";
 
 /// One accepted change: the group's level is what it is from `since_run_id` on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcceptedChange {
     /// Suite directory name (`adhoc` for runs without a suite).
-    pub suite: String,
+    pub(crate) suite: String,
     /// The first run at the new level.
     pub since_run_id: String,
     /// Its start time: runs started at or after it are used (this survives pruning the run).
     pub since_started_at: DateTime<Utc>,
     /// When the change was accepted.
-    pub accepted_at: DateTime<Utc>,
+    pub(crate) accepted_at: DateTime<Utc>,
     /// Why, for people (free text, shown as data).
     #[serde(default)]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 /// The file's content.

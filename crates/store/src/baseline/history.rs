@@ -98,14 +98,7 @@ mod tests {
 
     #[test]
     fn level_uses_newest_k_and_cv_the_longer_history() {
-        let seed = crate::import::parse_results(
-            include_str!(
-                "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-            ),
-            "seed.json",
-        )
-        .unwrap()
-        .remove(0);
+        let seed = crate::export::fixture::seed_run();
         let runs: Vec<RunResults> = [100.0, 110.0, 90.0, 100.0]
             .iter()
             .enumerate()

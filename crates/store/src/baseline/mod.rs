@@ -25,7 +25,7 @@
 //! already in the group, and loading counts duplicates once. Every path part goes through
 //! [`path_safe`](infergate_schema::results::path_safe) and the final path is checked to lie under the root.
 
-pub mod accepted;
+pub(crate) mod accepted;
 pub mod history;
 
 use std::path::{Path, PathBuf};
@@ -130,7 +130,7 @@ fn describe_files(files: &[(PathBuf, String)]) -> String {
 
 /// Digest of a run's content without its id: two files with the same digest are the same
 /// measurement, whatever they are called.
-pub fn content_digest(run: &RunResults) -> String {
+pub(crate) fn content_digest(run: &RunResults) -> String {
     use sha2::{Digest, Sha256};
     let mut anonymous = run.clone();
     anonymous.run_id.clear();
@@ -451,20 +451,7 @@ impl BaselineStore {
         profile_key: &str,
         suite: Option<&str>,
     ) -> Result<Vec<PathBuf>, BaselineError> {
-        let dir = self.group_dir(profile_key, suite);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(BaselineError::Io {
-                    action: "read",
-                    path: dir,
-                    source,
-                });
-            }
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
+        let mut files: Vec<PathBuf> = dir_entries(&self.group_dir(profile_key, suite))?
             .map(|e| e.path())
             .filter(|p| {
                 p.is_file()
@@ -713,12 +700,12 @@ pub fn component(name: &str) -> String {
 /// worth a number (`5e-324`); above, a million times any machine built so far (`1e308`).
 /// Such a value is no measurement, and the statistics and charts of a history holding one
 /// would be overflow and noise, so a run holding one is refused as a baseline.
-pub const PLAUSIBLE_TPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
+pub(crate) const PLAUSIBLE_TPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
 
 /// Why a run's numbers cannot be a measurement, if they cannot: an `ok` cell whose aggregate
 /// throughput is outside [`PLAUSIBLE_TPS`] or whose window samples are not finite and within it
 /// (0 allowed: a window without a token).
-pub fn implausible_value(run: &RunResults) -> Option<String> {
+pub(crate) fn implausible_value(run: &RunResults) -> Option<String> {
     let (lo, hi) = (*PLAUSIBLE_TPS.start(), *PLAUSIBLE_TPS.end());
     for c in run.cells.iter().filter(|c| c.status == CellStatus::Ok) {
         let bad_sample = c
@@ -779,11 +766,11 @@ fn likely_root(dir: &Path) -> Option<String> {
     ))
 }
 
-/// Sorted names of the subdirectories of `dir` (none when it does not exist).
-fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
+/// The entries of `dir` that could be read (none when it does not exist).
+fn dir_entries(dir: &Path) -> Result<impl Iterator<Item = std::fs::DirEntry>, BaselineError> {
     let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Ok(e) => Some(e),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => {
             return Err(BaselineError::Io {
                 action: "read",
@@ -792,8 +779,12 @@ fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
             });
         }
     };
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
+    Ok(entries.into_iter().flatten().filter_map(Result::ok))
+}
+
+/// Sorted names of the subdirectories of `dir` (none when it does not exist).
+fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
+    let mut names: Vec<String> = dir_entries(dir)?
         .filter(|e| e.path().is_dir())
         .filter_map(|e| e.file_name().to_str().map(String::from))
         .filter(|n| !n.starts_with('.'))
@@ -804,11 +795,11 @@ fn subdirs(dir: &Path) -> Result<Vec<String>, BaselineError> {
 
 /// The environment variable that sets how long a store write waits for the store's lock, in
 /// seconds (default [`DEFAULT_LOCK_DEADLINE_S`]).
-pub const LOCK_DEADLINE_ENV: &str = "INFERGATE_STORE_LOCK_TIMEOUT_S";
+pub(crate) const LOCK_DEADLINE_ENV: &str = "INFERGATE_STORE_LOCK_TIMEOUT_S";
 
 /// How long a store write waits for the store's lock by default: a `baseline add` takes well
 /// under a second, so a minute is another process stuck, not one at work.
-pub const DEFAULT_LOCK_DEADLINE_S: u64 = 60;
+pub(crate) const DEFAULT_LOCK_DEADLINE_S: u64 = 60;
 
 /// How long a store write waits for the lock: [`LOCK_DEADLINE_ENV`] when it is a number of
 /// seconds, else [`DEFAULT_LOCK_DEADLINE_S`].
@@ -947,17 +938,7 @@ fn write_atomic(path: &Path, body: &[u8]) -> Result<(), BaselineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn seed_run() -> RunResults {
-        crate::import::parse_results(
-            include_str!(
-                "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-            ),
-            "seed.json",
-        )
-        .unwrap()
-        .remove(0)
-    }
+    use crate::export::fixture::seed_run;
 
     fn variant(base: &RunResults, i: i64) -> RunResults {
         let mut r = base.clone();

@@ -18,17 +18,17 @@ pub struct BmfMetric {
     pub value: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Lower bound: the smallest sub-window sample, when there are two or more.
-    pub lower_value: Option<f64>,
+    pub(crate) lower_value: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Upper bound: the largest sub-window sample, when there are two or more.
-    pub upper_value: Option<f64>,
+    pub(crate) upper_value: Option<f64>,
 }
 
 /// A BMF document: benchmark name → measure name → metric.
 pub type Bmf = BTreeMap<String, BTreeMap<String, BmfMetric>>;
 
 /// The BMF document of a run.
-pub fn document(run: &RunResults) -> Bmf {
+pub(crate) fn document(run: &RunResults) -> Bmf {
     let mut doc = Bmf::new();
     for f in figures(run) {
         let bounds = (f.metric == Metric::AggregateTps)

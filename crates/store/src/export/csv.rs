@@ -37,7 +37,7 @@ pub(crate) const COLUMNS: [&str; 25] = [
 ];
 
 /// A text field made safe for spreadsheets (CSV injection).
-pub fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{s}")
     } else {

@@ -20,14 +20,6 @@ pub enum GabTool {
 }
 
 impl GabTool {
-    /// The `tool:` value of github-action-benchmark.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GabTool::BiggerIsBetter => "customBiggerIsBetter",
-            GabTool::SmallerIsBetter => "customSmallerIsBetter",
-        }
-    }
-
     fn direction(self) -> Direction {
         match self {
             GabTool::BiggerIsBetter => Direction::HigherIsBetter,
@@ -44,17 +36,17 @@ pub struct GabEntry {
     /// Unit shown on the chart (`tok/s`, `ms`, ...).
     pub unit: String,
     /// The figure.
-    pub value: f64,
+    pub(crate) value: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Standard deviation of the sub-window samples (`± …`), aggregate tok/s with two or more.
-    pub range: Option<String>,
+    pub(crate) range: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Tooltip lines: run id, profile and cell status.
-    pub extra: Option<String>,
+    pub(crate) extra: Option<String>,
 }
 
 /// The entries of a run for one tool, in cell order.
-pub fn entries(run: &RunResults, tool: GabTool) -> Vec<GabEntry> {
+pub(crate) fn entries(run: &RunResults, tool: GabTool) -> Vec<GabEntry> {
     figures(run)
         .into_iter()
         .filter(|f| f.metric.direction() == tool.direction())

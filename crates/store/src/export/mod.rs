@@ -48,9 +48,9 @@ pub struct Figure<'a> {
     /// The cell the figure belongs to.
     pub cell: &'a CellResult,
     /// Which metric it is.
-    pub metric: Metric,
+    pub(crate) metric: Metric,
     /// Its value, in the results' own units.
-    pub value: f64,
+    pub(crate) value: f64,
 }
 
 /// Every figure of a run: cells that measured a window (`ok`, `capacity_limited`,
@@ -78,7 +78,7 @@ pub fn cell_name(concurrency: u32, context_tokens: u64) -> String {
 }
 
 /// The unit of a metric's value as exported (the results schema's units).
-pub fn unit(metric: Metric) -> &'static str {
+pub(crate) fn unit(metric: Metric) -> &'static str {
     match metric {
         Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps | Metric::BurstTps => {
             "tok/s"
@@ -168,15 +168,23 @@ pub mod fixture {
         }
     }
 
+    /// The seed llm-decode-bench file (vLLM on one RTX 5090): the text most of the crate's
+    /// tests start from.
+    pub(crate) const SEED: &str = include_str!(
+        "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
+    );
+
+    /// [`SEED`] imported, as it is.
+    pub(crate) fn seed_run() -> RunResults {
+        crate::import::parse_results(SEED, "seed.json")
+            .unwrap()
+            .remove(0)
+    }
+
     /// The seed llm-decode-bench run, given sub-window samples on its first cell, a hostile
     /// model name, and an error cell.
     pub fn run() -> RunResults {
-        let text = include_str!(
-            "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-        );
-        let mut run = crate::import::parse_results(text, "seed.json")
-            .unwrap()
-            .remove(0);
+        let mut run = seed_run();
         run.cells.truncate(4);
         run.cells[0].samples = vec![44.0, 45.5, 46.8];
         run.cells[1].per_user_tps = Some(Percentiles {

@@ -36,145 +36,145 @@ use infergate_schema::results::{
 
 /// The parts of a guidellm report the import reads.
 #[derive(Debug, Deserialize)]
-pub struct GuidellmReport {
+pub(crate) struct GuidellmReport {
     #[serde(default)]
-    pub metadata: Option<ReportMetadata>,
+    pub(crate) metadata: Option<ReportMetadata>,
     #[serde(default)]
-    pub config: Option<ReportConfig>,
-    pub benchmarks: Vec<Benchmark>,
+    pub(crate) config: Option<ReportConfig>,
+    pub(crate) benchmarks: Vec<Benchmark>,
 }
 
 /// `metadata`: versions.
 #[derive(Debug, Deserialize)]
-pub struct ReportMetadata {
+pub(crate) struct ReportMetadata {
     #[serde(default)]
-    pub guidellm_version: Option<String>,
+    pub(crate) guidellm_version: Option<String>,
 }
 
 /// `config`: the run's labels and requested data.
 #[derive(Debug, Deserialize)]
-pub struct ReportConfig {
+pub(crate) struct ReportConfig {
     #[serde(default)]
-    pub metadata: Option<ConfigMetadata>,
+    pub(crate) metadata: Option<ConfigMetadata>,
     #[serde(default)]
-    pub spec: Option<ConfigSpec>,
+    pub(crate) spec: Option<ConfigSpec>,
 }
 
 /// `config.metadata`: `--label key=value` pairs.
 #[derive(Debug, Deserialize)]
-pub struct ConfigMetadata {
+pub(crate) struct ConfigMetadata {
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
 /// `config.spec`: only the data sources are read.
 #[derive(Debug, Deserialize)]
-pub struct ConfigSpec {
+pub(crate) struct ConfigSpec {
     #[serde(default)]
-    pub data: Vec<DataSource>,
+    pub(crate) data: Vec<DataSource>,
 }
 
 /// One `--data` source.
 #[derive(Debug, Deserialize)]
-pub struct DataSource {
-    pub kind: String,
+pub(crate) struct DataSource {
+    pub(crate) kind: String,
     #[serde(default)]
-    pub prompt_tokens: Option<u64>,
+    pub(crate) prompt_tokens: Option<u64>,
 }
 
 /// One `benchmarks[]` entry.
 #[derive(Debug, Deserialize)]
-pub struct Benchmark {
-    pub config: BenchmarkConfig,
-    pub start_time: f64,
-    pub end_time: f64,
-    pub duration: f64,
-    pub metrics: Metrics,
+pub(crate) struct Benchmark {
+    pub(crate) config: BenchmarkConfig,
+    pub(crate) start_time: f64,
+    pub(crate) end_time: f64,
+    pub(crate) duration: f64,
+    pub(crate) metrics: Metrics,
 }
 
 /// `benchmarks[].config`.
 #[derive(Debug, Deserialize)]
-pub struct BenchmarkConfig {
-    pub strategy: Strategy,
+pub(crate) struct BenchmarkConfig {
+    pub(crate) strategy: Strategy,
     #[serde(default)]
-    pub backend: Option<Backend>,
+    pub(crate) backend: Option<Backend>,
 }
 
 /// `benchmarks[].config.strategy`.
 #[derive(Debug, Deserialize)]
-pub struct Strategy {
-    pub type_: String,
+pub(crate) struct Strategy {
+    pub(crate) type_: String,
     #[serde(default)]
-    pub streams: Option<u32>,
+    pub(crate) streams: Option<u32>,
     /// Requests per second of a `poisson` or `constant` benchmark.
     #[serde(default)]
-    pub rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
 }
 
 /// `benchmarks[].config.backend`.
 #[derive(Debug, Deserialize)]
-pub struct Backend {
+pub(crate) struct Backend {
     #[serde(default)]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     #[serde(default)]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 }
 
 /// `benchmarks[].metrics`: the figures read.
 #[derive(Debug, Deserialize)]
-pub struct Metrics {
-    pub request_totals: Totals,
-    pub output_tokens_per_second: ByStatus,
-    pub time_to_first_token_ms: ByStatus,
-    pub inter_token_latency_ms: ByStatus,
-    pub prompt_token_count: ByStatus,
-    pub output_token_count: ByStatus,
+pub(crate) struct Metrics {
+    pub(crate) request_totals: Totals,
+    pub(crate) output_tokens_per_second: ByStatus,
+    pub(crate) time_to_first_token_ms: ByStatus,
+    pub(crate) inter_token_latency_ms: ByStatus,
+    pub(crate) prompt_token_count: ByStatus,
+    pub(crate) output_token_count: ByStatus,
     /// The burst layer's figures (read only for a rate-driven benchmark).
     #[serde(default)]
-    pub requests_per_second: Option<ByStatus>,
+    pub(crate) requests_per_second: Option<ByStatus>,
     #[serde(default)]
-    pub tokens_per_second: Option<ByStatus>,
+    pub(crate) tokens_per_second: Option<ByStatus>,
     #[serde(default)]
-    pub time_per_output_token_ms: Option<ByStatus>,
+    pub(crate) time_per_output_token_ms: Option<ByStatus>,
     /// Seconds, not milliseconds.
     #[serde(default)]
-    pub request_latency: Option<ByStatus>,
+    pub(crate) request_latency: Option<ByStatus>,
 }
 
 /// Request counts by status.
 #[derive(Debug, Deserialize)]
-pub struct Totals {
-    pub successful: u64,
-    pub errored: u64,
-    pub incomplete: u64,
+pub(crate) struct Totals {
+    pub(crate) successful: u64,
+    pub(crate) errored: u64,
+    pub(crate) incomplete: u64,
 }
 
 /// A metric split by request status; only `successful` is mapped.
 #[derive(Debug, Deserialize)]
-pub struct ByStatus {
-    pub successful: Distribution,
+pub(crate) struct ByStatus {
+    pub(crate) successful: Distribution,
 }
 
 /// One distribution.
 #[derive(Debug, Deserialize)]
-pub struct Distribution {
-    pub mean: f64,
-    pub median: f64,
-    pub count: u64,
-    pub total_sum: f64,
-    pub percentiles: Quantiles,
+pub(crate) struct Distribution {
+    pub(crate) mean: f64,
+    pub(crate) median: f64,
+    pub(crate) count: u64,
+    pub(crate) total_sum: f64,
+    pub(crate) percentiles: Quantiles,
 }
 
 /// The percentiles read from a distribution.
 #[derive(Debug, Deserialize)]
-pub struct Quantiles {
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
+pub(crate) struct Quantiles {
+    pub(crate) p50: f64,
+    pub(crate) p90: f64,
+    pub(crate) p99: f64,
 }
 
 /// Whether a parsed JSON document looks like a guidellm report.
-pub fn looks_like(doc: &Value) -> bool {
+pub(crate) fn looks_like(doc: &Value) -> bool {
     let versioned = doc
         .get("metadata")
         .and_then(|m| m.get("guidellm_version"))
@@ -190,7 +190,11 @@ pub fn looks_like(doc: &Value) -> bool {
 }
 
 /// Converts a report into one run, a cell per fixed-concurrency benchmark.
-pub fn convert(report: &GuidellmReport, text: &str, file: &str) -> Result<RunResults, ImportError> {
+pub(crate) fn convert(
+    report: &GuidellmReport,
+    text: &str,
+    file: &str,
+) -> Result<RunResults, ImportError> {
     let version = report
         .metadata
         .as_ref()
@@ -579,7 +583,7 @@ fn seconds(d: &Distribution) -> Option<Percentiles> {
 
 #[cfg(test)]
 mod tests {
-    use crate::import::{ResultsFormat, detect_text, parse_results, unmapped_notes};
+    use crate::import::{parse_results, unmapped_notes};
     use infergate_schema::results::ResultsSource;
 
     /// Recorded from guidellm 0.8.1 against `infergate sim` (see docs/interop.md).
@@ -587,7 +591,6 @@ mod tests {
 
     #[test]
     fn recorded_sim_report_maps_one_cell_per_concurrency() {
-        assert_eq!(detect_text(SIM), Some(ResultsFormat::Guidellm));
         let run = parse_results(SIM, "g.json").unwrap().remove(0);
         let coords: Vec<_> = run.cells.iter().map(|c| c.coord()).collect();
         assert_eq!(coords, [(1, 64), (2, 64), (4, 64)]);

@@ -34,131 +34,131 @@ use infergate_schema::results::{
 
 /// The parts of an llm-decode-bench file the import reads; everything else is ignored.
 #[derive(Debug, Deserialize)]
-pub struct SeedFile {
-    pub metadata: SeedMetadata,
+pub(crate) struct SeedFile {
+    pub(crate) metadata: SeedMetadata,
     #[serde(default)]
-    pub startup_diagnostics: Option<SeedDiagnostics>,
+    pub(crate) startup_diagnostics: Option<SeedDiagnostics>,
     #[serde(default)]
-    pub hardware_run_summary: Option<BTreeMap<String, Value>>,
+    pub(crate) hardware_run_summary: Option<BTreeMap<String, Value>>,
     #[serde(default)]
-    pub event_log: Vec<String>,
-    pub results: Vec<SeedCell>,
+    pub(crate) event_log: Vec<String>,
+    pub(crate) results: Vec<SeedCell>,
 }
 
 /// `metadata`: the run's settings.
 #[derive(Debug, Deserialize)]
-pub struct SeedMetadata {
-    pub version: String,
-    pub engine: String,
-    pub model: String,
-    pub timestamp: String,
+pub(crate) struct SeedMetadata {
+    pub(crate) version: String,
+    pub(crate) engine: String,
+    pub(crate) model: String,
+    pub(crate) timestamp: String,
     #[serde(default)]
-    pub server: Option<String>,
+    pub(crate) server: Option<String>,
     #[serde(default)]
-    pub concurrency_levels: Vec<u32>,
+    pub(crate) concurrency_levels: Vec<u32>,
     #[serde(default)]
-    pub context_lengths: Vec<u64>,
+    pub(crate) context_lengths: Vec<u64>,
     #[serde(default)]
-    pub duration_per_test: Option<f64>,
+    pub(crate) duration_per_test: Option<f64>,
     #[serde(default)]
-    pub max_tokens: Option<u32>,
+    pub(crate) max_tokens: Option<u32>,
     #[serde(default)]
-    pub unique_context_percent: Option<f64>,
+    pub(crate) unique_context_percent: Option<f64>,
     #[serde(default)]
-    pub decode_warmup_seconds: Option<f64>,
+    pub(crate) decode_warmup_seconds: Option<f64>,
     #[serde(default)]
-    pub metrics_available: Option<bool>,
+    pub(crate) metrics_available: Option<bool>,
 }
 
 /// `startup_diagnostics`: only the GPU query is read.
 #[derive(Debug, Deserialize)]
-pub struct SeedDiagnostics {
+pub(crate) struct SeedDiagnostics {
     #[serde(default)]
-    pub nvidia_smi_query: Option<SeedCommand>,
+    pub(crate) nvidia_smi_query: Option<SeedCommand>,
 }
 
 /// A command the seed ran and its output.
 #[derive(Debug, Deserialize)]
-pub struct SeedCommand {
+pub(crate) struct SeedCommand {
     #[serde(default)]
-    pub returncode: Option<i64>,
+    pub(crate) returncode: Option<i64>,
     #[serde(default)]
-    pub stdout: String,
+    pub(crate) stdout: String,
 }
 
 /// One `results[]` entry (a sustained-decode cell).
 #[derive(Debug, Deserialize)]
-pub struct SeedCell {
-    pub concurrency: u32,
-    pub context_tokens: u64,
-    pub aggregate_tps: f64,
+pub(crate) struct SeedCell {
+    pub(crate) concurrency: u32,
+    pub(crate) context_tokens: u64,
+    pub(crate) aggregate_tps: f64,
     #[serde(default)]
-    pub measurement_seconds: Option<f64>,
+    pub(crate) measurement_seconds: Option<f64>,
     #[serde(default)]
-    pub client_output_tokens: Option<u64>,
+    pub(crate) client_output_tokens: Option<u64>,
     #[serde(default)]
-    pub total_tokens: Option<u64>,
+    pub(crate) total_tokens: Option<u64>,
     #[serde(default)]
-    pub ttft_avg: Option<f64>,
+    pub(crate) ttft_avg: Option<f64>,
     #[serde(default)]
-    pub ttft_p50: Option<f64>,
+    pub(crate) ttft_p50: Option<f64>,
     #[serde(default)]
-    pub ttft_p90: Option<f64>,
+    pub(crate) ttft_p90: Option<f64>,
     #[serde(default)]
-    pub ttft_p99: Option<f64>,
+    pub(crate) ttft_p99: Option<f64>,
     #[serde(default)]
-    pub inter_token_latency_avg: Option<f64>,
+    pub(crate) inter_token_latency_avg: Option<f64>,
     #[serde(default)]
-    pub inter_token_latency_p50: Option<f64>,
+    pub(crate) inter_token_latency_p50: Option<f64>,
     #[serde(default)]
-    pub inter_token_latency_p90: Option<f64>,
+    pub(crate) inter_token_latency_p90: Option<f64>,
     #[serde(default)]
-    pub inter_token_latency_p99: Option<f64>,
+    pub(crate) inter_token_latency_p99: Option<f64>,
     #[serde(default)]
-    pub output_tps_per_user_avg: Option<f64>,
+    pub(crate) output_tps_per_user_avg: Option<f64>,
     #[serde(default)]
-    pub output_tps_per_user_p50: Option<f64>,
+    pub(crate) output_tps_per_user_p50: Option<f64>,
     #[serde(default)]
-    pub output_tps_per_user_p90: Option<f64>,
+    pub(crate) output_tps_per_user_p90: Option<f64>,
     #[serde(default)]
-    pub output_tps_per_user_p99: Option<f64>,
+    pub(crate) output_tps_per_user_p99: Option<f64>,
     #[serde(default)]
-    pub input_seq_len_avg: Option<f64>,
+    pub(crate) input_seq_len_avg: Option<f64>,
     #[serde(default)]
-    pub request_count: Option<u64>,
+    pub(crate) request_count: Option<u64>,
     #[serde(default)]
-    pub num_errors: Option<u32>,
+    pub(crate) num_errors: Option<u32>,
     #[serde(default)]
-    pub server_gen_throughput: Option<f64>,
+    pub(crate) server_gen_throughput: Option<f64>,
     #[serde(default)]
-    pub server_spec_accept_rate: Option<f64>,
+    pub(crate) server_spec_accept_rate: Option<f64>,
     #[serde(default)]
-    pub server_spec_accept_length: Option<f64>,
+    pub(crate) server_spec_accept_length: Option<f64>,
     #[serde(default)]
-    pub effective_concurrency: Option<f64>,
+    pub(crate) effective_concurrency: Option<f64>,
     #[serde(default)]
-    pub avg_queue_reqs: Option<f64>,
+    pub(crate) avg_queue_reqs: Option<f64>,
     #[serde(default)]
-    pub warmup_timed_out: Option<bool>,
+    pub(crate) warmup_timed_out: Option<bool>,
     #[serde(default)]
-    pub warmup_duration: Option<f64>,
+    pub(crate) warmup_duration: Option<f64>,
     #[serde(default)]
-    pub ready_reason: Option<String>,
+    pub(crate) ready_reason: Option<String>,
     #[serde(default)]
-    pub timeout_reason: Option<String>,
+    pub(crate) timeout_reason: Option<String>,
     #[serde(default)]
-    pub capacity_limited: Option<bool>,
+    pub(crate) capacity_limited: Option<bool>,
     #[serde(default)]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     #[serde(default)]
-    pub skipped: Option<bool>,
+    pub(crate) skipped: Option<bool>,
     #[serde(default)]
-    pub hardware_summary: Option<BTreeMap<String, Value>>,
+    pub(crate) hardware_summary: Option<BTreeMap<String, Value>>,
 }
 
 /// Converts a parsed seed file into one [`RunResults`]; `text` (the file's bytes) makes the run
 /// id stable, so importing one file twice gives one baseline entry, not two.
-pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, ImportError> {
+pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, ImportError> {
     let field_err = |field: String, message: String| ImportError::Field {
         file: file.to_string(),
         field,
@@ -211,13 +211,7 @@ pub fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResults, Im
     let events = events_from(&seed.event_log, finished);
     let started_at = events.first().map(|e| e.at).unwrap_or(finished);
 
-    use sha2::{Digest, Sha256};
-    let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    let run_id = format!(
-        "{}-lldb-{}",
-        finished.format("%Y%m%dT%H%M%SZ"),
-        &digest[..8]
-    );
+    let run_id = super::stable_run_id(finished, "lldb", text);
     let telemetry = summary_from(seed.hardware_run_summary.as_ref(), &seed.event_log);
 
     let mut run = RunResults {
@@ -608,15 +602,12 @@ fn summary_from(map: Option<&BTreeMap<String, Value>>, log: &[String]) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::fixture::{SEED, seed_run};
     use crate::import::parse_results;
-
-    const SEED: &str = include_str!(
-        "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-    );
 
     #[test]
     fn seed_maps_profile_cells_and_events() {
-        let run = parse_results(SEED, "seed.json").unwrap().remove(0);
+        let run = seed_run();
         let hw = &run.profile.hardware;
         assert_eq!(hw.gpu_model.as_deref(), Some("NVIDIA GeForce RTX 5090"));
         assert_eq!(hw.driver_version.as_deref(), Some("595.79"));
@@ -676,7 +667,7 @@ mod tests {
 
     #[test]
     fn a_seed_cell_with_an_error_makes_the_run_partial() {
-        let run = parse_results(SEED, "seed.json").unwrap().remove(0);
+        let run = seed_run();
         assert_eq!(
             run.status,
             RunStatus::Complete,

@@ -3,11 +3,11 @@
 //! content so `compare` and `baseline add` accept any of them without a flag. Every error names
 //! the file and, where there is one, the field (`cells[3].aggregate_tps`) so a broken file can be
 //! fixed without reading this code. What an importer could not map is listed in the run's
-//! [`UNMAPPED_EVENT`] event (see `docs/interop.md`).
+//! `import_unmapped` event (see `docs/interop.md`).
 
-pub mod guidellm;
-pub mod llm_decode_bench;
-pub mod vllm_bench_serve;
+pub(crate) mod guidellm;
+pub(crate) mod llm_decode_bench;
+pub(crate) mod vllm_bench_serve;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -83,7 +83,7 @@ pub enum ImportError {
 
 /// The formats [`load_results`] recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResultsFormat {
+pub(crate) enum ResultsFormat {
     /// infergate's own results schema (one run, or an array of runs).
     Infergate,
     /// llm-decode-bench JSON (`metadata` + `results[]`).
@@ -96,7 +96,7 @@ pub enum ResultsFormat {
 }
 
 /// Tells the format of a parsed JSON document from its content, `None` when unknown.
-pub fn detect(doc: &Value) -> Option<ResultsFormat> {
+pub(crate) fn detect(doc: &Value) -> Option<ResultsFormat> {
     let first = match doc {
         Value::Array(items) => items.first()?,
         other => other,
@@ -132,17 +132,6 @@ pub fn detect(doc: &Value) -> Option<ResultsFormat> {
         return Some(ResultsFormat::Guidellm);
     }
     None
-}
-
-/// The format of a file's text (JSON, or vLLM's `--append-result` JSON lines), `None` when
-/// unknown or unparseable.
-pub fn detect_text(text: &str) -> Option<ResultsFormat> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(doc) => detect(&doc),
-        Err(_) => json_lines(text)
-            .filter(|docs| docs.iter().all(|(_, d)| vllm_bench_serve::looks_like(d)))
-            .map(|_| ResultsFormat::VllmBenchServe),
-    }
 }
 
 /// Two or more JSON documents one after another (vLLM's `--append-result`), each with the
@@ -186,7 +175,7 @@ pub fn read_file(path: &Path, usual_name: &str) -> Result<String, ImportError> {
 }
 
 /// Parses the text of a results file; `file` names it in errors and in import provenance.
-pub fn parse_results(text: &str, file: &str) -> Result<Vec<RunResults>, ImportError> {
+pub(crate) fn parse_results(text: &str, file: &str) -> Result<Vec<RunResults>, ImportError> {
     let doc: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(_) => {
@@ -273,10 +262,7 @@ fn vllm_lines(
     )?])
 }
 
-/// The kind of the event in which an importer lists what it could not map.
-pub const UNMAPPED_EVENT: &str = "import_unmapped";
-
-/// What the importer of a run could not map (the messages of its [`UNMAPPED_EVENT`] events);
+/// What the importer of a run could not map (the messages of its `import_unmapped` events);
 /// empty for runs measured by infergate.
 pub fn unmapped_notes(run: &RunResults) -> Vec<&str> {
     run.events
@@ -288,7 +274,7 @@ pub fn unmapped_notes(run: &RunResults) -> Vec<&str> {
 
 /// A percentile group, or `None` when incomplete, negative, not finite or all zero (tools write
 /// zeros for what they did not measure).
-pub fn percentile_group(
+pub(crate) fn percentile_group(
     mean: Option<f64>,
     p50: Option<f64>,
     p90: Option<f64>,
@@ -311,23 +297,23 @@ pub fn percentile_group(
 
 /// What the load-generator importers (vLLM, guidellm) know about a run; [`imported_run`]
 /// builds the rest the same way for both.
-pub struct ImportedRun<'a> {
+pub(crate) struct ImportedRun<'a> {
     /// Tool and version for the provenance (`guidellm 0.8.1`).
-    pub tool: String,
+    pub(crate) tool: String,
     /// Short tag in the run id (`vllm`, `guidellm`).
-    pub tag: &'static str,
-    pub file: &'a str,
+    pub(crate) tag: &'static str,
+    pub(crate) file: &'a str,
     /// The file's text: its digest makes the run id stable across imports.
-    pub text: &'a str,
-    pub engine: String,
-    pub model: String,
-    pub url: String,
-    pub started: DateTime<Utc>,
-    pub finished: DateTime<Utc>,
-    pub cells: Vec<CellResult>,
+    pub(crate) text: &'a str,
+    pub(crate) engine: String,
+    pub(crate) model: String,
+    pub(crate) url: String,
+    pub(crate) started: DateTime<Utc>,
+    pub(crate) finished: DateTime<Utc>,
+    pub(crate) cells: Vec<CellResult>,
     /// What could not be mapped, one note each.
-    pub unmapped: Vec<String>,
-    pub labels: BTreeMap<String, String>,
+    pub(crate) unmapped: Vec<String>,
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
 /// The matrix of an imported run: its cells' coordinates; no max_tokens and no sub-windows (the
@@ -369,10 +355,10 @@ fn stable_run_id(finished: DateTime<Utc>, tag: &str, text: &str) -> String {
 
 /// A run from an import: the matrix is the cells' coordinates (no max_tokens, no
 /// sub-windows: the tools record neither), hardware unknown (`cpu-unknown` profile), one
-/// [`UNMAPPED_EVENT`] per note, stamped at the run's end. `complete` only when every cell was
+/// `import_unmapped` event per note, stamped at the run's end. `complete` only when every cell was
 /// measured ([`RunResults::settle_status`]): an imported run with an errored cell is `partial`
 /// and can never become a baseline.
-pub fn imported_run(r: ImportedRun<'_>) -> RunResults {
+pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
     let matrix = matrix_of(&r.model, &r.cells);
     let hardware = HardwareFingerprint {
         kind: "cpu".into(),
@@ -628,10 +614,7 @@ fn check_run(run: &RunResults, file: &str, prefix: &str) -> Result<(), ImportErr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const SEED: &str = include_str!(
-        "../../../../tests/fixtures/llm-decode-bench-0.4.30-vllm-rtx5090-sustained.json"
-    );
+    use crate::export::fixture::{SEED, seed_run};
 
     #[test]
     fn detects_the_seed_and_rejects_unknown_json() {
@@ -669,7 +652,7 @@ mod tests {
 
     #[test]
     fn our_schema_round_trips_and_checks_ranges() {
-        let run = parse_results(SEED, "seed.json").unwrap().remove(0);
+        let run = seed_run();
         let text = serde_json::to_string_pretty(&run).unwrap();
         let back = parse_results(&text, "ours.json").unwrap();
         assert_eq!(back, vec![run.clone()]);

@@ -38,49 +38,49 @@ use infergate_schema::results::{
 /// The fields of one `--save-result` document the import reads; percentile keys
 /// (`p99_ttft_ms`, ...) and `--metadata` keys are read from `rest`.
 #[derive(Debug, Deserialize)]
-pub struct VllmResult {
-    pub date: String,
+pub(crate) struct VllmResult {
+    pub(crate) date: String,
     #[serde(default)]
-    pub backend: Option<String>,
+    pub(crate) backend: Option<String>,
     #[serde(default)]
-    pub label: Option<String>,
-    pub model_id: String,
+    pub(crate) label: Option<String>,
+    pub(crate) model_id: String,
     #[serde(default)]
-    pub num_prompts: Option<u64>,
+    pub(crate) num_prompts: Option<u64>,
     #[serde(default)]
-    pub request_rate: Option<Value>,
+    pub(crate) request_rate: Option<Value>,
     #[serde(default)]
-    pub burstiness: Option<f64>,
+    pub(crate) burstiness: Option<f64>,
     #[serde(default)]
-    pub max_concurrency: Option<u32>,
+    pub(crate) max_concurrency: Option<u32>,
     #[serde(default)]
-    pub ramp_up_strategy: Option<String>,
-    pub duration: f64,
-    pub completed: u64,
+    pub(crate) ramp_up_strategy: Option<String>,
+    pub(crate) duration: f64,
+    pub(crate) completed: u64,
     #[serde(default)]
-    pub failed: Option<u64>,
-    pub total_input_tokens: u64,
-    pub total_output_tokens: u64,
-    pub output_throughput: f64,
+    pub(crate) failed: Option<u64>,
+    pub(crate) total_input_tokens: u64,
+    pub(crate) total_output_tokens: u64,
+    pub(crate) output_throughput: f64,
     #[serde(default)]
-    pub spec_decode_acceptance_rate: Option<f64>,
+    pub(crate) spec_decode_acceptance_rate: Option<f64>,
     #[serde(default)]
-    pub spec_decode_acceptance_length: Option<f64>,
+    pub(crate) spec_decode_acceptance_length: Option<f64>,
     #[serde(default)]
-    pub spec_decode_num_drafts: Option<u64>,
+    pub(crate) spec_decode_num_drafts: Option<u64>,
     #[serde(default)]
-    pub spec_decode_draft_tokens: Option<u64>,
+    pub(crate) spec_decode_draft_tokens: Option<u64>,
     #[serde(default)]
-    pub spec_decode_accepted_tokens: Option<u64>,
+    pub(crate) spec_decode_accepted_tokens: Option<u64>,
     #[serde(default)]
-    pub spec_decode_per_position_acceptance_rates: Vec<f64>,
+    pub(crate) spec_decode_per_position_acceptance_rates: Vec<f64>,
     /// Every other key: `mean_ttft_ms`, `p99_itl_ms`, `--metadata` pairs, raw lists.
     #[serde(flatten)]
-    pub rest: BTreeMap<String, Value>,
+    pub(crate) rest: BTreeMap<String, Value>,
 }
 
 /// Whether a parsed JSON document looks like a `--save-result` document.
-pub fn looks_like(doc: &Value) -> bool {
+pub(crate) fn looks_like(doc: &Value) -> bool {
     doc.get("output_throughput").is_some()
         && doc.get("total_output_tokens").is_some()
         && doc.get("model_id").is_some()
@@ -88,7 +88,7 @@ pub fn looks_like(doc: &Value) -> bool {
 
 /// Converts the documents of one file (one, or several from `--append-result`) into one run
 /// with a cell per document. `prefix(i)` names document `i` in field errors.
-pub fn convert(
+pub(crate) fn convert(
     docs: &[VllmResult],
     text: &str,
     file: &str,
@@ -516,7 +516,7 @@ fn parse_date(s: &str) -> Option<DateTime<Utc>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::import::{ResultsFormat, detect_text, parse_results, unmapped_notes};
+    use crate::import::{parse_results, unmapped_notes};
     use infergate_schema::results::CellStatus;
 
     const SHAREGPT: &str =
@@ -528,7 +528,6 @@ mod tests {
 
     #[test]
     fn seed_block_maps_to_one_cell() {
-        assert_eq!(detect_text(SHAREGPT), Some(ResultsFormat::VllmBenchServe));
         let run = parse_results(SHAREGPT, "v.json").unwrap().remove(0);
         assert_eq!(run.cells.len(), 1);
         let c = &run.cells[0];
@@ -625,7 +624,6 @@ mod tests {
 
     #[test]
     fn append_result_lines_become_one_cell_each() {
-        assert_eq!(detect_text(APPEND), Some(ResultsFormat::VllmBenchServe));
         let run = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
         let coords: Vec<_> = run.cells.iter().map(|c| c.coord()).collect();
         assert_eq!(coords, [(100, 32010), (200, 1010)]);

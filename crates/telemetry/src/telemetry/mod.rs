@@ -10,8 +10,8 @@ mod summary;
 
 use infergate_schema::results::{CellTelemetry, HardwareFingerprint};
 
-pub use nvml::{NvmlSampler, NvmlUnavailable};
-pub use summary::{GpuSample, RunAccumulator, WindowAccumulator, unavailable};
+pub use nvml::NvmlSampler;
+pub use summary::unavailable;
 
 /// Samples hardware during one cell's steady-state window. The measurement core calls
 /// `start_window` when the window opens and `finish_window` when it closes, so telemetry

@@ -64,17 +64,17 @@ pub struct GpuInventory {
 pub struct GpuDetails {
     pub index: u32,
     pub name: Option<String>,
-    pub uuid: Option<String>,
+    pub(crate) uuid: Option<String>,
     pub pci_bus_id: Option<String>,
     pub memory_total_mib: Option<f64>,
-    pub memory_used_mib: Option<f64>,
+    pub(crate) memory_used_mib: Option<f64>,
     pub pcie_link_gen_current: Option<u32>,
     pub pcie_link_gen_max: Option<u32>,
     pub pcie_link_width_current: Option<u32>,
     pub pcie_link_width_max: Option<u32>,
     pub power_limit_w: Option<f64>,
     pub temperature_c: Option<u32>,
-    pub sm_clock_max_mhz: Option<u32>,
+    pub(crate) sm_clock_max_mhz: Option<u32>,
     /// Whether the total-energy counter works (J/token is exact rather than integrated).
     pub energy_counter: bool,
 }
@@ -106,7 +106,7 @@ fn inventory_of(nvml: &Nvml) -> Result<GpuInventory, NvmlUnavailable> {
 }
 
 /// The GPUs NVML sees (empty `names` on a machine whose driver reports no device).
-pub fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
+pub(crate) fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
     inventory_of(&init()?)
 }
 
@@ -224,7 +224,7 @@ impl NvmlSampler {
     }
 
     /// The sampled devices (`index: name`).
-    pub fn devices(&self) -> Vec<String> {
+    pub(crate) fn devices(&self) -> Vec<String> {
         self.inventory
             .names
             .iter()

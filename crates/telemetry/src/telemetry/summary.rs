@@ -7,38 +7,38 @@ use infergate_schema::results::{CellTelemetry, TelemetrySummary};
 
 /// One reading of all sampled GPUs at one instant (sums or maxima across devices as noted).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GpuSample {
+pub(crate) struct GpuSample {
     /// Seconds since the window opened.
-    pub t_s: f64,
+    pub(crate) t_s: f64,
     /// Mean GPU utilisation across devices, percent.
-    pub gpu_util: Option<f64>,
+    pub(crate) gpu_util: Option<f64>,
     /// Mean memory-controller utilisation across devices, percent.
-    pub mem_util: Option<f64>,
+    pub(crate) mem_util: Option<f64>,
     /// Total board power across devices, watts.
-    pub power_w: Option<f64>,
+    pub(crate) power_w: Option<f64>,
     /// Hottest device, °C.
-    pub temperature_c: Option<f64>,
+    pub(crate) temperature_c: Option<f64>,
     /// Mean SM clock, MHz.
-    pub sm_clock_mhz: Option<f64>,
+    pub(crate) sm_clock_mhz: Option<f64>,
     /// Mean memory clock, MHz.
-    pub mem_clock_mhz: Option<f64>,
+    pub(crate) mem_clock_mhz: Option<f64>,
     /// VRAM used across devices, MiB.
-    pub vram_used_mib: Option<f64>,
+    pub(crate) vram_used_mib: Option<f64>,
     /// PCIe receive / transmit across devices, KiB/s.
-    pub pcie_rx_kib_s: Option<f64>,
+    pub(crate) pcie_rx_kib_s: Option<f64>,
     /// PCIe transmit across devices, KiB/s.
-    pub pcie_tx_kib_s: Option<f64>,
+    pub(crate) pcie_tx_kib_s: Option<f64>,
     /// Throttle reasons active at this instant (`sw_power_cap`, ...), idle excluded.
-    pub throttle_reasons: Vec<String>,
+    pub(crate) throttle_reasons: Vec<String>,
 }
 
 /// Collects one window's samples and energy counter readings.
 #[derive(Debug, Clone, Default)]
-pub struct WindowAccumulator {
+pub(crate) struct WindowAccumulator {
     samples: Vec<GpuSample>,
     /// Energy from the hardware counter over the window (sum across devices), joules, when
     /// every device supports it.
-    pub counter_energy_j: Option<f64>,
+    pub(crate) counter_energy_j: Option<f64>,
 }
 
 fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
@@ -52,18 +52,8 @@ fn max(v: impl Iterator<Item = f64>) -> Option<f64> {
 
 impl WindowAccumulator {
     /// Adds a sample.
-    pub fn push(&mut self, s: GpuSample) {
+    pub(crate) fn push(&mut self, s: GpuSample) {
         self.samples.push(s);
-    }
-
-    /// Number of samples so far.
-    pub fn len(&self) -> usize {
-        self.samples.len()
-    }
-
-    /// Whether no sample was taken.
-    pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
     }
 
     /// Energy by the trapezoidal rule over the power samples, joules (fallback where the
@@ -85,7 +75,7 @@ impl WindowAccumulator {
     }
 
     /// The window's summary; `None` without samples.
-    pub fn finish(&self, output_tokens: u64) -> Option<CellTelemetry> {
+    pub(crate) fn finish(&self, output_tokens: u64) -> Option<CellTelemetry> {
         if self.samples.is_empty() {
             return None;
         }
@@ -121,7 +111,7 @@ impl WindowAccumulator {
 
 /// Run-level roll-up of the cell windows.
 #[derive(Debug, Clone, Default)]
-pub struct RunAccumulator {
+pub(crate) struct RunAccumulator {
     /// Energy of every window that had a figure (`None`: none had).
     energy_j: Option<f64>,
     /// Windows in which the GPU ran no kernel.
@@ -138,7 +128,7 @@ pub struct RunAccumulator {
 
 impl RunAccumulator {
     /// Adds one window's summary (with its length, for the power average).
-    pub fn add(&mut self, cell: &CellTelemetry, output_tokens: u64, window_s: f64) {
+    pub(crate) fn add(&mut self, cell: &CellTelemetry, output_tokens: u64, window_s: f64) {
         self.windows += 1;
         if let Some(e) = cell.energy_j {
             self.energy_j = Some(self.energy_j.unwrap_or(0.0) + e);
@@ -163,7 +153,7 @@ impl RunAccumulator {
     }
 
     /// The run's summary for `devices`.
-    pub fn summary(&self, devices: Vec<String>) -> TelemetrySummary {
+    pub(crate) fn summary(&self, devices: Vec<String>) -> TelemetrySummary {
         TelemetrySummary {
             status: "available".into(),
             reason: (self.windows == 0).then(|| "no cell window was sampled".to_string()),

@@ -355,23 +355,23 @@ const PREFILL_TOKEN_SLACK_PER_SAMPLE: f64 = 16.0;
 /// simulated engine's debug build on a loaded 2-core machine; vLLM tokenizes 8k tokens in
 /// a few ms). The client can never have waited less than the engine prefilled, so below the
 /// engine's time only the tolerance is allowed.
-pub const PREFILL_TIME_SLACK_PER_SAMPLE_S: f64 = 0.02;
+pub(crate) const PREFILL_TIME_SLACK_PER_SAMPLE_S: f64 = 0.02;
 
 /// What the client saw over the cold prefill samples.
-pub struct PrefillEvidence {
+pub(crate) struct PrefillEvidence {
     /// Samples taken between the counter readings.
-    pub samples: usize,
+    pub(crate) samples: usize,
     /// Their prompt tokens, as the engine's usage reported them.
-    pub prompt_tokens: f64,
+    pub(crate) prompt_tokens: f64,
     /// Their summed TTFT, seconds.
-    pub ttft_s: f64,
+    pub(crate) ttft_s: f64,
     /// Relative disagreement allowed.
-    pub tolerance: f64,
+    pub(crate) tolerance: f64,
 }
 
 /// Holds the cold samples against the engine's prefill counter deltas (`None`: no counter
 /// could be read at both edges, which is said, not failed).
-pub fn prefill_cross_check(
+pub(crate) fn prefill_cross_check(
     ev: &PrefillEvidence,
     counters: Option<&PrefillCounters>,
 ) -> PrefillCrossCheck {

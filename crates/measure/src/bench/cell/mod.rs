@@ -9,7 +9,7 @@
 
 mod accounting;
 mod admission;
-pub mod crosscheck;
+pub(crate) mod crosscheck;
 mod cut;
 mod spec_decode;
 mod stream;
@@ -26,7 +26,7 @@ use super::EventLog;
 use super::client::EngineClient;
 use super::counter::{self, EdgeReading};
 use super::metrics::MetricsDialect;
-pub use super::metrics::scrape;
+pub(crate) use super::metrics::scrape;
 use super::prompt::ContextPrompt;
 use super::stats;
 use accounting::{CellShared, StreamRecord, UsageTally};
@@ -43,25 +43,25 @@ use window::{WindowLoad, poll_until};
 
 /// Everything one cell needs to know.
 #[derive(Clone)]
-pub struct CellSpec {
-    pub concurrency: u32,
-    pub context_tokens: u64,
-    pub prompt: ContextPrompt,
-    pub model: String,
+pub(crate) struct CellSpec {
+    pub(crate) concurrency: u32,
+    pub(crate) context_tokens: u64,
+    pub(crate) prompt: ContextPrompt,
+    pub(crate) model: String,
     /// The matrix's timing, clamped to workable values; `ready_timeout_s` is already scaled
     /// for the context length.
-    pub timing: CellTiming,
+    pub(crate) timing: CellTiming,
     /// How often `/metrics` is polled during the window, seconds.
-    pub metrics_poll_s: f64,
+    pub(crate) metrics_poll_s: f64,
 }
 
 /// One sustained-decode cell run against an engine.
-pub struct SustainedDecodeCell<'a> {
-    pub spec: CellSpec,
-    pub client: &'a EngineClient,
-    pub dialect: Option<MetricsDialect>,
-    pub sampler: Option<Arc<dyn WindowSampler>>,
-    pub events: EventLog,
+pub(crate) struct SustainedDecodeCell<'a> {
+    pub(crate) spec: CellSpec,
+    pub(crate) client: &'a EngineClient,
+    pub(crate) dialect: Option<MetricsDialect>,
+    pub(crate) sampler: Option<Arc<dyn WindowSampler>>,
+    pub(crate) events: EventLog,
 }
 
 pub(super) fn fmt_n(v: f64) -> String {
@@ -83,20 +83,15 @@ impl SustainedDecodeCell<'_> {
     }
 
     fn request_body(&self, stream: u32) -> bytes::Bytes {
-        let body = serde_json::json!({
-            "model": self.spec.model,
-            "prompt": self.spec.prompt.text(stream),
-            "max_tokens": self.spec.timing.max_tokens,
-            "stream": true,
-            "ignore_eos": true,
-            "temperature": 0,
-            "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-        });
-        bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+        streamed_request_body(
+            &self.spec.model,
+            &self.spec.prompt.text(stream),
+            self.spec.timing.max_tokens,
+        )
     }
 
     /// Measures the cell. Never fails: every problem becomes a status and a reason.
-    pub async fn run(self, cancel: &CancellationToken) -> CellResult {
+    pub(crate) async fn run(self, cancel: &CancellationToken) -> CellResult {
         let c = self.spec.concurrency;
         let ctx = self.spec.context_tokens;
         self.emit(
@@ -552,6 +547,21 @@ impl SustainedDecodeCell<'_> {
             ),
         }
     }
+}
+
+/// The body of a measured request, a cell's or a burst's: streamed to exactly `max_tokens`
+/// (`ignore_eos`), greedy, with usage on every chunk where the engine gives it.
+pub(crate) fn streamed_request_body(model: &str, prompt: &str, max_tokens: u32) -> bytes::Bytes {
+    let body = serde_json::json!({
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": true,
+        "ignore_eos": true,
+        "temperature": 0,
+        "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+    });
+    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
 
 /// The cell's stream tasks and the state they share with the controller.

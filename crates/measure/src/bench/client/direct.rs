@@ -439,7 +439,7 @@ impl Chunked {
 }
 
 /// A response being read on a stream's connection.
-pub struct Response<'c> {
+pub(crate) struct Response<'c> {
     conn: &'c mut Conn,
     framing: Framing,
     keep_alive: bool,
