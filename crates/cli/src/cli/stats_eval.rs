@@ -109,49 +109,12 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
     };
     rule.validate().map_err(|e| usage(e.to_string()))?;
     let confirm = !args.no_confirm;
-    if args.cell_df.is_some_and(|d| !(d > 2.0 && d.is_finite())) {
-        return Err(usage(
-            "--cell-df takes degrees of freedom above 2 (the SD must exist)",
-        ));
-    }
-    for (name, v) in [
-        ("--slow-boot-rate", args.slow_boot_rate),
-        ("--capacity-flip", args.capacity_flip),
-        ("--window-ar", args.window_ar),
-        ("--row-cv", args.row_cv),
-    ] {
-        if !(0.0..=1.0).contains(&v) {
-            return Err(usage(format!("{name} takes a share in [0, 1]")));
-        }
-    }
-    for (name, v) in [
-        ("--slow-boot-effect", args.slow_boot_effect),
-        ("--outlier-effect", args.outlier_effect),
-        ("--drift-total", args.drift_total),
-        ("--step", args.step),
-    ] {
-        if !(v > -0.9 && v < 9.0) {
-            return Err(usage(format!(
-                "{name} takes a relative change above -0.9, e.g. 0.03"
-            )));
-        }
-    }
+    // The flags are checked whether or not `--custom` uses them: a bad one is an error.
+    let noise = custom_noise(&args)?;
     let conditions = if args.custom {
         vec![Condition {
             name: "custom".into(),
-            noise: NoiseSpec {
-                cell_df: args.cell_df,
-                slow_boot_rate: args.slow_boot_rate,
-                slow_boot_effect: args.slow_boot_effect,
-                outlier_every: args.outlier_every,
-                outlier_effect: args.outlier_effect,
-                capacity_flip_rate: args.capacity_flip,
-                drift_total: args.drift_total,
-                step: args.step,
-                row_cv: args.row_cv,
-                window_ar: args.window_ar,
-                ..NoiseSpec::gate_runner()
-            },
+            noise,
         }]
     } else {
         grid()
@@ -188,6 +151,50 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         GateExit::TargetMissed
     } else {
         GateExit::Pass
+    })
+}
+
+/// The `--custom` runner's noise from its flags, each checked (a usage error names the flag).
+fn custom_noise(args: &StatsEvalArgs) -> anyhow::Result<NoiseSpec> {
+    if args.cell_df.is_some_and(|d| !(d > 2.0 && d.is_finite())) {
+        return Err(usage(
+            "--cell-df takes degrees of freedom above 2 (the SD must exist)",
+        ));
+    }
+    for (name, v) in [
+        ("--slow-boot-rate", args.slow_boot_rate),
+        ("--capacity-flip", args.capacity_flip),
+        ("--window-ar", args.window_ar),
+        ("--row-cv", args.row_cv),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(usage(format!("{name} takes a share in [0, 1]")));
+        }
+    }
+    for (name, v) in [
+        ("--slow-boot-effect", args.slow_boot_effect),
+        ("--outlier-effect", args.outlier_effect),
+        ("--drift-total", args.drift_total),
+        ("--step", args.step),
+    ] {
+        if !(v > -0.9 && v < 9.0) {
+            return Err(usage(format!(
+                "{name} takes a relative change above -0.9, e.g. 0.03"
+            )));
+        }
+    }
+    Ok(NoiseSpec {
+        cell_df: args.cell_df,
+        slow_boot_rate: args.slow_boot_rate,
+        slow_boot_effect: args.slow_boot_effect,
+        outlier_every: args.outlier_every,
+        outlier_effect: args.outlier_effect,
+        capacity_flip_rate: args.capacity_flip,
+        drift_total: args.drift_total,
+        step: args.step,
+        row_cv: args.row_cv,
+        window_ar: args.window_ar,
+        ..NoiseSpec::gate_runner()
     })
 }
 

@@ -847,6 +847,20 @@ pub fn wilson(p: f64, n: f64) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
+/// The peer rule that finds `scenario` most often at the gate's A/A rate and budget on one
+/// runner, with that rate.
+fn best_peer(c: &ConditionOutcome, scenario: Scenario) -> Option<(&'static str, f64)> {
+    let name = scenario.name();
+    c.peers
+        .iter()
+        .filter(|p| p.setting == super::peers::GATE_AA_RATE)
+        .filter_map(|p| {
+            let r = p.scenarios.iter().find(|s| s.name == name)?;
+            Some((p.rule, r.alarm_rate))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
 /// The issue's targets, where their runner was measured.
 fn targets(report: &EvalReport) -> Vec<TargetCheck> {
     let mut out = Vec::new();
@@ -922,31 +936,21 @@ fn targets(report: &EvalReport) -> Vec<TargetCheck> {
     }
     // On heavy-tailed cells the gate finds one cell 10% slower at least as often as the best
     // rule users know does at the gate's own A/A rate and budget (issue 56).
-    let single = Scenario::SingleCell(-0.10).name();
-    if let Some(c) = report.conditions.iter().find(|c| c.condition == "t3 cells") {
-        let best = c
-            .peers
-            .iter()
-            .filter(|p| p.setting == super::peers::GATE_AA_RATE)
-            .filter_map(|p| {
-                let r = p.scenarios.iter().find(|s| s.name == single)?;
-                Some((p.rule, r.alarm_rate))
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        if let Some((rule, peer)) = best {
-            check(
-                &format!(
-                    "single cell -10% found >= the best peer at the gate's A/A rate and budget \
-                     ({rule}: {:.1}%)",
-                    100.0 * peer
-                ),
-                &c.condition,
-                report
-                    .outcome(&c.condition, Scenario::SingleCell(-0.10))
-                    .map(|o| o.regression_rate),
-                &|r| r >= peer,
-            );
-        }
+    if let Some(c) = report.conditions.iter().find(|c| c.condition == "t3 cells")
+        && let Some((rule, peer)) = best_peer(c, Scenario::SingleCell(-0.10))
+    {
+        check(
+            &format!(
+                "single cell -10% found >= the best peer at the gate's A/A rate and budget \
+                 ({rule}: {:.1}%)",
+                100.0 * peer
+            ),
+            &c.condition,
+            report
+                .outcome(&c.condition, Scenario::SingleCell(-0.10))
+                .map(|o| o.regression_rate),
+            &|r| r >= peer,
+        );
     }
     out
 }
