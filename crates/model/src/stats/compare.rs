@@ -912,6 +912,9 @@ struct MetricFit<'a> {
     run_sigma: f64,
     run_df: f64,
     lag_var: f64,
+    /// The level's lead on a runner that speeds up (`MatrixDesign::level_lead_var`): in a
+    /// cell's total change, not in any test.
+    lead_var: f64,
 }
 
 impl<'a> MetricFit<'a> {
@@ -946,6 +949,7 @@ impl<'a> MetricFit<'a> {
         let design =
             sensitivity::MatrixDesign::new(model.run, base_effects.len(), j, &model.run_effect);
         let lag_var = design.level_lag_var();
+        let lead_var = design.level_lead_var();
         MetricFit {
             metric,
             cells,
@@ -965,6 +969,7 @@ impl<'a> MetricFit<'a> {
             run_sigma,
             run_df,
             lag_var,
+            lead_var,
         }
     }
 
@@ -1066,7 +1071,7 @@ impl<'a> MetricFit<'a> {
             df: model.cell_df[k],
             tail_df: model.tail_df,
         };
-        let var_total = var_spec + boots_matrix.map_or(0.0, |m| m.se.powi(2));
+        let var_total = var_spec + boots_matrix.map_or(0.0, |m| m.se.powi(2)) + self.lead_var;
         let total = LogChange {
             estimate: boots.raw_sum / jf - levels.raw,
             se: var_total.sqrt(),

@@ -117,18 +117,35 @@ impl MatrixDesign {
     /// systematic lag, or with fewer than 3 backtests. The matrix test's standard error and
     /// the plan's power both count it.
     pub fn level_lag_var(&self) -> f64 {
+        self.backtest_lag()
+            .filter(|(lag, _)| *lag < 0.0)
+            .map_or(0.0, |(_, v)| v)
+    }
+
+    /// The level's lead on a runner that speeds up, as a variance: [`Self::level_lag_var`]'s
+    /// backtest where the runs come in faster than their level. It cannot raise a false alarm
+    /// (the level sits below the next boot), so the tests leave it out, but it hides a
+    /// slowdown: a cell's total change, whose bound vouches that no cell slowed beyond
+    /// `cell_effect`, counts it (a −10% cell under a +3% drift passed that bound 5.3% of the
+    /// time without it).
+    pub fn level_lead_var(&self) -> f64 {
+        self.backtest_lag()
+            .filter(|(lag, _)| *lag > 0.0)
+            .map_or(0.0, |(_, v)| v)
+    }
+
+    /// The backtest's mean error (negative: the runs come in slower than their level) and its
+    /// square less its own sampling noise; `None` with fewer than 3 backtests.
+    fn backtest_lag(&self) -> Option<(f64, f64)> {
         let (effects, k) = (&self.run_effects, self.level_runs_used);
         if k == 0 || effects.len() < k + 3 {
-            return 0.0;
+            return None;
         }
         let errors: Vec<f64> = (k..effects.len())
             .map(|r| effects[r] - mean(&effects[r - k..r]))
             .collect();
         let (m, lag) = (errors.len() as f64, mean(&errors));
-        if lag >= 0.0 {
-            return 0.0;
-        }
-        (lag.powi(2) - var(&errors) / m).max(0.0)
+        Some((lag, (lag.powi(2) - var(&errors) / m).max(0.0)))
     }
 }
 
@@ -454,6 +471,13 @@ mod tests {
         assert!(less > 0.0 && less < 0.006f64.powi(2), "{less}");
         let faster: Vec<f64> = slowing.iter().map(|a| -a).collect();
         assert_eq!(lag_var(&faster, 7), 0.0);
+        // A runner getting faster: the level leads by as much, which only a cell's total
+        // change counts (it hides a slowdown); a slowing one has no lead.
+        let lead = |effects: &[f64]| {
+            MatrixDesign::new(RunNoise::observed(0.01, 19), 7, 1, effects).level_lead_var()
+        };
+        assert!((lead(&faster).sqrt() - 0.006).abs() < 1e-12);
+        assert_eq!(lead(&slowing), 0.0);
         assert_eq!(lag_var(&[0.0; 20], 7), 0.0);
         assert_eq!(lag_var(&slowing[..9], 7), 0.0);
         // Unfitted runs (NaN) are skipped, not read as a lag.
