@@ -19,8 +19,8 @@ use infergate_schema::verdict::{
 use super::build::{self, Coord, find, mean, var, within_run_var};
 use super::capacity::{self, Limit, LimitCounts, LimitDecision};
 use super::interval::{
-    LogChange, judge, judge_each_boot, log_margin, note_overruled, points, relative, reported_only,
-    signed,
+    LogChange, each_boot_p, judge, judge_each_boot, log_margin, note_overruled, points, relative,
+    reported_only, signed,
 };
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{
@@ -599,6 +599,18 @@ struct CellTest {
     first: Option<LogChange>,
     /// The second boot's own test ([`Look::second_boot_from`]).
     second: Option<LogChange>,
+}
+
+impl CellTest {
+    /// Each boot's own test, where the cell is judged on each boot alone
+    /// ([`judge_each_boot`]): throughput's cells with a fitted heavy tail, on two boots.
+    fn each_boot(&self) -> Option<(&LogChange, &LogChange)> {
+        let heavy = self.metric == Metric::AggregateTps && self.own.tail_df.is_finite();
+        self.first
+            .as_ref()
+            .zip(self.second.as_ref())
+            .filter(|_| heavy)
+    }
 }
 
 /// The matrix-wide change of one metric (run effect of the candidate vs the baseline's).
@@ -2207,14 +2219,11 @@ impl Plan<'_> {
                 let (alpha, margin) =
                     (self.test_alpha(t.metric), self.rule.log_margin_of(t.metric));
                 let look = &self.look.name;
-                // Throughput's heavy-tailed cells on two boots: each boot alone must show it.
-                let judged = match (&t.first, &t.second) {
-                    (Some(first), Some(second))
-                        if t.metric == Metric::AggregateTps && t.own.tail_df.is_finite() =>
-                    {
+                let judged = match t.each_boot() {
+                    Some((first, second)) => {
                         judge_each_boot(first, second, &t.own, dir, alpha, margin, look)
                     }
-                    _ => judge(&t.own, dir, alpha, margin, look),
+                    None => judge(&t.own, dir, alpha, margin, look),
                 };
                 let found = judged.0;
                 let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
@@ -2430,7 +2439,11 @@ impl Plan<'_> {
     ) -> MetricComparison {
         let dir = t.metric.direction();
         let (lo, hi) = t.total.interval(CONFIDENCE);
-        let p = t.own.p_worse(dir);
+        // The p of the test that decided the cell: each boot's, or both boots' mean.
+        let p = t.each_boot().map_or_else(
+            || t.own.p_worse(dir),
+            |(a, b)| each_boot_p(a, b, &t.own, dir),
+        );
         MetricComparison {
             metric: t.metric,
             direction: dir,
@@ -3271,11 +3284,14 @@ mod tests {
             let report = compare_at(&heavy, &both, &rule, &look).unwrap();
             if report.cells[7].verdict == CellVerdict::Regression {
                 both_found += 1;
-                let check = report.cells[7].primary().and_then(|m| m.check.as_ref());
+                let m = report.cells[7].primary().expect("aggregate tok/s");
+                let check = m.check.as_ref();
                 assert!(
                     check.is_some_and(|c| c.reference.ends_with("each boot")),
                     "{check:?}"
                 );
+                // The p beside it is the test's: at most its alpha.
+                assert!(check.is_some_and(|c| m.p_value <= c.alpha), "{m:?}");
             }
             // One boot 30% slow in that cell, the other not slow at all: no regression.
             let one = [slow(&mut rng, "c1", 0.70), slow(&mut rng, "c2", 1.0)];

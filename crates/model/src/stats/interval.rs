@@ -213,8 +213,8 @@ pub fn judge_each_boot(
     margin: f64,
     look: &str,
 ) -> (CellVerdict, Check) {
-    let nu = first.reference_df().min(second.reference_df());
-    let q = each_boot_quantile(alpha, nu, shared_share(first, second, pooled));
+    let (nu, rho) = each_boot_reference(first, second, pooled);
+    let q = each_boot_quantile(alpha, nu, rho);
     let goods = [first, second].map(|c| signed(c.statistic(), direction));
     let moved = [first, second].map(|c| signed(c.estimate, direction));
     let worse = goods.iter().all(|&g| g <= -q) && moved.iter().all(|&m| m < -margin);
@@ -284,12 +284,7 @@ pub fn each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
     thread_local! {
         static CACHE: RefCell<HashMap<(u64, u64, u64), f64>> = RefCell::new(HashMap::new());
     }
-    let nu = if nu.is_finite() {
-        ((nu * 10.0).floor() / 10.0).clamp(0.5, 1e7)
-    } else {
-        1e7
-    };
-    let rho = ((rho.clamp(0.0, 0.9) * 50.0).ceil() / 50.0).min(0.9);
+    let (nu, rho) = safe_side(nu, rho);
     let key = (alpha.to_bits(), nu.to_bits(), rho.to_bits());
     if let Some(q) = CACHE.with(|c| c.borrow().get(&key).copied()) {
         return q;
@@ -305,45 +300,33 @@ pub fn each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
     q
 }
 
-/// [`each_boot_quantile`] by bisection on the joint tail, two 16-point Gauss–Legendre panels
-/// over the common part's ±8 SD.
-fn solve_each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
-    let Some(t) = std_t(nu) else {
-        return f64::INFINITY;
+/// `nu` rounded down to 0.1 and `rho` up to 0.02: the safe sides, and few distinct bounds.
+fn safe_side(nu: f64, rho: f64) -> (f64, f64) {
+    let nu = if nu.is_finite() {
+        ((nu * 10.0).floor() / 10.0).clamp(0.5, 1e7)
+    } else {
+        1e7
     };
-    if !(alpha > 0.0 && alpha < 1.0) {
+    (nu, ((rho.clamp(0.0, 0.9) * 50.0).ceil() / 50.0).min(0.9))
+}
+
+/// [`each_boot_quantile`] by bisection on the joint tail ([`each_boot_tail`]).
+fn solve_each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
+    if !(alpha > 0.0 && alpha < 1.0) || std_t(nu).is_none() {
         return f64::INFINITY;
     }
     if rho <= 0.0 {
         return t_quantile(1.0 - alpha.sqrt(), nu);
     }
-    let k = if nu > 2.0 {
-        ((nu - 2.0) / nu).sqrt()
-    } else {
-        1.0
-    };
-    let (common, own) = (rho.sqrt() / k, (1.0 - rho).sqrt());
-    let phi = |u: f64| (-0.5 * u * u).exp() / (2.0 * std::f64::consts::PI).sqrt();
-    let joint = |q: f64| {
-        let inner = |u: f64| phi(u) * t.cdf((-q - u * common) / own).powi(2);
-        let panel = |a: f64, b: f64| {
-            let (mid, half) = (0.5 * (a + b), 0.5 * (b - a));
-            GL16.iter()
-                .map(|&(x, w)| w * (inner(mid - half * x) + inner(mid + half * x)))
-                .sum::<f64>()
-                * half
-        };
-        panel(-8.0, 0.0) + panel(0.0, 8.0)
-    };
     // The independent boots' bound is a floor: the common part only adds to the joint tail.
     let (mut lo, mut hi) = (t_quantile(1.0 - alpha.sqrt(), nu), 1.0);
-    while joint(hi) > alpha && hi < 1e6 {
+    while each_boot_tail(hi, nu, rho) > alpha && hi < 1e6 {
         hi *= 2.0;
     }
     hi = hi.max(lo);
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
-        if joint(mid) > alpha {
+        if each_boot_tail(mid, nu, rho) > alpha {
             lo = mid;
         } else {
             hi = mid;
@@ -353,6 +336,59 @@ fn solve_each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
         }
     }
     hi
+}
+
+/// The chance under no change that both boots' t(`nu`) statistics are at or beyond `q` on one
+/// side, a share `rho` of each boot's variance common to both (Gaussian) and the rest each
+/// boot's own t(`nu`) noise: `∫ φ(u) · F((−q − u·√ρ/k) / √(1 − ρ))² du`, `k` the t's scale per
+/// SD, on two 16-point Gauss–Legendre panels over the common part's ±8 SD.
+pub fn each_boot_tail(q: f64, nu: f64, rho: f64) -> f64 {
+    let Some(t) = std_t(nu) else {
+        return f64::NAN;
+    };
+    if rho <= 0.0 {
+        return t.cdf(-q).powi(2);
+    }
+    let k = if nu > 2.0 {
+        ((nu - 2.0) / nu).sqrt()
+    } else {
+        1.0
+    };
+    let (common, own) = (rho.sqrt() / k, (1.0 - rho).sqrt());
+    let phi = |u: f64| (-0.5 * u * u).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let inner = |u: f64| phi(u) * t.cdf((-q - u * common) / own).powi(2);
+    let panel = |a: f64, b: f64| {
+        let (mid, half) = (0.5 * (a + b), 0.5 * (b - a));
+        GL16.iter()
+            .map(|&(x, w)| w * (inner(mid - half * x) + inner(mid + half * x)))
+            .sum::<f64>()
+            * half
+    };
+    panel(-8.0, 0.0) + panel(0.0, 8.0)
+}
+
+/// The one-sided p-value of [`judge_each_boot`]'s test ("worse" for the metric's direction):
+/// the chance under no change that both boots read at least as worse as the boot nearer no
+/// change did, so the p printed beside the cell is that of the test that decided it.
+pub fn each_boot_p(
+    first: &LogChange,
+    second: &LogChange,
+    pooled: &LogChange,
+    direction: Direction,
+) -> f64 {
+    let (nu, rho) = each_boot_reference(first, second, pooled);
+    let (nu, rho) = safe_side(nu, rho);
+    let nearer = signed(first.statistic(), direction).max(signed(second.statistic(), direction));
+    each_boot_tail(-nearer, nu, rho).clamp(0.0, 1.0)
+}
+
+/// The reference of the two boots' test: the heavier of their tails, and the share of their
+/// variance they have in common ([`shared_share`]).
+fn each_boot_reference(first: &LogChange, second: &LogChange, pooled: &LogChange) -> (f64, f64) {
+    (
+        first.reference_df().min(second.reference_df()),
+        shared_share(first, second, pooled),
+    )
 }
 
 /// Gauss–Legendre nodes and weights on [−1, 1] (16 points, by symmetry 8 pairs): the smooth
@@ -531,6 +567,18 @@ mod tests {
             ..pooled
         };
         assert_eq!(judge(&mean, hi, 1e-3, m, "b").0, CellVerdict::Regression);
+        // The test's p: at its bound it is alpha (the bound's rounding to the safe side is
+        // the p's too), below it smaller, and one boot at no change leaves it large.
+        let (nu, rho) = each_boot_reference(&boot(0.0), &boot(0.0), &pooled);
+        let q = each_boot_quantile(1e-3, nu, rho);
+        let at = |stat: f64| LogChange {
+            estimate: -stat * boot(0.0).scale(),
+            ..boot(0.0)
+        };
+        let p = each_boot_p(&at(q), &at(q + 1.0), &pooled, hi);
+        assert!((p / 1e-3 - 1.0).abs() < 1e-3, "{p}");
+        assert!(each_boot_p(&at(q + 0.5), &at(q + 1.0), &pooled, hi) < 1e-3);
+        assert!(each_boot_p(&at(q + 3.0), &at(0.0), &pooled, hi) > 0.2);
         // Both better beyond the bound: an improvement.
         let (v, _) = judge_each_boot(&boot(0.105), &boot(0.11), &pooled, hi, 1e-3, m, "b");
         assert_eq!(v, CellVerdict::Improvement);
