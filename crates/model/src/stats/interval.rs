@@ -176,23 +176,42 @@ pub fn judge(
         _ if good <= -q => "within the margin",
         _ => "no regression",
     };
+    let check = at_boundary(verdict, q, direction, alpha, outcome);
     (
         verdict,
         Check {
             look: look.to_string(),
             statistic: stat,
             reference: change.reference(),
-            boundary: if verdict == CellVerdict::Improvement {
-                signed(q, direction)
-            } else {
-                signed(-q, direction)
-            },
-            alpha,
-            screen: false,
-            rejected: verdict == CellVerdict::Regression,
-            outcome: outcome.into(),
+            ..check
         },
     )
+}
+
+/// A test's [`Check`] at its bound `q` (on the standardized statistic) for `verdict`: the
+/// boundary the verdict crossed (the improvement side's for an improvement, else the regression
+/// side's), its alpha and outcome; the look, statistic and reference are the caller's.
+fn at_boundary(
+    verdict: CellVerdict,
+    q: f64,
+    direction: Direction,
+    alpha: f64,
+    outcome: &str,
+) -> Check {
+    Check {
+        look: String::new(),
+        statistic: 0.0,
+        reference: String::new(),
+        boundary: if verdict == CellVerdict::Improvement {
+            signed(q, direction)
+        } else {
+            signed(-q, direction)
+        },
+        alpha,
+        screen: false,
+        rejected: verdict == CellVerdict::Regression,
+        outcome: outcome.into(),
+    }
 }
 
 /// A heavy-tailed cell's test on two boots, each alone: a regression (an improvement) only when
@@ -239,21 +258,15 @@ pub fn judge_each_boot(
         _ if lean_worse && nearer <= -q => "within the margin",
         _ => "no regression on each boot",
     };
+    let check = at_boundary(verdict, q, direction, alpha, outcome);
     (
         verdict,
         Check {
             look: format!("{look}, each boot alone"),
             statistic: signed(nearer, direction),
-            reference: format!("t({nu:.1}), each boot"),
-            boundary: if verdict == CellVerdict::Improvement {
-                signed(q, direction)
-            } else {
-                signed(-q, direction)
-            },
-            alpha,
-            screen: false,
-            rejected: verdict == CellVerdict::Regression,
-            outcome: outcome.into(),
+            // The ν and common share the bound was solved for, so it can be redone by hand.
+            reference: format!("t({nu:.1}) each boot, {:.0}% common", 100.0 * rho),
+            ..check
         },
     )
 }
@@ -276,15 +289,15 @@ fn shared_share(first: &LogChange, second: &LogChange, pooled: &LogChange) -> f6
 /// `alpha` under no change, when a share `rho` of each boot's variance is common to both
 /// (Gaussian: the level, a mean of many runs) and the rest is each boot's own t(`nu`) noise:
 /// `∫ φ(u) · F((−q − u·√ρ/k) / √(1 − ρ))² du = alpha`, `k` the t's scale per SD. With `rho` = 0
-/// it is the t's quantile at `√alpha`. `nu` is rounded down to 0.1 and `rho` up to 0.02 (both
-/// the safe side) and the answer remembered: a gate asks for a few, `stats-eval` for many.
+/// it is the t's quantile at `√alpha`. Remembered per thread: a gate asks for a few, `stats-eval`
+/// for many (its callers round `nu` and `rho` to their safe sides first, [`each_boot_reference`],
+/// so few are distinct).
 pub fn each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
     use std::cell::RefCell;
     use std::collections::HashMap;
     thread_local! {
         static CACHE: RefCell<HashMap<(u64, u64, u64), f64>> = RefCell::new(HashMap::new());
     }
-    let (nu, rho) = safe_side(nu, rho);
     let key = (alpha.to_bits(), nu.to_bits(), rho.to_bits());
     if let Some(q) = CACHE.with(|c| c.borrow().get(&key).copied()) {
         return q;
@@ -377,15 +390,15 @@ pub fn each_boot_p(
     direction: Direction,
 ) -> f64 {
     let (nu, rho) = each_boot_reference(first, second, pooled);
-    let (nu, rho) = safe_side(nu, rho);
     let nearer = signed(first.statistic(), direction).max(signed(second.statistic(), direction));
     each_boot_tail(-nearer, nu, rho).clamp(0.0, 1.0)
 }
 
 /// The reference of the two boots' test: the heavier of their tails, and the share of their
-/// variance they have in common ([`shared_share`]).
+/// variance they have in common ([`shared_share`]), each rounded to its safe side
+/// ([`safe_side`]): the values the bound, the p and the check line all use.
 fn each_boot_reference(first: &LogChange, second: &LogChange, pooled: &LogChange) -> (f64, f64) {
-    (
+    safe_side(
         first.reference_df().min(second.reference_df()),
         shared_share(first, second, pooled),
     )
@@ -556,7 +569,11 @@ mod tests {
         // −10% on both boots of 2% noise: found; one wild boot alone (−40% and 0%): not.
         let (v, check) = judge_each_boot(&boot(-0.105), &boot(-0.105), &pooled, hi, 1e-3, m, "b");
         assert_eq!(v, CellVerdict::Regression, "{check:?}");
-        assert!(check.rejected && check.reference.ends_with("each boot"));
+        // The line names the ν and common share its bound was solved for: redone by hand
+        // from them, the bound is the one printed.
+        assert!(check.rejected, "{check:?}");
+        assert_eq!(check.reference, "t(3.0) each boot, 12% common");
+        assert_eq!(check.boundary, -each_boot_quantile(1e-3, 3.0, 0.12));
         let (v, check) = judge_each_boot(&boot(-0.51), &boot(0.0), &pooled, hi, 1e-3, m, "b");
         assert_eq!(v, CellVerdict::Unchanged, "{check:?}");
         assert_eq!(check.statistic, boot(0.0).statistic());
