@@ -262,7 +262,7 @@ pub fn judge_each_boot(
     (
         verdict,
         Check {
-            look: format!("{look}, each boot alone"),
+            look: look.to_string(),
             statistic: signed(nearer, direction),
             // The ν and common share the bound was solved for, so it can be redone by hand.
             reference: format!("t({nu:.1}) each boot, {:.0}% common", 100.0 * rho),
