@@ -62,6 +62,19 @@ pub(super) struct Evidence<'a> {
     pub(super) max_stream_tps: f64,
 }
 
+impl Evidence<'_> {
+    /// The token lag the checks allow at each window edge: [`Evidence::token_lag_s`], at most
+    /// `tolerance` of the window. The gaps' p99 is the engine's to set: an engine that stalls
+    /// its own streams would otherwise widen its own slack without bound (a 1 s lag let a
+    /// counter 1.5x the client's pass); capped, its two edges add at most twice the tolerance.
+    fn lag_s(&self) -> f64 {
+        self.token_lag_s
+            .unwrap_or(0.0)
+            .min(self.tolerance * self.window_s)
+            .max(0.0)
+    }
+}
+
 /// The checks that ran and, when one failed, the cell's error reason.
 pub(super) struct Outcome {
     pub(super) checks: Vec<CrossCheck>,
@@ -175,7 +188,7 @@ impl Checker<'_> {
     fn usage_vs_counter_window(&mut self, c: &CounterEvidence, span: f64, view: &str) {
         let ev = self.ev;
         let tol = ev.tolerance;
-        let itl = ev.token_lag_s.unwrap_or(0.0);
+        let itl = ev.lag_s();
         let window_tokens: f64 = ev.stream_window_tokens.iter().sum();
         let delta = (c.end.counter + c.end.in_flight.unwrap_or(0.0))
             - (c.start.counter + c.start.in_flight.unwrap_or(0.0));
@@ -215,7 +228,7 @@ impl Checker<'_> {
         let ev = self.ev;
         let tol = ev.tolerance;
         let t = ev.tally;
-        let itl = ev.token_lag_s.unwrap_or(0.0);
+        let itl = ev.lag_s();
         let (a, b) = (c.start.at, c.end.at);
         let expected = (c.end.counter - c.start.counter).max(0.0);
         let near = |at: Instant, edge: Instant, u: f64| {
@@ -674,6 +687,8 @@ mod tests {
         assert!(lagging(0.1, 444.0).is_none());
         assert!(lagging(0.01, 444.0).is_some());
         assert!(lagging(0.1, 600.0).is_some());
+        // An engine that stalls itself for a second does not buy a second of slack.
+        assert!(lagging(1.0, 600.0).is_some());
     }
 
     #[test]
