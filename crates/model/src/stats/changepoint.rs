@@ -23,7 +23,9 @@ use super::noise::{median, robust_sd};
 use super::rule::in_range;
 
 mod local_level;
-use local_level::{creep_scan, hinge, location_interval, outlier_posterior, white_sd};
+use local_level::{
+    creep_scan, hinge, location_interval, outlier_posterior, step_over_hinge, white_sd,
+};
 
 /// Parameters of the change-point search. The defaults are the measured ones in
 /// `docs/changes.md`.
@@ -367,6 +369,21 @@ fn newest_creep(
         return None;
     }
     let z = s.z();
+    // A young step looks like a steep creep: told as the step it is, at its place, once it has
+    // `min_segment` runs after it (fewer cannot tell it from outlier nights: wait for them).
+    if let Some((at, step_z)) = step_over_hinge(logs, start, w, s.drift_per_run, s.creep_window) {
+        if logs.len() - at < s.min_segment {
+            return None;
+        }
+        let c = step_change(
+            &logs[start..at],
+            &logs[at..],
+            at,
+            Normal::standard().cdf(step_z),
+            z,
+        );
+        return reportable(&c, white, s).then_some(c);
+    }
     let c = creep_change(
         scan.onset,
         (
@@ -1408,13 +1425,22 @@ mod tests {
         let s = ChangeSettings::default();
         let test =
             |logs: &[f64], found: &[SeriesChange]| newest_creep(logs, found, noise_sd(logs), &s);
-        let c = test(&logs, &[]).expect("the creep test");
-        assert_eq!(c.kind, ChangeKind::Creep);
-        assert!(c.change < -0.01 && c.index.abs_diff(40) <= 6, "{c:?}");
-        assert!(c.p_value < 1e-3, "{c:?}");
-        let sl = c.slope.as_ref().unwrap();
-        assert!(sl.ci_low < sl.per_run && sl.per_run < sl.ci_high && sl.ci_high < 0.0);
-        assert_eq!(sl.runs, 52 - c.index);
+        // Found on every draw; told as a creep on most (a step fits some draws better, see
+        // `step_over_hinge`).
+        let mut creeps = 0;
+        for seed in 0..40 {
+            let logs = noisy(52, 0.011, seed, &|i| creep(i, 40, 0.995));
+            let c = test(&logs, &[]).expect("the creep test");
+            assert!(c.change < -0.01 && c.index.abs_diff(40) <= 8, "{c:?}");
+            if c.kind == ChangeKind::Creep {
+                creeps += 1;
+                assert!(c.index.abs_diff(40) <= 6 && c.p_value < 1e-3, "{c:?}");
+                let sl = c.slope.as_ref().unwrap();
+                assert!(sl.ci_low < sl.per_run && sl.per_run < sl.ci_high && sl.ci_high < 0.0);
+                assert_eq!(sl.runs, 52 - c.index);
+            }
+        }
+        assert!(creeps >= 30, "{creeps} of 40 told as creeps");
         // The whole search reports it (as a creep, or a split the creep test then follows),
         // with a location interval around its estimate.
         let found = detect(&logs, &s).unwrap();
@@ -1437,6 +1463,45 @@ mod tests {
         // After a change reported at the newest runs' start, there is nothing left to test.
         let reported = change_at(ChangeKind::Step, 49, 49, 3);
         assert!(test(&logs, &[reported]).is_none());
+    }
+
+    #[test]
+    fn a_young_step_is_told_as_a_step_at_its_place_not_an_earlier_creep() {
+        // The histories where `changes-eval` found a −3% step at night 40 "a creep since 36":
+        // four nights after it, a step fits the newest runs better than any hinge.
+        let s = ChangeSettings::default();
+        let (mut steps, mut placed, mut creeps) = (0, 0, 0);
+        for seed in 0..40 {
+            let logs = noisy(44, 0.011, seed, &|i| step(i, 40, 0.96));
+            let Some(c) = newest_creep(&logs, &[], noise_sd(&logs), &s) else {
+                continue;
+            };
+            match c.kind {
+                ChangeKind::Step => {
+                    steps += 1;
+                    placed += usize::from(c.index.abs_diff(40) <= 2);
+                    assert!(c.change < -0.01 && c.after >= s.min_segment, "{c:?}");
+                }
+                ChangeKind::Creep => creeps += 1,
+            }
+        }
+        assert!(
+            steps >= 10 && placed >= steps * 9 / 10,
+            "{placed} of {steps} steps placed"
+        );
+        assert!(creeps <= steps / 4, "{creeps} creeps, {steps} steps");
+        // Two runs after a step are too young to tell from outlier nights: no step yet.
+        let mut waited = 0;
+        for seed in 0..40 {
+            let logs = noisy(42, 0.011, seed, &|i| step(i, 40, 0.92));
+            let c = newest_creep(&logs, &[], noise_sd(&logs), &s);
+            assert!(
+                c.as_ref().is_none_or(|c| c.kind == ChangeKind::Creep),
+                "{c:?}"
+            );
+            waited += usize::from(c.is_none());
+        }
+        assert!(waited >= 30, "{waited} of 40 waited");
     }
 
     #[test]
