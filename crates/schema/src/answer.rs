@@ -18,12 +18,14 @@ use crate::verdict::{
 pub const NO_BASELINE_REASON: &str = "no baseline";
 
 /// How a prefill entry whose engine counters disagree with the client's figure begins its
-/// reason: not compared, and the gate fails closed on it where the layer gates.
+/// reason: not compared, and the gate fails closed on it where the layer gates (it decides on
+/// the entry's [`NotCompared`](crate::verdict::NotCompared), never on these words).
 pub const PREFILL_DISAGREES: &str =
     "not compared: the engine's prefill counters disagree with the client's figure at ";
 
 /// How the burst entry's reason begins when some of the candidate's burst requests did not
-/// complete: not compared, and the gate fails closed on it where the layer gates.
+/// complete: not compared, and the gate fails closed on it where the layer gates (on the
+/// entry's [`NotCompared`](crate::verdict::NotCompared)).
 pub const BURST_INCOMPLETE: &str = "not compared: not every burst request completed: ";
 
 /// What a table shows where it has no value (the console's legend says so): one mark in every

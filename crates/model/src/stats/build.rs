@@ -6,7 +6,7 @@
 use infergate_schema::results::{CellResult, ProfileKey, RunResults};
 use infergate_schema::verdict::{
     Against, BaselineSummary, CellComparison, CellVerdict, Check, ComparisonReport, Direction,
-    GateVerdict, MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
+    GateVerdict, MatrixTest, Metric, MetricComparison, NotCompared, VERDICT_SCHEMA_VERSION,
 };
 
 use super::DecisionRule;
@@ -186,6 +186,7 @@ pub fn cell(
         return CellComparison {
             provisional: d.provisional,
             history_too_short: d.history_too_short,
+            not_compared: None,
             concurrency: coord.0,
             context_tokens: coord.1,
             verdict: d.verdict,
@@ -225,6 +226,7 @@ pub fn cell(
     CellComparison {
         provisional: false,
         history_too_short: false,
+        not_compared: None,
         concurrency: coord.0,
         context_tokens: coord.1,
         verdict,
@@ -280,18 +282,16 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
     // A gated prefill figure the engine's counters disagree with is not compared, and never
     // passes (fail closed).
     let prefill_unchecked = report.prefill_gated
-        && report.prefill.iter().any(|c| {
-            c.reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(infergate_schema::answer::PREFILL_DISAGREES))
-        });
+        && report
+            .prefill
+            .iter()
+            .any(|c| c.not_compared == Some(NotCompared::PrefillCountersDisagree));
     // Likewise a gated burst whose requests did not all complete.
     let burst_unchecked = report.burst_gated
-        && report.burst.iter().any(|c| {
-            c.reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(infergate_schema::answer::BURST_INCOMPLETE))
-        });
+        && report
+            .burst
+            .iter()
+            .any(|c| c.not_compared == Some(NotCompared::BurstIncomplete));
     if report
         .cells
         .iter()

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
     BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
-    Direction, LineAxis, LineTest, MatrixTest, Metric, MetricComparison, Sensitivity,
+    Direction, LineAxis, LineTest, MatrixTest, Metric, MetricComparison, NotCompared, Sensitivity,
     signed_percent,
 };
 
@@ -201,25 +201,29 @@ pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
     record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
 }
 
-/// One cell of a layer (a prefill context, the burst): `not_comparable` with the reason where
-/// the candidate's figure is refused (`refused`: it fails the gate closed where the layer
-/// gates), else built from its test entries.
+/// One cell of a layer (a prefill context, the burst): `not_comparable` with why and the
+/// reason where the candidate's figure is refused (`refused`: it fails the gate closed where
+/// the layer gates), else built from its test entries.
 fn layer_cell(
     coord: Coord,
-    refused: Option<String>,
+    refused: Option<(NotCompared, String)>,
     entries: Vec<(MetricComparison, String)>,
     provisional: bool,
     gating: impl Fn(Metric) -> bool,
     none: &str,
 ) -> infergate_schema::verdict::CellComparison {
     match refused {
-        Some(why) => build::cell(
-            coord,
-            Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
-            Vec::new(),
-            gating,
-            none,
-        ),
+        Some((kind, why)) => {
+            let mut cell = build::cell(
+                coord,
+                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
+                Vec::new(),
+                gating,
+                none,
+            );
+            cell.not_compared = Some(kind);
+            cell
+        }
         None => {
             let mut cell = build::cell(coord, None, entries, gating, none);
             cell.provisional = provisional;
@@ -2595,7 +2599,10 @@ fn push_layer_cells(
     // The prefill layer: each context's entry; a candidate figure the engine's counters
     // disagree with is not compared, and fails the gate closed where the layer gates.
     for (i, &coord) in layers.prefill_cells.iter().enumerate() {
-        let refused = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
+        let refused = candidate
+            .iter()
+            .find_map(|r| prefill_disagrees(r, coord.1))
+            .map(|why| (NotCompared::PrefillCountersDisagree, why));
         report.prefill.push(layer_cell(
             coord,
             refused,
@@ -2609,7 +2616,10 @@ fn push_layer_cells(
     // The burst layer: its one entry; a candidate burst whose requests did not all complete
     // is not compared, and fails the gate closed where the layer gates.
     for (i, &coord) in layers.burst_cells.iter().enumerate() {
-        let refused = candidate.iter().find_map(burst_incomplete);
+        let refused = candidate
+            .iter()
+            .find_map(burst_incomplete)
+            .map(|why| (NotCompared::BurstIncomplete, why));
         report.burst.push(layer_cell(
             coord,
             refused,
@@ -4039,9 +4049,7 @@ mod prefill_tests {
         let report = compare(&base, &lies, &DecisionRule::default()).unwrap();
         assert!(report.prefill.iter().all(|c| {
             c.verdict == CellVerdict::NotComparable
-                && c.reason
-                    .as_deref()
-                    .is_some_and(|r| r.starts_with(infergate_schema::answer::PREFILL_DISAGREES))
+                && c.not_compared == Some(NotCompared::PrefillCountersDisagree)
         }));
         assert_ne!(report.gate, GateVerdict::Pass, "{}", report.headline);
     }
@@ -4221,6 +4229,10 @@ mod burst_tests {
         let cut = [run("d", &mut rng, 1.0, 32, 31)];
         let report = compare(&base, &cut, &rule()).unwrap();
         assert_eq!(report.burst[0].verdict, CellVerdict::NotComparable);
+        assert_eq!(
+            report.burst[0].not_compared,
+            Some(NotCompared::BurstIncomplete)
+        );
         assert_eq!(
             report.gate,
             GateVerdict::Insufficient,
