@@ -4,7 +4,8 @@
 //! the merged reports quote): one writer, so no surface can give another answer. Also the
 //! check lines under Details, each test redoable by hand in the same words.
 //!
-//! It sits just above [`crate::verdict`] so that `stats` can store the headline it writes and
+//! It sits just above [`crate::verdict`] so that every writer of a report stores the same
+//! headline ([`ComparisonReport::set_headline`]; the statistics model leaves it empty) and
 //! every report can lead with it.
 
 use crate::results::context_label;
@@ -366,6 +367,14 @@ fn unused_second_boot(report: &ComparisonReport) -> String {
             c.reason
         ),
         None => String::new(),
+    }
+}
+
+impl ComparisonReport {
+    /// Sets `headline` to [`first_line`]: what every writer of a report does last, before it
+    /// writes `verdict.json` or quotes the headline (the model leaves it empty).
+    pub fn set_headline(&mut self) {
+        self.headline = first_line(self);
     }
 }
 

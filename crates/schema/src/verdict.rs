@@ -30,7 +30,9 @@ pub struct ComparisonReport {
     /// The gate's answer.
     pub gate: GateVerdict,
     /// The answer in one line, exactly the reports' first line ([`crate::answer::first_line`]):
-    /// "✗ aggregate tok/s −9.2% [−9.9, −8.4] in all 6 cells, confirmed on a second boot".
+    /// "✗ aggregate tok/s −9.2% [−9.9, −8.4] in all 6 cells, confirmed on a second boot". Set
+    /// by whoever writes the report ([`ComparisonReport::set_headline`]); empty in a report
+    /// straight from the statistics model.
     pub headline: String,
     /// The matrix-wide test (all comparable cells together, primary metric).
     #[serde(default)]
