@@ -149,6 +149,7 @@ fn verdict(
             CellComparison {
                 provisional: false,
                 history_too_short: false,
+                not_compared: None,
                 concurrency: c.concurrency,
                 context_tokens: c.context_tokens,
                 verdict: v,

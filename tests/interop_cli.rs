@@ -320,6 +320,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             CellComparison {
                 provisional: false,
                 history_too_short: false,
+                not_compared: None,
                 concurrency: 100,
                 context_tokens: 32010,
                 verdict: CellVerdict::Regression,
@@ -329,6 +330,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
             CellComparison {
                 provisional: false,
                 history_too_short: false,
+                not_compared: None,
                 concurrency: 200,
                 context_tokens: 1010,
                 verdict: CellVerdict::Inconclusive,

@@ -575,6 +575,7 @@ pub mod tests {
         let cell = |v: CellVerdict| CellComparison {
             provisional: false,
             history_too_short: false,
+            not_compared: None,
             concurrency: 8,
             context_tokens: 32768,
             verdict: v,

@@ -4,7 +4,8 @@
 //! the merged reports quote): one writer, so no surface can give another answer. Also the
 //! check lines under Details, each test redoable by hand in the same words.
 //!
-//! It sits just above [`crate::verdict`] so that `stats` can store the headline it writes and
+//! It sits just above [`crate::verdict`] so that every writer of a report stores the same
+//! headline ([`ComparisonReport::set_headline`]; the statistics model leaves it empty) and
 //! every report can lead with it.
 
 use crate::results::context_label;
@@ -18,12 +19,14 @@ use crate::verdict::{
 pub const NO_BASELINE_REASON: &str = "no baseline";
 
 /// How a prefill entry whose engine counters disagree with the client's figure begins its
-/// reason: not compared, and the gate fails closed on it where the layer gates.
+/// reason: not compared, and the gate fails closed on it where the layer gates (it decides on
+/// the entry's [`NotCompared`](crate::verdict::NotCompared), never on these words).
 pub const PREFILL_DISAGREES: &str =
     "not compared: the engine's prefill counters disagree with the client's figure at ";
 
 /// How the burst entry's reason begins when some of the candidate's burst requests did not
-/// complete: not compared, and the gate fails closed on it where the layer gates.
+/// complete: not compared, and the gate fails closed on it where the layer gates (on the
+/// entry's [`NotCompared`](crate::verdict::NotCompared)).
 pub const BURST_INCOMPLETE: &str = "not compared: not every burst request completed: ";
 
 /// What a table shows where it has no value (the console's legend says so): one mark in every
@@ -364,6 +367,14 @@ fn unused_second_boot(report: &ComparisonReport) -> String {
             c.reason
         ),
         None => String::new(),
+    }
+}
+
+impl ComparisonReport {
+    /// Sets `headline` to [`first_line`]: what every writer of a report does last, before it
+    /// writes `verdict.json` or quotes the headline (the model leaves it empty).
+    pub fn set_headline(&mut self) {
+        self.headline = first_line(self);
     }
 }
 

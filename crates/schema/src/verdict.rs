@@ -30,7 +30,9 @@ pub struct ComparisonReport {
     /// The gate's answer.
     pub gate: GateVerdict,
     /// The answer in one line, exactly the reports' first line ([`crate::answer::first_line`]):
-    /// "✗ aggregate tok/s −9.2% [−9.9, −8.4] in all 6 cells, confirmed on a second boot".
+    /// "✗ aggregate tok/s −9.2% [−9.9, −8.4] in all 6 cells, confirmed on a second boot". Set
+    /// by whoever writes the report ([`ComparisonReport::set_headline`]); empty in a report
+    /// straight from the statistics model.
     pub headline: String,
     /// The matrix-wide test (all comparable cells together, primary metric).
     #[serde(default)]
@@ -586,6 +588,21 @@ pub struct CellComparison {
     /// some history runs, is not this: it is not evidence of a change.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub history_too_short: bool,
+    /// Why a layer's entry was not compared where that fails the gate closed (never `pass`
+    /// where its layer gates); `reason` says it in words. Absent otherwise, and in verdicts
+    /// written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_compared: Option<NotCompared>,
+}
+
+/// Why a layer's entry was not compared, where the gate fails closed on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotCompared {
+    /// The engine's prefill counters disagree with the client's prefill figure.
+    PrefillCountersDisagree,
+    /// Not every request of the candidate's burst completed.
+    BurstIncomplete,
 }
 
 /// Which layer of the suite an entry of a comparison belongs to.
@@ -998,6 +1015,7 @@ pub mod fixtures {
                     reason: None,
                     provisional: false,
                     history_too_short: false,
+                    not_compared: None,
                     metrics: vec![
                         metric(
                             Metric::AggregateTps,
@@ -1185,7 +1203,34 @@ pub mod fixtures {
 
 #[cfg(test)]
 mod tests {
-    use super::{Sensitivity, SensitivityUnit, signed_number, signed_percent};
+    use super::{
+        CellComparison, CellVerdict, NotCompared, Sensitivity, SensitivityUnit, signed_number,
+        signed_percent,
+    };
+
+    /// Why an entry was not compared is a typed field: written only where set, and a verdict
+    /// written before the field existed still reads (as compared, or not for another reason).
+    #[test]
+    fn why_an_entry_was_not_compared_is_typed_and_old_verdicts_still_read() {
+        let old = r#"{"concurrency": 0, "context_tokens": 0, "verdict": "not_comparable",
+            "reason": "not compared: not every burst request completed: 31 of 32", "metrics": []}"#;
+        let cell: CellComparison = serde_json::from_str(old).expect("an old entry reads");
+        assert_eq!(cell.verdict, CellVerdict::NotComparable);
+        assert_eq!(cell.not_compared, None);
+        let plain = serde_json::to_string(&cell).expect("writes");
+        assert!(!plain.contains("not_compared"), "{plain}");
+        let refused = CellComparison {
+            not_compared: Some(NotCompared::PrefillCountersDisagree),
+            ..cell
+        };
+        let json = serde_json::to_string(&refused).expect("writes");
+        assert!(
+            json.contains(r#""not_compared":"prefill_counters_disagree""#),
+            "{json}"
+        );
+        let back: CellComparison = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(back, refused);
+    }
 
     /// What an insufficient gate needs, in words: runs, pairs, unreachable, and a one-run store
     /// (whose noise only the prior speaks for) told to record more, not that it never can.

@@ -347,6 +347,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     // compare reads no config: the flag, else the default.
     let policy = infergate_schema::policy::GatePolicy::chosen(args.fail_on.fail_on, None);
     report.fail_on = Some(policy.fail_on);
+    report.set_headline();
     let text = render(&report, args.format)?;
     emit(&text, args.out.as_deref())?;
     if let Some(out) = &args.out {

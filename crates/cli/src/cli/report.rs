@@ -246,7 +246,14 @@ fn verdict_to_report(
             }
             let loaded = t.decision.as_ref().map(|d| &d.loaded);
             notices.extend(loaded.into_iter().flat_map(|l| l.notices.iter().cloned()));
-            t.decision.as_ref().and_then(|d| d.verdict.clone())
+            // A recomputed verdict's headline is written here; a given file keeps its own.
+            t.decision
+                .as_ref()
+                .and_then(|d| d.verdict.clone())
+                .map(|mut v| {
+                    v.set_headline();
+                    v
+                })
         }
         (None, Some(p)) => {
             let v: ComparisonReport = read_json(p, "verdict", "verdict.json")?;

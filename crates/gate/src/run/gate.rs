@@ -1035,6 +1035,8 @@ impl GatePlan {
         let name = check_name(&d.results.profile.key, &check_suite);
         if let Some(v) = d.verdict.as_mut() {
             v.fail_on = Some(self.policy().fail_on);
+            // The headline verdict.json stores: the reports' first line, written here.
+            v.set_headline();
         }
         // `--update-baseline` on a run that cannot become one fails the gate (exit 3): a
         // baseline that can never exist must not pass unnoticed night after night.

@@ -1,12 +1,13 @@
 //! The pieces every comparison report is built from, shared by the comparison against a store
 //! ([`super::compare`]) and the paired A/B comparison ([`super::paired`]): cell coordinates,
 //! the report's frame, the matrix-wide test, each cell's verdict from its metrics, and the
-//! gate's answer with the headline.
+//! gate's answer (the headline, its words, is set where the report is written:
+//! `ComparisonReport::set_headline`).
 
 use infergate_schema::results::{CellResult, ProfileKey, RunResults};
 use infergate_schema::verdict::{
     Against, BaselineSummary, CellComparison, CellVerdict, Check, ComparisonReport, Direction,
-    GateVerdict, MatrixTest, Metric, MetricComparison, VERDICT_SCHEMA_VERSION,
+    GateVerdict, MatrixTest, Metric, MetricComparison, NotCompared, VERDICT_SCHEMA_VERSION,
 };
 
 use super::DecisionRule;
@@ -186,6 +187,7 @@ pub fn cell(
         return CellComparison {
             provisional: d.provisional,
             history_too_short: d.history_too_short,
+            not_compared: None,
             concurrency: coord.0,
             context_tokens: coord.1,
             verdict: d.verdict,
@@ -225,6 +227,7 @@ pub fn cell(
     CellComparison {
         provisional: false,
         history_too_short: false,
+        not_compared: None,
         concurrency: coord.0,
         context_tokens: coord.1,
         verdict,
@@ -233,11 +236,10 @@ pub fn cell(
     }
 }
 
-/// Sets the gate's answer and the headline from the cells and the matrix-wide test: the last
-/// step of every comparison (and again after adaptive looks or a confirmation changed it).
+/// Sets the gate's answer from the cells and the matrix-wide test: the last step of every
+/// comparison (and again after adaptive looks or a confirmation changed it).
 pub fn finish(report: &mut ComparisonReport) {
     report.gate = gate_of(report);
-    report.headline = infergate_schema::answer::first_line(report);
 }
 
 /// The gate's answer: `unmeasured` when the candidate measured less of the baseline's cells
@@ -280,18 +282,16 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
     // A gated prefill figure the engine's counters disagree with is not compared, and never
     // passes (fail closed).
     let prefill_unchecked = report.prefill_gated
-        && report.prefill.iter().any(|c| {
-            c.reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(infergate_schema::answer::PREFILL_DISAGREES))
-        });
+        && report
+            .prefill
+            .iter()
+            .any(|c| c.not_compared == Some(NotCompared::PrefillCountersDisagree));
     // Likewise a gated burst whose requests did not all complete.
     let burst_unchecked = report.burst_gated
-        && report.burst.iter().any(|c| {
-            c.reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(infergate_schema::answer::BURST_INCOMPLETE))
-        });
+        && report
+            .burst
+            .iter()
+            .any(|c| c.not_compared == Some(NotCompared::BurstIncomplete));
     if report
         .cells
         .iter()
@@ -317,6 +317,7 @@ mod tests {
 
     use super::*;
     use crate::synthetic::synthetic_run;
+    use infergate_schema::answer::first_line;
 
     #[test]
     fn a_pass_vouches_for_every_cell_at_the_cell_effect_or_names_the_one_it_cannot() {
@@ -325,19 +326,18 @@ mod tests {
         assert_eq!(gate_of(&r), GateVerdict::Pass);
         finish(&mut r);
         assert!(
-            r.headline.ends_with("; each cell above −10.0% (95% bound)"),
+            first_line(&r).ends_with("; each cell above −10.0% (95% bound)"),
             "{}",
-            r.headline
+            first_line(&r)
         );
         // One cell's 90% interval reaches −12%: it could be that much slower unseen.
         r.cells[4].metrics[0].ci_low = -0.12;
         finish(&mut r);
         assert_eq!(r.gate, GateVerdict::Insufficient);
         assert!(
-            r.headline
-                .contains("1 cell could be −10.0% or worse (C=2 / 8k down to −12.0%;"),
+            first_line(&r).contains("1 cell could be −10.0% or worse (C=2 / 8k down to −12.0%;"),
             "{}",
-            r.headline
+            first_line(&r)
         );
         // Verdicts of earlier versions recorded no cell effect and did not check it.
         r.rule.cell_effect = None;
@@ -362,7 +362,7 @@ mod tests {
             c.verdict == CellVerdict::NotComparable && c.reason.as_deref() == Some(why)
         }));
         assert_eq!(
-            report.headline,
+            first_line(&report),
             format!(
                 "– no baseline yet for this profile and suite: 20 cells measured, nothing compared ({why})"
             )
@@ -372,9 +372,9 @@ mod tests {
             crate::stats::compare(&[], std::slice::from_ref(&run), &DecisionRule::default())
                 .unwrap();
         assert!(
-            plain.headline.ends_with("nothing compared"),
+            first_line(&plain).ends_with("nothing compared"),
             "{}",
-            plain.headline
+            first_line(&plain)
         );
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
     BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
-    Direction, LineAxis, LineTest, MatrixTest, Metric, MetricComparison, Sensitivity,
+    Direction, LineAxis, LineTest, MatrixTest, Metric, MetricComparison, NotCompared, Sensitivity,
     signed_percent,
 };
 
@@ -201,25 +201,29 @@ pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
     record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
 }
 
-/// One cell of a layer (a prefill context, the burst): `not_comparable` with the reason where
-/// the candidate's figure is refused (`refused`: it fails the gate closed where the layer
-/// gates), else built from its test entries.
+/// One cell of a layer (a prefill context, the burst): `not_comparable` with why and the
+/// reason where the candidate's figure is refused (`refused`: it fails the gate closed where
+/// the layer gates), else built from its test entries.
 fn layer_cell(
     coord: Coord,
-    refused: Option<String>,
+    refused: Option<(NotCompared, String)>,
     entries: Vec<(MetricComparison, String)>,
     provisional: bool,
     gating: impl Fn(Metric) -> bool,
     none: &str,
 ) -> infergate_schema::verdict::CellComparison {
     match refused {
-        Some(why) => build::cell(
-            coord,
-            Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
-            Vec::new(),
-            gating,
-            none,
-        ),
+        Some((kind, why)) => {
+            let mut cell = build::cell(
+                coord,
+                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
+                Vec::new(),
+                gating,
+                none,
+            );
+            cell.not_compared = Some(kind);
+            cell
+        }
         None => {
             let mut cell = build::cell(coord, None, entries, gating, none);
             cell.provisional = provisional;
@@ -2595,7 +2599,10 @@ fn push_layer_cells(
     // The prefill layer: each context's entry; a candidate figure the engine's counters
     // disagree with is not compared, and fails the gate closed where the layer gates.
     for (i, &coord) in layers.prefill_cells.iter().enumerate() {
-        let refused = candidate.iter().find_map(|r| prefill_disagrees(r, coord.1));
+        let refused = candidate
+            .iter()
+            .find_map(|r| prefill_disagrees(r, coord.1))
+            .map(|why| (NotCompared::PrefillCountersDisagree, why));
         report.prefill.push(layer_cell(
             coord,
             refused,
@@ -2609,7 +2616,10 @@ fn push_layer_cells(
     // The burst layer: its one entry; a candidate burst whose requests did not all complete
     // is not compared, and fails the gate closed where the layer gates.
     for (i, &coord) in layers.burst_cells.iter().enumerate() {
-        let refused = candidate.iter().find_map(burst_incomplete);
+        let refused = candidate
+            .iter()
+            .find_map(burst_incomplete)
+            .map(|why| (NotCompared::BurstIncomplete, why));
         report.burst.push(layer_cell(
             coord,
             refused,
@@ -2625,6 +2635,7 @@ fn push_layer_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::answer::first_line;
 
     /// The verdict over the boots given, as the judge replays them (and whether the second
     /// boot entered it).
@@ -2730,7 +2741,7 @@ mod tests {
             )
             .unwrap();
             // A first boot beyond the design effect is a provisional alarm: a second boot.
-            assert_eq!(used, first > 1.5, "{}", report.headline);
+            assert_eq!(used, first > 1.5, "{}", first_line(&report));
             report
         };
         let doubled = verdict(2.0, 2.0);
@@ -2738,12 +2749,12 @@ mod tests {
             doubled.gate,
             GateVerdict::Regression,
             "{}",
-            doubled.headline
+            first_line(&doubled)
         );
         assert!(
-            doubled.headline.starts_with("✗ ITL p99 +"),
+            first_line(&doubled).starts_with("✗ ITL p99 +"),
             "{}",
-            doubled.headline
+            first_line(&doubled)
         );
         let itl = |r: &ComparisonReport| {
             r.cells
@@ -2759,12 +2770,12 @@ mod tests {
                 r.gate,
                 GateVerdict::Regression,
                 "{first} {second}: {}",
-                r.headline
+                first_line(&r)
             );
             assert!(
                 itl(&r).iter().all(|v| *v != CellVerdict::Regression),
                 "{first} {second}: {}",
-                r.headline
+                first_line(&r)
             );
         }
     }
@@ -3097,7 +3108,7 @@ mod tests {
         let base = vec![one.clone(), one.clone(), one.clone()];
         let report = compare(&base, &[one], &DecisionRule::default()).unwrap();
         // Three runs cannot show what the boot noise is: honest, not green.
-        let h = &report.headline;
+        let h = &first_line(&report);
         assert_eq!(report.gate, GateVerdict::Insufficient, "{h}");
         assert!(
             h.starts_with("? insufficient: no regression proven in 20 cells")
@@ -3126,16 +3137,20 @@ mod tests {
         assert!((m.change + 0.10).abs() < 0.03, "{}", m.change);
         assert!(m.ci_low < m.change && m.change < m.ci_high);
         let regressed = report.regressions().count();
-        assert!(regressed >= 10, "{regressed} cells: {}", report.headline);
+        assert!(
+            regressed >= 10,
+            "{regressed} cells: {}",
+            first_line(&report)
+        );
         // The rest are undecided, never "unchanged": the interval reaches the margin.
         assert!(report.cells.iter().all(|c| matches!(
             c.verdict,
             CellVerdict::Regression | CellVerdict::Inconclusive
         )));
         assert!(
-            report.headline.contains("in all 20 cells"),
+            first_line(&report).contains("in all 20 cells"),
             "{}",
-            report.headline
+            first_line(&report)
         );
         // A cell the matrix decided: its own test (against the rest of its run) found nothing,
         // and its check says so beside the verdict it did not make, never a bare
@@ -3179,15 +3194,15 @@ mod tests {
             report.cells[7]
         );
         assert_eq!(report.gate, GateVerdict::Regression);
-        assert_eq!(report.regressions().count(), 1, "{}", report.headline);
+        assert_eq!(report.regressions().count(), 1, "{}", first_line(&report));
         assert_ne!(
             report.matrix_test.as_ref().unwrap().verdict,
             CellVerdict::Regression
         );
         assert!(
-            report.headline.contains("at C=4 / 32k"),
+            first_line(&report).contains("at C=4 / 32k"),
             "{}",
-            report.headline
+            first_line(&report)
         );
         // Decided on (and shown with) the cell against its run.
         let m = report.cells[7].primary().unwrap();
@@ -3201,7 +3216,7 @@ mod tests {
     fn an_improvement_is_listed_with_the_boundary_it_crossed() {
         let report = one_cell_moved(1.12);
         assert_eq!(report.cells[7].verdict, CellVerdict::Improvement);
-        assert_eq!(report.gate, GateVerdict::Pass, "{}", report.headline);
+        assert_eq!(report.gate, GateVerdict::Pass, "{}", first_line(&report));
         // Checkable by hand as a regression is: the statistic past the improvement side's
         // boundary, at the cell's alpha.
         let lines = report.check_lines();
@@ -3308,12 +3323,22 @@ mod tests {
         let clean = DecisionRule::default();
         let aa = run("aa", &mut rng, 0.0, 0.005, &|_| 1.0);
         let report = compare(&base, &[aa], &clean).unwrap();
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         assert!(report.matrix_test.as_ref().unwrap().change.abs() < 0.02);
         // −12%: a size one boot proves against this history's boot noise, outlier included.
         let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.88);
         let report = compare(&base, &[slow], &clean).unwrap();
-        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_eq!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
     }
 
     /// A row that moved together is found by its row test even where no cell proves it alone,
@@ -3334,7 +3359,12 @@ mod tests {
             .expect("the 32k row's test");
         assert_eq!(row.test.verdict, CellVerdict::Regression, "{row:?}");
         assert!((row.test.change + 0.07).abs() < 0.03, "{row:?}");
-        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_eq!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         let with_row: Vec<&CellComparison> = report.cells[5..10]
             .iter()
             .filter(|c| {
@@ -3432,10 +3462,10 @@ mod tests {
         assert_eq!((cov.expected, cov.measured), (19, 18), "{cov:?}");
         assert_eq!(report.gate, GateVerdict::Unmeasured);
         assert!(
-            report.headline.contains("18 of 19")
-                && report.headline.ends_with("; 1 error regression (C=4 / 8k)"),
+            first_line(&report).contains("18 of 19")
+                && first_line(&report).ends_with("; 1 error regression (C=4 / 8k)"),
             "{}",
-            report.headline
+            first_line(&report)
         );
     }
 
@@ -3513,7 +3543,12 @@ mod tests {
         assert_eq!(ttft.direction, Direction::LowerIsBetter);
         assert!((ttft.change - 0.3).abs() < 0.01);
         assert_eq!(ttft.verdict, CellVerdict::Regression);
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         // Gating on TTFT too makes it fail.
         let rule = DecisionRule {
             metrics: vec![Metric::AggregateTps, Metric::TtftP50],
@@ -3639,7 +3674,11 @@ mod tests {
                 .iter()
                 .all(|c| c.verdict != CellVerdict::Improvement)
         );
-        assert!(!report.headline.contains("improve"), "{}", report.headline);
+        assert!(
+            !first_line(&report).contains("improve"),
+            "{}",
+            first_line(&report)
+        );
         assert_eq!(report.gate, GateVerdict::Regression);
     }
 
@@ -3709,7 +3748,12 @@ mod tests {
                 }
             }
         }
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
     }
 
     #[test]
@@ -3797,8 +3841,12 @@ mod tests {
             why.starts_with("provisional capacity_regression") && why.contains("3/4 running"),
             "{why}"
         );
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
-        assert!(r.headline.contains("1 provisional alarm"), "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
+        assert!(
+            first_line(&r).contains("1 provisional alarm"),
+            "{}",
+            first_line(&r)
+        );
         // The same on a 10-run store, too short to judge even with two boots: no evidence
         // either way, so never a pass (a PR that costs KV capacity must not go green on a
         // young store), and no second boot.
@@ -3807,13 +3855,13 @@ mod tests {
         assert!(c.history_too_short && !c.provisional, "{c:?}");
         let why = c.reason.as_deref().unwrap();
         assert!(why.contains("two boots need 16 history runs"), "{why}");
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
         assert!(
-            r.headline.starts_with(
+            first_line(&r).starts_with(
                 "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=1 / 8k)"
             ),
             "{}",
-            r.headline
+            first_line(&r)
         );
         // Limited on both boots: a capacity regression.
         let both = boots_with(&mut rng, 2, Cap, &|_| true);
@@ -3872,7 +3920,7 @@ mod tests {
         assert!(
             confirm::wants_confirmation(&first_report),
             "{}",
-            first_report.headline
+            first_line(&first_report)
         );
         let why = confirm::reason(&first_report);
         assert!(why.contains("provisional alarm"), "{why}");
@@ -3899,7 +3947,7 @@ mod tests {
         let fits = boots_with(&mut rng, 1, Cap, &|_| false);
         let (both, used) = second(&fits).unwrap();
         assert!(used);
-        assert_ne!(both.gate, GateVerdict::Regression, "{}", both.headline);
+        assert_ne!(both.gate, GateVerdict::Regression, "{}", first_line(&both));
         assert_eq!(both.cells[0].verdict, CellVerdict::Inconclusive);
     }
 
@@ -3924,10 +3972,10 @@ mod tests {
         );
         assert_eq!(r.gate, GateVerdict::Regression);
         assert!(
-            r.headline
+            first_line(&r)
                 .starts_with("✗ saturation regression at C=1 / 8k; 1 of 20 cells regressed"),
             "{}",
-            r.headline
+            first_line(&r)
         );
         // Saturated in its history: not evidence, reported as saturated.
         let saturating = history_with(&mut rng, Sat, &|i| i % 3 == 0);
@@ -3935,7 +3983,7 @@ mod tests {
         assert_eq!(r.cells[0].verdict, CellVerdict::Saturated);
         assert!(!r.cells[0].provisional);
         assert_ne!(r.gate, GateVerdict::Regression);
-        assert!(r.headline.contains("1 saturated"), "{}", r.headline);
+        assert!(first_line(&r).contains("1 saturated"), "{}", first_line(&r));
         // A saturated history run is left out of the noise fit, never compared for speed.
         let ok_now = boots_with(&mut rng, 1, Sat, &|_| false);
         let r = compare(&saturating, &ok_now, &rule).unwrap();
@@ -3947,6 +3995,7 @@ mod tests {
 mod prefill_tests {
     use super::*;
     use crate::synthetic::synthetic_run;
+    use infergate_schema::answer::first_line;
     use infergate_schema::results::{
         PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
     };
@@ -4013,11 +4062,16 @@ mod prefill_tests {
         )];
         let report = compare(&base, &slow, &rule).unwrap();
         assert!(report.prefill_gated);
-        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
-        assert!(
-            report.headline.contains("prefill tok/s"),
+        assert_eq!(
+            report.gate,
+            GateVerdict::Regression,
             "{}",
-            report.headline
+            first_line(&report)
+        );
+        assert!(
+            first_line(&report).contains("prefill tok/s"),
+            "{}",
+            first_line(&report)
         );
         assert!(report.prefill.iter().all(|c| c.verdict.is_regression()));
         let clean = [run("d", &mut rng, 1.0, PrefillAgreement::WithinTolerance)];
@@ -4025,9 +4079,9 @@ mod prefill_tests {
         assert!(report.prefill.iter().all(|c| !c.verdict.is_regression()));
         // No prefill regression named (a pass lists the layer among what it covered).
         assert!(
-            !report.headline.contains("prefill tok/s"),
+            !first_line(&report).contains("prefill tok/s"),
             "{}",
-            report.headline
+            first_line(&report)
         );
     }
 
@@ -4039,11 +4093,9 @@ mod prefill_tests {
         let report = compare(&base, &lies, &DecisionRule::default()).unwrap();
         assert!(report.prefill.iter().all(|c| {
             c.verdict == CellVerdict::NotComparable
-                && c.reason
-                    .as_deref()
-                    .is_some_and(|r| r.starts_with(infergate_schema::answer::PREFILL_DISAGREES))
+                && c.not_compared == Some(NotCompared::PrefillCountersDisagree)
         }));
-        assert_ne!(report.gate, GateVerdict::Pass, "{}", report.headline);
+        assert_ne!(report.gate, GateVerdict::Pass, "{}", first_line(&report));
     }
 
     #[test]
@@ -4071,7 +4123,12 @@ mod prefill_tests {
             "{:?}",
             report.not_gated
         );
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         // Still compared and shown.
         assert!(report.prefill.iter().all(|c| !c.metrics.is_empty()));
     }
@@ -4081,6 +4138,7 @@ mod prefill_tests {
 mod burst_tests {
     use super::*;
     use crate::synthetic::synthetic_run;
+    use infergate_schema::answer::first_line;
     use infergate_schema::results::{BurstRecord, BurstSettings, Percentiles};
     use infergate_schema::verdict::GateVerdict;
     use rand::SeedableRng;
@@ -4152,21 +4210,26 @@ mod burst_tests {
         let slow = [run("c", &mut rng, 1.3, 32, 32)];
         let report = compare(&base, &slow, &rule()).unwrap();
         assert!(report.burst_gated);
-        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
-        assert!(
-            report.headline.starts_with("✗ TTFT p90 +")
-                && report.headline.contains("in the burst layer"),
+        assert_eq!(
+            report.gate,
+            GateVerdict::Regression,
             "{}",
-            report.headline
+            first_line(&report)
+        );
+        assert!(
+            first_line(&report).starts_with("✗ TTFT p90 +")
+                && first_line(&report).contains("in the burst layer"),
+            "{}",
+            first_line(&report)
         );
         let clean = [run("d", &mut rng, 1.0, 32, 32)];
         let report = compare(&base, &clean, &rule()).unwrap();
         assert!(report.burst.iter().all(|c| !c.verdict.is_regression()));
         // No burst regression named (a pass lists the burst among what it covered).
         assert!(
-            !report.headline.contains("in the burst layer"),
+            !first_line(&report).contains("in the burst layer"),
             "{}",
-            report.headline
+            first_line(&report)
         );
         assert_eq!(report.burst[0].metrics.len(), 2);
     }
@@ -4185,12 +4248,17 @@ mod burst_tests {
             cell.samples.iter_mut().for_each(|s| *s *= 0.9);
         }
         let report = compare(&base, &[slow], &rule()).unwrap();
-        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
-        assert!(
-            report.headline.starts_with("✗ aggregate tok/s −")
-                && report.headline.contains("; burst layer: TTFT p90 +"),
+        assert_eq!(
+            report.gate,
+            GateVerdict::Regression,
             "{}",
-            report.headline
+            first_line(&report)
+        );
+        assert!(
+            first_line(&report).starts_with("✗ aggregate tok/s −")
+                && first_line(&report).contains("; burst layer: TTFT p90 +"),
+            "{}",
+            first_line(&report)
         );
     }
 
@@ -4222,10 +4290,14 @@ mod burst_tests {
         let report = compare(&base, &cut, &rule()).unwrap();
         assert_eq!(report.burst[0].verdict, CellVerdict::NotComparable);
         assert_eq!(
+            report.burst[0].not_compared,
+            Some(NotCompared::BurstIncomplete)
+        );
+        assert_eq!(
             report.gate,
             GateVerdict::Insufficient,
             "{}",
-            report.headline
+            first_line(&report)
         );
     }
 
@@ -4243,7 +4315,12 @@ mod burst_tests {
         let slow = [run("c", &mut rng, 1.5, 32, 32)];
         let report = compare(&base, &slow, &rule()).unwrap();
         assert!(!report.burst_gated);
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         assert!(
             report
                 .not_gated

@@ -178,6 +178,7 @@ pub fn provisional_cells(report: &ComparisonReport) -> usize {
 mod tests {
     use super::*;
     use crate::synthetic::{noisy_history, synthetic_run};
+    use infergate_schema::answer::first_line;
     use infergate_schema::verdict::CellVerdict;
 
     #[test]
@@ -263,8 +264,8 @@ mod tests {
         let slow = synthetic_run("cand", &mut rng, 0.0, 0.0, &row);
         let rule = DecisionRule::default();
         let first = first_boot(&rule, &history, &slow);
-        assert!(leans(&first), "{}", first.headline);
-        assert_eq!(provisional_cells(&first), 5, "{}", first.headline);
+        assert!(leans(&first), "{}", first_line(&first));
+        assert_eq!(provisional_cells(&first), 5, "{}", first_line(&first));
         let (report, used) = two_boots(&rule, &history, &slow, &slow);
         assert!(used);
         let c = report.confirmation.as_ref().expect("a confirmation");
@@ -276,9 +277,9 @@ mod tests {
             c.reason
         );
         assert!(
-            report.headline.ends_with(", confirmed on a second boot"),
+            first_line(&report).ends_with(", confirmed on a second boot"),
             "{}",
-            report.headline
+            first_line(&report)
         );
     }
 
@@ -288,7 +289,12 @@ mod tests {
         // Both boots' mean alone short of its boundary: that test's line.
         let (report, used) = verdict(0.955, 1.0);
         assert!(used, "a −4.5% boot calls for a second boot");
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         let c = report.matrix_test.as_ref().and_then(|m| m.check.as_ref());
         assert!(
             c.is_some_and(|c| c.look == "both boots" && c.statistic > c.boundary),
@@ -297,7 +303,12 @@ mod tests {
         // Both boots' mean past it, carried by the first boot alone: no regression.
         let (report, used) = verdict(0.90, 1.0);
         assert!(used);
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         let c = report.matrix_test.as_ref().and_then(|m| m.check.as_ref());
         assert!(
             c.is_some_and(|c| c.outcome.contains("second boot alone")),
@@ -312,7 +323,12 @@ mod tests {
         );
         let (report, used) = verdict(0.955, 0.955);
         assert!(used);
-        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_eq!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         let check = report.check_lines();
         assert!(check[0].starts_with("matrix: t = −"), "{check:?}");
         assert!(check[0].contains("both boots"), "{check:?}");
@@ -333,7 +349,12 @@ mod tests {
         let decide = |first, second| two_boots(&rule, &history, first, second);
         let (report, used) = decide(&wild, &clean);
         assert!(used, "a cell's alarm calls for a second boot");
-        assert_ne!(report.gate, GateVerdict::Regression, "{}", report.headline);
+        assert_ne!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
         // The cleared cell's line is the second boot's own screen, among the deciding tests.
         let lines = report.check_lines();
         assert!(
@@ -348,7 +369,7 @@ mod tests {
                 .as_ref()
                 .is_some_and(|c| c.provisional_alarms == 1),
             "{}",
-            report.headline
+            first_line(&report)
         );
         // Every cell is unchanged.
         assert!(
@@ -357,16 +378,15 @@ mod tests {
                 .iter()
                 .all(|c| c.verdict == CellVerdict::Unchanged),
             "{}",
-            report.headline
+            first_line(&report)
         );
         // The first boot alone: the alarm is provisional, and its test's line says so.
         let first = first_boot(&rule, &history, &wild);
         assert!(
-            first
-                .headline
+            first_line(&first)
                 .starts_with("? insufficient: a second boot decides 1 provisional alarm (C="),
             "{}",
-            first.headline
+            first_line(&first)
         );
         assert!(
             first
@@ -377,14 +397,19 @@ mod tests {
             first.check_lines()
         );
         let (report, _) = decide(&wild, &wild);
-        assert_eq!(report.gate, GateVerdict::Regression, "{}", report.headline);
-        assert_eq!(report.regressions().count(), 1, "{}", report.headline);
+        assert_eq!(
+            report.gate,
+            GateVerdict::Regression,
+            "{}",
+            first_line(&report)
+        );
+        assert_eq!(report.regressions().count(), 1, "{}", first_line(&report));
     }
 
     #[test]
     fn a_clean_first_boot_stops_and_local_regressions_wait_for_the_second_boot() {
         let (report, used) = verdict(1.0, 0.5);
-        assert!(!used, "{}", report.headline);
+        assert!(!used, "{}", first_line(&report));
         assert_ne!(report.gate, GateVerdict::Regression);
         assert!(report.confirmation.as_ref().is_some_and(|c| !c.used));
         // A row 15% slower: provisional at the first boot, decided over both.
@@ -396,8 +421,13 @@ mod tests {
         let clean = synthetic_run("clean", &mut rng, 0.0, 0.0, &|_| 1.0);
         let rule = DecisionRule::default();
         let first = first_boot(&rule, &history, &slow);
-        assert_eq!(first.gate, GateVerdict::Insufficient, "{}", first.headline);
-        assert_eq!(provisional_cells(&first), 5, "{}", first.headline);
+        assert_eq!(
+            first.gate,
+            GateVerdict::Insufficient,
+            "{}",
+            first_line(&first)
+        );
+        assert_eq!(provisional_cells(&first), 5, "{}", first_line(&first));
         assert!(
             first
                 .cells
@@ -416,10 +446,10 @@ mod tests {
             confirmed.gate,
             GateVerdict::Regression,
             "{}",
-            confirmed.headline
+            first_line(&confirmed)
         );
         let regressed = confirmed.cells.iter().filter(|c| c.verdict.is_regression());
-        assert_eq!(regressed.count(), 5, "{}", confirmed.headline);
+        assert_eq!(regressed.count(), 5, "{}", first_line(&confirmed));
         assert_eq!(provisional_cells(&confirmed), 0);
         // Clean on the second: each of the row's cells is cleared by the second boot's own
         // screen, and the row, whose cells each found their change alone, is no regression
@@ -429,7 +459,7 @@ mod tests {
             cleared.gate,
             GateVerdict::Regression,
             "{}",
-            cleared.headline
+            first_line(&cleared)
         );
         let screened = cleared.cells[5..10].iter().filter(|c| {
             c.verdict == CellVerdict::Unchanged
@@ -439,7 +469,7 @@ mod tests {
                         && k.outcome.contains("does not lean worse")
                 })
         });
-        assert_eq!(screened.count(), 5, "{}", cleared.headline);
+        assert_eq!(screened.count(), 5, "{}", first_line(&cleared));
         assert!(
             cleared
                 .lines

@@ -615,6 +615,7 @@ fn take_recorded_rounds(run: &mut RunResults) -> RecordedRounds {
 mod tests {
     use super::*;
     use crate::synthetic::{noisy_history, synthetic_run};
+    use infergate_schema::answer::first_line;
     use rand::SeedableRng;
 
     fn judge(history: &[RunResults], plan: Plan) -> Judge<'_> {
@@ -703,16 +704,14 @@ mod tests {
             r.report.gate,
             GateVerdict::Insufficient,
             "{}",
-            r.report.headline
+            first_line(&r.report)
         );
         assert!(!r.used_second);
         assert!(r.report.confirmation.as_ref().is_some_and(|c| c.missing));
         assert!(
-            r.report
-                .headline
-                .contains("the second boot this plan asks for was not given"),
+            first_line(&r.report).contains("the second boot this plan asks for was not given"),
             "{}",
-            r.report.headline
+            first_line(&r.report)
         );
         // The second boot given: decided over both.
         let again = replay(

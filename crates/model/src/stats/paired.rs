@@ -483,6 +483,7 @@ impl PairJudging<'_> {
 mod tests {
     use super::*;
     use crate::synthetic::synthetic_run;
+    use infergate_schema::answer::first_line;
     use infergate_schema::verdict::GateVerdict;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
@@ -507,12 +508,16 @@ mod tests {
         let rule = DecisionRule::default();
         let (a, b) = pairs(1, 6, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
-        assert_ne!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        assert_ne!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
         assert!(r.cells.iter().all(|c| c.verdict == CellVerdict::Unchanged));
         let (a, b) = pairs(2, 6, &|_| 0.90);
         let r = paired_compare(&a, &b, &rule).expect("compare");
-        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
-        assert!(r.headline.starts_with("✗ B vs A:"), "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
+        assert!(
+            first_line(&r).starts_with("✗ B vs A:"),
+            "{}",
+            first_line(&r)
+        );
         // A uniform −10% is −10% in every cell: each follows the matrix-wide regression, and
         // says so as the gate's cells do (reports then say it once, by the matrix test's line).
         assert!(
@@ -531,9 +536,13 @@ mod tests {
             r.cells[3].verdict,
             CellVerdict::Improvement,
             "{}",
-            r.headline
+            first_line(&r)
         );
-        assert!(r.headline.contains("; 1 cell faster: +2"), "{}", r.headline);
+        assert!(
+            first_line(&r).contains("; 1 cell faster: +2"),
+            "{}",
+            first_line(&r)
+        );
     }
 
     #[test]
@@ -555,7 +564,7 @@ mod tests {
                 .enumerate()
                 .filter(|(i, c)| *i != 5 && c.verdict == CellVerdict::Regression)
                 .count();
-            assert_eq!(others, 0, "seed {seed}: {}", r.headline);
+            assert_eq!(others, 0, "seed {seed}: {}", first_line(&r));
         }
         assert!(found >= 32, "single-cell −8% found in {found} of 40");
     }
@@ -604,8 +613,13 @@ mod tests {
         let r = paired_compare(&a, &b, &rule).expect("compare");
         let tps = r.cells[0].primary().expect("aggregate tok/s");
         assert!(tps.ci_low < -0.03 || tps.ci_high > 0.03, "{tps:?}");
-        assert_eq!(r.cells[0].verdict, CellVerdict::Unchanged, "{}", r.headline);
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert_eq!(
+            r.cells[0].verdict,
+            CellVerdict::Unchanged,
+            "{}",
+            first_line(&r)
+        );
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
     }
 
     #[test]
@@ -617,21 +631,21 @@ mod tests {
         let (a, b) = pairs(11, 4, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         let s = r.sensitivity.as_ref().expect("sensitivity");
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
         assert!(
             !s.sufficient && s.mde < -0.05 && s.history_runs == 4,
             "{s:?}"
         );
         assert!(
-            r.headline.contains("but these pairs could detect only −")
-                && r.headline.contains("more pairs of boots needed"),
+            first_line(&r).contains("but these pairs could detect only −")
+                && first_line(&r).contains("more pairs of boots needed"),
             "{}",
-            r.headline
+            first_line(&r)
         );
         let (a, b) = pairs(12, 16, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         let s = r.sensitivity.as_ref().expect("sensitivity");
-        assert_eq!(r.gate, GateVerdict::Pass, "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Pass, "{}", first_line(&r));
         assert!(s.sufficient && s.mde > -0.05, "{s:?}");
     }
 
@@ -663,7 +677,7 @@ mod tests {
         // Every cell A measured must be measured by B in every boot: undecidable.
         let cov = r.coverage.expect("coverage");
         assert_eq!(cov.expected, cov.measured + 1, "{cov:?}");
-        assert_eq!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Unmeasured, "{}", first_line(&r));
         // A cell A never measured is not B's to cover.
         let (mut a, b) = pairs(8, 4, &|_| 1.0);
         for run in &mut a {
@@ -675,7 +689,7 @@ mod tests {
             );
         }
         let r = paired_compare(&a, &b, &DecisionRule::default()).expect("compare");
-        assert_ne!(r.gate, GateVerdict::Unmeasured, "{}", r.headline);
+        assert_ne!(r.gate, GateVerdict::Unmeasured, "{}", first_line(&r));
         assert!(r.coverage.unwrap().sufficient());
     }
 
@@ -704,7 +718,7 @@ mod tests {
             why.contains("on 1 of 4 B boots") && why.contains("not on every boot"),
             "{why}"
         );
-        assert_ne!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        assert_ne!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
         // Every B boot limited and no A boot: 3 pairs bound the false alarm at 1.6%, 5 at 0.1%.
         let (v, why, _) = verdict(3, 3);
         assert_eq!(v, CellVerdict::Inconclusive, "{why}");
@@ -715,7 +729,7 @@ mod tests {
         );
         let (v, why, r) = verdict(5, 5);
         assert_eq!(v, CellVerdict::CapacityRegression, "{why}");
-        assert_eq!(r.gate, GateVerdict::Regression, "{}", r.headline);
+        assert_eq!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
         // Capacity spends its share of alpha, as in the gate.
         let shares = r.rule.shares.expect("shares");
         assert!(

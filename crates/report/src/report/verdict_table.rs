@@ -53,6 +53,7 @@ mod tests {
         CellComparison {
             provisional: false,
             history_too_short: false,
+            not_compared: None,
             concurrency: conc,
             context_tokens: ctx,
             verdict,

@@ -225,6 +225,7 @@ pub mod fixture {
             CellComparison {
                 provisional: false,
                 history_too_short: false,
+                not_compared: None,
                 concurrency: run.cells[0].concurrency,
                 context_tokens: run.cells[0].context_tokens,
                 verdict: CellVerdict::Unchanged,
@@ -239,6 +240,7 @@ pub mod fixture {
             CellComparison {
                 provisional: false,
                 history_too_short: false,
+                not_compared: None,
                 concurrency: run.cells[1].concurrency,
                 context_tokens: run.cells[1].context_tokens,
                 verdict: CellVerdict::Regression,
@@ -251,6 +253,7 @@ pub mod fixture {
             CellComparison {
                 provisional: false,
                 history_too_short: false,
+                not_compared: None,
                 concurrency: run.cells[2].concurrency,
                 context_tokens: run.cells[2].context_tokens,
                 verdict: CellVerdict::CapacityRegression,
@@ -260,6 +263,7 @@ pub mod fixture {
             CellComparison {
                 provisional: false,
                 history_too_short: false,
+                not_compared: None,
                 concurrency: 8,
                 context_tokens: 8192,
                 verdict: CellVerdict::NotComparable,

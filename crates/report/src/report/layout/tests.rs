@@ -394,6 +394,7 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
         )],
         provisional: false,
         history_too_short: false,
+        not_compared: None,
     });
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
@@ -449,6 +450,7 @@ fn a_burst_ttft_regression_is_named_first_and_tabled() {
         ],
         provisional: false,
         history_too_short: false,
+        not_compared: None,
     });
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
