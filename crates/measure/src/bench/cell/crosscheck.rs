@@ -54,7 +54,7 @@ pub(super) struct Evidence<'a> {
     /// The most tokens one engine step can give a stream (1 + draft tokens per draft), from
     /// the spec-decode counters, when the engine decodes speculatively.
     pub(super) spec_tokens_per_step: Option<f64>,
-    /// How late a token may reach the client, seconds: the inter-token gaps' p99 (at least
+    /// How late a token may reach the client, seconds: the longest inter-token gap (at least
     /// their mean). On a loaded host the client receives a stalled stream's tokens up to a
     /// long gap after the engine counted them, so the window's edges are that uncertain.
     pub(super) token_lag_s: Option<f64>,
@@ -64,7 +64,7 @@ pub(super) struct Evidence<'a> {
 
 impl Evidence<'_> {
     /// The token lag the checks allow at each window edge: [`Evidence::token_lag_s`], at most
-    /// `tolerance` of the window. The gaps' p99 is the engine's to set: an engine that stalls
+    /// `tolerance` of the window. The gaps are the engine's to set: an engine that stalls
     /// its own streams would otherwise widen its own slack without bound (a 1 s lag let a
     /// counter 1.5x the client's pass); capped, its two edges add at most twice the tolerance.
     fn lag_s(&self) -> f64 {

@@ -677,16 +677,20 @@ impl StreamTotals {
         (self.itl_n > 0).then(|| self.itl_sum / self.itl_n as f64)
     }
 
-    /// How late a token of the window's last moments may reach the client: the gaps' p99 (a
-    /// loaded host delays delivery by far more than the mean gap).
+    /// How late a token at the window's edges may reach the client: the longest gap (at least
+    /// the mean). A loaded host stalls the client for a moment, and the tokens it then reads
+    /// late at an edge are a few of the window's hundreds of gaps, below their p99: under a
+    /// load of 8 on 2 cores an honest engine's window read 631 tokens against its counter's
+    /// 570.5 with a p99 slack. The checks cap it ([`crosscheck`]), so an engine that stalls
+    /// itself gains no more than with the p99.
     fn token_lag_s(&self) -> Option<f64> {
         self.itl_mean_s().map(|mean| {
-            let p99 = if self.itl.is_empty() {
+            let longest = if self.itl.is_empty() {
                 0.0
             } else {
-                self.itl.value_at_quantile(0.99) as f64 / 1e9
+                self.itl.max() as f64 / 1e9
             };
-            mean.max(p99)
+            mean.max(longest)
         })
     }
 
