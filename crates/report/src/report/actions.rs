@@ -9,7 +9,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
 
-use crate::report::github::render::{cell_message, cell_title};
+use crate::report::layout::{cell_message, cell_title};
 use infergate_schema::verdict::{CellVerdict, ComparisonReport};
 
 /// Escapes the message part of a workflow command.

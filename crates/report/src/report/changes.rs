@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::report::console::{fitted_table, wrap};
-use crate::report::markdown::escape;
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_model::stats::changepoint::{ChangePoint, HistoryChanges, Scope};
 use infergate_schema::answer::{NO_VALUE, cell_label, interval, metric_name, plural};
 use infergate_schema::verdict::{Metric, signed_number, signed_percent};

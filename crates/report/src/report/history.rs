@@ -4,7 +4,7 @@
 use comfy_table::{CellAlignment, Table};
 
 use super::console::{fits, wrap};
-use super::markdown::escape;
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::NO_VALUE;
 use infergate_schema::results::context_label;
 use infergate_store::baseline::history::BaselineHistory;

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use crate::report::console::wrap;
-use crate::report::markdown::escape;
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
     cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label, metric_name,
     sized, with_unit,

@@ -3,7 +3,7 @@
 //! and `$GITHUB_OUTPUT` lines. Joining the shards happens in [`crate::merge`]; this only renders.
 
 use crate::merge::{MergedVerdict, ProfileVerdict, ShardOutcome};
-use crate::report::markdown::escape;
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::results::{ProfileKey, RunStatus};
 use infergate_schema::verdict::GateVerdict;
 

@@ -4,7 +4,7 @@
 //! band the verdict compared against as two lines. A picture of the trend only: the verdict
 //! table stays the authoritative data.
 
-use crate::report::github::render::cell_label;
+use infergate_schema::answer::cell_label;
 use infergate_schema::results::{CellStatus, RunResults};
 use infergate_schema::verdict::ComparisonReport;
 

@@ -25,6 +25,8 @@ use super::{GithubReporter, PublishOutcome};
 use crate::report::changes::{GroupChanges, change_label, scope_label, slope_words};
 use infergate_io::untrusted_text::markdown as md;
 use infergate_model::stats::changepoint::{ChangeKind, ChangePoint, Scope, same_change};
+use infergate_schema::answer::metric_name;
+use infergate_schema::verdict::signed_percent;
 
 /// What every alert marker starts with.
 pub(crate) const MARKER_PREFIX: &str = "<!-- infergate-change:";
@@ -215,8 +217,8 @@ pub(crate) fn title(a: &Alert<'_>) -> String {
     };
     format!(
         "infergate: {} {}{creep} at {} ({} / {}), from run {}",
-        super::render::metric_name(a.change.metric),
-        super::render::percent(a.change.change),
+        metric_name(a.change.metric),
+        signed_percent(a.change.change),
         scope_label(&a.change.scope),
         a.key.profile,
         a.key.suite,
@@ -301,7 +303,7 @@ fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
     out.push_str("| | |\n|---|---|\n");
     out.push_str(&format!(
         "| series | {} of {} |\n",
-        super::render::metric_name(c.metric),
+        metric_name(c.metric),
         scope_label(&c.scope)
     ));
     out.push_str(&format!(

@@ -8,8 +8,8 @@ use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 
 use super::context::Token;
-use super::render::{cell_message, cell_title};
 use super::retry::{ApiError, RetryPolicy, with_retry};
+use crate::report::layout::{cell_message, cell_title};
 use infergate_schema::verdict::ComparisonReport;
 
 /// GitHub's cap on annotations per create/update request.

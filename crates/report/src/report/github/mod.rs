@@ -70,9 +70,6 @@ pub struct PublishOutcome {
     pub errors: Vec<String>,
 }
 
-/// What [`GithubReporter::start_check`] returns.
-pub type Outcome = PublishOutcome;
-
 impl PublishOutcome {
     fn merge(&mut self, other: PublishOutcome) {
         self.notices.extend(other.notices);
@@ -264,7 +261,7 @@ impl GithubReporter {
     }
 
     /// Creates the check run `in_progress` at run start, so the PR shows the gate is running.
-    pub async fn start_check(&mut self, name: &str) -> Outcome {
+    pub async fn start_check(&mut self, name: &str) -> PublishOutcome {
         let mut out = self.take_pending();
         let (Some(client), Some((owner, repo)), Some(sha)) = (
             self.client.as_ref(),
@@ -818,7 +815,7 @@ fn completed_for(conclusion: Conclusion, reason: &str) -> CheckRunRequest {
         completed_at: Some(now_rfc3339()),
         output: Some(CheckOutput {
             title: reason.chars().take(250).collect(),
-            summary: crate::report::markdown::escape(reason),
+            summary: infergate_io::untrusted_text::markdown(reason),
             text: None,
             annotations: Vec::new(),
         }),

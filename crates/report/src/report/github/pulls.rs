@@ -9,6 +9,7 @@ use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 
 use super::context::{PrLookup, Token};
+use super::render::short_sha;
 use super::retry::{ApiError, RetryPolicy, with_retry};
 
 /// The fields of a pull request we read.
@@ -70,8 +71,8 @@ pub async fn find_by_head(
         Some(pr) => format!(
             "no PR comment: the open PR from {head} (#{}) is at {} now, not at the reported commit {} (it moved on; its own run will report)",
             pr.number,
-            short(&pr.head.sha),
-            short(head_sha)
+            short_sha(&pr.head.sha),
+            short_sha(head_sha)
         ),
         None => format!("no PR comment: no open pull request from {head}"),
     }))
@@ -97,8 +98,8 @@ pub async fn check_number(
     } else {
         Ok(Resolved::NoPr(format!(
             "no PR comment: PR #{number}'s head is {}, not the reported commit {}{}",
-            short(&pr.head.sha),
-            short(head_sha),
+            short_sha(&pr.head.sha),
+            short_sha(head_sha),
             if pr.state.as_deref() == Some("open") {
                 " (it moved on; its own run will report)"
             } else {
@@ -106,8 +107,4 @@ pub async fn check_number(
             }
         )))
     }
-}
-
-fn short(sha: &str) -> &str {
-    super::render::short_sha(sha)
 }

@@ -6,11 +6,11 @@
 //! layout of [`crate::report::layout`]: the first line, the matrix, the legend, Details.
 
 use crate::report::layout;
-use crate::report::markdown::escape;
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::plural;
 use infergate_schema::policy::{GateEnding, GatePolicy};
 use infergate_schema::results::{CellStatus, RunResults, RunStatus, context_label};
-use infergate_schema::verdict::{Against, CellComparison, ComparisonReport};
+use infergate_schema::verdict::{Against, ComparisonReport};
 
 /// GitHub's limit on a check-run summary, a check-run text and an issue comment, in characters.
 /// We count bytes, which is never fewer, so the cap always holds.
@@ -88,27 +88,6 @@ impl Outcome<'_> {
         };
         cut_chars(&t, 250)
     }
-}
-
-pub use infergate_schema::answer::cell_label;
-
-/// Signed percentage with a real minus sign: `−7.4%`, `+3.0%` (the one formatter,
-/// [`signed_percent`]).
-pub use infergate_schema::verdict::signed_percent as percent;
-
-/// A metric's name as people say it (the layout's).
-pub use infergate_schema::answer::metric_name;
-
-/// Short title of a cell for annotations and workflow commands:
-/// `C=8 / 32k: aggregate tok/s −7.4% [−9.1, −5.6] regression`.
-pub fn cell_title(cell: &CellComparison) -> String {
-    layout::cell_title(cell)
-}
-
-/// Plain-text explanation of a cell: the deciding metric's levels with their unit, the change,
-/// its interval and margin, and the cell's reason.
-pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
-    layout::cell_message(cell, confidence)
 }
 
 /// Links shown under reports.
