@@ -1,9 +1,10 @@
 //! The per-cell history of a baseline ([`BaselineHistory`], built by the store) as a terminal
 //! table and as GitHub Markdown: what `infergate baseline show` prints.
 
-use comfy_table::{CellAlignment, Table};
+use comfy_table::Table;
 
-use super::console::{fits, wrap};
+use super::console::{align_right, fits, push_wrapped, wrap};
+use super::layout::{markdown_head, markdown_row};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::NO_VALUE;
 use infergate_schema::results::context_label;
@@ -74,11 +75,7 @@ pub fn text(h: &BaselineHistory) -> String {
         for row in rows(h, from) {
             table.add_row(row);
         }
-        for i in 1..=n - from + 2 {
-            if let Some(col) = table.column_mut(i) {
-                col.set_cell_alignment(CellAlignment::Right);
-            }
-        }
+        align_right(&mut table, 1..=n - from + 2);
         table.to_string()
     };
     // The oldest run first out; the newest always stays.
@@ -103,8 +100,7 @@ pub fn text(h: &BaselineHistory) -> String {
     out.push('\n');
     out.push_str(&rendered);
     out.push('\n');
-    out.push_str(&wrap(&format!("Runs: {}", h.runs[from..].join(", ")), 2));
-    out.push('\n');
+    push_wrapped(&mut out, &format!("Runs: {}", h.runs[from..].join(", ")), 2);
     out
 }
 
@@ -116,22 +112,10 @@ pub fn markdown(h: &BaselineHistory) -> String {
         escape(&h.suite),
         infergate_schema::answer::plural(h.runs.len(), "run")
     );
-    let hdr = header(h, 0, true);
-    out.push('|');
-    for c in &hdr {
-        out.push_str(&format!(" {} |", escape(c)));
-    }
-    out.push_str("\n|---|");
-    for _ in 1..hdr.len() {
-        out.push_str("---:|");
-    }
-    out.push('\n');
+    let escaped = |cells: Vec<String>| cells.iter().map(|c| escape(c)).collect::<Vec<_>>();
+    out.push_str(&markdown_head(&escaped(header(h, 0, true))));
     for row in rows(h, 0) {
-        out.push('|');
-        for c in row {
-            out.push_str(&format!(" {} |", escape(&c)));
-        }
-        out.push('\n');
+        out.push_str(&markdown_row(&escaped(row)));
     }
     out
 }

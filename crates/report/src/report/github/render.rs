@@ -204,23 +204,15 @@ pub fn results_markdown(results: &RunResults) -> String {
     }
     conc.sort_unstable();
     ctxs.sort_unstable();
-    let mut out = String::from("| context |");
-    for c in &conc {
-        out.push_str(&format!(" C={c} |"));
-    }
-    out.push_str("\n|---|");
-    for _ in &conc {
-        out.push_str("---:|");
-    }
-    out.push('\n');
+    let mut out = layout::markdown_matrix_head(&conc);
     for ctx in &ctxs {
-        out.push_str(&format!("| {} |", context_label(*ctx)));
+        let mut row = vec![context_label(*ctx)];
         for c in &conc {
             let cell = results
                 .cells
                 .iter()
                 .find(|x| x.concurrency == *c && x.context_tokens == *ctx);
-            let text = match cell {
+            row.push(match cell {
                 None => infergate_schema::answer::NO_VALUE.to_string(),
                 Some(x) => match x.status {
                     CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
@@ -230,10 +222,9 @@ pub fn results_markdown(results: &RunResults) -> String {
                     CellStatus::Error => "error".to_string(),
                     CellStatus::Skipped => "skipped".to_string(),
                 },
-            };
-            out.push_str(&format!(" {text} |"));
+            });
         }
-        out.push('\n');
+        out.push_str(&layout::markdown_row(&row));
     }
     out.push_str(
         "\nAggregate output tok/s; `(cap)` = capacity-limited (`— (cap)`: not measured, a smaller concurrency at this context already was); `(saturated)` = the engine preempted or retracted requests.\n",

@@ -406,7 +406,7 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
     );
     let l = layout(&r);
     assert_eq!(l.prefill.len(), 1);
-    assert_eq!(l.prefill[0].context, "8k");
+    assert_eq!(l.prefill[0].name, "8k");
     assert_eq!(l.prefill[0].values, "172,000 → 43,000 tok/s");
     let text = console(&l);
     assert!(
