@@ -29,19 +29,9 @@ fn rows(h: &BaselineHistory, from: usize) -> Vec<Vec<String>> {
                 c.concurrency,
                 context_label(c.context_tokens)
             )];
-            row.extend(c.values.iter().skip(from).map(|v| {
-                v.map(|v| format!("{v:.1}"))
-                    .unwrap_or_else(|| NO_VALUE.into())
-            }));
-            row.push(
-                c.level
-                    .map(|v| format!("{v:.1}"))
-                    .unwrap_or_else(|| NO_VALUE.into()),
-            );
-            row.push(
-                c.cv.map(|v| format!("{:.1}%", v * 100.0))
-                    .unwrap_or_else(|| NO_VALUE.into()),
-            );
+            let tps = |v: &Option<f64>| v.map_or_else(|| NO_VALUE.into(), |v| format!("{v:.1}"));
+            row.extend(c.values.iter().skip(from).chain([&c.level]).map(tps));
+            row.push(c.cv.map_or_else(|| NO_VALUE.into(), |v| format!("{:.1}%", v * 100.0)));
             row
         })
         .collect()

@@ -1011,6 +1011,14 @@ fn markdown_grid(out: &mut String, l: &GateLayout) {
     }
 }
 
+/// Text for a Markdown code span, as typed: backticks and line breaks cannot occur in one,
+/// so they are taken out.
+pub(crate) fn escape_code(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, '`' | '\n' | '\r'))
+        .collect()
+}
+
 /// A Markdown table row, `| a | b |`: the cells as given (escape them first).
 pub(crate) fn markdown_row<S: AsRef<str>>(cells: &[S]) -> String {
     let cells: Vec<&str> = cells.iter().map(AsRef::as_ref).collect();
@@ -1066,13 +1074,7 @@ fn markdown_next_steps(out: &mut String, l: &GateLayout) {
         for step in &l.next_steps {
             out.push_str(&format!("- {}", escape(&step.what)));
             if let Some(cmd) = &step.command {
-                // A code span: the command as typed (backticks and line breaks cannot occur
-                // in one; taken out if they do).
-                let cmd: String = cmd
-                    .chars()
-                    .filter(|c| !matches!(c, '`' | '\n' | '\r'))
-                    .collect();
-                out.push_str(&format!(":<br>`{cmd}`"));
+                out.push_str(&format!(":<br>`{}`", escape_code(cmd)));
             }
             out.push('\n');
         }

@@ -15,12 +15,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use octocrab::{Octocrab, Page};
+use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 
 use super::comment::Author;
 use super::context::Token;
-use super::retry::{ApiError, RetryPolicy, with_retry};
+use super::retry::{ApiError, RetryPolicy, all_pages, with_retry};
 use super::{GithubReporter, PublishOutcome};
 use crate::report::changes::{GroupChanges, change_label, scope_label, slope_words};
 use infergate_io::untrusted_text::markdown as md;
@@ -44,9 +44,6 @@ fn parse_until(body: &str) -> Option<String> {
 
 /// Runs between a matrix change point and a cell change point that count as the same change.
 pub(crate) const CELL_WINDOW: usize = 2;
-
-/// Upper bound on pages of issues read (100 each).
-const MAX_PAGES: u32 = 50;
 
 /// What names one alert: its group, series and the first run after the change. Each part is
 /// reduced to `[A-Za-z0-9._-]`, so a marker can neither close its HTML comment nor hold markup.
@@ -621,7 +618,6 @@ impl IssueTarget<'_> {
     /// Every issue `login` opened, in every state, pull requests left out (`creator` filters on
     /// GitHub's side; the caller still checks the author).
     async fn list_own(&self, login: &str) -> Result<Vec<ExistingIssue>, ApiError> {
-        let (client, retry, token) = (self.client, self.retry, self.token);
         let route = format!("/repos/{}/{}/issues", self.owner, self.repo);
         let params = ListParams {
             state: "all",
@@ -629,23 +625,9 @@ impl IssueTarget<'_> {
             per_page: 100,
             page: 1,
         };
-        let mut page: Page<ExistingIssue> = with_retry(retry, "list issues", token, || {
-            client.get(&route, Some(&params))
-        })
-        .await?;
-        let mut all = Vec::new();
-        for _ in 0..MAX_PAGES {
-            all.extend(page.items.drain(..).filter(|i| i.pull_request.is_none()));
-            let next = page.next.clone();
-            if next.is_none() {
-                break;
-            }
-            match with_retry(retry, "list issues", token, || client.get_page(&next)).await? {
-                Some(p) => page = p,
-                None => break,
-            }
-        }
-        Ok(all)
+        let issue = |i: &ExistingIssue| i.pull_request.is_none();
+        let (client, what) = (self.client, "list issues");
+        all_pages(client, &route, &params, what, self.retry, self.token, issue).await
     }
 
     /// Opens an issue; its number.

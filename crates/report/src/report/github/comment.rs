@@ -9,11 +9,11 @@
 //! them: `GET /user` is refused to installation tokens ("Resource not accessible by
 //! integration") and `GET /app` needs the App's JWT, not an installation token.
 
-use octocrab::{Octocrab, Page};
+use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 
 use super::context::Token;
-use super::retry::{ApiError, RetryPolicy, with_retry};
+use super::retry::{ApiError, RetryPolicy, all_pages, with_retry};
 
 /// The fields of an issue comment we read.
 #[derive(Debug, Clone, Deserialize)]
@@ -103,9 +103,6 @@ struct ListParams {
     page: u32,
 }
 
-/// Upper bound on pages read (100 comments each), so a pathological PR cannot loop forever.
-const MAX_PAGES: u32 = 50;
-
 /// Every comment carrying `marker`, whoever wrote it, following the `Link: rel="next"` pages
 /// (the caller keeps only its own: [`ExistingComment::written_by`]).
 pub async fn find_marked(
@@ -122,28 +119,16 @@ pub async fn find_marked(
         per_page: 100,
         page: 1,
     };
-    let mut page: Page<ExistingComment> = with_retry(retry, "list PR comments", token, || {
-        client.get(&route, Some(&params))
-    })
-    .await?;
-    let mut marked = Vec::new();
-    for _ in 0..MAX_PAGES {
-        marked.extend(
-            page.items
-                .iter()
-                .filter(|c| c.body.as_deref().is_some_and(|b| b.contains(marker)))
-                .cloned(),
-        );
-        let next = page.next.clone();
-        if next.is_none() {
-            break;
-        }
-        match with_retry(retry, "list PR comments", token, || client.get_page(&next)).await? {
-            Some(p) => page = p,
-            None => break,
-        }
-    }
-    Ok(marked)
+    all_pages(
+        client,
+        &route,
+        &params,
+        "list PR comments",
+        retry,
+        token,
+        |c: &ExistingComment| c.body.as_deref().is_some_and(|b| b.contains(marker)),
+    )
+    .await
 }
 
 /// Creates a comment on the PR.

@@ -5,7 +5,7 @@
 //! Engine- and config-supplied strings go through [`escape`]; every surface shows the one
 //! layout of [`crate::report::layout`]: the first line, the matrix, the legend, Details.
 
-use crate::report::layout;
+use crate::report::layout::{self, escape_code};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::plural;
 use infergate_schema::policy::{GateEnding, GatePolicy};
@@ -166,12 +166,6 @@ fn link_target(url: &str) -> String {
             '>' => "%3E".to_string(),
             c => c.to_string(),
         })
-        .collect()
-}
-
-fn escape_code(text: &str) -> String {
-    text.chars()
-        .filter(|c| *c != '`' && *c != '\n' && *c != '\r')
         .collect()
 }
 
