@@ -350,20 +350,18 @@ const MAX_PAGES: u32 = 50;
 /// The items `keep` accepts of a paged list: `GET route` with `params`, then the
 /// `Link: rel="next"` pages, at most [`MAX_PAGES`] in all.
 pub(crate) async fn all_pages<T, P>(
-    client: &octocrab::Octocrab,
+    api: &super::Api,
     route: &str,
     params: &P,
     what: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
     keep: impl Fn(&T) -> bool,
 ) -> Result<Vec<T>, ApiError>
 where
     T: serde::de::DeserializeOwned,
     P: serde::Serialize + ?Sized,
 {
-    let mut page: octocrab::Page<T> =
-        with_retry(retry, what, token, || client.get(route, Some(params))).await?;
+    let client = &api.client;
+    let mut page: octocrab::Page<T> = api.call(what, || client.get(route, Some(params))).await?;
     let mut all = Vec::new();
     for _ in 0..MAX_PAGES {
         all.extend(page.items.drain(..).filter(|i| keep(i)));
@@ -371,7 +369,7 @@ where
         if next.is_none() {
             break;
         }
-        match with_retry(retry, what, token, || client.get_page(&next)).await? {
+        match api.call(what, || client.get_page(&next)).await? {
             Some(p) => page = p,
             None => break,
         }
