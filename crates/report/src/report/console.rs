@@ -721,28 +721,9 @@ mod tests {
         assert!(slowed(&r).is_empty());
     }
 
-    pub fn sample_results() -> RunResults {
-        let matrix = MatrixSpec {
-            model: "Qwen/Qwen3-8B".into(),
-            concurrency: vec![1, 2, 8],
-            contexts: vec![0, 8192, 131072],
-            timing: infergate_schema::results::CellTiming {
-                duration_s: 10.0,
-                warmup_s: 3.0,
-                max_tokens: 1024,
-                unique_context_percent: 25.0,
-                sub_windows: 5,
-                ..infergate_schema::results::CellTiming::DEFAULT
-            },
-            repetitions: 1,
-        };
-        let hw = HardwareFingerprint {
-            kind: "gpu".into(),
-            gpu_model: Some("NVIDIA H200".into()),
-            gpu_count: 1,
-            driver_version: None,
-            cpu_model: None,
-        };
+    /// A vLLM run of Qwen3-8B over 3 × 3 cells: ok ones, one with failed requests, one error
+    /// and one capacity-limited.
+    fn sample_results() -> RunResults {
         let mut cap = ok(8, 131072, 17.1, 40.2, 0.058);
         cap.status = CellStatus::CapacityLimited;
         cap.effective_concurrency = Some(5.4);
@@ -757,26 +738,29 @@ mod tests {
         let mut with_errors = ok(8, 8192, 134.3, 0.481, 0.013);
         with_errors.errors = 2;
         RunResults {
-            schema_version: SCHEMA_VERSION,
             tool: ToolInfo {
                 name: "infergate".into(),
                 version: "0.1.0".into(),
             },
-            run_id: "r".into(),
-            suite: None,
-            started_at: chrono::Utc
-                .with_ymd_and_hms(2026, 7, 16, 19, 47, 2)
-                .unwrap(),
-            finished_at: None,
-            status: RunStatus::Complete,
-            status_reason: None,
-            profile: ProfileKey::derive(hw, "vllm", "Qwen/Qwen3-8B", &matrix),
             engine: EngineIdentity {
                 name: "vllm".into(),
                 version: Some("0.11.0".into()),
                 ..EngineIdentity::default()
             },
-            matrix,
+            matrix: MatrixSpec {
+                model: "Qwen/Qwen3-8B".into(),
+                concurrency: vec![1, 2, 8],
+                contexts: vec![0, 8192, 131072],
+                timing: CellTiming {
+                    duration_s: 10.0,
+                    warmup_s: 3.0,
+                    max_tokens: 1024,
+                    unique_context_percent: 25.0,
+                    sub_windows: 5,
+                    ..CellTiming::DEFAULT
+                },
+                repetitions: 1,
+            },
             cells: vec![
                 ok(1, 0, 146.7, 0.076, 0.0068),
                 ok(2, 0, 258.2, 0.119, 0.0077),
@@ -788,13 +772,7 @@ mod tests {
                 err,
                 cap,
             ],
-            telemetry: None,
-            events: Vec::new(),
-            source: ResultsSource::Infergate,
-            labels: Default::default(),
-            prefill: Vec::new(),
-            burst: None,
-            gate_failure: None,
+            ..infergate_model::synthetic::template()
         }
     }
 
