@@ -549,10 +549,8 @@ pub mod tests {
         merge(shards, GatePolicy::default(), None)
     }
     use infergate_schema::results::HardwareFingerprint;
-    use infergate_schema::verdict::{
-        BaselineSummary, CellComparison, CellVerdict, Direction, Metric, MetricComparison,
-        RuleSummary, VERDICT_SCHEMA_VERSION,
-    };
+    use infergate_schema::verdict::CellVerdict;
+    use infergate_schema::verdict::fixtures;
 
     /// A shard's comparison on a `gpu` profile with `regressed_cells` regressions.
     pub fn report(gpu: &str, gate: GateVerdict, regressed_cells: usize) -> ComparisonReport {
@@ -572,69 +570,21 @@ pub mod tests {
             model: "m".into(),
             matrix_hash: "abc".into(),
         };
-        let cell = |v: CellVerdict| CellComparison {
-            provisional: false,
-            history_too_short: false,
-            not_compared: None,
-            concurrency: 8,
-            context_tokens: 32768,
-            verdict: v,
-            reason: None,
-            metrics: vec![MetricComparison {
-                metric: Metric::AggregateTps,
-                direction: Direction::HigherIsBetter,
-                baseline: 100.0,
-                candidate: 93.0,
-                change: -0.07,
-                ci_low: -0.09,
-                ci_high: -0.05,
-                margin: 0.03,
-                p_value: 0.001,
-                p_adjusted: 0.004,
-                verdict: v,
-                check: None,
-                decided_on: None,
-            }],
-        };
+        // One cell, 7% slower, per verdict.
+        let cell = |v: CellVerdict| fixtures::cells(-0.07, v).remove(0);
         let mut cells: Vec<_> = (0..regressed_cells)
             .map(|_| cell(CellVerdict::Regression))
             .collect();
         cells.push(cell(CellVerdict::Unchanged));
         ComparisonReport {
-            schema_version: VERDICT_SCHEMA_VERSION,
             profile,
-            suite: Some("pr".into()),
             candidate_runs: vec!["r1".into()],
-            against: Default::default(),
-            baseline: BaselineSummary {
-                runs: Vec::new(),
-                level_runs: vec![],
-                noise_runs: 0,
-            },
-            gate,
             headline: format!("{gpu} headline"),
-            matrix_test: None,
-            cells,
-            lines: Vec::new(),
-            prefill: Vec::new(),
-            prefill_gated: false,
-            burst: Vec::new(),
-            burst_gated: false,
-            not_gated: Vec::new(),
-            confirmation: None,
-            coverage: None,
-            sensitivity: None,
-            fail_on: None,
-            judged_by: None,
-            rule: RuleSummary {
-                alpha: 0.05,
-                min_effect: 0.03,
-                matrix_margin: 0.01,
-                correction: "bonferroni".into(),
-                confidence: 0.95,
-                cell_effect: None,
-                shares: None,
-            },
+            ..fixtures::report(
+                gate,
+                cells,
+                fixtures::matrix(-0.07, 0.02, CellVerdict::Unchanged),
+            )
         }
     }
 

@@ -1,6 +1,6 @@
 //! The A/B section of `summary.md`: the two commands, the boot order and each boot's teardown.
 
-use crate::report::markdown::escape;
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::results::AbBoot;
 
 /// The section, after the verdict: `a_cmd`/`b_cmd` are engine-supplied text (escaped).

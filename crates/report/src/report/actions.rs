@@ -9,7 +9,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
 
-use crate::report::github::render::{cell_message, cell_title};
+use crate::report::layout::{cell_message, cell_title};
 use infergate_schema::verdict::{CellVerdict, ComparisonReport};
 
 /// Escapes the message part of a workflow command.
@@ -66,11 +66,16 @@ pub fn workflow_commands(report: &ComparisonReport) -> Vec<String> {
 /// Appends Markdown to the job summary file. Opened in append mode: earlier steps' summaries
 /// (and earlier suites of this step) are kept.
 pub fn append_step_summary(path: &Path, markdown: &str) -> std::io::Result<()> {
-    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
     let mut text = markdown.to_string();
     if !text.ends_with('\n') {
         text.push('\n');
     }
+    append(path, &text)
+}
+
+/// Appends `text` to the file at `path`, creating it when missing.
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
     f.write_all(text.as_bytes())?;
     f.flush()
 }
@@ -94,13 +99,8 @@ pub fn format_output(name: &str, value: &str) -> String {
 
 /// Appends step outputs to the `$GITHUB_OUTPUT` file.
 pub fn write_outputs(path: &Path, outputs: &[(&str, String)]) -> std::io::Result<()> {
-    let mut text = String::new();
-    for (name, value) in outputs {
-        text.push_str(&format_output(name, value));
-    }
-    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.flush()
+    let text: String = outputs.iter().map(|(n, v)| format_output(n, v)).collect();
+    append(path, &text)
 }
 
 #[cfg(test)]

@@ -3,9 +3,7 @@
 //! failure text (build and engine log tails) come from commands: each passes
 //! [`infergate_io::untrusted_text::console`] before it is shown.
 
-use comfy_table::CellAlignment;
-
-use crate::report::console::{fitted_table, wrap};
+use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::console as inert;
 use infergate_model::stats::bisect::{BisectRecord, BootRole};
 use infergate_schema::answer::{NO_VALUE, cell_label, interval, plural};
@@ -70,7 +68,8 @@ pub fn text(r: &BisectRecord) -> String {
     } else {
         String::new()
     };
-    out.push_str(&wrap(
+    push_wrapped(
+        &mut out,
         &format!(
             "bisect {}..{} · suite `{}` · {} · {}{engine}",
             inert(&r.good),
@@ -80,8 +79,7 @@ pub fn text(r: &BisectRecord) -> String {
             plural(r.boots.len(), "boot")
         ),
         2,
-    ));
-    out.push('\n');
+    );
     if !r.cells.is_empty() {
         let mut cells = fitted_table(vec!["cell", "bad vs good [interval]", "moved"]);
         for c in &r.cells {
@@ -146,11 +144,7 @@ pub fn text(r: &BisectRecord) -> String {
             z,
         ]);
     }
-    for col in [0usize, 4, 6, 7] {
-        if let Some(c) = boots.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    align_right(&mut boots, [0, 4, 6, 7]);
     out.push_str("boots (position: 0 = good level, 1 = bad level):\n");
     out.push_str(&boots.to_string());
     out.push('\n');

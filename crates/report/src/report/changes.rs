@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::console::{fitted_table, wrap};
-use crate::report::markdown::escape;
+use crate::report::console::{fitted_table, push_wrapped};
+use crate::report::layout::markdown_row;
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_model::stats::changepoint::{ChangePoint, HistoryChanges, Scope};
 use infergate_schema::answer::{NO_VALUE, cell_label, interval, metric_name, plural};
 use infergate_schema::verdict::{Metric, signed_number, signed_percent};
@@ -155,8 +156,7 @@ const HEADER: [&str; 6] = [
 pub fn text(groups: &[GroupChanges]) -> String {
     let mut out = String::new();
     for g in groups {
-        out.push_str(&wrap(&heading(g), 2));
-        out.push('\n');
+        push_wrapped(&mut out, &heading(g), 2);
         if !g.history.change_points.is_empty() {
             let mut table = fitted_table(HEADER.to_vec());
             for c in &g.history.change_points {
@@ -178,11 +178,11 @@ pub fn markdown(groups: &[GroupChanges]) -> String {
         if g.history.change_points.is_empty() {
             continue;
         }
-        out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
+        out.push_str(&markdown_row(&HEADER));
         out.push_str("|---|---:|---|---|---:|---|\n");
         for c in &g.history.change_points {
             let cells: Vec<String> = row(c).iter().map(|s| escape(s)).collect();
-            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            out.push_str(&markdown_row(&cells));
         }
         out.push('\n');
     }

@@ -62,7 +62,7 @@ pub fn fits(text: &str) -> bool {
 
 /// A table at [`CONSOLE_WIDTH`]: long cells and headers wrap inside their column. For the
 /// evaluation reports, whose runner and scenario names are long.
-pub fn fitted_table(header: Vec<&str>) -> Table {
+pub fn fitted_table<T: Into<comfy_table::Cell>>(header: Vec<T>) -> Table {
     let mut t = Table::new();
     t.load_style(crate::report::verdict_table::TABLE_STYLE)
         .force_no_tty()
@@ -70,6 +70,21 @@ pub fn fitted_table(header: Vec<&str>) -> Table {
         .set_width(CONSOLE_WIDTH as u16)
         .set_header(header);
     t
+}
+
+/// Right-aligns `columns` of `table` (those that hold figures).
+pub(crate) fn align_right(table: &mut Table, columns: impl IntoIterator<Item = usize>) {
+    for i in columns {
+        if let Some(col) = table.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+/// Appends `text` [`wrap`]ped (continuations indented by `indent`) as a line of its own.
+pub(crate) fn push_wrapped(out: &mut String, text: &str, indent: usize) {
+    out.push_str(&wrap(text, indent));
+    out.push('\n');
 }
 
 /// A `kind: text` line (`notice`, `warning`): the text escaped as untrusted (it may quote an
@@ -203,11 +218,7 @@ fn new_table(concurrency: &[u32]) -> Table {
     let mut header = vec!["ctx \\ conc".to_string()];
     header.extend(concurrency.iter().map(|c| c.to_string()));
     t.set_header(header);
-    for i in 1..=concurrency.len() {
-        if let Some(col) = t.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    align_right(&mut t, 1..=concurrency.len());
     t
 }
 
@@ -236,7 +247,8 @@ pub fn render_matrix(results: &RunResults) -> String {
 fn matrix_table(results: &RunResults) -> String {
     let (cs, ls) = axes(results);
     let mut out = String::new();
-    out.push_str(&wrap(
+    push_wrapped(
+        &mut out,
         &format!(
             "infergate {} · {} {} · model {} · {} s window x {} sub-windows, max_tokens {}",
             results.tool.version,
@@ -248,8 +260,7 @@ fn matrix_table(results: &RunResults) -> String {
             results.matrix.timing.max_tokens,
         ),
         2,
-    ));
-    out.push('\n');
+    );
     out.push_str(if results.cells.iter().any(|c| c.tpot_s.is_some()) {
         "Aggregate tok/s  + TTFT/TPOT/ITL p50 ms\n"
     } else {
@@ -317,13 +328,13 @@ fn push_legend(out: &mut String, results: &RunResults) {
     {
         // What an engine developer would otherwise misread: TTFT at a long context is not the
         // prefill of that context here (docs/results-schema.md, `ttft_s`).
-        out.push_str(&wrap(
+        push_wrapped(
+            out,
             "TTFT = request sent → first token. A stream repeats its prompt, so after its first \
              request an engine with prefix caching finds it cached: at context > 0 this is mostly \
              a cached prompt's TTFT, not the prefill of the context.",
             2,
-        ));
-        out.push('\n');
+        );
     }
     let capacity = |c: &&CellResult| c.status == CellStatus::CapacityLimited;
     if results
@@ -331,24 +342,24 @@ fn push_legend(out: &mut String, results: &RunResults) {
         .iter()
         .any(|c| capacity(&c) && c.has_window() && c.effective_concurrency.is_none())
     {
-        out.push_str(&wrap(
+        push_wrapped(
+            out,
             "(X/Y)° = capacity-limited, as the client saw it (no engine metrics): the most \
              streams decoding at once / requested.",
             2,
-        ));
-        out.push('\n');
+        );
     }
     if results
         .cells
         .iter()
         .any(|c| capacity(&c) && !c.has_window())
     {
-        out.push_str(&wrap(
+        push_wrapped(
+            out,
             "— (cap) = capacity-limited without a window: a smaller concurrency at this context \
              already was, so it was not measured.",
             2,
-        ));
-        out.push('\n');
+        );
     }
     let unverified: Vec<&CellResult> = results
         .cells
@@ -360,24 +371,22 @@ fn push_legend(out: &mut String, results: &RunResults) {
         let why = why
             .strip_prefix("client count not cross-checked: ")
             .unwrap_or(why);
-        out.push_str(&wrap(
+        push_wrapped(
+            out,
             &format!(
                 "Client count not cross-checked in {} of {} cells: {why}",
                 unverified.len(),
                 results.cells.len(),
             ),
             2,
-        ));
-        out.push('\n');
+        );
     }
     for p in &results.prefill {
-        out.push_str(&wrap(&prefill_line(p), 2));
-        out.push('\n');
+        push_wrapped(out, &prefill_line(p), 2);
     }
     if let Some(b) = &results.burst {
         for line in burst_lines(b) {
-            out.push_str(&wrap(&line, 2));
-            out.push('\n');
+            push_wrapped(out, &line, 2);
         }
     }
 }
@@ -409,8 +418,7 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
         out.push_str("Cells not ok:\n");
         for (status, reason, cells) in &groups {
             let line = format!("  {} {status}: {reason}", cells.join(", "));
-            out.push_str(&wrap(&line, 4));
-            out.push('\n');
+            push_wrapped(out, &line, 4);
         }
     }
     if let Some(reason) = &results.status_reason {
@@ -419,8 +427,7 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
         if groups.iter().any(|(_, r, _)| *r == reason.as_str()) {
             out.push_str(&format!("Run {status} (the reason is given above).\n"));
         } else {
-            out.push_str(&wrap(&format!("Run {status}: {reason}"), 2));
-            out.push('\n');
+            push_wrapped(out, &format!("Run {status}: {reason}"), 2);
         }
     }
 }
@@ -714,28 +721,9 @@ mod tests {
         assert!(slowed(&r).is_empty());
     }
 
-    pub fn sample_results() -> RunResults {
-        let matrix = MatrixSpec {
-            model: "Qwen/Qwen3-8B".into(),
-            concurrency: vec![1, 2, 8],
-            contexts: vec![0, 8192, 131072],
-            timing: infergate_schema::results::CellTiming {
-                duration_s: 10.0,
-                warmup_s: 3.0,
-                max_tokens: 1024,
-                unique_context_percent: 25.0,
-                sub_windows: 5,
-                ..infergate_schema::results::CellTiming::DEFAULT
-            },
-            repetitions: 1,
-        };
-        let hw = HardwareFingerprint {
-            kind: "gpu".into(),
-            gpu_model: Some("NVIDIA H200".into()),
-            gpu_count: 1,
-            driver_version: None,
-            cpu_model: None,
-        };
+    /// A vLLM run of Qwen3-8B over 3 × 3 cells: ok ones, one with failed requests, one error
+    /// and one capacity-limited.
+    fn sample_results() -> RunResults {
         let mut cap = ok(8, 131072, 17.1, 40.2, 0.058);
         cap.status = CellStatus::CapacityLimited;
         cap.effective_concurrency = Some(5.4);
@@ -750,26 +738,29 @@ mod tests {
         let mut with_errors = ok(8, 8192, 134.3, 0.481, 0.013);
         with_errors.errors = 2;
         RunResults {
-            schema_version: SCHEMA_VERSION,
             tool: ToolInfo {
                 name: "infergate".into(),
                 version: "0.1.0".into(),
             },
-            run_id: "r".into(),
-            suite: None,
-            started_at: chrono::Utc
-                .with_ymd_and_hms(2026, 7, 16, 19, 47, 2)
-                .unwrap(),
-            finished_at: None,
-            status: RunStatus::Complete,
-            status_reason: None,
-            profile: ProfileKey::derive(hw, "vllm", "Qwen/Qwen3-8B", &matrix),
             engine: EngineIdentity {
                 name: "vllm".into(),
                 version: Some("0.11.0".into()),
                 ..EngineIdentity::default()
             },
-            matrix,
+            matrix: MatrixSpec {
+                model: "Qwen/Qwen3-8B".into(),
+                concurrency: vec![1, 2, 8],
+                contexts: vec![0, 8192, 131072],
+                timing: CellTiming {
+                    duration_s: 10.0,
+                    warmup_s: 3.0,
+                    max_tokens: 1024,
+                    unique_context_percent: 25.0,
+                    sub_windows: 5,
+                    ..CellTiming::DEFAULT
+                },
+                repetitions: 1,
+            },
             cells: vec![
                 ok(1, 0, 146.7, 0.076, 0.0068),
                 ok(2, 0, 258.2, 0.119, 0.0077),
@@ -781,13 +772,7 @@ mod tests {
                 err,
                 cap,
             ],
-            telemetry: None,
-            events: Vec::new(),
-            source: ResultsSource::Infergate,
-            labels: Default::default(),
-            prefill: Vec::new(),
-            burst: None,
-            gate_failure: None,
+            ..infergate_model::synthetic::template()
         }
     }
 

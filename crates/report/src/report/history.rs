@@ -1,10 +1,11 @@
 //! The per-cell history of a baseline ([`BaselineHistory`], built by the store) as a terminal
 //! table and as GitHub Markdown: what `infergate baseline show` prints.
 
-use comfy_table::{CellAlignment, Table};
+use comfy_table::Table;
 
-use super::console::{fits, wrap};
-use super::markdown::escape;
+use super::console::{align_right, fits, push_wrapped, wrap};
+use super::layout::{markdown_head, markdown_row};
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::NO_VALUE;
 use infergate_schema::results::context_label;
 use infergate_store::baseline::history::BaselineHistory;
@@ -28,19 +29,9 @@ fn rows(h: &BaselineHistory, from: usize) -> Vec<Vec<String>> {
                 c.concurrency,
                 context_label(c.context_tokens)
             )];
-            row.extend(c.values.iter().skip(from).map(|v| {
-                v.map(|v| format!("{v:.1}"))
-                    .unwrap_or_else(|| NO_VALUE.into())
-            }));
-            row.push(
-                c.level
-                    .map(|v| format!("{v:.1}"))
-                    .unwrap_or_else(|| NO_VALUE.into()),
-            );
-            row.push(
-                c.cv.map(|v| format!("{:.1}%", v * 100.0))
-                    .unwrap_or_else(|| NO_VALUE.into()),
-            );
+            let tps = |v: &Option<f64>| v.map_or_else(|| NO_VALUE.into(), |v| format!("{v:.1}"));
+            row.extend(c.values.iter().skip(from).chain([&c.level]).map(tps));
+            row.push(c.cv.map_or_else(|| NO_VALUE.into(), |v| format!("{:.1}%", v * 100.0)));
             row
         })
         .collect()
@@ -74,11 +65,7 @@ pub fn text(h: &BaselineHistory) -> String {
         for row in rows(h, from) {
             table.add_row(row);
         }
-        for i in 1..=n - from + 2 {
-            if let Some(col) = table.column_mut(i) {
-                col.set_cell_alignment(CellAlignment::Right);
-            }
-        }
+        align_right(&mut table, 1..=n - from + 2);
         table.to_string()
     };
     // The oldest run first out; the newest always stays.
@@ -103,8 +90,7 @@ pub fn text(h: &BaselineHistory) -> String {
     out.push('\n');
     out.push_str(&rendered);
     out.push('\n');
-    out.push_str(&wrap(&format!("Runs: {}", h.runs[from..].join(", ")), 2));
-    out.push('\n');
+    push_wrapped(&mut out, &format!("Runs: {}", h.runs[from..].join(", ")), 2);
     out
 }
 
@@ -116,22 +102,10 @@ pub fn markdown(h: &BaselineHistory) -> String {
         escape(&h.suite),
         infergate_schema::answer::plural(h.runs.len(), "run")
     );
-    let hdr = header(h, 0, true);
-    out.push('|');
-    for c in &hdr {
-        out.push_str(&format!(" {} |", escape(c)));
-    }
-    out.push_str("\n|---|");
-    for _ in 1..hdr.len() {
-        out.push_str("---:|");
-    }
-    out.push('\n');
+    let escaped = |cells: Vec<String>| cells.iter().map(|c| escape(c)).collect::<Vec<_>>();
+    out.push_str(&markdown_head(&escaped(header(h, 0, true))));
     for row in rows(h, 0) {
-        out.push('|');
-        for c in row {
-            out.push_str(&format!(" {} |", escape(&c)));
-        }
-        out.push('\n');
+        out.push_str(&markdown_row(&escaped(row)));
     }
     out
 }

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::report::console::wrap;
-use crate::report::markdown::escape;
+use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
     cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label, metric_name,
     sized, with_unit,
@@ -29,6 +29,18 @@ const OTHER_METRIC: &str = "*";
 /// The figure beside a cell whose test found a change over both boots that the second boot
 /// alone did not show: its figure is the two boots' mean, its verdict the second boot's.
 const ONE_BOOT: &str = "‡";
+/// The figures beside a cell's number, each with its meaning for the legend.
+const MARKS: [(&str, &str); 3] = [
+    (
+        VS_RUN,
+        "decided on its change against the rest of its own run (the matrix's common move taken out), not on this total (see Details)",
+    ),
+    (OTHER_METRIC, "decided on another metric (see Details)"),
+    (
+        ONE_BOOT,
+        "moved on one boot only: the second boot alone did not (see Details)",
+    ),
+];
 
 /// The run's GPU telemetry in words, when it was sampled: devices, energy, J/token, mean power,
 /// hottest reading and every clock limit seen (the power cap included), so a reader can tell a
@@ -199,12 +211,9 @@ fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
             .deciding()
             .or_else(|| c.metrics.iter().find(|m| m.metric == Metric::AggregateTps));
         m.filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
-            .map(|m| {
-                let v = |x: f64| match m.metric {
-                    Metric::AggregateTps => tps(x),
-                    other => with_unit(other, x),
-                };
-                format!("{} → {}", v(m.baseline), v(m.candidate))
+            .map(|m| match m.metric {
+                Metric::AggregateTps => tps_values(m),
+                _ => values(m),
             })
     };
     GridCell {
@@ -223,6 +232,20 @@ fn tps(x: f64) -> String {
     } else {
         format!("{x:.1}")
     }
+}
+
+/// `3,000 → 2,712`: a throughput's baseline → now, figures as [`tps`] writes them.
+fn tps_values(m: &MetricComparison) -> String {
+    format!("{} → {}", tps(m.baseline), tps(m.candidate))
+}
+
+/// `41.2 ms → 58.0 ms`: a metric's baseline → now, with its unit.
+fn values(m: &MetricComparison) -> String {
+    format!(
+        "{} → {}",
+        with_unit(m.metric, m.baseline),
+        with_unit(m.metric, m.candidate)
+    )
 }
 
 /// The matrix: context rows × concurrency columns.
@@ -248,27 +271,15 @@ pub struct SecondaryChange {
     pub change: String,
 }
 
-/// One context of the prefill layer as its table shows it.
+/// One row of a layer's table: a context of the prefill layer, a metric of the burst layer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PrefillRow {
-    /// `8k`.
-    pub context: String,
+pub struct LayerRow {
+    /// `8k` (prefill), `TTFT p90` (burst).
+    pub name: String,
     /// The verdict's symbol and the change vs baseline with its interval: `✗ −75.0% [−77.1,
     /// −72.8]`, or why it was not compared.
     pub change: String,
-    /// `52,000 → 13,000 tok/s`.
-    pub values: String,
-}
-
-/// One metric of the burst layer as its table shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BurstRow {
-    /// `TTFT p90`.
-    pub metric: String,
-    /// The verdict's symbol and the change vs baseline with its interval, or why the burst
-    /// was not compared.
-    pub change: String,
-    /// `41.2 ms → 55.0 ms`.
+    /// `52,000 → 13,000 tok/s`, `41.2 ms → 55.0 ms`.
     pub values: String,
 }
 
@@ -286,9 +297,9 @@ pub struct GateLayout {
     /// Significant, plausible latency and secondary changes.
     pub secondary: Vec<SecondaryChange>,
     /// The prefill layer, one row per context (empty where not measured).
-    pub prefill: Vec<PrefillRow>,
+    pub prefill: Vec<LayerRow>,
     /// The burst layer, one row per compared metric (empty where no burst was sent).
-    pub burst: Vec<BurstRow>,
+    pub burst: Vec<LayerRow>,
     /// The basis, the rule and the arithmetic, one paragraph each.
     pub details: Vec<String>,
     /// What a developer can do next ([`infergate_schema::answer::next_steps`]), where it applies.
@@ -315,21 +326,10 @@ pub fn layout_with(
             if seen.insert(cell.symbol) {
                 legend.push(cell_symbol(cell.verdict));
             }
-            if cell.number.contains(VS_RUN) && !extra.iter().any(|(s, _)| *s == VS_RUN) {
-                extra.push((
-                    VS_RUN,
-                    "decided on its change against the rest of its own run (the matrix's common move taken out), not on this total (see Details)",
-                ));
-            }
-            if cell.number.contains(OTHER_METRIC) && !extra.iter().any(|(s, _)| *s == OTHER_METRIC)
-            {
-                extra.push((OTHER_METRIC, "decided on another metric (see Details)"));
-            }
-            if cell.number.contains(ONE_BOOT) && !extra.iter().any(|(s, _)| *s == ONE_BOOT) {
-                extra.push((
-                    ONE_BOOT,
-                    "moved on one boot only: the second boot alone did not (see Details)",
-                ));
+            for (mark, meaning) in MARKS {
+                if cell.number.contains(mark) && !extra.iter().any(|(s, _)| *s == mark) {
+                    extra.push((mark, meaning));
+                }
             }
         }
     }
@@ -390,38 +390,15 @@ fn grid(report: &ComparisonReport) -> Option<Grid> {
 
 /// The prefill layer's rows: each context's verdict, change and values (prefill tok/s of the
 /// cold samples), whether or not it moved: the layer's table is small and complete.
-fn prefill_rows(report: &ComparisonReport) -> Vec<PrefillRow> {
+fn prefill_rows(report: &ComparisonReport) -> Vec<LayerRow> {
     let mut rows: Vec<&CellComparison> = report.prefill.iter().collect();
     rows.sort_by_key(|c| c.context_tokens);
     rows.into_iter()
         .map(|c| {
-            let m = c.metrics.iter().find(|m| m.metric == Metric::PrefillTps);
-            let (symbol, _) = cell_symbol(c.verdict);
-            let change = match m {
-                Some(m) => {
-                    let d = m.shown_change_total();
-                    let gated = if report.prefill_gated {
-                        ""
-                    } else {
-                        " (reported only)"
-                    };
-                    format!(
-                        "{symbol} {} {}{gated}",
-                        signed_percent(d.change),
-                        interval(d.ci_low, d.ci_high)
-                    )
-                }
-                None => format!("{symbol} {}", c.reason.as_deref().unwrap_or("not compared")),
-            };
-            let values = m
-                .filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
-                .map_or_else(String::new, |m| {
-                    format!("{} → {} tok/s", tps(m.baseline), tps(m.candidate))
-                });
-            PrefillRow {
-                context: context_label(c.context_tokens),
-                change,
-                values,
+            let name = context_label(c.context_tokens);
+            match c.metrics.iter().find(|m| m.metric == Metric::PrefillTps) {
+                Some(m) => layer_row(name, c.verdict, m, report.prefill_gated),
+                None => not_compared_row(name, c),
             }
         })
         .collect()
@@ -429,56 +406,62 @@ fn prefill_rows(report: &ComparisonReport) -> Vec<PrefillRow> {
 
 /// The burst layer's rows: each metric's verdict, change and values (total tok/s, TTFT p90),
 /// or the one reason it was not compared.
-fn burst_rows(report: &ComparisonReport) -> Vec<BurstRow> {
+fn burst_rows(report: &ComparisonReport) -> Vec<LayerRow> {
     let Some(c) = report.burst.first() else {
         return Vec::new();
     };
     if c.metrics.is_empty() {
-        let (symbol, _) = cell_symbol(c.verdict);
-        return vec![BurstRow {
-            metric: "burst".into(),
-            change: format!("{symbol} {}", c.reason.as_deref().unwrap_or("not compared")),
-            values: String::new(),
-        }];
+        return vec![not_compared_row("burst".into(), c)];
     }
     c.metrics
         .iter()
         .map(|m| {
-            let (symbol, _) = cell_symbol(m.verdict);
-            let d = m.shown_change_total();
             let listed = report
                 .judged_by
                 .as_ref()
                 .is_none_or(|j| j.metrics.contains(&m.metric));
-            let gated = if report.burst_gated && listed {
-                ""
-            } else {
-                " (reported only)"
-            };
-            let values = if m.baseline.is_finite() && m.candidate.is_finite() {
-                if m.metric == Metric::BurstTps {
-                    format!("{} → {} tok/s", tps(m.baseline), tps(m.candidate))
-                } else {
-                    format!(
-                        "{} → {}",
-                        with_unit(m.metric, m.baseline),
-                        with_unit(m.metric, m.candidate)
-                    )
-                }
-            } else {
-                String::new()
-            };
-            BurstRow {
-                metric: metric_name(m.metric).to_string(),
-                change: format!(
-                    "{symbol} {} {}{gated}",
-                    signed_percent(d.change),
-                    interval(d.ci_low, d.ci_high)
-                ),
-                values,
-            }
+            let name = metric_name(m.metric).to_string();
+            layer_row(name, m.verdict, m, report.burst_gated && listed)
         })
         .collect()
+}
+
+/// A layer's row of metric `m`: the verdict's symbol, the change vs baseline with its
+/// interval (`(reported only)` where the layer does not gate) and the values, tok/s as the
+/// grid writes them.
+fn layer_row(name: String, verdict: CellVerdict, m: &MetricComparison, gated: bool) -> LayerRow {
+    let d = m.shown_change_total();
+    let values = if !(m.baseline.is_finite() && m.candidate.is_finite()) {
+        String::new()
+    } else if matches!(m.metric, Metric::PrefillTps | Metric::BurstTps) {
+        format!("{} tok/s", tps_values(m))
+    } else {
+        values(m)
+    };
+    LayerRow {
+        name,
+        change: format!(
+            "{} {} {}{}",
+            cell_symbol(verdict).0,
+            signed_percent(d.change),
+            interval(d.ci_low, d.ci_high),
+            if gated { "" } else { " (reported only)" }
+        ),
+        values,
+    }
+}
+
+/// A layer's row that was not compared, with why.
+fn not_compared_row(name: String, c: &CellComparison) -> LayerRow {
+    LayerRow {
+        name,
+        change: format!(
+            "{} {}",
+            cell_symbol(c.verdict).0,
+            c.reason.as_deref().unwrap_or("not compared")
+        ),
+        values: String::new(),
+    }
 }
 
 /// Where the level and the noise came from: `baseline level from 7 runs, noise from 20`, or
@@ -520,11 +503,7 @@ fn secondary(report: &ComparisonReport) -> Vec<SecondaryChange> {
             out.push(SecondaryChange {
                 cell: label(c),
                 metric: metric_name(m.metric),
-                values: format!(
-                    "{} → {}",
-                    with_unit(m.metric, m.baseline),
-                    with_unit(m.metric, m.candidate)
-                ),
+                values: values(m),
                 change: format!(
                     "{} {} {}",
                     signed_percent(m.change),
@@ -828,10 +807,9 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
             _ => String::new(),
         };
         parts.push(format!(
-            "{} {} → {} ({}{basis}; {:.0}% interval {}; margin {:.1}%)",
+            "{} {} ({}{basis}; {:.0}% interval {}; margin {:.1}%)",
             metric_name(m.metric),
-            with_unit(m.metric, m.baseline),
-            with_unit(m.metric, m.candidate),
+            values(m),
             signed_percent(d.change),
             100.0 * confidence,
             interval(d.ci_low, d.ci_high),
@@ -856,15 +834,9 @@ pub fn console(l: &GateLayout) -> String {
     if let Some(g) = &l.grid {
         out.push_str(&l.grid_caption);
         out.push('\n');
-        let mut table = comfy_table::Table::new();
-        table
-            .load_style(crate::report::verdict_table::TABLE_STYLE)
-            .force_no_tty()
-            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-            .set_width(crate::report::console::CONSOLE_WIDTH as u16);
         let mut header = vec!["ctx \\ C".to_string()];
         header.extend(g.concurrency.iter().map(u32::to_string));
-        table.set_header(header);
+        let mut table = fitted_table(header);
         for (ctx, cells) in &g.rows {
             let mut row = vec![ctx.clone()];
             row.extend(cells.iter().map(|c| {
@@ -877,67 +849,55 @@ pub fn console(l: &GateLayout) -> String {
             }));
             table.add_row(row);
         }
-        for i in 1..=g.concurrency.len() {
-            if let Some(col) = table.column_mut(i) {
-                col.set_cell_alignment(comfy_table::CellAlignment::Right);
-            }
-        }
+        align_right(&mut table, 1..=g.concurrency.len());
         out.push_str(&table.to_string());
         out.push('\n');
     }
     if !l.legend.is_empty() {
-        out.push_str(&wrap(&legend_text(&l.legend), 2));
-        out.push('\n');
+        push_wrapped(&mut out, &legend_text(&l.legend), 2);
     }
     if !l.secondary.is_empty() {
         out.push_str("Latency and other metrics (significant changes only):\n");
         for s in &l.secondary {
-            out.push_str(&wrap(
+            push_wrapped(
+                &mut out,
                 &format!("  {}  {}  {}  {}", s.cell, s.metric, s.values, s.change),
                 4,
-            ));
-            out.push('\n');
+            );
         }
     }
-    if !l.prefill.is_empty() {
-        out.push_str("Prefill layer (prefill tok/s of cold samples, change vs baseline):\n");
-        for p in &l.prefill {
-            out.push_str(&wrap(
-                &if p.values.is_empty() {
-                    format!("  {}: {}", p.context, p.change)
-                } else {
-                    format!("  {}: {}, {}", p.context, p.change, p.values)
-                },
-                4,
-            ));
+    for (title, rows) in [
+        (
+            "Prefill layer (prefill tok/s of cold samples, change vs baseline):",
+            &l.prefill,
+        ),
+        ("Burst layer (change vs baseline):", &l.burst),
+    ] {
+        if !rows.is_empty() {
+            out.push_str(title);
             out.push('\n');
         }
-    }
-    if !l.burst.is_empty() {
-        out.push_str("Burst layer (change vs baseline):\n");
-        for b in &l.burst {
-            out.push_str(&wrap(
-                &if b.values.is_empty() {
-                    format!("  {}: {}", b.metric, b.change)
+        for r in rows {
+            push_wrapped(
+                &mut out,
+                &if r.values.is_empty() {
+                    format!("  {}: {}", r.name, r.change)
                 } else {
-                    format!("  {}: {}, {}", b.metric, b.change, b.values)
+                    format!("  {}: {}, {}", r.name, r.change, r.values)
                 },
                 4,
-            ));
-            out.push('\n');
+            );
         }
     }
     out.push_str("Details:\n");
     for d in &l.details {
-        out.push_str(&wrap(&format!("  {d}"), 4));
-        out.push('\n');
+        push_wrapped(&mut out, &format!("  {d}"), 4);
     }
     if !l.next_steps.is_empty() {
         out.push_str("Next steps:\n");
         for step in &l.next_steps {
             let colon = if step.command.is_some() { ":" } else { "" };
-            out.push_str(&wrap(&format!("  {}{colon}", step.what), 4));
-            out.push('\n');
+            push_wrapped(&mut out, &format!("  {}{colon}", step.what), 4);
             if let Some(cmd) = &step.command {
                 out.push_str(&shell_lines(cmd, 4));
                 out.push('\n');
@@ -1035,59 +995,72 @@ pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) 
 fn markdown_grid(out: &mut String, l: &GateLayout) {
     if let Some(g) = &l.grid {
         out.push_str(&format!("{}:\n\n", escape(&l.grid_caption)));
-        out.push_str("| context |");
-        for c in &g.concurrency {
-            out.push_str(&format!(" C={c} |"));
-        }
-        out.push_str("\n|---|");
-        for _ in &g.concurrency {
-            out.push_str("---:|");
-        }
-        out.push('\n');
+        out.push_str(&markdown_matrix_head(&g.concurrency));
         for (ctx, cells) in &g.rows {
-            out.push_str(&format!("| {} |", escape(ctx)));
-            for c in cells {
-                let t = match c {
-                    Some(c) => match &c.values {
-                        Some(v) => format!("{}<br>{}", escape(&c.text()), escape(v)),
-                        None => escape(&c.text()),
-                    },
-                    None => String::new(),
-                };
-                out.push_str(&format!(" {t} |"));
-            }
-            out.push('\n');
+            let mut row = vec![escape(ctx)];
+            row.extend(cells.iter().map(|c| match c {
+                Some(c) => match &c.values {
+                    Some(v) => format!("{}<br>{}", escape(&c.text()), escape(v)),
+                    None => escape(&c.text()),
+                },
+                None => String::new(),
+            }));
+            out.push_str(&markdown_row(&row));
         }
         out.push('\n');
     }
 }
 
+/// Text for a Markdown code span, as typed: backticks and line breaks cannot occur in one,
+/// so they are taken out.
+pub(crate) fn escape_code(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, '`' | '\n' | '\r'))
+        .collect()
+}
+
+/// A Markdown table row, `| a | b |`: the cells as given (escape them first).
+pub(crate) fn markdown_row<S: AsRef<str>>(cells: &[S]) -> String {
+    let cells: Vec<&str> = cells.iter().map(AsRef::as_ref).collect();
+    format!("| {} |\n", cells.join(" | "))
+}
+
+/// A Markdown table's head: the names (as given), then the rule that right-aligns every
+/// column but the first (the figures).
+pub(crate) fn markdown_head<S: AsRef<str>>(names: &[S]) -> String {
+    let figures = names.len().saturating_sub(1);
+    format!("{}|---|{}\n", markdown_row(names), "---:|".repeat(figures))
+}
+
+/// The head of a context × concurrency matrix: `| context | C=1 | … |` and its rule.
+pub(crate) fn markdown_matrix_head(concurrency: &[u32]) -> String {
+    let mut names = vec!["context".to_string()];
+    names.extend(concurrency.iter().map(|c| format!("C={c}")));
+    markdown_head(&names)
+}
+
 /// The prefill and burst layers' tables, each only when the run has that layer.
 fn markdown_layers(out: &mut String, l: &GateLayout) {
-    if !l.prefill.is_empty() {
-        out.push_str("Prefill layer (prefill tok/s of cold samples):\n\n");
-        out.push_str("| context | change vs baseline [interval, %] | baseline → now |\n");
-        out.push_str("|---|---:|---:|\n");
-        for p in &l.prefill {
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                escape(&p.context),
-                escape(&p.change),
-                escape(&p.values)
-            ));
+    for (title, name, rows) in [
+        (
+            "Prefill layer (prefill tok/s of cold samples)",
+            "context",
+            &l.prefill,
+        ),
+        ("Burst layer", "metric", &l.burst),
+    ] {
+        if rows.is_empty() {
+            continue;
         }
-        out.push('\n');
-    }
-    if !l.burst.is_empty() {
-        out.push_str("Burst layer:\n\n");
-        out.push_str("| metric | change vs baseline [interval, %] | baseline → now |\n");
-        out.push_str("|---|---:|---:|\n");
-        for b in &l.burst {
+        out.push_str(&format!(
+            "{title}:\n\n| {name} | change vs baseline [interval, %] | baseline → now |\n|---|---:|---:|\n"
+        ));
+        for r in rows {
             out.push_str(&format!(
                 "| {} | {} | {} |\n",
-                escape(&b.metric),
-                escape(&b.change),
-                escape(&b.values)
+                escape(&r.name),
+                escape(&r.change),
+                escape(&r.values)
             ));
         }
         out.push('\n');
@@ -1101,13 +1074,7 @@ fn markdown_next_steps(out: &mut String, l: &GateLayout) {
         for step in &l.next_steps {
             out.push_str(&format!("- {}", escape(&step.what)));
             if let Some(cmd) = &step.command {
-                // A code span: the command as typed (backticks and line breaks cannot occur
-                // in one; taken out if they do).
-                let cmd: String = cmd
-                    .chars()
-                    .filter(|c| !matches!(c, '`' | '\n' | '\r'))
-                    .collect();
-                out.push_str(&format!(":<br>`{cmd}`"));
+                out.push_str(&format!(":<br>`{}`", escape_code(cmd)));
             }
             out.push('\n');
         }

@@ -3,7 +3,8 @@
 //! and `$GITHUB_OUTPUT` lines. Joining the shards happens in [`crate::merge`]; this only renders.
 
 use crate::merge::{MergedVerdict, ProfileVerdict, ShardOutcome};
-use crate::report::markdown::escape;
+use infergate_io::untrusted_text::markdown as escape;
+use infergate_schema::answer::NO_VALUE;
 use infergate_schema::results::{ProfileKey, RunStatus};
 use infergate_schema::verdict::GateVerdict;
 
@@ -99,15 +100,12 @@ pub fn markdown(merged: &MergedVerdict) -> String {
     ));
     out.push_str("| Profile | Suite | Verdict | Regressions | Headline |\n");
     out.push_str("|---|---|---|---:|---|\n");
+    let suite = |p: &ProfileVerdict| escape(p.outcome.suite().unwrap_or(NO_VALUE));
     for p in &merged.profiles {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
             escape(&p.outcome.profile().key),
-            escape(
-                p.outcome
-                    .suite()
-                    .unwrap_or(infergate_schema::answer::NO_VALUE)
-            ),
+            suite(p),
             profile_badge(p),
             p.regressions,
             escape(&profile_headline(p))
@@ -125,11 +123,7 @@ pub fn markdown(merged: &MergedVerdict) -> String {
             escape(&hardware(profile)),
             escape(&profile.engine),
             escape(&profile.model),
-            escape(
-                p.outcome
-                    .suite()
-                    .unwrap_or(infergate_schema::answer::NO_VALUE)
-            )
+            suite(p)
         ));
         match &p.outcome {
             ShardOutcome::Compared { report } => {

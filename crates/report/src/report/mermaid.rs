@@ -4,7 +4,7 @@
 //! band the verdict compared against as two lines. A picture of the trend only: the verdict
 //! table stays the authoritative data.
 
-use crate::report::github::render::cell_label;
+use infergate_schema::answer::cell_label;
 use infergate_schema::results::{CellStatus, RunResults};
 use infergate_schema::verdict::ComparisonReport;
 
@@ -79,17 +79,22 @@ fn run_label(run: &RunResults) -> String {
     run.started_at.format("%m-%d %H:%M").to_string()
 }
 
-/// Renders one `xychart-beta` block (without fences): quoted category labels, one `line` per
-/// series; every series must have one value per label.
-pub fn xychart(title: &str, x_labels: &[String], y_title: &str, series: &[Vec<f64>]) -> String {
+/// Renders one `xychart-beta` block (without fences): quoted category labels, then each
+/// series as its kind (`bar`, `line`) says; every series must have one value per label.
+pub fn xychart(
+    title: &str,
+    x_labels: &[String],
+    y_title: &str,
+    series: &[(&str, Vec<f64>)],
+) -> String {
     let mut out = String::from("xychart-beta\n");
     out.push_str(&format!("    title {}\n", quote(title)));
     let labels: Vec<String> = x_labels.iter().map(|l| quote(l)).collect();
     out.push_str(&format!("    x-axis [{}]\n", labels.join(", ")));
     out.push_str(&format!("    y-axis {}\n", quote(y_title)));
-    for s in series {
+    for (kind, s) in series {
         let values: Vec<String> = s.iter().map(|v| format!("{v:.1}")).collect();
-        out.push_str(&format!("    line [{}]\n", values.join(", ")));
+        out.push_str(&format!("    {kind} [{}]\n", values.join(", ")));
     }
     out
 }
@@ -239,23 +244,12 @@ fn cell_chart(
         ),
         None => format!("{} aggregate tok/s: bars = runs ({last})", cell_label(c, l)),
     };
-    let mut out = String::from("xychart-beta\n");
-    out.push_str(&format!("    title {}\n", quote(&title)));
-    let quoted: Vec<String> = labels.iter().map(|x| quote(x)).collect();
-    out.push_str(&format!("    x-axis [{}]\n", quoted.join(", ")));
-    out.push_str(&format!("    y-axis {}\n", quote("tok/s")));
-    let list = |v: &[f64]| {
-        v.iter()
-            .map(|x| format!("{x:.1}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    out.push_str(&format!("    bar [{}]\n", list(values)));
+    let mut series = vec![("bar", values.to_vec())];
     if let Some((low, high)) = band {
-        out.push_str(&format!("    line [{}]\n", list(&vec![low; values.len()])));
-        out.push_str(&format!("    line [{}]\n", list(&vec![high; values.len()])));
+        series.push(("line", vec![low; values.len()]));
+        series.push(("line", vec![high; values.len()]));
     }
-    out
+    xychart(&title, labels, "tok/s", &series)
 }
 
 #[cfg(test)]
@@ -268,7 +262,10 @@ mod tests {
             "t",
             &["abc1234".into(), "say \"hi\"".into(), "this run".into()],
             "tok/s",
-            &[vec![1.0, 2.26, 3.0], vec![4.0, 5.0, 6.0]],
+            &[
+                ("line", vec![1.0, 2.26, 3.0]),
+                ("line", vec![4.0, 5.0, 6.0]),
+            ],
         );
         assert_eq!(
             chart,

@@ -9,7 +9,6 @@ pub mod console;
 pub mod github;
 pub mod history;
 pub mod layout;
-pub mod markdown;
 pub mod merged;
 pub mod mermaid;
 pub mod trend_html;

@@ -7,6 +7,7 @@
 //! notes) is data: it goes through [`html`] before it reaches the page, and the embedded JSON
 //! has `<` escaped so it cannot close its script element.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use crate::report::changes::{
@@ -136,24 +137,18 @@ fn heat_map(out: &mut String, g: &GroupChanges) {
         .iter()
         .filter(|s| matches!(s.scope, Scope::Cell { .. }))
         .collect();
-    let mut conc: Vec<u32> = Vec::new();
-    let mut ctx: Vec<u64> = Vec::new();
+    let mut conc = BTreeSet::new();
+    let mut ctx = BTreeSet::new();
     for s in &cells {
         if let Scope::Cell {
             concurrency,
             context_tokens,
         } = s.scope
         {
-            if !conc.contains(&concurrency) {
-                conc.push(concurrency);
-            }
-            if !ctx.contains(&context_tokens) {
-                ctx.push(context_tokens);
-            }
+            conc.insert(concurrency);
+            ctx.insert(context_tokens);
         }
     }
-    conc.sort_unstable();
-    ctx.sort_unstable();
     out.push_str("<table class=\"heat\"><caption>Newest change point per cell (aggregate tok/s; red = slower)</caption><tr><th>context \\ C</th>");
     for c in &conc {
         let _ = write!(out, "<th>{c}</th>");

@@ -36,10 +36,10 @@ pub fn markdown(report: &ComparisonReport) -> String {
 mod tests {
     use super::*;
     use infergate_schema::results::{HardwareFingerprint, ProfileKey};
-    use infergate_schema::verdict::fixtures::metric;
+    use infergate_schema::verdict::fixtures::{self, metric};
     use infergate_schema::verdict::{
         BaselineSummary, DecisionBasis, GateVerdict, MatrixTest, Metric, MetricComparison,
-        RuleSummary, VERDICT_SCHEMA_VERSION,
+        RuleSummary,
     };
     use infergate_schema::verdict::{CellComparison, CellVerdict};
 
@@ -87,36 +87,19 @@ mod tests {
         let profile = ProfileKey::derive(hw, "vllm|<b>", "org/`evil`|<script>x</script>", &matrix);
         use CellVerdict::*;
         use Metric::*;
-        ComparisonReport {
-            schema_version: VERDICT_SCHEMA_VERSION,
-            profile,
-            suite: Some("pr".into()),
-            candidate_runs: vec!["cand-1".into()],
-            against: Default::default(),
-            baseline: BaselineSummary {
-                runs: Vec::new(),
-                level_runs: vec!["b1".into(), "b2".into(), "b3".into()],
-                noise_runs: 12,
-            },
-            gate: GateVerdict::Regression,
-            headline: "✗ aggregate tok/s −3.1% [−4.0, −2.2] over 3 cells, 2 of them regressed"
-                .into(),
-            matrix_test: Some(MatrixTest {
-                change: -0.031,
-                ci_low: -0.04,
-                ci_high: -0.022,
-                margin: 0.02,
-                p_value: 0.0002,
-                verdict: Regression,
-                cells: 3,
-                check: None,
-            }),
-            lines: Vec::new(),
-            prefill: Vec::new(),
-            prefill_gated: false,
-            burst: Vec::new(),
-            burst_gated: false,
-            cells: vec![
+        let matrix_test = MatrixTest {
+            change: -0.031,
+            ci_low: -0.04,
+            ci_high: -0.022,
+            margin: 0.02,
+            p_value: 0.0002,
+            verdict: Regression,
+            cells: 3,
+            check: None,
+        };
+        let base = fixtures::report(
+            GateVerdict::Regression,
+            vec![
                 cell(
                     1,
                     8192,
@@ -184,21 +167,24 @@ mod tests {
                     vec![],
                 ),
             ],
-            confirmation: None,
-            coverage: None,
-            sensitivity: None,
-            fail_on: None,
-            judged_by: None,
-            not_gated: Vec::new(),
-            rule: RuleSummary {
-                alpha: 0.01,
-                min_effect: 0.03,
-                matrix_margin: 0.01,
-                correction: "bonferroni".into(),
-                confidence: 0.95,
-                cell_effect: None,
-                shares: None,
+            matrix_test,
+        );
+        ComparisonReport {
+            profile,
+            candidate_runs: vec!["cand-1".into()],
+            baseline: BaselineSummary {
+                runs: Vec::new(),
+                level_runs: vec!["b1".into(), "b2".into(), "b3".into()],
+                noise_runs: 12,
             },
+            headline: "✗ aggregate tok/s −3.1% [−4.0, −2.2] over 3 cells, 2 of them regressed"
+                .into(),
+            rule: RuleSummary {
+                shares: None,
+                ..base.rule
+            },
+            sensitivity: None,
+            ..base
         }
     }
 

@@ -15,16 +15,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use octocrab::{Octocrab, Page};
 use serde::{Deserialize, Serialize};
 
 use super::comment::Author;
-use super::context::Token;
-use super::retry::{ApiError, RetryPolicy, with_retry};
-use super::{GithubReporter, PublishOutcome};
+use super::retry::{ApiError, all_pages};
+use super::{Api, GithubReporter, PublishOutcome};
 use crate::report::changes::{GroupChanges, change_label, scope_label, slope_words};
 use infergate_io::untrusted_text::markdown as md;
 use infergate_model::stats::changepoint::{ChangeKind, ChangePoint, Scope, same_change};
+use infergate_schema::answer::metric_name;
+use infergate_schema::verdict::signed_percent;
 
 /// What every alert marker starts with.
 pub(crate) const MARKER_PREFIX: &str = "<!-- infergate-change:";
@@ -42,9 +42,6 @@ fn parse_until(body: &str) -> Option<String> {
 
 /// Runs between a matrix change point and a cell change point that count as the same change.
 pub(crate) const CELL_WINDOW: usize = 2;
-
-/// Upper bound on pages of issues read (100 each).
-const MAX_PAGES: u32 = 50;
 
 /// What names one alert: its group, series and the first run after the change. Each part is
 /// reduced to `[A-Za-z0-9._-]`, so a marker can neither close its HTML comment nor hold markup.
@@ -215,8 +212,8 @@ pub(crate) fn title(a: &Alert<'_>) -> String {
     };
     format!(
         "infergate: {} {}{creep} at {} ({} / {}), from run {}",
-        super::render::metric_name(a.change.metric),
-        super::render::percent(a.change.change),
+        metric_name(a.change.metric),
+        signed_percent(a.change.change),
         scope_label(&a.change.scope),
         a.key.profile,
         a.key.suite,
@@ -301,7 +298,7 @@ fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
     out.push_str("| | |\n|---|---|\n");
     out.push_str(&format!(
         "| series | {} of {} |\n",
-        super::render::metric_name(c.metric),
+        metric_name(c.metric),
         scope_label(&c.scope)
     ));
     out.push_str(&format!(
@@ -584,15 +581,6 @@ struct ListParams<'a> {
     page: u32,
 }
 
-/// Where alerts are filed: the repository, through the client, with the retry policy.
-struct IssueTarget<'a> {
-    client: &'a Octocrab,
-    owner: &'a str,
-    repo: &'a str,
-    retry: &'a RetryPolicy,
-    token: Option<&'a Token>,
-}
-
 #[derive(Serialize)]
 struct NewIssue<'a> {
     title: &'a str,
@@ -615,57 +603,40 @@ struct IssueEdit<'a> {
     state_reason: Option<&'a str>,
 }
 
-impl IssueTarget<'_> {
+/// Alert issues, filed through the repository's API.
+impl Api {
     /// Every issue `login` opened, in every state, pull requests left out (`creator` filters on
     /// GitHub's side; the caller still checks the author).
     async fn list_own(&self, login: &str) -> Result<Vec<ExistingIssue>, ApiError> {
-        let (client, retry, token) = (self.client, self.retry, self.token);
-        let route = format!("/repos/{}/{}/issues", self.owner, self.repo);
+        let route = self.route("/issues");
         let params = ListParams {
             state: "all",
             creator: login,
             per_page: 100,
             page: 1,
         };
-        let mut page: Page<ExistingIssue> = with_retry(retry, "list issues", token, || {
-            client.get(&route, Some(&params))
-        })
-        .await?;
-        let mut all = Vec::new();
-        for _ in 0..MAX_PAGES {
-            all.extend(page.items.drain(..).filter(|i| i.pull_request.is_none()));
-            let next = page.next.clone();
-            if next.is_none() {
-                break;
-            }
-            match with_retry(retry, "list issues", token, || client.get_page(&next)).await? {
-                Some(p) => page = p,
-                None => break,
-            }
-        }
-        Ok(all)
+        let issue = |i: &ExistingIssue| i.pull_request.is_none();
+        all_pages(self, &route, &params, "list issues", issue).await
     }
 
     /// Opens an issue; its number.
-    async fn create(&self, title: &str, body: &str) -> Result<u64, ApiError> {
-        let route = format!("/repos/{}/{}/issues", self.owner, self.repo);
+    async fn create_issue(&self, title: &str, body: &str) -> Result<u64, ApiError> {
+        let route = self.route("/issues");
         let payload = NewIssue { title, body };
-        let made: Created = with_retry(self.retry, "create alert issue", self.token, || {
-            self.client.post(&route, Some(&payload))
-        })
-        .await?;
+        let post = || self.client.post(&route, Some(&payload));
+        let made: Created = self.call("create alert issue", post).await?;
         Ok(made.number)
     }
 
     /// Rewrites an issue (and closes it, with `close`).
-    async fn edit(
+    async fn edit_issue(
         &self,
         number: u64,
         title: Option<&str>,
         body: &str,
         close: bool,
     ) -> Result<(), ApiError> {
-        let route = format!("/repos/{}/{}/issues/{number}", self.owner, self.repo);
+        let route = self.route(&format!("/issues/{number}"));
         let payload = IssueEdit {
             title,
             body,
@@ -677,10 +648,8 @@ impl IssueTarget<'_> {
         } else {
             "update alert issue"
         };
-        let _: serde_json::Value = with_retry(self.retry, what, self.token, || {
-            self.client.patch(&route, Some(&payload))
-        })
-        .await?;
+        let patch = || self.client.patch(&route, Some(&payload));
+        let _: serde_json::Value = self.call(what, patch).await?;
         Ok(())
     }
 
@@ -700,7 +669,7 @@ impl IssueTarget<'_> {
         Some(match action {
             Action::Create { alert } => {
                 let (key, head, text) = open(alert);
-                let made = self.create(&head, &text).await;
+                let made = self.create_issue(&head, &text).await;
                 made.map(|number| AlertDone {
                     number,
                     key,
@@ -712,20 +681,13 @@ impl IssueTarget<'_> {
                 let current = issue(ours, number).is_some_and(|(x, _)| {
                     x.body.as_deref() == Some(text.as_str()) && x.title == head
                 });
-                if current {
-                    Ok(AlertDone {
-                        number,
-                        key,
-                        what: Done::Unchanged,
-                    })
+                let sent = if current {
+                    Ok(Done::Unchanged)
                 } else {
-                    let sent = self.edit(number, Some(&head), &text, false).await;
-                    sent.map(|()| AlertDone {
-                        number,
-                        key,
-                        what: Done::Updated,
-                    })
-                }
+                    let edited = self.edit_issue(number, Some(&head), &text, false).await;
+                    edited.map(|()| Done::Updated)
+                };
+                sent.map(|what| AlertDone { number, key, what })
             }
             Action::Close {
                 number,
@@ -748,7 +710,7 @@ impl IssueTarget<'_> {
                         (key.clone(), no_longer_detected(previous, run))
                     }
                 };
-                let sent = self.edit(number, None, &text, true).await;
+                let sent = self.edit_issue(number, None, &text, true).await;
                 let what = Done::Closed(reason);
                 sent.map(|()| AlertDone { number, key, what })
             }
@@ -788,7 +750,7 @@ impl GithubReporter {
         };
         self.pending = PublishOutcome::default();
         let mut done = Vec::new();
-        let (client, owner, repo, login) = match self.alert_access().await {
+        let (api, login) = match self.alert_access().await {
             Ok(Some(access)) => access,
             Ok(None) => return (done, out),
             Err(why) => {
@@ -796,14 +758,7 @@ impl GithubReporter {
                 return (done, out);
             }
         };
-        let target = IssueTarget {
-            client: &client,
-            owner: &owner,
-            repo: &repo,
-            retry: &self.retry,
-            token: self.token(),
-        };
-        let ours: Vec<(ExistingIssue, AlertKey)> = match target.list_own(&login).await {
+        let ours: Vec<(ExistingIssue, AlertKey)> = match api.list_own(&login).await {
             Ok(listed) => listed
                 .into_iter()
                 .filter(|i| {
@@ -824,9 +779,9 @@ impl GithubReporter {
         let alerts = plan(groups);
         let analysed: BTreeSet<(String, String)> = groups.iter().map(group_key).collect();
         let server = self.ctx.server_url.trim_end_matches('/');
-        let compare_base = format!("{server}/{owner}/{repo}");
+        let compare_base = format!("{server}/{}/{}", api.owner, api.repo);
         for action in reconcile(&alerts, &ours, &analysed) {
-            match target
+            match api
                 .apply(action, &alerts, &ours, groups, &compare_base)
                 .await
             {
@@ -838,9 +793,9 @@ impl GithubReporter {
         (done, out)
     }
 
-    /// The client, repository and the token's own login to file alerts with (`None`: no API);
+    /// The repository's API and the token's own login to file alerts with (`None`: no API);
     /// `Err`: why none can be filed.
-    async fn alert_access(&mut self) -> Result<Option<(Octocrab, String, String, String)>, String> {
+    async fn alert_access(&mut self) -> Result<Option<(Api, String)>, String> {
         let mut missing = Vec::new();
         if self.ctx.token.is_none() {
             missing.push("a token (GITHUB_TOKEN or INFERGATE_GITHUB_TOKEN)");
@@ -855,7 +810,7 @@ impl GithubReporter {
             self.client = Some(super::build_client(&self.ctx, &self.ctx.api_url)?);
             self.graphql = super::graphql_client(&self.ctx);
         }
-        let Some((client, owner, repo)) = self.api() else {
+        let Some(api) = self.api() else {
             return Ok(None);
         };
         // Without knowing our own issues, filing could duplicate them: file nothing.
@@ -863,7 +818,7 @@ impl GithubReporter {
             .own_login()
             .await
             .map_err(|why| format!("could not tell which issues this token wrote ({why})"))?;
-        Ok(Some((client, owner, repo, login)))
+        Ok(Some((api, login)))
     }
 }
 

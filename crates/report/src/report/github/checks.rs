@@ -4,12 +4,11 @@
 
 use std::path::{Component, Path};
 
-use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 
-use super::context::Token;
-use super::render::{cell_message, cell_title};
-use super::retry::{ApiError, RetryPolicy, with_retry};
+use super::Api;
+use super::retry::ApiError;
+use crate::report::layout::{cell_message, cell_title};
 use infergate_schema::verdict::ComparisonReport;
 
 /// GitHub's cap on annotations per create/update request.
@@ -173,50 +172,34 @@ pub fn annotations(report: &ComparisonReport, path: &str, line: u32) -> Vec<Anno
 }
 
 /// Creates a check run; returns its id.
-pub async fn create(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
-    body: &CheckRunRequest,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
-) -> Result<u64, ApiError> {
-    let route = format!("/repos/{owner}/{repo}/check-runs");
-    let created: CheckRunCreated = with_retry(retry, "create check run", token, || {
-        client.post(&route, Some(body))
-    })
-    .await?;
+pub(crate) async fn create(api: &Api, body: &CheckRunRequest) -> Result<u64, ApiError> {
+    let route = api.route("/check-runs");
+    let post = || api.client.post(&route, Some(body));
+    let created: CheckRunCreated = api.call("create check run", post).await?;
     Ok(created.id)
 }
 
-/// Updates a check run.
-pub async fn update(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
-    id: u64,
+/// Updates check `id` with `body`, or creates the check when there is no id; the check id.
+pub(crate) async fn send(
+    api: &Api,
+    id: Option<u64>,
     body: &CheckRunRequest,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
-) -> Result<(), ApiError> {
-    let route = format!("/repos/{owner}/{repo}/check-runs/{id}");
-    let _: serde_json::Value = with_retry(retry, "update check run", token, || {
-        client.patch(&route, Some(body))
-    })
-    .await?;
-    Ok(())
+) -> Result<u64, ApiError> {
+    let Some(id) = id else {
+        return create(api, body).await;
+    };
+    let route = api.route(&format!("/check-runs/{id}"));
+    let patch = || api.client.patch(&route, Some(body));
+    let _: serde_json::Value = api.call("update check run", patch).await?;
+    Ok(id)
 }
 
 /// The `in_progress` check runs on commit `sha` (every page).
-pub async fn list_in_progress(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
+pub(crate) async fn list_in_progress(
+    api: &Api,
     sha: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
 ) -> Result<Vec<ListedCheckRun>, ApiError> {
-    let route = format!("/repos/{owner}/{repo}/commits/{sha}/check-runs");
+    let route = api.route(&format!("/commits/{sha}/check-runs"));
     let mut all = Vec::new();
     for page in 1..=10 {
         let params = ListParams {
@@ -224,10 +207,8 @@ pub async fn list_in_progress(
             per_page: 100,
             page,
         };
-        let list: CheckRunList = with_retry(retry, "list check runs", token, || {
-            client.get(&route, Some(&params))
-        })
-        .await?;
+        let get = || api.client.get(&route, Some(&params));
+        let list: CheckRunList = api.call("list check runs", get).await?;
         let n = list.check_runs.len();
         all.extend(list.check_runs);
         if n < 100 {

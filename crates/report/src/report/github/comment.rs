@@ -9,11 +9,12 @@
 //! them: `GET /user` is refused to installation tokens ("Resource not accessible by
 //! integration") and `GET /app` needs the App's JWT, not an installation token.
 
-use octocrab::{Octocrab, Page};
+use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 
+use super::Api;
 use super::context::Token;
-use super::retry::{ApiError, RetryPolicy, with_retry};
+use super::retry::{ApiError, RetryPolicy, all_pages, with_retry};
 
 /// The fields of an issue comment we read.
 #[derive(Debug, Clone, Deserialize)]
@@ -103,83 +104,36 @@ struct ListParams {
     page: u32,
 }
 
-/// Upper bound on pages read (100 comments each), so a pathological PR cannot loop forever.
-const MAX_PAGES: u32 = 50;
-
 /// Every comment carrying `marker`, whoever wrote it, following the `Link: rel="next"` pages
 /// (the caller keeps only its own: [`ExistingComment::written_by`]).
-pub async fn find_marked(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
+pub(crate) async fn find_marked(
+    api: &Api,
     pr: u64,
     marker: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
 ) -> Result<Vec<ExistingComment>, ApiError> {
-    let route = format!("/repos/{owner}/{repo}/issues/{pr}/comments");
+    let route = api.route(&format!("/issues/{pr}/comments"));
     let params = ListParams {
         per_page: 100,
         page: 1,
     };
-    let mut page: Page<ExistingComment> = with_retry(retry, "list PR comments", token, || {
-        client.get(&route, Some(&params))
-    })
-    .await?;
-    let mut marked = Vec::new();
-    for _ in 0..MAX_PAGES {
-        marked.extend(
-            page.items
-                .iter()
-                .filter(|c| c.body.as_deref().is_some_and(|b| b.contains(marker)))
-                .cloned(),
-        );
-        let next = page.next.clone();
-        if next.is_none() {
-            break;
-        }
-        match with_retry(retry, "list PR comments", token, || client.get_page(&next)).await? {
-            Some(p) => page = p,
-            None => break,
-        }
-    }
-    Ok(marked)
+    let marked = |c: &ExistingComment| c.body.as_deref().is_some_and(|b| b.contains(marker));
+    all_pages(api, &route, &params, "list PR comments", marked).await
 }
 
 /// Creates a comment on the PR.
-pub async fn create(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
-    pr: u64,
-    body: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
-) -> Result<(), ApiError> {
-    let route = format!("/repos/{owner}/{repo}/issues/{pr}/comments");
+pub(crate) async fn create(api: &Api, pr: u64, body: &str) -> Result<(), ApiError> {
+    let route = api.route(&format!("/issues/{pr}/comments"));
     let payload = CommentBody { body };
-    let _: serde_json::Value = with_retry(retry, "create PR comment", token, || {
-        client.post(&route, Some(&payload))
-    })
-    .await?;
+    let post = || api.client.post(&route, Some(&payload));
+    let _: serde_json::Value = api.call("create PR comment", post).await?;
     Ok(())
 }
 
 /// Replaces the body of an existing comment.
-pub async fn update(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
-    id: u64,
-    body: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
-) -> Result<(), ApiError> {
-    let route = format!("/repos/{owner}/{repo}/issues/comments/{id}");
+pub(crate) async fn update(api: &Api, id: u64, body: &str) -> Result<(), ApiError> {
+    let route = api.route(&format!("/issues/comments/{id}"));
     let payload = CommentBody { body };
-    let _: serde_json::Value = with_retry(retry, "update PR comment", token, || {
-        client.patch(&route, Some(&payload))
-    })
-    .await?;
+    let patch = || api.client.patch(&route, Some(&payload));
+    let _: serde_json::Value = api.call("update PR comment", patch).await?;
     Ok(())
 }

@@ -197,23 +197,15 @@ impl GithubContext {
             _ => None,
         };
         let payload = match get("GITHUB_EVENT_PATH") {
-            Some(path) => match std::fs::read_to_string(&path) {
-                Ok(text) => match serde_json::from_str::<EventPayload>(&text) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        warnings.push(format!(
-                            "could not parse the event payload {path} ({e}); using GITHUB_SHA and no PR number"
-                        ));
-                        EventPayload::default()
-                    }
-                },
-                Err(e) => {
+            Some(path) => std::fs::read_to_string(&path)
+                .map_err(|e| ("read", e.to_string()))
+                .and_then(|text| serde_json::from_str(&text).map_err(|e| ("parse", e.to_string())))
+                .unwrap_or_else(|(what, e)| {
                     warnings.push(format!(
-                        "could not read the event payload {path} ({e}); using GITHUB_SHA and no PR number"
+                        "could not {what} the event payload {path} ({e}); using GITHUB_SHA and no PR number"
                     ));
                     EventPayload::default()
-                }
-            },
+                }),
             None => EventPayload::default(),
         };
         let target = payload.target();
@@ -401,23 +393,29 @@ mod tests {
         GithubContext::from_lookup(|k| map.get(k).cloned())
     }
 
-    #[test]
-    fn pr_head_sha_wins_over_merge_sha() {
+    /// The context of an event whose payload is `json`, with `vars` beside it.
+    fn with_event(json: &str, vars: &[(&str, &str)]) -> GithubContext {
         let dir = tempfile::tempdir().unwrap();
         let event = dir.path().join("event.json");
-        std::fs::write(
-            &event,
-            r#"{"number": 7, "pull_request": {"number": 7, "head": {"sha": "abc123"}}}"#,
-        )
-        .unwrap();
-        let c = ctx(&[
-            ("GITHUB_SHA", "merge999"),
-            ("GITHUB_EVENT_PATH", event.to_str().unwrap()),
-            ("GITHUB_REPOSITORY", "o/r"),
-            ("GITHUB_RUN_ID", "42"),
-            ("GITHUB_API_URL", "https://ghes.example/api/v3/"),
-            ("GITHUB_TOKEN", "tok"),
-        ]);
+        std::fs::write(&event, json).unwrap();
+        let mut vars = vars.to_vec();
+        vars.push(("GITHUB_EVENT_PATH", event.to_str().unwrap()));
+        ctx(&vars)
+    }
+
+    #[test]
+    fn pr_head_sha_wins_over_merge_sha() {
+        let payload = r#"{"number": 7, "pull_request": {"number": 7, "head": {"sha": "abc123"}}}"#;
+        let c = with_event(
+            payload,
+            &[
+                ("GITHUB_SHA", "merge999"),
+                ("GITHUB_REPOSITORY", "o/r"),
+                ("GITHUB_RUN_ID", "42"),
+                ("GITHUB_API_URL", "https://ghes.example/api/v3/"),
+                ("GITHUB_TOKEN", "tok"),
+            ],
+        );
         assert_eq!(c.head_sha.as_deref(), Some("abc123"));
         assert_eq!(c.pr_number, Some(7));
         assert_eq!(c.api_url, "https://ghes.example/api/v3");
@@ -431,14 +429,10 @@ mod tests {
 
     #[test]
     fn workflow_run_payload_gives_head_and_pr() {
-        let dir = tempfile::tempdir().unwrap();
-        let event = dir.path().join("event.json");
-        std::fs::write(
-            &event,
+        let c = with_event(
             r#"{"workflow_run": {"head_sha": "feed", "pull_requests": [{"number": 12}]}}"#,
-        )
-        .unwrap();
-        let c = ctx(&[("GITHUB_EVENT_PATH", event.to_str().unwrap())]);
+            &[],
+        );
         assert_eq!(c.head_sha.as_deref(), Some("feed"));
         assert_eq!(c.pr_number, Some(12));
         assert!(c.pr_verified);
@@ -446,15 +440,11 @@ mod tests {
 
     #[test]
     fn a_fork_workflow_run_names_the_head_to_look_up() {
-        let dir = tempfile::tempdir().unwrap();
-        let event = dir.path().join("event.json");
-        std::fs::write(
-            &event,
+        let mut c = with_event(
             r#"{"workflow_run": {"head_sha": "feed", "head_branch": "fix-kv", "pull_requests": [],
                 "head_repository": {"full_name": "forker/engine", "owner": {"login": "forker"}}}}"#,
-        )
-        .unwrap();
-        let mut c = ctx(&[("GITHUB_EVENT_PATH", event.to_str().unwrap())]);
+            &[],
+        );
         assert_eq!(c.pr_number, None);
         assert_eq!(
             c.pr_lookup,

@@ -70,9 +70,6 @@ pub struct PublishOutcome {
     pub errors: Vec<String>,
 }
 
-/// What [`GithubReporter::start_check`] returns.
-pub type Outcome = PublishOutcome;
-
 impl PublishOutcome {
     fn merge(&mut self, other: PublishOutcome) {
         self.notices.extend(other.notices);
@@ -257,20 +254,23 @@ impl GithubReporter {
         self.ctx.token.as_ref()
     }
 
-    /// The client and the repository, owned (the calls that follow borrow `self` mutably).
-    fn api(&self) -> Option<(Octocrab, String, String)> {
+    /// The repository's API, owned (the calls that follow borrow `self` mutably); its retry
+    /// policy is a clone, which shares the deadline.
+    fn api(&self) -> Option<Api> {
         let (owner, repo) = self.ctx.owner_repo()?;
-        Some((self.client.clone()?, owner.to_string(), repo.to_string()))
+        Some(Api {
+            client: self.client.clone()?,
+            owner: owner.to_string(),
+            repo: repo.to_string(),
+            retry: self.retry.clone(),
+            token: self.ctx.token.clone(),
+        })
     }
 
     /// Creates the check run `in_progress` at run start, so the PR shows the gate is running.
-    pub async fn start_check(&mut self, name: &str) -> Outcome {
+    pub async fn start_check(&mut self, name: &str) -> PublishOutcome {
         let mut out = self.take_pending();
-        let (Some(client), Some((owner, repo)), Some(sha)) = (
-            self.client.as_ref(),
-            self.ctx.owner_repo(),
-            self.ctx.head_sha.as_deref(),
-        ) else {
+        let (Some(api), Some(sha)) = (self.api(), self.ctx.head_sha.clone()) else {
             return out;
         };
         if self.checks_denied {
@@ -278,14 +278,14 @@ impl GithubReporter {
         }
         let body = CheckRunRequest {
             name: Some(name.to_string()),
-            head_sha: Some(sha.to_string()),
+            head_sha: Some(sha),
             status: Some("in_progress".into()),
             details_url: self.ctx.run_url.clone(),
             started_at: Some(now_rfc3339()),
             external_id: self.ctx.check_owner.as_ref().map(|o| o.external_id()),
             ..Default::default()
         };
-        match checks::create(client, owner, repo, &body, &self.retry, self.token()).await {
+        match checks::create(&api, &body).await {
             Ok(id) => {
                 self.check_ids.insert(name.to_string(), id);
                 self.open_checks.insert(name.to_string());
@@ -304,7 +304,7 @@ impl GithubReporter {
         reason: &str,
     ) -> PublishOutcome {
         let mut out = self.take_pending();
-        let Some((client, owner, repo)) = self.api() else {
+        let Some(api) = self.api() else {
             return out;
         };
         let open: Vec<String> = self.open_checks.iter().cloned().collect();
@@ -313,10 +313,7 @@ impl GithubReporter {
                 continue;
             };
             let body = completed_for(conclusion, reason);
-            match self
-                .send_check(&client, &owner, &repo, Some(id), &body)
-                .await
-            {
+            match checks::send(&api, Some(id), &body).await {
                 Ok(_) => {
                     self.open_checks.remove(&name);
                 }
@@ -337,8 +334,7 @@ impl GithubReporter {
     ) -> (Vec<String>, PublishOutcome) {
         let mut out = self.take_pending();
         let mut closed = Vec::new();
-        let (Some((client, owner, repo)), Some(sha)) = (self.api(), self.ctx.head_sha.clone())
-        else {
+        let (Some(api), Some(sha)) = (self.api(), self.ctx.head_sha.clone()) else {
             return (closed, out);
         };
         let Some(me) = self.ctx.check_owner.clone() else {
@@ -347,15 +343,13 @@ impl GithubReporter {
             );
             return (closed, out);
         };
-        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
-        let listed =
-            match checks::list_in_progress(&client, &owner, &repo, &sha, retry, token).await {
-                Ok(l) => l,
-                Err(e) => {
-                    self.check_failed(e, &mut out);
-                    return (closed, out);
-                }
-            };
+        let listed = match checks::list_in_progress(&api, &sha).await {
+            Ok(l) => l,
+            Err(e) => {
+                self.check_failed(e, &mut out);
+                return (closed, out);
+            }
+        };
         for run in listed {
             let ours = run.status == "in_progress"
                 && run.name.starts_with(prefix)
@@ -364,10 +358,7 @@ impl GithubReporter {
                 continue;
             }
             let body = completed_for(Conclusion::Cancelled, reason);
-            match self
-                .send_check(&client, &owner, &repo, Some(run.id), &body)
-                .await
-            {
+            match checks::send(&api, Some(run.id), &body).await {
                 Ok(_) => closed.push(run.name),
                 Err(e) => self.check_failed(e, &mut out),
             }
@@ -504,8 +495,7 @@ impl GithubReporter {
         if self.checks_denied {
             return;
         }
-        let (Some((client, owner, repo)), Some(sha)) = (self.api(), self.ctx.head_sha.clone())
-        else {
+        let (Some(api), Some(sha)) = (self.api(), self.ctx.head_sha.clone()) else {
             return;
         };
         let annotations = self.check_annotations(input, out);
@@ -535,9 +525,7 @@ impl GithubReporter {
             output: Some(first),
             external_id: self.ctx.check_owner.as_ref().map(|o| o.external_id()),
         };
-        let (sent, annotations_refused) = self
-            .send_check_or_bare(&client, &owner, &repo, existing, request, out)
-            .await;
+        let (sent, annotations_refused) = send_check_or_bare(&api, existing, request, out).await;
         let id = match sent {
             Ok(id) => {
                 self.check_ids.insert(name.to_string(), id);
@@ -557,10 +545,7 @@ impl GithubReporter {
                 }),
                 ..Default::default()
             };
-            if let Err(e) = self
-                .send_check(&client, &owner, &repo, Some(id), &more)
-                .await
-            {
+            if let Err(e) = checks::send(&api, Some(id), &more).await {
                 out.errors
                     .push(format!("{e} (some annotations are missing)"));
                 return;
@@ -592,60 +577,6 @@ impl GithubReporter {
         }
     }
 
-    /// Sends the check; when GitHub refuses it for its annotations (422), sends it again
-    /// without them. The check id, and whether the annotations were dropped.
-    async fn send_check_or_bare(
-        &self,
-        client: &Octocrab,
-        owner: &str,
-        repo: &str,
-        existing: Option<u64>,
-        mut request: CheckRunRequest,
-        out: &mut PublishOutcome,
-    ) -> (Result<u64, ApiError>, bool) {
-        let sent = self
-            .send_check(client, owner, repo, existing, &request)
-            .await;
-        let annotated = request
-            .output
-            .as_ref()
-            .is_some_and(|o| !o.annotations.is_empty());
-        match sent {
-            // GitHub validates annotations (path, lines, levels) and refuses the whole request
-            // for one bad one: the verdict matters more than the pointers into the config.
-            Err(e) if e.status() == Some(422) && annotated => {
-                out.notices.push(format!(
-                    "GitHub refused the check's annotations ({e}); the check is posted without them"
-                ));
-                if let Some(o) = request.output.as_mut() {
-                    o.annotations.clear();
-                }
-                let bare = self
-                    .send_check(client, owner, repo, existing, &request)
-                    .await;
-                (bare, true)
-            }
-            sent => (sent, false),
-        }
-    }
-
-    /// Updates check `id` with `body`, or creates the check when there is no id; the check id.
-    async fn send_check(
-        &self,
-        client: &Octocrab,
-        owner: &str,
-        repo: &str,
-        id: Option<u64>,
-        body: &CheckRunRequest,
-    ) -> Result<u64, ApiError> {
-        match id {
-            Some(id) => checks::update(client, owner, repo, id, body, &self.retry, self.token())
-                .await
-                .map(|()| id),
-            None => checks::create(client, owner, repo, body, &self.retry, self.token()).await,
-        }
-    }
-
     /// The PR to comment on: the payload's when GitHub bound it to the commit, else one looked
     /// up (fork PR) or given by hand, kept only when its head is the reported commit.
     async fn resolve_pr(&mut self, out: &mut PublishOutcome) -> Option<u64> {
@@ -658,23 +589,17 @@ impl GithubReporter {
     }
 
     async fn lookup_pr(&mut self, out: &mut PublishOutcome) -> Option<u64> {
-        let (Some((client, owner, repo)), Some(sha)) = (self.api(), self.ctx.head_sha.clone())
-        else {
+        let (Some(api), Some(sha)) = (self.api(), self.ctx.head_sha.clone()) else {
             return None;
         };
-        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let found = match (
             self.ctx.pr_number,
             self.ctx.pr_verified,
             &self.ctx.pr_lookup,
         ) {
             (Some(n), true, _) => return Some(n),
-            (Some(n), false, _) => {
-                pulls::check_number(&client, &owner, &repo, n, &sha, retry, token).await
-            }
-            (None, _, Some(lookup)) => {
-                pulls::find_by_head(&client, &owner, &repo, lookup, &sha, retry, token).await
-            }
+            (Some(n), false, _) => pulls::check_number(&api, n, &sha).await,
+            (None, _, Some(lookup)) => pulls::find_by_head(&api, lookup, &sha).await,
             (None, _, None) => return None,
         };
         match found {
@@ -718,19 +643,17 @@ impl GithubReporter {
         if self.comments_denied {
             return;
         }
-        let Some((client, owner, repo)) = self.api() else {
+        let Some(api) = self.api() else {
             return;
         };
         let Some(pr) = self.resolve_pr(out).await else {
             return;
         };
         let marker = render::comment_marker(name);
-        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
-        let marked =
-            match comment::find_marked(&client, &owner, &repo, pr, &marker, retry, token).await {
-                Ok(c) => c,
-                Err(e) => return self.comment_failed(e, out),
-            };
+        let marked = match comment::find_marked(&api, pr, &marker).await {
+            Ok(c) => c,
+            Err(e) => return self.comment_failed(e, out),
+        };
         // Only a comment this token wrote is ours to edit; the marker alone proves nothing
         // (anyone can paste it).
         let existing = if marked.is_empty() {
@@ -752,16 +675,69 @@ impl GithubReporter {
             .map(render::previous_regressions)
             .unwrap_or(0);
         let body = render::comment_body(name, outcome, links, previously);
-        let (retry, token) = (&self.retry, self.ctx.token.as_ref());
         let result = match existing {
-            Some(c) => comment::update(&client, &owner, &repo, c.id, &body, retry, token).await,
+            Some(c) => comment::update(&api, c.id, &body).await,
             // A clean pass on a PR that never had a comment needs none: no noise.
             None if outcome.conclusion() == Conclusion::Success => Ok(()),
-            None => comment::create(&client, &owner, &repo, pr, &body, retry, token).await,
+            None => comment::create(&api, pr, &body).await,
         };
         if let Err(e) = result {
             self.comment_failed(e, out);
         }
+    }
+}
+
+/// A repository's REST API as every request reaches it: the client, `owner/repo`, and the
+/// retry policy and token each call runs with.
+pub(crate) struct Api {
+    client: Octocrab,
+    owner: String,
+    repo: String,
+    retry: RetryPolicy,
+    token: Option<Token>,
+}
+
+impl Api {
+    /// `/repos/{owner}/{repo}{path}`.
+    fn route(&self, path: &str) -> String {
+        format!("/repos/{}/{}{path}", self.owner, self.repo)
+    }
+
+    /// `op` (a request on the client) with retries; `what` names it in errors.
+    async fn call<T, Fut>(&self, what: &str, op: impl FnMut() -> Fut) -> Result<T, ApiError>
+    where
+        Fut: std::future::Future<Output = Result<T, octocrab::Error>>,
+    {
+        retry::with_retry(&self.retry, what, self.token.as_ref(), op).await
+    }
+}
+
+/// Sends the check; when GitHub refuses it for its annotations (422), sends it again without
+/// them. The check id, and whether the annotations were dropped.
+async fn send_check_or_bare(
+    api: &Api,
+    existing: Option<u64>,
+    mut request: CheckRunRequest,
+    out: &mut PublishOutcome,
+) -> (Result<u64, ApiError>, bool) {
+    let sent = checks::send(api, existing, &request).await;
+    let annotated = request
+        .output
+        .as_ref()
+        .is_some_and(|o| !o.annotations.is_empty());
+    match sent {
+        // GitHub validates annotations (path, lines, levels) and refuses the whole request
+        // for one bad one: the verdict matters more than the pointers into the config.
+        Err(e) if e.status() == Some(422) && annotated => {
+            out.notices.push(format!(
+                "GitHub refused the check's annotations ({e}); the check is posted without them"
+            ));
+            if let Some(o) = request.output.as_mut() {
+                o.annotations.clear();
+            }
+            (checks::send(api, existing, &request).await, true)
+        }
+        sent => (sent, false),
     }
 }
 
@@ -818,7 +794,7 @@ fn completed_for(conclusion: Conclusion, reason: &str) -> CheckRunRequest {
         completed_at: Some(now_rfc3339()),
         output: Some(CheckOutput {
             title: reason.chars().take(250).collect(),
-            summary: crate::report::markdown::escape(reason),
+            summary: infergate_io::untrusted_text::markdown(reason),
             text: None,
             annotations: Vec::new(),
         }),

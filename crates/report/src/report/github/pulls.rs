@@ -5,11 +5,12 @@
 //! kept only when the PR's head SHA is the reported commit: a PR that moved on since the run
 //! gets no comment about a commit it no longer contains.
 
-use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 
-use super::context::{PrLookup, Token};
-use super::retry::{ApiError, RetryPolicy, with_retry};
+use super::Api;
+use super::context::PrLookup;
+use super::render::short_sha;
+use super::retry::ApiError;
 
 /// The fields of a pull request we read.
 #[derive(Debug, Clone, Deserialize)]
@@ -43,26 +44,20 @@ pub enum Resolved {
 }
 
 /// The open PR from `lookup`'s head whose head SHA is `head_sha`.
-pub async fn find_by_head(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
+pub(crate) async fn find_by_head(
+    api: &Api,
     lookup: &PrLookup,
     head_sha: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
 ) -> Result<Resolved, ApiError> {
-    let route = format!("/repos/{owner}/{repo}/pulls");
+    let route = api.route("/pulls");
     let head = format!("{}:{}", lookup.head_owner, lookup.head_branch);
     let params = ListParams {
         head: &head,
         state: "open",
         per_page: 100,
     };
-    let pulls: Vec<PullRequest> = with_retry(retry, "find the pull request", token, || {
-        client.get(&route, Some(&params))
-    })
-    .await?;
+    let get = || api.client.get(&route, Some(&params));
+    let pulls: Vec<PullRequest> = api.call("find the pull request", get).await?;
     if let Some(pr) = pulls.iter().find(|p| p.head.sha == head_sha) {
         return Ok(Resolved::Pr(pr.number));
     }
@@ -70,35 +65,29 @@ pub async fn find_by_head(
         Some(pr) => format!(
             "no PR comment: the open PR from {head} (#{}) is at {} now, not at the reported commit {} (it moved on; its own run will report)",
             pr.number,
-            short(&pr.head.sha),
-            short(head_sha)
+            short_sha(&pr.head.sha),
+            short_sha(head_sha)
         ),
         None => format!("no PR comment: no open pull request from {head}"),
     }))
 }
 
 /// PR `number`, kept only when its head SHA is `head_sha`.
-pub async fn check_number(
-    client: &Octocrab,
-    owner: &str,
-    repo: &str,
+pub(crate) async fn check_number(
+    api: &Api,
     number: u64,
     head_sha: &str,
-    retry: &RetryPolicy,
-    token: Option<&Token>,
 ) -> Result<Resolved, ApiError> {
-    let route = format!("/repos/{owner}/{repo}/pulls/{number}");
-    let pr: PullRequest = with_retry(retry, "read the pull request", token, || {
-        client.get(&route, None::<&()>)
-    })
-    .await?;
+    let route = api.route(&format!("/pulls/{number}"));
+    let get = || api.client.get(&route, None::<&()>);
+    let pr: PullRequest = api.call("read the pull request", get).await?;
     if pr.head.sha == head_sha {
         Ok(Resolved::Pr(pr.number))
     } else {
         Ok(Resolved::NoPr(format!(
             "no PR comment: PR #{number}'s head is {}, not the reported commit {}{}",
-            short(&pr.head.sha),
-            short(head_sha),
+            short_sha(&pr.head.sha),
+            short_sha(head_sha),
             if pr.state.as_deref() == Some("open") {
                 " (it moved on; its own run will report)"
             } else {
@@ -106,8 +95,4 @@ pub async fn check_number(
             }
         )))
     }
-}
-
-fn short(sha: &str) -> &str {
-    super::render::short_sha(sha)
 }

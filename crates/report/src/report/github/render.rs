@@ -5,12 +5,12 @@
 //! Engine- and config-supplied strings go through [`escape`]; every surface shows the one
 //! layout of [`crate::report::layout`]: the first line, the matrix, the legend, Details.
 
-use crate::report::layout;
-use crate::report::markdown::escape;
+use crate::report::layout::{self, escape_code};
+use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::plural;
 use infergate_schema::policy::{GateEnding, GatePolicy};
 use infergate_schema::results::{CellStatus, RunResults, RunStatus, context_label};
-use infergate_schema::verdict::{Against, CellComparison, ComparisonReport};
+use infergate_schema::verdict::{Against, ComparisonReport};
 
 /// GitHub's limit on a check-run summary, a check-run text and an issue comment, in characters.
 /// We count bytes, which is never fewer, so the cap always holds.
@@ -88,27 +88,6 @@ impl Outcome<'_> {
         };
         cut_chars(&t, 250)
     }
-}
-
-pub use infergate_schema::answer::cell_label;
-
-/// Signed percentage with a real minus sign: `−7.4%`, `+3.0%` (the one formatter,
-/// [`signed_percent`]).
-pub use infergate_schema::verdict::signed_percent as percent;
-
-/// A metric's name as people say it (the layout's).
-pub use infergate_schema::answer::metric_name;
-
-/// Short title of a cell for annotations and workflow commands:
-/// `C=8 / 32k: aggregate tok/s −7.4% [−9.1, −5.6] regression`.
-pub fn cell_title(cell: &CellComparison) -> String {
-    layout::cell_title(cell)
-}
-
-/// Plain-text explanation of a cell: the deciding metric's levels with their unit, the change,
-/// its interval and margin, and the cell's reason.
-pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
-    layout::cell_message(cell, confidence)
 }
 
 /// Links shown under reports.
@@ -190,12 +169,6 @@ fn link_target(url: &str) -> String {
         .collect()
 }
 
-fn escape_code(text: &str) -> String {
-    text.chars()
-        .filter(|c| *c != '`' && *c != '\n' && *c != '\r')
-        .collect()
-}
-
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -225,23 +198,15 @@ pub fn results_markdown(results: &RunResults) -> String {
     }
     conc.sort_unstable();
     ctxs.sort_unstable();
-    let mut out = String::from("| context |");
-    for c in &conc {
-        out.push_str(&format!(" C={c} |"));
-    }
-    out.push_str("\n|---|");
-    for _ in &conc {
-        out.push_str("---:|");
-    }
-    out.push('\n');
+    let mut out = layout::markdown_matrix_head(&conc);
     for ctx in &ctxs {
-        out.push_str(&format!("| {} |", context_label(*ctx)));
+        let mut row = vec![context_label(*ctx)];
         for c in &conc {
             let cell = results
                 .cells
                 .iter()
                 .find(|x| x.concurrency == *c && x.context_tokens == *ctx);
-            let text = match cell {
+            row.push(match cell {
                 None => infergate_schema::answer::NO_VALUE.to_string(),
                 Some(x) => match x.status {
                     CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
@@ -251,10 +216,9 @@ pub fn results_markdown(results: &RunResults) -> String {
                     CellStatus::Error => "error".to_string(),
                     CellStatus::Skipped => "skipped".to_string(),
                 },
-            };
-            out.push_str(&format!(" {text} |"));
+            });
         }
-        out.push('\n');
+        out.push_str(&layout::markdown_row(&row));
     }
     out.push_str(
         "\nAggregate output tok/s; `(cap)` = capacity-limited (`— (cap)`: not measured, a smaller concurrency at this context already was); `(saturated)` = the engine preempted or retracted requests.\n",

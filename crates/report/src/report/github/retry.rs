@@ -343,6 +343,40 @@ fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
+/// Upper bound on pages of a list read (100 items each), so a pathological list (a PR with
+/// endless comments) cannot loop forever.
+const MAX_PAGES: u32 = 50;
+
+/// The items `keep` accepts of a paged list: `GET route` with `params`, then the
+/// `Link: rel="next"` pages, at most [`MAX_PAGES`] in all.
+pub(crate) async fn all_pages<T, P>(
+    api: &super::Api,
+    route: &str,
+    params: &P,
+    what: &str,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Vec<T>, ApiError>
+where
+    T: serde::de::DeserializeOwned,
+    P: serde::Serialize + ?Sized,
+{
+    let client = &api.client;
+    let mut page: octocrab::Page<T> = api.call(what, || client.get(route, Some(params))).await?;
+    let mut all = Vec::new();
+    for _ in 0..MAX_PAGES {
+        all.extend(page.items.drain(..).filter(|i| keep(i)));
+        let next = page.next.clone();
+        if next.is_none() {
+            break;
+        }
+        match api.call(what, || client.get_page(&next)).await? {
+            Some(p) => page = p,
+            None => break,
+        }
+    }
+    Ok(all)
+}
+
 /// Runs `op` until it succeeds, fails for good, `policy.attempts` tries are spent or the
 /// deadline is reached. Each try is bounded by the request time-out (and the time left); the
 /// waits GitHub asks for are honoured when they fit before the deadline. Returns the last

@@ -313,16 +313,7 @@ fn the_rule_line_shares_add_up_to_alpha() {
     r.lines.push(infergate_schema::verdict::LineTest {
         axis: infergate_schema::verdict::LineAxis::Context,
         at: 0,
-        test: infergate_schema::verdict::MatrixTest {
-            change: 0.0,
-            ci_low: -0.01,
-            ci_high: 0.01,
-            margin: 0.03,
-            p_value: 0.5,
-            verdict: CellVerdict::Unchanged,
-            cells: 2,
-            check: None,
-        },
+        test: matrix(0.0, 0.01, CellVerdict::Unchanged),
     });
     let line = rule(&r);
     assert!(
@@ -373,6 +364,20 @@ fn intervals_from_a_prior_say_so() {
     );
 }
 
+/// A regressed layer's entry (prefill: at `context_tokens`; burst: 0) with `metrics`.
+fn layer(context_tokens: u64, metrics: Vec<MetricComparison>) -> CellComparison {
+    CellComparison {
+        concurrency: 0,
+        context_tokens,
+        verdict: CellVerdict::Regression,
+        reason: None,
+        metrics,
+        provisional: false,
+        history_too_short: false,
+        not_compared: None,
+    }
+}
+
 /// A prefill regression alone: the first line names the prefill layer, its context and its
 /// change; the console and Markdown show one compact prefill table with the values beside the
 /// change, and the decode grid as before.
@@ -380,22 +385,16 @@ fn intervals_from_a_prior_say_so() {
 fn a_prefill_regression_is_named_first_and_tabled_per_context() {
     let mut r = pass();
     r.prefill_gated = true;
-    r.prefill.push(infergate_schema::verdict::CellComparison {
-        concurrency: 0,
-        context_tokens: 8192,
-        verdict: CellVerdict::Regression,
-        reason: None,
-        metrics: vec![metric(
+    r.prefill.push(layer(
+        8192,
+        vec![metric(
             Metric::PrefillTps,
             172_000.0,
             -0.75,
             0.02,
             CellVerdict::Regression,
         )],
-        provisional: false,
-        history_too_short: false,
-        not_compared: None,
-    });
+    ));
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
     assert!(
@@ -406,7 +405,7 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
     );
     let l = layout(&r);
     assert_eq!(l.prefill.len(), 1);
-    assert_eq!(l.prefill[0].context, "8k");
+    assert_eq!(l.prefill[0].name, "8k");
     assert_eq!(l.prefill[0].values, "172,000 → 43,000 tok/s");
     let text = console(&l);
     assert!(
@@ -427,12 +426,9 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
 fn a_burst_ttft_regression_is_named_first_and_tabled() {
     let mut r = pass();
     r.burst_gated = true;
-    r.burst.push(infergate_schema::verdict::CellComparison {
-        concurrency: 0,
-        context_tokens: 0,
-        verdict: CellVerdict::Regression,
-        reason: None,
-        metrics: vec![
+    r.burst.push(layer(
+        0,
+        vec![
             metric(
                 Metric::BurstTps,
                 54_000.0,
@@ -448,10 +444,7 @@ fn a_burst_ttft_regression_is_named_first_and_tabled() {
                 CellVerdict::Regression,
             ),
         ],
-        provisional: false,
-        history_too_short: false,
-        not_compared: None,
-    });
+    ));
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
     assert!(
