@@ -301,11 +301,13 @@ const STEP_EVIDENCE: f64 = 1.0;
 /// Runs are not all Gaussian: a throttled night inside [`OUTLIER_SD`] (−8% beside a −3% step,
 /// the night before it) pulled the whole weight onto its own place, and the interval held the
 /// true place in 64% of such histories where 90% was claimed. So the weight of a place is
-/// averaged over the models "every run is regular" and "run `j` is an outlier" (prior share
-/// [`OUTLIER_PRIOR`], its value spread [`OUTLIER_SCALE`] noise SDs around its neighbours'
-/// median) for each suspect `j`: a run near the Gaussian interval more than
-/// [`SUSPECT_SD`] noise SDs off its neighbours. A regular run's leave-out weight is
-/// negligible, so on the model's own histories the interval does not change.
+/// averaged over the models "every run is regular" and "the runs of `S` are outliers" (each
+/// with prior share [`OUTLIER_PRIOR`] or the matrix's, its value spread [`OUTLIER_SCALE`] noise
+/// SDs around its neighbours' median) for every subset `S` of the suspects: runs near the
+/// Gaussian interval more than [`SUSPECT_SD`] noise SDs off their neighbours (at most
+/// [`MAX_SUSPECTS`]). Subsets, not each suspect alone: with two outlier nights side by side
+/// before a step, leaving out either one lets the other take the step's place. A regular run's
+/// leave-out weight is negligible, so on the model's own histories the interval does not change.
 #[allow(clippy::too_many_arguments)]
 pub fn location_interval(
     logs: &[f64],
@@ -338,7 +340,7 @@ pub fn location_interval(
             .unwrap_or(0.0)
             .clamp(OUTLIER_PRIOR, 0.99)
     };
-    let suspects: Vec<usize> = m
+    let mut suspects: Vec<(usize, f64)> = m
         .pos
         .iter()
         .copied()
@@ -347,18 +349,36 @@ pub fn location_interval(
                 && (prior_of(j) > OUTLIER_PRIOR
                     || (logs[j] - local_median(logs, a, b, j)).abs() > SUSPECT_SD * w)
         })
+        .map(|j| {
+            // ln(prior odds × the run's density as an outlier): what leaving it out weighs.
+            let spread = OUTLIER_SCALE * w;
+            let z = (logs[j] - local_median(logs, a, b, j)) / spread;
+            let odds = (prior_of(j) / (1.0 - prior_of(j))).ln()
+                - 0.5 * z * z
+                - spread.ln()
+                - 0.5 * (2.0 * std::f64::consts::PI).ln();
+            (j, odds)
+        })
         .collect();
-    for j in suspects {
-        let pos = m.pos.iter().copied().filter(|&p| p != j).collect();
+    // Outlier nights come in pairs too (a throttled night beside the one before a step): every
+    // subset of the likeliest suspects is a model, not each suspect alone.
+    suspects.sort_by(|x, y| y.1.total_cmp(&x.1));
+    suspects.truncate(MAX_SUSPECTS);
+    for subset in 1u32..(1 << suspects.len()) {
+        let out: Vec<(usize, f64)> = (0..suspects.len())
+            .filter(|k| subset & (1 << k) != 0)
+            .map(|k| suspects[k])
+            .collect();
+        let pos = m
+            .pos
+            .iter()
+            .copied()
+            .filter(|p| out.iter().all(|o| o.0 != *p))
+            .collect();
         let Some(without) = Whitened::over(logs, pos, w, d) else {
             continue;
         };
-        let spread = OUTLIER_SCALE * w;
-        let z = (logs[j] - local_median(logs, a, b, j)) / spread;
-        let prior = (prior_of(j) / (1.0 - prior_of(j))).ln()
-            - 0.5 * z * z
-            - spread.ln()
-            - 0.5 * (2.0 * std::f64::consts::PI).ln();
+        let prior: f64 = out.iter().map(|o| o.1).sum();
         for (total, e) in logw.iter_mut().zip(without.place_evidence(&places, kind)) {
             *total = log_add(*total, e.map(|e| e + prior));
         }
@@ -373,6 +393,9 @@ const OUTLIER_SCALE: f64 = 8.0;
 /// Runs this many noise SDs off their neighbours' median are tried as outliers: below it a
 /// leave-out model's weight (`OUTLIER_PRIOR / OUTLIER_SCALE · e^{z²/2}`) is under 2%.
 const SUSPECT_SD: f64 = 2.5;
+/// At most this many suspects enter [`location_interval`]'s mixture (the likeliest outliers):
+/// each subset of them is one model, so 2^4 − 1 fits beside the Gaussian one.
+const MAX_SUSPECTS: usize = 4;
 /// How many runs beyond the Gaussian interval a suspect may lie and still move it.
 const SUSPECT_REACH: usize = 3;
 
@@ -591,6 +614,38 @@ mod tests {
             0.9,
         );
         assert_eq!(clean, gaussian);
+    }
+
+    #[test]
+    fn two_outlier_nights_side_by_side_before_a_step_do_not_take_its_place() {
+        // One cell's −3% step at run 25 in 2% noise; runs 23 and 24 are throttled nights the
+        // matrix series is sure of. Leaving out either alone lets the other take the step's
+        // place (the interval ends at 24); only the model with both left out holds run 25.
+        let mut logs: Vec<f64> = (0..40)
+            .map(|t: usize| {
+                let noise = 0.02 * (((t * 7919) % 13) as f64 / 6.0 - 1.0) * 0.5;
+                noise + if t >= 25 { -0.03 } else { 0.0 }
+            })
+            .collect();
+        logs[23] = -0.07;
+        logs[24] = -0.08;
+        let mut nights = vec![0.0; 40];
+        nights[23] = 0.99;
+        nights[24] = 0.99;
+        let (lo, hi) = location_interval(
+            &logs,
+            0,
+            40,
+            24,
+            ChangeKind::Step,
+            0.02,
+            0.0,
+            3,
+            0.9,
+            &nights,
+        )
+        .unwrap();
+        assert!(lo <= 23 && 25 <= hi, "{lo} {hi}");
     }
 
     #[test]
