@@ -10,8 +10,8 @@
 
 use crate::results::context_label;
 use crate::verdict::{
-    Against, CellComparison, CellVerdict, Check, ComparisonReport, GateVerdict, Layer, LineAxis,
-    Metric, SensitivityUnit, signed_number, signed_percent,
+    Against, CellComparison, CellVerdict, Check, CheckOutcome, ComparisonReport, Found,
+    GateVerdict, Layer, LineAxis, LoneBoot, Metric, SensitivityUnit, signed_number, signed_percent,
 };
 
 /// A cell's reason when the store holds no baseline at all: the first line says that already,
@@ -714,7 +714,7 @@ impl ComparisonReport {
                 // Its own test found the improvement (not its row or the matrix; a metric that
                 // does not gate says `lower`/`higher` instead).
                 let improved = m.verdict == CellVerdict::Improvement;
-                let own_improvement = |c: &Check| c.outcome == CellVerdict::Improvement.as_str();
+                let own_improvement = |c: &Check| c.outcome == CheckOutcome::Improvement;
                 if let Some(c) = m
                     .check
                     .as_ref()
@@ -751,6 +751,123 @@ impl Check {
             self.look,
             self.outcome
         )
+    }
+}
+
+impl LoneBoot {
+    /// `first boot alone`, `second boot alone`: its look's name and its words in an outcome.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoneBoot::First => "first boot alone",
+            LoneBoot::Second => "second boot alone",
+        }
+    }
+}
+
+impl Found {
+    /// `regression`, `improvement`: as its cell verdict reads.
+    pub fn as_str(self) -> &'static str {
+        CellVerdict::from(self).as_str()
+    }
+}
+
+/// The one writer of a test's outcome in words: its check line's end and `verdict.json`'s
+/// `outcome`.
+impl std::fmt::Display for CheckOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use CheckOutcome as O;
+        // The way a found change leans, and what its cells would have to be.
+        let lean = |found: &Found| match found {
+            Found::Regression => ("worse", "slower"),
+            Found::Improvement => ("better", "faster"),
+        };
+        // What a cell's own test compared it with.
+        let run = |against: &Against| match against {
+            Against::Baseline => "the rest of its run",
+            Against::PairedAb => "the other cells of its pairs",
+        };
+        match self {
+            O::Regression => f.write_str("regression"),
+            O::Improvement => f.write_str("improvement"),
+            O::WithinMargin => f.write_str("within the margin"),
+            O::NoRegression => f.write_str("no regression"),
+            O::RegressionOnEachBoot => f.write_str("regression on each boot"),
+            O::ImprovementOnEachBoot => f.write_str("improvement on each boot"),
+            O::NoRegressionOnEachBoot => f.write_str("no regression on each boot"),
+            O::LeansWorse => f.write_str("leans worse: boot again"),
+            O::DoesNotLeanWorse => f.write_str("does not lean worse: the matrix test stops"),
+            O::ProvisionalRegression => {
+                f.write_str("provisional regression: a second boot decides")
+            }
+            O::BootDoesNotLean { found, boot } => write!(
+                f,
+                "no {}: the {} does not lean {}",
+                found.as_str(),
+                boot.as_str(),
+                lean(found).0
+            ),
+            O::BootDoesNotShow { found, boot, own } => write!(
+                f,
+                "no {}: the {} does not show it ({own})",
+                found.as_str(),
+                boot.as_str()
+            ),
+            O::BootWithinDesignEffect {
+                found,
+                boot,
+                reads,
+                design_effect,
+            } => write!(
+                f,
+                "no {}: the {} reads {}, within the design effect ({})",
+                found.as_str(),
+                boot.as_str(),
+                signed_percent(*reads),
+                signed_percent(*design_effect)
+            ),
+            O::OnlyAgainstItsRun { found, total } => {
+                let (side, way) = lean(found);
+                write!(
+                    f,
+                    "{side} than the rest of its run, not {way} than its baseline (its cells {} \
+                     in total): no change",
+                    signed_percent(*total)
+                )
+            }
+            O::OverruledByTotal {
+                found,
+                against,
+                total,
+                verdict,
+            } => write!(
+                f,
+                "{} against {}, but its total change is {}: {}",
+                found.as_str(),
+                run(against),
+                signed_percent(*total),
+                verdict.as_str()
+            ),
+            O::DecidedByBroader {
+                own,
+                against,
+                verdict,
+                decided,
+            } => write!(
+                f,
+                "{own} against {}; {} {}",
+                run(against),
+                verdict.as_str(),
+                decided.label()
+            ),
+            O::ReportedOnly { higher } => write!(
+                f,
+                "{}, reported only (this metric does not gate)",
+                if *higher { "higher" } else { "lower" }
+            ),
+            O::OnOneBoot(own) => write!(f, "{own} on one boot: not confirmed"),
+            O::MatrixWide { matrix, own } => write!(f, "{matrix} ({own})"),
+            O::Recorded(words) => f.write_str(words),
+        }
     }
 }
 
@@ -1171,6 +1288,243 @@ mod tests {
                 .contains("decides 6 provisional alarms (C=1 / 0, C=2 / 0, C=4 / 0, …); "),
             "{}",
             first_line(&r)
+        );
+    }
+
+    /// Every outcome the model sets, in the words `verdict.json` and the check lines have
+    /// always had (the strings the model wrote before it typed them).
+    fn outcomes() -> Vec<(CheckOutcome, &'static str)> {
+        use crate::verdict::{DecidedChange, DecisionBasis};
+        use CheckOutcome as O;
+        let decided = |basis, matrix_change| DecidedChange {
+            basis,
+            change: -0.09,
+            ci_low: -0.11,
+            ci_high: -0.07,
+            matrix_change,
+        };
+        let broader = O::DecidedByBroader {
+            own: Box::new(O::NoRegression),
+            against: Against::Baseline,
+            verdict: Found::Regression,
+            decided: decided(DecisionBasis::WithMatrix, Some(-0.09)),
+        };
+        vec![
+            (O::Regression, "regression"),
+            (O::Improvement, "improvement"),
+            (O::WithinMargin, "within the margin"),
+            (O::NoRegression, "no regression"),
+            (O::RegressionOnEachBoot, "regression on each boot"),
+            (O::ImprovementOnEachBoot, "improvement on each boot"),
+            (O::NoRegressionOnEachBoot, "no regression on each boot"),
+            (O::LeansWorse, "leans worse: boot again"),
+            (
+                O::DoesNotLeanWorse,
+                "does not lean worse: the matrix test stops",
+            ),
+            (
+                O::ProvisionalRegression,
+                "provisional regression: a second boot decides",
+            ),
+            (
+                O::BootDoesNotLean {
+                    found: Found::Regression,
+                    boot: LoneBoot::Second,
+                },
+                "no regression: the second boot alone does not lean worse",
+            ),
+            (
+                O::BootDoesNotLean {
+                    found: Found::Improvement,
+                    boot: LoneBoot::First,
+                },
+                "no improvement: the first boot alone does not lean better",
+            ),
+            (
+                O::BootDoesNotShow {
+                    found: Found::Regression,
+                    boot: LoneBoot::First,
+                    own: Box::new(O::WithinMargin),
+                },
+                "no regression: the first boot alone does not show it (within the margin)",
+            ),
+            (
+                O::BootWithinDesignEffect {
+                    found: Found::Regression,
+                    boot: LoneBoot::Second,
+                    reads: 0.021,
+                    design_effect: 0.05,
+                },
+                "no regression: the second boot alone reads +2.1%, within the design effect \
+                 (+5.0%)",
+            ),
+            (
+                O::OnlyAgainstItsRun {
+                    found: Found::Improvement,
+                    total: -0.012,
+                },
+                "better than the rest of its run, not faster than its baseline (its cells −1.2% \
+                 in total): no change",
+            ),
+            (
+                O::OnlyAgainstItsRun {
+                    found: Found::Regression,
+                    total: 0.004,
+                },
+                "worse than the rest of its run, not slower than its baseline (its cells +0.4% \
+                 in total): no change",
+            ),
+            (
+                O::OverruledByTotal {
+                    found: Found::Improvement,
+                    against: Against::Baseline,
+                    total: -0.053,
+                    verdict: CellVerdict::Regression,
+                },
+                "improvement against the rest of its run, but its total change is −5.3%: \
+                 regression",
+            ),
+            (
+                O::OverruledByTotal {
+                    found: Found::Regression,
+                    against: Against::PairedAb,
+                    total: -0.021,
+                    verdict: CellVerdict::Unchanged,
+                },
+                "regression against the other cells of its pairs, but its total change is \
+                 −2.1%: unchanged",
+            ),
+            (
+                broader.clone(),
+                "no regression against the rest of its run; regression with the matrix: −9.0%",
+            ),
+            (
+                O::DecidedByBroader {
+                    own: Box::new(O::WithinMargin),
+                    against: Against::PairedAb,
+                    verdict: Found::Improvement,
+                    decided: decided(DecisionBasis::WithLine, None),
+                },
+                "within the margin against the other cells of its pairs; improvement with its \
+                 row or column",
+            ),
+            (
+                O::ReportedOnly { higher: true },
+                "higher, reported only (this metric does not gate)",
+            ),
+            (
+                O::OnOneBoot(Box::new(O::ReportedOnly { higher: false })),
+                "lower, reported only (this metric does not gate) on one boot: not confirmed",
+            ),
+            (
+                O::OnOneBoot(Box::new(O::Improvement)),
+                "improvement on one boot: not confirmed",
+            ),
+            (
+                O::MatrixWide {
+                    matrix: Box::new(O::Regression),
+                    own: Box::new(broader),
+                },
+                "regression (no regression against the rest of its run; regression with the \
+                 matrix: −9.0%)",
+            ),
+        ]
+    }
+
+    /// A typed outcome is written as its words, in its check's line and in `verdict.json`, and
+    /// reads back as those words ([`CheckOutcome::Recorded`]), equal to the typed one and
+    /// written again byte for byte.
+    #[test]
+    fn a_typed_outcome_is_written_as_its_words_and_reads_back_recorded() {
+        for (outcome, words) in outcomes() {
+            assert_eq!(outcome.to_string(), words);
+            let check = Check {
+                look: "both boots".into(),
+                statistic: -4.21,
+                reference: "t(13.9)".into(),
+                boundary: -2.98,
+                alpha: 5e-3,
+                screen: false,
+                rejected: false,
+                outcome: outcome.clone(),
+            };
+            assert!(check.line("matrix").ends_with(&format!(" → {words}")));
+            let json = serde_json::to_string(&check).expect("writes");
+            let quoted = serde_json::to_string(words).expect("a string");
+            assert!(
+                json.ends_with(&format!(r#""outcome":{quoted}}}"#)),
+                "{json}"
+            );
+            let back: Check = serde_json::from_str(&json).expect("reads back");
+            assert!(
+                matches!(&back.outcome, CheckOutcome::Recorded(w) if w == words),
+                "{:?}",
+                back.outcome
+            );
+            assert_eq!(back.outcome, outcome);
+            assert_eq!(back, check);
+            assert_eq!(serde_json::to_string(&back).expect("writes again"), json);
+        }
+    }
+
+    /// A verdict whose tests the model typed is written as the one read back from its file:
+    /// `verdict.json` is the same bytes either way.
+    #[test]
+    fn a_verdict_with_typed_outcomes_writes_the_same_bytes_as_read_back() {
+        let mut r = regression();
+        let mut typed = outcomes().into_iter().map(|(o, _)| o);
+        for m in r.cells.iter_mut().flat_map(|c| c.metrics.iter_mut()) {
+            let Some(outcome) = typed.next() else { break };
+            m.check = Some(Check {
+                look: "both boots".into(),
+                statistic: 0.21,
+                reference: "t(37.0)".into(),
+                boundary: -3.6,
+                alpha: 4.67e-4,
+                screen: false,
+                rejected: false,
+                outcome,
+            });
+        }
+        let checks = |r: &ComparisonReport| -> Vec<Check> {
+            let metrics = r.cells.iter().flat_map(|c| c.metrics.iter());
+            metrics.filter_map(|m| m.check.clone()).collect()
+        };
+        let json = serde_json::to_string_pretty(&r).expect("writes");
+        // The same verdict with each outcome as a file holds it: the same bytes.
+        let mut recorded = r.clone();
+        for m in recorded.cells.iter_mut().flat_map(|c| c.metrics.iter_mut()) {
+            if let Some(c) = m.check.as_mut() {
+                c.outcome = CheckOutcome::Recorded(c.outcome.to_string());
+            }
+        }
+        assert_eq!(
+            serde_json::to_string_pretty(&recorded).expect("writes"),
+            json
+        );
+        let back: ComparisonReport = serde_json::from_str(&json).expect("reads back");
+        let (typed, read) = (checks(&r), checks(&back));
+        assert_eq!(typed.len(), outcomes().len());
+        assert_eq!(read, typed);
+        assert!(
+            read.iter()
+                .all(|c| matches!(c.outcome, CheckOutcome::Recorded(_))),
+            "{read:?}"
+        );
+        assert_eq!(back.check_lines(), r.check_lines());
+    }
+
+    /// A cell's own improvement is found by its outcome whether the model typed it or it was
+    /// read from a file.
+    #[test]
+    fn a_recorded_outcome_equals_the_typed_one_by_its_words() {
+        assert_eq!(
+            CheckOutcome::Recorded("improvement".into()),
+            CheckOutcome::Improvement
+        );
+        assert_ne!(
+            CheckOutcome::Recorded("improvement on each boot".into()),
+            CheckOutcome::Improvement
         );
     }
 }

@@ -811,9 +811,176 @@ pub struct Check {
     /// its margin) of a metric that gates; a reported-only metric's test never is, and its
     /// outcome says which way the metric moved.
     pub rejected: bool,
-    /// What the look concluded, in words (`regression`, `no regression`, `leans worse: boot
-    /// again`, …).
-    pub outcome: String,
+    /// What the look concluded: typed where the model decided it, and written as its words
+    /// (`regression`, `no regression`, `leans worse: boot again`, …; [`crate::answer`]).
+    pub outcome: CheckOutcome,
+}
+
+/// What one test's look concluded ([`Check::outcome`]). The statistics model sets it; its
+/// words are written in one place ([`crate::answer`], its `Display`), which is what
+/// `verdict.json` records. A recorded verdict reads back as [`CheckOutcome::Recorded`]: its
+/// words, never parsed back into a variant. Two outcomes are equal when they read the same,
+/// so a recorded one equals the typed one that wrote it.
+#[derive(Debug, Clone)]
+pub enum CheckOutcome {
+    /// The test found a regression (beyond the boundary and the margin).
+    Regression,
+    /// The test found an improvement (beyond the boundary and the margin).
+    Improvement,
+    /// Beyond the boundary on the worse side, but the change is within the margin.
+    WithinMargin,
+    /// Not beyond the boundary on the worse side.
+    NoRegression,
+    /// A heavy-tailed cell's test on two boots, each alone: each found the regression.
+    RegressionOnEachBoot,
+    /// Each boot alone found the improvement.
+    ImprovementOnEachBoot,
+    /// Not each boot alone found a change.
+    NoRegressionOnEachBoot,
+    /// A futility screen leaned worse: the plan boots again.
+    LeansWorse,
+    /// A futility screen did not lean worse: the matrix test stops.
+    DoesNotLeanWorse,
+    /// A regression at the plan's first boot: the second boot decides it.
+    ProvisionalRegression,
+    /// The change `found` over both boots does not stand: `boot` alone does not lean its way
+    /// (worse for a regression, better for an improvement) past the futility screen.
+    BootDoesNotLean {
+        /// What the test over both boots found.
+        found: Found,
+        /// The boot whose own screen decided.
+        boot: LoneBoot,
+    },
+    /// The change `found` over both boots does not stand: `boot` alone does not show it at
+    /// the same alpha and margin (`own`: that boot's own test's outcome).
+    BootDoesNotShow {
+        /// What the test over both boots found.
+        found: Found,
+        /// The boot whose own test decided.
+        boot: LoneBoot,
+        /// That boot's own test's outcome.
+        own: Box<CheckOutcome>,
+    },
+    /// The change `found` over both boots does not stand: `boot` alone reads a change within
+    /// the design effect.
+    BootWithinDesignEffect {
+        /// What the test over both boots found.
+        found: Found,
+        /// The boot that reads too little.
+        boot: LoneBoot,
+        /// That boot's relative change.
+        reads: f64,
+        /// The design effect as a relative change on the metric's worse side (whichever way
+        /// `found` points).
+        design_effect: f64,
+    },
+    /// A row's or column's change `found` against the rest of its run, which its cells' total
+    /// change against the baseline does not point to: no change.
+    OnlyAgainstItsRun {
+        /// What the line's test found.
+        found: Found,
+        /// The line's cells' mean total change, relative.
+        total: f64,
+    },
+    /// A cell's own test found `found`, but its total change says `verdict`.
+    OverruledByTotal {
+        /// What the cell's own test found.
+        found: Found,
+        /// What the own test compared the cell with: the rest of its run (a baseline), the
+        /// other cells of its pairs (A/B).
+        against: Against,
+        /// The cell's total change, relative.
+        total: f64,
+        /// The cell's verdict (any but `found`'s).
+        verdict: CellVerdict,
+    },
+    /// A cell's own test found no change, but its row, column or the matrix decided the
+    /// cell's verdict `verdict` on the change `decided`.
+    DecidedByBroader {
+        /// The own test's outcome.
+        own: Box<CheckOutcome>,
+        /// What the own test compared the cell with.
+        against: Against,
+        /// The cell's verdict.
+        verdict: Found,
+        /// The change the verdict was decided on.
+        decided: DecidedChange,
+    },
+    /// A reported-only metric's test found a change: which way it moved (it never gates).
+    ReportedOnly {
+        /// Whether the metric's value is higher (else lower).
+        higher: bool,
+    },
+    /// A secondary metric's change at the plan's first boot (`own`: what its test found, as
+    /// it reads): moved on one boot, not confirmed.
+    OnOneBoot(Box<CheckOutcome>),
+    /// A gating secondary metric's cell decided by its matrix-wide test: that test's outcome,
+    /// with the cell's own test's.
+    MatrixWide {
+        /// The matrix-wide test's outcome.
+        matrix: Box<CheckOutcome>,
+        /// The cell's own test's outcome.
+        own: Box<CheckOutcome>,
+    },
+    /// An outcome read from a recorded verdict: its words, shown as they are. The model never
+    /// sets it.
+    Recorded(String),
+}
+
+impl PartialEq for CheckOutcome {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Serialize for CheckOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(CheckOutcome::Recorded)
+    }
+}
+
+/// What a test found that a later look or a broader test can overrule: a change either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A regression.
+    Regression,
+    /// An improvement.
+    Improvement,
+}
+
+impl Found {
+    /// The change a verdict found, if it is one (a regression or an improvement).
+    pub fn of(verdict: CellVerdict) -> Option<Found> {
+        match verdict {
+            CellVerdict::Regression => Some(Found::Regression),
+            CellVerdict::Improvement => Some(Found::Improvement),
+            _ => None,
+        }
+    }
+}
+
+impl From<Found> for CellVerdict {
+    fn from(found: Found) -> CellVerdict {
+        match found {
+            Found::Regression => CellVerdict::Regression,
+            Found::Improvement => CellVerdict::Improvement,
+        }
+    }
+}
+
+/// One boot of the plan's two, taken alone to test what both boots found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoneBoot {
+    /// The first boot alone.
+    First,
+    /// The second boot alone.
+    Second,
 }
 
 impl Check {

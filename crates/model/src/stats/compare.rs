@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
-    BaselineSummary, CellVerdict, Check, ComparisonReport, Coverage, DecidedChange, DecisionBasis,
-    Direction, LineAxis, LineTest, MatrixTest, Metric, MetricComparison, NotCompared, Sensitivity,
-    signed_percent,
+    BaselineSummary, CellVerdict, Check, CheckOutcome, ComparisonReport, Coverage, DecidedChange,
+    DecisionBasis, Direction, Found, LineAxis, LineTest, LoneBoot, MatrixTest, Metric,
+    MetricComparison, NotCompared, Sensitivity, signed_percent,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
@@ -1343,9 +1343,9 @@ fn screen(change: &LogChange, dir: Direction, look: &str) -> Check {
         screen: true,
         rejected: false,
         outcome: if leans {
-            "leans worse: boot again".into()
+            CheckOutcome::LeansWorse
         } else {
-            "does not lean worse: the matrix test stops".into()
+            CheckOutcome::DoesNotLeanWorse
         },
     }
 }
@@ -1358,31 +1358,31 @@ fn second_boot_leans(
     second: Option<&LogChange>,
     dir: Direction,
 ) -> (CellVerdict, Check) {
-    boot_leans(judged, second, dir, "second boot alone")
+    boot_leans(judged, second, dir, LoneBoot::Second)
 }
 
 /// A change found on both boots stands only if each boot alone shows it at the same `alpha`
 /// and margin; else the first boot's test that does not is the line, and no change.
 fn each_boot_shows(
     judged: (CellVerdict, Check),
-    boots: [(Option<&LogChange>, &str); 2],
+    boots: [(Option<&LogChange>, LoneBoot); 2],
     dir: Direction,
     alpha: f64,
     margin: f64,
 ) -> (CellVerdict, Check) {
-    if !matches!(judged.0, CellVerdict::Regression | CellVerdict::Improvement) {
+    let Some(found) = Found::of(judged.0) else {
         return judged;
-    }
-    for (boot, which) in boots {
-        let Some(c) = boot else { continue };
-        let (v, mut check) = judge(c, dir, alpha, margin, which);
+    };
+    for (change, boot) in boots {
+        let Some(c) = change else { continue };
+        let (v, mut check) = judge(c, dir, alpha, margin, boot.as_str());
         if v != judged.0 {
             check.rejected = false;
-            check.outcome = format!(
-                "no {}: the {which} does not show it ({})",
-                judged.0.as_str(),
-                check.outcome
-            );
+            check.outcome = CheckOutcome::BootDoesNotShow {
+                found,
+                boot,
+                own: Box::new(check.outcome),
+            };
             return (CellVerdict::Unchanged, check);
         }
     }
@@ -1395,63 +1395,65 @@ fn each_boot_shows(
 /// cannot carry the mean of two. Else the first boot that does not is the line, and no change.
 fn each_boot_exceeds(
     judged: (CellVerdict, Check),
-    boots: [(Option<&LogChange>, &str); 2],
+    boots: [(Option<&LogChange>, LoneBoot); 2],
     dir: Direction,
     margin: f64,
 ) -> (CellVerdict, Check) {
-    if !matches!(judged.0, CellVerdict::Regression | CellVerdict::Improvement) {
+    let Some(found) = Found::of(judged.0) else {
         return judged;
-    }
-    for (boot, which) in boots {
-        let Some(c) = boot else { continue };
-        let beyond = match judged.0 {
-            CellVerdict::Regression => signed(c.estimate, dir) <= -margin,
-            _ => signed(c.estimate, dir) >= margin,
+    };
+    for (change, boot) in boots {
+        let Some(c) = change else { continue };
+        let beyond = match found {
+            Found::Regression => signed(c.estimate, dir) <= -margin,
+            Found::Improvement => signed(c.estimate, dir) >= margin,
         };
-        let (v, mut check) = boot_leans(judged.clone(), Some(c), dir, which);
+        let (v, mut check) = boot_leans(judged.clone(), Some(c), dir, boot);
         if v != judged.0 {
             return (v, check);
         }
         if !beyond {
-            check = screen(c, dir, which);
+            check = screen(c, dir, boot.as_str());
             check.rejected = false;
-            check.outcome = format!(
-                "no {}: the {which} reads {}, within the design effect ({})",
-                judged.0.as_str(),
-                signed_percent(relative(c.estimate)),
-                signed_percent(relative(signed(-margin, dir)))
-            );
+            check.outcome = CheckOutcome::BootWithinDesignEffect {
+                found,
+                boot,
+                reads: relative(c.estimate),
+                design_effect: relative(signed(-margin, dir)),
+            };
             return (CellVerdict::Unchanged, check);
         }
     }
     judged
 }
 
-/// [`second_boot_leans`] for the boot `which` names (`second boot alone`, `first boot alone`)
-/// and its own change `boot`.
+/// [`second_boot_leans`] for the boot `boot` (the first or the second alone) and its own
+/// change `change`.
 fn boot_leans(
     judged: (CellVerdict, Check),
-    second: Option<&LogChange>,
+    change: Option<&LogChange>,
     dir: Direction,
-    which: &str,
+    boot: LoneBoot,
 ) -> (CellVerdict, Check) {
     use Direction::{HigherIsBetter, LowerIsBetter};
-    // `screen` looks for a change worse in the direction it is given: an improvement's lean
-    // is the other way.
-    let (toward, lean) = match (judged.0, dir) {
-        (CellVerdict::Regression, _) => (dir, "worse"),
-        (CellVerdict::Improvement, HigherIsBetter) => (LowerIsBetter, "better"),
-        (CellVerdict::Improvement, LowerIsBetter) => (HigherIsBetter, "better"),
-        _ => return judged,
-    };
-    let Some(c) = second else {
+    let Some(found) = Found::of(judged.0) else {
         return judged;
     };
-    let mut check = screen(c, toward, which);
+    // `screen` looks for a change worse in the direction it is given: an improvement's lean
+    // is the other way.
+    let toward = match (found, dir) {
+        (Found::Regression, _) => dir,
+        (Found::Improvement, HigherIsBetter) => LowerIsBetter,
+        (Found::Improvement, LowerIsBetter) => HigherIsBetter,
+    };
+    let Some(c) = change else {
+        return judged;
+    };
+    let mut check = screen(c, toward, boot.as_str());
     if check.beyond() {
         return judged;
     }
-    check.outcome = format!("no {}: the {which} does not lean {lean}", judged.0.as_str());
+    check.outcome = CheckOutcome::BootDoesNotLean { found, boot };
     (CellVerdict::Unchanged, check)
 }
 
@@ -1463,7 +1465,7 @@ fn make_provisional(verdict: &mut CellVerdict, check: &mut Check) -> bool {
     }
     *verdict = CellVerdict::Inconclusive;
     if check.rejected {
-        check.outcome = "provisional regression: a second boot decides".into();
+        check.outcome = CheckOutcome::ProvisionalRegression;
     }
     true
 }
@@ -1572,9 +1574,9 @@ fn line_against_baseline(
     line: &LineChange,
 ) -> (CellVerdict, Check) {
     let (verdict, mut check) = judged;
-    if !matches!(verdict, CellVerdict::Improvement | CellVerdict::Regression) {
+    let Some(found) = Found::of(verdict) else {
         return (verdict, check);
-    }
+    };
     let dir = metric.direction();
     let totals: Vec<f64> = tests
         .iter()
@@ -1588,15 +1590,11 @@ fn line_against_baseline(
     if points(verdict, signed(total, dir)) {
         return (verdict, check);
     }
-    let (side, way) = match verdict {
-        CellVerdict::Improvement => ("better", "faster"),
-        _ => ("worse", "slower"),
-    };
     check.rejected = false;
-    check.outcome = format!(
-        "{side} than the rest of its run, not {way} than its baseline (its cells {} in total): no change",
-        signed_percent(relative(total))
-    );
+    check.outcome = CheckOutcome::OnlyAgainstItsRun {
+        found,
+        total: relative(total),
+    };
     (CellVerdict::Unchanged, check)
 }
 
@@ -1613,7 +1611,7 @@ fn one_boot_secondary(verdict: &mut CellVerdict, check: &mut Check, gates: bool)
         CellVerdict::Regression if gates => {}
         CellVerdict::Regression | CellVerdict::Improvement => {
             check.rejected = false;
-            check.outcome = format!("{} on one boot: not confirmed", check.outcome);
+            check.outcome = CheckOutcome::OnOneBoot(Box::new(check.outcome.clone()));
             *verdict = if gates {
                 CellVerdict::Unchanged
             } else {
@@ -2313,8 +2311,8 @@ impl Plan<'_> {
             self.alpha.throughput_matrix
         };
         let boots = [
-            (m.first_boot.as_ref(), "first boot alone"),
-            (m.second_boot.as_ref(), "second boot alone"),
+            (m.first_boot.as_ref(), LoneBoot::First),
+            (m.second_boot.as_ref(), LoneBoot::Second),
         ];
         match alpha {
             Some(a) if is_secondary(metric) && gating && self.rule.has_design_effect(metric) => {
@@ -2360,8 +2358,8 @@ impl Plan<'_> {
         };
         let judged = judge(&m.change, dir, a, margin, &self.look.name);
         let boots = [
-            (m.first_boot.as_ref(), "first boot alone"),
-            (m.second_boot.as_ref(), "second boot alone"),
+            (m.first_boot.as_ref(), LoneBoot::First),
+            (m.second_boot.as_ref(), LoneBoot::Second),
         ];
         each_boot_exceeds(judged, boots, dir, margin)
     }
@@ -2408,7 +2406,7 @@ impl Plan<'_> {
             own,
             verdict,
             &t.total,
-            "the rest of its run",
+            Against::Baseline,
             &decided_on,
         );
         let gating = self.gate.gates(t.metric);
@@ -2422,10 +2420,13 @@ impl Plan<'_> {
             // A gating secondary metric has no matrix-wide test of its own in the report
             // (throughput's is `matrix_test`): the cell carries the test that decided it, so
             // the tests that decided the gate list it with its boundary.
-            let own_outcome = std::mem::take(&mut check.outcome);
+            let own = Box::new(check.outcome);
             check = matrix_check.clone();
             check.look = format!("{}, matrix-wide", check.look);
-            check.outcome = format!("{} ({own_outcome})", check.outcome);
+            check.outcome = CheckOutcome::MatrixWide {
+                matrix: Box::new(check.outcome),
+                own,
+            };
         }
         if self.look.local_provisional && is_secondary(t.metric) {
             one_boot_secondary(&mut verdict, &mut check, gating);
@@ -2764,6 +2765,23 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert!(itl(&doubled).iter().all(|v| *v == CellVerdict::Regression));
+        // Each cell carries the matrix-wide test that decided it, with its own test's outcome.
+        let checks: Vec<&Check> = doubled
+            .cells
+            .iter()
+            .filter_map(|c| c.metrics.iter().find(|m| m.metric == Metric::ItlP99))
+            .filter_map(|m| m.check.as_ref())
+            .collect();
+        assert!(!checks.is_empty());
+        assert!(
+            checks.iter().all(|c| c.look.ends_with(", matrix-wide")
+                && matches!(
+                    &c.outcome,
+                    CheckOutcome::MatrixWide { matrix, .. }
+                        if matches!(**matrix, CheckOutcome::Regression)
+                )),
+            "{checks:?}"
+        );
         for (first, second) in [(2.0, 1.2), (1.2, 1.2), (1.0, 1.2)] {
             let r = verdict(first, second);
             assert_ne!(
@@ -2888,8 +2906,11 @@ mod tests {
         assert_eq!(fast.test.verdict, CellVerdict::Unchanged);
         let outcome = &fast.test.check.as_ref().unwrap().outcome;
         assert!(
-            outcome.starts_with("better than the rest of its run, not faster than its baseline"),
-            "{outcome}"
+            matches!(
+                outcome,
+                CheckOutcome::OnlyAgainstItsRun { found: Found::Improvement, total } if *total <= 0.0
+            ),
+            "{outcome:?}"
         );
         assert!(
             !report
@@ -3166,9 +3187,20 @@ mod tests {
         let own = followed.check.as_ref().expect("its own test");
         assert!(!own.rejected, "{own:?}");
         assert!(
-            own.outcome
-                .contains("against the rest of its run; regression with the matrix: −"),
-            "{}",
+            matches!(
+                &own.outcome,
+                CheckOutcome::DecidedByBroader {
+                    against: Against::Baseline,
+                    verdict: Found::Regression,
+                    decided: DecidedChange {
+                        basis: DecisionBasis::WithMatrix,
+                        matrix_change: Some(m),
+                        ..
+                    },
+                    ..
+                } if *m < 0.0
+            ),
+            "{:?}",
             own.outcome
         );
     }
@@ -3381,9 +3413,19 @@ mod tests {
             assert_eq!(d.basis, DecisionBasis::WithLine);
             let own = m.check.as_ref().expect("its own test");
             assert!(
-                own.outcome
-                    .ends_with("against the rest of its run; regression with its row or column"),
-                "{}",
+                matches!(
+                    own.outcome,
+                    CheckOutcome::DecidedByBroader {
+                        against: Against::Baseline,
+                        verdict: Found::Regression,
+                        decided: DecidedChange {
+                            basis: DecisionBasis::WithLine,
+                            ..
+                        },
+                        ..
+                    }
+                ),
+                "{:?}",
                 own.outcome
             );
             assert_eq!(
@@ -3571,9 +3613,9 @@ mod tests {
         let check = check.and_then(|m| m.check.as_ref()).unwrap();
         assert!(check.statistic >= check.boundary, "{check:?}");
         assert!(!check.rejected, "{check:?}");
-        assert_eq!(
-            check.outcome,
-            "higher, reported only (this metric does not gate)"
+        assert!(
+            matches!(check.outcome, CheckOutcome::ReportedOnly { higher: true }),
+            "{check:?}"
         );
         assert!(report.check_lines().iter().all(|l| !l.contains("TTFT p50")));
         let gated = compare(&base, &[one], &rule).unwrap();
@@ -3655,9 +3697,16 @@ mod tests {
         // Its own test (faster than the rest of its run) says why it did not decide the cell.
         let own = m.check.as_ref().unwrap();
         assert!(
-            own.outcome
-                .starts_with("improvement against the rest of its run, but its total change is −5"),
-            "{}",
+            matches!(
+                own.outcome,
+                CheckOutcome::OverruledByTotal {
+                    found: Found::Improvement,
+                    against: Against::Baseline,
+                    total,
+                    verdict: CellVerdict::Regression,
+                } if (total + 0.558).abs() < 0.03
+            ),
+            "{:?}",
             own.outcome
         );
         assert!(
@@ -3717,10 +3766,16 @@ mod tests {
         let check = ttft.check.as_ref().unwrap();
         assert!(check.rejected, "{check:?}");
         assert!(
-            check
-                .outcome
-                .starts_with("regression against the rest of its run, but its total change is −2."),
-            "{}",
+            matches!(
+                check.outcome,
+                CheckOutcome::OverruledByTotal {
+                    found: Found::Regression,
+                    against: Against::Baseline,
+                    total,
+                    ..
+                } if (total + 0.021).abs() < 0.01
+            ),
+            "{:?}",
             check.outcome
         );
         assert!(
@@ -4329,5 +4384,152 @@ mod burst_tests {
             "{:?}",
             report.not_gated
         );
+    }
+
+    /// What overrules a change found over both boots is said as what it is: the lone boot
+    /// that does not lean its way, does not show it, or reads it within the design effect. A
+    /// regression at the first boot is provisional, and a secondary metric's change there is
+    /// not confirmed.
+    #[test]
+    fn a_lone_boot_that_does_not_carry_a_change_says_which_and_why() {
+        let hi = Direction::HigherIsBetter;
+        let c = |estimate, se| LogChange {
+            estimate,
+            se,
+            df: 1e6,
+            tail_df: f64::INFINITY,
+        };
+        let m = log_margin(0.03);
+        let found = |estimate| judge(&c(estimate, 0.02), hi, 1e-3, m, "both boots");
+        assert_eq!(found(-0.10).0, CellVerdict::Regression);
+        // A second boot at no change does not lean worse: no regression, its screen the line.
+        let (v, check) = second_boot_leans(found(-0.10), Some(&c(0.0, 0.02)), hi);
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert!(check.screen && check.look == "second boot alone, futility screen");
+        assert!(
+            matches!(
+                check.outcome,
+                CheckOutcome::BootDoesNotLean {
+                    found: Found::Regression,
+                    boot: LoneBoot::Second
+                }
+            ),
+            "{check:?}"
+        );
+        // One that leans worse too: the regression stands, its own test the line.
+        let (v, check) = second_boot_leans(found(-0.10), Some(&c(-0.08, 0.02)), hi);
+        assert_eq!(v, CellVerdict::Regression);
+        assert!(matches!(check.outcome, CheckOutcome::Regression));
+        // An improvement's second boot must lean better.
+        let (v, check) = second_boot_leans(found(0.10), Some(&c(0.0, 0.02)), hi);
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert!(
+            matches!(
+                check.outcome,
+                CheckOutcome::BootDoesNotLean {
+                    found: Found::Improvement,
+                    boot: LoneBoot::Second
+                }
+            ),
+            "{check:?}"
+        );
+        // Each boot alone at the same alpha and margin: the first reads −2% (within it).
+        let (first, second) = (c(-0.02, 0.002), c(-0.10, 0.02));
+        let boots = [
+            (Some(&first), LoneBoot::First),
+            (Some(&second), LoneBoot::Second),
+        ];
+        let (v, check) = each_boot_shows(found(-0.10), boots, hi, 1e-3, m);
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert!(
+            !check.rejected && check.look == "first boot alone",
+            "{check:?}"
+        );
+        assert!(
+            matches!(
+                &check.outcome,
+                CheckOutcome::BootDoesNotShow {
+                    found: Found::Regression,
+                    boot: LoneBoot::First,
+                    own,
+                } if matches!(**own, CheckOutcome::WithinMargin)
+            ),
+            "{check:?}"
+        );
+        let boots = [
+            (Some(&second), LoneBoot::First),
+            (Some(&second), LoneBoot::Second),
+        ];
+        let (v, check) = each_boot_shows(found(-0.10), boots, hi, 1e-3, m);
+        assert_eq!(v, CellVerdict::Regression);
+        assert!(matches!(check.outcome, CheckOutcome::Regression));
+        // Beyond a 5% design effect on each boot: the second leans worse but reads −3%.
+        let effect = log_margin(0.05);
+        let near = c(-0.03, 0.005);
+        let boots = [
+            (Some(&second), LoneBoot::First),
+            (Some(&near), LoneBoot::Second),
+        ];
+        let (v, check) = each_boot_exceeds(found(-0.10), boots, hi, effect);
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert!(check.screen && !check.rejected, "{check:?}");
+        assert!(
+            matches!(
+                check.outcome,
+                CheckOutcome::BootWithinDesignEffect {
+                    found: Found::Regression,
+                    boot: LoneBoot::Second,
+                    reads,
+                    design_effect,
+                } if reads == relative(-0.03) && design_effect == relative(-effect)
+            ),
+            "{check:?}"
+        );
+        // A first boot that does not lean worse is said before the second is looked at.
+        let boots = [
+            (Some(&c(0.0, 0.02)), LoneBoot::First),
+            (Some(&near), LoneBoot::Second),
+        ];
+        let (v, check) = each_boot_exceeds(found(-0.10), boots, hi, effect);
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert!(
+            matches!(
+                check.outcome,
+                CheckOutcome::BootDoesNotLean {
+                    found: Found::Regression,
+                    boot: LoneBoot::First
+                }
+            ),
+            "{check:?}"
+        );
+        // The first boot's regression is provisional.
+        let (mut v, mut check) = found(-0.10);
+        assert!(make_provisional(&mut v, &mut check));
+        assert_eq!(v, CellVerdict::Inconclusive);
+        assert!(matches!(check.outcome, CheckOutcome::ProvisionalRegression));
+        // A gating secondary metric's improvement on one boot: unchanged, not confirmed.
+        let (mut v, mut check) = found(0.10);
+        one_boot_secondary(&mut v, &mut check, true);
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert!(
+            matches!(&check.outcome, CheckOutcome::OnOneBoot(own)
+                if matches!(**own, CheckOutcome::Improvement)),
+            "{check:?}"
+        );
+        // A reported-only one's regression: inconclusive, its reported-only outcome kept.
+        let (mut v, mut check) = found(-0.10);
+        reported_only(&mut check, v, hi);
+        one_boot_secondary(&mut v, &mut check, false);
+        assert_eq!(v, CellVerdict::Inconclusive);
+        assert!(
+            matches!(&check.outcome, CheckOutcome::OnOneBoot(own)
+                if matches!(**own, CheckOutcome::ReportedOnly { higher: false })),
+            "{check:?}"
+        );
+        // A gating one's regression is left to the caller (made provisional).
+        let (mut v, mut check) = found(-0.10);
+        one_boot_secondary(&mut v, &mut check, true);
+        assert_eq!(v, CellVerdict::Regression);
+        assert!(matches!(check.outcome, CheckOutcome::Regression));
     }
 }

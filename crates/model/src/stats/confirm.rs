@@ -179,7 +179,7 @@ mod tests {
     use super::*;
     use crate::synthetic::{noisy_history, synthetic_run};
     use infergate_schema::answer::first_line;
-    use infergate_schema::verdict::CellVerdict;
+    use infergate_schema::verdict::{CellVerdict, CheckOutcome, Found, LoneBoot};
 
     #[test]
     fn a_cell_one_boot_cannot_vouch_for_earns_a_second_boot_where_the_baseline_is_sensitive() {
@@ -311,7 +311,13 @@ mod tests {
         );
         let c = report.matrix_test.as_ref().and_then(|m| m.check.as_ref());
         assert!(
-            c.is_some_and(|c| c.outcome.contains("second boot alone")),
+            c.is_some_and(|c| matches!(
+                c.outcome,
+                CheckOutcome::BootDoesNotLean {
+                    found: Found::Regression,
+                    boot: LoneBoot::Second
+                }
+            )),
             "{c:?}"
         );
         // The line is the second boot's own screen: its statistic short of its boundary.
@@ -466,7 +472,13 @@ mod tests {
                 && c.primary().and_then(|m| m.check.as_ref()).is_some_and(|k| {
                     k.screen
                         && k.look.starts_with("second boot alone")
-                        && k.outcome.contains("does not lean worse")
+                        && matches!(
+                            k.outcome,
+                            CheckOutcome::BootDoesNotLean {
+                                found: Found::Regression,
+                                boot: LoneBoot::Second
+                            }
+                        )
                 })
         });
         assert_eq!(screened.count(), 5, "{}", first_line(&cleared));

@@ -3,7 +3,9 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use infergate_schema::verdict::{CellVerdict, Check, DecidedChange, Direction};
+use infergate_schema::verdict::{
+    Against, CellVerdict, Check, CheckOutcome, DecidedChange, Direction, Found,
+};
 
 /// An estimated log ratio (candidate / baseline) with its standard error and degrees of freedom.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -171,10 +173,10 @@ pub fn judge(
         CellVerdict::Unchanged
     };
     let outcome = match verdict {
-        CellVerdict::Regression => "regression",
-        CellVerdict::Improvement => "improvement",
-        _ if good <= -q => "within the margin",
-        _ => "no regression",
+        CellVerdict::Regression => CheckOutcome::Regression,
+        CellVerdict::Improvement => CheckOutcome::Improvement,
+        _ if good <= -q => CheckOutcome::WithinMargin,
+        _ => CheckOutcome::NoRegression,
     };
     let check = at_boundary(verdict, q, direction, alpha, outcome);
     (
@@ -196,7 +198,7 @@ fn at_boundary(
     q: f64,
     direction: Direction,
     alpha: f64,
-    outcome: &str,
+    outcome: CheckOutcome,
 ) -> Check {
     Check {
         look: String::new(),
@@ -210,7 +212,7 @@ fn at_boundary(
         alpha,
         screen: false,
         rejected: verdict == CellVerdict::Regression,
-        outcome: outcome.into(),
+        outcome,
     }
 }
 
@@ -253,10 +255,10 @@ pub fn judge_each_boot(
         goods[0].min(goods[1])
     };
     let outcome = match verdict {
-        CellVerdict::Regression => "regression on each boot",
-        CellVerdict::Improvement => "improvement on each boot",
-        _ if lean_worse && nearer <= -q => "within the margin",
-        _ => "no regression on each boot",
+        CellVerdict::Regression => CheckOutcome::RegressionOnEachBoot,
+        CellVerdict::Improvement => CheckOutcome::ImprovementOnEachBoot,
+        _ if lean_worse && nearer <= -q => CheckOutcome::WithinMargin,
+        _ => CheckOutcome::NoRegressionOnEachBoot,
     };
     let check = at_boundary(verdict, q, direction, alpha, outcome);
     (
@@ -431,34 +433,33 @@ pub fn points(verdict: CellVerdict, good: f64) -> bool {
 /// A cell's own test whose outcome is not the cell's verdict says why, so that its line never
 /// contradicts the verdict: one that found a regression or an improvement the cell's total
 /// change does not agree with, and one that found nothing in a cell that moved with its row,
-/// its column or the matrix (`decided` says which). `against` names what the test compared
-/// with (`the rest of its run`).
+/// its column or the matrix (`decided` says which). `against` says what the test compared
+/// with (the rest of its run, the other cells of its pairs).
 pub fn note_overruled(
     check: &mut Check,
     judged: CellVerdict,
     verdict: CellVerdict,
     total: &LogChange,
-    against: &str,
+    against: Against,
     decided: &DecidedChange,
 ) {
-    let found = |v: CellVerdict| matches!(v, CellVerdict::Regression | CellVerdict::Improvement);
     if verdict == judged {
         return;
     }
-    if found(judged) {
-        check.outcome = format!(
-            "{} against {against}, but its total change is {}: {}",
-            judged.as_str(),
-            infergate_schema::verdict::signed_percent(relative(total.estimate)),
-            verdict.as_str()
-        );
-    } else if found(verdict) {
-        check.outcome = format!(
-            "{} against {against}; {} {}",
-            check.outcome,
-            verdict.as_str(),
-            decided.label()
-        );
+    if let Some(found) = Found::of(judged) {
+        check.outcome = CheckOutcome::OverruledByTotal {
+            found,
+            against,
+            total: relative(total.estimate),
+            verdict,
+        };
+    } else if let Some(verdict) = Found::of(verdict) {
+        check.outcome = CheckOutcome::DecidedByBroader {
+            own: Box::new(check.outcome.clone()),
+            against,
+            verdict,
+            decided: *decided,
+        };
     }
 }
 
@@ -467,13 +468,13 @@ pub fn note_overruled(
 /// not listed among the tests that decided the gate).
 pub fn reported_only(check: &mut Check, own: CellVerdict, dir: Direction) {
     check.rejected = false;
-    let moved = match (own, dir) {
+    let higher = match (own, dir) {
         (CellVerdict::Regression, Direction::LowerIsBetter)
-        | (CellVerdict::Improvement, Direction::HigherIsBetter) => "higher",
-        (CellVerdict::Regression | CellVerdict::Improvement, _) => "lower",
+        | (CellVerdict::Improvement, Direction::HigherIsBetter) => true,
+        (CellVerdict::Regression | CellVerdict::Improvement, _) => false,
         _ => return,
     };
-    check.outcome = format!("{moved}, reported only (this metric does not gate)");
+    check.outcome = CheckOutcome::ReportedOnly { higher };
 }
 
 #[cfg(test)]
@@ -569,6 +570,10 @@ mod tests {
         // −10% on both boots of 2% noise: found; one wild boot alone (−40% and 0%): not.
         let (v, check) = judge_each_boot(&boot(-0.105), &boot(-0.105), &pooled, hi, 1e-3, m, "b");
         assert_eq!(v, CellVerdict::Regression, "{check:?}");
+        assert!(
+            matches!(check.outcome, CheckOutcome::RegressionOnEachBoot),
+            "{check:?}"
+        );
         // The line names the ν and common share its bound was solved for: redone by hand
         // from them, the bound is the one printed.
         assert!(check.rejected, "{check:?}");
@@ -576,6 +581,10 @@ mod tests {
         assert_eq!(check.boundary, -each_boot_quantile(1e-3, 3.0, 0.12));
         let (v, check) = judge_each_boot(&boot(-0.51), &boot(0.0), &pooled, hi, 1e-3, m, "b");
         assert_eq!(v, CellVerdict::Unchanged, "{check:?}");
+        assert!(
+            matches!(check.outcome, CheckOutcome::NoRegressionOnEachBoot),
+            "{check:?}"
+        );
         assert_eq!(check.statistic, boot(0.0).statistic());
         // The pooled mean of those two (−25%) on the t(3) reference at the same alpha would
         // call it: the mean of two heavy-tailed boots is no proof.
@@ -597,8 +606,12 @@ mod tests {
         assert!(each_boot_p(&at(q + 0.5), &at(q + 1.0), &pooled, hi) < 1e-3);
         assert!(each_boot_p(&at(q + 3.0), &at(0.0), &pooled, hi) > 0.2);
         // Both better beyond the bound: an improvement.
-        let (v, _) = judge_each_boot(&boot(0.105), &boot(0.11), &pooled, hi, 1e-3, m, "b");
+        let (v, check) = judge_each_boot(&boot(0.105), &boot(0.11), &pooled, hi, 1e-3, m, "b");
         assert_eq!(v, CellVerdict::Improvement);
+        assert!(
+            matches!(check.outcome, CheckOutcome::ImprovementOnEachBoot),
+            "{check:?}"
+        );
     }
 
     #[test]
@@ -610,16 +623,20 @@ mod tests {
         let (v, check) = judge(&c(-0.10, 0.02), hi, 1e-3, m, "first boot");
         assert_eq!(v, CellVerdict::Regression);
         assert!((check.statistic + 5.0).abs() < 1e-9 && (check.boundary + 3.090).abs() < 1e-3);
-        assert!(check.rejected && check.outcome == "regression");
+        assert!(check.rejected && matches!(check.outcome, CheckOutcome::Regression));
         // Beyond the boundary but within the margin: not a regression, and the line says why.
         let (v, check) = judge(&c(-0.02, 0.002), hi, 1e-3, m, "first boot");
         assert_eq!(v, CellVerdict::Unchanged);
-        assert_eq!(check.outcome, "within the margin");
+        assert!(
+            matches!(check.outcome, CheckOutcome::WithinMargin),
+            "{check:?}"
+        );
         // Beyond the margin but not the boundary.
         let (v, check) = judge(&c(-0.10, 0.05), hi, 1e-3, m, "first boot");
-        assert_eq!(
-            (v, check.outcome.as_str()),
-            (CellVerdict::Unchanged, "no regression")
+        assert_eq!(v, CellVerdict::Unchanged);
+        assert!(
+            matches!(check.outcome, CheckOutcome::NoRegression),
+            "{check:?}"
         );
         // Lower is better: the boundary is on the other side.
         let (v, check) = judge(&c(0.10, 0.02), Direction::LowerIsBetter, 1e-3, m, "x");
@@ -632,5 +649,110 @@ mod tests {
             check.line("cell"),
             "cell: t = +5.00 ≥ +3.09 (normal, one-sided α = 1.00e-3, x) → improvement"
         );
+    }
+
+    /// A cell's own test that the cell's verdict overrules says why, as what was found and
+    /// what decided instead; one that agrees is left as it was.
+    #[test]
+    fn an_overruled_own_test_says_what_it_found_and_what_decided() {
+        let c = |estimate| gaussian(estimate, 0.02, 1e6);
+        let hi = Direction::HigherIsBetter;
+        let m = log_margin(0.03);
+        let total = gaussian(-0.05, 0.01, 30.0);
+        let decided = DecidedChange {
+            basis: infergate_schema::verdict::DecisionBasis::WithMatrix,
+            change: -0.05,
+            ci_low: -0.07,
+            ci_high: -0.03,
+            matrix_change: Some(-0.09),
+        };
+        // Faster than the rest of its run, slower than its baseline: the total decides.
+        let (own, mut check) = judge(&c(0.10), hi, 1e-3, m, "both boots");
+        assert_eq!(own, CellVerdict::Improvement);
+        let overrule = CellVerdict::Regression;
+        note_overruled(
+            &mut check,
+            own,
+            overrule,
+            &total,
+            Against::Baseline,
+            &decided,
+        );
+        assert!(
+            matches!(
+                check.outcome,
+                CheckOutcome::OverruledByTotal {
+                    found: Found::Improvement,
+                    against: Against::Baseline,
+                    total: t,
+                    verdict: CellVerdict::Regression,
+                } if t == relative(-0.05)
+            ),
+            "{check:?}"
+        );
+        // Nothing found against the other cells of its pairs, the matrix moved: it decided.
+        let (own, mut check) = judge(&c(-0.01), hi, 1e-3, m, "both boots");
+        assert!(matches!(check.outcome, CheckOutcome::NoRegression));
+        note_overruled(
+            &mut check,
+            own,
+            overrule,
+            &total,
+            Against::PairedAb,
+            &decided,
+        );
+        assert!(
+            matches!(
+                &check.outcome,
+                CheckOutcome::DecidedByBroader {
+                    own,
+                    against: Against::PairedAb,
+                    verdict: Found::Regression,
+                    decided: d,
+                } if matches!(**own, CheckOutcome::NoRegression) && *d == decided
+            ),
+            "{check:?}"
+        );
+        // The verdict is the test's own: its outcome stands.
+        let (own, mut check) = judge(&c(-0.10), hi, 1e-3, m, "both boots");
+        note_overruled(&mut check, own, own, &total, Against::Baseline, &decided);
+        assert!(matches!(check.outcome, CheckOutcome::Regression));
+        // Found nothing and the cell is unchanged: nothing to say either.
+        let (own, mut check) = judge(&c(-0.01), hi, 1e-3, m, "both boots");
+        let inconclusive = CellVerdict::Inconclusive;
+        note_overruled(
+            &mut check,
+            own,
+            inconclusive,
+            &total,
+            Against::Baseline,
+            &decided,
+        );
+        assert!(matches!(check.outcome, CheckOutcome::NoRegression));
+    }
+
+    /// A metric that does not gate says which way its value moved, never `regression`.
+    #[test]
+    fn a_reported_only_test_says_which_way_its_value_moved() {
+        let m = log_margin(0.03);
+        let lo = Direction::LowerIsBetter;
+        let (own, mut check) = judge(&gaussian(0.10, 0.02, 1e6), lo, 1e-3, m, "x");
+        assert_eq!(own, CellVerdict::Regression);
+        reported_only(&mut check, own, lo);
+        assert!(!check.rejected);
+        assert!(matches!(
+            check.outcome,
+            CheckOutcome::ReportedOnly { higher: true }
+        ));
+        let (own, mut check) = judge(&gaussian(-0.10, 0.02, 1e6), lo, 1e-3, m, "x");
+        assert_eq!(own, CellVerdict::Improvement);
+        reported_only(&mut check, own, lo);
+        assert!(matches!(
+            check.outcome,
+            CheckOutcome::ReportedOnly { higher: false }
+        ));
+        let (own, mut check) = judge(&gaussian(0.0, 0.02, 1e6), lo, 1e-3, m, "x");
+        reported_only(&mut check, own, lo);
+        assert!(matches!(check.outcome, CheckOutcome::NoRegression));
     }
 }

@@ -425,7 +425,7 @@ impl PairJudging<'_> {
             judged,
             verdict,
             &t.change,
-            "the other cells of its pairs",
+            Against::PairedAb,
             &decided_on,
         );
         if !self.rule.gates(t.metric, self.pairs) {

@@ -418,6 +418,7 @@ fn write_case(w: &mut Writer<Vec<u8>>, case: &Case) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::export::fixture;
+    use infergate_schema::verdict::{Against, Check, CheckOutcome, DecidedChange, Found};
 
     /// A failure's body is written as the reports write it (units, real minus, the verdict's
     /// word) and ends with the cell's own test as the line a reviewer redoes by hand; a cell
@@ -427,14 +428,15 @@ mod tests {
         let run = fixture::run();
         let mut report = fixture::verdict(&run);
         let m = &mut report.cells[1].metrics[0];
-        m.decided_on = Some(infergate_schema::verdict::DecidedChange {
+        let decided = DecidedChange {
             basis: DecisionBasis::WithMatrix,
             change: m.change,
             ci_low: m.ci_low,
             ci_high: m.ci_high,
             matrix_change: Some(-0.09),
-        });
-        m.check = Some(infergate_schema::verdict::Check {
+        };
+        m.decided_on = Some(decided);
+        m.check = Some(Check {
             look: "both boots".into(),
             statistic: 0.21,
             reference: "t(37.0)".into(),
@@ -442,8 +444,12 @@ mod tests {
             alpha: 4.67e-4,
             screen: false,
             rejected: false,
-            outcome: "no regression against the rest of its run; regression with the matrix: −9.0%"
-                .into(),
+            outcome: CheckOutcome::DecidedByBroader {
+                own: Box::new(CheckOutcome::NoRegression),
+                against: Against::Baseline,
+                verdict: Found::Regression,
+                decided,
+            },
         });
         let body = describe(&report.cells[1], &report.cells[1].metrics[0]);
         assert!(

@@ -4,7 +4,7 @@
 
 use super::*;
 use infergate_schema::verdict::fixtures::{insufficient, matrix, metric, pass, regression};
-use infergate_schema::verdict::{AlphaShares, Direction};
+use infergate_schema::verdict::{AlphaShares, CheckOutcome, Direction, Found, LoneBoot};
 
 /// A one-run store: asked for more runs, not given a count or told it never can, and a cell
 /// test that cannot find even a total loss prints no figure for it.
@@ -98,7 +98,10 @@ fn a_cell_the_second_boot_cleared_is_marked_beside_its_two_boot_mean() {
         alpha: 0.05,
         screen: true,
         rejected: false,
-        outcome: "no regression: the second boot alone does not lean worse".into(),
+        outcome: CheckOutcome::BootDoesNotLean {
+            found: Found::Regression,
+            boot: LoneBoot::Second,
+        },
     });
     let l = layout(&r);
     let g = l.grid.as_ref().expect("grid");
