@@ -492,6 +492,17 @@ mod tests {
         if t.is_multiple_of(2) { sd } else { -sd }
     }
 
+    /// 40 runs with a step of `step` at run 25, plus a fixed pseudo-random noise spread
+    /// evenly over `±amplitude`.
+    fn noisy_step(amplitude: f64, step: f64) -> Vec<f64> {
+        (0..40)
+            .map(|t: usize| {
+                let noise = amplitude * (((t * 7919) % 13) as f64 / 6.0 - 1.0);
+                noise + if t >= 25 { step } else { 0.0 }
+            })
+            .collect()
+    }
+
     /// A hinge's level at run `t`: 0 before `onset`, then `slope` a run (the onset moved).
     fn ramp(t: usize, onset: usize, slope: f64) -> f64 {
         if t >= onset {
@@ -576,12 +587,7 @@ mod tests {
         let place = location_interval(&logs, 0, 40, 25, ChangeKind::Step, 0.001, 0.0, 3, 0.9, &[]);
         assert_eq!(place, Some((25, 25)));
         // A step the size of the noise: the interval spans several runs.
-        let weak: Vec<f64> = (0..40)
-            .map(|t: usize| {
-                let noise = 0.01 * (((t * 7919) % 13) as f64 / 6.0 - 1.0);
-                noise + if t >= 25 { -0.01 } else { 0.0 }
-            })
-            .collect();
+        let weak = noisy_step(0.01, -0.01);
         let (lo, hi) =
             location_interval(&weak, 0, 40, 25, ChangeKind::Step, 0.01, 0.0, 3, 0.9, &[]).unwrap();
         assert!(lo <= 25 && 25 <= hi && hi > lo, "{lo} {hi}");
@@ -592,12 +598,7 @@ mod tests {
         // A −3% step at run 25 with noise of 1%, and run 24 a −6.5% night: 3.5 SD below its
         // neighbours' median, inside the 4 SD that leaves a run out of the fits, and alone it
         // puts the step at 24.
-        let mut logs: Vec<f64> = (0..40)
-            .map(|t: usize| {
-                let noise = 0.01 * (((t * 7919) % 13) as f64 / 6.0 - 1.0) * 0.5;
-                noise + if t >= 25 { -0.03 } else { 0.0 }
-            })
-            .collect();
+        let mut logs = noisy_step(0.005, -0.03);
         logs[24] = -0.065;
         let (lo, hi) =
             location_interval(&logs, 0, 40, 24, ChangeKind::Step, 0.01, 0.0, 3, 0.9, &[]).unwrap();
@@ -621,12 +622,7 @@ mod tests {
         // One cell's −3% step at run 25 in 2% noise; runs 23 and 24 are throttled nights the
         // matrix series is sure of. Leaving out either alone lets the other take the step's
         // place (the interval ends at 24); only the model with both left out holds run 25.
-        let mut logs: Vec<f64> = (0..40)
-            .map(|t: usize| {
-                let noise = 0.02 * (((t * 7919) % 13) as f64 / 6.0 - 1.0) * 0.5;
-                noise + if t >= 25 { -0.03 } else { 0.0 }
-            })
-            .collect();
+        let mut logs = noisy_step(0.01, -0.03);
         logs[23] = -0.07;
         logs[24] = -0.08;
         let mut nights = vec![0.0; 40];
