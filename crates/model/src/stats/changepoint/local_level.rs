@@ -268,17 +268,19 @@ pub fn step_over_hinge(
         .max(b.saturating_sub(max_runs));
     let onsets: Vec<usize> = (first..=b.saturating_sub(CREEP_MIN_RUNS)).collect();
     let places: Vec<usize> = (first..b).collect();
-    let best = |e: &[Option<f64>]| e.iter().flatten().copied().reduce(f64::max);
-    let hinge_e = best(&m.place_evidence(&onsets, ChangeKind::Creep))?;
-    let step_e = m.place_evidence(&places, ChangeKind::Step);
-    if best(&step_e)? <= hinge_e + STEP_EVIDENCE {
-        return None;
-    }
-    let (at, _) = places
+    let hinge_e = m
+        .place_evidence(&onsets, ChangeKind::Creep)
+        .into_iter()
+        .flatten()
+        .reduce(f64::max)?;
+    let (at, step_e) = places
         .iter()
-        .zip(&step_e)
+        .zip(m.place_evidence(&places, ChangeKind::Step))
         .filter_map(|(&p, e)| e.map(|e| (p, e)))
         .max_by(|x, y| x.1.total_cmp(&y.1))?;
+    if step_e <= hinge_e + STEP_EVIDENCE {
+        return None;
+    }
     let f = m.fit(&step(&m.pos, at))?;
     Some((at, f.beta / f.sd))
 }
