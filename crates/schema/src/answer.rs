@@ -1051,7 +1051,7 @@ pub fn next_steps(report: &ComparisonReport, ctx: &StepContext) -> Vec<NextStep>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::fixtures::{insufficient, metric, pass, regression};
+    use crate::verdict::fixtures::{self, insufficient, metric, pass, regression};
 
     fn commands(steps: &[NextStep]) -> Vec<&str> {
         steps.iter().filter_map(|s| s.command.as_deref()).collect()
@@ -1438,16 +1438,7 @@ mod tests {
     fn a_typed_outcome_is_written_as_its_words_and_reads_back_recorded() {
         for (outcome, words) in outcomes() {
             assert_eq!(outcome.to_string(), words);
-            let check = Check {
-                look: "both boots".into(),
-                statistic: -4.21,
-                reference: "t(13.9)".into(),
-                boundary: -2.98,
-                alpha: 5e-3,
-                screen: false,
-                rejected: false,
-                outcome: outcome.clone(),
-            };
+            let check = fixtures::check(outcome.clone());
             assert!(check.line("matrix").ends_with(&format!(" → {words}")));
             let json = serde_json::to_string(&check).expect("writes");
             let quoted = serde_json::to_string(words).expect("a string");
@@ -1475,16 +1466,7 @@ mod tests {
         let mut typed = outcomes().into_iter().map(|(o, _)| o);
         for m in r.cells.iter_mut().flat_map(|c| c.metrics.iter_mut()) {
             let Some(outcome) = typed.next() else { break };
-            m.check = Some(Check {
-                look: "both boots".into(),
-                statistic: 0.21,
-                reference: "t(37.0)".into(),
-                boundary: -3.6,
-                alpha: 4.67e-4,
-                screen: false,
-                rejected: false,
-                outcome,
-            });
+            m.check = Some(fixtures::check(outcome));
         }
         let checks = |r: &ComparisonReport| -> Vec<Check> {
             let metrics = r.cells.iter().flat_map(|c| c.metrics.iter());

@@ -1137,11 +1137,25 @@ pub fn signed_percent(fraction: f64) -> String {
 #[allow(missing_docs)]
 pub mod fixtures {
     use super::{
-        AlphaShares, BaselineSummary, CellComparison, CellSensitivity, CellVerdict,
-        ComparisonReport, Confirmation, DecisionBasis, GateVerdict, MatrixTest, Metric,
-        MetricComparison, RuleSummary, Sensitivity, VERDICT_SCHEMA_VERSION,
+        AlphaShares, BaselineSummary, CellComparison, CellSensitivity, CellVerdict, Check,
+        CheckOutcome, ComparisonReport, Confirmation, DecisionBasis, GateVerdict, MatrixTest,
+        Metric, MetricComparison, RuleSummary, Sensitivity, VERDICT_SCHEMA_VERSION,
     };
     use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
+
+    /// A cell's test over both boots (t = 0.21 against −3.6) that concluded `outcome`.
+    pub fn check(outcome: CheckOutcome) -> Check {
+        Check {
+            look: "both boots".into(),
+            statistic: 0.21,
+            reference: "t(37.0)".into(),
+            boundary: -3.6,
+            alpha: 4.67e-4,
+            screen: false,
+            rejected: false,
+            outcome,
+        }
+    }
 
     /// A metric that moved by `change` ± `half` from `base` (3% margin), labelled `verdict`.
     pub fn metric(

@@ -418,7 +418,7 @@ fn write_case(w: &mut Writer<Vec<u8>>, case: &Case) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::export::fixture;
-    use infergate_schema::verdict::{Against, Check, CheckOutcome, DecidedChange, Found};
+    use infergate_schema::verdict::{Against, CheckOutcome, DecidedChange, Found, fixtures};
 
     /// A failure's body is written as the reports write it (units, real minus, the verdict's
     /// word) and ends with the cell's own test as the line a reviewer redoes by hand; a cell
@@ -436,21 +436,12 @@ mod tests {
             matrix_change: Some(-0.09),
         };
         m.decided_on = Some(decided);
-        m.check = Some(Check {
-            look: "both boots".into(),
-            statistic: 0.21,
-            reference: "t(37.0)".into(),
-            boundary: -3.6,
-            alpha: 4.67e-4,
-            screen: false,
-            rejected: false,
-            outcome: CheckOutcome::DecidedByBroader {
-                own: Box::new(CheckOutcome::NoRegression),
-                against: Against::Baseline,
-                verdict: Found::Regression,
-                decided,
-            },
-        });
+        m.check = Some(fixtures::check(CheckOutcome::DecidedByBroader {
+            own: Box::new(CheckOutcome::NoRegression),
+            against: Against::Baseline,
+            verdict: Found::Regression,
+            decided,
+        }));
         let body = describe(&report.cells[1], &report.cells[1].metrics[0]);
         assert!(
             body.starts_with("aggregate tok/s 50.0 tok/s → 45.5 tok/s, −9.0% [")
