@@ -16,8 +16,9 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -429,16 +430,36 @@ fn escaping_children_are_gone_after_a_normal_run() {
 }
 
 #[test]
-fn a_sigkilled_gate_leaves_no_engine_process() {
+fn a_sigkilled_gate_leaves_no_engine_process_nor_its_private_directory() {
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("sigkill-{}", std::process::id());
     let config = escaping_config(dir.path(), &marker, "30s");
     std::fs::create_dir_all(dir.path().join("baselines")).unwrap();
-    let mut gate = spawn_gate(
+    // The gate's TMPDIR, where it makes the engine's private working directory; reachable by
+    // the engine's user under a root gate (the test's own directory is 0700).
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    for d in [dir.path(), tmp.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let private_dirs = || -> Vec<String> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("infergate-engine-"))
+            .collect()
+    };
+    let mut gate = gate_command(
         &config,
         &dir.path().join("out"),
         &dir.path().join("baselines"),
-    );
+    )
+    .env("TMPDIR", &tmp)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut seen = Vec::new();
     read_until(
         &mut BufReader::new(gate.stderr.take().unwrap()).lines(),
@@ -455,6 +476,12 @@ fn a_sigkilled_gate_leaves_no_engine_process() {
         eventually(Duration::from_secs(30), || marked(&marker).is_empty()),
         "left behind after SIGKILL of the gate: {:?}",
         marked(&marker)
+    );
+    // The supervisor removes it once the tree is gone: the killed gate could not.
+    assert!(
+        eventually(Duration::from_secs(30), || private_dirs().is_empty()),
+        "left behind after SIGKILL of the gate: {:?}",
+        private_dirs()
     );
 }
 

@@ -19,6 +19,10 @@ pub struct SuperviseArgs {
     /// build, whose stdout names the build).
     #[arg(long, value_name = "FILE")]
     pub stdout_file: Option<std::path::PathBuf>,
+    /// The engine's private working directory made by the gate: removed once the tree is
+    /// gone if the gate died (a SIGKILLed gate cannot remove it itself).
+    #[arg(long, value_name = "DIR")]
+    pub private_dir: Option<std::path::PathBuf>,
     /// `[engine] isolation` (`auto`, `off`, `UID:GID`): another user under root, a mount
     /// namespace covering the `--hide` directories.
     #[arg(long, default_value = "off", value_parser = parse_isolation)]
@@ -44,6 +48,7 @@ pub async fn execute(args: SuperviseArgs) -> anyhow::Result<GateExit> {
         args.grace_ms,
         !args.no_cgroup,
         args.stdout_file.as_deref(),
+        args.private_dir.as_deref(),
         &infergate_engine::engine::isolate::IsolationPlan {
             isolation: args.isolation,
             cover: args.hide,

@@ -344,7 +344,9 @@ impl EngineProcess {
                     source,
                     hint: "check that the temporary directory (TMPDIR) is writable".into(),
                 })?;
-                cmd.current_dir(dir.path());
+                cmd.current_dir(dir.path())
+                    .arg("--private-dir")
+                    .arg(dir.path());
                 Some(dir)
             }
         };

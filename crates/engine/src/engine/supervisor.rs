@@ -139,6 +139,7 @@ pub fn supervise(
     _grace_ms: u64,
     _use_cgroup: bool,
     _stdout_file: Option<&std::path::Path>,
+    _private_dir: Option<&std::path::Path>,
     _plan: &super::isolate::IsolationPlan,
     _argv: &[String],
 ) -> i32 {
@@ -388,6 +389,9 @@ mod linux {
         engine: i32,
         cgroup: Option<Cgroup>,
         leader_reported: bool,
+        /// The engine's private working directory, which the gate made and removes; a gate
+        /// that was killed cannot, so the supervisor does once the tree is gone.
+        private_dir: Option<PathBuf>,
     }
 
     impl Supervisor {
@@ -474,6 +478,14 @@ mod linux {
             if let Some(cg) = &self.cgroup {
                 cg.remove();
             }
+            // Only when nothing of the tree is left to write into it, and only for a gate
+            // that is gone (a live gate removes its own directory).
+            if left == 0
+                && getppid().as_raw() != self.parent
+                && let Some(dir) = &self.private_dir
+            {
+                let _ = std::fs::remove_dir_all(dir);
+            }
             (killed, left)
         }
 
@@ -554,6 +566,7 @@ mod linux {
         grace_ms: u64,
         use_cgroup: bool,
         stdout_file: Option<&Path>,
+        private_dir: Option<&Path>,
         plan: &IsolationPlan,
         argv: &[String],
     ) -> i32 {
@@ -574,7 +587,10 @@ mod linux {
         crate::engine::reach::not_dumpable();
         install_handlers();
         if getppid().as_raw() != parent {
-            // The gate died before the death signal was armed.
+            // The gate died before the death signal was armed: no engine, nobody to clean up.
+            if let Some(dir) = private_dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
             return 1;
         }
         if argv.is_empty() {
@@ -692,6 +708,7 @@ mod linux {
             engine: pid,
             cgroup,
             leader_reported: false,
+            private_dir: private_dir.map(Path::to_path_buf),
         };
         loop {
             sup.reap();
