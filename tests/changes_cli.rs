@@ -25,6 +25,14 @@ fn night(i: u64, factor: f64) -> infergate::results::RunResults {
     };
     let mut r = run(&g, i);
     r.labels.insert("sha".into(), format!("c{i:03}"));
+    // From the step on, one cell 3% slower again: it moved apart from the rest of the matrix
+    // (the others moved together, which the matrix series alone tells).
+    if factor < 1.0
+        && let Some(c) = r.cells.last_mut()
+    {
+        c.aggregate_tps *= 0.97;
+        c.samples.iter_mut().for_each(|s| *s *= 0.97);
+    }
     r
 }
 
@@ -62,7 +70,12 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
     // The console leads with the answer and fits 100 columns.
     let (_, text, _) = infergate(&["changes", "--baseline-dir", store_s]);
     std::fs::write("/tmp/changes-step.txt", &text).unwrap();
-    assert!(text.starts_with("7 change points in 36 runs of "), "{text}");
+    assert!(text.starts_with("2 change points in 36 runs of "), "{text}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("a cell's change is against the other cells of its runs"),
+        "{text}"
+    );
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
     let (code, out, err) = infergate(&["changes", "--baseline-dir", store_s, "--format", "json"]);
     assert_eq!(code, 0, "{err}");

@@ -78,7 +78,7 @@ fn default_early() -> usize {
 pub enum SeriesKind {
     /// The matrix-wide series (mean over 20 cells).
     Matrix,
-    /// One cell (C=1, 8k).
+    /// One cell (C=1, 8k), the change in it alone.
     Cell,
 }
 
@@ -457,7 +457,8 @@ pub struct ExportedHistory {
     pub(crate) cells_log: Vec<Vec<f64>>,
     /// infergate's nightly alerts on the matrix series (change in every cell).
     pub(crate) infergate_matrix: Vec<ExportedAlert>,
-    /// infergate's nightly alerts on cell 0's series.
+    /// infergate's nightly alerts on cell 0's series, in the history with the change in cell 0
+    /// alone (`cells_log`'s).
     pub(crate) infergate_cell: Vec<ExportedAlert>,
 }
 
@@ -508,6 +509,25 @@ fn cell_logs(runs: &[RunResults]) -> Result<Vec<Vec<f64>>, StatsError> {
         .collect()
 }
 
+/// A history of `nights` with `effect`: in every cell for the matrix series, in cell 0 alone
+/// for the cell's (a single-cell change: the same draw, so cell 0's own values are the same).
+fn changed_history(
+    cfg: &ChangeEvalConfig,
+    kind: SeriesKind,
+    nights: usize,
+    effect: &dyn Fn(usize) -> f64,
+    seed: u64,
+) -> Vec<RunResults> {
+    match kind {
+        SeriesKind::Matrix => nightly_history(&cfg.noise, nights, effect, seed),
+        SeriesKind::Cell => {
+            let mut runs = nightly_history(&cfg.noise, nights, &|_| 0.0, seed);
+            scale_cell(&mut runs, 0, effect);
+            runs
+        }
+    }
+}
+
 /// Multiplies cell `cell`'s measurements by `1 + effect(night)` (a change in that cell alone).
 fn scale_cell(runs: &mut [RunResults], cell: usize, effect: &dyn Fn(usize) -> f64) {
     for (night, run) in runs.iter_mut().enumerate() {
@@ -537,11 +557,10 @@ pub fn export_histories(cfg: &ChangeEvalConfig) -> Result<Vec<ExportedScenario>,
             let seed = trial_seed(cfg, t);
             let every = nightly_history(&cfg.noise, nights, &effect, seed);
             let matrix = nightly_alerts(&every, &Scope::Matrix, cfg.warmup, &cfg.settings)?;
-            let cell_scope = scope_of(SeriesKind::Cell, &every);
-            let cell = nightly_alerts(&every, &cell_scope, cfg.warmup, &cfg.settings)?;
+            let single = changed_history(cfg, SeriesKind::Cell, nights, &effect, seed);
+            let cell_scope = scope_of(SeriesKind::Cell, &single);
+            let cell = nightly_alerts(&single, &cell_scope, cfg.warmup, &cfg.settings)?;
             let (_, mvals) = series_of(&every, &Scope::Matrix, Metric::AggregateTps);
-            let mut single = nightly_history(&cfg.noise, nights, &|_| 0.0, seed);
-            scale_cell(&mut single, 0, &effect);
             histories.push(ExportedHistory {
                 trial: t,
                 seed,
@@ -608,7 +627,7 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
                 (Vec::new(), Vec::new(), 0.0, 0.0);
             let (mut latest, mut creeps) = (Vec::new(), 0.0);
             for t in 0..cfg.trials {
-                let runs = nightly_history(&cfg.noise, onset + cfg.follow, effect, trial_seed(t));
+                let runs = changed_history(cfg, kind, onset + cfg.follow, effect, trial_seed(t));
                 let a = nightly_alerts(&runs, &scope_of(kind, &runs), cfg.warmup, &cfg.settings)?;
                 before += a.iter().filter(|x| x.night < *onset).count() as f64;
                 after += a.iter().filter(|x| x.night >= *onset).count() as f64;
@@ -678,7 +697,7 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
     for kind in kinds {
         let (mut covered, mut widths) = (0.0, Vec::new());
         for t in 0..cfg.trials {
-            let runs = nightly_history(&cfg.noise, nights, &step_alone, trial_seed(t));
+            let runs = changed_history(cfg, kind, nights, &step_alone, trial_seed(t));
             if let Some((lo, hi)) =
                 step_location(&runs, &scope_of(kind, &runs), step_at, &cfg.settings)?
             {
@@ -894,7 +913,9 @@ mod tests {
             for kind in [SeriesKind::Matrix, SeriesKind::Cell] {
                 let (mut found, mut covered, mut widths) = (0u32, 0u32, Vec::new());
                 for seed in 1000..1000 + trials {
-                    let mut runs = nightly_history(&NoiseSpec::default(), 60, &step, seed);
+                    // A cell's change in that cell alone (whole nights move every cell).
+                    let cfg = ChangeEvalConfig::default();
+                    let mut runs = changed_history(&cfg, kind, 60, &step, seed);
                     scale_nights(&mut runs, &*bend(seed));
                     let loc = step_location(&runs, &scope_of(kind, &runs), 40, &settings).unwrap();
                     if let Some((lo, hi)) = loc {

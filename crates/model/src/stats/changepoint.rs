@@ -988,6 +988,10 @@ pub struct HistorySeries {
     pub runs: Vec<usize>,
     /// The metric's values (the matrix series: relative to the cells' medians, 1 = typical).
     pub values: Vec<f64>,
+    /// A cell's series searched against the other cells of its runs ([`REST_MIN_CELLS`]): its
+    /// changes are its own, apart from the matrix's; `values` stay the cell's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub against_rest: bool,
     pub changes: Vec<SeriesChange>,
     pub segments: Vec<Segment>,
 }
@@ -1084,17 +1088,7 @@ pub fn series_of(runs: &[RunResults], scope: &Scope, metric: Metric) -> (Vec<usi
             .unzip(),
         Scope::Matrix => {
             let coords = coords(runs);
-            let centres: Vec<f64> = coords
-                .iter()
-                .map(|&coord| {
-                    let mut logs: Vec<f64> = runs
-                        .iter()
-                        .filter_map(|r| value(r, coord))
-                        .map(f64::ln)
-                        .collect();
-                    median(&mut logs)
-                })
-                .collect();
+            let centres = centres(runs, &coords, metric);
             runs.iter()
                 .enumerate()
                 .filter_map(|(i, r)| {
@@ -1108,6 +1102,55 @@ pub fn series_of(runs: &[RunResults], scope: &Scope, metric: Metric) -> (Vec<usi
                 .unzip()
         }
     }
+}
+
+/// Each cell's median log of `metric` over `runs`: the centre that puts cells of different
+/// speeds on one scale.
+fn centres(runs: &[RunResults], coords: &[Coord], metric: Metric) -> Vec<f64> {
+    coords
+        .iter()
+        .map(|&coord| {
+            let mut logs: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| ok_value(r, coord, metric))
+                .map(|(_, v)| v.ln())
+                .collect();
+            median(&mut logs)
+        })
+        .collect()
+}
+
+/// Fewest other cells a matrix needs for a cell's series to be read against them
+/// ([`rest_levels`]): with fewer, their own noise outweighs the run's that cancels.
+pub const REST_MIN_CELLS: usize = 5;
+
+/// Per run of `runs`, the level of the cells other than `me` (the median of their logs about
+/// their centres), for reading a cell's series against the rest of its run: the runner's
+/// run-to-run noise, its drift and its throttled nights move every cell and cancel, which leaves
+/// a cell's own change on less noise (`changes-eval`'s runner: 2.1% night to night against
+/// 2.9% with the run's terms and outlier nights). The median, so one other cell's change
+/// does not show in this one. `None` where the matrix has fewer than [`REST_MIN_CELLS`] other cells; a run
+/// with none of them ok has no level.
+fn rest_levels(runs: &[RunResults], me: Coord, metric: Metric) -> Option<Vec<Option<f64>>> {
+    let others: Vec<Coord> = coords(runs).into_iter().filter(|&c| c != me).collect();
+    if others.len() < REST_MIN_CELLS {
+        return None;
+    }
+    let centres = centres(runs, &others, metric);
+    Some(
+        runs.iter()
+            .map(|r| {
+                let mut logs: Vec<f64> = others
+                    .iter()
+                    .zip(&centres)
+                    .filter_map(|(&coord, centre)| {
+                        ok_value(r, coord, metric).map(|(_, v)| v.ln() - centre)
+                    })
+                    .collect();
+                (!logs.is_empty()).then(|| median(&mut logs))
+            })
+            .collect(),
+    )
 }
 
 /// The cells present in any run ([`build::coords`]), sorted by context then concurrency.
@@ -1154,16 +1197,37 @@ fn analyse_series_with(
     nights: &[f64],
     settings: &ChangeSettings,
 ) -> Result<HistorySeries, StatsError> {
-    let (positions, values) = series_of(runs, &scope, metric);
-    let better: Vec<f64> = values
-        .iter()
-        .map(|v| signed(v.ln(), metric.direction()))
-        .collect();
-    let prior: Vec<f64> = if nights.is_empty() {
+    let (mut positions, mut values) = series_of(runs, &scope, metric);
+    let mut logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+    let mut against_rest = false;
+    let mut prior: Vec<f64> = if nights.is_empty() {
         Vec::new()
     } else {
         positions.iter().map(|&p| nights[p]).collect()
     };
+    // A cell is searched against the rest of its runs (its values stay its own, for people):
+    // the runs' common outlier nights cancel there, so no prior of them either.
+    if let Scope::Cell {
+        concurrency,
+        context_tokens,
+    } = scope
+        && let Some(rest) = rest_levels(runs, (concurrency, context_tokens), metric)
+    {
+        let kept: Vec<(usize, f64, f64)> = positions
+            .iter()
+            .zip(&values)
+            .filter_map(|(&p, &v)| rest[p].map(|r| (p, v, v.ln() - r)))
+            .collect();
+        positions = kept.iter().map(|k| k.0).collect();
+        values = kept.iter().map(|k| k.1).collect();
+        logs = kept.iter().map(|k| k.2).collect();
+        prior = Vec::new();
+        against_rest = true;
+    }
+    let better: Vec<f64> = logs
+        .iter()
+        .map(|&l| signed(l, metric.direction()))
+        .collect();
     let changes = detect_with(&better, &prior, settings)?;
     let segments = segments(&values, &changes);
     Ok(HistorySeries {
@@ -1171,6 +1235,7 @@ fn analyse_series_with(
         metric,
         runs: positions,
         values,
+        against_rest,
         changes,
         segments,
     })
@@ -1626,17 +1691,68 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_is_searched_against_the_rest_of_its_runs() {
+        // 3% run-to-run noise common to every cell, 0.5% of the cell's own: a 4% step in one
+        // cell is 1.3 run SDs, lost in its raw series, plain against the rest of its runs.
+        let mut rng = StdRng::seed_from_u64(11);
+        let runs: Vec<RunResults> = (0..40)
+            .map(|i| {
+                let f = if i >= 25 { 0.96 } else { 1.0 };
+                crate::synthetic::synthetic_run(&format!("n{i:02}"), &mut rng, 0.03, 0.005, &|c| {
+                    if c == 0 { f } else { 1.0 }
+                })
+            })
+            .collect();
+        let h = analyse(
+            &runs,
+            &[Metric::AggregateTps],
+            &[],
+            &ChangeSettings::default(),
+        )
+        .unwrap();
+        let found: Vec<_> = h
+            .change_points
+            .iter()
+            .map(|c| (&c.scope, &c.run_id))
+            .collect();
+        let first = runs[0].cells[0].clone();
+        let cell = Scope::Cell {
+            concurrency: first.concurrency,
+            context_tokens: first.context_tokens,
+        };
+        assert!(
+            h.change_points.iter().any(|c| c.scope == cell
+                && (23..=27).contains(&runs.iter().position(|r| r.run_id == c.run_id).unwrap())),
+            "{found:?}"
+        );
+        assert!(h.change_points.iter().all(|c| c.scope == cell), "{found:?}");
+        // Its values stay its own (tok/s), for the chart.
+        let series = h.series.iter().find(|s| s.scope == cell).unwrap();
+        assert_eq!(series.values[0], first.aggregate_tps);
+        // The raw series alone does not show it at these settings.
+        let (_, raw) = series_of(&runs, &cell, Metric::AggregateTps);
+        let logs: Vec<f64> = raw.iter().map(|v| v.ln()).collect();
+        assert!(
+            detect(&logs, &ChangeSettings::default())
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn history_names_runs_commits_and_the_matrix() {
         let mut rng = StdRng::seed_from_u64(3);
         let runs: Vec<RunResults> = (0..30)
             .map(|i| {
+                // Every cell 5% slower from n20, and the first cell 5% more (a cell's series
+                // is read against the rest of its run: only its own change shows there).
                 let f = if i >= 20 { 0.95 } else { 1.0 };
                 let mut r = crate::synthetic::synthetic_run(
                     &format!("n{i:02}"),
                     &mut rng,
                     0.005,
                     0.01,
-                    &|_| f,
+                    &|c| if c == 0 { f * f } else { f },
                 );
                 r.started_at += chrono::Duration::days(i);
                 r.labels.insert("sha".into(), format!("c{i:02}"));
@@ -1688,6 +1804,13 @@ mod tests {
             .map(|c| serde_json::to_value(c).unwrap())
             .unwrap();
         assert!(cell["scope"]["cell"]["concurrency"].is_u64(), "{cell}");
+        let cells: Vec<_> = h
+            .change_points
+            .iter()
+            .filter(|c| c.scope != Scope::Matrix)
+            .collect();
+        assert_eq!(cells.len(), 1, "{cells:?}");
+        assert!((cells[0].change + 0.05).abs() < 0.015, "{:?}", cells[0]);
         let seg = &h.series[0].segments;
         assert_eq!(seg.len(), 2);
         assert!(seg[1].level < seg[0].level && seg[1].band_low < seg[1].level);

@@ -106,8 +106,20 @@ fn heading(g: &GroupChanges) -> String {
         1 => ("1 change point".to_string(), "", unit),
         n => (plural(n, "change point"), ", newest first", unit),
     };
+    // A cell's change is its own, apart from the rest of the matrix, where it was read so.
+    let apart = g.history.change_points.iter().any(|c| {
+        g.history
+            .series
+            .iter()
+            .any(|s| s.against_rest && s.scope == c.scope && s.metric == c.metric)
+    });
+    let apart = if apart {
+        "a cell's change is against the other cells of its runs; "
+    } else {
+        ""
+    };
     format!(
-        "{found} in {} of {} / suite {}{order} ({unit}each series tested at α = {} per analysis; {:.0}% intervals)",
+        "{found} in {} of {} / suite {}{order} ({unit}{apart}each series tested at α = {} per analysis; {:.0}% intervals)",
         plural(g.history.runs.len(), "run"),
         g.profile_key,
         g.suite,

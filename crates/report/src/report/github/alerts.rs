@@ -142,7 +142,10 @@ pub(crate) struct Alert<'a> {
     pub key: AlertKey,
     pub group: &'a GroupChanges,
     pub change: &'a ChangePoint,
-    /// Cell change points within [`CELL_WINDOW`] runs of a matrix change, same metric and sign.
+    /// Cell change points within [`CELL_WINDOW`] runs of a matrix change, same metric: the
+    /// cells that moved apart from the rest of the matrix there, either way (a cell searched
+    /// against the rest that stayed while the others slowed reads faster: not a change of its
+    /// own).
     pub cells: Vec<&'a ChangePoint>,
 }
 
@@ -167,7 +170,7 @@ pub(crate) fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
             let at = position(g, &c.run_id);
             let covering = matrix
                 .iter()
-                .filter(|(_, m)| m.metric == c.metric && m.change.signum() == c.change.signum())
+                .filter(|(_, m)| m.metric == c.metric)
                 .filter_map(|(i, m)| {
                     let (at, m_at) = (at?, position(g, &m.run_id)?);
                     let d = at.abs_diff(m_at);
@@ -350,7 +353,8 @@ fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
     }
 }
 
-/// The cells that moved (a cell alert names its own), or that none moved on its own.
+/// The cells that moved apart from the rest of the matrix (a cell alert names its own), or
+/// that none did.
 fn push_cells(out: &mut String, a: &Alert<'_>) {
     let c = a.change;
     let cells: Vec<&ChangePoint> = if c.scope == Scope::Matrix {
@@ -359,7 +363,7 @@ fn push_cells(out: &mut String, a: &Alert<'_>) {
         vec![c]
     };
     if !cells.is_empty() {
-        out.push_str("\n**Cells that moved**\n\n| cell | change [interval] | first run after |\n|---|---:|---|\n");
+        out.push_str("\n**Cells that moved apart from the rest of the matrix**\n\n| cell | change against the other cells [interval] | first run after |\n|---|---:|---|\n");
         for cell in cells {
             out.push_str(&format!(
                 "| {} | {} | {} |\n",
@@ -369,7 +373,9 @@ fn push_cells(out: &mut String, a: &Alert<'_>) {
             ));
         }
     } else if c.scope == Scope::Matrix {
-        out.push_str("\nNo single cell moved enough to be a change point of its own: the whole matrix moved a little.\n");
+        out.push_str(
+            "\nNo cell moved apart from the rest of the matrix: the cells moved together.\n",
+        );
     }
 }
 
