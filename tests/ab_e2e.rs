@@ -274,9 +274,8 @@ fn ab_of_a_candidate_that_errors_where_the_base_serves_fails_closed() {
     );
     assert!(
         c2.reason
-            .as_deref()
-            .unwrap_or_default()
-            .contains("HTTP 500"),
+            .as_ref()
+            .is_some_and(|r| r.to_string().contains("HTTP 500")),
         "{c2:?}"
     );
     assert!(v.headline.contains("1 of 2"), "{}", v.headline);

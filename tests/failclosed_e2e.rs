@@ -124,7 +124,11 @@ fn an_engine_that_fails_above_one_stream_never_passes() {
     let cov = v.coverage.expect("coverage recorded");
     assert_eq!((cov.measured, cov.expected), (1, 3), "{cov:?}");
     for c in &v.cells {
-        let reason = c.reason.as_deref().unwrap_or_default();
+        let reason = c
+            .reason
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         if c.concurrency == 1 {
             assert_ne!(c.verdict, CellVerdict::ErrorRegression, "{c:?}");
         } else {

@@ -153,7 +153,7 @@ fn verdict(
                 concurrency: c.concurrency,
                 context_tokens: c.context_tokens,
                 verdict: v,
-                reason: (reason_len > 0).then(|| "r".repeat(reason_len)),
+                reason: (reason_len > 0).then(|| "r".repeat(reason_len).as_str().into()),
                 metrics: vec![metric(change, v)],
             }
         })

@@ -100,9 +100,8 @@ fn a_preempting_engine_is_saturated_and_confirmed_as_a_regression() {
     assert_eq!(v4.verdict, CellVerdict::SaturationRegression, "{v4:?}");
     assert!(
         v4.reason
-            .as_deref()
-            .unwrap_or("")
-            .contains("saturated on 2 of 2 boots"),
+            .as_ref()
+            .is_some_and(|r| r.to_string().contains("saturated on 2 of 2 boots")),
         "{v4:?}"
     );
     assert_eq!(verdict.gate, GateVerdict::Regression);

@@ -10,24 +10,22 @@
 
 use crate::results::context_label;
 use crate::verdict::{
-    Against, CellComparison, CellVerdict, Check, CheckOutcome, ComparisonReport, Found,
-    GateVerdict, Layer, LineAxis, LoneBoot, Metric, SensitivityUnit, signed_number, signed_percent,
+    Against, CellComparison, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport,
+    ConfirmationReason, FirstBootMatrix, Found, GateVerdict, Layer, Limit, LimitFinding,
+    LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, RoundsStop, SensitivityUnit,
+    signed_number, signed_percent,
 };
-
-/// A cell's reason when the store holds no baseline at all: the first line says that already,
-/// so it adds only a more specific reason (e.g. the baseline files are of another profile).
-pub const NO_BASELINE_REASON: &str = "no baseline";
 
 /// How a prefill entry whose engine counters disagree with the client's figure begins its
 /// reason: not compared, and the gate fails closed on it where the layer gates (it decides on
 /// the entry's [`NotCompared`](crate::verdict::NotCompared), never on these words).
-pub const PREFILL_DISAGREES: &str =
+const PREFILL_DISAGREES: &str =
     "not compared: the engine's prefill counters disagree with the client's figure at ";
 
 /// How the burst entry's reason begins when some of the candidate's burst requests did not
 /// complete: not compared, and the gate fails closed on it where the layer gates (on the
 /// entry's [`NotCompared`](crate::verdict::NotCompared)).
-pub const BURST_INCOMPLETE: &str = "not compared: not every burst request completed: ";
+const BURST_INCOMPLETE: &str = "not compared: not every burst request completed: ";
 
 /// What a table shows where it has no value (the console's legend says so): one mark in every
 /// table, never confused with the `–` of a cell that was not compared.
@@ -185,7 +183,7 @@ pub fn label(c: &CellComparison) -> String {
 }
 
 /// How a cell's reason names the two sides of a comparison.
-pub struct Sides {
+struct Sides {
     /// The base before a noun: `no successful baseline measurement`, `missing in baseline`.
     pub base: &'static str,
     /// The base as a noun: `capacity-limited in the baseline`.
@@ -202,7 +200,7 @@ pub struct Sides {
 
 impl Against {
     /// The words for its sides: a paired A/B's base is its A boots, its candidate the B boots.
-    pub fn sides(self) -> Sides {
+    fn sides(self) -> Sides {
         match self {
             Against::Baseline => Sides {
                 base: "baseline",
@@ -396,13 +394,14 @@ pub fn first_line(report: &ComparisonReport) -> String {
     let line = match report.gate {
         GateVerdict::NoBaseline => {
             // Why there is nothing to compare with, when every cell says the same specific
-            // thing (e.g. the baseline files are of another profile).
+            // thing (e.g. the baseline files are of another profile): a plain "no baseline"
+            // adds nothing to this line.
             let why = report
                 .cells
                 .first()
-                .and_then(|c| c.reason.as_deref())
-                .filter(|r| *r != NO_BASELINE_REASON)
-                .filter(|r| report.cells.iter().all(|c| c.reason.as_deref() == Some(*r)));
+                .and_then(|c| c.reason.as_ref())
+                .filter(|r| **r != CellReason::NoBaseline)
+                .filter(|r| report.cells.iter().all(|c| c.reason.as_ref() == Some(*r)));
             format!(
                 "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared{}",
                 cells_word(report.cells.len()),
@@ -871,6 +870,321 @@ impl std::fmt::Display for CheckOutcome {
     }
 }
 
+/// A fraction as an unsigned percent: `10.0%`, `0.1%`.
+fn percent(x: f64) -> String {
+    signed_percent(x).trim_start_matches('+').to_string()
+}
+
+impl Limit {
+    /// `capacity-limited`, `saturated`: the state in a cell's reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Capacity => "capacity-limited",
+            Limit::Saturation => "saturated",
+        }
+    }
+}
+
+/// The one writer of a cell's reason in words: its line under Details and `verdict.json`'s
+/// `reason`.
+impl std::fmt::Display for CellReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use CellReason as R;
+        match self {
+            R::NoBaseline => f.write_str("no baseline"),
+            R::MissingInBase(a) => write!(f, "missing in {}", a.sides().base),
+            R::MissingInRun { against, run } => {
+                write!(f, "missing in {} run {run}", against.sides().candidate)
+            }
+            R::ErrorNow {
+                why,
+                measured,
+                runs,
+                against,
+            } => write!(
+                f,
+                "error now: {why}; measured in {measured} of the {runs} {}",
+                against.sides().level_runs
+            ),
+            R::Error { why, against } => {
+                write!(f, "error in {}: {why}", against.sides().candidate)
+            }
+            R::Skipped { why, against } => {
+                write!(f, "skipped in {}: {why}", against.sides().candidate)
+            }
+            R::LimitWithoutBase { limit, against } => write!(
+                f,
+                "{} now; no successful {} measurement",
+                limit.as_str(),
+                against.sides().base
+            ),
+            R::OutOfLimit { limit, against } => {
+                let now = match limit {
+                    Limit::Capacity => "fits now",
+                    Limit::Saturation => "holds its streams now",
+                };
+                write!(
+                    f,
+                    "{now}; {} in {}",
+                    limit.as_str(),
+                    against.sides().the_base
+                )
+            }
+            R::NoBaseMeasurement(a) => write!(
+                f,
+                "no successful {} measurement (error or skipped)",
+                a.sides().base
+            ),
+            R::Limit(r) => r.fmt(f),
+            R::NothingCompared { layer, against } => f.write_str(match (layer, against) {
+                (Layer::Decode, Against::Baseline) => "no gating metric measured on both sides",
+                (Layer::Decode, Against::PairedAb) => "no gating metric measured in two pairs",
+                (Layer::Prefill, _) => "no prefill figure on both sides",
+                (Layer::Burst, _) => "no burst figure on both sides",
+            }),
+            R::TooFewPairs { pairs, why } => write!(
+                f,
+                "measured on both sides in {}, 2 needed ({})",
+                plural(*pairs, "pair"),
+                why.as_deref().unwrap_or("not measured")
+            ),
+            R::PrefillDisagrees {
+                context,
+                run,
+                detail,
+            } => {
+                write!(
+                    f,
+                    "{PREFILL_DISAGREES}{} in run {run}",
+                    context_label(*context)
+                )?;
+                detail.iter().try_for_each(|d| write!(f, " ({d})"))
+            }
+            R::BurstIncomplete {
+                run,
+                completed,
+                sent,
+                incomplete,
+                errors,
+                first_problem,
+            } => {
+                write!(
+                    f,
+                    "{BURST_INCOMPLETE}{completed} of {sent} requests completed in run {run} \
+                     ({incomplete} ended early, {errors} failed"
+                )?;
+                first_problem.iter().try_for_each(|p| write!(f, "; {p}"))?;
+                f.write_str(")")
+            }
+            R::WithLine {
+                axis,
+                at,
+                metric,
+                line,
+                cell,
+            } => write!(
+                f,
+                "with its {}: {} {} [{}, {}] against the other cells of its run (this cell {})",
+                line_label(*axis, *at),
+                metric_name(*metric),
+                signed_percent(line.change),
+                signed_percent(line.ci_low),
+                signed_percent(line.ci_high),
+                signed_percent(*cell),
+            ),
+            R::WithMatrix {
+                metric,
+                matrix,
+                verdict,
+                total,
+            } => write!(
+                f,
+                "with the matrix: {} ({}); {} {} in total",
+                signed_percent(*matrix),
+                verdict.as_str(),
+                metric_name(*metric),
+                signed_percent(*total),
+            ),
+            R::PairedChange {
+                metric,
+                change,
+                pairs,
+            } => write!(
+                f,
+                "B vs A {} {} [{}, {}] over {pairs} pairs of boots",
+                metric_name(*metric),
+                signed_percent(change.change),
+                signed_percent(change.ci_low),
+                signed_percent(change.ci_high),
+            ),
+            R::Recorded(words) => f.write_str(words),
+        }
+    }
+}
+
+/// A capacity-limited or saturated cell's reason: what the candidate shows, the history it
+/// was judged against, and what the rule found (`stats::capacity`).
+impl std::fmt::Display for LimitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let LimitReason {
+            limit,
+            counts: n,
+            detail,
+            against,
+            alpha,
+            finding,
+        } = self;
+        let (words, sides) = (limit.as_str(), against.sides());
+        let history = format!(
+            "{words} in {} of {} {} ({})",
+            n.hits,
+            n.runs,
+            sides.history_runs,
+            percent(n.hits as f64 / n.runs.max(1) as f64)
+        );
+        let detail = match detail.as_str() {
+            "" => String::new(),
+            d => format!(" ({d})"),
+        };
+        let now = match n.boots {
+            1 => format!("{words} now{detail}"),
+            _ => format!(
+                "{words} on {} of {} {}{detail}",
+                n.boot_hits, n.boots, sides.boots
+            ),
+        };
+        let (alpha, regression, flaky) = match limit {
+            Limit::Capacity => (percent(*alpha), CellVerdict::CapacityRegression, "capacity"),
+            Limit::Saturation => (
+                percent(*alpha),
+                CellVerdict::SaturationRegression,
+                "saturation",
+            ),
+        };
+        match finding {
+            LimitFinding::BothSides => write!(f, "{words} on both sides: {now}; {history}"),
+            LimitFinding::NotEveryBoot => write!(
+                f,
+                "{now}, not on every boot: not evidence of a change; {history}"
+            ),
+            LimitFinding::Regression { bound } => write!(
+                f,
+                "{now}; {history}: false-alarm bound {} ≤ capacity_alpha {alpha}",
+                percent(*bound)
+            ),
+            LimitFinding::Provisional { bound } => write!(
+                f,
+                "provisional {}: {now}; {history}; one boot cannot prove it (false-alarm bound \
+                 {} > capacity_alpha {alpha}): a confirmation boot decides",
+                regression.as_str(),
+                percent(*bound)
+            ),
+            LimitFinding::Flaky => write!(
+                f,
+                "{flaky}_flaky: {now}; {history}: not evidence of a change"
+            ),
+            LimitFinding::TooShort { needed } => {
+                let n = needed.map_or_else(|| "more".to_string(), |n| n.to_string());
+                let (few, needed) = match against {
+                    Against::Baseline => ("runs", format!("two boots need {n} history runs")),
+                    Against::PairedAb => ("pairs", format!("{n} pairs are needed")),
+                };
+                write!(
+                    f,
+                    "{now}; {history}: too few {few} to tell a change from a cell at its limit \
+                     ({needed} at capacity_alpha {alpha})"
+                )
+            }
+        }
+    }
+}
+
+/// The one writer of why the first boot called for a second (or did not): the confirmation's
+/// `reason` in `verdict.json`, the reports' Details and `run`'s confirmation event.
+impl std::fmt::Display for ConfirmationReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use ConfirmationReason as C;
+        let matrix = |m: &FirstBootMatrix| {
+            format!(
+                "the first boot's matrix-wide change is {} (t = {}, futility bound {})",
+                signed_percent(m.change),
+                signed_number(m.statistic, 2),
+                signed_number(m.boundary, 2),
+            )
+        };
+        let alarms = |n: &usize| plural(*n, "provisional alarm");
+        match self {
+            C::Uncovered { cells, cell_effect } => write!(
+                f,
+                "after one boot {} could still be {} or worse: a second boot narrows {}",
+                plural(*cells, "cell"),
+                signed_percent(-cell_effect),
+                if *cells == 1 {
+                    "its bound"
+                } else {
+                    "their bounds"
+                }
+            ),
+            C::LeansWithAlarms {
+                matrix: m,
+                alarms: n,
+            } => write!(
+                f,
+                "{}, which leans worse, and the first boot has {}: only a second boot can tell a \
+                 slowdown from a slow boot",
+                matrix(m),
+                alarms(n)
+            ),
+            C::Alarms(n) => write!(
+                f,
+                "the first boot has {}: one boot cannot prove {}",
+                alarms(n),
+                if *n == 1 { "it" } else { "them" }
+            ),
+            C::Matrix { matrix: m, then } => write!(
+                f,
+                "{}: {}",
+                matrix(m),
+                match then {
+                    MatrixThen::SecondBoot => {
+                        "it leans worse, and only a second boot can tell a slowdown from a slow \
+                         boot"
+                    }
+                    MatrixThen::Final => "the first boot's verdict is already final",
+                    MatrixThen::Stops => {
+                        "it does not lean worse, so the matrix test stops at one boot"
+                    }
+                }
+            ),
+            C::NoMatrixTest(gate) => write!(
+                f,
+                "the first boot's verdict is `{}` without a matrix-wide test",
+                gate.as_str()
+            ),
+            C::Recorded(words) => f.write_str(words),
+        }
+    }
+}
+
+/// Why the adaptive rounds stopped, in `run`'s event and console line.
+impl std::fmt::Display for RoundsStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RoundsStop::NoCellLeans => f.write_str("no cell leans worse"),
+            RoundsStop::MaxRounds(n) => write!(f, "max_rounds ({n}) spent"),
+            RoundsStop::GateRegressed => f.write_str(
+                "the gate already found a regression: more rounds cannot change the exit code",
+            ),
+            RoundsStop::SecondBootDecides => {
+                f.write_str("a second boot decides: this boot already calls for one")
+            }
+            RoundsStop::MaxExtraSeconds(max) => write!(f, "max_extra_seconds ({max:.0} s) spent"),
+            RoundsStop::Cancelled => f.write_str("cancelled"),
+            RoundsStop::NotRecorded => f.write_str("the recorded run has no further rounds"),
+        }
+    }
+}
+
 /// Which gate config a "reproduce" command names.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum ConfigArg {
@@ -1225,7 +1539,8 @@ mod tests {
         worse.cells[2].metrics[0].change = 0.05;
         worse.cells[2].metrics[0].decided_on = None;
         worse.confirmation.as_mut().expect("confirmation").used = false;
-        worse.confirmation.as_mut().expect("confirmation").reason = "no alarm to confirm".into();
+        worse.confirmation.as_mut().expect("confirmation").reason =
+            ConfirmationReason::Recorded("no alarm to confirm".into());
         assert_eq!(
             first_line(&worse),
             "✗ aggregate tok/s −9.6% [−10.9, −8.4] over 6 cells, 5 of them regressed (worst −9.6% at \
@@ -1235,7 +1550,7 @@ mod tests {
         let mut broken = pass();
         broken.gate = GateVerdict::Unmeasured;
         broken.cells[3].verdict = CellVerdict::ErrorRegression;
-        broken.cells[3].reason = Some("error now: stream reset".into());
+        broken.cells[3].reason = Some(CellReason::Recorded("error now: stream reset".into()));
         assert!(
             first_line(&broken).ends_with("; 1 error regression (C=1 / 8k)"),
             "{}",
@@ -1244,7 +1559,7 @@ mod tests {
         let mut none = pass();
         none.gate = GateVerdict::NoBaseline;
         for c in &mut none.cells {
-            c.reason = Some("different profile".into());
+            c.reason = Some(CellReason::Recorded("different profile".into()));
         }
         assert_eq!(
             first_line(&none),
@@ -1494,6 +1809,404 @@ mod tests {
             "{read:?}"
         );
         assert_eq!(back.check_lines(), r.check_lines());
+    }
+
+    /// Every cell reason the model sets, in the words `verdict.json` has always had (the
+    /// strings the model wrote before it typed them).
+    fn cell_reasons() -> Vec<(CellReason, &'static str)> {
+        use crate::verdict::{DecidedChange, DecisionBasis, LimitCounts};
+        use CellReason as R;
+        let change = |change, ci_low, ci_high| DecidedChange {
+            basis: DecisionBasis::VsRun,
+            change,
+            ci_low,
+            ci_high,
+            matrix_change: None,
+        };
+        let limit = |limit, (runs, hits, boots, boot_hits), detail: &str, against, finding| {
+            R::Limit(LimitReason {
+                limit,
+                counts: LimitCounts {
+                    runs,
+                    hits,
+                    boots,
+                    boot_hits,
+                },
+                detail: detail.into(),
+                against,
+                alpha: 0.002,
+                finding,
+            })
+        };
+        let (base, ab) = (Against::Baseline, Against::PairedAb);
+        let (cap, sat) = (Limit::Capacity, Limit::Saturation);
+        let nothing = |layer, against| R::NothingCompared { layer, against };
+        vec![
+            (R::NoBaseline, "no baseline"),
+            (R::MissingInBase(base), "missing in baseline"),
+            (
+                R::MissingInRun {
+                    against: base,
+                    run: "c1".into(),
+                },
+                "missing in candidate run c1",
+            ),
+            (
+                R::ErrorNow {
+                    why: "HTTP 500".into(),
+                    measured: 4,
+                    runs: 4,
+                    against: ab,
+                },
+                "error now: HTTP 500; measured in 4 of the 4 A boots",
+            ),
+            (
+                R::Error {
+                    why: "oom".into(),
+                    against: base,
+                },
+                "error in candidate: oom",
+            ),
+            (
+                R::Skipped {
+                    why: "skip list".into(),
+                    against: ab,
+                },
+                "skipped in B: skip list",
+            ),
+            (
+                R::LimitWithoutBase {
+                    limit: sat,
+                    against: base,
+                },
+                "saturated now; no successful baseline measurement",
+            ),
+            (
+                R::OutOfLimit {
+                    limit: cap,
+                    against: base,
+                },
+                "fits now; capacity-limited in the baseline",
+            ),
+            (
+                R::OutOfLimit {
+                    limit: sat,
+                    against: ab,
+                },
+                "holds its streams now; saturated in A",
+            ),
+            (
+                R::NoBaseMeasurement(base),
+                "no successful baseline measurement (error or skipped)",
+            ),
+            (
+                nothing(Layer::Decode, base),
+                "no gating metric measured on both sides",
+            ),
+            (
+                nothing(Layer::Decode, ab),
+                "no gating metric measured in two pairs",
+            ),
+            (
+                nothing(Layer::Prefill, base),
+                "no prefill figure on both sides",
+            ),
+            (nothing(Layer::Burst, base), "no burst figure on both sides"),
+            (
+                R::TooFewPairs {
+                    pairs: 1,
+                    why: None,
+                },
+                "measured on both sides in 1 pair, 2 needed (not measured)",
+            ),
+            (
+                R::TooFewPairs {
+                    pairs: 0,
+                    why: Some("oom".into()),
+                },
+                "measured on both sides in 0 pairs, 2 needed (oom)",
+            ),
+            (
+                R::PrefillDisagrees {
+                    context: 8192,
+                    run: "c1".into(),
+                    detail: Some("2.0x the tokens".into()),
+                },
+                "not compared: the engine's prefill counters disagree with the client's figure \
+                 at 8k in run c1 (2.0x the tokens)",
+            ),
+            (
+                R::PrefillDisagrees {
+                    context: 4096,
+                    run: "c1".into(),
+                    detail: None,
+                },
+                "not compared: the engine's prefill counters disagree with the client's figure \
+                 at 4k in run c1",
+            ),
+            (
+                R::BurstIncomplete {
+                    run: "c1".into(),
+                    completed: 30,
+                    sent: 32,
+                    incomplete: 1,
+                    errors: 1,
+                    first_problem: Some("HTTP 500".into()),
+                },
+                "not compared: not every burst request completed: 30 of 32 requests completed \
+                 in run c1 (1 ended early, 1 failed; HTTP 500)",
+            ),
+            (
+                R::BurstIncomplete {
+                    run: "c1".into(),
+                    completed: 31,
+                    sent: 32,
+                    incomplete: 1,
+                    errors: 0,
+                    first_problem: None,
+                },
+                "not compared: not every burst request completed: 31 of 32 requests completed \
+                 in run c1 (1 ended early, 0 failed)",
+            ),
+            (
+                R::WithLine {
+                    axis: LineAxis::Context,
+                    at: 32768,
+                    metric: Metric::AggregateTps,
+                    line: change(-0.071, -0.09, -0.052),
+                    cell: -0.04,
+                },
+                "with its row 32k: aggregate tok/s −7.1% [−9.0%, −5.2%] against the other \
+                 cells of its run (this cell −4.0%)",
+            ),
+            (
+                R::WithLine {
+                    axis: LineAxis::Concurrency,
+                    at: 4,
+                    metric: Metric::TtftP90,
+                    line: change(0.12, 0.05, 0.19),
+                    cell: 0.2,
+                },
+                "with its column C=4: TTFT p90 +12.0% [+5.0%, +19.0%] against the other cells \
+                 of its run (this cell +20.0%)",
+            ),
+            (
+                R::WithMatrix {
+                    metric: Metric::AggregateTps,
+                    matrix: -0.6,
+                    verdict: CellVerdict::Regression,
+                    total: -0.558,
+                },
+                "with the matrix: −60.0% (regression); aggregate tok/s −55.8% in total",
+            ),
+            (
+                R::PairedChange {
+                    metric: Metric::ItlP50,
+                    change: change(-0.021, -0.035, -0.007),
+                    pairs: 4,
+                },
+                "B vs A ITL p50 −2.1% [−3.5%, −0.7%] over 4 pairs of boots",
+            ),
+            (
+                limit(
+                    cap,
+                    (20, 0, 1, 1),
+                    "5/8 running",
+                    base,
+                    LimitFinding::Provisional { bound: 0.018 },
+                ),
+                "provisional capacity_regression: capacity-limited now (5/8 running); \
+                 capacity-limited in 0 of 20 history runs (0.0%); one boot cannot prove it \
+                 (false-alarm bound 1.8% > capacity_alpha 0.2%): a confirmation boot decides",
+            ),
+            (
+                limit(sat, (20, 20, 2, 2), "", base, LimitFinding::BothSides),
+                "saturated on both sides: saturated on 2 of 2 boots; saturated in 20 of 20 \
+                 history runs (100.0%)",
+            ),
+            (
+                limit(cap, (20, 0, 2, 1), "", base, LimitFinding::NotEveryBoot),
+                "capacity-limited on 1 of 2 boots, not on every boot: not evidence of a change; \
+                 capacity-limited in 0 of 20 history runs (0.0%)",
+            ),
+            (
+                limit(
+                    cap,
+                    (20, 0, 2, 2),
+                    "",
+                    base,
+                    LimitFinding::Regression { bound: 0.00123 },
+                ),
+                "capacity-limited on 2 of 2 boots; capacity-limited in 0 of 20 history runs \
+                 (0.0%): false-alarm bound 0.1% ≤ capacity_alpha 0.2%",
+            ),
+            (
+                limit(sat, (20, 2, 2, 2), "", base, LimitFinding::Flaky),
+                "saturation_flaky: saturated on 2 of 2 boots; saturated in 2 of 20 history runs \
+                 (10.0%): not evidence of a change",
+            ),
+            (
+                limit(cap, (20, 2, 2, 2), "", base, LimitFinding::Flaky),
+                "capacity_flaky: capacity-limited on 2 of 2 boots; capacity-limited in 2 of 20 \
+                 history runs (10.0%): not evidence of a change",
+            ),
+            (
+                limit(
+                    cap,
+                    (5, 0, 2, 2),
+                    "",
+                    base,
+                    LimitFinding::TooShort { needed: Some(16) },
+                ),
+                "capacity-limited on 2 of 2 boots; capacity-limited in 0 of 5 history runs \
+                 (0.0%): too few runs to tell a change from a cell at its limit (two boots need \
+                 16 history runs at capacity_alpha 0.2%)",
+            ),
+            (
+                limit(
+                    cap,
+                    (5, 0, 2, 2),
+                    "",
+                    base,
+                    LimitFinding::TooShort { needed: None },
+                ),
+                "capacity-limited on 2 of 2 boots; capacity-limited in 0 of 5 history runs \
+                 (0.0%): too few runs to tell a change from a cell at its limit (two boots need \
+                 more history runs at capacity_alpha 0.2%)",
+            ),
+            (
+                limit(
+                    cap,
+                    (3, 0, 3, 3),
+                    "10/12 running",
+                    ab,
+                    LimitFinding::TooShort { needed: Some(5) },
+                ),
+                "capacity-limited on 3 of 3 B boots (10/12 running); capacity-limited in 0 of 3 \
+                 A boots (0.0%): too few pairs to tell a change from a cell at its limit (5 \
+                 pairs are needed at capacity_alpha 0.2%)",
+            ),
+        ]
+    }
+
+    /// Every reason the model gives for a second boot, in the words `verdict.json` has always
+    /// had.
+    fn confirmation_reasons() -> Vec<(ConfirmationReason, &'static str)> {
+        use ConfirmationReason as C;
+        let matrix = FirstBootMatrix {
+            change: -0.042,
+            statistic: -2.31,
+            boundary: -1.64,
+        };
+        let then = |then| C::Matrix { matrix, then };
+        vec![
+            (
+                C::Uncovered {
+                    cells: 1,
+                    cell_effect: 0.10,
+                },
+                "after one boot 1 cell could still be −10.0% or worse: a second boot narrows \
+                 its bound",
+            ),
+            (
+                C::Uncovered {
+                    cells: 3,
+                    cell_effect: 0.10,
+                },
+                "after one boot 3 cells could still be −10.0% or worse: a second boot narrows \
+                 their bounds",
+            ),
+            (
+                C::LeansWithAlarms { matrix, alarms: 5 },
+                "the first boot's matrix-wide change is −4.2% (t = −2.31, futility bound \
+                 −1.64), which leans worse, and the first boot has 5 provisional alarms: only a \
+                 second boot can tell a slowdown from a slow boot",
+            ),
+            (
+                C::Alarms(1),
+                "the first boot has 1 provisional alarm: one boot cannot prove it",
+            ),
+            (
+                C::Alarms(2),
+                "the first boot has 2 provisional alarms: one boot cannot prove them",
+            ),
+            (
+                then(MatrixThen::SecondBoot),
+                "the first boot's matrix-wide change is −4.2% (t = −2.31, futility bound \
+                 −1.64): it leans worse, and only a second boot can tell a slowdown from a slow \
+                 boot",
+            ),
+            (
+                then(MatrixThen::Final),
+                "the first boot's matrix-wide change is −4.2% (t = −2.31, futility bound \
+                 −1.64): the first boot's verdict is already final",
+            ),
+            (
+                then(MatrixThen::Stops),
+                "the first boot's matrix-wide change is −4.2% (t = −2.31, futility bound \
+                 −1.64): it does not lean worse, so the matrix test stops at one boot",
+            ),
+            (
+                C::NoMatrixTest(GateVerdict::Pass),
+                "the first boot's verdict is `pass` without a matrix-wide test",
+            ),
+        ]
+    }
+
+    /// A typed cell or confirmation reason is written as its words in `verdict.json` and reads
+    /// back as those words (`Recorded`), equal to the typed one.
+    #[test]
+    fn a_typed_reason_is_written_as_its_words_and_reads_back_recorded() {
+        fn round_trip<R>(typed: Vec<(R, &'static str)>, recorded: fn(&R) -> Option<&str>)
+        where
+            R: std::fmt::Display + std::fmt::Debug + PartialEq + serde::Serialize,
+            R: serde::de::DeserializeOwned,
+        {
+            for (reason, words) in typed {
+                assert_eq!(reason.to_string(), words);
+                let json = serde_json::to_string(&reason).expect("writes");
+                assert_eq!(json, serde_json::to_string(words).expect("a string"));
+                let back: R = serde_json::from_str(&json).expect("reads back");
+                assert_eq!(recorded(&back), Some(words), "{back:?}");
+                assert_eq!(back, reason);
+            }
+        }
+        round_trip(cell_reasons(), |r| match r {
+            CellReason::Recorded(w) => Some(w),
+            _ => None,
+        });
+        round_trip(confirmation_reasons(), |r| match r {
+            ConfirmationReason::Recorded(w) => Some(w),
+            _ => None,
+        });
+    }
+
+    /// Why the adaptive rounds stopped, as `run`'s event and console line say it.
+    #[test]
+    fn rounds_stop_in_their_words() {
+        for (stop, words) in [
+            (RoundsStop::NoCellLeans, "no cell leans worse"),
+            (RoundsStop::MaxRounds(2), "max_rounds (2) spent"),
+            (
+                RoundsStop::GateRegressed,
+                "the gate already found a regression: more rounds cannot change the exit code",
+            ),
+            (
+                RoundsStop::SecondBootDecides,
+                "a second boot decides: this boot already calls for one",
+            ),
+            (
+                RoundsStop::MaxExtraSeconds(120.0),
+                "max_extra_seconds (120 s) spent",
+            ),
+            (RoundsStop::Cancelled, "cancelled"),
+            (
+                RoundsStop::NotRecorded,
+                "the recorded run has no further rounds",
+            ),
+        ] {
+            assert_eq!(stop.to_string(), words);
+        }
     }
 
     /// A cell's own improvement is found by its outcome whether the model typed it or it was

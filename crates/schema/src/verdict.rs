@@ -268,12 +268,114 @@ impl Coverage {
     }
 }
 
+/// Why the first boot called for a second one, or did not ([`Confirmation::reason`]): typed
+/// where the model decided it, written as its words ([`crate::answer`], its `Display`); a
+/// recorded verdict's reads back as [`ConfirmationReason::Recorded`]. Equal when they read the
+/// same.
+#[derive(Debug, Clone)]
+pub enum ConfirmationReason {
+    /// After one boot `cells` cells could still be `−cell_effect` or worse.
+    Uncovered {
+        /// Cells one boot cannot vouch for.
+        cells: usize,
+        /// The rule's cell effect (positive).
+        cell_effect: f64,
+    },
+    /// The matrix-wide change leans worse and the first boot has provisional alarms.
+    LeansWithAlarms {
+        /// The first boot's matrix-wide change.
+        matrix: FirstBootMatrix,
+        /// Provisional alarms.
+        alarms: usize,
+    },
+    /// The first boot has provisional alarms.
+    Alarms(usize),
+    /// The first boot's matrix-wide change, and what it called for.
+    Matrix {
+        /// The first boot's matrix-wide change.
+        matrix: FirstBootMatrix,
+        /// What it called for.
+        then: MatrixThen,
+    },
+    /// No matrix-wide test: the first boot's verdict.
+    NoMatrixTest(GateVerdict),
+    /// A reason read from a recorded verdict: shown as it is.
+    Recorded(String),
+}
+
+/// The first boot's matrix-wide change as a confirmation's reason quotes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FirstBootMatrix {
+    /// The relative change.
+    pub change: f64,
+    /// Its statistic.
+    pub statistic: f64,
+    /// The futility bound.
+    pub boundary: f64,
+}
+
+/// What the first boot's matrix-wide change called for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatrixThen {
+    /// It leans worse: a second boot.
+    SecondBoot,
+    /// It leans worse, but the first boot's verdict is already final.
+    Final,
+    /// It does not lean worse: the matrix test stops at one boot.
+    Stops,
+}
+
+impl PartialEq for ConfirmationReason {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Serialize for ConfirmationReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ConfirmationReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(ConfirmationReason::Recorded)
+    }
+}
+
+/// Words as a recorded verdict holds them.
+impl From<&str> for ConfirmationReason {
+    fn from(words: &str) -> Self {
+        ConfirmationReason::Recorded(words.to_string())
+    }
+}
+
+/// Why a gate's adaptive re-measurement rounds stopped (its words: [`crate::answer`]). Not
+/// recorded in `verdict.json`: the run's events and console say it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RoundsStop {
+    /// No cell leans worse without deciding.
+    NoCellLeans,
+    /// The plan's `max_rounds` are spent.
+    MaxRounds(u32),
+    /// The gate already found a regression.
+    GateRegressed,
+    /// The first boot already calls for a second, which decides.
+    SecondBootDecides,
+    /// The driver's `max_extra_seconds` are spent.
+    MaxExtraSeconds(f64),
+    /// The driver was cancelled.
+    Cancelled,
+    /// A replay's recorded run has no further rounds.
+    NotRecorded,
+}
+
 /// The first stage of a confirmation boot, kept so readers of the verdict (the job summary,
 /// the PR comment from uploaded results) can say why the engine was booted twice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Confirmation {
-    /// Why the first boot called for a second one, for people.
-    pub reason: String,
+    /// Why the first boot called for a second one, for people ([`ConfirmationReason`]).
+    pub reason: ConfirmationReason,
     /// The first boot's own matrix-wide test.
     #[serde(default)]
     pub first_boot: Option<MatrixTest>,
@@ -571,9 +673,10 @@ pub struct CellComparison {
     pub context_tokens: u64,
     /// The cell's verdict (its primary metric's, or why it was not comparable).
     pub verdict: CellVerdict,
-    /// Why, in words (e.g. "capacity-limited now: 5/8 running"; "missing in baseline").
+    /// Why: typed where the model decided it, written as its words (e.g. "capacity-limited
+    /// now (5/8 running); …", "missing in baseline"; [`CellReason`]).
     #[serde(default)]
-    pub reason: Option<String>,
+    pub reason: Option<CellReason>,
     /// Primary metric first.
     pub metrics: Vec<MetricComparison>,
     /// A provisional alarm: this boot alone shows a change (capacity-limited or saturated where
@@ -593,6 +696,234 @@ pub struct CellComparison {
     /// written before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_compared: Option<NotCompared>,
+}
+
+/// Why a cell has its verdict ([`CellComparison::reason`]): typed where the model decided it,
+/// written as its words in one place ([`crate::answer`], its `Display`), which is what
+/// `verdict.json` records. A recorded verdict reads back as [`CellReason::Recorded`], as a
+/// [`CheckOutcome`] does; two reasons are equal when they read the same.
+#[derive(Debug, Clone)]
+pub enum CellReason {
+    /// No baseline to compare with (the headline says so already).
+    NoBaseline,
+    /// The cell is missing from every level run (or A boot).
+    MissingInBase(Against),
+    /// The cell is missing from this candidate run.
+    MissingInRun {
+        /// Which sides.
+        against: Against,
+        /// The candidate run.
+        run: String,
+    },
+    /// The candidate's cell errors where level runs measured it: it fails closed.
+    ErrorNow {
+        /// The candidate cell's own reason (the engine's words).
+        why: String,
+        /// Level runs that measured the cell.
+        measured: usize,
+        /// Level runs that have the cell.
+        runs: usize,
+        /// Which sides.
+        against: Against,
+    },
+    /// The candidate's cell errors, and no level run measured it.
+    Error {
+        /// The candidate cell's own reason.
+        why: String,
+        /// Which sides.
+        against: Against,
+    },
+    /// The candidate skipped the cell.
+    Skipped {
+        /// The candidate cell's own reason.
+        why: String,
+        /// Which sides.
+        against: Against,
+    },
+    /// In `limit`'s state now, with no successful measurement to judge it against.
+    LimitWithoutBase {
+        /// The state.
+        limit: Limit,
+        /// Which sides.
+        against: Against,
+    },
+    /// Out of `limit`'s state now, where every level run that measured it was in it.
+    OutOfLimit {
+        /// The state the level was in.
+        limit: Limit,
+        /// Which sides.
+        against: Against,
+    },
+    /// No level run measured the cell successfully.
+    NoBaseMeasurement(Against),
+    /// Capacity-limited or saturated now, judged against its history.
+    Limit(LimitReason),
+    /// No metric that decides the cell was compared: none of the decode cell's gating
+    /// metrics (on both sides; in two pairs for an A/B), no figure of a layer's entry.
+    NothingCompared {
+        /// The cell's layer.
+        layer: Layer,
+        /// Which sides.
+        against: Against,
+    },
+    /// A paired A/B cell measured on both sides in fewer than two pairs.
+    TooFewPairs {
+        /// Pairs that measured it on both sides.
+        pairs: usize,
+        /// The first unmeasured cell's own reason, if it gave one.
+        why: Option<String>,
+    },
+    /// A prefill figure whose engine counters disagree with the client's: not compared.
+    PrefillDisagrees {
+        /// The prefill context, in tokens.
+        context: u64,
+        /// The candidate run.
+        run: String,
+        /// The cross-check's detail.
+        detail: Option<String>,
+    },
+    /// A burst with requests that did not complete: not compared.
+    BurstIncomplete {
+        /// The candidate run.
+        run: String,
+        /// Requests completed.
+        completed: u32,
+        /// Requests sent.
+        sent: u32,
+        /// Requests that ended early.
+        incomplete: u32,
+        /// Requests that failed.
+        errors: u32,
+        /// The first problem, in the engine's or client's words.
+        first_problem: Option<String>,
+    },
+    /// Decided with its row or column: the line's change against the rest of its run.
+    WithLine {
+        /// Row or column.
+        axis: LineAxis,
+        /// The line's context (a row) or concurrency (a column).
+        at: u64,
+        /// The metric.
+        metric: Metric,
+        /// The line's change against the rest of its run, with its interval.
+        line: DecidedChange,
+        /// This cell's own change against the rest of its run.
+        cell: f64,
+    },
+    /// Decided with the matrix-wide change, which its total change follows.
+    WithMatrix {
+        /// The metric.
+        metric: Metric,
+        /// The matrix-wide change.
+        matrix: f64,
+        /// The matrix-wide verdict.
+        verdict: CellVerdict,
+        /// The cell's total change.
+        total: f64,
+    },
+    /// A paired A/B cell's change of B against A, over its pairs of boots.
+    PairedChange {
+        /// The metric.
+        metric: Metric,
+        /// B's change against A, with its interval.
+        change: DecidedChange,
+        /// Pairs of boots.
+        pairs: usize,
+    },
+    /// A reason read from a recorded verdict, or a caller's words (`compare`'s why there is no
+    /// baseline): shown as they are.
+    Recorded(String),
+}
+
+/// A state a cell is judged in against its history (`stats::capacity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `capacity_limited`: the engine could not admit every stream.
+    Capacity,
+    /// `saturated`: the engine admitted every stream but preempted or retracted requests.
+    Saturation,
+}
+
+/// How often a cell was in a [`Limit`]'s state: in its history, and on the candidate's boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitCounts {
+    /// History runs that measured the cell.
+    pub runs: usize,
+    /// Of those, the runs in the state.
+    pub hits: usize,
+    /// Candidate boots (runs) that measured the cell.
+    pub boots: usize,
+    /// Of those, the boots in the state (at least one: otherwise there is nothing to judge).
+    pub boot_hits: usize,
+}
+
+/// Why a capacity-limited or saturated cell has its verdict: the counts it was judged on and
+/// what the rule found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitReason {
+    /// The state.
+    pub limit: Limit,
+    /// The counts.
+    pub counts: LimitCounts,
+    /// The candidate's first reason for the state (empty if none).
+    pub detail: String,
+    /// Which sides.
+    pub against: Against,
+    /// `capacity_alpha`.
+    pub alpha: f64,
+    /// What the rule found.
+    pub finding: LimitFinding,
+}
+
+/// What the capacity rule found (`stats::capacity::decide`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LimitFinding {
+    /// In the state in every history run.
+    BothSides,
+    /// Not on every boot: not evidence.
+    NotEveryBoot,
+    /// A regression: the false-alarm bound is at most alpha.
+    Regression {
+        /// The false-alarm bound.
+        bound: f64,
+    },
+    /// A provisional alarm: one more boot in the state would make it a regression.
+    Provisional {
+        /// The false-alarm bound with this boot.
+        bound: f64,
+    },
+    /// In the state in some history runs: flaky, not evidence.
+    Flaky,
+    /// Never in the state in a history too short to tell.
+    TooShort {
+        /// Runs (or pairs) that would do; `None` beyond the search.
+        needed: Option<usize>,
+    },
+}
+
+impl PartialEq for CellReason {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Serialize for CellReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CellReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(CellReason::Recorded)
+    }
+}
+
+/// Words as a recorded verdict holds them.
+impl From<&str> for CellReason {
+    fn from(words: &str) -> Self {
+        CellReason::Recorded(words.to_string())
+    }
 }
 
 /// Why a layer's entry was not compared, where the gate fails closed on it.
@@ -1138,8 +1469,9 @@ pub fn signed_percent(fraction: f64) -> String {
 pub mod fixtures {
     use super::{
         AlphaShares, BaselineSummary, CellComparison, CellSensitivity, CellVerdict, Check,
-        CheckOutcome, ComparisonReport, Confirmation, DecisionBasis, GateVerdict, MatrixTest,
-        Metric, MetricComparison, RuleSummary, Sensitivity, VERDICT_SCHEMA_VERSION,
+        CheckOutcome, ComparisonReport, Confirmation, ConfirmationReason, DecisionBasis,
+        GateVerdict, MatrixTest, Metric, MetricComparison, RuleSummary, Sensitivity,
+        VERDICT_SCHEMA_VERSION,
     };
     use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
 
@@ -1351,8 +1683,9 @@ pub mod fixtures {
             },
         );
         r.confirmation = Some(Confirmation {
-            reason: "the first boot's matrix-wide change was −9.4% [−11.0, −7.8], p = 0.0300"
-                .into(),
+            reason: ConfirmationReason::Recorded(
+                "the first boot's matrix-wide change was −9.4% [−11.0, −7.8], p = 0.0300".into(),
+            ),
             first_boot: Some(matrix(-0.094, 0.016, CellVerdict::Inconclusive)),
             provisional_alarms: 0,
             second_results: "results-confirm.json".into(),

@@ -10,7 +10,7 @@ use infergate_model::stats::build::not_comparable;
 use infergate_model::stats::{DecisionRule, Plan};
 use infergate_schema::exit::{GateExit, usage};
 use infergate_schema::results::{RunResults, RunStatus};
-use infergate_schema::verdict::ComparisonReport;
+use infergate_schema::verdict::{CellReason, ComparisonReport};
 use infergate_store::baseline::{ADHOC_SUITE, BaselineStore};
 
 /// Output format of tables and reports.
@@ -317,7 +317,13 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let mut report = match baseline_runs(&args, first, suite.as_deref(), ids.as_deref())? {
         Err(why) => {
             errln!("note: {}", infergate_io::untrusted_text::console(&why));
-            not_comparable(first, run_ids(&candidate), suite, &rule, &why)
+            not_comparable(
+                first,
+                run_ids(&candidate),
+                suite,
+                &rule,
+                CellReason::Recorded(why),
+            )
         }
         Ok(mut baseline) => {
             align_profiles(&args, first, &mut baseline)?;

@@ -273,7 +273,7 @@ fn print_run(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
             infergate_schema::answer::plural(a.rounds, "extra round"),
             infergate_schema::answer::plural(a.remeasured, "leaning cell"),
             a.extra_s,
-            a.stop_reason
+            a.stop_reason.map_or_else(String::new, |s| s.to_string())
         );
     }
     print_tables(run, steps);

@@ -10,6 +10,7 @@ use std::time::Instant;
 use infergate_config::config::AdaptiveConfig;
 use infergate_model::stats::{Evidence, Judge, Next, StatsError};
 use infergate_schema::results::{CellResult, Event, EventKind, RunResults, context_label};
+use infergate_schema::verdict::RoundsStop;
 
 /// What the rounds cost, beside what the judge records ([`infergate_model::stats::judge::Rounds`]).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,7 +43,7 @@ where
             if let Some(max) = budget.max_extra_s
                 && spent.extra_s + cost_s > max
             {
-                ended = Some(format!("max_extra_seconds ({max:.0} s) spent"));
+                ended = Some(RoundsStop::MaxExtraSeconds(max));
                 break;
             }
             emit(Event::cell(
@@ -57,7 +58,7 @@ where
             ));
             let t0 = Instant::now();
             let Some(again) = measure(c, ctx).await else {
-                ended = Some("cancelled".into());
+                ended = Some(RoundsStop::Cancelled);
                 break;
             };
             let took = t0.elapsed().as_secs_f64();
@@ -67,7 +68,10 @@ where
         }
         let coords: Vec<(u32, u64)> = measured.iter().map(CellResult::coord).collect();
         next = if measured.is_empty() {
-            judge.look(Evidence::RoundsEnded(ended.take().unwrap_or_default()))?
+            // Nothing measured: the budget or a cancel ended the round (a round of no cells
+            // would mean no cell leans).
+            let why = ended.take().unwrap_or(RoundsStop::NoCellLeans);
+            judge.look(Evidence::RoundsEnded(why))?
         } else {
             judge.look(Evidence::Remeasured(measured))?
         };
@@ -84,7 +88,9 @@ where
             infergate_schema::answer::plural(rounds.rounds, "extra round"),
             infergate_schema::answer::cells_word(rounds.remeasured.len()),
             spent.extra_s,
-            rounds.stop_reason
+            rounds
+                .stop_reason
+                .map_or_else(String::new, |s| s.to_string())
         ),
     ));
     Ok((next, spent))
@@ -188,7 +194,7 @@ mod tests {
         assert!(matches!(next, Next::BootAgain { .. }), "{next:?}");
         assert_eq!(
             judge.rounds().stop_reason,
-            "a second boot decides: this boot already calls for one"
+            Some(RoundsStop::SecondBootDecides)
         );
     }
 

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use infergate_measure::bench::EventSink;
 use infergate_schema::results::{Event, EventKind, RunResults};
+use infergate_schema::verdict::ConfirmationReason;
 
 use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
 
@@ -37,7 +38,7 @@ pub fn confirm_log_path(first: &Path) -> PathBuf {
 /// run a `confirms` label.
 pub async fn confirm_boot(
     first_run: &mut RunResults,
-    reason: &str,
+    reason: &ConfirmationReason,
     mut req: MeasureRequest<'_>,
     events: EventSink,
     cancel: CancellationToken,

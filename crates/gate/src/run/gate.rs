@@ -23,7 +23,7 @@ use infergate_schema::policy::{Conclusion, GateEnding, GatePolicy};
 use infergate_schema::results::{
     Event, EventKind, GateFailureKind, GateFailureRecord, RunResults, RunStatus,
 };
-use infergate_schema::verdict::ComparisonReport;
+use infergate_schema::verdict::{ComparisonReport, RoundsStop};
 use infergate_telemetry::telemetry::NvmlSampler;
 
 use super::ab::{AbBoot, AbRequest, AbSide, fold_side, run_ab, side_results_path};
@@ -227,7 +227,7 @@ pub struct AdaptiveSummary {
     pub rounds: u32,
     pub remeasured: usize,
     pub extra_s: f64,
-    pub stop_reason: String,
+    pub stop_reason: Option<RoundsStop>,
 }
 
 /// Where the confirmation boot's outputs are.
@@ -873,8 +873,9 @@ impl GatePlan {
         };
         let asked = std::mem::replace(
             next,
-            Next::BootAgain {
-                reason: String::new(),
+            Next::Remeasure {
+                round: 0,
+                cells: Vec::new(),
             },
         );
         let (session, cancel, tx) = (live.session, live.cancel, live.emit);
@@ -900,11 +901,11 @@ impl GatePlan {
                 *next = after;
                 super::adaptive::record_rounds(judge, &spent, live.results);
                 let r = judge.rounds();
-                let summary = (r.rounds > 0).then(|| AdaptiveSummary {
+                let summary = (r.rounds > 0).then_some(AdaptiveSummary {
                     rounds: r.rounds,
                     remeasured: r.remeasured.len(),
                     extra_s: spent.extra_s,
-                    stop_reason: r.stop_reason.clone(),
+                    stop_reason: r.stop_reason,
                 });
                 (Ok(first), summary)
             }

@@ -6,8 +6,9 @@
 
 use infergate_schema::results::{CellResult, ProfileKey, RunResults};
 use infergate_schema::verdict::{
-    Against, BaselineSummary, CellComparison, CellVerdict, Check, ComparisonReport, Direction,
-    GateVerdict, MatrixTest, Metric, MetricComparison, NotCompared, VERDICT_SCHEMA_VERSION,
+    Against, BaselineSummary, CellComparison, CellReason, CellVerdict, Check, ComparisonReport,
+    Direction, GateVerdict, MatrixTest, Metric, MetricComparison, NotCompared,
+    VERDICT_SCHEMA_VERSION,
 };
 
 use super::DecisionRule;
@@ -125,7 +126,7 @@ pub fn not_comparable(
     candidate_runs: Vec<String>,
     suite: Option<String>,
     rule: &DecisionRule,
-    reason: &str,
+    reason: CellReason,
 ) -> ComparisonReport {
     let mut report = frame(
         first.profile.clone(),
@@ -142,8 +143,14 @@ pub fn not_comparable(
         .cells
         .iter()
         .map(|c| {
-            let decided = LimitDecision::settled(CellVerdict::NotComparable, reason.to_string());
-            cell(c.coord(), Some(decided), Vec::new(), |_| true, reason)
+            let decided = LimitDecision::settled(CellVerdict::NotComparable, reason.clone());
+            cell(
+                c.coord(),
+                Some(decided),
+                Vec::new(),
+                |_| true,
+                reason.clone(),
+            )
         })
         .collect();
     finish(&mut report);
@@ -179,9 +186,9 @@ pub fn matrix_test(
 pub fn cell(
     coord: Coord,
     decided: Option<LimitDecision>,
-    entries: Vec<(MetricComparison, String)>,
+    entries: Vec<(MetricComparison, Option<CellReason>)>,
     gating: impl Fn(Metric) -> bool,
-    none: &str,
+    none: CellReason,
 ) -> CellComparison {
     if let Some(d) = decided {
         return CellComparison {
@@ -221,8 +228,8 @@ pub fn cell(
         at
     });
     let (verdict, reason) = match chosen.map(|i| &entries[i]) {
-        Some((m, why)) => (m.verdict, (!why.is_empty()).then(|| why.clone())),
-        None => (CellVerdict::NotComparable, Some(none.to_string())),
+        Some((m, why)) => (m.verdict, why.clone()),
+        None => (CellVerdict::NotComparable, Some(none)),
     };
     CellComparison {
         provisional: false,
@@ -354,12 +361,13 @@ mod tests {
             vec!["cand".into()],
             Some("pr".into()),
             &DecisionRule::default(),
-            why,
+            CellReason::Recorded(why.into()),
         );
         assert_eq!(report.gate, GateVerdict::NoBaseline);
         assert_eq!(report.cells.len(), run.cells.len());
         assert!(report.cells.iter().all(|c| {
-            c.verdict == CellVerdict::NotComparable && c.reason.as_deref() == Some(why)
+            c.verdict == CellVerdict::NotComparable
+                && c.reason == Some(CellReason::Recorded(why.into()))
         }));
         assert_eq!(
             first_line(&report),

@@ -16,39 +16,9 @@
 //! `capacity_alpha`. With a 20-run history that never saw the state, one boot gives a bound of
 //! 1.8% (never enough: a provisional alarm, confirmed by a second boot), two boots 0.12%.
 
-use infergate_schema::verdict::Against;
-use infergate_schema::verdict::{CellVerdict, signed_percent};
-
-/// Which state a cell is judged for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    /// `capacity_limited`: the engine could not admit every stream.
-    Capacity,
-    /// `saturated`: the engine admitted every stream but preempted or retracted requests.
-    Saturation,
-}
-
-impl Limit {
-    pub fn words(self) -> &'static str {
-        match self {
-            Limit::Capacity => "capacity-limited",
-            Limit::Saturation => "saturated",
-        }
-    }
-}
-
-/// How often the cell was in the state: in its history, and on the candidate's boots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimitCounts {
-    /// History runs that measured the cell.
-    pub runs: usize,
-    /// Of those, the runs in the state.
-    pub hits: usize,
-    /// Candidate boots (runs) that measured the cell.
-    pub boots: usize,
-    /// Of those, the boots in the state (at least one: otherwise there is nothing to judge).
-    pub boot_hits: usize,
-}
+use infergate_schema::verdict::{
+    Against, CellReason, CellVerdict, Limit, LimitCounts, LimitFinding, LimitReason,
+};
 
 /// The decision on one cell that cannot be compared for speed: its verdict, why, whether it is
 /// a provisional alarm (one more boot in the state would make it a regression), and whether
@@ -56,14 +26,14 @@ pub struct LimitCounts {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LimitDecision {
     pub verdict: CellVerdict,
-    pub reason: String,
+    pub reason: CellReason,
     pub provisional: bool,
     pub history_too_short: bool,
 }
 
 impl LimitDecision {
     /// A decision that waits for nothing: neither a second boot nor a longer history.
-    pub fn settled(verdict: CellVerdict, reason: String) -> Self {
+    pub fn settled(verdict: CellVerdict, reason: CellReason) -> Self {
         LimitDecision {
             verdict,
             reason,
@@ -130,10 +100,6 @@ pub fn runs_needed(boots: usize, alpha: f64) -> Option<usize> {
     (1..=10_000).find(|&n| false_alarm_bound(0, n, boots) <= alpha)
 }
 
-fn percent(x: f64) -> String {
-    signed_percent(x).trim_start_matches('+').to_string()
-}
-
 /// Decides a cell that is in the state on at least one candidate boot (see the module docs).
 ///
 /// - in the state in every history run: not evidence (`not_comparable` for capacity: it never
@@ -152,140 +118,77 @@ pub fn decide(
     detail: &str,
     against: Against,
 ) -> LimitDecision {
-    let words = limit.words();
     let v = LimitVerdicts::of(limit);
-    let (history, now) = describe(limit, n, detail, against);
-    let decision = |verdict, reason, provisional| LimitDecision {
+    let decision = |verdict, finding, provisional| LimitDecision {
         provisional,
-        ..LimitDecision::settled(verdict, reason)
+        ..LimitDecision::settled(
+            verdict,
+            CellReason::Limit(LimitReason {
+                limit,
+                counts: n,
+                detail: detail.to_string(),
+                against,
+                alpha,
+                finding,
+            }),
+        )
     };
     if n.hits >= n.runs {
-        let reason = format!("{words} on both sides: {now}; {history}");
-        return decision(v.both_sides, reason, false);
+        return decision(v.both_sides, LimitFinding::BothSides, false);
     }
     if n.boot_hits < n.boots {
-        let reason = format!("{now}, not on every boot: not evidence of a change; {history}");
-        return decision(v.not_evidence, reason, false);
+        return decision(v.not_evidence, LimitFinding::NotEveryBoot, false);
     }
     let bound = false_alarm_bound(n.hits, n.runs, n.boots);
     if bound <= alpha {
-        let reason = format!(
-            "{now}; {history}: false-alarm bound {} ≤ capacity_alpha {}",
-            percent(bound),
-            percent(alpha)
-        );
-        return decision(v.regression, reason, false);
+        return decision(v.regression, LimitFinding::Regression { bound }, false);
     }
     // `run` boots at most twice: only the first boot's alarm can be provisional.
     let next = false_alarm_bound(n.hits, n.runs, n.boots + 1);
     if n.boots < MAX_BOOTS && next <= alpha {
-        let reason = format!(
-            "provisional {}: {now}; {history}; one boot cannot prove it (false-alarm bound {} > capacity_alpha {}): a confirmation boot decides",
-            v.regression.as_str(),
-            percent(bound),
-            percent(alpha)
-        );
-        return decision(v.not_evidence, reason, true);
+        return decision(v.not_evidence, LimitFinding::Provisional { bound }, true);
     }
     if n.hits > 0 {
-        let flaky = v.flaky;
-        let reason = format!("{flaky}: {now}; {history}: not evidence of a change");
-        return decision(v.not_evidence, reason, false);
+        return decision(v.not_evidence, LimitFinding::Flaky, false);
     }
-    let reason = too_short_reason(&now, &history, alpha, against);
+    // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
+    let needed = match against {
+        Against::Baseline => runs_needed(MAX_BOOTS, alpha),
+        Against::PairedAb => (2..=10_000).find(|&n| false_alarm_bound(0, n, n) <= alpha),
+    };
     LimitDecision {
         history_too_short: true,
-        ..decision(v.not_evidence, reason, false)
+        ..decision(v.not_evidence, LimitFinding::TooShort { needed }, false)
     }
 }
 
-/// A limit's verdicts: not evidence, a regression, in the state on both sides, and a flaky
-/// cell's word.
+/// A limit's verdicts: not evidence, a regression, in the state on both sides.
 struct LimitVerdicts {
     not_evidence: CellVerdict,
     regression: CellVerdict,
     both_sides: CellVerdict,
-    flaky: &'static str,
 }
 
 impl LimitVerdicts {
     fn of(limit: Limit) -> LimitVerdicts {
-        let (not_evidence, regression, both_sides, flaky) = match limit {
+        let (not_evidence, regression, both_sides) = match limit {
             Limit::Capacity => (
                 CellVerdict::Inconclusive,
                 CellVerdict::CapacityRegression,
                 CellVerdict::NotComparable,
-                "capacity_flaky",
             ),
             Limit::Saturation => (
                 CellVerdict::Saturated,
                 CellVerdict::SaturationRegression,
                 CellVerdict::Saturated,
-                "saturation_flaky",
             ),
         };
         LimitVerdicts {
             not_evidence,
             regression,
             both_sides,
-            flaky,
         }
     }
-}
-
-/// The reasons' words for the history (`capacity-limited in 2 of 20 history runs (10%)`) and
-/// for the candidate's boots, with `detail` (the candidate's first reason) where given.
-fn describe(limit: Limit, n: LimitCounts, detail: &str, against: Against) -> (String, String) {
-    let words = limit.words();
-    let sides = against.sides();
-    let detail = if detail.is_empty() {
-        String::new()
-    } else {
-        format!(" ({detail})")
-    };
-    let history = format!(
-        "{words} in {} of {} {} ({})",
-        n.hits,
-        n.runs,
-        sides.history_runs,
-        percent(n.hits as f64 / n.runs.max(1) as f64)
-    );
-    let now = if n.boots == 1 {
-        format!("{words} now{detail}")
-    } else {
-        format!(
-            "{words} on {} of {} {}{detail}",
-            n.boot_hits, n.boots, sides.boots
-        )
-    };
-    (history, now)
-}
-
-/// The reason of a history too short to tell a change from a cell at its limit, with the runs
-/// (or pairs) it would take.
-fn too_short_reason(now: &str, history: &str, alpha: f64, against: Against) -> String {
-    // A gate boots at most twice against a history; an A/B adds an A boot with each B boot.
-    let count = |n: Option<usize>| n.map_or_else(|| "more".to_string(), |n| n.to_string());
-    let (few, needed) = match against {
-        Against::Baseline => (
-            "runs",
-            format!(
-                "two boots need {} history runs",
-                count(runs_needed(MAX_BOOTS, alpha))
-            ),
-        ),
-        Against::PairedAb => (
-            "pairs",
-            format!(
-                "{} pairs are needed",
-                count((2..=10_000).find(|&n| false_alarm_bound(0, n, n) <= alpha))
-            ),
-        ),
-    };
-    format!(
-        "{now}; {history}: too few {few} to tell a change from a cell at its limit ({needed} at capacity_alpha {})",
-        percent(alpha)
-    )
 }
 
 #[cfg(test)]
@@ -364,49 +267,61 @@ mod tests {
         }
     }
 
+    /// What the rule found, with the counts it found it on.
+    fn finding(d: &LimitDecision) -> (LimitFinding, LimitCounts) {
+        match &d.reason {
+            CellReason::Limit(r) => (r.finding, r.counts),
+            other => panic!("not a limit's reason: {other:?}"),
+        }
+    }
+
     #[test]
     fn each_history_gets_its_verdict() {
         let a = 0.002;
         // Never fit: stays capacity-limited, not comparable.
         let d = at_gate(Limit::Capacity, counts(20, 20, 1, 1), a, "5/8 running");
         assert_eq!(d.verdict, CellVerdict::NotComparable);
-        assert!(
-            d.reason.starts_with("capacity-limited on both sides"),
-            "{}",
-            d.reason
-        );
-        assert!(d.reason.contains("5/8 running"), "{}", d.reason);
+        assert_eq!(finding(&d).0, LimitFinding::BothSides);
+        assert!(matches!(&d.reason, CellReason::Limit(r) if r.detail == "5/8 running"));
         // Fit in every run, limited on the first boot: provisional.
         let d = at_gate(Limit::Capacity, counts(20, 0, 1, 1), a, "");
         assert!(d.provisional, "{d:?}");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
-        assert!(
-            d.reason.starts_with("provisional capacity_regression"),
-            "{}",
-            d.reason
-        );
+        assert!(matches!(finding(&d).0, LimitFinding::Provisional { .. }));
         // ... and on both boots: a regression.
         let d = at_gate(Limit::Capacity, counts(20, 0, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::CapacityRegression, "{d:?}");
-        assert!(d.reason.contains("0.1%"), "{}", d.reason);
+        assert!(
+            matches!(finding(&d).0, LimitFinding::Regression { bound } if (bound - 0.00123).abs() < 1e-5),
+            "{d:?}"
+        );
         // ... and on one of two boots: not evidence.
         let d = at_gate(Limit::Capacity, counts(20, 0, 2, 1), a, "");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(!d.provisional);
-        // Flips in a minority of the history: capacity_flaky with the rate, even on both boots.
+        assert_eq!(finding(&d).0, LimitFinding::NotEveryBoot);
+        // Flips in a minority of the history: flaky with the rate, even on both boots.
         let d = at_gate(Limit::Capacity, counts(20, 2, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
         assert!(!d.provisional);
-        assert!(
-            d.reason.starts_with("capacity_flaky")
-                && d.reason.contains("2 of 20 history runs (10.0%)"),
-            "{}",
-            d.reason
-        );
+        assert_eq!(finding(&d), (LimitFinding::Flaky, counts(20, 2, 2, 2)));
         // Too short a history: said, with the runs it needs.
         let d = at_gate(Limit::Capacity, counts(5, 0, 2, 2), a, "");
         assert_eq!(d.verdict, CellVerdict::Inconclusive);
-        assert!(d.reason.contains("need 16 history runs"), "{}", d.reason);
+        assert!(d.history_too_short);
+        assert_eq!(finding(&d).0, LimitFinding::TooShort { needed: Some(16) });
+        // An A/B counts pairs.
+        let d = decide(
+            Limit::Capacity,
+            counts(2, 0, 2, 2),
+            a,
+            "",
+            Against::PairedAb,
+        );
+        assert!(matches!(
+            finding(&d).0,
+            LimitFinding::TooShort { needed: Some(_) }
+        ));
         // Saturation: the same rule with its own verdicts.
         let d = at_gate(Limit::Saturation, counts(20, 0, 1, 1), a, "12 preemptions");
         assert!(d.provisional);

@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
-    BaselineSummary, CellVerdict, Check, CheckOutcome, ComparisonReport, Coverage, DecidedChange,
-    DecisionBasis, Direction, Found, LineAxis, LineTest, LoneBoot, MatrixTest, Metric,
-    MetricComparison, NotCompared, Sensitivity, signed_percent,
+    BaselineSummary, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport, Coverage,
+    DecidedChange, DecisionBasis, Direction, Found, Layer, Limit, LimitCounts, LineAxis, LineTest,
+    LoneBoot, MatrixTest, Metric, MetricComparison, NotCompared, Sensitivity,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
-use super::capacity::{self, Limit, LimitCounts, LimitDecision};
+use super::capacity::{self, LimitDecision};
 use super::interval::{
     LogChange, each_boot_p, judge, judge_each_boot, log_margin, note_overruled, points, relative,
     reported_only, signed,
@@ -29,7 +29,7 @@ use super::rule::{
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
-use infergate_schema::answer::{Sides, line_label, metric_name};
+use infergate_schema::answer::metric_name;
 use infergate_schema::verdict::Against;
 
 /// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
@@ -206,11 +206,11 @@ pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
 /// the layer gates), else built from its test entries.
 fn layer_cell(
     coord: Coord,
-    refused: Option<(NotCompared, String)>,
-    entries: Vec<(MetricComparison, String)>,
+    refused: Option<(NotCompared, CellReason)>,
+    entries: Vec<(MetricComparison, Option<CellReason>)>,
     provisional: bool,
     gating: impl Fn(Metric) -> bool,
-    none: &str,
+    none: CellReason,
 ) -> infergate_schema::verdict::CellComparison {
     match refused {
         Some((kind, why)) => {
@@ -253,21 +253,15 @@ pub fn burst_value(run: &RunResults, metric: Metric) -> Option<f64> {
 }
 
 /// Why a run's burst is not compared: some of its requests did not complete.
-pub fn burst_incomplete(run: &RunResults) -> Option<String> {
+pub fn burst_incomplete(run: &RunResults) -> Option<CellReason> {
     let b = run.burst.as_ref()?;
-    (!b.all_completed()).then(|| {
-        format!(
-            "{}{} of {} requests completed in run {} ({} ended early, {} failed{})",
-            infergate_schema::answer::BURST_INCOMPLETE,
-            b.completed,
-            b.sent,
-            run.run_id,
-            b.incomplete,
-            b.errors,
-            b.first_problem
-                .as_deref()
-                .map_or_else(String::new, |p| format!("; {p}"))
-        )
+    (!b.all_completed()).then(|| CellReason::BurstIncomplete {
+        run: run.run_id.clone(),
+        completed: b.completed,
+        sent: b.sent,
+        incomplete: b.incomplete,
+        errors: b.errors,
+        first_problem: b.first_problem.clone(),
     })
 }
 
@@ -280,21 +274,13 @@ fn layer_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
 }
 
 /// Why a run's prefill figure at `context` is not compared: the engine's counters disagree.
-fn prefill_disagrees(run: &RunResults, context: u64) -> Option<String> {
+fn prefill_disagrees(run: &RunResults, context: u64) -> Option<CellReason> {
     let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
     (record.cross_check.verdict == infergate_schema::results::PrefillAgreement::Disagrees).then(
-        || {
-            format!(
-                "{}{} in run {}{}",
-                infergate_schema::answer::PREFILL_DISAGREES,
-                infergate_schema::results::context_label(context),
-                run.run_id,
-                record
-                    .cross_check
-                    .detail
-                    .as_deref()
-                    .map_or_else(String::new, |d| format!(" ({d})"))
-            )
+        || CellReason::PrefillDisagrees {
+            context,
+            run: run.run_id.clone(),
+            detail: record.cross_check.detail.clone(),
         },
     )
 }
@@ -366,7 +352,7 @@ pub(super) fn eligibility(
         Err(decision) => return Some(decision),
     };
     if levels.runs == 0 {
-        let why = format!("missing in {}", against.sides().base);
+        let why = CellReason::MissingInBase(against);
         return Some(LimitDecision::settled(CellVerdict::NotComparable, why));
     }
     // Capacity and saturation are judged against the whole history window (how often the
@@ -428,40 +414,38 @@ fn candidate_cells<'c>(
     against: Against,
 ) -> Result<Vec<&'c CellResult>, LimitDecision> {
     let decided = |verdict, reason| Err(LimitDecision::settled(verdict, reason));
-    let Sides {
-        level_runs,
-        candidate: now_in,
-        ..
-    } = against.sides();
     let measured_level = levels.ok + levels.cap + levels.sat;
     let mut now = Vec::with_capacity(candidate.len());
     for run in candidate {
         let Some(c) = find(run, coord) else {
-            let why = format!("missing in {now_in} run {}", run.run_id);
+            let run = run.run_id.clone();
+            let why = CellReason::MissingInRun { against, run };
             return decided(CellVerdict::NotComparable, why);
         };
-        let why = c.reason.as_deref().unwrap_or("no reason given");
+        let why = c.reason.as_deref().unwrap_or("no reason given").to_string();
         match c.status {
             CellStatus::Ok | CellStatus::CapacityLimited | CellStatus::Saturated => now.push(c),
             // Fail closed: an engine that errors where it used to serve regressed, however
             // the cells it still serves compare.
             CellStatus::Error if measured_level > 0 => {
-                let why = format!(
-                    "error now: {why}; measured in {measured_level} of the {} {level_runs}",
-                    levels.runs
-                );
+                let why = CellReason::ErrorNow {
+                    why,
+                    measured: measured_level,
+                    runs: levels.runs,
+                    against,
+                };
                 return decided(CellVerdict::ErrorRegression, why);
             }
             CellStatus::Error => {
                 return decided(
                     CellVerdict::NotComparable,
-                    format!("error in {now_in}: {why}"),
+                    CellReason::Error { why, against },
                 );
             }
             CellStatus::Skipped => {
                 return decided(
                     CellVerdict::NotComparable,
-                    format!("skipped in {now_in}: {why}"),
+                    CellReason::Skipped { why, against },
                 );
             }
         }
@@ -493,8 +477,8 @@ impl LimitEvidence<'_> {
             return None;
         }
         if self.hist.is_empty() {
-            let base = self.against.sides().base;
-            let why = format!("{} now; no successful {base} measurement", limit.words());
+            let against = self.against;
+            let why = CellReason::LimitWithoutBase { limit, against };
             return Some(LimitDecision::settled(CellVerdict::NotComparable, why));
         }
         let why = boots
@@ -522,25 +506,17 @@ impl LimitEvidence<'_> {
 /// saturated there (and is not now), else not comparable; `None` where a level run measured
 /// it ok.
 fn unmeasured_level(levels: &LevelStatuses, against: Against) -> Option<LimitDecision> {
-    let Sides { base, the_base, .. } = against.sides();
     if levels.ok > 0 {
         return None;
     }
+    let out_of = |limit| CellReason::OutOfLimit { limit, against };
     let (v, why) = if levels.cap > 0 {
-        (
-            CellVerdict::Improvement,
-            format!("fits now; capacity-limited in {the_base}"),
-        )
+        (CellVerdict::Improvement, out_of(Limit::Capacity))
     } else if levels.sat > 0 {
-        (
-            CellVerdict::Improvement,
-            format!("holds its streams now; saturated in {the_base}"),
-        )
+        (CellVerdict::Improvement, out_of(Limit::Saturation))
     } else {
-        (
-            CellVerdict::NotComparable,
-            format!("no successful {base} measurement (error or skipped)"),
-        )
+        let why = CellReason::NoBaseMeasurement(against);
+        (CellVerdict::NotComparable, why)
     };
     Some(LimitDecision::settled(v, why))
 }
@@ -1493,38 +1469,35 @@ fn cell_decision(
     own: CellVerdict,
     line: Option<(&LineChange, CellVerdict)>,
     matrix: Option<(CellVerdict, f64)>,
-) -> (CellVerdict, String, DecidedChange) {
+) -> (CellVerdict, Option<CellReason>, DecidedChange) {
     let dir = t.metric.direction();
     let own_good = signed(t.specific.estimate, dir);
     let vs_run = decided_change(&t.own, DecisionBasis::VsRun, None);
     if total_agrees(t, own) {
         // Its figure (`decided_on`) says it all.
-        return (own, String::new(), vs_run);
+        return (own, None, vs_run);
     }
     if let Some((l, v)) = line
         && points(v, own_good)
         && total_agrees(t, v)
     {
-        let shown_line = decided_change(&l.change, DecisionBasis::VsRun, None);
+        let why = CellReason::WithLine {
+            axis: l.axis,
+            at: l.at,
+            metric: t.metric,
+            line: decided_change(&l.change, DecisionBasis::VsRun, None),
+            cell: vs_run.change,
+        };
         let with_line = decided_change(&t.total, DecisionBasis::WithLine, None);
-        let why = format!(
-            "with its {}: {} {} [{}, {}] against the other cells of its run (this cell {})",
-            line_label(l.axis, l.at),
-            metric_name(t.metric),
-            signed_percent(shown_line.change),
-            signed_percent(shown_line.ci_low),
-            signed_percent(shown_line.ci_high),
-            signed_percent(vs_run.change),
-        );
-        return (v, why, with_line);
+        return (v, Some(why), with_line);
     }
     if let Some((v, m)) = matrix
         && total_agrees(t, v)
     {
         let (why, with) = with_matrix(t.metric, &t.total, v, m);
-        return (v, why, with);
+        return (v, Some(why), with);
     }
-    (CellVerdict::Unchanged, String::new(), vs_run)
+    (CellVerdict::Unchanged, None, vs_run)
 }
 
 /// The change a cell's verdict was decided on, as reports show it (its 90% interval).
@@ -1551,15 +1524,14 @@ pub(super) fn with_matrix(
     total: &LogChange,
     v: CellVerdict,
     m: f64,
-) -> (String, DecidedChange) {
+) -> (CellReason, DecidedChange) {
     let with = decided_change(total, DecisionBasis::WithMatrix, Some(m));
-    let why = format!(
-        "with the matrix: {} ({}); {} {} in total",
-        signed_percent(m),
-        v.as_str(),
-        metric_name(metric),
-        signed_percent(with.change),
-    );
+    let why = CellReason::WithMatrix {
+        metric,
+        matrix: m,
+        verdict: v,
+        total: with.change,
+    };
     (why, with)
 }
 
@@ -1880,15 +1852,16 @@ fn report_frame(
 
 /// The report of an empty baseline: every cell `not_comparable`, for want of a baseline.
 fn no_baseline_report(mut report: ComparisonReport, coords: &[Coord]) -> ComparisonReport {
-    let none = || {
+    let none = CellReason::NoBaseline;
+    let decided = || {
         Some(LimitDecision::settled(
             CellVerdict::NotComparable,
-            infergate_schema::answer::NO_BASELINE_REASON.into(),
+            none.clone(),
         ))
     };
     report.cells = coords
         .iter()
-        .map(|&c| build::cell(c, none(), Vec::new(), |_| true, ""))
+        .map(|&c| build::cell(c, decided(), Vec::new(), |_| true, none.clone()))
         .collect();
     build::finish(&mut report);
     report
@@ -2155,15 +2128,18 @@ impl BroaderVerdicts<'_> {
     }
 }
 
+/// One test's comparison and the reason of its verdict, where its figure does not say it all.
+type Entry = (MetricComparison, Option<CellReason>);
+
 /// Each metric comparison of the comparable cells and of the layers, by index into their
 /// cells, and the cells whose regression is provisional at this look.
 #[derive(Default)]
 struct CellEntries {
-    per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>>,
+    per_cell: BTreeMap<usize, Vec<Entry>>,
     /// The prefill layer's entries, by index into its cells.
-    per_prefill: BTreeMap<usize, Vec<(MetricComparison, String)>>,
+    per_prefill: BTreeMap<usize, Vec<Entry>>,
     /// The burst layer's entries (its one cell).
-    per_burst: BTreeMap<usize, Vec<(MetricComparison, String)>>,
+    per_burst: BTreeMap<usize, Vec<Entry>>,
     provisional_local: Vec<usize>,
     provisional_prefill: Vec<usize>,
     provisional_burst: Vec<usize>,
@@ -2171,7 +2147,7 @@ struct CellEntries {
 
 impl CellEntries {
     /// Files one test's comparison (and reason) under its cell, in the matrix or its layer.
-    fn add(&mut self, t: &CellTest, provisional: bool, entry: (MetricComparison, String)) {
+    fn add(&mut self, t: &CellTest, provisional: bool, entry: Entry) {
         let (entries, provisional_cells) = if t.metric == Metric::PrefillTps {
             (&mut self.per_prefill, &mut self.provisional_prefill)
         } else if t.metric.is_burst() {
@@ -2393,7 +2369,7 @@ impl Plan<'_> {
         own: CellVerdict,
         mut check: Check,
         broader: &BroaderVerdicts,
-    ) -> (CellVerdict, Check, String, DecidedChange) {
+    ) -> (CellVerdict, Check, Option<CellReason>, DecidedChange) {
         let dir = t.metric.direction();
         let (mut verdict, why, decided_on) = cell_decision(
             t,
@@ -2572,7 +2548,10 @@ fn push_matrix_cells(
     let gating = |m: Metric| gate.gates(m);
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {
-        let none = "no gating metric measured on both sides";
+        let none = CellReason::NothingCompared {
+            layer: Layer::Decode,
+            against: Against::Baseline,
+        };
         let cell = match decision {
             Some(d) => build::cell(coord, Some(d), Vec::new(), gating, none),
             None => {
@@ -2610,7 +2589,10 @@ fn push_layer_cells(
             entries.per_prefill.remove(&i).unwrap_or_default(),
             entries.provisional_prefill.contains(&i),
             gating,
-            "no prefill figure on both sides",
+            CellReason::NothingCompared {
+                layer: Layer::Prefill,
+                against: Against::Baseline,
+            },
         ));
     }
     report.prefill_gated = gating(Metric::PrefillTps);
@@ -2627,7 +2609,10 @@ fn push_layer_cells(
             entries.per_burst.remove(&i).unwrap_or_default(),
             entries.provisional_burst.contains(&i),
             |m: Metric| m.is_burst() && gating(m),
-            "no burst figure on both sides",
+            CellReason::NothingCompared {
+                layer: Layer::Burst,
+                against: Against::Baseline,
+            },
         ));
     }
     report.burst_gated = gating(Metric::BurstTps) || gating(Metric::BurstTtftP90);
@@ -2637,6 +2622,7 @@ fn push_layer_cells(
 mod tests {
     use super::*;
     use infergate_schema::answer::first_line;
+    use infergate_schema::verdict::{ConfirmationReason, LimitFinding};
 
     /// The verdict over the boots given, as the judge replays them (and whether the second
     /// boot entered it).
@@ -3400,9 +3386,13 @@ mod tests {
         let with_row: Vec<&CellComparison> = report.cells[5..10]
             .iter()
             .filter(|c| {
-                c.reason
-                    .as_deref()
-                    .is_some_and(|r| r.starts_with("with its row 32k: aggregate tok/s −"))
+                matches!(c.reason, Some(CellReason::WithLine {
+                    axis: LineAxis::Context,
+                    at: 32768,
+                    metric: Metric::AggregateTps,
+                    line,
+                    ..
+                }) if line.change < 0.0)
             })
             .collect();
         assert!(!with_row.is_empty(), "{:?}", &report.cells[5..10]);
@@ -3489,15 +3479,41 @@ mod tests {
                 CellVerdict::Improvement
             ]
         );
-        let reason = |i: usize| report.cells[i].reason.as_deref().unwrap_or_default();
-        assert!(reason(0).contains("5/8 running"), "{}", reason(0));
+        let reason = |i: usize| report.cells[i].reason.clone();
         assert!(
-            reason(1).starts_with("capacity-limited on both sides"),
-            "{}",
+            matches!(reason(0), Some(CellReason::Limit(r)) if r.detail == "5/8 running"),
+            "{:?}",
+            reason(0)
+        );
+        assert!(
+            matches!(reason(1), Some(CellReason::Limit(r)) if r.finding == infergate_schema::verdict::LimitFinding::BothSides),
+            "{:?}",
             reason(1)
         );
-        assert!(reason(2).contains("stream reset"), "{}", reason(2));
-        assert_eq!(reason(3), "missing in baseline");
+        assert!(
+            matches!(reason(2), Some(CellReason::ErrorNow { why, .. }) if why == "stream reset"),
+            "{:?}",
+            reason(2)
+        );
+        assert!(
+            matches!(
+                reason(3),
+                Some(CellReason::MissingInBase(Against::Baseline))
+            ),
+            "{:?}",
+            reason(3)
+        );
+        assert!(
+            matches!(
+                reason(4),
+                Some(CellReason::OutOfLimit {
+                    limit: Limit::Capacity,
+                    ..
+                })
+            ),
+            "{:?}",
+            reason(4)
+        );
         // The errored cell was measured in the baseline: every such cell must be measured now,
         // so the gate cannot decide (exit 3).
         let cov = report.coverage.expect("coverage");
@@ -3557,7 +3573,7 @@ mod tests {
                 .cells
                 .iter()
                 .all(|c| c.verdict == CellVerdict::NotComparable
-                    && c.reason.as_deref() == Some("no baseline"))
+                    && matches!(c.reason, Some(CellReason::NoBaseline)))
         );
     }
 
@@ -3710,10 +3726,7 @@ mod tests {
             own.outcome
         );
         assert!(
-            cell.reason
-                .as_deref()
-                .unwrap()
-                .starts_with("with the matrix: −"),
+            matches!(cell.reason, Some(CellReason::WithMatrix { matrix, .. }) if matrix < 0.0),
             "{:?}",
             cell.reason
         );
@@ -3844,6 +3857,14 @@ mod tests {
         );
     }
 
+    /// A cell's capacity or saturation reason: what the rule found, on which counts.
+    fn limit_reason(c: &CellComparison) -> &infergate_schema::verdict::LimitReason {
+        match &c.reason {
+            Some(CellReason::Limit(r)) => r,
+            other => panic!("not a limit's reason: {other:?}"),
+        }
+    }
+
     /// A history of 20 runs in which cell 0 is in `state` in the runs `hit(run)` says.
     fn history_with(
         rng: &mut StdRng,
@@ -3891,10 +3912,10 @@ mod tests {
         let c = &r.cells[0];
         assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
         assert!(c.provisional);
-        let why = c.reason.as_deref().unwrap();
+        let why = limit_reason(c);
         assert!(
-            why.starts_with("provisional capacity_regression") && why.contains("3/4 running"),
-            "{why}"
+            matches!(why.finding, LimitFinding::Provisional { .. }) && why.detail == "3/4 running",
+            "{why:?}"
         );
         assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
         assert!(
@@ -3908,8 +3929,8 @@ mod tests {
         let r = compare(&fit[10..], &first, &rule).unwrap();
         let c = &r.cells[0];
         assert!(c.history_too_short && !c.provisional, "{c:?}");
-        let why = c.reason.as_deref().unwrap();
-        assert!(why.contains("two boots need 16 history runs"), "{why}");
+        let why = limit_reason(c);
+        assert_eq!(why.finding, LimitFinding::TooShort { needed: Some(16) });
         assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
         assert!(
             first_line(&r).starts_with(
@@ -3941,11 +3962,9 @@ mod tests {
         let c = &r.cells[0];
         assert_eq!(c.verdict, CellVerdict::Inconclusive, "{c:?}");
         assert!(!c.provisional && !c.history_too_short, "{c:?}");
-        let why = c.reason.as_deref().unwrap();
-        assert!(
-            why.starts_with("capacity_flaky") && why.contains("2 of 20 history runs (10.0%)"),
-            "{why}"
-        );
+        let why = limit_reason(c);
+        assert_eq!(why.finding, LimitFinding::Flaky);
+        assert_eq!((why.counts.hits, why.counts.runs), (2, 20));
         let r = compare(&flaky, &first, &rule).unwrap();
         assert!(
             !r.cells[0].provisional,
@@ -3955,8 +3974,8 @@ mod tests {
         let never = history_with(&mut rng, Cap, &|_| true);
         let r = compare(&never, &both, &rule).unwrap();
         assert_eq!(r.cells[0].verdict, CellVerdict::NotComparable);
-        let why = r.cells[0].reason.as_deref().unwrap_or_default();
-        assert!(why.contains("20 of 20 history runs"), "{why}");
+        let why = limit_reason(&r.cells[0]);
+        assert_eq!((why.counts.hits, why.counts.runs), (20, 20));
     }
 
     /// `compare --confirmation` and `run` decide with `two_boot_verdict`: the first boot's
@@ -3978,7 +3997,14 @@ mod tests {
             first_line(&first_report)
         );
         let why = confirm::reason(&first_report);
-        assert!(why.contains("provisional alarm"), "{why}");
+        assert!(
+            matches!(
+                why,
+                ConfirmationReason::Alarms(1)
+                    | ConfirmationReason::LeansWithAlarms { alarms: 1, .. }
+            ),
+            "{why:?}"
+        );
         let limited = boots_with(&mut rng, 1, Cap, &|_| true);
         let second = |boots: &[RunResults]| {
             super::super::judge::replay(

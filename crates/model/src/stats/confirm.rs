@@ -24,7 +24,7 @@
 
 use infergate_schema::results::RunResults;
 use infergate_schema::verdict::{
-    ComparisonReport, Confirmation, GateVerdict, signed_number, signed_percent,
+    ComparisonReport, Confirmation, ConfirmationReason, FirstBootMatrix, GateVerdict, MatrixThen,
 };
 
 use super::compare::{History, Look, compare_on};
@@ -69,64 +69,41 @@ pub fn wants_confirmation(first: &ComparisonReport) -> bool {
             || sensitive && !first.uncovered_cells().is_empty())
 }
 
-/// Why the first boot called for a confirmation (or did not), for people.
-pub fn reason(first: &ComparisonReport) -> String {
-    let check = first
-        .matrix_test
-        .as_ref()
-        .and_then(|m| m.check.as_ref().map(|c| (m, c)));
-    let provisional = provisional_cells(first);
-    let alarms = (provisional > 0 && wants_confirmation(first)).then(|| {
-        format!(
-            "{provisional} provisional alarm{}",
-            if provisional == 1 { "" } else { "s" }
-        )
+/// Why the first boot called for a confirmation (or did not): the causes that hold, with the
+/// numbers its words quote.
+pub fn reason(first: &ComparisonReport) -> ConfirmationReason {
+    let matrix = first.matrix_test.as_ref().and_then(|m| {
+        m.check.as_ref().map(|c| FirstBootMatrix {
+            change: m.change,
+            statistic: c.statistic,
+            boundary: c.boundary,
+        })
     });
-    let matrix = check.map(|(m, c)| {
-        format!(
-            "the first boot's matrix-wide change is {} (t = {}, futility bound {})",
-            signed_percent(m.change),
-            signed_number(c.statistic, 2),
-            signed_number(c.boundary, 2),
-        )
-    });
+    let wants = wants_confirmation(first);
+    let alarms = Some(provisional_cells(first)).filter(|&n| n > 0 && wants);
     let leans_worse = leans(first);
-    let uncovered = first.uncovered_cells();
-    if wants_confirmation(first) && !leans_worse && alarms.is_none() && !uncovered.is_empty() {
-        return format!(
-            "after one boot {} could still be {} or worse: a second boot narrows {}",
-            infergate_schema::answer::plural(uncovered.len(), "cell"),
-            signed_percent(-first.rule.cell_effect.unwrap_or_default()),
-            if uncovered.len() == 1 {
-                "its bound"
-            } else {
-                "their bounds"
-            }
-        );
+    let uncovered = first.uncovered_cells().len();
+    if wants && !leans_worse && alarms.is_none() && uncovered > 0 {
+        return ConfirmationReason::Uncovered {
+            cells: uncovered,
+            cell_effect: first.rule.cell_effect.unwrap_or_default(),
+        };
     }
     match (matrix, alarms) {
         // Both causes hold: name both, as the headline does.
-        (Some(matrix), Some(alarms)) if leans_worse => format!(
-            "{matrix}, which leans worse, and the first boot has {alarms}: only a second boot can tell a slowdown from a slow boot"
-        ),
-        (_, Some(alarms)) => format!(
-            "the first boot has {alarms}: one boot cannot prove {}",
-            if provisional == 1 { "it" } else { "them" }
-        ),
-        (Some(matrix), None) => format!(
-            "{matrix}: {}",
-            if leans_worse && wants_confirmation(first) {
-                "it leans worse, and only a second boot can tell a slowdown from a slow boot"
-            } else if leans_worse {
-                "the first boot's verdict is already final"
-            } else {
-                "it does not lean worse, so the matrix test stops at one boot"
-            }
-        ),
-        (None, None) => format!(
-            "the first boot's verdict is `{}` without a matrix-wide test",
-            first.gate.as_str()
-        ),
+        (Some(matrix), Some(alarms)) if leans_worse => {
+            ConfirmationReason::LeansWithAlarms { matrix, alarms }
+        }
+        (_, Some(alarms)) => ConfirmationReason::Alarms(alarms),
+        (Some(matrix), None) => ConfirmationReason::Matrix {
+            matrix,
+            then: match (leans_worse, wants) {
+                (true, true) => MatrixThen::SecondBoot,
+                (true, false) => MatrixThen::Final,
+                (false, _) => MatrixThen::Stops,
+            },
+        },
+        (None, None) => ConfirmationReason::NoMatrixTest(first.gate),
     }
 }
 
@@ -190,8 +167,11 @@ mod tests {
         assert_eq!(first.gate, GateVerdict::Insufficient);
         assert!(wants_confirmation(&first));
         assert!(
-            reason(&first).starts_with("after one boot 1 cell could still be −10.0% or worse"),
-            "{}",
+            matches!(
+                reason(&first),
+                ConfirmationReason::Uncovered { cells: 1, cell_effect } if cell_effect == 0.10
+            ),
+            "{:?}",
             reason(&first)
         );
         // A thin baseline is the limit: a boot would not make the cell decidable.
@@ -271,9 +251,11 @@ mod tests {
         let c = report.confirmation.as_ref().expect("a confirmation");
         assert_eq!(c.provisional_alarms, 5);
         assert!(
-            c.reason
-                .contains("which leans worse, and the first boot has 5 provisional alarms"),
-            "{}",
+            matches!(
+                c.reason,
+                ConfirmationReason::LeansWithAlarms { alarms: 5, .. }
+            ),
+            "{:?}",
             c.reason
         );
         assert!(

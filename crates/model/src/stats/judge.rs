@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use infergate_schema::results::{CellResult, RunResults};
 use infergate_schema::verdict::{
-    CellComparison, CellVerdict, ComparisonReport, Confirmation, GateVerdict, JudgedBy, RuleSummary,
+    CellComparison, CellVerdict, ComparisonReport, Confirmation, ConfirmationReason, GateVerdict,
+    JudgedBy, RoundsStop, RuleSummary,
 };
 
 use super::compare::{History, Look, compare_on};
@@ -86,7 +87,7 @@ pub enum Evidence {
     Remeasured(Vec<CellResult>),
     /// The driver measures no more rounds (its time budget is spent, it was cancelled, or a
     /// replay has no recording of the next round): the rounds end with this reason.
-    RoundsEnded(String),
+    RoundsEnded(RoundsStop),
     /// The second boot's runs, and the name of their results file (for the reports).
     SecondBoot {
         /// The runs of the second boot.
@@ -110,8 +111,8 @@ pub enum Next {
     },
     /// Boot the engine again and measure the whole matrix: only a second boot can decide.
     BootAgain {
-        /// Why, for people.
-        reason: String,
+        /// Why the first boot calls for it.
+        reason: ConfirmationReason,
     },
 }
 
@@ -122,8 +123,8 @@ pub struct Rounds {
     pub rounds: u32,
     /// Cells measured again, in order of first re-measurement.
     pub remeasured: Vec<(u32, u64)>,
-    /// Why the rounds stopped (empty while they go on, or when the plan has none).
-    pub stop_reason: String,
+    /// Why the rounds stopped (`None` while they go on, or when the plan has none).
+    pub stop_reason: Option<RoundsStop>,
     /// The local alpha of the last round's look (for the events).
     pub last_alpha: f64,
 }
@@ -233,7 +234,7 @@ impl<'h> Judge<'h> {
                 self.next_round()
             }
             (Stage::Rounds, Evidence::RoundsEnded(why)) => {
-                self.rounds.stop_reason = why;
+                self.rounds.stop_reason = Some(why);
                 self.after_rounds()
             }
             (Stage::Second { first_report }, Evidence::SecondBoot { runs, name }) => {
@@ -283,25 +284,22 @@ impl<'h> Judge<'h> {
         let round = self.rounds.rounds + 1;
         let stop = if round > self.plan.max_rounds {
             Some(if leaning.is_empty() {
-                "no cell leans worse".to_string()
+                RoundsStop::NoCellLeans
             } else {
-                format!("max_rounds ({}) spent", self.plan.max_rounds)
+                RoundsStop::MaxRounds(self.plan.max_rounds)
             })
         } else if report.gate == GateVerdict::Regression {
-            Some(
-                "the gate already found a regression: more rounds cannot change the exit code"
-                    .into(),
-            )
+            Some(RoundsStop::GateRegressed)
         } else if self.first_look.local_provisional && wants_confirmation(report) {
-            Some("a second boot decides: this boot already calls for one".into())
+            Some(RoundsStop::SecondBootDecides)
         } else if leaning.is_empty() {
-            Some("no cell leans worse".into())
+            Some(RoundsStop::NoCellLeans)
         } else {
             None
         };
         match stop {
             Some(why) => {
-                self.rounds.stop_reason = why;
+                self.rounds.stop_reason = Some(why);
                 self.after_rounds()
             }
             None => {
@@ -503,16 +501,14 @@ pub fn replay(
                     }
                 }
                 if measured.is_empty() {
-                    judge.look(Evidence::RoundsEnded(
-                        "the recorded run has no further rounds".into(),
-                    ))?
+                    judge.look(Evidence::RoundsEnded(RoundsStop::NotRecorded))?
                 } else {
                     let n = judge.look(Evidence::Remeasured(measured))?;
                     match (complete, n) {
                         (true, n) => n,
-                        (false, Next::Remeasure { .. }) => judge.look(Evidence::RoundsEnded(
-                            "the recorded run has no further rounds".into(),
-                        ))?,
+                        (false, Next::Remeasure { .. }) => {
+                            judge.look(Evidence::RoundsEnded(RoundsStop::NotRecorded))?
+                        }
                         (false, n) => n,
                     }
                 }

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use infergate_schema::results::{CellStatus, RunResults};
 use infergate_schema::verdict::{
-    BaselineSummary, CellVerdict, ComparisonReport, DecisionBasis, Direction, Metric,
-    MetricComparison, signed_percent,
+    BaselineSummary, CellReason, CellVerdict, ComparisonReport, DecisionBasis, Direction, Layer,
+    Metric, MetricComparison,
 };
 
 use super::DecisionRule;
@@ -25,7 +25,6 @@ use super::build::{self, Coord, find, mean, sd};
 use super::capacity::LimitDecision;
 use super::compare::{self, ALL_METRICS, decided_change, ok_value, with_matrix};
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
-use infergate_schema::answer::metric_name;
 use infergate_schema::verdict::Against;
 
 /// Why a paired comparison cannot be made at all.
@@ -79,14 +78,10 @@ fn eligibility(
             .chain(a)
             .filter_map(|r| find(r, coord))
             .find(|c| c.status != CellStatus::Ok)
-            .and_then(|c| c.reason.clone())
-            .unwrap_or_else(|| "not measured".into());
+            .and_then(|c| c.reason.clone());
         return Some(LimitDecision::settled(
             CellVerdict::NotComparable,
-            format!(
-                "measured on both sides in {}, 2 needed ({why})",
-                infergate_schema::answer::plural(pairs, "pair")
-            ),
+            CellReason::TooFewPairs { pairs, why },
         ));
     }
     None
@@ -164,7 +159,8 @@ pub fn paired_compare(
         matrix_verdict,
     };
 
-    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, String)>> = BTreeMap::new();
+    let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, Option<CellReason>)>> =
+        BTreeMap::new();
     for t in &tests {
         per_cell.entry(t.cell).or_default().push(judging.entry(t));
     }
@@ -175,7 +171,10 @@ pub fn paired_compare(
             decision,
             entries,
             gating,
-            "no gating metric measured in two pairs",
+            CellReason::NothingCompared {
+                layer: Layer::Decode,
+                against: Against::PairedAb,
+            },
         ));
     }
     // As in `stats::compare`: B must have measured every cell A measured, or the pairs it did
@@ -386,7 +385,7 @@ struct PairJudging<'a> {
 
 impl PairJudging<'_> {
     /// One test's comparison as the report lists it, with its reason.
-    fn entry(&self, t: &PairTest) -> (MetricComparison, String) {
+    fn entry(&self, t: &PairTest) -> (MetricComparison, Option<CellReason>) {
         let dir = t.metric.direction();
         let own = t.specific.unwrap_or(t.change);
         let (judged, mut check) = judge(&own, dir, self.cell_alpha, self.margin, &self.look);
@@ -405,14 +404,11 @@ impl PairJudging<'_> {
         let (why, decided_on) = match follows {
             Some((m, change)) => with_matrix(t.metric, &t.change, m, change),
             None => (
-                format!(
-                    "B vs A {} {} [{}, {}] over {} pairs of boots",
-                    metric_name(t.metric),
-                    signed_percent(relative(t.change.estimate)),
-                    signed_percent(relative(lo)),
-                    signed_percent(relative(hi)),
-                    t.pairs
-                ),
+                CellReason::PairedChange {
+                    metric: t.metric,
+                    change: decided_change(&t.change, DecisionBasis::Total, None),
+                    pairs: t.pairs,
+                },
                 if own_decided {
                     decided_change(&own, DecisionBasis::VsRun, None)
                 } else {
@@ -447,7 +443,7 @@ impl PairJudging<'_> {
             check: Some(check),
             decided_on: Some(decided_on),
         };
-        (comparison, why)
+        (comparison, Some(why))
     }
 
     /// A cell's verdict: its own test's `judged` where its total points the same way, else
@@ -484,7 +480,7 @@ mod tests {
     use super::*;
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
-    use infergate_schema::verdict::GateVerdict;
+    use infergate_schema::verdict::{GateVerdict, LimitFinding};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
@@ -668,11 +664,14 @@ mod tests {
             .find(|c| (c.concurrency, c.context_tokens) == coord)
             .unwrap();
         assert_eq!(cell.verdict, CellVerdict::ErrorRegression, "{cell:?}");
-        let why = cell.reason.as_deref().unwrap();
         assert!(
-            why.starts_with("error now: HTTP 500")
-                && why.contains("measured in 4 of the 4 A boots"),
-            "{why}"
+            matches!(
+                &cell.reason,
+                Some(CellReason::ErrorNow { why, measured: 4, runs: 4, against: Against::PairedAb })
+                    if why == "HTTP 500 from the engine"
+            ),
+            "{:?}",
+            cell.reason
         );
         // Every cell A measured must be measured by B in every boot: undecidable.
         let cov = r.coverage.expect("coverage");
@@ -710,25 +709,24 @@ mod tests {
             limited(&mut b, boots);
             let r = paired_compare(&a, &b, &rule).expect("compare");
             let cell = r.cells[4].clone();
-            (cell.verdict, cell.reason.unwrap_or_default(), r)
+            let Some(CellReason::Limit(why)) = cell.reason else {
+                panic!("not a limit's reason: {:?}", cell.reason)
+            };
+            assert_eq!(why.against, Against::PairedAb);
+            (cell.verdict, why, r)
         };
         let (v, why, r) = verdict(4, 1);
-        assert_eq!(v, CellVerdict::Inconclusive, "{why}");
-        assert!(
-            why.contains("on 1 of 4 B boots") && why.contains("not on every boot"),
-            "{why}"
-        );
+        assert_eq!(v, CellVerdict::Inconclusive, "{why:?}");
+        assert_eq!(why.finding, LimitFinding::NotEveryBoot);
+        assert_eq!((why.counts.boot_hits, why.counts.boots), (1, 4));
         assert_ne!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
         // Every B boot limited and no A boot: 3 pairs bound the false alarm at 1.6%, 5 at 0.1%.
         let (v, why, _) = verdict(3, 3);
-        assert_eq!(v, CellVerdict::Inconclusive, "{why}");
-        assert!(
-            why.contains("in 0 of 3 A boots (0.0%): too few pairs")
-                && why.contains("(5 pairs are needed"),
-            "{why}"
-        );
+        assert_eq!(v, CellVerdict::Inconclusive, "{why:?}");
+        assert_eq!(why.finding, LimitFinding::TooShort { needed: Some(5) });
+        assert_eq!((why.counts.hits, why.counts.runs), (0, 3));
         let (v, why, r) = verdict(5, 5);
-        assert_eq!(v, CellVerdict::CapacityRegression, "{why}");
+        assert_eq!(v, CellVerdict::CapacityRegression, "{why:?}");
         assert_eq!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
         // Capacity spends its share of alpha, as in the gate.
         let shares = r.rule.shares.expect("shares");

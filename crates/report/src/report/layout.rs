@@ -458,7 +458,9 @@ fn not_compared_row(name: String, c: &CellComparison) -> LayerRow {
         change: format!(
             "{} {}",
             cell_symbol(c.verdict).0,
-            c.reason.as_deref().unwrap_or("not compared")
+            c.reason
+                .as_ref()
+                .map_or_else(|| "not compared".into(), ToString::to_string)
         ),
         values: String::new(),
     }
@@ -817,7 +819,12 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
         ));
     }
     if let Some(r) = &cell.reason {
-        parts.push(r.split_whitespace().collect::<Vec<_>>().join(" "));
+        parts.push(
+            r.to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
     }
     if parts.is_empty() {
         parts.push(cell_symbol(cell.verdict).1.to_string());

@@ -57,7 +57,7 @@ mod tests {
             concurrency: conc,
             context_tokens: ctx,
             verdict,
-            reason: reason.map(String::from),
+            reason: reason.map(Into::into),
             metrics,
         }
     }

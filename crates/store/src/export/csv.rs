@@ -96,7 +96,10 @@ pub fn render(run: &RunResults, verdict: Option<&ComparisonReport>) -> Result<St
             num(c.telemetry.as_ref().and_then(|t| t.joules_per_token)),
             cmp.map(|v| v.verdict.as_str().to_string())
                 .unwrap_or_default(),
-            text(cmp.and_then(|v| v.reason.as_deref()).unwrap_or_default()),
+            text(
+                &cmp.and_then(|v| v.reason.as_ref())
+                    .map_or_else(String::new, ToString::to_string),
+            ),
             num(primary.map(|m| m.change)),
             num(primary.map(|m| m.ci_low)),
             num(primary.map(|m| m.ci_high)),

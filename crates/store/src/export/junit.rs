@@ -140,7 +140,10 @@ fn verdict_cases(run: &RunResults, report: &ComparisonReport) -> Vec<Case> {
 fn cell_verdict_cases(run: &RunResults, c: &CellComparison) -> Vec<Case> {
     let classname = cell_name(c.concurrency, c.context_tokens);
     let time = cell_time(run, (c.concurrency, c.context_tokens));
-    let reason = c.reason.clone().unwrap_or_default();
+    let reason = c
+        .reason
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
     if c.metrics.is_empty() {
         let outcome = match c.verdict {
             v if v.is_regression() => Outcome::Failure {
