@@ -519,12 +519,13 @@ mod tests {
     use super::*;
 
     /// The evaluation is read at the console's width, and a figure over no found change is a
-    /// dash, never `NaN` or `-0.00` (the cell series of one history finds nothing).
+    /// dash, never `NaN` or `-0.00` (a −0.5% step, under `min_effect`, is never found).
     #[test]
     fn the_eval_report_fits_the_console_and_shows_no_empty_figures() {
         let mut cfg = ChangeEvalConfig {
             trials: 1,
             stable_nights: 20,
+            step: -0.005,
             ..ChangeEvalConfig::default()
         };
         cfg.settings.permutations = 199;
@@ -533,7 +534,8 @@ mod tests {
         assert!(!text.contains("NaN") && !text.contains("-0.0"), "{text}");
         // ... and the empty figures are there to be dashed: the cell series found no step.
         assert!(
-            text.contains("│ step_-3%          │ cell   │ 0.0%"),
+            text.lines()
+                .any(|l| l.starts_with("│ step_-0.5%") && l.contains("│ cell   │ 0.0%")),
             "{text}"
         );
         assert!(text.contains("—"), "{text}");
