@@ -1053,13 +1053,10 @@ impl std::fmt::Display for LimitReason {
                 n.boot_hits, n.boots, sides.boots
             ),
         };
-        let (alpha, regression, flaky) = match limit {
-            Limit::Capacity => (percent(*alpha), CellVerdict::CapacityRegression, "capacity"),
-            Limit::Saturation => (
-                percent(*alpha),
-                CellVerdict::SaturationRegression,
-                "saturation",
-            ),
+        let alpha = percent(*alpha);
+        let (regression, flaky) = match limit {
+            Limit::Capacity => (CellVerdict::CapacityRegression, "capacity"),
+            Limit::Saturation => (CellVerdict::SaturationRegression, "saturation"),
         };
         match finding {
             LimitFinding::BothSides => write!(f, "{words} on both sides: {now}; {history}"),

@@ -6,6 +6,38 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::ProfileKey;
 
+/// A verdict field the model sets as a typed value and `verdict.json` records as its words
+/// (its `Display`, in [`crate::answer`]): it serializes as them, reads back from a recorded
+/// verdict as `Recorded(words)`, and two values are equal when their words are.
+macro_rules! recorded_words {
+    ($t:ident) => {
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.to_string() == other.to_string()
+            }
+        }
+
+        impl Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                String::deserialize(d).map($t::Recorded)
+            }
+        }
+
+        /// Words as a recorded verdict holds them.
+        impl From<&str> for $t {
+            fn from(words: &str) -> Self {
+                $t::Recorded(words.to_string())
+            }
+        }
+    };
+}
+
 /// Version of the comparison file format.
 pub const VERDICT_SCHEMA_VERSION: u32 = 1;
 
@@ -325,30 +357,7 @@ pub enum MatrixThen {
     Stops,
 }
 
-impl PartialEq for ConfirmationReason {
-    fn eq(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-impl Serialize for ConfirmationReason {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ConfirmationReason {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(ConfirmationReason::Recorded)
-    }
-}
-
-/// Words as a recorded verdict holds them.
-impl From<&str> for ConfirmationReason {
-    fn from(words: &str) -> Self {
-        ConfirmationReason::Recorded(words.to_string())
-    }
-}
+recorded_words!(ConfirmationReason);
 
 /// Why a gate's adaptive re-measurement rounds stopped (its words: [`crate::answer`]). Not
 /// recorded in `verdict.json`: the run's events and console say it.
@@ -901,30 +910,7 @@ pub enum LimitFinding {
     },
 }
 
-impl PartialEq for CellReason {
-    fn eq(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-impl Serialize for CellReason {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for CellReason {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(CellReason::Recorded)
-    }
-}
-
-/// Words as a recorded verdict holds them.
-impl From<&str> for CellReason {
-    fn from(words: &str) -> Self {
-        CellReason::Recorded(words.to_string())
-    }
-}
+recorded_words!(CellReason);
 
 /// Why a layer's entry was not compared, where the gate fails closed on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -1258,23 +1244,7 @@ pub enum CheckOutcome {
     Recorded(String),
 }
 
-impl PartialEq for CheckOutcome {
-    fn eq(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-impl Serialize for CheckOutcome {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for CheckOutcome {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(CheckOutcome::Recorded)
-    }
-}
+recorded_words!(CheckOutcome);
 
 /// What a test found that a later look or a broader test can overrule: a change either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1121,7 +1121,12 @@ fn centres(runs: &[RunResults], coords: &[Coord], metric: Metric) -> Vec<f64> {
 }
 
 /// Fewest other cells a matrix needs for a cell's series to be read against them
-/// ([`rest_levels`]): with fewer, their own noise outweighs the run's that cancels.
+/// ([`rest_levels`]): with fewer, their own noise outweighs the run's that cancels. By hand,
+/// with `c` a cell's own noise and `r` the run's: the median of `k` others adds about
+/// `1.43 c² / k` (k = 5: 0.29 c²) where the run's `r²` cancels, so the two readings are
+/// even at `r² = 0.29 c²`; the gate's runner model (c = 2%, r = 1%: 1.29 c² against 1.25 c²)
+/// is about even at k = 5 before its drift and outlier nights, which cancel too, and 19
+/// others read 2.1% against 2.9% (`changes-eval`'s stable histories).
 pub const REST_MIN_CELLS: usize = 5;
 
 /// Per run of `runs`, the level of the cells other than `me` (the median of their logs about
