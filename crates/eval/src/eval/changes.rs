@@ -512,16 +512,16 @@ fn cell_logs(runs: &[RunResults]) -> Result<Vec<Vec<f64>>, StatsError> {
 /// A history of `nights` with `effect`: in every cell for the matrix series, in cell 0 alone
 /// for the cell's (a single-cell change: the same draw, so cell 0's own values are the same).
 fn changed_history(
-    cfg: &ChangeEvalConfig,
+    noise: &NoiseSpec,
     kind: SeriesKind,
     nights: usize,
     effect: &dyn Fn(usize) -> f64,
     seed: u64,
 ) -> Vec<RunResults> {
     match kind {
-        SeriesKind::Matrix => nightly_history(&cfg.noise, nights, effect, seed),
+        SeriesKind::Matrix => nightly_history(noise, nights, effect, seed),
         SeriesKind::Cell => {
-            let mut runs = nightly_history(&cfg.noise, nights, &|_| 0.0, seed);
+            let mut runs = nightly_history(noise, nights, &|_| 0.0, seed);
             scale_cell(&mut runs, 0, effect);
             runs
         }
@@ -557,7 +557,7 @@ pub fn export_histories(cfg: &ChangeEvalConfig) -> Result<Vec<ExportedScenario>,
             let seed = trial_seed(cfg, t);
             let every = nightly_history(&cfg.noise, nights, &effect, seed);
             let matrix = nightly_alerts(&every, &Scope::Matrix, cfg.warmup, &cfg.settings)?;
-            let single = changed_history(cfg, SeriesKind::Cell, nights, &effect, seed);
+            let single = changed_history(&cfg.noise, SeriesKind::Cell, nights, &effect, seed);
             let cell_scope = scope_of(SeriesKind::Cell, &single);
             let cell = nightly_alerts(&single, &cell_scope, cfg.warmup, &cfg.settings)?;
             let (_, mvals) = series_of(&every, &Scope::Matrix, Metric::AggregateTps);
@@ -627,7 +627,8 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
                 (Vec::new(), Vec::new(), 0.0, 0.0);
             let (mut latest, mut creeps) = (Vec::new(), 0.0);
             for t in 0..cfg.trials {
-                let runs = changed_history(cfg, kind, onset + cfg.follow, effect, trial_seed(t));
+                let runs =
+                    changed_history(&cfg.noise, kind, onset + cfg.follow, effect, trial_seed(t));
                 let a = nightly_alerts(&runs, &scope_of(kind, &runs), cfg.warmup, &cfg.settings)?;
                 before += a.iter().filter(|x| x.night < *onset).count() as f64;
                 after += a.iter().filter(|x| x.night >= *onset).count() as f64;
@@ -697,7 +698,7 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
     for kind in kinds {
         let (mut covered, mut widths) = (0.0, Vec::new());
         for t in 0..cfg.trials {
-            let runs = changed_history(cfg, kind, nights, &step_alone, trial_seed(t));
+            let runs = changed_history(&cfg.noise, kind, nights, &step_alone, trial_seed(t));
             if let Some((lo, hi)) =
                 step_location(&runs, &scope_of(kind, &runs), step_at, &cfg.settings)?
             {
@@ -914,8 +915,7 @@ mod tests {
                 let (mut found, mut covered, mut widths) = (0u32, 0u32, Vec::new());
                 for seed in 1000..1000 + trials {
                     // A cell's change in that cell alone (whole nights move every cell).
-                    let cfg = ChangeEvalConfig::default();
-                    let mut runs = changed_history(&cfg, kind, 60, &step, seed);
+                    let mut runs = changed_history(&NoiseSpec::default(), kind, 60, &step, seed);
                     scale_nights(&mut runs, &*bend(seed));
                     let loc = step_location(&runs, &scope_of(kind, &runs), 40, &settings).unwrap();
                     if let Some((lo, hi)) = loc {
