@@ -187,6 +187,7 @@ fn verdict(
         prefill_gated: false,
         burst: Vec::new(),
         burst_gated: false,
+        cell_metrics_gated: Vec::new(),
         not_gated: Vec::new(),
         matrix_test: None,
         cells,

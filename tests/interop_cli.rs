@@ -314,6 +314,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         prefill_gated: false,
         burst: Vec::new(),
         burst_gated: false,
+        cell_metrics_gated: Vec::new(),
         not_gated: Vec::new(),
         matrix_test: None,
         cells: vec![

@@ -93,6 +93,12 @@ pub struct ComparisonReport {
     /// history with enough runs that have the layer): a burst not compared then fails closed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub burst_gated: bool,
+    /// The metrics besides aggregate tok/s that gate the decode cells here (listed in the
+    /// rule's metrics, and a history long enough for them: `ITL p99`): a cell's entry of one is
+    /// a test that can fail the gate, and a cell with too few observations of a percentile has
+    /// none. Empty in files of older versions and A/B runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cell_metrics_gated: Vec<Metric>,
     /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
     /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
     /// where its cells have the observations it needs and the history is long enough.
@@ -436,6 +442,25 @@ impl ComparisonReport {
             .filter_map(|c| {
                 let low = c.primary()?.ci_low;
                 (low.is_finite() && low < -effect).then_some((c, low))
+            })
+            .collect()
+    }
+
+    /// Each metric of [`Self::cell_metrics_gated`] with the decode cells it gated in (those
+    /// with a finite entry of it): what a green check vouches for beyond aggregate tok/s.
+    pub fn gated_cell_metrics(&self) -> Vec<(Metric, Vec<(&CellComparison, &MetricComparison)>)> {
+        self.cell_metrics_gated
+            .iter()
+            .map(|&metric| {
+                let cells = self
+                    .cells
+                    .iter()
+                    .filter_map(|c| {
+                        let m = c.metrics.iter().find(|m| m.metric == metric)?;
+                        (m.baseline.is_finite() && m.candidate.is_finite()).then_some((c, m))
+                    })
+                    .collect();
+                (metric, cells)
             })
             .collect()
     }
@@ -1568,6 +1593,7 @@ pub mod fixtures {
             prefill_gated: false,
             burst: Vec::new(),
             burst_gated: false,
+            cell_metrics_gated: Vec::new(),
             not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,

@@ -109,6 +109,7 @@ pub fn frame(
         prefill_gated: false,
         burst: Vec::new(),
         burst_gated: false,
+        cell_metrics_gated: Vec::new(),
         not_gated: Vec::new(),
         confirmation: None,
         coverage: None,

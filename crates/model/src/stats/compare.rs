@@ -2546,6 +2546,15 @@ fn push_matrix_cells(
     gate: Gating,
 ) {
     let gating = |m: Metric| gate.gates(m);
+    report.cell_metrics_gated = gate
+        .rule
+        .metrics
+        .iter()
+        .copied()
+        .filter(|&m| {
+            m != Metric::AggregateTps && m != Metric::PrefillTps && !m.is_burst() && gating(m)
+        })
+        .collect();
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {
         let none = CellReason::NothingCompared {
@@ -2751,6 +2760,17 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert!(itl(&doubled).iter().all(|v| *v == CellVerdict::Regression));
+        // The report records what gated the cells besides throughput, for the first line.
+        assert_eq!(doubled.cell_metrics_gated, vec![Metric::ItlP99]);
+        let (short, _) = two_boot_verdict(
+            true,
+            &rule,
+            &base[..LATENCY_MIN_RUNS - 1],
+            &base[19..],
+            None,
+        )
+        .unwrap();
+        assert!(short.cell_metrics_gated.is_empty(), "{:?}", short.not_gated);
         // Each cell carries the matrix-wide test that decided it, with its own test's outcome.
         let checks: Vec<&Check> = doubled
             .cells

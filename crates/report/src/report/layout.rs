@@ -17,8 +17,8 @@ use infergate_schema::answer::{
 };
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{
-    Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
-    MetricComparison, signed_number, signed_percent,
+    Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Direction, GateVerdict,
+    Metric, MetricComparison, signed_number, signed_percent,
 };
 
 /// The figure beside a cell that was decided on its change against the rest of its own run,
@@ -296,6 +296,9 @@ pub struct GateLayout {
     pub legend: Vec<(&'static str, &'static str)>,
     /// Significant, plausible latency and secondary changes.
     pub secondary: Vec<SecondaryChange>,
+    /// The decode cells' gated metrics besides aggregate tok/s (`ITL p99`), one row each over
+    /// the cells: what a green check vouches for there, not only what moved.
+    pub latency: Vec<LayerRow>,
     /// The prefill layer, one row per context (empty where not measured).
     pub prefill: Vec<LayerRow>,
     /// The burst layer, one row per compared metric (empty where no burst was sent).
@@ -350,6 +353,7 @@ pub fn layout_with(
         grid,
         legend,
         secondary: secondary(report),
+        latency: latency_rows(report),
         prefill: prefill_rows(report),
         burst: burst_rows(report),
         details: details(report),
@@ -386,6 +390,105 @@ fn grid(report: &ComparisonReport) -> Option<Grid> {
         })
         .collect();
     Some(Grid { concurrency, rows })
+}
+
+/// The rows of the decode cells' gated metrics besides aggregate tok/s, one per metric that
+/// gated in a cell: the worst verdict's symbol (`?` for an undecided one, as the grid), the
+/// cells' changes (one cell: its change and interval; the regressed named), the change that
+/// fails, and the cells' values, baseline → now.
+fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
+    report
+        .gated_cell_metrics()
+        .into_iter()
+        .filter(|(_, cells)| !cells.is_empty())
+        .map(|(metric, cells)| {
+            let regressed: Vec<&CellComparison> = cells
+                .iter()
+                .filter(|(_, m)| m.verdict == CellVerdict::Regression)
+                .map(|(c, _)| *c)
+                .collect();
+            let shown = if !regressed.is_empty() {
+                CellVerdict::Regression
+            } else if report.gate == GateVerdict::Insufficient
+                || cells
+                    .iter()
+                    .any(|(_, m)| m.verdict == CellVerdict::Inconclusive)
+            {
+                CellVerdict::Inconclusive
+            } else {
+                CellVerdict::Unchanged
+            };
+            let changes: Vec<f64> = cells
+                .iter()
+                .map(|(_, m)| m.shown_change_total().change)
+                .collect();
+            let mut change = match cells.as_slice() {
+                [(_, m)] => {
+                    let d = m.shown_change_total();
+                    format!(
+                        "{} {}",
+                        signed_percent(d.change),
+                        interval(d.ci_low, d.ci_high)
+                    )
+                }
+                _ => format!(
+                    "{} to {} in {}",
+                    signed_percent(min(&changes)),
+                    signed_percent(max(&changes)),
+                    cells_word(cells.len())
+                ),
+            };
+            // The regressed cells by name where a few are (the list above has each).
+            match regressed.len() {
+                0 => {}
+                k if k == cells.len() && k > 1 => change.push_str(", all regressed"),
+                k if k <= 3 => {
+                    let names: Vec<String> = regressed.iter().map(|c| label(c)).collect();
+                    change.push_str(&format!(", {k} regressed ({})", names.join(", ")));
+                }
+                k => change.push_str(&format!(", {k} regressed")),
+            }
+            // The margin a change must pass to fail: the same for every cell of a metric.
+            let (_, first) = cells[0];
+            let fails = match first.direction {
+                Direction::LowerIsBetter => first.margin,
+                Direction::HigherIsBetter => -first.margin,
+            };
+            LayerRow {
+                name: metric_name(metric).to_string(),
+                change: format!(
+                    "{} {change} (fails beyond {})",
+                    cell_symbol(shown).0,
+                    signed_percent(fails)
+                ),
+                values: format!(
+                    "{} → {}",
+                    value_range(metric, cells.iter().map(|(_, m)| m.baseline)),
+                    value_range(metric, cells.iter().map(|(_, m)| m.candidate))
+                ),
+            }
+        })
+        .collect()
+}
+
+fn min(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn max(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// `6.25–9.76 ms`: the lowest and highest of `values` with the metric's unit once (one
+/// figure where they are equal).
+fn value_range(metric: Metric, values: impl Iterator<Item = f64>) -> String {
+    let v: Vec<f64> = values.collect();
+    let (lo, hi) = (with_unit(metric, min(&v)), with_unit(metric, max(&v)));
+    match (lo.split_once(' '), hi.split_once(' ')) {
+        _ if lo == hi => lo,
+        (Some((lo, _)), Some((hi, unit))) => format!("{lo}–{hi} {unit}"),
+        _ => format!("{lo}–{hi}"),
+    }
 }
 
 /// The prefill layer's rows: each context's verdict, change and values (prefill tok/s of the
@@ -875,6 +978,10 @@ pub fn console(l: &GateLayout) -> String {
     }
     for (title, rows) in [
         (
+            "Decode latency (gated, change vs baseline over the cells):",
+            &l.latency,
+        ),
+        (
             "Prefill layer (prefill tok/s of cold samples, change vs baseline):",
             &l.prefill,
         ),
@@ -1046,9 +1153,15 @@ pub(crate) fn markdown_matrix_head(concurrency: &[u32]) -> String {
     markdown_head(&names)
 }
 
-/// The prefill and burst layers' tables, each only when the run has that layer.
+/// The decode cells' gated latency, the prefill and the burst layers' tables, each only when
+/// the run has it.
 fn markdown_layers(out: &mut String, l: &GateLayout) {
     for (title, name, rows) in [
+        (
+            "Decode latency (gated, over the cells)",
+            "metric",
+            &l.latency,
+        ),
         (
             "Prefill layer (prefill tok/s of cold samples)",
             "context",

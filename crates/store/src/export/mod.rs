@@ -292,6 +292,7 @@ pub mod fixture {
             prefill_gated: false,
             burst: Vec::new(),
             burst_gated: false,
+            cell_metrics_gated: Vec::new(),
             not_gated: Vec::new(),
             rule: RuleSummary {
                 alpha: 0.01,

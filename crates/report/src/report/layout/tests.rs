@@ -467,3 +467,66 @@ fn a_burst_ttft_regression_is_named_first_and_tabled() {
         "{md}"
     );
 }
+
+/// A gated latency metric is covered in words and in a row of its own, pass or not: the first
+/// line names it with the cells it gated in, the row gives the cells' changes, the change that
+/// fails, and their values; a regressed cell is named.
+#[test]
+fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells() {
+    let mut r = pass();
+    r.cell_metrics_gated = vec![Metric::ItlP90];
+    for (i, c) in r.cells.iter_mut().enumerate() {
+        let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
+        let m = m.expect("the fixture's cells have ITL p90");
+        m.margin = 1.0;
+        m.change = 0.01 * i as f64;
+        m.candidate = m.baseline * (1.0 + m.change);
+    }
+    // One cell had too few observations of it: no entry, so not counted.
+    r.cells[5].metrics.retain(|m| m.metric != Metric::ItlP90);
+    let l = layout(&r);
+    assert!(
+        l.first_line.contains("; ITL p90 in 5 of 6)"),
+        "{}",
+        l.first_line
+    );
+    assert_eq!(l.latency.len(), 1, "{:?}", l.latency);
+    let row = &l.latency[0];
+    assert_eq!(row.name, "ITL p90");
+    assert_eq!(
+        row.change,
+        "✓ 0.0% to +4.0% in 5 cells (fails beyond +100.0%)"
+    );
+    assert_eq!(row.values, "1.47–5.87 ms → 1.47–5.98 ms");
+    let console = console(&l);
+    assert!(console.contains("Decode latency (gated"), "{console}");
+    let md = markdown(&l, true);
+    assert!(
+        md.contains("| ITL p90 | ✓ 0.0% to +4.0% in 5 cells"),
+        "{md}"
+    );
+
+    // Every cell: "in all 6"; one regressed: named, and the row's symbol is the worst.
+    r.cells[5] = pass().cells[5].clone();
+    r.cells[2].metrics[3].verdict = CellVerdict::Regression;
+    let l = layout(&r);
+    assert!(
+        l.first_line.contains("; ITL p90 in all 6)"),
+        "{}",
+        l.first_line
+    );
+    assert!(
+        l.latency[0].change.starts_with("✗ ")
+            && l.latency[0].change.contains(", 1 regressed (C=4 / 0)"),
+        "{:?}",
+        l.latency[0]
+    );
+
+    // A metric gated in no cell is neither named nor tabled (Details say why).
+    for c in &mut r.cells {
+        c.metrics.retain(|m| m.metric != Metric::ItlP90);
+    }
+    let l = layout(&r);
+    assert!(!l.first_line.contains("ITL"), "{}", l.first_line);
+    assert!(l.latency.is_empty());
+}
