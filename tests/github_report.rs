@@ -164,16 +164,6 @@ fn verdict(
         "no regressions".to_string()
     };
     ComparisonReport {
-        schema_version: 1,
-        profile: results.profile.clone(),
-        suite: results.suite.clone(),
-        candidate_runs: vec![results.run_id.clone()],
-        against: Default::default(),
-        baseline: BaselineSummary {
-            runs: Vec::new(),
-            level_runs: vec!["b1".into(), "b2".into()],
-            noise_runs: 10,
-        },
         gate: if regressions > 0 {
             GateVerdict::Regression
         } else if inconclusive > 0 {
@@ -182,29 +172,26 @@ fn verdict(
             GateVerdict::Pass
         },
         headline,
-        lines: Vec::new(),
-        prefill: Vec::new(),
-        prefill_gated: false,
-        burst: Vec::new(),
-        burst_gated: false,
-        cell_metrics_gated: Vec::new(),
-        not_gated: Vec::new(),
-        matrix_test: None,
         cells,
-        confirmation: None,
-        coverage: None,
-        sensitivity: None,
-        fail_on: None,
-        judged_by: None,
-        rule: RuleSummary {
-            alpha: 0.01,
-            min_effect: 0.02,
-            matrix_margin: 0.01,
-            correction: "bonferroni".into(),
-            confidence: 0.95,
-            cell_effect: None,
-            shares: None,
-        },
+        ..ComparisonReport::new(
+            results.profile.clone(),
+            results.suite.clone(),
+            vec![results.run_id.clone()],
+            BaselineSummary {
+                runs: Vec::new(),
+                level_runs: vec!["b1".into(), "b2".into()],
+                noise_runs: 10,
+            },
+            RuleSummary {
+                alpha: 0.01,
+                min_effect: 0.02,
+                matrix_margin: 0.01,
+                correction: "bonferroni".into(),
+                confidence: 0.95,
+                cell_effect: None,
+                shares: None,
+            },
+        )
     }
 }
 

@@ -297,26 +297,8 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
         decided_on: None,
     };
     let report = ComparisonReport {
-        schema_version: VERDICT_SCHEMA_VERSION,
-        profile: run.profile.clone(),
-        suite: None,
-        candidate_runs: vec![run.run_id.clone()],
-        against: Default::default(),
-        baseline: BaselineSummary {
-            runs: Vec::new(),
-            level_runs: vec!["b1".into()],
-            noise_runs: 8,
-        },
         gate: GateVerdict::Regression,
         headline: "1 regression, worst −9.0% at C=100 / 32010".into(),
-        lines: Vec::new(),
-        prefill: Vec::new(),
-        prefill_gated: false,
-        burst: Vec::new(),
-        burst_gated: false,
-        cell_metrics_gated: Vec::new(),
-        not_gated: Vec::new(),
-        matrix_test: None,
         cells: vec![
             CellComparison {
                 provisional: false,
@@ -339,20 +321,25 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
                 metrics: vec![m(CellVerdict::Inconclusive, 0.01)],
             },
         ],
-        rule: RuleSummary {
-            alpha: 0.01,
-            min_effect: 0.03,
-            matrix_margin: 0.01,
-            correction: "bonferroni".into(),
-            confidence: 0.9,
-            cell_effect: None,
-            shares: None,
-        },
-        confirmation: None,
-        coverage: None,
-        sensitivity: None,
-        judged_by: None,
-        fail_on: None,
+        ..ComparisonReport::new(
+            run.profile.clone(),
+            None,
+            vec![run.run_id.clone()],
+            BaselineSummary {
+                runs: Vec::new(),
+                level_runs: vec!["b1".into()],
+                noise_runs: 8,
+            },
+            RuleSummary {
+                alpha: 0.01,
+                min_effect: 0.03,
+                matrix_margin: 0.01,
+                correction: "bonferroni".into(),
+                confidence: 0.9,
+                cell_effect: None,
+                shares: None,
+            },
+        )
     };
     let p = dir.join("hand-verdict.json");
     std::fs::write(&p, serde_json::to_string_pretty(&report).unwrap()).unwrap();

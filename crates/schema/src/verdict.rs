@@ -446,6 +446,42 @@ impl ComparisonReport {
             .collect()
     }
 
+    /// A report of `candidate_runs` against `baseline` with nothing compared yet (gate
+    /// `no_baseline`, no cells, no headline): what the model fills in, and fixtures start from.
+    pub fn new(
+        profile: ProfileKey,
+        suite: Option<String>,
+        candidate_runs: Vec<String>,
+        baseline: BaselineSummary,
+        rule: RuleSummary,
+    ) -> Self {
+        ComparisonReport {
+            schema_version: VERDICT_SCHEMA_VERSION,
+            profile,
+            suite,
+            candidate_runs,
+            against: Against::Baseline,
+            baseline,
+            gate: GateVerdict::NoBaseline,
+            headline: String::new(),
+            matrix_test: None,
+            cells: Vec::new(),
+            lines: Vec::new(),
+            prefill: Vec::new(),
+            prefill_gated: false,
+            burst: Vec::new(),
+            burst_gated: false,
+            cell_metrics_gated: Vec::new(),
+            not_gated: Vec::new(),
+            rule,
+            confirmation: None,
+            coverage: None,
+            sensitivity: None,
+            fail_on: None,
+            judged_by: None,
+        }
+    }
+
     /// Each metric of [`Self::cell_metrics_gated`] with the decode cells it gated in (those
     /// with a finite entry of it): what a green check vouches for beyond aggregate tok/s.
     pub fn gated_cell_metrics(&self) -> Vec<(Metric, Vec<(&CellComparison, &MetricComparison)>)> {
@@ -1466,7 +1502,6 @@ pub mod fixtures {
         AlphaShares, BaselineSummary, CellComparison, CellSensitivity, CellVerdict, Check,
         CheckOutcome, ComparisonReport, Confirmation, ConfirmationReason, DecisionBasis,
         GateVerdict, MatrixTest, Metric, MetricComparison, RuleSummary, Sensitivity,
-        VERDICT_SCHEMA_VERSION,
     };
     use crate::results::{HardwareFingerprint, MatrixSpec, ProfileKey};
 
@@ -1574,44 +1609,10 @@ pub mod fixtures {
             repetitions: 1,
         };
         ComparisonReport {
-            schema_version: VERDICT_SCHEMA_VERSION,
-            profile: ProfileKey::derive(hw, "infergate-sim", "sim-test", &spec),
-            suite: Some("pr".into()),
-            candidate_runs: vec!["cand".into()],
-            against: Default::default(),
-            baseline: BaselineSummary {
-                runs: Vec::new(),
-                level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
-                noise_runs: 5,
-            },
             gate,
             headline: "the old headline".into(),
             matrix_test: Some(matrix),
             cells,
-            lines: Vec::new(),
-            prefill: Vec::new(),
-            prefill_gated: false,
-            burst: Vec::new(),
-            burst_gated: false,
-            cell_metrics_gated: Vec::new(),
-            not_gated: Vec::new(),
-            rule: RuleSummary {
-                alpha: 0.01,
-                min_effect: 0.03,
-                matrix_margin: 0.01,
-                correction: "bonferroni".into(),
-                confidence: 0.95,
-                cell_effect: None,
-                shares: Some(AlphaShares {
-                    matrix: 0.004,
-                    local: 0.004,
-                    capacity: 0.002,
-                    lines: 0.0012,
-                    secondary: None,
-                }),
-            },
-            confirmation: None,
-            coverage: None,
             sensitivity: Some(Sensitivity {
                 design_effect: 0.05,
                 design_power: 0.8,
@@ -1628,8 +1629,31 @@ pub mod fixtures {
                 }],
                 level_lag: 0.0,
             }),
-            fail_on: None,
-            judged_by: None,
+            ..ComparisonReport::new(
+                ProfileKey::derive(hw, "infergate-sim", "sim-test", &spec),
+                Some("pr".into()),
+                vec!["cand".into()],
+                BaselineSummary {
+                    runs: Vec::new(),
+                    level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
+                    noise_runs: 5,
+                },
+                RuleSummary {
+                    alpha: 0.01,
+                    min_effect: 0.03,
+                    matrix_margin: 0.01,
+                    correction: "bonferroni".into(),
+                    confidence: 0.95,
+                    cell_effect: None,
+                    shares: Some(AlphaShares {
+                        matrix: 0.004,
+                        local: 0.004,
+                        capacity: 0.002,
+                        lines: 0.0012,
+                        secondary: None,
+                    }),
+                },
+            )
         }
     }
 

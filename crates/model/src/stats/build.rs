@@ -6,9 +6,8 @@
 
 use infergate_schema::results::{CellResult, ProfileKey, RunResults};
 use infergate_schema::verdict::{
-    Against, BaselineSummary, CellComparison, CellReason, CellVerdict, Check, ComparisonReport,
-    Direction, GateVerdict, MatrixTest, Metric, MetricComparison, NotCompared,
-    VERDICT_SCHEMA_VERSION,
+    BaselineSummary, CellComparison, CellReason, CellVerdict, Check, ComparisonReport, Direction,
+    GateVerdict, MatrixTest, Metric, MetricComparison, NotCompared,
 };
 
 use super::DecisionRule;
@@ -93,31 +92,7 @@ pub fn frame(
     baseline: BaselineSummary,
     rule: &DecisionRule,
 ) -> ComparisonReport {
-    ComparisonReport {
-        schema_version: VERDICT_SCHEMA_VERSION,
-        profile,
-        suite,
-        candidate_runs,
-        against: Against::Baseline,
-        baseline,
-        gate: GateVerdict::NoBaseline,
-        headline: String::new(),
-        matrix_test: None,
-        cells: Vec::new(),
-        lines: Vec::new(),
-        prefill: Vec::new(),
-        prefill_gated: false,
-        burst: Vec::new(),
-        burst_gated: false,
-        cell_metrics_gated: Vec::new(),
-        not_gated: Vec::new(),
-        confirmation: None,
-        coverage: None,
-        sensitivity: None,
-        fail_on: None,
-        judged_by: None,
-        rule: rule.summary(),
-    }
+    ComparisonReport::new(profile, suite, candidate_runs, baseline, rule.summary())
 }
 
 /// The report of a candidate that has nothing to be compared with (no baseline runs, or only

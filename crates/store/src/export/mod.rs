@@ -272,42 +272,29 @@ pub mod fixture {
             },
         ];
         ComparisonReport {
-            schema_version: VERDICT_SCHEMA_VERSION,
-            profile: run.profile.clone(),
-            suite: Some("pr".into()),
-            candidate_runs: vec![run.run_id.clone()],
-            against: Default::default(),
-            baseline: BaselineSummary {
-                runs: Vec::new(),
-                level_runs: vec!["b1".into(), "b2".into()],
-                noise_runs: 2,
-            },
             gate: GateVerdict::Regression,
             headline: "✗ aggregate tok/s −9.0% [−11.0, −7.0] at C=2 / 8k; 2 of 4 cells regressed"
                 .into(),
-            matrix_test: None,
             cells,
-            lines: Vec::new(),
-            prefill: Vec::new(),
-            prefill_gated: false,
-            burst: Vec::new(),
-            burst_gated: false,
-            cell_metrics_gated: Vec::new(),
-            not_gated: Vec::new(),
-            rule: RuleSummary {
-                alpha: 0.01,
-                min_effect: 0.03,
-                matrix_margin: 0.01,
-                correction: "bonferroni".into(),
-                confidence: 0.95,
-                cell_effect: None,
-                shares: None,
-            },
-            confirmation: None,
-            coverage: None,
-            sensitivity: None,
-            fail_on: None,
-            judged_by: None,
+            ..ComparisonReport::new(
+                run.profile.clone(),
+                Some("pr".into()),
+                vec![run.run_id.clone()],
+                BaselineSummary {
+                    runs: Vec::new(),
+                    level_runs: vec!["b1".into(), "b2".into()],
+                    noise_runs: 2,
+                },
+                RuleSummary {
+                    alpha: 0.01,
+                    min_effect: 0.03,
+                    matrix_margin: 0.01,
+                    correction: "bonferroni".into(),
+                    confidence: 0.95,
+                    cell_effect: None,
+                    shares: None,
+                },
+            )
         }
     }
 }
