@@ -95,6 +95,18 @@ pub fn frame(
     ComparisonReport::new(profile, suite, candidate_runs, baseline, rule.summary())
 }
 
+/// The rule's metrics besides aggregate tok/s that gate the decode cells (`gating`: those with
+/// history enough), for [`ComparisonReport::cell_metrics_gated`].
+pub fn cell_metrics_gated(rule: &DecisionRule, gating: impl Fn(Metric) -> bool) -> Vec<Metric> {
+    rule.metrics
+        .iter()
+        .copied()
+        .filter(|&m| {
+            m != Metric::AggregateTps && m != Metric::PrefillTps && !m.is_burst() && gating(m)
+        })
+        .collect()
+}
+
 /// The report of a candidate that has nothing to be compared with (no baseline runs, or only
 /// runs of another profile): every cell `not_comparable` for `reason`, gate `no_baseline`.
 pub fn not_comparable(

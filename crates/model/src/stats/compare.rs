@@ -2546,15 +2546,7 @@ fn push_matrix_cells(
     gate: Gating,
 ) {
     let gating = |m: Metric| gate.gates(m);
-    report.cell_metrics_gated = gate
-        .rule
-        .metrics
-        .iter()
-        .copied()
-        .filter(|&m| {
-            m != Metric::AggregateTps && m != Metric::PrefillTps && !m.is_burst() && gating(m)
-        })
-        .collect();
+    report.cell_metrics_gated = build::cell_metrics_gated(gate.rule, gating);
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {
         let none = CellReason::NothingCompared {

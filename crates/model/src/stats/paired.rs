@@ -147,6 +147,7 @@ pub fn paired_compare(
     let n_cells = tests.iter().filter(|t| gating(t.metric)).count().max(1);
     let look = format!("{n} pairs of boots");
     let mut report = paired_frame(a, b, n, rule);
+    report.cell_metrics_gated = build::cell_metrics_gated(rule, gating);
     let matrix_verdict = matrix
         .as_ref()
         .map(|m| judge_matrix(&mut report, m, rule, comparable.len(), n, &look));
