@@ -613,11 +613,6 @@ pub struct EngineCounterWindow {
 }
 
 impl EngineCounterWindow {
-    /// Seconds between the two readings.
-    pub fn span_s(&self, window_s: f64) -> f64 {
-        window_s + self.end_offset_s - self.start_offset_s
-    }
-
     /// Whether in-flight tokens were added at both edges.
     pub fn in_flight_added(&self) -> bool {
         self.in_flight_start.is_some() && self.in_flight_end.is_some()
