@@ -1156,24 +1156,27 @@ pub(crate) fn markdown_matrix_head(concurrency: &[u32]) -> String {
 /// The decode cells' gated latency, the prefill and the burst layers' tables, each only when
 /// the run has it.
 fn markdown_layers(out: &mut String, l: &GateLayout) {
-    for (title, name, rows) in [
+    const WITH_INTERVAL: &str = "change vs baseline [interval, %]";
+    for (title, name, change, rows) in [
         (
             "Decode latency (gated, over the cells)",
             "metric",
+            "change vs baseline in the cells",
             &l.latency,
         ),
         (
             "Prefill layer (prefill tok/s of cold samples)",
             "context",
+            WITH_INTERVAL,
             &l.prefill,
         ),
-        ("Burst layer", "metric", &l.burst),
+        ("Burst layer", "metric", WITH_INTERVAL, &l.burst),
     ] {
         if rows.is_empty() {
             continue;
         }
         out.push_str(&format!(
-            "{title}:\n\n| {name} | change vs baseline [interval, %] | baseline → now |\n|---|---:|---:|\n"
+            "{title}:\n\n| {name} | {change} | baseline → now |\n|---|---:|---:|\n"
         ));
         for r in rows {
             out.push_str(&format!(
