@@ -122,8 +122,17 @@ pub fn interval(low: f64, high: f64) -> String {
 /// A metric's value with its unit, the one way every surface writes one: latencies in ms,
 /// rates in tok/s (or steps/s), energy in J/token. Values are as stored (seconds for latencies).
 pub fn with_unit(metric: Metric, value: f64) -> String {
+    match figure(metric, value) {
+        (number, "") => number,
+        (number, unit) => format!("{number} {unit}"),
+    }
+}
+
+/// [`with_unit`]'s number and unit apart (`("6.25", "ms")`; `("n/a", "")` for no value), so a
+/// range can write its unit once: `6.25–9.76 ms`.
+pub fn figure(metric: Metric, value: f64) -> (String, &'static str) {
     if !value.is_finite() {
-        return "n/a".into();
+        return ("n/a".into(), "");
     }
     match metric {
         Metric::TtftP50
@@ -138,19 +147,20 @@ pub fn with_unit(metric: Metric, value: f64) -> String {
             // Three significant figures: a 10% longer 1.5 ms ITL reads 1.50 → 1.65 ms, not
             // 1.5 → 1.6 ms beside "+10.0%".
             let ms = value * 1000.0;
-            if ms.abs() >= 100.0 {
-                format!("{ms:.0} ms")
+            let number = if ms.abs() >= 100.0 {
+                format!("{ms:.0}")
             } else if ms.abs() >= 10.0 {
-                format!("{ms:.1} ms")
+                format!("{ms:.1}")
             } else {
-                format!("{ms:.2} ms")
-            }
+                format!("{ms:.2}")
+            };
+            (number, "ms")
         }
         Metric::AggregateTps | Metric::PerUserTps | Metric::PrefillTps | Metric::BurstTps => {
-            format!("{value:.1} tok/s")
+            (format!("{value:.1}"), "tok/s")
         }
-        Metric::StepsPerS => format!("{value:.1} steps/s"),
-        Metric::JoulesPerToken => format!("{value:.3} J/token"),
+        Metric::StepsPerS => (format!("{value:.1}"), "steps/s"),
+        Metric::JoulesPerToken => (format!("{value:.3}"), "J/token"),
     }
 }
 

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
-    cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label, metric_name,
-    sized, with_unit,
+    cell_symbol, cell_word, cells_word, direction_word, figure, first_line, interval, label,
+    metric_name, sized, with_unit,
 };
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{
@@ -168,11 +168,7 @@ impl GridCell {
 /// `−4.2 ✓` under "insufficient" read as a contradiction). `verdict.json` keeps the cell's
 /// own `unchanged`.
 fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
-    let shown = if gate == GateVerdict::Insufficient && c.verdict == CellVerdict::Unchanged {
-        CellVerdict::Inconclusive
-    } else {
-        c.verdict
-    };
+    let shown = as_shown(c.verdict, gate);
     let (symbol, _) = cell_symbol(shown);
     let number = match (shown, c.deciding()) {
         (CellVerdict::NotComparable, _) => String::new(),
@@ -221,6 +217,16 @@ fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
         symbol,
         verdict: shown,
         values,
+    }
+}
+
+/// A verdict as a surface shows it in `gate`: `unchanged` is `?` (not decided) in an
+/// `insufficient` gate, which could not see its design effect and so passed nothing.
+fn as_shown(verdict: CellVerdict, gate: GateVerdict) -> CellVerdict {
+    if gate == GateVerdict::Insufficient && verdict == CellVerdict::Unchanged {
+        CellVerdict::Inconclusive
+    } else {
+        verdict
     }
 }
 
@@ -407,21 +413,18 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                 .filter(|(_, m)| m.verdict == CellVerdict::Regression)
                 .map(|(c, _)| *c)
                 .collect();
-            let shown = if !regressed.is_empty() {
+            let worst = if !regressed.is_empty() {
                 CellVerdict::Regression
-            } else if report.gate == GateVerdict::Insufficient
-                || cells
-                    .iter()
-                    .any(|(_, m)| m.verdict == CellVerdict::Inconclusive)
+            } else if cells
+                .iter()
+                .any(|(_, m)| m.verdict == CellVerdict::Inconclusive)
             {
                 CellVerdict::Inconclusive
             } else {
                 CellVerdict::Unchanged
             };
-            let changes: Vec<f64> = cells
-                .iter()
-                .map(|(_, m)| m.shown_change_total().change)
-                .collect();
+            let (lowest, highest) =
+                bounds(cells.iter().map(|(_, m)| m.shown_change_total().change));
             let mut change = match cells.as_slice() {
                 [(_, m)] => {
                     let d = m.shown_change_total();
@@ -433,8 +436,8 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                 }
                 _ => format!(
                     "{} to {} in {}",
-                    signed_percent(min(&changes)),
-                    signed_percent(max(&changes)),
+                    signed_percent(lowest),
+                    signed_percent(highest),
                     cells_word(cells.len())
                 ),
             };
@@ -458,7 +461,7 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                 name: metric_name(metric).to_string(),
                 change: format!(
                     "{} {change} (fails beyond {})",
-                    cell_symbol(shown).0,
+                    cell_symbol(as_shown(worst, report.gate)).0,
                     signed_percent(fails)
                 ),
                 values: format!(
@@ -471,23 +474,23 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
         .collect()
 }
 
-fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+/// The lowest and highest of `values`.
+fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    })
 }
 
 /// `6.25–9.76 ms`: the lowest and highest of `values` with the metric's unit once (one
 /// figure where they are equal).
 fn value_range(metric: Metric, values: impl Iterator<Item = f64>) -> String {
-    let v: Vec<f64> = values.collect();
-    let (lo, hi) = (with_unit(metric, min(&v)), with_unit(metric, max(&v)));
-    match (lo.split_once(' '), hi.split_once(' ')) {
-        _ if lo == hi => lo,
-        (Some((lo, _)), Some((hi, unit))) => format!("{lo}–{hi} {unit}"),
-        _ => format!("{lo}–{hi}"),
+    let (lo, hi) = bounds(values);
+    let ((lo, unit), (hi, _)) = (figure(metric, lo), figure(metric, hi));
+    let range = if lo == hi { lo } else { format!("{lo}–{hi}") };
+    if unit.is_empty() {
+        range
+    } else {
+        format!("{range} {unit}")
     }
 }
 
