@@ -117,9 +117,18 @@ fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_p
         let v = support::read_json(&out, "verdict.json");
         let first = v["headline"].as_str().unwrap_or_default().to_string();
         let regressed = regressed_metrics(&v);
-        // The p99 alone: throughput and the median are no regression.
+        // The p99 alone: throughput, the median and the other gating metrics are no
+        // regression. (The reported-only ITL p90 may read higher: the tokens held back come
+        // together after the long gap, and once in a CI run it was listed; it fails nothing.)
         assert!(
-            regressed.iter().all(|m| m == "itl_p99"),
+            !regressed.iter().any(|m| [
+                "aggregate_tps",
+                "itl_p50",
+                "prefill_tps",
+                "burst_tps",
+                "burst_ttft_p90"
+            ]
+            .contains(&m.as_str())),
             "itl_p99: {regressed:?}"
         );
         if code == Some(1) {
