@@ -42,6 +42,10 @@ fn doctor_json_reports_nvml_availability_with_a_reason() {
     }
     assert!(v["cpu_cores"].as_u64().is_some_and(|n| n > 0));
     assert!(v["engine"].is_null());
+    // The host-lateness probe ran for its second: hundreds of ~1.2 ms cycles, however busy.
+    let late = &v["host_lateness_s"];
+    assert!(late["count"].as_u64().is_some_and(|n| n >= 50), "{late}");
+    assert!(late["p99"].as_f64().is_some_and(|p| p >= 0.0), "{late}");
 }
 
 #[test]
@@ -54,6 +58,10 @@ fn doctor_text_says_why_nvml_is_unavailable_and_reports_an_unreachable_engine() 
     let (code, stdout, stderr) = doctor(&["--url", &url]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("NVML:"), "{stdout}");
+    assert!(
+        stdout.contains("Host:    the gate's probe ran "),
+        "{stdout}"
+    );
     assert!(stdout.contains("NOT reachable"), "{stdout}");
     assert!(stdout.contains("connection refused"), "{stdout}");
     let (code, _, stderr) = doctor(&["--url", "localhost:8000"]);

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use infergate_schema::results::HardwareFingerprint;
+use infergate_measure::bench::lateness::sample;
+use infergate_schema::results::{HardwareFingerprint, Percentiles};
 use infergate_telemetry::telemetry::nvml::{GpuDetails, gpu_details};
 
 /// Whether NVML works here.
@@ -76,6 +77,10 @@ pub(crate) struct DoctorReport {
     pub engine: Option<EngineCheck>,
     /// Present when `--config` was given: whether the configured engine command booted.
     pub engine_boot: Option<BootCheck>,
+    /// How late this host ran the gate's probe thread over one second, seconds: the figure a
+    /// run records per cell (`host_lateness_s`), whose p99 must stay under a fifth of a tail
+    /// latency for the gate to vouch for it.
+    pub host_lateness_s: Option<Percentiles>,
 }
 
 /// Outcome of booting the configured engine (`doctor --config`).
@@ -123,6 +128,7 @@ pub(crate) async fn gather(engine_url: Option<&str>) -> DoctorReport {
             driver_version: None,
             cpu_model: infergate_telemetry::telemetry::cpu_model(),
         });
+    let lateness = tokio::task::spawn_blocking(|| sample(Duration::from_secs(1)));
     let engine = match engine_url {
         Some(u) => Some(check_engine(u).await),
         None => None,
@@ -136,6 +142,7 @@ pub(crate) async fn gather(engine_url: Option<&str>) -> DoctorReport {
         gpus,
         engine,
         engine_boot: None,
+        host_lateness_s: lateness.await.ok().flatten(),
     }
 }
 
@@ -328,6 +335,19 @@ pub(crate) fn render_text(r: &DoctorReport) -> String {
             _ => format!("cpu {}", opt(&hw.cpu_model)),
         }
     );
+    if let Some(p) = &r.host_lateness_s {
+        let line = format!(
+            "the gate's probe ran {:.2} ms late at p99 over 1 s (median {:.2} ms): a run vouches for a cell's p90 or p99 latency only where its probe stays under a fifth of it, so as busy as now, for none shorter than {:.1} ms",
+            1e3 * p.p99,
+            1e3 * p.p50,
+            1e3 * p.p99 / infergate_model::stats::rule::HOST_LATE_SHARE,
+        );
+        let _ = writeln!(
+            s,
+            "{}",
+            infergate_report::report::console::wrap_labelled("Host:    ", &line)
+        );
+    }
     if let Some(b) = &r.engine_boot {
         write_boot(&mut s, b);
     }
@@ -474,6 +494,7 @@ mod tests {
             gpus: Vec::new(),
             engine,
             engine_boot,
+            host_lateness_s: None,
         }
     }
 }

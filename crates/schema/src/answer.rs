@@ -164,6 +164,26 @@ pub fn figure(metric: Metric, value: f64) -> (String, &'static str) {
     }
 }
 
+/// The lowest and highest of `values`.
+pub fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    })
+}
+
+/// `6.25–9.76 ms`: the lowest and highest of `values` with the metric's unit once (one
+/// figure where they are equal).
+pub fn value_range(metric: Metric, values: impl Iterator<Item = f64>) -> String {
+    let (lo, hi) = bounds(values);
+    let ((lo, unit), (hi, _)) = (figure(metric, lo), figure(metric, hi));
+    let range = if lo == hi { lo } else { format!("{lo}–{hi}") };
+    if unit.is_empty() {
+        range
+    } else {
+        format!("{range} {unit}")
+    }
+}
+
 /// "higher" or "lower", the direction of the number people read, never "improvement" or
 /// "regression": a latency that went down reads "lower", whatever the gate decided.
 pub fn direction_word(change: f64) -> &'static str {
@@ -398,234 +418,297 @@ pub fn first_line(report: &ComparisonReport) -> String {
         }
         Against::PairedAb => (" of B vs A", symbol.to_string()),
     };
-    let n = report.cells.iter().filter(|c| counted(c)).count();
-    let matrix = report.matrix_test.as_ref();
-    let confirm = confirmed(report);
+    let lead = Lead {
+        symbol,
+        word,
+        of,
+        n: report.cells.iter().filter(|c| counted(c)).count(),
+        confirm: confirmed(report),
+    };
     let line = match report.gate {
-        GateVerdict::NoBaseline => {
-            // Why there is nothing to compare with, when every cell says the same specific
-            // thing (e.g. the baseline files are of another profile): a plain "no baseline"
-            // adds nothing to this line.
-            let why = report
-                .cells
-                .first()
-                .and_then(|c| c.reason.as_ref())
-                .filter(|r| **r != CellReason::NoBaseline)
-                .filter(|r| report.cells.iter().all(|c| c.reason.as_ref() == Some(*r)));
-            format!(
-                "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared{}",
-                cells_word(report.cells.len()),
-                why.map(|r| format!(" ({r})")).unwrap_or_default()
-            )
-        }
-        GateVerdict::Unmeasured => {
-            let errors: Vec<&CellComparison> = report
-                .cells
-                .iter()
-                .filter(|c| c.verdict == CellVerdict::ErrorRegression)
-                .collect();
-            // Where, not why: the engine's error text is under Details, said once.
-            let errors = match errors.len() {
-                0 => String::new(),
-                1 => format!("; 1 error regression ({})", named(&errors)),
-                n => format!("; {n} error regressions ({})", named(&errors)),
-            };
-            format!("{symbol} {word}: {}{errors}", report.unmeasured_reason())
-        }
-        GateVerdict::Regression => {
-            let regressed: Vec<&CellComparison> = report.regressions().collect();
-            let k = regressed.len();
-            // The worst speed regression by its total change vs the baseline.
-            let worst = regressed
-                .iter()
-                .filter(|c| c.verdict == CellVerdict::Regression)
-                .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
-                .min_by(|a, b| a.0.total_cmp(&b.0));
-            let line = if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
-                let k = regressed
-                    .iter()
-                    .filter(|c| c.layer() == Layer::Decode)
-                    .count();
-                let where_ = if k == n && n == 1 {
-                    "in its 1 cell".to_string()
-                } else if k == n && n == 2 {
-                    "in both cells".to_string()
-                } else if k == n && n > 0 {
-                    format!("in all {}", cells_word(n))
-                } else if k > 0 {
-                    let worst = worst
-                        .and_then(|(_, _, c)| change_at(c))
-                        .map_or_else(String::new, |(_, at)| format!(" (worst {at})"));
-                    format!("over {}, {k} of them regressed{worst}", cells_word(m.cells))
-                } else {
-                    format!("over {} (matrix-wide)", cells_word(m.cells))
-                };
-                // The second boot confirms the gate: said after the lead, so it does not read
-                // as if only the last layer named was confirmed.
-                format!(
-                    "{symbol} {} {where_}{confirm}{}",
-                    sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high),
-                    layers_also(report, &regressed)
-                )
-            } else {
-                // The worst speed regression, else the first of another kind; the prefill
-                // layer's contexts are counted apart from the decode cells.
-                let in_prefill = regressed
-                    .iter()
-                    .filter(|c| c.layer() == Layer::Prefill)
-                    .count();
-                let in_burst = regressed
-                    .iter()
-                    .filter(|c| c.layer() == Layer::Burst)
-                    .count();
-                let in_cells = k - in_prefill - in_burst;
-                let mut parts = Vec::new();
-                if in_cells > 0 || in_prefill + in_burst == 0 {
-                    parts.push(format!(
-                        "{in_cells} of {} regressed",
-                        cells_word(report.cells.len())
-                    ));
-                }
-                if in_prefill > 0 {
-                    parts.push(format!(
-                        "prefill layer: {in_prefill} of {} regressed",
-                        plural(report.prefill.len(), "context")
-                    ));
-                }
-                let burst_leads = worst.is_some_and(|(_, m, _)| m.metric.is_burst());
-                if in_burst > 0 && !burst_leads {
-                    parts.push(burst_regressions(&regressed));
-                }
-                let of_n = parts.join("; ");
-                match (worst, regressed.first()) {
-                    (Some((_, m, _)), _) if m.metric.is_burst() => {
-                        // "✗ TTFT p90 +31.0% [...] in the burst layer": the layer named.
-                        let d = m.shown_change_total();
-                        let rest = if of_n.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; {of_n}")
-                        };
-                        format!(
-                            "{symbol} {} in the burst layer{confirm}{rest}",
-                            sized(m.metric, d.change, d.ci_low, d.ci_high),
-                        )
-                    }
-                    (Some((_, m, c)), _) => {
-                        let d = m.shown_change_total();
-                        format!(
-                            "{symbol} {} at {}{confirm}; {of_n}",
-                            sized(m.metric, d.change, d.ci_low, d.ci_high),
-                            label(c)
-                        )
-                    }
-                    (None, Some(c)) => format!(
-                        "{symbol} {} at {}{confirm}; {of_n}",
-                        cell_word(c.verdict),
-                        label(c)
-                    ),
-                    (None, None) => format!("{symbol} {word}{confirm}"),
-                }
-            };
-            format!("{line}{}", faster(report))
-        }
-        GateVerdict::Pass | GateVerdict::Insufficient => {
-            // Cells whose alarm one boot cannot prove: what an `insufficient` gate waits on, so
-            // the line says it first (else it would read "insufficient … could detect −2.3%").
-            let with = |flag: fn(&CellComparison) -> bool| -> Vec<&CellComparison> {
-                report.cells.iter().filter(|c| flag(c)).collect()
-            };
-            // A replay of a run's files without the second boot the plan asked for.
-            let missing = report
-                .confirmation
-                .as_ref()
-                .filter(|c| c.missing)
-                .map_or_else(String::new, |c| {
-                    format!(
-                        "the second boot this plan asks for was not given ({}); ",
-                        c.reason
-                    )
-                });
-            let mut waits = match with(|c| c.provisional).as_slice() {
-                [] => String::new(),
-                [one] => format!(
-                    "a second boot decides 1 provisional alarm ({}); ",
-                    label(one)
-                ),
-                many => format!(
-                    "a second boot decides {} provisional alarms ({}); ",
-                    many.len(),
-                    named(many)
-                ),
-            };
-            waits.insert_str(0, &missing);
-            // Cells at their limit now that the history is too short to judge: the gate waits
-            // for runs (or pairs), and says so before anything that reads like a pass.
-            let short = with(|c| c.history_too_short);
-            if !short.is_empty() {
-                let runs = match report.against {
-                    Against::Baseline => "baseline runs",
-                    Against::PairedAb => "pairs",
-                };
-                waits.push_str(&format!(
-                    "too few {runs} to judge {} now at {} limit ({}); ",
-                    cells_word(short.len()),
-                    if short.len() == 1 { "its" } else { "their" },
-                    named(&short)
-                ));
-            }
-            // Cells whose bound leaves room for a slowdown beyond the rule's `cell_effect`:
-            // what a `pass` could not vouch for, named with how far down each could be.
-            let uncovered = report.uncovered_cells();
-            let cell_effect = report.rule.cell_effect.map(|e| signed_percent(-e));
-            if let (false, Some(effect)) = (uncovered.is_empty(), &cell_effect) {
-                // What narrows the bound: the history where it is the limit, else the boots.
-                let two_boots = report.confirmation.as_ref().is_some_and(|c| c.used);
-                let sensitive = report.sensitivity.as_ref().is_some_and(|s| s.sufficient);
-                let narrows = match (sensitive, two_boots) {
-                    (false, _) => "more baseline runs narrow",
-                    (true, true) => "longer windows or more baseline runs narrow",
-                    (true, false) => "a second boot narrows",
-                };
-                waits.push_str(&format!(
-                    "{} could be {effect} or worse ({}; {narrows} it); ",
-                    cells_word(uncovered.len()),
-                    uncovered
-                        .iter()
-                        .map(|(c, low)| format!("{} down to {}", label(c), signed_percent(*low)))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                ));
-            }
-            let mut line = if report.gate == GateVerdict::Pass {
-                format!("{symbol} no regression{of} in {}", cells_word(n))
-            } else {
-                format!(
-                    "{symbol} {word}: {waits}no regression{of} proven in {}",
-                    cells_word(n)
-                )
-            };
-            let mut covered: Vec<String> = matrix
-                .map(|m| sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high))
-                .into_iter()
-                .collect();
-            covered.extend(metrics_checked(report, n));
-            if !covered.is_empty() {
-                line.push_str(&format!(" ({})", covered.join("; ")));
-            }
-            line.push_str(&layers_checked(report));
-            line.push_str(confirm);
-            if let Some(s) = could_detect(report) {
-                line.push_str(if s.starts_with("but") { ", " } else { "; " });
-                line.push_str(&s);
-            }
-            if let (GateVerdict::Pass, Some(effect)) = (report.gate, cell_effect) {
-                line.push_str(&format!("; each cell above {effect} (95% bound)"));
-            }
-            format!("{line}{}{}", not_counted(report), faster(report))
-        }
+        GateVerdict::NoBaseline => no_baseline_line(report, &lead),
+        GateVerdict::Unmeasured => unmeasured_line(report, &lead),
+        GateVerdict::Regression => regression_line(report, &lead),
+        GateVerdict::Pass | GateVerdict::Insufficient => no_regression_line(report, &lead),
     };
     format!("{line}{}", unused_second_boot(report))
+}
+
+/// What every form of the first line starts from: the gate's symbol (with `B vs A:` in a
+/// regressed A/B run) and word, ` of B vs A` where an A/B run's line needs it, the counted
+/// cells, and the confirmation clause.
+struct Lead {
+    symbol: String,
+    word: &'static str,
+    of: &'static str,
+    n: usize,
+    confirm: &'static str,
+}
+
+/// The first line of a gate with nothing to compare with.
+fn no_baseline_line(report: &ComparisonReport, lead: &Lead) -> String {
+    let symbol = &lead.symbol;
+    // Why there is nothing to compare with, when every cell says the same specific
+    // thing (e.g. the baseline files are of another profile): a plain "no baseline"
+    // adds nothing to this line.
+    let why = report
+        .cells
+        .first()
+        .and_then(|c| c.reason.as_ref())
+        .filter(|r| **r != CellReason::NoBaseline)
+        .filter(|r| report.cells.iter().all(|c| c.reason.as_ref() == Some(*r)));
+    format!(
+        "{symbol} no baseline yet for this profile and suite: {} measured, nothing compared{}",
+        cells_word(report.cells.len()),
+        why.map(|r| format!(" ({r})")).unwrap_or_default()
+    )
+}
+
+/// The first line of a gate that could not measure enough to decide.
+fn unmeasured_line(report: &ComparisonReport, lead: &Lead) -> String {
+    let (symbol, word) = (&lead.symbol, lead.word);
+    let errors: Vec<&CellComparison> = report
+        .cells
+        .iter()
+        .filter(|c| c.verdict == CellVerdict::ErrorRegression)
+        .collect();
+    // Where, not why: the engine's error text is under Details, said once.
+    let errors = match errors.len() {
+        0 => String::new(),
+        1 => format!("; 1 error regression ({})", named(&errors)),
+        n => format!("; {n} error regressions ({})", named(&errors)),
+    };
+    format!("{symbol} {word}: {}{errors}", report.unmeasured_reason())
+}
+
+/// The first line of a regression: the matrix-wide change where it regressed, else the worst
+/// cell's (or layer's) change, with how many regressed.
+fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
+    let (symbol, word, n, confirm) = (&lead.symbol, lead.word, lead.n, lead.confirm);
+    let matrix = report.matrix_test.as_ref();
+    let regressed: Vec<&CellComparison> = report.regressions().collect();
+    let k = regressed.len();
+    // The worst speed regression by its total change vs the baseline.
+    let worst = regressed
+        .iter()
+        .filter(|c| c.verdict == CellVerdict::Regression)
+        .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let line = if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
+        let k = regressed
+            .iter()
+            .filter(|c| c.layer() == Layer::Decode)
+            .count();
+        let where_ = if k == n && n == 1 {
+            "in its 1 cell".to_string()
+        } else if k == n && n == 2 {
+            "in both cells".to_string()
+        } else if k == n && n > 0 {
+            format!("in all {}", cells_word(n))
+        } else if k > 0 {
+            let worst = worst
+                .and_then(|(_, _, c)| change_at(c))
+                .map_or_else(String::new, |(_, at)| format!(" (worst {at})"));
+            format!("over {}, {k} of them regressed{worst}", cells_word(m.cells))
+        } else {
+            format!("over {} (matrix-wide)", cells_word(m.cells))
+        };
+        // The second boot confirms the gate: said after the lead, so it does not read
+        // as if only the last layer named was confirmed.
+        format!(
+            "{symbol} {} {where_}{confirm}{}",
+            sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high),
+            layers_also(report, &regressed)
+        )
+    } else {
+        // The worst speed regression, else the first of another kind; the prefill
+        // layer's contexts are counted apart from the decode cells.
+        let in_prefill = regressed
+            .iter()
+            .filter(|c| c.layer() == Layer::Prefill)
+            .count();
+        let in_burst = regressed
+            .iter()
+            .filter(|c| c.layer() == Layer::Burst)
+            .count();
+        let in_cells = k - in_prefill - in_burst;
+        let mut parts = Vec::new();
+        if in_cells > 0 || in_prefill + in_burst == 0 {
+            parts.push(format!(
+                "{in_cells} of {} regressed",
+                cells_word(report.cells.len())
+            ));
+        }
+        if in_prefill > 0 {
+            parts.push(format!(
+                "prefill layer: {in_prefill} of {} regressed",
+                plural(report.prefill.len(), "context")
+            ));
+        }
+        let burst_leads = worst.is_some_and(|(_, m, _)| m.metric.is_burst());
+        if in_burst > 0 && !burst_leads {
+            parts.push(burst_regressions(&regressed));
+        }
+        let of_n = parts.join("; ");
+        match (worst, regressed.first()) {
+            (Some((_, m, _)), _) if m.metric.is_burst() => {
+                // "✗ TTFT p90 +31.0% [...] in the burst layer": the layer named.
+                let d = m.shown_change_total();
+                let rest = if of_n.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {of_n}")
+                };
+                format!(
+                    "{symbol} {} in the burst layer{confirm}{rest}",
+                    sized(m.metric, d.change, d.ci_low, d.ci_high),
+                )
+            }
+            (Some((_, m, c)), _) => {
+                let d = m.shown_change_total();
+                format!(
+                    "{symbol} {} at {}{confirm}; {of_n}",
+                    sized(m.metric, d.change, d.ci_low, d.ci_high),
+                    label(c)
+                )
+            }
+            (None, Some(c)) => format!(
+                "{symbol} {} at {}{confirm}; {of_n}",
+                cell_word(c.verdict),
+                label(c)
+            ),
+            (None, None) => format!("{symbol} {word}{confirm}"),
+        }
+    };
+    format!("{line}{}", faster(report))
+}
+
+/// The first line of a `pass` or an `insufficient` gate: what it waits on first, then what it
+/// covered, how sensitive it was, and at what size each cell is covered.
+fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
+    let (symbol, word, of, n, confirm) = (&lead.symbol, lead.word, lead.of, lead.n, lead.confirm);
+    let matrix = report.matrix_test.as_ref();
+    // Cells whose alarm one boot cannot prove: what an `insufficient` gate waits on, so
+    // the line says it first (else it would read "insufficient … could detect −2.3%").
+    let with = |flag: fn(&CellComparison) -> bool| -> Vec<&CellComparison> {
+        report.cells.iter().filter(|c| flag(c)).collect()
+    };
+    // A replay of a run's files without the second boot the plan asked for.
+    let missing = report
+        .confirmation
+        .as_ref()
+        .filter(|c| c.missing)
+        .map_or_else(String::new, |c| {
+            format!(
+                "the second boot this plan asks for was not given ({}); ",
+                c.reason
+            )
+        });
+    let mut waits = match with(|c| c.provisional).as_slice() {
+        [] => String::new(),
+        [one] => format!(
+            "a second boot decides 1 provisional alarm ({}); ",
+            label(one)
+        ),
+        many => format!(
+            "a second boot decides {} provisional alarms ({}); ",
+            many.len(),
+            named(many)
+        ),
+    };
+    waits.insert_str(0, &missing);
+    // Cells at their limit now that the history is too short to judge: the gate waits
+    // for runs (or pairs), and says so before anything that reads like a pass.
+    let short = with(|c| c.history_too_short);
+    if !short.is_empty() {
+        let runs = match report.against {
+            Against::Baseline => "baseline runs",
+            Against::PairedAb => "pairs",
+        };
+        waits.push_str(&format!(
+            "too few {runs} to judge {} now at {} limit ({}); ",
+            cells_word(short.len()),
+            if short.len() == 1 { "its" } else { "their" },
+            named(&short)
+        ));
+    }
+    waits.push_str(&host_late_clause(report));
+    // Cells whose bound leaves room for a slowdown beyond the rule's `cell_effect`:
+    // what a `pass` could not vouch for, named with how far down each could be.
+    let uncovered = report.uncovered_cells();
+    let cell_effect = report.rule.cell_effect.map(|e| signed_percent(-e));
+    if let (false, Some(effect)) = (uncovered.is_empty(), &cell_effect) {
+        // What narrows the bound: the history where it is the limit, else the boots.
+        let two_boots = report.confirmation.as_ref().is_some_and(|c| c.used);
+        let sensitive = report.sensitivity.as_ref().is_some_and(|s| s.sufficient);
+        let narrows = match (sensitive, two_boots) {
+            (false, _) => "more baseline runs narrow",
+            (true, true) => "longer windows or more baseline runs narrow",
+            (true, false) => "a second boot narrows",
+        };
+        waits.push_str(&format!(
+            "{} could be {effect} or worse ({}; {narrows} it); ",
+            cells_word(uncovered.len()),
+            uncovered
+                .iter()
+                .map(|(c, low)| format!("{} down to {}", label(c), signed_percent(*low)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    let mut line = if report.gate == GateVerdict::Pass {
+        format!("{symbol} no regression{of} in {}", cells_word(n))
+    } else {
+        format!(
+            "{symbol} {word}: {waits}no regression{of} proven in {}",
+            cells_word(n)
+        )
+    };
+    let mut covered: Vec<String> = matrix
+        .map(|m| sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high))
+        .into_iter()
+        .collect();
+    covered.extend(metrics_checked(report, n));
+    if !covered.is_empty() {
+        line.push_str(&format!(" ({})", covered.join("; ")));
+    }
+    line.push_str(&layers_checked(report));
+    line.push_str(confirm);
+    if let Some(s) = could_detect(report) {
+        line.push_str(if s.starts_with("but") { ", " } else { "; " });
+        line.push_str(&s);
+    }
+    if let (GateVerdict::Pass, Some(effect)) = (report.gate, cell_effect) {
+        line.push_str(&format!("; each cell above {effect} (95% bound)"));
+    }
+    format!("{line}{}{}", not_counted(report), faster(report))
+}
+
+/// The gating tail latencies the host's own lateness left unvouched
+/// ([`ComparisonReport::host_late`]), said before anything that reads like a pass: `ITL p99
+/// not vouched for in 6 cells: the host ran the gate's probe 3.50–3.80 ms late at p99 (ITL p99
+/// 8.50–13.9 ms); a quieter runner decides it; ` (empty where none): a fifth of the tail or
+/// more, `rule::HOST_LATE_SHARE`.
+pub fn host_late_clause(report: &ComparisonReport) -> String {
+    let mut out = String::new();
+    for &metric in &report.cell_metrics_gated {
+        let cells: Vec<_> = report
+            .host_late
+            .iter()
+            .filter(|h| h.metric == metric)
+            .collect();
+        if cells.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "{name} not vouched for in {}: the host ran the gate's probe {} late at p99 ({name} {}); a quieter runner decides it; ",
+            cells_word(cells.len()),
+            value_range(metric, cells.iter().map(|h| h.lateness_p99_s)),
+            value_range(metric, cells.iter().map(|h| h.value_s)),
+            name = metric_name(metric),
+        ));
+    }
+    out
 }
 
 /// The metrics besides aggregate tok/s that a `pass` (or an `insufficient` gate's "no
@@ -1308,86 +1391,107 @@ pub fn next_steps(report: &ComparisonReport, ctx: &StepContext) -> Vec<NextStep>
     match report.gate {
         GateVerdict::Regression => {
             reproduce(&mut out);
-            if let (true, Some(run)) = (against_baseline, report.candidate_runs.first()) {
-                out.push(NextStep {
-                    what: format!(
-                        "Accept this level, if the change is intended: add this run's results ({}) to the baseline store and accept it; comparisons then use only the runs from it on, and later runs on the main branch build its level",
-                        if ctx.results_file.is_some() {
-                            "the file below"
-                        } else {
-                            "results.json, in its output directory or artifact"
-                        }
-                    ),
-                    command: Some(format!(
-                        "infergate baseline add {} && infergate baseline accept --since {} --profile {} --suite {} --note 'why this level is intended'",
-                        shell_word(ctx.results_file.as_deref().unwrap_or("results.json")),
-                        shell_word(run),
-                        shell_word(&report.profile.key),
-                        shell_word(suite)
-                    )),
-                });
-            }
+            out.extend(accept_step(report, ctx, suite));
         }
         GateVerdict::Insufficient => {
-            let blocks = match ctx.insufficient_blocks {
-                Some(true) => "insufficient fails this check: fail-on includes insufficient",
-                Some(false) => {
-                    "insufficient does not block this pull request: the check is neutral (fail-on does not include insufficient)"
-                }
-                None => {
-                    "insufficient does not block a pull request unless fail-on includes insufficient"
-                }
-            };
-            out.push(NextStep {
-                what: blocks.into(),
-                command: None,
-            });
-            // Cells a pass cannot vouch for: their interval is what needs narrowing.
-            let uncovered = report.uncovered_cells();
-            if !uncovered.is_empty() {
-                let cells: Vec<&CellComparison> = uncovered.iter().map(|(c, _)| *c).collect();
-                let second = if report.confirmation.as_ref().is_some_and(|c| c.used) {
-                    ""
-                } else {
-                    "a second boot, "
-                };
-                out.push(NextStep {
-                    what: format!(
-                        "What would decide {}: a narrower interval, from {second}longer windows (the suite's `duration`) or more baseline runs",
-                        named(&cells)
-                    ),
-                    command: None,
-                });
-            }
-            // The baseline itself, only where it is the limit.
-            if let Some(s) = report.sensitivity.as_ref().filter(|s| !s.sufficient) {
-                let what = match (s.unit, s.runs_needed) {
-                    (SensitivityUnit::BaselineRuns, Some(n)) => format!(
-                        "What would decide it: {} of this profile and suite on the main branch (e.g. nightly), so the baseline can detect the rule's {}",
-                        s.unit.more(n),
-                        signed_percent(-s.design_effect)
-                    ),
-                    (SensitivityUnit::BaselineRuns, None) => format!(
-                        "What would decide it: {}; record baseline runs of this profile and suite on the main branch",
-                        s.needs()
-                    ),
-                    (SensitivityUnit::Pairs, _) => format!(
-                        "What would decide it: {} (the config's [ab] table)",
-                        s.needs()
-                    ),
-                };
-                let command = match (s.unit, ctx.config.flag()) {
-                    (SensitivityUnit::BaselineRuns, Some(config)) => Some(format!(
-                        "infergate run{config} --suite {} --update-baseline",
-                        shell_word(suite)
-                    )),
-                    _ => None,
-                };
-                out.push(NextStep { what, command });
-            }
+            out.extend(insufficient_steps(report, ctx, suite));
             reproduce(&mut out);
         }
         GateVerdict::Pass | GateVerdict::NoBaseline | GateVerdict::Unmeasured => {}
+    }
+    out
+}
+
+/// A regression's step to accept its level where the change is intended (against a stored
+/// baseline only: an A/B run has none to accept).
+fn accept_step(report: &ComparisonReport, ctx: &StepContext, suite: &str) -> Option<NextStep> {
+    let run = report
+        .candidate_runs
+        .first()
+        .filter(|_| report.against == Against::Baseline)?;
+    Some(NextStep {
+        what: format!(
+            "Accept this level, if the change is intended: add this run's results ({}) to the baseline store and accept it; comparisons then use only the runs from it on, and later runs on the main branch build its level",
+            if ctx.results_file.is_some() {
+                "the file below"
+            } else {
+                "results.json, in its output directory or artifact"
+            }
+        ),
+        command: Some(format!(
+            "infergate baseline add {} && infergate baseline accept --since {} --profile {} --suite {} --note 'why this level is intended'",
+            shell_word(ctx.results_file.as_deref().unwrap_or("results.json")),
+            shell_word(run),
+            shell_word(&report.profile.key),
+            shell_word(suite)
+        )),
+    })
+}
+
+/// An `insufficient` gate's steps: whether it blocks, then what would decide it (the cells'
+/// intervals, the runner where the host ran late, the baseline where it is the limit).
+fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str) -> Vec<NextStep> {
+    let mut out = Vec::new();
+    let blocks = match ctx.insufficient_blocks {
+        Some(true) => "insufficient fails this check: fail-on includes insufficient",
+        Some(false) => {
+            "insufficient does not block this pull request: the check is neutral (fail-on does not include insufficient)"
+        }
+        None => "insufficient does not block a pull request unless fail-on includes insufficient",
+    };
+    out.push(NextStep {
+        what: blocks.into(),
+        command: None,
+    });
+    // Cells a pass cannot vouch for: their interval is what needs narrowing.
+    let uncovered = report.uncovered_cells();
+    if !uncovered.is_empty() {
+        let cells: Vec<&CellComparison> = uncovered.iter().map(|(c, _)| *c).collect();
+        let second = if report.confirmation.as_ref().is_some_and(|c| c.used) {
+            ""
+        } else {
+            "a second boot, "
+        };
+        out.push(NextStep {
+            what: format!(
+                "What would decide {}: a narrower interval, from {second}longer windows (the suite's `duration`) or more baseline runs",
+                named(&cells)
+            ),
+            command: None,
+        });
+    }
+    // A tail the host's scheduling could explain: the runner, not the engine, decides.
+    if !report.host_late.is_empty() {
+        out.push(NextStep {
+            what: "What would decide the latency not vouched for: a rerun on a runner no other job shares while it measures (`infergate doctor` shows how late this host runs the gate's probe)".into(),
+            command: None,
+        });
+    }
+    // The baseline itself, only where it is the limit.
+    if let Some(s) = report.sensitivity.as_ref().filter(|s| !s.sufficient) {
+        let what = match (s.unit, s.runs_needed) {
+            (SensitivityUnit::BaselineRuns, Some(n)) => format!(
+                "What would decide it: {} of this profile and suite on the main branch (e.g. nightly), so the baseline can detect the rule's {}",
+                s.unit.more(n),
+                signed_percent(-s.design_effect)
+            ),
+            (SensitivityUnit::BaselineRuns, None) => format!(
+                "What would decide it: {}; record baseline runs of this profile and suite on the main branch",
+                s.needs()
+            ),
+            (SensitivityUnit::Pairs, _) => format!(
+                "What would decide it: {} (the config's [ab] table)",
+                s.needs()
+            ),
+        };
+        let command = match (s.unit, ctx.config.flag()) {
+            (SensitivityUnit::BaselineRuns, Some(config)) => Some(format!(
+                "infergate run{config} --suite {} --update-baseline",
+                shell_word(suite)
+            )),
+            _ => None,
+        };
+        out.push(NextStep { what, command });
     }
     out
 }
@@ -1474,6 +1578,21 @@ mod tests {
                 Some("infergate run --config infergate.toml --suite pr --update-baseline")
             );
         }
+        // A tail the host ran late on: a quieter runner decides it, before the baseline.
+        let mut r = insufficient();
+        r.host_late = vec![crate::verdict::HostLateCell {
+            concurrency: 1,
+            context_tokens: 0,
+            metric: Metric::ItlP99,
+            lateness_p99_s: 0.0035,
+            value_s: 0.0121,
+        }];
+        let steps = next_steps(&r, &StepContext::default());
+        assert!(
+            steps[1].what.starts_with("What would decide the latency not vouched for: a rerun on a runner no other job shares"),
+            "{}",
+            steps[1].what
+        );
     }
 
     #[test]

@@ -714,6 +714,13 @@ pub struct CellResult {
     /// throughput is the client's word alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unverified: Option<String>,
+    /// How late the host ran the gate's probe thread (0.2 ms of work, then a 1 ms sleep, in a
+    /// loop) while the window was open: each cycle's overrun, seconds. A busy runner's
+    /// scheduling delays reach an engine that decodes on its CPUs the same way, so the model
+    /// does not vouch for a millisecond latency tail that they alone could move by its design
+    /// effect. Absent in results of other tools and older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_lateness_s: Option<Percentiles>,
 }
 
 /// Why a request ended without doing what was asked. Its tokens are not counted as work.
@@ -1214,6 +1221,7 @@ impl CellResult {
             tpot_s: None,
             requests: None,
             unverified: None,
+            host_lateness_s: None,
         }
     }
 

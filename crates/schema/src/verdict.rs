@@ -104,6 +104,14 @@ pub struct ComparisonReport {
     /// where its cells have the observations it needs and the history is long enough.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_gated: Vec<String>,
+    /// The decode cells whose gating tail latency (a p90 or p99 of [`Self::cell_metrics_gated`])
+    /// this comparison could not vouch for because the host ran late: on a candidate boot of
+    /// the cell the gate's probe thread was late by a fifth of the percentile or more (results'
+    /// `host_lateness_s`), a delay the engine's own gaps take too. A cell is compared on a
+    /// metric only where every boot has it, so such a cell has no entry of the metric, and the
+    /// gate is `insufficient`. Empty in files of older versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_late: Vec<HostLateCell>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
     /// Set when `run` booted the engine a second time to confirm a matrix-wide change: the
@@ -195,6 +203,22 @@ pub struct CellSensitivity {
     pub context_tokens: u64,
     /// Smallest slowdown of this cell alone found at the design power (relative, negative).
     pub mde: f64,
+}
+
+/// A decode cell whose gating tail latency the host's own lateness could explain
+/// ([`ComparisonReport::host_late`]): the latest of the candidate's boots.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HostLateCell {
+    /// Concurrency of the cell.
+    pub concurrency: u32,
+    /// Context of the cell, in tokens.
+    pub context_tokens: u64,
+    /// The gating metric not vouched for.
+    pub metric: Metric,
+    /// The probe's p99 lateness on that boot, seconds.
+    pub lateness_p99_s: f64,
+    /// The metric's value on that boot, seconds.
+    pub value_s: f64,
 }
 
 impl ComparisonReport {
@@ -473,6 +497,7 @@ impl ComparisonReport {
             burst_gated: false,
             cell_metrics_gated: Vec::new(),
             not_gated: Vec::new(),
+            host_late: Vec::new(),
             rule,
             confirmation: None,
             coverage: None,

@@ -11,6 +11,7 @@ pub(crate) mod chunk;
 pub mod client;
 pub(crate) mod counter;
 pub mod identify;
+pub mod lateness;
 pub mod liveness;
 pub(crate) mod metrics;
 pub(crate) mod prefill;

@@ -296,6 +296,7 @@ pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
         || prefill_unchecked
         || burst_unchecked
         || awaits_second_boot
+        || !report.host_late.is_empty()
         || !sensitive
         || !report.uncovered_cells().is_empty()
     {

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
     BaselineSummary, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport, Coverage,
-    DecidedChange, DecisionBasis, Direction, Found, Layer, Limit, LimitCounts, LineAxis, LineTest,
-    LoneBoot, MatrixTest, Metric, MetricComparison, NotCompared, Sensitivity,
+    DecidedChange, DecisionBasis, Direction, Found, HostLateCell, Layer, Limit, LimitCounts,
+    LineAxis, LineTest, LoneBoot, MatrixTest, Metric, MetricComparison, NotCompared, Sensitivity,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
@@ -24,8 +24,8 @@ use super::interval::{
 };
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{
-    CONFIDENCE, FUTILITY_P, LATENCY_MIN_RUNS, LINE_SHARE, MATRIX_MARGIN, SECONDARY_SHARE,
-    level_window, percentile_min_count,
+    CONFIDENCE, FUTILITY_P, HOST_LATE_SHARE, LATENCY_MIN_RUNS, LINE_SHARE, MATRIX_MARGIN,
+    SECONDARY_SHARE, level_window, percentile_min_count,
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
@@ -183,6 +183,16 @@ pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     metric_value(cell, metric)
 }
 
+/// Where the host's own lateness could explain a cell's tail latency (a p90 or p99): the
+/// probe's p99 lateness and the percentile, seconds, when the lateness is [`HOST_LATE_SHARE`]
+/// of the percentile or more. A cell of results without the probe (other tools, older
+/// versions) is never host-late.
+pub fn host_late(cell: &CellResult, metric: Metric) -> Option<(f64, f64)> {
+    let (value, _, q) = latency_percentile(cell, metric)?;
+    let late = cell.host_lateness_s?.p99;
+    (q >= 0.9 && late >= HOST_LATE_SHARE * value).then_some((late, value))
+}
+
 /// A run's cell at `coord` and its [`compared_value`] of `metric`, where the cell ran clean
 /// (`ok`): what a history, a change-point series or an A/B pair takes from a run.
 pub fn ok_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<(&CellResult, f64)> {
@@ -328,10 +338,47 @@ fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
             return v;
         }
     }
+    // A tail the host alone could have moved by its design effect is no measurement of the
+    // engine's: the boot is not compared on it (the history's runs keep theirs: a busy history
+    // run's higher tail widens its noise, it cannot fail a gate).
+    if host_late(cell, metric).is_some() {
+        return Vec::new();
+    }
     compared_value(cell, metric)
         .map(f64::ln)
         .into_iter()
         .collect()
+}
+
+/// The comparable cells whose gating tail latency the host's lateness could explain on a
+/// candidate boot ([`host_late`]; a cell is compared on a metric only where every boot has it),
+/// with the latest of them: the gate cannot vouch for the metric there.
+fn host_late_cells(
+    metrics: &[Metric],
+    comparable: &[Coord],
+    candidate: &[RunResults],
+) -> Vec<HostLateCell> {
+    let mut out = Vec::new();
+    for &metric in metrics {
+        for &coord in comparable {
+            let latest = candidate
+                .iter()
+                .filter_map(|r| find(r, coord))
+                .filter(|c| compared_value(c, metric).is_some())
+                .filter_map(|c| host_late(c, metric))
+                .max_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+            if let Some((late, value)) = latest {
+                out.push(HostLateCell {
+                    concurrency: coord.0,
+                    context_tokens: coord.1,
+                    metric,
+                    lateness_p99_s: late,
+                    value_s: value,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Whether a cell can be compared (`None`), and if not, its decision: verdict, reason, and
@@ -1732,6 +1779,8 @@ pub fn compare_on(
     };
     plan.record_shares(&mut report);
     report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
+    let gated = build::cell_metrics_gated(rule, |m| gate.gates(m));
+    report.host_late = host_late_cells(&gated, &comparable, candidate);
     layers_not_gated(&mut report.not_gated, gate, &layers, candidate);
 
     let own = plan.own_verdicts(&tests);
@@ -2794,6 +2843,79 @@ mod tests {
                 first_line(&r)
             );
         }
+    }
+
+    /// A boot on which the gate's probe ran late by `share` of each cell's ITL p99.
+    fn host_late_by(mut run: RunResults, share: f64) -> RunResults {
+        for c in &mut run.cells {
+            let p99 = c.itl_s.map_or(0.0, |p| p.p99);
+            c.host_lateness_s = Some(Percentiles {
+                mean: 0.1 * share * p99,
+                p50: 0.1 * share * p99,
+                p90: 0.2 * share * p99,
+                p99: share * p99,
+                count: 1500,
+            });
+        }
+        run
+    }
+
+    /// A tail the host's lateness could explain is not vouched for: with the probe late by
+    /// 30% of the ITL p99 on both boots (or on one: a cell is compared on both or neither), a
+    /// doubled p99 is no regression, each cell is listed as host-late, and the gate is
+    /// `insufficient`, saying why first; a probe late by 5% changes nothing.
+    #[test]
+    fn a_tail_the_host_ran_late_on_is_not_vouched_for() {
+        let rule = DecisionRule::default();
+        let mut rng = StdRng::seed_from_u64(58);
+        // The history's busy runs keep their tails (a wider noise cannot fail a gate).
+        let base: Vec<RunResults> = (0..20)
+            .map(|i| {
+                let r = latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0);
+                host_late_by(r, if i % 4 == 0 { 0.4 } else { 0.02 })
+            })
+            .collect();
+        let mut verdict = |first_late: f64, second_late: f64| {
+            let a = latency_run("c1", &mut rng, &|_| 1.0, &|_| 2.0);
+            let b = latency_run("c2", &mut rng, &|_| 1.0, &|_| 2.0);
+            let (a, b) = (host_late_by(a, first_late), host_late_by(b, second_late));
+            two_boot_verdict(
+                true,
+                &rule,
+                &base,
+                std::slice::from_ref(&a),
+                Some((std::slice::from_ref(&b), "second")),
+            )
+            .unwrap()
+            .0
+        };
+        for (first, second) in [(0.3, 0.3), (0.3, 0.05), (0.05, 0.3)] {
+            let busy = verdict(first, second);
+            let line = first_line(&busy);
+            assert_eq!(
+                busy.gate,
+                GateVerdict::Insufficient,
+                "{first} {second}: {line}"
+            );
+            assert_eq!(busy.host_late.len(), busy.cells.len(), "{line}");
+            assert!(
+                busy.host_late.iter().all(|h| h.metric == Metric::ItlP99
+                    && (h.lateness_p99_s / h.value_s - 0.3).abs() < 1e-9)
+            );
+            assert!(
+                busy.cells
+                    .iter()
+                    .all(|c| c.metrics.iter().all(|m| m.metric != Metric::ItlP99)),
+                "{line}"
+            );
+            let says = "? insufficient: ITL p99 not vouched for in 20 cells: the host ran the gate's probe ";
+            assert!(line.starts_with(says), "{line}");
+        }
+        let quiet = verdict(0.05, 0.05);
+        let line = first_line(&quiet);
+        assert_eq!(quiet.gate, GateVerdict::Regression, "{line}");
+        assert!(quiet.host_late.is_empty(), "{:?}", quiet.host_late);
+        assert!(line.starts_with("✗ ITL p99 +"), "{line}");
     }
 
     /// Latency changes listed in `report`'s cells `cells`: (cell index, metric).

@@ -80,6 +80,15 @@ pub fn latency_min_effect(metric: Metric) -> Option<f64> {
 /// window is its largest one, whose run-to-run scatter no history of a few runs shows.
 pub const PERCENTILE_BOUND: f64 = 0.05;
 
+/// A candidate cell's tail latency (a p90 or p99) is compared only where the host ran the
+/// gate's probe thread (results' `host_lateness_s`) late by less than this share of it: an
+/// engine that decodes on the runner's CPUs waits on the same scheduler, and on the default
+/// job two busy loops on 2 cores moved the probe's p99 lateness 0.2–0.5 → 3.0–3.8 ms and the
+/// cells' ITL p99 by up to 4.5 ms (1.2 times the lateness), +50–90% of a quiet 6–10 ms. Below a
+/// fifth the host alone moves the tail by about a quarter, half the +50% a p99 gates at; a
+/// quiet host's probe read 3–7% of the p99.
+pub const HOST_LATE_SHARE: f64 = 0.2;
+
 /// Fewest observations behind a `p`-quantile that [`PERCENTILE_BOUND`] accepts.
 pub fn percentile_min_count(p: f64) -> u64 {
     (PERCENTILE_BOUND.ln() / p.ln()).ceil() as u64

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
-    cell_symbol, cell_word, cells_word, direction_word, figure, first_line, interval, label,
-    metric_name, sized, with_unit,
+    bounds, cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label,
+    metric_name, sized, value_range, with_unit,
 };
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{
@@ -406,8 +406,30 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
     report
         .gated_cell_metrics()
         .into_iter()
-        .filter(|(_, cells)| !cells.is_empty())
-        .map(|(metric, cells)| {
+        .filter_map(|(metric, cells)| {
+            let late: Vec<_> = report
+                .host_late
+                .iter()
+                .filter(|h| h.metric == metric)
+                .collect();
+            let unvouched = (!late.is_empty()).then(|| {
+                format!(
+                    "not vouched for in {} (the host ran the gate's probe {} late at p99)",
+                    cells_word(late.len()),
+                    value_range(metric, late.iter().map(|h| h.lateness_p99_s))
+                )
+            });
+            if cells.is_empty() {
+                // Gated in no cell because the host ran late in each: the row says so.
+                return unvouched.map(|text| LayerRow {
+                    name: metric_name(metric).to_string(),
+                    change: format!("{} {text}", cell_symbol(CellVerdict::Inconclusive).0),
+                    values: format!(
+                        "now {}",
+                        value_range(metric, late.iter().map(|h| h.value_s))
+                    ),
+                });
+            }
             let regressed: Vec<&CellComparison> = cells
                 .iter()
                 .filter(|(_, m)| m.verdict == CellVerdict::Regression)
@@ -457,41 +479,22 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                 Direction::LowerIsBetter => first.margin,
                 Direction::HigherIsBetter => -first.margin,
             };
-            LayerRow {
+            Some(LayerRow {
                 name: metric_name(metric).to_string(),
                 change: format!(
-                    "{} {change} (fails beyond {})",
+                    "{} {change} (fails beyond {}){}",
                     cell_symbol(as_shown(worst, report.gate)).0,
-                    signed_percent(fails)
+                    signed_percent(fails),
+                    unvouched.map_or_else(String::new, |text| format!("; {text}"))
                 ),
                 values: format!(
                     "{} → {}",
                     value_range(metric, cells.iter().map(|(_, m)| m.baseline)),
                     value_range(metric, cells.iter().map(|(_, m)| m.candidate))
                 ),
-            }
+            })
         })
         .collect()
-}
-
-/// The lowest and highest of `values`.
-fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
-        (lo.min(x), hi.max(x))
-    })
-}
-
-/// `6.25–9.76 ms`: the lowest and highest of `values` with the metric's unit once (one
-/// figure where they are equal).
-fn value_range(metric: Metric, values: impl Iterator<Item = f64>) -> String {
-    let (lo, hi) = bounds(values);
-    let ((lo, unit), (hi, _)) = (figure(metric, lo), figure(metric, hi));
-    let range = if lo == hi { lo } else { format!("{lo}–{hi}") };
-    if unit.is_empty() {
-        range
-    } else {
-        format!("{range} {unit}")
-    }
 }
 
 /// The prefill layer's rows: each context's verdict, change and values (prefill tok/s of the

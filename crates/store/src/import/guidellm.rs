@@ -499,6 +499,7 @@ fn cell_of(b: &Benchmark, concurrency: u32, context: u64) -> CellResult {
         tpot_s: None,
         requests: None,
         unverified: None,
+        host_lateness_s: None,
     }
 }
 

@@ -349,6 +349,7 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         tpot_s: None,
         requests: None,
         unverified: None,
+        host_lateness_s: None,
     })
 }
 

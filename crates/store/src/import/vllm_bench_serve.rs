@@ -411,6 +411,7 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
             tpot_s: tpot,
             requests: None,
             unverified: None,
+            host_lateness_s: None,
         },
         notes,
     ))

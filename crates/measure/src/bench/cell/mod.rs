@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::EventLog;
 use super::client::EngineClient;
 use super::counter::{self, EdgeReading};
+use super::lateness::HostLatenessProbe;
 use super::metrics::MetricsDialect;
 pub(crate) use super::metrics::scrape;
 use super::prompt::ContextPrompt;
@@ -252,6 +253,7 @@ impl SustainedDecodeCell<'_> {
         if let Some(s) = &self.sampler {
             s.start_window();
         }
+        let probe = HostLatenessProbe::start();
         let open = Instant::now();
         let shared = &streams.shared;
         let start_ns = open.duration_since(shared.t0).as_nanos() as u64;
@@ -267,6 +269,7 @@ impl SustainedDecodeCell<'_> {
             waiting,
             cancelled,
         } = poll_until(self.client, self.dialect, close, poll, cancel).await;
+        let host_lateness = probe.and_then(HostLatenessProbe::finish);
         let edge1 = if cancelled {
             EdgeReading::default()
         } else {
@@ -284,6 +287,7 @@ impl SustainedDecodeCell<'_> {
             running,
             waiting,
             records,
+            host_lateness,
         })
     }
 
@@ -366,6 +370,7 @@ impl SustainedDecodeCell<'_> {
             preemptions: outcome.preemptions,
             requests: Some(outcome.requests),
             unverified,
+            host_lateness_s: window.host_lateness,
         }
     }
 
@@ -600,6 +605,8 @@ struct WindowReading {
     running: Vec<f64>,
     waiting: Vec<f64>,
     records: Vec<StreamRecord>,
+    /// How late the host ran the probe thread while the window was open.
+    host_lateness: Option<infergate_schema::results::Percentiles>,
 }
 
 impl WindowReading {

@@ -4,7 +4,9 @@
 
 use super::*;
 use infergate_schema::verdict::fixtures::{insufficient, matrix, metric, pass, regression};
-use infergate_schema::verdict::{AlphaShares, CheckOutcome, Direction, Found, LoneBoot};
+use infergate_schema::verdict::{
+    AlphaShares, CheckOutcome, Direction, Found, HostLateCell, LoneBoot,
+};
 
 /// A one-run store: asked for more runs, not given a count or told it never can, and a cell
 /// test that cannot find even a total loss prints no figure for it.
@@ -529,4 +531,31 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
     let l = layout(&r);
     assert!(!l.first_line.contains("ITL"), "{}", l.first_line);
     assert!(l.latency.is_empty());
+
+    // Not gated in any cell because the host ran late: the first line says so before anything
+    // that reads like a pass, and the row says where and how late.
+    r.gate = GateVerdict::Insufficient;
+    r.host_late = [(1, 0, 0.0031, 0.0121), (2, 0, 0.0035, 0.0140)]
+        .map(|(concurrency, context_tokens, late, value)| HostLateCell {
+            concurrency,
+            context_tokens,
+            metric: Metric::ItlP90,
+            lateness_p99_s: late,
+            value_s: value,
+        })
+        .to_vec();
+    let l = layout(&r);
+    assert!(
+        l.first_line.starts_with(
+            "? insufficient: ITL p90 not vouched for in 2 cells: the host ran the gate's probe 3.10–3.50 ms late at p99 (ITL p90 12.1–14.0 ms); a quieter runner decides it; no regression proven in 6 cells"
+        ),
+        "{}",
+        l.first_line
+    );
+    assert_eq!(l.latency.len(), 1, "{:?}", l.latency);
+    assert_eq!(
+        l.latency[0].change,
+        "? not vouched for in 2 cells (the host ran the gate's probe 3.10–3.50 ms late at p99)"
+    );
+    assert_eq!(l.latency[0].values, "now 12.1–14.0 ms");
 }
