@@ -12,7 +12,7 @@ use crate::results::context_label;
 use crate::verdict::{
     Against, CellComparison, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport,
     ConfirmationReason, FirstBootMatrix, Found, GateVerdict, Layer, Limit, LimitFinding,
-    LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, RoundsStop, SensitivityUnit,
+    LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, NotGated, RoundsStop, SensitivityUnit,
     signed_number, signed_percent,
 };
 
@@ -997,6 +997,58 @@ impl Limit {
         match self {
             Limit::Capacity => "capacity-limited",
             Limit::Saturation => "saturated",
+        }
+    }
+}
+
+impl std::fmt::Display for NotGated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotGated::ShortHistory {
+                metric,
+                runs,
+                needs,
+            } => write!(
+                f,
+                "{} is reported, not gated: the history has {}, a latency percentile gates from {needs}",
+                metric_name(*metric),
+                plural(*runs, "run")
+            ),
+            NotGated::ThinCells {
+                metric,
+                cells,
+                of,
+                fewest,
+                most,
+                quantile,
+                needs,
+            } => {
+                let counts = if fewest == most {
+                    fewest.to_string()
+                } else {
+                    format!("{fewest}–{most}")
+                };
+                write!(
+                    f,
+                    "{} not gated in {} of {of}: {counts} observations each, a p{:.0} needs {needs}",
+                    metric_name(*metric),
+                    plural(*cells, "cell"),
+                    quantile * 100.0
+                )
+            }
+            NotGated::PrefillShortHistory { runs, needs } => write!(
+                f,
+                "prefill tok/s is reported, not gated: {runs} of the history's runs have the prefill layer, it gates from {needs}"
+            ),
+            NotGated::BurstShortHistory { runs, needs } => write!(
+                f,
+                "the burst layer is reported, not gated: {runs} of the history's runs have it, it gates from {needs}"
+            ),
+            NotGated::BurstThin { completed, needs } => write!(
+                f,
+                "burst TTFT p90 not gated: {completed} completed requests, a p90 needs {needs}"
+            ),
+            NotGated::Recorded(words) => f.write_str(words),
         }
     }
 }
@@ -2328,6 +2380,51 @@ mod tests {
             ConfirmationReason::Recorded(w) => Some(w),
             _ => None,
         });
+        round_trip(not_gated(), |r| match r {
+            NotGated::Recorded(w) => Some(w),
+            _ => None,
+        });
+    }
+
+    /// Every way a gating metric does not gate, with its words.
+    fn not_gated() -> Vec<(NotGated, &'static str)> {
+        vec![
+            (
+                NotGated::ShortHistory {
+                    metric: Metric::ItlP99,
+                    runs: 1,
+                    needs: 10,
+                },
+                "ITL p99 is reported, not gated: the history has 1 run, a latency percentile gates from 10",
+            ),
+            (
+                NotGated::ThinCells {
+                    metric: Metric::TtftP90,
+                    cells: 6,
+                    of: 20,
+                    fewest: 2,
+                    most: 8,
+                    quantile: 0.9,
+                    needs: 29,
+                },
+                "TTFT p90 not gated in 6 cells of 20: 2–8 observations each, a p90 needs 29",
+            ),
+            (
+                NotGated::PrefillShortHistory { runs: 6, needs: 10 },
+                "prefill tok/s is reported, not gated: 6 of the history's runs have the prefill layer, it gates from 10",
+            ),
+            (
+                NotGated::BurstShortHistory { runs: 8, needs: 10 },
+                "the burst layer is reported, not gated: 8 of the history's runs have it, it gates from 10",
+            ),
+            (
+                NotGated::BurstThin {
+                    completed: 16,
+                    needs: 29,
+                },
+                "burst TTFT p90 not gated: 16 completed requests, a p90 needs 29",
+            ),
+        ]
     }
 
     /// Why the adaptive rounds stopped, as `run`'s event and console line say it.

@@ -103,7 +103,7 @@ pub struct ComparisonReport {
     /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
     /// where its cells have the observations it needs and the history is long enough.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_gated: Vec<String>,
+    pub not_gated: Vec<NotGated>,
     /// The decode cells whose gating tail latency (a p90 or p99 of [`Self::cell_metrics_gated`])
     /// this comparison could not vouch for because the host ran late: on a candidate boot of
     /// the cell the gate's probe thread was late by a fifth of the percentile or more (results'
@@ -204,6 +204,64 @@ pub struct CellSensitivity {
     /// Smallest slowdown of this cell alone found at the design power (relative, negative).
     pub mde: f64,
 }
+
+/// Why one of the rule's gating metrics did not gate here ([`ComparisonReport::not_gated`]):
+/// decided by the model, said in [`crate::answer`]'s words, which `verdict.json` records.
+#[derive(Debug, Clone)]
+pub enum NotGated {
+    /// A latency percentile on a history shorter than it gates from.
+    ShortHistory {
+        /// The percentile.
+        metric: Metric,
+        /// The history's runs.
+        runs: usize,
+        /// The runs it gates from.
+        needs: usize,
+    },
+    /// A latency percentile in the cells whose candidate runs have too few observations to
+    /// bound it (those cells have no entry of it).
+    ThinCells {
+        /// The percentile.
+        metric: Metric,
+        /// The cells short of observations.
+        cells: usize,
+        /// The comparable cells.
+        of: usize,
+        /// The fewest and most observations of a short cell.
+        fewest: u64,
+        /// See `fewest`.
+        most: u64,
+        /// The quantile (0.9 for a p90).
+        quantile: f64,
+        /// The observations it needs.
+        needs: u64,
+    },
+    /// The prefill layer, on a history with too few runs that have it.
+    PrefillShortHistory {
+        /// The history's runs with the layer.
+        runs: usize,
+        /// The runs it gates from.
+        needs: usize,
+    },
+    /// The burst layer, on a history with too few runs that have it.
+    BurstShortHistory {
+        /// The history's runs with the layer.
+        runs: usize,
+        /// The runs it gates from.
+        needs: usize,
+    },
+    /// The burst's TTFT p90, from too few completed requests.
+    BurstThin {
+        /// The completed requests.
+        completed: u64,
+        /// The requests a p90 needs.
+        needs: u64,
+    },
+    /// Words read from a recorded verdict.
+    Recorded(String),
+}
+
+recorded_words!(NotGated);
 
 /// A decode cell whose gating tail latency the host's own lateness could explain
 /// ([`ComparisonReport::host_late`]): the latest of the candidate's boots.

@@ -281,6 +281,99 @@ async fn copy_log(
     let _ = done.send(true);
 }
 
+/// The engine's log file, appended to (its directory made first).
+fn open_log(path: &Path) -> Result<std::fs::File, EngineError> {
+    let failed = |source| EngineError::Log {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(failed)
+}
+
+/// The engine's working directory: the config's, or a fresh private one (mode 0700, removed
+/// after the engine), never the gate's, where the outputs usually are. The private one is
+/// returned so that it lives as long as the engine.
+fn working_dir(
+    cmd: &mut tokio::process::Command,
+    launch: &EngineLaunch,
+    program: &str,
+) -> Result<Option<tempfile::TempDir>, EngineError> {
+    if let Some(dir) = &launch.workdir {
+        cmd.current_dir(dir);
+        return Ok(None);
+    }
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("infergate-engine-");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // Directories are made with the umask's mode (0755) unless told.
+        builder.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    let dir = builder.tempdir().map_err(|source| EngineError::Spawn {
+        program: format!("{program} (creating its private working directory)"),
+        source,
+        hint: "check that the temporary directory (TMPDIR) is writable".into(),
+    })?;
+    cmd.current_dir(dir.path())
+        .arg("--private-dir")
+        .arg(dir.path());
+    Ok(Some(dir))
+}
+
+/// The supervisor's reports after the engine started, read until it ends: the engine's exit
+/// (sent once its log is drained, so the tail shown with a failure has its last lines) and
+/// the teardown's `Stopped`.
+fn watch_reports(
+    mut lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    mut log_done: watch::Receiver<bool>,
+) -> SupervisorReports {
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (stopped_tx, stopped_rx) = watch::channel(None);
+    let task = tokio::spawn(async move {
+        let mut exit_sent = false;
+        while let Ok(Some(line)) = lines.next_line().await {
+            match Report::parse(&line) {
+                Some(Report::Stopped { killed, left }) => {
+                    let _ = stopped_tx.send(Some((killed, left)));
+                }
+                Some(r) => {
+                    if let Some(exit) = EngineExit::from_report(&r) {
+                        log_drained(&mut log_done, Duration::from_secs(2)).await;
+                        let _ = exit_tx.send(Some(exit));
+                        exit_sent = true;
+                    }
+                }
+                None => {}
+            }
+        }
+        if !exit_sent {
+            log_drained(&mut log_done, Duration::from_secs(2)).await;
+            let _ = exit_tx.send(Some(EngineExit::unknown("its supervisor ended")));
+        }
+    });
+    SupervisorReports {
+        exit_rx,
+        stopped_rx,
+        task,
+    }
+}
+
+/// What [`watch_reports`] hands the engine's handle: the engine's exit, the teardown's
+/// `(killed, left)`, and the task reading them.
+struct SupervisorReports {
+    exit_rx: watch::Receiver<Option<EngineExit>>,
+    stopped_rx: watch::Receiver<Option<(bool, usize)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
 /// Waits (up to `limit`) until the log copy has reached the end of the engine's output.
 async fn log_drained(done: &mut watch::Receiver<bool>, limit: Duration) {
     let _ = tokio::time::timeout(limit, done.wait_for(|d| *d)).await;
@@ -290,24 +383,7 @@ impl EngineProcess {
     /// Starts the engine under its supervisor: its own process group and process tree, the
     /// allow-listed environment only, output copied (redacted) to the log file by the gate.
     pub async fn spawn(launch: EngineLaunch) -> Result<EngineProcess, EngineError> {
-        if let Some(dir) = launch
-            .log_path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(dir).map_err(|source| EngineError::Log {
-                path: launch.log_path.display().to_string(),
-                source,
-            })?;
-        }
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&launch.log_path)
-            .map_err(|source| EngineError::Log {
-                path: launch.log_path.display().to_string(),
-                source,
-            })?;
+        let log = open_log(&launch.log_path)?;
         let program = launch.argv.first().cloned().unwrap_or_default();
         let mut cmd = tokio::process::Command::new(&launch.supervisor);
         cmd.arg("__supervise")
@@ -325,31 +401,7 @@ impl EngineProcess {
             .process_group(0);
         // The engine's working directory: the config's, or a fresh private one (mode 0700,
         // removed after the engine), never the gate's, where the outputs usually are.
-        let private_dir = match &launch.workdir {
-            Some(dir) => {
-                cmd.current_dir(dir);
-                None
-            }
-            None => {
-                let mut builder = tempfile::Builder::new();
-                builder.prefix("infergate-engine-");
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::PermissionsExt;
-                    // Directories are made with the umask's mode (0755) unless told.
-                    builder.permissions(std::fs::Permissions::from_mode(0o700));
-                }
-                let dir = builder.tempdir().map_err(|source| EngineError::Spawn {
-                    program: format!("{program} (creating its private working directory)"),
-                    source,
-                    hint: "check that the temporary directory (TMPDIR) is writable".into(),
-                })?;
-                cmd.current_dir(dir.path())
-                    .arg("--private-dir")
-                    .arg(dir.path());
-                Some(dir)
-            }
-        };
+        let private_dir = working_dir(&mut cmd, &launch, &program)?;
         let (mut isolation_notes, writable) =
             isolation_args(&mut cmd, &launch, private_dir.as_ref());
         cmd.arg("--").args(&launch.argv);
@@ -449,34 +501,11 @@ impl EngineProcess {
             isolation = isolation_notes.join("; ");
         }
 
-        let (exit_tx, exit_rx) = watch::channel(None);
-        let (stopped_tx, stopped_rx) = watch::channel(None);
-        let status_task = {
-            let mut log_done = log_done.clone();
-            tokio::spawn(async move {
-                let mut exit_sent = false;
-                while let Ok(Some(line)) = lines.next_line().await {
-                    match Report::parse(&line) {
-                        Some(Report::Stopped { killed, left }) => {
-                            let _ = stopped_tx.send(Some((killed, left)));
-                        }
-                        Some(r) => {
-                            if let Some(exit) = EngineExit::from_report(&r) {
-                                // The tail shown with the failure must include the last lines.
-                                log_drained(&mut log_done, Duration::from_secs(2)).await;
-                                let _ = exit_tx.send(Some(exit));
-                                exit_sent = true;
-                            }
-                        }
-                        None => {}
-                    }
-                }
-                if !exit_sent {
-                    log_drained(&mut log_done, Duration::from_secs(2)).await;
-                    let _ = exit_tx.send(Some(EngineExit::unknown("its supervisor ended")));
-                }
-            })
-        };
+        let SupervisorReports {
+            exit_rx,
+            stopped_rx,
+            task: status_task,
+        } = watch_reports(lines, log_done.clone());
         Ok(EngineProcess {
             pgid,
             containment,

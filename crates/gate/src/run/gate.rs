@@ -28,7 +28,9 @@ use infergate_telemetry::telemetry::NvmlSampler;
 
 use super::ab::{AbBoot, AbRequest, AbSide, fold_side, run_ab, side_results_path};
 use super::decide::{GateError, LoadedHistory, load_history};
-use super::measure::{Live, LiveEngine, MeasureRequest, RunFailure, unmeasured_results};
+use super::measure::{
+    Live, LiveEngine, MeasureRequest, MeasuredRun, RunFailure, unmeasured_results,
+};
 use super::outputs::{OutputFiles, baseline_worthy, write_outputs};
 use infergate_model::stats::{DecisionRule, Evidence, Judge, Next, Plan};
 
@@ -755,70 +757,18 @@ impl GatePlan {
         // What the judge asked for after the first boot: its verdict, or a second boot.
         let mut verdict = None;
         let mut confirmation = None;
-        if let (Some((mut judge, next)), None) = (judging, &failure) {
-            let next = match next {
-                Next::BootAgain { reason } if !cancel.is_cancelled() => {
-                    let sink = progress(boot_cells);
-                    let mut req = confirm_req;
-                    req.log_path = super::confirm::confirm_log_path(&log_path);
-                    let second = super::confirm::confirm_boot(
-                        &mut results,
-                        &reason,
-                        req,
-                        sink.events,
-                        cancel.clone(),
-                    )
-                    .await;
-                    let _ = sink.done.await;
-                    warnings.extend(
-                        (second.stop.as_ref())
-                            .and_then(|s| s.survivors_warning("the confirmation boot")),
-                    );
-                    let next = match &second.failure {
-                        Some(why) => {
-                            failure = Some(GateFailure::ConfirmationBoot(Some(why.clone())));
-                            None
-                        }
-                        None => match judge.look(Evidence::SecondBoot {
-                            runs: vec![second.results.clone()],
-                            name: super::confirm::CONFIRM_RESULTS.into(),
-                        }) {
-                            Ok(next) => Some(next),
-                            Err(e) => {
-                                failure = Some(GateFailure::Confirmation(e.into()));
-                                None
-                            }
-                        },
-                    };
-                    confirmation = Some(second);
-                    next
-                }
-                Next::BootAgain { .. } => {
-                    // Cancelled before the second boot the verdict needs: not decided.
-                    failure = Some(GateFailure::Measurement(RunFailure::Cancelled));
-                    None
-                }
-                next => Some(next),
+        if let (Some((judge, next)), None) = (judging, &failure) {
+            let second = SecondBoot {
+                req: confirm_req,
+                log_path: &log_path,
+                progress,
+                boot_cells,
             };
-            match next {
-                Some(Next::Decided(report)) => {
-                    if let Some(second) = confirmation.as_mut() {
-                        let e = Event::now(
-                            EventKind::ConfirmationDone,
-                            format!("both boots compared: {}", report.gate.as_str()),
-                        );
-                        second.results.events.push(e);
-                    }
-                    verdict = Some(*report);
-                }
-                Some(other) => {
-                    let why = format!("the judge asked for {other:?} after its last look");
-                    failure = Some(GateFailure::Comparison(
-                        infergate_model::stats::StatsError::OutOfTurn(why).into(),
-                    ));
-                }
-                None => {}
-            }
+            let after = after_first_look(judge, next, &mut results, second, cancel).await;
+            verdict = after.verdict;
+            confirmation = after.confirmation;
+            failure = after.failure;
+            warnings.extend(after.warning);
         }
         warnings.extend(layout::clock_cautions(
             &results,
@@ -1114,62 +1064,18 @@ impl GatePlan {
         let summary_md = infergate_io::untrusted_text::file_sink(&summary_md);
         let files = write_outputs(&self.out, &d.results, d.verdict.as_ref(), &summary_md)
             .map_err(AbortError::Write)?;
-        let side = match &d.design {
-            DecidedDesign::Baseline {
-                confirmation: Some((run, _)),
-            } => Some((self.out.join(super::confirm::CONFIRM_RESULTS), run)),
-            DecidedDesign::Ab {
-                a_side: Some(run), ..
-            } => Some((side_results_path(&self.out, AbSide::A), run)),
-            _ => None,
-        };
-        if let Some((path, run)) = &side {
-            serde_json::to_string_pretty(run)
-                .map_err(std::io::Error::other)
-                .and_then(|body| infergate_io::fsio::write_durable(path, body.as_bytes()))
-                .map_err(|source| AbortError::WriteFile {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-        }
+        self.write_side_results(&d)?;
 
         // Baseline update: every complete boot of this run.
-        let mut baseline = Vec::new();
-        if update_baseline {
-            for (run, worthy) in d.baseline_candidates().into_iter().zip(worthy) {
-                match worthy {
-                    Ok(()) => {
-                        let store =
-                            infergate_store::baseline::BaselineStore::open(&self.baseline_dir)
-                                .map_err(AbortError::OpenStore)?;
-                        let path = store.add(run).map_err(AbortError::AddBaseline)?;
-                        baseline.push(BaselineUpdate::Added(path));
-                    }
-                    Err(why) => baseline.push(BaselineUpdate::NotUpdated(why)),
-                }
-            }
-        }
+        let baseline = if update_baseline {
+            self.add_to_store(&d, worthy)?
+        } else {
+            Vec::new()
+        };
 
-        // Report (never changes the ending), after teardown and the results. After a cancel
-        // the runner's SIGKILL is seconds away: reporting gets a short, fixed budget.
+        // Report (never changes the ending), after teardown and the results.
         if let Some(r) = reporter.as_mut() {
-            let report = self.report(&d, &name, r, reporting);
-            if cancel.is_cancelled() {
-                if tokio::time::timeout(CANCELLED_REPORTING, report)
-                    .await
-                    .is_err()
-                {
-                    reporting.push(PublishOutcome {
-                        notices: Vec::new(),
-                        errors: vec![format!(
-                            "GitHub reporting of the cancelled run stopped after {} s; a check left in progress is completed as cancelled by `infergate close-stale-checks`",
-                            CANCELLED_REPORTING.as_secs_f64()
-                        )],
-                    });
-                }
-            } else {
-                report.await;
-            }
+            self.publish(&d, &name, r, reporting, cancel).await;
         }
 
         let ending = outcome.ending();
@@ -1208,6 +1114,81 @@ impl GatePlan {
             reporting: Vec::new(),
         })
     }
+
+    /// The other boot's results beside results.json: the confirmation boot's, or an A/B run's
+    /// A side, durably before anything is reported.
+    fn write_side_results(&self, d: &Decided) -> Result<(), AbortError> {
+        let side = match &d.design {
+            DecidedDesign::Baseline {
+                confirmation: Some((run, _)),
+            } => Some((self.out.join(super::confirm::CONFIRM_RESULTS), run)),
+            DecidedDesign::Ab {
+                a_side: Some(run), ..
+            } => Some((side_results_path(&self.out, AbSide::A), run)),
+            _ => None,
+        };
+        if let Some((path, run)) = &side {
+            serde_json::to_string_pretty(run)
+                .map_err(std::io::Error::other)
+                .and_then(|body| infergate_io::fsio::write_durable(path, body.as_bytes()))
+                .map_err(|source| AbortError::WriteFile {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// `--update-baseline`: adds every complete boot of this run that may become a baseline
+    /// to the store, and says why of each that may not.
+    fn add_to_store(
+        &self,
+        d: &Decided,
+        worthy: Vec<Result<(), String>>,
+    ) -> Result<Vec<BaselineUpdate>, AbortError> {
+        let mut baseline = Vec::new();
+        for (run, worthy) in d.baseline_candidates().into_iter().zip(worthy) {
+            match worthy {
+                Ok(()) => {
+                    let store = infergate_store::baseline::BaselineStore::open(&self.baseline_dir)
+                        .map_err(AbortError::OpenStore)?;
+                    let path = store.add(run).map_err(AbortError::AddBaseline)?;
+                    baseline.push(BaselineUpdate::Added(path));
+                }
+                Err(why) => baseline.push(BaselineUpdate::NotUpdated(why)),
+            }
+        }
+        Ok(baseline)
+    }
+
+    /// Reports to GitHub. After a cancel the runner's SIGKILL is seconds away: reporting
+    /// gets a short, fixed budget, and says where it stopped.
+    async fn publish(
+        &self,
+        d: &Decided,
+        name: &str,
+        r: &mut GithubReporter,
+        reporting: &mut Vec<PublishOutcome>,
+        cancel: &CancellationToken,
+    ) {
+        let report = self.report(d, name, r, reporting);
+        if !cancel.is_cancelled() {
+            report.await;
+            return;
+        }
+        if tokio::time::timeout(CANCELLED_REPORTING, report)
+            .await
+            .is_err()
+        {
+            reporting.push(PublishOutcome {
+                notices: Vec::new(),
+                errors: vec![format!(
+                    "GitHub reporting of the cancelled run stopped after {} s; a check left in progress is completed as cancelled by `infergate close-stale-checks`",
+                    CANCELLED_REPORTING.as_secs_f64()
+                )],
+            });
+        }
+    }
 }
 
 /// The plan of looks a config asks for: `[confirm]` and `[adaptive]`'s rounds.
@@ -1241,6 +1222,108 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
         hardware,
         telemetry,
     })
+}
+
+/// What a second boot needs: its measure request, the first boot's log (the second's goes
+/// beside it), the progress display and the cells a boot measures.
+struct SecondBoot<'a, 'r> {
+    req: MeasureRequest<'r>,
+    log_path: &'a Path,
+    progress: Progress<'a>,
+    boot_cells: u64,
+}
+
+/// The judge's verdict after its first look, the confirmation boot where it took one, the
+/// failure where a step failed, and the second boot's teardown warning.
+struct AfterFirstLook {
+    verdict: Option<ComparisonReport>,
+    confirmation: Option<MeasuredRun>,
+    failure: Option<GateFailure>,
+    warning: Option<String>,
+}
+
+/// Follows the judge from its first look, with no failure so far: boots the engine again
+/// where it asks for that (cancelled first: not decided), shows it the second boot, and takes
+/// its verdict.
+async fn after_first_look(
+    mut judge: Judge<'static>,
+    next: Next,
+    results: &mut RunResults,
+    boot: SecondBoot<'_, '_>,
+    cancel: &CancellationToken,
+) -> AfterFirstLook {
+    let SecondBoot {
+        req: confirm_req,
+        log_path,
+        progress,
+        boot_cells,
+    } = boot;
+    let mut failure = None;
+    let mut confirmation = None;
+    let mut warning = None;
+    let mut verdict = None;
+    let next = match next {
+        Next::BootAgain { reason } if !cancel.is_cancelled() => {
+            let sink = progress(boot_cells);
+            let mut req = confirm_req;
+            req.log_path = super::confirm::confirm_log_path(log_path);
+            let second =
+                super::confirm::confirm_boot(results, &reason, req, sink.events, cancel.clone())
+                    .await;
+            let _ = sink.done.await;
+            warning =
+                (second.stop.as_ref()).and_then(|s| s.survivors_warning("the confirmation boot"));
+            let next = match &second.failure {
+                Some(why) => {
+                    failure = Some(GateFailure::ConfirmationBoot(Some(why.clone())));
+                    None
+                }
+                None => match judge.look(Evidence::SecondBoot {
+                    runs: vec![second.results.clone()],
+                    name: super::confirm::CONFIRM_RESULTS.into(),
+                }) {
+                    Ok(next) => Some(next),
+                    Err(e) => {
+                        failure = Some(GateFailure::Confirmation(e.into()));
+                        None
+                    }
+                },
+            };
+            confirmation = Some(second);
+            next
+        }
+        Next::BootAgain { .. } => {
+            // Cancelled before the second boot the verdict needs: not decided.
+            failure = Some(GateFailure::Measurement(RunFailure::Cancelled));
+            None
+        }
+        next => Some(next),
+    };
+    match next {
+        Some(Next::Decided(report)) => {
+            if let Some(second) = confirmation.as_mut() {
+                let e = Event::now(
+                    EventKind::ConfirmationDone,
+                    format!("both boots compared: {}", report.gate.as_str()),
+                );
+                second.results.events.push(e);
+            }
+            verdict = Some(*report);
+        }
+        Some(other) => {
+            let why = format!("the judge asked for {other:?} after its last look");
+            failure = Some(GateFailure::Comparison(
+                infergate_model::stats::StatsError::OutOfTurn(why).into(),
+            ));
+        }
+        None => {}
+    }
+    AfterFirstLook {
+        verdict,
+        confirmation,
+        failure,
+        warning,
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
     BaselineSummary, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport, Coverage,
     DecidedChange, DecisionBasis, Direction, Found, HostLateCell, Layer, Limit, LimitCounts,
-    LineAxis, LineTest, LoneBoot, MatrixTest, Metric, MetricComparison, NotCompared, Sensitivity,
+    LineAxis, LineTest, LoneBoot, MatrixTest, Metric, MetricComparison, NotCompared, NotGated,
+    Sensitivity,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
@@ -29,7 +30,6 @@ use super::rule::{
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
-use infergate_schema::answer::metric_name;
 use infergate_schema::verdict::Against;
 
 /// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
@@ -1657,17 +1657,15 @@ fn not_gated(
     history_runs: usize,
     comparable: &[Coord],
     candidate: &[RunResults],
-) -> Vec<String> {
+) -> Vec<NotGated> {
     let mut out = Vec::new();
     for &metric in rule.metrics.iter().filter(|m| m.is_latency_percentile()) {
         if !rule.gates(metric, history_runs) {
-            out.push(format!(
-                "{} is reported, not gated: the history has {} run{}, a latency percentile gates from {}",
-                metric_name(metric),
-                history_runs,
-                if history_runs == 1 { "" } else { "s" },
-                LATENCY_MIN_RUNS
-            ));
+            out.push(NotGated::ShortHistory {
+                metric,
+                runs: history_runs,
+                needs: LATENCY_MIN_RUNS,
+            });
             continue;
         }
         let thin: Vec<(u64, f64)> = comparable
@@ -1680,24 +1678,18 @@ fn not_gated(
                     .min_by_key(|&(n, _)| n)
             })
             .collect();
-        let Some(&(_, q)) = thin.first() else {
+        let Some(&(_, quantile)) = thin.first() else {
             continue;
         };
-        let lo = thin.iter().map(|t| t.0).min().unwrap_or_default();
-        let hi = thin.iter().map(|t| t.0).max().unwrap_or_default();
-        let counts = if lo == hi {
-            lo.to_string()
-        } else {
-            format!("{lo}–{hi}")
-        };
-        out.push(format!(
-            "{} not gated in {} of {}: {counts} observations each, a p{:.0} needs {}",
-            metric_name(metric),
-            infergate_schema::answer::plural(thin.len(), "cell"),
-            comparable.len(),
-            q * 100.0,
-            percentile_min_count(q)
-        ));
+        out.push(NotGated::ThinCells {
+            metric,
+            cells: thin.len(),
+            of: comparable.len(),
+            fewest: thin.iter().map(|t| t.0).min().unwrap_or_default(),
+            most: thin.iter().map(|t| t.0).max().unwrap_or_default(),
+            quantile,
+            needs: percentile_min_count(quantile),
+        });
     }
     out
 }
@@ -2521,7 +2513,7 @@ impl Plan<'_> {
 /// What the layers do not gate on, for people: a layer on a history with too few runs of
 /// it, or a burst TTFT p90 of too few completed requests.
 fn layers_not_gated(
-    notes: &mut Vec<String>,
+    notes: &mut Vec<NotGated>,
     gate: Gating,
     layers: &Layers,
     candidate: &[RunResults],
@@ -2531,10 +2523,10 @@ fn layers_not_gated(
         && !gate.gates(Metric::PrefillTps)
         && !layers.prefill_cells.is_empty()
     {
-        notes.push(format!(
-            "prefill tok/s is reported, not gated: {} of the history's runs have the prefill layer, it gates from {}",
-            layers.prefill_runs, LATENCY_MIN_RUNS
-        ));
+        notes.push(NotGated::PrefillShortHistory {
+            runs: layers.prefill_runs,
+            needs: LATENCY_MIN_RUNS,
+        });
     }
     let burst_listed = [Metric::BurstTps, Metric::BurstTtftP90]
         .into_iter()
@@ -2544,10 +2536,10 @@ fn layers_not_gated(
         return;
     }
     if layers.burst_runs < LATENCY_MIN_RUNS {
-        notes.push(format!(
-            "the burst layer is reported, not gated: {} of the history's runs have it, it gates from {}",
-            layers.burst_runs, LATENCY_MIN_RUNS
-        ));
+        notes.push(NotGated::BurstShortHistory {
+            runs: layers.burst_runs,
+            needs: LATENCY_MIN_RUNS,
+        });
     } else if burst_listed.contains(&Metric::BurstTtftP90)
         && let Some(n) = candidate
             .iter()
@@ -2555,10 +2547,10 @@ fn layers_not_gated(
             .filter_map(|b| b.ttft_s.map(|t| t.count))
             .find(|n| *n < percentile_min_count(0.9))
     {
-        notes.push(format!(
-            "burst TTFT p90 not gated: {n} completed requests, a p90 needs {}",
-            percentile_min_count(0.9)
-        ));
+        notes.push(NotGated::BurstThin {
+            completed: n,
+            needs: percentile_min_count(0.9),
+        });
     }
 }
 
@@ -2982,6 +2974,7 @@ mod tests {
             report
                 .not_gated
                 .iter()
+                .map(ToString::to_string)
                 .any(|n| n.starts_with("TTFT p90 not gated in 20 cells of 20")
                     && n.ends_with("a p90 needs 29")),
             "{:?}",
@@ -3081,7 +3074,7 @@ mod tests {
         let one = verdict(None);
         assert_eq!(one.candidate_runs.len(), 1);
         // A latency percentile of a one-run store is reported, not gated, and says so.
-        assert!(one.not_gated.iter().any(|n| n.starts_with(
+        assert!(one.not_gated.iter().any(|n| n.to_string().starts_with(
             "ITL p90 is reported, not gated: the history has 1 run, a latency percentile gates from 10"
         )));
     }
@@ -4331,10 +4324,9 @@ mod prefill_tests {
         let report = compare(&base, &slow, &DecisionRule::default()).unwrap();
         assert!(!report.prefill_gated);
         assert!(
-            report
-                .not_gated
-                .iter()
-                .any(|l| l.contains("prefill tok/s is reported, not gated: 6 of")),
+            report.not_gated.iter().any(|l| l
+                .to_string()
+                .contains("prefill tok/s is reported, not gated: 6 of")),
             "{:?}",
             report.not_gated
         );
@@ -4494,10 +4486,9 @@ mod burst_tests {
                 .all(|m| m.metric != Metric::BurstTtftP90)
         );
         assert!(
-            report
-                .not_gated
-                .iter()
-                .any(|n| n.contains("burst TTFT p90 not gated: 16 completed requests")),
+            report.not_gated.iter().any(|n| n
+                .to_string()
+                .contains("burst TTFT p90 not gated: 16 completed requests")),
             "{:?}",
             report.not_gated
         );
@@ -4540,7 +4531,7 @@ mod burst_tests {
             report
                 .not_gated
                 .iter()
-                .any(|n| n.contains("8 of the history's runs have it")),
+                .any(|n| n.to_string().contains("8 of the history's runs have it")),
             "{:?}",
             report.not_gated
         );

@@ -665,7 +665,8 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     out.extend(report.check_lines());
     // A gating metric that did not gate here says so, with why.
     if !report.not_gated.is_empty() {
-        out.push(format!("Not gated: {}.", report.not_gated.join("; ")));
+        let said: Vec<String> = report.not_gated.iter().map(ToString::to_string).collect();
+        out.push(format!("Not gated: {}.", said.join("; ")));
     }
     if let Some(c) = &report.confirmation {
         out.push(confirmation_line(c));
