@@ -281,6 +281,57 @@ async fn copy_log(
     let _ = done.send(true);
 }
 
+/// The supervisor's first report: the engine started (its process group, how it is contained,
+/// its isolation), or why it did not (the supervisor reaped, the guard disarmed, where it
+/// ended).
+async fn first_report(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    supervisor: &mut tokio::process::Child,
+    guard: &mut TreeGuard,
+    launch: &EngineLaunch,
+    program: &str,
+) -> Result<(i32, Containment, String), EngineError> {
+    let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+    match first {
+        Ok(Ok(Some(line))) => match Report::parse(&line) {
+            Some(Report::Started {
+                pid,
+                containment,
+                isolation,
+            }) => Ok((pid, containment, isolation)),
+            Some(Report::SpawnError { errno, message }) => {
+                let source = if errno > 0 {
+                    std::io::Error::from_raw_os_error(errno)
+                } else {
+                    std::io::Error::other(message)
+                };
+                let _ = supervisor.wait().await;
+                guard.armed = false;
+                let hint = spawn_hint(launch, program, errno);
+                let program = shown_program(launch, program);
+                Err(EngineError::Spawn {
+                    program,
+                    source,
+                    hint,
+                })
+            }
+            _ => Err(EngineError::Supervisor(format!(
+                "unexpected first report `{}`",
+                infergate_io::untrusted_text::console(&line)
+            ))),
+        },
+        Ok(Ok(None)) | Ok(Err(_)) => {
+            let status = supervisor.wait().await.ok();
+            guard.armed = false;
+            Err(EngineError::Supervisor(format!(
+                "it ended before starting the engine ({}); is this platform Linux?",
+                status.map_or("unknown status".into(), |s| s.to_string())
+            )))
+        }
+        Err(_) => Err(EngineError::Supervisor("no answer within 60 s".into())),
+    }
+}
+
 /// The engine's log file, appended to (its directory made first).
 fn open_log(path: &Path) -> Result<std::fs::File, EngineError> {
     let failed = |source| EngineError::Log {
@@ -448,49 +499,8 @@ impl EngineProcess {
         ));
 
         let mut lines = BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
-        let (pgid, containment, mut isolation) = match first {
-            Ok(Ok(Some(line))) => match Report::parse(&line) {
-                Some(Report::Started {
-                    pid,
-                    containment,
-                    isolation,
-                }) => (pid, containment, isolation),
-                Some(Report::SpawnError { errno, message }) => {
-                    let source = if errno > 0 {
-                        std::io::Error::from_raw_os_error(errno)
-                    } else {
-                        std::io::Error::other(message)
-                    };
-                    let _ = supervisor.wait().await;
-                    guard.armed = false;
-                    let hint = spawn_hint(&launch, &program, errno);
-                    let program = shown_program(&launch, &program);
-                    return Err(EngineError::Spawn {
-                        program,
-                        source,
-                        hint,
-                    });
-                }
-                _ => {
-                    return Err(EngineError::Supervisor(format!(
-                        "unexpected first report `{}`",
-                        infergate_io::untrusted_text::console(&line)
-                    )));
-                }
-            },
-            Ok(Ok(None)) | Ok(Err(_)) => {
-                let status = supervisor.wait().await.ok();
-                guard.armed = false;
-                return Err(EngineError::Supervisor(format!(
-                    "it ended before starting the engine ({}); is this platform Linux?",
-                    status.map_or("unknown status".into(), |s| s.to_string())
-                )));
-            }
-            Err(_) => {
-                return Err(EngineError::Supervisor("no answer within 60 s".into()));
-            }
-        };
+        let (pgid, containment, mut isolation) =
+            first_report(&mut lines, &mut supervisor, &mut guard, &launch, &program).await?;
         guard.pgid = pgid;
         if !isolation.contains("namespace cover") {
             // Without the cover, a directory's own mode is what keeps the engine out.

@@ -663,51 +663,17 @@ impl GatePlan {
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> Decided {
-        let config = &self.config;
+        let log_path = self.fresh_engine_log();
         let suite = &self.suite;
-        let log_path = match &config.engine.log_file {
-            Some(p) if p.is_absolute() => p.clone(),
-            Some(p) => config.base_dir.join(p),
-            None => self.out.join("engine.log"),
-        };
-        if log_path.exists() {
-            // One log per run: an old log's tail must not be shown as this engine's.
-            let _ = std::fs::remove_file(&log_path);
-        }
         let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
         let unreadable = self.unreadable_store(&setup);
         // The plan of looks, declared up front: the judge (`stats::judge`) decides; this
         // drives it with the live engine (rounds while it serves, a second boot on request).
-        let rule = config.thresholds.rule.clone();
+        let rule = self.config.thresholds.rule.clone();
         let plan = self.judge_plan();
-        let req = MeasureRequest {
-            boot: self.boot.as_ref(),
-            engine: &config.engine,
-            model: config.model.as_deref(),
-            suite,
-            hardware: setup.hardware,
-            telemetry: setup.telemetry,
-            engine_args: &self.engine_args,
-            log_path: log_path.clone(),
-            log_tail_lines: config.report.log_tail_lines,
-            labels: self.labels.clone(),
-            progress_file: Some(self.out.join("results.json")),
-        };
+        let req = self.measure_request(setup, &log_path);
         if let Some(e) = unreadable {
-            let failure = GateFailure::Comparison(e.into());
-            let reason = format!("not measured: {failure}");
-            return Decided {
-                results: unmeasured_results(&req, None, &reason, RunStatus::Partial),
-                verdict: None,
-                history: Vec::new(),
-                failure: Some(failure),
-                notices: Vec::new(),
-                no_baseline: None,
-                warnings: Vec::new(),
-                adaptive: None,
-                engine_log: log_path,
-                design: DecidedDesign::Baseline { confirmation: None },
-            };
+            return not_measured(&req, GateFailure::Comparison(e.into()), log_path);
         }
         let mut confirm_req = req.clone();
         confirm_req.progress_file = Some(self.out.join(super::confirm::CONFIRM_RESULTS));
@@ -739,20 +705,15 @@ impl GatePlan {
         let mut failure = measured.failure.clone().map(GateFailure::Measurement);
 
         // The first look (already made, with its rounds, when the plan has rounds).
-        let mut first = None;
+        let (mut loaded, mut judging) = (None, None);
         if failure.is_none() {
-            let judged = live_judged
-                .take()
-                .unwrap_or_else(|| first_look(&results, &self.baseline_dir, &rule, plan));
-            match judged {
-                Ok(f) => first = Some(f),
+            match live_judged
+                .unwrap_or_else(|| first_look(&results, &self.baseline_dir, &rule, plan))
+            {
+                Ok(f) => (loaded, judging) = (Some(f.loaded), f.judging),
                 Err(e) => failure = Some(GateFailure::Comparison(e)),
             }
         }
-        let (loaded, judging) = match first {
-            Some(f) => (Some(f.loaded), f.judging),
-            None => (None, None),
-        };
 
         // What the judge asked for after the first boot: its verdict, or a second boot.
         let mut verdict = None;
@@ -778,17 +739,8 @@ impl GatePlan {
             Some(l) => (l.history.runs().to_vec(), l.notices, l.no_baseline),
             None => (Vec::new(), Vec::new(), None),
         };
-        if verdict.is_none()
-            && failure.is_none()
-            && let Err(why) = super::decide::nothing_compared(
-                &self.baseline_dir,
-                &results,
-                self.config.baseline.allow_no_baseline,
-                pull_request_event().as_deref(),
-                &self.config.path,
-            )
-        {
-            failure = Some(GateFailure::NoBaseline(why));
+        if verdict.is_none() && failure.is_none() {
+            failure = self.nothing_compared(&results);
         }
         Decided {
             results,
@@ -804,6 +756,52 @@ impl GatePlan {
                 confirmation: confirmation.map(|c| (c.results, c.engine_log)),
             },
         }
+    }
+
+    /// The engine's log file for this run (the config's, else `engine.log` in the outputs),
+    /// with any earlier log removed: an old log's tail must not be shown as this engine's.
+    fn fresh_engine_log(&self) -> PathBuf {
+        let log_path = match &self.config.engine.log_file {
+            Some(p) if p.is_absolute() => p.clone(),
+            Some(p) => self.config.base_dir.join(p),
+            None => self.out.join("engine.log"),
+        };
+        if log_path.exists() {
+            let _ = std::fs::remove_file(&log_path);
+        }
+        log_path
+    }
+
+    /// What one boot of the engine measures, and where its log and progress go.
+    fn measure_request(&self, setup: Setup, log_path: &Path) -> MeasureRequest<'_> {
+        let config = &self.config;
+        MeasureRequest {
+            boot: self.boot.as_ref(),
+            engine: &config.engine,
+            model: config.model.as_deref(),
+            suite: &self.suite,
+            hardware: setup.hardware,
+            telemetry: setup.telemetry,
+            engine_args: &self.engine_args,
+            log_path: log_path.to_path_buf(),
+            log_tail_lines: config.report.log_tail_lines,
+            labels: self.labels.clone(),
+            progress_file: Some(self.out.join("results.json")),
+        }
+    }
+
+    /// A run with no verdict and no failure: the gate fails (exit 3) where comparing nothing
+    /// may not pass (`allow_no_baseline`, a pull request).
+    fn nothing_compared(&self, results: &RunResults) -> Option<GateFailure> {
+        super::decide::nothing_compared(
+            &self.baseline_dir,
+            results,
+            self.config.baseline.allow_no_baseline,
+            pull_request_event().as_deref(),
+            &self.config.path,
+        )
+        .err()
+        .map(GateFailure::NoBaseline)
     }
 
     /// The judge's first look and its adaptive rounds on the engine while it serves (the
@@ -989,54 +987,9 @@ impl GatePlan {
             // The headline verdict.json stores: the reports' first line, written here.
             v.set_headline();
         }
-        // `--update-baseline` on a run that cannot become one fails the gate (exit 3): a
-        // baseline that can never exist must not pass unnoticed night after night.
-        let update_baseline = matches!(
-            self.design,
-            PlannedDesign::Baseline {
-                update_baseline: true
-            }
-        );
-        let worthy: Vec<Result<(), String>> = if update_baseline {
-            d.baseline_candidates()
-                .into_iter()
-                .map(|run| baseline_worthy(run, d.failure.is_some()))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        if d.failure.is_none() {
-            let refused = d
-                .baseline_candidates()
-                .into_iter()
-                .zip(&worthy)
-                .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
-                .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
-            if let Some(why) = refused {
-                d.failure = Some(GateFailure::NotABaseline(why));
-            }
-        }
-        // "Nothing compared, the gate passes" only where it does.
-        if d.failure.is_none() {
-            d.notices.extend(d.no_baseline.take());
-        }
+        let (update_baseline, worthy) = self.baseline_worthiness(&mut d);
         let failure = d.failure.as_ref().map(ToString::to_string);
-        // A run measured in full whose gate failed after measuring (its comparison, or the
-        // confirmation boot a first look asked for) says why in its results, which a `merge`
-        // of the shards reads: else it would read as one without a baseline yet, or by the
-        // first look's verdict that the second boot was to decide.
-        // The typed `gate_failure` record is what readers decide on; the event stays, as the
-        // log of what happened (and what files written before the record hold).
-        if let (Some(f), RunStatus::Complete) = (&d.failure, d.results.status) {
-            let reason = f.to_string();
-            d.results
-                .events
-                .push(Event::now(EventKind::CompareError, reason.clone()));
-            d.results.gate_failure = Some(GateFailureRecord {
-                kind: f.kind(),
-                reason,
-            });
-        }
+        record_gate_failure(&mut d);
         let outcome = render::Outcome {
             results: &d.results,
             verdict: d.verdict.as_ref(),
@@ -1189,6 +1142,62 @@ impl GatePlan {
             });
         }
     }
+
+    /// Whether this run updates the baseline, and whether each of its boots may become one.
+    /// `--update-baseline` on a run that cannot fails the gate (exit 3): a baseline that can
+    /// never exist must not pass unnoticed night after night. Where nothing failed, "nothing
+    /// compared, the gate passes" becomes a notice.
+    fn baseline_worthiness(&self, d: &mut Decided) -> (bool, Vec<Result<(), String>>) {
+        let update_baseline = matches!(
+            self.design,
+            PlannedDesign::Baseline {
+                update_baseline: true
+            }
+        );
+        let worthy: Vec<Result<(), String>> = if update_baseline {
+            d.baseline_candidates()
+                .into_iter()
+                .map(|run| baseline_worthy(run, d.failure.is_some()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if d.failure.is_none() {
+            let refused = d
+                .baseline_candidates()
+                .into_iter()
+                .zip(&worthy)
+                .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
+                .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
+            if let Some(why) = refused {
+                d.failure = Some(GateFailure::NotABaseline(why));
+            }
+        }
+        // "Nothing compared, the gate passes" only where it does.
+        if d.failure.is_none() {
+            d.notices.extend(d.no_baseline.take());
+        }
+        (update_baseline, worthy)
+    }
+}
+
+/// A run measured in full whose gate failed after measuring (its comparison, or the
+/// confirmation boot a first look asked for) says why in its results, which a `merge` of the
+/// shards reads: else it would read as one without a baseline yet, or by the first look's
+/// verdict that the second boot was to decide. The typed `gate_failure` record is what readers
+/// decide on; the event stays, as the log of what happened (and what files written before the
+/// record hold).
+fn record_gate_failure(d: &mut Decided) {
+    if let (Some(f), RunStatus::Complete) = (&d.failure, d.results.status) {
+        let reason = f.to_string();
+        d.results
+            .events
+            .push(Event::now(EventKind::CompareError, reason.clone()));
+        d.results.gate_failure = Some(GateFailureRecord {
+            kind: f.kind(),
+            reason,
+        });
+    }
 }
 
 /// The plan of looks a config asks for: `[confirm]` and `[adaptive]`'s rounds.
@@ -1222,6 +1231,24 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
         hardware,
         telemetry,
     })
+}
+
+/// The gate of a run that measured nothing because `failure` came first (an unreadable
+/// store): every cell unmeasured with the reason.
+fn not_measured(req: &MeasureRequest<'_>, failure: GateFailure, log_path: PathBuf) -> Decided {
+    let reason = format!("not measured: {failure}");
+    Decided {
+        results: unmeasured_results(req, None, &reason, RunStatus::Partial),
+        verdict: None,
+        history: Vec::new(),
+        failure: Some(failure),
+        notices: Vec::new(),
+        no_baseline: None,
+        warnings: Vec::new(),
+        adaptive: None,
+        engine_log: log_path,
+        design: DecidedDesign::Baseline { confirmation: None },
+    }
 }
 
 /// What a second boot needs: its measure request, the first boot's log (the second's goes

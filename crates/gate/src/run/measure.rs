@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use infergate_config::config::{EngineConfig, SuiteConfig};
-use infergate_engine::engine::{EngineBoot, EngineLaunch, RunningEngine, StopReport};
+use infergate_engine::engine::{EngineBoot, EngineLaunch, ReadyInfo, RunningEngine, StopReport};
 use infergate_measure::bench::{BenchOptions, BenchSession, BenchTarget, EventSink};
 use infergate_schema::results::{
     CellResult, CellStatus, EngineIdentity, Event, EventKind, HardwareFingerprint, ProfileKey,
@@ -205,6 +205,88 @@ pub async fn boot_and_measure(
     }
 }
 
+/// The GPU sampler, or the telemetry summary saying why there is none (and a notice that the
+/// run goes on without it).
+fn telemetry_of(
+    req: &MeasureRequest<'_>,
+    events: &EventSink,
+    log: &Arc<Mutex<Vec<Event>>>,
+) -> (Option<Arc<NvmlSampler>>, Option<TelemetrySummary>) {
+    match &req.telemetry {
+        Ok(s) => (Some(s.clone()), None),
+        Err(reason) => {
+            let notice = format!("GPU telemetry unavailable: {reason}; the run goes on without it");
+            send(events, log, Event::now(EventKind::Notice, notice));
+            (
+                None,
+                Some(infergate_telemetry::telemetry::unavailable(reason.clone())),
+            )
+        }
+    }
+}
+
+/// The event that the engine started, with how it is contained (and its process group).
+fn spawned_event(engine: &dyn RunningEngine) -> Event {
+    match engine.process_group() {
+        Some(pgid) => Event {
+            message: format!(
+                "engine contained by {}, engine process group {pgid}",
+                engine.containment_record(),
+            ),
+            ..Event::engine_spawned(pgid)
+        },
+        None => Event::now(
+            EventKind::EngineSpawned,
+            format!("engine started {}", engine.containment_record()),
+        ),
+    }
+}
+
+/// The event that the engine serves: after how long, where, its models and its containment.
+fn ready_event(engine: &dyn RunningEngine, ready: &ReadyInfo) -> Event {
+    Event::now(
+        EventKind::EngineReady,
+        format!(
+            "engine ready after {} at {} (models: {}; {})",
+            infergate_schema::results::duration_label(ready.boot_s),
+            engine.base_url(),
+            ready.models.join(", "),
+            engine.process_group().map_or_else(
+                || engine.containment_record(),
+                |g| format!("process group {g}")
+            )
+        ),
+    )
+}
+
+/// Measurement events go to the console and into the results' event log: the sender the
+/// session writes to, and the task forwarding them.
+fn forward_events(
+    events: &EventSink,
+    log: &Arc<Mutex<Vec<Event>>>,
+) -> (mpsc::UnboundedSender<Event>, tokio::task::JoinHandle<()>) {
+    let (bench_tx, mut bench_rx) = mpsc::unbounded_channel::<Event>();
+    let (events, log) = (events.clone(), log.clone());
+    let forward = tokio::spawn(async move {
+        while let Some(e) = bench_rx.recv().await {
+            send(&events, &log, e);
+        }
+    });
+    (bench_tx, forward)
+}
+
+/// A boot cancelled while the engine was getting ready: the run is cancelled, and its cells
+/// were skipped, not failed.
+fn cancelled_before_ready(mut run: MeasuredRun) -> MeasuredRun {
+    run.failure = Some(RunFailure::Cancelled);
+    run.results.status = RunStatus::Cancelled;
+    for c in &mut run.results.cells {
+        c.status = CellStatus::Skipped;
+        c.reason = Some("cancelled before the engine was ready".into());
+    }
+    run
+}
+
 /// One boot of the engine, held by the gate's driver: booted and serving, the matrix
 /// measured, cells measured again when the judge asks ([`LiveEngine::live`]), then stopped
 /// ([`LiveEngine::stop`]), which always returns a results file's worth of data. Cancelling
@@ -244,23 +326,7 @@ impl<'a> LiveEngine<'a> {
         cancel: CancellationToken,
     ) -> Result<LiveEngine<'a>, Box<MeasuredRun>> {
         let log = Arc::new(Mutex::new(Vec::<Event>::new()));
-        let (sampler, telemetry_summary) = match &req.telemetry {
-            Ok(s) => (Some(s.clone()), None),
-            Err(reason) => {
-                send(
-                    &events,
-                    &log,
-                    Event::now(
-                        EventKind::Notice,
-                        format!("GPU telemetry unavailable: {reason}; the run goes on without it"),
-                    ),
-                );
-                (
-                    None,
-                    Some(infergate_telemetry::telemetry::unavailable(reason.clone())),
-                )
-            }
-        };
+        let (sampler, telemetry_summary) = telemetry_of(&req, &events, &log);
         let launch = match EngineLaunch::from_config(
             req.engine,
             req.model,
@@ -304,26 +370,13 @@ impl<'a> LiveEngine<'a> {
                 return Err(Box::new(run));
             }
         };
-        let spawned = match engine.process_group() {
-            Some(pgid) => Event {
-                message: format!(
-                    "engine contained by {}, engine process group {pgid}",
-                    engine.containment_record(),
-                ),
-                ..Event::engine_spawned(pgid)
-            },
-            None => Event::now(
-                EventKind::EngineSpawned,
-                format!("engine started {}", engine.containment_record()),
-            ),
-        };
-        send(&events, &log, spawned);
+        send(&events, &log, spawned_event(engine.as_ref()));
         let ready = match engine.wait_ready(&cancel, req.log_tail_lines).await {
             Ok(r) => r,
             Err(e) => {
                 let cancelled = matches!(e, infergate_engine::engine::EngineError::Cancelled);
                 let stop = engine.stop().await;
-                let mut run = boot_failure(
+                let run = boot_failure(
                     &req,
                     Some(command),
                     e.to_string(),
@@ -331,48 +384,18 @@ impl<'a> LiveEngine<'a> {
                     telemetry_summary,
                     Some(stop),
                 );
-                if cancelled {
-                    run.failure = Some(RunFailure::Cancelled);
-                    run.results.status = RunStatus::Cancelled;
-                    for c in &mut run.results.cells {
-                        c.status = CellStatus::Skipped;
-                        c.reason = Some("cancelled before the engine was ready".into());
-                    }
-                }
-                return Err(Box::new(run));
+                return Err(Box::new(if cancelled {
+                    cancelled_before_ready(run)
+                } else {
+                    run
+                }));
             }
         };
-        send(
-            &events,
-            &log,
-            Event::now(
-                EventKind::EngineReady,
-                format!(
-                    "engine ready after {} at {} (models: {}; {})",
-                    infergate_schema::results::duration_label(ready.boot_s),
-                    engine.base_url(),
-                    ready.models.join(", "),
-                    engine.process_group().map_or_else(
-                        || engine.containment_record(),
-                        |g| format!("process group {g}")
-                    )
-                ),
-            ),
-        );
+        send(&events, &log, ready_event(engine.as_ref(), &ready));
         let cause: Arc<Mutex<Option<StopCause>>> = Arc::new(Mutex::new(None));
         let measure_cancel = CancellationToken::new();
         let watcher = watch_engine(engine.as_ref(), &cause, &measure_cancel, &cancel);
-        // Measurement events go to the console and into the results' event log.
-        let (bench_tx, mut bench_rx) = mpsc::unbounded_channel::<Event>();
-        let forward = {
-            let events = events.clone();
-            let log = log.clone();
-            tokio::spawn(async move {
-                while let Some(e) = bench_rx.recv().await {
-                    send(&events, &log, e);
-                }
-            })
-        };
+        let (bench_tx, forward) = forward_events(&events, &log);
         let mut live = LiveEngine {
             req,
             events,
