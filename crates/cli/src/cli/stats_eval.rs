@@ -327,6 +327,41 @@ pub fn render_text(r: &EvalReport) -> String {
     out.push_str(
         "\n\nClean gates (A/A), in % of gates: false alarms [Wilson 95%], passes, boots per gate; which\ntests said regression (cell / line / matrix / capacity; a gate can have several); and what a\npass promised: in the gates whose A/A said pass, the same history and boots with every cell\n5% slower (the default design effect, to be found with the design power, 80% by default):\n",
     );
+    out.push_str(&clean_table(r));
+    out.push_str("\n\nRegressions found, in % of gates [Wilson 95%], and boots per gate at -5%:\n");
+    out.push_str(&found_table(r));
+    // What a green check hides: one cell 10% slower (the rule's `cell_effect`) must be found
+    // or named as not vouched for, never passed.
+    out.push_str("\n\n");
+    out.push_str(&wrap(
+        "One cell 10% slower, in % of gates [Wilson 95%]: found (regression), named as not \
+         vouched for (insufficient), or passed:",
+        0,
+    ));
+    out.push('\n');
+    out.push_str(&single_cell_table(r));
+    out.push('\n');
+    out.push_str(&peer_table(r));
+    if !r.targets.is_empty() {
+        out.push_str("\nTargets:\n");
+        for t in &r.targets {
+            let line = format!(
+                "  [{}] {} ({}): {}",
+                if t.met { "met" } else { "MISSED" },
+                t.description,
+                t.condition,
+                pct(t.measured)
+            );
+            out.push_str(&wrap(&line, 4));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The clean gates per runner: false alarms, passes, boots, which tests alarmed, and what a
+/// pass promised (a uniform −5% found on the same trials).
+fn clean_table(r: &EvalReport) -> String {
     let mut clean = fitted_table(vec![
         "runner",
         "false alarm",
@@ -364,8 +399,12 @@ pub fn render_text(r: &EvalReport) -> String {
                 ),
         ]);
     }
-    out.push_str(&clean.to_string());
-    out.push_str("\n\nRegressions found, in % of gates [Wilson 95%], and boots per gate at -5%:\n");
+    clean.to_string()
+}
+
+/// The planted regressions found per runner: uniform −5% (with its boots), a row −7%, a cell
+/// −10%.
+fn found_table(r: &EvalReport) -> String {
     let mut found = fitted_table(vec![
         "runner",
         "uniform -5%",
@@ -387,16 +426,11 @@ pub fn render_text(r: &EvalReport) -> String {
             rate(Scenario::SingleCell(-0.10)),
         ]);
     }
-    out.push_str(&found.to_string());
-    // What a green check hides: one cell 10% slower (the rule's `cell_effect`) must be found
-    // or named as not vouched for, never passed.
-    out.push_str("\n\n");
-    out.push_str(&wrap(
-        "One cell 10% slower, in % of gates [Wilson 95%]: found (regression), named as not \
-         vouched for (insufficient), or passed:",
-        0,
-    ));
-    out.push('\n');
+    found.to_string()
+}
+
+/// One cell 10% slower per runner: found, named as not vouched for, or passed.
+fn single_cell_table(r: &EvalReport) -> String {
     let mut single = fitted_table(vec![
         "runner",
         "regression",
@@ -419,24 +453,7 @@ pub fn render_text(r: &EvalReport) -> String {
             ]);
         }
     }
-    out.push_str(&single.to_string());
-    out.push('\n');
-    out.push_str(&peer_table(r));
-    if !r.targets.is_empty() {
-        out.push_str("\nTargets:\n");
-        for t in &r.targets {
-            let line = format!(
-                "  [{}] {} ({}): {}",
-                if t.met { "met" } else { "MISSED" },
-                t.description,
-                t.condition,
-                pct(t.measured)
-            );
-            out.push_str(&wrap(&line, 4));
-            out.push('\n');
-        }
-    }
-    out
+    single.to_string()
 }
 
 /// The rules users know on the same trials, per runner: the gate's own row, each rule at its

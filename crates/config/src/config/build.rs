@@ -149,29 +149,8 @@ fn build_rule(
             })?;
             continue;
         }
-        if key == "inconclusive_fails" {
-            return Err(loc.at(
-                span,
-                "[thresholds] inconclusive_fails is set by fail_on",
-                Some("write fail_on = \"insufficient\" instead"),
-            ));
-        }
-        if matches!(key.as_str(), "level_runs" | "noise_runs") {
-            return Err(gone_history_keys(loc, span));
-        }
-        if key == "history_runs" {
-            return Err(loc.at(
-                span,
-                "history_runs belongs in [baseline], not [thresholds]",
-                Some("move the key to the [baseline] table"),
-            ));
-        }
-        if key == "min_measured_share" {
-            return Err(loc.at(
-                span,
-                "[thresholds] min_measured_share is gone: every cell the baseline measured must be measured now, or the gate is `unmeasured` (exit 3)",
-                Some("remove the line; skip a cell the engine cannot serve with the suite's `skip`"),
-            ));
+        if let Some(e) = moved_threshold(&key, span.clone(), loc) {
+            return Err(e);
         }
         let mut one = toml::Table::new();
         one.insert(key.clone(), value.clone());
@@ -234,6 +213,29 @@ fn build_rule(
         ));
     }
     Ok((rule, fail_on))
+}
+
+/// A `[thresholds]` key that is gone or belongs elsewhere, with where it went.
+fn moved_threshold(key: &str, span: Range<usize>, loc: &Locator) -> Option<ConfigError> {
+    Some(match key {
+        "inconclusive_fails" => loc.at(
+            span,
+            "[thresholds] inconclusive_fails is set by fail_on",
+            Some("write fail_on = \"insufficient\" instead"),
+        ),
+        "level_runs" | "noise_runs" => gone_history_keys(loc, span),
+        "history_runs" => loc.at(
+            span,
+            "history_runs belongs in [baseline], not [thresholds]",
+            Some("move the key to the [baseline] table"),
+        ),
+        "min_measured_share" => loc.at(
+            span,
+            "[thresholds] min_measured_share is gone: every cell the baseline measured must be measured now, or the gate is `unmeasured` (exit 3)",
+            Some("remove the line; skip a cell the engine cannot serve with the suite's `skip`"),
+        ),
+        _ => return None,
+    })
 }
 
 fn check_placeholders(
@@ -356,22 +358,8 @@ fn build_engine(
         check_env_allow_entry(loc, n.span(), n.get_ref())?;
     }
     let mut env = BTreeMap::new();
-    for (k, v) in std::mem::take(&mut raw.env) {
-        check_engine_env_name(loc, v.span(), &k)?;
-        check_placeholders(loc, v.span(), v.get_ref(), has_model)?;
-        env.insert(k, v.into_inner());
-    }
-    let readiness_timeout_s = match raw.readiness_timeout {
-        Some(t) if t.get_ref().0 <= 0.0 => {
-            return Err(loc.at(
-                t.span(),
-                "readiness_timeout must be greater than zero",
-                Some("give the engine time to load, e.g. readiness_timeout = \"10m\""),
-            ));
-        }
-        Some(t) => t.into_inner().0,
-        None => 900.0,
-    };
+    add_engine_env(&mut env, std::mem::take(&mut raw.env), loc, has_model)?;
+    let readiness_timeout_s = readiness_timeout(raw.readiness_timeout.take(), loc)?;
     if let Some(n) = &raw.name
         && n.get_ref().trim().is_empty()
     {
@@ -382,19 +370,7 @@ fn build_engine(
         ));
     }
     let watchdog = build_watchdog(raw.watchdog.take(), loc)?;
-    let isolation = match &raw.isolation {
-        None => EngineIsolation::Auto,
-        Some(v) => EngineIsolation::parse(v.get_ref().trim()).ok_or_else(|| {
-            loc.at(
-                v.span(),
-                format!(
-                    "[engine] isolation = \"{}\" is not \"auto\", \"off\" or \"UID:GID\" (numbers above 0)",
-                    v.get_ref()
-                ),
-                Some("remove the key (auto: another user under root, a mount namespace where the host allows one), or write \"off\" for an engine that must run as the gate's user (see docs/security.md)"),
-            )
-        })?,
-    };
+    let isolation = isolation_of(raw.isolation.as_ref(), loc)?;
     let base = |command: CommandSpec| EngineConfig {
         command,
         env: env.clone(),
@@ -418,11 +394,7 @@ fn build_engine(
             check_placeholders(loc, cmd_span.clone(), part, has_model)?;
         }
         let mut cfg = base(s.command.into_inner());
-        for (k, v) in s.env {
-            check_engine_env_name(loc, v.span(), &k)?;
-            check_placeholders(loc, v.span(), v.get_ref(), has_model)?;
-            cfg.env.insert(k, v.into_inner());
-        }
+        add_engine_env(&mut cfg.env, s.env, loc, has_model)?;
         if let Some(w) = s.workdir {
             cfg.workdir = Some(base_dir.join(w));
         }
@@ -454,6 +426,56 @@ fn build_engine(
         }
     };
     Ok((engine, ab))
+}
+
+/// An `env` table's variables, each name one the engine may be given and each value's
+/// placeholders known, added to `env` (a side's over the shared ones).
+fn add_engine_env(
+    env: &mut BTreeMap<String, String>,
+    raw: BTreeMap<String, Spanned<String>>,
+    loc: &Locator,
+    has_model: bool,
+) -> Result<(), ConfigError> {
+    for (k, v) in raw {
+        check_engine_env_name(loc, v.span(), &k)?;
+        check_placeholders(loc, v.span(), v.get_ref(), has_model)?;
+        env.insert(k, v.into_inner());
+    }
+    Ok(())
+}
+
+/// `readiness_timeout`, seconds: above zero; 15 minutes where not set (a large model loads
+/// for minutes).
+fn readiness_timeout(raw: Option<Spanned<Seconds>>, loc: &Locator) -> Result<f64, ConfigError> {
+    match raw {
+        Some(t) if t.get_ref().0 <= 0.0 => Err(loc.at(
+            t.span(),
+            "readiness_timeout must be greater than zero",
+            Some("give the engine time to load, e.g. readiness_timeout = \"10m\""),
+        )),
+        Some(t) => Ok(t.into_inner().0),
+        None => Ok(900.0),
+    }
+}
+
+/// `[engine] isolation`: `auto` where not set, else `auto`, `off` or `UID:GID`.
+fn isolation_of(
+    raw: Option<&Spanned<String>>,
+    loc: &Locator,
+) -> Result<EngineIsolation, ConfigError> {
+    let Some(v) = raw else {
+        return Ok(EngineIsolation::Auto);
+    };
+    EngineIsolation::parse(v.get_ref().trim()).ok_or_else(|| {
+        loc.at(
+            v.span(),
+            format!(
+                "[engine] isolation = \"{}\" is not \"auto\", \"off\" or \"UID:GID\" (numbers above 0)",
+                v.get_ref()
+            ),
+            Some("remove the key (auto: another user under root, a mount namespace where the host allows one), or write \"off\" for an engine that must run as the gate's user (see docs/security.md)"),
+        )
+    })
 }
 
 /// `[engine.watchdog]`: every duration above zero, `probes` 1 to 100, and a probe's
