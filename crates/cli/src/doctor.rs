@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use infergate_measure::bench::lateness::sample;
+use infergate_model::stats::DecisionRule;
 use infergate_schema::results::{HardwareFingerprint, Percentiles};
+use infergate_schema::verdict::Metric;
 use infergate_telemetry::telemetry::nvml::{GpuDetails, gpu_details};
 
 /// Whether NVML works here.
@@ -78,7 +80,7 @@ pub(crate) struct DoctorReport {
     /// Present when `--config` was given: whether the configured engine command booted.
     pub engine_boot: Option<BootCheck>,
     /// How late this host ran the gate's probe thread over one second, seconds: the figure a
-    /// run records per cell (`host_lateness_s`), whose p99 must stay under a fifth of a tail
+    /// run records per cell (`host_lateness_s`), whose p99 must stay under a share of a tail
     /// latency for the gate to vouch for it.
     pub host_lateness_s: Option<Percentiles>,
 }
@@ -337,10 +339,10 @@ pub(crate) fn render_text(r: &DoctorReport) -> String {
     );
     if let Some(p) = &r.host_lateness_s {
         let line = format!(
-            "the gate's probe ran {:.2} ms late at p99 over 1 s (median {:.2} ms): a run vouches for a cell's p90 or p99 latency only where its probe stays under a fifth of it, so as busy as now, for none shorter than {:.1} ms",
+            "the gate's probe ran {:.2} ms late at p99 over 1 s (median {:.2} ms): a run vouches for a cell's tail latency only where its probe stays under a share of it (a fifth for a p99 at +50%), so as busy as now, for no such p99 shorter than {:.1} ms",
             1e3 * p.p99,
             1e3 * p.p50,
-            1e3 * p.p99 / infergate_model::stats::rule::HOST_LATE_SHARE,
+            1e3 * p.p99 / DecisionRule::default().host_late_share(Metric::ItlP99),
         );
         let _ = writeln!(
             s,

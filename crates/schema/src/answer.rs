@@ -688,7 +688,7 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
 /// ([`ComparisonReport::host_late`]), said before anything that reads like a pass: `ITL p99
 /// not vouched for in 6 cells: the host ran the gate's probe 3.50–3.80 ms late at p99 (ITL p99
 /// 8.50–13.9 ms); a quieter runner decides it; ` (empty where none): a fifth of the tail or
-/// more, `rule::HOST_LATE_SHARE`.
+/// more for a p99 at +50% (`DecisionRule::host_late_share`).
 pub fn host_late_clause(report: &ComparisonReport) -> String {
     let mut out = String::new();
     for &metric in &report.cell_metrics_gated {

@@ -106,8 +106,9 @@ pub struct ComparisonReport {
     pub not_gated: Vec<NotGated>,
     /// The decode cells whose gating tail latency (a p90 or p99 of [`Self::cell_metrics_gated`])
     /// this comparison could not vouch for because the host ran late: on a candidate boot of
-    /// the cell the gate's probe thread was late by a fifth of the percentile or more (results'
-    /// `host_lateness_s`), a delay the engine's own gaps take too. A cell is compared on a
+    /// the cell the gate's probe thread (results' `host_lateness_s`) was late by the metric's
+    /// design effect / 2.5 of the percentile or more (a fifth for a p99 at +50%), a delay the
+    /// engine's own gaps take too. A cell is compared on a
     /// metric only where every boot has it, so such a cell has no entry of the metric, and the
     /// gate is `insufficient`. Empty in files of older versions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -25,8 +25,8 @@ use super::interval::{
 };
 use super::noise::{self, LogTable, trimmed_mean};
 use super::rule::{
-    CONFIDENCE, FUTILITY_P, HOST_LATE_SHARE, LATENCY_MIN_RUNS, LINE_SHARE, MATRIX_MARGIN,
-    SECONDARY_SHARE, level_window, percentile_min_count,
+    CONFIDENCE, FUTILITY_P, LATENCY_MIN_RUNS, LINE_SHARE, MATRIX_MARGIN, SECONDARY_SHARE,
+    level_window, percentile_min_count,
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
@@ -184,13 +184,13 @@ pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
 }
 
 /// Where the host's own lateness could explain a cell's tail latency (a p90 or p99): the
-/// probe's p99 lateness and the percentile, seconds, when the lateness is [`HOST_LATE_SHARE`]
-/// of the percentile or more. A cell of results without the probe (other tools, older
-/// versions) is never host-late.
-pub fn host_late(cell: &CellResult, metric: Metric) -> Option<(f64, f64)> {
+/// probe's p99 lateness and the percentile, seconds, when the lateness is the rule's
+/// [`DecisionRule::host_late_share`] of the percentile or more. A cell of results without the
+/// probe (other tools, older versions) is never host-late.
+pub fn host_late(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Option<(f64, f64)> {
     let (value, _, q) = latency_percentile(cell, metric)?;
     let late = cell.host_lateness_s?.p99;
-    (q >= 0.9 && late >= HOST_LATE_SHARE * value).then_some((late, value))
+    (q >= 0.9 && late >= rule.host_late_share(metric) * value).then_some((late, value))
 }
 
 /// A run's cell at `coord` and its [`compared_value`] of `metric`, where the cell ran clean
@@ -317,7 +317,12 @@ fn history_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> 
 }
 
 /// A candidate run's log measurements at `coord` ([`candidate_logs`], or its prefill figure).
-fn run_logs(run: &RunResults, coord: Coord, metric: Metric) -> Option<Vec<f64>> {
+fn run_logs(
+    run: &RunResults,
+    coord: Coord,
+    metric: Metric,
+    rule: &DecisionRule,
+) -> Option<Vec<f64>> {
     if metric.is_layer() {
         return Some(
             layer_value(run, coord, metric)
@@ -326,12 +331,12 @@ fn run_logs(run: &RunResults, coord: Coord, metric: Metric) -> Option<Vec<f64>> 
                 .collect(),
         );
     }
-    find(run, coord).map(|c| candidate_logs(c, metric))
+    find(run, coord).map(|c| candidate_logs(c, metric, rule))
 }
 
 /// The candidate's log measurements of one cell and metric in one run: the re-measurement
 /// rounds of the primary metric count as repetitions (a fresh set of streams each).
-fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
+fn candidate_logs(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Vec<f64> {
     if metric == Metric::AggregateTps && !cell.rounds.is_empty() {
         let v = build::positive_logs(cell.rounds.iter().map(|r| r.aggregate_tps));
         if !v.is_empty() {
@@ -341,7 +346,7 @@ fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
     // A tail the host alone could have moved by its design effect is no measurement of the
     // engine's: the boot is not compared on it (the history's runs keep theirs: a busy history
     // run's higher tail widens its noise, it cannot fail a gate).
-    if host_late(cell, metric).is_some() {
+    if host_late(cell, metric, rule).is_some() {
         return Vec::new();
     }
     compared_value(cell, metric)
@@ -354,6 +359,7 @@ fn candidate_logs(cell: &CellResult, metric: Metric) -> Vec<f64> {
 /// candidate boot ([`host_late`]; a cell is compared on a metric only where every boot has it),
 /// with the latest of them: the gate cannot vouch for the metric there.
 fn host_late_cells(
+    rule: &DecisionRule,
     metrics: &[Metric],
     comparable: &[Coord],
     candidate: &[RunResults],
@@ -365,7 +371,7 @@ fn host_late_cells(
                 .iter()
                 .filter_map(|r| find(r, coord))
                 .filter(|c| compared_value(c, metric).is_some())
-                .filter_map(|c| host_late(c, metric))
+                .filter_map(|c| host_late(c, metric, rule))
                 .max_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
             if let Some((late, value)) = latest {
                 out.push(HostLateCell {
@@ -820,7 +826,7 @@ impl MetricTests {
 /// Fits one metric's model on the history and produces its per-cell tests and matrix change
 /// (and the second boot's own cell tests, from the sample's `second_from`).
 fn test_metric(metric: Metric, cells: &[Coord], s: &Sample, gating: bool) -> MetricTests {
-    let (idx, cand_logs) = measured_cells(metric, cells, s.history, s.candidate);
+    let (idx, cand_logs) = measured_cells(metric, cells, s);
     if idx.is_empty() {
         return MetricTests {
             metric,
@@ -866,18 +872,14 @@ fn test_metric(metric: Metric, cells: &[Coord], s: &Sample, gating: bool) -> Met
 
 /// The cells (indices into `cells`) where the candidate has the metric in every run and the
 /// history has it at least once, with the candidate's logs of each (per run, per repetition).
-fn measured_cells(
-    metric: Metric,
-    cells: &[Coord],
-    history: &[RunResults],
-    candidate: &[RunResults],
-) -> (Vec<usize>, Vec<Vec<Vec<f64>>>) {
+fn measured_cells(metric: Metric, cells: &[Coord], s: &Sample) -> (Vec<usize>, Vec<Vec<Vec<f64>>>) {
+    let (history, candidate) = (s.history, s.candidate);
     let mut idx = Vec::new();
     let mut cand_logs: Vec<Vec<Vec<f64>>> = Vec::new();
     for (i, &coord) in cells.iter().enumerate() {
         let logs: Vec<Vec<f64>> = candidate
             .iter()
-            .filter_map(|r| run_logs(r, coord, metric))
+            .filter_map(|r| run_logs(r, coord, metric, s.rule))
             .collect();
         if logs.len() != candidate.len() || logs.iter().any(Vec::is_empty) {
             continue;
@@ -1747,6 +1749,7 @@ pub fn compare_on(
         burst_runs: layers.burst_runs,
     };
     let sample = Sample {
+        rule,
         models,
         history,
         level_n,
@@ -1772,7 +1775,7 @@ pub fn compare_on(
     plan.record_shares(&mut report);
     report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
     let gated = build::cell_metrics_gated(rule, |m| gate.gates(m));
-    report.host_late = host_late_cells(&gated, &comparable, candidate);
+    report.host_late = host_late_cells(rule, &gated, &comparable, candidate);
     layers_not_gated(&mut report.not_gated, gate, &layers, candidate);
 
     let own = plan.own_verdicts(&tests);
@@ -1974,6 +1977,7 @@ impl Gating<'_> {
 /// The runs one look tests on: the history (and the models fitted on it), its level runs and
 /// the candidate's, the second boot's from `second_from`.
 struct Sample<'a> {
+    rule: &'a DecisionRule,
     models: &'a History<'a>,
     history: &'a [RunResults],
     level_n: usize,
