@@ -42,10 +42,15 @@ fn doctor_json_reports_nvml_availability_with_a_reason() {
     }
     assert!(v["cpu_cores"].as_u64().is_some_and(|n| n > 0));
     assert!(v["engine"].is_null());
-    // The host-lateness probe ran for its second: hundreds of ~1.2 ms cycles, however busy.
+    // The host-lateness probe ran for its second (how many ~1.2 ms cycles fit in it depends on
+    // how busy the host is; none is negative).
     let late = &v["host_lateness_s"];
-    assert!(late["count"].as_u64().is_some_and(|n| n >= 50), "{late}");
-    assert!(late["p99"].as_f64().is_some_and(|p| p >= 0.0), "{late}");
+    assert!(late["count"].as_u64().is_some_and(|n| n >= 1), "{late}");
+    let (p50, p99) = (late["p50"].as_f64(), late["p99"].as_f64());
+    assert!(
+        p50.zip(p99).is_some_and(|(a, b)| 0.0 <= a && a <= b),
+        "{late}"
+    );
 }
 
 #[test]

@@ -11,9 +11,9 @@
 use crate::results::context_label;
 use crate::verdict::{
     Against, CellComparison, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport,
-    ConfirmationReason, FirstBootMatrix, Found, GateVerdict, Layer, Limit, LimitFinding,
-    LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, NotGated, RoundsStop, SensitivityUnit,
-    signed_number, signed_percent,
+    ConfirmationReason, FirstBootMatrix, Found, GateVerdict, HostLateCell, Layer, Limit,
+    LimitFinding, LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, NotGated, RoundsStop,
+    SensitivityUnit, signed_number, signed_percent,
 };
 
 /// How a prefill entry whose engine counters disagree with the client's figure begins its
@@ -689,26 +689,31 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
 /// not vouched for in 6 cells: the host ran the gate's probe 3.50–3.80 ms late at p99 (ITL p99
 /// 8.50–13.9 ms); a quieter runner decides it; ` (empty where none): a fifth of the tail or
 /// more for a p99 at +50% (`DecisionRule::host_late_share`).
-pub fn host_late_clause(report: &ComparisonReport) -> String {
+fn host_late_clause(report: &ComparisonReport) -> String {
     let mut out = String::new();
     for &metric in &report.cell_metrics_gated {
-        let cells: Vec<_> = report
-            .host_late
-            .iter()
-            .filter(|h| h.metric == metric)
-            .collect();
+        let cells = report.host_late_of(metric);
         if cells.is_empty() {
             continue;
         }
         out.push_str(&format!(
-            "{name} not vouched for in {}: the host ran the gate's probe {} late at p99 ({name} {}); a quieter runner decides it; ",
+            "{name} not vouched for in {}: {} ({name} {}); a quieter runner decides it; ",
             cells_word(cells.len()),
-            value_range(metric, cells.iter().map(|h| h.lateness_p99_s)),
+            probe_late(metric, &cells),
             value_range(metric, cells.iter().map(|h| h.value_s)),
             name = metric_name(metric),
         ));
     }
     out
+}
+
+/// How late the host ran the gate's probe in `cells`: `the host ran the gate's probe
+/// 3.50–3.80 ms late at p99`, the first line's and the latency row's one wording.
+pub fn probe_late(metric: Metric, cells: &[&HostLateCell]) -> String {
+    format!(
+        "the host ran the gate's probe {} late at p99",
+        value_range(metric, cells.iter().map(|h| h.lateness_p99_s))
+    )
 }
 
 /// The metrics besides aggregate tok/s that a `pass` (or an `insufficient` gate's "no

@@ -566,6 +566,14 @@ impl ComparisonReport {
         }
     }
 
+    /// The cells of [`Self::host_late`] where `metric` was not vouched for.
+    pub fn host_late_of(&self, metric: Metric) -> Vec<&HostLateCell> {
+        self.host_late
+            .iter()
+            .filter(|h| h.metric == metric)
+            .collect()
+    }
+
     /// Each metric of [`Self::cell_metrics_gated`] with the decode cells it gated in (those
     /// with a finite entry of it): what a green check vouches for beyond aggregate tok/s.
     pub fn gated_cell_metrics(&self) -> Vec<(Metric, Vec<(&CellComparison, &MetricComparison)>)> {

@@ -27,10 +27,18 @@ const SLEEP: Duration = Duration::from_millis(1);
 /// Cycles kept at most (a 10-minute window at ~1.2 ms a cycle): the memory stays bounded.
 const MAX_SAMPLES: usize = 500_000;
 
-/// A running probe: started at a window's opening edge, finished at its closing edge.
+/// A running probe: started at a window's opening edge, finished at its closing edge. Dropped
+/// unfinished (a cell's future dropped mid-window), it stops its thread all the same: a
+/// spinning thread must not outlive its window.
 pub(crate) struct HostLatenessProbe {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<f64>>,
+    thread: Option<JoinHandle<Vec<f64>>>,
+}
+
+impl Drop for HostLatenessProbe {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
 }
 
 impl HostLatenessProbe {
@@ -43,13 +51,16 @@ impl HostLatenessProbe {
             .name("host-lateness".into())
             .spawn(move || probe(&flag))
             .ok()?;
-        Some(HostLatenessProbe { stop, thread })
+        Some(HostLatenessProbe {
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Stops the probe: how late its cycles ran, seconds; `None` without a cycle.
-    pub(crate) fn finish(self) -> Option<Percentiles> {
+    pub(crate) fn finish(mut self) -> Option<Percentiles> {
         self.stop.store(true, Ordering::Release);
-        let samples = self.thread.join().ok()?;
+        let samples = self.thread.take()?.join().ok()?;
         stats::exact(&samples)
     }
 }
@@ -80,13 +91,23 @@ fn probe(stop: &AtomicBool) -> Vec<f64> {
 mod tests {
     use super::*;
 
-    /// The probe records one figure per cycle, non-negative, and stops when asked.
+    /// The probe records its cycles, none negative, and stops when asked (how many ran in the
+    /// time depends on the host, so only that one did is asserted).
     #[test]
     fn a_probe_records_its_cycles_until_finished() {
         let probe = HostLatenessProbe::start().expect("a thread starts");
         std::thread::sleep(Duration::from_millis(60));
         let p = probe.finish().expect("cycles ran");
-        assert!(p.count >= 5, "{p:?}");
-        assert!(p.p50 >= 0.0 && p.p50 <= p.p99, "{p:?}");
+        assert!(p.count >= 1, "{p:?}");
+        assert!(0.0 <= p.p50 && p.p50 <= p.p99, "{p:?}");
+    }
+
+    /// A probe dropped unfinished stops its thread.
+    #[test]
+    fn a_dropped_probe_stops_its_thread() {
+        let probe = HostLatenessProbe::start().expect("a thread starts");
+        let stop = Arc::clone(&probe.stop);
+        drop(probe);
+        assert!(stop.load(Ordering::Acquire));
     }
 }

@@ -187,7 +187,7 @@ pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
 /// probe's p99 lateness and the percentile, seconds, when the lateness is the rule's
 /// [`DecisionRule::host_late_share`] of the percentile or more. A cell of results without the
 /// probe (other tools, older versions) is never host-late.
-pub fn host_late(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Option<(f64, f64)> {
+fn host_late(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Option<(f64, f64)> {
     let (value, _, q) = latency_percentile(cell, metric)?;
     let late = cell.host_lateness_s?.p99;
     (q >= 0.9 && late >= rule.host_late_share(metric) * value).then_some((late, value))
@@ -1774,8 +1774,8 @@ pub fn compare_on(
     };
     plan.record_shares(&mut report);
     report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
-    let gated = build::cell_metrics_gated(rule, |m| gate.gates(m));
-    report.host_late = host_late_cells(rule, &gated, &comparable, candidate);
+    report.cell_metrics_gated = build::cell_metrics_gated(rule, |m| gate.gates(m));
+    report.host_late = host_late_cells(rule, &report.cell_metrics_gated, &comparable, candidate);
     layers_not_gated(&mut report.not_gated, gate, &layers, candidate);
 
     let own = plan.own_verdicts(&tests);
@@ -2591,7 +2591,6 @@ fn push_matrix_cells(
     gate: Gating,
 ) {
     let gating = |m: Metric| gate.gates(m);
-    report.cell_metrics_gated = build::cell_metrics_gated(gate.rule, gating);
     let mut comparable_idx = 0usize;
     for (&coord, decision) in coords.iter().zip(decided) {
         let none = CellReason::NothingCompared {

@@ -268,7 +268,7 @@ fn outliers_once(effects: &[f64], kept: &[usize]) -> Vec<usize> {
 /// as the MAD (half the values may be wild) and 82% efficient where the MAD is 37%: over 20
 /// residuals its noise is about two thirds of the MAD's, so the cut sits nearer its intent.
 /// `NaN` with fewer than two values.
-pub fn qn_scale(v: &[f64]) -> f64 {
+fn qn_scale(v: &[f64]) -> f64 {
     let n = v.len();
     if n < 2 {
         return f64::NAN;

@@ -13,7 +13,7 @@ use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
     bounds, cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label,
-    metric_name, sized, value_range, with_unit,
+    metric_name, probe_late, sized, value_range, with_unit,
 };
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{
@@ -407,16 +407,12 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
         .gated_cell_metrics()
         .into_iter()
         .filter_map(|(metric, cells)| {
-            let late: Vec<_> = report
-                .host_late
-                .iter()
-                .filter(|h| h.metric == metric)
-                .collect();
+            let late = report.host_late_of(metric);
             let unvouched = (!late.is_empty()).then(|| {
                 format!(
-                    "not vouched for in {} (the host ran the gate's probe {} late at p99)",
+                    "not vouched for in {} ({})",
                     cells_word(late.len()),
-                    value_range(metric, late.iter().map(|h| h.lateness_p99_s))
+                    probe_late(metric, &late)
                 )
             });
             if cells.is_empty() {
