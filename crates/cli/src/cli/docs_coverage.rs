@@ -166,6 +166,10 @@ fn every_fault() -> Vec<Fault> {
             secs: 0.03,
         },
         Fault::PrefillSlowdown(4.0),
+        Fault::LongContextSlowdown {
+            tokens: 4096,
+            factor: 1.1,
+        },
         Fault::ChunkedPrefill(256),
         Fault::ItlTail {
             every: 50,
@@ -190,6 +194,7 @@ fn every_fault() -> Vec<Fault> {
             | Fault::LlamaCppPython { .. }
             | Fault::StallEvery { .. }
             | Fault::PrefillSlowdown(_)
+            | Fault::LongContextSlowdown { .. }
             | Fault::ChunkedPrefill(_)
             | Fault::ItlTail { .. }
             | Fault::PromptCounterLies(_)

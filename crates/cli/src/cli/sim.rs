@@ -46,8 +46,8 @@ pub struct SimArgs {
     /// stall-after=TOKENS, malformed-sse=FRACTION, fail-above-concurrency=N, hang-after=SECS,
     /// lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, preempt[=TOKENS],
     /// llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS, prefill-slowdown=FACTOR,
-    /// chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR, prompt-counter-lies=FACTOR,
-    /// admit-delay=SECS.
+    /// long-context-slowdown=TOKENS:FACTOR, chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR,
+    /// prompt-counter-lies=FACTOR, admit-delay=SECS.
     #[arg(long = "fault")]
     pub faults: Vec<String>,
     /// Served model name (default: the profile's).

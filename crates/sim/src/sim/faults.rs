@@ -66,6 +66,16 @@ pub enum Fault {
     /// prefill at a quarter of the profile's `prefill_tps`, `1.3` one 30% slower. Decode
     /// steps keep their pace. Written `prefill-slowdown=FACTOR`.
     PrefillSlowdown(f64),
+    /// A kernel regression only long contexts hit (an attention path taken above some length):
+    /// decode steps of a batch whose mean prompt context is at least `tokens` last `factor`
+    /// times longer; shorter contexts and prefill keep their pace, so one row of the matrix
+    /// slows and the others do not. Written `long-context-slowdown=TOKENS:FACTOR`.
+    LongContextSlowdown {
+        /// Mean prompt context (tokens) from which decode steps are slower.
+        tokens: u64,
+        /// How many times longer such a step lasts (> 0).
+        factor: f64,
+    },
     /// Chunked-prefill interference: a request that arrives while others decode prefills at
     /// most this many tokens per engine step, each step paying a decode step of the whole
     /// batch on top, so its TTFT grows by a decode step per chunk and the decoding streams'
@@ -98,7 +108,7 @@ pub enum Fault {
 /// Why a fault spec could not be parsed; the message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS, prefill-slowdown=FACTOR, chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR, prompt-counter-lies=FACTOR, admit-delay=SECS)"
+    "invalid fault `{spec}`: {why} (expected one of: crash-after=SECS, never-ready, http-500=FRACTION, stall-after=TOKENS, malformed-sse=FRACTION, lie-usage=FACTOR, counter-lies=FACTOR, truncate-at=TOKENS, fail-above-concurrency=N, hang-after=SECS, preempt[=TOKENS], llama-cpp-python[=interrupt|queue], stall-every=STEPS:SECS, prefill-slowdown=FACTOR, long-context-slowdown=TOKENS:FACTOR, chunked-prefill=TOKENS, itl-tail=EVERY:FACTOR, prompt-counter-lies=FACTOR, admit-delay=SECS)"
 )]
 pub struct FaultParseError {
     /// The text as given.
@@ -187,6 +197,7 @@ fn fault_without_value(spec: &str, name: &str) -> Result<Fault, FaultParseError>
         | "stall-every"
         | "fail-above-concurrency"
         | "prefill-slowdown"
+        | "long-context-slowdown"
         | "chunked-prefill"
         | "itl-tail"
         | "prompt-counter-lies"
@@ -212,6 +223,7 @@ fn fault_with_value(spec: &str, name: &str, v: &str) -> Result<Fault, FaultParse
             f if f > 0.0 => Ok(Fault::PrefillSlowdown(f)),
             _ => Err(err("FACTOR must be > 0")),
         },
+        "long-context-slowdown" => long_context_slowdown(spec, v),
         "chunked-prefill" => tokens_at_least_one(spec, v).map(Fault::ChunkedPrefill),
         "prompt-counter-lies" => Ok(Fault::PromptCounterLies(factor(spec, v)?)),
         "admit-delay" => Ok(Fault::AdmitDelay(seconds(spec, v)?)),
@@ -281,6 +293,23 @@ fn itl_tail(spec: &str, v: &str) -> Result<Fault, FaultParseError> {
     })
 }
 
+fn long_context_slowdown(spec: &str, v: &str) -> Result<Fault, FaultParseError> {
+    let err = |why: &str| parse_error(spec, why);
+    let (tokens, f) = v
+        .split_once(':')
+        .ok_or_else(|| err("the value is TOKENS:FACTOR, e.g. long-context-slowdown=4096:1.1"))?;
+    Ok(Fault::LongContextSlowdown {
+        tokens: tokens
+            .trim()
+            .parse()
+            .map_err(|_| err("TOKENS must be a whole number"))?,
+        factor: match factor(spec, f)? {
+            x if x > 0.0 => x,
+            _ => return Err(err("FACTOR must be > 0")),
+        },
+    })
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -300,6 +329,9 @@ impl fmt::Display for Fault {
             Fault::LlamaCppPython { interrupt: false } => f.write_str("llama-cpp-python=queue"),
             Fault::StallEvery { steps, secs } => write!(f, "stall-every={steps}:{secs}"),
             Fault::PrefillSlowdown(x) => write!(f, "prefill-slowdown={x}"),
+            Fault::LongContextSlowdown { tokens, factor } => {
+                write!(f, "long-context-slowdown={tokens}:{factor}")
+            }
             Fault::ChunkedPrefill(n) => write!(f, "chunked-prefill={n}"),
             Fault::ItlTail { every, factor } => write!(f, "itl-tail={every}:{factor}"),
             Fault::PromptCounterLies(x) => write!(f, "prompt-counter-lies={x}"),
@@ -352,6 +384,8 @@ pub(crate) struct FaultSet {
     pub(crate) stall_every: Option<(u64, f64)>,
     /// Prefill time is multiplied by this (1 = the profile's `prefill_tps`).
     pub(crate) prefill_factor: f64,
+    /// Decode steps from this mean prompt context on last this many times longer.
+    pub(crate) long_context_slowdown: Option<(u64, f64)>,
     /// Arrivals during decoding prefill at most this many tokens per step.
     pub(crate) chunked_prefill: Option<u64>,
     /// `(every, factor)`: one gap of `factor` steps after every `every` tokens of a stream.
@@ -379,6 +413,7 @@ impl Default for FaultSet {
             llama_cpp_python: None,
             stall_every: None,
             prefill_factor: 1.0,
+            long_context_slowdown: None,
             chunked_prefill: None,
             itl_tail: None,
             prompt_counter_factor: 1.0,
@@ -417,6 +452,9 @@ impl FaultSet {
                 Fault::LlamaCppPython { interrupt } => set.llama_cpp_python = Some(interrupt),
                 Fault::StallEvery { steps, secs } => set.stall_every = Some((steps, secs)),
                 Fault::PrefillSlowdown(x) => set.prefill_factor = x,
+                Fault::LongContextSlowdown { tokens, factor } => {
+                    set.long_context_slowdown = Some((tokens, factor));
+                }
                 Fault::ChunkedPrefill(n) => set.chunked_prefill = Some(n),
                 Fault::ItlTail { every, factor } => set.itl_tail = Some((every, factor)),
                 Fault::PromptCounterLies(x) => set.prompt_counter_factor = x,
@@ -475,6 +513,13 @@ mod tests {
         for (text, fault) in [
             ("prefill-slowdown=4", Fault::PrefillSlowdown(4.0)),
             ("prefill-slowdown=1.3", Fault::PrefillSlowdown(1.3)),
+            (
+                "long-context-slowdown=4096:1.1",
+                Fault::LongContextSlowdown {
+                    tokens: 4096,
+                    factor: 1.1,
+                },
+            ),
             ("chunked-prefill=256", Fault::ChunkedPrefill(256)),
             (
                 "itl-tail=50:2",
@@ -497,8 +542,13 @@ mod tests {
                 factor: 2,
             },
             Fault::PromptCounterLies(2.0),
+            Fault::LongContextSlowdown {
+                tokens: 4096,
+                factor: 1.1,
+            },
         ]);
         assert_eq!(set.prefill_factor, 1.3);
+        assert_eq!(set.long_context_slowdown, Some((4096, 1.1)));
         assert_eq!(set.chunked_prefill, Some(256));
         assert_eq!(set.itl_tail, Some((200, 2)));
         assert_eq!(set.prompt_counter_factor, 2.0);
@@ -533,6 +583,10 @@ mod tests {
             "stall-every=8:-1",
             "prefill-slowdown=0",
             "prefill-slowdown",
+            "long-context-slowdown",
+            "long-context-slowdown=4096",
+            "long-context-slowdown=4k:1.1",
+            "long-context-slowdown=4096:0",
             "chunked-prefill=0",
             "itl-tail=200",
             "itl-tail=0:2",

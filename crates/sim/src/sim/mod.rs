@@ -202,6 +202,7 @@ pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimE
     let fault_set = FaultSet::from_faults(&opts.faults);
     let mut model = SpeedModel::new(&opts.profile, opts.slowdown, opts.time_scale, boot_factor);
     model.prefill_factor = fault_set.prefill_factor;
+    model.long_context_slowdown = fault_set.long_context_slowdown;
     let counters = Arc::new(EngineCounters::new(model.draft_acceptance.len()));
     let (engine, rx) = scheduler::channel();
     let engine_cfg = scheduler::EngineConfig {

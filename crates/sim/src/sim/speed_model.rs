@@ -22,6 +22,9 @@ pub(crate) struct SpeedModel {
     pub(crate) prefill_tps: f64,
     /// Prefill time is multiplied by this (the `prefill-slowdown` fault; 1 = as profiled).
     pub(crate) prefill_factor: f64,
+    /// Decode steps of a batch whose mean prompt context is at least `.0` tokens last `.1`
+    /// times longer (the `long-context-slowdown` fault; `None` = as profiled).
+    pub(crate) long_context_slowdown: Option<(u64, f64)>,
     /// Injected regression: multiplies every engine time.
     pub(crate) slowdown: f64,
     /// Per-process speed factor (boot noise), multiplies every engine time.
@@ -128,6 +131,7 @@ impl SpeedModel {
             per_kv_token_us: profile.per_kv_token_us,
             prefill_tps: profile.prefill_tps,
             prefill_factor: 1.0,
+            long_context_slowdown: None,
             slowdown,
             boot_factor,
             time_scale,
@@ -175,9 +179,13 @@ impl SpeedModel {
         mean_context: u64,
     ) -> StepShape {
         let n = n_running.max(1) as f64;
+        let long_context = match self.long_context_slowdown {
+            Some((tokens, factor)) if mean_context >= tokens => factor,
+            _ => 1.0,
+        };
         let Some(row) = self.cell_row(mean_context) else {
             return StepShape {
-                step_time: self.step_time(n_running, resident_kv_tokens),
+                step_time: self.step_time(n_running, resident_kv_tokens) * long_context,
                 acceptance: self.draft_acceptance.clone(),
                 steps_per_chunk: 1.0,
             };
@@ -214,7 +222,7 @@ impl SpeedModel {
             _ => 1.0,
         };
         StepShape {
-            step_time: n * per_step / rate * self.scale(),
+            step_time: n * per_step / rate * self.scale() * long_context,
             acceptance,
             steps_per_chunk,
         }
@@ -411,6 +419,13 @@ mod tests {
             assert!((slow_prefill.prefill_time(200_000) - k).abs() < 1e-12);
             assert_eq!(slow_prefill.step_time(4, 100_000), m.step_time(4, 100_000));
         }
+        // The `long-context-slowdown` fault: decode steps from its context on, nothing else.
+        let mut long = m.clone();
+        long.long_context_slowdown = Some((4096, 1.25));
+        let step = |m: &SpeedModel, context| m.step_shape(4, 100_000, context).step_time;
+        assert_eq!(step(&long, 1024), step(&m, 1024));
+        assert!((step(&long, 8192) - 1.25 * step(&m, 8192)).abs() < 1e-15);
+        assert_eq!(long.prefill_time(200_000), m.prefill_time(200_000));
         assert!(SpeedModel::new(&SimProfile::named("zero").unwrap(), 1.0, 1.0, 1.0).is_zero_time());
     }
 
