@@ -144,6 +144,9 @@ pub struct Condition {
     pub noise: NoiseSpec,
 }
 
+/// The runner with heavy-tailed cells and slow boots, whose clean gates must still pass.
+const T3_SLOW_BOOTS: &str = "t3 cells + slow boots";
+
 /// The grid `stats-eval` measures by default: the Gaussian runner, each rough feature alone,
 /// drift of either sign and a step alone, the rough features combined, and the combined runner
 /// under drift and a step.
@@ -190,6 +193,9 @@ pub fn grid() -> Vec<Condition> {
             "rough + drift +3% + step -2%",
             &[&all[..], &[drift, step]].concat(),
         ),
+        // Issue 56's second runner: heavy-tailed cells on boots that are sometimes slow (last,
+        // so the other runners keep their seeds).
+        c(T3_SLOW_BOOTS, &[all[0], all[1]]),
     ]);
     grid
 }
@@ -884,13 +890,18 @@ fn targets(report: &EvalReport) -> Vec<TargetCheck> {
             &|r| r <= 0.01,
         );
     }
+    let pass = |cond: &str| report.outcome(cond, Scenario::AA).map(|o| o.pass_rate);
     check(
         "clean A/A says pass >= 90%",
         "gaussian",
-        report
-            .outcome("gaussian", Scenario::AA)
-            .map(|o| o.pass_rate),
+        pass("gaussian"),
         &|r| r >= 0.90,
+    );
+    check(
+        "clean A/A says pass >= 80%",
+        T3_SLOW_BOOTS,
+        pass(T3_SLOW_BOOTS),
+        &|r| r >= 0.80,
     );
     for cond in ["gaussian", "drift +3%", "step -2%"] {
         check(
@@ -936,9 +947,14 @@ fn targets(report: &EvalReport) -> Vec<TargetCheck> {
     }
     // On heavy-tailed cells the gate finds one cell 10% slower at least as often as the best
     // rule users know does at the gate's own A/A rate and budget (issue 56).
-    if let Some(c) = report.conditions.iter().find(|c| c.condition == "t3 cells")
-        && let Some((rule, peer)) = best_peer(c, Scenario::SingleCell(-0.10))
+    for c in report
+        .conditions
+        .iter()
+        .filter(|c| ["t3 cells", T3_SLOW_BOOTS].contains(&c.condition.as_str()))
     {
+        let Some((rule, peer)) = best_peer(c, Scenario::SingleCell(-0.10)) else {
+            continue;
+        };
         check(
             &format!(
                 "single cell -10% found >= the best peer at the gate's A/A rate and budget \

@@ -2347,7 +2347,11 @@ impl Plan<'_> {
                 each_boot_shows(judged, boots, dir, a, matrix_margin)
             }
             Some(a) => {
+                // Each boot alone must lean worse past the futility screen: the first boot
+                // need not have (a cell can earn the second boot), and one slow boot with the
+                // other at no change must not carry the mean of two.
                 let judged = judge(&m.change, dir, a, matrix_margin, look);
+                let judged = boot_leans(judged, m.first_boot.as_ref(), dir, LoneBoot::First);
                 second_boot_leans(judged, m.second_boot.as_ref(), dir)
             }
             None => (CellVerdict::Unchanged, screen(&m.change, dir, look)),
