@@ -506,10 +506,20 @@ fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
         } else if k == n && n > 0 {
             format!("in all {}", cells_word(n))
         } else if k > 0 {
-            let worst = worst
-                .and_then(|(_, _, c)| change_at(c))
-                .map_or_else(String::new, |(_, at)| format!(" (worst {at})"));
-            format!("over {}, {k} of them regressed{worst}", cells_word(m.cells))
+            let notes: Vec<String> = whole_line(report, &regressed)
+                .into_iter()
+                .chain(
+                    worst
+                        .and_then(|(_, _, c)| change_at(c))
+                        .map(|(_, at)| format!("worst {at}")),
+                )
+                .collect();
+            let notes = if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
+            };
+            format!("over {}, {k} of them regressed{notes}", cells_word(m.cells))
         } else {
             format!("over {} (matrix-wide)", cells_word(m.cells))
         };
@@ -534,8 +544,10 @@ fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
         let in_cells = k - in_prefill - in_burst;
         let mut parts = Vec::new();
         if in_cells > 0 || in_prefill + in_burst == 0 {
+            let line = whole_line(report, &regressed)
+                .map_or_else(String::new, |line| format!(" ({line})"));
             parts.push(format!(
-                "{in_cells} of {} regressed",
+                "{in_cells} of {} regressed{line}",
                 cells_word(report.cells.len())
             ));
         }
@@ -581,6 +593,29 @@ fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
         }
     };
     format!("{line}{}", faster(report))
+}
+
+/// `the 8k row` or `the C=4 column` where the regressed decode cells are exactly the cells of
+/// one context row (or concurrency column) of several: what a kernel developer reads first (an
+/// attention path only long prompts take slows one row, a batch-size path one column).
+fn whole_line(report: &ComparisonReport, regressed: &[&CellComparison]) -> Option<String> {
+    let decode = |c: &&CellComparison| c.layer() == Layer::Decode;
+    let slow: Vec<&CellComparison> = regressed.iter().copied().filter(decode).collect();
+    let all: Vec<&CellComparison> = report.cells.iter().filter(decode).collect();
+    let first = slow.first()?;
+    let is_whole = |same: &dyn Fn(&CellComparison) -> bool| {
+        slow.len() > 1
+            && slow.len() < all.len()
+            && slow.iter().all(|c| same(c))
+            && all.iter().filter(|c| same(c)).count() == slow.len()
+    };
+    if is_whole(&|c| c.context_tokens == first.context_tokens) {
+        Some(format!("the {} row", context_label(first.context_tokens)))
+    } else if is_whole(&|c| c.concurrency == first.concurrency) {
+        Some(format!("the C={} column", first.concurrency))
+    } else {
+        None
+    }
 }
 
 /// The first line of a `pass` or an `insufficient` gate: what it waits on first, then what it
@@ -1719,6 +1754,28 @@ mod tests {
         assert_eq!(
             first_line(&r),
             "✗ aggregate tok/s −12.3% [−14.3, −10.3] at C=4 / 8k; 1 of 6 cells regressed"
+        );
+        // The whole 8k row slower: the row is named.
+        for i in [3, 4] {
+            r.cells[i].verdict = CellVerdict::Regression;
+            r.cells[i].metrics[0] = r.cells[5].metrics[0].clone();
+        }
+        assert!(
+            first_line(&r).ends_with("; 3 of 6 cells regressed (the 8k row)"),
+            "{}",
+            first_line(&r)
+        );
+        // And under a matrix-wide regression, beside the worst cell; a column is named too.
+        let mut m = regression();
+        for c in &mut m.cells {
+            if c.concurrency != 2 {
+                c.verdict = CellVerdict::Unchanged;
+            }
+        }
+        assert!(
+            first_line(&m).contains("2 of them regressed (the C=2 column; worst"),
+            "{}",
+            first_line(&m)
         );
     }
 

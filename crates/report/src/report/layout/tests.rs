@@ -238,7 +238,8 @@ fn a_row_decided_against_its_run_shows_its_total_marked() {
     );
     assert_eq!(
         first_line(&r),
-        "✗ aggregate tok/s −5.1% [−5.9, −4.3] over 6 cells, 3 of them regressed (worst −10.0% at C=1 / 8k)"
+        "✗ aggregate tok/s −5.1% [−5.9, −4.3] over 6 cells, 3 of them regressed (the 8k row; worst \
+         −10.0% at C=1 / 8k)"
     );
 }
 
