@@ -425,11 +425,15 @@ pub fn comment_body(
     truncate_markdown(&out, GITHUB_TEXT_LIMIT, links.full_report())
 }
 
-/// The heading of the comment and the job summary: the layout's first line (which opens with
-/// the verdict's symbol), or the gate's error / the missing baseline with the check's icon.
+/// The heading of the comment and the job summary: the layout's first line, whole (it opens
+/// with the verdict's symbol; the check-run title is the same line cut at 250 characters, and
+/// an `insufficient` line that names the host's lateness is longer), or the gate's error / the
+/// missing baseline with the check's icon.
 fn heading(outcome: &Outcome<'_>) -> String {
     match (outcome.failure, outcome.verdict, outcome.results.status) {
-        (None, Some(_), RunStatus::Complete | RunStatus::Partial) => outcome.title(),
+        (None, Some(v), RunStatus::Complete | RunStatus::Partial) => {
+            one_line(&infergate_schema::answer::first_line(v))
+        }
         _ => format!("{} {}", icon(outcome.conclusion()), outcome.title()),
     }
 }
@@ -525,6 +529,41 @@ pub fn truncate_markdown(text: &str, limit: usize, full_report: Option<&str>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The comment's and the job summary's heading is the whole first line, however long: an
+    /// `insufficient` line that names the host's lateness passed 250 characters and was cut
+    /// there, so the summary no longer held the verdict's headline. The check-run title is cut.
+    #[test]
+    fn the_heading_is_the_whole_first_line_and_the_title_is_cut() {
+        use infergate_schema::verdict::{HostLateCell, Metric, fixtures};
+        let results = infergate_model::synthetic::template();
+        let mut v = fixtures::insufficient();
+        v.cell_metrics_gated = vec![Metric::ItlP99];
+        v.host_late = v
+            .cells
+            .iter()
+            .map(|c| HostLateCell {
+                concurrency: c.concurrency,
+                context_tokens: c.context_tokens,
+                metric: Metric::ItlP99,
+                lateness_p99_s: 0.0028,
+                value_s: 0.0098,
+            })
+            .collect();
+        let line = one_line(&infergate_schema::answer::first_line(&v));
+        assert!(line.chars().count() > 250, "{line}");
+        let outcome = Outcome {
+            results: &results,
+            verdict: Some(&v),
+            failure: None,
+            cautions: &[],
+            policy: GatePolicy::default(),
+        };
+        assert_eq!(heading(&outcome), line);
+        let summary = job_summary("infergate / p / pr", &outcome, &Links::default(), None);
+        assert!(summary.contains(&escape(&line)), "{summary}");
+        assert_eq!(outcome.title(), cut_chars(&line, 250));
+    }
 
     #[test]
     fn truncation_respects_limit_lines_and_tables() {
