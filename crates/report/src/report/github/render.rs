@@ -72,9 +72,9 @@ impl Outcome<'_> {
         self.verdict.map(|v| v.regressions().count()).unwrap_or(0)
     }
 
-    /// One plain-text line: the check-run title.
-    pub fn title(&self) -> String {
-        let t = if let Some(reason) = self.failure {
+    /// One plain-text line, whole: the comment's and the job summary's heading.
+    fn line(&self) -> String {
+        if let Some(reason) = self.failure {
             format!("Gate error: {}", one_line(reason))
         } else if self.results.status == RunStatus::Cancelled {
             "Run cancelled".to_string()
@@ -85,8 +85,12 @@ impl Outcome<'_> {
                 Some(v) => one_line(&infergate_schema::answer::first_line(v)),
                 None => "No baseline yet: nothing to compare with".to_string(),
             }
-        };
-        cut_chars(&t, 250)
+        }
+    }
+
+    /// The check-run title: [`Self::line`] cut at 250 characters.
+    pub fn title(&self) -> String {
+        cut_chars(&self.line(), 250)
     }
 }
 
@@ -431,9 +435,7 @@ pub fn comment_body(
 /// missing baseline with the check's icon.
 fn heading(outcome: &Outcome<'_>) -> String {
     match (outcome.failure, outcome.verdict, outcome.results.status) {
-        (None, Some(v), RunStatus::Complete | RunStatus::Partial) => {
-            one_line(&infergate_schema::answer::first_line(v))
-        }
+        (None, Some(_), RunStatus::Complete | RunStatus::Partial) => outcome.line(),
         _ => format!("{} {}", icon(outcome.conclusion()), outcome.title()),
     }
 }
