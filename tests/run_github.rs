@@ -76,8 +76,10 @@ async fn run_in_actions_creates_the_check_in_progress_then_completes_it() {
     let last = body(checks[checks.len() - 1]);
     assert_eq!(checks[checks.len() - 1].method.as_str(), "PATCH");
     assert_eq!(last["status"], "completed", "{last}");
-    // The conclusion follows the verdict: pass → success; a noisy cell left inconclusive (this
-    // machine is shared) → neutral, never failure for an unchanged engine.
+    // The conclusion follows the verdict: pass → success; insufficient (this machine is
+    // shared: a noisy cell, or a tail the host ran late on) → neutral, never failure for an
+    // unchanged engine. (The arm said "inconclusive", a word the gate no longer writes, so a
+    // loaded CI host's `insufficient` failed the test.)
     let verdict = run
         .outputs
         .lines()
@@ -86,7 +88,7 @@ async fn run_in_actions_creates_the_check_in_progress_then_completes_it() {
         .to_string();
     let expected = match verdict.as_str() {
         "pass" => "success",
-        "inconclusive" => "neutral",
+        "insufficient" => "neutral",
         other => panic!("an unchanged engine must pass (or be inconclusive), got {other:?}"),
     };
     assert_eq!(last["conclusion"], expected, "{last}");
