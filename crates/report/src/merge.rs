@@ -231,10 +231,10 @@ impl Shard {
                 path: path.to_path_buf(),
             });
         };
-        let run = match &results {
-            Some(r) => Some(parse_results(r, &read(r)?)?),
-            None => None,
-        };
+        let run = results
+            .as_deref()
+            .map(|r| parse_results(r, &read(r)?))
+            .transpose()?;
         let not_compared = |run: RunResults, results: PathBuf| Shard {
             outcome: ShardOutcome::NotCompared {
                 compare_error: run.compare_error().map(String::from),

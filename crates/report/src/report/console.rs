@@ -118,6 +118,11 @@ pub fn telemetry_line(t: &infergate_schema::results::TelemetrySummary) -> Option
     ))
 }
 
+/// Tokens per second as a whole number with thousands separators: `2,712`.
+pub(crate) fn tok_s(x: f64) -> String {
+    infergate_schema::results::thousands(x.round().max(0.0) as u64)
+}
+
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
 fn fmt_ms(seconds: f64) -> String {
     let ms = seconds * 1000.0;
@@ -196,18 +201,14 @@ fn detail_line(cell: &CellResult) -> Option<String> {
 }
 
 fn per_user_line(cell: &CellResult) -> String {
-    match cell.status {
-        CellStatus::Ok | CellStatus::Saturated => cell
-            .per_user_tps
-            .map(|p| format!("{:.1}", p.p50))
-            .unwrap_or_else(|| NO_VALUE.into()),
-        CellStatus::CapacityLimited => cell
-            .per_user_tps
-            .map(|p| format!("{:.1}{}", p.p50, capacity_marker(cell)))
-            .unwrap_or_else(|| NO_VALUE.into()),
-        CellStatus::Error => NO_VALUE.into(),
-        CellStatus::Skipped => "∅".into(),
-    }
+    let marker = match cell.status {
+        CellStatus::Ok | CellStatus::Saturated => String::new(),
+        CellStatus::CapacityLimited => capacity_marker(cell),
+        CellStatus::Error => return NO_VALUE.into(),
+        CellStatus::Skipped => return "∅".into(),
+    };
+    let p50 = cell.per_user_tps.map(|p| format!("{:.1}{marker}", p.p50));
+    p50.unwrap_or_else(|| NO_VALUE.into())
 }
 
 fn new_table(concurrency: &[u32]) -> Table {
@@ -223,7 +224,7 @@ fn new_table(concurrency: &[u32]) -> Table {
 }
 
 /// The axes of a results matrix: concurrency columns and context rows present in the cells.
-fn axes(results: &RunResults) -> (Vec<u32>, Vec<u64>) {
+pub(crate) fn axes(results: &RunResults) -> (Vec<u32>, Vec<u64>) {
     let mut cs: BTreeSet<u32> = results.matrix.concurrency.iter().copied().collect();
     let mut ls: BTreeSet<u64> = results.matrix.contexts.iter().copied().collect();
     for c in &results.cells {
@@ -233,7 +234,8 @@ fn axes(results: &RunResults) -> (Vec<u32>, Vec<u64>) {
     (cs.into_iter().collect(), ls.into_iter().collect())
 }
 
-fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
+/// The cell at concurrency `c` and context `l`, if measured.
+pub(crate) fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
     results.cells.iter().find(|x| x.coord() == (c, l))
 }
 
@@ -296,13 +298,10 @@ fn matrix_table(results: &RunResults) -> String {
     let mut pu = new_table(&cs);
     for &l in &ls {
         let mut row = vec![context_label(l)];
-        for &c in &cs {
-            row.push(
-                find(results, c, l)
-                    .map(per_user_line)
-                    .unwrap_or_else(|| "·".into()),
-            );
-        }
+        row.extend(
+            cs.iter()
+                .map(|&c| find(results, c, l).map_or("·".into(), per_user_line)),
+        );
         pu.add_row(row);
     }
     out.push_str(&pu.to_string());
@@ -437,8 +436,6 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
 /// (`PERCENTILE_BOUND`: a p90 needs 29, a p99 299).
 fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
     use infergate_model::stats::rule::percentile_min_count;
-    use infergate_schema::results::thousands;
-    let n = |x: f64| thousands(x.round().max(0.0) as u64);
     let rate = b
         .settings
         .request_rate
@@ -452,8 +449,8 @@ fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
         b.incomplete,
         b.errors,
         b.duration_s,
-        n(b.total_tps),
-        n(b.output_tps),
+        tok_s(b.total_tps),
+        tok_s(b.output_tps),
         b.request_throughput
     );
     if let (Some(good), Some(rate)) = (b.good, b.goodput) {
@@ -511,7 +508,7 @@ fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
             let mid = ttft.get(ttft.len() / 2).copied().unwrap_or(0.0);
             format!(
                 "{} tok/s (TTFT {} ms, {} cold samples",
-                infergate_schema::results::thousands(tps.round().max(0.0) as u64),
+                tok_s(tps),
                 fmt_ms(mid),
                 cold.len()
             )
@@ -522,12 +519,7 @@ fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
         .engine_counters
         .as_ref()
         .and_then(|c| c.engine_prefill_tps)
-        .map(|t| {
-            format!(
-                "engine counters {} tok/s, ",
-                infergate_schema::results::thousands(t.round().max(0.0) as u64)
-            )
-        })
+        .map(|t| format!("engine counters {} tok/s, ", tok_s(t)))
         .unwrap_or_default();
     let verdict = match p.cross_check.verdict {
         PrefillAgreement::WithinTolerance => format!("{engine}within tolerance"),

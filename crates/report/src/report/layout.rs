@@ -13,7 +13,7 @@ use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
     bounds, cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label,
-    metric_name, probe_late, sized, value_range, with_unit,
+    metric_name, plural, probe_late, sized, value_range, with_unit,
 };
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{
@@ -59,7 +59,7 @@ pub fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option
         Some(n) => format!(
             "{} ({} left out)",
             with_unit(Metric::JoulesPerToken, j),
-            infergate_schema::answer::plural(n, "idle-GPU window")
+            plural(n, "idle-GPU window")
         ),
         None => with_unit(Metric::JoulesPerToken, j),
     }));
@@ -234,7 +234,7 @@ fn as_shown(verdict: CellVerdict, gate: GateVerdict) -> CellVerdict {
 /// the unit).
 fn tps(x: f64) -> String {
     if x.abs() >= 1000.0 {
-        infergate_schema::results::thousands(x.round().max(0.0) as u64)
+        crate::report::console::tok_s(x)
     } else {
         format!("{x:.1}")
     }
@@ -575,19 +575,16 @@ fn not_compared_row(name: String, c: &CellComparison) -> LayerRow {
 /// an A/B run's `A's level from 4 boots, noise from 4 pairs`.
 fn level_and_noise(report: &ComparisonReport) -> String {
     let (level, noise) = (report.baseline.level_runs.len(), report.baseline.noise_runs);
-    let s = |n: usize| if n == 1 { "" } else { "s" };
     match report.against {
         Against::Baseline => format!(
-            "baseline level from {level} run{}, noise from {noise}",
-            s(level)
+            "baseline level from {}, noise from {noise}",
+            plural(level, "run")
         ),
-        Against::PairedAb => {
-            format!(
-                "A's level from {level} boot{}, noise from {noise} pair{}",
-                s(level),
-                s(noise)
-            )
-        }
+        Against::PairedAb => format!(
+            "A's level from {}, noise from {}",
+            plural(level, "boot"),
+            plural(noise, "pair")
+        ),
     }
 }
 
@@ -788,9 +785,8 @@ fn cell_detail(c: &CellComparison) -> Option<String> {
     {
         return None;
     }
-    let mut line = format!("{} {}: {}", cell_symbol(c.verdict).0, label(c), {
-        cell_symbol(c.verdict).1
-    });
+    let (symbol, word) = cell_symbol(c.verdict);
+    let mut line = format!("{symbol} {}: {word}", label(c));
     if let Some(m) = figure {
         let d = m.shown_change();
         line.push_str(&format!(
@@ -902,6 +898,11 @@ pub fn cell_title(cell: &CellComparison) -> String {
     }
 }
 
+/// `text` on one line: every run of whitespace, line breaks included, one space.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The annotation message of a cell: the deciding metric's levels with units, the change, its
 /// interval and margin, and the cell's reason.
 pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
@@ -925,12 +926,7 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
         ));
     }
     if let Some(r) = &cell.reason {
-        parts.push(
-            r.to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
+        parts.push(one_line(&r.to_string()));
     }
     if parts.is_empty() {
         parts.push(cell_symbol(cell.verdict).1.to_string());
@@ -1178,15 +1174,11 @@ fn markdown_layers(out: &mut String, l: &GateLayout) {
         if rows.is_empty() {
             continue;
         }
-        out.push_str(&format!(
-            "{title}:\n\n| {name} | {change} | baseline → now |\n|---|---:|---:|\n"
-        ));
+        out.push_str(&format!("{title}:\n\n"));
+        out.push_str(&markdown_head(&[name, change, "baseline → now"]));
         for r in rows {
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                escape(&r.name),
-                escape(&r.change),
-                escape(&r.values)
+            out.push_str(&markdown_row(
+                &[r.name.as_str(), &r.change, &r.values].map(escape),
             ));
         }
         out.push('\n');
@@ -1215,12 +1207,8 @@ fn markdown_secondary(out: &mut String, l: &GateLayout) {
         out.push_str("| cell | metric | baseline → now | change [interval, %] |\n");
         out.push_str("|---|---|---:|---:|\n");
         for s in &l.secondary {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                escape(&s.cell),
-                escape(s.metric),
-                escape(&s.values),
-                escape(&s.change)
+            out.push_str(&markdown_row(
+                &[s.cell.as_str(), s.metric, &s.values, &s.change].map(escape),
             ));
         }
         out.push('\n');

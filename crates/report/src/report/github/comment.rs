@@ -33,12 +33,15 @@ pub struct Author {
 }
 
 impl ExistingComment {
-    /// Whether `login` wrote it (GitHub logins compare case-insensitively).
+    /// Whether `login` wrote it.
     pub fn written_by(&self, login: &str) -> bool {
-        self.user
-            .as_ref()
-            .is_some_and(|u| u.login.eq_ignore_ascii_case(login))
+        is_login(self.user.as_ref(), login)
     }
+}
+
+/// Whether `user` is `login` (GitHub logins compare case-insensitively).
+pub(crate) fn is_login(user: Option<&Author>, login: &str) -> bool {
+    user.is_some_and(|u| u.login.eq_ignore_ascii_case(login))
 }
 
 #[derive(Serialize)]

@@ -25,11 +25,7 @@ impl Token {
     pub fn new(raw: impl Into<String>) -> Option<Token> {
         let raw = raw.into();
         let trimmed = raw.trim();
-        if trimmed.is_empty() {
-            None
-        } else {
-            Some(Token(trimmed.to_string()))
-        }
+        (!trimmed.is_empty()).then(|| Token(trimmed.to_string()))
     }
 
     /// The secret itself, for the HTTP client and for scrubbing error text.
@@ -116,6 +112,7 @@ struct EventPayload {
     number: Option<u64>,
 }
 
+/// A pull request as a `pull_request` event or a `workflow_run.pull_requests` entry names it.
 #[derive(Debug, Deserialize)]
 struct PullRequestPayload {
     #[serde(default)]
@@ -139,7 +136,7 @@ struct WorkflowRunPayload {
     #[serde(default)]
     head_repository: Option<RepositoryPayload>,
     #[serde(default)]
-    pull_requests: Vec<PullRequestRef>,
+    pull_requests: Vec<PullRequestPayload>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,14 +149,6 @@ struct RepositoryPayload {
 struct OwnerPayload {
     #[serde(default)]
     login: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PullRequestRef {
-    #[serde(default)]
-    number: Option<u64>,
-    #[serde(default)]
-    head: Option<HeadPayload>,
 }
 
 /// What the payload says about the commit and its PR.
@@ -271,14 +260,10 @@ impl GithubContext {
         if self.head_sha.is_none() {
             missing.push("a commit SHA (event payload or GITHUB_SHA)");
         }
-        if missing.is_empty() {
-            None
-        } else {
-            Some(format!(
-                "GitHub reporting is local-only (no check run, no PR comment): missing {}; the job summary, step outputs and exit code still carry the verdict",
-                missing.join(", ")
-            ))
-        }
+        (!missing.is_empty()).then(|| format!(
+            "GitHub reporting is local-only (no check run, no PR comment): missing {}; the job summary, step outputs and exit code still carry the verdict",
+            missing.join(", ")
+        ))
     }
 }
 
@@ -365,19 +350,12 @@ pub fn graphql_url_for(api_url: &str) -> String {
 
 /// `owner/name` with exactly one slash and no path tricks.
 fn valid_repository(r: &str) -> bool {
-    match r.split_once('/') {
-        Some((o, n)) => {
-            let ok = |s: &str| {
-                !s.is_empty()
-                    && s != "."
-                    && s != ".."
-                    && s.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            };
-            ok(o) && ok(n)
-        }
-        None => false,
-    }
+    let ok = |s: &str| {
+        !matches!(s, "" | "." | "..")
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    r.split_once('/').is_some_and(|(o, n)| ok(o) && ok(n))
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! Engine- and config-supplied strings go through [`escape`]; every surface shows the one
 //! layout of [`crate::report::layout`]: the first line, the matrix, the legend, Details.
 
-use crate::report::layout::{self, escape_code};
+use crate::report::console;
+use crate::report::layout::{self, escape_code, one_line};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::plural;
 use infergate_schema::policy::{GateEnding, GatePolicy};
@@ -151,12 +152,7 @@ impl Links {
 
 /// First 7 characters of a SHA.
 pub fn short_sha(sha: &str) -> &str {
-    let end = sha
-        .char_indices()
-        .nth(7)
-        .map(|(i, _)| i)
-        .unwrap_or(sha.len());
-    &sha[..end]
+    sha.char_indices().nth(7).map_or(sha, |(i, _)| &sha[..i])
 }
 
 /// Keeps a URL from breaking out of a Markdown link.
@@ -173,10 +169,6 @@ fn link_target(url: &str) -> String {
         .collect()
 }
 
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
@@ -190,27 +182,12 @@ fn cut_chars(text: &str, max: usize) -> String {
 /// Aggregate tok/s per cell when there is no verdict to show: context rows x concurrency
 /// columns, like the verdict matrix.
 pub fn results_markdown(results: &RunResults) -> String {
-    let mut conc = results.matrix.concurrency.clone();
-    let mut ctxs = results.matrix.contexts.clone();
-    for c in &results.cells {
-        if !conc.contains(&c.concurrency) {
-            conc.push(c.concurrency);
-        }
-        if !ctxs.contains(&c.context_tokens) {
-            ctxs.push(c.context_tokens);
-        }
-    }
-    conc.sort_unstable();
-    ctxs.sort_unstable();
+    let (conc, ctxs) = console::axes(results);
     let mut out = layout::markdown_matrix_head(&conc);
-    for ctx in &ctxs {
-        let mut row = vec![context_label(*ctx)];
-        for c in &conc {
-            let cell = results
-                .cells
-                .iter()
-                .find(|x| x.concurrency == *c && x.context_tokens == *ctx);
-            row.push(match cell {
+    for &ctx in &ctxs {
+        let mut row = vec![context_label(ctx)];
+        for &c in &conc {
+            row.push(match console::find(results, c, ctx) {
                 None => infergate_schema::answer::NO_VALUE.to_string(),
                 Some(x) => match x.status {
                     CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
@@ -375,7 +352,7 @@ pub fn comment_marker(check_name: &str) -> String {
     let safe: String = check_name
         .replace("--", "- -")
         .chars()
-        .filter(|c| *c != '>' && *c != '<' && *c != '\n' && *c != '\r')
+        .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r'))
         .collect();
     format!("<!-- infergate:{safe} -->")
 }
@@ -403,11 +380,11 @@ pub fn comment_body(
     previously: usize,
 ) -> String {
     let conclusion = outcome.conclusion();
-    let mut out = String::new();
-    out.push_str(&comment_marker(check_name));
-    out.push('\n');
-    out.push_str(&comment_state(outcome.regressions()));
-    out.push('\n');
+    let mut out = format!(
+        "{}\n{}\n",
+        comment_marker(check_name),
+        comment_state(outcome.regressions())
+    );
     let fixed = previously > 0 && outcome.regressions() == 0 && conclusion == Conclusion::Success;
     let title = escape(&heading(outcome));
     if fixed {
@@ -417,9 +394,8 @@ pub fn comment_body(
             .map(|s| format!(" in `{}`", escape_code(short_sha(s))))
             .unwrap_or_default();
         out.push_str(&format!(
-            "### {title}\n\n✅ Fixed{sha}: the previous run had {} regression{}.\n\n",
-            previously,
-            if previously == 1 { "" } else { "s" },
+            "### {title}\n\n✅ Fixed{sha}: the previous run had {}.\n\n",
+            plural(previously, "regression")
         ));
     } else {
         out.push_str(&format!("### {title}\n\n"));

@@ -50,17 +50,15 @@ impl Deadline {
     /// Starts the clock (idempotent) and returns the time left.
     fn start(&self) -> Duration {
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        let t0 = *started.get_or_insert_with(Instant::now);
-        self.budget.saturating_sub(t0.elapsed())
+        started.get_or_insert_with(Instant::now);
+        drop(started);
+        self.remaining()
     }
 
     /// Time left (the whole budget before the first call).
     pub fn remaining(&self) -> Duration {
-        let started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        match *started {
-            Some(t0) => self.budget.saturating_sub(t0.elapsed()),
-            None => self.budget,
-        }
+        let started = *self.started.lock().unwrap_or_else(|e| e.into_inner());
+        started.map_or(self.budget, |t0| self.budget.saturating_sub(t0.elapsed()))
     }
 }
 
@@ -257,12 +255,12 @@ pub fn summarise(body: &str) -> String {
     } else {
         body.to_string()
     };
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() > SUMMARY_CHARS {
-        let cut: String = one_line.chars().take(SUMMARY_CHARS).collect();
+    let line = crate::report::layout::one_line(&text);
+    if line.chars().count() > SUMMARY_CHARS {
+        let cut: String = line.chars().take(SUMMARY_CHARS).collect();
         format!("{cut}…")
     } else {
-        one_line
+        line
     }
 }
 
