@@ -12,7 +12,7 @@ use infergate_schema::results::{
 };
 
 /// The widest line the console reports write.
-pub const CONSOLE_WIDTH: usize = 100;
+pub(crate) const CONSOLE_WIDTH: usize = 100;
 
 /// Wraps `text` at [`CONSOLE_WIDTH`], continuation lines indented by `indent` spaces (the
 /// text's own leading spaces are kept).
@@ -320,53 +320,37 @@ fn push_legend(out: &mut String, results: &RunResults) {
          Aggregate = output tokens counted as they streamed over the steady-state window.\n\
          — = no value, or an ITL p50 under 0.5 ms and half the mean token gap (tokens that came together).\n",
     );
-    if results
-        .cells
-        .iter()
-        .any(|c| c.context_tokens > 0 && c.ttft_s.is_some())
-    {
+    let any = |seen: &dyn Fn(&CellResult) -> bool| results.cells.iter().any(seen);
+    let capacity = |c: &CellResult| c.status == CellStatus::CapacityLimited;
+    let notes = [
         // What an engine developer would otherwise misread: TTFT at a long context is not the
         // prefill of that context here (docs/results-schema.md, `ttft_s`).
-        push_wrapped(
-            out,
+        (
+            any(&|c| c.context_tokens > 0 && c.ttft_s.is_some()),
             "TTFT = request sent → first token. A stream repeats its prompt, so after its first \
              request an engine with prefix caching finds it cached: at context > 0 this is mostly \
              a cached prompt's TTFT, not the prefill of the context.",
-            2,
-        );
-    }
-    let capacity = |c: &&CellResult| c.status == CellStatus::CapacityLimited;
-    if results
-        .cells
-        .iter()
-        .any(|c| capacity(&c) && c.has_window() && c.effective_concurrency.is_none())
-    {
-        push_wrapped(
-            out,
+        ),
+        (
+            any(&|c| capacity(c) && c.has_window() && c.effective_concurrency.is_none()),
             "(X/Y)° = capacity-limited, as the client saw it (no engine metrics): the most \
              streams decoding at once / requested.",
-            2,
-        );
-    }
-    if results
-        .cells
-        .iter()
-        .any(|c| capacity(&c) && !c.has_window())
-    {
-        push_wrapped(
-            out,
+        ),
+        (
+            any(&|c| capacity(c) && !c.has_window()),
             "— (cap) = capacity-limited without a window: a smaller concurrency at this context \
              already was, so it was not measured.",
-            2,
-        );
+        ),
+    ];
+    for (_, note) in notes.iter().filter(|(shown, _)| *shown) {
+        push_wrapped(out, note, 2);
     }
-    let unverified: Vec<&CellResult> = results
+    let unverified: Vec<&str> = results
         .cells
         .iter()
-        .filter(|c| c.unverified.is_some())
+        .filter_map(|c| c.unverified.as_deref())
         .collect();
-    if let Some(first) = unverified.first() {
-        let why = first.unverified.as_deref().unwrap_or_default();
+    if let Some(&why) = unverified.first() {
         let why = why
             .strip_prefix("client count not cross-checked: ")
             .unwrap_or(why);
@@ -538,7 +522,7 @@ fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
 
 /// One log line per event: `19:48:41 ready C=1 ctx=8k running_reqs=1/1, ...` (cell events
 /// carry their own wording; run-level events are prefixed with their kind).
-pub fn format_event(e: &Event) -> String {
+pub(crate) fn format_event(e: &Event) -> String {
     let time = e.at.format("%H:%M:%S");
     if e.concurrency.is_some() {
         format!("{time} {}", e.message)

@@ -45,7 +45,7 @@ const MARKS: [(&str, &str); 3] = [
 /// The run's GPU telemetry in words, when it was sampled: devices, energy, J/token, mean power,
 /// hottest reading and every clock limit seen (the power cap included), so a reader can tell a
 /// cool idle GPU from a hot, capped one. Plain text: the console wraps it, Markdown escapes it.
-pub fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option<String> {
+pub(crate) fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option<String> {
     if t.status != "available" {
         return None;
     }
@@ -76,7 +76,7 @@ pub fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option
 
 /// The cells whose window saw the GPU slow its clocks for heat or a hardware signal
 /// ([`infergate_schema::results::CellTelemetry::clock_slowdowns`]), as `C=4 / 8k (hw_thermal_slowdown)`.
-pub fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<String> {
+pub(crate) fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<String> {
     results
         .cells
         .iter()
@@ -97,7 +97,7 @@ pub fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<Stri
 /// signal ([`slowed_cells`]; `boot` names the boot when it is not the first): their figures
 /// may be the runner's, not the engine's, so a reviewer should know before trusting a change
 /// in them.
-pub fn clock_slowdown_text(
+pub(crate) fn clock_slowdown_text(
     results: &infergate_schema::results::RunResults,
     boot: &str,
 ) -> Option<String> {
@@ -322,7 +322,7 @@ pub fn layout(report: &ComparisonReport) -> GateLayout {
 
 /// Builds the layout of a comparison; `steps` says how the gate ran (its config, its
 /// `fail_on`), for the next steps.
-pub fn layout_with(
+pub(crate) fn layout_with(
     report: &ComparisonReport,
     steps: &infergate_schema::answer::StepContext,
 ) -> GateLayout {
@@ -880,7 +880,7 @@ fn alpha_split(report: &ComparisonReport) -> String {
 }
 
 /// The annotation/workflow-command title of a cell: `C=8 / 32k: aggregate tok/s −9.6% [−10.9, −8.4]`.
-pub fn cell_title(cell: &CellComparison) -> String {
+pub(crate) fn cell_title(cell: &CellComparison) -> String {
     let name = label(cell);
     match (cell.verdict, cell.deciding()) {
         (
@@ -905,7 +905,7 @@ pub(crate) fn one_line(text: &str) -> String {
 
 /// The annotation message of a cell: the deciding metric's levels with units, the change, its
 /// interval and margin, and the cell's reason.
-pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
+pub(crate) fn cell_message(cell: &CellComparison, confidence: f64) -> String {
     let mut parts = Vec::new();
     if let Some(m) = cell.deciding() {
         let d = m.shown_change();
@@ -1081,7 +1081,7 @@ pub fn markdown(l: &GateLayout, with_first_line: bool) -> String {
 /// Table, legend and Details, without the first line; `before_details` (Markdown, e.g. the
 /// job summary's chart) goes between the legend and Details, `extra_details` at the end of
 /// Details (both already escaped).
-pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) -> String {
+pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) -> String {
     let mut out = String::new();
     markdown_grid(&mut out, l);
     markdown_layers(&mut out, l);

@@ -13,11 +13,14 @@ use infergate_schema::verdict::ComparisonReport;
 /// At most this many cells (one chart each).
 pub const MAX_LINES: usize = 4;
 /// At most this many runs along the x-axis (the newest).
-pub const MAX_RUNS: usize = 20;
+pub(crate) const MAX_RUNS: usize = 20;
 
 /// The cells worth a line: regressed cells (worst first), then the highest-concurrency cell of
 /// each context (the throughput headline), at most [`MAX_LINES`].
-pub fn headline_cells(current: &RunResults, verdict: Option<&ComparisonReport>) -> Vec<(u32, u64)> {
+pub(crate) fn headline_cells(
+    current: &RunResults,
+    verdict: Option<&ComparisonReport>,
+) -> Vec<(u32, u64)> {
     let mut picked: Vec<(u32, u64)> = Vec::new();
     if let Some(v) = verdict {
         let mut regressed: Vec<_> = v

@@ -12,7 +12,7 @@ use crate::report::layout::{cell_message, cell_title};
 use infergate_schema::verdict::ComparisonReport;
 
 /// GitHub's cap on annotations per create/update request.
-pub const ANNOTATIONS_PER_REQUEST: usize = 50;
+pub(crate) const ANNOTATIONS_PER_REQUEST: usize = 50;
 
 /// One check-run annotation (GitHub's fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,7 +96,7 @@ impl CheckOwner {
 
     /// Whether a check with `external_id` is stale for this job: started by this job (its gate
     /// was killed), or by an earlier attempt of this workflow run (which has ended).
-    pub fn owns_stale(&self, external_id: &str) -> bool {
+    pub(crate) fn owns_stale(&self, external_id: &str) -> bool {
         let mut parts = external_id.splitn(4, '/');
         let (Some("infergate"), Some(run), Some(attempt), Some(runner)) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -139,7 +139,7 @@ struct CheckRunCreated {
 }
 
 /// Annotation path: repository-relative (`GITHUB_WORKSPACE` stripped), `/`-separated, no `.`.
-pub fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
+pub(crate) fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
     let rel = match workspace {
         Some(ws) if path.is_absolute() => path.strip_prefix(ws).unwrap_or(path),
         _ => path,

@@ -34,7 +34,7 @@ pub struct Author {
 
 impl ExistingComment {
     /// Whether `login` wrote it.
-    pub fn written_by(&self, login: &str) -> bool {
+    pub(crate) fn written_by(&self, login: &str) -> bool {
         is_login(self.user.as_ref(), login)
     }
 }
@@ -69,7 +69,7 @@ struct Viewer {
 
 /// The login the token acts as (`POST {graphql}` with `query { viewer { login } }`); `client`
 /// is based at the GraphQL endpoint's parent, `route` is its last segment.
-pub async fn own_login(
+pub(crate) async fn own_login(
     client: &Octocrab,
     route: &str,
     retry: &RetryPolicy,

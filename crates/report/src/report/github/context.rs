@@ -12,9 +12,9 @@ use serde::Deserialize;
 
 /// Default REST endpoint of github.com; GitHub Enterprise Server sets `GITHUB_API_URL`
 /// (`https://HOST/api/v3`).
-pub const DEFAULT_API_URL: &str = "https://api.github.com";
+pub(crate) const DEFAULT_API_URL: &str = "https://api.github.com";
 /// Default web host, for links to workflow runs.
-pub const DEFAULT_SERVER_URL: &str = "https://github.com";
+pub(crate) const DEFAULT_SERVER_URL: &str = "https://github.com";
 
 /// An API token that never prints itself (`Debug` and `Display` show `***`).
 #[derive(Clone, PartialEq, Eq)]
@@ -29,7 +29,7 @@ impl Token {
     }
 
     /// The secret itself, for the HTTP client and for scrubbing error text.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -243,13 +243,13 @@ impl GithubContext {
     }
 
     /// `(owner, repo)` split from `repository`.
-    pub fn owner_repo(&self) -> Option<(&str, &str)> {
+    pub(crate) fn owner_repo(&self) -> Option<(&str, &str)> {
         self.repository.as_deref().and_then(|r| r.split_once('/'))
     }
 
     /// Why the GitHub API cannot be used (no token, no repository, no commit), or `None` when it
     /// can. The text is the one notice shown in local-only mode.
-    pub fn missing_for_api(&self) -> Option<String> {
+    pub(crate) fn missing_for_api(&self) -> Option<String> {
         let mut missing = Vec::new();
         if self.token.is_none() {
             missing.push("a token (GITHUB_TOKEN or INFERGATE_GITHUB_TOKEN)");
@@ -340,7 +340,7 @@ impl EventPayload {
 
 /// The GraphQL endpoint next to a REST base: `https://api.github.com/graphql`, or on GitHub
 /// Enterprise Server `https://HOST/api/graphql` for `https://HOST/api/v3`.
-pub fn graphql_url_for(api_url: &str) -> String {
+pub(crate) fn graphql_url_for(api_url: &str) -> String {
     let base = api_url.trim_end_matches('/');
     match base.strip_suffix("/api/v3") {
         Some(host) => format!("{host}/api/graphql"),

@@ -17,7 +17,7 @@ use infergate_schema::verdict::{Against, ComparisonReport};
 /// We count bytes, which is never fewer, so the cap always holds.
 pub const GITHUB_TEXT_LIMIT: usize = 65_535;
 /// GitHub's limit on one step's job summary (1 MiB); we stay a little under it.
-pub const STEP_SUMMARY_LIMIT: usize = 1_000_000;
+pub(crate) const STEP_SUMMARY_LIMIT: usize = 1_000_000;
 
 pub use infergate_schema::policy::Conclusion;
 
@@ -145,13 +145,13 @@ impl Links {
     }
 
     /// Where the full report can be read, for truncation notes.
-    pub fn full_report(&self) -> Option<&str> {
+    pub(crate) fn full_report(&self) -> Option<&str> {
         self.artifact_url.as_deref().or(self.run_url.as_deref())
     }
 }
 
 /// First 7 characters of a SHA.
-pub fn short_sha(sha: &str) -> &str {
+pub(crate) fn short_sha(sha: &str) -> &str {
     sha.char_indices().nth(7).map_or(sha, |(i, _)| &sha[..i])
 }
 
@@ -181,7 +181,7 @@ fn cut_chars(text: &str, max: usize) -> String {
 
 /// Aggregate tok/s per cell when there is no verdict to show: context rows x concurrency
 /// columns, like the verdict matrix.
-pub fn results_markdown(results: &RunResults) -> String {
+pub(crate) fn results_markdown(results: &RunResults) -> String {
     let (conc, ctxs) = console::axes(results);
     let mut out = layout::markdown_matrix_head(&conc);
     for &ctx in &ctxs {
@@ -358,12 +358,12 @@ pub fn comment_marker(check_name: &str) -> String {
 }
 
 /// Hidden state carried in the comment, so the next push can say what it fixed.
-pub fn comment_state(regressions: usize) -> String {
+pub(crate) fn comment_state(regressions: usize) -> String {
     format!("<!-- infergate-state: regressions={regressions} -->")
 }
 
 /// Regressions recorded in an earlier comment body (0 when none or unreadable).
-pub fn previous_regressions(body: &str) -> usize {
+pub(crate) fn previous_regressions(body: &str) -> usize {
     body.split("<!-- infergate-state: regressions=")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
@@ -446,7 +446,7 @@ pub fn job_summary(
 /// before a table that would be split when the table starts in the second half of the kept
 /// text, closes open `<details>` and code fences, and appends a note with a link to the full
 /// report.
-pub fn truncate_markdown(text: &str, limit: usize, full_report: Option<&str>) -> String {
+pub(crate) fn truncate_markdown(text: &str, limit: usize, full_report: Option<&str>) -> String {
     if text.len() <= limit {
         return text.to_string();
     }

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use super::context::Token;
 
 /// Default budget for all GitHub reporting of one command.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
 /// Default total time-out of one request.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The time left for reporting: a budget that every API call (and every wait between tries)
 /// spends from. Clones share the budget. The clock starts at the first call, so a reporter made
@@ -186,7 +186,7 @@ impl ApiError {
 
     /// A 403 that means the token lacks a permission (read-only fork token, missing
     /// `permissions:` entry) rather than a rate limit.
-    pub fn is_permission_denied(&self) -> bool {
+    pub(crate) fn is_permission_denied(&self) -> bool {
         match self {
             ApiError::Status {
                 status: 403,
@@ -202,7 +202,7 @@ impl ApiError {
     }
 
     /// Whether trying again may help.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             ApiError::Transport { .. } => true,
             ApiError::Deadline { .. } => false,
@@ -225,7 +225,7 @@ impl ApiError {
 }
 
 /// Replaces every occurrence of the token with `***`.
-pub fn scrub(text: &str, token: Option<&Token>) -> String {
+pub(crate) fn scrub(text: &str, token: Option<&Token>) -> String {
     match token {
         Some(t) if !t.expose().is_empty() => text.replace(t.expose(), "***"),
         _ => text.to_string(),
@@ -238,7 +238,7 @@ const SUMMARY_CHARS: usize = 200;
 /// One line for people out of an error body: an HTML page (a proxy's 502) becomes its
 /// `<title>` (else its text without tags), whitespace collapses, and the result is cut at 200
 /// characters.
-pub fn summarise(body: &str) -> String {
+pub(crate) fn summarise(body: &str) -> String {
     let lower = body.to_ascii_lowercase();
     let looks_html =
         lower.contains("<html") || lower.contains("<!doctype") || lower.contains("<body");
@@ -379,7 +379,7 @@ where
 /// deadline is reached. Each try is bounded by the request time-out (and the time left); the
 /// waits GitHub asks for are honoured when they fit before the deadline. Returns the last
 /// error, classified, scrubbed and summarised.
-pub async fn with_retry<T, F, Fut>(
+pub(crate) async fn with_retry<T, F, Fut>(
     policy: &RetryPolicy,
     what: &str,
     token: Option<&Token>,
