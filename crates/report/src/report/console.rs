@@ -152,11 +152,8 @@ fn capacity_marker(cell: &CellResult) -> String {
 }
 
 fn error_marker(cell: &CellResult) -> String {
-    if cell.errors > 0 {
-        format!(" ({}e)", cell.errors)
-    } else {
-        String::new()
-    }
+    let errors = (cell.errors > 0).then(|| format!(" ({}e)", cell.errors));
+    errors.unwrap_or_default()
 }
 
 /// The aggregate value line of a cell.

@@ -137,18 +137,15 @@ fn heat_map(out: &mut String, g: &GroupChanges) {
         .iter()
         .filter(|s| matches!(s.scope, Scope::Cell { .. }))
         .collect();
-    let mut conc = BTreeSet::new();
-    let mut ctx = BTreeSet::new();
-    for s in &cells {
-        if let Scope::Cell {
+    let coords = cells.iter().filter_map(|s| match s.scope {
+        Scope::Cell {
             concurrency,
             context_tokens,
-        } = s.scope
-        {
-            conc.insert(concurrency);
-            ctx.insert(context_tokens);
-        }
-    }
+        } => Some((concurrency, context_tokens)),
+        Scope::Matrix => None,
+    });
+    let conc: BTreeSet<u32> = coords.clone().map(|(c, _)| c).collect();
+    let ctx: BTreeSet<u64> = coords.map(|(_, x)| x).collect();
     out.push_str("<table class=\"heat\"><caption>Newest change point per cell (aggregate tok/s; red = slower)</caption><tr><th>context \\ C</th>");
     for c in &conc {
         let _ = write!(out, "<th>{c}</th>");

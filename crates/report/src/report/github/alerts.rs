@@ -891,6 +891,20 @@ mod tests {
         )
     }
 
+    fn update(number: u64, alert: usize) -> Action {
+        Action::Update { number, alert }
+    }
+
+    /// Issue `number` closed: its change is no longer in the history.
+    fn gone(number: u64) -> Action {
+        let reason = CloseReason::NoLongerDetected;
+        Action::Close {
+            number,
+            alert: None,
+            reason,
+        }
+    }
+
     fn analysed() -> BTreeSet<(String, String)> {
         [("h200-vllm".to_string(), "nightly".to_string())].into()
     }
@@ -959,13 +973,7 @@ mod tests {
             vec![Action::Create { alert: 0 }]
         );
         let ours = vec![issue(5, "open", &alerts[0].key)];
-        assert_eq!(
-            reconcile(&alerts, &ours, &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&alerts, &ours, &analysed()), vec![update(5, 0)]);
         let acc = group(vec![cp(Scope::Matrix, 30, -0.03, true)]);
         let alerts = plan(std::slice::from_ref(&acc));
         assert_eq!(
@@ -989,14 +997,7 @@ mod tests {
         let empty = group(vec![]);
         let none = plan(std::slice::from_ref(&empty));
         let open = vec![issue(5, "open", &alerts[0].key)];
-        assert_eq!(
-            reconcile(&none, &open, &analysed()),
-            vec![Action::Close {
-                number: 5,
-                alert: None,
-                reason: CloseReason::NoLongerDetected
-            }]
-        );
+        assert_eq!(reconcile(&none, &open, &analysed()), vec![gone(5)]);
         // Another group's issue is not this analysis' business.
         assert_eq!(reconcile(&none, &open, &BTreeSet::new()), vec![]);
     }
@@ -1024,13 +1025,7 @@ mod tests {
         let a2 = plan(std::slice::from_ref(&night2));
         assert_eq!(a2.len(), 1, "the cell moved along the creep: {a2:#?}");
         assert_eq!(a2[0].cells.len(), 1);
-        assert_eq!(
-            reconcile(&a2, &ours, &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&a2, &ours, &analysed()), vec![update(5, 0)]);
         let text = body(&a2[0], AlertState::Open, None);
         assert!(text.contains("creep: −0.20%/run"), "{text}");
         assert_eq!(parse_until(&text).as_deref(), Some("r39"));
@@ -1041,13 +1036,7 @@ mod tests {
         updated.0.body = Some(text);
         let night3 = group(vec![creep(32, 39)]);
         let a3 = plan(std::slice::from_ref(&night3));
-        assert_eq!(
-            reconcile(&a3, &[updated], &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&a3, &[updated], &analysed()), vec![update(5, 0)]);
     }
 
     #[test]
@@ -1057,25 +1046,12 @@ mod tests {
         let ours = vec![issue(5, "open", &a1[0].key)];
         let night2 = group(vec![cp(Scope::Matrix, 31, -0.03, false)]);
         let a2 = plan(std::slice::from_ref(&night2));
-        assert_eq!(
-            reconcile(&a2, &ours, &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&a2, &ours, &analysed()), vec![update(5, 0)]);
         let far = group(vec![cp(Scope::Matrix, 38, -0.03, false)]);
         let a3 = plan(std::slice::from_ref(&far));
         assert_eq!(
             reconcile(&a3, &ours, &analysed()),
-            vec![
-                Action::Close {
-                    number: 5,
-                    alert: None,
-                    reason: CloseReason::NoLongerDetected
-                },
-                Action::Create { alert: 0 }
-            ]
+            vec![gone(5), Action::Create { alert: 0 }]
         );
     }
 }
