@@ -403,11 +403,8 @@ pub(crate) struct ExistingIssue {
     pub state: String,
     #[serde(default)]
     pub title: String,
-    #[serde(default)]
     pub body: Option<String>,
-    #[serde(default)]
     pub user: Option<Author>,
-    #[serde(default)]
     pub pull_request: Option<serde_json::Value>,
 }
 

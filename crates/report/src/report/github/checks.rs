@@ -117,7 +117,6 @@ pub struct ListedCheckRun {
     pub id: u64,
     pub name: String,
     pub status: String,
-    #[serde(default)]
     pub external_id: Option<String>,
 }
 

@@ -20,9 +20,7 @@ use super::retry::{ApiError, RetryPolicy, all_pages, with_retry};
 #[derive(Debug, Clone, Deserialize)]
 pub struct ExistingComment {
     pub id: u64,
-    #[serde(default)]
     pub body: Option<String>,
-    #[serde(default)]
     pub user: Option<Author>,
 }
 
@@ -51,9 +49,7 @@ struct GraphqlQuery<'a> {
 
 #[derive(Deserialize)]
 struct ViewerResponse {
-    #[serde(default)]
     data: Option<ViewerData>,
-    #[serde(default)]
     errors: Option<Vec<serde_json::Value>>,
 }
 

@@ -104,36 +104,27 @@ pub struct PrLookup {
 /// The parts of a webhook event payload we use.
 #[derive(Debug, Default, Deserialize)]
 struct EventPayload {
-    #[serde(default)]
     pull_request: Option<PullRequestPayload>,
-    #[serde(default)]
     workflow_run: Option<WorkflowRunPayload>,
-    #[serde(default)]
     number: Option<u64>,
 }
 
 /// A pull request as a `pull_request` event or a `workflow_run.pull_requests` entry names it.
 #[derive(Debug, Deserialize)]
 struct PullRequestPayload {
-    #[serde(default)]
     number: Option<u64>,
-    #[serde(default)]
     head: Option<HeadPayload>,
 }
 
 #[derive(Debug, Deserialize)]
 struct HeadPayload {
-    #[serde(default)]
     sha: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 struct WorkflowRunPayload {
-    #[serde(default)]
     head_sha: Option<String>,
-    #[serde(default)]
     head_branch: Option<String>,
-    #[serde(default)]
     head_repository: Option<RepositoryPayload>,
     #[serde(default)]
     pull_requests: Vec<PullRequestPayload>,
@@ -141,13 +132,11 @@ struct WorkflowRunPayload {
 
 #[derive(Debug, Deserialize)]
 struct RepositoryPayload {
-    #[serde(default)]
     owner: Option<OwnerPayload>,
 }
 
 #[derive(Debug, Deserialize)]
 struct OwnerPayload {
-    #[serde(default)]
     login: Option<String>,
 }
 
