@@ -398,9 +398,8 @@ fn severity(gate: GateVerdict) -> u8 {
     }
 }
 
-/// Joins shard verdicts into one. No shards gives `no_baseline` (nothing was compared).
-/// Joins the shards under `policy`; `expected_shards` is the number the workflow launched,
-/// when it says.
+/// Joins the shards' verdicts into one under `policy` (no shards: `no_baseline`, nothing was
+/// compared); `expected_shards` is the number the workflow launched, when it says.
 pub fn merge(
     shards: Vec<Shard>,
     policy: GatePolicy,

@@ -159,21 +159,16 @@ impl GithubContext {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> GithubContext {
         let get = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
         let mut warnings = Vec::new();
-        let api_url = get("GITHUB_API_URL")
-            .unwrap_or_else(|| DEFAULT_API_URL.to_string())
-            .trim_end_matches('/')
-            .to_string();
-        let server_url = get("GITHUB_SERVER_URL")
-            .unwrap_or_else(|| DEFAULT_SERVER_URL.to_string())
-            .trim_end_matches('/')
-            .to_string();
-        let repository = get("GITHUB_REPOSITORY").filter(|r| valid_repository(r));
-        let run_url = match (&repository, get("GITHUB_RUN_ID")) {
-            (Some(repo), Some(run_id)) => {
-                Some(format!("{server_url}/{repo}/actions/runs/{run_id}"))
-            }
-            _ => None,
+        let url = |k: &str, default: &str| {
+            (get(k).as_deref().unwrap_or(default).trim_end_matches('/')).to_string()
         };
+        let (api_url, server_url) = (
+            url("GITHUB_API_URL", DEFAULT_API_URL),
+            url("GITHUB_SERVER_URL", DEFAULT_SERVER_URL),
+        );
+        let repository = get("GITHUB_REPOSITORY").filter(|r| valid_repository(r));
+        let run_url = (repository.as_ref().zip(get("GITHUB_RUN_ID")))
+            .map(|(repo, run_id)| format!("{server_url}/{repo}/actions/runs/{run_id}"));
         let payload = match get("GITHUB_EVENT_PATH") {
             Some(path) => std::fs::read_to_string(&path)
                 .map_err(|e| ("read", e.to_string()))
@@ -187,9 +182,7 @@ impl GithubContext {
             None => EventPayload::default(),
         };
         let target = payload.target();
-        let graphql_url = get("GITHUB_GRAPHQL_URL")
-            .map(|u| u.trim_end_matches('/').to_string())
-            .unwrap_or_else(|| graphql_url_for(&api_url));
+        let graphql_url = url("GITHUB_GRAPHQL_URL", &graphql_url_for(&api_url));
         let trend_report = match get("INFERGATE_TREND_REPORT_URL") {
             Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
                 Some(super::render::TrendReport::Url(u.trim().to_string()))
