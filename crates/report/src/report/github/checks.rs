@@ -97,10 +97,8 @@ impl CheckOwner {
     /// Whether a check with `external_id` is stale for this job: started by this job (its gate
     /// was killed), or by an earlier attempt of this workflow run (which has ended).
     pub(crate) fn owns_stale(&self, external_id: &str) -> bool {
-        let mut parts = external_id.splitn(4, '/');
-        let (Some("infergate"), Some(run), Some(attempt), Some(runner)) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        let parts: Vec<&str> = external_id.splitn(4, '/').collect();
+        let ["infergate", run, attempt, runner] = parts[..] else {
             return false;
         };
         let Ok(attempt) = attempt.parse::<u32>() else {
@@ -143,10 +141,10 @@ pub(crate) fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
         Some(ws) if path.is_absolute() => path.strip_prefix(ws).unwrap_or(path),
         _ => path,
     };
-    let parts: Vec<String> = rel
+    let parts: Vec<_> = rel
         .components()
         .filter_map(|c| match c {
-            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            Component::Normal(s) => Some(s.to_string_lossy()),
             _ => None,
         })
         .collect();

@@ -171,29 +171,19 @@ impl GithubReporter {
 
     /// A reporter for a prepared context.
     pub fn from_context(ctx: GithubContext, retry: RetryPolicy) -> GithubReporter {
+        let client = match ctx.missing_for_api() {
+            Some(notice) => Err(notice),
+            None => build_client(&ctx, &ctx.api_url).map_err(|e| format!(
+                "GitHub reporting is local-only: {e}; the job summary, step outputs and exit code still carry the verdict"
+            )),
+        };
         let mut pending = PublishOutcome {
             notices: ctx.warnings.clone(),
             errors: Vec::new(),
         };
-        let mut graphql = None;
-        let client = match ctx.missing_for_api() {
-            Some(notice) => {
-                pending.notices.push(notice);
-                None
-            }
-            None => match build_client(&ctx, &ctx.api_url) {
-                Ok(c) => {
-                    graphql = graphql_client(&ctx);
-                    Some(c)
-                }
-                Err(e) => {
-                    pending.notices.push(format!(
-                        "GitHub reporting is local-only: {e}; the job summary, step outputs and exit code still carry the verdict"
-                    ));
-                    None
-                }
-            },
-        };
+        pending.notices.extend(client.as_ref().err().cloned());
+        let client = client.ok();
+        let graphql = client.as_ref().and_then(|_| graphql_client(&ctx));
         GithubReporter {
             client,
             graphql,
