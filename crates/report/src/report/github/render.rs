@@ -472,17 +472,9 @@ pub(crate) fn truncate_markdown(text: &str, limit: usize, full_report: Option<&s
         cut = nl + 1;
     }
     // Keep a table whole when that does not throw away too much.
-    let rest_starts_table_row = text[cut..].starts_with('|');
-    if rest_starts_table_row {
-        let kept = &text[..cut];
-        let mut start = cut;
-        for line in kept.lines().rev() {
-            if line.starts_with('|') {
-                start -= line.len() + 1;
-            } else {
-                break;
-            }
-        }
+    if text[cut..].starts_with('|') {
+        let rows = text[..cut].lines().rev().take_while(|l| l.starts_with('|'));
+        let start = cut - rows.map(|l| l.len() + 1).sum::<usize>();
         if start >= budget / 2 {
             cut = start;
         }
