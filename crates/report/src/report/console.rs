@@ -6,9 +6,10 @@ use std::io::IsTerminal;
 
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use infergate_schema::answer::NO_VALUE;
+use infergate_schema::answer::{NO_VALUE, cell_label};
 use infergate_schema::results::{
-    CellResult, CellStatus, Event, EventKind, RunResults, context_label,
+    BurstRecord, CellResult, CellStatus, Event, EventKind, PrefillRecord, RunResults,
+    TelemetrySummary, context_label, itl_is_latency, thousands,
 };
 
 /// The widest line the console reports write.
@@ -107,7 +108,7 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
 }
 
 /// The run's GPU telemetry on the console ([`crate::report::layout::telemetry_text`], wrapped).
-pub fn telemetry_line(t: &infergate_schema::results::TelemetrySummary) -> Option<String> {
+pub fn telemetry_line(t: &TelemetrySummary) -> Option<String> {
     let text = crate::report::layout::telemetry_text(t)?;
     Some(wrap(
         &format!(
@@ -120,7 +121,7 @@ pub fn telemetry_line(t: &infergate_schema::results::TelemetrySummary) -> Option
 
 /// Tokens per second as a whole number with thousands separators: `2,712`.
 pub(crate) fn tok_s(x: f64) -> String {
-    infergate_schema::results::thousands(x.round().max(0.0) as u64)
+    thousands(x.round().max(0.0) as u64)
 }
 
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
@@ -186,9 +187,7 @@ fn detail_line(cell: &CellResult) -> Option<String> {
     // Details, `results::itl_is_latency`).
     let itl = cell
         .itl_s
-        .filter(|p| {
-            infergate_schema::results::itl_is_latency(p.p50, cell.per_user_tps.map(|u| u.p50))
-        })
+        .filter(|p| itl_is_latency(p.p50, cell.per_user_tps.map(|u| u.p50)))
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| NO_VALUE.into());
     Some(match cell.tpot_s {
@@ -385,7 +384,7 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
             CellStatus::Ok => "ok",
         };
         let reason = c.reason.as_deref().unwrap_or("(no reason recorded)");
-        let at = infergate_schema::answer::cell_label(c.concurrency, c.context_tokens);
+        let at = cell_label(c.concurrency, c.context_tokens);
         match groups
             .iter_mut()
             .find(|(s, r, _)| *s == status && *r == reason)
@@ -415,7 +414,7 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
 /// The burst layer under the table: what was sent and how every request ended, the
 /// throughput, then each latency's p50/p90/p99 and which of them its observations bound
 /// (`PERCENTILE_BOUND`: a p90 needs 29, a p99 299).
-fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
+fn burst_lines(b: &BurstRecord) -> Vec<String> {
     use infergate_model::stats::rule::percentile_min_count;
     let rate = b
         .settings
@@ -478,9 +477,9 @@ fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
 
 /// "Prefill 8k: 187,012 tok/s (TTFT 44 ms, 3 cold samples; engine counters 189,500 tok/s,
 /// within tolerance)": the prefill layer at one context.
-fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
+fn prefill_line(p: &PrefillRecord) -> String {
     use infergate_schema::results::PrefillAgreement;
-    let label = infergate_schema::results::context_label(p.context_tokens);
+    let label = context_label(p.context_tokens);
     let cold: Vec<_> = p.samples.iter().filter(|s| s.cold).collect();
     let rate = match p.prefill_tps {
         Some(tps) => {

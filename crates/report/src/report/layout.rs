@@ -12,10 +12,11 @@ use std::collections::BTreeSet;
 use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
-    bounds, cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label,
-    metric_name, plural, probe_late, sized, value_range, with_unit,
+    NextStep, StepContext, bounds, cell_label, cell_symbol, cell_word, cells_word, direction_word,
+    first_line, interval, label, metric_name, next_steps, plural, probe_late, sized, value_range,
+    with_unit,
 };
-use infergate_schema::results::context_label;
+use infergate_schema::results::{RunResults, TelemetrySummary, context_label, itl_is_latency};
 use infergate_schema::verdict::{
     Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Direction, GateVerdict,
     Metric, MetricComparison, signed_number, signed_percent,
@@ -45,7 +46,7 @@ const MARKS: [(&str, &str); 3] = [
 /// The run's GPU telemetry in words, when it was sampled: devices, energy, J/token, mean power,
 /// hottest reading and every clock limit seen (the power cap included), so a reader can tell a
 /// cool idle GPU from a hot, capped one. Plain text: the console wraps it, Markdown escapes it.
-pub(crate) fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option<String> {
+pub(crate) fn telemetry_text(t: &TelemetrySummary) -> Option<String> {
     if t.status != "available" {
         return None;
     }
@@ -76,7 +77,7 @@ pub(crate) fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) ->
 
 /// The cells whose window saw the GPU slow its clocks for heat or a hardware signal
 /// ([`infergate_schema::results::CellTelemetry::clock_slowdowns`]), as `C=4 / 8k (hw_thermal_slowdown)`.
-pub(crate) fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<String> {
+pub(crate) fn slowed_cells(results: &RunResults) -> Vec<String> {
     results
         .cells
         .iter()
@@ -85,7 +86,7 @@ pub(crate) fn slowed_cells(results: &infergate_schema::results::RunResults) -> V
             (!seen.is_empty()).then(|| {
                 format!(
                     "{} ({})",
-                    infergate_schema::answer::cell_label(c.concurrency, c.context_tokens),
+                    cell_label(c.concurrency, c.context_tokens),
                     seen.join(", ")
                 )
             })
@@ -97,10 +98,7 @@ pub(crate) fn slowed_cells(results: &infergate_schema::results::RunResults) -> V
 /// signal ([`slowed_cells`]; `boot` names the boot when it is not the first): their figures
 /// may be the runner's, not the engine's, so a reviewer should know before trusting a change
 /// in them.
-pub(crate) fn clock_slowdown_text(
-    results: &infergate_schema::results::RunResults,
-    boot: &str,
-) -> Option<String> {
+pub(crate) fn clock_slowdown_text(results: &RunResults, boot: &str) -> Option<String> {
     let cells = slowed_cells(results);
     (!cells.is_empty()).then(|| {
         format!(
@@ -112,10 +110,7 @@ pub(crate) fn clock_slowdown_text(
 }
 
 /// [`clock_slowdown_text`] of each boot of a gate: the first, then the confirmation boot.
-pub fn clock_cautions(
-    first: &infergate_schema::results::RunResults,
-    confirmation: Option<&infergate_schema::results::RunResults>,
-) -> Vec<String> {
+pub fn clock_cautions(first: &RunResults, confirmation: Option<&RunResults>) -> Vec<String> {
     clock_slowdown_text(first, "")
         .into_iter()
         .chain(confirmation.and_then(|c| clock_slowdown_text(c, " of the confirmation boot")))
@@ -123,7 +118,7 @@ pub fn clock_cautions(
 }
 
 /// Whether a metric's values can be right: an inter-token latency percentile (p50 and up) is
-/// only shown when both are latencies ([`infergate_schema::results::itl_is_latency`]: not tokens that
+/// only shown when both are latencies ([`itl_is_latency`]: not tokens that
 /// came together).
 fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     if !(m.baseline.is_finite() && m.candidate.is_finite() && m.baseline > 0.0 && m.candidate > 0.0)
@@ -134,8 +129,8 @@ fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
         return true;
     }
     let per_user = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps);
-    infergate_schema::results::itl_is_latency(m.baseline, per_user.map(|p| p.baseline))
-        && infergate_schema::results::itl_is_latency(m.candidate, per_user.map(|p| p.candidate))
+    itl_is_latency(m.baseline, per_user.map(|p| p.baseline))
+        && itl_is_latency(m.candidate, per_user.map(|p| p.candidate))
 }
 
 /// One matrix cell: its number (a change in %, or a short word) and its symbol.
@@ -312,20 +307,17 @@ pub struct GateLayout {
     /// The basis, the rule and the arithmetic, one paragraph each.
     pub details: Vec<String>,
     /// What a developer can do next ([`infergate_schema::answer::next_steps`]), where it applies.
-    pub next_steps: Vec<infergate_schema::answer::NextStep>,
+    pub next_steps: Vec<NextStep>,
 }
 
 /// Builds the layout of a comparison, with the next steps that need no context of the run.
 pub fn layout(report: &ComparisonReport) -> GateLayout {
-    layout_with(report, &infergate_schema::answer::StepContext::default())
+    layout_with(report, &StepContext::default())
 }
 
 /// Builds the layout of a comparison; `steps` says how the gate ran (its config, its
 /// `fail_on`), for the next steps.
-pub(crate) fn layout_with(
-    report: &ComparisonReport,
-    steps: &infergate_schema::answer::StepContext,
-) -> GateLayout {
+pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> GateLayout {
     let grid = grid(report);
     let mut legend: Vec<(&'static str, &'static str)> = Vec::new();
     let mut extra: Vec<(&'static str, &'static str)> = Vec::new();
@@ -363,7 +355,7 @@ pub(crate) fn layout_with(
         prefill: prefill_rows(report),
         burst: burst_rows(report),
         details: details(report),
-        next_steps: infergate_schema::answer::next_steps(report, steps),
+        next_steps: next_steps(report, steps),
     }
 }
 
@@ -813,7 +805,7 @@ fn rule_line(report: &ComparisonReport) -> String {
     let cells = r.cell_effect.map_or(String::new(), |e| {
         format!(
             "; a pass also needs every cell's interval above {}",
-            infergate_schema::verdict::signed_percent(-e)
+            signed_percent(-e)
         )
     });
     format!(

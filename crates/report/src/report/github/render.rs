@@ -7,8 +7,9 @@
 
 use crate::report::console;
 use crate::report::layout::{self, escape_code, one_line};
+use infergate_config::config::EMBEDDED_NAME;
 use infergate_io::untrusted_text::markdown as escape;
-use infergate_schema::answer::plural;
+use infergate_schema::answer::{ConfigArg, StepContext, plural};
 use infergate_schema::policy::{GateEnding, GatePolicy};
 use infergate_schema::results::{CellStatus, RunResults, RunStatus, context_label};
 use infergate_schema::verdict::{Against, ComparisonReport};
@@ -286,26 +287,19 @@ fn matrix_markdown(outcome: &Outcome<'_>, links: &Links, chart: Option<&str>) ->
         .map(|w| format!("> ⚠️ **Caution:** {}\n\n", escape(w)))
         .collect();
     match outcome.verdict {
-        Some(v) => out.push_str(&layout::markdown_body(
-            &layout::layout_with(
-                v,
-                &infergate_schema::answer::StepContext {
-                    config: links.config.as_deref().map_or(
-                        infergate_schema::answer::ConfigArg::Unknown,
-                        |c| {
-                            infergate_schema::answer::ConfigArg::named(
-                                c,
-                                infergate_config::config::EMBEDDED_NAME,
-                            )
-                        },
-                    ),
-                    insufficient_blocks: Some(outcome.policy.fail_on.insufficient),
-                    results_file: None,
-                },
-            ),
-            &format!("{caution}{}", chart.unwrap_or("")),
-            &facts_markdown(outcome.results, Some(v)),
-        )),
+        Some(v) => {
+            let config = links.config.as_deref();
+            let steps = StepContext {
+                config: config.map_or(ConfigArg::Unknown, |c| ConfigArg::named(c, EMBEDDED_NAME)),
+                insufficient_blocks: Some(outcome.policy.fail_on.insufficient),
+                results_file: None,
+            };
+            out.push_str(&layout::markdown_body(
+                &layout::layout_with(v, &steps),
+                &format!("{caution}{}", chart.unwrap_or("")),
+                &facts_markdown(outcome.results, Some(v)),
+            ));
+        }
         None => {
             if outcome.failure.is_none() {
                 out.push_str(
