@@ -292,24 +292,15 @@ impl EventPayload {
                     sha.is_none() || sha == run.head_sha.as_deref()
                 })
                 .find_map(|p| p.number);
-            let lookup = match (
-                number,
-                run.head_repository
-                    .as_ref()
-                    .and_then(|r| r.owner.as_ref())
-                    .and_then(|o| o.login.clone()),
-                run.head_branch.clone(),
-            ) {
-                (None, Some(head_owner), Some(head_branch))
-                    if !head_owner.is_empty() && !head_branch.is_empty() =>
-                {
-                    Some(PrLookup {
-                        head_owner,
-                        head_branch,
-                    })
-                }
-                _ => None,
-            };
+            let owner = (run.head_repository.as_ref())
+                .and_then(|r| r.owner.as_ref())
+                .and_then(|o| o.login.clone());
+            let lookup = (owner.zip(run.head_branch.clone()))
+                .filter(|(o, b)| number.is_none() && !o.is_empty() && !b.is_empty())
+                .map(|(head_owner, head_branch)| PrLookup {
+                    head_owner,
+                    head_branch,
+                });
             return PayloadTarget {
                 head_sha: run.head_sha.clone(),
                 pr_number: number,
