@@ -171,9 +171,7 @@ pub fn text(groups: &[GroupChanges]) -> String {
         push_wrapped(&mut out, &heading(g), 2);
         if !g.history.change_points.is_empty() {
             let mut table = fitted_table(HEADER.to_vec());
-            for c in &g.history.change_points {
-                table.add_row(row(c));
-            }
+            table.add_rows(g.history.change_points.iter().map(row));
             out.push_str(&table.to_string());
             out.push('\n');
         }

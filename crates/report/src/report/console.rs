@@ -270,18 +270,11 @@ fn matrix_table(results: &RunResults) -> String {
         let mut detail = vec![String::new()];
         let mut any_detail = false;
         for &c in &cs {
-            match find(results, c, l) {
-                Some(cell) => {
-                    row.push(aggregate_line(cell));
-                    let d = detail_line(cell);
-                    any_detail |= d.is_some();
-                    detail.push(d.unwrap_or_default());
-                }
-                None => {
-                    row.push("·".into());
-                    detail.push(String::new());
-                }
-            }
+            let cell = find(results, c, l);
+            row.push(cell.map_or("·".into(), aggregate_line));
+            let d = cell.and_then(detail_line);
+            any_detail |= d.is_some();
+            detail.push(d.unwrap_or_default());
         }
         agg.add_row(row);
         if any_detail {

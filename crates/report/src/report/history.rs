@@ -56,10 +56,8 @@ pub fn text(h: &BaselineHistory) -> String {
         table
             .load_style(super::verdict_table::TABLE_STYLE)
             .force_no_tty()
-            .set_header(header(h, from, false));
-        for row in rows(h, from) {
-            table.add_row(row);
-        }
+            .set_header(header(h, from, false))
+            .add_rows(rows(h, from));
         align_right(&mut table, 1..=n - from + 2);
         table.to_string()
     };
