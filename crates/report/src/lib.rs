@@ -1,7 +1,5 @@
-//! infergate-report: All rendering: terminal tables, Markdown, GitHub check runs, comments and job
-//! summaries; and shards merged into one run.
-//!
-//! - [`report`]: terminal tables, Markdown, GitHub check runs, comments and job summaries;
+//! infergate-report: all rendering ([`report`]: terminal tables, Markdown, GitHub check runs,
+//! comments and job summaries) and shards merged into one run ([`merge`]).
 //!
 //! Part of the workspace cut of issue 55: this crate's `Cargo.toml` lists what it may use.
 

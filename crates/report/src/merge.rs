@@ -231,10 +231,10 @@ impl Shard {
                 path: path.to_path_buf(),
             });
         };
-        let run = match &results {
-            Some(r) => Some(parse_results(r, &read(r)?)?),
-            None => None,
-        };
+        let run = results
+            .as_deref()
+            .map(|r| parse_results(r, &read(r)?))
+            .transpose()?;
         let not_compared = |run: RunResults, results: PathBuf| Shard {
             outcome: ShardOutcome::NotCompared {
                 compare_error: run.compare_error().map(String::from),
@@ -398,9 +398,8 @@ fn severity(gate: GateVerdict) -> u8 {
     }
 }
 
-/// Joins shard verdicts into one. No shards gives `no_baseline` (nothing was compared).
-/// Joins the shards under `policy`; `expected_shards` is the number the workflow launched,
-/// when it says.
+/// Joins the shards' verdicts into one under `policy` (no shards: `no_baseline`, nothing was
+/// compared); `expected_shards` is the number the workflow launched, when it says.
 pub fn merge(
     shards: Vec<Shard>,
     policy: GatePolicy,

@@ -13,14 +13,14 @@ use crate::report::layout::{cell_message, cell_title};
 use infergate_schema::verdict::{CellVerdict, ComparisonReport};
 
 /// Escapes the message part of a workflow command.
-pub fn escape_data(text: &str) -> String {
+pub(crate) fn escape_data(text: &str) -> String {
     text.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
 }
 
 /// Escapes a property value of a workflow command (`title=...`).
-pub fn escape_property(text: &str) -> String {
+pub(crate) fn escape_property(text: &str) -> String {
     escape_data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
@@ -46,7 +46,7 @@ pub fn command(name: &str, properties: &[(&str, &str)], message: &str) -> String
 }
 
 /// `::error` per regressed or capacity-regressed cell and `::warning` per inconclusive one.
-pub fn workflow_commands(report: &ComparisonReport) -> Vec<String> {
+pub(crate) fn workflow_commands(report: &ComparisonReport) -> Vec<String> {
     let mut out = Vec::new();
     for cell in &report.cells {
         let level = match cell.verdict {
@@ -65,7 +65,7 @@ pub fn workflow_commands(report: &ComparisonReport) -> Vec<String> {
 
 /// Appends Markdown to the job summary file. Opened in append mode: earlier steps' summaries
 /// (and earlier suites of this step) are kept.
-pub fn append_step_summary(path: &Path, markdown: &str) -> std::io::Result<()> {
+pub(crate) fn append_step_summary(path: &Path, markdown: &str) -> std::io::Result<()> {
     let mut text = markdown.to_string();
     if !text.ends_with('\n') {
         text.push('\n');
@@ -83,7 +83,7 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
 /// One output entry in the `$GITHUB_OUTPUT` format: `name=value`, or the heredoc form
 /// `name<<DELIM` … `DELIM` when the value spans lines. The delimiter is random and checked not
 /// to occur in the value, so a value cannot end the block early and inject other outputs.
-pub fn format_output(name: &str, value: &str) -> String {
+pub(crate) fn format_output(name: &str, value: &str) -> String {
     if !value.contains(['\n', '\r']) {
         return format!("{name}={value}\n");
     }

@@ -25,7 +25,7 @@ pub struct GroupChanges {
 }
 
 /// `matrix` or `C=4 / 8k`.
-pub fn scope_label(scope: &Scope) -> String {
+pub(crate) fn scope_label(scope: &Scope) -> String {
     match scope {
         Scope::Matrix => "matrix".into(),
         Scope::Cell {
@@ -37,7 +37,7 @@ pub fn scope_label(scope: &Scope) -> String {
 
 /// `−3.1% [−3.6, −2.5]`, as the gate's reports write a change; a creep adds its rate: `… so
 /// far, creep −0.21%/run [−0.30, −0.12] over 15 runs`.
-pub fn change_label(c: &ChangePoint) -> String {
+pub(crate) fn change_label(c: &ChangePoint) -> String {
     let mut out = format!(
         "{} {}",
         signed_percent(c.change),
@@ -50,7 +50,7 @@ pub fn change_label(c: &ChangePoint) -> String {
 }
 
 /// A creep's rate with its interval: `−0.20%/run [−0.26, −0.14] over 15 runs`.
-pub fn slope_words(s: &infergate_model::stats::changepoint::Slope) -> String {
+pub(crate) fn slope_words(s: &infergate_model::stats::changepoint::Slope) -> String {
     format!(
         "{}%/run [{}, {}] over {} runs",
         signed_number(100.0 * s.per_run, 2),
@@ -62,7 +62,7 @@ pub fn slope_words(s: &infergate_model::stats::changepoint::Slope) -> String {
 
 /// The commits to bisect: the location interval's range (`first_commit..last_commit`) when
 /// the runs carry commits, else the pair around the estimate.
-pub fn commits_label(c: &ChangePoint) -> String {
+pub(crate) fn commits_label(c: &ChangePoint) -> String {
     use super::short_commit as short;
     if let Some(l) = &c.location_interval {
         match (&l.first_commit, &l.last_commit) {
@@ -80,7 +80,7 @@ pub fn commits_label(c: &ChangePoint) -> String {
 
 /// Where the change is at its confidence: `night-038 … night-041 (4 runs, 90%)`, or the one
 /// run when the history places it there.
-pub fn location_label(c: &ChangePoint) -> String {
+pub(crate) fn location_label(c: &ChangePoint) -> String {
     match &c.location_interval {
         Some(l) if l.first_run_id == l.last_run_id => {
             format!("{} ({:.0}%)", l.first_run_id, l.confidence * 100.0)
@@ -171,9 +171,7 @@ pub fn text(groups: &[GroupChanges]) -> String {
         push_wrapped(&mut out, &heading(g), 2);
         if !g.history.change_points.is_empty() {
             let mut table = fitted_table(HEADER.to_vec());
-            for c in &g.history.change_points {
-                table.add_row(row(c));
-            }
+            table.add_rows(g.history.change_points.iter().map(row));
             out.push_str(&table.to_string());
             out.push('\n');
         }

@@ -6,13 +6,14 @@ use std::io::IsTerminal;
 
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use infergate_schema::answer::NO_VALUE;
+use infergate_schema::answer::{NO_VALUE, cell_label};
 use infergate_schema::results::{
-    CellResult, CellStatus, Event, EventKind, RunResults, context_label,
+    BurstRecord, CellResult, CellStatus, Event, EventKind, PrefillRecord, RunResults,
+    TelemetrySummary, context_label, itl_is_latency, thousands,
 };
 
 /// The widest line the console reports write.
-pub const CONSOLE_WIDTH: usize = 100;
+pub(crate) const CONSOLE_WIDTH: usize = 100;
 
 /// Wraps `text` at [`CONSOLE_WIDTH`], continuation lines indented by `indent` spaces (the
 /// text's own leading spaces are kept).
@@ -107,7 +108,7 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
 }
 
 /// The run's GPU telemetry on the console ([`crate::report::layout::telemetry_text`], wrapped).
-pub fn telemetry_line(t: &infergate_schema::results::TelemetrySummary) -> Option<String> {
+pub fn telemetry_line(t: &TelemetrySummary) -> Option<String> {
     let text = crate::report::layout::telemetry_text(t)?;
     Some(wrap(
         &format!(
@@ -116,6 +117,11 @@ pub fn telemetry_line(t: &infergate_schema::results::TelemetrySummary) -> Option
         ),
         2,
     ))
+}
+
+/// Tokens per second as a whole number with thousands separators: `2,712`.
+pub(crate) fn tok_s(x: f64) -> String {
+    thousands(x.round().max(0.0) as u64)
 }
 
 /// Milliseconds in a compact form: `7.3`, `76`, `12.3k`.
@@ -147,11 +153,8 @@ fn capacity_marker(cell: &CellResult) -> String {
 }
 
 fn error_marker(cell: &CellResult) -> String {
-    if cell.errors > 0 {
-        format!(" ({}e)", cell.errors)
-    } else {
-        String::new()
-    }
+    let errors = (cell.errors > 0).then(|| format!(" ({}e)", cell.errors));
+    errors.unwrap_or_default()
 }
 
 /// The aggregate value line of a cell.
@@ -184,9 +187,7 @@ fn detail_line(cell: &CellResult) -> Option<String> {
     // Details, `results::itl_is_latency`).
     let itl = cell
         .itl_s
-        .filter(|p| {
-            infergate_schema::results::itl_is_latency(p.p50, cell.per_user_tps.map(|u| u.p50))
-        })
+        .filter(|p| itl_is_latency(p.p50, cell.per_user_tps.map(|u| u.p50)))
         .map(|p| fmt_ms(p.p50))
         .unwrap_or_else(|| NO_VALUE.into());
     Some(match cell.tpot_s {
@@ -196,18 +197,14 @@ fn detail_line(cell: &CellResult) -> Option<String> {
 }
 
 fn per_user_line(cell: &CellResult) -> String {
-    match cell.status {
-        CellStatus::Ok | CellStatus::Saturated => cell
-            .per_user_tps
-            .map(|p| format!("{:.1}", p.p50))
-            .unwrap_or_else(|| NO_VALUE.into()),
-        CellStatus::CapacityLimited => cell
-            .per_user_tps
-            .map(|p| format!("{:.1}{}", p.p50, capacity_marker(cell)))
-            .unwrap_or_else(|| NO_VALUE.into()),
-        CellStatus::Error => NO_VALUE.into(),
-        CellStatus::Skipped => "∅".into(),
-    }
+    let marker = match cell.status {
+        CellStatus::Ok | CellStatus::Saturated => String::new(),
+        CellStatus::CapacityLimited => capacity_marker(cell),
+        CellStatus::Error => return NO_VALUE.into(),
+        CellStatus::Skipped => return "∅".into(),
+    };
+    let p50 = cell.per_user_tps.map(|p| format!("{:.1}{marker}", p.p50));
+    p50.unwrap_or_else(|| NO_VALUE.into())
 }
 
 fn new_table(concurrency: &[u32]) -> Table {
@@ -223,7 +220,7 @@ fn new_table(concurrency: &[u32]) -> Table {
 }
 
 /// The axes of a results matrix: concurrency columns and context rows present in the cells.
-fn axes(results: &RunResults) -> (Vec<u32>, Vec<u64>) {
+pub(crate) fn axes(results: &RunResults) -> (Vec<u32>, Vec<u64>) {
     let mut cs: BTreeSet<u32> = results.matrix.concurrency.iter().copied().collect();
     let mut ls: BTreeSet<u64> = results.matrix.contexts.iter().copied().collect();
     for c in &results.cells {
@@ -233,7 +230,8 @@ fn axes(results: &RunResults) -> (Vec<u32>, Vec<u64>) {
     (cs.into_iter().collect(), ls.into_iter().collect())
 }
 
-fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
+/// The cell at concurrency `c` and context `l`, if measured.
+pub(crate) fn find(results: &RunResults, c: u32, l: u64) -> Option<&CellResult> {
     results.cells.iter().find(|x| x.coord() == (c, l))
 }
 
@@ -272,18 +270,11 @@ fn matrix_table(results: &RunResults) -> String {
         let mut detail = vec![String::new()];
         let mut any_detail = false;
         for &c in &cs {
-            match find(results, c, l) {
-                Some(cell) => {
-                    row.push(aggregate_line(cell));
-                    let d = detail_line(cell);
-                    any_detail |= d.is_some();
-                    detail.push(d.unwrap_or_default());
-                }
-                None => {
-                    row.push("·".into());
-                    detail.push(String::new());
-                }
-            }
+            let cell = find(results, c, l);
+            row.push(cell.map_or("·".into(), aggregate_line));
+            let d = cell.and_then(detail_line);
+            any_detail |= d.is_some();
+            detail.push(d.unwrap_or_default());
         }
         agg.add_row(row);
         if any_detail {
@@ -296,13 +287,10 @@ fn matrix_table(results: &RunResults) -> String {
     let mut pu = new_table(&cs);
     for &l in &ls {
         let mut row = vec![context_label(l)];
-        for &c in &cs {
-            row.push(
-                find(results, c, l)
-                    .map(per_user_line)
-                    .unwrap_or_else(|| "·".into()),
-            );
-        }
+        row.extend(
+            cs.iter()
+                .map(|&c| find(results, c, l).map_or("·".into(), per_user_line)),
+        );
         pu.add_row(row);
     }
     out.push_str(&pu.to_string());
@@ -321,53 +309,37 @@ fn push_legend(out: &mut String, results: &RunResults) {
          Aggregate = output tokens counted as they streamed over the steady-state window.\n\
          — = no value, or an ITL p50 under 0.5 ms and half the mean token gap (tokens that came together).\n",
     );
-    if results
-        .cells
-        .iter()
-        .any(|c| c.context_tokens > 0 && c.ttft_s.is_some())
-    {
+    let any = |seen: &dyn Fn(&CellResult) -> bool| results.cells.iter().any(seen);
+    let capacity = |c: &CellResult| c.status == CellStatus::CapacityLimited;
+    let notes = [
         // What an engine developer would otherwise misread: TTFT at a long context is not the
         // prefill of that context here (docs/results-schema.md, `ttft_s`).
-        push_wrapped(
-            out,
+        (
+            any(&|c| c.context_tokens > 0 && c.ttft_s.is_some()),
             "TTFT = request sent → first token. A stream repeats its prompt, so after its first \
              request an engine with prefix caching finds it cached: at context > 0 this is mostly \
              a cached prompt's TTFT, not the prefill of the context.",
-            2,
-        );
-    }
-    let capacity = |c: &&CellResult| c.status == CellStatus::CapacityLimited;
-    if results
-        .cells
-        .iter()
-        .any(|c| capacity(&c) && c.has_window() && c.effective_concurrency.is_none())
-    {
-        push_wrapped(
-            out,
+        ),
+        (
+            any(&|c| capacity(c) && c.has_window() && c.effective_concurrency.is_none()),
             "(X/Y)° = capacity-limited, as the client saw it (no engine metrics): the most \
              streams decoding at once / requested.",
-            2,
-        );
-    }
-    if results
-        .cells
-        .iter()
-        .any(|c| capacity(&c) && !c.has_window())
-    {
-        push_wrapped(
-            out,
+        ),
+        (
+            any(&|c| capacity(c) && !c.has_window()),
             "— (cap) = capacity-limited without a window: a smaller concurrency at this context \
              already was, so it was not measured.",
-            2,
-        );
+        ),
+    ];
+    for (_, note) in notes.iter().filter(|(shown, _)| *shown) {
+        push_wrapped(out, note, 2);
     }
-    let unverified: Vec<&CellResult> = results
+    let unverified: Vec<&str> = results
         .cells
         .iter()
-        .filter(|c| c.unverified.is_some())
+        .filter_map(|c| c.unverified.as_deref())
         .collect();
-    if let Some(first) = unverified.first() {
-        let why = first.unverified.as_deref().unwrap_or_default();
+    if let Some(&why) = unverified.first() {
         let why = why
             .strip_prefix("client count not cross-checked: ")
             .unwrap_or(why);
@@ -405,7 +377,7 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
             CellStatus::Ok => "ok",
         };
         let reason = c.reason.as_deref().unwrap_or("(no reason recorded)");
-        let at = infergate_schema::answer::cell_label(c.concurrency, c.context_tokens);
+        let at = cell_label(c.concurrency, c.context_tokens);
         match groups
             .iter_mut()
             .find(|(s, r, _)| *s == status && *r == reason)
@@ -435,10 +407,8 @@ fn push_not_ok(out: &mut String, results: &RunResults) {
 /// The burst layer under the table: what was sent and how every request ended, the
 /// throughput, then each latency's p50/p90/p99 and which of them its observations bound
 /// (`PERCENTILE_BOUND`: a p90 needs 29, a p99 299).
-fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
+fn burst_lines(b: &BurstRecord) -> Vec<String> {
     use infergate_model::stats::rule::percentile_min_count;
-    use infergate_schema::results::thousands;
-    let n = |x: f64| thousands(x.round().max(0.0) as u64);
     let rate = b
         .settings
         .request_rate
@@ -452,8 +422,8 @@ fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
         b.incomplete,
         b.errors,
         b.duration_s,
-        n(b.total_tps),
-        n(b.output_tps),
+        tok_s(b.total_tps),
+        tok_s(b.output_tps),
         b.request_throughput
     );
     if let (Some(good), Some(rate)) = (b.good, b.goodput) {
@@ -500,9 +470,9 @@ fn burst_lines(b: &infergate_schema::results::BurstRecord) -> Vec<String> {
 
 /// "Prefill 8k: 187,012 tok/s (TTFT 44 ms, 3 cold samples; engine counters 189,500 tok/s,
 /// within tolerance)": the prefill layer at one context.
-fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
+fn prefill_line(p: &PrefillRecord) -> String {
     use infergate_schema::results::PrefillAgreement;
-    let label = infergate_schema::results::context_label(p.context_tokens);
+    let label = context_label(p.context_tokens);
     let cold: Vec<_> = p.samples.iter().filter(|s| s.cold).collect();
     let rate = match p.prefill_tps {
         Some(tps) => {
@@ -511,7 +481,7 @@ fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
             let mid = ttft.get(ttft.len() / 2).copied().unwrap_or(0.0);
             format!(
                 "{} tok/s (TTFT {} ms, {} cold samples",
-                infergate_schema::results::thousands(tps.round().max(0.0) as u64),
+                tok_s(tps),
                 fmt_ms(mid),
                 cold.len()
             )
@@ -522,12 +492,7 @@ fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
         .engine_counters
         .as_ref()
         .and_then(|c| c.engine_prefill_tps)
-        .map(|t| {
-            format!(
-                "engine counters {} tok/s, ",
-                infergate_schema::results::thousands(t.round().max(0.0) as u64)
-            )
-        })
+        .map(|t| format!("engine counters {} tok/s, ", tok_s(t)))
         .unwrap_or_default();
     let verdict = match p.cross_check.verdict {
         PrefillAgreement::WithinTolerance => format!("{engine}within tolerance"),
@@ -546,7 +511,7 @@ fn prefill_line(p: &infergate_schema::results::PrefillRecord) -> String {
 
 /// One log line per event: `19:48:41 ready C=1 ctx=8k running_reqs=1/1, ...` (cell events
 /// carry their own wording; run-level events are prefixed with their kind).
-pub fn format_event(e: &Event) -> String {
+pub(crate) fn format_event(e: &Event) -> String {
     let time = e.at.format("%H:%M:%S");
     if e.concurrency.is_some() {
         format!("{time} {}", e.message)

@@ -6,8 +6,7 @@ use comfy_table::Table;
 use super::console::{align_right, fits, push_wrapped, wrap};
 use super::layout::{markdown_head, markdown_row};
 use infergate_io::untrusted_text::markdown as escape;
-use infergate_schema::answer::NO_VALUE;
-use infergate_schema::results::context_label;
+use infergate_schema::answer::{NO_VALUE, cell_label, plural};
 use infergate_store::baseline::history::BaselineHistory;
 
 fn column_label(h: &BaselineHistory, i: usize) -> String {
@@ -24,11 +23,7 @@ fn rows(h: &BaselineHistory, from: usize) -> Vec<Vec<String>> {
     h.cells
         .iter()
         .map(|c| {
-            let mut row = vec![format!(
-                "C={} / {}",
-                c.concurrency,
-                context_label(c.context_tokens)
-            )];
+            let mut row = vec![cell_label(c.concurrency, c.context_tokens)];
             let tps = |v: &Option<f64>| v.map_or_else(|| NO_VALUE.into(), |v| format!("{v:.1}"));
             row.extend(c.values.iter().skip(from).chain([&c.level]).map(tps));
             row.push(c.cv.map_or_else(|| NO_VALUE.into(), |v| format!("{:.1}%", v * 100.0)));
@@ -61,10 +56,8 @@ pub fn text(h: &BaselineHistory) -> String {
         table
             .load_style(super::verdict_table::TABLE_STYLE)
             .force_no_tty()
-            .set_header(header(h, from, false));
-        for row in rows(h, from) {
-            table.add_row(row);
-        }
+            .set_header(header(h, from, false))
+            .add_rows(rows(h, from));
         align_right(&mut table, 1..=n - from + 2);
         table.to_string()
     };
@@ -75,7 +68,7 @@ pub fn text(h: &BaselineHistory) -> String {
         .unwrap_or_else(|| (n.saturating_sub(1), table(n.saturating_sub(1))));
     let shown = n - from;
     let what = if shown == n {
-        format!("{} shown", infergate_schema::answer::plural(n, "run"))
+        format!("{} shown", plural(n, "run"))
     } else {
         format!("the newest {shown} of {n} runs shown (`--format md` shows all)")
     };
@@ -100,7 +93,7 @@ pub fn markdown(h: &BaselineHistory) -> String {
         "**Baseline {} / suite {}**: {}, aggregate tok/s\n\n",
         escape(&h.profile_key),
         escape(&h.suite),
-        infergate_schema::answer::plural(h.runs.len(), "run")
+        plural(h.runs.len(), "run")
     );
     let escaped = |cells: Vec<String>| cells.iter().map(|c| escape(c)).collect::<Vec<_>>();
     out.push_str(&markdown_head(&escaped(header(h, 0, true))));

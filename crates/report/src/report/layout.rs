@@ -12,10 +12,11 @@ use std::collections::BTreeSet;
 use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
-    bounds, cell_symbol, cell_word, cells_word, direction_word, first_line, interval, label,
-    metric_name, probe_late, sized, value_range, with_unit,
+    NextStep, StepContext, bounds, cell_label, cell_symbol, cell_word, cells_word, direction_word,
+    first_line, interval, label, metric_name, next_steps, plural, probe_late, sized, value_range,
+    with_unit,
 };
-use infergate_schema::results::context_label;
+use infergate_schema::results::{RunResults, TelemetrySummary, context_label, itl_is_latency};
 use infergate_schema::verdict::{
     Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Direction, GateVerdict,
     Metric, MetricComparison, signed_number, signed_percent,
@@ -45,7 +46,7 @@ const MARKS: [(&str, &str); 3] = [
 /// The run's GPU telemetry in words, when it was sampled: devices, energy, J/token, mean power,
 /// hottest reading and every clock limit seen (the power cap included), so a reader can tell a
 /// cool idle GPU from a hot, capped one. Plain text: the console wraps it, Markdown escapes it.
-pub fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option<String> {
+pub(crate) fn telemetry_text(t: &TelemetrySummary) -> Option<String> {
     if t.status != "available" {
         return None;
     }
@@ -59,7 +60,7 @@ pub fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option
         Some(n) => format!(
             "{} ({} left out)",
             with_unit(Metric::JoulesPerToken, j),
-            infergate_schema::answer::plural(n, "idle-GPU window")
+            plural(n, "idle-GPU window")
         ),
         None => with_unit(Metric::JoulesPerToken, j),
     }));
@@ -76,7 +77,7 @@ pub fn telemetry_text(t: &infergate_schema::results::TelemetrySummary) -> Option
 
 /// The cells whose window saw the GPU slow its clocks for heat or a hardware signal
 /// ([`infergate_schema::results::CellTelemetry::clock_slowdowns`]), as `C=4 / 8k (hw_thermal_slowdown)`.
-pub fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<String> {
+pub(crate) fn slowed_cells(results: &RunResults) -> Vec<String> {
     results
         .cells
         .iter()
@@ -85,7 +86,7 @@ pub fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<Stri
             (!seen.is_empty()).then(|| {
                 format!(
                     "{} ({})",
-                    infergate_schema::answer::cell_label(c.concurrency, c.context_tokens),
+                    cell_label(c.concurrency, c.context_tokens),
                     seen.join(", ")
                 )
             })
@@ -97,10 +98,7 @@ pub fn slowed_cells(results: &infergate_schema::results::RunResults) -> Vec<Stri
 /// signal ([`slowed_cells`]; `boot` names the boot when it is not the first): their figures
 /// may be the runner's, not the engine's, so a reviewer should know before trusting a change
 /// in them.
-pub fn clock_slowdown_text(
-    results: &infergate_schema::results::RunResults,
-    boot: &str,
-) -> Option<String> {
+pub(crate) fn clock_slowdown_text(results: &RunResults, boot: &str) -> Option<String> {
     let cells = slowed_cells(results);
     (!cells.is_empty()).then(|| {
         format!(
@@ -112,10 +110,7 @@ pub fn clock_slowdown_text(
 }
 
 /// [`clock_slowdown_text`] of each boot of a gate: the first, then the confirmation boot.
-pub fn clock_cautions(
-    first: &infergate_schema::results::RunResults,
-    confirmation: Option<&infergate_schema::results::RunResults>,
-) -> Vec<String> {
+pub fn clock_cautions(first: &RunResults, confirmation: Option<&RunResults>) -> Vec<String> {
     clock_slowdown_text(first, "")
         .into_iter()
         .chain(confirmation.and_then(|c| clock_slowdown_text(c, " of the confirmation boot")))
@@ -123,7 +118,7 @@ pub fn clock_cautions(
 }
 
 /// Whether a metric's values can be right: an inter-token latency percentile (p50 and up) is
-/// only shown when both are latencies ([`infergate_schema::results::itl_is_latency`]: not tokens that
+/// only shown when both are latencies ([`itl_is_latency`]: not tokens that
 /// came together).
 fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
     if !(m.baseline.is_finite() && m.candidate.is_finite() && m.baseline > 0.0 && m.candidate > 0.0)
@@ -134,8 +129,8 @@ fn plausible(cell: &CellComparison, m: &MetricComparison) -> bool {
         return true;
     }
     let per_user = cell.metrics.iter().find(|x| x.metric == Metric::PerUserTps);
-    infergate_schema::results::itl_is_latency(m.baseline, per_user.map(|p| p.baseline))
-        && infergate_schema::results::itl_is_latency(m.candidate, per_user.map(|p| p.candidate))
+    itl_is_latency(m.baseline, per_user.map(|p| p.baseline))
+        && itl_is_latency(m.candidate, per_user.map(|p| p.candidate))
 }
 
 /// One matrix cell: its number (a change in %, or a short word) and its symbol.
@@ -234,7 +229,7 @@ fn as_shown(verdict: CellVerdict, gate: GateVerdict) -> CellVerdict {
 /// the unit).
 fn tps(x: f64) -> String {
     if x.abs() >= 1000.0 {
-        infergate_schema::results::thousands(x.round().max(0.0) as u64)
+        crate::report::console::tok_s(x)
     } else {
         format!("{x:.1}")
     }
@@ -312,20 +307,17 @@ pub struct GateLayout {
     /// The basis, the rule and the arithmetic, one paragraph each.
     pub details: Vec<String>,
     /// What a developer can do next ([`infergate_schema::answer::next_steps`]), where it applies.
-    pub next_steps: Vec<infergate_schema::answer::NextStep>,
+    pub next_steps: Vec<NextStep>,
 }
 
 /// Builds the layout of a comparison, with the next steps that need no context of the run.
 pub fn layout(report: &ComparisonReport) -> GateLayout {
-    layout_with(report, &infergate_schema::answer::StepContext::default())
+    layout_with(report, &StepContext::default())
 }
 
 /// Builds the layout of a comparison; `steps` says how the gate ran (its config, its
 /// `fail_on`), for the next steps.
-pub fn layout_with(
-    report: &ComparisonReport,
-    steps: &infergate_schema::answer::StepContext,
-) -> GateLayout {
+pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> GateLayout {
     let grid = grid(report);
     let mut legend: Vec<(&'static str, &'static str)> = Vec::new();
     let mut extra: Vec<(&'static str, &'static str)> = Vec::new();
@@ -363,7 +355,7 @@ pub fn layout_with(
         prefill: prefill_rows(report),
         burst: burst_rows(report),
         details: details(report),
-        next_steps: infergate_schema::answer::next_steps(report, steps),
+        next_steps: next_steps(report, steps),
     }
 }
 
@@ -575,19 +567,16 @@ fn not_compared_row(name: String, c: &CellComparison) -> LayerRow {
 /// an A/B run's `A's level from 4 boots, noise from 4 pairs`.
 fn level_and_noise(report: &ComparisonReport) -> String {
     let (level, noise) = (report.baseline.level_runs.len(), report.baseline.noise_runs);
-    let s = |n: usize| if n == 1 { "" } else { "s" };
     match report.against {
         Against::Baseline => format!(
-            "baseline level from {level} run{}, noise from {noise}",
-            s(level)
+            "baseline level from {}, noise from {noise}",
+            plural(level, "run")
         ),
-        Against::PairedAb => {
-            format!(
-                "A's level from {level} boot{}, noise from {noise} pair{}",
-                s(level),
-                s(noise)
-            )
-        }
+        Against::PairedAb => format!(
+            "A's level from {}, noise from {}",
+            plural(level, "boot"),
+            plural(noise, "pair")
+        ),
     }
 }
 
@@ -788,9 +777,8 @@ fn cell_detail(c: &CellComparison) -> Option<String> {
     {
         return None;
     }
-    let mut line = format!("{} {}: {}", cell_symbol(c.verdict).0, label(c), {
-        cell_symbol(c.verdict).1
-    });
+    let (symbol, word) = cell_symbol(c.verdict);
+    let mut line = format!("{symbol} {}: {word}", label(c));
     if let Some(m) = figure {
         let d = m.shown_change();
         line.push_str(&format!(
@@ -817,7 +805,7 @@ fn rule_line(report: &ComparisonReport) -> String {
     let cells = r.cell_effect.map_or(String::new(), |e| {
         format!(
             "; a pass also needs every cell's interval above {}",
-            infergate_schema::verdict::signed_percent(-e)
+            signed_percent(-e)
         )
     });
     format!(
@@ -884,7 +872,7 @@ fn alpha_split(report: &ComparisonReport) -> String {
 }
 
 /// The annotation/workflow-command title of a cell: `C=8 / 32k: aggregate tok/s −9.6% [−10.9, −8.4]`.
-pub fn cell_title(cell: &CellComparison) -> String {
+pub(crate) fn cell_title(cell: &CellComparison) -> String {
     let name = label(cell);
     match (cell.verdict, cell.deciding()) {
         (
@@ -902,9 +890,14 @@ pub fn cell_title(cell: &CellComparison) -> String {
     }
 }
 
+/// `text` on one line: every run of whitespace, line breaks included, one space.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The annotation message of a cell: the deciding metric's levels with units, the change, its
 /// interval and margin, and the cell's reason.
-pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
+pub(crate) fn cell_message(cell: &CellComparison, confidence: f64) -> String {
     let mut parts = Vec::new();
     if let Some(m) = cell.deciding() {
         let d = m.shown_change();
@@ -925,12 +918,7 @@ pub fn cell_message(cell: &CellComparison, confidence: f64) -> String {
         ));
     }
     if let Some(r) = &cell.reason {
-        parts.push(
-            r.to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
+        parts.push(one_line(&r.to_string()));
     }
     if parts.is_empty() {
         parts.push(cell_symbol(cell.verdict).1.to_string());
@@ -1085,7 +1073,7 @@ pub fn markdown(l: &GateLayout, with_first_line: bool) -> String {
 /// Table, legend and Details, without the first line; `before_details` (Markdown, e.g. the
 /// job summary's chart) goes between the legend and Details, `extra_details` at the end of
 /// Details (both already escaped).
-pub fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) -> String {
+pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details: &str) -> String {
     let mut out = String::new();
     markdown_grid(&mut out, l);
     markdown_layers(&mut out, l);
@@ -1178,15 +1166,11 @@ fn markdown_layers(out: &mut String, l: &GateLayout) {
         if rows.is_empty() {
             continue;
         }
-        out.push_str(&format!(
-            "{title}:\n\n| {name} | {change} | baseline → now |\n|---|---:|---:|\n"
-        ));
+        out.push_str(&format!("{title}:\n\n"));
+        out.push_str(&markdown_head(&[name, change, "baseline → now"]));
         for r in rows {
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                escape(&r.name),
-                escape(&r.change),
-                escape(&r.values)
+            out.push_str(&markdown_row(
+                &[r.name.as_str(), &r.change, &r.values].map(escape),
             ));
         }
         out.push('\n');
@@ -1215,12 +1199,8 @@ fn markdown_secondary(out: &mut String, l: &GateLayout) {
         out.push_str("| cell | metric | baseline → now | change [interval, %] |\n");
         out.push_str("|---|---|---:|---:|\n");
         for s in &l.secondary {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                escape(&s.cell),
-                escape(s.metric),
-                escape(&s.values),
-                escape(&s.change)
+            out.push_str(&markdown_row(
+                &[s.cell.as_str(), s.metric, &s.values, &s.change].map(escape),
             ));
         }
         out.push('\n');

@@ -9,7 +9,7 @@ use infergate_schema::results::{ProfileKey, RunStatus};
 use infergate_schema::verdict::GateVerdict;
 
 /// Marker that opens the merged Markdown, so a sticky comment can be found and updated.
-pub const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
+pub(crate) const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
 
 fn gate_badge(gate: GateVerdict) -> &'static str {
     match gate {

@@ -4,6 +4,8 @@
 //! band the verdict compared against as two lines. A picture of the trend only: the verdict
 //! table stays the authoritative data.
 
+use std::collections::BTreeSet;
+
 use infergate_schema::answer::cell_label;
 use infergate_schema::results::{CellStatus, RunResults};
 use infergate_schema::verdict::ComparisonReport;
@@ -11,11 +13,14 @@ use infergate_schema::verdict::ComparisonReport;
 /// At most this many cells (one chart each).
 pub const MAX_LINES: usize = 4;
 /// At most this many runs along the x-axis (the newest).
-pub const MAX_RUNS: usize = 20;
+pub(crate) const MAX_RUNS: usize = 20;
 
 /// The cells worth a line: regressed cells (worst first), then the highest-concurrency cell of
 /// each context (the throughput headline), at most [`MAX_LINES`].
-pub fn headline_cells(current: &RunResults, verdict: Option<&ComparisonReport>) -> Vec<(u32, u64)> {
+pub(crate) fn headline_cells(
+    current: &RunResults,
+    verdict: Option<&ComparisonReport>,
+) -> Vec<(u32, u64)> {
     let mut picked: Vec<(u32, u64)> = Vec::new();
     if let Some(v) = verdict {
         let mut regressed: Vec<_> = v
@@ -41,15 +46,8 @@ pub fn headline_cells(current: &RunResults, verdict: Option<&ComparisonReport>) 
             picked.push(c.coord());
         }
     }
-    let mut seen = Vec::new();
-    picked.retain(|p| {
-        if seen.contains(p) {
-            false
-        } else {
-            seen.push(*p);
-            true
-        }
-    });
+    let mut seen = BTreeSet::new();
+    picked.retain(|p| seen.insert(*p));
     picked.truncate(MAX_LINES);
     picked
 }
@@ -124,9 +122,7 @@ pub fn throughput_chart(
     let value = |run: &RunResults, (c, l): (u32, u64)| {
         run.cells
             .iter()
-            .find(|x| {
-                x.concurrency == c && x.context_tokens == l && measured(x.status, x.aggregate_tps)
-            })
+            .find(|x| x.coord() == (c, l) && measured(x.status, x.aggregate_tps))
             .map(|x| x.aggregate_tps)
     };
     let complete = |run: &RunResults| cells.iter().all(|coord| value(run, *coord).is_some());
@@ -207,7 +203,7 @@ pub fn throughput_chart(
 /// then this run's boots' labels.
 fn distinct_labels(runs: &[&RunResults], boots: &[&str]) -> Vec<String> {
     let shas: Vec<String> = runs.iter().map(|r| run_label(r)).collect();
-    let unique = shas.iter().collect::<std::collections::BTreeSet<_>>().len() == shas.len();
+    let unique = shas.iter().collect::<BTreeSet<_>>().len() == shas.len();
     let mut labels: Vec<String> = if unique {
         shas
     } else {
@@ -222,7 +218,7 @@ fn band(verdict: &ComparisonReport, (c, l): (u32, u64)) -> Option<(f64, f64)> {
     let m = verdict
         .cells
         .iter()
-        .find(|x| x.concurrency == c && x.context_tokens == l)?
+        .find(|x| (x.concurrency, x.context_tokens) == (c, l))?
         .primary()?;
     (m.baseline.is_finite() && m.margin.is_finite())
         .then_some((m.baseline * (1.0 - m.margin), m.baseline * (1.0 + m.margin)))
@@ -237,13 +233,15 @@ fn cell_chart(
     band: Option<(f64, f64)>,
     last: &str,
 ) -> String {
-    let title = match band {
-        Some(_) => format!(
-            "{} aggregate tok/s: bars = runs ({last}), lines = baseline band",
-            cell_label(c, l)
-        ),
-        None => format!("{} aggregate tok/s: bars = runs ({last})", cell_label(c, l)),
+    let lines = if band.is_some() {
+        ", lines = baseline band"
+    } else {
+        ""
     };
+    let title = format!(
+        "{} aggregate tok/s: bars = runs ({last}){lines}",
+        cell_label(c, l)
+    );
     let mut series = vec![("bar", values.to_vec())];
     if let Some((low, high)) = band {
         series.push(("line", vec![low; values.len()]));

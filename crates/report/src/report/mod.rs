@@ -17,7 +17,7 @@ pub mod verdict_table;
 /// A commit as a table shows it: a full 40-digit SHA as its first 12 digits (git's own
 /// abbreviation for a large repository; `bisect` and git take it), anything else (`v1.2`,
 /// `HEAD~3`) as given. A full SHA wraps a 100-column table over four lines.
-pub fn short_commit(rev: &str) -> &str {
+pub(crate) fn short_commit(rev: &str) -> &str {
     if rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
         &rev[..12]
     } else {

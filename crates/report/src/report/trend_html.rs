@@ -13,7 +13,11 @@ use std::fmt::Write as _;
 use crate::report::changes::{
     GroupChanges, change_label, commits_label, location_label, scope_label,
 };
-use infergate_model::stats::changepoint::{ChangePoint, HistorySeries, Scope};
+use infergate_io::untrusted_text::{is_bidi_control, is_invisible};
+use infergate_model::stats::changepoint::{ChangePoint, HistorySeries, RunRef, Scope};
+use infergate_schema::answer::plural;
+use infergate_schema::results::context_label;
+use infergate_schema::verdict::{Metric, signed_percent};
 
 /// Escapes text for HTML element content and quoted attribute values.
 pub fn html(text: &str) -> String {
@@ -26,9 +30,7 @@ pub fn html(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c if c.is_control() && c != '\n' => out.push(' '),
-            c if infergate_io::untrusted_text::is_bidi_control(c)
-                || infergate_io::untrusted_text::is_invisible(c) =>
-            {
+            c if is_bidi_control(c) || is_invisible(c) => {
                 out.push('\u{FFFD}');
             }
             c => out.push(c),
@@ -94,8 +96,8 @@ fn group(out: &mut String, g: &GroupChanges) {
         "<section class=\"group\"><h2>{} / suite {}</h2><p>{}, {}{}.</p>",
         html(&g.profile_key),
         html(&g.suite),
-        infergate_schema::answer::plural(h.runs.len(), "run"),
-        infergate_schema::answer::plural(h.change_points.len(), "change point"),
+        plural(h.runs.len(), "run"),
+        plural(h.change_points.len(), "change point"),
         if g.accepted.is_empty() {
             String::new()
         } else {
@@ -137,29 +139,22 @@ fn heat_map(out: &mut String, g: &GroupChanges) {
         .iter()
         .filter(|s| matches!(s.scope, Scope::Cell { .. }))
         .collect();
-    let mut conc = BTreeSet::new();
-    let mut ctx = BTreeSet::new();
-    for s in &cells {
-        if let Scope::Cell {
+    let coords = cells.iter().filter_map(|s| match s.scope {
+        Scope::Cell {
             concurrency,
             context_tokens,
-        } = s.scope
-        {
-            conc.insert(concurrency);
-            ctx.insert(context_tokens);
-        }
-    }
+        } => Some((concurrency, context_tokens)),
+        Scope::Matrix => None,
+    });
+    let conc: BTreeSet<u32> = coords.clone().map(|(c, _)| c).collect();
+    let ctx: BTreeSet<u64> = coords.map(|(_, x)| x).collect();
     out.push_str("<table class=\"heat\"><caption>Newest change point per cell (aggregate tok/s; red = slower)</caption><tr><th>context \\ C</th>");
     for c in &conc {
         let _ = write!(out, "<th>{c}</th>");
     }
     out.push_str("</tr>\n");
     for &x in &ctx {
-        let _ = write!(
-            out,
-            "<tr><th>{}</th>",
-            html(&infergate_schema::results::context_label(x))
-        );
+        let _ = write!(out, "<tr><th>{}</th>", html(&context_label(x)));
         for &c in &conc {
             let series = cells.iter().find(|s| {
                 s.scope
@@ -167,7 +162,7 @@ fn heat_map(out: &mut String, g: &GroupChanges) {
                         concurrency: c,
                         context_tokens: x,
                     }
-                    && s.metric == infergate_schema::verdict::Metric::AggregateTps
+                    && s.metric == Metric::AggregateTps
             });
             match series.and_then(|s| newest_change(g, s)) {
                 Some(cp) => {
@@ -176,7 +171,7 @@ fn heat_map(out: &mut String, g: &GroupChanges) {
                         "<td style=\"background:{}\" title=\"{}\">{}</td>",
                         heat_colour(cp.change),
                         html(&format!("{} at run {}", change_label(cp), cp.run_id)),
-                        infergate_schema::verdict::signed_percent(cp.change)
+                        signed_percent(cp.change)
                     );
                 }
                 None if series.is_some() => out.push_str("<td>–</td>"),
@@ -339,12 +334,12 @@ fn change_marks(
             H - BOTTOM,
             x0 + 3.0,
             TOP - 4.0,
-            html(&infergate_schema::verdict::signed_percent(cp.change))
+            html(&signed_percent(cp.change))
         );
     }
 }
 
-fn axis_label(r: &infergate_model::stats::changepoint::RunRef) -> String {
+fn axis_label(r: &RunRef) -> String {
     let date = r.started_at.get(..10).unwrap_or(&r.started_at);
     match &r.commit {
         Some(c) => format!("{date} {}", c.chars().take(9).collect::<String>()),

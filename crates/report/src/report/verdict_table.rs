@@ -7,7 +7,7 @@ use crate::report::layout;
 use infergate_schema::verdict::ComparisonReport;
 
 /// The terminal table look (rounded box, solid lines), as llm-decode-bench's console tables.
-pub const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL_CONDENSED
+pub(crate) const TABLE_STYLE: comfy_table::TableStyle = comfy_table::presets::UTF8_FULL_CONDENSED
     .with_rounded_corners()
     .header_lines(comfy_table::ContentLineStyle::new('│', '│', '│'))
     .content_lines(comfy_table::ContentLineStyle::new('│', '│', '│'))

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::comment::Author;
+use super::comment::{Author, is_login};
 use super::retry::{ApiError, all_pages};
 use super::{Api, GithubReporter, PublishOutcome};
 use crate::report::changes::{GroupChanges, change_label, scope_label, slope_words};
@@ -35,9 +35,14 @@ const UNTIL_PREFIX: &str = "<!-- infergate-until:";
 
 /// The `until` run recorded in an alert body, if any (marker-safe characters only).
 fn parse_until(body: &str) -> Option<String> {
-    let rest = &body[body.find(UNTIL_PREFIX)? + UNTIL_PREFIX.len()..];
-    let inner = rest[..rest.find("-->")?].trim();
+    let inner = marker_text(body, UNTIL_PREFIX)?;
     (!inner.is_empty() && marker_part(inner) == inner).then(|| inner.to_string())
+}
+
+/// The text of the first `prefix … -->` marker in `body`, trimmed.
+fn marker_text<'a>(body: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = &body[body.find(prefix)? + prefix.len()..];
+    Some(rest[..rest.find("-->")?].trim())
 }
 
 /// Runs between a matrix change point and a cell change point that count as the same change.
@@ -94,26 +99,20 @@ impl AlertKey {
 
     /// The hidden marker written into the issue body.
     pub(crate) fn marker(&self) -> String {
-        format!(
-            "{MARKER_PREFIX}{}/{}/{}/{}/{} -->",
-            self.profile, self.suite, self.scope, self.metric, self.run_id
-        )
+        format!("{MARKER_PREFIX}{} -->", self.label())
     }
 
     /// The key in the first marker of `body`, if any.
     pub(crate) fn parse(body: &str) -> Option<AlertKey> {
-        let rest = &body[body.find(MARKER_PREFIX)? + MARKER_PREFIX.len()..];
-        let inner = rest[..rest.find("-->")?].trim();
-        let parts: Vec<&str> = inner.split('/').collect();
-        let [profile, suite, scope, metric, run_id] = parts.as_slice() else {
-            return None;
-        };
+        let inner = marker_text(body, MARKER_PREFIX)?;
+        let parts: Vec<String> = inner.split('/').map(String::from).collect();
+        let [profile, suite, scope, metric, run_id] = <[String; 5]>::try_from(parts).ok()?;
         let key = AlertKey {
-            profile: profile.to_string(),
-            suite: suite.to_string(),
-            scope: scope.to_string(),
-            metric: metric.to_string(),
-            run_id: run_id.to_string(),
+            profile,
+            suite,
+            scope,
+            metric,
+            run_id,
         };
         // Only a key we could have written.
         (key.marker() == format!("{MARKER_PREFIX}{inner} -->")).then_some(key)
@@ -186,22 +185,16 @@ pub(crate) fn plan(groups: &[GroupChanges]) -> Vec<Alert<'_>> {
                 None => lone.push(c),
             }
         }
-        for (i, m) in matrix {
-            alerts.push(Alert {
-                key: AlertKey::of(g, m),
-                group: g,
-                change: m,
-                cells: cells_of.remove(&i).unwrap_or_default(),
-            });
-        }
-        for c in lone {
-            alerts.push(Alert {
-                key: AlertKey::of(g, c),
-                group: g,
-                change: c,
-                cells: Vec::new(),
-            });
-        }
+        let matrix = matrix
+            .into_iter()
+            .map(|(i, m)| (m, cells_of.remove(&i).unwrap_or_default()));
+        let lone = lone.into_iter().map(|c| (c, Vec::new()));
+        alerts.extend(matrix.chain(lone).map(|(change, cells)| Alert {
+            key: AlertKey::of(g, change),
+            group: g,
+            change,
+            cells,
+        }));
     }
     alerts
 }
@@ -225,12 +218,7 @@ pub(crate) fn title(a: &Alert<'_>) -> String {
 }
 
 fn commit_of(group: &GroupChanges, run_id: &str) -> Option<String> {
-    group
-        .history
-        .runs
-        .iter()
-        .find(|r| r.run_id == run_id)
-        .and_then(|r| r.commit.clone())
+    group.history.runs[position(group, run_id)?].commit.clone()
 }
 
 fn is_sha(s: &str) -> bool {
@@ -415,11 +403,8 @@ pub(crate) struct ExistingIssue {
     pub state: String,
     #[serde(default)]
     pub title: String,
-    #[serde(default)]
     pub body: Option<String>,
-    #[serde(default)]
     pub user: Option<Author>,
-    #[serde(default)]
     pub pull_request: Option<serde_json::Value>,
 }
 
@@ -767,15 +752,8 @@ impl GithubReporter {
         let ours: Vec<(ExistingIssue, AlertKey)> = match api.list_own(&login).await {
             Ok(listed) => listed
                 .into_iter()
-                .filter(|i| {
-                    i.user
-                        .as_ref()
-                        .is_some_and(|u| u.login.eq_ignore_ascii_case(&login))
-                })
-                .filter_map(|i| {
-                    let key = AlertKey::parse(i.body.as_deref()?)?;
-                    Some((i, key))
-                })
+                .filter(|i| is_login(i.user.as_ref(), &login))
+                .filter_map(|i| AlertKey::parse(i.body.as_deref()?).map(|key| (i, key)))
                 .collect(),
             Err(e) => {
                 out.errors.push(format!("no alerts filed: {e}"));
@@ -910,6 +888,20 @@ mod tests {
         )
     }
 
+    fn update(number: u64, alert: usize) -> Action {
+        Action::Update { number, alert }
+    }
+
+    /// Issue `number` closed: its change is no longer in the history.
+    fn gone(number: u64) -> Action {
+        let reason = CloseReason::NoLongerDetected;
+        Action::Close {
+            number,
+            alert: None,
+            reason,
+        }
+    }
+
     fn analysed() -> BTreeSet<(String, String)> {
         [("h200-vllm".to_string(), "nightly".to_string())].into()
     }
@@ -978,13 +970,7 @@ mod tests {
             vec![Action::Create { alert: 0 }]
         );
         let ours = vec![issue(5, "open", &alerts[0].key)];
-        assert_eq!(
-            reconcile(&alerts, &ours, &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&alerts, &ours, &analysed()), vec![update(5, 0)]);
         let acc = group(vec![cp(Scope::Matrix, 30, -0.03, true)]);
         let alerts = plan(std::slice::from_ref(&acc));
         assert_eq!(
@@ -1008,14 +994,7 @@ mod tests {
         let empty = group(vec![]);
         let none = plan(std::slice::from_ref(&empty));
         let open = vec![issue(5, "open", &alerts[0].key)];
-        assert_eq!(
-            reconcile(&none, &open, &analysed()),
-            vec![Action::Close {
-                number: 5,
-                alert: None,
-                reason: CloseReason::NoLongerDetected
-            }]
-        );
+        assert_eq!(reconcile(&none, &open, &analysed()), vec![gone(5)]);
         // Another group's issue is not this analysis' business.
         assert_eq!(reconcile(&none, &open, &BTreeSet::new()), vec![]);
     }
@@ -1043,13 +1022,7 @@ mod tests {
         let a2 = plan(std::slice::from_ref(&night2));
         assert_eq!(a2.len(), 1, "the cell moved along the creep: {a2:#?}");
         assert_eq!(a2[0].cells.len(), 1);
-        assert_eq!(
-            reconcile(&a2, &ours, &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&a2, &ours, &analysed()), vec![update(5, 0)]);
         let text = body(&a2[0], AlertState::Open, None);
         assert!(text.contains("creep: −0.20%/run"), "{text}");
         assert_eq!(parse_until(&text).as_deref(), Some("r39"));
@@ -1060,13 +1033,7 @@ mod tests {
         updated.0.body = Some(text);
         let night3 = group(vec![creep(32, 39)]);
         let a3 = plan(std::slice::from_ref(&night3));
-        assert_eq!(
-            reconcile(&a3, &[updated], &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&a3, &[updated], &analysed()), vec![update(5, 0)]);
     }
 
     #[test]
@@ -1076,25 +1043,12 @@ mod tests {
         let ours = vec![issue(5, "open", &a1[0].key)];
         let night2 = group(vec![cp(Scope::Matrix, 31, -0.03, false)]);
         let a2 = plan(std::slice::from_ref(&night2));
-        assert_eq!(
-            reconcile(&a2, &ours, &analysed()),
-            vec![Action::Update {
-                number: 5,
-                alert: 0
-            }]
-        );
+        assert_eq!(reconcile(&a2, &ours, &analysed()), vec![update(5, 0)]);
         let far = group(vec![cp(Scope::Matrix, 38, -0.03, false)]);
         let a3 = plan(std::slice::from_ref(&far));
         assert_eq!(
             reconcile(&a3, &ours, &analysed()),
-            vec![
-                Action::Close {
-                    number: 5,
-                    alert: None,
-                    reason: CloseReason::NoLongerDetected
-                },
-                Action::Create { alert: 0 }
-            ]
+            vec![gone(5), Action::Create { alert: 0 }]
         );
     }
 }

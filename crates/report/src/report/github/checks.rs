@@ -12,7 +12,7 @@ use crate::report::layout::{cell_message, cell_title};
 use infergate_schema::verdict::ComparisonReport;
 
 /// GitHub's cap on annotations per create/update request.
-pub const ANNOTATIONS_PER_REQUEST: usize = 50;
+pub(crate) const ANNOTATIONS_PER_REQUEST: usize = 50;
 
 /// One check-run annotation (GitHub's fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,11 +96,9 @@ impl CheckOwner {
 
     /// Whether a check with `external_id` is stale for this job: started by this job (its gate
     /// was killed), or by an earlier attempt of this workflow run (which has ended).
-    pub fn owns_stale(&self, external_id: &str) -> bool {
-        let mut parts = external_id.splitn(4, '/');
-        let (Some("infergate"), Some(run), Some(attempt), Some(runner)) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+    pub(crate) fn owns_stale(&self, external_id: &str) -> bool {
+        let parts: Vec<&str> = external_id.splitn(4, '/').collect();
+        let ["infergate", run, attempt, runner] = parts[..] else {
             return false;
         };
         let Ok(attempt) = attempt.parse::<u32>() else {
@@ -117,7 +115,6 @@ pub struct ListedCheckRun {
     pub id: u64,
     pub name: String,
     pub status: String,
-    #[serde(default)]
     pub external_id: Option<String>,
 }
 
@@ -139,15 +136,15 @@ struct CheckRunCreated {
 }
 
 /// Annotation path: repository-relative (`GITHUB_WORKSPACE` stripped), `/`-separated, no `.`.
-pub fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
+pub(crate) fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
     let rel = match workspace {
         Some(ws) if path.is_absolute() => path.strip_prefix(ws).unwrap_or(path),
         _ => path,
     };
-    let parts: Vec<String> = rel
+    let parts: Vec<_> = rel
         .components()
         .filter_map(|c| match c {
-            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            Component::Normal(s) => Some(s.to_string_lossy()),
             _ => None,
         })
         .collect();

@@ -20,9 +20,7 @@ use super::retry::{ApiError, RetryPolicy, all_pages, with_retry};
 #[derive(Debug, Clone, Deserialize)]
 pub struct ExistingComment {
     pub id: u64,
-    #[serde(default)]
     pub body: Option<String>,
-    #[serde(default)]
     pub user: Option<Author>,
 }
 
@@ -33,12 +31,15 @@ pub struct Author {
 }
 
 impl ExistingComment {
-    /// Whether `login` wrote it (GitHub logins compare case-insensitively).
-    pub fn written_by(&self, login: &str) -> bool {
-        self.user
-            .as_ref()
-            .is_some_and(|u| u.login.eq_ignore_ascii_case(login))
+    /// Whether `login` wrote it.
+    pub(crate) fn written_by(&self, login: &str) -> bool {
+        is_login(self.user.as_ref(), login)
     }
+}
+
+/// Whether `user` is `login` (GitHub logins compare case-insensitively).
+pub(crate) fn is_login(user: Option<&Author>, login: &str) -> bool {
+    user.is_some_and(|u| u.login.eq_ignore_ascii_case(login))
 }
 
 #[derive(Serialize)]
@@ -48,9 +49,7 @@ struct GraphqlQuery<'a> {
 
 #[derive(Deserialize)]
 struct ViewerResponse {
-    #[serde(default)]
     data: Option<ViewerData>,
-    #[serde(default)]
     errors: Option<Vec<serde_json::Value>>,
 }
 
@@ -66,7 +65,7 @@ struct Viewer {
 
 /// The login the token acts as (`POST {graphql}` with `query { viewer { login } }`); `client`
 /// is based at the GraphQL endpoint's parent, `route` is its last segment.
-pub async fn own_login(
+pub(crate) async fn own_login(
     client: &Octocrab,
     route: &str,
     retry: &RetryPolicy,

@@ -12,9 +12,9 @@ use serde::Deserialize;
 
 /// Default REST endpoint of github.com; GitHub Enterprise Server sets `GITHUB_API_URL`
 /// (`https://HOST/api/v3`).
-pub const DEFAULT_API_URL: &str = "https://api.github.com";
+pub(crate) const DEFAULT_API_URL: &str = "https://api.github.com";
 /// Default web host, for links to workflow runs.
-pub const DEFAULT_SERVER_URL: &str = "https://github.com";
+pub(crate) const DEFAULT_SERVER_URL: &str = "https://github.com";
 
 /// An API token that never prints itself (`Debug` and `Display` show `***`).
 #[derive(Clone, PartialEq, Eq)]
@@ -25,15 +25,11 @@ impl Token {
     pub fn new(raw: impl Into<String>) -> Option<Token> {
         let raw = raw.into();
         let trimmed = raw.trim();
-        if trimmed.is_empty() {
-            None
-        } else {
-            Some(Token(trimmed.to_string()))
-        }
+        (!trimmed.is_empty()).then(|| Token(trimmed.to_string()))
     }
 
     /// The secret itself, for the HTTP client and for scrubbing error text.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -108,58 +104,40 @@ pub struct PrLookup {
 /// The parts of a webhook event payload we use.
 #[derive(Debug, Default, Deserialize)]
 struct EventPayload {
-    #[serde(default)]
     pull_request: Option<PullRequestPayload>,
-    #[serde(default)]
     workflow_run: Option<WorkflowRunPayload>,
-    #[serde(default)]
     number: Option<u64>,
 }
 
+/// A pull request as a `pull_request` event or a `workflow_run.pull_requests` entry names it.
 #[derive(Debug, Deserialize)]
 struct PullRequestPayload {
-    #[serde(default)]
     number: Option<u64>,
-    #[serde(default)]
     head: Option<HeadPayload>,
 }
 
 #[derive(Debug, Deserialize)]
 struct HeadPayload {
-    #[serde(default)]
     sha: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 struct WorkflowRunPayload {
-    #[serde(default)]
     head_sha: Option<String>,
-    #[serde(default)]
     head_branch: Option<String>,
-    #[serde(default)]
     head_repository: Option<RepositoryPayload>,
     #[serde(default)]
-    pull_requests: Vec<PullRequestRef>,
+    pull_requests: Vec<PullRequestPayload>,
 }
 
 #[derive(Debug, Deserialize)]
 struct RepositoryPayload {
-    #[serde(default)]
     owner: Option<OwnerPayload>,
 }
 
 #[derive(Debug, Deserialize)]
 struct OwnerPayload {
-    #[serde(default)]
     login: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PullRequestRef {
-    #[serde(default)]
-    number: Option<u64>,
-    #[serde(default)]
-    head: Option<HeadPayload>,
 }
 
 /// What the payload says about the commit and its PR.
@@ -181,21 +159,16 @@ impl GithubContext {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> GithubContext {
         let get = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
         let mut warnings = Vec::new();
-        let api_url = get("GITHUB_API_URL")
-            .unwrap_or_else(|| DEFAULT_API_URL.to_string())
-            .trim_end_matches('/')
-            .to_string();
-        let server_url = get("GITHUB_SERVER_URL")
-            .unwrap_or_else(|| DEFAULT_SERVER_URL.to_string())
-            .trim_end_matches('/')
-            .to_string();
-        let repository = get("GITHUB_REPOSITORY").filter(|r| valid_repository(r));
-        let run_url = match (&repository, get("GITHUB_RUN_ID")) {
-            (Some(repo), Some(run_id)) => {
-                Some(format!("{server_url}/{repo}/actions/runs/{run_id}"))
-            }
-            _ => None,
+        let url = |k: &str, default: &str| {
+            (get(k).as_deref().unwrap_or(default).trim_end_matches('/')).to_string()
         };
+        let (api_url, server_url) = (
+            url("GITHUB_API_URL", DEFAULT_API_URL),
+            url("GITHUB_SERVER_URL", DEFAULT_SERVER_URL),
+        );
+        let repository = get("GITHUB_REPOSITORY").filter(|r| valid_repository(r));
+        let run_url = (repository.as_ref().zip(get("GITHUB_RUN_ID")))
+            .map(|(repo, run_id)| format!("{server_url}/{repo}/actions/runs/{run_id}"));
         let payload = match get("GITHUB_EVENT_PATH") {
             Some(path) => std::fs::read_to_string(&path)
                 .map_err(|e| ("read", e.to_string()))
@@ -209,9 +182,7 @@ impl GithubContext {
             None => EventPayload::default(),
         };
         let target = payload.target();
-        let graphql_url = get("GITHUB_GRAPHQL_URL")
-            .map(|u| u.trim_end_matches('/').to_string())
-            .unwrap_or_else(|| graphql_url_for(&api_url));
+        let graphql_url = url("GITHUB_GRAPHQL_URL", &graphql_url_for(&api_url));
         let trend_report = match get("INFERGATE_TREND_REPORT_URL") {
             Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
                 Some(super::render::TrendReport::Url(u.trim().to_string()))
@@ -254,13 +225,13 @@ impl GithubContext {
     }
 
     /// `(owner, repo)` split from `repository`.
-    pub fn owner_repo(&self) -> Option<(&str, &str)> {
+    pub(crate) fn owner_repo(&self) -> Option<(&str, &str)> {
         self.repository.as_deref().and_then(|r| r.split_once('/'))
     }
 
     /// Why the GitHub API cannot be used (no token, no repository, no commit), or `None` when it
     /// can. The text is the one notice shown in local-only mode.
-    pub fn missing_for_api(&self) -> Option<String> {
+    pub(crate) fn missing_for_api(&self) -> Option<String> {
         let mut missing = Vec::new();
         if self.token.is_none() {
             missing.push("a token (GITHUB_TOKEN or INFERGATE_GITHUB_TOKEN)");
@@ -271,14 +242,10 @@ impl GithubContext {
         if self.head_sha.is_none() {
             missing.push("a commit SHA (event payload or GITHUB_SHA)");
         }
-        if missing.is_empty() {
-            None
-        } else {
-            Some(format!(
-                "GitHub reporting is local-only (no check run, no PR comment): missing {}; the job summary, step outputs and exit code still carry the verdict",
-                missing.join(", ")
-            ))
-        }
+        (!missing.is_empty()).then(|| format!(
+            "GitHub reporting is local-only (no check run, no PR comment): missing {}; the job summary, step outputs and exit code still carry the verdict",
+            missing.join(", ")
+        ))
     }
 }
 
@@ -325,24 +292,15 @@ impl EventPayload {
                     sha.is_none() || sha == run.head_sha.as_deref()
                 })
                 .find_map(|p| p.number);
-            let lookup = match (
-                number,
-                run.head_repository
-                    .as_ref()
-                    .and_then(|r| r.owner.as_ref())
-                    .and_then(|o| o.login.clone()),
-                run.head_branch.clone(),
-            ) {
-                (None, Some(head_owner), Some(head_branch))
-                    if !head_owner.is_empty() && !head_branch.is_empty() =>
-                {
-                    Some(PrLookup {
-                        head_owner,
-                        head_branch,
-                    })
-                }
-                _ => None,
-            };
+            let owner = (run.head_repository.as_ref())
+                .and_then(|r| r.owner.as_ref())
+                .and_then(|o| o.login.clone());
+            let lookup = (owner.zip(run.head_branch.clone()))
+                .filter(|(o, b)| number.is_none() && !o.is_empty() && !b.is_empty())
+                .map(|(head_owner, head_branch)| PrLookup {
+                    head_owner,
+                    head_branch,
+                });
             return PayloadTarget {
                 head_sha: run.head_sha.clone(),
                 pr_number: number,
@@ -355,7 +313,7 @@ impl EventPayload {
 
 /// The GraphQL endpoint next to a REST base: `https://api.github.com/graphql`, or on GitHub
 /// Enterprise Server `https://HOST/api/graphql` for `https://HOST/api/v3`.
-pub fn graphql_url_for(api_url: &str) -> String {
+pub(crate) fn graphql_url_for(api_url: &str) -> String {
     let base = api_url.trim_end_matches('/');
     match base.strip_suffix("/api/v3") {
         Some(host) => format!("{host}/api/graphql"),
@@ -365,19 +323,12 @@ pub fn graphql_url_for(api_url: &str) -> String {
 
 /// `owner/name` with exactly one slash and no path tricks.
 fn valid_repository(r: &str) -> bool {
-    match r.split_once('/') {
-        Some((o, n)) => {
-            let ok = |s: &str| {
-                !s.is_empty()
-                    && s != "."
-                    && s != ".."
-                    && s.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            };
-            ok(o) && ok(n)
-        }
-        None => false,
-    }
+    let ok = |s: &str| {
+        !matches!(s, "" | "." | "..")
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    r.split_once('/').is_some_and(|(o, n)| ok(o) && ok(n))
 }
 
 #[cfg(test)]

@@ -79,31 +79,28 @@ impl PublishOutcome {
     /// Prints notices and errors on stderr: as workflow commands inside Actions (so they show
     /// on the job page), as plain lines elsewhere.
     pub fn print(&self, in_actions: bool) {
+        let unaffected = "(the verdict and exit code are unaffected)";
+        let command = |kind, title, text: &str| {
+            let line = actions::command(kind, &[("title", title)], text);
+            infergate_io::stdio::write_workflow_command(&line, true);
+        };
         for n in &self.notices {
             if in_actions {
-                infergate_io::stdio::write_workflow_command(
-                    &actions::command("notice", &[("title", "infergate")], n),
-                    true,
-                );
+                command("notice", "infergate", n);
             } else {
                 errln!("{}", crate::report::console::kind_line("notice", n));
             }
         }
         for e in &self.errors {
             if in_actions {
-                infergate_io::stdio::write_workflow_command(
-                    &actions::command(
-                        "warning",
-                        &[("title", "infergate reporting failed")],
-                        &format!("{e} (the verdict and exit code are unaffected)"),
-                    ),
-                    true,
+                command(
+                    "warning",
+                    "infergate reporting failed",
+                    &format!("{e} {unaffected}"),
                 );
             } else {
-                errln!(
-                    "warning: reporting failed: {} (the verdict and exit code are unaffected)",
-                    infergate_io::untrusted_text::console(e)
-                );
+                let e = infergate_io::untrusted_text::console(e);
+                errln!("warning: reporting failed: {e} {unaffected}");
             }
         }
     }
@@ -171,29 +168,19 @@ impl GithubReporter {
 
     /// A reporter for a prepared context.
     pub fn from_context(ctx: GithubContext, retry: RetryPolicy) -> GithubReporter {
+        let client = match ctx.missing_for_api() {
+            Some(notice) => Err(notice),
+            None => build_client(&ctx, &ctx.api_url).map_err(|e| format!(
+                "GitHub reporting is local-only: {e}; the job summary, step outputs and exit code still carry the verdict"
+            )),
+        };
         let mut pending = PublishOutcome {
             notices: ctx.warnings.clone(),
             errors: Vec::new(),
         };
-        let mut graphql = None;
-        let client = match ctx.missing_for_api() {
-            Some(notice) => {
-                pending.notices.push(notice);
-                None
-            }
-            None => match build_client(&ctx, &ctx.api_url) {
-                Ok(c) => {
-                    graphql = graphql_client(&ctx);
-                    Some(c)
-                }
-                Err(e) => {
-                    pending.notices.push(format!(
-                        "GitHub reporting is local-only: {e}; the job summary, step outputs and exit code still carry the verdict"
-                    ));
-                    None
-                }
-            },
-        };
+        pending.notices.extend(client.as_ref().err().cloned());
+        let client = client.ok();
+        let graphql = client.as_ref().and_then(|_| graphql_client(&ctx));
         GithubReporter {
             client,
             graphql,

@@ -17,7 +17,6 @@ use super::retry::ApiError;
 pub struct PullRequest {
     pub number: u64,
     pub head: PullHead,
-    #[serde(default)]
     pub state: Option<String>,
 }
 

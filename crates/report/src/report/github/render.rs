@@ -5,9 +5,11 @@
 //! Engine- and config-supplied strings go through [`escape`]; every surface shows the one
 //! layout of [`crate::report::layout`]: the first line, the matrix, the legend, Details.
 
-use crate::report::layout::{self, escape_code};
+use crate::report::console;
+use crate::report::layout::{self, escape_code, one_line};
+use infergate_config::config::EMBEDDED_NAME;
 use infergate_io::untrusted_text::markdown as escape;
-use infergate_schema::answer::plural;
+use infergate_schema::answer::{ConfigArg, StepContext, plural};
 use infergate_schema::policy::{GateEnding, GatePolicy};
 use infergate_schema::results::{CellStatus, RunResults, RunStatus, context_label};
 use infergate_schema::verdict::{Against, ComparisonReport};
@@ -16,7 +18,7 @@ use infergate_schema::verdict::{Against, ComparisonReport};
 /// We count bytes, which is never fewer, so the cap always holds.
 pub const GITHUB_TEXT_LIMIT: usize = 65_535;
 /// GitHub's limit on one step's job summary (1 MiB); we stay a little under it.
-pub const STEP_SUMMARY_LIMIT: usize = 1_000_000;
+pub(crate) const STEP_SUMMARY_LIMIT: usize = 1_000_000;
 
 pub use infergate_schema::policy::Conclusion;
 
@@ -144,19 +146,14 @@ impl Links {
     }
 
     /// Where the full report can be read, for truncation notes.
-    pub fn full_report(&self) -> Option<&str> {
+    pub(crate) fn full_report(&self) -> Option<&str> {
         self.artifact_url.as_deref().or(self.run_url.as_deref())
     }
 }
 
 /// First 7 characters of a SHA.
-pub fn short_sha(sha: &str) -> &str {
-    let end = sha
-        .char_indices()
-        .nth(7)
-        .map(|(i, _)| i)
-        .unwrap_or(sha.len());
-    &sha[..end]
+pub(crate) fn short_sha(sha: &str) -> &str {
+    sha.char_indices().nth(7).map_or(sha, |(i, _)| &sha[..i])
 }
 
 /// Keeps a URL from breaking out of a Markdown link.
@@ -173,10 +170,6 @@ fn link_target(url: &str) -> String {
         .collect()
 }
 
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
@@ -189,28 +182,13 @@ fn cut_chars(text: &str, max: usize) -> String {
 
 /// Aggregate tok/s per cell when there is no verdict to show: context rows x concurrency
 /// columns, like the verdict matrix.
-pub fn results_markdown(results: &RunResults) -> String {
-    let mut conc = results.matrix.concurrency.clone();
-    let mut ctxs = results.matrix.contexts.clone();
-    for c in &results.cells {
-        if !conc.contains(&c.concurrency) {
-            conc.push(c.concurrency);
-        }
-        if !ctxs.contains(&c.context_tokens) {
-            ctxs.push(c.context_tokens);
-        }
-    }
-    conc.sort_unstable();
-    ctxs.sort_unstable();
+pub(crate) fn results_markdown(results: &RunResults) -> String {
+    let (conc, ctxs) = console::axes(results);
     let mut out = layout::markdown_matrix_head(&conc);
-    for ctx in &ctxs {
-        let mut row = vec![context_label(*ctx)];
-        for c in &conc {
-            let cell = results
-                .cells
-                .iter()
-                .find(|x| x.concurrency == *c && x.context_tokens == *ctx);
-            row.push(match cell {
+    for &ctx in &ctxs {
+        let mut row = vec![context_label(ctx)];
+        for &c in &conc {
+            row.push(match console::find(results, c, ctx) {
                 None => infergate_schema::answer::NO_VALUE.to_string(),
                 Some(x) => match x.status {
                     CellStatus::Ok => format!("{:.1}", x.aggregate_tps),
@@ -309,26 +287,19 @@ fn matrix_markdown(outcome: &Outcome<'_>, links: &Links, chart: Option<&str>) ->
         .map(|w| format!("> ⚠️ **Caution:** {}\n\n", escape(w)))
         .collect();
     match outcome.verdict {
-        Some(v) => out.push_str(&layout::markdown_body(
-            &layout::layout_with(
-                v,
-                &infergate_schema::answer::StepContext {
-                    config: links.config.as_deref().map_or(
-                        infergate_schema::answer::ConfigArg::Unknown,
-                        |c| {
-                            infergate_schema::answer::ConfigArg::named(
-                                c,
-                                infergate_config::config::EMBEDDED_NAME,
-                            )
-                        },
-                    ),
-                    insufficient_blocks: Some(outcome.policy.fail_on.insufficient),
-                    results_file: None,
-                },
-            ),
-            &format!("{caution}{}", chart.unwrap_or("")),
-            &facts_markdown(outcome.results, Some(v)),
-        )),
+        Some(v) => {
+            let config = links.config.as_deref();
+            let steps = StepContext {
+                config: config.map_or(ConfigArg::Unknown, |c| ConfigArg::named(c, EMBEDDED_NAME)),
+                insufficient_blocks: Some(outcome.policy.fail_on.insufficient),
+                results_file: None,
+            };
+            out.push_str(&layout::markdown_body(
+                &layout::layout_with(v, &steps),
+                &format!("{caution}{}", chart.unwrap_or("")),
+                &facts_markdown(outcome.results, Some(v)),
+            ));
+        }
         None => {
             if outcome.failure.is_none() {
                 out.push_str(
@@ -375,18 +346,18 @@ pub fn comment_marker(check_name: &str) -> String {
     let safe: String = check_name
         .replace("--", "- -")
         .chars()
-        .filter(|c| *c != '>' && *c != '<' && *c != '\n' && *c != '\r')
+        .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r'))
         .collect();
     format!("<!-- infergate:{safe} -->")
 }
 
 /// Hidden state carried in the comment, so the next push can say what it fixed.
-pub fn comment_state(regressions: usize) -> String {
+pub(crate) fn comment_state(regressions: usize) -> String {
     format!("<!-- infergate-state: regressions={regressions} -->")
 }
 
 /// Regressions recorded in an earlier comment body (0 when none or unreadable).
-pub fn previous_regressions(body: &str) -> usize {
+pub(crate) fn previous_regressions(body: &str) -> usize {
     body.split("<!-- infergate-state: regressions=")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
@@ -403,11 +374,11 @@ pub fn comment_body(
     previously: usize,
 ) -> String {
     let conclusion = outcome.conclusion();
-    let mut out = String::new();
-    out.push_str(&comment_marker(check_name));
-    out.push('\n');
-    out.push_str(&comment_state(outcome.regressions()));
-    out.push('\n');
+    let mut out = format!(
+        "{}\n{}\n",
+        comment_marker(check_name),
+        comment_state(outcome.regressions())
+    );
     let fixed = previously > 0 && outcome.regressions() == 0 && conclusion == Conclusion::Success;
     let title = escape(&heading(outcome));
     if fixed {
@@ -417,9 +388,8 @@ pub fn comment_body(
             .map(|s| format!(" in `{}`", escape_code(short_sha(s))))
             .unwrap_or_default();
         out.push_str(&format!(
-            "### {title}\n\n✅ Fixed{sha}: the previous run had {} regression{}.\n\n",
-            previously,
-            if previously == 1 { "" } else { "s" },
+            "### {title}\n\n✅ Fixed{sha}: the previous run had {}.\n\n",
+            plural(previously, "regression")
         ));
     } else {
         out.push_str(&format!("### {title}\n\n"));
@@ -470,7 +440,7 @@ pub fn job_summary(
 /// before a table that would be split when the table starts in the second half of the kept
 /// text, closes open `<details>` and code fences, and appends a note with a link to the full
 /// report.
-pub fn truncate_markdown(text: &str, limit: usize, full_report: Option<&str>) -> String {
+pub(crate) fn truncate_markdown(text: &str, limit: usize, full_report: Option<&str>) -> String {
     if text.len() <= limit {
         return text.to_string();
     }
@@ -496,17 +466,9 @@ pub fn truncate_markdown(text: &str, limit: usize, full_report: Option<&str>) ->
         cut = nl + 1;
     }
     // Keep a table whole when that does not throw away too much.
-    let rest_starts_table_row = text[cut..].starts_with('|');
-    if rest_starts_table_row {
-        let kept = &text[..cut];
-        let mut start = cut;
-        for line in kept.lines().rev() {
-            if line.starts_with('|') {
-                start -= line.len() + 1;
-            } else {
-                break;
-            }
-        }
+    if text[cut..].starts_with('|') {
+        let rows = text[..cut].lines().rev().take_while(|l| l.starts_with('|'));
+        let start = cut - rows.map(|l| l.len() + 1).sum::<usize>();
         if start >= budget / 2 {
             cut = start;
         }

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use super::context::Token;
 
 /// Default budget for all GitHub reporting of one command.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
 /// Default total time-out of one request.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The time left for reporting: a budget that every API call (and every wait between tries)
 /// spends from. Clones share the budget. The clock starts at the first call, so a reporter made
@@ -50,17 +50,15 @@ impl Deadline {
     /// Starts the clock (idempotent) and returns the time left.
     fn start(&self) -> Duration {
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        let t0 = *started.get_or_insert_with(Instant::now);
-        self.budget.saturating_sub(t0.elapsed())
+        started.get_or_insert_with(Instant::now);
+        drop(started);
+        self.remaining()
     }
 
     /// Time left (the whole budget before the first call).
     pub fn remaining(&self) -> Duration {
-        let started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        match *started {
-            Some(t0) => self.budget.saturating_sub(t0.elapsed()),
-            None => self.budget,
-        }
+        let started = *self.started.lock().unwrap_or_else(|e| e.into_inner());
+        started.map_or(self.budget, |t0| self.budget.saturating_sub(t0.elapsed()))
     }
 }
 
@@ -188,7 +186,7 @@ impl ApiError {
 
     /// A 403 that means the token lacks a permission (read-only fork token, missing
     /// `permissions:` entry) rather than a rate limit.
-    pub fn is_permission_denied(&self) -> bool {
+    pub(crate) fn is_permission_denied(&self) -> bool {
         match self {
             ApiError::Status {
                 status: 403,
@@ -204,7 +202,7 @@ impl ApiError {
     }
 
     /// Whether trying again may help.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             ApiError::Transport { .. } => true,
             ApiError::Deadline { .. } => false,
@@ -227,7 +225,7 @@ impl ApiError {
 }
 
 /// Replaces every occurrence of the token with `***`.
-pub fn scrub(text: &str, token: Option<&Token>) -> String {
+pub(crate) fn scrub(text: &str, token: Option<&Token>) -> String {
     match token {
         Some(t) if !t.expose().is_empty() => text.replace(t.expose(), "***"),
         _ => text.to_string(),
@@ -240,7 +238,7 @@ const SUMMARY_CHARS: usize = 200;
 /// One line for people out of an error body: an HTML page (a proxy's 502) becomes its
 /// `<title>` (else its text without tags), whitespace collapses, and the result is cut at 200
 /// characters.
-pub fn summarise(body: &str) -> String {
+pub(crate) fn summarise(body: &str) -> String {
     let lower = body.to_ascii_lowercase();
     let looks_html =
         lower.contains("<html") || lower.contains("<!doctype") || lower.contains("<body");
@@ -257,12 +255,12 @@ pub fn summarise(body: &str) -> String {
     } else {
         body.to_string()
     };
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() > SUMMARY_CHARS {
-        let cut: String = one_line.chars().take(SUMMARY_CHARS).collect();
+    let line = crate::report::layout::one_line(&text);
+    if line.chars().count() > SUMMARY_CHARS {
+        let cut: String = line.chars().take(SUMMARY_CHARS).collect();
         format!("{cut}…")
     } else {
-        one_line
+        line
     }
 }
 
@@ -381,7 +379,7 @@ where
 /// deadline is reached. Each try is bounded by the request time-out (and the time left); the
 /// waits GitHub asks for are honoured when they fit before the deadline. Returns the last
 /// error, classified, scrubbed and summarised.
-pub async fn with_retry<T, F, Fut>(
+pub(crate) async fn with_retry<T, F, Fut>(
     policy: &RetryPolicy,
     what: &str,
     token: Option<&Token>,

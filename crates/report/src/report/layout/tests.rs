@@ -3,6 +3,8 @@
 //! (the first line itself is tested beside its writer, `src/answer.rs`).
 
 use super::*;
+use infergate_schema::verdict::CellVerdict::*;
+use infergate_schema::verdict::Metric::*;
 use infergate_schema::verdict::fixtures::{insufficient, matrix, metric, pass, regression};
 use infergate_schema::verdict::{
     AlphaShares, CheckOutcome, Direction, Found, HostLateCell, LoneBoot,
@@ -73,12 +75,7 @@ fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
     // An insufficient gate passed no cell: the cells no test decided are `?` (not decided),
     // not `✓`, though verdict.json keeps their `unchanged`.
     let report = insufficient();
-    assert!(
-        report
-            .cells
-            .iter()
-            .any(|c| c.verdict == CellVerdict::Unchanged)
-    );
+    assert!(report.cells.iter().any(|c| c.verdict == Unchanged));
     let l = layout(&report);
     assert_eq!(l.legend, [("?", "not decided")]);
     let l = layout(&pass());
@@ -137,14 +134,8 @@ fn the_console_is_at_most_100_columns_and_says_the_headline_once() {
 fn latencies_carry_units_and_never_a_verdict_word_against_their_sign() {
     let mut r = regression();
     // A significant ITL p90 rise and a TTFT p90 fall on the slower build.
-    r.cells[0].metrics[3] = metric(Metric::ItlP90, 0.0033, 0.061, 0.02, CellVerdict::Regression);
-    r.cells[1].metrics[2] = metric(
-        Metric::TtftP90,
-        0.045,
-        -0.089,
-        0.02,
-        CellVerdict::Improvement,
-    );
+    r.cells[0].metrics[3] = metric(ItlP90, 0.0033, 0.061, 0.02, Regression);
+    r.cells[1].metrics[2] = metric(TtftP90, 0.045, -0.089, 0.02, Improvement);
     let l = layout(&r);
     assert_eq!(l.secondary.len(), 2, "{:?}", l.secondary);
     let itl = &l.secondary[0];
@@ -154,24 +145,18 @@ fn latencies_carry_units_and_never_a_verdict_word_against_their_sign() {
     assert!(ttft.change.ends_with("lower"), "{}", ttft.change);
     let md = markdown(&l, true);
     assert!(!md.contains("improvement"), "{md}");
-    assert_eq!(with_unit(Metric::AggregateTps, 747.23), "747.2 tok/s");
-    assert_eq!(with_unit(Metric::ItlP50, 0.0013), "1.30 ms");
-    assert_eq!(with_unit(Metric::TtftP50, 0.0421), "42.1 ms");
-    assert_eq!(with_unit(Metric::TtftP90, 0.1234), "123 ms");
-    assert_eq!(Metric::ItlP90.direction(), Direction::LowerIsBetter);
+    assert_eq!(with_unit(AggregateTps, 747.23), "747.2 tok/s");
+    assert_eq!(with_unit(ItlP50, 0.0013), "1.30 ms");
+    assert_eq!(with_unit(TtftP50, 0.0421), "42.1 ms");
+    assert_eq!(with_unit(TtftP90, 0.1234), "123 ms");
+    assert_eq!(ItlP90.direction(), Direction::LowerIsBetter);
 }
 
 #[test]
 fn a_latency_that_cannot_be_right_is_not_shown() {
     let mut r = pass();
     // ITL p50 of 0.1 ms beside 750 tok/s per user (1.3 ms a token): tokens that came together.
-    r.cells[0].metrics[3] = metric(
-        Metric::ItlP50,
-        0.0022,
-        -0.947,
-        0.02,
-        CellVerdict::Improvement,
-    );
+    r.cells[0].metrics[3] = metric(ItlP50, 0.0022, -0.947, 0.02, Improvement);
     assert!(layout(&r).secondary.is_empty());
 }
 
@@ -181,14 +166,8 @@ fn a_latency_that_cannot_be_right_is_not_shown() {
 #[test]
 fn a_latency_under_regular_stalls_is_shown() {
     let mut r = pass();
-    r.cells[0].metrics[1] = metric(
-        Metric::PerUserTps,
-        1.0 / 0.0155,
-        0.0,
-        0.01,
-        CellVerdict::Unchanged,
-    );
-    r.cells[0].metrics[3] = metric(Metric::ItlP50, 0.003, 0.12, 0.02, CellVerdict::Regression);
+    r.cells[0].metrics[1] = metric(PerUserTps, 1.0 / 0.0155, 0.0, 0.01, Unchanged);
+    r.cells[0].metrics[3] = metric(ItlP50, 0.003, 0.12, 0.02, Regression);
     assert!(!layout(&r).secondary.is_empty());
 }
 
@@ -200,16 +179,10 @@ fn a_latency_under_regular_stalls_is_shown() {
 fn a_row_decided_against_its_run_shows_its_total_marked() {
     let mut r = pass();
     r.gate = GateVerdict::Regression;
-    r.matrix_test = Some(matrix(-0.051, 0.008, CellVerdict::Regression));
+    r.matrix_test = Some(matrix(-0.051, 0.008, Regression));
     for (i, c) in r.cells.iter_mut().enumerate().skip(3) {
-        c.verdict = CellVerdict::Regression;
-        let mut m = metric(
-            Metric::AggregateTps,
-            3000.0,
-            -0.100,
-            0.006,
-            CellVerdict::Regression,
-        );
+        c.verdict = Regression;
+        let mut m = metric(AggregateTps, 3000.0, -0.100, 0.006, Regression);
         // The last cell's own figure happens to round to its total: no mark.
         let own = if i == 5 { -0.1001 } else { -0.051 };
         m.decided_on = Some(infergate_schema::verdict::DecidedChange {
@@ -319,7 +292,7 @@ fn the_rule_line_shares_add_up_to_alpha() {
     r.lines.push(infergate_schema::verdict::LineTest {
         axis: infergate_schema::verdict::LineAxis::Context,
         at: 0,
-        test: matrix(0.0, 0.01, CellVerdict::Unchanged),
+        test: matrix(0.0, 0.01, Unchanged),
     });
     let line = rule(&r);
     assert!(
@@ -375,7 +348,7 @@ fn layer(context_tokens: u64, metrics: Vec<MetricComparison>) -> CellComparison 
     CellComparison {
         concurrency: 0,
         context_tokens,
-        verdict: CellVerdict::Regression,
+        verdict: Regression,
         reason: None,
         metrics,
         provisional: false,
@@ -393,13 +366,7 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
     r.prefill_gated = true;
     r.prefill.push(layer(
         8192,
-        vec![metric(
-            Metric::PrefillTps,
-            172_000.0,
-            -0.75,
-            0.02,
-            CellVerdict::Regression,
-        )],
+        vec![metric(PrefillTps, 172_000.0, -0.75, 0.02, Regression)],
     ));
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
@@ -435,20 +402,8 @@ fn a_burst_ttft_regression_is_named_first_and_tabled() {
     r.burst.push(layer(
         0,
         vec![
-            metric(
-                Metric::BurstTps,
-                54_000.0,
-                -0.01,
-                0.02,
-                CellVerdict::Unchanged,
-            ),
-            metric(
-                Metric::BurstTtftP90,
-                0.057,
-                0.50,
-                0.05,
-                CellVerdict::Regression,
-            ),
+            metric(BurstTps, 54_000.0, -0.01, 0.02, Unchanged),
+            metric(BurstTtftP90, 0.057, 0.50, 0.05, Regression),
         ],
     ));
     r.gate = GateVerdict::Regression;
@@ -477,16 +432,16 @@ fn a_burst_ttft_regression_is_named_first_and_tabled() {
 #[test]
 fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells() {
     let mut r = pass();
-    r.cell_metrics_gated = vec![Metric::ItlP90];
+    r.cell_metrics_gated = vec![ItlP90];
     for (i, c) in r.cells.iter_mut().enumerate() {
-        let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
+        let m = c.metrics.iter_mut().find(|m| m.metric == ItlP90);
         let m = m.expect("the fixture's cells have ITL p90");
         m.margin = 1.0;
         m.change = 0.01 * i as f64;
         m.candidate = m.baseline * (1.0 + m.change);
     }
     // One cell had too few observations of it: no entry, so not counted.
-    r.cells[5].metrics.retain(|m| m.metric != Metric::ItlP90);
+    r.cells[5].metrics.retain(|m| m.metric != ItlP90);
     let l = layout(&r);
     assert!(
         l.first_line.contains("; ITL p90 in 5 of 6)"),
@@ -511,7 +466,7 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
 
     // Every cell: "in all 6"; one regressed: named, and the row's symbol is the worst.
     r.cells[5] = pass().cells[5].clone();
-    r.cells[2].metrics[3].verdict = CellVerdict::Regression;
+    r.cells[2].metrics[3].verdict = Regression;
     let l = layout(&r);
     assert!(
         l.first_line.contains("; ITL p90 in all 6)"),
@@ -527,7 +482,7 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
 
     // A metric gated in no cell is neither named nor tabled (Details say why).
     for c in &mut r.cells {
-        c.metrics.retain(|m| m.metric != Metric::ItlP90);
+        c.metrics.retain(|m| m.metric != ItlP90);
     }
     let l = layout(&r);
     assert!(!l.first_line.contains("ITL"), "{}", l.first_line);
@@ -540,7 +495,7 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
         .map(|(concurrency, context_tokens, late, value)| HostLateCell {
             concurrency,
             context_tokens,
-            metric: Metric::ItlP90,
+            metric: ItlP90,
             lateness_p99_s: late,
             value_s: value,
         })
