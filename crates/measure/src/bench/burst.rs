@@ -95,14 +95,13 @@ pub(crate) struct RequestTrace {
 impl RequestTrace {
     /// Takes one payload that arrived `at_s` seconds after the send.
     pub(crate) fn on_payload(&mut self, payload: &[u8], at_s: f64) -> Result<(), String> {
-        let info =
-            match parse_stream_event(payload).map_err(|f| format!("{}: {}", f.kind, f.detail))? {
-                StreamEvent::Done => {
-                    self.done = true;
-                    return Ok(());
-                }
-                StreamEvent::Chunk(info) => info,
-            };
+        let info = match parse_stream_event(payload).map_err(|f| f.to_string())? {
+            StreamEvent::Done => {
+                self.done = true;
+                return Ok(());
+            }
+            StreamEvent::Chunk(info) => info,
+        };
         if let Some(p) = info.prompt_tokens {
             self.prompt_tokens = Some(p);
         }
@@ -171,7 +170,7 @@ async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instan
     let mut resp =
         match tokio::time::timeout(plan.timeout, plan.client.start_stream(&mut conn, body)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(f)) => return failed(format!("{}: {}", f.kind, f.detail)),
+            Ok(Err(f)) => return failed(f.to_string()),
             Err(_) => {
                 return failed(format!(
                     "no response headers within {:.0} s",
@@ -221,14 +220,10 @@ async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instan
                     let end = Instant::now();
                     return (trace.outcome(false, plan.settings.max_tokens), end);
                 }
-                return failed(format!("{}: {}", f.kind, f.detail));
+                return failed(f.to_string());
             }
         }
-        if let Some(e) = problem.or_else(|| {
-            parser
-                .overflow()
-                .map(|f| format!("{}: {}", f.kind, f.detail))
-        }) {
+        if let Some(e) = problem.or_else(|| parser.overflow().map(|f| f.to_string())) {
             return failed(e);
         }
     }

@@ -77,6 +77,12 @@ pub struct RequestFailure {
     pub(crate) detail: String,
 }
 
+impl std::fmt::Display for RequestFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind, self.detail)
+    }
+}
+
 impl RequestFailure {
     pub(crate) fn new(kind: impl Into<String>, detail: impl Into<String>) -> Self {
         RequestFailure {
@@ -378,11 +384,8 @@ impl ReadError {
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadError::Transport(e) => {
-                let r = classify_transport(e);
-                write!(f, "{}: {}", r.kind, r.detail)
-            }
-            ReadError::Failed(r) => write!(f, "{}: {}", r.kind, r.detail),
+            ReadError::Transport(e) => classify_transport(e).fmt(f),
+            ReadError::Failed(r) => r.fmt(f),
             ReadError::TooLarge { what, limit } => write!(
                 f,
                 "{what} answered more than {} MiB, infergate's limit for an answer that is not a stream (an engine's metrics page or model list is well under 1 MiB): the server at this URL is not the engine, or its page is broken; point --url at the engine, or start the engine without whatever fills that page",

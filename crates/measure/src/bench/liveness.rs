@@ -67,13 +67,11 @@ impl Liveness {
     /// `GET /health` with `timeout`: any HTTP answer (even 404 or 503) means the engine
     /// answers; a time-out, a refused or reset connection means it does not.
     pub async fn responds(&self, timeout: Duration) -> Result<(), String> {
-        match self.client.get_text("/health", timeout).await {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let f = e.failure();
-                Err(format!("GET /health: {}: {}", f.kind, f.detail))
-            }
-        }
+        self.client
+            .get_text("/health", timeout)
+            .await
+            .map(drop)
+            .map_err(|e| format!("GET /health: {}", e.failure()))
     }
 }
 

@@ -218,17 +218,16 @@ pub(crate) struct SpecCounters {
 impl MetricsDialect {
     /// Detects the dialect from the metric names on a page.
     pub(crate) fn detect(page: &MetricsPage) -> Option<MetricsDialect> {
-        if page.has_prefix("vllm:") {
-            Some(MetricsDialect::Vllm)
-        } else if page.has_prefix("sglang:") {
-            Some(MetricsDialect::Sglang)
-        } else if page.has_prefix("llamacpp:") {
-            Some(MetricsDialect::Llamacpp)
-        } else if page.has_prefix("trtllm_") {
-            Some(MetricsDialect::Trtllm)
-        } else {
-            None
-        }
+        use MetricsDialect::*;
+        [
+            (Vllm, "vllm:"),
+            (Sglang, "sglang:"),
+            (Llamacpp, "llamacpp:"),
+            (Trtllm, "trtllm_"),
+        ]
+        .into_iter()
+        .find(|(_, prefix)| page.has_prefix(prefix))
+        .map(|(d, _)| d)
     }
 
     /// Where the Prometheus page is served: TensorRT-LLM mounts it at `/prometheus/metrics`
@@ -334,6 +333,7 @@ impl MetricsDialect {
     /// Reads the engine-neutral state from a page.
     pub(crate) fn read(self, page: &MetricsPage) -> EngineState {
         let mut state = self.read_gauges(page);
+        state.generated_tokens = page.sum(self.generation_counter());
         state.preemptions = self.preemption_counter().and_then(|name| page.sum(name));
         state.prompt_tokens = page.sum(self.prompt_counter());
         state.prefill_seconds = self.prefill_time_counter().and_then(|name| page.sum(name));
@@ -342,41 +342,19 @@ impl MetricsDialect {
 
     fn read_gauges(self, page: &MetricsPage) -> EngineState {
         match self {
-            MetricsDialect::Vllm => {
-                let spec =
-                    page.sum("vllm:spec_decode_num_drafts_total")
-                        .map(|drafts| SpecCounters {
-                            drafts,
-                            draft_tokens: page
-                                .sum("vllm:spec_decode_num_draft_tokens_total")
-                                .unwrap_or(0.0),
-                            accepted_tokens: page
-                                .sum("vllm:spec_decode_num_accepted_tokens_total")
-                                .unwrap_or(0.0),
-                            accepted_per_pos: by_position(page.sum_by_label(
-                                "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-                                "position",
-                            )),
-                            per_request: false,
-                        });
-                EngineState {
-                    running: page.sum("vllm:num_requests_running"),
-                    waiting: page.sum("vllm:num_requests_waiting"),
-                    generated_tokens: page.sum("vllm:generation_tokens_total"),
-                    kv_usage: page
-                        .sum("vllm:kv_cache_usage_perc")
-                        .or_else(|| page.sum("vllm:gpu_cache_usage_perc")),
-                    spec,
-                    spec_accept_length_gauge: None,
-                    ..EngineState::default()
-                }
-            }
+            MetricsDialect::Vllm => EngineState {
+                running: page.sum("vllm:num_requests_running"),
+                waiting: page.sum("vllm:num_requests_waiting"),
+                kv_usage: page
+                    .sum("vllm:kv_cache_usage_perc")
+                    .or_else(|| page.sum("vllm:gpu_cache_usage_perc")),
+                spec: spec_counters(page, "vllm:", false),
+                ..EngineState::default()
+            },
             MetricsDialect::Sglang => EngineState {
                 running: page.sum("sglang:num_running_reqs"),
                 waiting: page.sum("sglang:num_queue_reqs"),
-                generated_tokens: page.sum("sglang:generation_tokens_total"),
                 kv_usage: page.sum("sglang:token_usage"),
-                spec: None,
                 spec_accept_length_gauge: page
                     .sum("sglang:spec_accept_length")
                     .filter(|v| *v > 0.0),
@@ -388,25 +366,8 @@ impl MetricsDialect {
             MetricsDialect::Llamacpp => EngineState {
                 running: page.sum("llamacpp:requests_processing"),
                 waiting: page.sum("llamacpp:requests_deferred"),
-                generated_tokens: page.sum("llamacpp:tokens_predicted_total"),
                 kv_usage: page.sum("llamacpp:kv_cache_usage_ratio"),
-                spec: page
-                    .sum("llamacpp:spec_decode_num_drafts_total")
-                    .map(|drafts| SpecCounters {
-                        drafts,
-                        draft_tokens: page
-                            .sum("llamacpp:spec_decode_num_draft_tokens_total")
-                            .unwrap_or(0.0),
-                        accepted_tokens: page
-                            .sum("llamacpp:spec_decode_num_accepted_tokens_total")
-                            .unwrap_or(0.0),
-                        accepted_per_pos: by_position(page.sum_by_label(
-                            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
-                            "position",
-                        )),
-                        per_request: true,
-                    }),
-                spec_accept_length_gauge: None,
+                spec: spec_counters(page, "llamacpp:", true),
                 ..EngineState::default()
             },
             // tensorrt_llm/metrics/collector.py: the request gauges and KV utilisation come
@@ -416,7 +377,6 @@ impl MetricsDialect {
             MetricsDialect::Trtllm => EngineState {
                 running: page.sum("trtllm_num_requests_running"),
                 waiting: page.sum("trtllm_num_requests_waiting"),
-                generated_tokens: page.sum("trtllm_generation_tokens_total"),
                 kv_usage: page.sum("trtllm_kv_cache_utilization"),
                 spec: page
                     .sum("trtllm_spec_decode_num_draft_tokens_total")
@@ -459,14 +419,27 @@ pub(crate) async fn scrape(
     Some((at, dialect.read(&parse_where(&text, scraped))))
 }
 
+/// The spec-decode counters vLLM and llama.cpp both name `{prefix}spec_decode_num_…_total`.
+fn spec_counters(page: &MetricsPage, prefix: &str, per_request: bool) -> Option<SpecCounters> {
+    let sum = |what: &str| page.sum(&format!("{prefix}spec_decode_num_{what}_total"));
+    sum("drafts").map(|drafts| SpecCounters {
+        drafts,
+        draft_tokens: sum("draft_tokens").unwrap_or(0.0),
+        accepted_tokens: sum("accepted_tokens").unwrap_or(0.0),
+        accepted_per_pos: by_position(page.sum_by_label(
+            &format!("{prefix}spec_decode_num_accepted_tokens_per_pos_total"),
+            "position",
+        )),
+        per_request,
+    })
+}
+
 fn by_position(map: BTreeMap<String, f64>) -> Vec<f64> {
-    let mut pairs: Vec<(usize, f64)> = map
+    let pairs: BTreeMap<usize, f64> = map
         .into_iter()
         .filter_map(|(k, v)| k.parse::<usize>().ok().map(|p| (p, v)))
         .collect();
-    pairs.sort_by_key(|(p, _)| *p);
-    let len = pairs.last().map(|(p, _)| p + 1).unwrap_or(0);
-    let mut out = vec![0.0; len];
+    let mut out = vec![0.0; pairs.last_key_value().map_or(0, |(p, _)| p + 1)];
     for (p, v) in pairs {
         out[p] = v;
     }

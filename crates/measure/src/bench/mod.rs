@@ -260,25 +260,21 @@ impl BenchSession {
                 "cancelled",
             );
         }
-        let prompt =
-            match self.prompts.get(&context_tokens) {
-                Some(p) => p.clone(),
-                None => {
-                    return CellResult::unmeasured(
-                    concurrency,
-                    context_tokens,
-                    CellStatus::Error,
-                    self.calibration_errors.get(&context_tokens).cloned().unwrap_or_else(|| {
-                        format!("context {context_tokens} was not calibrated (not in the matrix)")
-                    }),
-                );
-                }
-            };
+        let Some(prompt) = self.prompts.get(&context_tokens).cloned() else {
+            let reason = self.calibration_errors.get(&context_tokens).cloned();
+            return CellResult::unmeasured(
+                concurrency,
+                context_tokens,
+                CellStatus::Error,
+                reason.unwrap_or_else(|| {
+                    format!("context {context_tokens} was not calibrated (not in the matrix)")
+                }),
+            );
+        };
         if concurrency == 0 {
             return CellResult::unmeasured(0, context_tokens, CellStatus::Error, "concurrency 0");
         }
         let t = &self.opts.matrix.timing;
-        let scale = (context_tokens as f64 / 32768.0).max(1.0);
         let spec = CellSpec {
             concurrency,
             context_tokens,
@@ -292,7 +288,7 @@ impl BenchSession {
                 sub_windows: t.sub_windows.max(1),
                 ready_stable_s: t.ready_stable_s.max(0.0),
                 capacity_stall_s: t.capacity_stall_s.max(0.1),
-                ready_timeout_s: t.ready_timeout_s.max(1.0) * scale,
+                ready_timeout_s: ready_timeout_s(t, context_tokens),
                 request_timeout_s: t.request_timeout_s.max(0.1),
                 max_stream_tps: t.max_stream_tps,
                 usage_tolerance: t.usage_tolerance.max(0.0),
@@ -379,24 +375,17 @@ impl BenchSession {
         }
     }
 
-    /// Whether the engine still answers at all (after an error cell).
     /// Whether the engine still answers, for a watchdog running beside the measurement.
     pub fn liveness(&self) -> liveness::Liveness {
         liveness::Liveness::new(self.client.clone())
     }
 
     async fn reachable(&self) -> Result<(), String> {
-        match self
-            .client
+        self.client
             .get_text("/v1/models", Duration::from_secs(5))
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let f = e.failure();
-                Err(format!("engine unreachable: {}: {}", f.kind, f.detail))
-            }
-        }
+            .map(drop)
+            .map_err(|e| format!("engine unreachable: {}", e.failure()))
     }
 }
 
@@ -430,10 +419,9 @@ impl Probe<'_> {
                 format!("GET /health answered HTTP {status}; continuing"),
             ),
             Err(e) => {
-                let f = e.failure();
                 return Err(BenchError::Unreachable {
                     url: self.base.clone(),
-                    reason: format!("{}: {}", f.kind, f.detail),
+                    reason: e.failure().to_string(),
                 });
             }
         }
@@ -467,10 +455,9 @@ impl Probe<'_> {
                 Vec::new()
             }
             Err(e) => {
-                let f = e.failure();
                 return Err(BenchError::Unreachable {
                     url: client.url("/v1/models"),
-                    reason: format!("{}: {}", f.kind, f.detail),
+                    reason: e.failure().to_string(),
                 });
             }
         };
@@ -479,13 +466,13 @@ impl Probe<'_> {
 
     /// The model to request: the target's, else the first the engine lists.
     fn model(&self, target: &BenchTarget, models: &[String]) -> Result<String, BenchError> {
-        match (&target.model, models.first()) {
-            (Some(m), _) => Ok(m.clone()),
-            (None, Some(m)) => Ok(m.clone()),
-            (None, None) => Err(BenchError::NoModel {
+        target
+            .model
+            .clone()
+            .or_else(|| models.first().cloned())
+            .ok_or_else(|| BenchError::NoModel {
                 reason: format!("{}/v1/models lists no model; pass --model", self.base),
-            }),
-        }
+            })
     }
 
     /// The engine's context limit, where it serves one: refuse the cells that do not fit
@@ -758,11 +745,8 @@ impl TokenCounter {
             .client
             .post_json("/v1/completions", &body, Duration::from_secs(600))
             .await
-            .map_err(|e| {
-                let f = e.failure();
-                BenchError::Calibration {
-                    reason: format!("probe request to {url}: {}: {}", f.kind, f.detail),
-                }
+            .map_err(|e| BenchError::Calibration {
+                reason: format!("probe request to {url}: {}", e.failure()),
             })?;
         if status != 200 {
             return Err(BenchError::Calibration {
@@ -1011,9 +995,7 @@ impl BenchSession {
             model: &self.model,
             prompt,
             settings,
-            timeout: Duration::from_secs_f64(
-                t.ready_timeout_s.max(1.0) * (settings.prompt_tokens as f64 / 32768.0).max(1.0),
-            ),
+            timeout: Duration::from_secs_f64(ready_timeout_s(t, settings.prompt_tokens)),
         };
         let record = burst::measure(&plan, cancel).await?;
         self.events
@@ -1038,9 +1020,7 @@ impl BenchSession {
             prompt,
             settings,
             warmup_cold: self.counted_without_prefill && smallest == Some(ctx),
-            timeout: Duration::from_secs_f64(
-                t.ready_timeout_s.max(1.0) * (ctx as f64 / 32768.0).max(1.0),
-            ),
+            timeout: Duration::from_secs_f64(ready_timeout_s(t, ctx)),
             tolerance: t.usage_tolerance.max(0.0),
         };
         let record = tokio::select! {
@@ -1051,6 +1031,12 @@ impl BenchSession {
             .emit(Event::now(EventKind::Notice, prefill::describe(&record)));
         Some(record)
     }
+}
+
+/// The readiness time-out for a prompt of `tokens`: the suite's, longer above 32k tokens
+/// (a long prompt takes longer to prefill).
+fn ready_timeout_s(t: &CellTiming, tokens: u64) -> f64 {
+    t.ready_timeout_s.max(1.0) * (tokens as f64 / 32768.0).max(1.0)
 }
 
 /// The text of `tests/fixtures/{name}` at the workspace root (recorded engine answers), for

@@ -67,10 +67,7 @@ async fn sample(
         .post_json("/v1/completions", &body, plan.timeout)
         .await;
     let ttft = sent.elapsed().as_secs_f64();
-    let (status, text) = answer.map_err(|e| {
-        let f = e.failure();
-        format!("prefill sample: {}: {}", f.kind, f.detail)
-    })?;
+    let (status, text) = answer.map_err(|e| format!("prefill sample: {}", e.failure()))?;
     if status != 200 {
         return Err(format!(
             "prefill sample: HTTP {status}: {}",

@@ -158,18 +158,20 @@ impl SustainedDecodeCell<'_> {
         let first_token_timeout =
             Duration::from_secs_f64(self.spec.timing.ready_timeout_s.max(1.0));
         let stall_timeout = Duration::from_secs_f64(self.spec.timing.request_timeout_s.max(0.1));
-        let mut handles = Vec::with_capacity(c as usize);
         let cuts: Vec<cut::StreamCut> = (0..c).map(|_| cut::StreamCut::default()).collect();
-        for (i, stream_cut) in (0..c).zip(&cuts) {
-            handles.push(tokio::spawn(run_stream(
-                self.client.clone(),
-                self.request_body(i),
-                shared.clone(),
-                stream_cut.clone(),
-                first_token_timeout,
-                stall_timeout,
-            )));
-        }
+        let handles = (0..c)
+            .zip(&cuts)
+            .map(|(i, stream_cut)| {
+                tokio::spawn(run_stream(
+                    self.client.clone(),
+                    self.request_body(i),
+                    shared.clone(),
+                    stream_cut.clone(),
+                    first_token_timeout,
+                    stall_timeout,
+                ))
+            })
+            .collect();
         tokio::spawn(cut::forward(streams_cancel.clone(), cuts));
         CellStreams {
             shared,
@@ -519,30 +521,21 @@ impl SustainedDecodeCell<'_> {
             .zip(cell.engine_counter.as_ref())
             .map(|(tps, w)| counter::describe(tps, w))
             .unwrap_or_default();
-        match cell.status {
-            CellStatus::Error => self.emit(
+        let (ctx, tps) = (context_label(ctx), cell.aggregate_tps);
+        let reason = cell.reason.as_deref().unwrap_or_default();
+        let (kind, message) = match cell.status {
+            CellStatus::Error => (
                 EventKind::CellError,
-                format!(
-                    "cell error C={c} ctx={} {}",
-                    context_label(ctx),
-                    cell.reason.clone().unwrap_or_default()
-                ),
+                format!("cell error C={c} ctx={ctx} {reason}"),
             ),
-            CellStatus::Saturated => self.emit(
+            CellStatus::Saturated => (
+                EventKind::CellDone,
+                format!("cell saturated C={c} ctx={ctx} {tps:.1} tok/s{server}: {reason}"),
+            ),
+            _ => (
                 EventKind::CellDone,
                 format!(
-                    "cell saturated C={c} ctx={} {:.1} tok/s{server}: {}",
-                    context_label(ctx),
-                    cell.aggregate_tps,
-                    cell.reason.clone().unwrap_or_default()
-                ),
-            ),
-            _ => self.emit(
-                EventKind::CellDone,
-                format!(
-                    "cell done C={c} ctx={} {:.1} tok/s{server}{}",
-                    context_label(ctx),
-                    cell.aggregate_tps,
+                    "cell done C={c} ctx={ctx} {tps:.1} tok/s{server}{}",
                     if cell.unverified.is_some() {
                         " (client count not cross-checked)"
                     } else {
@@ -550,7 +543,8 @@ impl SustainedDecodeCell<'_> {
                     }
                 ),
             ),
-        }
+        };
+        self.emit(kind, message);
     }
 }
 
@@ -612,13 +606,8 @@ struct WindowReading {
 impl WindowReading {
     /// Requests the engine preempted or retracted in the window (its counter at both edges).
     fn preemptions(&self) -> Option<u64> {
-        match (
-            self.edge0.state.as_ref().and_then(|(_, s)| s.preemptions),
-            self.edge1.state.as_ref().and_then(|(_, s)| s.preemptions),
-        ) {
-            (Some(a), Some(b)) => Some((b - a).max(0.0).round() as u64),
-            _ => None,
-        }
+        let at = |e: &EdgeReading| e.state.as_ref().and_then(|(_, s)| s.preemptions);
+        Some((at(&self.edge1)? - at(&self.edge0)?).max(0.0).round() as u64)
     }
 }
 
