@@ -299,11 +299,9 @@ pub(crate) fn summarize(
                 if let Some(t) = per_token {
                     tpot.push(t);
                 }
-                let meets = |limit: Option<f64>, v: Option<f64>| match (limit, v) {
-                    (Some(l), Some(v)) => v <= l,
-                    (Some(_), None) => true,
-                    (None, _) => true,
-                };
+                // No limit, or no value to hold against it, is met.
+                let meets =
+                    |limit: Option<f64>, v: Option<f64>| limit.zip(v).is_none_or(|(l, v)| v <= l);
                 if meets(slo.ttft_s, Some(c.ttft_s))
                     && meets(slo.tpot_s, per_token)
                     && meets(slo.e2el_s, Some(c.e2el_s))

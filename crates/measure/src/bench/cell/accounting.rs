@@ -191,6 +191,7 @@ impl CellShared {
 }
 
 /// What one stream task measured.
+#[derive(Default)]
 pub(super) struct StreamRecord {
     pub(super) sub_tokens: Vec<f64>,
     /// Sum of the stream's inter-token gaps (kept in [`CellShared::itl`]), and the tokens
@@ -282,6 +283,35 @@ pub(super) struct RequestTrack {
     pub(super) arrival_in_gap: bool,
 }
 
+impl RequestTrack {
+    /// A request sent at `sent` that has received nothing yet, in the buffers given (empty or
+    /// zeroed).
+    fn new(sent: Instant, window_counts: Vec<f64>, gaps_ns: Vec<u64>) -> Self {
+        RequestTrack {
+            sent,
+            first: None,
+            last: sent,
+            usage_seen: 0,
+            continuous: false,
+            chunk_tokens: 0,
+            window_counts,
+            any_window: false,
+            applied_ratio: 1.0,
+            finish: None,
+            done: false,
+            producing: false,
+            text_chunks: 0,
+            final_usage: None,
+            finished_at: None,
+            ttft: None,
+            gaps_ns,
+            gap_sum_s: 0.0,
+            gap_tokens: 0,
+            arrival_in_gap: false,
+        }
+    }
+}
+
 pub(super) struct StreamWorker {
     pub(super) shared: Arc<CellShared>,
     pub(super) rec: StreamRecord,
@@ -299,65 +329,21 @@ impl StreamWorker {
             shared,
             rec: StreamRecord {
                 sub_tokens: vec![0.0; n],
-                itl_sum_s: 0.0,
-                itl_n: 0,
-                ttfts: Vec::new(),
-                tpots: Vec::new(),
-                prompt_tokens: None,
-                saw_continuous: false,
-                saw_chunk_mode: false,
-                usage: UsageTally::default(),
-                removed_window_tokens: 0.0,
+                ..StreamRecord::default()
             },
-            req: RequestTrack {
-                sent: t0,
-                first: None,
-                last: t0,
-                usage_seen: 0,
-                continuous: false,
-                chunk_tokens: 0,
-                window_counts: vec![0.0; n],
-                any_window: false,
-                applied_ratio: 1.0,
-                finish: None,
-                done: false,
-                producing: false,
-                text_chunks: 0,
-                final_usage: None,
-                finished_at: None,
-                ttft: None,
-                gaps_ns: Vec::with_capacity(1024),
-                gap_sum_s: 0.0,
-                gap_tokens: 0,
-                arrival_in_gap: false,
-            },
+            req: RequestTrack::new(t0, vec![0.0; n], Vec::with_capacity(1024)),
             ever: false,
             ratio: 1.0,
         }
     }
 
+    /// Starts tracking a new request sent at `sent`, keeping the buffers of the last one.
     pub(super) fn begin_request(&mut self, sent: Instant) {
-        let r = &mut self.req;
-        r.sent = sent;
-        r.first = None;
-        r.last = sent;
-        r.usage_seen = 0;
-        r.continuous = false;
-        r.chunk_tokens = 0;
-        r.window_counts.iter_mut().for_each(|c| *c = 0.0);
-        r.any_window = false;
-        r.applied_ratio = 1.0;
-        r.finish = None;
-        r.done = false;
-        r.producing = false;
-        r.text_chunks = 0;
-        r.final_usage = None;
-        r.finished_at = None;
-        r.ttft = None;
-        r.gaps_ns.clear();
-        r.gap_sum_s = 0.0;
-        r.gap_tokens = 0;
-        r.arrival_in_gap = false;
+        let mut window_counts = std::mem::take(&mut self.req.window_counts);
+        window_counts.fill(0.0);
+        let mut gaps_ns = std::mem::take(&mut self.req.gaps_ns);
+        gaps_ns.clear();
+        self.req = RequestTrack::new(sent, window_counts, gaps_ns);
     }
 
     /// The request no longer produces (its last event arrived): it leaves `producing_now`
