@@ -451,6 +451,13 @@ mod tests {
     use super::*;
     use crate::bench::fixture;
 
+    /// What `dialect` reads from the recorded page `name`, after checking it is detected.
+    fn read_fixture(name: &str, dialect: MetricsDialect) -> EngineState {
+        let page = parse_prometheus(&fixture(name));
+        assert_eq!(MetricsDialect::detect(&page), Some(dialect), "{name}");
+        dialect.read(&page)
+    }
+
     #[test]
     fn parses_labels_escapes_and_special_values() {
         let page = parse_prometheus(
@@ -489,10 +496,7 @@ mod tests {
 
     #[test]
     fn vllm_fixture_sums_over_engines_and_reads_spec_positions() {
-        let page = parse_prometheus(&fixture("metrics-vllm.txt"));
-        let d = MetricsDialect::detect(&page).unwrap();
-        assert_eq!(d, MetricsDialect::Vllm);
-        let st = d.read(&page);
+        let st = read_fixture("metrics-vllm.txt", MetricsDialect::Vllm);
         assert_eq!(st.running, Some(12.0), "two engines: 7 + 5");
         assert_eq!(st.waiting, Some(3.0));
         assert_eq!(st.generated_tokens, Some(1_234_567.0 + 765_433.0));
@@ -506,10 +510,7 @@ mod tests {
 
     #[test]
     fn sglang_fixture() {
-        let page = parse_prometheus(&fixture("metrics-sglang.txt"));
-        let d = MetricsDialect::detect(&page).unwrap();
-        assert_eq!(d, MetricsDialect::Sglang);
-        let st = d.read(&page);
+        let st = read_fixture("metrics-sglang.txt", MetricsDialect::Sglang);
         assert_eq!(st.running, Some(8.0));
         assert_eq!(st.waiting, Some(2.0));
         assert_eq!(st.generated_tokens, Some(7_557_572.0));
@@ -521,11 +522,9 @@ mod tests {
     /// spec-decode counters of a server with a draft model, per-position ones included.
     #[test]
     fn llamacpp_fixture() {
-        let page = parse_prometheus(&fixture("metrics-llamacpp.txt"));
-        let d = MetricsDialect::detect(&page).unwrap();
-        assert_eq!(d, MetricsDialect::Llamacpp);
+        let st = read_fixture("metrics-llamacpp.txt", MetricsDialect::Llamacpp);
+        let d = MetricsDialect::Llamacpp;
         assert_eq!(d.metrics_path(), "/metrics");
-        let st = d.read(&page);
         assert_eq!(st.running, Some(4.0));
         assert_eq!(st.waiting, Some(0.0));
         assert_eq!(st.generated_tokens, Some(18_432.0));
@@ -549,10 +548,7 @@ mod tests {
     /// spec-decode counters are listed at 0.
     #[test]
     fn recorded_llama_server_page() {
-        let page = parse_prometheus(&fixture("llamacpp-metrics.txt"));
-        let d = MetricsDialect::detect(&page).unwrap();
-        assert_eq!(d, MetricsDialect::Llamacpp);
-        let st = d.read(&page);
+        let st = read_fixture("llamacpp-metrics.txt", MetricsDialect::Llamacpp);
         assert_eq!(st.running, Some(4.0));
         assert_eq!(st.waiting, Some(2.0));
         assert_eq!(st.generated_tokens, Some(4624.0));
@@ -566,15 +562,13 @@ mod tests {
     /// `/prometheus/metrics`; its generation counter moves per finished request.
     #[test]
     fn trtllm_fixture() {
-        let page = parse_prometheus(&fixture("metrics-trtllm.txt"));
-        let d = MetricsDialect::detect(&page).unwrap();
-        assert_eq!(d, MetricsDialect::Trtllm);
+        let st = read_fixture("metrics-trtllm.txt", MetricsDialect::Trtllm);
+        let d = MetricsDialect::Trtllm;
         assert_eq!(d.name(), "trtllm");
         assert_eq!(d.metrics_path(), "/prometheus/metrics");
         assert_eq!(d.generation_counter(), "trtllm_generation_tokens_total");
         assert_eq!(d.counter_moves(), CounterMoves::PerRequest);
         assert!(!d.has_in_flight_tokens());
-        let st = d.read(&page);
         assert_eq!(st.running, Some(16.0));
         assert_eq!(st.waiting, Some(4.0));
         assert_eq!(st.generated_tokens, Some(212_480.0));

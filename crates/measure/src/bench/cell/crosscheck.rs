@@ -497,41 +497,32 @@ mod tests {
     fn prefill_samples_are_held_against_the_engines_counters() {
         let ev = PrefillEvidence {
             samples: 3,
-            prompt_tokens: 3.0 * 8192.0,
+            prompt_tokens: TOKENS,
             ttft_s: 3.0 * 0.048,
             tolerance: 0.05,
         };
-        let ok = prefill_cross_check(
-            &ev,
-            Some(&prefill_counters(3.0 * 8192.0, Some(3.0 * 0.047))),
-        );
+        const TOKENS: f64 = 3.0 * 8192.0;
+        let check = |ev: &PrefillEvidence, tokens: f64, seconds: Option<f64>| {
+            prefill_cross_check(ev, Some(&prefill_counters(tokens, seconds)))
+        };
+        let ok = check(&ev, TOKENS, Some(3.0 * 0.047));
         assert_eq!(ok.verdict, PrefillAgreement::WithinTolerance, "{ok:?}");
         assert_eq!(ok.checks.len(), 2);
         let slow_trip = PrefillEvidence {
             ttft_s: 3.0 * 0.055,
             ..ev
         };
-        let trip = prefill_cross_check(
-            &slow_trip,
-            Some(&prefill_counters(3.0 * 8192.0, Some(3.0 * 0.047))),
-        );
+        let trip = check(&slow_trip, TOKENS, Some(3.0 * 0.047));
         assert_eq!(trip.verdict, PrefillAgreement::WithinTolerance, "{trip:?}");
-        let longer_than_waited = prefill_cross_check(
-            &ev,
-            Some(&prefill_counters(3.0 * 8192.0, Some(3.0 * 0.052))),
-        );
+        let longer_than_waited = check(&ev, TOKENS, Some(3.0 * 0.052));
         assert_eq!(longer_than_waited.verdict, PrefillAgreement::Disagrees);
-        let lies = prefill_cross_check(
-            &ev,
-            Some(&prefill_counters(1.5 * 3.0 * 8192.0, Some(0.141))),
-        );
+        let lies = check(&ev, 1.5 * TOKENS, Some(0.141));
         assert_eq!(lies.verdict, PrefillAgreement::Disagrees);
         assert!(lies.detail.unwrap().contains("moved 36864"));
-        let fast_clock =
-            prefill_cross_check(&ev, Some(&prefill_counters(3.0 * 8192.0, Some(0.036))));
+        let fast_clock = check(&ev, TOKENS, Some(0.036));
         assert_eq!(fast_clock.verdict, PrefillAgreement::Disagrees);
         assert!(!fast_clock.checks[1].ok && fast_clock.checks[0].ok);
-        let tokens_only = prefill_cross_check(&ev, Some(&prefill_counters(3.0 * 8192.0, None)));
+        let tokens_only = check(&ev, TOKENS, None);
         assert_eq!(tokens_only.verdict, PrefillAgreement::WithinTolerance);
         assert_eq!(tokens_only.checks.len(), 1);
         let none = prefill_cross_check(&ev, None);

@@ -92,26 +92,30 @@ mod tests {
     use super::*;
     use crate::bench::metrics::SpecCounters;
 
-    #[test]
-    fn spec_formulas() {
-        let st = |d: f64, dt: f64, a: f64| EngineState {
+    /// An engine state with these cumulative spec-decode counters.
+    fn state(drafts: f64, draft_tokens: f64, accepted: f64, per_pos: Vec<f64>) -> EngineState {
+        EngineState {
             spec: Some(SpecCounters {
-                drafts: d,
-                draft_tokens: dt,
-                accepted_tokens: a,
-                accepted_per_pos: vec![a * 0.6, a * 0.4],
+                drafts,
+                draft_tokens,
+                accepted_tokens: accepted,
+                accepted_per_pos: per_pos,
                 per_request: false,
             }),
             ..EngineState::default()
-        };
+        }
+    }
+
+    /// [`spec_stats`] between two states read at the same instant.
+    fn between(a: EngineState, b: EngineState, out: u64, tps: f64) -> Option<SpecDecodeStats> {
         let t = Instant::now();
-        let s = spec_stats(
-            Some(&(t, st(100.0, 200.0, 50.0))),
-            Some(&(t, st(200.0, 400.0, 150.0))),
-            300,
-            150.0,
-        )
-        .unwrap();
+        spec_stats(Some(&(t, a)), Some(&(t, b)), out, tps)
+    }
+
+    #[test]
+    fn spec_formulas() {
+        let st = |d: f64, dt: f64, a: f64| state(d, dt, a, vec![a * 0.6, a * 0.4]);
+        let s = between(st(100.0, 200.0, 50.0), st(200.0, 400.0, 150.0), 300, 150.0).unwrap();
         // steps = 100 + max(0, 300 - (100 + 100)) = 200; accept_len = 1.5; steps/s = 100.
         assert_eq!(s.drafts, 100);
         assert!((s.accept_len - 1.5).abs() < 1e-9);
@@ -124,63 +128,29 @@ mod tests {
     fn per_request_counters_give_the_engines_own_mean_length() {
         // llama.cpp: 40 verification steps, 120 drafted, 60 accepted among the requests that
         // finished in the window; the window's own token count does not enter.
-        let st = |d: f64, dt: f64, a: f64| EngineState {
-            spec: Some(SpecCounters {
-                drafts: d,
-                draft_tokens: dt,
-                accepted_tokens: a,
-                accepted_per_pos: vec![a * 0.5],
-                per_request: true,
-            }),
-            ..EngineState::default()
+        let st = |d: f64, dt: f64, a: f64| {
+            let mut s = state(d, dt, a, vec![a * 0.5]);
+            s.spec.as_mut().unwrap().per_request = true;
+            s
         };
-        let t = Instant::now();
-        let s = spec_stats(
-            Some(&(t, st(10.0, 30.0, 15.0))),
-            Some(&(t, st(50.0, 150.0, 75.0))),
-            9999,
-            100.0,
-        )
-        .unwrap();
+        let s = between(st(10.0, 30.0, 15.0), st(50.0, 150.0, 75.0), 9999, 100.0).unwrap();
         assert_eq!((s.drafts, s.draft_tokens, s.accepted_tokens), (40, 120, 60));
         assert!((s.accept_len - 2.5).abs() < 1e-9);
         assert!((s.acceptance_rate - 0.5).abs() < 1e-9);
         assert!((s.steps_per_s - 40.0).abs() < 1e-9);
         assert!((s.per_position_acceptance[0] - 0.75).abs() < 1e-9);
         // No request finished in the window: no figure, not a zero one.
-        assert!(
-            spec_stats(
-                Some(&(t, st(10.0, 30.0, 15.0))),
-                Some(&(t, st(10.0, 30.0, 15.0))),
-                50,
-                1.0
-            )
-            .is_none()
-        );
+        assert!(between(st(10.0, 30.0, 15.0), st(10.0, 30.0, 15.0), 50, 1.0).is_none());
     }
 
     #[test]
     fn token_counters_without_steps_take_the_length_gauge() {
         // TensorRT-LLM: draft/accepted tokens counted per iteration, no step count.
         let st = |dt: f64, a: f64, gauge: f64| EngineState {
-            spec: Some(SpecCounters {
-                drafts: 0.0,
-                draft_tokens: dt,
-                accepted_tokens: a,
-                accepted_per_pos: Vec::new(),
-                per_request: false,
-            }),
             spec_accept_length_gauge: Some(gauge),
-            ..EngineState::default()
+            ..state(0.0, dt, a, Vec::new())
         };
-        let t = Instant::now();
-        let s = spec_stats(
-            Some(&(t, st(300.0, 100.0, 1.9))),
-            Some(&(t, st(600.0, 280.0, 2.2))),
-            500,
-            110.0,
-        )
-        .unwrap();
+        let s = between(st(300.0, 100.0, 1.9), st(600.0, 280.0, 2.2), 500, 110.0).unwrap();
         assert_eq!((s.drafts, s.draft_tokens, s.accepted_tokens), (0, 300, 180));
         assert!((s.acceptance_rate - 0.6).abs() < 1e-9);
         assert!((s.accept_len - 2.2).abs() < 1e-9);
