@@ -432,36 +432,27 @@ impl Probe<'_> {
     /// an error answer is tolerated when the target names its model.
     async fn models(&self, target: &BenchTarget) -> Result<(Vec<String>, String), BenchError> {
         let client = self.client;
-        let mut models_text = String::new();
-        let models = match client.get_text("/v1/models", PROBE_TIMEOUT).await {
+        match client.get_text("/v1/models", PROBE_TIMEOUT).await {
             Ok((200, text)) => {
                 let ids = parse_model_ids(&text).map_err(|reason| BenchError::BadResponse {
                     url: client.url("/v1/models"),
                     reason,
                 })?;
-                models_text = text;
-                ids
+                Ok((ids, text))
             }
-            Ok((status, text)) => {
-                if target.model.is_none() {
-                    return Err(BenchError::BadResponse {
-                        url: client.url("/v1/models"),
-                        reason: format!(
-                            "HTTP {status}: {} (pass --model to skip model discovery)",
-                            client::excerpt(&text, 160)
-                        ),
-                    });
-                }
-                Vec::new()
-            }
-            Err(e) => {
-                return Err(BenchError::Unreachable {
-                    url: client.url("/v1/models"),
-                    reason: e.failure().to_string(),
-                });
-            }
-        };
-        Ok((models, models_text))
+            Ok((_, _)) if target.model.is_some() => Ok((Vec::new(), String::new())),
+            Ok((status, text)) => Err(BenchError::BadResponse {
+                url: client.url("/v1/models"),
+                reason: format!(
+                    "HTTP {status}: {} (pass --model to skip model discovery)",
+                    client::excerpt(&text, 160)
+                ),
+            }),
+            Err(e) => Err(BenchError::Unreachable {
+                url: client.url("/v1/models"),
+                reason: e.failure().to_string(),
+            }),
+        }
     }
 
     /// The model to request: the target's, else the first the engine lists.

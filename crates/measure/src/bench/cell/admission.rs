@@ -65,10 +65,9 @@ impl SustainedDecodeCell<'_> {
             }
             let completed = watch.track_peak(now);
             let state = scrape(self.client, self.dialect).await;
-            let (running, waiting) = match &state {
-                Some((_, s)) => (s.running, s.waiting),
-                None => (None, None),
-            };
+            let (running, waiting) = state
+                .as_ref()
+                .map_or((None, None), |(_, s)| (s.running, s.waiting));
             let seen = PollReading {
                 now,
                 produced,
