@@ -661,6 +661,7 @@ impl SseParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
     fn collect(parser: &mut SseParser, bytes: &[u8]) -> Vec<String> {
         let mut out = Vec::new();
@@ -755,31 +756,34 @@ mod tests {
     async fn idle_closing_server(
         idle: Duration,
         break_after_head: bool,
-    ) -> (
-        String,
-        std::sync::Arc<std::sync::atomic::AtomicU32>,
-        std::sync::Arc<std::sync::atomic::AtomicU32>,
-    ) {
-        use std::sync::atomic::{AtomicU32, Ordering};
+    ) -> (String, Arc<AtomicU32>, Arc<AtomicU32>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let requests = std::sync::Arc::new(AtomicU32::new(0));
+        let requests = Arc::new(AtomicU32::new(0));
         let counter = requests.clone();
-        let connections = std::sync::Arc::new(AtomicU32::new(0));
+        let connections = Arc::new(AtomicU32::new(0));
         let accepted = connections.clone();
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
-                accepted.fetch_add(1, Ordering::SeqCst);
+                accepted.fetch_add(1, SeqCst);
                 let counter = counter.clone();
                 tokio::spawn(async move {
                     let mut idle_since: Option<std::time::Instant> = None;
                     let mut buf = Vec::new();
                     loop {
                         // Read one request: head, then Content-Length bytes of body.
-                        let head_end = loop {
+                        let request_len = loop {
                             if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                                break i + 4;
+                                let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                                let len: usize = head
+                                    .lines()
+                                    .find_map(|l| l.strip_prefix("content-length:"))
+                                    .and_then(|v| v.trim().parse().ok())
+                                    .unwrap_or(0);
+                                if buf.len() >= i + 4 + len {
+                                    break i + 4 + len;
+                                }
                             }
                             let mut chunk = [0u8; 4096];
                             match sock.read(&mut chunk).await {
@@ -787,21 +791,8 @@ mod tests {
                                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
                             }
                         };
-                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
-                        while buf.len() < head_end + len {
-                            let mut chunk = [0u8; 4096];
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        buf.drain(..head_end + len);
-                        counter.fetch_add(1, Ordering::SeqCst);
+                        buf.drain(..request_len);
+                        counter.fetch_add(1, SeqCst);
                         if idle_since.is_some_and(|t| t.elapsed() >= idle) {
                             return; // idle time-out: close, unanswered
                         }
@@ -896,18 +887,14 @@ mod tests {
         let mut conn = StreamConn::default();
         one_stream(&client, &mut conn).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1300)).await;
-        let before = requests.load(std::sync::atomic::Ordering::SeqCst);
+        let before = requests.load(SeqCst);
         one_stream(&client, &mut conn).await.unwrap();
-        assert_eq!(
-            requests.load(std::sync::atomic::Ordering::SeqCst) - before,
-            2,
-            "direct {direct}"
-        );
+        assert_eq!(requests.load(SeqCst) - before, 2, "direct {direct}");
 
         // The default policy (short idle pool and the retry): no failures.
         let client = self::client(&url, ConnectionPolicy::default(), direct);
         let mut conn = StreamConn::default();
-        let before = requests.load(std::sync::atomic::Ordering::SeqCst);
+        let before = requests.load(SeqCst);
         let mut failures = Vec::new();
         for _ in 0..3 {
             if let Err(f) = one_stream(&client, &mut conn).await {
@@ -916,7 +903,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1300)).await;
         }
         assert!(failures.is_empty(), "direct {direct}: {failures:?}");
-        assert!(requests.load(std::sync::atomic::Ordering::SeqCst) - before >= 3);
+        assert!(requests.load(SeqCst) - before >= 3);
     }
 
     #[tokio::test]
@@ -928,7 +915,7 @@ mod tests {
                 .await
                 .unwrap_err();
             assert_eq!(err.kind, "stream broken", "direct {direct}: {err:?}");
-            assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+            assert_eq!(requests.load(SeqCst), 1);
         }
     }
 
@@ -942,8 +929,8 @@ mod tests {
         for _ in 0..5 {
             one_stream(&client, &mut conn).await.unwrap();
         }
-        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 5);
-        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(requests.load(SeqCst), 5);
+        assert_eq!(connections.load(SeqCst), 1);
     }
 
     #[test]
