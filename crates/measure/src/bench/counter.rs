@@ -111,10 +111,7 @@ pub(crate) fn window(
     if b.at <= a.at {
         return None;
     }
-    let (fa, fb) = match (a.in_flight, b.in_flight) {
-        (Some(x), Some(y)) => (Some(x), Some(y)),
-        _ => (None, None),
-    };
+    let (fa, fb) = a.in_flight.zip(b.in_flight).unzip();
     let start_tokens = a.counter + fa.unwrap_or(0.0);
     let end_tokens = b.counter + fb.unwrap_or(0.0);
     let tps = (end_tokens - start_tokens).max(0.0) / b.at.duration_since(a.at).as_secs_f64();

@@ -18,7 +18,8 @@ use super::client::{EngineClient, excerpt};
 use super::metrics::{EngineState, MetricsDialect, scrape};
 use super::prompt::{ContextPrompt, push_synthetic_text};
 use infergate_schema::results::{
-    PrefillCounters, PrefillRecord, PrefillSample, PrefillSampleKind, PrefillSettings,
+    PrefillAgreement, PrefillCounters, PrefillRecord, PrefillSample, PrefillSampleKind,
+    PrefillSettings,
 };
 
 /// Everything one context's prefill samples need.
@@ -122,10 +123,10 @@ pub(crate) fn counter_deltas(
     after: &EngineState,
 ) -> Option<PrefillCounters> {
     let tokens = (after.prompt_tokens? - before.prompt_tokens?).max(0.0);
-    let seconds = match (before.prefill_seconds, after.prefill_seconds) {
-        (Some(a), Some(b)) => Some((b - a).max(0.0)),
-        _ => None,
-    };
+    let seconds = before
+        .prefill_seconds
+        .zip(after.prefill_seconds)
+        .map(|(a, b)| (b - a).max(0.0));
     Some(PrefillCounters {
         prompt_metric: dialect.prompt_counter().to_string(),
         prompt_tokens: tokens,
@@ -158,17 +159,11 @@ pub(crate) async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
     let p = plan.prompt;
     let mut samples = Vec::new();
     let mut error = None;
-    let read_counters = || async {
-        match plan.dialect {
-            Some(_) => settled(plan.client, plan.dialect).await,
-            None => None,
-        }
-    };
     // A cold warm-up is inside the counters' window (it is in the median); one that found
     // part of its prompt in the prefix cache is not (the counter leaves cached tokens out).
     let mut before = None;
     if plan.warmup_cold {
-        before = read_counters().await;
+        before = settled(plan.client, plan.dialect).await;
     }
     let (mut cold_tokens, mut cold_ttft, mut cold_n) = (0.0, 0.0, 0usize);
     match sample(plan, p.text(0), p.measured_tokens).await {
@@ -188,7 +183,7 @@ pub(crate) async fn measure_context(plan: &PrefillPlan<'_>) -> PrefillRecord {
         Err(e) => error = Some(e),
     }
     if error.is_none() && !plan.warmup_cold {
-        before = read_counters().await;
+        before = settled(plan.client, plan.dialect).await;
     }
     if error.is_none() {
         for _ in 0..plan.settings.samples {
@@ -245,9 +240,9 @@ pub(crate) fn describe(r: &PrefillRecord) -> String {
     let label = infergate_schema::results::context_label(r.context_tokens);
     let cold = r.samples.iter().filter(|s| s.cold).count();
     let verdict = match r.cross_check.verdict {
-        infergate_schema::results::PrefillAgreement::WithinTolerance => "counters within tolerance",
-        infergate_schema::results::PrefillAgreement::Disagrees => "counters DISAGREE",
-        infergate_schema::results::PrefillAgreement::Unavailable => "counters unavailable",
+        PrefillAgreement::WithinTolerance => "counters within tolerance",
+        PrefillAgreement::Disagrees => "counters DISAGREE",
+        PrefillAgreement::Unavailable => "counters unavailable",
     };
     let rate = r
         .prefill_tps
@@ -255,7 +250,7 @@ pub(crate) fn describe(r: &PrefillRecord) -> String {
         .unwrap_or_else(|| "no cold sample".into());
     let mut line = format!("prefill {label}: {rate} ({cold} cold samples, {verdict})");
     if let Some(d) = &r.cross_check.detail
-        && r.cross_check.verdict == infergate_schema::results::PrefillAgreement::Disagrees
+        && r.cross_check.verdict == PrefillAgreement::Disagrees
     {
         line.push_str(": ");
         line.push_str(d);

@@ -232,11 +232,7 @@ impl Checker<'_> {
         let (a, b) = (c.start.at, c.end.at);
         let expected = (c.end.counter - c.start.counter).max(0.0);
         let near = |at: Instant, edge: Instant, u: f64| {
-            let d = if at >= edge {
-                at.duration_since(edge)
-            } else {
-                edge.duration_since(at)
-            };
+            let d = at.max(edge).duration_since(at.min(edge));
             d.as_secs_f64() <= u + (2.0 * itl).max(0.01)
         };
         let (mut reported, mut slack) = (0.0, 0.0);
