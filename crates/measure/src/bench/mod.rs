@@ -398,6 +398,7 @@ struct Probe<'a> {
 }
 
 /// The prompts calibrated against the engine's tokenizer.
+#[derive(Default)]
 struct Calibration {
     prompts: BTreeMap<u64, ContextPrompt>,
     /// Why a context's prompt could not be calibrated (its cells become `error`).
@@ -539,11 +540,7 @@ impl Probe<'_> {
         opts: &BenchOptions,
     ) -> Result<Calibration, BenchError> {
         let count = |text: String| counter.count(text);
-        let mut calibration = Calibration {
-            prompts: BTreeMap::new(),
-            errors: BTreeMap::new(),
-            burst_prompt: None,
-        };
+        let mut calibration = Calibration::default();
         let contexts = &opts.matrix.contexts;
         let mut measured_density = None;
         if contexts.iter().any(|c| *c > 0) {

@@ -8,6 +8,7 @@ use crate::bench::client::EngineClient;
 use crate::bench::metrics::{MetricsDialect, scrape};
 
 /// What the engine reported while the window was open.
+#[derive(Default)]
 pub(super) struct WindowLoad {
     /// `running` gauge of each poll.
     pub(super) running: Vec<f64>,
@@ -25,11 +26,7 @@ pub(super) async fn poll_until(
     poll: Duration,
     cancel: &CancellationToken,
 ) -> WindowLoad {
-    let mut load = WindowLoad {
-        running: Vec::new(),
-        waiting: Vec::new(),
-        cancelled: false,
-    };
+    let mut load = WindowLoad::default();
     loop {
         let now = Instant::now();
         if now >= close {
