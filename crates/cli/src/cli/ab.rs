@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::run::{
     aborted, install_signal_handlers, load_config, parse_labels, print_reporting, print_tables,
-    print_verdict, progress, setup_error, with_fail_on,
+    print_verdict, progress, with_fail_on,
 };
 use infergate_gate::run::gate::{GatePlan, GateRun};
 use infergate_gate::run::{Design, GateRequest};
-use infergate_schema::exit::GateExit;
+use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate ab`.
 #[derive(Debug, clap::Args)]
@@ -66,7 +66,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         labels: parse_labels(&args.labels)?,
         config,
     };
-    let plan = GatePlan::new(request).map_err(setup_error)?;
+    let plan = GatePlan::new(request).map_err(|e| usage(e.to_string()))?;
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let schedule = plan.ab_schedule().unwrap_or_default();

@@ -2,9 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
-use crate::cli::compare::{OutputFormat, emit, load_files};
+use crate::cli::compare::{OutputFormat, load_files};
 use infergate_schema::exit::{GateExit, usage};
 use infergate_store::baseline::{ADHOC_SUITE, BaselineError, BaselineStore, history};
 
@@ -307,21 +305,16 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
             a.last,
         ));
     }
+    use infergate_report::report::history::{markdown, text};
     let text = match a.format {
-        OutputFormat::Text => histories
-            .iter()
-            .map(infergate_report::report::history::text)
-            .collect::<Vec<_>>()
-            .join("\n"),
+        OutputFormat::Json => super::pretty_json(&histories, "the history")?,
         OutputFormat::Md => histories
             .iter()
-            .map(infergate_report::report::history::markdown)
+            .map(markdown)
             .collect::<Vec<_>>()
             .join("\n"),
-        OutputFormat::Json => {
-            serde_json::to_string_pretty(&histories).context("serialising the history")? + "\n"
-        }
+        OutputFormat::Text => histories.iter().map(text).collect::<Vec<_>>().join("\n"),
     };
-    emit(&text, a.out.as_deref())?;
+    super::emit(&text, a.out.as_deref())?;
     Ok(GateExit::Pass)
 }

@@ -198,9 +198,7 @@ pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         }
         // The flags ask for cells the engine cannot take: the user's to fix.
         Err(e @ BenchError::DoesNotFit { .. }) => {
-            return Err(infergate_schema::exit::usage(format!(
-                "nothing measured: {e}"
-            )));
+            return Err(usage(format!("nothing measured: {e}")));
         }
         Err(e) => return Err(anyhow::Error::new(e).context("nothing measured")),
     };
@@ -218,44 +216,30 @@ pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         );
         return Ok(GateExit::Failure);
     }
-    match results.status {
-        infergate_schema::results::RunStatus::Complete => {}
-        infergate_schema::results::RunStatus::Partial
-        | infergate_schema::results::RunStatus::Cancelled
-        | infergate_schema::results::RunStatus::InProgress => {
-            // The reason quotes the engine's error text.
-            errln!(
-                "{}",
-                infergate_report::report::console::error_line(&format!(
-                    "the run is incomplete: {}",
-                    results.status_reason.as_deref().unwrap_or("(no reason)")
-                ))
-            );
-            return Ok(GateExit::Failure);
-        }
+    if results.status != infergate_schema::results::RunStatus::Complete {
+        // The reason quotes the engine's error text.
+        errln!(
+            "{}",
+            infergate_report::report::console::error_line(&format!(
+                "the run is incomplete: {}",
+                results.status_reason.as_deref().unwrap_or("(no reason)")
+            ))
+        );
+        return Ok(GateExit::Failure);
     }
     Ok(GateExit::Pass)
 }
 
+/// SIGINT, or SIGTERM where its handler could be installed.
 async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
         let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 

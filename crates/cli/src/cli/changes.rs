@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::cli::compare::{emit, load_files};
+use crate::cli::compare::load_files;
 use infergate_eval::eval::changes::{
     ChangeEvalConfig, ChangeEvalReport, export_histories, run_change_eval,
 };
@@ -55,19 +55,12 @@ pub struct ChangeSettingsArgs {
 
 impl ChangeSettingsArgs {
     /// Sets the settings given on the command line.
-    fn apply(&self, settings: &mut ChangeSettings) {
-        let fields = [
-            (self.alpha, &mut settings.alpha),
-            (self.min_effect, &mut settings.min_effect),
-            (self.min_z, &mut settings.min_z),
-            (self.drift_per_run, &mut settings.drift_per_run),
-            (self.creep_z, &mut settings.creep_z),
-        ];
-        for (given, field) in fields {
-            if let Some(v) = given {
-                *field = v;
-            }
-        }
+    fn apply(&self, s: &mut ChangeSettings) {
+        s.alpha = self.alpha.unwrap_or(s.alpha);
+        s.min_effect = self.min_effect.unwrap_or(s.min_effect);
+        s.min_z = self.min_z.unwrap_or(s.min_z);
+        s.drift_per_run = self.drift_per_run.unwrap_or(s.drift_per_run);
+        s.creep_z = self.creep_z.unwrap_or(s.creep_z);
     }
 }
 
@@ -109,9 +102,7 @@ pub struct ChangesArgs {
 pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
     args.settings.apply(&mut settings);
-    if let Some(s) = args.seed {
-        settings.seed = s;
-    }
+    settings.seed = args.seed.unwrap_or(settings.seed);
     settings.validate().map_err(|e| usage(e.to_string()))?;
     let store =
         BaselineStore::open_existing(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
@@ -176,17 +167,12 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         ChangesFormat::Text => infergate_report::report::changes::text(&out),
         ChangesFormat::Md => infergate_report::report::changes::markdown(&out),
         ChangesFormat::Json => {
-            serde_json::to_string_pretty(&serde_json::json!({ "groups": out }))
-                .context("serialising the change points")?
-                + "\n"
+            super::pretty_json(&serde_json::json!({ "groups": out }), "the change points")?
         }
         ChangesFormat::Html => infergate_report::report::trend_html::render(&out),
     };
     // A file is as inert as the console (the store's run ids, commits and notes are data).
-    emit(
-        &infergate_io::untrusted_text::file_sink(&text),
-        args.out.as_deref(),
-    )?;
+    super::emit(&text, args.out.as_deref())?;
     if args.alert {
         return alert(&out).await;
     }

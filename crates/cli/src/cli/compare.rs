@@ -2,7 +2,7 @@
 //! files: ours, llm-decode-bench, vllm bench serve or guidellm), verdicts per cell, a table for
 //! people, an exit code for CI.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 
@@ -104,15 +104,9 @@ pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
 /// The decision rule from defaults and flags, validated (exit 2 when out of range).
 fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
     let mut rule = DecisionRule::default();
-    if let Some(n) = args.history_runs {
-        rule.history_runs = n;
-    }
-    if let Some(m) = args.min_effect {
-        rule.min_effect = m;
-    }
-    if let Some(a) = args.alpha {
-        rule.alpha = a;
-    }
+    rule.history_runs = args.history_runs.unwrap_or(rule.history_runs);
+    rule.min_effect = args.min_effect.unwrap_or(rule.min_effect);
+    rule.alpha = args.alpha.unwrap_or(rule.alpha);
     rule.validate().map_err(|e| usage(e.to_string()))?;
     Ok(rule)
 }
@@ -122,26 +116,8 @@ pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result
     Ok(match format {
         OutputFormat::Text => infergate_report::report::verdict_table::text(report),
         OutputFormat::Md => infergate_report::report::verdict_table::markdown(report),
-        OutputFormat::Json => {
-            serde_json::to_string_pretty(report).context("serialising the comparison")? + "\n"
-        }
+        OutputFormat::Json => super::pretty_json(report, "the comparison")?,
     })
-}
-
-/// Writes `text` to `out` atomically, or prints it.
-pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
-    match out {
-        // The same last guard as the console's: a file holds no byte stdout would not print.
-        Some(path) => infergate_io::fsio::write_durable(
-            path,
-            infergate_io::untrusted_text::file_sink(text).as_bytes(),
-        )
-        .with_context(|| format!("writing {}", path.display())),
-        None => {
-            out!("{text}");
-            Ok(())
-        }
-    }
 }
 
 /// The rule, the plan and the history run ids of `--as-verdict`, or the flags' rule and the
@@ -355,7 +331,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     report.fail_on = Some(policy.fail_on);
     report.set_headline();
     let text = render(&report, args.format)?;
-    emit(&text, args.out.as_deref())?;
+    super::emit(&text, args.out.as_deref())?;
     if let Some(out) = &args.out {
         errln!(
             "{}: gate {} — {}",

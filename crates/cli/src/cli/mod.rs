@@ -93,6 +93,29 @@ pub fn say(kind: &str, text: &str) {
     }
 }
 
+/// Writes `text` to `out` atomically, or prints it.
+pub fn emit(text: &str, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    match out {
+        // The same last guard as the console's: a file holds no byte stdout would not print.
+        Some(path) => infergate_io::fsio::write_durable(
+            path,
+            infergate_io::untrusted_text::file_sink(text).as_bytes(),
+        )
+        .with_context(|| format!("writing {}", path.display())),
+        None => {
+            out!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// `value` as pretty JSON with a final newline; `what` names it if it cannot be serialised.
+pub fn pretty_json(value: &impl serde::Serialize, what: &str) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    Ok(serde_json::to_string_pretty(value).with_context(|| format!("serialising {what}"))? + "\n")
+}
+
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
 pub fn in_actions() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use infergate_config::config::{ConfigError, GateConfig};
+use infergate_config::config::GateConfig;
 use infergate_gate::run::gate::{BaselineUpdate, GateAbort, GatePlan, GateRun, ProgressSink};
-use infergate_gate::run::{Design, GateRequest, SetupError};
-use infergate_schema::exit::{GateExit, UsageError, usage};
+use infergate_gate::run::{Design, GateRequest};
+use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate run`.
 #[derive(Debug, clap::Args)]
@@ -48,26 +48,20 @@ pub struct RunArgs {
     pub fail_on: super::FailOnArg,
 }
 
-pub fn config_error(e: ConfigError) -> anyhow::Error {
-    anyhow::Error::new(UsageError(e.to_string()))
-}
-
 /// The config to use: `--config`, else `./infergate.toml`, else the embedded default.
 pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
+    let local = Path::new("infergate.toml");
     match path {
-        Some(p) => GateConfig::load(p).map_err(config_error),
+        Some(p) => GateConfig::load(p),
+        None if local.exists() => GateConfig::load(local),
         None => {
-            let local = Path::new("infergate.toml");
-            if local.exists() {
-                GateConfig::load(local).map_err(config_error)
-            } else {
-                errln!(
-                    "notice: no infergate.toml here and no --config: using the embedded default (simulated engine)"
-                );
-                GateConfig::embedded_default().map_err(config_error)
-            }
+            errln!(
+                "notice: no infergate.toml here and no --config: using the embedded default (simulated engine)"
+            );
+            GateConfig::embedded_default()
         }
     }
+    .map_err(|e| usage(e.to_string()))
 }
 
 /// The config with `--fail-on` in place of its `[thresholds] fail_on`, so the gate's one
@@ -143,7 +137,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         labels: parse_labels(&args.labels)?,
         config,
     };
-    let plan = GatePlan::new(request).map_err(setup_error)?;
+    let plan = GatePlan::new(request).map_err(|e| usage(e.to_string()))?;
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let suite = &plan.suite;
@@ -172,11 +166,6 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     let run = plan.run(&progress, cancel).await.map_err(aborted)?;
     print_run(&run, &steps);
     Ok(run.ending.exit)
-}
-
-/// A validation error of the gate: the user's to fix (exit 2).
-pub fn setup_error(e: SetupError) -> anyhow::Error {
-    anyhow::Error::new(UsageError(e.to_string()))
 }
 
 /// Prints what reporting said before the gate stopped, and makes its error the command's.
