@@ -27,9 +27,8 @@ pub(crate) struct NvmlStatus {
 
 impl NvmlStatus {
     fn unavailable(reason: String) -> NvmlStatus {
-        let reason = Some(reason);
         NvmlStatus {
-            reason,
+            reason: Some(reason),
             ..NvmlStatus::default()
         }
     }
@@ -465,13 +464,7 @@ mod tests {
             hardware: infergate_telemetry::telemetry::detect_hardware(),
             cpu_model: None,
             cpu_cores: Some(2),
-            nvml: NvmlStatus {
-                available: false,
-                reason: Some("no driver".into()),
-                driver_version: None,
-                cuda_driver_version: None,
-                nvml_version: None,
-            },
+            nvml: NvmlStatus::unavailable("no driver".into()),
             gpus: Vec::new(),
             engine,
             engine_boot,

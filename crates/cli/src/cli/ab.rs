@@ -15,6 +15,7 @@ use crate::cli::run::{
 };
 use infergate_gate::run::gate::{GatePlan, GateRun};
 use infergate_gate::run::{Design, GateRequest};
+use infergate_report::report::console::wrap;
 use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate ab`.
@@ -78,7 +79,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         schedule.len() / 2,
         plan.out.display()
     );
-    errln!("{}", infergate_report::report::console::wrap(&start, 2));
+    errln!("{}", wrap(&start, 2));
     let run = plan.run(&progress, cancel).await.map_err(aborted)?;
     print_ab(&run);
     Ok(run.ending.exit)
@@ -117,7 +118,7 @@ fn print_ab(run: &GateRun) {
             ab.elapsed_s,
             ab.boots.len()
         );
-        errln!("{}", infergate_report::report::console::wrap(&files, 2));
+        errln!("{}", wrap(&files, 2));
     }
     print_reporting(&run.reporting);
     print_verdict(run, "none");

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::cli::compare::{OutputFormat, load_files};
+use infergate_io::untrusted_text::console as inert;
 use infergate_schema::exit::{GateExit, usage};
 use infergate_store::baseline::{ADHOC_SUITE, BaselineError, BaselineStore, history};
 
@@ -192,11 +193,9 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
                 // Id, key and suite are the added file's text.
                 Ok(added) => outln!(
                     "added {} ({}, suite {}) → {}",
-                    infergate_io::untrusted_text::console(&run.run_id),
-                    infergate_io::untrusted_text::console(&run.profile.key),
-                    infergate_io::untrusted_text::console(
-                        run.suite.as_deref().unwrap_or(ADHOC_SUITE)
-                    ),
+                    inert(&run.run_id),
+                    inert(&run.profile.key),
+                    inert(run.suite.as_deref().unwrap_or(ADHOC_SUITE)),
                     added.path.display()
                 ),
                 Err(

@@ -9,6 +9,7 @@ use crate::cli::compare::load_files;
 use infergate_eval::eval::changes::{
     ChangeEvalConfig, ChangeEvalReport, export_histories, run_change_eval,
 };
+use infergate_io::untrusted_text::console as inert;
 use infergate_model::stats::changepoint::{ChangeSettings, analyse};
 use infergate_report::report::changes::GroupChanges;
 use infergate_report::report::console::{fitted_table, wrap};
@@ -124,11 +125,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             );
         }
         for (path, why) in &loaded.skipped {
-            errln!(
-                "warning: skipped {}: {}",
-                path.display(),
-                infergate_io::untrusted_text::console(why)
-            );
+            errln!("warning: skipped {}: {}", path.display(), inert(why));
         }
         let accepted: Vec<String> = store
             .accepted(&key, Some(&suite))
@@ -194,7 +191,7 @@ fn load_candidate(p: &std::path::Path) -> anyhow::Result<RunResults> {
         anyhow::bail!(
             "--candidate {}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is not placed on the history",
             p.display(),
-            infergate_io::untrusted_text::console(&runs[0].run_id)
+            inert(&runs[0].run_id)
         );
     }
     Ok(runs.remove(0))
@@ -205,7 +202,7 @@ async fn alert(groups: &[GroupChanges]) -> anyhow::Result<GateExit> {
     let mut reporter = GithubReporter::from_env();
     let (done, outcome) = reporter.publish_change_alerts(groups).await;
     for d in &done {
-        errln!("{}", infergate_io::untrusted_text::console(&d.line()));
+        errln!("{}", inert(&d.line()));
     }
     if done.is_empty() && outcome.errors.is_empty() {
         errln!("alert: no change point to report, no issue to update");

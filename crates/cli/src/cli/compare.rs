@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
+use infergate_io::untrusted_text::console as inert;
 use infergate_model::stats::build::not_comparable;
 use infergate_model::stats::{DecisionRule, Plan};
 use infergate_schema::exit::{GateExit, usage};
@@ -185,7 +186,7 @@ fn named_runs(
             } else {
                 "runs are"
             },
-            infergate_io::untrusted_text::console(&missing.join(", "))
+            inert(&missing.join(", "))
         )));
     }
     Ok(kept)
@@ -219,7 +220,7 @@ fn baseline_runs(
             // Fail closed, as for the candidate: an unfinished run is not a baseline level.
             anyhow::bail!(
                 "--baseline: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is no baseline (only finished runs are)",
-                infergate_io::untrusted_text::console(&r.run_id)
+                inert(&r.run_id)
             );
         }
         runs.sort_by_key(|r| r.started_at);
@@ -292,7 +293,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     }
     let mut report = match baseline_runs(&args, first, suite.as_deref(), ids.as_deref())? {
         Err(why) => {
-            errln!("note: {}", infergate_io::untrusted_text::console(&why));
+            errln!("note: {}", inert(&why));
             not_comparable(
                 first,
                 run_ids(&candidate),
@@ -359,7 +360,7 @@ fn first_of_candidate(candidate: &[RunResults]) -> anyhow::Result<&RunResults> {
         // Fail closed: an unfinished file has only the cells done before the gate stopped.
         anyhow::bail!(
             "--candidate: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it cannot be compared (its finished cells are kept for inspection)",
-            infergate_io::untrusted_text::console(&r.run_id)
+            inert(&r.run_id)
         );
     }
     if let Some(other) = candidate
@@ -386,7 +387,7 @@ fn check_second_boot(
     {
         return Err(usage(format!(
             "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
-            infergate_io::untrusted_text::console(&r.run_id),
+            inert(&r.run_id),
             first.profile.key,
             r.profile.key,
             r.status

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use infergate_gate::run::confirm::CONFIRM_RESULTS;
+use infergate_io::untrusted_text::console as inert;
 use infergate_report::report::github::{
     GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name,
 };
@@ -153,7 +154,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     }
     if let Some(f) = trusted.as_ref().and_then(|t| t.judged.as_ref().err()) {
         // Quotes the artifact's suite, model or profile key when it refuses them.
-        errln!("error: {}", infergate_io::untrusted_text::console(f));
+        errln!("error: {}", inert(f));
     }
     let policy = infergate_schema::policy::GatePolicy::chosen(
         args.fail_on.fail_on,
@@ -241,15 +242,17 @@ fn verdict_to_report(
                         .to_string(),
                 );
             }
-            let loaded = t.judged.as_ref().ok().map(|d| &d.loaded);
-            notices.extend(loaded.into_iter().flat_map(|l| l.notices.iter().cloned()));
+            let judged = t.judged.as_ref().ok();
+            notices.extend(
+                judged
+                    .into_iter()
+                    .flat_map(|d| d.loaded.notices.iter().cloned()),
+            );
             // A recomputed verdict's headline is written here; a given file keeps its own.
-            (t.judged.as_ref().ok())
-                .and_then(|d| d.verdict.clone())
-                .map(|mut v| {
-                    v.set_headline();
-                    v
-                })
+            judged.and_then(|d| d.verdict.clone()).map(|mut v| {
+                v.set_headline();
+                v
+            })
         }
         (None, Some(p)) => {
             let v: ComparisonReport = read_json(p, "verdict", "verdict.json")?;
@@ -283,7 +286,7 @@ fn print_verdict(results: &RunResults, verdict: Option<&ComparisonReport>, notic
         // The run id is the artifact's text: inert before it reaches the Actions log.
         None => outln!(
             "{}: no verdict given (no baseline yet); {} cells measured",
-            infergate_io::untrusted_text::console(&results.run_id),
+            inert(&results.run_id),
             results.cells.len()
         ),
     }
@@ -354,7 +357,7 @@ fn nothing_compared(
             None
         }
         Err(why) => {
-            errln!("error: {}", infergate_io::untrusted_text::console(&why));
+            errln!("error: {}", inert(&why));
             Some(why)
         }
     }
@@ -493,7 +496,7 @@ fn load_history(
 /// 1-based line that defines `suite`'s matrix in a TOML gate config: a `[suites.<S>.matrix]`
 /// (or `[suite.<S>.matrix]`) table, else the `matrix`/`concurrency` key inside the suite's
 /// table (`[suites.<S>]` or a `[[suites]]` entry with `name = "<S>"`), else the suite's header.
-pub fn matrix_line(config: &str, suite: &str) -> Option<u32> {
+fn matrix_line(config: &str, suite: &str) -> Option<u32> {
     let lines: Vec<&str> = config.lines().collect();
     let header = |l: &str| -> Option<String> {
         let t = l.trim();

@@ -14,6 +14,11 @@ use tokio_util::sync::CancellationToken;
 use infergate_config::config::GateConfig;
 use infergate_gate::run::gate::{BaselineUpdate, GateAbort, GatePlan, GateRun, ProgressSink};
 use infergate_gate::run::{Design, GateRequest};
+use infergate_io::untrusted_text::console as inert;
+use infergate_report::report::console::{
+    error_line, render_matrix, render_progress, telemetry_line, wrap,
+};
+use infergate_schema::answer;
 use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate run`.
@@ -154,9 +159,9 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
             .collect::<Vec<_>>(),
         plan.out.display()
     );
-    errln!("{}", infergate_report::report::console::wrap(&start, 2));
-    let steps = infergate_schema::answer::StepContext {
-        config: infergate_schema::answer::ConfigArg::named(
+    errln!("{}", wrap(&start, 2));
+    let steps = answer::StepContext {
+        config: answer::ConfigArg::named(
             &plan.config.path,
             infergate_config::config::EMBEDDED_NAME,
         ),
@@ -177,9 +182,7 @@ pub fn aborted(abort: GateAbort) -> anyhow::Error {
 /// The progress of one boot on stderr (cells x repetitions).
 pub fn progress(cells: u64) -> ProgressSink {
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
-    let done = tokio::spawn(infergate_report::report::console::render_progress(
-        rx, cells,
-    ));
+    let done = tokio::spawn(render_progress(rx, cells));
     ProgressSink { events, done }
 }
 
@@ -192,7 +195,7 @@ pub fn print_reporting(reporting: &[infergate_report::report::github::PublishOut
 
 /// The verdict table, then the matrix, on stdout: the answer comes first (and the last line,
 /// [`print_verdict`], says it again); `steps` gives the next steps their commands.
-pub fn print_tables(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
+pub fn print_tables(run: &GateRun, steps: &answer::StepContext) {
     // A gate that failed before any cell was measured (an engine that never started) has no
     // matrix to show: its error, printed last, says what happened, once.
     let measured = run.results.cells.iter().any(|c| c.has_window());
@@ -218,12 +221,9 @@ pub fn print_tables(run: &GateRun, steps: &infergate_schema::answer::StepContext
             .map(|_| "Measured (this run):".to_string()),
     };
     if let Some(h) = heading {
-        outln!("{}", infergate_report::report::console::wrap(&h, 2));
+        outln!("{}", wrap(&h, 2));
     }
-    outln!(
-        "{}",
-        infergate_report::report::console::render_matrix(&run.results)
-    );
+    outln!("{}", render_matrix(&run.results));
 }
 
 /// The last line: the error, or the verdict and the answer in words (the verdict table's first
@@ -231,36 +231,33 @@ pub fn print_tables(run: &GateRun, steps: &infergate_schema::answer::StepContext
 pub fn print_verdict(run: &GateRun, no_verdict: &str) {
     let line = match (&run.failure, &run.verdict) {
         (Some(f), _) => {
-            errln!(
-                "{}",
-                infergate_report::report::console::error_line(&f.to_string())
-            );
+            errln!("{}", error_line(&f.to_string()));
             return;
         }
         // The answer, then what fail-on made of it where the word alone would mislead.
         (None, Some(v)) => format!(
             "verdict: {} — {}{}",
-            infergate_schema::answer::gate_word(v.gate).1,
-            infergate_io::untrusted_text::console(&infergate_schema::answer::first_line(v)),
-            infergate_schema::answer::policy_note(v.gate, &run.ending)
+            answer::gate_word(v.gate).1,
+            inert(&answer::first_line(v)),
+            answer::policy_note(v.gate, &run.ending)
                 .map(|note| format!("; {note}"))
                 .unwrap_or_default()
         ),
         (None, None) => format!("verdict: {no_verdict}"),
     };
-    errln!("{}", infergate_report::report::console::wrap(&line, 2));
+    errln!("{}", wrap(&line, 2));
 }
 
 /// Everything `run` prints after the gate.
-fn print_run(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
+fn print_run(run: &GateRun, steps: &answer::StepContext) {
     for w in &run.warnings {
         super::say("warning", w);
     }
     if let Some(a) = &run.adaptive {
         errln!(
             "adaptive: {} on {}, {:.1} s extra; stopped: {}",
-            infergate_schema::answer::plural(a.rounds, "extra round"),
-            infergate_schema::answer::plural(a.remeasured, "leaning cell"),
+            answer::plural(a.rounds, "extra round"),
+            answer::plural(a.remeasured, "leaning cell"),
             a.extra_s,
             a.stop_reason.map_or_else(String::new, |s| s.to_string())
         );
@@ -269,12 +266,7 @@ fn print_run(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
     for n in &run.notices {
         super::say("notice", n);
     }
-    if let Some(line) = run
-        .results
-        .telemetry
-        .as_ref()
-        .and_then(infergate_report::report::console::telemetry_line)
-    {
+    if let Some(line) = run.results.telemetry.as_ref().and_then(telemetry_line) {
         errln!("{line}");
     }
     // No engine log when the gate stopped before booting one (a store it cannot read).
@@ -292,24 +284,21 @@ fn print_run(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
             String::new()
         }
     );
-    errln!("{}", infergate_report::report::console::wrap(&files, 2));
+    errln!("{}", wrap(&files, 2));
     if let Some(c) = &run.confirmation {
         let files = format!(
             "confirmation boot: results {} · engine log: {}",
             c.results.display(),
             c.engine_log.display()
         );
-        errln!("{}", infergate_report::report::console::wrap(&files, 2));
+        errln!("{}", wrap(&files, 2));
     }
     for b in &run.baseline {
         let line = match b {
             BaselineUpdate::Added(path) => format!("baseline: run added as {}", path.display()),
-            BaselineUpdate::NotUpdated(why) => format!(
-                "baseline: not updated: {}",
-                infergate_io::untrusted_text::console(why)
-            ),
+            BaselineUpdate::NotUpdated(why) => format!("baseline: not updated: {}", inert(why)),
         };
-        errln!("{}", infergate_report::report::console::wrap(&line, 2));
+        errln!("{}", wrap(&line, 2));
     }
     print_reporting(&run.reporting);
     print_verdict(run, "no baseline — results recorded, the gate passes");

@@ -6,7 +6,8 @@
 use anyhow::Context;
 
 use infergate_eval::eval::gate::{
-    Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome, grid, run_eval,
+    Condition, ConditionOutcome, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome,
+    grid, run_eval,
 };
 use infergate_eval::eval::latency::{LatencyEval, LatencyOutcome, latency_eval};
 use infergate_eval::eval::layers::{LayerOutcome, layer_plants};
@@ -108,7 +109,6 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         }
     };
     rule.validate().map_err(|e| usage(e.to_string()))?;
-    let confirm = !args.no_confirm;
     // The flags are checked whether or not `--custom` uses them: a bad one is an error.
     let noise = custom_noise(&args)?;
     let conditions = if args.custom {
@@ -123,7 +123,7 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         trials: args.trials,
         seed: args.seed,
         history: args.history,
-        confirm,
+        confirm: !args.no_confirm,
         conditions,
         rule,
     };
@@ -290,6 +290,11 @@ fn render_layers(layers: &[LayerOutcome], trials: usize) -> String {
     out
 }
 
+/// The outcome of scenario `s` on one runner.
+fn outcome(c: &ConditionOutcome, s: Scenario) -> Option<&ScenarioOutcome> {
+    c.scenarios.iter().find(|x| x.scenario == s)
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
@@ -302,7 +307,7 @@ fn with_interval(rate: f64, trials: usize) -> String {
 
 /// The text report at 100 columns: clean gates per runner (how often each alarmed, passed, and
 /// which test alarmed), then regressions found per runner, then the targets.
-pub fn render_text(r: &EvalReport) -> String {
+fn render_text(r: &EvalReport) -> String {
     let g = NoiseSpec::gate_runner();
     let mut out = wrap(
         &format!(
@@ -371,8 +376,7 @@ fn clean_table(r: &EvalReport) -> String {
         "-5% found after a pass",
     ]);
     for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
-        let Some(aa) = o(Scenario::AA) else {
+        let Some(aa) = outcome(c, Scenario::AA) else {
             continue;
         };
         let a = &aa.alarms;
@@ -388,7 +392,7 @@ fn clean_table(r: &EvalReport) -> String {
                 100.0 * a.matrix,
                 100.0 * a.capacity
             ),
-            o(Scenario::Uniform(-0.05))
+            outcome(c, Scenario::Uniform(-0.05))
                 .and_then(|x| x.found_when_aa_passed)
                 .map_or_else(
                     || "no A/A passed".to_string(),
@@ -413,14 +417,13 @@ fn found_table(r: &EvalReport) -> String {
         "cell -10%",
     ]);
     for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
         let rate = |s: Scenario| {
-            o(s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
+            outcome(c, s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
         };
         found.add_row(vec![
             c.condition.clone(),
             rate(Scenario::Uniform(-0.05)),
-            o(Scenario::Uniform(-0.05))
+            outcome(c, Scenario::Uniform(-0.05))
                 .map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
             rate(Scenario::Row(-0.07)),
             rate(Scenario::SingleCell(-0.10)),
@@ -439,11 +442,7 @@ fn single_cell_table(r: &EvalReport) -> String {
         "boots",
     ]);
     for c in &r.conditions {
-        if let Some(x) = c
-            .scenarios
-            .iter()
-            .find(|x| x.scenario == Scenario::SingleCell(-0.10))
-        {
+        if let Some(x) = outcome(c, Scenario::SingleCell(-0.10)) {
             single.add_row(vec![
                 c.condition.clone(),
                 with_interval(x.regression_rate, r.trials),
@@ -483,11 +482,10 @@ fn peer_table(r: &EvalReport) -> String {
     ]);
     let mut wins = Vec::new();
     for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
         let (Some(aa), Some(uniform), Some(single)) = (
-            o(Scenario::AA),
-            o(Scenario::Uniform(-0.05)),
-            o(Scenario::SingleCell(-0.10)),
+            outcome(c, Scenario::AA),
+            outcome(c, Scenario::Uniform(-0.05)),
+            outcome(c, Scenario::SingleCell(-0.10)),
         ) else {
             continue;
         };
