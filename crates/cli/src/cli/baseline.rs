@@ -114,15 +114,15 @@ fn store_err(e: BaselineError) -> anyhow::Error {
 
 /// Runs `infergate baseline`.
 pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
-    // Only `add` may start a store: reading one that is not there is a typo in the path.
-    if !matches!(args.command, BaselineCommand::Add(_)) && !args.dir.is_dir() {
-        return Err(usage(format!(
-            "--baseline-dir {}: no such directory (the baseline store; `infergate baseline add` creates one)",
-            args.dir.display()
-        )));
-    }
     let store = match args.command {
         BaselineCommand::Add(_) => BaselineStore::open(&args.dir),
+        // Only `add` may start a store: reading one that is not there is a typo in the path.
+        _ if !args.dir.is_dir() => {
+            return Err(usage(format!(
+                "--baseline-dir {}: no such directory (the baseline store; `infergate baseline add` creates one)",
+                args.dir.display()
+            )));
+        }
         _ => BaselineStore::open_existing(&args.dir),
     }
     .map_err(|e| usage(e.to_string()))?;

@@ -112,7 +112,6 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         super::baseline::matching_groups(&store, args.profile.as_deref(), args.suite.as_deref())?;
     let store_err =
         |e| anyhow::Error::new(e).context(format!("reading {}", store.root().display()));
-    let mut candidate_used = false;
     let mut out = Vec::new();
     for (key, suite) in groups {
         let mut loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
@@ -141,7 +140,6 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             loaded.runs.retain(|r| r.run_id != c.run_id);
             loaded.runs.push(c.clone());
             candidate_id = Some(c.run_id.clone());
-            candidate_used = true;
         }
         let history = analyse(&loaded.runs, &[Metric::AggregateTps], &accepted, &settings)
             .map_err(|e| usage(e.to_string()))?;
@@ -153,7 +151,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             history,
         });
     }
-    if let (Some(c), false) = (&candidate, candidate_used) {
+    if let Some(c) = candidate.filter(|_| out.iter().all(|g| g.candidate.is_none())) {
         return Err(usage(format!(
             "--candidate: its profile `{}` suite `{}` is not among the analysed groups",
             c.profile.key,

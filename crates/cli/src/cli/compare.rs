@@ -232,7 +232,7 @@ fn baseline_runs(
     // Lazily: with --baseline-dir there may be no --baseline at all.
     let Some(dir) = args.baseline_dir.as_ref().or(args.baseline.first()) else {
         return Err(usage(
-            "no baseline: give --baseline-dir DIR or --baseline FILE...".to_string(),
+            "no baseline: give --baseline-dir DIR or --baseline FILE...",
         ));
     };
     let store = BaselineStore::open_existing(dir).map_err(|e| usage(e.to_string()))?;
@@ -281,7 +281,6 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let second = load_files(&args.confirmation)?;
     check_second_boot(&second, &candidate, first)?;
     let suite = args.suite.clone().or_else(|| first.suite.clone());
-    let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     if ids.is_none()
         && candidate
             .iter()
@@ -296,7 +295,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
             errln!("note: {}", inert(&why));
             not_comparable(
                 first,
-                run_ids(&candidate),
+                candidate.iter().map(|r| r.run_id.clone()).collect(),
                 suite,
                 &rule,
                 CellReason::Recorded(why),

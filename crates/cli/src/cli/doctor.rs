@@ -55,14 +55,11 @@ pub async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
         }
         None => doctor::gather(args.url.as_deref()).await,
     };
-    if args.format == DoctorFormat::Json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&report).context("serialising the report")?
-        );
-    } else {
-        out!("{}", doctor::render_text(&report));
-    }
+    let text = match args.format {
+        DoctorFormat::Json => super::pretty_json(&report, "the report")?,
+        DoctorFormat::Text => doctor::render_text(&report),
+    };
+    out!("{text}");
     Ok(GateExit::Pass)
 }
 

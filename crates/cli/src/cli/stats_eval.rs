@@ -233,37 +233,32 @@ fn render_latency(l: &LatencyEval) -> String {
             pct(o.second_boot_rate),
         )
     };
-    let mut out = String::from("\n\n");
-    out.push_str(&wrap(
+    let heading = wrap(
         &format!(
             "Latency on a busy host ({}-run history; the candidate's two boots differ by up to {:.0}% in latency alone, throughput unchanged; TTFT, ITL and per-user tok/s decided by the two-boot plan):",
             l.history,
             100.0 * l.runner.busy_max
         ),
         0,
-    ));
-    for o in [&l.aa, &l.aa_gated, &l.slower, &l.itl_p99_doubled] {
-        out.push('\n');
-        out.push_str(&wrap(&format!("- {}", row(o)), 2));
-    }
-    out.push_str(&format!(
-        "\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
+    );
+    let rows: String = [&l.aa, &l.aa_gated, &l.slower, &l.itl_p99_doubled]
+        .map(|o| format!("\n{}", wrap(&format!("- {}", row(o)), 2)))
+        .concat();
+    format!(
+        "\n\n{heading}{rows}\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
         if l.target_met { "met" } else { "MISSED" }
-    ));
-    out
+    )
 }
 
 /// The layers' plants: per runner and plant, how often the gate said regression, named the
 /// planted layer, and named a layer the plant did not change.
 fn render_layers(layers: &[LayerOutcome], trials: usize) -> String {
-    let mut out = String::from("\n");
-    out.push_str(&wrap(
+    let heading = wrap(
         &format!(
             "Layers (the default rule, {trials} gates each; a prefill context and the burst scatter as a cell does): the planted change found (gate regression) and named (the planted layer regressed) in % of gates [Wilson 95%], and another layer named:"
         ),
         0,
-    ));
-    out.push('\n');
+    );
     let mut t = fitted_table(vec![
         "runner",
         "plant",
@@ -285,9 +280,7 @@ fn render_layers(layers: &[LayerOutcome], trials: usize) -> String {
             format!("{:.1}", 100.0 * o.other_rate),
         ]);
     }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    out
+    format!("\n{heading}\n{t}\n")
 }
 
 /// The outcome of scenario `s` on one runner.
@@ -459,8 +452,7 @@ fn single_cell_table(r: &EvalReport) -> String {
 /// documented defaults (one boot), then at the gate's A/A rate with a second boot only when
 /// the first alarms; and where a rule at the gate's rate finds more than the gate.
 fn peer_table(r: &EvalReport) -> String {
-    let mut out = String::from("\n");
-    out.push_str(&wrap(
+    let heading = wrap(
         "Peers on the same trials, in % of gates: alarms (the gate: regression) on A/A, a \
          uniform -5% and one cell -10%, and how often that cell's gate was green (no alarm; the \
          gate: pass). Each rule at its documented defaults (one boot), then '= gate': with the \
@@ -469,8 +461,7 @@ fn peer_table(r: &EvalReport) -> String {
          the gate did, when the same cell (or the mean) crosses a second threshold on both \
          boots. Boots per A/A gate. docs/statistics.md \"Peers\" has the sources.",
         0,
-    ));
-    out.push('\n');
+    );
     let mut table = fitted_table(vec![
         "runner: rule",
         "threshold",
@@ -539,8 +530,6 @@ fn peer_table(r: &EvalReport) -> String {
             }
         }
     }
-    out.push_str(&table.to_string());
-    out.push('\n');
     let verdict = if wins.is_empty() {
         "no rule at the gate's A/A rate finds more than the gate (Wilson 95% intervals apart)."
             .to_string()
@@ -550,9 +539,8 @@ fn peer_table(r: &EvalReport) -> String {
             wins.join("; ")
         )
     };
-    out.push_str(&wrap(&format!("Where a peer wins: {verdict}"), 2));
-    out.push('\n');
-    out
+    let verdict = wrap(&format!("Where a peer wins: {verdict}"), 2);
+    format!("\n{heading}\n{table}\n{verdict}\n")
 }
 
 #[cfg(test)]
