@@ -257,7 +257,7 @@ fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
 
 /// The store's groups (profile key, suite) matching `--profile` and `--suite`; a usage error
 /// naming both when none does.
-pub fn matching_groups(
+pub(crate) fn matching_groups(
     store: &BaselineStore,
     profile: Option<&str>,
     suite: Option<&str>,

@@ -93,7 +93,7 @@ pub struct CompareArgs {
 }
 
 /// Loads results files; an unreadable or invalid file is the user's to fix (exit 2).
-pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
+pub(crate) fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
     let mut runs = Vec::new();
     for p in paths {
         let loaded = infergate_store::import::load_results(p).map_err(|e| usage(e.to_string()))?;
@@ -113,7 +113,7 @@ fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
 }
 
 /// Renders a report in the chosen format.
-pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
+fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Text => infergate_report::report::verdict_table::text(report),
         OutputFormat::Md => infergate_report::report::verdict_table::markdown(report),

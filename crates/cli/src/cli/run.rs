@@ -54,7 +54,7 @@ pub struct RunArgs {
 }
 
 /// The config to use: `--config`, else `./infergate.toml`, else the embedded default.
-pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
+pub(crate) fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
     let local = Path::new("infergate.toml");
     match path {
         Some(p) => GateConfig::load(p),
@@ -71,14 +71,14 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
 
 /// The config with `--fail-on` in place of its `[thresholds] fail_on`, so the gate's one
 /// policy ([`GatePlan::policy`]) follows the flag when given.
-pub fn with_fail_on(mut config: GateConfig, flag: super::FailOnArg) -> GateConfig {
+pub(crate) fn with_fail_on(mut config: GateConfig, flag: super::FailOnArg) -> GateConfig {
     config.thresholds.fail_on =
         infergate_schema::policy::GatePolicy::chosen(flag.fail_on, Some(config.thresholds.fail_on))
             .fail_on;
     config
 }
 
-pub fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     labels
         .iter()
         .map(|l| {
@@ -95,7 +95,7 @@ pub fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String
 }
 
 /// Cancels `cancel` on SIGINT or SIGTERM (the runner cancelling the job).
-pub fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
@@ -174,20 +174,20 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
 }
 
 /// Prints what reporting said before the gate stopped, and makes its error the command's.
-pub fn aborted(abort: GateAbort) -> anyhow::Error {
+pub(crate) fn aborted(abort: GateAbort) -> anyhow::Error {
     print_reporting(&abort.reporting);
     anyhow::Error::new(abort.error)
 }
 
 /// The progress of one boot on stderr (cells x repetitions).
-pub fn progress(cells: u64) -> ProgressSink {
+pub(crate) fn progress(cells: u64) -> ProgressSink {
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
     let done = tokio::spawn(render_progress(rx, cells));
     ProgressSink { events, done }
 }
 
 /// What GitHub reporting said, as workflow commands inside Actions.
-pub fn print_reporting(reporting: &[infergate_report::report::github::PublishOutcome]) {
+pub(crate) fn print_reporting(reporting: &[infergate_report::report::github::PublishOutcome]) {
     for r in reporting {
         r.print(super::in_actions());
     }
@@ -195,7 +195,7 @@ pub fn print_reporting(reporting: &[infergate_report::report::github::PublishOut
 
 /// The verdict table, then the matrix, on stdout: the answer comes first (and the last line,
 /// [`print_verdict`], says it again); `steps` gives the next steps their commands.
-pub fn print_tables(run: &GateRun, steps: &answer::StepContext) {
+pub(crate) fn print_tables(run: &GateRun, steps: &answer::StepContext) {
     // A gate that failed before any cell was measured (an engine that never started) has no
     // matrix to show: its error, printed last, says what happened, once.
     let measured = run.results.cells.iter().any(|c| c.has_window());
@@ -228,7 +228,7 @@ pub fn print_tables(run: &GateRun, steps: &answer::StepContext) {
 
 /// The last line: the error, or the verdict and the answer in words (the verdict table's first
 /// line: the console begins and ends with it), wrapped at the console's width.
-pub fn print_verdict(run: &GateRun, no_verdict: &str) {
+pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     let line = match (&run.failure, &run.verdict) {
         (Some(f), _) => {
             errln!("{}", error_line(&f.to_string()));

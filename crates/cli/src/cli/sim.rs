@@ -99,7 +99,7 @@ fn slowdown(value: &str) -> Result<f64, String> {
 }
 
 /// Builds the simulator options from the flags; errors are usage errors (exit 2).
-pub fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
+pub(crate) fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
     let path = Path::new(&args.profile);
     let profile = match SimProfile::named(&args.profile) {
         Some(p) => p,
