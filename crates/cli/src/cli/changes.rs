@@ -423,16 +423,13 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             over_found(s.detected, || format!("{:.0}%", s.latest_creep * 100.0)),
         ]);
     }
-    out.push_str(&t.to_string());
-    push_location(&mut out, r);
-    push_must_show(&mut out, r);
-    out
+    format!("{out}{t}{}{}", location(r), must_show(r))
 }
 
 /// How well the step's location intervals cover its night.
-fn push_location(out: &mut String, r: &ChangeEvalReport) {
+fn location(r: &ChangeEvalReport) -> String {
     let c = &r.config;
-    out.push_str(&wrap(
+    let heading = wrap(
         &format!(
             "\n\nLocation intervals of the step ({:+}% at night {} of {}, analysed at the last night; the step's change point is the one nearest it within {} nights):",
             c.step * 100.0,
@@ -441,8 +438,7 @@ fn push_location(out: &mut String, r: &ChangeEvalReport) {
             infergate_eval::eval::changes::STEP_NEAR
         ),
         0,
-    ));
-    out.push('\n');
+    );
     let mut t = fitted_table(vec![
         "series",
         "confidence",
@@ -463,15 +459,13 @@ fn push_location(out: &mut String, r: &ChangeEvalReport) {
             over_found(l.found, || format!("{:.1}%", l.one_pair * 100.0)),
         ]);
     }
-    out.push_str(&t.to_string());
-    out.push('\n');
+    format!("{heading}\n{t}\n")
 }
 
 /// The must-show figures, beside what an oracle that knows the shape could achieve.
-fn push_must_show(out: &mut String, r: &ChangeEvalReport) {
+fn must_show(r: &ChangeEvalReport) -> String {
     let (c, m) = (&r.config, &r.must_show);
-    out.push('\n');
-    for line in [
+    let lines = [
         format!(
             "Must-show, {} nights, matrix series: step at {} one alert within ±2 {:.1}%; creep at {} one alert within ±2 {:.1}%; both and nothing else {:.1}%; stable history without any alert {:.1}%",
             m.nights,
@@ -488,11 +482,11 @@ fn push_must_show(out: &mut String, r: &ChangeEvalReport) {
             m.oracle_creep_within_2 * 100.0,
             m.oracle_both_within_2 * 100.0
         ),
-    ] {
-        out.push('\n');
-        out.push_str(&wrap(&line, 2));
-    }
-    out.push('\n');
+    ];
+    format!(
+        "\n{}\n",
+        lines.map(|l| format!("\n{}", wrap(&l, 2))).concat()
+    )
 }
 
 #[cfg(test)]
