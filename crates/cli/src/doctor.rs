@@ -252,9 +252,9 @@ pub(crate) async fn check_engine(url: &str) -> EngineCheck {
     }
 }
 
+/// A value, or `-` when there is none.
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref()
-        .map_or_else(|| "-".to_string(), |x| x.to_string())
+    v.as_ref().map_or("-".into(), ToString::to_string)
 }
 
 fn endpoint(e: &EndpointCheck) -> String {

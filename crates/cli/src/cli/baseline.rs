@@ -153,14 +153,10 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
             for (key, suites) in profiles {
                 for suite in suites {
                     let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;
-                    let newest = loaded
-                        .runs
-                        .last()
-                        .map(|r| {
-                            r.started_at
-                                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        })
-                        .unwrap_or_else(|| "-".into());
+                    let newest = loaded.runs.last().map_or("-".into(), |r| {
+                        r.started_at
+                            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    });
                     outln!(
                         "{key}  suite={suite}  runs={}  newest={newest}{}",
                         loaded.runs.len(),
