@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use infergate_measure::bench::lateness::sample;
 use infergate_model::stats::DecisionRule;
+use infergate_report::report::console::wrap_labelled;
 use infergate_schema::results::{HardwareFingerprint, Percentiles};
 use infergate_schema::verdict::Metric;
 use infergate_telemetry::telemetry::nvml::{GpuDetails, gpu_details};
@@ -26,9 +27,8 @@ pub(crate) struct NvmlStatus {
 
 impl NvmlStatus {
     fn unavailable(reason: String) -> NvmlStatus {
-        let reason = Some(reason);
         NvmlStatus {
-            reason,
+            reason: Some(reason),
             ..NvmlStatus::default()
         }
     }
@@ -148,38 +148,38 @@ pub(crate) async fn gather(engine_url: Option<&str>) -> DoctorReport {
     }
 }
 
-async fn get(http: &reqwest::Client, url: &str) -> (EndpointCheck, String) {
+/// One GET: its status and body, or why there was none (the client's error when it could not
+/// be built).
+async fn get(http: &Result<reqwest::Client, String>, url: &str) -> (EndpointCheck, String) {
     let path = url
         .split_once("://")
         .and_then(|(_, rest)| rest.find('/').map(|i| rest[i..].to_string()))
         .unwrap_or_else(|| "/".into());
-    match http.get(url).send().await {
+    let failed = |error: String| EndpointCheck {
+        path: path.clone(),
+        status: None,
+        error: Some(error),
+    };
+    let sent = match http {
+        Ok(http) => http.get(url).send().await,
+        Err(e) => return (failed(e.clone()), String::new()),
+    };
+    match sent {
         Ok(r) => {
-            let status = r.status().as_u16();
+            let status = Some(r.status().as_u16());
             let body = r.text().await.unwrap_or_default();
             (
                 EndpointCheck {
                     path,
-                    status: Some(status),
+                    status,
                     error: None,
                 },
                 body,
             )
         }
-        Err(e) => (
-            EndpointCheck {
-                path,
-                status: None,
-                error: Some(if e.is_connect() {
-                    "connection refused".into()
-                } else if e.is_timeout() {
-                    "timed out".into()
-                } else {
-                    e.to_string()
-                }),
-            },
-            String::new(),
-        ),
+        Err(e) if e.is_connect() => (failed("connection refused".into()), String::new()),
+        Err(e) if e.is_timeout() => (failed("timed out".into()), String::new()),
+        Err(e) => (failed(e.to_string()), String::new()),
     }
 }
 
@@ -189,21 +189,22 @@ fn metrics_flavor(page: &str) -> String {
         page.lines()
             .any(|l| !l.starts_with('#') && l.starts_with(p))
     };
-    if has("vllm:") {
-        "vllm".into()
-    } else if has("sglang:") {
-        "sglang".into()
-    } else if has("llamacpp:") {
-        "llamacpp".into()
-    } else if has("trtllm_") {
-        "trtllm".into()
-    } else if infergate_measure::bench::identify::is_trtllm_iteration_stats(page) {
+    let named = [
+        ("vllm:", "vllm"),
+        ("sglang:", "sglang"),
+        ("llamacpp:", "llamacpp"),
+        ("trtllm_", "trtllm"),
+    ];
+    match named.iter().find(|(prefix, _)| has(prefix)) {
+        Some((_, name)) => name,
         // trtllm-serve: `/metrics` is JSON iteration stats; Prometheus is at
         // `/prometheus/metrics`, only with `return_perf_metrics`.
-        "trtllm-iteration-stats".into()
-    } else {
-        "unknown".into()
+        None if infergate_measure::bench::identify::is_trtllm_iteration_stats(page) => {
+            "trtllm-iteration-stats"
+        }
+        None => "unknown",
     }
+    .into()
 }
 
 /// Probes `/health`, `/v1/models`, `/version` and `/metrics` of an engine.
@@ -212,23 +213,8 @@ pub(crate) async fn check_engine(url: &str) -> EngineCheck {
         .trim_end_matches('/')
         .trim_end_matches("/v1")
         .to_string();
-    let http = match infergate_engine::engine::probe_client(Duration::from_secs(5)) {
-        Ok(h) => h,
-        Err(e) => {
-            let failed = |p: &str| EndpointCheck {
-                path: p.into(),
-                status: None,
-                error: Some(format!("cannot build the HTTP client: {e}")),
-            };
-            return EngineCheck {
-                url: base,
-                health: failed("/health"),
-                models_endpoint: failed("/v1/models"),
-                metrics_endpoint: failed("/metrics"),
-                ..EngineCheck::default()
-            };
-        }
-    };
+    let http = infergate_engine::engine::probe_client(Duration::from_secs(5))
+        .map_err(|e| format!("cannot build the HTTP client: {e}"));
     let (health, _) = get(&http, &format!("{base}/health")).await;
     let (models_endpoint, body) = get(&http, &format!("{base}/v1/models")).await;
     let models = infergate_measure::bench::parse_model_ids(&body).unwrap_or_default();
@@ -266,9 +252,9 @@ pub(crate) async fn check_engine(url: &str) -> EngineCheck {
     }
 }
 
+/// A value, or `-` when there is none.
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref()
-        .map_or_else(|| "-".to_string(), |x| x.to_string())
+    v.as_ref().map_or("-".into(), ToString::to_string)
 }
 
 fn endpoint(e: &EndpointCheck) -> String {
@@ -302,11 +288,7 @@ pub(crate) fn render_text(r: &DoctorReport) -> String {
             "unavailable: {} (GPU telemetry will be marked unavailable; runs still work)",
             opt(&r.nvml.reason)
         );
-        let _ = writeln!(
-            s,
-            "{}",
-            infergate_report::report::console::wrap_labelled("NVML:    ", &line)
-        );
+        let _ = writeln!(s, "{}", wrap_labelled("NVML:    ", &line));
     }
     if r.gpus.is_empty() {
         let _ = writeln!(s, "GPUs:    none");
@@ -344,11 +326,7 @@ pub(crate) fn render_text(r: &DoctorReport) -> String {
             1e3 * p.p50,
             1e3 * p.p99 / DecisionRule::default().host_late_share(Metric::ItlP99),
         );
-        let _ = writeln!(
-            s,
-            "{}",
-            infergate_report::report::console::wrap_labelled("Host:    ", &line)
-        );
+        let _ = writeln!(s, "{}", wrap_labelled("Host:    ", &line));
     }
     if let Some(b) = &r.engine_boot {
         write_boot(&mut s, b);
@@ -486,13 +464,7 @@ mod tests {
             hardware: infergate_telemetry::telemetry::detect_hardware(),
             cpu_model: None,
             cpu_cores: Some(2),
-            nvml: NvmlStatus {
-                available: false,
-                reason: Some("no driver".into()),
-                driver_version: None,
-                cuda_driver_version: None,
-                nvml_version: None,
-            },
+            nvml: NvmlStatus::unavailable("no driver".into()),
             gpus: Vec::new(),
             engine,
             engine_boot,

@@ -1,6 +1,5 @@
-//! infergate-cli: Argument structs and the glue each subcommand runs (the binary stays thin).
-//!
-//! - [`cli`]: argument structs and the glue each subcommand runs (the binary stays thin);
+//! infergate-cli: the argument structs and the glue each subcommand runs ([`cli`]; the binary
+//! stays thin), and what `infergate doctor` gathers ([`doctor`]).
 //!
 //! Part of the workspace cut of issue 55: this crate's `Cargo.toml` lists what it may use.
 

@@ -11,11 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::run::{
     aborted, install_signal_handlers, load_config, parse_labels, print_reporting, print_tables,
-    print_verdict, progress, setup_error, with_fail_on,
+    print_verdict, progress, with_fail_on,
 };
 use infergate_gate::run::gate::{GatePlan, GateRun};
 use infergate_gate::run::{Design, GateRequest};
-use infergate_schema::exit::GateExit;
+use infergate_report::report::console::wrap;
+use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate ab`.
 #[derive(Debug, clap::Args)]
@@ -66,7 +67,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         labels: parse_labels(&args.labels)?,
         config,
     };
-    let plan = GatePlan::new(request).map_err(setup_error)?;
+    let plan = GatePlan::new(request).map_err(|e| usage(e.to_string()))?;
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let schedule = plan.ab_schedule().unwrap_or_default();
@@ -78,7 +79,7 @@ pub async fn execute(args: AbArgs) -> anyhow::Result<GateExit> {
         schedule.len() / 2,
         plan.out.display()
     );
-    errln!("{}", infergate_report::report::console::wrap(&start, 2));
+    errln!("{}", wrap(&start, 2));
     let run = plan.run(&progress, cancel).await.map_err(aborted)?;
     print_ab(&run);
     Ok(run.ending.exit)
@@ -117,7 +118,7 @@ fn print_ab(run: &GateRun) {
             ab.elapsed_s,
             ab.boots.len()
         );
-        errln!("{}", infergate_report::report::console::wrap(&files, 2));
+        errln!("{}", wrap(&files, 2));
     }
     print_reporting(&run.reporting);
     print_verdict(run, "none");

@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
-use crate::cli::compare::{OutputFormat, emit, load_files};
+use crate::cli::compare::{OutputFormat, load_files};
+use infergate_io::untrusted_text::console as inert;
 use infergate_schema::exit::{GateExit, usage};
 use infergate_store::baseline::{ADHOC_SUITE, BaselineError, BaselineStore, history};
 
@@ -115,15 +114,15 @@ fn store_err(e: BaselineError) -> anyhow::Error {
 
 /// Runs `infergate baseline`.
 pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
-    // Only `add` may start a store: reading one that is not there is a typo in the path.
-    if !matches!(args.command, BaselineCommand::Add(_)) && !args.dir.is_dir() {
-        return Err(usage(format!(
-            "--baseline-dir {}: no such directory (the baseline store; `infergate baseline add` creates one)",
-            args.dir.display()
-        )));
-    }
     let store = match args.command {
         BaselineCommand::Add(_) => BaselineStore::open(&args.dir),
+        // Only `add` may start a store: reading one that is not there is a typo in the path.
+        _ if !args.dir.is_dir() => {
+            return Err(usage(format!(
+                "--baseline-dir {}: no such directory (the baseline store; `infergate baseline add` creates one)",
+                args.dir.display()
+            )));
+        }
         _ => BaselineStore::open_existing(&args.dir),
     }
     .map_err(|e| usage(e.to_string()))?;
@@ -154,14 +153,10 @@ pub async fn execute(args: BaselineArgs) -> anyhow::Result<GateExit> {
             for (key, suites) in profiles {
                 for suite in suites {
                     let loaded = store.scan(&key, Some(&suite)).map_err(store_err)?;
-                    let newest = loaded
-                        .runs
-                        .last()
-                        .map(|r| {
-                            r.started_at
-                                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        })
-                        .unwrap_or_else(|| "-".into());
+                    let newest = loaded.runs.last().map_or("-".into(), |r| {
+                        r.started_at
+                            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    });
                     outln!(
                         "{key}  suite={suite}  runs={}  newest={newest}{}",
                         loaded.runs.len(),
@@ -194,11 +189,9 @@ fn add(store: &BaselineStore, a: &AddArgs) -> anyhow::Result<GateExit> {
                 // Id, key and suite are the added file's text.
                 Ok(added) => outln!(
                     "added {} ({}, suite {}) → {}",
-                    infergate_io::untrusted_text::console(&run.run_id),
-                    infergate_io::untrusted_text::console(&run.profile.key),
-                    infergate_io::untrusted_text::console(
-                        run.suite.as_deref().unwrap_or(ADHOC_SUITE)
-                    ),
+                    inert(&run.run_id),
+                    inert(&run.profile.key),
+                    inert(run.suite.as_deref().unwrap_or(ADHOC_SUITE)),
                     added.path.display()
                 ),
                 Err(
@@ -260,7 +253,7 @@ fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
 
 /// The store's groups (profile key, suite) matching `--profile` and `--suite`; a usage error
 /// naming both when none does.
-pub fn matching_groups(
+pub(crate) fn matching_groups(
     store: &BaselineStore,
     profile: Option<&str>,
     suite: Option<&str>,
@@ -307,21 +300,16 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
             a.last,
         ));
     }
+    use infergate_report::report::history::{markdown, text};
     let text = match a.format {
-        OutputFormat::Text => histories
-            .iter()
-            .map(infergate_report::report::history::text)
-            .collect::<Vec<_>>()
-            .join("\n"),
+        OutputFormat::Json => super::pretty_json(&histories, "the history")?,
         OutputFormat::Md => histories
             .iter()
-            .map(infergate_report::report::history::markdown)
+            .map(markdown)
             .collect::<Vec<_>>()
             .join("\n"),
-        OutputFormat::Json => {
-            serde_json::to_string_pretty(&histories).context("serialising the history")? + "\n"
-        }
+        OutputFormat::Text => histories.iter().map(text).collect::<Vec<_>>().join("\n"),
     };
-    emit(&text, a.out.as_deref())?;
+    super::emit(&text, a.out.as_deref())?;
     Ok(GateExit::Pass)
 }

@@ -7,8 +7,9 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use infergate_measure::bench::{self, BenchError, BenchOptions, BenchTarget};
+use infergate_report::report::console::{error_line, render_matrix, render_progress};
 use infergate_schema::exit::{GateExit, usage};
-use infergate_schema::results::{CellTiming, MatrixSpec, RunResults};
+use infergate_schema::results::{CellTiming, MatrixSpec};
 
 /// Arguments of `infergate bench`.
 #[derive(Debug, clap::Args)]
@@ -88,7 +89,7 @@ fn dur(flag: &str, v: &str) -> anyhow::Result<f64> {
 }
 
 /// Validates the arguments into measurement options (exit 2 on any mistake).
-pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, BenchOptions)> {
+fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, BenchOptions)> {
     let concurrency = infergate_config::config::parse_concurrency(&args.concurrency)
         .map_err(|e| usage(format!("--concurrency: {e}")))?;
     let contexts = infergate_config::config::parse_contexts(&args.contexts)
@@ -156,20 +157,6 @@ pub fn options_from_args(args: &BenchArgs) -> anyhow::Result<(BenchTarget, Bench
     Ok((target, opts))
 }
 
-/// Writes results JSON atomically (temp file in the same directory, then rename).
-pub fn write_results(path: &std::path::Path, results: &RunResults) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("creating the directory of --out {}", path.display()))?;
-    let json = serde_json::to_vec_pretty(results).context("serialising the results")?;
-    infergate_io::fsio::write_durable(path, &json)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
-}
-
 /// Runs `infergate bench`.
 pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
     let (target, opts) = options_from_args(&args)?;
@@ -183,9 +170,7 @@ pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
     let total = (opts.matrix.concurrency.len()
         * opts.matrix.contexts.len()
         * opts.matrix.repetitions.max(1) as usize) as u64;
-    let progress = tokio::spawn(infergate_report::report::console::render_progress(
-        rx, total,
-    ));
+    let progress = tokio::spawn(render_progress(rx, total));
     let outcome = bench::run_matrix(&target, &opts, Some(tx), cancel.clone()).await;
     let _ = progress.await;
     let results = match outcome {
@@ -198,17 +183,20 @@ pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         }
         // The flags ask for cells the engine cannot take: the user's to fix.
         Err(e @ BenchError::DoesNotFit { .. }) => {
-            return Err(infergate_schema::exit::usage(format!(
-                "nothing measured: {e}"
-            )));
+            return Err(usage(format!("nothing measured: {e}")));
         }
         Err(e) => return Err(anyhow::Error::new(e).context("nothing measured")),
     };
-    write_results(&args.out, &results)?;
-    outln!(
-        "{}",
-        infergate_report::report::console::render_matrix(&results)
-    );
+    // Atomically: a temp file in the same directory, then a rename.
+    let out = &args.out;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the directory of --out {}", out.display()))?;
+    }
+    let json = serde_json::to_vec_pretty(&results).context("serialising the results")?;
+    infergate_io::fsio::write_durable(out, &json)
+        .with_context(|| format!("writing {}", out.display()))?;
+    outln!("{}", render_matrix(&results));
     outln!("results: {}", args.out.display());
     let measured = results.cells.iter().filter(|c| c.has_window()).count();
     if measured == 0 {
@@ -218,44 +206,30 @@ pub async fn execute(args: BenchArgs) -> anyhow::Result<GateExit> {
         );
         return Ok(GateExit::Failure);
     }
-    match results.status {
-        infergate_schema::results::RunStatus::Complete => {}
-        infergate_schema::results::RunStatus::Partial
-        | infergate_schema::results::RunStatus::Cancelled
-        | infergate_schema::results::RunStatus::InProgress => {
-            // The reason quotes the engine's error text.
-            errln!(
-                "{}",
-                infergate_report::report::console::error_line(&format!(
-                    "the run is incomplete: {}",
-                    results.status_reason.as_deref().unwrap_or("(no reason)")
-                ))
-            );
-            return Ok(GateExit::Failure);
-        }
+    if results.status != infergate_schema::results::RunStatus::Complete {
+        // The reason quotes the engine's error text.
+        errln!(
+            "{}",
+            error_line(&format!(
+                "the run is incomplete: {}",
+                results.status_reason.as_deref().unwrap_or("(no reason)")
+            ))
+        );
+        return Ok(GateExit::Failure);
     }
     Ok(GateExit::Pass)
 }
 
+/// SIGINT, or SIGTERM where its handler could be installed.
 async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
         let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 

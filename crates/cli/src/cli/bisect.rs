@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 use infergate_gate::run::bisect::{BisectPlan, BisectRequest};
-use infergate_schema::exit::{GateExit, UsageError};
+use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate bisect`.
 #[derive(Debug, clap::Args)]
@@ -74,9 +74,7 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
         }
         (None, Some(g), Some(b)) => (g, b, None),
         _ => {
-            return Err(infergate_schema::exit::usage(
-                "give --good and --bad, or --from-change RUN_ID",
-            ));
+            return Err(usage("give --good and --bad, or --from-change RUN_ID"));
         }
     };
     let config = super::run::load_config(args.config.as_deref())?;
@@ -90,7 +88,7 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
         labels: super::run::parse_labels(&args.labels)?,
         noise_prior,
     })
-    .map_err(|e| anyhow::Error::new(UsageError(e.to_string())))?;
+    .map_err(|e| usage(e.to_string()))?;
     let cancel = CancellationToken::new();
     super::run::install_signal_handlers(cancel.clone())?;
     errln!(
@@ -130,7 +128,6 @@ fn from_change(
     Option<infergate_model::stats::bisect::NoisePrior>,
 )> {
     use infergate_model::stats::changepoint::{ChangeSettings, Scope, analyse};
-    use infergate_schema::exit::usage;
     let store =
         infergate_store::baseline::BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
     let store_err = |e| anyhow::Error::new(e).context(format!("reading {}", dir.display()));
@@ -153,14 +150,10 @@ fn from_change(
                 .into_iter()
                 .filter(|c| c.run_id == id)
                 .collect();
-            let pick = match at.iter().find(|c| c.scope == Scope::Matrix) {
-                Some(m) => Some(m.clone()),
-                None if at.len() == 1 => at.first().cloned(),
-                None => None,
-            };
-            if let Some(c) = pick {
+            let only = at.first().filter(|_| at.len() == 1);
+            if let Some(c) = at.iter().find(|c| c.scope == Scope::Matrix).or(only) {
                 let prior = infergate_model::stats::bisect::history_prior(&loaded.runs);
-                found.push((format!("{key} / {suite}"), c, prior));
+                found.push((format!("{key} / {suite}"), c.clone(), prior));
             } else if at.len() > 1 {
                 return Err(usage(format!(
                     "--from-change {id}: {} cells of {key} / {suite} have a change point there and the matrix has none; bisect one with --good and --bad",
@@ -184,13 +177,9 @@ fn from_change(
             )));
         }
     };
-    let loc = c.location_interval.as_ref();
-    match (
-        loc.and_then(|l| l.first_commit.clone()),
-        loc.and_then(|l| l.last_commit.clone()),
-    ) {
-        (Some(good), Some(bad)) => Ok((good, bad, prior)),
-        _ => Err(usage(format!(
+    match (c.location_interval).and_then(|l| l.first_commit.zip(l.last_commit)) {
+        Some((good, bad)) => Ok((good, bad, prior)),
+        None => Err(usage(format!(
             "--from-change {id} ({group}): its location interval has no commits at both ends (the runs need a `sha` label, and one run before the interval)"
         ))),
     }

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::cli::compare::{emit, load_files};
+use crate::cli::compare::load_files;
 use infergate_eval::eval::changes::{
     ChangeEvalConfig, ChangeEvalReport, export_histories, run_change_eval,
 };
+use infergate_io::untrusted_text::console as inert;
 use infergate_model::stats::changepoint::{ChangeSettings, analyse};
 use infergate_report::report::changes::GroupChanges;
 use infergate_report::report::console::{fitted_table, wrap};
@@ -55,19 +56,12 @@ pub struct ChangeSettingsArgs {
 
 impl ChangeSettingsArgs {
     /// Sets the settings given on the command line.
-    fn apply(&self, settings: &mut ChangeSettings) {
-        let fields = [
-            (self.alpha, &mut settings.alpha),
-            (self.min_effect, &mut settings.min_effect),
-            (self.min_z, &mut settings.min_z),
-            (self.drift_per_run, &mut settings.drift_per_run),
-            (self.creep_z, &mut settings.creep_z),
-        ];
-        for (given, field) in fields {
-            if let Some(v) = given {
-                *field = v;
-            }
-        }
+    fn apply(&self, s: &mut ChangeSettings) {
+        s.alpha = self.alpha.unwrap_or(s.alpha);
+        s.min_effect = self.min_effect.unwrap_or(s.min_effect);
+        s.min_z = self.min_z.unwrap_or(s.min_z);
+        s.drift_per_run = self.drift_per_run.unwrap_or(s.drift_per_run);
+        s.creep_z = self.creep_z.unwrap_or(s.creep_z);
     }
 }
 
@@ -109,9 +103,7 @@ pub struct ChangesArgs {
 pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
     args.settings.apply(&mut settings);
-    if let Some(s) = args.seed {
-        settings.seed = s;
-    }
+    settings.seed = args.seed.unwrap_or(settings.seed);
     settings.validate().map_err(|e| usage(e.to_string()))?;
     let store =
         BaselineStore::open_existing(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
@@ -120,7 +112,6 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         super::baseline::matching_groups(&store, args.profile.as_deref(), args.suite.as_deref())?;
     let store_err =
         |e| anyhow::Error::new(e).context(format!("reading {}", store.root().display()));
-    let mut candidate_used = false;
     let mut out = Vec::new();
     for (key, suite) in groups {
         let mut loaded = store.load(&key, Some(&suite)).map_err(store_err)?;
@@ -133,11 +124,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             );
         }
         for (path, why) in &loaded.skipped {
-            errln!(
-                "warning: skipped {}: {}",
-                path.display(),
-                infergate_io::untrusted_text::console(why)
-            );
+            errln!("warning: skipped {}: {}", path.display(), inert(why));
         }
         let accepted: Vec<String> = store
             .accepted(&key, Some(&suite))
@@ -153,7 +140,6 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             loaded.runs.retain(|r| r.run_id != c.run_id);
             loaded.runs.push(c.clone());
             candidate_id = Some(c.run_id.clone());
-            candidate_used = true;
         }
         let history = analyse(&loaded.runs, &[Metric::AggregateTps], &accepted, &settings)
             .map_err(|e| usage(e.to_string()))?;
@@ -165,7 +151,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             history,
         });
     }
-    if let (Some(c), false) = (&candidate, candidate_used) {
+    if let Some(c) = candidate.filter(|_| out.iter().all(|g| g.candidate.is_none())) {
         return Err(usage(format!(
             "--candidate: its profile `{}` suite `{}` is not among the analysed groups",
             c.profile.key,
@@ -176,17 +162,12 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         ChangesFormat::Text => infergate_report::report::changes::text(&out),
         ChangesFormat::Md => infergate_report::report::changes::markdown(&out),
         ChangesFormat::Json => {
-            serde_json::to_string_pretty(&serde_json::json!({ "groups": out }))
-                .context("serialising the change points")?
-                + "\n"
+            super::pretty_json(&serde_json::json!({ "groups": out }), "the change points")?
         }
         ChangesFormat::Html => infergate_report::report::trend_html::render(&out),
     };
     // A file is as inert as the console (the store's run ids, commits and notes are data).
-    emit(
-        &infergate_io::untrusted_text::file_sink(&text),
-        args.out.as_deref(),
-    )?;
+    super::emit(&text, args.out.as_deref())?;
     if args.alert {
         return alert(&out).await;
     }
@@ -208,7 +189,7 @@ fn load_candidate(p: &std::path::Path) -> anyhow::Result<RunResults> {
         anyhow::bail!(
             "--candidate {}: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is not placed on the history",
             p.display(),
-            infergate_io::untrusted_text::console(&runs[0].run_id)
+            inert(&runs[0].run_id)
         );
     }
     Ok(runs.remove(0))
@@ -219,7 +200,7 @@ async fn alert(groups: &[GroupChanges]) -> anyhow::Result<GateExit> {
     let mut reporter = GithubReporter::from_env();
     let (done, outcome) = reporter.publish_change_alerts(groups).await;
     for d in &done {
-        errln!("{}", infergate_io::untrusted_text::console(&d.line()));
+        errln!("{}", inert(&d.line()));
     }
     if done.is_empty() && outcome.errors.is_empty() {
         errln!("alert: no change point to report, no issue to update");
@@ -442,16 +423,13 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             over_found(s.detected, || format!("{:.0}%", s.latest_creep * 100.0)),
         ]);
     }
-    out.push_str(&t.to_string());
-    push_location(&mut out, r);
-    push_must_show(&mut out, r);
-    out
+    format!("{out}{t}{}{}", location(r), must_show(r))
 }
 
 /// How well the step's location intervals cover its night.
-fn push_location(out: &mut String, r: &ChangeEvalReport) {
+fn location(r: &ChangeEvalReport) -> String {
     let c = &r.config;
-    out.push_str(&wrap(
+    let heading = wrap(
         &format!(
             "\n\nLocation intervals of the step ({:+}% at night {} of {}, analysed at the last night; the step's change point is the one nearest it within {} nights):",
             c.step * 100.0,
@@ -460,8 +438,7 @@ fn push_location(out: &mut String, r: &ChangeEvalReport) {
             infergate_eval::eval::changes::STEP_NEAR
         ),
         0,
-    ));
-    out.push('\n');
+    );
     let mut t = fitted_table(vec![
         "series",
         "confidence",
@@ -482,15 +459,13 @@ fn push_location(out: &mut String, r: &ChangeEvalReport) {
             over_found(l.found, || format!("{:.1}%", l.one_pair * 100.0)),
         ]);
     }
-    out.push_str(&t.to_string());
-    out.push('\n');
+    format!("{heading}\n{t}\n")
 }
 
 /// The must-show figures, beside what an oracle that knows the shape could achieve.
-fn push_must_show(out: &mut String, r: &ChangeEvalReport) {
+fn must_show(r: &ChangeEvalReport) -> String {
     let (c, m) = (&r.config, &r.must_show);
-    out.push('\n');
-    for line in [
+    let lines = [
         format!(
             "Must-show, {} nights, matrix series: step at {} one alert within ±2 {:.1}%; creep at {} one alert within ±2 {:.1}%; both and nothing else {:.1}%; stable history without any alert {:.1}%",
             m.nights,
@@ -507,11 +482,11 @@ fn push_must_show(out: &mut String, r: &ChangeEvalReport) {
             m.oracle_creep_within_2 * 100.0,
             m.oracle_both_within_2 * 100.0
         ),
-    ] {
-        out.push('\n');
-        out.push_str(&wrap(&line, 2));
-    }
-    out.push('\n');
+    ];
+    format!(
+        "\n{}\n",
+        lines.map(|l| format!("\n{}", wrap(&l, 2))).concat()
+    )
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! files: ours, llm-decode-bench, vllm bench serve or guidellm), verdicts per cell, a table for
 //! people, an exit code for CI.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 
+use infergate_io::untrusted_text::console as inert;
 use infergate_model::stats::build::not_comparable;
 use infergate_model::stats::{DecisionRule, Plan};
 use infergate_schema::exit::{GateExit, usage};
@@ -92,7 +93,7 @@ pub struct CompareArgs {
 }
 
 /// Loads results files; an unreadable or invalid file is the user's to fix (exit 2).
-pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
+pub(crate) fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
     let mut runs = Vec::new();
     for p in paths {
         let loaded = infergate_store::import::load_results(p).map_err(|e| usage(e.to_string()))?;
@@ -104,44 +105,20 @@ pub fn load_files(paths: &[PathBuf]) -> anyhow::Result<Vec<RunResults>> {
 /// The decision rule from defaults and flags, validated (exit 2 when out of range).
 fn rule_from(args: &CompareArgs) -> anyhow::Result<DecisionRule> {
     let mut rule = DecisionRule::default();
-    if let Some(n) = args.history_runs {
-        rule.history_runs = n;
-    }
-    if let Some(m) = args.min_effect {
-        rule.min_effect = m;
-    }
-    if let Some(a) = args.alpha {
-        rule.alpha = a;
-    }
+    rule.history_runs = args.history_runs.unwrap_or(rule.history_runs);
+    rule.min_effect = args.min_effect.unwrap_or(rule.min_effect);
+    rule.alpha = args.alpha.unwrap_or(rule.alpha);
     rule.validate().map_err(|e| usage(e.to_string()))?;
     Ok(rule)
 }
 
 /// Renders a report in the chosen format.
-pub fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
+fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Text => infergate_report::report::verdict_table::text(report),
         OutputFormat::Md => infergate_report::report::verdict_table::markdown(report),
-        OutputFormat::Json => {
-            serde_json::to_string_pretty(report).context("serialising the comparison")? + "\n"
-        }
+        OutputFormat::Json => super::pretty_json(report, "the comparison")?,
     })
-}
-
-/// Writes `text` to `out` atomically, or prints it.
-pub fn emit(text: &str, out: Option<&Path>) -> anyhow::Result<()> {
-    match out {
-        // The same last guard as the console's: a file holds no byte stdout would not print.
-        Some(path) => infergate_io::fsio::write_durable(
-            path,
-            infergate_io::untrusted_text::file_sink(text).as_bytes(),
-        )
-        .with_context(|| format!("writing {}", path.display())),
-        None => {
-            out!("{text}");
-            Ok(())
-        }
-    }
 }
 
 /// The rule, the plan and the history run ids of `--as-verdict`, or the flags' rule and the
@@ -209,7 +186,7 @@ fn named_runs(
             } else {
                 "runs are"
             },
-            infergate_io::untrusted_text::console(&missing.join(", "))
+            inert(&missing.join(", "))
         )));
     }
     Ok(kept)
@@ -243,7 +220,7 @@ fn baseline_runs(
             // Fail closed, as for the candidate: an unfinished run is not a baseline level.
             anyhow::bail!(
                 "--baseline: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it is no baseline (only finished runs are)",
-                infergate_io::untrusted_text::console(&r.run_id)
+                inert(&r.run_id)
             );
         }
         runs.sort_by_key(|r| r.started_at);
@@ -255,7 +232,7 @@ fn baseline_runs(
     // Lazily: with --baseline-dir there may be no --baseline at all.
     let Some(dir) = args.baseline_dir.as_ref().or(args.baseline.first()) else {
         return Err(usage(
-            "no baseline: give --baseline-dir DIR or --baseline FILE...".to_string(),
+            "no baseline: give --baseline-dir DIR or --baseline FILE...",
         ));
     };
     let store = BaselineStore::open_existing(dir).map_err(|e| usage(e.to_string()))?;
@@ -304,7 +281,6 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     let second = load_files(&args.confirmation)?;
     check_second_boot(&second, &candidate, first)?;
     let suite = args.suite.clone().or_else(|| first.suite.clone());
-    let run_ids = |runs: &[RunResults]| runs.iter().map(|r| r.run_id.clone()).collect();
     if ids.is_none()
         && candidate
             .iter()
@@ -316,10 +292,10 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     }
     let mut report = match baseline_runs(&args, first, suite.as_deref(), ids.as_deref())? {
         Err(why) => {
-            errln!("note: {}", infergate_io::untrusted_text::console(&why));
+            errln!("note: {}", inert(&why));
             not_comparable(
                 first,
-                run_ids(&candidate),
+                candidate.iter().map(|r| r.run_id.clone()).collect(),
                 suite,
                 &rule,
                 CellReason::Recorded(why),
@@ -355,7 +331,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
     report.fail_on = Some(policy.fail_on);
     report.set_headline();
     let text = render(&report, args.format)?;
-    emit(&text, args.out.as_deref())?;
+    super::emit(&text, args.out.as_deref())?;
     if let Some(out) = &args.out {
         errln!(
             "{}: gate {} — {}",
@@ -383,7 +359,7 @@ fn first_of_candidate(candidate: &[RunResults]) -> anyhow::Result<&RunResults> {
         // Fail closed: an unfinished file has only the cells done before the gate stopped.
         anyhow::bail!(
             "--candidate: run `{}` is `in_progress`: the gate that wrote it was stopped before it finished, so it cannot be compared (its finished cells are kept for inspection)",
-            infergate_io::untrusted_text::console(&r.run_id)
+            inert(&r.run_id)
         );
     }
     if let Some(other) = candidate
@@ -410,7 +386,7 @@ fn check_second_boot(
     {
         return Err(usage(format!(
             "--confirmation: run `{}` is not a finished second boot of the candidate's profile `{}` (its profile is `{}`, status `{:?}`)",
-            infergate_io::untrusted_text::console(&r.run_id),
+            inert(&r.run_id),
             first.profile.key,
             r.profile.key,
             r.status

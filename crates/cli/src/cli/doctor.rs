@@ -1,7 +1,7 @@
 //! `infergate doctor`: what the runner looks like (GPUs, driver, PCIe links, NVML and why
 //! not, CPU) and whether the engine answers — at `--url`, or booted from `--config`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -44,79 +44,73 @@ pub async fn execute(args: DoctorArgs) -> anyhow::Result<GateExit> {
             "--url `{u}` must start with http:// or https:// (e.g. http://127.0.0.1:8000)"
         )));
     }
-    let mut report;
-    if let Some(path) = &args.config {
-        let config = super::run::load_config(Some(path))?;
-        let dir =
-            tempfile::tempdir().context("creating a temporary directory for the engine log")?;
-        let launch = EngineLaunch::from_config(
-            &config.engine,
-            config.model.as_deref(),
-            &[],
-            dir.path().join("engine.log"),
-        )
-        .context("preparing the engine command")?;
-        let command = launch.display.clone();
-        let url = launch.base_url.clone();
-        // What `run` refuses before booting (a missing program, a path the engine's user
-        // cannot reach) is reported with the same message, and nothing is booted.
-        let spawned = match infergate_engine::engine::preflight(&config.engine, &launch, &[]) {
-            Ok(()) => EngineProcess::spawn(launch)
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(format!("{}: {e}", config.path)),
-        };
-        let (boot, reachable_url) = match spawned {
-            Err(error) => (
-                BootCheck {
-                    command,
-                    ready: false,
-                    boot_s: None,
-                    error: Some(error),
-                    teardown_clean: None,
-                },
-                None,
-            ),
-            Ok(engine) => {
-                let ready = engine
-                    .wait_ready(&CancellationToken::new(), config.report.log_tail_lines)
-                    .await;
-                let (ok, boot_s, error) = match ready {
-                    Ok(r) => (true, Some(r.boot_s), None),
-                    Err(e) => (false, None, Some(e.to_string())),
-                };
-                // Probe while it runs, then stop it.
-                let check = if ok {
-                    Some(doctor::check_engine(&url).await)
-                } else {
-                    None
-                };
-                let stop = engine.stop().await;
-                (
-                    BootCheck {
-                        command,
-                        ready: ok,
-                        boot_s,
-                        error,
-                        teardown_clean: Some(stop.group_gone),
-                    },
-                    check,
-                )
+    let report = match &args.config {
+        Some(path) => {
+            let (boot, engine) = boot_and_check(path).await?;
+            doctor::DoctorReport {
+                engine,
+                engine_boot: Some(boot),
+                ..doctor::gather(None).await
             }
-        };
-        report = doctor::gather(None).await;
-        report.engine = reachable_url;
-        report.engine_boot = Some(boot);
-    } else {
-        report = doctor::gather(args.url.as_deref()).await;
-    }
-    if args.format == DoctorFormat::Json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&report).context("serialising the report")?
-        );
-    } else {
-        out!("{}", doctor::render_text(&report));
-    }
+        }
+        None => doctor::gather(args.url.as_deref()).await,
+    };
+    let text = match args.format {
+        DoctorFormat::Json => super::pretty_json(&report, "the report")?,
+        DoctorFormat::Text => doctor::render_text(&report),
+    };
+    out!("{text}");
     Ok(GateExit::Pass)
+}
+
+/// Boots the engine of the config at `path`, checks it while it runs and stops it.
+async fn boot_and_check(path: &Path) -> anyhow::Result<(BootCheck, Option<doctor::EngineCheck>)> {
+    let config = super::run::load_config(Some(path))?;
+    let dir = tempfile::tempdir().context("creating a temporary directory for the engine log")?;
+    let launch = EngineLaunch::from_config(
+        &config.engine,
+        config.model.as_deref(),
+        &[],
+        dir.path().join("engine.log"),
+    )
+    .context("preparing the engine command")?;
+    let mut boot = BootCheck {
+        command: launch.display.clone(),
+        ready: false,
+        boot_s: None,
+        error: None,
+        teardown_clean: None,
+    };
+    let url = launch.base_url.clone();
+    // What `run` refuses before booting (a missing program, a path the engine's user
+    // cannot reach) is reported with the same message, and nothing is booted.
+    let spawned = match infergate_engine::engine::preflight(&config.engine, &launch, &[]) {
+        Ok(()) => EngineProcess::spawn(launch)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(format!("{}: {e}", config.path)),
+    };
+    let engine = match spawned {
+        Ok(engine) => engine,
+        Err(error) => {
+            boot.error = Some(error);
+            return Ok((boot, None));
+        }
+    };
+    let ready = engine
+        .wait_ready(&CancellationToken::new(), config.report.log_tail_lines)
+        .await;
+    // Probe while it runs, then stop it.
+    let check = match ready {
+        Ok(r) => {
+            (boot.ready, boot.boot_s) = (true, Some(r.boot_s));
+            Some(doctor::check_engine(&url).await)
+        }
+        Err(e) => {
+            boot.error = Some(e.to_string());
+            None
+        }
+    };
+    boot.teardown_clean = Some(engine.stop().await.group_gone);
+    Ok((boot, check))
 }

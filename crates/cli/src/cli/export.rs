@@ -7,8 +7,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use infergate_schema::exit::{GateExit, usage};
 use infergate_schema::verdict::ComparisonReport;
 use infergate_store::export::gab::GabTool;
@@ -75,18 +73,13 @@ pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
     {
         anyhow::bail!("{why}; nothing exported (JUnit reports it as an error case)");
     }
-    let verdict: Option<ComparisonReport> = match &args.verdict {
-        Some(p) => {
-            let file = p.display().to_string();
-            let text = infergate_store::import::read_file(p, "verdict.json")
-                .map_err(|e| usage(e.to_string()))?;
-            Some(
-                infergate_store::import::deserialize_at(&text, &file)
-                    .map_err(|e| usage(e.to_string()))?,
-            )
-        }
-        None => None,
-    };
+    let verdict: Option<ComparisonReport> = (args.verdict.as_ref())
+        .map(|p| {
+            let text = infergate_store::import::read_file(p, "verdict.json")?;
+            infergate_store::import::deserialize_at(&text, &p.display().to_string())
+        })
+        .transpose()
+        .map_err(|e| usage(e.to_string()))?;
     if verdict.is_some() && matches!(args.format, ExportFormat::Bmf | ExportFormat::Gab) {
         errln!("infergate export: --verdict is not used by --format bmf/gab (figures only)");
     }
@@ -99,12 +92,7 @@ pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
     }
     .map_err(|e| usage(format!("{}: {e}", args.results.display())))?;
     // As inert as the console: the engine's and the file's strings are data.
-    let body = infergate_io::untrusted_text::file_sink(&body);
-    match &args.out {
-        Some(path) => infergate_io::fsio::write_durable(path, body.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?,
-        None => out!("{body}"),
-    }
+    super::emit(&body, args.out.as_deref())?;
     if let Some(why) = unfinished {
         anyhow::bail!("{why}; the JUnit report says so in its error case `run` / `finished`");
     }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
+use infergate_io::untrusted_text::console as inert;
+use infergate_report::report::console::wrap;
 use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate import`.
@@ -53,19 +55,16 @@ pub async fn execute(args: ImportArgs) -> anyhow::Result<GateExit> {
     let wrote = format!(
         "wrote {}: run {}, {} cells ({} not ok), profile {}",
         args.out.display(),
-        infergate_io::untrusted_text::console(&run.run_id),
+        inert(&run.run_id),
         run.cells.len(),
         limited,
-        infergate_io::untrusted_text::console(&run.profile.key)
+        inert(&run.profile.key)
     );
-    outln!("{}", infergate_report::report::console::wrap(&wrote, 2));
+    outln!("{}", wrap(&wrote, 2));
     // The notes name the imported file's own keys and values.
     for note in infergate_store::import::unmapped_notes(&run) {
-        let note = format!(
-            "  not mapped: {}",
-            infergate_io::untrusted_text::console(note)
-        );
-        outln!("{}", infergate_report::report::console::wrap(&note, 4));
+        let note = format!("  not mapped: {}", inert(note));
+        outln!("{}", wrap(&note, 4));
     }
     Ok(GateExit::Pass)
 }

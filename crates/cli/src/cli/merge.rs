@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use infergate_report::merge::{MergedVerdict, Shard};
+use infergate_report::merge::Shard;
 use infergate_schema::exit::{GateExit, usage};
 
 /// Output formats of `infergate merge`.
@@ -58,11 +58,13 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
     // merge reads no config: the flag, else the default.
     let policy = infergate_schema::policy::GatePolicy::chosen(args.fail_on.fail_on, None);
     let merged = infergate_report::merge::merge(shards, policy, args.expect_shards);
-    let rendered = render(&merged, args.format)?;
-    match &args.out {
-        Some(path) => write_atomic(path, &rendered)?,
-        None => out!("{rendered}"),
-    }
+    let rendered = match args.format {
+        MergeFormat::Md => infergate_report::report::merged::markdown(&merged),
+        MergeFormat::Text => infergate_report::report::merged::text(&merged),
+        MergeFormat::Json => super::pretty_json(&merged, "the merged verdict")?,
+    };
+    // The shards' text is the runners' word: a file gets the console's guard.
+    super::emit(&rendered, args.out.as_deref())?;
     if let Some(path) = &args.github_output {
         append(
             path,
@@ -70,28 +72,6 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<GateExit> {
         )?;
     }
     Ok(merged.exit())
-}
-
-fn render(merged: &MergedVerdict, format: MergeFormat) -> anyhow::Result<String> {
-    Ok(match format {
-        MergeFormat::Md => infergate_report::report::merged::markdown(merged),
-        MergeFormat::Text => infergate_report::report::merged::text(merged),
-        MergeFormat::Json => {
-            let mut s =
-                serde_json::to_string_pretty(merged).context("serialising the merged verdict")?;
-            s.push('\n');
-            s
-        }
-    })
-}
-
-fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    // The same last guard as the console's: the shards' text is the runners' word.
-    infergate_io::fsio::write_durable(
-        path,
-        infergate_io::untrusted_text::file_sink(text).as_bytes(),
-    )
-    .with_context(|| format!("writing {}", path.display()))
 }
 
 fn append(path: &Path, text: &str) -> anyhow::Result<()> {

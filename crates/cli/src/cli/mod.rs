@@ -29,7 +29,7 @@ pub mod supervise;
 /// clap value parser of an output-directory flag (`--out` of `run`, `ab`, `bisect`): a path
 /// that exists and is not a directory is refused at parse time (exit 2, naming the flag); a
 /// missing one is created by the command.
-pub fn output_dir(value: &str) -> Result<std::path::PathBuf, String> {
+pub(crate) fn output_dir(value: &str) -> Result<std::path::PathBuf, String> {
     let path = std::path::PathBuf::from(value);
     if path.exists() && !path.is_dir() {
         return Err(format!(
@@ -78,7 +78,7 @@ pub fn plain_parse_error(rendered: &str) -> String {
 /// Prints a `kind: text` line (`notice`, `warning`) on stderr
 /// ([`infergate_report::report::console::kind_line`]), or inside GitHub Actions the workflow command that
 /// makes it an annotation on the job page.
-pub fn say(kind: &str, text: &str) {
+pub(crate) fn say(kind: &str, text: &str) {
     if in_actions() {
         // An annotation on the job page, where a reviewer sees it without opening the log.
         infergate_io::stdio::write_workflow_command(
@@ -93,8 +93,31 @@ pub fn say(kind: &str, text: &str) {
     }
 }
 
+/// Writes `text` to `out` atomically, or prints it.
+pub(crate) fn emit(text: &str, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    match out {
+        // The same last guard as the console's: a file holds no byte stdout would not print.
+        Some(path) => infergate_io::fsio::write_durable(
+            path,
+            infergate_io::untrusted_text::file_sink(text).as_bytes(),
+        )
+        .with_context(|| format!("writing {}", path.display())),
+        None => {
+            out!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// `value` as pretty JSON with a final newline; `what` names it if it cannot be serialised.
+pub(crate) fn pretty_json(value: &impl serde::Serialize, what: &str) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    Ok(serde_json::to_string_pretty(value).with_context(|| format!("serialising {what}"))? + "\n")
+}
+
 /// Whether this process runs inside GitHub Actions (workflow commands go to stdout there).
-pub fn in_actions() -> bool {
+pub(crate) fn in_actions() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
 }
 

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use infergate_gate::run::confirm::CONFIRM_RESULTS;
+use infergate_io::untrusted_text::console as inert;
 use infergate_report::report::github::{
     GithubContext, GithubReporter, PublishInput, RetryPolicy, check_name,
 };
@@ -96,8 +97,8 @@ struct Trusted {
     suite: infergate_config::config::SuiteConfig,
     /// The baseline store judged against: `--baseline-dir`, else the config's.
     store: PathBuf,
-    decision: Option<infergate_gate::run::rejudge::Judged>,
-    failure: Option<String>,
+    /// The recompute, or why it failed.
+    judged: Result<infergate_gate::run::rejudge::Judged, String>,
     confirmation: Option<RunResults>,
 }
 
@@ -109,7 +110,7 @@ async fn rejudge(
     let config = super::run::load_config(Some(config_path))?;
     let suite = config
         .suite(args.suite.as_deref())
-        .map_err(super::run::config_error)?
+        .map_err(|e| usage(e.to_string()))?
         .clone();
     let store = args
         .baseline_dir
@@ -123,17 +124,13 @@ async fn rejudge(
         .map(|p| read_json(p, "confirmation results", CONFIRM_RESULTS))
         .transpose()?;
     let judged =
-        infergate_gate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref());
-    let (decision, failure) = match judged {
-        Ok(d) => (Some(d), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
+        infergate_gate::run::rejudge::rejudge(&config, &suite, &store, results, confirm.as_ref())
+            .map_err(|e| e.to_string());
     Ok(Trusted {
         config,
         suite,
         store,
-        decision,
-        failure,
+        judged,
         confirmation: confirm,
     })
 }
@@ -155,9 +152,9 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
             args.results.display()
         );
     }
-    if let Some(f) = trusted.as_ref().and_then(|t| t.failure.as_ref()) {
+    if let Some(f) = trusted.as_ref().and_then(|t| t.judged.as_ref().err()) {
         // Quotes the artifact's suite, model or profile key when it refuses them.
-        errln!("error: {}", infergate_io::untrusted_text::console(f));
+        errln!("error: {}", inert(f));
     }
     let policy = infergate_schema::policy::GatePolicy::chosen(
         args.fail_on.fail_on,
@@ -179,7 +176,7 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
     )?;
     let history = match (&args.history, &trusted) {
         (Some(dir), _) => load_history(dir, &results, &mut notices)?,
-        (None, t) => (t.as_ref().and_then(|t| t.decision.as_ref()))
+        (None, t) => (t.as_ref().and_then(|t| t.judged.as_ref().ok()))
             .map(|d| d.loaded.history.runs().to_vec())
             .unwrap_or_default(),
     };
@@ -189,7 +186,8 @@ pub(crate) async fn execute(args: ReportArgs) -> anyhow::Result<GateExit> {
         .or_else(|| verdict.as_ref().and_then(|v| v.suite.clone()))
         .unwrap_or_else(|| "default".to_string());
     let failure = trusted.as_ref().and_then(|t| {
-        (t.failure.clone()).or_else(|| nothing_compared(&args, t, &results, &mut notices))
+        (t.judged.as_ref().err().cloned())
+            .or_else(|| nothing_compared(&args, t, &results, &mut notices))
     });
     let matrix_line = match &args.config {
         None => trusted.as_ref().map(|t| t.suite.line as u32),
@@ -244,16 +242,17 @@ fn verdict_to_report(
                         .to_string(),
                 );
             }
-            let loaded = t.decision.as_ref().map(|d| &d.loaded);
-            notices.extend(loaded.into_iter().flat_map(|l| l.notices.iter().cloned()));
+            let judged = t.judged.as_ref().ok();
+            notices.extend(
+                judged
+                    .into_iter()
+                    .flat_map(|d| d.loaded.notices.iter().cloned()),
+            );
             // A recomputed verdict's headline is written here; a given file keeps its own.
-            t.decision
-                .as_ref()
-                .and_then(|d| d.verdict.clone())
-                .map(|mut v| {
-                    v.set_headline();
-                    v
-                })
+            judged.and_then(|d| d.verdict.clone()).map(|mut v| {
+                v.set_headline();
+                v
+            })
         }
         (None, Some(p)) => {
             let v: ComparisonReport = read_json(p, "verdict", "verdict.json")?;
@@ -287,7 +286,7 @@ fn print_verdict(results: &RunResults, verdict: Option<&ComparisonReport>, notic
         // The run id is the artifact's text: inert before it reaches the Actions log.
         None => outln!(
             "{}: no verdict given (no baseline yet); {} cells measured",
-            infergate_io::untrusted_text::console(&results.run_id),
+            inert(&results.run_id),
             results.cells.len()
         ),
     }
@@ -345,7 +344,7 @@ fn nothing_compared(
     results: &RunResults,
     notices: &mut Vec<String>,
 ) -> Option<String> {
-    let d = t.decision.as_ref().filter(|d| d.verdict.is_none())?;
+    let d = t.judged.as_ref().ok().filter(|d| d.verdict.is_none())?;
     match infergate_gate::run::decide::nothing_compared(
         &t.store,
         results,
@@ -358,7 +357,7 @@ fn nothing_compared(
             None
         }
         Err(why) => {
-            errln!("error: {}", infergate_io::untrusted_text::console(&why));
+            errln!("error: {}", inert(&why));
             Some(why)
         }
     }
@@ -497,7 +496,7 @@ fn load_history(
 /// 1-based line that defines `suite`'s matrix in a TOML gate config: a `[suites.<S>.matrix]`
 /// (or `[suite.<S>.matrix]`) table, else the `matrix`/`concurrency` key inside the suite's
 /// table (`[suites.<S>]` or a `[[suites]]` entry with `name = "<S>"`), else the suite's header.
-pub fn matrix_line(config: &str, suite: &str) -> Option<u32> {
+fn matrix_line(config: &str, suite: &str) -> Option<u32> {
     let lines: Vec<&str> = config.lines().collect();
     let header = |l: &str| -> Option<String> {
         let t = l.trim();
@@ -508,56 +507,40 @@ pub fn matrix_line(config: &str, suite: &str) -> Option<u32> {
             .trim_start_matches('[');
         Some(inner.replace(['"', '\'', ' '], ""))
     };
-    for table in ["suites", "suite"] {
-        let want = format!("{table}.{suite}.matrix");
-        if let Some(i) = lines
-            .iter()
-            .position(|l| header(l).as_deref() == Some(&want))
-        {
-            return Some(i as u32 + 1);
-        }
-    }
-    let in_block = |start: usize| -> u32 {
-        for (j, l) in lines.iter().enumerate().skip(start + 1) {
-            if l.trim_start().starts_with('[') {
-                break;
-            }
-            let key = l.trim_start();
-            if key.starts_with("matrix") || key.starts_with("concurrency") {
-                return j as u32 + 1;
-            }
-        }
-        start as u32 + 1
-    };
-    for table in ["suites", "suite"] {
-        let want = format!("{table}.{suite}");
-        if let Some(i) = lines
-            .iter()
-            .position(|l| header(l).as_deref() == Some(&want))
-        {
-            return Some(in_block(i));
-        }
-    }
-    for (i, l) in lines.iter().enumerate() {
-        let t = l.trim();
-        if t == "[[suites]]" || t == "[[suite]]" {
-            let end = lines
+    // The first `[suites.X]` or `[suite.X]` header (`X` after the table's name).
+    let table = |rest: String| {
+        ["suites", "suite"].iter().find_map(|t| {
+            let want = format!("{t}.{rest}");
+            lines
                 .iter()
-                .enumerate()
-                .skip(i + 1)
-                .find(|(_, l)| l.trim_start().starts_with('['))
-                .map(|(j, _)| j)
-                .unwrap_or(lines.len());
-            let named = lines[i + 1..end].iter().any(|l| {
-                let s = l.replace(' ', "");
-                s == format!("name=\"{suite}\"") || s == format!("name='{suite}'")
-            });
-            if named {
-                return Some(in_block(i));
-            }
-        }
+                .position(|l| header(l).as_deref() == Some(&want))
+        })
+    };
+    // The lines of the table whose header is at `start`.
+    let body = |start: usize| {
+        lines[start + 1..]
+            .iter()
+            .take_while(|l| !l.trim_start().starts_with('['))
+    };
+    let in_block = |start: usize| -> u32 {
+        let key = body(start).position(|l| {
+            let key = l.trim_start();
+            key.starts_with("matrix") || key.starts_with("concurrency")
+        });
+        key.map_or(start, |j| start + 1 + j) as u32 + 1
+    };
+    if let Some(i) = table(format!("{suite}.matrix")) {
+        return Some(i as u32 + 1);
     }
-    None
+    let named = [format!("name=\"{suite}\""), format!("name='{suite}'")];
+    table(suite.to_string())
+        .or_else(|| {
+            (0..lines.len()).find(|&i| {
+                matches!(lines[i].trim(), "[[suites]]" | "[[suite]]")
+                    && body(i).any(|l| named.contains(&l.replace(' ', "")))
+            })
+        })
+        .map(in_block)
 }
 
 #[cfg(test)]

@@ -11,10 +11,15 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use infergate_config::config::{ConfigError, GateConfig};
+use infergate_config::config::GateConfig;
 use infergate_gate::run::gate::{BaselineUpdate, GateAbort, GatePlan, GateRun, ProgressSink};
-use infergate_gate::run::{Design, GateRequest, SetupError};
-use infergate_schema::exit::{GateExit, UsageError, usage};
+use infergate_gate::run::{Design, GateRequest};
+use infergate_io::untrusted_text::console as inert;
+use infergate_report::report::console::{
+    error_line, render_matrix, render_progress, telemetry_line, wrap,
+};
+use infergate_schema::answer;
+use infergate_schema::exit::{GateExit, usage};
 
 /// Arguments of `infergate run`.
 #[derive(Debug, clap::Args)]
@@ -48,38 +53,32 @@ pub struct RunArgs {
     pub fail_on: super::FailOnArg,
 }
 
-pub fn config_error(e: ConfigError) -> anyhow::Error {
-    anyhow::Error::new(UsageError(e.to_string()))
-}
-
 /// The config to use: `--config`, else `./infergate.toml`, else the embedded default.
-pub fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
+pub(crate) fn load_config(path: Option<&Path>) -> anyhow::Result<GateConfig> {
+    let local = Path::new("infergate.toml");
     match path {
-        Some(p) => GateConfig::load(p).map_err(config_error),
+        Some(p) => GateConfig::load(p),
+        None if local.exists() => GateConfig::load(local),
         None => {
-            let local = Path::new("infergate.toml");
-            if local.exists() {
-                GateConfig::load(local).map_err(config_error)
-            } else {
-                errln!(
-                    "notice: no infergate.toml here and no --config: using the embedded default (simulated engine)"
-                );
-                GateConfig::embedded_default().map_err(config_error)
-            }
+            errln!(
+                "notice: no infergate.toml here and no --config: using the embedded default (simulated engine)"
+            );
+            GateConfig::embedded_default()
         }
     }
+    .map_err(|e| usage(e.to_string()))
 }
 
 /// The config with `--fail-on` in place of its `[thresholds] fail_on`, so the gate's one
 /// policy ([`GatePlan::policy`]) follows the flag when given.
-pub fn with_fail_on(mut config: GateConfig, flag: super::FailOnArg) -> GateConfig {
+pub(crate) fn with_fail_on(mut config: GateConfig, flag: super::FailOnArg) -> GateConfig {
     config.thresholds.fail_on =
         infergate_schema::policy::GatePolicy::chosen(flag.fail_on, Some(config.thresholds.fail_on))
             .fail_on;
     config
 }
 
-pub fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     labels
         .iter()
         .map(|l| {
@@ -96,7 +95,7 @@ pub fn parse_labels(labels: &[String]) -> anyhow::Result<BTreeMap<String, String
 }
 
 /// Cancels `cancel` on SIGINT or SIGTERM (the runner cancelling the job).
-pub fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn install_signal_handlers(cancel: CancellationToken) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
@@ -143,7 +142,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
         labels: parse_labels(&args.labels)?,
         config,
     };
-    let plan = GatePlan::new(request).map_err(setup_error)?;
+    let plan = GatePlan::new(request).map_err(|e| usage(e.to_string()))?;
     let cancel = CancellationToken::new();
     install_signal_handlers(cancel.clone())?;
     let suite = &plan.suite;
@@ -160,9 +159,9 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
             .collect::<Vec<_>>(),
         plan.out.display()
     );
-    errln!("{}", infergate_report::report::console::wrap(&start, 2));
-    let steps = infergate_schema::answer::StepContext {
-        config: infergate_schema::answer::ConfigArg::named(
+    errln!("{}", wrap(&start, 2));
+    let steps = answer::StepContext {
+        config: answer::ConfigArg::named(
             &plan.config.path,
             infergate_config::config::EMBEDDED_NAME,
         ),
@@ -174,28 +173,21 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<GateExit> {
     Ok(run.ending.exit)
 }
 
-/// A validation error of the gate: the user's to fix (exit 2).
-pub fn setup_error(e: SetupError) -> anyhow::Error {
-    anyhow::Error::new(UsageError(e.to_string()))
-}
-
 /// Prints what reporting said before the gate stopped, and makes its error the command's.
-pub fn aborted(abort: GateAbort) -> anyhow::Error {
+pub(crate) fn aborted(abort: GateAbort) -> anyhow::Error {
     print_reporting(&abort.reporting);
     anyhow::Error::new(abort.error)
 }
 
 /// The progress of one boot on stderr (cells x repetitions).
-pub fn progress(cells: u64) -> ProgressSink {
+pub(crate) fn progress(cells: u64) -> ProgressSink {
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
-    let done = tokio::spawn(infergate_report::report::console::render_progress(
-        rx, cells,
-    ));
+    let done = tokio::spawn(render_progress(rx, cells));
     ProgressSink { events, done }
 }
 
 /// What GitHub reporting said, as workflow commands inside Actions.
-pub fn print_reporting(reporting: &[infergate_report::report::github::PublishOutcome]) {
+pub(crate) fn print_reporting(reporting: &[infergate_report::report::github::PublishOutcome]) {
     for r in reporting {
         r.print(super::in_actions());
     }
@@ -203,7 +195,7 @@ pub fn print_reporting(reporting: &[infergate_report::report::github::PublishOut
 
 /// The verdict table, then the matrix, on stdout: the answer comes first (and the last line,
 /// [`print_verdict`], says it again); `steps` gives the next steps their commands.
-pub fn print_tables(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
+pub(crate) fn print_tables(run: &GateRun, steps: &answer::StepContext) {
     // A gate that failed before any cell was measured (an engine that never started) has no
     // matrix to show: its error, printed last, says what happened, once.
     let measured = run.results.cells.iter().any(|c| c.has_window());
@@ -229,49 +221,43 @@ pub fn print_tables(run: &GateRun, steps: &infergate_schema::answer::StepContext
             .map(|_| "Measured (this run):".to_string()),
     };
     if let Some(h) = heading {
-        outln!("{}", infergate_report::report::console::wrap(&h, 2));
+        outln!("{}", wrap(&h, 2));
     }
-    outln!(
-        "{}",
-        infergate_report::report::console::render_matrix(&run.results)
-    );
+    outln!("{}", render_matrix(&run.results));
 }
 
 /// The last line: the error, or the verdict and the answer in words (the verdict table's first
 /// line: the console begins and ends with it), wrapped at the console's width.
-pub fn print_verdict(run: &GateRun, no_verdict: &str) {
+pub(crate) fn print_verdict(run: &GateRun, no_verdict: &str) {
     let line = match (&run.failure, &run.verdict) {
         (Some(f), _) => {
-            errln!(
-                "{}",
-                infergate_report::report::console::error_line(&f.to_string())
-            );
+            errln!("{}", error_line(&f.to_string()));
             return;
         }
         // The answer, then what fail-on made of it where the word alone would mislead.
         (None, Some(v)) => format!(
             "verdict: {} — {}{}",
-            infergate_schema::answer::gate_word(v.gate).1,
-            infergate_io::untrusted_text::console(&infergate_schema::answer::first_line(v)),
-            infergate_schema::answer::policy_note(v.gate, &run.ending)
+            answer::gate_word(v.gate).1,
+            inert(&answer::first_line(v)),
+            answer::policy_note(v.gate, &run.ending)
                 .map(|note| format!("; {note}"))
                 .unwrap_or_default()
         ),
         (None, None) => format!("verdict: {no_verdict}"),
     };
-    errln!("{}", infergate_report::report::console::wrap(&line, 2));
+    errln!("{}", wrap(&line, 2));
 }
 
 /// Everything `run` prints after the gate.
-fn print_run(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
+fn print_run(run: &GateRun, steps: &answer::StepContext) {
     for w in &run.warnings {
         super::say("warning", w);
     }
     if let Some(a) = &run.adaptive {
         errln!(
             "adaptive: {} on {}, {:.1} s extra; stopped: {}",
-            infergate_schema::answer::plural(a.rounds, "extra round"),
-            infergate_schema::answer::plural(a.remeasured, "leaning cell"),
+            answer::plural(a.rounds, "extra round"),
+            answer::plural(a.remeasured, "leaning cell"),
             a.extra_s,
             a.stop_reason.map_or_else(String::new, |s| s.to_string())
         );
@@ -280,12 +266,7 @@ fn print_run(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
     for n in &run.notices {
         super::say("notice", n);
     }
-    if let Some(line) = run
-        .results
-        .telemetry
-        .as_ref()
-        .and_then(infergate_report::report::console::telemetry_line)
-    {
+    if let Some(line) = run.results.telemetry.as_ref().and_then(telemetry_line) {
         errln!("{line}");
     }
     // No engine log when the gate stopped before booting one (a store it cannot read).
@@ -303,24 +284,21 @@ fn print_run(run: &GateRun, steps: &infergate_schema::answer::StepContext) {
             String::new()
         }
     );
-    errln!("{}", infergate_report::report::console::wrap(&files, 2));
+    errln!("{}", wrap(&files, 2));
     if let Some(c) = &run.confirmation {
         let files = format!(
             "confirmation boot: results {} · engine log: {}",
             c.results.display(),
             c.engine_log.display()
         );
-        errln!("{}", infergate_report::report::console::wrap(&files, 2));
+        errln!("{}", wrap(&files, 2));
     }
     for b in &run.baseline {
         let line = match b {
             BaselineUpdate::Added(path) => format!("baseline: run added as {}", path.display()),
-            BaselineUpdate::NotUpdated(why) => format!(
-                "baseline: not updated: {}",
-                infergate_io::untrusted_text::console(why)
-            ),
+            BaselineUpdate::NotUpdated(why) => format!("baseline: not updated: {}", inert(why)),
         };
-        errln!("{}", infergate_report::report::console::wrap(&line, 2));
+        errln!("{}", wrap(&line, 2));
     }
     print_reporting(&run.reporting);
     print_verdict(run, "no baseline — results recorded, the gate passes");

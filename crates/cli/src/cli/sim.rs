@@ -99,19 +99,17 @@ fn slowdown(value: &str) -> Result<f64, String> {
 }
 
 /// Builds the simulator options from the flags; errors are usage errors (exit 2).
-pub fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
+pub(crate) fn options_from_args(args: &SimArgs) -> anyhow::Result<SimOptions> {
+    let path = Path::new(&args.profile);
     let profile = match SimProfile::named(&args.profile) {
         Some(p) => p,
+        None if path.exists() => SimProfile::load(path).map_err(|e| usage(e.to_string()))?,
         None => {
-            let path = Path::new(&args.profile);
-            if !path.exists() {
-                return Err(usage(format!(
-                    "--profile `{}` is neither a built-in profile ({}) nor an existing file",
-                    args.profile,
-                    SimProfile::names().join(", ")
-                )));
-            }
-            SimProfile::load(path).map_err(|e| usage(e.to_string()))?
+            return Err(usage(format!(
+                "--profile `{}` is neither a built-in profile ({}) nor an existing file",
+                args.profile,
+                SimProfile::names().join(", ")
+            )));
         }
     };
     let mut opts = SimOptions::new(profile);

@@ -77,12 +77,10 @@ impl EngineBoot for InProcessSim {
                 .build()
                 .map_err(|e| EngineError::InProcess(format!("its runtime: {e}")))?;
             let bind = SocketAddr::from(([127, 0, 0, 1], 0));
-            let started_server = runtime.spawn(infergate_sim::sim::start(opts, bind)).await;
-            let server = match started_server {
-                Ok(Ok(server)) => server,
-                Ok(Err(e)) => return Err(EngineError::InProcess(e.to_string())),
-                Err(e) => return Err(EngineError::InProcess(e.to_string())),
-            };
+            let in_process = |e: &dyn std::fmt::Display| EngineError::InProcess(e.to_string());
+            let server = (runtime.spawn(infergate_sim::sim::start(opts, bind)).await)
+                .map_err(|e| in_process(&e))?
+                .map_err(|e| in_process(&e))?;
             launch.base_url = server.url();
             write_log(&launch, &format!("{line} listening on {}\n", server.url()))?;
             let (exit_tx, exit_rx) = watch::channel(None);

@@ -6,7 +6,8 @@
 use anyhow::Context;
 
 use infergate_eval::eval::gate::{
-    Condition, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome, grid, run_eval,
+    Condition, ConditionOutcome, EvalConfig, EvalReport, NoiseSpec, Scenario, ScenarioOutcome,
+    grid, run_eval,
 };
 use infergate_eval::eval::latency::{LatencyEval, LatencyOutcome, latency_eval};
 use infergate_eval::eval::layers::{LayerOutcome, layer_plants};
@@ -108,7 +109,6 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         }
     };
     rule.validate().map_err(|e| usage(e.to_string()))?;
-    let confirm = !args.no_confirm;
     // The flags are checked whether or not `--custom` uses them: a bad one is an error.
     let noise = custom_noise(&args)?;
     let conditions = if args.custom {
@@ -123,7 +123,7 @@ pub async fn execute(args: StatsEvalArgs) -> anyhow::Result<GateExit> {
         trials: args.trials,
         seed: args.seed,
         history: args.history,
-        confirm,
+        confirm: !args.no_confirm,
         conditions,
         rule,
     };
@@ -233,37 +233,32 @@ fn render_latency(l: &LatencyEval) -> String {
             pct(o.second_boot_rate),
         )
     };
-    let mut out = String::from("\n\n");
-    out.push_str(&wrap(
+    let heading = wrap(
         &format!(
             "Latency on a busy host ({}-run history; the candidate's two boots differ by up to {:.0}% in latency alone, throughput unchanged; TTFT, ITL and per-user tok/s decided by the two-boot plan):",
             l.history,
             100.0 * l.runner.busy_max
         ),
         0,
-    ));
-    for o in [&l.aa, &l.aa_gated, &l.slower, &l.itl_p99_doubled] {
-        out.push('\n');
-        out.push_str(&wrap(&format!("- {}", row(o)), 2));
-    }
-    out.push_str(&format!(
-        "\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
+    );
+    let rows: String = [&l.aa, &l.aa_gated, &l.slower, &l.itl_p99_doubled]
+        .map(|o| format!("\n{}", wrap(&format!("- {}", row(o)), 2)))
+        .concat();
+    format!(
+        "\n\n{heading}{rows}\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
         if l.target_met { "met" } else { "MISSED" }
-    ));
-    out
+    )
 }
 
 /// The layers' plants: per runner and plant, how often the gate said regression, named the
 /// planted layer, and named a layer the plant did not change.
 fn render_layers(layers: &[LayerOutcome], trials: usize) -> String {
-    let mut out = String::from("\n");
-    out.push_str(&wrap(
+    let heading = wrap(
         &format!(
             "Layers (the default rule, {trials} gates each; a prefill context and the burst scatter as a cell does): the planted change found (gate regression) and named (the planted layer regressed) in % of gates [Wilson 95%], and another layer named:"
         ),
         0,
-    ));
-    out.push('\n');
+    );
     let mut t = fitted_table(vec![
         "runner",
         "plant",
@@ -285,9 +280,12 @@ fn render_layers(layers: &[LayerOutcome], trials: usize) -> String {
             format!("{:.1}", 100.0 * o.other_rate),
         ]);
     }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    out
+    format!("\n{heading}\n{t}\n")
+}
+
+/// The outcome of scenario `s` on one runner.
+fn outcome(c: &ConditionOutcome, s: Scenario) -> Option<&ScenarioOutcome> {
+    c.scenarios.iter().find(|x| x.scenario == s)
 }
 
 fn pct(x: f64) -> String {
@@ -302,7 +300,7 @@ fn with_interval(rate: f64, trials: usize) -> String {
 
 /// The text report at 100 columns: clean gates per runner (how often each alarmed, passed, and
 /// which test alarmed), then regressions found per runner, then the targets.
-pub fn render_text(r: &EvalReport) -> String {
+fn render_text(r: &EvalReport) -> String {
     let g = NoiseSpec::gate_runner();
     let mut out = wrap(
         &format!(
@@ -371,8 +369,7 @@ fn clean_table(r: &EvalReport) -> String {
         "-5% found after a pass",
     ]);
     for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
-        let Some(aa) = o(Scenario::AA) else {
+        let Some(aa) = outcome(c, Scenario::AA) else {
             continue;
         };
         let a = &aa.alarms;
@@ -388,7 +385,7 @@ fn clean_table(r: &EvalReport) -> String {
                 100.0 * a.matrix,
                 100.0 * a.capacity
             ),
-            o(Scenario::Uniform(-0.05))
+            outcome(c, Scenario::Uniform(-0.05))
                 .and_then(|x| x.found_when_aa_passed)
                 .map_or_else(
                     || "no A/A passed".to_string(),
@@ -413,14 +410,13 @@ fn found_table(r: &EvalReport) -> String {
         "cell -10%",
     ]);
     for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
         let rate = |s: Scenario| {
-            o(s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
+            outcome(c, s).map_or_else(String::new, |x| with_interval(x.regression_rate, r.trials))
         };
         found.add_row(vec![
             c.condition.clone(),
             rate(Scenario::Uniform(-0.05)),
-            o(Scenario::Uniform(-0.05))
+            outcome(c, Scenario::Uniform(-0.05))
                 .map_or_else(String::new, |x| format!("{:.2}", x.mean_boots)),
             rate(Scenario::Row(-0.07)),
             rate(Scenario::SingleCell(-0.10)),
@@ -439,11 +435,7 @@ fn single_cell_table(r: &EvalReport) -> String {
         "boots",
     ]);
     for c in &r.conditions {
-        if let Some(x) = c
-            .scenarios
-            .iter()
-            .find(|x| x.scenario == Scenario::SingleCell(-0.10))
-        {
+        if let Some(x) = outcome(c, Scenario::SingleCell(-0.10)) {
             single.add_row(vec![
                 c.condition.clone(),
                 with_interval(x.regression_rate, r.trials),
@@ -460,8 +452,7 @@ fn single_cell_table(r: &EvalReport) -> String {
 /// documented defaults (one boot), then at the gate's A/A rate with a second boot only when
 /// the first alarms; and where a rule at the gate's rate finds more than the gate.
 fn peer_table(r: &EvalReport) -> String {
-    let mut out = String::from("\n");
-    out.push_str(&wrap(
+    let heading = wrap(
         "Peers on the same trials, in % of gates: alarms (the gate: regression) on A/A, a \
          uniform -5% and one cell -10%, and how often that cell's gate was green (no alarm; the \
          gate: pass). Each rule at its documented defaults (one boot), then '= gate': with the \
@@ -470,8 +461,7 @@ fn peer_table(r: &EvalReport) -> String {
          the gate did, when the same cell (or the mean) crosses a second threshold on both \
          boots. Boots per A/A gate. docs/statistics.md \"Peers\" has the sources.",
         0,
-    ));
-    out.push('\n');
+    );
     let mut table = fitted_table(vec![
         "runner: rule",
         "threshold",
@@ -483,11 +473,10 @@ fn peer_table(r: &EvalReport) -> String {
     ]);
     let mut wins = Vec::new();
     for c in &r.conditions {
-        let o = |s: Scenario| c.scenarios.iter().find(|x| x.scenario == s);
         let (Some(aa), Some(uniform), Some(single)) = (
-            o(Scenario::AA),
-            o(Scenario::Uniform(-0.05)),
-            o(Scenario::SingleCell(-0.10)),
+            outcome(c, Scenario::AA),
+            outcome(c, Scenario::Uniform(-0.05)),
+            outcome(c, Scenario::SingleCell(-0.10)),
         ) else {
             continue;
         };
@@ -541,8 +530,6 @@ fn peer_table(r: &EvalReport) -> String {
             }
         }
     }
-    out.push_str(&table.to_string());
-    out.push('\n');
     let verdict = if wins.is_empty() {
         "no rule at the gate's A/A rate finds more than the gate (Wilson 95% intervals apart)."
             .to_string()
@@ -552,9 +539,8 @@ fn peer_table(r: &EvalReport) -> String {
             wins.join("; ")
         )
     };
-    out.push_str(&wrap(&format!("Where a peer wins: {verdict}"), 2));
-    out.push('\n');
-    out
+    let verdict = wrap(&format!("Where a peer wins: {verdict}"), 2);
+    format!("\n{heading}\n{table}\n{verdict}\n")
 }
 
 #[cfg(test)]
