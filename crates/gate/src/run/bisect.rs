@@ -39,7 +39,7 @@ use infergate_model::stats::bisect::{
 };
 use infergate_schema::results::{CellStatus, Event, EventKind, RunResults};
 
-use super::gate::{Progress, setup};
+use super::gate::{Progress, Setup, setup};
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
 /// Confidence of the check that good and bad differ at all (the culprit's is `[bisect]
@@ -107,13 +107,13 @@ pub(crate) fn rev_problem(rev: &str) -> Option<&'static str> {
 
 /// The commit `rev` names in the git repository at `workdir`, if git is there and knows it
 /// (`rev` passed [`rev_problem`]: it cannot be read as an option).
-fn resolve_commit(workdir: &std::path::Path, rev: &str) -> Option<String> {
+fn resolve_commit(workdir: &Path, rev: &str) -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "--verify", "--quiet"])
         .arg(format!("{rev}^{{commit}}"))
         .current_dir(workdir)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
         .output()
         .ok()?;
     let sha = String::from_utf8(out.stdout).ok()?.trim().to_string();
@@ -480,20 +480,18 @@ impl BisectPlan {
         Ok(last.to_string())
     }
 
-    /// Builds all (or reuses the build), boots and measures `suite`; writes the boot's
+    /// Builds `rev` (or reuses its build), boots and measures the suite; writes the boot's
     /// results. Returns the boot record and its results (when the boot measured).
-    #[allow(clippy::too_many_arguments)]
     async fn boot(
         &self,
         ctx: &mut Ctx,
         rev: &str,
         role: BootRole,
-        suite: &SuiteConfig,
         cached_build: Option<String>,
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> (BisectBoot, Option<RunResults>) {
-        let number = ctx.boots.len() as u32 + 1;
+        let (number, suite) = (ctx.boots.len() as u32 + 1, &self.suite);
         let mut boot = BisectBoot {
             boot: number,
             rev: rev.to_string(),
@@ -536,8 +534,8 @@ impl BisectPlan {
                 engine: &engine,
                 model: self.config.model.as_deref(),
                 suite,
-                hardware: ctx.hardware.clone(),
-                telemetry: ctx.telemetry.clone(),
+                hardware: ctx.env.hardware.clone(),
+                telemetry: ctx.env.telemetry.clone(),
                 engine_args: &self.engine_args,
                 log_path,
                 log_tail_lines: self.config.report.log_tail_lines,
@@ -562,11 +560,8 @@ impl BisectPlan {
             .filter(|c| c.status == CellStatus::Ok)
             .count();
         let name = format!("results-{number:02}.json");
-        match serde_json::to_string_pretty(&measured.results)
-            .map_err(std::io::Error::other)
-            .and_then(|body| {
-                infergate_io::fsio::write_durable(&self.out.join(&name), body.as_bytes())
-            }) {
+        let body = serde_json::to_string_pretty(&measured.results);
+        match super::outputs::write_json(&self.out.join(&name), body) {
             Ok(()) => boot.results = Some(name),
             Err(e) => ctx.warnings.push(format!("cannot write {name}: {e}")),
         }
@@ -575,28 +570,25 @@ impl BisectPlan {
         (boot, results)
     }
 
-    /// Lists, builds, boots and halves until the first bad commit is found or the bisection
-    /// cannot go on (a failed build or boot, an answer that stays uncertain, cancellation).
     /// Boots `rev`, records the boot, and returns its results: a boot that measured nothing
     /// ends the bisection with the boot's own failure.
-    #[allow(clippy::too_many_arguments)]
     async fn measured_boot(
         &self,
         ctx: &mut Ctx,
         rev: &str,
         role: BootRole,
-        cached_build: Option<String>,
         progress: Progress<'_>,
         cancel: &CancellationToken,
-    ) -> Result<(RunResults, Option<String>), String> {
-        let (boot, results) = self
-            .boot(ctx, rev, role, &self.suite, cached_build, progress, cancel)
-            .await;
+    ) -> Result<RunResults, String> {
+        // A revision built before is not built again.
+        let cached = (ctx.boots.iter())
+            .filter(|b| b.rev == rev)
+            .find_map(|b| b.build.clone());
+        let (boot, results) = self.boot(ctx, rev, role, cached, progress, cancel).await;
         let failure = boot.failure.clone();
-        let build = boot.build.clone();
         ctx.boots.push(boot);
         match results {
-            Some(run) => Ok((run, build)),
+            Some(run) => Ok(run),
             None => Err(format!(
                 "the {} revision {rev} could not be measured: {}",
                 role.as_str(),
@@ -636,8 +628,7 @@ impl BisectPlan {
             }
         };
         let mut ctx = Ctx {
-            hardware: env.hardware,
-            telemetry: env.telemetry,
+            env,
             boots: Vec::new(),
             warnings: Vec::new(),
             bad_revision: false,
@@ -659,6 +650,8 @@ impl BisectPlan {
         run
     }
 
+    /// Lists, builds, boots and halves until the first bad commit is found or the bisection
+    /// cannot go on (a failed build or boot, an answer that stays uncertain, cancellation).
     async fn bisect(
         &self,
         ctx: &mut Ctx,
@@ -692,7 +685,6 @@ impl BisectPlan {
         let mut reference: Option<RunResults> = None;
         // The first two boots of each end: the per-cell evidence (`cells`).
         let (mut goods, mut bads) = (Vec::new(), Vec::new());
-        let mut builds: BTreeMap<String, String> = BTreeMap::new();
         loop {
             rank_suspects(&search.posterior(), &commits, record);
             let Some(plan) = self.next_boots(search.decide(), &commits, record)? else {
@@ -705,18 +697,9 @@ impl BisectPlan {
                     Some(i) if i == bad_index => (self.bad.clone(), BootRole::Bad),
                     Some(i) => (commits[i].clone(), BootRole::Step),
                 };
-                let cached = builds.get(&rev).cloned().or_else(|| {
-                    ctx.boots
-                        .iter()
-                        .find(|b| b.rev == rev && b.build.is_some())
-                        .and_then(|b| b.build.clone())
-                });
-                let (run, build) = self
-                    .measured_boot(ctx, &rev, role, cached, progress, cancel)
+                let run = self
+                    .measured_boot(ctx, &rev, role, progress, cancel)
                     .await?;
-                if let Some(b) = build {
-                    builds.insert(rev.clone(), b);
-                }
                 let reference = reference.get_or_insert_with(|| run.clone());
                 let Some(value) = matrix_value(&run, reference) else {
                     return Err(format!(
@@ -787,9 +770,7 @@ impl BisectPlan {
     /// Writes `bisect.json` (atomically).
     fn finish(&self, record: BisectRecord, warnings: Vec<String>) -> BisectRun {
         let path = self.out.join(RECORD_FILE);
-        let written = serde_json::to_string_pretty(&record)
-            .map_err(std::io::Error::other)
-            .and_then(|body| infergate_io::fsio::write_durable(&path, body.as_bytes()));
+        let written = super::outputs::write_json(&path, serde_json::to_string_pretty(&record));
         let (record_path, write_error) = match written {
             Ok(()) => (Some(path), None),
             Err(e) => (None, Some(format!("writing {}: {e}", path.display()))),
@@ -893,8 +874,7 @@ fn step_of(
 
 /// What the boots share: the machine's fingerprint and telemetry, the boots so far.
 struct Ctx {
-    hardware: infergate_schema::results::HardwareFingerprint,
-    telemetry: Result<std::sync::Arc<infergate_telemetry::telemetry::NvmlSampler>, String>,
+    env: Setup,
     boots: Vec<BisectBoot>,
     warnings: Vec<String>,
     /// `revs` printed a line that is no revision.

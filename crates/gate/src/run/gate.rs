@@ -296,7 +296,10 @@ pub enum GateFailure {
     #[error("comparison with the baseline failed: {0}")]
     Comparison(GateError),
     /// The confirmation boot could not be measured.
-    #[error("the confirmation boot failed: {}", why_not_measured(.0.as_ref()))]
+    #[error(
+        "the confirmation boot failed: {}",
+        .0.as_ref().map_or_else(|| "no reason given".into(), RunFailure::message)
+    )]
     ConfirmationBoot(Option<RunFailure>),
     /// Comparing both boots with the baseline failed.
     #[error("comparison of both boots with the baseline failed: {0}")]
@@ -327,11 +330,6 @@ impl GateFailure {
             GateFailure::NotABaseline(_) => GateFailureKind::NotABaseline,
         }
     }
-}
-
-/// A boot's failure in words, or that it gave none.
-fn why_not_measured(failure: Option<&RunFailure>) -> String {
-    failure.map_or_else(|| "no reason given".into(), RunFailure::message)
 }
 
 /// What the measurement and decision steps hand to the common epilogue.
@@ -583,7 +581,8 @@ impl GatePlan {
                 // else it is created complete at the end. A cancel during the request is
                 // honoured at once (the request is dropped; the check, if GitHub created
                 // it, is completed at the end or by the stale-check cleanup).
-                if let (Some(r), Some(name)) = (reporter.as_mut(), self.predicted_check(&setup)) {
+                if let (Some(r), Some(key)) = (reporter.as_mut(), self.predicted_key(&setup)) {
+                    let name = check_name(&key, &self.suite.name);
                     tokio::select! {
                         biased;
                         _ = cancel.cancelled() => {}
@@ -619,11 +618,6 @@ impl GatePlan {
                 Err(abort(error, reporting))
             }
         }
-    }
-
-    fn predicted_check(&self, setup: &Setup) -> Option<String> {
-        let key = self.predicted_key(setup)?;
-        Some(check_name(&key, &self.suite.name))
     }
 
     /// The profile key the run will have, when engine and model are configured (else it is
@@ -689,9 +683,9 @@ impl GatePlan {
                 if plan.max_rounds > 0
                     && let Some(live) = engine.live()
                 {
-                    let (judged, summary) = self.first_look_live(live, &rule, plan).await;
-                    live_judged = Some(judged);
-                    adaptive_summary = summary;
+                    let judged = self.first_look_live(live, &rule, plan).await;
+                    adaptive_summary = judged.as_ref().ok().and_then(|(_, s)| s.clone());
+                    live_judged = Some(judged.map(|(first, _)| first));
                 }
                 engine.stop().await
             }
@@ -716,21 +710,21 @@ impl GatePlan {
         }
 
         // What the judge asked for after the first boot: its verdict, or a second boot.
-        let mut verdict = None;
-        let mut confirmation = None;
-        if let (Some((judge, next)), None) = (judging, &failure) {
-            let second = SecondBoot {
-                req: confirm_req,
-                log_path: &log_path,
-                progress,
-                boot_cells,
-            };
-            let after = after_first_look(judge, next, &mut results, second, cancel).await;
-            verdict = after.verdict;
-            confirmation = after.confirmation;
-            failure = after.failure;
-            warnings.extend(after.warning);
-        }
+        let after = match (judging, &failure) {
+            (Some((judge, next)), None) => {
+                let second = SecondBoot {
+                    req: confirm_req,
+                    log_path: &log_path,
+                    progress,
+                    boot_cells,
+                };
+                after_first_look(judge, next, &mut results, second, cancel).await
+            }
+            _ => AfterFirstLook::default(),
+        };
+        failure = failure.or(after.failure);
+        warnings.extend(after.warning);
+        let (verdict, confirmation) = (after.verdict, after.confirmation);
         warnings.extend(layout::clock_cautions(
             &results,
             confirmation.as_ref().map(|c| &c.results),
@@ -811,24 +805,15 @@ impl GatePlan {
         live: Live<'_>,
         rule: &DecisionRule,
         plan: Plan,
-    ) -> (Result<FirstLook, GateError>, Option<AdaptiveSummary>) {
-        let mut first = match first_look(live.results, &self.baseline_dir, rule, plan) {
-            Ok(first) => first,
-            Err(e) => return (Err(e), None),
+    ) -> Result<(FirstLook, Option<AdaptiveSummary>), GateError> {
+        let FirstLook { loaded, judging } =
+            first_look(live.results, &self.baseline_dir, rule, plan)?;
+        let Some((mut judge, asked)) = judging else {
+            return Ok((FirstLook { loaded, judging }, None));
         };
-        let Some((judge, next)) = first.judging.as_mut() else {
-            return (Ok(first), None);
-        };
-        let asked = std::mem::replace(
-            next,
-            Next::Remeasure {
-                round: 0,
-                cells: Vec::new(),
-            },
-        );
         let (session, cancel, tx) = (live.session, live.cancel, live.emit);
-        let rounds = super::adaptive::measure_rounds(
-            judge,
+        let (next, spent) = super::adaptive::measure_rounds(
+            &mut judge,
             asked,
             &self.config.adaptive,
             live.est_cell_s,
@@ -843,22 +828,17 @@ impl GatePlan {
                 let _ = tx.send(e);
             },
         )
-        .await;
-        match rounds {
-            Ok((after, spent)) => {
-                *next = after;
-                super::adaptive::record_rounds(judge, &spent, live.results);
-                let r = judge.rounds();
-                let summary = (r.rounds > 0).then_some(AdaptiveSummary {
-                    rounds: r.rounds,
-                    remeasured: r.remeasured.len(),
-                    extra_s: spent.extra_s,
-                    stop_reason: r.stop_reason,
-                });
-                (Ok(first), summary)
-            }
-            Err(e) => (Err(e.into()), None),
-        }
+        .await?;
+        super::adaptive::record_rounds(&judge, &spent, live.results);
+        let r = judge.rounds();
+        let summary = (r.rounds > 0).then_some(AdaptiveSummary {
+            rounds: r.rounds,
+            remeasured: r.remeasured.len(),
+            extra_s: spent.extra_s,
+            stop_reason: r.stop_reason,
+        });
+        let judging = Some((judge, next));
+        Ok((FirstLook { loaded, judging }, summary))
     }
 
     /// `ab`: boot A and B alternately, fold each side's boots, compare pair by pair.
@@ -875,16 +855,9 @@ impl GatePlan {
         let boots = 2 * pairs as u64;
         let sink = progress(suite.cells() as u64 * suite.repetitions.max(1) as u64 * boots);
         let req = AbRequest {
-            boot: self.boot.as_ref(),
+            base: self.measure_request(setup, Path::new("")),
             ab,
-            model: self.config.model.as_deref(),
-            suite,
-            hardware: setup.hardware,
-            telemetry: setup.telemetry,
-            engine_args: &self.engine_args,
             log_dir: self.out.clone(),
-            log_tail_lines: self.config.report.log_tail_lines,
-            labels: self.labels.clone(),
             pairs,
         };
         let measured = run_ab(req, sink.events, cancel.clone()).await;
@@ -893,21 +866,14 @@ impl GatePlan {
         let b_side = fold_side(&measured.b);
         let a_side = fold_side(&measured.a);
         let results = b_side.clone().or_else(|| a_side.clone())?;
-        let verdict = if failure.is_none() {
-            match infergate_model::stats::paired_compare(
-                &measured.a,
-                &measured.b,
-                &self.config.thresholds.rule,
-            ) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    failure = Some(GateFailure::Paired(e));
-                    None
-                }
+        let mut verdict = None;
+        if failure.is_none() {
+            let rule = &self.config.thresholds.rule;
+            match infergate_model::stats::paired_compare(&measured.a, &measured.b, rule) {
+                Ok(v) => verdict = Some(v),
+                Err(e) => failure = Some(GateFailure::Paired(e)),
             }
-        } else {
-            None
-        };
+        }
         let command = |side: &Option<RunResults>| {
             side.as_ref()
                 .and_then(|r| r.engine.command.clone())
@@ -1081,13 +1047,12 @@ impl GatePlan {
             _ => None,
         };
         if let Some((path, run)) = &side {
-            serde_json::to_string_pretty(run)
-                .map_err(std::io::Error::other)
-                .and_then(|body| infergate_io::fsio::write_durable(path, body.as_bytes()))
-                .map_err(|source| AbortError::WriteFile {
+            super::outputs::write_json(path, serde_json::to_string_pretty(run)).map_err(
+                |source| AbortError::WriteFile {
                     path: path.display().to_string(),
                     source,
-                })?;
+                },
+            )?;
         }
         Ok(())
     }
@@ -1154,24 +1119,21 @@ impl GatePlan {
                 update_baseline: true
             }
         );
-        let worthy: Vec<Result<(), String>> = if update_baseline {
+        let failed = d.failure.is_some();
+        let candidates = if update_baseline {
             d.baseline_candidates()
-                .into_iter()
-                .map(|run| baseline_worthy(run, d.failure.is_some()))
-                .collect()
         } else {
             Vec::new()
         };
-        if d.failure.is_none() {
-            let refused = d
-                .baseline_candidates()
-                .into_iter()
-                .zip(&worthy)
-                .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
-                .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
-            if let Some(why) = refused {
-                d.failure = Some(GateFailure::NotABaseline(why));
-            }
+        let worthy: Vec<_> = candidates
+            .iter()
+            .map(|run| baseline_worthy(run, failed))
+            .collect();
+        let refused = (candidates.iter().zip(&worthy))
+            .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
+            .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
+        if let (Some(why), false) = (refused, failed) {
+            d.failure = Some(GateFailure::NotABaseline(why));
         }
         // "Nothing compared, the gate passes" only where it does.
         if d.failure.is_none() {
@@ -1262,6 +1224,7 @@ struct SecondBoot<'a, 'r> {
 
 /// The judge's verdict after its first look, the confirmation boot where it took one, the
 /// failure where a step failed, and the second boot's teardown warning.
+#[derive(Default)]
 struct AfterFirstLook {
     verdict: Option<ComparisonReport>,
     confirmation: Option<MeasuredRun>,
@@ -1279,78 +1242,54 @@ async fn after_first_look(
     boot: SecondBoot<'_, '_>,
     cancel: &CancellationToken,
 ) -> AfterFirstLook {
-    let SecondBoot {
-        req: confirm_req,
-        log_path,
-        progress,
-        boot_cells,
-    } = boot;
-    let mut failure = None;
-    let mut confirmation = None;
-    let mut warning = None;
-    let mut verdict = None;
+    let mut after = AfterFirstLook::default();
     let next = match next {
         Next::BootAgain { reason } if !cancel.is_cancelled() => {
-            let sink = progress(boot_cells);
-            let mut req = confirm_req;
-            req.log_path = super::confirm::confirm_log_path(log_path);
+            let sink = (boot.progress)(boot.boot_cells);
+            let mut req = boot.req;
+            req.log_path = super::confirm::confirm_log_path(boot.log_path);
             let second =
                 super::confirm::confirm_boot(results, &reason, req, sink.events, cancel.clone())
                     .await;
             let _ = sink.done.await;
-            warning =
+            after.warning =
                 (second.stop.as_ref()).and_then(|s| s.survivors_warning("the confirmation boot"));
             let next = match &second.failure {
-                Some(why) => {
-                    failure = Some(GateFailure::ConfirmationBoot(Some(why.clone())));
-                    None
-                }
-                None => match judge.look(Evidence::SecondBoot {
-                    runs: vec![second.results.clone()],
-                    name: super::confirm::CONFIRM_RESULTS.into(),
-                }) {
-                    Ok(next) => Some(next),
-                    Err(e) => {
-                        failure = Some(GateFailure::Confirmation(e.into()));
-                        None
-                    }
-                },
+                Some(why) => Err(GateFailure::ConfirmationBoot(Some(why.clone()))),
+                None => judge
+                    .look(Evidence::SecondBoot {
+                        runs: vec![second.results.clone()],
+                        name: super::confirm::CONFIRM_RESULTS.into(),
+                    })
+                    .map_err(|e| GateFailure::Confirmation(e.into())),
             };
-            confirmation = Some(second);
+            after.confirmation = Some(second);
             next
         }
-        Next::BootAgain { .. } => {
-            // Cancelled before the second boot the verdict needs: not decided.
-            failure = Some(GateFailure::Measurement(RunFailure::Cancelled));
-            None
-        }
-        next => Some(next),
+        // Cancelled before the second boot the verdict needs: not decided.
+        Next::BootAgain { .. } => Err(GateFailure::Measurement(RunFailure::Cancelled)),
+        next => Ok(next),
     };
     match next {
-        Some(Next::Decided(report)) => {
-            if let Some(second) = confirmation.as_mut() {
+        Ok(Next::Decided(report)) => {
+            if let Some(second) = after.confirmation.as_mut() {
                 let e = Event::now(
                     EventKind::ConfirmationDone,
                     format!("both boots compared: {}", report.gate.as_str()),
                 );
                 second.results.events.push(e);
             }
-            verdict = Some(*report);
+            after.verdict = Some(*report);
         }
-        Some(other) => {
+        Ok(other) => {
             let why = format!("the judge asked for {other:?} after its last look");
-            failure = Some(GateFailure::Comparison(
+            after.failure = Some(GateFailure::Comparison(
                 infergate_model::stats::StatsError::OutOfTurn(why).into(),
             ));
         }
-        None => {}
+        Err(failure) => after.failure = Some(failure),
     }
-    AfterFirstLook {
-        verdict,
-        confirmation,
-        failure,
-        warning,
-    }
+    after
 }
 
 #[cfg(test)]

@@ -146,7 +146,7 @@ pub fn unmeasured_results(
     let model = req.model.unwrap_or("unknown").to_string();
     let matrix = req.suite.matrix_spec(&model);
     let engine_name = req.engine.name.clone().unwrap_or_else(|| "unknown".into());
-    let first_line = reason.lines().next().unwrap_or(reason).to_string();
+    let first_line = reason.lines().next().unwrap_or(reason);
     let now = chrono::Utc::now();
     RunResults {
         schema_version: infergate_schema::results::SCHEMA_VERSION,
@@ -160,7 +160,7 @@ pub fn unmeasured_results(
         started_at: now,
         finished_at: Some(now),
         status,
-        status_reason: Some(first_line.clone()),
+        status_reason: Some(first_line.to_string()),
         profile: ProfileKey::derive(req.hardware.clone(), &engine_name, &model, &matrix),
         engine: EngineIdentity {
             name: engine_name,
@@ -171,10 +171,8 @@ pub fn unmeasured_results(
             .contexts
             .iter()
             .flat_map(|&l| {
-                let first_line = first_line.clone();
-                matrix.concurrency.iter().map(move |&c| {
-                    CellResult::unmeasured(c, l, CellStatus::Error, first_line.clone())
-                })
+                (matrix.concurrency.iter())
+                    .map(move |&c| CellResult::unmeasured(c, l, CellStatus::Error, first_line))
             })
             .collect(),
         matrix,
@@ -611,16 +609,14 @@ impl<'a> LiveEngine<'a> {
             .telemetry_summary
             .or_else(|| self.sampler.as_ref().map(|s| s.summary()));
         results.finished_at = Some(chrono::Utc::now());
-        let mut all_events = std::mem::take(&mut results.events);
         if let Ok(l) = log.lock() {
             for e in l.iter() {
-                if !all_events.contains(e) {
-                    all_events.push(e.clone());
+                if !results.events.contains(e) {
+                    results.events.push(e.clone());
                 }
             }
         }
-        all_events.sort_by_key(|e| e.at);
-        results.events = all_events;
+        results.events.sort_by_key(|e| e.at);
         redacted(MeasuredRun {
             results,
             failure,
@@ -696,26 +692,19 @@ fn settle_failure(results: &mut RunResults, failure: &mut Option<RunFailure>, ta
             results.status = RunStatus::Cancelled;
             results.status_reason = Some("cancelled by SIGINT/SIGTERM".into());
         }
-        Some(RunFailure::EngineDied { status, .. }) => {
-            let reason = format!("engine exited with {status}");
-            for c in &mut results.cells {
-                let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
-                    && c.reason
-                        .as_deref()
-                        .is_some_and(|r| r.contains("cancelled") || r.starts_with("engine"));
-                if unfinished {
-                    c.status = CellStatus::Error;
-                    c.reason = Some(reason.clone());
+        Some(f @ (RunFailure::EngineDied { .. } | RunFailure::Unresponsive { .. })) => {
+            // The cells the stop left unfinished; a dead engine's own errors among them.
+            let (reason, died) = match f {
+                RunFailure::EngineDied { status, .. } => {
+                    (format!("engine exited with {status}"), true)
                 }
-            }
-            results.status = RunStatus::Partial;
-            results.status_reason = Some(reason);
-        }
-        Some(RunFailure::Unresponsive { .. }) => {
-            let reason = "engine unresponsive".to_string();
+                _ => ("engine unresponsive".to_string(), false),
+            };
             for c in &mut results.cells {
                 let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
-                    && c.reason.as_deref().is_some_and(|r| r.contains("cancelled"));
+                    && (c.reason.as_deref()).is_some_and(|r| {
+                        r.contains("cancelled") || (died && r.starts_with("engine"))
+                    });
                 if unfinished {
                     c.status = CellStatus::Error;
                     c.reason = Some(reason.clone());
