@@ -39,7 +39,7 @@ use infergate_model::stats::bisect::{
 };
 use infergate_schema::results::{CellStatus, Event, EventKind, RunResults};
 
-use super::gate::{Progress, Setup, setup};
+use super::gate::{Progress, Setup, boot_cells, setup};
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
 /// Confidence of the check that good and bad differ at all (the culprit's is `[bisect]
@@ -491,7 +491,7 @@ impl BisectPlan {
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> (BisectBoot, Option<RunResults>) {
-        let (number, suite) = (ctx.boots.len() as u32 + 1, &self.suite);
+        let number = ctx.boots.len() as u32 + 1;
         let mut boot = BisectBoot {
             boot: number,
             rev: rev.to_string(),
@@ -502,7 +502,7 @@ impl BisectPlan {
             boot_s: None,
             failure: None,
         };
-        let sink = progress((suite.cells() * suite.repetitions.max(1) as usize) as u64);
+        let sink = progress(boot_cells(&self.suite));
         let _ = sink.events.send(Event::now(
             EventKind::Notice,
             format!("boot {number}: {} {rev}: building", role.as_str()),
@@ -533,7 +533,7 @@ impl BisectPlan {
                 boot: self.boot.as_ref(),
                 engine: &engine,
                 model: self.config.model.as_deref(),
-                suite,
+                suite: &self.suite,
                 hardware: ctx.env.hardware.clone(),
                 telemetry: ctx.env.telemetry.clone(),
                 engine_args: &self.engine_args,

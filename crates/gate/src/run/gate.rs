@@ -521,11 +521,6 @@ impl GatePlan {
         })
     }
 
-    /// The plan of looks of the config (`[confirm]`, `[adaptive]`).
-    pub fn judge_plan(&self) -> Plan {
-        plan_of(&self.config)
-    }
-
     pub fn policy(&self) -> GatePolicy {
         GatePolicy::new(self.config.thresholds.fail_on)
     }
@@ -641,9 +636,6 @@ impl GatePlan {
     /// group is not known yet.
     fn unreadable_store(&self, setup: &Setup) -> Option<infergate_store::baseline::BaselineError> {
         let key = self.predicted_key(setup)?;
-        if !self.baseline_dir.exists() {
-            return None;
-        }
         let store =
             infergate_store::baseline::BaselineStore::open_existing(&self.baseline_dir).ok()?;
         store.load_current(&key, Some(&self.suite.name)).err()
@@ -658,20 +650,18 @@ impl GatePlan {
         cancel: &CancellationToken,
     ) -> Decided {
         let log_path = self.fresh_engine_log();
-        let suite = &self.suite;
-        let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
         let unreadable = self.unreadable_store(&setup);
         // The plan of looks, declared up front: the judge (`stats::judge`) decides; this
         // drives it with the live engine (rounds while it serves, a second boot on request).
         let rule = self.config.thresholds.rule.clone();
-        let plan = self.judge_plan();
+        let plan = plan_of(&self.config);
         let req = self.measure_request(setup, &log_path);
         if let Some(e) = unreadable {
             return not_measured(&req, GateFailure::Comparison(e.into()), log_path);
         }
         let mut confirm_req = req.clone();
         confirm_req.progress_file = Some(self.out.join(super::confirm::CONFIRM_RESULTS));
-        let sink = progress(boot_cells);
+        let sink = progress(boot_cells(&self.suite));
         // With rounds in the plan, the first look and the rounds are made while the engine
         // still serves; else after it stopped.
         let mut live_judged: Option<Result<FirstLook, GateError>> = None;
@@ -716,7 +706,6 @@ impl GatePlan {
                     req: confirm_req,
                     log_path: &log_path,
                     progress,
-                    boot_cells,
                 };
                 after_first_look(judge, next, &mut results, second, cancel).await
             }
@@ -760,9 +749,7 @@ impl GatePlan {
             Some(p) => self.config.base_dir.join(p),
             None => self.out.join("engine.log"),
         };
-        if log_path.exists() {
-            let _ = std::fs::remove_file(&log_path);
-        }
+        let _ = std::fs::remove_file(&log_path);
         log_path
     }
 
@@ -851,9 +838,7 @@ impl GatePlan {
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> Option<Decided> {
-        let suite = &self.suite;
-        let boots = 2 * pairs as u64;
-        let sink = progress(suite.cells() as u64 * suite.repetitions.max(1) as u64 * boots);
+        let sink = progress(boot_cells(&self.suite) * 2 * pairs as u64);
         let req = AbRequest {
             base: self.measure_request(setup, Path::new("")),
             ab,
@@ -905,35 +890,6 @@ impl GatePlan {
         })
     }
 
-    /// Posts the check, the comment and the job summary of a decided gate.
-    async fn report(
-        &self,
-        d: &Decided,
-        name: &str,
-        r: &mut GithubReporter,
-        reporting: &mut Vec<PublishOutcome>,
-    ) {
-        let input = PublishInput {
-            results: &d.results,
-            confirmation: d.confirmation(),
-            verdict: d.verdict.as_ref(),
-            cautions: &d.warnings,
-            history: &d.history,
-            config_path: (self.config.path != infergate_config::config::EMBEDDED_NAME)
-                .then(|| Path::new(&self.config.path)),
-            matrix_line: Some(self.suite.line as u32),
-            artifact_url: None,
-            failure: d.failure.as_ref().map(ToString::to_string),
-        };
-        reporting.push(r.publish(name, &input).await);
-        // A check started under a predicted name that turned out different (the engine
-        // reported another model, say) must not stay in progress.
-        if matches!(self.design, PlannedDesign::Baseline { .. }) {
-            let reason = format!("superseded: the results are reported as `{name}`");
-            reporting.push(r.complete_open_checks(Conclusion::Neutral, &reason).await);
-        }
-    }
-
     /// The epilogue both designs share: summary, outputs, baseline update, GitHub, ending.
     async fn finish(
         &self,
@@ -942,18 +898,12 @@ impl GatePlan {
         reporting: &mut Vec<PublishOutcome>,
         cancel: &CancellationToken,
     ) -> Result<GateRun, AbortError> {
-        // An A/B's check is its own: it must not replace the gate's check of the suite.
-        let check_suite = match &d.design {
-            DecidedDesign::Baseline { .. } => self.suite.name.clone(),
-            DecidedDesign::Ab { .. } => format!("{}-ab", self.suite.name),
-        };
-        let name = check_name(&d.results.profile.key, &check_suite);
         if let Some(v) = d.verdict.as_mut() {
             v.fail_on = Some(self.policy().fail_on);
             // The headline verdict.json stores: the reports' first line, written here.
             v.set_headline();
         }
-        let (update_baseline, worthy) = self.baseline_worthiness(&mut d);
+        let worthy = self.baseline_worthiness(&mut d);
         let failure = d.failure.as_ref().map(ToString::to_string);
         record_gate_failure(&mut d);
         let outcome = render::Outcome {
@@ -963,19 +913,26 @@ impl GatePlan {
             cautions: &d.warnings,
             policy: self.policy(),
         };
-        // The history chart is the store's: an A/B has none.
-        let chart = match &d.design {
-            DecidedDesign::Baseline { .. } => infergate_report::report::mermaid::throughput_chart(
-                &d.history,
-                &d.results,
-                d.confirmation(),
-                d.verdict.as_ref(),
-            ),
-            DecidedDesign::Ab { .. } => None,
+        // An A/B's check is its own: it must not replace the gate's check of the suite. The
+        // history chart is the store's: an A/B has none, and its own section instead.
+        let (check_suite, chart, section) = match &d.design {
+            DecidedDesign::Baseline { .. } => {
+                let chart = infergate_report::report::mermaid::throughput_chart(
+                    &d.history,
+                    &d.results,
+                    d.confirmation(),
+                    d.verdict.as_ref(),
+                );
+                (self.suite.name.clone(), chart, None)
+            }
+            DecidedDesign::Ab { section, .. } => {
+                (format!("{}-ab", self.suite.name), None, Some(section))
+            }
         };
+        let name = check_name(&d.results.profile.key, &check_suite);
         let mut summary_md =
             render::job_summary(&name, &outcome, &Links::default(), chart.as_deref());
-        if let DecidedDesign::Ab { section, .. } = &d.design {
+        if let Some(section) = section {
             summary_md.push('\n');
             summary_md.push_str(section);
         }
@@ -985,12 +942,8 @@ impl GatePlan {
             .map_err(AbortError::Write)?;
         self.write_side_results(&d)?;
 
-        // Baseline update: every complete boot of this run.
-        let baseline = if update_baseline {
-            self.add_to_store(&d, worthy)?
-        } else {
-            Vec::new()
-        };
+        // Baseline update (`--update-baseline`: else nothing is worthy): every complete boot.
+        let baseline = self.add_to_store(&d, worthy)?;
 
         // Report (never changes the ending), after teardown and the results.
         if let Some(r) = reporter.as_mut() {
@@ -1058,7 +1011,7 @@ impl GatePlan {
     }
 
     /// `--update-baseline`: adds every complete boot of this run that may become a baseline
-    /// to the store, and says why of each that may not.
+    /// to the store, and says why of each that may not (`worthy` is empty without it).
     fn add_to_store(
         &self,
         d: &Decided,
@@ -1079,8 +1032,9 @@ impl GatePlan {
         Ok(baseline)
     }
 
-    /// Reports to GitHub. After a cancel the runner's SIGKILL is seconds away: reporting
-    /// gets a short, fixed budget, and says where it stopped.
+    /// Posts the check, the comment and the job summary of a decided gate. After a cancel the
+    /// runner's SIGKILL is seconds away: reporting gets a short, fixed budget, and says where
+    /// it stopped.
     async fn publish(
         &self,
         d: &Decided,
@@ -1089,7 +1043,27 @@ impl GatePlan {
         reporting: &mut Vec<PublishOutcome>,
         cancel: &CancellationToken,
     ) {
-        let report = self.report(d, name, r, reporting);
+        let report = async {
+            let input = PublishInput {
+                results: &d.results,
+                confirmation: d.confirmation(),
+                verdict: d.verdict.as_ref(),
+                cautions: &d.warnings,
+                history: &d.history,
+                config_path: (self.config.path != infergate_config::config::EMBEDDED_NAME)
+                    .then(|| Path::new(&self.config.path)),
+                matrix_line: Some(self.suite.line as u32),
+                artifact_url: None,
+                failure: d.failure.as_ref().map(ToString::to_string),
+            };
+            reporting.push(r.publish(name, &input).await);
+            // A check started under a predicted name that turned out different (the engine
+            // reported another model, say) must not stay in progress.
+            if matches!(self.design, PlannedDesign::Baseline { .. }) {
+                let reason = format!("superseded: the results are reported as `{name}`");
+                reporting.push(r.complete_open_checks(Conclusion::Neutral, &reason).await);
+            }
+        };
         if !cancel.is_cancelled() {
             report.await;
             return;
@@ -1108,11 +1082,12 @@ impl GatePlan {
         }
     }
 
-    /// Whether this run updates the baseline, and whether each of its boots may become one.
+    /// Whether each boot this run adds to the baseline (none without `--update-baseline`) may
+    /// become one.
     /// `--update-baseline` on a run that cannot fails the gate (exit 3): a baseline that can
     /// never exist must not pass unnoticed night after night. Where nothing failed, "nothing
     /// compared, the gate passes" becomes a notice.
-    fn baseline_worthiness(&self, d: &mut Decided) -> (bool, Vec<Result<(), String>>) {
+    fn baseline_worthiness(&self, d: &mut Decided) -> Vec<Result<(), String>> {
         let update_baseline = matches!(
             self.design,
             PlannedDesign::Baseline {
@@ -1139,7 +1114,7 @@ impl GatePlan {
         if d.failure.is_none() {
             d.notices.extend(d.no_baseline.take());
         }
-        (update_baseline, worthy)
+        worthy
     }
 }
 
@@ -1172,6 +1147,11 @@ pub fn plan_of(config: &GateConfig) -> Plan {
             0
         },
     }
+}
+
+/// The cell measurements one boot of `suite` makes (the length of its progress display).
+pub(super) fn boot_cells(suite: &SuiteConfig) -> u64 {
+    (suite.cells() * suite.repetitions.max(1) as usize) as u64
 }
 
 /// Hardware fingerprint (detected, or pinned by `[profile] hardware`) and GPU telemetry.
@@ -1214,12 +1194,11 @@ fn not_measured(req: &MeasureRequest<'_>, failure: GateFailure, log_path: PathBu
 }
 
 /// What a second boot needs: its measure request, the first boot's log (the second's goes
-/// beside it), the progress display and the cells a boot measures.
+/// beside it) and the progress display.
 struct SecondBoot<'a, 'r> {
     req: MeasureRequest<'r>,
     log_path: &'a Path,
     progress: Progress<'a>,
-    boot_cells: u64,
 }
 
 /// The judge's verdict after its first look, the confirmation boot where it took one, the
@@ -1245,7 +1224,7 @@ async fn after_first_look(
     let mut after = AfterFirstLook::default();
     let next = match next {
         Next::BootAgain { reason } if !cancel.is_cancelled() => {
-            let sink = (boot.progress)(boot.boot_cells);
+            let sink = (boot.progress)(boot_cells(boot.req.suite));
             let mut req = boot.req;
             req.log_path = super::confirm::confirm_log_path(boot.log_path);
             let second =
@@ -1297,46 +1276,11 @@ mod tests {
     use super::*;
 
     /// Each failure says which step failed and why, in the words the console, the check and
-    /// the summary show.
+    /// the summary show; the kind the results' `gate_failure` record carries is its variant,
+    /// one to one, so a reader can decide on it without reading the sentence.
     #[test]
-    fn a_gate_failure_says_which_step_failed() {
-        let boot = || RunFailure::Boot("engine never became ready within 30 s".into());
-        let store = || {
-            GateError::Stats(infergate_model::stats::StatsError::InvalidRule(
-                "alpha must be in (0, 1)".into(),
-            ))
-        };
-        let said = [
-            (
-                GateFailure::Measurement(boot()),
-                "engine never became ready within 30 s",
-            ),
-            (
-                GateFailure::Comparison(store()),
-                "comparison with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
-            ),
-            (
-                GateFailure::ConfirmationBoot(Some(boot())),
-                "the confirmation boot failed: engine never became ready within 30 s",
-            ),
-            (
-                GateFailure::ConfirmationBoot(None),
-                "the confirmation boot failed: no reason given",
-            ),
-            (
-                GateFailure::Confirmation(store()),
-                "comparison of both boots with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
-            ),
-        ];
-        for (failure, words) in said {
-            assert_eq!(failure.to_string(), words);
-        }
-    }
-
-    /// The kind the results' `gate_failure` record carries is the failure's variant, one to
-    /// one, so a reader can decide on it without reading the sentence.
-    #[test]
-    fn a_gate_failure_names_its_kind_for_the_results() {
+    fn a_gate_failure_says_which_step_failed_and_names_its_kind() {
+        use {GateFailure as F, GateFailureKind as K};
         let boot = || RunFailure::Boot("engine never became ready within 30 s".into());
         let store = || {
             GateError::Stats(infergate_model::stats::StatsError::InvalidRule(
@@ -1344,34 +1288,50 @@ mod tests {
             ))
         };
         let paired = infergate_model::stats::PairedError::TooFewPairs { a: 1, b: 1 };
-        let kinds = [
+        let said = [
             (
-                GateFailure::Measurement(boot()),
-                GateFailureKind::Measurement,
+                F::Measurement(boot()),
+                K::Measurement,
+                "engine never became ready within 30 s",
             ),
             (
-                GateFailure::Comparison(store()),
-                GateFailureKind::Comparison,
+                F::Comparison(store()),
+                K::Comparison,
+                "comparison with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
             ),
             (
-                GateFailure::ConfirmationBoot(None),
-                GateFailureKind::ConfirmationBoot,
+                F::ConfirmationBoot(Some(boot())),
+                K::ConfirmationBoot,
+                "the confirmation boot failed: engine never became ready within 30 s",
             ),
             (
-                GateFailure::Confirmation(store()),
-                GateFailureKind::Confirmation,
-            ),
-            (GateFailure::Paired(paired), GateFailureKind::Paired),
-            (
-                GateFailure::NoBaseline("no baseline yet".into()),
-                GateFailureKind::NoBaseline,
+                F::ConfirmationBoot(None),
+                K::ConfirmationBoot,
+                "the confirmation boot failed: no reason given",
             ),
             (
-                GateFailure::NotABaseline("2 cells errored".into()),
-                GateFailureKind::NotABaseline,
+                F::Confirmation(store()),
+                K::Confirmation,
+                "comparison of both boots with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
+            ),
+            (
+                F::Paired(paired),
+                K::Paired,
+                "paired comparison failed: a paired comparison needs at least 2 complete pairs of boots (got 1 A and 1 B runs)",
+            ),
+            (
+                F::NoBaseline("no baseline yet".into()),
+                K::NoBaseline,
+                "no baseline yet",
+            ),
+            (
+                F::NotABaseline("2 cells errored".into()),
+                K::NotABaseline,
+                "2 cells errored",
             ),
         ];
-        for (failure, kind) in kinds {
+        for (failure, kind, words) in said {
+            assert_eq!(failure.to_string(), words);
             assert_eq!(failure.kind(), kind, "{failure}");
         }
     }

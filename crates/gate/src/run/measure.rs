@@ -325,6 +325,17 @@ impl<'a> LiveEngine<'a> {
     ) -> Result<LiveEngine<'a>, Box<MeasuredRun>> {
         let log = Arc::new(Mutex::new(Vec::<Event>::new()));
         let (sampler, telemetry_summary) = telemetry_of(&req, &events, &log);
+        let failed = |command, e: &dyn std::fmt::Display, stop| {
+            let telemetry = telemetry_summary.clone();
+            Box::new(boot_failure(
+                &req,
+                command,
+                e.to_string(),
+                &log,
+                telemetry,
+                stop,
+            ))
+        };
         let launch = match EngineLaunch::from_config(
             req.engine,
             req.model,
@@ -332,10 +343,7 @@ impl<'a> LiveEngine<'a> {
             req.log_path.clone(),
         ) {
             Ok(l) => l,
-            Err(e) => {
-                let run = boot_failure(&req, None, e.to_string(), &log, telemetry_summary, None);
-                return Err(Box::new(run));
-            }
+            Err(e) => return Err(failed(None, &e, None)),
         };
         let command = launch.display.clone();
         if cancel.is_cancelled() {
@@ -356,37 +364,19 @@ impl<'a> LiveEngine<'a> {
         );
         let engine = match req.boot.start(launch).await {
             Ok(e) => e,
-            Err(e) => {
-                let run = boot_failure(
-                    &req,
-                    Some(command),
-                    e.to_string(),
-                    &log,
-                    telemetry_summary,
-                    None,
-                );
-                return Err(Box::new(run));
-            }
+            Err(e) => return Err(failed(Some(command), &e, None)),
         };
         send(&events, &log, spawned_event(engine.as_ref()));
         let ready = match engine.wait_ready(&cancel, req.log_tail_lines).await {
             Ok(r) => r,
             Err(e) => {
                 let cancelled = matches!(e, infergate_engine::engine::EngineError::Cancelled);
-                let stop = engine.stop().await;
-                let run = boot_failure(
-                    &req,
-                    Some(command),
-                    e.to_string(),
-                    &log,
-                    telemetry_summary,
-                    Some(stop),
-                );
-                return Err(Box::new(if cancelled {
-                    cancelled_before_ready(run)
+                let run = failed(Some(command), &e, Some(engine.stop().await));
+                return Err(if cancelled {
+                    Box::new(cancelled_before_ready(*run))
                 } else {
                     run
-                }));
+                });
             }
         };
         send(&events, &log, ready_event(engine.as_ref(), &ready));
