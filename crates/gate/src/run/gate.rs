@@ -659,8 +659,10 @@ impl GatePlan {
         if let Some(e) = unreadable {
             return not_measured(&req, GateFailure::Comparison(e.into()), log_path);
         }
+        // The second boot's results and log go beside the first's.
         let mut confirm_req = req.clone();
         confirm_req.progress_file = Some(self.out.join(super::confirm::CONFIRM_RESULTS));
+        confirm_req.log_path = super::confirm::confirm_log_path(&log_path);
         let sink = progress(boot_cells(&self.suite));
         // With rounds in the plan, the first look and the rounds are made while the engine
         // still serves; else after it stopped.
@@ -702,12 +704,7 @@ impl GatePlan {
         // What the judge asked for after the first boot: its verdict, or a second boot.
         let after = match (judging, &failure) {
             (Some((judge, next)), None) => {
-                let second = SecondBoot {
-                    req: confirm_req,
-                    log_path: &log_path,
-                    progress,
-                };
-                after_first_look(judge, next, &mut results, second, cancel).await
+                after_first_look(judge, next, &mut results, confirm_req, progress, cancel).await
             }
             _ => AfterFirstLook::default(),
         };
@@ -1193,14 +1190,6 @@ fn not_measured(req: &MeasureRequest<'_>, failure: GateFailure, log_path: PathBu
     }
 }
 
-/// What a second boot needs: its measure request, the first boot's log (the second's goes
-/// beside it) and the progress display.
-struct SecondBoot<'a, 'r> {
-    req: MeasureRequest<'r>,
-    log_path: &'a Path,
-    progress: Progress<'a>,
-}
-
 /// The judge's verdict after its first look, the confirmation boot where it took one, the
 /// failure where a step failed, and the second boot's teardown warning.
 #[derive(Default)]
@@ -1212,21 +1201,20 @@ struct AfterFirstLook {
 }
 
 /// Follows the judge from its first look, with no failure so far: boots the engine again
-/// where it asks for that (cancelled first: not decided), shows it the second boot, and takes
-/// its verdict.
+/// (`req`) where it asks for that (cancelled first: not decided), shows it the second boot,
+/// and takes its verdict.
 async fn after_first_look(
     mut judge: Judge<'static>,
     next: Next,
     results: &mut RunResults,
-    boot: SecondBoot<'_, '_>,
+    req: MeasureRequest<'_>,
+    progress: Progress<'_>,
     cancel: &CancellationToken,
 ) -> AfterFirstLook {
     let mut after = AfterFirstLook::default();
     let next = match next {
         Next::BootAgain { reason } if !cancel.is_cancelled() => {
-            let sink = (boot.progress)(boot_cells(boot.req.suite));
-            let mut req = boot.req;
-            req.log_path = super::confirm::confirm_log_path(boot.log_path);
+            let sink = progress(boot_cells(req.suite));
             let second =
                 super::confirm::confirm_boot(results, &reason, req, sink.events, cancel.clone())
                     .await;

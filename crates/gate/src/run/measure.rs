@@ -442,7 +442,11 @@ impl<'a> LiveEngine<'a> {
                     header.engine.command = Some(self.command.clone());
                     header.engine.containment = Some(self.engine.containment_record());
                     header.labels.extend(self.req.labels.clone());
-                    start_journal(path, header, &self.bench_tx)
+                    super::outputs::InProgressResults::start(path, header)
+                        .inspect_err(|e| {
+                            let _ = self.bench_tx.send(journal_failed(e));
+                        })
+                        .ok()
                 });
                 self.results = Some(results);
                 self.session = Some(session);
@@ -483,18 +487,15 @@ impl<'a> LiveEngine<'a> {
         let (Some(session), Some(results)) = (&self.session, self.results.as_mut()) else {
             return;
         };
-        let journal_failed = std::sync::atomic::AtomicBool::new(false);
+        let said = std::sync::atomic::AtomicBool::new(false);
         let journal = &self.journal;
         let bench_tx = &self.bench_tx;
         let on_cell = |cell: &CellResult| {
             if let Some(j) = journal
                 && let Err(e) = j.cell_done(cell)
-                && !journal_failed.swap(true, std::sync::atomic::Ordering::Relaxed)
+                && !said.swap(true, std::sync::atomic::Ordering::Relaxed)
             {
-                let _ = bench_tx.send(Event::now(
-                    EventKind::Notice,
-                    format!("cannot keep the results current after each cell: {e}"),
-                ));
+                let _ = bench_tx.send(journal_failed(&e));
             }
         };
         let measured = session.measure_matrix(&self.measure_cancel, &on_cell).await;
@@ -555,15 +556,13 @@ impl<'a> LiveEngine<'a> {
         }
         let tail = infergate_engine::engine::log_tail(&req.log_path, req.log_tail_lines);
         let mut failure = self.failure;
-        match &stop_cause {
+        let log_tail = tail.clone();
+        match stop_cause {
             Some(StopCause::Signal) => failure = Some(RunFailure::Cancelled),
             Some(StopCause::EngineDied(status)) => {
                 let message = format!("engine exited with {status} during the run");
                 send(events, log, Event::now(EventKind::EngineExit, message));
-                failure = Some(RunFailure::EngineDied {
-                    status: status.clone(),
-                    log_tail: tail.clone(),
-                });
+                failure = Some(RunFailure::EngineDied { status, log_tail });
             }
             Some(StopCause::Unresponsive(reason)) => {
                 send(
@@ -571,10 +570,7 @@ impl<'a> LiveEngine<'a> {
                     log,
                     Event::now(EventKind::Unreachable, reason.clone()),
                 );
-                failure = Some(RunFailure::Unresponsive {
-                    reason: reason.clone(),
-                    log_tail: tail.clone(),
-                });
+                failure = Some(RunFailure::Unresponsive { reason, log_tail });
             }
             None => {}
         }
@@ -746,23 +742,11 @@ fn redacted(mut run: MeasuredRun) -> MeasuredRun {
     run
 }
 
-/// Opens the in-progress results file; a failure is said once as a notice (the final write
-/// will report it as an error if the directory stays unwritable).
-fn start_journal(
-    path: PathBuf,
-    header: RunResults,
-    events: &mpsc::UnboundedSender<Event>,
-) -> Option<super::outputs::InProgressResults> {
-    match super::outputs::InProgressResults::start(path, header) {
-        Ok(j) => Some(j),
-        Err(e) => {
-            let _ = events.send(Event::now(
-                EventKind::Notice,
-                format!("cannot keep the results current after each cell: {e}"),
-            ));
-            None
-        }
-    }
+/// The notice that the in-progress results file cannot be kept current, said once (the final
+/// write will report it as an error if the directory stays unwritable).
+fn journal_failed(e: &super::decide::GateError) -> Event {
+    let why = format!("cannot keep the results current after each cell: {e}");
+    Event::now(EventKind::Notice, why)
 }
 
 /// The results of a boot that was cancelled before the engine was started: every cell
