@@ -5,18 +5,17 @@
 //! the runner's boot-to-boot noise), checks the matrix moved between them, then boots the
 //! commit that halves the culprit posterior until one commit holds `confidence` of it or the
 //! budget (4 + `max_boots_per_step` × ⌈log2 n⌉ boots) is spent; a commit asked again (still
-//! undecided) is booted after a reference boot,
-//! alternately good and bad. Every one of these decisions is
-//! [`infergate_model::stats::bisect::search::Search::decide`]'s; this loop builds and boots what it asks
-//! for. About `4 + log2(n)` boots for `n` commits when each boot decides.
+//! undecided) is booted after a reference boot, alternately good and bad. Every one of these
+//! decisions is [`infergate_model::stats::bisect::search::Search::decide`]'s; this loop builds
+//! and boots what it asks for. About `4 + log2(n)` boots for `n` commits when each boot decides.
 //!
 //! Revisions and build outputs are data from commands: `{rev}`, `{good}`, `{bad}` and
 //! `{build}` are shell-quoted in shell-line commands, and text with control characters is
 //! refused. Each boot is the gate's own [`boot_and_measure`]; builds run under the engine's
 //! supervisor (own process group, child subreaper, cgroup where delegated), and their whole
 //! tree, `setsid` children included, is killed on time-out, cancellation, when they end and
-//! when the gate dies. Nothing
-//! here prints: progress goes out as events, and the record is written durably as `bisect.json` ([`infergate_io::fsio::write_durable`]).
+//! when the gate dies. Nothing here prints: progress goes out as events, and the record is
+//! written durably as `bisect.json` ([`infergate_io::fsio::write_durable`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -487,7 +486,6 @@ impl BisectPlan {
         ctx: &mut Ctx,
         rev: &str,
         role: BootRole,
-        cached_build: Option<String>,
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> (BisectBoot, Option<RunResults>) {
@@ -507,7 +505,11 @@ impl BisectPlan {
             EventKind::Notice,
             format!("boot {number}: {} {rev}: building", role.as_str()),
         ));
-        let build = match cached_build {
+        // A revision built before is not built again.
+        let built = (ctx.boots.iter())
+            .filter(|b| b.rev == rev)
+            .find_map(|b| b.build.clone());
+        let build = match built {
             Some(b) => Ok(b),
             None => self.build(rev, number, cancel).await,
         };
@@ -580,11 +582,7 @@ impl BisectPlan {
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> Result<RunResults, String> {
-        // A revision built before is not built again.
-        let cached = (ctx.boots.iter())
-            .filter(|b| b.rev == rev)
-            .find_map(|b| b.build.clone());
-        let (boot, results) = self.boot(ctx, rev, role, cached, progress, cancel).await;
+        let (boot, results) = self.boot(ctx, rev, role, progress, cancel).await;
         let failure = boot.failure.clone();
         ctx.boots.push(boot);
         match results {
@@ -613,10 +611,9 @@ impl BisectPlan {
             engine_s: 0.0,
             noise_prior: self.noise_prior,
         };
-        let mut warnings = Vec::new();
         if let Err(e) = std::fs::create_dir_all(&self.out) {
             record.failure = Some(format!("cannot create {}: {e}", self.out.display()));
-            return self.finish(record, warnings);
+            return self.finish(record, Vec::new());
         }
         // The engines see an empty, read-only directory there (docs/security.md).
         infergate_engine::engine::hide_from_engines(&[&self.out]);
@@ -624,7 +621,7 @@ impl BisectPlan {
             Ok(s) => s,
             Err(e) => {
                 record.failure = Some(e.to_string());
-                return self.finish(record, warnings);
+                return self.finish(record, Vec::new());
             }
         };
         let mut ctx = Ctx {
@@ -644,8 +641,7 @@ impl BisectPlan {
             });
         }
         record.boots = ctx.boots;
-        warnings.extend(ctx.warnings);
-        let mut run = self.finish(record, warnings);
+        let mut run = self.finish(record, ctx.warnings);
         run.bad_revision = ctx.bad_revision;
         run
     }

@@ -90,12 +90,10 @@ pub enum SetupError {
         reason: String,
         origin: &'static str,
     },
-    /// The engine's command declares a context limit some cell does not fit in: refused
-    /// before booting (after booting, the limit the engine serves is checked again).
-    #[error("{config}: {reason}")]
-    DoesNotFit { config: String, reason: String },
-    /// The engine's program does not exist, or the engine's user cannot reach what its
-    /// command names ([`infergate_engine::engine::preflight`]): found before booting.
+    /// Found before booting: the engine's command declares a context limit some cell does not
+    /// fit in (after booting, the limit the engine serves is checked again), its program does
+    /// not exist, or its user cannot reach what the command names
+    /// ([`infergate_engine::engine::preflight`]).
     #[error("{config}: {reason}")]
     Engine { config: String, reason: String },
 }
@@ -463,7 +461,7 @@ impl GatePlan {
         );
         if let Some((limit, source)) = declared {
             infergate_measure::bench::check_fits(&suite.matrix_spec(""), limit, &source).map_err(
-                |e| SetupError::DoesNotFit {
+                |e| SetupError::Engine {
                     config: req.config.path.clone(),
                     reason: e.to_string(),
                 },
@@ -546,12 +544,10 @@ impl GatePlan {
         progress: Progress<'_>,
         cancel: CancellationToken,
     ) -> Result<GateRun, GateAbort> {
-        let mut reporting = Vec::new();
         let abort = |error, reporting| GateAbort { error, reporting };
-        let setup = match setup(&self.config).await {
-            Ok(s) => s,
-            Err(e) => return Err(abort(e, reporting)),
-        };
+        let setup = setup(&self.config)
+            .await
+            .map_err(|e| abort(e, Vec::new()))?;
         let mut reporter = self.github.then(GithubReporter::from_env);
         if let Some(r) = reporter.as_mut() {
             r.set_results_path(self.out.join("results.json"));
@@ -561,15 +557,13 @@ impl GatePlan {
         }
 
         // The results are kept current in the output directory from the first cell on.
-        if let Err(source) = std::fs::create_dir_all(&self.out) {
-            let error = AbortError::CreateDir {
-                path: self.out.display().to_string(),
-                source,
-            };
-            return Err(abort(error, reporting));
-        }
+        std::fs::create_dir_all(&self.out).map_err(|source| {
+            let path = self.out.display().to_string();
+            abort(AbortError::CreateDir { path, source }, Vec::new())
+        })?;
         // The engine sees an empty, read-only directory at both paths (docs/security.md).
         infergate_engine::engine::hide_from_engines(&[&self.out, &self.baseline_dir]);
+        let mut reporting = Vec::new();
         let decided = match &self.design {
             PlannedDesign::Baseline { .. } => {
                 // The check name is known up front when engine and model are configured;
