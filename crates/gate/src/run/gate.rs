@@ -401,18 +401,14 @@ fn first_look(
     plan: Plan,
 ) -> Result<FirstLook, GateError> {
     let loaded = load_history(results, store_dir)?;
-    if loaded.is_empty() {
-        return Ok(FirstLook {
-            loaded,
-            judging: None,
-        });
-    }
-    let mut judge = Judge::new(loaded.history.clone(), rule, plan);
-    let next = judge.look(Evidence::FirstBoot(vec![results.clone()]))?;
-    Ok(FirstLook {
-        loaded,
-        judging: Some((judge, next)),
-    })
+    let judging = if loaded.is_empty() {
+        None
+    } else {
+        let mut judge = Judge::new(loaded.history.clone(), rule, plan);
+        let next = judge.look(Evidence::FirstBoot(vec![results.clone()]))?;
+        Some((judge, next))
+    };
+    Ok(FirstLook { loaded, judging })
 }
 
 /// The boot-independent parts of a gate's environment.

@@ -109,10 +109,9 @@ impl InProgressResults {
     }
 
     fn write(&self) -> Result<(), GateError> {
-        let mut run = match self.run.lock() {
-            Ok(r) => r.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        };
+        let mut run = (self.run.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         let total = run.matrix.contexts.len() * run.matrix.concurrency.len();
         run.status_reason = Some(format!(
             "the gate is still measuring: {} of {total} cells finished (a file left in this state means the gate was stopped before it could finish)",
