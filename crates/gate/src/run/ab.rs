@@ -5,19 +5,14 @@
 //! Only one engine runs at a time: each boot is stopped (whole process group) before the next
 //! starts, and a group that survives teardown stops the A/B run (exit 3).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use infergate_config::config::{AbConfig, SuiteConfig};
+use infergate_config::config::AbConfig;
 use infergate_measure::bench::EventSink;
 pub use infergate_schema::results::{AbBoot, AbSide};
-use infergate_schema::results::{
-    CellResult, CellStatus, Event, EventKind, HardwareFingerprint, RunResults, RunStatus,
-};
-use infergate_telemetry::telemetry::NvmlSampler;
+use infergate_schema::results::{CellResult, CellStatus, Event, EventKind, RunResults, RunStatus};
 
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
@@ -38,18 +33,11 @@ pub(crate) struct AbRun {
 
 /// What an A/B run needs besides the config.
 pub(crate) struct AbRequest<'a> {
-    /// How each boot's engine is started.
-    pub boot: &'a dyn infergate_engine::engine::EngineBoot,
+    /// What every boot shares; its engine, log, labels and progress file are each boot's.
+    pub base: MeasureRequest<'a>,
     pub ab: &'a AbConfig,
-    pub model: Option<&'a str>,
-    pub suite: &'a SuiteConfig,
-    pub hardware: HardwareFingerprint,
-    pub telemetry: Result<Arc<NvmlSampler>, String>,
-    pub engine_args: &'a [String],
     /// Directory for the per-boot engine logs (`engine-<NN>-<a|b>.log`).
     pub log_dir: PathBuf,
-    pub log_tail_lines: usize,
-    pub labels: BTreeMap<String, String>,
     /// Pairs of boots.
     pub pairs: u32,
 }
@@ -80,7 +68,7 @@ pub(crate) async fn run_ab(
                 pair + 1
             ),
         ));
-        let mut labels = req.labels.clone();
+        let mut labels = req.base.labels.clone();
         labels.insert("ab_side".into(), side.as_str().into());
         labels.insert("ab_pair".into(), pair.to_string());
         labels.insert("ab_boot".into(), index.to_string());
@@ -98,17 +86,11 @@ pub(crate) async fn run_ab(
         let _ = std::fs::remove_file(&log_path);
         let measured = boot_and_measure(
             MeasureRequest {
-                boot: req.boot,
                 engine,
-                model: req.model,
-                suite: req.suite,
-                hardware: req.hardware.clone(),
-                telemetry: req.telemetry.clone(),
-                engine_args: req.engine_args,
                 log_path,
-                log_tail_lines: req.log_tail_lines,
                 labels,
                 progress_file: None,
+                ..req.base.clone()
             },
             events.clone(),
             cancel.clone(),

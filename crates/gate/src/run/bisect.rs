@@ -5,18 +5,17 @@
 //! the runner's boot-to-boot noise), checks the matrix moved between them, then boots the
 //! commit that halves the culprit posterior until one commit holds `confidence` of it or the
 //! budget (4 + `max_boots_per_step` × ⌈log2 n⌉ boots) is spent; a commit asked again (still
-//! undecided) is booted after a reference boot,
-//! alternately good and bad. Every one of these decisions is
-//! [`infergate_model::stats::bisect::search::Search::decide`]'s; this loop builds and boots what it asks
-//! for. About `4 + log2(n)` boots for `n` commits when each boot decides.
+//! undecided) is booted after a reference boot, alternately good and bad. Every one of these
+//! decisions is [`infergate_model::stats::bisect::search::Search::decide`]'s; this loop builds
+//! and boots what it asks for. About `4 + log2(n)` boots for `n` commits when each boot decides.
 //!
 //! Revisions and build outputs are data from commands: `{rev}`, `{good}`, `{bad}` and
 //! `{build}` are shell-quoted in shell-line commands, and text with control characters is
 //! refused. Each boot is the gate's own [`boot_and_measure`]; builds run under the engine's
 //! supervisor (own process group, child subreaper, cgroup where delegated), and their whole
 //! tree, `setsid` children included, is killed on time-out, cancellation, when they end and
-//! when the gate dies. Nothing
-//! here prints: progress goes out as events, and the record is written durably as `bisect.json` ([`infergate_io::fsio::write_durable`]).
+//! when the gate dies. Nothing here prints: progress goes out as events, and the record is
+//! written durably as `bisect.json` ([`infergate_io::fsio::write_durable`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -39,7 +38,7 @@ use infergate_model::stats::bisect::{
 };
 use infergate_schema::results::{CellStatus, Event, EventKind, RunResults};
 
-use super::gate::{Progress, setup};
+use super::gate::{Progress, Setup, boot_cells, setup};
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
 
 /// Confidence of the check that good and bad differ at all (the culprit's is `[bisect]
@@ -107,13 +106,13 @@ pub(crate) fn rev_problem(rev: &str) -> Option<&'static str> {
 
 /// The commit `rev` names in the git repository at `workdir`, if git is there and knows it
 /// (`rev` passed [`rev_problem`]: it cannot be read as an option).
-fn resolve_commit(workdir: &std::path::Path, rev: &str) -> Option<String> {
+fn resolve_commit(workdir: &Path, rev: &str) -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "--verify", "--quiet"])
         .arg(format!("{rev}^{{commit}}"))
         .current_dir(workdir)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
         .output()
         .ok()?;
     let sha = String::from_utf8(out.stdout).ok()?.trim().to_string();
@@ -480,16 +479,13 @@ impl BisectPlan {
         Ok(last.to_string())
     }
 
-    /// Builds all (or reuses the build), boots and measures `suite`; writes the boot's
+    /// Builds `rev` (or reuses its build), boots and measures the suite; writes the boot's
     /// results. Returns the boot record and its results (when the boot measured).
-    #[allow(clippy::too_many_arguments)]
     async fn boot(
         &self,
         ctx: &mut Ctx,
         rev: &str,
         role: BootRole,
-        suite: &SuiteConfig,
-        cached_build: Option<String>,
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> (BisectBoot, Option<RunResults>) {
@@ -504,12 +500,16 @@ impl BisectPlan {
             boot_s: None,
             failure: None,
         };
-        let sink = progress((suite.cells() * suite.repetitions.max(1) as usize) as u64);
+        let sink = progress(boot_cells(&self.suite));
         let _ = sink.events.send(Event::now(
             EventKind::Notice,
             format!("boot {number}: {} {rev}: building", role.as_str()),
         ));
-        let build = match cached_build {
+        // A revision built before is not built again.
+        let built = (ctx.boots.iter())
+            .filter(|b| b.rev == rev)
+            .find_map(|b| b.build.clone());
+        let build = match built {
             Some(b) => Ok(b),
             None => self.build(rev, number, cancel).await,
         };
@@ -535,9 +535,9 @@ impl BisectPlan {
                 boot: self.boot.as_ref(),
                 engine: &engine,
                 model: self.config.model.as_deref(),
-                suite,
-                hardware: ctx.hardware.clone(),
-                telemetry: ctx.telemetry.clone(),
+                suite: &self.suite,
+                hardware: ctx.env.hardware.clone(),
+                telemetry: ctx.env.telemetry.clone(),
                 engine_args: &self.engine_args,
                 log_path,
                 log_tail_lines: self.config.report.log_tail_lines,
@@ -562,11 +562,8 @@ impl BisectPlan {
             .filter(|c| c.status == CellStatus::Ok)
             .count();
         let name = format!("results-{number:02}.json");
-        match serde_json::to_string_pretty(&measured.results)
-            .map_err(std::io::Error::other)
-            .and_then(|body| {
-                infergate_io::fsio::write_durable(&self.out.join(&name), body.as_bytes())
-            }) {
+        let body = serde_json::to_string_pretty(&measured.results);
+        match super::outputs::write_json(&self.out.join(&name), body) {
             Ok(()) => boot.results = Some(name),
             Err(e) => ctx.warnings.push(format!("cannot write {name}: {e}")),
         }
@@ -575,28 +572,21 @@ impl BisectPlan {
         (boot, results)
     }
 
-    /// Lists, builds, boots and halves until the first bad commit is found or the bisection
-    /// cannot go on (a failed build or boot, an answer that stays uncertain, cancellation).
     /// Boots `rev`, records the boot, and returns its results: a boot that measured nothing
     /// ends the bisection with the boot's own failure.
-    #[allow(clippy::too_many_arguments)]
     async fn measured_boot(
         &self,
         ctx: &mut Ctx,
         rev: &str,
         role: BootRole,
-        cached_build: Option<String>,
         progress: Progress<'_>,
         cancel: &CancellationToken,
-    ) -> Result<(RunResults, Option<String>), String> {
-        let (boot, results) = self
-            .boot(ctx, rev, role, &self.suite, cached_build, progress, cancel)
-            .await;
+    ) -> Result<RunResults, String> {
+        let (boot, results) = self.boot(ctx, rev, role, progress, cancel).await;
         let failure = boot.failure.clone();
-        let build = boot.build.clone();
         ctx.boots.push(boot);
         match results {
-            Some(run) => Ok((run, build)),
+            Some(run) => Ok(run),
             None => Err(format!(
                 "the {} revision {rev} could not be measured: {}",
                 role.as_str(),
@@ -621,10 +611,9 @@ impl BisectPlan {
             engine_s: 0.0,
             noise_prior: self.noise_prior,
         };
-        let mut warnings = Vec::new();
         if let Err(e) = std::fs::create_dir_all(&self.out) {
             record.failure = Some(format!("cannot create {}: {e}", self.out.display()));
-            return self.finish(record, warnings);
+            return self.finish(record, Vec::new());
         }
         // The engines see an empty, read-only directory there (docs/security.md).
         infergate_engine::engine::hide_from_engines(&[&self.out]);
@@ -632,12 +621,11 @@ impl BisectPlan {
             Ok(s) => s,
             Err(e) => {
                 record.failure = Some(e.to_string());
-                return self.finish(record, warnings);
+                return self.finish(record, Vec::new());
             }
         };
         let mut ctx = Ctx {
-            hardware: env.hardware,
-            telemetry: env.telemetry,
+            env,
             boots: Vec::new(),
             warnings: Vec::new(),
             bad_revision: false,
@@ -653,12 +641,13 @@ impl BisectPlan {
             });
         }
         record.boots = ctx.boots;
-        warnings.extend(ctx.warnings);
-        let mut run = self.finish(record, warnings);
+        let mut run = self.finish(record, ctx.warnings);
         run.bad_revision = ctx.bad_revision;
         run
     }
 
+    /// Lists, builds, boots and halves until the first bad commit is found or the bisection
+    /// cannot go on (a failed build or boot, an answer that stays uncertain, cancellation).
     async fn bisect(
         &self,
         ctx: &mut Ctx,
@@ -692,7 +681,6 @@ impl BisectPlan {
         let mut reference: Option<RunResults> = None;
         // The first two boots of each end: the per-cell evidence (`cells`).
         let (mut goods, mut bads) = (Vec::new(), Vec::new());
-        let mut builds: BTreeMap<String, String> = BTreeMap::new();
         loop {
             rank_suspects(&search.posterior(), &commits, record);
             let Some(plan) = self.next_boots(search.decide(), &commits, record)? else {
@@ -705,18 +693,9 @@ impl BisectPlan {
                     Some(i) if i == bad_index => (self.bad.clone(), BootRole::Bad),
                     Some(i) => (commits[i].clone(), BootRole::Step),
                 };
-                let cached = builds.get(&rev).cloned().or_else(|| {
-                    ctx.boots
-                        .iter()
-                        .find(|b| b.rev == rev && b.build.is_some())
-                        .and_then(|b| b.build.clone())
-                });
-                let (run, build) = self
-                    .measured_boot(ctx, &rev, role, cached, progress, cancel)
+                let run = self
+                    .measured_boot(ctx, &rev, role, progress, cancel)
                     .await?;
-                if let Some(b) = build {
-                    builds.insert(rev.clone(), b);
-                }
                 let reference = reference.get_or_insert_with(|| run.clone());
                 let Some(value) = matrix_value(&run, reference) else {
                     return Err(format!(
@@ -787,9 +766,7 @@ impl BisectPlan {
     /// Writes `bisect.json` (atomically).
     fn finish(&self, record: BisectRecord, warnings: Vec<String>) -> BisectRun {
         let path = self.out.join(RECORD_FILE);
-        let written = serde_json::to_string_pretty(&record)
-            .map_err(std::io::Error::other)
-            .and_then(|body| infergate_io::fsio::write_durable(&path, body.as_bytes()));
+        let written = super::outputs::write_json(&path, serde_json::to_string_pretty(&record));
         let (record_path, write_error) = match written {
             Ok(()) => (Some(path), None),
             Err(e) => (None, Some(format!("writing {}: {e}", path.display()))),
@@ -893,8 +870,7 @@ fn step_of(
 
 /// What the boots share: the machine's fingerprint and telemetry, the boots so far.
 struct Ctx {
-    hardware: infergate_schema::results::HardwareFingerprint,
-    telemetry: Result<std::sync::Arc<infergate_telemetry::telemetry::NvmlSampler>, String>,
+    env: Setup,
     boots: Vec<BisectBoot>,
     warnings: Vec<String>,
     /// `revs` printed a line that is no revision.

@@ -90,12 +90,10 @@ pub enum SetupError {
         reason: String,
         origin: &'static str,
     },
-    /// The engine's command declares a context limit some cell does not fit in: refused
-    /// before booting (after booting, the limit the engine serves is checked again).
-    #[error("{config}: {reason}")]
-    DoesNotFit { config: String, reason: String },
-    /// The engine's program does not exist, or the engine's user cannot reach what its
-    /// command names ([`infergate_engine::engine::preflight`]): found before booting.
+    /// Found before booting: the engine's command declares a context limit some cell does not
+    /// fit in (after booting, the limit the engine serves is checked again), its program does
+    /// not exist, or its user cannot reach what the command names
+    /// ([`infergate_engine::engine::preflight`]).
     #[error("{config}: {reason}")]
     Engine { config: String, reason: String },
 }
@@ -296,7 +294,10 @@ pub enum GateFailure {
     #[error("comparison with the baseline failed: {0}")]
     Comparison(GateError),
     /// The confirmation boot could not be measured.
-    #[error("the confirmation boot failed: {}", why_not_measured(.0.as_ref()))]
+    #[error(
+        "the confirmation boot failed: {}",
+        .0.as_ref().map_or_else(|| "no reason given".into(), RunFailure::message)
+    )]
     ConfirmationBoot(Option<RunFailure>),
     /// Comparing both boots with the baseline failed.
     #[error("comparison of both boots with the baseline failed: {0}")]
@@ -327,11 +328,6 @@ impl GateFailure {
             GateFailure::NotABaseline(_) => GateFailureKind::NotABaseline,
         }
     }
-}
-
-/// A boot's failure in words, or that it gave none.
-fn why_not_measured(failure: Option<&RunFailure>) -> String {
-    failure.map_or_else(|| "no reason given".into(), RunFailure::message)
 }
 
 /// What the measurement and decision steps hand to the common epilogue.
@@ -405,18 +401,14 @@ fn first_look(
     plan: Plan,
 ) -> Result<FirstLook, GateError> {
     let loaded = load_history(results, store_dir)?;
-    if loaded.is_empty() {
-        return Ok(FirstLook {
-            loaded,
-            judging: None,
-        });
-    }
-    let mut judge = Judge::new(loaded.history.clone(), rule, plan);
-    let next = judge.look(Evidence::FirstBoot(vec![results.clone()]))?;
-    Ok(FirstLook {
-        loaded,
-        judging: Some((judge, next)),
-    })
+    let judging = if loaded.is_empty() {
+        None
+    } else {
+        let mut judge = Judge::new(loaded.history.clone(), rule, plan);
+        let next = judge.look(Evidence::FirstBoot(vec![results.clone()]))?;
+        Some((judge, next))
+    };
+    Ok(FirstLook { loaded, judging })
 }
 
 /// The boot-independent parts of a gate's environment.
@@ -465,7 +457,7 @@ impl GatePlan {
         );
         if let Some((limit, source)) = declared {
             infergate_measure::bench::check_fits(&suite.matrix_spec(""), limit, &source).map_err(
-                |e| SetupError::DoesNotFit {
+                |e| SetupError::Engine {
                     config: req.config.path.clone(),
                     reason: e.to_string(),
                 },
@@ -523,11 +515,6 @@ impl GatePlan {
         })
     }
 
-    /// The plan of looks of the config (`[confirm]`, `[adaptive]`).
-    pub fn judge_plan(&self) -> Plan {
-        plan_of(&self.config)
-    }
-
     pub fn policy(&self) -> GatePolicy {
         GatePolicy::new(self.config.thresholds.fail_on)
     }
@@ -553,12 +540,10 @@ impl GatePlan {
         progress: Progress<'_>,
         cancel: CancellationToken,
     ) -> Result<GateRun, GateAbort> {
-        let mut reporting = Vec::new();
         let abort = |error, reporting| GateAbort { error, reporting };
-        let setup = match setup(&self.config).await {
-            Ok(s) => s,
-            Err(e) => return Err(abort(e, reporting)),
-        };
+        let setup = setup(&self.config)
+            .await
+            .map_err(|e| abort(e, Vec::new()))?;
         let mut reporter = self.github.then(GithubReporter::from_env);
         if let Some(r) = reporter.as_mut() {
             r.set_results_path(self.out.join("results.json"));
@@ -568,22 +553,21 @@ impl GatePlan {
         }
 
         // The results are kept current in the output directory from the first cell on.
-        if let Err(source) = std::fs::create_dir_all(&self.out) {
-            let error = AbortError::CreateDir {
-                path: self.out.display().to_string(),
-                source,
-            };
-            return Err(abort(error, reporting));
-        }
+        std::fs::create_dir_all(&self.out).map_err(|source| {
+            let path = self.out.display().to_string();
+            abort(AbortError::CreateDir { path, source }, Vec::new())
+        })?;
         // The engine sees an empty, read-only directory at both paths (docs/security.md).
         infergate_engine::engine::hide_from_engines(&[&self.out, &self.baseline_dir]);
+        let mut reporting = Vec::new();
         let decided = match &self.design {
             PlannedDesign::Baseline { .. } => {
                 // The check name is known up front when engine and model are configured;
                 // else it is created complete at the end. A cancel during the request is
                 // honoured at once (the request is dropped; the check, if GitHub created
                 // it, is completed at the end or by the stale-check cleanup).
-                if let (Some(r), Some(name)) = (reporter.as_mut(), self.predicted_check(&setup)) {
+                if let (Some(r), Some(key)) = (reporter.as_mut(), self.predicted_key(&setup)) {
+                    let name = check_name(&key, &self.suite.name);
                     tokio::select! {
                         biased;
                         _ = cancel.cancelled() => {}
@@ -621,11 +605,6 @@ impl GatePlan {
         }
     }
 
-    fn predicted_check(&self, setup: &Setup) -> Option<String> {
-        let key = self.predicted_key(setup)?;
-        Some(check_name(&key, &self.suite.name))
-    }
-
     /// The profile key the run will have, when engine and model are configured (else it is
     /// known only once the engine has been identified).
     fn predicted_key(&self, setup: &Setup) -> Option<String> {
@@ -647,9 +626,6 @@ impl GatePlan {
     /// group is not known yet.
     fn unreadable_store(&self, setup: &Setup) -> Option<infergate_store::baseline::BaselineError> {
         let key = self.predicted_key(setup)?;
-        if !self.baseline_dir.exists() {
-            return None;
-        }
         let store =
             infergate_store::baseline::BaselineStore::open_existing(&self.baseline_dir).ok()?;
         store.load_current(&key, Some(&self.suite.name)).err()
@@ -664,20 +640,20 @@ impl GatePlan {
         cancel: &CancellationToken,
     ) -> Decided {
         let log_path = self.fresh_engine_log();
-        let suite = &self.suite;
-        let boot_cells = (suite.cells() * suite.repetitions.max(1) as usize) as u64;
         let unreadable = self.unreadable_store(&setup);
         // The plan of looks, declared up front: the judge (`stats::judge`) decides; this
         // drives it with the live engine (rounds while it serves, a second boot on request).
         let rule = self.config.thresholds.rule.clone();
-        let plan = self.judge_plan();
+        let plan = plan_of(&self.config);
         let req = self.measure_request(setup, &log_path);
         if let Some(e) = unreadable {
             return not_measured(&req, GateFailure::Comparison(e.into()), log_path);
         }
+        // The second boot's results and log go beside the first's.
         let mut confirm_req = req.clone();
         confirm_req.progress_file = Some(self.out.join(super::confirm::CONFIRM_RESULTS));
-        let sink = progress(boot_cells);
+        confirm_req.log_path = super::confirm::confirm_log_path(&log_path);
+        let sink = progress(boot_cells(&self.suite));
         // With rounds in the plan, the first look and the rounds are made while the engine
         // still serves; else after it stopped.
         let mut live_judged: Option<Result<FirstLook, GateError>> = None;
@@ -689,9 +665,9 @@ impl GatePlan {
                 if plan.max_rounds > 0
                     && let Some(live) = engine.live()
                 {
-                    let (judged, summary) = self.first_look_live(live, &rule, plan).await;
-                    live_judged = Some(judged);
-                    adaptive_summary = summary;
+                    let judged = self.first_look_live(live, &rule, plan).await;
+                    adaptive_summary = judged.as_ref().ok().and_then(|(_, s)| s.clone());
+                    live_judged = Some(judged.map(|(first, _)| first));
                 }
                 engine.stop().await
             }
@@ -716,21 +692,15 @@ impl GatePlan {
         }
 
         // What the judge asked for after the first boot: its verdict, or a second boot.
-        let mut verdict = None;
-        let mut confirmation = None;
-        if let (Some((judge, next)), None) = (judging, &failure) {
-            let second = SecondBoot {
-                req: confirm_req,
-                log_path: &log_path,
-                progress,
-                boot_cells,
-            };
-            let after = after_first_look(judge, next, &mut results, second, cancel).await;
-            verdict = after.verdict;
-            confirmation = after.confirmation;
-            failure = after.failure;
-            warnings.extend(after.warning);
-        }
+        let after = match (judging, &failure) {
+            (Some((judge, next)), None) => {
+                after_first_look(judge, next, &mut results, confirm_req, progress, cancel).await
+            }
+            _ => AfterFirstLook::default(),
+        };
+        failure = failure.or(after.failure);
+        warnings.extend(after.warning);
+        let (verdict, confirmation) = (after.verdict, after.confirmation);
         warnings.extend(layout::clock_cautions(
             &results,
             confirmation.as_ref().map(|c| &c.results),
@@ -766,9 +736,7 @@ impl GatePlan {
             Some(p) => self.config.base_dir.join(p),
             None => self.out.join("engine.log"),
         };
-        if log_path.exists() {
-            let _ = std::fs::remove_file(&log_path);
-        }
+        let _ = std::fs::remove_file(&log_path);
         log_path
     }
 
@@ -811,24 +779,15 @@ impl GatePlan {
         live: Live<'_>,
         rule: &DecisionRule,
         plan: Plan,
-    ) -> (Result<FirstLook, GateError>, Option<AdaptiveSummary>) {
-        let mut first = match first_look(live.results, &self.baseline_dir, rule, plan) {
-            Ok(first) => first,
-            Err(e) => return (Err(e), None),
+    ) -> Result<(FirstLook, Option<AdaptiveSummary>), GateError> {
+        let FirstLook { loaded, judging } =
+            first_look(live.results, &self.baseline_dir, rule, plan)?;
+        let Some((mut judge, asked)) = judging else {
+            return Ok((FirstLook { loaded, judging }, None));
         };
-        let Some((judge, next)) = first.judging.as_mut() else {
-            return (Ok(first), None);
-        };
-        let asked = std::mem::replace(
-            next,
-            Next::Remeasure {
-                round: 0,
-                cells: Vec::new(),
-            },
-        );
         let (session, cancel, tx) = (live.session, live.cancel, live.emit);
-        let rounds = super::adaptive::measure_rounds(
-            judge,
+        let (next, spent) = super::adaptive::measure_rounds(
+            &mut judge,
             asked,
             &self.config.adaptive,
             live.est_cell_s,
@@ -843,22 +802,17 @@ impl GatePlan {
                 let _ = tx.send(e);
             },
         )
-        .await;
-        match rounds {
-            Ok((after, spent)) => {
-                *next = after;
-                super::adaptive::record_rounds(judge, &spent, live.results);
-                let r = judge.rounds();
-                let summary = (r.rounds > 0).then_some(AdaptiveSummary {
-                    rounds: r.rounds,
-                    remeasured: r.remeasured.len(),
-                    extra_s: spent.extra_s,
-                    stop_reason: r.stop_reason,
-                });
-                (Ok(first), summary)
-            }
-            Err(e) => (Err(e.into()), None),
-        }
+        .await?;
+        super::adaptive::record_rounds(&judge, &spent, live.results);
+        let r = judge.rounds();
+        let summary = (r.rounds > 0).then_some(AdaptiveSummary {
+            rounds: r.rounds,
+            remeasured: r.remeasured.len(),
+            extra_s: spent.extra_s,
+            stop_reason: r.stop_reason,
+        });
+        let judging = Some((judge, next));
+        Ok((FirstLook { loaded, judging }, summary))
     }
 
     /// `ab`: boot A and B alternately, fold each side's boots, compare pair by pair.
@@ -871,20 +825,11 @@ impl GatePlan {
         progress: Progress<'_>,
         cancel: &CancellationToken,
     ) -> Option<Decided> {
-        let suite = &self.suite;
-        let boots = 2 * pairs as u64;
-        let sink = progress(suite.cells() as u64 * suite.repetitions.max(1) as u64 * boots);
+        let sink = progress(boot_cells(&self.suite) * 2 * pairs as u64);
         let req = AbRequest {
-            boot: self.boot.as_ref(),
+            base: self.measure_request(setup, Path::new("")),
             ab,
-            model: self.config.model.as_deref(),
-            suite,
-            hardware: setup.hardware,
-            telemetry: setup.telemetry,
-            engine_args: &self.engine_args,
             log_dir: self.out.clone(),
-            log_tail_lines: self.config.report.log_tail_lines,
-            labels: self.labels.clone(),
             pairs,
         };
         let measured = run_ab(req, sink.events, cancel.clone()).await;
@@ -893,21 +838,14 @@ impl GatePlan {
         let b_side = fold_side(&measured.b);
         let a_side = fold_side(&measured.a);
         let results = b_side.clone().or_else(|| a_side.clone())?;
-        let verdict = if failure.is_none() {
-            match infergate_model::stats::paired_compare(
-                &measured.a,
-                &measured.b,
-                &self.config.thresholds.rule,
-            ) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    failure = Some(GateFailure::Paired(e));
-                    None
-                }
+        let mut verdict = None;
+        if failure.is_none() {
+            let rule = &self.config.thresholds.rule;
+            match infergate_model::stats::paired_compare(&measured.a, &measured.b, rule) {
+                Ok(v) => verdict = Some(v),
+                Err(e) => failure = Some(GateFailure::Paired(e)),
             }
-        } else {
-            None
-        };
+        }
         let command = |side: &Option<RunResults>| {
             side.as_ref()
                 .and_then(|r| r.engine.command.clone())
@@ -939,35 +877,6 @@ impl GatePlan {
         })
     }
 
-    /// Posts the check, the comment and the job summary of a decided gate.
-    async fn report(
-        &self,
-        d: &Decided,
-        name: &str,
-        r: &mut GithubReporter,
-        reporting: &mut Vec<PublishOutcome>,
-    ) {
-        let input = PublishInput {
-            results: &d.results,
-            confirmation: d.confirmation(),
-            verdict: d.verdict.as_ref(),
-            cautions: &d.warnings,
-            history: &d.history,
-            config_path: (self.config.path != infergate_config::config::EMBEDDED_NAME)
-                .then(|| Path::new(&self.config.path)),
-            matrix_line: Some(self.suite.line as u32),
-            artifact_url: None,
-            failure: d.failure.as_ref().map(ToString::to_string),
-        };
-        reporting.push(r.publish(name, &input).await);
-        // A check started under a predicted name that turned out different (the engine
-        // reported another model, say) must not stay in progress.
-        if matches!(self.design, PlannedDesign::Baseline { .. }) {
-            let reason = format!("superseded: the results are reported as `{name}`");
-            reporting.push(r.complete_open_checks(Conclusion::Neutral, &reason).await);
-        }
-    }
-
     /// The epilogue both designs share: summary, outputs, baseline update, GitHub, ending.
     async fn finish(
         &self,
@@ -976,18 +885,12 @@ impl GatePlan {
         reporting: &mut Vec<PublishOutcome>,
         cancel: &CancellationToken,
     ) -> Result<GateRun, AbortError> {
-        // An A/B's check is its own: it must not replace the gate's check of the suite.
-        let check_suite = match &d.design {
-            DecidedDesign::Baseline { .. } => self.suite.name.clone(),
-            DecidedDesign::Ab { .. } => format!("{}-ab", self.suite.name),
-        };
-        let name = check_name(&d.results.profile.key, &check_suite);
         if let Some(v) = d.verdict.as_mut() {
             v.fail_on = Some(self.policy().fail_on);
             // The headline verdict.json stores: the reports' first line, written here.
             v.set_headline();
         }
-        let (update_baseline, worthy) = self.baseline_worthiness(&mut d);
+        let worthy = self.baseline_worthiness(&mut d);
         let failure = d.failure.as_ref().map(ToString::to_string);
         record_gate_failure(&mut d);
         let outcome = render::Outcome {
@@ -997,19 +900,26 @@ impl GatePlan {
             cautions: &d.warnings,
             policy: self.policy(),
         };
-        // The history chart is the store's: an A/B has none.
-        let chart = match &d.design {
-            DecidedDesign::Baseline { .. } => infergate_report::report::mermaid::throughput_chart(
-                &d.history,
-                &d.results,
-                d.confirmation(),
-                d.verdict.as_ref(),
-            ),
-            DecidedDesign::Ab { .. } => None,
+        // An A/B's check is its own: it must not replace the gate's check of the suite. The
+        // history chart is the store's: an A/B has none, and its own section instead.
+        let (check_suite, chart, section) = match &d.design {
+            DecidedDesign::Baseline { .. } => {
+                let chart = infergate_report::report::mermaid::throughput_chart(
+                    &d.history,
+                    &d.results,
+                    d.confirmation(),
+                    d.verdict.as_ref(),
+                );
+                (self.suite.name.clone(), chart, None)
+            }
+            DecidedDesign::Ab { section, .. } => {
+                (format!("{}-ab", self.suite.name), None, Some(section))
+            }
         };
+        let name = check_name(&d.results.profile.key, &check_suite);
         let mut summary_md =
             render::job_summary(&name, &outcome, &Links::default(), chart.as_deref());
-        if let DecidedDesign::Ab { section, .. } = &d.design {
+        if let Some(section) = section {
             summary_md.push('\n');
             summary_md.push_str(section);
         }
@@ -1019,12 +929,8 @@ impl GatePlan {
             .map_err(AbortError::Write)?;
         self.write_side_results(&d)?;
 
-        // Baseline update: every complete boot of this run.
-        let baseline = if update_baseline {
-            self.add_to_store(&d, worthy)?
-        } else {
-            Vec::new()
-        };
+        // Baseline update (`--update-baseline`: else nothing is worthy): every complete boot.
+        let baseline = self.add_to_store(&d, worthy)?;
 
         // Report (never changes the ending), after teardown and the results.
         if let Some(r) = reporter.as_mut() {
@@ -1081,19 +987,18 @@ impl GatePlan {
             _ => None,
         };
         if let Some((path, run)) = &side {
-            serde_json::to_string_pretty(run)
-                .map_err(std::io::Error::other)
-                .and_then(|body| infergate_io::fsio::write_durable(path, body.as_bytes()))
-                .map_err(|source| AbortError::WriteFile {
+            super::outputs::write_json(path, serde_json::to_string_pretty(run)).map_err(
+                |source| AbortError::WriteFile {
                     path: path.display().to_string(),
                     source,
-                })?;
+                },
+            )?;
         }
         Ok(())
     }
 
     /// `--update-baseline`: adds every complete boot of this run that may become a baseline
-    /// to the store, and says why of each that may not.
+    /// to the store, and says why of each that may not (`worthy` is empty without it).
     fn add_to_store(
         &self,
         d: &Decided,
@@ -1114,8 +1019,9 @@ impl GatePlan {
         Ok(baseline)
     }
 
-    /// Reports to GitHub. After a cancel the runner's SIGKILL is seconds away: reporting
-    /// gets a short, fixed budget, and says where it stopped.
+    /// Posts the check, the comment and the job summary of a decided gate. After a cancel the
+    /// runner's SIGKILL is seconds away: reporting gets a short, fixed budget, and says where
+    /// it stopped.
     async fn publish(
         &self,
         d: &Decided,
@@ -1124,7 +1030,27 @@ impl GatePlan {
         reporting: &mut Vec<PublishOutcome>,
         cancel: &CancellationToken,
     ) {
-        let report = self.report(d, name, r, reporting);
+        let report = async {
+            let input = PublishInput {
+                results: &d.results,
+                confirmation: d.confirmation(),
+                verdict: d.verdict.as_ref(),
+                cautions: &d.warnings,
+                history: &d.history,
+                config_path: (self.config.path != infergate_config::config::EMBEDDED_NAME)
+                    .then(|| Path::new(&self.config.path)),
+                matrix_line: Some(self.suite.line as u32),
+                artifact_url: None,
+                failure: d.failure.as_ref().map(ToString::to_string),
+            };
+            reporting.push(r.publish(name, &input).await);
+            // A check started under a predicted name that turned out different (the engine
+            // reported another model, say) must not stay in progress.
+            if matches!(self.design, PlannedDesign::Baseline { .. }) {
+                let reason = format!("superseded: the results are reported as `{name}`");
+                reporting.push(r.complete_open_checks(Conclusion::Neutral, &reason).await);
+            }
+        };
         if !cancel.is_cancelled() {
             report.await;
             return;
@@ -1143,41 +1069,39 @@ impl GatePlan {
         }
     }
 
-    /// Whether this run updates the baseline, and whether each of its boots may become one.
+    /// Whether each boot this run adds to the baseline (none without `--update-baseline`) may
+    /// become one.
     /// `--update-baseline` on a run that cannot fails the gate (exit 3): a baseline that can
     /// never exist must not pass unnoticed night after night. Where nothing failed, "nothing
     /// compared, the gate passes" becomes a notice.
-    fn baseline_worthiness(&self, d: &mut Decided) -> (bool, Vec<Result<(), String>>) {
+    fn baseline_worthiness(&self, d: &mut Decided) -> Vec<Result<(), String>> {
         let update_baseline = matches!(
             self.design,
             PlannedDesign::Baseline {
                 update_baseline: true
             }
         );
-        let worthy: Vec<Result<(), String>> = if update_baseline {
+        let failed = d.failure.is_some();
+        let candidates = if update_baseline {
             d.baseline_candidates()
-                .into_iter()
-                .map(|run| baseline_worthy(run, d.failure.is_some()))
-                .collect()
         } else {
             Vec::new()
         };
-        if d.failure.is_none() {
-            let refused = d
-                .baseline_candidates()
-                .into_iter()
-                .zip(&worthy)
-                .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
-                .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
-            if let Some(why) = refused {
-                d.failure = Some(GateFailure::NotABaseline(why));
-            }
+        let worthy: Vec<_> = candidates
+            .iter()
+            .map(|run| baseline_worthy(run, failed))
+            .collect();
+        let refused = (candidates.iter().zip(&worthy))
+            .find_map(|(run, w)| w.as_ref().err().map(|why| (run, why)))
+            .map(|(run, why)| super::outputs::not_a_baseline(run, why, &self.suite.name));
+        if let (Some(why), false) = (refused, failed) {
+            d.failure = Some(GateFailure::NotABaseline(why));
         }
         // "Nothing compared, the gate passes" only where it does.
         if d.failure.is_none() {
             d.notices.extend(d.no_baseline.take());
         }
-        (update_baseline, worthy)
+        worthy
     }
 }
 
@@ -1210,6 +1134,11 @@ pub fn plan_of(config: &GateConfig) -> Plan {
             0
         },
     }
+}
+
+/// The cell measurements one boot of `suite` makes (the length of its progress display).
+pub(super) fn boot_cells(suite: &SuiteConfig) -> u64 {
+    (suite.cells() * suite.repetitions.max(1) as usize) as u64
 }
 
 /// Hardware fingerprint (detected, or pinned by `[profile] hardware`) and GPU telemetry.
@@ -1251,17 +1180,9 @@ fn not_measured(req: &MeasureRequest<'_>, failure: GateFailure, log_path: PathBu
     }
 }
 
-/// What a second boot needs: its measure request, the first boot's log (the second's goes
-/// beside it), the progress display and the cells a boot measures.
-struct SecondBoot<'a, 'r> {
-    req: MeasureRequest<'r>,
-    log_path: &'a Path,
-    progress: Progress<'a>,
-    boot_cells: u64,
-}
-
 /// The judge's verdict after its first look, the confirmation boot where it took one, the
 /// failure where a step failed, and the second boot's teardown warning.
+#[derive(Default)]
 struct AfterFirstLook {
     verdict: Option<ComparisonReport>,
     confirmation: Option<MeasuredRun>,
@@ -1270,87 +1191,62 @@ struct AfterFirstLook {
 }
 
 /// Follows the judge from its first look, with no failure so far: boots the engine again
-/// where it asks for that (cancelled first: not decided), shows it the second boot, and takes
-/// its verdict.
+/// (`req`) where it asks for that (cancelled first: not decided), shows it the second boot,
+/// and takes its verdict.
 async fn after_first_look(
     mut judge: Judge<'static>,
     next: Next,
     results: &mut RunResults,
-    boot: SecondBoot<'_, '_>,
+    req: MeasureRequest<'_>,
+    progress: Progress<'_>,
     cancel: &CancellationToken,
 ) -> AfterFirstLook {
-    let SecondBoot {
-        req: confirm_req,
-        log_path,
-        progress,
-        boot_cells,
-    } = boot;
-    let mut failure = None;
-    let mut confirmation = None;
-    let mut warning = None;
-    let mut verdict = None;
+    let mut after = AfterFirstLook::default();
     let next = match next {
         Next::BootAgain { reason } if !cancel.is_cancelled() => {
-            let sink = progress(boot_cells);
-            let mut req = confirm_req;
-            req.log_path = super::confirm::confirm_log_path(log_path);
+            let sink = progress(boot_cells(req.suite));
             let second =
                 super::confirm::confirm_boot(results, &reason, req, sink.events, cancel.clone())
                     .await;
             let _ = sink.done.await;
-            warning =
+            after.warning =
                 (second.stop.as_ref()).and_then(|s| s.survivors_warning("the confirmation boot"));
             let next = match &second.failure {
-                Some(why) => {
-                    failure = Some(GateFailure::ConfirmationBoot(Some(why.clone())));
-                    None
-                }
-                None => match judge.look(Evidence::SecondBoot {
-                    runs: vec![second.results.clone()],
-                    name: super::confirm::CONFIRM_RESULTS.into(),
-                }) {
-                    Ok(next) => Some(next),
-                    Err(e) => {
-                        failure = Some(GateFailure::Confirmation(e.into()));
-                        None
-                    }
-                },
+                Some(why) => Err(GateFailure::ConfirmationBoot(Some(why.clone()))),
+                None => judge
+                    .look(Evidence::SecondBoot {
+                        runs: vec![second.results.clone()],
+                        name: super::confirm::CONFIRM_RESULTS.into(),
+                    })
+                    .map_err(|e| GateFailure::Confirmation(e.into())),
             };
-            confirmation = Some(second);
+            after.confirmation = Some(second);
             next
         }
-        Next::BootAgain { .. } => {
-            // Cancelled before the second boot the verdict needs: not decided.
-            failure = Some(GateFailure::Measurement(RunFailure::Cancelled));
-            None
-        }
-        next => Some(next),
+        // Cancelled before the second boot the verdict needs: not decided.
+        Next::BootAgain { .. } => Err(GateFailure::Measurement(RunFailure::Cancelled)),
+        next => Ok(next),
     };
     match next {
-        Some(Next::Decided(report)) => {
-            if let Some(second) = confirmation.as_mut() {
+        Ok(Next::Decided(report)) => {
+            if let Some(second) = after.confirmation.as_mut() {
                 let e = Event::now(
                     EventKind::ConfirmationDone,
                     format!("both boots compared: {}", report.gate.as_str()),
                 );
                 second.results.events.push(e);
             }
-            verdict = Some(*report);
+            after.verdict = Some(*report);
         }
-        Some(other) => {
+        Ok(other) => {
             let why = format!("the judge asked for {other:?} after its last look");
-            failure = Some(GateFailure::Comparison(
+            after.failure = Some(GateFailure::Comparison(
                 infergate_model::stats::StatsError::OutOfTurn(why).into(),
             ));
         }
-        None => {}
+        Err(failure) => after.failure = Some(failure),
     }
-    AfterFirstLook {
-        verdict,
-        confirmation,
-        failure,
-        warning,
-    }
+    after
 }
 
 #[cfg(test)]
@@ -1358,46 +1254,11 @@ mod tests {
     use super::*;
 
     /// Each failure says which step failed and why, in the words the console, the check and
-    /// the summary show.
+    /// the summary show; the kind the results' `gate_failure` record carries is its variant,
+    /// one to one, so a reader can decide on it without reading the sentence.
     #[test]
-    fn a_gate_failure_says_which_step_failed() {
-        let boot = || RunFailure::Boot("engine never became ready within 30 s".into());
-        let store = || {
-            GateError::Stats(infergate_model::stats::StatsError::InvalidRule(
-                "alpha must be in (0, 1)".into(),
-            ))
-        };
-        let said = [
-            (
-                GateFailure::Measurement(boot()),
-                "engine never became ready within 30 s",
-            ),
-            (
-                GateFailure::Comparison(store()),
-                "comparison with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
-            ),
-            (
-                GateFailure::ConfirmationBoot(Some(boot())),
-                "the confirmation boot failed: engine never became ready within 30 s",
-            ),
-            (
-                GateFailure::ConfirmationBoot(None),
-                "the confirmation boot failed: no reason given",
-            ),
-            (
-                GateFailure::Confirmation(store()),
-                "comparison of both boots with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
-            ),
-        ];
-        for (failure, words) in said {
-            assert_eq!(failure.to_string(), words);
-        }
-    }
-
-    /// The kind the results' `gate_failure` record carries is the failure's variant, one to
-    /// one, so a reader can decide on it without reading the sentence.
-    #[test]
-    fn a_gate_failure_names_its_kind_for_the_results() {
+    fn a_gate_failure_says_which_step_failed_and_names_its_kind() {
+        use {GateFailure as F, GateFailureKind as K};
         let boot = || RunFailure::Boot("engine never became ready within 30 s".into());
         let store = || {
             GateError::Stats(infergate_model::stats::StatsError::InvalidRule(
@@ -1405,34 +1266,50 @@ mod tests {
             ))
         };
         let paired = infergate_model::stats::PairedError::TooFewPairs { a: 1, b: 1 };
-        let kinds = [
+        let said = [
             (
-                GateFailure::Measurement(boot()),
-                GateFailureKind::Measurement,
+                F::Measurement(boot()),
+                K::Measurement,
+                "engine never became ready within 30 s",
             ),
             (
-                GateFailure::Comparison(store()),
-                GateFailureKind::Comparison,
+                F::Comparison(store()),
+                K::Comparison,
+                "comparison with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
             ),
             (
-                GateFailure::ConfirmationBoot(None),
-                GateFailureKind::ConfirmationBoot,
+                F::ConfirmationBoot(Some(boot())),
+                K::ConfirmationBoot,
+                "the confirmation boot failed: engine never became ready within 30 s",
             ),
             (
-                GateFailure::Confirmation(store()),
-                GateFailureKind::Confirmation,
-            ),
-            (GateFailure::Paired(paired), GateFailureKind::Paired),
-            (
-                GateFailure::NoBaseline("no baseline yet".into()),
-                GateFailureKind::NoBaseline,
+                F::ConfirmationBoot(None),
+                K::ConfirmationBoot,
+                "the confirmation boot failed: no reason given",
             ),
             (
-                GateFailure::NotABaseline("2 cells errored".into()),
-                GateFailureKind::NotABaseline,
+                F::Confirmation(store()),
+                K::Confirmation,
+                "comparison of both boots with the baseline failed: invalid decision rule: alpha must be in (0, 1)",
+            ),
+            (
+                F::Paired(paired),
+                K::Paired,
+                "paired comparison failed: a paired comparison needs at least 2 complete pairs of boots (got 1 A and 1 B runs)",
+            ),
+            (
+                F::NoBaseline("no baseline yet".into()),
+                K::NoBaseline,
+                "no baseline yet",
+            ),
+            (
+                F::NotABaseline("2 cells errored".into()),
+                K::NotABaseline,
+                "2 cells errored",
             ),
         ];
-        for (failure, kind) in kinds {
+        for (failure, kind, words) in said {
+            assert_eq!(failure.to_string(), words);
             assert_eq!(failure.kind(), kind, "{failure}");
         }
     }

@@ -146,7 +146,7 @@ pub fn unmeasured_results(
     let model = req.model.unwrap_or("unknown").to_string();
     let matrix = req.suite.matrix_spec(&model);
     let engine_name = req.engine.name.clone().unwrap_or_else(|| "unknown".into());
-    let first_line = reason.lines().next().unwrap_or(reason).to_string();
+    let first_line = reason.lines().next().unwrap_or(reason);
     let now = chrono::Utc::now();
     RunResults {
         schema_version: infergate_schema::results::SCHEMA_VERSION,
@@ -160,7 +160,7 @@ pub fn unmeasured_results(
         started_at: now,
         finished_at: Some(now),
         status,
-        status_reason: Some(first_line.clone()),
+        status_reason: Some(first_line.to_string()),
         profile: ProfileKey::derive(req.hardware.clone(), &engine_name, &model, &matrix),
         engine: EngineIdentity {
             name: engine_name,
@@ -171,10 +171,8 @@ pub fn unmeasured_results(
             .contexts
             .iter()
             .flat_map(|&l| {
-                let first_line = first_line.clone();
-                matrix.concurrency.iter().map(move |&c| {
-                    CellResult::unmeasured(c, l, CellStatus::Error, first_line.clone())
-                })
+                (matrix.concurrency.iter())
+                    .map(move |&c| CellResult::unmeasured(c, l, CellStatus::Error, first_line))
             })
             .collect(),
         matrix,
@@ -327,6 +325,17 @@ impl<'a> LiveEngine<'a> {
     ) -> Result<LiveEngine<'a>, Box<MeasuredRun>> {
         let log = Arc::new(Mutex::new(Vec::<Event>::new()));
         let (sampler, telemetry_summary) = telemetry_of(&req, &events, &log);
+        let failed = |command, e: &dyn std::fmt::Display, stop| {
+            let telemetry = telemetry_summary.clone();
+            Box::new(boot_failure(
+                &req,
+                command,
+                e.to_string(),
+                &log,
+                telemetry,
+                stop,
+            ))
+        };
         let launch = match EngineLaunch::from_config(
             req.engine,
             req.model,
@@ -334,10 +343,7 @@ impl<'a> LiveEngine<'a> {
             req.log_path.clone(),
         ) {
             Ok(l) => l,
-            Err(e) => {
-                let run = boot_failure(&req, None, e.to_string(), &log, telemetry_summary, None);
-                return Err(Box::new(run));
-            }
+            Err(e) => return Err(failed(None, &e, None)),
         };
         let command = launch.display.clone();
         if cancel.is_cancelled() {
@@ -358,37 +364,19 @@ impl<'a> LiveEngine<'a> {
         );
         let engine = match req.boot.start(launch).await {
             Ok(e) => e,
-            Err(e) => {
-                let run = boot_failure(
-                    &req,
-                    Some(command),
-                    e.to_string(),
-                    &log,
-                    telemetry_summary,
-                    None,
-                );
-                return Err(Box::new(run));
-            }
+            Err(e) => return Err(failed(Some(command), &e, None)),
         };
         send(&events, &log, spawned_event(engine.as_ref()));
         let ready = match engine.wait_ready(&cancel, req.log_tail_lines).await {
             Ok(r) => r,
             Err(e) => {
                 let cancelled = matches!(e, infergate_engine::engine::EngineError::Cancelled);
-                let stop = engine.stop().await;
-                let run = boot_failure(
-                    &req,
-                    Some(command),
-                    e.to_string(),
-                    &log,
-                    telemetry_summary,
-                    Some(stop),
-                );
-                return Err(Box::new(if cancelled {
-                    cancelled_before_ready(run)
+                let run = failed(Some(command), &e, Some(engine.stop().await));
+                return Err(if cancelled {
+                    Box::new(cancelled_before_ready(*run))
                 } else {
                     run
-                }));
+                });
             }
         };
         send(&events, &log, ready_event(engine.as_ref(), &ready));
@@ -454,7 +442,11 @@ impl<'a> LiveEngine<'a> {
                     header.engine.command = Some(self.command.clone());
                     header.engine.containment = Some(self.engine.containment_record());
                     header.labels.extend(self.req.labels.clone());
-                    start_journal(path, header, &self.bench_tx)
+                    super::outputs::InProgressResults::start(path, header)
+                        .inspect_err(|e| {
+                            let _ = self.bench_tx.send(journal_failed(e));
+                        })
+                        .ok()
                 });
                 self.results = Some(results);
                 self.session = Some(session);
@@ -495,18 +487,15 @@ impl<'a> LiveEngine<'a> {
         let (Some(session), Some(results)) = (&self.session, self.results.as_mut()) else {
             return;
         };
-        let journal_failed = std::sync::atomic::AtomicBool::new(false);
+        let said = std::sync::atomic::AtomicBool::new(false);
         let journal = &self.journal;
         let bench_tx = &self.bench_tx;
         let on_cell = |cell: &CellResult| {
             if let Some(j) = journal
                 && let Err(e) = j.cell_done(cell)
-                && !journal_failed.swap(true, std::sync::atomic::Ordering::Relaxed)
+                && !said.swap(true, std::sync::atomic::Ordering::Relaxed)
             {
-                let _ = bench_tx.send(Event::now(
-                    EventKind::Notice,
-                    format!("cannot keep the results current after each cell: {e}"),
-                ));
+                let _ = bench_tx.send(journal_failed(&e));
             }
         };
         let measured = session.measure_matrix(&self.measure_cancel, &on_cell).await;
@@ -567,15 +556,13 @@ impl<'a> LiveEngine<'a> {
         }
         let tail = infergate_engine::engine::log_tail(&req.log_path, req.log_tail_lines);
         let mut failure = self.failure;
-        match &stop_cause {
+        let log_tail = tail.clone();
+        match stop_cause {
             Some(StopCause::Signal) => failure = Some(RunFailure::Cancelled),
             Some(StopCause::EngineDied(status)) => {
                 let message = format!("engine exited with {status} during the run");
                 send(events, log, Event::now(EventKind::EngineExit, message));
-                failure = Some(RunFailure::EngineDied {
-                    status: status.clone(),
-                    log_tail: tail.clone(),
-                });
+                failure = Some(RunFailure::EngineDied { status, log_tail });
             }
             Some(StopCause::Unresponsive(reason)) => {
                 send(
@@ -583,10 +570,7 @@ impl<'a> LiveEngine<'a> {
                     log,
                     Event::now(EventKind::Unreachable, reason.clone()),
                 );
-                failure = Some(RunFailure::Unresponsive {
-                    reason: reason.clone(),
-                    log_tail: tail.clone(),
-                });
+                failure = Some(RunFailure::Unresponsive { reason, log_tail });
             }
             None => {}
         }
@@ -611,16 +595,14 @@ impl<'a> LiveEngine<'a> {
             .telemetry_summary
             .or_else(|| self.sampler.as_ref().map(|s| s.summary()));
         results.finished_at = Some(chrono::Utc::now());
-        let mut all_events = std::mem::take(&mut results.events);
         if let Ok(l) = log.lock() {
             for e in l.iter() {
-                if !all_events.contains(e) {
-                    all_events.push(e.clone());
+                if !results.events.contains(e) {
+                    results.events.push(e.clone());
                 }
             }
         }
-        all_events.sort_by_key(|e| e.at);
-        results.events = all_events;
+        results.events.sort_by_key(|e| e.at);
         redacted(MeasuredRun {
             results,
             failure,
@@ -696,26 +678,19 @@ fn settle_failure(results: &mut RunResults, failure: &mut Option<RunFailure>, ta
             results.status = RunStatus::Cancelled;
             results.status_reason = Some("cancelled by SIGINT/SIGTERM".into());
         }
-        Some(RunFailure::EngineDied { status, .. }) => {
-            let reason = format!("engine exited with {status}");
-            for c in &mut results.cells {
-                let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
-                    && c.reason
-                        .as_deref()
-                        .is_some_and(|r| r.contains("cancelled") || r.starts_with("engine"));
-                if unfinished {
-                    c.status = CellStatus::Error;
-                    c.reason = Some(reason.clone());
+        Some(f @ (RunFailure::EngineDied { .. } | RunFailure::Unresponsive { .. })) => {
+            // The cells the stop left unfinished; a dead engine's own errors among them.
+            let (reason, died) = match f {
+                RunFailure::EngineDied { status, .. } => {
+                    (format!("engine exited with {status}"), true)
                 }
-            }
-            results.status = RunStatus::Partial;
-            results.status_reason = Some(reason);
-        }
-        Some(RunFailure::Unresponsive { .. }) => {
-            let reason = "engine unresponsive".to_string();
+                _ => ("engine unresponsive".to_string(), false),
+            };
             for c in &mut results.cells {
                 let unfinished = matches!(c.status, CellStatus::Error | CellStatus::Skipped)
-                    && c.reason.as_deref().is_some_and(|r| r.contains("cancelled"));
+                    && (c.reason.as_deref()).is_some_and(|r| {
+                        r.contains("cancelled") || (died && r.starts_with("engine"))
+                    });
                 if unfinished {
                     c.status = CellStatus::Error;
                     c.reason = Some(reason.clone());
@@ -767,23 +742,11 @@ fn redacted(mut run: MeasuredRun) -> MeasuredRun {
     run
 }
 
-/// Opens the in-progress results file; a failure is said once as a notice (the final write
-/// will report it as an error if the directory stays unwritable).
-fn start_journal(
-    path: PathBuf,
-    header: RunResults,
-    events: &mpsc::UnboundedSender<Event>,
-) -> Option<super::outputs::InProgressResults> {
-    match super::outputs::InProgressResults::start(path, header) {
-        Ok(j) => Some(j),
-        Err(e) => {
-            let _ = events.send(Event::now(
-                EventKind::Notice,
-                format!("cannot keep the results current after each cell: {e}"),
-            ));
-            None
-        }
-    }
+/// The notice that the in-progress results file cannot be kept current, said once (the final
+/// write will report it as an error if the directory stays unwritable).
+fn journal_failed(e: &super::decide::GateError) -> Event {
+    let why = format!("cannot keep the results current after each cell: {e}");
+    Event::now(EventKind::Notice, why)
 }
 
 /// The results of a boot that was cancelled before the engine was started: every cell

@@ -18,11 +18,18 @@ pub struct OutputFiles {
     pub summary: PathBuf,
 }
 
-fn write_atomic(path: &Path, body: &[u8]) -> Result<(), GateError> {
-    infergate_io::fsio::write_durable(path, body).map_err(|source| GateError::Write {
+/// A JSON file (`body`, or why it could not be serialised) written durably: temp file, fsync,
+/// rename.
+pub(crate) fn write_json(path: &Path, body: serde_json::Result<String>) -> std::io::Result<()> {
+    infergate_io::fsio::write_durable(path, body.map_err(std::io::Error::other)?.as_bytes())
+}
+
+/// The gate's error for writing (or removing) `path`.
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> GateError + '_ {
+    |source| GateError::Write {
         path: path.display().to_string(),
         source,
-    })
+    }
 }
 
 /// Writes `verdict.json` (when compared), `summary.md` and `results.json` into `out`, each
@@ -39,47 +46,26 @@ pub fn write_outputs(
     verdict: Option<&ComparisonReport>,
     summary_md: &str,
 ) -> Result<OutputFiles, GateError> {
-    std::fs::create_dir_all(out).map_err(|source| GateError::Write {
-        path: out.display().to_string(),
-        source,
-    })?;
-    let ser = |v: serde_json::Result<String>, what: &str| {
-        v.map_err(|e| GateError::Write {
-            path: format!("{}/{what}", out.display()),
-            source: std::io::Error::other(e),
-        })
-    };
-    let verdict_path = match verdict {
-        Some(v) => {
-            let p = out.join("verdict.json");
-            write_atomic(
-                &p,
-                ser(serde_json::to_string_pretty(v), "verdict.json")?.as_bytes(),
-            )?;
-            Some(p)
+    std::fs::create_dir_all(out).map_err(write_error(out))?;
+    let verdict_path = out.join("verdict.json");
+    match verdict {
+        Some(v) => write_json(&verdict_path, serde_json::to_string_pretty(v))
+            .map_err(write_error(&verdict_path))?,
+        // A stale verdict from an earlier run must not be mistaken for this one's.
+        None if verdict_path.exists() => {
+            std::fs::remove_file(&verdict_path).map_err(write_error(&verdict_path))?
         }
-        None => {
-            // A stale verdict from an earlier run must not be mistaken for this one's.
-            let stale = out.join("verdict.json");
-            if stale.exists() {
-                std::fs::remove_file(&stale).map_err(|source| GateError::Write {
-                    path: stale.display().to_string(),
-                    source,
-                })?;
-            }
-            None
-        }
-    };
+        None => {}
+    }
     let summary = out.join("summary.md");
-    write_atomic(&summary, summary_md.as_bytes())?;
+    infergate_io::fsio::write_durable(&summary, summary_md.as_bytes())
+        .map_err(write_error(&summary))?;
     let results_path = out.join("results.json");
-    write_atomic(
-        &results_path,
-        ser(serde_json::to_string_pretty(results), "results.json")?.as_bytes(),
-    )?;
+    write_json(&results_path, serde_json::to_string_pretty(results))
+        .map_err(write_error(&results_path))?;
     Ok(OutputFiles {
         results: results_path,
-        verdict: verdict_path,
+        verdict: verdict.is_some().then_some(verdict_path),
         summary,
     })
 }
@@ -123,10 +109,9 @@ impl InProgressResults {
     }
 
     fn write(&self) -> Result<(), GateError> {
-        let mut run = match self.run.lock() {
-            Ok(r) => r.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        };
+        let mut run = (self.run.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         let total = run.matrix.contexts.len() * run.matrix.concurrency.len();
         run.status_reason = Some(format!(
             "the gate is still measuring: {} of {total} cells finished (a file left in this state means the gate was stopped before it could finish)",
@@ -134,11 +119,7 @@ impl InProgressResults {
         ));
         // The same masking as the final results: engine text may carry a secret.
         let run = infergate_io::redact::process().redact_serde(run);
-        let body = serde_json::to_string_pretty(&run).map_err(|e| GateError::Write {
-            path: self.path.display().to_string(),
-            source: std::io::Error::other(e),
-        })?;
-        write_atomic(&self.path, body.as_bytes())
+        write_json(&self.path, serde_json::to_string_pretty(&run)).map_err(write_error(&self.path))
     }
 }
 
@@ -166,28 +147,20 @@ pub fn not_a_baseline(results: &RunResults, why: &str, suite: &str) -> String {
         .collect();
     let mut text = format!("--update-baseline: this run cannot become a baseline: {why}");
     if !unmeasured.is_empty() {
-        let cells: Vec<String> = unmeasured
+        let (cells, skip): (Vec<String>, Vec<String>) = unmeasured
             .iter()
             .map(|c| {
                 let reason = c.reason.as_deref().unwrap_or("no reason given");
-                format!(
-                    "C={} × {} ({})",
-                    c.concurrency,
-                    context_label(c.context_tokens),
-                    reason.lines().next().unwrap_or(reason)
+                let (n, context) = (c.concurrency, context_label(c.context_tokens));
+                (
+                    format!(
+                        "C={n} × {context} ({})",
+                        reason.lines().next().unwrap_or(reason)
+                    ),
+                    format!("{{ concurrency = {n}, context = \"{context}\" }}"),
                 )
             })
-            .collect();
-        let skip: Vec<String> = unmeasured
-            .iter()
-            .map(|c| {
-                format!(
-                    "{{ concurrency = {}, context = \"{}\" }}",
-                    c.concurrency,
-                    context_label(c.context_tokens)
-                )
-            })
-            .collect();
+            .unzip();
         text.push_str(&format!(
             ". Cells that keep it partial: {}. A baseline needs every cell of the suite measured: if the engine cannot serve a cell, leave it out with the suite's `skip` list (docs/config.md), e.g. `skip = [{}]` under [suites.{suite}]",
             cells.join("; "),
