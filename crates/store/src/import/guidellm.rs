@@ -228,7 +228,11 @@ pub(crate) fn convert(
         times,
         ..
     } = found;
-    let engine = engine_label(&labels_in, &mut unmapped);
+    let engine = super::engine_or_unknown(
+        labels_in.get("engine").map(String::as_str),
+        "run guidellm with --label engine=NAME",
+        &mut unmapped,
+    );
     let mut labels: BTreeMap<String, String> = labels_in
         .into_iter()
         .map(|(k, v)| (format!("guidellm.{k}"), v))
@@ -244,7 +248,7 @@ pub(crate) fn convert(
         tag: "guidellm",
         file,
         text,
-        engine: engine.unwrap_or_else(|| "unknown".into()),
+        engine,
         model,
         url,
         started,
@@ -266,21 +270,6 @@ fn requested_prompt(report: &GuidellmReport) -> Option<u64> {
         }
         _ => None,
     }
-}
-
-/// The `engine` label, or `None` with a note saying how to record it.
-fn engine_label(labels: &BTreeMap<String, String>, unmapped: &mut Vec<String>) -> Option<String> {
-    let engine = labels
-        .get("engine")
-        .filter(|e| !e.trim().is_empty())
-        .cloned();
-    if engine.is_none() {
-        unmapped.push(
-            "engine: not recorded (run guidellm with --label engine=NAME to name it); `unknown`"
-                .into(),
-        );
-    }
-    engine
 }
 
 /// What [`convert`] gathers benchmark by benchmark: each benchmark checks the model against
@@ -344,9 +333,7 @@ impl CellsFound<'_> {
             ("metrics.output_tokens_per_second.successful.mean", tps),
             ("duration", b.duration),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(self.err(at(field), format!("must be a number >= 0, found {v}")));
-            }
+            super::non_negative(field, v).map_err(|(f, m)| self.err(at(&f), m))?;
         }
         if !(b.start_time.is_finite() && b.end_time.is_finite()) {
             return Err(self.err(at("start_time"), "must be a Unix time in seconds".into()));
@@ -553,16 +540,10 @@ fn burst_of(b: &Benchmark) -> BurstRecord {
             .as_ref()
             .and_then(|d| seconds(&d.successful)),
         itl_s: seconds(&m.inter_token_latency_ms.successful),
-        e2el_s: m.request_latency.as_ref().and_then(|d| {
-            let s = &d.successful;
-            percentile_group(
-                Some(s.mean),
-                Some(s.percentiles.p50),
-                Some(s.percentiles.p90),
-                Some(s.percentiles.p99),
-                s.count,
-            )
-        }),
+        e2el_s: m
+            .request_latency
+            .as_ref()
+            .and_then(|d| scaled(&d.successful, 1.0)),
         good: None,
         goodput: None,
         first_problem: (t.errored + t.incomplete > 0)
@@ -572,7 +553,12 @@ fn burst_of(b: &Benchmark) -> BurstRecord {
 
 /// A millisecond distribution as seconds, `None` when empty or all zero.
 fn seconds(d: &Distribution) -> Option<Percentiles> {
-    let s = |v: f64| Some(v / 1000.0);
+    scaled(d, 1000.0)
+}
+
+/// A distribution's figures divided by `divisor`, `None` when empty or all zero.
+fn scaled(d: &Distribution, divisor: f64) -> Option<Percentiles> {
+    let s = |v: f64| Some(v / divisor);
     percentile_group(
         s(d.mean),
         s(d.percentiles.p50),

@@ -180,22 +180,19 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
         cells.push(convert_cell(cell).map_err(|(f, m)| field_err(format!("results[{i}].{f}"), m))?);
     }
 
-    let mut concurrency = meta.concurrency_levels.clone();
-    let mut contexts = meta.context_lengths.clone();
-    if concurrency.is_empty() {
-        concurrency = cells.iter().map(|c| c.concurrency).collect();
-    }
-    if contexts.is_empty() {
-        contexts = cells.iter().map(|c| c.context_tokens).collect();
-    }
-    concurrency.sort_unstable();
-    concurrency.dedup();
-    contexts.sort_unstable();
-    contexts.dedup();
+    let (levels, lengths) = (&meta.concurrency_levels, &meta.context_lengths);
     let matrix = MatrixSpec {
         model: meta.model.clone(),
-        concurrency,
-        contexts,
+        concurrency: super::sorted_unique(if levels.is_empty() {
+            cells.iter().map(|c| c.concurrency).collect()
+        } else {
+            levels.clone()
+        }),
+        contexts: super::sorted_unique(if lengths.is_empty() {
+            cells.iter().map(|c| c.context_tokens).collect()
+        } else {
+            lengths.clone()
+        }),
         timing: infergate_schema::results::CellTiming {
             duration_s: meta.duration_per_test.unwrap_or(0.0),
             warmup_s: meta.decode_warmup_seconds.unwrap_or(0.0),
@@ -256,12 +253,7 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
 
 /// One seed cell → one [`CellResult`]; an error is (field, message).
 fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
-    if !(c.aggregate_tps.is_finite() && c.aggregate_tps >= 0.0) {
-        return Err((
-            "aggregate_tps".into(),
-            format!("must be a number >= 0, found {}", c.aggregate_tps),
-        ));
-    }
+    super::non_negative("aggregate_tps", c.aggregate_tps)?;
     let capacity = c.capacity_limited.unwrap_or(false) || c.warmup_timed_out.unwrap_or(false);
     let nonempty = |s: &Option<String>| {
         s.as_deref()
@@ -371,13 +363,7 @@ fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
 /// GPU model, count and driver from the `nvidia-smi --query-gpu=index,name,driver_version,...`
 /// output; `cpu`/unknown when absent or failed.
 fn hardware_from(seed: &SeedFile) -> HardwareFingerprint {
-    let unknown = HardwareFingerprint {
-        kind: "cpu".into(),
-        gpu_model: None,
-        gpu_count: 0,
-        driver_version: None,
-        cpu_model: None,
-    };
+    let unknown = super::unknown_hardware();
     let Some(query) = seed
         .startup_diagnostics
         .as_ref()
