@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use super::{ImportError, imported_run, percentile_group};
 use infergate_schema::results::{
-    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, RunResults, TokenSource,
+    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, RunResults,
 };
 
 /// The parts of a guidellm report the import reads.
@@ -457,36 +457,15 @@ fn cell_of(b: &Benchmark, concurrency: u32, context: u64) -> CellResult {
         (CellStatus::Ok, None)
     };
     CellResult {
-        concurrency,
-        context_tokens: context,
-        status,
-        reason,
         aggregate_tps: m.output_tokens_per_second.successful.mean,
-        samples: Vec::new(),
-        per_user_tps: None,
         ttft_s: seconds(&m.time_to_first_token_ms.successful),
         itl_s: seconds(&m.inter_token_latency_ms.successful),
-        effective_concurrency: None,
-        waiting_avg: None,
         output_tokens: m.output_token_count.successful.total_sum.max(0.0).round() as u64,
         measured_s: b.duration,
         prompt_tokens: (prompt.mean.is_finite() && prompt.mean > 0.0)
             .then(|| prompt.mean.round() as u64),
         errors: u32::try_from(totals.errored).unwrap_or(u32::MAX),
-        token_source: Some(TokenSource::Imported),
-        server_tps: None,
-        engine_counter: None,
-        ready_after_s: None,
-        spec_decode: None,
-        telemetry: None,
-        rounds: Vec::new(),
-        cross_checks: Vec::new(),
-        truncated_requests: None,
-        preemptions: None,
-        tpot_s: None,
-        requests: None,
-        unverified: None,
-        host_lateness_s: None,
+        ..super::imported_cell(concurrency, context, status, reason)
     }
 }
 

@@ -29,7 +29,7 @@ use super::ImportError;
 use infergate_schema::results::{
     CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, EventKind, HardwareFingerprint,
     MatrixSpec, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
-    TelemetrySummary, TokenSource, ToolInfo,
+    TelemetrySummary, ToolInfo,
 };
 
 /// The parts of an llm-decode-bench file the import reads; everything else is ignored.
@@ -298,12 +298,7 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         _ => None,
     };
     Ok(CellResult {
-        concurrency: c.concurrency,
-        context_tokens: c.context_tokens,
-        status,
-        reason,
         aggregate_tps: c.aggregate_tps,
-        samples: Vec::new(),
         per_user_tps: group(
             c.output_tps_per_user_avg,
             c.output_tps_per_user_p50,
@@ -326,22 +321,13 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
             .filter(|v| v.is_finite() && *v > 0.0)
             .map(|v| v.round() as u64),
         errors: c.num_errors.unwrap_or(0),
-        token_source: Some(TokenSource::Imported),
         server_tps: c
             .server_gen_throughput
             .filter(|v| v.is_finite() && *v > 0.0),
-        engine_counter: None,
         ready_after_s: c.warmup_duration.filter(|v| v.is_finite() && *v >= 0.0),
         spec_decode,
         telemetry: c.hardware_summary.as_ref().and_then(cell_telemetry),
-        rounds: Vec::new(),
-        cross_checks: Vec::new(),
-        truncated_requests: None,
-        preemptions: None,
-        tpot_s: None,
-        requests: None,
-        unverified: None,
-        host_lateness_s: None,
+        ..super::imported_cell(c.concurrency, c.context_tokens, status, reason)
     })
 }
 

@@ -18,9 +18,9 @@ use serde_json::Value;
 
 use infergate_config::config::plain_type_names;
 use infergate_schema::results::{
-    CellResult, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    CellResult, CellStatus, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
     MIN_SCHEMA_VERSION, MatrixSpec, Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus,
-    SCHEMA_VERSION, ToolInfo,
+    SCHEMA_VERSION, TokenSource, ToolInfo,
 };
 
 /// Why a results file could not be read.
@@ -280,6 +280,21 @@ pub(crate) fn percentile_group(
         p99,
         count,
     })
+}
+
+/// A cell of an imported run as the tool reports it; the importer sets the figures it has,
+/// the rest stays as on an unmeasured cell (what no tool records).
+pub(crate) fn imported_cell(
+    concurrency: u32,
+    context_tokens: u64,
+    status: CellStatus,
+    reason: Option<String>,
+) -> CellResult {
+    CellResult {
+        reason,
+        token_source: Some(TokenSource::Imported),
+        ..CellResult::unmeasured(concurrency, context_tokens, status, "")
+    }
 }
 
 /// What the load-generator importers (vLLM, guidellm) know about a run; [`imported_run`]

@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use super::{ImportError, engine_or_unknown, imported_run, non_negative, percentile_group};
 use infergate_schema::results::{
-    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, SpecDecodeStats, TokenSource,
+    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, SpecDecodeStats,
 };
 
 /// The fields of one `--save-result` document the import reads; percentile keys
@@ -342,35 +342,16 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
     }
     Ok((
         CellResult {
-            concurrency,
-            context_tokens: context,
-            status,
-            reason,
             aggregate_tps: d.output_throughput,
-            samples: Vec::new(),
-            per_user_tps: None,
             ttft_s: ttft,
             itl_s: itl,
-            effective_concurrency: None,
-            waiting_avg: None,
             output_tokens: d.total_output_tokens,
             measured_s: d.duration,
             prompt_tokens: (context > 0).then_some(context),
             errors: u32::try_from(errors).unwrap_or(u32::MAX),
-            token_source: Some(TokenSource::Imported),
-            server_tps: None,
-            engine_counter: None,
-            ready_after_s: None,
             spec_decode: spec_decode_of(d),
-            telemetry: None,
-            rounds: Vec::new(),
-            cross_checks: Vec::new(),
-            truncated_requests: None,
-            preemptions: None,
             tpot_s: tpot,
-            requests: None,
-            unverified: None,
-            host_lateness_s: None,
+            ..super::imported_cell(concurrency, context, status, reason)
         },
         notes,
     ))
