@@ -458,22 +458,18 @@ fn events_from(log: &[String], finished: DateTime<Utc>) -> Vec<Event> {
 
 /// Event kind and cell coordinate of one seed log text.
 fn classify(text: &str) -> (EventKind, Option<u32>, Option<u64>) {
-    let kind = if text.starts_with("startup") {
-        EventKind::Startup
-    } else if text.starts_with("decode warmup") {
-        EventKind::Warmup
-    } else if text.starts_with("cell start") {
-        EventKind::CellStart
-    } else if text.starts_with("ready") {
-        EventKind::Ready
-    } else if text.starts_with("cell done") {
-        EventKind::CellDone
-    } else if text.starts_with("warmup timeout") {
-        EventKind::CapacityLimited
-    } else if text.contains("error") {
-        EventKind::CellError
-    } else {
-        EventKind::Notice
+    const BY_PREFIX: [(&str, EventKind); 6] = [
+        ("startup", EventKind::Startup),
+        ("decode warmup", EventKind::Warmup),
+        ("cell start", EventKind::CellStart),
+        ("ready", EventKind::Ready),
+        ("cell done", EventKind::CellDone),
+        ("warmup timeout", EventKind::CapacityLimited),
+    ];
+    let kind = match BY_PREFIX.iter().find(|(p, _)| text.starts_with(p)) {
+        Some((_, kind)) => kind.clone(),
+        None if text.contains("error") => EventKind::CellError,
+        None => EventKind::Notice,
     };
     let mut conc = None;
     let mut ctx = None;

@@ -110,28 +110,25 @@ pub(crate) fn detect(doc: &Value) -> Option<ResultsFormat> {
     if is_ours {
         return Some(ResultsFormat::Infergate);
     }
-    let is_seed = first
-        .get("metadata")
-        .and_then(|m| m.get("version"))
-        .is_some()
-        && first.get("results").is_some_and(|r| {
-            r.as_array().is_some_and(|cells| {
-                cells.is_empty() || cells.iter().any(|c| c.get("aggregate_tps").is_some())
-            })
-        });
-    if is_seed && !doc.is_array() {
-        return Some(ResultsFormat::LlmDecodeBench);
-    }
     if doc.is_array() {
         return None;
     }
-    if vllm_bench_serve::looks_like(doc) {
-        return Some(ResultsFormat::VllmBenchServe);
+    let is_seed = doc.get("metadata").and_then(|m| m.get("version")).is_some()
+        && doc
+            .get("results")
+            .and_then(Value::as_array)
+            .is_some_and(|cells| {
+                cells.is_empty() || cells.iter().any(|c| c.get("aggregate_tps").is_some())
+            });
+    if is_seed {
+        Some(ResultsFormat::LlmDecodeBench)
+    } else if vllm_bench_serve::looks_like(doc) {
+        Some(ResultsFormat::VllmBenchServe)
+    } else if guidellm::looks_like(doc) {
+        Some(ResultsFormat::Guidellm)
+    } else {
+        None
     }
-    if guidellm::looks_like(doc) {
-        return Some(ResultsFormat::Guidellm);
-    }
-    None
 }
 
 /// Two or more JSON documents one after another (vLLM's `--append-result`), each with the
