@@ -27,9 +27,8 @@ use serde_json::Value;
 
 use super::ImportError;
 use infergate_schema::results::{
-    CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, EventKind, HardwareFingerprint,
-    MatrixSpec, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
-    TelemetrySummary, ToolInfo,
+    CellResult, CellStatus, CellTelemetry, Event, EventKind, HardwareFingerprint, MatrixSpec,
+    ProfileKey, RunResults, SpecDecodeStats, TelemetrySummary,
 };
 
 /// The parts of an llm-decode-bench file the import reads; everything else is ignored.
@@ -203,51 +202,31 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
         },
         repetitions: 1,
     };
-    let hardware = hardware_from(seed);
-    let profile = ProfileKey::derive(hardware, &meta.engine, &meta.model, &matrix);
     let events = events_from(&seed.event_log, finished);
-    let started_at = events.first().map(|e| e.at).unwrap_or(finished);
-
-    let run_id = super::stable_run_id(finished, "lldb", text);
-    let telemetry = summary_from(seed.hardware_run_summary.as_ref(), &seed.event_log);
-
-    let mut run = RunResults {
-        schema_version: SCHEMA_VERSION,
-        tool: ToolInfo::current(),
-        run_id,
-        suite: None,
-        started_at,
-        finished_at: Some(finished),
-        status: RunStatus::Complete,
-        status_reason: None,
-        profile,
-        engine: EngineIdentity {
-            name: meta.engine.clone(),
-            version: engine_version(&seed.event_log),
-            models: vec![meta.model.clone()],
-            url: meta.server.clone().unwrap_or_default(),
-            metrics_flavor: meta
-                .metrics_available
-                .unwrap_or(false)
-                .then(|| meta.engine.clone()),
-            command: None,
-            containment: None,
-        },
-        matrix,
+    let mut run = super::imported_run(super::ImportedRun {
+        tool: format!("llm-decode-bench {}", meta.version),
+        tag: "lldb",
+        file,
+        text,
+        engine: meta.engine.clone(),
+        model: meta.model.clone(),
+        url: meta.server.clone().unwrap_or_default(),
+        started: events.first().map(|e| e.at).unwrap_or(finished),
+        finished,
         cells,
-        telemetry,
-        events,
-        source: ResultsSource::Import {
-            tool: format!("llm-decode-bench {}", meta.version),
-            path: file.to_string(),
-        },
+        unmapped: Vec::new(),
         labels: BTreeMap::new(),
-        prefill: Vec::new(),
-        burst: None,
-        gate_failure: None,
-    };
-    // `complete` only when every cell was measured: a seed cell with an error makes it partial.
-    run.settle_status();
+    });
+    // What the seed records and the load generators do not: the matrix it ran, the GPUs, the
+    // engine version and metrics, its telemetry and its log.
+    run.profile = ProfileKey::derive(hardware_from(seed), &meta.engine, &meta.model, &matrix);
+    run.matrix = matrix;
+    run.engine.version = engine_version(&seed.event_log);
+    run.engine.metrics_flavor = (meta.metrics_available)
+        .unwrap_or(false)
+        .then(|| meta.engine.clone());
+    run.telemetry = summary_from(seed.hardware_run_summary.as_ref(), &seed.event_log);
+    run.events = events;
     Ok(run)
 }
 
@@ -573,6 +552,7 @@ mod tests {
     use super::*;
     use crate::export::fixture::{SEED, seed_run};
     use crate::import::parse_results;
+    use infergate_schema::results::{ResultsSource, RunStatus};
 
     #[test]
     fn seed_maps_profile_cells_and_events() {

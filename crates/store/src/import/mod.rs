@@ -294,8 +294,8 @@ pub(crate) fn imported_cell(
     }
 }
 
-/// What the load-generator importers (vLLM, guidellm) know about a run; [`imported_run`]
-/// builds the rest the same way for both.
+/// What every importer knows about a run; [`imported_run`] builds the rest the same way for
+/// all (llm-decode-bench then sets what only it records: matrix, GPUs, telemetry, log).
 pub(crate) struct ImportedRun<'a> {
     /// Tool and version for the provenance (`guidellm 0.8.1`).
     pub(crate) tool: String,
