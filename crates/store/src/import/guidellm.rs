@@ -37,9 +37,7 @@ use infergate_schema::results::{
 /// The parts of a guidellm report the import reads.
 #[derive(Debug, Deserialize)]
 pub(crate) struct GuidellmReport {
-    #[serde(default)]
     pub(crate) metadata: Option<ReportMetadata>,
-    #[serde(default)]
     pub(crate) config: Option<ReportConfig>,
     pub(crate) benchmarks: Vec<Benchmark>,
 }
@@ -47,16 +45,13 @@ pub(crate) struct GuidellmReport {
 /// `metadata`: versions.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ReportMetadata {
-    #[serde(default)]
     pub(crate) guidellm_version: Option<String>,
 }
 
 /// `config`: the run's labels and requested data.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ReportConfig {
-    #[serde(default)]
     pub(crate) metadata: Option<ConfigMetadata>,
-    #[serde(default)]
     pub(crate) spec: Option<ConfigSpec>,
 }
 
@@ -78,7 +73,6 @@ pub(crate) struct ConfigSpec {
 #[derive(Debug, Deserialize)]
 pub(crate) struct DataSource {
     pub(crate) kind: String,
-    #[serde(default)]
     pub(crate) prompt_tokens: Option<u64>,
 }
 
@@ -96,7 +90,6 @@ pub(crate) struct Benchmark {
 #[derive(Debug, Deserialize)]
 pub(crate) struct BenchmarkConfig {
     pub(crate) strategy: Strategy,
-    #[serde(default)]
     pub(crate) backend: Option<Backend>,
 }
 
@@ -104,19 +97,15 @@ pub(crate) struct BenchmarkConfig {
 #[derive(Debug, Deserialize)]
 pub(crate) struct Strategy {
     pub(crate) type_: String,
-    #[serde(default)]
     pub(crate) streams: Option<u32>,
     /// Requests per second of a `poisson` or `constant` benchmark.
-    #[serde(default)]
     pub(crate) rate: Option<f64>,
 }
 
 /// `benchmarks[].config.backend`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Backend {
-    #[serde(default)]
     pub(crate) model: Option<String>,
-    #[serde(default)]
     pub(crate) target: Option<String>,
 }
 
@@ -130,14 +119,10 @@ pub(crate) struct Metrics {
     pub(crate) prompt_token_count: ByStatus,
     pub(crate) output_token_count: ByStatus,
     /// The burst layer's figures (read only for a rate-driven benchmark).
-    #[serde(default)]
     pub(crate) requests_per_second: Option<ByStatus>,
-    #[serde(default)]
     pub(crate) tokens_per_second: Option<ByStatus>,
-    #[serde(default)]
     pub(crate) time_per_output_token_ms: Option<ByStatus>,
     /// Seconds, not milliseconds.
-    #[serde(default)]
     pub(crate) request_latency: Option<ByStatus>,
 }
 

@@ -35,9 +35,7 @@ use infergate_schema::results::{
 #[derive(Debug, Deserialize)]
 pub(crate) struct SeedFile {
     pub(crate) metadata: SeedMetadata,
-    #[serde(default)]
     pub(crate) startup_diagnostics: Option<SeedDiagnostics>,
-    #[serde(default)]
     pub(crate) hardware_run_summary: Option<BTreeMap<String, Value>>,
     #[serde(default)]
     pub(crate) event_log: Vec<String>,
@@ -51,35 +49,27 @@ pub(crate) struct SeedMetadata {
     pub(crate) engine: String,
     pub(crate) model: String,
     pub(crate) timestamp: String,
-    #[serde(default)]
     pub(crate) server: Option<String>,
     #[serde(default)]
     pub(crate) concurrency_levels: Vec<u32>,
     #[serde(default)]
     pub(crate) context_lengths: Vec<u64>,
-    #[serde(default)]
     pub(crate) duration_per_test: Option<f64>,
-    #[serde(default)]
     pub(crate) max_tokens: Option<u32>,
-    #[serde(default)]
     pub(crate) unique_context_percent: Option<f64>,
-    #[serde(default)]
     pub(crate) decode_warmup_seconds: Option<f64>,
-    #[serde(default)]
     pub(crate) metrics_available: Option<bool>,
 }
 
 /// `startup_diagnostics`: only the GPU query is read.
 #[derive(Debug, Deserialize)]
 pub(crate) struct SeedDiagnostics {
-    #[serde(default)]
     pub(crate) nvidia_smi_query: Option<SeedCommand>,
 }
 
 /// A command the seed ran and its output.
 #[derive(Debug, Deserialize)]
 pub(crate) struct SeedCommand {
-    #[serde(default)]
     pub(crate) returncode: Option<i64>,
     #[serde(default)]
     pub(crate) stdout: String,
@@ -91,67 +81,36 @@ pub(crate) struct SeedCell {
     pub(crate) concurrency: u32,
     pub(crate) context_tokens: u64,
     pub(crate) aggregate_tps: f64,
-    #[serde(default)]
     pub(crate) measurement_seconds: Option<f64>,
-    #[serde(default)]
     pub(crate) client_output_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) total_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) ttft_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) ttft_p50: Option<f64>,
-    #[serde(default)]
     pub(crate) ttft_p90: Option<f64>,
-    #[serde(default)]
     pub(crate) ttft_p99: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_p50: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_p90: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_p99: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_p50: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_p90: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_p99: Option<f64>,
-    #[serde(default)]
     pub(crate) input_seq_len_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) request_count: Option<u64>,
-    #[serde(default)]
     pub(crate) num_errors: Option<u32>,
-    #[serde(default)]
     pub(crate) server_gen_throughput: Option<f64>,
-    #[serde(default)]
     pub(crate) server_spec_accept_rate: Option<f64>,
-    #[serde(default)]
     pub(crate) server_spec_accept_length: Option<f64>,
-    #[serde(default)]
     pub(crate) effective_concurrency: Option<f64>,
-    #[serde(default)]
     pub(crate) avg_queue_reqs: Option<f64>,
-    #[serde(default)]
     pub(crate) warmup_timed_out: Option<bool>,
-    #[serde(default)]
     pub(crate) warmup_duration: Option<f64>,
-    #[serde(default)]
     pub(crate) ready_reason: Option<String>,
-    #[serde(default)]
     pub(crate) timeout_reason: Option<String>,
-    #[serde(default)]
     pub(crate) capacity_limited: Option<bool>,
-    #[serde(default)]
     pub(crate) error: Option<String>,
-    #[serde(default)]
     pub(crate) skipped: Option<bool>,
-    #[serde(default)]
     pub(crate) hardware_summary: Option<BTreeMap<String, Value>>,
 }
 

@@ -40,37 +40,24 @@ use infergate_schema::results::{
 #[derive(Debug, Deserialize)]
 pub(crate) struct VllmResult {
     pub(crate) date: String,
-    #[serde(default)]
     pub(crate) backend: Option<String>,
-    #[serde(default)]
     pub(crate) label: Option<String>,
     pub(crate) model_id: String,
-    #[serde(default)]
     pub(crate) num_prompts: Option<u64>,
-    #[serde(default)]
     pub(crate) request_rate: Option<Value>,
-    #[serde(default)]
     pub(crate) burstiness: Option<f64>,
-    #[serde(default)]
     pub(crate) max_concurrency: Option<u32>,
-    #[serde(default)]
     pub(crate) ramp_up_strategy: Option<String>,
     pub(crate) duration: f64,
     pub(crate) completed: u64,
-    #[serde(default)]
     pub(crate) failed: Option<u64>,
     pub(crate) total_input_tokens: u64,
     pub(crate) total_output_tokens: u64,
     pub(crate) output_throughput: f64,
-    #[serde(default)]
     pub(crate) spec_decode_acceptance_rate: Option<f64>,
-    #[serde(default)]
     pub(crate) spec_decode_acceptance_length: Option<f64>,
-    #[serde(default)]
     pub(crate) spec_decode_num_drafts: Option<u64>,
-    #[serde(default)]
     pub(crate) spec_decode_draft_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) spec_decode_accepted_tokens: Option<u64>,
     #[serde(default)]
     pub(crate) spec_decode_per_position_acceptance_rates: Vec<f64>,
