@@ -237,12 +237,11 @@ fn vllm_lines(
                 .map_err(|err| path_error(err, file, &format!("line {line}: ")))
         })
         .collect::<Result<Vec<vllm_bench_serve::VllmResult>, _>>()?;
-    let lines: Vec<usize> = docs.iter().map(|(l, _)| *l).collect();
     Ok(vec![vllm_bench_serve::convert(
         &parsed,
         text,
         file,
-        &|i| format!("line {}: ", lines[i]),
+        &|i| format!("line {}: ", docs[i].0),
     )?])
 }
 
