@@ -54,20 +54,13 @@ impl BaselineStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(AcceptedFile::default());
             }
-            Err(source) => {
-                return Err(BaselineError::Io {
-                    action: "read",
-                    path,
-                    source,
-                });
-            }
+            Err(source) => return Err(BaselineError::io("read", &path, source)),
         };
-        serde_json::from_str(&text).map_err(|e| BaselineError::Io {
-            action: "parse",
-            path: path.clone(),
-            source: std::io::Error::other(format!(
+        serde_json::from_str(&text).map_err(|e| {
+            let source = std::io::Error::other(format!(
                 "{e}; fix or delete the file (it lists the accepted change points: {{\"schema_version\": 1, \"accepted\": [...]}})"
-            )),
+            ));
+            BaselineError::io("parse", &path, source)
         })
     }
 

@@ -115,6 +115,18 @@ pub enum BaselineError {
     },
 }
 
+impl BaselineError {
+    /// [`BaselineError::Io`]: `action` on `path` failed with `source`.
+    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        BaselineError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
 fn describe_files(files: &[(PathBuf, String)]) -> String {
     files
         .iter()
@@ -251,11 +263,8 @@ impl BaselineStore {
     /// read-only commands never litter the working tree.
     pub fn open(dir: &Path) -> Result<Self, BaselineError> {
         if dir.exists() && !dir.is_dir() {
-            return Err(BaselineError::Io {
-                action: "open",
-                path: dir.to_path_buf(),
-                source: std::io::Error::other("not a directory"),
-            });
+            let source = std::io::Error::other("not a directory");
+            return Err(BaselineError::io("open", dir, source));
         }
         Ok(BaselineStore {
             root: dir.to_path_buf(),
@@ -269,11 +278,8 @@ impl BaselineStore {
     pub fn open_existing(dir: &Path) -> Result<Self, BaselineError> {
         let store = Self::open(dir)?;
         if !dir.exists() {
-            return Err(BaselineError::Io {
-                action: "open",
-                path: dir.to_path_buf(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
-            });
+            let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory");
+            return Err(BaselineError::io("open", dir, source));
         }
         if !Self::is_store_root(dir)? && !is_empty_dir(dir) {
             return Err(BaselineError::NotAStore {
@@ -667,11 +673,8 @@ impl BaselineStore {
             dated.sort();
             let drop = dated.len().saturating_sub(keep);
             for (_, _, path) in dated.drain(..drop) {
-                std::fs::remove_file(&path).map_err(|source| BaselineError::Io {
-                    action: "remove",
-                    path: path.clone(),
-                    source,
-                })?;
+                std::fs::remove_file(&path)
+                    .map_err(|source| BaselineError::io("remove", &path, source))?;
                 report.removed.push(path);
             }
             report.kept += dated.len();
@@ -771,13 +774,7 @@ fn dir_entries(dir: &Path) -> Result<impl Iterator<Item = std::fs::DirEntry>, Ba
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => Some(e),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(BaselineError::Io {
-                action: "read",
-                path: dir.to_path_buf(),
-                source,
-            });
-        }
+        Err(source) => return Err(BaselineError::io("read", dir, source)),
     };
     Ok(entries.into_iter().flatten().filter_map(Result::ok))
 }
@@ -823,11 +820,7 @@ impl StoreLock {
     /// lock file and who holds it when `/proc/locks` tells.
     fn take(marker: &Path, deadline: std::time::Duration) -> Result<StoreLock, BaselineError> {
         use std::os::fd::AsRawFd;
-        let io = |source| BaselineError::Io {
-            action: "lock",
-            path: marker.to_path_buf(),
-            source,
-        };
+        let io = |source| BaselineError::io("lock", marker, source);
         let file = std::fs::File::open(marker).map_err(io)?;
         let started = std::time::Instant::now();
         loop {
@@ -890,19 +883,12 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
 }
 
 fn create_dir(dir: &Path) -> Result<(), BaselineError> {
-    std::fs::create_dir_all(dir).map_err(|source| BaselineError::Io {
-        action: "create",
-        path: dir.to_path_buf(),
-        source,
-    })
+    std::fs::create_dir_all(dir).map_err(|source| BaselineError::io("create", dir, source))
 }
 
 fn canonical(p: &Path) -> Result<PathBuf, BaselineError> {
-    p.canonicalize().map_err(|source| BaselineError::Io {
-        action: "resolve",
-        path: p.to_path_buf(),
-        source,
-    })
+    p.canonicalize()
+        .map_err(|source| BaselineError::io("resolve", p, source))
 }
 
 #[cfg(test)]
@@ -921,18 +907,12 @@ fn write_atomic(path: &Path, body: &[u8]) -> Result<(), BaselineError> {
             .unwrap_or_default();
         let fail = FAIL_WRITE_OF.with(|f| f.borrow().as_deref().is_some_and(|w| name.contains(w)));
         if fail {
-            return Err(BaselineError::Io {
-                action: "write",
-                path: path.to_path_buf(),
-                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
-            });
+            let source = std::io::Error::from_raw_os_error(libc::ENOSPC);
+            return Err(BaselineError::io("write", path, source));
         }
     }
-    infergate_io::fsio::write_durable(path, body).map_err(|source| BaselineError::Io {
-        action: "write",
-        path: path.to_path_buf(),
-        source,
-    })
+    infergate_io::fsio::write_durable(path, body)
+        .map_err(|source| BaselineError::io("write", path, source))
 }
 
 #[cfg(test)]

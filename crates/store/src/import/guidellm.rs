@@ -31,15 +31,13 @@ use serde_json::Value;
 
 use super::{ImportError, imported_run, percentile_group};
 use infergate_schema::results::{
-    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, RunResults, TokenSource,
+    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, RunResults,
 };
 
 /// The parts of a guidellm report the import reads.
 #[derive(Debug, Deserialize)]
 pub(crate) struct GuidellmReport {
-    #[serde(default)]
     pub(crate) metadata: Option<ReportMetadata>,
-    #[serde(default)]
     pub(crate) config: Option<ReportConfig>,
     pub(crate) benchmarks: Vec<Benchmark>,
 }
@@ -47,16 +45,13 @@ pub(crate) struct GuidellmReport {
 /// `metadata`: versions.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ReportMetadata {
-    #[serde(default)]
     pub(crate) guidellm_version: Option<String>,
 }
 
 /// `config`: the run's labels and requested data.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ReportConfig {
-    #[serde(default)]
     pub(crate) metadata: Option<ConfigMetadata>,
-    #[serde(default)]
     pub(crate) spec: Option<ConfigSpec>,
 }
 
@@ -78,7 +73,6 @@ pub(crate) struct ConfigSpec {
 #[derive(Debug, Deserialize)]
 pub(crate) struct DataSource {
     pub(crate) kind: String,
-    #[serde(default)]
     pub(crate) prompt_tokens: Option<u64>,
 }
 
@@ -96,7 +90,6 @@ pub(crate) struct Benchmark {
 #[derive(Debug, Deserialize)]
 pub(crate) struct BenchmarkConfig {
     pub(crate) strategy: Strategy,
-    #[serde(default)]
     pub(crate) backend: Option<Backend>,
 }
 
@@ -104,19 +97,15 @@ pub(crate) struct BenchmarkConfig {
 #[derive(Debug, Deserialize)]
 pub(crate) struct Strategy {
     pub(crate) type_: String,
-    #[serde(default)]
     pub(crate) streams: Option<u32>,
     /// Requests per second of a `poisson` or `constant` benchmark.
-    #[serde(default)]
     pub(crate) rate: Option<f64>,
 }
 
 /// `benchmarks[].config.backend`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Backend {
-    #[serde(default)]
     pub(crate) model: Option<String>,
-    #[serde(default)]
     pub(crate) target: Option<String>,
 }
 
@@ -130,14 +119,10 @@ pub(crate) struct Metrics {
     pub(crate) prompt_token_count: ByStatus,
     pub(crate) output_token_count: ByStatus,
     /// The burst layer's figures (read only for a rate-driven benchmark).
-    #[serde(default)]
     pub(crate) requests_per_second: Option<ByStatus>,
-    #[serde(default)]
     pub(crate) tokens_per_second: Option<ByStatus>,
-    #[serde(default)]
     pub(crate) time_per_output_token_ms: Option<ByStatus>,
     /// Seconds, not milliseconds.
-    #[serde(default)]
     pub(crate) request_latency: Option<ByStatus>,
 }
 
@@ -228,7 +213,11 @@ pub(crate) fn convert(
         times,
         ..
     } = found;
-    let engine = engine_label(&labels_in, &mut unmapped);
+    let engine = super::engine_or_unknown(
+        labels_in.get("engine").map(String::as_str),
+        "run guidellm with --label engine=NAME",
+        &mut unmapped,
+    );
     let mut labels: BTreeMap<String, String> = labels_in
         .into_iter()
         .map(|(k, v)| (format!("guidellm.{k}"), v))
@@ -244,7 +233,7 @@ pub(crate) fn convert(
         tag: "guidellm",
         file,
         text,
-        engine: engine.unwrap_or_else(|| "unknown".into()),
+        engine,
         model,
         url,
         started,
@@ -266,21 +255,6 @@ fn requested_prompt(report: &GuidellmReport) -> Option<u64> {
         }
         _ => None,
     }
-}
-
-/// The `engine` label, or `None` with a note saying how to record it.
-fn engine_label(labels: &BTreeMap<String, String>, unmapped: &mut Vec<String>) -> Option<String> {
-    let engine = labels
-        .get("engine")
-        .filter(|e| !e.trim().is_empty())
-        .cloned();
-    if engine.is_none() {
-        unmapped.push(
-            "engine: not recorded (run guidellm with --label engine=NAME to name it); `unknown`"
-                .into(),
-        );
-    }
-    engine
 }
 
 /// What [`convert`] gathers benchmark by benchmark: each benchmark checks the model against
@@ -344,9 +318,7 @@ impl CellsFound<'_> {
             ("metrics.output_tokens_per_second.successful.mean", tps),
             ("duration", b.duration),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(self.err(at(field), format!("must be a number >= 0, found {v}")));
-            }
+            super::non_negative(field, v).map_err(|(f, m)| self.err(at(&f), m))?;
         }
         if !(b.start_time.is_finite() && b.end_time.is_finite()) {
             return Err(self.err(at("start_time"), "must be a Unix time in seconds".into()));
@@ -470,36 +442,15 @@ fn cell_of(b: &Benchmark, concurrency: u32, context: u64) -> CellResult {
         (CellStatus::Ok, None)
     };
     CellResult {
-        concurrency,
-        context_tokens: context,
-        status,
-        reason,
         aggregate_tps: m.output_tokens_per_second.successful.mean,
-        samples: Vec::new(),
-        per_user_tps: None,
         ttft_s: seconds(&m.time_to_first_token_ms.successful),
         itl_s: seconds(&m.inter_token_latency_ms.successful),
-        effective_concurrency: None,
-        waiting_avg: None,
         output_tokens: m.output_token_count.successful.total_sum.max(0.0).round() as u64,
         measured_s: b.duration,
         prompt_tokens: (prompt.mean.is_finite() && prompt.mean > 0.0)
             .then(|| prompt.mean.round() as u64),
         errors: u32::try_from(totals.errored).unwrap_or(u32::MAX),
-        token_source: Some(TokenSource::Imported),
-        server_tps: None,
-        engine_counter: None,
-        ready_after_s: None,
-        spec_decode: None,
-        telemetry: None,
-        rounds: Vec::new(),
-        cross_checks: Vec::new(),
-        truncated_requests: None,
-        preemptions: None,
-        tpot_s: None,
-        requests: None,
-        unverified: None,
-        host_lateness_s: None,
+        ..super::imported_cell(concurrency, context, status, reason)
     }
 }
 
@@ -553,16 +504,10 @@ fn burst_of(b: &Benchmark) -> BurstRecord {
             .as_ref()
             .and_then(|d| seconds(&d.successful)),
         itl_s: seconds(&m.inter_token_latency_ms.successful),
-        e2el_s: m.request_latency.as_ref().and_then(|d| {
-            let s = &d.successful;
-            percentile_group(
-                Some(s.mean),
-                Some(s.percentiles.p50),
-                Some(s.percentiles.p90),
-                Some(s.percentiles.p99),
-                s.count,
-            )
-        }),
+        e2el_s: m
+            .request_latency
+            .as_ref()
+            .and_then(|d| scaled(&d.successful, 1.0)),
         good: None,
         goodput: None,
         first_problem: (t.errored + t.incomplete > 0)
@@ -572,7 +517,12 @@ fn burst_of(b: &Benchmark) -> BurstRecord {
 
 /// A millisecond distribution as seconds, `None` when empty or all zero.
 fn seconds(d: &Distribution) -> Option<Percentiles> {
-    let s = |v: f64| Some(v / 1000.0);
+    scaled(d, 1000.0)
+}
+
+/// A distribution's figures divided by `divisor`, `None` when empty or all zero.
+fn scaled(d: &Distribution, divisor: f64) -> Option<Percentiles> {
+    let s = |v: f64| Some(v / divisor);
     percentile_group(
         s(d.mean),
         s(d.percentiles.p50),

@@ -27,18 +27,15 @@ use serde_json::Value;
 
 use super::ImportError;
 use infergate_schema::results::{
-    CellResult, CellStatus, CellTelemetry, EngineIdentity, Event, EventKind, HardwareFingerprint,
-    MatrixSpec, ProfileKey, ResultsSource, RunResults, RunStatus, SCHEMA_VERSION, SpecDecodeStats,
-    TelemetrySummary, TokenSource, ToolInfo,
+    CellResult, CellStatus, CellTelemetry, Event, EventKind, HardwareFingerprint, MatrixSpec,
+    ProfileKey, RunResults, SpecDecodeStats, TelemetrySummary,
 };
 
 /// The parts of an llm-decode-bench file the import reads; everything else is ignored.
 #[derive(Debug, Deserialize)]
 pub(crate) struct SeedFile {
     pub(crate) metadata: SeedMetadata,
-    #[serde(default)]
     pub(crate) startup_diagnostics: Option<SeedDiagnostics>,
-    #[serde(default)]
     pub(crate) hardware_run_summary: Option<BTreeMap<String, Value>>,
     #[serde(default)]
     pub(crate) event_log: Vec<String>,
@@ -52,35 +49,27 @@ pub(crate) struct SeedMetadata {
     pub(crate) engine: String,
     pub(crate) model: String,
     pub(crate) timestamp: String,
-    #[serde(default)]
     pub(crate) server: Option<String>,
     #[serde(default)]
     pub(crate) concurrency_levels: Vec<u32>,
     #[serde(default)]
     pub(crate) context_lengths: Vec<u64>,
-    #[serde(default)]
     pub(crate) duration_per_test: Option<f64>,
-    #[serde(default)]
     pub(crate) max_tokens: Option<u32>,
-    #[serde(default)]
     pub(crate) unique_context_percent: Option<f64>,
-    #[serde(default)]
     pub(crate) decode_warmup_seconds: Option<f64>,
-    #[serde(default)]
     pub(crate) metrics_available: Option<bool>,
 }
 
 /// `startup_diagnostics`: only the GPU query is read.
 #[derive(Debug, Deserialize)]
 pub(crate) struct SeedDiagnostics {
-    #[serde(default)]
     pub(crate) nvidia_smi_query: Option<SeedCommand>,
 }
 
 /// A command the seed ran and its output.
 #[derive(Debug, Deserialize)]
 pub(crate) struct SeedCommand {
-    #[serde(default)]
     pub(crate) returncode: Option<i64>,
     #[serde(default)]
     pub(crate) stdout: String,
@@ -92,67 +81,36 @@ pub(crate) struct SeedCell {
     pub(crate) concurrency: u32,
     pub(crate) context_tokens: u64,
     pub(crate) aggregate_tps: f64,
-    #[serde(default)]
     pub(crate) measurement_seconds: Option<f64>,
-    #[serde(default)]
     pub(crate) client_output_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) total_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) ttft_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) ttft_p50: Option<f64>,
-    #[serde(default)]
     pub(crate) ttft_p90: Option<f64>,
-    #[serde(default)]
     pub(crate) ttft_p99: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_p50: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_p90: Option<f64>,
-    #[serde(default)]
     pub(crate) inter_token_latency_p99: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_p50: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_p90: Option<f64>,
-    #[serde(default)]
     pub(crate) output_tps_per_user_p99: Option<f64>,
-    #[serde(default)]
     pub(crate) input_seq_len_avg: Option<f64>,
-    #[serde(default)]
     pub(crate) request_count: Option<u64>,
-    #[serde(default)]
     pub(crate) num_errors: Option<u32>,
-    #[serde(default)]
     pub(crate) server_gen_throughput: Option<f64>,
-    #[serde(default)]
     pub(crate) server_spec_accept_rate: Option<f64>,
-    #[serde(default)]
     pub(crate) server_spec_accept_length: Option<f64>,
-    #[serde(default)]
     pub(crate) effective_concurrency: Option<f64>,
-    #[serde(default)]
     pub(crate) avg_queue_reqs: Option<f64>,
-    #[serde(default)]
     pub(crate) warmup_timed_out: Option<bool>,
-    #[serde(default)]
     pub(crate) warmup_duration: Option<f64>,
-    #[serde(default)]
     pub(crate) ready_reason: Option<String>,
-    #[serde(default)]
     pub(crate) timeout_reason: Option<String>,
-    #[serde(default)]
     pub(crate) capacity_limited: Option<bool>,
-    #[serde(default)]
     pub(crate) error: Option<String>,
-    #[serde(default)]
     pub(crate) skipped: Option<bool>,
-    #[serde(default)]
     pub(crate) hardware_summary: Option<BTreeMap<String, Value>>,
 }
 
@@ -180,22 +138,19 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
         cells.push(convert_cell(cell).map_err(|(f, m)| field_err(format!("results[{i}].{f}"), m))?);
     }
 
-    let mut concurrency = meta.concurrency_levels.clone();
-    let mut contexts = meta.context_lengths.clone();
-    if concurrency.is_empty() {
-        concurrency = cells.iter().map(|c| c.concurrency).collect();
-    }
-    if contexts.is_empty() {
-        contexts = cells.iter().map(|c| c.context_tokens).collect();
-    }
-    concurrency.sort_unstable();
-    concurrency.dedup();
-    contexts.sort_unstable();
-    contexts.dedup();
+    let (levels, lengths) = (&meta.concurrency_levels, &meta.context_lengths);
     let matrix = MatrixSpec {
         model: meta.model.clone(),
-        concurrency,
-        contexts,
+        concurrency: super::sorted_unique(if levels.is_empty() {
+            cells.iter().map(|c| c.concurrency).collect()
+        } else {
+            levels.clone()
+        }),
+        contexts: super::sorted_unique(if lengths.is_empty() {
+            cells.iter().map(|c| c.context_tokens).collect()
+        } else {
+            lengths.clone()
+        }),
         timing: infergate_schema::results::CellTiming {
             duration_s: meta.duration_per_test.unwrap_or(0.0),
             warmup_s: meta.decode_warmup_seconds.unwrap_or(0.0),
@@ -206,62 +161,37 @@ pub(crate) fn convert(seed: &SeedFile, text: &str, file: &str) -> Result<RunResu
         },
         repetitions: 1,
     };
-    let hardware = hardware_from(seed);
-    let profile = ProfileKey::derive(hardware, &meta.engine, &meta.model, &matrix);
     let events = events_from(&seed.event_log, finished);
-    let started_at = events.first().map(|e| e.at).unwrap_or(finished);
-
-    let run_id = super::stable_run_id(finished, "lldb", text);
-    let telemetry = summary_from(seed.hardware_run_summary.as_ref(), &seed.event_log);
-
-    let mut run = RunResults {
-        schema_version: SCHEMA_VERSION,
-        tool: ToolInfo::current(),
-        run_id,
-        suite: None,
-        started_at,
-        finished_at: Some(finished),
-        status: RunStatus::Complete,
-        status_reason: None,
-        profile,
-        engine: EngineIdentity {
-            name: meta.engine.clone(),
-            version: engine_version(&seed.event_log),
-            models: vec![meta.model.clone()],
-            url: meta.server.clone().unwrap_or_default(),
-            metrics_flavor: meta
-                .metrics_available
-                .unwrap_or(false)
-                .then(|| meta.engine.clone()),
-            command: None,
-            containment: None,
-        },
-        matrix,
+    let mut run = super::imported_run(super::ImportedRun {
+        tool: format!("llm-decode-bench {}", meta.version),
+        tag: "lldb",
+        file,
+        text,
+        engine: meta.engine.clone(),
+        model: meta.model.clone(),
+        url: meta.server.clone().unwrap_or_default(),
+        started: events.first().map(|e| e.at).unwrap_or(finished),
+        finished,
         cells,
-        telemetry,
-        events,
-        source: ResultsSource::Import {
-            tool: format!("llm-decode-bench {}", meta.version),
-            path: file.to_string(),
-        },
+        unmapped: Vec::new(),
         labels: BTreeMap::new(),
-        prefill: Vec::new(),
-        burst: None,
-        gate_failure: None,
-    };
-    // `complete` only when every cell was measured: a seed cell with an error makes it partial.
-    run.settle_status();
+    });
+    // What the seed records and the load generators do not: the matrix it ran, the GPUs, the
+    // engine version and metrics, its telemetry and its log.
+    run.profile = ProfileKey::derive(hardware_from(seed), &meta.engine, &meta.model, &matrix);
+    run.matrix = matrix;
+    run.engine.version = engine_version(&seed.event_log);
+    run.engine.metrics_flavor = (meta.metrics_available)
+        .unwrap_or(false)
+        .then(|| meta.engine.clone());
+    run.telemetry = summary_from(seed.hardware_run_summary.as_ref(), &seed.event_log);
+    run.events = events;
     Ok(run)
 }
 
 /// One seed cell → one [`CellResult`]; an error is (field, message).
 fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
-    if !(c.aggregate_tps.is_finite() && c.aggregate_tps >= 0.0) {
-        return Err((
-            "aggregate_tps".into(),
-            format!("must be a number >= 0, found {}", c.aggregate_tps),
-        ));
-    }
+    super::non_negative("aggregate_tps", c.aggregate_tps)?;
     let capacity = c.capacity_limited.unwrap_or(false) || c.warmup_timed_out.unwrap_or(false);
     let nonempty = |s: &Option<String>| {
         s.as_deref()
@@ -306,12 +236,7 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
         _ => None,
     };
     Ok(CellResult {
-        concurrency: c.concurrency,
-        context_tokens: c.context_tokens,
-        status,
-        reason,
         aggregate_tps: c.aggregate_tps,
-        samples: Vec::new(),
         per_user_tps: group(
             c.output_tps_per_user_avg,
             c.output_tps_per_user_p50,
@@ -334,22 +259,13 @@ fn convert_cell(c: &SeedCell) -> Result<CellResult, (String, String)> {
             .filter(|v| v.is_finite() && *v > 0.0)
             .map(|v| v.round() as u64),
         errors: c.num_errors.unwrap_or(0),
-        token_source: Some(TokenSource::Imported),
         server_tps: c
             .server_gen_throughput
             .filter(|v| v.is_finite() && *v > 0.0),
-        engine_counter: None,
         ready_after_s: c.warmup_duration.filter(|v| v.is_finite() && *v >= 0.0),
         spec_decode,
         telemetry: c.hardware_summary.as_ref().and_then(cell_telemetry),
-        rounds: Vec::new(),
-        cross_checks: Vec::new(),
-        truncated_requests: None,
-        preemptions: None,
-        tpot_s: None,
-        requests: None,
-        unverified: None,
-        host_lateness_s: None,
+        ..super::imported_cell(c.concurrency, c.context_tokens, status, reason)
     })
 }
 
@@ -371,13 +287,7 @@ fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
 /// GPU model, count and driver from the `nvidia-smi --query-gpu=index,name,driver_version,...`
 /// output; `cpu`/unknown when absent or failed.
 fn hardware_from(seed: &SeedFile) -> HardwareFingerprint {
-    let unknown = HardwareFingerprint {
-        kind: "cpu".into(),
-        gpu_model: None,
-        gpu_count: 0,
-        driver_version: None,
-        cpu_model: None,
-    };
+    let unknown = super::unknown_hardware();
     let Some(query) = seed
         .startup_diagnostics
         .as_ref()
@@ -486,22 +396,18 @@ fn events_from(log: &[String], finished: DateTime<Utc>) -> Vec<Event> {
 
 /// Event kind and cell coordinate of one seed log text.
 fn classify(text: &str) -> (EventKind, Option<u32>, Option<u64>) {
-    let kind = if text.starts_with("startup") {
-        EventKind::Startup
-    } else if text.starts_with("decode warmup") {
-        EventKind::Warmup
-    } else if text.starts_with("cell start") {
-        EventKind::CellStart
-    } else if text.starts_with("ready") {
-        EventKind::Ready
-    } else if text.starts_with("cell done") {
-        EventKind::CellDone
-    } else if text.starts_with("warmup timeout") {
-        EventKind::CapacityLimited
-    } else if text.contains("error") {
-        EventKind::CellError
-    } else {
-        EventKind::Notice
+    const BY_PREFIX: [(&str, EventKind); 6] = [
+        ("startup", EventKind::Startup),
+        ("decode warmup", EventKind::Warmup),
+        ("cell start", EventKind::CellStart),
+        ("ready", EventKind::Ready),
+        ("cell done", EventKind::CellDone),
+        ("warmup timeout", EventKind::CapacityLimited),
+    ];
+    let kind = match BY_PREFIX.iter().find(|(p, _)| text.starts_with(p)) {
+        Some((_, kind)) => kind.clone(),
+        None if text.contains("error") => EventKind::CellError,
+        None => EventKind::Notice,
     };
     let mut conc = None;
     let mut ctx = None;
@@ -605,6 +511,7 @@ mod tests {
     use super::*;
     use crate::export::fixture::{SEED, seed_run};
     use crate::import::parse_results;
+    use infergate_schema::results::{ResultsSource, RunStatus};
 
     #[test]
     fn seed_maps_profile_cells_and_events() {

@@ -18,9 +18,9 @@ use serde_json::Value;
 
 use infergate_config::config::plain_type_names;
 use infergate_schema::results::{
-    CellResult, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
+    CellResult, CellStatus, CellTiming, EngineIdentity, Event, EventKind, HardwareFingerprint,
     MIN_SCHEMA_VERSION, MatrixSpec, Percentiles, ProfileKey, ResultsSource, RunResults, RunStatus,
-    SCHEMA_VERSION, ToolInfo,
+    SCHEMA_VERSION, TokenSource, ToolInfo,
 };
 
 /// Why a results file could not be read.
@@ -110,28 +110,25 @@ pub(crate) fn detect(doc: &Value) -> Option<ResultsFormat> {
     if is_ours {
         return Some(ResultsFormat::Infergate);
     }
-    let is_seed = first
-        .get("metadata")
-        .and_then(|m| m.get("version"))
-        .is_some()
-        && first.get("results").is_some_and(|r| {
-            r.as_array().is_some_and(|cells| {
-                cells.is_empty() || cells.iter().any(|c| c.get("aggregate_tps").is_some())
-            })
-        });
-    if is_seed && !doc.is_array() {
-        return Some(ResultsFormat::LlmDecodeBench);
-    }
     if doc.is_array() {
         return None;
     }
-    if vllm_bench_serve::looks_like(doc) {
-        return Some(ResultsFormat::VllmBenchServe);
+    let is_seed = doc.get("metadata").and_then(|m| m.get("version")).is_some()
+        && doc
+            .get("results")
+            .and_then(Value::as_array)
+            .is_some_and(|cells| {
+                cells.is_empty() || cells.iter().any(|c| c.get("aggregate_tps").is_some())
+            });
+    if is_seed {
+        Some(ResultsFormat::LlmDecodeBench)
+    } else if vllm_bench_serve::looks_like(doc) {
+        Some(ResultsFormat::VllmBenchServe)
+    } else if guidellm::looks_like(doc) {
+        Some(ResultsFormat::Guidellm)
+    } else {
+        None
     }
-    if guidellm::looks_like(doc) {
-        return Some(ResultsFormat::Guidellm);
-    }
-    None
 }
 
 /// Two or more JSON documents one after another (vLLM's `--append-result`), each with the
@@ -233,32 +230,18 @@ fn vllm_lines(
     text: &str,
     file: &str,
 ) -> Result<Vec<RunResults>, ImportError> {
-    let mut parsed = Vec::with_capacity(docs.len());
-    for (line, doc) in docs {
-        let one: vllm_bench_serve::VllmResult = serde_path_to_error::deserialize(doc.clone())
-            .map_err(|err| {
-                let field = err.path().to_string();
-                ImportError::Field {
-                    file: file.to_string(),
-                    field: format!(
-                        "line {line}: {}",
-                        if field == "." {
-                            "(top level)".into()
-                        } else {
-                            field
-                        }
-                    ),
-                    message: plain_type_names(&err.into_inner().to_string()),
-                }
-            })?;
-        parsed.push(one);
-    }
-    let lines: Vec<usize> = docs.iter().map(|(l, _)| *l).collect();
+    let parsed = docs
+        .iter()
+        .map(|(line, doc)| {
+            serde_path_to_error::deserialize(doc.clone())
+                .map_err(|err| path_error(err, file, &format!("line {line}: ")))
+        })
+        .collect::<Result<Vec<vllm_bench_serve::VllmResult>, _>>()?;
     Ok(vec![vllm_bench_serve::convert(
         &parsed,
         text,
         file,
-        &|i| format!("line {}: ", lines[i]),
+        &|i| format!("line {}: ", docs[i].0),
     )?])
 }
 
@@ -295,8 +278,23 @@ pub(crate) fn percentile_group(
     })
 }
 
-/// What the load-generator importers (vLLM, guidellm) know about a run; [`imported_run`]
-/// builds the rest the same way for both.
+/// A cell of an imported run as the tool reports it; the importer sets the figures it has,
+/// the rest stays as on an unmeasured cell (what no tool records).
+pub(crate) fn imported_cell(
+    concurrency: u32,
+    context_tokens: u64,
+    status: CellStatus,
+    reason: Option<String>,
+) -> CellResult {
+    CellResult {
+        reason,
+        token_source: Some(TokenSource::Imported),
+        ..CellResult::unmeasured(concurrency, context_tokens, status, "")
+    }
+}
+
+/// What every importer knows about a run; [`imported_run`] builds the rest the same way for
+/// all (llm-decode-bench then sets what only it records: matrix, GPUs, telemetry, log).
 pub(crate) struct ImportedRun<'a> {
     /// Tool and version for the provenance (`guidellm 0.8.1`).
     pub(crate) tool: String,
@@ -319,16 +317,10 @@ pub(crate) struct ImportedRun<'a> {
 /// The matrix of an imported run: its cells' coordinates; no max_tokens and no sub-windows (the
 /// tools record neither), so the shape hash depends on the coordinates alone.
 fn matrix_of(model: &str, cells: &[CellResult]) -> MatrixSpec {
-    let mut concurrency: Vec<u32> = cells.iter().map(|c| c.concurrency).collect();
-    let mut contexts: Vec<u64> = cells.iter().map(|c| c.context_tokens).collect();
-    concurrency.sort_unstable();
-    concurrency.dedup();
-    contexts.sort_unstable();
-    contexts.dedup();
     MatrixSpec {
         model: model.to_string(),
-        concurrency,
-        contexts,
+        concurrency: sorted_unique(cells.iter().map(|c| c.concurrency).collect()),
+        contexts: sorted_unique(cells.iter().map(|c| c.context_tokens).collect()),
         timing: CellTiming {
             duration_s: cells.iter().map(|c| c.measured_s).fold(0.0, f64::max),
             warmup_s: 0.0,
@@ -339,6 +331,41 @@ fn matrix_of(model: &str, cells: &[CellResult]) -> MatrixSpec {
         },
         repetitions: 1,
     }
+}
+
+/// The engine a file names, or `unknown` with a note on how to record it (`how`).
+pub(crate) fn engine_or_unknown(
+    engine: Option<&str>,
+    how: &str,
+    unmapped: &mut Vec<String>,
+) -> String {
+    match engine.filter(|e| !e.trim().is_empty()) {
+        Some(e) => e.to_string(),
+        None => {
+            unmapped.push(format!(
+                "engine: not recorded ({how} to name it); `unknown`"
+            ));
+            "unknown".into()
+        }
+    }
+}
+
+/// The `cpu-unknown` hardware of a file that does not record it.
+pub(crate) fn unknown_hardware() -> HardwareFingerprint {
+    HardwareFingerprint {
+        kind: "cpu".into(),
+        gpu_model: None,
+        gpu_count: 0,
+        driver_version: None,
+        cpu_model: None,
+    }
+}
+
+/// `v` sorted, each value once.
+pub(crate) fn sorted_unique<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// `<end>-<tag>-<8 hex of the text's SHA-256>`: importing one file twice gives one run id (one
@@ -360,14 +387,7 @@ fn stable_run_id(finished: DateTime<Utc>, tag: &str, text: &str) -> String {
 /// and can never become a baseline.
 pub(crate) fn imported_run(r: ImportedRun<'_>) -> RunResults {
     let matrix = matrix_of(&r.model, &r.cells);
-    let hardware = HardwareFingerprint {
-        kind: "cpu".into(),
-        gpu_model: None,
-        gpu_count: 0,
-        driver_version: None,
-        cpu_model: None,
-    };
-    let profile = ProfileKey::derive(hardware, &r.engine, &r.model, &matrix);
+    let profile = ProfileKey::derive(unknown_hardware(), &r.engine, &r.model, &matrix);
     let run_id = stable_run_id(r.finished, r.tag, r.text);
     let events = r
         .unmapped
@@ -521,20 +541,31 @@ pub fn join_runs(runs: Vec<RunResults>, files: &[String]) -> Result<RunResults, 
 
 /// Deserialises `text` as `T`, reporting the field path and line/column of a failure.
 pub fn deserialize_at<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, ImportError> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let field = err.path().to_string();
-        let message = plain_type_names(&err.into_inner().to_string());
-        ImportError::Field {
-            file: file.to_string(),
-            field: if field == "." {
-                "(top level)".into()
-            } else {
-                field
-            },
-            message,
-        }
-    })
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
+        .map_err(|err| path_error(err, file, ""))
+}
+
+/// The field error of a failed deserialisation, `prefix` (`line 3: `) before the field path.
+fn path_error(
+    err: serde_path_to_error::Error<serde_json::Error>,
+    file: &str,
+    prefix: &str,
+) -> ImportError {
+    let path = err.path().to_string();
+    let field = if path == "." { "(top level)" } else { &path };
+    ImportError::Field {
+        file: file.to_string(),
+        field: format!("{prefix}{field}"),
+        message: plain_type_names(&err.into_inner().to_string()),
+    }
+}
+
+/// `Err((field, message))` unless `v` is a finite number >= 0.
+pub(crate) fn non_negative(field: &str, v: f64) -> Result<(), (String, String)> {
+    if v.is_finite() && v >= 0.0 {
+        return Ok(());
+    }
+    Err((field.into(), format!("must be a number >= 0, found {v}")))
 }
 
 /// Builds the syntax error for text that is not JSON, with the field path reached.
@@ -586,27 +617,16 @@ fn check_run(run: &RunResults, file: &str, prefix: &str) -> Result<(), ImportErr
         });
     }
     for (i, cell) in run.cells.iter().enumerate() {
-        let bad = |field: &str, message: String| ImportError::Field {
-            file: file.into(),
-            field: format!("{prefix}cells[{i}].{field}"),
-            message,
-        };
-        if !(cell.aggregate_tps.is_finite() && cell.aggregate_tps >= 0.0) {
-            return Err(bad(
-                "aggregate_tps",
-                format!("must be a number >= 0, found {}", cell.aggregate_tps),
-            ));
-        }
-        if let Some(j) = cell
-            .samples
-            .iter()
-            .position(|s| !(s.is_finite() && *s >= 0.0))
-        {
-            return Err(bad(
-                &format!("samples[{j}]"),
-                format!("must be a number >= 0, found {}", cell.samples[j]),
-            ));
-        }
+        non_negative("aggregate_tps", cell.aggregate_tps)
+            .and_then(|()| {
+                (cell.samples.iter().enumerate())
+                    .try_for_each(|(j, s)| non_negative(&format!("samples[{j}]"), *s))
+            })
+            .map_err(|(field, message)| ImportError::Field {
+                file: file.into(),
+                field: format!("{prefix}cells[{i}].{field}"),
+                message,
+            })?;
     }
     Ok(())
 }

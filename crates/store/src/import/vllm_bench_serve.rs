@@ -30,9 +30,9 @@ use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ImportError, imported_run, percentile_group};
+use super::{ImportError, engine_or_unknown, imported_run, non_negative, percentile_group};
 use infergate_schema::results::{
-    BurstRecord, BurstSettings, CellResult, CellStatus, SpecDecodeStats, TokenSource,
+    BurstRecord, BurstSettings, CellResult, CellStatus, Percentiles, SpecDecodeStats,
 };
 
 /// The fields of one `--save-result` document the import reads; percentile keys
@@ -40,37 +40,24 @@ use infergate_schema::results::{
 #[derive(Debug, Deserialize)]
 pub(crate) struct VllmResult {
     pub(crate) date: String,
-    #[serde(default)]
     pub(crate) backend: Option<String>,
-    #[serde(default)]
     pub(crate) label: Option<String>,
     pub(crate) model_id: String,
-    #[serde(default)]
     pub(crate) num_prompts: Option<u64>,
-    #[serde(default)]
     pub(crate) request_rate: Option<Value>,
-    #[serde(default)]
     pub(crate) burstiness: Option<f64>,
-    #[serde(default)]
     pub(crate) max_concurrency: Option<u32>,
-    #[serde(default)]
     pub(crate) ramp_up_strategy: Option<String>,
     pub(crate) duration: f64,
     pub(crate) completed: u64,
-    #[serde(default)]
     pub(crate) failed: Option<u64>,
     pub(crate) total_input_tokens: u64,
     pub(crate) total_output_tokens: u64,
     pub(crate) output_throughput: f64,
-    #[serde(default)]
     pub(crate) spec_decode_acceptance_rate: Option<f64>,
-    #[serde(default)]
     pub(crate) spec_decode_acceptance_length: Option<f64>,
-    #[serde(default)]
     pub(crate) spec_decode_num_drafts: Option<u64>,
-    #[serde(default)]
     pub(crate) spec_decode_draft_tokens: Option<u64>,
-    #[serde(default)]
     pub(crate) spec_decode_accepted_tokens: Option<u64>,
     #[serde(default)]
     pub(crate) spec_decode_per_position_acceptance_rates: Vec<f64>,
@@ -106,7 +93,11 @@ pub(crate) fn convert(
          sub-window samples"
             .into(),
     );
-    let engine = engine_of(first, &mut unmapped);
+    let engine = engine_or_unknown(
+        first.rest.get("engine").and_then(Value::as_str),
+        "run with --metadata engine=NAME",
+        &mut unmapped,
+    );
     let labels = labels_of(first);
     let started = times.iter().min().copied().unwrap_or_else(Utc::now);
     let finished = times.iter().max().copied().unwrap_or(started);
@@ -125,7 +116,7 @@ pub(crate) fn convert(
         tag: "vllm",
         file,
         text,
-        engine: engine.unwrap_or_else(|| "unknown".into()),
+        engine,
         model: first.model_id.clone(),
         url: String::new(),
         started,
@@ -220,23 +211,6 @@ fn cells_of(docs: &[VllmResult], errors: &FieldErrors<'_>) -> Result<DocumentCel
     })
 }
 
-/// The `engine` key of `--metadata`, or `None` with a note saying how to record it
-/// (`--backend` names the API dialect, not the server).
-fn engine_of(first: &VllmResult, unmapped: &mut Vec<String>) -> Option<String> {
-    let engine = first
-        .rest
-        .get("engine")
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .map(String::from);
-    if engine.is_none() {
-        unmapped.push(
-            "engine: not recorded (run with --metadata engine=NAME to name it); `unknown`".into(),
-        );
-    }
-    engine
-}
-
 /// The benchmark's settings as `vllm.*` labels, so runs of different commands can be told apart.
 fn labels_of(first: &VllmResult) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
@@ -263,69 +237,32 @@ fn labels_of(first: &VllmResult) -> BTreeMap<String, String> {
 
 /// One document's burst layer: what `vllm bench serve` reports of a finite request set.
 fn burst_of(d: &VllmResult) -> Result<BurstRecord, (String, String)> {
-    let number = |key: &str| -> Result<Option<f64>, (String, String)> {
-        match d.rest.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
-                (
-                    key.to_string(),
-                    format!("invalid type: {v}, expected a number"),
-                )
-            }),
-        }
-    };
-    let group =
-        |metric: &str| -> Result<Option<infergate_schema::results::Percentiles>, (String, String)> {
-            let ms = |stat: &str| -> Result<Option<f64>, (String, String)> {
-                Ok(number(&format!("{stat}_{metric}_ms"))?.map(|x| x / 1000.0))
-            };
-            Ok(percentile_group(
-                ms("mean")?,
-                ms("median")?,
-                ms("p90")?,
-                ms("p99")?,
-                d.completed,
-            ))
-        };
-    let failed = d
-        .failed
-        .or_else(|| d.num_prompts.map(|n| n.saturating_sub(d.completed)))
-        .unwrap_or(0);
+    let failed = failed(d);
     let sent = d.num_prompts.unwrap_or(d.completed + failed);
-    let per_request = |total: u64| {
-        if d.completed > 0 {
-            (total as f64 / d.completed as f64).round() as u64
-        } else {
-            0
-        }
-    };
     let request_rate = match &d.request_rate {
         Some(Value::Number(n)) => n.as_f64().filter(|r| r.is_finite() && *r > 0.0),
         _ => None,
     };
-    let total_tps = number("total_token_throughput")?.unwrap_or_else(|| {
+    let per_second = |n: u64| {
         if d.duration > 0.0 {
-            (d.total_input_tokens + d.total_output_tokens) as f64 / d.duration
+            n as f64 / d.duration
         } else {
             0.0
         }
-    });
-    let request_throughput = number("request_throughput")?.unwrap_or_else(|| {
-        if d.duration > 0.0 {
-            d.completed as f64 / d.duration
-        } else {
-            0.0
-        }
-    });
-    let goodput = number("request_goodput")?;
+    };
+    let total_tps = number(d, "total_token_throughput")?
+        .unwrap_or_else(|| per_second(d.total_input_tokens + d.total_output_tokens));
+    let request_throughput =
+        number(d, "request_throughput")?.unwrap_or_else(|| per_second(d.completed));
+    let goodput = number(d, "request_goodput")?;
     let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     Ok(BurstRecord {
         settings: BurstSettings {
             requests: clamp(sent),
             request_rate,
             seed: d.rest.get("seed").and_then(Value::as_u64).unwrap_or(0),
-            prompt_tokens: per_request(d.total_input_tokens),
-            max_tokens: clamp(per_request(d.total_output_tokens)),
+            prompt_tokens: per_request(d, d.total_input_tokens),
+            max_tokens: clamp(per_request(d, d.total_output_tokens)),
             slo: Default::default(),
         },
         sent: clamp(sent),
@@ -339,29 +276,38 @@ fn burst_of(d: &VllmResult) -> Result<BurstRecord, (String, String)> {
         request_throughput,
         output_tps: d.output_throughput,
         total_tps,
-        ttft_s: group("ttft")?,
-        tpot_s: group("tpot")?,
-        itl_s: group("itl")?,
-        e2el_s: group("e2el")?,
+        ttft_s: latency_group(d, "ttft")?,
+        tpot_s: latency_group(d, "tpot")?,
+        itl_s: latency_group(d, "itl")?,
+        e2el_s: latency_group(d, "e2el")?,
         good: goodput.map(|g| (g * d.duration).round() as u32),
         goodput,
         first_problem: (failed > 0).then(|| format!("{failed} requests failed")),
     })
 }
 
+/// Failed requests: `failed`, else the requests of `num_prompts` that did not complete.
+fn failed(d: &VllmResult) -> u64 {
+    d.failed
+        .or_else(|| d.num_prompts.map(|n| n.saturating_sub(d.completed)))
+        .unwrap_or(0)
+}
+
+/// `total` per completed request, rounded; 0 when none completed.
+fn per_request(d: &VllmResult, total: u64) -> u64 {
+    if d.completed > 0 {
+        (total as f64 / d.completed as f64).round() as u64
+    } else {
+        0
+    }
+}
+
 /// One document → one cell and the notes on what it could not map; an error is (field, message).
 fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, String)> {
     let mut notes = Vec::new();
     let concurrency = checked_concurrency(d)?;
-    let context = if d.completed > 0 {
-        (d.total_input_tokens as f64 / d.completed as f64).round() as u64
-    } else {
-        0
-    };
-    let errors = d
-        .failed
-        .or_else(|| d.num_prompts.map(|n| n.saturating_sub(d.completed)))
-        .unwrap_or(0);
+    let context = per_request(d, d.total_input_tokens);
+    let errors = failed(d);
     let (status, reason) = status_of(d, errors);
     let ttft = latency_group(d, "ttft")?;
     let itl = latency_group(d, "itl")?;
@@ -383,35 +329,16 @@ fn convert_one(d: &VllmResult) -> Result<(CellResult, Vec<String>), (String, Str
     }
     Ok((
         CellResult {
-            concurrency,
-            context_tokens: context,
-            status,
-            reason,
             aggregate_tps: d.output_throughput,
-            samples: Vec::new(),
-            per_user_tps: None,
             ttft_s: ttft,
             itl_s: itl,
-            effective_concurrency: None,
-            waiting_avg: None,
             output_tokens: d.total_output_tokens,
             measured_s: d.duration,
             prompt_tokens: (context > 0).then_some(context),
             errors: u32::try_from(errors).unwrap_or(u32::MAX),
-            token_source: Some(TokenSource::Imported),
-            server_tps: None,
-            engine_counter: None,
-            ready_after_s: None,
             spec_decode: spec_decode_of(d),
-            telemetry: None,
-            rounds: Vec::new(),
-            cross_checks: Vec::new(),
-            truncated_requests: None,
-            preemptions: None,
             tpot_s: tpot,
-            requests: None,
-            unverified: None,
-            host_lateness_s: None,
+            ..super::imported_cell(concurrency, context, status, reason)
         },
         notes,
     ))
@@ -431,14 +358,8 @@ fn checked_concurrency(d: &VllmResult) -> Result<u32, (String, String)> {
             ));
         }
     };
-    for (field, v) in [
-        ("duration", d.duration),
-        ("output_throughput", d.output_throughput),
-    ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err((field.into(), format!("must be a number >= 0, found {v}")));
-        }
-    }
+    non_negative("duration", d.duration)?;
+    non_negative("output_throughput", d.output_throughput)?;
     Ok(concurrency)
 }
 
@@ -459,29 +380,28 @@ fn status_of(d: &VllmResult, errors: u64) -> (CellStatus, Option<String>) {
     }
 }
 
-/// The `metric` group (`ttft`, `itl`, `tpot`) in seconds from its `*_ms` keys; `None` when any
-/// is missing or all are zero, an error when one is not a number.
-fn latency_group(
-    d: &VllmResult,
-    metric: &str,
-) -> Result<Option<infergate_schema::results::Percentiles>, (String, String)> {
-    let mut vals = [None; 4];
-    for (slot, stat) in vals.iter_mut().zip(["mean", "median", "p90", "p99"]) {
-        let key = format!("{stat}_{metric}_ms");
-        *slot =
-            match d.rest.get(&key) {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(v.as_f64().ok_or_else(|| {
-                    (key.clone(), format!("invalid type: {v}, expected a number"))
-                })?),
-            };
+/// The number under `key` of the other keys, `None` when absent or null.
+fn number(d: &VllmResult, key: &str) -> Result<Option<f64>, (String, String)> {
+    match d.rest.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+            (
+                key.to_string(),
+                format!("invalid type: {v}, expected a number"),
+            )
+        }),
     }
-    let ms = |v: Option<f64>| v.map(|x| x / 1000.0);
+}
+
+/// The `metric` group (`ttft`, `itl`, `tpot`, `e2el`) in seconds from its `*_ms` keys; `None`
+/// when any is missing or all are zero, an error when one is not a number.
+fn latency_group(d: &VllmResult, metric: &str) -> Result<Option<Percentiles>, (String, String)> {
+    let ms = |stat: &str| number(d, &format!("{stat}_{metric}_ms")).map(|v| v.map(|x| x / 1000.0));
     Ok(percentile_group(
-        ms(vals[0]),
-        ms(vals[1]),
-        ms(vals[2]),
-        ms(vals[3]),
+        ms("mean")?,
+        ms("median")?,
+        ms("p90")?,
+        ms("p99")?,
         d.completed,
     ))
 }
