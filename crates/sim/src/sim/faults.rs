@@ -120,33 +120,23 @@ pub struct FaultParseError {
 fn factor(spec: &str, v: &str) -> Result<f64, FaultParseError> {
     match v.parse::<f64>() {
         Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
-        _ => Err(FaultParseError {
-            spec: spec.into(),
-            why: format!("`{v}` is not a factor >= 0"),
-        }),
+        _ => Err(parse_error(spec, &format!("`{v}` is not a factor >= 0"))),
     }
 }
 
 fn fraction(spec: &str, v: &str) -> Result<f64, FaultParseError> {
-    let f: f64 = v.parse().map_err(|_| FaultParseError {
-        spec: spec.into(),
-        why: format!("`{v}` is not a number"),
-    })?;
+    let f: f64 = v
+        .parse()
+        .map_err(|_| parse_error(spec, &format!("`{v}` is not a number")))?;
     if !(0.0..=1.0).contains(&f) {
-        return Err(FaultParseError {
-            spec: spec.into(),
-            why: format!("fraction {v} is outside 0..=1"),
-        });
+        return Err(parse_error(spec, &format!("fraction {v} is outside 0..=1")));
     }
     Ok(f)
 }
 
 /// A number of seconds (`5`, `2.5s`), >= 0.
 fn seconds(spec: &str, v: &str) -> Result<f64, FaultParseError> {
-    let err = |why: &str| FaultParseError {
-        spec: spec.into(),
-        why: why.into(),
-    };
+    let err = |why: &str| parse_error(spec, why);
     let secs: f64 = v
         .trim_end_matches('s')
         .parse()
@@ -186,23 +176,11 @@ fn fault_without_value(spec: &str, name: &str) -> Result<Fault, FaultParseError>
         "never-ready" => Ok(Fault::NeverReady),
         "preempt" => Ok(Fault::Preempt(None)),
         "llama-cpp-python" => Ok(Fault::LlamaCppPython { interrupt: true }),
-        "crash-after"
-        | "http-500"
-        | "malformed-sse"
-        | "stall-after"
-        | "lie-usage"
-        | "counter-lies"
-        | "truncate-at"
-        | "hang-after"
-        | "stall-every"
-        | "fail-above-concurrency"
-        | "prefill-slowdown"
-        | "long-context-slowdown"
-        | "chunked-prefill"
-        | "itl-tail"
-        | "prompt-counter-lies"
-        | "admit-delay" => Err(parse_error(spec, "this fault needs a value after `=`")),
-        _ => Err(parse_error(spec, "unknown fault name")),
+        // any other name [`fault_with_value`] knows needs a value
+        _ => match fault_with_value(spec, name, "") {
+            Err(e) if e.why == "unknown fault name" => Err(e),
+            _ => Err(parse_error(spec, "this fault needs a value after `=`")),
+        },
     }
 }
 

@@ -159,18 +159,12 @@ impl SimProfile {
                 model: "sim-zero".into(),
                 max_model_len: 1_048_576,
                 kv_budget_tokens: 1_000_000_000,
-                kv_cost_per_token: 1.0,
                 base_ms: 0.0,
                 per_seq_ms: 0.0,
                 per_kv_token_us: 0.0,
                 prefill_tps: 0.0,
-                chars_per_token: 4.0,
-                prefix_caching: true,
                 jitter_cv: 0.0,
-                spec_decode: None,
-                usage_mode: UsageMode::Continuous,
-                cells: Vec::new(),
-                faults: Vec::new(),
+                ..SimProfile::named("test")?
             },
             // Calibrated to llm-decode-bench 0.4.30, vLLM on one RTX 5090 (tests/fixtures).
             "ldb-rtx5090" => SimProfile {
@@ -244,20 +238,14 @@ impl SimProfile {
     /// Reads a TOML profile file with the same fields as the built-in profiles; unknown keys
     /// are an error that names the key.
     pub fn load(path: &Path) -> Result<SimProfile, SimError> {
-        let text = infergate_io::fsio::read_input(path).map_err(|e| SimError::ProfileFile {
+        let err = |message| SimError::ProfileFile {
             path: path.display().to_string(),
-            message: format!("cannot read it: {e}"),
-        })?;
-        let profile: SimProfile = toml::from_str(&text).map_err(|e| SimError::ProfileFile {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        profile
-            .validate()
-            .map_err(|message| SimError::ProfileFile {
-                path: path.display().to_string(),
-                message,
-            })?;
+            message,
+        };
+        let text = infergate_io::fsio::read_input(path)
+            .map_err(|e| err(format!("cannot read it: {e}")))?;
+        let profile: SimProfile = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        profile.validate().map_err(err)?;
         Ok(profile)
     }
 

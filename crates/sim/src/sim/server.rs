@@ -98,6 +98,11 @@ impl AppState {
             .map(|_| StatusCode::NOT_FOUND.into_response())
     }
 
+    /// The prompt's block hashes for the prefix cache, when it is on.
+    fn prefix_blocks(&self, hashes: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
+        self.prefix_caching.then(hashes).unwrap_or_default()
+    }
+
     /// Whether the `hang-after` fault has struck.
     fn hung(&self) -> bool {
         self.hang_at.is_some_and(|t| Instant::now() >= t)
@@ -169,37 +174,45 @@ fn bad_request(message: String) -> Response {
     error(StatusCode::BAD_REQUEST, "BadRequestError", None, message)
 }
 
+fn internal_error(message: String) -> Response {
+    let status = StatusCode::INTERNAL_SERVER_ERROR;
+    error(status, "InternalServerError", None, message)
+}
+
+fn unavailable(message: &str) -> Response {
+    let status = StatusCode::SERVICE_UNAVAILABLE;
+    error(status, "ServiceUnavailableError", None, message.into())
+}
+
 fn not_ready() -> Response {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "ServiceUnavailableError",
-        None,
-        "the engine is not ready (fault never-ready)".into(),
-    )
+    unavailable("the engine is not ready (fault never-ready)")
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Box<Response>> {
-    serde_json::from_slice(body)
-        .map_err(|e| Box::new(bad_request(format!("invalid request body: {e}"))))
-}
-
-fn check_model(state: &AppState, model: &Option<String>) -> Result<(), Box<Response>> {
-    match model {
+/// Parses a request body and checks that the `model` it names (if any) is the one served.
+fn parse_request<T: serde::de::DeserializeOwned>(
+    state: &AppState,
+    body: &Bytes,
+    model: impl Fn(&T) -> &Option<String>,
+) -> Result<T, Box<Response>> {
+    let req: T = serde_json::from_slice(body)
+        .map_err(|e| Box::new(bad_request(format!("invalid request body: {e}"))))?;
+    match model(&req) {
         Some(m) if m.as_str() != &*state.model_name => Err(Box::new(error(
             StatusCode::NOT_FOUND,
             "NotFoundError",
             Some("model"),
             format!("The model `{m}` does not exist."),
         ))),
-        _ => Ok(()),
+        _ => Ok(req),
     }
 }
 
-async fn health(State(s): State<Arc<AppState>>) -> Response {
+async fn health(State(s): State<Arc<AppState>>) -> StatusCode {
     if s.faults.never_ready {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
     }
-    StatusCode::OK.into_response()
 }
 
 async fn models(State(s): State<Arc<AppState>>) -> Response {
@@ -260,13 +273,10 @@ async fn tokenize(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
     if let Some(r) = s.no_route() {
         return r;
     }
-    let req: TokenizeRequest = match parse_json(&body) {
+    let req: TokenizeRequest = match parse_request(&s, &body, |r: &TokenizeRequest| &r.model) {
         Ok(r) => r,
         Err(e) => return *e,
     };
-    if let Err(e) = check_model(&s, &req.model) {
-        return *e;
-    }
     let (count, tokens) = match (&req.prompt, &req.messages) {
         (Some(p), _) => {
             let ids = s.tokenizer.token_ids(p);
@@ -275,8 +285,7 @@ async fn tokenize(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
         (None, Some(msgs)) => {
             let texts: Vec<String> = msgs.iter().map(message_text).collect();
             let n = s.tokenizer.count_chat(texts.iter().map(String::as_str));
-            let ids = s.tokenizer.token_ids(&texts.concat());
-            let mut ids = ids;
+            let mut ids = s.tokenizer.token_ids(&texts.concat());
             ids.resize(n as usize, 0);
             (n, ids)
         }
@@ -319,33 +328,25 @@ struct Generation {
 }
 
 async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let req: CompletionRequest = match parse_json(&body) {
+    let req: CompletionRequest = match parse_request(&s, &body, |r: &CompletionRequest| &r.model) {
         Ok(r) => r,
         Err(e) => return *e,
     };
-    if let Err(e) = check_model(&s, &req.model) {
-        return *e;
-    }
-    let text_blocks = |t: &str| {
-        if s.prefix_caching {
-            s.tokenizer.block_hashes(t)
-        } else {
-            Vec::new()
-        }
+    let text = |t: &str| {
+        (
+            s.tokenizer.count(t),
+            s.prefix_blocks(|| s.tokenizer.block_hashes(t)),
+        )
     };
     let (prompt_tokens, prefix_blocks) = match &req.prompt {
-        PromptInput::Text(t) => (s.tokenizer.count(t), text_blocks(t)),
-        PromptInput::Texts(ts) if ts.len() == 1 => (s.tokenizer.count(&ts[0]), text_blocks(&ts[0])),
+        PromptInput::Text(t) => text(t),
+        PromptInput::Texts(ts) if ts.len() == 1 => text(&ts[0]),
         PromptInput::Texts(_) => {
             return bad_request("only one prompt per request is supported".into());
         }
         PromptInput::Tokens(ids) => (
             ids.len() as u64,
-            if s.prefix_caching {
-                token_block_hashes(ids)
-            } else {
-                Vec::new()
-            },
+            s.prefix_blocks(|| token_block_hashes(ids)),
         ),
     };
     let (include_usage, continuous_usage) = StreamOptions::flags(req.stream_options);
@@ -363,13 +364,10 @@ async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
 }
 
 async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let req: ChatRequest = match parse_json(&body) {
+    let req: ChatRequest = match parse_request(&s, &body, |r: &ChatRequest| &r.model) {
         Ok(r) => r,
         Err(e) => return *e,
     };
-    if let Err(e) = check_model(&s, &req.model) {
-        return *e;
-    }
     if req.messages.is_empty() {
         return bad_request("`messages` must not be empty".into());
     }
@@ -378,11 +376,7 @@ async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Respon
     let genr = Generation {
         kind: Kind::Chat,
         prompt_tokens: s.tokenizer.count_chat(texts.iter().map(String::as_str)),
-        prefix_blocks: if s.prefix_caching {
-            s.tokenizer.block_hashes(&texts.concat())
-        } else {
-            Vec::new()
-        },
+        prefix_blocks: s.prefix_blocks(|| s.tokenizer.block_hashes(&texts.concat())),
         max_tokens: req
             .max_completion_tokens
             .or(req.max_tokens)
@@ -415,12 +409,7 @@ async fn generate(s: Arc<AppState>, mut genr: Generation) -> Response {
     let arrival = s.arrivals.fetch_add(1, Ordering::Relaxed) + 1;
     let draws = draw_request(&s, &genr, engine_max).await;
     if draws.fail {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalServerError",
-            None,
-            "simulated internal server error (fault http-500)".into(),
-        );
+        return internal_error("simulated internal server error (fault http-500)".into());
     }
     let in_flight = match enter_in_flight(&s) {
         Ok(in_flight) => in_flight,
@@ -503,15 +492,10 @@ fn enter_in_flight(s: &AppState) -> Result<InFlight, Box<Response>> {
         && before >= u64::from(limit)
     {
         drop(in_flight);
-        return Err(Box::new(error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalServerError",
-            None,
-            format!(
-                "simulated internal server error: {} requests in flight, at most {limit} served (fault fail-above-concurrency={limit})",
-                before + 1
-            ),
-        )));
+        return Err(Box::new(internal_error(format!(
+            "simulated internal server error: {} requests in flight, at most {limit} served (fault fail-above-concurrency={limit})",
+            before + 1
+        ))));
     }
     Ok(in_flight)
 }
@@ -531,15 +515,10 @@ fn submit_to_engine(
         prefix_blocks: std::mem::take(&mut genr.prefix_blocks),
         events: tx,
     });
-    if submitted.is_err() {
-        return Err(Box::new(error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailableError",
-            None,
-            "the engine is shutting down".into(),
-        )));
+    match submitted {
+        Ok(()) => Ok(rx),
+        Err(_) => Err(Box::new(unavailable("the engine is shutting down"))),
     }
-    Ok(rx)
 }
 
 async fn full_response(
@@ -560,12 +539,7 @@ async fn full_response(
                 }
             }
             None => {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerError",
-                    None,
-                    "the engine stopped before the request finished".into(),
-                );
+                return internal_error("the engine stopped before the request finished".into());
             }
         }
     };
