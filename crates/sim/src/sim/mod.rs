@@ -192,12 +192,11 @@ impl Drop for SimServer {
 pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimError> {
     opts.validate()?;
     let boot_factor = opts.boot_factor();
+    let bind_error = |source| SimError::Bind { addr: bind, source };
     let listener = tokio::net::TcpListener::bind(bind)
         .await
-        .map_err(|source| SimError::Bind { addr: bind, source })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|source| SimError::Bind { addr: bind, source })?;
+        .map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
     let cancel = CancellationToken::new();
     let fault_set = FaultSet::from_faults(&opts.faults);
     let mut model = SpeedModel::new(&opts.profile, opts.slowdown, opts.time_scale, boot_factor);
@@ -213,12 +212,10 @@ pub async fn start(opts: SimOptions, bind: SocketAddr) -> Result<SimServer, SimE
             .profile
             .prefix_caching
             .then(|| prefix_cache::PrefixCache::new(opts.profile.kv_budget_tokens)),
-        preempt_budget: FaultSet::from_faults(&opts.faults)
+        preempt_budget: fault_set
             .preempt
             .map(|n| n.unwrap_or(opts.profile.kv_budget_tokens / 2).max(1)),
-        max_running: FaultSet::from_faults(&opts.faults)
-            .llama_cpp_python
-            .map(|_| 1),
+        max_running: fault_set.llama_cpp_python.map(|_| 1),
         stall_every: fault_set.stall_every,
         chunked_prefill: fault_set.chunked_prefill,
         itl_tail: fault_set.itl_tail,

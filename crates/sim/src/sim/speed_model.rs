@@ -313,15 +313,13 @@ impl SpeedModel {
         queued: impl IntoIterator<Item = u64>,
     ) -> usize {
         let mut used = reserved;
-        let mut n = 0;
-        for r in queued {
-            if used + r > self.kv_budget_tokens {
-                break;
-            }
-            used += r;
-            n += 1;
-        }
-        n
+        queued
+            .into_iter()
+            .take_while(|r| {
+                used += r;
+                used <= self.kv_budget_tokens
+            })
+            .count()
     }
 
     /// Steady-state aggregate tokens per engine second with `c` sequences of `context` prompt
@@ -378,14 +376,11 @@ pub(crate) struct SpecStep {
 /// `uniform[i] < acceptance[i]`), drafting stops at the first rejection, and the step never
 /// emits more than `remaining` tokens.
 pub(crate) fn spec_step(acceptance: &[f64], uniform: &[f64], remaining: u64) -> SpecStep {
-    let mut accepted = 0u64;
-    for (p, u) in acceptance.iter().zip(uniform) {
-        if u < p {
-            accepted += 1;
-        } else {
-            break;
-        }
-    }
+    let accepted = acceptance
+        .iter()
+        .zip(uniform)
+        .take_while(|(p, u)| u < p)
+        .count() as u64;
     let emitted = (1 + accepted).min(remaining.max(1));
     SpecStep {
         emitted,
@@ -568,39 +563,24 @@ mod tests {
 
     #[test]
     fn spec_step_stops_at_first_rejection_and_caps() {
-        let acc = [0.7, 0.45];
-        assert_eq!(
-            spec_step(&acc, &[0.1, 0.2], 100),
-            SpecStep {
-                emitted: 3,
-                drafted: 2,
-                accepted: 2
-            }
-        );
-        assert_eq!(
-            spec_step(&acc, &[0.1, 0.9], 100),
-            SpecStep {
-                emitted: 2,
-                drafted: 2,
-                accepted: 1
-            }
-        );
-        assert_eq!(
-            spec_step(&acc, &[0.9, 0.1], 100),
-            SpecStep {
-                emitted: 1,
-                drafted: 2,
-                accepted: 0
-            }
-        );
-        assert_eq!(
-            spec_step(&acc, &[0.1, 0.2], 2),
-            SpecStep {
-                emitted: 2,
-                drafted: 2,
-                accepted: 1
-            }
-        );
+        for (uniform, remaining, emitted, accepted) in [
+            ([0.1, 0.2], 100, 3, 2),
+            ([0.1, 0.9], 100, 2, 1),
+            ([0.9, 0.1], 100, 1, 0),
+            ([0.1, 0.2], 2, 2, 1),
+        ] {
+            let step = spec_step(&[0.7, 0.45], &uniform, remaining);
+            let drafted = 2;
+            assert_eq!(
+                step,
+                SpecStep {
+                    emitted,
+                    drafted,
+                    accepted
+                },
+                "{uniform:?}"
+            );
+        }
     }
 
     #[test]
