@@ -414,16 +414,13 @@ struct Engine {
 
 impl Engine {
     fn new(cfg: EngineConfig, counters: Arc<EngineCounters>) -> Self {
-        let zero_time = cfg.model.is_zero_time();
-        let rng = StdRng::seed_from_u64(cfg.seed);
-        let uniforms = vec![0.0f64; cfg.model.draft_acceptance.len()];
         let deadline = Instant::now();
         Engine {
+            zero_time: cfg.model.is_zero_time(),
+            rng: StdRng::seed_from_u64(cfg.seed),
+            uniforms: vec![0.0f64; cfg.model.draft_acceptance.len()],
             cfg,
             counters,
-            zero_time,
-            rng,
-            uniforms,
             queue: VecDeque::new(),
             running: Vec::new(),
             reserved: 0,
@@ -450,8 +447,7 @@ impl Engine {
     /// Queues every request that has arrived, then drops queued requests whose client left;
     /// `true` once every handle is dropped.
     fn take_arrivals(&mut self, rx: &mut mpsc::UnboundedReceiver<EngineRequest>) -> bool {
-        let mut disconnected = false;
-        loop {
+        let disconnected = loop {
             match rx.try_recv() {
                 Ok(req) => {
                     // The `admit-delay` fault holds back what arrives while others decode.
@@ -462,13 +458,9 @@ impl Engine {
                         .map(|d| Instant::now() + d);
                     self.enqueue(req, not_before);
                 }
-                Err(mpsc::error::TryRecvError::Empty) => break,
-                Err(mpsc::error::TryRecvError::Disconnected) => {
-                    disconnected = true;
-                    break;
-                }
+                Err(e) => break e == mpsc::error::TryRecvError::Disconnected,
             }
-        }
+        };
         self.queue.retain(|q| !q.req.events.is_closed());
         disconnected
     }
@@ -514,11 +506,10 @@ impl Engine {
                 .any(|s| !s.preempted && !s.closed && s.prefill_left == 0);
         let n = self.admissible_count();
         let admitted: Vec<Queued> = self.queue.drain(..n).collect();
-        let mut prefill_tokens = 0u64;
-        for q in admitted {
-            prefill_tokens += self.start_sequence(q, chunk_prefill);
-        }
-        prefill_tokens
+        admitted
+            .into_iter()
+            .map(|q| self.start_sequence(q, chunk_prefill))
+            .sum()
     }
 
     /// How many requests at the head of the queue may be admitted now.
@@ -826,9 +817,7 @@ fn speculative_step(
     acceptance: &[f64],
     remaining: u64,
 ) -> u64 {
-    for u in uniforms.iter_mut() {
-        *u = rng.random::<f64>();
-    }
+    uniforms.fill_with(|| rng.random::<f64>());
     let s = spec_step(acceptance, uniforms, remaining);
     counters.spec_drafts.fetch_add(1, Ordering::Relaxed);
     counters
