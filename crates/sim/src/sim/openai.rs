@@ -7,10 +7,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 pub(crate) struct StreamOptions {
     /// Send a final chunk with empty `choices` and the request's usage.
-    #[serde(default)]
     pub(crate) include_usage: Option<bool>,
     /// With `include_usage`: cumulative usage on every chunk (vLLM extension).
-    #[serde(default)]
     pub(crate) continuous_usage_stats: Option<bool>,
 }
 
@@ -42,21 +40,16 @@ pub(crate) enum PromptInput {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct CompletionRequest {
     /// Served model name; absent = the served model.
-    #[serde(default)]
     pub(crate) model: Option<String>,
     /// The prompt.
     pub(crate) prompt: PromptInput,
     /// Output limit (default 16, as vLLM).
-    #[serde(default)]
     pub(crate) max_tokens: Option<u64>,
     /// Stream SSE chunks.
-    #[serde(default)]
     pub(crate) stream: Option<bool>,
     /// Streaming usage options.
-    #[serde(default)]
     pub(crate) stream_options: Option<StreamOptions>,
     /// Run to `max_tokens` whatever the model "wants".
-    #[serde(default)]
     pub(crate) ignore_eos: Option<bool>,
 }
 
@@ -74,7 +67,6 @@ pub(crate) enum MessageContent {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct ContentPart {
     /// Text of a `text` part; other part types count as empty.
-    #[serde(default)]
     pub(crate) text: Option<String>,
 }
 
@@ -83,11 +75,9 @@ impl MessageContent {
     pub(crate) fn text(&self) -> String {
         match self {
             MessageContent::Text(t) => t.clone(),
-            MessageContent::Parts(parts) => parts
-                .iter()
-                .filter_map(|p| p.text.as_deref())
-                .collect::<Vec<_>>()
-                .join(""),
+            MessageContent::Parts(parts) => {
+                parts.iter().filter_map(|p| p.text.as_deref()).collect()
+            }
         }
     }
 }
@@ -98,7 +88,6 @@ pub(crate) struct ChatMessage {
     /// `system`, `user`, `assistant`, ...
     pub(crate) role: String,
     /// The message content (may be null).
-    #[serde(default)]
     pub(crate) content: Option<MessageContent>,
 }
 
@@ -106,24 +95,18 @@ pub(crate) struct ChatMessage {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct ChatRequest {
     /// Served model name; absent = the served model.
-    #[serde(default)]
     pub(crate) model: Option<String>,
     /// The conversation.
     pub(crate) messages: Vec<ChatMessage>,
     /// Output limit (default 16).
-    #[serde(default)]
     pub(crate) max_tokens: Option<u64>,
     /// Newer name of `max_tokens`; wins when both are given.
-    #[serde(default)]
     pub(crate) max_completion_tokens: Option<u64>,
     /// Stream SSE chunks.
-    #[serde(default)]
     pub(crate) stream: Option<bool>,
     /// Streaming usage options.
-    #[serde(default)]
     pub(crate) stream_options: Option<StreamOptions>,
     /// Run to `max_tokens` whatever the model "wants".
-    #[serde(default)]
     pub(crate) ignore_eos: Option<bool>,
 }
 
@@ -131,13 +114,10 @@ pub(crate) struct ChatRequest {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct TokenizeRequest {
     /// Served model name; absent = the served model.
-    #[serde(default)]
     pub(crate) model: Option<String>,
     /// Text to tokenize.
-    #[serde(default)]
     pub(crate) prompt: Option<String>,
     /// Or a conversation (counted with the chat template overhead).
-    #[serde(default)]
     pub(crate) messages: Option<Vec<ChatMessage>>,
 }
 
@@ -243,16 +223,8 @@ pub(crate) struct ChatChoice {
     pub(crate) stop_reason: Option<()>,
 }
 
-/// A non-streamed `chat.completion`.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct ChatResponse<'a> {
-    pub(crate) id: &'a str,
-    pub(crate) object: &'static str,
-    pub(crate) created: i64,
-    pub(crate) model: &'a str,
-    pub(crate) choices: Vec<ChatChoice>,
-    pub(crate) usage: Usage,
-}
+/// A non-streamed `chat.completion` (its usage always present).
+pub(crate) type ChatResponse<'a> = Envelope<'a, ChatChoice>;
 
 /// vLLM's error body: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, Serialize)]

@@ -48,11 +48,9 @@ pub struct CellCalibration {
     pub(crate) tokens_per_s: f64,
     /// Accepted / drafted tokens (vLLM's acceptance rate), 0..=1; ignored without
     /// `spec_decode`, whose per-position acceptance it replaces in this cell.
-    #[serde(default)]
     pub(crate) acceptance: Option<f64>,
     /// Mean output tokens per streamed chunk (a chunk carries one or more whole engine
     /// steps, as vLLM's output processor does under load); default one chunk per step.
-    #[serde(default)]
     pub(crate) tokens_per_chunk: Option<f64>,
 }
 
@@ -89,7 +87,6 @@ pub struct SimProfile {
     #[serde(default)]
     pub(crate) jitter_cv: f64,
     /// Speculative decoding, when on.
-    #[serde(default)]
     pub(crate) spec_decode: Option<SpecDecodeProfile>,
     /// Usage reporting style.
     #[serde(default)]

@@ -579,7 +579,7 @@ async fn full_response(
                 finish_reason: Some(finish.as_str()),
                 stop_reason: None,
             }],
-            usage,
+            usage: Some(usage),
         })
         .into_response(),
     }
