@@ -37,11 +37,8 @@ impl SimTokenizer {
     /// Token count of a chat conversation: each message's content plus the template overhead
     /// ([`CHAT_TOKENS_PER_MESSAGE`] per message, [`CHAT_GENERATION_PROMPT_TOKENS`] once).
     pub(crate) fn count_chat<'a>(&self, contents: impl IntoIterator<Item = &'a str>) -> u64 {
-        let mut n = CHAT_GENERATION_PROMPT_TOKENS;
-        for c in contents {
-            n += CHAT_TOKENS_PER_MESSAGE + self.count(c);
-        }
-        n
+        let per_message = |c| CHAT_TOKENS_PER_MESSAGE + self.count(c);
+        CHAT_GENERATION_PROMPT_TOKENS + contents.into_iter().map(per_message).sum::<u64>()
     }
 
     /// Token ids of a text, one per token: a cheap hash of the characters each token covers,
@@ -65,9 +62,7 @@ impl SimTokenizer {
         }
         ids
     }
-}
 
-impl SimTokenizer {
     /// Chained hashes of the full [`BLOCK_TOKENS`]-token blocks of a text (for the prefix
     /// cache); block `k` covers the characters of tokens `16k..16k+16`.
     pub(crate) fn block_hashes(&self, text: &str) -> Vec<u64> {
