@@ -870,21 +870,23 @@ mod tests {
         }
     }
 
+    /// Starts an engine with `cfg`.
+    fn start(cfg: EngineConfig) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
+        let counters = Arc::new(EngineCounters::new(cfg.model.draft_acceptance.len()));
+        let (handle, rx) = channel();
+        let cancel = CancellationToken::new();
+        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
+        (handle, counters, cancel)
+    }
+
     fn engine(
         budget: u64,
         spec: Vec<f64>,
     ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
         let mut p = SimProfile::named("test").unwrap();
         p.kv_budget_tokens = budget;
-        p.spec_decode = (!spec.is_empty()).then(|| SpecDecodeProfile {
-            acceptance: spec.clone(),
-        });
-        let cfg = plain(&p);
-        let counters = Arc::new(EngineCounters::new(spec.len()));
-        let (handle, rx) = channel();
-        let cancel = CancellationToken::new();
-        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
-        (handle, counters, cancel)
+        p.spec_decode = (!spec.is_empty()).then_some(SpecDecodeProfile { acceptance: spec });
+        start(plain(&p))
     }
 
     fn submit(h: &EngineHandle, prompt: u64, max: u64, stop_at: u64) -> mpsc::Receiver<StepEvent> {
@@ -941,14 +943,10 @@ mod tests {
     async fn preempted_sequences_resume_and_are_counted() {
         for (budget, preempts) in [(250u64, true), (10_000, false)] {
             let p = SimProfile::named("test").unwrap();
-            let cfg = EngineConfig {
+            let (h, counters, cancel) = start(EngineConfig {
                 preempt_budget: Some(budget),
                 ..plain(&p)
-            };
-            let counters = Arc::new(EngineCounters::new(0));
-            let (h, rx) = channel();
-            let cancel = CancellationToken::new();
-            spawn_engine(cfg, counters.clone(), rx, cancel.clone());
+            });
             let rxs: Vec<_> = (0..4).map(|_| submit(&h, 10, 128, 128)).collect();
             for rx in rxs {
                 let (n, finish) = drain_until_finish(rx).await;
@@ -966,16 +964,11 @@ mod tests {
         itl_tail: Option<(u64, u64)>,
     ) -> (EngineHandle, Arc<EngineCounters>, CancellationToken) {
         let p = SimProfile::named("test").unwrap();
-        let cfg = EngineConfig {
+        start(EngineConfig {
             chunked_prefill,
             itl_tail,
             ..plain(&p)
-        };
-        let counters = Arc::new(EngineCounters::new(0));
-        let (handle, rx) = channel();
-        let cancel = CancellationToken::new();
-        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
-        (handle, counters, cancel)
+        })
     }
 
     /// The `itl-tail` fault: every 50th token's gap is stretched by holding the stream's
@@ -1034,14 +1027,10 @@ mod tests {
     #[tokio::test]
     async fn admit_delay_holds_arrivals_back_while_others_decode() {
         let p = SimProfile::named("test").unwrap();
-        let cfg = EngineConfig {
+        let (h, _counters, cancel) = start(EngineConfig {
             admit_delay: Some(Duration::from_millis(100)),
             ..plain(&p)
-        };
-        let counters = Arc::new(EngineCounters::new(0));
-        let (h, rx) = channel();
-        let cancel = CancellationToken::new();
-        spawn_engine(cfg, counters.clone(), rx, cancel.clone());
+        });
         // Alone: admitted at once (it is the one decoding afterwards).
         let mut a = submit(&h, 10, 10_000, 10_000);
         a.recv().await.unwrap();
