@@ -122,6 +122,11 @@ impl Exposition {
         let _ = writeln!(out, "{name}{{model_name=\"{m}\"}} {value}");
     }
 
+    /// A counter (vLLM writes counters as floats).
+    fn counter(&mut self, name: &str, help: &str, value: u64) {
+        self.metric(name, "counter", help, format!("{value}.0"));
+    }
+
     /// The scheduler's state: running and waiting requests, KV cache usage.
     fn scheduler_gauges(&mut self, c: &EngineCounters, kv_budget_tokens: u64) {
         self.metric(
@@ -147,73 +152,58 @@ impl Exposition {
 
     /// Prompt and generation tokens (scaled by `factors`), prefix cache queries and hits.
     fn token_counters(&mut self, c: &EngineCounters, factors: CounterFactors) {
-        self.metric(
+        self.counter(
             "vllm:prompt_tokens_total",
-            "counter",
             "Number of prefill tokens processed.",
-            format!(
-                "{}.0",
-                (load(&c.prompt_tokens) as f64 * factors.prompt).round() as u64
-            ),
+            (load(&c.prompt_tokens) as f64 * factors.prompt).round() as u64,
         );
-        self.metric(
+        self.counter(
             "vllm:generation_tokens_total",
-            "counter",
             "Number of generation tokens processed.",
-            format!(
-                "{}.0",
-                (load(&c.generation_tokens) as f64 * factors.generation).round() as u64
-            ),
+            (load(&c.generation_tokens) as f64 * factors.generation).round() as u64,
         );
-        self.metric(
+        self.counter(
             "vllm:prefix_cache_queries_total",
-            "counter",
             "Prefix cache queries, in terms of number of queried tokens.",
-            format!("{}.0", load(&c.prefix_cache_queries)),
+            load(&c.prefix_cache_queries),
         );
-        self.metric(
+        self.counter(
             "vllm:prefix_cache_hits_total",
-            "counter",
             "Prefix cache hits, in terms of number of cached tokens.",
-            format!("{}.0", load(&c.prefix_cache_hits)),
+            load(&c.prefix_cache_hits),
         );
     }
 
     /// Preemptions and finished requests.
     fn request_counters(&mut self, c: &EngineCounters) {
-        self.metric(
+        self.counter(
             "vllm:num_preemptions_total",
-            "counter",
             "Cumulative number of preemption from the engine.",
-            format!("{}.0", load(&c.preemptions)),
+            load(&c.preemptions),
         );
-        self.metric(
+        self.counter(
             "vllm:request_success_total",
-            "counter",
             "Count of successfully processed requests.",
-            format!("{}.0", load(&c.requests_finished)),
+            load(&c.requests_finished),
         );
     }
 
     /// Speculative decoding: drafts, draft tokens, accepted tokens (also per position).
     fn spec_decode_counters(&mut self, c: &EngineCounters) {
-        self.metric(
+        self.counter(
             "vllm:spec_decode_num_drafts_total",
-            "counter",
             "Number of spec decoding drafts.",
-            format!("{}.0", load(&c.spec_drafts)),
+            load(&c.spec_drafts),
         );
-        self.metric(
+        self.counter(
             "vllm:spec_decode_num_draft_tokens_total",
-            "counter",
             "Number of draft tokens.",
-            format!("{}.0", load(&c.spec_draft_tokens)),
+            load(&c.spec_draft_tokens),
         );
-        self.metric(
+        self.counter(
             "vllm:spec_decode_num_accepted_tokens_total",
-            "counter",
             "Number of accepted tokens.",
-            format!("{}.0", load(&c.spec_accepted)),
+            load(&c.spec_accepted),
         );
         let (out, m) = (&mut self.out, &self.model);
         let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
