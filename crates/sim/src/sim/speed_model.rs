@@ -56,12 +56,10 @@ pub(crate) struct StepShape {
 /// `1 + p1 + p1*p2 + ...` (drafting stops at the first rejection).
 pub(crate) fn tokens_per_step(acceptance: &[f64]) -> f64 {
     let mut reach = 1.0;
-    let mut sum = 1.0;
-    for p in acceptance {
+    acceptance.iter().fold(1.0, |sum, p| {
         reach *= p;
-        sum += reach;
-    }
-    sum
+        sum + reach
+    })
 }
 
 /// `positions` equal per-position probabilities whose acceptance rate (accepted / drafted,
@@ -354,10 +352,7 @@ impl Jitter {
 
     /// One draw.
     pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
-        match &self.dist {
-            Some(d) => d.sample(rng),
-            None => 1.0,
-        }
+        self.dist.map_or(1.0, |d| d.sample(rng))
     }
 }
 
