@@ -24,12 +24,18 @@ pub fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
 
 /// The coordinates of every cell of `runs`, in order of first appearance.
 pub fn coords<'a>(runs: impl IntoIterator<Item = &'a RunResults>) -> Vec<Coord> {
-    let mut out: Vec<Coord> = Vec::new();
-    for run in runs {
-        for c in &run.cells {
-            if !out.contains(&c.coord()) {
-                out.push(c.coord());
-            }
+    first_seen(
+        runs.into_iter()
+            .flat_map(|r| r.cells.iter().map(|c| c.coord())),
+    )
+}
+
+/// Each of `coords` once, in order of first appearance.
+pub fn first_seen(coords: impl IntoIterator<Item = Coord>) -> Vec<Coord> {
+    let mut out = Vec::new();
+    for c in coords {
+        if !out.contains(&c) {
+            out.push(c);
         }
     }
     out

@@ -171,22 +171,17 @@ struct LimitVerdicts {
 
 impl LimitVerdicts {
     fn of(limit: Limit) -> LimitVerdicts {
-        let (not_evidence, regression, both_sides) = match limit {
-            Limit::Capacity => (
-                CellVerdict::Inconclusive,
-                CellVerdict::CapacityRegression,
-                CellVerdict::NotComparable,
-            ),
-            Limit::Saturation => (
-                CellVerdict::Saturated,
-                CellVerdict::SaturationRegression,
-                CellVerdict::Saturated,
-            ),
-        };
-        LimitVerdicts {
-            not_evidence,
-            regression,
-            both_sides,
+        match limit {
+            Limit::Capacity => LimitVerdicts {
+                not_evidence: CellVerdict::Inconclusive,
+                regression: CellVerdict::CapacityRegression,
+                both_sides: CellVerdict::NotComparable,
+            },
+            Limit::Saturation => LimitVerdicts {
+                not_evidence: CellVerdict::Saturated,
+                regression: CellVerdict::SaturationRegression,
+                both_sides: CellVerdict::Saturated,
+            },
         }
     }
 }

@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use infergate_schema::results::{CellResult, CellStatus, RunResults};
+use infergate_schema::results::{CellResult, CellStatus, PrefillAgreement, RunResults};
 use infergate_schema::verdict::{
-    BaselineSummary, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport, Coverage,
-    DecidedChange, DecisionBasis, Direction, Found, HostLateCell, Layer, Limit, LimitCounts,
-    LineAxis, LineTest, LoneBoot, MatrixTest, Metric, MetricComparison, NotCompared, NotGated,
-    Sensitivity,
+    Against, BaselineSummary, CellComparison, CellReason, CellVerdict, Check, CheckOutcome,
+    ComparisonReport, Coverage, DecidedChange, DecisionBasis, Direction, Found, HostLateCell,
+    Layer, Limit, LimitCounts, LineAxis, LineTest, LoneBoot, MatrixTest, Metric, MetricComparison,
+    NotCompared, NotGated, Sensitivity,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
@@ -30,7 +30,6 @@ use super::rule::{
 };
 use super::sensitivity;
 use super::{DecisionRule, StatsError};
-use infergate_schema::verdict::Against;
 
 /// One look of the gate's plan (`docs/statistics.md`): which tests may claim a regression
 /// here, and with what alpha. The looks' alphas add up to the rule's `alpha`.
@@ -205,7 +204,7 @@ pub fn ok_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<(&Cell
 /// inflated number is not compared: fail closed, [`prefill_disagrees`]).
 pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
     let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
-    if record.cross_check.verdict == infergate_schema::results::PrefillAgreement::Disagrees {
+    if record.cross_check.verdict == PrefillAgreement::Disagrees {
         return None;
     }
     record.prefill_tps.filter(|v| v.is_finite() && *v > 0.0)
@@ -221,24 +220,19 @@ fn layer_cell(
     provisional: bool,
     gating: impl Fn(Metric) -> bool,
     none: CellReason,
-) -> infergate_schema::verdict::CellComparison {
+) -> CellComparison {
     match refused {
         Some((kind, why)) => {
-            let mut cell = build::cell(
-                coord,
-                Some(LimitDecision::settled(CellVerdict::NotComparable, why)),
-                Vec::new(),
-                gating,
-                none,
-            );
-            cell.not_compared = Some(kind);
-            cell
+            let settled = LimitDecision::settled(CellVerdict::NotComparable, why);
+            CellComparison {
+                not_compared: Some(kind),
+                ..build::cell(coord, Some(settled), Vec::new(), gating, none)
+            }
         }
-        None => {
-            let mut cell = build::cell(coord, None, entries, gating, none);
-            cell.provisional = provisional;
-            cell
-        }
+        None => CellComparison {
+            provisional,
+            ..build::cell(coord, None, entries, gating, none)
+        },
     }
 }
 
@@ -286,26 +280,21 @@ fn layer_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
 /// Why a run's prefill figure at `context` is not compared: the engine's counters disagree.
 fn prefill_disagrees(run: &RunResults, context: u64) -> Option<CellReason> {
     let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
-    (record.cross_check.verdict == infergate_schema::results::PrefillAgreement::Disagrees).then(
-        || CellReason::PrefillDisagrees {
+    (record.cross_check.verdict == PrefillAgreement::Disagrees).then(|| {
+        CellReason::PrefillDisagrees {
             context,
             run: run.run_id.clone(),
             detail: record.cross_check.detail.clone(),
-        },
-    )
+        }
+    })
 }
 
 /// The prefill layer's "cells": one per context either side measured, `concurrency` 0.
 fn prefill_coords<'r>(runs: impl IntoIterator<Item = &'r RunResults>) -> Vec<Coord> {
-    let mut out: Vec<Coord> = Vec::new();
-    for run in runs {
-        for p in &run.prefill {
-            if !out.contains(&(0, p.context_tokens)) {
-                out.push((0, p.context_tokens));
-            }
-        }
-    }
-    out
+    build::first_seen(
+        runs.into_iter()
+            .flat_map(|r| r.prefill.iter().map(|p| (0, p.context_tokens))),
+    )
 }
 
 /// A history run's value of `metric` at `coord` (a decode cell's, or the prefill layer's).
@@ -1375,17 +1364,6 @@ fn screen(change: &LogChange, dir: Direction, look: &str) -> Check {
     }
 }
 
-/// A regression (an improvement) at the both-boots look stands only if the second boot alone
-/// leans worse (better) too, past the futility screen: one wild boot cannot carry it. When it
-/// does not, the screen is the test's line, so a reader can redo what decided it.
-fn second_boot_leans(
-    judged: (CellVerdict, Check),
-    second: Option<&LogChange>,
-    dir: Direction,
-) -> (CellVerdict, Check) {
-    boot_leans(judged, second, dir, LoneBoot::Second)
-}
-
 /// A change found on both boots stands only if each boot alone shows it at the same `alpha`
 /// and margin; else the first boot's test that does not is the line, and no change.
 fn each_boot_shows(
@@ -1452,8 +1430,10 @@ fn each_boot_exceeds(
     judged
 }
 
-/// [`second_boot_leans`] for the boot `boot` (the first or the second alone) and its own
-/// change `change`.
+/// A regression (an improvement) at the both-boots look stands only if the boot `boot` alone
+/// (the first or the second) leans worse (better) too in its own `change`, past the futility
+/// screen: one wild boot cannot carry it. When it does not, the screen is the test's line, so
+/// a reader can redo what decided it.
 fn boot_leans(
     judged: (CellVerdict, Check),
     change: Option<&LogChange>,
@@ -2249,7 +2229,7 @@ impl Plan<'_> {
                     None => judge(&t.own, dir, alpha, margin, look),
                 };
                 let found = judged.0;
-                let (v, c) = second_boot_leans(judged, t.second.as_ref(), dir);
+                let (v, c) = boot_leans(judged, t.second.as_ref(), dir, LoneBoot::Second);
                 (found, v, c)
             })
             .collect()
@@ -2267,7 +2247,7 @@ impl Plan<'_> {
             .map(|(metric, l)| {
                 let dir = metric.direction();
                 let judged = judge(&l.change, dir, self.alpha.line, margin, &self.look.name);
-                let judged = second_boot_leans(judged, l.second.as_ref(), dir);
+                let judged = boot_leans(judged, l.second.as_ref(), dir, LoneBoot::Second);
                 line_against_baseline(judged, tests, *metric, l)
             })
             .collect()
@@ -2352,7 +2332,7 @@ impl Plan<'_> {
                 // other at no change must not carry the mean of two.
                 let judged = judge(&m.change, dir, a, matrix_margin, look);
                 let judged = boot_leans(judged, m.first_boot.as_ref(), dir, LoneBoot::First);
-                second_boot_leans(judged, m.second_boot.as_ref(), dir)
+                boot_leans(judged, m.second_boot.as_ref(), dir, LoneBoot::Second)
             }
             None => (CellVerdict::Unchanged, screen(&m.change, dir, look)),
         }
@@ -4561,7 +4541,7 @@ mod burst_tests {
         let found = |estimate| judge(&c(estimate, 0.02), hi, 1e-3, m, "both boots");
         assert_eq!(found(-0.10).0, CellVerdict::Regression);
         // A second boot at no change does not lean worse: no regression, its screen the line.
-        let (v, check) = second_boot_leans(found(-0.10), Some(&c(0.0, 0.02)), hi);
+        let (v, check) = boot_leans(found(-0.10), Some(&c(0.0, 0.02)), hi, LoneBoot::Second);
         assert_eq!(v, CellVerdict::Unchanged);
         assert!(check.screen && check.look == "second boot alone, futility screen");
         assert!(
@@ -4575,11 +4555,11 @@ mod burst_tests {
             "{check:?}"
         );
         // One that leans worse too: the regression stands, its own test the line.
-        let (v, check) = second_boot_leans(found(-0.10), Some(&c(-0.08, 0.02)), hi);
+        let (v, check) = boot_leans(found(-0.10), Some(&c(-0.08, 0.02)), hi, LoneBoot::Second);
         assert_eq!(v, CellVerdict::Regression);
         assert!(matches!(check.outcome, CheckOutcome::Regression));
         // An improvement's second boot must lean better.
-        let (v, check) = second_boot_leans(found(0.10), Some(&c(0.0, 0.02)), hi);
+        let (v, check) = boot_leans(found(0.10), Some(&c(0.0, 0.02)), hi, LoneBoot::Second);
         assert_eq!(v, CellVerdict::Unchanged);
         assert!(
             matches!(

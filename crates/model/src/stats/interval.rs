@@ -1,6 +1,11 @@
 //! The interval of a relative change (on the log scale) and the margin rule that turns it into
 //! a verdict: statistically AND practically significant.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::thread::LocalKey;
+
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use infergate_schema::verdict::{
@@ -111,18 +116,26 @@ pub fn std_t(df: f64) -> Option<StudentsT> {
 /// remembered per thread: statrs inverts the CDF numerically, and one gate asks for the same
 /// few (alpha, df) pairs many times.
 pub fn t_quantile(p: f64, df: f64) -> f64 {
-    use std::cell::RefCell;
-    use std::collections::HashMap;
     thread_local! {
         static CACHE: RefCell<HashMap<(u64, u64), f64>> = RefCell::new(HashMap::new());
     }
     let df = df.clamp(0.5, 1e7);
-    let key = (p.to_bits(), df.to_bits());
-    if let Some(q) = CACHE.with(|c| c.borrow().get(&key).copied()) {
+    remembered(&CACHE, (p.to_bits(), df.to_bits()), || {
+        std_t(df).map_or(f64::INFINITY, |t| t.inverse_cdf(p))
+    })
+}
+
+/// `compute()`, remembered in the thread's `cache` under `key` (emptied past 4,096 entries).
+fn remembered<K: Copy + Eq + Hash>(
+    cache: &'static LocalKey<RefCell<HashMap<K, f64>>>,
+    key: K,
+    compute: impl FnOnce() -> f64,
+) -> f64 {
+    if let Some(q) = cache.with(|c| c.borrow().get(&key).copied()) {
         return q;
     }
-    let q = std_t(df).map_or(f64::INFINITY, |t| t.inverse_cdf(p));
-    CACHE.with(|c| {
+    let q = compute();
+    cache.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() > 4096 {
             c.clear();
@@ -295,24 +308,11 @@ fn shared_share(first: &LogChange, second: &LogChange, pooled: &LogChange) -> f6
 /// for many (its callers round `nu` and `rho` to their safe sides first, [`each_boot_reference`],
 /// so few are distinct).
 pub fn each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
-    use std::cell::RefCell;
-    use std::collections::HashMap;
     thread_local! {
         static CACHE: RefCell<HashMap<(u64, u64, u64), f64>> = RefCell::new(HashMap::new());
     }
     let key = (alpha.to_bits(), nu.to_bits(), rho.to_bits());
-    if let Some(q) = CACHE.with(|c| c.borrow().get(&key).copied()) {
-        return q;
-    }
-    let q = solve_each_boot_quantile(alpha, nu, rho);
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() > 4096 {
-            c.clear();
-        }
-        c.insert(key, q);
-    });
-    q
+    remembered(&CACHE, key, || solve_each_boot_quantile(alpha, nu, rho))
 }
 
 /// `nu` rounded down to 0.1 and `rho` up to 0.02: the safe sides, and few distinct bounds.

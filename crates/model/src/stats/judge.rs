@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use infergate_schema::results::{CellResult, RunResults};
+use infergate_schema::results::{CellResult, CellStatus, RunResults};
 use infergate_schema::verdict::{
     CellComparison, CellVerdict, ComparisonReport, Confirmation, ConfirmationReason, GateVerdict,
     JudgedBy, RoundsStop, RuleSummary,
@@ -317,11 +317,10 @@ impl<'h> Judge<'h> {
     /// every other cell keeps the look that decided it, the matrix-wide test stays look 0's.
     fn fold(&mut self, cells: Vec<CellResult>) -> Result<(), StatsError> {
         let round = self.rounds.rounds + 1;
-        let Some(mut report) = self.report.take() else {
-            return Err(StatsError::OutOfTurn(
-                "a round before the first look".into(),
-            ));
-        };
+        let mut report = self
+            .report
+            .take()
+            .ok_or_else(|| StatsError::OutOfTurn("a round before the first look".into()))?;
         let run = self.first.first_mut().ok_or(StatsError::NoCandidate)?;
         let mut measured = Vec::new();
         for again in &cells {
@@ -476,40 +475,29 @@ pub fn replay(
     second: Option<(&[RunResults], &str)>,
 ) -> Result<Replayed, StatsError> {
     let mut runs = first.to_vec();
-    let mut recorded = match runs.first_mut() {
-        Some(run) => take_recorded_rounds(run),
-        None => return Err(StatsError::NoCandidate),
-    };
+    let mut recorded = take_recorded_rounds(runs.first_mut().ok_or(StatsError::NoCandidate)?);
     let mut judge = Judge::new(history, rule, plan);
     let mut next = judge.look(Evidence::FirstBoot(runs))?;
     loop {
         next = match next {
             Next::Remeasure { cells, .. } => {
-                let mut measured = Vec::new();
-                let mut complete = true;
-                for coord in cells {
-                    match recorded
-                        .iter_mut()
-                        .find(|(c, _)| *c == coord)
-                        .and_then(|(_, q)| q.pop_front())
-                    {
-                        Some(cell) => measured.push(cell),
-                        None => {
-                            complete = false;
-                            break;
-                        }
-                    }
-                }
+                // The recorded rounds, up to the first cell that has none left.
+                let measured: Vec<CellResult> = cells
+                    .iter()
+                    .map_while(|coord| {
+                        let (_, q) = recorded.iter_mut().find(|(c, _)| c == coord)?;
+                        q.pop_front()
+                    })
+                    .collect();
+                let complete = measured.len() == cells.len();
                 if measured.is_empty() {
                     judge.look(Evidence::RoundsEnded(RoundsStop::NotRecorded))?
                 } else {
-                    let n = judge.look(Evidence::Remeasured(measured))?;
-                    match (complete, n) {
-                        (true, n) => n,
-                        (false, Next::Remeasure { .. }) => {
+                    match judge.look(Evidence::Remeasured(measured))? {
+                        Next::Remeasure { .. } if !complete => {
                             judge.look(Evidence::RoundsEnded(RoundsStop::NotRecorded))?
                         }
-                        (false, n) => n,
+                        n => n,
                     }
                 }
             }
@@ -589,9 +577,9 @@ fn take_recorded_rounds(run: &mut RunResults) -> RecordedRounds {
             .into_iter()
             .map(|r| {
                 let status = if r.measured_s > 0.0 {
-                    infergate_schema::results::CellStatus::Ok
+                    CellStatus::Ok
                 } else {
-                    infergate_schema::results::CellStatus::Error
+                    CellStatus::Error
                 };
                 let mut again =
                     CellResult::unmeasured(cell.concurrency, cell.context_tokens, status, "");

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use infergate_schema::results::{CellStatus, RunResults};
 use infergate_schema::verdict::{
-    BaselineSummary, CellReason, CellVerdict, ComparisonReport, DecisionBasis, Direction, Layer,
-    Metric, MetricComparison,
+    Against, BaselineSummary, CellReason, CellVerdict, ComparisonReport, DecisionBasis, Direction,
+    Layer, Metric, MetricComparison,
 };
 
 use super::DecisionRule;
@@ -25,7 +25,6 @@ use super::build::{self, Coord, find, mean, sd};
 use super::capacity::LimitDecision;
 use super::compare::{self, ALL_METRICS, decided_change, ok_value, with_matrix};
 use super::interval::{LogChange, judge, log_margin, note_overruled, points, relative};
-use infergate_schema::verdict::Against;
 
 /// Why a paired comparison cannot be made at all.
 #[derive(Debug, thiserror::Error)]
@@ -66,9 +65,8 @@ fn eligibility(
     capacity_alpha: f64,
 ) -> Option<LimitDecision> {
     // A/B's B boots are all its boots (at least two): none of its alarms is provisional.
-    let decided = compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb);
-    if decided.is_some() {
-        return decided;
+    if let Some(decided) = compare::eligibility(coord, a, a, b, capacity_alpha, Against::PairedAb) {
+        return Some(decided);
     }
     let ok = |r: &RunResults| find(r, coord).is_some_and(|c| c.status == CellStatus::Ok);
     let pairs = a.iter().zip(b).filter(|(x, y)| ok(x) && ok(y)).count();
