@@ -495,34 +495,7 @@ fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
         .filter_map(|c| c.deciding().map(|m| (m.goodness(), m, *c)))
         .min_by(|a, b| a.0.total_cmp(&b.0));
     let line = if let Some(m) = matrix.filter(|m| m.verdict == CellVerdict::Regression) {
-        let k = regressed
-            .iter()
-            .filter(|c| c.layer() == Layer::Decode)
-            .count();
-        let where_ = if k == n && n == 1 {
-            "in its 1 cell".to_string()
-        } else if k == n && n == 2 {
-            "in both cells".to_string()
-        } else if k == n && n > 0 {
-            format!("in all {}", cells_word(n))
-        } else if k > 0 {
-            let notes: Vec<String> = whole_line(report, &regressed)
-                .into_iter()
-                .chain(
-                    worst
-                        .and_then(|(_, _, c)| change_at(c))
-                        .map(|(_, at)| format!("worst {at}")),
-                )
-                .collect();
-            let notes = if notes.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", notes.join("; "))
-            };
-            format!("over {}, {k} of them regressed{notes}", cells_word(m.cells))
-        } else {
-            format!("over {} (matrix-wide)", cells_word(m.cells))
-        };
+        let where_ = matrix_where(report, m.cells, &regressed, worst.map(|(_, _, c)| c), n);
         // The second boot confirms the gate: said after the lead, so it does not read
         // as if only the last layer named was confirmed.
         format!(
@@ -593,6 +566,45 @@ fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
         }
     };
     format!("{line}{}", faster(report))
+}
+
+/// Where a matrix-wide regression over `cells` lies, after its size: `in all 6 cells`, or
+/// `over 6 cells, 3 of them regressed (the 8k row; worst −9.2% at C=2 / 8k)`.
+fn matrix_where(
+    report: &ComparisonReport,
+    cells: usize,
+    regressed: &[&CellComparison],
+    worst: Option<&CellComparison>,
+    n: usize,
+) -> String {
+    let k = regressed
+        .iter()
+        .filter(|c| c.layer() == Layer::Decode)
+        .count();
+    if k == n && n == 1 {
+        "in its 1 cell".to_string()
+    } else if k == n && n == 2 {
+        "in both cells".to_string()
+    } else if k == n && n > 0 {
+        format!("in all {}", cells_word(n))
+    } else if k > 0 {
+        let notes: Vec<String> = whole_line(report, regressed)
+            .into_iter()
+            .chain(
+                worst
+                    .and_then(change_at)
+                    .map(|(_, at)| format!("worst {at}")),
+            )
+            .collect();
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", notes.join("; "))
+        };
+        format!("over {}, {k} of them regressed{notes}", cells_word(cells))
+    } else {
+        format!("over {} (matrix-wide)", cells_word(cells))
+    }
 }
 
 /// `the 8k row` or `the C=4 column` where the regressed decode cells are exactly the cells of
