@@ -114,53 +114,41 @@ pub(super) fn build_bisect(
         }
         None => CommandSpec::Shell(DEFAULT_REVS.into()),
     };
-    let build_timeout_s = match raw.build_timeout {
-        Some(t) if t.get_ref().0 <= 0.0 => {
-            return Err(loc.at(
-                t.span(),
-                "[bisect] build_timeout must be greater than zero",
-                Some("write e.g. build_timeout = \"30m\""),
-            ));
-        }
-        Some(t) => t.into_inner().0,
-        None => 3600.0,
-    };
-    let max_boots_per_step = match raw.max_boots_per_step {
-        Some(n) if !(1..=10).contains(n.get_ref()) => {
-            return Err(loc.at(
-                n.span(),
-                format!(
-                    "[bisect] max_boots_per_step = {} is out of range",
-                    n.get_ref()
-                ),
-                Some("write 1 to 10 (default 6: the budget is 4 + 6 boots per halving)"),
-            ));
-        }
-        Some(n) => n.into_inner(),
-        None => infergate_model::stats::bisect::search::DEFAULT_MAX_BOOTS_PER_STEP,
-    };
-    let confidence = match raw.confidence {
-        Some(c) if !(*c.get_ref() > 0.5 && *c.get_ref() < 1.0) => {
-            return Err(loc.at(
-                c.span(),
-                format!("[bisect] confidence = {} is out of range", c.get_ref()),
-                Some("write a value in (0.5, 1), e.g. confidence = 0.999"),
-            ));
-        }
-        Some(c) => c.into_inner(),
-        None => 0.999,
-    };
-    let noise_cv = match raw.noise_cv {
-        Some(c) if !(*c.get_ref() > 0.0 && *c.get_ref() < 1.0) => {
-            return Err(loc.at(
-                c.span(),
-                format!("[bisect] noise_cv = {} is out of range", c.get_ref()),
-                Some("write the boot-to-boot CV of one boot in (0, 1), e.g. noise_cv = 0.03"),
-            ));
-        }
-        Some(c) => Some(c.into_inner()),
-        None => None,
-    };
+    let build_timeout_s = loc
+        .check(
+            raw.build_timeout,
+            Seconds(3600.0),
+            |t| t.0 > 0.0,
+            |_| "[bisect] build_timeout must be greater than zero".into(),
+            "write e.g. build_timeout = \"30m\"",
+        )?
+        .0;
+    let max_boots_per_step = loc.check(
+        raw.max_boots_per_step,
+        infergate_model::stats::bisect::search::DEFAULT_MAX_BOOTS_PER_STEP,
+        |n| (1..=10).contains(n),
+        |n| format!("[bisect] max_boots_per_step = {n} is out of range"),
+        "write 1 to 10 (default 6: the budget is 4 + 6 boots per halving)",
+    )?;
+    let confidence = loc.check(
+        raw.confidence,
+        0.999,
+        |c| *c > 0.5 && *c < 1.0,
+        |c| format!("[bisect] confidence = {c} is out of range"),
+        "write a value in (0.5, 1), e.g. confidence = 0.999",
+    )?;
+    let noise_cv = raw
+        .noise_cv
+        .map(|c| {
+            loc.check(
+                Some(c),
+                0.0,
+                |c| *c > 0.0 && *c < 1.0,
+                |c| format!("[bisect] noise_cv = {c} is out of range"),
+                "write the boot-to-boot CV of one boot in (0, 1), e.g. noise_cv = 0.03",
+            )
+        })
+        .transpose()?;
     Ok(Some(BisectConfig {
         build: raw.build.into_inner(),
         revs,

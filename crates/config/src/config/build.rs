@@ -29,17 +29,18 @@ impl GateConfig {
         }
         let raw: RawConfig = toml::from_str(text).map_err(|e| loc.toml_error(&e))?;
 
-        let model = match raw.model {
-            Some(m) if m.get_ref().trim().is_empty() => {
-                return Err(loc.at(
-                    m.span(),
-                    "`model` is empty",
-                    Some("write the served model name, or remove the key to use the engine's first model"),
-                ));
-            }
-            Some(m) => Some(m.into_inner()),
-            None => None,
-        };
+        let model = raw
+            .model
+            .map(|m| {
+                loc.check(
+                    Some(m),
+                    String::new(),
+                    |m| !m.trim().is_empty(),
+                    |_| "`model` is empty".into(),
+                    "write the served model name, or remove the key to use the engine's first model",
+                )
+            })
+            .transpose()?;
 
         super::bisect::check_build_placeholder(&raw.engine, raw.bisect.is_some(), &loc)?;
         let bisect = super::bisect::build_bisect(raw.bisect, base_dir, &loc)?;
@@ -48,28 +49,23 @@ impl GateConfig {
         let confirm = build_confirm(raw.confirm, &loc)?;
         let ab = build_ab(raw.ab, ab_engines, &loc)?;
 
+        let hardware = raw.profile.hardware.map(|h| {
+            loc.check(
+                Some(h),
+                String::new(),
+                |h| infergate_schema::results::path_safe(h) == h.to_lowercase(),
+                |h| format!("[profile] hardware = \"{h}\" is not a simple name"),
+                "use letters, digits, `-` and `.` only, e.g. \"sim\" or \"ci-runner-a\"",
+            )
+        });
         let profile = ProfileConfig {
-            hardware: match raw.profile.hardware {
-                Some(h)
-                    if infergate_schema::results::path_safe(h.get_ref())
-                        != h.get_ref().to_lowercase() =>
-                {
-                    return Err(loc.at(
-                        h.span(),
-                        format!("[profile] hardware = \"{}\" is not a simple name", h.get_ref()),
-                        Some("use letters, digits, `-` and `.` only, e.g. \"sim\" or \"ci-runner-a\""),
-                    ));
-                }
-                Some(h) => Some(h.into_inner()),
-                None => None,
-            },
+            hardware: hardware.transpose()?,
         };
 
         let suites_span = raw.suites.span();
-        let mut suites = Vec::new();
-        for (name, suite) in raw.suites.into_inner() {
-            suites.push(build_suite(name, suite, &loc)?);
-        }
+        let mut suites = (raw.suites.into_inner().into_iter())
+            .map(|(name, suite)| build_suite(name, suite, &loc))
+            .collect::<Result<Vec<_>, _>>()?;
         if suites.is_empty() {
             return Err(loc.at(
                 suites_span,
@@ -80,13 +76,8 @@ impl GateConfig {
         // File order (the TOML map is sorted by name).
         suites.sort_by_key(|s| s.line);
 
-        let (thresholds, thresholds_span) = match raw.thresholds {
-            Some(t) => {
-                let span = t.span();
-                (t.into_inner(), span)
-            }
-            None => (BTreeMap::new(), 0..0),
-        };
+        let (thresholds_span, thresholds) =
+            (raw.thresholds).map_or((0..0, BTreeMap::new()), |t| (t.span(), t.into_inner()));
         let (rule, fail_on) = build_rule(thresholds, thresholds_span, &raw.baseline, &loc)?;
 
         let baseline = BaselineConfig {
@@ -359,7 +350,16 @@ fn build_engine(
     }
     let mut env = BTreeMap::new();
     add_engine_env(&mut env, std::mem::take(&mut raw.env), loc, has_model)?;
-    let readiness_timeout_s = readiness_timeout(raw.readiness_timeout.take(), loc)?;
+    // 15 minutes where not set: a large model loads for minutes.
+    let readiness_timeout_s = loc
+        .check(
+            raw.readiness_timeout.take(),
+            Seconds(900.0),
+            |t| t.0 > 0.0,
+            |_| "readiness_timeout must be greater than zero".into(),
+            "give the engine time to load, e.g. readiness_timeout = \"10m\"",
+        )?
+        .0;
     if let Some(n) = &raw.name
         && n.get_ref().trim().is_empty()
     {
@@ -444,20 +444,6 @@ fn add_engine_env(
     Ok(())
 }
 
-/// `readiness_timeout`, seconds: above zero; 15 minutes where not set (a large model loads
-/// for minutes).
-fn readiness_timeout(raw: Option<Spanned<Seconds>>, loc: &Locator) -> Result<f64, ConfigError> {
-    match raw {
-        Some(t) if t.get_ref().0 <= 0.0 => Err(loc.at(
-            t.span(),
-            "readiness_timeout must be greater than zero",
-            Some("give the engine time to load, e.g. readiness_timeout = \"10m\""),
-        )),
-        Some(t) => Ok(t.into_inner().0),
-        None => Ok(900.0),
-    }
-}
-
 /// `[engine] isolation`: `auto` where not set, else `auto`, `off` or `UID:GID`.
 fn isolation_of(
     raw: Option<&Spanned<String>>,
@@ -488,23 +474,15 @@ fn build_watchdog(
     let Some(raw) = raw else {
         return Ok(cfg);
     };
-    let seconds = |v: Option<Spanned<super::Seconds>>,
-                   key: &str,
-                   default: f64,
-                   fix: &str|
-     -> Result<f64, ConfigError> {
-        match v {
-            None => Ok(default),
-            Some(t) if !(t.get_ref().0 > 0.0 && t.get_ref().0 <= 3600.0) => Err(loc.at(
-                t.span(),
-                format!(
-                    "[engine.watchdog] {key} = {} s is out of range",
-                    t.get_ref().0
-                ),
-                Some(fix),
-            )),
-            Some(t) => Ok(t.into_inner().0),
-        }
+    let seconds = |v, key: &str, default, fix| {
+        loc.check(
+            v,
+            Seconds(default),
+            |t| t.0 > 0.0 && t.0 <= 3600.0,
+            |t| format!("[engine.watchdog] {key} = {} s is out of range", t.0),
+            fix,
+        )
+        .map(|t| t.0)
     };
     cfg.quiet_s = seconds(
         raw.quiet,
@@ -525,16 +503,13 @@ fn build_watchdog(
         cfg.period_s,
         "write the pause between checks, above 0 and at most \"1h\" (default \"1s\")",
     )?;
-    if let Some(n) = raw.probes {
-        if !(1..=100).contains(n.get_ref()) {
-            return Err(loc.at(
-                n.span(),
-                format!("[engine.watchdog] probes = {} is out of range", n.get_ref()),
-                Some("write 1 to 100 unanswered probes in a row (default 3)"),
-            ));
-        }
-        cfg.probes = n.into_inner();
-    }
+    cfg.probes = loc.check(
+        raw.probes,
+        cfg.probes,
+        |n| (1..=100).contains(n),
+        |n| format!("[engine.watchdog] probes = {n} is out of range"),
+        "write 1 to 100 unanswered probes in a row (default 3)",
+    )?;
     if let Some(span) = probe_span
         && cfg.probe_timeout_s > cfg.quiet_s
     {
@@ -563,16 +538,13 @@ fn build_adaptive(
         enabled: raw.enabled.unwrap_or(true),
         ..AdaptiveConfig::default()
     };
-    if let Some(r) = raw.max_rounds {
-        if !(1..=20).contains(r.get_ref()) {
-            return Err(loc.at(
-                r.span(),
-                format!("[adaptive] max_rounds = {} is out of range", r.get_ref()),
-                Some("write 1 to 20 extra rounds (default 2), or enabled = false to turn re-measurement off"),
-            ));
-        }
-        cfg.max_rounds = r.into_inner();
-    }
+    cfg.max_rounds = loc.check(
+        raw.max_rounds,
+        cfg.max_rounds,
+        |r| (1..=20).contains(r),
+        |r| format!("[adaptive] max_rounds = {r} is out of range"),
+        "write 1 to 20 extra rounds (default 2), or enabled = false to turn re-measurement off",
+    )?;
     cfg.max_extra_s = raw.max_extra_seconds.map(|s| s.0);
     if let Some(key) = raw.spending {
         return Err(loc.at(
@@ -596,13 +568,9 @@ fn build_confirm(
     let cfg = ConfirmConfig {
         enabled: raw.enabled.unwrap_or(true),
     };
-    if let Some(key) = raw
-        .p_below
-        .map(|v| v.span())
-        .or(raw.first_share.map(|v| v.span()))
-    {
+    if let Some(key) = raw.p_below.or(raw.first_share) {
         return Err(loc.at(
-            key,
+            key.span(),
             "[confirm] p_below and first_share are gone: the two-boot plan has no knobs but `enabled` (docs/statistics.md)",
             Some("remove the key"),
         ));
@@ -627,17 +595,13 @@ fn build_ab(
                     Some("add [engine.a] and [engine.b] tables, each with the `command` of one build"),
                 ));
             }
-            let rounds = match r.rounds {
-                Some(n) if !(2..=100).contains(n.get_ref()) => {
-                    return Err(loc.at(
-                        n.span(),
-                        format!("[ab] rounds = {} is out of range", n.get_ref()),
-                        Some("write 2 to 100 pairs of boots (default 4: A B B A A B B A); the paired test needs at least 2"),
-                    ));
-                }
-                Some(n) => n.into_inner(),
-                None => 4,
-            };
+            let rounds = loc.check(
+                r.rounds,
+                4,
+                |n| (2..=100).contains(n),
+                |n| format!("[ab] rounds = {n} is out of range"),
+                "write 2 to 100 pairs of boots (default 4: A B B A A B B A); the paired test needs at least 2",
+            )?;
             (rounds, r.order.unwrap_or_default())
         }
         None => (4, AbOrder::default()),
@@ -832,15 +796,14 @@ impl SuiteKeys<'_> {
     /// `duration`: the steady-state window of a cell, greater than zero.
     fn duration(&self, v: &Option<Spanned<Seconds>>, default: f64) -> Result<f64, ConfigError> {
         let name = self.name;
-        match v {
-            Some(d) if d.get_ref().0 <= 0.0 => Err(self.loc.at(
-                d.span(),
-                format!("[suites.{name}] duration must be greater than zero"),
-                Some("write the steady-state window per cell, e.g. duration = \"10s\""),
-            )),
-            Some(d) => Ok(d.get_ref().0),
-            None => Ok(default),
-        }
+        let d = self.loc.check(
+            v.clone(),
+            Seconds(default),
+            |d| d.0 > 0.0,
+            |_| format!("[suites.{name}] duration must be greater than zero"),
+            "write the steady-state window per cell, e.g. duration = \"10s\"",
+        )?;
+        Ok(d.0)
     }
 
     /// A count that must be at least 1 (`max_tokens`, `sub_windows`, `repetitions`).
@@ -852,15 +815,8 @@ impl SuiteKeys<'_> {
         fix: &str,
     ) -> Result<u32, ConfigError> {
         let name = self.name;
-        match v {
-            Some(v) if *v.get_ref() == 0 => Err(self.loc.at(
-                v.span(),
-                format!("[suites.{name}] {key} must be at least 1"),
-                Some(fix),
-            )),
-            Some(v) => Ok(*v.get_ref()),
-            None => Ok(default),
-        }
+        let message = |_: &u32| format!("[suites.{name}] {key} must be at least 1");
+        self.loc.check(v.clone(), default, |v| *v > 0, message, fix)
     }
 
     /// A number that must be `within` its range (`unique_context_percent`, a share 0 to 100;
@@ -875,15 +831,9 @@ impl SuiteKeys<'_> {
         fix: &str,
     ) -> Result<f64, ConfigError> {
         let name = self.name;
-        match v {
-            Some(v) if !within(*v.get_ref()) => Err(self.loc.at(
-                v.span(),
-                format!("[suites.{name}] {key} = {} {problem}", v.get_ref()),
-                Some(fix),
-            )),
-            Some(v) => Ok(*v.get_ref()),
-            None => Ok(default),
-        }
+        let message = |v: &f64| format!("[suites.{name}] {key} = {v} {problem}");
+        self.loc
+            .check(v.clone(), default, |v| within(*v), message, fix)
     }
 }
 
@@ -895,19 +845,19 @@ fn burst_settings(
     raw: &Spanned<RawBurst>,
 ) -> Result<BurstSettings, ConfigError> {
     let b = raw.get_ref();
-    let requests = u32::try_from(*b.requests.get_ref())
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| {
-            loc.at(
-                b.requests.span(),
-                format!(
-                    "[suites.{name}.burst] requests = {} must be a positive count",
-                    b.requests.get_ref()
-                ),
-                Some("e.g. requests = 32"),
-            )
-        })?;
+    let count = |v: &Spanned<i64>, key: &str, fix: &str| {
+        u32::try_from(*v.get_ref())
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                let message = format!(
+                    "[suites.{name}.burst] {key} = {} must be a positive count",
+                    v.get_ref()
+                );
+                loc.at(v.span(), message, Some(fix))
+            })
+    };
+    let requests = count(&b.requests, "requests", "e.g. requests = 32")?;
     let request_rate = match &b.request_rate {
         None => None,
         Some(v) => {
@@ -932,19 +882,7 @@ fn burst_settings(
     };
     let max_tokens = match &b.max_tokens {
         None => 32,
-        Some(m) => u32::try_from(*m.get_ref())
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                loc.at(
-                    m.span(),
-                    format!(
-                        "[suites.{name}.burst] max_tokens = {} must be a positive count",
-                        m.get_ref()
-                    ),
-                    Some("e.g. max_tokens = 32"),
-                )
-            })?,
+        Some(m) => count(m, "max_tokens", "e.g. max_tokens = 32")?,
     };
     Ok(BurstSettings {
         requests,

@@ -74,6 +74,23 @@ impl Locator<'_> {
         }
     }
 
+    /// A key's value where `ok` accepts it, `default` where it is not set; else the error at
+    /// its line, with `message` (given the value) and `fix`.
+    pub(super) fn check<T>(
+        &self,
+        v: Option<toml::Spanned<T>>,
+        default: T,
+        ok: impl Fn(&T) -> bool,
+        message: impl FnOnce(&T) -> String,
+        fix: &str,
+    ) -> Result<T, ConfigError> {
+        match v {
+            Some(v) if !ok(v.get_ref()) => Err(self.at(v.span(), message(v.get_ref()), Some(fix))),
+            Some(v) => Ok(v.into_inner()),
+            None => Ok(default),
+        }
+    }
+
     /// The key whose value starts at `offset`, and its table: (`Some("suites.pr")`,
     /// `sub_windows`). `None` where the offset is not in a `key = value` line (a table header,
     /// a value on a line of its own inside a multi-line list).

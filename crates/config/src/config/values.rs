@@ -172,13 +172,10 @@ pub fn parse_contexts(s: &str) -> Result<Vec<u64>, String> {
             return Err(format!("'{s}' has an empty entry; use e.g. 0,8k,32k"));
         }
         let lower = p.to_ascii_lowercase();
-        let (num, mult) = if let Some(n) = lower.strip_suffix('k') {
-            (n, 1024.0)
-        } else if let Some(n) = lower.strip_suffix('m') {
-            (n, 1024.0 * 1024.0)
-        } else {
-            (lower.as_str(), 1.0)
-        };
+        let (num, mult) = [('k', 1024.0), ('m', 1024.0 * 1024.0)]
+            .into_iter()
+            .find_map(|(unit, mult)| Some((lower.strip_suffix(unit)?, mult)))
+            .unwrap_or((lower.as_str(), 1.0));
         let v: f64 = num
             .parse()
             .ok()
@@ -200,17 +197,11 @@ pub fn parse_contexts(s: &str) -> Result<Vec<u64>, String> {
 /// Parses a duration such as `10s`, `500ms`, `2m` or `10` (seconds).
 pub fn parse_duration_s(s: &str) -> Result<f64, String> {
     let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t.as_str(), 1.0)
-    };
+    // `ms` before `s` and `m`.
+    let (num, mult) = [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+        .into_iter()
+        .find_map(|(unit, mult)| Some((t.strip_suffix(unit)?, mult)))
+        .unwrap_or((t.as_str(), 1.0));
     num.trim()
         .parse::<f64>()
         .ok()
@@ -224,20 +215,20 @@ pub(crate) const MAX_CONCURRENCY: u32 = 65_536;
 
 /// Parses a concurrency list such as `1,2,4,8` (each at least 1).
 pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let p = part.trim();
-        let v: u32 = p
-            .parse()
-            .ok()
-            .filter(|v| (1..=MAX_CONCURRENCY).contains(v))
-            .ok_or_else(|| {
-                format!(
-                    "'{p}' is not a concurrency level (1..={MAX_CONCURRENCY}); use e.g. 1,2,4,8"
-                )
-            })?;
-        out.push(v);
-    }
+    let mut out = s
+        .split(',')
+        .map(|part| {
+            let p = part.trim();
+            p.parse()
+                .ok()
+                .filter(|v| (1..=MAX_CONCURRENCY).contains(v))
+                .ok_or_else(|| {
+                    format!(
+                        "'{p}' is not a concurrency level (1..={MAX_CONCURRENCY}); use e.g. 1,2,4,8"
+                    )
+                })
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
     out.sort_unstable();
     out.dedup();
     Ok(out)
