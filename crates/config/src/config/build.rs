@@ -18,14 +18,11 @@ impl GateConfig {
     pub fn parse(text: &str, path: &str, base_dir: &Path) -> Result<GateConfig, ConfigError> {
         let loc = Locator { path, text };
         if let Err(e) = text.parse::<toml::Table>() {
-            let (line, col) = e.span().map_or((1, 1), |s| loc.line_col(s.start));
-            return Err(ConfigError::Invalid {
-                path: path.to_string(),
-                line,
-                col,
-                message: format!("TOML syntax error: {}", e.message().trim()),
-                fix: Some("fix the TOML syntax at this position (strings in quotes, lists in [ ], one key = value per line)".into()),
-            });
+            return Err(loc.at(
+                e.span().unwrap_or(0..0),
+                format!("TOML syntax error: {}", e.message().trim()),
+                Some("fix the TOML syntax at this position (strings in quotes, lists in [ ], one key = value per line)"),
+            ));
         }
         let raw: RawConfig = toml::from_str(text).map_err(|e| loc.toml_error(&e))?;
 
@@ -167,17 +164,14 @@ fn build_rule(
         return Err(gone_history_keys(loc, old.span()));
     }
     if let Some(v) = &baseline.history_runs {
-        if *v.get_ref() == 0 {
-            return Err(loc.at(
-                v.span(),
-                "[baseline] history_runs = 0: at least one run is needed",
-                Some("use a positive number (default: history_runs = 20)"),
-            ));
-        }
-        table.insert(
-            "history_runs".to_string(),
-            toml::Value::Integer(*v.get_ref() as i64),
-        );
+        let n = loc.check(
+            Some(v.clone()),
+            0,
+            |n| *n > 0,
+            |_| "[baseline] history_runs = 0: at least one run is needed".into(),
+            "use a positive number (default: history_runs = 20)",
+        )?;
+        table.insert("history_runs".to_string(), toml::Value::Integer(n as i64));
     }
     let rule = DecisionRule::deserialize(toml::Value::Table(table)).map_err(|e| {
         loc.at(
@@ -229,6 +223,15 @@ fn moved_threshold(key: &str, span: Range<usize>, loc: &Locator) -> Option<Confi
     })
 }
 
+/// Every part of an engine command uses known placeholders only.
+fn check_command(
+    loc: &Locator,
+    c: &Spanned<CommandSpec>,
+    has_model: bool,
+) -> Result<(), ConfigError> {
+    (c.get_ref().parts().iter()).try_for_each(|p| check_placeholders(loc, c.span(), p, has_model))
+}
+
 fn check_placeholders(
     loc: &Locator,
     span: Range<usize>,
@@ -239,30 +242,27 @@ fn check_placeholders(
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
         let preceded_by_dollar = open > 0 && rest.as_bytes()[open - 1] == b'$';
-        if let Some(close) = after.find('}') {
-            let name = &after[..close];
-            let is_ident =
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if is_ident && !preceded_by_dollar {
-                if !PLACEHOLDERS.contains(&name) {
-                    return Err(loc.at(
-                        span,
-                        format!("unknown placeholder `{{{name}}}` in the engine command"),
-                        Some("use {port}, {host}, {model}, {infergate} (the path of this infergate binary) or {build} (with [bisect])"),
-                    ));
-                }
-                if name == "model" && !has_model {
-                    return Err(loc.at(
-                        span,
-                        "the engine command uses `{model}` but no `model` is set",
-                        Some("add `model = \"...\"` at the top of the file"),
-                    ));
-                }
+        let Some(close) = after.find('}') else { break };
+        let name = &after[..close];
+        let is_ident =
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if is_ident && !preceded_by_dollar {
+            if !PLACEHOLDERS.contains(&name) {
+                return Err(loc.at(
+                    span,
+                    format!("unknown placeholder `{{{name}}}` in the engine command"),
+                    Some("use {port}, {host}, {model}, {infergate} (the path of this infergate binary) or {build} (with [bisect])"),
+                ));
             }
-            rest = &after[close + 1..];
-        } else {
-            break;
+            if name == "model" && !has_model {
+                return Err(loc.at(
+                    span,
+                    "the engine command uses `{model}` but no `model` is set",
+                    Some("add `model = \"...\"` at the top of the file"),
+                ));
+            }
         }
+        rest = &after[close + 1..];
     }
     Ok(())
 }
@@ -340,9 +340,7 @@ fn build_engine(
     let side_b = raw.b.take();
     let command = raw.command.take();
     if let Some(c) = &command {
-        for part in c.get_ref().parts() {
-            check_placeholders(loc, c.span(), part, has_model)?;
-        }
+        check_command(loc, c, has_model)?;
     }
     for n in &raw.env_allow {
         check_engine_env_name(loc, n.span(), n.get_ref())?;
@@ -389,10 +387,7 @@ fn build_engine(
     };
     let side = |s: Spanned<RawEngineSide>| -> Result<EngineConfig, ConfigError> {
         let s = s.into_inner();
-        let cmd_span = s.command.span();
-        for part in s.command.get_ref().parts() {
-            check_placeholders(loc, cmd_span.clone(), part, has_model)?;
-        }
+        check_command(loc, &s.command, has_model)?;
         let mut cfg = base(s.command.into_inner());
         add_engine_env(&mut cfg.env, s.env, loc, has_model)?;
         if let Some(w) = s.workdir {
@@ -628,10 +623,9 @@ fn build_suite(
     let concurrency = keys.concurrency(&raw.concurrency)?;
     let contexts = keys.contexts(&raw.contexts)?;
     let (timing, repetitions) = keys.timing(&raw)?;
-    let burst = match &raw.burst {
-        Some(b) => Some(burst_settings(loc, &name, b)?),
-        None => None,
-    };
+    let burst = (raw.burst.as_ref())
+        .map(|b| burst_settings(loc, &name, b))
+        .transpose()?;
     Ok(SuiteConfig {
         name,
         line,
@@ -729,7 +723,14 @@ impl SuiteKeys<'_> {
     /// defaults for those not set.
     fn timing(&self, raw: &RawSuite) -> Result<(CellTiming, u32), ConfigError> {
         let defaults = CellTiming::DEFAULT;
-        let duration_s = self.duration(&raw.duration, defaults.duration_s)?;
+        let name = self.name;
+        let duration_s = self.loc.check(
+            raw.duration.clone(),
+            Seconds(defaults.duration_s),
+            |d| d.0 > 0.0,
+            |_| format!("[suites.{name}] duration must be greater than zero"),
+            "write the steady-state window per cell, e.g. duration = \"10s\"",
+        )?;
         let max_tokens = self.positive(
             &raw.max_tokens,
             "max_tokens",
@@ -769,7 +770,7 @@ impl SuiteKeys<'_> {
             "write the relative disagreement allowed, e.g. 0.05 for 5%",
         )?;
         let timing = CellTiming {
-            duration_s,
+            duration_s: duration_s.0,
             warmup_s: raw.warmup.map_or(defaults.warmup_s, |s| s.0),
             max_tokens,
             unique_context_percent,
@@ -791,19 +792,6 @@ impl SuiteKeys<'_> {
             usage_tolerance,
         };
         Ok((timing, repetitions))
-    }
-
-    /// `duration`: the steady-state window of a cell, greater than zero.
-    fn duration(&self, v: &Option<Spanned<Seconds>>, default: f64) -> Result<f64, ConfigError> {
-        let name = self.name;
-        let d = self.loc.check(
-            v.clone(),
-            Seconds(default),
-            |d| d.0 > 0.0,
-            |_| format!("[suites.{name}] duration must be greater than zero"),
-            "write the steady-state window per cell, e.g. duration = \"10s\"",
-        )?;
-        Ok(d.0)
     }
 
     /// A count that must be at least 1 (`max_tokens`, `sub_windows`, `repetitions`).
@@ -858,27 +846,22 @@ fn burst_settings(
             })
     };
     let requests = count(&b.requests, "requests", "e.g. requests = 32")?;
+    // `None`: all at once ("inf").
     let request_rate = match &b.request_rate {
         None => None,
-        Some(v) => {
-            let rate = match v.get_ref() {
-                toml::Value::String(s) if s.eq_ignore_ascii_case("inf") => Some(f64::INFINITY),
-                toml::Value::Float(f) => Some(*f),
-                toml::Value::Integer(i) => Some(*i as f64),
-                _ => None,
-            };
-            match rate {
-                Some(r) if r.is_infinite() && r > 0.0 => None,
-                Some(r) if r.is_finite() && r > 0.0 => Some(r),
-                _ => {
-                    return Err(loc.at(
-                        v.span(),
-                        format!("[suites.{name}.burst] request_rate must be a positive number of requests per second or \"inf\""),
-                        Some("e.g. request_rate = 40 (Poisson arrivals) or request_rate = \"inf\" (all at once)"),
-                    ));
-                }
+        Some(v) => match v.get_ref() {
+            toml::Value::String(s) if s.eq_ignore_ascii_case("inf") => None,
+            toml::Value::Float(f) if *f == f64::INFINITY => None,
+            toml::Value::Float(f) if f.is_finite() && *f > 0.0 => Some(*f),
+            toml::Value::Integer(i) if *i > 0 => Some(*i as f64),
+            _ => {
+                return Err(loc.at(
+                    v.span(),
+                    format!("[suites.{name}.burst] request_rate must be a positive number of requests per second or \"inf\""),
+                    Some("e.g. request_rate = 40 (Poisson arrivals) or request_rate = \"inf\" (all at once)"),
+                ));
             }
-        }
+        },
     };
     let max_tokens = match &b.max_tokens {
         None => 32,

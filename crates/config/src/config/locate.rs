@@ -128,39 +128,21 @@ impl Locator<'_> {
                 format!("{table}{key}: {message}")
             };
         }
+        // No span: line 1, column 1.
+        let span = err.span().unwrap_or(0..0);
         // Value errors of this module's own types say "<problem>: write <fix>".
-        if let Some((problem, fix)) = message.clone().split_once(": write ") {
-            message = problem.to_string();
-            let (line, col) = err.span().map_or((1, 1), |s| self.line_col(s.start));
-            return ConfigError::Invalid {
-                path: self.path.to_string(),
-                line,
-                col,
-                message,
-                fix: Some(format!("write {fix}")),
-            };
+        if let Some((problem, fix)) = message.split_once(": write ") {
+            return self.at(span, problem, Some(&format!("write {fix}")));
         }
-        let fix = if message.contains("unknown field") {
-            Some(
-                "remove the key or correct its spelling (the keys allowed here are listed above; see docs/config.md)",
-            )
-        } else if message.contains("unknown variant") {
-            Some("use one of the values listed above")
-        } else if message.contains("missing field") {
-            Some("add the key (see docs/config.md for the full format)")
-        } else if message.contains("invalid type") {
-            Some("write the value with the type named above (strings in quotes, lists in [ ])")
-        } else {
-            None
-        };
-        let (line, col) = err.span().map_or((1, 1), |s| self.line_col(s.start));
-        ConfigError::Invalid {
-            path: self.path.to_string(),
-            line,
-            col,
-            message,
-            fix: fix.map(str::to_string),
-        }
+        let fix = [
+            ("unknown field", "remove the key or correct its spelling (the keys allowed here are listed above; see docs/config.md)"),
+            ("unknown variant", "use one of the values listed above"),
+            ("missing field", "add the key (see docs/config.md for the full format)"),
+            ("invalid type", "write the value with the type named above (strings in quotes, lists in [ ])"),
+        ]
+        .into_iter()
+        .find_map(|(problem, fix)| message.contains(problem).then_some(fix));
+        self.at(span, message, fix)
     }
 }
 

@@ -161,13 +161,12 @@ pub enum AbOrder {
 impl AbOrder {
     /// The engines to boot, in order, for `pairs` pairs: `(pair index, is_b)`.
     pub fn schedule(self, pairs: u32) -> Vec<(u32, bool)> {
-        let mut out = Vec::with_capacity(2 * pairs as usize);
-        for i in 0..pairs {
-            let b_first = self == AbOrder::Abba && i % 2 == 1;
-            out.push((i, b_first));
-            out.push((i, !b_first));
-        }
-        out
+        (0..pairs)
+            .flat_map(|i| {
+                let b_first = self == AbOrder::Abba && i % 2 == 1;
+                [(i, b_first), (i, !b_first)]
+            })
+            .collect()
     }
 
     /// `abba` or `ab`.
