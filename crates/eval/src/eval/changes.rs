@@ -482,21 +482,16 @@ pub struct ExportedScenario {
 /// Each cell's log series; a cell without an `ok` value on some night (the synthetic
 /// histories draw none) is an error.
 fn cell_logs(runs: &[RunResults]) -> Result<Vec<Vec<f64>>, StatsError> {
-    let coords: Vec<(u32, u64)> = runs
-        .first()
-        .map(|r| {
-            r.cells
-                .iter()
-                .map(|c| (c.concurrency, c.context_tokens))
-                .collect()
-        })
-        .unwrap_or_default();
-    coords
-        .into_iter()
-        .map(|(concurrency, context_tokens)| {
+    let Some(first) = runs.first() else {
+        return Ok(Vec::new());
+    };
+    first
+        .cells
+        .iter()
+        .map(|c| {
             let scope = Scope::Cell {
-                concurrency,
-                context_tokens,
+                concurrency: c.concurrency,
+                context_tokens: c.context_tokens,
             };
             let (idx, values) = series_of(runs, &scope, Metric::AggregateTps);
             if idx.len() != runs.len() {

@@ -10,9 +10,9 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Normal};
 use serde::Serialize;
 
-use infergate_model::stats::DecisionRule;
+use infergate_model::stats::{DecisionRule, History, Plan, StatsError, replay};
 use infergate_schema::results::{Percentiles, RunResults};
-use infergate_schema::verdict::Metric;
+use infergate_schema::verdict::{ComparisonReport, GateVerdict, Metric};
 
 use super::gate::{CellDraw, cell_levels, synthetic_cell, template, wilson};
 
@@ -155,7 +155,7 @@ fn run(
 }
 
 /// Whether the report a reader sees lists a latency or other secondary change.
-fn lists_a_change(report: &infergate_schema::verdict::ComparisonReport) -> bool {
+fn lists_a_change(report: &ComparisonReport) -> bool {
     !infergate_report::report::layout::layout(report)
         .secondary
         .is_empty()
@@ -172,7 +172,7 @@ fn scenario(
     history: usize,
     rule: &DecisionRule,
     seed: u64,
-) -> Result<LatencyOutcome, infergate_model::stats::StatsError> {
+) -> Result<LatencyOutcome, StatsError> {
     let mut rng = StdRng::seed_from_u64(seed);
     let n = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!());
     let (mut listed, mut regressions, mut twice) = (0usize, 0usize, 0usize);
@@ -189,17 +189,16 @@ fn scenario(
         };
         let first = run(format!("t{t}-c1"), runner, (f1, tail), &mut rng, &n);
         let second = run(format!("t{t}-c2"), runner, (f2, tail), &mut rng, &n);
-        let judged = infergate_model::stats::replay(
-            std::sync::Arc::new(infergate_model::stats::History::new(&base[..])),
+        let judged = replay(
+            std::sync::Arc::new(History::new(&base[..])),
             rule,
-            infergate_model::stats::Plan::default(),
+            Plan::default(),
             std::slice::from_ref(&first),
             Some((std::slice::from_ref(&second), "second boot")),
         )?;
         let (report, used) = (judged.report, judged.used_second);
         listed += usize::from(lists_a_change(&report));
-        regressions +=
-            usize::from(report.gate == infergate_schema::verdict::GateVerdict::Regression);
+        regressions += usize::from(report.gate == GateVerdict::Regression);
         twice += usize::from(used);
     }
     let rate = |k: usize| k as f64 / trials.max(1) as f64;
@@ -221,43 +220,34 @@ pub fn latency_eval(
     history: usize,
     rule: &DecisionRule,
     seed: u64,
-) -> Result<LatencyEval, infergate_model::stats::StatsError> {
+) -> Result<LatencyEval, StatsError> {
     let runner = LatencyRunner::busy_host();
     let trials = trials.max(1);
     let gated = with_latency_gating(rule);
-    let aa = scenario(
+    let measure = |name: &str, shifts, rule: &DecisionRule, seed| {
+        scenario(name, &runner, shifts, trials, history, rule, seed)
+    };
+    let aa = measure(
         "A/A, busy host, the rule as given (default: ITL p99 gating)",
-        &runner,
         (1.0, 1.0),
-        trials,
-        history,
         rule,
         seed,
     )?;
-    let aa_gated = scenario(
+    let aa_gated = measure(
         "A/A, busy host, TTFT/ITL p90 gating",
-        &runner,
         (1.0, 1.0),
-        trials,
-        history,
         &gated,
         seed,
     )?;
-    let slower = scenario(
+    let slower = measure(
         "every latency +60%, busy host, TTFT/ITL p90 gating",
-        &runner,
         (1.6, 1.0),
-        trials,
-        history,
         &gated,
         seed ^ 0x5eed,
     )?;
-    let itl_p99_doubled = scenario(
+    let itl_p99_doubled = measure(
         "ITL p99 2x alone, busy host, the rule as given",
-        &runner,
         (1.0, 2.0),
-        trials,
-        history,
         rule,
         seed ^ 0x7a11,
     )?;

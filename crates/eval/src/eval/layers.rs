@@ -173,28 +173,10 @@ fn one_runner(
     let mut counts = vec![(0usize, 0usize, 0usize); LayerPlant::ALL.len()];
     for trial in 0..trials {
         let mut drift = 0.0;
-        let history: Vec<RunResults> = (0..h)
-            .map(|r| {
-                unplanted_run(
-                    noise,
-                    &mut sampler,
-                    &mut drift,
-                    (r, h),
-                    format!("t{trial}-b{r}"),
-                )
-            })
-            .collect();
-        let boots: Vec<RunResults> = (0..2)
-            .map(|k| {
-                unplanted_run(
-                    noise,
-                    &mut sampler,
-                    &mut drift,
-                    (h, h),
-                    format!("t{trial}-c{k}"),
-                )
-            })
-            .collect();
+        let mut draw =
+            |r: usize, id: String| unplanted_run(noise, &mut sampler, &mut drift, (r, h), id);
+        let history: Vec<RunResults> = (0..h).map(|r| draw(r, format!("t{trial}-b{r}"))).collect();
+        let boots: Vec<RunResults> = (0..2).map(|k| draw(h, format!("t{trial}-c{k}"))).collect();
         let history = std::sync::Arc::new(History::new(&history[..]));
         for (plant, count) in LayerPlant::ALL.iter().zip(counts.iter_mut()) {
             let mut planted = boots.clone();
@@ -210,13 +192,9 @@ fn one_runner(
             let parts = regressed_parts(&report);
             count.0 += usize::from(report.gate == GateVerdict::Regression);
             count.1 += usize::from(parts.contains(&plant.part()));
-            count.2 += usize::from(parts.iter().any(|&p| {
-                if plant.part() == Part::Decode {
-                    p != Part::Decode
-                } else {
-                    p == Part::Decode
-                }
-            }));
+            // Another layer: decode for a layer's plant, a layer for decode's.
+            let decode = plant.part() == Part::Decode;
+            count.2 += usize::from(parts.iter().any(|&p| (p == Part::Decode) != decode));
         }
     }
     let n = trials as f64;
