@@ -176,15 +176,19 @@ fn fault_without_value(spec: &str, name: &str) -> Result<Fault, FaultParseError>
         "never-ready" => Ok(Fault::NeverReady),
         "preempt" => Ok(Fault::Preempt(None)),
         "llama-cpp-python" => Ok(Fault::LlamaCppPython { interrupt: true }),
-        // any other name [`fault_with_value`] knows needs a value
+        // Any other name [`fault_with_value`] knows needs a value.
         _ => match fault_with_value(spec, name, "") {
-            Err(e) if e.why == "unknown fault name" => Err(e),
+            Err(e) if e.why == UNKNOWN_FAULT => Err(e),
             _ => Err(parse_error(spec, "this fault needs a value after `=`")),
         },
     }
 }
 
 /// A fault written `name=value`.
+/// Why [`fault_with_value`] refuses a name it does not know (also how
+/// [`fault_without_value`] tells a fault that needs a value from an unknown one).
+const UNKNOWN_FAULT: &str = "unknown fault name";
+
 fn fault_with_value(spec: &str, name: &str, v: &str) -> Result<Fault, FaultParseError> {
     let err = |why: &str| parse_error(spec, why);
     match name {
@@ -222,7 +226,7 @@ fn fault_with_value(spec: &str, name: &str, v: &str) -> Result<Fault, FaultParse
         "truncate-at" => tokens_at_least_one(spec, v).map(Fault::TruncateAt),
         "lie-usage" => Ok(Fault::LieUsage(factor(spec, v)?)),
         "counter-lies" => Ok(Fault::CounterLies(factor(spec, v)?)),
-        _ => Err(err("unknown fault name")),
+        _ => Err(err(UNKNOWN_FAULT)),
     }
 }
 
@@ -576,6 +580,14 @@ mod tests {
             let e = bad.parse::<Fault>().unwrap_err();
             assert_eq!(e.spec, bad);
             assert!(e.to_string().contains("expected one of"), "{e}");
+        }
+        // A known fault without its value is told so; an unknown name is not a known one.
+        for (spec, why) in [
+            ("http-500", "this fault needs a value after `=`"),
+            ("admit-delay", "this fault needs a value after `=`"),
+            ("explode", UNKNOWN_FAULT),
+        ] {
+            assert_eq!(spec.parse::<Fault>().unwrap_err().why, why, "{spec}");
         }
     }
 
