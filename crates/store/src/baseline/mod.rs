@@ -1146,13 +1146,17 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(LOCK_DEADLINE_ENV), "{msg}");
-        // Some sandboxes do not list this process's locks in /proc/locks (another pid namespace,
-        // a kernel that does not report them); there "another process" is all that can be said.
+        // Some sandboxes do not list this lock in /proc/locks under this pid and inode (another
+        // pid namespace, a kernel that does not report them); there "another process" is all
+        // that can be said.
         let me = std::process::id().to_string();
+        let ino = std::os::unix::fs::MetadataExt::ino(&holder.metadata().unwrap()).to_string();
         let listed = std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
             locks.lines().any(|l| {
                 let words: Vec<&str> = l.split_whitespace().collect();
-                words.get(1) == Some(&"FLOCK") && words.get(4) == Some(&me.as_str())
+                words.get(1) == Some(&"FLOCK")
+                    && words.get(4) == Some(&me.as_str())
+                    && words.get(5).and_then(|id| id.rsplit(':').next()) == Some(ino.as_str())
             })
         });
         if listed {
