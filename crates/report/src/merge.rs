@@ -22,13 +22,13 @@ use infergate_schema::verdict::{ComparisonReport, GateVerdict};
 
 /// Version of the merged-verdict file format (2: a profile entry says its `kind`, and a shard
 /// that compared nothing has no `report`).
-pub const MERGED_SCHEMA_VERSION: u32 = 2;
+pub(crate) const MERGED_SCHEMA_VERSION: u32 = 2;
 
 /// File name of a shard's verdict inside its results directory (written by `infergate run`).
-pub const VERDICT_FILE: &str = "verdict.json";
+pub(crate) const VERDICT_FILE: &str = "verdict.json";
 
 /// File name of a shard's results inside its results directory.
-pub const RESULTS_FILE: &str = "results.json";
+pub(crate) const RESULTS_FILE: &str = "results.json";
 
 /// What one shard amounts to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -365,7 +365,7 @@ pub struct ProfileVerdict {
 
 impl MergedVerdict {
     /// Whether the shards given are not the number the workflow expected.
-    pub fn shards_missing(&self) -> bool {
+    pub(crate) fn shards_missing(&self) -> bool {
         self.expected_shards
             .is_some_and(|n| n != self.profiles.len())
     }

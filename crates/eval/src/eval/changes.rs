@@ -420,7 +420,7 @@ fn scenarios(cfg: &ChangeEvalConfig) -> Vec<(String, usize, Effect)> {
 
 /// One exported nightly alert (a [`NightlyAlert`] as JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ExportedAlert {
+pub(crate) struct ExportedAlert {
     pub(crate) night: usize,
     pub(crate) at: usize,
     pub(crate) up: bool,

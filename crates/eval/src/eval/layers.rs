@@ -17,7 +17,7 @@ use super::gate::{Condition, Sampler, unplanted_run, wilson};
 /// A change planted in the candidate's boots.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "factor")]
-pub enum LayerPlant {
+pub(crate) enum LayerPlant {
     /// Every decode cell's tok/s times this (0.9: 10% slower); the layers unchanged.
     Decode(f64),
     /// Every prefill context's time times this (1.3: a 1.3x slower prefill, tok/s −23%).

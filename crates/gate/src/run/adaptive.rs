@@ -123,7 +123,7 @@ fn emit_verdicts(judge: &Judge<'_>, round: u32, coords: &[(u32, u64)], emit: &dy
 }
 
 /// Records the rounds in the run: its cells as the judge folded them and two labels.
-pub fn record_rounds(judge: &Judge<'_>, spent: &RoundsSpent, results: &mut RunResults) {
+pub(crate) fn record_rounds(judge: &Judge<'_>, spent: &RoundsSpent, results: &mut RunResults) {
     if let Some(run) = judge.first_boot().first() {
         results.cells = run.cells.clone();
     }

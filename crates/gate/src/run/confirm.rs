@@ -21,7 +21,7 @@ use super::measure::{MeasureRequest, MeasuredRun, boot_and_measure};
 pub const CONFIRM_RESULTS: &str = "results-confirm.json";
 
 /// The engine log of the confirmation boot: `engine.log` → `engine-confirm.log`, next to it.
-pub fn confirm_log_path(first: &Path) -> PathBuf {
+pub(crate) fn confirm_log_path(first: &Path) -> PathBuf {
     let stem = first
         .file_stem()
         .and_then(|s| s.to_str())
@@ -36,7 +36,7 @@ pub fn confirm_log_path(first: &Path) -> PathBuf {
 /// Boots the engine a second time and measures the matrix (the judge asked for it, saying
 /// `reason`). `first_run` gets a `confirmation` event and a `confirmed_by` label; the second
 /// run a `confirms` label.
-pub async fn confirm_boot(
+pub(crate) async fn confirm_boot(
     first_run: &mut RunResults,
     reason: &ConfirmationReason,
     mut req: MeasureRequest<'_>,

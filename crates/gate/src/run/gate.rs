@@ -182,7 +182,7 @@ pub fn github_wanted(forced: bool, mode: GithubMode, in_actions: bool) -> bool {
 
 /// How long GitHub reporting may take after a cancel: GitHub sends SIGKILL about 10 s after
 /// its first signal, and teardown (`stop_grace` ≤ 5 s in Actions) comes first.
-pub const CANCELLED_REPORTING: Duration = Duration::from_millis(2500);
+pub(crate) const CANCELLED_REPORTING: Duration = Duration::from_millis(2500);
 
 /// The design as validated.
 #[derive(Debug, Clone)]
@@ -219,7 +219,7 @@ pub struct ProgressSink {
 }
 
 /// Makes the progress sink of one boot from the number of cell measurements it will make.
-pub type Progress<'a> = &'a (dyn Fn(u64) -> ProgressSink + Sync);
+pub(crate) type Progress<'a> = &'a (dyn Fn(u64) -> ProgressSink + Sync);
 
 /// What the adaptive phase did.
 #[derive(Debug, Clone, PartialEq)]
@@ -1125,7 +1125,7 @@ fn record_gate_failure(d: &mut Decided) {
 }
 
 /// The plan of looks a config asks for: `[confirm]` and `[adaptive]`'s rounds.
-pub fn plan_of(config: &GateConfig) -> Plan {
+pub(crate) fn plan_of(config: &GateConfig) -> Plan {
     Plan {
         confirm: config.confirm.enabled,
         max_rounds: if config.adaptive.enabled {

@@ -26,7 +26,7 @@ use infergate_telemetry::telemetry::{NvmlSampler, WindowSampler};
 
 /// What one boot-and-measure needs.
 #[derive(Clone)]
-pub struct MeasureRequest<'a> {
+pub(crate) struct MeasureRequest<'a> {
     /// How the engine is started: a supervised process
     /// ([`infergate_engine::engine::ProcessEngine`]), or in process for tests of the pipeline.
     pub boot: &'a dyn EngineBoot,
@@ -90,7 +90,7 @@ impl RunFailure {
 
 /// The outcome of one boot-and-measure.
 #[derive(Debug)]
-pub struct MeasuredRun {
+pub(crate) struct MeasuredRun {
     /// Complete, partial or cancelled results (all cells `error` when the engine never
     /// became ready).
     pub results: RunResults,
@@ -137,7 +137,7 @@ fn send(events: &EventSink, log: &Mutex<Vec<Event>>, e: Event) {
 
 /// The results header used when the bench session never started (boot failure, calibration
 /// failure): identity from the config, every cell `error` with `reason`.
-pub fn unmeasured_results(
+pub(crate) fn unmeasured_results(
     req: &MeasureRequest<'_>,
     command: Option<String>,
     reason: &str,
@@ -189,7 +189,7 @@ pub fn unmeasured_results(
 /// Boots the engine, waits until it serves, measures every cell of the suite, and stops the
 /// engine: [`LiveEngine`]'s three steps for a boot whose driver asks nothing of the live
 /// engine (A/B boots, bisection, the confirmation boot).
-pub async fn boot_and_measure(
+pub(crate) async fn boot_and_measure(
     req: MeasureRequest<'_>,
     events: EventSink,
     cancel: CancellationToken,
@@ -291,7 +291,7 @@ fn cancelled_before_ready(mut run: MeasuredRun) -> MeasuredRun {
 /// `cancel` (SIGINT/SIGTERM) stops measuring at once: the current cell is `error` "cancelled",
 /// the rest `skipped`, and the partial results come back with [`RunFailure::Cancelled`]. The
 /// engine's drop (the process engine's guard) covers panics.
-pub struct LiveEngine<'a> {
+pub(crate) struct LiveEngine<'a> {
     req: MeasureRequest<'a>,
     events: EventSink,
     log: Arc<Mutex<Vec<Event>>>,

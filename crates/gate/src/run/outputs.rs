@@ -74,7 +74,7 @@ pub fn write_outputs(
 /// fsync + rename) after every finished cell with status `in_progress`, so a gate killed
 /// mid-matrix (SIGKILL, power cut) leaves every cell it finished and never half a file. The
 /// gate's final write replaces it with the complete, partial or cancelled results.
-pub struct InProgressResults {
+pub(crate) struct InProgressResults {
     path: PathBuf,
     /// Header (profile, engine, matrix) and the cells finished so far, in measurement order.
     run: Mutex<RunResults>,
@@ -124,7 +124,7 @@ impl InProgressResults {
 }
 
 /// Whether this run may become a baseline run.
-pub fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
+pub(crate) fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), String> {
     if failed || results.status != RunStatus::Complete {
         return Err(format!(
             "the run is {}, not complete: only complete runs become baselines",

@@ -42,7 +42,7 @@ pub enum RejudgeError {
 }
 
 /// Checks that `results` is a run of `suite` as the trusted `config` defines it.
-pub fn check_matches(
+pub(crate) fn check_matches(
     config: &GateConfig,
     suite: &SuiteConfig,
     results: &RunResults,

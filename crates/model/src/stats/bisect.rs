@@ -194,7 +194,7 @@ pub fn matrix_value(run: &RunResults, reference: &RunResults) -> Option<f64> {
 
 /// Smallest boot-to-boot SD the posterior assumes (log units): two boots of one build that
 /// measure alike to the fourth digit do not make a gap of 0.1% certain.
-pub const BOOT_SD_FLOOR: f64 = 0.0005;
+pub(crate) const BOOT_SD_FLOOR: f64 = 0.0005;
 
 /// What the gate knows of the runner's boot-to-boot noise before the bisection boots anything:
 /// the SD of one boot's matrix value (log units) as a scaled-inverse-χ² prior worth `df`
@@ -216,7 +216,7 @@ fn prior_terms(prior: Option<NoisePrior>) -> (f64, f64) {
 
 /// Most degrees of freedom a history's noise prior is worth: the history's runner (and its
 /// noise) need not be today's, so the bisection's own boots soon outweigh it.
-pub const HISTORY_PRIOR_MAX_DF: f64 = 10.0;
+pub(crate) const HISTORY_PRIOR_MAX_DF: f64 = 10.0;
 
 /// The boot-to-boot noise a baseline history shows (`runs` oldest first, one group): the SD of
 /// one run's matrix value (each run a fresh boot, its run factor whole, the cell terms averaged
@@ -254,7 +254,11 @@ pub fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
 /// With a noise SD prior `prior` (scaled-inverse-χ² with `df` degrees of freedom at `sd`) the
 /// weight is `|XᵀX|^{−1/2} · (RSS_k + (N − 2) floor² + df sd²)^{−(N − 2 + df)/2}`; `None` or
 /// `df = 0`: Jeffreys' prior.
-pub fn culprit_posterior(n: usize, boots: &[BootValue], prior: Option<NoisePrior>) -> Vec<f64> {
+pub(crate) fn culprit_posterior(
+    n: usize,
+    boots: &[BootValue],
+    prior: Option<NoisePrior>,
+) -> Vec<f64> {
     let big_n = boots.len();
     if n == 0 {
         return Vec::new();
@@ -303,7 +307,7 @@ pub fn culprit_posterior(n: usize, boots: &[BootValue], prior: Option<NoisePrior
 /// The commit whose boot halves the posterior best: the `r` with `P(culprit ≤ r)` nearest ½
 /// (booting it answers "bad" with that probability), never the known-bad last commit unless
 /// it is the only one.
-pub fn next_commit(posterior: &[f64]) -> usize {
+pub(crate) fn next_commit(posterior: &[f64]) -> usize {
     let n = posterior.len();
     if n <= 1 {
         return 0;
@@ -325,7 +329,7 @@ pub fn next_commit(posterior: &[f64]) -> usize {
 /// boot-to-boot SD (at least [`BOOT_SD_FLOOR`]); `None` with fewer than one boot a side or
 /// fewer than 3 in all. A noise SD prior's `df` add to the pooled SD's and the t's degrees of
 /// freedom.
-pub fn end_gap(
+pub(crate) fn end_gap(
     boots: &[BootValue],
     bad: usize,
     confidence: f64,

@@ -15,7 +15,7 @@ use super::capacity::LimitDecision;
 use super::interval::{LogChange, relative};
 
 /// A cell's coordinates: (concurrency, context tokens).
-pub type Coord = (u32, u64);
+pub(crate) type Coord = (u32, u64);
 
 /// The cell of `run` at `coord`.
 pub fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
@@ -31,7 +31,7 @@ pub fn coords<'a>(runs: impl IntoIterator<Item = &'a RunResults>) -> Vec<Coord> 
 }
 
 /// Each of `coords` once, in order of first appearance.
-pub fn first_seen(coords: impl IntoIterator<Item = Coord>) -> Vec<Coord> {
+pub(crate) fn first_seen(coords: impl IntoIterator<Item = Coord>) -> Vec<Coord> {
     let mut out = Vec::new();
     for c in coords {
         if !out.contains(&c) {
@@ -56,7 +56,7 @@ pub fn var(v: &[f64]) -> f64 {
 }
 
 /// The logs of the positive, finite values (a rate of 0 or a missing one has no log).
-pub fn positive_logs(values: impl IntoIterator<Item = f64>) -> Vec<f64> {
+pub(crate) fn positive_logs(values: impl IntoIterator<Item = f64>) -> Vec<f64> {
     values
         .into_iter()
         .filter(|v| v.is_finite() && *v > 0.0)
@@ -66,7 +66,7 @@ pub fn positive_logs(values: impl IntoIterator<Item = f64>) -> Vec<f64> {
 
 /// Variance of the mean of a cell's log sub-window samples (its within-run noise); 0 with
 /// fewer than two positive samples.
-pub fn within_run_var(samples: &[f64]) -> f64 {
+pub(crate) fn within_run_var(samples: &[f64]) -> f64 {
     let logs = positive_logs(samples.iter().copied());
     if logs.len() < 2 {
         return 0.0;
@@ -91,7 +91,7 @@ pub fn sd(v: &[f64]) -> f64 {
 }
 
 /// A report with its frame and no cells yet.
-pub fn frame(
+pub(crate) fn frame(
     profile: ProfileKey,
     suite: Option<String>,
     candidate_runs: Vec<String>,
@@ -253,7 +253,7 @@ pub fn finish(report: &mut ComparisonReport) {
 /// `cell_effect`.
 /// (Without a sensitivity figure, e.g. an A/B run with no matrix-wide test, an undecided cell
 /// makes it `insufficient`.)
-pub fn gate_of(report: &ComparisonReport) -> GateVerdict {
+pub(crate) fn gate_of(report: &ComparisonReport) -> GateVerdict {
     if report.coverage.is_some_and(|c| !c.sufficient()) {
         return GateVerdict::Unmeasured;
     }

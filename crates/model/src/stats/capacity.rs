@@ -69,7 +69,7 @@ fn binomial_cdf(k: usize, n: usize, p: f64) -> f64 {
 /// did not change could have, that its history shows at most `hits` runs in the state while all
 /// `boots` candidate boots are in it. A grid over `p` refined around its best point (the
 /// function is smooth and unimodal in `p`).
-pub fn false_alarm_bound(hits: usize, runs: usize, boots: usize) -> f64 {
+pub(crate) fn false_alarm_bound(hits: usize, runs: usize, boots: usize) -> f64 {
     if hits >= runs {
         return 1.0;
     }

@@ -81,7 +81,7 @@ impl Default for ChangeSettings {
 }
 
 /// Default of [`ChangeSettings::min_z`] (measured in `docs/changes.md`).
-pub const MIN_Z: f64 = 3.5;
+pub(crate) const MIN_Z: f64 = 3.5;
 
 /// Default of [`ChangeSettings::creep_z`] (measured in `docs/changes.md`).
 pub const CREEP_Z: f64 = 4.8;
@@ -113,7 +113,7 @@ const SHAPE_PENALTY: f64 = 2.0;
 /// history's analysis grows about linearly with its runs (`benches/changes_scaling.rs`).
 /// Longer than every `changes-eval` history (100 nights by default), whose results it leaves
 /// as they were.
-pub const WINDOW: usize = 120;
+pub(crate) const WINDOW: usize = 120;
 
 /// A stretch's creep shape is fit over at most its newest `CREEP_SPAN` runs ([`model_stretch`]):
 /// a creep longer than [`WINDOW`] (a −0.3%/run decline over 200 runs) stays one creep, not a
@@ -121,7 +121,7 @@ pub const WINDOW: usize = 120;
 const CREEP_SPAN: usize = 2 * WINDOW;
 
 /// Default of [`ChangeSettings::drift_per_run`]: the drift of the gate's noise model.
-pub const DRIFT_PER_RUN: f64 = 0.001;
+pub(crate) const DRIFT_PER_RUN: f64 = 0.001;
 
 impl ChangeSettings {
     /// Checks the parameters are in range; the error names the field and the valid range.
@@ -295,7 +295,7 @@ pub fn detect(logs: &[f64], settings: &ChangeSettings) -> Result<Vec<SeriesChang
 /// moved every cell: a throttled runner), `outlier_prior[i]` for `logs[i]`, learnt from the
 /// matrix series ([`outlier_posterior`]); a cell's own noise hides such a night, which then
 /// takes a step's place in its location interval. Empty: the default prior for every run.
-pub fn detect_with(
+pub(crate) fn detect_with(
     logs: &[f64],
     outlier_prior: &[f64],
     settings: &ChangeSettings,
@@ -466,7 +466,7 @@ fn reportable(c: &SeriesChange, white: f64, s: &ChangeSettings) -> bool {
 /// drift step moves the later segment's mean more than the earlier's; ≈ `drift² (n1 + n2) / 3`),
 /// so two long segments' levels differ by more than white noise says. A creep's total (Theil–Sen
 /// slope × its `m` runs): `π/3 · 12 white² / m` and a random walk's fitted trend, `1.2 m drift²`.
-pub fn change_sd(c: &SeriesChange, white: f64, drift: f64) -> f64 {
+pub(crate) fn change_sd(c: &SeriesChange, white: f64, drift: f64) -> f64 {
     let eff = std::f64::consts::PI / 3.0;
     let ramp = |k: f64, n: f64| k * (k + 1.0) * (2.0 * k + 1.0) / (6.0 * n * n);
     let var = match c.kind {
@@ -1127,7 +1127,7 @@ fn centres(runs: &[RunResults], coords: &[Coord], metric: Metric) -> Vec<f64> {
 /// even at `r² = 0.29 c²`; the gate's runner model (c = 2%, r = 1%: 1.29 c² against 1.25 c²)
 /// is about even at k = 5 before its drift and outlier nights, which cancel too, and 19
 /// others read 2.1% against 2.9% (`changes-eval`'s stable histories).
-pub const REST_MIN_CELLS: usize = 5;
+pub(crate) const REST_MIN_CELLS: usize = 5;
 
 /// Per run of `runs`, the level of the cells other than `me` (the median of their logs about
 /// their centres), for reading a cell's series against the rest of its run: the runner's

@@ -175,7 +175,7 @@ fn latency_percentile(cell: &CellResult, metric: Metric) -> Option<(f64, u64, f6
 
 /// A metric's value in one cell as the tests take it: [`metric_value`], and a latency
 /// percentile only from the observations that bound it ([`percentile_min_count`]).
-pub fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
+pub(crate) fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     if latency_percentile(cell, metric).is_some_and(|(_, n, q)| n < percentile_min_count(q)) {
         return None;
     }
@@ -194,7 +194,11 @@ fn host_late(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Option<(
 
 /// A run's cell at `coord` and its [`compared_value`] of `metric`, where the cell ran clean
 /// (`ok`): what a history, a change-point series or an A/B pair takes from a run.
-pub fn ok_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<(&CellResult, f64)> {
+pub(crate) fn ok_value(
+    run: &RunResults,
+    coord: Coord,
+    metric: Metric,
+) -> Option<(&CellResult, f64)> {
     let c = find(run, coord).filter(|c| c.status == CellStatus::Ok)?;
     Some((c, compared_value(c, metric)?))
 }
@@ -202,7 +206,7 @@ pub fn ok_value(run: &RunResults, coord: Coord, metric: Metric) -> Option<(&Cell
 /// A run's prefill tok/s at `context` as the prefill layer compares it: the median of its cold
 /// samples, never where the engine's own counters disagree with the client's figure (an
 /// inflated number is not compared: fail closed, [`prefill_disagrees`]).
-pub fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
+pub(crate) fn prefill_value(run: &RunResults, context: u64) -> Option<f64> {
     let record = run.prefill.iter().find(|p| p.context_tokens == context)?;
     if record.cross_check.verdict == PrefillAgreement::Disagrees {
         return None;
@@ -240,7 +244,7 @@ fn layer_cell(
 /// every request completed (one that ended early or failed is not compared: fail closed,
 /// [`burst_incomplete`]), and its TTFT p90 only from the completed requests that bound it
 /// ([`percentile_min_count`]).
-pub fn burst_value(run: &RunResults, metric: Metric) -> Option<f64> {
+pub(crate) fn burst_value(run: &RunResults, metric: Metric) -> Option<f64> {
     let b = run.burst.as_ref().filter(|b| b.all_completed())?;
     let v = match metric {
         Metric::BurstTps => b.total_tps,
@@ -257,7 +261,7 @@ pub fn burst_value(run: &RunResults, metric: Metric) -> Option<f64> {
 }
 
 /// Why a run's burst is not compared: some of its requests did not complete.
-pub fn burst_incomplete(run: &RunResults) -> Option<CellReason> {
+pub(crate) fn burst_incomplete(run: &RunResults) -> Option<CellReason> {
     let b = run.burst.as_ref()?;
     (!b.all_completed()).then(|| CellReason::BurstIncomplete {
         run: run.run_id.clone(),

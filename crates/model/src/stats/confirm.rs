@@ -155,7 +155,7 @@ fn uncovered_worth_a_boot(first: &ComparisonReport) -> usize {
 /// Cells of a comparison that are provisional alarms (a local test's at the first boot, or
 /// `stats::capacity`'s): each calls for a second boot, which decides it on both boots'
 /// evidence.
-pub fn provisional_cells(report: &ComparisonReport) -> usize {
+pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
     report
         .cells
         .iter()

@@ -30,7 +30,7 @@ pub struct LogChange {
 impl LogChange {
     /// Degrees of freedom of the reference t: the estimation df, or the noise's own tail df
     /// when that is heavier.
-    pub fn reference_df(&self) -> f64 {
+    pub(crate) fn reference_df(&self) -> f64 {
         let tail = if self.tail_df.is_finite() && self.tail_df > 2.0 {
             self.tail_df
         } else {
@@ -94,13 +94,13 @@ impl LogChange {
     }
 
     /// One-sided p-value of "no change or better" against "worse" (for the metric's direction).
-    pub fn p_worse(&self, direction: Direction) -> f64 {
+    pub(crate) fn p_worse(&self, direction: Direction) -> f64 {
         let z = signed(self.statistic(), direction);
         std_t(self.reference_df()).map_or(0.5, |t| t.cdf(z))
     }
 
     /// Whether the interval at `confidence` lies within ±`margin` (log units).
-    pub fn within_margin(&self, confidence: f64, margin: f64) -> bool {
+    pub(crate) fn within_margin(&self, confidence: f64, margin: f64) -> bool {
         let (lo, hi) = self.interval(confidence);
         lo >= -margin && hi <= margin
     }
@@ -108,7 +108,7 @@ impl LogChange {
 
 /// The standard Student t of `df` degrees of freedom, `df` clamped to [0.5, 1e7] (`None` for a
 /// NaN `df`).
-pub fn std_t(df: f64) -> Option<StudentsT> {
+pub(crate) fn std_t(df: f64) -> Option<StudentsT> {
     StudentsT::new(0.0, 1.0, df.clamp(0.5, 1e7)).ok()
 }
 
@@ -159,7 +159,7 @@ pub fn relative(log_change: f64) -> f64 {
 }
 
 /// Margin on the point estimate in log units (a relative margin `m` is `−ln(1 − m)`).
-pub fn log_margin(m: f64) -> f64 {
+pub(crate) fn log_margin(m: f64) -> f64 {
     -(1.0 - m).ln()
 }
 
@@ -238,7 +238,7 @@ fn at_boundary(
 /// `first`, `second`: each boot's own change; `pooled`: both boots' (for the share of their
 /// variance the boots have in common: the history's level). The check's statistic is the
 /// boot nearer no change.
-pub fn judge_each_boot(
+pub(crate) fn judge_each_boot(
     first: &LogChange,
     second: &LogChange,
     pooled: &LogChange,
@@ -307,7 +307,7 @@ fn shared_share(first: &LogChange, second: &LogChange, pooled: &LogChange) -> f6
 /// it is the t's quantile at `√alpha`. Remembered per thread: a gate asks for a few, `stats-eval`
 /// for many (its callers round `nu` and `rho` to their safe sides first, [`each_boot_reference`],
 /// so few are distinct).
-pub fn each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
+pub(crate) fn each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
     thread_local! {
         static CACHE: RefCell<HashMap<(u64, u64, u64), f64>> = RefCell::new(HashMap::new());
     }
@@ -357,7 +357,7 @@ fn solve_each_boot_quantile(alpha: f64, nu: f64, rho: f64) -> f64 {
 /// side, a share `rho` of each boot's variance common to both (Gaussian) and the rest each
 /// boot's own t(`nu`) noise: `∫ φ(u) · F((−q − u·√ρ/k) / √(1 − ρ))² du`, `k` the t's scale per
 /// SD, on two 16-point Gauss–Legendre panels over the common part's ±8 SD.
-pub fn each_boot_tail(q: f64, nu: f64, rho: f64) -> f64 {
+pub(crate) fn each_boot_tail(q: f64, nu: f64, rho: f64) -> f64 {
     let Some(t) = std_t(nu) else {
         return f64::NAN;
     };
@@ -385,7 +385,7 @@ pub fn each_boot_tail(q: f64, nu: f64, rho: f64) -> f64 {
 /// The one-sided p-value of [`judge_each_boot`]'s test ("worse" for the metric's direction):
 /// the chance under no change that both boots read at least as worse as the boot nearer no
 /// change did, so the p printed beside the cell is that of the test that decided it.
-pub fn each_boot_p(
+pub(crate) fn each_boot_p(
     first: &LogChange,
     second: &LogChange,
     pooled: &LogChange,
@@ -435,7 +435,7 @@ pub fn points(verdict: CellVerdict, good: f64) -> bool {
 /// change does not agree with, and one that found nothing in a cell that moved with its row,
 /// its column or the matrix (`decided` says which). `against` says what the test compared
 /// with (the rest of its run, the other cells of its pairs).
-pub fn note_overruled(
+pub(crate) fn note_overruled(
     check: &mut Check,
     judged: CellVerdict,
     verdict: CellVerdict,
@@ -466,7 +466,7 @@ pub fn note_overruled(
 /// A reported-only metric's test never decides the gate: its line says which way the metric
 /// moved and that it does not gate, instead of `regression`, and it is not `rejected` (so it is
 /// not listed among the tests that decided the gate).
-pub fn reported_only(check: &mut Check, own: CellVerdict, dir: Direction) {
+pub(crate) fn reported_only(check: &mut Check, own: CellVerdict, dir: Direction) {
     check.rejected = false;
     let higher = match (own, dir) {
         (CellVerdict::Regression, Direction::LowerIsBetter)

@@ -358,7 +358,7 @@ impl<'h> Judge<'h> {
             }
         }
         report.candidate_runs = again.candidate_runs.clone();
-        report.gate = super::gate_of(&report);
+        report.gate = super::build::gate_of(&report);
         if let Some(run) = self.first.first_mut() {
             for &coord in &measured {
                 let verdict = report
@@ -422,7 +422,7 @@ impl<'h> Judge<'h> {
     /// The first boot's verdict when the second boot the plan asks for is missing (a replay
     /// without its results): `insufficient`, saying which look is missing. `None` unless the
     /// judge waits for a second boot.
-    pub fn without_second_boot(self) -> Option<ComparisonReport> {
+    pub(crate) fn without_second_boot(self) -> Option<ComparisonReport> {
         let judged_by = self.judged_by();
         let Stage::Second { first_report } = self.stage else {
             return None;

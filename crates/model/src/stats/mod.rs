@@ -17,14 +17,13 @@ pub mod rule;
 pub mod sensitivity;
 pub mod sequential;
 
+pub use build::finish;
 pub use build::quantile;
-pub use build::{finish, gate_of};
 pub use changepoint::throughput_changes;
 pub use compare::{History, Look, compare, compare_at, compare_on};
-pub use judge::{Evidence, Judge, Next, Plan, Replayed, replay};
+pub use judge::{Evidence, Judge, Next, Plan, replay};
 pub use paired::{PairedError, paired_compare};
 pub use rule::DecisionRule;
-pub use sequential::AlphaSpending;
 
 /// Why a comparison could not be made at all (as opposed to cells that are not comparable).
 #[derive(Debug, thiserror::Error)]

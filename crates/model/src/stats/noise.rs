@@ -144,7 +144,7 @@ impl RunNoise {
     }
 
     /// The boot-to-boot SD of the run effect and its degrees of freedom.
-    pub fn sigma_df(&self) -> (f64, f64) {
+    pub(crate) fn sigma_df(&self) -> (f64, f64) {
         self.after(0)
     }
 
@@ -216,7 +216,7 @@ const OUTLIER_NEIGHBOURS: usize = 4;
 /// seven level runs, and a uniform −5% was found in 71% of gates instead of 97% (issue 56).
 /// `NaN` effects (runs without data) are not outliers; none is with fewer than five runs or
 /// no scatter.
-pub fn outlier_runs(effects: &[f64]) -> Vec<bool> {
+pub(crate) fn outlier_runs(effects: &[f64]) -> Vec<bool> {
     let mut out = vec![false; effects.len()];
     // Flagged runs leave the neighbours' medians and the scale, and the rest is looked at
     // again, until no run is added: three throttled nights in a history no longer hide each
@@ -316,7 +316,7 @@ fn huber_mean(v: &[f64], k: f64) -> f64 {
 }
 
 /// Mean after dropping the lowest and highest 20% (none when fewer than 5 values). Sorts `v`.
-pub fn trimmed_mean(v: &mut [f64]) -> f64 {
+pub(crate) fn trimmed_mean(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -336,7 +336,7 @@ pub fn mad_sd(abs_dev: &mut [f64]) -> f64 {
 }
 
 /// The robust SD of `v`: [`mad_sd`] of its deviations from its median.
-pub fn robust_sd(v: &[f64]) -> f64 {
+pub(crate) fn robust_sd(v: &[f64]) -> f64 {
     let centre = median(&mut v.to_vec());
     let mut dev: Vec<f64> = v.iter().map(|x| (x - centre).abs()).collect();
     mad_sd(&mut dev)

@@ -44,7 +44,7 @@ pub enum PairedError {
 }
 
 /// The paired change of a series of per-pair log differences: mean, SE over pairs, df = n − 1.
-pub fn paired_change(diffs: &[f64]) -> LogChange {
+pub(crate) fn paired_change(diffs: &[f64]) -> LogChange {
     let n = diffs.len() as f64;
     LogChange {
         estimate: mean(diffs),

@@ -12,28 +12,28 @@ use super::StatsError;
 /// Share of `alpha` given to the matrix-wide test; the rows, columns and cells share the rest.
 /// Half: a uniform slowdown (the matrix test's case) and a local one (the others') are equally
 /// likely in engine changes, and the matrix test's power is bounded by the boot factor anyway.
-pub const MATRIX_SHARE: f64 = 0.5;
+pub(crate) const MATRIX_SHARE: f64 = 0.5;
 /// Share of the local families' alpha given to the rows and columns together (the cells share
 /// the rest equally): a change confined to one context or one concurrency is common (a kernel
 /// for long prompts, a scheduler path under load) and a line pools 3–5 cells' evidence.
-pub const LINE_SHARE: f64 = 0.3;
+pub(crate) const LINE_SHARE: f64 = 0.3;
 /// One-sided p-value a boot's own matrix-wide change must be below for the matrix test to go
 /// on (the futility bound): the first boot above it ends the matrix test (about 5% of clean
 /// pull requests boot twice), and at the second boot it keeps one slow boot from carrying a
 /// regression alone (the other boot must lean the same way too).
-pub const FUTILITY_P: f64 = 0.05;
+pub(crate) const FUTILITY_P: f64 = 0.05;
 /// Smallest uniform change the matrix-wide test reports as a regression (its margin on the
 /// point estimate): below 1% a slowdown is within what a driver update or a warmer room does.
-pub const MATRIX_MARGIN: f64 = 0.01;
+pub(crate) const MATRIX_MARGIN: f64 = 0.01;
 /// Confidence of the printed intervals (two-sided): 90%, the interval whose lower end is the
 /// 5% one-sided bound, the futility level.
-pub const CONFIDENCE: f64 = 0.90;
+pub(crate) const CONFIDENCE: f64 = 0.90;
 /// Share of `alpha` given to capacity and saturation regressions (the matrix, lines and cells
 /// share the rest): a cell's false-alarm bound over every rate at which it could flip in its
 /// history (`stats::capacity`). A fifth: at the default `alpha` the 0.2% at which a cell that
 /// fit in 16+ history runs and is limited on both boots regresses (one boot alone never does),
 /// now counted inside the gate's `alpha` instead of on top of it.
-pub const CAPACITY_SHARE: f64 = 0.2;
+pub(crate) const CAPACITY_SHARE: f64 = 0.2;
 
 /// Share of the speed families' alpha (all but capacity's) given to the secondary metrics
 /// (latency percentiles, per-user tok/s, steps/s, energy) as one family: a fourth, so 0.2% of
@@ -42,7 +42,7 @@ pub const CAPACITY_SHARE: f64 = 0.2;
 /// lines and cells keep the other three fourths, so the gate's false alarms stay within
 /// `alpha` by the union bound; when none gates, throughput keeps its whole share (a
 /// reported-only line fails no gate) and the secondary lines are listed at this share.
-pub const SECONDARY_SHARE: f64 = 0.25;
+pub(crate) const SECONDARY_SHARE: f64 = 0.25;
 
 /// History runs a latency percentile needs before it gates by default (it is reported
 /// before): ten runs give its boot-to-boot noise 9 successive differences, the fewest on
@@ -50,13 +50,13 @@ pub const SECONDARY_SHARE: f64 = 0.25;
 /// (`noise::TAIL_MIN_RUNS`, `sensitivity::EMPIRICAL_MIN_RUNS`). A latency percentile of a
 /// young store, whose noise only the prior speaks for, would otherwise fail builds on 3% of
 /// scatter it has never seen.
-pub const LATENCY_MIN_RUNS: usize = 10;
+pub(crate) const LATENCY_MIN_RUNS: usize = 10;
 
 /// The smallest prefill tok/s change the prefill layer fails a gate for (its margin, in place
 /// of `min_effect`): one cold request alone on the engine is as slow as the host is busy, and
 /// on a shared 2-core runner the default job's 8k prefill read 138k–160k tok/s from run to run
 /// (median of 3 samples) where a quiet host read 163k–165k; a 1.3× slower prefill reads −20%.
-pub const PREFILL_MIN_EFFECT: f64 = 0.10;
+pub(crate) const PREFILL_MIN_EFFECT: f64 = 0.10;
 
 /// The design effect (minimum effect) of each latency percentile where `[thresholds.min_effects]`
 /// names none: the smallest rise a gating percentile fails a gate for, in every cell and
@@ -65,7 +65,7 @@ pub const PREFILL_MIN_EFFECT: f64 = 0.10;
 /// default job the history's ITL p99 of one cell read 6–21 ms from run to run of one quiet
 /// machine (its p50 6.0–6.1 ms), so a p99 gates at +50% (a doubled p99 is +100%), a p90 at
 /// +25% (a loaded host moved C=1 ITL p90 +16%) and a median at +10%.
-pub fn latency_min_effect(metric: Metric) -> Option<f64> {
+pub(crate) fn latency_min_effect(metric: Metric) -> Option<f64> {
     match metric {
         Metric::TtftP50 | Metric::ItlP50 | Metric::TpotP50 => Some(0.10),
         Metric::TtftP90 | Metric::ItlP90 | Metric::TpotP90 => Some(0.25),
@@ -86,7 +86,7 @@ pub const PERCENTILE_BOUND: f64 = 0.05;
 /// two busy loops on 2 cores moved the probe's p99 lateness 0.15–0.55 → 3.3–3.8 ms and each
 /// cell's ITL p99, against its mean over the quiet runs, by −0.0 to +4.26 ms: at most 1.22
 /// times that run's lateness (C=4 / 0: 9.61 → 13.87 ms at 3.50 ms). Rounded up.
-pub const HOST_LATENESS_REACH: f64 = 1.25;
+pub(crate) const HOST_LATENESS_REACH: f64 = 1.25;
 
 /// Fewest observations behind a `p`-quantile that [`PERCENTILE_BOUND`] accepts.
 pub fn percentile_min_count(p: f64) -> u64 {
@@ -97,7 +97,7 @@ pub fn percentile_min_count(p: f64) -> u64 {
 /// level follows a drift more closely (it lags a linear drift by `slope·(K+1)/2`) and averages
 /// fewer boots (its variance is `σ_run²/K`); the third was chosen by `stats-eval`
 /// (`docs/statistics.md`).
-pub const LEVEL_PARTS: usize = 3;
+pub(crate) const LEVEL_PARTS: usize = 3;
 
 /// How many of a history window's newest runs define the level ([`LEVEL_PARTS`]; at least one).
 pub fn level_window(history_runs: usize) -> usize {
@@ -155,7 +155,7 @@ pub struct DecisionRule {
 /// default job's burst (3k prompts queueing at 100/s) read TTFT p90 314.4–315.5 ms over its 10
 /// bundled runs on the shared 2-core host; a burst that mostly finds the engine idle reads the
 /// host's wake-up delay instead, which two busy loops moved by up to +68% (docs/statistics.md).
-pub const BURST_MIN_EFFECT: f64 = 0.10;
+pub(crate) const BURST_MIN_EFFECT: f64 = 0.10;
 
 impl Default for DecisionRule {
     fn default() -> Self {
@@ -261,7 +261,7 @@ impl DecisionRule {
     /// Whether `metric` has a design effect of its own ([`DecisionRule::min_effect_of`] other
     /// than `min_effect`): a gating one is judged matrix-wide on its change beyond it on both
     /// boots and on each boot alone (a uniform rise of every cell is no run effect to it).
-    pub fn has_design_effect(&self, metric: Metric) -> bool {
+    pub(crate) fn has_design_effect(&self, metric: Metric) -> bool {
         metric != Metric::AggregateTps
             && !metric.is_layer()
             && (self.min_effects.contains_key(&metric) || latency_min_effect(metric).is_some())
@@ -278,7 +278,7 @@ impl DecisionRule {
     /// [`DecisionRule::min_effect_of`] as a margin on the log change: a fall of `m` for a
     /// throughput (`−ln(1 − m)`, as `min_effect`), a rise of `m` for a latency with a design
     /// effect (`ln(1 + m)`: +50% is `ln 1.5`); a latency without one keeps `min_effect`'s.
-    pub fn log_margin_of(&self, metric: Metric) -> f64 {
+    pub(crate) fn log_margin_of(&self, metric: Metric) -> f64 {
         let m = self.min_effect_of(metric);
         if metric.direction() == Direction::LowerIsBetter && self.has_design_effect(metric) {
             (1.0 + m).ln()
@@ -288,12 +288,12 @@ impl DecisionRule {
     }
 
     /// Alpha of the matrix-wide test (spent at its last look).
-    pub fn matrix_alpha(&self) -> f64 {
+    pub(crate) fn matrix_alpha(&self) -> f64 {
         self.alpha * (1.0 - CAPACITY_SHARE) * MATRIX_SHARE
     }
 
     /// Alpha of the rows, columns and cells together (spent at the first boot and its rounds).
-    pub fn local_alpha(&self) -> f64 {
+    pub(crate) fn local_alpha(&self) -> f64 {
         self.alpha * (1.0 - CAPACITY_SHARE) * (1.0 - MATRIX_SHARE)
     }
 
@@ -323,7 +323,7 @@ impl DecisionRule {
 }
 
 /// `Ok` when `ok`, else the error that `name = value` must be in `range`.
-pub fn in_range(
+pub(crate) fn in_range(
     ok: bool,
     name: &str,
     value: impl std::fmt::Display,

@@ -68,7 +68,7 @@ fn boot_draws(effects: &[f64], sigma: f64) -> Option<Vec<f64>> {
 
 /// The matrix-wide test's noise, as fitted.
 #[derive(Debug)]
-pub struct MatrixDesign {
+pub(crate) struct MatrixDesign {
     /// Boot-to-boot noise of the run effect (log).
     pub run_noise: RunNoise,
     /// Baseline runs the level averaged.
@@ -84,7 +84,7 @@ pub struct MatrixDesign {
 /// The matrix-wide test's standard error of a change: `√(σ²·(1/j + 1/K) + λ²)` for `j`
 /// candidate runs against a level of `K` runs, `λ²` its lag ([`MatrixDesign::level_lag_var`]).
 /// One formula for the test (`compare`) and for the plan that predicts it (`PlanNoise`).
-pub fn matrix_se(sigma: f64, candidate_runs: f64, level_runs: f64, lag_var: f64) -> f64 {
+pub(crate) fn matrix_se(sigma: f64, candidate_runs: f64, level_runs: f64, lag_var: f64) -> f64 {
     (sigma * sigma * (1.0 / candidate_runs + 1.0 / level_runs) + lag_var).sqrt()
 }
 
@@ -116,7 +116,7 @@ impl MatrixDesign {
     /// own sampling noise; `0` when the runs come in faster than their level, without a
     /// systematic lag, or with fewer than 3 backtests. The matrix test's standard error and
     /// the plan's power both count it.
-    pub fn level_lag_var(&self) -> f64 {
+    pub(crate) fn level_lag_var(&self) -> f64 {
         self.backtest_lag()
             .filter(|(lag, _)| *lag < 0.0)
             .map_or(0.0, |(_, v)| v)
@@ -128,7 +128,7 @@ impl MatrixDesign {
     /// slowdown: a cell's total change, whose bound vouches that no cell slowed beyond
     /// `cell_effect`, counts it (a −10% cell under a +3% drift passed that bound 5.3% of the
     /// time without it).
-    pub fn level_lead_var(&self) -> f64 {
+    pub(crate) fn level_lead_var(&self) -> f64 {
         self.backtest_lag()
             .filter(|(lag, _)| *lag > 0.0)
             .map_or(0.0, |(_, v)| v)
@@ -330,7 +330,7 @@ fn cell_mde(c: &LogChange, alpha: f64, power: f64) -> f64 {
 /// What the plan can detect now, and whether that reaches the rule's design effect.
 /// `history` = baseline runs the model was fitted on; `cells` = each compared cell's own test;
 /// `cell_alpha` = a cell's alpha at the first look.
-pub fn assess(
+pub(crate) fn assess(
     rule: &DecisionRule,
     design_boots: usize,
     history: usize,
@@ -418,7 +418,7 @@ pub fn assess(
 /// would bring it to the design effect (the pairs' scatter shrinks as `1/√pairs`, its t's df
 /// grows). `pairs` = the pairs behind `matrix`. An A/B run that passes could have seen a
 /// uniform `design_effect`; one that could not is `insufficient`.
-pub fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize) -> Sensitivity {
+pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize) -> Sensitivity {
     let target = log_margin(rule.design_effect);
     let mde_with = |p: usize| {
         let c = LogChange {

@@ -14,7 +14,7 @@
 /// Splits a test's alpha across at most `max_looks` looks so that re-measuring inconclusive
 /// cells and testing again keeps the overall false-alarm rate.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AlphaSpending {
+pub(crate) struct AlphaSpending {
     /// Total alpha to spend across all looks.
     pub alpha: f64,
     /// Most looks that will ever be made (look 0 is the first measurement).
@@ -32,7 +32,7 @@ impl AlphaSpending {
 
     /// Alpha available to the test at look `look` (0-based): the increment of the spending
     /// function. Zero after the last look.
-    pub fn alpha_at(&self, look: u32) -> f64 {
+    pub(crate) fn alpha_at(&self, look: u32) -> f64 {
         if look >= self.max_looks {
             return 0.0;
         }

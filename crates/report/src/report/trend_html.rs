@@ -364,7 +364,7 @@ mod tests {
     use infergate_schema::verdict::Metric;
     use rand::SeedableRng;
 
-    pub fn hostile_group() -> GroupChanges {
+    pub(crate) fn hostile_group() -> GroupChanges {
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
         let runs: Vec<_> = (0..24)
             .map(|i| {

@@ -27,7 +27,7 @@ pub enum UsageMode {
 /// rejection, so a step emits 1 + (accepted drafts) tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SpecDecodeProfile {
+pub(crate) struct SpecDecodeProfile {
     /// Per-position acceptance probabilities (0..=1), one entry per draft position.
     pub(crate) acceptance: Vec<f64>,
 }
@@ -39,7 +39,7 @@ pub struct SpecDecodeProfile {
 /// listed ones are interpolated (see [`super::SpeedModel::step_shape`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CellCalibration {
+pub(crate) struct CellCalibration {
     /// Streams running in the batch.
     pub(crate) concurrency: u32,
     /// Prompt tokens per stream.

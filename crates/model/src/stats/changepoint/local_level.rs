@@ -25,7 +25,7 @@ const OUTLIER_SD: f64 = 4.0;
 /// relative error at 60 runs makes the creep z's null wider than N(0, 1) (a history whose `w`
 /// came out low alerts on several nights); the trimmed SD is nearly efficient (≈ 10%) and the
 /// trim still drops an outlier run's two differences. `None` with fewer than 6 runs.
-pub fn white_sd(logs: &[f64], d: f64) -> Option<f64> {
+pub(crate) fn white_sd(logs: &[f64], d: f64) -> Option<f64> {
     if logs.len() < 6 {
         return None;
     }
@@ -210,7 +210,7 @@ fn step(pos: &[usize], tau: usize) -> Vec<f64> {
 
 /// The creep test's answer: the onset with the most negative slope z.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CreepScan {
+pub(crate) struct CreepScan {
     /// First run that moved.
     pub onset: usize,
     /// Slope per run (log units) and its SD under the model.
@@ -224,7 +224,13 @@ pub struct CreepScan {
 /// runs before it and [`CREEP_MIN_RUNS`] from it to the newest run (and at most `max_runs`),
 /// the GLS slope of the hinge and its z; the onset with the most negative z. `None` when no
 /// onset fits.
-pub fn creep_scan(logs: &[f64], a: usize, w: f64, d: f64, max_runs: usize) -> Option<CreepScan> {
+pub(crate) fn creep_scan(
+    logs: &[f64],
+    a: usize,
+    w: f64,
+    d: f64,
+    max_runs: usize,
+) -> Option<CreepScan> {
     let b = logs.len();
     let m = Whitened::new(logs, a, b, w, d)?;
     let mut best: Option<CreepScan> = None;
@@ -252,7 +258,7 @@ pub fn creep_scan(logs: &[f64], a: usize, w: f64, d: f64, max_runs: usize) -> Op
 /// [`STEP_EVIDENCE`] more. A step a few nights old is a steep young decline to the hinge,
 /// which placed it some runs early (at night 43 a −3% step at 40 was "a creep since 36" in
 /// 10% of `changes-eval`'s histories). The step's place and its GLS z when the step wins.
-pub fn step_over_hinge(
+pub(crate) fn step_over_hinge(
     logs: &[f64],
     a: usize,
     w: f64,
@@ -405,7 +411,7 @@ const SUSPECT_REACH: usize = 3;
 /// mixture (prior [`OUTLIER_PRIOR`], spread [`OUTLIER_SCALE`] noise SDs `w`), from its distance
 /// to its neighbours' median: a whole-night outlier is plain on the matrix series, so the
 /// cells' intervals learn it there.
-pub fn outlier_posterior(logs: &[f64], w: f64) -> Vec<f64> {
+pub(crate) fn outlier_posterior(logs: &[f64], w: f64) -> Vec<f64> {
     (0..logs.len())
         .map(|j| {
             if logs.len() < 5 || w.is_nan() || w <= 0.0 {

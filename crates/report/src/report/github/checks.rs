@@ -30,7 +30,7 @@ pub struct Annotation {
 
 /// `output` of a check run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CheckOutput {
+pub(crate) struct CheckOutput {
     pub title: String,
     pub summary: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -41,7 +41,7 @@ pub struct CheckOutput {
 
 /// Body of a create or update request.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct CheckRunRequest {
+pub(crate) struct CheckRunRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,7 +111,7 @@ impl CheckOwner {
 
 /// A check run as `GET .../commits/{ref}/check-runs` lists it.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ListedCheckRun {
+pub(crate) struct ListedCheckRun {
     pub id: u64,
     pub name: String,
     pub status: String,

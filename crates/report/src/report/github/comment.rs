@@ -18,7 +18,7 @@ use super::retry::{ApiError, RetryPolicy, all_pages, with_retry};
 
 /// The fields of an issue comment we read.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ExistingComment {
+pub(crate) struct ExistingComment {
     pub id: u64,
     pub body: Option<String>,
     pub user: Option<Author>,
@@ -26,7 +26,7 @@ pub struct ExistingComment {
 
 /// A comment's author.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Author {
+pub(crate) struct Author {
     pub login: String,
 }
 

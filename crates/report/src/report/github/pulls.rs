@@ -14,7 +14,7 @@ use super::retry::ApiError;
 
 /// The fields of a pull request we read.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PullRequest {
+pub(crate) struct PullRequest {
     pub number: u64,
     pub head: PullHead,
     pub state: Option<String>,
@@ -22,7 +22,7 @@ pub struct PullRequest {
 
 /// `head` of a pull request.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PullHead {
+pub(crate) struct PullHead {
     pub sha: String,
 }
 
@@ -35,7 +35,7 @@ struct ListParams<'a> {
 
 /// What the look-up found.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Resolved {
+pub(crate) enum Resolved {
     /// The PR whose head is the commit.
     Pr(u64),
     /// No PR to comment on, and why (for people).
