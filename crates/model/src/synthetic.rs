@@ -15,7 +15,7 @@ use infergate_schema::results::{
 
 pub const CONCURRENCY: [u32; 5] = [1, 2, 4, 8, 12];
 
-pub const CONTEXTS: [u64; 4] = [8192, 32768, 65536, 131072];
+pub(crate) const CONTEXTS: [u64; 4] = [8192, 32768, 65536, 131072];
 
 /// Mean aggregate tok/s of each cell, shaped like the seed (RTX 5090, vLLM, 8B-class model):
 /// sub-linear in concurrency, falling with context.

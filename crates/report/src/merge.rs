@@ -62,7 +62,7 @@ pub enum ShardOutcome {
 
 impl ShardOutcome {
     /// The profile key of the shard.
-    pub fn profile(&self) -> &ProfileKey {
+    pub(crate) fn profile(&self) -> &ProfileKey {
         match self {
             ShardOutcome::Compared { report } => &report.profile,
             ShardOutcome::NotCompared { profile, .. } => profile,
@@ -78,7 +78,7 @@ impl ShardOutcome {
     }
 
     /// The shard's gate; `None` when its run stopped before anything could be compared.
-    pub fn gate(&self) -> Option<GateVerdict> {
+    pub(crate) fn gate(&self) -> Option<GateVerdict> {
         match self {
             ShardOutcome::Compared { report } => Some(report.gate),
             ShardOutcome::NotCompared {
@@ -91,7 +91,7 @@ impl ShardOutcome {
     }
 
     /// Why a shard measured in full has no verdict (its gate failed after measuring).
-    pub fn compare_error(&self) -> Option<&str> {
+    pub(crate) fn compare_error(&self) -> Option<&str> {
         match self {
             ShardOutcome::NotCompared { compare_error, .. } => compare_error.as_deref(),
             ShardOutcome::Compared { .. } => None,
@@ -99,7 +99,7 @@ impl ShardOutcome {
     }
 
     /// The comparison, when the shard made one.
-    pub fn report(&self) -> Option<&ComparisonReport> {
+    pub(crate) fn report(&self) -> Option<&ComparisonReport> {
         match self {
             ShardOutcome::Compared { report } => Some(report),
             ShardOutcome::NotCompared { .. } => None,
@@ -544,7 +544,7 @@ pub mod tests {
     use super::*;
 
     /// The shards merged under the default policy, no count expected.
-    pub fn merged(shards: Vec<Shard>) -> MergedVerdict {
+    pub(crate) fn merged(shards: Vec<Shard>) -> MergedVerdict {
         merge(shards, GatePolicy::default(), None)
     }
     use infergate_schema::results::HardwareFingerprint;
@@ -552,7 +552,7 @@ pub mod tests {
     use infergate_schema::verdict::fixtures;
 
     /// A shard's comparison on a `gpu` profile with `regressed_cells` regressions.
-    pub fn report(gpu: &str, gate: GateVerdict, regressed_cells: usize) -> ComparisonReport {
+    pub(crate) fn report(gpu: &str, gate: GateVerdict, regressed_cells: usize) -> ComparisonReport {
         let profile = infergate_schema::results::ProfileKey {
             key: format!(
                 "gpu-{}x1__vllm__m__mabc",
@@ -588,7 +588,7 @@ pub mod tests {
     }
 
     /// A shard read from `<profile key>/verdict.json`.
-    pub fn shard(r: ComparisonReport) -> Shard {
+    pub(crate) fn shard(r: ComparisonReport) -> Shard {
         Shard {
             source: PathBuf::from(format!("{}/verdict.json", r.profile.key)),
             results: None,
@@ -599,7 +599,7 @@ pub mod tests {
     }
 
     /// A shard whose run wrote no verdict (`status` complete: no baseline).
-    pub fn not_compared(gpu: &str, status: RunStatus, reason: Option<&str>) -> Shard {
+    pub(crate) fn not_compared(gpu: &str, status: RunStatus, reason: Option<&str>) -> Shard {
         let r = report(gpu, GateVerdict::NoBaseline, 0);
         Shard {
             source: PathBuf::from(format!("{}/results.json", r.profile.key)),

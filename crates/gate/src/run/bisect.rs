@@ -406,7 +406,7 @@ impl BisectPlan {
 
     /// The test settings: `[bisect]` confidence and noise (default the rule's prior CV), the
     /// rule's `min_effect`.
-    pub fn settings(&self) -> BisectSettings {
+    pub(crate) fn settings(&self) -> BisectSettings {
         let rule = &self.config.thresholds.rule;
         BisectSettings {
             noise_cv: self

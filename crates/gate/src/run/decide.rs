@@ -39,13 +39,16 @@ pub struct LoadedHistory {
 
 impl LoadedHistory {
     /// Whether there is no baseline to compare with.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.history.runs().is_empty()
     }
 }
 
 /// Loads the baseline runs of `results`' profile and suite from the store in `store_dir`.
-pub fn load_history(results: &RunResults, store_dir: &Path) -> Result<LoadedHistory, GateError> {
+pub(crate) fn load_history(
+    results: &RunResults,
+    store_dir: &Path,
+) -> Result<LoadedHistory, GateError> {
     let suite = results.suite.as_deref();
     let mut notices = Vec::new();
     let empty = |notices, why| LoadedHistory {

@@ -317,7 +317,7 @@ pub enum GateFailure {
 impl GateFailure {
     /// The kind written into the results' `gate_failure` record, for readers that decide on
     /// what failed rather than on the sentence.
-    pub fn kind(&self) -> GateFailureKind {
+    pub(crate) fn kind(&self) -> GateFailureKind {
         match self {
             GateFailure::Measurement(_) => GateFailureKind::Measurement,
             GateFailure::Comparison(_) => GateFailureKind::Comparison,

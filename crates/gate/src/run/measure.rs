@@ -72,7 +72,7 @@ pub enum RunFailure {
 
 impl RunFailure {
     /// One message for people (and the GitHub check).
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             RunFailure::Boot(m) | RunFailure::Measurement(m) => m.clone(),
             RunFailure::EngineDied { status, log_tail } => format!(
@@ -106,7 +106,7 @@ pub(crate) struct MeasuredRun {
 
 /// The engine while it still serves, after the matrix: what the driver of the gate may use
 /// (re-measure cells the judge asks for) before the engine is stopped.
-pub struct Live<'a> {
+pub(crate) struct Live<'a> {
     /// The measurement session on the running engine.
     pub session: &'a BenchSession,
     /// The matrix as measured (the driver may fold re-measurements into it).
@@ -318,7 +318,7 @@ impl<'a> LiveEngine<'a> {
     /// Boots the engine and connects the measurement session. `Err` holds the finished run
     /// when the engine never served (it could not start, never became ready, or the gate was
     /// cancelled first): every cell `error` (or `skipped`) with the reason, the engine stopped.
-    pub async fn boot(
+    pub(crate) async fn boot(
         req: MeasureRequest<'a>,
         events: EventSink,
         cancel: CancellationToken,
@@ -508,7 +508,7 @@ impl<'a> LiveEngine<'a> {
     /// The engine while it still serves, for the driver to measure cells again: `None` once
     /// measuring stopped (a cancel, the engine's death, an unresponsive engine) or when the
     /// matrix measured nothing.
-    pub fn live(&mut self) -> Option<Live<'_>> {
+    pub(crate) fn live(&mut self) -> Option<Live<'_>> {
         let (Some(session), Some(results)) = (&self.session, self.results.as_mut()) else {
             return None;
         };
@@ -533,7 +533,7 @@ impl<'a> LiveEngine<'a> {
 
     /// Stops the engine (its whole process group) and returns the run: results as measured,
     /// or every cell `error` with the reason; the failure that makes the run exit 3, if any.
-    pub async fn stop(mut self) -> MeasuredRun {
+    pub(crate) async fn stop(mut self) -> MeasuredRun {
         if let Some(w) = self.watchdog.take() {
             w.abort();
         }

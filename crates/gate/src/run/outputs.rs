@@ -40,7 +40,7 @@ fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> GateError + '_ {
 /// measurement's `in_progress` file, so a verdict that could not be written (a full disk)
 /// leaves a shard that `merge` fails closed on, never a complete run without a verdict, which
 /// reads as one with no baseline yet.
-pub fn write_outputs(
+pub(crate) fn write_outputs(
     out: &Path,
     results: &RunResults,
     verdict: Option<&ComparisonReport>,
@@ -98,7 +98,7 @@ impl InProgressResults {
 
     /// Records one finished cell (replacing an earlier round of the same cell) and rewrites
     /// the file.
-    pub fn cell_done(&self, cell: &CellResult) -> Result<(), GateError> {
+    pub(crate) fn cell_done(&self, cell: &CellResult) -> Result<(), GateError> {
         if let Ok(mut run) = self.run.lock() {
             match run.cells.iter_mut().find(|c| c.coord() == cell.coord()) {
                 Some(c) => *c = cell.clone(),
@@ -138,7 +138,7 @@ pub(crate) fn baseline_worthy(results: &RunResults, failed: bool) -> Result<(), 
 /// [`baseline_worthy`]): the cells that keep it partial, and the suite's `skip` list, the way
 /// to leave out a cell the engine cannot serve. Without this, a matrix with such a cell says
 /// "baseline: not updated" and exits 0 night after night, and no baseline ever exists.
-pub fn not_a_baseline(results: &RunResults, why: &str, suite: &str) -> String {
+pub(crate) fn not_a_baseline(results: &RunResults, why: &str, suite: &str) -> String {
     use infergate_schema::results::{CellStatus, context_label};
     let unmeasured: Vec<&infergate_schema::results::CellResult> = results
         .cells

@@ -15,7 +15,7 @@ use infergate_measure::bench::liveness::Liveness;
 
 /// When the watchdog probes and when it gives up.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WatchdogSettings {
+pub(crate) struct WatchdogSettings {
     /// Silence (no byte from the engine) before the first probe.
     pub quiet: Duration,
     /// Time-out of one `/health` probe.
@@ -42,7 +42,7 @@ impl From<&WatchdogConfig> for WatchdogSettings {
 
 /// Watches until the engine is unresponsive and returns why (never returns while it
 /// answers; the caller drops or aborts it when the measurement ends).
-pub async fn watch(liveness: Liveness, settings: WatchdogSettings) -> String {
+pub(crate) async fn watch(liveness: Liveness, settings: WatchdogSettings) -> String {
     let mut unanswered = 0u32;
     loop {
         let quiet_for = liveness.quiet_for();

@@ -39,7 +39,7 @@ impl BisectSettings {
 /// A cell's level in a set of boots of one build: mean of the boots' log throughput and its
 /// variance (boot factor plus each boot's own noise, over the number of boots).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Level {
+pub(crate) struct Level {
     /// Mean ln(aggregate tokens/s) over the boots.
     pub log_mean: f64,
     /// Variance of the mean from the boots' own noise only (sub-window spread).
@@ -58,7 +58,7 @@ fn ok_cell(run: &RunResults, coord: (u32, u64)) -> Option<&CellResult> {
 }
 
 /// The level of cell `coord` over `runs` (boots measuring it `ok`); `None` when none did.
-pub fn level(runs: &[RunResults], coord: (u32, u64)) -> Option<Level> {
+pub(crate) fn level(runs: &[RunResults], coord: (u32, u64)) -> Option<Level> {
     let (logs, within): (Vec<f64>, Vec<f64>) = runs
         .iter()
         .filter_map(|run| ok_cell(run, coord))

@@ -18,12 +18,12 @@ use super::interval::{LogChange, relative};
 pub(crate) type Coord = (u32, u64);
 
 /// The cell of `run` at `coord`.
-pub fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
+pub(crate) fn find(run: &RunResults, coord: Coord) -> Option<&CellResult> {
     run.cells.iter().find(|c| c.coord() == coord)
 }
 
 /// The coordinates of every cell of `runs`, in order of first appearance.
-pub fn coords<'a>(runs: impl IntoIterator<Item = &'a RunResults>) -> Vec<Coord> {
+pub(crate) fn coords<'a>(runs: impl IntoIterator<Item = &'a RunResults>) -> Vec<Coord> {
     first_seen(
         runs.into_iter()
             .flat_map(|r| r.cells.iter().map(|c| c.coord())),
@@ -47,7 +47,7 @@ pub fn mean(v: &[f64]) -> f64 {
 }
 
 /// Sample variance (n − 1); 0 with fewer than two values.
-pub fn var(v: &[f64]) -> f64 {
+pub(crate) fn var(v: &[f64]) -> f64 {
     if v.len() < 2 {
         return 0.0;
     }
@@ -103,7 +103,10 @@ pub(crate) fn frame(
 
 /// The rule's metrics besides aggregate tok/s that gate the decode cells (`gating`: those with
 /// history enough), for [`ComparisonReport::cell_metrics_gated`].
-pub fn cell_metrics_gated(rule: &DecisionRule, gating: impl Fn(Metric) -> bool) -> Vec<Metric> {
+pub(crate) fn cell_metrics_gated(
+    rule: &DecisionRule,
+    gating: impl Fn(Metric) -> bool,
+) -> Vec<Metric> {
     rule.metrics
         .iter()
         .copied()
@@ -153,7 +156,7 @@ pub fn not_comparable(
 
 /// The test of the primary metric over `cells` cells (the matrix-wide one, or a line's), from
 /// its change, verdict, margin and test line.
-pub fn matrix_test(
+pub(crate) fn matrix_test(
     change: &LogChange,
     verdict: CellVerdict,
     cells: usize,
@@ -177,7 +180,7 @@ pub fn matrix_test(
 /// what it waits for, or from its metric comparisons (each with the reason of its verdict):
 /// the first gating metric that regressed, else was inconclusive, improved, unchanged; `none`
 /// is the reason when no gating metric was compared.
-pub fn cell(
+pub(crate) fn cell(
     coord: Coord,
     decided: Option<LimitDecision>,
     entries: Vec<(MetricComparison, Option<CellReason>)>,

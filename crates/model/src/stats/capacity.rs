@@ -33,7 +33,7 @@ pub struct LimitDecision {
 
 impl LimitDecision {
     /// A decision that waits for nothing: neither a second boot nor a longer history.
-    pub fn settled(verdict: CellVerdict, reason: CellReason) -> Self {
+    pub(crate) fn settled(verdict: CellVerdict, reason: CellReason) -> Self {
         LimitDecision {
             verdict,
             reason,
@@ -96,7 +96,7 @@ pub(crate) fn false_alarm_bound(hits: usize, runs: usize, boots: usize) -> f64 {
 
 /// The fewest history runs, all out of the state, that let `boots` boots in it be called a
 /// regression at `alpha` (`None` beyond 10 000 runs).
-pub fn runs_needed(boots: usize, alpha: f64) -> Option<usize> {
+pub(crate) fn runs_needed(boots: usize, alpha: f64) -> Option<usize> {
     (1..=10_000).find(|&n| false_alarm_bound(0, n, boots) <= alpha)
 }
 

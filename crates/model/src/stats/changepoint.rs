@@ -84,7 +84,7 @@ impl Default for ChangeSettings {
 pub(crate) const MIN_Z: f64 = 3.5;
 
 /// Default of [`ChangeSettings::creep_z`] (measured in `docs/changes.md`).
-pub const CREEP_Z: f64 = 4.8;
+pub(crate) const CREEP_Z: f64 = 4.8;
 
 /// The creep test's onsets: at least this many kept runs since the last change before the
 /// onset (the level it declines from), ...
@@ -286,15 +286,11 @@ pub struct Segment {
 }
 
 /// Change points of a series of log values (better = larger; pass `-ln` for latencies),
-/// oldest first. Values must be finite. Deterministic for a given `settings.seed`.
-pub fn detect(logs: &[f64], settings: &ChangeSettings) -> Result<Vec<SeriesChange>, StatsError> {
-    detect_with(logs, &[], settings)
-}
-
-/// [`detect`] where each run carries the probability that it is an outlier night (one that
-/// moved every cell: a throttled runner), `outlier_prior[i]` for `logs[i]`, learnt from the
-/// matrix series ([`outlier_posterior`]); a cell's own noise hides such a night, which then
-/// takes a step's place in its location interval. Empty: the default prior for every run.
+/// oldest first. Values must be finite. Deterministic for a given `settings.seed`. Each run
+/// carries the probability that it is an outlier night (one that moved every cell: a throttled
+/// runner), `outlier_prior[i]` for `logs[i]`, learnt from the matrix series
+/// ([`outlier_posterior`]); a cell's own noise hides such a night, which then takes a step's
+/// place in its location interval. Empty: the default prior for every run.
 pub(crate) fn detect_with(
     logs: &[f64],
     outlier_prior: &[f64],
@@ -820,7 +816,7 @@ fn hinge_changes(
 }
 
 /// The segments between `changes` of a series of positive values, each with its level and band.
-pub fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment> {
+pub(crate) fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment> {
     let mut bounds: Vec<usize> = vec![0];
     bounds.extend(changes.iter().map(|c| c.index));
     bounds.push(values.len());
@@ -1360,6 +1356,11 @@ pub fn throughput_changes(runs: &[RunResults]) -> Result<Vec<(bool, String, f64)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`detect_with`] at the default outlier prior.
+    fn detect(logs: &[f64], settings: &ChangeSettings) -> Result<Vec<SeriesChange>, StatsError> {
+        detect_with(logs, &[], settings)
+    }
     use rand_distr::{Distribution, Normal as Gauss};
 
     fn noisy(n: usize, sd: f64, seed: u64, shift: &dyn Fn(usize) -> f64) -> Vec<f64> {

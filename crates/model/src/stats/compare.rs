@@ -114,7 +114,7 @@ impl<'a> History<'a> {
 
     /// How many models were fitted on this history (each metric and set of cells once).
     #[cfg(test)]
-    pub fn fitted(&self) -> usize {
+    pub(crate) fn fitted(&self) -> usize {
         self.models.lock().map_or(0, |m| m.len())
     }
 }

@@ -68,7 +68,7 @@ pub fn wants_confirmation(first: &ComparisonReport) -> bool {
 
 /// Why the first boot called for a confirmation (or did not): the causes that hold, with the
 /// numbers its words quote.
-pub fn reason(first: &ComparisonReport) -> ConfirmationReason {
+pub(crate) fn reason(first: &ComparisonReport) -> ConfirmationReason {
     let matrix = first.matrix_test.as_ref().and_then(|m| {
         m.check.as_ref().map(|c| FirstBootMatrix {
             change: m.change,

@@ -14,7 +14,7 @@ use infergate_schema::verdict::{
 
 /// An estimated log ratio (candidate / baseline) with its standard error and degrees of freedom.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LogChange {
+pub(crate) struct LogChange {
     /// ln(candidate / baseline).
     pub estimate: f64,
     /// Standard error of `estimate`.
@@ -42,7 +42,7 @@ impl LogChange {
     /// The scale that makes `estimate / scale` a standard t of [`reference_df`]: the standard
     /// error, shrunk by `sqrt((ν − 2) / ν)` when a heavy tail of ν df binds (a t of ν df has
     /// variance ν / (ν − 2)).
-    pub fn scale(&self) -> f64 {
+    pub(crate) fn scale(&self) -> f64 {
         let nu = self.reference_df();
         if nu < self.df && nu > 2.0 {
             self.se * ((nu - 2.0) / nu).sqrt()
@@ -52,7 +52,7 @@ impl LogChange {
     }
 
     /// The standardized change, `estimate / scale` (0 when there is no noise at all).
-    pub fn statistic(&self) -> f64 {
+    pub(crate) fn statistic(&self) -> f64 {
         let s = self.scale();
         if s > 0.0 {
             self.estimate / s
@@ -64,7 +64,7 @@ impl LogChange {
     }
 
     /// The reference distribution in words: `t(13.9)`.
-    pub fn reference(&self) -> String {
+    pub(crate) fn reference(&self) -> String {
         let nu = self.reference_df();
         if nu.is_finite() && nu < 1e6 {
             format!("t({nu:.1})")
@@ -83,7 +83,7 @@ impl LogChange {
     /// (1.36 against 1.64 SD), and a mean of boots is less heavy-tailed than one, so the tail's
     /// alone would be too narrow there (a −10% cell passed the cell bound 5.2% of the time
     /// on t(3) cells, not 5%); at the tests' small alphas the tail's is the wider.
-    pub fn interval(&self, confidence: f64) -> (f64, f64) {
+    pub(crate) fn interval(&self, confidence: f64) -> (f64, f64) {
         let s = self.scale();
         if s <= 0.0 {
             return (self.estimate, self.estimate);
@@ -146,7 +146,7 @@ fn remembered<K: Copy + Eq + Hash>(
 }
 
 /// The change expressed so that positive is better.
-pub fn signed(log_change: f64, direction: Direction) -> f64 {
+pub(crate) fn signed(log_change: f64, direction: Direction) -> f64 {
     match direction {
         Direction::HigherIsBetter => log_change,
         Direction::LowerIsBetter => -log_change,
@@ -154,7 +154,7 @@ pub fn signed(log_change: f64, direction: Direction) -> f64 {
 }
 
 /// Relative change from a log ratio (`exp(x) − 1`).
-pub fn relative(log_change: f64) -> f64 {
+pub(crate) fn relative(log_change: f64) -> f64 {
     log_change.exp_m1()
 }
 
@@ -167,7 +167,7 @@ pub(crate) fn log_margin(m: f64) -> f64 {
 /// crosses the boundary AND the change is beyond the margin) and its [`Check`] for people,
 /// whose boundary is the one the verdict crossed (the improvement side's for an improvement,
 /// else the regression side's).
-pub fn judge(
+pub(crate) fn judge(
     change: &LogChange,
     direction: Direction,
     alpha: f64,
@@ -422,7 +422,7 @@ pub(super) const GL16: [(f64, f64); 8] = [
 
 /// Whether a change whose sign in the better direction is `good` (see [`signed`]) points the
 /// way of `verdict`: worse for a regression, better for an improvement (never for others).
-pub fn points(verdict: CellVerdict, good: f64) -> bool {
+pub(crate) fn points(verdict: CellVerdict, good: f64) -> bool {
     match verdict {
         CellVerdict::Regression => good < 0.0,
         CellVerdict::Improvement => good > 0.0,

@@ -169,16 +169,6 @@ impl<'h> Judge<'h> {
         }
     }
 
-    /// The plan judged by.
-    pub fn plan(&self) -> Plan {
-        self.plan
-    }
-
-    /// The history judged on (oldest → newest).
-    pub fn history(&self) -> &History<'h> {
-        &self.history
-    }
-
     /// The first boot's runs as judged: the re-measured cells' rounds folded in, each round
     /// with the verdict after its look (what `run` writes as `results.json`).
     pub fn first_boot(&self) -> &[RunResults] {

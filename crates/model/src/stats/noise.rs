@@ -16,7 +16,7 @@ use super::build::mean;
 /// Log values of one metric: rows are baseline runs (oldest → newest), columns are cells;
 /// `NaN` marks a missing entry (cell not measured, not `ok`, or metric absent in that run).
 #[derive(Clone, Debug, PartialEq)]
-pub struct LogTable {
+pub(crate) struct LogTable {
     pub runs: usize,
     pub cells: usize,
     /// Row-major values, `runs * cells` long.
@@ -34,12 +34,12 @@ impl LogTable {
     }
 
     /// Entry of run `r`, cell `c` (`NaN` when missing).
-    pub fn get(&self, r: usize, c: usize) -> f64 {
+    pub(crate) fn get(&self, r: usize, c: usize) -> f64 {
         self.values[r * self.cells + c]
     }
 
     /// Sets entry of run `r`, cell `c`.
-    pub fn set(&mut self, r: usize, c: usize, v: f64) {
+    pub(crate) fn set(&mut self, r: usize, c: usize, v: f64) {
         self.values[r * self.cells + c] = v;
     }
 }
@@ -70,7 +70,7 @@ const ROW_HUBER_K: f64 = 2.0;
 
 /// The fitted two-way model of one metric's history.
 #[derive(Clone, Debug, PartialEq)]
-pub struct NoiseModel {
+pub(crate) struct NoiseModel {
     /// Robust centre of each cell (log), with run effects removed.
     pub cell_center: Vec<f64>,
     /// Run effect of each run (log); `NaN` for a run without data.
@@ -95,7 +95,7 @@ pub struct NoiseModel {
 /// Run-to-run noise of the run effect: the successive differences of the history's run effects
 /// (a trend or a step does not inflate them) pooled with a prior worth [`PRIOR_DF`].
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RunNoise {
+pub(crate) struct RunNoise {
     /// Mean squared successive difference over 2 (0 without a difference).
     observed_var: f64,
     /// Successive differences behind it (steps left out).
@@ -150,7 +150,7 @@ impl RunNoise {
 
     /// Noise observed as `sd` over `differences` successive differences (tests' histories).
     #[cfg(test)]
-    pub fn observed(sd: f64, differences: usize) -> Self {
+    pub(crate) fn observed(sd: f64, differences: usize) -> Self {
         RunNoise {
             observed_var: sd * sd,
             differences,
@@ -161,7 +161,7 @@ impl RunNoise {
     /// do (the prior's, when one run shows no scatter yet): what a thin store projects for
     /// "n more baseline runs". Both the prior's weight and the observed variance shrink as
     /// the differences grow, so keeping today's SD would overstate the runs needed.
-    pub fn after(&self, extra: usize) -> (f64, f64) {
+    pub(crate) fn after(&self, extra: usize) -> (f64, f64) {
         // A run effect averages many cells, so its prior is taken as half the cell prior's CV.
         let prior_var = PRIOR_CV * PRIOR_CV / 4.0;
         let m = (self.differences + extra) as f64;
@@ -426,7 +426,7 @@ fn row_groups(t: &LogTable, row: &[u64]) -> Vec<Vec<usize>> {
 
 /// Fits the decomposition and the noise of one metric's history; `row[c]` labels the context
 /// row of column `c` (cells with one label share a run × row effect).
-pub fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
+pub(crate) fn fit(t: &LogTable, row: &[u64]) -> NoiseModel {
     let (nr, nc) = (t.runs, t.cells);
     let (center, effect) = fit_effects(t);
     let runs_with_data = (0..nr).filter(|&r| effect[r].is_finite()).count();

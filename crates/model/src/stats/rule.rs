@@ -78,7 +78,7 @@ pub(crate) fn latency_min_effect(metric: Metric) -> Option<f64> {
 /// one of its `n` observations falls below the true p-quantile, pⁿ, is at most this. A median
 /// then needs 5 observations and a p90 29; a cell's "p90" from the 2–8 first tokens of a short
 /// window is its largest one, whose run-to-run scatter no history of a few runs shows.
-pub const PERCENTILE_BOUND: f64 = 0.05;
+pub(crate) const PERCENTILE_BOUND: f64 = 0.05;
 
 /// How far the host's own lateness reaches into a millisecond tail latency, as a multiple of
 /// the gate's probe's p99 lateness (results' `host_lateness_s`): an engine that decodes on the
@@ -239,7 +239,7 @@ impl DecisionRule {
     /// (`history_runs` counts those): its noise per context is its own, one figure per run, and
     /// from fewer runs its model leans on the prior. The burst layer's metrics likewise (runs
     /// with the burst layer).
-    pub fn gates(&self, metric: Metric, history_runs: usize) -> bool {
+    pub(crate) fn gates(&self, metric: Metric, history_runs: usize) -> bool {
         let needs_runs = metric.is_latency_percentile() || metric.is_layer();
         self.metrics.contains(&metric) && (!needs_runs || history_runs >= LATENCY_MIN_RUNS)
     }
@@ -298,12 +298,12 @@ impl DecisionRule {
     }
 
     /// A capacity-limited or saturated cell's false-alarm bound ([`CAPACITY_SHARE`]).
-    pub fn capacity_alpha(&self) -> f64 {
+    pub(crate) fn capacity_alpha(&self) -> f64 {
         self.alpha * CAPACITY_SHARE
     }
 
     /// The parameters as recorded in a report.
-    pub fn summary(&self) -> RuleSummary {
+    pub(crate) fn summary(&self) -> RuleSummary {
         RuleSummary {
             alpha: self.alpha,
             min_effect: self.min_effect,

@@ -98,7 +98,7 @@ pub(crate) fn format_output(name: &str, value: &str) -> String {
 }
 
 /// Appends step outputs to the `$GITHUB_OUTPUT` file.
-pub fn write_outputs(path: &Path, outputs: &[(&str, String)]) -> std::io::Result<()> {
+pub(crate) fn write_outputs(path: &Path, outputs: &[(&str, String)]) -> std::io::Result<()> {
     let text: String = outputs.iter().map(|(n, v)| format_output(n, v)).collect();
     append(path, &text)
 }

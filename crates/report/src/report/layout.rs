@@ -929,7 +929,7 @@ pub(crate) fn cell_message(cell: &CellComparison, confidence: f64) -> String {
 // ---- console ----------------------------------------------------------------------------
 
 /// The layout for a terminal: no line wider than [`CONSOLE_WIDTH`].
-pub fn console(l: &GateLayout) -> String {
+pub(crate) fn console(l: &GateLayout) -> String {
     let mut out = wrap(&l.first_line, 2);
     out.push('\n');
     if let Some(g) = &l.grid {

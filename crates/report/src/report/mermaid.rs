@@ -79,7 +79,7 @@ fn run_label(run: &RunResults) -> String {
 
 /// Renders one `xychart-beta` block (without fences): quoted category labels, then each
 /// series as its kind (`bar`, `line`) says; every series must have one value per label.
-pub fn xychart(
+pub(crate) fn xychart(
     title: &str,
     x_labels: &[String],
     y_title: &str,

@@ -20,7 +20,7 @@ use infergate_schema::results::context_label;
 use infergate_schema::verdict::{Metric, signed_percent};
 
 /// Escapes text for HTML element content and quoted attribute values.
-pub fn html(text: &str) -> String {
+pub(crate) fn html(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for ch in text.chars() {
         match ch {

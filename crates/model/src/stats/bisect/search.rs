@@ -106,7 +106,7 @@ impl Search {
     }
 
     /// The boot budget: the ends' boots so far plus `max_boots_per_step` per halving.
-    pub fn budget(&self) -> usize {
+    pub(crate) fn budget(&self) -> usize {
         let steps = (self.n.max(2) as f64).log2().ceil() as usize;
         4 + 2 * self.end_pairs + self.settings.max_boots_per_step as usize * steps
     }

@@ -317,7 +317,7 @@ const STEP_EVIDENCE: f64 = 1.0;
 /// before a step, leaving out either one lets the other take the step's place. A regular run's
 /// leave-out weight is negligible, so on the model's own histories the interval does not change.
 #[allow(clippy::too_many_arguments)]
-pub fn location_interval(
+pub(crate) fn location_interval(
     logs: &[f64],
     a: usize,
     b: usize,

@@ -16,7 +16,7 @@ pub(crate) const ANNOTATIONS_PER_REQUEST: usize = 50;
 
 /// One check-run annotation (GitHub's fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Annotation {
+pub(crate) struct Annotation {
     /// Repository-relative path, `/`-separated.
     pub path: String,
     pub start_line: u32,
@@ -90,7 +90,7 @@ impl CheckOwner {
     }
 
     /// The check's `external_id`.
-    pub fn external_id(&self) -> String {
+    pub(crate) fn external_id(&self) -> String {
         format!("infergate/{}/{}/{}", self.run_id, self.attempt, self.runner)
     }
 
@@ -153,7 +153,7 @@ pub(crate) fn repo_relative(path: &Path, workspace: Option<&Path>) -> String {
 
 /// One `failure` annotation per regressed or capacity-regressed cell, all pointing at the line
 /// that defines the suite's matrix.
-pub fn annotations(report: &ComparisonReport, path: &str, line: u32) -> Vec<Annotation> {
+pub(crate) fn annotations(report: &ComparisonReport, path: &str, line: u32) -> Vec<Annotation> {
     let line = line.max(1);
     report
         .regressions()

@@ -60,17 +60,17 @@ impl Outcome<'_> {
     }
 
     /// The check-run conclusion.
-    pub fn conclusion(&self) -> Conclusion {
+    pub(crate) fn conclusion(&self) -> Conclusion {
         self.ending().conclusion
     }
 
     /// The word for the `verdict` step output.
-    pub fn verdict_word(&self) -> &'static str {
+    pub(crate) fn verdict_word(&self) -> &'static str {
         self.ending().verdict_word
     }
 
     /// Number of cells that block the gate.
-    pub fn regressions(&self) -> usize {
+    pub(crate) fn regressions(&self) -> usize {
         self.verdict.map(|v| v.regressions().count()).unwrap_or(0)
     }
 

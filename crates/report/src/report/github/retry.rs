@@ -43,7 +43,7 @@ impl Deadline {
     }
 
     /// The whole budget.
-    pub fn budget(&self) -> Duration {
+    pub(crate) fn budget(&self) -> Duration {
         self.budget
     }
 
@@ -56,7 +56,7 @@ impl Deadline {
     }
 
     /// Time left (the whole budget before the first call).
-    pub fn remaining(&self) -> Duration {
+    pub(crate) fn remaining(&self) -> Duration {
         let started = *self.started.lock().unwrap_or_else(|e| e.into_inner());
         started.map_or(self.budget, |t0| self.budget.saturating_sub(t0.elapsed()))
     }
@@ -177,7 +177,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// The HTTP status, when GitHub answered.
-    pub fn status(&self) -> Option<u16> {
+    pub(crate) fn status(&self) -> Option<u16> {
         match self {
             ApiError::Status { status, .. } => Some(*status),
             ApiError::Transport { .. } | ApiError::Deadline { .. } => None,
@@ -302,7 +302,7 @@ fn requested_wait(headers: &http::HeaderMap, now_epoch_s: u64) -> Option<Duratio
 }
 
 /// Turns an octocrab error into an [`ApiError`] naming `what` was attempted.
-pub fn classify(what: &str, err: &octocrab::Error, token: Option<&Token>) -> ApiError {
+pub(crate) fn classify(what: &str, err: &octocrab::Error, token: Option<&Token>) -> ApiError {
     match err {
         octocrab::Error::GitHub { source, .. } => {
             let now = std::time::SystemTime::now()
