@@ -93,20 +93,22 @@ pub(crate) fn console_sink(text: &str) -> String {
             escaped.push_str(&format!("\\u{:04x}", c as u32));
         }
     }
-    let mut out = String::with_capacity(escaped.len() + 8);
-    for (i, line) in escaped.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        let trimmed = line.trim_start();
-        let lead = line.len() - trimmed.len();
-        let mut line = line.to_string();
-        if trimmed.starts_with("::") {
-            line.insert(lead + 1, ' ');
-        }
-        out.push_str(&line.replace("##[", "# #["));
+    escaped
+        .split('\n')
+        .map(defuse_line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One line with its workflow command defused: a space between the colons of a leading `::`
+/// (after whitespace, as the runner's `TrimStart` sees it), and `##[` as `# #[`.
+fn defuse_line(line: &str) -> String {
+    let lead = line.len() - line.trim_start().len();
+    let mut line = line.to_string();
+    if line[lead..].starts_with("::") {
+        line.insert(lead + 1, ' ');
     }
-    out
+    line.replace("##[", "# #[")
 }
 
 fn is_line_break(c: char) -> bool {
@@ -141,12 +143,7 @@ fn console_inert(text: &str) -> String {
             out.push('\n');
         }
         *first = false;
-        let trimmed = line.trim_start();
-        let lead = line.len() - trimmed.len();
-        if trimmed.starts_with("::") {
-            line.insert(lead + 1, ' ');
-        }
-        out.push_str(&line.replace("##[", "# #["));
+        out.push_str(&defuse_line(line));
         line.clear();
     };
     while let Some(c) = chars.next() {
