@@ -666,9 +666,7 @@ pub async fn wait_serving(
         let probe = async {
             if !health_ok {
                 match probe_get(&http, launch, "/health").await {
-                    Ok((200..=299, _)) | Ok((404, _)) => {
-                        health_ok = true;
-                    }
+                    Ok((200..=299 | 404, _)) => health_ok = true,
                     Ok((code, _)) => {
                         last = format!("/health answered HTTP {code}");
                         return None;
@@ -871,17 +869,13 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(64 * 1024);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return String::new();
-    }
     let mut buf = Vec::new();
-    if f.read_to_end(&mut buf).is_err() {
+    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
         return String::new();
     }
     let text = String::from_utf8_lossy(&buf);
     let lines: Vec<&str> = text.lines().collect();
-    let from = lines.len().saturating_sub(n);
-    let tail = lines[from..].join("\n");
+    let tail = lines[lines.len().saturating_sub(n)..].join("\n");
     if tail.trim().is_empty() {
         "(the engine wrote nothing)".into()
     } else {
