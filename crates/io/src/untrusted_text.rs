@@ -134,27 +134,16 @@ pub fn is_invisible(c: char) -> bool {
 }
 
 fn console_inert(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
+    let mut lines = Vec::new();
     let mut chars = text.chars().peekable();
     let mut line = String::new();
-    let mut first = true;
-    let flush = |line: &mut String, out: &mut String, first: &mut bool| {
-        if !*first {
-            out.push('\n');
-        }
-        *first = false;
-        out.push_str(&defuse_line(line));
-        line.clear();
-    };
     while let Some(c) = chars.next() {
         if is_line_break(c) {
             if c == '\r' && chars.peek() == Some(&'\n') {
                 chars.next();
             }
-            flush(&mut line, &mut out, &mut first);
-        } else if c == '\t' {
-            line.push(c);
-        } else if c.is_control() {
+            lines.push(defuse_line(&std::mem::take(&mut line)));
+        } else if c.is_control() && c != '\t' {
             line.push_str(&format!("\\x{:02x}", c as u32));
         } else if is_bidi_control(c) || is_invisible(c) {
             line.push_str(&format!("\\u{{{:04x}}}", c as u32));
@@ -162,8 +151,8 @@ fn console_inert(text: &str) -> String {
             line.push(c);
         }
     }
-    flush(&mut line, &mut out, &mut first);
-    out
+    lines.push(defuse_line(&line));
+    lines.join("\n")
 }
 
 fn markdown_inert(text: &str) -> String {
