@@ -114,17 +114,15 @@ pub(crate) fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
 pub fn gpu_details() -> Result<(GpuInventory, Vec<GpuDetails>), NvmlUnavailable> {
     let nvml = init()?;
     let inv = inventory_of(&nvml)?;
-    let mut out = Vec::new();
-    for i in 0..inv.names.len() as u32 {
+    let details = (0..inv.names.len() as u32).map(|i| {
         let Ok(d) = nvml.device_by_index(i) else {
-            out.push(GpuDetails {
+            return GpuDetails {
                 index: i,
                 ..Default::default()
-            });
-            continue;
+            };
         };
         let mem = d.memory_info().ok();
-        out.push(GpuDetails {
+        GpuDetails {
             index: i,
             name: d.name().ok(),
             uuid: d.uuid().ok(),
@@ -139,9 +137,9 @@ pub fn gpu_details() -> Result<(GpuInventory, Vec<GpuDetails>), NvmlUnavailable>
             temperature_c: d.temperature(TemperatureSensor::Gpu).ok(),
             sm_clock_max_mhz: d.max_clock_info(Clock::SM).ok(),
             energy_counter: d.total_energy_consumption().is_ok(),
-        });
-    }
-    Ok((inv, out))
+        }
+    });
+    Ok((inv, details.collect()))
 }
 
 enum Command {
