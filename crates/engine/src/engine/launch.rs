@@ -330,10 +330,7 @@ impl EngineLaunch {
         log_path: PathBuf,
     ) -> Result<EngineLaunch, EngineError> {
         infergate_io::redact::register(secret_values(cfg, extra_args));
-        let port = match cfg.port {
-            Some(p) => p,
-            None => free_port(&cfg.host)?,
-        };
+        let port = cfg.port.map_or_else(|| free_port(&cfg.host), Ok)?;
         let exe = std::env::current_exe().map_err(|source| EngineError::Spawn {
             program: "infergate (this binary, for {infergate} and the supervisor)".into(),
             source,
