@@ -394,18 +394,13 @@ fn watch_reports(
     let task = tokio::spawn(async move {
         let mut exit_sent = false;
         while let Ok(Some(line)) = lines.next_line().await {
-            match Report::parse(&line) {
-                Some(Report::Stopped { killed, left }) => {
-                    let _ = stopped_tx.send(Some((killed, left)));
-                }
-                Some(r) => {
-                    if let Some(exit) = EngineExit::from_report(&r) {
-                        log_drained(&mut log_done, Duration::from_secs(2)).await;
-                        let _ = exit_tx.send(Some(exit));
-                        exit_sent = true;
-                    }
-                }
-                None => {}
+            let report = Report::parse(&line);
+            if let Some(Report::Stopped { killed, left }) = report {
+                let _ = stopped_tx.send(Some((killed, left)));
+            } else if let Some(exit) = report.as_ref().and_then(EngineExit::from_report) {
+                log_drained(&mut log_done, Duration::from_secs(2)).await;
+                let _ = exit_tx.send(Some(exit));
+                exit_sent = true;
             }
         }
         if !exit_sent {
