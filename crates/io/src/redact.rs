@@ -8,7 +8,7 @@
 //! [`crate::untrusted_text`], which every piece of external text passes through before it is
 //! printed or posted. This module is a leaf: it imports nothing of the crate.
 
-use std::sync::{Arc, LazyLock, RwLock};
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 /// What a secret is replaced with.
 pub(crate) const MASK: &str = "[REDACTED]";
@@ -74,12 +74,7 @@ impl Redactor {
     pub(crate) fn redact_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         match value {
-            Value::String(s) => {
-                let r = self.redact(s);
-                if r != *s {
-                    *s = r;
-                }
-            }
+            Value::String(s) => *s = self.redact(s),
             Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
             Value::Object(map) => {
                 let entries = std::mem::take(map);
@@ -214,10 +209,10 @@ static PROCESS: LazyLock<RwLock<Arc<Redactor>>> = LazyLock::new(|| {
 
 /// This process's redactor (the gate's environment secrets plus every registered one).
 pub fn process() -> Arc<Redactor> {
-    match PROCESS.read() {
-        Ok(r) => r.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
-    }
+    PROCESS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
 }
 
 /// Registers more secrets with this process's redactor (before anything that may contain them
@@ -227,10 +222,7 @@ pub fn register(values: impl IntoIterator<Item = String>) {
     if values.is_empty() {
         return;
     }
-    let mut guard = match PROCESS.write() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let mut guard = PROCESS.write().unwrap_or_else(PoisonError::into_inner);
     let mut next = (**guard).clone();
     next.extend(values);
     *guard = Arc::new(next);

@@ -20,8 +20,7 @@ use std::io::{ErrorKind, Write};
 /// Writes to stdout. A closed pipe is not an error; another write error (a full disk behind
 /// `> file`) is said once on stderr, and the run goes on.
 pub fn write_stdout(args: fmt::Arguments<'_>) {
-    let text = crate::untrusted_text::console_sink(&args.to_string());
-    write_stdout_raw(&text);
+    write_stdout_raw(&crate::untrusted_text::console_sink(&args.to_string()));
 }
 
 /// Writes one workflow command line the gate built itself
@@ -30,8 +29,7 @@ pub fn write_stdout(args: fmt::Arguments<'_>) {
 pub fn write_workflow_command(line: &str, to_stderr: bool) {
     let line = format!("{}\n", line.replace(['\n', '\r'], " "));
     if to_stderr {
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(line.as_bytes()).and_then(|()| err.flush());
+        write_stderr_raw(&line);
     } else {
         write_stdout_raw(&line);
     }
@@ -49,7 +47,10 @@ fn write_stdout_raw(text: &str) {
 
 /// Writes to stderr; any error (a closed pipe) drops the text, as there is nowhere to say it.
 pub fn write_stderr(args: fmt::Arguments<'_>) {
-    let text = crate::untrusted_text::console_sink(&args.to_string());
+    write_stderr_raw(&crate::untrusted_text::console_sink(&args.to_string()));
+}
+
+fn write_stderr_raw(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
 }

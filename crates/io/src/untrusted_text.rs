@@ -93,20 +93,22 @@ pub(crate) fn console_sink(text: &str) -> String {
             escaped.push_str(&format!("\\u{:04x}", c as u32));
         }
     }
-    let mut out = String::with_capacity(escaped.len() + 8);
-    for (i, line) in escaped.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        let trimmed = line.trim_start();
-        let lead = line.len() - trimmed.len();
-        let mut line = line.to_string();
-        if trimmed.starts_with("::") {
-            line.insert(lead + 1, ' ');
-        }
-        out.push_str(&line.replace("##[", "# #["));
+    escaped
+        .split('\n')
+        .map(defuse_line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One line with its workflow command defused: a space between the colons of a leading `::`
+/// (after whitespace, as the runner's `TrimStart` sees it), and `##[` as `# #[`.
+fn defuse_line(line: &str) -> String {
+    let lead = line.len() - line.trim_start().len();
+    let mut line = line.to_string();
+    if line[lead..].starts_with("::") {
+        line.insert(lead + 1, ' ');
     }
-    out
+    line.replace("##[", "# #[")
 }
 
 fn is_line_break(c: char) -> bool {
@@ -132,32 +134,16 @@ pub fn is_invisible(c: char) -> bool {
 }
 
 fn console_inert(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
+    let mut lines = Vec::new();
     let mut chars = text.chars().peekable();
     let mut line = String::new();
-    let mut first = true;
-    let flush = |line: &mut String, out: &mut String, first: &mut bool| {
-        if !*first {
-            out.push('\n');
-        }
-        *first = false;
-        let trimmed = line.trim_start();
-        let lead = line.len() - trimmed.len();
-        if trimmed.starts_with("::") {
-            line.insert(lead + 1, ' ');
-        }
-        out.push_str(&line.replace("##[", "# #["));
-        line.clear();
-    };
     while let Some(c) = chars.next() {
         if is_line_break(c) {
             if c == '\r' && chars.peek() == Some(&'\n') {
                 chars.next();
             }
-            flush(&mut line, &mut out, &mut first);
-        } else if c == '\t' {
-            line.push(c);
-        } else if c.is_control() {
+            lines.push(defuse_line(&std::mem::take(&mut line)));
+        } else if c.is_control() && c != '\t' {
             line.push_str(&format!("\\x{:02x}", c as u32));
         } else if is_bidi_control(c) || is_invisible(c) {
             line.push_str(&format!("\\u{{{:04x}}}", c as u32));
@@ -165,8 +151,8 @@ fn console_inert(text: &str) -> String {
             line.push(c);
         }
     }
-    flush(&mut line, &mut out, &mut first);
-    out
+    lines.push(defuse_line(&line));
+    lines.join("\n")
 }
 
 fn markdown_inert(text: &str) -> String {

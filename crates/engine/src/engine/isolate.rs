@@ -146,7 +146,7 @@ impl Outcome {
 }
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{Attempt, install};
+pub(crate) use linux::{Attempt, cloexec_pipe, install};
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -165,6 +165,18 @@ mod linux {
         pub(crate) user: Option<(u32, u32)>,
         /// Cover these directories in a new mount namespace, by this route.
         pub(crate) mounts: Option<(MountRoute, Vec<std::path::PathBuf>)>,
+    }
+
+    /// A pipe (read end, write end), both ends close-on-exec.
+    pub(crate) fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 fills the two descriptors, which are then owned here alone.
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+        }
     }
 
     /// Writes `data` to `path` (open, write, close: async-signal-safe).
@@ -188,14 +200,7 @@ mod linux {
     /// status pipe (non-blocking): after the spawn, it holds a failed step's record or
     /// nothing. Everything the child needs is prepared here; the child only makes syscalls.
     pub(crate) fn install(cmd: &mut Command, attempt: &Attempt) -> std::io::Result<OwnedFd> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 fills the two descriptors, which are then owned here alone.
-        let (read, write) = unsafe {
-            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
-        };
+        let (read, write) = cloexec_pipe()?;
         // SAFETY: fcntl on a descriptor owned above.
         if unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
             return Err(std::io::Error::last_os_error());

@@ -104,9 +104,7 @@ impl SelfExec {
     /// gate, `isolation` not `off`); `None` otherwise or where `/proc/self/exe` cannot be opened
     /// (then `{infergate}` is its path, as before).
     fn open(isolation: EngineIsolation) -> Option<SelfExec> {
-        // SAFETY: geteuid cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
-        if !root || isolation.user().is_none() || !cfg!(target_os = "linux") {
+        if !super::is_root() || isolation.user().is_none() || !cfg!(target_os = "linux") {
             return None;
         }
         let file = std::fs::File::open("/proc/self/exe").ok()?;
@@ -169,18 +167,12 @@ pub fn free_port(host: &str) -> Result<u16, EngineError> {
     } else {
         host
     };
-    let listener = TcpListener::bind((bind_host, 0)).map_err(|source| EngineError::Port {
+    let failed = |source| EngineError::Port {
         host: host.to_string(),
         source,
-    })?;
-    let port = listener
-        .local_addr()
-        .map_err(|source| EngineError::Port {
-            host: host.to_string(),
-            source,
-        })?
-        .port();
-    Ok(port)
+    };
+    let listener = TcpListener::bind((bind_host, 0)).map_err(failed)?;
+    Ok(listener.local_addr().map_err(failed)?.port())
 }
 
 /// Quotes one word for `sh`.
@@ -280,6 +272,52 @@ pub(crate) fn secret_values(cfg: &EngineConfig, extra_args: &[String]) -> Vec<St
     out
 }
 
+/// The command of `cfg` as the engine executes it (`{infergate}` as the descriptor of
+/// `self_exec`, where there is one) and as people and results see it (the binary's path,
+/// secrets masked): placeholders rendered (shell-quoted in a shell line), `extra_args` appended.
+fn command(
+    cfg: &EngineConfig,
+    extra_args: &[String],
+    ph: &Placeholders,
+    self_exec: Option<&SelfExec>,
+) -> (Vec<String>, String) {
+    let render = |ph: &Placeholders| -> Vec<String> {
+        match &cfg.command {
+            CommandSpec::Argv(v) => v
+                .iter()
+                .map(|a| ph.render(a, false))
+                .chain(extra_args.iter().cloned())
+                .collect(),
+            CommandSpec::Shell(line) => {
+                let mut l = ph.render(line, true);
+                for a in extra_args {
+                    l.push(' ');
+                    l.push_str(&shell_quote(a));
+                }
+                vec!["sh".into(), "-c".into(), l]
+            }
+        }
+    };
+    let shown = render(ph);
+    let argv = match self_exec {
+        Some(s) => render(&Placeholders {
+            infergate: s.path(),
+            ..ph.clone()
+        }),
+        None => shown.clone(),
+    };
+    let redactor = infergate_io::redact::process();
+    let display = match &cfg.command {
+        CommandSpec::Argv(_) => shown
+            .iter()
+            .map(|a| shell_quote(&redactor.redact(a)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        CommandSpec::Shell(_) => redactor.redact(shown.last().map_or("", String::as_str)),
+    };
+    (argv, display)
+}
+
 impl EngineLaunch {
     /// Resolves the config's command for one boot: picks the port, renders placeholders
     /// (shell-quoted in a shell line), appends `extra_args` (`--engine-arg`), builds the
@@ -292,10 +330,7 @@ impl EngineLaunch {
         log_path: PathBuf,
     ) -> Result<EngineLaunch, EngineError> {
         infergate_io::redact::register(secret_values(cfg, extra_args));
-        let port = match cfg.port {
-            Some(p) => p,
-            None => free_port(&cfg.host)?,
-        };
+        let port = cfg.port.map_or_else(|| free_port(&cfg.host), Ok)?;
         let exe = std::env::current_exe().map_err(|source| EngineError::Spawn {
             program: "infergate (this binary, for {infergate} and the supervisor)".into(),
             source,
@@ -308,41 +343,7 @@ impl EngineLaunch {
             model: model.map(str::to_string),
             infergate: exe.display().to_string(),
         };
-        let render = |ph: &Placeholders| -> Vec<String> {
-            match &cfg.command {
-                CommandSpec::Argv(v) => v
-                    .iter()
-                    .map(|a| ph.render(a, false))
-                    .chain(extra_args.iter().cloned())
-                    .collect(),
-                CommandSpec::Shell(line) => {
-                    let mut l = ph.render(line, true);
-                    for a in extra_args {
-                        l.push(' ');
-                        l.push_str(&shell_quote(a));
-                    }
-                    vec!["sh".into(), "-c".into(), l]
-                }
-            }
-        };
-        // People and results see the binary's path; the engine executes the descriptor.
-        let shown = render(&ph);
-        let argv = match &self_exec {
-            Some(s) => render(&Placeholders {
-                infergate: s.path(),
-                ..ph.clone()
-            }),
-            None => shown.clone(),
-        };
-        let redactor = infergate_io::redact::process();
-        let display = match &cfg.command {
-            CommandSpec::Argv(_) => shown
-                .iter()
-                .map(|a| shell_quote(&redactor.redact(a)))
-                .collect::<Vec<_>>()
-                .join(" "),
-            CommandSpec::Shell(_) => redactor.redact(shown.last().map_or("", String::as_str)),
-        };
+        let (argv, display) = command(cfg, extra_args, &ph, self_exec.as_ref());
         let host_in_url = if cfg.host == "0.0.0.0" {
             "127.0.0.1"
         } else {
@@ -416,6 +417,13 @@ pub(crate) mod tests {
             watchdog: infergate_config::config::WatchdogConfig::default(),
             isolation: EngineIsolation::Auto,
         }
+    }
+
+    /// [`cfg`] of `cmd` and its launch (no model, no extra arguments).
+    pub(crate) fn launch_of(cmd: CommandSpec) -> (EngineConfig, EngineLaunch) {
+        let c = cfg(cmd);
+        let l = EngineLaunch::from_config(&c, None, &[], "l.log".into()).expect("launch");
+        (c, l)
     }
 
     #[test]

@@ -215,6 +215,12 @@ impl Drop for TreeGuard {
     }
 }
 
+/// Whether this process runs as root (effective uid 0).
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Whether any process of group `pgid` still exists (a zombie not yet reaped counts).
 pub fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
@@ -255,27 +261,24 @@ async fn copy_log(
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut chunk = vec![0u8; 8192];
     loop {
-        let n = match from.read(&mut chunk).await {
-            Ok(0) | Err(_) => 0,
-            Ok(n) => n,
-        };
-        if n == 0 {
-            if !buf.is_empty() {
-                let text = redactor.redact(&String::from_utf8_lossy(&buf));
-                let _ = to.write_all(text.as_bytes()).await;
-            }
-            break;
-        }
+        // 0 at the end of the output (or a read error): what is left is written as it is.
+        let n = from.read(&mut chunk).await.unwrap_or(0);
         buf.extend_from_slice(&chunk[..n]);
         let cut = match buf.iter().rposition(|&b| b == b'\n') {
+            _ if n == 0 => buf.len(),
             Some(i) => i + 1,
             None if buf.len() >= MAX_LOG_LINE => buf.len(),
             None => continue,
         };
-        let rest = buf.split_off(cut);
-        let text = redactor.redact(&String::from_utf8_lossy(&buf));
-        let _ = to.write_all(text.as_bytes()).await;
-        buf = rest;
+        if cut > 0 {
+            let rest = buf.split_off(cut);
+            let text = redactor.redact(&String::from_utf8_lossy(&buf));
+            let _ = to.write_all(text.as_bytes()).await;
+            buf = rest;
+        }
+        if n == 0 {
+            break;
+        }
     }
     let _ = to.flush().await;
     let _ = done.send(true);
@@ -391,18 +394,13 @@ fn watch_reports(
     let task = tokio::spawn(async move {
         let mut exit_sent = false;
         while let Ok(Some(line)) = lines.next_line().await {
-            match Report::parse(&line) {
-                Some(Report::Stopped { killed, left }) => {
-                    let _ = stopped_tx.send(Some((killed, left)));
-                }
-                Some(r) => {
-                    if let Some(exit) = EngineExit::from_report(&r) {
-                        log_drained(&mut log_done, Duration::from_secs(2)).await;
-                        let _ = exit_tx.send(Some(exit));
-                        exit_sent = true;
-                    }
-                }
-                None => {}
+            let report = Report::parse(&line);
+            if let Some(Report::Stopped { killed, left }) = report {
+                let _ = stopped_tx.send(Some((killed, left)));
+            } else if let Some(exit) = report.as_ref().and_then(EngineExit::from_report) {
+                log_drained(&mut log_done, Duration::from_secs(2)).await;
+                let _ = exit_tx.send(Some(exit));
+                exit_sent = true;
             }
         }
         if !exit_sent {
@@ -663,9 +661,7 @@ pub async fn wait_serving(
         let probe = async {
             if !health_ok {
                 match probe_get(&http, launch, "/health").await {
-                    Ok((200..=299, _)) | Ok((404, _)) => {
-                        health_ok = true;
-                    }
+                    Ok((200..=299 | 404, _)) => health_ok = true,
                     Ok((code, _)) => {
                         last = format!("/health answered HTTP {code}");
                         return None;
@@ -782,40 +778,30 @@ fn isolation_args(
     let mut writable = Vec::new();
     #[cfg(target_os = "linux")]
     if let Some((uid, gid)) = launch.isolation.user()
-        // SAFETY: geteuid cannot fail.
-        && unsafe { libc::geteuid() } == 0
+        && is_root()
     {
         use std::os::unix::fs::MetadataExt;
-        for d in &cover {
-            if std::fs::metadata(d)
+        let open_to_user = |p: &Path| {
+            std::fs::metadata(p)
                 .is_ok_and(|m| reach::writable_by(m.uid(), m.gid(), m.mode(), uid, gid))
-            {
-                writable.push(format!(
-                    "{} writable by uid {uid}",
-                    infergate_io::untrusted_text::console(&d.display().to_string())
-                ));
-            }
+        };
+        for d in cover.iter().filter(|d| open_to_user(d)) {
+            writable.push(format!(
+                "{} writable by uid {uid}",
+                infergate_io::untrusted_text::console(&d.display().to_string())
+            ));
         }
-    }
-    #[cfg(target_os = "linux")]
-    if let (Some((uid, gid)), Some(dir)) = (launch.isolation.user(), private_dir)
-        // SAFETY: geteuid cannot fail.
-        && unsafe { libc::geteuid() } == 0
-    {
-        use std::os::unix::fs::MetadataExt;
-        let _ = std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid));
-        // HOME always (the engine's caches go there), TMPDIR when set: the engine's own
-        // directory where the inherited one is not writable by its user (root's is not).
-        for var in ["HOME", "TMPDIR"] {
-            let value = launch.env.iter().find(|(k, _)| k == var).map(|(_, v)| v);
-            if value.is_none() && var == "TMPDIR" {
-                continue;
-            }
-            let writable = value
-                .and_then(|h| std::fs::metadata(h).ok())
-                .is_some_and(|m| reach::writable_by(m.uid(), m.gid(), m.mode(), uid, gid));
-            if !writable {
-                cmd.env(var, dir.path());
+        if let Some(dir) = private_dir {
+            let _ = std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid));
+            // HOME always (the engine's caches go there), TMPDIR when set: the engine's own
+            // directory where the inherited one is not writable by its user (root's is not).
+            for var in ["HOME", "TMPDIR"] {
+                let value = launch.env.iter().find(|(k, _)| k == var).map(|(_, v)| v);
+                if (value.is_some() || var == "HOME")
+                    && !value.is_some_and(|h| open_to_user(Path::new(h)))
+                {
+                    cmd.env(var, dir.path());
+                }
             }
         }
     }
@@ -826,9 +812,7 @@ fn isolation_args(
 /// gate that runs the engine as another user, a permission error is isolation's (the uid and
 /// the fixes); a missing program is a path to correct or a program to install.
 fn spawn_hint(launch: &EngineLaunch, program: &str, errno: i32) -> String {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    match (errno, launch.isolation.user().filter(|_| root)) {
+    match (errno, launch.isolation.user().filter(|_| is_root())) {
         (libc::EACCES | libc::EPERM, Some((uid, gid))) => format!(
             "[engine] isolation = \"{}\" runs the engine as uid {uid} gid {gid} (the gate is root), and that user cannot execute `{program}`: every directory on its path must let others in (`chmod o+rx DIR`), or set isolation = \"UID:GID\" (a user that can reach it) or isolation = \"off\" under [engine] (docs/security.md)",
             launch.isolation.value()
@@ -868,13 +852,8 @@ fn describe_transport(e: &reqwest::Error) -> String {
     } else if e.is_timeout() {
         "timed out".into()
     } else {
-        let mut s = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(inner) = src {
-            s = format!("{s}: {inner}");
-            src = inner.source();
-        }
-        s
+        std::iter::successors(std::error::Error::source(e), |inner| inner.source())
+            .fold(e.to_string(), |s, inner| format!("{s}: {inner}"))
     }
 }
 
@@ -885,17 +864,13 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(64 * 1024);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return String::new();
-    }
     let mut buf = Vec::new();
-    if f.read_to_end(&mut buf).is_err() {
+    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
         return String::new();
     }
     let text = String::from_utf8_lossy(&buf);
     let lines: Vec<&str> = text.lines().collect();
-    let from = lines.len().saturating_sub(n);
-    let tail = lines[from..].join("\n");
+    let tail = lines[lines.len().saturating_sub(n)..].join("\n");
     if tail.trim().is_empty() {
         "(the engine wrote nothing)".into()
     } else {
@@ -909,10 +884,9 @@ mod tests {
 
     #[test]
     fn a_spawn_error_gets_the_hint_of_its_cause() {
-        let cfg = launch::tests::cfg(infergate_config::config::CommandSpec::Argv(vec![
+        let (_, l) = launch::tests::launch_of(infergate_config::config::CommandSpec::Argv(vec![
             "x".into(),
         ]));
-        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).expect("launch");
         // An argument vector naming a path: does it exist, not "is it on PATH".
         let h = spawn_hint(&l, "/opt/vllm/bin/vllm", libc::ENOENT);
         assert_eq!(
@@ -925,8 +899,7 @@ mod tests {
             "{h}"
         );
         let h = spawn_hint(&l, "/root/v/bin/python", libc::EACCES);
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } == 0 {
+        if is_root() {
             for part in [
                 "[engine] isolation = \"auto\" runs the engine as uid 65534 gid 65534",
                 "cannot execute `/root/v/bin/python`",

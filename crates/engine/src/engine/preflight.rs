@@ -63,9 +63,8 @@ enum Use {
 impl Use {
     fn mode(self) -> libc::c_int {
         match self {
-            Use::Exec => libc::X_OK,
+            Use::Exec | Use::Enter => libc::X_OK,
             Use::Read => libc::R_OK,
-            Use::Enter => libc::X_OK,
         }
     }
 
@@ -94,9 +93,7 @@ pub fn preflight(
     hidden: &[&Path],
 ) -> Result<(), PreflightError> {
     let needs = needs(cfg, launch, hidden)?;
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    let user = launch.isolation.user().filter(|_| root);
+    let user = launch.isolation.user().filter(|_| super::is_root());
     let Some(results) = check(&needs, user) else {
         // The engine's user could not be taken (a container without CAP_SETUID): the
         // supervisor then runs the engine as the gate's user, which reaches what root does.
@@ -573,18 +570,8 @@ fn check(needs: &[Need], user: Option<(u32, u32)>) -> Option<Vec<i32>> {
 #[cfg(target_os = "linux")]
 fn as_user(paths: &[(CString, libc::c_int)], uid: u32, gid: u32) -> Option<Vec<i32>> {
     use std::io::Read;
-    use std::os::fd::FromRawFd;
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 fills both descriptors, owned from here on.
-    let (read, write) = unsafe {
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return None;
-        }
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
-    };
+    let (read, write) = super::isolate::cloexec_pipe().ok()?;
+    let read = std::fs::File::from(read);
     let wfd = std::os::fd::AsRawFd::as_raw_fd(&write);
     let groups = [gid];
     // SAFETY: the child of a (possibly multi-threaded) process calls only async-signal-safe
@@ -641,6 +628,7 @@ fn as_user(_: &[(CString, libc::c_int)], _: u32, _: u32) -> Option<Vec<i32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::launch::tests::launch_of;
 
     #[test]
     fn shell_words_expand_from_the_engine_environment_only() {
@@ -680,28 +668,20 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_not_found_whoever_the_gate_is() {
-        let cfg = crate::engine::launch::tests::cfg(CommandSpec::Argv(vec![
-            "/nonexistent/bin/vllm".into(),
-        ]));
-        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).unwrap();
+        let (cfg, l) = launch_of(CommandSpec::Argv(vec!["/nonexistent/bin/vllm".into()]));
         let e = preflight(&cfg, &l, &[]).unwrap_err().to_string();
         assert_eq!(
             e,
             "[engine] command: its program `/nonexistent/bin/vllm` does not exist: correct the path (an absolute one, or set [engine] workdir)"
         );
-        let cfg =
-            crate::engine::launch::tests::cfg(CommandSpec::Argv(vec!["no-such-engine-xyz".into()]));
-        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).unwrap();
+        let (cfg, l) = launch_of(CommandSpec::Argv(vec!["no-such-engine-xyz".into()]));
         let e = preflight(&cfg, &l, &[]).unwrap_err().to_string();
         assert!(
             e.contains("`no-such-engine-xyz` is not on the engine's PATH"),
             "{e}"
         );
         // `sh` and paths that exist, or that only the shell knows, are fine.
-        let cfg = crate::engine::launch::tests::cfg(CommandSpec::Shell(
-            "exec sleep 1 $UNKNOWN/x /tmp".into(),
-        ));
-        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).unwrap();
+        let (cfg, l) = launch_of(CommandSpec::Shell("exec sleep 1 $UNKNOWN/x /tmp".into()));
         assert_eq!(preflight(&cfg, &l, &[]), Ok(()));
     }
 
@@ -709,8 +689,7 @@ mod tests {
     /// message names isolation, the uid, the directory and the fixes.
     #[test]
     fn the_engine_user_cannot_reach_a_private_directory() {
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::engine::is_root() {
             // Skipped: needs a root gate (the engine then runs as uid 65534); the e2e test
             // `first_hour_e2e` says so on a host that is not root.
             return;
@@ -720,10 +699,7 @@ mod tests {
         let engine = dir.path().join("engine.sh");
         std::fs::write(&engine, "#!/bin/sh\nexit 0\n").unwrap();
         std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let cfg = crate::engine::launch::tests::cfg(CommandSpec::Argv(vec![
-            engine.display().to_string(),
-        ]));
-        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).unwrap();
+        let (cfg, l) = launch_of(CommandSpec::Argv(vec![engine.display().to_string()]));
         let e = preflight(&cfg, &l, &[]).unwrap_err().to_string();
         let d = dir.path().display().to_string();
         for part in [
@@ -748,10 +724,7 @@ mod tests {
         std::fs::set_permissions(venv.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let python = venv.path().join("python");
         std::os::unix::fs::symlink(&engine, &python).unwrap();
-        let cfg = crate::engine::launch::tests::cfg(CommandSpec::Argv(vec![
-            python.display().to_string(),
-        ]));
-        let l = EngineLaunch::from_config(&cfg, None, &[], "l.log".into()).unwrap();
+        let (cfg, l) = launch_of(CommandSpec::Argv(vec![python.display().to_string()]));
         let e = preflight(&cfg, &l, &[]).unwrap_err().to_string();
         let real = engine.canonicalize().unwrap();
         let real_dir = real.parent().unwrap().display().to_string();

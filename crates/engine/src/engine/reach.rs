@@ -107,18 +107,21 @@ pub(crate) fn writable_by(owner: u32, group: u32, mode: u32, uid: u32, gid: u32)
 /// `PR_SET_DUMPABLE` 0 for this process (see the module docs).
 #[cfg(target_os = "linux")]
 pub(crate) fn not_dumpable() {
-    // SAFETY: prctl(2) with integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+    let _ = nix::sys::prctl::set_dumpable(false);
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name, which ends at the last `)` (it may
+/// itself hold spaces and parentheses): field 3 (the state) first.
+#[cfg(target_os = "linux")]
+pub(crate) fn stat_fields(pid: impl std::fmt::Display) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(stat[stat.rfind(')')? + 1..].to_string())
 }
 
 /// The start and end of this process's argument area (`/proc/self/stat` fields 48 and 49).
 #[cfg(target_os = "linux")]
 fn argument_area() -> Option<(usize, usize)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which ends at the last `)`: field 3 is the first.
-    let rest = &stat[stat.rfind(')')? + 1..];
+    let rest = stat_fields("self")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let start: usize = fields.get(48 - 3)?.parse().ok()?;
     let end: usize = fields.get(49 - 3)?.parse().ok()?;

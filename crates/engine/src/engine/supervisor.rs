@@ -160,10 +160,7 @@ pub use linux::supervise;
 /// command but the supervisor itself (which is a subreaper of its own). Linux only.
 pub fn adopt_orphans() {
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl(2) with integer arguments; it touches no memory of ours.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
+    let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
 /// SIGKILLs every process still below this one and reaps those that are its children; returns
@@ -201,6 +198,7 @@ mod linux {
     use nix::unistd::{Pid, getppid};
 
     use super::super::isolate::{self, Attempt, IsolationPlan, MountRoute, Outcome, Step};
+    use super::super::reach::stat_fields;
     use super::{Containment, Report};
     use infergate_config::config::EngineIsolation;
 
@@ -297,26 +295,17 @@ mod linux {
     /// Parent pid of every process, from `/proc/<pid>/stat` (the field after the `)` that
     /// ends the command name, which may itself contain spaces and parentheses).
     fn parent_map() -> HashMap<i32, i32> {
-        let mut map = HashMap::new();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return map;
-        };
-        for e in entries.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                continue;
-            };
-            // " S ppid ..."
-            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
-                map.insert(pid, ppid);
-            }
-        }
-        map
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+                // "S ppid ..."
+                let ppid = stat_fields(pid)?.split_whitespace().nth(1)?.parse().ok()?;
+                Some((pid, ppid))
+            })
+            .collect()
     }
 
     /// [`super::kill_leftover_descendants`]: SIGKILLs every live descendant of this process
@@ -354,11 +343,7 @@ mod linux {
 
     /// Whether `pid` has exited and waits to be reaped (state `Z`).
     fn is_zombie(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-            stat.rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                .is_some_and(|state| state == "Z")
-        })
+        stat_fields(pid).is_some_and(|f| f.split_whitespace().next() == Some("Z"))
     }
 
     /// Every descendant of `root` (not `root` itself).
@@ -409,21 +394,17 @@ mod linux {
         /// Reaps every exited child (adopted orphans included); reports the leader's end once.
         fn reap(&mut self) {
             loop {
-                match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::Exited(pid, code)) => {
-                        if pid.as_raw() == self.engine && !self.leader_reported {
-                            self.leader_reported = true;
-                            report(&Report::ExitedCode(code));
-                        }
-                    }
+                let (pid, end) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(pid, code)) => (pid, Report::ExitedCode(code)),
                     Ok(WaitStatus::Signaled(pid, sig, _)) => {
-                        if pid.as_raw() == self.engine && !self.leader_reported {
-                            self.leader_reported = true;
-                            report(&Report::ExitedSignal(sig as i32));
-                        }
+                        (pid, Report::ExitedSignal(sig as i32))
                     }
                     Ok(WaitStatus::StillAlive) | Err(_) => return,
                     Ok(_) => continue,
+                };
+                if pid.as_raw() == self.engine && !self.leader_reported {
+                    self.leader_reported = true;
+                    report(&end);
                 }
             }
         }
@@ -559,6 +540,14 @@ mod linux {
         spawned.map_err(|e| (e, isolate::failed_step(&status)))
     }
 
+    /// What held (`Ok(None)`: nothing was asked), or why the step that was dropped failed.
+    fn held<T>(held: Option<T>, failed: Option<String>) -> Result<Option<T>, String> {
+        match (held, failed) {
+            (None, Some(why)) => Err(why),
+            (held, _) => Ok(held),
+        }
+    }
+
     /// See the module docs. `parent` is the gate's pid: a SIGHUP while it is still our
     /// parent is a thread of the gate ending (the death signal fires per thread), not its death.
     pub fn supervise(
@@ -601,8 +590,7 @@ mod linux {
             return 2;
         }
         let mut cgroup = if use_cgroup { Cgroup::create() } else { None };
-        // SAFETY: geteuid cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = crate::engine::is_root();
         let off = plan.isolation == EngineIsolation::Off;
         let route = if root {
             MountRoute::Root
@@ -666,16 +654,8 @@ mod linux {
         let outcome = Outcome {
             off,
             root,
-            user: match (attempt.user, user_err) {
-                (Some(u), _) => Ok(Some(u)),
-                (None, Some(why)) => Err(why),
-                (None, None) => Ok(None),
-            },
-            mounts: match (&attempt.mounts, mount_err) {
-                (Some((route, _)), _) => Ok(Some(*route)),
-                (None, Some(why)) => Err(why),
-                (None, None) => Ok(None),
-            },
+            user: held(attempt.user, user_err),
+            mounts: held(attempt.mounts.as_ref().map(|(route, _)| *route), mount_err),
             covered: attempt.mounts.as_ref().map_or(0, |(_, d)| d.len()),
         };
         report(&Report::Started {

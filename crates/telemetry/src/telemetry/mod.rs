@@ -37,17 +37,12 @@ fn fingerprint_of(inventory: Option<nvml::GpuInventory>) -> HardwareFingerprint 
     let cpu = cpu_model();
     match inventory {
         Some(inv) if !inv.names.is_empty() => {
-            let mut distinct: Vec<&String> = inv.names.iter().collect();
-            distinct.sort();
+            let mut distinct: Vec<&str> = inv.names.iter().map(String::as_str).collect();
+            distinct.sort_unstable();
             distinct.dedup();
-            let model = distinct
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("+");
             HardwareFingerprint {
                 kind: "gpu".into(),
-                gpu_model: Some(model),
+                gpu_model: Some(distinct.join("+")),
                 gpu_count: inv.names.len() as u32,
                 driver_version: inv.driver_version,
                 cpu_model: cpu,

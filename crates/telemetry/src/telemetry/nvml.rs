@@ -17,7 +17,7 @@ use nvml_wrapper::error::NvmlError;
 use serde::Serialize;
 
 use super::WindowSampler;
-use super::summary::{GpuSample, RunAccumulator, WindowAccumulator, unavailable};
+use super::summary::{GpuSample, RunAccumulator, WindowAccumulator, mean, unavailable};
 use infergate_schema::results::{CellTelemetry, TelemetrySummary};
 
 /// Why GPU telemetry is not available, in words for the run's notice and `doctor`.
@@ -114,17 +114,15 @@ pub(crate) fn gpu_inventory() -> Result<GpuInventory, NvmlUnavailable> {
 pub fn gpu_details() -> Result<(GpuInventory, Vec<GpuDetails>), NvmlUnavailable> {
     let nvml = init()?;
     let inv = inventory_of(&nvml)?;
-    let mut out = Vec::new();
-    for i in 0..inv.names.len() as u32 {
+    let details = (0..inv.names.len() as u32).map(|i| {
         let Ok(d) = nvml.device_by_index(i) else {
-            out.push(GpuDetails {
+            return GpuDetails {
                 index: i,
                 ..Default::default()
-            });
-            continue;
+            };
         };
         let mem = d.memory_info().ok();
-        out.push(GpuDetails {
+        GpuDetails {
             index: i,
             name: d.name().ok(),
             uuid: d.uuid().ok(),
@@ -139,9 +137,9 @@ pub fn gpu_details() -> Result<(GpuInventory, Vec<GpuDetails>), NvmlUnavailable>
             temperature_c: d.temperature(TemperatureSensor::Gpu).ok(),
             sm_clock_max_mhz: d.max_clock_info(Clock::SM).ok(),
             energy_counter: d.total_energy_consumption().is_ok(),
-        });
-    }
-    Ok((inv, out))
+        }
+    });
+    Ok((inv, details.collect()))
 }
 
 enum Command {
@@ -176,25 +174,19 @@ impl NvmlSampler {
         let thread = std::thread::Builder::new()
             .name("infergate-nvml".into())
             .spawn(move || {
+                let fail = |e| drop(ready_tx.send(Err(e)));
                 let nvml = match init() {
                     Ok(n) => n,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
+                    Err(e) => return fail(e),
                 };
                 let inv = match inventory_of(&nvml) {
                     Ok(i) if i.names.is_empty() => {
-                        let _ = ready_tx.send(Err(NvmlUnavailable {
+                        return fail(NvmlUnavailable {
                             reason: "NVML is installed but reports no GPU".into(),
-                        }));
-                        return;
+                        });
                     }
                     Ok(i) => i,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
+                    Err(e) => return fail(e),
                 };
                 let count = inv.names.len() as u32;
                 let _ = ready_tx.send(Ok(inv));
@@ -348,10 +340,6 @@ fn throttle_names(r: nvml_wrapper::bitmasks::device::ThrottleReasons) -> Vec<Str
         .collect()
 }
 
-fn mean_of(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
 fn read_sample(devs: &[nvml_wrapper::Device<'_>], t_s: f64) -> GpuSample {
     let mut util = Vec::new();
     let mut mem_util = Vec::new();
@@ -400,12 +388,12 @@ fn read_sample(devs: &[nvml_wrapper::Device<'_>], t_s: f64) -> GpuSample {
     let sum = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>());
     GpuSample {
         t_s,
-        gpu_util: mean_of(&util),
-        mem_util: mean_of(&mem_util),
+        gpu_util: mean(util.iter().copied()),
+        mem_util: mean(mem_util.iter().copied()),
         power_w: sum(&power),
         temperature_c: temp.iter().copied().reduce(f64::max),
-        sm_clock_mhz: mean_of(&sm),
-        mem_clock_mhz: mean_of(&memclk),
+        sm_clock_mhz: mean(sm.iter().copied()),
+        mem_clock_mhz: mean(memclk.iter().copied()),
         vram_used_mib: sum(&vram),
         pcie_rx_kib_s: sum(&rx),
         pcie_tx_kib_s: sum(&tx),

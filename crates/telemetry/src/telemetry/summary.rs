@@ -41,7 +41,8 @@ pub(crate) struct WindowAccumulator {
     pub(crate) counter_energy_j: Option<f64>,
 }
 
-fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
+/// The mean of `v`, `None` when empty.
+pub(crate) fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
     (n > 0).then(|| s / n as f64)
 }
