@@ -12,8 +12,8 @@ use crate::results::context_label;
 use crate::verdict::{
     Against, CellComparison, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport,
     ConfirmationReason, FirstBootMatrix, Found, GateVerdict, HostLateCell, Layer, Limit,
-    LimitFinding, LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, NotGated, RoundsStop,
-    SensitivityUnit, signed_number, signed_percent,
+    LimitFinding, LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, MetricComparison, NotGated,
+    RoundsStop, SensitivityUnit, signed_number, signed_percent,
 };
 
 /// How a prefill entry whose engine counters disagree with the client's figure begins its
@@ -385,17 +385,16 @@ fn confirmed(report: &ComparisonReport) -> &'static str {
 /// `; first boot only (…)`: a replay was given a second boot that `run` would not have booted,
 /// so the verdict is the first boot's alone.
 fn unused_second_boot(report: &ComparisonReport) -> String {
-    match report
+    report
         .confirmation
         .as_ref()
         .filter(|c| !c.used && !c.missing)
-    {
-        Some(c) => format!(
-            "; first boot only (the second boot's results were not used: {})",
-            c.reason
-        ),
-        None => String::new(),
-    }
+        .map_or_else(String::new, |c| {
+            format!(
+                "; first boot only (the second boot's results were not used: {})",
+                c.reason
+            )
+        })
 }
 
 impl ComparisonReport {
@@ -475,8 +474,7 @@ fn unmeasured_line(report: &ComparisonReport, lead: &Lead) -> String {
     // Where, not why: the engine's error text is under Details, said once.
     let errors = match errors.len() {
         0 => String::new(),
-        1 => format!("; 1 error regression ({})", named(&errors)),
-        n => format!("; {n} error regressions ({})", named(&errors)),
+        n => format!("; {} ({})", plural(n, "error regression"), named(&errors)),
     };
     format!("{symbol} {word}: {}{errors}", report.unmeasured_reason())
 }
@@ -506,14 +504,8 @@ fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
     } else {
         // The worst speed regression, else the first of another kind; the prefill
         // layer's contexts are counted apart from the decode cells.
-        let in_prefill = regressed
-            .iter()
-            .filter(|c| c.layer() == Layer::Prefill)
-            .count();
-        let in_burst = regressed
-            .iter()
-            .filter(|c| c.layer() == Layer::Burst)
-            .count();
+        let in_prefill = in_layer(&regressed, Layer::Prefill);
+        let in_burst = in_layer(&regressed, Layer::Burst);
         let in_cells = k - in_prefill - in_burst;
         let mut parts = Vec::new();
         if in_cells > 0 || in_prefill + in_burst == 0 {
@@ -525,37 +517,30 @@ fn regression_line(report: &ComparisonReport, lead: &Lead) -> String {
             ));
         }
         if in_prefill > 0 {
-            parts.push(format!(
-                "prefill layer: {in_prefill} of {} regressed",
-                plural(report.prefill.len(), "context")
-            ));
+            parts.push(prefill_regressions(report, in_prefill));
         }
         let burst_leads = worst.is_some_and(|(_, m, _)| m.metric.is_burst());
         if in_burst > 0 && !burst_leads {
             parts.push(burst_regressions(&regressed));
         }
         let of_n = parts.join("; ");
+        // `TTFT p90 +31.0% [...]`: the worst regression's size and interval.
+        let size = |m: &MetricComparison| {
+            let d = m.shown_change_total();
+            sized(m.metric, d.change, d.ci_low, d.ci_high)
+        };
         match (worst, regressed.first()) {
             (Some((_, m, _)), _) if m.metric.is_burst() => {
                 // "✗ TTFT p90 +31.0% [...] in the burst layer": the layer named.
-                let d = m.shown_change_total();
                 let rest = if of_n.is_empty() {
                     String::new()
                 } else {
                     format!("; {of_n}")
                 };
-                format!(
-                    "{symbol} {} in the burst layer{confirm}{rest}",
-                    sized(m.metric, d.change, d.ci_low, d.ci_high),
-                )
+                format!("{symbol} {} in the burst layer{confirm}{rest}", size(m))
             }
             (Some((_, m, c)), _) => {
-                let d = m.shown_change_total();
-                format!(
-                    "{symbol} {} at {}{confirm}; {of_n}",
-                    sized(m.metric, d.change, d.ci_low, d.ci_high),
-                    label(c)
-                )
+                format!("{symbol} {} at {}{confirm}; {of_n}", size(m), label(c))
             }
             (None, Some(c)) => format!(
                 "{symbol} {} at {}{confirm}; {of_n}",
@@ -577,10 +562,7 @@ fn matrix_where(
     worst: Option<&CellComparison>,
     n: usize,
 ) -> String {
-    let k = regressed
-        .iter()
-        .filter(|c| c.layer() == Layer::Decode)
-        .count();
+    let k = in_layer(regressed, Layer::Decode);
     if k == n && n == 1 {
         "in its 1 cell".to_string()
     } else if k == n && n == 2 {
@@ -651,16 +633,13 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
                 c.reason
             )
         });
-    let mut waits = match with(|c| c.provisional).as_slice() {
-        [] => String::new(),
-        [one] => format!(
-            "a second boot decides 1 provisional alarm ({}); ",
-            label(one)
-        ),
-        many => format!(
-            "a second boot decides {} provisional alarms ({}); ",
-            many.len(),
-            named(many)
+    let provisional = with(|c| c.provisional);
+    let mut waits = match provisional.len() {
+        0 => String::new(),
+        n => format!(
+            "a second boot decides {} ({}); ",
+            plural(n, "provisional alarm"),
+            named(&provisional)
         ),
     };
     waits.insert_str(0, &missing);
@@ -711,11 +690,11 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
             cells_word(n)
         )
     };
-    let mut covered: Vec<String> = matrix
+    let covered: Vec<String> = matrix
         .map(|m| sized(Metric::AggregateTps, m.change, m.ci_low, m.ci_high))
         .into_iter()
+        .chain(metrics_checked(report, n))
         .collect();
-    covered.extend(metrics_checked(report, n));
     if !covered.is_empty() {
         line.push_str(&format!(" ({})", covered.join("; ")));
     }
@@ -784,29 +763,34 @@ fn metrics_checked(report: &ComparisonReport, n: usize) -> Vec<String> {
         .collect()
 }
 
-/// The layers a `pass` (or an `insufficient` gate's "no regression proven") also covers,
-/// said in the first line so a green check names what it vouches for: ", 1 prefill context
-/// and the burst" (empty when no layer gated or was compared).
 /// Beside a matrix-wide decode regression, the layers that regressed too, so the first line
 /// does not hide them: `; prefill layer: 1 of 1 context regressed; burst layer: TTFT p90
 /// +12.0%`; empty where none did.
 fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> String {
     let mut out = String::new();
-    let in_prefill = regressed
-        .iter()
-        .filter(|c| c.layer() == Layer::Prefill)
-        .count();
+    let in_prefill = in_layer(regressed, Layer::Prefill);
     if in_prefill > 0 {
-        out.push_str(&format!(
-            "; prefill layer: {in_prefill} of {} regressed",
-            plural(report.prefill.len(), "context")
-        ));
+        out.push_str("; ");
+        out.push_str(&prefill_regressions(report, in_prefill));
     }
-    if regressed.iter().any(|c| c.layer() == Layer::Burst) {
+    if in_layer(regressed, Layer::Burst) > 0 {
         out.push_str("; ");
         out.push_str(&burst_regressions(regressed));
     }
     out
+}
+
+/// How many of `regressed` are entries of `layer`.
+fn in_layer(regressed: &[&CellComparison], layer: Layer) -> usize {
+    regressed.iter().filter(|c| c.layer() == layer).count()
+}
+
+/// `prefill layer: 1 of 2 contexts regressed`.
+fn prefill_regressions(report: &ComparisonReport, regressed: usize) -> String {
+    format!(
+        "prefill layer: {regressed} of {} regressed",
+        plural(report.prefill.len(), "context")
+    )
 }
 
 /// The burst layer's regressed metrics with their changes: `burst layer: TTFT p90 +488.0%,
@@ -828,6 +812,9 @@ fn burst_regressions(regressed: &[&CellComparison]) -> String {
     format!("burst layer: {}", burst.join(", "))
 }
 
+/// The layers a `pass` (or an `insufficient` gate's "no regression proven") also covers,
+/// said in the first line so a green check names what it vouches for: ", 1 prefill context
+/// and the burst" (empty when no layer gated or was compared).
 fn layers_checked(report: &ComparisonReport) -> String {
     // Only the layer cells compared: one whose figure was refused vouches for nothing.
     let compared = |cells: &[CellComparison]| {

@@ -66,9 +66,7 @@ impl FailOn {
         regression: false,
         insufficient: false,
     };
-}
 
-impl FailOn {
     /// The one word that names this setting (`verdict.json`'s `fail_on`, the action's input).
     pub fn as_str(self) -> &'static str {
         match (self.regression, self.insufficient) {
@@ -197,10 +195,7 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
 
 /// The exit code an error chain maps to.
 pub fn exit_for_error(err: &anyhow::Error) -> GateExit {
-    if err
-        .chain()
-        .any(|e| e.downcast_ref::<UsageError>().is_some())
-    {
+    if err.chain().any(|e| e.is::<UsageError>()) {
         GateExit::Usage
     } else {
         GateExit::Failure

@@ -89,43 +89,36 @@ impl GatePolicy {
     /// How a gate ends: `failed` = it could not measure or compare; `cancelled` = the run
     /// was cancelled; `verdict` = the comparison's answer (`None`: nothing to compare).
     pub fn ending(self, failed: bool, cancelled: bool, verdict: Option<GateVerdict>) -> GateEnding {
-        if failed || cancelled {
-            return GateEnding {
-                exit: GateExit::Failure,
-                conclusion: if failed {
-                    Conclusion::Failure
-                } else {
-                    Conclusion::Cancelled
-                },
-                verdict_word: "error",
-                fail_on: self.fail_on,
-            };
-        }
         let verdict = verdict.unwrap_or(GateVerdict::NoBaseline);
-        if verdict == GateVerdict::Unmeasured {
-            // Not a verdict on the build but the lack of one: a measurement failure under
-            // every `fail_on`, like an engine that did not start.
-            return GateEnding {
-                exit: GateExit::Failure,
-                conclusion: Conclusion::Failure,
-                verdict_word: "error",
-                fail_on: self.fail_on,
-            };
-        }
         let blocks = match verdict {
             GateVerdict::Regression => self.fail_on.regression,
             GateVerdict::Insufficient => self.fail_on.insufficient,
             GateVerdict::Pass | GateVerdict::NoBaseline | GateVerdict::Unmeasured => false,
         };
-        let (exit, conclusion) = match (blocks, verdict) {
-            (true, _) => (GateExit::Regression, Conclusion::Failure),
-            (false, GateVerdict::Pass) => (GateExit::Pass, Conclusion::Success),
-            (false, _) => (GateExit::Pass, Conclusion::Neutral),
+        // An unmeasured candidate is not a verdict on the build but the lack of one: a
+        // measurement failure under every `fail_on`, like an engine that did not start.
+        let (exit, conclusion) = if failed || cancelled || verdict == GateVerdict::Unmeasured {
+            let conclusion = if cancelled && !failed {
+                Conclusion::Cancelled
+            } else {
+                Conclusion::Failure
+            };
+            (GateExit::Failure, conclusion)
+        } else if blocks {
+            (GateExit::Regression, Conclusion::Failure)
+        } else if verdict == GateVerdict::Pass {
+            (GateExit::Pass, Conclusion::Success)
+        } else {
+            (GateExit::Pass, Conclusion::Neutral)
         };
         GateEnding {
             exit,
             conclusion,
-            verdict_word: verdict.as_str(),
+            // No verdict to trust where the gate failed or was cancelled.
+            verdict_word: match exit {
+                GateExit::Failure => "error",
+                _ => verdict.as_str(),
+            },
             fail_on: self.fail_on,
         }
     }
@@ -142,18 +135,14 @@ mod tests {
 
     #[test]
     fn report_only_mode_never_fails_the_check_or_the_job() {
-        assert_eq!(
-            end(FailOn::NEVER, Some(GateVerdict::Regression)),
-            (GateExit::Pass, Conclusion::Neutral, "regression")
-        );
-        assert_eq!(
-            end(FailOn::NEVER, Some(GateVerdict::Insufficient)),
-            (GateExit::Pass, Conclusion::Neutral, "insufficient")
-        );
-        assert_eq!(
-            end(FailOn::NEVER, Some(GateVerdict::Pass)),
-            (GateExit::Pass, Conclusion::Success, "pass")
-        );
+        use {Conclusion as C, GateExit as E, GateVerdict as V};
+        for (v, expected) in [
+            (V::Regression, (E::Pass, C::Neutral, "regression")),
+            (V::Insufficient, (E::Pass, C::Neutral, "insufficient")),
+            (V::Pass, (E::Pass, C::Success, "pass")),
+        ] {
+            assert_eq!(end(FailOn::NEVER, Some(v)), expected);
+        }
         let failed = GatePolicy::new(FailOn::NEVER).ending(true, false, None);
         assert_eq!(
             (failed.exit, failed.conclusion, failed.verdict_word),
@@ -218,22 +207,28 @@ mod tests {
 
     #[test]
     fn the_default_policy_fails_regressions_only_and_insufficient_is_neutral() {
-        assert_eq!(
-            end(FailOn::REGRESSION, Some(GateVerdict::Regression)),
-            (GateExit::Regression, Conclusion::Failure, "regression")
-        );
-        assert_eq!(
-            end(FailOn::REGRESSION, Some(GateVerdict::Insufficient)),
-            (GateExit::Pass, Conclusion::Neutral, "insufficient")
-        );
-        assert_eq!(
-            end(FailOn::INSUFFICIENT, Some(GateVerdict::Insufficient)),
-            (GateExit::Regression, Conclusion::Failure, "insufficient")
-        );
-        assert_eq!(
-            end(FailOn::REGRESSION, None),
-            (GateExit::Pass, Conclusion::Neutral, "no_baseline")
-        );
+        use {Conclusion as C, GateExit as E, GateVerdict as V};
+        let (regression, insufficient) = (FailOn::REGRESSION, FailOn::INSUFFICIENT);
+        for (fail_on, v, expected) in [
+            (
+                regression,
+                Some(V::Regression),
+                (E::Regression, C::Failure, "regression"),
+            ),
+            (
+                regression,
+                Some(V::Insufficient),
+                (E::Pass, C::Neutral, "insufficient"),
+            ),
+            (
+                insufficient,
+                Some(V::Insufficient),
+                (E::Regression, C::Failure, "insufficient"),
+            ),
+            (regression, None, (E::Pass, C::Neutral, "no_baseline")),
+        ] {
+            assert_eq!(end(fail_on, v), expected);
+        }
     }
 
     #[test]

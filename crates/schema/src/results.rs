@@ -316,16 +316,10 @@ pub fn path_safe(name: &str) -> String {
             last_dash = true;
         }
     }
-    let trimmed: String = out
-        .trim_matches(|c| c == '-' || c == '.')
-        .chars()
-        .take(80)
-        .collect();
-    let trimmed = trimmed.trim_end_matches(['-', '.']).to_string();
-    if trimmed.is_empty() {
-        "unnamed".to_string()
-    } else {
-        trimmed
+    let trimmed: String = out.trim_matches(['-', '.']).chars().take(80).collect();
+    match trimmed.trim_end_matches(['-', '.']) {
+        "" => "unnamed".to_string(),
+        name => name.to_string(),
     }
 }
 
@@ -1236,35 +1230,30 @@ impl CellResult {
     /// measured rounds are pooled, and `aggregate_tps` becomes the mean over measured rounds.
     /// A round that measured nothing (error, skipped) is listed but not pooled.
     pub fn fold_round(&mut self, again: &CellResult, round: u32) {
-        if self.rounds.is_empty() {
-            self.rounds.push(MeasurementRound {
-                round: 0,
-                aggregate_tps: self.aggregate_tps,
-                samples: self.samples.clone(),
-                measured_s: self.measured_s,
-                verdict_after: None,
-            });
-        }
-        self.rounds.push(MeasurementRound {
+        let round_of = |cell: &CellResult, round| MeasurementRound {
             round,
-            aggregate_tps: again.aggregate_tps,
-            samples: again.samples.clone(),
-            measured_s: again.measured_s,
+            aggregate_tps: cell.aggregate_tps,
+            samples: cell.samples.clone(),
+            measured_s: cell.measured_s,
             verdict_after: None,
-        });
+        };
+        if self.rounds.is_empty() {
+            let first = round_of(self, 0);
+            self.rounds.push(first);
+        }
+        self.rounds.push(round_of(again, round));
         if again.measured_s > 0.0 && again.status.measured() {
             self.samples.extend_from_slice(&again.samples);
             self.output_tokens += again.output_tokens;
             self.measured_s += again.measured_s;
+            // The mean over measured rounds (this one among them).
             let measured: Vec<f64> = self
                 .rounds
                 .iter()
                 .filter(|r| r.measured_s > 0.0)
                 .map(|r| r.aggregate_tps)
                 .collect();
-            if !measured.is_empty() {
-                self.aggregate_tps = measured.iter().sum::<f64>() / measured.len() as f64;
-            }
+            self.aggregate_tps = measured.iter().sum::<f64>() / measured.len() as f64;
         }
         self.errors += again.errors;
     }
@@ -1634,12 +1623,9 @@ impl Event {
         message: impl Into<String>,
     ) -> Self {
         Event {
-            at: Utc::now(),
-            kind,
             concurrency: Some(concurrency),
             context_tokens: Some(context_tokens),
-            process_group: None,
-            message: message.into(),
+            ..Event::now(kind, message)
         }
     }
 }
@@ -1922,32 +1908,27 @@ mod tests {
                     assert_eq!(written["matrix"][key], raw["matrix"][key], "{key}");
                 }
                 assert_eq!(written["events"], raw["events"], "{}", path.display());
-                // Recorded with the prefill layer (8k): it round-trips; and the same run as
-                // recorded before the layer existed (no `prefill` key) loads with none.
+                // The run as recorded before a layer existed (no `key`): it loads without it,
+                // and writes none.
+                let without = |key: &str| {
+                    let mut before = raw.clone();
+                    before.as_object_mut().unwrap().remove(key);
+                    let old: RunResults = serde_json::from_value(before).unwrap();
+                    assert!(serde_json::to_value(&old).unwrap().get(key).is_none());
+                    old
+                };
+                // Recorded with the prefill layer (8k): it round-trips.
                 assert_eq!(run.prefill.len(), 1, "{}", path.display());
                 assert_eq!(written["prefill"], raw["prefill"], "{}", path.display());
-                let mut before = raw.clone();
-                if let Some(o) = before.as_object_mut() {
-                    o.remove("prefill");
-                }
-                let old: RunResults = serde_json::from_value(before).unwrap();
-                assert!(old.prefill.is_empty());
-                assert!(serde_json::to_value(&old).unwrap().get("prefill").is_none());
-                // Likewise the burst layer: every request of it completed, it round-trips,
-                // and the run without its `burst` key loads with none.
+                assert!(without("prefill").prefill.is_empty());
+                // Likewise the burst layer: every request of it completed.
                 let burst = run
                     .burst
                     .as_ref()
                     .expect("bundled runs carry the burst layer");
                 assert!(burst.all_completed(), "{}", path.display());
                 assert_eq!(written["burst"], raw["burst"], "{}", path.display());
-                let mut before = raw.clone();
-                if let Some(o) = before.as_object_mut() {
-                    o.remove("burst");
-                }
-                let old: RunResults = serde_json::from_value(before).unwrap();
-                assert!(old.burst.is_none());
-                assert!(serde_json::to_value(&old).unwrap().get("burst").is_none());
+                assert!(without("burst").burst.is_none());
                 runs += 1;
             }
         }
