@@ -130,7 +130,7 @@ pub fn with_unit(metric: Metric, value: f64) -> String {
 
 /// [`with_unit`]'s number and unit apart (`("6.25", "ms")`; `("n/a", "")` for no value), so a
 /// range can write its unit once: `6.25–9.76 ms`.
-pub fn figure(metric: Metric, value: f64) -> (String, &'static str) {
+pub(crate) fn figure(metric: Metric, value: f64) -> (String, &'static str) {
     if !value.is_finite() {
         return ("n/a".into(), "");
     }
@@ -196,7 +196,7 @@ pub fn cell_label(concurrency: u32, context_tokens: u64) -> String {
 }
 
 /// A row or column of the matrix as reports name it: `row 32k`, `column C=4`.
-pub fn line_label(axis: LineAxis, at: u64) -> String {
+pub(crate) fn line_label(axis: LineAxis, at: u64) -> String {
     match axis {
         LineAxis::Context => format!("row {}", context_label(at)),
         LineAxis::Concurrency => format!("column C={at}"),

@@ -178,7 +178,7 @@ impl TryFrom<FailOnWords> for FailOn {
 /// maps any error chain containing a `UsageError` to [`GateExit::Usage`], everything else to
 /// [`GateExit::Failure`].
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

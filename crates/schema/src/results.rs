@@ -150,7 +150,7 @@ impl RunResults {
 /// hardware slowdown and power-brake signals. The power cap (`sw_power_cap`) is not among them:
 /// a GPU under full load meets its power limit by design (an H200 running bf16 matrix
 /// products reported it in every window at 640 W of 700 W).
-pub const CLOCK_SLOWDOWNS: [&str; 4] = [
+pub(crate) const CLOCK_SLOWDOWNS: [&str; 4] = [
     "hw_slowdown",
     "hw_thermal_slowdown",
     "hw_power_brake_slowdown",
@@ -478,7 +478,7 @@ impl MatrixSpec {
     /// Hex SHA-256 of what makes two runs comparable cell by cell: concurrency levels,
     /// contexts, max tokens and the context split. Durations and repetitions are excluded: a
     /// longer window measures the same thing with less noise.
-    pub fn shape_hash(&self) -> String {
+    pub(crate) fn shape_hash(&self) -> String {
         use sha2::{Digest, Sha256};
         let canonical = format!(
             "c={:?};l={:?};max_tokens={};unique_pct={:.3}",
@@ -761,7 +761,7 @@ impl EarlyEnd {
     ];
 
     /// Words for reasons: "ended by [DONE] without a finish_reason".
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             EarlyEnd::DoneWithoutFinish => "[DONE] without a finish_reason",
             EarlyEnd::NoFinishReason => "body ended without a finish_reason",
@@ -783,7 +783,7 @@ impl EarlyEnd {
 
     /// Whether the engine ended a streaming request it had accepted (rather than refusing,
     /// timing out or breaking): what an engine that aborts requests does.
-    pub fn is_abort(self) -> bool {
+    pub(crate) fn is_abort(self) -> bool {
         matches!(
             self,
             EarlyEnd::DoneWithoutFinish
@@ -849,7 +849,7 @@ impl RequestTally {
 
 /// Inter-token gaps under this many seconds are tokens one burst delivered (separate reads of
 /// the same burst, microseconds apart), not a decode step of any engine the gate measures.
-pub const TOGETHER_S: f64 = 0.5e-3;
+pub(crate) const TOGETHER_S: f64 = 0.5e-3;
 
 /// Whether an inter-token latency percentile (`itl_s`, seconds) is a latency anyone would
 /// recognise, beside the stream's per-user rate (tok/s): not when it is both under
@@ -1504,7 +1504,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every named kind (what [`EventKind::parse`] recognises).
-    pub const KNOWN: [EventKind; 24] = [
+    pub(crate) const KNOWN: [EventKind; 24] = [
         EventKind::Startup,
         EventKind::Warmup,
         EventKind::CellStart,

@@ -310,7 +310,7 @@ impl SensitivityUnit {
     }
 
     /// `5 more baseline runs`, `1 more pair of boots`.
-    pub fn more(&self, n: usize) -> String {
+    pub(crate) fn more(&self, n: usize) -> String {
         self.phrase(n, " more")
     }
 
@@ -329,7 +329,7 @@ impl Sensitivity {
     /// slowing runner ([`Sensitivity::level_lag`]). One baseline run shows no boot-to-boot
     /// noise, so it gets no count (only the prior would speak for it) and is not called
     /// unreachable either.
-    pub fn needs(&self) -> String {
+    pub(crate) fn needs(&self) -> String {
         match self.runs_needed {
             Some(n) => format!("{} needed", self.unit.more(n)),
             None if self.noise_unseen() => {
@@ -377,7 +377,7 @@ impl Coverage {
     }
 
     /// For people: "18 of 19 cells measured in the baseline were measured now (all are needed)".
-    pub fn describe(&self, against: Against) -> String {
+    pub(crate) fn describe(&self, against: Against) -> String {
         let (base, now) = match against {
             Against::Baseline => ("measured in the baseline", "now"),
             Against::PairedAb => ("A measured", "by B"),
@@ -595,7 +595,7 @@ impl ComparisonReport {
 
     /// Why an `unmeasured` gate cannot decide, naming the side that was not measured: the
     /// headline's and the reports' first line's one wording.
-    pub fn unmeasured_reason(&self) -> String {
+    pub(crate) fn unmeasured_reason(&self) -> String {
         format!(
             "cannot decide, {} was not measured well enough: {}",
             match self.against {
@@ -1090,7 +1090,7 @@ impl CellComparison {
     /// The layer this entry belongs to, from its coordinates: the prefill layer's entries have
     /// no concurrency, the burst's neither concurrency nor context. Said here once, for every
     /// report that lists the layers' entries together.
-    pub fn layer(&self) -> Layer {
+    pub(crate) fn layer(&self) -> Layer {
         match (self.concurrency, self.context_tokens) {
             (0, 0) => Layer::Burst,
             (0, _) => Layer::Prefill,
@@ -1178,7 +1178,7 @@ impl MetricComparison {
 
     /// The total change with its sign turned so that positive is better (for ordering: worst
     /// first).
-    pub fn goodness(&self) -> f64 {
+    pub(crate) fn goodness(&self) -> f64 {
         let c = self.shown_change_total().change;
         match self.direction {
             Direction::HigherIsBetter => c,
