@@ -2654,6 +2654,7 @@ fn push_layer_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::test_support::{assert_gate, assert_not_gate};
     use infergate_schema::answer::first_line;
     use infergate_schema::verdict::{ConfirmationReason, LimitFinding};
 
@@ -2765,12 +2766,7 @@ mod tests {
             report
         };
         let doubled = verdict(2.0, 2.0);
-        assert_eq!(
-            doubled.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&doubled)
-        );
+        assert_gate(&doubled, GateVerdict::Regression);
         assert!(
             first_line(&doubled).starts_with("✗ ITL p99 +"),
             "{}",
@@ -3352,7 +3348,7 @@ mod tests {
     fn an_improvement_is_listed_with_the_boundary_it_crossed() {
         let report = one_cell_moved(1.12);
         assert_eq!(report.cells[7].verdict, CellVerdict::Improvement);
-        assert_eq!(report.gate, GateVerdict::Pass, "{}", first_line(&report));
+        assert_gate(&report, GateVerdict::Pass);
         // Checkable by hand as a regression is: the statistic past the improvement side's
         // boundary, at the cell's alpha.
         let lines = report.check_lines();
@@ -3459,22 +3455,12 @@ mod tests {
         let clean = DecisionRule::default();
         let aa = run("aa", &mut rng, 0.0, 0.005, &|_| 1.0);
         let report = compare(&base, &[aa], &clean).unwrap();
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
         assert!(report.matrix_test.as_ref().unwrap().change.abs() < 0.02);
         // −12%: a size one boot proves against this history's boot noise, outlier included.
         let slow = run("slow", &mut rng, 0.0, 0.005, &|_| 0.88);
         let report = compare(&base, &[slow], &clean).unwrap();
-        assert_eq!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Regression);
     }
 
     /// A row that moved together is found by its row test even where no cell proves it alone,
@@ -3495,12 +3481,7 @@ mod tests {
             .expect("the 32k row's test");
         assert_eq!(row.test.verdict, CellVerdict::Regression, "{row:?}");
         assert!((row.test.change + 0.07).abs() < 0.03, "{row:?}");
-        assert_eq!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Regression);
         let with_row: Vec<&CellComparison> = report.cells[5..10]
             .iter()
             .filter(|c| {
@@ -3719,12 +3700,7 @@ mod tests {
         assert_eq!(ttft.direction, Direction::LowerIsBetter);
         assert!((ttft.change - 0.3).abs() < 0.01);
         assert_eq!(ttft.verdict, CellVerdict::Regression);
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
         // Gating on TTFT too makes it fail.
         let rule = DecisionRule {
             metrics: vec![Metric::AggregateTps, Metric::TtftP50],
@@ -3934,12 +3910,7 @@ mod tests {
                 }
             }
         }
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
     }
 
     #[test]
@@ -4035,7 +4006,7 @@ mod tests {
             matches!(why.finding, LimitFinding::Provisional { .. }) && why.detail == "3/4 running",
             "{why:?}"
         );
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Insufficient);
         assert!(
             first_line(&r).contains("1 provisional alarm"),
             "{}",
@@ -4049,7 +4020,7 @@ mod tests {
         assert!(c.history_too_short && !c.provisional, "{c:?}");
         let why = limit_reason(c);
         assert_eq!(why.finding, LimitFinding::TooShort { needed: Some(16) });
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Insufficient);
         assert!(
             first_line(&r).starts_with(
                 "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=1 / 8k)"
@@ -4146,7 +4117,7 @@ mod tests {
         let fits = boots_with(&mut rng, 1, Cap, &|_| false);
         let (both, used) = second(&fits).unwrap();
         assert!(used);
-        assert_ne!(both.gate, GateVerdict::Regression, "{}", first_line(&both));
+        assert_not_gate(&both, GateVerdict::Regression);
         assert_eq!(both.cells[0].verdict, CellVerdict::Inconclusive);
     }
 
@@ -4193,6 +4164,7 @@ mod tests {
 #[cfg(test)]
 mod prefill_tests {
     use super::*;
+    use crate::stats::test_support::{assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
     use infergate_schema::results::{
@@ -4261,12 +4233,7 @@ mod prefill_tests {
         )];
         let report = compare(&base, &slow, &rule).unwrap();
         assert!(report.prefill_gated);
-        assert_eq!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Regression);
         assert!(
             first_line(&report).contains("prefill tok/s"),
             "{}",
@@ -4294,7 +4261,7 @@ mod prefill_tests {
             c.verdict == CellVerdict::NotComparable
                 && c.not_compared == Some(NotCompared::PrefillCountersDisagree)
         }));
-        assert_ne!(report.gate, GateVerdict::Pass, "{}", first_line(&report));
+        assert_not_gate(&report, GateVerdict::Pass);
     }
 
     #[test]
@@ -4321,12 +4288,7 @@ mod prefill_tests {
             "{:?}",
             report.not_gated
         );
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
         // Still compared and shown.
         assert!(report.prefill.iter().all(|c| !c.metrics.is_empty()));
     }
@@ -4335,6 +4297,7 @@ mod prefill_tests {
 #[cfg(test)]
 mod burst_tests {
     use super::*;
+    use crate::stats::test_support::{assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
     use infergate_schema::results::{BurstRecord, BurstSettings, Percentiles};
@@ -4408,12 +4371,7 @@ mod burst_tests {
         let slow = [run("c", &mut rng, 1.3, 32, 32)];
         let report = compare(&base, &slow, &rule()).unwrap();
         assert!(report.burst_gated);
-        assert_eq!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Regression);
         assert!(
             first_line(&report).starts_with("✗ TTFT p90 +")
                 && first_line(&report).contains("in the burst layer"),
@@ -4446,12 +4404,7 @@ mod burst_tests {
             cell.samples.iter_mut().for_each(|s| *s *= 0.9);
         }
         let report = compare(&base, &[slow], &rule()).unwrap();
-        assert_eq!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Regression);
         assert!(
             first_line(&report).starts_with("✗ aggregate tok/s −")
                 && first_line(&report).contains("; burst layer: TTFT p90 +"),
@@ -4490,12 +4443,7 @@ mod burst_tests {
             report.burst[0].not_compared,
             Some(NotCompared::BurstIncomplete)
         );
-        assert_eq!(
-            report.gate,
-            GateVerdict::Insufficient,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Insufficient);
     }
 
     /// History runs recorded before the layer existed count for the decode cells, not for
@@ -4512,12 +4460,7 @@ mod burst_tests {
         let slow = [run("c", &mut rng, 1.5, 32, 32)];
         let report = compare(&base, &slow, &rule()).unwrap();
         assert!(!report.burst_gated);
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
         assert!(
             report
                 .not_gated

@@ -168,6 +168,7 @@ pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::test_support::{assert_gate, assert_not_gate};
     use crate::synthetic::{noisy_history, synthetic_run};
     use infergate_schema::answer::first_line;
     use infergate_schema::verdict::{CellVerdict, CheckOutcome, Found, LoneBoot};
@@ -294,12 +295,7 @@ mod tests {
         // Both boots' mean alone short of its boundary: that test's line.
         let (report, used) = verdict(0.955, 1.0);
         assert!(used, "a −4.5% boot calls for a second boot");
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
         let c = report.matrix_test.as_ref().and_then(|m| m.check.as_ref());
         assert!(
             c.is_some_and(|c| c.look == "both boots" && c.statistic > c.boundary),
@@ -308,12 +304,7 @@ mod tests {
         // Both boots' mean past it, carried by the first boot alone: no regression.
         let (report, used) = verdict(0.90, 1.0);
         assert!(used);
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
         let c = report.matrix_test.as_ref().and_then(|m| m.check.as_ref());
         assert!(does_not_lean(c, LoneBoot::Second), "{c:?}");
         // The line is the second boot's own screen: its statistic short of its boundary.
@@ -325,12 +316,7 @@ mod tests {
         );
         let (report, used) = verdict(0.955, 0.955);
         assert!(used);
-        assert_eq!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Regression);
         let check = report.check_lines();
         assert!(check[0].starts_with("matrix: t = −"), "{check:?}");
         assert!(check[0].contains("both boots"), "{check:?}");
@@ -374,12 +360,7 @@ mod tests {
         let decide = |first, second| two_boots(&rule, &history, first, second);
         let (report, used) = decide(&wild, &clean);
         assert!(used, "a cell's alarm calls for a second boot");
-        assert_ne!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_not_gate(&report, GateVerdict::Regression);
         // The cleared cell's line is the second boot's own screen, among the deciding tests.
         let lines = report.check_lines();
         assert!(
@@ -422,12 +403,7 @@ mod tests {
             first.check_lines()
         );
         let (report, _) = decide(&wild, &wild);
-        assert_eq!(
-            report.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&report)
-        );
+        assert_gate(&report, GateVerdict::Regression);
         assert_eq!(report.regressions().count(), 1, "{}", first_line(&report));
     }
 
@@ -446,12 +422,7 @@ mod tests {
         let clean = synthetic_run("clean", &mut rng, 0.0, 0.0, &|_| 1.0);
         let rule = DecisionRule::default();
         let first = first_boot(&rule, &history, &slow);
-        assert_eq!(
-            first.gate,
-            GateVerdict::Insufficient,
-            "{}",
-            first_line(&first)
-        );
+        assert_gate(&first, GateVerdict::Insufficient);
         assert_eq!(provisional_cells(&first), 5, "{}", first_line(&first));
         assert!(
             first
@@ -467,12 +438,7 @@ mod tests {
         };
         // The row slow on the second boot too: a regression of its five cells.
         let confirmed = both(&slow);
-        assert_eq!(
-            confirmed.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&confirmed)
-        );
+        assert_gate(&confirmed, GateVerdict::Regression);
         let regressed = confirmed.cells.iter().filter(|c| c.verdict.is_regression());
         assert_eq!(regressed.count(), 5, "{}", first_line(&confirmed));
         assert_eq!(provisional_cells(&confirmed), 0);
@@ -480,12 +446,7 @@ mod tests {
         // screen, and the row, whose cells each found their change alone, is no regression
         // either.
         let cleared = both(&clean);
-        assert_ne!(
-            cleared.gate,
-            GateVerdict::Regression,
-            "{}",
-            first_line(&cleared)
-        );
+        assert_not_gate(&cleared, GateVerdict::Regression);
         let screened = cleared.cells[5..10].iter().filter(|c| {
             c.verdict == CellVerdict::Unchanged
                 && c.primary().and_then(|m| m.check.as_ref()).is_some_and(|k| {

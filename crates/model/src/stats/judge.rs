@@ -588,6 +588,7 @@ fn take_recorded_rounds(run: &mut RunResults) -> RecordedRounds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::test_support::assert_gate;
     use crate::synthetic::{noisy_history, synthetic_run};
     use infergate_schema::answer::first_line;
     use rand::SeedableRng;
@@ -674,12 +675,7 @@ mod tests {
             None,
         )
         .expect("replay");
-        assert_eq!(
-            r.report.gate,
-            GateVerdict::Insufficient,
-            "{}",
-            first_line(&r.report)
-        );
+        assert_gate(&r.report, GateVerdict::Insufficient);
         assert!(!r.used_second);
         assert!(r.report.confirmation.as_ref().is_some_and(|c| c.missing));
         assert!(

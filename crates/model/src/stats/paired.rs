@@ -477,6 +477,7 @@ impl PairJudging<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::test_support::{assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
     use infergate_schema::verdict::{GateVerdict, LimitFinding};
@@ -503,11 +504,11 @@ mod tests {
         let rule = DecisionRule::default();
         let (a, b) = pairs(1, 6, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
-        assert_ne!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
+        assert_not_gate(&r, GateVerdict::Regression);
         assert!(r.cells.iter().all(|c| c.verdict == CellVerdict::Unchanged));
         let (a, b) = pairs(2, 6, &|_| 0.90);
         let r = paired_compare(&a, &b, &rule).expect("compare");
-        assert_eq!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Regression);
         assert!(
             first_line(&r).starts_with("✗ B vs A:"),
             "{}",
@@ -614,7 +615,7 @@ mod tests {
             "{}",
             first_line(&r)
         );
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Insufficient);
     }
 
     #[test]
@@ -626,7 +627,7 @@ mod tests {
         let (a, b) = pairs(11, 4, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         let s = r.sensitivity.as_ref().expect("sensitivity");
-        assert_eq!(r.gate, GateVerdict::Insufficient, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Insufficient);
         assert!(
             !s.sufficient && s.mde < -0.05 && s.history_runs == 4,
             "{s:?}"
@@ -640,7 +641,7 @@ mod tests {
         let (a, b) = pairs(12, 16, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         let s = r.sensitivity.as_ref().expect("sensitivity");
-        assert_eq!(r.gate, GateVerdict::Pass, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Pass);
         assert!(s.sufficient && s.mde > -0.05, "{s:?}");
     }
 
@@ -675,7 +676,7 @@ mod tests {
         // Every cell A measured must be measured by B in every boot: undecidable.
         let cov = r.coverage.expect("coverage");
         assert_eq!(cov.expected, cov.measured + 1, "{cov:?}");
-        assert_eq!(r.gate, GateVerdict::Unmeasured, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Unmeasured);
         // A cell A never measured is not B's to cover.
         let (mut a, b) = pairs(8, 4, &|_| 1.0);
         for run in &mut a {
@@ -687,7 +688,7 @@ mod tests {
             );
         }
         let r = paired_compare(&a, &b, &DecisionRule::default()).expect("compare");
-        assert_ne!(r.gate, GateVerdict::Unmeasured, "{}", first_line(&r));
+        assert_not_gate(&r, GateVerdict::Unmeasured);
         assert!(r.coverage.unwrap().sufficient());
     }
 
@@ -718,7 +719,7 @@ mod tests {
         assert_eq!(v, CellVerdict::Inconclusive, "{why:?}");
         assert_eq!(why.finding, LimitFinding::NotEveryBoot);
         assert_eq!((why.counts.boot_hits, why.counts.boots), (1, 4));
-        assert_ne!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
+        assert_not_gate(&r, GateVerdict::Regression);
         // Every B boot limited and no A boot: 3 pairs bound the false alarm at 1.6%, 5 at 0.1%.
         let (v, why, _) = verdict(3, 3);
         assert_eq!(v, CellVerdict::Inconclusive, "{why:?}");
@@ -726,7 +727,7 @@ mod tests {
         assert_eq!((why.counts.hits, why.counts.runs), (0, 3));
         let (v, why, r) = verdict(5, 5);
         assert_eq!(v, CellVerdict::CapacityRegression, "{why:?}");
-        assert_eq!(r.gate, GateVerdict::Regression, "{}", first_line(&r));
+        assert_gate(&r, GateVerdict::Regression);
         // Capacity spends its share of alpha, as in the gate.
         let shares = r.rule.shares.expect("shares");
         assert!(
