@@ -321,6 +321,7 @@ mod tests {
     use rand::rngs::StdRng;
 
     use super::*;
+    use crate::stats::test_support::assert_first_line;
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
 
@@ -330,20 +331,14 @@ mod tests {
         r.rule.cell_effect = Some(0.10);
         assert_eq!(gate_of(&r), GateVerdict::Pass);
         finish(&mut r);
-        assert!(
-            first_line(&r).ends_with("; each cell above −10.0% (95% bound)"),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| l.ends_with("; each cell above −10.0% (95% bound)"));
         // One cell's 90% interval reaches −12%: it could be that much slower unseen.
         r.cells[4].metrics[0].ci_low = -0.12;
         finish(&mut r);
         assert_eq!(r.gate, GateVerdict::Insufficient);
-        assert!(
-            first_line(&r).contains("1 cell could be −10.0% or worse (C=2 / 8k down to −12.0%;"),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| {
+            l.contains("1 cell could be −10.0% or worse (C=2 / 8k down to −12.0%;")
+        });
         // Verdicts of earlier versions recorded no cell effect and did not check it.
         r.rule.cell_effect = None;
         assert_eq!(gate_of(&r), GateVerdict::Pass);
@@ -377,10 +372,6 @@ mod tests {
         let plain =
             crate::stats::compare(&[], std::slice::from_ref(&run), &DecisionRule::default())
                 .unwrap();
-        assert!(
-            first_line(&plain).ends_with("nothing compared"),
-            "{}",
-            first_line(&plain)
-        );
+        assert_first_line(&plain, |l| l.ends_with("nothing compared"));
     }
 }

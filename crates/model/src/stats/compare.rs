@@ -2654,7 +2654,7 @@ fn push_layer_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::{assert_gate, assert_not_gate};
+    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::answer::first_line;
     use infergate_schema::verdict::{ConfirmationReason, LimitFinding};
 
@@ -2767,11 +2767,7 @@ mod tests {
         };
         let doubled = verdict(2.0, 2.0);
         assert_gate(&doubled, GateVerdict::Regression);
-        assert!(
-            first_line(&doubled).starts_with("✗ ITL p99 +"),
-            "{}",
-            first_line(&doubled)
-        );
+        assert_first_line(&doubled, |l| l.starts_with("✗ ITL p99 +"));
         let itl = |r: &ComparisonReport| {
             r.cells
                 .iter()
@@ -3268,11 +3264,7 @@ mod tests {
             c.verdict,
             CellVerdict::Regression | CellVerdict::Inconclusive
         )));
-        assert!(
-            first_line(&report).contains("in all 20 cells"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| l.contains("in all 20 cells"));
         // A cell the matrix decided: its own test (against the rest of its run) found nothing,
         // and its check says so beside the verdict it did not make, never a bare
         // "no regression" under a regression.
@@ -3331,11 +3323,7 @@ mod tests {
             report.matrix_test.as_ref().unwrap().verdict,
             CellVerdict::Regression
         );
-        assert!(
-            first_line(&report).contains("at C=4 / 32k"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| l.contains("at C=4 / 32k"));
         // Decided on (and shown with) the cell against its run.
         let m = report.cells[7].primary().unwrap();
         assert_eq!(m.verdict, CellVerdict::Regression);
@@ -3618,12 +3606,9 @@ mod tests {
         let cov = report.coverage.expect("coverage");
         assert_eq!((cov.expected, cov.measured), (19, 18), "{cov:?}");
         assert_eq!(report.gate, GateVerdict::Unmeasured);
-        assert!(
-            first_line(&report).contains("18 of 19")
-                && first_line(&report).ends_with("; 1 error regression (C=4 / 8k)"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| {
+            l.contains("18 of 19") && l.ends_with("; 1 error regression (C=4 / 8k)")
+        });
     }
 
     #[test]
@@ -3830,11 +3815,7 @@ mod tests {
                 .iter()
                 .all(|c| c.verdict != CellVerdict::Improvement)
         );
-        assert!(
-            !first_line(&report).contains("improve"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| !l.contains("improve"));
         assert_eq!(report.gate, GateVerdict::Regression);
     }
 
@@ -4007,11 +3988,7 @@ mod tests {
             "{why:?}"
         );
         assert_gate(&r, GateVerdict::Insufficient);
-        assert!(
-            first_line(&r).contains("1 provisional alarm"),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| l.contains("1 provisional alarm"));
         // The same on a 10-run store, too short to judge even with two boots: no evidence
         // either way, so never a pass (a PR that costs KV capacity must not go green on a
         // young store), and no second boot.
@@ -4021,13 +3998,11 @@ mod tests {
         let why = limit_reason(c);
         assert_eq!(why.finding, LimitFinding::TooShort { needed: Some(16) });
         assert_gate(&r, GateVerdict::Insufficient);
-        assert!(
-            first_line(&r).starts_with(
-                "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=1 / 8k)"
-            ),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| {
+            l.starts_with(
+                "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=1 / 8k)",
+            )
+        });
         // Limited on both boots: a capacity regression.
         let both = boots_with(&mut rng, 2, Cap, &|_| true);
         let r = compare(&fit, &both, &rule).unwrap();
@@ -4141,19 +4116,16 @@ mod tests {
             r.cells[0]
         );
         assert_eq!(r.gate, GateVerdict::Regression);
-        assert!(
-            first_line(&r)
-                .starts_with("✗ saturation regression at C=1 / 8k; 1 of 20 cells regressed"),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| {
+            l.starts_with("✗ saturation regression at C=1 / 8k; 1 of 20 cells regressed")
+        });
         // Saturated in its history: not evidence, reported as saturated.
         let saturating = history_with(&mut rng, Sat, &|i| i % 3 == 0);
         let r = compare(&saturating, &both, &rule).unwrap();
         assert_eq!(r.cells[0].verdict, CellVerdict::Saturated);
         assert!(!r.cells[0].provisional);
         assert_ne!(r.gate, GateVerdict::Regression);
-        assert!(first_line(&r).contains("1 saturated"), "{}", first_line(&r));
+        assert_first_line(&r, |l| l.contains("1 saturated"));
         // A saturated history run is left out of the noise fit, never compared for speed.
         let ok_now = boots_with(&mut rng, 1, Sat, &|_| false);
         let r = compare(&saturating, &ok_now, &rule).unwrap();
@@ -4164,9 +4136,8 @@ mod tests {
 #[cfg(test)]
 mod prefill_tests {
     use super::*;
-    use crate::stats::test_support::{assert_gate, assert_not_gate};
+    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
-    use infergate_schema::answer::first_line;
     use infergate_schema::results::{
         PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
     };
@@ -4234,21 +4205,13 @@ mod prefill_tests {
         let report = compare(&base, &slow, &rule).unwrap();
         assert!(report.prefill_gated);
         assert_gate(&report, GateVerdict::Regression);
-        assert!(
-            first_line(&report).contains("prefill tok/s"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| l.contains("prefill tok/s"));
         assert!(report.prefill.iter().all(|c| c.verdict.is_regression()));
         let clean = [run("d", &mut rng, 1.0, PrefillAgreement::WithinTolerance)];
         let report = compare(&base, &clean, &rule).unwrap();
         assert!(report.prefill.iter().all(|c| !c.verdict.is_regression()));
         // No prefill regression named (a pass lists the layer among what it covered).
-        assert!(
-            !first_line(&report).contains("prefill tok/s"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| !l.contains("prefill tok/s"));
     }
 
     #[test]
@@ -4297,9 +4260,8 @@ mod prefill_tests {
 #[cfg(test)]
 mod burst_tests {
     use super::*;
-    use crate::stats::test_support::{assert_gate, assert_not_gate};
+    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
-    use infergate_schema::answer::first_line;
     use infergate_schema::results::{BurstRecord, BurstSettings, Percentiles};
     use infergate_schema::verdict::GateVerdict;
     use rand::SeedableRng;
@@ -4372,21 +4334,14 @@ mod burst_tests {
         let report = compare(&base, &slow, &rule()).unwrap();
         assert!(report.burst_gated);
         assert_gate(&report, GateVerdict::Regression);
-        assert!(
-            first_line(&report).starts_with("✗ TTFT p90 +")
-                && first_line(&report).contains("in the burst layer"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| {
+            l.starts_with("✗ TTFT p90 +") && l.contains("in the burst layer")
+        });
         let clean = [run("d", &mut rng, 1.0, 32, 32)];
         let report = compare(&base, &clean, &rule()).unwrap();
         assert!(report.burst.iter().all(|c| !c.verdict.is_regression()));
         // No burst regression named (a pass lists the burst among what it covered).
-        assert!(
-            !first_line(&report).contains("in the burst layer"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| !l.contains("in the burst layer"));
         assert_eq!(report.burst[0].metrics.len(), 2);
     }
 
@@ -4405,12 +4360,9 @@ mod burst_tests {
         }
         let report = compare(&base, &[slow], &rule()).unwrap();
         assert_gate(&report, GateVerdict::Regression);
-        assert!(
-            first_line(&report).starts_with("✗ aggregate tok/s −")
-                && first_line(&report).contains("; burst layer: TTFT p90 +"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| {
+            l.starts_with("✗ aggregate tok/s −") && l.contains("; burst layer: TTFT p90 +")
+        });
     }
 
     /// Fewer than 29 completed requests: the TTFT p90 is not compared (and the report says

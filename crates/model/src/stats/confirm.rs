@@ -168,7 +168,7 @@ pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::{assert_gate, assert_not_gate};
+    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::{noisy_history, synthetic_run};
     use infergate_schema::answer::first_line;
     use infergate_schema::verdict::{CellVerdict, CheckOutcome, Found, LoneBoot};
@@ -282,11 +282,7 @@ mod tests {
             "{:?}",
             c.reason
         );
-        assert!(
-            first_line(&report).ends_with(", confirmed on a second boot"),
-            "{}",
-            first_line(&report)
-        );
+        assert_first_line(&report, |l| l.ends_with(", confirmed on a second boot"));
     }
 
     /// One slow boot (either one) is never a regression; two are.
@@ -388,12 +384,9 @@ mod tests {
         );
         // The first boot alone: the alarm is provisional, and its test's line says so.
         let first = first_boot(&rule, &history, &wild);
-        assert!(
-            first_line(&first)
-                .starts_with("? insufficient: a second boot decides 1 provisional alarm (C="),
-            "{}",
-            first_line(&first)
-        );
+        assert_first_line(&first, |l| {
+            l.starts_with("? insufficient: a second boot decides 1 provisional alarm (C=")
+        });
         assert!(
             first
                 .check_lines()

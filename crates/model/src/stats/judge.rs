@@ -588,9 +588,8 @@ fn take_recorded_rounds(run: &mut RunResults) -> RecordedRounds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::assert_gate;
+    use crate::stats::test_support::{assert_first_line, assert_gate};
     use crate::synthetic::{noisy_history, synthetic_run};
-    use infergate_schema::answer::first_line;
     use rand::SeedableRng;
 
     fn judge(history: &[RunResults], plan: Plan) -> Judge<'_> {
@@ -678,11 +677,9 @@ mod tests {
         assert_gate(&r.report, GateVerdict::Insufficient);
         assert!(!r.used_second);
         assert!(r.report.confirmation.as_ref().is_some_and(|c| c.missing));
-        assert!(
-            first_line(&r.report).contains("the second boot this plan asks for was not given"),
-            "{}",
-            first_line(&r.report)
-        );
+        assert_first_line(&r.report, |l| {
+            l.contains("the second boot this plan asks for was not given")
+        });
         // The second boot given: decided over both.
         let again = replay(
             history,

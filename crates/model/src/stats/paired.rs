@@ -477,7 +477,7 @@ impl PairJudging<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::{assert_gate, assert_not_gate};
+    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
     use infergate_schema::verdict::{GateVerdict, LimitFinding};
@@ -509,11 +509,7 @@ mod tests {
         let (a, b) = pairs(2, 6, &|_| 0.90);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         assert_gate(&r, GateVerdict::Regression);
-        assert!(
-            first_line(&r).starts_with("✗ B vs A:"),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| l.starts_with("✗ B vs A:"));
         // A uniform −10% is −10% in every cell: each follows the matrix-wide regression, and
         // says so as the gate's cells do (reports then say it once, by the matrix test's line).
         assert!(
@@ -534,11 +530,7 @@ mod tests {
             "{}",
             first_line(&r)
         );
-        assert!(
-            first_line(&r).contains("; 1 cell faster: +2"),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| l.contains("; 1 cell faster: +2"));
     }
 
     #[test]
@@ -632,12 +624,10 @@ mod tests {
             !s.sufficient && s.mde < -0.05 && s.history_runs == 4,
             "{s:?}"
         );
-        assert!(
-            first_line(&r).contains("but these pairs could detect only −")
-                && first_line(&r).contains("more pairs of boots needed"),
-            "{}",
-            first_line(&r)
-        );
+        assert_first_line(&r, |l| {
+            l.contains("but these pairs could detect only −")
+                && l.contains("more pairs of boots needed")
+        });
         let (a, b) = pairs(12, 16, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         let s = r.sensitivity.as_ref().expect("sensitivity");

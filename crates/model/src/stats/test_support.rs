@@ -14,3 +14,10 @@ pub(crate) fn assert_gate(report: &ComparisonReport, gate: GateVerdict) {
 pub(crate) fn assert_not_gate(report: &ComparisonReport, gate: GateVerdict) {
     assert_ne!(report.gate, gate, "{}", first_line(report));
 }
+
+/// Asserts `holds` of the report's first line, printing the line when it does not.
+#[track_caller]
+pub(crate) fn assert_first_line(report: &ComparisonReport, holds: impl Fn(&str) -> bool) {
+    let line = first_line(report);
+    assert!(holds(&line), "{line}");
+}
