@@ -2728,6 +2728,13 @@ mod tests {
         r
     }
 
+    /// A history of 20 [`latency_run`]s, unchanged in throughput and ITL.
+    fn latency_history(rng: &mut StdRng) -> Vec<RunResults> {
+        (0..20)
+            .map(|i| latency_run(&format!("b{i}"), rng, &|_| 1.0, &|_| 1.0))
+            .collect()
+    }
+
     /// The rule with the tail latencies gating too (`metrics = ["aggregate_tps", "ttft_p90",
     /// "itl_p90"]`), each at a design effect of 5% (below the +10–20% these tests plant).
     fn latency_rule() -> DecisionRule {
@@ -2747,9 +2754,7 @@ mod tests {
         let rule = DecisionRule::default();
         assert!(rule.gates(Metric::ItlP99, 20));
         let mut rng = StdRng::seed_from_u64(57);
-        let base: Vec<RunResults> = (0..20)
-            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
-            .collect();
+        let base = latency_history(&mut rng);
         let mut verdict = |first: f64, second: f64| {
             let a = latency_run("c1", &mut rng, &|_| 1.0, &|_| first);
             let b = latency_run("c2", &mut rng, &|_| 1.0, &|_| second);
@@ -2923,9 +2928,7 @@ mod tests {
     fn a_busy_second_boot_lists_no_latency_change_where_the_change_cannot_reach() {
         let rule = latency_rule();
         let mut rng = StdRng::seed_from_u64(56);
-        let base: Vec<RunResults> = (0..20)
-            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
-            .collect();
+        let base = latency_history(&mut rng);
         let row = |i: usize| (5..10).contains(&i);
         let tps = |i: usize| if row(i) { 0.9 } else { 1.0 };
         let first = latency_run("c1", &mut rng, &tps, &|i| if row(i) { 1.1 } else { 1.0 });
@@ -3077,9 +3080,7 @@ mod tests {
     #[test]
     fn the_secondary_family_takes_its_share_of_alpha_only_where_one_of_them_gates() {
         let mut rng = StdRng::seed_from_u64(59);
-        let base: Vec<RunResults> = (0..20)
-            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
-            .collect();
+        let base = latency_history(&mut rng);
         let cand = latency_run("c", &mut rng, &|_| 1.0, &|_| 1.0);
         let rule = latency_rule();
         let gated = compare(&base, std::slice::from_ref(&cand), &rule).unwrap();
@@ -3107,9 +3108,7 @@ mod tests {
     fn a_busy_first_boot_makes_latency_provisional_and_lists_nothing() {
         let rule = latency_rule();
         let mut rng = StdRng::seed_from_u64(60);
-        let base: Vec<RunResults> = (0..20)
-            .map(|i| latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0))
-            .collect();
+        let base = latency_history(&mut rng);
         let busy = latency_run("c1", &mut rng, &|_| 1.0, &|_| 1.2);
         let first = compare_at(
             &base,
@@ -4317,6 +4316,13 @@ mod burst_tests {
         r
     }
 
+    /// A history of 12 runs, each with a burst of 32 requests all completed at the usual TTFT.
+    fn burst_history(rng: &mut StdRng) -> Vec<RunResults> {
+        (0..12)
+            .map(|i| run(&format!("b{i}"), rng, 1.0, 32, 32))
+            .collect()
+    }
+
     fn rule() -> DecisionRule {
         DecisionRule {
             metrics: vec![Metric::AggregateTps, Metric::BurstTps, Metric::BurstTtftP90],
@@ -4327,9 +4333,7 @@ mod burst_tests {
     #[test]
     fn a_burst_ttft_regression_fails_the_gate_naming_ttft_in_the_burst_layer() {
         let mut rng = StdRng::seed_from_u64(61);
-        let base: Vec<RunResults> = (0..12)
-            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
-            .collect();
+        let base = burst_history(&mut rng);
         let slow = [run("c", &mut rng, 1.3, 32, 32)];
         let report = compare(&base, &slow, &rule()).unwrap();
         assert!(report.burst_gated);
@@ -4350,9 +4354,7 @@ mod burst_tests {
     #[test]
     fn a_decode_regression_first_line_names_the_burst_regression_beside_it() {
         let mut rng = StdRng::seed_from_u64(63);
-        let base: Vec<RunResults> = (0..12)
-            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
-            .collect();
+        let base = burst_history(&mut rng);
         let mut slow = run("c", &mut rng, 1.3, 32, 32);
         for cell in &mut slow.cells {
             cell.aggregate_tps *= 0.9;
@@ -4370,9 +4372,7 @@ mod burst_tests {
     #[test]
     fn a_short_or_incomplete_burst_is_not_gated_or_fails_closed() {
         let mut rng = StdRng::seed_from_u64(62);
-        let base: Vec<RunResults> = (0..12)
-            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
-            .collect();
+        let base = burst_history(&mut rng);
         let short = [run("c", &mut rng, 1.3, 16, 16)];
         let report = compare(&base, &short, &rule()).unwrap();
         assert!(
@@ -4403,9 +4403,7 @@ mod burst_tests {
     #[test]
     fn history_runs_without_the_burst_do_not_count_for_it() {
         let mut rng = StdRng::seed_from_u64(63);
-        let mut base: Vec<RunResults> = (0..12)
-            .map(|i| run(&format!("b{i}"), &mut rng, 1.0, 32, 32))
-            .collect();
+        let mut base = burst_history(&mut rng);
         for r in base.iter_mut().take(4) {
             r.burst = None;
         }
