@@ -15,3 +15,5 @@ extern crate infergate_io;
 
 pub mod merge;
 pub mod report;
+#[cfg(test)]
+mod test_support;

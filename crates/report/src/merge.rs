@@ -542,6 +542,7 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::test_support::{assert_contains, assert_starts_with};
 
     /// The shards merged under the default policy, no count expected.
     pub(crate) fn merged(shards: Vec<Shard>) -> MergedVerdict {
@@ -703,12 +704,9 @@ pub mod tests {
             GateVerdict::Regression,
             "the measured shard still says it"
         );
-        assert!(
-            m.headline.starts_with(
-                "1 of 2 profiles without a verdict (gpu-h200x1__vllm__m__mabc: cancelled by SIGINT/SIGTERM); compared: 1 of 1 profile regressed"
-            ),
-            "{}",
-            m.headline
+        assert_starts_with(
+            &m.headline,
+            "1 of 2 profiles without a verdict (gpu-h200x1__vllm__m__mabc: cancelled by SIGINT/SIGTERM); compared: 1 of 1 profile regressed",
         );
         let only = merged(vec![not_compared("H200", RunStatus::Partial, None)]);
         assert_eq!(only.exit(), GateExit::Failure);
@@ -800,8 +798,8 @@ pub mod tests {
         let bad = dir.path().join("verdict.json");
         std::fs::write(&bad, r#"{"schema_version": 1, "profile": 7}"#).unwrap();
         let err = Shard::load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("verdict.json"), "{err}");
-        assert!(err.contains("profile"), "{err}");
+        assert_contains(&err, "verdict.json");
+        assert_contains(&err, "profile");
         let missing = Shard::load(&dir.path().join("nope")).unwrap_err();
         assert!(matches!(missing, ShardError::Missing { .. }));
     }

@@ -47,6 +47,7 @@ pub fn summary_section(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::assert_contains;
     use infergate_schema::results::AbSide;
 
     #[test]
@@ -72,15 +73,12 @@ mod tests {
             "abba",
         );
         assert!(s.starts_with("### Paired A/B run\n"));
-        assert!(s.contains("`vllm serve &lt;m&gt;`"), "{s}");
+        assert_contains(&s, "`vllm serve &lt;m&gt;`");
         // A backtick cannot close the code span early.
-        assert!(s.contains("`vllm \\'x\\'`"), "{s}");
-        assert!(s.contains("| 1 | A | 1 | 1.2 s | group gone |"), "{s}");
-        assert!(
-            s.contains("| 2 | B | 1 | 1.2 s | **processes left** |"),
-            "{s}"
-        );
-        assert!(s.contains("| 3 | B | 2 | 1.2 s | failed |"), "{s}");
-        assert!(s.contains("3 boots · 12 s"), "{s}");
+        assert_contains(&s, "`vllm \\'x\\'`");
+        assert_contains(&s, "| 1 | A | 1 | 1.2 s | group gone |");
+        assert_contains(&s, "| 2 | B | 1 | 1.2 s | **processes left** |");
+        assert_contains(&s, "| 3 | B | 2 | 1.2 s | failed |");
+        assert_contains(&s, "3 boots · 12 s");
     }
 }

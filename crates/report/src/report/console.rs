@@ -573,6 +573,7 @@ pub async fn render_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_contains, assert_ends_with, assert_starts_with};
     use chrono::TimeZone;
     use infergate_schema::results::*;
 
@@ -608,13 +609,10 @@ mod tests {
         let text = error_line(&format!(
             "{long}\n--- last lines of the engine log ---\nboom"
         ));
-        assert!(text.starts_with("error: cannot read\n  /a/b"), "{text}");
+        assert_starts_with(&text, "error: cannot read\n  /a/b");
         assert_eq!(text.lines().filter(|l| !fits(l)).count(), 1, "{text}");
-        assert!(text.contains(&"/a/b".repeat(40)), "{text}");
-        assert!(
-            text.ends_with("\n--- last lines of the engine log ---\nboom"),
-            "{text}"
-        );
+        assert_contains(&text, &"/a/b".repeat(40));
+        assert_ends_with(&text, "\n--- last lines of the engine log ---\nboom");
         assert_eq!(error_line("short"), "error: short");
     }
 
@@ -646,10 +644,7 @@ mod tests {
             ..t.clone()
         };
         let line = telemetry_line(&mixed).unwrap();
-        assert!(
-            line.contains("1.590 J/token (2 idle-GPU windows left out)"),
-            "{line}"
-        );
+        assert_contains(&line, "1.590 J/token (2 idle-GPU windows left out)");
         // A GPU without an energy counter or power reading: those figures are left out, not
         // shown as dashes.
         let bare = TelemetrySummary {
@@ -768,17 +763,11 @@ mod tests {
             ..RequestTally::default()
         });
         let out = render_matrix(&r);
-        assert!(out.contains("TTFT/TPOT/ITL p50 ms"), "{out}");
-        assert!(out.contains("/7.1/"), "{out}");
-        assert!(out.contains("(1/8)°"), "{out}");
-        assert!(
-            out.contains("(X/Y)° = capacity-limited, as the client saw it"),
-            "{out}"
-        );
-        assert!(
-            out.contains("Client count not cross-checked in 1 of"),
-            "{out}"
-        );
+        assert_contains(&out, "TTFT/TPOT/ITL p50 ms");
+        assert_contains(&out, "/7.1/");
+        assert_contains(&out, "(1/8)°");
+        assert_contains(&out, "(X/Y)° = capacity-limited, as the client saw it");
+        assert_contains(&out, "Client count not cross-checked in 1 of");
     }
 
     /// A capacity-limited cell decided without a window (a smaller C at its context already
@@ -799,12 +788,9 @@ mod tests {
         );
         assert!(!r.cells[idx].has_window());
         let out = render_matrix(&r);
-        assert!(out.contains("— (cap)"), "{out}");
+        assert_contains(&out, "— (cap)");
         assert!(!out.contains("0.0 (?/2)") && !out.contains("°"), "{out}");
-        assert!(
-            out.contains("— (cap) = capacity-limited without a window"),
-            "{out}"
-        );
+        assert_contains(&out, "— (cap) = capacity-limited without a window");
         assert!(fits(&out), "{out}");
     }
 
@@ -889,9 +875,9 @@ mod tests {
             error: None,
         }];
         let out = render_matrix(&r).replace("\n  ", " ");
-        assert!(
-            out.contains("Prefill 8k: 195,048 tok/s (TTFT 43 ms, 2 cold samples; engine counters 199,805 tok/s, within tolerance)"),
-            "{out}"
+        assert_contains(
+            &out,
+            "Prefill 8k: 195,048 tok/s (TTFT 43 ms, 2 cold samples; engine counters 199,805 tok/s, within tolerance)",
         );
     }
 }

@@ -106,6 +106,7 @@ pub fn markdown(h: &BaselineHistory) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::assert_contains;
     use infergate_store::baseline::history::CellHistory;
 
     fn sample() -> BaselineHistory {
@@ -143,15 +144,12 @@ mod tests {
     fn history_tables_show_every_run_the_level_and_the_cv() {
         let h = sample();
         let t = text(&h);
-        assert!(t.contains("C=1 / 8k"), "{t}");
-        assert!(t.contains("07-16 19:47"), "{t}");
-        assert!(t.contains("Runs: r1, r2, r3"), "{t}");
+        assert_contains(&t, "C=1 / 8k");
+        assert_contains(&t, "07-16 19:47");
+        assert_contains(&t, "Runs: r1, r2, r3");
         let md = markdown(&h);
-        assert!(
-            md.contains("| C=1 / 8k | 110.0 | 90.0 | 100.0 | 95.0 | 8.2% |"),
-            "{md}"
-        );
-        assert!(md.contains("| C=12 / 128k | — | — | — | — | — |"), "{md}");
+        assert_contains(&md, "| C=1 / 8k | 110.0 | 90.0 | 100.0 | 95.0 | 8.2% |");
+        assert_contains(&md, "| C=12 / 128k | — | — | — | — | — |");
     }
 
     /// Ten runs do not fit 100 columns: the oldest columns go first, the header says how many
@@ -170,7 +168,7 @@ mod tests {
         }
         let t = text(&h);
         assert!(crate::report::console::fits(&t), "{t}");
-        assert!(t.contains("the newest "), "{t}");
+        assert_contains(&t, "the newest ");
         assert!(
             t.contains("07-20 19:47") && !t.contains("07-11 19:47"),
             "{t}"

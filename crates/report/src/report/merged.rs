@@ -181,6 +181,7 @@ mod tests {
     use super::*;
     use crate::merge::tests::merged as merge;
     use crate::merge::tests::{not_compared, report, shard};
+    use crate::test_support::{assert_contains, assert_starts_with};
 
     #[test]
     fn markdown_escapes_profile_text_and_has_a_section_per_profile() {
@@ -203,7 +204,7 @@ mod tests {
         evil.profile.key = "k\n::error title=pwned::forged".into();
         evil.headline = "fine\n::add-mask::x".into();
         let t = text(&merge(vec![shard(evil)]));
-        assert!(t.contains("pwned"), "{t}");
+        assert_contains(&t, "pwned");
         for line in t.lines() {
             assert!(!line.trim_start().starts_with("::"), "{line:?}\n{t}");
         }
@@ -229,25 +230,22 @@ mod tests {
             "verdict=error\nconclusion=failure\nregressions=0\nprofiles=3\n"
         );
         let md = markdown(&m);
-        assert!(md.contains("## infergate: ⛔ no verdict (3)"), "{md}");
-        assert!(
-            md.contains("| ⛔ not measured | 0 | not measured: &lt;b&gt;cancelled&lt;/b&gt; |"),
-            "{md}"
+        assert_contains(&md, "## infergate: ⛔ no verdict (3)");
+        assert_contains(
+            &md,
+            "| ⛔ not measured | 0 | not measured: &lt;b&gt;cancelled&lt;/b&gt; |",
         );
-        assert!(
-            md.contains("| ℹ️ no baseline | 0 | no baseline yet: nothing to compare with |"),
-            "{md}"
+        assert_contains(
+            &md,
+            "| ℹ️ no baseline | 0 | no baseline yet: nothing to compare with |",
         );
         assert_eq!(md.matches("\n### ").count(), 3);
         let t = text(&m);
-        assert!(
-            t.starts_with("merged verdict: error — 1 of 3 profiles without a verdict"),
-            "{t}"
+        assert_starts_with(
+            &t,
+            "merged verdict: error — 1 of 3 profiles without a verdict",
         );
-        assert!(
-            t.contains("  cancelled        0 regressions  gpu-h200x1"),
-            "{t}"
-        );
+        assert_contains(&t, "  cancelled        0 regressions  gpu-h200x1");
         // A run measured in full whose comparison failed is not one without a baseline yet.
         let mut failed = not_compared("RTX 5090", RunStatus::Complete, None);
         if let ShardOutcome::NotCompared { compare_error, .. } = &mut failed.outcome {
@@ -259,9 +257,9 @@ mod tests {
             "verdict=error\nconclusion=failure\nregressions=0\nprofiles=2\n"
         );
         let md = markdown(&m);
-        assert!(
-            md.contains("| ⛔ no verdict | 0 | measured, but no verdict: comparison with the baseline failed"),
-            "{md}"
+        assert_contains(
+            &md,
+            "| ⛔ no verdict | 0 | measured, but no verdict: comparison with the baseline failed",
         );
         assert!(
             text(&m).contains("without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but no verdict: comparison")
@@ -269,9 +267,6 @@ mod tests {
             "{}",
             text(&m)
         );
-        assert!(
-            t.contains("  no_baseline      0 regressions  gpu-rtx-5090x1"),
-            "{t}"
-        );
+        assert_contains(&t, "  no_baseline      0 regressions  gpu-rtx-5090x1");
     }
 }

@@ -253,6 +253,7 @@ fn cell_chart(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_contains, assert_lacks};
 
     #[test]
     fn xychart_quotes_labels_and_draws_lines() {
@@ -290,32 +291,24 @@ mod tests {
         assert!(!bars.is_empty(), "{chart}");
         let (c0, tps) = (&first.cells[0], history[0].cells[0].aggregate_tps);
         let title = cell_label(c0.concurrency, c0.context_tokens);
-        assert!(
-            chart.contains(&format!(
-                "{title} aggregate tok/s: bars = runs (last 2 = this run's boots)"
-            )),
-            "{chart}"
+        assert_contains(
+            &chart,
+            &format!("{title} aggregate tok/s: bars = runs (last 2 = this run's boots)"),
         );
-        assert!(
-            chart.contains(r##"x-axis ["#1", "#2", "#3", "boot 1", "boot 2"]"##),
-            "{chart}"
-        );
-        assert!(
-            chart.contains(&format!(
+        assert_contains(&chart, r##"x-axis ["#1", "#2", "#3", "boot 1", "boot 2"]"##);
+        assert_contains(
+            &chart,
+            &format!(
                 "bar [{t:.1}, {t:.1}, {t:.1}, {:.1}, {:.1}]",
                 0.9 * tps,
                 0.8 * tps,
                 t = tps
-            )),
-            "{chart}"
+            ),
         );
-        assert!(chart.contains("this run's two boots"), "{chart}");
+        assert_contains(&chart, "this run's two boots");
         let single = throughput_chart(&history, &first, None, None).unwrap();
-        assert!(
-            single.contains(r##"x-axis ["#1", "#2", "#3", "this run"]"##),
-            "{single}"
-        );
-        assert!(!single.contains("boot"), "{single}");
+        assert_contains(&single, r##"x-axis ["#1", "#2", "#3", "this run"]"##);
+        assert_lacks(&single, "boot");
         // A verdict over two boots with only the first given (`report` without a trusted
         // config): its one bar is the first boot, and the legend says the second is missing.
         let mut over_two = infergate_store::export::fixture::verdict(&first);
@@ -328,15 +321,9 @@ mod tests {
             missing: false,
         });
         let one_of_two = throughput_chart(&history, &first, None, Some(&over_two)).unwrap();
-        assert!(one_of_two.contains(r#""boot 1"]"#), "{one_of_two}");
-        assert!(
-            one_of_two.contains("(last = this run's first boot)"),
-            "{one_of_two}"
-        );
-        assert!(
-            one_of_two.contains("whose figures this report was not given"),
-            "{one_of_two}"
-        );
-        assert!(!one_of_two.contains("this run\""), "{one_of_two}");
+        assert_contains(&one_of_two, r#""boot 1"]"#);
+        assert_contains(&one_of_two, "(last = this run's first boot)");
+        assert_contains(&one_of_two, "whose figures this report was not given");
+        assert_lacks(&one_of_two, "this run\"");
     }
 }

@@ -809,6 +809,7 @@ impl GithubReporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_contains, assert_lacks, assert_starts_with};
     use infergate_model::stats::changepoint::{
         ChangeSettings, CommitRange, HistoryChanges, LocationInterval, RunRef,
     };
@@ -939,13 +940,13 @@ mod tests {
             AlertState::Open,
             Some("https://github.example/a/b"),
         );
-        assert!(text.starts_with(&alerts[0].key.marker()), "{text}");
-        assert!(text.contains("c29..c30"), "{text}");
+        assert_starts_with(&text, &alerts[0].key.marker());
+        assert_contains(&text, "c29..c30");
         assert!(
             text.contains("C=4 / 8k") && text.contains("C=16 / 8k"),
             "{text}"
         );
-        assert!(text.contains("−3.0%"), "{text}");
+        assert_contains(&text, "−3.0%");
         assert!(text.contains("--since r30 --profile h200-vllm --suite nightly"));
     }
 
@@ -956,9 +957,9 @@ mod tests {
         g.suite = "nightly".into();
         let alerts = plan(std::slice::from_ref(&g));
         let text = body(&alerts[0], AlertState::Open, None);
-        assert!(!text.contains("@maintainer"), "{text}");
-        assert!(!text.contains("https://evil"), "{text}");
-        assert!(!text.contains(" #1"), "{text}");
+        assert_lacks(&text, "@maintainer");
+        assert_lacks(&text, "https://evil");
+        assert_lacks(&text, " #1");
     }
 
     #[test]
@@ -1024,7 +1025,7 @@ mod tests {
         assert_eq!(a2[0].cells.len(), 1);
         assert_eq!(reconcile(&a2, &ours, &analysed()), vec![update(5, 0)]);
         let text = body(&a2[0], AlertState::Open, None);
-        assert!(text.contains("creep: −0.20%/run"), "{text}");
+        assert_contains(&text, "creep: −0.20%/run");
         assert_eq!(parse_until(&text).as_deref(), Some("r39"));
         assert!(title(&a2[0]).contains("creep"));
         // Night 3: the onset estimate moved later (r32), outside the old onset's tolerance

@@ -334,6 +334,7 @@ fn valid_repository(r: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::assert_contains;
     use std::collections::HashMap;
 
     fn ctx(vars: &[(&str, &str)]) -> GithubContext {
@@ -430,7 +431,7 @@ mod tests {
         assert!(c.repository.is_none());
         assert_eq!(c.warnings.len(), 1);
         let notice = c.missing_for_api().unwrap();
-        assert!(notice.contains("token"), "{notice}");
-        assert!(notice.contains("GITHUB_REPOSITORY"), "{notice}");
+        assert_contains(&notice, "token");
+        assert_contains(&notice, "GITHUB_REPOSITORY");
     }
 }

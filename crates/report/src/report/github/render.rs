@@ -493,6 +493,7 @@ pub(crate) fn truncate_markdown(text: &str, limit: usize, full_report: Option<&s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_contains, assert_lacks};
 
     /// The comment's and the job summary's heading is the whole first line, however long: an
     /// `insufficient` line that names the host's lateness passed 250 characters and was cut
@@ -525,7 +526,7 @@ mod tests {
         };
         assert_eq!(heading(&outcome), line);
         let summary = job_summary("infergate / p / pr", &outcome, &Links::default(), None);
-        assert!(summary.contains(&escape(&line)), "{summary}");
+        assert_contains(&summary, &escape(&line));
         assert_eq!(outcome.title(), cut_chars(&line, 250));
     }
 
@@ -576,9 +577,9 @@ mod tests {
             "C=4 already capacity-limited at 8k: not measured",
         );
         let md = results_markdown(&run);
-        assert!(md.contains("| — (cap) |"), "{md}");
-        assert!(!md.contains("0.0 (cap)"), "{md}");
-        assert!(md.contains("`— (cap)`: not measured"), "{md}");
+        assert_contains(&md, "| — (cap) |");
+        assert_lacks(&md, "0.0 (cap)");
+        assert_contains(&md, "`— (cap)`: not measured");
         // Nor is its zero exported as a figure.
         assert!(
             infergate_store::export::figures(&run)
@@ -602,15 +603,9 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("- GPU telemetry: "))
             .unwrap();
-        assert!(
-            line.contains("1.590 J/token · avg power 442 W · max 63 °C"),
-            "{line}"
-        );
-        assert!(
-            line.contains("clocks limited by sw\\_power\\_cap"),
-            "{line}"
-        );
-        assert!(!line.contains("<b>"), "{line}");
+        assert_contains(line, "1.590 J/token · avg power 442 W · max 63 °C");
+        assert_contains(line, "clocks limited by sw\\_power\\_cap");
+        assert_lacks(line, "<b>");
         let matrix = |run: &RunResults, cautions: &[String]| {
             matrix_markdown(
                 &Outcome {
@@ -644,7 +639,7 @@ mod tests {
             cell.concurrency,
             context_label(cell.context_tokens)
         );
-        assert!(caution.contains(&named), "{caution}");
+        assert_contains(caution, &named);
     }
 
     #[test]

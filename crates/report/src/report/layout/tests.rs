@@ -3,6 +3,7 @@
 //! (the first line itself is tested beside its writer, `src/answer.rs`).
 
 use super::*;
+use crate::test_support::{assert_contains, assert_ends_with, assert_lacks, assert_starts_with};
 use infergate_schema::verdict::CellVerdict::*;
 use infergate_schema::verdict::Metric::*;
 use infergate_schema::verdict::fixtures::{insufficient, matrix, metric, pass, regression};
@@ -23,9 +24,9 @@ fn a_one_run_store_asks_for_runs_and_prints_no_impossible_mde() {
         }
     }
     let first = first_line(&r);
-    assert!(
-        first.ends_with("(more baseline runs needed: one shows no boot-to-boot noise yet)"),
-        "{first}"
+    assert_ends_with(
+        &first,
+        "(more baseline runs needed: one shows no boot-to-boot noise yet)",
     );
     let l = layout(&r);
     let line = l
@@ -51,16 +52,13 @@ fn the_level_lag_behind_a_slowing_runner_is_said_beside_the_sensitivity() {
             .expect("sensitivity line")
     };
     let mut r = insufficient();
-    assert!(!line(&r).contains("lags"), "{}", line(&r));
+    assert_lacks(&line(&r), "lags");
     if let Some(s) = r.sensitivity.as_mut() {
         s.level_lag = 0.0063;
     }
-    assert!(
-        line(&r).ends_with(
-            "; the level lags the history's slowing by 0.6%, counted in the matrix-wide test's noise."
-        ),
-        "{}",
-        line(&r)
+    assert_ends_with(
+        &line(&r),
+        "; the level lags the history's slowing by 0.6%, counted in the matrix-wide test's noise.",
     );
 }
 
@@ -123,7 +121,7 @@ fn the_console_is_at_most_100_columns_and_says_the_headline_once() {
     for r in [pass(), regression(), insufficient()] {
         let text = console(&layout(&r));
         assert!(crate::report::console::fits(&text), "{text}");
-        assert!(!text.contains("the old headline"), "{text}");
+        assert_lacks(&text, "the old headline");
         let unwrapped = text.replace("\n  ", " ");
         let first = first_line(&r);
         assert_eq!(unwrapped.matches(first.as_str()).count(), 1, "{text}");
@@ -140,11 +138,11 @@ fn latencies_carry_units_and_never_a_verdict_word_against_their_sign() {
     assert_eq!(l.secondary.len(), 2, "{:?}", l.secondary);
     let itl = &l.secondary[0];
     assert_eq!(itl.values, "3.30 ms → 3.50 ms");
-    assert!(itl.change.ends_with("higher"), "{}", itl.change);
+    assert_ends_with(&itl.change, "higher");
     let ttft = &l.secondary[1];
-    assert!(ttft.change.ends_with("lower"), "{}", ttft.change);
+    assert_ends_with(&ttft.change, "lower");
     let md = markdown(&l, true);
-    assert!(!md.contains("improvement"), "{md}");
+    assert_lacks(&md, "improvement");
     assert_eq!(with_unit(AggregateTps, 747.23), "747.2 tok/s");
     assert_eq!(with_unit(ItlP50, 0.0013), "1.30 ms");
     assert_eq!(with_unit(TtftP50, 0.0421), "42.1 ms");
@@ -227,25 +225,18 @@ fn an_ab_run_says_b_vs_a_never_baseline() {
     ab.baseline.level_runs.truncate(4);
     ab.baseline.noise_runs = 4;
     let text = console(&layout(&ab));
-    assert!(
-        text.starts_with("? insufficient: no regression of B vs A proven in 6 cells"),
-        "{text}"
+    assert_starts_with(
+        &text,
+        "? insufficient: no regression of B vs A proven in 6 cells",
     );
-    assert!(
-        text.contains("aggregate tok/s, change of B vs A in %"),
-        "{text}"
-    );
-    assert!(
-        text.contains("A's level from 4 boots, noise from 4 pairs."),
-        "{text}"
-    );
-    assert!(!text.contains("baseline"), "{text}");
+    assert_contains(&text, "aggregate tok/s, change of B vs A in %");
+    assert_contains(&text, "A's level from 4 boots, noise from 4 pairs.");
+    assert_lacks(&text, "baseline");
     let mut worse = regression();
     worse.against = infergate_schema::verdict::Against::PairedAb;
-    assert!(
-        first_line(&worse).starts_with("✗ B vs A: aggregate tok/s −9.6% [−10.9, −8.4]"),
-        "{}",
-        first_line(&worse)
+    assert_starts_with(
+        &first_line(&worse),
+        "✗ B vs A: aggregate tok/s −9.6% [−10.9, −8.4]",
     );
     let mut pass = pass();
     pass.against = infergate_schema::verdict::Against::PairedAb;
@@ -274,7 +265,7 @@ fn the_rule_line_shares_add_up_to_alpha() {
             .find(|l| l.starts_with("Rule:"))
             .unwrap_or_default()
     };
-    assert!(!rule(&r).contains("unspent"), "{}", rule(&r));
+    assert_lacks(&rule(&r), "unspent");
     // An A/B comparison: capacity is decided by counts, not at a share.
     r.rule.shares = Some(AlphaShares {
         matrix: 0.004,
@@ -284,10 +275,7 @@ fn the_rule_line_shares_add_up_to_alpha() {
         secondary: None,
     });
     let line = rule(&r);
-    assert!(
-        line.contains("4.00e-3 to the cells (Bonferroni), 2.00e-3 unspent;"),
-        "{line}"
-    );
+    assert_contains(&line, "4.00e-3 to the cells (Bonferroni), 2.00e-3 unspent;");
     // With line tests the local share is the rows', columns' and cells'.
     r.lines.push(infergate_schema::verdict::LineTest {
         axis: infergate_schema::verdict::LineAxis::Context,
@@ -295,11 +283,9 @@ fn the_rule_line_shares_add_up_to_alpha() {
         test: matrix(0.0, 0.01, Unchanged),
     });
     let line = rule(&r);
-    assert!(
-        line.contains(
-            "4.00e-3 to rows, columns and cells (Bonferroni within each family), 2.00e-3 unspent;"
-        ),
-        "{line}"
+    assert_contains(
+        &line,
+        "4.00e-3 to rows, columns and cells (Bonferroni within each family), 2.00e-3 unspent;",
     );
 }
 
@@ -315,7 +301,7 @@ fn an_annotation_says_a_cell_moved_with_the_matrix_once() {
         message.starts_with("aggregate tok/s ") && message.contains("(−9.6%; 90% interval [−10.8, −8.4]; margin 3.0%); with the matrix: −9.6% (regression)"),
         "{message}"
     );
-    assert!(!message.contains("total −9.6%"), "{message}");
+    assert_lacks(&message, "total −9.6%");
 }
 
 /// Intervals whose boot-to-boot noise is a prior (one baseline run) say so, and say whether a
@@ -370,26 +356,24 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
     ));
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
-    assert!(
-        first.starts_with(
-            "✗ prefill tok/s −75.0% [−77.0, −73.0] at 8k; prefill layer: 1 of 1 context regressed"
-        ),
-        "{first}"
+    assert_starts_with(
+        &first,
+        "✗ prefill tok/s −75.0% [−77.0, −73.0] at 8k; prefill layer: 1 of 1 context regressed",
     );
     let l = layout(&r);
     assert_eq!(l.prefill.len(), 1);
     assert_eq!(l.prefill[0].name, "8k");
     assert_eq!(l.prefill[0].values, "172,000 → 43,000 tok/s");
     let text = console(&l);
-    assert!(
-        text.contains("Prefill layer (prefill tok/s of cold samples, change vs baseline):\n  8k: ✗ −75.0% [−77.0, −73.0], 172,000 → 43,000 tok/s"),
-        "{text}"
+    assert_contains(
+        &text,
+        "Prefill layer (prefill tok/s of cold samples, change vs baseline):\n  8k: ✗ −75.0% [−77.0, −73.0], 172,000 → 43,000 tok/s",
     );
-    assert!(text.contains("ctx \\ C"), "{text}");
+    assert_contains(&text, "ctx \\ C");
     let md = markdown(&l, true);
-    assert!(
-        md.contains("| 8k | ✗ −75.0% \\[−77.0, −73.0\\] | 172,000 → 43,000 tok/s |"),
-        "{md}"
+    assert_contains(
+        &md,
+        "| 8k | ✗ −75.0% \\[−77.0, −73.0\\] | 172,000 → 43,000 tok/s |",
     );
 }
 
@@ -408,21 +392,21 @@ fn a_burst_ttft_regression_is_named_first_and_tabled() {
     ));
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
-    assert!(
-        first.starts_with("✗ TTFT p90 +50.0% [+45.0, +55.0] in the burst layer"),
-        "{first}"
+    assert_starts_with(
+        &first,
+        "✗ TTFT p90 +50.0% [+45.0, +55.0] in the burst layer",
     );
     let l = layout(&r);
     assert_eq!(l.burst.len(), 2);
     let text = console(&l);
-    assert!(
-        text.contains("Burst layer (change vs baseline):\n  total tok/s: ✓ −1.0% [−3.0, +1.0], 54,000 → 53,460 tok/s\n  TTFT p90: ✗ +50.0% [+45.0, +55.0], 57.0 ms → 85.5 ms"),
-        "{text}"
+    assert_contains(
+        &text,
+        "Burst layer (change vs baseline):\n  total tok/s: ✓ −1.0% [−3.0, +1.0], 54,000 → 53,460 tok/s\n  TTFT p90: ✗ +50.0% [+45.0, +55.0], 57.0 ms → 85.5 ms",
     );
     let md = markdown(&l, true);
-    assert!(
-        md.contains("| TTFT p90 | ✗ +50.0% \\[+45.0, +55.0\\] | 57.0 ms → 85.5 ms |"),
-        "{md}"
+    assert_contains(
+        &md,
+        "| TTFT p90 | ✗ +50.0% \\[+45.0, +55.0\\] | 57.0 ms → 85.5 ms |",
     );
 }
 
@@ -443,11 +427,7 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
     // One cell had too few observations of it: no entry, so not counted.
     r.cells[5].metrics.retain(|m| m.metric != ItlP90);
     let l = layout(&r);
-    assert!(
-        l.first_line.contains("; ITL p90 in 5 of 6)"),
-        "{}",
-        l.first_line
-    );
+    assert_contains(&l.first_line, "; ITL p90 in 5 of 6)");
     assert_eq!(l.latency.len(), 1, "{:?}", l.latency);
     let row = &l.latency[0];
     assert_eq!(row.name, "ITL p90");
@@ -457,22 +437,15 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
     );
     assert_eq!(row.values, "1.47–5.87 ms → 1.47–5.98 ms");
     let console = console(&l);
-    assert!(console.contains("Decode latency (gated"), "{console}");
+    assert_contains(&console, "Decode latency (gated");
     let md = markdown(&l, true);
-    assert!(
-        md.contains("| ITL p90 | ✓ 0.0% to +4.0% in 5 cells"),
-        "{md}"
-    );
+    assert_contains(&md, "| ITL p90 | ✓ 0.0% to +4.0% in 5 cells");
 
     // Every cell: "in all 6"; one regressed: named, and the row's symbol is the worst.
     r.cells[5] = pass().cells[5].clone();
     r.cells[2].metrics[3].verdict = Regression;
     let l = layout(&r);
-    assert!(
-        l.first_line.contains("; ITL p90 in all 6)"),
-        "{}",
-        l.first_line
-    );
+    assert_contains(&l.first_line, "; ITL p90 in all 6)");
     assert!(
         l.latency[0].change.starts_with("✗ ")
             && l.latency[0].change.contains(", 1 regressed (C=4 / 0)"),
@@ -485,7 +458,7 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
         c.metrics.retain(|m| m.metric != ItlP90);
     }
     let l = layout(&r);
-    assert!(!l.first_line.contains("ITL"), "{}", l.first_line);
+    assert_lacks(&l.first_line, "ITL");
     assert!(l.latency.is_empty());
 
     // Not gated in any cell because the host ran late: the first line says so before anything
@@ -501,12 +474,9 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
         })
         .to_vec();
     let l = layout(&r);
-    assert!(
-        l.first_line.starts_with(
-            "? insufficient: ITL p90 not vouched for in 2 cells: the host ran the gate's probe 3.10–3.50 ms late at p99 (ITL p90 12.1–14.0 ms); a quieter runner decides it; no regression proven in 6 cells"
-        ),
-        "{}",
-        l.first_line
+    assert_starts_with(
+        &l.first_line,
+        "? insufficient: ITL p90 not vouched for in 2 cells: the host ran the gate's probe 3.10–3.50 ms late at p99 (ITL p90 12.1–14.0 ms); a quieter runner decides it; no regression proven in 6 cells",
     );
     assert_eq!(l.latency.len(), 1, "{:?}", l.latency);
     assert_eq!(
