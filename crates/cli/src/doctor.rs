@@ -404,6 +404,7 @@ fn write_engine(s: &mut String, e: &EngineCheck) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_contains;
 
     #[test]
     fn metrics_flavor_is_detected_from_names() {
@@ -432,8 +433,8 @@ mod tests {
         assert_eq!(e.url, format!("http://127.0.0.1:{port}"));
         assert!(e.health.error.is_some());
         let text = render_text(&without_nvml(Some(e), None));
-        assert!(text.contains("NVML:    unavailable: no driver"), "{text}");
-        assert!(text.contains("NOT reachable"), "{text}");
+        assert_contains(&text, "NVML:    unavailable: no driver");
+        assert_contains(&text, "NOT reachable");
     }
 
     #[test]
@@ -448,7 +449,7 @@ mod tests {
                 teardown_clean: Some(true),
             }),
         ));
-        assert!(text.contains("pwned"), "{text}");
+        assert_contains(&text, "pwned");
         for line in text.lines() {
             assert!(
                 !line.trim_start().starts_with("::") && !line.contains("##["),

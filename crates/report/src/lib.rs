@@ -15,5 +15,3 @@ extern crate infergate_io;
 
 pub mod merge;
 pub mod report;
-#[cfg(test)]
-mod test_support;

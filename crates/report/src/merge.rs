@@ -542,7 +542,7 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::test_support::{assert_contains, assert_starts_with};
+    use infergate_schema::asserts::{assert_contains, assert_starts_with};
 
     /// The shards merged under the default policy, no count expected.
     pub(crate) fn merged(shards: Vec<Shard>) -> MergedVerdict {

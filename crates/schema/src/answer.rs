@@ -1590,6 +1590,7 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::asserts::{assert_ends_with, assert_starts_with};
     use crate::verdict::fixtures::{self, insufficient, metric, pass, regression};
 
     fn commands(steps: &[NextStep]) -> Vec<&str> {
@@ -1728,13 +1729,10 @@ mod tests {
             first_line(&two)
         );
         let thin = first_line(&insufficient());
-        assert!(
-            thin.starts_with("? insufficient: no regression proven in 6 cells"),
-            "{thin}"
-        );
-        assert!(
-            thin.ends_with("this baseline could detect only −7.9% or worse, not the rule's −5.0% (5 more baseline runs needed)"),
-            "{thin}"
+        assert_starts_with(&thin, "? insufficient: no regression proven in 6 cells");
+        assert_ends_with(
+            &thin,
+            "this baseline could detect only −7.9% or worse, not the rule's −5.0% (5 more baseline runs needed)",
         );
     }
 
@@ -2019,10 +2017,7 @@ mod tests {
             assert!(check.line("matrix").ends_with(&format!(" → {words}")));
             let json = serde_json::to_string(&check).expect("writes");
             let quoted = serde_json::to_string(words).expect("a string");
-            assert!(
-                json.ends_with(&format!(r#""outcome":{quoted}}}"#)),
-                "{json}"
-            );
+            assert_ends_with(&json, &format!(r#""outcome":{quoted}}}"#));
             let back: Check = serde_json::from_str(&json).expect("reads back");
             assert!(
                 matches!(&back.outcome, CheckOutcome::Recorded(w) if w == words),

@@ -224,6 +224,7 @@ pub fn error_text(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::asserts::{assert_contains, assert_starts_with};
 
     #[test]
     fn a_flag_word_round_trips_through_its_name() {
@@ -236,7 +237,7 @@ mod tests {
         }
         assert_eq!(FailOn::parse("inconclusive"), Ok(FailOn::INSUFFICIENT));
         let err = FailOn::parse("sometimes").unwrap_err();
-        assert!(err.contains("regression, insufficient or never"), "{err}");
+        assert_contains(&err, "regression, insufficient or never");
     }
 
     #[test]
@@ -272,10 +273,7 @@ mod tests {
         let e = anyhow::Error::new(Create { source: io }).context("writing the results");
         let text = error_text(&e);
         assert_eq!(text.matches("os error 17").count(), 1, "{text}");
-        assert!(
-            text.starts_with("writing the results: cannot create notes.txt"),
-            "{text}"
-        );
+        assert_starts_with(&text, "writing the results: cannot create notes.txt");
     }
 
     #[test]

@@ -11,6 +11,8 @@
 #![warn(missing_docs)]
 
 pub mod answer;
+#[cfg(any(test, feature = "testkit"))]
+pub mod asserts;
 pub mod exit;
 pub mod policy;
 pub mod results;

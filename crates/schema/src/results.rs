@@ -1656,6 +1656,7 @@ pub fn duration_label(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::asserts::{assert_contains, assert_lacks};
 
     #[test]
     fn durations_under_a_second_are_in_milliseconds() {
@@ -1692,7 +1693,7 @@ mod tests {
             detail: None,
         };
         let text = serde_json::to_string(&c).unwrap();
-        assert!(text.contains("\"disagreement\":null"), "{text}");
+        assert_contains(&text, "\"disagreement\":null");
         let back: CrossCheck = serde_json::from_str(&text).unwrap();
         assert_eq!(back.disagreement, f64::INFINITY);
         assert_eq!(back.reported, 192.0);
@@ -1794,11 +1795,11 @@ mod tests {
     fn the_process_group_is_a_typed_field_of_engine_spawned() {
         let e = Event::engine_spawned(4242);
         let json = serde_json::to_string(&e).unwrap();
-        assert!(json.contains("\"kind\":\"engine_spawned\""), "{json}");
+        assert_contains(&json, "\"kind\":\"engine_spawned\"");
         let back: Event = serde_json::from_str(&json).unwrap();
         assert_eq!(back.process_group, Some(4242));
         let plain = serde_json::to_string(&Event::now(EventKind::Notice, "x")).unwrap();
-        assert!(!plain.contains("process_group"), "{plain}");
+        assert_lacks(&plain, "process_group");
     }
 
     /// A results file written before `gate_failure` existed (the gate's reason only in a

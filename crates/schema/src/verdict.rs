@@ -1833,6 +1833,7 @@ mod tests {
         CellComparison, CellVerdict, NotCompared, Sensitivity, SensitivityUnit, signed_number,
         signed_percent,
     };
+    use crate::asserts::{assert_contains, assert_lacks};
 
     /// Why an entry was not compared is a typed field: written only where set, and a verdict
     /// written before the field existed still reads (as compared, or not for another reason).
@@ -1844,16 +1845,13 @@ mod tests {
         assert_eq!(cell.verdict, CellVerdict::NotComparable);
         assert_eq!(cell.not_compared, None);
         let plain = serde_json::to_string(&cell).expect("writes");
-        assert!(!plain.contains("not_compared"), "{plain}");
+        assert_lacks(&plain, "not_compared");
         let refused = CellComparison {
             not_compared: Some(NotCompared::PrefillCountersDisagree),
             ..cell
         };
         let json = serde_json::to_string(&refused).expect("writes");
-        assert!(
-            json.contains(r#""not_compared":"prefill_counters_disagree""#),
-            "{json}"
-        );
+        assert_contains(&json, r#""not_compared":"prefill_counters_disagree""#);
         let back: CellComparison = serde_json::from_str(&json).expect("reads back");
         assert_eq!(back, refused);
     }

@@ -492,6 +492,7 @@ fn must_show(r: &ChangeEvalReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_contains;
 
     /// The evaluation is read at the console's width, and a figure over no found change is a
     /// dash, never `NaN` or `-0.00` (a −0.5% step, under `min_effect`, is never found).
@@ -513,8 +514,8 @@ mod tests {
                 .any(|l| l.starts_with("│ step_-0.5%") && l.contains("│ cell   │ 0.0%")),
             "{text}"
         );
-        assert!(text.contains("—"), "{text}");
-        assert!(text.contains("creep_-0.2%/night"), "{text}");
-        assert!(text.contains("Must-show"), "{text}");
+        assert_contains(&text, "—");
+        assert_contains(&text, "creep_-0.2%/night");
+        assert_contains(&text, "Must-show");
     }
 }

@@ -208,6 +208,7 @@ impl Drop for SimTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_contains;
 
     /// `{infergate} sim --profile test --time-scale 10 EXTRA...`, its log in `dir`.
     fn launch(dir: &std::path::Path, extra: &[&str]) -> EngineLaunch {
@@ -254,7 +255,7 @@ mod tests {
         assert!(engine.base_url().starts_with("http://127.0.0.1:"));
         assert_eq!(engine.process_group(), None);
         let log = std::fs::read_to_string(dir.path().join("engine.log")).expect("log");
-        assert!(log.contains(engine.base_url()), "{log}");
+        assert_contains(&log, engine.base_url());
         let stop = engine.stop().await;
         assert!(stop.group_gone && !stop.killed, "{stop:?}");
         assert_eq!(stop.containment_record(), "in-process");

@@ -546,6 +546,7 @@ fn peer_table(r: &EvalReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_contains;
 
     /// The report is read at the console's width: every runner of the grid, every line within
     /// 100 columns (the one-table layout was 180 columns wide).
@@ -566,7 +567,7 @@ mod tests {
             let first_word = c.name.split_whitespace().next().unwrap();
             assert!(text.contains(first_word), "{}", c.name);
         }
-        assert!(text.contains("Targets:"), "{text}");
+        assert_contains(&text, "Targets:");
         for rule in ["Bencher, cell", "github-action-benchmark", "Perfherder"] {
             assert!(text.contains(rule), "{rule}");
         }

@@ -165,6 +165,7 @@ pub(super) fn build_bisect(
 #[cfg(test)]
 mod tests {
     use crate::config::GateConfig;
+    use infergate_schema::asserts::assert_contains;
     use std::path::Path;
 
     const BASE: &str = r#"
@@ -206,10 +207,10 @@ contexts = ["0"]
             "{e}"
         );
         let e = parse("[bisect]\nbuild = \"b {rev}\"\nrevs = \"git log\"\n").expect_err("revs");
-        assert!(e.contains("{good}"), "{e}");
+        assert_contains(&e, "{good}");
         let e = parse("[bisect]\nbuild = \"b {rev}\"\nmax_boots_per_step = 0\n").expect_err("0");
-        assert!(e.contains("max_boots_per_step"), "{e}");
+        assert_contains(&e, "max_boots_per_step");
         let e = parse("[bisect]\nbuild = \"b {rev}\"\nbiuld = 1\n").expect_err("typo");
-        assert!(e.contains("unknown field"), "{e}");
+        assert_contains(&e, "unknown field");
     }
 }

@@ -475,6 +475,7 @@ impl GateConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::{assert_contains, assert_starts_with};
 
     const GOOD: &str = r#"
 model = "m"
@@ -609,15 +610,12 @@ history_runs = 6
             e.contains("t.toml:") && e.contains("min_effects") && e.contains("itl_p98"),
             "{e}"
         );
-        assert!(e.contains("itl_p99 = 0.5"), "{e}");
+        assert_contains(&e, "itl_p99 = 0.5");
         let e = err(&with("[thresholds.min_effects]\nitl_p99 = 12"));
-        assert!(
-            e.contains("min_effects.itl_p99 = 12 must be in (0, 10)"),
-            "{e}"
-        );
-        assert!(e.contains("t.toml:"), "{e}");
+        assert_contains(&e, "min_effects.itl_p99 = 12 must be in (0, 10)");
+        assert_contains(&e, "t.toml:");
         let e = err(&with("[thresholds.min_effects]\naggregate_tps = 0.1"));
-        assert!(e.contains("set by min_effect"), "{e}");
+        assert_contains(&e, "set by min_effect");
     }
 
     /// The prefill layer's knobs: defaults, and set per suite.
@@ -717,7 +715,7 @@ history_runs = 6
         let lines = GOOD.lines().count();
         let table = |body: &str| format!("{GOOD}\n[engine.watchdog]\n{body}\n");
         let e = err(&table("probes = 0"));
-        assert!(e.starts_with(&format!("t.toml:{}:", lines + 3)), "{e}");
+        assert_starts_with(&e, &format!("t.toml:{}:", lines + 3));
         assert!(
             e.contains("[engine.watchdog] probes = 0") && e.contains("fix: write 1 to 100"),
             "{e}"
@@ -728,8 +726,8 @@ history_runs = 6
             "{e}"
         );
         let e = err(&table("quiet = \"2s\"\nprobe_timeout = \"3s\""));
-        assert!(e.starts_with(&format!("t.toml:{}:", lines + 4)), "{e}");
-        assert!(e.contains("longer than quiet"), "{e}");
+        assert_starts_with(&e, &format!("t.toml:{}:", lines + 4));
+        assert_contains(&e, "longer than quiet");
         let e = err(&table("quite = \"2s\""));
         assert!(e.contains("quite"), "a typo is an error: {e}");
     }
@@ -738,30 +736,30 @@ history_runs = 6
     fn unknown_suite_lists_the_suites() {
         let c = parse(GOOD).expect("valid");
         let e = c.suite(Some("weekly")).expect_err("unknown").to_string();
-        assert!(e.contains("nightly, pr"), "{e}");
+        assert_contains(&e, "nightly, pr");
     }
 
     #[test]
     fn syntax_error_names_the_line() {
         let e = err("[engine]\ncommand = [\"x\"\n");
-        assert!(e.starts_with("t.toml:"), "{e}");
+        assert_starts_with(&e, "t.toml:");
     }
 
     #[test]
     fn unknown_key_names_line_and_fix() {
         let text = GOOD.replace("duration = \"5s\"", "durration = \"5s\"");
         let e = err(&text);
-        assert!(e.starts_with("t.toml:14:"), "{e}");
+        assert_starts_with(&e, "t.toml:14:");
         assert!(e.contains("durration") && e.contains("fix:"), "{e}");
     }
 
     #[test]
     fn negative_duration_is_rejected_at_its_line() {
         let e = err(&GOOD.replace("duration = \"5s\"", "duration = \"-5s\""));
-        assert!(e.starts_with("t.toml:14:"), "{e}");
+        assert_starts_with(&e, "t.toml:14:");
         assert!(e.contains("negative") && e.contains("fix: write"), "{e}");
         let e = err(&GOOD.replace("duration = 2", "duration = -2"));
-        assert!(e.starts_with("t.toml:19:"), "{e}");
+        assert_starts_with(&e, "t.toml:19:");
     }
 
     #[test]
@@ -894,11 +892,11 @@ contexts = ["0"]
             )
             .replace("env = { ONLY_B = \"{port}\" }\n", "");
         let e = err(&one_sided);
-        assert!(e.contains("needs both [engine.a]"), "{e}");
+        assert_contains(&e, "needs both [engine.a]");
         let e = err(&AB.replace("rounds = 3", "rounds = 1"));
         assert!(e.starts_with("t.toml:17:") && e.contains("rounds"), "{e}");
         let e = err(&AB.replace("max_rounds = 3", "max_rounds = 0"));
-        assert!(e.contains("max_rounds"), "{e}");
+        assert_contains(&e, "max_rounds");
         // One spending function, declared up front: the old shape switch is refused at its line.
         let e = err(&AB.replace("max_rounds = 3", "max_rounds = 3\nspending = \"pocock\""));
         assert!(
@@ -908,16 +906,16 @@ contexts = ["0"]
             "{e}"
         );
         let e = err(&AB.replace("max_rounds = 3", "max_rounds = 3\nspending = 1"));
-        assert!(e.contains("spending is gone"), "{e}");
+        assert_contains(&e, "spending is gone");
         let e = err(&AB.replace("order = \"ab\"", "order = \"aab\""));
-        assert!(e.contains("aab"), "{e}");
+        assert_contains(&e, "aab");
         let e = err(&GOOD.replace("[baseline]", "[ab]\nrounds = 2\n\n[baseline]"));
-        assert!(e.contains("no [engine.a]"), "{e}");
+        assert_contains(&e, "no [engine.a]");
         let e = err(&AB.replace(
             "[engine.a]\ncommand = [\"{infergate}\", \"sim\", \"--port\", \"{port}\"]",
             "[engine.a]\ncommand = [\"{infergate}\", \"sim\", \"--port\", \"{prot}\"]",
         ));
-        assert!(e.contains("{prot}"), "{e}");
+        assert_contains(&e, "{prot}");
     }
 
     #[test]
@@ -933,7 +931,7 @@ contexts = ["0"]
             );
         }
         let e = err(&GOOD.replace("[baseline]", "history_runs = 6\n\n[baseline]"));
-        assert!(e.contains("belongs in [baseline]"), "{e}");
+        assert_contains(&e, "belongs in [baseline]");
         // In the wrong table, an earlier key is not sent to [baseline], where it is gone too.
         let e = err(&GOOD.replace("[baseline]", "level_runs = 3\n\n[baseline]"));
         assert!(e.contains("are gone") && !e.contains("belongs"), "{e}");
@@ -943,7 +941,7 @@ contexts = ["0"]
             "{e}"
         );
         let e = err(&GOOD.replace("history_runs = 6", "history_runs = 0"));
-        assert!(e.contains("at least one run"), "{e}");
+        assert_contains(&e, "at least one run");
     }
 
     #[test]
@@ -959,7 +957,7 @@ contexts = ["0"]
         let e = err(&GOOD.replace("[baseline]", "[confirm]\nfirst_share = \"x\"\n\n[baseline]"));
         assert!(e.contains("are gone") && e.contains("remove"), "{e}");
         let e = err(&GOOD.replace("[baseline]", "[confirm]\np_belwo = 0.1\n\n[baseline]"));
-        assert!(e.contains("p_belwo"), "{e}");
+        assert_contains(&e, "p_belwo");
     }
 
     #[test]

@@ -237,6 +237,7 @@ pub fn parse_concurrency(s: &str) -> Result<Vec<u32>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_contains;
 
     #[test]
     fn contexts_parse_like_the_seed() {
@@ -246,7 +247,7 @@ mod tests {
         );
         assert_eq!(parse_contexts(" 8K ").unwrap(), vec![8192]);
         let e = parse_contexts("0,8q").unwrap_err();
-        assert!(e.contains("'8q' is not a size; use e.g. 0,8k,32k"), "{e}");
+        assert_contains(&e, "'8q' is not a size; use e.g. 0,8k,32k");
         assert!(parse_contexts("8k,,16k").is_err());
         assert!(parse_contexts("-1").is_err());
     }

@@ -321,9 +321,9 @@ mod tests {
     use rand::rngs::StdRng;
 
     use super::*;
-    use crate::stats::test_support::assert_first_line;
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
+    use infergate_schema::asserts::assert_first_line;
 
     #[test]
     fn a_pass_vouches_for_every_cell_at_the_cell_effect_or_names_the_one_it_cannot() {

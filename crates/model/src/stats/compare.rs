@@ -2654,8 +2654,8 @@ fn push_layer_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::answer::first_line;
+    use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::verdict::{ConfirmationReason, LimitFinding};
 
     /// The verdict over the boots given, as the judge replays them (and whether the second
@@ -4135,8 +4135,8 @@ mod tests {
 #[cfg(test)]
 mod prefill_tests {
     use super::*;
-    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
+    use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::results::{
         PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
     };
@@ -4259,8 +4259,8 @@ mod prefill_tests {
 #[cfg(test)]
 mod burst_tests {
     use super::*;
-    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
+    use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::results::{BurstRecord, BurstSettings, Percentiles};
     use infergate_schema::verdict::GateVerdict;
     use rand::SeedableRng;

@@ -168,9 +168,9 @@ pub(crate) fn provisional_cells(report: &ComparisonReport) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::{noisy_history, synthetic_run};
     use infergate_schema::answer::first_line;
+    use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::verdict::{CellVerdict, CheckOutcome, Found, LoneBoot};
 
     #[test]

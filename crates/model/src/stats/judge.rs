@@ -588,8 +588,8 @@ fn take_recorded_rounds(run: &mut RunResults) -> RecordedRounds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::{assert_first_line, assert_gate};
     use crate::synthetic::{noisy_history, synthetic_run};
+    use infergate_schema::asserts::{assert_first_line, assert_gate};
     use rand::SeedableRng;
 
     fn judge(history: &[RunResults], plan: Plan) -> Judge<'_> {

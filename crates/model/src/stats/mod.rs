@@ -16,8 +16,6 @@ pub mod paired;
 pub mod rule;
 pub mod sensitivity;
 pub mod sequential;
-#[cfg(test)]
-mod test_support;
 
 pub use build::finish;
 pub use build::quantile;

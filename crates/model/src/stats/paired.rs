@@ -477,9 +477,9 @@ impl PairJudging<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::test_support::{assert_first_line, assert_gate, assert_not_gate};
     use crate::synthetic::synthetic_run;
     use infergate_schema::answer::first_line;
+    use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::verdict::{GateVerdict, LimitFinding};
     use rand::SeedableRng;
     use rand::rngs::StdRng;

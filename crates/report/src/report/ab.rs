@@ -47,7 +47,7 @@ pub fn summary_section(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::assert_contains;
+    use infergate_schema::asserts::assert_contains;
     use infergate_schema::results::AbSide;
 
     #[test]

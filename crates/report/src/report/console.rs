@@ -573,8 +573,8 @@ pub async fn render_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{assert_contains, assert_ends_with, assert_starts_with};
     use chrono::TimeZone;
+    use infergate_schema::asserts::{assert_contains, assert_ends_with, assert_starts_with};
     use infergate_schema::results::*;
 
     fn pct(mean: f64) -> Percentiles {

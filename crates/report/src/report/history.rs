@@ -106,7 +106,7 @@ pub fn markdown(h: &BaselineHistory) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::assert_contains;
+    use infergate_schema::asserts::assert_contains;
     use infergate_store::baseline::history::CellHistory;
 
     fn sample() -> BaselineHistory {

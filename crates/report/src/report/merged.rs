@@ -181,7 +181,7 @@ mod tests {
     use super::*;
     use crate::merge::tests::merged as merge;
     use crate::merge::tests::{not_compared, report, shard};
-    use crate::test_support::{assert_contains, assert_starts_with};
+    use infergate_schema::asserts::{assert_contains, assert_starts_with};
 
     #[test]
     fn markdown_escapes_profile_text_and_has_a_section_per_profile() {

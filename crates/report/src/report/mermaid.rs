@@ -253,7 +253,7 @@ fn cell_chart(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{assert_contains, assert_lacks};
+    use infergate_schema::asserts::{assert_contains, assert_lacks};
 
     #[test]
     fn xychart_quotes_labels_and_draws_lines() {

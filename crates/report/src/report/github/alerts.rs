@@ -809,10 +809,10 @@ impl GithubReporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{assert_contains, assert_lacks, assert_starts_with};
     use infergate_model::stats::changepoint::{
         ChangeSettings, CommitRange, HistoryChanges, LocationInterval, RunRef,
     };
+    use infergate_schema::asserts::{assert_contains, assert_lacks, assert_starts_with};
     use infergate_schema::verdict::Metric;
 
     fn cp(scope: Scope, run: usize, change: f64, accepted: bool) -> ChangePoint {

@@ -334,7 +334,7 @@ fn valid_repository(r: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::assert_contains;
+    use infergate_schema::asserts::assert_contains;
     use std::collections::HashMap;
 
     fn ctx(vars: &[(&str, &str)]) -> GithubContext {

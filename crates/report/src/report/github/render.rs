@@ -493,7 +493,7 @@ pub(crate) fn truncate_markdown(text: &str, limit: usize, full_report: Option<&s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{assert_contains, assert_lacks};
+    use infergate_schema::asserts::{assert_contains, assert_lacks};
 
     /// The comment's and the job summary's heading is the whole first line, however long: an
     /// `insufficient` line that names the host's lateness passed 250 characters and was cut

@@ -3,7 +3,9 @@
 //! (the first line itself is tested beside its writer, `src/answer.rs`).
 
 use super::*;
-use crate::test_support::{assert_contains, assert_ends_with, assert_lacks, assert_starts_with};
+use infergate_schema::asserts::{
+    assert_contains, assert_ends_with, assert_lacks, assert_starts_with,
+};
 use infergate_schema::verdict::CellVerdict::*;
 use infergate_schema::verdict::Metric::*;
 use infergate_schema::verdict::fixtures::{insufficient, matrix, metric, pass, regression};
