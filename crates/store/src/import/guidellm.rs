@@ -534,6 +534,7 @@ fn scaled(d: &Distribution, divisor: f64) -> Option<Percentiles> {
 
 #[cfg(test)]
 mod tests {
+    use crate::import::tests::assert_parse_err;
     use crate::import::{parse_results, unmapped_notes};
     use infergate_schema::results::ResultsSource;
 
@@ -642,28 +643,14 @@ mod tests {
         let mut wrong = doc.clone();
         wrong["benchmarks"][2]["metrics"]["output_tokens_per_second"]["successful"]["mean"] =
             "fast".into();
-        let err = parse_results(&wrong.to_string(), "g.json")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(
-                "g.json: benchmarks[2].metrics.output_tokens_per_second.successful.mean: invalid type: string"
-            ),
-            "{err}"
-        );
+        let prefix = "g.json: benchmarks[2].metrics.output_tokens_per_second.successful.mean: invalid type: string";
+        assert_parse_err(&wrong.to_string(), "g.json", prefix);
         let mut gone = doc.clone();
         gone["benchmarks"][0]["metrics"]
             .as_object_mut()
             .unwrap()
             .remove("inter_token_latency_ms");
-        let err = parse_results(&gone.to_string(), "g.json")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(
-                "g.json: benchmarks[0].metrics: missing field `inter_token_latency_ms`"
-            ),
-            "{err}"
-        );
+        let prefix = "g.json: benchmarks[0].metrics: missing field `inter_token_latency_ms`";
+        assert_parse_err(&gone.to_string(), "g.json", prefix);
     }
 }
