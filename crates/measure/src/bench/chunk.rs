@@ -174,6 +174,15 @@ mod scan;
 mod tests {
     use super::*;
 
+    /// The chunk `payload` parses to; anything else fails the test.
+    #[track_caller]
+    fn chunk_info(payload: &[u8]) -> ChunkInfo {
+        match parse_stream_event(payload).unwrap() {
+            StreamEvent::Chunk(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn vllm_continuous_usage_chunk() {
         let ev = parse_stream_event(br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":8192,"total_tokens":8195,"completion_tokens":3}}"#).unwrap();
@@ -191,17 +200,11 @@ mod tests {
 
     #[test]
     fn chat_delta_usage_only_and_done() {
-        let ev = parse_stream_event(
+        let c = chunk_info(
             br#"{"choices":[{"index":0,"delta":{"content":"hi \"x\""},"finish_reason":"length"}]}"#,
-        )
-        .unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
+        );
         assert!(c.has_text && c.finish == Some(Finish::Length) && c.completion_tokens.is_none());
-        let ev = parse_stream_event(
-            br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":64}}"#,
-        )
-        .unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
+        let c = chunk_info(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":64}}"#);
         assert!(!c.has_choices && !c.has_text);
         assert_eq!(c.completion_tokens, Some(64));
         assert_eq!(parse_stream_event(b" [DONE] ").unwrap(), StreamEvent::Done);
@@ -209,8 +212,7 @@ mod tests {
 
     #[test]
     fn llamacpp_final_chunk_with_timings() {
-        let ev = parse_stream_event(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1,"model":"m","system_fingerprint":"b1","object":"text_completion","id":"x","usage":{"completion_tokens":128,"prompt_tokens":512,"total_tokens":640},"timings":{"prompt_n":512,"predicted_n":128}}"#).unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
+        let c = chunk_info(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1,"model":"m","system_fingerprint":"b1","object":"text_completion","id":"x","usage":{"completion_tokens":128,"prompt_tokens":512,"total_tokens":640},"timings":{"prompt_n":512,"predicted_n":128}}"#);
         assert!(c.finish == Some(Finish::Length) && !c.has_text);
         assert_eq!(c.completion_tokens, Some(128));
     }
@@ -301,10 +303,10 @@ mod tests {
             parse_stream_event(left[5].as_bytes()).unwrap_err().kind,
             "malformed SSE"
         );
-        let StreamEvent::Chunk(c) = parse_stream_event(left[8].as_bytes()).unwrap() else {
-            panic!()
-        };
-        assert!(c.has_text, "a surrogate pair is text");
+        assert!(
+            chunk_info(left[8].as_bytes()).has_text,
+            "a surrogate pair is text"
+        );
     }
 
     /// Random chunks, valid and mutated: whenever the scan answers, `serde_json` gives the
