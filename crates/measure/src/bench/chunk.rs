@@ -183,18 +183,31 @@ mod tests {
         }
     }
 
+    /// The kind of failure `payload` parses to.
+    #[track_caller]
+    fn failure_kind(payload: &[u8]) -> String {
+        parse_stream_event(payload).unwrap_err().kind
+    }
+
+    /// Asserts `serde_json` reads `payload` as the chunk the scan read from it.
+    #[track_caller]
+    fn assert_serde_agrees(payload: &[u8], info: ChunkInfo) {
+        let text = String::from_utf8_lossy(payload);
+        assert_eq!(deserialize(payload), Ok(StreamEvent::Chunk(info)), "{text}");
+    }
+
     #[test]
     fn vllm_continuous_usage_chunk() {
-        let ev = parse_stream_event(br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":8192,"total_tokens":8195,"completion_tokens":3}}"#).unwrap();
+        let c = chunk_info(br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":8192,"total_tokens":8195,"completion_tokens":3}}"#);
         assert_eq!(
-            ev,
-            StreamEvent::Chunk(ChunkInfo {
+            c,
+            ChunkInfo {
                 has_text: true,
                 completion_tokens: Some(3),
                 prompt_tokens: Some(8192),
                 finish: None,
                 has_choices: true
-            })
+            }
         );
     }
 
@@ -219,8 +232,7 @@ mod tests {
 
     #[test]
     fn malformed_and_error_payloads_fail_with_a_kind() {
-        let e = parse_stream_event(b"{not json").unwrap_err();
-        assert_eq!(e.kind, "malformed SSE");
+        assert_eq!(failure_kind(b"{not json"), "malformed SSE");
         let e =
             parse_stream_event(br#"{"error":{"message":"out of memory","code":500}}"#).unwrap_err();
         assert_eq!(e.kind, "engine error in stream");
@@ -263,11 +275,7 @@ mod tests {
         );
         for c in &chunks {
             let info = scan::chunk(c.as_bytes()).unwrap_or_else(|| panic!("scan fell back: {c}"));
-            assert_eq!(
-                deserialize(c.as_bytes()),
-                Ok(StreamEvent::Chunk(info)),
-                "{c}"
-            );
+            assert_serde_agrees(c.as_bytes(), info);
         }
     }
 
@@ -295,14 +303,8 @@ mod tests {
         for c in left {
             assert_eq!(scan::chunk(c.as_bytes()), None, "{c}");
         }
-        assert_eq!(
-            parse_stream_event(left[0].as_bytes()).unwrap_err().kind,
-            "engine error in stream"
-        );
-        assert_eq!(
-            parse_stream_event(left[5].as_bytes()).unwrap_err().kind,
-            "malformed SSE"
-        );
+        assert_eq!(failure_kind(left[0].as_bytes()), "engine error in stream");
+        assert_eq!(failure_kind(left[5].as_bytes()), "malformed SSE");
         assert!(
             chunk_info(left[8].as_bytes()).has_text,
             "a surrogate pair is text"
@@ -334,12 +336,7 @@ mod tests {
                 let m = m.trim_ascii();
                 if let Some(info) = scan::chunk(m) {
                     mutated_scanned += 1;
-                    assert_eq!(
-                        deserialize(m),
-                        Ok(StreamEvent::Chunk(info)),
-                        "{}",
-                        String::from_utf8_lossy(m)
-                    );
+                    assert_serde_agrees(m, info);
                 }
             }
         }
