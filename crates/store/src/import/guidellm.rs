@@ -541,6 +541,12 @@ mod tests {
     /// Recorded from guidellm 0.8.1 against `infergate sim` (see docs/interop.md).
     const SIM: &str = include_str!("../../../../tests/fixtures/guidellm-0.8-sim.json");
 
+    /// The number at `v` in the report.
+    #[track_caller]
+    fn num(v: &serde_json::Value) -> f64 {
+        v.as_f64().unwrap()
+    }
+
     #[test]
     fn recorded_sim_report_maps_one_cell_per_concurrency() {
         let run = parse_results(SIM, "g.json").unwrap().remove(0);
@@ -555,15 +561,11 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
         for (i, c) in run.cells.iter().enumerate() {
             let m = &doc["benchmarks"][i]["metrics"];
-            assert_eq!(
-                c.aggregate_tps,
-                m["output_tokens_per_second"]["successful"]["mean"]
-                    .as_f64()
-                    .unwrap()
-            );
+            let tps = num(&m["output_tokens_per_second"]["successful"]["mean"]);
+            assert_eq!(c.aggregate_tps, tps);
             let ttft = c.ttft_s.unwrap();
             let t = &m["time_to_first_token_ms"]["successful"];
-            assert_eq!(ttft.p90, t["percentiles"]["p90"].as_f64().unwrap() / 1000.0);
+            assert_eq!(ttft.p90, num(&t["percentiles"]["p90"]) / 1000.0);
             assert_eq!(ttft.count, t["count"].as_u64().unwrap());
             assert!(c.itl_s.is_some());
             let ok = m["request_totals"]["successful"].as_u64().unwrap();
@@ -626,18 +628,10 @@ mod tests {
                 .map(|k| totals[k].as_u64().unwrap())
                 .sum::<u64>()
         );
-        assert_eq!(
-            b.total_tps,
-            m["tokens_per_second"]["successful"]["mean"]
-                .as_f64()
-                .unwrap()
-        );
-        assert_eq!(
-            b.e2el_s.unwrap().p90,
-            m["request_latency"]["successful"]["percentiles"]["p90"]
-                .as_f64()
-                .unwrap()
-        );
+        let tps = num(&m["tokens_per_second"]["successful"]["mean"]);
+        assert_eq!(b.total_tps, tps);
+        let p90 = num(&m["request_latency"]["successful"]["percentiles"]["p90"]);
+        assert_eq!(b.e2el_s.unwrap().p90, p90);
         assert!(b.ttft_s.is_some() && b.tpot_s.is_some());
 
         let mut wrong = doc.clone();
