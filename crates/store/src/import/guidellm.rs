@@ -536,7 +536,7 @@ fn scaled(d: &Distribution, divisor: f64) -> Option<Percentiles> {
 mod tests {
     use crate::import::tests::assert_parse_err;
     use crate::import::{parse_results, unmapped_notes};
-    use infergate_schema::results::ResultsSource;
+    use infergate_schema::results::{CellStatus, ResultsSource, RunStatus};
 
     /// Recorded from guidellm 0.8.1 against `infergate sim` (see docs/interop.md).
     const SIM: &str = include_str!("../../../../tests/fixtures/guidellm-0.8-sim.json");
@@ -587,17 +587,14 @@ mod tests {
     #[test]
     fn a_benchmark_without_a_successful_request_makes_the_run_partial() {
         let run = parse_results(SIM, "g.json").unwrap().remove(0);
-        assert_eq!(run.status, infergate_schema::results::RunStatus::Complete);
+        assert_eq!(run.status, RunStatus::Complete);
         let mut doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
         let totals = &mut doc["benchmarks"][2]["metrics"]["request_totals"];
         totals["errored"] = totals["successful"].clone();
         totals["successful"] = 0.into();
         let run = parse_results(&doc.to_string(), "g.json").unwrap().remove(0);
-        assert_eq!(
-            run.cells[2].status,
-            infergate_schema::results::CellStatus::Error
-        );
-        assert_eq!(run.status, infergate_schema::results::RunStatus::Partial);
+        assert_eq!(run.cells[2].status, CellStatus::Error);
+        assert_eq!(run.status, RunStatus::Partial);
         let why = run.status_reason.as_deref().unwrap();
         assert!(why.contains("no request succeeded"), "{why}");
     }

@@ -439,7 +439,7 @@ fn parse_date(s: &str) -> Option<DateTime<Utc>> {
 mod tests {
     use crate::import::tests::assert_parse_err;
     use crate::import::{parse_results, unmapped_notes};
-    use infergate_schema::results::CellStatus;
+    use infergate_schema::results::{CellStatus, RunStatus};
 
     const SHAREGPT: &str =
         include_str!("../../../../tests/fixtures/vllm-bench-serve-sharegpt-vllm-baseline.json");
@@ -509,19 +509,19 @@ mod tests {
         let none = SHAREGPT.replacen("\"completed\": 1000", "\"completed\": 0", 1);
         let run = parse_results(&none, "v.json").unwrap().remove(0);
         assert_eq!(run.cells[0].status, CellStatus::Error);
-        assert_eq!(run.status, infergate_schema::results::RunStatus::Partial);
+        assert_eq!(run.status, RunStatus::Partial);
         let why = run.status_reason.as_deref().unwrap();
         assert!(why.contains("no request completed"), "{why}");
         // Joined with a measured file (the errored one second): still partial, counted over
         // the joined matrix.
         let first = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
-        assert_eq!(first.status, infergate_schema::results::RunStatus::Complete);
+        assert_eq!(first.status, RunStatus::Complete);
         let joined = crate::import::join_runs(
             vec![first, run],
             &["a.jsonl".to_string(), "v.json".to_string()],
         )
         .unwrap();
-        assert_eq!(joined.status, infergate_schema::results::RunStatus::Partial);
+        assert_eq!(joined.status, RunStatus::Partial);
         let why = joined.status_reason.as_deref().unwrap();
         assert!(why.starts_with("1 of 3 cells errored"), "{why}");
     }
