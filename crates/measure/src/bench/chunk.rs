@@ -174,34 +174,50 @@ mod scan;
 mod tests {
     use super::*;
 
+    /// The chunk `payload` parses to; anything else fails the test.
+    #[track_caller]
+    fn chunk_info(payload: &[u8]) -> ChunkInfo {
+        match parse_stream_event(payload).unwrap() {
+            StreamEvent::Chunk(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The kind of failure `payload` parses to.
+    #[track_caller]
+    fn failure_kind(payload: &[u8]) -> String {
+        parse_stream_event(payload).unwrap_err().kind
+    }
+
+    /// Asserts `serde_json` reads `payload` as the chunk the scan read from it.
+    #[track_caller]
+    fn assert_serde_agrees(payload: &[u8], info: ChunkInfo) {
+        let text = String::from_utf8_lossy(payload);
+        assert_eq!(deserialize(payload), Ok(StreamEvent::Chunk(info)), "{text}");
+    }
+
     #[test]
     fn vllm_continuous_usage_chunk() {
-        let ev = parse_stream_event(br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":8192,"total_tokens":8195,"completion_tokens":3}}"#).unwrap();
+        let c = chunk_info(br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":8192,"total_tokens":8195,"completion_tokens":3}}"#);
         assert_eq!(
-            ev,
-            StreamEvent::Chunk(ChunkInfo {
+            c,
+            ChunkInfo {
                 has_text: true,
                 completion_tokens: Some(3),
                 prompt_tokens: Some(8192),
                 finish: None,
                 has_choices: true
-            })
+            }
         );
     }
 
     #[test]
     fn chat_delta_usage_only_and_done() {
-        let ev = parse_stream_event(
+        let c = chunk_info(
             br#"{"choices":[{"index":0,"delta":{"content":"hi \"x\""},"finish_reason":"length"}]}"#,
-        )
-        .unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
+        );
         assert!(c.has_text && c.finish == Some(Finish::Length) && c.completion_tokens.is_none());
-        let ev = parse_stream_event(
-            br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":64}}"#,
-        )
-        .unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
+        let c = chunk_info(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":64}}"#);
         assert!(!c.has_choices && !c.has_text);
         assert_eq!(c.completion_tokens, Some(64));
         assert_eq!(parse_stream_event(b" [DONE] ").unwrap(), StreamEvent::Done);
@@ -209,16 +225,14 @@ mod tests {
 
     #[test]
     fn llamacpp_final_chunk_with_timings() {
-        let ev = parse_stream_event(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1,"model":"m","system_fingerprint":"b1","object":"text_completion","id":"x","usage":{"completion_tokens":128,"prompt_tokens":512,"total_tokens":640},"timings":{"prompt_n":512,"predicted_n":128}}"#).unwrap();
-        let StreamEvent::Chunk(c) = ev else { panic!() };
+        let c = chunk_info(br#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1,"model":"m","system_fingerprint":"b1","object":"text_completion","id":"x","usage":{"completion_tokens":128,"prompt_tokens":512,"total_tokens":640},"timings":{"prompt_n":512,"predicted_n":128}}"#);
         assert!(c.finish == Some(Finish::Length) && !c.has_text);
         assert_eq!(c.completion_tokens, Some(128));
     }
 
     #[test]
     fn malformed_and_error_payloads_fail_with_a_kind() {
-        let e = parse_stream_event(b"{not json").unwrap_err();
-        assert_eq!(e.kind, "malformed SSE");
+        assert_eq!(failure_kind(b"{not json"), "malformed SSE");
         let e =
             parse_stream_event(br#"{"error":{"message":"out of memory","code":500}}"#).unwrap_err();
         assert_eq!(e.kind, "engine error in stream");
@@ -261,11 +275,7 @@ mod tests {
         );
         for c in &chunks {
             let info = scan::chunk(c.as_bytes()).unwrap_or_else(|| panic!("scan fell back: {c}"));
-            assert_eq!(
-                deserialize(c.as_bytes()),
-                Ok(StreamEvent::Chunk(info)),
-                "{c}"
-            );
+            assert_serde_agrees(c.as_bytes(), info);
         }
     }
 
@@ -293,18 +303,12 @@ mod tests {
         for c in left {
             assert_eq!(scan::chunk(c.as_bytes()), None, "{c}");
         }
-        assert_eq!(
-            parse_stream_event(left[0].as_bytes()).unwrap_err().kind,
-            "engine error in stream"
+        assert_eq!(failure_kind(left[0].as_bytes()), "engine error in stream");
+        assert_eq!(failure_kind(left[5].as_bytes()), "malformed SSE");
+        assert!(
+            chunk_info(left[8].as_bytes()).has_text,
+            "a surrogate pair is text"
         );
-        assert_eq!(
-            parse_stream_event(left[5].as_bytes()).unwrap_err().kind,
-            "malformed SSE"
-        );
-        let StreamEvent::Chunk(c) = parse_stream_event(left[8].as_bytes()).unwrap() else {
-            panic!()
-        };
-        assert!(c.has_text, "a surrogate pair is text");
     }
 
     /// Random chunks, valid and mutated: whenever the scan answers, `serde_json` gives the
@@ -332,12 +336,7 @@ mod tests {
                 let m = m.trim_ascii();
                 if let Some(info) = scan::chunk(m) {
                     mutated_scanned += 1;
-                    assert_eq!(
-                        deserialize(m),
-                        Ok(StreamEvent::Chunk(info)),
-                        "{}",
-                        String::from_utf8_lossy(m)
-                    );
+                    assert_serde_agrees(m, info);
                 }
             }
         }

@@ -797,16 +797,13 @@ mod tests {
                             return; // idle time-out: close, unanswered
                         }
                         let event = "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n";
-                        let body = if break_after_head {
-                            event.to_string()
+                        // Broken after the head: 100 bytes short of the length promised.
+                        let (body, short_by) = if break_after_head {
+                            (event.to_string(), 100)
                         } else {
-                            format!("{event}data: [DONE]\n\n")
+                            (format!("{event}data: [DONE]\n\n"), 0)
                         };
-                        let len = if break_after_head {
-                            body.len() + 100
-                        } else {
-                            body.len()
-                        };
+                        let len = body.len() + short_by;
                         let resp = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {len}\r\nconnection: keep-alive\r\n\r\n{body}"
                         );

@@ -298,12 +298,8 @@ mod tests {
             ..EngineState::default()
         };
         let d = MetricsDialect::Vllm;
-        let c = counter_deltas(
-            d,
-            &at(Some(100.0), Some(1.0)),
-            &at(Some(8292.0), Some(1.05)),
-        )
-        .unwrap();
+        let (before, after) = (at(Some(100.0), Some(1.0)), at(Some(8292.0), Some(1.05)));
+        let c = counter_deltas(d, &before, &after).unwrap();
         assert_eq!(c.prompt_tokens, 8192.0);
         assert!((c.seconds.unwrap() - 0.05).abs() < 1e-9);
         assert!((c.engine_prefill_tps.unwrap() - 163_840.0).abs() < 1e-3);

@@ -205,13 +205,10 @@ mod tests {
         let suite = suite.as_deref();
         // Labels survive the store.
         let loaded = store.load(&key, suite).unwrap();
-        assert!(
-            loaded
-                .runs
-                .iter()
-                .zip(&runs)
-                .all(|(a, b)| a.labels == b.labels && a.commit() == b.commit())
-        );
+        for (a, b) in loaded.runs.iter().zip(&runs) {
+            let same = a.labels == b.labels && a.commit() == b.commit();
+            assert!(same, "{}", a.run_id);
+        }
         assert_eq!(store.load_current(&key, suite).unwrap().0.runs.len(), 8);
         let err = store.accept(&key, suite, "nope", None).unwrap_err();
         assert!(err.to_string().contains("not a run of profile"), "{err}");
@@ -220,11 +217,8 @@ mod tests {
             .unwrap();
         assert_eq!(a.since_run_id, "night-05");
         store.accept(&key, suite, "night-05", None).unwrap();
-        assert_eq!(
-            store.accepted(&key, suite).unwrap().len(),
-            1,
-            "no duplicate"
-        );
+        let accepted = store.accepted(&key, suite).unwrap();
+        assert_eq!(accepted.len(), 1, "no duplicate");
         let (current, since) = store.load_current(&key, suite).unwrap();
         let ids: Vec<_> = current.runs.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(ids, ["night-05", "night-06", "night-07"]);

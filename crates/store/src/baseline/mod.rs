@@ -966,35 +966,29 @@ mod tests {
         r
     }
 
+    /// Asserts `err` refuses a run already in the store, found by its `what`.
+    #[track_caller]
+    fn assert_duplicate(err: BaselineError, what: &str) {
+        let found = matches!(&err, BaselineError::Duplicate { what: w, .. } if *w == what);
+        assert!(found, "{err}");
+    }
+
     #[test]
     fn add_load_prune_round_trip_with_corrupt_and_temp_files() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = BaselineStore::open(&tmp.path().join("b")).unwrap();
-        assert!(!tmp.path().join("b").exists(), "open must not create");
+        let root = tmp.path().join("b");
+        let store = BaselineStore::open(&root).unwrap();
+        assert!(!root.exists(), "open must not create");
         let base = seed_run();
         // Add out of order: load sorts by started_at.
         for i in [3, 1, 2] {
             store.add_run(&variant(&base, i)).unwrap();
         }
         // A run counts once: the same run again, or its content under another id, is refused.
-        let err = store.add_run(&variant(&base, 1)).unwrap_err();
-        assert!(
-            matches!(err, BaselineError::Duplicate { what: "run id", .. }),
-            "{err}"
-        );
+        assert_duplicate(store.add_run(&variant(&base, 1)).unwrap_err(), "run id");
         let mut renamed = variant(&base, 2);
         renamed.run_id = "run-renamed".into();
-        let err = store.add_run(&renamed).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                BaselineError::Duplicate {
-                    what: "content digest",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_duplicate(store.add_run(&renamed).unwrap_err(), "content digest");
         let key = base.profile.key.clone();
         let dir = store.group_dir(&key, None);
         std::fs::write(
@@ -1030,23 +1024,12 @@ mod tests {
             store.profiles().unwrap(),
             vec![(key.clone(), vec!["adhoc".to_string()])]
         );
-        assert!(
-            tmp.path()
-                .join("b")
-                .join(&key)
-                .join("profile.json")
-                .is_file()
-        );
+        assert!(root.join(&key).join("profile.json").is_file());
         let pruned = store.prune(None, None, 2).unwrap();
         assert_eq!(pruned.removed.len(), 1);
         assert_eq!(pruned.kept, 2);
-        let ids: Vec<_> = store
-            .load(&key, None)
-            .unwrap()
-            .runs
-            .into_iter()
-            .map(|r| r.run_id)
-            .collect();
+        let loaded = store.load(&key, None).unwrap();
+        let ids: Vec<_> = loaded.runs.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(ids, ["run-02", "run-03"]);
     }
 

@@ -465,11 +465,9 @@ mod tests {
         let run = fixture::run();
         let report = fixture::verdict(&run);
         let xml = render(&run, Some(&report)).unwrap();
-        assert_eq!(
-            xml.matches("<failure ").count(),
-            report.regressions().count()
-        );
-        assert_eq!(xml.matches("<failure ").count(), 2);
+        let failures = xml.matches("<failure ").count();
+        assert_eq!(failures, report.regressions().count());
+        assert_eq!(failures, 2);
         assert!(xml.contains("type=\"capacity_regression\""));
         assert!(xml.contains("&lt;model=&quot;q&quot;&gt;"), "{xml}");
         assert!(xml.contains("<skipped>error in candidate</skipped>"));

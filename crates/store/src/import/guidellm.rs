@@ -534,11 +534,18 @@ fn scaled(d: &Distribution, divisor: f64) -> Option<Percentiles> {
 
 #[cfg(test)]
 mod tests {
+    use crate::import::tests::assert_parse_err;
     use crate::import::{parse_results, unmapped_notes};
-    use infergate_schema::results::ResultsSource;
+    use infergate_schema::results::{CellStatus, ResultsSource, RunStatus};
 
     /// Recorded from guidellm 0.8.1 against `infergate sim` (see docs/interop.md).
     const SIM: &str = include_str!("../../../../tests/fixtures/guidellm-0.8-sim.json");
+
+    /// The number at `v` in the report.
+    #[track_caller]
+    fn num(v: &serde_json::Value) -> f64 {
+        v.as_f64().unwrap()
+    }
 
     #[test]
     fn recorded_sim_report_maps_one_cell_per_concurrency() {
@@ -554,15 +561,11 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
         for (i, c) in run.cells.iter().enumerate() {
             let m = &doc["benchmarks"][i]["metrics"];
-            assert_eq!(
-                c.aggregate_tps,
-                m["output_tokens_per_second"]["successful"]["mean"]
-                    .as_f64()
-                    .unwrap()
-            );
+            let tps = num(&m["output_tokens_per_second"]["successful"]["mean"]);
+            assert_eq!(c.aggregate_tps, tps);
             let ttft = c.ttft_s.unwrap();
             let t = &m["time_to_first_token_ms"]["successful"];
-            assert_eq!(ttft.p90, t["percentiles"]["p90"].as_f64().unwrap() / 1000.0);
+            assert_eq!(ttft.p90, num(&t["percentiles"]["p90"]) / 1000.0);
             assert_eq!(ttft.count, t["count"].as_u64().unwrap());
             assert!(c.itl_s.is_some());
             let ok = m["request_totals"]["successful"].as_u64().unwrap();
@@ -584,17 +587,14 @@ mod tests {
     #[test]
     fn a_benchmark_without_a_successful_request_makes_the_run_partial() {
         let run = parse_results(SIM, "g.json").unwrap().remove(0);
-        assert_eq!(run.status, infergate_schema::results::RunStatus::Complete);
+        assert_eq!(run.status, RunStatus::Complete);
         let mut doc: serde_json::Value = serde_json::from_str(SIM).unwrap();
         let totals = &mut doc["benchmarks"][2]["metrics"]["request_totals"];
         totals["errored"] = totals["successful"].clone();
         totals["successful"] = 0.into();
         let run = parse_results(&doc.to_string(), "g.json").unwrap().remove(0);
-        assert_eq!(
-            run.cells[2].status,
-            infergate_schema::results::CellStatus::Error
-        );
-        assert_eq!(run.status, infergate_schema::results::RunStatus::Partial);
+        assert_eq!(run.cells[2].status, CellStatus::Error);
+        assert_eq!(run.status, RunStatus::Partial);
         let why = run.status_reason.as_deref().unwrap();
         assert!(why.contains("no request succeeded"), "{why}");
     }
@@ -625,45 +625,23 @@ mod tests {
                 .map(|k| totals[k].as_u64().unwrap())
                 .sum::<u64>()
         );
-        assert_eq!(
-            b.total_tps,
-            m["tokens_per_second"]["successful"]["mean"]
-                .as_f64()
-                .unwrap()
-        );
-        assert_eq!(
-            b.e2el_s.unwrap().p90,
-            m["request_latency"]["successful"]["percentiles"]["p90"]
-                .as_f64()
-                .unwrap()
-        );
+        let tps = num(&m["tokens_per_second"]["successful"]["mean"]);
+        assert_eq!(b.total_tps, tps);
+        let p90 = num(&m["request_latency"]["successful"]["percentiles"]["p90"]);
+        assert_eq!(b.e2el_s.unwrap().p90, p90);
         assert!(b.ttft_s.is_some() && b.tpot_s.is_some());
 
         let mut wrong = doc.clone();
         wrong["benchmarks"][2]["metrics"]["output_tokens_per_second"]["successful"]["mean"] =
             "fast".into();
-        let err = parse_results(&wrong.to_string(), "g.json")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(
-                "g.json: benchmarks[2].metrics.output_tokens_per_second.successful.mean: invalid type: string"
-            ),
-            "{err}"
-        );
+        let prefix = "g.json: benchmarks[2].metrics.output_tokens_per_second.successful.mean: invalid type: string";
+        assert_parse_err(&wrong.to_string(), "g.json", prefix);
         let mut gone = doc.clone();
         gone["benchmarks"][0]["metrics"]
             .as_object_mut()
             .unwrap()
             .remove("inter_token_latency_ms");
-        let err = parse_results(&gone.to_string(), "g.json")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(
-                "g.json: benchmarks[0].metrics: missing field `inter_token_latency_ms`"
-            ),
-            "{err}"
-        );
+        let prefix = "g.json: benchmarks[0].metrics: missing field `inter_token_latency_ms`";
+        assert_parse_err(&gone.to_string(), "g.json", prefix);
     }
 }

@@ -511,6 +511,7 @@ mod tests {
     use super::*;
     use crate::export::fixture::{SEED, seed_run};
     use crate::import::parse_results;
+    use crate::import::tests::assert_parse_err;
     use infergate_schema::results::{ResultsSource, RunStatus};
 
     #[test]
@@ -608,17 +609,13 @@ mod tests {
     #[test]
     fn missing_required_field_and_bad_timestamp_are_named() {
         let no_model = SEED.replacen("\"model\": \"deepseek-v4-flash-dspark\",", "", 1);
-        let err = parse_results(&no_model, "s.json").unwrap_err().to_string();
-        assert!(
-            err.starts_with("s.json: metadata: missing field `model`"),
-            "{err}"
+        assert_parse_err(
+            &no_model,
+            "s.json",
+            "s.json: metadata: missing field `model`",
         );
         let bad_ts = SEED.replacen("2026-07-16T20:37:47.855187", "yesterday", 1);
-        let err = parse_results(&bad_ts, "s.json").unwrap_err().to_string();
-        assert!(
-            err.starts_with("s.json: metadata.timestamp: `yesterday`"),
-            "{err}"
-        );
+        assert_parse_err(&bad_ts, "s.json", "s.json: metadata.timestamp: `yesterday`");
     }
 
     #[test]

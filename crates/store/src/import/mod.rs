@@ -636,14 +636,22 @@ mod tests {
     use super::*;
     use crate::export::fixture::{SEED, seed_run};
 
+    /// Asserts `parse_results` refuses `text`, read as `file`, with an error starting `prefix`;
+    /// shared by the importers' tests.
+    #[track_caller]
+    pub(super) fn assert_parse_err(text: &str, file: &str, prefix: &str) {
+        let err = parse_results(text, file).unwrap_err().to_string();
+        assert!(err.starts_with(prefix), "{err}");
+    }
+
     #[test]
     fn detects_the_seed_and_rejects_unknown_json() {
         let doc: Value = serde_json::from_str(SEED).unwrap();
         assert_eq!(detect(&doc), Some(ResultsFormat::LlmDecodeBench));
-        let err = parse_results("{\"a\": 1}", "x.json").unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("x.json: unrecognised results format")
+        assert_parse_err(
+            "{\"a\": 1}",
+            "x.json",
+            "x.json: unrecognised results format",
         );
     }
 
@@ -663,11 +671,8 @@ mod tests {
             1,
         );
         assert_ne!(broken, SEED, "fixture text changed");
-        let err = parse_results(&broken, "seed.json").unwrap_err().to_string();
-        assert!(
-            err.starts_with("seed.json: results[0].aggregate_tps: invalid type: string"),
-            "{err}"
-        );
+        let prefix = "seed.json: results[0].aggregate_tps: invalid type: string";
+        assert_parse_err(&broken, "seed.json", prefix);
     }
 
     #[test]
@@ -690,13 +695,9 @@ mod tests {
             "\"aggregate_tps\": \"x\", \"z\": ",
             1,
         );
-        let err = parse_results(&wrong, "ours.json").unwrap_err().to_string();
-        assert!(
-            err.starts_with(
-                "ours.json: cells[0].aggregate_tps: invalid type: string \"x\", expected a number"
-            ),
-            "{err}"
-        );
+        let prefix =
+            "ours.json: cells[0].aggregate_tps: invalid type: string \"x\", expected a number";
+        assert_parse_err(&wrong, "ours.json", prefix);
         let mut newer: Value = serde_json::from_str(&text).unwrap();
         newer["schema_version"] = 99.into();
         let err = parse_results(&newer.to_string(), "n.json").unwrap_err();

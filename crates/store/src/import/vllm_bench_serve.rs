@@ -437,8 +437,9 @@ fn parse_date(s: &str) -> Option<DateTime<Utc>> {
 
 #[cfg(test)]
 mod tests {
+    use crate::import::tests::assert_parse_err;
     use crate::import::{parse_results, unmapped_notes};
-    use infergate_schema::results::CellStatus;
+    use infergate_schema::results::{CellStatus, RunStatus};
 
     const SHAREGPT: &str =
         include_str!("../../../../tests/fixtures/vllm-bench-serve-sharegpt-vllm-baseline.json");
@@ -508,19 +509,19 @@ mod tests {
         let none = SHAREGPT.replacen("\"completed\": 1000", "\"completed\": 0", 1);
         let run = parse_results(&none, "v.json").unwrap().remove(0);
         assert_eq!(run.cells[0].status, CellStatus::Error);
-        assert_eq!(run.status, infergate_schema::results::RunStatus::Partial);
+        assert_eq!(run.status, RunStatus::Partial);
         let why = run.status_reason.as_deref().unwrap();
         assert!(why.contains("no request completed"), "{why}");
         // Joined with a measured file (the errored one second): still partial, counted over
         // the joined matrix.
         let first = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
-        assert_eq!(first.status, infergate_schema::results::RunStatus::Complete);
+        assert_eq!(first.status, RunStatus::Complete);
         let joined = crate::import::join_runs(
             vec![first, run],
             &["a.jsonl".to_string(), "v.json".to_string()],
         )
         .unwrap();
-        assert_eq!(joined.status, infergate_schema::results::RunStatus::Partial);
+        assert_eq!(joined.status, RunStatus::Partial);
         let why = joined.status_reason.as_deref().unwrap();
         assert!(why.starts_with("1 of 3 cells errored"), "{why}");
     }
@@ -555,37 +556,25 @@ mod tests {
     #[test]
     fn bad_documents_name_file_and_field() {
         let null_c = SHAREGPT.replace("\"max_concurrency\": 512", "\"max_concurrency\": null");
-        let err = parse_results(&null_c, "v.json").unwrap_err().to_string();
-        assert!(
-            err.starts_with("v.json: max_concurrency: missing or null"),
-            "{err}"
+        assert_parse_err(
+            &null_c,
+            "v.json",
+            "v.json: max_concurrency: missing or null",
         );
         let wrong = SHAREGPT.replace(
             "\"output_throughput\": 4347.55",
             "\"output_throughput\": \"4347\"",
         );
-        let err = parse_results(&wrong, "v.json").unwrap_err().to_string();
-        assert!(
-            err.starts_with("v.json: output_throughput: invalid type: string"),
-            "{err}"
-        );
+        let prefix = "v.json: output_throughput: invalid type: string";
+        assert_parse_err(&wrong, "v.json", prefix);
         let pct = SHAREGPT.replace("\"p99_ttft_ms\": 10204.44", "\"p99_ttft_ms\": \"slow\"");
-        let err = parse_results(&pct, "v.json").unwrap_err().to_string();
-        assert!(
-            err.starts_with("v.json: p99_ttft_ms: invalid type"),
-            "{err}"
-        );
+        assert_parse_err(&pct, "v.json", "v.json: p99_ttft_ms: invalid type");
         let lines: Vec<&str> = APPEND.lines().collect();
         let second = lines[1].replace("\"date\": \"20260312-103000\"", "\"date\": \"soon\"");
-        let err = parse_results(&format!("{}\n{second}", lines[0]), "a.jsonl")
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("a.jsonl: line 2: date: `soon`"), "{err}");
+        let bad_date = format!("{}\n{second}", lines[0]);
+        assert_parse_err(&bad_date, "a.jsonl", "a.jsonl: line 2: date: `soon`");
         let dup = format!("{}\n{}", lines[0], lines[0]);
-        let err = parse_results(&dup, "a.jsonl").unwrap_err().to_string();
-        assert!(
-            err.starts_with("a.jsonl: line 2: max_concurrency: cell C=100"),
-            "{err}"
-        );
+        let prefix = "a.jsonl: line 2: max_concurrency: cell C=100";
+        assert_parse_err(&dup, "a.jsonl", prefix);
     }
 }
