@@ -1041,6 +1041,7 @@ pub(crate) fn fixture(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::{assert_contains, assert_lacks};
 
     #[test]
     fn model_lists_and_tokenize_answers() {
@@ -1088,13 +1089,13 @@ mod tests {
         matrix.timing.max_tokens = 512;
         assert!(check_fits(&matrix, 70_000, "m").is_ok());
         let e = check_fits(&matrix, 40960, "m").unwrap_err().to_string();
-        assert!(e.contains("max_model_len is 40960"), "{e}");
-        assert!(
-            e.contains("C=1,8 / 64k (65536 context + 512 max_tokens = 66048 tokens)"),
-            "{e}"
+        assert_contains(&e, "max_model_len is 40960");
+        assert_contains(
+            &e,
+            "C=1,8 / 64k (65536 context + 512 max_tokens = 66048 tokens)",
         );
-        assert!(!e.contains("/ 32k"), "{e}");
-        assert!(e.contains("--max-model-len"), "{e}");
+        assert_lacks(&e, "/ 32k");
+        assert_contains(&e, "--max-model-len");
     }
 
     /// Callers spawn these futures on a multi-threaded runtime.

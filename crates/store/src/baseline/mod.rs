@@ -957,6 +957,7 @@ fn write_atomic(path: &Path, body: &[u8]) -> Result<(), BaselineError> {
 mod tests {
     use super::*;
     use crate::export::fixture::seed_run;
+    use infergate_schema::asserts::assert_contains;
 
     fn variant(base: &RunResults, i: i64) -> RunResults {
         let mut r = base.clone();
@@ -1041,13 +1042,13 @@ mod tests {
         partial.status = RunStatus::Partial;
         partial.status_reason = Some("engine died".into());
         let err = store.add(&partial).unwrap_err().to_string();
-        assert!(err.contains("`partial` (engine died)"), "{err}");
+        assert_contains(&err, "`partial` (engine died)");
         let mut none_ok = seed_run();
         for c in &mut none_ok.cells {
             c.status = CellStatus::Error;
         }
         let err = store.add(&none_ok).unwrap_err().to_string();
-        assert!(err.contains("no `ok` cell"), "{err}");
+        assert_contains(&err, "no `ok` cell");
     }
 
     #[test]
@@ -1090,7 +1091,7 @@ mod tests {
             FAIL_WRITE_OF.with(|f| *f.borrow_mut() = Some(failing.to_string()));
             let err = store.add_run(&run).unwrap_err().to_string();
             FAIL_WRITE_OF.with(|f| *f.borrow_mut() = None);
-            assert!(err.contains("No space left on device"), "{err}");
+            assert_contains(&err, "No space left on device");
             assert!(
                 store.run_files(&run.profile.key, None).unwrap().is_empty(),
                 "{failing}: a failed add left a run file"
@@ -1128,7 +1129,7 @@ mod tests {
             msg.contains(&format!("flock on {}", marker.display())),
             "{msg}"
         );
-        assert!(msg.contains(LOCK_DEADLINE_ENV), "{msg}");
+        assert_contains(&msg, LOCK_DEADLINE_ENV);
         // Some sandboxes do not list this lock in /proc/locks under this pid and inode (another
         // pid namespace, a kernel that does not report them); there "another process" is all
         // that can be said.
@@ -1143,7 +1144,7 @@ mod tests {
             })
         });
         if listed {
-            assert!(msg.contains(&format!("held by pid {me}")), "{msg}");
+            assert_contains(&msg, &format!("held by pid {me}"));
         }
         drop(holder);
         assert!(StoreLock::take(&marker, std::time::Duration::ZERO).is_ok());

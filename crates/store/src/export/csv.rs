@@ -114,6 +114,7 @@ pub fn render(run: &RunResults, verdict: Option<&ComparisonReport>) -> Result<St
 mod tests {
     use super::*;
     use crate::export::fixture;
+    use infergate_schema::asserts::assert_contains;
 
     #[test]
     fn formulas_are_defused_and_numbers_kept() {
@@ -142,6 +143,6 @@ mod tests {
         let mut report = fixture::verdict(&run);
         report.candidate_runs = vec!["someone-else".into()];
         let err = render(&run, Some(&report)).unwrap_err().to_string();
-        assert!(err.contains("not for results run"), "{err}");
+        assert_contains(&err, "not for results run");
     }
 }

@@ -421,6 +421,7 @@ fn write_case(w: &mut Writer<Vec<u8>>, case: &Case) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::export::fixture;
+    use infergate_schema::asserts::assert_contains;
     use infergate_schema::verdict::{Against, CheckOutcome, DecidedChange, Found, fixtures};
 
     /// A failure's body is written as the reports write it (units, real minus, the verdict's
@@ -469,7 +470,7 @@ mod tests {
         assert_eq!(failures, report.regressions().count());
         assert_eq!(failures, 2);
         assert!(xml.contains("type=\"capacity_regression\""));
-        assert!(xml.contains("&lt;model=&quot;q&quot;&gt;"), "{xml}");
+        assert_contains(&xml, "&lt;model=&quot;q&quot;&gt;");
         assert!(xml.contains("<skipped>error in candidate</skipped>"));
         assert!(!xml.contains('\u{1}'));
         assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"));
@@ -481,9 +482,9 @@ mod tests {
         let xml = render(&run, None).unwrap();
         assert_eq!(xml.matches("<failure").count(), 0);
         assert_eq!(xml.matches("<error ").count(), 1);
-        assert!(
-            xml.contains("=HYPERLINK(&quot;x&quot;) engine said &lt;b&gt;&amp;\u{FFFD}"),
-            "{xml}"
+        assert_contains(
+            &xml,
+            "=HYPERLINK(&quot;x&quot;) engine said &lt;b&gt;&amp;\u{FFFD}",
         );
         assert!(xml.contains("classname=\"C=1 / 8k\" name=\"aggregate_tps\""));
     }
@@ -499,15 +500,12 @@ mod tests {
             xml[first..].starts_with("<testcase classname=\"run\" name=\"finished\""),
             "{xml}"
         );
-        assert!(xml.contains("is `in_progress`"), "{xml}");
-        assert!(xml.contains("stopped before it finished"), "{xml}");
+        assert_contains(&xml, "is `in_progress`");
+        assert_contains(&xml, "stopped before it finished");
         assert_eq!(xml.matches("<error ").count(), 2, "{xml}");
-        assert!(
-            xml.contains("name=\"status\" value=\"in_progress\""),
-            "{xml}"
-        );
+        assert_contains(&xml, "name=\"status\" value=\"in_progress\"");
         run.status = RunStatus::Cancelled;
         let xml = render(&run, None).unwrap();
-        assert!(xml.contains("is `cancelled`"), "{xml}");
+        assert_contains(&xml, "is `cancelled`");
     }
 }

@@ -536,6 +536,7 @@ fn scaled(d: &Distribution, divisor: f64) -> Option<Percentiles> {
 mod tests {
     use crate::import::tests::assert_parse_err;
     use crate::import::{parse_results, unmapped_notes};
+    use infergate_schema::asserts::assert_contains;
     use infergate_schema::results::{CellStatus, ResultsSource, RunStatus};
 
     /// Recorded from guidellm 0.8.1 against `infergate sim` (see docs/interop.md).
@@ -596,7 +597,7 @@ mod tests {
         assert_eq!(run.cells[2].status, CellStatus::Error);
         assert_eq!(run.status, RunStatus::Partial);
         let why = run.status_reason.as_deref().unwrap();
-        assert!(why.contains("no request succeeded"), "{why}");
+        assert_contains(why, "no request succeeded");
     }
 
     #[test]

@@ -512,6 +512,7 @@ mod tests {
     use crate::export::fixture::{SEED, seed_run};
     use crate::import::parse_results;
     use crate::import::tests::assert_parse_err;
+    use infergate_schema::asserts::assert_contains;
     use infergate_schema::results::{ResultsSource, RunStatus};
 
     #[test]
@@ -590,7 +591,7 @@ mod tests {
         assert_eq!(run.cells[1].status, CellStatus::Error);
         assert_eq!(run.status, RunStatus::Partial);
         let why = run.status_reason.as_deref().unwrap();
-        assert!(why.contains("HTTP 500 from the engine"), "{why}");
+        assert_contains(why, "HTTP 500 from the engine");
     }
 
     #[test]

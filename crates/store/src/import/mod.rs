@@ -635,13 +635,14 @@ fn check_run(run: &RunResults, file: &str, prefix: &str) -> Result<(), ImportErr
 mod tests {
     use super::*;
     use crate::export::fixture::{SEED, seed_run};
+    use infergate_schema::asserts::{assert_contains, assert_starts_with};
 
     /// Asserts `parse_results` refuses `text`, read as `file`, with an error starting `prefix`;
     /// shared by the importers' tests.
     #[track_caller]
     pub(super) fn assert_parse_err(text: &str, file: &str, prefix: &str) {
         let err = parse_results(text, file).unwrap_err().to_string();
-        assert!(err.starts_with(prefix), "{err}");
+        assert_starts_with(&err, prefix);
     }
 
     #[test]
@@ -659,8 +660,8 @@ mod tests {
     fn truncated_seed_names_the_file_and_says_truncated() {
         let cut = &SEED[..SEED.len() / 2];
         let err = parse_results(cut, "seed.json").unwrap_err().to_string();
-        assert!(err.starts_with("seed.json: not valid JSON at "), "{err}");
-        assert!(err.contains("truncated"), "{err}");
+        assert_starts_with(&err, "seed.json: not valid JSON at ");
+        assert_contains(&err, "truncated");
     }
 
     #[test]

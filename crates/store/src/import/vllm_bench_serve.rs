@@ -439,6 +439,7 @@ fn parse_date(s: &str) -> Option<DateTime<Utc>> {
 mod tests {
     use crate::import::tests::assert_parse_err;
     use crate::import::{parse_results, unmapped_notes};
+    use infergate_schema::asserts::{assert_contains, assert_starts_with};
     use infergate_schema::results::{CellStatus, RunStatus};
 
     const SHAREGPT: &str =
@@ -511,7 +512,7 @@ mod tests {
         assert_eq!(run.cells[0].status, CellStatus::Error);
         assert_eq!(run.status, RunStatus::Partial);
         let why = run.status_reason.as_deref().unwrap();
-        assert!(why.contains("no request completed"), "{why}");
+        assert_contains(why, "no request completed");
         // Joined with a measured file (the errored one second): still partial, counted over
         // the joined matrix.
         let first = parse_results(APPEND, "a.jsonl").unwrap().remove(0);
@@ -523,7 +524,7 @@ mod tests {
         .unwrap();
         assert_eq!(joined.status, RunStatus::Partial);
         let why = joined.status_reason.as_deref().unwrap();
-        assert!(why.starts_with("1 of 3 cells errored"), "{why}");
+        assert_starts_with(why, "1 of 3 cells errored");
     }
 
     #[test]

@@ -472,6 +472,7 @@ pub(crate) fn prefill_cross_check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::{assert_contains, assert_starts_with};
     use std::time::Duration;
 
     fn prefill_counters(tokens: f64, seconds: Option<f64>) -> PrefillCounters {
@@ -602,9 +603,9 @@ mod tests {
         let t = tally(6, 640, 1280, 256);
         let out = cross_check(&evidence(&streams, &t, per_token(t0, 400.0)));
         let why = out.failure.unwrap();
-        assert!(
-            why.starts_with("usage disagrees with the engine's counters: 800 tokens"),
-            "{why}"
+        assert_starts_with(
+            &why,
+            "usage disagrees with the engine's counters: 800 tokens",
         );
         assert!(why.contains("usage is implausible: a request reported 256 tokens"));
         let w = &out.checks[1];
@@ -618,10 +619,7 @@ mod tests {
         let t = tally(3, 384, 192, 64);
         let out = cross_check(&evidence(&streams, &t, None));
         let why = out.failure.unwrap();
-        assert!(
-            why.contains("reported 192 tokens but streamed 384 text chunks"),
-            "{why}"
-        );
+        assert_contains(&why, "reported 192 tokens but streamed 384 text chunks");
         assert!((out.checks[0].disagreement + 0.5).abs() < 1e-9);
     }
 
@@ -631,7 +629,7 @@ mod tests {
         let t = tally(1, 10, 1_000_000_000_000_000, 1_000_000_000_000_000);
         let out = cross_check(&evidence(&streams, &t, None));
         let why = out.failure.unwrap();
-        assert!(why.contains("above max_stream_tps = 5000"), "{why}");
+        assert_contains(&why, "above max_stream_tps = 5000");
         assert!(
             !out.checks
                 .iter()

@@ -672,6 +672,7 @@ pub(super) async fn error_body(mut resp: Response<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_starts_with;
 
     #[test]
     fn targets_of_plain_http_bases() {
@@ -689,9 +690,9 @@ mod tests {
         let t = Target::of("http://[::1]/engine", None).unwrap();
         assert_eq!(t.addr, "[::1]:80");
         let head = String::from_utf8(t.head.clone()).unwrap();
-        assert!(
-            head.starts_with("POST /engine/v1/completions HTTP/1.1\r\nhost: [::1]\r\n"),
-            "{head}"
+        assert_starts_with(
+            &head,
+            "POST /engine/v1/completions HTTP/1.1\r\nhost: [::1]\r\n",
         );
         assert!(!head.contains("authorization"));
         assert_eq!(
