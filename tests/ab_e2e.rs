@@ -15,6 +15,7 @@
 
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks, assert_starts_with};
 use std::path::Path;
 use std::process::Command;
 
@@ -117,16 +118,13 @@ fn run_ab(b_slowdown: &str) -> AbOutcome {
     let a: RunResults = serde_json::from_str(&read("results-a.json")).expect("results-a.json");
     // Every surface names the sides: B is compared with A's boots, never with "the baseline".
     let summary = read("summary.md");
-    assert!(summary.contains("Paired A/B run"), "{summary}");
-    assert!(summary.contains("change of B vs A in %"), "{summary}");
-    assert!(summary.contains(" vs 4 A boots"), "{summary}");
-    assert!(!summary.contains("baseline run"), "{summary}");
+    assert_contains(&summary, "Paired A/B run");
+    assert_contains(&summary, "change of B vs A in %");
+    assert_contains(&summary, " vs 4 A boots");
+    assert_lacks(&summary, "baseline run");
     assert_eq!(verdict.against, infergate::verdict::Against::PairedAb);
-    assert!(verdict.headline.contains("B vs A"), "{}", verdict.headline);
-    assert!(
-        summary.contains("A's level from 4 boots, noise from 4 pairs"),
-        "{summary}"
-    );
+    assert_contains(&verdict.headline, "B vs A");
+    assert_contains(&summary, "A's level from 4 boots, noise from 4 pairs");
     // Each side's file records one round per boot.
     for side in [&a, &b] {
         assert_eq!(side.cells.len(), 1);
@@ -160,12 +158,9 @@ fn assert_torn_down_between_boots(events: &[Event]) {
             }
             EventKind::EngineStopped => {
                 let pgid = running.take().expect("a stop follows a spawn");
-                assert!(
-                    e.message.contains(&format!(
-                        "engine process group {pgid} stopped; no process left"
-                    )),
-                    "{}",
-                    e.message
+                assert_contains(
+                    &e.message,
+                    &format!("engine process group {pgid} stopped; no process left"),
                 );
                 assert!(group_gone(pgid), "process group {pgid} still exists");
             }
@@ -232,7 +227,7 @@ fn ab_without_two_engines_is_a_usage_error() {
         .expect("run infergate ab");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("[engine.a]"), "{stderr}");
+    assert_contains(&stderr, "[engine.a]");
 }
 
 #[test]
@@ -256,13 +251,10 @@ fn ab_of_a_candidate_that_errors_where_the_base_serves_fails_closed() {
     )
     .expect("verdict");
     assert_eq!(v.gate, GateVerdict::Unmeasured, "{}", v.headline);
-    assert!(
-        v.headline.starts_with(
-            "‼ unmeasured: cannot decide, B was not measured well enough: 1 of 2 cells A measured \
-             were measured by B"
-        ),
-        "{}",
-        v.headline
+    assert_starts_with(
+        &v.headline,
+        "‼ unmeasured: cannot decide, B was not measured well enough: 1 of 2 cells A measured \
+             were measured by B",
     );
     let cov = v.coverage.expect("coverage recorded");
     assert_eq!((cov.measured, cov.expected), (1, 2), "{cov:?}");
@@ -278,5 +270,5 @@ fn ab_of_a_candidate_that_errors_where_the_base_serves_fails_closed() {
             .is_some_and(|r| r.to_string().contains("HTTP 500")),
         "{c2:?}"
     );
-    assert!(v.headline.contains("1 of 2"), "{}", v.headline);
+    assert_contains(&v.headline, "1 of 2");
 }

@@ -10,6 +10,7 @@
 mod results_gen;
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_ends_with, assert_starts_with};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -213,7 +214,7 @@ fn gate_mode_runs_the_simulated_engine_and_sets_the_outputs() {
     assert_eq!(parsed["suite"], "pr");
     // The job summary is appended to, never overwritten.
     let summary = std::fs::read_to_string(&runner.summary).unwrap();
-    assert!(summary.starts_with("# earlier step\n"), "{summary}");
+    assert_starts_with(&summary, "# earlier step\n");
 
     // The pr-report.yml path: mode `report` on the (downloaded) results directory, as a
     // workflow_run job without a token would run it.
@@ -284,7 +285,7 @@ fn report_mode_rejects_an_artifact_that_is_not_results_json() {
         SHORT,
     );
     assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("results.json"), "{}", r.stderr);
+    assert_contains(&r.stderr, "results.json");
     assert_eq!(runner.outputs()["verdict"], "error");
     assert!(!marker.exists(), "artifact content was executed");
 }
@@ -365,7 +366,7 @@ fn resolve_picks_release_assets_for_release_refs_and_source_otherwise() {
         SHORT,
     );
     assert_eq!(r.code, Some(2));
-    assert!(r.stderr.contains("input 'version'"), "{}", r.stderr);
+    assert_contains(&r.stderr, "input 'version'");
 }
 
 fn shard_report(key: &str, gate: &str, regressed: usize) -> Value {
@@ -442,7 +443,7 @@ fn merge_mode_joins_the_shards_into_one_verdict() {
         assert_eq!(out["regressions"], regressed.to_string());
         assert_eq!(out["profiles"], "3");
         // No token: one notice, no error, no network.
-        assert!(r.stdout.contains("no github-token"), "{}", r.stdout);
+        assert_contains(&r.stdout, "no github-token");
         let summary = std::fs::read_to_string(&runner.summary).unwrap();
         assert!(summary.starts_with("# earlier step\n"));
         assert_eq!(summary.matches("\n### gpu-").count(), 3, "{summary}");
@@ -474,11 +475,7 @@ fn merge_mode_joins_the_shards_into_one_verdict() {
         (out["verdict"].as_str(), out["conclusion"].as_str()),
         ("error", "failure")
     );
-    assert!(
-        r.stdout.contains("3 of 4 shards expected arrived"),
-        "{}",
-        r.stdout
-    );
+    assert_contains(&r.stdout, "3 of 4 shards expected arrived");
 }
 
 /// A static file server on 127.0.0.1 (python3's http.server), killed on drop.
@@ -629,10 +626,7 @@ fn a_sha_pinned_action_installs_its_release_verified_without_building() {
         r.stderr
     );
     let installed = runner.outputs()["bin"].clone();
-    assert!(
-        installed.ends_with("infergate-action/bin-x86_64/infergate"),
-        "{installed}"
-    );
+    assert_ends_with(&installed, "infergate-action/bin-x86_64/infergate");
     assert!(
         r.stdout.contains(version),
         "--version printed: {}",
@@ -643,7 +637,7 @@ fn a_sha_pinned_action_installs_its_release_verified_without_building() {
     std::fs::remove_file(&installed).unwrap();
     let r = install(false);
     assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("checksum mismatch"), "{}", r.stderr);
+    assert_contains(&r.stderr, "checksum mismatch");
     assert!(!called.exists());
     drop(server);
 }
@@ -667,7 +661,7 @@ fn merge_mode_fails_closed_on_a_shard_that_was_not_measured_and_still_summarises
     assert_eq!(out["profiles"], "3");
     let summary = std::fs::read_to_string(&runner.summary).unwrap();
     assert_eq!(summary.matches("\n### ").count(), 3, "{summary}");
-    assert!(summary.contains("cancelled by SIGINT/SIGTERM"), "{summary}");
+    assert_contains(&summary, "cancelled by SIGINT/SIGTERM");
 }
 
 #[test]
@@ -711,7 +705,7 @@ fn alert_mode_writes_the_trend_report_and_fails_when_no_alert_can_be_filed() {
         SHORT,
     );
     assert_eq!(r.code, Some(3), "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("--candidate"), "{}", r.stdout);
+    assert_contains(&r.stdout, "--candidate");
     assert!(
         r.stderr
             .contains("::error title=infergate alerts::no alerts filed"),
@@ -1044,7 +1038,7 @@ fn gate_mode_ends_a_regression_by_the_input_else_by_the_config() {
     std::fs::create_dir_all(out.join("verdict.json/held")).unwrap();
     let (code, err) = support::gate(&dir.path().join("slow-never.toml"), &out, &store, &[]);
     assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("verdict.json"), "{err}");
+    assert_contains(&err, "verdict.json");
     let left = support::read_results(&out.join("results.json"));
     assert_eq!(left.status, infergate::results::RunStatus::InProgress);
     let merged = Command::new(bin())
@@ -1054,5 +1048,5 @@ fn gate_mode_ends_a_regression_by_the_input_else_by_the_config() {
         .unwrap();
     let text = String::from_utf8_lossy(&merged.stdout);
     assert_eq!(merged.status.code(), Some(3), "{text}");
-    assert!(text.starts_with("merged verdict: error"), "{text}");
+    assert_starts_with(&text, "merged verdict: error");
 }

@@ -10,6 +10,7 @@
 
 mod results_gen;
 
+use infergate_schema::asserts::assert_contains;
 use std::path::Path;
 use std::process::Command;
 
@@ -174,16 +175,10 @@ async fn one_issue_per_change_updated_then_closed_when_accepted() {
     let created = body(posts[0]);
     let text = created["body"].as_str().unwrap();
     let marker = marker_in(text).to_string();
-    assert!(
-        marker.contains("/nightly/matrix/aggregate_tps/"),
-        "{marker}"
-    );
+    assert_contains(&marker, "/nightly/matrix/aggregate_tps/");
     assert!(text.contains("c029..c030"), "the commit range: {text}");
-    assert!(
-        text.contains("Cells that moved apart from the rest of the matrix"),
-        "{text}"
-    );
-    assert!(text.contains("interval"), "{text}");
+    assert_contains(text, "Cells that moved apart from the rest of the matrix");
+    assert_contains(text, "interval");
     assert!(
         created["title"]
             .as_str()
@@ -191,7 +186,7 @@ async fn one_issue_per_change_updated_then_closed_when_accepted() {
             .contains("aggregate tok/s"),
         "{created}"
     );
-    assert!(n1.stderr.contains("opened issue #5"), "{}", n1.stderr);
+    assert_contains(&n1.stderr, "opened issue #5");
     let auth = posts[0].headers.get("authorization").unwrap();
     assert_eq!(auth.to_str().unwrap(), format!("Bearer {TOKEN}"));
 
@@ -244,7 +239,7 @@ async fn one_issue_per_change_updated_then_closed_when_accepted() {
     let closed = body(patches[0]);
     assert_eq!(closed["state"], "closed", "{closed}");
     assert!(closed["body"].as_str().unwrap().contains("accepted"));
-    assert!(n3.stderr.contains("closed issue #5"), "{}", n3.stderr);
+    assert_contains(&n3.stderr, "closed issue #5");
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 
 mod results_gen;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::path::{Path, PathBuf};
 
 use results_gen::{Gen, infergate, run, seed, write, write_many};
@@ -62,7 +63,7 @@ fn add_show_prune_list() {
     let copy = write(dir.path(), "copy.json", &renamed);
     let (code, _, err) = add(&store, &[copy]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("same content digest"), "{err}");
+    assert_contains(&err, "same content digest");
     assert_eq!(run_files(&store).len(), 4);
 
     let key = run(&Gen::default(), 0).profile.key;
@@ -101,11 +102,11 @@ fn add_show_prune_list() {
     assert!(cv > 0.0 && cv < 0.05, "between-run CV {cv}");
     let (code, out, _) = infergate(&["baseline", "show", "--dir", s(&store), "--format", "md"]);
     assert_eq!(code, 0);
-    assert!(out.contains("| cell |"), "{out}");
+    assert_contains(&out, "| cell |");
 
     let (code, out, err) = infergate(&["baseline", "prune", "--dir", s(&store), "--keep", "2"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("pruned 2 runs, kept 2"), "{out}");
+    assert_contains(&out, "pruned 2 runs, kept 2");
     let left = run_files(&store);
     assert_eq!(left.len(), 2);
     assert!(
@@ -121,9 +122,9 @@ fn seed_file_and_refused_runs() {
     let store = dir.path().join("b");
     let (code, out, err) = add(&store, &[seed()]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("gpu-nvidia-geforce-rtx-5090x1__vllm__deepseek-v4-flash-dspark"),
-        "{out}"
+    assert_contains(
+        &out,
+        "gpu-nvidia-geforce-rtx-5090x1__vllm__deepseek-v4-flash-dspark",
     );
     let mut partial = run(&Gen::default(), 1);
     partial.status = infergate::results::RunStatus::Partial;
@@ -218,8 +219,8 @@ fn an_interrupted_add_leaves_the_store_valid() {
     // Every run file that exists is whole; the temp file is ignored; the store still works.
     let (code, out, err) = infergate(&["baseline", "list", "--dir", s(&store)]);
     assert_eq!(code, 0, "{err}");
-    assert!(!out.contains("unreadable"), "{out}");
-    assert!(out.contains("suite=pr  runs=1"), "{out}");
+    assert_lacks(&out, "unreadable");
+    assert_contains(&out, "suite=pr  runs=1");
     for f in run_files(&store) {
         let name = f.file_name().unwrap().to_str().unwrap();
         if !name.starts_with(".tmp") {
@@ -273,7 +274,7 @@ fn hostile_names_cannot_escape_the_store() {
     );
     let (code, out, _) = infergate(&["baseline", "show", "--dir", s(&store), "--format", "json"]);
     assert_eq!(code, 0);
-    assert!(out.contains("escaped-key"), "{out}");
+    assert_contains(&out, "escaped-key");
 }
 
 #[test]
@@ -298,7 +299,7 @@ fn import_converts_the_seed_into_our_schema() {
     // A missing input is a usage error naming the file.
     let (code, _, err) = infergate(&["import", s(&dir.path().join("nope.json")), "--out", s(&out)]);
     assert_eq!(code, 2);
-    assert!(err.contains("nope.json: cannot read"), "{err}");
+    assert_contains(&err, "nope.json: cannot read");
 }
 
 #[test]

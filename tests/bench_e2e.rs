@@ -3,6 +3,7 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -165,7 +166,7 @@ fn two_by_two_matrix_has_samples_in_every_cell() {
     assert_eq!(r.schema_version, infergate::results::SCHEMA_VERSION);
     assert_eq!(r.cells.len(), 4);
     assert_eq!(r.engine.metrics_flavor.as_deref(), Some("vllm"));
-    assert!(r.profile.key.contains("__vllm__"), "{}", r.profile.key);
+    assert_contains(&r.profile.key, "__vllm__");
     assert_eq!(
         r.matrix.model, r.engine.models[0],
         "model defaults to the first id"
@@ -190,12 +191,8 @@ fn two_by_two_matrix_has_samples_in_every_cell() {
             .count(),
         4
     );
-    assert!(run.stdout.contains("ctx \\ conc"), "{}", run.stdout);
-    assert!(
-        run.stderr.contains("cell done C=2 ctx=1k"),
-        "{}",
-        run.stderr
-    );
+    assert_contains(&run.stdout, "ctx \\ conc");
+    assert_contains(&run.stderr, "cell done C=2 ctx=1k");
 }
 
 #[test]
@@ -292,9 +289,9 @@ fn unreachable_url_exits_3_with_a_clear_message() {
     let out = dir.path().join("r.json");
     let run = bench(&format!("http://127.0.0.1:{port}"), &out, &args(&[]));
     assert_eq!(run.code, 3, "{}", run.stderr);
-    assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
-    assert!(run.stderr.contains("connection refused"), "{}", run.stderr);
-    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert_contains(&run.stderr, "cannot reach");
+    assert_contains(&run.stderr, "connection refused");
+    assert_lacks(&run.stderr, "panicked");
     assert!(!out.exists());
 }
 
@@ -312,7 +309,7 @@ fn malformed_arguments_exit_2_naming_the_fix() {
     );
     let run = bench("http://127.0.0.1:9", &out, &["--duration", "soon"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("use e.g. 10s"), "{}", run.stderr);
+    assert_contains(&run.stderr, "use e.g. 10s");
 }
 
 #[test]
@@ -331,7 +328,7 @@ fn http_500s_make_error_cells_with_reasons() {
     for c in &r.cells {
         assert_eq!(c.status, CellStatus::Error, "{c:?}");
         let reason = c.reason.as_deref().unwrap();
-        assert!(reason.contains("requests failed: HTTP 500"), "{reason}");
+        assert_contains(reason, "requests failed: HTTP 500");
         assert!(c.errors > 0);
     }
     assert!(run.stdout.contains("ERR ("), "{}", run.stdout);
@@ -456,7 +453,7 @@ fn engine_dying_mid_run_gives_a_partial_run_with_reasons() {
         &args(&["--concurrency", "1", "--contexts", "0,1k,2k,4k"]),
     );
     assert_eq!(run.code, 3, "{}", run.stderr);
-    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert_lacks(&run.stderr, "panicked");
     let r = run.results.expect("results are written for a partial run");
     assert_eq!(r.status, infergate::results::RunStatus::Partial);
     assert_eq!(r.cells.len(), 4, "every cell is present");
@@ -530,5 +527,5 @@ fn a_context_beyond_the_model_length_is_refused_before_measuring() {
         "{}",
         run.stderr
     );
-    assert!(!run.stderr.contains("cell start"), "{}", run.stderr);
+    assert_lacks(&run.stderr, "cell start");
 }

@@ -10,6 +10,7 @@
 
 mod support;
 
+use infergate_schema::asserts::assert_contains;
 use std::path::Path;
 use std::process::Command;
 
@@ -186,10 +187,7 @@ fn culprit_among_32_commits_found_in_at_most_9_boots() {
         );
     }
     // The console shows every boot and the culprit.
-    assert!(
-        out.contains(&format!("first bad commit: {}", shas[19])),
-        "{out}"
-    );
+    assert_contains(&out, &format!("first bad commit: {}", shas[19]));
     // Each boot by its commit's short SHA, the whole report within 100 columns.
     for b in &r.boots {
         assert!(
@@ -222,7 +220,7 @@ fn no_change_between_good_and_bad_fails_closed() {
             .is_some_and(|f| f.contains("nothing to bisect") || f.contains("budget")),
         "{r:?}"
     );
-    assert!(out.contains("no culprit"), "{out}");
+    assert_contains(&out, "no culprit");
     no_engine_left(dir, &r);
 }
 
@@ -233,14 +231,14 @@ fn bad_revisions_and_missing_bisect_table_are_usage_errors() {
     let cfg = config(dir, "");
     let (code, _, err) = bisect(dir, &cfg, "good\u{1b}[31m", "bad");
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("control characters"), "{err}");
+    assert_contains(&err, "control characters");
     let (code, _, err) = bisect(dir, &cfg, "--all", "bad");
     assert_eq!(code, Some(2), "{err}");
     let plain = dir.join("plain.toml");
     std::fs::write(&plain, support::SMALL_SIM_CONFIG).unwrap();
     let (code, _, err) = bisect(dir, &plain, "a", "b");
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("[bisect]"), "{err}");
+    assert_contains(&err, "[bisect]");
     assert!(!dir.join("out/bisect.json").exists());
 }
 
@@ -255,11 +253,8 @@ fn good_and_bad_the_same_commit_is_a_usage_error_before_any_boot() {
     for (good, bad) in [(shas[3].as_str(), shas[3].as_str()), ("main", &shas[32])] {
         let (code, out, err) = bisect(dir, &cfg, good, bad);
         assert_eq!(code, Some(2), "{good}..{bad}: {out}\n{err}");
-        assert!(err.contains("are the same commit"), "{err}");
-        assert!(
-            err.contains(&shas[if good == "main" { 32 } else { 3 }]),
-            "{err}"
-        );
+        assert_contains(&err, "are the same commit");
+        assert_contains(&err, &shas[if good == "main" { 32 } else { 3 }]);
         assert!(
             !dir.join("out").exists(),
             "nothing built, booted or written"
@@ -284,7 +279,7 @@ fn a_bad_revision_printed_by_revs_exits_2() {
         "{out}\n{err}"
     );
     let failure = record(dir).failure.unwrap_or_default();
-    assert!(failure.contains("--all"), "{failure}");
+    assert_contains(&failure, "--all");
 }
 
 /// Door 7: a build script's `setsid` child (holding the build's stdout) neither outlives

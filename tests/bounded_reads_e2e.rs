@@ -6,6 +6,7 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::assert_contains;
 use std::process::{Command, Stdio};
 
 use axum::Router;
@@ -80,11 +81,11 @@ fn a_200_mb_metrics_page_is_refused_with_bounded_memory() {
     let peak_mb = usage.ru_maxrss as f64 / 1024.0;
     assert!(libc::WIFEXITED(status), "{stderr}");
     assert_ne!(libc::WEXITSTATUS(status), 0, "{stderr}");
-    assert!(
-        stderr.contains("/metrics answered more than 16 MiB, infergate's limit"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "/metrics answered more than 16 MiB, infergate's limit",
     );
-    assert!(stderr.contains("point --url at the engine"), "{stderr}");
+    assert_contains(&stderr, "point --url at the engine");
     assert!(peak_mb < 200.0, "peak RSS {peak_mb:.0} MB: {stderr}");
     eprintln!(
         "peak RSS of infergate bench: {peak_mb:.1} MB; exit {}",

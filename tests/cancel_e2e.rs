@@ -15,6 +15,7 @@
 
 mod support;
 
+use infergate_schema::asserts::assert_contains;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -204,7 +205,7 @@ fn a_sigkilled_gate_leaves_every_cell_finished_before_the_kill() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&compare.stderr);
     assert_eq!(compare.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("in_progress"), "{stderr}");
+    assert_contains(&stderr, "in_progress");
     assert!(
         eventually(Duration::from_secs(30), || marked(&marker).is_empty()),
         "left running: {:?}",
@@ -380,7 +381,7 @@ async fn the_cleanup_step_completes_the_check_a_killed_gate_left_in_progress_as_
     let body: Value = serde_json::from_slice(&patches[0].body).unwrap();
     assert_eq!(body["status"], "completed");
     assert_eq!(body["conclusion"], "cancelled");
-    assert!(stderr.contains("completed"), "{stderr}");
+    assert_contains(&stderr, "completed");
     assert!(
         eventually(Duration::from_secs(30), || marked(&marker).is_empty()),
         "left running: {:?}",

@@ -9,6 +9,7 @@
 
 mod results_gen;
 
+use infergate_schema::asserts::{assert_contains, assert_starts_with};
 use std::path::Path;
 
 use results_gen::{Gen, infergate, run, write};
@@ -70,7 +71,7 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
     // The console leads with the answer and fits 100 columns.
     let (_, text, _) = infergate(&["changes", "--baseline-dir", store_s]);
     std::fs::write("/tmp/changes-step.txt", &text).unwrap();
-    assert!(text.starts_with("2 change points in 36 runs of "), "{text}");
+    assert_starts_with(&text, "2 change points in 36 runs of ");
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains("a cell's change is against the other cells of its runs"),
@@ -139,7 +140,7 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
         loc["first_commit"].as_str().unwrap(),
         loc["last_commit"].as_str().unwrap()
     );
-    assert!(err.contains(&range), "{err}");
+    assert_contains(&err, &range);
     let (code, _, err) = infergate(&[
         "bisect",
         "--from-change",
@@ -148,7 +149,7 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
         store_s,
     ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no change point starts at run"), "{err}");
+    assert_contains(&err, "no change point starts at run");
     assert!(
         cps.iter().all(|c| c["change"].as_f64().unwrap() < 0.0),
         "{cps:#?}"
@@ -157,7 +158,7 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
     let (code, out, err) =
         infergate(&["baseline", "accept", "--dir", store_s, "--since", step_run]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("accepted"), "{out}");
+    assert_contains(&out, "accepted");
     let (code, _, err) = infergate(&[
         "baseline",
         "accept",
@@ -167,7 +168,7 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
         "no-such-run",
     ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("not in the store"), "{err}");
+    assert_contains(&err, "not in the store");
     let (_, out, _) = infergate(&["changes", "--baseline-dir", store_s, "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(
@@ -236,9 +237,9 @@ fn stable_history_has_no_change_point_and_text_md_say_so() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["groups"][0]["change_points"], serde_json::json!([]));
     let (_, text, _) = infergate(&["changes", "--baseline-dir", s]);
-    assert!(text.starts_with("no change point in "), "{text}");
+    assert_starts_with(&text, "no change point in ");
     let (_, md, _) = infergate(&["changes", "--baseline-dir", s, "--format", "md"]);
-    assert!(md.starts_with("**no change point in "), "{md}");
+    assert_starts_with(&md, "**no change point in ");
     let (code, _, err) = infergate(&["changes", "--baseline-dir", s, "--profile", "nope"]);
     assert_eq!(code, 2, "{err}");
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::process::{Command, Output};
 
 fn infergate(args: &[&str], dir: &std::path::Path) -> Output {
@@ -63,8 +64,8 @@ fn numbers_are_asked_for_in_plain_english() {
     let o = infergate(&["run", "--config", "gate.toml"], dir.path());
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(t.contains("expected a whole number"), "{t}");
-    assert!(!t.contains("u32"), "{t}");
+    assert_contains(&t, "expected a whole number");
+    assert_lacks(&t, "u32");
 }
 
 /// `sim --slowdown` takes the form people type, `10%`, as a 10% slower engine; a mistake is
@@ -79,7 +80,7 @@ fn a_slowdown_is_a_factor_or_a_percentage() {
         t.contains("--slowdown") && t.contains("1.10 = 10% slower") && t.contains("10%"),
         "{t}"
     );
-    assert!(!t.contains("0.05"), "{t}");
+    assert_lacks(&t, "0.05");
     let o = infergate(&["ab-eval", "--change", "x"], dir.path());
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
@@ -93,7 +94,7 @@ fn a_missing_store_is_exit_2_under_its_one_flag_name_and_the_old_one() {
         let o = infergate(&["baseline", flag, "absent", "list"], dir.path());
         let t = text(&o);
         assert_eq!(o.status.code(), Some(2), "{flag}: {t}");
-        assert!(t.contains("--baseline-dir absent"), "{t}");
+        assert_contains(&t, "--baseline-dir absent");
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod results_gen;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::path::{Path, PathBuf};
 
 use infergate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
@@ -105,7 +106,7 @@ fn ten_percent_slower_everywhere_is_a_regression() {
         "{}",
         report.headline
     );
-    assert!(err.contains("--confirmation"), "{err}");
+    assert_contains(&err, "--confirmation");
     // One look decides it when asked to.
     let (code, report, err) = compare(&paths(&base), &paths(&cand), &["--single-look"]);
     let report = report.unwrap_or_else(|| panic!("no report; stderr: {err}"));
@@ -353,7 +354,7 @@ fn compare_against_a_store_selects_profile_and_suite() {
     ]);
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(&md).unwrap();
-    assert!(text.contains("| context | C=1 |"), "{text}");
+    assert_contains(&text, "| context | C=1 |");
     // The store named by --baseline-dir, with no --baseline (it panicked on the empty list).
     let (code, out, err) = infergate(&[
         "compare",
@@ -363,7 +364,7 @@ fn compare_against_a_store_selects_profile_and_suite() {
         cand[0].to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("no regression"), "{out}");
+    assert_contains(&out, "no regression");
     // Another suite has no baseline: exit 0, no_baseline, and the message lists what exists.
     let (code, report, err) = compare(
         &[store.to_str().unwrap()],
@@ -417,11 +418,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
     let c = report.confirmation.as_ref().expect("a confirmation object");
     assert!(!c.used, "{c:?}");
     assert!(c.second_results.ends_with("clean-second"), "{c:?}");
-    assert!(
-        report.headline.contains("first boot only"),
-        "{}",
-        report.headline
-    );
+    assert_contains(&report.headline, "first boot only");
 
     // A first boot that leans slow without proving it: `run` boots again and tests both.
     let (leaning, second) = [0.992, 0.99, 0.988, 0.986, 0.984, 0.982, 0.98, 0.978, 0.975]
@@ -468,11 +465,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
         .expect("the first boot's matrix test")
         .p_value;
     assert!((p_first - p_shown).abs() < 1e-9, "{p_first} vs {p_shown}");
-    assert!(
-        report.headline.contains(", after a second boot"),
-        "{}",
-        report.headline
-    );
+    assert_contains(&report.headline, ", after a second boot");
 
     // A second boot of another length is a usage error.
     let (code, _, err) = compare(
@@ -485,7 +478,7 @@ fn a_second_boot_is_used_only_where_run_would_have_booted_again() {
         ],
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--confirmation"), "{err}");
+    assert_contains(&err, "--confirmation");
 }
 
 /// The runs a thin store is told it needs are the runs that make it sufficient, not more: the
@@ -576,7 +569,7 @@ fn a_thin_history_says_what_it_can_detect_and_how_many_runs_it_needs() {
     let s = report.sensitivity.as_ref().expect("sensitivity recorded");
     assert!(s.sufficient, "{s:?}");
     assert_eq!(s.runs_needed, Some(0));
-    assert!(!report.headline.contains("too thin"), "{}", report.headline);
+    assert_lacks(&report.headline, "too thin");
 }
 
 #[test]
@@ -589,7 +582,7 @@ fn a_crafted_profile_key_in_a_file_cannot_issue_workflow_commands() {
     std::fs::write(&cand[0], doc.to_string()).unwrap();
     let s = seed();
     let (_, _, err) = compare(&[s.to_str().unwrap()], &paths(&cand), &[]);
-    assert!(err.contains("different profile"), "{err}");
+    assert_contains(&err, "different profile");
     for line in err.lines() {
         let t = line.trim_start();
         assert!(

@@ -6,6 +6,7 @@
 
 mod support;
 
+use infergate_schema::asserts::assert_contains;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -127,5 +128,5 @@ fn missing_config_file_is_a_usage_error() {
     let (out, _) = run(&dir.path().join("nope.toml"), &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("nope.toml"), "{stderr}");
+    assert_contains(&stderr, "nope.toml");
 }

@@ -14,6 +14,7 @@ mod support;
 
 use infergate::results::{EventKind, RunStatus};
 use infergate::verdict::{ComparisonReport, GateVerdict};
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use support::{SMALL_SIM_CONFIG, baseline_around, gate_in_process, read_results};
 
 #[test]
@@ -28,11 +29,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
     let first = dir.path().join("calibration");
     let calibration = gate_in_process(&config, &first, &store_dir, &[]);
     assert_eq!(calibration.code, 0, "{}", calibration.events);
-    assert!(
-        !calibration.events.contains("confirmation"),
-        "{}",
-        calibration.events
-    );
+    assert_lacks(&calibration.events, "confirmation");
     assert!(!first.join("results-confirm.json").exists());
     let calib = read_results(&first.join("results.json"));
 
@@ -55,9 +52,9 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         started.elapsed().as_secs_f64()
     );
     assert!(matches!(code, 0 | 1), "{events}");
-    assert!(
-        events.contains("confirmation: the first boot's matrix-wide change is"),
-        "{events}"
+    assert_contains(
+        events,
+        "confirmation: the first boot's matrix-wide change is",
     );
 
     // Two boots, two result files that point at each other, two logs.
@@ -93,11 +90,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         verdict.candidate_runs,
         vec![results.run_id.clone(), second.run_id.clone()]
     );
-    assert!(
-        verdict.headline.contains("on a second boot"),
-        "{}",
-        verdict.headline
-    );
+    assert_contains(&verdict.headline, "on a second boot");
     let matrix = verdict.matrix_test.as_ref().expect("matrix-wide test");
     assert!(matrix.change < 0.0, "{matrix:?}");
     assert_eq!(
@@ -107,7 +100,7 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         verdict.gate
     );
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert!(summary.contains("Second boot: "), "{summary}");
+    assert_contains(&summary, "Second boot: ");
     let confirmation = verdict
         .confirmation
         .as_ref()
@@ -125,15 +118,9 @@ fn a_first_boot_leaning_worse_is_confirmed_by_a_second_boot() {
         "{lines:?}"
     );
     // Details: the two boots together, and the first boot alone.
-    assert!(
-        summary.contains("the verdict tests both boots together"),
-        "{summary}"
-    );
-    assert!(
-        summary.contains("First boot alone, matrix-wide: "),
-        "{summary}"
-    );
-    assert!(summary.contains("results-confirm.json"), "{summary}");
+    assert_contains(&summary, "the verdict tests both boots together");
+    assert_contains(&summary, "First boot alone, matrix-wide: ");
+    assert_contains(&summary, "results-confirm.json");
     // The charts draw the two boots the verdict is over, each named.
     assert!(
         summary.contains(r#""boot 1", "boot 2"]"#) && !summary.contains(r#""this run"]"#),

@@ -10,6 +10,7 @@
 mod support;
 
 use infergate::results::CellStatus;
+use infergate_schema::asserts::{assert_contains, assert_starts_with};
 use support::run_sim;
 
 fn assert_every_cell_caught(fault: &str, reason: &str, check: &str) {
@@ -99,8 +100,8 @@ fn requests_cut_short_under_ignore_eos_make_the_cell_an_error() {
     for cell in &results.cells {
         assert_eq!(cell.status, CellStatus::Error, "{cell:?}");
         let why = cell.reason.as_deref().unwrap_or_default();
-        assert!(why.starts_with("truncated: "), "{why}");
-        assert!(why.contains("fewer than max_tokens = 128"), "{why}");
+        assert_starts_with(why, "truncated: ");
+        assert_contains(why, "fewer than max_tokens = 128");
         let t = cell.truncated_requests.expect("counted");
         assert!(t.short > 0 && t.short == t.finished, "{t:?}");
         assert_eq!(t.fewest_tokens, 40);
@@ -109,5 +110,5 @@ fn requests_cut_short_under_ignore_eos_make_the_cell_an_error() {
             "an honest engine otherwise"
         );
     }
-    assert!(stderr.contains("truncated: "), "{stderr}");
+    assert_contains(&stderr, "truncated: ");
 }

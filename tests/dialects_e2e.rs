@@ -16,6 +16,7 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::assert_contains;
 use std::convert::Infallible;
 use std::path::Path;
 use std::process::Command;
@@ -238,7 +239,7 @@ async fn sglang_without_metrics_is_named_and_warned_about() {
             .any(|n| n.contains("metrics=sglang (metrics disabled)")),
         "{notes:#?}"
     );
-    assert!(b.stderr.contains("--enable-metrics"), "{}", b.stderr);
+    assert_contains(&b.stderr, "--enable-metrics");
     assert!(engine.asked_for("/metrics"), "probed first");
     assert!(
         engine.asked_for("/v1/tokenize"),
@@ -295,10 +296,7 @@ async fn trtllm_prometheus_page_is_read_and_its_static_counter_is_caught() {
     assert_eq!(check.expected, 0.0);
     assert!(check.reported >= 24.0 && !check.ok, "{check:#?}");
     let reason = cell.reason.as_deref().unwrap_or_default();
-    assert!(
-        reason.contains("usage disagrees with the engine's counters"),
-        "{reason}"
-    );
+    assert_contains(reason, "usage disagrees with the engine's counters");
     assert!(
         !engine.asked_for("/tokenize") && !engine.asked_for("/v1/tokenize"),
         "trtllm-serve has no tokenize route: calibrated by probes"

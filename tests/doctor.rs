@@ -4,6 +4,7 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::{assert_contains, assert_ends_with};
 use std::process::Command;
 
 fn doctor(args: &[&str]) -> (i32, String, String) {
@@ -62,13 +63,10 @@ fn doctor_text_says_why_nvml_is_unavailable_and_reports_an_unreachable_engine() 
     let url = format!("http://127.0.0.1:{port}");
     let (code, stdout, stderr) = doctor(&["--url", &url]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("NVML:"), "{stdout}");
-    assert!(
-        stdout.contains("Host:    the gate's probe ran "),
-        "{stdout}"
-    );
-    assert!(stdout.contains("NOT reachable"), "{stdout}");
-    assert!(stdout.contains("connection refused"), "{stdout}");
+    assert_contains(&stdout, "NVML:");
+    assert_contains(&stdout, "Host:    the gate's probe ran ");
+    assert_contains(&stdout, "NOT reachable");
+    assert_contains(&stdout, "connection refused");
     let (code, _, stderr) = doctor(&["--url", "localhost:8000"]);
     assert_eq!(code, 2, "{stderr}");
 }
@@ -117,11 +115,9 @@ fn doctor_reports_an_engine_program_that_does_not_exist_without_booting() {
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(v["engine_boot"]["ready"], false, "{stdout}");
     let error = v["engine_boot"]["error"].as_str().unwrap_or_default();
-    assert!(
-        error.ends_with(
-            "gate.toml: [engine] command: its program `/nonexistent/bin/vllm` does not exist: correct the path (an absolute one, or set [engine] workdir)"
-        ),
-        "{error}"
+    assert_ends_with(
+        error,
+        "gate.toml: [engine] command: its program `/nonexistent/bin/vllm` does not exist: correct the path (an absolute one, or set [engine] workdir)",
     );
     assert_eq!(
         v["engine_boot"]["teardown_clean"],

@@ -13,6 +13,7 @@
 mod support;
 
 use infergate::results::{CellStatus, EarlyEnd, RunStatus};
+use infergate_schema::asserts::{assert_contains, assert_starts_with};
 use support::run_sim;
 
 #[test]
@@ -27,9 +28,9 @@ fn a_server_that_aborts_requests_gets_no_throughput_and_a_reason_in_seconds() {
     assert!(c1.aggregate_tps > 0.0);
     // No usage in the stream and no metrics page: said, not hidden.
     let why = c1.unverified.as_deref().expect("unverified");
-    assert!(
-        why.starts_with("client count not cross-checked: the engine sent no usage"),
-        "{why}"
+    assert_starts_with(
+        why,
+        "client count not cross-checked: the engine sent no usage",
     );
     assert!(
         stderr.contains("cell done C=1 ctx=0")
@@ -61,10 +62,7 @@ fn a_server_that_aborts_requests_gets_no_throughput_and_a_reason_in_seconds() {
         let found = cell.ready_after_s.expect("decided at admission");
         assert!(found < 10.0, "C={c}: {found} s");
     }
-    assert!(
-        stderr.contains("the server ran 1 of 2 streams at a time"),
-        "{stderr}"
-    );
+    assert_contains(&stderr, "the server ran 1 of 2 streams at a time");
 }
 
 #[test]

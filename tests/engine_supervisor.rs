@@ -8,6 +8,7 @@
 
 mod support;
 
+use infergate_schema::asserts::assert_contains;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -133,12 +134,9 @@ async fn early_exit_is_reported_with_the_log_tail_and_its_leftovers_are_stopped(
         .await
         .expect_err("must fail");
     let msg = err.to_string();
-    assert!(
-        msg.contains("engine exited with status 1 before becoming ready"),
-        "{msg}"
-    );
-    assert!(msg.contains("CUDA out of memory"), "{msg}");
-    assert!(msg.contains("booting"), "{msg}");
+    assert_contains(&msg, "engine exited with status 1 before becoming ready");
+    assert_contains(&msg, "CUDA out of memory");
+    assert_contains(&msg, "booting");
     let r = e.stop().await;
     assert!(r.group_gone, "{r:?}");
     assert!(
@@ -159,8 +157,8 @@ async fn missing_program_is_a_spawn_error_naming_it() {
         .await
         .expect_err("must fail")
         .to_string();
-    assert!(err.contains("`/nonexistent/vllm-serve`"), "{err}");
-    assert!(err.contains("No such file or directory"), "{err}");
+    assert_contains(&err, "`/nonexistent/vllm-serve`");
+    assert_contains(&err, "No such file or directory");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -15,6 +15,7 @@
 
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -72,7 +73,7 @@ fn with_baseline() -> Bench {
     let calibration = dir.path().join("calibration");
     let (code, stderr) = gate(&config, &calibration, &store, &[]);
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains("NO BASELINE YET"), "{stderr}");
+    assert_contains(&stderr, "NO BASELINE YET");
     let calib = read_results(&calibration.join("results.json"));
     assert_eq!(
         calib.status,
@@ -139,7 +140,7 @@ fn an_engine_that_fails_above_one_stream_never_passes() {
             );
         }
     }
-    assert!(v.headline.contains("1 of 3"), "{}", v.headline);
+    assert_contains(&v.headline, "1 of 3");
     // The results: partial (cells errored), never a baseline.
     let results = read_results(&out.join("results.json"));
     assert_eq!(results.status, RunStatus::Partial);
@@ -154,17 +155,17 @@ fn an_engine_that_fails_above_one_stream_never_passes() {
     assert!(group_gone(engine_pgid(&results)));
 
     // The console: the verdict table with the error regressions and why.
-    assert!(stdout.contains("error regression"), "{stdout}");
-    assert!(stdout.contains("HTTP 500"), "{stdout}");
-    assert!(stderr.contains("verdict: unmeasured"), "{stderr}");
+    assert_contains(stdout, "error regression");
+    assert_contains(stdout, "HTTP 500");
+    assert_contains(stderr, "verdict: unmeasured");
     // The job summary (the output directory's and the step's).
     for summary in [
         std::fs::read_to_string(out.join("summary.md")).expect("summary.md"),
         run.summary.clone(),
     ] {
-        assert!(summary.contains("‼ unmeasured: "), "{summary}");
-        assert!(summary.contains("error regression"), "{summary}");
-        assert!(summary.contains("HTTP 500"), "{summary}");
+        assert_contains(&summary, "‼ unmeasured: ");
+        assert_contains(&summary, "error regression");
+        assert_contains(&summary, "HTTP 500");
     }
     // The step outputs and the check run: failed, with the reason in title and text.
     assert_eq!(
@@ -178,7 +179,7 @@ fn an_engine_that_fails_above_one_stream_never_passes() {
     assert_eq!(last["status"], "completed", "{last}");
     assert_eq!(last["conclusion"], "failure", "{last}");
     let title = last["output"]["title"].as_str().unwrap_or_default();
-    assert!(title.contains("cannot decide"), "{title}");
+    assert_contains(title, "cannot decide");
     // The matrix and its Details (each cell's reason) are the check's summary.
     let text = last["output"]["summary"].as_str().unwrap_or_default();
     assert!(
@@ -218,17 +219,17 @@ fn a_truncated_store_and_a_slower_build_is_an_error_naming_the_files() {
         let name = f.file_name().unwrap().to_str().unwrap();
         assert!(stderr.contains(name), "{name} not named:\n{stderr}");
     }
-    assert!(!stderr.contains("NO BASELINE YET"), "{stderr}");
+    assert_lacks(&stderr, "NO BASELINE YET");
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert!(summary.contains("cannot be used"), "{summary}");
+    assert_contains(&summary, "cannot be used");
     // The profile's group is known before boot (engine and model are configured), so the
     // store is read first: no engine is booted and no cell measured for a gate that could not
     // be decided, and a merge of the shard fails closed.
-    assert!(!stderr.contains("engine_start"), "{stderr}");
+    assert_lacks(&stderr, "engine_start");
     assert!(!out.join("engine.log").exists());
     assert!(!out.join("verdict.json").exists());
     let results = std::fs::read_to_string(out.join("results.json")).expect("results.json");
-    assert!(results.contains("\"status\": \"partial\""), "{results}");
+    assert_contains(&results, "\"status\": \"partial\"");
     let merged = Command::new(env!("CARGO_BIN_EXE_infergate"))
         .args(["merge", "--shard"])
         .arg(&out)
@@ -236,11 +237,8 @@ fn a_truncated_store_and_a_slower_build_is_an_error_naming_the_files() {
         .expect("run merge");
     let text = String::from_utf8_lossy(&merged.stdout);
     assert_eq!(merged.status.code(), Some(3), "{text}");
-    assert!(
-        text.contains("not measured: comparison with the baseline failed"),
-        "{text}"
-    );
-    assert!(!text.contains("no_baseline"), "{text}");
+    assert_contains(&text, "not measured: comparison with the baseline failed");
+    assert_lacks(&text, "no_baseline");
 }
 
 #[test]
@@ -278,7 +276,7 @@ fn a_store_that_does_not_exist_is_a_usage_error_unless_the_first_baseline_create
         .expect("run infergate");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("([baseline] dir)"), "{stderr}");
+    assert_contains(&stderr, "([baseline] dir)");
 
     // Creating the first baseline creates the store.
     let store = dir.path().join("new").join("store");
@@ -289,8 +287,8 @@ fn a_store_that_does_not_exist_is_a_usage_error_unless_the_first_baseline_create
         &["--update-baseline"],
     );
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains("NO BASELINE YET"), "{stderr}");
-    assert!(stderr.contains("baseline: run added as"), "{stderr}");
+    assert_contains(&stderr, "NO BASELINE YET");
+    assert_contains(&stderr, "baseline: run added as");
     let added: Vec<PathBuf> = walk(&store)
         .into_iter()
         .filter(|p| p.parent().is_some_and(|d| d.ends_with("runs")))
@@ -354,8 +352,8 @@ fn a_hung_engine_on_the_nightly_suite_ends_in_seconds() {
         total.as_secs_f64()
     );
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("engine unresponsive"), "{stderr}");
-    assert!(stderr.contains("health probes in a row"), "{stderr}");
+    assert_contains(&stderr, "engine unresponsive");
+    assert_contains(&stderr, "health probes in a row");
     let results = read_results(&out.join("results.json"));
     assert_eq!(results.status, RunStatus::Partial);
     assert_eq!(results.cells.len(), 15, "every cell is recorded");
@@ -374,7 +372,7 @@ fn a_hung_engine_on_the_nightly_suite_ends_in_seconds() {
         after_hang.as_secs_f64()
     );
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert!(summary.contains("engine unresponsive"), "{summary}");
+    assert_contains(&summary, "engine unresponsive");
 }
 
 /// Every file under `dir`, recursively.

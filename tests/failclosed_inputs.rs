@@ -9,6 +9,7 @@
 mod results_gen;
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -72,7 +73,7 @@ fn a_store_path_that_is_not_a_store_root_is_exit_2_naming_the_likely_root() {
                     "{args:?}: no root named: {err}"
                 );
             }
-            assert!(!out.contains("NO BASELINE"), "{out}");
+            assert_lacks(&out, "NO BASELINE");
         }
     }
     // `run` refuses it before booting anything.
@@ -237,7 +238,7 @@ fn a_forged_store_marker_is_refused_by_every_reader_and_an_empty_store_says_so()
     let (code, _, err) = infergate(&["changes", "--baseline-dir", s(&empty)]);
     let err = support::flat(&err);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("holds no runs"), "{err}");
+    assert_contains(&err, "holds no runs");
 }
 
 /// `infergate run` in GitHub Actions for `event`, with `[report] github = "never"` (no network).
@@ -285,21 +286,15 @@ fn no_baseline_on_a_pull_request_fails_unless_the_config_allows_it() {
     .unwrap();
     let (code, text) = gate_in_actions(&moved, &tmp.path().join("pr"), &store, "pull_request");
     assert_eq!(code, Some(3), "{text}");
-    assert!(
-        text.contains("no baseline for profile `cpu-sim-new-runner__"),
-        "{text}"
-    );
-    assert!(
-        text.contains("hardware `pinned -x0 cpu sim` (store)"),
-        "{text}"
-    );
-    assert!(text.contains("allow_no_baseline"), "{text}");
-    assert!(!text.contains("the gate passes"), "{text}");
+    assert_contains(&text, "no baseline for profile `cpu-sim-new-runner__");
+    assert_contains(&text, "hardware `pinned -x0 cpu sim` (store)");
+    assert_contains(&text, "allow_no_baseline");
+    assert_lacks(&text, "the gate passes");
     // Measured in full but decided nothing: its results say so, and a merge of the shard fails
     // closed instead of counting a profile with no baseline yet.
     let pr = tmp.path().join("pr");
     let results = std::fs::read_to_string(pr.join("results.json")).unwrap();
-    assert!(results.contains("\"compare_error\""), "{results}");
+    assert_contains(&results, "\"compare_error\"");
     let run: RunResults = serde_json::from_str(&results).unwrap();
     let failure = run
         .gate_failure
@@ -309,10 +304,7 @@ fn no_baseline_on_a_pull_request_fails_unless_the_config_allows_it() {
     assert_eq!(run.compare_error(), Some(failure.reason.as_str()));
     let (code, out, err) = infergate(&["merge", "--shard", s(&pr)]);
     assert_eq!(code, 3, "{out}\n{err}");
-    assert!(
-        out.contains("measured, but no verdict: no baseline for profile"),
-        "{out}"
-    );
+    assert_contains(&out, "measured, but no verdict: no baseline for profile");
     let (code, text) = gate_in_actions(&moved, &tmp.path().join("mq"), &store, "merge_group");
     assert_eq!(code, Some(3), "{text}");
     // Bootstrapping, said in the config; and a push is no pull request.
@@ -352,10 +344,7 @@ fn no_baseline_on_a_pull_request_fails_unless_the_config_allows_it() {
     };
     let (code, text) = report(&["--pr", "7"]);
     assert_eq!(code, Some(3), "{text}");
-    assert!(
-        text.contains("no baseline for profile `cpu-sim-new-runner__"),
-        "{text}"
-    );
+    assert_contains(&text, "no baseline for profile `cpu-sim-new-runner__");
     let (code, text) = report(&[]);
     assert_eq!(code, Some(0), "{text}");
 }
@@ -402,14 +391,14 @@ fn every_reader_refuses_in_progress_results_and_stale_verdicts() {
     results_gen::write(&killed, "results.json", &in_progress(second.clone()));
     let (code, out, err) = infergate(&["merge", "--shard", s(&killed)]);
     assert_eq!(code, 3, "{out}\n{err}");
-    assert!(out.contains("in_progress"), "{out}");
-    assert!(!out.contains("merged verdict: pass"), "{out}");
+    assert_contains(&out, "in_progress");
+    assert_lacks(&out, "merged verdict: pass");
     // ... the second run finished (no verdict of its own, the first run's left beside it).
     let other = results_dir(&tmp.path().join("other"), &first, &base);
     results_gen::write(&other, "results.json", &second);
     let (code, _, err) = infergate(&["merge", "--shard", s(&other)]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("a verdict of another run"), "{err}");
+    assert_contains(&err, "a verdict of another run");
     // ... a verdict older than its results.
     let old = results_dir(&tmp.path().join("old"), &first, &base);
     let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
@@ -421,7 +410,7 @@ fn every_reader_refuses_in_progress_results_and_stale_verdicts() {
         .unwrap();
     let (code, _, err) = infergate(&["merge", "--shard", s(&old)]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("older than"), "{err}");
+    assert_contains(&err, "older than");
     // A good pair still merges.
     let good = results_dir(&tmp.path().join("good"), &first, &base);
     let (code, out, err) = infergate(&["merge", "--shard", s(&good)]);
@@ -439,7 +428,7 @@ fn every_reader_refuses_in_progress_results_and_stale_verdicts() {
         s(&other.join("verdict.json")),
     ]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("a verdict of another run"), "{err}");
+    assert_contains(&err, "a verdict of another run");
 
     // compare: an `in_progress` run is no baseline level.
     let killed_file = results_gen::write(tmp.path(), "killed.json", &in_progress(second.clone()));
@@ -449,7 +438,7 @@ fn every_reader_refuses_in_progress_results_and_stale_verdicts() {
     args.push(s(&killed_file));
     let (code, out, err) = infergate(&args);
     assert_eq!(code, 3, "{out}\n{err}");
-    assert!(err.contains("is `in_progress`"), "{err}");
+    assert_contains(&err, "is `in_progress`");
 
     // changes: an `in_progress` candidate is not placed on the history.
     let (store, _) = store_of(&tmp.path().join("store"), 8);
@@ -461,7 +450,7 @@ fn every_reader_refuses_in_progress_results_and_stale_verdicts() {
         s(&killed_file),
     ]);
     assert_eq!(code, 3, "{out}\n{err}");
-    assert!(err.contains("is `in_progress`"), "{err}");
+    assert_contains(&err, "is `in_progress`");
 }
 
 /// Every line of `text` split as the Actions runner splits it.
@@ -675,7 +664,7 @@ fn every_output_file_is_as_inert_as_the_console() {
             .unwrap();
         if f == "md" {
             assert!(!text.contains("GH-1") && !text.contains("#123"), "{text}");
-            assert!(!text.contains("@octocat"), "{text}");
+            assert_lacks(&text, "@octocat");
         }
         written += 1;
     }
@@ -713,18 +702,15 @@ fn impossible_throughputs_are_refused_consistently() {
         let file = results_gen::write(tmp.path(), "bad.json", &bad);
         let (code, _, err) = infergate(&["baseline", "--dir", s(&store), "add", s(&file)]);
         assert_eq!(code, 2, "{value:e}: {err}");
-        assert!(
-            err.contains("is not a throughput a measurement gives"),
-            "{err}"
-        );
+        assert_contains(&err, "is not a throughput a measurement gives");
         // Planted in the store by hand: every reader refuses the group, naming the file.
         std::fs::copy(&file, group.join("pr/runs/planted.json")).unwrap();
         for format in ["html", "text"] {
             let (code, out, err) =
                 infergate(&["changes", "--baseline-dir", s(&store), "--format", format]);
             assert_eq!(code, 3, "{value:e} {format}: {err}");
-            assert!(err.contains("planted.json"), "{err}");
-            assert!(!out.contains("inf"), "{out}");
+            assert_contains(&err, "planted.json");
+            assert_lacks(&out, "inf");
         }
         let cand = results_gen::write(
             tmp.path(),
@@ -734,7 +720,7 @@ fn impossible_throughputs_are_refused_consistently() {
         let (code, _, err) =
             infergate(&["compare", "--baseline", s(&store), "--candidate", s(&cand)]);
         assert_eq!(code, 3, "{err}");
-        assert!(err.contains("planted.json"), "{err}");
+        assert_contains(&err, "planted.json");
     }
 }
 
@@ -751,7 +737,7 @@ fn duplicate_run_ids_are_named_and_concurrent_adds_store_a_run_once() {
     let twin_file = results_gen::write(tmp.path(), "twin.json", &twin);
     let (code, _, err) = infergate(&["baseline", "--dir", s(&store), "add", s(&twin_file)]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("same run id"), "{err}");
+    assert_contains(&err, "same run id");
     std::fs::copy(&twin_file, runs_dir.join("zz-twin.json")).unwrap();
     let (code, _, err) = infergate(&["changes", "--baseline-dir", s(&store)]);
     assert_eq!(code, 0, "{err}");

@@ -10,6 +10,7 @@
 
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -148,9 +149,9 @@ fn a_wrong_engine_path_is_exit_2_before_any_measurement() {
     let (code, err) = gate(&config, &out, &store, &[]);
     let err = support::flat(&err);
     assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains("[engine] command: its program `/nonexistent/bin/vllm-xyz` does not exist"),
-        "{err}"
+    assert_contains(
+        &err,
+        "[engine] command: its program `/nonexistent/bin/vllm-xyz` does not exist",
     );
     assert!(!out.join("results.json").exists(), "nothing measured");
 }
@@ -193,7 +194,7 @@ fn a_program_passed_through_env_allow_is_named_not_masked() {
         err.contains(&format!("`chmod {fix} {}`", python.display())),
         "{err}"
     );
-    assert!(!err.contains("[REDACTED]"), "{err}");
+    assert_lacks(&err, "[REDACTED]");
 }
 
 /// A cell the engine cannot serve (C=2 on an engine that fails above one stream) keeps every
@@ -248,5 +249,5 @@ fn update_baseline_on_a_partial_run_fails_naming_the_cell_and_the_skip_list() {
         &["--update-baseline"],
     );
     assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("baseline: run added as"), "{err}");
+    assert_contains(&err, "baseline: run added as");
 }

@@ -5,6 +5,7 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::{assert_contains, assert_lacks, assert_starts_with};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -376,11 +377,8 @@ async fn check_is_created_in_progress_then_completed_with_conclusion_and_output(
     let output = &done["output"];
     // The title is the report's first line: the answer with its size, interval and cells.
     let title = output["title"].as_str().unwrap();
-    assert!(
-        title.starts_with("✗ aggregate tok/s −7.4% [−9.1, −5.6] at C="),
-        "{title}"
-    );
-    assert!(title.contains("; 2 of 4 cells regressed"), "{title}");
+    assert_starts_with(title, "✗ aggregate tok/s −7.4% [−9.1, −5.6] at C=");
+    assert_contains(title, "; 2 of 4 cells regressed");
     let summary = output["summary"].as_str().unwrap();
     assert!(
         summary.contains("−7.4 ✗") && summary.contains("✗ = regression"),
@@ -400,8 +398,8 @@ async fn check_is_created_in_progress_then_completed_with_conclusion_and_output(
         "C=1 / 8k: aggregate tok/s −7.4% [−9.1, −5.6] regression"
     );
     let msg = ann[0]["message"].as_str().unwrap();
-    assert!(msg.contains("1234.5 tok/s → 1143.1 tok/s"), "{msg}");
-    assert!(msg.contains("95% interval [−9.1, −5.6]"), "{msg}");
+    assert_contains(msg, "1234.5 tok/s → 1143.1 tok/s");
+    assert_contains(msg, "95% interval [−9.1, −5.6]");
 
     // The PR got one comment with the marker.
     let comments = of(&reqs, "POST", &format!("/repos/{REPO}/issues/7/comments"));
@@ -564,10 +562,7 @@ async fn sticky_comment_is_created_once_then_updated_in_place_across_pages() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        second_body.contains("2 of 4 cells regressed"),
-        "{second_body}"
-    );
+    assert_contains(&second_body, "2 of 4 cells regressed");
 
     // Run 3 (fixed): the same comment now says so.
     server.reset().await;
@@ -602,12 +597,9 @@ async fn sticky_comment_is_created_once_then_updated_in_place_across_pages() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(fixed.contains("✅"), "{fixed}");
-    assert!(fixed.contains("✅ Fixed in `0123456`"), "{fixed}");
-    assert!(
-        fixed.contains("the previous run had 2 regressions"),
-        "{fixed}"
-    );
+    assert_contains(&fixed, "✅");
+    assert_contains(&fixed, "✅ Fixed in `0123456`");
+    assert_contains(&fixed, "the previous run had 2 regressions");
     let check: Value = of(&reqs, "POST", &format!("/repos/{REPO}/check-runs"))[0]
         .body_json()
         .unwrap();
@@ -750,7 +742,7 @@ async fn without_a_token_everything_is_local_with_one_notice() {
     // Job summary appended to, earlier content kept.
     let summary = std::fs::read_to_string(&f.summary).unwrap();
     assert!(summary.starts_with("# Earlier step\n\nkept\n"));
-    assert!(summary.contains("✗ aggregate tok/s −7.4%"), "{summary}");
+    assert_contains(&summary, "✗ aggregate tok/s −7.4%");
 
     // Outputs: well-formed lines, the five keys, nothing else.
     let outputs = std::fs::read_to_string(&f.output).unwrap();
@@ -831,7 +823,7 @@ fn a_two_hundred_cell_matrix_stays_under_the_limits() {
     assert_eq!(chart.matches("xychart-beta").count(), mermaid::MAX_LINES);
     assert_eq!(chart.matches("    bar [").count(), mermaid::MAX_LINES);
     assert_eq!(chart.matches("    line [").count(), 2 * mermaid::MAX_LINES);
-    assert!(chart.contains("\"this run\"]"), "{chart}");
+    assert_contains(&chart, "\"this run\"]");
 }
 
 #[test]
@@ -889,18 +881,18 @@ fn the_trend_report_is_linked_from_the_summary_check_and_comment() {
     let comment = render::comment_body("infergate / p / pr", &outcome, &links, 0);
     let check = render::check_text(&outcome, &links);
     for text in [&summary, &comment, &check] {
-        assert!(
-            text.contains("[trend report](https://acme.example/trend%281%29.html)"),
-            "{text}"
+        assert_contains(
+            text,
+            "[trend report](https://acme.example/trend%281%29.html)",
         );
     }
     links.trend_report = Some(render::TrendReport::Artifact("infergate-`trend`".into()));
     let summary = render::job_summary("infergate / p / pr", &outcome, &links, None);
     let comment = render::comment_body("infergate / p / pr", &outcome, &links, 0);
     for text in [&summary, &comment] {
-        assert!(
-            text.contains("trend report: `trend.html` in the `infergate-trend` artifact"),
-            "{text}"
+        assert_contains(
+            text,
+            "trend report: `trend.html` in the `infergate-trend` artifact",
         );
     }
 }
@@ -1013,10 +1005,7 @@ async fn ghes_base_path_gate_failure_and_no_check_left_in_progress() {
     assert_eq!(done["status"], "completed");
     assert_eq!(done["conclusion"], "cancelled");
     let outputs = std::fs::read_to_string(&f.output).unwrap();
-    assert!(
-        outputs.starts_with("verdict=error\nregressions=0\n"),
-        "{outputs}"
-    );
+    assert_starts_with(&outputs, "verdict=error\nregressions=0\n");
 }
 
 // ---------------------------------------------------------------- the binary
@@ -1079,11 +1068,11 @@ async fn report_binary_keeps_the_exit_code_when_github_refuses() {
         Some(1),
         "regression exit code kept\n{stdout}\n{stderr}"
     );
-    assert!(stderr.contains("checks: write"), "{stderr}");
-    assert!(stderr.contains("pull-requests: write"), "{stderr}");
-    assert!(
-        stdout.contains("::error title=infergate C=1 / 8k%3A aggregate tok/s −7.4%25 [−9.1%2C −5.6] regression::"),
-        "{stdout}"
+    assert_contains(&stderr, "checks: write");
+    assert_contains(&stderr, "pull-requests: write");
+    assert_contains(
+        &stdout,
+        "::error title=infergate C=1 / 8k%3A aggregate tok/s −7.4%25 [−9.1%2C −5.6] regression::",
     );
     assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
     let reqs = requests(&server).await;
@@ -1095,10 +1084,7 @@ async fn report_binary_keeps_the_exit_code_when_github_refuses() {
     let summary = std::fs::read_to_string(&f.summary).unwrap();
     assert!(summary.starts_with("previous\n") && summary.contains("2 of 4 cells regressed"));
     let outputs = std::fs::read_to_string(&f.output).unwrap();
-    assert!(
-        outputs.contains("verdict=regression\nregressions=2\n"),
-        "{outputs}"
-    );
+    assert_contains(&outputs, "verdict=regression\nregressions=2\n");
     assert!(!outputs.contains(TOKEN) && !summary.contains(TOKEN));
 }
 
@@ -1116,7 +1102,7 @@ async fn report_binary_rejects_unreadable_input_with_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("results.json"), "{stderr}");
+    assert_contains(&stderr, "results.json");
 }
 
 #[test]
@@ -1154,17 +1140,14 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
     let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
     let first = summary.lines().next().unwrap_or_default();
     assert!(first.contains("confirmed on a second boot"), "{summary}");
-    assert!(summary.contains("Second boot: the first boot"), "{summary}");
-    assert!(
-        summary.contains("First boot alone, matrix-wide: −2.9%"),
-        "{summary}"
-    );
+    assert_contains(&summary, "Second boot: the first boot");
+    assert_contains(&summary, "First boot alone, matrix-wide: −2.9%");
     assert!(
         !summary.contains("<b>"),
         "engine text is escaped: {summary}"
     );
     let comment = render::comment_body("infergate / p / pr", &outcome, &Links::default(), 0);
-    assert!(comment.contains("Second boot: the first boot"), "{comment}");
+    assert_contains(&comment, "Second boot: the first boot");
     insta::assert_snapshot!("job_summary_confirmed", summary);
     // Without a confirmation there is no such line.
     v.confirmation = None;
@@ -1174,7 +1157,7 @@ fn a_confirmed_verdict_says_why_the_engine_was_booted_twice() {
         &Links::default(),
         None,
     );
-    assert!(!summary.contains("Second boot"), "{summary}");
+    assert_lacks(&summary, "Second boot");
 }
 
 fn outcome_of<'a>(results: &'a RunResults, v: &'a ComparisonReport) -> Outcome<'a> {
@@ -1211,16 +1194,16 @@ fn saturated_cells_are_named_in_every_report() {
         policy: infergate::policy::GatePolicy::default(),
     };
     let text = render::check_summary(&outcome, &Links::default());
-    assert!(text.contains("C=1 / 8k: saturation regression"), "{text}");
-    assert!(text.contains("C=8 / 8k: saturated"), "{text}");
-    assert!(!text.contains("<b>"), "{text}");
+    assert_contains(&text, "C=1 / 8k: saturation regression");
+    assert_contains(&text, "C=8 / 8k: saturated");
+    assert_lacks(&text, "<b>");
     let summary = render::job_summary("infergate / p / pr", &outcome, &Links::default(), None);
     assert!(
         summary.contains("sat ⊘") && summary.contains("sat ≈"),
         "{summary}"
     );
     let comment = render::comment_body("infergate / p / pr", &outcome, &Links::default(), 0);
-    assert!(comment.contains("sat ⊘"), "{comment}");
+    assert_contains(&comment, "sat ⊘");
     assert!(
         comment.contains("⊘ = saturation regression"),
         "legend: {comment}"
@@ -1545,10 +1528,7 @@ async fn an_html_error_page_is_summarised_to_one_line() {
         .await;
     assert_eq!(out.errors.len(), 1, "{out:?}");
     let e = &out.errors[0];
-    assert!(
-        e.contains("HTTP 502: 502 Bad Gateway (HTML error page)"),
-        "{e}"
-    );
+    assert_contains(e, "HTTP 502: 502 Bad Gateway (HTML error page)");
     assert!(!e.contains('<') && !e.contains('\n'), "{e}");
 }
 
@@ -1631,7 +1611,7 @@ async fn a_dribbled_response_is_cut_by_the_request_time_out_and_the_deadline() {
     );
     // The local parts still carry the verdict.
     let outputs = std::fs::read_to_string(&f.output).unwrap();
-    assert!(outputs.contains("verdict=regression\n"), "{outputs}");
+    assert_contains(&outputs, "verdict=regression\n");
 }
 
 #[tokio::test]
@@ -1714,6 +1694,6 @@ async fn report_binary_keeps_the_exit_code_when_github_dribbles() {
         "{:?}",
         t0.elapsed()
     );
-    assert!(stderr.contains("reporting failed"), "{stderr}");
+    assert_contains(&stderr, "reporting failed");
     assert!(!stderr.contains(TOKEN));
 }

@@ -8,6 +8,7 @@
 
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -192,7 +193,7 @@ fn bad_input_names_file_and_field_and_never_panics() {
         ] {
             let out = infergate(&cmd);
             assert_eq!(out.code, 2, "{cmd:?}: {}", out.stderr);
-            assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+            assert_lacks(&out.stderr, "panicked");
             assert!(
                 out.stderr.contains(s(path)),
                 "{cmd:?} names the file: {}",
@@ -420,13 +421,10 @@ fn export_of_an_unfinished_run_fails_closed() {
         s(&junit),
     ]);
     assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(out.stderr.contains("is `in_progress`"), "{}", out.stderr);
+    assert_contains(&out.stderr, "is `in_progress`");
     validate_junit(&junit);
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(
-        xml.contains("<testcase classname=\"run\" name=\"finished\""),
-        "{xml}"
-    );
+    assert_contains(&xml, "<testcase classname=\"run\" name=\"finished\"");
     let bmf = dir.path().join("bmf.json");
     let out = infergate(&[
         "export",
@@ -438,7 +436,7 @@ fn export_of_an_unfinished_run_fails_closed() {
         s(&bmf),
     ]);
     assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(out.stderr.contains("nothing exported"), "{}", out.stderr);
+    assert_contains(&out.stderr, "nothing exported");
     assert!(!bmf.exists());
 }
 
@@ -449,7 +447,7 @@ fn junit_and_csv_snapshots_from_a_vllm_candidate() {
     let verdict = hand_verdict(&cand, dir.path());
     let xml = junit_of(&cand, &verdict, dir.path());
     assert_eq!(xml.matches("<failure ").count(), 1, "one regressed cell");
-    assert!(xml.contains("&lt;&amp;&quot;engine&quot;&gt;"), "{xml}");
+    assert_contains(&xml, "&lt;&amp;&quot;engine&quot;&gt;");
     insta::assert_snapshot!("junit_vllm_candidate", xml);
 
     let out = export("csv", &cand, Some(&verdict));
@@ -464,7 +462,7 @@ fn junit_and_csv_snapshots_from_a_vllm_candidate() {
     let other = fixture("vllm-bench-serve-append-baseline.jsonl");
     let out = export("junit", &other, Some(&verdict));
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("not for results run"), "{}", out.stderr);
+    assert_contains(&out.stderr, "not for results run");
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 mod results_gen;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks, assert_starts_with};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -153,7 +154,7 @@ fn one_regressed_shard_fails_the_merged_verdict_with_a_section_per_profile() {
         String::from_utf8_lossy(&out.stderr)
     );
     let md = std::fs::read_to_string(&md_path).unwrap();
-    assert!(md.starts_with("<!-- infergate:merged -->"), "{md}");
+    assert_starts_with(&md, "<!-- infergate:merged -->");
     assert_eq!(md.matches("\n### ").count(), 3, "{md}");
     for key in [H100, H200, RTX] {
         let escaped = key.replace('_', "\\_");
@@ -162,7 +163,7 @@ fn one_regressed_shard_fails_the_merged_verdict_with_a_section_per_profile() {
             "no section for {key}:\n{md}"
         );
     }
-    assert!(md.contains("1 of 3 profiles regressed"), "{md}");
+    assert_contains(&md, "1 of 3 profiles regressed");
     assert_eq!(
         std::fs::read_to_string(&outputs).unwrap(),
         "earlier=kept\nverdict=regression\nconclusion=failure\nregressions=2\nprofiles=3\n"
@@ -191,8 +192,8 @@ fn one_regressed_shard_fails_the_merged_verdict_with_a_section_per_profile() {
     let out = merge(&shard_args);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("merged verdict: regression"), "{text}");
-    assert!(text.contains(H200), "{text}");
+    assert_starts_with(&text, "merged verdict: regression");
+    assert_contains(&text, H200);
 }
 
 #[test]
@@ -257,11 +258,8 @@ fn an_unreadable_shard_is_exit_2_naming_the_file() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&bad.join("verdict.json").display().to_string()),
-        "{err}"
-    );
-    assert!(err.contains("gate"), "{err}");
+    assert_contains(&err, &bad.join("verdict.json").display().to_string());
+    assert_contains(&err, "gate");
 
     // A directory without a verdict.
     let empty = tmp.path().join("empty");
@@ -269,8 +267,8 @@ fn an_unreadable_shard_is_exit_2_naming_the_file() {
     let out = merge(&["--shard", empty.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("empty"), "{err}");
-    assert!(err.contains("verdict.json"), "{err}");
+    assert_contains(&err, "empty");
+    assert_contains(&err, "verdict.json");
 }
 
 /// Writes a shard results directory whose run compared nothing: `results.json` only.
@@ -329,13 +327,13 @@ fn a_shard_without_a_verdict_is_no_baseline_and_a_cancelled_one_fails_closed() {
         Some(3),
         "a profile not measured fails closed:\n{text}"
     );
-    assert!(
-        text.starts_with("merged verdict: error — 1 of 3 profiles without a verdict"),
-        "{text}"
+    assert_starts_with(
+        &text,
+        "merged verdict: error — 1 of 3 profiles without a verdict",
     );
-    assert!(text.contains("cancelled by SIGINT/SIGTERM"), "{text}");
+    assert_contains(&text, "cancelled by SIGINT/SIGTERM");
     let outputs = std::fs::read_to_string(&outputs).unwrap();
-    assert!(outputs.starts_with("verdict=error\n"), "{outputs}");
+    assert_starts_with(&outputs, "verdict=error\n");
 }
 
 #[test]
@@ -363,9 +361,9 @@ fn a_verdict_beside_results_whose_gate_failed_after_measuring_is_no_verdict() {
     let out = merge(&["--shard", shard.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(
-        text.contains("measured, but no verdict: the confirmation boot failed"),
-        "{text}"
+    assert_contains(
+        &text,
+        "measured, but no verdict: the confirmation boot failed",
     );
-    assert!(!text.contains("pass "), "{text}");
+    assert_lacks(&text, "pass ");
 }

@@ -9,6 +9,7 @@
 
 mod support;
 
+use infergate_schema::asserts::assert_contains;
 use std::path::Path;
 use std::process::Command;
 
@@ -182,7 +183,7 @@ fn the_default_config_passes_with_the_prefill_layer() {
         results.prefill[0].cross_check.verdict,
         PrefillAgreement::WithinTolerance
     );
-    assert!(stdout.contains("Prefill 8k: "), "{stdout}");
+    assert_contains(&stdout, "Prefill 8k: ");
     // The prefill layer was compared and gates (10 bundled runs have it).
     let verdict: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.path().join("verdict.json")).expect("verdict.json"),

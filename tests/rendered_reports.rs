@@ -11,6 +11,7 @@
 
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::{assert_lacks, assert_starts_with};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -95,13 +96,13 @@ fn the_first_line_of_a_10_percent_slower_engine_states_the_change_and_the_cells(
         .lines()
         .find(|l| l.starts_with("### "))
         .unwrap_or_default();
-    assert!(heading.starts_with("### ✗ aggregate tok/s −"), "{heading}");
+    assert_starts_with(heading, "### ✗ aggregate tok/s −");
     let cells = verdict.cells.len();
     assert!(
         heading.contains(&format!("{cells} cells")),
         "the heading names the cells: {heading}"
     );
-    assert!(!comment.contains("improvement"), "{comment}");
+    assert_lacks(&comment, "improvement");
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 mod support;
 
+use infergate_schema::asserts::assert_contains;
 use std::path::{Path, PathBuf};
 
 use infergate::baseline::BaselineStore;
@@ -162,7 +163,7 @@ async fn the_base_config_and_baselines_judge_whatever_the_pr_and_the_artifact_sa
         "success",
         "{out}"
     );
-    assert!(out.contains("this run could detect"), "{out}");
+    assert_contains(&out, "this run could detect");
 
     // The base's config and baselines: −30% is a regression, and the forged verdict.json next
     // to the results changes nothing.
@@ -183,7 +184,7 @@ async fn the_base_config_and_baselines_judge_whatever_the_pr_and_the_artifact_sa
     )
     .await;
     assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("--verdict ignored"), "{out}");
+    assert_contains(&out, "--verdict ignored");
     let check = posted_check(&server).await;
     assert_eq!(check["conclusion"], "failure", "{check}");
     assert_eq!(check["head_sha"], SHA);
@@ -192,7 +193,7 @@ async fn the_base_config_and_baselines_judge_whatever_the_pr_and_the_artifact_sa
     assert_eq!(recomputed["gate"], "regression");
     assert_eq!(recomputed["rule"]["min_effect"], 0.03, "the base's rule");
     let outputs = std::fs::read_to_string(&s.output).unwrap();
-    assert!(outputs.contains("verdict=regression\n"), "{outputs}");
+    assert_contains(&outputs, "verdict=regression\n");
     assert!(!out.contains(TOKEN));
 }
 
@@ -261,7 +262,7 @@ async fn a_verdict_file_without_a_trusted_config_never_passes() {
         out.contains("--trusted-config"),
         "names the flag to add\n{out}"
     );
-    assert!(out.contains("`pass`"), "{out}");
+    assert_contains(&out, "`pass`");
     let reqs = server.received_requests().await.unwrap();
     assert!(
         !reqs
@@ -302,7 +303,7 @@ async fn a_crafted_run_id_in_the_artifact_cannot_issue_workflow_commands() {
     // No verdict: the run id is printed as it is reported.
     let (code, out) = report(&s, &server, &[]).await;
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("no verdict given"), "{out}");
+    assert_contains(&out, "no verdict given");
     for line in out.lines() {
         assert!(
             !line.trim_start().starts_with("::error title=pwned") && !line.contains("##[error]"),

@@ -6,6 +6,7 @@
 
 mod support;
 
+use infergate_schema::asserts::assert_contains;
 use std::path::Path;
 use std::process::Command;
 
@@ -79,7 +80,7 @@ fn run_on_the_default_config_passes_end_to_end() {
     assert_eq!(verdict.regressions().count(), 0);
     assert!(out.path().join("engine.log").exists());
     // The matrix is printed.
-    assert!(stdout.contains("Aggregate tok/s"), "{stdout}");
+    assert_contains(&stdout, "Aggregate tok/s");
     // One answer: verdict.json's headline is the console's first line (wrapped there at 100
     // columns) and the summary's heading.
     let unwrapped = stdout.replace("\n  ", " ");

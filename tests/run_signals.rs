@@ -7,6 +7,7 @@
 
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -170,8 +171,8 @@ fn engine_crash_mid_run_exits_3_with_the_log_tail() {
         .expect("run gate");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("engine exited with status 1"), "{stderr}");
-    assert!(stderr.contains("last lines of the engine log"), "{stderr}");
+    assert_contains(&stderr, "engine exited with status 1");
+    assert_contains(&stderr, "last lines of the engine log");
     let results = read_results(&out);
     assert_eq!(results.status, RunStatus::Partial);
     assert!(
@@ -206,8 +207,8 @@ fn engine_that_never_becomes_ready_times_out_in_the_configured_time() {
     let took = t0.elapsed();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("engine not ready after 3.0s"), "{stderr}");
-    assert!(stderr.contains("/health answered HTTP 503"), "{stderr}");
+    assert_contains(&stderr, "engine not ready after 3.0s");
+    assert_contains(&stderr, "/health answered HTTP 503");
     // 3 s readiness + teardown (grace 3 s at most) + start-up, with room for a loaded machine.
     assert!(took < Duration::from_secs(12), "took {took:?}");
     let results = read_results(&out);
@@ -239,12 +240,10 @@ fn engine_command_that_does_not_exist_is_a_clear_exit_2() {
         .expect("run gate");
     let stderr = support::flat(&String::from_utf8_lossy(&output.stderr));
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains(
-            "[engine] command: its program `/nonexistent/bin/vllm-engine-xyz` does not exist"
-        ),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "[engine] command: its program `/nonexistent/bin/vllm-engine-xyz` does not exist",
     );
-    assert!(!stderr.contains("starting engine"), "{stderr}");
+    assert_lacks(&stderr, "starting engine");
     assert!(!out.join("results.json").exists());
 }

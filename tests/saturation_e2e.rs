@@ -11,6 +11,7 @@ mod support;
 
 use infergate::results::CellStatus;
 use infergate::verdict::{CellVerdict, ComparisonReport, GateVerdict};
+use infergate_schema::asserts::{assert_contains, assert_lacks};
 use support::{SMALL_SIM_CONFIG, baseline_around, engine_pgid, gate, group_gone, read_results};
 
 #[test]
@@ -91,7 +92,7 @@ fn a_preempting_engine_is_saturated_and_confirmed_as_a_regression() {
         .find(|c| c.concurrency == 4)
         .expect("C=4");
     assert_eq!(c4b.status, CellStatus::Saturated, "{c4b:?}");
-    assert!(stderr.contains("provisional alarm"), "{stderr}");
+    assert_contains(&stderr, "provisional alarm");
     let verdict: ComparisonReport = serde_json::from_str(
         &std::fs::read_to_string(out.join("verdict.json")).expect("verdict.json"),
     )
@@ -111,15 +112,12 @@ fn a_preempting_engine_is_saturated_and_confirmed_as_a_regression() {
     );
     assert_eq!(verdict.gate, GateVerdict::Regression);
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("cell saturated C=4 ctx=0"), "{stderr}");
+    assert_contains(&stderr, "cell saturated C=4 ctx=0");
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
     // The first line names the saturation regression and the cells.
-    assert!(
-        summary.contains("## ✗ saturation regression at C="),
-        "{summary}"
-    );
-    assert!(summary.contains("sat ⊘"), "{summary}");
-    assert!(summary.contains("saturation"), "{summary}");
+    assert_contains(&summary, "## ✗ saturation regression at C=");
+    assert_contains(&summary, "sat ⊘");
+    assert_contains(&summary, "saturation");
     for r in [&results, &second] {
         assert!(group_gone(engine_pgid(r)));
     }
@@ -166,11 +164,11 @@ fn a_context_longer_than_max_model_len_is_refused_before_the_matrix() {
         stderr.contains("max_model_len is 1000 tokens (GET /v1/models"),
         "{stderr}"
     );
-    assert!(
-        stderr.contains("C=1,2,4 / 1k (1024 context + 128 max_tokens = 1152 tokens)"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "C=1,2,4 / 1k (1024 context + 128 max_tokens = 1152 tokens)",
     );
-    assert!(stderr.contains("--max-model-len"), "{stderr}");
+    assert_contains(&stderr, "--max-model-len");
     // Nothing was measured: no cell calibrated or run, not even those that fit.
     let results = read_results(&out.join("results.json"));
     assert!(
@@ -178,7 +176,7 @@ fn a_context_longer_than_max_model_len_is_refused_before_the_matrix() {
         "{:?}",
         results.cells.iter().map(|c| c.status).collect::<Vec<_>>()
     );
-    assert!(!stderr.contains("cell start"), "{stderr}");
+    assert_lacks(&stderr, "cell start");
     assert!(group_gone(engine_pgid(&results)));
 
     // 2. The engine command declares it (`--max-model-len 1000`): refused before booting,
@@ -194,13 +192,11 @@ fn a_context_longer_than_max_model_len_is_refused_before_the_matrix() {
     assert_eq!(code, Some(2), "{stderr}");
     // The error line is wrapped at 100 columns: its phrases are read with the breaks folded.
     let stderr = support::flat(&stderr);
-    assert!(stderr.contains("gate.toml"), "{stderr}");
-    assert!(
-        stderr.contains(
-            "max_model_len is 1000 tokens (`--max-model-len 1000` in the engine command)"
-        ),
-        "{stderr}"
+    assert_contains(&stderr, "gate.toml");
+    assert_contains(
+        &stderr,
+        "max_model_len is 1000 tokens (`--max-model-len 1000` in the engine command)",
     );
-    assert!(stderr.contains("C=1,2,4 / 1k"), "{stderr}");
-    assert!(!stderr.contains("starting engine"), "{stderr}");
+    assert_contains(&stderr, "C=1,2,4 / 1k");
+    assert_lacks(&stderr, "starting engine");
 }

@@ -5,6 +5,7 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::assert_contains;
 use std::process::Command;
 
 fn stats_eval(args: &[&str]) -> std::process::Output {
@@ -153,12 +154,12 @@ fn text_form_prints_the_grid_and_the_targets() {
     ] {
         assert!(text.contains(runner), "{runner}: {text}");
     }
-    assert!(text.contains("Clean gates (A/A)"), "{text}");
-    assert!(text.contains("Regressions found"), "{text}");
-    assert!(text.contains("Targets:"), "{text}");
-    assert!(text.contains("Peers on the same trials"), "{text}");
-    assert!(text.contains("Latency on a busy host"), "{text}");
-    assert!(text.contains("ITL p99 2x alone"), "{text}");
+    assert_contains(&text, "Clean gates (A/A)");
+    assert_contains(&text, "Regressions found");
+    assert_contains(&text, "Targets:");
+    assert_contains(&text, "Peers on the same trials");
+    assert_contains(&text, "Latency on a busy host");
+    assert_contains(&text, "ITL p99 2x alone");
     for plant in [
         "decode -10%",
         "prefill 1.3x slower",

@@ -15,6 +15,7 @@
 
 mod support;
 
+use infergate_schema::asserts::{assert_contains, assert_ends_with, assert_lacks};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -203,10 +204,10 @@ env_allow = ["INFERGATE_TEST_MARKER"]
         .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
         .expect("engine.log written");
     // (the allow-listed variable reached it; its value, the runner's, is masked in the log)
-    assert!(log.contains("INFERGATE_TEST_MARKER=[REDACTED]"), "{log}");
-    assert!(!log.contains(&marker), "{log}");
-    assert!(log.contains("my key: [REDACTED]"), "{log}");
-    assert!(log.contains("bearer [REDACTED]"), "{log}");
+    assert_contains(&log, "INFERGATE_TEST_MARKER=[REDACTED]");
+    assert_lacks(&log, &marker);
+    assert_contains(&log, "my key: [REDACTED]");
+    assert_contains(&log, "bearer [REDACTED]");
     // … but never had the gate's credentials, nor the output directory's path.
     for name in [
         "GITHUB_TOKEN=",
@@ -239,7 +240,7 @@ env_allow = ["INFERGATE_TEST_MARKER"]
     )
     .unwrap();
     let command = results["engine"]["command"].as_str().unwrap_or_default();
-    assert!(command.contains("--api-key '[REDACTED]'"), "{command}");
+    assert_contains(command, "--api-key '[REDACTED]'");
 
     for (sink, text) in run.all_text() {
         for secret in [
@@ -559,7 +560,7 @@ fn env_allow_refuses_wildcards_and_credentials_and_masks_what_it_passes() {
     for name in ["HF_TOKEN=", "NCCL_PASSWORD=", "DEPLOY_CRED="] {
         assert!(!log.contains(name), "{name} reached the engine:\n{log}");
     }
-    assert!(log.contains("DEPLOY_REGION=[REDACTED]"), "{log}");
+    assert_contains(&log, "DEPLOY_REGION=[REDACTED]");
     for (path, bytes) in {
         let mut v = Vec::new();
         files_under(&dir.path().join("out"), &mut v);
@@ -756,7 +757,7 @@ fn the_engine_cannot_find_or_write_the_output_directory() {
             "{}",
             d.containment
         );
-        assert!(d.reach.contains("uid [65534]"), "{}", d.reach);
+        assert_contains(&d.reach, "uid [65534]");
     }
     if !held_uid && !held_mounts {
         println!(
@@ -765,13 +766,9 @@ fn the_engine_cannot_find_or_write_the_output_directory() {
         );
         return;
     }
-    assert!(
-        d.reach.contains("environ [denied] gate-cwd [denied]"),
-        "{}",
-        d.reach
-    );
+    assert_contains(&d.reach, "environ [denied] gate-cwd [denied]");
     if held_mounts {
-        assert!(d.reach.contains("out-listing []"), "{}", d.reach);
+        assert_contains(&d.reach, "out-listing []");
     }
 }
 
@@ -789,11 +786,7 @@ fn a_gate_that_is_not_root_covers_its_outputs_in_a_user_namespace() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = door5(dir.path(), Some(65534));
-    assert!(
-        d.containment.contains("; user: the gate's (not root); "),
-        "{}",
-        d.containment
-    );
+    assert_contains(&d.containment, "; user: the gate's (not root); ");
     if !d.containment.contains("namespace cover") {
         println!(
             "skipped the namespace checks: this host refuses user namespaces to uid 65534 ({})",
@@ -807,7 +800,7 @@ fn a_gate_that_is_not_root_covers_its_outputs_in_a_user_namespace() {
         "{}",
         d.containment
     );
-    assert!(d.reach.contains("uid [65534]"), "{}", d.reach);
+    assert_contains(&d.reach, "uid [65534]");
     assert!(
         d.reach
             .contains("environ [denied] gate-cwd [denied] out-listing []"),
@@ -864,7 +857,7 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
             && err.contains("isolation = \"off\""),
         "{err}"
     );
-    assert!(!err.contains("starting engine"), "{err}");
+    assert_lacks(&err, "starting engine");
     let out = run(&hidden, "");
     let err = support::flat(&String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(3), "{err}");
@@ -885,9 +878,9 @@ fn isolation_off_runs_the_engine_as_the_gate_user() {
     let how = results["engine"]["containment"]
         .as_str()
         .unwrap_or_default();
-    assert!(
-        how.ends_with("; user: the gate's (isolation off); mount namespace: off (isolation off)"),
-        "{how}"
+    assert_ends_with(
+        how,
+        "; user: the gate's (isolation off); mount namespace: off (isolation off)",
     );
 }
 

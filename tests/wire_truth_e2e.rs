@@ -9,6 +9,7 @@
 mod support;
 
 use infergate::results::{CellStatus, EarlyEnd, RunResults};
+use infergate_schema::asserts::assert_lacks;
 use support::{SMALL_SIM_CONFIG, gate, read_results};
 
 /// Runs the small sim config with `sim_args` appended to the engine command and `suite`
@@ -117,7 +118,7 @@ prefix_caching = false
         n => panic!("{n} streams at once: {t:?}: {why}"),
     }
     assert!(why.contains("requests aborted ("), "{why}");
-    assert!(!stderr.contains("ran 0 of"), "{stderr}");
+    assert_lacks(&stderr, "ran 0 of");
 }
 
 /// `stall-after=300` at C=1 with a 60 s request time-out: the one stream stops after ~0.9 s,

@@ -5,6 +5,7 @@
 // Dependencies are checked by the library target; this target uses only a few of them.
 #![allow(unused_crate_dependencies)]
 
+use infergate_schema::asserts::assert_contains;
 use std::process::Command;
 
 #[test]
@@ -21,15 +22,13 @@ fn every_workflow_runs_on_its_recorded_event_payloads() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains(", 0 failure(s)"), "{stdout}");
-    assert!(
-        stdout.contains("nightly.yml on schedule (schedule.json): job nightly runs=True"),
-        "{stdout}"
+    assert_contains(&stdout, ", 0 failure(s)");
+    assert_contains(
+        &stdout,
+        "nightly.yml on schedule (schedule.json): job nightly runs=True",
     );
-    assert!(
-        stdout.contains(
-            "pr-report.yml on workflow_run (workflow_run-fork-pr.json): job report runs=True"
-        ),
-        "{stdout}"
+    assert_contains(
+        &stdout,
+        "pr-report.yml on workflow_run (workflow_run-fork-pr.json): job report runs=True",
     );
 }
