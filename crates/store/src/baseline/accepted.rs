@@ -128,8 +128,7 @@ impl BaselineStore {
             run_id: run_id.to_string(),
             message: e.to_string(),
         })?;
-        let path = self.accepted_path(profile_key);
-        write_atomic(&path, &body)?;
+        write_atomic(&self.accepted_path(profile_key), &body)?;
         Ok(entry)
     }
 
