@@ -418,11 +418,9 @@ fn classify(text: &str) -> (EventKind, Option<u32>, Option<u64>) {
             ctx = parse_context(v);
         }
     }
-    if conc.is_none() || ctx.is_none() {
-        (kind, None, None)
-    } else {
-        (kind, conc, ctx)
-    }
+    // A coordinate is both numbers or neither.
+    let (conc, ctx) = conc.zip(ctx).unzip();
+    (kind, conc, ctx)
 }
 
 /// `128k` → 131072, `500` → 500.
