@@ -167,6 +167,7 @@ async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instan
     let sent = Instant::now();
     let mut conn = StreamConn::default();
     let failed = |why: String| (Outcome::Failed(why), Instant::now());
+    let max_tokens = plan.settings.max_tokens;
     let mut resp =
         match tokio::time::timeout(plan.timeout, plan.client.start_stream(&mut conn, body)).await {
             Ok(Ok(r)) => r,
@@ -200,28 +201,17 @@ async fn one_request(plan: &BurstPlan<'_>, send_at: Instant) -> (Outcome, Instan
             }
             Ok(None) => {
                 parser.finish(&mut on);
-                if let Some(e) = problem {
-                    return failed(e);
-                }
-                return (
-                    trace.outcome(true, plan.settings.max_tokens),
-                    Instant::now(),
-                );
+                return match problem {
+                    Some(e) => failed(e),
+                    None => (trace.outcome(true, max_tokens), Instant::now()),
+                };
             }
-            Err(f) => {
-                // A transport failure after the last token and `[DONE]` is the body's end.
-                if trace.done {
-                    return (
-                        trace.outcome(true, plan.settings.max_tokens),
-                        Instant::now(),
-                    );
-                }
-                if trace.first_s.is_some() {
-                    let end = Instant::now();
-                    return (trace.outcome(false, plan.settings.max_tokens), end);
-                }
-                return failed(f.to_string());
+            // A transport failure after the last token and `[DONE]` is the body's end (a
+            // `[DONE]` makes `outcome` read the body as ended); after the first token, a cut.
+            Err(_) if trace.done || trace.first_s.is_some() => {
+                return (trace.outcome(false, max_tokens), Instant::now());
             }
+            Err(f) => return failed(f.to_string()),
         }
         if let Some(e) = problem.or_else(|| parser.overflow().map(|f| f.to_string())) {
             return failed(e);

@@ -661,6 +661,7 @@ impl SseParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_ends_with;
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
     fn collect(parser: &mut SseParser, bytes: &[u8]) -> Vec<String> {
@@ -867,11 +868,8 @@ mod tests {
             err.kind, "connection closed by the engine before a response",
             "direct {direct}"
         );
-        assert!(
-            err.detail
-                .ends_with("connection closed before message completed"),
-            "the reason is kept whole: {err:?}"
-        );
+        // The reason is kept whole.
+        assert_ends_with(&err.detail, "connection closed before message completed");
         assert!(!err.detail.contains("127.0.0.1"), "{err:?}");
 
         // The same stale connection with the retry: answered on a fresh connection (the

@@ -77,8 +77,7 @@ pub(crate) async fn read_edge(
         };
         let at = sent + Instant::now().duration_since(sent) / 2;
         let again = scrape(client, dialect).await;
-        let after = again.as_ref().and_then(|(_, s)| s.generated_tokens);
-        let Some(after) = after else {
+        let Some(after) = again.as_ref().and_then(|(_, s)| s.generated_tokens) else {
             return plain(state);
         };
         if after == before || attempt == CONSISTENT_TRIES {

@@ -95,17 +95,13 @@ pub(crate) async fn identify(
             _ => Ok(None),
         }
     };
+    let dialect = |page: &str| MetricsDialect::detect(&parse_prometheus(page));
     let metrics_page = get("/metrics").await?;
-    if let Some(d) = metrics_page
-        .as_deref()
-        .and_then(|t| MetricsDialect::detect(&parse_prometheus(t)))
-    {
+    if let Some(d) = metrics_page.as_deref().and_then(dialect) {
         return Ok(Identified::with_metrics(d));
     }
-    if let Some(d) = get(MetricsDialect::Trtllm.metrics_path())
-        .await?
-        .and_then(|t| MetricsDialect::detect(&parse_prometheus(&t)))
-    {
+    let trtllm_page = get(MetricsDialect::Trtllm.metrics_path()).await?;
+    if let Some(d) = trtllm_page.as_deref().and_then(dialect) {
         return Ok(Identified::with_metrics(d));
     }
     if metrics_page

@@ -116,14 +116,6 @@ pub(crate) struct EventLog {
 }
 
 impl EventLog {
-    /// A log forwarding to `sink` (if any).
-    pub(crate) fn new(sink: Option<EventSink>) -> Self {
-        EventLog {
-            sink,
-            log: Arc::default(),
-        }
-    }
-
     /// Records and forwards one event.
     pub(crate) fn emit(&self, e: Event) {
         if let Some(tx) = &self.sink {
@@ -208,7 +200,10 @@ impl BenchSession {
         let started_at = chrono::Utc::now();
         let max_c = opts.matrix.concurrency.iter().copied().max().unwrap_or(1) as usize;
         let client = EngineClient::new(&target.base_url, target.api_key.clone(), max_c)?;
-        let events = EventLog::new(events);
+        let events = EventLog {
+            sink: events,
+            log: Arc::default(),
+        };
         let probe = Probe {
             client: &client,
             events: &events,

@@ -128,8 +128,7 @@ impl BaselineStore {
             run_id: run_id.to_string(),
             message: e.to_string(),
         })?;
-        let path = self.accepted_path(profile_key);
-        write_atomic(&path, &body)?;
+        write_atomic(&self.accepted_path(profile_key), &body)?;
         Ok(entry)
     }
 
@@ -174,6 +173,7 @@ impl BaselineStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_schema::asserts::assert_contains;
     use infergate_schema::results::RunResults;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
@@ -237,9 +237,7 @@ mod tests {
         );
         std::fs::write(dir.join(ACCEPTED_FILE), "{\"accepted\": [").unwrap();
         let err = store.load_current(&key, suite).unwrap_err().to_string();
-        assert!(
-            err.contains("accepted.json") && err.contains("fix or delete"),
-            "{err}"
-        );
+        assert_contains(&err, "accepted.json");
+        assert_contains(&err, "fix or delete");
     }
 }

@@ -118,10 +118,9 @@ pub enum BaselineError {
 impl BaselineError {
     /// [`BaselineError::Io`]: `action` on `path` failed with `source`.
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        let path = path.to_path_buf();
         BaselineError::Io {
             action,
-            path,
+            path: path.to_path_buf(),
             source,
         }
     }
@@ -530,11 +529,9 @@ impl BaselineStore {
                 }
             }
         }
-        loaded.runs.sort_by(|a, b| {
-            a.started_at
-                .cmp(&b.started_at)
-                .then(a.run_id.cmp(&b.run_id))
-        });
+        loaded
+            .runs
+            .sort_by(|a, b| (a.started_at, &a.run_id).cmp(&(b.started_at, &b.run_id)));
         Ok(loaded)
     }
 
@@ -1005,10 +1002,8 @@ mod tests {
             "{err}"
         );
         let msg = err.to_string();
-        assert!(
-            msg.contains("zz-corrupt.json") && msg.contains("truncated"),
-            "{msg}"
-        );
+        assert_contains(&msg, "zz-corrupt.json");
+        assert_contains(&msg, "truncated");
         let loaded = store.scan(&key, None).unwrap();
         let ids: Vec<_> = loaded.runs.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(ids, ["run-01", "run-02", "run-03"]);
@@ -1125,10 +1120,7 @@ mod tests {
             .expect("the lock is held");
         let msg = err.to_string();
         assert!(matches!(err, BaselineError::Locked { .. }), "{msg}");
-        assert!(
-            msg.contains(&format!("flock on {}", marker.display())),
-            "{msg}"
-        );
+        assert_contains(&msg, &format!("flock on {}", marker.display()));
         assert_contains(&msg, LOCK_DEADLINE_ENV);
         // Some sandboxes do not list this lock in /proc/locks under this pid and inode (another
         // pid namespace, a kernel that does not report them); there "another process" is all

@@ -221,54 +221,42 @@ pub mod fixture {
             check: None,
             decided_on: None,
         };
+        // A cell at `coord` with `verdict`, no reason and no metric.
+        let cell = |(concurrency, context_tokens), verdict| CellComparison {
+            provisional: false,
+            history_too_short: false,
+            not_compared: None,
+            concurrency,
+            context_tokens,
+            verdict,
+            reason: None,
+            metrics: Vec::new(),
+        };
         let cells = vec![
             CellComparison {
-                provisional: false,
-                history_too_short: false,
-                not_compared: None,
-                concurrency: run.cells[0].concurrency,
-                context_tokens: run.cells[0].context_tokens,
-                verdict: CellVerdict::Unchanged,
-                reason: None,
                 metrics: vec![metric(
                     Metric::AggregateTps,
                     45.0,
                     45.4,
                     CellVerdict::Unchanged,
                 )],
+                ..cell(run.cells[0].coord(), CellVerdict::Unchanged)
             },
             CellComparison {
-                provisional: false,
-                history_too_short: false,
-                not_compared: None,
-                concurrency: run.cells[1].concurrency,
-                context_tokens: run.cells[1].context_tokens,
-                verdict: CellVerdict::Regression,
                 reason: Some("aggregate_tps vs the rest of its run −9.0% [−11.0%, −7.0%]".into()),
                 metrics: vec![
                     metric(Metric::AggregateTps, 50.0, 45.5, CellVerdict::Regression),
                     metric(Metric::TtftP50, 0.2, 0.25, CellVerdict::Regression),
                 ],
+                ..cell(run.cells[1].coord(), CellVerdict::Regression)
             },
             CellComparison {
-                provisional: false,
-                history_too_short: false,
-                not_compared: None,
-                concurrency: run.cells[2].concurrency,
-                context_tokens: run.cells[2].context_tokens,
-                verdict: CellVerdict::CapacityRegression,
                 reason: Some("capacity-limited now: 9/12 running <model=\"q\">".into()),
-                metrics: Vec::new(),
+                ..cell(run.cells[2].coord(), CellVerdict::CapacityRegression)
             },
             CellComparison {
-                provisional: false,
-                history_too_short: false,
-                not_compared: None,
-                concurrency: 8,
-                context_tokens: 8192,
-                verdict: CellVerdict::NotComparable,
                 reason: Some("error in candidate".into()),
-                metrics: Vec::new(),
+                ..cell((8, 8192), CellVerdict::NotComparable)
             },
         ];
         ComparisonReport {

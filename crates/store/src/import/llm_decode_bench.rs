@@ -418,11 +418,9 @@ fn classify(text: &str) -> (EventKind, Option<u32>, Option<u64>) {
             ctx = parse_context(v);
         }
     }
-    if conc.is_none() || ctx.is_none() {
-        (kind, None, None)
-    } else {
-        (kind, conc, ctx)
-    }
+    // A coordinate is both numbers or neither.
+    let (conc, ctx) = conc.zip(ctx).unzip();
+    (kind, conc, ctx)
 }
 
 /// `128k` → 131072, `500` → 500.
@@ -512,7 +510,7 @@ mod tests {
     use crate::export::fixture::{SEED, seed_run};
     use crate::import::parse_results;
     use crate::import::tests::assert_parse_err;
-    use infergate_schema::asserts::assert_contains;
+    use infergate_schema::asserts::{assert_contains, assert_starts_with};
     use infergate_schema::results::{ResultsSource, RunStatus};
 
     #[test]
@@ -522,10 +520,9 @@ mod tests {
         assert_eq!(hw.gpu_model.as_deref(), Some("NVIDIA GeForce RTX 5090"));
         assert_eq!(hw.driver_version.as_deref(), Some("595.79"));
         assert_eq!(hw.gpu_count, 1);
-        assert!(
-            run.profile
-                .key
-                .starts_with("gpu-nvidia-geforce-rtx-5090x1__vllm__deepseek-v4-flash-dspark__m")
+        assert_starts_with(
+            &run.profile.key,
+            "gpu-nvidia-geforce-rtx-5090x1__vllm__deepseek-v4-flash-dspark__m",
         );
         assert_eq!(run.matrix.concurrency, vec![1, 2, 4, 8, 12]);
         assert_eq!(run.matrix.contexts, vec![8192, 32768, 65536, 131072]);

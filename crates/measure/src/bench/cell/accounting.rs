@@ -726,6 +726,12 @@ mod tests {
         w.shared.t0 + Duration::from_millis(ms)
     }
 
+    /// Asserts `v` is within 1e-9 of `want`; `all` (where `v` is from) is shown on failure.
+    #[track_caller]
+    fn assert_near(v: f64, want: f64, all: &[f64]) {
+        assert!((v - want).abs() < 1e-9, "{all:?}");
+    }
+
     fn chunk(text: bool, usage: Option<u64>, finished: bool) -> ChunkInfo {
         ChunkInfo {
             has_text: text,
@@ -771,11 +777,7 @@ mod tests {
         // and nothing is credited at the end.
         w.on_chunk(&chunk(false, Some(20), true), at(&w, 201));
         w.end_request(Ended::Body { terminated: true });
-        assert!(
-            (w.rec.sub_tokens[0] - 10.0).abs() < 1e-9,
-            "{:?}",
-            w.rec.sub_tokens
-        );
+        assert_near(w.rec.sub_tokens[0], 10.0, &w.rec.sub_tokens);
         assert!(w.rec.saw_chunk_mode);
     }
 
@@ -796,11 +798,7 @@ mod tests {
             w.on_chunk(&chunk(true, None, false), at(&w, i));
         }
         w.end_request(Ended::Cut); // cancelled at the window's end: 3 chunks x 2
-        assert!(
-            (w.rec.sub_tokens[0] - 14.0).abs() < 1e-9,
-            "{:?}",
-            w.rec.sub_tokens
-        );
+        assert_near(w.rec.sub_tokens[0], 14.0, &w.rec.sub_tokens);
     }
 
     /// An aborted request (llama-cpp-python: `[DONE]` without a finish_reason) is counted by
@@ -838,11 +836,7 @@ mod tests {
         assert_eq!(w.rec.itl_n, 7);
         // TPOT: (170 - 110) ms / (8 - 1) tokens.
         assert_eq!(w.rec.tpots.len(), 1);
-        assert!(
-            (w.rec.tpots[0] - 0.060 / 7.0).abs() < 1e-9,
-            "{:?}",
-            w.rec.tpots
-        );
+        assert_near(w.rec.tpots[0], 0.060 / 7.0, &w.rec.tpots);
         assert_eq!(w.shared.tally().completed, 1);
 
         // finish_reason length before max_tokens: fewer tokens than asked.

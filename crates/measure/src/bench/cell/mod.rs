@@ -83,6 +83,15 @@ impl SustainedDecodeCell<'_> {
         ));
     }
 
+    /// "`what` C=4 ctx=8k `detail`": an event naming the cell.
+    fn emit_at(&self, kind: EventKind, what: &str, detail: &str) {
+        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
+        self.emit(
+            kind,
+            format!("{what} C={c} ctx={} {detail}", context_label(ctx)),
+        );
+    }
+
     fn request_body(&self, stream: u32) -> bytes::Bytes {
         streamed_request_body(
             &self.spec.model,
@@ -95,11 +104,11 @@ impl SustainedDecodeCell<'_> {
     pub(crate) async fn run(self, cancel: &CancellationToken) -> CellResult {
         let c = self.spec.concurrency;
         let ctx = self.spec.context_tokens;
-        self.emit(
+        self.emit_at(
             EventKind::CellStart,
-            format!(
-                "cell start C={c} ctx={} unique_context={}%",
-                context_label(ctx),
+            "cell start",
+            &format!(
+                "unique_context={}%",
                 fmt_n(self.spec.timing.unique_context_percent)
             ),
         );
@@ -120,7 +129,7 @@ impl SustainedDecodeCell<'_> {
                     .admission_failed(&mut streams, reason, ready_after)
                     .await;
             }
-            Admission::Cancelled => return self.admission_cancelled(&mut streams).await,
+            Admission::Cancelled => return self.stopped(&mut streams, "cancelled").await,
         };
 
         // Warm-up (what is left of it).
@@ -182,11 +191,7 @@ impl SustainedDecodeCell<'_> {
 
     /// Every stream runs: the window opens `warmup_s` after they were all admitted.
     fn ready(&self, detail: String, admitted_at: Instant) -> Admitted {
-        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
-        self.emit(
-            EventKind::Ready,
-            format!("ready C={c} ctx={} {detail}", context_label(ctx)),
-        );
+        self.emit_at(EventKind::Ready, "ready", &detail);
         Admitted {
             status: CellStatus::Ok,
             reason: Some(detail),
@@ -197,11 +202,7 @@ impl SustainedDecodeCell<'_> {
 
     /// Admission stalled, so the cell is already steady: a short window records what it makes.
     fn capacity_limited(&self, reason: String) -> Admitted {
-        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
-        self.emit(
-            EventKind::CapacityLimited,
-            format!("capacity limited C={c} ctx={} {reason}", context_label(ctx)),
-        );
+        self.emit_at(EventKind::CapacityLimited, "capacity limited", &reason);
         Admitted {
             status: CellStatus::CapacityLimited,
             reason: Some(reason),
@@ -217,26 +218,19 @@ impl SustainedDecodeCell<'_> {
         reason: String,
         ready_after: f64,
     ) -> CellResult {
-        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
-        streams.stop().await;
-        self.emit(
-            EventKind::CellError,
-            format!("cell error C={c} ctx={} {reason}", context_label(ctx)),
-        );
-        let shared = &streams.shared;
-        let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason);
-        cell.errors = shared.errors.load(Ordering::Relaxed);
-        cell.requests = Some(shared.tally());
-        cell.truncated_requests = shared.truncated();
+        let mut cell = self.stopped(streams, &reason).await;
+        self.emit_at(EventKind::CellError, "cell error", &reason);
+        cell.truncated_requests = streams.shared.truncated();
         cell.ready_after_s = Some(ready_after);
         cell
     }
 
-    /// Cancelled before every stream was admitted: no event, the requests' tally kept.
-    async fn admission_cancelled(&self, streams: &mut CellStreams) -> CellResult {
+    /// Cuts the streams of a cell that was not admitted (also when cancelled before every
+    /// stream was: no event then): an `error` cell with its requests' tally.
+    async fn stopped(&self, streams: &mut CellStreams, reason: &str) -> CellResult {
         let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
         streams.stop().await;
-        let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, "cancelled");
+        let mut cell = CellResult::unmeasured(c, ctx, CellStatus::Error, reason);
         cell.errors = streams.shared.errors.load(Ordering::Relaxed);
         cell.requests = Some(streams.shared.tally());
         cell
@@ -515,36 +509,33 @@ impl SustainedDecodeCell<'_> {
 
     /// Says how the measured cell ended: an error, saturated, or done at its rate.
     fn emit_end(&self, cell: &CellResult) {
-        let (c, ctx) = (self.spec.concurrency, self.spec.context_tokens);
         let server = cell
             .server_tps
             .zip(cell.engine_counter.as_ref())
             .map(|(tps, w)| counter::describe(tps, w))
             .unwrap_or_default();
-        let (ctx, tps) = (context_label(ctx), cell.aggregate_tps);
+        let rate = format!("{:.1} tok/s{server}", cell.aggregate_tps);
         let reason = cell.reason.as_deref().unwrap_or_default();
-        let (kind, message) = match cell.status {
-            CellStatus::Error => (
-                EventKind::CellError,
-                format!("cell error C={c} ctx={ctx} {reason}"),
-            ),
-            CellStatus::Saturated => (
+        match cell.status {
+            CellStatus::Error => self.emit_at(EventKind::CellError, "cell error", reason),
+            CellStatus::Saturated => self.emit_at(
                 EventKind::CellDone,
-                format!("cell saturated C={c} ctx={ctx} {tps:.1} tok/s{server}: {reason}"),
+                "cell saturated",
+                &format!("{rate}: {reason}"),
             ),
-            _ => (
-                EventKind::CellDone,
-                format!(
-                    "cell done C={c} ctx={ctx} {tps:.1} tok/s{server}{}",
-                    if cell.unverified.is_some() {
-                        " (client count not cross-checked)"
-                    } else {
-                        ""
-                    }
-                ),
-            ),
-        };
-        self.emit(kind, message);
+            _ => {
+                let unverified = if cell.unverified.is_some() {
+                    " (client count not cross-checked)"
+                } else {
+                    ""
+                };
+                self.emit_at(
+                    EventKind::CellDone,
+                    "cell done",
+                    &format!("{rate}{unverified}"),
+                )
+            }
+        }
     }
 }
 

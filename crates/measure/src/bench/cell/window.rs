@@ -41,12 +41,8 @@ pub(super) async fn poll_until(
             break;
         }
         if let Some((_, st)) = scrape(client, dialect).await {
-            if let Some(r) = st.running {
-                load.running.push(r);
-            }
-            if let Some(q) = st.waiting {
-                load.waiting.push(q);
-            }
+            load.running.extend(st.running);
+            load.waiting.extend(st.waiting);
         }
     }
     load
