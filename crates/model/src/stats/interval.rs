@@ -191,16 +191,13 @@ pub(crate) fn judge(
         _ if good <= -q => CheckOutcome::WithinMargin,
         _ => CheckOutcome::NoRegression,
     };
-    let check = at_boundary(verdict, q, direction, alpha, outcome);
-    (
-        verdict,
-        Check {
-            look: look.to_string(),
-            statistic: stat,
-            reference: change.reference(),
-            ..check
-        },
-    )
+    let check = Check {
+        look: look.to_string(),
+        statistic: stat,
+        reference: change.reference(),
+        ..at_boundary(verdict, q, direction, alpha, outcome)
+    };
+    (verdict, check)
 }
 
 /// A test's [`Check`] at its bound `q` (on the standardized statistic) for `verdict`: the
@@ -273,17 +270,14 @@ pub(crate) fn judge_each_boot(
         _ if lean_worse && nearer <= -q => CheckOutcome::WithinMargin,
         _ => CheckOutcome::NoRegressionOnEachBoot,
     };
-    let check = at_boundary(verdict, q, direction, alpha, outcome);
-    (
-        verdict,
-        Check {
-            look: look.to_string(),
-            statistic: signed(nearer, direction),
-            // The ν and common share the bound was solved for, so it can be redone by hand.
-            reference: format!("t({nu:.1}) each boot, {:.0}% common", 100.0 * rho),
-            ..check
-        },
-    )
+    let check = Check {
+        look: look.to_string(),
+        statistic: signed(nearer, direction),
+        // The ν and common share the bound was solved for, so it can be redone by hand.
+        reference: format!("t({nu:.1}) each boot, {:.0}% common", 100.0 * rho),
+        ..at_boundary(verdict, q, direction, alpha, outcome)
+    };
+    (verdict, check)
 }
 
 /// The share of one boot's variance the two boots have in common (the history's level they
