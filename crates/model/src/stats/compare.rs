@@ -67,6 +67,16 @@ impl Look {
             local_provisional: false,
         }
     }
+
+    /// The look over both boots of the plan, the second boot's runs from `second_from` on.
+    pub(crate) fn both_boots(rule: &DecisionRule, second_from: usize) -> Look {
+        Look {
+            name: "both boots".into(),
+            design_boots: 2,
+            second_boot_from: Some(second_from),
+            ..Look::single(rule)
+        }
+    }
 }
 
 /// A baseline history (accepted runs of one profile, oldest → newest) with the models fitted
@@ -141,18 +151,11 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     let v = match metric {
         Metric::AggregateTps => Some(cell.aggregate_tps),
         Metric::PerUserTps => cell.per_user_tps.map(|p| p.p50),
-        Metric::TtftP50
-        | Metric::TtftP90
-        | Metric::TtftP99
-        | Metric::ItlP50
-        | Metric::ItlP90
-        | Metric::ItlP99
-        | Metric::TpotP50
-        | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
-        // The layers are the run's, not a decode cell's ([`layer_value`]).
-        Metric::PrefillTps | Metric::BurstTps | Metric::BurstTtftP90 => None,
+        // The latency percentiles; `None` for the layers, which are the run's, not a decode
+        // cell's ([`layer_value`]).
+        _ => latency_percentile(cell, metric).map(|(v, _, _)| v),
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
 }
@@ -1176,12 +1179,7 @@ impl<'a> MetricFit<'a> {
     /// Candidate: per run of `runs`, the mean over its repetitions (rounds) of the
     /// run-adjusted value, summed over the runs.
     fn boot_sums(&self, k: usize, i: usize, runs: Range<usize>) -> BootSums {
-        let mut sums = BootSums {
-            spec_sum: 0.0,
-            raw_sum: 0.0,
-            reps_inv: 0.0,
-            within: 0.0,
-        };
+        let mut sums = BootSums::default();
         for (run, logs) in self.cand_logs[k]
             .iter()
             .enumerate()
@@ -1245,6 +1243,7 @@ struct CellLevels {
 }
 
 /// A cell's candidate runs summed ([`MetricFit::boot_sums`]).
+#[derive(Default)]
 struct BootSums {
     /// Run-adjusted means.
     spec_sum: f64,
@@ -3162,12 +3161,7 @@ mod tests {
         let models = fitted.fitted();
         assert!(models > 0);
         let both = [first, second];
-        let look = Look {
-            name: "both boots".into(),
-            design_boots: 2,
-            second_boot_from: Some(1),
-            ..Look::single(&rule)
-        };
+        let look = Look::both_boots(&rule, 1);
         let shared = compare_on(&fitted, &both, &rule, &look).unwrap();
         assert_eq!(fitted.fitted(), models, "the second look fitted again");
         assert_eq!(shared, compare_at(&base, &both, &rule, &look).unwrap());
@@ -3395,12 +3389,7 @@ mod tests {
     #[test]
     fn a_heavy_tailed_cell_slow_on_each_boot_is_a_regression_and_one_wild_boot_is_not() {
         let rule = DecisionRule::default();
-        let look = Look {
-            name: "both boots".into(),
-            design_boots: 2,
-            second_boot_from: Some(1),
-            ..Look::single(&rule)
-        };
+        let look = Look::both_boots(&rule, 1);
         let (mut both_found, mut one_found) = (0, 0);
         for seed in 0..10 {
             let mut rng = StdRng::seed_from_u64(seed);
