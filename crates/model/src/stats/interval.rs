@@ -660,18 +660,14 @@ mod tests {
             ci_high: -0.03,
             matrix_change: Some(-0.09),
         };
+        let overruled = |check: &mut Check, own, verdict, against| {
+            note_overruled(check, own, verdict, &total, against, &decided);
+        };
         // Faster than the rest of its run, slower than its baseline: the total decides.
         let (own, mut check) = judge(&c(0.10), hi, 1e-3, m, "both boots");
         assert_eq!(own, CellVerdict::Improvement);
         let overrule = CellVerdict::Regression;
-        note_overruled(
-            &mut check,
-            own,
-            overrule,
-            &total,
-            Against::Baseline,
-            &decided,
-        );
+        overruled(&mut check, own, overrule, Against::Baseline);
         assert!(
             matches!(
                 check.outcome,
@@ -687,14 +683,7 @@ mod tests {
         // Nothing found against the other cells of its pairs, the matrix moved: it decided.
         let (own, mut check) = judge(&c(-0.01), hi, 1e-3, m, "both boots");
         assert!(matches!(check.outcome, CheckOutcome::NoRegression));
-        note_overruled(
-            &mut check,
-            own,
-            overrule,
-            &total,
-            Against::PairedAb,
-            &decided,
-        );
+        overruled(&mut check, own, overrule, Against::PairedAb);
         assert!(
             matches!(
                 &check.outcome,
@@ -709,19 +698,12 @@ mod tests {
         );
         // The verdict is the test's own: its outcome stands.
         let (own, mut check) = judge(&c(-0.10), hi, 1e-3, m, "both boots");
-        note_overruled(&mut check, own, own, &total, Against::Baseline, &decided);
+        overruled(&mut check, own, own, Against::Baseline);
         assert!(matches!(check.outcome, CheckOutcome::Regression));
         // Found nothing and the cell is unchanged: nothing to say either.
         let (own, mut check) = judge(&c(-0.01), hi, 1e-3, m, "both boots");
         let inconclusive = CellVerdict::Inconclusive;
-        note_overruled(
-            &mut check,
-            own,
-            inconclusive,
-            &total,
-            Against::Baseline,
-            &decided,
-        );
+        overruled(&mut check, own, inconclusive, Against::Baseline);
         assert!(matches!(check.outcome, CheckOutcome::NoRegression));
     }
 
