@@ -151,11 +151,18 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
     let v = match metric {
         Metric::AggregateTps => Some(cell.aggregate_tps),
         Metric::PerUserTps => cell.per_user_tps.map(|p| p.p50),
+        Metric::TtftP50
+        | Metric::TtftP90
+        | Metric::TtftP99
+        | Metric::ItlP50
+        | Metric::ItlP90
+        | Metric::ItlP99
+        | Metric::TpotP50
+        | Metric::TpotP90 => latency_percentile(cell, metric).map(|(v, _, _)| v),
         Metric::StepsPerS => cell.spec_decode.as_ref().map(|s| s.steps_per_s),
         Metric::JoulesPerToken => cell.telemetry.as_ref().and_then(|t| t.joules_per_token),
-        // The latency percentiles; `None` for the layers, which are the run's, not a decode
-        // cell's ([`layer_value`]).
-        _ => latency_percentile(cell, metric).map(|(v, _, _)| v),
+        // The layers are the run's, not a decode cell's ([`layer_value`]).
+        Metric::PrefillTps | Metric::BurstTps | Metric::BurstTtftP90 => None,
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
 }
