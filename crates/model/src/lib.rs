@@ -2,8 +2,8 @@
 //! runtime, no network, no files), and the synthetic runner profile its evaluations and tests draw
 //! from.
 //!
-//! - [`stats`], `baseline`, `import`: the noise model and decision rule, the baseline store,
-//!   and readers of other tools' result files;
+//! - [`stats`]: the noise model, the decision rule and the nightly change-point search;
+//! - [`synthetic`]: the synthetic runner profile.
 //!
 //! Part of the workspace cut of issue 55: this crate's `Cargo.toml` lists what it may use.
 

@@ -67,6 +67,16 @@ impl Look {
             local_provisional: false,
         }
     }
+
+    /// The look over both boots of the plan, the second boot's runs from `second_from` on.
+    pub(crate) fn both_boots(rule: &DecisionRule, second_from: usize) -> Look {
+        Look {
+            name: "both boots".into(),
+            design_boots: 2,
+            second_boot_from: Some(second_from),
+            ..Look::single(rule)
+        }
+    }
 }
 
 /// A baseline history (accepted runs of one profile, oldest → newest) with the models fitted
@@ -1176,12 +1186,7 @@ impl<'a> MetricFit<'a> {
     /// Candidate: per run of `runs`, the mean over its repetitions (rounds) of the
     /// run-adjusted value, summed over the runs.
     fn boot_sums(&self, k: usize, i: usize, runs: Range<usize>) -> BootSums {
-        let mut sums = BootSums {
-            spec_sum: 0.0,
-            raw_sum: 0.0,
-            reps_inv: 0.0,
-            within: 0.0,
-        };
+        let mut sums = BootSums::default();
         for (run, logs) in self.cand_logs[k]
             .iter()
             .enumerate()
@@ -1245,6 +1250,7 @@ struct CellLevels {
 }
 
 /// A cell's candidate runs summed ([`MetricFit::boot_sums`]).
+#[derive(Default)]
 struct BootSums {
     /// Run-adjusted means.
     spec_sum: f64,
@@ -2661,21 +2667,39 @@ mod tests {
     /// The verdict over the boots given, as the judge replays them (and whether the second
     /// boot entered it).
     fn two_boot_verdict(
-        _confirm: bool,
         rule: &DecisionRule,
         baseline: &[RunResults],
-        first: &[RunResults],
-        second: Option<(&[RunResults], &str)>,
-    ) -> Result<(ComparisonReport, bool), StatsError> {
+        first: &RunResults,
+        second: Option<(&RunResults, &str)>,
+    ) -> (ComparisonReport, bool) {
         let history = std::sync::Arc::new(History::new(baseline));
         let plan = crate::stats::Plan::default();
-        crate::stats::replay(history, rule, plan, first, second).map(|r| (r.report, r.used_second))
+        let second = second.map(|(s, label)| (std::slice::from_ref(s), label));
+        crate::stats::replay(history, rule, plan, std::slice::from_ref(first), second)
+            .map(|r| (r.report, r.used_second))
+            .unwrap()
     }
     use crate::synthetic::synthetic_run;
     use infergate_schema::results::Percentiles;
     use infergate_schema::verdict::{CellComparison, GateVerdict};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+
+    /// Percentiles of `count` observations, their mean at the median.
+    pub(super) fn pct(p50: f64, p90: f64, p99: f64, count: u64) -> Percentiles {
+        Percentiles {
+            mean: p50,
+            p50,
+            p90,
+            p99,
+            count,
+        }
+    }
+
+    /// `cell`'s comparison of `metric`, if it has one.
+    fn metric_of(cell: &CellComparison, metric: Metric) -> Option<&MetricComparison> {
+        cell.metrics.iter().find(|m| m.metric == metric)
+    }
 
     /// [`synthetic_run`] with a TTFT that moves inversely to throughput (for the latency
     /// metrics' tests).
@@ -2688,13 +2712,8 @@ mod tests {
     ) -> RunResults {
         let mut r = synthetic_run(id, rng, run_cv, cell_cv, factor);
         for (i, cell) in r.cells.iter_mut().enumerate() {
-            cell.ttft_s = Some(Percentiles {
-                mean: 0.2 / factor(i),
-                p50: 0.2 / factor(i),
-                p90: 0.3 / factor(i),
-                p99: 0.4 / factor(i),
-                count: 100,
-            });
+            let f = factor(i);
+            cell.ttft_s = Some(pct(0.2 / f, 0.3 / f, 0.4 / f, 100));
         }
         r
     }
@@ -2715,15 +2734,8 @@ mod tests {
         for (i, cell) in r.cells.iter_mut().enumerate() {
             let v = 0.01 * boot * (0.02 * n.sample(rng)).exp() * itl(i);
             let t = 0.05 * boot * (0.02 * n.sample(rng)).exp() * itl(i);
-            let p = |x: f64, count| Percentiles {
-                mean: x,
-                p50: x,
-                p90: 1.5 * x,
-                p99: 2.5 * x,
-                count,
-            };
-            cell.itl_s = Some(p(v, 5000));
-            cell.ttft_s = Some(p(t, 4));
+            cell.itl_s = Some(pct(v, 1.5 * v, 2.5 * v, 5000));
+            cell.ttft_s = Some(pct(t, 1.5 * t, 2.5 * t, 4));
         }
         r
     }
@@ -2758,14 +2770,7 @@ mod tests {
         let mut verdict = |first: f64, second: f64| {
             let a = latency_run("c1", &mut rng, &|_| 1.0, &|_| first);
             let b = latency_run("c2", &mut rng, &|_| 1.0, &|_| second);
-            let (report, used) = two_boot_verdict(
-                true,
-                &rule,
-                &base,
-                std::slice::from_ref(&a),
-                Some((std::slice::from_ref(&b), "second")),
-            )
-            .unwrap();
+            let (report, used) = two_boot_verdict(&rule, &base, &a, Some((&b, "second")));
             // A first boot beyond the design effect is a provisional alarm: a second boot.
             assert_eq!(used, first > 1.5, "{}", first_line(&report));
             report
@@ -2776,27 +2781,20 @@ mod tests {
         let itl = |r: &ComparisonReport| {
             r.cells
                 .iter()
-                .filter_map(|c| c.metrics.iter().find(|m| m.metric == Metric::ItlP99))
+                .filter_map(|c| metric_of(c, Metric::ItlP99))
                 .map(|m| m.verdict)
                 .collect::<Vec<_>>()
         };
         assert!(itl(&doubled).iter().all(|v| *v == CellVerdict::Regression));
         // The report records what gated the cells besides throughput, for the first line.
         assert_eq!(doubled.cell_metrics_gated, vec![Metric::ItlP99]);
-        let (short, _) = two_boot_verdict(
-            true,
-            &rule,
-            &base[..LATENCY_MIN_RUNS - 1],
-            &base[19..],
-            None,
-        )
-        .unwrap();
+        let (short, _) = two_boot_verdict(&rule, &base[..LATENCY_MIN_RUNS - 1], &base[19], None);
         assert!(short.cell_metrics_gated.is_empty(), "{:?}", short.not_gated);
         // Each cell carries the matrix-wide test that decided it, with its own test's outcome.
         let checks: Vec<&Check> = doubled
             .cells
             .iter()
-            .filter_map(|c| c.metrics.iter().find(|m| m.metric == Metric::ItlP99))
+            .filter_map(|c| metric_of(c, Metric::ItlP99))
             .filter_map(|m| m.check.as_ref())
             .collect();
         assert!(!checks.is_empty());
@@ -2829,13 +2827,7 @@ mod tests {
     fn host_late_by(mut run: RunResults, share: f64) -> RunResults {
         for c in &mut run.cells {
             let p99 = c.itl_s.map_or(0.0, |p| p.p99);
-            c.host_lateness_s = Some(Percentiles {
-                mean: 0.1 * share * p99,
-                p50: 0.1 * share * p99,
-                p90: 0.2 * share * p99,
-                p99: share * p99,
-                count: 1500,
-            });
+            c.host_lateness_s = Some(pct(0.1 * share * p99, 0.2 * share * p99, share * p99, 1500));
         }
         run
     }
@@ -2859,15 +2851,7 @@ mod tests {
             let a = latency_run("c1", &mut rng, &|_| 1.0, &|_| 2.0);
             let b = latency_run("c2", &mut rng, &|_| 1.0, &|_| 2.0);
             let (a, b) = (host_late_by(a, first_late), host_late_by(b, second_late));
-            two_boot_verdict(
-                true,
-                &rule,
-                &base,
-                std::slice::from_ref(&a),
-                Some((std::slice::from_ref(&b), "second")),
-            )
-            .unwrap()
-            .0
+            two_boot_verdict(&rule, &base, &a, Some((&b, "second"))).0
         };
         for (first, second) in [(0.3, 0.3), (0.3, 0.05), (0.05, 0.3)] {
             let busy = verdict(first, second);
@@ -2933,14 +2917,7 @@ mod tests {
         let tps = |i: usize| if row(i) { 0.9 } else { 1.0 };
         let first = latency_run("c1", &mut rng, &tps, &|i| if row(i) { 1.1 } else { 1.0 });
         let second = latency_run("c2", &mut rng, &tps, &|i| if row(i) { 1.32 } else { 1.2 });
-        let (report, used) = two_boot_verdict(
-            true,
-            &rule,
-            &base,
-            std::slice::from_ref(&first),
-            Some((std::slice::from_ref(&second), "busy")),
-        )
-        .unwrap();
+        let (report, used) = two_boot_verdict(&rule, &base, &first, Some((&second, "busy")));
         assert!(used);
         let outside: Vec<(usize, Metric)> = latency_changes(&report, 0..5)
             .into_iter()
@@ -2949,11 +2926,7 @@ mod tests {
         assert!(outside.is_empty(), "{outside:?}");
         assert!(!latency_changes(&report, 5..10).is_empty());
         // The matrix-wide ITL test says why: the first boot alone does not show it.
-        let itl = report.cells[0]
-            .metrics
-            .iter()
-            .find(|m| m.metric == Metric::ItlP90)
-            .unwrap();
+        let itl = metric_of(&report.cells[0], Metric::ItlP90).unwrap();
         assert_eq!(itl.verdict, CellVerdict::Unchanged);
         // TTFT p90 (4 first tokens a cell) is said not to gate, and why.
         assert!(
@@ -2985,13 +2958,11 @@ mod tests {
         let first = keep(latency_run("c1", &mut rng, &slow, &|_| 1.0));
         let second = keep(latency_run("c2", &mut rng, &slow, &|_| 1.0));
         let (report, _) = two_boot_verdict(
-            true,
             &DecisionRule::default(),
             &base,
-            std::slice::from_ref(&first),
-            Some((std::slice::from_ref(&second), "second")),
-        )
-        .unwrap();
+            &first,
+            Some((&second, "second")),
+        );
         assert_eq!(report.gate, GateVerdict::Regression);
         let row = |at: u64| {
             report
@@ -3038,15 +3009,7 @@ mod tests {
         let first = latency_run("c1", &mut rng, &|_| 0.87, &|_| 1.0 / 0.87);
         let second = latency_run("c2", &mut rng, &|_| 1.0, &|_| 1.0);
         let verdict = |second: Option<&RunResults>| {
-            two_boot_verdict(
-                true,
-                &rule,
-                &base,
-                std::slice::from_ref(&first),
-                second.map(|s| (std::slice::from_ref(s), "second")),
-            )
-            .unwrap()
-            .0
+            two_boot_verdict(&rule, &base, &first, second.map(|s| (s, "second"))).0
         };
         let both = verdict(Some(&second));
         let m = both.matrix_test.as_ref().unwrap();
@@ -3128,11 +3091,7 @@ mod tests {
                 )
         })));
         // The ITL p50 (reported only) moved on one boot: inconclusive, not a change.
-        let p50 = first.cells[0]
-            .metrics
-            .iter()
-            .find(|m| m.metric == Metric::ItlP50)
-            .unwrap();
+        let p50 = metric_of(&first.cells[0], Metric::ItlP50).unwrap();
         assert_eq!(p50.verdict, CellVerdict::Inconclusive);
     }
 
@@ -3162,12 +3121,7 @@ mod tests {
         let models = fitted.fitted();
         assert!(models > 0);
         let both = [first, second];
-        let look = Look {
-            name: "both boots".into(),
-            design_boots: 2,
-            second_boot_from: Some(1),
-            ..Look::single(&rule)
-        };
+        let look = Look::both_boots(&rule, 1);
         let shared = compare_on(&fitted, &both, &rule, &look).unwrap();
         assert_eq!(fitted.fitted(), models, "the second look fitted again");
         assert_eq!(shared, compare_at(&base, &both, &rule, &look).unwrap());
@@ -3395,12 +3349,7 @@ mod tests {
     #[test]
     fn a_heavy_tailed_cell_slow_on_each_boot_is_a_regression_and_one_wild_boot_is_not() {
         let rule = DecisionRule::default();
-        let look = Look {
-            name: "both boots".into(),
-            design_boots: 2,
-            second_boot_from: Some(1),
-            ..Look::single(&rule)
-        };
+        let look = Look::both_boots(&rule, 1);
         let (mut both_found, mut one_found) = (0, 0);
         for seed in 0..10 {
             let mut rng = StdRng::seed_from_u64(seed);
@@ -3676,11 +3625,7 @@ mod tests {
             c.ttft_s.as_mut().unwrap().p50 *= 1.3;
         }
         let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
-        let ttft = report.cells[0]
-            .metrics
-            .iter()
-            .find(|m| m.metric == Metric::TtftP50)
-            .unwrap();
+        let ttft = metric_of(&report.cells[0], Metric::TtftP50).unwrap();
         assert_eq!(ttft.direction, Direction::LowerIsBetter);
         assert!((ttft.change - 0.3).abs() < 0.01);
         assert_eq!(ttft.verdict, CellVerdict::Regression);
@@ -3700,10 +3645,7 @@ mod tests {
         let mut one = run("one", &mut rng, 0.01, 0.02, &|_| 1.0);
         one.cells[0].ttft_s.as_mut().unwrap().p50 *= 1.3;
         let report = compare(&base, std::slice::from_ref(&one), &DecisionRule::default()).unwrap();
-        let check = report.cells[0]
-            .metrics
-            .iter()
-            .find(|m| m.metric == Metric::TtftP50);
+        let check = metric_of(&report.cells[0], Metric::TtftP50);
         let check = check.and_then(|m| m.check.as_ref()).unwrap();
         assert!(check.statistic >= check.boundary, "{check:?}");
         assert!(!check.rejected, "{check:?}");
@@ -3840,11 +3782,7 @@ mod tests {
             ..DecisionRule::default()
         };
         let report = compare(&base, &[cand], &rule).unwrap();
-        let ttft = report.cells[3]
-            .metrics
-            .iter()
-            .find(|m| m.metric == Metric::TtftP50)
-            .unwrap();
+        let ttft = metric_of(&report.cells[3], Metric::TtftP50).unwrap();
         assert!((ttft.change + 0.021).abs() < 0.01, "{}", ttft.change);
         assert_ne!(ttft.verdict, CellVerdict::Regression, "{ttft:?}");
         assert_ne!(report.cells[3].verdict, CellVerdict::Regression);
@@ -4069,17 +4007,10 @@ mod tests {
             "{why:?}"
         );
         let limited = boots_with(&mut rng, 1, Cap, &|_| true);
-        let second = |boots: &[RunResults]| {
-            super::super::judge::replay(
-                std::sync::Arc::new(History::new(&fit[..])),
-                &rule,
-                super::super::judge::Plan::default(),
-                &first,
-                Some((boots, "second.json")),
-            )
-            .map(|r| (r.report, r.used_second))
+        let second = |boot: &RunResults| {
+            two_boot_verdict(&rule, &fit, &first[0], Some((boot, "second.json")))
         };
-        let (both, used) = second(&limited).unwrap();
+        let (both, used) = second(&limited[0]);
         assert!(used);
         assert_eq!(
             both.cells[0].verdict,
@@ -4089,7 +4020,7 @@ mod tests {
         );
         assert_eq!(both.gate, GateVerdict::Regression);
         let fits = boots_with(&mut rng, 1, Cap, &|_| false);
-        let (both, used) = second(&fits).unwrap();
+        let (both, used) = second(&fits[0]);
         assert!(used);
         assert_not_gate(&both, GateVerdict::Regression);
         assert_eq!(both.cells[0].verdict, CellVerdict::Inconclusive);
@@ -4136,6 +4067,7 @@ mod tests {
 mod prefill_tests {
     use super::*;
     use crate::synthetic::synthetic_run;
+    use PrefillAgreement::WithinTolerance as Agrees;
     use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
     use infergate_schema::results::{
         PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
@@ -4179,14 +4111,7 @@ mod prefill_tests {
 
     fn history(runs: usize, rng: &mut StdRng) -> Vec<RunResults> {
         (0..runs)
-            .map(|i| {
-                run(
-                    &format!("b{i}"),
-                    rng,
-                    1.0,
-                    PrefillAgreement::WithinTolerance,
-                )
-            })
+            .map(|i| run(&format!("b{i}"), rng, 1.0, Agrees))
             .collect()
     }
 
@@ -4195,18 +4120,13 @@ mod prefill_tests {
         let mut rng = StdRng::seed_from_u64(57);
         let base = history(12, &mut rng);
         let rule = DecisionRule::default();
-        let slow = [run(
-            "c",
-            &mut rng,
-            1.0 / 1.3,
-            PrefillAgreement::WithinTolerance,
-        )];
+        let slow = [run("c", &mut rng, 1.0 / 1.3, Agrees)];
         let report = compare(&base, &slow, &rule).unwrap();
         assert!(report.prefill_gated);
         assert_gate(&report, GateVerdict::Regression);
         assert_first_line(&report, |l| l.contains("prefill tok/s"));
         assert!(report.prefill.iter().all(|c| c.verdict.is_regression()));
-        let clean = [run("d", &mut rng, 1.0, PrefillAgreement::WithinTolerance)];
+        let clean = [run("d", &mut rng, 1.0, Agrees)];
         let report = compare(&base, &clean, &rule).unwrap();
         assert!(report.prefill.iter().all(|c| !c.verdict.is_regression()));
         // No prefill regression named (a pass lists the layer among what it covered).
@@ -4231,16 +4151,11 @@ mod prefill_tests {
         let mut rng = StdRng::seed_from_u64(59);
         let mut base = history(6, &mut rng);
         for i in 0..10 {
-            let mut r = run(
-                &format!("old{i}"),
-                &mut rng,
-                1.0,
-                PrefillAgreement::WithinTolerance,
-            );
+            let mut r = run(&format!("old{i}"), &mut rng, 1.0, Agrees);
             r.prefill.clear();
             base.insert(0, r);
         }
-        let slow = [run("c", &mut rng, 0.5, PrefillAgreement::WithinTolerance)];
+        let slow = [run("c", &mut rng, 0.5, Agrees)];
         let report = compare(&base, &slow, &DecisionRule::default()).unwrap();
         assert!(!report.prefill_gated);
         assert!(
@@ -4258,10 +4173,11 @@ mod prefill_tests {
 
 #[cfg(test)]
 mod burst_tests {
+    use super::tests::pct;
     use super::*;
     use crate::synthetic::synthetic_run;
     use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
-    use infergate_schema::results::{BurstRecord, BurstSettings, Percentiles};
+    use infergate_schema::results::{BurstRecord, BurstSettings};
     use infergate_schema::verdict::GateVerdict;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
@@ -4299,13 +4215,7 @@ mod burst_tests {
             request_throughput: f64::from(completed) / 1.2,
             output_tps: tps / 129.0,
             total_tps: tps,
-            ttft_s: Some(Percentiles {
-                mean: p90 * 0.7,
-                p50: p90 * 0.7,
-                p90,
-                p99: p90 * 1.1,
-                count: u64::from(completed),
-            }),
+            ttft_s: Some(pct(p90 * 0.7, p90, p90 * 1.1, u64::from(completed))),
             tpot_s: None,
             itl_s: None,
             e2el_s: None,

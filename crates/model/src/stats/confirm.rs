@@ -116,12 +116,7 @@ pub fn second_stage(
     second_results: &str,
 ) -> Result<ComparisonReport, StatsError> {
     let runs: Vec<RunResults> = first_runs.iter().chain(second_runs).cloned().collect();
-    let look = Look {
-        name: "both boots".into(),
-        design_boots: 2,
-        second_boot_from: Some(first_runs.len()),
-        ..Look::single(rule)
-    };
+    let look = Look::both_boots(rule, first_runs.len());
     let mut both = compare_on(baseline, &runs, rule, &look)?;
     both.confirmation = Some(Confirmation {
         reason: reason(first),

@@ -191,16 +191,13 @@ pub(crate) fn judge(
         _ if good <= -q => CheckOutcome::WithinMargin,
         _ => CheckOutcome::NoRegression,
     };
-    let check = at_boundary(verdict, q, direction, alpha, outcome);
-    (
-        verdict,
-        Check {
-            look: look.to_string(),
-            statistic: stat,
-            reference: change.reference(),
-            ..check
-        },
-    )
+    let check = Check {
+        look: look.to_string(),
+        statistic: stat,
+        reference: change.reference(),
+        ..at_boundary(verdict, q, direction, alpha, outcome)
+    };
+    (verdict, check)
 }
 
 /// A test's [`Check`] at its bound `q` (on the standardized statistic) for `verdict`: the
@@ -273,17 +270,14 @@ pub(crate) fn judge_each_boot(
         _ if lean_worse && nearer <= -q => CheckOutcome::WithinMargin,
         _ => CheckOutcome::NoRegressionOnEachBoot,
     };
-    let check = at_boundary(verdict, q, direction, alpha, outcome);
-    (
-        verdict,
-        Check {
-            look: look.to_string(),
-            statistic: signed(nearer, direction),
-            // The ν and common share the bound was solved for, so it can be redone by hand.
-            reference: format!("t({nu:.1}) each boot, {:.0}% common", 100.0 * rho),
-            ..check
-        },
-    )
+    let check = Check {
+        look: look.to_string(),
+        statistic: signed(nearer, direction),
+        // The ν and common share the bound was solved for, so it can be redone by hand.
+        reference: format!("t({nu:.1}) each boot, {:.0}% common", 100.0 * rho),
+        ..at_boundary(verdict, q, direction, alpha, outcome)
+    };
+    (verdict, check)
 }
 
 /// The share of one boot's variance the two boots have in common (the history's level they
@@ -666,18 +660,14 @@ mod tests {
             ci_high: -0.03,
             matrix_change: Some(-0.09),
         };
+        let overruled = |check: &mut Check, own, verdict, against| {
+            note_overruled(check, own, verdict, &total, against, &decided);
+        };
         // Faster than the rest of its run, slower than its baseline: the total decides.
         let (own, mut check) = judge(&c(0.10), hi, 1e-3, m, "both boots");
         assert_eq!(own, CellVerdict::Improvement);
         let overrule = CellVerdict::Regression;
-        note_overruled(
-            &mut check,
-            own,
-            overrule,
-            &total,
-            Against::Baseline,
-            &decided,
-        );
+        overruled(&mut check, own, overrule, Against::Baseline);
         assert!(
             matches!(
                 check.outcome,
@@ -693,14 +683,7 @@ mod tests {
         // Nothing found against the other cells of its pairs, the matrix moved: it decided.
         let (own, mut check) = judge(&c(-0.01), hi, 1e-3, m, "both boots");
         assert!(matches!(check.outcome, CheckOutcome::NoRegression));
-        note_overruled(
-            &mut check,
-            own,
-            overrule,
-            &total,
-            Against::PairedAb,
-            &decided,
-        );
+        overruled(&mut check, own, overrule, Against::PairedAb);
         assert!(
             matches!(
                 &check.outcome,
@@ -715,19 +698,12 @@ mod tests {
         );
         // The verdict is the test's own: its outcome stands.
         let (own, mut check) = judge(&c(-0.10), hi, 1e-3, m, "both boots");
-        note_overruled(&mut check, own, own, &total, Against::Baseline, &decided);
+        overruled(&mut check, own, own, Against::Baseline);
         assert!(matches!(check.outcome, CheckOutcome::Regression));
         // Found nothing and the cell is unchanged: nothing to say either.
         let (own, mut check) = judge(&c(-0.01), hi, 1e-3, m, "both boots");
         let inconclusive = CellVerdict::Inconclusive;
-        note_overruled(
-            &mut check,
-            own,
-            inconclusive,
-            &total,
-            Against::Baseline,
-            &decided,
-        );
+        overruled(&mut check, own, inconclusive, Against::Baseline);
         assert!(matches!(check.outcome, CheckOutcome::NoRegression));
     }
 
