@@ -48,19 +48,16 @@ pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     let meta = file.metadata()?;
     let kind = meta.file_type();
     if !kind.is_file() {
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO (named pipe)"
-        } else if kind.is_char_device() {
-            "a character device"
-        } else if kind.is_block_device() {
-            "a block device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
+        let what = [
+            (kind.is_dir(), "a directory"),
+            (kind.is_fifo(), "a FIFO (named pipe)"),
+            (kind.is_char_device(), "a character device"),
+            (kind.is_block_device(), "a block device"),
+            (kind.is_socket(), "a socket"),
+        ]
+        .into_iter()
+        .find_map(|(is, what)| is.then_some(what))
+        .unwrap_or("not a regular file");
         return Err(Error::new(
             ErrorKind::InvalidInput,
             format!(

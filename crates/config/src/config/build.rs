@@ -525,10 +525,9 @@ fn build_adaptive(
     raw: Option<Spanned<RawAdaptive>>,
     loc: &Locator,
 ) -> Result<AdaptiveConfig, ConfigError> {
-    let Some(raw) = raw else {
+    let Some(raw) = raw.map(Spanned::into_inner) else {
         return Ok(AdaptiveConfig::default());
     };
-    let raw = raw.into_inner();
     let mut cfg = AdaptiveConfig {
         enabled: raw.enabled.unwrap_or(true),
         ..AdaptiveConfig::default()
@@ -556,10 +555,9 @@ fn build_confirm(
     raw: Option<Spanned<RawConfirm>>,
     loc: &Locator,
 ) -> Result<ConfirmConfig, ConfigError> {
-    let Some(raw) = raw else {
+    let Some(raw) = raw.map(Spanned::into_inner) else {
         return Ok(ConfirmConfig::default());
     };
-    let raw = raw.into_inner();
     let cfg = ConfirmConfig {
         enabled: raw.enabled.unwrap_or(true),
     };

@@ -515,6 +515,12 @@ history_runs = 6
             .to_string()
     }
 
+    /// The suite `name` of a valid config.
+    #[track_caller]
+    fn suite_of(c: Result<GateConfig, ConfigError>, name: &str) -> SuiteConfig {
+        c.expect("valid").suite(Some(name)).expect(name).clone()
+    }
+
     #[test]
     fn env_allow_table_of_names() {
         let with = |entry: &str| {
@@ -631,11 +637,7 @@ history_runs = 6
             "[suites.nightly]\nprefill_samples = 0\nprefill_max_context = \"8k\"",
             1,
         );
-        let n = parse(&text)
-            .expect("valid")
-            .suite(Some("nightly"))
-            .cloned()
-            .expect("nightly");
+        let n = suite_of(parse(&text), "nightly");
         assert_eq!((n.prefill.samples, n.prefill.max_context), (0, 8192));
     }
 
@@ -651,23 +653,14 @@ history_runs = 6
                 1,
             ))
         };
-        let n = with("requests = 32\nrequest_rate = 100\nprompt_tokens = \"3k\"\ngoodput = { ttft = \"500ms\" }")
-            .expect("valid")
-            .suite(Some("nightly"))
-            .cloned()
-            .expect("nightly");
-        let b = n.burst.expect("burst");
+        let set = "requests = 32\nrequest_rate = 100\nprompt_tokens = \"3k\"\ngoodput = { ttft = \"500ms\" }";
+        let b = suite_of(with(set), "nightly").burst.expect("burst");
         assert_eq!(
             (b.requests, b.request_rate, b.prompt_tokens),
             (32, Some(100.0), 3072)
         );
         assert_eq!((b.max_tokens, b.seed, b.slo.ttft_s), (32, 0, Some(0.5)));
-        let all_at_once = with("requests = 8\nrequest_rate = \"inf\"").expect("valid");
-        let b = all_at_once
-            .suite(Some("nightly"))
-            .expect("nightly")
-            .burst
-            .clone();
+        let b = suite_of(with("requests = 8\nrequest_rate = \"inf\""), "nightly").burst;
         assert_eq!(b.expect("burst").request_rate, None);
         for (bad, names) in [
             ("requests = 0", "requests = 0 must be a positive count"),
@@ -688,12 +681,8 @@ history_runs = 6
             assert!(e.contains(names), "{bad}: {e}");
         }
         // The embedded default turns it on in `pr`.
-        let d = GateConfig::embedded_default().expect("embedded default");
-        let b = d
-            .suite(Some("pr"))
-            .expect("pr")
+        let b = suite_of(GateConfig::embedded_default(), "pr")
             .burst
-            .clone()
             .expect("burst");
         assert_eq!((b.requests, b.request_rate), (32, Some(100.0)));
     }

@@ -448,8 +448,6 @@ impl EngineProcess {
             // Its own group: a Ctrl-C at the terminal reaches the gate, which stops the
             // engine with its grace, not the supervisor.
             .process_group(0);
-        // The engine's working directory: the config's, or a fresh private one (mode 0700,
-        // removed after the engine), never the gate's, where the outputs usually are.
         let private_dir = working_dir(&mut cmd, &launch, &program)?;
         let (mut isolation_notes, writable) =
             isolation_args(&mut cmd, &launch, private_dir.as_ref());
@@ -658,42 +656,33 @@ pub async fn wait_serving(
         if let Some(exit) = exit_rx.borrow().clone() {
             return Err(exited(&exit));
         }
+        // `Err`: why the engine does not serve yet.
         let probe = async {
             if !health_ok {
                 match probe_get(&http, launch, "/health").await {
                     Ok((200..=299 | 404, _)) => health_ok = true,
-                    Ok((code, _)) => {
-                        last = format!("/health answered HTTP {code}");
-                        return None;
-                    }
-                    Err(e) => {
-                        last = format!("/health: {e}");
-                        return None;
-                    }
+                    Ok((code, _)) => return Err(format!("/health answered HTTP {code}")),
+                    Err(e) => return Err(format!("/health: {e}")),
                 }
             }
             match probe_get(&http, launch, "/v1/models").await {
                 Ok((200..=299, body)) => {
-                    Some(infergate_measure::bench::parse_model_ids(&body).unwrap_or_default())
+                    Ok(infergate_measure::bench::parse_model_ids(&body).unwrap_or_default())
                 }
-                Ok((code, _)) => {
-                    last = format!("/health ok, /v1/models answered HTTP {code}");
-                    None
-                }
-                Err(e) => {
-                    last = format!("/health ok, /v1/models: {e}");
-                    None
-                }
+                Ok((code, _)) => Err(format!("/health ok, /v1/models answered HTTP {code}")),
+                Err(e) => Err(format!("/health ok, /v1/models: {e}")),
             }
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         tokio::select! {
             _ = cancel.cancelled() => return Err(EngineError::Cancelled),
             _ = exit_rx.changed() => continue,
-            r = tokio::time::timeout(remaining, probe) => {
-                if let Ok(Some(models)) = r {
+            r = tokio::time::timeout(remaining, probe) => match r {
+                Ok(Ok(models)) => {
                     return Ok(ReadyInfo { boot_s: started.elapsed().as_secs_f64(), models });
                 }
+                Ok(Err(why)) => last = why,
+                Err(_) => {}
             }
         }
         if Instant::now() >= deadline {

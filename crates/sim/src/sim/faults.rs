@@ -184,15 +184,15 @@ fn fault_without_value(spec: &str, name: &str) -> Result<Fault, FaultParseError>
     }
 }
 
-/// A fault written `name=value`.
 /// Why [`fault_with_value`] refuses a name it does not know (also how
 /// [`fault_without_value`] tells a fault that needs a value from an unknown one).
 const UNKNOWN_FAULT: &str = "unknown fault name";
 
+/// A fault written `name=value`.
 fn fault_with_value(spec: &str, name: &str, v: &str) -> Result<Fault, FaultParseError> {
     let err = |why: &str| parse_error(spec, why);
     match name {
-        "preempt" => tokens_at_least_one(spec, v).map(|n| Fault::Preempt(Some(n))),
+        "preempt" => whole(spec, v, 1, TOKENS).map(|n| Fault::Preempt(Some(n))),
         "never-ready" => Err(err("never-ready takes no value")),
         "llama-cpp-python" => match v {
             "interrupt" => Ok(Fault::LlamaCppPython { interrupt: true }),
@@ -201,40 +201,49 @@ fn fault_with_value(spec: &str, name: &str, v: &str) -> Result<Fault, FaultParse
         },
         "stall-every" => stall_every(spec, v),
         "itl-tail" => itl_tail(spec, v),
-        "prefill-slowdown" => match factor(spec, v)? {
-            f if f > 0.0 => Ok(Fault::PrefillSlowdown(f)),
-            _ => Err(err("FACTOR must be > 0")),
-        },
+        "prefill-slowdown" => Ok(Fault::PrefillSlowdown(positive_factor(spec, v)?)),
         "long-context-slowdown" => long_context_slowdown(spec, v),
-        "chunked-prefill" => tokens_at_least_one(spec, v).map(Fault::ChunkedPrefill),
+        "chunked-prefill" => whole(spec, v, 1, TOKENS).map(Fault::ChunkedPrefill),
         "prompt-counter-lies" => Ok(Fault::PromptCounterLies(factor(spec, v)?)),
         "admit-delay" => Ok(Fault::AdmitDelay(seconds(spec, v)?)),
         "crash-after" => Ok(Fault::CrashAfter(seconds(spec, v)?)),
         "hang-after" => Ok(Fault::HangAfter(seconds(spec, v)?)),
-        "fail-above-concurrency" => Ok(Fault::FailAboveConcurrency(
-            v.parse()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| err("N must be a whole number >= 1"))?,
-        )),
+        "fail-above-concurrency" => {
+            whole(spec, v, 1, "N must be a whole number >= 1").map(Fault::FailAboveConcurrency)
+        }
         "http-500" => Ok(Fault::Http500(fraction(spec, v)?)),
         "malformed-sse" => Ok(Fault::MalformedSse(fraction(spec, v)?)),
         "stall-after" => Ok(Fault::StallAfter(
             v.parse()
                 .map_err(|_| err("TOKENS must be a whole number"))?,
         )),
-        "truncate-at" => tokens_at_least_one(spec, v).map(Fault::TruncateAt),
+        "truncate-at" => whole(spec, v, 1, TOKENS).map(Fault::TruncateAt),
         "lie-usage" => Ok(Fault::LieUsage(factor(spec, v)?)),
         "counter-lies" => Ok(Fault::CounterLies(factor(spec, v)?)),
         _ => Err(err(UNKNOWN_FAULT)),
     }
 }
 
-/// A number of tokens, >= 1.
-fn tokens_at_least_one(spec: &str, v: &str) -> Result<u64, FaultParseError> {
-    match v.parse::<u64>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(parse_error(spec, "TOKENS must be a whole number >= 1")),
+/// Why a count of tokens is refused.
+const TOKENS: &str = "TOKENS must be a whole number >= 1";
+
+/// A whole number (its spaces trimmed) of at least `min`, else the error saying `why`.
+fn whole<T: FromStr + PartialOrd>(
+    spec: &str,
+    v: &str,
+    min: T,
+    why: &str,
+) -> Result<T, FaultParseError> {
+    (v.trim().parse::<T>().ok())
+        .filter(|n| *n >= min)
+        .ok_or_else(|| parse_error(spec, why))
+}
+
+/// A factor > 0.
+fn positive_factor(spec: &str, v: &str) -> Result<f64, FaultParseError> {
+    match factor(spec, v)? {
+        f if f > 0.0 => Ok(f),
+        _ => Err(parse_error(spec, "FACTOR must be > 0")),
     }
 }
 
@@ -244,14 +253,8 @@ fn stall_every(spec: &str, v: &str) -> Result<Fault, FaultParseError> {
     let (steps, secs) = v
         .split_once(':')
         .ok_or_else(|| err("the value is STEPS:SECS, e.g. stall-every=8:0.05"))?;
-    let steps = steps
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| err("STEPS must be a whole number >= 1"))?;
     Ok(Fault::StallEvery {
-        steps,
+        steps: whole(spec, steps, 1, "STEPS must be a whole number >= 1")?,
         secs: seconds(spec, secs.trim())?,
     })
 }
@@ -262,16 +265,10 @@ fn itl_tail(spec: &str, v: &str) -> Result<Fault, FaultParseError> {
     let (every, factor) = v
         .split_once(':')
         .ok_or_else(|| err("the value is EVERY:FACTOR, e.g. itl-tail=50:2"))?;
-    let whole = |t: &str, min: u64, why: &str| {
-        t.trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n >= min)
-            .ok_or_else(|| err(why))
-    };
+    let steps = "FACTOR must be a whole number of steps >= 2";
     Ok(Fault::ItlTail {
-        every: whole(every, 1, "EVERY must be a whole number >= 1")?,
-        factor: whole(factor, 2, "FACTOR must be a whole number of steps >= 2")?,
+        every: whole(spec, every, 1, "EVERY must be a whole number >= 1")?,
+        factor: whole(spec, factor, 2, steps)?,
     })
 }
 
@@ -285,10 +282,7 @@ fn long_context_slowdown(spec: &str, v: &str) -> Result<Fault, FaultParseError> 
             .trim()
             .parse()
             .map_err(|_| err("TOKENS must be a whole number"))?,
-        factor: match factor(spec, f)? {
-            x if x > 0.0 => x,
-            _ => return Err(err("FACTOR must be > 0")),
-        },
+        factor: positive_factor(spec, f)?,
     })
 }
 

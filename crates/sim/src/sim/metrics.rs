@@ -107,6 +107,16 @@ fn load(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
 
+/// Adds `n` to a counter.
+pub(crate) fn add(a: &AtomicU64, n: u64) {
+    a.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Sets a gauge to `n`.
+pub(crate) fn set(a: &AtomicU64, n: u64) {
+    a.store(n, Ordering::Relaxed);
+}
+
 /// The exposition text being written, and the model's escaped label value.
 struct Exposition {
     out: String,

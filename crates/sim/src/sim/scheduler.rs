@@ -17,7 +17,6 @@
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -27,7 +26,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::metrics::EngineCounters;
+use super::metrics::{EngineCounters, add, set};
 use super::prefix_cache::{BLOCK_TOKENS, PrefixCache};
 use super::speed_model::{ChunkClock, Jitter, SpeedModel, StepShape, spec_step};
 
@@ -474,11 +473,7 @@ impl Engine {
         };
         let running = &mut self.running;
         let mut prefill_tokens = 0u64;
-        let mut used: u64 = running
-            .iter()
-            .filter(|s| !s.preempted)
-            .map(Seq::resident)
-            .sum();
+        let mut used = kv_used(running);
         let mut waiting: Vec<usize> = (0..running.len())
             .filter(|&i| running[i].preempted && !running[i].closed)
             .collect();
@@ -552,16 +547,9 @@ impl Engine {
         };
         let uncached = prompt - cached;
         let prefill_left = if chunk_prefill { uncached } else { 0 };
-        let counters = &self.counters;
-        counters
-            .prefix_cache_queries
-            .fetch_add(prompt, Ordering::Relaxed);
-        counters
-            .prefix_cache_hits
-            .fetch_add(cached, Ordering::Relaxed);
-        counters
-            .prompt_tokens
-            .fetch_add(q.req.prompt_tokens, Ordering::Relaxed);
+        add(&self.counters.prefix_cache_queries, prompt);
+        add(&self.counters.prefix_cache_hits, cached);
+        add(&self.counters.prompt_tokens, q.req.prompt_tokens);
         self.admitted_total += 1;
         self.running.push(Seq::admitted(
             q,
@@ -574,14 +562,9 @@ impl Engine {
 
     /// Publishes the running and waiting counts and the reserved KV after admission.
     fn publish_admission_gauges(&self) {
-        let counters = &self.counters;
-        counters
-            .running
-            .store(self.running.len() as u64, Ordering::Relaxed);
-        counters
-            .waiting
-            .store(self.queue.len() as u64, Ordering::Relaxed);
-        counters.kv_reserved.store(self.reserved, Ordering::Relaxed);
+        set(&self.counters.running, self.running.len() as u64);
+        set(&self.counters.waiting, self.queue.len() as u64);
+        set(&self.counters.kv_reserved, self.reserved);
     }
 
     /// Idle (or a queue that cannot be admitted with nothing running, which the HTTP layer
@@ -718,10 +701,8 @@ impl Engine {
             let first = seq.fresh;
             if first {
                 let took = self.deadline.saturating_duration_since(seq.admitted_at);
-                counters
-                    .prefill_time_ns
-                    .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-                counters.prefill_requests.fetch_add(1, Ordering::Relaxed);
+                add(&counters.prefill_time_ns, took.as_nanos() as u64);
+                add(&counters.prefill_requests, 1);
             }
             let tokens = if seq.fresh || shape.acceptance.is_empty() {
                 seq.fresh = false;
@@ -738,9 +719,7 @@ impl Engine {
             seq.generated += tokens;
             seq.pending += tokens;
             let finish = seq.finish_if_done();
-            counters
-                .generation_tokens
-                .fetch_add(tokens, Ordering::Relaxed);
+            add(&counters.generation_tokens, tokens);
             let chunk_ends = first || seq.chunk_clock.tick(shape.steps_per_chunk);
             let held = seq.itl_tail_holds(self.cfg.itl_tail, first, finish, tokens);
             let chunk_ends = seq.chunk_ends_around_hold(held, chunk_ends);
@@ -761,12 +740,7 @@ impl Engine {
         let running = &mut self.running;
         loop {
             let live = |s: &&mut Seq| !s.preempted && !s.closed && s.generated < s.target;
-            let used: u64 = running
-                .iter()
-                .filter(|s| !s.preempted)
-                .map(Seq::resident)
-                .sum();
-            if used <= budget || running.iter_mut().filter(live).count() < 2 {
+            if kv_used(running) <= budget || running.iter_mut().filter(live).count() < 2 {
                 break;
             }
             let Some(victim) = running.iter_mut().filter(live).max_by_key(|s| s.admitted) else {
@@ -774,7 +748,7 @@ impl Engine {
             };
             victim.release(None);
             victim.preempted = true;
-            self.counters.preemptions.fetch_add(1, Ordering::Relaxed);
+            add(&self.counters.preemptions, 1);
         }
     }
 
@@ -788,9 +762,7 @@ impl Engine {
                 let s = self.running.swap_remove(i);
                 self.reserved -= s.reservation;
                 if !s.closed {
-                    self.counters
-                        .requests_finished
-                        .fetch_add(1, Ordering::Relaxed);
+                    add(&self.counters.requests_finished, 1);
                     if !s.backlog.is_empty() {
                         send_backlog_later(s.events, s.backlog);
                     }
@@ -799,13 +771,18 @@ impl Engine {
                 i += 1;
             }
         }
-        self.counters
-            .running
-            .store(self.running.len() as u64, Ordering::Relaxed);
-        self.counters
-            .kv_reserved
-            .store(self.reserved, Ordering::Relaxed);
+        set(&self.counters.running, self.running.len() as u64);
+        set(&self.counters.kv_reserved, self.reserved);
     }
+}
+
+/// KV tokens the running sequences really hold (preempted ones hold none).
+fn kv_used(running: &[Seq]) -> u64 {
+    running
+        .iter()
+        .filter(|s| !s.preempted)
+        .map(Seq::resident)
+        .sum()
 }
 
 /// One speculative decoding step: draws each draft position's acceptance, counts the drafts
@@ -819,19 +796,15 @@ fn speculative_step(
 ) -> u64 {
     uniforms.fill_with(|| rng.random::<f64>());
     let s = spec_step(acceptance, uniforms, remaining);
-    counters.spec_drafts.fetch_add(1, Ordering::Relaxed);
-    counters
-        .spec_draft_tokens
-        .fetch_add(s.drafted, Ordering::Relaxed);
-    counters
-        .spec_accepted
-        .fetch_add(s.accepted, Ordering::Relaxed);
+    add(&counters.spec_drafts, 1);
+    add(&counters.spec_draft_tokens, s.drafted);
+    add(&counters.spec_accepted, s.accepted);
     for pos in counters
         .spec_accepted_per_pos
         .iter()
         .take(s.accepted as usize)
     {
-        pos.fetch_add(1, Ordering::Relaxed);
+        add(pos, 1);
     }
     s.emitted
 }
@@ -852,6 +825,7 @@ fn send_backlog_later(events: mpsc::Sender<StepEvent>, backlog: VecDeque<StepEve
 mod tests {
     use super::*;
     use crate::sim::profile::{SimProfile, SpecDecodeProfile};
+    use std::sync::atomic::Ordering;
 
     /// The `test` profile's engine without jitter, caching or any fault: tests change the
     /// one field they exercise.

@@ -531,16 +531,12 @@ async fn full_response(
 ) -> Response {
     let mut generated = 0u64;
     let finish = loop {
-        match rx.recv().await {
-            Some(ev) => {
-                generated += ev.tokens;
-                if let Some(f) = ev.finish {
-                    break f;
-                }
-            }
-            None => {
-                return internal_error("the engine stopped before the request finished".into());
-            }
+        let Some(ev) = rx.recv().await else {
+            return internal_error("the engine stopped before the request finished".into());
+        };
+        generated += ev.tokens;
+        if let Some(f) = ev.finish {
+            break f;
         }
     };
     let mut text = String::new();
