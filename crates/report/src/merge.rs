@@ -542,7 +542,7 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use infergate_schema::asserts::{assert_contains, assert_starts_with};
+    use infergate_schema::asserts::{assert_contains, assert_ends_with, assert_starts_with};
 
     /// The shards merged under the default policy, no count expected.
     pub(crate) fn merged(shards: Vec<Shard>) -> MergedVerdict {
@@ -647,11 +647,9 @@ pub mod tests {
             let m = merge(two(), GatePolicy::new(fail_on), Some(3));
             assert_eq!(m.exit(), GateExit::Failure, "{fail_on:?}");
             assert_eq!(m.ending().verdict_word, "error");
-            assert!(
-                m.headline
-                    .starts_with("2 of 3 shards expected arrived: a shard that never arrived"),
-                "{}",
-                m.headline
+            assert_starts_with(
+                &m.headline,
+                "2 of 3 shards expected arrived: a shard that never arrived",
             );
         }
         let m = merge(two(), GatePolicy::default(), Some(2));
@@ -671,10 +669,7 @@ pub mod tests {
         ]);
         assert_eq!(m.regressions, 2);
         assert_eq!(m.profiles[1].regressions, 2);
-        assert!(
-            m.headline
-                .starts_with("1 of 3 profiles regressed (gpu-h200x1")
-        );
+        assert_starts_with(&m.headline, "1 of 3 profiles regressed (gpu-h200x1");
     }
 
     #[test]
@@ -781,12 +776,9 @@ pub mod tests {
                 assert_eq!(before.profiles[0].outcome.compare_error(), Some(why));
                 assert_eq!(before.profiles[0].outcome.gate(), None);
                 assert_eq!((before.unmeasured, before.exit()), (1, GateExit::Failure));
-                assert!(
-                    before
-                        .headline
-                        .ends_with(&format!("measured, but no verdict: {why})")),
-                    "{}",
-                    before.headline
+                assert_ends_with(
+                    &before.headline,
+                    &format!("measured, but no verdict: {why})"),
                 );
             }
         }
