@@ -109,13 +109,9 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
 
 /// The run's GPU telemetry on the console ([`crate::report::layout::telemetry_text`], wrapped).
 pub fn telemetry_line(t: &TelemetrySummary) -> Option<String> {
-    let text = crate::report::layout::telemetry_text(t)?;
-    Some(wrap(
-        &format!(
-            "telemetry: {}",
-            infergate_io::untrusted_text::console(&text)
-        ),
-        2,
+    Some(kind_line(
+        "telemetry",
+        &crate::report::layout::telemetry_text(t)?,
     ))
 }
 
