@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use infergate_schema::answer::plural;
-use infergate_schema::exit::FailOn;
-use infergate_schema::exit::GateExit;
+use infergate_schema::exit::{FailOn, GateExit};
 use infergate_schema::policy::{GateEnding, GatePolicy};
 use infergate_schema::results::{ProfileKey, RunResults, RunStatus};
 use infergate_schema::verdict::{ComparisonReport, GateVerdict};
@@ -472,24 +471,19 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
                 plural(regressions, "regression")
             )
         }
-        GateVerdict::Insufficient => format!(
-            "no regression; {} of {} not sensitive enough (insufficient)",
-            with(GateVerdict::Insufficient).len(),
-            plural(n, "profile")
-        ),
         GateVerdict::NoBaseline if n == 0 => "no shards to merge".to_string(),
-        GateVerdict::NoBaseline => format!(
-            "no regression; {} of {} without a baseline yet",
-            with(GateVerdict::NoBaseline).len(),
-            plural(n, "profile")
-        ),
         GateVerdict::Pass if n == 1 => "1 profile passed".to_string(),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
-        GateVerdict::Unmeasured => format!(
-            "{} of {} could not be measured well enough to decide",
-            with(GateVerdict::Unmeasured).len(),
-            plural(n, "profile")
-        ),
+        g => {
+            let (lead, what) = match g {
+                GateVerdict::Insufficient => {
+                    ("no regression; ", "not sensitive enough (insufficient)")
+                }
+                GateVerdict::NoBaseline => ("no regression; ", "without a baseline yet"),
+                _ => ("", "could not be measured well enough to decide"),
+            };
+            format!("{lead}{} of {} {what}", with(g).len(), plural(n, "profile"))
+        }
     };
     let stopped: Vec<String> = profiles
         .iter()
@@ -543,14 +537,13 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
 pub mod tests {
     use super::*;
     use infergate_schema::asserts::{assert_contains, assert_ends_with, assert_starts_with};
+    use infergate_schema::results::HardwareFingerprint;
+    use infergate_schema::verdict::{CellVerdict, fixtures};
 
     /// The shards merged under the default policy, no count expected.
     pub(crate) fn merged(shards: Vec<Shard>) -> MergedVerdict {
         merge(shards, GatePolicy::default(), None)
     }
-    use infergate_schema::results::HardwareFingerprint;
-    use infergate_schema::verdict::CellVerdict;
-    use infergate_schema::verdict::fixtures;
 
     /// A shard's comparison on a `gpu` profile with `regressed_cells` regressions.
     pub(crate) fn report(gpu: &str, gate: GateVerdict, regressed_cells: usize) -> ComparisonReport {
