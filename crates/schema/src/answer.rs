@@ -770,12 +770,10 @@ fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> Stri
     let mut out = String::new();
     let in_prefill = in_layer(regressed, Layer::Prefill);
     if in_prefill > 0 {
-        out.push_str("; ");
-        out.push_str(&prefill_regressions(report, in_prefill));
+        out.push_str(&format!("; {}", prefill_regressions(report, in_prefill)));
     }
     if in_layer(regressed, Layer::Burst) > 0 {
-        out.push_str("; ");
-        out.push_str(&burst_regressions(regressed));
+        out.push_str(&format!("; {}", burst_regressions(regressed)));
     }
     out
 }

@@ -80,9 +80,7 @@ pub fn text(h: &BaselineHistory) -> String {
         ),
         2,
     );
-    out.push('\n');
-    out.push_str(&rendered);
-    out.push('\n');
+    out.push_str(&format!("\n{rendered}\n"));
     push_wrapped(&mut out, &format!("Runs: {}", h.runs[from..].join(", ")), 2);
     out
 }

@@ -426,8 +426,7 @@ pub fn job_summary(
 ) -> String {
     let mut out = format!("## {}\n\n", escape(&heading(outcome)));
     out.push_str(&name_and_links(check_name, links));
-    out.push_str(&matrix_markdown(outcome, links, chart));
-    out.push('\n');
+    out.push_str(&format!("{}\n", matrix_markdown(outcome, links, chart)));
     truncate_markdown(&out, STEP_SUMMARY_LIMIT, links.full_report())
 }
 
