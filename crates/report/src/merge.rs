@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use infergate_schema::answer::plural;
-use infergate_schema::exit::FailOn;
-use infergate_schema::exit::GateExit;
+use infergate_schema::exit::{FailOn, GateExit};
 use infergate_schema::policy::{GateEnding, GatePolicy};
 use infergate_schema::results::{ProfileKey, RunResults, RunStatus};
 use infergate_schema::verdict::{ComparisonReport, GateVerdict};
@@ -472,24 +471,19 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
                 plural(regressions, "regression")
             )
         }
-        GateVerdict::Insufficient => format!(
-            "no regression; {} of {} not sensitive enough (insufficient)",
-            with(GateVerdict::Insufficient).len(),
-            plural(n, "profile")
-        ),
         GateVerdict::NoBaseline if n == 0 => "no shards to merge".to_string(),
-        GateVerdict::NoBaseline => format!(
-            "no regression; {} of {} without a baseline yet",
-            with(GateVerdict::NoBaseline).len(),
-            plural(n, "profile")
-        ),
         GateVerdict::Pass if n == 1 => "1 profile passed".to_string(),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
-        GateVerdict::Unmeasured => format!(
-            "{} of {} could not be measured well enough to decide",
-            with(GateVerdict::Unmeasured).len(),
-            plural(n, "profile")
-        ),
+        g => {
+            let (lead, what) = match g {
+                GateVerdict::Insufficient => {
+                    ("no regression; ", "not sensitive enough (insufficient)")
+                }
+                GateVerdict::NoBaseline => ("no regression; ", "without a baseline yet"),
+                _ => ("", "could not be measured well enough to decide"),
+            };
+            format!("{lead}{} of {} {what}", with(g).len(), plural(n, "profile"))
+        }
     };
     let stopped: Vec<String> = profiles
         .iter()
@@ -542,15 +536,14 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use infergate_schema::asserts::{assert_contains, assert_starts_with};
+    use infergate_schema::asserts::{assert_contains, assert_ends_with, assert_starts_with};
+    use infergate_schema::results::HardwareFingerprint;
+    use infergate_schema::verdict::{CellVerdict, fixtures};
 
     /// The shards merged under the default policy, no count expected.
     pub(crate) fn merged(shards: Vec<Shard>) -> MergedVerdict {
         merge(shards, GatePolicy::default(), None)
     }
-    use infergate_schema::results::HardwareFingerprint;
-    use infergate_schema::verdict::CellVerdict;
-    use infergate_schema::verdict::fixtures;
 
     /// A shard's comparison on a `gpu` profile with `regressed_cells` regressions.
     pub(crate) fn report(gpu: &str, gate: GateVerdict, regressed_cells: usize) -> ComparisonReport {
@@ -647,11 +640,9 @@ pub mod tests {
             let m = merge(two(), GatePolicy::new(fail_on), Some(3));
             assert_eq!(m.exit(), GateExit::Failure, "{fail_on:?}");
             assert_eq!(m.ending().verdict_word, "error");
-            assert!(
-                m.headline
-                    .starts_with("2 of 3 shards expected arrived: a shard that never arrived"),
-                "{}",
-                m.headline
+            assert_starts_with(
+                &m.headline,
+                "2 of 3 shards expected arrived: a shard that never arrived",
             );
         }
         let m = merge(two(), GatePolicy::default(), Some(2));
@@ -671,10 +662,7 @@ pub mod tests {
         ]);
         assert_eq!(m.regressions, 2);
         assert_eq!(m.profiles[1].regressions, 2);
-        assert!(
-            m.headline
-                .starts_with("1 of 3 profiles regressed (gpu-h200x1")
-        );
+        assert_starts_with(&m.headline, "1 of 3 profiles regressed (gpu-h200x1");
     }
 
     #[test]
@@ -781,12 +769,9 @@ pub mod tests {
                 assert_eq!(before.profiles[0].outcome.compare_error(), Some(why));
                 assert_eq!(before.profiles[0].outcome.gate(), None);
                 assert_eq!((before.unmeasured, before.exit()), (1, GateExit::Failure));
-                assert!(
-                    before
-                        .headline
-                        .ends_with(&format!("measured, but no verdict: {why})")),
-                    "{}",
-                    before.headline
+                assert_ends_with(
+                    &before.headline,
+                    &format!("measured, but no verdict: {why})"),
                 );
             }
         }

@@ -770,12 +770,10 @@ fn layers_also(report: &ComparisonReport, regressed: &[&CellComparison]) -> Stri
     let mut out = String::new();
     let in_prefill = in_layer(regressed, Layer::Prefill);
     if in_prefill > 0 {
-        out.push_str("; ");
-        out.push_str(&prefill_regressions(report, in_prefill));
+        out.push_str(&format!("; {}", prefill_regressions(report, in_prefill)));
     }
     if in_layer(regressed, Layer::Burst) > 0 {
-        out.push_str("; ");
-        out.push_str(&burst_regressions(regressed));
+        out.push_str(&format!("; {}", burst_regressions(regressed)));
     }
     out
 }
@@ -1590,7 +1588,7 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::asserts::{assert_ends_with, assert_starts_with};
+    use crate::asserts::{assert_contains, assert_ends_with, assert_lacks, assert_starts_with};
     use crate::verdict::fixtures::{self, insufficient, metric, pass, regression};
 
     fn commands(steps: &[NextStep]) -> Vec<&str> {
@@ -1613,13 +1611,12 @@ mod tests {
             cmds[0],
             "infergate run --config 'ci/gate config.toml' --suite pr"
         );
-        assert!(
-            cmds[1].starts_with(&format!(
+        assert_starts_with(
+            cmds[1],
+            &format!(
                 "infergate baseline add results.json && infergate baseline accept --since {} --profile {} --suite pr --note ",
                 r.candidate_runs[0], r.profile.key
-            )),
-            "{}",
-            cmds[1]
+            ),
         );
         // The embedded default needs no --config; an unknown config gives no command to guess.
         let embedded = StepContext {
@@ -1636,9 +1633,9 @@ mod tests {
             results_file: Some("out dir/results.json".into()),
             ..ctx.clone()
         };
-        assert!(
-            commands(&next_steps(&r, &console))[1]
-                .starts_with("infergate baseline add 'out dir/results.json' && "),
+        assert_starts_with(
+            commands(&next_steps(&r, &console))[1],
+            "infergate baseline add 'out dir/results.json' && ",
         );
         assert!(next_steps(&pass(), &ctx).is_empty());
     }
@@ -1659,12 +1656,8 @@ mod tests {
                 results_file: None,
             };
             let steps = next_steps(&r, &ctx);
-            assert!(steps[0].what.starts_with(said), "{}", steps[0].what);
-            assert!(
-                steps[1].what.starts_with("What would decide it: "),
-                "{}",
-                steps[1].what
-            );
+            assert_starts_with(&steps[0].what, said);
+            assert_starts_with(&steps[1].what, "What would decide it: ");
             assert_eq!(
                 steps[1].command.as_deref(),
                 Some("infergate run --config infergate.toml --suite pr --update-baseline")
@@ -1680,10 +1673,9 @@ mod tests {
             value_s: 0.0121,
         }];
         let steps = next_steps(&r, &StepContext::default());
-        assert!(
-            steps[1].what.starts_with("What would decide the latency not vouched for: a rerun on a runner no other job shares"),
-            "{}",
-            steps[1].what
+        assert_starts_with(
+            &steps[1].what,
+            "What would decide the latency not vouched for: a rerun on a runner no other job shares",
         );
     }
 
@@ -1694,19 +1686,16 @@ mod tests {
         r.prefill = vec![layer.clone()];
         r.burst = vec![layer];
         // Compared but not gated (a history without the layer): not claimed.
-        assert!(!first_line(&r).contains("prefill"), "{}", first_line(&r));
+        assert_lacks(&first_line(&r), "prefill");
         r.prefill_gated = true;
         r.burst_gated = true;
         r.prefill[0].verdict = CellVerdict::NotComparable;
-        assert!(!first_line(&r).contains("prefill"), "{}", first_line(&r));
+        assert_lacks(&first_line(&r), "prefill");
         r.prefill[0].verdict = CellVerdict::Unchanged;
-        assert!(
-            first_line(&r).starts_with(
-                "✓ no regression in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]), 1 prefill \
-                 context and the burst; this run could detect"
-            ),
-            "{}",
-            first_line(&r)
+        assert_starts_with(
+            &first_line(&r),
+            "✓ no regression in 6 cells (aggregate tok/s +0.2% [−0.6, +1.0]), 1 prefill context \
+             and the burst; this run could detect",
         );
     }
 
@@ -1723,11 +1712,7 @@ mod tests {
         // Two cells that both regressed are "both", not "all 2".
         let mut two = regression();
         two.cells.truncate(2);
-        assert!(
-            first_line(&two).contains("in both cells, confirmed"),
-            "{}",
-            first_line(&two)
-        );
+        assert_contains(&first_line(&two), "in both cells, confirmed");
         let thin = first_line(&insufficient());
         assert_starts_with(&thin, "? insufficient: no regression proven in 6 cells");
         assert_ends_with(
@@ -1757,11 +1742,7 @@ mod tests {
             r.cells[i].verdict = CellVerdict::Regression;
             r.cells[i].metrics[0] = r.cells[5].metrics[0].clone();
         }
-        assert!(
-            first_line(&r).ends_with("; 3 of 6 cells regressed (the 8k row)"),
-            "{}",
-            first_line(&r)
-        );
+        assert_ends_with(&first_line(&r), "; 3 of 6 cells regressed (the 8k row)");
         // And under a matrix-wide regression, beside the worst cell; a column is named too.
         let mut m = regression();
         for c in &mut m.cells {
@@ -1769,10 +1750,9 @@ mod tests {
                 c.verdict = CellVerdict::Unchanged;
             }
         }
-        assert!(
-            first_line(&m).contains("2 of them regressed (the C=2 column; worst"),
-            "{}",
-            first_line(&m)
+        assert_contains(
+            &first_line(&m),
+            "2 of them regressed (the C=2 column; worst",
         );
     }
 
@@ -1811,11 +1791,7 @@ mod tests {
         broken.gate = GateVerdict::Unmeasured;
         broken.cells[3].verdict = CellVerdict::ErrorRegression;
         broken.cells[3].reason = Some(CellReason::Recorded("error now: stream reset".into()));
-        assert!(
-            first_line(&broken).ends_with("; 1 error regression (C=1 / 8k)"),
-            "{}",
-            first_line(&broken)
-        );
+        assert_ends_with(&first_line(&broken), "; 1 error regression (C=1 / 8k)");
         let mut none = pass();
         none.gate = GateVerdict::NoBaseline;
         for c in &mut none.cells {
@@ -1847,22 +1823,17 @@ mod tests {
         young.gate = GateVerdict::Insufficient;
         young.cells[5].history_too_short = true;
         young.cells[5].verdict = CellVerdict::Inconclusive;
-        assert!(
-            first_line(&young).starts_with(
-                "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=4 / 8k); \
-                 no regression proven in"
-            ),
-            "{}",
-            first_line(&young)
+        assert_starts_with(
+            &first_line(&young),
+            "? insufficient: too few baseline runs to judge 1 cell now at its limit (C=4 / 8k); \
+             no regression proven in",
         );
         for c in &mut r.cells {
             c.provisional = true;
         }
-        assert!(
-            first_line(&r)
-                .contains("decides 6 provisional alarms (C=1 / 0, C=2 / 0, C=4 / 0, …); "),
-            "{}",
-            first_line(&r)
+        assert_contains(
+            &first_line(&r),
+            "decides 6 provisional alarms (C=1 / 0, C=2 / 0, C=4 / 0, …); ",
         );
     }
 

@@ -97,13 +97,10 @@ impl GatePolicy {
         };
         // An unmeasured candidate is not a verdict on the build but the lack of one: a
         // measurement failure under every `fail_on`, like an engine that did not start.
-        let (exit, conclusion) = if failed || cancelled || verdict == GateVerdict::Unmeasured {
-            let conclusion = if cancelled && !failed {
-                Conclusion::Cancelled
-            } else {
-                Conclusion::Failure
-            };
-            (GateExit::Failure, conclusion)
+        let (exit, conclusion) = if cancelled && !failed {
+            (GateExit::Failure, Conclusion::Cancelled)
+        } else if failed || verdict == GateVerdict::Unmeasured {
+            (GateExit::Failure, Conclusion::Failure)
         } else if blocks {
             (GateExit::Regression, Conclusion::Failure)
         } else if verdict == GateVerdict::Pass {

@@ -1656,7 +1656,7 @@ pub fn duration_label(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::asserts::{assert_contains, assert_lacks};
+    use crate::asserts::{assert_contains, assert_lacks, assert_starts_with};
 
     #[test]
     fn durations_under_a_second_are_in_milliseconds() {
@@ -1767,10 +1767,7 @@ mod tests {
         longer.timing.duration_s = 60.0;
         let c = ProfileKey::derive(gpu("NVIDIA H200"), "vllm", "Qwen/Qwen3-8B", &longer);
         assert_eq!(a.key, c.key);
-        assert!(
-            a.key
-                .starts_with("gpu-nvidia-h200x1__vllm__qwen-qwen3-8b__m")
-        );
+        assert_starts_with(&a.key, "gpu-nvidia-h200x1__vllm__qwen-qwen3-8b__m");
     }
 
     #[test]

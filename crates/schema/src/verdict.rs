@@ -1639,10 +1639,11 @@ pub mod fixtures {
     /// The default job's 3 × 2 matrix (C = 1, 2, 4 × contexts 0, 8k), every cell `change` ± 1.2%
     /// with `verdict`; per-user tok/s and ITL as the simulated engine serves them.
     pub fn cells(change: f64, verdict: CellVerdict) -> Vec<CellComparison> {
+        use CellVerdict::Unchanged;
         let mut out = Vec::new();
         for ctx in [0u64, 8192] {
             for conc in [1u32, 2, 4] {
-                let per_user = 750.0 / f64::from(conc);
+                let (tps, per_user) = (750.0 * f64::from(conc), 750.0 / f64::from(conc));
                 out.push(CellComparison {
                     concurrency: conc,
                     context_tokens: ctx,
@@ -1652,28 +1653,10 @@ pub mod fixtures {
                     history_too_short: false,
                     not_compared: None,
                     metrics: vec![
-                        metric(
-                            Metric::AggregateTps,
-                            750.0 * f64::from(conc),
-                            change,
-                            0.012,
-                            verdict,
-                        ),
-                        metric(
-                            Metric::PerUserTps,
-                            per_user,
-                            change,
-                            0.012,
-                            CellVerdict::Unchanged,
-                        ),
-                        metric(Metric::TtftP90, 0.045, 0.02, 0.03, CellVerdict::Unchanged),
-                        metric(
-                            Metric::ItlP90,
-                            1.1 / per_user,
-                            -change,
-                            0.01,
-                            CellVerdict::Unchanged,
-                        ),
+                        metric(Metric::AggregateTps, tps, change, 0.012, verdict),
+                        metric(Metric::PerUserTps, per_user, change, 0.012, Unchanged),
+                        metric(Metric::TtftP90, 0.045, 0.02, 0.03, Unchanged),
+                        metric(Metric::ItlP90, 1.1 / per_user, -change, 0.01, Unchanged),
                     ],
                 });
             }

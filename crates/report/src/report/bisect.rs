@@ -94,9 +94,7 @@ pub fn text(r: &BisectRecord) -> String {
                 if c.moved { "yes" } else { "no" }.into(),
             ]);
         }
-        out.push_str("cells (aggregate tok/s):\n");
-        out.push_str(&cells.to_string());
-        out.push('\n');
+        out.push_str(&format!("cells (aggregate tok/s):\n{cells}\n"));
     }
     let mut boots = fitted_table(vec![
         "boot", "role", "commit", "build", "cells", "answer", "position", "z",
@@ -145,9 +143,9 @@ pub fn text(r: &BisectRecord) -> String {
         ]);
     }
     align_right(&mut boots, [0, 4, 6, 7]);
-    out.push_str("boots (position: 0 = good level, 1 = bad level):\n");
-    out.push_str(&boots.to_string());
-    out.push('\n');
+    out.push_str(&format!(
+        "boots (position: 0 = good level, 1 = bad level):\n{boots}\n"
+    ));
     out
 }
 

@@ -172,8 +172,7 @@ pub fn text(groups: &[GroupChanges]) -> String {
         if !g.history.change_points.is_empty() {
             let mut table = fitted_table(HEADER.to_vec());
             table.add_rows(g.history.change_points.iter().map(row));
-            out.push_str(&table.to_string());
-            out.push('\n');
+            out.push_str(&format!("{table}\n"));
         }
         out.push('\n');
     }

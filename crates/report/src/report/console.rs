@@ -109,13 +109,9 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
 
 /// The run's GPU telemetry on the console ([`crate::report::layout::telemetry_text`], wrapped).
 pub fn telemetry_line(t: &TelemetrySummary) -> Option<String> {
-    let text = crate::report::layout::telemetry_text(t)?;
-    Some(wrap(
-        &format!(
-            "telemetry: {}",
-            infergate_io::untrusted_text::console(&text)
-        ),
-        2,
+    Some(kind_line(
+        "telemetry",
+        &crate::report::layout::telemetry_text(t)?,
     ))
 }
 
@@ -281,9 +277,9 @@ fn matrix_table(results: &RunResults) -> String {
             agg.add_row(detail);
         }
     }
-    out.push_str(&agg.to_string());
-    out.push('\n');
-    out.push_str("Per-user tok/s (p50 over streams: tokens after a request's first / their time, ≈ 1 / TPOT)\n");
+    out.push_str(&format!(
+        "{agg}\nPer-user tok/s (p50 over streams: tokens after a request's first / their time, ≈ 1 / TPOT)\n"
+    ));
     let mut pu = new_table(&cs);
     for &l in &ls {
         let mut row = vec![context_label(l)];
@@ -293,8 +289,7 @@ fn matrix_table(results: &RunResults) -> String {
         );
         pu.add_row(row);
     }
-    out.push_str(&pu.to_string());
-    out.push('\n');
+    out.push_str(&format!("{pu}\n"));
     push_legend(&mut out, results);
     push_not_ok(&mut out, results);
     out

@@ -80,9 +80,7 @@ pub fn text(h: &BaselineHistory) -> String {
         ),
         2,
     );
-    out.push('\n');
-    out.push_str(&rendered);
-    out.push('\n');
+    out.push_str(&format!("\n{rendered}\n"));
     push_wrapped(&mut out, &format!("Runs: {}", h.runs[from..].join(", ")), 2);
     out
 }
@@ -106,7 +104,7 @@ pub fn markdown(h: &BaselineHistory) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infergate_schema::asserts::assert_contains;
+    use infergate_schema::asserts::{assert_contains, assert_lacks};
     use infergate_store::baseline::history::CellHistory;
 
     fn sample() -> BaselineHistory {
@@ -169,10 +167,8 @@ mod tests {
         let t = text(&h);
         assert!(crate::report::console::fits(&t), "{t}");
         assert_contains(&t, "the newest ");
-        assert!(
-            t.contains("07-20 19:47") && !t.contains("07-11 19:47"),
-            "{t}"
-        );
+        assert_contains(&t, "07-20 19:47");
+        assert_lacks(&t, "07-11 19:47");
         assert!(t.contains("r10") && !t.contains("r1,"), "{t}");
         assert!(markdown(&h).contains("07-11 19:47"));
     }

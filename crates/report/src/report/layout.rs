@@ -933,8 +933,7 @@ pub(crate) fn console(l: &GateLayout) -> String {
     let mut out = wrap(&l.first_line, 2);
     out.push('\n');
     if let Some(g) = &l.grid {
-        out.push_str(&l.grid_caption);
-        out.push('\n');
+        out.push_str(&format!("{}\n", l.grid_caption));
         let mut header = vec!["ctx \\ C".to_string()];
         header.extend(g.concurrency.iter().map(u32::to_string));
         let mut table = fitted_table(header);
@@ -951,8 +950,7 @@ pub(crate) fn console(l: &GateLayout) -> String {
             table.add_row(row);
         }
         align_right(&mut table, 1..=g.concurrency.len());
-        out.push_str(&table.to_string());
-        out.push('\n');
+        out.push_str(&format!("{table}\n"));
     }
     if !l.legend.is_empty() {
         push_wrapped(&mut out, &legend_text(&l.legend), 2);
@@ -979,8 +977,7 @@ pub(crate) fn console(l: &GateLayout) -> String {
         ("Burst layer (change vs baseline):", &l.burst),
     ] {
         if !rows.is_empty() {
-            out.push_str(title);
-            out.push('\n');
+            out.push_str(&format!("{title}\n"));
         }
         for r in rows {
             push_wrapped(
@@ -1004,8 +1001,7 @@ pub(crate) fn console(l: &GateLayout) -> String {
             let colon = if step.command.is_some() { ":" } else { "" };
             push_wrapped(&mut out, &format!("  {}{colon}", step.what), 4);
             if let Some(cmd) = &step.command {
-                out.push_str(&shell_lines(cmd, 4));
-                out.push('\n');
+                out.push_str(&format!("{}\n", shell_lines(cmd, 4)));
             }
         }
     }
@@ -1078,13 +1074,11 @@ pub(crate) fn markdown_body(l: &GateLayout, before_details: &str, extra_details:
     markdown_grid(&mut out, l);
     markdown_layers(&mut out, l);
     if !l.legend.is_empty() {
-        out.push_str(&escape(&legend_text(&l.legend)));
-        out.push_str("\n\n");
+        out.push_str(&format!("{}\n\n", escape(&legend_text(&l.legend))));
     }
     markdown_next_steps(&mut out, l);
     if !before_details.is_empty() {
-        out.push_str(before_details);
-        out.push('\n');
+        out.push_str(&format!("{before_details}\n"));
     }
     out.push_str("<details><summary>Details</summary>\n\n");
     markdown_secondary(&mut out, l);
@@ -1195,9 +1189,10 @@ fn markdown_next_steps(out: &mut String, l: &GateLayout) {
 /// The significant changes of latency and other secondary metrics, as a table in Details.
 fn markdown_secondary(out: &mut String, l: &GateLayout) {
     if !l.secondary.is_empty() {
-        out.push_str("Latency and other metrics (significant changes only):\n\n");
-        out.push_str("| cell | metric | baseline → now | change [interval, %] |\n");
-        out.push_str("|---|---|---:|---:|\n");
+        out.push_str(
+            "Latency and other metrics (significant changes only):\n\n\
+             | cell | metric | baseline → now | change [interval, %] |\n|---|---|---:|---:|\n",
+        );
         for s in &l.secondary {
             out.push_str(&markdown_row(
                 &[s.cell.as_str(), s.metric, &s.values, &s.change].map(escape),

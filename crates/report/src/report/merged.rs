@@ -85,21 +85,17 @@ fn hardware(profile: &ProfileKey) -> String {
 /// profile rendered by [`crate::report::verdict_table::markdown`]. Profile keys, suites,
 /// headlines and stop reasons come from engine and config text, so every one is escaped.
 pub fn markdown(merged: &MergedVerdict) -> String {
-    let mut out = String::new();
-    out.push_str(MARKDOWN_MARKER);
-    out.push('\n');
     let badge = if merged.ending().verdict_word == "error" {
         "⛔ no verdict"
     } else {
         gate_badge(merged.gate)
     };
-    out.push_str(&format!(
-        "## infergate: {badge} ({})\n\n{}\n\n",
+    let mut out = format!(
+        "{MARKDOWN_MARKER}\n## infergate: {badge} ({})\n\n{}\n\n\
+         | Profile | Suite | Verdict | Regressions | Headline |\n|---|---|---|---:|---|\n",
         merged.profiles.len(),
         escape(&merged.headline)
-    ));
-    out.push_str("| Profile | Suite | Verdict | Regressions | Headline |\n");
-    out.push_str("|---|---|---|---:|---|\n");
+    );
     let suite = |p: &ProfileVerdict| escape(p.outcome.suite().unwrap_or(NO_VALUE));
     for p in &merged.profiles {
         out.push_str(&format!(
@@ -114,12 +110,9 @@ pub fn markdown(merged: &MergedVerdict) -> String {
     for p in &merged.profiles {
         let profile = p.outcome.profile();
         out.push_str(&format!(
-            "\n### {} — {}\n\n",
+            "\n### {} — {}\n\nHardware: {} · engine: {} · model: {} · suite: {}\n\n",
             escape(&profile.key),
-            profile_badge(p)
-        ));
-        out.push_str(&format!(
-            "Hardware: {} · engine: {} · model: {} · suite: {}\n\n",
+            profile_badge(p),
             escape(&hardware(profile)),
             escape(&profile.engine),
             escape(&profile.model),
@@ -129,13 +122,11 @@ pub fn markdown(merged: &MergedVerdict) -> String {
             ShardOutcome::Compared { report } => {
                 out.push_str(&crate::report::verdict_table::markdown(report));
             }
-            ShardOutcome::NotCompared { .. } => {
-                out.push_str(&format!(
-                    "{} (results: `{}`)\n",
-                    escape(&profile_headline(p)),
-                    escape(p.results.as_deref().unwrap_or(&p.source))
-                ));
-            }
+            ShardOutcome::NotCompared { .. } => out.push_str(&format!(
+                "{} (results: `{}`)\n",
+                escape(&profile_headline(p)),
+                escape(p.results.as_deref().unwrap_or(&p.source))
+            )),
         }
         if !out.ends_with('\n') {
             out.push('\n');
@@ -179,8 +170,7 @@ pub fn github_outputs(merged: &MergedVerdict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::tests::merged as merge;
-    use crate::merge::tests::{not_compared, report, shard};
+    use crate::merge::tests::{merged as merge, not_compared, report, shard};
     use infergate_schema::asserts::{assert_contains, assert_starts_with};
 
     #[test]
@@ -261,12 +251,11 @@ mod tests {
             &md,
             "| ⛔ no verdict | 0 | measured, but no verdict: comparison with the baseline failed",
         );
-        assert!(
-            text(&m).contains("without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but no verdict: comparison")
-                && text(&m).contains("; compared: 1 profile passed"),
-            "{}",
-            text(&m)
+        assert_contains(
+            &text(&m),
+            "without a verdict (gpu-rtx-5090x1__vllm__m__mabc: measured, but no verdict: comparison",
         );
+        assert_contains(&text(&m), "; compared: 1 profile passed");
         assert_contains(&t, "  no_baseline      0 regressions  gpu-rtx-5090x1");
     }
 }

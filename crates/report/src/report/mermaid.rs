@@ -179,9 +179,8 @@ pub fn throughput_chart(
             .filter_map(|r| value(r, *coord))
             .collect();
         let band = verdict.and_then(|v| band(v, *coord));
-        out.push_str("```mermaid\n");
-        out.push_str(&cell_chart(*coord, &labels, &values, band, title_last));
-        out.push_str("```\n\n");
+        let chart = cell_chart(*coord, &labels, &values, band, title_last);
+        out.push_str(&format!("```mermaid\n{chart}```\n\n"));
     }
     out.push_str(&format!(
         "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, \

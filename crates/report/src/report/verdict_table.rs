@@ -38,10 +38,9 @@ mod tests {
     use infergate_schema::results::{HardwareFingerprint, ProfileKey};
     use infergate_schema::verdict::fixtures::{self, metric};
     use infergate_schema::verdict::{
-        BaselineSummary, DecisionBasis, GateVerdict, MatrixTest, Metric, MetricComparison,
-        RuleSummary,
+        BaselineSummary, CellComparison, CellVerdict, DecisionBasis, GateVerdict, MatrixTest,
+        Metric, MetricComparison, RuleSummary,
     };
-    use infergate_schema::verdict::{CellComparison, CellVerdict};
 
     fn cell(
         conc: u32,

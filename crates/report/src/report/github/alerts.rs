@@ -240,9 +240,8 @@ pub(crate) fn body(a: &Alert<'_>, state: AlertState, compare_base: Option<&str>)
     if let Some(u) = &a.change.until_run_id {
         out.push_str(&format!("{UNTIL_PREFIX}{} -->\n", marker_part(u)));
     }
-    out.push('\n');
     out.push_str(&format!(
-        "**infergate found a change point** in the nightly history of profile {} / suite {}.\n\n",
+        "\n**infergate found a change point** in the nightly history of profile {} / suite {}.\n\n",
         md(&a.group.profile_key),
         md(&a.group.suite)
     ));
@@ -286,9 +285,8 @@ fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
         Some(sha) => format!("{} (commit {})", md(run), md(sha)),
         None => md(run),
     };
-    out.push_str("| | |\n|---|---|\n");
     out.push_str(&format!(
-        "| series | {} of {} |\n",
+        "| | |\n|---|---|\n| series | {} of {} |\n",
         metric_name(c.metric),
         scope_label(&c.scope)
     ));
@@ -942,10 +940,8 @@ mod tests {
         );
         assert_starts_with(&text, &alerts[0].key.marker());
         assert_contains(&text, "c29..c30");
-        assert!(
-            text.contains("C=4 / 8k") && text.contains("C=16 / 8k"),
-            "{text}"
-        );
+        assert_contains(&text, "C=4 / 8k");
+        assert_contains(&text, "C=16 / 8k");
         assert_contains(&text, "−3.0%");
         assert!(text.contains("--since r30 --profile h200-vllm --suite nightly"));
     }

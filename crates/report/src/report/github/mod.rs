@@ -659,8 +659,7 @@ impl GithubReporter {
         let previously = existing
             .as_ref()
             .and_then(|c| c.body.as_deref())
-            .map(render::previous_regressions)
-            .unwrap_or(0);
+            .map_or(0, render::previous_regressions);
         let body = render::comment_body(name, outcome, links, previously);
         let result = match existing {
             Some(c) => comment::update(&api, c.id, &body).await,

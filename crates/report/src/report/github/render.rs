@@ -82,11 +82,10 @@ impl Outcome<'_> {
             "Run cancelled".to_string()
         } else if self.results.status == RunStatus::InProgress {
             "Gate error: the run did not finish (the gate was stopped mid-matrix)".to_string()
+        } else if let Some(v) = self.verdict {
+            one_line(&infergate_schema::answer::first_line(v))
         } else {
-            match self.verdict {
-                Some(v) => one_line(&infergate_schema::answer::first_line(v)),
-                None => "No baseline yet: nothing to compare with".to_string(),
-            }
+            "No baseline yet: nothing to compare with".to_string()
         }
     }
 
@@ -373,26 +372,22 @@ pub fn comment_body(
     links: &Links,
     previously: usize,
 ) -> String {
-    let conclusion = outcome.conclusion();
     let mut out = format!(
-        "{}\n{}\n",
+        "{}\n{}\n### {}\n\n",
         comment_marker(check_name),
-        comment_state(outcome.regressions())
+        comment_state(outcome.regressions()),
+        escape(&heading(outcome))
     );
-    let fixed = previously > 0 && outcome.regressions() == 0 && conclusion == Conclusion::Success;
-    let title = escape(&heading(outcome));
-    if fixed {
+    if previously > 0 && outcome.regressions() == 0 && outcome.conclusion() == Conclusion::Success {
         let sha = links
             .head_sha
             .as_deref()
             .map(|s| format!(" in `{}`", escape_code(short_sha(s))))
             .unwrap_or_default();
         out.push_str(&format!(
-            "### {title}\n\n✅ Fixed{sha}: the previous run had {}.\n\n",
+            "✅ Fixed{sha}: the previous run had {}.\n\n",
             plural(previously, "regression")
         ));
-    } else {
-        out.push_str(&format!("### {title}\n\n"));
     }
     out.push_str(&name_and_links(check_name, links));
     out.push_str(&matrix_markdown(outcome, links, None));
@@ -431,8 +426,7 @@ pub fn job_summary(
 ) -> String {
     let mut out = format!("## {}\n\n", escape(&heading(outcome)));
     out.push_str(&name_and_links(check_name, links));
-    out.push_str(&matrix_markdown(outcome, links, chart));
-    out.push('\n');
+    out.push_str(&format!("{}\n", matrix_markdown(outcome, links, chart)));
     truncate_markdown(&out, STEP_SUMMARY_LIMIT, links.full_report())
 }
 

@@ -299,9 +299,10 @@ fn an_annotation_says_a_cell_moved_with_the_matrix_once() {
     r.cells[0].reason =
         Some("with the matrix: −9.6% (regression); aggregate tok/s −9.6% in total".into());
     let message = cell_message(&r.cells[0], 0.90);
-    assert!(
-        message.starts_with("aggregate tok/s ") && message.contains("(−9.6%; 90% interval [−10.8, −8.4]; margin 3.0%); with the matrix: −9.6% (regression)"),
-        "{message}"
+    assert_starts_with(&message, "aggregate tok/s ");
+    assert_contains(
+        &message,
+        "(−9.6%; 90% interval [−10.8, −8.4]; margin 3.0%); with the matrix: −9.6% (regression)",
     );
     assert_lacks(&message, "total −9.6%");
 }
@@ -448,12 +449,8 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
     r.cells[2].metrics[3].verdict = Regression;
     let l = layout(&r);
     assert_contains(&l.first_line, "; ITL p90 in all 6)");
-    assert!(
-        l.latency[0].change.starts_with("✗ ")
-            && l.latency[0].change.contains(", 1 regressed (C=4 / 0)"),
-        "{:?}",
-        l.latency[0]
-    );
+    assert_starts_with(&l.latency[0].change, "✗ ");
+    assert_contains(&l.latency[0].change, ", 1 regressed (C=4 / 0)");
 
     // A metric gated in no cell is neither named nor tabled (Details say why).
     for c in &mut r.cells {
