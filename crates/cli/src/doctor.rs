@@ -408,21 +408,19 @@ mod tests {
 
     #[test]
     fn metrics_flavor_is_detected_from_names() {
-        assert_eq!(
-            metrics_flavor("# HELP x\nvllm:num_requests_running 1\n"),
-            "vllm"
-        );
-        assert_eq!(metrics_flavor("sglang:num_running_reqs 2\n"), "sglang");
-        assert_eq!(
-            metrics_flavor("llamacpp:requests_processing 0\n"),
-            "llamacpp"
-        );
-        assert_eq!(metrics_flavor("process_cpu_seconds_total 3\n"), "unknown");
-        assert_eq!(metrics_flavor("trtllm_num_requests_running 2\n"), "trtllm");
-        assert_eq!(
-            metrics_flavor(r#"[{"iter":3,"numActiveRequests":2}]"#),
-            "trtllm-iteration-stats"
-        );
+        for (text, flavor) in [
+            ("# HELP x\nvllm:num_requests_running 1\n", "vllm"),
+            ("sglang:num_running_reqs 2\n", "sglang"),
+            ("llamacpp:requests_processing 0\n", "llamacpp"),
+            ("process_cpu_seconds_total 3\n", "unknown"),
+            ("trtllm_num_requests_running 2\n", "trtllm"),
+            (
+                r#"[{"iter":3,"numActiveRequests":2}]"#,
+                "trtllm-iteration-stats",
+            ),
+        ] {
+            assert_eq!(metrics_flavor(text), flavor, "{text}");
+        }
     }
 
     #[tokio::test]

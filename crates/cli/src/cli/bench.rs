@@ -250,18 +250,9 @@ mod tests {
     /// `run` baselines of that matrix (and the other way round).
     #[test]
     fn bench_with_default_flags_matches_a_run_suite_of_the_same_matrix() {
-        let cli = Cli::try_parse_from([
-            "bench",
-            "--url",
-            "http://127.0.0.1:8000",
-            "--out",
-            "results.json",
-            "--concurrency",
-            "1,2,4",
-            "--contexts",
-            "0,8k",
-        ])
-        .unwrap();
+        let argv = "bench --url http://127.0.0.1:8000 --out results.json --concurrency 1,2,4 \
+                    --contexts 0,8k";
+        let cli = Cli::try_parse_from(argv.split_whitespace()).unwrap();
         let (_, opts) = options_from_args(&cli.bench).unwrap();
         let config = infergate_config::config::GateConfig::parse(
             "model = \"m\"\n\

@@ -73,9 +73,7 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
             (good, bad, prior)
         }
         (None, Some(g), Some(b)) => (g, b, None),
-        _ => {
-            return Err(usage("give --good and --bad, or --from-change RUN_ID"));
-        }
+        _ => return Err(usage("give --good and --bad, or --from-change RUN_ID")),
     };
     let config = super::run::load_config(args.config.as_deref())?;
     let plan = BisectPlan::new(BisectRequest {

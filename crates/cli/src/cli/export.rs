@@ -48,15 +48,12 @@ pub struct ExportArgs {
 pub async fn execute(args: ExportArgs) -> anyhow::Result<GateExit> {
     let runs =
         infergate_store::import::load_results(&args.results).map_err(|e| usage(e.to_string()))?;
-    let run = match runs.as_slice() {
-        [one] => one,
-        _ => {
-            return Err(usage(format!(
-                "{}: holds {} runs; export renders one run",
-                args.results.display(),
-                runs.len()
-            )));
-        }
+    let [run] = runs.as_slice() else {
+        return Err(usage(format!(
+            "{}: holds {} runs; export renders one run",
+            args.results.display(),
+            runs.len()
+        )));
     };
     // Fail closed on a run whose gate was stopped: its figures are the cells done before, no
     // measurement of the matrix. JUnit still gets its report, with the run as an error case

@@ -81,6 +81,5 @@ fn append(path: &Path, text: &str) -> anyhow::Result<()> {
         .open(path)
         .with_context(|| format!("opening {} for appending", path.display()))?;
     f.write_all(text.as_bytes())
-        .with_context(|| format!("appending to {}", path.display()))?;
-    Ok(())
+        .with_context(|| format!("appending to {}", path.display()))
 }

@@ -192,27 +192,18 @@ mod tests {
         args: SimArgs,
     }
 
-    fn parse(argv: &[&str]) -> anyhow::Result<SimOptions> {
-        let w = Wrap::try_parse_from(std::iter::once("sim").chain(argv.iter().copied()))?;
+    /// `sim` with the flags of `argv`, split at spaces.
+    fn parse(argv: &str) -> anyhow::Result<SimOptions> {
+        let w = Wrap::try_parse_from(std::iter::once("sim").chain(argv.split_whitespace()))?;
         options_from_args(&w.args)
     }
 
     #[test]
     fn flags_reach_the_options() {
-        let o = parse(&[
-            "--profile",
-            "ldb-rtx5090",
-            "--slowdown",
-            "1.1",
-            "--time-scale",
-            "50",
-            "--fault",
-            "http-500=0.5",
-            "--fault",
-            "never-ready",
-            "--usage-mode",
-            "final-only",
-        ])
+        let o = parse(
+            "--profile ldb-rtx5090 --slowdown 1.1 --time-scale 50 --fault http-500=0.5 \
+             --fault never-ready --usage-mode final-only",
+        )
         .unwrap();
         assert_eq!(o.profile.name, "ldb-rtx5090");
         assert_eq!(o.slowdown, 1.1);
@@ -225,7 +216,7 @@ mod tests {
     #[test]
     fn slowdown_takes_a_factor_or_a_percentage() {
         for (text, factor) in [("1.1", 1.1), ("10%", 1.1), ("-5%", 0.95), ("0.95", 0.95)] {
-            let o = parse(&["--slowdown", text]).unwrap();
+            let o = parse(&format!("--slowdown {text}")).unwrap();
             assert!(
                 (o.slowdown - factor).abs() < 1e-12,
                 "{text}: {}",
@@ -237,15 +228,15 @@ mod tests {
             assert!(e.contains("1.10"), "{bad}: {e}");
             assert!(!e.contains("0.05"), "{bad}: {e}");
         }
-        assert!(parse(&["--slowdown", "10x"]).is_err());
+        assert!(parse("--slowdown 10x").is_err());
     }
 
     #[test]
     fn bad_flags_are_usage_errors() {
         for argv in [
-            &["--fault", "http-500=3"][..],
-            &["--time-scale=-1"],
-            &["--profile", "no-such-profile"],
+            "--fault http-500=3",
+            "--time-scale=-1",
+            "--profile no-such-profile",
         ] {
             let e = parse(argv).unwrap_err();
             assert_eq!(

@@ -212,18 +212,11 @@ mod tests {
 
     /// `{infergate} sim --profile test --time-scale 10 EXTRA...`, its log in `dir`.
     fn launch(dir: &std::path::Path, extra: &[&str]) -> EngineLaunch {
-        let argv: Vec<String> = [
-            "infergate",
-            "sim",
-            "--profile",
-            "test",
-            "--time-scale",
-            "10",
-        ]
-        .iter()
-        .chain(extra)
-        .map(|a| a.to_string())
-        .collect();
+        let argv: Vec<String> = "infergate sim --profile test --time-scale 10"
+            .split(' ')
+            .chain(extra.iter().copied())
+            .map(String::from)
+            .collect();
         EngineLaunch {
             display: argv.join(" "),
             argv,
@@ -277,27 +270,16 @@ mod tests {
 
     #[test]
     fn the_flags_of_the_command_reach_the_simulator() {
-        let argv: Vec<String> = [
-            "/bin/infergate",
-            "sim",
-            "--profile",
-            "test",
-            "--slowdown",
-            "10%",
-        ]
-        .map(String::from)
-        .to_vec();
-        let opts = options_of(&argv).expect("options");
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let opts = options_of(&words("/bin/infergate sim --profile test --slowdown 10%"))
+            .expect("options");
         assert_eq!(opts.profile.name, "test");
         assert!((opts.slowdown - 1.1).abs() < 1e-12);
         let shell: Vec<String> = ["sh", "-c", "exec infergate serve"]
             .map(String::from)
             .to_vec();
         assert!(options_of(&shell).is_err());
-        let crash: Vec<String> = ["x", "sim", "--fault", "crash-after=1"]
-            .map(String::from)
-            .to_vec();
-        let e = options_of(&crash).expect_err("crash-after refused");
+        let e = options_of(&words("x sim --fault crash-after=1")).expect_err("crash-after refused");
         assert!(e.to_string().contains("process engine"), "{e}");
     }
 }

@@ -934,28 +934,24 @@ fn targets(report: &EvalReport) -> Vec<TargetCheck> {
 /// On heavy-tailed cells the gate finds one cell 10% slower at least as often as the best rule
 /// users know does at the gate's own A/A rate and budget (issue 56).
 fn peer_targets(report: &EvalReport) -> Vec<TargetCheck> {
-    let mut out = Vec::new();
-    for c in report
+    let single = Scenario::SingleCell(-0.10);
+    report
         .conditions
         .iter()
         .filter(|c| ["t3 cells", T3_SLOW_BOOTS].contains(&c.condition.as_str()))
-    {
-        let single = Scenario::SingleCell(-0.10);
-        let (Some((rule, peer)), Some(o)) =
-            (best_peer(c, single), report.outcome(&c.condition, single))
-        else {
-            continue;
-        };
-        out.push(TargetCheck {
-            description: format!(
-                "single cell -10% found >= the best peer at the gate's A/A rate and budget \
-                 ({rule}: {:.1}%)",
-                100.0 * peer
-            ),
-            condition: c.condition.clone(),
-            measured: o.regression_rate,
-            met: o.regression_rate >= peer,
-        });
-    }
-    out
+        .filter_map(|c| {
+            let (rule, peer) = best_peer(c, single)?;
+            let o = report.outcome(&c.condition, single)?;
+            Some(TargetCheck {
+                description: format!(
+                    "single cell -10% found >= the best peer at the gate's A/A rate and budget \
+                     ({rule}: {:.1}%)",
+                    100.0 * peer
+                ),
+                condition: c.condition.clone(),
+                measured: o.regression_rate,
+                met: o.regression_rate >= peer,
+            })
+        })
+        .collect()
 }

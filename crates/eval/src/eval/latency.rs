@@ -181,8 +181,7 @@ fn scenario(
             .map(|i| run(format!("t{t}-b{i}"), runner, (1.0, 1.0), &mut rng, &n))
             .collect();
         let busy = 1.0 + runner.busy_max * rng.random::<f64>();
-        let busy_first = rng.random::<bool>();
-        let (f1, f2) = if busy_first {
+        let (f1, f2) = if rng.random::<bool>() {
             (shift * busy, shift)
         } else {
             (shift, shift * busy)
@@ -196,10 +195,9 @@ fn scenario(
             std::slice::from_ref(&first),
             Some((std::slice::from_ref(&second), "second boot")),
         )?;
-        let (report, used) = (judged.report, judged.used_second);
-        listed += usize::from(lists_a_change(&report));
-        regressions += usize::from(report.gate == GateVerdict::Regression);
-        twice += usize::from(used);
+        listed += usize::from(lists_a_change(&judged.report));
+        regressions += usize::from(judged.report.gate == GateVerdict::Regression);
+        twice += usize::from(judged.used_second);
     }
     let rate = |k: usize| k as f64 / trials.max(1) as f64;
     Ok(LatencyOutcome {

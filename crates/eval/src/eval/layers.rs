@@ -71,6 +71,14 @@ impl LayerPlant {
             }
         }
     }
+
+    fn part(&self) -> Part {
+        match self {
+            LayerPlant::Decode(_) => Part::Decode,
+            LayerPlant::PrefillSlower(_) => Part::Prefill,
+            LayerPlant::BurstTtft(_) => Part::BurstTtft,
+        }
+    }
 }
 
 /// Which part of the gate's report said regression.
@@ -80,16 +88,6 @@ enum Part {
     Prefill,
     BurstTtft,
     BurstTps,
-}
-
-impl LayerPlant {
-    fn part(&self) -> Part {
-        match self {
-            LayerPlant::Decode(_) => Part::Decode,
-            LayerPlant::PrefillSlower(_) => Part::Prefill,
-            LayerPlant::BurstTtft(_) => Part::BurstTtft,
-        }
-    }
 }
 
 /// The parts of `report` that regressed.

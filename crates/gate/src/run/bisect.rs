@@ -312,13 +312,11 @@ async fn run_command(
 /// to `err`, isolated from the gate's outputs under root, and killed when the gate dies.
 fn supervised(argv: &[String], workdir: &Path, exe: &Path, stdout: &Path, err: File) -> Command {
     let mut cmd = Command::new(exe);
-    cmd.arg("__supervise")
-        .arg("--parent")
+    cmd.args(["__supervise", "--parent"])
         .arg(std::process::id().to_string())
         // What a finished command left running is killed at once: a build is done when its
         // leader exits.
-        .arg("--grace-ms")
-        .arg("0")
+        .args(["--grace-ms", "0"])
         .arg("--stdout-file")
         .arg(stdout);
     // Under root, the command sees the gate's outputs as an empty, read-only directory, in a
@@ -585,14 +583,13 @@ impl BisectPlan {
         let (boot, results) = self.boot(ctx, rev, role, progress, cancel).await;
         let failure = boot.failure.clone();
         ctx.boots.push(boot);
-        match results {
-            Some(run) => Ok(run),
-            None => Err(format!(
+        results.ok_or_else(|| {
+            format!(
                 "the {} revision {rev} could not be measured: {}",
                 role.as_str(),
                 failure.unwrap_or_default()
-            )),
-        }
+            )
+        })
     }
 
     pub async fn run(self, progress: Progress<'_>, cancel: CancellationToken) -> BisectRun {

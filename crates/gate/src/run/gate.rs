@@ -1155,9 +1155,8 @@ pub(super) async fn setup(config: &GateConfig) -> Result<Setup, AbortError> {
             .await
             .map_err(|_| AbortError::Task("hardware detection"))?,
     };
-    let hardware = config.profile.hardware(detected);
     Ok(Setup {
-        hardware,
+        hardware: config.profile.hardware(detected),
         telemetry,
     })
 }

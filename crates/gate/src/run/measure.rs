@@ -326,13 +326,12 @@ impl<'a> LiveEngine<'a> {
         let log = Arc::new(Mutex::new(Vec::<Event>::new()));
         let (sampler, telemetry_summary) = telemetry_of(&req, &events, &log);
         let failed = |command, e: &dyn std::fmt::Display, stop| {
-            let telemetry = telemetry_summary.clone();
             Box::new(boot_failure(
                 &req,
                 command,
                 e.to_string(),
                 &log,
-                telemetry,
+                telemetry_summary.clone(),
                 stop,
             ))
         };

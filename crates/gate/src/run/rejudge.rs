@@ -55,11 +55,8 @@ pub(crate) fn check_matches(
             suite.name
         ));
     }
-    let model = config
-        .model
-        .clone()
-        .unwrap_or_else(|| results.matrix.model.clone());
-    let want = suite.matrix_spec(&model);
+    let model = config.model.as_ref().unwrap_or(&results.matrix.model);
+    let want = suite.matrix_spec(model);
     if results.matrix != want {
         return mismatch(format!(
             "matrix {} in the results, {} asked by the trusted config",
@@ -67,7 +64,7 @@ pub(crate) fn check_matches(
             describe(&want)
         ));
     }
-    if results.profile.model != model {
+    if results.profile.model != *model {
         return mismatch(format!(
             "model `{}` in the profile, `{model}` asked",
             results.profile.model
@@ -88,7 +85,7 @@ pub(crate) fn check_matches(
             results.profile.hardware, hardware
         ));
     }
-    let key = ProfileKey::derive(hardware, &results.profile.engine, &model, &want);
+    let key = ProfileKey::derive(hardware, &results.profile.engine, model, &want);
     if key.key != results.profile.key {
         return mismatch(format!(
             "profile key `{}` in the results, `{}` follows from their hardware, engine, model and matrix",
@@ -159,11 +156,8 @@ pub fn rejudge(
         confirm.map(|c| (std::slice::from_ref(c), super::confirm::CONFIRM_RESULTS)),
     )
     .map_err(GateError::from)?;
-    if replayed
-        .report
-        .confirmation
-        .as_ref()
-        .is_some_and(|c| c.missing)
+    if let Some(c) = &replayed.report.confirmation
+        && c.missing
     {
         return Err(RejudgeError::MissingConfirmation);
     }
