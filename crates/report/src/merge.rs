@@ -474,16 +474,21 @@ fn headline(gate: GateVerdict, profiles: &[ProfileVerdict], regressions: usize) 
         GateVerdict::NoBaseline if n == 0 => "no shards to merge".to_string(),
         GateVerdict::Pass if n == 1 => "1 profile passed".to_string(),
         GateVerdict::Pass => format!("all {} passed", plural(n, "profile")),
-        g => {
-            let (lead, what) = match g {
-                GateVerdict::Insufficient => {
-                    ("no regression; ", "not sensitive enough (insufficient)")
-                }
-                GateVerdict::NoBaseline => ("no regression; ", "without a baseline yet"),
-                _ => ("", "could not be measured well enough to decide"),
-            };
-            format!("{lead}{} of {} {what}", with(g).len(), plural(n, "profile"))
-        }
+        GateVerdict::Insufficient => format!(
+            "no regression; {} of {} not sensitive enough (insufficient)",
+            with(GateVerdict::Insufficient).len(),
+            plural(n, "profile")
+        ),
+        GateVerdict::NoBaseline => format!(
+            "no regression; {} of {} without a baseline yet",
+            with(GateVerdict::NoBaseline).len(),
+            plural(n, "profile")
+        ),
+        GateVerdict::Unmeasured => format!(
+            "{} of {} could not be measured well enough to decide",
+            with(GateVerdict::Unmeasured).len(),
+            plural(n, "profile")
+        ),
     };
     let stopped: Vec<String> = profiles
         .iter()

@@ -265,10 +265,14 @@ fn itl_tail(spec: &str, v: &str) -> Result<Fault, FaultParseError> {
     let (every, factor) = v
         .split_once(':')
         .ok_or_else(|| err("the value is EVERY:FACTOR, e.g. itl-tail=50:2"))?;
-    let steps = "FACTOR must be a whole number of steps >= 2";
     Ok(Fault::ItlTail {
         every: whole(spec, every, 1, "EVERY must be a whole number >= 1")?,
-        factor: whole(spec, factor, 2, steps)?,
+        factor: whole(
+            spec,
+            factor,
+            2,
+            "FACTOR must be a whole number of steps >= 2",
+        )?,
     })
 }
 
