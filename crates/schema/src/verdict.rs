@@ -584,7 +584,7 @@ impl ComparisonReport {
                     .cells
                     .iter()
                     .filter_map(|c| {
-                        let m = c.metrics.iter().find(|m| m.metric == metric)?;
+                        let m = c.metric(metric)?;
                         (m.baseline.is_finite() && m.candidate.is_finite()).then_some((c, m))
                     })
                     .collect();
@@ -1098,11 +1098,14 @@ impl CellComparison {
         }
     }
 
+    /// The comparison of `metric`, when the cell was compared on it.
+    pub fn metric(&self, metric: Metric) -> Option<&MetricComparison> {
+        self.metrics.iter().find(|m| m.metric == metric)
+    }
+
     /// The primary (aggregate tok/s) comparison, when the cell was comparable.
     pub fn primary(&self) -> Option<&MetricComparison> {
-        self.metrics
-            .iter()
-            .find(|m| m.metric == Metric::AggregateTps)
+        self.metric(Metric::AggregateTps)
     }
 
     /// The metric comparison the cell's verdict came from: the first with the cell's verdict

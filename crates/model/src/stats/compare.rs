@@ -2696,11 +2696,6 @@ mod tests {
         }
     }
 
-    /// `cell`'s comparison of `metric`, if it has one.
-    fn metric_of(cell: &CellComparison, metric: Metric) -> Option<&MetricComparison> {
-        cell.metrics.iter().find(|m| m.metric == metric)
-    }
-
     /// [`synthetic_run`] with a TTFT that moves inversely to throughput (for the latency
     /// metrics' tests).
     fn run(
@@ -2781,7 +2776,7 @@ mod tests {
         let itl = |r: &ComparisonReport| {
             r.cells
                 .iter()
-                .filter_map(|c| metric_of(c, Metric::ItlP99))
+                .filter_map(|c| c.metric(Metric::ItlP99))
                 .map(|m| m.verdict)
                 .collect::<Vec<_>>()
         };
@@ -2794,7 +2789,7 @@ mod tests {
         let checks: Vec<&Check> = doubled
             .cells
             .iter()
-            .filter_map(|c| metric_of(c, Metric::ItlP99))
+            .filter_map(|c| c.metric(Metric::ItlP99))
             .filter_map(|m| m.check.as_ref())
             .collect();
         assert!(!checks.is_empty());
@@ -2926,7 +2921,7 @@ mod tests {
         assert!(outside.is_empty(), "{outside:?}");
         assert!(!latency_changes(&report, 5..10).is_empty());
         // The matrix-wide ITL test says why: the first boot alone does not show it.
-        let itl = metric_of(&report.cells[0], Metric::ItlP90).unwrap();
+        let itl = report.cells[0].metric(Metric::ItlP90).unwrap();
         assert_eq!(itl.verdict, CellVerdict::Unchanged);
         // TTFT p90 (4 first tokens a cell) is said not to gate, and why.
         assert!(
@@ -3091,7 +3086,7 @@ mod tests {
                 )
         })));
         // The ITL p50 (reported only) moved on one boot: inconclusive, not a change.
-        let p50 = metric_of(&first.cells[0], Metric::ItlP50).unwrap();
+        let p50 = first.cells[0].metric(Metric::ItlP50).unwrap();
         assert_eq!(p50.verdict, CellVerdict::Inconclusive);
     }
 
@@ -3625,7 +3620,7 @@ mod tests {
             c.ttft_s.as_mut().unwrap().p50 *= 1.3;
         }
         let report = compare(&base, std::slice::from_ref(&cand), &DecisionRule::default()).unwrap();
-        let ttft = metric_of(&report.cells[0], Metric::TtftP50).unwrap();
+        let ttft = report.cells[0].metric(Metric::TtftP50).unwrap();
         assert_eq!(ttft.direction, Direction::LowerIsBetter);
         assert!((ttft.change - 0.3).abs() < 0.01);
         assert_eq!(ttft.verdict, CellVerdict::Regression);
@@ -3645,7 +3640,7 @@ mod tests {
         let mut one = run("one", &mut rng, 0.01, 0.02, &|_| 1.0);
         one.cells[0].ttft_s.as_mut().unwrap().p50 *= 1.3;
         let report = compare(&base, std::slice::from_ref(&one), &DecisionRule::default()).unwrap();
-        let check = metric_of(&report.cells[0], Metric::TtftP50);
+        let check = report.cells[0].metric(Metric::TtftP50);
         let check = check.and_then(|m| m.check.as_ref()).unwrap();
         assert!(check.statistic >= check.boundary, "{check:?}");
         assert!(!check.rejected, "{check:?}");
@@ -3782,7 +3777,7 @@ mod tests {
             ..DecisionRule::default()
         };
         let report = compare(&base, &[cand], &rule).unwrap();
-        let ttft = metric_of(&report.cells[3], Metric::TtftP50).unwrap();
+        let ttft = report.cells[3].metric(Metric::TtftP50).unwrap();
         assert!((ttft.change + 0.021).abs() < 0.01, "{}", ttft.change);
         assert_ne!(ttft.verdict, CellVerdict::Regression, "{ttft:?}");
         assert_ne!(report.cells[3].verdict, CellVerdict::Regression);

@@ -198,10 +198,9 @@ fn grid_cell(c: &CellComparison, gate: GateVerdict) -> GridCell {
     let values = if number.is_empty() {
         None
     } else {
-        let m = c
-            .deciding()
-            .or_else(|| c.metrics.iter().find(|m| m.metric == Metric::AggregateTps));
-        m.filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
+        // `deciding` falls back to the primary (aggregate tok/s) itself.
+        c.deciding()
+            .filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
             .map(|m| match m.metric {
                 Metric::AggregateTps => tps_values(m),
                 _ => values(m),
@@ -493,7 +492,7 @@ fn prefill_rows(report: &ComparisonReport) -> Vec<LayerRow> {
     rows.into_iter()
         .map(|c| {
             let name = context_label(c.context_tokens);
-            match c.metrics.iter().find(|m| m.metric == Metric::PrefillTps) {
+            match c.metric(Metric::PrefillTps) {
                 Some(m) => layer_row(name, c.verdict, m, report.prefill_gated),
                 None => not_compared_row(name, c),
             }
