@@ -1,7 +1,9 @@
 //! Latency gated by default, end to end on the simulated engine (issue 57's must-show): a store
 //! of 10 clean runs is recorded here, then a p99-only ITL regression (`itl-tail`: a rare gap
-//! stretched, throughput and ITL p50 untouched) fails the gate naming ITL p99, a 10% slower
-//! decode fails it naming decode throughput and no latency, and a clean rerun passes. The rule
+//! stretched, throughput and ITL p50 untouched) fails the gate naming ITL p99 (where the store's
+//! own tails scatter too much to tell, the gate says it cannot vouch for ITL p99: never a pass),
+//! a 10% slower decode fails it naming decode throughput and no latency, and a clean rerun
+//! finds no regression. The rule
 //! is the default one (`[thresholds]` left out: `aggregate_tps`, `prefill_tps`, `itl_p99`,
 //! ITL p99's design effect +50%).
 
@@ -46,6 +48,13 @@ fn config(dir: &Path, name: &str, sim_args: &[&str]) -> std::path::PathBuf {
     support::config_with_sim_args(LATENCY_CONFIG, dir, name, sim_args)
 }
 
+/// The store's ITL p99 scatter (log SD, [`itl_p99_scatter`]) up to which the tripled tail
+/// must be found, not only left unvouched. Measured 2026-12-07 on the 2-core VM: 0.017 on a
+/// quiet host, 0.064–0.194 beside six or nine busy loops, the tail found in each of those five
+/// runs; the store of the run it was missed in (load 7–8) scattered more. Set with room below
+/// the busy runs', so a loaded CI host accepts `insufficient` where the store allows no more.
+const QUIET_SCATTER: f64 = 0.10;
+
 /// The metrics a cell of `verdict` found regressed (`metrics[].verdict`), by name.
 fn regressed_metrics(verdict: &serde_json::Value) -> Vec<String> {
     let cells = verdict["cells"].as_array().cloned().unwrap_or_default();
@@ -87,6 +96,30 @@ fn itl_p99_lines(verdict: &serde_json::Value) -> String {
     format!("{lines:?} not gated: {}", verdict["not_gated"])
 }
 
+/// The store's scatter in the tail: the largest run-to-run SD of a cell's log ITL p99 over
+/// the runs recorded into it (their `results.json` in `outs`).
+fn itl_p99_scatter(outs: &[std::path::PathBuf]) -> f64 {
+    let mut by_cell: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for out in outs {
+        let r = support::read_json(out, "results.json");
+        for c in r["cells"].as_array().cloned().unwrap_or_default() {
+            if let Some(p99) = c["itl_s"]["p99"].as_f64().filter(|v| *v > 0.0) {
+                let key = format!("{}/{}", c["concurrency"], c["context_tokens"]);
+                by_cell.entry(key).or_default().push(p99.ln());
+            }
+        }
+    }
+    by_cell
+        .values()
+        .filter(|v| v.len() > 1)
+        .map(|v| {
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let ss: f64 = v.iter().map(|x| (x - mean).powi(2)).sum();
+            (ss / (v.len() - 1) as f64).sqrt()
+        })
+        .fold(0.0, f64::max)
+}
+
 /// Whether a first line speaks of a latency.
 fn names_latency(first: &str) -> bool {
     ["ITL", "TTFT", "TPOT"].iter().any(|w| first.contains(w))
@@ -98,17 +131,22 @@ fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_p
     let store = dir.path().join("baselines");
     std::fs::create_dir_all(&store).expect("store dir");
     let clean = config(dir.path(), "clean", &[]);
-    for i in 0..10 {
-        let out = dir.path().join(format!("base-{i}"));
-        let (code, stderr) = gate(&clean, &out, &store, &["--update-baseline"]);
+    let base: Vec<_> = (0..10)
+        .map(|i| dir.path().join(format!("base-{i}")))
+        .collect();
+    for (i, out) in base.iter().enumerate() {
+        let (code, stderr) = gate(&clean, out, &store, &["--update-baseline"]);
         assert_eq!(code, Some(0), "baseline run {i}: {stderr}");
     }
+    let scatter = itl_p99_scatter(&base);
 
     // After every 50th token one gap lasts 3 steps (2% of the gaps; the tokens held back
     // come together after it, none lost): the p99, a step and a little of the host's
     // scheduling (19–35 ms here), becomes three steps (54–78 ms); the p90, the p50 and
     // throughput stay. A loaded host's own hiccups can bury the stretched gaps for a whole
-    // gate: up to three gates, none failing on anything but ITL p99.
+    // gate: up to three gates, none failing on anything but ITL p99, and none passing. A store
+    // recorded on a host 3.5 times over its cores scattered so that the tripled tail read
+    // +47% to +105% and `unchanged`: the gate then says ITL p99 could be +50% or worse.
     let itl = config(dir.path(), "itl_p99", &["--fault", "itl-tail=50:3"]);
     let mut missed = Vec::new();
     let found = (0..3).any(|k| {
@@ -136,10 +174,26 @@ fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_p
             return true;
         }
         assert_eq!(code, Some(0), "itl_p99: {first}\n{stderr}");
-        missed.push(format!("{first}: {}", itl_p99_lines(&v)));
+        let not_vouched = [
+            "ITL p99 could be +50.0% or worse",
+            "ITL p99 not vouched for",
+        ];
+        assert!(
+            first.starts_with("? insufficient: ") && not_vouched.iter().any(|w| first.contains(w)),
+            "a tripled ITL p99 passed: {first}: {}",
+            itl_p99_lines(&v)
+        );
+        missed.push(first);
         false
     });
-    assert!(found, "itl_p99 passed three gates: {missed:?}");
+    // Where the store's tail scatters little, the tripled tail is found, not only left unvouched.
+    assert!(
+        found || scatter > QUIET_SCATTER,
+        "a tripled ITL p99 was not found in three gates on a store whose ITL p99 scatters {scatter:.3} (log SD): {missed:?}"
+    );
+    eprintln!(
+        "store ITL p99 scatter {scatter:.3} (log SD); found: {found}; not vouched for: {missed:?}"
+    );
 
     let cases: [(&str, &[&str], i32); 2] =
         [("decode11", &["--slowdown", "1.1"], 1), ("clean", &[], 0)];

@@ -682,6 +682,7 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
                 .join(", "),
         ));
     }
+    waits.push_str(&uncovered_metrics_clause(report));
     let mut line = if report.gate == GateVerdict::Pass {
         format!("{symbol} no regression{of} in {}", cells_word(n))
     } else {
@@ -705,7 +706,14 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
         line.push_str(&s);
     }
     if let (GateVerdict::Pass, Some(effect)) = (report.gate, cell_effect) {
-        line.push_str(&format!("; each cell above {effect} (95% bound)"));
+        // And each gated latency short of the change that fails it, where it gated.
+        let latencies: String = vouched_latencies(report)
+            .iter()
+            .map(|l| format!(", {l}"))
+            .collect();
+        line.push_str(&format!(
+            "; each cell above {effect}{latencies} (95% bound)"
+        ));
     }
     format!("{line}{}{}", not_counted(report), faster(report))
 }
@@ -728,6 +736,59 @@ fn host_late_clause(report: &ComparisonReport) -> String {
             probe_late(metric, &cells),
             value_range(metric, cells.iter().map(|h| h.value_s)),
             name = metric_name(metric),
+        ));
+    }
+    out
+}
+
+/// Each gated metric besides aggregate tok/s that a `pass` vouches short of the change that
+/// fails it, where it gated in a cell ([`ComparisonReport::uncovered_metrics`]): `ITL p99
+/// under +50.0%`, the first line's and the rule's one wording.
+pub fn vouched_latencies(report: &ComparisonReport) -> Vec<String> {
+    report
+        .gated_cell_metrics()
+        .into_iter()
+        .filter_map(|(metric, cells)| {
+            let (_, m) = cells.first()?;
+            let under = if m.fails_beyond() > 0.0 {
+                "under"
+            } else {
+                "above"
+            };
+            Some(format!(
+                "{} {under} {}",
+                metric_name(metric),
+                signed_percent(m.fails_beyond())
+            ))
+        })
+        .collect()
+}
+
+/// The gated latencies whose bound in some cells reaches the change that fails
+/// ([`ComparisonReport::uncovered_metrics`]), said before anything that reads like a pass:
+/// `ITL p99 could be +50.0% or worse in 2 cells (C=4 / 0 up to +83.1%, C=8 / 0 up to +97.4%;
+/// baseline runs on a quieter runner or longer windows narrow it); ` (empty where none).
+fn uncovered_metrics_clause(report: &ComparisonReport) -> String {
+    let mut out = String::new();
+    for (metric, cells) in report.uncovered_metrics() {
+        let fails = cells[0].1.fails_beyond();
+        let to = if fails > 0.0 { "up to" } else { "down to" };
+        // The farthest three first: a matrix of 20 cells would not fit a first line.
+        let mut farthest = cells.clone();
+        farthest
+            .sort_by(|a, b| (b.1.worse_bound() * fails).total_cmp(&(a.1.worse_bound() * fails)));
+        let each: Vec<String> = farthest
+            .iter()
+            .take(3)
+            .map(|(c, m)| format!("{} {to} {}", label(c), signed_percent(m.worse_bound())))
+            .collect();
+        out.push_str(&format!(
+            "{} could be {} or worse in {} ({}{}; baseline runs on a quieter runner or longer windows narrow it); ",
+            metric_name(metric),
+            signed_percent(fails),
+            cells_word(cells.len()),
+            each.join(", "),
+            if cells.len() > 3 { ", …" } else { "" },
         ));
     }
     out
@@ -1549,6 +1610,18 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
             command: None,
         });
     }
+    // A gated latency whose interval reaches the change that fails: what needs narrowing.
+    for (metric, cells) in report.uncovered_metrics() {
+        let cells: Vec<&CellComparison> = cells.iter().map(|(c, _)| *c).collect();
+        out.push(NextStep {
+            what: format!(
+                "What would decide {} in {}: a narrower interval, from baseline runs recorded on a runner no other job shares (their spread sets it) or longer windows (the suite's `duration`)",
+                metric_name(metric),
+                named(&cells)
+            ),
+            command: None,
+        });
+    }
     // A tail the host's scheduling could explain: the runner, not the engine, decides.
     if !report.host_late.is_empty() {
         out.push(NextStep {
@@ -1676,6 +1749,19 @@ mod tests {
         assert_starts_with(
             &steps[1].what,
             "What would decide the latency not vouched for: a rerun on a runner no other job shares",
+        );
+        // A gated latency whose bound reaches its design effect: the interval needs narrowing.
+        let mut r = insufficient();
+        r.cell_metrics_gated = vec![Metric::ItlP90];
+        for (i, c) in r.cells.iter_mut().enumerate() {
+            let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
+            let m = m.expect("the fixture's cells have ITL p90");
+            (m.margin, m.ci_high) = (0.25, if i == 1 { 0.4 } else { 0.1 });
+        }
+        let steps = next_steps(&r, &StepContext::default());
+        assert_starts_with(
+            &steps[1].what,
+            "What would decide ITL p90 in C=2 / 0: a narrower interval, from baseline runs recorded on a runner no other job shares",
         );
     }
 

@@ -529,6 +529,25 @@ impl ComparisonReport {
             .collect()
     }
 
+    /// The gated metrics besides aggregate tok/s ([`Self::gated_cell_metrics`]) a `pass`
+    /// cannot vouch for, each with its cells whose one-sided 95% bound on the change reaches
+    /// the change that fails ([`MetricComparison::within_margin`]: ITL p99's +50%): the cell
+    /// could have moved that much without a test finding it, as a history recorded on a busy
+    /// host lets a tripled tail read `unchanged`. A regressed entry is not listed.
+    pub fn uncovered_metrics(&self) -> Vec<(Metric, Vec<(&CellComparison, &MetricComparison)>)> {
+        self.gated_cell_metrics()
+            .into_iter()
+            .map(|(metric, cells)| {
+                let open = cells
+                    .into_iter()
+                    .filter(|(_, m)| !m.verdict.is_regression() && !m.within_margin())
+                    .collect::<Vec<_>>();
+                (metric, open)
+            })
+            .filter(|(_, cells)| !cells.is_empty())
+            .collect()
+    }
+
     /// A report of `candidate_runs` against `baseline` with nothing compared yet (gate
     /// `no_baseline`, no cells, no headline): what the model fills in, and fixtures start from.
     pub fn new(
@@ -1156,6 +1175,35 @@ pub struct MetricComparison {
 }
 
 impl MetricComparison {
+    /// The change that fails, signed the worse way: `margin` up for a latency, down for a
+    /// throughput.
+    pub fn fails_beyond(&self) -> f64 {
+        match self.direction {
+            Direction::LowerIsBetter => self.margin,
+            Direction::HigherIsBetter => -self.margin,
+        }
+    }
+
+    /// The interval's end on the worse side: its upper end for a latency, its lower for a
+    /// throughput (a one-sided 95% bound).
+    pub fn worse_bound(&self) -> f64 {
+        match self.direction {
+            Direction::LowerIsBetter => self.ci_high,
+            Direction::HigherIsBetter => self.ci_low,
+        }
+    }
+
+    /// Whether the worse bound stays short of the change that fails ([`Self::fails_beyond`]),
+    /// so the test vouches that the metric did not move that much; never where it is not a
+    /// number (fail closed).
+    pub fn within_margin(&self) -> bool {
+        let (bound, fails) = (self.worse_bound(), self.fails_beyond());
+        match self.direction {
+            Direction::LowerIsBetter => bound < fails,
+            Direction::HigherIsBetter => bound > fails,
+        }
+    }
+
     /// The change to show beside the verdict: the decided-on one when recorded, else the total.
     pub fn shown_change(&self) -> DecidedChange {
         self.decided_on.unwrap_or(self.total_change())

@@ -222,7 +222,7 @@ fn evaluate(
 fn render_latency(l: &LatencyEval) -> String {
     let row = |o: &LatencyOutcome| {
         format!(
-            "{}: a latency change listed in {} of {} gates ({:.1}% [{:.1}, {:.1}] Wilson 95%), gate regression {}, second boot {}",
+            "{}: a latency change listed in {} of {} gates ({:.1}% [{:.1}, {:.1}] Wilson 95%), gate regression {}, insufficient {}, second boot {}",
             o.scenario,
             (o.listed_rate * o.trials as f64).round(),
             o.trials,
@@ -230,6 +230,7 @@ fn render_latency(l: &LatencyEval) -> String {
             100.0 * o.listed_interval.0,
             100.0 * o.listed_interval.1,
             pct(o.regression_rate),
+            pct(o.insufficient_rate),
             pct(o.second_boot_rate),
         )
     };
@@ -241,9 +242,16 @@ fn render_latency(l: &LatencyEval) -> String {
         ),
         0,
     );
-    let rows: String = [&l.aa, &l.aa_gated, &l.slower, &l.itl_p99_doubled]
-        .map(|o| format!("\n{}", wrap(&format!("- {}", row(o)), 2)))
-        .concat();
+    let rows: String = [
+        &l.aa,
+        &l.aa_gated,
+        &l.slower,
+        &l.itl_p99_doubled,
+        &l.busy_store_aa,
+        &l.busy_store_tripled,
+    ]
+    .map(|o| format!("\n{}", wrap(&format!("- {}", row(o)), 2)))
+    .concat();
     format!(
         "\n\n{heading}{rows}\n- target: no latency change listed in >= 99% of A/A gates: {}\n",
         if l.target_met { "met" } else { "MISSED" }

@@ -251,9 +251,10 @@ pub fn finish(report: &mut ComparisonReport) {
 /// cell (speed, capacity, errors), a line or the matrix-wide test regressed; `no_baseline`
 /// when there was no baseline; `insufficient` when a provisional alarm waits for another boot,
 /// the plan could not have found `design_effect` (its MDE is larger), or a cell's bound leaves
-/// room for a slowdown beyond `cell_effect` ([`ComparisonReport::uncovered_cells`]); otherwise
-/// `pass`, which then vouches for the matrix at `design_effect` and for every cell at
-/// `cell_effect`.
+/// room for a slowdown beyond `cell_effect` ([`ComparisonReport::uncovered_cells`]) or a gated
+/// latency's for a rise beyond its design effect ([`ComparisonReport::uncovered_metrics`]);
+/// otherwise `pass`, which then vouches for the matrix at `design_effect`, for every cell at
+/// `cell_effect` and for every gated latency of every cell at its design effect.
 /// (Without a sensitivity figure, e.g. an A/B run with no matrix-wide test, an undecided cell
 /// makes it `insufficient`.)
 pub(crate) fn gate_of(report: &ComparisonReport) -> GateVerdict {
@@ -308,6 +309,7 @@ pub(crate) fn gate_of(report: &ComparisonReport) -> GateVerdict {
         || !report.host_late.is_empty()
         || !sensitive
         || !report.uncovered_cells().is_empty()
+        || !report.uncovered_metrics().is_empty()
     {
         GateVerdict::Insufficient
     } else {
@@ -341,6 +343,33 @@ mod tests {
         });
         // Verdicts of earlier versions recorded no cell effect and did not check it.
         r.rule.cell_effect = None;
+        assert_eq!(gate_of(&r), GateVerdict::Pass);
+    }
+
+    #[test]
+    fn a_pass_vouches_for_each_gated_latency_at_its_design_effect_or_is_insufficient() {
+        use infergate_schema::verdict::{Metric, MetricComparison};
+        fn itl(r: &mut ComparisonReport, cell: usize) -> &mut MetricComparison {
+            let m = r.cells[cell].metrics.iter_mut();
+            m.into_iter()
+                .find(|m| m.metric == Metric::ItlP90)
+                .expect("the fixture's cells have ITL p90")
+        }
+        let mut r = infergate_schema::verdict::fixtures::pass();
+        r.cell_metrics_gated = vec![Metric::ItlP90];
+        for cell in 0..r.cells.len() {
+            let m = itl(&mut r, cell);
+            (m.margin, m.ci_high) = (0.25, 0.2);
+        }
+        assert_eq!(gate_of(&r), GateVerdict::Pass);
+        // One cell's bound reaches +25%: it could have risen that much unseen.
+        itl(&mut r, 4).ci_high = 0.31;
+        assert_eq!(gate_of(&r), GateVerdict::Insufficient);
+        // A bound that is not a number vouches for nothing (fail closed).
+        itl(&mut r, 4).ci_high = f64::NAN;
+        assert_eq!(gate_of(&r), GateVerdict::Insufficient);
+        // A metric that does not gate is reported, not vouched for.
+        r.cell_metrics_gated.clear();
         assert_eq!(gate_of(&r), GateVerdict::Pass);
     }
 

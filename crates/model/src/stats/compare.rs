@@ -2877,6 +2877,52 @@ mod tests {
         assert!(line.starts_with("✗ ITL p99 +"), "{line}");
     }
 
+    /// A history whose tails scatter as a store recorded on a busy host did (each cell's ITL p99
+    /// times a log term of SD 0.35, run by run) cannot vouch for a +50% rise: a clean candidate
+    /// is `insufficient` and says which cells' bound reaches it, where the quiet history passes
+    /// it; a tripled tail is never a pass.
+    #[test]
+    fn a_history_whose_tails_scatter_cannot_vouch_for_the_design_effect() {
+        use rand_distr::{Distribution, Normal};
+        let rule = DecisionRule::default();
+        let mut rng = StdRng::seed_from_u64(59);
+        let quiet = latency_history(&mut rng);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        let scattered: Vec<RunResults> = (0..20)
+            .map(|i| {
+                let mut r = latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0);
+                for c in &mut r.cells {
+                    let itl = c.itl_s.as_mut().expect("latency_run sets ITL");
+                    itl.p99 *= (0.35 * n.sample(&mut rng)).exp();
+                }
+                r
+            })
+            .collect();
+        let mut verdict = |base: &[RunResults], tail: f64| {
+            let mut boot = |id| {
+                let mut r = latency_run(id, &mut rng, &|_| 1.0, &|_| 1.0);
+                for c in &mut r.cells {
+                    c.itl_s.as_mut().expect("latency_run sets ITL").p99 *= tail;
+                }
+                r
+            };
+            let (a, b) = (boot("c1"), boot("c2"));
+            two_boot_verdict(&rule, base, &a, Some((&b, "second"))).0
+        };
+        let clean = verdict(&quiet, 1.0);
+        assert_gate(&clean, GateVerdict::Pass);
+        assert!(clean.uncovered_metrics().is_empty());
+        let clean = verdict(&scattered, 1.0);
+        assert_gate(&clean, GateVerdict::Insufficient);
+        assert_first_line(&clean, |l| {
+            l.starts_with("? insufficient: ITL p99 could be +50.0% or worse in ")
+        });
+        for tail in [3.0, 3.0, 3.0] {
+            let r = verdict(&scattered, tail);
+            assert_ne!(r.gate, GateVerdict::Pass, "{}", first_line(&r));
+        }
+    }
+
     /// Latency changes listed in `report`'s cells `cells`: (cell index, metric).
     fn latency_changes(
         report: &ComparisonReport,

@@ -14,12 +14,12 @@ use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
     NextStep, StepContext, bounds, cell_label, cell_symbol, cell_word, cells_word, direction_word,
     first_line, interval, label, metric_name, next_steps, plural, probe_late, sized, value_range,
-    with_unit,
+    vouched_latencies, with_unit,
 };
 use infergate_schema::results::{RunResults, TelemetrySummary, context_label, itl_is_latency};
 use infergate_schema::verdict::{
-    Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, Direction, GateVerdict,
-    Metric, MetricComparison, signed_number, signed_percent,
+    Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
+    MetricComparison, signed_number, signed_percent,
 };
 
 /// The figure beside a cell that was decided on its change against the rest of its own run,
@@ -422,11 +422,18 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                 .filter(|(_, m)| m.verdict == CellVerdict::Regression)
                 .map(|(c, _)| *c)
                 .collect();
+            // Cells whose bound reaches the change that fails: not vouched for either.
+            let open: Vec<&MetricComparison> = cells
+                .iter()
+                .filter(|(_, m)| !m.verdict.is_regression() && !m.within_margin())
+                .map(|(_, m)| *m)
+                .collect();
             let worst = if !regressed.is_empty() {
                 CellVerdict::Regression
-            } else if cells
-                .iter()
-                .any(|(_, m)| m.verdict == CellVerdict::Inconclusive)
+            } else if !open.is_empty()
+                || cells
+                    .iter()
+                    .any(|(_, m)| m.verdict == CellVerdict::Inconclusive)
             {
                 CellVerdict::Inconclusive
             } else {
@@ -461,17 +468,25 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                 k => change.push_str(&format!(", {k} regressed")),
             }
             // The margin a change must pass to fail: the same for every cell of a metric.
-            let (_, first) = cells[0];
-            let fails = match first.direction {
-                Direction::LowerIsBetter => first.margin,
-                Direction::HigherIsBetter => -first.margin,
-            };
+            let fails = cells[0].1.fails_beyond();
+            let wide = open
+                .iter()
+                .map(|m| m.worse_bound())
+                .max_by(|a, b| (a * fails).total_cmp(&(b * fails)))
+                .map(|far| {
+                    format!(
+                        "; not vouched for in {} (95% bound to {})",
+                        cells_word(open.len()),
+                        signed_percent(far)
+                    )
+                });
             Some(LayerRow {
                 name: metric_name(metric).to_string(),
                 change: format!(
-                    "{} {change} (fails beyond {}){}",
+                    "{} {change} (fails beyond {}){}{}",
                     cell_symbol(as_shown(worst, report.gate)).0,
                     signed_percent(fails),
+                    wide.unwrap_or_default(),
                     unvouched.map_or_else(String::new, |text| format!("; {text}"))
                 ),
                 values: format!(
@@ -801,9 +816,13 @@ fn rule_line(report: &ComparisonReport) -> String {
     let r = &report.rule;
     let split = alpha_split(report);
     // What a pass vouches for in one cell (verdicts of earlier versions did not check it).
+    let latencies: String = vouched_latencies(report)
+        .iter()
+        .map(|l| format!(", its {l}"))
+        .collect();
     let cells = r.cell_effect.map_or(String::new(), |e| {
         format!(
-            "; a pass also needs every cell's interval above {}",
+            "; a pass also needs every cell's interval above {}{latencies}",
             signed_percent(-e)
         )
     });

@@ -484,3 +484,36 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
     );
     assert_eq!(l.latency[0].values, "now 12.1–14.0 ms");
 }
+
+/// A gated latency whose interval reaches the change that fails is not vouched for where it
+/// does: the first line names those cells and how far each bound reaches before anything that
+/// reads like a pass, and the row says it beside the changes (a history recorded on a busy
+/// host let a tripled ITL p99 read `unchanged` at +47% to +105%, `docs/statistics.md`).
+#[test]
+fn a_gated_latency_whose_bound_reaches_the_change_that_fails_is_not_vouched_for() {
+    let mut r = pass();
+    r.cell_metrics_gated = vec![ItlP90];
+    for (i, c) in r.cells.iter_mut().enumerate() {
+        let m = c.metrics.iter_mut().find(|m| m.metric == ItlP90);
+        let m = m.expect("the fixture's cells have ITL p90");
+        m.margin = 0.5;
+        (m.change, m.ci_low, m.ci_high) = match i {
+            1 => (0.60, 0.31, 0.83),
+            2 => (0.70, 0.40, 0.974),
+            _ => (0.0, -0.1, 0.1),
+        };
+        m.candidate = m.baseline * (1.0 + m.change);
+    }
+    r.gate = GateVerdict::Insufficient;
+    let l = layout(&r);
+    assert_starts_with(
+        &l.first_line,
+        "? insufficient: ITL p90 could be +50.0% or worse in 2 cells (C=4 / 0 up to +97.4%, C=2 / 0 up to +83.0%; baseline runs on a quieter runner or longer windows narrow it); no regression proven in 6 cells",
+    );
+    assert_eq!(
+        l.latency[0].change,
+        "? 0.0% to +70.0% in 6 cells (fails beyond +50.0%); not vouched for in 2 cells (95% bound to +97.4%)"
+    );
+    let md = markdown(&l, true);
+    assert_contains(&md, "not vouched for in 2 cells (95% bound to +97.4%)");
+}
