@@ -764,14 +764,15 @@ pub fn vouched_latencies(report: &ComparisonReport) -> Vec<String> {
         .collect()
 }
 
-/// The gated latencies whose bound in some cells reaches the change that fails
+/// The gated metrics whose bound in some cells reaches the change that fails
 /// ([`ComparisonReport::uncovered_metrics`]), said before anything that reads like a pass:
-/// `ITL p99 could be +50.0% or worse in 2 cells (C=4 / 0 up to +83.1%, C=8 / 0 up to +97.4%;
-/// baseline runs on a quieter runner or longer windows narrow it); ` (empty where none).
+/// `ITL p99 could be +50.0% or worse in 2 cells (C=8 / 0 up to +97.4%, C=4 / 0 up to +83.1%;
+/// baseline runs on a quieter runner or longer windows narrow it); `, `prefill tok/s could be
+/// −10.0% or worse (32k down to −12.3%; …); ` (empty where none).
 fn uncovered_metrics_clause(report: &ComparisonReport) -> String {
     let mut out = String::new();
     for (metric, cells) in report.uncovered_metrics() {
-        let fails = cells[0].1.fails_beyond();
+        let fails = cells[0].0.vouched_to(cells[0].1);
         let to = if fails > 0.0 { "up to" } else { "down to" };
         // The farthest three first: a matrix of 20 cells would not fit a first line.
         let mut farthest = cells.clone();
@@ -782,11 +783,21 @@ fn uncovered_metrics_clause(report: &ComparisonReport) -> String {
             .take(3)
             .map(|(c, m)| format!("{} {to} {}", label(c), signed_percent(m.worse_bound())))
             .collect();
+        // A layer's figure is one per context (prefill) or one (the burst): no cells counted.
+        let (place, narrows) = match cells[0].0.layer() {
+            Layer::Decode => (
+                format!(" in {}", cells_word(cells.len())),
+                "baseline runs on a quieter runner or longer windows",
+            ),
+            Layer::Prefill | Layer::Burst => (
+                String::new(),
+                "baseline runs on a quieter runner or more of them",
+            ),
+        };
         out.push_str(&format!(
-            "{} could be {} or worse in {} ({}{}; baseline runs on a quieter runner or longer windows narrow it); ",
+            "{} could be {} or worse{place} ({}{}; {narrows} narrow it); ",
             metric_name(metric),
             signed_percent(fails),
-            cells_word(cells.len()),
             each.join(", "),
             if cells.len() > 3 { ", …" } else { "" },
         ));

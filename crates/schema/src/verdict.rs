@@ -41,6 +41,14 @@ macro_rules! recorded_words {
 /// Version of the comparison file format.
 pub const VERDICT_SCHEMA_VERSION: u32 = 1;
 
+/// How far past its margin a `pass` vouches for a gated layer's figure (the prefill layer's
+/// tok/s of a context, the burst's): one figure per run, so at the margin itself a clean gate
+/// of `stats-eval`'s Gaussian runner, whose layer figures scatter 2–3% a run, could not vouch in
+/// one gate in six (A/A pass 95% → 80% over 20 gates); at twice it the A/A pass rates of
+/// `stats-eval --trials 1000` move by at most 0.3 points, and a context whose history scatters
+/// 15% a run cannot pass (`docs/statistics.md`).
+pub const LAYER_VOUCH: f64 = 2.0;
+
 /// The whole answer of one comparison: per cell, per metric, and for the gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonReport {
@@ -93,6 +101,11 @@ pub struct ComparisonReport {
     /// history with enough runs that have the layer): a burst not compared then fails closed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub burst_gated: bool,
+    /// The burst layer's metrics that gate here (of `burst_tps`, `burst_ttft_p90`): what a
+    /// `pass` vouches for in the layer. Empty in files of older versions, where `burst_gated`
+    /// and `judged_by.metrics` say it ([`Self::layer_gates`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub burst_metrics_gated: Vec<Metric>,
     /// The metrics besides aggregate tok/s that gate the decode cells here (listed in the
     /// rule's metrics, and a history long enough for them: `ITL p99`): a cell's entry of one is
     /// a test that can fail the gate, and a cell with too few observations of a percentile has
@@ -529,23 +542,57 @@ impl ComparisonReport {
             .collect()
     }
 
-    /// The gated metrics besides aggregate tok/s ([`Self::gated_cell_metrics`]) a `pass`
-    /// cannot vouch for, each with its cells whose one-sided 95% bound on the change reaches
-    /// the change that fails ([`MetricComparison::within_margin`]: ITL p99's +50%): the cell
-    /// could have moved that much without a test finding it, as a history recorded on a busy
-    /// host lets a tripled tail read `unchanged`. A regressed entry is not listed.
+    /// The gated metrics besides aggregate tok/s (the decode cells' [`Self::gated_cell_metrics`],
+    /// then the layers' [`Self::layer_gates`]) a `pass` cannot vouch for, each with its cells
+    /// whose one-sided 95% bound on the change reaches the change that fails
+    /// ([`MetricComparison::within_margin`]: ITL p99's +50%, the prefill layer's −10%): the
+    /// cell could have moved that much without a test finding it, as a history recorded on a
+    /// busy host lets a tripled tail read `unchanged`. A regressed entry is not listed.
     pub fn uncovered_metrics(&self) -> Vec<(Metric, Vec<(&CellComparison, &MetricComparison)>)> {
+        let layers = [Metric::PrefillTps, Metric::BurstTps, Metric::BurstTtftP90]
+            .into_iter()
+            .filter(|&m| self.layer_gates(m))
+            .map(|metric| {
+                let cells = if metric.is_burst() {
+                    &self.burst
+                } else {
+                    &self.prefill
+                };
+                let entries = cells.iter().filter_map(|c| Some((c, c.metric(metric)?)));
+                (metric, entries.collect::<Vec<_>>())
+            });
         self.gated_cell_metrics()
             .into_iter()
+            .chain(layers)
             .map(|(metric, cells)| {
                 let open = cells
                     .into_iter()
-                    .filter(|(_, m)| !m.verdict.is_regression() && !m.within_margin())
+                    .filter(|(c, m)| !m.verdict.is_regression() && !m.within(c.vouched_to(m)))
                     .collect::<Vec<_>>();
                 (metric, open)
             })
             .filter(|(_, cells)| !cells.is_empty())
             .collect()
+    }
+
+    /// Whether a layer's metric gates here: the prefill layer's tok/s where the layer gates,
+    /// a burst metric where it is one of [`Self::burst_metrics_gated`] (in files of older
+    /// versions: where the layer gates and the rule lists it).
+    pub fn layer_gates(&self, metric: Metric) -> bool {
+        match metric {
+            Metric::PrefillTps => self.prefill_gated,
+            m if m.is_burst() && !self.burst_metrics_gated.is_empty() => {
+                self.burst_metrics_gated.contains(&m)
+            }
+            m if m.is_burst() => {
+                self.burst_gated
+                    && self
+                        .judged_by
+                        .as_ref()
+                        .is_none_or(|j| j.metrics.contains(&m))
+            }
+            _ => false,
+        }
     }
 
     /// A report of `candidate_runs` against `baseline` with nothing compared yet (gate
@@ -573,6 +620,7 @@ impl ComparisonReport {
             prefill_gated: false,
             burst: Vec::new(),
             burst_gated: false,
+            burst_metrics_gated: Vec::new(),
             cell_metrics_gated: Vec::new(),
             not_gated: Vec::new(),
             host_late: Vec::new(),
@@ -1117,6 +1165,17 @@ impl CellComparison {
         }
     }
 
+    /// The bound a `pass` vouches the cell's entry `m` (a gated metric besides aggregate
+    /// tok/s) within, signed the worse way: a decode cell's latency within the change that
+    /// fails it (its design effect: ITL p99's +50%), a layer's figure within [`LAYER_VOUCH`]
+    /// times its margin (the prefill layer's −20%).
+    pub fn vouched_to(&self, m: &MetricComparison) -> f64 {
+        match self.layer() {
+            Layer::Decode => m.fails_beyond(),
+            Layer::Prefill | Layer::Burst => LAYER_VOUCH * m.fails_beyond(),
+        }
+    }
+
     /// The comparison of `metric`, when the cell was compared on it.
     pub fn metric(&self, metric: Metric) -> Option<&MetricComparison> {
         self.metrics.iter().find(|m| m.metric == metric)
@@ -1193,14 +1252,14 @@ impl MetricComparison {
         }
     }
 
-    /// Whether the worse bound stays short of the change that fails ([`Self::fails_beyond`]),
-    /// so the test vouches that the metric did not move that much; never where it is not a
-    /// number (fail closed).
-    pub fn within_margin(&self) -> bool {
-        let (bound, fails) = (self.worse_bound(), self.fails_beyond());
+    /// Whether the worse bound stays short of `limit` (a change signed the worse way), so the
+    /// test vouches that the metric did not move that much; never where it is not a number
+    /// (fail closed).
+    pub fn within(&self, limit: f64) -> bool {
+        let bound = self.worse_bound();
         match self.direction {
-            Direction::LowerIsBetter => bound < fails,
-            Direction::HigherIsBetter => bound > fails,
+            Direction::LowerIsBetter => bound < limit,
+            Direction::HigherIsBetter => bound > limit,
         }
     }
 

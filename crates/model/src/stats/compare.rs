@@ -2654,7 +2654,11 @@ fn push_layer_cells(
             },
         ));
     }
-    report.burst_gated = gating(Metric::BurstTps) || gating(Metric::BurstTtftP90);
+    report.burst_metrics_gated = [Metric::BurstTps, Metric::BurstTtftP90]
+        .into_iter()
+        .filter(|&m| gating(m))
+        .collect();
+    report.burst_gated = !report.burst_metrics_gated.is_empty();
 }
 
 #[cfg(test)]
@@ -4172,6 +4176,36 @@ mod prefill_tests {
         assert!(report.prefill.iter().all(|c| !c.verdict.is_regression()));
         // No prefill regression named (a pass lists the layer among what it covered).
         assert_first_line(&report, |l| !l.contains("prefill tok/s"));
+    }
+
+    /// A prefill history that scatters 15% from run to run cannot vouch that a context did not
+    /// slow by twice the layer's margin (−20%, `LAYER_VOUCH`): a clean candidate is
+    /// `insufficient`, naming the contexts first, where the 2% history vouches for it.
+    #[test]
+    fn a_prefill_history_that_scatters_cannot_vouch_for_its_margin() {
+        let mut rng = StdRng::seed_from_u64(60);
+        let rule = DecisionRule::default();
+        let quiet = history(12, &mut rng);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        let scattered: Vec<RunResults> = (0..12)
+            .map(|i| {
+                let mut r = run(&format!("s{i}"), &mut rng, 1.0, Agrees);
+                for p in &mut r.prefill {
+                    let f = (0.15 * n.sample(&mut rng)).exp();
+                    p.prefill_tps = p.prefill_tps.map(|v| v * f);
+                }
+                r
+            })
+            .collect();
+        let clean = [run("c", &mut rng, 1.0, Agrees)];
+        let report = compare(&quiet, &clean, &rule).unwrap();
+        let line = infergate_schema::answer::first_line(&report);
+        assert!(report.uncovered_metrics().is_empty(), "{line}");
+        let report = compare(&scattered, &clean, &rule).unwrap();
+        assert_gate(&report, GateVerdict::Insufficient);
+        assert_first_line(&report, |l| {
+            l.starts_with("? insufficient: prefill tok/s could be −20.0% or worse (")
+        });
     }
 
     #[test]

@@ -425,7 +425,7 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
             // Cells whose bound reaches the change that fails: not vouched for either.
             let open: Vec<&MetricComparison> = cells
                 .iter()
-                .filter(|(_, m)| !m.verdict.is_regression() && !m.within_margin())
+                .filter(|(c, m)| !m.verdict.is_regression() && !m.within(c.vouched_to(m)))
                 .map(|(_, m)| *m)
                 .collect();
             let worst = if !regressed.is_empty() {
@@ -508,7 +508,7 @@ fn prefill_rows(report: &ComparisonReport) -> Vec<LayerRow> {
         .map(|c| {
             let name = context_label(c.context_tokens);
             match c.metric(Metric::PrefillTps) {
-                Some(m) => layer_row(name, c.verdict, m, report.prefill_gated),
+                Some(m) => layer_row(name, c.verdict, (c, m), report.layer_gates(m.metric)),
                 None => not_compared_row(name, c),
             }
         })
@@ -527,12 +527,8 @@ fn burst_rows(report: &ComparisonReport) -> Vec<LayerRow> {
     c.metrics
         .iter()
         .map(|m| {
-            let listed = report
-                .judged_by
-                .as_ref()
-                .is_none_or(|j| j.metrics.contains(&m.metric));
             let name = metric_name(m.metric).to_string();
-            layer_row(name, m.verdict, m, report.burst_gated && listed)
+            layer_row(name, m.verdict, (c, m), report.layer_gates(m.metric))
         })
         .collect()
 }
@@ -540,7 +536,12 @@ fn burst_rows(report: &ComparisonReport) -> Vec<LayerRow> {
 /// A layer's row of metric `m`: the verdict's symbol, the change vs baseline with its
 /// interval (`(reported only)` where the layer does not gate) and the values, tok/s as the
 /// grid writes them.
-fn layer_row(name: String, verdict: CellVerdict, m: &MetricComparison, gated: bool) -> LayerRow {
+fn layer_row(
+    name: String,
+    verdict: CellVerdict,
+    (c, m): (&CellComparison, &MetricComparison),
+    gated: bool,
+) -> LayerRow {
     let d = m.shown_change_total();
     let values = if !(m.baseline.is_finite() && m.candidate.is_finite()) {
         String::new()
@@ -549,14 +550,26 @@ fn layer_row(name: String, verdict: CellVerdict, m: &MetricComparison, gated: bo
     } else {
         values(m)
     };
+    // A gated figure whose interval reaches the change that fails is not vouched for.
+    let open = gated && !m.verdict.is_regression() && !m.within(c.vouched_to(m));
+    let (verdict, note) = match (gated, open) {
+        (false, _) => (verdict, " (reported only)".to_string()),
+        (true, true) => (
+            CellVerdict::Inconclusive,
+            format!(
+                " (not vouched for: could be {} or worse)",
+                signed_percent(c.vouched_to(m))
+            ),
+        ),
+        (true, false) => (verdict, String::new()),
+    };
     LayerRow {
         name,
         change: format!(
-            "{} {} {}{}",
+            "{} {} {}{note}",
             cell_symbol(verdict).0,
             signed_percent(d.change),
             interval(d.ci_low, d.ci_high),
-            if gated { "" } else { " (reported only)" }
         ),
         values,
     }
@@ -816,10 +829,13 @@ fn rule_line(report: &ComparisonReport) -> String {
     let r = &report.rule;
     let split = alpha_split(report);
     // What a pass vouches for in one cell (verdicts of earlier versions did not check it).
-    let latencies: String = vouched_latencies(report)
+    let mut latencies: String = vouched_latencies(report)
         .iter()
         .map(|l| format!(", its {l}"))
         .collect();
+    if report.prefill_gated || report.burst_gated {
+        latencies.push_str(", each gated layer's within twice its margin");
+    }
     let cells = r.cell_effect.map_or(String::new(), |e| {
         format!(
             "; a pass also needs every cell's interval above {}{latencies}",

@@ -380,18 +380,45 @@ fn a_prefill_regression_is_named_first_and_tabled_per_context() {
     );
 }
 
+/// A gated prefill context whose interval reaches twice the layer's margin is not vouched for: the
+/// first line names the context and how far down it could be before anything that reads like
+/// a pass, and its row says so with `?`.
+#[test]
+fn a_prefill_context_whose_bound_reaches_the_margin_is_not_vouched_for() {
+    let mut r = pass();
+    r.prefill_gated = true;
+    let mut m = metric(PrefillTps, 172_000.0, -0.02, 0.22, Unchanged);
+    m.margin = 0.10;
+    r.prefill.push(CellComparison {
+        verdict: Unchanged,
+        ..layer(8192, vec![m])
+    });
+    r.gate = GateVerdict::Insufficient;
+    let l = layout(&r);
+    assert_starts_with(
+        &l.first_line,
+        "? insufficient: prefill tok/s could be −20.0% or worse (8k down to −24.0%; baseline runs on a quieter runner or more of them narrow it); no regression proven in 6 cells",
+    );
+    assert_eq!(
+        l.prefill[0].change,
+        "? −2.0% [−24.0, +20.0] (not vouched for: could be −20.0% or worse)"
+    );
+}
+
 /// A burst TTFT regression alone: the first line names TTFT and the burst layer; the console
 /// and Markdown show the burst's compact table, absolute values beside each change.
 #[test]
 fn a_burst_ttft_regression_is_named_first_and_tabled() {
     let mut r = pass();
     r.burst_gated = true;
+    // The burst layer's margin (10%), which the total's interval stays within.
+    let total = MetricComparison {
+        margin: 0.10,
+        ..metric(BurstTps, 54_000.0, -0.01, 0.02, Unchanged)
+    };
     r.burst.push(layer(
         0,
-        vec![
-            metric(BurstTps, 54_000.0, -0.01, 0.02, Unchanged),
-            metric(BurstTtftP90, 0.057, 0.50, 0.05, Regression),
-        ],
+        vec![total, metric(BurstTtftP90, 0.057, 0.50, 0.05, Regression)],
     ));
     r.gate = GateVerdict::Regression;
     let first = first_line(&r);
