@@ -1624,9 +1624,15 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
     // A gated latency whose interval reaches the change that fails: what needs narrowing.
     for (metric, cells) in report.uncovered_metrics() {
         let cells: Vec<&CellComparison> = cells.iter().map(|(c, _)| *c).collect();
+        // What else narrows a run's own figure: its window, its cold samples, its requests.
+        let more = match cells[0].layer() {
+            Layer::Decode => "longer windows (the suite's `duration`)",
+            Layer::Prefill => "more cold samples (the suite's `prefill_samples`)",
+            Layer::Burst => "more burst requests (the suite's `[burst] requests`)",
+        };
         out.push(NextStep {
             what: format!(
-                "What would decide {} in {}: a narrower interval, from baseline runs recorded on a runner no other job shares (their spread sets it) or longer windows (the suite's `duration`)",
+                "What would decide {} in {}: a narrower interval, from baseline runs recorded on a runner no other job shares (their spread sets it) or {more}",
                 metric_name(metric),
                 named(&cells)
             ),

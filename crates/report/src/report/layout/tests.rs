@@ -403,6 +403,15 @@ fn a_prefill_context_whose_bound_reaches_the_margin_is_not_vouched_for() {
         l.prefill[0].change,
         "? −2.0% [−24.0, +20.0] (not vouched for: could be −20.0% or worse)"
     );
+    assert!(
+        l.next_steps.iter().any(|s| s
+            .what
+            .starts_with("What would decide prefill tok/s in 8k: a narrower interval")
+            && s.what
+                .ends_with("or more cold samples (the suite's `prefill_samples`)")),
+        "{:?}",
+        l.next_steps
+    );
 }
 
 /// A burst TTFT regression alone: the first line names TTFT and the burst layer; the console
