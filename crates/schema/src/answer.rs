@@ -764,11 +764,11 @@ pub fn vouched_latencies(report: &ComparisonReport) -> Vec<String> {
         .collect()
 }
 
-/// The gated metrics whose bound in some cells reaches the change that fails
+/// The gated metrics whose bound in some cells reaches what a pass vouches
 /// ([`ComparisonReport::uncovered_metrics`]), said before anything that reads like a pass:
 /// `ITL p99 could be +50.0% or worse in 2 cells (C=8 / 0 up to +97.4%, C=4 / 0 up to +83.1%;
 /// baseline runs on a quieter runner or longer windows narrow it); `, `prefill tok/s could be
-/// −10.0% or worse (32k down to −12.3%; …); ` (empty where none).
+/// −20.0% or worse (32k down to −24.3%; …); ` (empty where none).
 fn uncovered_metrics_clause(report: &ComparisonReport) -> String {
     let mut out = String::new();
     for (metric, cells) in report.uncovered_metrics() {

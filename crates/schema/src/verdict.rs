@@ -544,10 +544,10 @@ impl ComparisonReport {
 
     /// The gated metrics besides aggregate tok/s (the decode cells' [`Self::gated_cell_metrics`],
     /// then the layers' [`Self::layer_gates`]) a `pass` cannot vouch for, each with its cells
-    /// whose one-sided 95% bound on the change reaches the change that fails
-    /// ([`MetricComparison::within_margin`]: ITL p99's +50%, the prefill layer's −10%): the
-    /// cell could have moved that much without a test finding it, as a history recorded on a
-    /// busy host lets a tripled tail read `unchanged`. A regressed entry is not listed.
+    /// whose one-sided 95% bound on the change reaches the bound a pass vouches it within
+    /// ([`CellComparison::vouched_to`]: ITL p99's +50%, a prefill context's −20%): the cell
+    /// could have moved that much without a test finding it, as a history recorded on a busy
+    /// host lets a tripled tail read `unchanged`. A regressed entry is not listed.
     pub fn uncovered_metrics(&self) -> Vec<(Metric, Vec<(&CellComparison, &MetricComparison)>)> {
         let layers = [Metric::PrefillTps, Metric::BurstTps, Metric::BurstTtftP90]
             .into_iter()

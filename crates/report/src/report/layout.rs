@@ -550,7 +550,8 @@ fn layer_row(
     } else {
         values(m)
     };
-    // A gated figure whose interval reaches the change that fails is not vouched for.
+    // A gated figure whose interval reaches what a pass vouches (twice the layer's margin) is
+    // not vouched for.
     let open = gated && !m.verdict.is_regression() && !m.within(c.vouched_to(m));
     let (verdict, note) = match (gated, open) {
         (false, _) => (verdict, " (reported only)".to_string()),
