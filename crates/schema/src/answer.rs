@@ -1621,7 +1621,7 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
             command: None,
         });
     }
-    // A gated latency whose interval reaches the change that fails: what needs narrowing.
+    // A gated latency or layer figure a pass could not vouch for: what needs narrowing.
     for (metric, cells) in report.uncovered_metrics() {
         let cells: Vec<&CellComparison> = cells.iter().map(|(c, _)| *c).collect();
         // What else narrows a run's own figure: its window, its cold samples, its requests.

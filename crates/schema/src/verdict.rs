@@ -567,7 +567,7 @@ impl ComparisonReport {
             .map(|(metric, cells)| {
                 let open = cells
                     .into_iter()
-                    .filter(|(c, m)| !m.verdict.is_regression() && !m.within(c.vouched_to(m)))
+                    .filter(|(c, m)| c.unvouched(m))
                     .collect::<Vec<_>>();
                 (metric, open)
             })
@@ -1174,6 +1174,13 @@ impl CellComparison {
             Layer::Decode => m.fails_beyond(),
             Layer::Prefill | Layer::Burst => LAYER_VOUCH * m.fails_beyond(),
         }
+    }
+
+    /// Whether a `pass` could not vouch for the cell's (gated) entry `m`: it did not regress,
+    /// and its worse bound reaches [`Self::vouched_to`] (the one test the gate, the first line
+    /// and the rows take).
+    pub fn unvouched(&self, m: &MetricComparison) -> bool {
+        !m.verdict.is_regression() && !m.within(self.vouched_to(m))
     }
 
     /// The comparison of `metric`, when the cell was compared on it.

@@ -425,7 +425,7 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
             // Cells whose bound reaches the change that fails: not vouched for either.
             let open: Vec<&MetricComparison> = cells
                 .iter()
-                .filter(|(c, m)| !m.verdict.is_regression() && !m.within(c.vouched_to(m)))
+                .filter(|(c, m)| c.unvouched(m))
                 .map(|(_, m)| *m)
                 .collect();
             let worst = if !regressed.is_empty() {
@@ -552,7 +552,7 @@ fn layer_row(
     };
     // A gated figure whose interval reaches what a pass vouches (twice the layer's margin) is
     // not vouched for.
-    let open = gated && !m.verdict.is_regression() && !m.within(c.vouched_to(m));
+    let open = gated && c.unvouched(m);
     let (verdict, note) = match (gated, open) {
         (false, _) => (verdict, " (reported only)".to_string()),
         (true, true) => (
