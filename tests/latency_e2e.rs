@@ -109,14 +109,11 @@ fn itl_p99_scatter(outs: &[std::path::PathBuf]) -> f64 {
             }
         }
     }
+    use statrs::statistics::Statistics;
     by_cell
         .values()
         .filter(|v| v.len() > 1)
-        .map(|v| {
-            let mean = v.iter().sum::<f64>() / v.len() as f64;
-            let ss: f64 = v.iter().map(|x| (x - mean).powi(2)).sum();
-            (ss / (v.len() - 1) as f64).sqrt()
-        })
+        .map(|v| v.iter().std_dev())
         .fold(0.0, f64::max)
 }
 
