@@ -1399,6 +1399,35 @@ impl std::fmt::Display for ConfirmationReason {
                     "their bounds"
                 }
             ),
+            C::Unvouched {
+                metric,
+                cells,
+                vouched_to,
+            } => {
+                // A prefill figure is one per context, the burst's one: no cells counted there.
+                let place = match metric {
+                    Metric::PrefillTps => format!(" in {}", plural(*cells, "context")),
+                    m if m.is_burst() => String::new(),
+                    _ => format!(" in {}", cells_word(*cells)),
+                };
+                let layer = if metric.is_burst() {
+                    "the burst's "
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "after one boot {layer}{} could still be {} or worse{place}: a second boot \
+                     narrows {}",
+                    metric_name(*metric),
+                    signed_percent(*vouched_to),
+                    if *cells == 1 {
+                        "its bound"
+                    } else {
+                        "their bounds"
+                    }
+                )
+            }
             C::LeansWithAlarms {
                 matrix: m,
                 alarms: n,
@@ -2446,6 +2475,33 @@ mod tests {
                 },
                 "after one boot 3 cells could still be −10.0% or worse: a second boot narrows \
                  their bounds",
+            ),
+            (
+                C::Unvouched {
+                    metric: Metric::ItlP99,
+                    cells: 2,
+                    vouched_to: 0.50,
+                },
+                "after one boot ITL p99 could still be +50.0% or worse in 2 cells: a second boot \
+                 narrows their bounds",
+            ),
+            (
+                C::Unvouched {
+                    metric: Metric::PrefillTps,
+                    cells: 1,
+                    vouched_to: -0.20,
+                },
+                "after one boot prefill tok/s could still be −20.0% or worse in 1 context: a \
+                 second boot narrows its bound",
+            ),
+            (
+                C::Unvouched {
+                    metric: Metric::BurstTtftP90,
+                    cells: 1,
+                    vouched_to: 0.20,
+                },
+                "after one boot the burst's TTFT p90 could still be +20.0% or worse: a second \
+                 boot narrows its bound",
             ),
             (
                 C::LeansWithAlarms { matrix, alarms: 5 },

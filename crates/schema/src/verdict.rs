@@ -415,6 +415,16 @@ pub enum ConfirmationReason {
         /// The rule's cell effect (positive).
         cell_effect: f64,
     },
+    /// After one boot a gated latency or layer figure could still be beyond what a pass
+    /// vouches (`vouched_to`, [`CellComparison::vouched_to`]) in `cells` cells (contexts).
+    Unvouched {
+        /// The first such metric.
+        metric: Metric,
+        /// Its cells (a layer's contexts) one boot cannot vouch for.
+        cells: usize,
+        /// The bound a pass vouches it within, signed the worse way (ITL p99's +0.50).
+        vouched_to: f64,
+    },
     /// The matrix-wide change leans worse and the first boot has provisional alarms.
     LeansWithAlarms {
         /// The first boot's matrix-wide change.

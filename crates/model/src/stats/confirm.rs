@@ -25,7 +25,8 @@
 
 use infergate_schema::results::RunResults;
 use infergate_schema::verdict::{
-    ComparisonReport, Confirmation, ConfirmationReason, FirstBootMatrix, GateVerdict, MatrixThen,
+    ComparisonReport, Confirmation, ConfirmationReason, Direction, FirstBootMatrix, GateVerdict,
+    MatrixThen, Metric, MetricComparison,
 };
 
 use super::compare::{History, Look, compare_on};
@@ -59,11 +60,15 @@ pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
 
 /// Whether the first boot calls for a second: nothing is final yet (measured well enough, no
 /// error or other regression that one boot decides), and the matrix-wide change leaned worse,
-/// an alarm is provisional, or a cell's bound lies below `-cell_effect` where a second boot
-/// can decide it ([`uncovered_worth_a_boot`]).
+/// an alarm is provisional, a cell's bound lies below `-cell_effect` where a second boot can
+/// decide it ([`uncovered_worth_a_boot`]), or so does a gated latency's or layer's bound
+/// beyond what a pass vouches ([`unvouched_worth_a_boot`]).
 pub fn wants_confirmation(first: &ComparisonReport) -> bool {
     matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient)
-        && (leans(first) || provisional_cells(first) > 0 || uncovered_worth_a_boot(first) > 0)
+        && (leans(first)
+            || provisional_cells(first) > 0
+            || uncovered_worth_a_boot(first) > 0
+            || unvouched_worth_a_boot(first).is_some())
 }
 
 /// Why the first boot called for a confirmation (or did not): the causes that hold, with the
@@ -80,11 +85,20 @@ pub(crate) fn reason(first: &ComparisonReport) -> ConfirmationReason {
     let alarms = Some(provisional_cells(first)).filter(|&n| n > 0 && wants);
     let leans_worse = leans(first);
     let uncovered = uncovered_worth_a_boot(first);
-    if wants && !leans_worse && alarms.is_none() && uncovered > 0 {
-        return ConfirmationReason::Uncovered {
-            cells: uncovered,
-            cell_effect: first.rule.cell_effect.unwrap_or_default(),
-        };
+    if wants && !leans_worse && alarms.is_none() {
+        if uncovered > 0 {
+            return ConfirmationReason::Uncovered {
+                cells: uncovered,
+                cell_effect: first.rule.cell_effect.unwrap_or_default(),
+            };
+        }
+        if let Some((metric, cells, vouched_to)) = unvouched_worth_a_boot(first) {
+            return ConfirmationReason::Unvouched {
+                metric,
+                cells,
+                vouched_to,
+            };
+        }
     }
     match (matrix, alarms) {
         // Both causes hold: name both, as the headline does.
@@ -147,6 +161,45 @@ fn uncovered_worth_a_boot(first: &ComparisonReport) -> usize {
         .count()
 }
 
+/// The first gated metric besides aggregate tok/s whose bound one boot left beyond what a pass
+/// vouches ([`ComparisonReport::uncovered_metrics`]: ITL p99's +50%, a prefill context's −20%),
+/// with how many entries and that bound, where a second boot could let the gate pass: the
+/// baseline is sensitive, and every such entry would be vouched for at no change
+/// ([`at_no_change`]). What a second boot changes is the change, not the interval: a busy
+/// first boot (+14–20% in every latency on `stats-eval`'s busy host) is averaged with a quiet
+/// one, while the interval widens by the boots' scatter as often as it narrows. Where the
+/// interval alone reaches the bound (a store whose tails scatter), a boot would not change the
+/// verdict; on `stats-eval`'s busy store such boots turned 0.2% of clean gates into false
+/// alarms and none into passes.
+fn unvouched_worth_a_boot(first: &ComparisonReport) -> Option<(Metric, usize, f64)> {
+    let sensitive = first.sensitivity.as_ref().is_some_and(|s| s.sufficient);
+    let uncovered = first.uncovered_metrics();
+    let in_reach = uncovered.iter().all(|(_, entries)| {
+        entries
+            .iter()
+            .all(|(c, m)| at_no_change(m).within(c.vouched_to(m)))
+    });
+    let (metric, entries) = uncovered
+        .into_iter()
+        .next()
+        .filter(|_| sensitive && in_reach)?;
+    let (c, m) = entries.first()?;
+    Some((metric, entries.len(), c.vouched_to(m)))
+}
+
+/// `m` with its change at none and its worse bound as far from it as it is (in logs): what a
+/// candidate that did not change would be vouched for, had its interval this width.
+fn at_no_change(m: &MetricComparison) -> MetricComparison {
+    let reach = (m.worse_bound().ln_1p() - m.change.ln_1p()).exp_m1();
+    let mut none = m.clone();
+    none.change = 0.0;
+    match m.direction {
+        Direction::LowerIsBetter => none.ci_high = reach,
+        Direction::HigherIsBetter => none.ci_low = reach,
+    }
+    none
+}
+
 /// Cells of a comparison that are provisional alarms (a local test's at the first boot, or
 /// `stats::capacity`'s): each calls for a second boot, which decides it on both boots'
 /// evidence.
@@ -198,6 +251,61 @@ mod tests {
             reason(&first),
             ConfirmationReason::Uncovered { cells: 1, .. }
         ));
+    }
+
+    #[test]
+    fn a_gated_latency_one_boot_cannot_vouch_for_earns_a_second_boot_where_one_can_decide_it() {
+        let mut first = infergate_schema::verdict::fixtures::pass();
+        first.cell_metrics_gated = vec![Metric::ItlP90];
+        for c in &mut first.cells {
+            let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
+            let m = m.expect("the fixture's cells have ITL p90");
+            (m.margin, m.change, m.ci_high) = (0.25, 0.02, 0.20);
+        }
+        finish(&mut first);
+        assert_eq!(first.gate, GateVerdict::Pass);
+        assert!(!wants_confirmation(&first));
+        // Two cells read +20% (a busy boot), their bounds +31%: a second boot may average the
+        // busy one out, and their intervals are narrow enough to vouch for them then.
+        for c in &mut first.cells[3..5] {
+            let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
+            let m = m.expect("ITL p90");
+            (m.change, m.ci_high) = (0.20, 0.31);
+        }
+        finish(&mut first);
+        assert_eq!(first.gate, GateVerdict::Insufficient);
+        assert!(wants_confirmation(&first));
+        let why = reason(&first);
+        assert!(
+            matches!(
+                why,
+                ConfirmationReason::Unvouched { metric: Metric::ItlP90, cells: 2, vouched_to }
+                    if vouched_to == 0.25
+            ),
+            "{why:?}"
+        );
+        // An interval that reaches +25% at no change (+31% from +2%: +28%) costs no boot: a
+        // second boot moves the change, not the width, so the gate would stay insufficient.
+        let m = first.cells[3]
+            .metrics
+            .iter_mut()
+            .find(|m| m.metric == Metric::ItlP90);
+        m.expect("ITL p90").change = 0.02;
+        finish(&mut first);
+        assert_eq!(first.gate, GateVerdict::Insufficient);
+        assert!(!wants_confirmation(&first));
+        // Nor where the baseline is not sensitive (the gate cannot pass).
+        let m = first.cells[3]
+            .metrics
+            .iter_mut()
+            .find(|m| m.metric == Metric::ItlP90);
+        m.expect("ITL p90").change = 0.20;
+        finish(&mut first);
+        assert!(wants_confirmation(&first));
+        if let Some(s) = first.sensitivity.as_mut() {
+            s.sufficient = false;
+        }
+        assert!(!wants_confirmation(&first));
     }
 
     /// A history of 20 runs with a 1% run factor and 2% cell terms (seeded), and a noiseless
