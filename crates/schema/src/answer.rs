@@ -1418,14 +1418,9 @@ impl std::fmt::Display for ConfirmationReason {
                 write!(
                     f,
                     "after one boot {layer}{} could still be {} or worse{place}: a second boot \
-                     narrows {}",
+                     tells a busy first boot from a change",
                     metric_name(*metric),
                     signed_percent(*vouched_to),
-                    if *cells == 1 {
-                        "its bound"
-                    } else {
-                        "their bounds"
-                    }
                 )
             }
             C::LeansWithAlarms {
@@ -2483,7 +2478,7 @@ mod tests {
                     vouched_to: 0.50,
                 },
                 "after one boot ITL p99 could still be +50.0% or worse in 2 cells: a second boot \
-                 narrows their bounds",
+                 tells a busy first boot from a change",
             ),
             (
                 C::Unvouched {
@@ -2492,7 +2487,7 @@ mod tests {
                     vouched_to: -0.20,
                 },
                 "after one boot prefill tok/s could still be −20.0% or worse in 1 context: a \
-                 second boot narrows its bound",
+                 second boot tells a busy first boot from a change",
             ),
             (
                 C::Unvouched {
@@ -2501,7 +2496,7 @@ mod tests {
                     vouched_to: 0.20,
                 },
                 "after one boot the burst's TTFT p90 could still be +20.0% or worse: a second \
-                 boot narrows its bound",
+                 boot tells a busy first boot from a change",
             ),
             (
                 C::LeansWithAlarms { matrix, alarms: 5 },

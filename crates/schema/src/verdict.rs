@@ -1738,6 +1738,18 @@ pub mod fixtures {
         }
     }
 
+    /// The comparison of `metric` in cell `cell` of `report`, to edit (the fixture must have it).
+    pub fn metric_in(
+        report: &mut ComparisonReport,
+        cell: usize,
+        metric: Metric,
+    ) -> &mut MetricComparison {
+        let m = report.cells[cell].metrics.iter_mut();
+        m.into_iter()
+            .find(|m| m.metric == metric)
+            .expect("the fixture's cell has the metric")
+    }
+
     /// A metric that moved by `change` ± `half` from `base` (3% margin), labelled `verdict`.
     pub fn metric(
         metric: Metric,

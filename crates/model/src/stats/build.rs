@@ -348,25 +348,20 @@ mod tests {
 
     #[test]
     fn a_pass_vouches_for_each_gated_latency_at_its_design_effect_or_is_insufficient() {
-        use infergate_schema::verdict::{Metric, MetricComparison};
-        fn itl(r: &mut ComparisonReport, cell: usize) -> &mut MetricComparison {
-            let m = r.cells[cell].metrics.iter_mut();
-            m.into_iter()
-                .find(|m| m.metric == Metric::ItlP90)
-                .expect("the fixture's cells have ITL p90")
-        }
+        use infergate_schema::verdict::Metric;
+        use infergate_schema::verdict::fixtures::metric_in;
         let mut r = infergate_schema::verdict::fixtures::pass();
         r.cell_metrics_gated = vec![Metric::ItlP90];
         for cell in 0..r.cells.len() {
-            let m = itl(&mut r, cell);
+            let m = metric_in(&mut r, cell, Metric::ItlP90);
             (m.margin, m.ci_high) = (0.25, 0.2);
         }
         assert_eq!(gate_of(&r), GateVerdict::Pass);
         // One cell's bound reaches +25%: it could have risen that much unseen.
-        itl(&mut r, 4).ci_high = 0.31;
+        metric_in(&mut r, 4, Metric::ItlP90).ci_high = 0.31;
         assert_eq!(gate_of(&r), GateVerdict::Insufficient);
         // A bound that is not a number vouches for nothing (fail closed).
-        itl(&mut r, 4).ci_high = f64::NAN;
+        metric_in(&mut r, 4, Metric::ItlP90).ci_high = f64::NAN;
         assert_eq!(gate_of(&r), GateVerdict::Insufficient);
         // A metric that does not gate is reported, not vouched for.
         r.cell_metrics_gated.clear();

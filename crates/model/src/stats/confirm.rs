@@ -255,11 +255,11 @@ mod tests {
 
     #[test]
     fn a_gated_latency_one_boot_cannot_vouch_for_earns_a_second_boot_where_one_can_decide_it() {
+        use infergate_schema::verdict::fixtures::metric_in;
         let mut first = infergate_schema::verdict::fixtures::pass();
         first.cell_metrics_gated = vec![Metric::ItlP90];
-        for c in &mut first.cells {
-            let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
-            let m = m.expect("the fixture's cells have ITL p90");
+        for cell in 0..first.cells.len() {
+            let m = metric_in(&mut first, cell, Metric::ItlP90);
             (m.margin, m.change, m.ci_high) = (0.25, 0.02, 0.20);
         }
         finish(&mut first);
@@ -267,9 +267,8 @@ mod tests {
         assert!(!wants_confirmation(&first));
         // Two cells read +20% (a busy boot), their bounds +31%: a second boot may average the
         // busy one out, and their intervals are narrow enough to vouch for them then.
-        for c in &mut first.cells[3..5] {
-            let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
-            let m = m.expect("ITL p90");
+        for cell in [3, 4] {
+            let m = metric_in(&mut first, cell, Metric::ItlP90);
             (m.change, m.ci_high) = (0.20, 0.31);
         }
         finish(&mut first);
@@ -286,20 +285,12 @@ mod tests {
         );
         // An interval that reaches +25% at no change (+31% from +2%: +28%) costs no boot: a
         // second boot moves the change, not the width, so the gate would stay insufficient.
-        let m = first.cells[3]
-            .metrics
-            .iter_mut()
-            .find(|m| m.metric == Metric::ItlP90);
-        m.expect("ITL p90").change = 0.02;
+        metric_in(&mut first, 3, Metric::ItlP90).change = 0.02;
         finish(&mut first);
         assert_eq!(first.gate, GateVerdict::Insufficient);
         assert!(!wants_confirmation(&first));
         // Nor where the baseline is not sensitive (the gate cannot pass).
-        let m = first.cells[3]
-            .metrics
-            .iter_mut()
-            .find(|m| m.metric == Metric::ItlP90);
-        m.expect("ITL p90").change = 0.20;
+        metric_in(&mut first, 3, Metric::ItlP90).change = 0.20;
         finish(&mut first);
         assert!(wants_confirmation(&first));
         if let Some(s) = first.sensitivity.as_mut() {
