@@ -11,9 +11,9 @@
 use crate::results::context_label;
 use crate::verdict::{
     Against, CellComparison, CellReason, CellVerdict, Check, CheckOutcome, ComparisonReport,
-    ConfirmationReason, FirstBootMatrix, Found, GateVerdict, HostLateCell, Layer, Limit,
-    LimitFinding, LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, MetricComparison, NotGated,
-    RoundsStop, SensitivityUnit, signed_number, signed_percent,
+    ConfirmationReason, FirstBootMatrix, Found, GateVerdict, HistoryHostLate, HostLateCell, Layer,
+    Limit, LimitFinding, LimitReason, LineAxis, LoneBoot, MatrixThen, Metric, MetricComparison,
+    NotGated, RoundsStop, SensitivityUnit, signed_number, signed_percent,
 };
 
 /// How a prefill entry whose engine counters disagree with the client's figure begins its
@@ -1373,6 +1373,28 @@ impl std::fmt::Display for LimitReason {
     }
 }
 
+/// The Details' account of the history runs a gating tail left out: `ITL p99 left out of
+/// history runs b1, b5 in 20 cells: the host ran the gate's probe late on them, so their tails
+/// are no measurement of the engine's` (the first five runs named).
+impl std::fmt::Display for HistoryHostLate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let named: Vec<String> = self.runs.iter().take(5).cloned().collect();
+        let more = if self.runs.len() > 5 {
+            format!(" and {} more", self.runs.len() - 5)
+        } else {
+            String::new()
+        };
+        write!(
+            f,
+            "{} left out of history {}{more} in {}: the host ran the gate's probe late on them, \
+             so their tails are no measurement of the engine's",
+            metric_name(self.metric),
+            runs_named(&named, ""),
+            cells_word(self.cells)
+        )
+    }
+}
+
 /// The one writer of why the first boot called for a second (or did not): the confirmation's
 /// `reason` in `verdict.json`, the reports' Details and `run`'s confirmation event.
 impl std::fmt::Display for ConfirmationReason {
@@ -2442,6 +2464,29 @@ mod tests {
                  pairs are needed at capacity_alpha 0.2%)",
             ),
         ]
+    }
+
+    /// The history runs a gating tail left out are named, the first five of them.
+    #[test]
+    fn the_history_runs_a_tail_left_out_are_named() {
+        let mut h = HistoryHostLate {
+            metric: Metric::ItlP99,
+            runs: vec!["b1".into(), "b5".into()],
+            cells: 20,
+        };
+        assert_eq!(
+            h.to_string(),
+            "ITL p99 left out of history runs b1, b5 in 20 cells: the host ran the gate's probe \
+             late on them, so their tails are no measurement of the engine's"
+        );
+        h.runs = (1..=7).map(|i| format!("n{i}")).collect();
+        h.cells = 1;
+        assert!(
+            h.to_string().starts_with(
+                "ITL p99 left out of history runs n1, n2, n3, n4, n5 and 2 more in 1 cell:"
+            ),
+            "{h}"
+        );
     }
 
     /// Every reason the model gives for a second boot, in the words `verdict.json` has always

@@ -126,6 +126,13 @@ pub struct ComparisonReport {
     /// gate is `insufficient`. Empty in files of older versions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_late: Vec<HostLateCell>,
+    /// The gating tail latencies whose history left runs out in some cells: those on which the
+    /// gate's probe ran late by the same share of the tail as a candidate boot's
+    /// [`Self::host_late`], where the cell kept enough runs without (a busy history run's tail
+    /// is no measurement of the engine's either). Empty in files of older versions, which
+    /// left none out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history_host_late: Vec<HistoryHostLate>,
     /// The decision rule's parameters, so a verdict can be reproduced and explained.
     pub rule: RuleSummary,
     /// Set when `run` booted the engine a second time to confirm a matrix-wide change: the
@@ -291,6 +298,18 @@ pub struct HostLateCell {
     pub lateness_p99_s: f64,
     /// The metric's value on that boot, seconds.
     pub value_s: f64,
+}
+
+/// A gating tail latency whose value some history runs' cells left out
+/// ([`ComparisonReport::history_host_late`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryHostLate {
+    /// The gating metric.
+    pub metric: Metric,
+    /// The history runs left out of it in at least one cell, oldest first.
+    pub runs: Vec<String>,
+    /// The cells where any run was left out.
+    pub cells: usize,
 }
 
 impl ComparisonReport {
@@ -634,6 +653,7 @@ impl ComparisonReport {
             cell_metrics_gated: Vec::new(),
             not_gated: Vec::new(),
             host_late: Vec::new(),
+            history_host_late: Vec::new(),
             rule,
             confirmation: None,
             coverage: None,

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use infergate_schema::results::{CellResult, CellStatus, PrefillAgreement, RunResults};
 use infergate_schema::verdict::{
     Against, BaselineSummary, CellComparison, CellReason, CellVerdict, Check, CheckOutcome,
-    ComparisonReport, Coverage, DecidedChange, DecisionBasis, Direction, Found, HostLateCell,
-    Layer, Limit, LimitCounts, LineAxis, LineTest, LoneBoot, MatrixTest, Metric, MetricComparison,
-    NotCompared, NotGated, Sensitivity,
+    ComparisonReport, Coverage, DecidedChange, DecisionBasis, Direction, Found, HistoryHostLate,
+    HostLateCell, Layer, Limit, LimitCounts, LineAxis, LineTest, LoneBoot, MatrixTest, Metric,
+    MetricComparison, NotCompared, NotGated, Sensitivity,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
@@ -90,8 +90,9 @@ pub struct History<'a> {
 }
 
 /// What a fitted model depends on besides the runs: the metric, how many of the newest runs
-/// are the window, and the cells.
-type ModelKey = (Metric, usize, Vec<Coord>);
+/// are the window, the cells, and the share of a tail the host may explain (its runs' tails
+/// left out, [`history_table`]; as `f64` bits).
+type ModelKey = (Metric, usize, Vec<Coord>, u64);
 
 impl<'a> History<'a> {
     /// The history of these runs, nothing fitted yet.
@@ -347,8 +348,8 @@ fn candidate_logs(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Vec
         }
     }
     // A tail the host alone could have moved by its design effect is no measurement of the
-    // engine's: the boot is not compared on it (the history's runs keep theirs: a busy history
-    // run's higher tail widens its noise, it cannot fail a gate).
+    // engine's: the boot is not compared on it (the history's runs leave theirs out where
+    // enough runs remain, [`history_table`]).
     if host_late(cell, metric, rule).is_some() {
         return Vec::new();
     }
@@ -899,31 +900,95 @@ fn measured_cells(metric: Metric, cells: &[Coord], s: &Sample) -> (Vec<usize>, V
 }
 
 /// The history's table of one metric's logs on the cells `idx`, and each cell's summed
-/// within-run variance of throughput's samples with the runs that had them.
+/// within-run variance of throughput's samples with the runs that had them. A cell's tail
+/// that the host alone could have moved on its run ([`host_late`], the rule the candidate's
+/// boots are held to) is left out where the cell keeps at least [`LATENCY_MIN_RUNS`] runs
+/// without: a history run on a busy host raises the level and widens the noise, hiding a rise
+/// the gate could otherwise vouch for. Where fewer would remain every run is kept, as in
+/// results without the probe, and the tail's coverage bound says what the scatter hides.
 fn history_table(
     metric: Metric,
     cells: &[Coord],
     history: &[RunResults],
     idx: &[usize],
+    rule: &DecisionRule,
 ) -> (LogTable, Vec<(f64, usize)>) {
     let mut table = LogTable::new(history.len(), idx.len());
     let mut base_within = vec![(0.0, 0usize); idx.len()];
-    for (r, run) in history.iter().enumerate() {
-        for (k, &i) in idx.iter().enumerate() {
-            if metric.is_layer() {
+    for (k, &i) in idx.iter().enumerate() {
+        if metric.is_layer() {
+            for (r, run) in history.iter().enumerate() {
                 if let Some(v) = layer_value(run, cells[i], metric) {
                     table.set(r, k, v.ln());
                 }
-            } else if let Some((c, v)) = ok_value(run, cells[i], metric) {
-                table.set(r, k, v.ln());
-                if metric == Metric::AggregateTps && c.samples.len() >= 2 {
-                    base_within[k].0 += within_run_var(&c.samples);
-                    base_within[k].1 += 1;
-                }
+            }
+            continue;
+        }
+        let left_out = history_left_out(history, cells[i], metric, rule);
+        for (r, run) in history.iter().enumerate() {
+            let Some((c, v)) = ok_value(run, cells[i], metric).filter(|_| !left_out[r]) else {
+                continue;
+            };
+            table.set(r, k, v.ln());
+            if metric == Metric::AggregateTps && c.samples.len() >= 2 {
+                base_within[k].0 += within_run_var(&c.samples);
+                base_within[k].1 += 1;
             }
         }
     }
     (table, base_within)
+}
+
+/// Which history runs leave their tail of `metric` at `coord` out ([`history_table`]): those
+/// the host ran the probe late on ([`host_late`]), where the cell keeps at least
+/// [`LATENCY_MIN_RUNS`] runs without; none where fewer would remain.
+fn history_left_out(
+    history: &[RunResults],
+    coord: Coord,
+    metric: Metric,
+    rule: &DecisionRule,
+) -> Vec<bool> {
+    let late: Vec<Option<bool>> = history
+        .iter()
+        .map(|run| ok_value(run, coord, metric).map(|(c, _)| host_late(c, metric, rule).is_some()))
+        .collect();
+    let clean = late.iter().filter(|l| **l == Some(false)).count();
+    late.iter()
+        .map(|l| clean >= LATENCY_MIN_RUNS && *l == Some(true))
+        .collect()
+}
+
+/// The gating tail latencies whose history left runs out in some of the comparable cells
+/// ([`history_left_out`]), with those runs: what `verdict.json` and the Details account for.
+fn history_host_late(
+    rule: &DecisionRule,
+    metrics: &[Metric],
+    comparable: &[Coord],
+    history: &[RunResults],
+) -> Vec<HistoryHostLate> {
+    metrics
+        .iter()
+        .filter_map(|&metric| {
+            let mut runs = vec![false; history.len()];
+            let mut cells = 0;
+            for &coord in comparable {
+                let out = history_left_out(history, coord, metric, rule);
+                cells += usize::from(out.contains(&true));
+                runs.iter_mut().zip(out).for_each(|(any, o)| *any |= o);
+            }
+            let ids: Vec<String> = history
+                .iter()
+                .zip(runs)
+                .filter(|(_, out)| *out)
+                .map(|(r, _)| r.run_id.clone())
+                .collect();
+            (!ids.is_empty()).then_some(HistoryHostLate {
+                metric,
+                runs: ids,
+                cells,
+            })
+        })
+        .collect()
 }
 
 /// One metric's model fitted on the history's measured cells, with the candidate's run
@@ -970,12 +1035,13 @@ impl<'a> MetricFit<'a> {
         cand_logs: Vec<Vec<Vec<f64>>>,
     ) -> MetricFit<'a> {
         let history = s.history;
-        let (table, base_within) = history_table(metric, cells, history, &idx);
+        let (table, base_within) = history_table(metric, cells, history, &idx, s.rule);
         let rows: Vec<u64> = idx.iter().map(|&i| cells[i].1).collect();
         let key = (
             metric,
             history.len(),
             idx.iter().map(|&i| cells[i]).collect(),
+            s.rule.host_late_share(metric).to_bits(),
         );
         let model = s.models.model(key, || noise::fit(&table, &rows));
         // The level runs with a fitted run effect, outlier runs left out.
@@ -1766,6 +1832,8 @@ pub fn compare_on(
     report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
     report.cell_metrics_gated = build::cell_metrics_gated(rule, |m| gate.gates(m));
     report.host_late = host_late_cells(rule, &report.cell_metrics_gated, &comparable, candidate);
+    report.history_host_late =
+        history_host_late(rule, &report.cell_metrics_gated, &comparable, history);
     layers_not_gated(&mut report.not_gated, gate, &layers, candidate);
 
     let own = plan.own_verdicts(&tests);
@@ -2839,7 +2907,7 @@ mod tests {
     fn a_tail_the_host_ran_late_on_is_not_vouched_for() {
         let rule = DecisionRule::default();
         let mut rng = StdRng::seed_from_u64(58);
-        // The history's busy runs keep their tails (a wider noise cannot fail a gate).
+        // The history's busy runs (every fourth) leave their tails out: 15 remain.
         let base: Vec<RunResults> = (0..20)
             .map(|i| {
                 let r = latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0);
@@ -2925,6 +2993,60 @@ mod tests {
             let r = verdict(&scattered, tail);
             assert_ne!(r.gate, GateVerdict::Pass, "{}", first_line(&r));
         }
+    }
+
+    /// A history run on which the host ran the probe late leaves its tails out where each cell
+    /// keeps LATENCY_MIN_RUNS runs without: 5 of 20 runs with every ITL p99 2.5 times as high
+    /// and the probe late by 40% of it would hide a rise (the clean candidate `insufficient`,
+    /// its bound past +50%); screened, the clean candidate passes and vouches for the tail,
+    /// and a tripled tail is found. With 12 of 20 runs late every run is kept, and a tripled
+    /// tail is still no pass.
+    #[test]
+    fn a_history_run_the_host_ran_late_on_leaves_its_tails_out() {
+        use rand_distr::{Distribution, Normal};
+        let rule = DecisionRule::default();
+        let mut rng = StdRng::seed_from_u64(60);
+        let n: Normal<f64> = Normal::new(0.0, 1.0).unwrap();
+        let mut history = |busy: &dyn Fn(usize) -> bool| -> Vec<RunResults> {
+            (0..20)
+                .map(|i| {
+                    let mut r = latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| 1.0);
+                    if busy(i) {
+                        for c in &mut r.cells {
+                            let itl = c.itl_s.as_mut().expect("latency_run sets ITL");
+                            itl.p99 *= (0.5 + 0.5 * n.sample(&mut rng)).exp();
+                        }
+                    }
+                    host_late_by(r, if busy(i) { 0.4 } else { 0.02 })
+                })
+                .collect()
+        };
+        let some_busy = history(&|i| i % 4 == 1);
+        let mostly_busy = history(&|i| i % 5 < 3);
+        let mut verdict = |base: &[RunResults], tail: f64| {
+            let mut boot = |id| {
+                let mut r = latency_run(id, &mut rng, &|_| 1.0, &|_| 1.0);
+                for c in &mut r.cells {
+                    c.itl_s.as_mut().expect("latency_run sets ITL").p99 *= tail;
+                }
+                host_late_by(r, 0.02)
+            };
+            let (a, b) = (boot("c1"), boot("c2"));
+            two_boot_verdict(&rule, base, &a, Some((&b, "second"))).0
+        };
+        let clean = verdict(&some_busy, 1.0);
+        assert_gate(&clean, GateVerdict::Pass);
+        assert!(clean.uncovered_metrics().is_empty());
+        // Every run left out is accounted for.
+        let out = &clean.history_host_late;
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].metric, out[0].cells), (Metric::ItlP99, 20));
+        assert_eq!(out[0].runs, ["b1", "b5", "b9", "b13", "b17"]);
+        let tripled = verdict(&some_busy, 3.0);
+        assert_first_line(&tripled, |l| l.starts_with("✗ ITL p99 +"));
+        let tripled = verdict(&mostly_busy, 3.0);
+        assert_ne!(tripled.gate, GateVerdict::Pass, "{}", first_line(&tripled));
+        assert!(tripled.history_host_late.is_empty());
     }
 
     /// Latency changes listed in `report`'s cells `cells`: (cell index, metric).

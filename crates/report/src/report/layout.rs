@@ -681,6 +681,7 @@ fn details(report: &ComparisonReport) -> Vec<String> {
         let said: Vec<String> = report.not_gated.iter().map(ToString::to_string).collect();
         out.push(format!("Not gated: {}.", said.join("; ")));
     }
+    out.extend(report.history_host_late.iter().map(|h| format!("{h}.")));
     if let Some(c) = &report.confirmation {
         out.push(confirmation_line(c));
     }
