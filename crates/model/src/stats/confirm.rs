@@ -12,7 +12,8 @@
 //!    p < `FUTILITY_P`, or the matrix test stops (no alpha spent). A clean pull request goes
 //!    on about 5% of the time; one with no provisional alarm and no leaning matrix ends here.
 //! 2. **second boot** (only when the screen leaned, an alarm is provisional, or a cell's
-//!    bound lies below `-cell_effect` where a boot can decide it): both boots' runs are tested
+//!    bound lies below `-cell_effect`, or a gated latency's beyond its design effect, where a
+//!    boot can decide it): both boots' runs are tested
 //!    again, the local families at `rule.local_alpha()` and the matrix-wide change at
 //!    `rule.matrix_alpha()`, and each regression stands only if the second boot alone leans
 //!    worse in the same test past the same futility bound (the matrix-wide change: each boot
@@ -61,8 +62,8 @@ pub fn first_look(rule: &DecisionRule, confirm: bool) -> Look {
 /// Whether the first boot calls for a second: nothing is final yet (measured well enough, no
 /// error or other regression that one boot decides), and the matrix-wide change leaned worse,
 /// an alarm is provisional, a cell's bound lies below `-cell_effect` where a second boot can
-/// decide it ([`uncovered_worth_a_boot`]), or so does a gated latency's or layer's bound
-/// beyond what a pass vouches ([`unvouched_worth_a_boot`]).
+/// decide it ([`uncovered_worth_a_boot`]), or a gated latency's or layer's bound lies beyond
+/// what a pass vouches where a second boot could vouch for it ([`unvouched_worth_a_boot`]).
 pub fn wants_confirmation(first: &ComparisonReport) -> bool {
     matches!(first.gate, GateVerdict::Pass | GateVerdict::Insufficient)
         && (leans(first)
@@ -166,8 +167,8 @@ fn uncovered_worth_a_boot(first: &ComparisonReport) -> usize {
 /// with how many entries and that bound, where a second boot could let the gate pass: the
 /// baseline is sensitive, and every such entry would be vouched for at no change
 /// ([`at_no_change`]). What a second boot changes is the change, not the interval: a busy
-/// first boot (+14–20% in every latency on `stats-eval`'s busy host) is averaged with a quiet
-/// one, while the interval widens by the boots' scatter as often as it narrows. Where the
+/// first boot (up to +20% in every latency on `stats-eval`'s busy host) is averaged with a
+/// quiet one, while the interval widens by the boots' scatter as often as it narrows. Where the
 /// interval alone reaches the bound (a store whose tails scatter), a boot would not change the
 /// verdict; on `stats-eval`'s busy store such boots turned 0.2% of clean gates into false
 /// alarms and none into passes.
