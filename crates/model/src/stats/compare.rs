@@ -948,6 +948,9 @@ fn history_left_out(
     metric: Metric,
     rule: &DecisionRule,
 ) -> Vec<bool> {
+    if !metric.is_latency_percentile() {
+        return vec![false; history.len()];
+    }
     let late: Vec<Option<bool>> = history
         .iter()
         .map(|run| ok_value(run, coord, metric).map(|(c, _)| host_late(c, metric, rule).is_some()))
