@@ -332,6 +332,33 @@ fn intervals_from_a_prior_say_so() {
     );
 }
 
+/// The history runs a gating tail left out are accounted for in the Details, each metric's on
+/// one line; none, no line.
+#[test]
+fn the_history_runs_a_tail_left_out_are_in_the_details() {
+    let mut r = pass();
+    let said = |r: &ComparisonReport| -> Vec<String> {
+        let details = layout(r).details;
+        details
+            .into_iter()
+            .filter(|d| d.contains("left out of history"))
+            .collect()
+    };
+    assert!(said(&r).is_empty());
+    r.history_host_late = vec![infergate_schema::verdict::HistoryHostLate {
+        metric: ItlP99,
+        runs: vec!["b3".into(), "b11".into()],
+        cells: 4,
+    }];
+    assert_eq!(
+        said(&r),
+        [
+            "ITL p99 left out of history runs b3, b11 in 4 cells: the host ran the gate's probe late \
+          on them, so their tails are no measurement of the engine's."
+        ]
+    );
+}
+
 /// A regressed layer's entry (prefill: at `context_tokens`; burst: 0) with `metrics`.
 fn layer(context_tokens: u64, metrics: Vec<MetricComparison>) -> CellComparison {
     CellComparison {
