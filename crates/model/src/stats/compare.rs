@@ -361,8 +361,9 @@ fn candidate_logs(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Vec
 
 /// The comparable cells whose gating tail latency the host's lateness could explain on a
 /// candidate boot ([`host_late`]; a cell is compared on a metric only where every boot has it),
-/// with the latest of them: the gate cannot vouch for the metric there.
-fn host_late_cells(
+/// with the latest of them: the gate cannot vouch for the metric there. A paired A/B passes
+/// both sides' boots: either side's tail is no measurement of its build there.
+pub(crate) fn host_late_cells(
     rule: &DecisionRule,
     metrics: &[Metric],
     comparable: &[Coord],

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use infergate_schema::results::{CellStatus, RunResults};
 use infergate_schema::verdict::{
     Against, BaselineSummary, CellReason, CellVerdict, ComparisonReport, DecisionBasis, Direction,
-    Layer, Metric, MetricComparison,
+    HostLateCell, Layer, Metric, MetricComparison,
 };
 
 use super::DecisionRule;
@@ -128,12 +128,23 @@ pub fn paired_compare(
     let comparable: Vec<usize> = (0..coords.len())
         .filter(|&i| decided[i].is_none())
         .collect();
+    // A tail the host alone could have moved on any boot of either side is no measurement of
+    // its build: the cell is compared on it in no pair, as the gate compares a cell on a
+    // metric only where every boot has it (every latency; the gated ones are listed).
+    let boots: Vec<RunResults> = a.iter().chain(b).cloned().collect();
+    let latencies: Vec<Metric> = ALL_METRICS
+        .into_iter()
+        .filter(|m| m.is_latency_percentile())
+        .collect();
+    let comparable_coords: Vec<Coord> = comparable.iter().map(|&i| coords[i]).collect();
+    let host_late = compare::host_late_cells(rule, &latencies, &comparable_coords, &boots);
     let pairs = Pairs {
         a,
         b,
         n,
         coords: &coords,
         comparable: &comparable,
+        host_late: &host_late,
     };
     let (tests, matrix) = pairs.tests();
 
@@ -146,6 +157,11 @@ pub fn paired_compare(
     let look = format!("{n} pairs of boots");
     let mut report = paired_frame(a, b, n, rule);
     report.cell_metrics_gated = build::cell_metrics_gated(rule, gating);
+    report.host_late = host_late
+        .iter()
+        .filter(|h| report.cell_metrics_gated.contains(&h.metric))
+        .copied()
+        .collect();
     let matrix_verdict = matrix
         .as_ref()
         .map(|m| judge_matrix(&mut report, m, rule, comparable.len(), n, &look));
@@ -153,7 +169,6 @@ pub fn paired_compare(
         rule,
         pairs: n,
         cell_alpha: rule.local_alpha() / n_cells as f64,
-        margin: log_margin(rule.min_effect),
         look,
         matrix_verdict,
     };
@@ -237,6 +252,8 @@ struct Pairs<'a> {
     n: usize,
     coords: &'a [Coord],
     comparable: &'a [usize],
+    /// The cells and metrics whose tail the host ran late on in some boot: not compared.
+    host_late: &'a [HostLateCell],
 }
 
 /// One comparable cell's log difference `ln(B) − ln(A)` with `ln(A)` and `ln(B)`, per pair
@@ -268,8 +285,16 @@ impl Pairs<'_> {
             .comparable
             .iter()
             .map(|&ci| {
+                let coord = self.coords[ci];
+                let late = self
+                    .host_late
+                    .iter()
+                    .any(|h| h.metric == metric && (h.concurrency, h.context_tokens) == coord);
                 (0..n)
                     .map(|i| {
+                        if late {
+                            return None;
+                        }
                         let (_, va) = ok_value(&self.a[i], self.coords[ci], metric)?;
                         let (_, vb) = ok_value(&self.b[i], self.coords[ci], metric)?;
                         Some((vb.ln() - va.ln(), va.ln(), vb.ln()))
@@ -371,13 +396,13 @@ fn pair_test(
     })
 }
 
-/// What a paired run judges its cell tests by: the rule over `pairs` pairs, each cell's alpha
-/// and margin, the look's name, and the matrix-wide verdict with its change (relative).
+/// What a paired run judges its cell tests by: the rule over `pairs` pairs (each metric's
+/// margin as the gate's, [`DecisionRule::log_margin_of`]: a latency's its design effect), each
+/// cell's alpha, the look's name, and the matrix-wide verdict with its change (relative).
 struct PairJudging<'a> {
     rule: &'a DecisionRule,
     pairs: usize,
     cell_alpha: f64,
-    margin: f64,
     look: String,
     matrix_verdict: Option<(CellVerdict, f64)>,
 }
@@ -387,7 +412,8 @@ impl PairJudging<'_> {
     fn entry(&self, t: &PairTest) -> (MetricComparison, Option<CellReason>) {
         let dir = t.metric.direction();
         let own = t.specific.unwrap_or(t.change);
-        let (judged, mut check) = judge(&own, dir, self.cell_alpha, self.margin, &self.look);
+        let margin = self.rule.log_margin_of(t.metric);
+        let (judged, mut check) = judge(&own, dir, self.cell_alpha, margin, &self.look);
         // A cell whose total change points the other way moved with the matrix: its own test
         // alone never makes a faster cell a regression or a slower one an improvement.
         let total_good = super::interval::signed(t.change.estimate, dir);
@@ -398,7 +424,7 @@ impl PairJudging<'_> {
         let follows = self.matrix_verdict.filter(|&(m, _)| {
             t.metric == Metric::AggregateTps && points(m, total_good) && !own_decided
         });
-        let verdict = self.verdict(&own, judged, own_decided, follows);
+        let verdict = self.verdict(&own, margin, judged, own_decided, follows);
         let (lo, hi) = t.change.interval(CONFIDENCE);
         let (why, decided_on) = match follows {
             Some((m, change)) => with_matrix(t.metric, &t.change, m, change),
@@ -435,7 +461,7 @@ impl PairJudging<'_> {
             change: relative(t.change.estimate),
             ci_low: relative(lo),
             ci_high: relative(hi),
-            margin: self.rule.min_effect,
+            margin: self.rule.min_effect_of(t.metric),
             p_value: p,
             p_adjusted: (p * self.rule.local_alpha() / self.cell_alpha).min(1.0),
             verdict,
@@ -451,6 +477,7 @@ impl PairJudging<'_> {
     fn verdict(
         &self,
         own: &LogChange,
+        margin: f64,
         judged: CellVerdict,
         own_decided: bool,
         follows: Option<(CellVerdict, f64)>,
@@ -465,7 +492,7 @@ impl PairJudging<'_> {
             // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
             // is unchanged only when its interval lies within the margin, and an inconclusive
             // one makes the run insufficient (fail closed).
-            if own.within_margin(CONFIDENCE, self.margin) {
+            if own.within_margin(CONFIDENCE, margin) {
                 CellVerdict::Unchanged
             } else {
                 CellVerdict::Inconclusive
@@ -531,6 +558,62 @@ mod tests {
             first_line(&r)
         );
         assert_first_line(&r, |l| l.contains("; 1 cell faster: +2"));
+    }
+
+    /// A tail the host ran late on in one boot of either side is compared in no pair: with one
+    /// cell's ITL p99 doubled in B and the probe late by 30% of the tail on one B boot, no cell
+    /// is compared on ITL p99, every cell is listed as host-late, and the gate is
+    /// `insufficient`, saying why first; with the probe quiet everywhere the doubled tail is
+    /// found, judged at ITL p99's design effect (+50%) as the gate judges it.
+    #[test]
+    fn a_tail_the_host_ran_late_on_in_any_pair_is_not_vouched_for() {
+        let rule = DecisionRule::default();
+        let (mut a, mut b) = pairs(7, 12, &|_| 1.0);
+        let tail = |run: &mut RunResults, p99: f64, late: f64| {
+            for c in &mut run.cells {
+                let p = infergate_schema::results::Percentiles {
+                    mean: 0.01,
+                    p50: 0.01,
+                    p90: 0.015,
+                    p99,
+                    count: 5000,
+                };
+                c.itl_s = Some(p);
+                c.host_lateness_s = Some(infergate_schema::results::Percentiles {
+                    p99: late * p99,
+                    count: 1500,
+                    ..p
+                });
+            }
+        };
+        for (i, (a, b)) in a.iter_mut().zip(&mut b).enumerate() {
+            let p99 = 0.025 * (1.0 + 0.01 * i as f64);
+            tail(a, p99, 0.02);
+            tail(b, p99, 0.02);
+            let doubled = b.cells[5].itl_s.as_mut().expect("set above");
+            doubled.p99 *= 2.0;
+        }
+        let quiet = paired_compare(&a, &b, &rule).expect("compare");
+        assert_gate(&quiet, GateVerdict::Regression);
+        assert_first_line(&quiet, |l| l.starts_with("✗ B vs A: ITL p99 +100.0%"));
+        let m = quiet.cells[5].metric(Metric::ItlP99).expect("compared");
+        assert_eq!(m.margin, 0.50);
+        assert!(quiet.host_late.is_empty());
+        for c in &mut b[3].cells {
+            let late = c.host_lateness_s.as_mut().expect("set above");
+            late.p99 = 0.3 * c.itl_s.map_or(0.0, |p| p.p99);
+        }
+        let busy = paired_compare(&a, &b, &rule).expect("compare");
+        assert_gate(&busy, GateVerdict::Insufficient);
+        assert_eq!(busy.host_late.len(), busy.cells.len());
+        assert!(
+            busy.cells
+                .iter()
+                .all(|c| c.metric(Metric::ItlP99).is_none())
+        );
+        assert_first_line(&busy, |l| {
+            l.starts_with("? insufficient: ITL p99 not vouched for in 20 cells: the host ran")
+        });
     }
 
     #[test]
