@@ -1816,9 +1816,8 @@ mod tests {
         // A gated latency whose bound reaches its design effect: the interval needs narrowing.
         let mut r = insufficient();
         r.cell_metrics_gated = vec![Metric::ItlP90];
-        for (i, c) in r.cells.iter_mut().enumerate() {
-            let m = c.metrics.iter_mut().find(|m| m.metric == Metric::ItlP90);
-            let m = m.expect("the fixture's cells have ITL p90");
+        for i in 0..r.cells.len() {
+            let m = fixtures::metric_in(&mut r, i, Metric::ItlP90);
             (m.margin, m.ci_high) = (0.25, if i == 1 { 0.4 } else { 0.1 });
         }
         let steps = next_steps(&r, &StepContext::default());

@@ -3000,9 +3000,10 @@ mod tests {
     }
 
     /// A history run on which the host ran the probe late leaves its tails out where each cell
-    /// keeps LATENCY_MIN_RUNS runs without: 5 of 20 runs with every ITL p99 2.5 times as high
-    /// and the probe late by 40% of it would hide a rise (the clean candidate `insufficient`,
-    /// its bound past +50%); screened, the clean candidate passes and vouches for the tail,
+    /// keeps LATENCY_MIN_RUNS runs without: 5 of 20 runs with each cell's ITL p99 times
+    /// e^(0.5 ± 0.5) and the probe late by 40% of it would hide a rise (kept, the clean
+    /// candidate is `insufficient`: 5 cells' bounds past +50%, checked with the screen turned
+    /// off); screened, the clean candidate passes and vouches for the tail,
     /// and a tripled tail is found. With 12 of 20 runs late every run is kept, and a tripled
     /// tail is still no pass.
     #[test]

@@ -26,8 +26,8 @@
 
 use infergate_schema::results::RunResults;
 use infergate_schema::verdict::{
-    ComparisonReport, Confirmation, ConfirmationReason, Direction, FirstBootMatrix, GateVerdict,
-    MatrixThen, Metric, MetricComparison,
+    ComparisonReport, Confirmation, ConfirmationReason, FirstBootMatrix, GateVerdict, MatrixThen,
+    Metric, MetricComparison,
 };
 
 use super::compare::{History, Look, compare_on};
@@ -188,17 +188,16 @@ fn unvouched_worth_a_boot(first: &ComparisonReport) -> Option<(Metric, usize, f6
     Some((metric, entries.len(), c.vouched_to(m)))
 }
 
-/// `m` with its change at none and its worse bound as far from it as it is (in logs): what a
-/// candidate that did not change would be vouched for, had its interval this width.
+/// `m`'s interval moved to no change (in logs): what a candidate that did not change would be
+/// vouched for, had its interval this width.
 fn at_no_change(m: &MetricComparison) -> MetricComparison {
-    let reach = (m.worse_bound().ln_1p() - m.change.ln_1p()).exp_m1();
-    let mut none = m.clone();
-    none.change = 0.0;
-    match m.direction {
-        Direction::LowerIsBetter => none.ci_high = reach,
-        Direction::HigherIsBetter => none.ci_low = reach,
+    let moved = |x: f64| (x.ln_1p() - m.change.ln_1p()).exp_m1();
+    MetricComparison {
+        change: 0.0,
+        ci_low: moved(m.ci_low),
+        ci_high: moved(m.ci_high),
+        ..m.clone()
     }
-    none
 }
 
 /// Cells of a comparison that are provisional alarms (a local test's at the first boot, or

@@ -286,17 +286,16 @@ impl Pairs<'_> {
             .iter()
             .map(|&ci| {
                 let coord = self.coords[ci];
-                let late = self
-                    .host_late
-                    .iter()
-                    .any(|h| h.metric == metric && (h.concurrency, h.context_tokens) == coord);
+                let late = |h: &HostLateCell| {
+                    h.metric == metric && (h.concurrency, h.context_tokens) == coord
+                };
+                if self.host_late.iter().any(late) {
+                    return vec![None; n];
+                }
                 (0..n)
                     .map(|i| {
-                        if late {
-                            return None;
-                        }
-                        let (_, va) = ok_value(&self.a[i], self.coords[ci], metric)?;
-                        let (_, vb) = ok_value(&self.b[i], self.coords[ci], metric)?;
+                        let (_, va) = ok_value(&self.a[i], coord, metric)?;
+                        let (_, vb) = ok_value(&self.b[i], coord, metric)?;
                         Some((vb.ln() - va.ln(), va.ln(), vb.ln()))
                     })
                     .collect()

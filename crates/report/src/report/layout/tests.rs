@@ -8,7 +8,9 @@ use infergate_schema::asserts::{
 };
 use infergate_schema::verdict::CellVerdict::*;
 use infergate_schema::verdict::Metric::*;
-use infergate_schema::verdict::fixtures::{insufficient, matrix, metric, pass, regression};
+use infergate_schema::verdict::fixtures::{
+    insufficient, matrix, metric, metric_in, pass, regression,
+};
 use infergate_schema::verdict::{
     AlphaShares, CheckOutcome, Direction, Found, HostLateCell, LoneBoot,
 };
@@ -483,9 +485,8 @@ fn a_burst_ttft_regression_is_named_first_and_tabled() {
 fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells() {
     let mut r = pass();
     r.cell_metrics_gated = vec![ItlP90];
-    for (i, c) in r.cells.iter_mut().enumerate() {
-        let m = c.metrics.iter_mut().find(|m| m.metric == ItlP90);
-        let m = m.expect("the fixture's cells have ITL p90");
+    for i in 0..r.cells.len() {
+        let m = metric_in(&mut r, i, ItlP90);
         m.margin = 1.0;
         m.change = 0.01 * i as f64;
         m.candidate = m.baseline * (1.0 + m.change);
@@ -556,9 +557,8 @@ fn a_gated_latency_metric_is_named_in_the_first_line_and_tabled_over_the_cells()
 fn a_gated_latency_whose_bound_reaches_the_change_that_fails_is_not_vouched_for() {
     let mut r = pass();
     r.cell_metrics_gated = vec![ItlP90];
-    for (i, c) in r.cells.iter_mut().enumerate() {
-        let m = c.metrics.iter_mut().find(|m| m.metric == ItlP90);
-        let m = m.expect("the fixture's cells have ITL p90");
+    for i in 0..r.cells.len() {
+        let m = metric_in(&mut r, i, ItlP90);
         m.margin = 0.5;
         (m.change, m.ci_low, m.ci_high) = match i {
             1 => (0.60, 0.31, 0.83),
