@@ -7,7 +7,8 @@
 //! noise of this runner today instead of assuming it. Per cell the statistic is the mean over
 //! pairs of `ln(B) − ln(A)` with a Student t interval over the pairs (df = pairs − 1); each cell
 //! is tested at its fixed share of the cells' alpha, as in the gate, plus a matrix-wide paired
-//! test on the per-pair mean difference. See
+//! test on the per-pair mean difference of aggregate tok/s and of each gating latency with a
+//! design effect (a uniform tail rise is the build's here: both sides ran on one runner). See
 //! `docs/adaptive-and-ab.md`. The boots themselves are `run::ab`.
 
 use std::collections::BTreeMap;
@@ -104,9 +105,10 @@ struct PairTest {
 /// where both measured it; the cell's *test* is on `d_ic − D_i` (beyond the pair's common
 /// factor `D_i`, so each boot's speed factor cancels), [`judge`]d as in the gate at a gating
 /// cell's share of the local alpha. The matrix-wide test is the paired t on `D_i` over the
-/// cells measured in every pair, with the matrix margin; an undecided cell follows a matrix
-/// change its total points to, else is unchanged (without a matrix-wide test, only within the
-/// margin: there is no sensitivity to fail closed on).
+/// cells measured in every pair, with the matrix margin (a gating latency's: its design
+/// effect); an undecided cell follows its metric's matrix change its total points to, else is
+/// unchanged (without aggregate tok/s's matrix-wide test, only within the margin: there is no
+/// sensitivity to fail closed on).
 pub fn paired_compare(
     a: &[RunResults],
     b: &[RunResults],
@@ -146,7 +148,7 @@ pub fn paired_compare(
         comparable: &comparable,
         host_late: &host_late,
     };
-    let (tests, matrix) = pairs.tests();
+    let (tests, mut matrices) = pairs.tests();
 
     // A latency percentile gates from as many pairs as a gate's history needs runs.
     let gating = |m: Metric| rule.gates(m, n);
@@ -162,15 +164,38 @@ pub fn paired_compare(
         .filter(|h| report.cell_metrics_gated.contains(&h.metric))
         .copied()
         .collect();
-    let matrix_verdict = matrix
-        .as_ref()
-        .map(|m| judge_matrix(&mut report, m, rule, comparable.len(), n, &look));
+    // The matrix-wide tests that can fail the run share the matrix family's alpha, as the
+    // cells share the local one: aggregate tok/s's and each gating latency's with a design
+    // effect (a uniform rise of every cell's tail beyond it is a regression, not noise).
+    matrices.retain(|&m, _| m == Metric::AggregateTps || (gating(m) && rule.has_design_effect(m)));
+    let matrix_alpha = rule.matrix_alpha() / matrices.len().max(1) as f64;
+    let matrix_verdicts: BTreeMap<Metric, (CellVerdict, f64)> = matrices
+        .iter()
+        .map(|(&metric, m)| {
+            let verdict = if metric == Metric::AggregateTps {
+                judge_matrix(
+                    &mut report,
+                    m,
+                    rule,
+                    comparable.len(),
+                    n,
+                    matrix_alpha,
+                    &look,
+                )
+            } else {
+                let margin = rule.log_margin_of(metric);
+                let (v, _) = judge(m, metric.direction(), matrix_alpha, margin, &look);
+                (v, relative(m.estimate))
+            };
+            (metric, verdict)
+        })
+        .collect();
     let judging = PairJudging {
         rule,
         pairs: n,
         cell_alpha: rule.local_alpha() / n_cells as f64,
         look,
-        matrix_verdict,
+        matrix_verdicts,
     };
 
     let mut per_cell: BTreeMap<usize, Vec<(MetricComparison, Option<CellReason>)>> =
@@ -220,20 +245,21 @@ fn paired_frame(
     report
 }
 
-/// The matrix-wide paired test of `m` over `n` pairs, into the report with its sensitivity;
-/// returns its verdict and change (relative).
+/// The matrix-wide paired test of aggregate tok/s `m` over `n` pairs at `alpha`, into the
+/// report with its sensitivity; returns its verdict and change (relative).
 fn judge_matrix(
     report: &mut ComparisonReport,
     m: &LogChange,
     rule: &DecisionRule,
     cells: usize,
     n: usize,
+    alpha: f64,
     look: &str,
 ) -> (CellVerdict, f64) {
     let (v, check) = judge(
         m,
         Direction::HigherIsBetter,
-        rule.matrix_alpha(),
+        alpha,
         log_margin(MATRIX_MARGIN),
         look,
     );
@@ -261,19 +287,18 @@ struct Pairs<'a> {
 type PairDiffs = Vec<Option<(f64, f64, f64)>>;
 
 impl Pairs<'_> {
-    /// Every metric's cell tests, and the matrix-wide change (of aggregate tok/s only).
-    fn tests(&self) -> (Vec<PairTest>, Option<LogChange>) {
+    /// Every metric's cell tests, and each metric's matrix-wide change where it has one.
+    fn tests(&self) -> (Vec<PairTest>, BTreeMap<Metric, LogChange>) {
         let mut tests: Vec<PairTest> = Vec::new();
-        // The matrix-wide test is on aggregate tok/s only.
-        let mut matrix: Option<LogChange> = None;
+        let mut matrices = BTreeMap::new();
         for metric in ALL_METRICS {
             let (metric_tests, metric_matrix) = self.metric_tests(metric);
             tests.extend(metric_tests);
-            if metric == Metric::AggregateTps {
-                matrix = metric_matrix;
+            if let Some(m) = metric_matrix {
+                matrices.insert(metric, m);
             }
         }
-        (tests, matrix)
+        (tests, matrices)
     }
 
     /// One metric's cell tests, and its matrix-wide change where every comparable cell was
@@ -397,13 +422,13 @@ fn pair_test(
 
 /// What a paired run judges its cell tests by: the rule over `pairs` pairs (each metric's
 /// margin as the gate's, [`DecisionRule::log_margin_of`]: a latency's its design effect), each
-/// cell's alpha, the look's name, and the matrix-wide verdict with its change (relative).
+/// cell's alpha, the look's name, and each matrix-wide verdict with its change (relative).
 struct PairJudging<'a> {
     rule: &'a DecisionRule,
     pairs: usize,
     cell_alpha: f64,
     look: String,
-    matrix_verdict: Option<(CellVerdict, f64)>,
+    matrix_verdicts: BTreeMap<Metric, (CellVerdict, f64)>,
 }
 
 impl PairJudging<'_> {
@@ -420,9 +445,11 @@ impl PairJudging<'_> {
         // As in the gate (`stats::compare`): a cell follows a matrix-wide change its total
         // points to (a uniform −10% is −10% in every cell, never "unchanged"); else it is
         // unchanged, and the run's word comes from the matrix test's sensitivity.
-        let follows = self.matrix_verdict.filter(|&(m, _)| {
-            t.metric == Metric::AggregateTps && points(m, total_good) && !own_decided
-        });
+        let follows = self
+            .matrix_verdicts
+            .get(&t.metric)
+            .copied()
+            .filter(|&(m, _)| points(m, total_good) && !own_decided);
         let verdict = self.verdict(&own, margin, judged, own_decided, follows);
         let (lo, hi) = t.change.interval(CONFIDENCE);
         let (why, decided_on) = match follows {
@@ -471,8 +498,8 @@ impl PairJudging<'_> {
     }
 
     /// A cell's verdict: its own test's `judged` where its total points the same way, else
-    /// the matrix-wide change it `follows`, else unchanged (or, without a matrix-wide test,
-    /// unchanged only within the margin).
+    /// the matrix-wide change it `follows`, else unchanged (or, without aggregate tok/s's
+    /// matrix-wide test, unchanged only within the margin).
     fn verdict(
         &self,
         own: &LogChange,
@@ -485,7 +512,7 @@ impl PairJudging<'_> {
             judged
         } else if let Some((m, _)) = follows {
             m
-        } else if self.matrix_verdict.is_some() {
+        } else if self.matrix_verdicts.contains_key(&Metric::AggregateTps) {
             CellVerdict::Unchanged
         } else {
             // No matrix-wide test (a cell missing from some pair), so no sensitivity: a cell
@@ -559,6 +586,58 @@ mod tests {
         assert_first_line(&r, |l| l.contains("; 1 cell faster: +2"));
     }
 
+    /// Sets every cell's ITL percentiles (p99 `p99`, 5000 gaps) and the probe's p99 lateness
+    /// at `late` times that tail.
+    fn itl_tail(run: &mut RunResults, p99: f64, late: f64) {
+        for c in &mut run.cells {
+            let p = infergate_schema::results::Percentiles {
+                mean: 0.01,
+                p50: 0.01,
+                p90: 0.015,
+                p99,
+                count: 5000,
+            };
+            c.itl_s = Some(p);
+            c.host_lateness_s = Some(infergate_schema::results::Percentiles {
+                p99: late * p99,
+                count: 1500,
+                ..p
+            });
+        }
+    }
+
+    /// A uniform rise of every cell's tail is the build's in a paired run (both sides ran on
+    /// one runner, pair by pair), so it is judged matrix-wide at the metric's design effect, as
+    /// the gate judges it: ITL p99 ×1.8 in every cell of B (its scatter 8% pair to pair) is a
+    /// regression in every cell, following the matrix-wide test; ×1.2 is within the +50% and
+    /// passes; the same B tails without the matrix-wide test could only be `insufficient`.
+    #[test]
+    fn a_uniform_tail_rise_is_judged_matrix_wide() {
+        let rule = DecisionRule::default();
+        let judged = |rise: f64| {
+            let (mut a, mut b) = pairs(11, 12, &|_| 1.0);
+            for (i, (a, b)) in a.iter_mut().zip(&mut b).enumerate() {
+                let wobble = if i % 2 == 0 { 1.08 } else { 1.0 / 1.08 };
+                itl_tail(a, 0.025, 0.02);
+                itl_tail(b, 0.025 * rise * wobble, 0.02);
+            }
+            paired_compare(&a, &b, &rule).expect("compare")
+        };
+        let slower = judged(1.8);
+        assert_gate(&slower, GateVerdict::Regression);
+        assert_first_line(&slower, |l| l.starts_with("✗ B vs A: ITL p99 +80.0%"));
+        assert!(slower.cells.iter().all(|c| {
+            c.metric(Metric::ItlP99)
+                .is_some_and(|m| m.verdict == CellVerdict::Regression)
+        }));
+        assert_eq!(
+            slower.matrix_test.as_ref().map(|m| m.verdict),
+            Some(CellVerdict::Unchanged)
+        );
+        let within = judged(1.2);
+        assert_gate(&within, GateVerdict::Pass);
+    }
+
     /// A tail the host ran late on in one boot of either side is compared in no pair: with one
     /// cell's ITL p99 doubled in B and the probe late by 30% of the tail on one B boot, no cell
     /// is compared on ITL p99, every cell is listed as host-late, and the gate is
@@ -568,27 +647,10 @@ mod tests {
     fn a_tail_the_host_ran_late_on_in_any_pair_is_not_vouched_for() {
         let rule = DecisionRule::default();
         let (mut a, mut b) = pairs(7, 12, &|_| 1.0);
-        let tail = |run: &mut RunResults, p99: f64, late: f64| {
-            for c in &mut run.cells {
-                let p = infergate_schema::results::Percentiles {
-                    mean: 0.01,
-                    p50: 0.01,
-                    p90: 0.015,
-                    p99,
-                    count: 5000,
-                };
-                c.itl_s = Some(p);
-                c.host_lateness_s = Some(infergate_schema::results::Percentiles {
-                    p99: late * p99,
-                    count: 1500,
-                    ..p
-                });
-            }
-        };
         for (i, (a, b)) in a.iter_mut().zip(&mut b).enumerate() {
             let p99 = 0.025 * (1.0 + 0.01 * i as f64);
-            tail(a, p99, 0.02);
-            tail(b, p99, 0.02);
+            itl_tail(a, p99, 0.02);
+            itl_tail(b, p99, 0.02);
             let doubled = b.cells[5].itl_s.as_mut().expect("set above");
             doubled.p99 *= 2.0;
         }
