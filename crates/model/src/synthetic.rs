@@ -150,3 +150,54 @@ pub fn synthetic_run(
         .collect();
     r
 }
+
+/// A prefill layer's record at `context_tokens`: one cold sample at `tps`, the cross-check's
+/// verdict `agreement`.
+#[cfg(any(test, feature = "testkit"))]
+pub fn prefill_record(
+    context_tokens: u64,
+    tps: f64,
+    agreement: infergate_schema::results::PrefillAgreement,
+) -> infergate_schema::results::PrefillRecord {
+    use infergate_schema::results::{
+        PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
+    };
+    PrefillRecord {
+        context_tokens,
+        samples: vec![PrefillSample {
+            kind: PrefillSampleKind::Unique,
+            prompt_tokens: context_tokens,
+            ttft_s: context_tokens as f64 / tps,
+            prefill_tps: tps,
+            cold: true,
+        }],
+        prefill_tps: Some(tps),
+        engine_counters: None,
+        cross_check: PrefillCrossCheck {
+            verdict: agreement,
+            checks: Vec::new(),
+            detail: None,
+        },
+        error: None,
+    }
+}
+
+/// Sets a cell's ITL percentiles (p99 `p99` over 5000 gaps) and the gate's probe's p99
+/// lateness at `late` times that tail (the probe read the host late where `late` reaches the
+/// rule's share, a fifth for ITL p99).
+#[cfg(any(test, feature = "testkit"))]
+pub fn set_itl_tail(cell: &mut CellResult, p99: f64, late: f64) {
+    let p = infergate_schema::results::Percentiles {
+        mean: 0.01,
+        p50: 0.01,
+        p90: 0.015,
+        p99,
+        count: 5000,
+    };
+    cell.itl_s = Some(p);
+    cell.host_lateness_s = Some(infergate_schema::results::Percentiles {
+        p99: late * p99,
+        count: 1500,
+        ..p
+    });
+}

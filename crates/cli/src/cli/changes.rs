@@ -10,6 +10,7 @@ use infergate_eval::eval::changes::{
     ChangeEvalConfig, ChangeEvalReport, export_histories, run_change_eval,
 };
 use infergate_io::untrusted_text::console as inert;
+use infergate_model::stats::DecisionRule;
 use infergate_model::stats::changepoint::{ChangeSettings, analyse};
 use infergate_report::report::changes::GroupChanges;
 use infergate_report::report::console::{fitted_table, wrap};
@@ -86,6 +87,11 @@ pub struct ChangesArgs {
     /// A results file appended to its group's history as the newest run (highlighted).
     #[arg(long, value_name = "RESULTS")]
     pub candidate: Option<PathBuf>,
+    /// A metric whose series to search (repeatable; default: what the gate gates by default,
+    /// `aggregate_tps`, `prefill_tps`, `burst_tps`, `burst_ttft_p90` and `itl_p99`). A tail's
+    /// night the gate's probe read the host late on is left out of its series.
+    #[arg(long = "metric", value_name = "METRIC", value_parser = parse_metric)]
+    pub metrics: Vec<Metric>,
     /// The change-point search's settings.
     #[command(flatten)]
     pub settings: ChangeSettingsArgs,
@@ -99,12 +105,22 @@ pub struct ChangesArgs {
     pub alert: bool,
 }
 
+/// A metric as `verdict.json` names it (`itl_p99`); the error lists every name.
+fn parse_metric(s: &str) -> Result<Metric, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|e| e.to_string())
+}
+
 /// Runs `infergate changes`.
 pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     let mut settings = ChangeSettings::default();
     args.settings.apply(&mut settings);
     settings.seed = args.seed.unwrap_or(settings.seed);
     settings.validate().map_err(|e| usage(e.to_string()))?;
+    let metrics = if args.metrics.is_empty() {
+        DecisionRule::default().metrics
+    } else {
+        args.metrics.clone()
+    };
     let store =
         BaselineStore::open_existing(&args.baseline_dir).map_err(|e| usage(e.to_string()))?;
     let candidate = args.candidate.as_deref().map(load_candidate).transpose()?;
@@ -141,7 +157,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             loaded.runs.push(c.clone());
             candidate_id = Some(c.run_id.clone());
         }
-        let history = analyse(&loaded.runs, &[Metric::AggregateTps], &accepted, &settings)
+        let history = analyse(&loaded.runs, &metrics, &accepted, &settings)
             .map_err(|e| usage(e.to_string()))?;
         out.push(GroupChanges {
             profile_key: key,

@@ -13,14 +13,14 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use infergate_schema::results::RunResults;
-use infergate_schema::verdict::Metric;
+use infergate_schema::verdict::{Direction, Metric};
 
 use super::StatsError;
 use super::build::{self, Coord, mean};
-use super::compare::ok_value;
+use super::compare::{burst_value, host_late_at, ok_value, prefill_value};
 use super::interval::signed;
 use super::noise::{median, robust_sd};
-use super::rule::in_range;
+use super::rule::{HOST_LATENESS_REACH, in_range, latency_min_effect};
 
 mod local_level;
 use local_level::{
@@ -198,8 +198,9 @@ pub struct SeriesChange {
     pub slope: Option<Slope>,
     /// Permutation p-value of the split that found it.
     pub p_value: f64,
-    /// Relative change from the segment before to the segment after (negative = worse); a
-    /// creep: the total change so far (slope × runs since the onset).
+    /// Relative change of the metric from the segment before to the segment after (a
+    /// throughput's fall and a latency's rise are worse); a creep: the total change so far
+    /// (slope × runs since the onset).
     pub change: f64,
     pub ci_low: f64,
     pub ci_high: f64,
@@ -214,6 +215,18 @@ pub struct SeriesChange {
 }
 
 impl SeriesChange {
+    /// The change as a lower-is-better metric's own (a latency's rise is `+`), from the
+    /// "better" scale it was found on (where a rise reads as a fall): every relative figure
+    /// `x` becomes `1 / (1 + x) − 1`, which swaps an interval's ends.
+    fn as_rise(&mut self) {
+        let flip = |x: f64| 1.0 / (1.0 + x) - 1.0;
+        (self.change, self.ci_low, self.ci_high) =
+            (flip(self.change), flip(self.ci_high), flip(self.ci_low));
+        if let Some(s) = &mut self.slope {
+            (s.per_run, s.ci_low, s.ci_high) = (flip(s.per_run), flip(s.ci_high), flip(s.ci_low));
+        }
+    }
+
     /// Where the change ends: a step's place, the end of a creep's stretch.
     fn end(&self) -> usize {
         match self.kind {
@@ -1013,7 +1026,8 @@ pub struct ChangePoint {
     /// Step or creep; a creep's `run_id` is its onset (the first run that moved).
     #[serde(default)]
     pub kind: ChangeKind,
-    /// Relative change (negative = slower / worse) and its interval; a creep: the total so far.
+    /// Relative change of the metric (a throughput's fall, a latency's rise is worse) and its
+    /// interval; a creep: the total so far.
     pub change: f64,
     pub ci_low: f64,
     pub ci_high: f64,
@@ -1070,9 +1084,56 @@ pub struct HistoryChanges {
     pub change_points: Vec<ChangePoint>,
 }
 
-/// The series of `metric` for `scope` over `runs`: (positions, values).
+/// The entries a metric's series run over ([`Scope::Cell`]s): the decode matrix's cells, the
+/// prefill layer's contexts (`concurrency` 0, as the verdict lists them), or the burst layer's
+/// one entry (0, 0). Sorted by context, then concurrency.
+pub fn coords_of(runs: &[RunResults], metric: Metric) -> Vec<Coord> {
+    let mut coords = if metric == Metric::PrefillTps {
+        let mut contexts: Vec<u64> = runs
+            .iter()
+            .flat_map(|r| r.prefill.iter().map(|p| p.context_tokens))
+            .collect();
+        contexts.sort_unstable();
+        contexts.dedup();
+        contexts.into_iter().map(|c| (0, c)).collect()
+    } else if metric.is_burst() {
+        if runs.iter().any(|r| r.burst.is_some()) {
+            vec![(0, 0)]
+        } else {
+            Vec::new()
+        }
+    } else {
+        build::coords(runs)
+    };
+    coords.sort_by_key(|&(conc, ctx)| (ctx, conc));
+    coords
+}
+
+/// A run's value of `metric` at `coord` as the gate takes it from a history run, or none: a
+/// decode cell's where it ran clean ([`ok_value`]: a latency percentile only from the
+/// observations that bound it), never a tail the gate's probe read the host late on (by the
+/// share of the tail the gate holds a run to at the metric's default design effect: a busy
+/// night's tail is no measurement of the engine's); a prefill context's median of cold samples
+/// where the engine's counters agree ([`prefill_value`]); the burst's from a burst whose every
+/// request completed ([`burst_value`]).
+pub fn value_at(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
+    if metric == Metric::PrefillTps {
+        return prefill_value(run, coord.1);
+    }
+    if metric.is_burst() {
+        return burst_value(run, metric);
+    }
+    let (cell, v) = ok_value(run, coord, metric)?;
+    let share = latency_min_effect(metric).map(|e| e / (2.0 * HOST_LATENESS_REACH));
+    match share {
+        Some(share) if host_late_at(cell, metric, share).is_some() => None,
+        _ => Some(v),
+    }
+}
+
+/// The series of `metric` for `scope` over `runs`: (positions, values) ([`value_at`]).
 pub fn series_of(runs: &[RunResults], scope: &Scope, metric: Metric) -> (Vec<usize>, Vec<f64>) {
-    let value = |r: &RunResults, coord: Coord| ok_value(r, coord, metric).map(|(_, v)| v);
+    let value = |r: &RunResults, coord: Coord| value_at(r, coord, metric);
     match scope {
         Scope::Cell {
             concurrency,
@@ -1083,7 +1144,7 @@ pub fn series_of(runs: &[RunResults], scope: &Scope, metric: Metric) -> (Vec<usi
             .filter_map(|(i, r)| value(r, (*concurrency, *context_tokens)).map(|v| (i, v)))
             .unzip(),
         Scope::Matrix => {
-            let coords = coords(runs);
+            let coords = coords_of(runs, metric);
             let centres = centres(runs, &coords, metric);
             runs.iter()
                 .enumerate()
@@ -1108,8 +1169,8 @@ fn centres(runs: &[RunResults], coords: &[Coord], metric: Metric) -> Vec<f64> {
         .map(|&coord| {
             let mut logs: Vec<f64> = runs
                 .iter()
-                .filter_map(|r| ok_value(r, coord, metric))
-                .map(|(_, v)| v.ln())
+                .filter_map(|r| value_at(r, coord, metric))
+                .map(f64::ln)
                 .collect();
             median(&mut logs)
         })
@@ -1133,7 +1194,9 @@ pub(crate) const REST_MIN_CELLS: usize = 5;
 /// does not show in this one. `None` where the matrix has fewer than [`REST_MIN_CELLS`] other cells; a run
 /// with none of them ok has no level.
 fn rest_levels(runs: &[RunResults], me: Coord, metric: Metric) -> Option<Vec<Option<f64>>> {
-    let others: Vec<Coord> = coords(runs).into_iter().filter(|&c| c != me).collect();
+    let others: Vec<Coord> = (coords_of(runs, metric).into_iter())
+        .filter(|&c| c != me)
+        .collect();
     if others.len() < REST_MIN_CELLS {
         return None;
     }
@@ -1145,20 +1208,13 @@ fn rest_levels(runs: &[RunResults], me: Coord, metric: Metric) -> Option<Vec<Opt
                     .iter()
                     .zip(&centres)
                     .filter_map(|(&coord, centre)| {
-                        ok_value(r, coord, metric).map(|(_, v)| v.ln() - centre)
+                        value_at(r, coord, metric).map(|v| v.ln() - centre)
                     })
                     .collect();
                 (!logs.is_empty()).then(|| median(&mut logs))
             })
             .collect(),
     )
-}
-
-/// The cells present in any run ([`build::coords`]), sorted by context then concurrency.
-fn coords(runs: &[RunResults]) -> Vec<Coord> {
-    let mut coords = build::coords(runs);
-    coords.sort_by_key(|&(conc, ctx)| (ctx, conc));
-    coords
 }
 
 /// One series' change points (`detect` on the metric's "better" logs), with its segments.
@@ -1229,7 +1285,10 @@ fn analyse_series_with(
         .iter()
         .map(|&l| signed(l, metric.direction()))
         .collect();
-    let changes = detect_with(&better, &prior, settings)?;
+    let mut changes = detect_with(&better, &prior, settings)?;
+    if metric.direction() == Direction::LowerIsBetter {
+        changes.iter_mut().for_each(SeriesChange::as_rise);
+    }
     let segments = segments(&values, &changes);
     Ok(HistorySeries {
         scope,
@@ -1254,9 +1313,17 @@ pub fn analyse(
     settings.validate()?;
     let mut series = Vec::new();
     for &metric in metrics {
+        let coords = coords_of(runs, metric);
+        if coords.is_empty() {
+            continue;
+        }
         series.push(analyse_series(runs, Scope::Matrix, metric, settings)?);
+        // One entry (the burst, a single prefill context): the matrix series is its series.
+        if coords.len() == 1 {
+            continue;
+        }
         let nights = outlier_nights(runs, metric);
-        for (concurrency, context_tokens) in coords(runs) {
+        for (concurrency, context_tokens) in coords {
             let scope = Scope::Cell {
                 concurrency,
                 context_tokens,
@@ -1743,6 +1810,92 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    /// The nightly searches what the gate gates, each in its own direction and from what the
+    /// gate would take: ITL p99 ×1.8 in every cell from n25 (5% night-to-night scatter) is one
+    /// matrix change point of about +80% there, not the "better" scale's −44%; n10, whose
+    /// tail the gate's probe read the host late on (and tripled), is left out of the tail's
+    /// series and of nothing else; the prefill layer's contexts are series of their own (8k
+    /// 1.3× slower from n30, a figure its counters disagreed with never on the series), and
+    /// aggregate tok/s, which did not move, has no change point.
+    #[test]
+    fn every_gated_metric_is_searched_in_its_own_direction_as_the_gate_takes_it() {
+        use infergate_schema::results::PrefillAgreement;
+        let mut rng = StdRng::seed_from_u64(29);
+        let n: Gauss<f64> = Gauss::new(0.0, 1.0).unwrap();
+        let runs: Vec<RunResults> = (0..40)
+            .map(|i| {
+                let mut r = crate::synthetic::synthetic_run(
+                    &format!("n{i:02}"),
+                    &mut rng,
+                    0.01,
+                    0.01,
+                    &|_| 1.0,
+                );
+                let night = (0.05 * n.sample(&mut rng)).exp();
+                let rise = if i >= 25 { 1.8 } else { 1.0 };
+                let (busy, late) = if i == 10 { (3.0, 0.3) } else { (1.0, 0.02) };
+                for c in &mut r.cells {
+                    let p99 = 0.025 * night * rise * busy * (0.02 * n.sample(&mut rng)).exp();
+                    crate::synthetic::set_itl_tail(c, p99, late);
+                }
+                let slower = if i >= 30 { 1.0 / 1.3 } else { 1.0 };
+                let agreement = if i == 5 {
+                    PrefillAgreement::Disagrees
+                } else {
+                    PrefillAgreement::WithinTolerance
+                };
+                r.prefill = [(8_192u64, 150_000.0 * slower), (32_768, 120_000.0)]
+                    .into_iter()
+                    .map(|(ctx, tps)| {
+                        let v = tps * (0.02 * n.sample(&mut rng)).exp();
+                        crate::synthetic::prefill_record(ctx, v, agreement)
+                    })
+                    .collect();
+                r
+            })
+            .collect();
+        let metrics = [Metric::AggregateTps, Metric::ItlP99, Metric::PrefillTps];
+        let h = analyse(&runs, &metrics, &[], &ChangeSettings::default()).unwrap();
+        let found: Vec<_> = (h.change_points.iter())
+            .map(|c| (c.metric, &c.scope, &c.run_id, c.change))
+            .collect();
+        let tail = (h.change_points.iter())
+            .find(|c| c.metric == Metric::ItlP99 && c.scope == Scope::Matrix)
+            .unwrap_or_else(|| panic!("{found:?}"));
+        assert_eq!(tail.run_id, "n25", "{found:?}");
+        assert!((tail.change - 0.8).abs() < 0.1, "{tail:?}");
+        assert!(
+            tail.ci_low < tail.change && tail.change < tail.ci_high,
+            "{tail:?}"
+        );
+        let matrix_tail = (h.series.iter())
+            .find(|s| s.metric == Metric::ItlP99 && s.scope == Scope::Matrix)
+            .unwrap();
+        assert!(!matrix_tail.runs.contains(&10) && matrix_tail.runs.len() == 39);
+        let prefill_8k = Scope::Cell {
+            concurrency: 0,
+            context_tokens: 8_192,
+        };
+        let prefill = (h.change_points.iter())
+            .find(|c| c.metric == Metric::PrefillTps && c.scope == prefill_8k)
+            .unwrap_or_else(|| panic!("{found:?}"));
+        assert_eq!(prefill.run_id, "n30", "{found:?}");
+        assert!((prefill.change + 0.23).abs() < 0.05, "{prefill:?}");
+        let prefill_series = (h.series.iter())
+            .find(|s| s.metric == Metric::PrefillTps && s.scope == prefill_8k)
+            .unwrap();
+        assert!(!prefill_series.runs.contains(&5) && prefill_series.runs.len() == 39);
+        assert!(
+            (h.change_points.iter()).all(|c| c.metric != Metric::AggregateTps),
+            "{found:?}"
+        );
+        // The throughput's series keep n10: only a tail is the probe's to screen.
+        let tps = (h.series.iter())
+            .find(|s| s.metric == Metric::AggregateTps && s.scope == Scope::Matrix)
+            .unwrap();
+        assert_eq!(tps.runs.len(), 40);
     }
 
     #[test]

@@ -198,9 +198,14 @@ pub(crate) fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
 /// [`DecisionRule::host_late_share`] of the percentile or more. A cell of results without the
 /// probe (other tools, older versions) is never host-late.
 fn host_late(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Option<(f64, f64)> {
+    host_late_at(cell, metric, rule.host_late_share(metric))
+}
+
+/// [`host_late`] at the probe's lateness `share` of the tail.
+pub(crate) fn host_late_at(cell: &CellResult, metric: Metric, share: f64) -> Option<(f64, f64)> {
     let (value, _, q) = latency_percentile(cell, metric)?;
     let late = cell.host_lateness_s?.p99;
-    (q >= 0.9 && late >= rule.host_late_share(metric) * value).then_some((late, value))
+    (q >= 0.9 && late >= share * value).then_some((late, value))
 }
 
 /// A run's cell at `coord` and its [`compared_value`] of `metric`, where the cell ran clean
@@ -4241,9 +4246,7 @@ mod prefill_tests {
     use crate::synthetic::synthetic_run;
     use PrefillAgreement::WithinTolerance as Agrees;
     use infergate_schema::asserts::{assert_first_line, assert_gate, assert_not_gate};
-    use infergate_schema::results::{
-        PrefillAgreement, PrefillCrossCheck, PrefillRecord, PrefillSample, PrefillSampleKind,
-    };
+    use infergate_schema::results::PrefillAgreement;
     use infergate_schema::verdict::GateVerdict;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
@@ -4258,24 +4261,7 @@ mod prefill_tests {
             .into_iter()
             .map(|(ctx, tps)| {
                 let v = tps * factor * (0.02 * n.sample(rng)).exp();
-                PrefillRecord {
-                    context_tokens: ctx,
-                    samples: vec![PrefillSample {
-                        kind: PrefillSampleKind::Unique,
-                        prompt_tokens: ctx,
-                        ttft_s: ctx as f64 / v,
-                        prefill_tps: v,
-                        cold: true,
-                    }],
-                    prefill_tps: Some(v),
-                    engine_counters: None,
-                    cross_check: PrefillCrossCheck {
-                        verdict: agreement,
-                        checks: Vec::new(),
-                        detail: None,
-                    },
-                    error: None,
-                }
+                crate::synthetic::prefill_record(ctx, v, agreement)
             })
             .collect();
         r

@@ -590,19 +590,7 @@ mod tests {
     /// at `late` times that tail.
     fn itl_tail(run: &mut RunResults, p99: f64, late: f64) {
         for c in &mut run.cells {
-            let p = infergate_schema::results::Percentiles {
-                mean: 0.01,
-                p50: 0.01,
-                p90: 0.015,
-                p99,
-                count: 5000,
-            };
-            c.itl_s = Some(p);
-            c.host_lateness_s = Some(infergate_schema::results::Percentiles {
-                p99: late * p99,
-                count: 1500,
-                ..p
-            });
+            crate::synthetic::set_itl_tail(c, p99, late);
         }
     }
 

@@ -8,6 +8,7 @@ use crate::report::layout::markdown_row;
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_model::stats::changepoint::{ChangePoint, HistoryChanges, Scope};
 use infergate_schema::answer::{NO_VALUE, cell_label, interval, metric_name, plural};
+use infergate_schema::results::context_label;
 use infergate_schema::verdict::{Metric, signed_number, signed_percent};
 
 /// The change points of one baseline group (profile key + suite), as `changes` reports them.
@@ -24,9 +25,15 @@ pub struct GroupChanges {
     pub history: HistoryChanges,
 }
 
-/// `matrix` or `C=4 / 8k`.
-pub(crate) fn scope_label(scope: &Scope) -> String {
+/// Where a series of `metric` runs, as the gate's reports name it: `matrix` or `C=4 / 8k` (a
+/// decode metric), `prefill layer` or `prefill 8k` (one context), `burst layer`.
+pub(crate) fn scope_label(scope: &Scope, metric: Metric) -> String {
     match scope {
+        _ if metric.is_burst() => "burst layer".into(),
+        Scope::Matrix if metric == Metric::PrefillTps => "prefill layer".into(),
+        Scope::Cell { context_tokens, .. } if metric == Metric::PrefillTps => {
+            format!("prefill {}", context_label(*context_tokens))
+        }
         Scope::Matrix => "matrix".into(),
         Scope::Cell {
             concurrency,
@@ -142,7 +149,7 @@ fn first_run_after(c: &ChangePoint) -> String {
 
 fn row(c: &ChangePoint) -> Vec<String> {
     vec![
-        scope_label(&c.scope),
+        scope_label(&c.scope, c.metric),
         // aggregate tok/s, as the heading says; another metric is named.
         match c.metric {
             Metric::AggregateTps => change_label(c),

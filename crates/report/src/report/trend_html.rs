@@ -15,7 +15,7 @@ use crate::report::changes::{
 };
 use infergate_io::untrusted_text::{is_bidi_control, is_invisible};
 use infergate_model::stats::changepoint::{ChangePoint, HistorySeries, RunRef, Scope};
-use infergate_schema::answer::plural;
+use infergate_schema::answer::{metric_name, plural};
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{Metric, signed_percent};
 
@@ -109,8 +109,8 @@ fn group(out: &mut String, g: &GroupChanges) {
         let _ = writeln!(
             out,
             "<h3>{} · {}</h3>",
-            html(&scope_label(&s.scope)),
-            html(s.metric.as_str())
+            html(&scope_label(&s.scope, s.metric)),
+            html(metric_name(s.metric))
         );
         plot(out, g, s);
     }
@@ -216,7 +216,7 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
     let _ = write!(
         out,
         "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{}\">",
-        html(&format!("history of {}", scope_label(&s.scope)))
+        html(&format!("history of {}", scope_label(&s.scope, s.metric)))
     );
     for v in [lo + pad, (lo + hi) / 2.0, hi - pad] {
         let _ = write!(

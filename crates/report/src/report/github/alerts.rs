@@ -24,7 +24,7 @@ use crate::report::changes::{GroupChanges, change_label, scope_label, slope_word
 use infergate_io::untrusted_text::markdown as md;
 use infergate_model::stats::changepoint::{ChangeKind, ChangePoint, Scope, same_change};
 use infergate_schema::answer::metric_name;
-use infergate_schema::verdict::signed_percent;
+use infergate_schema::verdict::{Metric, signed_percent};
 
 /// What every alert marker starts with.
 pub(crate) const MARKER_PREFIX: &str = "<!-- infergate-change:";
@@ -210,7 +210,7 @@ pub(crate) fn title(a: &Alert<'_>) -> String {
         "infergate: {} {}{creep} at {} ({} / {}), from run {}",
         metric_name(a.change.metric),
         signed_percent(a.change.change),
-        scope_label(&a.change.scope),
+        scope_label(&a.change.scope, a.change.metric),
         a.key.profile,
         a.key.suite,
         a.key.run_id
@@ -288,7 +288,7 @@ fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
     out.push_str(&format!(
         "| | |\n|---|---|\n| series | {} of {} |\n",
         metric_name(c.metric),
-        scope_label(&c.scope)
+        scope_label(&c.scope, c.metric)
     ));
     out.push_str(&format!(
         "| change | {} ({:.0}% interval; permutation p = {:.3}) |\n",
@@ -339,8 +339,9 @@ fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
     }
 }
 
-/// The cells that moved apart from the rest of the matrix (a cell alert names its own), or
-/// that none did.
+/// The cells (a prefill layer's: contexts) that moved apart from the rest of the matrix (a
+/// cell alert names its own), or that none did; "apart from the rest" only where their series
+/// were searched so ([`HistorySeries::against_rest`]).
 fn push_cells(out: &mut String, a: &Alert<'_>) {
     let c = a.change;
     let cells: Vec<&ChangePoint> = if c.scope == Scope::Matrix {
@@ -348,20 +349,33 @@ fn push_cells(out: &mut String, a: &Alert<'_>) {
     } else {
         vec![c]
     };
+    let (heading, what, whole) = if c.metric == Metric::PrefillTps {
+        ("Contexts", "context", "layer")
+    } else {
+        ("Cells", "cell", "matrix")
+    };
+    let series = &a.group.history.series;
+    let apart = cells.iter().all(|x| {
+        (series.iter()).any(|s| s.against_rest && s.scope == x.scope && s.metric == x.metric)
+    });
+    if !cells.is_empty() && apart {
+        out.push_str(&format!("\n**{heading} that moved apart from the rest of the {whole}**\n\n| {what} | change against the other {what}s [interval] | first run after |\n|---|---:|---|\n"));
+    } else if !cells.is_empty() {
+        out.push_str(&format!("\n**{heading} that moved**\n\n| {what} | change [interval] | first run after |\n|---|---:|---|\n"));
+    }
     if !cells.is_empty() {
-        out.push_str("\n**Cells that moved apart from the rest of the matrix**\n\n| cell | change against the other cells [interval] | first run after |\n|---|---:|---|\n");
         for cell in cells {
             out.push_str(&format!(
                 "| {} | {} | {} |\n",
-                scope_label(&cell.scope),
+                scope_label(&cell.scope, cell.metric),
                 change_label(cell),
                 md(&cell.run_id)
             ));
         }
     } else if c.scope == Scope::Matrix {
-        out.push_str(
-            "\nNo cell moved apart from the rest of the matrix: the cells moved together.\n",
-        );
+        out.push_str(&format!(
+            "\nNo {what} moved apart from the rest of the {whole}: the {what}s moved together.\n"
+        ));
     }
 }
 
@@ -811,7 +825,6 @@ mod tests {
         ChangeSettings, CommitRange, HistoryChanges, LocationInterval, RunRef,
     };
     use infergate_schema::asserts::{assert_contains, assert_lacks, assert_starts_with};
-    use infergate_schema::verdict::Metric;
 
     fn cp(scope: Scope, run: usize, change: f64, accepted: bool) -> ChangePoint {
         ChangePoint {
@@ -944,6 +957,39 @@ mod tests {
         assert_contains(&text, "C=16 / 8k");
         assert_contains(&text, "−3.0%");
         assert!(text.contains("--since r30 --profile h200-vllm --suite nightly"));
+    }
+
+    /// A tail's and a layer's change points are alerts of their own, named as the gate's
+    /// reports name them and in the metric's own direction (a latency's rise is `+`); a prefill
+    /// context's change goes under its layer's, not under the decode matrix's.
+    #[test]
+    fn a_tail_and_a_layer_are_alerted_as_the_gate_names_them() {
+        let with = |metric, scope, change| ChangePoint {
+            metric,
+            ..cp(scope, 30, change, false)
+        };
+        let prefill_8k = Scope::Cell {
+            concurrency: 0,
+            context_tokens: 8192,
+        };
+        let g = group(vec![
+            cp(Scope::Matrix, 30, -0.03, false),
+            with(Metric::ItlP99, Scope::Matrix, 0.87),
+            with(Metric::PrefillTps, Scope::Matrix, -0.2),
+            with(Metric::PrefillTps, prefill_8k, -0.25),
+            with(Metric::BurstTtftP90, Scope::Matrix, 0.45),
+        ]);
+        let alerts = plan(std::slice::from_ref(&g));
+        let titles: Vec<String> = alerts.iter().map(title).collect();
+        assert_eq!(alerts.len(), 4, "{titles:#?}");
+        assert_contains(&titles[1], "ITL p99 +87.0% at matrix (h200-vllm / nightly)");
+        assert_contains(&titles[2], "prefill tok/s −20.0% at prefill layer");
+        assert_contains(&titles[3], "TTFT p90 +45.0% at burst layer");
+        assert_eq!(alerts[2].cells.len(), 1);
+        assert!(alerts[0].cells.is_empty());
+        let text = body(&alerts[2], AlertState::Open, None);
+        assert_contains(&text, "| series | prefill tok/s of prefill layer |");
+        assert_contains(&text, "| prefill 8k | −25.0%");
     }
 
     #[test]
