@@ -1154,6 +1154,22 @@ pub(crate) fn escape_code(text: &str) -> String {
         .collect()
 }
 
+/// A sentence of ours with `code` spans (a next step's: "the suite's `duration`") as
+/// Markdown: each span kept a code span, the rest escaped as any text is; with an unpaired
+/// backtick, all of it escaped.
+fn escape_keeping_code(text: &str) -> String {
+    let parts: Vec<&str> = text.split('`').collect();
+    if parts.len().is_multiple_of(2) {
+        return escape(text);
+    }
+    (parts.iter().enumerate())
+        .map(|(i, p)| match i % 2 {
+            1 => format!("`{}`", escape_code(p)),
+            _ => escape(p),
+        })
+        .collect()
+}
+
 /// A Markdown table row, `| a | b |`: the cells as given (escape them first).
 pub(crate) fn markdown_row<S: AsRef<str>>(cells: &[S]) -> String {
     let cells: Vec<&str> = cells.iter().map(AsRef::as_ref).collect();
@@ -1212,7 +1228,7 @@ fn markdown_next_steps(out: &mut String, l: &GateLayout) {
     if !l.next_steps.is_empty() {
         out.push_str("**Next steps**\n\n");
         for step in &l.next_steps {
-            out.push_str(&format!("- {}", escape(&step.what)));
+            out.push_str(&format!("- {}", escape_keeping_code(&step.what)));
             if let Some(cmd) = &step.command {
                 out.push_str(&format!(":<br>`{}`", escape_code(cmd)));
             }

@@ -441,6 +441,21 @@ fn a_prefill_context_whose_bound_reaches_the_margin_is_not_vouched_for() {
         "{:?}",
         l.next_steps
     );
+    // In Markdown the setting is a code span, as the command is, not escaped backticks.
+    let md = markdown(&l, true);
+    assert_contains(&md, "or more cold samples (the suite's `prefill_samples`)");
+    assert_lacks(&md, "\\`");
+}
+
+/// A next step's own code spans stay code spans in Markdown and the rest is escaped; an
+/// unpaired backtick is escaped with the rest.
+#[test]
+fn a_next_steps_code_spans_stay_code_and_the_rest_is_escaped() {
+    assert_eq!(
+        escape_keeping_code("from longer windows (the suite's `duration`) or *more*"),
+        "from longer windows (the suite's `duration`) or \\*more\\*"
+    );
+    assert_eq!(escape_keeping_code("a ` alone"), "a \\` alone");
 }
 
 /// A burst TTFT regression alone: the first line names TTFT and the burst layer; the console
