@@ -153,8 +153,8 @@ pub fn synthetic_run(
 
 /// A prefill layer's record at `context_tokens`: one cold sample at `tps`, the cross-check's
 /// verdict `agreement`.
-#[cfg(any(test, feature = "testkit"))]
-pub fn prefill_record(
+#[cfg(test)]
+pub(crate) fn prefill_record(
     context_tokens: u64,
     tps: f64,
     agreement: infergate_schema::results::PrefillAgreement,
@@ -185,8 +185,8 @@ pub fn prefill_record(
 /// Sets a cell's ITL percentiles (p99 `p99` over 5000 gaps) and the gate's probe's p99
 /// lateness at `late` times that tail (the probe read the host late where `late` reaches the
 /// rule's share, a fifth for ITL p99).
-#[cfg(any(test, feature = "testkit"))]
-pub fn set_itl_tail(cell: &mut CellResult, p99: f64, late: f64) {
+#[cfg(test)]
+pub(crate) fn set_itl_tail(cell: &mut CellResult, p99: f64, late: f64) {
     let p = infergate_schema::results::Percentiles {
         mean: 0.01,
         p50: 0.01,

@@ -1087,7 +1087,7 @@ pub struct HistoryChanges {
 /// The entries a metric's series run over ([`Scope::Cell`]s): the decode matrix's cells, the
 /// prefill layer's contexts (`concurrency` 0, as the verdict lists them), or the burst layer's
 /// one entry (0, 0). Sorted by context, then concurrency.
-pub fn coords_of(runs: &[RunResults], metric: Metric) -> Vec<Coord> {
+pub(crate) fn coords_of(runs: &[RunResults], metric: Metric) -> Vec<Coord> {
     let mut coords = if metric == Metric::PrefillTps {
         let mut contexts: Vec<u64> = runs
             .iter()
@@ -1116,7 +1116,7 @@ pub fn coords_of(runs: &[RunResults], metric: Metric) -> Vec<Coord> {
 /// night's tail is no measurement of the engine's); a prefill context's median of cold samples
 /// where the engine's counters agree ([`prefill_value`]); the burst's from a burst whose every
 /// request completed ([`burst_value`]).
-pub fn value_at(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
+pub(crate) fn value_at(run: &RunResults, coord: Coord, metric: Metric) -> Option<f64> {
     if metric == Metric::PrefillTps {
         return prefill_value(run, coord.1);
     }
