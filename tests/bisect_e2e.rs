@@ -61,11 +61,17 @@ fn repo(dir: &Path, bad_from: usize) -> Vec<String> {
 
 /// The same with `slowdown` (the sim's `--slowdown`) from commit `bad_from`.
 fn repo_with(dir: &Path, bad_from: usize, slowdown: &str) -> Vec<String> {
+    repo_of(dir, 32, bad_from, ("1.0", slowdown))
+}
+
+/// A repository of commit 0 and `commits` more whose `{build}` is `build.0` before commit
+/// `bad_from` and `build.1` from it.
+fn repo_of(dir: &Path, commits: usize, bad_from: usize, build: (&str, &str)) -> Vec<String> {
     git(dir, &["init", "-q", "-b", "main"]);
     std::fs::write(dir.join("map.sh"), "git show \"$1\":slowdown\n").unwrap();
     let mut shas = Vec::new();
-    for i in 0..=32 {
-        let s = if i >= bad_from { slowdown } else { "1.0" };
+    for i in 0..=commits {
+        let s = if i >= bad_from { build.1 } else { build.0 };
         std::fs::write(dir.join("slowdown"), format!("{s}\n")).unwrap();
         std::fs::write(dir.join("n"), format!("{i}\n")).unwrap();
         git(dir, &["add", "slowdown", "n"]);
@@ -76,9 +82,21 @@ fn repo_with(dir: &Path, bad_from: usize, slowdown: &str) -> Vec<String> {
 }
 
 fn bisect(dir: &Path, config: &Path, good: &str, bad: &str) -> (Option<i32>, String, String) {
+    bisect_with(dir, config, good, bad, &[])
+}
+
+/// [`bisect`] with more arguments.
+fn bisect_with(
+    dir: &Path,
+    config: &Path,
+    good: &str,
+    bad: &str,
+    more: &[&str],
+) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
         .args(["bisect", "--good", good, "--bad", bad, "--config"])
         .arg(config)
+        .args(more)
         .arg("--out")
         .arg(dir.join("out"))
         .current_dir(dir)
@@ -112,7 +130,10 @@ fn ends_noise(dir: &Path, r: &BisectRecord) -> f64 {
             (b.role, serde_json::from_str(&text).expect("results parse"))
         })
         .collect();
-    let value = |run: &RunResults| matrix_value(run, &runs[0].1).expect("cells in common");
+    let value = |run: &RunResults| {
+        matrix_value(run, &runs[0].1, infergate::verdict::Metric::AggregateTps)
+            .expect("cells in common")
+    };
     let mut ss = 0.0;
     for role in [BootRole::Good, BootRole::Bad] {
         let v: Vec<f64> = runs
@@ -197,6 +218,38 @@ fn culprit_among_32_commits_found_in_at_most_9_boots() {
         );
     }
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    no_engine_left(dir, &r);
+}
+
+/// A change of one layer alone is bisected on that layer's metric: from commit 5 of 8 the
+/// sim's prefill is twice as slow (`prefill-slowdown=2`: decode tok/s unchanged), and
+/// `--metric prefill_tps` finds commit 5, each boot's matrix value the prefill layer's (the
+/// one context, 2k). A tail's metric is bisected alike (`stats::bisect::matrix_value`'s unit
+/// test); this test takes the prefill, whose figure no load of the machine leaves out.
+#[test]
+fn a_layer_change_is_bisected_on_its_metric() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shas = repo_of(dir, 8, 5, ("prefill-slowdown=1", "prefill-slowdown=2"));
+    let cfg = config(dir, "");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("\"--slowdown\", \"{build}\"", "\"--fault\", \"{build}\"")
+        .replace("concurrency = [1, 4]", "concurrency = [1]")
+        .replace("contexts = [\"0\"]", "contexts = [\"2k\"]");
+    std::fs::write(&cfg, text).unwrap();
+    let metric = ["--metric", "prefill_tps"];
+    let (code, out, err) = bisect_with(dir, &cfg, &shas[0], &shas[8], &metric);
+    let r = record(dir);
+    assert_eq!(
+        code,
+        Some(0),
+        "{:?}\nstdout:\n{out}\nstderr:\n{err}",
+        r.failure
+    );
+    assert_eq!(r.metric, infergate::verdict::Metric::PrefillTps);
+    assert_eq!(r.culprit.as_ref().map(|c| c.index), Some(5), "{out}");
+    assert_contains(&out, "· prefill tok/s ·");
     no_engine_left(dir, &r);
 }
 

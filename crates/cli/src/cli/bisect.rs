@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 use infergate_gate::run::bisect::{BisectPlan, BisectRequest};
+use infergate_model::stats::DecisionRule;
+use infergate_schema::answer::metric_name;
 use infergate_schema::exit::{GateExit, usage};
+use infergate_schema::verdict::Metric;
 
 /// Arguments of `infergate bisect`.
 #[derive(Debug, clap::Args)]
@@ -52,16 +55,22 @@ pub struct BisectArgs {
     /// Label recorded in each boot's results, KEY=VALUE (repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
+    /// The metric to bisect, as `verdict.json` names it (`itl_p99`, `prefill_tps`, …): each
+    /// boot's matrix value is its (default: aggregate tok/s; with `--from-change`, the metric
+    /// whose change point starts at that run).
+    #[arg(long, value_name = "METRIC", value_parser = super::parse_metric)]
+    pub metric: Option<Metric>,
 }
 
 /// Runs `infergate bisect`.
 pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
     infergate_engine::engine::conceal_gate();
-    let (good, bad, noise_prior) = match (&args.from_change, args.good, args.bad) {
+    let (good, bad, noise_prior, metric) = match (&args.from_change, args.good, args.bad) {
         (Some(id), _, _) => {
-            let (good, bad, prior) = from_change(&args.baseline_dir, id)?;
+            let (good, bad, prior, metric) = from_change(&args.baseline_dir, id, args.metric)?;
             errln!(
-                "infergate bisect: change point at run {id}: its location interval's commits {good}..{bad}"
+                "infergate bisect: {} change point at run {id}: its location interval's commits {good}..{bad}",
+                metric_name(metric)
             );
             if let Some(p) = prior {
                 errln!(
@@ -70,9 +79,9 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
                     p.df
                 );
             }
-            (good, bad, prior)
+            (good, bad, prior, metric)
         }
-        (None, Some(g), Some(b)) => (g, b, None),
+        (None, Some(g), Some(b)) => (g, b, None, args.metric.unwrap_or(Metric::AggregateTps)),
         _ => return Err(usage("give --good and --bad, or --from-change RUN_ID")),
     };
     let config = super::run::load_config(args.config.as_deref())?;
@@ -85,6 +94,7 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
         engine_args: args.engine_args,
         labels: super::run::parse_labels(&args.labels)?,
         noise_prior,
+        metric,
     })
     .map_err(|e| usage(e.to_string()))?;
     let cancel = CancellationToken::new();
@@ -114,21 +124,24 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
 }
 
 /// The good and bad ends of the location interval of the change point first seen at run `id`
-/// in the store at `dir`: its matrix-wide one, else the only cell's, and the boot noise's
-/// prior from that group's history (`stats::bisect::history_prior`). Usage errors (exit 2)
-/// when there is none, several, or its runs carry no commits.
+/// in the store at `dir` (of `metric`, else of whichever metric the gate gates by default has
+/// one there): its matrix-wide one, else the only cell's, the boot noise's prior from that
+/// group's history (`stats::bisect::history_prior`) and the metric. Usage errors (exit 2)
 fn from_change(
     dir: &std::path::Path,
     id: &str,
+    metric: Option<Metric>,
 ) -> anyhow::Result<(
     String,
     String,
     Option<infergate_model::stats::bisect::NoisePrior>,
+    Metric,
 )> {
     use infergate_model::stats::changepoint::{ChangeSettings, Scope, analyse};
     let store =
         infergate_store::baseline::BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
     let store_err = |e| anyhow::Error::new(e).context(format!("reading {}", dir.display()));
+    let metrics = metric.map_or_else(|| DecisionRule::default().metrics, |m| vec![m]);
     let mut found = Vec::new();
     for (key, suites) in store.profiles().map_err(store_err)? {
         for suite in suites {
@@ -136,21 +149,26 @@ fn from_change(
             if !loaded.runs.iter().any(|r| r.run_id == id) {
                 continue;
             }
-            let h = analyse(
-                &loaded.runs,
-                &[infergate_schema::verdict::Metric::AggregateTps],
-                &[],
-                &ChangeSettings::default(),
-            )
-            .map_err(|e| usage(e.to_string()))?;
+            let h = analyse(&loaded.runs, &metrics, &[], &ChangeSettings::default())
+                .map_err(|e| usage(e.to_string()))?;
             let at: Vec<_> = h
                 .change_points
                 .into_iter()
                 .filter(|c| c.run_id == id)
                 .collect();
+            let mut moved: Vec<Metric> = at.iter().map(|c| c.metric).collect();
+            moved.dedup();
+            if moved.len() > 1 {
+                let names: Vec<&str> = moved.iter().map(|m| m.as_str()).collect();
+                return Err(usage(format!(
+                    "--from-change {id}: {} of {key} / {suite} change at that run; give --metric {}",
+                    names.join(", "),
+                    names.join(" or --metric ")
+                )));
+            }
             let only = at.first().filter(|_| at.len() == 1);
             if let Some(c) = at.iter().find(|c| c.scope == Scope::Matrix).or(only) {
-                let prior = infergate_model::stats::bisect::history_prior(&loaded.runs);
+                let prior = infergate_model::stats::bisect::history_prior(&loaded.runs, c.metric);
                 found.push((format!("{key} / {suite}"), c.clone(), prior));
             } else if at.len() > 1 {
                 return Err(usage(format!(
@@ -176,7 +194,7 @@ fn from_change(
         }
     };
     match (c.location_interval).and_then(|l| l.first_commit.zip(l.last_commit)) {
-        Some((good, bad)) => Ok((good, bad, prior)),
+        Some((good, bad)) => Ok((good, bad, prior, c.metric)),
         None => Err(usage(format!(
             "--from-change {id} ({group}): its location interval has no commits at both ends (the runs need a `sha` label, and one run before the interval)"
         ))),

@@ -90,7 +90,7 @@ pub struct ChangesArgs {
     /// A metric whose series to search (repeatable; default: what the gate gates by default,
     /// `aggregate_tps`, `prefill_tps`, `burst_tps`, `burst_ttft_p90` and `itl_p99`). A tail's
     /// night the gate's probe read the host late on is left out of its series.
-    #[arg(long = "metric", value_name = "METRIC", value_parser = parse_metric)]
+    #[arg(long = "metric", value_name = "METRIC", value_parser = super::parse_metric)]
     pub metrics: Vec<Metric>,
     /// The change-point search's settings.
     #[command(flatten)]
@@ -103,11 +103,6 @@ pub struct ChangesArgs {
     /// `GITHUB_REPOSITORY`). Exit 3 when the issues could not be reconciled.
     #[arg(long)]
     pub alert: bool,
-}
-
-/// A metric as `verdict.json` names it (`itl_p99`); the error lists every name.
-fn parse_metric(s: &str) -> Result<Metric, String> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|e| e.to_string())
 }
 
 /// Runs `infergate changes`.

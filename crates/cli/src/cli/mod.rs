@@ -26,6 +26,11 @@ pub mod sim_engine;
 pub mod stats_eval;
 pub mod supervise;
 
+/// A metric as `verdict.json` names it (`itl_p99`); the error lists every name.
+pub(crate) fn parse_metric(s: &str) -> Result<infergate_schema::verdict::Metric, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|e| e.to_string())
+}
+
 /// clap value parser of an output-directory flag (`--out` of `run`, `ab`, `bisect`): a path
 /// that exists and is not a directory is refused at parse time (exit 2, naming the flag); a
 /// missing one is created by the command.

@@ -36,7 +36,9 @@ use infergate_model::stats::bisect::{
     StepAnswer, StepEvidence, matrix_value, moved_cells,
     search::{Next, Search, SearchSettings},
 };
+use infergate_schema::answer::metric_name;
 use infergate_schema::results::{CellStatus, Event, EventKind, RunResults};
+use infergate_schema::verdict::Metric;
 
 use super::gate::{Progress, Setup, boot_cells, setup};
 use super::measure::{MeasureRequest, RunFailure, boot_and_measure};
@@ -62,6 +64,8 @@ pub struct BisectRequest {
     /// The boot noise's prior from the baseline history (`--from-change`); `None`: the
     /// bisection's own boots alone measure it.
     pub noise_prior: Option<NoisePrior>,
+    /// The metric whose matrix value each boot gives the posterior (`--metric`).
+    pub metric: Metric,
 }
 
 /// Why a bisection cannot start: the user's to fix (exit 2); nothing was built or booted.
@@ -119,6 +123,18 @@ fn resolve_commit(workdir: &Path, rev: &str) -> Option<String> {
     (out.status.success() && !sha.is_empty()).then_some(sha)
 }
 
+/// Why a boot can give no figure of `metric` as the gate takes it.
+fn unmeasured_why(metric: Metric) -> &'static str {
+    match metric {
+        Metric::PrefillTps => "the engine's counters disagreed with its prefill, or no cold sample",
+        m if m.is_burst() => "a burst request did not complete, or too few completed",
+        m if m.is_latency_percentile() => {
+            "the gate's probe read the host late by a share of the tail, or too few observations"
+        }
+        _ => "no cell measured clean",
+    }
+}
+
 /// A validated bisection, ready to build and boot.
 #[derive(Debug, Clone)]
 pub struct BisectPlan {
@@ -131,6 +147,7 @@ pub struct BisectPlan {
     pub engine_args: Vec<String>,
     pub labels: BTreeMap<String, String>,
     pub noise_prior: Option<NoisePrior>,
+    pub metric: Metric,
     /// How each boot's engine is started ([`infergate_engine::engine::ProcessEngine`]).
     pub boot: std::sync::Arc<dyn infergate_engine::engine::EngineBoot>,
 }
@@ -398,6 +415,7 @@ impl BisectPlan {
             engine_args: req.engine_args,
             labels: req.labels,
             noise_prior: req.noise_prior,
+            metric: req.metric,
             boot: std::sync::Arc::new(infergate_engine::engine::ProcessEngine),
         })
     }
@@ -607,6 +625,7 @@ impl BisectPlan {
             suspect_probabilities: Vec::new(),
             engine_s: 0.0,
             noise_prior: self.noise_prior,
+            metric: self.metric,
         };
         if let Err(e) = std::fs::create_dir_all(&self.out) {
             record.failure = Some(format!("cannot create {}: {e}", self.out.display()));
@@ -678,6 +697,8 @@ impl BisectPlan {
         let mut reference: Option<RunResults> = None;
         // The first two boots of each end: the per-cell evidence (`cells`).
         let (mut goods, mut bads) = (Vec::new(), Vec::new());
+        // Boots that gave no figure of the metric (booted again).
+        let mut unmeasured = 0;
         loop {
             rank_suspects(&search.posterior(), &commits, record);
             let Some(plan) = self.next_boots(search.decide(), &commits, record)? else {
@@ -693,12 +714,25 @@ impl BisectPlan {
                 let run = self
                     .measured_boot(ctx, &rev, role, progress, cancel)
                     .await?;
-                let reference = reference.get_or_insert_with(|| run.clone());
-                let Some(value) = matrix_value(&run, reference) else {
-                    return Err(format!(
-                        "{rev} measured no cell in common with the good build"
-                    ));
+                // A boot without the metric's figure as the gate takes it (a tail the host ran
+                // late on, a prefill the engine's counters disagreed with) is no measurement:
+                // the search asks for it again, up to one step's budget of such boots.
+                let Some(value) =
+                    matrix_value(&run, reference.as_ref().unwrap_or(&run), self.metric)
+                else {
+                    unmeasured += 1;
+                    let why = format!(
+                        "{rev} gave no {} the gate would compare ({})",
+                        metric_name(self.metric),
+                        unmeasured_why(self.metric)
+                    );
+                    if unmeasured > self.bisect.max_boots_per_step {
+                        return Err(format!("{unmeasured} boots unmeasured, the last: {why}"));
+                    }
+                    ctx.warnings.push(format!("{why}: booted again"));
+                    continue;
                 };
+                reference.get_or_insert_with(|| run.clone());
                 search.record(commit, value);
                 match role {
                     BootRole::Good if goods.len() < 2 => goods.push(run),

@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use infergate_schema::results::{CellResult, CellStatus, RunResults};
+use infergate_schema::verdict::Metric;
 
 use super::build::{self, mean};
+use super::changepoint::{Scope, coords_of, series_of, value_at};
 use super::interval::t_quantile;
 
 pub mod search;
@@ -167,26 +169,26 @@ pub struct StepEvidence {
 
 /// One boot's matrix value for the culprit posterior: where its revision lies (`None`: the
 /// known-good revision; `Some(i)`: commit `i` of the list, the last one being the known-bad
-/// revision) and the mean over the cells it measured of `ln(tokens/s)` minus that cell's
-/// value on the first good boot. The run factor is common to the cells of a boot, so it stays
+/// revision) and the mean over the cells it measured of the log of the bisected metric
+/// (`ln(tokens/s)` by default) minus that cell's value on the first good boot. The run factor is common to the cells of a boot, so it stays
 /// whole in the value; the cell terms average over the matrix (the mean of `m` cells has
 /// `1/m` of one cell's cell-term variance).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BootValue {
     /// `None` = the known-good revision, else its index in the commit list.
     pub commit: Option<usize>,
-    /// Mean over cells of ln(tokens/s) relative to the first good boot.
+    /// Mean over cells of the metric's log relative to the first good boot.
     pub value: f64,
 }
 
-/// The matrix value of `run` against the reference boot `reference` (the first good boot):
-/// the mean over the cells both measured `ok` of the log ratio; `None` when they share none.
-pub fn matrix_value(run: &RunResults, reference: &RunResults) -> Option<f64> {
-    let tps = |r: &RunResults, coord| ok_cell(r, coord).map(|c| c.aggregate_tps);
-    let logs: Vec<f64> = reference
-        .cells
-        .iter()
-        .filter_map(|c| Some((tps(run, c.coord())?, tps(reference, c.coord())?)))
+/// The matrix value of `metric` in `run` against the reference boot `reference` (the first
+/// good boot): the mean over the cells (a layer's: its contexts, its burst) where both have the
+/// figure as the gate takes it ([`value_at`]: a clean cell, a tail the host did not run late
+/// on) of the log ratio; `None` when they share none.
+pub fn matrix_value(run: &RunResults, reference: &RunResults, metric: Metric) -> Option<f64> {
+    let logs: Vec<f64> = coords_of(std::slice::from_ref(reference), metric)
+        .into_iter()
+        .filter_map(|c| Some((value_at(run, c, metric)?, value_at(reference, c, metric)?)))
         .map(|(v, r)| v.ln() - r.ln())
         .collect();
     (!logs.is_empty()).then(|| mean(&logs))
@@ -222,14 +224,10 @@ pub(crate) const HISTORY_PRIOR_MAX_DF: f64 = 10.0;
 /// one run's matrix value (each run a fresh boot, its run factor whole, the cell terms averaged
 /// over the matrix), from the median absolute successive difference (× `MAD_TO_SD` / √2, so a step
 /// or a slow drift in the history moves it little), worth `0.37 (runs − 1)` degrees of freedom
-/// (that estimator's efficiency), at most [`HISTORY_PRIOR_MAX_DF`]. `None` with fewer than 6
-/// runs.
-pub fn history_prior(runs: &[RunResults]) -> Option<NoisePrior> {
-    let (_, values) = super::changepoint::series_of(
-        runs,
-        &super::changepoint::Scope::Matrix,
-        infergate_schema::verdict::Metric::AggregateTps,
-    );
+/// (that estimator's efficiency), at most [`HISTORY_PRIOR_MAX_DF`]; of `metric`'s matrix
+/// series, the bisected one. `None` with fewer than 6 runs.
+pub fn history_prior(runs: &[RunResults], metric: Metric) -> Option<NoisePrior> {
+    let (_, values) = series_of(runs, &Scope::Matrix, metric);
     let logs = build::positive_logs(values);
     if logs.len() < 6 {
         return None;
@@ -464,6 +462,15 @@ pub struct BisectRecord {
     /// was read ([`history_prior`]); else the boots alone measure it.
     #[serde(default)]
     pub noise_prior: Option<NoisePrior>,
+    /// The metric bisected (`--metric`): each boot's matrix value is its. Files of older
+    /// versions bisected aggregate tok/s.
+    #[serde(default = "aggregate_tps")]
+    pub metric: Metric,
+}
+
+/// [`BisectRecord::metric`] of files that do not name one.
+fn aggregate_tps() -> Metric {
+    Metric::AggregateTps
 }
 
 #[cfg(test)]
@@ -483,6 +490,27 @@ mod tests {
             min_effect: 0.03,
             confidence: 0.999,
         }
+    }
+
+    /// Each boot's matrix value is the bisected metric's: a tail ×1.5 in every cell reads
+    /// ln 1.5 on ITL p99 and nothing on tok/s, and a boot whose tail the gate's probe read the
+    /// host late on gives none (it is booted again, never compared).
+    #[test]
+    fn a_boots_matrix_value_is_the_bisected_metrics() {
+        let tail = |p99: f64, late: f64| {
+            let mut r = run(1.0);
+            for c in &mut r.cells {
+                crate::synthetic::set_itl_tail(c, p99, late);
+            }
+            r
+        };
+        let (good, bad) = (tail(0.02, 0.02), tail(0.03, 0.02));
+        let itl = matrix_value(&bad, &good, Metric::ItlP99).expect("tails");
+        assert!((itl - 1.5f64.ln()).abs() < 1e-12, "{itl}");
+        let tps = matrix_value(&bad, &good, Metric::AggregateTps).expect("tok/s");
+        assert!(tps.abs() < 1e-12, "{tps}");
+        assert_eq!(matrix_value(&tail(0.03, 0.3), &good, Metric::ItlP99), None);
+        assert_eq!(matrix_value(&bad, &good, Metric::PrefillTps), None);
     }
 
     #[test]
@@ -591,12 +619,12 @@ mod tests {
                 crate::synthetic::synthetic_run(&format!("n{i}"), &mut rng, 0.01, 0.02, &|_| f)
             })
             .collect();
-        let p = history_prior(&runs).expect("prior");
+        let p = history_prior(&runs, Metric::AggregateTps).expect("prior");
         assert!((0.007..0.016).contains(&p.sd), "{p:?}");
         assert!((p.df - HISTORY_PRIOR_MAX_DF).abs() < 1e-9, "{p:?}");
-        assert_eq!(history_prior(&runs[..5]), None);
+        assert_eq!(history_prior(&runs[..5], Metric::AggregateTps), None);
         // A 6-run history is worth less than 2 degrees of freedom.
-        assert!(history_prior(&runs[..6]).is_some_and(|p| p.df < 2.0));
+        assert!(history_prior(&runs[..6], Metric::AggregateTps).is_some_and(|p| p.df < 2.0));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::console as inert;
 use infergate_model::stats::bisect::{BisectRecord, BootRole};
-use infergate_schema::answer::{NO_VALUE, cell_label, interval, plural};
+use infergate_schema::answer::{NO_VALUE, cell_label, interval, metric_name, plural};
 use infergate_schema::verdict::{signed_number, signed_percent};
 
 /// A commit as the boots table shows it ([`super::short_commit`]; the answer line above
@@ -71,10 +71,11 @@ pub fn text(r: &BisectRecord) -> String {
     push_wrapped(
         &mut out,
         &format!(
-            "bisect {}..{} · suite `{}` · {} · {}{engine}",
+            "bisect {}..{} · suite `{}` · {} · {} · {}{engine}",
             inert(&r.good),
             inert(&r.bad),
             inert(&r.suite),
+            metric_name(r.metric),
             plural(r.commits.len(), "commit"),
             plural(r.boots.len(), "boot")
         ),
@@ -185,6 +186,7 @@ mod tests {
             bad: "bad".into(),
             suite: "pr".into(),
             commits: vec!["c1".into(), "c2".into(), "c3".into(), "bad".into()],
+            metric: infergate_schema::verdict::Metric::AggregateTps,
             cells: vec![CellMove {
                 concurrency: 1,
                 context_tokens: 0,

@@ -397,22 +397,19 @@ fn push_next_steps(out: &mut String, a: &Alert<'_>) {
         out.push_str("`infergate baseline accept --since RUN --profile KEY --suite SUITE` with the run, profile and suite above.\n");
     }
     let suspects = c.location_interval.as_ref();
-    if c.metric != Metric::AggregateTps {
-        // `infergate bisect` follows aggregate tok/s: on another metric's change it would
-        // find nothing to bisect, so it is not offered.
-        out.push_str(&format!(
-            "\nOtherwise, the culprit is among the commits of the interval above. `infergate bisect` follows aggregate tok/s, not {}: boot the interval's ends against each other with `infergate ab` (`[engine.a]` the earlier commit, `[engine.b]` the later) and halve it from there.\n",
-            metric_name(c.metric)
-        ));
-        return;
-    }
+    // Bisection measures the change's own metric: a tail's or a layer's change leaves tok/s
+    // where it was.
+    let metric = match c.metric {
+        Metric::AggregateTps => String::new(),
+        m => format!(" --metric {}", m.as_str()),
+    };
     match suspects.map(|l| (l.first_commit.as_deref(), l.last_commit.as_deref())) {
         Some((Some(good), Some(bad))) if command_safe(good) && command_safe(bad) => {
             out.push_str(&format!(
-                "\nOtherwise, bisect the interval's commits to find the culprit:\n\n```\ninfergate bisect --good {good} --bad {bad}\n```\n"
+                "\nOtherwise, bisect the interval's commits to find the culprit:\n\n```\ninfergate bisect --good {good} --bad {bad}{metric}\n```\n"
             ));
         }
-        _ => out.push_str("\nOtherwise, `infergate bisect --good <commit before the interval> --bad <commit at its end>` finds the culprit.\n"),
+        _ => out.push_str(&format!("\nOtherwise, `infergate bisect --good <commit before the interval> --bad <commit at its end>{metric}` finds the culprit.\n")),
     }
 }
 
@@ -999,14 +996,13 @@ mod tests {
         let text = body(&alerts[2], AlertState::Open, None);
         assert_contains(&text, "| series | prefill tok/s of prefill layer |");
         assert_contains(&text, "| prefill 8k | −25.0%");
-        // Bisection follows aggregate tok/s: it is offered for that change only.
+        // Bisection measures the change's own metric.
         assert_contains(
             &text,
-            "`infergate bisect` follows aggregate tok/s, not prefill tok/s",
+            "infergate bisect --good c28 --bad c31 --metric prefill_tps\n",
         );
-        assert_lacks(&text, "infergate bisect --good");
         let text = body(&alerts[0], AlertState::Open, None);
-        assert_contains(&text, "infergate bisect --good c28 --bad c31");
+        assert_contains(&text, "infergate bisect --good c28 --bad c31\n");
     }
 
     #[test]
