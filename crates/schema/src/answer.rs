@@ -664,13 +664,15 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
     let uncovered = report.uncovered_cells();
     let cell_effect = report.rule.cell_effect.map(|e| signed_percent(-e));
     if let (false, Some(effect)) = (uncovered.is_empty(), &cell_effect) {
-        // What narrows the bound: the history where it is the limit, else the boots.
+        // What narrows the bound: the history where it is the limit, else the boots; an A/B
+        // run's pairs are both.
         let two_boots = report.confirmation.as_ref().is_some_and(|c| c.used);
         let sensitive = report.sensitivity.as_ref().is_some_and(|s| s.sufficient);
-        let narrows = match (sensitive, two_boots) {
-            (false, _) => "more baseline runs narrow",
-            (true, true) => "longer windows or more baseline runs narrow",
-            (true, false) => "a second boot narrows",
+        let narrows = match (report.against, sensitive, two_boots) {
+            (Against::PairedAb, ..) => "more pairs of boots narrow",
+            (Against::Baseline, false, _) => "more baseline runs narrow",
+            (Against::Baseline, true, true) => "longer windows or more baseline runs narrow",
+            (Against::Baseline, true, false) => "a second boot narrows",
         };
         waits.push_str(&format!(
             "{} could be {effect} or worse ({}; {narrows} it); ",
@@ -784,14 +786,18 @@ fn uncovered_metrics_clause(report: &ComparisonReport) -> String {
             .map(|(c, m)| format!("{} {to} {}", label(c), signed_percent(m.worse_bound())))
             .collect();
         // A layer's figure is one per context (prefill) or one (the burst): no cells counted.
+        let runs = match report.against {
+            Against::Baseline => "baseline runs",
+            Against::PairedAb => "pairs of boots",
+        };
         let (place, narrows) = match cells[0].0.layer() {
             Layer::Decode => (
                 format!(" in {}", cells_word(cells.len())),
-                "baseline runs on a quieter runner or longer windows",
+                format!("{runs} on a quieter runner or longer windows"),
             ),
             Layer::Prefill | Layer::Burst => (
                 String::new(),
-                "baseline runs on a quieter runner or more of them",
+                format!("{runs} on a quieter runner or more of them"),
             ),
         };
         out.push_str(&format!(
@@ -1650,18 +1656,24 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
         what: blocks.into(),
         command: None,
     });
+    // What more of the base's side is: baseline runs, or an A/B run's pairs of boots.
+    let (more_runs, runs_recorded) = match report.against {
+        Against::Baseline => ("more baseline runs", "baseline runs recorded"),
+        Against::PairedAb => ("more pairs of boots (`--rounds`)", "pairs of boots"),
+    };
     // Cells a pass cannot vouch for: their interval is what needs narrowing.
     let uncovered = report.uncovered_cells();
     if !uncovered.is_empty() {
         let cells: Vec<&CellComparison> = uncovered.iter().map(|(c, _)| *c).collect();
-        let second = if report.confirmation.as_ref().is_some_and(|c| c.used) {
+        let confirmed = report.confirmation.as_ref().is_some_and(|c| c.used);
+        let second = if confirmed || report.against == Against::PairedAb {
             ""
         } else {
             "a second boot, "
         };
         out.push(NextStep {
             what: format!(
-                "What would decide {}: a narrower interval, from {second}longer windows (the suite's `duration`) or more baseline runs",
+                "What would decide {}: a narrower interval, from {second}longer windows (the suite's `duration`) or {more_runs}",
                 named(&cells)
             ),
             command: None,
@@ -1678,7 +1690,7 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
         };
         out.push(NextStep {
             what: format!(
-                "What would decide {} in {}: a narrower interval, from baseline runs recorded on a runner no other job shares (their spread sets it) or {more}",
+                "What would decide {} in {}: a narrower interval, from {runs_recorded} on a runner no other job shares (their spread sets it) or {more}",
                 metric_name(metric),
                 named(&cells)
             ),

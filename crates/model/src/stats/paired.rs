@@ -760,6 +760,22 @@ mod tests {
             l.contains("but these pairs could detect only −")
                 && l.contains("more pairs of boots needed")
         });
+        // What narrows an A/B run's cell intervals is its pairs, never a baseline or a second
+        // boot: with 2 pairs every cell could be −10% or worse.
+        let (a2, b2) = pairs(13, 2, &|_| 1.0);
+        let r2 = paired_compare(&a2, &b2, &rule).expect("compare");
+        let steps = infergate_schema::answer::next_steps(&r2, &Default::default());
+        let words = format!("{} {steps:?}", first_line(&r2));
+        assert!(words.contains("could be −10.0% or worse"), "{words}");
+        assert!(words.contains("more pairs of boots narrow it"), "{words}");
+        assert!(
+            words.contains("or more pairs of boots (`--rounds`)"),
+            "{words}"
+        );
+        assert!(
+            !words.contains("baseline run") && !words.contains("second boot"),
+            "{words}"
+        );
         let (a, b) = pairs(12, 16, &|_| 1.0);
         let r = paired_compare(&a, &b, &rule).expect("compare");
         let s = r.sensitivity.as_ref().expect("sensitivity");
