@@ -15,7 +15,7 @@ use crate::report::changes::{
 };
 use infergate_io::untrusted_text::{is_bidi_control, is_invisible};
 use infergate_model::stats::changepoint::{ChangePoint, HistorySeries, RunRef, Scope};
-use infergate_schema::answer::{metric_name, plural};
+use infergate_schema::answer::{metric_name, plural, value_range};
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{Metric, signed_percent};
 
@@ -227,7 +227,7 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
             y(v),
             LEFT - 6.0,
             y(v) + 4.0,
-            html(&format_value(v))
+            html(&series_value(s, v))
         );
     }
     for seg in &s.segments {
@@ -245,9 +245,9 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
             y(seg.level),
             html(&format!(
                 "level {} (band {} – {})",
-                format_value(seg.level),
-                format_value(seg.band_low),
-                format_value(seg.band_high)
+                series_value(s, seg.level),
+                series_value(s, seg.band_low),
+                series_value(s, seg.band_high)
             ))
         );
     }
@@ -261,7 +261,7 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
             if candidate { "candidate · " } else { "" },
             run.run_id,
             run.commit.as_deref().unwrap_or("no commit label"),
-            format_value(v)
+            series_value(s, v)
         );
         let _ = write!(
             out,
@@ -271,7 +271,7 @@ fn plot(out: &mut String, g: &GroupChanges, s: &HistorySeries) {
             y(v),
             if candidate { 5 } else { 3 },
             html(&run.run_id),
-            html(&format_value(v)),
+            html(&series_value(s, v)),
             html(&label)
         );
     }
@@ -347,6 +347,18 @@ fn axis_label(r: &RunRef) -> String {
     }
 }
 
+/// A series' value as its axis and tooltips show it: a latency cell's in ms (`18.3 ms`), as
+/// the gate's reports write it; anything else (a matrix series' level relative to the
+/// cells', a throughput) as a number.
+fn series_value(s: &HistorySeries, v: f64) -> String {
+    let ms = s.metric.is_latency_percentile() || s.metric == Metric::BurstTtftP90;
+    if ms && s.scope != Scope::Matrix {
+        value_range(s.metric, std::iter::once(v))
+    } else {
+        format_value(v)
+    }
+}
+
 fn format_value(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.1}")
@@ -397,6 +409,34 @@ mod tests {
             candidate: None,
             history,
         }
+    }
+
+    /// A latency cell's series reads in ms on its axis and points, as the gate's reports write
+    /// it; the matrix series of the same metric stays a level relative to the cells'.
+    #[test]
+    fn a_latency_cells_plot_reads_in_ms() {
+        let mut g = hostile_group();
+        let series = |scope: Scope, values: Vec<f64>| HistorySeries {
+            scope,
+            metric: Metric::ItlP99,
+            runs: (0..values.len()).collect(),
+            values,
+            against_rest: false,
+            changes: Vec::new(),
+            segments: Vec::new(),
+        };
+        let cell = Scope::Cell {
+            concurrency: 4,
+            context_tokens: 8192,
+        };
+        g.history.series = vec![
+            series(Scope::Matrix, vec![0.98, 1.02]),
+            series(cell, vec![0.0183, 0.0191]),
+        ];
+        let page = render(&[g]);
+        assert!(page.contains("data-value=\"18.3 ms\""), "{page}");
+        assert!(page.contains("data-value=\"0.9800\""), "{page}");
+        assert!(page.contains("<h3>C=4 / 8k · ITL p99</h3>"), "{page}");
     }
 
     #[test]
