@@ -830,8 +830,14 @@ fn hinge_changes(
 
 /// The segments between `changes` of a series of positive values, each with its level and band.
 pub(crate) fn segments(values: &[f64], changes: &[SeriesChange]) -> Vec<Segment> {
+    let at: Vec<usize> = changes.iter().map(|c| c.index).collect();
+    segments_at(values, &at)
+}
+
+/// [`segments`] between the positions `at` (ascending).
+fn segments_at(values: &[f64], at: &[usize]) -> Vec<Segment> {
     let mut bounds: Vec<usize> = vec![0];
-    bounds.extend(changes.iter().map(|c| c.index));
+    bounds.extend(at);
     bounds.push(values.len());
     bounds
         .windows(2)
@@ -1002,6 +1008,9 @@ pub struct HistorySeries {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub against_rest: bool,
     pub changes: Vec<SeriesChange>,
+    /// The stretches between its change points; a cell read against the rest breaks at the
+    /// matrix series' change points too (its values moved with the matrix there, which its own
+    /// changes leave out).
     pub segments: Vec<Segment>,
 }
 
@@ -1345,12 +1354,29 @@ pub fn analyse(
             continue;
         }
         let nights = outlier_nights(runs, metric);
+        let matrix = series.len() - 1;
+        let moved: Vec<usize> = (series[matrix].changes.iter())
+            .map(|c| series[matrix].runs[c.index])
+            .collect();
         for (concurrency, context_tokens) in coords {
             let scope = Scope::Cell {
                 concurrency,
                 context_tokens,
             };
-            series.push(analyse_series_with(runs, scope, metric, &nights, settings)?);
+            let mut cell = analyse_series_with(runs, scope, metric, &nights, settings)?;
+            if cell.against_rest && !moved.is_empty() {
+                let mut at: Vec<usize> = (cell.changes.iter().map(|c| c.index))
+                    .chain(
+                        moved
+                            .iter()
+                            .map(|&run| cell.runs.partition_point(|&r| r < run)),
+                    )
+                    .collect();
+                at.sort_unstable();
+                at.dedup();
+                cell.segments = segments_at(&cell.values, &at);
+            }
+            series.push(cell);
         }
     }
     let accepted_at: Vec<usize> = accepted
@@ -1896,6 +1922,16 @@ mod tests {
             .find(|s| s.metric == Metric::ItlP99 && s.scope == Scope::Matrix)
             .unwrap();
         assert!(!matrix_tail.runs.contains(&10) && matrix_tail.runs.len() == 39);
+        // A cell read against the rest has no change of its own there, and its stretches
+        // still break where the matrix moved, so its plot's levels follow its values.
+        let cell_tail = (h.series.iter())
+            .find(|s| s.metric == Metric::ItlP99 && s.scope != Scope::Matrix)
+            .unwrap();
+        assert!(cell_tail.against_rest && cell_tail.changes.is_empty());
+        let starts: Vec<usize> = (cell_tail.segments.iter())
+            .map(|g| cell_tail.runs[g.start])
+            .collect();
+        assert_eq!(starts, [0, 25]);
         let prefill_8k = Scope::Cell {
             concurrency: 0,
             context_tokens: 8_192,
