@@ -266,7 +266,7 @@ fn judge_matrix(
     // The matrix-wide test exists only when every comparable cell was in every pair.
     report.matrix_test = Some(build::matrix_test(m, v, cells, MATRIX_MARGIN, check));
     // A pass must have been able to see a uniform `design_effect`, as in the gate.
-    report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n));
+    report.sensitivity = Some(super::sensitivity::assess_pairs(rule, m, n, alpha));
     (v, relative(m.estimate))
 }
 

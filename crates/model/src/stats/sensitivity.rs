@@ -414,11 +414,17 @@ pub(crate) fn assess(
 }
 
 /// What a paired A/B run's matrix-wide test can detect, as the gate's [`assess`] says it for a
-/// store: the paired t's MDE at the matrix alpha and the design power, and how many more pairs
-/// would bring it to the design effect (the pairs' scatter shrinks as `1/√pairs`, its t's df
-/// grows). `pairs` = the pairs behind `matrix`. An A/B run that passes could have seen a
+/// store: the paired t's MDE at the test's `alpha` (the matrix alpha, or its share where the
+/// gating latencies' matrix-wide tests take theirs) and the design power, and how many more
+/// pairs would bring it to the design effect (the pairs' scatter shrinks as `1/√pairs`, its t's
+/// df grows). `pairs` = the pairs behind `matrix`. An A/B run that passes could have seen a
 /// uniform `design_effect`; one that could not is `insufficient`.
-pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize) -> Sensitivity {
+pub(crate) fn assess_pairs(
+    rule: &DecisionRule,
+    matrix: &LogChange,
+    pairs: usize,
+    alpha: f64,
+) -> Sensitivity {
     let target = log_margin(rule.design_effect);
     let mde_with = |p: usize| {
         let c = LogChange {
@@ -426,7 +432,7 @@ pub(crate) fn assess_pairs(rule: &DecisionRule, matrix: &LogChange, pairs: usize
             df: (p as f64 - 1.0).max(0.5),
             ..*matrix
         };
-        cell_mde(&c, rule.matrix_alpha(), rule.design_power)
+        cell_mde(&c, alpha, rule.design_power)
     };
     let now = mde_with(pairs);
     let runs_needed = (pairs..=pairs + MAX_EXTRA_RUNS)
