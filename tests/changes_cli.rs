@@ -38,11 +38,19 @@ fn night(i: u64, factor: f64) -> infergate::results::RunResults {
 }
 
 fn store_with_step(dir: &Path) -> Vec<infergate::results::RunResults> {
-    let files = dir.join("files");
-    std::fs::create_dir_all(&files).unwrap();
     let runs: Vec<_> = (0..NIGHTS)
         .map(|i| night(i, if i < STEP_AT { 1.0 } else { 0.97 }))
         .collect();
+    store_of(dir, runs)
+}
+
+/// `runs` added to a store at `dir/store` (each written to `dir/files` first).
+fn store_of(
+    dir: &Path,
+    runs: Vec<infergate::results::RunResults>,
+) -> Vec<infergate::results::RunResults> {
+    let files = dir.join("files");
+    std::fs::create_dir_all(&files).unwrap();
     let mut args = vec![
         "baseline".to_string(),
         "add".into(),
@@ -208,6 +216,60 @@ fn step_found_accepted_then_new_level_passes_and_further_drop_fails() {
     );
     let (code, _, err) = compare("drop.json", 0.97 * 0.95);
     assert_eq!(code, 1, "a further -5% is caught: {err}");
+}
+
+/// A night where the tail rose with the throughput's step has a change point of each at that
+/// run: `bisect --from-change` asks which metric to bisect, and with `--metric itl_p99` takes
+/// the tail's (here it stops at the missing config, after naming it).
+#[test]
+fn a_run_where_two_metrics_changed_asks_which_to_bisect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs: Vec<_> = (0..NIGHTS)
+        .map(|i| {
+            let mut r = night(i, if i < STEP_AT { 1.0 } else { 0.97 });
+            for c in &mut r.cells {
+                if let Some(p) = c.itl_s.as_mut() {
+                    // Enough gaps to bound a p99; half again from the step on.
+                    p.count = 5000;
+                    if i >= STEP_AT {
+                        p.p99 *= 1.5;
+                    }
+                }
+            }
+            r
+        })
+        .collect();
+    let runs = store_of(tmp.path(), runs);
+    let store = tmp.path().join("store");
+    let store_s = store.to_str().unwrap();
+    let step_run = runs[STEP_AT as usize].run_id.as_str();
+    let (code, out, err) = infergate(&["changes", "--baseline-dir", store_s]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, "ITL p99 +5");
+    let absent = tmp.path().join("absent.toml");
+    let bisect = |more: &[&str]| {
+        let mut args = vec![
+            "bisect",
+            "--from-change",
+            step_run,
+            "--baseline-dir",
+            store_s,
+        ];
+        args.extend(["--config", absent.to_str().unwrap()]);
+        args.extend(more);
+        infergate(&args)
+    };
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (code, _, err) = bisect(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert_contains(&flat(&err), "aggregate_tps, itl_p99 of ");
+    assert_contains(
+        &flat(&err),
+        "give --metric aggregate_tps or --metric itl_p99",
+    );
+    let (code, _, err) = bisect(&["--metric", "itl_p99"]);
+    assert_eq!(code, 2, "{err}");
+    assert_contains(&flat(&err), "ITL p99 change point at run");
 }
 
 #[test]

@@ -127,6 +127,8 @@ pub async fn execute(args: BisectArgs) -> anyhow::Result<GateExit> {
 /// in the store at `dir` (of `metric`, else of whichever metric the gate gates by default has
 /// one there): its matrix-wide one, else the only cell's, the boot noise's prior from that
 /// group's history (`stats::bisect::history_prior`) and the metric. Usage errors (exit 2)
+/// when there is none, several (of one metric, or of several metrics without `metric`), or its
+/// runs carry no commits.
 fn from_change(
     dir: &std::path::Path,
     id: &str,
@@ -156,14 +158,14 @@ fn from_change(
                 .into_iter()
                 .filter(|c| c.run_id == id)
                 .collect();
-            let mut moved: Vec<Metric> = at.iter().map(|c| c.metric).collect();
+            let mut moved: Vec<&str> = at.iter().map(|c| c.metric.as_str()).collect();
+            moved.sort_unstable();
             moved.dedup();
             if moved.len() > 1 {
-                let names: Vec<&str> = moved.iter().map(|m| m.as_str()).collect();
                 return Err(usage(format!(
                     "--from-change {id}: {} of {key} / {suite} change at that run; give --metric {}",
-                    names.join(", "),
-                    names.join(" or --metric ")
+                    moved.join(", "),
+                    moved.join(" or --metric ")
                 )));
             }
             let only = at.first().filter(|_| at.len() == 1);
