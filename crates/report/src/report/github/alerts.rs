@@ -340,8 +340,9 @@ fn push_facts(out: &mut String, a: &Alert<'_>, compare_base: Option<&str>) {
 }
 
 /// The cells (a prefill layer's: contexts) that moved apart from the rest of the matrix (a
-/// cell alert names its own), or that none did; "apart from the rest" only where their series
-/// were searched so ([`HistorySeries::against_rest`]).
+/// cell alert names its own), or that none did where the metric has cells' series at all (the
+/// burst, one prefill context: its matrix series is its only one); "apart from the rest" only
+/// where their series were searched so ([`HistorySeries::against_rest`]).
 fn push_cells(out: &mut String, a: &Alert<'_>) {
     let c = a.change;
     let cells: Vec<&ChangePoint> = if c.scope == Scope::Matrix {
@@ -355,26 +356,38 @@ fn push_cells(out: &mut String, a: &Alert<'_>) {
         ("Cells", "cell", "matrix")
     };
     let series = &a.group.history.series;
+    if cells.is_empty() {
+        let has_cells = (series.iter()).any(|s| s.metric == c.metric && s.scope != Scope::Matrix);
+        if has_cells {
+            out.push_str(&format!(
+                "\nNo {what} moved apart from the rest of the {whole}: the {what}s moved together.\n"
+            ));
+        }
+        return;
+    }
     let apart = cells.iter().all(|x| {
         (series.iter()).any(|s| s.against_rest && s.scope == x.scope && s.metric == x.metric)
     });
-    if !cells.is_empty() && apart {
-        out.push_str(&format!("\n**{heading} that moved apart from the rest of the {whole}**\n\n| {what} | change against the other {what}s [interval] | first run after |\n|---|---:|---|\n"));
-    } else if !cells.is_empty() {
-        out.push_str(&format!("\n**{heading} that moved**\n\n| {what} | change [interval] | first run after |\n|---|---:|---|\n"));
-    }
-    if !cells.is_empty() {
-        for cell in cells {
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                scope_label(&cell.scope, cell.metric),
-                change_label(cell),
-                md(&cell.run_id)
-            ));
-        }
-    } else if c.scope == Scope::Matrix {
+    let (title, column) = if apart {
+        (
+            format!("{heading} that moved apart from the rest of the {whole}"),
+            format!("change against the other {what}s [interval]"),
+        )
+    } else {
+        (
+            format!("{heading} that moved"),
+            "change [interval]".to_string(),
+        )
+    };
+    out.push_str(&format!(
+        "\n**{title}**\n\n| {what} | {column} | first run after |\n|---|---:|---|\n"
+    ));
+    for cell in cells {
         out.push_str(&format!(
-            "\nNo {what} moved apart from the rest of the {whole}: the {what}s moved together.\n"
+            "| {} | {} | {} |\n",
+            scope_label(&cell.scope, cell.metric),
+            change_label(cell),
+            md(&cell.run_id)
         ));
     }
 }
