@@ -1008,6 +1008,12 @@ pub struct HistorySeries {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub against_rest: bool,
     pub changes: Vec<SeriesChange>,
+    /// The smallest change of the metric this series reports, as the metric's own relative
+    /// change (a fall of a throughput, a rise of a latency): the settings' `min_effect` scaled
+    /// to the metric's design effect ([`min_effect_of`]; ITL p99 `0.1667`). Files of older
+    /// versions: the settings' `min_effect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_effect: Option<f64>,
     /// The stretches between its change points; a cell read against the rest breaks at the
     /// matrix series' change points too (its values moved with the matrix there, which its own
     /// changes leave out).
@@ -1312,8 +1318,9 @@ fn analyse_series_with(
         .iter()
         .map(|&l| signed(l, metric.direction()))
         .collect();
+    let floor = min_effect_of(metric, settings.min_effect);
     let settings = &ChangeSettings {
-        min_effect: min_effect_of(metric, settings.min_effect),
+        min_effect: floor,
         ..settings.clone()
     };
     let mut changes = detect_with(&better, &prior, settings)?;
@@ -1322,6 +1329,11 @@ fn analyse_series_with(
     }
     let segments = segments(&values, &changes);
     Ok(HistorySeries {
+        // The floor as the metric's own change (a rise of `m` is `m / (1 + m)` searched).
+        min_effect: Some(match metric.direction() {
+            Direction::LowerIsBetter => floor / (1.0 - floor),
+            Direction::HigherIsBetter => floor,
+        }),
         scope,
         metric,
         runs: positions,
@@ -2033,6 +2045,11 @@ mod tests {
             let settings = ChangeSettings::default();
             let s = analyse_series(&runs, Scope::Matrix, Metric::ItlP99, &settings).unwrap();
             assert_eq!(!s.changes.is_empty(), reported, "×{step}: {:?}", s.changes);
+            // The series says its floor as the metric's own change, checkable by hand.
+            assert!(
+                s.min_effect.is_some_and(|m| (m - rise).abs() < 1e-12),
+                "{s:?}"
+            );
             // The search itself finds the smaller step: at aggregate tok/s's 1% floor it stands.
             let (_, values) = series_of(&runs, &Scope::Matrix, Metric::ItlP99);
             let better: Vec<f64> = values.iter().map(|v| -v.ln()).collect();

@@ -422,6 +422,7 @@ mod tests {
             runs: (0..values.len()).collect(),
             values,
             against_rest: false,
+            min_effect: None,
             changes: Vec::new(),
             segments: Vec::new(),
         };
