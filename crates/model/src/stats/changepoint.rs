@@ -1356,94 +1356,21 @@ pub fn analyse(
     settings.validate()?;
     let mut series = Vec::new();
     for &metric in metrics {
-        let coords = coords_of(runs, metric);
-        if coords.is_empty() {
-            continue;
-        }
-        series.push(analyse_series(runs, Scope::Matrix, metric, settings)?);
-        // One entry (the burst, a single prefill context): the matrix series is its series.
-        if coords.len() == 1 {
-            continue;
-        }
-        let nights = outlier_nights(runs, metric);
-        let matrix = series.len() - 1;
-        let moved: Vec<usize> = (series[matrix].changes.iter())
-            .map(|c| series[matrix].runs[c.index])
-            .collect();
-        for (concurrency, context_tokens) in coords {
-            let scope = Scope::Cell {
-                concurrency,
-                context_tokens,
-            };
-            let mut cell = analyse_series_with(runs, scope, metric, &nights, settings)?;
-            if cell.against_rest && !moved.is_empty() {
-                let mut at: Vec<usize> = (cell.changes.iter().map(|c| c.index))
-                    .chain(
-                        moved
-                            .iter()
-                            .map(|&run| cell.runs.partition_point(|&r| r < run)),
-                    )
-                    .collect();
-                at.sort_unstable();
-                at.dedup();
-                cell.segments = segments_at(&cell.values, &at);
-            }
-            series.push(cell);
-        }
+        series.extend(metric_series(runs, metric, settings)?);
     }
     let accepted_at: Vec<usize> = accepted
         .iter()
         .filter_map(|id| runs.iter().position(|r| &r.run_id == id))
         .collect();
-    let mut change_points = Vec::new();
-    for s in &series {
-        for c in &s.changes {
-            let at = s.runs[c.index];
-            let prev = s.runs[c.index - 1];
-            let (before, after) = (runs[prev].commit(), runs[at].commit());
-            change_points.push((
-                at,
-                ChangePoint {
-                    scope: s.scope.clone(),
-                    metric: s.metric,
-                    run_id: runs[at].run_id.clone(),
-                    previous_run_id: runs[prev].run_id.clone(),
-                    kind: c.kind,
-                    change: c.change,
-                    ci_low: c.ci_low,
-                    ci_high: c.ci_high,
-                    slope: c.slope.clone(),
-                    until_run_id: (c.kind == ChangeKind::Creep)
-                        .then(|| runs[s.runs[c.index + c.after - 1]].run_id.clone()),
-                    p_value: c.p_value,
-                    commits: CommitRange {
-                        before: before.map(String::from),
-                        after: after.map(String::from),
-                        range: before.zip(after).map(|(b, a)| format!("{b}..{a}")),
-                    },
-                    accepted: accepted_at
-                        .iter()
-                        .any(|&a| a.abs_diff(at) <= settings.min_segment),
-                    location_interval: c.location.map(|(lo, hi)| {
-                        let (first, last) = (s.runs[lo], s.runs[hi]);
-                        // The run before the first possible place: the last one of the series
-                        // measured before the change (a cell's series skips runs it was not ok in).
-                        let good = s.runs[lo.saturating_sub(1)];
-                        LocationInterval {
-                            first_run_id: runs[first].run_id.clone(),
-                            last_run_id: runs[last].run_id.clone(),
-                            first_commit: (lo > 0)
-                                .then(|| runs[good].commit().map(String::from))
-                                .flatten(),
-                            last_commit: runs[last].commit().map(String::from),
-                            confidence: settings.confidence,
-                            runs: hi - lo + 1,
-                        }
-                    }),
-                },
-            ));
-        }
-    }
+    let mut change_points: Vec<(usize, ChangePoint)> = (series.iter())
+        .flat_map(|s| s.changes.iter().map(move |c| (s, c)))
+        .map(|(s, c)| {
+            (
+                s.runs[c.index],
+                change_point(runs, s, c, &accepted_at, settings),
+            )
+        })
+        .collect();
     // Newest first, then by scope: ordered by the run's position, not by looking each id up.
     change_points.sort_by(|(a_at, a), (b_at, b)| b_at.cmp(a_at).then(a.scope.cmp(&b.scope)));
     let change_points = change_points.into_iter().map(|(_, c)| c).collect();
@@ -1460,6 +1387,104 @@ pub fn analyse(
         series,
         change_points,
     })
+}
+
+/// Every series of `metric` over `runs`: the matrix-wide one, then one per cell where there are
+/// several (the burst and a single prefill context have their matrix series only); none where
+/// no run has the metric.
+fn metric_series(
+    runs: &[RunResults],
+    metric: Metric,
+    settings: &ChangeSettings,
+) -> Result<Vec<HistorySeries>, StatsError> {
+    let coords = coords_of(runs, metric);
+    if coords.is_empty() {
+        return Ok(Vec::new());
+    }
+    let matrix = analyse_series(runs, Scope::Matrix, metric, settings)?;
+    if coords.len() == 1 {
+        return Ok(vec![matrix]);
+    }
+    let nights = outlier_nights(runs, metric);
+    let moved: Vec<usize> = (matrix.changes.iter())
+        .map(|c| matrix.runs[c.index])
+        .collect();
+    let mut series = vec![matrix];
+    for (concurrency, context_tokens) in coords {
+        let scope = Scope::Cell {
+            concurrency,
+            context_tokens,
+        };
+        let mut cell = analyse_series_with(runs, scope, metric, &nights, settings)?;
+        if cell.against_rest && !moved.is_empty() {
+            // Its chart's levels follow its values where the matrix moved (a change every cell
+            // shares is none of its own).
+            let mut at: Vec<usize> = (cell.changes.iter().map(|c| c.index))
+                .chain(
+                    moved
+                        .iter()
+                        .map(|&run| cell.runs.partition_point(|&r| r < run)),
+                )
+                .collect();
+            at.sort_unstable();
+            at.dedup();
+            cell.segments = segments_at(&cell.values, &at);
+        }
+        series.push(cell);
+    }
+    Ok(series)
+}
+
+/// Series `s`'s change `c` named by runs and commits, accepted where a run of `accepted_at`
+/// is within `min_segment` runs of it.
+fn change_point(
+    runs: &[RunResults],
+    s: &HistorySeries,
+    c: &SeriesChange,
+    accepted_at: &[usize],
+    settings: &ChangeSettings,
+) -> ChangePoint {
+    let at = s.runs[c.index];
+    let prev = s.runs[c.index - 1];
+    let (before, after) = (runs[prev].commit(), runs[at].commit());
+    ChangePoint {
+        scope: s.scope.clone(),
+        metric: s.metric,
+        run_id: runs[at].run_id.clone(),
+        previous_run_id: runs[prev].run_id.clone(),
+        kind: c.kind,
+        change: c.change,
+        ci_low: c.ci_low,
+        ci_high: c.ci_high,
+        slope: c.slope.clone(),
+        until_run_id: (c.kind == ChangeKind::Creep)
+            .then(|| runs[s.runs[c.index + c.after - 1]].run_id.clone()),
+        p_value: c.p_value,
+        commits: CommitRange {
+            before: before.map(String::from),
+            after: after.map(String::from),
+            range: before.zip(after).map(|(b, a)| format!("{b}..{a}")),
+        },
+        accepted: accepted_at
+            .iter()
+            .any(|&a| a.abs_diff(at) <= settings.min_segment),
+        location_interval: c.location.map(|(lo, hi)| {
+            let (first, last) = (s.runs[lo], s.runs[hi]);
+            // The run before the first possible place: the last one of the series measured
+            // before the change (a cell's series skips runs it was not ok in).
+            let good = s.runs[lo.saturating_sub(1)];
+            LocationInterval {
+                first_run_id: runs[first].run_id.clone(),
+                last_run_id: runs[last].run_id.clone(),
+                first_commit: (lo > 0)
+                    .then(|| runs[good].commit().map(String::from))
+                    .flatten(),
+                last_commit: runs[last].commit().map(String::from),
+                confidence: settings.confidence,
+                runs: hi - lo + 1,
+            }
+        }),
+    }
 }
 
 /// The change points `infergate changes` finds in the aggregate throughput of `runs` (oldest

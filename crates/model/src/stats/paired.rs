@@ -148,7 +148,7 @@ pub fn paired_compare(
         comparable: &comparable,
         host_late: &host_late,
     };
-    let (tests, mut matrices) = pairs.tests();
+    let (tests, matrices) = pairs.tests();
 
     // A latency percentile gates from as many pairs as a gate's history needs runs.
     let gating = |m: Metric| rule.gates(m, n);
@@ -164,32 +164,7 @@ pub fn paired_compare(
         .filter(|h| report.cell_metrics_gated.contains(&h.metric))
         .copied()
         .collect();
-    // The matrix-wide tests that can fail the run share the matrix family's alpha, as the
-    // cells share the local one: aggregate tok/s's and each gating latency's with a design
-    // effect (a uniform rise of every cell's tail beyond it is a regression, not noise).
-    matrices.retain(|&m, _| m == Metric::AggregateTps || (gating(m) && rule.has_design_effect(m)));
-    let matrix_alpha = rule.matrix_alpha() / matrices.len().max(1) as f64;
-    let matrix_verdicts: BTreeMap<Metric, (CellVerdict, f64)> = matrices
-        .iter()
-        .map(|(&metric, m)| {
-            let verdict = if metric == Metric::AggregateTps {
-                judge_matrix(
-                    &mut report,
-                    m,
-                    rule,
-                    comparable.len(),
-                    n,
-                    matrix_alpha,
-                    &look,
-                )
-            } else {
-                let margin = rule.log_margin_of(metric);
-                let (v, _) = judge(m, metric.direction(), matrix_alpha, margin, &look);
-                (v, relative(m.estimate))
-            };
-            (metric, verdict)
-        })
-        .collect();
+    let matrix_verdicts = judge_matrices(&mut report, matrices, rule, comparable.len(), n, &look);
     let judging = PairJudging {
         rule,
         pairs: n,
@@ -243,6 +218,36 @@ fn paired_frame(
     );
     report.against = Against::PairedAb;
     report
+}
+
+/// Each matrix-wide test that can fail the run, with its verdict and change (relative):
+/// aggregate tok/s's (into the report with its sensitivity, [`judge_matrix`]) and each gating
+/// latency's with a design effect, at that effect (a uniform rise of every cell's tail beyond
+/// it is a regression, not noise). They share the matrix family's alpha, as the cells share
+/// the local one.
+fn judge_matrices(
+    report: &mut ComparisonReport,
+    mut matrices: BTreeMap<Metric, LogChange>,
+    rule: &DecisionRule,
+    cells: usize,
+    n: usize,
+    look: &str,
+) -> BTreeMap<Metric, (CellVerdict, f64)> {
+    let gating = |m: Metric| rule.gates(m, n) && rule.has_design_effect(m);
+    matrices.retain(|&m, _| m == Metric::AggregateTps || gating(m));
+    let alpha = rule.matrix_alpha() / matrices.len().max(1) as f64;
+    (matrices.iter())
+        .map(|(&metric, m)| {
+            let verdict = if metric == Metric::AggregateTps {
+                judge_matrix(report, m, rule, cells, n, alpha, look)
+            } else {
+                let margin = rule.log_margin_of(metric);
+                let (v, _) = judge(m, metric.direction(), alpha, margin, look);
+                (v, relative(m.estimate))
+            };
+            (metric, verdict)
+        })
+        .collect()
 }
 
 /// The matrix-wide paired test of aggregate tok/s `m` over `n` pairs at `alpha`, into the
