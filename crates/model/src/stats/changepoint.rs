@@ -16,10 +16,10 @@ use infergate_schema::results::RunResults;
 use infergate_schema::verdict::{Direction, Metric};
 
 use super::build::{self, Coord, mean};
-use super::compare::{burst_value, host_late_at, ok_value, prefill_value};
+use super::compare::{burst_value, host_late, ok_value, prefill_value};
 use super::interval::signed;
 use super::noise::{median, robust_sd};
-use super::rule::{HOST_LATENESS_REACH, in_range, latency_min_effect};
+use super::rule::in_range;
 use super::{DecisionRule, StatsError};
 
 mod local_level;
@@ -1010,7 +1010,7 @@ pub struct HistorySeries {
     pub changes: Vec<SeriesChange>,
     /// The smallest change of the metric this series reports, as the metric's own relative
     /// change (a fall of a throughput, a rise of a latency): the settings' `min_effect` scaled
-    /// to the metric's design effect ([`min_effect_of`]; ITL p99 `0.1667`). Files of older
+    /// to the metric's design effect ([`reported_floor`]; ITL p99 `0.1667`). Files of older
     /// versions: the settings' `min_effect`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_effect: Option<f64>,
@@ -1139,12 +1139,15 @@ pub(crate) fn value_at(run: &RunResults, coord: Coord, metric: Metric) -> Option
         return burst_value(run, metric);
     }
     let (cell, v) = ok_value(run, coord, metric)?;
-    let share = latency_min_effect(metric).map(|e| e / (2.0 * HOST_LATENESS_REACH));
-    match share {
-        Some(share) if host_late_at(cell, metric, share).is_some() => None,
-        _ => Some(v),
-    }
+    host_late(cell, metric, &DEFAULT_RULE)
+        .is_none()
+        .then_some(v)
 }
+
+/// The rule a history is read by where no gate config is at hand (`changes`, `bisect`): the
+/// gate's default, whose shares and design effects a nightly holds a run to.
+static DEFAULT_RULE: std::sync::LazyLock<DecisionRule> =
+    std::sync::LazyLock::new(DecisionRule::default);
 
 /// The series of `metric` for `scope` over `runs`: (positions, values) ([`value_at`]).
 pub fn series_of(runs: &[RunResults], scope: &Scope, metric: Metric) -> (Vec<usize>, Vec<f64>) {
@@ -1261,22 +1264,17 @@ fn outlier_nights(runs: &[RunResults], metric: Metric) -> Vec<f64> {
     nights
 }
 
-/// The smallest change of `metric` reported, on the "better" scale the search runs on: the
-/// settings' `min_effect` (aggregate tok/s's: 1%, a third of the 3% that fails a PR gate)
-/// scaled alike to the metric's design effect, a third of what fails a PR gate on it: ITL p99
-/// a rise of 16.7% (its +50%), a p90 8.3%, a prefill context or the burst 3.3% (their 10%).
-/// A tail's series moves with the host's load from run to run as no throughput's does; a
-/// smaller change of it is no finding a night's analysis stands on (the bundled store's ten
-/// back-to-back runs read an ITL p99 "creep" of +12% in one cell).
-fn min_effect_of(metric: Metric, min_effect: f64) -> f64 {
-    let rule = DecisionRule::default();
+/// The smallest change of `metric` reported, as the metric's own change (a throughput's fall,
+/// a latency's rise): the settings' `min_effect` (aggregate tok/s's: 1%, a third of the 3% that
+/// fails a PR gate) scaled alike to the metric's design effect, a third of what fails a PR gate
+/// on it: ITL p99 a rise of 16.7% (its +50%), a p90 8.3%, a prefill context or the burst 3.3%
+/// (their 10%). A tail's series moves with the host's load from run to run as no throughput's
+/// does; a smaller change of it is no finding a night's analysis stands on (the bundled
+/// store's ten back-to-back runs read an ITL p99 "creep" of +12% in one cell).
+fn reported_floor(metric: Metric, min_effect: f64) -> f64 {
+    let rule = &*DEFAULT_RULE;
     // (The ratio first: aggregate tok/s keeps `min_effect` to the last bit.)
-    let m = min_effect * (rule.min_effect_of(metric) / rule.min_effect);
-    match metric.direction() {
-        // A rise of `m` is a fall of `m / (1 + m)` on the better scale.
-        Direction::LowerIsBetter => m / (1.0 + m),
-        Direction::HigherIsBetter => m,
-    }
+    min_effect * (rule.min_effect_of(metric) / rule.min_effect)
 }
 
 /// [`analyse_series`] with the outlier nights (per run of `runs`) already known.
@@ -1318,9 +1316,14 @@ fn analyse_series_with(
         .iter()
         .map(|&l| signed(l, metric.direction()))
         .collect();
-    let floor = min_effect_of(metric, settings.min_effect);
+    let floor = reported_floor(metric, settings.min_effect);
     let settings = &ChangeSettings {
-        min_effect: floor,
+        // The search's scale is the "better" one: a rise of `floor` is a fall of
+        // `floor / (1 + floor)` there.
+        min_effect: match metric.direction() {
+            Direction::LowerIsBetter => floor / (1.0 + floor),
+            Direction::HigherIsBetter => floor,
+        },
         ..settings.clone()
     };
     let mut changes = detect_with(&better, &prior, settings)?;
@@ -1329,11 +1332,7 @@ fn analyse_series_with(
     }
     let segments = segments(&values, &changes);
     Ok(HistorySeries {
-        // The floor as the metric's own change (a rise of `m` is `m / (1 + m)` searched).
-        min_effect: Some(match metric.direction() {
-            Direction::LowerIsBetter => floor / (1.0 - floor),
-            Direction::HigherIsBetter => floor,
-        }),
+        min_effect: Some(floor),
         scope,
         metric,
         runs: positions,
@@ -2053,9 +2052,9 @@ mod tests {
     /// tail (1% scatter) is found by the search and not reported; +25% is.
     #[test]
     fn a_tails_change_is_reported_from_a_third_of_its_design_effect() {
-        assert_eq!(min_effect_of(Metric::AggregateTps, 0.01), 0.01);
+        assert_eq!(reported_floor(Metric::AggregateTps, 0.01), 0.01);
         let rise = 0.5 / 3.0;
-        assert!((min_effect_of(Metric::ItlP99, 0.01) - rise / (1.0 + rise)).abs() < 1e-12);
+        assert!((reported_floor(Metric::ItlP99, 0.01) - rise).abs() < 1e-12);
         let n: Gauss<f64> = Gauss::new(0.0, 1.0).unwrap();
         for (step, reported) in [(1.12, false), (1.25, true)] {
             let mut rng = StdRng::seed_from_u64(41);

@@ -197,15 +197,14 @@ pub(crate) fn compared_value(cell: &CellResult, metric: Metric) -> Option<f64> {
 /// probe's p99 lateness and the percentile, seconds, when the lateness is the rule's
 /// [`DecisionRule::host_late_share`] of the percentile or more. A cell of results without the
 /// probe (other tools, older versions) is never host-late.
-fn host_late(cell: &CellResult, metric: Metric, rule: &DecisionRule) -> Option<(f64, f64)> {
-    host_late_at(cell, metric, rule.host_late_share(metric))
-}
-
-/// [`host_late`] at the probe's lateness `share` of the tail.
-pub(crate) fn host_late_at(cell: &CellResult, metric: Metric, share: f64) -> Option<(f64, f64)> {
+pub(crate) fn host_late(
+    cell: &CellResult,
+    metric: Metric,
+    rule: &DecisionRule,
+) -> Option<(f64, f64)> {
     let (value, _, q) = latency_percentile(cell, metric)?;
     let late = cell.host_lateness_s?.p99;
-    (q >= 0.9 && late >= share * value).then_some((late, value))
+    (q >= 0.9 && late >= rule.host_late_share(metric) * value).then_some((late, value))
 }
 
 /// A run's cell at `coord` and its [`compared_value`] of `metric`, where the cell ran clean
