@@ -82,7 +82,7 @@ fn main() {
         let changes = infergate::stats::throughput_changes(&runs).expect("analysis");
         let secs = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        let metrics = infergate::stats::DecisionRule::default().metrics;
+        let metrics = infergate::stats::changepoint::default_metrics();
         let settings = infergate::stats::changepoint::ChangeSettings::default();
         let all = infergate::stats::changepoint::analyse(&runs, &metrics, &[], &settings)
             .expect("analysis");

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 use infergate_gate::run::bisect::{BisectPlan, BisectRequest};
-use infergate_model::stats::DecisionRule;
 use infergate_schema::answer::metric_name;
 use infergate_schema::exit::{GateExit, usage};
 use infergate_schema::verdict::Metric;
@@ -139,11 +138,11 @@ fn from_change(
     Option<infergate_model::stats::bisect::NoisePrior>,
     Metric,
 )> {
-    use infergate_model::stats::changepoint::{ChangeSettings, Scope, analyse};
+    use infergate_model::stats::changepoint::{ChangeSettings, Scope, analyse, default_metrics};
     let store =
         infergate_store::baseline::BaselineStore::open(dir).map_err(|e| usage(e.to_string()))?;
     let store_err = |e| anyhow::Error::new(e).context(format!("reading {}", dir.display()));
-    let metrics = metric.map_or_else(|| DecisionRule::default().metrics, |m| vec![m]);
+    let metrics = metric.map_or_else(default_metrics, |m| vec![m]);
     let mut found = Vec::new();
     for (key, suites) in store.profiles().map_err(store_err)? {
         for suite in suites {

@@ -10,8 +10,7 @@ use infergate_eval::eval::changes::{
     ChangeEvalConfig, ChangeEvalReport, export_histories, run_change_eval,
 };
 use infergate_io::untrusted_text::console as inert;
-use infergate_model::stats::DecisionRule;
-use infergate_model::stats::changepoint::{ChangeSettings, analyse};
+use infergate_model::stats::changepoint::{ChangeSettings, analyse, default_metrics};
 use infergate_report::report::changes::GroupChanges;
 use infergate_report::report::console::{fitted_table, wrap};
 use infergate_report::report::github::{GithubReporter, PublishOutcome};
@@ -112,7 +111,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
     settings.seed = args.seed.unwrap_or(settings.seed);
     settings.validate().map_err(|e| usage(e.to_string()))?;
     let metrics = if args.metrics.is_empty() {
-        DecisionRule::default().metrics
+        default_metrics()
     } else {
         args.metrics.clone()
     };

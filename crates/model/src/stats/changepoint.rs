@@ -1144,6 +1144,12 @@ pub(crate) fn value_at(run: &RunResults, coord: Coord, metric: Metric) -> Option
         .then_some(v)
 }
 
+/// What the nightly searches by default (`changes`, `bisect --from-change`): every metric the
+/// gate's default rule gates.
+pub fn default_metrics() -> Vec<Metric> {
+    DEFAULT_RULE.metrics.clone()
+}
+
 /// The rule a history is read by where no gate config is at hand (`changes`, `bisect`): the
 /// gate's default, whose shares and design effects a nightly holds a run to.
 static DEFAULT_RULE: std::sync::LazyLock<DecisionRule> =
