@@ -126,10 +126,9 @@ pub(crate) fn in_actions() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
 }
 
-/// infergate: boot an inference engine, measure sustained decode, compare with baselines, and
-/// gate the pull request on the verdict.
+/// Performance regression gate for LLM inference engines (boot, measure, compare, report)
 #[derive(Debug, Parser)]
-#[command(name = "infergate", version, about, long_about = None)]
+#[command(name = "infergate", version, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     /// The subcommand to run.
@@ -229,6 +228,19 @@ mod vocabulary_tests {
             .and_then(|v| v.first())
             .map(ToString::to_string)
             .unwrap_or_default()
+    }
+
+    /// `infergate --help` says what the tool is. A bare `about` took the CLI crate's Cargo
+    /// description, an internal note ("Argument structs and the glue …"), as the tool's.
+    #[test]
+    fn the_top_level_help_says_what_infergate_is() {
+        let about = Cli::command().get_about().map(ToString::to_string);
+        assert_eq!(
+            about.as_deref(),
+            Some(
+                "Performance regression gate for LLM inference engines (boot, measure, compare, report)"
+            )
+        );
     }
 
     /// One CLI vocabulary: the same flag for the same thing in every subcommand. `--format`
