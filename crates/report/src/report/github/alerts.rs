@@ -396,7 +396,7 @@ fn push_cells(out: &mut String, a: &Alert<'_>) {
 fn push_next_steps(out: &mut String, a: &Alert<'_>) {
     let (c, g) = (a.change, a.group);
     out.push_str(
-        "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it; this issue is then closed:\n\n",
+        "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it. Every metric of this group, not only this one, is then compared with the runs since it alone (fewer runs: less sensitive for a while), and this issue is closed:\n\n",
     );
     if [&g.profile_key, &g.suite, &c.run_id]
         .iter()
@@ -1016,6 +1016,9 @@ mod tests {
         );
         let text = body(&alerts[0], AlertState::Open, None);
         assert_contains(&text, "infergate bisect --good c28 --bad c31\n");
+        // Accepting is per group: the tail's alert says it restarts every metric's baseline.
+        let text = body(&alerts[1], AlertState::Open, None);
+        assert_contains(&text, "Every metric of this group, not only this one");
     }
 
     #[test]
