@@ -272,6 +272,114 @@ fn a_run_where_two_metrics_changed_asks_which_to_bisect() {
     assert_contains(&flat(&err), "ITL p99 change point at run");
 }
 
+/// Night `i` with ITL p99 `tail` times its generated value (counts enough to bound a p99).
+fn night_with_tail(i: u64, tail: f64) -> infergate::results::RunResults {
+    let mut r = night(i, 1.0);
+    for p in r.cells.iter_mut().filter_map(|c| c.itl_s.as_mut()) {
+        p.count = 5000;
+        p.p99 *= tail;
+    }
+    r
+}
+
+/// An intended tail rise accepted alone (`baseline accept --metric itl_p99`): the nightly
+/// marks its change point accepted, the next nightly at the new tail passes with throughput
+/// still judged on every run (a whole-group accept leaves it six: half as sensitive), the tail
+/// reported, not gated, until it has the runs it gates from, and `compare --as-verdict`
+/// replays that verdict after the store's accept is gone.
+#[test]
+fn a_tail_accepted_alone_keeps_every_run_for_throughput() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs: Vec<_> = (0..NIGHTS)
+        .map(|i| night_with_tail(i, if i < STEP_AT { 1.0 } else { 1.8 }))
+        .collect();
+    let runs = store_of(tmp.path(), runs);
+    let store = tmp.path().join("store");
+    let store_s = store.to_str().unwrap();
+    let step_run = runs[STEP_AT as usize].run_id.as_str();
+    let changes = || {
+        let (code, out, err) =
+            infergate(&["changes", "--baseline-dir", store_s, "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let tail: Vec<bool> = (v["groups"][0]["change_points"].as_array().unwrap().iter())
+            .filter(|c| c["metric"] == "itl_p99" && c["run_id"] == step_run)
+            .map(|c| c["accepted"] == true)
+            .collect();
+        tail
+    };
+    assert_eq!(changes().first(), Some(&false), "the tail's step is found");
+    let (code, out, err) = infergate(&[
+        "baseline", "accept", "--dir", store_s, "--since", step_run, "--metric", "itl_p99",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(
+        &out,
+        "itl_p99 compared with the runs (every other metric keeps every run)",
+    );
+    assert!(changes().iter().all(|a| *a), "accepted: {:?}", changes());
+
+    let files = tmp.path().join("files");
+    let cand = write(&files, "next.json", &night_with_tail(NIGHTS, 1.8));
+    let verdict = tmp.path().join("verdict.json");
+    let compare = |more: &[&str]| {
+        let mut args = vec!["compare", "--format", "json", "--baseline-dir", store_s];
+        args.extend(["--candidate", cand.to_str().unwrap()]);
+        args.extend(more);
+        let (code, out, err) = infergate(&args);
+        let report: Option<infergate::verdict::ComparisonReport> = serde_json::from_str(&out).ok();
+        (code, report, err)
+    };
+    let (code, report, err) = compare(&["--single-look"]);
+    assert_eq!(code, 0, "the next nightly at the new tail passes: {err}");
+    let report = report.unwrap();
+    assert_eq!(
+        report.baseline.noise_runs, 20,
+        "throughput keeps every run of the rule's 20-run window"
+    );
+    assert_eq!(report.baseline.metric_since.len(), 1);
+    // Six runs since: the tail is reported, not gated, until it has the runs a tail needs.
+    let said: Vec<String> = report.not_gated.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        ["ITL p99 is reported, not gated: 6 runs since its accepted change, it gates from 10"]
+    );
+    assert_eq!(report.baseline.metric_since[0].since_run_id, step_run);
+    std::fs::write(&verdict, serde_json::to_string(&report).unwrap()).unwrap();
+
+    // The replay restarts what the verdict restarted, whatever the store says now.
+    std::fs::remove_file(store.join(&runs[0].profile.key).join("accepted.json")).unwrap();
+    let (_, now, err) = compare(&["--single-look"]);
+    assert!(now.unwrap().baseline.metric_since.is_empty(), "{err}");
+    let (code, replayed, err) = compare(&["--as-verdict", verdict.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let replayed = replayed.unwrap();
+    assert_eq!(replayed.baseline, report.baseline);
+    assert_eq!(replayed.cells, report.cells, "the same ITL p99 comparisons");
+
+    // A whole-group accept at the same run: six runs for everything.
+    let (code, _, err) = infergate(&["baseline", "accept", "--dir", store_s, "--since", step_run]);
+    assert_eq!(code, 0, "{err}");
+    let (_, group, err) = compare(&["--single-look"]);
+    let group = group.unwrap();
+    assert_eq!(
+        group.baseline.noise_runs,
+        (NIGHTS - STEP_AT) as usize,
+        "{err}"
+    );
+    assert!(group.baseline.metric_since.is_empty());
+    let mde = |r: &infergate::verdict::ComparisonReport| {
+        r.sensitivity.as_ref().unwrap().median_cell_mde().unwrap()
+    };
+    // Measured: −2.2% with the tail accepted alone, −4.7% after the whole-group accept.
+    assert!(
+        mde(&group) > 1.5 * mde(&report),
+        "{} {}",
+        mde(&group),
+        mde(&report)
+    );
+}
+
 #[test]
 fn stable_history_has_no_change_point_and_text_md_say_so() {
     let tmp = tempfile::tempdir().unwrap();

@@ -182,6 +182,7 @@ fn verdict(
                 runs: Vec::new(),
                 level_runs: vec!["b1".into(), "b2".into()],
                 noise_runs: 10,
+                metric_since: Vec::new(),
             },
             RuleSummary {
                 alpha: 0.01,

@@ -330,6 +330,7 @@ fn hand_verdict(candidate: &Path, dir: &Path) -> PathBuf {
                 runs: Vec::new(),
                 level_runs: vec!["b1".into()],
                 noise_runs: 8,
+                metric_since: Vec::new(),
             },
             RuleSummary {
                 alpha: 0.01,

@@ -1155,6 +1155,17 @@ impl std::fmt::Display for NotGated {
                 f,
                 "prefill tok/s is reported, not gated: {runs} of the history's runs have the prefill layer, it gates from {needs}"
             ),
+            NotGated::RestartedShort {
+                metric,
+                runs,
+                needs,
+            } => write!(
+                f,
+                "{}{} is reported, not gated: {} since its accepted change, it gates from {needs}",
+                if metric.is_burst() { "burst " } else { "" },
+                metric_name(*metric),
+                plural(*runs, "run")
+            ),
             NotGated::BurstShortHistory { runs, needs } => write!(
                 f,
                 "the burst layer is reported, not gated: {runs} of the history's runs have it, it gates from {needs}"
@@ -2649,6 +2660,14 @@ mod tests {
             (
                 NotGated::PrefillShortHistory { runs: 6, needs: 10 },
                 "prefill tok/s is reported, not gated: 6 of the history's runs have the prefill layer, it gates from 10",
+            ),
+            (
+                NotGated::RestartedShort {
+                    metric: Metric::BurstTtftP90,
+                    runs: 3,
+                    needs: 10,
+                },
+                "burst TTFT p90 is reported, not gated: 3 runs since its accepted change, it gates from 10",
             ),
             (
                 NotGated::BurstShortHistory { runs: 8, needs: 10 },

@@ -271,6 +271,16 @@ pub enum NotGated {
         /// The runs it gates from.
         needs: usize,
     },
+    /// A metric restarted alone at an accepted change (`baseline accept --metric`), with too
+    /// few runs since.
+    RestartedShort {
+        /// The metric.
+        metric: Metric,
+        /// The history's runs since its accepted change.
+        runs: usize,
+        /// The runs it gates from.
+        needs: usize,
+    },
     /// The burst's TTFT p90, from too few completed requests.
     BurstThin {
         /// The completed requests.
@@ -719,6 +729,22 @@ pub struct BaselineSummary {
     pub runs: Vec<String>,
     /// Number of runs the noise estimate used (longer history).
     pub noise_runs: usize,
+    /// Metrics whose level a person accepted as new from a later run than the rest of the
+    /// history (`baseline accept --metric`): each is compared only with the runs since, while
+    /// the others keep every run. Recorded so `compare --as-verdict` takes the same runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metric_since: Vec<MetricSince>,
+}
+
+/// One metric's baseline restarted at an accepted change ([`BaselineSummary::metric_since`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricSince {
+    /// The metric.
+    pub metric: Metric,
+    /// The first run at the new level.
+    pub since_run_id: String,
+    /// Its start time: history runs started before it carry no figure of the metric.
+    pub since_started_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// The gate's overall answer; maps to the exit code.
@@ -1871,6 +1897,7 @@ pub mod fixtures {
                     runs: Vec::new(),
                     level_runs: (1..=5).map(|i| format!("b{i}")).collect(),
                     noise_runs: 5,
+                    metric_since: Vec::new(),
                 },
                 RuleSummary {
                     alpha: 0.01,

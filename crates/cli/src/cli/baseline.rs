@@ -54,6 +54,11 @@ pub struct AcceptArgs {
     /// Why the change is accepted (kept with the record).
     #[arg(long)]
     pub note: Option<String>,
+    /// Restart only this metric's baseline (repeatable; as `verdict.json` names it, e.g.
+    /// `itl_p99`, `prefill_tps`): the others keep every run. Without it, or with
+    /// `aggregate_tps` (the group's level), every metric restarts from RUN.
+    #[arg(long = "metric", value_name = "METRIC", value_parser = super::parse_metric)]
+    pub metrics: Vec<infergate_schema::verdict::Metric>,
 }
 
 /// Arguments of `baseline add`.
@@ -241,10 +246,19 @@ fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
         }
     };
     let entry = store
-        .accept(&key, Some(&suite), &a.since, a.note.as_deref())
+        .accept(&key, Some(&suite), &a.since, a.note.as_deref(), &a.metrics)
         .map_err(store_err)?;
+    let what = if entry.whole_group() {
+        "comparisons use the runs".to_string()
+    } else {
+        let names: Vec<&str> = entry.metrics.iter().map(|m| m.as_str()).collect();
+        format!(
+            "{} compared with the runs (every other metric keeps every run)",
+            names.join(", ")
+        )
+    };
     outln!(
-        "accepted the change at run {} ({key}, suite {suite}): comparisons use the runs started since {}",
+        "accepted the change at run {} ({key}, suite {suite}): {what} started since {}",
         entry.since_run_id,
         entry.since_started_at.to_rfc3339()
     );

@@ -136,12 +136,18 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
         for (path, why) in &loaded.skipped {
             errln!("warning: skipped {}: {}", path.display(), inert(why));
         }
-        let accepted: Vec<String> = store
-            .accepted(&key, Some(&suite))
-            .map_err(store_err)?
-            .into_iter()
-            .map(|a| a.since_run_id)
+        let accepts = store.accepted(&key, Some(&suite)).map_err(store_err)?;
+        let by_metric: Vec<(String, Vec<Metric>)> = (accepts.iter())
+            .map(|a| {
+                let ms = if a.whole_group() {
+                    Vec::new()
+                } else {
+                    a.metrics.clone()
+                };
+                (a.since_run_id.clone(), ms)
+            })
             .collect();
+        let accepted: Vec<String> = accepts.into_iter().map(|a| a.since_run_id).collect();
         let mut candidate_id = None;
         if let Some(c) = &candidate
             && component(&c.profile.key) == key
@@ -151,7 +157,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             loaded.runs.push(c.clone());
             candidate_id = Some(c.run_id.clone());
         }
-        let history = analyse(&loaded.runs, &metrics, &accepted, &settings)
+        let history = analyse(&loaded.runs, &metrics, &by_metric, &settings)
             .map_err(|e| usage(e.to_string()))?;
         out.push(GroupChanges {
             profile_key: key,

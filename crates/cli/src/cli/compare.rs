@@ -11,7 +11,7 @@ use infergate_model::stats::build::not_comparable;
 use infergate_model::stats::{DecisionRule, Plan};
 use infergate_schema::exit::{GateExit, usage};
 use infergate_schema::results::{RunResults, RunStatus};
-use infergate_schema::verdict::{CellReason, ComparisonReport};
+use infergate_schema::verdict::{BaselineSummary, CellReason, ComparisonReport, MetricSince};
 use infergate_store::baseline::{ADHOC_SUITE, BaselineStore};
 
 /// Output format of tables and reports.
@@ -123,7 +123,7 @@ fn render(report: &ComparisonReport, format: OutputFormat) -> anyhow::Result<Str
 
 /// The rule, the plan and the history run ids of `--as-verdict`, or the flags' rule and the
 /// default plan.
-fn judging(args: &CompareArgs) -> anyhow::Result<(DecisionRule, Plan, Option<Vec<String>>)> {
+fn judging(args: &CompareArgs) -> anyhow::Result<(DecisionRule, Plan, Option<BaselineSummary>)> {
     let Some(path) = &args.as_verdict else {
         let plan = Plan {
             confirm: !args.single_look,
@@ -159,7 +159,7 @@ fn judging(args: &CompareArgs) -> anyhow::Result<(DecisionRule, Plan, Option<Vec
             path.display()
         )));
     }
-    Ok((rule, plan, Some(verdict.baseline.runs)))
+    Ok((rule, plan, Some(verdict.baseline)))
 }
 
 /// Keeps the runs named in `ids` (in history order), or says which are missing.
@@ -192,14 +192,18 @@ fn named_runs(
     Ok(kept)
 }
 
-/// Baseline runs for `candidate` from the `--baseline` arguments, or why there are none. With
-/// `ids` (`--as-verdict`), exactly the runs of those ids, wherever the store's current window is.
+/// The baseline runs, and the metrics a store's accepts restarted later than the rest.
+type BaselineRuns = (Vec<RunResults>, Vec<MetricSince>);
+
+/// Baseline runs for `candidate` from the `--baseline` arguments, with the metrics a store's
+/// accepts restarted later than the rest, or why there are none. With `ids` (`--as-verdict`),
+/// exactly the runs of those ids, wherever the store's current window is.
 fn baseline_runs(
     args: &CompareArgs,
     candidate: &RunResults,
     suite: Option<&str>,
     ids: Option<&[String]>,
-) -> anyhow::Result<Result<Vec<RunResults>, String>> {
+) -> anyhow::Result<Result<BaselineRuns, String>> {
     if let Some(dir) = args.baseline_dir.as_ref().filter(|d| !d.is_dir()) {
         return Err(usage(format!(
             "--baseline-dir {}: not a directory (give results files with --baseline)",
@@ -225,9 +229,9 @@ fn baseline_runs(
         }
         runs.sort_by_key(|r| r.started_at);
         if let Some(ids) = ids {
-            return named_runs(runs, ids, "the --baseline files").map(Ok);
+            return named_runs(runs, ids, "the --baseline files").map(|r| Ok((r, Vec::new())));
         }
-        return Ok(Ok(runs));
+        return Ok(Ok((runs, Vec::new())));
     }
     // Lazily: with --baseline-dir there may be no --baseline at all.
     let Some(dir) = args.baseline_dir.as_ref().or(args.baseline.first()) else {
@@ -240,9 +244,10 @@ fn baseline_runs(
     if let Some(ids) = ids {
         let loaded = store.load(&candidate.profile.key, suite)?;
         let source = format!("the store {}", dir.display());
-        return named_runs(loaded.runs, ids, &source).map(Ok);
+        return named_runs(loaded.runs, ids, &source).map(|r| Ok((r, Vec::new())));
     }
-    let (loaded, _since) = store.load_current(&candidate.profile.key, suite)?;
+    let current = store.load_current(&candidate.profile.key, suite)?;
+    let loaded = current.loaded;
     for (dup, counted) in &loaded.duplicates {
         errln!(
             "note: baseline file {} repeats the run of {}: counted once",
@@ -251,7 +256,7 @@ fn baseline_runs(
         );
     }
     if !loaded.runs.is_empty() {
-        return Ok(Ok(loaded.runs));
+        return Ok(Ok((loaded.runs, current.metric_since)));
     }
     let existing = store
         .profiles()
@@ -275,7 +280,8 @@ fn baseline_runs(
 
 /// Runs `infergate compare`.
 pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
-    let (rule, plan, ids) = judging(&args)?;
+    let (rule, plan, recorded) = judging(&args)?;
+    let ids = recorded.as_ref().map(|b| b.runs.clone());
     let candidate = load_files(&args.candidate)?;
     let first = first_of_candidate(&candidate)?;
     let second = load_files(&args.confirmation)?;
@@ -301,7 +307,7 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                 CellReason::Recorded(why),
             )
         }
-        Ok(mut baseline) => {
+        Ok((mut baseline, metric_since)) => {
             align_profiles(&args, first, &mut baseline)?;
             let names: Vec<String> = args
                 .confirmation
@@ -310,7 +316,12 @@ pub(crate) async fn execute(args: CompareArgs) -> anyhow::Result<GateExit> {
                 .collect();
             let names = names.join(" ");
             let second = (!second.is_empty()).then_some((&second[..], names.as_str()));
-            let history = std::sync::Arc::new(infergate_model::stats::History::new(baseline));
+            // A replay restarts the metrics the verdict did; else those the store's accepts do.
+            let metric_since = recorded.map_or(metric_since, |b| b.metric_since);
+            let history = std::sync::Arc::new(infergate_model::stats::History::with_metric_since(
+                baseline,
+                metric_since,
+            ));
             let mut report =
                 infergate_model::stats::replay(history, &rule, plan, &candidate, second)
                     .map_err(|e| usage(e.to_string()))?

@@ -69,7 +69,8 @@ pub(crate) fn load_history(
     }
     // A directory that is not a store root is an error, never "no baseline yet".
     let store = BaselineStore::open_existing(store_dir)?;
-    let (loaded, since) = store.load_current(&results.profile.key, suite)?;
+    let current = store.load_current(&results.profile.key, suite)?;
+    let loaded = current.loaded;
     for (dup, counted) in &loaded.duplicates {
         notices.push(format!(
             "baseline file {} repeats the run of {}: counted once",
@@ -77,10 +78,17 @@ pub(crate) fn load_history(
             counted.display()
         ));
     }
-    notices.extend(since.map(|a| {
+    notices.extend(current.since.map(|a| {
         format!(
             "baseline: runs since the accepted change point at run `{}` only",
             a.since_run_id
+        )
+    }));
+    notices.extend(current.metric_since.iter().map(|m| {
+        format!(
+            "baseline of {}: runs since its accepted change point at run `{}` only",
+            m.metric.as_str(),
+            m.since_run_id
         )
     }));
     if loaded.runs.is_empty() {
@@ -98,7 +106,10 @@ pub(crate) fn load_history(
         return Ok(empty(notices, why));
     }
     Ok(LoadedHistory {
-        history: Arc::new(History::new(loaded.runs)),
+        history: Arc::new(History::with_metric_since(
+            loaded.runs,
+            current.metric_since,
+        )),
         notices,
         no_baseline: None,
     })
@@ -168,7 +179,7 @@ mod tests {
         let further_drop = night(37, 0.97 * 0.95);
         let key = at_new_level.profile.key.clone();
         store
-            .accept(&key, at_new_level.suite.as_deref(), "night-30", None)
+            .accept(&key, at_new_level.suite.as_deref(), "night-30", None, &[])
             .unwrap();
         let rule = infergate_model::stats::DecisionRule::default();
         let decide = |run: &RunResults| {

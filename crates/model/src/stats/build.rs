@@ -133,6 +133,7 @@ pub fn not_comparable(
             runs: Vec::new(),
             level_runs: Vec::new(),
             noise_runs: 0,
+            metric_since: Vec::new(),
         },
         rule,
     );

@@ -1350,12 +1350,13 @@ fn analyse_series_with(
 }
 
 /// Change points of the matrix-wide series and of every cell, for each of `metrics`, over
-/// `runs` (oldest → newest). `accepted` names runs a person accepted a change at: a change
-/// point at one of them, or within `settings.min_segment` runs of one, is marked accepted.
+/// `runs` (oldest → newest). `accepted` names runs a person accepted a change at, each with
+/// the metrics accepted (none: every metric, a whole-group accept): a change point of one of
+/// them at such a run, or within `settings.min_segment` runs of one, is marked accepted.
 pub fn analyse(
     runs: &[RunResults],
     metrics: &[Metric],
-    accepted: &[String],
+    accepted: &[(String, Vec<Metric>)],
     settings: &ChangeSettings,
 ) -> Result<HistoryChanges, StatsError> {
     settings.validate()?;
@@ -1363,9 +1364,9 @@ pub fn analyse(
     for &metric in metrics {
         series.extend(metric_series(runs, metric, settings)?);
     }
-    let accepted_at: Vec<usize> = accepted
+    let accepted_at: Vec<(usize, &[Metric])> = accepted
         .iter()
-        .filter_map(|id| runs.iter().position(|r| &r.run_id == id))
+        .filter_map(|(id, ms)| Some((runs.iter().position(|r| &r.run_id == id)?, &ms[..])))
         .collect();
     let mut change_points: Vec<(usize, ChangePoint)> = (series.iter())
         .flat_map(|s| s.changes.iter().map(move |c| (s, c)))
@@ -1446,7 +1447,7 @@ fn change_point(
     runs: &[RunResults],
     s: &HistorySeries,
     c: &SeriesChange,
-    accepted_at: &[usize],
+    accepted_at: &[(usize, &[Metric])],
     settings: &ChangeSettings,
 ) -> ChangePoint {
     let at = s.runs[c.index];
@@ -1470,9 +1471,9 @@ fn change_point(
             after: after.map(String::from),
             range: before.zip(after).map(|(b, a)| format!("{b}..{a}")),
         },
-        accepted: accepted_at
-            .iter()
-            .any(|&a| a.abs_diff(at) <= settings.min_segment),
+        accepted: accepted_at.iter().any(|&(a, ms)| {
+            a.abs_diff(at) <= settings.min_segment && (ms.is_empty() || ms.contains(&s.metric))
+        }),
         location_interval: c.location.map(|(lo, hi)| {
             let (first, last) = (s.runs[lo], s.runs[hi]);
             // The run before the first possible place: the last one of the series measured
@@ -2110,7 +2111,7 @@ mod tests {
         let h = analyse(
             &runs,
             &[Metric::AggregateTps],
-            &["n20".into()],
+            &[("n20".into(), Vec::new())],
             &ChangeSettings::default(),
         )
         .unwrap();

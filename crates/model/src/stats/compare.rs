@@ -9,12 +9,14 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use infergate_schema::results::{CellResult, CellStatus, PrefillAgreement, RunResults};
+use infergate_schema::results::{
+    CellResult, CellStatus, Percentiles, PrefillAgreement, RunResults,
+};
 use infergate_schema::verdict::{
     Against, BaselineSummary, CellComparison, CellReason, CellVerdict, Check, CheckOutcome,
     ComparisonReport, Coverage, DecidedChange, DecisionBasis, Direction, Found, HistoryHostLate,
     HostLateCell, Layer, Limit, LimitCounts, LineAxis, LineTest, LoneBoot, MatrixTest, Metric,
-    MetricComparison, NotCompared, NotGated, Sensitivity,
+    MetricComparison, MetricSince, NotCompared, NotGated, Sensitivity,
 };
 
 use super::build::{self, Coord, find, mean, var, within_run_var};
@@ -85,6 +87,8 @@ impl Look {
 #[derive(Debug)]
 pub struct History<'a> {
     runs: Cow<'a, [RunResults]>,
+    /// Metrics restarted at a later accepted run than the rest ([`History::with_metric_since`]).
+    metric_since: Vec<MetricSince>,
     /// Fitted models by metric, window length and the cells fitted.
     models: Mutex<Vec<(ModelKey, Arc<noise::NoiseModel>)>>,
 }
@@ -99,11 +103,32 @@ impl<'a> History<'a> {
     pub fn new(runs: impl Into<Cow<'a, [RunResults]>>) -> History<'a> {
         History {
             runs: runs.into(),
+            metric_since: Vec::new(),
             models: Mutex::new(Vec::new()),
         }
     }
 
-    /// The runs, oldest first.
+    /// The history of `runs` where each metric of `since` keeps only the figures of the runs
+    /// started since its accepted change (`baseline accept --metric`): an older run's figure of
+    /// it is withheld ([`withhold`]), so the metric is compared with its new level alone while
+    /// every other metric keeps every run. A tail's accepted rise does not thin throughput's
+    /// history (a gate right after a whole-group accept can only say `insufficient`).
+    pub fn with_metric_since(mut runs: Vec<RunResults>, since: Vec<MetricSince>) -> History<'a> {
+        for s in &since {
+            for run in runs
+                .iter_mut()
+                .filter(|r| r.started_at < s.since_started_at)
+            {
+                withhold(run, s.metric);
+            }
+        }
+        History {
+            metric_since: since,
+            ..History::new(runs)
+        }
+    }
+
+    /// The runs, oldest first, as compared (a withheld figure reads as not measured).
     pub fn runs(&self) -> &[RunResults] {
         &self.runs
     }
@@ -166,6 +191,53 @@ pub fn metric_value(cell: &CellResult, metric: Metric) -> Option<f64> {
         Metric::PrefillTps | Metric::BurstTps | Metric::BurstTtftP90 => None,
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// Takes a history run's figure of `metric` out (every decode cell's, or its layer's): the run
+/// then counts for the metric as one that did not measure it ([`History::with_metric_since`]).
+/// Aggregate tok/s is the group's level, restarted only by a whole-group accept: the store
+/// never gives it here, and it is left as it is.
+fn withhold(run: &mut RunResults, metric: Metric) {
+    let gone = f64::NAN;
+    let pick = |p: &mut Option<Percentiles>, q: fn(&mut Percentiles) -> &mut f64| {
+        if let Some(p) = p.as_mut() {
+            *q(p) = gone;
+        }
+    };
+    match metric {
+        Metric::AggregateTps => {}
+        Metric::PrefillTps => run.prefill.iter_mut().for_each(|p| p.prefill_tps = None),
+        Metric::BurstTps => run.burst.iter_mut().for_each(|b| b.total_tps = gone),
+        Metric::BurstTtftP90 => {
+            if let Some(b) = run.burst.as_mut() {
+                pick(&mut b.ttft_s, |p| &mut p.p90);
+            }
+        }
+        _ => {
+            for c in &mut run.cells {
+                match metric {
+                    Metric::TtftP50 => pick(&mut c.ttft_s, |p| &mut p.p50),
+                    Metric::TtftP90 => pick(&mut c.ttft_s, |p| &mut p.p90),
+                    Metric::TtftP99 => pick(&mut c.ttft_s, |p| &mut p.p99),
+                    Metric::ItlP50 => pick(&mut c.itl_s, |p| &mut p.p50),
+                    Metric::ItlP90 => pick(&mut c.itl_s, |p| &mut p.p90),
+                    Metric::ItlP99 => pick(&mut c.itl_s, |p| &mut p.p99),
+                    Metric::TpotP50 => pick(&mut c.tpot_s, |p| &mut p.p50),
+                    Metric::TpotP90 => pick(&mut c.tpot_s, |p| &mut p.p90),
+                    Metric::PerUserTps => pick(&mut c.per_user_tps, |p| &mut p.p50),
+                    Metric::StepsPerS => {
+                        c.spec_decode.iter_mut().for_each(|s| s.steps_per_s = gone);
+                    }
+                    Metric::JoulesPerToken => {
+                        c.telemetry
+                            .iter_mut()
+                            .for_each(|t| t.joules_per_token = None);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
 }
 
 /// A latency percentile metric's value in one cell, with the observations behind it and its
@@ -1718,20 +1790,23 @@ fn thin_percentile(cell: &CellResult, metric: Metric) -> Option<(u64, f64)> {
 /// What of the rule's gating metrics does not gate in this comparison, for people: a latency
 /// percentile on a history shorter than `LATENCY_MIN_RUNS`, or in the cells whose candidate
 /// runs have too few observations to bound it (those cells have no line of it).
-fn not_gated(
-    rule: &DecisionRule,
-    history_runs: usize,
-    comparable: &[Coord],
-    candidate: &[RunResults],
-) -> Vec<NotGated> {
+fn not_gated(gate: Gating, comparable: &[Coord], candidate: &[RunResults]) -> Vec<NotGated> {
     let mut out = Vec::new();
-    for &metric in rule.metrics.iter().filter(|m| m.is_latency_percentile()) {
-        if !rule.gates(metric, history_runs) {
-            out.push(NotGated::ShortHistory {
-                metric,
-                runs: history_runs,
-                needs: LATENCY_MIN_RUNS,
-            });
+    for &metric in gate
+        .rule
+        .metrics
+        .iter()
+        .filter(|m| m.is_latency_percentile())
+    {
+        if !gate.gates(metric) {
+            out.push(
+                gate.restarted_short(metric)
+                    .unwrap_or(NotGated::ShortHistory {
+                        metric,
+                        runs: gate.runs_of(metric),
+                        needs: LATENCY_MIN_RUNS,
+                    }),
+            );
             continue;
         }
         let thin: Vec<(u64, f64)> = comparable
@@ -1797,7 +1872,7 @@ pub fn compare_on(
     let level_n = history.len().min(level_window(rule.history_runs));
     let level = &history[history.len() - level_n..];
 
-    let mut report = report_frame(first, candidate, history, level, rule);
+    let mut report = report_frame(first, candidate, history, level, &models.metric_since, rule);
     if baseline.is_empty() {
         return Ok(no_baseline_report(report, &coords));
     }
@@ -1808,7 +1883,8 @@ pub fn compare_on(
     let layers = Layers::of(candidate, history);
     let gate = Gating {
         rule,
-        history_runs: history.len(),
+        history,
+        metric_since: &models.metric_since,
         prefill_runs: layers.prefill_runs,
         burst_runs: layers.burst_runs,
     };
@@ -1837,7 +1913,7 @@ pub fn compare_on(
         alpha: Alphas::of(look, gate, &fits, &tests, &matrices, &comparable),
     };
     plan.record_shares(&mut report);
-    report.not_gated = not_gated(rule, history.len(), &comparable, candidate);
+    report.not_gated = not_gated(gate, &comparable, candidate);
     report.cell_metrics_gated = build::cell_metrics_gated(rule, |m| gate.gates(m));
     report.host_late = host_late_cells(rule, &report.cell_metrics_gated, &comparable, candidate);
     report.history_host_late =
@@ -1945,6 +2021,7 @@ fn report_frame(
     candidate: &[RunResults],
     history: &[RunResults],
     level: &[RunResults],
+    metric_since: &[MetricSince],
     rule: &DecisionRule,
 ) -> ComparisonReport {
     build::frame(
@@ -1954,6 +2031,7 @@ fn report_frame(
         BaselineSummary {
             level_runs: level.iter().map(|r| r.run_id.clone()).collect(),
             noise_runs: history.len(),
+            metric_since: metric_since.to_vec(),
             runs: history.iter().map(|r| r.run_id.clone()).collect(),
         },
         rule,
@@ -2004,9 +2082,10 @@ impl Layers {
         } else {
             Vec::new()
         };
+        // Runs whose burst completed (a metric restarted alone counts fewer: [`Gating`]).
         let burst_runs = history
             .iter()
-            .filter(|r| burst_value(r, Metric::BurstTps).is_some())
+            .filter(|r| r.burst.as_ref().is_some_and(|b| b.all_completed()))
             .count();
         Layers {
             prefill_cells,
@@ -2018,25 +2097,48 @@ impl Layers {
 }
 
 /// Which metrics gate in this comparison: the rule's, on the history runs that have each
-/// metric (a layer counts only the runs that have it).
+/// metric (a layer counts only the runs that have it, a metric restarted alone only the runs
+/// since its accepted change).
 #[derive(Clone, Copy)]
 struct Gating<'a> {
     rule: &'a DecisionRule,
-    history_runs: usize,
+    history: &'a [RunResults],
+    metric_since: &'a [MetricSince],
     prefill_runs: usize,
     burst_runs: usize,
 }
 
 impl Gating<'_> {
-    fn gates(&self, m: Metric) -> bool {
+    /// How many history runs `m` is judged on.
+    fn runs_of(&self, m: Metric) -> usize {
         let runs = if m == Metric::PrefillTps {
             self.prefill_runs
         } else if m.is_burst() {
             self.burst_runs
         } else {
-            self.history_runs
+            self.history.len()
         };
-        self.rule.gates(m, runs)
+        let since = (self.metric_since.iter().find(|s| s.metric == m)).map(|s| {
+            let since = |r: &&RunResults| r.started_at >= s.since_started_at;
+            self.history.iter().filter(since).count()
+        });
+        since.map_or(runs, |n| n.min(runs))
+    }
+
+    fn gates(&self, m: Metric) -> bool {
+        self.rule.gates(m, self.runs_of(m))
+    }
+
+    /// Why `m`, which the rule lists and its history runs would gate, does not gate: restarted
+    /// alone on too few runs since ([`NotGated::RestartedShort`]).
+    fn restarted_short(&self, m: Metric) -> Option<NotGated> {
+        (self.metric_since.iter().any(|s| s.metric == m) && !self.gates(m)).then(|| {
+            NotGated::RestartedShort {
+                metric: m,
+                runs: self.runs_of(m),
+                needs: LATENCY_MIN_RUNS,
+            }
+        })
     }
 }
 
@@ -2597,10 +2699,12 @@ fn layers_not_gated(
         && !gate.gates(Metric::PrefillTps)
         && !layers.prefill_cells.is_empty()
     {
-        notes.push(NotGated::PrefillShortHistory {
-            runs: layers.prefill_runs,
-            needs: LATENCY_MIN_RUNS,
-        });
+        notes.push(gate.restarted_short(Metric::PrefillTps).unwrap_or(
+            NotGated::PrefillShortHistory {
+                runs: layers.prefill_runs,
+                needs: LATENCY_MIN_RUNS,
+            },
+        ));
     }
     let burst_listed = [Metric::BurstTps, Metric::BurstTtftP90]
         .into_iter()
@@ -2614,7 +2718,10 @@ fn layers_not_gated(
             runs: layers.burst_runs,
             needs: LATENCY_MIN_RUNS,
         });
-    } else if burst_listed.contains(&Metric::BurstTtftP90)
+        return;
+    }
+    notes.extend(burst_listed.iter().filter_map(|&m| gate.restarted_short(m)));
+    if burst_listed.contains(&Metric::BurstTtftP90)
         && let Some(n) = candidate
             .iter()
             .filter_map(|r| r.burst.as_ref())
@@ -2896,6 +3003,70 @@ mod tests {
                 first_line(&r)
             );
         }
+    }
+
+    /// An accepted rise of one metric (`baseline accept --metric itl_p99`) restarts that
+    /// metric's baseline alone: ITL p99, doubled from `b8` on, is compared with the twelve runs
+    /// since (a candidate at the new level passes, twice it fails), while aggregate tok/s keeps
+    /// all 20 runs' noise; the verdict records what was restarted, for a replay. Restarted
+    /// later, on fewer runs since than a tail gates from, it is reported, not gated, saying why.
+    #[test]
+    fn a_metric_accepted_alone_is_compared_with_its_new_level_while_the_rest_keep_every_run() {
+        let rule = DecisionRule::default();
+        let mut rng = StdRng::seed_from_u64(61);
+        let mut base: Vec<RunResults> = (0..20)
+            .map(|i| {
+                let itl = if i >= 8 { 2.0 } else { 1.0 };
+                latency_run(&format!("b{i}"), &mut rng, &|_| 1.0, &|_| itl)
+            })
+            .collect();
+        for (i, r) in base.iter_mut().enumerate() {
+            r.started_at += chrono::Duration::hours(i as i64);
+        }
+        let since_run = |i: usize| {
+            vec![MetricSince {
+                metric: Metric::ItlP99,
+                since_run_id: format!("b{i}"),
+                since_started_at: base[i].started_at,
+            }]
+        };
+        let mut verdict = |since: &[MetricSince], itl: f64| {
+            let history = Arc::new(History::with_metric_since(base.clone(), since.to_vec()));
+            let a = latency_run("c1", &mut rng, &|_| 1.0, &|_| itl);
+            let b = latency_run("c2", &mut rng, &|_| 1.0, &|_| itl);
+            let plan = crate::stats::Plan::default();
+            let (a, b) = (std::slice::from_ref(&a), std::slice::from_ref(&b));
+            crate::stats::replay(history, &rule, plan, a, Some((b, "second")))
+                .unwrap()
+                .report
+        };
+        let since = since_run(8);
+        let at_new_level = verdict(&since, 2.0);
+        assert_gate(&at_new_level, GateVerdict::Pass);
+        assert_eq!(at_new_level.cell_metrics_gated, vec![Metric::ItlP99]);
+        assert_eq!(at_new_level.baseline.noise_runs, 20);
+        assert_eq!(at_new_level.baseline.metric_since, since);
+        let doubled_again = verdict(&since, 4.0);
+        assert_gate(&doubled_again, GateVerdict::Regression);
+        assert_first_line(&doubled_again, |l| l.starts_with("✗ ITL p99 +"));
+        // A whole-group accept at b8 would leave throughput twelve runs: less sensitive.
+        let (group, _) = two_boot_verdict(&rule, &base[8..], &base[19], Some((&base[18], "b")));
+        assert_eq!(group.baseline.noise_runs, 12);
+        let mde = |r: &ComparisonReport| r.sensitivity.as_ref().unwrap().median_cell_mde().unwrap();
+        assert!(
+            mde(&group) > mde(&at_new_level),
+            "{} {}",
+            mde(&group),
+            mde(&at_new_level)
+        );
+        // Six runs since: ITL p99 is reported, not gated, and the report says why.
+        let young = verdict(&since_run(14), 2.0);
+        assert!(young.cell_metrics_gated.is_empty());
+        let said: Vec<String> = young.not_gated.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            said,
+            ["ITL p99 is reported, not gated: 6 runs since its accepted change, it gates from 10"]
+        );
     }
 
     /// A boot on which the gate's probe ran late by `share` of each cell's ITL p99.

@@ -213,6 +213,7 @@ fn paired_frame(
             runs: Vec::new(),
             level_runs: a.iter().map(|r| r.run_id.clone()).collect(),
             noise_runs: n,
+            metric_since: Vec::new(),
         },
         rule,
     );

@@ -682,6 +682,15 @@ fn details(report: &ComparisonReport) -> Vec<String> {
         out.push(format!("Not gated: {}.", said.join("; ")));
     }
     out.extend(report.history_host_late.iter().map(|h| format!("{h}.")));
+    // A metric restarted alone (`baseline accept --metric`) has fewer runs than the rest.
+    out.extend(report.baseline.metric_since.iter().map(|m| {
+        let layer = if m.metric.is_burst() { "burst " } else { "" };
+        format!(
+            "Baseline of {layer}{}: the runs since its accepted change at run {} only; the other metrics keep every run.",
+            metric_name(m.metric),
+            m.since_run_id
+        )
+    }));
     if let Some(c) = &report.confirmation {
         out.push(confirmation_line(c));
     }

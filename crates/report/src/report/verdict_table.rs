@@ -175,6 +175,7 @@ mod tests {
                 runs: Vec::new(),
                 level_runs: vec!["b1".into(), "b2".into(), "b3".into()],
                 noise_runs: 12,
+                metric_since: Vec::new(),
             },
             headline: "✗ aggregate tok/s −3.1% [−4.0, −2.2] over 3 cells, 2 of them regressed"
                 .into(),

@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
+use infergate_schema::verdict::{Metric, MetricSince};
 use serde::{Deserialize, Serialize};
 
 use super::{ADHOC_SUITE, BaselineError, BaselineStore, LoadedBaseline, component, write_atomic};
@@ -32,6 +33,34 @@ pub struct AcceptedChange {
     /// Why, for people (free text, shown as data).
     #[serde(default)]
     pub(crate) note: Option<String>,
+    /// The metrics whose level is new (`baseline accept --metric`); empty: the whole group's
+    /// (aggregate tok/s is the group's level: naming it is a whole-group accept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
+}
+
+impl AcceptedChange {
+    /// Whether this accept restarts every metric of the group.
+    pub fn whole_group(&self) -> bool {
+        self.metrics.is_empty() || self.metrics.contains(&Metric::AggregateTps)
+    }
+
+    /// Whether this accept restarts `metric`'s baseline.
+    pub fn covers(&self, metric: Metric) -> bool {
+        self.whole_group() || self.metrics.contains(&metric)
+    }
+}
+
+/// The runs a comparison uses ([`BaselineStore::load_current`]).
+#[derive(Debug)]
+pub struct CurrentBaseline {
+    /// The runs since the newest whole-group accept (every run where there is none).
+    pub loaded: LoadedBaseline,
+    /// That accept.
+    pub since: Option<AcceptedChange>,
+    /// The metrics accepted since it, each from its newest accept: compared with the runs
+    /// since that one alone (`History::with_metric_since`).
+    pub metric_since: Vec<MetricSince>,
 }
 
 /// The file's content.
@@ -89,6 +118,7 @@ impl BaselineStore {
         suite: Option<&str>,
         run_id: &str,
         note: Option<&str>,
+        metrics: &[Metric],
     ) -> Result<AcceptedChange, BaselineError> {
         // Read, change, write `accepted.json` under the store's lock: two accepts at once
         // both land.
@@ -107,12 +137,16 @@ impl BaselineStore {
                 ),
             })?;
         let suite_name = component(suite.unwrap_or(ADHOC_SUITE));
+        let mut metrics = metrics.to_vec();
+        metrics.sort();
+        metrics.dedup();
+        if metrics.contains(&Metric::AggregateTps) {
+            metrics.clear();
+        }
         let mut file = self.read_accepted(profile_key)?;
-        if let Some(done) = file
-            .accepted
-            .iter()
-            .find(|a| a.since_run_id == run_id && component(&a.suite) == suite_name)
-        {
+        if let Some(done) = file.accepted.iter().find(|a| {
+            a.since_run_id == run_id && component(&a.suite) == suite_name && a.metrics == metrics
+        }) {
             return Ok(done.clone());
         }
         let entry = AcceptedChange {
@@ -121,6 +155,7 @@ impl BaselineStore {
             since_started_at: run.started_at,
             accepted_at: Utc::now(),
             note: note.map(String::from),
+            metrics,
         };
         file.schema_version = 1;
         file.accepted.push(entry.clone());
@@ -133,18 +168,40 @@ impl BaselineStore {
     }
 
     /// The runs the comparison uses: [`load`](Self::load), keeping only the runs since the
-    /// newest accepted change point (returned with them) when there is one.
+    /// newest whole-group accept when there is one, and the metrics accepted since it, each
+    /// from its newest accept.
     pub fn load_current(
         &self,
         profile_key: &str,
         suite: Option<&str>,
-    ) -> Result<(LoadedBaseline, Option<AcceptedChange>), BaselineError> {
+    ) -> Result<CurrentBaseline, BaselineError> {
         let mut loaded = self.load(profile_key, suite)?;
-        let last = self.accepted(profile_key, suite)?.pop();
-        if let Some(a) = &last {
+        let mut accepted = self.accepted(profile_key, suite)?;
+        let group = accepted.iter().rposition(AcceptedChange::whole_group);
+        let since = group.map(|i| accepted[i].clone());
+        if let Some(a) = &since {
             loaded.runs.retain(|r| r.started_at >= a.since_started_at);
         }
-        Ok((loaded, last))
+        // Newest first: a metric's newest accept since the group's wins.
+        accepted.drain(..group.map_or(0, |i| i + 1));
+        let mut metric_since: Vec<MetricSince> = Vec::new();
+        for a in accepted.iter().rev() {
+            for &metric in &a.metrics {
+                if metric_since.iter().all(|m| m.metric != metric) {
+                    metric_since.push(MetricSince {
+                        metric,
+                        since_run_id: a.since_run_id.clone(),
+                        since_started_at: a.since_started_at,
+                    });
+                }
+            }
+        }
+        metric_since.sort_by_key(|m| m.metric);
+        Ok(CurrentBaseline {
+            loaded,
+            since,
+            metric_since,
+        })
     }
 
     /// Groups (profile key, suite) holding a run with this id, among those matching the
@@ -209,20 +266,60 @@ mod tests {
             let same = a.labels == b.labels && a.commit() == b.commit();
             assert!(same, "{}", a.run_id);
         }
-        assert_eq!(store.load_current(&key, suite).unwrap().0.runs.len(), 8);
-        let err = store.accept(&key, suite, "nope", None).unwrap_err();
+        assert_eq!(
+            store.load_current(&key, suite).unwrap().loaded.runs.len(),
+            8
+        );
+        let err = store.accept(&key, suite, "nope", None, &[]).unwrap_err();
         assert!(err.to_string().contains("not a run of profile"), "{err}");
         let a = store
-            .accept(&key, suite, "night-05", Some("new driver"))
+            .accept(&key, suite, "night-05", Some("new driver"), &[])
             .unwrap();
         assert_eq!(a.since_run_id, "night-05");
-        store.accept(&key, suite, "night-05", None).unwrap();
+        store.accept(&key, suite, "night-05", None, &[]).unwrap();
         let accepted = store.accepted(&key, suite).unwrap();
         assert_eq!(accepted.len(), 1, "no duplicate");
-        let (current, since) = store.load_current(&key, suite).unwrap();
-        let ids: Vec<_> = current.runs.iter().map(|r| r.run_id.as_str()).collect();
+        let current = store.load_current(&key, suite).unwrap();
+        let ids: Vec<_> = current
+            .loaded
+            .runs
+            .iter()
+            .map(|r| r.run_id.as_str())
+            .collect();
         assert_eq!(ids, ["night-05", "night-06", "night-07"]);
-        assert_eq!(since.unwrap().note.as_deref(), Some("new driver"));
+        assert_eq!(current.since.unwrap().note.as_deref(), Some("new driver"));
+        assert!(current.metric_since.is_empty());
+        // A metric's accept restarts that metric alone: the runs stay the group's, and the
+        // newest accept of the metric since the group's wins; one older than it is moot.
+        let metric = |id: &str, m: &[Metric]| store.accept(&key, suite, id, None, m).unwrap();
+        metric("night-03", &[Metric::PrefillTps]);
+        metric("night-06", &[Metric::ItlP99, Metric::BurstTtftP90]);
+        metric("night-07", &[Metric::ItlP99]);
+        let current = store.load_current(&key, suite).unwrap();
+        assert_eq!(current.loaded.runs.len(), 3);
+        assert_eq!(current.since.as_ref().unwrap().since_run_id, "night-05");
+        let since: Vec<(Metric, &str)> = current
+            .metric_since
+            .iter()
+            .map(|m| (m.metric, m.since_run_id.as_str()))
+            .collect();
+        assert_eq!(
+            since,
+            [
+                (Metric::ItlP99, "night-07"),
+                (Metric::BurstTtftP90, "night-06")
+            ]
+        );
+        // Naming aggregate tok/s, the group's level, accepts the whole group.
+        assert!(metric("night-06", &[Metric::AggregateTps, Metric::ItlP99]).whole_group());
+        let current = store.load_current(&key, suite).unwrap();
+        assert_eq!(current.loaded.runs.len(), 2);
+        let since: Vec<&str> = current
+            .metric_since
+            .iter()
+            .map(|m| m.since_run_id.as_str())
+            .collect();
+        assert_eq!(since, ["night-07"]);
         assert_eq!(
             store.groups_with_run("night-05", None, None).unwrap(),
             vec![(key.clone(), "stats-eval".to_string())]

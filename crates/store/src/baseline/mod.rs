@@ -26,6 +26,7 @@
 //! [`path_safe`](infergate_schema::results::path_safe) and the final path is checked to lie under the root.
 
 pub(crate) mod accepted;
+pub use accepted::{AcceptedChange, CurrentBaseline};
 pub mod history;
 
 use std::path::{Path, PathBuf};

@@ -272,6 +272,7 @@ pub mod fixture {
                     runs: Vec::new(),
                     level_runs: vec!["b1".into(), "b2".into()],
                     noise_runs: 2,
+                    metric_since: Vec::new(),
                 },
                 RuleSummary {
                     alpha: 0.01,

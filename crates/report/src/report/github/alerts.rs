@@ -395,27 +395,30 @@ fn push_cells(out: &mut String, a: &Alert<'_>) {
 /// How to accept an open alert's change, or bisect it.
 fn push_next_steps(out: &mut String, a: &Alert<'_>) {
     let (c, g) = (a.change, a.group);
-    out.push_str(
-        "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it. Every metric of this group, not only this one, is then compared with the runs since it alone (fewer runs: less sensitive for a while), and this issue is closed:\n\n",
-    );
+    // Accepting and bisecting take the change's own metric: a tail's or a layer's change
+    // leaves tok/s where it was, and its accept leaves tok/s's baseline every run. Aggregate
+    // tok/s is the group's level: its accept restarts every metric.
+    let metric = match c.metric {
+        Metric::AggregateTps => String::new(),
+        m => format!(" --metric {}", m.as_str()),
+    };
+    out.push_str(if metric.is_empty() {
+        "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it. Every metric of this group is then compared with the runs since it alone (fewer runs: less sensitive for a while), and this issue is closed:\n\n"
+    } else {
+        "\nIf the change is intended (a new driver, an accepted trade-off), accept it so the baseline follows it. This metric alone is then compared with the runs since it (the others keep every run), and this issue is closed:\n\n"
+    });
     if [&g.profile_key, &g.suite, &c.run_id]
         .iter()
         .all(|s| command_safe(s))
     {
         out.push_str(&format!(
-            "```\ninfergate baseline accept --since {} --profile {} --suite {}\n```\n",
+            "```\ninfergate baseline accept --since {} --profile {} --suite {}{metric}\n```\n",
             c.run_id, g.profile_key, g.suite
         ));
     } else {
-        out.push_str("`infergate baseline accept --since RUN --profile KEY --suite SUITE` with the run, profile and suite above.\n");
+        out.push_str(&format!("`infergate baseline accept --since RUN --profile KEY --suite SUITE{metric}` with the run, profile and suite above.\n"));
     }
     let suspects = c.location_interval.as_ref();
-    // Bisection measures the change's own metric: a tail's or a layer's change leaves tok/s
-    // where it was.
-    let metric = match c.metric {
-        Metric::AggregateTps => String::new(),
-        m => format!(" --metric {}", m.as_str()),
-    };
     match suspects.map(|l| (l.first_commit.as_deref(), l.last_commit.as_deref())) {
         Some((Some(good), Some(bad))) if command_safe(good) && command_safe(bad) => {
             out.push_str(&format!(
@@ -1016,9 +1019,11 @@ mod tests {
         );
         let text = body(&alerts[0], AlertState::Open, None);
         assert_contains(&text, "infergate bisect --good c28 --bad c31\n");
-        // Accepting is per group: the tail's alert says it restarts every metric's baseline.
+        assert_contains(&text, "Every metric of this group is then compared");
+        // A tail's accept restarts its own baseline alone.
         let text = body(&alerts[1], AlertState::Open, None);
-        assert_contains(&text, "Every metric of this group, not only this one");
+        assert_contains(&text, "This metric alone is then compared");
+        assert_contains(&text, "--suite nightly --metric itl_p99\n```");
     }
 
     #[test]
