@@ -305,10 +305,12 @@ fn show(store: &BaselineStore, a: &ShowArgs) -> anyhow::Result<GateExit> {
                 ),
             );
         }
+        let accepted = store.accepted(&key, Some(&suite)).map_err(store_err)?;
         histories.push(history::history(
             &key,
             &suite,
             &loaded.runs,
+            &accepted,
             infergate_model::stats::rule::level_window(a.history_runs),
             a.history_runs.max(1),
             a.last,

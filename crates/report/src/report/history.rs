@@ -82,7 +82,38 @@ pub fn text(h: &BaselineHistory) -> String {
     );
     out.push_str(&format!("\n{rendered}\n"));
     push_wrapped(&mut out, &format!("Runs: {}", h.runs[from..].join(", ")), 2);
+    if let Some(line) = accepted_line(h) {
+        push_wrapped(&mut out, &line, 2);
+    }
     out
+}
+
+/// The accepted changes in force, oldest first (`baseline accept`): what the comparison takes
+/// its level and noise from (a whole-group accept), and which metrics restarted alone.
+fn accepted_line(h: &BaselineHistory) -> Option<String> {
+    let parts: Vec<String> = (h.accepted.iter())
+        .map(|a| {
+            let what = if a.whole_group() {
+                "every metric".to_string()
+            } else {
+                let names: Vec<&str> = a.metrics.iter().map(|m| m.as_str()).collect();
+                names.join(", ")
+            };
+            format!("{what} from run {}", a.since_run_id)
+        })
+        .collect();
+    let group = h.accepted.iter().any(|a| a.whole_group());
+    (!parts.is_empty()).then(|| {
+        format!(
+            "Accepted changes: {}{}",
+            parts.join("; "),
+            if group {
+                " (the level and CV above: the runs since the newest whole-group one)"
+            } else {
+                ""
+            }
+        )
+    })
 }
 
 /// The history as a GitHub Markdown table.
@@ -97,6 +128,9 @@ pub fn markdown(h: &BaselineHistory) -> String {
     out.push_str(&markdown_head(&escaped(header(h, 0, true))));
     for row in rows(h, 0) {
         out.push_str(&markdown_row(&escaped(row)));
+    }
+    if let Some(line) = accepted_line(h) {
+        out.push_str(&format!("\n{}\n", escape(&line)));
     }
     out
 }
@@ -135,7 +169,29 @@ mod tests {
                     cv: None,
                 },
             ],
+            accepted: Vec::new(),
         }
+    }
+
+    /// The accepted changes in force are said under the table, in both formats: a metric
+    /// restarted alone by name, a whole-group one with what it does to the level.
+    #[test]
+    fn accepted_changes_are_listed_under_the_table() {
+        let accepted = |json: &str| serde_json::from_str(json).unwrap();
+        let mut h = sample();
+        assert_lacks(&text(&h), "Accepted");
+        h.accepted = vec![
+            accepted(
+                r#"{"suite": "adhoc", "since_run_id": "r2", "since_started_at": "2026-07-17T19:47:02Z", "accepted_at": "2026-07-20T00:00:00Z"}"#,
+            ),
+            accepted(
+                r#"{"suite": "adhoc", "since_run_id": "r3", "since_started_at": "2026-07-18T19:47:02Z", "accepted_at": "2026-07-20T00:00:00Z", "metrics": ["itl_p99"]}"#,
+            ),
+        ];
+        let flat = |s: String| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let line = "Accepted changes: every metric from run r2; itl_p99 from run r3 (the level and CV above: the runs since the newest whole-group one)";
+        assert_contains(&flat(text(&h)), line);
+        assert_contains(&flat(markdown(&h)), &line.replace('_', "\\_"));
     }
 
     #[test]

@@ -10,6 +10,8 @@ use statrs::statistics::Statistics;
 
 use infergate_schema::results::{CellStatus, RunResults};
 
+use super::AcceptedChange;
+
 /// The history of one baseline group (profile key + suite).
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineHistory {
@@ -23,6 +25,10 @@ pub struct BaselineHistory {
     pub level_runs: usize,
     pub noise_runs: usize,
     pub cells: Vec<CellHistory>,
+    /// The group's accepted changes, oldest first (`baseline accept`): the level and CV are
+    /// taken from the runs since the newest whole-group one, as the comparison takes them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<AcceptedChange>,
 }
 
 /// One cell across runs.
@@ -38,15 +44,21 @@ pub struct CellHistory {
     pub cv: Option<f64>,
 }
 
-/// Builds the history from runs (oldest → newest), showing at most `show` newest runs.
+/// Builds the history from runs (oldest → newest), showing at most `show` newest runs, the
+/// level and CV from the runs since the newest whole-group accept of `accepted` (oldest first).
 pub fn history(
     profile_key: &str,
     suite: &str,
     runs: &[RunResults],
+    accepted: &[AcceptedChange],
     level_runs: usize,
     noise_runs: usize,
     show: usize,
 ) -> BaselineHistory {
+    let since = (accepted.iter().rev())
+        .find(|a| a.whole_group())
+        .map(|a| a.since_started_at);
+    let current = |r: &&RunResults| since.is_none_or(|s| r.started_at >= s);
     let coords: BTreeSet<(u64, u32)> = runs
         .iter()
         .flat_map(|r| r.cells.iter().map(|c| (c.context_tokens, c.concurrency)))
@@ -62,7 +74,7 @@ pub fn history(
                     .filter(|c| c.status == CellStatus::Ok)
                     .map(|c| c.aggregate_tps)
             };
-            let all: Vec<f64> = runs.iter().filter_map(value_in).collect();
+            let all: Vec<f64> = runs.iter().filter(current).filter_map(value_in).collect();
             let level_vals = &all[all.len().saturating_sub(level_runs)..];
             let noise_vals = &all[all.len().saturating_sub(noise_runs)..];
             let level = (!level_vals.is_empty()).then(|| level_vals.iter().mean());
@@ -89,6 +101,7 @@ pub fn history(
         level_runs,
         noise_runs,
         cells,
+        accepted: accepted.to_vec(),
     }
 }
 
@@ -110,7 +123,7 @@ mod tests {
                 r
             })
             .collect();
-        let h = history("k", "adhoc", &runs, 2, 20, 3);
+        let h = history("k", "adhoc", &runs, &[], 2, 20, 3);
         assert_eq!(h.runs, ["r1", "r2", "r3"]);
         let c = h
             .cells
@@ -127,5 +140,32 @@ mod tests {
             .find(|c| (c.concurrency, c.context_tokens) == (12, 131072))
             .unwrap();
         assert_eq!(limited.level, None, "capacity-limited cells have no level");
+
+        // After a whole-group accept at r2, the level and CV are the runs since, as the
+        // comparison takes them; every run is still shown, and a metric's accept moves neither.
+        let at = |i: usize, metrics: Vec<infergate_schema::verdict::Metric>| AcceptedChange {
+            suite: "adhoc".into(),
+            since_run_id: format!("r{i}"),
+            since_started_at: runs[i].started_at,
+            accepted_at: runs[3].started_at,
+            note: None,
+            metrics,
+        };
+        let cell = |h: &BaselineHistory| {
+            let c = h
+                .cells
+                .iter()
+                .find(|c| (c.concurrency, c.context_tokens) == (1, 8192));
+            c.unwrap().clone()
+        };
+        let all = history("k", "adhoc", &runs, &[], 3, 20, 4);
+        assert_eq!(cell(&all).level, Some(100.0));
+        let itl = vec![infergate_schema::verdict::Metric::ItlP99];
+        let metric = history("k", "adhoc", &runs, &[at(2, itl)], 3, 20, 4);
+        assert_eq!(cell(&metric).level, Some(100.0));
+        let since = history("k", "adhoc", &runs, &[at(2, Vec::new())], 3, 20, 4);
+        assert_eq!(since.runs.len(), 4);
+        assert_eq!(cell(&since).level, Some(95.0));
+        assert_eq!(since.accepted.len(), 1);
     }
 }
