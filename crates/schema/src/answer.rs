@@ -1627,15 +1627,33 @@ pub fn next_steps(report: &ComparisonReport, ctx: &StepContext) -> Vec<NextStep>
 }
 
 /// A regression's step to accept its level where the change is intended (against a stored
-/// baseline only: an A/B run has none to accept).
+/// baseline only: an A/B run has none to accept). Where only tails or layers regressed, the
+/// accept names them (`--metric`): throughput's baseline keeps every run.
 fn accept_step(report: &ComparisonReport, ctx: &StepContext, suite: &str) -> Option<NextStep> {
     let run = report
         .candidate_runs
         .first()
         .filter(|_| report.against == Against::Baseline)?;
+    let metrics = regressed_metrics(report);
+    let (whose, flags) = if metrics.is_empty() {
+        ("comparisons then use".to_string(), String::new())
+    } else {
+        let names: Vec<&str> = metrics.iter().map(|m| m.as_str()).collect();
+        (
+            format!(
+                "comparisons of {} then use",
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            names.iter().map(|n| format!(" --metric {n}")).collect(),
+        )
+    };
     Some(NextStep {
         what: format!(
-            "Accept this level, if the change is intended: add this run's results ({}) to the baseline store and accept it; comparisons then use only the runs from it on, and later runs on the main branch build its level",
+            "Accept this level, if the change is intended: add this run's results ({}) to the baseline store and accept it; {whose} only the runs from it on, and later runs on the main branch build its level",
             if ctx.results_file.is_some() {
                 "the file below"
             } else {
@@ -1643,13 +1661,36 @@ fn accept_step(report: &ComparisonReport, ctx: &StepContext, suite: &str) -> Opt
             }
         ),
         command: Some(format!(
-            "infergate baseline add {} && infergate baseline accept --since {} --profile {} --suite {} --note 'why this level is intended'",
+            "infergate baseline add {} && infergate baseline accept --since {} --profile {} --suite {}{flags} --note 'why this level is intended'",
             shell_word(ctx.results_file.as_deref().unwrap_or("results.json")),
             shell_word(run),
             shell_word(&report.profile.key),
             shell_word(suite)
         )),
     })
+}
+
+/// The metrics a regression is in when aggregate tok/s is not one of them (a tail, a layer):
+/// what `baseline accept --metric` restarts alone. Empty where throughput regressed, or a
+/// cell's capacity or errors did (the group's level), or no cell names a metric.
+fn regressed_metrics(report: &ComparisonReport) -> Vec<Metric> {
+    let mut metrics: Vec<Metric> = Vec::new();
+    for cell in report.regressions() {
+        let mut own = (cell.metrics.iter())
+            .filter(|m| m.verdict.is_regression())
+            .map(|m| m.metric)
+            .peekable();
+        if own.peek().is_none() {
+            return Vec::new();
+        }
+        metrics.extend(own);
+    }
+    metrics.sort();
+    metrics.dedup();
+    if metrics.contains(&Metric::AggregateTps) {
+        return Vec::new();
+    }
+    metrics
 }
 
 /// An `insufficient` gate's steps: whether it blocks, then what would decide it (the cells'
@@ -1797,6 +1838,21 @@ mod tests {
             "infergate baseline add 'out dir/results.json' && ",
         );
         assert!(next_steps(&pass(), &ctx).is_empty());
+        // A regression of the tail alone accepts the tail alone.
+        let mut tail = regression();
+        for c in &mut tail.cells {
+            for m in &mut c.metrics {
+                if m.verdict.is_regression() {
+                    m.metric = Metric::ItlP99;
+                }
+            }
+        }
+        let steps = next_steps(&tail, &ctx);
+        assert_contains(commands(&steps)[1], " --suite pr --metric itl_p99 --note ");
+        assert_contains(
+            &steps[1].what,
+            "comparisons of `itl_p99` then use only the runs",
+        );
     }
 
     /// `insufficient` says what it means for the pull request, by the config's `fail_on`, and
