@@ -339,14 +339,21 @@ pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> Gat
             legend.push(symbol);
         }
     }
+    // A cell decided on another metric shows that metric's change and values (`*`): the
+    // caption names it so the grid does not read as tok/s in milliseconds.
+    let other = extra.iter().any(|(mark, _)| *mark == OTHER_METRIC);
     legend.extend(extra);
+    let what = if other {
+        "aggregate tok/s (* another metric)"
+    } else {
+        "aggregate tok/s"
+    };
     GateLayout {
         first_line: first_line(report),
         grid_caption: match report.against {
-            Against::Baseline => "aggregate tok/s, change vs baseline in %, and baseline → now",
-            Against::PairedAb => "aggregate tok/s, change of B vs A in %, and A → B",
-        }
-        .into(),
+            Against::Baseline => format!("{what}, change vs baseline in %, and baseline → now"),
+            Against::PairedAb => format!("{what}, change of B vs A in %, and A → B"),
+        },
         grid,
         legend,
         secondary: secondary(report),

@@ -82,6 +82,31 @@ fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
     assert_eq!(l.legend, [("?", "not decided")]);
     let l = layout(&pass());
     assert_eq!(l.legend, [("✓", "no regression")]);
+    assert_eq!(
+        l.grid_caption,
+        "aggregate tok/s, change vs baseline in %, and baseline → now"
+    );
+}
+
+/// A grid of cells decided on their ITL p99 shows its ms, marked `*`, and its caption says the
+/// grid is not all tok/s.
+#[test]
+fn a_grid_of_cells_decided_on_another_metric_says_so_in_its_caption() {
+    let mut r = regression();
+    for m in r.cells.iter_mut().flat_map(|c| c.metrics.iter_mut()) {
+        if m.verdict.is_regression() {
+            m.metric = ItlP99;
+        }
+    }
+    let l = layout(&r);
+    assert_eq!(
+        l.grid_caption,
+        "aggregate tok/s (* another metric), change vs baseline in %, and baseline → now"
+    );
+    assert!(
+        l.legend
+            .contains(&("*", "decided on another metric (see Details)"))
+    );
 }
 
 #[test]
