@@ -6,27 +6,45 @@
 
 use std::collections::BTreeSet;
 
-use infergate_schema::answer::cell_label;
+use infergate_model::stats::compare::metric_value;
+use infergate_schema::answer::{cell_label, metric_name};
 use infergate_schema::results::{CellStatus, RunResults};
-use infergate_schema::verdict::ComparisonReport;
+use infergate_schema::verdict::{ComparisonReport, Direction, Metric};
 
 /// At most this many cells (one chart each).
 pub const MAX_LINES: usize = 4;
 /// At most this many runs along the x-axis (the newest).
 pub(crate) const MAX_RUNS: usize = 20;
 
-/// The cells worth a line: regressed cells (worst first), then the highest-concurrency cell of
-/// each context (the throughput headline), at most [`MAX_LINES`].
+/// The metric the charts draw: the one every regressed decode cell was decided on where that
+/// is not aggregate tok/s (a tail's regression is drawn as the tail), else aggregate tok/s.
+fn charted_metric(verdict: Option<&ComparisonReport>) -> Metric {
+    let decided: BTreeSet<Metric> = (verdict.iter())
+        .flat_map(|v| v.cells.iter().filter(|c| c.verdict.is_regression()))
+        .map(|c| c.deciding().map_or(Metric::AggregateTps, |m| m.metric))
+        .collect();
+    match decided.into_iter().collect::<Vec<_>>()[..] {
+        [m] if !m.is_layer() => m,
+        _ => Metric::AggregateTps,
+    }
+}
+
+/// The cells worth a line: regressed cells (worst on `metric` first), then the
+/// highest-concurrency cell of each context (the throughput headline), at most [`MAX_LINES`].
 pub(crate) fn headline_cells(
     current: &RunResults,
     verdict: Option<&ComparisonReport>,
+    metric: Metric,
 ) -> Vec<(u32, u64)> {
     let mut picked: Vec<(u32, u64)> = Vec::new();
     if let Some(v) = verdict {
         let mut regressed: Vec<_> = v
             .regressions()
             .map(|c| {
-                let change = c.primary().map(|m| m.change).unwrap_or(0.0);
+                let change = c.metric(metric).map_or(0.0, |m| match m.direction {
+                    Direction::HigherIsBetter => m.change,
+                    Direction::LowerIsBetter => -m.change,
+                });
                 (change, (c.concurrency, c.context_tokens))
             })
             .collect();
@@ -108,7 +126,8 @@ pub fn throughput_chart(
     verdict: Option<&ComparisonReport>,
 ) -> Option<String> {
     let boots: Vec<&RunResults> = std::iter::once(first).chain(confirmation).collect();
-    let cells = headline_cells(first, verdict);
+    let metric = charted_metric(verdict);
+    let cells = headline_cells(first, verdict, metric);
     if cells.is_empty() {
         return None;
     }
@@ -119,11 +138,13 @@ pub fn throughput_chart(
         })
         .collect();
     runs.sort_by_key(|r| r.started_at);
+    let unit = Unit::of(metric);
     let value = |run: &RunResults, (c, l): (u32, u64)| {
         run.cells
             .iter()
             .find(|x| x.coord() == (c, l) && measured(x.status, x.aggregate_tps))
-            .map(|x| x.aggregate_tps)
+            .and_then(|x| metric_value(x, metric))
+            .map(|v| v * unit.scale)
     };
     let complete = |run: &RunResults| cells.iter().all(|coord| value(run, *coord).is_some());
     let total = runs.len();
@@ -178,14 +199,15 @@ pub fn throughput_chart(
             .chain(&boots)
             .filter_map(|r| value(r, *coord))
             .collect();
-        let band = verdict.and_then(|v| band(v, *coord));
-        let chart = cell_chart(*coord, &labels, &values, band, title_last);
+        let band = verdict.and_then(|v| band(v, *coord, metric, unit.scale));
+        let chart = cell_chart(*coord, &labels, &values, band, title_last, &unit);
         out.push_str(&format!("```mermaid\n{chart}```\n\n"));
     }
     out.push_str(&format!(
-        "Each chart is one cell: the bars are aggregate tok/s per run, oldest first, \
+        "Each chart is one cell: the bars are {} per run, oldest first, \
          {legend_last}; the two lines are the baseline band (level ± margin) the verdict \
-         compared against. The table above is the authoritative data."
+         compared against. The table above is the authoritative data.",
+        unit.name
     ));
     if omitted > 0 {
         out.push_str(&format!(
@@ -212,15 +234,57 @@ fn distinct_labels(runs: &[&RunResults], boots: &[&str]) -> Vec<String> {
     labels
 }
 
-/// The baseline band of a cell (level × (1 ± margin)) from the verdict, when compared.
-fn band(verdict: &ComparisonReport, (c, l): (u32, u64)) -> Option<(f64, f64)> {
+/// What the charts' bars are: the metric's name as the titles and the legend say it, its axis
+/// unit and the factor from the results' figure to it (seconds to ms).
+struct Unit {
+    name: String,
+    axis: &'static str,
+    scale: f64,
+}
+
+impl Unit {
+    fn of(metric: Metric) -> Unit {
+        let name = metric_name(metric).to_string();
+        match metric {
+            Metric::AggregateTps => Unit {
+                name,
+                axis: "tok/s",
+                scale: 1.0,
+            },
+            m if m.is_latency_percentile() => Unit {
+                name: format!("{name} (ms)"),
+                axis: "ms",
+                scale: 1000.0,
+            },
+            m => Unit {
+                name,
+                axis: match m {
+                    Metric::JoulesPerToken => "J/token",
+                    Metric::StepsPerS => "steps/s",
+                    _ => "tok/s",
+                },
+                scale: 1.0,
+            },
+        }
+    }
+}
+
+/// The baseline band of a cell's `metric` (level × (1 ± margin), times `scale`) from the
+/// verdict, when compared.
+fn band(
+    verdict: &ComparisonReport,
+    (c, l): (u32, u64),
+    metric: Metric,
+    scale: f64,
+) -> Option<(f64, f64)> {
     let m = verdict
         .cells
         .iter()
         .find(|x| (x.concurrency, x.context_tokens) == (c, l))?
-        .primary()?;
-    (m.baseline.is_finite() && m.margin.is_finite())
-        .then_some((m.baseline * (1.0 - m.margin), m.baseline * (1.0 + m.margin)))
+        .metric(metric)?;
+    let level = m.baseline * scale;
+    (level.is_finite() && m.margin.is_finite())
+        .then_some((level * (1.0 - m.margin), level * (1.0 + m.margin)))
 }
 
 /// One cell's chart: bars per run (this run's boots last, as `last` says), the baseline band
@@ -231,6 +295,7 @@ fn cell_chart(
     values: &[f64],
     band: Option<(f64, f64)>,
     last: &str,
+    unit: &Unit,
 ) -> String {
     let lines = if band.is_some() {
         ", lines = baseline band"
@@ -238,15 +303,16 @@ fn cell_chart(
         ""
     };
     let title = format!(
-        "{} aggregate tok/s: bars = runs ({last}){lines}",
-        cell_label(c, l)
+        "{} {}: bars = runs ({last}){lines}",
+        cell_label(c, l),
+        unit.name
     );
     let mut series = vec![("bar", values.to_vec())];
     if let Some((low, high)) = band {
         series.push(("line", vec![low; values.len()]));
         series.push(("line", vec![high; values.len()]));
     }
-    xychart(&title, labels, "tok/s", &series)
+    xychart(&title, labels, unit.axis, &series)
 }
 
 #[cfg(test)]
@@ -324,5 +390,52 @@ mod tests {
         assert_contains(&one_of_two, "(last = this run's first boot)");
         assert_contains(&one_of_two, "whose figures this report was not given");
         assert_lacks(&one_of_two, "this run\"");
+    }
+
+    /// A regression of the tail alone is drawn as the tail, in ms, against its own band: a
+    /// chart of the unmoved tok/s would show nothing of it.
+    #[test]
+    fn a_tail_regression_is_drawn_as_the_tail() {
+        use infergate_schema::results::Percentiles;
+        use infergate_schema::verdict::{CellVerdict, MetricComparison};
+        let boot = |id: &str, p99: f64| {
+            let mut r = infergate_store::export::fixture::run();
+            r.run_id = id.into();
+            for c in &mut r.cells {
+                c.itl_s = Some(Percentiles {
+                    mean: 0.005,
+                    p50: 0.005,
+                    p90: 0.006,
+                    p99,
+                    count: 5000,
+                });
+            }
+            r
+        };
+        let history: Vec<RunResults> = (0..3).map(|i| boot(&format!("h{i}"), 0.010)).collect();
+        let first = boot("first", 0.030);
+        let mut verdict = infergate_store::export::fixture::verdict(&first);
+        let itl = MetricComparison {
+            metric: Metric::ItlP99,
+            direction: Direction::LowerIsBetter,
+            baseline: 0.010,
+            candidate: 0.030,
+            change: 2.0,
+            margin: 0.5,
+            ..verdict.cells[1].metrics[0].clone()
+        };
+        verdict.cells[1].metrics = vec![itl];
+        verdict.cells[2].verdict = CellVerdict::Unchanged;
+        let chart = throughput_chart(&history, &first, None, Some(&verdict)).unwrap();
+        let c1 = &verdict.cells[1];
+        let title = cell_label(c1.concurrency, c1.context_tokens);
+        assert_contains(&chart, &format!("{title} ITL p99 (ms): bars = runs"));
+        assert_contains(&chart, "y-axis \"ms\"");
+        assert_contains(&chart, "bar [10.0, 10.0, 10.0, 30.0]");
+        assert_contains(
+            &chart,
+            "line [5.0, 5.0, 5.0, 5.0]\n    line [15.0, 15.0, 15.0, 15.0]",
+        );
+        assert_contains(&chart, "the bars are ITL p99 (ms) per run");
     }
 }
