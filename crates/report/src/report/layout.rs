@@ -19,8 +19,11 @@ use infergate_schema::answer::{
 use infergate_schema::results::{RunResults, TelemetrySummary, context_label, itl_is_latency};
 use infergate_schema::verdict::{
     Against, CellComparison, CellVerdict, ComparisonReport, DecisionBasis, GateVerdict, Metric,
-    MetricComparison, signed_number, signed_percent,
+    MetricComparison, NotGated, signed_number, signed_percent,
 };
+
+/// Beside a figure the gate shows but does not gate on.
+const REPORTED_ONLY: &str = " (reported only)";
 
 /// The figure beside a cell that was decided on its change against the rest of its own run,
 /// where that change is not the total the grid shows.
@@ -297,7 +300,8 @@ pub struct GateLayout {
     /// Significant, plausible latency and secondary changes.
     pub secondary: Vec<SecondaryChange>,
     /// The decode cells' gated metrics besides aggregate tok/s (`ITL p99`), one row each over
-    /// the cells: what a green check vouches for there, not only what moved.
+    /// the cells: what a green check vouches for there, not only what moved; then the rule's
+    /// tails that did not gate for want of history runs, reported only.
     pub latency: Vec<LayerRow>,
     /// The prefill layer, one row per context (empty where not measured).
     pub prefill: Vec<LayerRow>,
@@ -333,8 +337,12 @@ pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> Gat
             }
         }
     }
-    for c in report.prefill.iter().chain(&report.burst) {
-        let symbol = cell_symbol(c.verdict);
+    let reported = reported_latency_rows(report);
+    let shown = (report.prefill.iter().chain(&report.burst)).map(|c| c.verdict);
+    // A tail reported only is marked as not compared by the gate.
+    let reported_symbol = (!reported.is_empty()).then_some(CellVerdict::NotComparable);
+    for verdict in shown.chain(reported_symbol) {
+        let symbol = cell_symbol(verdict);
         if !legend.contains(&symbol) {
             legend.push(symbol);
         }
@@ -357,7 +365,7 @@ pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> Gat
         grid,
         legend,
         secondary: secondary(report),
-        latency: latency_rows(report),
+        latency: [latency_rows(report), reported].concat(),
         prefill: prefill_rows(report),
         burst: burst_rows(report),
         details: details(report),
@@ -506,6 +514,61 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
         .collect()
 }
 
+/// The rule's tail latencies that did not gate for want of history runs (a young store, a tail
+/// restarted alone by `baseline accept --metric`): their change over the cells, reported only,
+/// so the reader of a green check sees the figure it does not vouch for.
+fn reported_latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
+    let short = report.not_gated.iter().filter_map(|n| match n {
+        NotGated::ShortHistory { metric, .. } | NotGated::RestartedShort { metric, .. } => {
+            Some(*metric)
+        }
+        _ => None,
+    });
+    short
+        .filter_map(|metric| {
+            let cells: Vec<&MetricComparison> = (report.cells.iter())
+                .filter_map(|c| c.metric(metric))
+                .filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
+                .collect();
+            let (lowest, highest) = bounds(cells.iter().map(|m| m.shown_change_total().change));
+            let change = match cells.as_slice() {
+                [] => return None,
+                [m] => {
+                    let d = m.shown_change_total();
+                    format!(
+                        "{} {}",
+                        signed_percent(d.change),
+                        interval(d.ci_low, d.ci_high)
+                    )
+                }
+                _ => format!(
+                    "{} to {} in {}",
+                    signed_percent(lowest),
+                    signed_percent(highest),
+                    cells_word(cells.len())
+                ),
+            };
+            Some(LayerRow {
+                name: metric_name(metric).to_string(),
+                change: format!(
+                    "{} {change}{REPORTED_ONLY}",
+                    cell_symbol(CellVerdict::NotComparable).0
+                ),
+                values: format!(
+                    "{} → {}",
+                    value_range(metric, cells.iter().map(|m| m.baseline)),
+                    value_range(metric, cells.iter().map(|m| m.candidate))
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Whether every row of the decode latency gated (its table's title says "gated").
+fn latency_all_gated(l: &GateLayout) -> bool {
+    !l.latency.iter().any(|r| r.change.ends_with(REPORTED_ONLY))
+}
+
 /// The prefill layer's rows: each context's verdict, change and values (prefill tok/s of the
 /// cold samples), whether or not it moved: the layer's table is small and complete.
 fn prefill_rows(report: &ComparisonReport) -> Vec<LayerRow> {
@@ -561,7 +624,7 @@ fn layer_row(
     // not vouched for.
     let open = gated && c.unvouched(m);
     let (verdict, note) = match (gated, open) {
-        (false, _) => (verdict, " (reported only)".to_string()),
+        (false, _) => (verdict, REPORTED_ONLY.to_string()),
         (true, true) => (
             CellVerdict::Inconclusive,
             format!(
@@ -1019,7 +1082,11 @@ pub(crate) fn console(l: &GateLayout) -> String {
     }
     for (title, rows) in [
         (
-            "Decode latency (gated, change vs baseline over the cells):",
+            if latency_all_gated(l) {
+                "Decode latency (gated, change vs baseline over the cells):"
+            } else {
+                "Decode latency (change vs baseline over the cells):"
+            },
             &l.latency,
         ),
         (
@@ -1212,7 +1279,11 @@ fn markdown_layers(out: &mut String, l: &GateLayout) {
     const WITH_INTERVAL: &str = "change vs baseline [interval, %]";
     for (title, name, change, rows) in [
         (
-            "Decode latency (gated, over the cells)",
+            if latency_all_gated(l) {
+                "Decode latency (gated, over the cells)"
+            } else {
+                "Decode latency (over the cells)"
+            },
             "metric",
             "change vs baseline in the cells",
             &l.latency,

@@ -12,7 +12,7 @@ use infergate_schema::verdict::fixtures::{
     insufficient, matrix, metric, metric_in, pass, regression,
 };
 use infergate_schema::verdict::{
-    AlphaShares, CheckOutcome, Direction, Found, HostLateCell, LoneBoot,
+    AlphaShares, CheckOutcome, Direction, Found, HostLateCell, LoneBoot, NotGated,
 };
 
 /// A one-run store: asked for more runs, not given a count or told it never can, and a cell
@@ -86,6 +86,38 @@ fn one_symbol_and_one_number_per_cell_and_a_legend_of_what_appears() {
         l.grid_caption,
         "aggregate tok/s, change vs baseline in %, and baseline → now"
     );
+}
+
+/// A tail the rule lists that did not gate for want of runs (here restarted alone by
+/// `baseline accept --metric`) is still shown, marked reported only and `–`, and the table's
+/// title no longer says every row gated.
+#[test]
+fn a_tail_that_did_not_gate_is_shown_reported_only() {
+    let mut r = pass();
+    r.cell_metrics_gated.clear();
+    r.not_gated = vec![NotGated::RestartedShort {
+        metric: ItlP99,
+        runs: 3,
+        needs: 10,
+    }];
+    for (i, c) in r.cells.iter_mut().enumerate() {
+        let change = if i == 0 { 0.4 } else { 0.01 };
+        c.metrics
+            .push(metric(ItlP99, 0.008, change, 0.05, Unchanged));
+    }
+    let l = layout(&r);
+    let row = l
+        .latency
+        .iter()
+        .find(|row| row.name == "ITL p99")
+        .expect("row");
+    assert_eq!(row.change, "– +1.0% to +40.0% in 6 cells (reported only)");
+    assert_eq!(row.values, "8.00 ms → 8.08–11.2 ms");
+    assert!(l.legend.contains(&("–", "not compared")), "{:?}", l.legend);
+    let text = console(&l);
+    assert_contains(&text, "Decode latency (change vs baseline over the cells):");
+    assert_lacks(&text, "Decode latency (gated");
+    assert_contains(&markdown(&l, true), "Decode latency (over the cells)");
 }
 
 /// A grid of cells decided on their ITL p99 shows its ms, marked `*`, and its caption says the
