@@ -248,19 +248,19 @@ fn accept(store: &BaselineStore, a: &AcceptArgs) -> anyhow::Result<GateExit> {
     let entry = store
         .accept(&key, Some(&suite), &a.since, a.note.as_deref(), &a.metrics)
         .map_err(store_err)?;
+    let since = entry.since_started_at.to_rfc3339();
     let what = if entry.whole_group() {
-        "comparisons use the runs".to_string()
+        format!("comparisons use the runs started since {since}")
     } else {
         let names: Vec<&str> = entry.metrics.iter().map(|m| m.as_str()).collect();
         format!(
-            "{} compared with the runs (every other metric keeps every run)",
+            "{} compared with the runs started since {since} (every other metric keeps every run)",
             names.join(", ")
         )
     };
     outln!(
-        "accepted the change at run {} ({key}, suite {suite}): {what} started since {}",
-        entry.since_run_id,
-        entry.since_started_at.to_rfc3339()
+        "accepted the change at run {} ({key}, suite {suite}): {what}",
+        entry.since_run_id
     );
     Ok(GateExit::Pass)
 }

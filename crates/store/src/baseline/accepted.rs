@@ -44,11 +44,6 @@ impl AcceptedChange {
     pub fn whole_group(&self) -> bool {
         self.metrics.is_empty() || self.metrics.contains(&Metric::AggregateTps)
     }
-
-    /// Whether this accept restarts `metric`'s baseline.
-    pub fn covers(&self, metric: Metric) -> bool {
-        self.whole_group() || self.metrics.contains(&metric)
-    }
 }
 
 /// The runs a comparison uses ([`BaselineStore::load_current`]).
