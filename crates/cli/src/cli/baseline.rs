@@ -35,7 +35,8 @@ pub enum BaselineCommand {
     Prune(PruneArgs),
     /// List profile keys and suites with their run counts.
     List,
-    /// Accept a change point: comparisons use only the runs since RUN for level and noise.
+    /// Accept a change point: comparisons use only the runs since RUN for level and noise (of
+    /// every metric, or of those named with --metric).
     Accept(AcceptArgs),
 }
 
