@@ -2163,5 +2163,21 @@ mod tests {
         let seg = &h.series[0].segments;
         assert_eq!(seg.len(), 2);
         assert!(seg[1].level < seg[0].level && seg[1].band_low < seg[1].level);
+        // An accept of another metric alone (`baseline accept --metric itl_p99`) leaves this
+        // change open; one naming it, or none (the whole group), accepts it.
+        let marked = |metrics: Vec<Metric>| {
+            let accepted = [("n20".to_string(), metrics)];
+            let h = analyse(
+                &runs,
+                &[Metric::AggregateTps],
+                &accepted,
+                &Default::default(),
+            );
+            let h = h.unwrap();
+            h.change_points.iter().all(|c| c.accepted)
+        };
+        assert!(!marked(vec![Metric::ItlP99]));
+        assert!(marked(vec![Metric::ItlP99, Metric::AggregateTps]));
+        assert!(marked(Vec::new()));
     }
 }
