@@ -337,11 +337,14 @@ pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> Gat
             }
         }
     }
-    let reported = reported_latency_rows(report);
+    let latency = [latency_rows(report), reported_latency_rows(report)].concat();
+    let (prefill, burst) = (prefill_rows(report), burst_rows(report));
     let shown = (report.prefill.iter().chain(&report.burst)).map(|c| c.verdict);
-    // A tail reported only is marked as not compared by the gate.
-    let reported_symbol = (!reported.is_empty()).then_some(CellVerdict::NotComparable);
-    for verdict in shown.chain(reported_symbol) {
+    // A figure reported only is marked as not compared by the gate.
+    let reported = (latency.iter().chain(&prefill).chain(&burst))
+        .any(|r| r.change.ends_with(REPORTED_ONLY))
+        .then_some(CellVerdict::NotComparable);
+    for verdict in shown.chain(reported) {
         let symbol = cell_symbol(verdict);
         if !legend.contains(&symbol) {
             legend.push(symbol);
@@ -365,9 +368,9 @@ pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> Gat
         grid,
         legend,
         secondary: secondary(report),
-        latency: [latency_rows(report), reported].concat(),
-        prefill: prefill_rows(report),
-        burst: burst_rows(report),
+        latency,
+        prefill,
+        burst,
         details: details(report),
         next_steps: next_steps(report, steps),
     }
@@ -623,8 +626,10 @@ fn layer_row(
     // A gated figure whose interval reaches what a pass vouches (twice the layer's margin) is
     // not vouched for.
     let open = gated && c.unvouched(m);
+    // A figure that does not gate is marked as not compared by the gate, whatever its test
+    // found: `✓` beside it would read as vouched for (as the prefill's and a tail's rows are).
     let (verdict, note) = match (gated, open) {
-        (false, _) => (verdict, REPORTED_ONLY.to_string()),
+        (false, _) => (CellVerdict::NotComparable, REPORTED_ONLY.to_string()),
         (true, true) => (
             CellVerdict::Inconclusive,
             format!(

@@ -114,6 +114,18 @@ fn a_tail_that_did_not_gate_is_shown_reported_only() {
     assert_eq!(row.change, "– +1.0% to +40.0% in 6 cells (reported only)");
     assert_eq!(row.values, "8.00 ms → 8.08–11.2 ms");
     assert!(l.legend.contains(&("–", "not compared")), "{:?}", l.legend);
+    // A layer that does not gate reads the same: `–`, never a `✓` that looks vouched for.
+    let mut r = r.clone();
+    r.burst = vec![CellComparison {
+        verdict: Unchanged,
+        ..layer(
+            0,
+            vec![metric(BurstTps, 87_000.0, -0.001, 0.002, Unchanged)],
+        )
+    }];
+    let burst = layout(&r).burst;
+    assert_eq!(burst.len(), 1);
+    assert_starts_with(&burst[0].change, "– −0.1% [−0.3, +0.1] (reported only)");
     let text = console(&l);
     assert_contains(&text, "Decode latency (change vs baseline over the cells):");
     assert_lacks(&text, "Decode latency (gated");
