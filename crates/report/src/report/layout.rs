@@ -457,24 +457,8 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
             } else {
                 CellVerdict::Unchanged
             };
-            let (lowest, highest) =
-                bounds(cells.iter().map(|(_, m)| m.shown_change_total().change));
-            let mut change = match cells.as_slice() {
-                [(_, m)] => {
-                    let d = m.shown_change_total();
-                    format!(
-                        "{} {}",
-                        signed_percent(d.change),
-                        interval(d.ci_low, d.ci_high)
-                    )
-                }
-                _ => format!(
-                    "{} to {} in {}",
-                    signed_percent(lowest),
-                    signed_percent(highest),
-                    cells_word(cells.len())
-                ),
-            };
+            let metrics: Vec<&MetricComparison> = cells.iter().map(|(_, m)| *m).collect();
+            let mut change = cells_change(&metrics);
             // The regressed cells by name where a few are (the list above has each).
             match regressed.len() {
                 0 => {}
@@ -507,14 +491,43 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                     wide.unwrap_or_default(),
                     unvouched.map_or_else(String::new, |text| format!("; {text}"))
                 ),
-                values: format!(
-                    "{} → {}",
-                    value_range(metric, cells.iter().map(|(_, m)| m.baseline)),
-                    value_range(metric, cells.iter().map(|(_, m)| m.candidate))
-                ),
+                values: cells_values(metric, &metrics),
             })
         })
         .collect()
+}
+
+/// The cells' change of one metric: one cell's with its interval, else their range (`+1.0% to
+/// +40.0% in 6 cells`).
+fn cells_change(cells: &[&MetricComparison]) -> String {
+    match cells {
+        [m] => {
+            let d = m.shown_change_total();
+            format!(
+                "{} {}",
+                signed_percent(d.change),
+                interval(d.ci_low, d.ci_high)
+            )
+        }
+        _ => {
+            let (lowest, highest) = bounds(cells.iter().map(|m| m.shown_change_total().change));
+            format!(
+                "{} to {} in {}",
+                signed_percent(lowest),
+                signed_percent(highest),
+                cells_word(cells.len())
+            )
+        }
+    }
+}
+
+/// The cells' values of `metric`, baseline → now (`6.21–10.4 ms → 6.34–9.97 ms`).
+fn cells_values(metric: Metric, cells: &[&MetricComparison]) -> String {
+    format!(
+        "{} → {}",
+        value_range(metric, cells.iter().map(|m| m.baseline)),
+        value_range(metric, cells.iter().map(|m| m.candidate))
+    )
 }
 
 /// The rule's tail latencies that did not gate for want of history runs (a young store, a tail
@@ -533,35 +546,14 @@ fn reported_latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                 .filter_map(|c| c.metric(metric))
                 .filter(|m| m.baseline.is_finite() && m.candidate.is_finite())
                 .collect();
-            let (lowest, highest) = bounds(cells.iter().map(|m| m.shown_change_total().change));
-            let change = match cells.as_slice() {
-                [] => return None,
-                [m] => {
-                    let d = m.shown_change_total();
-                    format!(
-                        "{} {}",
-                        signed_percent(d.change),
-                        interval(d.ci_low, d.ci_high)
-                    )
-                }
-                _ => format!(
-                    "{} to {} in {}",
-                    signed_percent(lowest),
-                    signed_percent(highest),
-                    cells_word(cells.len())
-                ),
-            };
-            Some(LayerRow {
+            (!cells.is_empty()).then(|| LayerRow {
                 name: metric_name(metric).to_string(),
                 change: format!(
-                    "{} {change}{REPORTED_ONLY}",
-                    cell_symbol(CellVerdict::NotComparable).0
+                    "{} {}{REPORTED_ONLY}",
+                    cell_symbol(CellVerdict::NotComparable).0,
+                    cells_change(&cells)
                 ),
-                values: format!(
-                    "{} → {}",
-                    value_range(metric, cells.iter().map(|m| m.baseline)),
-                    value_range(metric, cells.iter().map(|m| m.candidate))
-                ),
+                values: cells_values(metric, &cells),
             })
         })
         .collect()
