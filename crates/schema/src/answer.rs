@@ -1634,7 +1634,7 @@ fn accept_step(report: &ComparisonReport, ctx: &StepContext, suite: &str) -> Opt
         .candidate_runs
         .first()
         .filter(|_| report.against == Against::Baseline)?;
-    let metrics = regressed_metrics(report);
+    let metrics = report.regressed_metrics();
     let (whose, flags) = if metrics.is_empty() {
         ("comparisons then use".to_string(), String::new())
     } else {
@@ -1668,29 +1668,6 @@ fn accept_step(report: &ComparisonReport, ctx: &StepContext, suite: &str) -> Opt
             shell_word(suite)
         )),
     })
-}
-
-/// The metrics a regression is in when aggregate tok/s is not one of them (a tail, a layer):
-/// what `baseline accept --metric` restarts alone. Empty where throughput regressed, or a
-/// cell's capacity or errors did (the group's level), or no cell names a metric.
-fn regressed_metrics(report: &ComparisonReport) -> Vec<Metric> {
-    let mut metrics: Vec<Metric> = Vec::new();
-    for cell in report.regressions() {
-        let mut own = (cell.metrics.iter())
-            .filter(|m| m.verdict.is_regression())
-            .map(|m| m.metric)
-            .peekable();
-        if own.peek().is_none() {
-            return Vec::new();
-        }
-        metrics.extend(own);
-    }
-    metrics.sort();
-    metrics.dedup();
-    if metrics.contains(&Metric::AggregateTps) {
-        return Vec::new();
-    }
-    metrics
 }
 
 /// An `insufficient` gate's steps: whether it blocks, then what would decide it (the cells'

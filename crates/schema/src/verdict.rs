@@ -563,6 +563,30 @@ impl ComparisonReport {
             .filter(|c| c.verdict.is_regression())
     }
 
+    /// The metrics a regression is in when aggregate tok/s is not one of them (a tail, a
+    /// layer): what `baseline accept --metric` restarts alone and the summary's charts draw.
+    /// Empty where throughput regressed, or a cell's capacity or errors did (the group's
+    /// level), or no cell names a metric.
+    pub fn regressed_metrics(&self) -> Vec<Metric> {
+        let mut metrics: Vec<Metric> = Vec::new();
+        for cell in self.regressions() {
+            let mut own = (cell.metrics.iter())
+                .filter(|m| m.verdict.is_regression())
+                .map(|m| m.metric)
+                .peekable();
+            if own.peek().is_none() {
+                return Vec::new();
+            }
+            metrics.extend(own);
+        }
+        metrics.sort();
+        metrics.dedup();
+        if metrics.contains(&Metric::AggregateTps) {
+            return Vec::new();
+        }
+        metrics
+    }
+
     /// The cells a `pass` cannot vouch for, each with its one-sided 95% bound on the change:
     /// compared for speed, and that bound below `-cell_effect` (the cell could have slowed by
     /// more than the stated size without a test finding it). Empty when the rule recorded no

@@ -16,15 +16,11 @@ pub const MAX_LINES: usize = 4;
 /// At most this many runs along the x-axis (the newest).
 pub(crate) const MAX_RUNS: usize = 20;
 
-/// The metric the charts draw: the one every regressed decode cell was decided on where that
-/// is not aggregate tok/s (a tail's regression is drawn as the tail), else aggregate tok/s.
+/// The metric the charts draw: the one decode metric a regression is in where that is not
+/// aggregate tok/s (a tail's regression is drawn as the tail), else aggregate tok/s.
 fn charted_metric(verdict: Option<&ComparisonReport>) -> Metric {
-    let decided: BTreeSet<Metric> = (verdict.iter())
-        .flat_map(|v| v.cells.iter().filter(|c| c.verdict.is_regression()))
-        .map(|c| c.deciding().map_or(Metric::AggregateTps, |m| m.metric))
-        .collect();
-    match decided.into_iter().collect::<Vec<_>>()[..] {
-        [m] if !m.is_layer() => m,
+    match verdict.map(ComparisonReport::regressed_metrics).as_deref() {
+        Some([m]) if !m.is_layer() => *m,
         _ => Metric::AggregateTps,
     }
 }
