@@ -84,13 +84,8 @@ pub(crate) fn load_history(
             a.since_run_id
         )
     }));
-    notices.extend(current.metric_since.iter().map(|m| {
-        format!(
-            "baseline of {}: runs since its accepted change point at run `{}` only",
-            m.metric.as_str(),
-            m.since_run_id
-        )
-    }));
+    // A metric restarted alone is said by the verdict's Details (`baseline.metric_since`), in
+    // every report of it: no notice repeats it.
     if loaded.runs.is_empty() {
         let holds = if store.holds_no_runs()? {
             "holds no runs (of any profile)"

@@ -2174,6 +2174,7 @@ mod tests {
                 &Default::default(),
             );
             let h = h.unwrap();
+            assert!(!h.change_points.is_empty());
             h.change_points.iter().all(|c| c.accepted)
         };
         assert!(!marked(vec![Metric::ItlP99]));
