@@ -110,6 +110,22 @@ pub fn metric_name(metric: Metric) -> &'static str {
     }
 }
 
+/// A metric's name where the layer must be said: `burst TTFT p90`, not the decode cells'
+/// `TTFT p90`.
+pub fn metric_label(metric: Metric) -> String {
+    let layer = if metric.is_burst() { "burst " } else { "" };
+    format!("{layer}{}", metric_name(metric))
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// `[−10.9, −8.4]`: an interval of a relative change, in percent.
 pub fn interval(low: f64, high: f64) -> String {
     format!(
@@ -717,7 +733,12 @@ fn no_regression_line(report: &ComparisonReport, lead: &Lead) -> String {
             "; each cell above {effect}{latencies} (95% bound)"
         ));
     }
-    format!("{line}{}{}", not_counted(report), faster(report))
+    format!(
+        "{line}{}{}{}",
+        not_gated_clause(report),
+        not_counted(report),
+        faster(report)
+    )
 }
 
 /// The gating tail latencies the host's own lateness left unvouched
@@ -907,11 +928,100 @@ fn layers_checked(report: &ComparisonReport) -> String {
     if report.burst_gated && compared(&report.burst) > 0 {
         layers.push("the burst".to_string());
     }
-    match layers.as_slice() {
-        [] => String::new(),
-        [one] => format!(", {one}"),
-        [a, b] => format!(", {a} and {b}"),
-        _ => format!(", {}", layers.join(", ")),
+    if layers.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", and_list(&layers))
+    }
+}
+
+/// Why a gating metric did not gate, as the first line groups it.
+#[derive(PartialEq)]
+enum Ungated {
+    /// Runs of the history (with the layer), of those it gates from.
+    Runs(usize, usize),
+    /// Runs since its accepted change, of those it gates from.
+    Since(usize, usize),
+    /// Too few observations in every cell.
+    Thin,
+    /// Completed requests, of those a p90 needs.
+    Requests(u64, u64),
+    /// A recorded verdict's words, which the Details quote.
+    Recorded,
+}
+
+/// What the rule gates that this gate did not (a young store, a metric restarted alone, too
+/// few observations), on the first line of a pass or an insufficient gate so that a green
+/// check never reads as vouching for it: `; not gated: ITL p99, prefill tok/s and the burst
+/// layer (7 runs, they gate from 10)`. A latency gated in some cells is not repeated: the line
+/// already says `ITL p99 in 4 of 6`. Empty where everything the rule lists gated.
+fn not_gated_clause(report: &ComparisonReport) -> String {
+    let gated = report.gated_cell_metrics();
+    let gates_somewhere = |m: Metric| gated.iter().any(|(g, cells)| *g == m && !cells.is_empty());
+    let mut groups: Vec<(Ungated, Vec<String>)> = Vec::new();
+    for n in &report.not_gated {
+        let (why, what) = match n {
+            NotGated::ShortHistory {
+                metric,
+                runs,
+                needs,
+            } => (Ungated::Runs(*runs, *needs), metric_label(*metric)),
+            NotGated::PrefillShortHistory { runs, needs } => {
+                (Ungated::Runs(*runs, *needs), "prefill tok/s".to_string())
+            }
+            NotGated::BurstShortHistory { runs, needs } => {
+                (Ungated::Runs(*runs, *needs), "the burst layer".to_string())
+            }
+            NotGated::RestartedShort {
+                metric,
+                runs,
+                needs,
+            } => (Ungated::Since(*runs, *needs), metric_label(*metric)),
+            NotGated::ThinCells { metric, .. } if !gates_somewhere(*metric) => {
+                (Ungated::Thin, metric_label(*metric))
+            }
+            NotGated::ThinCells { .. } => continue,
+            NotGated::BurstThin { completed, needs } => (
+                Ungated::Requests(*completed, *needs),
+                metric_label(Metric::BurstTtftP90),
+            ),
+            NotGated::Recorded(_) => (Ungated::Recorded, String::new()),
+        };
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, names)) => names.push(what),
+            None => groups.push((why, vec![what])),
+        }
+    }
+    let said: Vec<String> = groups
+        .iter()
+        .map(|(why, names)| {
+            let one = names.len() == 1;
+            let (it, gates) = if one {
+                ("its", "it gates")
+            } else {
+                ("their", "they gate")
+            };
+            let why = match why {
+                Ungated::Runs(runs, needs) => {
+                    format!("{}, {gates} from {needs}", plural(*runs, "run"))
+                }
+                Ungated::Since(runs, needs) => format!(
+                    "{} since {it} accepted change, {gates} from {needs}",
+                    plural(*runs, "run")
+                ),
+                Ungated::Thin => "too few observations in every cell".to_string(),
+                Ungated::Requests(done, needs) => {
+                    format!("{done} completed requests, a p90 needs {needs}")
+                }
+                Ungated::Recorded => return "as the Details say".to_string(),
+            };
+            format!("{} ({why})", and_list(names))
+        })
+        .collect();
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!("; not gated: {}", said.join(", "))
     }
 }
 
@@ -1161,9 +1271,8 @@ impl std::fmt::Display for NotGated {
                 needs,
             } => write!(
                 f,
-                "{}{} is reported, not gated: {} since its accepted change, it gates from {needs}",
-                if metric.is_burst() { "burst " } else { "" },
-                metric_name(*metric),
+                "{} is reported, not gated: {} since its accepted change, it gates from {needs}",
+                metric_label(*metric),
                 plural(*runs, "run")
             ),
             NotGated::BurstShortHistory { runs, needs } => write!(
@@ -2661,10 +2770,102 @@ mod tests {
             ConfirmationReason::Recorded(w) => Some(w),
             _ => None,
         });
-        round_trip(not_gated(), |r| match r {
-            NotGated::Recorded(w) => Some(w),
-            _ => None,
-        });
+    }
+
+    #[test]
+    fn not_gated_is_written_typed_with_its_words_and_an_older_files_words_read_back() {
+        let mut r = pass();
+        r.not_gated = not_gated().into_iter().map(|(n, _)| n).collect();
+        let json = serde_json::to_value(&r).expect("writes");
+        let written = json["not_gated"].as_array().expect("a list");
+        for (entry, (_, words)) in written.iter().zip(not_gated()) {
+            assert_eq!(entry["words"], words, "{entry}");
+            assert!(entry["why"].is_string(), "{entry}");
+        }
+        let back: ComparisonReport = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back.not_gated, r.not_gated);
+        assert!(
+            back.not_gated.len() == 6
+                && !back
+                    .not_gated
+                    .iter()
+                    .any(|n| matches!(n, NotGated::Recorded(_))),
+            "{:?}",
+            back.not_gated
+        );
+        // A file written before the entries were typed holds their words alone.
+        let mut old = serde_json::to_value(&r).expect("writes");
+        old["not_gated"] = serde_json::json!([not_gated()[0].1]);
+        let back: ComparisonReport = serde_json::from_value(old).expect("reads an older file");
+        assert_eq!(
+            back.not_gated,
+            [NotGated::Recorded(not_gated()[0].1.into())]
+        );
+    }
+
+    #[test]
+    fn a_pass_says_on_its_first_line_what_the_rule_gates_that_it_did_not() {
+        let mut r = pass();
+        let plain = first_line(&r);
+        assert_lacks(&plain, "not gated");
+        r.not_gated = vec![
+            NotGated::ShortHistory {
+                metric: Metric::ItlP99,
+                runs: 7,
+                needs: 10,
+            },
+            NotGated::PrefillShortHistory { runs: 7, needs: 10 },
+            NotGated::BurstShortHistory { runs: 7, needs: 10 },
+        ];
+        let line = first_line(&r);
+        assert_contains(
+            &line,
+            "; not gated: ITL p99, prefill tok/s and the burst layer (7 runs, they gate from 10)",
+        );
+        r.not_gated = vec![
+            NotGated::RestartedShort {
+                metric: Metric::BurstTtftP90,
+                runs: 1,
+                needs: 10,
+            },
+            NotGated::BurstThin {
+                completed: 20,
+                needs: 29,
+            },
+        ];
+        assert_contains(
+            &first_line(&r),
+            "; not gated: burst TTFT p90 (1 run since its accepted change, it gates from 10), \
+             burst TTFT p90 (20 completed requests, a p90 needs 29)",
+        );
+        // A tail gated in some cells is said there (`ITL p99 in 4 of 6`), not again.
+        r.cell_metrics_gated = vec![Metric::ItlP99];
+        for c in &mut r.cells[..4] {
+            (c.metrics).push(metric(
+                Metric::ItlP99,
+                0.01,
+                0.02,
+                0.05,
+                CellVerdict::Unchanged,
+            ));
+        }
+        r.not_gated = vec![NotGated::ThinCells {
+            metric: Metric::ItlP99,
+            cells: 2,
+            of: 6,
+            fewest: 150,
+            most: 200,
+            quantile: 0.99,
+            needs: 299,
+        }];
+        let line = first_line(&r);
+        assert_contains(&line, "ITL p99 in 4 of 6");
+        assert_lacks(&line, "not gated");
+        // An older file's words: the Details quote them.
+        r.not_gated = vec![NotGated::Recorded(
+            "ITL p99 is reported, not gated: …".into(),
+        )];
+        assert_contains(&first_line(&r), "; not gated: as the Details say");
     }
 
     /// Every way a gating metric does not gate, with its words.

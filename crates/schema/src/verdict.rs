@@ -115,7 +115,11 @@ pub struct ComparisonReport {
     /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
     /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
     /// where its cells have the observations it needs and the history is long enough.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "not_gated_file"
+    )]
     pub not_gated: Vec<NotGated>,
     /// The decode cells whose gating tail latency (a p90 or p99 of [`Self::cell_metrics_gated`])
     /// this comparison could not vouch for because the host ran late: on a candidate boot of
@@ -227,8 +231,11 @@ pub struct CellSensitivity {
 }
 
 /// Why one of the rule's gating metrics did not gate here ([`ComparisonReport::not_gated`]):
-/// decided by the model, said in [`crate::answer`]'s words, which `verdict.json` records.
-#[derive(Debug, Clone)]
+/// decided by the model, said in [`crate::answer`]'s words. `verdict.json` records both
+/// ([`not_gated_file`]), so a report of the file says what a green check did not cover as the
+/// gate's own did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
 pub enum NotGated {
     /// A latency percentile on a history shorter than it gates from.
     ShortHistory {
@@ -288,11 +295,57 @@ pub enum NotGated {
         /// The requests a p90 needs.
         needs: u64,
     },
-    /// Words read from a recorded verdict.
+    /// Words read from a verdict written before its entries were typed (2026-12-07).
+    #[serde(skip)]
     Recorded(String),
 }
 
-recorded_words!(NotGated);
+impl PartialEq for NotGated {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+/// `verdict.json`'s `not_gated`: each entry its fields, tagged by `why`, with its `words`; an
+/// entry of a file written before 2026-12-07 is the words alone and reads back as
+/// [`NotGated::Recorded`].
+mod not_gated_file {
+    use super::NotGated;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Entry {
+        Typed {
+            #[serde(flatten)]
+            why: NotGated,
+            #[serde(default)]
+            words: String,
+        },
+        Words(String),
+    }
+
+    pub(super) fn serialize<S: Serializer>(v: &[NotGated], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(|n| match n {
+            NotGated::Recorded(words) => Entry::Words(words.clone()),
+            typed => Entry::Typed {
+                why: typed.clone(),
+                words: typed.to_string(),
+            },
+        }))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<NotGated>, D::Error> {
+        let entries = Vec::<Entry>::deserialize(d)?;
+        Ok(entries
+            .into_iter()
+            .map(|e| match e {
+                Entry::Typed { why, .. } => why,
+                Entry::Words(words) => NotGated::Recorded(words),
+            })
+            .collect())
+    }
+}
 
 /// A decode cell whose gating tail latency the host's own lateness could explain
 /// ([`ComparisonReport::host_late`]): the latest of the candidate's boots.

@@ -13,8 +13,8 @@ use crate::report::console::{align_right, fitted_table, push_wrapped, wrap};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::{
     NextStep, StepContext, bounds, cell_label, cell_symbol, cell_word, cells_word, direction_word,
-    first_line, interval, label, metric_name, next_steps, plural, probe_late, sized, value_range,
-    vouched_latencies, with_unit,
+    first_line, interval, label, metric_label, metric_name, next_steps, plural, probe_late, sized,
+    value_range, vouched_latencies, with_unit,
 };
 use infergate_schema::results::{RunResults, TelemetrySummary, context_label, itl_is_latency};
 use infergate_schema::verdict::{
@@ -751,10 +751,9 @@ fn details(report: &ComparisonReport) -> Vec<String> {
     out.extend(report.history_host_late.iter().map(|h| format!("{h}.")));
     // A metric restarted alone (`baseline accept --metric`) has fewer runs than the rest.
     out.extend(report.baseline.metric_since.iter().map(|m| {
-        let layer = if m.metric.is_burst() { "burst " } else { "" };
         format!(
-            "Baseline of {layer}{}: the runs since its accepted change at run {} only; the other metrics keep every run.",
-            metric_name(m.metric),
+            "Baseline of {}: the runs since its accepted change at run {} only; the other metrics keep every run.",
+            metric_label(m.metric),
             m.since_run_id
         )
     }));
