@@ -2801,6 +2801,11 @@ mod tests {
             back.not_gated,
             [NotGated::Recorded(not_gated()[0].1.into())]
         );
+        // A later version's reason this build does not know: its words.
+        let mut later = serde_json::to_value(&r).expect("writes");
+        later["not_gated"] = serde_json::json!([{"why": "warp_drive", "words": "warp is off"}]);
+        let back: ComparisonReport = serde_json::from_value(later).expect("reads a later file");
+        assert_eq!(back.not_gated, [NotGated::Recorded("warp is off".into())]);
     }
 
     #[test]

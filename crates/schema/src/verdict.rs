@@ -307,8 +307,8 @@ impl PartialEq for NotGated {
 }
 
 /// `verdict.json`'s `not_gated`: each entry its fields, tagged by `why`, with its `words`; an
-/// entry of a file written before 2026-12-07 is the words alone and reads back as
-/// [`NotGated::Recorded`].
+/// entry of a file written before 2026-12-07 is the words alone, and one of a `why` this build
+/// does not know is its words: both read back as [`NotGated::Recorded`].
 mod not_gated_file {
     use super::NotGated;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -320,6 +320,10 @@ mod not_gated_file {
             #[serde(flatten)]
             why: NotGated,
             #[serde(default)]
+            words: String,
+        },
+        /// An entry of a later version's (a `why` this build does not know): its words.
+        Other {
             words: String,
         },
         Words(String),
@@ -341,7 +345,7 @@ mod not_gated_file {
             .into_iter()
             .map(|e| match e {
                 Entry::Typed { why, .. } => why,
-                Entry::Words(words) => NotGated::Recorded(words),
+                Entry::Other { words } | Entry::Words(words) => NotGated::Recorded(words),
             })
             .collect())
     }
