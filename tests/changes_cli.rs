@@ -306,18 +306,26 @@ fn a_tail_accepted_alone_keeps_every_run_for_throughput() {
             .filter(|c| c["metric"] == "itl_p99" && c["run_id"] == step_run)
             .map(|c| c["accepted"] == true)
             .collect();
-        tail
+        (tail, v["groups"][0]["accepted_metrics"].clone())
     };
-    assert_eq!(changes().first(), Some(&false), "the tail's step is found");
+    assert_eq!(
+        changes().0.first(),
+        Some(&false),
+        "the tail's step is found"
+    );
     let (code, out, err) = infergate(&[
         "baseline", "accept", "--dir", store_s, "--since", step_run, "--metric", "itl_p99",
     ]);
     assert_eq!(code, 0, "{err}");
     assert_contains(&out, "): itl_p99 compared with the runs started since ");
-    let after = changes();
+    let (after, accepted_metrics) = changes();
     assert!(
         !after.is_empty() && after.iter().all(|a| *a),
         "accepted: {after:?}"
+    );
+    assert_eq!(
+        accepted_metrics,
+        serde_json::json!({ step_run: ["itl_p99"] })
     );
 
     let files = tmp.path().join("files");
@@ -344,6 +352,10 @@ fn a_tail_accepted_alone_keeps_every_run_for_throughput() {
     assert_eq!(
         said,
         ["ITL p99 is reported, not gated: 6 runs since its accepted change, it gates from 10"]
+    );
+    assert_contains(
+        &report.headline,
+        "; not gated: ITL p99 (6 runs since its accepted change, it gates from 10)",
     );
     assert_eq!(report.baseline.metric_since[0].since_run_id, step_run);
     std::fs::write(&verdict, serde_json::to_string(&report).unwrap()).unwrap();

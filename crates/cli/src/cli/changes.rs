@@ -147,6 +147,10 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
                 (a.since_run_id.clone(), ms)
             })
             .collect();
+        let accepted_metrics = (by_metric.iter())
+            .filter(|(_, ms)| !ms.is_empty())
+            .cloned()
+            .collect();
         let accepted: Vec<String> = accepts.into_iter().map(|a| a.since_run_id).collect();
         let mut candidate_id = None;
         if let Some(c) = &candidate
@@ -163,6 +167,7 @@ pub(crate) async fn execute(args: ChangesArgs) -> anyhow::Result<GateExit> {
             profile_key: key,
             suite,
             accepted,
+            accepted_metrics,
             candidate: candidate_id,
             history,
         });

@@ -18,6 +18,9 @@ pub struct GroupChanges {
     pub suite: String,
     /// Runs a person accepted a change at (`baseline accept --since`), oldest first.
     pub accepted: Vec<String>,
+    /// Of those, the accepts that restarted some metrics alone (`--metric`): run id → metrics.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub accepted_metrics: std::collections::BTreeMap<String, Vec<Metric>>,
     /// The candidate run appended to the history (`--candidate`), if any: highlighted in plots.
     #[serde(default)]
     pub candidate: Option<String>,

@@ -15,7 +15,7 @@ use crate::report::changes::{
 };
 use infergate_io::untrusted_text::{is_bidi_control, is_invisible};
 use infergate_model::stats::changepoint::{ChangePoint, HistorySeries, RunRef, Scope};
-use infergate_schema::answer::{metric_name, plural, value_range};
+use infergate_schema::answer::{metric_label, metric_name, plural, value_range};
 use infergate_schema::results::context_label;
 use infergate_schema::verdict::{Metric, signed_percent};
 
@@ -98,11 +98,7 @@ fn group(out: &mut String, g: &GroupChanges) {
         html(&g.suite),
         plural(h.runs.len(), "run"),
         plural(h.change_points.len(), "change point"),
-        if g.accepted.is_empty() {
-            String::new()
-        } else {
-            format!(", accepted from run {}", html(&g.accepted.join(", ")))
-        }
+        accepted_words(g)
     );
     heat_map(out, g);
     for s in &h.series {
@@ -118,6 +114,25 @@ fn group(out: &mut String, g: &GroupChanges) {
 }
 
 /// The newest change point of a series (its `change_points` entry).
+/// `, accepted from run X; ITL p99 from run Y`: the accepts in force, each restarting the
+/// group's every metric or the ones it names.
+fn accepted_words(g: &GroupChanges) -> String {
+    let each: Vec<String> = (g.accepted.iter())
+        .map(|run| match g.accepted_metrics.get(run) {
+            Some(ms) => {
+                let names: Vec<String> = ms.iter().map(|m| metric_label(*m)).collect();
+                format!("{} from run {}", names.join(", "), html(run))
+            }
+            None => format!("from run {}", html(run)),
+        })
+        .collect();
+    if each.is_empty() {
+        String::new()
+    } else {
+        format!(", accepted {}", each.join("; "))
+    }
+}
+
 fn newest_change<'a>(g: &'a GroupChanges, s: &HistorySeries) -> Option<&'a ChangePoint> {
     g.history
         .change_points
@@ -373,7 +388,7 @@ fn format_value(v: f64) -> String {
 mod tests {
     use super::*;
     use infergate_model::stats::changepoint::{ChangeSettings, analyse};
-    use infergate_schema::asserts::assert_lacks;
+    use infergate_schema::asserts::{assert_contains, assert_lacks};
     use infergate_schema::verdict::Metric;
     use rand::SeedableRng;
 
@@ -406,9 +421,23 @@ mod tests {
             profile_key: "gpu__<img src=x onerror=alert(1)>__m".into(),
             suite: "nightly&'".into(),
             accepted: vec![],
+            accepted_metrics: Default::default(),
             candidate: None,
             history,
         }
+    }
+
+    /// The group's heading names what each accept restarted: every metric, or those it names.
+    #[test]
+    fn the_heading_names_each_accepts_metrics() {
+        let mut g = hostile_group();
+        assert_lacks(&render(std::slice::from_ref(&g)), "accepted from");
+        g.accepted = vec!["run<04>".into(), "run<09>".into()];
+        (g.accepted_metrics).insert("run<09>".into(), vec![Metric::ItlP99, Metric::BurstTtftP90]);
+        assert_contains(
+            &render(&[g]),
+            ", accepted from run run&lt;04&gt;; ITL p99, burst TTFT p90 from run run&lt;09&gt;.",
+        );
     }
 
     /// A latency cell's series reads in ms on its axis and points, as the gate's reports write

@@ -890,6 +890,7 @@ mod tests {
             profile_key: "h200-vllm".into(),
             suite: "nightly".into(),
             accepted: Vec::new(),
+            accepted_metrics: Default::default(),
             candidate: None,
             history: HistoryChanges {
                 settings: ChangeSettings::default(),
