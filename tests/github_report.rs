@@ -745,7 +745,7 @@ async fn without_a_token_everything_is_local_with_one_notice() {
     assert!(summary.starts_with("# Earlier step\n\nkept\n"));
     assert_contains(&summary, "✗ aggregate tok/s −7.4%");
 
-    // Outputs: well-formed lines, the five keys, nothing else.
+    // Outputs: well-formed lines, the seven keys, nothing else.
     let outputs = std::fs::read_to_string(&f.output).unwrap();
     let mut keys = Vec::new();
     for line in outputs.lines() {
@@ -760,11 +760,14 @@ async fn without_a_token_everything_is_local_with_one_notice() {
             "regressions",
             "conclusion",
             "baseline-runs-needed",
+            "not-gated",
             "results-path",
             "summary-path"
         ]
     );
     assert!(outputs.contains("verdict=regression\nregressions=1\n"));
+    // Every metric the rule lists gated here.
+    assert!(outputs.contains("\nnot-gated=\n"), "{outputs}");
     let summary_path = outputs
         .lines()
         .find_map(|l| l.strip_prefix("summary-path="))

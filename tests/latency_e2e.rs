@@ -132,10 +132,19 @@ fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_p
         .map(|i| dir.path().join(format!("base-{i}")))
         .collect();
     let mut young = 0;
+    let step_outputs = dir.path().join("github-output");
     for (i, out) in base.iter().enumerate() {
-        let (code, stderr) = gate(&clean, out, &store, &["--update-baseline"]);
-        assert_eq!(code, Some(0), "baseline run {i}: {stderr}");
-        // On a store younger than a tail gates from, a green check says it did not cover it.
+        // As a workflow step (local-only: no token), so the step outputs are written too.
+        let run = support::gate_command(&clean, out, &store)
+            .args(["--update-baseline", "--github"])
+            .env("GITHUB_OUTPUT", &step_outputs)
+            .env("GITHUB_STEP_SUMMARY", dir.path().join("summary.md"))
+            .output()
+            .expect("run infergate");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(0), "baseline run {i}: {stderr}");
+        // On a store younger than a tail gates from, a green check says it did not cover it,
+        // and so does the step output a workflow can fail on.
         if i == 0 {
             continue; // no baseline yet: nothing compared, no verdict
         }
@@ -144,6 +153,12 @@ fn a_p99_only_itl_regression_and_a_decode_slowdown_are_named_and_a_clean_rerun_p
             let first = v["headline"].as_str().unwrap_or_default();
             let runs = format!("not gated: ITL p99 ({i} run");
             assert!(first.contains(&runs), "baseline run {i}: {first}");
+            let outputs = std::fs::read_to_string(&step_outputs).expect("step outputs");
+            let said = outputs
+                .lines()
+                .rev()
+                .find_map(|l| l.strip_prefix("not-gated="));
+            assert_eq!(said, Some("itl_p99"), "baseline run {i}: {outputs}");
             young += 1;
         }
     }

@@ -1875,6 +1875,7 @@ fn insufficient_steps(report: &ComparisonReport, ctx: &StepContext, suite: &str)
 mod tests {
     use super::*;
     use crate::asserts::{assert_contains, assert_ends_with, assert_lacks, assert_starts_with};
+    use crate::verdict::JudgedBy;
     use crate::verdict::fixtures::{self, insufficient, metric, pass, regression};
 
     fn commands(steps: &[NextStep]) -> Vec<&str> {
@@ -2806,6 +2807,39 @@ mod tests {
         later["not_gated"] = serde_json::json!([{"why": "warp_drive", "words": "warp is off"}]);
         let back: ComparisonReport = serde_json::from_value(later).expect("reads a later file");
         assert_eq!(back.not_gated, [NotGated::Recorded("warp is off".into())]);
+    }
+
+    /// The step output `not-gated`'s metrics: each once, a layer's as its listed metrics, an
+    /// older file's words as not known.
+    #[test]
+    fn not_gated_metrics_name_each_metric_once() {
+        let mut r = pass();
+        assert!(r.not_gated_metrics().is_empty());
+        r.not_gated = not_gated().into_iter().map(|(n, _)| n).collect();
+        use Metric as M;
+        let all = [
+            M::ItlP99,
+            M::TtftP90,
+            M::PrefillTps,
+            M::BurstTtftP90,
+            M::BurstTps,
+        ];
+        assert_eq!(r.not_gated_metrics(), all.map(Some));
+        r.judged_by = Some(JudgedBy {
+            confirm: true,
+            max_rounds: 0,
+            history_runs: 20,
+            design_effect: 0.05,
+            design_power: 0.8,
+            metrics: vec![M::AggregateTps, M::BurstTtftP90],
+            min_effects: Default::default(),
+            burst_min_effect: None,
+        });
+        r.not_gated = vec![
+            NotGated::BurstShortHistory { runs: 3, needs: 10 },
+            NotGated::Recorded("words".into()),
+        ];
+        assert_eq!(r.not_gated_metrics(), [Some(M::BurstTtftP90), None]);
     }
 
     #[test]

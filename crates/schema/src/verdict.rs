@@ -762,6 +762,40 @@ impl ComparisonReport {
             .collect()
     }
 
+    /// The rule's gating metrics that did not gate here, at least in some cells, from
+    /// [`Self::not_gated`], each once: a layer's entry stands for its metrics the rule lists.
+    /// `None` for an entry read back as words alone (a file of an older version), whose metric
+    /// is not known.
+    pub fn not_gated_metrics(&self) -> Vec<Option<Metric>> {
+        let listed = |m: Metric| {
+            self.judged_by
+                .as_ref()
+                .is_none_or(|j| j.metrics.contains(&m))
+        };
+        let mut out: Vec<Option<Metric>> = Vec::new();
+        for n in &self.not_gated {
+            let these = match n {
+                NotGated::ShortHistory { metric, .. }
+                | NotGated::ThinCells { metric, .. }
+                | NotGated::RestartedShort { metric, .. } => vec![Some(*metric)],
+                NotGated::PrefillShortHistory { .. } => vec![Some(Metric::PrefillTps)],
+                NotGated::BurstShortHistory { .. } => [Metric::BurstTps, Metric::BurstTtftP90]
+                    .into_iter()
+                    .filter(|m| listed(*m))
+                    .map(Some)
+                    .collect(),
+                NotGated::BurstThin { .. } => vec![Some(Metric::BurstTtftP90)],
+                NotGated::Recorded(_) => vec![None],
+            };
+            for m in these {
+                if !out.contains(&m) {
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
     /// Each metric of [`Self::cell_metrics_gated`] with the decode cells it gated in (those
     /// with a finite entry of it): what a green check vouches for beyond aggregate tok/s.
     pub fn gated_cell_metrics(&self) -> Vec<(Metric, Vec<(&CellComparison, &MetricComparison)>)> {

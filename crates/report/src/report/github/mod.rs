@@ -27,7 +27,7 @@ use crate::report::{actions, mermaid};
 use checks::{ANNOTATIONS_PER_REQUEST, CheckOutput, CheckRunRequest};
 use infergate_schema::policy::GatePolicy;
 use infergate_schema::results::RunResults;
-use infergate_schema::verdict::ComparisonReport;
+use infergate_schema::verdict::{ComparisonReport, Metric};
 use render::{Conclusion, Links};
 
 /// What every infergate check name starts with.
@@ -451,7 +451,7 @@ impl GithubReporter {
         &self,
         outcome: &render::Outcome<'_>,
         summary_path: Option<PathBuf>,
-    ) -> [(&'static str, String); 6] {
+    ) -> [(&'static str, String); 7] {
         let shown = |p: Option<&Path>| p.map(|p| p.display().to_string()).unwrap_or_default();
         let runs_needed = match outcome.verdict.and_then(|v| v.sensitivity.as_ref()) {
             None => String::new(),
@@ -461,11 +461,18 @@ impl GithubReporter {
                 None => "unreachable".to_string(),
             },
         };
+        // What a workflow that needs every listed metric gated can fail on.
+        let not_gated: Vec<&str> = outcome.verdict.map_or_else(Vec::new, |v| {
+            (v.not_gated_metrics().into_iter())
+                .map(|m| m.map_or("unknown", Metric::as_str))
+                .collect()
+        });
         [
             ("verdict", outcome.verdict_word().to_string()),
             ("regressions", outcome.regressions().to_string()),
             ("conclusion", outcome.conclusion().as_str().to_string()),
             ("baseline-runs-needed", runs_needed),
+            ("not-gated", not_gated.join(",")),
             ("results-path", shown(self.results_path.as_deref())),
             ("summary-path", shown(summary_path.as_deref())),
         ]
