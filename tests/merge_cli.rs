@@ -166,7 +166,7 @@ fn one_regressed_shard_fails_the_merged_verdict_with_a_section_per_profile() {
     assert_contains(&md, "1 of 3 profiles regressed");
     assert_eq!(
         std::fs::read_to_string(&outputs).unwrap(),
-        "earlier=kept\nverdict=regression\nconclusion=failure\nregressions=2\nprofiles=3\n"
+        "earlier=kept\nverdict=regression\nconclusion=failure\nregressions=2\nprofiles=3\nnot-gated=\n"
     );
 
     // JSON: one verdict, each shard's comparison kept whole.

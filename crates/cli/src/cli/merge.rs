@@ -33,8 +33,8 @@ pub struct MergeArgs {
     /// Write the output to this file (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Append `verdict=`, `conclusion=`, `regressions=` and `profiles=` lines to this file
-    /// (e.g. `$GITHUB_OUTPUT`), so a workflow step can branch on the merged verdict.
+    /// Append `verdict=`, `conclusion=`, `regressions=`, `profiles=` and `not-gated=` lines to
+    /// this file (e.g. `$GITHUB_OUTPUT`), so a workflow step can branch on the merged verdict.
     #[arg(long, value_name = "FILE")]
     pub github_output: Option<PathBuf>,
     /// The number of shards the workflow launched (e.g. its matrix size): any other number

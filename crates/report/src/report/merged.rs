@@ -6,7 +6,7 @@ use crate::merge::{MergedVerdict, ProfileVerdict, ShardOutcome};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::NO_VALUE;
 use infergate_schema::results::{ProfileKey, RunStatus};
-use infergate_schema::verdict::GateVerdict;
+use infergate_schema::verdict::{GateVerdict, Metric};
 
 /// Marker that opens the merged Markdown, so a sticky comment can be found and updated.
 pub(crate) const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
@@ -154,16 +154,29 @@ pub fn text(merged: &MergedVerdict) -> String {
 
 /// `key=value` lines for `$GITHUB_OUTPUT`: `verdict` and `conclusion` (the check run's, which
 /// the action's merge script posts as given), both from [`MergedVerdict::ending`], then
-/// `regressions` and `profiles`. Values are single words or numbers, so no multi-line
-/// delimiter is needed.
+/// `regressions`, `profiles` and `not-gated` (the gating metrics that did not gate in some
+/// profile, as a single gate's step output says them). Values are single words, numbers or
+/// comma-separated words, so no multi-line delimiter is needed.
 pub fn github_outputs(merged: &MergedVerdict) -> String {
     let ending = merged.ending();
+    let mut not_gated: Vec<&str> = Vec::new();
+    for p in &merged.profiles {
+        if let ShardOutcome::Compared { report } = &p.outcome {
+            for m in report.not_gated_metrics() {
+                let key = m.map_or("unknown", Metric::as_str);
+                if !not_gated.contains(&key) {
+                    not_gated.push(key);
+                }
+            }
+        }
+    }
     format!(
-        "verdict={}\nconclusion={}\nregressions={}\nprofiles={}\n",
+        "verdict={}\nconclusion={}\nregressions={}\nprofiles={}\nnot-gated={}\n",
         ending.verdict_word,
         ending.conclusion.as_str(),
         merged.regressions,
-        merged.profiles.len()
+        merged.profiles.len(),
+        not_gated.join(",")
     )
 }
 
@@ -200,6 +213,38 @@ mod tests {
         }
     }
 
+    /// A workflow that needs every listed metric gated reads the profiles' together.
+    #[test]
+    fn outputs_list_what_did_not_gate_in_any_profile_once() {
+        use infergate_schema::verdict::NotGated;
+        let young = |gpu: &str, runs: usize| {
+            let mut r = report(gpu, GateVerdict::Pass, 0);
+            r.not_gated = vec![
+                NotGated::ShortHistory {
+                    metric: Metric::ItlP99,
+                    runs,
+                    needs: 10,
+                },
+                NotGated::PrefillShortHistory { runs, needs: 10 },
+            ];
+            r
+        };
+        let mut thin = young("RTX 5090", 12);
+        thin.not_gated = vec![NotGated::BurstThin {
+            completed: 20,
+            needs: 29,
+        }];
+        let m = merge(vec![
+            shard(young("H100", 3)),
+            shard(young("H200", 5)),
+            shard(thin),
+        ]);
+        assert_contains(
+            &github_outputs(&m),
+            "\nnot-gated=itl_p99,prefill_tps,burst_ttft_p90\n",
+        );
+    }
+
     #[test]
     fn outputs_say_error_when_a_profile_was_not_measured() {
         let m = merge(vec![
@@ -208,7 +253,7 @@ mod tests {
         ]);
         assert_eq!(
             github_outputs(&m),
-            "verdict=regression\nconclusion=failure\nregressions=2\nprofiles=2\n"
+            "verdict=regression\nconclusion=failure\nregressions=2\nprofiles=2\nnot-gated=\n"
         );
         let m = merge(vec![
             shard(report("H100", GateVerdict::Pass, 0)),
@@ -217,7 +262,7 @@ mod tests {
         ]);
         assert_eq!(
             github_outputs(&m),
-            "verdict=error\nconclusion=failure\nregressions=0\nprofiles=3\n"
+            "verdict=error\nconclusion=failure\nregressions=0\nprofiles=3\nnot-gated=\n"
         );
         let md = markdown(&m);
         assert_contains(&md, "## infergate: ⛔ no verdict (3)");
@@ -244,7 +289,7 @@ mod tests {
         let m = merge(vec![shard(report("H100", GateVerdict::Pass, 0)), failed]);
         assert_eq!(
             github_outputs(&m),
-            "verdict=error\nconclusion=failure\nregressions=0\nprofiles=2\n"
+            "verdict=error\nconclusion=failure\nregressions=0\nprofiles=2\nnot-gated=\n"
         );
         let md = markdown(&m);
         assert_contains(
