@@ -944,6 +944,8 @@ enum Ungated {
     Since(usize, usize),
     /// Too few observations in every cell.
     Thin,
+    /// Measured on neither side.
+    NotMeasured,
     /// Completed requests, of those a p90 needs.
     Requests(u64, u64),
     /// A recorded verdict's words, which the Details quote.
@@ -985,6 +987,8 @@ fn not_gated_clause(report: &ComparisonReport) -> String {
                 Ungated::Requests(*completed, *needs),
                 metric_label(Metric::BurstTtftP90),
             ),
+            NotGated::PrefillNotMeasured => (Ungated::NotMeasured, "prefill tok/s".to_string()),
+            NotGated::BurstNotMeasured => (Ungated::NotMeasured, "the burst layer".to_string()),
             NotGated::Recorded(_) => (Ungated::Recorded, String::new()),
         };
         match groups.iter_mut().find(|(w, _)| *w == why) {
@@ -1010,6 +1014,7 @@ fn not_gated_clause(report: &ComparisonReport) -> String {
                     plural(*runs, "run")
                 ),
                 Ungated::Thin => "too few observations in every cell".to_string(),
+                Ungated::NotMeasured => "not measured".to_string(),
                 Ungated::Requests(done, needs) => {
                     format!("{done} completed requests, a p90 needs {needs}")
                 }
@@ -1282,6 +1287,12 @@ impl std::fmt::Display for NotGated {
             NotGated::BurstThin { completed, needs } => write!(
                 f,
                 "burst TTFT p90 not gated: {completed} completed requests, a p90 needs {needs}"
+            ),
+            NotGated::PrefillNotMeasured => f.write_str(
+                "prefill tok/s is not gated: neither this run nor its history measured the prefill layer",
+            ),
+            NotGated::BurstNotMeasured => f.write_str(
+                "the burst layer is not gated: neither this run nor its history sent a burst",
             ),
             NotGated::Recorded(words) => f.write_str(words),
         }
@@ -2786,7 +2797,7 @@ mod tests {
         let back: ComparisonReport = serde_json::from_value(json).expect("reads back");
         assert_eq!(back.not_gated, r.not_gated);
         assert!(
-            back.not_gated.len() == 6
+            back.not_gated.len() == 8
                 && !back
                     .not_gated
                     .iter()
@@ -2877,6 +2888,11 @@ mod tests {
             "; not gated: burst TTFT p90 (1 run since its accepted change, it gates from 10), \
              burst TTFT p90 (20 completed requests, a p90 needs 29)",
         );
+        r.not_gated = vec![NotGated::PrefillNotMeasured, NotGated::BurstNotMeasured];
+        assert_contains(
+            &first_line(&r),
+            "; not gated: prefill tok/s and the burst layer (not measured)",
+        );
         // A tail gated in some cells is said there (`ITL p99 in 4 of 6`), not again.
         r.cell_metrics_gated = vec![Metric::ItlP99];
         for c in &mut r.cells[..4] {
@@ -2952,6 +2968,14 @@ mod tests {
                     needs: 29,
                 },
                 "burst TTFT p90 not gated: 16 completed requests, a p90 needs 29",
+            ),
+            (
+                NotGated::PrefillNotMeasured,
+                "prefill tok/s is not gated: neither this run nor its history measured the prefill layer",
+            ),
+            (
+                NotGated::BurstNotMeasured,
+                "the burst layer is not gated: neither this run nor its history sent a burst",
             ),
         ]
     }

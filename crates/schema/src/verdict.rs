@@ -288,6 +288,11 @@ pub enum NotGated {
         /// The runs it gates from.
         needs: usize,
     },
+    /// The prefill layer, listed, but measured neither in this run nor in its history (no
+    /// prefill samples, or no context to sample).
+    PrefillNotMeasured,
+    /// The burst layer, listed, but sent neither in this run nor in its history.
+    BurstNotMeasured,
     /// The burst's TTFT p90, from too few completed requests.
     BurstThin {
         /// The completed requests.
@@ -778,12 +783,16 @@ impl ComparisonReport {
                 NotGated::ShortHistory { metric, .. }
                 | NotGated::ThinCells { metric, .. }
                 | NotGated::RestartedShort { metric, .. } => vec![Some(*metric)],
-                NotGated::PrefillShortHistory { .. } => vec![Some(Metric::PrefillTps)],
-                NotGated::BurstShortHistory { .. } => [Metric::BurstTps, Metric::BurstTtftP90]
-                    .into_iter()
-                    .filter(|m| listed(*m))
-                    .map(Some)
-                    .collect(),
+                NotGated::PrefillShortHistory { .. } | NotGated::PrefillNotMeasured => {
+                    vec![Some(Metric::PrefillTps)]
+                }
+                NotGated::BurstShortHistory { .. } | NotGated::BurstNotMeasured => {
+                    [Metric::BurstTps, Metric::BurstTtftP90]
+                        .into_iter()
+                        .filter(|m| listed(*m))
+                        .map(Some)
+                        .collect()
+                }
                 NotGated::BurstThin { .. } => vec![Some(Metric::BurstTtftP90)],
                 NotGated::Recorded(_) => vec![None],
             };

@@ -2695,6 +2695,12 @@ fn layers_not_gated(
     candidate: &[RunResults],
 ) {
     let rule = gate.rule;
+    // A layer the rule lists that neither side measured vouches for nothing: said, so a
+    // green check does not read as covering it (the suite sends no burst, a matrix of
+    // context 0 has no prefill to sample).
+    if rule.metrics.contains(&Metric::PrefillTps) && layers.prefill_cells.is_empty() {
+        notes.push(NotGated::PrefillNotMeasured);
+    }
     if rule.metrics.contains(&Metric::PrefillTps)
         && !gate.gates(Metric::PrefillTps)
         && !layers.prefill_cells.is_empty()
@@ -2710,6 +2716,9 @@ fn layers_not_gated(
         .into_iter()
         .filter(|m| rule.metrics.contains(m))
         .collect::<Vec<_>>();
+    if !burst_listed.is_empty() && layers.burst_cells.is_empty() {
+        notes.push(NotGated::BurstNotMeasured);
+    }
     if burst_listed.is_empty() || layers.burst_cells.is_empty() {
         return;
     }
@@ -3062,10 +3071,14 @@ mod tests {
         // Six runs since: ITL p99 is reported, not gated, and the report says why.
         let young = verdict(&since_run(14), 2.0);
         assert!(young.cell_metrics_gated.is_empty());
-        let said: Vec<String> = young.not_gated.iter().map(ToString::to_string).collect();
         assert_eq!(
-            said,
-            ["ITL p99 is reported, not gated: 6 runs since its accepted change, it gates from 10"]
+            young.not_gated[0].to_string(),
+            "ITL p99 is reported, not gated: 6 runs since its accepted change, it gates from 10"
+        );
+        // The rule lists the layers, which these synthetic runs never measured.
+        assert_eq!(
+            young.not_gated[1..],
+            [NotGated::PrefillNotMeasured, NotGated::BurstNotMeasured]
         );
     }
 
