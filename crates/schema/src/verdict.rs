@@ -114,7 +114,8 @@ pub struct ComparisonReport {
     pub cell_metrics_gated: Vec<Metric>,
     /// What of the rule's gating metrics did not gate here, and why (`TTFT p90 not gated in 6
     /// of 20 cells: 2–8 observations each, a p90 needs 29`): a latency percentile gates only
-    /// where its cells have the observations it needs and the history is long enough.
+    /// where its cells have the observations it needs and the history is long enough, a layer
+    /// only where it was measured. The first line ends with it (`; not gated: …`).
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::report::layout::{cell_message, cell_title};
-use infergate_schema::verdict::{CellVerdict, ComparisonReport};
+use infergate_schema::verdict::{CellVerdict, ComparisonReport, Metric};
 
 /// Escapes the message part of a workflow command.
 pub(crate) fn escape_data(text: &str) -> String {
@@ -65,6 +65,25 @@ pub(crate) fn workflow_commands(report: &ComparisonReport) -> Vec<String> {
 
 /// Appends Markdown to the job summary file. Opened in append mode: earlier steps' summaries
 /// (and earlier suites of this step) are kept.
+/// The step output `not-gated`: the metric keys of [`ComparisonReport::not_gated_metrics`]
+/// over `reports` (one gate's, or every profile's of a merge), each once, comma-separated;
+/// `unknown` for a reason an older file holds only in words.
+pub(crate) fn not_gated_output<'a>(
+    reports: impl IntoIterator<Item = &'a ComparisonReport>,
+) -> String {
+    let mut keys: Vec<&str> = Vec::new();
+    for m in reports
+        .into_iter()
+        .flat_map(ComparisonReport::not_gated_metrics)
+    {
+        let key = m.map_or("unknown", Metric::as_str);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.join(",")
+}
+
 pub(crate) fn append_step_summary(path: &Path, markdown: &str) -> std::io::Result<()> {
     let mut text = markdown.to_string();
     if !text.ends_with('\n') {

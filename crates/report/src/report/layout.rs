@@ -284,6 +284,9 @@ pub struct LayerRow {
     pub change: String,
     /// `52,000 → 13,000 tok/s`, `41.2 ms → 55.0 ms`.
     pub values: String,
+    /// The figure does not gate (`change` ends `(reported only)`): the legend then has `–`,
+    /// and a table of such rows does not call itself gated.
+    pub reported_only: bool,
 }
 
 /// Everything a surface shows, in order.
@@ -342,7 +345,7 @@ pub(crate) fn layout_with(report: &ComparisonReport, steps: &StepContext) -> Gat
     let shown = (report.prefill.iter().chain(&report.burst)).map(|c| c.verdict);
     // A figure reported only is marked as not compared by the gate.
     let reported = (latency.iter().chain(&prefill).chain(&burst))
-        .any(|r| r.change.ends_with(REPORTED_ONLY))
+        .any(|r| r.reported_only)
         .then_some(CellVerdict::NotComparable);
     for verdict in shown.chain(reported) {
         let symbol = cell_symbol(verdict);
@@ -433,6 +436,7 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                         "now {}",
                         value_range(metric, late.iter().map(|h| h.value_s))
                     ),
+                    reported_only: false,
                 });
             }
             let regressed: Vec<&CellComparison> = cells
@@ -492,6 +496,7 @@ fn latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                     unvouched.map_or_else(String::new, |text| format!("; {text}"))
                 ),
                 values: cells_values(metric, &metrics),
+                reported_only: false,
             })
         })
         .collect()
@@ -554,6 +559,7 @@ fn reported_latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
                     cells_change(&cells)
                 ),
                 values: cells_values(metric, &cells),
+                reported_only: true,
             })
         })
         .collect()
@@ -561,7 +567,7 @@ fn reported_latency_rows(report: &ComparisonReport) -> Vec<LayerRow> {
 
 /// Whether every row of the decode latency gated (its table's title says "gated").
 fn latency_all_gated(l: &GateLayout) -> bool {
-    !l.latency.iter().any(|r| r.change.ends_with(REPORTED_ONLY))
+    !l.latency.iter().any(|r| r.reported_only)
 }
 
 /// The prefill layer's rows: each context's verdict, change and values (prefill tok/s of the
@@ -640,6 +646,7 @@ fn layer_row(
             interval(d.ci_low, d.ci_high),
         ),
         values,
+        reported_only: !gated,
     }
 }
 
@@ -655,6 +662,7 @@ fn not_compared_row(name: String, c: &CellComparison) -> LayerRow {
                 .map_or_else(|| "not compared".into(), ToString::to_string)
         ),
         values: String::new(),
+        reported_only: false,
     }
 }
 

@@ -6,7 +6,7 @@ use crate::merge::{MergedVerdict, ProfileVerdict, ShardOutcome};
 use infergate_io::untrusted_text::markdown as escape;
 use infergate_schema::answer::NO_VALUE;
 use infergate_schema::results::{ProfileKey, RunStatus};
-use infergate_schema::verdict::{GateVerdict, Metric};
+use infergate_schema::verdict::GateVerdict;
 
 /// Marker that opens the merged Markdown, so a sticky comment can be found and updated.
 pub(crate) const MARKDOWN_MARKER: &str = "<!-- infergate:merged -->";
@@ -159,24 +159,17 @@ pub fn text(merged: &MergedVerdict) -> String {
 /// comma-separated words, so no multi-line delimiter is needed.
 pub fn github_outputs(merged: &MergedVerdict) -> String {
     let ending = merged.ending();
-    let mut not_gated: Vec<&str> = Vec::new();
-    for p in &merged.profiles {
-        if let ShardOutcome::Compared { report } = &p.outcome {
-            for m in report.not_gated_metrics() {
-                let key = m.map_or("unknown", Metric::as_str);
-                if !not_gated.contains(&key) {
-                    not_gated.push(key);
-                }
-            }
-        }
-    }
+    let compared = merged.profiles.iter().filter_map(|p| match &p.outcome {
+        ShardOutcome::Compared { report } => Some(&**report),
+        ShardOutcome::NotCompared { .. } => None,
+    });
     format!(
         "verdict={}\nconclusion={}\nregressions={}\nprofiles={}\nnot-gated={}\n",
         ending.verdict_word,
         ending.conclusion.as_str(),
         merged.regressions,
         merged.profiles.len(),
-        not_gated.join(",")
+        crate::report::actions::not_gated_output(compared)
     )
 }
 
@@ -216,7 +209,7 @@ mod tests {
     /// A workflow that needs every listed metric gated reads the profiles' together.
     #[test]
     fn outputs_list_what_did_not_gate_in_any_profile_once() {
-        use infergate_schema::verdict::NotGated;
+        use infergate_schema::verdict::{Metric, NotGated};
         let young = |gpu: &str, runs: usize| {
             let mut r = report(gpu, GateVerdict::Pass, 0);
             r.not_gated = vec![

@@ -27,7 +27,7 @@ use crate::report::{actions, mermaid};
 use checks::{ANNOTATIONS_PER_REQUEST, CheckOutput, CheckRunRequest};
 use infergate_schema::policy::GatePolicy;
 use infergate_schema::results::RunResults;
-use infergate_schema::verdict::{ComparisonReport, Metric};
+use infergate_schema::verdict::ComparisonReport;
 use render::{Conclusion, Links};
 
 /// What every infergate check name starts with.
@@ -461,18 +461,13 @@ impl GithubReporter {
                 None => "unreachable".to_string(),
             },
         };
-        // What a workflow that needs every listed metric gated can fail on.
-        let not_gated: Vec<&str> = outcome.verdict.map_or_else(Vec::new, |v| {
-            (v.not_gated_metrics().into_iter())
-                .map(|m| m.map_or("unknown", Metric::as_str))
-                .collect()
-        });
         [
             ("verdict", outcome.verdict_word().to_string()),
             ("regressions", outcome.regressions().to_string()),
             ("conclusion", outcome.conclusion().as_str().to_string()),
             ("baseline-runs-needed", runs_needed),
-            ("not-gated", not_gated.join(",")),
+            // What a workflow that needs every listed metric gated can fail on.
+            ("not-gated", actions::not_gated_output(outcome.verdict)),
             ("results-path", shown(self.results_path.as_deref())),
             ("summary-path", shown(summary_path.as_deref())),
         ]
