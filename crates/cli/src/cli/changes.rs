@@ -444,7 +444,54 @@ fn render_eval(r: &ChangeEvalReport) -> String {
             over_found(s.detected, || format!("{:.0}%", s.latest_creep * 100.0)),
         ]);
     }
-    format!("{out}{t}{}{}", location(r), must_show(r))
+    format!(
+        "{out}{t}{}{}{}",
+        alert_intervals(r),
+        location(r),
+        must_show(r)
+    )
+}
+
+/// Whether the interval a reader bisects holds the change's first night: the first alert from
+/// the onset on, also one placed early (which "found" does not count).
+fn alert_intervals(r: &ChangeEvalReport) -> String {
+    let mut out = wrap(
+        &format!(
+            "\n\nThe first alert's {:.0}% location interval (the nights a bisection starts from) against the true onset, over the histories with an alert the change's way within {} nights, also one placed early:",
+            r.config.settings.confidence * 100.0,
+            r.config.follow
+        ),
+        0,
+    );
+    out.push('\n');
+    let mut t = fitted_table(vec![
+        "scenario",
+        "series",
+        "alerted",
+        "holds the onset at the alert",
+        "latest holds it",
+        "width median at the alert / latest",
+    ]);
+    keep_whole(&mut t, &[0]);
+    for s in &r.shifts {
+        t.add_row(vec![
+            s.scenario.clone(),
+            format!("{:?}", s.series).to_lowercase(),
+            format!("{:.1}%", s.alerted * 100.0),
+            over_found(s.alerted, || format!("{:.1}%", s.interval_holds * 100.0)),
+            over_found(s.alerted, || {
+                format!("{:.1}%", s.latest_interval_holds * 100.0)
+            }),
+            over_found(s.alerted, || {
+                format!(
+                    "{} / {}",
+                    s.interval_width_median, s.latest_interval_width_median
+                )
+            }),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out
 }
 
 /// How well the step's location intervals cover its night.

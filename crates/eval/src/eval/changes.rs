@@ -120,6 +120,21 @@ pub struct ShiftOutcome {
     pub latest_within_2: f64,
     /// Share of detected trials whose alert calls the change a creep at the end.
     pub latest_creep: f64,
+    /// Share of trials with any alert opened in the direction of the change within `follow`
+    /// nights of the onset, also one placed more than `min_segment` nights early (which
+    /// `detected` does not count): the alerts whose intervals are scored below.
+    #[serde(default)]
+    pub alerted: f64,
+    /// Share of those first alerts whose location interval holds the onset when the alert
+    /// opened, and as the last analysis left it; the interval's width (nights) median at both.
+    #[serde(default)]
+    pub interval_holds: f64,
+    #[serde(default)]
+    pub latest_interval_holds: f64,
+    #[serde(default)]
+    pub interval_width_median: f64,
+    #[serde(default)]
+    pub latest_interval_width_median: f64,
     /// Mean alerts from the onset to the end of the follow window (1 = one alert per change).
     pub alerts_after_onset: f64,
     /// False alerts per 100 nights before the onset.
@@ -317,10 +332,16 @@ pub(crate) struct NightlyAlert {
     pub(crate) night: usize,
     pub(crate) at: usize,
     pub(crate) up: bool,
+    /// What the alert called the change when it opened.
+    pub(crate) kind: ChangeKind,
     pub(crate) latest_at: usize,
     pub(crate) latest_kind: ChangeKind,
     /// A creep's newest run at the last night it was seen.
     pub(crate) latest_until: Option<usize>,
+    /// The location interval (first and last night it may have started) when the alert
+    /// opened, and as the last analysis left it: what a reader bisects.
+    pub(crate) interval: (usize, usize),
+    pub(crate) latest_interval: (usize, usize),
 }
 
 /// Nightly alerts of one series over `runs`: every night from `warmup` on the history so far
@@ -344,6 +365,8 @@ pub(crate) fn nightly_alerts(
         for c in &s.changes {
             let at = s.runs[c.index];
             let until = (c.kind == ChangeKind::Creep).then(|| s.runs[c.index + c.after - 1]);
+            let (lo, hi) = c.location.unwrap_or((c.index, c.index));
+            let interval = (s.runs[lo], s.runs[hi]);
             let up = c.change > 0.0;
             let same = alerted
                 .iter()
@@ -361,6 +384,7 @@ pub(crate) fn nightly_alerts(
                     a.latest_at = at;
                     a.latest_kind = c.kind;
                     a.latest_until = until;
+                    a.latest_interval = interval;
                 }
                 None => {
                     touched.push(alerted.len());
@@ -368,9 +392,12 @@ pub(crate) fn nightly_alerts(
                         night,
                         at,
                         up,
+                        kind: c.kind,
                         latest_at: at,
                         latest_kind: c.kind,
                         latest_until: until,
+                        interval,
+                        latest_interval: interval,
                     });
                 }
             }
@@ -424,9 +451,16 @@ pub(crate) struct ExportedAlert {
     pub(crate) night: usize,
     pub(crate) at: usize,
     pub(crate) up: bool,
+    /// Whether the alert called the change a creep when it opened.
+    #[serde(default)]
+    pub(crate) creep: bool,
     pub(crate) latest_at: usize,
     pub(crate) latest_creep: bool,
     pub(crate) latest_until: Option<usize>,
+    /// The location interval when the alert opened and at the last night (first and last
+    /// night the change may have started).
+    pub(crate) interval: (usize, usize),
+    pub(crate) latest_interval: (usize, usize),
 }
 
 impl From<&NightlyAlert> for ExportedAlert {
@@ -435,9 +469,12 @@ impl From<&NightlyAlert> for ExportedAlert {
             night: a.night,
             at: a.at,
             up: a.up,
+            creep: a.kind == ChangeKind::Creep,
             latest_at: a.latest_at,
             latest_creep: a.latest_kind == ChangeKind::Creep,
             latest_until: a.latest_until,
+            interval: a.interval,
+            latest_interval: a.latest_interval,
         }
     }
 }
@@ -621,12 +658,23 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
             let (mut delays, mut errors, mut after, mut before) =
                 (Vec::new(), Vec::new(), 0.0, 0.0);
             let (mut latest, mut creeps) = (Vec::new(), 0.0);
+            let up = effect(onset + cfg.follow) > 0.0;
+            let (mut holds, mut latest_holds) = (0.0, 0.0);
+            let (mut widths, mut latest_widths) = (Vec::new(), Vec::new());
             for t in 0..cfg.trials {
                 let runs =
                     changed_history(&cfg.noise, kind, onset + cfg.follow, effect, trial_seed(t));
                 let a = nightly_alerts(&runs, &scope_of(kind, &runs), cfg.warmup, &cfg.settings)?;
                 before += a.iter().filter(|x| x.night < *onset).count() as f64;
                 after += a.iter().filter(|x| x.night >= *onset).count() as f64;
+                if let Some(x) = a.iter().find(|x| x.night >= *onset && x.up == up) {
+                    let holds_onset =
+                        |(lo, hi): (usize, usize)| f64::from(u8::from((lo..=hi).contains(onset)));
+                    holds += holds_onset(x.interval);
+                    latest_holds += holds_onset(x.latest_interval);
+                    widths.push((x.interval.1 + 1 - x.interval.0) as f64);
+                    latest_widths.push((x.latest_interval.1 + 1 - x.latest_interval.0) as f64);
+                }
                 if let Some(x) = a
                     .iter()
                     .find(|x| x.night >= *onset && x.at + cfg.settings.min_segment >= *onset)
@@ -642,6 +690,9 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
             let mae = |e: &[f64]| e.iter().map(|e| e.abs()).sum::<f64>() / found;
             let near = |e: &[f64]| e.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found;
             delays.sort_by(f64::total_cmp);
+            let alerted = widths.len().max(1) as f64;
+            widths.sort_by(f64::total_cmp);
+            latest_widths.sort_by(f64::total_cmp);
             shifts.push(ShiftOutcome {
                 scenario: name.clone(),
                 series: kind,
@@ -656,6 +707,11 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
                 latest_location_mae: mae(&latest),
                 latest_within_2: near(&latest),
                 latest_creep: creeps / found,
+                alerted: widths.len() as f64 / trials,
+                interval_holds: holds / alerted,
+                latest_interval_holds: latest_holds / alerted,
+                interval_width_median: quantile(&widths, 0.5),
+                latest_interval_width_median: quantile(&latest_widths, 0.5),
                 alerts_after_onset: after / trials,
                 false_before_per_100: before / trials / (onset - cfg.warmup) as f64 * 100.0,
             });
@@ -786,6 +842,13 @@ mod tests {
             .unwrap();
         assert_eq!(step.detected, 1.0, "{step:?}");
         assert!(step.delay_median >= 2.0, "needs min_segment runs: {step:?}");
+        // An −8% step in 1% noise: its first alert's interval holds the night, and is the
+        // width of a few runs at most.
+        assert_eq!((step.alerted, step.interval_holds), (1.0, 1.0), "{step:?}");
+        assert!(
+            (1.0..=6.0).contains(&step.interval_width_median),
+            "{step:?}"
+        );
     }
 
     #[test]
