@@ -165,9 +165,7 @@ impl Whitened {
             })
             .collect()
     }
-}
 
-impl Whitened {
     /// Per place, the log evidence that the change's first run is there, whatever its shape.
     /// A step's place is weighed as a step *or* as the onset of a creep that runs to the newest
     /// run: a few runs after a step, a creep that began some runs before it fits them as well,
