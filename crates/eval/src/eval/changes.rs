@@ -452,7 +452,6 @@ pub(crate) struct ExportedAlert {
     pub(crate) at: usize,
     pub(crate) up: bool,
     /// Whether the alert called the change a creep when it opened.
-    #[serde(default)]
     pub(crate) creep: bool,
     pub(crate) latest_at: usize,
     pub(crate) latest_creep: bool,
@@ -690,7 +689,7 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
             let mae = |e: &[f64]| e.iter().map(|e| e.abs()).sum::<f64>() / found;
             let near = |e: &[f64]| e.iter().filter(|e| e.abs() <= 2.0).count() as f64 / found;
             delays.sort_by(f64::total_cmp);
-            let alerted = widths.len().max(1) as f64;
+            let n_alerted = widths.len().max(1) as f64;
             widths.sort_by(f64::total_cmp);
             latest_widths.sort_by(f64::total_cmp);
             shifts.push(ShiftOutcome {
@@ -708,8 +707,8 @@ pub fn run_change_eval(cfg: &ChangeEvalConfig) -> Result<ChangeEvalReport, Stats
                 latest_within_2: near(&latest),
                 latest_creep: creeps / found,
                 alerted: widths.len() as f64 / trials,
-                interval_holds: holds / alerted,
-                latest_interval_holds: latest_holds / alerted,
+                interval_holds: holds / n_alerted,
+                latest_interval_holds: latest_holds / n_alerted,
                 interval_width_median: quantile(&widths, 0.5),
                 latest_interval_width_median: quantile(&latest_widths, 0.5),
                 alerts_after_onset: after / trials,

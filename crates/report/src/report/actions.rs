@@ -63,8 +63,6 @@ pub(crate) fn workflow_commands(report: &ComparisonReport) -> Vec<String> {
     out
 }
 
-/// Appends Markdown to the job summary file. Opened in append mode: earlier steps' summaries
-/// (and earlier suites of this step) are kept.
 /// The step output `not-gated`: the metric keys of [`ComparisonReport::not_gated_metrics`]
 /// over `reports` (one gate's, or every profile's of a merge), each once, comma-separated;
 /// `unknown` for a reason an older file holds only in words.
@@ -84,6 +82,8 @@ pub(crate) fn not_gated_output<'a>(
     keys.join(",")
 }
 
+/// Appends Markdown to the job summary file. Opened in append mode: earlier steps' summaries
+/// (and earlier suites of this step) are kept.
 pub(crate) fn append_step_summary(path: &Path, markdown: &str) -> std::io::Result<()> {
     let mut text = markdown.to_string();
     if !text.ends_with('\n') {
